@@ -1,0 +1,168 @@
+/* The op layer: every differentiable computation of a training step, forward and backward side by side.
+ *
+ * This header is the whole interface between models/executor and kernels. The CPU backend (src/ops/cpu)
+ * implements it with OpenMP and BLAS; a CUDA backend would implement the same functions on device
+ * pointers, so models and the checkpoint executor never change.
+ *
+ * Conventions
+ * - fp32, row-major, dense unless a view says otherwise. Sizes are int64_t element counts.
+ * - Forward writes its output. Backward ACCUMULATES (+=) into every gradient it produces, input and weight
+ *   gradients alike, so that a tensor read by several ops collects all its gradients; callers zero
+ *   gradient buffers once. Any gradient pointer may be NULL when that gradient is not wanted.
+ * - Deterministic for a fixed thread count: static partitions, no atomics, reductions in a fixed order.
+ *   Most ops are independent of the thread count altogether.
+ * - What backward needs: most ops read only tensors the caller already holds (their inputs, listed per
+ *   op). An op whose forward must keep something of its own (normalisation statistics, attention
+ *   probabilities or log-sum-exp) takes an `op_state *keep`: NULL means "keep nothing" (the forward of a
+ *   checkpointed block), otherwise the op allocates exactly <op>_kept_bytes() from the pool as
+ *   MEM_ACTIVATIONS and backward reads it. Transient buffers come from the pool as MEM_WORKSPACE and are
+ *   freed before the op returns; <op>_workspace_bytes() states them. These statements are what the
+ *   checkpoint planner adds up, and tests check them against the pool. */
+#ifndef SEGTRAIN_OPS_H
+#define SEGTRAIN_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "segtrain/pool.h"
+
+/* What an op's forward kept for its backward. */
+typedef struct op_state {
+    pool *pool;
+    void *data;
+    size_t bytes;
+} op_state;
+
+/* Frees what was kept (if anything) and clears the state. */
+void op_state_release(op_state *s);
+
+/* ---- threads: one OpenMP pool shared with OpenBLAS (its OpenMP build), never two fighting ---- */
+
+void ops_set_threads(int n);
+int ops_threads(void);
+/* The BLAS library's own description ("OpenBLAS 0.3.21 ... MAX_THREADS=..."). */
+const char *ops_blas_info(void);
+
+/* ---- linear and matmul (ops/cpu/linear.c) ---- */
+
+/* y (n,out) = x (n,in) W^T + b, W stored (out,in) as in a PyTorch state_dict; b (out) may be NULL.
+ * Backward reads x and W. */
+void linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in, int64_t out);
+void linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
+                     int64_t in, int64_t out);
+
+/* Batched matmul over `batch` contiguous matrices: C (m,n) = op(A) op(B), op(A) (m,k), op(B) (k,n);
+ * with trans_a A is stored (k,m), with trans_b B is stored (n,k). Backward reads A and B. */
+void matmul_forward(float *c, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                    bool trans_a, bool trans_b);
+void matmul_backward(float *da, float *db, const float *dc, const float *a, const float *b, int64_t batch, int64_t m,
+                     int64_t n, int64_t k, bool trans_a, bool trans_b);
+
+/* ---- normalisation over the last dimension (ops/cpu/norm.c) ---- */
+
+/* y = (x - mean) / sqrt(var + eps) * w + b over rows of d; w and b NULL for LayerNorm without affine.
+ * Keeps mean and 1/std per row. Backward reads x and w. */
+size_t layernorm_kept_bytes(int64_t n);
+st_status layernorm_forward(pool *p, float *y, const float *x, const float *w, const float *b, int64_t n, int64_t d,
+                            float eps, op_state *keep);
+void layernorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
+                        int64_t d, const op_state *keep);
+
+/* y = x / sqrt(mean(x^2) + eps) * w; w may be NULL. Keeps 1/rms per row. Backward reads x and w. */
+size_t rmsnorm_kept_bytes(int64_t n);
+st_status rmsnorm_forward(pool *p, float *y, const float *x, const float *w, int64_t n, int64_t d, float eps,
+                          op_state *keep);
+void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t n, int64_t d,
+                      const op_state *keep);
+
+/* ---- pointwise activations (ops/cpu/activation.c); backward reads x ---- */
+
+/* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+void gelu_forward(float *y, const float *x, int64_t n);
+void gelu_backward(float *dx, const float *dy, const float *x, int64_t n);
+/* SiLU: x * sigmoid(x). */
+void silu_forward(float *y, const float *x, int64_t n);
+void silu_backward(float *dx, const float *dy, const float *x, int64_t n);
+
+/* ---- attention over heads (ops/cpu/attention.c) ---- */
+
+/* math:  S = q k^T / sqrt(hd), P = softmax(S) kept for backward, O = P v.
+ * flash: tiled with an online softmax; keeps only the log-sum-exp per row, recomputes P tile by tile in
+ *        backward. Same results to fp32 rounding. Non-causal, over all tokens. */
+typedef enum attention_mechanism { ATTN_MATH, ATTN_FLASH } attention_mechanism;
+
+typedef struct attn_shape {
+    int64_t batch, tokens, heads, head_dim;
+    attention_mechanism mechanism;
+} attn_shape;
+
+/* A (batch, tokens, heads*head_dim) operand that may be a slice of a wider buffer, such as the q, k or v
+ * third of a packed qkv projection: element (b, t, h, j) is at
+ * data[b*batch_stride + t*token_stride + h*head_dim + j]. */
+typedef struct attn_view {
+    float *data;
+    int64_t token_stride, batch_stride;
+} attn_view;
+
+/* The three passes whose transient workspace differs: the math forward with keep writes P straight into the
+ * kept buffer and needs none. */
+typedef enum attn_pass { ATTN_FORWARD, ATTN_FORWARD_KEEP, ATTN_BACKWARD } attn_pass;
+
+size_t attention_kept_bytes(const attn_shape *s);
+size_t attention_workspace_bytes(const attn_shape *s, int threads, attn_pass pass);
+/* Backward reads q, k, v and (flash) out. */
+st_status attention_forward(pool *p, const attn_shape *s, attn_view out, attn_view q, attn_view k, attn_view v,
+                            op_state *keep);
+st_status attention_backward(pool *p, const attn_shape *s, attn_view dq, attn_view dk, attn_view dv, attn_view dout,
+                             attn_view q, attn_view k, attn_view v, attn_view out, const op_state *keep);
+
+/* ---- adaLN modulation and gated residual (ops/cpu/modulate.c) ---- */
+
+/* y = x * (1 + scale) + shift over (batch, tokens, d); shift and scale are (batch, d) with rows
+ * `mod_stride` apart (chunks of a wider modulation vector); their gradients use the same stride.
+ * y may alias x. Backward reads x and scale (so not in place when backward follows). */
+void modulate_forward(float *y, const float *x, const float *shift, const float *scale, int64_t batch, int64_t tokens,
+                      int64_t d, int64_t mod_stride);
+void modulate_backward(float *dx, float *dshift, float *dscale, const float *dy, const float *x, const float *scale,
+                       int64_t batch, int64_t tokens, int64_t d, int64_t mod_stride);
+
+/* y = x + gate * h over (batch, tokens, d); gate (batch, d) with rows `gate_stride` apart. y may alias x.
+ * Backward reads gate and h; dx += dy is skipped when dx == dy (an in-place residual stream). */
+void gated_residual_forward(float *y, const float *x, const float *gate, const float *h, int64_t batch,
+                            int64_t tokens, int64_t d, int64_t gate_stride);
+void gated_residual_backward(float *dx, float *dgate, float *dh, const float *dy, const float *gate, const float *h,
+                             int64_t batch, int64_t tokens, int64_t d, int64_t gate_stride);
+
+/* ---- embeddings, patches and fixed tables (ops/cpu/embed.c) ---- */
+
+/* out (n,d) = rows idx[i] of table (rows,d). An index outside [0, rows) is ST_ERR_INVALID. */
+st_status embedding_forward(float *out, const float *table, const int64_t *idx, int64_t n, int64_t rows, int64_t d);
+void embedding_backward(float *dtable, const float *dout, const int64_t *idx, int64_t n, int64_t d);
+
+/* Image (batch, c, h, w) to patch tokens (batch, (h/p)*(w/p), c*p*p). Token r*(w/p)+q is the patch at grid
+ * row r, column q; its feature ch*p*p + a*p + b is pixel (ch, r*p+a, q*p+b): the flattening of a Conv2d
+ * weight (D, c, p, p), so the patch embedding is a linear layer. */
+void patchify_forward(float *tokens, const float *image, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p);
+void patchify_backward(float *dimage, const float *dtokens, int64_t batch, int64_t c, int64_t h, int64_t w,
+                       int64_t p);
+/* Tokens (batch, (h/p)*(w/p), p*p*c) to image (batch, c, h, w): feature (a*p + b)*c + ch of token (r,q)
+ * goes to pixel (ch, r*p + a, q*p + b), DiT's unpatchify. */
+void unpatchify_forward(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p);
+void unpatchify_backward(float *dtokens, const float *dimage, int64_t batch, int64_t c, int64_t h, int64_t w,
+                         int64_t p);
+
+/* The fixed 2D sine-cosine position table (grid*grid, d) of the DiT spec; d divisible by 4. */
+void pos_embed_2d(float *table, int64_t grid, int64_t d);
+/* Timestep frequency embedding (n, dim) of the DiT spec: [cos(t f_j), sin(t f_j)], cosines first,
+ * f_j = exp(-ln(max_period) j / (dim/2)); dim even. No gradient: timesteps are not trained. */
+void timestep_embedding(float *emb, const float *t, int64_t n, int64_t dim, double max_period);
+
+/* ---- loss (ops/cpu/loss.c) ---- */
+
+/* mean((pred - target)^2), accumulated in double over fixed-size chunks so that the value does not depend on
+ * the thread count. Backward: dpred += dloss * 2 (pred - target) / n. */
+float mse_forward(const float *pred, const float *target, int64_t n);
+void mse_backward(float *dpred, const float *pred, const float *target, int64_t n, float dloss);
+
+#endif

@@ -1,0 +1,70 @@
+/* Memory pools: the ground truth for every peak segtrain reports.
+ *
+ * Every allocation of a training step comes from a pool and carries a tag saying what it holds. A pool
+ * tracks live and peak bytes, in total and per tag; peak is the largest sum of live allocation sizes
+ * (the requested sizes, exactly: the notion of a GPU framework's max-memory-allocated). A pool with a
+ * capacity refuses an allocation that would exceed it with ST_ERR_OOM (device) or ST_ERR_HOST_OOM (host)
+ * and stays usable. All functions are thread-safe (a copy engine frees from its own thread). */
+#ifndef SEGTRAIN_POOL_H
+#define SEGTRAIN_POOL_H
+
+#include <stddef.h>
+
+#include "segtrain/status.h"
+
+typedef enum mem_tag {
+    MEM_WEIGHTS,
+    MEM_GRADIENTS,
+    MEM_OPTIMIZER,   /* optimizer state */
+    MEM_ACTIVATIONS, /* tensors kept for backward, and states passed between blocks */
+    MEM_BOUNDARIES,  /* saved segment inputs of checkpointed segments */
+    MEM_WORKSPACE,   /* transient buffers freed before the op that took them returns */
+    MEM_TAG_COUNT
+} mem_tag;
+
+typedef enum pool_kind { POOL_DEVICE, POOL_HOST } pool_kind;
+
+typedef struct pool pool;
+
+typedef struct pool_stats {
+    size_t live, peak;                      /* bytes */
+    size_t live_by_tag[MEM_TAG_COUNT];
+    size_t peak_by_tag[MEM_TAG_COUNT];      /* each tag's own highest live */
+    size_t at_peak_by_tag[MEM_TAG_COUNT];   /* live per tag at the moment the total peak was reached */
+    size_t allocations;                     /* live allocation count */
+} pool_stats;
+
+/* capacity 0 means unlimited. Returns NULL only if the pool's own bookkeeping cannot be allocated. */
+pool *pool_create(pool_kind kind, size_t capacity);
+
+/* Frees the pool. Anything still live is a leak: each one is reported on stderr (size, tag, what) and
+ * freed. Returns the number of leaked allocations, so tests can assert zero. */
+size_t pool_destroy(pool *p);
+
+/* Allocates `bytes` (64-byte aligned, uninitialised) for `what` (a static string naming the tensor, shown
+ * in OOM and leak reports). On failure *out is NULL and the status says why; the pool is unchanged. */
+st_status pool_alloc(pool *p, size_t bytes, mem_tag tag, const char *what, void **out);
+
+/* As pool_alloc, zero-filled. */
+st_status pool_alloc_zero(pool *p, size_t bytes, mem_tag tag, const char *what, void **out);
+
+/* Frees a pointer returned by pool_alloc on this pool. NULL is a no-op. */
+void pool_free(pool *p, void *ptr);
+
+/* The requested size of a live allocation. */
+size_t pool_size_of(const void *ptr);
+
+void pool_get_stats(pool *p, pool_stats *out);
+size_t pool_live(pool *p);
+size_t pool_peak(pool *p);
+
+/* Starts a new peak window: peak becomes the current live bytes (per tag too). */
+void pool_reset_peak(pool *p);
+
+size_t pool_capacity(const pool *p);
+void pool_set_capacity(pool *p, size_t capacity);
+pool_kind pool_get_kind(const pool *p);
+
+const char *mem_tag_name(mem_tag tag);
+
+#endif

@@ -1,0 +1,29 @@
+/* Status codes and the thread-local error message that goes with them.
+ *
+ * Every fallible function returns an st_status. On failure it has already written one human-readable
+ * line into the calling thread's error buffer (st_error()), so the caller can propagate the code and the
+ * outermost layer prints the line. Nothing in the engine aborts on bad input or on running out of memory. */
+#ifndef SEGTRAIN_STATUS_H
+#define SEGTRAIN_STATUS_H
+
+typedef enum st_status {
+    ST_OK = 0,
+    ST_ERR_OOM,      /* the device pool's capacity would be exceeded */
+    ST_ERR_HOST_OOM, /* the host pool's capacity would be exceeded */
+    ST_ERR_INVALID,  /* bad input: config, shape, argument */
+    ST_ERR_IO,       /* a file could not be read or written */
+    ST_ERR_FORMAT,   /* a file was read but its contents are malformed */
+    ST_ERR_INTERNAL  /* a broken invariant inside the engine */
+} st_status;
+
+/* Sets the calling thread's error message (printf-style) and returns code, so that
+ * `return st_fail(ST_ERR_INVALID, "interval must be >= 1, got %d", k);` reads as one statement. */
+st_status st_fail(st_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The calling thread's last error message ("" if none). */
+const char *st_error(void);
+
+/* A short name for a status code ("out of device memory", ...). */
+const char *st_status_name(st_status s);
+
+#endif

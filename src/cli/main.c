@@ -1,0 +1,72 @@
+/* segtrain: the command-line front end. Each command is one function in this folder; main only dispatches. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "segtrain/ops.h"
+
+static const struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    {"selfcheck", cmd_selfcheck, "check the build on this machine: BLAS, threads, GEMM rate, attention"},
+    {"version", cmd_version, "print the version"},
+};
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "segtrain %s: trains diffusion transformers with segmented activation checkpointing\n"
+            "\n"
+            "usage: segtrain [--threads N] COMMAND [options]\n"
+            "\n"
+            "commands:\n",
+            SEGTRAIN_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(to, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(to, "\n"
+                "global options:\n"
+                "  --threads N   OpenMP threads for every op and for BLAS (default: all cores)\n"
+                "  -h, --help    this help; `segtrain COMMAND --help` explains a command\n");
+}
+
+int cmd_version(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    printf("segtrain %s\n", SEGTRAIN_VERSION);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--version")) {
+            return cmd_version(0, NULL);
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            char *end;
+            long n = strtol(argv[++i], &end, 10);
+            if (*end || n < 1 || n > 1024) {
+                fprintf(stderr, "segtrain: --threads takes a whole number from 1 to 1024, got '%s'\n", argv[i]);
+                return 2;
+            }
+            ops_set_threads((int)n);
+        } else {
+            fprintf(stderr, "segtrain: unknown option '%s' (see segtrain --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (i == argc) {
+        usage(stderr);
+        return 2;
+    }
+    for (size_t c = 0; c < sizeof commands / sizeof *commands; c++)
+        if (!strcmp(argv[i], commands[c].name)) return commands[c].run(argc - i, argv + i);
+    fprintf(stderr, "segtrain: unknown command '%s' (see segtrain --help)\n", argv[i]);
+    return 2;
+}

@@ -1,0 +1,185 @@
+/* Pool allocations are malloc'd blocks with a 64-byte header in front of the data. The header links the
+ * block into the pool's list of live allocations, which is what makes leak reports and exact per-tag
+ * accounting possible without a side table. */
+#include "segtrain/pool.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGNMENT 64
+#define HEADER_MAGIC 0x5e67a11c0ffee123ull
+
+typedef struct header {
+    uint64_t magic;
+    size_t bytes;
+    const char *what;
+    struct pool *owner;
+    struct header *prev, *next;
+    mem_tag tag;
+} header;
+_Static_assert(sizeof(header) <= ALIGNMENT, "pool header must fit in one alignment unit");
+
+struct pool {
+    pthread_mutex_t lock;
+    pool_kind kind;
+    size_t capacity;
+    pool_stats stats;
+    header *live_list;
+};
+
+static header *header_of(const void *ptr) { return (header *)((char *)ptr - ALIGNMENT); }
+
+static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
+
+const char *mem_tag_name(mem_tag tag)
+{
+    static const char *names[MEM_TAG_COUNT] = {"weights",     "gradients",  "optimizer",
+                                               "activations", "boundaries", "workspace"};
+    return (unsigned)tag < MEM_TAG_COUNT ? names[tag] : "?";
+}
+
+pool *pool_create(pool_kind kind, size_t capacity)
+{
+    pool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    pthread_mutex_init(&p->lock, NULL);
+    p->kind = kind;
+    p->capacity = capacity;
+    return p;
+}
+
+size_t pool_destroy(pool *p)
+{
+    if (!p) return 0;
+    size_t leaks = 0;
+    for (header *h = p->live_list; h;) {
+        header *next = h->next;
+        fprintf(stderr, "segtrain: %s pool leak: %zu bytes (%s) for '%s'\n",
+                p->kind == POOL_DEVICE ? "device" : "host", h->bytes, mem_tag_name(h->tag),
+                h->what ? h->what : "?");
+        free(h);
+        h = next;
+        leaks++;
+    }
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+    return leaks;
+}
+
+st_status pool_alloc(pool *p, size_t bytes, mem_tag tag, const char *what, void **out)
+{
+    *out = NULL;
+    if ((unsigned)tag >= MEM_TAG_COUNT) return st_fail(ST_ERR_INVALID, "pool_alloc: bad tag %d", (int)tag);
+    const int device = p->kind == POOL_DEVICE;
+    const st_status oom = device ? ST_ERR_OOM : ST_ERR_HOST_OOM;
+    what = what ? what : "?";
+
+    /* One critical section for check, allocation and accounting: allocations are few per step, and
+     * this keeps the capacity check exact when a copy-engine thread allocates concurrently. */
+    pthread_mutex_lock(&p->lock);
+    pool_stats *s = &p->stats;
+    if (p->capacity && (bytes > p->capacity || s->live > p->capacity - bytes)) {
+        size_t live = s->live;
+        pthread_mutex_unlock(&p->lock);
+        return st_fail(oom, "out of %s memory: %.2f MiB for '%s' (%s) with %.2f MiB live of %.2f MiB capacity",
+                       device ? "device" : "host", mib(bytes), what, mem_tag_name(tag), mib(live),
+                       mib(p->capacity));
+    }
+    size_t rounded = (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
+    header *h = aligned_alloc(ALIGNMENT, ALIGNMENT + rounded);
+    if (!h) {
+        pthread_mutex_unlock(&p->lock);
+        return st_fail(oom, "the system refused %.2f MiB for '%s' (%s)", mib(bytes), what, mem_tag_name(tag));
+    }
+    *h = (header){.magic = HEADER_MAGIC, .bytes = bytes, .what = what, .owner = p, .tag = tag};
+    h->next = p->live_list;
+    if (p->live_list) p->live_list->prev = h;
+    p->live_list = h;
+    s->live += bytes;
+    s->live_by_tag[tag] += bytes;
+    s->allocations++;
+    if (s->live_by_tag[tag] > s->peak_by_tag[tag]) s->peak_by_tag[tag] = s->live_by_tag[tag];
+    if (s->live > s->peak) {
+        s->peak = s->live;
+        memcpy(s->at_peak_by_tag, s->live_by_tag, sizeof s->at_peak_by_tag);
+    }
+    pthread_mutex_unlock(&p->lock);
+    *out = (char *)h + ALIGNMENT;
+    return ST_OK;
+}
+
+st_status pool_alloc_zero(pool *p, size_t bytes, mem_tag tag, const char *what, void **out)
+{
+    st_status s = pool_alloc(p, bytes, tag, what, out);
+    if (s == ST_OK) memset(*out, 0, bytes);
+    return s;
+}
+
+void pool_free(pool *p, void *ptr)
+{
+    if (!ptr) return;
+    header *h = header_of(ptr);
+    if (h->magic != HEADER_MAGIC || h->owner != p) {
+        /* Freeing a foreign pointer is a programming error that would corrupt the accounting. */
+        fprintf(stderr, "segtrain: pool_free of a pointer this pool did not allocate\n");
+        abort();
+    }
+    pthread_mutex_lock(&p->lock);
+    if (h->prev) h->prev->next = h->next;
+    else p->live_list = h->next;
+    if (h->next) h->next->prev = h->prev;
+    p->stats.live -= h->bytes;
+    p->stats.live_by_tag[h->tag] -= h->bytes;
+    p->stats.allocations--;
+    pthread_mutex_unlock(&p->lock);
+    h->magic = 0;
+    free(h);
+}
+
+size_t pool_size_of(const void *ptr) { return ptr ? header_of(ptr)->bytes : 0; }
+
+void pool_get_stats(pool *p, pool_stats *out)
+{
+    pthread_mutex_lock(&p->lock);
+    *out = p->stats;
+    pthread_mutex_unlock(&p->lock);
+}
+
+size_t pool_live(pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    size_t v = p->stats.live;
+    pthread_mutex_unlock(&p->lock);
+    return v;
+}
+
+size_t pool_peak(pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    size_t v = p->stats.peak;
+    pthread_mutex_unlock(&p->lock);
+    return v;
+}
+
+void pool_reset_peak(pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    p->stats.peak = p->stats.live;
+    memcpy(p->stats.peak_by_tag, p->stats.live_by_tag, sizeof p->stats.peak_by_tag);
+    memcpy(p->stats.at_peak_by_tag, p->stats.live_by_tag, sizeof p->stats.at_peak_by_tag);
+    pthread_mutex_unlock(&p->lock);
+}
+
+size_t pool_capacity(const pool *p) { return p->capacity; }
+
+void pool_set_capacity(pool *p, size_t capacity)
+{
+    pthread_mutex_lock(&p->lock);
+    p->capacity = capacity;
+    pthread_mutex_unlock(&p->lock);
+}
+
+pool_kind pool_get_kind(const pool *p) { return p->kind; }

@@ -1,0 +1,31 @@
+#include "segtrain/status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static _Thread_local char error_line[512];
+
+st_status st_fail(st_status code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error_line, sizeof error_line, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *st_error(void) { return error_line; }
+
+const char *st_status_name(st_status s)
+{
+    switch (s) {
+    case ST_OK: return "ok";
+    case ST_ERR_OOM: return "out of device memory";
+    case ST_ERR_HOST_OOM: return "out of host memory";
+    case ST_ERR_INVALID: return "invalid input";
+    case ST_ERR_IO: return "i/o error";
+    case ST_ERR_FORMAT: return "malformed file";
+    case ST_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}

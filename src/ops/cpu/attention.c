@@ -1,0 +1,318 @@
+/* Multi-head attention, non-causal, scale 1/sqrt(head_dim): a math mechanism that keeps P and a flash
+ * mechanism that keeps only the log-sum-exp per row and recomputes P in tiles.
+ *
+ * Operands are strided views (q/k/v may be thirds of a packed qkv buffer), and every GEMM runs on them
+ * directly with lda = token_stride, so nothing is permuted or copied. Each (batch, head) pair is computed
+ * entirely by one thread of a static OpenMP loop, with BLAS single-threaded inside it (OpenBLAS's OpenMP
+ * build sees omp_in_parallel()): results are independent of the thread count, and heads of one batch
+ * write disjoint columns of the outputs and gradients, so no synchronisation is needed.
+ *
+ * Workspace (MEM_WORKSPACE, one block of threads * per-thread bytes, per-thread slices rounded up to 64
+ * bytes so threads do not share cache lines):
+ *   math  forward : T*T per thread for P, but only when keep == NULL (with keep P is written straight
+ *                   into the kept buffer and forward takes no workspace at all);
+ *   math  backward: T*T per thread for dP/dS;
+ *   flash forward : Br*Bc score tile + running max and sum (2*Br), with or without keep;
+ *   flash backward: Br*Bc P tile + Br*Bc dP/dS tile + T floats of D = rowsum(dO*O).
+ * attention_workspace_bytes states exactly what each pass takes. (Br and Bc are clipped to T, so small T
+ * takes small tiles.) */
+#include <math.h>
+#include <omp.h>
+#include <stddef.h>
+
+#include "internal.h"
+
+/* Query and key tile sizes of the flash mechanism: a 64x64 fp32 tile is 16 KiB, so S, P and dP tiles and
+ * the 64-row slices of q, k, v (hd=64) stay in L2. */
+static const int64_t Br = 64;
+static const int64_t Bc = 64;
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Rounded to whole 64-byte lines so that per-thread slices do not share a cache line. */
+static size_t round_floats(size_t n) { return (n + 15) / 16 * 16; }
+
+static size_t per_thread_floats(const attn_shape *s, attn_pass pass)
+{
+    const int64_t T = s->tokens;
+    if (s->mechanism == ATTN_MATH) return pass == ATTN_FORWARD_KEEP ? 0 : round_floats((size_t)T * (size_t)T);
+    const size_t br = (size_t)min64(Br, T), bc = (size_t)min64(Bc, T);
+    if (pass != ATTN_BACKWARD) return round_floats(br * bc + 2 * br);
+    return round_floats(2 * br * bc + (size_t)T);
+}
+
+static bool empty(const attn_shape *s) { return s->batch <= 0 || s->heads <= 0 || s->tokens <= 0; }
+
+size_t attention_kept_bytes(const attn_shape *s)
+{
+    if (empty(s)) return 0;
+    const size_t rows = (size_t)s->batch * (size_t)s->heads * (size_t)s->tokens;
+    return (s->mechanism == ATTN_MATH ? rows * (size_t)s->tokens : rows) * sizeof(float);
+}
+
+size_t attention_workspace_bytes(const attn_shape *s, int threads, attn_pass pass)
+{
+    if (empty(s)) return 0;
+    if (threads < 1) threads = 1;
+    return (size_t)threads * per_thread_floats(s, pass) * sizeof(float);
+}
+
+static float attn_scale(const attn_shape *s) { return (float)(1.0 / sqrt((double)s->head_dim)); }
+
+/* Start of head h of batch b in a view. */
+static float *head_ptr(attn_view a, int64_t b, int64_t h, int64_t hd)
+{
+    return a.data + b * a.batch_stride + h * hd;
+}
+
+/* In place softmax of each of `rows` contiguous rows of length n. */
+static void softmax_rows(float *x, int64_t rows, int64_t n)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = x + r * n;
+        float m = row[0];
+        for (int64_t j = 1; j < n; j++) m = row[j] > m ? row[j] : m;
+        float sum = 0.0f;
+        for (int64_t j = 0; j < n; j++) {
+            row[j] = expf(row[j] - m);
+            sum += row[j];
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j < n; j++) row[j] *= inv;
+    }
+}
+
+/* dS = P * (dP - c_r) row by row, in place in dp; c_r = rowsum(dP*P) when c == NULL (math), else c[r]
+ * (flash, where c = D = rowsum(dO*O) is the same quantity computed from the output). */
+static void softmax_grad_rows(float *dp, const float *p, const float *c, int64_t rows, int64_t n)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float *drow = dp + r * n;
+        const float *prow = p + r * n;
+        float cr;
+        if (c) {
+            cr = c[r];
+        } else {
+            cr = 0.0f;
+            for (int64_t j = 0; j < n; j++) cr += drow[j] * prow[j];
+        }
+        for (int64_t j = 0; j < n; j++) drow[j] = prow[j] * (drow[j] - cr);
+    }
+}
+
+/* ---- math ---- */
+
+static void math_forward_pair(const attn_shape *s, float scale, int64_t b, int64_t h, float *P, attn_view out,
+                              attn_view q, attn_view k, attn_view v)
+{
+    const int T = (int)s->tokens, hd = (int)s->head_dim;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, scale, head_ptr(q, b, h, hd), (int)q.token_stride,
+                head_ptr(k, b, h, hd), (int)k.token_stride, 0.0f, P, T);
+    softmax_rows(P, T, T);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, P, T, head_ptr(v, b, h, hd),
+                (int)v.token_stride, 0.0f, head_ptr(out, b, h, hd), (int)out.token_stride);
+}
+
+static void math_backward_pair(const attn_shape *s, float scale, int64_t b, int64_t h, const float *P, float *dP,
+                               attn_view dq, attn_view dk, attn_view dv, attn_view dout, attn_view q, attn_view k,
+                               attn_view v)
+{
+    const int T = (int)s->tokens, hd = (int)s->head_dim;
+    const float *dO = head_ptr(dout, b, h, hd);
+    const int ldo = (int)dout.token_stride;
+    if (dv.data)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, P, T, dO, ldo, 1.0f,
+                    head_ptr(dv, b, h, hd), (int)dv.token_stride);
+    if (!dq.data && !dk.data) return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, dO, ldo, head_ptr(v, b, h, hd),
+                (int)v.token_stride, 0.0f, dP, T);
+    softmax_grad_rows(dP, P, NULL, T, T);
+    if (dq.data)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, scale, dP, T, head_ptr(k, b, h, hd),
+                    (int)k.token_stride, 1.0f, head_ptr(dq, b, h, hd), (int)dq.token_stride);
+    if (dk.data)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, scale, dP, T, head_ptr(q, b, h, hd),
+                    (int)q.token_stride, 1.0f, head_ptr(dk, b, h, hd), (int)dk.token_stride);
+}
+
+/* ---- flash ---- */
+
+/* Online softmax over key tiles, accumulating straight into the output rows (rescaled when the running
+ * max grows, normalised at the end). lse (T floats) may be NULL when nothing is kept. */
+static void flash_forward_pair(const attn_shape *s, float scale, int64_t b, int64_t h, float *ws, float *lse,
+                               attn_view out, attn_view q, attn_view k, attn_view v)
+{
+    const int64_t T = s->tokens, hd = s->head_dim;
+    const int64_t bc_max = min64(Bc, T), br_max = min64(Br, T);
+    float *S = ws, *mrow = ws + br_max * bc_max, *lrow = mrow + br_max;
+    const float *qh = head_ptr(q, b, h, hd), *kh = head_ptr(k, b, h, hd), *vh = head_ptr(v, b, h, hd);
+    float *oh = head_ptr(out, b, h, hd);
+    const int64_t lq = q.token_stride, lk = k.token_stride, lv = v.token_stride, lo = out.token_stride;
+
+    for (int64_t i0 = 0; i0 < T; i0 += Br) {
+        const int64_t br = min64(Br, T - i0);
+        float *o = oh + i0 * lo;
+        for (int64_t j0 = 0; j0 < T; j0 += Bc) {
+            const int64_t bc = min64(Bc, T - j0);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)hd, scale, qh + i0 * lq,
+                        (int)lq, kh + j0 * lk, (int)lk, 0.0f, S, (int)bc);
+            for (int64_t r = 0; r < br; r++) {
+                float *row = S + r * bc;
+                float mx = row[0];
+                for (int64_t j = 1; j < bc; j++) mx = row[j] > mx ? row[j] : mx;
+                /* first tile: no previous accumulator (out may hold anything, even NaN) */
+                const float m_new = j0 == 0 || mx > mrow[r] ? mx : mrow[r];
+                float sum = 0.0f;
+                for (int64_t j = 0; j < bc; j++) {
+                    row[j] = expf(row[j] - m_new);
+                    sum += row[j];
+                }
+                if (j0 == 0) {
+                    lrow[r] = sum;
+                } else {
+                    if (m_new != mrow[r]) {
+                        const float corr = expf(mrow[r] - m_new);
+                        float *orow = o + r * lo;
+                        for (int64_t j = 0; j < hd; j++) orow[j] *= corr;
+                        lrow[r] *= corr;
+                    }
+                    lrow[r] += sum;
+                }
+                mrow[r] = m_new;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)br, (int)hd, (int)bc, 1.0f, S, (int)bc,
+                        vh + j0 * lv, (int)lv, j0 == 0 ? 0.0f : 1.0f, o, (int)lo);
+        }
+        for (int64_t r = 0; r < br; r++) {
+            const float inv = 1.0f / lrow[r];
+            float *orow = o + r * lo;
+            for (int64_t j = 0; j < hd; j++) orow[j] *= inv;
+            if (lse) lse[i0 + r] = mrow[r] + logf(lrow[r]);
+        }
+    }
+}
+
+static void flash_backward_pair(const attn_shape *s, float scale, int64_t b, int64_t h, float *ws, const float *lse,
+                                attn_view dq, attn_view dk, attn_view dv, attn_view dout, attn_view q, attn_view k,
+                                attn_view v, attn_view out)
+{
+    const int64_t T = s->tokens, hd = s->head_dim;
+    const int64_t bc_max = min64(Bc, T), br_max = min64(Br, T);
+    float *P = ws, *dP = ws + br_max * bc_max, *D = dP + br_max * bc_max;
+    const float *qh = head_ptr(q, b, h, hd), *kh = head_ptr(k, b, h, hd), *vh = head_ptr(v, b, h, hd);
+    const float *oh = head_ptr(out, b, h, hd), *doh = head_ptr(dout, b, h, hd);
+    float *dqh = dq.data ? head_ptr(dq, b, h, hd) : NULL;
+    float *dkh = dk.data ? head_ptr(dk, b, h, hd) : NULL;
+    float *dvh = dv.data ? head_ptr(dv, b, h, hd) : NULL;
+    const int64_t lq = q.token_stride, lk = k.token_stride, lv = v.token_stride, lo = out.token_stride;
+    const int64_t ldo = dout.token_stride, ldq = dq.token_stride, ldk = dk.token_stride, ldv = dv.token_stride;
+    const bool need_ds = dqh || dkh;
+
+    /* D_i = rowsum(dO_i * O_i) = rowsum(dP_i * P_i), without materialising a whole row of P */
+    if (need_ds)
+        for (int64_t t = 0; t < T; t++) {
+            const float *orow = oh + t * lo, *drow = doh + t * ldo;
+            float acc = 0.0f;
+            for (int64_t j = 0; j < hd; j++) acc += orow[j] * drow[j];
+            D[t] = acc;
+        }
+
+    for (int64_t j0 = 0; j0 < T; j0 += Bc) {
+        const int64_t bc = min64(Bc, T - j0);
+        for (int64_t i0 = 0; i0 < T; i0 += Br) {
+            const int64_t br = min64(Br, T - i0);
+            /* the same GEMM as the forward's, so P is recomputed from the same scores */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)hd, scale, qh + i0 * lq,
+                        (int)lq, kh + j0 * lk, (int)lk, 0.0f, P, (int)bc);
+            for (int64_t r = 0; r < br; r++) {
+                float *row = P + r * bc;
+                const float l = lse[i0 + r];
+                for (int64_t j = 0; j < bc; j++) row[j] = expf(row[j] - l);
+            }
+            if (dvh)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)bc, (int)hd, (int)br, 1.0f, P, (int)bc,
+                            doh + i0 * ldo, (int)ldo, 1.0f, dvh + j0 * ldv, (int)ldv);
+            if (!need_ds) continue;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)hd, 1.0f, doh + i0 * ldo,
+                        (int)ldo, vh + j0 * lv, (int)lv, 0.0f, dP, (int)bc);
+            softmax_grad_rows(dP, P, D + i0, br, bc);
+            if (dqh)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)br, (int)hd, (int)bc, scale, dP, (int)bc,
+                            kh + j0 * lk, (int)lk, 1.0f, dqh + i0 * ldq, (int)ldq);
+            if (dkh)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)bc, (int)hd, (int)br, scale, dP, (int)bc,
+                            qh + i0 * lq, (int)lq, 1.0f, dkh + j0 * ldk, (int)ldk);
+        }
+    }
+}
+
+/* ---- entry points ---- */
+
+st_status attention_forward(pool *p, const attn_shape *s, attn_view out, attn_view q, attn_view k, attn_view v,
+                            op_state *keep)
+{
+    st_status st = op_state_alloc(keep, p, attention_kept_bytes(s), "attention kept state");
+    if (st != ST_OK) return st;
+    if (empty(s)) return ST_OK;
+
+    const int threads = ops_threads();
+    const bool math = s->mechanism == ATTN_MATH;
+    const size_t per = per_thread_floats(s, keep ? ATTN_FORWARD_KEEP : ATTN_FORWARD);
+    float *ws = NULL;
+    if (per) {
+        st = pool_alloc(p, (size_t)threads * per * sizeof(float), MEM_WORKSPACE, "attention forward workspace",
+                        (void **)&ws);
+        if (st != ST_OK) {
+            if (keep) op_state_release(keep);
+            return st;
+        }
+    }
+    const int64_t H = s->heads, T = s->tokens, pairs = s->batch * s->heads;
+    const float scale = attn_scale(s);
+    float *kept = keep ? keep->data : NULL;
+
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t bh = 0; bh < pairs; bh++) {
+        float *mine = ws ? ws + (size_t)omp_get_thread_num() * per : NULL;
+        if (math)
+            math_forward_pair(s, scale, bh / H, bh % H, kept ? kept + (size_t)bh * (size_t)(T * T) : mine, out, q, k,
+                              v);
+        else
+            flash_forward_pair(s, scale, bh / H, bh % H, mine, kept ? kept + (size_t)bh * (size_t)T : NULL, out, q,
+                               k, v);
+    }
+    pool_free(p, ws);
+    return ST_OK;
+}
+
+st_status attention_backward(pool *p, const attn_shape *s, attn_view dq, attn_view dk, attn_view dv, attn_view dout,
+                             attn_view q, attn_view k, attn_view v, attn_view out, const op_state *keep)
+{
+    if (empty(s)) return ST_OK;
+    if (!keep || !keep->data)
+        return st_fail(ST_ERR_INVALID, "attention_backward: the forward kept nothing (keep was NULL)");
+
+    const int threads = ops_threads();
+    const size_t per = per_thread_floats(s, ATTN_BACKWARD);
+    float *ws = NULL;
+    st_status st = pool_alloc(p, (size_t)threads * per * sizeof(float), MEM_WORKSPACE,
+                              "attention backward workspace", (void **)&ws);
+    if (st != ST_OK) return st;
+    const int64_t H = s->heads, T = s->tokens, pairs = s->batch * s->heads;
+    const float scale = attn_scale(s);
+    const float *kept = keep->data;
+    const bool math = s->mechanism == ATTN_MATH;
+
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t bh = 0; bh < pairs; bh++) {
+        float *mine = ws + (size_t)omp_get_thread_num() * per;
+        if (math)
+            math_backward_pair(s, scale, bh / H, bh % H, kept + (size_t)bh * (size_t)(T * T), mine, dq, dk, dv, dout,
+                               q, k, v);
+        else
+            flash_backward_pair(s, scale, bh / H, bh % H, mine, kept + (size_t)bh * (size_t)T, dq, dk, dv, dout, q,
+                                k, v, out);
+    }
+    pool_free(p, ws);
+    return ST_OK;
+}

@@ -1,0 +1,137 @@
+/* Embedding lookup, patch (un)flattening and the fixed DiT tables. Patch ops are permutations, so their
+ * backward is the inverse gather and touches every element once: no reduction, no thread dependence. */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define PAR_MIN ((int64_t)1 << 15)
+/* Column width of one embedding_backward item. */
+#define EMB_COLS 32
+
+st_status embedding_forward(float *out, const float *table, const int64_t *idx, int64_t n, int64_t rows, int64_t d)
+{
+    /* validate everything first so that a bad index leaves out untouched */
+    for (int64_t i = 0; i < n; i++)
+        if (idx[i] < 0 || idx[i] >= rows)
+            return st_fail(ST_ERR_INVALID, "embedding index %lld (position %lld) is outside the table of %lld rows",
+                           (long long)idx[i], (long long)i, (long long)rows);
+#pragma omp parallel for schedule(static) if (n * d >= PAR_MIN)
+    for (int64_t i = 0; i < n; i++) memcpy(out + i * d, table + idx[i] * d, (size_t)d * sizeof(float));
+    return ST_OK;
+}
+
+void embedding_backward(float *dtable, const float *dout, const int64_t *idx, int64_t n, int64_t d)
+{
+    if (!dtable) return;
+    /* Repeated indices collide on rows, so split by columns: each element is summed by one thread with
+     * the positions in order. */
+    int64_t nblk = (d + EMB_COLS - 1) / EMB_COLS;
+#pragma omp parallel for schedule(static) if (n * d >= PAR_MIN)
+    for (int64_t cb = 0; cb < nblk; cb++) {
+        int64_t j0 = cb * EMB_COLS, m = d - j0 < EMB_COLS ? d - j0 : EMB_COLS;
+        for (int64_t i = 0; i < n; i++) {
+            float *restrict o = dtable + idx[i] * d + j0;
+            const float *restrict g = dout + i * d + j0;
+            for (int64_t j = 0; j < m; j++) o[j] += g[j];
+        }
+    }
+}
+
+/* One routine per direction pair keeps the index formulas in one place. Image pixel (ch, r*p+a, q*p+bb)
+ * pairs with patch token r*gw+q; `to_tokens` says which side is written, `acc` whether it is += . */
+static void patch_tokens_move(float *tokens, float *image, const float *src_tokens, const float *src_image,
+                              int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p, bool dit_order,
+                              bool to_tokens, bool acc)
+{
+    int64_t gh = h / p, gw = w / p, f = c * p * p, T = gh * gw;
+#pragma omp parallel for collapse(2) schedule(static) if (batch * c * h * w >= PAR_MIN)
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t r = 0; r < gh; r++)
+            for (int64_t q = 0; q < gw; q++) {
+                int64_t tok = (b * T + r * gw + q) * f;
+                for (int64_t ch = 0; ch < c; ch++)
+                    for (int64_t a = 0; a < p; a++) {
+                        int64_t pix = ((b * c + ch) * h + r * p + a) * w + q * p;
+                        /* feature of (ch, a, bb): conv order ch*p*p + a*p + bb, or DiT's (a*p + bb)*c + ch */
+                        int64_t fbase = dit_order ? a * p * c + ch : ch * p * p + a * p;
+                        int64_t fstep = dit_order ? c : 1;
+                        if (to_tokens) {
+                            float *o = tokens + tok + fbase;
+                            const float *s = src_image + pix;
+                            if (acc)
+                                for (int64_t bb = 0; bb < p; bb++) o[bb * fstep] += s[bb];
+                            else
+                                for (int64_t bb = 0; bb < p; bb++) o[bb * fstep] = s[bb];
+                        } else {
+                            float *o = image + pix;
+                            const float *s = src_tokens + tok + fbase;
+                            if (acc)
+                                for (int64_t bb = 0; bb < p; bb++) o[bb] += s[bb * fstep];
+                            else
+                                for (int64_t bb = 0; bb < p; bb++) o[bb] = s[bb * fstep];
+                        }
+                    }
+            }
+}
+
+void patchify_forward(float *tokens, const float *image, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
+{
+    patch_tokens_move(tokens, NULL, NULL, image, batch, c, h, w, p, false, true, false);
+}
+
+void patchify_backward(float *dimage, const float *dtokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
+{
+    if (!dimage) return;
+    patch_tokens_move(NULL, dimage, dtokens, NULL, batch, c, h, w, p, false, false, true);
+}
+
+void unpatchify_forward(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
+{
+    patch_tokens_move(NULL, image, tokens, NULL, batch, c, h, w, p, true, false, false);
+}
+
+void unpatchify_backward(float *dtokens, const float *dimage, int64_t batch, int64_t c, int64_t h, int64_t w,
+                         int64_t p)
+{
+    if (!dtokens) return;
+    patch_tokens_move(dtokens, NULL, NULL, dimage, batch, c, h, w, p, true, true, true);
+}
+
+/* 1D sine-cosine embedding of position u into e channels: [sin(u w_j), cos(u w_j)], w_j = 10000^(-j/(e/2)). */
+static void sincos_1d(float *out, double u, int64_t e)
+{
+    int64_t half = e / 2;
+    for (int64_t j = 0; j < half; j++) {
+        double ang = u * pow(10000.0, -(double)j / (double)half);
+        out[j] = (float)sin(ang);
+        out[half + j] = (float)cos(ang);
+    }
+}
+
+void pos_embed_2d(float *table, int64_t grid, int64_t d)
+{
+    /* column q in the first half, row r in the second, as DiT's meshgrid(w, h) order gives */
+#pragma omp parallel for schedule(static) if (grid * grid * d >= PAR_MIN)
+    for (int64_t k = 0; k < grid * grid; k++) {
+        float *row = table + k * d;
+        sincos_1d(row, (double)(k % grid), d / 2);
+        sincos_1d(row + d / 2, (double)(k / grid), d / 2);
+    }
+}
+
+void timestep_embedding(float *emb, const float *t, int64_t n, int64_t dim, double max_period)
+{
+    int64_t half = dim / 2;
+    double lmp = log(max_period);
+#pragma omp parallel for schedule(static) if (n * dim >= PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float *row = emb + i * dim;
+        for (int64_t j = 0; j < half; j++) {
+            double arg = (double)t[i] * exp(-lmp * (double)j / (double)half);
+            row[j] = (float)cos(arg);
+            row[half + j] = (float)sin(arg);
+        }
+        if (dim & 1) row[dim - 1] = 0.0f; /* DiT's zero pad for an odd dim */
+    }
+}

@@ -1,0 +1,127 @@
+/* Linear layers and batched matmul: every product goes through cblas_sgemm, backward with beta = 1 so
+ * that gradients accumulate in place without a temporary. */
+#include <omp.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* The bias gradient sums columns over rows, each column's rows added in order, so the partition into column
+ * blocks changes no bit and may follow the thread count. Blocks are wide (whole cache lines, up to
+ * COL_MAX floats) so that each thread streams contiguous row segments rather than one line per row. */
+#define COL_ALIGN 16
+#define COL_MAX 1024
+
+static int64_t col_block_width(int64_t cols)
+{
+    const int64_t threads = omp_get_max_threads();
+    int64_t w = (cols + threads - 1) / threads;
+    w = (w + COL_ALIGN - 1) / COL_ALIGN * COL_ALIGN;
+    return w > COL_MAX ? COL_MAX : w;
+}
+
+/* db[c0..c0+w) += column sums of dy over all rows, rows added in order. */
+static void column_sums(float *restrict db, const float *restrict dy, int64_t rows, int64_t ld, int64_t c0, int64_t w)
+{
+    float acc[COL_MAX] = {0};
+    for (int64_t i = 0; i < rows; i++) {
+        const float *restrict r = dy + i * ld + c0;
+        for (int64_t j = 0; j < w; j++) acc[j] += r[j];
+    }
+    for (int64_t j = 0; j < w; j++) db[c0 + j] += acc[j];
+}
+
+void linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in, int64_t out)
+{
+    if (n <= 0 || out <= 0) return;
+    if (b) {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++) memcpy(y + i * out, b, (size_t)out * sizeof(float));
+    } else if (in <= 0) {
+        memset(y, 0, (size_t)(n * out) * sizeof(float));
+    }
+    if (in <= 0) return; /* y = b (or 0): BLAS rejects a zero leading dimension */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f, x, (int)in, w, (int)in,
+                b ? 1.0f : 0.0f, y, (int)out);
+}
+
+void linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
+                     int64_t in, int64_t out)
+{
+    if (n <= 0 || out <= 0) return;
+    if (in > 0) {
+        /* dx (n,in) += dy (n,out) W (out,in) */
+        if (dx)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)in, (int)out, 1.0f, dy, (int)out, w,
+                        (int)in, 1.0f, dx, (int)in);
+        /* dW (out,in) += dy^T (out,n) x (n,in) */
+        if (dw)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)n, 1.0f, dy, (int)out, x,
+                        (int)in, 1.0f, dw, (int)in);
+    }
+    if (db) {
+        const int64_t width = col_block_width(out), blocks = (out + width - 1) / width;
+#pragma omp parallel for schedule(static)
+        for (int64_t cb = 0; cb < blocks; cb++) {
+            const int64_t c0 = cb * width;
+            column_sums(db, dy, n, out, c0, out - c0 < width ? out - c0 : width);
+        }
+    }
+}
+
+/* Whether to run the batch's GEMMs side by side, each single-threaded (OpenBLAS's OpenMP build runs serially
+ * inside a parallel region), rather than one after another with threaded GEMMs. Worth it when every thread
+ * gets whole matrices in equal shares, or when each matrix is too small to split well. Either way each GEMM
+ * sums over k in the same order, so the choice changes timing, not the partition of any reduction we own. */
+static bool batch_parallel(int64_t batch, int64_t m, int64_t n, int64_t k)
+{
+    const int threads = omp_get_max_threads();
+    if (threads <= 1 || batch < threads) return false;
+    return batch % threads == 0 || m * n * k <= ((int64_t)1 << 21);
+}
+
+/* One GEMM per batch element: C_i (M,N) (+)= op(X_i) op(Y_i), with the strides between elements given. */
+static void batched_sgemm(bool trans_x, bool trans_y, int64_t batch, int64_t M, int64_t N, int64_t K, const float *x,
+                          int64_t ldx, int64_t stride_x, const float *y, int64_t ldy, int64_t stride_y, float beta,
+                          float *c, int64_t stride_c)
+{
+    const enum CBLAS_TRANSPOSE tx = trans_x ? CblasTrans : CblasNoTrans;
+    const enum CBLAS_TRANSPOSE ty = trans_y ? CblasTrans : CblasNoTrans;
+#pragma omp parallel for schedule(static) if (batch_parallel(batch, M, N, K))
+    for (int64_t i = 0; i < batch; i++)
+        cblas_sgemm(CblasRowMajor, tx, ty, (int)M, (int)N, (int)K, 1.0f, x + i * stride_x, (int)ldx,
+                    y + i * stride_y, (int)ldy, beta, c + i * stride_c, (int)N);
+}
+
+void matmul_forward(float *c, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                    bool trans_a, bool trans_b)
+{
+    if (batch <= 0 || m <= 0 || n <= 0) return;
+    if (k <= 0) {
+        memset(c, 0, (size_t)(batch * m * n) * sizeof(float));
+        return;
+    }
+    /* A stored (m,k) or, transposed, (k,m); B stored (k,n) or, transposed, (n,k) */
+    const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
+    batched_sgemm(trans_a, trans_b, batch, m, n, k, a, lda, m * k, b, ldb, k * n, 0.0f, c, m * n);
+}
+
+/* With Am = op(A) (m,k) and Bm = op(B) (k,n): dAm = dC Bm^T and dBm = Am^T dC. A stored transposed receives
+ * dAm^T = Bm dC^T; B stored transposed receives dBm^T = dC^T Am. */
+void matmul_backward(float *da, float *db, const float *dc, const float *a, const float *b, int64_t batch, int64_t m,
+                     int64_t n, int64_t k, bool trans_a, bool trans_b)
+{
+    if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return;
+    const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
+    if (da) {
+        if (!trans_a) /* dA (m,k) += dC (m,n) Bm^T; B stored (n,k) is Bm^T already */
+            batched_sgemm(false, !trans_b, batch, m, k, n, dc, n, m * n, b, ldb, k * n, 1.0f, da, m * k);
+        else /* dA (k,m) += Bm (k,n) dC^T */
+            batched_sgemm(trans_b, true, batch, k, m, n, b, ldb, k * n, dc, n, m * n, 1.0f, da, m * k);
+    }
+    if (db) {
+        if (!trans_b) /* dB (k,n) += Am^T (k,m) dC; A stored (k,m) is Am^T already */
+            batched_sgemm(!trans_a, false, batch, k, n, m, a, lda, m * k, dc, n, m * n, 1.0f, db, k * n);
+        else /* dB (n,k) += dC^T (n,m) Am */
+            batched_sgemm(true, trans_a, batch, n, k, m, dc, n, m * n, a, lda, m * k, 1.0f, db, k * n);
+    }
+}

@@ -1,0 +1,56 @@
+/* Mean squared error. The sum is taken per fixed chunk in double, and chunk sums are added in chunk order,
+ * so the value is the same for every thread count. */
+#include "internal.h"
+
+#define PAR_MIN ((int64_t)1 << 15)
+#define CHUNK ((int64_t)4096)
+/* Chunk sums are kept on the stack in groups of this many: no allocation, same order of addition. */
+#define GROUP 256
+/* Independent accumulators inside a chunk, combined in a fixed order: lets the compiler vectorise. */
+#define LANES 8
+
+static double chunk_sq_sum(const float *restrict pred, const float *restrict target, int64_t n)
+{
+    double acc[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int k = 0; k < LANES; k++) {
+            double e = (double)pred[i + k] - (double)target[i + k];
+            acc[k] += e * e;
+        }
+    for (int k = 0; i < n; i++, k++) {
+        double e = (double)pred[i] - (double)target[i];
+        acc[k] += e * e;
+    }
+    double s = 0;
+    for (int k = 0; k < LANES; k++) s += acc[k];
+    return s;
+}
+
+float mse_forward(const float *pred, const float *target, int64_t n)
+{
+    if (n <= 0) return 0.0f;
+    int64_t chunks = (n + CHUNK - 1) / CHUNK;
+    double total = 0;
+    for (int64_t g0 = 0; g0 < chunks; g0 += GROUP) {
+        int64_t gn = chunks - g0 < GROUP ? chunks - g0 : GROUP;
+        double part[GROUP];
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+        for (int64_t c = 0; c < gn; c++) {
+            int64_t lo = (g0 + c) * CHUNK;
+            int64_t len = n - lo < CHUNK ? n - lo : CHUNK;
+            part[c] = chunk_sq_sum(pred + lo, target + lo, len);
+        }
+        for (int64_t c = 0; c < gn; c++) total += part[c];
+    }
+    return (float)(total / (double)n);
+}
+
+void mse_backward(float *restrict dpred, const float *restrict pred, const float *restrict target, int64_t n,
+                  float dloss)
+{
+    if (!dpred || n <= 0) return;
+    float s = (float)(2.0 * (double)dloss / (double)n);
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (int64_t i = 0; i < n; i++) dpred[i] += s * (pred[i] - target[i]);
+}

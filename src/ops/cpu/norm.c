@@ -1,0 +1,263 @@
+/* LayerNorm and RMSNorm over the last dimension.
+ *
+ * Rows are independent, so forward and the input gradient run parallel over rows and do not depend on the
+ * thread count. Row reductions use LANES float accumulators folded in a fixed order: vectorisable without
+ * -ffast-math and the same on every ISA. Weight and bias gradients are column sums over rows; they run
+ * parallel over column blocks with rows added in order, so they too are independent of the thread count
+ * (backward has no pool, so no per-thread partials). */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+#define LANES 16
+/* Weight-gradient column blocks: whole cache lines, at most COL_MAX floats. Each column's rows are summed in
+ * order whatever the partition, so the width may follow the thread count without changing a bit; wide
+ * blocks let each thread stream contiguous row segments instead of one line per row. */
+#define COL_ALIGN 16
+#define COL_MAX 512
+
+/* Backward cannot recompute the statistics (it has no eps): a missing state is a caller bug, not bad input. */
+static void require_kept(const op_state *keep, size_t bytes, const char *op)
+{
+    if (!keep || !keep->data || keep->bytes != bytes) {
+        fprintf(stderr, "segtrain: %s_backward needs the state its forward kept (%zu bytes)\n", op, bytes);
+        abort();
+    }
+}
+
+static st_status check_shape(int64_t n, int64_t d, const char *op)
+{
+    if (n < 0 || d < 1) return st_fail(ST_ERR_INVALID, "%s: bad shape n=%lld d=%lld", op, (long long)n, (long long)d);
+    return ST_OK;
+}
+
+static inline float fold(const float *restrict acc, float tail)
+{
+    float s = tail;
+    for (int l = 0; l < LANES; l++) s += acc[l];
+    return s;
+}
+
+/* sum x */
+static inline float row_sum(const float *restrict x, int64_t d)
+{
+    float acc[LANES] = {0}, tail = 0;
+    int64_t j = 0;
+    for (; j + LANES <= d; j += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += x[j + l];
+    for (; j < d; j++) tail += x[j];
+    return fold(acc, tail);
+}
+
+/* sum (x - c)^2: centred, so the variance does not lose digits to a large mean */
+static inline float row_sq_dev(const float *restrict x, float c, int64_t d)
+{
+    float acc[LANES] = {0}, tail = 0;
+    int64_t j = 0;
+    for (; j + LANES <= d; j += LANES)
+        for (int l = 0; l < LANES; l++) {
+            const float t = x[j + l] - c;
+            acc[l] += t * t;
+        }
+    for (; j < d; j++) {
+        const float t = x[j] - c;
+        tail += t * t;
+    }
+    return fold(acc, tail);
+}
+
+/* s1 = sum g, s2 = sum g xhat with g = dy w (dy without affine), xhat = (x - m) r. Called with a literal
+ * `affine` so that each inlined copy has a branch-free loop. */
+static inline void grad_row_sums(const float *restrict dy, const float *restrict x, const float *restrict w, float m,
+                                 float r, int64_t d, bool affine, float *s1, float *s2)
+{
+    float a1[LANES] = {0}, a2[LANES] = {0}, t1 = 0, t2 = 0;
+    int64_t j = 0;
+    for (; j + LANES <= d; j += LANES)
+        for (int l = 0; l < LANES; l++) {
+            const float g = affine ? dy[j + l] * w[j + l] : dy[j + l];
+            a1[l] += g;
+            a2[l] += g * ((x[j + l] - m) * r);
+        }
+    for (; j < d; j++) {
+        const float g = affine ? dy[j] * w[j] : dy[j];
+        t1 += g;
+        t2 += g * ((x[j] - m) * r);
+    }
+    *s1 = fold(a1, t1);
+    *s2 = fold(a2, t2);
+}
+
+/* dx += r (g - a - xhat b) */
+static inline void grad_row_apply(float *restrict dx, const float *restrict dy, const float *restrict x,
+                                  const float *restrict w, float m, float r, float a, float b, int64_t d, bool affine)
+{
+    for (int64_t j = 0; j < d; j++) {
+        const float g = affine ? dy[j] * w[j] : dy[j];
+        dx[j] += r * (g - a - ((x[j] - m) * r) * b);
+    }
+}
+
+/* dw[c0..c0+w) += sum_i dy xhat and db[...] += sum_i dy, rows in order; mean NULL means 0 (RMSNorm). */
+static void param_grads(float *restrict dw, float *restrict db, const float *restrict dy, const float *restrict x,
+                        const float *restrict mean, const float *restrict rstd, int64_t n, int64_t d, int64_t c0,
+                        int64_t w)
+{
+    float aw[COL_MAX] = {0}, ab[COL_MAX] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        const float *restrict dyr = dy + i * d + c0, *restrict xr = x + i * d + c0;
+        const float m = mean ? mean[i] : 0.0f, r = rstd[i];
+        for (int64_t j = 0; j < w; j++) {
+            aw[j] += dyr[j] * ((xr[j] - m) * r);
+            ab[j] += dyr[j];
+        }
+    }
+    if (dw)
+        for (int64_t j = 0; j < w; j++) dw[c0 + j] += aw[j];
+    if (db)
+        for (int64_t j = 0; j < w; j++) db[c0 + j] += ab[j];
+}
+
+/* Work-shares the column blocks of the enclosing parallel region. */
+static void param_grads_all(float *dw, float *db, const float *dy, const float *x, const float *mean,
+                            const float *rstd, int64_t n, int64_t d)
+{
+    const int64_t threads = omp_get_num_threads();
+    int64_t width = (d + threads - 1) / threads;
+    width = (width + COL_ALIGN - 1) / COL_ALIGN * COL_ALIGN;
+    if (width > COL_MAX) width = COL_MAX;
+    const int64_t blocks = (d + width - 1) / width;
+#pragma omp for schedule(static)
+    for (int64_t cb = 0; cb < blocks; cb++) {
+        const int64_t c0 = cb * width;
+        param_grads(dw, db, dy, x, mean, rstd, n, d, c0, d - c0 < width ? d - c0 : width);
+    }
+}
+
+/* ---- LayerNorm ---- */
+
+size_t layernorm_kept_bytes(int64_t n) { return 2 * (size_t)n * sizeof(float); }
+
+st_status layernorm_forward(pool *p, float *y, const float *x, const float *w, const float *b, int64_t n, int64_t d,
+                            float eps, op_state *keep)
+{
+    st_status s = check_shape(n, d, "layernorm");
+    if (s != ST_OK) return s;
+    s = op_state_alloc(keep, p, layernorm_kept_bytes(n), "layernorm mean/rstd");
+    if (s != ST_OK) {
+        *keep = (op_state){0};
+        return s;
+    }
+    float *mean_out = keep ? keep->data : NULL;
+    float *rstd_out = keep ? (float *)keep->data + n : NULL;
+    const float inv_d = 1.0f / (float)d;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        const float *restrict xr = x + i * d;
+        float *restrict yr = y + i * d;
+        const float m = row_sum(xr, d) * inv_d;
+        const float r = 1.0f / sqrtf(row_sq_dev(xr, m, d) * inv_d + eps);
+        if (mean_out) mean_out[i] = m, rstd_out[i] = r;
+        if (w && b)
+            for (int64_t j = 0; j < d; j++) yr[j] = (xr[j] - m) * r * w[j] + b[j];
+        else if (w)
+            for (int64_t j = 0; j < d; j++) yr[j] = (xr[j] - m) * r * w[j];
+        else if (b)
+            for (int64_t j = 0; j < d; j++) yr[j] = (xr[j] - m) * r + b[j];
+        else
+            for (int64_t j = 0; j < d; j++) yr[j] = (xr[j] - m) * r;
+    }
+    return ST_OK;
+}
+
+/* With xhat = (x - mean) r and g = dy w: dx = r (g - mean(g) - xhat mean(g xhat)), dw = sum dy xhat,
+ * db = sum dy. */
+void layernorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
+                        int64_t d, const op_state *keep)
+{
+    if (n <= 0 || d <= 0 || (!dx && !dw && !db)) return;
+    require_kept(keep, layernorm_kept_bytes(n), "layernorm");
+    const float *mean = keep->data, *rstd = (const float *)keep->data + n;
+    const float inv_d = 1.0f / (float)d;
+#pragma omp parallel
+    {
+        if (dx) {
+#pragma omp for schedule(static) nowait
+            for (int64_t i = 0; i < n; i++) {
+                const float *dyr = dy + i * d, *xr = x + i * d;
+                const float m = mean[i], r = rstd[i];
+                float s1, s2;
+                if (w) {
+                    grad_row_sums(dyr, xr, w, m, r, d, true, &s1, &s2);
+                    grad_row_apply(dx + i * d, dyr, xr, w, m, r, s1 * inv_d, s2 * inv_d, d, true);
+                } else {
+                    grad_row_sums(dyr, xr, NULL, m, r, d, false, &s1, &s2);
+                    grad_row_apply(dx + i * d, dyr, xr, NULL, m, r, s1 * inv_d, s2 * inv_d, d, false);
+                }
+            }
+        }
+        if (dw || db) param_grads_all(dw, db, dy, x, mean, rstd, n, d);
+    }
+}
+
+/* ---- RMSNorm ---- */
+
+size_t rmsnorm_kept_bytes(int64_t n) { return (size_t)n * sizeof(float); }
+
+st_status rmsnorm_forward(pool *p, float *y, const float *x, const float *w, int64_t n, int64_t d, float eps,
+                          op_state *keep)
+{
+    st_status s = check_shape(n, d, "rmsnorm");
+    if (s != ST_OK) return s;
+    s = op_state_alloc(keep, p, rmsnorm_kept_bytes(n), "rmsnorm rstd");
+    if (s != ST_OK) {
+        *keep = (op_state){0};
+        return s;
+    }
+    float *rstd_out = keep ? keep->data : NULL;
+    const float inv_d = 1.0f / (float)d;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        const float *restrict xr = x + i * d;
+        float *restrict yr = y + i * d;
+        const float r = 1.0f / sqrtf(row_sq_dev(xr, 0.0f, d) * inv_d + eps);
+        if (rstd_out) rstd_out[i] = r;
+        if (w)
+            for (int64_t j = 0; j < d; j++) yr[j] = xr[j] * r * w[j];
+        else
+            for (int64_t j = 0; j < d; j++) yr[j] = xr[j] * r;
+    }
+    return ST_OK;
+}
+
+/* With xhat = x r and g = dy w: dx = r (g - xhat mean(g xhat)), dw = sum dy xhat. */
+void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t n, int64_t d,
+                      const op_state *keep)
+{
+    if (n <= 0 || d <= 0 || (!dx && !dw)) return;
+    require_kept(keep, rmsnorm_kept_bytes(n), "rmsnorm");
+    const float *rstd = keep->data;
+    const float inv_d = 1.0f / (float)d;
+#pragma omp parallel
+    {
+        if (dx) {
+#pragma omp for schedule(static) nowait
+            for (int64_t i = 0; i < n; i++) {
+                const float *dyr = dy + i * d, *xr = x + i * d;
+                const float r = rstd[i];
+                float s1, s2;
+                if (w) {
+                    grad_row_sums(dyr, xr, w, 0.0f, r, d, true, &s1, &s2);
+                    grad_row_apply(dx + i * d, dyr, xr, w, 0.0f, r, 0.0f, s2 * inv_d, d, true);
+                } else {
+                    grad_row_sums(dyr, xr, NULL, 0.0f, r, d, false, &s1, &s2);
+                    grad_row_apply(dx + i * d, dyr, xr, NULL, 0.0f, r, 0.0f, s2 * inv_d, d, false);
+                }
+            }
+        }
+        if (dw) param_grads_all(dw, NULL, dy, x, NULL, rstd, n, d);
+    }
+}

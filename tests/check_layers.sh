@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Lower layers never include higher ones (docs/ARCHITECTURE.md). Each public header and each source folder has a
+# layer number; a file may include only headers of its own layer or below. A header missing from the table fails
+# too, so a new header has to be placed in the stack on purpose.
+set -u
+cd "$(dirname "$0")/.."
+
+header_layer() {
+  case "$1" in
+    status.h|pool.h|fileio.h|safetensors.h) echo 0 ;;
+    ops.h) echo 1 ;;
+    *) echo "" ;;
+  esac
+}
+folder_layer() {
+  case "$1" in
+    src/core/*|src/io/*) echo 0 ;;
+    src/ops/*) echo 1 ;;
+    src/blocks/*) echo 2 ;;
+    src/ckpt/*) echo 3 ;;
+    src/models/*) echo 4 ;;
+    src/train/*) echo 5 ;;
+    src/sweep/*) echo 6 ;;
+    src/cli/*) echo 7 ;;
+    include/segtrain/*) header_layer "$(basename "$1")" ;;
+    *) echo "" ;;
+  esac
+}
+
+bad=0 checked=0
+while IFS= read -r f; do
+  own=$(folder_layer "$f")
+  if [ -z "$own" ]; then echo "FAIL $f: not in any layer of tests/check_layers.sh"; bad=$((bad + 1)); continue; fi
+  while IFS= read -r inc; do
+    h=${inc#segtrain/}
+    l=$(header_layer "$h")
+    checked=$((checked + 1))
+    if [ -z "$l" ]; then echo "FAIL $f includes $inc, which has no layer in tests/check_layers.sh"; bad=$((bad + 1))
+    elif [ "$l" -gt "$own" ]; then echo "FAIL $f (layer $own) includes $inc (layer $l)"; bad=$((bad + 1)); fi
+  done < <(sed -n 's/^#include "\(segtrain\/[^"]*\)".*/\1/p' "$f")
+  if grep -q '^#include "\.\./' "$f"; then echo "FAIL $f includes across folders by relative path"; bad=$((bad + 1)); fi
+done < <(find src include -name '*.[ch]' | sort)
+
+echo "$((checked - bad)) passed, $bad failed"
+[ "$bad" -eq 0 ]

@@ -1,0 +1,103 @@
+/* Mean squared error: value against a double reference, backward against central differences, dloss
+ * scaling, accumulation, and the same bits for every thread count. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "segtrain/ops.h"
+#include "testkit.h"
+
+static float *fbuf(int64_t n) { return calloc((size_t)n, sizeof(float)); }
+static double *dbuf(int64_t n) { return calloc((size_t)n, sizeof(double)); }
+
+typedef struct mse_ctx {
+    double *pred, *target, dloss;
+    int64_t n;
+} mse_ctx;
+
+static double mse_ref(void *c)
+{
+    mse_ctx *m = c;
+    double s = 0;
+    for (int64_t i = 0; i < m->n; i++) s += (m->pred[i] - m->target[i]) * (m->pred[i] - m->target[i]);
+    return m->dloss * s / (double)m->n;
+}
+
+static void test_small(void)
+{
+    const int64_t n = 1001;
+    float *p = fbuf(n), *t = fbuf(n), *dp = fbuf(n), *dp0 = fbuf(n);
+    double *pd = dbuf(n), *td = dbuf(n), *g = dbuf(n), *want = dbuf(n);
+    tk_fill(p, n, 71, -2.0f, 2.0f);
+    tk_fill(t, n, 72, -2.0f, 2.0f);
+    tk_fill(dp0, n, 73, -0.01f, 0.01f);
+    tk_to_double(pd, p, n);
+    tk_to_double(td, t, n);
+    mse_ctx c = {pd, td, 1.0, n};
+
+    float v = mse_forward(p, t, n);
+    double r = mse_ref(&c);
+    CHECKF(fabs(v - r) <= 1e-6 * r, "mse %.9g vs %.9g", v, r);
+    if (fabs(v - r) <= 1e-6 * r) tk_pass();
+    printf("mse small: %.9g (reference %.9g)\n", v, r);
+
+    c.dloss = 0.75;
+    tk_numeric_grad(mse_ref, &c, pd, n, 1e-6, g);
+    memcpy(dp, dp0, (size_t)n * sizeof(float));
+    mse_backward(dp, p, t, n, 0.75f);
+    for (int64_t i = 0; i < n; i++) want[i] = dp0[i] + g[i];
+    tk_expect_close("mse backward dloss 0.75 (accumulated, vs FD)", dp, want, n, 1e-4);
+
+    /* dloss scales linearly */
+    float *d1 = fbuf(n), *d3 = fbuf(n);
+    mse_backward(d1, p, t, n, 1.0f);
+    mse_backward(d3, p, t, n, 3.0f);
+    for (int64_t i = 0; i < n; i++) want[i] = 3.0 * d1[i];
+    tk_expect_close("mse backward dloss 3 = 3 x dloss 1", d3, want, n, 1e-6);
+    mse_backward(NULL, p, t, n, 1.0f);
+    CHECK(mse_forward(p, p, n) == 0.0f);
+    free(p), free(t), free(dp), free(dp0), free(pd), free(td), free(g), free(want), free(d1), free(d3);
+}
+
+static void test_threads(void)
+{
+    const int64_t n = 100003; /* not a multiple of the chunk */
+    int saved = ops_threads();
+    float *p = fbuf(n), *t = fbuf(n);
+    double *pd = dbuf(n), *td = dbuf(n);
+    tk_fill(p, n, 81, -3.0f, 3.0f);
+    tk_fill(t, n, 82, -1.0f, 1.0f);
+    tk_to_double(pd, p, n);
+    tk_to_double(td, t, n);
+    const int threads[] = {1, 2, 7};
+    float v[3], *dp[3];
+    for (int k = 0; k < 3; k++) {
+        ops_set_threads(threads[k]);
+        v[k] = mse_forward(p, t, n);
+        dp[k] = fbuf(n);
+        mse_backward(dp[k], p, t, n, 1.5f);
+    }
+    for (int k = 1; k < 3; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "mse value, %d threads vs 1", threads[k]);
+        tk_expect_bitwise(what, &v[k], &v[0], 1);
+        snprintf(what, sizeof what, "mse backward, %d threads vs 1", threads[k]);
+        tk_expect_bitwise(what, dp[k], dp[0], n);
+    }
+    mse_ctx c = {pd, td, 1.0, n};
+    double r = mse_ref(&c);
+    CHECKF(fabs(v[0] - r) <= 1e-6 * r, "mse large %.9g vs %.9g", v[0], r);
+    if (fabs(v[0] - r) <= 1e-6 * r) tk_pass();
+    printf("mse n=%lld: %.9g (reference %.9g)\n", (long long)n, v[0], r);
+    for (int k = 0; k < 3; k++) free(dp[k]);
+    free(p), free(t), free(pd), free(td);
+    ops_set_threads(saved);
+}
+
+int main(void)
+{
+    test_small();
+    test_threads();
+    return tk_finish();
+}

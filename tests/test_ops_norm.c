@@ -1,0 +1,275 @@
+/* LayerNorm and RMSNorm against double-precision references: forward, backward by central differences,
+ * accumulation, NULL gradients, kept-state accounting against the pool, OOM, and thread-count independence. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "segtrain/ops.h"
+#include "testkit.h"
+
+static float *fbuf(int64_t n) { return calloc((size_t)(n ? n : 1), sizeof(float)); }
+static double *dbuf(int64_t n) { return calloc((size_t)(n ? n : 1), sizeof(double)); }
+
+typedef enum { LAYERNORM, RMSNORM } norm_kind;
+
+typedef struct {
+    norm_kind kind;
+    double *x, *w, *b, *lw, *y; /* w, b may be NULL; lw: loss weights; y: scratch */
+    int64_t n, d;
+    double eps;
+} norm_ctx;
+
+static void norm_ref(norm_ctx *c)
+{
+    const int64_t d = c->d;
+    for (int64_t i = 0; i < c->n; i++) {
+        const double *x = c->x + i * d;
+        double m = 0, v = 0;
+        if (c->kind == LAYERNORM) {
+            for (int64_t j = 0; j < d; j++) m += x[j];
+            m /= (double)d;
+        }
+        for (int64_t j = 0; j < d; j++) v += (x[j] - m) * (x[j] - m);
+        const double r = 1.0 / sqrt(v / (double)d + c->eps);
+        for (int64_t j = 0; j < d; j++)
+            c->y[i * d + j] = (x[j] - m) * r * (c->w ? c->w[j] : 1.0) + (c->b ? c->b[j] : 0.0);
+    }
+}
+
+static double norm_loss(void *ctx)
+{
+    norm_ctx *c = ctx;
+    norm_ref(c);
+    double s = 0;
+    for (int64_t i = 0; i < c->n * c->d; i++) s += c->lw[i] * c->y[i];
+    return s;
+}
+
+static size_t kept_bytes(norm_kind k, int64_t n) { return k == LAYERNORM ? layernorm_kept_bytes(n) : rmsnorm_kept_bytes(n); }
+
+static st_status fwd(norm_kind k, pool *p, float *y, const float *x, const float *w, const float *b, int64_t n,
+                     int64_t d, float eps, op_state *keep)
+{
+    return k == LAYERNORM ? layernorm_forward(p, y, x, w, b, n, d, eps, keep)
+                          : rmsnorm_forward(p, y, x, w, n, d, eps, keep);
+}
+
+static void bwd(norm_kind k, float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                int64_t n, int64_t d, const op_state *keep)
+{
+    if (k == LAYERNORM) layernorm_backward(dx, dw, db, dy, x, w, n, d, keep);
+    else rmsnorm_backward(dx, dw, dy, x, w, n, d, keep);
+}
+
+/* affine: LayerNorm with w and b, RMSNorm with w. Checks everything about one configuration. */
+static void test_norm(norm_kind kind, bool affine, int64_t n, int64_t d, float xlo, float xhi, uint64_t seed)
+{
+    char what[128], tag[64];
+    snprintf(tag, sizeof tag, "%s%s %lldx%lld", kind == LAYERNORM ? "layernorm" : "rmsnorm",
+             affine ? "" : " plain", (long long)n, (long long)d);
+    const bool has_b = kind == LAYERNORM && affine;
+    const float eps = 1e-6f;
+    const int64_t nd = n * d;
+    pool *p = pool_create(POOL_DEVICE, 0);
+
+    float *x = fbuf(nd), *w = affine ? fbuf(d) : NULL, *b = has_b ? fbuf(d) : NULL, *dy = fbuf(nd);
+    float *y = fbuf(nd), *y2 = fbuf(nd);
+    tk_fill(x, nd, seed, xlo, xhi);
+    if (w) tk_fill(w, d, seed + 1, 0.5f, 1.5f);
+    if (b) tk_fill(b, d, seed + 2, -1, 1);
+    tk_fill(dy, nd, seed + 3, -1, 1);
+
+    norm_ctx c = {.kind = kind, .x = dbuf(nd), .w = w ? dbuf(d) : NULL, .b = b ? dbuf(d) : NULL, .lw = dbuf(nd),
+                  .y = dbuf(nd), .n = n, .d = d, .eps = eps};
+    tk_to_double(c.x, x, nd);
+    if (w) tk_to_double(c.w, w, d);
+    if (b) tk_to_double(c.b, b, d);
+    tk_to_double(c.lw, dy, nd);
+
+    /* forward with kept state: the pool grows by exactly the stated bytes, as activations */
+    pool_stats s0, s1;
+    pool_get_stats(p, &s0);
+    op_state keep = {0};
+    CHECK(fwd(kind, p, y, x, w, b, n, d, eps, &keep) == ST_OK);
+    pool_get_stats(p, &s1);
+    CHECKF(s1.live - s0.live == kept_bytes(kind, n), "%s: kept %zu bytes, states %zu", tag, s1.live - s0.live,
+           kept_bytes(kind, n));
+    CHECK(s1.live_by_tag[MEM_ACTIVATIONS] - s0.live_by_tag[MEM_ACTIVATIONS] == kept_bytes(kind, n));
+    CHECK(keep.bytes == kept_bytes(kind, n) && keep.pool == p);
+    CHECK(s1.peak == s1.live); /* nothing transient on top */
+
+    norm_ref(&c);
+    snprintf(what, sizeof what, "%s fwd", tag);
+    tk_expect_close(what, y, c.y, nd, 1e-5);
+
+    /* without kept state: nothing allocated, and the same bits (recomputation reproduces forward) */
+    pool_reset_peak(p);
+    CHECK(fwd(kind, p, y2, x, w, b, n, d, eps, NULL) == ST_OK);
+    CHECK(pool_live(p) == s1.live && pool_peak(p) == s1.live);
+    snprintf(what, sizeof what, "%s fwd keep=NULL same bits", tag);
+    tk_expect_bitwise(what, y2, y, nd);
+
+    /* backward vs finite differences */
+    float *dx = fbuf(nd), *dw = fbuf(d), *db = fbuf(d);
+    bwd(kind, dx, affine ? dw : NULL, has_b ? db : NULL, dy, x, w, n, d, &keep);
+    double *gx = dbuf(nd), *gw = dbuf(d), *gb = dbuf(d);
+    tk_numeric_grad(norm_loss, &c, c.x, nd, 1e-6, gx);
+    snprintf(what, sizeof what, "%s dx vs FD", tag);
+    tk_expect_close(what, dx, gx, nd, 1e-4);
+    if (affine) {
+        tk_numeric_grad(norm_loss, &c, c.w, d, 1e-6, gw);
+        snprintf(what, sizeof what, "%s dw vs FD", tag);
+        tk_expect_close(what, dw, gw, d, 1e-4);
+    }
+    if (has_b) {
+        tk_numeric_grad(norm_loss, &c, c.b, d, 1e-6, gb);
+        snprintf(what, sizeof what, "%s db vs FD", tag);
+        tk_expect_close(what, db, gb, d, 1e-4);
+    }
+    /* weight gradients of the plain forms are still defined (w = 1, b = 0): dw = sum dy xhat, db = sum dy */
+    if (!affine) {
+        float *pw = fbuf(d), *pb = fbuf(d);
+        double *ew = dbuf(d), *eb = dbuf(d);
+        norm_ref(&c); /* the FD left y at a perturbed x */
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < d; j++) ew[j] += c.lw[i * d + j] * c.y[i * d + j], eb[j] += c.lw[i * d + j];
+        bwd(kind, NULL, pw, pb, dy, x, NULL, n, d, &keep);
+        snprintf(what, sizeof what, "%s dw (w = 1)", tag);
+        tk_expect_close(what, pw, ew, d, 1e-5);
+        if (kind == LAYERNORM) {
+            snprintf(what, sizeof what, "%s db (b = 0)", tag);
+            tk_expect_close(what, pb, eb, d, 1e-5);
+        }
+        free(pw), free(pb), free(ew), free(eb);
+    }
+
+    /* accumulation into non-zero gradients */
+    float *ax = fbuf(nd), *aw = fbuf(d), *ab = fbuf(d);
+    double *ex = dbuf(nd), *ew = dbuf(d), *eb = dbuf(d);
+    tk_fill(ax, nd, seed + 4, -1, 1);
+    tk_fill(aw, d, seed + 5, -1, 1);
+    tk_fill(ab, d, seed + 6, -1, 1);
+    for (int64_t i = 0; i < nd; i++) ex[i] = ax[i] + gx[i];
+    for (int64_t i = 0; i < d; i++) ew[i] = aw[i] + gw[i], eb[i] = ab[i] + gb[i];
+    bwd(kind, ax, affine ? aw : NULL, has_b ? ab : NULL, dy, x, w, n, d, &keep);
+    snprintf(what, sizeof what, "%s dx accumulates", tag);
+    tk_expect_close(what, ax, ex, nd, 1e-4);
+    if (affine) {
+        snprintf(what, sizeof what, "%s dw accumulates", tag);
+        tk_expect_close(what, aw, ew, d, 1e-4);
+    }
+    if (has_b) {
+        snprintf(what, sizeof what, "%s db accumulates", tag);
+        tk_expect_close(what, ab, eb, d, 1e-4);
+    }
+
+    /* NULL gradients: each alone gives the full call's bits (and backward is deterministic) */
+    if (affine) {
+        float *ox = fbuf(nd), *ow = fbuf(d), *ob = fbuf(d);
+        bwd(kind, ox, NULL, NULL, dy, x, w, n, d, &keep);
+        bwd(kind, NULL, ow, NULL, dy, x, w, n, d, &keep);
+        if (has_b) bwd(kind, NULL, NULL, ob, dy, x, w, n, d, &keep);
+        bwd(kind, NULL, NULL, NULL, dy, x, w, n, d, &keep);
+        snprintf(what, sizeof what, "%s dx alone == full", tag);
+        tk_expect_bitwise(what, ox, dx, nd);
+        snprintf(what, sizeof what, "%s dw alone == full", tag);
+        tk_expect_bitwise(what, ow, dw, d);
+        if (has_b) {
+            snprintf(what, sizeof what, "%s db alone == full", tag);
+            tk_expect_bitwise(what, ob, db, d);
+        }
+        free(ox), free(ow), free(ob);
+    }
+
+    /* release returns the pool to its baseline */
+    op_state_release(&keep);
+    CHECK(pool_live(p) == s0.live && keep.data == NULL);
+    CHECKF(pool_destroy(p) == 0, "%s: pool leaks", tag);
+
+    free(x), free(w), free(b), free(dy), free(y), free(y2), free(dx), free(dw), free(db);
+    free(c.x), free(c.w), free(c.b), free(c.lw), free(c.y), free(gx), free(gw), free(gb);
+    free(ax), free(aw), free(ab), free(ex), free(ew), free(eb);
+}
+
+/* A capacity-limited device pool that cannot hold the kept state: ST_ERR_OOM, nothing live changes. */
+static void test_oom(norm_kind kind)
+{
+    const int64_t n = 40, d = 24;
+    const char *name = kind == LAYERNORM ? "layernorm" : "rmsnorm";
+    float *x = fbuf(n * d), *y = fbuf(n * d), *w = fbuf(d);
+    tk_fill(x, n * d, 5, -1, 1);
+    tk_fill(w, d, 6, -1, 1);
+    pool *p = pool_create(POOL_DEVICE, kept_bytes(kind, n) + 100);
+    void *hog = NULL;
+    CHECK(pool_alloc(p, 200, MEM_WEIGHTS, "hog", &hog) == ST_OK);
+    const size_t live = pool_live(p);
+    op_state keep = {0};
+    const st_status s = fwd(kind, p, y, x, w, NULL, n, d, 1e-6f, &keep);
+    CHECKF(s == ST_ERR_OOM, "%s forward into a full pool returned %d (%s)", name, (int)s, st_error());
+    CHECK(pool_live(p) == live && keep.data == NULL);
+    op_state_release(&keep); /* harmless on a failed state */
+    /* with room it works, and the state fits exactly */
+    pool_free(p, hog);
+    CHECK(fwd(kind, p, y, x, w, NULL, n, d, 1e-6f, &keep) == ST_OK);
+    CHECK(pool_live(p) == kept_bytes(kind, n));
+    op_state_release(&keep);
+    CHECK(pool_live(p) == 0);
+    CHECK(pool_destroy(p) == 0);
+    printf("ok   %s OOM: %s\n", name, st_error());
+    free(x), free(y), free(w);
+}
+
+/* forward and every gradient at 1 and 2 threads: the same bits */
+static void test_threads(norm_kind kind, int64_t n, int64_t d)
+{
+    char what[96];
+    const char *name = kind == LAYERNORM ? "layernorm" : "rmsnorm";
+    const int64_t nd = n * d;
+    pool *p = pool_create(POOL_DEVICE, 0);
+    float *x = fbuf(nd), *w = fbuf(d), *b = fbuf(d), *dy = fbuf(nd);
+    tk_fill(x, nd, 91, -2, 3);
+    tk_fill(w, d, 92, 0.5f, 1.5f);
+    tk_fill(b, d, 93, -1, 1);
+    tk_fill(dy, nd, 94, -1, 1);
+    float *y[2], *dx[2], *dw[2], *db[2];
+    const int saved = ops_threads();
+    for (int t = 0; t < 2; t++) {
+        ops_set_threads(t + 1);
+        y[t] = fbuf(nd), dx[t] = fbuf(nd), dw[t] = fbuf(d), db[t] = fbuf(d);
+        op_state keep = {0};
+        CHECK(fwd(kind, p, y[t], x, w, b, n, d, 1e-6f, &keep) == ST_OK);
+        bwd(kind, dx[t], dw[t], db[t], dy, x, w, n, d, &keep);
+        op_state_release(&keep);
+    }
+    ops_set_threads(saved);
+    snprintf(what, sizeof what, "%s %lldx%lld y 1 vs 2 threads", name, (long long)n, (long long)d);
+    tk_expect_bitwise(what, y[1], y[0], nd);
+    snprintf(what, sizeof what, "%s %lldx%lld dx 1 vs 2 threads", name, (long long)n, (long long)d);
+    tk_expect_bitwise(what, dx[1], dx[0], nd);
+    snprintf(what, sizeof what, "%s %lldx%lld dw 1 vs 2 threads", name, (long long)n, (long long)d);
+    tk_expect_bitwise(what, dw[1], dw[0], d);
+    if (kind == LAYERNORM) {
+        snprintf(what, sizeof what, "%s %lldx%lld db 1 vs 2 threads", name, (long long)n, (long long)d);
+        tk_expect_bitwise(what, db[1], db[0], d);
+    }
+    CHECK(pool_destroy(p) == 0);
+    for (int t = 0; t < 2; t++) free(y[t]), free(dx[t]), free(dw[t]), free(db[t]);
+    free(x), free(w), free(b), free(dy);
+}
+
+int main(void)
+{
+    for (int k = 0; k < 2; k++) {
+        const norm_kind kind = k ? RMSNORM : LAYERNORM;
+        test_norm(kind, true, 6, 13, -1, 1, 10 + 100 * (uint64_t)k);
+        test_norm(kind, false, 6, 13, -1, 1, 20 + 100 * (uint64_t)k);
+        /* a dit-s width; an offset mean checks the variance does not cancel */
+        test_norm(kind, true, 8, 384, 2, 4, 30 + 100 * (uint64_t)k);
+        test_norm(kind, false, 8, 384, -3, 1, 40 + 100 * (uint64_t)k);
+        test_oom(kind);
+        test_threads(kind, 97, 384);
+        test_threads(kind, 33, 45);
+    }
+    return tk_finish();
+}

@@ -1,0 +1,118 @@
+/* The pools are the ground truth for every reported peak: their arithmetic must be exact. */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "segtrain/pool.h"
+#include "testkit.h"
+
+static void test_live_and_peak_arithmetic(void)
+{
+    pool *p = pool_create(POOL_DEVICE, 0);
+    void *a, *b, *c, *d;
+    CHECK(pool_alloc(p, 1000, MEM_WEIGHTS, "a", &a) == ST_OK);
+    CHECK(pool_alloc(p, 24, MEM_ACTIVATIONS, "b", &b) == ST_OK);
+    CHECK(pool_live(p) == 1024 && pool_peak(p) == 1024);
+    pool_free(p, b);
+    CHECK(pool_live(p) == 1000 && pool_peak(p) == 1024);
+    CHECK(pool_alloc(p, 3, MEM_WORKSPACE, "c", &c) == ST_OK); /* sizes are exact, not rounded */
+    CHECK(pool_live(p) == 1003 && pool_peak(p) == 1024);
+    CHECK(pool_alloc(p, 500, MEM_BOUNDARIES, "d", &d) == ST_OK);
+    CHECK(pool_live(p) == 1503 && pool_peak(p) == 1503);
+    CHECK(pool_size_of(d) == 500 && pool_size_of(c) == 3);
+    CHECK(((uintptr_t)a % 64) == 0 && ((uintptr_t)c % 64) == 0 && ((uintptr_t)d % 64) == 0);
+
+    pool_stats s;
+    pool_get_stats(p, &s);
+    CHECK(s.live_by_tag[MEM_WEIGHTS] == 1000 && s.live_by_tag[MEM_WORKSPACE] == 3);
+    CHECK(s.live_by_tag[MEM_BOUNDARIES] == 500 && s.live_by_tag[MEM_ACTIVATIONS] == 0);
+    CHECK(s.peak_by_tag[MEM_ACTIVATIONS] == 24); /* each tag's own high-water mark */
+    CHECK(s.at_peak_by_tag[MEM_ACTIVATIONS] == 0 && s.at_peak_by_tag[MEM_BOUNDARIES] == 500);
+    CHECK(s.allocations == 3);
+
+    pool_free(p, d);
+    pool_reset_peak(p); /* a new window starts at what is live now */
+    CHECK(pool_peak(p) == 1003);
+    pool_get_stats(p, &s);
+    CHECK(s.peak_by_tag[MEM_BOUNDARIES] == 0 && s.peak_by_tag[MEM_WEIGHTS] == 1000);
+    pool_free(p, c);
+    pool_free(p, a);
+    pool_free(p, NULL);
+    CHECK(pool_live(p) == 0 && pool_peak(p) == 1003);
+    CHECK(pool_destroy(p) == 0);
+}
+
+static void test_out_of_memory_is_a_status(void)
+{
+    pool *p = pool_create(POOL_DEVICE, 4096);
+    void *a, *b, *big;
+    CHECK(pool_alloc(p, 3000, MEM_ACTIVATIONS, "first", &a) == ST_OK);
+    CHECK(pool_alloc(p, 2000, MEM_ACTIVATIONS, "attn.probs", &b) == ST_ERR_OOM);
+    CHECK(b == NULL);
+    CHECKF(strstr(st_error(), "attn.probs") && strstr(st_error(), "device"), "message: %s", st_error());
+    CHECK(pool_live(p) == 3000 && pool_peak(p) == 3000); /* the refusal changed nothing */
+    CHECK(pool_alloc(p, (size_t)-1, MEM_ACTIVATIONS, "huge", &big) == ST_ERR_OOM); /* no overflow */
+    CHECK(pool_alloc(p, 1096, MEM_ACTIVATIONS, "exact fit", &b) == ST_OK); /* recoverable, to the byte */
+    CHECK(pool_live(p) == 4096);
+    pool_free(p, a);
+    pool_free(p, b);
+    pool_set_capacity(p, 0);
+    CHECK(pool_alloc(p, 1 << 20, MEM_WEIGHTS, "unlimited now", &a) == ST_OK);
+    pool_free(p, a);
+    CHECK(pool_destroy(p) == 0);
+
+    pool *h = pool_create(POOL_HOST, 100);
+    CHECK(pool_alloc(h, 101, MEM_BOUNDARIES, "boundary", &a) == ST_ERR_HOST_OOM);
+    CHECKF(strstr(st_error(), "host"), "message: %s", st_error());
+    CHECK(pool_get_kind(h) == POOL_HOST && pool_capacity(h) == 100);
+    CHECK(pool_destroy(h) == 0);
+}
+
+static void test_leaks_are_reported(void)
+{
+    pool *p = pool_create(POOL_HOST, 0);
+    void *a, *b, *z;
+    CHECK(pool_alloc(p, 10, MEM_OPTIMIZER, "adam.m (deliberate leak)", &a) == ST_OK);
+    CHECK(pool_alloc(p, 20, MEM_GRADIENTS, "grad (deliberate leak)", &b) == ST_OK);
+    CHECK(pool_alloc_zero(p, 100, MEM_WORKSPACE, "zeroed", &z) == ST_OK);
+    int zero = 1;
+    for (int i = 0; i < 100; i++) zero &= ((unsigned char *)z)[i] == 0;
+    CHECK(zero);
+    pool_free(p, z);
+    CHECK(pool_destroy(p) == 2);
+}
+
+enum { THREAD_ROUNDS = 20000 };
+
+static void *churn(void *arg)
+{
+    pool *p = arg;
+    for (int i = 0; i < THREAD_ROUNDS; i++) {
+        void *x;
+        if (pool_alloc(p, 64 + (size_t)(i % 7), MEM_WORKSPACE, "churn", &x) == ST_OK) pool_free(p, x);
+    }
+    return NULL;
+}
+
+static void test_concurrent_use(void)
+{
+    /* a capacity that lets only one thread's allocation in at a time: accounting must stay exact */
+    pool *p = pool_create(POOL_DEVICE, 100);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, churn, p);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    pool_stats s;
+    pool_get_stats(p, &s);
+    CHECK(s.live == 0 && s.allocations == 0);
+    CHECKF(s.peak >= 64 && s.peak <= 100, "peak %zu", s.peak);
+    CHECK(pool_destroy(p) == 0);
+}
+
+int main(void)
+{
+    test_live_and_peak_arithmetic();
+    test_out_of_memory_is_a_status();
+    test_leaks_are_reported();
+    test_concurrent_use();
+    return tk_finish();
+}

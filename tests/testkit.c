@@ -1,0 +1,121 @@
+#include "testkit.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static int passed, failed;
+
+void tk_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL %s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    failed++;
+}
+
+void tk_pass(void) { passed++; }
+
+int tk_finish(void)
+{
+    /* a test program that ran no check has tested nothing: that is a failure too */
+    if (passed + failed == 0) {
+        fprintf(stderr, "FAIL: no checks ran\n");
+        failed = 1;
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
+
+/* splitmix64: tiny, seedable, the same on every platform */
+static uint64_t next_u64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double next_unit(uint64_t *s) { return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+void tk_fill(float *x, int64_t n, uint64_t seed, float lo, float hi)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * next_unit(&seed));
+}
+
+void tk_fill_d(double *x, int64_t n, uint64_t seed, double lo, double hi)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * next_unit(&seed);
+}
+
+void tk_to_double(double *dst, const float *src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+void tk_numeric_grad(tk_loss_fn f, void *ctx, double *x, int64_t n, double h, double *grad)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double saved = x[i];
+        x[i] = saved + h;
+        double up = f(ctx);
+        x[i] = saved - h;
+        double down = f(ctx);
+        x[i] = saved;
+        grad[i] = (up - down) / (2 * h);
+    }
+}
+
+bool tk_close(const float *got, const double *want, int64_t n, double tol, double *rel_err)
+{
+    double scale = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        if (!(e <= worst)) worst = e; /* also catches NaN */
+    }
+    double rel = scale > 0 ? worst / scale : worst;
+    if (rel_err) *rel_err = rel;
+    return rel <= tol;
+}
+
+bool tk_expect_close(const char *what, const float *got, const double *want, int64_t n, double tol)
+{
+    double scale = 0, worst = 0;
+    int64_t at = 0;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        if (!(e <= worst)) worst = e, at = i;
+    }
+    double rel = scale > 0 ? worst / scale : worst;
+    bool ok = rel <= tol && scale > 0;
+    printf("%s %-44s rel err %.2e (tol %.0e) worst [%lld] got %.8g want %.8g\n", ok ? "ok  " : "FAIL", what, rel, tol,
+           (long long)at, n ? (double)got[at] : 0.0, n ? want[at] : 0.0);
+    if (scale == 0) printf("FAIL %s: the reference is all zeros, so this check could not fail\n", what);
+    if (ok) passed++;
+    else failed++;
+    return ok;
+}
+
+bool tk_expect_bitwise(const char *what, const float *got, const float *want, int64_t n)
+{
+    int64_t diff = 0, first = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+            if (first < 0) first = i;
+            diff++;
+        }
+    printf("%s %-44s %lld of %lld elements differ\n", diff ? "FAIL" : "ok  ", what, (long long)diff, (long long)n);
+    if (diff) {
+        printf("     first at [%lld]: %.9g vs %.9g\n", (long long)first, got[first], want[first]);
+        failed++;
+    } else {
+        passed++;
+    }
+    return diff == 0;
+}
