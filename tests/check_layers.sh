@@ -7,14 +7,18 @@ cd "$(dirname "$0")/.."
 
 header_layer() {
   case "$1" in
-    status.h|pool.h|fileio.h|safetensors.h) echo 0 ;;
+    status.h|pool.h|fileio.h|safetensors.h|config.h|rng.h) echo 0 ;;
     ops.h) echo 1 ;;
+    block.h|params.h) echo 2 ;;
+    executor.h) echo 3 ;;
+    model.h) echo 4 ;;
+    objective.h) echo 5 ;;
     *) echo "" ;;
   esac
 }
 folder_layer() {
   case "$1" in
-    src/core/*|src/io/*) echo 0 ;;
+    src/core/*|src/io/*|src/config/*) echo 0 ;;
     src/ops/*) echo 1 ;;
     src/blocks/*) echo 2 ;;
     src/ckpt/*) echo 3 ;;

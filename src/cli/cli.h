@@ -3,7 +3,42 @@
 #ifndef SEGTRAIN_CLI_H
 #define SEGTRAIN_CLI_H
 
+#include <stdio.h>
+
+#include "segtrain/config.h"
+#include "segtrain/pool.h"
+
 int cmd_version(int argc, char **argv);
 int cmd_selfcheck(int argc, char **argv);
+int cmd_init(int argc, char **argv);
+int cmd_grad(int argc, char **argv);
+int cmd_batch(int argc, char **argv);
+
+#define CLI_MAX_FLAGS 16
+#define CLI_MAX_SETS 64
+
+typedef struct cli_args {
+    const char *value[CLI_MAX_FLAGS]; /* value of flags[k], or NULL */
+    int on[CLI_MAX_FLAGS];            /* whether switches[k] was given */
+    const char *sets[CLI_MAX_SETS];   /* every --set key=value, in order */
+    int n_sets;
+    int help;
+} cli_args;
+
+/* Parses argv against NULL-terminated lists of flags taking a value and of switches, plus repeated --set.
+ * Returns 0, or 2 after printing a usage error. */
+int args_parse(int argc, char **argv, const char *const *flags, const char *const *switches, cli_args *a);
+/* Checks that flags[first .. first+n) were given; 0 or 2 after printing which is missing. */
+int args_require(const cli_args *a, const char *const *flags, int first, int n, const char *command);
+
+/* Loads the config file (NULL: all defaults), applies the --set overrides, prints the unused-keys warning and
+ * applies num_threads. */
+st_status cli_load_config(const char *path, const cli_args *a, config **out);
+/* Prints "segtrain COMMAND: <error line>" and returns 1. */
+int cli_error(const char *command);
+
+void print_bytes(FILE *f, size_t bytes);
+/* "label 12.3 MiB (weights 1.2 MiB, activations ...)": the peak and its composition by tag. */
+void print_pool_peak(FILE *f, const char *label, pool *p);
 
 #endif

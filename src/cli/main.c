@@ -11,6 +11,9 @@ static const struct command {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+    {"init", cmd_init, "write freshly initialised weights of the configured model"},
+    {"grad", cmd_grad, "loss and every weight's gradient for one batch, with the step's peak memory"},
+    {"batch", cmd_batch, "write a seeded random batch in the format grad reads"},
     {"selfcheck", cmd_selfcheck, "check the build on this machine: BLAS, threads, GEMM rate, attention"},
     {"version", cmd_version, "print the version"},
 };

@@ -1,0 +1,85 @@
+/* Blocks: the unit that checkpointing keeps or recomputes, and the block sequences they form.
+ *
+ * A block maps an input state to an output state. The state is a small tuple of tensors (one hidden stream
+ * for DiT; image and text streams, or a stream plus live skip tensors, for other families) of fixed sizes
+ * declared by the sequence. Tensors every block reads but none replaces (the conditioning vector) are the
+ * sequence's context, owned by the model; blocks accumulate the context's gradient.
+ *
+ * forward allocates the output state from the pool (MEM_ACTIVATIONS) and, unless keep is KEEP_NOTHING, what
+ * backward needs (exactly kept_bytes(keep) through the pool). backward takes the gradient of the output state
+ * in `grad` and leaves the gradient of the input state there (in place: a residual stream's gradient flows
+ * through without a copy), accumulating weight and context gradients. It reads the input state, so the
+ * caller keeps that alive until backward. */
+#ifndef SEGTRAIN_BLOCK_H
+#define SEGTRAIN_BLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "segtrain/pool.h"
+
+#define STATE_MAX 16
+
+typedef struct block_state {
+    int n;
+    float *t[STATE_MAX];
+} block_state;
+
+typedef enum keep_level {
+    KEEP_NOTHING,  /* a checkpointed block's first forward */
+    KEEP_ALL,      /* a kept block, or a recompute */
+    KEEP_ATTENTION /* torch-ffn: the attention side keeps; backward recomputes the feed-forward sub-block */
+} keep_level;
+
+typedef struct block_saved block_saved; /* what a forward kept: the block kind's own */
+typedef struct block block;
+
+typedef struct block_kind {
+    const char *name;
+    bool ffn_split;         /* has an attention / feed-forward split (KEEP_ATTENTION applies) */
+    bool softmax_attention; /* has softmax attention (attention offload applies) */
+    size_t (*kept_bytes)(const block *b, keep_level keep);
+    st_status (*forward)(block *b, const block_state *in, block_state *out, keep_level keep, block_saved **saved);
+    st_status (*backward)(block *b, const block_state *in, block_saved *saved, block_state *grad);
+    void (*release)(block *b, block_saved *saved);
+} block_kind;
+
+struct block {
+    const block_kind *kind;
+    void *self;        /* the family's data: weights, sizes, context */
+    int index;         /* position in its sequence */
+    long forward_runs; /* forwards run so far: tests check recompute counts with it */
+};
+
+/* A sequence of blocks passing one state signature along. */
+typedef struct block_seq {
+    const char *name;
+    int n;
+    block *blocks;
+    int state_n;
+    int64_t state_numel[STATE_MAX];
+    pool *pool;
+} block_seq;
+
+size_t state_bytes(const block_seq *s);
+/* Frees the tensors of a state (each once, even if listed twice) and clears it. */
+void state_free(pool *p, block_state *st);
+
+/* Straight-line allocation for kernels: take many buffers, check the status once, free them all at the end.
+ * After the first failure every further take returns NULL and the status keeps the first error. */
+#define SCRATCH_MAX 32
+typedef struct scratch {
+    pool *pool;
+    st_status status;
+    int n;
+    void *ptr[SCRATCH_MAX];
+} scratch;
+
+float *scratch_take(scratch *s, int64_t floats, mem_tag tag, const char *what);
+float *scratch_take_zero(scratch *s, int64_t floats, mem_tag tag, const char *what);
+/* Frees one buffer early (it must have come from this scratch). */
+void scratch_drop(scratch *s, void *ptr);
+/* Frees everything still held and returns the status. */
+st_status scratch_end(scratch *s);
+
+#endif

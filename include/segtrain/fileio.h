@@ -1,0 +1,21 @@
+/* Files that survive a crash: written to a temporary file beside the target, fsync'd, renamed over it, and the
+ * folder fsync'd, so the target holds either its old contents or the new ones, never a mix. */
+#ifndef SEGTRAIN_FILEIO_H
+#define SEGTRAIN_FILEIO_H
+
+#include <stdio.h>
+
+#include "segtrain/status.h"
+
+typedef struct atomic_file {
+    FILE *fp; /* write here between atomic_file_open and atomic_file_commit */
+    char *path, *tmp_path;
+} atomic_file;
+
+st_status atomic_file_open(atomic_file *af, const char *path);
+/* Flushes, fsyncs and renames into place. On failure the temporary file is removed and path is untouched. */
+st_status atomic_file_commit(atomic_file *af);
+/* Abandons the write: removes the temporary file. */
+void atomic_file_abort(atomic_file *af);
+
+#endif

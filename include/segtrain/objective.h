@@ -1,0 +1,17 @@
+/* Training objectives. */
+#ifndef SEGTRAIN_OBJECTIVE_H
+#define SEGTRAIN_OBJECTIVE_H
+
+#include "segtrain/model.h"
+
+/* One batch for the rectified-flow objective: data x0 and noise (batch, C, H, W), t in (0, 1) and labels. */
+typedef struct flow_batch {
+    int64_t batch;
+    const float *x0, *noise, *t;
+    const int64_t *labels;
+} flow_batch;
+
+/* Computes the loss of the batch and, with backward, accumulates every trainable gradient. */
+st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss);
+
+#endif

@@ -1,0 +1,61 @@
+/* A model's named parameters: one pool allocation for all weights (MEM_WEIGHTS) and one for the gradients of
+ * the trainable ones (MEM_GRADIENTS), each parameter a named slice of them. Names and layouts are the public
+ * state_dict's, so that safetensors files load by name. */
+#ifndef SEGTRAIN_PARAMS_H
+#define SEGTRAIN_PARAMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "segtrain/pool.h"
+
+#define PARAM_NAME_MAX 128
+#define PARAM_MAX_DIMS 4
+
+typedef struct param {
+    char name[PARAM_NAME_MAX];
+    int ndim;
+    int64_t shape[PARAM_MAX_DIMS];
+    int64_t numel;
+    float *w;
+    float *g;       /* NULL for a frozen parameter */
+    bool trainable; /* has a gradient and optimizer state */
+    bool fixed;     /* a fixed buffer (pos_embed): saved with the weights, loaded only if a file has it */
+} param;
+
+typedef struct param_set {
+    int n, cap;
+    param *items;
+    pool *pool;
+    float *weights, *grads;
+    int64_t weight_count, grad_count; /* floats */
+} param_set;
+
+/* Registers a parameter (before param_set_alloc) and returns its index. */
+int param_add(param_set *s, const char *name, int ndim, const int64_t *shape, bool trainable);
+int param_add_fixed(param_set *s, const char *name, int ndim, const int64_t *shape);
+param *param_at(param_set *s, int index);
+param *param_find(param_set *s, const char *name);
+
+/* Allocates weights and gradients from the pool and points every parameter into them. */
+st_status param_set_alloc(param_set *s, pool *p);
+void param_set_free(param_set *s);
+
+void param_set_zero_grads(param_set *s);
+
+/* Reads every parameter from a safetensors file by name and shape. A missing tensor (other than a fixed one),
+ * an unexpected tensor, a wrong shape or dtype is one error line naming the file and the tensor. */
+st_status param_set_load(param_set *s, const char *path);
+
+/* Writes the weights (grads false) or the gradients of the trainable parameters (grads true), each under the
+ * parameter's own name, after `extra` (n_extra F32 tensors, e.g. the loss). Atomic. */
+typedef struct named_floats {
+    const char *name;
+    int ndim;
+    int64_t shape[PARAM_MAX_DIMS];
+    const float *data;
+} named_floats;
+st_status param_set_save(param_set *s, const char *path, bool grads, const named_floats *extra, int n_extra,
+                         const char *const *meta, int n_meta);
+
+#endif

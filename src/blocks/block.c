@@ -1,0 +1,58 @@
+#include "segtrain/block.h"
+
+#include <string.h>
+
+size_t state_bytes(const block_seq *s)
+{
+    size_t b = 0;
+    for (int i = 0; i < s->state_n; i++) b += (size_t)s->state_numel[i] * sizeof(float);
+    return b;
+}
+
+void state_free(pool *p, block_state *st)
+{
+    for (int i = 0; i < st->n; i++) {
+        int seen = 0;
+        for (int j = 0; j < i; j++) seen |= st->t[j] == st->t[i];
+        if (!seen) pool_free(p, st->t[i]);
+    }
+    *st = (block_state){0};
+}
+
+float *scratch_take(scratch *s, int64_t floats, mem_tag tag, const char *what)
+{
+    if (s->status) return NULL;
+    if (s->n == SCRATCH_MAX) {
+        s->status = st_fail(ST_ERR_INTERNAL, "scratch: more than %d buffers for '%s'", SCRATCH_MAX, what);
+        return NULL;
+    }
+    void *p;
+    s->status = pool_alloc(s->pool, (size_t)floats * sizeof(float), tag, what, &p);
+    if (s->status) return NULL;
+    s->ptr[s->n++] = p;
+    return p;
+}
+
+float *scratch_take_zero(scratch *s, int64_t floats, mem_tag tag, const char *what)
+{
+    float *p = scratch_take(s, floats, tag, what);
+    if (p) memset(p, 0, (size_t)floats * sizeof(float));
+    return p;
+}
+
+void scratch_drop(scratch *s, void *ptr)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->ptr[i] == ptr) {
+            pool_free(s->pool, ptr);
+            s->ptr[i] = s->ptr[--s->n];
+            return;
+        }
+}
+
+st_status scratch_end(scratch *s)
+{
+    for (int i = s->n - 1; i >= 0; i--) pool_free(s->pool, s->ptr[i]);
+    s->n = 0;
+    return s->status;
+}

@@ -1,0 +1,129 @@
+#include "segtrain/params.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "segtrain/safetensors.h"
+
+static int add(param_set *s, const char *name, int ndim, const int64_t *shape, bool trainable, bool fixed)
+{
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        param *items = realloc(s->items, (size_t)cap * sizeof *items);
+        if (!items) {
+            fprintf(stderr, "segtrain: out of memory registering parameters\n");
+            abort();
+        }
+        s->items = items;
+        s->cap = cap;
+    }
+    param *p = &s->items[s->n];
+    *p = (param){.ndim = ndim, .trainable = trainable, .fixed = fixed, .numel = 1};
+    snprintf(p->name, sizeof p->name, "%s", name);
+    for (int d = 0; d < ndim; d++) p->numel *= p->shape[d] = shape[d];
+    return s->n++;
+}
+
+int param_add(param_set *s, const char *name, int ndim, const int64_t *shape, bool trainable)
+{
+    return add(s, name, ndim, shape, trainable, false);
+}
+
+int param_add_fixed(param_set *s, const char *name, int ndim, const int64_t *shape)
+{
+    return add(s, name, ndim, shape, false, true);
+}
+
+param *param_at(param_set *s, int index) { return &s->items[index]; }
+
+param *param_find(param_set *s, const char *name)
+{
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->items[i].name, name)) return &s->items[i];
+    return NULL;
+}
+
+st_status param_set_alloc(param_set *s, pool *p)
+{
+    s->pool = p;
+    s->weight_count = s->grad_count = 0;
+    for (int i = 0; i < s->n; i++) {
+        s->weight_count += s->items[i].numel;
+        if (s->items[i].trainable) s->grad_count += s->items[i].numel;
+    }
+    st_status st = pool_alloc_zero(p, (size_t)s->weight_count * sizeof(float), MEM_WEIGHTS, "weights",
+                                   (void **)&s->weights);
+    if (!st && s->grad_count)
+        st = pool_alloc_zero(p, (size_t)s->grad_count * sizeof(float), MEM_GRADIENTS, "gradients",
+                             (void **)&s->grads);
+    if (st) {
+        param_set_free(s);
+        return st;
+    }
+    int64_t w = 0, g = 0;
+    for (int i = 0; i < s->n; i++) {
+        param *q = &s->items[i];
+        q->w = s->weights + w;
+        w += q->numel;
+        q->g = q->trainable ? s->grads + g : NULL;
+        if (q->trainable) g += q->numel;
+    }
+    return ST_OK;
+}
+
+void param_set_free(param_set *s)
+{
+    if (s->pool) {
+        pool_free(s->pool, s->grads);
+        pool_free(s->pool, s->weights);
+    }
+    free(s->items);
+    *s = (param_set){0};
+}
+
+void param_set_zero_grads(param_set *s)
+{
+    if (s->grads) memset(s->grads, 0, (size_t)s->grad_count * sizeof(float));
+}
+
+st_status param_set_load(param_set *s, const char *path)
+{
+    sft_file *f;
+    st_status st = sft_open(path, &f);
+    if (st) return st;
+    for (int i = 0; i < s->n && !st; i++) {
+        param *q = &s->items[i];
+        if (q->fixed && !sft_find(f, q->name)) continue;
+        st = sft_read_f32(f, q->name, q->ndim, q->shape, q->w);
+    }
+    for (int i = 0; i < sft_count(f) && !st; i++) {
+        const char *name = sft_at(f, i)->name;
+        if (!param_find(s, name))
+            st = st_fail(ST_ERR_FORMAT, "%s: unexpected tensor '%s' (not a parameter of this model)", path, name);
+    }
+    sft_close(f);
+    return st;
+}
+
+st_status param_set_save(param_set *s, const char *path, bool grads, const named_floats *extra, int n_extra,
+                         const char *const *meta, int n_meta)
+{
+    sft_entry *e = calloc((size_t)(s->n + n_extra), sizeof *e);
+    if (!e) return st_fail(ST_ERR_IO, "%s: out of memory", path);
+    int n = 0;
+    for (int i = 0; i < n_extra; i++, n++) {
+        e[n] = (sft_entry){.name = extra[i].name, .dtype = SFT_F32, .ndim = extra[i].ndim, .data = extra[i].data};
+        memcpy(e[n].shape, extra[i].shape, sizeof extra[i].shape);
+    }
+    for (int i = 0; i < s->n; i++) {
+        const param *q = &s->items[i];
+        if (grads && !q->trainable) continue;
+        e[n] = (sft_entry){.name = q->name, .dtype = SFT_F32, .ndim = q->ndim, .data = grads ? q->g : q->w};
+        memcpy(e[n].shape, q->shape, sizeof q->shape);
+        n++;
+    }
+    st_status st = sft_write(path, e, n, meta, n_meta);
+    free(e);
+    return st;
+}

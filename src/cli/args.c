@@ -1,0 +1,99 @@
+/* Argument handling shared by the commands: flags with values, repeated --set, and the run configuration. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "segtrain/ops.h"
+
+int args_parse(int argc, char **argv, const char *const *flags, const char *const *switches, cli_args *a)
+{
+    *a = (cli_args){0};
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return a->help = 1, 0;
+        if (!strcmp(f, "--set")) {
+            if (i + 1 >= argc) goto missing;
+            if (a->n_sets == CLI_MAX_SETS) {
+                fprintf(stderr, "segtrain %s: at most %d --set options\n", argv[0], CLI_MAX_SETS);
+                return 2;
+            }
+            a->sets[a->n_sets++] = argv[++i];
+            continue;
+        }
+        int known = 0;
+        for (int k = 0; switches && switches[k]; k++)
+            if (!strcmp(f, switches[k])) a->on[k] = known = 1;
+        for (int k = 0; flags && flags[k] && !known; k++)
+            if (!strcmp(f, flags[k])) {
+                if (i + 1 >= argc) goto missing;
+                a->value[k] = argv[++i];
+                known = 1;
+            }
+        if (!known) {
+            fprintf(stderr, "segtrain %s: unknown option '%s' (see segtrain %s --help)\n", argv[0], f, argv[0]);
+            return 2;
+        }
+        continue;
+    missing:
+        fprintf(stderr, "segtrain %s: %s needs a value\n", argv[0], f);
+        return 2;
+    }
+    return 0;
+}
+
+int args_require(const cli_args *a, const char *const *flags, int first, int n, const char *command)
+{
+    for (int k = first; k < first + n; k++)
+        if (!a->value[k]) {
+            fprintf(stderr, "segtrain %s: %s is required (see segtrain %s --help)\n", command, flags[k], command);
+            return 2;
+        }
+    return 0;
+}
+
+st_status cli_load_config(const char *path, const cli_args *a, config **out)
+{
+    st_status st = path ? config_load(path, out) : config_parse("{}", "defaults", out);
+    for (int i = 0; !st && i < a->n_sets; i++) st = config_set(*out, a->sets[i]);
+    if (st) {
+        config_free(*out);
+        *out = NULL;
+        return st;
+    }
+    const char *warn = config_warning(*out);
+    if (warn) fprintf(stderr, "segtrain: warning: %s\n", warn);
+    int64_t threads = config_int(*out, "num_threads");
+    if (threads > 0) ops_set_threads((int)threads);
+    return ST_OK;
+}
+
+int cli_error(const char *command)
+{
+    fprintf(stderr, "segtrain %s: %s\n", command, st_error());
+    return 1;
+}
+
+void print_bytes(FILE *f, size_t b)
+{
+    if (b >= (size_t)1 << 30) fprintf(f, "%.2f GiB", (double)b / (1 << 30));
+    else if (b >= (size_t)1 << 20) fprintf(f, "%.2f MiB", (double)b / (1 << 20));
+    else if (b >= 1024) fprintf(f, "%.1f KiB", (double)b / 1024);
+    else fprintf(f, "%zu B", b);
+}
+
+void print_pool_peak(FILE *f, const char *label, pool *p)
+{
+    pool_stats s;
+    pool_get_stats(p, &s);
+    fprintf(f, "%s ", label);
+    print_bytes(f, s.peak);
+    fprintf(f, " (");
+    for (int t = 0, first = 1; t < MEM_TAG_COUNT; t++) {
+        if (!s.at_peak_by_tag[t]) continue;
+        fprintf(f, "%s%s ", first ? "" : ", ", mem_tag_name(t));
+        print_bytes(f, s.at_peak_by_tag[t]);
+        first = 0;
+    }
+    fprintf(f, ")\n");
+}

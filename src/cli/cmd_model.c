@@ -1,0 +1,206 @@
+/* `segtrain init` and `segtrain grad`: weights in, weights or gradients out, as safetensors files named by the
+ * public DiT state_dict. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "segtrain/model.h"
+#include "segtrain/objective.h"
+#include "segtrain/rng.h"
+#include "segtrain/safetensors.h"
+
+static const char init_help[] =
+    "usage: segtrain init --config C --out W.safetensors [--random] [--set key=value ...]\n"
+    "\n"
+    "Writes freshly initialised weights of the model the config describes, seeded by its `seed` key.\n"
+    "The initialisation is DiT's (xavier-uniform linears, adaLN-Zero); --random instead fills every tensor with\n"
+    "seeded non-zero values, so that every gradient is non-zero (for gradient checks).\n";
+
+/* Creates the model of a run configuration in a device pool budgeted by device_memory. */
+static st_status open_model(const config *cfg, pool **dev, model **m)
+{
+    model_config mc;
+    size_t capacity;
+    st_status st = model_config_from(cfg, &mc);
+    if (!st) st = config_bytes(cfg, "device_memory", &capacity);
+    if (st) return st;
+    *dev = pool_create(POOL_DEVICE, capacity);
+    if (!*dev) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    st = model_create(&mc, *dev, m);
+    if (st) {
+        pool_destroy(*dev);
+        *dev = NULL;
+    }
+    return st;
+}
+
+static void close_model(pool *dev, model *m)
+{
+    model_destroy(m);
+    if (dev && pool_destroy(dev)) fprintf(stderr, "segtrain: the device pool had leaks (a bug; see above)\n");
+}
+
+int cmd_init(int argc, char **argv)
+{
+    static const char *const flags[] = {"--config", "--out", NULL}, *const switches[] = {"--random", NULL};
+    cli_args a;
+    int rc = args_parse(argc, argv, flags, switches, &a);
+    if (rc || a.help) return a.help ? (fputs(init_help, stdout), 0) : rc;
+    if ((rc = args_require(&a, flags, 1, 1, "init"))) return rc;
+    config *cfg;
+    pool *dev = NULL;
+    model *m = NULL;
+    st_status st = cli_load_config(a.value[0], &a, &cfg);
+    if (!st) st = open_model(cfg, &dev, &m);
+    if (!st) {
+        model_init(m, (uint64_t)config_int(cfg, "seed"), a.on[0]);
+        const model_config *mc = model_get_config(m);
+        char seed[32];
+        snprintf(seed, sizeof seed, "%" PRId64, config_int(cfg, "seed"));
+        const char *meta[] = {"format", "pt", "segtrain.family", mc->family, "segtrain.seed", seed,
+                              "segtrain.init", a.on[0] ? "random" : "dit"};
+        st = param_set_save(model_params(m), a.value[1], false, NULL, 0, meta, 4);
+    }
+    if (!st) printf("wrote %d tensors (%" PRId64 " parameters) to %s\n", model_params(m)->n,
+                    model_params(m)->weight_count, a.value[1]);
+    close_model(dev, m);
+    config_free(cfg);
+    return st ? cli_error("init") : 0;
+}
+
+static const char grad_help[] =
+    "usage: segtrain grad --config C --weights W.safetensors --batch B.safetensors --out G.safetensors\n"
+    "                     [--set key=value ...]\n"
+    "\n"
+    "One forward and backward of the rectified-flow loss. The batch file holds x0 (B,C,H,W) F32, noise (B,C,H,W)\n"
+    "F32, t (B) F32 and y (B) I64. Writes `loss` (shape (1)) and the gradient of every trainable weight under the\n"
+    "weight's own name, and prints the loss and the peak device memory of the step by what it held.\n";
+
+typedef struct batch_data {
+    float *x0, *noise, *t;
+    int64_t *y;
+    int64_t batch;
+} batch_data;
+
+static st_status read_batch(const char *path, const model_config *mc, pool *dev, batch_data *b)
+{
+    sft_file *f;
+    st_status st = sft_open(path, &f);
+    if (st) return st;
+    const sft_tensor *x0 = sft_find(f, "x0");
+    if (!x0 || x0->ndim != 4) {
+        sft_close(f);
+        return st_fail(ST_ERR_FORMAT, "%s: tensor 'x0' (B,C,H,W) is missing", path);
+    }
+    b->batch = x0->shape[0];
+    const int64_t img[4] = {b->batch, mc->channels, mc->resolution, mc->resolution}, n = b->batch * img[1] * img[2] * img[3];
+    const int64_t vec[1] = {b->batch};
+    st = pool_alloc(dev, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "batch.x0", (void **)&b->x0);
+    if (!st) st = pool_alloc(dev, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "batch.noise", (void **)&b->noise);
+    if (!st) st = pool_alloc(dev, (size_t)b->batch * sizeof(float), MEM_ACTIVATIONS, "batch.t", (void **)&b->t);
+    if (!st) st = pool_alloc(dev, (size_t)b->batch * sizeof(int64_t), MEM_ACTIVATIONS, "batch.y", (void **)&b->y);
+    if (!st) st = sft_read_f32(f, "x0", 4, img, b->x0);
+    if (!st) st = sft_read_f32(f, "noise", 4, img, b->noise);
+    if (!st) st = sft_read_f32(f, "t", 1, vec, b->t);
+    if (!st) st = sft_read_i64(f, "y", 1, vec, b->y);
+    for (int64_t i = 0; !st && i < b->batch; i++)
+        if (!(b->t[i] >= 0.0f && b->t[i] <= 1.0f))
+            st = st_fail(ST_ERR_FORMAT, "%s: tensor 't': t[%" PRId64 "] = %g is outside [0, 1]", path, i, b->t[i]);
+    sft_close(f);
+    return st;
+}
+
+static void free_batch(pool *dev, batch_data *b)
+{
+    pool_free(dev, b->y);
+    pool_free(dev, b->t);
+    pool_free(dev, b->noise);
+    pool_free(dev, b->x0);
+}
+
+int cmd_grad(int argc, char **argv)
+{
+    static const char *const flags[] = {"--config", "--weights", "--batch", "--out", NULL};
+    cli_args a;
+    int rc = args_parse(argc, argv, flags, NULL, &a);
+    if (rc || a.help) return a.help ? (fputs(grad_help, stdout), 0) : rc;
+    if ((rc = args_require(&a, flags, 1, 3, "grad"))) return rc;
+    config *cfg;
+    pool *dev = NULL;
+    model *m = NULL;
+    batch_data b = {0};
+    float loss = 0;
+    st_status st = cli_load_config(a.value[0], &a, &cfg);
+    if (!st) st = open_model(cfg, &dev, &m);
+    if (!st) st = param_set_load(model_params(m), a.value[1]);
+    if (!st) st = read_batch(a.value[2], model_get_config(m), dev, &b);
+    if (!st) {
+        param_set_zero_grads(model_params(m));
+        pool_reset_peak(dev);
+        flow_batch fb = {.batch = b.batch, .x0 = b.x0, .noise = b.noise, .t = b.t, .labels = b.y};
+        st = flow_loss(m, &fb, true, &loss);
+    }
+    if (!st) {
+        printf("loss %.9g\n", loss);
+        print_pool_peak(stdout, "peak device memory", dev);
+        const named_floats extra = {.name = "loss", .ndim = 1, .shape = {1}, .data = &loss};
+        const char *meta[] = {"format", "pt"};
+        st = param_set_save(model_params(m), a.value[3], true, &extra, 1, meta, 1);
+    }
+    if (!st) printf("wrote loss and %" PRId64 " gradients to %s\n", model_params(m)->grad_count, a.value[3]);
+    if (dev) free_batch(dev, &b);
+    close_model(dev, m);
+    config_free(cfg);
+    return st ? cli_error("grad") : 0;
+}
+
+static const char batch_help[] =
+    "usage: segtrain batch --config C --out B.safetensors [--set key=value ...]\n"
+    "\n"
+    "Writes a seeded random batch in the format `segtrain grad` reads: train_batch_size samples of x0 and noise\n"
+    "(standard normal, the model's input shape), t uniform in (0, 1) and labels y cycling through the classes\n"
+    "and the null label. The same config and seed always give the same file.\n";
+
+int cmd_batch(int argc, char **argv)
+{
+    static const char *const flags[] = {"--config", "--out", NULL};
+    cli_args a;
+    int rc = args_parse(argc, argv, flags, NULL, &a);
+    if (rc || a.help) return a.help ? (fputs(batch_help, stdout), 0) : rc;
+    if ((rc = args_require(&a, flags, 1, 1, "batch"))) return rc;
+    config *cfg;
+    model_config mc;
+    st_status st = cli_load_config(a.value[0], &a, &cfg);
+    if (!st) st = model_config_from(cfg, &mc);
+    if (st) {
+        config_free(cfg);
+        return cli_error("batch");
+    }
+    const int64_t B = config_int(cfg, "train_batch_size"), n = B * mc.channels * mc.resolution * mc.resolution;
+    const uint64_t seed = (uint64_t)config_int(cfg, "seed");
+    float *x0 = malloc((size_t)n * sizeof(float)), *noise = malloc((size_t)n * sizeof(float));
+    float *t = malloc((size_t)B * sizeof(float));
+    int64_t *y = malloc((size_t)B * sizeof(int64_t));
+    if (!x0 || !noise || !t || !y) st = st_fail(ST_ERR_INTERNAL, "out of host memory for a batch of %lld", (long long)B);
+    if (!st) {
+        rng_fill_normal(x0, n, seed, rng_stream("batch.x0"), 0.0f, 1.0f);
+        rng_fill_normal(noise, n, seed, rng_stream("batch.noise"), 0.0f, 1.0f);
+        for (int64_t i = 0; i < B; i++) {
+            t[i] = (float)rng_uniform(seed, rng_stream("batch.t"), (uint64_t)i);
+            y[i] = i % (mc.classes + 1);
+        }
+        const sft_entry e[] = {
+            {.name = "x0", .dtype = SFT_F32, .ndim = 4, .shape = {B, mc.channels, mc.resolution, mc.resolution}, .data = x0},
+            {.name = "noise", .dtype = SFT_F32, .ndim = 4, .shape = {B, mc.channels, mc.resolution, mc.resolution}, .data = noise},
+            {.name = "t", .dtype = SFT_F32, .ndim = 1, .shape = {B}, .data = t},
+            {.name = "y", .dtype = SFT_I64, .ndim = 1, .shape = {B}, .data = y},
+        };
+        st = sft_write(a.value[1], e, 4, NULL, 0);
+    }
+    if (!st) printf("wrote a batch of %lld to %s\n", (long long)B, a.value[1]);
+    free(y), free(t), free(noise), free(x0);
+    config_free(cfg);
+    return st ? cli_error("batch") : 0;
+}

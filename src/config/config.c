@@ -1,0 +1,780 @@
+/* Reading SimpleTuner-style JSON configs against the key registry (keys.c). The JSON itself is cJSON's job;
+ * this file adds what SimpleTuner's files need on top (leading "--", trailing commas, numbers and bools written
+ * as strings) and turns every problem into one line that names the source, the key, the value and what is
+ * valid. */
+#include "segtrain/config.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "keys.h"
+
+typedef struct value {
+    bool set; /* given explicitly */
+    bool b;
+    int64_t i;
+    double f;
+    char *s;       /* CFG_STRING, CFG_SIZE */
+    int64_t *list; /* CFG_INT_LIST */
+    size_t n;
+} value;
+
+struct config {
+    value *v; /* one per row of cfg_keys */
+    char *warning;
+};
+
+/* Outcome of converting one JSON value: kept apart from st_status so that the caller words the message. */
+typedef enum conv { CV_OK, CV_BAD, CV_OOM } conv;
+
+#define GC_PREFIX "gradient_checkpointing"
+
+static st_status oom(void) { return st_fail(ST_ERR_HOST_OOM, "config: out of memory"); }
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static const char *strip_dashes(const char *key) { return strncmp(key, "--", 2) == 0 ? key + 2 : key; }
+
+/* ---- the registry ------------------------------------------------------------------------------------- */
+
+/* Row of a canonical name or an alias (without "--"), or -1. */
+static int find_key(const char *name)
+{
+    for (int i = 0; i < cfg_key_count; i++)
+        if (strcmp(cfg_keys[i].name, name) == 0 || (cfg_keys[i].alias && strcmp(cfg_keys[i].alias, name) == 0))
+            return i;
+    return -1;
+}
+
+static const char *type_name(cfg_type t)
+{
+    static const char *names[] = {"bool", "int", "float", "string", "size", "int list"};
+    return names[t];
+}
+
+/* The getters' lookup: a wrong name or type is a bug in the caller, not bad input, so it stops the program. */
+static const value *get(const config *c, const char *key, unsigned type_mask, const char *getter)
+{
+    int i = -1;
+    for (int j = 0; j < cfg_key_count && i < 0; j++)
+        if (strcmp(cfg_keys[j].name, key) == 0) i = j;
+    if (i < 0) {
+        fprintf(stderr, "segtrain: %s(\"%s\"): no such config key (programming error)\n", getter, key);
+        abort();
+    }
+    if (!(type_mask & (1u << cfg_keys[i].type))) {
+        fprintf(stderr, "segtrain: %s(\"%s\"): it is a %s key (programming error)\n", getter, key,
+                type_name(cfg_keys[i].type));
+        abort();
+    }
+    return &c->v[i];
+}
+
+/* ---- a growable string, for the warning line ------------------------------------------------------------ */
+
+typedef struct strbuf {
+    char *buf;
+    size_t len, cap;
+    bool oom;
+} strbuf;
+
+static void sb_add(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_add(strbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (b->oom || n < 0) return;
+    if (b->len + (size_t)n + 1 > b->cap) {
+        size_t cap = 2 * (b->len + (size_t)n + 1);
+        char *p = realloc(b->buf, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->buf = p, b->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->buf + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* ---- suggestions ------------------------------------------------------------------------------------------ */
+
+#define MAX_KEY_LEN 64
+
+static int levenshtein(const char *a, const char *b)
+{
+    size_t la = strnlen(a, MAX_KEY_LEN), lb = strnlen(b, MAX_KEY_LEN);
+    int row[MAX_KEY_LEN + 1];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+static bool is_subsequence(const char *small, const char *big)
+{
+    for (; *small && *big; big++)
+        if (*small == *big) small++;
+    return *small == '\0';
+}
+
+/* Distance from a given name to a known one. `loose` also treats a dropped word as close
+ * ("gradient_checkpointing_stride" -> "..._segment_stride"), which plain edit distance ranks far. */
+static int key_distance(const char *given, const char *known, bool loose)
+{
+    int d = levenshtein(given, known);
+    if (loose && is_subsequence(given, known)) {
+        int half = ((int)strlen(known) - (int)strlen(given) + 1) / 2;
+        if (half < d) d = half;
+    }
+    return d;
+}
+
+/* The known name (canonical or alias) nearest to `given`, or NULL unless `always` or it is close enough to be
+ * a likely typo. */
+static const char *nearest_key(const char *given, bool always)
+{
+    const char *best = NULL;
+    int best_d = 1 << 30;
+    for (int i = 0; i < cfg_key_count; i++) {
+        const char *names[2] = {cfg_keys[i].name, cfg_keys[i].alias};
+        for (int j = 0; j < 2; j++) {
+            if (!names[j]) continue;
+            int d = key_distance(given, names[j], always);
+            if (d < best_d) best = names[j], best_d = d;
+        }
+    }
+    if (always) return best;
+    int len = (int)strlen(given);
+    return best_d <= 3 && 4 * best_d <= len + 4 ? best : NULL;
+}
+
+/* ---- describing values and what is valid ------------------------------------------------------------------ */
+
+/* The value as JSON text, shortened: strings keep their quotes, so "4" and 4 read differently. */
+static void show_value(const cJSON *item, char *buf, size_t n)
+{
+    char *text = cJSON_PrintUnformatted(item);
+    snprintf(buf, n, "%s", text ? text : "?");
+    if (text && strlen(text) >= n && n > 4) strcpy(buf + n - 4, "...");
+    cJSON_free(text);
+}
+
+static void range_text(const cfg_key *k, char *buf, size_t n)
+{
+    bool lo = isfinite(k->min), hi = isfinite(k->max);
+    if (lo && hi) snprintf(buf, n, " in [%g, %g]", k->min, k->max);
+    else if (lo) snprintf(buf, n, " >= %g", k->min);
+    else if (hi) snprintf(buf, n, " <= %g", k->max);
+    else buf[0] = '\0';
+}
+
+/* "a|b|c" -> "a, b, c" (with each name in backticks for Markdown) */
+static void choices_text(const char *choices, bool markdown, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (const char *p = choices; *p && len + 1 < n;) {
+        size_t w = strcspn(p, "|");
+        const char *q = markdown ? "`" : "";
+        int wrote = snprintf(buf + len, n - len, "%s%s%.*s%s", len ? ", " : "", q, (int)w, p, q);
+        if (wrote < 0) break;
+        len += (size_t)wrote;
+        p += w + (p[w] == '|');
+    }
+}
+
+/* What a valid value of k is, as the end of "<value> is not ...". */
+static void valid_text(const cfg_key *k, char *buf, size_t n)
+{
+    char range[64], list[160];
+    range_text(k, range, sizeof range);
+    switch (k->type) {
+    case CFG_BOOL: snprintf(buf, n, "a bool (true, false, \"true\", \"false\", 1 or 0)"); break;
+    case CFG_INT: snprintf(buf, n, "an integer%s", range); break;
+    case CFG_FLOAT: snprintf(buf, n, "a number%s", range); break;
+    case CFG_STRING:
+        if (k->choices) choices_text(k->choices, false, list, sizeof list), snprintf(buf, n, "one of %s", list);
+        else snprintf(buf, n, "a string");
+        break;
+    case CFG_SIZE:
+        snprintf(buf, n, "a size (a byte count, or a number with KB, MB, GB, TB, KiB, MiB, GiB or TiB; \"\" = "
+                         "unlimited)");
+        break;
+    case CFG_INT_LIST: snprintf(buf, n, "a list of integers%s (e.g. [3, 7] or \"3,7\")", range); break;
+    }
+}
+
+static st_status bad_value(const char *src, const cfg_key *k, const cJSON *item)
+{
+    char given[64], valid[256];
+    show_value(item, given, sizeof given);
+    valid_text(k, valid, sizeof valid);
+    return st_fail(ST_ERR_INVALID, "%s: %s: %s is not %s", src, k->name, given, valid);
+}
+
+/* ---- converting one JSON value to a key's type -------------------------------------------------------------- */
+
+/* Whole-string conversions: no leading blanks or trailing characters, so "4x" and " 4" are refused. */
+static bool int_of_text(const char *s, int64_t *out)
+{
+    if (!*s || isspace((unsigned char)*s)) return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+static bool int_of(const cJSON *it, int64_t *out)
+{
+    if (cJSON_IsString(it)) return int_of_text(it->valuestring, out);
+    if (!cJSON_IsNumber(it)) return false;
+    double d = it->valuedouble;
+    if (d != floor(d) || fabs(d) >= 9.2e18) return false;
+    *out = (int64_t)d;
+    return true;
+}
+
+static bool float_of(const cJSON *it, double *out)
+{
+    if (cJSON_IsNumber(it)) return *out = it->valuedouble, true;
+    if (!cJSON_IsString(it)) return false;
+    const char *s = it->valuestring;
+    if (!*s || isspace((unsigned char)*s)) return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
+static bool bool_of(const cJSON *it, bool *out)
+{
+    if (cJSON_IsBool(it)) return *out = cJSON_IsTrue(it), true;
+    if (cJSON_IsNumber(it) && (it->valuedouble == 0 || it->valuedouble == 1)) return *out = it->valuedouble == 1, true;
+    if (!cJSON_IsString(it)) return false;
+    const char *s = it->valuestring;
+    if (strcasecmp(s, "true") == 0 || strcmp(s, "1") == 0) return *out = true, true;
+    if (strcasecmp(s, "false") == 0 || strcmp(s, "0") == 0) return *out = false, true;
+    return false;
+}
+
+static bool in_range(const cfg_key *k, double v) { return v >= k->min && v <= k->max; }
+
+static bool is_choice(const char *choices, const char *s)
+{
+    size_t n = strlen(s);
+    for (const char *p = choices; *p;) {
+        size_t w = strcspn(p, "|");
+        if (w == n && strncmp(p, s, n) == 0) return true;
+        p += w + (p[w] == '|');
+    }
+    return false;
+}
+
+/* "24GiB", "80 GB", "1.5GiB", "4096" -> bytes; false if malformed, zero or too large. */
+static bool parse_size(const char *s, size_t *out)
+{
+    static const struct { const char *unit; double mult; } units[] = {
+        {"", 1},          {"B", 1},          {"KB", 1e3},          {"MB", 1e6},          {"GB", 1e9},
+        {"TB", 1e12},     {"KiB", 1024.0},   {"MiB", 1048576.0},   {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+    const char *p = s;
+    if (!isdigit((unsigned char)*p)) return false;
+    while (isdigit((unsigned char)*p)) p++;
+    if (*p == '.' && isdigit((unsigned char)p[1]))
+        for (p++; isdigit((unsigned char)*p);) p++;
+    double number = strtod(s, NULL);
+    if (*p == ' ') p++;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcasecmp(p, units[i].unit) != 0 || (p[-1] == ' ' && !*p)) continue;
+        double bytes = floor(number * units[i].mult);
+        if (bytes < 1 || bytes >= 18446744073709551616.0) return false; /* 2^64 */
+        *out = (size_t)bytes;
+        return true;
+    }
+    return false;
+}
+
+static conv string_of(const cfg_key *k, const cJSON *it, bool check, value *out)
+{
+    if (!cJSON_IsString(it)) return CV_BAD;
+    if (check && k->choices && !is_choice(k->choices, it->valuestring)) return CV_BAD;
+    return (out->s = dup_str(it->valuestring)) ? CV_OK : CV_OOM;
+}
+
+static conv size_of(const cJSON *it, value *out)
+{
+    char text[32];
+    size_t bytes;
+    if (cJSON_IsString(it)) {
+        if (it->valuestring[0] && !parse_size(it->valuestring, &bytes)) return CV_BAD;
+        return (out->s = dup_str(it->valuestring)) ? CV_OK : CV_OOM;
+    }
+    int64_t n;
+    if (!int_of(it, &n) || n < 1) return CV_BAD;
+    snprintf(text, sizeof text, "%lld", (long long)n);
+    return (out->s = dup_str(text)) ? CV_OK : CV_OOM;
+}
+
+/* "3,7", "[3, 7]", "" or "[]" */
+static conv list_of_text(const char *s, value *out)
+{
+    while (isspace((unsigned char)*s)) s++;
+    size_t len = strlen(s);
+    while (len && isspace((unsigned char)s[len - 1])) len--;
+    bool bracketed = len >= 2 && s[0] == '[' && s[len - 1] == ']';
+    const char *p = s + bracketed, *end = s + len - bracketed;
+    while (p < end && isspace((unsigned char)*p)) p++;
+    if (p == end) return CV_OK;
+    size_t cap = 1;
+    for (const char *q = p; q < end; q++) cap += *q == ',';
+    if (!(out->list = malloc(cap * sizeof *out->list))) return CV_OOM;
+    for (;;) {
+        char *stop;
+        errno = 0;
+        out->list[out->n++] = strtoll(p, &stop, 10);
+        if (errno || stop == p) return CV_BAD;
+        for (p = stop; p < end && isspace((unsigned char)*p);) p++;
+        if (p == end) return CV_OK;
+        if (*p != ',') return CV_BAD;
+        for (p++; p < end && isspace((unsigned char)*p);) p++;
+    }
+}
+
+static conv list_of(const cfg_key *k, const cJSON *it, bool check, value *out)
+{
+    conv r = CV_OK;
+    if (cJSON_IsString(it)) {
+        r = list_of_text(it->valuestring, out);
+    } else if (cJSON_IsNumber(it)) { /* a single block index */
+        if (!(out->list = malloc(sizeof *out->list))) return CV_OOM;
+        r = int_of(it, &out->list[0]) ? (out->n = 1, CV_OK) : CV_BAD;
+    } else if (cJSON_IsArray(it)) {
+        int n = cJSON_GetArraySize(it);
+        if (n > 0 && !(out->list = malloc((size_t)n * sizeof *out->list))) return CV_OOM;
+        for (const cJSON *e = it->child; e && r == CV_OK; e = e->next)
+            r = int_of(e, &out->list[out->n]) ? (out->n++, CV_OK) : CV_BAD;
+    } else {
+        r = CV_BAD;
+    }
+    for (size_t i = 0; r == CV_OK && check && i < out->n; i++)
+        if (!in_range(k, (double)out->list[i])) r = CV_BAD;
+    return r;
+}
+
+static void value_free(value *v)
+{
+    free(v->s);
+    free(v->list);
+    v->s = NULL, v->list = NULL, v->n = 0;
+}
+
+/* `check` applies bounds and choices; defaults skip it, since some mean "unset" with a value a user may not
+ * give (gradient_checkpointing_segment_stride 0 = the interval). On CV_BAD or CV_OOM, *out owns nothing. */
+static conv convert(const cfg_key *k, const cJSON *it, bool check, value *out)
+{
+    conv r = CV_BAD;
+    memset(out, 0, sizeof *out);
+    switch (k->type) {
+    case CFG_BOOL: r = bool_of(it, &out->b) ? CV_OK : CV_BAD; break;
+    case CFG_INT: r = int_of(it, &out->i) && (!check || in_range(k, (double)out->i)) ? CV_OK : CV_BAD; break;
+    case CFG_FLOAT: r = float_of(it, &out->f) && (!check || in_range(k, out->f)) ? CV_OK : CV_BAD; break;
+    case CFG_STRING: r = string_of(k, it, check, out); break;
+    case CFG_SIZE: r = size_of(it, out); break;
+    case CFG_INT_LIST: r = list_of(k, it, check, out); break;
+    }
+    if (r != CV_OK) value_free(out);
+    return r;
+}
+
+static st_status convert_or_fail(const char *src, const cfg_key *k, const cJSON *it, value *out)
+{
+    conv r = convert(k, it, true, out);
+    return r == CV_OK ? ST_OK : r == CV_OOM ? oom() : bad_value(src, k, it);
+}
+
+static bool values_equal(const cfg_key *k, const value *a, const value *b)
+{
+    switch (k->type) {
+    case CFG_BOOL: return a->b == b->b;
+    case CFG_INT: return a->i == b->i;
+    case CFG_FLOAT: return a->f == b->f;
+    case CFG_STRING:
+    case CFG_SIZE: return strcmp(a->s, b->s) == 0;
+    case CFG_INT_LIST: return a->n == b->n && (a->n == 0 || memcmp(a->list, b->list, a->n * sizeof *a->list) == 0);
+    }
+    return false;
+}
+
+static void store(config *c, int i, value *v)
+{
+    value_free(&c->v[i]);
+    c->v[i] = *v;
+    c->v[i].set = true;
+}
+
+/* A JSON string value on the stack: defaults and --set values go through the same conversion as the file's. */
+static cJSON string_item(const char *text)
+{
+    cJSON it;
+    memset(&it, 0, sizeof it);
+    it.type = cJSON_String;
+    it.valuestring = (char *)text;
+    return it;
+}
+
+/* ---- creating, parsing, loading ------------------------------------------------------------------------------ */
+
+void config_free(config *c)
+{
+    if (!c) return;
+    for (int i = 0; c->v && i < cfg_key_count; i++) value_free(&c->v[i]);
+    free(c->v);
+    free(c->warning);
+    free(c);
+}
+
+static config *config_with_defaults(void)
+{
+    config *c = calloc(1, sizeof *c);
+    if (!c || !(c->v = calloc((size_t)cfg_key_count, sizeof *c->v))) {
+        config_free(c);
+        return NULL;
+    }
+    for (int i = 0; i < cfg_key_count; i++) {
+        cJSON def = string_item(cfg_keys[i].def);
+        conv r = convert(&cfg_keys[i], &def, false, &c->v[i]);
+        if (r == CV_BAD) { /* a broken row in keys.c: caught by the first test that parses anything */
+            fprintf(stderr, "segtrain: config key %s: default \"%s\" is not a %s\n", cfg_keys[i].name,
+                    cfg_keys[i].def, type_name(cfg_keys[i].type));
+            abort();
+        }
+        if (r == CV_OOM) {
+            config_free(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+/* SimpleTuner's files often end an object or array with a comma, which JSON forbids. The comma becomes a
+ * space (so line:column of any later error still match the file); commas inside strings are left alone, and
+ * "[,]" or ",," stay errors. A UTF-8 byte-order mark becomes spaces too. */
+static void strip_trailing_commas(char *s)
+{
+    if ((unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB && (unsigned char)s[2] == 0xBF)
+        s[0] = s[1] = s[2] = ' ';
+    bool in_string = false;
+    char *pending = NULL; /* a comma outside strings with no value after it yet */
+    char last = 0;        /* the last non-blank character outside strings */
+    for (char *p = s; *p; p++) {
+        if (in_string) {
+            if (*p == '\\' && p[1]) p++;
+            else if (*p == '"') in_string = false;
+            continue;
+        }
+        if (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') continue;
+        if (*p == ',') pending = (last == ',' || last == '[' || last == '{') ? NULL : p;
+        else if ((*p == '}' || *p == ']') && pending) *pending = ' ', pending = NULL;
+        else pending = NULL;
+        if (*p == '"') in_string = true;
+        last = *p;
+    }
+}
+
+static st_status json_error(const char *src, const char *text, const char *at)
+{
+    int line = 1, col = 1;
+    if (!at) at = text;
+    for (const char *p = text; p < at; p++)
+        if (*p == '\n') line++, col = 1;
+        else col++;
+    if (!*at) return st_fail(ST_ERR_FORMAT, "%s:%d:%d: malformed JSON: unexpected end of text", src, line, col);
+    size_t n = strcspn(at, "\r\n");
+    return st_fail(ST_ERR_FORMAT, "%s:%d:%d: malformed JSON at '%.*s%s'", src, line, col, n > 24 ? 24 : (int)n, at,
+                   n > 24 ? "..." : "");
+}
+
+static st_status parse_json(const char *json_text, const char *src, cJSON **root)
+{
+    char *text = dup_str(json_text);
+    if (!text) return oom();
+    strip_trailing_commas(text);
+    const char *end = NULL;
+    *root = cJSON_ParseWithOpts(text, &end, 1);
+    st_status s = ST_OK;
+    if (!*root) s = json_error(src, text, end);
+    else if (!cJSON_IsObject(*root)) s = st_fail(ST_ERR_FORMAT, "%s: the top level must be a JSON object {...}", src);
+    free(text);
+    if (s) cJSON_Delete(*root), *root = NULL;
+    return s;
+}
+
+static st_status unknown_key(const char *src, const char *spelled, strbuf *unknown)
+{
+    const char *bare = strip_dashes(spelled);
+    if (strncmp(bare, GC_PREFIX, strlen(GC_PREFIX)) == 0)
+        return st_fail(ST_ERR_INVALID,
+                       "%s: unknown key \"%s\" (did you mean %s?): checkpointing keys are never ignored", src,
+                       spelled, nearest_key(bare, true));
+    sb_add(unknown, "%s", unknown->len ? ", " : "");
+    for (const char *p = spelled; *p; p++) /* keep it one line whatever the key holds */
+        sb_add(unknown, "%c", iscntrl((unsigned char)*p) ? '?' : *p);
+    const char *near = nearest_key(bare, false);
+    if (near) sb_add(unknown, " (did you mean %s?)", near);
+    return unknown->oom ? oom() : ST_OK;
+}
+
+/* One member of the top-level object. given[2i] and given[2i+1] are the items that set key i in this file
+ * under its name and under its alias: a name given twice ("--seed" and "seed") is an error, and an alias may
+ * repeat its key only with the same value. */
+static st_status apply_member(config *c, const cJSON *m, const char *src, const cJSON **given, strbuf *unknown)
+{
+    const char *bare = strip_dashes(m->string);
+    int i = find_key(bare);
+    if (i < 0) return unknown_key(src, m->string, unknown);
+    const cfg_key *k = &cfg_keys[i];
+    int as_alias = strcmp(k->name, bare) != 0;
+    const cJSON *twin = given[2 * i + as_alias], *other = given[2 * i + !as_alias];
+    if (twin)
+        return st_fail(ST_ERR_INVALID, "%s: %s is given twice (\"%s\" and \"%s\"); give it once", src, bare,
+                       twin->string, m->string);
+    given[2 * i + as_alias] = m;
+    if (cJSON_IsNull(m)) return ST_OK; /* null = the default */
+    value v;
+    st_status s = convert_or_fail(src, k, m, &v);
+    if (s) return s;
+    if (!other || cJSON_IsNull(other)) {
+        store(c, i, &v);
+        return ST_OK;
+    }
+    bool same = values_equal(k, &v, &c->v[i]);
+    value_free(&v);
+    if (same) return ST_OK;
+    char a[64], b[64];
+    show_value(other, a, sizeof a), show_value(m, b, sizeof b);
+    return st_fail(ST_ERR_INVALID, "%s: \"%s\": %s and \"%s\": %s disagree (%s is SimpleTuner's name for %s); give one",
+                   src, other->string, a, m->string, b, k->alias, k->name);
+}
+
+static st_status apply_object(config *c, const cJSON *root, const char *src)
+{
+    const cJSON **given = calloc(2 * (size_t)cfg_key_count, sizeof *given);
+    if (!given) return oom();
+    strbuf unknown = {0};
+    st_status s = ST_OK;
+    for (const cJSON *m = root->child; m && !s; m = m->next) s = apply_member(c, m, src, given, &unknown);
+    if (!s && unknown.len) {
+        strbuf w = {0};
+        sb_add(&w, "%s: ignoring keys segtrain does not use: %s", src, unknown.buf);
+        if (w.oom) s = oom();
+        else c->warning = w.buf;
+    }
+    free(unknown.buf);
+    free(given);
+    return s;
+}
+
+st_status config_parse(const char *json_text, const char *source_name, config **out)
+{
+    *out = NULL;
+    const char *src = source_name ? source_name : "config";
+    config *c = config_with_defaults();
+    if (!c) return oom();
+    cJSON *root = NULL;
+    st_status s = parse_json(json_text, src, &root);
+    if (!s) s = apply_object(c, root, src);
+    cJSON_Delete(root);
+    if (s) config_free(c);
+    else *out = c;
+    return s;
+}
+
+/* The whole file; fread in a loop so that pipes and /dev/stdin work too. */
+static st_status read_text(const char *path, char **text, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return st_fail(ST_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n + 1 < cap) break;
+        char *bigger = realloc(buf, cap *= 2);
+        if (!bigger) free(buf);
+        buf = bigger;
+    }
+    int err = ferror(f) ? errno : 0;
+    fclose(f);
+    if (!buf) return oom();
+    if (err) {
+        free(buf);
+        return st_fail(ST_ERR_IO, "%s: cannot read: %s", path, strerror(err));
+    }
+    buf[n] = '\0';
+    *text = buf, *len = n;
+    return ST_OK;
+}
+
+st_status config_load(const char *path, config **out)
+{
+    *out = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    st_status s = read_text(path, &text, &len);
+    if (s) return s;
+    if (strlen(text) != len) s = st_fail(ST_ERR_FORMAT, "%s: contains a NUL byte at offset %zu, so it is not JSON text",
+                                         path, strlen(text));
+    else s = config_parse(text, path, out);
+    free(text);
+    return s;
+}
+
+st_status config_set(config *c, const char *assignment)
+{
+    const char *eq = strchr(assignment, '=');
+    if (!eq || eq == assignment) return st_fail(ST_ERR_INVALID, "--set: \"%s\" is not key=value", assignment);
+    char *key = strndup(assignment, (size_t)(eq - assignment));
+    if (!key) return oom();
+    const char *bare = strip_dashes(key);
+    int i = find_key(bare);
+    st_status s = ST_OK;
+    if (i < 0) {
+        bool gc = strncmp(bare, GC_PREFIX, strlen(GC_PREFIX)) == 0;
+        const char *near = nearest_key(bare, gc);
+        s = st_fail(ST_ERR_INVALID, "--set: unknown key \"%s\"%s%s%s", bare, near ? " (did you mean " : "",
+                    near ? near : "", near ? "?)" : "");
+    } else {
+        cJSON item = string_item(eq + 1);
+        value v;
+        s = convert_or_fail("--set", &cfg_keys[i], &item, &v);
+        if (!s) store(c, i, &v);
+    }
+    free(key);
+    return s;
+}
+
+/* ---- getters -------------------------------------------------------------------------------------------------- */
+
+#define TYPE(t) (1u << (t))
+
+bool config_bool(const config *c, const char *key) { return get(c, key, TYPE(CFG_BOOL), __func__)->b; }
+int64_t config_int(const config *c, const char *key) { return get(c, key, TYPE(CFG_INT), __func__)->i; }
+double config_float(const config *c, const char *key) { return get(c, key, TYPE(CFG_FLOAT), __func__)->f; }
+
+const char *config_string(const config *c, const char *key)
+{
+    return get(c, key, TYPE(CFG_STRING) | TYPE(CFG_SIZE), __func__)->s;
+}
+
+const int64_t *config_int_list(const config *c, const char *key, size_t *count)
+{
+    const value *v = get(c, key, TYPE(CFG_INT_LIST), __func__);
+    *count = v->n;
+    return v->n ? v->list : NULL;
+}
+
+bool config_is_set(const config *c, const char *key) { return get(c, key, ~0u, __func__)->set; }
+
+st_status config_bytes(const config *c, const char *key, size_t *out)
+{
+    const value *v = get(c, key, TYPE(CFG_SIZE), __func__);
+    *out = 0;
+    if (!v->s[0]) return ST_OK;
+    if (!parse_size(v->s, out))
+        return st_fail(ST_ERR_INTERNAL, "config: %s: stored size \"%s\" does not parse", key, v->s);
+    return ST_OK;
+}
+
+const char *config_warning(const config *c) { return c->warning; }
+
+/* ---- docs/CONFIG.md ---------------------------------------------------------------------------------------------- */
+
+static void md_cell(FILE *f, const char *text) /* a '|' would end the table cell */
+{
+    for (; *text; text++)
+        if (*text == '|') fputs("\\|", f);
+        else fputc(*text, f);
+}
+
+static void write_row(FILE *f, const cfg_key *k)
+{
+    char type[256], range[64];
+    range_text(k, range, sizeof range);
+    if (k->type == CFG_STRING && k->choices) choices_text(k->choices, true, type, sizeof type);
+    else if (k->type == CFG_INT_LIST) snprintf(type, sizeof type, "list of int%s", range);
+    else snprintf(type, sizeof type, "%s%s", type_name(k->type), k->type == CFG_BOOL ? "" : range);
+    const char *def = k->def[0] ? k->def : k->type == CFG_INT_LIST ? "[]" : "\"\"";
+    fprintf(f, "| `%s`", k->name);
+    if (k->alias) fprintf(f, " (alias `%s`)", k->alias);
+    fprintf(f, " | %s | `%s` | ", type, def);
+    md_cell(f, k->doc);
+    fputs(" | ", f);
+    if (!k->st) fputs("none", f);
+    else if (k->st[0] == '=') fputs("same name", f), md_cell(f, k->st + 1);
+    else md_cell(f, k->st);
+    fputs(" |\n", f);
+}
+
+static const char doc_intro[] =
+    "# Configuration reference\n"
+    "\n"
+    "<!-- Generated by config_write_doc() from the key table in src/config/keys.c: do not edit by hand.\n"
+    "     Regenerate with `build/test_config --write docs/CONFIG.md`; the test_config test fails while this\n"
+    "     file is stale. -->\n"
+    "\n"
+    "segtrain reads its settings from a JSON file written the way SimpleTuner users write `config.json`, so the\n"
+    "matching part of an existing SimpleTuner config carries over unchanged. Keys may be written with or\n"
+    "without SimpleTuner's leading `--` (`\"--seed\"` and `\"seed\"` are the same key; giving both is an error),\n"
+    "and a comma before `}` or `]` is accepted. A value may be the key's JSON type or a string that converts\n"
+    "to it (`\"true\"`, `\"0\"`, `\"4\"`, `\"1e-4\"`), since SimpleTuner passes config values on as command-line\n"
+    "strings; `null` means the default. Any key can be overridden on the command line with `--set key=value`,\n"
+    "validated the same way. Keys segtrain does not use are listed in one warning line, with the nearest\n"
+    "known key suggested for a likely typo, and otherwise ignored; but an unknown key starting with\n"
+    "`gradient_checkpointing` is an error, because a checkpointing setting must never silently do nothing (an\n"
+    "unknown key given with `--set` is an error too). A value of the wrong type, out of range or not among\n"
+    "the key's choices is an error naming the key, the value given and what is valid.\n"
+    "\n"
+    "Sizes are a byte count or a number with a unit: `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024) or `KB`,\n"
+    "`MB`, `GB`, `TB` (powers of 1000), e.g. `\"24GiB\"`; `\"\"` means unlimited. The last column names the\n"
+    "SimpleTuner option with the same meaning, where there is one.\n";
+
+void config_write_doc(FILE *f)
+{
+    fputs(doc_intro, f);
+    for (int s = 0; s < SEC_COUNT; s++) {
+        fprintf(f, "\n## %s\n\n| key | type | default | meaning | SimpleTuner |\n|---|---|---|---|---|\n",
+                cfg_section_names[s]);
+        for (int i = 0; i < cfg_key_count; i++)
+            if (cfg_keys[i].section == (cfg_section)s) write_row(f, &cfg_keys[i]);
+    }
+}

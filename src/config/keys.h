@@ -1,0 +1,35 @@
+/* The key registry: one row per configuration key. It is the single source of truth for parsing, validation,
+ * defaults and docs/CONFIG.md, so adding a key means adding one row to keys.c and nothing else.
+ * Private to src/config/ (and tests, which check every row). */
+#ifndef SEGTRAIN_CONFIG_KEYS_H
+#define SEGTRAIN_CONFIG_KEYS_H
+
+typedef enum cfg_type {
+    CFG_BOOL,
+    CFG_INT,
+    CFG_FLOAT,
+    CFG_STRING,  /* free text, or one of `choices` */
+    CFG_SIZE,    /* a byte size as text ("24GiB"), read with config_bytes(); "" = unlimited */
+    CFG_INT_LIST /* a list of integers; min/max bound each element */
+} cfg_type;
+
+typedef enum cfg_section { SEC_MODEL, SEC_CHECKPOINTING, SEC_MEMORY, SEC_TRAINING, SEC_COUNT } cfg_section;
+
+typedef struct cfg_key {
+    const char *name;
+    const char *alias;   /* another accepted name (SimpleTuner's), or NULL */
+    cfg_type type;
+    const char *def;     /* the default, written as a command line would give it */
+    const char *choices; /* CFG_STRING only: "a|b|c", or NULL for free text */
+    double min, max;     /* numbers and list elements, inclusive; -INFINITY / INFINITY = unbounded */
+    cfg_section section;
+    const char *st;      /* SimpleTuner counterpart: NULL none; "=" same name, "=..." same name plus a note;
+                          * else Markdown text */
+    const char *doc;     /* one or two sentences: what it does, and what a special default means */
+} cfg_key;
+
+extern const cfg_key cfg_keys[];
+extern const int cfg_key_count;
+extern const char *const cfg_section_names[SEC_COUNT];
+
+#endif

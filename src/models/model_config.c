@@ -1,0 +1,23 @@
+/* From a run configuration to a model configuration: a preset's sizes, then any size given (non-zero). */
+#include <stdio.h>
+#include <string.h>
+
+#include "segtrain/config.h"
+#include "segtrain/model.h"
+
+st_status model_config_from(const config *cfg, model_config *mc)
+{
+    st_status st = model_preset(config_string(cfg, "model_preset"), mc);
+    if (st) return st;
+    snprintf(mc->family, sizeof mc->family, "%s", config_string(cfg, "model_family"));
+    const struct {
+        const char *key;
+        int64_t *field;
+    } sizes[] = {{"depth", &mc->depth},          {"hidden_size", &mc->hidden},   {"num_heads", &mc->heads},
+                 {"patch_size", &mc->patch},     {"in_channels", &mc->channels}, {"resolution", &mc->resolution},
+                 {"num_classes", &mc->classes}};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        if (config_int(cfg, sizes[i].key) > 0) *sizes[i].field = config_int(cfg, sizes[i].key); /* 0: the preset's */
+    mc->mechanism = strcmp(config_string(cfg, "attention_mechanism"), "math") ? ATTN_FLASH : ATTN_MATH;
+    return model_config_check(mc);
+}

@@ -1,0 +1,42 @@
+/* The rectified-flow objective (../shared/spec/dit.md): x_t = (1 - t) x0 + t e, the model sees x_t, timestep
+ * 1000 t and the label, and regresses the velocity e - x0 with a mean squared error. */
+#include "segtrain/objective.h"
+
+#include "segtrain/ops.h"
+
+st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
+{
+    const model_config *c = model_get_config(m);
+    const int64_t per = c->channels * c->resolution * c->resolution, n = b->batch * per;
+    pool *p = model_params(m)->pool;
+    float *xt = NULL, *target = NULL, *timesteps = NULL, *dpred = NULL;
+    st_status st = pool_alloc(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.x_t", (void **)&xt);
+    if (!st) st = pool_alloc(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.target", (void **)&target);
+    if (!st) st = pool_alloc(p, (size_t)b->batch * sizeof(float), MEM_ACTIVATIONS, "flow.timesteps", (void **)&timesteps);
+    if (!st) {
+        for (int64_t i = 0; i < b->batch; i++) {
+            const float t = b->t[i];
+            timesteps[i] = 1000.0f * t;
+            for (int64_t j = i * per; j < (i + 1) * per; j++) {
+                xt[j] = (1.0f - t) * b->x0[j] + t * b->noise[j];
+                target[j] = b->noise[j] - b->x0[j];
+            }
+        }
+        const float *pred;
+        st = model_forward(m, xt, timesteps, b->labels, b->batch, backward, &pred);
+        if (!st) {
+            *loss = mse_forward(pred, target, n);
+            if (backward) {
+                st = pool_alloc_zero(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.dpred", (void **)&dpred);
+                if (!st) mse_backward(dpred, pred, target, n, 1.0f);
+                if (!st) st = model_backward(m, dpred);
+            }
+            model_release(m);
+        }
+    }
+    pool_free(p, dpred);
+    pool_free(p, timesteps);
+    pool_free(p, target);
+    pool_free(p, xt);
+    return st;
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The command-line tool as a user meets it: commands that work, and bad input that gets one clear line and a
+# non-zero exit. Usage: cli_test.sh path/to/segtrain path/to/source
+set -u
+bin=$1 src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; }
+# expect RC DESCRIPTION PATTERN -- COMMAND...: exit code RC and PATTERN somewhere in stdout+stderr
+expect() {
+  local rc=$1 what=$2 pattern=$3; shift 4
+  local out; out=$("$@" 2>&1); local got=$?
+  if [ "$got" -eq "$rc" ] && grep -qE -- "$pattern" <<<"$out"; then ok "$what"; else bad "$what (exit $got): $out"; fi
+}
+
+fix=$src/tests/fixtures
+echo '{"--model_preset": "dit-tiny", "train_batch_size": 3, "seed": 5,}' > tiny.json
+
+expect 0 "help lists the commands" "grad" -- "$bin" --help
+for c in init batch grad selfcheck; do expect 0 "$c --help" "usage: segtrain" -- "$bin" "$c" --help; done
+expect 2 "unknown command" "unknown command" -- "$bin" frobnicate
+expect 0 "init writes weights" "wrote" -- "$bin" init --config tiny.json --out w.safetensors
+"$bin" init --config tiny.json --out w_again.safetensors >/dev/null
+cmp -s w.safetensors w_again.safetensors && ok "the same seed writes the same bytes" || bad "init is not reproducible"
+expect 0 "batch writes a batch" "wrote a batch of 3" -- "$bin" batch --config tiny.json --out b.safetensors
+expect 0 "grad on fresh weights" "peak device memory" -- "$bin" grad --config tiny.json --weights w.safetensors --batch b.safetensors --out g.safetensors
+expect 0 "grad on the PyTorch fixture gives its loss" "^loss 3.390576" -- "$bin" grad --config tiny.json \
+  --weights "$fix/dit_tiny_weights.safetensors" --batch "$fix/dit_tiny_batch.safetensors" --out g2.safetensors
+expect 0 "--set overrides a key" "wrote a batch of 2" -- "$bin" batch --config tiny.json --set train_batch_size=2 --out b2.safetensors
+expect 0 "unused keys are one warning line" "ignoring keys.*lerning_rate \(did you mean learning_rate\?\)" -- \
+  "$bin" batch --config <(echo '{"lerning_rate": 1}') --out b3.safetensors
+
+head -c 100000 "$fix/dit_tiny_weights.safetensors" > cut.safetensors
+expect 1 "truncated weights: one line naming the file" "cut.safetensors.*truncated" -- "$bin" grad --config tiny.json \
+  --weights cut.safetensors --batch b.safetensors --out g3.safetensors
+expect 1 "weights of another size" "has shape" -- "$bin" grad --config tiny.json --set hidden_size=32 --set num_heads=2 \
+  --weights w.safetensors --batch b.safetensors --out g3.safetensors
+expect 1 "missing file" "nope.safetensors.*No such file" -- "$bin" grad --config tiny.json --weights nope.safetensors \
+  --batch b.safetensors --out g3.safetensors
+[ ! -e g3.safetensors ] && ok "a failed grad writes nothing" || bad "a failed grad wrote g3.safetensors"
+expect 1 "unknown checkpointing key is an error" "gradient_checkpointing_intervall" -- "$bin" grad \
+  --config <(echo '{"gradient_checkpointing_intervall": 2}') --weights w.safetensors --batch b.safetensors --out g3.safetensors
+expect 1 "malformed config: file, line and column" "1:10: malformed JSON" -- "$bin" init --config <(echo '{"seed": }') --out w2.safetensors
+expect 1 "sizes that do not fit" "num_heads" -- "$bin" init --config tiny.json --set num_heads=5 --out w2.safetensors
+expect 2 "a required flag" "--out is required" -- "$bin" init --config tiny.json
+expect 1 "a budget too small is a status" "out of device memory" -- "$bin" grad --config tiny.json --set device_memory=3MiB \
+  --weights w.safetensors --batch b.safetensors --out g3.safetensors
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
