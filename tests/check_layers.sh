@@ -10,7 +10,7 @@ header_layer() {
     status.h|pool.h|fileio.h|safetensors.h|config.h|rng.h) echo 0 ;;
     ops.h) echo 1 ;;
     block.h|params.h) echo 2 ;;
-    executor.h) echo 3 ;;
+    executor.h|plan.h) echo 3 ;;
     model.h) echo 4 ;;
     objective.h) echo 5 ;;
     *) echo "" ;;

@@ -49,5 +49,21 @@ expect 2 "a required flag" "--out is required" -- "$bin" init --config tiny.json
 expect 1 "a budget too small is a status" "out of device memory" -- "$bin" grad --config tiny.json --set device_memory=3MiB \
   --weights w.safetensors --batch b.safetensors --out g3.safetensors
 
+# checkpointing: the plan before anything runs, and grad's measured peak next to the predicted one
+ck="--set gradient_checkpointing=true --set gradient_checkpointing_interval=2 --set gradient_checkpointing_segment_stride=4"
+expect 0 "plan prints segments and kept blocks" "plan blocks: 0-1 ckpt \| 2-3 keep" -- "$bin" plan --config tiny.json $ck
+expect 0 "plan prints the predicted peak by tag" "predicted peak device memory.*optimizer.*boundaries" -- "$bin" plan --config tiny.json $ck
+expect 0 "plan --json" '"predicted_peak_device_bytes"' -- "$bin" plan --config tiny.json $ck --json
+expect 0 "plan says when it fell back" "fell back to single-block segments" -- "$bin" plan --config tiny.json $ck \
+  --set capture_hidden_states=1
+out=$("$bin" grad --config tiny.json $ck --weights w.safetensors --batch b.safetensors --out g4.safetensors 2>&1)
+m=$(sed -n 's/^peak device memory, measured  //p' <<<"$out"); p=$(sed -n 's/^peak device memory, predicted //p' <<<"$out")
+[ -n "$m" ] && [ "$m" = "$p" ] && ok "grad: measured peak = predicted ($m)" || bad "grad peaks: $out"
+cmp -s g.safetensors g4.safetensors && ok "grad: checkpointed gradients are the same bytes" || bad "checkpointed gradients differ"
+expect 1 "stride < interval is refused" "segments would overlap" -- "$bin" plan --config tiny.json \
+  --set gradient_checkpointing=true --set gradient_checkpointing_interval=3 --set gradient_checkpointing_segment_stride=2
+expect 0 "keys that do nothing get a warning" "do nothing while gradient_checkpointing is false" -- "$bin" plan \
+  --config tiny.json --set gradient_checkpointing_interval=2 --set gradient_checkpointing_backend=torch-ffn
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

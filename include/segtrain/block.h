@@ -42,6 +42,9 @@ typedef struct block_kind {
     st_status (*forward)(block *b, const block_state *in, block_state *out, keep_level keep, block_saved **saved);
     st_status (*backward)(block *b, const block_state *in, block_saved *saved, block_state *grad);
     void (*release)(block *b, block_saved *saved);
+    /* Replays forward's (or backward's) pool allocations into a memory simulation, byte for byte and tag for
+     * tag: forward leaves the output state and what it keeps live, backward leaves nothing. */
+    void (*simulate)(const block *b, keep_level keep, bool backward, mem_sim *sim);
 } block_kind;
 
 struct block {
@@ -59,6 +62,9 @@ typedef struct block_seq {
     int state_n;
     int64_t state_numel[STATE_MAX];
     pool *pool;
+    /* Called after each segment's or kept block's backward with its first block (tests watch memory with it). */
+    void (*after_backward)(void *ctx, int first_block);
+    void *after_backward_ctx;
 } block_seq;
 
 size_t state_bytes(const block_seq *s);

@@ -1,17 +1,27 @@
-/* Runs a block sequence forward and backward for one step. */
+/* Runs a block sequence forward and backward for one step, following its checkpoint plan
+ * (../shared/spec/executor.md). */
 #ifndef SEGTRAIN_EXECUTOR_H
 #define SEGTRAIN_EXECUTOR_H
 
 #include "segtrain/block.h"
+#include "segtrain/plan.h"
 
 typedef struct seq_run seq_run;
 
-/* Runs every block of s from `in` (owned by the caller and kept alive until backward) and returns the last
- * state in `out` (the caller frees it). With train, *run holds what backward needs; without, intermediate
- * states are freed as soon as the next block has read them and *run is NULL. */
-st_status seq_forward(block_seq *s, const block_state *in, bool train, block_state *out, seq_run **run);
-/* grad holds the gradient of the sequence's output state and receives that of its input state. Releases run. */
-st_status seq_backward(seq_run *run, block_state *grad);
+/* Runs every block of s from `in`, whose tensors it takes over (they are freed once nothing needs them), and
+ * returns the last state in `out` (the caller frees it). With train, the plan says what each block keeps and
+ * *run holds it for backward: kept blocks keep their input and activations, checkpointed segments only their
+ * boundary (the segment's input state), intermediate states are freed as soon as the next block has read them.
+ * Without train nothing is kept, every state is freed once read, and *run is NULL. On failure everything taken
+ * is freed, `in` included. */
+st_status seq_forward(block_seq *s, const seq_plan *plan, block_state *in, bool train, block_state *out,
+                      seq_run **run);
+/* grad holds the gradient of the sequence's output state and receives that of its input state. Segments are
+ * recomputed from their boundaries, last first. extra (may be NULL) gives, per block, a gradient to add to that
+ * block's output-state gradient (an auxiliary loss on captured hidden states), or NULL. Releases run. */
+st_status seq_backward(seq_run *run, block_state *grad, const float *const *extra);
+/* The output state of block i as forward left it, if it is still held (the next block's input or boundary). */
+const block_state *seq_run_output(const seq_run *run, int i);
 /* Drops a forward's state without a backward. */
 void seq_release(seq_run *run);
 

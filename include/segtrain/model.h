@@ -11,6 +11,7 @@
 #include "segtrain/config.h"
 #include "segtrain/ops.h"
 #include "segtrain/params.h"
+#include "segtrain/plan.h"
 
 typedef struct model_config {
     char family[16]; /* "dit" */
@@ -28,6 +29,7 @@ st_status model_config_check(const model_config *mc);
 
 typedef struct model model;
 
+/* With device NULL the parameters are registered but not allocated: enough to plan and to count. */
 st_status model_create(const model_config *mc, pool *device, model **out);
 void model_destroy(model *m);
 
@@ -35,6 +37,21 @@ const model_config *model_get_config(const model *m);
 param_set *model_params(model *m);
 /* The model's block sequences (DiT has one). */
 int model_sequences(model *m, block_seq **seqs);
+
+/* Plans every block sequence under the checkpoint settings (all blocks kept until this is called). capture lists
+ * blocks whose outputs the caller wants after each training forward (capture_hidden_states); they may make
+ * segments fall back to single blocks. Refusals name the family and what it supports. */
+st_status model_set_checkpointing(model *m, const ckpt_settings *cs, const int64_t *capture, size_t n_capture);
+const seq_plan *model_plan(const model *m, int sequence);
+
+/* The captured output of the k-th capture_hidden_states block after a training forward, and a zeroed buffer
+ * for its gradient that the caller fills before model_backward (an auxiliary loss). */
+st_status model_hidden(model *m, int k, const float **h, float **dh);
+
+/* Replays a training step's allocations by the model (around the objective's own) into a memory simulation,
+ * for a batch of the given size: forward leaves what backward needs live, backward drops everything. */
+void model_simulate_forward(model *m, int64_t batch, mem_sim *sim);
+void model_simulate_backward(model *m, int64_t batch, mem_sim *sim);
 
 /* The family's own initialisation (DiT: xavier linears, zero adaLN), or, with random_all, seeded non-zero
  * values in every tensor, so that every gradient is non-zero (for gradient checks). */

@@ -14,4 +14,8 @@ typedef struct flow_batch {
 /* Computes the loss of the batch and, with backward, accumulates every trainable gradient. */
 st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss);
 
+/* Replays flow_loss's allocations (with backward) for a batch of the given size into a memory simulation: with
+ * the resident bytes already taken, the simulation's peak is the step's predicted peak. */
+void flow_loss_simulate(model *m, int64_t batch, mem_sim *sim);
+
 #endif

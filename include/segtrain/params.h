@@ -28,7 +28,7 @@ typedef struct param_set {
     param *items;
     pool *pool;
     float *weights, *grads;
-    int64_t weight_count, grad_count; /* floats */
+    int64_t weight_count, grad_count; /* floats, counted as parameters are registered */
 } param_set;
 
 /* Registers a parameter (before param_set_alloc) and returns its index. */

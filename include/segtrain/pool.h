@@ -51,6 +51,9 @@ st_status pool_alloc_zero(pool *p, size_t bytes, mem_tag tag, const char *what, 
 /* Frees a pointer returned by pool_alloc on this pool. NULL is a no-op. */
 void pool_free(pool *p, void *ptr);
 
+/* Moves a live allocation to another tag (a block's output that becomes a checkpoint boundary). */
+void pool_retag(pool *p, void *ptr, mem_tag tag);
+
 /* The requested size of a live allocation. */
 size_t pool_size_of(const void *ptr);
 
@@ -66,5 +69,15 @@ void pool_set_capacity(pool *p, size_t capacity);
 pool_kind pool_get_kind(const pool *p);
 
 const char *mem_tag_name(mem_tag tag);
+
+/* A memory simulation: the same live/peak/per-tag arithmetic as a pool, over byte counts alone. The
+ * checkpoint planner replays a step's allocations into one to predict the pool's peak before the step. */
+typedef struct mem_sim {
+    pool_stats s;
+} mem_sim;
+
+void sim_take(mem_sim *m, mem_tag tag, size_t bytes);
+void sim_drop(mem_sim *m, mem_tag tag, size_t bytes);
+void sim_retag(mem_sim *m, mem_tag from, mem_tag to, size_t bytes);
 
 #endif

@@ -22,6 +22,8 @@ static int add(param_set *s, const char *name, int ndim, const int64_t *shape, b
     *p = (param){.ndim = ndim, .trainable = trainable, .fixed = fixed, .numel = 1};
     snprintf(p->name, sizeof p->name, "%s", name);
     for (int d = 0; d < ndim; d++) p->numel *= p->shape[d] = shape[d];
+    s->weight_count += p->numel;
+    if (trainable) s->grad_count += p->numel;
     return s->n++;
 }
 
@@ -47,11 +49,6 @@ param *param_find(param_set *s, const char *name)
 st_status param_set_alloc(param_set *s, pool *p)
 {
     s->pool = p;
-    s->weight_count = s->grad_count = 0;
-    for (int i = 0; i < s->n; i++) {
-        s->weight_count += s->items[i].numel;
-        if (s->items[i].trainable) s->grad_count += s->items[i].numel;
-    }
     st_status st = pool_alloc_zero(p, (size_t)s->weight_count * sizeof(float), MEM_WEIGHTS, "weights",
                                    (void **)&s->weights);
     if (!st && s->grad_count)

@@ -1,13 +1,29 @@
-/* The executor. Today every block keeps its activations; the checkpoint plan arrives with issue 4. */
+/* The executor: forward keeps what the plan says, backward walks segments last to first, recomputing each
+ * checkpointed segment from its boundary, and frees every tensor as soon as nothing needs it. The memory
+ * simulation in plan.c replays exactly these allocations; keep the two in step. */
 #include "segtrain/executor.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 struct seq_run {
     block_seq *seq;
-    block_state *inputs;  /* input state of each block; inputs[0] is the caller's */
-    block_saved **saved;  /* what each block's forward kept */
+    const seq_plan *plan;
+    block_state *inputs; /* per block: its input state while held (kept blocks' inputs, boundaries) */
+    block_saved **saved; /* per block: what its forward kept */
 };
+
+static keep_level keep_of(block_mode m)
+{
+    return m == MODE_KEEP ? KEEP_ALL : m == MODE_FFN ? KEEP_ATTENTION : KEEP_NOTHING;
+}
+
+static const segment *segment_of(const seq_plan *p, int i)
+{
+    for (int g = 0; g < p->n_segments; g++)
+        if (p->segments[g].first <= i && i <= p->segments[g].last) return &p->segments[g];
+    return NULL;
+}
 
 void seq_release(seq_run *run)
 {
@@ -15,40 +31,59 @@ void seq_release(seq_run *run)
     block_seq *s = run->seq;
     for (int i = s->n - 1; i >= 0; i--) {
         if (run->saved[i]) s->blocks[i].kind->release(&s->blocks[i], run->saved[i]);
-        if (i > 0) state_free(s->pool, &run->inputs[i]);
+        state_free(s->pool, &run->inputs[i]);
     }
     free(run->saved);
     free(run->inputs);
     free(run);
 }
 
-st_status seq_forward(block_seq *s, const block_state *in, bool train, block_state *out, seq_run **run_out)
+static seq_run *run_new(block_seq *s, const seq_plan *plan)
+{
+    seq_run *run = calloc(1, sizeof *run);
+    if (!run) return NULL;
+    run->seq = s;
+    run->plan = plan;
+    run->inputs = calloc((size_t)(s->n ? s->n : 1), sizeof *run->inputs);
+    run->saved = calloc((size_t)(s->n ? s->n : 1), sizeof *run->saved);
+    if (!run->inputs || !run->saved) {
+        seq_release(run);
+        return NULL;
+    }
+    return run;
+}
+
+static void retag_state(pool *p, const block_state *st, mem_tag tag)
+{
+    for (int i = 0; i < st->n; i++) pool_retag(p, st->t[i], tag);
+}
+
+st_status seq_forward(block_seq *s, const seq_plan *plan, block_state *in, bool train, block_state *out,
+                      seq_run **run_out)
 {
     *run_out = NULL;
-    seq_run *run = NULL;
-    if (train) {
-        run = calloc(1, sizeof *run);
-        if (run) run->inputs = calloc((size_t)s->n, sizeof *run->inputs);
-        if (run) run->saved = calloc((size_t)s->n, sizeof *run->saved);
-        if (!run || !run->inputs || !run->saved) {
-            if (run) free(run->inputs), free(run->saved);
-            free(run);
-            return st_fail(ST_ERR_INTERNAL, "out of host memory for the executor's bookkeeping");
-        }
-        run->seq = s;
+    seq_run *run = train ? run_new(s, plan) : NULL;
+    if (train && !run) {
+        state_free(s->pool, in);
+        return st_fail(ST_ERR_INTERNAL, "out of host memory for the executor's bookkeeping");
     }
     block_state cur = *in;
+    *in = (block_state){0};
     st_status st = ST_OK;
     for (int i = 0; i < s->n && !st; i++) {
         block *b = &s->blocks[i];
+        const block_mode mode = train ? plan->mode[i] : MODE_CKPT;
+        const segment *g = train ? segment_of(plan, i) : NULL;
+        const bool held = train && (!g || g->first == i); /* a kept block's input, or a boundary */
+        if (g && g->first == i) retag_state(s->pool, &cur, MEM_BOUNDARIES);
         block_state next = {0};
-        st = b->kind->forward(b, &cur, &next, train ? KEEP_ALL : KEEP_NOTHING, train ? &run->saved[i] : NULL);
-        if (train) run->inputs[i] = cur;
-        else if (i > 0) state_free(s->pool, &cur);
+        st = b->kind->forward(b, &cur, &next, train ? keep_of(mode) : KEEP_NOTHING, train ? &run->saved[i] : NULL);
+        if (held) run->inputs[i] = cur;
+        else state_free(s->pool, &cur);
         cur = next;
     }
     if (st) {
-        if (!train && s->n > 0 && cur.n) state_free(s->pool, &cur);
+        state_free(s->pool, &cur);
         seq_release(run);
         return st;
     }
@@ -57,16 +92,62 @@ st_status seq_forward(block_seq *s, const block_state *in, bool train, block_sta
     return ST_OK;
 }
 
-st_status seq_backward(seq_run *run, block_state *grad)
+const block_state *seq_run_output(const seq_run *run, int i)
+{
+    return i + 1 < run->seq->n && run->inputs[i + 1].n ? &run->inputs[i + 1] : NULL;
+}
+
+static void add_extra(block_state *grad, const float *extra, int64_t numel)
+{
+    if (!extra) return;
+    float *g = grad->t[0];
+    for (int64_t k = 0; k < numel; k++) g[k] += extra[k];
+}
+
+/* Backward of block i from what it kept, then frees that and its input. */
+static st_status backward_block(seq_run *run, int i, block_state *grad, const float *const *extra)
+{
+    block_seq *s = run->seq;
+    block *b = &s->blocks[i];
+    if (extra) add_extra(grad, extra[i], s->state_numel[0]);
+    st_status st = b->kind->backward(b, &run->inputs[i], run->saved[i], grad);
+    b->kind->release(b, run->saved[i]);
+    run->saved[i] = NULL;
+    state_free(s->pool, &run->inputs[i]);
+    return st;
+}
+
+/* Recomputes segment g from its boundary, keeping everything, then runs its backward. */
+static st_status backward_segment(seq_run *run, const segment *g, block_state *grad, const float *const *extra)
+{
+    block_seq *s = run->seq;
+    block_state cur = run->inputs[g->first];
+    st_status st = ST_OK;
+    for (int j = g->first; j <= g->last && !st; j++) {
+        block *b = &s->blocks[j];
+        block_state next = {0};
+        st = b->kind->forward(b, &cur, &next, KEEP_ALL, &run->saved[j]);
+        if (j > g->first) run->inputs[j] = cur;
+        cur = next;
+    }
+    state_free(s->pool, &cur); /* the last block's output again: its successor already holds it */
+    for (int j = g->last; j >= g->first && !st; j--) st = backward_block(run, j, grad, extra);
+    return st;
+}
+
+st_status seq_backward(seq_run *run, block_state *grad, const float *const *extra)
 {
     block_seq *s = run->seq;
     st_status st = ST_OK;
     for (int i = s->n - 1; i >= 0 && !st; i--) {
-        block *b = &s->blocks[i];
-        st = b->kind->backward(b, &run->inputs[i], run->saved[i], grad);
-        b->kind->release(b, run->saved[i]);
-        run->saved[i] = NULL;
-        if (i > 0) state_free(s->pool, &run->inputs[i]);
+        const segment *g = segment_of(run->plan, i);
+        if (g) {
+            st = backward_segment(run, g, grad, extra);
+            i = g->first;
+        } else {
+            st = backward_block(run, i, grad, extra);
+        }
+        if (!st && s->after_backward) s->after_backward(s->after_backward_ctx, i);
     }
     seq_release(run);
     return st;

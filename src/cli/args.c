@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "segtrain/ops.h"
+#include "segtrain/plan.h"
 
 int args_parse(int argc, char **argv, const char *const *flags, const char *const *switches, cli_args *a)
 {
@@ -82,18 +83,53 @@ void print_bytes(FILE *f, size_t b)
     else fprintf(f, "%zu B", b);
 }
 
-void print_pool_peak(FILE *f, const char *label, pool *p)
+void print_peak(FILE *f, const char *label, const pool_stats *s)
 {
-    pool_stats s;
-    pool_get_stats(p, &s);
     fprintf(f, "%s ", label);
-    print_bytes(f, s.peak);
+    print_bytes(f, s->peak);
     fprintf(f, " (");
     for (int t = 0, first = 1; t < MEM_TAG_COUNT; t++) {
-        if (!s.at_peak_by_tag[t]) continue;
+        if (!s->at_peak_by_tag[t]) continue;
         fprintf(f, "%s%s ", first ? "" : ", ", mem_tag_name(t));
-        print_bytes(f, s.at_peak_by_tag[t]);
+        print_bytes(f, s->at_peak_by_tag[t]);
         first = 0;
     }
     fprintf(f, ")\n");
+}
+
+st_status cli_open_model(const config *cfg, bool allocate, model **out)
+{
+    model_config mc;
+    ckpt_settings cs;
+    char warning[256];
+    size_t n_capture;
+    const int64_t *capture = config_int_list(cfg, "capture_hidden_states", &n_capture);
+    *out = NULL;
+    st_status st = model_config_from(cfg, &mc);
+    if (!st) st = ckpt_settings_from(cfg, &cs, warning, sizeof warning);
+    if (st) return st;
+    if (warning[0]) fprintf(stderr, "segtrain: warning: %s\n", warning);
+    pool *dev = allocate ? pool_create(POOL_DEVICE, 0) : NULL;
+    if (allocate && !dev) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    st = model_create(&mc, dev, out);
+    if (!st) st = model_set_checkpointing(*out, &cs, capture, n_capture);
+    if (st) {
+        model_destroy(*out);
+        *out = NULL;
+        if (dev) pool_destroy(dev);
+    }
+    return st;
+}
+
+void print_plans(FILE *f, model *m)
+{
+    block_seq *seqs;
+    int n = model_sequences(m, &seqs);
+    for (int i = 0; i < n; i++) {
+        const seq_plan *p = model_plan(m, i);
+        char line[1024];
+        seq_plan_format(p, line, sizeof line);
+        fprintf(f, "plan %s: %s\n", seqs[i].name, line);
+        if (p->fallback[0]) fprintf(f, "plan %s: %s\n", seqs[i].name, p->fallback);
+    }
 }

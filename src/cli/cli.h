@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "segtrain/config.h"
+#include "segtrain/model.h"
 #include "segtrain/pool.h"
 
 int cmd_version(int argc, char **argv);
@@ -13,6 +14,7 @@ int cmd_selfcheck(int argc, char **argv);
 int cmd_init(int argc, char **argv);
 int cmd_grad(int argc, char **argv);
 int cmd_batch(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 #define CLI_MAX_FLAGS 16
 #define CLI_MAX_SETS 64
@@ -37,8 +39,14 @@ st_status cli_load_config(const char *path, const cli_args *a, config **out);
 /* Prints "segtrain COMMAND: <error line>" and returns 1. */
 int cli_error(const char *command);
 
+/* The model of a run configuration, planned by its checkpointing keys (printing the warning when they do
+ * nothing); with allocate, in a new unlimited device pool (model_params(m)->pool), else unallocated. */
+st_status cli_open_model(const config *cfg, bool allocate, model **out);
+/* "plan blocks: 0-1 ckpt | 2-3 keep ..." per sequence, and any fallback. */
+void print_plans(FILE *f, model *m);
+
 void print_bytes(FILE *f, size_t bytes);
-/* "label 12.3 MiB (weights 1.2 MiB, activations ...)": the peak and its composition by tag. */
-void print_pool_peak(FILE *f, const char *label, pool *p);
+/* "label 12.3 MiB (weights 1.2 MiB, activations ...)": a peak and its composition by tag. */
+void print_peak(FILE *f, const char *label, const pool_stats *s);
 
 #endif

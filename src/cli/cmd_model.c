@@ -18,28 +18,35 @@ static const char init_help[] =
     "The initialisation is DiT's (xavier-uniform linears, adaLN-Zero); --random instead fills every tensor with\n"
     "seeded non-zero values, so that every gradient is non-zero (for gradient checks).\n";
 
-/* Creates the model of a run configuration in a device pool budgeted by device_memory. */
+/* Creates the model of a run configuration, planned by its checkpointing keys, in a device pool budgeted by
+ * device_memory. */
 static st_status open_model(const config *cfg, pool **dev, model **m)
 {
-    model_config mc;
     size_t capacity;
-    st_status st = model_config_from(cfg, &mc);
-    if (!st) st = config_bytes(cfg, "device_memory", &capacity);
+    st_status st = config_bytes(cfg, "device_memory", &capacity);
+    if (!st) st = cli_open_model(cfg, true, m);
     if (st) return st;
-    *dev = pool_create(POOL_DEVICE, capacity);
-    if (!*dev) return st_fail(ST_ERR_INTERNAL, "out of host memory");
-    st = model_create(&mc, *dev, m);
-    if (st) {
-        pool_destroy(*dev);
-        *dev = NULL;
-    }
-    return st;
+    *dev = model_params(*m)->pool;
+    pool_set_capacity(*dev, capacity);
+    return ST_OK;
 }
 
 static void close_model(pool *dev, model *m)
 {
     model_destroy(m);
     if (dev && pool_destroy(dev)) fprintf(stderr, "segtrain: the device pool had leaks (a bug; see above)\n");
+}
+
+/* The grad step as the plan sees it: weights, gradients and the batch resident, then flow_loss. */
+static void predict_grad_step(model *m, int64_t batch, mem_sim *sim)
+{
+    const param_set *ps = model_params(m);
+    const model_config *mc = model_get_config(m);
+    const size_t n = (size_t)(batch * mc->channels * mc->resolution * mc->resolution);
+    sim_take(sim, MEM_WEIGHTS, (size_t)ps->weight_count * sizeof(float));
+    sim_take(sim, MEM_GRADIENTS, (size_t)ps->grad_count * sizeof(float));
+    sim_take(sim, MEM_ACTIVATIONS, 2 * n * sizeof(float) + (size_t)batch * (sizeof(float) + sizeof(int64_t)));
+    flow_loss_simulate(m, batch, sim);
 }
 
 int cmd_init(int argc, char **argv)
@@ -53,7 +60,8 @@ int cmd_init(int argc, char **argv)
     pool *dev = NULL;
     model *m = NULL;
     st_status st = cli_load_config(a.value[0], &a, &cfg);
-    if (!st) st = open_model(cfg, &dev, &m);
+    if (!st) st = cli_open_model(cfg, true, &m);
+    if (!st) dev = model_params(m)->pool;
     if (!st) {
         model_init(m, (uint64_t)config_int(cfg, "seed"), a.on[0]);
         const model_config *mc = model_get_config(m);
@@ -136,7 +144,10 @@ int cmd_grad(int argc, char **argv)
     if (!st) st = open_model(cfg, &dev, &m);
     if (!st) st = param_set_load(model_params(m), a.value[1]);
     if (!st) st = read_batch(a.value[2], model_get_config(m), dev, &b);
+    mem_sim predicted = {0};
     if (!st) {
+        predict_grad_step(m, b.batch, &predicted);
+        print_plans(stdout, m);
         param_set_zero_grads(model_params(m));
         pool_reset_peak(dev);
         flow_batch fb = {.batch = b.batch, .x0 = b.x0, .noise = b.noise, .t = b.t, .labels = b.y};
@@ -144,7 +155,10 @@ int cmd_grad(int argc, char **argv)
     }
     if (!st) {
         printf("loss %.9g\n", loss);
-        print_pool_peak(stdout, "peak device memory", dev);
+        pool_stats measured;
+        pool_get_stats(dev, &measured);
+        print_peak(stdout, "peak device memory, measured ", &measured);
+        print_peak(stdout, "peak device memory, predicted", &predicted.s);
         const named_floats extra = {.name = "loss", .ndim = 1, .shape = {1}, .data = &loss};
         const char *meta[] = {"format", "pt"};
         st = param_set_save(model_params(m), a.value[3], true, &extra, 1, meta, 1);

@@ -11,6 +11,7 @@ static const struct command {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+    {"plan", cmd_plan, "the checkpoint plan and the predicted peak memory of a training step"},
     {"init", cmd_init, "write freshly initialised weights of the configured model"},
     {"grad", cmd_grad, "loss and every weight's gradient for one batch, with the step's peak memory"},
     {"batch", cmd_batch, "write a seeded random batch in the format grad reads"},

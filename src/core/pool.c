@@ -139,6 +139,17 @@ void pool_free(pool *p, void *ptr)
     free(h);
 }
 
+void pool_retag(pool *p, void *ptr, mem_tag tag)
+{
+    header *h = header_of(ptr);
+    pthread_mutex_lock(&p->lock);
+    p->stats.live_by_tag[h->tag] -= h->bytes;
+    p->stats.live_by_tag[tag] += h->bytes;
+    if (p->stats.live_by_tag[tag] > p->stats.peak_by_tag[tag]) p->stats.peak_by_tag[tag] = p->stats.live_by_tag[tag];
+    h->tag = tag;
+    pthread_mutex_unlock(&p->lock);
+}
+
 size_t pool_size_of(const void *ptr) { return ptr ? header_of(ptr)->bytes : 0; }
 
 void pool_get_stats(pool *p, pool_stats *out)
@@ -183,3 +194,30 @@ void pool_set_capacity(pool *p, size_t capacity)
 }
 
 pool_kind pool_get_kind(const pool *p) { return p->kind; }
+
+/* The pool's arithmetic without memory: pool_alloc's accounting, step for step. */
+void sim_take(mem_sim *m, mem_tag tag, size_t bytes)
+{
+    pool_stats *s = &m->s;
+    s->live += bytes;
+    s->live_by_tag[tag] += bytes;
+    if (s->live_by_tag[tag] > s->peak_by_tag[tag]) s->peak_by_tag[tag] = s->live_by_tag[tag];
+    if (s->live > s->peak) {
+        s->peak = s->live;
+        memcpy(s->at_peak_by_tag, s->live_by_tag, sizeof s->at_peak_by_tag);
+    }
+}
+
+void sim_drop(mem_sim *m, mem_tag tag, size_t bytes)
+{
+    m->s.live -= bytes;
+    m->s.live_by_tag[tag] -= bytes;
+}
+
+void sim_retag(mem_sim *m, mem_tag from, mem_tag to, size_t bytes)
+{
+    pool_stats *s = &m->s;
+    s->live_by_tag[from] -= bytes;
+    s->live_by_tag[to] += bytes;
+    if (s->live_by_tag[to] > s->peak_by_tag[to]) s->peak_by_tag[to] = s->live_by_tag[to];
+}

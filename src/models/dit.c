@@ -126,16 +126,19 @@ st_status model_create(const model_config *mc, pool *device, model **out)
         return st_fail(ST_ERR_INTERNAL, "out of host memory");
     }
     register_params(m);
-    if ((st = param_set_alloc(m->params, device))) {
-        model_destroy(m);
-        return st;
-    }
     m->seq = (block_seq){.name = "blocks", .n = (int)mc->depth, .blocks = m->seq.blocks, .state_n = 1, .pool = device};
     for (int i = 0; i < mc->depth; i++) {
         m->block_data[i].m = m;
         m->seq.blocks[i] = (block){.kind = &dit_block_kind, .self = &m->block_data[i], .index = i};
     }
-    pos_embed_2d(param_at(m->params, m->p_pos)->w, G, mc->hidden);
+    const ckpt_settings none = {.interval = 1, .stride = 1};
+    if (!st) st = model_set_checkpointing(m, &none, NULL, 0);
+    if (!st && device && !(st = param_set_alloc(m->params, device)))
+        pos_embed_2d(param_at(m->params, m->p_pos)->w, G, mc->hidden);
+    if (st) {
+        model_destroy(m);
+        return st;
+    }
     *out = m;
     return ST_OK;
 }
@@ -145,6 +148,9 @@ void model_destroy(model *m)
     if (!m) return;
     model_release(m);
     param_set_free(&m->own_params);
+    seq_plan_free(&m->plan);
+    free(m->captured);
+    free(m->capture);
     free(m->seq.blocks);
     free(m->block_data);
     free(m);
@@ -155,10 +161,50 @@ param_set *model_params(model *m) { return m->params; }
 
 int model_sequences(model *m, block_seq **seqs)
 {
-    m->seq.state_numel[0] = m->shape.batch * m->shape.tokens * m->shape.hidden;
     *seqs = &m->seq;
     return 1;
 }
+
+static void set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    m->seq.state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
+}
+
+st_status model_set_checkpointing(model *m, const ckpt_settings *cs, const int64_t *capture, size_t n_capture)
+{
+    const int n = m->seq.n;
+    bool *captured = calloc((size_t)(n ? n : 1), sizeof *captured);
+    int *list = calloc(n_capture ? n_capture : 1, sizeof *list);
+    if (!captured || !list) {
+        free(captured), free(list);
+        return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    }
+    for (size_t k = 0; k < n_capture; k++) {
+        if (capture[k] < 0 || capture[k] >= n) {
+            free(captured), free(list);
+            return st_fail(ST_ERR_INVALID, "capture_hidden_states: block %lld does not exist (blocks 0-%d)",
+                           (long long)capture[k], n - 1);
+        }
+        captured[capture[k]] = true;
+        list[k] = (int)capture[k];
+    }
+    seq_plan plan;
+    st_status st = plan_sequence(cs, &m->seq, "dit", captured, &plan);
+    if (st) {
+        free(captured), free(list);
+        return st;
+    }
+    seq_plan_free(&m->plan);
+    free(m->captured), free(m->capture);
+    m->plan = plan;
+    m->captured = captured;
+    m->capture = list;
+    m->n_capture = (int)n_capture;
+    return ST_OK;
+}
+
+const seq_plan *model_plan(const model *m, int sequence) { return sequence == 0 ? &m->plan : NULL; }
 
 /* DiT's initialize_weights: xavier-uniform linears (the patch embedding as a (D, C p p) matrix) with zero
  * biases, N(0, 0.02) timestep MLP and label table, zero adaLN modulations and final linear (adaLN-Zero). */
@@ -198,9 +244,11 @@ void model_release(model *m)
     if (!s->active) return;
     seq_release(s->run);
     state_free(m->pool, &s->last);
+    for (int k = 0; s->dhidden && k < m->n_capture; k++) pool_free(m->pool, s->dhidden[k]);
+    free(s->dhidden);
     op_state_release(&s->fstats);
     void *bufs[] = {s->pred, s->hf, s->ln, s->fmod, m->ctx.dcs, m->ctx.cs, s->c, s->ts, s->th, s->tfreq, s->tokens,
-                    s->patches, s->labels};
+                    s->patches, s->labels}; /* tokens only if forward failed before the executor took them */
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
     m->ctx.cs = m->ctx.dcs = NULL;
     *s = (dit_step){0};
@@ -277,16 +325,47 @@ static st_status head_forward(model *m)
     return st;
 }
 
+/* Gradient buffers for the captured hidden states, zeroed for the caller's auxiliary loss. */
+static st_status capture_forward(model *m)
+{
+    dit_step *s = &m->step;
+    s->dhidden = calloc((size_t)m->n_capture, sizeof *s->dhidden);
+    if (!s->dhidden) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    st_status st = ST_OK;
+    for (int k = 0; k < m->n_capture && !st; k++)
+        st = pool_alloc_zero(m->pool, (size_t)m->seq.state_numel[0] * sizeof(float), MEM_ACTIVATIONS,
+                             "dit.dhidden", (void **)&s->dhidden[k]);
+    return st;
+}
+
+st_status model_hidden(model *m, int k, const float **h, float **dh)
+{
+    dit_step *s = &m->step;
+    if (!s->active || !s->run || k < 0 || k >= m->n_capture)
+        return st_fail(ST_ERR_INVALID, "model_hidden: no captured hidden state %d after a training forward", k);
+    const int i = m->capture[k];
+    const block_state *out = i == m->seq.n - 1 ? &s->last : seq_run_output(s->run, i);
+    if (!out) return st_fail(ST_ERR_INTERNAL, "model_hidden: block %d's output was not kept", i);
+    *h = out->t[0];
+    *dh = s->dhidden[k];
+    return ST_OK;
+}
+
 st_status model_forward(model *m, const float *x, const float *timesteps, const int64_t *labels, int64_t batch,
                         bool train, const float **pred)
 {
     *pred = NULL;
     if (m->step.active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
     if (batch < 1) return st_fail(ST_ERR_INVALID, "model_forward: batch %lld must be at least 1", (long long)batch);
-    m->shape.batch = batch;
+    set_batch(m, batch);
     m->step.active = true;
     st_status st = embed_forward(m, x, timesteps, labels, train);
-    if (!st) st = seq_forward(&m->seq, &(block_state){.n = 1, .t = {m->step.tokens}}, train, &m->step.last, &m->step.run);
+    if (!st) {
+        block_state first = {.n = 1, .t = {m->step.tokens}};
+        m->step.tokens = NULL; /* the executor owns the first state now */
+        st = seq_forward(&m->seq, &m->plan, &first, train, &m->step.last, &m->step.run);
+    }
+    if (!st && train && m->n_capture) st = capture_forward(m);
     if (!st) st = head_forward(m);
     if (st) {
         model_release(m);
@@ -351,11 +430,54 @@ st_status model_backward(model *m, const float *dpred)
     pool_free(m->pool, s->ln);
     s->hf = s->ln = NULL;
     if (!st) {
-        st = seq_backward(s->run, &(block_state){.n = 1, .t = {dstate}});
-        s->run = NULL;
+        const float **extra = NULL;
+        if (m->n_capture && !(extra = calloc((size_t)m->seq.n, sizeof *extra)))
+            st = st_fail(ST_ERR_INTERNAL, "out of host memory");
+        for (int k = 0; extra && k < m->n_capture; k++) extra[m->capture[k]] = s->dhidden[k];
+        if (!st) {
+            st = seq_backward(s->run, &(block_state){.n = 1, .t = {dstate}}, (const float *const *)extra);
+            s->run = NULL;
+        }
+        free(extra);
     }
     if (!st) st = embed_backward(m, dstate);
     pool_free(m->pool, dstate);
     model_release(m);
     return st;
+}
+
+/* embed_forward, the executor, capture_forward and head_forward, as allocations. */
+void model_simulate_forward(model *m, int64_t batch, mem_sim *sim)
+{
+    set_batch(m, batch);
+    const model_config *c = &m->cfg;
+    const size_t f = sizeof(float), B = (size_t)batch, N = B * (size_t)m->shape.tokens, D = (size_t)c->hidden;
+    const size_t P = (size_t)(c->channels * c->patch * c->patch), S = N * D * f;
+    sim_take(sim, MEM_ACTIVATIONS, B * sizeof(int64_t) + N * P * f + S + B * DIT_FREQ_DIM * f + 5 * B * D * f);
+    seq_plan_simulate_forward(&m->plan, &m->seq, sim);
+    sim_take(sim, MEM_ACTIVATIONS, (size_t)m->n_capture * S);
+    sim_take(sim, MEM_ACTIVATIONS, B * 2 * D * f + 2 * S + B * (size_t)(c->channels * c->resolution * c->resolution) * f);
+    sim_take(sim, MEM_WORKSPACE, N * P * f); /* the final linear's output, before unpatchify */
+    sim_take(sim, MEM_ACTIVATIONS, 2 * N * f);
+    sim_drop(sim, MEM_WORKSPACE, N * P * f);
+}
+
+/* model_backward and model_release, as allocations. */
+void model_simulate_backward(model *m, int64_t batch, mem_sim *sim)
+{
+    set_batch(m, batch);
+    const model_config *c = &m->cfg;
+    const size_t f = sizeof(float), B = (size_t)batch, N = B * (size_t)m->shape.tokens, D = (size_t)c->hidden;
+    const size_t P = (size_t)(c->channels * c->patch * c->patch), S = N * D * f;
+    sim_take(sim, MEM_ACTIVATIONS, S); /* the state gradient */
+    sim_take(sim, MEM_WORKSPACE, N * P * f + 2 * S + B * 2 * D * f);
+    sim_drop(sim, MEM_WORKSPACE, N * P * f + 2 * S + B * 2 * D * f);
+    sim_drop(sim, MEM_ACTIVATIONS, 2 * N * f + 3 * S); /* LN statistics, the last state, ln and h */
+    seq_plan_simulate_backward(&m->plan, &m->seq, sim);
+    sim_take(sim, MEM_WORKSPACE, 3 * B * D * f);
+    sim_drop(sim, MEM_WORKSPACE, 3 * B * D * f);
+    sim_drop(sim, MEM_ACTIVATIONS, S);
+    sim_drop(sim, MEM_ACTIVATIONS, B * (size_t)(c->channels * c->resolution * c->resolution) * f + B * 2 * D * f +
+                                       5 * B * D * f + B * DIT_FREQ_DIM * f + N * P * f + B * sizeof(int64_t) +
+                                       (size_t)m->n_capture * S);
 }

@@ -4,6 +4,7 @@
 
 #include "segtrain/executor.h"
 #include "segtrain/model.h"
+#include "segtrain/plan.h"
 
 #define DIT_LN_EPS 1e-6f
 #define DIT_FREQ_DIM 256 /* timestep frequency embedding width */
@@ -28,6 +29,7 @@ typedef struct dit_step {
     float *patches, *tokens;                 /* (N, C p p), (N, D): the first state */
     float *tfreq, *th, *ts, *c;              /* timestep/label embedding path, (B, 256) and (B, D) each */
     block_state last;                        /* the last block's output */
+    float **dhidden;                         /* per captured block: the caller's gradient for its output */
     seq_run *run;
     float *fmod, *ln, *hf, *pred;            /* final layer: (B, 2D), (N, D), (N, D), (B, C, H, W) */
     op_state fstats;
@@ -44,6 +46,10 @@ struct model {
     } ctx;
     block_seq seq;
     dit_block *block_data;
+    seq_plan plan;
+    bool *captured; /* per block: its output is wanted after forward */
+    int *capture;   /* the captured blocks, in the order given */
+    int n_capture;
     int p_x_w, p_x_b, p_t0_w, p_t0_b, p_t2_w, p_t2_b, p_y, p_pos, p_fa_w, p_fa_b, p_fl_w, p_fl_b;
     dit_step step;
 };

@@ -245,6 +245,63 @@ static void dit_release(block *b, block_saved *sv)
     free(sv);
 }
 
+
+/* dit_forward's and dit_backward's allocations, in their order, for the memory plan. Keep in step with them:
+ * the checkpointing tests compare the plan's peak with the pool's to the byte. */
+static void dit_simulate(const block *b, keep_level keep, bool backward, mem_sim *sim)
+{
+    const dit_block *db = b->self;
+    dims d = dims_of(db);
+    attn_shape as = attn_of(db);
+    const size_t f = sizeof(float), ND = (size_t)(d.N * d.D) * f, mod = (size_t)(d.B * 6 * d.D) * f;
+    const size_t stats = (size_t)(2 * d.N) * f, threads = (size_t)ops_threads();
+    if (!backward) {
+        const mem_tag kt = keep == KEEP_NOTHING ? MEM_WORKSPACE : MEM_ACTIVATIONS;
+        const mem_tag ft = keep == KEEP_ALL ? MEM_ACTIVATIONS : MEM_WORKSPACE;
+        sim_take(sim, MEM_ACTIVATIONS, ND); /* the output state */
+        sim_take(sim, kt, mod + 5 * ND);    /* mod, qkv, attention output, projection */
+        sim_take(sim, ft, 5 * ND);          /* fc1, fc2 outputs */
+        sim_take(sim, MEM_WORKSPACE, ND);   /* h1 */
+        sim_drop(sim, MEM_WORKSPACE, ND);
+        size_t ws = attention_workspace_bytes(&as, (int)threads, keep == KEEP_NOTHING ? ATTN_FORWARD : ATTN_FORWARD_KEEP);
+        if (keep != KEEP_NOTHING) sim_take(sim, MEM_ACTIVATIONS, attention_kept_bytes(&as));
+        sim_take(sim, MEM_WORKSPACE, ws);
+        sim_drop(sim, MEM_WORKSPACE, ws);
+        sim_take(sim, MEM_WORKSPACE, ND); /* ffn h2, then gelu */
+        sim_drop(sim, MEM_WORKSPACE, ND);
+        sim_take(sim, MEM_WORKSPACE, 4 * ND);
+        sim_drop(sim, MEM_WORKSPACE, 4 * ND);
+        if (keep == KEEP_NOTHING) sim_drop(sim, MEM_WORKSPACE, mod + 5 * ND);
+        if (keep != KEEP_ALL) sim_drop(sim, MEM_WORKSPACE, 5 * ND);
+        return;
+    }
+    sim_take(sim, MEM_WORKSPACE, mod + ND); /* dmod, x1 */
+    if (keep == KEEP_ATTENTION) {
+        sim_take(sim, MEM_ACTIVATIONS, 5 * ND); /* fc1, fc2 recomputed */
+        sim_take(sim, MEM_WORKSPACE, ND);
+        sim_drop(sim, MEM_WORKSPACE, ND);
+        sim_take(sim, MEM_WORKSPACE, 4 * ND);
+        sim_drop(sim, MEM_WORKSPACE, 4 * ND);
+    }
+    sim_take(sim, MEM_WORKSPACE, 9 * ND); /* dfc2, gelu, dgelu */
+    sim_drop(sim, MEM_WORKSPACE, 5 * ND);
+    sim_take(sim, MEM_WORKSPACE, 4 * ND); /* dfc1 */
+    sim_drop(sim, MEM_WORKSPACE, 4 * ND);
+    sim_take(sim, MEM_WORKSPACE, 3 * ND); /* ln2, h2, dh2 */
+    sim_take(sim, MEM_ACTIVATIONS, stats);
+    sim_drop(sim, MEM_WORKSPACE, 4 * ND);
+    sim_drop(sim, MEM_ACTIVATIONS, stats);
+    if (keep == KEEP_ATTENTION) sim_drop(sim, MEM_ACTIVATIONS, 5 * ND);
+    sim_take(sim, MEM_WORKSPACE, 3 * ND); /* dqkv */
+    const size_t ws = attention_workspace_bytes(&as, (int)threads, ATTN_BACKWARD);
+    sim_take(sim, MEM_WORKSPACE, ws);
+    sim_drop(sim, MEM_WORKSPACE, ws);
+    sim_take(sim, MEM_ACTIVATIONS, stats);
+    sim_drop(sim, MEM_WORKSPACE, 3 * ND);
+    sim_drop(sim, MEM_ACTIVATIONS, stats);
+    sim_drop(sim, MEM_WORKSPACE, mod + 4 * ND); /* dmod, x1, ln, h, dh */
+}
+
 const block_kind dit_block_kind = {
     .name = "dit",
     .ffn_split = true,
@@ -253,4 +310,5 @@ const block_kind dit_block_kind = {
     .forward = dit_forward,
     .backward = dit_backward,
     .release = dit_release,
+    .simulate = dit_simulate,
 };

@@ -40,3 +40,14 @@ st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
     pool_free(p, xt);
     return st;
 }
+
+void flow_loss_simulate(model *m, int64_t batch, mem_sim *sim)
+{
+    const model_config *c = model_get_config(m);
+    const size_t n = (size_t)(batch * c->channels * c->resolution * c->resolution) * sizeof(float);
+    sim_take(sim, MEM_ACTIVATIONS, 2 * n + (size_t)batch * sizeof(float)); /* x_t, target, timesteps */
+    model_simulate_forward(m, batch, sim);
+    sim_take(sim, MEM_ACTIVATIONS, n); /* dpred */
+    model_simulate_backward(m, batch, sim);
+    sim_drop(sim, MEM_ACTIVATIONS, 3 * n + (size_t)batch * sizeof(float));
+}

@@ -1,0 +1,72 @@
+/* Segmented checkpointing: the settings, the schedule, and the plan of each block sequence
+ * (../shared/spec/checkpointing.md).
+ *
+ * plan_segments() is the one place that decides which blocks are checkpointed and how they group into
+ * segments. Everything else (the executor, the memory prediction, the printed plan) reads its result. */
+#ifndef SEGTRAIN_PLAN_H
+#define SEGTRAIN_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "segtrain/block.h"
+#include "segtrain/config.h"
+
+typedef enum ckpt_backend { BACKEND_TORCH, BACKEND_TORCH_FFN, BACKEND_UNSLOTH, BACKEND_UNSLOTH_FFN } ckpt_backend;
+
+/* The five gradient_checkpointing* keys, validated. */
+typedef struct ckpt_settings {
+    bool enabled;
+    ckpt_backend backend;
+    int interval, stride; /* stride already resolved (0 in the config means = interval) */
+    bool offload_attention;
+} ckpt_settings;
+
+/* Reads and validates the keys. Refusals (stride < interval, and anything this build cannot apply) are one
+ * line naming the key, the value and what is valid. When checkpointing is off but interval, stride or backend
+ * were given, *warning (if not NULL) is set to a line saying they do nothing, else to "". */
+st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warning, size_t warning_size);
+const char *ckpt_backend_name(ckpt_backend b);
+
+typedef struct segment {
+    int first, last; /* blocks first..last, inclusive */
+} segment;
+
+/* THE schedule. For n blocks, interval k and stride s: block i is checkpointed iff i mod s < k; the
+ * checkpointed blocks of window [j*s, j*s + k) form one segment, the last window cut at n. With per_block,
+ * every segment is split into single blocks and the set of checkpointed blocks stays the same. Writes the
+ * segments in order to out (room for n) and returns their count. */
+int plan_segments(int n, int k, int s, bool per_block, segment *out);
+
+/* What each block of a sequence does in a step. */
+typedef enum block_mode {
+    MODE_KEEP, /* keeps its activations */
+    MODE_CKPT, /* in a checkpointed segment: recomputed from the segment's boundary */
+    MODE_FFN   /* FFN-only: keeps the attention side, recomputes its feed-forward half */
+} block_mode;
+
+typedef struct seq_plan {
+    int n;
+    block_mode *mode;   /* per block */
+    int n_segments;     /* checkpointed segments (MODE_CKPT) */
+    segment *segments;
+    char fallback[256]; /* why segments fell back to single blocks, or "" */
+} seq_plan;
+
+/* The plan of a sequence under the settings. captured (per block, may be NULL) marks blocks whose own output
+ * must exist after forward (hidden-state capture): segments then fall back to single blocks. Refuses what the
+ * sequence's block kind cannot do, naming the family and what it supports. */
+st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const char *family, const bool *captured,
+                        seq_plan *out);
+void seq_plan_free(seq_plan *p);
+
+/* "blocks 0-1 ckpt | 2-3 keep | ..." */
+void seq_plan_format(const seq_plan *p, char *buf, size_t size);
+
+/* Replays the executor's allocations for this plan into a memory simulation: forward (the sequence's input
+ * state already live in the sim, its output state left live) and backward (the state gradient already live,
+ * the input state dropped at the end). */
+void seq_plan_simulate_forward(const seq_plan *p, const block_seq *seq, mem_sim *sim);
+void seq_plan_simulate_backward(const seq_plan *p, const block_seq *seq, mem_sim *sim);
+
+#endif

@@ -1,0 +1,167 @@
+/* `segtrain plan`: what a configuration will do, before anything runs: each sequence's segments and kept
+ * blocks, what they hold, and the predicted peak device memory of a training step by tag. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "segtrain/model.h"
+#include "segtrain/objective.h"
+
+static const char plan_help[] =
+    "usage: segtrain plan --config C [--json] [--set key=value ...]\n"
+    "\n"
+    "Prints the checkpoint plan of every block sequence of the configured model, as\n"
+    "  blocks 0-1 ckpt | 2-3 keep | 4-5 ckpt ...\n"
+    "(ckpt: recomputed from the segment's boundary in backward; keep: keeps its activations; ffn: keeps the\n"
+    "attention side and recomputes the feed-forward half), the bytes each part holds, and the predicted peak\n"
+    "device memory of one training step at train_batch_size, by what it holds. Nothing is allocated or run.\n"
+    "--json prints the same for machines.\n";
+
+typedef struct plan_report {
+    int64_t batch;
+    size_t optimizer_bytes;
+    mem_sim sim;
+} plan_report;
+
+static size_t optimizer_bytes(const config *cfg, const param_set *ps)
+{
+    const int moments = strcmp(config_string(cfg, "optimizer"), "lion") ? 2 : 1; /* AdamW: m and v; Lion: m */
+    return (size_t)moments * (size_t)ps->grad_count * sizeof(float);
+}
+
+/* A training step: weights, gradients, optimizer state and the batch resident, then the objective. */
+static void predict_train_step(model *m, plan_report *r)
+{
+    const param_set *ps = model_params(m);
+    const model_config *mc = model_get_config(m);
+    const size_t n = (size_t)(r->batch * mc->channels * mc->resolution * mc->resolution);
+    sim_take(&r->sim, MEM_WEIGHTS, (size_t)ps->weight_count * sizeof(float));
+    sim_take(&r->sim, MEM_GRADIENTS, (size_t)ps->grad_count * sizeof(float));
+    sim_take(&r->sim, MEM_OPTIMIZER, r->optimizer_bytes);
+    sim_take(&r->sim, MEM_ACTIVATIONS, 2 * n * sizeof(float) + (size_t)r->batch * (sizeof(float) + sizeof(int64_t)));
+    flow_loss_simulate(m, r->batch, &r->sim);
+}
+
+static size_t boundary_bytes(const seq_plan *p, const block_seq *s) { return (size_t)p->n_segments * state_bytes(s); }
+
+static const char *mode_word(block_mode m) { return m == MODE_KEEP ? "keep" : m == MODE_FFN ? "ffn" : "ckpt"; }
+
+static size_t kept_of(const block *b, block_mode m)
+{
+    return b->kind->kept_bytes(b, m == MODE_KEEP ? KEEP_ALL : m == MODE_FFN ? KEEP_ATTENTION : KEEP_NOTHING);
+}
+
+static void print_text(const config *cfg, model *m, const plan_report *r)
+{
+    const model_config *mc = model_get_config(m);
+    printf("model %s (%s): %lld blocks, width %lld, %lld heads, %lld tokens, %s attention; batch %lld\n", mc->preset,
+           mc->family, (long long)mc->depth, (long long)mc->hidden, (long long)mc->heads,
+           (long long)((mc->resolution / mc->patch) * (mc->resolution / mc->patch)),
+           mc->mechanism == ATTN_MATH ? "math" : "flash", (long long)r->batch);
+    if (config_bool(cfg, "gradient_checkpointing"))
+        printf("checkpointing %s, interval %lld, stride %lld\n", config_string(cfg, "gradient_checkpointing_backend"),
+               (long long)config_int(cfg, "gradient_checkpointing_interval"),
+               (long long)(config_int(cfg, "gradient_checkpointing_segment_stride")
+                               ? config_int(cfg, "gradient_checkpointing_segment_stride")
+                               : config_int(cfg, "gradient_checkpointing_interval")));
+    else
+        printf("checkpointing off\n");
+    print_plans(stdout, m);
+    block_seq *seqs;
+    int n = model_sequences(m, &seqs);
+    for (int i = 0; i < n; i++) {
+        const seq_plan *p = model_plan(m, i);
+        const block_seq *s = &seqs[i];
+        printf("  %s: state ", s->name);
+        print_bytes(stdout, state_bytes(s));
+        printf(", %d boundaries ", p->n_segments);
+        print_bytes(stdout, boundary_bytes(p, s));
+        for (block_mode md = MODE_KEEP; md <= MODE_FFN; md++) {
+            int count = 0;
+            for (int b = 0; b < p->n; b++) count += p->mode[b] == md;
+            if (!count) continue;
+            printf(", %d %s blocks keep ", count, mode_word(md));
+            for (int b = 0; b < p->n; b++)
+                if (p->mode[b] == md) {
+                    print_bytes(stdout, kept_of(&s->blocks[b], md));
+                    break;
+                }
+            printf(" each");
+        }
+        if (p->n_segments) {
+            printf(", recompute keeps ");
+            print_bytes(stdout, kept_of(&s->blocks[0], MODE_KEEP));
+            printf(" a block");
+        }
+        printf("\n");
+    }
+    print_peak(stdout, "predicted peak device memory of a training step", &r->sim.s);
+}
+
+static void print_json(model *m, const plan_report *r)
+{
+    const model_config *mc = model_get_config(m);
+    cJSON *root = cJSON_CreateObject(), *model_j = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(model_j, "family", mc->family);
+    cJSON_AddStringToObject(model_j, "preset", mc->preset);
+    cJSON_AddNumberToObject(model_j, "depth", (double)mc->depth);
+    cJSON_AddNumberToObject(model_j, "hidden_size", (double)mc->hidden);
+    cJSON_AddNumberToObject(model_j, "batch", (double)r->batch);
+    cJSON *seqs_j = cJSON_AddArrayToObject(root, "sequences");
+    block_seq *seqs;
+    int n = model_sequences(m, &seqs);
+    for (int i = 0; i < n; i++) {
+        const seq_plan *p = model_plan(m, i);
+        cJSON *sj = cJSON_CreateObject();
+        cJSON_AddItemToArray(seqs_j, sj);
+        char line[1024];
+        seq_plan_format(p, line, sizeof line);
+        cJSON_AddStringToObject(sj, "name", seqs[i].name);
+        cJSON_AddStringToObject(sj, "plan", line);
+        cJSON_AddStringToObject(sj, "fallback", p->fallback);
+        cJSON *segs = cJSON_AddArrayToObject(sj, "segments");
+        for (int g = 0; g < p->n_segments; g++) {
+            cJSON *pair = cJSON_CreateArray();
+            cJSON_AddItemToArray(pair, cJSON_CreateNumber(p->segments[g].first));
+            cJSON_AddItemToArray(pair, cJSON_CreateNumber(p->segments[g].last));
+            cJSON_AddItemToArray(segs, pair);
+        }
+        cJSON *modes = cJSON_AddArrayToObject(sj, "modes"), *kept = cJSON_AddArrayToObject(sj, "kept_bytes");
+        for (int b = 0; b < p->n; b++) {
+            cJSON_AddItemToArray(modes, cJSON_CreateString(mode_word(p->mode[b])));
+            cJSON_AddItemToArray(kept, cJSON_CreateNumber((double)kept_of(&seqs[i].blocks[b], p->mode[b])));
+        }
+        cJSON_AddNumberToObject(sj, "state_bytes", (double)state_bytes(&seqs[i]));
+        cJSON_AddNumberToObject(sj, "boundary_bytes", (double)boundary_bytes(p, &seqs[i]));
+    }
+    cJSON *peak = cJSON_AddObjectToObject(root, "predicted_peak_device_bytes");
+    cJSON_AddNumberToObject(peak, "total", (double)r->sim.s.peak);
+    for (int t = 0; t < MEM_TAG_COUNT; t++) cJSON_AddNumberToObject(peak, mem_tag_name(t), (double)r->sim.s.at_peak_by_tag[t]);
+    char *text = cJSON_Print(root);
+    if (text) puts(text);
+    cJSON_free(text);
+    cJSON_Delete(root);
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    static const char *const flags[] = {"--config", NULL}, *const switches[] = {"--json", NULL};
+    cli_args a;
+    int rc = args_parse(argc, argv, flags, switches, &a);
+    if (rc || a.help) return a.help ? (fputs(plan_help, stdout), 0) : rc;
+    config *cfg;
+    model *m = NULL;
+    st_status st = cli_load_config(a.value[0], &a, &cfg);
+    if (!st) st = cli_open_model(cfg, false, &m);
+    if (!st) {
+        plan_report r = {.batch = config_int(cfg, "train_batch_size")};
+        r.optimizer_bytes = optimizer_bytes(cfg, model_params(m));
+        predict_train_step(m, &r);
+        if (a.on[0]) print_json(m, &r);
+        else print_text(cfg, m, &r);
+    }
+    model_destroy(m);
+    config_free(cfg);
+    return st ? cli_error("plan") : 0;
+}

@@ -1,0 +1,374 @@
+/* Segmented checkpointing against ../shared/spec/checkpointing.md: the schedule, the refusals, and for every
+ * standard schedule on dit-tiny and a deeper model, at 1 and 2 threads: loss and gradients bitwise identical to
+ * no checkpointing, forward counts, the predicted peak equal to the measured one (per tag, to the byte), and
+ * activation memory that only goes down during backward. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "segtrain/model.h"
+#include "segtrain/objective.h"
+#include "segtrain/rng.h"
+#include "testkit.h"
+
+/* ---- the schedule ---- */
+
+static void expect_schedule(int n, int k, int s, const char *want_segments, const char *want_kept)
+{
+    segment segs[64];
+    int count = plan_segments(n, k, s, false, segs);
+    char got[256] = "", kept[256] = "";
+    size_t at = 0;
+    bool in[64] = {0};
+    for (int g = 0; g < count; g++) {
+        at += (size_t)snprintf(got + at, sizeof got - at, "%s{", g ? " " : "");
+        for (int i = segs[g].first; i <= segs[g].last; i++) {
+            at += (size_t)snprintf(got + at, sizeof got - at, i > segs[g].first ? ",%d" : "%d", i);
+            in[i] = true;
+        }
+        at += (size_t)snprintf(got + at, sizeof got - at, "}");
+    }
+    at = 0;
+    for (int i = 0; i < n; i++)
+        if (!in[i]) at += (size_t)snprintf(kept + at, sizeof kept - at, "%s%d", at ? " " : "", i);
+    CHECKF(!strcmp(got, want_segments) && !strcmp(kept, want_kept), "n %d k %d s %d: segments %s kept [%s]", n, k, s,
+           got, kept);
+    /* the per-block fallback splits segments but checkpoints exactly the same blocks */
+    segment single[64];
+    int c1 = plan_segments(n, k, s, true, single), covered = 0;
+    bool same = true;
+    for (int g = 0; g < c1; g++) same &= single[g].first == single[g].last && in[single[g].first], covered++;
+    for (int i = 0; i < n; i++) covered -= in[i];
+    CHECKF(same && covered == 0, "n %d k %d s %d: per-block fallback changed the checkpointed set", n, k, s);
+}
+
+static void test_schedule(void)
+{
+    printf("-- the schedule table of the spec\n");
+    expect_schedule(8, 1, 1, "{0} {1} {2} {3} {4} {5} {6} {7}", "");
+    expect_schedule(8, 2, 2, "{0,1} {2,3} {4,5} {6,7}", "");
+    expect_schedule(8, 2, 4, "{0,1} {4,5}", "2 3 6 7");
+    expect_schedule(5, 2, 2, "{0,1} {2,3} {4}", "");
+    expect_schedule(6, 1, 2, "{0} {2} {4}", "1 3 5");
+    expect_schedule(12, 5, 5, "{0,1,2,3,4} {5,6,7,8,9} {10,11}", "");
+    expect_schedule(7, 3, 5, "{0,1,2} {5,6}", "3 4");
+}
+
+/* ---- refusals: one line naming the key, the value given and what is valid ---- */
+
+static st_status settings_of(const char *json, ckpt_settings *cs, char *warning)
+{
+    config *c;
+    st_status st = config_parse(json, "test.json", &c);
+    if (!st) st = ckpt_settings_from(c, cs, warning, 256);
+    config_free(c);
+    return st;
+}
+
+static void expect_refusal(const char *json, const char *frag1, const char *frag2)
+{
+    ckpt_settings cs;
+    char warning[256];
+    st_status st = settings_of(json, &cs, warning);
+    CHECKF(st != ST_OK && strstr(st_error(), frag1) && strstr(st_error(), frag2), "%s -> %s", json, st_error());
+    printf("     %s -> %s\n", json, st_error());
+}
+
+static st_status no_forward(block *b, const block_state *in, block_state *out, keep_level k, block_saved **s)
+{
+    return ST_ERR_INTERNAL;
+}
+
+static void test_refusals(void)
+{
+    printf("-- refusals\n");
+    expect_refusal("{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 0}",
+                   "gradient_checkpointing_interval", "0");
+    expect_refusal("{\"gradient_checkpointing\": true, \"gradient_checkpointing_segment_stride\": 0}",
+                   "gradient_checkpointing_segment_stride", "0");
+    expect_refusal("{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 3, "
+                   "\"gradient_checkpointing_segment_stride\": 2}",
+                   "segments would overlap", "gradient_checkpointing_segment_stride: 2");
+    expect_refusal("{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"torch2\"}",
+                   "gradient_checkpointing_backend", "unsloth-ffn");
+    expect_refusal("{\"gradient_checkpointing_intervall\": 2}", "gradient_checkpointing_intervall",
+                   "gradient_checkpointing_interval");
+
+    /* the family cannot do what was asked: FFN-only checkpointing on blocks without the split */
+    const block_kind plain = {.name = "linear", .ffn_split = false, .forward = no_forward};
+    block blocks[4] = {{.kind = &plain}, {.kind = &plain}, {.kind = &plain}, {.kind = &plain}};
+    block_seq seq = {.name = "blocks", .n = 4, .blocks = blocks};
+    ckpt_settings cs = {.enabled = true, .backend = BACKEND_TORCH_FFN, .interval = 1, .stride = 1};
+    seq_plan p;
+    CHECK(plan_sequence(&cs, &seq, "linear-attention", NULL, &p) == ST_ERR_INVALID);
+    CHECKF(strstr(st_error(), "torch-ffn") && strstr(st_error(), "linear-attention") && strstr(st_error(), "torch, unsloth"),
+           "%s", st_error());
+    printf("     torch-ffn on a block without the split -> %s\n", st_error());
+    cs.backend = BACKEND_TORCH;
+    CHECK(plan_sequence(&cs, &seq, "linear-attention", NULL, &p) == ST_OK && p.n_segments == 4);
+    seq_plan_free(&p);
+
+    /* checkpointing off: interval, stride and backend do nothing, and a warning says so */
+    char warning[256];
+    CHECK(settings_of("{\"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_backend\": \"torch-ffn\"}",
+                      &cs, warning) == ST_OK);
+    CHECKF(strstr(warning, "gradient_checkpointing_interval") && strstr(warning, "gradient_checkpointing_backend") &&
+               strstr(warning, "do nothing while gradient_checkpointing is false"),
+           "warning: %s", warning);
+    CHECK(settings_of("{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 2}", &cs, warning) ==
+              ST_OK &&
+          warning[0] == 0 && cs.stride == 2);
+}
+
+/* ---- one step under a schedule ---- */
+
+typedef struct schedule {
+    const char *name, *json;
+} schedule;
+
+static const schedule schedules[] = {
+    {"none", "{}"},
+    {"interval 1", "{\"gradient_checkpointing\": true}"},
+    {"interval 2", "{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 2}"},
+    {"interval 3", "{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 3}"},
+    {"interval 5", "{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 5}"},
+    {"interval 2 stride 4",
+     "{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_segment_stride\": 4}"},
+    {"interval 1 stride 2",
+     "{\"gradient_checkpointing\": true, \"gradient_checkpointing_segment_stride\": 2}"},
+    {"torch-ffn", "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"torch-ffn\"}"},
+    {"torch-ffn interval 2",
+     "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"torch-ffn\", \"gradient_checkpointing_interval\": 2}"},
+    {"torch-ffn interval 1 stride 3",
+     "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"torch-ffn\", \"gradient_checkpointing_segment_stride\": 3}"},
+};
+
+typedef struct watch {
+    pool *pool;
+    size_t last;
+    bool rose;
+    int calls;
+} watch;
+
+static void after_backward(void *ctx, int first)
+{
+    watch *w = ctx;
+    pool_stats s;
+    pool_get_stats(w->pool, &s);
+    size_t held = s.live_by_tag[MEM_ACTIVATIONS] + s.live_by_tag[MEM_BOUNDARIES];
+    if (w->calls++ && held > w->last) w->rose = true;
+    w->last = held;
+}
+
+typedef struct step_result {
+    float loss;
+    float *grads;
+    int64_t n;
+} step_result;
+
+static model *make_model(pool *p, const model_config *mc)
+{
+    model *m = NULL;
+    CHECKF(model_create(mc, p, &m) == ST_OK, "%s", st_error());
+    model_init(m, 17, true);
+    return m;
+}
+
+/* One step under a schedule; checks counts, the prediction and the backward memory trace; returns the
+ * gradients. */
+static step_result run_step(pool *p, model *m, const schedule *sc, const flow_batch *fb, const char *label)
+{
+    ckpt_settings cs;
+    char warning[256];
+    CHECKF(settings_of(sc->json, &cs, warning) == ST_OK, "%s", st_error());
+    CHECKF(model_set_checkpointing(m, &cs, NULL, 0) == ST_OK, "%s", st_error());
+    block_seq *seq;
+    model_sequences(m, &seq);
+    const seq_plan *plan = model_plan(m, 0);
+    long runs[64];
+    for (int i = 0; i < seq->n; i++) runs[i] = seq->blocks[i].forward_runs;
+    watch w = {.pool = p};
+    seq->after_backward = after_backward;
+    seq->after_backward_ctx = &w;
+
+    param_set *ps = model_params(m);
+    mem_sim sim = {0};
+    sim_take(&sim, MEM_WEIGHTS, (size_t)ps->weight_count * sizeof(float));
+    sim_take(&sim, MEM_GRADIENTS, (size_t)ps->grad_count * sizeof(float));
+    flow_loss_simulate(m, fb->batch, &sim);
+
+    param_set_zero_grads(ps);
+    pool_reset_peak(p);
+    step_result r = {.n = ps->grad_count};
+    CHECKF(flow_loss(m, fb, true, &r.loss) == ST_OK, "%s %s: %s", label, sc->name, st_error());
+    seq->after_backward = NULL;
+    pool_stats measured;
+    pool_get_stats(p, &measured);
+
+    bool counts = true;
+    for (int i = 0; i < seq->n; i++) counts &= seq->blocks[i].forward_runs - runs[i] == (plan->mode[i] == MODE_CKPT ? 2 : 1);
+    CHECKF(counts, "%s %s: checkpointed blocks run forward twice, others once", label, sc->name);
+    bool exact = measured.peak == sim.s.peak && !memcmp(measured.at_peak_by_tag, sim.s.at_peak_by_tag, sizeof measured.at_peak_by_tag);
+    CHECKF(exact, "%s %s: measured peak %zu, predicted %zu", label, sc->name, measured.peak, sim.s.peak);
+    for (int t = 0; !exact && t < MEM_TAG_COUNT; t++)
+        printf("     %-12s measured %zu predicted %zu\n", mem_tag_name(t), measured.at_peak_by_tag[t], sim.s.at_peak_by_tag[t]);
+    CHECKF(!w.rose && w.calls > 0, "%s %s: activation memory rose after a segment's backward", label, sc->name);
+    char line[512];
+    seq_plan_format(plan, line, sizeof line);
+    printf("%s %s %-30s peak %9zu = predicted | %s\n", exact ? "ok  " : "FAIL", label, sc->name, measured.peak, line);
+
+    r.grads = malloc((size_t)r.n * sizeof(float));
+    memcpy(r.grads, ps->grads, (size_t)r.n * sizeof(float));
+    return r;
+}
+
+static void test_bitwise(const model_config *mc, const char *label, int threads)
+{
+    printf("-- %s at %d thread%s: every schedule against no checkpointing\n", label, threads, threads > 1 ? "s" : "");
+    ops_set_threads(threads);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = make_model(p, mc);
+    const int64_t B = 2, per = mc->channels * mc->resolution * mc->resolution;
+    float *x0 = malloc((size_t)(B * per) * sizeof(float)), *noise = malloc((size_t)(B * per) * sizeof(float));
+    float t[2] = {0.3f, 0.8f};
+    int64_t y[2] = {1, mc->classes};
+    rng_fill_normal(x0, B * per, 1, 1, 0, 1);
+    rng_fill_normal(noise, B * per, 1, 2, 0, 1);
+    flow_batch fb = {B, x0, noise, t, y};
+    step_result base = run_step(p, m, &schedules[0], &fb, label);
+    for (size_t i = 1; i < sizeof schedules / sizeof *schedules; i++) {
+        step_result r = run_step(p, m, &schedules[i], &fb, label);
+        char what[128];
+        snprintf(what, sizeof what, "%s %s: loss and gradients", label, schedules[i].name);
+        CHECKF(!memcmp(&r.loss, &base.loss, sizeof r.loss), "%s: loss %.9g vs %.9g", what, r.loss, base.loss);
+        tk_expect_bitwise(what, r.grads, base.grads, base.n);
+        free(r.grads);
+    }
+    free(base.grads);
+    free(x0), free(noise);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+    ops_set_threads(2);
+}
+
+/* ---- hidden-state capture: per-block fallback with an auxiliary loss ---- */
+
+static void capture_step(model *m, const flow_batch *fb, const int64_t *capture, size_t n, const char *json,
+                         float *grads_out, char *fallback)
+{
+    ckpt_settings cs;
+    char warning[256];
+    CHECK(settings_of(json, &cs, warning) == ST_OK);
+    CHECKF(model_set_checkpointing(m, &cs, capture, n) == ST_OK, "%s", st_error());
+    snprintf(fallback, 256, "%s", model_plan(m, 0)->fallback);
+    const model_config *mc = model_get_config(m);
+    const int64_t per = mc->channels * mc->resolution * mc->resolution, total = fb->batch * per;
+    /* flow loss by hand, plus aux = sum(w * h_k) over the captured blocks: dh_k = w */
+    float *xt = malloc((size_t)total * sizeof(float)), *dpred = calloc((size_t)total, sizeof(float));
+    float ts[8];
+    for (int64_t i = 0; i < fb->batch; i++) {
+        ts[i] = 1000 * fb->t[i];
+        for (int64_t j = i * per; j < (i + 1) * per; j++) xt[j] = (1 - fb->t[i]) * fb->x0[j] + fb->t[i] * fb->noise[j];
+    }
+    param_set_zero_grads(model_params(m));
+    const float *pred;
+    CHECK(model_forward(m, xt, ts, fb->labels, fb->batch, true, &pred) == ST_OK);
+    for (int64_t j = 0; j < total; j++) dpred[j] = 2 * (pred[j] - (fb->noise[j] - fb->x0[j])) / (float)total;
+    const int64_t S = fb->batch * (mc->resolution / mc->patch) * (mc->resolution / mc->patch) * mc->hidden;
+    for (size_t k = 0; k < n; k++) {
+        const float *h;
+        float *dh;
+        CHECKF(model_hidden(m, (int)k, &h, &dh) == ST_OK, "%s", st_error());
+        rng_fill_uniform(dh, S, 3, k, -0.01f, 0.01f);
+        CHECK(h[0] == h[0]); /* the captured state is readable */
+    }
+    CHECK(model_backward(m, dpred) == ST_OK);
+    memcpy(grads_out, model_params(m)->grads, (size_t)model_params(m)->grad_count * sizeof(float));
+    free(dpred), free(xt);
+}
+
+static void test_capture(const model_config *mc)
+{
+    printf("-- capture_hidden_states: per-block fallback, same checkpointed blocks, same bits\n");
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = make_model(p, mc);
+    const int64_t per = mc->channels * mc->resolution * mc->resolution, n = model_params(m)->grad_count;
+    float *x0 = malloc((size_t)(2 * per) * sizeof(float)), *noise = malloc((size_t)(2 * per) * sizeof(float));
+    float t[2] = {0.25f, 0.5f};
+    int64_t y[2] = {3, 4};
+    rng_fill_normal(x0, 2 * per, 4, 1, 0, 1);
+    rng_fill_normal(noise, 2 * per, 4, 2, 0, 1);
+    flow_batch fb = {2, x0, noise, t, y};
+    const int64_t capture[] = {2, (int64_t)mc->depth - 1};
+    float *plain = malloc((size_t)n * sizeof(float)), *ckpt = malloc((size_t)n * sizeof(float));
+    char fb0[256], fb1[256];
+    capture_step(m, &fb, capture, 2, "{}", plain, fb0);
+    capture_step(m, &fb, capture, 2, "{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 3}", ckpt, fb1);
+    const seq_plan *pl = model_plan(m, 0);
+    int ckpt_blocks = 0;
+    for (int i = 0; i < pl->n; i++) ckpt_blocks += pl->mode[i] == MODE_CKPT;
+    CHECKF(fb0[0] == 0 && strstr(fb1, "fell back") && strstr(fb1, "capture_hidden_states"), "fallback: '%s'", fb1);
+    CHECKF(pl->n_segments == ckpt_blocks && ckpt_blocks == pl->n, "single-block segments over the same blocks");
+    printf("     plan says: %s\n", fb1);
+    tk_expect_bitwise("gradients with an auxiliary loss on captured states", ckpt, plain, n);
+    free(plain), free(ckpt), free(x0), free(noise);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
+/* ---- dit-s2: the peaks order as the cost model says ---- */
+
+static void test_dit_s2_peaks(void)
+{
+#ifdef __SANITIZE_ADDRESS__
+    const int64_t B = 1; /* the same ordering at a batch the sanitizer pass runs quickly */
+#else
+    const int64_t B = 8;
+#endif
+    printf("-- dit-s2 at batch %lld: measured peaks\n", (long long)B);
+    model_config mc;
+    CHECK(model_preset("dit-s2", &mc) == ST_OK);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = make_model(p, &mc);
+    const int64_t per = mc.channels * mc.resolution * mc.resolution;
+    float *x0 = malloc((size_t)(B * per) * sizeof(float)), *noise = malloc((size_t)(B * per) * sizeof(float));
+    float t[8];
+    int64_t y[8];
+    for (int i = 0; i < B; i++) t[i] = 0.1f * (float)(i + 1), y[i] = i * 100;
+    rng_fill_normal(x0, B * per, 5, 1, 0, 1);
+    rng_fill_normal(noise, B * per, 5, 2, 0, 1);
+    flow_batch fb = {B, x0, noise, t, y};
+    const schedule rows[] = {schedules[0], schedules[5], schedules[2], schedules[1]};
+    size_t peak[4];
+    for (int i = 0; i < 4; i++) {
+        step_result r = run_step(p, m, &rows[i], &fb, "dit-s2");
+        free(r.grads);
+        peak[i] = pool_peak(p);
+    }
+    printf("     none %.1f MiB > seg2-stride4 %.1f MiB > interval2 %.1f MiB, layer %.1f MiB\n", peak[0] / 1048576.0,
+           peak[1] / 1048576.0, peak[2] / 1048576.0, peak[3] / 1048576.0);
+    CHECK(peak[0] > peak[1] && peak[1] > peak[2] && peak[1] > peak[3]);
+    free(x0), free(noise);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
+int main(void)
+{
+    test_schedule();
+    test_refusals();
+    model_config tiny, deep;
+    CHECK(model_preset("dit-tiny", &tiny) == ST_OK);
+    deep = tiny;
+    deep.depth = 13; /* a prime depth: no interval but 1 divides it */
+    deep.hidden = 32;
+    deep.heads = 2;
+    deep.mechanism = ATTN_MATH;
+    for (int threads = 1; threads <= 2; threads++) {
+        test_bitwise(&tiny, "dit-tiny", threads);
+        test_bitwise(&deep, "deep-13", threads);
+    }
+    test_capture(&deep);
+    test_dit_s2_peaks();
+    return tk_finish();
+}
