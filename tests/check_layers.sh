@@ -7,12 +7,12 @@ cd "$(dirname "$0")/.."
 
 header_layer() {
   case "$1" in
-    status.h|pool.h|fileio.h|safetensors.h|config.h|rng.h) echo 0 ;;
+    status.h|pool.h|fileio.h|safetensors.h|config.h|rng.h|copy.h) echo 0 ;;
     ops.h) echo 1 ;;
     block.h|params.h) echo 2 ;;
     executor.h|plan.h) echo 3 ;;
     model.h) echo 4 ;;
-    objective.h) echo 5 ;;
+    objective.h|optim.h|data.h) echo 5 ;;
     *) echo "" ;;
   esac
 }

@@ -65,5 +65,15 @@ expect 1 "stride < interval is refused" "segments would overlap" -- "$bin" plan 
 expect 0 "keys that do nothing get a warning" "do nothing while gradient_checkpointing is false" -- "$bin" plan \
   --config tiny.json --set gradient_checkpointing_interval=2 --set gradient_checkpointing_backend=torch-ffn
 
+# offload: unsloth and attention offload through the tool
+un="--set gradient_checkpointing=true --set gradient_checkpointing_backend=unsloth --set gradient_checkpointing_offload_attention=true"
+expect 0 "plan shows what goes to the host" "to host memory:.*each way per step" -- "$bin" plan --config tiny.json $un
+out=$("$bin" grad --config tiny.json $un --weights w.safetensors --batch b.safetensors --out g5.safetensors 2>&1)
+m=$(sed -n 's/^peak host memory,   measured  //p' <<<"$out"); p=$(sed -n 's/^peak host memory,   predicted //p' <<<"$out")
+[ -n "$m" ] && [ "$m" = "$p" ] && ok "grad: host peak measured = predicted ($m)" || bad "host peaks: $out"
+cmp -s g.safetensors g5.safetensors && ok "grad: offloaded gradients are the same bytes" || bad "offloaded gradients differ"
+expect 1 "a host budget too small is its own status" "out of host memory" -- "$bin" grad --config tiny.json $un \
+  --set host_memory=1KiB --weights w.safetensors --batch b.safetensors --out g6.safetensors
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -74,7 +74,8 @@ static void expect_refusal(const char *json, const char *frag1, const char *frag
     printf("     %s -> %s\n", json, st_error());
 }
 
-static st_status no_forward(block *b, const block_state *in, block_state *out, keep_level k, block_saved **s)
+static st_status no_forward(block *b, const block_state *in, block_state *out, keep_level k, offload *o,
+                            block_saved **s)
 {
     return ST_ERR_INTERNAL;
 }
@@ -107,6 +108,16 @@ static void test_refusals(void)
     cs.backend = BACKEND_TORCH;
     CHECK(plan_sequence(&cs, &seq, "linear-attention", NULL, &p) == ST_OK && p.n_segments == 4);
     seq_plan_free(&p);
+    /* attention offload on blocks without softmax attention, with checkpointing on or off */
+    cs.offload_attention = true;
+    for (int on = 0; on <= 1; on++) {
+        cs.enabled = on;
+        CHECK(plan_sequence(&cs, &seq, "linear-attention", NULL, &p) == ST_ERR_INVALID);
+        CHECKF(strstr(st_error(), "gradient_checkpointing_offload_attention") && strstr(st_error(), "linear-attention") &&
+                   strstr(st_error(), "no softmax attention"),
+               "%s", st_error());
+    }
+    printf("     attention offload on a block without softmax attention -> %s\n", st_error());
 
     /* checkpointing off: interval, stride and backend do nothing, and a warning says so */
     char warning[256];
@@ -141,6 +152,22 @@ static const schedule schedules[] = {
      "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"torch-ffn\", \"gradient_checkpointing_interval\": 2}"},
     {"torch-ffn interval 1 stride 3",
      "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"torch-ffn\", \"gradient_checkpointing_segment_stride\": 3}"},
+    {"unsloth", "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"unsloth\"}"},
+    {"unsloth interval 3",
+     "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"unsloth\", \"gradient_checkpointing_interval\": 3}"},
+    {"unsloth-ffn", "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"unsloth-ffn\"}"},
+    {"unsloth-ffn interval 1 stride 2",
+     "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"unsloth-ffn\", \"gradient_checkpointing_segment_stride\": 2}"},
+    {"attention offload alone", "{\"gradient_checkpointing_offload_attention\": true}"},
+    {"activation-offload", "{\"gradient_checkpointing\": true, \"gradient_checkpointing_offload_attention\": true}"},
+    {"seg2-stride4-offload",
+     "{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_segment_stride\": 4, "
+     "\"gradient_checkpointing_offload_attention\": true}"},
+    {"torch-ffn + attention offload",
+     "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"torch-ffn\", \"gradient_checkpointing_offload_attention\": true}"},
+    {"unsloth interval 2 + attention offload",
+     "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"unsloth\", \"gradient_checkpointing_interval\": 2, "
+     "\"gradient_checkpointing_offload_attention\": true}"},
 };
 
 typedef struct watch {
@@ -164,12 +191,16 @@ typedef struct step_result {
     float loss;
     float *grads;
     int64_t n;
+    size_t device_peak, host_peak;
 } step_result;
+
+static pool *host_pool; /* one host pool for every model of the test */
 
 static model *make_model(pool *p, const model_config *mc)
 {
     model *m = NULL;
     CHECKF(model_create(mc, p, &m) == ST_OK, "%s", st_error());
+    CHECK(model_set_host_pool(m, host_pool) == ST_OK);
     model_init(m, 17, true);
     return m;
 }
@@ -192,18 +223,32 @@ static step_result run_step(pool *p, model *m, const schedule *sc, const flow_ba
     seq->after_backward_ctx = &w;
 
     param_set *ps = model_params(m);
-    mem_sim sim = {0};
+    mem_sim sim = {0}, host = {0};
     sim_take(&sim, MEM_WEIGHTS, (size_t)ps->weight_count * sizeof(float));
     sim_take(&sim, MEM_GRADIENTS, (size_t)ps->grad_count * sizeof(float));
-    flow_loss_simulate(m, fb->batch, &sim);
+    flow_loss_simulate(m, fb->batch, &sim, &host);
 
     param_set_zero_grads(ps);
     pool_reset_peak(p);
+    pool_reset_peak(host_pool);
+    copy_engine_reset_stats(model_copy_engine(m));
     step_result r = {.n = ps->grad_count};
     CHECKF(flow_loss(m, fb, true, &r.loss) == ST_OK, "%s %s: %s", label, sc->name, st_error());
     seq->after_backward = NULL;
-    pool_stats measured;
+    pool_stats measured, measured_host;
     pool_get_stats(p, &measured);
+    pool_get_stats(host_pool, &measured_host);
+    r.device_peak = measured.peak;
+    r.host_peak = measured_host.peak;
+    copy_stats cstats;
+    copy_engine_stats(model_copy_engine(m), &cstats);
+    const size_t moved = seq_plan_offload_bytes(plan, seq);
+    CHECKF(cstats.bytes[COPY_TO_HOST] == moved && cstats.bytes[COPY_TO_DEVICE] == moved,
+           "%s %s: moved %zu to host and %zu back, the plan says %zu each way", label, sc->name,
+           cstats.bytes[COPY_TO_HOST], cstats.bytes[COPY_TO_DEVICE], moved);
+    CHECKF(measured_host.peak == host.s.peak && measured_host.live == 0,
+           "%s %s: host peak measured %zu, predicted %zu (live after %zu)", label, sc->name, measured_host.peak,
+           host.s.peak, measured_host.live);
 
     bool counts = true;
     for (int i = 0; i < seq->n; i++) counts &= seq->blocks[i].forward_runs - runs[i] == (plan->mode[i] == MODE_CKPT ? 2 : 1);
@@ -215,7 +260,8 @@ static step_result run_step(pool *p, model *m, const schedule *sc, const flow_ba
     CHECKF(!w.rose && w.calls > 0, "%s %s: activation memory rose after a segment's backward", label, sc->name);
     char line[512];
     seq_plan_format(plan, line, sizeof line);
-    printf("%s %s %-30s peak %9zu = predicted | %s\n", exact ? "ok  " : "FAIL", label, sc->name, measured.peak, line);
+    printf("%s %s %-38s peak %9zu host %8zu = predicted | %s\n", exact ? "ok  " : "FAIL", label, sc->name,
+           measured.peak, measured_host.peak, line);
 
     r.grads = malloc((size_t)r.n * sizeof(float));
     memcpy(r.grads, ps->grads, (size_t)r.n * sizeof(float));
@@ -338,23 +384,111 @@ static void test_dit_s2_peaks(void)
     rng_fill_normal(x0, B * per, 5, 1, 0, 1);
     rng_fill_normal(noise, B * per, 5, 2, 0, 1);
     flow_batch fb = {B, x0, noise, t, y};
-    const schedule rows[] = {schedules[0], schedules[5], schedules[2], schedules[1]};
-    size_t peak[4];
-    for (int i = 0; i < 4; i++) {
+    const schedule rows[] = {schedules[0], schedules[5], schedules[2], schedules[1], schedules[10]};
+    size_t peak[5];
+    for (int i = 0; i < 5; i++) {
         step_result r = run_step(p, m, &rows[i], &fb, "dit-s2");
         free(r.grads);
-        peak[i] = pool_peak(p);
+        peak[i] = r.device_peak;
     }
-    printf("     none %.1f MiB > seg2-stride4 %.1f MiB > interval2 %.1f MiB, layer %.1f MiB\n", peak[0] / 1048576.0,
-           peak[1] / 1048576.0, peak[2] / 1048576.0, peak[3] / 1048576.0);
-    CHECK(peak[0] > peak[1] && peak[1] > peak[2] && peak[1] > peak[3]);
+    printf("     none %.1f MiB > seg2-stride4 %.1f MiB > interval2 %.1f MiB, layer %.1f MiB > unsloth %.1f MiB\n",
+           peak[0] / 1048576.0, peak[1] / 1048576.0, peak[2] / 1048576.0, peak[3] / 1048576.0, peak[4] / 1048576.0);
+    CHECK(peak[0] > peak[1] && peak[1] > peak[2] && peak[1] > peak[3] && peak[3] > peak[4]);
     free(x0), free(noise);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
+/* unsloth keeps boundaries off the device: its device peak is torch's less what the plan moved off at that
+ * moment, and the difference the plans predict is the difference measured. */
+static void test_unsloth_saves_what_it_predicts(const model_config *mc)
+{
+    printf("-- unsloth's device peak is torch's minus the predicted amount\n");
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = make_model(p, mc);
+    const int64_t per = mc->channels * mc->resolution * mc->resolution;
+    float *x0 = malloc((size_t)(2 * per) * sizeof(float)), *noise = malloc((size_t)(2 * per) * sizeof(float));
+    float t[2] = {0.4f, 0.6f};
+    int64_t y[2] = {0, 1};
+    rng_fill_normal(x0, 2 * per, 8, 1, 0, 1);
+    rng_fill_normal(noise, 2 * per, 8, 2, 0, 1);
+    flow_batch fb = {2, x0, noise, t, y};
+    for (int k = 1; k <= 3; k += 2) {
+        char tj[160], uj[160];
+        snprintf(tj, sizeof tj, "{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": %d}", k);
+        snprintf(uj, sizeof uj, "{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": %d, "
+                                "\"gradient_checkpointing_backend\": \"unsloth\"}", k);
+        schedule ts = {"torch", tj}, us = {"unsloth", uj};
+        size_t predicted[2];
+        for (int b = 0; b < 2; b++) {
+            ckpt_settings cs;
+            char w[256];
+            CHECK(settings_of(b ? uj : tj, &cs, w) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK);
+            mem_sim dev = {0}, host = {0};
+            flow_loss_simulate(m, 2, &dev, &host);
+            predicted[b] = dev.s.peak;
+        }
+        step_result rt = run_step(p, m, &ts, &fb, "deep-13"), ru = run_step(p, m, &us, &fb, "deep-13");
+        printf("     interval %d: torch %zu, unsloth %zu: %zu bytes less, predicted %zu\n", k, rt.device_peak,
+               ru.device_peak, rt.device_peak - ru.device_peak, predicted[0] - predicted[1]);
+        CHECK(ru.device_peak < rt.device_peak);
+        CHECK(rt.device_peak - ru.device_peak == predicted[0] - predicted[1]);
+        free(rt.grads), free(ru.grads);
+    }
+    free(x0), free(noise);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
+/* A copy that fails, or a host pool too small, ends the step with a clear status; the pools are as before and
+ * the next step runs, to the same bits. */
+static void test_offload_faults(const model_config *mc)
+{
+    printf("-- faults: failed copies and a full host pool\n");
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = make_model(p, mc);
+    const int64_t per = mc->channels * mc->resolution * mc->resolution;
+    float *x0 = malloc((size_t)(2 * per) * sizeof(float)), *noise = malloc((size_t)(2 * per) * sizeof(float));
+    float t[2] = {0.2f, 0.9f};
+    int64_t y[2] = {5, 6};
+    rng_fill_normal(x0, 2 * per, 9, 1, 0, 1);
+    rng_fill_normal(noise, 2 * per, 9, 2, 0, 1);
+    flow_batch fb = {2, x0, noise, t, y};
+    const schedule *sc = &schedules[sizeof schedules / sizeof *schedules - 1]; /* unsloth + attention offload */
+    step_result good = run_step(p, m, sc, &fb, "deep-13");
+    const size_t resident = pool_live(p);
+    copy_stats cs;
+    copy_engine_stats(model_copy_engine(m), &cs);
+    const int copies = (int)(cs.copies[0] + cs.copies[1]);
+    bool clean = true;
+    float loss;
+    for (int nth = 1; nth <= copies; nth += 3) { /* copies to the host and back, early and late in the step */
+        copy_engine_fail_nth(model_copy_engine(m), nth);
+        st_status st = flow_loss(m, &fb, true, &loss);
+        clean &= st == ST_ERR_IO && strstr(st_error(), "failed") && pool_live(p) == resident && pool_live(host_pool) == 0;
+    }
+    copy_engine_fail_nth(model_copy_engine(m), 0);
+    CHECKF(clean, "every injected copy failure is ST_ERR_IO, with the pools as before the step");
+    printf("     an injected failure -> %s\n", st_error());
+
+    pool_set_capacity(host_pool, good.host_peak - 1);
+    st_status st = flow_loss(m, &fb, true, &loss);
+    CHECKF(st == ST_ERR_HOST_OOM && strstr(st_error(), "host"), "host pool one byte short: %s", st_error());
+    printf("     a host pool one byte short -> %s\n", st_error());
+    CHECK(pool_live(p) == resident && pool_live(host_pool) == 0);
+    pool_set_capacity(host_pool, good.host_peak);
+    step_result again = run_step(p, m, sc, &fb, "deep-13");
+    CHECK(!memcmp(&again.loss, &good.loss, sizeof loss));
+    tk_expect_bitwise("the step after the faults", again.grads, good.grads, good.n);
+    pool_set_capacity(host_pool, 0);
+    free(good.grads), free(again.grads), free(x0), free(noise);
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);
 }
 
 int main(void)
 {
+    host_pool = pool_create(POOL_HOST, 0);
     test_schedule();
     test_refusals();
     model_config tiny, deep;
@@ -369,6 +503,9 @@ int main(void)
         test_bitwise(&deep, "deep-13", threads);
     }
     test_capture(&deep);
+    test_unsloth_saves_what_it_predicts(&deep);
+    test_offload_faults(&deep);
     test_dit_s2_peaks();
+    CHECK(pool_destroy(host_pool) == 0);
     return tk_finish();
 }

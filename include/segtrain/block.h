@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "segtrain/copy.h"
 #include "segtrain/pool.h"
 
 #define STATE_MAX 16
@@ -34,17 +35,35 @@ typedef enum keep_level {
 typedef struct block_saved block_saved; /* what a forward kept: the block kind's own */
 typedef struct block block;
 
+/* The parts of a step that a block replays into a memory simulation. */
+typedef enum sim_phase {
+    SIM_FORWARD,   /* a forward at a keep level (with the attention side going to the host, if offloading) */
+    SIM_RECOMPUTE, /* a checkpointed block's second forward, KEEP_ALL (reusing a fetched attention side) */
+    SIM_PREFETCH,  /* bringing an offloaded attention side back to the device */
+    SIM_BACKWARD   /* a backward (first waiting for an attention side still on the host) */
+} sim_phase;
+
 typedef struct block_kind {
     const char *name;
     bool ffn_split;         /* has an attention / feed-forward split (KEEP_ATTENTION applies) */
     bool softmax_attention; /* has softmax attention (attention offload applies) */
+    /* Device bytes what a forward keeps occupies once backward can run (all of it back on the device). */
     size_t (*kept_bytes)(const block *b, keep_level keep);
-    st_status (*forward)(block *b, const block_state *in, block_state *out, keep_level keep, block_saved **saved);
+    /* Bytes of the attention side that attention offload keeps in host memory between forward and backward. */
+    size_t (*offloaded_bytes)(const block *b);
+    /* off (NULL: everything stays on the device) sends the attention side's saved tensors to host memory, also
+     * with KEEP_NOTHING. *saved is NULL on entry, except in a recompute after such a forward: it then holds the
+     * attention side (on its way back from the host), which forward reuses instead of recomputing attention. */
+    st_status (*forward)(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
+                         block_saved **saved);
+    /* Starts bringing an offloaded attention side back (the executor calls it one segment ahead). */
+    st_status (*prefetch)(block *b, block_saved *saved);
     st_status (*backward)(block *b, const block_state *in, block_saved *saved, block_state *grad);
     void (*release)(block *b, block_saved *saved);
-    /* Replays forward's (or backward's) pool allocations into a memory simulation, byte for byte and tag for
-     * tag: forward leaves the output state and what it keeps live, backward leaves nothing. */
-    void (*simulate)(const block *b, keep_level keep, bool backward, mem_sim *sim);
+    /* Replays a phase's pool allocations into memory simulations of the device and host pools, byte for byte
+     * and tag for tag, in the order the code makes them: forward leaves the output state and what it keeps
+     * live, backward leaves nothing. off: the attention side goes to (or comes from) the host. */
+    void (*simulate)(const block *b, keep_level keep, sim_phase phase, bool off, mem_sim *dev, mem_sim *host);
 } block_kind;
 
 struct block {
@@ -85,6 +104,8 @@ float *scratch_take(scratch *s, int64_t floats, mem_tag tag, const char *what);
 float *scratch_take_zero(scratch *s, int64_t floats, mem_tag tag, const char *what);
 /* Frees one buffer early (it must have come from this scratch). */
 void scratch_drop(scratch *s, void *ptr);
+/* Stops tracking a buffer whose ownership moved elsewhere. */
+void scratch_forget(scratch *s, void *ptr);
 /* Frees everything still held and returns the status. */
 st_status scratch_end(scratch *s);
 

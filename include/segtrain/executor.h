@@ -13,9 +13,11 @@ typedef struct seq_run seq_run;
  * *run holds it for backward: kept blocks keep their input and activations, checkpointed segments only their
  * boundary (the segment's input state), intermediate states are freed as soon as the next block has read them.
  * Without train nothing is kept, every state is freed once read, and *run is NULL. On failure everything taken
- * is freed, `in` included. */
-st_status seq_forward(block_seq *s, const seq_plan *plan, block_state *in, bool train, block_state *out,
-                      seq_run **run);
+ * is freed, `in` included. off (needed when the plan moves anything to the host) is where host tensors go;
+ * the copies to the host overlap the block that still reads them, and backward brings each segment's host
+ * tensors back while the segment after it (in backward order) runs. */
+st_status seq_forward(block_seq *s, const seq_plan *plan, offload *off, block_state *in, bool train,
+                      block_state *out, seq_run **run);
 /* grad holds the gradient of the sequence's output state and receives that of its input state. Segments are
  * recomputed from their boundaries, last first. extra (may be NULL) gives, per block, a gradient to add to that
  * block's output-state gradient (an auxiliary loss on captured hidden states), or NULL. Releases run. */

@@ -48,10 +48,17 @@ const seq_plan *model_plan(const model *m, int sequence);
  * for its gradient that the caller fills before model_backward (an auxiliary loss). */
 st_status model_hidden(model *m, int k, const float **h, float **dh);
 
-/* Replays a training step's allocations by the model (around the objective's own) into a memory simulation,
- * for a batch of the given size: forward leaves what backward needs live, backward drops everything. */
-void model_simulate_forward(model *m, int64_t batch, mem_sim *sim);
-void model_simulate_backward(model *m, int64_t batch, mem_sim *sim);
+/* Where tensors go that the plan moves to host memory (unsloth backends, attention offload): the host pool,
+ * and a copy engine the model starts for it. Needed before a training forward whose plan offloads. */
+st_status model_set_host_pool(model *m, pool *host);
+/* The copy engine (NULL until a host pool is set): its statistics say what moved and what was hidden. */
+copy_engine *model_copy_engine(model *m);
+
+/* Replays a training step's allocations by the model (around the objective's own) into memory simulations of
+ * the device and host pools, for a batch of the given size: forward leaves what backward needs live, backward
+ * drops everything. */
+void model_simulate_forward(model *m, int64_t batch, mem_sim *dev, mem_sim *host);
+void model_simulate_backward(model *m, int64_t batch, mem_sim *dev, mem_sim *host);
 
 /* The family's own initialisation (DiT: xavier linears, zero adaLN), or, with random_all, seeded non-zero
  * values in every tensor, so that every gradient is non-zero (for gradient checks). */

@@ -14,8 +14,11 @@ typedef struct flow_batch {
 /* Computes the loss of the batch and, with backward, accumulates every trainable gradient. */
 st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss);
 
-/* Replays flow_loss's allocations (with backward) for a batch of the given size into a memory simulation: with
- * the resident bytes already taken, the simulation's peak is the step's predicted peak. */
-void flow_loss_simulate(model *m, int64_t batch, mem_sim *sim);
+/* Replays flow_loss's allocations (with backward) for a batch of the given size into memory simulations of the
+ * device and host pools: with the resident bytes already taken, their peaks are the step's predicted peaks. */
+void flow_loss_simulate(model *m, int64_t batch, mem_sim *device, mem_sim *host);
+/* A whole step as the plan sees it: weights, gradients, optimizer state and the batch (x0, noise, t, labels in
+ * the device pool) resident, then flow_loss. */
+void flow_step_simulate(model *m, int64_t batch, size_t optimizer_bytes, mem_sim *device, mem_sim *host);
 
 #endif

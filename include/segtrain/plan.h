@@ -50,6 +50,10 @@ typedef struct seq_plan {
     block_mode *mode;   /* per block */
     int n_segments;     /* checkpointed segments (MODE_CKPT) */
     segment *segments;
+    bool *host_input;   /* per block: its input state waits in host memory for its backward (unsloth: the
+                           boundaries; unsloth-ffn: the inputs the feed-forward recompute starts from) */
+    mem_tag host_input_tag;
+    bool attention_offload; /* every block's attention side waits in host memory */
     char fallback[256]; /* why segments fell back to single blocks, or "" */
 } seq_plan;
 
@@ -63,10 +67,13 @@ void seq_plan_free(seq_plan *p);
 /* "blocks 0-1 ckpt | 2-3 keep | ..." */
 void seq_plan_format(const seq_plan *p, char *buf, size_t size);
 
-/* Replays the executor's allocations for this plan into a memory simulation: forward (the sequence's input
- * state already live in the sim, its output state left live) and backward (the state gradient already live,
- * the input state dropped at the end). */
-void seq_plan_simulate_forward(const seq_plan *p, const block_seq *seq, mem_sim *sim);
-void seq_plan_simulate_backward(const seq_plan *p, const block_seq *seq, mem_sim *sim);
+/* Bytes a step moves to the host (and back: the same) under this plan. */
+size_t seq_plan_offload_bytes(const seq_plan *p, const block_seq *seq);
+
+/* Replays the executor's allocations for this plan into memory simulations of the device and host pools:
+ * forward (the sequence's input state already live, its output state left live) and backward (the state
+ * gradient already live, the input state dropped at the end). */
+void seq_plan_simulate_forward(const seq_plan *p, const block_seq *seq, mem_sim *dev, mem_sim *host);
+void seq_plan_simulate_backward(const seq_plan *p, const block_seq *seq, mem_sim *dev, mem_sim *host);
 
 #endif

@@ -40,12 +40,23 @@ float *scratch_take_zero(scratch *s, int64_t floats, mem_tag tag, const char *wh
     return p;
 }
 
+void scratch_forget(scratch *s, void *ptr)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->ptr[i] == ptr) {
+            /* keep the order: scratch_end frees newest first, as a stack would */
+            memmove(&s->ptr[i], &s->ptr[i + 1], (size_t)(s->n - i - 1) * sizeof *s->ptr);
+            s->n--;
+            return;
+        }
+}
+
 void scratch_drop(scratch *s, void *ptr)
 {
     for (int i = 0; i < s->n; i++)
         if (s->ptr[i] == ptr) {
+            scratch_forget(s, ptr);
             pool_free(s->pool, ptr);
-            s->ptr[i] = s->ptr[--s->n];
             return;
         }
 }

@@ -9,8 +9,10 @@
 struct seq_run {
     block_seq *seq;
     const seq_plan *plan;
-    block_state *inputs; /* per block: its input state while held (kept blocks' inputs, boundaries) */
-    block_saved **saved; /* per block: what its forward kept */
+    offload *off;
+    block_state *inputs;              /* per block: its input state while held (kept blocks' inputs, boundaries) */
+    host_tensor (*host_in)[STATE_MAX]; /* per block: its input state while in host memory */
+    block_saved **saved;              /* per block: what its forward kept */
 };
 
 static keep_level keep_of(block_mode m)
@@ -31,22 +33,26 @@ void seq_release(seq_run *run)
     block_seq *s = run->seq;
     for (int i = s->n - 1; i >= 0; i--) {
         if (run->saved[i]) s->blocks[i].kind->release(&s->blocks[i], run->saved[i]);
+        for (int k = 0; run->off && k < STATE_MAX; k++) host_tensor_release(run->off, &run->host_in[i][k]);
         state_free(s->pool, &run->inputs[i]);
     }
     free(run->saved);
+    free(run->host_in);
     free(run->inputs);
     free(run);
 }
 
-static seq_run *run_new(block_seq *s, const seq_plan *plan)
+static seq_run *run_new(block_seq *s, const seq_plan *plan, offload *off)
 {
     seq_run *run = calloc(1, sizeof *run);
     if (!run) return NULL;
     run->seq = s;
     run->plan = plan;
+    run->off = off;
     run->inputs = calloc((size_t)(s->n ? s->n : 1), sizeof *run->inputs);
+    run->host_in = calloc((size_t)(s->n ? s->n : 1), sizeof *run->host_in);
     run->saved = calloc((size_t)(s->n ? s->n : 1), sizeof *run->saved);
-    if (!run->inputs || !run->saved) {
+    if (!run->inputs || !run->host_in || !run->saved) {
         seq_release(run);
         return NULL;
     }
@@ -58,11 +64,38 @@ static void retag_state(pool *p, const block_state *st, mem_tag tag)
     for (int i = 0; i < st->n; i++) pool_retag(p, st->t[i], tag);
 }
 
-st_status seq_forward(block_seq *s, const seq_plan *plan, block_state *in, bool train, block_state *out,
-                      seq_run **run_out)
+/* Starts copying block i's input state to the host; the block's forward still reads the device copy. */
+static st_status input_to_host(seq_run *run, int i, const block_state *in)
+{
+    st_status st = ST_OK;
+    for (int k = 0; k < in->n && !st; k++)
+        st = host_tensor_offload(run->off, &run->host_in[i][k], in->t[k],
+                                 (size_t)run->seq->state_numel[k] * sizeof(float), run->plan->host_input_tag,
+                                 "input state (host)");
+    return st;
+}
+
+/* The forward that read it is done: the device copy goes once its copy to the host has finished. */
+static st_status input_drop_device(seq_run *run, int i)
+{
+    st_status st = ST_OK;
+    for (int k = 0; k < run->inputs[i].n; k++) {
+        st_status sk = host_tensor_drop_device(run->off, &run->host_in[i][k]);
+        run->inputs[i].t[k] = NULL;
+        st = st ? st : sk;
+    }
+    return st;
+}
+
+st_status seq_forward(block_seq *s, const seq_plan *plan, offload *off, block_state *in, bool train,
+                      block_state *out, seq_run **run_out)
 {
     *run_out = NULL;
-    seq_run *run = train ? run_new(s, plan) : NULL;
+    if (train && (plan->attention_offload || seq_plan_offload_bytes(plan, s)) && !off) {
+        state_free(s->pool, in);
+        return st_fail(ST_ERR_INTERNAL, "seq_forward: the plan moves tensors to the host but no host pool was given");
+    }
+    seq_run *run = train ? run_new(s, plan, off) : NULL;
     if (train && !run) {
         state_free(s->pool, in);
         return st_fail(ST_ERR_INTERNAL, "out of host memory for the executor's bookkeeping");
@@ -75,11 +108,16 @@ st_status seq_forward(block_seq *s, const seq_plan *plan, block_state *in, bool 
         const block_mode mode = train ? plan->mode[i] : MODE_CKPT;
         const segment *g = train ? segment_of(plan, i) : NULL;
         const bool held = train && (!g || g->first == i); /* a kept block's input, or a boundary */
+        const bool to_host = train && plan->host_input[i];
         if (g && g->first == i) retag_state(s->pool, &cur, MEM_BOUNDARIES);
+        if (to_host) st = input_to_host(run, i, &cur);
         block_state next = {0};
-        st = b->kind->forward(b, &cur, &next, train ? keep_of(mode) : KEEP_NOTHING, train ? &run->saved[i] : NULL);
+        if (!st)
+            st = b->kind->forward(b, &cur, &next, train ? keep_of(mode) : KEEP_NOTHING,
+                                  train && plan->attention_offload ? off : NULL, train ? &run->saved[i] : NULL);
         if (held) run->inputs[i] = cur;
         else state_free(s->pool, &cur);
+        if (!st && to_host) st = input_drop_device(run, i);
         cur = next;
     }
     if (st) {
@@ -126,7 +164,7 @@ static st_status backward_segment(seq_run *run, const segment *g, block_state *g
     for (int j = g->first; j <= g->last && !st; j++) {
         block *b = &s->blocks[j];
         block_state next = {0};
-        st = b->kind->forward(b, &cur, &next, KEEP_ALL, &run->saved[j]);
+        st = b->kind->forward(b, &cur, &next, KEEP_ALL, NULL, &run->saved[j]);
         if (j > g->first) run->inputs[j] = cur;
         cur = next;
     }
@@ -135,18 +173,52 @@ static st_status backward_segment(seq_run *run, const segment *g, block_state *g
     return st;
 }
 
+/* The unit of backward that block i ends: its segment, or itself. */
+static segment unit_of(const seq_plan *p, int i)
+{
+    const segment *g = segment_of(p, i);
+    return g ? *g : (segment){i, i};
+}
+
+/* Starts bringing a unit's host tensors back to the device (a no-op for what is already on its way). */
+static st_status fetch_unit(seq_run *run, segment u)
+{
+    st_status st = ST_OK;
+    for (int j = u.first; j <= u.last && !st; j++) {
+        for (int k = 0; run->plan->host_input[j] && k < run->inputs[j].n && !st; k++)
+            st = host_tensor_fetch(run->off, &run->host_in[j][k]);
+        block *b = &run->seq->blocks[j];
+        if (!st && run->plan->attention_offload && run->saved[j]) st = b->kind->prefetch(b, run->saved[j]);
+    }
+    return st;
+}
+
+/* Waits for block i's input state to be back on the device. */
+static st_status input_back(seq_run *run, int i)
+{
+    st_status st = ST_OK;
+    for (int k = 0; k < run->inputs[i].n && !st; k++) {
+        st = host_tensor_wait(run->off, &run->host_in[i][k]);
+        if (!st) {
+            run->inputs[i].t[k] = run->host_in[i][k].dev;
+            run->host_in[i][k].dev = NULL; /* the state owns it again */
+        }
+    }
+    return st;
+}
+
 st_status seq_backward(seq_run *run, block_state *grad, const float *const *extra)
 {
     block_seq *s = run->seq;
     st_status st = ST_OK;
     for (int i = s->n - 1; i >= 0 && !st; i--) {
-        const segment *g = segment_of(run->plan, i);
-        if (g) {
-            st = backward_segment(run, g, grad, extra);
-            i = g->first;
-        } else {
-            st = backward_block(run, i, grad, extra);
-        }
+        const segment u = unit_of(run->plan, i);
+        st = fetch_unit(run, u);
+        if (!st && u.first > 0) st = fetch_unit(run, unit_of(run->plan, u.first - 1)); /* one unit ahead */
+        if (!st && run->plan->host_input[u.first]) st = input_back(run, u.first);
+        if (!st && segment_of(run->plan, i)) st = backward_segment(run, &u, grad, extra);
+        else if (!st) st = backward_block(run, i, grad, extra);
+        i = u.first;
         if (!st && s->after_backward) s->after_backward(s->after_backward_ctx, i);
     }
     seq_release(run);

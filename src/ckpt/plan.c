@@ -26,15 +26,6 @@ st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warnin
                        "gradient_checkpointing_segment_stride: %d is smaller than gradient_checkpointing_interval %d, "
                        "so segments would overlap (valid: a stride >= the interval)",
                        c.stride, c.interval);
-    if (c.enabled && (c.backend == BACKEND_UNSLOTH || c.backend == BACKEND_UNSLOTH_FFN))
-        return st_fail(ST_ERR_INVALID,
-                       "gradient_checkpointing_backend: \"%s\" moves tensors to host memory, which this build cannot "
-                       "do yet (valid here: torch, torch-ffn)",
-                       backend);
-    if (c.offload_attention)
-        return st_fail(ST_ERR_INVALID,
-                       "gradient_checkpointing_offload_attention: true moves attention activations to host memory, "
-                       "which this build cannot do yet (valid here: false)");
     if (warning) {
         warning[0] = 0;
         const char *keys[] = {"gradient_checkpointing_interval", "gradient_checkpointing_segment_stride",
@@ -68,6 +59,7 @@ void seq_plan_free(seq_plan *p)
 {
     free(p->mode);
     free(p->segments);
+    free(p->host_input);
     *p = (seq_plan){0};
 }
 
@@ -77,12 +69,22 @@ st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const cha
     *out = (seq_plan){.n = seq->n};
     out->mode = calloc((size_t)(seq->n ? seq->n : 1), sizeof *out->mode);
     out->segments = calloc((size_t)(seq->n ? seq->n : 1), sizeof *out->segments);
-    if (!out->mode || !out->segments) {
+    out->host_input = calloc((size_t)(seq->n ? seq->n : 1), sizeof *out->host_input);
+    if (!out->mode || !out->segments || !out->host_input) {
         seq_plan_free(out);
         return st_fail(ST_ERR_INTERNAL, "out of host memory");
     }
-    if (!cs->enabled || seq->n == 0) return ST_OK; /* every block MODE_KEEP */
+    if (seq->n == 0) return ST_OK;
     const block_kind *kind = seq->blocks[0].kind;
+    if (cs->offload_attention && !kind->softmax_attention) {
+        seq_plan_free(out);
+        return st_fail(ST_ERR_INVALID,
+                       "gradient_checkpointing_offload_attention: true moves softmax attention's saved tensors, but "
+                       "the %s family's %s have no softmax attention (valid for %s: false)",
+                       family, seq->name, family);
+    }
+    out->attention_offload = cs->offload_attention; /* applies with checkpointing off too */
+    if (!cs->enabled) return ST_OK;                  /* every block MODE_KEEP */
     const bool ffn = cs->backend == BACKEND_TORCH_FFN || cs->backend == BACKEND_UNSLOTH_FFN;
     if (ffn && !kind->ffn_split) {
         seq_plan_free(out);
@@ -102,6 +104,11 @@ st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const cha
     for (int g = 0; g < n_segs; g++)
         for (int i = segs[g].first; i <= segs[g].last; i++) out->mode[i] = ffn ? MODE_FFN : MODE_CKPT;
     out->n_segments = ffn ? 0 : n_segs;
+    if (cs->backend == BACKEND_UNSLOTH)
+        for (int g = 0; g < n_segs; g++) out->host_input[segs[g].first] = true;
+    if (cs->backend == BACKEND_UNSLOTH_FFN)
+        for (int i = 0; i < seq->n; i++) out->host_input[i] = out->mode[i] == MODE_FFN;
+    out->host_input_tag = cs->backend == BACKEND_UNSLOTH ? MEM_BOUNDARIES : MEM_ACTIVATIONS;
     if (per_block)
         snprintf(out->fallback, sizeof out->fallback,
                  "fell back to single-block segments: capture_hidden_states needs the outputs of blocks %s", which);
@@ -148,39 +155,74 @@ static const segment *segment_of(const seq_plan *p, int i)
     return NULL;
 }
 
-void seq_plan_simulate_forward(const seq_plan *p, const block_seq *seq, mem_sim *sim)
+size_t seq_plan_offload_bytes(const seq_plan *p, const block_seq *seq)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < p->n; i++) {
+        if (p->host_input[i]) bytes += state_bytes(seq);
+        if (p->attention_offload) bytes += seq->blocks[i].kind->offloaded_bytes(&seq->blocks[i]);
+    }
+    return bytes;
+}
+
+void seq_plan_simulate_forward(const seq_plan *p, const block_seq *seq, mem_sim *dev, mem_sim *host)
 {
     const size_t S = state_bytes(seq);
     for (int i = 0; i < p->n; i++) {
         const block *b = &seq->blocks[i];
         const segment *g = segment_of(p, i);
-        if (g && g->first == i) sim_retag(sim, MEM_ACTIVATIONS, MEM_BOUNDARIES, S);
-        b->kind->simulate(b, keep_of(p->mode[i]), false, sim);
-        if (g && g->first != i) sim_drop(sim, MEM_ACTIVATIONS, S); /* a segment's intermediate state */
+        if (g && g->first == i) sim_retag(dev, MEM_ACTIVATIONS, MEM_BOUNDARIES, S);
+        if (p->host_input[i]) sim_take(host, p->host_input_tag, S);
+        b->kind->simulate(b, keep_of(p->mode[i]), SIM_FORWARD, p->attention_offload, dev, host);
+        if (p->host_input[i]) sim_drop(dev, p->host_input_tag, S);
+        if (g && g->first != i) sim_drop(dev, MEM_ACTIVATIONS, S); /* a segment's intermediate state */
     }
 }
 
-void seq_plan_simulate_backward(const seq_plan *p, const block_seq *seq, mem_sim *sim)
+/* The unit of backward that block i ends: its segment, or itself. */
+static segment unit_of(const seq_plan *p, int i)
+{
+    const segment *g = segment_of(p, i);
+    return g ? *g : (segment){i, i};
+}
+
+static void simulate_fetch(const seq_plan *p, const block_seq *seq, segment u, mem_sim *dev, mem_sim *host)
+{
+    for (int j = u.first; j <= u.last; j++) {
+        if (p->host_input[j]) sim_take(dev, p->host_input_tag, state_bytes(seq));
+        if (p->attention_offload)
+            seq->blocks[j].kind->simulate(&seq->blocks[j], KEEP_ALL, SIM_PREFETCH, true, dev, host);
+    }
+}
+
+void seq_plan_simulate_backward(const seq_plan *p, const block_seq *seq, mem_sim *dev, mem_sim *host)
 {
     const size_t S = state_bytes(seq);
+    const bool off = p->attention_offload;
+    bool fetched = false;
     for (int i = p->n - 1; i >= 0; i--) {
-        const segment *g = segment_of(p, i);
-        if (!g) {
+        const segment u = unit_of(p, i);
+        if (!fetched) simulate_fetch(p, seq, u, dev, host);
+        if (u.first > 0) simulate_fetch(p, seq, unit_of(p, u.first - 1), dev, host); /* one unit ahead */
+        fetched = true;
+        if (p->host_input[u.first]) sim_drop(host, p->host_input_tag, S);
+        if (!segment_of(p, i)) {
             const block *b = &seq->blocks[i];
-            b->kind->simulate(b, keep_of(p->mode[i]), true, sim);
-            sim_drop(sim, MEM_ACTIVATIONS, b->kind->kept_bytes(b, keep_of(p->mode[i])) + S);
+            b->kind->simulate(b, keep_of(p->mode[i]), SIM_BACKWARD, off, dev, host);
+            sim_drop(dev, MEM_ACTIVATIONS, b->kind->kept_bytes(b, keep_of(p->mode[i])));
+            sim_drop(dev, p->host_input[i] ? p->host_input_tag : MEM_ACTIVATIONS, S);
             continue;
         }
-        for (int j = g->first; j <= g->last; j++) /* recompute, keeping */
-            seq->blocks[j].kind->simulate(&seq->blocks[j], KEEP_ALL, false, sim);
-        sim_drop(sim, MEM_ACTIVATIONS, S); /* the recomputed output of the last block: its successor has it */
-        for (int j = g->last; j >= g->first; j--) {
+        for (int j = u.first; j <= u.last; j++) /* recompute, keeping */
+            seq->blocks[j].kind->simulate(&seq->blocks[j], KEEP_ALL, SIM_RECOMPUTE, off, dev, host);
+        sim_drop(dev, MEM_ACTIVATIONS, S); /* the recomputed output of the last block: its successor has it */
+        for (int j = u.last; j >= u.first; j--) {
             const block *b = &seq->blocks[j];
-            b->kind->simulate(b, KEEP_ALL, true, sim);
-            sim_drop(sim, MEM_ACTIVATIONS, b->kind->kept_bytes(b, KEEP_ALL));
-            if (j > g->first) sim_drop(sim, MEM_ACTIVATIONS, S);
+            b->kind->simulate(b, KEEP_ALL, SIM_BACKWARD, false, dev, host);
+            sim_drop(dev, MEM_ACTIVATIONS, b->kind->kept_bytes(b, KEEP_ALL));
+            if (j > u.first) sim_drop(dev, MEM_ACTIVATIONS, S);
         }
-        sim_drop(sim, MEM_BOUNDARIES, S);
-        i = g->first;
+        sim_drop(dev, MEM_BOUNDARIES, S);
+        i = u.first;
     }
 }

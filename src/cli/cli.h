@@ -39,9 +39,17 @@ st_status cli_load_config(const char *path, const cli_args *a, config **out);
 /* Prints "segtrain COMMAND: <error line>" and returns 1. */
 int cli_error(const char *command);
 
+typedef struct cli_model {
+    model *m;
+    pool *device, *host; /* NULL when not allocated */
+} cli_model;
+
 /* The model of a run configuration, planned by its checkpointing keys (printing the warning when they do
- * nothing); with allocate, in a new unlimited device pool (model_params(m)->pool), else unallocated. */
-st_status cli_open_model(const config *cfg, bool allocate, model **out);
+ * nothing); with allocate, in new device and host pools budgeted by device_memory and host_memory, else with
+ * its parameters registered but not allocated (enough to plan). */
+st_status cli_open_model(const config *cfg, bool allocate, cli_model *out);
+/* Destroys the model and its pools, reporting leaks. */
+void cli_close_model(cli_model *cm);
 /* "plan blocks: 0-1 ckpt | 2-3 keep ..." per sequence, and any fallback. */
 void print_plans(FILE *f, model *m);
 

@@ -18,37 +18,6 @@ static const char init_help[] =
     "The initialisation is DiT's (xavier-uniform linears, adaLN-Zero); --random instead fills every tensor with\n"
     "seeded non-zero values, so that every gradient is non-zero (for gradient checks).\n";
 
-/* Creates the model of a run configuration, planned by its checkpointing keys, in a device pool budgeted by
- * device_memory. */
-static st_status open_model(const config *cfg, pool **dev, model **m)
-{
-    size_t capacity;
-    st_status st = config_bytes(cfg, "device_memory", &capacity);
-    if (!st) st = cli_open_model(cfg, true, m);
-    if (st) return st;
-    *dev = model_params(*m)->pool;
-    pool_set_capacity(*dev, capacity);
-    return ST_OK;
-}
-
-static void close_model(pool *dev, model *m)
-{
-    model_destroy(m);
-    if (dev && pool_destroy(dev)) fprintf(stderr, "segtrain: the device pool had leaks (a bug; see above)\n");
-}
-
-/* The grad step as the plan sees it: weights, gradients and the batch resident, then flow_loss. */
-static void predict_grad_step(model *m, int64_t batch, mem_sim *sim)
-{
-    const param_set *ps = model_params(m);
-    const model_config *mc = model_get_config(m);
-    const size_t n = (size_t)(batch * mc->channels * mc->resolution * mc->resolution);
-    sim_take(sim, MEM_WEIGHTS, (size_t)ps->weight_count * sizeof(float));
-    sim_take(sim, MEM_GRADIENTS, (size_t)ps->grad_count * sizeof(float));
-    sim_take(sim, MEM_ACTIVATIONS, 2 * n * sizeof(float) + (size_t)batch * (sizeof(float) + sizeof(int64_t)));
-    flow_loss_simulate(m, batch, sim);
-}
-
 int cmd_init(int argc, char **argv)
 {
     static const char *const flags[] = {"--config", "--out", NULL}, *const switches[] = {"--random", NULL};
@@ -57,11 +26,10 @@ int cmd_init(int argc, char **argv)
     if (rc || a.help) return a.help ? (fputs(init_help, stdout), 0) : rc;
     if ((rc = args_require(&a, flags, 1, 1, "init"))) return rc;
     config *cfg;
-    pool *dev = NULL;
-    model *m = NULL;
+    cli_model cm = {0};
     st_status st = cli_load_config(a.value[0], &a, &cfg);
-    if (!st) st = cli_open_model(cfg, true, &m);
-    if (!st) dev = model_params(m)->pool;
+    if (!st) st = cli_open_model(cfg, true, &cm);
+    model *m = cm.m;
     if (!st) {
         model_init(m, (uint64_t)config_int(cfg, "seed"), a.on[0]);
         const model_config *mc = model_get_config(m);
@@ -73,7 +41,7 @@ int cmd_init(int argc, char **argv)
     }
     if (!st) printf("wrote %d tensors (%" PRId64 " parameters) to %s\n", model_params(m)->n,
                     model_params(m)->weight_count, a.value[1]);
-    close_model(dev, m);
+    cli_close_model(&cm);
     config_free(cfg);
     return st ? cli_error("init") : 0;
 }
@@ -136,36 +104,42 @@ int cmd_grad(int argc, char **argv)
     if (rc || a.help) return a.help ? (fputs(grad_help, stdout), 0) : rc;
     if ((rc = args_require(&a, flags, 1, 3, "grad"))) return rc;
     config *cfg;
-    pool *dev = NULL;
-    model *m = NULL;
+    cli_model cm = {0};
     batch_data b = {0};
     float loss = 0;
     st_status st = cli_load_config(a.value[0], &a, &cfg);
-    if (!st) st = open_model(cfg, &dev, &m);
+    if (!st) st = cli_open_model(cfg, true, &cm);
+    model *m = cm.m;
     if (!st) st = param_set_load(model_params(m), a.value[1]);
-    if (!st) st = read_batch(a.value[2], model_get_config(m), dev, &b);
-    mem_sim predicted = {0};
+    if (!st) st = read_batch(a.value[2], model_get_config(m), cm.device, &b);
+    mem_sim predicted = {0}, predicted_host = {0};
     if (!st) {
-        predict_grad_step(m, b.batch, &predicted);
+        flow_step_simulate(m, b.batch, 0, &predicted, &predicted_host);
         print_plans(stdout, m);
         param_set_zero_grads(model_params(m));
-        pool_reset_peak(dev);
+        pool_reset_peak(cm.device);
+        pool_reset_peak(cm.host);
         flow_batch fb = {.batch = b.batch, .x0 = b.x0, .noise = b.noise, .t = b.t, .labels = b.y};
         st = flow_loss(m, &fb, true, &loss);
     }
     if (!st) {
         printf("loss %.9g\n", loss);
-        pool_stats measured;
-        pool_get_stats(dev, &measured);
+        pool_stats measured, measured_host;
+        pool_get_stats(cm.device, &measured);
+        pool_get_stats(cm.host, &measured_host);
         print_peak(stdout, "peak device memory, measured ", &measured);
         print_peak(stdout, "peak device memory, predicted", &predicted.s);
+        if (predicted_host.s.peak || measured_host.peak) {
+            print_peak(stdout, "peak host memory,   measured ", &measured_host);
+            print_peak(stdout, "peak host memory,   predicted", &predicted_host.s);
+        }
         const named_floats extra = {.name = "loss", .ndim = 1, .shape = {1}, .data = &loss};
         const char *meta[] = {"format", "pt"};
         st = param_set_save(model_params(m), a.value[3], true, &extra, 1, meta, 1);
     }
     if (!st) printf("wrote loss and %" PRId64 " gradients to %s\n", model_params(m)->grad_count, a.value[3]);
-    if (dev) free_batch(dev, &b);
-    close_model(dev, m);
+    if (cm.device) free_batch(cm.device, &b);
+    cli_close_model(&cm);
     config_free(cfg);
     return st ? cli_error("grad") : 0;
 }

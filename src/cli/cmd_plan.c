@@ -21,26 +21,13 @@ static const char plan_help[] =
 typedef struct plan_report {
     int64_t batch;
     size_t optimizer_bytes;
-    mem_sim sim;
+    mem_sim sim, host;
 } plan_report;
 
 static size_t optimizer_bytes(const config *cfg, const param_set *ps)
 {
     const int moments = strcmp(config_string(cfg, "optimizer"), "lion") ? 2 : 1; /* AdamW: m and v; Lion: m */
     return (size_t)moments * (size_t)ps->grad_count * sizeof(float);
-}
-
-/* A training step: weights, gradients, optimizer state and the batch resident, then the objective. */
-static void predict_train_step(model *m, plan_report *r)
-{
-    const param_set *ps = model_params(m);
-    const model_config *mc = model_get_config(m);
-    const size_t n = (size_t)(r->batch * mc->channels * mc->resolution * mc->resolution);
-    sim_take(&r->sim, MEM_WEIGHTS, (size_t)ps->weight_count * sizeof(float));
-    sim_take(&r->sim, MEM_GRADIENTS, (size_t)ps->grad_count * sizeof(float));
-    sim_take(&r->sim, MEM_OPTIMIZER, r->optimizer_bytes);
-    sim_take(&r->sim, MEM_ACTIVATIONS, 2 * n * sizeof(float) + (size_t)r->batch * (sizeof(float) + sizeof(int64_t)));
-    flow_loss_simulate(m, r->batch, &r->sim);
 }
 
 static size_t boundary_bytes(const seq_plan *p, const block_seq *s) { return (size_t)p->n_segments * state_bytes(s); }
@@ -96,7 +83,27 @@ static void print_text(const config *cfg, model *m, const plan_report *r)
         }
         printf("\n");
     }
+    for (int i = 0; i < n; i++) {
+        const seq_plan *p = model_plan(m, i);
+        const size_t moved = seq_plan_offload_bytes(p, &seqs[i]);
+        if (!moved) continue;
+        printf("  %s to host memory:", seqs[i].name);
+        if (p->attention_offload) {
+            printf(" every block's attention side (qkv, output, attention state, ");
+            print_bytes(stdout, seqs[i].blocks[0].kind->offloaded_bytes(&seqs[i].blocks[0]));
+            printf(" each)");
+        }
+        for (int b = 0, first = 1; b < p->n; b++)
+            if (p->host_input[b]) {
+                printf("%s%d", first ? (p->attention_offload ? "; the input states of blocks " : " the input states of blocks ") : ",", b);
+                first = 0;
+            }
+        printf("; ");
+        print_bytes(stdout, moved);
+        printf(" each way per step\n");
+    }
     print_peak(stdout, "predicted peak device memory of a training step", &r->sim.s);
+    if (r->host.s.peak) print_peak(stdout, "predicted peak host memory of a training step", &r->host.s);
 }
 
 static void print_json(model *m, const plan_report *r)
@@ -135,6 +142,11 @@ static void print_json(model *m, const plan_report *r)
         cJSON_AddNumberToObject(sj, "state_bytes", (double)state_bytes(&seqs[i]));
         cJSON_AddNumberToObject(sj, "boundary_bytes", (double)boundary_bytes(p, &seqs[i]));
     }
+    cJSON_AddNumberToObject(root, "predicted_peak_host_bytes", (double)r->host.s.peak);
+    size_t moved = 0;
+    for (int i = 0; i < n; i++) moved += seq_plan_offload_bytes(model_plan(m, i), &seqs[i]);
+    cJSON_AddNumberToObject(root, "bytes_to_host_per_step", (double)moved);
+    cJSON_AddNumberToObject(root, "bytes_to_device_per_step", (double)moved);
     cJSON *peak = cJSON_AddObjectToObject(root, "predicted_peak_device_bytes");
     cJSON_AddNumberToObject(peak, "total", (double)r->sim.s.peak);
     for (int t = 0; t < MEM_TAG_COUNT; t++) cJSON_AddNumberToObject(peak, mem_tag_name(t), (double)r->sim.s.at_peak_by_tag[t]);
@@ -151,17 +163,17 @@ int cmd_plan(int argc, char **argv)
     int rc = args_parse(argc, argv, flags, switches, &a);
     if (rc || a.help) return a.help ? (fputs(plan_help, stdout), 0) : rc;
     config *cfg;
-    model *m = NULL;
+    cli_model cm = {0};
     st_status st = cli_load_config(a.value[0], &a, &cfg);
-    if (!st) st = cli_open_model(cfg, false, &m);
+    if (!st) st = cli_open_model(cfg, false, &cm);
     if (!st) {
         plan_report r = {.batch = config_int(cfg, "train_batch_size")};
-        r.optimizer_bytes = optimizer_bytes(cfg, model_params(m));
-        predict_train_step(m, &r);
-        if (a.on[0]) print_json(m, &r);
-        else print_text(cfg, m, &r);
+        r.optimizer_bytes = optimizer_bytes(cfg, model_params(cm.m));
+        flow_step_simulate(cm.m, r.batch, r.optimizer_bytes, &r.sim, &r.host);
+        if (a.on[0]) print_json(cm.m, &r);
+        else print_text(cfg, cm.m, &r);
     }
-    model_destroy(m);
+    cli_close_model(&cm);
     config_free(cfg);
     return st ? cli_error("plan") : 0;
 }

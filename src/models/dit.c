@@ -147,6 +147,7 @@ void model_destroy(model *m)
 {
     if (!m) return;
     model_release(m);
+    copy_engine_destroy(m->off.engine);
     param_set_free(&m->own_params);
     seq_plan_free(&m->plan);
     free(m->captured);
@@ -205,6 +206,19 @@ st_status model_set_checkpointing(model *m, const ckpt_settings *cs, const int64
 }
 
 const seq_plan *model_plan(const model *m, int sequence) { return sequence == 0 ? &m->plan : NULL; }
+
+st_status model_set_host_pool(model *m, pool *host)
+{
+    if (!m->off.engine) {
+        st_status st = copy_engine_create(&m->off.engine);
+        if (st) return st;
+    }
+    m->off.device = m->pool;
+    m->off.host = host;
+    return ST_OK;
+}
+
+copy_engine *model_copy_engine(model *m) { return m->off.engine; }
 
 /* DiT's initialize_weights: xavier-uniform linears (the patch embedding as a (D, C p p) matrix) with zero
  * biases, N(0, 0.02) timestep MLP and label table, zero adaLN modulations and final linear (adaLN-Zero). */
@@ -363,7 +377,7 @@ st_status model_forward(model *m, const float *x, const float *timesteps, const 
     if (!st) {
         block_state first = {.n = 1, .t = {m->step.tokens}};
         m->step.tokens = NULL; /* the executor owns the first state now */
-        st = seq_forward(&m->seq, &m->plan, &first, train, &m->step.last, &m->step.run);
+        st = seq_forward(&m->seq, &m->plan, m->off.host ? &m->off : NULL, &first, train, &m->step.last, &m->step.run);
     }
     if (!st && train && m->n_capture) st = capture_forward(m);
     if (!st) st = head_forward(m);
@@ -447,14 +461,14 @@ st_status model_backward(model *m, const float *dpred)
 }
 
 /* embed_forward, the executor, capture_forward and head_forward, as allocations. */
-void model_simulate_forward(model *m, int64_t batch, mem_sim *sim)
+void model_simulate_forward(model *m, int64_t batch, mem_sim *sim, mem_sim *host)
 {
     set_batch(m, batch);
     const model_config *c = &m->cfg;
     const size_t f = sizeof(float), B = (size_t)batch, N = B * (size_t)m->shape.tokens, D = (size_t)c->hidden;
     const size_t P = (size_t)(c->channels * c->patch * c->patch), S = N * D * f;
     sim_take(sim, MEM_ACTIVATIONS, B * sizeof(int64_t) + N * P * f + S + B * DIT_FREQ_DIM * f + 5 * B * D * f);
-    seq_plan_simulate_forward(&m->plan, &m->seq, sim);
+    seq_plan_simulate_forward(&m->plan, &m->seq, sim, host);
     sim_take(sim, MEM_ACTIVATIONS, (size_t)m->n_capture * S);
     sim_take(sim, MEM_ACTIVATIONS, B * 2 * D * f + 2 * S + B * (size_t)(c->channels * c->resolution * c->resolution) * f);
     sim_take(sim, MEM_WORKSPACE, N * P * f); /* the final linear's output, before unpatchify */
@@ -463,7 +477,7 @@ void model_simulate_forward(model *m, int64_t batch, mem_sim *sim)
 }
 
 /* model_backward and model_release, as allocations. */
-void model_simulate_backward(model *m, int64_t batch, mem_sim *sim)
+void model_simulate_backward(model *m, int64_t batch, mem_sim *sim, mem_sim *host)
 {
     set_batch(m, batch);
     const model_config *c = &m->cfg;
@@ -473,7 +487,7 @@ void model_simulate_backward(model *m, int64_t batch, mem_sim *sim)
     sim_take(sim, MEM_WORKSPACE, N * P * f + 2 * S + B * 2 * D * f);
     sim_drop(sim, MEM_WORKSPACE, N * P * f + 2 * S + B * 2 * D * f);
     sim_drop(sim, MEM_ACTIVATIONS, 2 * N * f + 3 * S); /* LN statistics, the last state, ln and h */
-    seq_plan_simulate_backward(&m->plan, &m->seq, sim);
+    seq_plan_simulate_backward(&m->plan, &m->seq, sim, host);
     sim_take(sim, MEM_WORKSPACE, 3 * B * D * f);
     sim_drop(sim, MEM_WORKSPACE, 3 * B * D * f);
     sim_drop(sim, MEM_ACTIVATIONS, S);

@@ -47,6 +47,7 @@ struct model {
     block_seq seq;
     dit_block *block_data;
     seq_plan plan;
+    offload off; /* engine NULL until a host pool is set */
     bool *captured; /* per block: its output is wanted after forward */
     int *capture;   /* the captured blocks, in the order given */
     int n_capture;

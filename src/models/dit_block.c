@@ -15,13 +15,18 @@
 #include <string.h>
 
 struct block_saved {
-    float *mod;        /* (B, 6D) */
-    float *qkv;        /* (N, 3D) */
-    float *att;        /* (N, D) attention output */
-    op_state attn;     /* attention's own kept state */
-    float *proj;       /* (N, D) */
-    float *f1, *f2;    /* (N, 4D) fc1 output and (N, D) fc2 output; NULL with KEEP_ATTENTION */
+    float *mod;          /* (B, 6D) */
+    float *qkv;          /* (N, 3D) */
+    float *att;          /* (N, D) attention output */
+    op_state attn;       /* attention's own kept state */
+    float *proj;         /* (N, D) */
+    float *f1, *f2;      /* (N, 4D) fc1 output and (N, D) fc2 output; NULL with KEEP_ATTENTION */
     bool ffn_recomputed; /* f1/f2 came from backward's recompute, not from forward */
+    /* attention offload: qkv, the attention output and attention's state live here between forward and
+     * backward, and the three pointers above are NULL */
+    offload *off;
+    bool on_host;
+    host_tensor h_qkv, h_att, h_attn;
 };
 
 typedef struct dims {
@@ -90,8 +95,52 @@ static st_status ffn_compute(const dit_block *db, const float *x1, const float *
     return scratch_end(&s);
 }
 
-static st_status dit_forward(block *b, const block_state *in, block_state *out, keep_level keep,
-                             block_saved **saved_out)
+static void release_saved(pool *p, block_saved *sv)
+{
+    if (sv->off) {
+        host_tensor_release(sv->off, &sv->h_qkv);
+        host_tensor_release(sv->off, &sv->h_att);
+        host_tensor_release(sv->off, &sv->h_attn);
+    }
+    op_state_release(&sv->attn);
+    pool_free(p, sv->f2);
+    pool_free(p, sv->f1);
+    pool_free(p, sv->proj);
+    pool_free(p, sv->att);
+    pool_free(p, sv->qkv);
+    pool_free(p, sv->mod);
+    free(sv);
+}
+
+/* Waits for an offloaded attention side and makes it the saved qkv, output and attention state again. */
+static st_status attention_side_back(const dit_block *db, block_saved *sv)
+{
+    st_status st = host_tensor_wait(sv->off, &sv->h_qkv);
+    if (!st) st = host_tensor_wait(sv->off, &sv->h_att);
+    if (!st) st = host_tensor_wait(sv->off, &sv->h_attn);
+    if (st) return st;
+    sv->qkv = sv->h_qkv.dev;
+    sv->att = sv->h_att.dev;
+    sv->attn = (op_state){.pool = db->m->pool, .data = sv->h_attn.dev, .bytes = sv->h_attn.bytes};
+    sv->h_qkv.dev = sv->h_att.dev = sv->h_attn.dev = NULL; /* owned by sv now */
+    sv->on_host = false;
+    return ST_OK;
+}
+
+static st_status dit_prefetch(block *b, block_saved *sv)
+{
+    if (!sv || !sv->on_host) return ST_OK;
+    st_status st = host_tensor_fetch(sv->off, &sv->h_qkv);
+    if (!st) st = host_tensor_fetch(sv->off, &sv->h_att);
+    if (!st) st = host_tensor_fetch(sv->off, &sv->h_attn);
+    return st;
+}
+
+/* Three cases: a plain forward at a keep level; a first forward with off, which sends the attention side to
+ * the host (even with KEEP_NOTHING: that side is not recomputed later); and a recompute after such a forward,
+ * which takes the attention side back instead of computing qkv and attention again. */
+static st_status dit_forward(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
+                             block_saved **saved_io)
 {
     dit_block *db = b->self;
     dims d = dims_of(db);
@@ -99,49 +148,76 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
     const float *x = in->t[0];
     b->forward_runs++;
 
-    block_saved *sv = calloc(1, sizeof *sv);
+    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
     if (!sv) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    const bool from_host = sv->on_host, to_host = off && !from_host;
+    if (to_host) sv->off = off;
     const mem_tag kt = keep == KEEP_NOTHING ? MEM_WORKSPACE : MEM_ACTIVATIONS; /* what is kept, is activations */
     const mem_tag ft = keep == KEEP_ALL ? MEM_ACTIVATIONS : MEM_WORKSPACE;
     scratch kept = {.pool = db->m->pool}, tmp = {.pool = db->m->pool};
     float *y = scratch_take(&kept, d.N * d.D, MEM_ACTIVATIONS, "dit.state");
     scratch *ks = keep == KEEP_NOTHING ? &tmp : &kept, *fs = keep == KEEP_ALL ? &kept : &tmp;
     sv->mod = scratch_take(ks, d.B * 6 * d.D, kt, "dit.mod");
-    sv->qkv = scratch_take(ks, d.N * 3 * d.D, kt, "dit.qkv");
-    sv->att = scratch_take(ks, d.N * d.D, kt, "dit.attention");
+    if (!from_host) {
+        sv->qkv = scratch_take(ks, d.N * 3 * d.D, kt, "dit.qkv");
+        sv->att = scratch_take(ks, d.N * d.D, kt, "dit.attention");
+    }
     sv->proj = scratch_take(ks, d.N * d.D, kt, "dit.proj");
     sv->f1 = scratch_take(fs, d.N * 4 * d.D, ft, "dit.fc1");
     sv->f2 = scratch_take(fs, d.N * d.D, ft, "dit.fc2");
-    float *h = scratch_take(&tmp, d.N * d.D, MEM_WORKSPACE, "dit.attn.h");
+    float *h = from_host ? NULL : scratch_take(&tmp, d.N * d.D, MEM_WORKSPACE, "dit.attn.h");
     st_status st = kept.status ? kept.status : tmp.status;
 
-    if (!st) {
-        linear_forward(sv->mod, db->m->ctx.cs, W(db, DB_ADA_W), W(db, DB_ADA_B), d.B, d.D, 6 * d.D);
+    if (!st) linear_forward(sv->mod, db->m->ctx.cs, W(db, DB_ADA_W), W(db, DB_ADA_B), d.B, d.D, 6 * d.D);
+    if (!st && from_host) st = attention_side_back(db, sv);
+    if (!st && !from_host) {
         st = ln_modulate(db, h, x, sv->mod, 0);
-    }
-    if (!st) {
-        linear_forward(sv->qkv, h, W(db, DB_QKV_W), W(db, DB_QKV_B), d.N, d.D, 3 * d.D);
-        scratch_drop(&tmp, h);
-        st = attention_forward(db->m->pool, &as, rows_view(sv->att, d.T, d.D), qkv_view(sv->qkv, 0, d.T, d.D),
-                               qkv_view(sv->qkv, 1, d.T, d.D), qkv_view(sv->qkv, 2, d.T, d.D),
-                               keep == KEEP_NOTHING ? NULL : &sv->attn);
+        if (!st) {
+            linear_forward(sv->qkv, h, W(db, DB_QKV_W), W(db, DB_QKV_B), d.N, d.D, 3 * d.D);
+            scratch_drop(&tmp, h);
+        }
+        /* each copy to the host overlaps the compute that follows it */
+        if (!st && to_host) st = host_tensor_offload(off, &sv->h_qkv, sv->qkv, (size_t)(d.N * 3 * d.D) * sizeof(float),
+                                                     MEM_ACTIVATIONS, "dit.qkv (host)");
+        if (!st)
+            st = attention_forward(db->m->pool, &as, rows_view(sv->att, d.T, d.D), qkv_view(sv->qkv, 0, d.T, d.D),
+                                   qkv_view(sv->qkv, 1, d.T, d.D), qkv_view(sv->qkv, 2, d.T, d.D),
+                                   keep == KEEP_NOTHING && !to_host ? NULL : &sv->attn);
+        if (!st && to_host) st = host_tensor_offload(off, &sv->h_attn, sv->attn.data, sv->attn.bytes, MEM_ACTIVATIONS,
+                                                     "dit.attention state (host)");
+        if (!st && to_host) st = host_tensor_offload(off, &sv->h_att, sv->att, (size_t)(d.N * d.D) * sizeof(float),
+                                                     MEM_ACTIVATIONS, "dit.attention (host)");
     }
     if (!st) {
         linear_forward(sv->proj, sv->att, W(db, DB_PROJ_W), W(db, DB_PROJ_B), d.N, d.D, d.D);
         gated_residual_forward(y, x, sv->mod + 2 * d.D, sv->proj, d.B, d.T, d.D, 6 * d.D);
-        st = ffn_compute(db, y, sv->mod, sv->f1, sv->f2);
     }
+    if (!st && to_host) { /* the attention side's last reader is done: its device bytes go */
+        scratch_forget(ks, sv->qkv);
+        scratch_forget(ks, sv->att);
+        sv->attn = (op_state){0};
+        st = host_tensor_drop_device(off, &sv->h_qkv);
+        st_status s2 = host_tensor_drop_device(off, &sv->h_att), s3 = host_tensor_drop_device(off, &sv->h_attn);
+        st = st ? st : s2 ? s2 : s3;
+        sv->qkv = sv->att = NULL;
+        sv->on_host = true;
+    }
+    if (!st) st = ffn_compute(db, y, sv->mod, sv->f1, sv->f2);
     if (!st) gated_residual_forward(y, y, sv->mod + 5 * d.D, sv->f2, d.B, d.T, d.D, 6 * d.D);
     scratch_end(&tmp);
-    if (st || keep == KEEP_NOTHING) {
-        op_state_release(&sv->attn);
-        if (st) scratch_end(&kept);
+    if (keep == KEEP_NOTHING) sv->mod = sv->qkv = sv->att = sv->proj = NULL; /* those were transient */
+    if (keep != KEEP_ALL) sv->f1 = sv->f2 = NULL;
+    if (st) { /* everything kept is also sv's: release it through sv */
+        pool_free(db->m->pool, y);
+        release_saved(db->m->pool, sv);
+        if (saved_io) *saved_io = NULL;
+        return st;
+    }
+    if (keep == KEEP_NOTHING && !sv->on_host) {
         free(sv);
         sv = NULL;
-        if (st) return st;
     }
-    if (keep == KEEP_ATTENTION) sv->f1 = sv->f2 = NULL;
-    if (saved_out) *saved_out = sv;
+    if (saved_io) *saved_io = sv;
     *out = (block_state){.n = 1, .t = {y}};
     return ST_OK;
 }
@@ -158,6 +234,10 @@ static st_status dit_backward(block *b, const block_state *in, block_saved *sv, 
     float *gx = grad->t[0];
     pool *p = db->m->pool;
     op_state stats = {0};
+    if (sv->on_host) { /* a kept block whose attention side was offloaded */
+        st_status st = attention_side_back(db, sv);
+        if (st) return st;
+    }
     scratch s = {.pool = p};
     float *dmod = scratch_take_zero(&s, B * 6 * D, MEM_WORKSPACE, "dit.dmod");
     float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "dit.x1");
@@ -232,74 +312,100 @@ done:
 
 static void dit_release(block *b, block_saved *sv)
 {
-    if (!sv) return;
-    dit_block *db = b->self;
-    op_state_release(&sv->attn);
-    pool *p = db->m->pool;
-    pool_free(p, sv->f2);
-    pool_free(p, sv->f1);
-    pool_free(p, sv->proj);
-    pool_free(p, sv->att);
-    pool_free(p, sv->qkv);
-    pool_free(p, sv->mod);
-    free(sv);
+    if (sv) release_saved(((dit_block *)b->self)->m->pool, sv);
 }
 
+static size_t dit_offloaded_bytes(const block *b)
+{
+    const dit_block *db = b->self;
+    dims d = dims_of(db);
+    attn_shape as = attn_of(db);
+    return (size_t)(4 * d.N * d.D) * sizeof(float) + attention_kept_bytes(&as);
+}
 
-/* dit_forward's and dit_backward's allocations, in their order, for the memory plan. Keep in step with them:
- * the checkpointing tests compare the plan's peak with the pool's to the byte. */
-static void dit_simulate(const block *b, keep_level keep, bool backward, mem_sim *sim)
+/* dit_forward's, dit_prefetch's and dit_backward's allocations, in their order, for the memory plan. Keep in
+ * step with them: the checkpointing tests compare the plan's peaks with the pools' to the byte. */
+static void dit_simulate(const block *b, keep_level keep, sim_phase phase, bool off, mem_sim *dev, mem_sim *host)
 {
     const dit_block *db = b->self;
     dims d = dims_of(db);
     attn_shape as = attn_of(db);
     const size_t f = sizeof(float), ND = (size_t)(d.N * d.D) * f, mod = (size_t)(d.B * 6 * d.D) * f;
-    const size_t stats = (size_t)(2 * d.N) * f, threads = (size_t)ops_threads();
-    if (!backward) {
-        const mem_tag kt = keep == KEEP_NOTHING ? MEM_WORKSPACE : MEM_ACTIVATIONS;
-        const mem_tag ft = keep == KEEP_ALL ? MEM_ACTIVATIONS : MEM_WORKSPACE;
-        sim_take(sim, MEM_ACTIVATIONS, ND); /* the output state */
-        sim_take(sim, kt, mod + 5 * ND);    /* mod, qkv, attention output, projection */
-        sim_take(sim, ft, 5 * ND);          /* fc1, fc2 outputs */
-        sim_take(sim, MEM_WORKSPACE, ND);   /* h1 */
-        sim_drop(sim, MEM_WORKSPACE, ND);
-        size_t ws = attention_workspace_bytes(&as, (int)threads, keep == KEEP_NOTHING ? ATTN_FORWARD : ATTN_FORWARD_KEEP);
-        if (keep != KEEP_NOTHING) sim_take(sim, MEM_ACTIVATIONS, attention_kept_bytes(&as));
-        sim_take(sim, MEM_WORKSPACE, ws);
-        sim_drop(sim, MEM_WORKSPACE, ws);
-        sim_take(sim, MEM_WORKSPACE, ND); /* ffn h2, then gelu */
-        sim_drop(sim, MEM_WORKSPACE, ND);
-        sim_take(sim, MEM_WORKSPACE, 4 * ND);
-        sim_drop(sim, MEM_WORKSPACE, 4 * ND);
-        if (keep == KEEP_NOTHING) sim_drop(sim, MEM_WORKSPACE, mod + 5 * ND);
-        if (keep != KEEP_ALL) sim_drop(sim, MEM_WORKSPACE, 5 * ND);
+    const size_t stats = (size_t)(2 * d.N) * f, A = attention_kept_bytes(&as);
+    const int threads = ops_threads();
+    const mem_tag act = MEM_ACTIVATIONS, ws = MEM_WORKSPACE;
+    if (phase == SIM_PREFETCH) {
+        sim_take(dev, act, 3 * ND);
+        sim_take(dev, act, ND);
+        sim_take(dev, act, A);
         return;
     }
-    sim_take(sim, MEM_WORKSPACE, mod + ND); /* dmod, x1 */
-    if (keep == KEEP_ATTENTION) {
-        sim_take(sim, MEM_ACTIVATIONS, 5 * ND); /* fc1, fc2 recomputed */
-        sim_take(sim, MEM_WORKSPACE, ND);
-        sim_drop(sim, MEM_WORKSPACE, ND);
-        sim_take(sim, MEM_WORKSPACE, 4 * ND);
-        sim_drop(sim, MEM_WORKSPACE, 4 * ND);
+    if (phase == SIM_FORWARD || phase == SIM_RECOMPUTE) {
+        const bool from_host = phase == SIM_RECOMPUTE && off, to_host = phase == SIM_FORWARD && off;
+        if (phase == SIM_RECOMPUTE) keep = KEEP_ALL;
+        const mem_tag kt = keep == KEEP_NOTHING ? ws : act, ft = keep == KEEP_ALL ? act : ws;
+        sim_take(dev, act, ND);                           /* the output state */
+        sim_take(dev, kt, mod + (from_host ? 0 : 4 * ND)); /* mod, qkv, attention output */
+        sim_take(dev, kt, ND);                            /* projection */
+        sim_take(dev, ft, 5 * ND);                        /* fc1, fc2 */
+        if (from_host) {
+            sim_drop(host, act, 3 * ND);
+            sim_drop(host, act, ND);
+            sim_drop(host, act, A);
+        } else {
+            sim_take(dev, ws, ND); /* h1 */
+            sim_drop(dev, ws, ND);
+            if (to_host) sim_take(host, act, 3 * ND);
+            const bool kept_state = keep != KEEP_NOTHING || to_host;
+            const size_t w = attention_workspace_bytes(&as, threads, kept_state ? ATTN_FORWARD_KEEP : ATTN_FORWARD);
+            if (kept_state) sim_take(dev, act, A);
+            sim_take(dev, ws, w);
+            sim_drop(dev, ws, w);
+            if (to_host) {
+                sim_take(host, act, A);
+                sim_take(host, act, ND);
+                sim_drop(dev, kt, 4 * ND);
+                sim_drop(dev, act, A);
+            }
+        }
+        sim_take(dev, ws, ND); /* ffn h2, then gelu */
+        sim_drop(dev, ws, ND);
+        sim_take(dev, ws, 4 * ND);
+        sim_drop(dev, ws, 4 * ND);
+        if (keep == KEEP_NOTHING) sim_drop(dev, ws, mod + ND + (to_host ? 0 : 4 * ND));
+        if (keep != KEEP_ALL) sim_drop(dev, ws, 5 * ND);
+        return;
     }
-    sim_take(sim, MEM_WORKSPACE, 9 * ND); /* dfc2, gelu, dgelu */
-    sim_drop(sim, MEM_WORKSPACE, 5 * ND);
-    sim_take(sim, MEM_WORKSPACE, 4 * ND); /* dfc1 */
-    sim_drop(sim, MEM_WORKSPACE, 4 * ND);
-    sim_take(sim, MEM_WORKSPACE, 3 * ND); /* ln2, h2, dh2 */
-    sim_take(sim, MEM_ACTIVATIONS, stats);
-    sim_drop(sim, MEM_WORKSPACE, 4 * ND);
-    sim_drop(sim, MEM_ACTIVATIONS, stats);
-    if (keep == KEEP_ATTENTION) sim_drop(sim, MEM_ACTIVATIONS, 5 * ND);
-    sim_take(sim, MEM_WORKSPACE, 3 * ND); /* dqkv */
-    const size_t ws = attention_workspace_bytes(&as, (int)threads, ATTN_BACKWARD);
-    sim_take(sim, MEM_WORKSPACE, ws);
-    sim_drop(sim, MEM_WORKSPACE, ws);
-    sim_take(sim, MEM_ACTIVATIONS, stats);
-    sim_drop(sim, MEM_WORKSPACE, 3 * ND);
-    sim_drop(sim, MEM_ACTIVATIONS, stats);
-    sim_drop(sim, MEM_WORKSPACE, mod + 4 * ND); /* dmod, x1, ln, h, dh */
+    if (off) { /* a kept block's attention side, fetched ahead: its host copy goes */
+        sim_drop(host, act, 3 * ND);
+        sim_drop(host, act, ND);
+        sim_drop(host, act, A);
+    }
+    sim_take(dev, ws, mod + ND); /* dmod, x1 */
+    if (keep == KEEP_ATTENTION) {
+        sim_take(dev, act, 5 * ND); /* fc1, fc2 recomputed */
+        sim_take(dev, ws, ND);
+        sim_drop(dev, ws, ND);
+        sim_take(dev, ws, 4 * ND);
+        sim_drop(dev, ws, 4 * ND);
+    }
+    sim_take(dev, ws, 9 * ND); /* dfc2, gelu, dgelu */
+    sim_drop(dev, ws, 5 * ND);
+    sim_take(dev, ws, 4 * ND); /* dfc1 */
+    sim_drop(dev, ws, 4 * ND);
+    sim_take(dev, ws, 3 * ND); /* ln2, h2, dh2 */
+    sim_take(dev, act, stats);
+    sim_drop(dev, ws, 4 * ND);
+    sim_drop(dev, act, stats);
+    if (keep == KEEP_ATTENTION) sim_drop(dev, act, 5 * ND);
+    sim_take(dev, ws, 3 * ND); /* dqkv */
+    const size_t w = attention_workspace_bytes(&as, threads, ATTN_BACKWARD);
+    sim_take(dev, ws, w);
+    sim_drop(dev, ws, w);
+    sim_take(dev, act, stats);
+    sim_drop(dev, ws, 3 * ND);
+    sim_drop(dev, act, stats);
+    sim_drop(dev, ws, mod + 4 * ND); /* dmod, x1, ln, h, dh */
 }
 
 const block_kind dit_block_kind = {
@@ -307,7 +413,9 @@ const block_kind dit_block_kind = {
     .ffn_split = true,
     .softmax_attention = true,
     .kept_bytes = dit_kept_bytes,
+    .offloaded_bytes = dit_offloaded_bytes,
     .forward = dit_forward,
+    .prefetch = dit_prefetch,
     .backward = dit_backward,
     .release = dit_release,
     .simulate = dit_simulate,

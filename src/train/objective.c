@@ -41,13 +41,25 @@ st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
     return st;
 }
 
-void flow_loss_simulate(model *m, int64_t batch, mem_sim *sim)
+void flow_loss_simulate(model *m, int64_t batch, mem_sim *sim, mem_sim *host)
 {
     const model_config *c = model_get_config(m);
     const size_t n = (size_t)(batch * c->channels * c->resolution * c->resolution) * sizeof(float);
     sim_take(sim, MEM_ACTIVATIONS, 2 * n + (size_t)batch * sizeof(float)); /* x_t, target, timesteps */
-    model_simulate_forward(m, batch, sim);
+    model_simulate_forward(m, batch, sim, host);
     sim_take(sim, MEM_ACTIVATIONS, n); /* dpred */
-    model_simulate_backward(m, batch, sim);
+    model_simulate_backward(m, batch, sim, host);
     sim_drop(sim, MEM_ACTIVATIONS, 3 * n + (size_t)batch * sizeof(float));
+}
+
+void flow_step_simulate(model *m, int64_t batch, size_t optimizer_bytes, mem_sim *device, mem_sim *host)
+{
+    const param_set *ps = model_params(m);
+    const model_config *c = model_get_config(m);
+    const size_t n = (size_t)(batch * c->channels * c->resolution * c->resolution);
+    sim_take(device, MEM_WEIGHTS, (size_t)ps->weight_count * sizeof(float));
+    sim_take(device, MEM_GRADIENTS, (size_t)ps->grad_count * sizeof(float));
+    if (optimizer_bytes) sim_take(device, MEM_OPTIMIZER, optimizer_bytes);
+    sim_take(device, MEM_ACTIVATIONS, 2 * n * sizeof(float) + (size_t)batch * (sizeof(float) + sizeof(int64_t)));
+    flow_loss_simulate(m, batch, device, host);
 }

@@ -1,0 +1,105 @@
+/* Offload benchmark (not a test): dit-s2 training steps (forward + backward of the rectified-flow loss) under
+ * torch vs unsloth and layer vs activation-offload, side by side in one run, with how much of the copy time
+ * was hidden behind compute.
+ *
+ *   build/bench_offload [--steps N] [--warmup W] [--batch B] [--preset dit-s2]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "segtrain/model.h"
+#include "segtrain/objective.h"
+#include "segtrain/rng.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct row {
+    const char *name;
+    ckpt_settings cs;
+} row;
+
+int main(int argc, char **argv)
+{
+    int steps = 5, warmup = 1;
+    int64_t batch = 8;
+    const char *preset = "dit-s2";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--batch")) batch = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--preset")) preset = argv[i + 1];
+    }
+    if (steps < 1 || steps > 100 || batch < 1) return fprintf(stderr, "bad arguments\n"), 2;
+    model_config mc;
+    model *m;
+    pool *dev = pool_create(POOL_DEVICE, 0), *host = pool_create(POOL_HOST, 0);
+    if (model_preset(preset, &mc) || model_create(&mc, dev, &m) || model_set_host_pool(m, host))
+        return fprintf(stderr, "%s\n", st_error()), 1;
+    model_init(m, 1, true);
+    const int64_t n = batch * mc.channels * mc.resolution * mc.resolution;
+    float *x0 = malloc((size_t)n * sizeof(float)), *noise = malloc((size_t)n * sizeof(float));
+    float *t = malloc((size_t)batch * sizeof(float));
+    int64_t *y = malloc((size_t)batch * sizeof(int64_t));
+    rng_fill_normal(x0, n, 1, 1, 0, 1);
+    rng_fill_normal(noise, n, 1, 2, 0, 1);
+    for (int64_t i = 0; i < batch; i++) t[i] = (float)rng_uniform(1, 3, (uint64_t)i), y[i] = i % mc.classes;
+    flow_batch fb = {batch, x0, noise, t, y};
+
+    const row rows[] = {
+        {"torch (interval 1)", {.enabled = true, .backend = BACKEND_TORCH, .interval = 1, .stride = 1}},
+        {"unsloth (interval 1)", {.enabled = true, .backend = BACKEND_UNSLOTH, .interval = 1, .stride = 1}},
+        {"torch (interval 2)", {.enabled = true, .backend = BACKEND_TORCH, .interval = 2, .stride = 2}},
+        {"unsloth (interval 2)", {.enabled = true, .backend = BACKEND_UNSLOTH, .interval = 2, .stride = 2}},
+        {"layer", {.enabled = true, .backend = BACKEND_TORCH, .interval = 1, .stride = 1}},
+        {"activation-offload",
+         {.enabled = true, .backend = BACKEND_TORCH, .interval = 1, .stride = 1, .offload_attention = true}},
+        {"torch-ffn", {.enabled = true, .backend = BACKEND_TORCH_FFN, .interval = 1, .stride = 1}},
+        {"unsloth-ffn", {.enabled = true, .backend = BACKEND_UNSLOTH_FFN, .interval = 1, .stride = 1}},
+    };
+    printf("%s, batch %lld, %d threads; median of %d steps after %d warm-up\n", preset, (long long)batch, ops_threads(),
+           steps, warmup);
+    printf("%-22s %9s %11s %12s %12s %10s %8s\n", "mode", "sec/step", "peak MiB", "to host MiB", "copy busy s",
+           "waited s", "hidden");
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+        if (model_set_checkpointing(m, &rows[r].cs, NULL, 0)) return fprintf(stderr, "%s\n", st_error()), 1;
+        double sec[100];
+        size_t peak = 0;
+        copy_stats cs = {0};
+        for (int s = 0; s < warmup + steps; s++) {
+            float loss;
+            if (s == warmup) {
+                pool_reset_peak(dev);
+                copy_engine_reset_stats(model_copy_engine(m));
+            }
+            param_set_zero_grads(model_params(m));
+            double t0 = now();
+            if (flow_loss(m, &fb, true, &loss)) return fprintf(stderr, "%s\n", st_error()), 1;
+            if (s >= warmup) sec[s - warmup] = now() - t0;
+        }
+        peak = pool_peak(dev);
+        copy_engine_stats(model_copy_engine(m), &cs);
+        qsort(sec, (size_t)steps, sizeof *sec, by_value);
+        const double busy = cs.busy_seconds / steps, waited = cs.waited_seconds / steps;
+        printf("%-22s %9.3f %11.1f %12.1f %12.4f %10.4f %7.0f%%\n", rows[r].name, sec[steps / 2], peak / 1048576.0,
+               cs.bytes[COPY_TO_HOST] / (double)steps / 1048576.0, busy, waited,
+               busy > 0 ? 100.0 * (1.0 - (waited < busy ? waited : busy) / busy) : 0.0);
+    }
+    free(x0), free(noise), free(t), free(y);
+    model_destroy(m);
+    pool_destroy(host);
+    pool_destroy(dev);
+    return 0;
+}

@@ -1,0 +1,191 @@
+#include "segtrain/copy.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct copy_job {
+    copy_job *next;
+    copy_dir dir;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    int done, failed;
+};
+
+struct copy_engine {
+    pthread_t worker;
+    pthread_mutex_t lock;
+    pthread_cond_t work, finished;
+    copy_job *head, *tail;
+    int stop, fail_countdown;
+    copy_stats stats;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *worker_main(void *arg)
+{
+    copy_engine *e = arg;
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        while (!e->head && !e->stop) pthread_cond_wait(&e->work, &e->lock);
+        if (!e->head) break; /* stopping with nothing left */
+        copy_job *j = e->head;
+        e->head = j->next;
+        if (!e->head) e->tail = NULL;
+        pthread_mutex_unlock(&e->lock);
+        double t0 = now();
+        if (!j->failed) memcpy(j->dst, j->src, j->bytes);
+        double busy = now() - t0;
+        pthread_mutex_lock(&e->lock);
+        e->stats.busy_seconds += busy;
+        j->done = 1;
+        pthread_cond_broadcast(&e->finished);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return NULL;
+}
+
+st_status copy_engine_create(copy_engine **out)
+{
+    copy_engine *e = calloc(1, sizeof *e);
+    if (!e) return st_fail(ST_ERR_INTERNAL, "out of host memory for the copy engine");
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->work, NULL);
+    pthread_cond_init(&e->finished, NULL);
+    if (pthread_create(&e->worker, NULL, worker_main, e) != 0) {
+        pthread_cond_destroy(&e->finished);
+        pthread_cond_destroy(&e->work);
+        pthread_mutex_destroy(&e->lock);
+        free(e);
+        return st_fail(ST_ERR_INTERNAL, "cannot start the copy engine's thread");
+    }
+    *out = e;
+    return ST_OK;
+}
+
+void copy_engine_destroy(copy_engine *e)
+{
+    if (!e) return;
+    pthread_mutex_lock(&e->lock);
+    e->stop = 1;
+    pthread_cond_signal(&e->work);
+    pthread_mutex_unlock(&e->lock);
+    pthread_join(e->worker, NULL);
+    pthread_cond_destroy(&e->finished);
+    pthread_cond_destroy(&e->work);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+}
+
+st_status copy_submit(copy_engine *e, copy_dir dir, void *dst, const void *src, size_t bytes, copy_job **job)
+{
+    copy_job *j = calloc(1, sizeof *j);
+    if (!j) return st_fail(ST_ERR_INTERNAL, "out of host memory for a copy job");
+    *j = (copy_job){.dir = dir, .dst = dst, .src = src, .bytes = bytes};
+    pthread_mutex_lock(&e->lock);
+    if (e->fail_countdown > 0 && --e->fail_countdown == 0) j->failed = 1;
+    e->stats.bytes[dir] += bytes;
+    e->stats.copies[dir]++;
+    if (e->tail) e->tail->next = j;
+    else e->head = j;
+    e->tail = j;
+    pthread_cond_signal(&e->work);
+    pthread_mutex_unlock(&e->lock);
+    *job = j;
+    return ST_OK;
+}
+
+st_status copy_wait(copy_engine *e, copy_job *j)
+{
+    pthread_mutex_lock(&e->lock);
+    if (!j->done) {
+        double t0 = now();
+        while (!j->done) pthread_cond_wait(&e->finished, &e->lock);
+        e->stats.waited_seconds += now() - t0;
+    }
+    pthread_mutex_unlock(&e->lock);
+    const int failed = j->failed;
+    const copy_dir dir = j->dir;
+    const size_t bytes = j->bytes;
+    free(j);
+    if (failed)
+        return st_fail(ST_ERR_IO, "a copy of %zu bytes to %s memory failed (injected fault)", bytes,
+                       dir == COPY_TO_HOST ? "host" : "device");
+    return ST_OK;
+}
+
+void copy_engine_stats(copy_engine *e, copy_stats *out)
+{
+    pthread_mutex_lock(&e->lock);
+    *out = e->stats;
+    pthread_mutex_unlock(&e->lock);
+}
+
+void copy_engine_reset_stats(copy_engine *e)
+{
+    pthread_mutex_lock(&e->lock);
+    e->stats = (copy_stats){0};
+    pthread_mutex_unlock(&e->lock);
+}
+
+void copy_engine_fail_nth(copy_engine *e, int n)
+{
+    pthread_mutex_lock(&e->lock);
+    e->fail_countdown = n;
+    pthread_mutex_unlock(&e->lock);
+}
+
+st_status host_tensor_offload(offload *o, host_tensor *t, float *dev, size_t bytes, mem_tag tag, const char *what)
+{
+    *t = (host_tensor){.dev = dev, .bytes = bytes, .tag = tag, .what = what};
+    st_status st = pool_alloc(o->host, bytes, tag, what, (void **)&t->host);
+    if (!st) st = copy_submit(o->engine, COPY_TO_HOST, t->host, dev, bytes, &t->job);
+    return st;
+}
+
+st_status host_tensor_drop_device(offload *o, host_tensor *t)
+{
+    st_status st = ST_OK;
+    if (t->job) st = copy_wait(o->engine, t->job);
+    t->job = NULL;
+    pool_free(o->device, t->dev);
+    t->dev = NULL;
+    return st;
+}
+
+st_status host_tensor_fetch(offload *o, host_tensor *t)
+{
+    if (t->dev || t->job) return ST_OK;
+    st_status st = pool_alloc(o->device, t->bytes, t->tag, t->what, (void **)&t->dev);
+    t->owns_dev = t->dev != NULL;
+    if (!st) st = copy_submit(o->engine, COPY_TO_DEVICE, t->dev, t->host, t->bytes, &t->job);
+    return st;
+}
+
+st_status host_tensor_wait(offload *o, host_tensor *t)
+{
+    st_status st = host_tensor_fetch(o, t);
+    if (!st && t->job) st = copy_wait(o->engine, t->job);
+    t->job = NULL;
+    if (!st) {
+        pool_free(o->host, t->host);
+        t->host = NULL;
+    }
+    return st;
+}
+
+void host_tensor_release(offload *o, host_tensor *t)
+{
+    if (t->job) (void)copy_wait(o->engine, t->job); /* the status no longer matters: both copies go */
+    if (t->dev && t->owns_dev) pool_free(o->device, t->dev);
+    if (t->host) pool_free(o->host, t->host);
+    *t = (host_tensor){0};
+}
