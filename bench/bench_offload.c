@@ -56,7 +56,7 @@ int main(int argc, char **argv)
     rng_fill_normal(x0, n, 1, 1, 0, 1);
     rng_fill_normal(noise, n, 1, 2, 0, 1);
     for (int64_t i = 0; i < batch; i++) t[i] = (float)rng_uniform(1, 3, (uint64_t)i), y[i] = i % mc.classes;
-    flow_batch fb = {batch, x0, noise, t, y};
+    flow_batch fb = {batch, x0, noise, t, y, 1.0f};
 
     const row rows[] = {
         {"torch (interval 1)", {.enabled = true, .backend = BACKEND_TORCH, .interval = 1, .stride = 1}},

@@ -9,10 +9,10 @@ header_layer() {
   case "$1" in
     status.h|pool.h|fileio.h|safetensors.h|config.h|rng.h|copy.h) echo 0 ;;
     ops.h) echo 1 ;;
-    block.h|params.h) echo 2 ;;
+    block.h|params.h|lin.h) echo 2 ;;
     executor.h|plan.h) echo 3 ;;
     model.h) echo 4 ;;
-    objective.h|optim.h|data.h) echo 5 ;;
+    objective.h|optim.h|data.h|sample.h|train.h) echo 5 ;;
     *) echo "" ;;
   esac
 }

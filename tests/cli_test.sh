@@ -75,5 +75,25 @@ cmp -s g.safetensors g5.safetensors && ok "grad: offloaded gradients are the sam
 expect 1 "a host budget too small is its own status" "out of host memory" -- "$bin" grad --config tiny.json $un \
   --set host_memory=1KiB --weights w.safetensors --batch b.safetensors --out g6.safetensors
 
+"$bin" init --config tiny.json --set in_channels=3 --out w3.safetensors >/dev/null; expect 0 "sample writes a grid" "wrote 8 samples to s.png" -- "$bin" sample --config tiny.json --set in_channels=3 --weights w3.safetensors --out s.png --steps 2 --per-class 1
+# training: a crash while writing a checkpoint leaves the previous one whole, and the run resumes from it
+tr="--set model_preset=dit-tiny --set in_channels=3 --set resolution=8 --set num_classes=8 --set train_batch_size=4
+    --set max_train_steps=4 --set checkpoint_step_interval=2 --set validation_steps=0 --set output_dir=run"
+expect 0 "train runs and writes its weights" "trained 4 steps; weights in run/model.safetensors" -- "$bin" train $tr
+cp run/model.safetensors straight.safetensors
+rm -rf run
+"$bin" train $tr --set max_train_steps=2 >/dev/null 2>&1
+SEGTRAIN_FAULT=crash-before-rename "$bin" train $tr --set resume_from_checkpoint=latest >/dev/null 2>&1
+[ $? -eq 137 ] && ok "a crash in the checkpoint write kills the run" || bad "the fault did not fire"
+[ -f run/checkpoint-000002.safetensors ] && [ ! -f run/checkpoint-000004.safetensors ] &&
+  ok "the previous checkpoint is intact, the new one absent" || bad "checkpoints after the crash: $(ls run)"
+expect 0 "resume after the crash" "resumed from run/checkpoint-000002.safetensors at step 2" -- "$bin" train $tr \
+  --set resume_from_checkpoint=latest
+cmp -s run/model.safetensors straight.safetensors && ok "the resumed run ends on the straight run's bytes" ||
+  bad "resumed weights differ from the straight run"
+ls run | grep -q tmp && bad "a temporary file was left behind" || ok "no temporary file is left behind"
+expect 1 "the built-in data needs 3 channels" "in_channels" -- "$bin" train --set max_train_steps=1 --set output_dir=run2
+expect 0 "train --help teaches" "resume_from_checkpoint" -- "$bin" train --help
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

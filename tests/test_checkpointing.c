@@ -280,7 +280,7 @@ static void test_bitwise(const model_config *mc, const char *label, int threads)
     int64_t y[2] = {1, mc->classes};
     rng_fill_normal(x0, B * per, 1, 1, 0, 1);
     rng_fill_normal(noise, B * per, 1, 2, 0, 1);
-    flow_batch fb = {B, x0, noise, t, y};
+    flow_batch fb = {B, x0, noise, t, y, 1.0f};
     step_result base = run_step(p, m, &schedules[0], &fb, label);
     for (size_t i = 1; i < sizeof schedules / sizeof *schedules; i++) {
         step_result r = run_step(p, m, &schedules[i], &fb, label);
@@ -344,7 +344,7 @@ static void test_capture(const model_config *mc)
     int64_t y[2] = {3, 4};
     rng_fill_normal(x0, 2 * per, 4, 1, 0, 1);
     rng_fill_normal(noise, 2 * per, 4, 2, 0, 1);
-    flow_batch fb = {2, x0, noise, t, y};
+    flow_batch fb = {2, x0, noise, t, y, 1.0f};
     const int64_t capture[] = {2, (int64_t)mc->depth - 1};
     float *plain = malloc((size_t)n * sizeof(float)), *ckpt = malloc((size_t)n * sizeof(float));
     char fb0[256], fb1[256];
@@ -383,7 +383,7 @@ static void test_dit_s2_peaks(void)
     for (int i = 0; i < B; i++) t[i] = 0.1f * (float)(i + 1), y[i] = i * 100;
     rng_fill_normal(x0, B * per, 5, 1, 0, 1);
     rng_fill_normal(noise, B * per, 5, 2, 0, 1);
-    flow_batch fb = {B, x0, noise, t, y};
+    flow_batch fb = {B, x0, noise, t, y, 1.0f};
     const schedule rows[] = {schedules[0], schedules[5], schedules[2], schedules[1], schedules[10]};
     size_t peak[5];
     for (int i = 0; i < 5; i++) {
@@ -412,7 +412,7 @@ static void test_unsloth_saves_what_it_predicts(const model_config *mc)
     int64_t y[2] = {0, 1};
     rng_fill_normal(x0, 2 * per, 8, 1, 0, 1);
     rng_fill_normal(noise, 2 * per, 8, 2, 0, 1);
-    flow_batch fb = {2, x0, noise, t, y};
+    flow_batch fb = {2, x0, noise, t, y, 1.0f};
     for (int k = 1; k <= 3; k += 2) {
         char tj[160], uj[160];
         snprintf(tj, sizeof tj, "{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": %d}", k);
@@ -453,7 +453,7 @@ static void test_offload_faults(const model_config *mc)
     int64_t y[2] = {5, 6};
     rng_fill_normal(x0, 2 * per, 9, 1, 0, 1);
     rng_fill_normal(noise, 2 * per, 9, 2, 0, 1);
-    flow_batch fb = {2, x0, noise, t, y};
+    flow_batch fb = {2, x0, noise, t, y, 1.0f};
     const schedule *sc = &schedules[sizeof schedules / sizeof *schedules - 1]; /* unsloth + attention offload */
     step_result good = run_step(p, m, sc, &fb, "deep-13");
     const size_t resident = pool_live(p);

@@ -51,7 +51,7 @@ static void free_batch(batch *b)
     free(b->x0), free(b->noise), free(b->t), free(b->y);
 }
 
-static flow_batch as_flow(const batch *b) { return (flow_batch){b->n, b->x0, b->noise, b->t, b->y}; }
+static flow_batch as_flow(const batch *b) { return (flow_batch){b->n, b->x0, b->noise, b->t, b->y, 1.0f}; }
 
 static void test_against_pytorch(attention_mechanism mech)
 {
@@ -59,7 +59,7 @@ static void test_against_pytorch(attention_mechanism mech)
     pool *p = pool_create(POOL_DEVICE, 0);
     model *m = make(p, "dit-tiny", mech);
     param_set *ps = model_params(m);
-    CHECKF(param_set_load(ps, FIXTURE("dit_tiny_weights.safetensors")) == ST_OK, "%s", st_error());
+    CHECKF(param_set_load(ps, FIXTURE("dit_tiny_weights.safetensors"), PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
     sft_file *bf, *gf;
     CHECKF(sft_open(FIXTURE("dit_tiny_batch.safetensors"), &bf) == ST_OK, "%s", st_error());
     CHECKF(sft_open(FIXTURE("dit_tiny_grads.safetensors"), &gf) == ST_OK, "%s", st_error());

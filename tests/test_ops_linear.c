@@ -230,9 +230,31 @@ static void test_matmul(int64_t batch, int64_t m, int64_t n, int64_t k, bool ta,
     free(s.a), free(s.b), free(s.lw), free(s.c), free(aa), free(ab), free(ea), free(eb), free(oa), free(ob);
 }
 
+/* gemm: C = alpha op(A) op(B) + beta C against a double-precision reference, every transpose combination. */
+static void test_gemm(bool ta, bool tb)
+{
+    const int64_t m = 5, n = 7, k = 3;
+    float a[15], b[21], c[35];
+    double want[35];
+    tk_fill(a, m * k, 1 + ta, -1, 1);
+    tk_fill(b, k * n, 3 + tb, -1, 1);
+    tk_fill(c, m * n, 5, -1, 1);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (int64_t p = 0; p < k; p++) acc += (double)(ta ? a[p * m + i] : a[i * k + p]) * (tb ? b[j * k + p] : b[p * n + j]);
+            want[i * n + j] = 0.5 * acc + 2.0 * c[i * n + j];
+        }
+    gemm(ta, tb, m, n, k, 0.5f, a, b, 2.0f, c);
+    char what[64];
+    snprintf(what, sizeof what, "gemm trans_a=%d trans_b=%d", ta, tb);
+    tk_expect_close(what, c, want, m * n, 1e-6);
+}
+
 int main(void)
 {
     printf("%s\n", ops_blas_info());
+    for (int t = 0; t < 4; t++) test_gemm(t & 1, t & 2);
     test_linear(5, 7, 3, true, 11);
     test_linear(5, 7, 3, false, 21);
     test_linear(33, 19, 41, true, 31); /* more than one column block, rows split across threads */

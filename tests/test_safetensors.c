@@ -192,9 +192,9 @@ static void test_param_files(void)
     CHECK(s.weight_count == 12 && s.grad_count == 8 && param_find(&s, "pos")->g == NULL);
     for (int i = 0; i < 12; i++) s.weights[i] = (float)i;
     const char *file = path_of("params.safetensors");
-    CHECK(param_set_save(&s, file, false, NULL, 0, NULL, 0) == ST_OK);
+    CHECK(param_set_save(&s, file, PARAMS_ALL, false, NULL, 0, NULL, 0) == ST_OK);
     memset(s.weights, 0, 12 * sizeof(float));
-    CHECKF(param_set_load(&s, file) == ST_OK, "%s", st_error());
+    CHECKF(param_set_load(&s, file, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
     CHECK(s.weights[7] == 7.0f && s.weights[11] == 11.0f);
 
     /* a file without the fixed buffer loads; one without a trainable tensor, or with a stranger, does not */
@@ -203,12 +203,12 @@ static void test_param_files(void)
                      {.name = "a.bias", .dtype = SFT_F32, .ndim = 1, .shape = {2}, .data = b},
                      {.name = "stranger", .dtype = SFT_F32, .ndim = 1, .shape = {1}, .data = extra}};
     CHECK(sft_write(file, e, 2, NULL, 0) == ST_OK);
-    CHECKF(param_set_load(&s, file) == ST_OK, "%s", st_error());
+    CHECKF(param_set_load(&s, file, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
     CHECK(sft_write(file, e + 1, 1, NULL, 0) == ST_OK);
-    CHECK(param_set_load(&s, file) == ST_ERR_FORMAT);
+    CHECK(param_set_load(&s, file, PARAMS_ALL, NULL) == ST_ERR_FORMAT);
     CHECKF(strstr(st_error(), "'a.weight' is missing"), "%s", st_error());
     CHECK(sft_write(file, e, 3, NULL, 0) == ST_OK);
-    CHECK(param_set_load(&s, file) == ST_ERR_FORMAT);
+    CHECK(param_set_load(&s, file, PARAMS_ALL, NULL) == ST_ERR_FORMAT);
     CHECKF(strstr(st_error(), "unexpected tensor 'stranger'"), "%s", st_error());
     param_set_free(&s);
     CHECK(pool_destroy(p) == 0);

@@ -13,7 +13,8 @@ typedef struct atomic_file {
 } atomic_file;
 
 st_status atomic_file_open(atomic_file *af, const char *path);
-/* Flushes, fsyncs and renames into place. On failure the temporary file is removed and path is untouched. */
+/* Flushes, fsyncs and renames into place. On failure the temporary file is removed and path is untouched.
+ * SEGTRAIN_FAULT=crash-before-rename in the environment kills the process just before the rename (tests). */
 st_status atomic_file_commit(atomic_file *af);
 /* Abandons the write: removes the temporary file. */
 void atomic_file_abort(atomic_file *af);

@@ -18,11 +18,15 @@ typedef struct model_config {
     char preset[16];
     int64_t depth, hidden, heads, patch, channels, resolution, classes;
     attention_mechanism mechanism;
+    int64_t lora_rank;                /* 0: full training; else LoRA of this rank, the base frozen */
+    double lora_alpha;                /* the adapters' scale is alpha / rank */
+    bool lora_attention, lora_mlp;    /* which linears get adapters */
 } model_config;
 
 /* A named preset's sizes ("dit-tiny", "dit-s2", "dit-b2", "dit-xl2"). */
 st_status model_preset(const char *name, model_config *out);
-/* The model keys of a run configuration: model_preset's sizes, overridden by any size given explicitly. */
+/* The model keys of a run configuration: model_preset's sizes, overridden by any size given explicitly, and
+ * model_type / lora_rank / lora_alpha / lora_target. */
 st_status model_config_from(const config *cfg, model_config *out);
 /* Checks sizes that must fit together (heads divide the width, the patch divides the resolution, ...). */
 st_status model_config_check(const model_config *mc);

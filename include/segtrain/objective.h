@@ -9,6 +9,7 @@ typedef struct flow_batch {
     int64_t batch;
     const float *x0, *noise, *t;
     const int64_t *labels;
+    float grad_scale; /* the loss's gradient is scaled by this (1/micro-batches when accumulating); 0 means 1 */
 } flow_batch;
 
 /* Computes the loss of the batch and, with backward, accumulates every trainable gradient. */

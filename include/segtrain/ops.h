@@ -52,6 +52,11 @@ void linear_forward(float *y, const float *x, const float *w, const float *b, in
 void linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
                      int64_t in, int64_t out);
 
+/* The plain GEMM, for layers composed of products (a LoRA adapter): C (m,n) = alpha op(A) op(B) + beta C, dense
+ * row-major, op(A) (m,k), op(B) (k,n); with trans_a A is stored (k,m), with trans_b B is stored (n,k). */
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b,
+          float beta, float *c);
+
 /* Batched matmul over `batch` contiguous matrices: C (m,n) = op(A) op(B), op(A) (m,k), op(B) (k,n);
  * with trans_a A is stored (k,m), with trans_b B is stored (n,k). Backward reads A and B. */
 void matmul_forward(float *c, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,

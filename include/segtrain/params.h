@@ -43,19 +43,27 @@ void param_set_free(param_set *s);
 
 void param_set_zero_grads(param_set *s);
 
-/* Reads every parameter from a safetensors file by name and shape. A missing tensor (other than a fixed one),
- * an unexpected tensor, a wrong shape or dtype is one error line naming the file and the tensor. */
-st_status param_set_load(param_set *s, const char *path);
+/* Which parameters a file holds: all of them, the trainable ones (LoRA adapters when training LoRA), or the
+ * frozen ones (the base model under LoRA). */
+typedef enum param_part { PARAMS_ALL, PARAMS_TRAINABLE, PARAMS_FROZEN } param_part;
 
-/* Writes the weights (grads false) or the gradients of the trainable parameters (grads true), each under the
- * parameter's own name, after `extra` (n_extra F32 tensors, e.g. the loss). Atomic. */
+/* Reads the parameters of `part` from a safetensors file by name and shape. A missing tensor (other than a fixed
+ * one), an unexpected tensor (unless its name starts with other_prefix, e.g. "optimizer." in a checkpoint), a
+ * wrong shape or dtype is one error line naming the file and the tensor. */
+st_status param_set_load(param_set *s, const char *path, param_part part, const char *other_prefix);
+
+/* A named float tensor to write beside the parameters. */
 typedef struct named_floats {
     const char *name;
     int ndim;
     int64_t shape[PARAM_MAX_DIMS];
     const float *data;
 } named_floats;
-st_status param_set_save(param_set *s, const char *path, bool grads, const named_floats *extra, int n_extra,
-                         const char *const *meta, int n_meta);
+
+/* Writes the weights of `part` (or, with grads, the gradients of its trainable parameters), each under the
+ * parameter's own name, then `extra` (F32 tensors such as the loss or optimizer state), with metadata pairs.
+ * Atomic. */
+st_status param_set_save(param_set *s, const char *path, param_part part, bool grads, const named_floats *extra,
+                         int n_extra, const char *const *meta, int n_meta);
 
 #endif

@@ -13,6 +13,7 @@ typedef enum st_status {
     ST_ERR_INVALID,  /* bad input: config, shape, argument */
     ST_ERR_IO,       /* a file could not be read or written */
     ST_ERR_FORMAT,   /* a file was read but its contents are malformed */
+    ST_ERR_NUMERIC,  /* a loss or gradient that is not finite */
     ST_ERR_INTERNAL  /* a broken invariant inside the engine */
 } st_status;
 

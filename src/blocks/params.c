@@ -84,41 +84,52 @@ void param_set_zero_grads(param_set *s)
     if (s->grads) memset(s->grads, 0, (size_t)s->grad_count * sizeof(float));
 }
 
-st_status param_set_load(param_set *s, const char *path)
+static bool in_part(const param *q, param_part part)
+{
+    return part == PARAMS_ALL || (part == PARAMS_TRAINABLE) == q->trainable;
+}
+
+st_status param_set_load(param_set *s, const char *path, param_part part, const char *other_prefix)
 {
     sft_file *f;
     st_status st = sft_open(path, &f);
     if (st) return st;
     for (int i = 0; i < s->n && !st; i++) {
         param *q = &s->items[i];
-        if (q->fixed && !sft_find(f, q->name)) continue;
+        if (!in_part(q, part) || (q->fixed && !sft_find(f, q->name))) continue;
         st = sft_read_f32(f, q->name, q->ndim, q->shape, q->w);
     }
     for (int i = 0; i < sft_count(f) && !st; i++) {
         const char *name = sft_at(f, i)->name;
-        if (!param_find(s, name))
+        const param *q = param_find(s, name);
+        if (other_prefix && !strncmp(name, other_prefix, strlen(other_prefix))) continue;
+        if (!q)
             st = st_fail(ST_ERR_FORMAT, "%s: unexpected tensor '%s' (not a parameter of this model)", path, name);
+        else if (!in_part(q, part))
+            st = st_fail(ST_ERR_FORMAT, "%s: unexpected tensor '%s' (a %s parameter; this file should hold the %s ones)",
+                         path, name, q->trainable ? "trainable" : "frozen",
+                         part == PARAMS_TRAINABLE ? "trainable" : "frozen");
     }
     sft_close(f);
     return st;
 }
 
-st_status param_set_save(param_set *s, const char *path, bool grads, const named_floats *extra, int n_extra,
-                         const char *const *meta, int n_meta)
+st_status param_set_save(param_set *s, const char *path, param_part part, bool grads, const named_floats *extra,
+                         int n_extra, const char *const *meta, int n_meta)
 {
     sft_entry *e = calloc((size_t)(s->n + n_extra), sizeof *e);
     if (!e) return st_fail(ST_ERR_IO, "%s: out of memory", path);
     int n = 0;
-    for (int i = 0; i < n_extra; i++, n++) {
-        e[n] = (sft_entry){.name = extra[i].name, .dtype = SFT_F32, .ndim = extra[i].ndim, .data = extra[i].data};
-        memcpy(e[n].shape, extra[i].shape, sizeof extra[i].shape);
-    }
     for (int i = 0; i < s->n; i++) {
         const param *q = &s->items[i];
-        if (grads && !q->trainable) continue;
+        if (!in_part(q, part) || (grads && !q->trainable)) continue;
         e[n] = (sft_entry){.name = q->name, .dtype = SFT_F32, .ndim = q->ndim, .data = grads ? q->g : q->w};
         memcpy(e[n].shape, q->shape, sizeof q->shape);
         n++;
+    }
+    for (int i = 0; i < n_extra; i++, n++) {
+        e[n] = (sft_entry){.name = extra[i].name, .dtype = SFT_F32, .ndim = extra[i].ndim, .data = extra[i].data};
+        memcpy(e[n].shape, extra[i].shape, sizeof extra[i].shape);
     }
     st_status st = sft_write(path, e, n, meta, n_meta);
     free(e);

@@ -99,36 +99,15 @@ void print_peak(FILE *f, const char *label, const pool_stats *s)
 
 st_status cli_open_model(const config *cfg, bool allocate, cli_model *out)
 {
-    model_config mc;
-    ckpt_settings cs;
     char warning[256];
-    size_t n_capture, device_cap = 0, host_cap = 0;
-    const int64_t *capture = config_int_list(cfg, "capture_hidden_states", &n_capture);
-    *out = (cli_model){0};
-    st_status st = model_config_from(cfg, &mc);
-    if (!st) st = ckpt_settings_from(cfg, &cs, warning, sizeof warning);
-    if (!st) st = config_bytes(cfg, "device_memory", &device_cap);
-    if (!st) st = config_bytes(cfg, "host_memory", &host_cap);
-    if (st) return st;
-    if (warning[0]) fprintf(stderr, "segtrain: warning: %s\n", warning);
-    if (allocate) {
-        out->device = pool_create(POOL_DEVICE, device_cap);
-        out->host = pool_create(POOL_HOST, host_cap);
-        if (!out->device || !out->host) st = st_fail(ST_ERR_INTERNAL, "out of host memory");
-    }
-    if (!st) st = model_create(&mc, out->device, &out->m);
-    if (!st) st = model_set_checkpointing(out->m, &cs, capture, n_capture);
-    if (!st && allocate) st = model_set_host_pool(out->m, out->host);
-    if (st) cli_close_model(out);
+    st_status st = model_run_open(cfg, allocate, out, warning);
+    if (!st && warning[0]) fprintf(stderr, "segtrain: warning: %s\n", warning);
     return st;
 }
 
 void cli_close_model(cli_model *cm)
 {
-    model_destroy(cm->m);
-    if (cm->device && pool_destroy(cm->device)) fprintf(stderr, "segtrain: the device pool had leaks (a bug)\n");
-    if (cm->host && pool_destroy(cm->host)) fprintf(stderr, "segtrain: the host pool had leaks (a bug)\n");
-    *cm = (cli_model){0};
+    if (model_run_close(cm)) fprintf(stderr, "segtrain: the pools had leaks (a bug; see above)\n");
 }
 
 void print_plans(FILE *f, model *m)

@@ -7,6 +7,7 @@
 
 #include "segtrain/config.h"
 #include "segtrain/model.h"
+#include "segtrain/train.h"
 #include "segtrain/pool.h"
 
 int cmd_version(int argc, char **argv);
@@ -15,6 +16,8 @@ int cmd_init(int argc, char **argv);
 int cmd_grad(int argc, char **argv);
 int cmd_batch(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 #define CLI_MAX_FLAGS 16
 #define CLI_MAX_SETS 64
@@ -39,10 +42,7 @@ st_status cli_load_config(const char *path, const cli_args *a, config **out);
 /* Prints "segtrain COMMAND: <error line>" and returns 1. */
 int cli_error(const char *command);
 
-typedef struct cli_model {
-    model *m;
-    pool *device, *host; /* NULL when not allocated */
-} cli_model;
+typedef model_run cli_model;
 
 /* The model of a run configuration, planned by its checkpointing keys (printing the warning when they do
  * nothing); with allocate, in new device and host pools budgeted by device_memory and host_memory, else with

@@ -37,7 +37,7 @@ int cmd_init(int argc, char **argv)
         snprintf(seed, sizeof seed, "%" PRId64, config_int(cfg, "seed"));
         const char *meta[] = {"format", "pt", "segtrain.family", mc->family, "segtrain.seed", seed,
                               "segtrain.init", a.on[0] ? "random" : "dit"};
-        st = param_set_save(model_params(m), a.value[1], false, NULL, 0, meta, 4);
+        st = param_set_save(model_params(m), a.value[1], PARAMS_ALL, false, NULL, 0, meta, 4);
     }
     if (!st) printf("wrote %d tensors (%" PRId64 " parameters) to %s\n", model_params(m)->n,
                     model_params(m)->weight_count, a.value[1]);
@@ -110,7 +110,7 @@ int cmd_grad(int argc, char **argv)
     st_status st = cli_load_config(a.value[0], &a, &cfg);
     if (!st) st = cli_open_model(cfg, true, &cm);
     model *m = cm.m;
-    if (!st) st = param_set_load(model_params(m), a.value[1]);
+    if (!st) st = param_set_load(model_params(m), a.value[1], PARAMS_ALL, NULL);
     if (!st) st = read_batch(a.value[2], model_get_config(m), cm.device, &b);
     mem_sim predicted = {0}, predicted_host = {0};
     if (!st) {
@@ -135,7 +135,7 @@ int cmd_grad(int argc, char **argv)
         }
         const named_floats extra = {.name = "loss", .ndim = 1, .shape = {1}, .data = &loss};
         const char *meta[] = {"format", "pt"};
-        st = param_set_save(model_params(m), a.value[3], true, &extra, 1, meta, 1);
+        st = param_set_save(model_params(m), a.value[3], PARAMS_TRAINABLE, true, &extra, 1, meta, 1);
     }
     if (!st) printf("wrote loss and %" PRId64 " gradients to %s\n", model_params(m)->grad_count, a.value[3]);
     if (cm.device) free_batch(cm.device, &b);

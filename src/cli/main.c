@@ -11,6 +11,8 @@ static const struct command {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+    {"train", cmd_train, "train on a dataset (the built-in one by default): checkpoints, samples, logs"},
+    {"sample", cmd_sample, "a PNG grid of images from trained weights, one row per class"},
     {"plan", cmd_plan, "the checkpoint plan and the predicted peak memory of a training step"},
     {"init", cmd_init, "write freshly initialised weights of the configured model"},
     {"grad", cmd_grad, "loss and every weight's gradient for one batch, with the step's peak memory"},

@@ -64,7 +64,8 @@ const cfg_key cfg_keys[] = {
 
     /* memory */
     SIZE_KEY("device_memory", SEC_MEMORY, NULL,
-             "Device memory budget, e.g. `\"24GiB\"`; a step whose predicted peak exceeds it is refused."),
+             "Device memory budget, e.g. `\"24GiB\"`: `train` refuses a run whose predicted peak exceeds it, and "
+             "an allocation past it is an out-of-memory status, never a crash."),
     SIZE_KEY("host_memory", SEC_MEMORY, NULL, "Host memory budget for offloaded state, e.g. `\"64GiB\"`."),
     INT_KEY("num_threads", "0", 0, ANY_MAX, SEC_MEMORY, NULL, "Threads for ops and BLAS; 0 = all cores."),
 
@@ -104,8 +105,25 @@ const cfg_key cfg_keys[] = {
     TEXT_KEY("resume_from_checkpoint", "", SEC_TRAINING, "= (default `latest` there)",
              "A checkpoint folder to resume from, or `latest` for the newest in `output_dir`; empty = start fresh."),
     INT_KEY("validation_steps", "100", 0, ANY_MAX, SEC_TRAINING, "=",
-            "Evaluate the validation loss every this many steps; 0 = never."),
-    TEXT_KEY("data_dir", "", SEC_TRAINING, NULL, "Folder of training data; empty = the built-in dataset."),
+            "Sample a validation grid (`output_dir/validation/step-N.png`) every this many steps; 0 = never."),
+    INT_KEY("validation_num_inference_steps", "30", 1, ANY_MAX, SEC_TRAINING, "= (default 30 there)",
+            "Euler steps from noise to image when sampling."),
+    FLOAT_KEY("validation_guidance", "4.0", 0, ANY_MAX, SEC_TRAINING, "= (default 7.5 there)",
+              "Classifier-free guidance scale when sampling; 1 = no guidance."),
+    INT_KEY("validation_seed", "0", 0, ANY_MAX, SEC_TRAINING, "=", "Seed of the sampling noise."),
+    INT_KEY("validation_samples_per_class", "4", 1, ANY_MAX, SEC_TRAINING, NULL,
+            "Images per class in a sample grid (one row per class)."),
+    FLOAT_KEY("caption_dropout_probability", "0.1", 0, 1, SEC_TRAINING, "= (default 0.1 there)",
+              "Share of samples trained with the null label, so that classifier-free guidance has an "
+              "unconditional model to steer from."),
+    TEXT_KEY("pretrained_model_name_or_path", "", SEC_TRAINING, "= (a hub name or folder there)",
+             "A safetensors file of the model's weights to start from (and, with LoRA, to adapt); empty = "
+             "the family's initialisation from `seed`."),
+    TEXT_KEY("data_dir", "", SEC_TRAINING, NULL,
+             "Folder of training data (PNG images, optional same-named .txt captions, or class subfolders); "
+             "empty = the built-in dataset of procedurally drawn shapes."),
+    INT_KEY("builtin_dataset_size", "4096", 1, ANY_MAX, SEC_TRAINING, NULL,
+            "Samples in the built-in dataset (drawn on demand from `seed`, nothing is stored)."),
 };
 
 const int cfg_key_count = (int)(sizeof cfg_keys / sizeof cfg_keys[0]);

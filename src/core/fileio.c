@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -60,6 +61,10 @@ st_status atomic_file_commit(atomic_file *af)
         s = st_fail(ST_ERR_IO, "%s: cannot write: %s", af->path, strerror(errno));
     if (fclose(af->fp) != 0 && s == ST_OK) s = st_fail(ST_ERR_IO, "%s: cannot write: %s", af->path, strerror(errno));
     af->fp = NULL;
+    /* Fault injection for the crash test: die where a crash hurts most, with the new file complete but not yet
+     * in place. */
+    const char *fault = getenv("SEGTRAIN_FAULT");
+    if (s == ST_OK && fault && !strcmp(fault, "crash-before-rename")) raise(SIGKILL);
     if (s == ST_OK && rename(af->tmp_path, af->path) != 0)
         s = st_fail(ST_ERR_IO, "%s: cannot rename %s into place: %s", af->path, af->tmp_path, strerror(errno));
     if (s == ST_OK) {

@@ -68,43 +68,44 @@ static int add2(param_set *s, const char *name, int64_t a, int64_t b, bool train
     return param_add(s, name, 2, (int64_t[]){a, b}, trainable);
 }
 
-static int add1(param_set *s, const char *name, int64_t a) { return param_add(s, name, 1, (int64_t[]){a}, true); }
+static int add1(param_set *s, const char *name, int64_t a, bool trainable)
+{
+    return param_add(s, name, 1, (int64_t[]){a}, trainable);
+}
 
+/* The public DiT state_dict's names. With LoRA every base weight is frozen and the targeted linears of each
+ * block get adapters named after the weight they adapt. */
 static void register_params(model *m)
 {
     const model_config *c = &m->cfg;
     param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch, T = (c->resolution / c->patch) * (c->resolution / c->patch);
-    m->p_x_w = param_add(s, "x_embedder.proj.weight", 4, (int64_t[]){D, c->channels, c->patch, c->patch}, true);
-    m->p_x_b = add1(s, "x_embedder.proj.bias", D);
+    m->p_x_w = param_add(s, "x_embedder.proj.weight", 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
+    m->p_x_b = add1(s, "x_embedder.proj.bias", D, full);
     m->p_pos = param_add_fixed(s, "pos_embed", 3, (int64_t[]){1, T, D});
-    m->p_t0_w = add2(s, "t_embedder.mlp.0.weight", D, DIT_FREQ_DIM, true);
-    m->p_t0_b = add1(s, "t_embedder.mlp.0.bias", D);
-    m->p_t2_w = add2(s, "t_embedder.mlp.2.weight", D, D, true);
-    m->p_t2_b = add1(s, "t_embedder.mlp.2.bias", D);
-    m->p_y = add2(s, "y_embedder.embedding_table.weight", c->classes + 1, D, true);
+    m->p_t0_w = add2(s, "t_embedder.mlp.0.weight", D, DIT_FREQ_DIM, full);
+    m->p_t0_b = add1(s, "t_embedder.mlp.0.bias", D, full);
+    m->p_t2_w = add2(s, "t_embedder.mlp.2.weight", D, D, full);
+    m->p_t2_b = add1(s, "t_embedder.mlp.2.bias", D, full);
+    m->p_y = add2(s, "y_embedder.embedding_table.weight", c->classes + 1, D, full);
+    const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
+    const float alpha = (float)c->lora_alpha;
     for (int i = 0; i < c->depth; i++) {
         char n[PARAM_NAME_MAX];
-        int *p = m->block_data[i].p;
-#define BLOCK_PARAM(slot, suffix, ...)                                                                                 \
-    snprintf(n, sizeof n, "blocks.%d.%s", i, suffix);                                                                  \
-    p[slot] = param_add(s, n, sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (int64_t[]){__VA_ARGS__}, true)
-        BLOCK_PARAM(DB_QKV_W, "attn.qkv.weight", 3 * D, D);
-        BLOCK_PARAM(DB_QKV_B, "attn.qkv.bias", 3 * D);
-        BLOCK_PARAM(DB_PROJ_W, "attn.proj.weight", D, D);
-        BLOCK_PARAM(DB_PROJ_B, "attn.proj.bias", D);
-        BLOCK_PARAM(DB_FC1_W, "mlp.fc1.weight", 4 * D, D);
-        BLOCK_PARAM(DB_FC1_B, "mlp.fc1.bias", 4 * D);
-        BLOCK_PARAM(DB_FC2_W, "mlp.fc2.weight", D, 4 * D);
-        BLOCK_PARAM(DB_FC2_B, "mlp.fc2.bias", D);
-        BLOCK_PARAM(DB_ADA_W, "adaLN_modulation.1.weight", 6 * D, D);
-        BLOCK_PARAM(DB_ADA_B, "adaLN_modulation.1.bias", 6 * D);
-#undef BLOCK_PARAM
+        dit_block *b = &m->block_data[i];
+#define NAME(suffix) (snprintf(n, sizeof n, "blocks.%d.%s", i, suffix), n)
+        b->qkv = lin_register(s, NAME("attn.qkv"), D, 3 * D, true, ra, alpha, full);
+        b->proj = lin_register(s, NAME("attn.proj"), D, D, true, ra, alpha, full);
+        b->fc1 = lin_register(s, NAME("mlp.fc1"), D, 4 * D, true, rm, alpha, full);
+        b->fc2 = lin_register(s, NAME("mlp.fc2"), 4 * D, D, true, rm, alpha, full);
+        b->ada = lin_register(s, NAME("adaLN_modulation.1"), D, 6 * D, true, 0, 0, full);
+#undef NAME
     }
-    m->p_fa_w = add2(s, "final_layer.adaLN_modulation.1.weight", 2 * D, D, true);
-    m->p_fa_b = add1(s, "final_layer.adaLN_modulation.1.bias", 2 * D);
-    m->p_fl_w = add2(s, "final_layer.linear.weight", P, D, true);
-    m->p_fl_b = add1(s, "final_layer.linear.bias", P);
+    m->p_fa_w = add2(s, "final_layer.adaLN_modulation.1.weight", 2 * D, D, full);
+    m->p_fa_b = add1(s, "final_layer.adaLN_modulation.1.bias", 2 * D, full);
+    m->p_fl_w = add2(s, "final_layer.linear.weight", P, D, full);
+    m->p_fl_b = add1(s, "final_layer.linear.bias", P, full);
 }
 
 st_status model_create(const model_config *mc, pool *device, model **out)
@@ -238,7 +239,13 @@ void model_init(model *m, uint64_t seed, bool random_all)
             continue;
         }
         memset(p->w, 0, (size_t)p->numel * sizeof(float));
-        if (strstr(p->name, "adaLN_modulation") || !strcmp(p->name, "final_layer.linear.weight") || !weight)
+        if (strstr(p->name, "lora_A")) { /* PEFT's kaiming-uniform(a = sqrt 5): bound 1/sqrt(fan_in); B stays 0 */
+            float a = (float)(1.0 / sqrt((double)fan_in));
+            rng_fill_uniform(p->w, p->numel, seed, stream, -a, a);
+            continue;
+        }
+        if (strstr(p->name, "adaLN_modulation") || !strcmp(p->name, "final_layer.linear.weight") || !weight ||
+            strstr(p->name, "lora_B"))
             continue;
         if (strstr(p->name, "t_embedder.mlp") || strstr(p->name, "y_embedder"))
             rng_fill_normal(p->w, p->numel, seed, stream, 0.0f, 0.02f);

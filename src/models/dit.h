@@ -3,14 +3,13 @@
 #define SEGTRAIN_MODELS_DIT_H
 
 #include "segtrain/executor.h"
+#include "segtrain/lin.h"
 #include "segtrain/model.h"
 #include "segtrain/plan.h"
 
 #define DIT_LN_EPS 1e-6f
 #define DIT_FREQ_DIM 256 /* timestep frequency embedding width */
 
-/* A block's parameters, in the order they are registered */
-enum { DB_ADA_W, DB_ADA_B, DB_QKV_W, DB_QKV_B, DB_PROJ_W, DB_PROJ_B, DB_FC1_W, DB_FC1_B, DB_FC2_W, DB_FC2_B, DB_COUNT };
 
 typedef struct dit_shape {
     int64_t batch, tokens, hidden, heads;
@@ -19,7 +18,7 @@ typedef struct dit_shape {
 
 typedef struct dit_block {
     struct model *m;
-    int p[DB_COUNT]; /* parameter indices */
+    lin_layer ada, qkv, proj, fc1, fc2;
 } dit_block;
 
 /* The forward state of one step, alive from model_forward to model_backward or model_release. */

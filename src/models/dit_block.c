@@ -39,8 +39,15 @@ static dims dims_of(const dit_block *db)
     return (dims){s->batch, s->tokens, s->hidden, s->batch * s->tokens};
 }
 
-static float *W(const dit_block *db, int which) { return param_at(db->m->params, db->p[which])->w; }
-static float *G(const dit_block *db, int which) { return param_at(db->m->params, db->p[which])->g; }
+static st_status fwd(const dit_block *db, const lin_layer *l, float *y, const float *x, int64_t n)
+{
+    return lin_forward(db->m->params, db->m->pool, l, y, x, n);
+}
+
+static st_status bwd(const dit_block *db, const lin_layer *l, float *dx, const float *dy, const float *x, int64_t n)
+{
+    return lin_backward(db->m->params, db->m->pool, l, dx, dy, x, n);
+}
 
 static attn_shape attn_of(const dit_block *db)
 {
@@ -85,12 +92,12 @@ static st_status ffn_compute(const dit_block *db, const float *x1, const float *
     scratch s = {.pool = db->m->pool};
     float *h = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "dit.ffn.h");
     if (!s.status) s.status = ln_modulate(db, h, x1, mod, 3);
-    if (!s.status) linear_forward(f1, h, W(db, DB_FC1_W), W(db, DB_FC1_B), d.N, d.D, 4 * d.D);
+    if (!s.status) s.status = fwd(db, &db->fc1, f1, h, d.N);
     scratch_drop(&s, h);
     float *g = scratch_take(&s, d.N * 4 * d.D, MEM_WORKSPACE, "dit.ffn.gelu");
     if (!s.status) {
         gelu_forward(g, f1, d.N * 4 * d.D);
-        linear_forward(f2, g, W(db, DB_FC2_W), W(db, DB_FC2_B), d.N, 4 * d.D, d.D);
+        s.status = fwd(db, &db->fc2, f2, g, d.N);
     }
     return scratch_end(&s);
 }
@@ -168,14 +175,12 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
     float *h = from_host ? NULL : scratch_take(&tmp, d.N * d.D, MEM_WORKSPACE, "dit.attn.h");
     st_status st = kept.status ? kept.status : tmp.status;
 
-    if (!st) linear_forward(sv->mod, db->m->ctx.cs, W(db, DB_ADA_W), W(db, DB_ADA_B), d.B, d.D, 6 * d.D);
+    if (!st) st = fwd(db, &db->ada, sv->mod, db->m->ctx.cs, d.B);
     if (!st && from_host) st = attention_side_back(db, sv);
     if (!st && !from_host) {
         st = ln_modulate(db, h, x, sv->mod, 0);
-        if (!st) {
-            linear_forward(sv->qkv, h, W(db, DB_QKV_W), W(db, DB_QKV_B), d.N, d.D, 3 * d.D);
-            scratch_drop(&tmp, h);
-        }
+        if (!st) st = fwd(db, &db->qkv, sv->qkv, h, d.N);
+        scratch_drop(&tmp, h);
         /* each copy to the host overlaps the compute that follows it */
         if (!st && to_host) st = host_tensor_offload(off, &sv->h_qkv, sv->qkv, (size_t)(d.N * 3 * d.D) * sizeof(float),
                                                      MEM_ACTIVATIONS, "dit.qkv (host)");
@@ -188,10 +193,8 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
         if (!st && to_host) st = host_tensor_offload(off, &sv->h_att, sv->att, (size_t)(d.N * d.D) * sizeof(float),
                                                      MEM_ACTIVATIONS, "dit.attention (host)");
     }
-    if (!st) {
-        linear_forward(sv->proj, sv->att, W(db, DB_PROJ_W), W(db, DB_PROJ_B), d.N, d.D, d.D);
-        gated_residual_forward(y, x, sv->mod + 2 * d.D, sv->proj, d.B, d.T, d.D, 6 * d.D);
-    }
+    if (!st) st = fwd(db, &db->proj, sv->proj, sv->att, d.N);
+    if (!st) gated_residual_forward(y, x, sv->mod + 2 * d.D, sv->proj, d.B, d.T, d.D, 6 * d.D);
     if (!st && to_host) { /* the attention side's last reader is done: its device bytes go */
         scratch_forget(ks, sv->qkv);
         scratch_forget(ks, sv->att);
@@ -257,7 +260,7 @@ static st_status dit_backward(block *b, const block_state *in, block_saved *sv, 
     if (s.status) goto done;
     gated_residual_backward(gx, dmod + 5 * D, df2, gx, mod + 5 * D, sv->f2, B, T, D, 6 * D);
     gelu_forward(g, sv->f1, N * 4 * D);
-    linear_backward(dg, G(db, DB_FC2_W), G(db, DB_FC2_B), df2, g, W(db, DB_FC2_W), N, 4 * D, D);
+    if ((s.status = bwd(db, &db->fc2, dg, df2, g, N))) goto done;
     scratch_drop(&s, g);
     scratch_drop(&s, df2);
     float *df1 = scratch_take_zero(&s, N * 4 * D, MEM_WORKSPACE, "dit.dfc1");
@@ -269,7 +272,7 @@ static st_status dit_backward(block *b, const block_state *in, block_saved *sv, 
     float *dh = scratch_take_zero(&s, ND, MEM_WORKSPACE, "dit.dh2");
     if (s.status || (s.status = layernorm_forward(p, ln, x1, NULL, NULL, N, D, DIT_LN_EPS, &stats))) goto done;
     modulate_forward(h, ln, mod + 3 * D, mod + 4 * D, B, T, D, 6 * D);
-    linear_backward(dh, G(db, DB_FC1_W), G(db, DB_FC1_B), df1, h, W(db, DB_FC1_W), N, D, 4 * D);
+    if ((s.status = bwd(db, &db->fc1, dh, df1, h, N))) goto done;
     scratch_drop(&s, df1);
     memset(h, 0, (size_t)ND * sizeof(float)); /* h2 is dead: it becomes dLN2 */
     modulate_backward(h, dmod + 3 * D, dmod + 4 * D, dh, ln, mod + 4 * D, B, T, D, 6 * D);
@@ -287,7 +290,7 @@ static st_status dit_backward(block *b, const block_state *in, block_saved *sv, 
     memset(dproj, 0, (size_t)ND * sizeof(float));
     memset(datt, 0, (size_t)ND * sizeof(float));
     gated_residual_backward(gx, dmod + 2 * D, dproj, gx, mod + 2 * D, sv->proj, B, T, D, 6 * D);
-    linear_backward(datt, G(db, DB_PROJ_W), G(db, DB_PROJ_B), dproj, sv->att, W(db, DB_PROJ_W), N, D, D);
+    if ((s.status = bwd(db, &db->proj, datt, dproj, sv->att, N))) goto done;
     float *dqkv = scratch_take_zero(&s, N * 3 * D, MEM_WORKSPACE, "dit.dqkv");
     if (s.status) goto done;
     s.status = attention_backward(p, &as, qkv_view(dqkv, 0, T, D), qkv_view(dqkv, 1, T, D), qkv_view(dqkv, 2, T, D),
@@ -297,13 +300,12 @@ static st_status dit_backward(block *b, const block_state *in, block_saved *sv, 
     float *dh1 = dproj;
     memset(dh1, 0, (size_t)ND * sizeof(float));
     modulate_forward(h, ln, mod, mod + D, B, T, D, 6 * D);
-    linear_backward(dh1, G(db, DB_QKV_W), G(db, DB_QKV_B), dqkv, h, W(db, DB_QKV_W), N, D, 3 * D);
+    if ((s.status = bwd(db, &db->qkv, dh1, dqkv, h, N))) goto done;
     scratch_drop(&s, dqkv);
     memset(h, 0, (size_t)ND * sizeof(float)); /* h1 is dead: it becomes dLN1 */
     modulate_backward(h, dmod, dmod + D, dh1, ln, mod + D, B, T, D, 6 * D);
     layernorm_backward(gx, NULL, NULL, h, x, NULL, N, D, &stats);
-    linear_backward(db->m->ctx.dcs, G(db, DB_ADA_W), G(db, DB_ADA_B), dmod, db->m->ctx.cs, W(db, DB_ADA_W), B, D,
-                    6 * D);
+    s.status = bwd(db, &db->ada, db->m->ctx.dcs, dmod, db->m->ctx.cs, B);
 done:
     op_state_release(&stats);
     if (sv->ffn_recomputed) sv->f1 = sv->f2 = NULL;
@@ -334,78 +336,97 @@ static void dit_simulate(const block *b, keep_level keep, sim_phase phase, bool 
     const size_t stats = (size_t)(2 * d.N) * f, A = attention_kept_bytes(&as);
     const int threads = ops_threads();
     const mem_tag act = MEM_ACTIVATIONS, ws = MEM_WORKSPACE;
+#define LIN(layer, backward) lin_simulate(&db->layer, d.N, backward, dev) /* a LoRA adapter's workspace */
     if (phase == SIM_PREFETCH) {
         sim_take(dev, act, 3 * ND);
         sim_take(dev, act, ND);
         sim_take(dev, act, A);
         return;
     }
-    if (phase == SIM_FORWARD || phase == SIM_RECOMPUTE) {
+    if (phase == SIM_FORWARD || phase == SIM_RECOMPUTE || keep == KEEP_ATTENTION) {
+        const bool ffn_only = phase == SIM_BACKWARD; /* KEEP_ATTENTION's backward starts by recomputing the FFN */
         const bool from_host = phase == SIM_RECOMPUTE && off, to_host = phase == SIM_FORWARD && off;
         if (phase == SIM_RECOMPUTE) keep = KEEP_ALL;
         const mem_tag kt = keep == KEEP_NOTHING ? ws : act, ft = keep == KEEP_ALL ? act : ws;
-        sim_take(dev, act, ND);                           /* the output state */
-        sim_take(dev, kt, mod + (from_host ? 0 : 4 * ND)); /* mod, qkv, attention output */
-        sim_take(dev, kt, ND);                            /* projection */
-        sim_take(dev, ft, 5 * ND);                        /* fc1, fc2 */
-        if (from_host) {
-            sim_drop(host, act, 3 * ND);
-            sim_drop(host, act, ND);
-            sim_drop(host, act, A);
+        if (ffn_only) {
+            if (off) { /* a kept block's attention side, fetched ahead: its host copy goes */
+                sim_drop(host, act, 3 * ND);
+                sim_drop(host, act, ND);
+                sim_drop(host, act, A);
+            }
+            sim_take(dev, ws, mod + ND);  /* dmod, x1 */
+            sim_take(dev, act, 5 * ND);   /* fc1, fc2 recomputed */
         } else {
-            sim_take(dev, ws, ND); /* h1 */
-            sim_drop(dev, ws, ND);
-            if (to_host) sim_take(host, act, 3 * ND);
-            const bool kept_state = keep != KEEP_NOTHING || to_host;
-            const size_t w = attention_workspace_bytes(&as, threads, kept_state ? ATTN_FORWARD_KEEP : ATTN_FORWARD);
-            if (kept_state) sim_take(dev, act, A);
-            sim_take(dev, ws, w);
-            sim_drop(dev, ws, w);
+            sim_take(dev, act, ND);                            /* the output state */
+            sim_take(dev, kt, mod + (from_host ? 0 : 4 * ND)); /* mod, qkv, attention output */
+            sim_take(dev, kt, ND);                             /* projection */
+            sim_take(dev, ft, 5 * ND);                         /* fc1, fc2 */
+            if (from_host) {
+                sim_drop(host, act, 3 * ND);
+                sim_drop(host, act, ND);
+                sim_drop(host, act, A);
+            } else {
+                sim_take(dev, ws, ND); /* h1 */
+                LIN(qkv, false);
+                sim_drop(dev, ws, ND);
+                if (to_host) sim_take(host, act, 3 * ND);
+                const bool kept_state = keep != KEEP_NOTHING || to_host;
+                const size_t w = attention_workspace_bytes(&as, threads, kept_state ? ATTN_FORWARD_KEEP : ATTN_FORWARD);
+                if (kept_state) sim_take(dev, act, A);
+                sim_take(dev, ws, w);
+                sim_drop(dev, ws, w);
+                if (to_host) {
+                    sim_take(host, act, A);
+                    sim_take(host, act, ND);
+                }
+            }
+            LIN(proj, false);
             if (to_host) {
-                sim_take(host, act, A);
-                sim_take(host, act, ND);
                 sim_drop(dev, kt, 4 * ND);
                 sim_drop(dev, act, A);
             }
         }
         sim_take(dev, ws, ND); /* ffn h2, then gelu */
+        LIN(fc1, false);
         sim_drop(dev, ws, ND);
         sim_take(dev, ws, 4 * ND);
+        LIN(fc2, false);
         sim_drop(dev, ws, 4 * ND);
-        if (keep == KEEP_NOTHING) sim_drop(dev, ws, mod + ND + (to_host ? 0 : 4 * ND));
-        if (keep != KEEP_ALL) sim_drop(dev, ws, 5 * ND);
-        return;
-    }
-    if (off) { /* a kept block's attention side, fetched ahead: its host copy goes */
-        sim_drop(host, act, 3 * ND);
-        sim_drop(host, act, ND);
-        sim_drop(host, act, A);
-    }
-    sim_take(dev, ws, mod + ND); /* dmod, x1 */
-    if (keep == KEEP_ATTENTION) {
-        sim_take(dev, act, 5 * ND); /* fc1, fc2 recomputed */
-        sim_take(dev, ws, ND);
-        sim_drop(dev, ws, ND);
-        sim_take(dev, ws, 4 * ND);
-        sim_drop(dev, ws, 4 * ND);
+        if (!ffn_only) {
+            if (keep == KEEP_NOTHING) sim_drop(dev, ws, mod + ND + (to_host ? 0 : 4 * ND));
+            if (keep != KEEP_ALL) sim_drop(dev, ws, 5 * ND);
+            return;
+        }
+    } else {
+        if (off) {
+            sim_drop(host, act, 3 * ND);
+            sim_drop(host, act, ND);
+            sim_drop(host, act, A);
+        }
+        sim_take(dev, ws, mod + ND); /* dmod, x1 */
     }
     sim_take(dev, ws, 9 * ND); /* dfc2, gelu, dgelu */
+    LIN(fc2, true);
     sim_drop(dev, ws, 5 * ND);
     sim_take(dev, ws, 4 * ND); /* dfc1 */
     sim_drop(dev, ws, 4 * ND);
     sim_take(dev, ws, 3 * ND); /* ln2, h2, dh2 */
     sim_take(dev, act, stats);
+    LIN(fc1, true);
     sim_drop(dev, ws, 4 * ND);
     sim_drop(dev, act, stats);
     if (keep == KEEP_ATTENTION) sim_drop(dev, act, 5 * ND);
+    LIN(proj, true);
     sim_take(dev, ws, 3 * ND); /* dqkv */
     const size_t w = attention_workspace_bytes(&as, threads, ATTN_BACKWARD);
     sim_take(dev, ws, w);
     sim_drop(dev, ws, w);
     sim_take(dev, act, stats);
+    LIN(qkv, true);
     sim_drop(dev, ws, 3 * ND);
     sim_drop(dev, act, stats);
     sim_drop(dev, ws, mod + 4 * ND); /* dmod, x1, ln, h, dh */
+#undef LIN
 }
 
 const block_kind dit_block_kind = {

@@ -19,5 +19,16 @@ st_status model_config_from(const config *cfg, model_config *mc)
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         if (config_int(cfg, sizes[i].key) > 0) *sizes[i].field = config_int(cfg, sizes[i].key); /* 0: the preset's */
     mc->mechanism = strcmp(config_string(cfg, "attention_mechanism"), "math") ? ATTN_FLASH : ATTN_MATH;
+    if (!strcmp(config_string(cfg, "model_type"), "lora")) {
+        const char *target = config_string(cfg, "lora_target");
+        if (strcmp(target, "attention") && strcmp(target, "mlp") && strcmp(target, "attention+mlp") &&
+            strcmp(target, "all"))
+            return st_fail(ST_ERR_INVALID, "lora_target: \"%s\" is not one of attention, mlp, attention+mlp, all",
+                           target);
+        mc->lora_rank = config_int(cfg, "lora_rank");
+        mc->lora_alpha = config_float(cfg, "lora_alpha") > 0 ? config_float(cfg, "lora_alpha") : (double)mc->lora_rank;
+        mc->lora_attention = strcmp(target, "mlp") != 0;
+        mc->lora_mlp = strcmp(target, "attention") != 0;
+    }
     return model_config_check(mc);
 }

@@ -28,7 +28,7 @@ st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
             *loss = mse_forward(pred, target, n);
             if (backward) {
                 st = pool_alloc_zero(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.dpred", (void **)&dpred);
-                if (!st) mse_backward(dpred, pred, target, n, 1.0f);
+                if (!st) mse_backward(dpred, pred, target, n, b->grad_scale ? b->grad_scale : 1.0f);
                 if (!st) st = model_backward(m, dpred);
             }
             model_release(m);

@@ -68,6 +68,14 @@ void linear_backward(float *dx, float *dw, float *db, const float *dy, const flo
     }
 }
 
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b,
+          float beta, float *c)
+{
+    if (m <= 0 || n <= 0 || k <= 0) return;
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n,
+                (int)k, alpha, a, trans_a ? (int)m : (int)k, b, trans_b ? (int)k : (int)n, beta, c, (int)n);
+}
+
 /* Whether to run the batch's GEMMs side by side, each single-threaded (OpenBLAS's OpenMP build runs serially
  * inside a parallel region), rather than one after another with threaded GEMMs. Worth it when every thread
  * gets whole matrices in equal shares, or when each matrix is too small to split well. Either way each GEMM

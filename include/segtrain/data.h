@@ -1,0 +1,72 @@
+/* Training data: datasets of RGB images with a class label and a caption, a seeded epoch iterator whose position
+ * can be saved and restored exactly, and PNG sample grids.
+ *
+ * Images are float32 in CHW layout (3 x R x R), values in [-1, 1]. Two kinds of dataset:
+ *   builtin: procedural scenes (a coloured shape on a background of another colour), 8 classes, nothing stored;
+ *            sample i is a pure function of (seed, i); label = i mod 8; caption "a red circle on a navy background".
+ *   folder:  PNG files (see dataset_open_folder). JPEG and other formats are not read (reported and skipped).
+ * dataset_get has no mutable state, so several threads may call it on one dataset at once. */
+#ifndef SEGTRAIN_DATA_H
+#define SEGTRAIN_DATA_H
+
+#include <stdint.h>
+
+#include "segtrain/status.h"
+
+#define CAPTION_MAX 256 /* bytes of a caption, terminating NUL included; longer captions are cut at a UTF-8 boundary */
+#define DATA_MIN_RESOLUTION 4
+#define DATA_MAX_RESOLUTION 4096
+
+typedef struct dataset dataset;
+
+/* count samples (>= 1) of resolution x resolution, drawn from seed. */
+st_status dataset_open_builtin(int resolution, int64_t count, uint64_t seed, dataset **out);
+
+/* dir holds either PNG files (flat: one class named after the folder, label 0) or class subfolders
+ * (dir/<class>/<name>.png: one class per non-hidden subfolder, labels by sorted name, empty subfolders included so that
+ * labels do not depend on which files are usable). Samples are ordered by class, then by file name. A caption is
+ * the same-named .txt beside the image (a.png + a.txt, whitespace runs folded to one space); without one it is the
+ * class name in class mode and "" in flat mode. Each image is converted to RGB (gray and palette expanded, alpha
+ * composited over white), center-cropped to a square and resized to resolution (area average when shrinking,
+ * bilinear when growing).
+ * Every PNG is fully decoded once here, so that a truncated or corrupt file is reported by name on stderr once and
+ * left out before training starts; other image formats are reported the same way; other files are ignored. Fails
+ * with ST_ERR_FORMAT naming dir when no usable image is left, ST_ERR_IO when dir cannot be read. Only the file list
+ * and the captions are kept: dataset_get decodes its image again. */
+st_status dataset_open_folder(const char *dir, int resolution, dataset **out);
+
+void dataset_close(dataset *ds);
+
+int64_t dataset_size(const dataset *ds);
+int dataset_resolution(const dataset *ds);
+int dataset_channels(const dataset *ds); /* 3 */
+int dataset_classes(const dataset *ds);
+const char *dataset_class_name(const dataset *ds, int label); /* NULL when out of range */
+
+/* Sample index: image (3 x R x R floats), label and caption (CAPTION_MAX bytes); any output may be NULL. */
+st_status dataset_get(const dataset *ds, int64_t index, float *image, int64_t *label, char *caption);
+
+/* Where an iterator is: the next sample is entry `index` of epoch `epoch`'s shuffled order. */
+typedef struct data_position {
+    int64_t epoch, index;
+} data_position;
+
+/* Epochs of a Fisher-Yates shuffle keyed by (seed, epoch); batches run on across epoch ends, so no sample is
+ * dropped and every batch is full. ds must outlive the iterator. */
+typedef struct data_iter data_iter;
+
+st_status data_iter_create(const dataset *ds, uint64_t seed, data_iter **out);
+void data_iter_destroy(data_iter *it);
+data_position data_iter_position(const data_iter *it);
+/* Continues from a saved position: the batches that follow are exactly those that followed it when it was saved. */
+st_status data_iter_seek(data_iter *it, data_position pos);
+/* The next batch samples: images (batch x 3 x R x R), labels, captions and the dataset indices they came from; any
+ * output may be NULL. On failure the position is unchanged. */
+st_status data_iter_next_batch(data_iter *it, int64_t batch, float *images, int64_t *labels,
+                               char (*captions)[CAPTION_MAX], int64_t *indices);
+
+/* Writes n images (channels 1 or 3, h x w, CHW, [-1, 1] mapped to 0..255 and clamped) as one PNG, tiled row-major
+ * into cols columns with a 2-pixel white gap between tiles (empty cells white), atomically. */
+st_status png_write_grid(const char *path, const float *images, int n, int channels, int h, int w, int cols);
+
+#endif

@@ -1,0 +1,30 @@
+/* A linear layer of a model: a weight (out, in) and bias by parameter index, and optionally a LoRA adapter,
+ * y = x W^T + b + (alpha / r) (x A^T) B^T with A (r, in) and B (out, r). The adapter's intermediate x A^T is
+ * recomputed in backward rather than kept, so an adapter adds no kept bytes, only a small workspace. */
+#ifndef SEGTRAIN_LIN_H
+#define SEGTRAIN_LIN_H
+
+#include "segtrain/params.h"
+
+typedef struct lin_layer {
+    int w, b;           /* parameter indices; b < 0: no bias */
+    int lora_a, lora_b; /* < 0: no adapter */
+    int64_t in, out, rank;
+    float scale; /* alpha / rank */
+} lin_layer;
+
+/* Registers "<name>.weight", "<name>.bias" and, with rank > 0, "<name>.lora_A.weight" (r, in) and
+ * "<name>.lora_B.weight" (out, r): the adapters name the weight they adapt. With an adapter, the base weight and
+ * bias are frozen. */
+lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, bool bias, int64_t rank, float alpha,
+                       bool trainable);
+
+/* y (n, out) = the layer applied to x (n, in). The adapter's workspace comes from p (MEM_WORKSPACE). */
+st_status lin_forward(param_set *s, pool *p, const lin_layer *l, float *y, const float *x, int64_t n);
+/* dx (may be NULL) += dL/dx; accumulates the gradients of the trainable parameters. */
+st_status lin_backward(param_set *s, pool *p, const lin_layer *l, float *dx, const float *dy, const float *x,
+                       int64_t n);
+/* lin_forward's (backward false) or lin_backward's workspace, into a memory simulation. */
+void lin_simulate(const lin_layer *l, int64_t n, bool backward, mem_sim *dev);
+
+#endif

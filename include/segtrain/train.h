@@ -1,0 +1,56 @@
+/* The trainer: `segtrain train` is a loop over trainer_step. Everything a run needs is set up from the config
+ * before the first step (data, model, weights, optimizer, resume, the memory plan); a step is one optimizer
+ * update with its checkpoint and validation grid when they are due; the run's files go to output_dir:
+ *   checkpoint-<step>.safetensors  trainable weights, optimizer state, step and data position (atomic)
+ *   train_log.jsonl                one line of figures per step
+ *   validation/step-<step>.png     sample grids, every validation_steps
+ *   model.safetensors / lora.safetensors  the final weights */
+#ifndef SEGTRAIN_TRAIN_H
+#define SEGTRAIN_TRAIN_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "segtrain/config.h"
+#include "segtrain/model.h"
+
+/* A model from a run configuration with its pools. */
+typedef struct model_run {
+    model *m;
+    pool *device, *host; /* NULL when not allocated */
+} model_run;
+
+/* The model of a run configuration, planned by its checkpointing keys; with allocate, in new device and host
+ * pools budgeted by device_memory and host_memory, else with its parameters registered but not allocated (enough
+ * to plan). *warning (size >= 256) receives a line when checkpointing keys do nothing, else "". */
+st_status model_run_open(const config *cfg, bool allocate, model_run *out, char *warning);
+/* Destroys the model and its pools; returns the number of leaked allocations (0). */
+size_t model_run_close(model_run *r);
+
+typedef struct trainer trainer;
+
+typedef struct train_step_info {
+    int64_t step; /* steps done, this one included */
+    float loss;   /* mean over the step's micro-batches */
+    double lr, grad_norm, seconds;
+    size_t peak_device, peak_host; /* of this step */
+    const char *checkpoint;        /* the file written after this step, or NULL */
+    const char *validation;        /* the grid written after this step, or NULL */
+} train_step_info;
+
+/* Sets up a run; `log` (may be NULL) receives one-line notes (resume, plan, warnings). */
+st_status trainer_create(const config *cfg, FILE *log, trainer **out);
+/* One optimizer step. A non-finite loss or gradient norm stops the run with ST_ERR_NUMERIC and a message naming
+ * the step; nothing is written for that step, so the last good checkpoint stays the newest. */
+st_status trainer_step(trainer *t, train_step_info *info);
+bool trainer_done(const trainer *t);
+int64_t trainer_steps_done(const trainer *t);
+int64_t trainer_total_steps(const trainer *t);
+/* The predicted peaks of a step, by tag. */
+const pool_stats *trainer_predicted(const trainer *t, bool host);
+/* Writes the final weights (and a final checkpoint when checkpointing is on); *path receives the weights file. */
+st_status trainer_finish(trainer *t, const char **path);
+void trainer_destroy(trainer *t);
+model *trainer_model(trainer *t);
+
+#endif

@@ -1,0 +1,78 @@
+#include "segtrain/lin.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "segtrain/ops.h"
+
+lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, bool bias, int64_t rank, float alpha,
+                       bool trainable)
+{
+    char n[PARAM_NAME_MAX];
+    const bool adapted = rank > 0;
+    lin_layer l = {.b = -1, .lora_a = -1, .lora_b = -1, .in = in, .out = out};
+    snprintf(n, sizeof n, "%s.weight", name);
+    l.w = param_add(s, n, 2, (int64_t[]){out, in}, trainable && !adapted);
+    if (bias) {
+        snprintf(n, sizeof n, "%s.bias", name);
+        l.b = param_add(s, n, 1, (int64_t[]){out}, trainable && !adapted);
+    }
+    if (adapted) {
+        l.rank = rank;
+        l.scale = alpha / (float)rank;
+        snprintf(n, sizeof n, "%s.lora_A.weight", name);
+        l.lora_a = param_add(s, n, 2, (int64_t[]){rank, in}, true);
+        snprintf(n, sizeof n, "%s.lora_B.weight", name);
+        l.lora_b = param_add(s, n, 2, (int64_t[]){out, rank}, true);
+    }
+    return l;
+}
+
+static float *w_of(param_set *s, int i) { return i < 0 ? NULL : param_at(s, i)->w; }
+static float *g_of(param_set *s, int i) { return i < 0 ? NULL : param_at(s, i)->g; }
+
+st_status lin_forward(param_set *s, pool *p, const lin_layer *l, float *y, const float *x, int64_t n)
+{
+    linear_forward(y, x, w_of(s, l->w), w_of(s, l->b), n, l->in, l->out);
+    if (l->lora_a < 0) return ST_OK;
+    float *t;
+    st_status st = pool_alloc(p, (size_t)(n * l->rank) * sizeof(float), MEM_WORKSPACE, "lora.xA", (void **)&t);
+    if (st) return st;
+    linear_forward(t, x, w_of(s, l->lora_a), NULL, n, l->in, l->rank);
+    gemm(false, true, n, l->out, l->rank, l->scale, t, w_of(s, l->lora_b), 1.0f, y); /* y += scale t B^T */
+    pool_free(p, t);
+    return ST_OK;
+}
+
+st_status lin_backward(param_set *s, pool *p, const lin_layer *l, float *dx, const float *dy, const float *x,
+                       int64_t n)
+{
+    linear_backward(dx, g_of(s, l->w), g_of(s, l->b), dy, x, w_of(s, l->w), n, l->in, l->out);
+    if (l->lora_a < 0) return ST_OK;
+    const int64_t r = l->rank;
+    float *t, *u;
+    st_status st = pool_alloc(p, (size_t)(n * r) * sizeof(float), MEM_WORKSPACE, "lora.xA", (void **)&t);
+    if (st) return st;
+    st = pool_alloc(p, (size_t)(n * r) * sizeof(float), MEM_WORKSPACE, "lora.dyB", (void **)&u);
+    if (st) {
+        pool_free(p, t);
+        return st;
+    }
+    const float *A = w_of(s, l->lora_a), *B = w_of(s, l->lora_b);
+    linear_forward(t, x, A, NULL, n, l->in, r); /* recomputed: the same GEMM as forward's */
+    /* dB (out, r) += scale dy^T t;  u = scale dy B;  dA (r, in) += u^T x;  dx += u A */
+    gemm(true, false, l->out, r, n, l->scale, dy, t, 1.0f, g_of(s, l->lora_b));
+    gemm(false, false, n, r, l->out, l->scale, dy, B, 0.0f, u);
+    linear_backward(dx, g_of(s, l->lora_a), NULL, u, x, A, n, l->in, r);
+    pool_free(p, u);
+    pool_free(p, t);
+    return ST_OK;
+}
+
+void lin_simulate(const lin_layer *l, int64_t n, bool backward, mem_sim *dev)
+{
+    if (l->lora_a < 0) return;
+    const size_t bytes = (size_t)(n * l->rank) * sizeof(float) * (backward ? 2 : 1);
+    sim_take(dev, MEM_WORKSPACE, bytes);
+    sim_drop(dev, MEM_WORKSPACE, bytes);
+}

@@ -1,0 +1,128 @@
+/* `segtrain sample`: a grid of images from trained weights, one row per class (src/train/sample.c). */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "segtrain/model.h"
+#include "segtrain/sample.h"
+
+static const char sample_help[] =
+    "usage: segtrain sample --config C --weights W.safetensors [--lora L.safetensors] --out GRID.png\n"
+    "                       [--steps N] [--guidance G] [--seed S] [--per-class K] [--classes N]\n"
+    "                       [--set key=value ...]\n"
+    "\n"
+    "Draws images from the model the config describes, with the weights of W (a full weights file, as written by\n"
+    "`segtrain init` or by training), and writes them as one PNG: one row per class, K images per row. For a\n"
+    "config with model_type lora, W is the base model and --lora the adapters training wrote (lora.safetensors).\n"
+    "\n"
+    "Each image starts as pure noise at t = 1 and follows the velocity the model predicts down to t = 0 in N equal\n"
+    "Euler steps (x <- x + (t_next - t) v). More steps follow the flow more closely and cost one forward each.\n"
+    "Classifier-free guidance G mixes the prediction for the class with the one for the null label:\n"
+    "v = v_uncond + G (v_class - v_uncond). G = 1 is the plain conditional model (one forward of the batch a step),\n"
+    "G = 0 the unconditional one; G > 1 pushes images towards their class. Any G other than 1 runs the model on\n"
+    "the batch twice stacked, so a step costs twice as much and takes twice the activation memory.\n"
+    "The noise of image i is a function of (S, i) alone: the same seed gives the same grid.\n"
+    "\n"
+    "  --steps N      Euler steps (default: the config's validation_num_inference_steps, 30)\n"
+    "  --guidance G   guidance scale, >= 0 (default: validation_guidance, 4.0)\n"
+    "  --seed S       seed of the starting noise (default: validation_seed, 0)\n"
+    "  --per-class K  images per class, the grid's columns (default: validation_samples_per_class, 4)\n"
+    "  --classes N    classes 0 .. N-1, the grid's rows (default: the model's classes, at most 8)\n"
+    "\n"
+    "Images are decoded as the model's [-1, 1] pixels (no VAE), so the model needs in_channels 1 (gray) or 3 (RGB).\n"
+    "The whole grid is sampled as one batch, within device_memory like any other run.\n";
+
+/* A whole number in [lo, hi] for flag, or 2 after a usage line. */
+static int parse_int(const char *flag, const char *text, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi) {
+        fprintf(stderr, "segtrain sample: %s takes a whole number from %lld to %lld, got '%s'\n", flag, lo, hi, text);
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
+
+static double seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int cmd_sample(int argc, char **argv)
+{
+    enum { CONFIG, WEIGHTS, OUT, STEPS, GUIDANCE, SEED, PER_CLASS, CLASSES, LORA };
+    static const char *const flags[] = {"--config", "--weights", "--out",       "--steps", "--guidance",
+                                        "--seed",   "--per-class", "--classes", "--lora",  NULL};
+    cli_args a;
+    int rc = args_parse(argc, argv, flags, NULL, &a);
+    if (rc || a.help) return a.help ? (fputs(sample_help, stdout), 0) : rc;
+    if ((rc = args_require(&a, flags, WEIGHTS, 2, "sample"))) return rc;
+
+    config *cfg;
+    st_status st = cli_load_config(a.value[CONFIG], &a, &cfg);
+    if (st) return cli_error("sample");
+    model_config mc;
+    if ((st = model_config_from(cfg, &mc))) {
+        config_free(cfg);
+        return cli_error("sample");
+    }
+    long long steps = config_int(cfg, "validation_num_inference_steps"), seed = config_int(cfg, "validation_seed");
+    long long per_class = config_int(cfg, "validation_samples_per_class");
+    long long classes = mc.classes < 8 ? mc.classes : 8;
+    double guidance = config_float(cfg, "validation_guidance");
+    if (a.value[STEPS]) rc = parse_int("--steps", a.value[STEPS], 1, 100000, &steps);
+    if (!rc && a.value[SEED]) rc = parse_int("--seed", a.value[SEED], 0, INT64_MAX, &seed);
+    if (!rc && a.value[PER_CLASS]) rc = parse_int("--per-class", a.value[PER_CLASS], 1, 1024, &per_class);
+    if (!rc && a.value[CLASSES]) rc = parse_int("--classes", a.value[CLASSES], 1, mc.classes, &classes);
+    if (!rc && a.value[GUIDANCE]) {
+        char *end;
+        guidance = strtod(a.value[GUIDANCE], &end);
+        if (end == a.value[GUIDANCE] || *end || !isfinite(guidance) || guidance < 0) {
+            fprintf(stderr, "segtrain sample: --guidance takes a number >= 0 (1 = no guidance), got '%s'\n",
+                    a.value[GUIDANCE]);
+            rc = 2;
+        }
+    }
+    if (!rc && per_class > 1024) {
+        fprintf(stderr, "segtrain sample: validation_samples_per_class %lld is more than the 1024 a grid row takes\n",
+                per_class);
+        rc = 2;
+    }
+    if (rc) {
+        config_free(cfg);
+        return rc;
+    }
+
+    cli_model cm = {0};
+    const sample_settings s = {.steps = (int)steps, .guidance = (float)guidance, .seed = (uint64_t)seed};
+    const double t0 = seconds();
+    st = cli_open_model(cfg, true, &cm);
+    const bool lora = !st && model_get_config(cm.m)->lora_rank > 0;
+    if (!st && lora && !a.value[LORA])
+        st = st_fail(ST_ERR_INVALID, "the config trains LoRA (model_type lora): give the adapters with --lora");
+    if (!st) st = param_set_load(model_params(cm.m), a.value[WEIGHTS], lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
+    if (!st && lora) st = param_set_load(model_params(cm.m), a.value[LORA], PARAMS_TRAINABLE, NULL);
+    const double t1 = seconds();
+    if (!st) st = sample_grid(cm.m, &s, (int)classes, (int)per_class, a.value[OUT]);
+    if (!st) {
+        const model_config *c = model_get_config(cm.m);
+        printf("wrote %lld samples to %s: %lld classes x %lld per class, %lldx%lld, %lld steps, guidance %g, seed %lld\n",
+               classes * per_class, a.value[OUT], classes, per_class, (long long)c->resolution,
+               (long long)c->resolution, steps, guidance, seed);
+        const double t2 = seconds();
+        printf("took %.2f s (sampling %.2f s, %.3f s a step)\n", t2 - t0, t2 - t1, (t2 - t1) / (double)steps);
+    }
+    cli_close_model(&cm);
+    config_free(cfg);
+    return st ? cli_error("sample") : 0;
+}

@@ -1,0 +1,93 @@
+/* `segtrain train`: the daily command. A progress bar on a terminal, plain lines otherwise; the memory plan
+ * before the first step; the run's files in output_dir. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "segtrain/train.h"
+
+static const char train_help[] =
+    "usage: segtrain train --config C [--set key=value ...]\n"
+    "\n"
+    "Trains the configured model with the rectified-flow objective on data_dir (PNG images with optional .txt\n"
+    "captions, or class subfolders) or, when data_dir is empty, on the built-in dataset of procedurally drawn\n"
+    "shapes (needs in_channels 3). Before the first step it prints the checkpoint plan and the predicted peak\n"
+    "memory by tag, and refuses a run whose peak exceeds device_memory. Then, in output_dir:\n"
+    "  checkpoint-<step>.safetensors  every checkpoint_step_interval steps (atomic; checkpoints_total_limit\n"
+    "                                 keeps the newest); resume_from_checkpoint latest|PATH continues the run\n"
+    "  validation/step-<step>.png     a sample grid every validation_steps, one row per class\n"
+    "  train_log.jsonl                step, loss, lr, grad_norm, sec_per_step, peak_device_bytes per step\n"
+    "  model.safetensors              the final weights (lora.safetensors: the adapters, for model_type lora)\n"
+    "A loss or gradient that is not finite stops the run, naming the step; the last good checkpoint is kept.\n"
+    "\n"
+    "example:\n"
+    "  segtrain train --config c.json --set model_preset=dit-tiny --set in_channels=3 --set resolution=32\n";
+
+static void format_time(char *buf, size_t n, double s)
+{
+    if (s >= 3600) snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+    else if (s >= 60) snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    else snprintf(buf, n, "%.0fs", s);
+}
+
+/* One line of progress: a bar on a terminal (redrawn in place), a plain line otherwise. */
+static void progress(const train_step_info *in, int64_t total, double avg, bool tty)
+{
+    char eta[32];
+    format_time(eta, sizeof eta, avg * (double)(total - in->step));
+    if (tty) {
+        const int width = 24, filled = (int)(width * in->step / (total ? total : 1));
+        fprintf(stderr, "\r%6lld/%lld [", (long long)in->step, (long long)total);
+        for (int i = 0; i < width; i++) fputc(i < filled ? '=' : i == filled ? '>' : ' ', stderr);
+        fprintf(stderr, "] loss %.4f  %.3f s/step  peak %.1f MiB  ETA %s   ", in->loss, in->seconds,
+                in->peak_device / 1048576.0, eta);
+    } else {
+        fprintf(stderr, "step %lld/%lld loss %.5f lr %.3g grad_norm %.3g %.3f s/step peak %.1f MiB ETA %s\n",
+                (long long)in->step, (long long)total, in->loss, in->lr, in->grad_norm, in->seconds,
+                in->peak_device / 1048576.0, eta);
+    }
+    fflush(stderr);
+}
+
+int cmd_train(int argc, char **argv)
+{
+    static const char *const flags[] = {"--config", NULL};
+    cli_args a;
+    int rc = args_parse(argc, argv, flags, NULL, &a);
+    if (rc || a.help) return a.help ? (fputs(train_help, stdout), 0) : rc;
+    config *cfg;
+    trainer *t = NULL;
+    st_status st = cli_load_config(a.value[0], &a, &cfg);
+    if (!st) st = trainer_create(cfg, stderr, &t);
+    if (!st) {
+        print_plans(stderr, trainer_model(t));
+        print_peak(stderr, "predicted peak device memory per step", trainer_predicted(t, false));
+        if (trainer_predicted(t, true)->peak) print_peak(stderr, "predicted peak host memory per step", trainer_predicted(t, true));
+    }
+    const bool tty = isatty(2);
+    const int64_t total = st ? 0 : trainer_total_steps(t), every = total >= 20 ? total / 20 : 1;
+    double spent = 0;
+    int64_t timed = 0;
+    while (!st && !trainer_done(t)) {
+        train_step_info in;
+        st = trainer_step(t, &in);
+        if (st) break;
+        if (in.step > 1 || total == 1) spent += in.seconds, timed++; /* the first step warms caches up */
+        const double avg = timed ? spent / (double)timed : in.seconds;
+        if (tty || in.step % every == 0 || in.step == total || in.checkpoint || in.validation) progress(&in, total, avg, tty);
+        if (in.checkpoint || in.validation) {
+            if (tty) fputc('\n', stderr);
+            if (in.checkpoint) fprintf(stderr, "saved %s\n", in.checkpoint);
+            if (in.validation) fprintf(stderr, "sampled %s\n", in.validation);
+        }
+    }
+    if (tty && total) fputc('\n', stderr);
+    const char *weights = NULL;
+    if (!st) st = trainer_finish(t, &weights);
+    if (!st) printf("trained %lld steps; weights in %s\n", (long long)trainer_steps_done(t), weights);
+    trainer_destroy(t);
+    config_free(cfg);
+    return st ? cli_error("train") : 0;
+}

@@ -1,0 +1,708 @@
+/* Datasets, the epoch iterator and PNG grids (include/segtrain/data.h). PNG goes through libpng's simplified API
+ * (png_image): it expands gray and palette, converts 16-bit and gamma to 8-bit sRGB, composites alpha, and
+ * reports every error as a return value with a message instead of a longjmp. */
+#include "segtrain/data.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <png.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "segtrain/fileio.h"
+#include "segtrain/rng.h"
+
+enum { KIND_BUILTIN, KIND_FOLDER };
+enum { SHAPE_CIRCLE, SHAPE_SQUARE, SHAPE_TRIANGLE, SHAPE_DIAMOND };
+
+#define MAX_SIDE 16384              /* larger PNGs are refused rather than risking a huge allocation */
+#define MAX_PIXELS (64ll << 20)     /* 64 Mpixel, 192 MiB decoded */
+#define CAPTION_FILE_MAX (64 << 10) /* more than any caption keeps */
+
+/* Builtin classes: each a shape and a colour (a colour names a class on its own; a shape spans two classes). */
+static const struct {
+    const char *name, *colour, *shape_word;
+    int shape;
+    unsigned char rgb[3];
+} builtin_classes[] = {
+    {"red circle", "red", "circle", SHAPE_CIRCLE, {220, 40, 40}},
+    {"green square", "green", "square", SHAPE_SQUARE, {40, 180, 60}},
+    {"blue triangle", "blue", "triangle", SHAPE_TRIANGLE, {50, 90, 230}},
+    {"yellow diamond", "yellow", "diamond", SHAPE_DIAMOND, {240, 210, 40}},
+    {"magenta circle", "magenta", "circle", SHAPE_CIRCLE, {210, 50, 210}},
+    {"cyan square", "cyan", "square", SHAPE_SQUARE, {40, 210, 220}},
+    {"orange triangle", "orange", "triangle", SHAPE_TRIANGLE, {245, 135, 30}},
+    {"white diamond", "white", "diamond", SHAPE_DIAMOND, {245, 245, 245}},
+};
+#define BUILTIN_CLASSES ((int)(sizeof builtin_classes / sizeof builtin_classes[0]))
+
+/* Backgrounds are dark or muted so that every shape colour stands out on every one of them. */
+static const struct {
+    const char *word;
+    unsigned char rgb[3];
+} builtin_backgrounds[] = {
+    {"black", {18, 18, 22}},    {"gray", {110, 110, 115}}, {"navy", {20, 30, 95}},
+    {"brown", {105, 65, 30}},   {"dark green", {20, 80, 40}}, {"maroon", {100, 20, 45}},
+};
+#define BUILTIN_BACKGROUNDS ((int)(sizeof builtin_backgrounds / sizeof builtin_backgrounds[0]))
+
+typedef struct item {
+    char *path, *caption;
+    int label;
+} item;
+
+struct dataset {
+    int kind, resolution, classes;
+    int64_t count;
+    uint64_t seed;  /* builtin */
+    char **class_names; /* folder */
+    item *items;        /* folder */
+};
+
+struct data_iter {
+    const dataset *ds;
+    uint64_t seed;
+    data_position pos;
+    int64_t *perm, perm_epoch; /* perm is the order of epoch perm_epoch (-1: none yet) */
+};
+
+static st_status oom(void) { return st_fail(ST_ERR_HOST_OOM, "data: out of memory"); }
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static char *join_path(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+/* Copies src into a CAPTION_MAX buffer, cutting a long caption at a UTF-8 character boundary. */
+static void copy_caption(char *dst, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= CAPTION_MAX) {
+        n = CAPTION_MAX - 1;
+        while (n > 0 && ((unsigned char)src[n] & 0xC0) == 0x80) n--;
+    }
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+static st_status check_resolution(int resolution)
+{
+    if (resolution < DATA_MIN_RESOLUTION || resolution > DATA_MAX_RESOLUTION)
+        return st_fail(ST_ERR_INVALID, "data: resolution must be in [%d, %d], got %d", DATA_MIN_RESOLUTION,
+                       DATA_MAX_RESOLUTION, resolution);
+    return ST_OK;
+}
+
+/* ---- builtin scenes ---- */
+
+static bool inside(int shape, double x, double y, double s)
+{
+    switch (shape) {
+    case SHAPE_CIRCLE: return x * x + y * y <= s * s;
+    case SHAPE_SQUARE: return fabs(x) <= 0.8 * s && fabs(y) <= 0.8 * s;
+    case SHAPE_TRIANGLE: return y <= 0.5 * s && fabs(x) <= (y + s) * 0.5773502691896258; /* pointing up, r = s */
+    default: return fabs(x) + fabs(y) <= s;
+    }
+}
+
+static void builtin_get(const dataset *ds, int64_t index, float *image, int64_t *label, char *caption)
+{
+    const int c = (int)(index % BUILTIN_CLASSES); /* balanced classes */
+    const uint64_t seed = ds->seed, i = (uint64_t)index;
+    const int bg = (int)(rng_u64(seed, rng_stream("data.builtin.background"), i) % BUILTIN_BACKGROUNDS);
+    if (label) *label = c;
+    if (caption)
+        snprintf(caption, CAPTION_MAX, "%s %s %s on a %s background",
+                 strchr("aeiou", builtin_classes[c].colour[0]) ? "an" : "a", builtin_classes[c].colour,
+                 builtin_classes[c].shape_word, builtin_backgrounds[bg].word);
+    if (!image) return;
+
+    const int R = ds->resolution;
+    /* Every shape fits in the box center +- s, kept a pixel inside the frame so corners show the background. */
+    const double s = R * (0.20 + 0.14 * rng_uniform(seed, rng_stream("data.builtin.size"), i));
+    const double span = fmax(0.0, R - 2 * s - 2);
+    const double cx = s + 1 + span * rng_uniform(seed, rng_stream("data.builtin.x"), i);
+    const double cy = s + 1 + span * rng_uniform(seed, rng_stream("data.builtin.y"), i);
+    float fg[3], back[3];
+    for (int ch = 0; ch < 3; ch++) {
+        fg[ch] = builtin_classes[c].rgb[ch] / 255.0f;
+        const double tint = 0.16 * (rng_uniform(seed, rng_stream("data.builtin.tint"), 3 * i + (uint64_t)ch) - 0.5);
+        back[ch] = (float)fmin(1.0, fmax(0.0, builtin_backgrounds[bg].rgb[ch] / 255.0 + tint));
+    }
+    for (int y = 0; y < R; y++)
+        for (int x = 0; x < R; x++) {
+            int hits = 0; /* 4x4 supersampled coverage: antialiased edges */
+            for (int sy = 0; sy < 4; sy++)
+                for (int sx = 0; sx < 4; sx++)
+                    hits += inside(builtin_classes[c].shape, x + (sx + 0.5) / 4 - cx, y + (sy + 0.5) / 4 - cy, s);
+            const float cov = hits / 16.0f;
+            for (int ch = 0; ch < 3; ch++)
+                image[((int64_t)ch * R + y) * R + x] = 2.0f * (cov * fg[ch] + (1.0f - cov) * back[ch]) - 1.0f;
+        }
+}
+
+st_status dataset_open_builtin(int resolution, int64_t count, uint64_t seed, dataset **out)
+{
+    *out = NULL;
+    st_status st = check_resolution(resolution);
+    if (st) return st;
+    if (count < 1)
+        return st_fail(ST_ERR_INVALID, "data: builtin dataset size must be >= 1, got %lld", (long long)count);
+    dataset *ds = calloc(1, sizeof *ds);
+    if (!ds) return oom();
+    ds->kind = KIND_BUILTIN;
+    ds->resolution = resolution;
+    ds->classes = BUILTIN_CLASSES;
+    ds->count = count;
+    ds->seed = seed;
+    *out = ds;
+    return ST_OK;
+}
+
+/* ---- PNG decoding, crop and resize ---- */
+
+/* Decodes path to 8-bit RGB, alpha composited over white. */
+static st_status load_png(const char *path, unsigned char **pixels, int *width, int *height)
+{
+    *pixels = NULL;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return st_fail(ST_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    st_status st = ST_OK;
+    unsigned char *buf = NULL;
+    if (!png_image_begin_read_from_stdio(&img, fp)) {
+        st = st_fail(ST_ERR_FORMAT, "%s: not a readable PNG (%s)", path, img.message);
+    } else if (img.width > MAX_SIDE || img.height > MAX_SIDE || (int64_t)img.width * img.height > MAX_PIXELS) {
+        st = st_fail(ST_ERR_FORMAT, "%s: %ux%u is larger than the %lld-pixel limit", path, img.width, img.height,
+                     MAX_PIXELS);
+    } else {
+        img.format = PNG_FORMAT_RGB;
+        img.flags |= PNG_IMAGE_FLAG_16BIT_sRGB; /* untagged 16-bit files are sRGB in practice */
+        buf = malloc(PNG_IMAGE_SIZE(img));
+        static const png_color white = {255, 255, 255};
+        if (!buf) st = oom();
+        else if (!png_image_finish_read(&img, &white, buf, 0, NULL))
+            st = st_fail(ST_ERR_FORMAT, "%s: corrupt or truncated PNG (%s)", path, img.message);
+    }
+    png_image_free(&img);
+    fclose(fp);
+    if (st) {
+        free(buf);
+        return st;
+    }
+    *pixels = buf;
+    *width = (int)img.width;
+    *height = (int)img.height;
+    return ST_OK;
+}
+
+/* Resampling weights from S source pixels to R output pixels along one axis: output o reads `count[o]` sources
+ * from `first[o]` with weights w[o * taps ...]. Shrinking averages the area [o S/R, (o+1) S/R) covers; growing is
+ * bilinear with pixel centers at +0.5 (align_corners = false), clamped at the edges. */
+typedef struct resampler {
+    int taps, *first, *count;
+    double *w;
+} resampler;
+
+static st_status resampler_init(resampler *r, int S, int R)
+{
+    const double scale = (double)S / R;
+    r->taps = S >= R ? (int)ceil(scale) + 1 : 2;
+    r->first = malloc(sizeof(int) * (size_t)R);
+    r->count = malloc(sizeof(int) * (size_t)R);
+    r->w = malloc(sizeof(double) * (size_t)R * (size_t)r->taps);
+    if (!r->first || !r->count || !r->w) return oom();
+    for (int o = 0; o < R; o++) {
+        double *w = r->w + (size_t)o * r->taps;
+        if (S >= R) {
+            const double lo = o * scale, hi = (o + 1) * scale;
+            int j0 = (int)floor(lo), j1 = (int)ceil(hi);
+            if (j1 > S) j1 = S;
+            r->first[o] = j0;
+            r->count[o] = j1 - j0;
+            for (int j = j0; j < j1; j++) w[j - j0] = (fmin(hi, j + 1.0) - fmax(lo, (double)j)) / scale;
+        } else {
+            double f = fmin(fmax((o + 0.5) * scale - 0.5, 0.0), S - 1.0);
+            int j0 = (int)floor(f);
+            if (j0 > S - 2) j0 = S > 1 ? S - 2 : 0; /* so j0 + 1 stays inside; t becomes 1 at the last pixel */
+            const double t = f - j0;
+            r->first[o] = j0;
+            r->count[o] = S > 1 ? 2 : 1;
+            w[0] = S > 1 ? 1.0 - t : 1.0;
+            w[1] = t;
+        }
+    }
+    return ST_OK;
+}
+
+static void resampler_free(resampler *r)
+{
+    free(r->first);
+    free(r->count);
+    free(r->w);
+}
+
+/* Center-crops the RGB image to its shorter side and resamples it to R x R CHW floats in [-1, 1]. */
+static st_status crop_resize(const unsigned char *px, int width, int height, int R, float *image)
+{
+    const int S = width < height ? width : height, x0 = (width - S) / 2, y0 = (height - S) / 2;
+    resampler r = {0};
+    double *rows = malloc(sizeof(double) * (size_t)S * (size_t)R * 3); /* horizontal pass: S rows of R pixels */
+    st_status st = rows ? resampler_init(&r, S, R) : oom();
+    if (!st) {
+        for (int y = 0; y < S; y++) {
+            const unsigned char *src = px + ((size_t)(y0 + y) * (size_t)width + (size_t)x0) * 3;
+            for (int o = 0; o < R; o++)
+                for (int ch = 0; ch < 3; ch++) {
+                    const double *w = r.w + (size_t)o * r.taps;
+                    double acc = 0;
+                    for (int k = 0; k < r.count[o]; k++) acc += w[k] * src[(r.first[o] + k) * 3 + ch];
+                    rows[((size_t)y * R + o) * 3 + ch] = acc;
+                }
+        }
+        for (int o = 0; o < R; o++)
+            for (int x = 0; x < R; x++)
+                for (int ch = 0; ch < 3; ch++) {
+                    double acc = 0;
+                    for (int k = 0; k < r.count[o]; k++)
+                        acc += r.w[(size_t)o * r.taps + k] * rows[((size_t)(r.first[o] + k) * R + x) * 3 + ch];
+                    const double v = acc * (2.0 / 255.0) - 1.0;
+                    image[((int64_t)ch * R + o) * R + x] = (float)fmin(1.0, fmax(-1.0, v));
+                }
+    }
+    resampler_free(&r);
+    free(rows);
+    return st;
+}
+
+/* ---- folder datasets ---- */
+
+static bool has_ext(const char *name, const char *ext)
+{
+    size_t n = strlen(name), e = strlen(ext);
+    return n > e && strcasecmp(name + n - e, ext) == 0;
+}
+
+static bool is_png(const char *name) { return has_ext(name, ".png"); }
+
+static bool is_other_image(const char *name)
+{
+    static const char *const exts[] = {".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"};
+    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
+        if (has_ext(name, exts[i])) return true;
+    return false;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void free_names(char **names, int n)
+{
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* The non-hidden entries of dir, sorted by name (so sample order and labels do not depend on the filesystem). */
+static st_status list_dir(const char *dir, char ***out, int *count)
+{
+    *out = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d) return st_fail(ST_ERR_IO, "%s: cannot read folder: %s", dir, strerror(errno));
+    char **names = NULL;
+    int n = 0, cap = 0;
+    st_status st = ST_OK;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **grown = realloc(names, sizeof(char *) * (size_t)cap);
+            if (!grown) {
+                st = oom();
+                break;
+            }
+            names = grown;
+        }
+        if (!(names[n] = dup_str(e->d_name))) {
+            st = oom();
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    if (st) {
+        free_names(names, n);
+        return st;
+    }
+    if (n) qsort(names, (size_t)n, sizeof(char *), cmp_str);
+    *out = names;
+    *count = n;
+    return ST_OK;
+}
+
+static bool is_dir(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* Reads a caption file, folding every whitespace run to one space and trimming both ends; NULL if unreadable. */
+static char *read_caption(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    char *buf = malloc(CAPTION_FILE_MAX + 1);
+    size_t n = buf ? fread(buf, 1, CAPTION_FILE_MAX, fp) : 0;
+    fclose(fp);
+    if (!buf) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char ch = buf[i];
+        const bool space = ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
+        if (!space) buf[o++] = ch;
+        else if (o > 0 && buf[o - 1] != ' ') buf[o++] = ' ';
+    }
+    if (o > 0 && buf[o - 1] == ' ') o--;
+    buf[o] = 0;
+    char caption[CAPTION_MAX];
+    copy_caption(caption, buf);
+    free(buf);
+    return dup_str(caption);
+}
+
+static void report_skip(const char *why) { fprintf(stderr, "data: skipped %s\n", why); }
+
+typedef struct scan {
+    item *items;
+    int64_t n, cap, skipped;
+} scan;
+
+/* Adds the usable PNGs of folder as samples of label (class_mode_top: only reports images lying beside the class
+ * subfolders). The full decode here costs one decode per image at open (about 1 ms per 256x256 image): the price
+ * of catching a truncated file before training starts rather than in the middle of a run. A cut anywhere up to the
+ * last image chunk's CRC is caught; a file missing only its final IEND chunk still decodes every pixel and is
+ * kept. */
+static st_status scan_folder(scan *sc, const char *folder, int label, const char *default_caption, bool class_mode_top)
+{
+    char **names;
+    int n;
+    st_status st = list_dir(folder, &names, &n);
+    if (st) return st;
+    for (int i = 0; i < n && !st; i++) {
+        char *path = join_path(folder, names[i]);
+        if (!path) {
+            st = oom();
+            break;
+        }
+        if (is_dir(path) || !(is_png(names[i]) || is_other_image(names[i]))) {
+            free(path); /* subfolders (handled by the caller) and non-image files */
+            continue;
+        }
+        if (class_mode_top) {
+            fprintf(stderr, "data: skipped %s: an image outside the class subfolders\n", path);
+            sc->skipped++;
+            free(path);
+            continue;
+        }
+        if (!is_png(names[i])) {
+            fprintf(stderr, "data: skipped %s: unsupported image format (only PNG is read)\n", path);
+            sc->skipped++;
+            free(path);
+            continue;
+        }
+        unsigned char *px;
+        int w, h;
+        st = load_png(path, &px, &w, &h);
+        free(px);
+        if (st == ST_ERR_IO || st == ST_ERR_FORMAT) {
+            report_skip(st_error()); /* the message starts with the path */
+            sc->skipped++;
+            free(path);
+            st = ST_OK;
+            continue;
+        }
+        if (st) {
+            free(path);
+            break;
+        }
+        /* the caption: a.png -> a.txt beside it */
+        char *caption = NULL;
+        size_t stem = strlen(path) - 4;
+        char *txt = malloc(stem + 5);
+        if (txt) {
+            memcpy(txt, path, stem);
+            memcpy(txt + stem, ".txt", 5);
+            caption = read_caption(txt);
+            free(txt);
+        }
+        if (!caption) caption = dup_str(default_caption);
+        if (sc->n == sc->cap) {
+            sc->cap = sc->cap ? 2 * sc->cap : 64;
+            item *grown = realloc(sc->items, sizeof(item) * (size_t)sc->cap);
+            if (grown) sc->items = grown;
+            else sc->cap = sc->n;
+        }
+        if (!caption || sc->n == sc->cap) {
+            free(caption);
+            free(path);
+            st = oom();
+            break;
+        }
+        sc->items[sc->n++] = (item){path, caption, label};
+    }
+    free_names(names, n);
+    return st;
+}
+
+static void free_dataset(dataset *ds)
+{
+    if (!ds) return;
+    if (ds->items)
+        for (int64_t i = 0; i < ds->count; i++) {
+            free(ds->items[i].path);
+            free(ds->items[i].caption);
+        }
+    free(ds->items);
+    if (ds->class_names) free_names(ds->class_names, ds->classes);
+    free(ds);
+}
+
+st_status dataset_open_folder(const char *dir, int resolution, dataset **out)
+{
+    *out = NULL;
+    st_status st = check_resolution(resolution);
+    if (st) return st;
+    char **names;
+    int n;
+    if ((st = list_dir(dir, &names, &n))) return st;
+
+    /* Class mode when dir has subfolders: they are the classes, in sorted order. */
+    char **classes = malloc(sizeof(char *) * (size_t)(n ? n : 1));
+    int nclasses = 0;
+    for (int i = 0; i < n && classes; i++) {
+        char *path = join_path(dir, names[i]);
+        if (path && is_dir(path)) classes[nclasses++] = names[i], names[i] = NULL;
+        free(path);
+    }
+    free_names(names, n);
+    if (!classes) return oom();
+
+    scan sc = {0};
+    if (nclasses == 0) {
+        /* flat: one class named after the folder */
+        size_t len = strlen(dir);
+        while (len > 1 && dir[len - 1] == '/') len--;
+        size_t start = len;
+        while (start > 0 && dir[start - 1] != '/') start--;
+        classes[0] = malloc(len - start + 1);
+        if (!classes[0]) st = oom();
+        else {
+            memcpy(classes[0], dir + start, len - start);
+            classes[0][len - start] = 0;
+            nclasses = 1;
+            st = scan_folder(&sc, dir, 0, "", false);
+        }
+    } else {
+        st = scan_folder(&sc, dir, 0, "", true); /* only to report images left outside the class folders */
+        for (int c = 0; c < nclasses && !st; c++) {
+            char *sub = join_path(dir, classes[c]);
+            st = sub ? scan_folder(&sc, sub, c, classes[c], false) : oom();
+            free(sub);
+        }
+    }
+
+    dataset *ds = calloc(1, sizeof *ds);
+    if (!ds && !st) st = oom();
+    if (ds) {
+        ds->kind = KIND_FOLDER;
+        ds->resolution = resolution;
+        ds->classes = nclasses;
+        ds->class_names = classes;
+        ds->items = sc.items;
+        ds->count = sc.n;
+    } else {
+        free_names(classes, nclasses);
+        for (int64_t i = 0; i < sc.n; i++) free(sc.items[i].path), free(sc.items[i].caption);
+        free(sc.items);
+    }
+    if (!st && sc.n == 0)
+        st = st_fail(ST_ERR_FORMAT, "%s: no usable PNG image (%lld skipped)", dir, (long long)sc.skipped);
+    if (st) {
+        free_dataset(ds);
+        return st;
+    }
+    *out = ds;
+    return ST_OK;
+}
+
+void dataset_close(dataset *ds) { free_dataset(ds); }
+
+int64_t dataset_size(const dataset *ds) { return ds->count; }
+int dataset_resolution(const dataset *ds) { return ds->resolution; }
+int dataset_channels(const dataset *ds) { return 3; }
+int dataset_classes(const dataset *ds) { return ds->classes; }
+
+const char *dataset_class_name(const dataset *ds, int label)
+{
+    if (label < 0 || label >= ds->classes) return NULL;
+    return ds->kind == KIND_BUILTIN ? builtin_classes[label].name : ds->class_names[label];
+}
+
+st_status dataset_get(const dataset *ds, int64_t index, float *image, int64_t *label, char *caption)
+{
+    if (index < 0 || index >= ds->count)
+        return st_fail(ST_ERR_INVALID, "data: sample %lld is out of range [0, %lld)", (long long)index,
+                       (long long)ds->count);
+    if (ds->kind == KIND_BUILTIN) {
+        builtin_get(ds, index, image, label, caption);
+        return ST_OK;
+    }
+    const item *e = &ds->items[index];
+    if (label) *label = e->label;
+    if (caption) copy_caption(caption, e->caption);
+    if (!image) return ST_OK;
+    unsigned char *px;
+    int w, h;
+    st_status st = load_png(e->path, &px, &w, &h); /* can only fail if the file changed since open */
+    if (!st) st = crop_resize(px, w, h, ds->resolution, image);
+    free(px);
+    return st;
+}
+
+/* ---- the iterator ---- */
+
+static void shuffle(data_iter *it, int64_t epoch)
+{
+    const int64_t n = it->ds->count;
+    const uint64_t stream = rng_stream("data.shuffle"), key = rng_u64(it->seed, stream, (uint64_t)epoch);
+    for (int64_t i = 0; i < n; i++) it->perm[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) { /* Fisher-Yates; modulo bias is below n / 2^64 */
+        const int64_t j = (int64_t)(rng_u64(key, stream, (uint64_t)i) % (uint64_t)(i + 1));
+        const int64_t t = it->perm[i];
+        it->perm[i] = it->perm[j];
+        it->perm[j] = t;
+    }
+    it->perm_epoch = epoch;
+}
+
+st_status data_iter_create(const dataset *ds, uint64_t seed, data_iter **out)
+{
+    *out = NULL;
+    data_iter *it = calloc(1, sizeof *it);
+    if (it) it->perm = malloc(sizeof(int64_t) * (size_t)ds->count);
+    if (!it || !it->perm) {
+        free(it);
+        return oom();
+    }
+    it->ds = ds;
+    it->seed = seed;
+    it->perm_epoch = -1;
+    *out = it;
+    return ST_OK;
+}
+
+void data_iter_destroy(data_iter *it)
+{
+    if (!it) return;
+    free(it->perm);
+    free(it);
+}
+
+data_position data_iter_position(const data_iter *it) { return it->pos; }
+
+st_status data_iter_seek(data_iter *it, data_position pos)
+{
+    const int64_t n = it->ds->count;
+    if (pos.epoch < 0 || pos.index < 0 || pos.index > n || (pos.index == n && pos.epoch == INT64_MAX))
+        return st_fail(ST_ERR_INVALID, "data: position (epoch %lld, index %lld) is invalid for %lld samples",
+                       (long long)pos.epoch, (long long)pos.index, (long long)n);
+    if (pos.index == n) pos = (data_position){pos.epoch + 1, 0}; /* the end of an epoch is the next one's start */
+    it->pos = pos;
+    return ST_OK;
+}
+
+st_status data_iter_next_batch(data_iter *it, int64_t batch, float *images, int64_t *labels,
+                               char (*captions)[CAPTION_MAX], int64_t *indices)
+{
+    if (batch < 1) return st_fail(ST_ERR_INVALID, "data: batch size must be >= 1, got %lld", (long long)batch);
+    const dataset *ds = it->ds;
+    const int64_t n = ds->count, per = 3ll * ds->resolution * ds->resolution;
+    data_position pos = it->pos;
+    for (int64_t b = 0; b < batch; b++) {
+        if (pos.epoch != it->perm_epoch) shuffle(it, pos.epoch);
+        const int64_t index = it->perm[pos.index];
+        st_status st = dataset_get(ds, index, images ? images + b * per : NULL, labels ? labels + b : NULL,
+                                   captions ? captions[b] : NULL);
+        if (st) return st; /* it->pos untouched: the same batch is tried again */
+        if (indices) indices[b] = index;
+        if (++pos.index == n) pos = (data_position){pos.epoch + 1, 0};
+    }
+    it->pos = pos;
+    return ST_OK;
+}
+
+/* ---- PNG grids ---- */
+
+st_status png_write_grid(const char *path, const float *images, int n, int channels, int h, int w, int cols)
+{
+    enum { GAP = 2 };
+    if (n < 1 || (channels != 1 && channels != 3) || h < 1 || w < 1 || cols < 1 || !images)
+        return st_fail(ST_ERR_INVALID, "%s: bad grid (n %d, channels %d, %dx%d, cols %d)", path, n, channels, h, w,
+                       cols);
+    if (cols > n) cols = n;
+    const int rows = (n + cols - 1) / cols;
+    const int64_t W = (int64_t)cols * w + (int64_t)(cols - 1) * GAP, H = (int64_t)rows * h + (int64_t)(rows - 1) * GAP;
+    if (W > MAX_SIDE * 4 || H > MAX_SIDE * 4 || W * H > MAX_PIXELS)
+        return st_fail(ST_ERR_INVALID, "%s: a %lldx%lld grid is too large", path, (long long)W, (long long)H);
+    unsigned char *buf = malloc((size_t)(W * H * channels));
+    if (!buf) return oom();
+    memset(buf, 255, (size_t)(W * H * channels)); /* gaps and empty cells */
+    for (int k = 0; k < n; k++) {
+        const int64_t ox = (int64_t)(k % cols) * (w + GAP), oy = (int64_t)(k / cols) * (h + GAP);
+        const float *img = images + (int64_t)k * channels * h * w;
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                for (int ch = 0; ch < channels; ch++) {
+                    const float v = (img[((int64_t)ch * h + y) * w + x] + 1.0f) * 127.5f;
+                    const float c = v >= 0.0f ? (v <= 255.0f ? v : 255.0f) : 0.0f; /* NaN -> 0 */
+                    buf[((oy + y) * W + ox + x) * channels + ch] = (unsigned char)lrintf(c);
+                }
+    }
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    img.width = (png_uint_32)W;
+    img.height = (png_uint_32)H;
+    img.format = channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
+    atomic_file af;
+    st_status st = atomic_file_open(&af, path);
+    if (!st) {
+        /* the simplified writer does png_init_io on af.fp: libpng writes into the temporary file */
+        if (!png_image_write_to_stdio(&img, af.fp, 0, buf, 0, NULL)) {
+            st = st_fail(ST_ERR_IO, "%s: cannot write PNG: %s", path, img.message);
+            atomic_file_abort(&af);
+        } else {
+            st = atomic_file_commit(&af);
+        }
+    }
+    png_image_free(&img);
+    free(buf);
+    return st;
+}

@@ -1,0 +1,248 @@
+/* AdamW and Lion with torch's formulas, diffusers' schedules and torch's global-norm clipping. Updates run in
+ * float like torch's; per-step coefficients are computed once in double. */
+#include "segtrain/optim.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Below this many trainable floats a parallel region costs more than it saves. */
+#define OPTIM_PAR_MIN 16384
+/* The norm's partial sums: fixed-size chunks, summed in order, so the norm does not depend on the thread count. */
+#define NORM_CHUNK 8192
+/* M_PI is not in C11. */
+#define OPTIM_PI 3.14159265358979323846
+
+static const char *const state_names[2] = {"optimizer.m", "optimizer.v"};
+
+struct optimizer {
+    param_set *ps;
+    optim_settings s;
+    int64_t t; /* completed updates */
+    int moments;
+    float *state[2]; /* m, v (AdamW); m (Lion) */
+    double *partial; /* one sum of squares per NORM_CHUNK gradients */
+    int64_t chunks;
+};
+
+static int moments_of(optim_kind kind) { return kind == OPTIM_LION ? 1 : 2; }
+
+optim_settings optim_defaults(optim_kind kind)
+{
+    if (kind == OPTIM_LION)
+        return (optim_settings){.kind = OPTIM_LION, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.99, .eps = 0};
+    return (optim_settings){
+        .kind = OPTIM_ADAMW, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2};
+}
+
+const char *optim_kind_name(optim_kind kind) { return kind == OPTIM_LION ? "lion" : "adamw"; }
+
+size_t optim_state_bytes(optim_kind kind, int64_t grad_count)
+{
+    return (size_t)moments_of(kind) * (size_t)grad_count * sizeof(float);
+}
+
+double optim_lr_at(const optim_settings *s, int64_t step)
+{
+    if (step < 0) step = 0;
+    if (step < s->warmup_steps) return s->lr * (double)step / (double)(s->warmup_steps > 1 ? s->warmup_steps : 1);
+    if (!s->cosine) return s->lr;
+    const int64_t span = s->total_steps - s->warmup_steps;
+    double p = (double)(step - s->warmup_steps) / (double)(span > 1 ? span : 1);
+    if (p > 1) p = 1;
+    return s->lr * fmax(0.0, 0.5 * (1.0 + cos(OPTIM_PI * p)));
+}
+
+static st_status check_settings(const optim_settings *s)
+{
+    /* written as !(ok) so that NaN fails too */
+    if (s->kind != OPTIM_ADAMW && s->kind != OPTIM_LION)
+        return st_fail(ST_ERR_INVALID, "optimizer: unknown kind %d", (int)s->kind);
+    if (!(s->lr >= 0 && isfinite(s->lr)))
+        return st_fail(ST_ERR_INVALID, "optimizer: learning_rate must be finite and >= 0, got %g", s->lr);
+    if (!(s->beta1 >= 0 && s->beta1 < 1))
+        return st_fail(ST_ERR_INVALID, "optimizer: beta1 must be in [0, 1), got %g", s->beta1);
+    if (!(s->beta2 >= 0 && s->beta2 < 1))
+        return st_fail(ST_ERR_INVALID, "optimizer: beta2 must be in [0, 1), got %g", s->beta2);
+    if (!(s->eps >= 0 && isfinite(s->eps)))
+        return st_fail(ST_ERR_INVALID, "optimizer: epsilon must be finite and >= 0, got %g", s->eps);
+    if (!(s->weight_decay >= 0 && isfinite(s->weight_decay)))
+        return st_fail(ST_ERR_INVALID, "optimizer: weight_decay must be finite and >= 0, got %g", s->weight_decay);
+    if (isnan(s->max_grad_norm))
+        return st_fail(ST_ERR_INVALID, "optimizer: max_grad_norm is NaN");
+    if (s->warmup_steps < 0 || s->total_steps < 0)
+        return st_fail(ST_ERR_INVALID, "optimizer: warm-up (%lld) and total steps (%lld) must be >= 0",
+                       (long long)s->warmup_steps, (long long)s->total_steps);
+    return ST_OK;
+}
+
+st_status optim_create(param_set *ps, const optim_settings *s, optimizer **out)
+{
+    *out = NULL;
+    st_status st = check_settings(s);
+    if (st) return st;
+    if (!ps->pool || !ps->grads || ps->grad_count <= 0)
+        return st_fail(ST_ERR_INVALID, "optimizer: the parameter set has no allocated trainable parameters");
+    optimizer *o = calloc(1, sizeof *o);
+    const int64_t chunks = (ps->grad_count + NORM_CHUNK - 1) / NORM_CHUNK;
+    double *partial = malloc((size_t)chunks * sizeof *partial);
+    if (!o || !partial) {
+        free(o);
+        free(partial);
+        return st_fail(ST_ERR_HOST_OOM, "optimizer: out of host memory for its bookkeeping");
+    }
+    *o = (optimizer){.ps = ps, .s = *s, .moments = moments_of(s->kind), .partial = partial, .chunks = chunks};
+    const size_t bytes = (size_t)ps->grad_count * sizeof(float);
+    for (int i = 0; i < o->moments && !st; i++)
+        st = pool_alloc_zero(ps->pool, bytes, MEM_OPTIMIZER, state_names[i], (void **)&o->state[i]);
+    if (st) {
+        optim_destroy(o);
+        return st;
+    }
+    *out = o;
+    return ST_OK;
+}
+
+void optim_destroy(optimizer *o)
+{
+    if (!o) return;
+    for (int i = 0; i < o->moments; i++) pool_free(o->ps->pool, o->state[i]);
+    free(o->partial);
+    free(o);
+}
+
+const optim_settings *optim_get_settings(const optimizer *o) { return &o->s; }
+
+/* simd reduction: the lane order is fixed by the compiled code, never by the thread count */
+static double sum_squares(const float *restrict g, int64_t n)
+{
+    double s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; i++) s += (double)g[i] * (double)g[i];
+    return s;
+}
+
+double optim_clip(optimizer *o)
+{
+    float *restrict g = o->ps->grads;
+    const int64_t n = o->ps->grad_count, chunks = o->chunks;
+    double *part = o->partial;
+#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
+    for (int64_t c = 0; c < chunks; c++) {
+        const int64_t lo = c * NORM_CHUNK, len = n - lo < NORM_CHUNK ? n - lo : NORM_CHUNK;
+        part[c] = sum_squares(g + lo, len);
+    }
+    double sum = 0;
+    for (int64_t c = 0; c < chunks; c++) sum += part[c];
+    const double norm = sqrt(sum);
+    if (!isfinite(norm) || !(o->s.max_grad_norm > 0)) return norm;
+    const double coef = o->s.max_grad_norm / (norm + 1e-6);
+    if (coef < 1) {
+        const float f = (float)coef;
+#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) g[i] *= f;
+    }
+    return norm;
+}
+
+typedef struct coefs {
+    float decay, b1, omb1, b2, omb2; /* decay = 1 - lr * weight_decay; omb = 1 - beta */
+    float step, inv_bc2_sqrt, eps;   /* AdamW: lr / (1 - b1^t), 1 / sqrt(1 - b2^t); Lion: step = lr */
+} coefs;
+
+/* torch.optim.AdamW (single-tensor): w *= decay; m, v updated; w += -step * (m / (sqrt(v) / sqrt(bc2) + eps)). */
+static void adamw_span(float *restrict w, const float *restrict g, float *restrict m, float *restrict v, int64_t n,
+                       const coefs *k)
+{
+    const float decay = k->decay, b1 = k->b1, omb1 = k->omb1, b2 = k->b2, omb2 = k->omb2;
+    const float step = k->step, ibc2 = k->inv_bc2_sqrt, eps = k->eps;
+    for (int64_t i = 0; i < n; i++) {
+        const float gi = g[i];
+        const float mi = b1 * m[i] + omb1 * gi;
+        const float vi = b2 * v[i] + omb2 * (gi * gi);
+        m[i] = mi;
+        v[i] = vi;
+        w[i] = w[i] * decay - step * (mi / (sqrtf(vi) * ibc2 + eps));
+    }
+}
+
+/* Lion (lion-pytorch): w *= decay; w += -lr * sign(b1 m + (1 - b1) g); then m = b2 m + (1 - b2) g. */
+static void lion_span(float *restrict w, const float *restrict g, float *restrict m, int64_t n, const coefs *k)
+{
+    const float decay = k->decay, b1 = k->b1, omb1 = k->omb1, b2 = k->b2, omb2 = k->omb2, lr = k->step;
+    for (int64_t i = 0; i < n; i++) {
+        const float gi = g[i], mi = m[i];
+        const float c = b1 * mi + omb1 * gi;
+        const float sign = (float)(c > 0.0f) - (float)(c < 0.0f);
+        w[i] = w[i] * decay - lr * sign;
+        m[i] = b2 * mi + omb2 * gi;
+    }
+}
+
+st_status optim_step(optimizer *o, double *lr_used)
+{
+    const optim_settings *s = &o->s;
+    const double lr = optim_lr_at(s, o->t);
+    const int64_t t = o->t + 1;
+    coefs k = {.decay = (float)(1.0 - lr * s->weight_decay), .b1 = (float)s->beta1, .omb1 = (float)(1.0 - s->beta1),
+               .b2 = (float)s->beta2, .omb2 = (float)(1.0 - s->beta2), .step = (float)lr, .eps = (float)s->eps};
+    if (s->kind == OPTIM_ADAMW) {
+        k.step = (float)(lr / (1.0 - pow(s->beta1, (double)t)));
+        k.inv_bc2_sqrt = (float)(1.0 / sqrt(1.0 - pow(s->beta2, (double)t)));
+    }
+    param_set *ps = o->ps;
+    float *m = o->state[0], *v = o->state[1];
+    /* One region over all parameters; each parameter split statically by element (no barrier between them:
+     * elements are independent), so every element gets the same arithmetic at any thread count. */
+#pragma omp parallel if (ps->grad_count >= OPTIM_PAR_MIN)
+    {
+        const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
+        for (int i = 0; i < ps->n; i++) {
+            const param *q = &ps->items[i];
+            if (!q->trainable || !q->g) continue;
+            const int64_t off = q->g - ps->grads, lo = q->numel * tid / nt, hi = q->numel * (tid + 1) / nt;
+            if (hi <= lo) continue;
+            if (s->kind == OPTIM_ADAMW)
+                adamw_span(q->w + lo, q->g + lo, m + off + lo, v + off + lo, hi - lo, &k);
+            else
+                lion_span(q->w + lo, q->g + lo, m + off + lo, hi - lo, &k);
+        }
+    }
+    o->t = t;
+    if (lr_used) *lr_used = lr;
+    return ST_OK;
+}
+
+int64_t optim_steps_taken(const optimizer *o) { return o->t; }
+
+st_status optim_set_steps(optimizer *o, int64_t steps)
+{
+    if (steps < 0) return st_fail(ST_ERR_FORMAT, "optimizer: step count must be >= 0, got %lld", (long long)steps);
+    o->t = steps;
+    return ST_OK;
+}
+
+int optim_state_count(const optimizer *o) { return o->moments; }
+
+const char *optim_state_name(const optimizer *o, int i) { return i >= 0 && i < o->moments ? state_names[i] : NULL; }
+
+float *optim_state_data(optimizer *o, int i) { return i >= 0 && i < o->moments ? o->state[i] : NULL; }
+
+int64_t optim_state_size(const optimizer *o, int i) { return i >= 0 && i < o->moments ? o->ps->grad_count : 0; }
+
+st_status optim_state_restore(optimizer *o, const char *name, const float *data, int64_t n)
+{
+    int i = 0;
+    while (i < o->moments && strcmp(name, state_names[i])) i++;
+    if (i == o->moments)
+        return st_fail(ST_ERR_FORMAT, "optimizer state '%s' is not part of %s (its state is %s%s)", name,
+                       optim_kind_name(o->s.kind), state_names[0], o->moments > 1 ? ", optimizer.v" : "");
+    if (n != o->ps->grad_count)
+        return st_fail(ST_ERR_FORMAT,
+                       "optimizer state '%s' has %lld floats, but the trainable parameters have %lld (a checkpoint "
+                       "of another model or training setup?)",
+                       name, (long long)n, (long long)o->ps->grad_count);
+    memcpy(o->state[i], data, (size_t)n * sizeof(float));
+    return ST_OK;
+}

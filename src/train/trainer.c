@@ -1,0 +1,461 @@
+/* The trainer (train.h): set-up from the config, one optimizer step at a time, checkpoints and resume. */
+#include "segtrain/train.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "segtrain/data.h"
+#include "segtrain/objective.h"
+#include "segtrain/optim.h"
+#include "segtrain/rng.h"
+#include "segtrain/safetensors.h"
+#include "segtrain/sample.h"
+
+#define DIR_MAX 512 /* output_dir; file names inside it have room to spare */
+#define PATH_MAX_LEN 1024
+
+struct trainer {
+    const config *cfg;
+    FILE *log;
+    model_run run;
+    dataset *data;
+    data_iter *iter;
+    optimizer *opt;
+    int64_t batch, accum, steps_done, total_steps, classes, null_label;
+    uint64_t seed;
+    float label_dropout;
+    float *x0, *noise, *t;      /* the batch, in the device pool */
+    int64_t *labels;
+    mem_sim predicted, predicted_host;
+    FILE *jsonl;
+    char dir[DIR_MAX], checkpoint[PATH_MAX_LEN], validation[PATH_MAX_LEN], final[PATH_MAX_LEN];
+};
+
+st_status model_run_open(const config *cfg, bool allocate, model_run *out, char *warning)
+{
+    model_config mc;
+    ckpt_settings cs;
+    size_t n_capture, device_cap = 0, host_cap = 0;
+    const int64_t *capture = config_int_list(cfg, "capture_hidden_states", &n_capture);
+    *out = (model_run){0};
+    st_status st = model_config_from(cfg, &mc);
+    if (!st) st = ckpt_settings_from(cfg, &cs, warning, 256);
+    if (!st) st = config_bytes(cfg, "device_memory", &device_cap);
+    if (!st) st = config_bytes(cfg, "host_memory", &host_cap);
+    if (st) return st;
+    if (allocate) {
+        out->device = pool_create(POOL_DEVICE, device_cap);
+        out->host = pool_create(POOL_HOST, host_cap);
+        if (!out->device || !out->host) st = st_fail(ST_ERR_INTERNAL, "out of host memory");
+    }
+    if (!st) st = model_create(&mc, out->device, &out->m);
+    if (!st) st = model_set_checkpointing(out->m, &cs, capture, n_capture);
+    if (!st && allocate) st = model_set_host_pool(out->m, out->host);
+    if (st) model_run_close(out);
+    return st;
+}
+
+size_t model_run_close(model_run *r)
+{
+    model_destroy(r->m);
+    size_t leaks = 0;
+    if (r->device) leaks += pool_destroy(r->device);
+    if (r->host) leaks += pool_destroy(r->host);
+    *r = (model_run){0};
+    return leaks;
+}
+
+static void note(trainer *t, const char *fmt, const char *a, const char *b)
+{
+    if (t->log) fprintf(t->log, fmt, a, b), fputc('\n', t->log);
+}
+
+static st_status make_dir(const char *path)
+{
+    char buf[PATH_MAX_LEN];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) /* mkdir -p */
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0755) && errno != EEXIST) return st_fail(ST_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
+            *p = '/';
+        }
+    if (mkdir(buf, 0755) && errno != EEXIST) return st_fail(ST_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
+    return ST_OK;
+}
+
+/* checkpoint-<step>.safetensors files of the output folder, newest first; leftovers of interrupted writes
+ * (*.tmp.<pid>) are removed. Returns the count (at most max). */
+static int list_checkpoints(const char *dir, int64_t *steps, int max)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long long step;
+        char tail[16];
+        if (strstr(e->d_name, ".safetensors.tmp.")) {
+            char p[PATH_MAX_LEN * 2];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+            continue;
+        }
+        if (sscanf(e->d_name, "checkpoint-%lld.safetensor%15s", &step, tail) == 2 && !strcmp(tail, "s") && n < max)
+            steps[n++] = step;
+    }
+    closedir(d);
+    for (int i = 1; i < n; i++) /* newest first */
+        for (int j = i; j > 0 && steps[j] > steps[j - 1]; j--) {
+            int64_t x = steps[j];
+            steps[j] = steps[j - 1], steps[j - 1] = x;
+        }
+    return n;
+}
+
+static void checkpoint_path(const trainer *t, int64_t step, char *out, size_t n)
+{
+    snprintf(out, n, "%s/checkpoint-%06lld.safetensors", t->dir, (long long)step);
+}
+
+static st_status save_checkpoint(trainer *t)
+{
+    const int k = optim_state_count(t->opt);
+    named_floats extra[4];
+    for (int i = 0; i < k && i < 4; i++)
+        extra[i] = (named_floats){.name = optim_state_name(t->opt, i), .ndim = 1,
+                                  .shape = {optim_state_size(t->opt, i)}, .data = optim_state_data(t->opt, i)};
+    const data_position pos = data_iter_position(t->iter);
+    char step[32], epoch[32], index[32], seed[32];
+    snprintf(step, sizeof step, "%lld", (long long)t->steps_done);
+    snprintf(epoch, sizeof epoch, "%lld", (long long)pos.epoch);
+    snprintf(index, sizeof index, "%lld", (long long)pos.index);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->seed);
+    const char *meta[] = {"segtrain.step", step,
+                          "segtrain.data_epoch", epoch,
+                          "segtrain.data_index", index,
+                          "segtrain.seed", seed,
+                          "segtrain.optimizer", optim_kind_name(optim_get_settings(t->opt)->kind),
+                          "segtrain.model_type", config_string(t->cfg, "model_type"),
+                          "segtrain.rng", "counter-based, keyed by seed, step and sample: nothing else to restore"};
+    checkpoint_path(t, t->steps_done, t->checkpoint, sizeof t->checkpoint);
+    st_status st = param_set_save(model_params(t->run.m), t->checkpoint, PARAMS_TRAINABLE, false, extra, k, meta, 7);
+    if (st) return st;
+    /* keep the newest checkpoints_total_limit */
+    const int64_t limit = config_int(t->cfg, "checkpoints_total_limit");
+    int64_t steps[4096];
+    int n = list_checkpoints(t->dir, steps, 4096);
+    for (int i = (int)limit; limit > 0 && i < n; i++) {
+        char old[PATH_MAX_LEN];
+        checkpoint_path(t, steps[i], old, sizeof old);
+        unlink(old);
+    }
+    return ST_OK;
+}
+
+static st_status meta_int(const sft_file *f, const char *key, int64_t *out)
+{
+    const char *v = sft_metadata(f, key);
+    char *end;
+    if (v) *out = strtoll(v, &end, 10);
+    if (!v || *end) return st_fail(ST_ERR_FORMAT, "%s: metadata '%s' is missing or not a number", sft_path(f), key);
+    return ST_OK;
+}
+
+static st_status resume(trainer *t, const char *path)
+{
+    param_set *ps = model_params(t->run.m);
+    st_status st = param_set_load(ps, path, PARAMS_TRAINABLE, "optimizer.");
+    if (st) return st;
+    sft_file *f;
+    if ((st = sft_open(path, &f))) return st;
+    const char *opt = sft_metadata(f, "segtrain.optimizer"), *type = sft_metadata(f, "segtrain.model_type");
+    const char *want_opt = optim_kind_name(optim_get_settings(t->opt)->kind);
+    if (!opt || strcmp(opt, want_opt))
+        st = st_fail(ST_ERR_FORMAT, "%s: written by a run with optimizer %s; this config uses %s", path,
+                     opt ? opt : "(none)", want_opt);
+    else if (!type || strcmp(type, config_string(t->cfg, "model_type")))
+        st = st_fail(ST_ERR_FORMAT, "%s: written by a model_type %s run; this config is %s", path, type ? type : "(none)",
+                     config_string(t->cfg, "model_type"));
+    for (int i = 0; !st && i < optim_state_count(t->opt); i++) {
+        const char *name = optim_state_name(t->opt, i);
+        const int64_t n = optim_state_size(t->opt, i);
+        st = sft_read_f32(f, name, 1, &n, optim_state_data(t->opt, i));
+    }
+    int64_t step = 0;
+    data_position pos = {0};
+    if (!st) st = meta_int(f, "segtrain.step", &step);
+    if (!st) st = meta_int(f, "segtrain.data_epoch", &pos.epoch);
+    if (!st) st = meta_int(f, "segtrain.data_index", &pos.index);
+    if (!st) st = optim_set_steps(t->opt, step);
+    if (!st) st = data_iter_seek(t->iter, pos);
+    sft_close(f);
+    if (!st) t->steps_done = step;
+    return st;
+}
+
+static st_status open_data(trainer *t, const model_config *mc)
+{
+    const char *dir = config_string(t->cfg, "data_dir");
+    st_status st = dir[0] ? dataset_open_folder(dir, (int)mc->resolution, &t->data)
+                          : dataset_open_builtin((int)mc->resolution, config_int(t->cfg, "builtin_dataset_size"), t->seed,
+                                                 &t->data);
+    if (st) return st;
+    if (dataset_channels(t->data) != mc->channels)
+        return st_fail(ST_ERR_INVALID, "in_channels: the model takes %lld channels but the images have %d (set in_channels %d)",
+                       (long long)mc->channels, dataset_channels(t->data), dataset_channels(t->data));
+    if (dataset_classes(t->data) > mc->classes)
+        return st_fail(ST_ERR_INVALID, "num_classes: the model has %lld classes but the data has %d (set num_classes %d)",
+                       (long long)mc->classes, dataset_classes(t->data), dataset_classes(t->data));
+    return data_iter_create(t->data, t->seed, &t->iter);
+}
+
+static st_status open_optimizer(trainer *t)
+{
+    const config *c = t->cfg;
+    optim_settings s = optim_defaults(strcmp(config_string(c, "optimizer"), "lion") ? OPTIM_ADAMW : OPTIM_LION);
+    s.lr = config_float(c, "learning_rate");
+    s.beta1 = config_float(c, "adam_beta1");
+    s.beta2 = config_float(c, "adam_beta2");
+    s.eps = config_float(c, "adam_epsilon");
+    s.weight_decay = config_float(c, "adam_weight_decay");
+    s.max_grad_norm = config_float(c, "max_grad_norm");
+    s.warmup_steps = config_int(c, "lr_warmup_steps");
+    s.total_steps = t->total_steps;
+    s.cosine = !strcmp(config_string(c, "lr_scheduler"), "cosine");
+    return optim_create(model_params(t->run.m), &s, &t->opt);
+}
+
+/* The model's starting weights: a file, or the family's initialisation. With LoRA the file holds the base. */
+static st_status load_weights(trainer *t)
+{
+    const char *path = config_string(t->cfg, "pretrained_model_name_or_path");
+    const bool lora = !strcmp(config_string(t->cfg, "model_type"), "lora");
+    model_init(t->run.m, t->seed, false);
+    if (!path[0]) {
+        if (lora) note(t, "segtrain: warning: model_type lora without pretrained_model_name_or_path adapts a freshly "
+                          "initialised model%s%s", "", "");
+        return ST_OK;
+    }
+    return param_set_load(model_params(t->run.m), path, lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
+}
+
+static size_t optimizer_bytes(const config *cfg, int64_t grad_count)
+{
+    return optim_state_bytes(strcmp(config_string(cfg, "optimizer"), "lion") ? OPTIM_ADAMW : OPTIM_LION, grad_count);
+}
+
+/* Predicts a step's peaks on an unallocated model and refuses a run that cannot fit, before allocating anything. */
+static st_status plan_run(trainer *t)
+{
+    model_run r;
+    char warning[256];
+    size_t dev = 0, host = 0;
+    st_status st = model_run_open(t->cfg, false, &r, warning);
+    if (!st) st = config_bytes(t->cfg, "device_memory", &dev);
+    if (!st) st = config_bytes(t->cfg, "host_memory", &host);
+    if (st) return st;
+    flow_step_simulate(r.m, t->batch, optimizer_bytes(t->cfg, model_params(r.m)->grad_count), &t->predicted,
+                       &t->predicted_host);
+    model_run_close(&r);
+    if (dev && t->predicted.s.peak > dev)
+        return st_fail(ST_ERR_OOM,
+                       "device_memory: the plan's peak is %.2f MiB but the budget is %.2f MiB (checkpointing, a smaller "
+                       "train_batch_size or offload lower the peak; see segtrain plan)",
+                       t->predicted.s.peak / 1048576.0, dev / 1048576.0);
+    if (host && t->predicted_host.s.peak > host)
+        return st_fail(ST_ERR_HOST_OOM, "host_memory: the plan's host peak is %.2f MiB but the budget is %.2f MiB",
+                       t->predicted_host.s.peak / 1048576.0, host / 1048576.0);
+    return ST_OK;
+}
+
+st_status trainer_create(const config *cfg, FILE *log, trainer **out)
+{
+    *out = NULL;
+    trainer *t = calloc(1, sizeof *t);
+    if (!t) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    t->cfg = cfg;
+    t->log = log;
+    t->seed = (uint64_t)config_int(cfg, "seed");
+    t->batch = config_int(cfg, "train_batch_size");
+    t->accum = config_int(cfg, "gradient_accumulation_steps");
+    t->total_steps = config_int(cfg, "max_train_steps");
+    t->label_dropout = (float)config_float(cfg, "caption_dropout_probability");
+    char warning[256];
+    st_status st = ST_OK;
+    if (strlen(config_string(cfg, "output_dir")) >= DIR_MAX)
+        st = st_fail(ST_ERR_INVALID, "output_dir: longer than %d characters", DIR_MAX - 1);
+    snprintf(t->dir, sizeof t->dir, "%.*s", DIR_MAX - 1, config_string(cfg, "output_dir"));
+    if (!st) st = plan_run(t);
+    if (!st) st = make_dir(t->dir);
+    if (!st) st = model_run_open(cfg, true, &t->run, warning);
+    if (!st && warning[0]) note(t, "segtrain: warning: %s%s", warning, "");
+    const model_config *mc = st ? NULL : model_get_config(t->run.m);
+    if (!st) st = open_data(t, mc);
+    if (!st) st = load_weights(t);
+    if (!st) st = open_optimizer(t);
+    if (!st) {
+        t->classes = dataset_classes(t->data);
+        t->null_label = mc->classes;
+        const size_t n = (size_t)(t->batch * mc->channels * mc->resolution * mc->resolution);
+        pool *p = t->run.device;
+        st = pool_alloc(p, n * sizeof(float), MEM_ACTIVATIONS, "batch.x0", (void **)&t->x0);
+        if (!st) st = pool_alloc(p, n * sizeof(float), MEM_ACTIVATIONS, "batch.noise", (void **)&t->noise);
+        if (!st) st = pool_alloc(p, (size_t)t->batch * sizeof(float), MEM_ACTIVATIONS, "batch.t", (void **)&t->t);
+        if (!st) st = pool_alloc(p, (size_t)t->batch * sizeof(int64_t), MEM_ACTIVATIONS, "batch.y", (void **)&t->labels);
+    }
+    if (!st) {
+        const char *from = config_string(cfg, "resume_from_checkpoint");
+        char path[PATH_MAX_LEN] = "";
+        int64_t steps[1];
+        if (!strcmp(from, "latest") && list_checkpoints(t->dir, steps, 1)) checkpoint_path(t, steps[0], path, sizeof path);
+        else if (strcmp(from, "latest")) snprintf(path, sizeof path, "%s", from);
+        if (!strcmp(from, "latest") && !path[0]) note(t, "segtrain: no checkpoint in %s yet: starting fresh%s", t->dir, "");
+        if (path[0] && !(st = resume(t, path))) {
+            char done[32];
+            snprintf(done, sizeof done, "%lld", (long long)t->steps_done);
+            note(t, "segtrain: resumed from %s at step %s", path, done);
+        }
+    }
+    if (!st) {
+        char path[PATH_MAX_LEN + 32];
+        snprintf(path, sizeof path, "%s/train_log.jsonl", t->dir);
+        t->jsonl = fopen(path, t->steps_done ? "a" : "w");
+        if (!t->jsonl) st = st_fail(ST_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    }
+    if (st) {
+        trainer_destroy(t);
+        return st;
+    }
+    *out = t;
+    return ST_OK;
+}
+
+/* The noise, timesteps and label dropout of micro-batch `micro` of the run: counter-based, so a resumed run
+ * draws exactly what the uninterrupted one did. */
+static void draw(trainer *t, int64_t micro, int64_t per)
+{
+    const uint64_t key = rng_u64(t->seed, rng_stream("train.step"), (uint64_t)micro);
+    rng_fill_normal(t->noise, t->batch * per, t->seed, key ^ rng_stream("noise"), 0.0f, 1.0f);
+    for (int64_t i = 0; i < t->batch; i++) {
+        t->t[i] = (float)rng_uniform(t->seed, key ^ rng_stream("t"), (uint64_t)i);
+        if (rng_uniform(t->seed, key ^ rng_stream("label_dropout"), (uint64_t)i) < t->label_dropout)
+            t->labels[i] = t->null_label;
+    }
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static st_status validate(trainer *t)
+{
+    snprintf(t->validation, sizeof t->validation, "%s/validation", t->dir);
+    st_status st = make_dir(t->validation);
+    snprintf(t->validation, sizeof t->validation, "%s/validation/step-%06lld.png", t->dir, (long long)t->steps_done);
+    const sample_settings s = {.steps = (int)config_int(t->cfg, "validation_num_inference_steps"),
+                               .guidance = (float)config_float(t->cfg, "validation_guidance"),
+                               .seed = (uint64_t)config_int(t->cfg, "validation_seed")};
+    if (!st) st = sample_grid(t->run.m, &s, (int)t->classes, (int)config_int(t->cfg, "validation_samples_per_class"),
+                              t->validation);
+    return st;
+}
+
+st_status trainer_step(trainer *t, train_step_info *info)
+{
+    const model_config *mc = model_get_config(t->run.m);
+    const int64_t per = mc->channels * mc->resolution * mc->resolution;
+    param_set *ps = model_params(t->run.m);
+    const double t0 = now();
+    pool_reset_peak(t->run.device);
+    pool_reset_peak(t->run.host);
+    param_set_zero_grads(ps);
+    double loss_sum = 0;
+    st_status st = ST_OK;
+    for (int64_t k = 0; k < t->accum && !st; k++) {
+        st = data_iter_next_batch(t->iter, t->batch, t->x0, t->labels, NULL, NULL);
+        if (st) break;
+        draw(t, t->steps_done * t->accum + k, per);
+        flow_batch fb = {t->batch, t->x0, t->noise, t->t, t->labels, 1.0f / (float)t->accum};
+        float loss;
+        st = flow_loss(t->run.m, &fb, true, &loss);
+        loss_sum += loss;
+    }
+    if (st) return st;
+    *info = (train_step_info){.step = t->steps_done + 1, .loss = (float)(loss_sum / (double)t->accum)};
+    if (!isfinite(info->loss))
+        return st_fail(ST_ERR_NUMERIC, "the loss is %g at step %lld: stopping; nothing of this step was saved",
+                       info->loss, (long long)info->step);
+    info->grad_norm = optim_clip(t->opt);
+    if (!isfinite(info->grad_norm))
+        return st_fail(ST_ERR_NUMERIC, "the gradient norm is %g at step %lld: stopping; nothing of this step was saved",
+                       info->grad_norm, (long long)info->step);
+    if ((st = optim_step(t->opt, &info->lr))) return st;
+    t->steps_done++;
+    info->seconds = now() - t0;
+    info->peak_device = pool_peak(t->run.device);
+    info->peak_host = pool_peak(t->run.host);
+    fprintf(t->jsonl,
+            "{\"step\": %lld, \"loss\": %.7g, \"lr\": %.6g, \"grad_norm\": %.6g, \"sec_per_step\": %.4f, "
+            "\"peak_device_bytes\": %zu, \"peak_host_bytes\": %zu}\n",
+            (long long)info->step, info->loss, info->lr, info->grad_norm, info->seconds, info->peak_device,
+            info->peak_host);
+    fflush(t->jsonl);
+    const int64_t every = config_int(t->cfg, "checkpoint_step_interval"), val = config_int(t->cfg, "validation_steps");
+    if (every && t->steps_done % every == 0) {
+        if ((st = save_checkpoint(t))) return st;
+        info->checkpoint = t->checkpoint;
+    }
+    if (val && t->steps_done % val == 0 && mc->channels == 3) {
+        if ((st = validate(t))) return st;
+        info->validation = t->validation;
+    }
+    return ST_OK;
+}
+
+bool trainer_done(const trainer *t) { return t->steps_done >= t->total_steps; }
+int64_t trainer_steps_done(const trainer *t) { return t->steps_done; }
+int64_t trainer_total_steps(const trainer *t) { return t->total_steps; }
+model *trainer_model(trainer *t) { return t->run.m; }
+const pool_stats *trainer_predicted(const trainer *t, bool host) { return host ? &t->predicted_host.s : &t->predicted.s; }
+
+st_status trainer_finish(trainer *t, const char **path)
+{
+    const bool lora = !strcmp(config_string(t->cfg, "model_type"), "lora");
+    snprintf(t->final, sizeof t->final, "%s/%s", t->dir, lora ? "lora.safetensors" : "model.safetensors");
+    const char *meta[] = {"format", "pt", "segtrain.model_type", lora ? "lora" : "full"};
+    st_status st = param_set_save(model_params(t->run.m), t->final, lora ? PARAMS_TRAINABLE : PARAMS_ALL, false, NULL, 0,
+                                  meta, 2);
+    const int64_t every = config_int(t->cfg, "checkpoint_step_interval");
+    if (!st && every && t->steps_done % every) st = save_checkpoint(t);
+    *path = t->final;
+    return st;
+}
+
+void trainer_destroy(trainer *t)
+{
+    if (!t) return;
+    if (t->jsonl) fclose(t->jsonl);
+    pool *p = t->run.device;
+    if (p) {
+        pool_free(p, t->labels);
+        pool_free(p, t->t);
+        pool_free(p, t->noise);
+        pool_free(p, t->x0);
+    }
+    optim_destroy(t->opt);
+    data_iter_destroy(t->iter);
+    dataset_close(t->data);
+    if (model_run_close(&t->run)) fprintf(stderr, "segtrain: the trainer's pools had leaks (a bug)\n");
+    free(t);
+}

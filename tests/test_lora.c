@@ -1,0 +1,177 @@
+/* LoRA: adapters named after the weights they adapt, the base frozen (no gradients, no optimizer state), an
+ * adapter that starts as the identity, gradients against finite differences, and the checkpoint guarantees with
+ * adapters in the blocks. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "segtrain/model.h"
+#include "segtrain/objective.h"
+#include "segtrain/rng.h"
+#include "testkit.h"
+
+static model_config lora_config(bool mlp)
+{
+    model_config mc;
+    CHECK(model_preset("dit-tiny", &mc) == ST_OK);
+    mc.lora_rank = 4;
+    mc.lora_alpha = 8;
+    mc.lora_attention = true;
+    mc.lora_mlp = mlp;
+    return mc;
+}
+
+typedef struct batch {
+    flow_batch fb;
+    float *x0, *noise;
+} batch;
+
+static batch make_batch(const model_config *mc, uint64_t seed)
+{
+    static float t[2] = {0.3f, 0.7f};
+    static int64_t y[2] = {2, 10};
+    const int64_t n = 2 * mc->channels * mc->resolution * mc->resolution;
+    batch b = {.x0 = malloc((size_t)n * sizeof(float)), .noise = malloc((size_t)n * sizeof(float))};
+    rng_fill_normal(b.x0, n, seed, 1, 0, 1);
+    rng_fill_normal(b.noise, n, seed, 2, 0, 1);
+    b.fb = (flow_batch){2, b.x0, b.noise, t, y, 1.0f};
+    return b;
+}
+
+static void test_structure_and_identity(void)
+{
+    printf("-- adapters, frozen base, identity at initialisation\n");
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model_config base_mc = lora_config(false), mc = lora_config(true);
+    base_mc.lora_rank = 0;
+    model *base, *m;
+    CHECK(model_create(&base_mc, p, &base) == ST_OK && model_create(&mc, p, &m) == ST_OK);
+    param_set *ps = model_params(m);
+    int adapters = 0, trainable_base = 0;
+    for (int i = 0; i < ps->n; i++) {
+        const param *q = param_at(ps, i);
+        adapters += strstr(q->name, ".lora_A.weight") || strstr(q->name, ".lora_B.weight");
+        trainable_base += q->trainable && !strstr(q->name, ".lora_");
+    }
+    CHECKF(adapters == 4 * 4 * 2 && trainable_base == 0, "%d adapter tensors, %d trainable base tensors", adapters,
+           trainable_base);
+    const param *a = param_find(ps, "blocks.1.attn.qkv.lora_A.weight"), *bb = param_find(ps, "blocks.1.attn.qkv.lora_B.weight");
+    CHECK(a && bb && a->shape[0] == 4 && a->shape[1] == 64 && bb->shape[0] == 192 && bb->shape[1] == 4);
+    CHECK(param_find(ps, "blocks.3.mlp.fc2.lora_B.weight") != NULL && param_find(ps, "blocks.0.adaLN_modulation.1.lora_A.weight") == NULL);
+    CHECK(param_find(ps, "blocks.0.attn.qkv.weight")->g == NULL);
+    int64_t lora_floats = 0;
+    for (int i = 0; i < ps->n; i++)
+        if (strstr(param_at(ps, i)->name, ".lora_")) lora_floats += param_at(ps, i)->numel;
+    CHECKF(ps->grad_count == lora_floats, "gradients only for the adapters: %lld floats", (long long)ps->grad_count);
+
+    /* the same base weights, adapters from DiT's init (B = 0): the same predictions, bit for bit */
+    model_init(base, 3, true);
+    model_init(m, 3, false);
+    param_set *bs = model_params(base);
+    for (int i = 0; i < bs->n; i++) {
+        const param *src = param_at(bs, i);
+        memcpy(param_find(ps, src->name)->w, src->w, (size_t)src->numel * sizeof(float));
+    }
+    batch b = make_batch(&mc, 4);
+    float l0, l1;
+    CHECK(flow_loss(base, &b.fb, false, &l0) == ST_OK && flow_loss(m, &b.fb, false, &l1) == ST_OK);
+    CHECKF(!memcmp(&l0, &l1, sizeof l0), "an adapter starts as the identity: loss %.9g vs %.9g", l0, l1);
+    free(b.x0), free(b.noise);
+    model_destroy(base);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
+static double eval_loss(model *m, const flow_batch *fb)
+{
+    float l;
+    return flow_loss(m, fb, false, &l) == ST_OK ? l : NAN;
+}
+
+static void test_gradients(void)
+{
+    printf("-- adapter gradients against central differences of the loss\n");
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model_config mc = lora_config(true);
+    model *m;
+    CHECK(model_create(&mc, p, &m) == ST_OK);
+    model_init(m, 5, true); /* B non-zero too, so every adapter gradient is non-zero */
+    param_set *ps = model_params(m);
+    batch b = make_batch(&mc, 6);
+    float loss;
+    param_set_zero_grads(ps);
+    CHECK(flow_loss(m, &b.fb, true, &loss) == ST_OK);
+    for (int i = 0; i < ps->n; i++) {
+        param *q = param_at(ps, i);
+        if (!q->trainable) continue;
+        double gmax = 0, worst = 0;
+        int64_t at = 0;
+        for (int64_t j = 0; j < q->numel; j++)
+            if (fabs(q->g[j]) > gmax) gmax = fabs(q->g[j]), at = j;
+        int64_t idx[2] = {at, (int64_t)(rng_u64(2, (uint64_t)i, 0) % (uint64_t)q->numel)};
+        for (int k = 0; k < 2; k++) {
+            float *w = &q->w[idx[k]], saved = *w, h = 1e-2f;
+            *w = saved + h;
+            double up = eval_loss(m, &b.fb);
+            *w = saved - h;
+            double down = eval_loss(m, &b.fb);
+            *w = saved;
+            worst = fmax(worst, fabs((up - down) / (2.0 * h) - q->g[idx[k]]));
+        }
+        /* the loss is a float: differences of ~1e-7 over 2h bound the error near 1e-5 */
+        bool ok = gmax > 0 && worst <= 2e-2 * gmax + 2e-5;
+        printf("%s %-40s worst |fd - grad| %.2e of max |grad| %.2e\n", ok ? "ok  " : "FAIL", q->name, worst, gmax);
+        CHECKF(ok, "%s", q->name);
+    }
+    free(b.x0), free(b.noise);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
+static void test_checkpointing_with_adapters(void)
+{
+    printf("-- schedules with adapters: the same bits, the predicted peak\n");
+    pool *p = pool_create(POOL_DEVICE, 0), *host = pool_create(POOL_HOST, 0);
+    model_config mc = lora_config(true);
+    model *m;
+    CHECK(model_create(&mc, p, &m) == ST_OK && model_set_host_pool(m, host) == ST_OK);
+    model_init(m, 8, true);
+    param_set *ps = model_params(m);
+    batch b = make_batch(&mc, 9);
+    const ckpt_settings rows[] = {
+        {.interval = 1, .stride = 1},
+        {.enabled = true, .backend = BACKEND_TORCH, .interval = 2, .stride = 2},
+        {.enabled = true, .backend = BACKEND_TORCH_FFN, .interval = 1, .stride = 1},
+        {.enabled = true, .backend = BACKEND_UNSLOTH, .interval = 1, .stride = 1, .offload_attention = true},
+    };
+    float *base = malloc((size_t)ps->grad_count * sizeof(float));
+    for (int r = 0; r < 4; r++) {
+        CHECK(model_set_checkpointing(m, &rows[r], NULL, 0) == ST_OK);
+        mem_sim dev = {0}, hs = {0};
+        flow_step_simulate(m, 2, 0, &dev, &hs);
+        /* the step here keeps no batch in the pool: take those bytes off the prediction's resident part */
+        param_set_zero_grads(ps);
+        pool_reset_peak(p);
+        const size_t resident = pool_live(p);
+        float loss;
+        CHECK(flow_loss(m, &b.fb, true, &loss) == ST_OK);
+        mem_sim only = {0}, oh = {0};
+        sim_take(&only, MEM_WEIGHTS, resident);
+        flow_loss_simulate(m, 2, &only, &oh);
+        CHECKF(pool_peak(p) == only.s.peak, "row %d: measured %zu, predicted %zu", r, pool_peak(p), only.s.peak);
+        if (r == 0) memcpy(base, ps->grads, (size_t)ps->grad_count * sizeof(float));
+        else tk_expect_bitwise("adapter gradients under a schedule", ps->grads, base, ps->grad_count);
+    }
+    free(base), free(b.x0), free(b.noise);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0 && pool_destroy(host) == 0);
+}
+
+int main(void)
+{
+    test_structure_and_identity();
+    test_gradients();
+    test_checkpointing_with_adapters();
+    return tk_finish();
+}

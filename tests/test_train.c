@@ -1,0 +1,212 @@
+/* The trainer end to end: the loss comes down on the built-in data; N + N steps with a resume give the same bits
+ * as 2N straight; LoRA leaves the base bit for bit; a non-finite loss stops the run naming the step; a budget the
+ * plan exceeds is refused. (A crash while writing a checkpoint is tests/cli_test.sh's: it needs a process to kill.) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "segtrain/safetensors.h"
+#include "segtrain/train.h"
+#include "testkit.h"
+
+static char root[256];
+
+/* A small run in root/dir: the base keys, then `sets` ("key=value;key=value") as --set overrides. */
+static config *make_config(const char *dir, const char *sets)
+{
+    char json[1024];
+#ifdef __SANITIZE_ADDRESS__
+    const int res = 8; /* the sanitizer pass trains the same model on smaller images */
+#else
+    const int res = 16;
+#endif
+    snprintf(json, sizeof json,
+             "{\"model_preset\": \"dit-tiny\", \"in_channels\": 3, \"resolution\": %d, \"num_classes\": 8, "
+             "\"train_batch_size\": 8, \"learning_rate\": 1e-3, \"lr_warmup_steps\": 5, \"seed\": 3, "
+             "\"validation_steps\": 0, \"checkpoint_step_interval\": 0, \"output_dir\": \"%s/%s\"}",
+             res, root, dir);
+    config *c = NULL;
+    CHECKF(config_parse(json, "test", &c) == ST_OK, "%s", st_error());
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", sets);
+    for (char *save = NULL, *kv = strtok_r(buf, ";", &save); c && kv; kv = strtok_r(NULL, ";", &save))
+        CHECKF(config_set(c, kv) == ST_OK, "%s", st_error());
+    return c;
+}
+
+static double read_losses(const char *dir, int from, int to)
+{
+    char path[512], line[512];
+    snprintf(path, sizeof path, "%s/%s/train_log.jsonl", root, dir);
+    FILE *f = fopen(path, "r");
+    double sum = 0;
+    int n = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        int step;
+        double loss;
+        if (sscanf(line, "{\"step\": %d, \"loss\": %lf", &step, &loss) == 2 && step >= from && step <= to) sum += loss, n++;
+    }
+    if (f) fclose(f);
+    return n ? sum / n : NAN;
+}
+
+static st_status run(config *c, int64_t stop_after, bool finish)
+{
+    trainer *t;
+    st_status st = trainer_create(c, NULL, &t);
+    for (int64_t k = 0; !st && !trainer_done(t) && k < stop_after; k++) {
+        train_step_info in;
+        st = trainer_step(t, &in);
+        if (!st && k == 0)
+            CHECKF(in.peak_device == trainer_predicted(t, false)->peak && in.peak_host == trainer_predicted(t, true)->peak,
+                   "a training step's peak is the plan's: measured %zu, predicted %zu", in.peak_device,
+                   trainer_predicted(t, false)->peak);
+    }
+    const char *path;
+    if (!st && finish) st = trainer_finish(t, &path);
+    if (t) trainer_destroy(t);
+    return st;
+}
+
+static void test_loss_comes_down(void)
+{
+    printf("-- the loss comes down on the built-in data\n");
+    config *c = make_config("learn", "max_train_steps=120");
+    CHECKF(run(c, 1000, true) == ST_OK, "%s", st_error());
+    double first = read_losses("learn", 1, 5), last = read_losses("learn", 101, 120);
+    printf("     mean loss of steps 1-5 %.4f, of steps 101-120 %.4f\n", first, last);
+    CHECKF(last < 0.6 * first, "a working trainer more than halves the loss here: %.4f -> %.4f", first, last);
+    config_free(c);
+}
+
+static bool same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    bool same = fa && fb;
+    for (int x = 0, y = 0; same && (x != EOF || y != EOF);) {
+        x = fgetc(fa);
+        y = fgetc(fb);
+        same = x == y;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+static void test_resume_is_bitwise(void)
+{
+    printf("-- 6 steps straight == 3 steps, a resume, 3 more\n");
+    const char *extra = "max_train_steps=6;checkpoint_step_interval=3;gradient_accumulation_steps=2;"
+                        "lr_scheduler=cosine;train_batch_size=3;builtin_dataset_size=10";
+    config *straight = make_config("straight", extra);
+    CHECKF(run(straight, 1000, true) == ST_OK, "%s", st_error());
+    config *first = make_config("resumed", extra);
+    CHECK(run(first, 3, false) == ST_OK); /* "killed" after 3 steps: only checkpoint-3 exists */
+    char cfg2[512];
+    snprintf(cfg2, sizeof cfg2, "%s;resume_from_checkpoint=latest", extra);
+    config *second = make_config("resumed", cfg2);
+    CHECKF(run(second, 1000, true) == ST_OK, "%s", st_error());
+    char a[1024], b[1024];
+    snprintf(a, sizeof a, "%s/straight/model.safetensors", root);
+    snprintf(b, sizeof b, "%s/resumed/model.safetensors", root);
+    CHECKF(same_file(a, b), "the resumed run's final weights are the straight run's, byte for byte");
+    snprintf(a, sizeof a, "%s/straight/checkpoint-000006.safetensors", root);
+    snprintf(b, sizeof b, "%s/resumed/checkpoint-000006.safetensors", root);
+    CHECKF(same_file(a, b), "and so are the checkpoints at step 6 (weights, optimizer state, position)");
+
+    config_free(straight), config_free(first), config_free(second);
+}
+
+static void test_lora_keeps_the_base(void)
+{
+    printf("-- LoRA trains adapters only; the base stays bit for bit\n");
+    config *full = make_config("base", "max_train_steps=5");
+    CHECK(run(full, 1000, true) == ST_OK);
+    char base[512], extra[1024];
+    snprintf(base, sizeof base, "%s/base/model.safetensors", root);
+    snprintf(extra, sizeof extra,
+             "max_train_steps=5;model_type=lora;lora_rank=4;lora_target=attention+mlp;pretrained_model_name_or_path=%s",
+             base);
+    config *c = make_config("lora", extra);
+    trainer *t;
+    CHECKF(trainer_create(c, NULL, &t) == ST_OK, "%s", st_error());
+    for (int k = 0; k < 5 && t; k++) {
+        train_step_info in;
+        CHECK(trainer_step(t, &in) == ST_OK);
+    }
+    if (t) {
+        param_set *ps = model_params(trainer_model(t));
+        sft_file *f;
+        CHECK(sft_open(base, &f) == ST_OK);
+        bool same = true, moved = false;
+        for (int i = 0; i < ps->n; i++) {
+            const param *q = param_at(ps, i);
+            if (q->trainable) {
+                const sft_tensor *none = sft_find(f, q->name);
+                moved |= !none && strstr(q->name, "lora_B"); /* adapters are not in the base file */
+                continue;
+            }
+            float *w = malloc((size_t)q->numel * sizeof(float));
+            if (sft_read_f32(f, q->name, q->ndim, q->shape, w) == ST_OK || q->fixed)
+                same &= q->fixed || !memcmp(w, q->w, (size_t)q->numel * sizeof(float));
+            free(w);
+        }
+        bool b_changed = false;
+        for (int i = 0; i < ps->n; i++) {
+            const param *q = param_at(ps, i);
+            for (int64_t j = 0; strstr(q->name, "lora_B") && j < q->numel; j++) b_changed |= q->w[j] != 0.0f;
+        }
+        CHECKF(same, "every frozen base tensor is bitwise the file's after training");
+        CHECKF(moved && b_changed, "the adapters were trained");
+        sft_close(f);
+        const char *path;
+        CHECK(trainer_finish(t, &path) == ST_OK && strstr(path, "lora.safetensors"));
+        CHECK(sft_open(path, &f) == ST_OK);
+        bool only = true;
+        for (int i = 0; f && i < sft_count(f); i++) only &= strstr(sft_at(f, i)->name, ".lora_") != NULL;
+        CHECKF(only && sft_count(f) == 4 * 4 * 2, "lora.safetensors holds the %d adapters only", sft_count(f));
+        if (f) sft_close(f);
+        trainer_destroy(t);
+    }
+    config_free(full), config_free(c);
+}
+
+static void test_failures(void)
+{
+    printf("-- a non-finite loss stops the run; a budget the plan exceeds is refused\n");
+    config *c = make_config("nan", "max_train_steps=200;learning_rate=1e30;max_grad_norm=0;checkpoint_step_interval=1;"
+                                   "optimizer=lion");
+    st_status st = run(c, 1000, true);
+    CHECKF(st == ST_ERR_NUMERIC && strstr(st_error(), "at step"), "%s", st_error());
+    printf("     %s\n", st_error());
+    int step = 0;
+    sscanf(strstr(st_error(), "at step") ? strstr(st_error(), "at step") : "", "at step %d", &step);
+    char path[512];
+    snprintf(path, sizeof path, "%s/nan/checkpoint-%06d.safetensors", root, step);
+    CHECKF(step > 1 && access(path, F_OK) != 0, "no checkpoint for the failed step %d", step);
+    snprintf(path, sizeof path, "%s/nan/checkpoint-%06d.safetensors", root, step - 1);
+    CHECKF(access(path, F_OK) == 0, "the last good checkpoint (step %d) is kept", step - 1);
+    config_free(c);
+
+    c = make_config("small", "device_memory=4MiB");
+    st = run(c, 1, false);
+    CHECKF(st == ST_ERR_OOM && strstr(st_error(), "device_memory") && strstr(st_error(), "plan"), "%s", st_error());
+    printf("     %s\n", st_error());
+    config_free(c);
+}
+
+int main(void)
+{
+    snprintf(root, sizeof root, "/tmp/segtrain-test-train-XXXXXX");
+    if (!mkdtemp(root)) return 1;
+    test_loss_comes_down();
+    test_resume_is_bitwise();
+    test_lora_keeps_the_base();
+    test_failures();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    if (system(cmd) != 0) return 1;
+    return tk_finish();
+}
