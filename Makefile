@@ -7,8 +7,10 @@ JOBS       ?= $(shell nproc)
 
 .PHONY: run test test-fast test-asan build build-asan deps clean
 
+# The main job: check the build, then the sweep of the built-in default (dit-s2, batch 8) on this machine.
 run: build
 	./$(BUILD)/segtrain selfcheck
+	./$(BUILD)/segtrain sweep --warmup 1 --steps 2 --out $(BUILD)/sweep-report
 
 test: test-fast test-asan
 

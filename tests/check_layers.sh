@@ -13,6 +13,7 @@ header_layer() {
     executor.h|plan.h) echo 3 ;;
     model.h) echo 4 ;;
     objective.h|optim.h|data.h|sample.h|train.h) echo 5 ;;
+    sweep.h|advise.h) echo 6 ;;
     *) echo "" ;;
   esac
 }

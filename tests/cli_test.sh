@@ -95,5 +95,12 @@ ls run | grep -q tmp && bad "a temporary file was left behind" || ok "no tempora
 expect 1 "the built-in data needs 3 channels" "in_channels" -- "$bin" train --set max_train_steps=1 --set output_dir=run2
 expect 0 "train --help teaches" "resume_from_checkpoint" -- "$bin" train --help
 
+# the advisor: a budget between layer's and none's peaks on a small model
+out=$("$bin" advise --config tiny.json --set train_batch_size=8 --device-memory 6.5MiB --verify 2>&1)
+grep -q "fastest that fits:.*fits" <<<"$out" && ok "advise finds a schedule that fits" || bad "advise: $out"
+grep -q "peak      measured .*(+0.00%)" <<<"$out" && ok "advise --verify: the measured peak is the predicted one" ||
+  bad "advise --verify: $out"
+grep -q "^  -> " <<<"$out" && ok "advise walks the decision rule" || bad "advise rule: $out"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

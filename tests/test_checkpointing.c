@@ -101,7 +101,7 @@ static void test_refusals(void)
     block_seq seq = {.name = "blocks", .n = 4, .blocks = blocks};
     ckpt_settings cs = {.enabled = true, .backend = BACKEND_TORCH_FFN, .interval = 1, .stride = 1};
     seq_plan p;
-    CHECK(plan_sequence(&cs, &seq, "linear-attention", NULL, &p) == ST_ERR_INVALID);
+    CHECK(plan_sequence(&cs, &seq, "linear-attention", NULL, &p) == ST_ERR_UNSUPPORTED);
     CHECKF(strstr(st_error(), "torch-ffn") && strstr(st_error(), "linear-attention") && strstr(st_error(), "torch, unsloth"),
            "%s", st_error());
     printf("     torch-ffn on a block without the split -> %s\n", st_error());
@@ -112,7 +112,7 @@ static void test_refusals(void)
     cs.offload_attention = true;
     for (int on = 0; on <= 1; on++) {
         cs.enabled = on;
-        CHECK(plan_sequence(&cs, &seq, "linear-attention", NULL, &p) == ST_ERR_INVALID);
+        CHECK(plan_sequence(&cs, &seq, "linear-attention", NULL, &p) == ST_ERR_UNSUPPORTED);
         CHECKF(strstr(st_error(), "gradient_checkpointing_offload_attention") && strstr(st_error(), "linear-attention") &&
                    strstr(st_error(), "no softmax attention"),
                "%s", st_error());

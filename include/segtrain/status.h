@@ -14,6 +14,7 @@ typedef enum st_status {
     ST_ERR_IO,       /* a file could not be read or written */
     ST_ERR_FORMAT,   /* a file was read but its contents are malformed */
     ST_ERR_NUMERIC,  /* a loss or gradient that is not finite */
+    ST_ERR_UNSUPPORTED, /* a checkpointing option the engine refuses to apply (the spec's refusals) */
     ST_ERR_INTERNAL  /* a broken invariant inside the engine */
 } st_status;
 

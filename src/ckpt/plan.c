@@ -22,7 +22,7 @@ st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warnin
     int64_t stride = config_int(cfg, "gradient_checkpointing_segment_stride");
     c.stride = stride ? (int)stride : c.interval;
     if (c.stride < c.interval)
-        return st_fail(ST_ERR_INVALID,
+        return st_fail(ST_ERR_UNSUPPORTED,
                        "gradient_checkpointing_segment_stride: %d is smaller than gradient_checkpointing_interval %d, "
                        "so segments would overlap (valid: a stride >= the interval)",
                        c.stride, c.interval);
@@ -78,7 +78,7 @@ st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const cha
     const block_kind *kind = seq->blocks[0].kind;
     if (cs->offload_attention && !kind->softmax_attention) {
         seq_plan_free(out);
-        return st_fail(ST_ERR_INVALID,
+        return st_fail(ST_ERR_UNSUPPORTED,
                        "gradient_checkpointing_offload_attention: true moves softmax attention's saved tensors, but "
                        "the %s family's %s have no softmax attention (valid for %s: false)",
                        family, seq->name, family);
@@ -88,7 +88,7 @@ st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const cha
     const bool ffn = cs->backend == BACKEND_TORCH_FFN || cs->backend == BACKEND_UNSLOTH_FFN;
     if (ffn && !kind->ffn_split) {
         seq_plan_free(out);
-        return st_fail(ST_ERR_INVALID,
+        return st_fail(ST_ERR_UNSUPPORTED,
                        "gradient_checkpointing_backend: \"%s\" recomputes a block's feed-forward half, but the %s "
                        "family's %s have no attention/feed-forward split (valid for %s: torch, unsloth)",
                        ckpt_backend_name(cs->backend), family, seq->name, family);

@@ -18,6 +18,9 @@ int cmd_batch(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
+int cmd_sweep_cell(int argc, char **argv);
+int cmd_advise(int argc, char **argv);
 
 #define CLI_MAX_FLAGS 16
 #define CLI_MAX_SETS 64

@@ -11,6 +11,8 @@ static const struct command {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+    {"sweep", cmd_sweep, "measure every checkpointing mode and budget; Markdown, JSON, CSV and SVG reports"},
+    {"advise", cmd_advise, "the fastest schedule predicted to fit a memory budget (--verify runs it)"},
     {"train", cmd_train, "train on a dataset (the built-in one by default): checkpoints, samples, logs"},
     {"sample", cmd_sample, "a PNG grid of images from trained weights, one row per class"},
     {"plan", cmd_plan, "the checkpoint plan and the predicted peak memory of a training step"},
@@ -19,6 +21,7 @@ static const struct command {
     {"batch", cmd_batch, "write a seeded random batch in the format grad reads"},
     {"selfcheck", cmd_selfcheck, "check the build on this machine: BLAS, threads, GEMM rate, attention"},
     {"version", cmd_version, "print the version"},
+    {"sweep-cell", cmd_sweep_cell, NULL}, /* internal: one sweep cell, run by `sweep` in a child process */
 };
 
 static void usage(FILE *to)
@@ -31,7 +34,7 @@ static void usage(FILE *to)
             "commands:\n",
             SEGTRAIN_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        fprintf(to, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        if (commands[i].summary) fprintf(to, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(to, "\n"
                 "global options:\n"
                 "  --threads N   OpenMP threads for every op and for BLAS (default: all cores)\n"

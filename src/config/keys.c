@@ -122,6 +122,9 @@ const cfg_key cfg_keys[] = {
     TEXT_KEY("data_dir", "", SEC_TRAINING, NULL,
              "Folder of training data (PNG images, optional same-named .txt captions, or class subfolders); "
              "empty = the built-in dataset of procedurally drawn shapes."),
+    BOOL_KEY("synthetic_data", "false", SEC_TRAINING, NULL,
+             "Train on seeded random batches (standard-normal images of the model's shape, labels cycling through "
+             "the classes) instead of a dataset: for sweeps and benchmarks, which measure time and memory."),
     INT_KEY("builtin_dataset_size", "4096", 1, ANY_MAX, SEC_TRAINING, NULL,
             "Samples in the built-in dataset (drawn on demand from `seed`, nothing is stored)."),
 };

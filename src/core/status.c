@@ -26,6 +26,7 @@ const char *st_status_name(st_status s)
     case ST_ERR_IO: return "i/o error";
     case ST_ERR_FORMAT: return "malformed file";
     case ST_ERR_NUMERIC: return "non-finite value";
+    case ST_ERR_UNSUPPORTED: return "unsupported option";
     case ST_ERR_INTERNAL: return "internal error";
     }
     return "unknown status";

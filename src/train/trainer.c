@@ -132,7 +132,7 @@ static st_status save_checkpoint(trainer *t)
     for (int i = 0; i < k && i < 4; i++)
         extra[i] = (named_floats){.name = optim_state_name(t->opt, i), .ndim = 1,
                                   .shape = {optim_state_size(t->opt, i)}, .data = optim_state_data(t->opt, i)};
-    const data_position pos = data_iter_position(t->iter);
+    const data_position pos = t->iter ? data_iter_position(t->iter) : (data_position){0};
     char step[32], epoch[32], index[32], seed[32];
     snprintf(step, sizeof step, "%lld", (long long)t->steps_done);
     snprintf(epoch, sizeof epoch, "%lld", (long long)pos.epoch);
@@ -195,7 +195,7 @@ static st_status resume(trainer *t, const char *path)
     if (!st) st = meta_int(f, "segtrain.data_epoch", &pos.epoch);
     if (!st) st = meta_int(f, "segtrain.data_index", &pos.index);
     if (!st) st = optim_set_steps(t->opt, step);
-    if (!st) st = data_iter_seek(t->iter, pos);
+    if (!st && t->iter) st = data_iter_seek(t->iter, pos);
     sft_close(f);
     if (!st) t->steps_done = step;
     return st;
@@ -203,6 +203,7 @@ static st_status resume(trainer *t, const char *path)
 
 static st_status open_data(trainer *t, const model_config *mc)
 {
+    if (config_bool(t->cfg, "synthetic_data")) return ST_OK; /* batches are drawn in trainer_step */
     const char *dir = config_string(t->cfg, "data_dir");
     st_status st = dir[0] ? dataset_open_folder(dir, (int)mc->resolution, &t->data)
                           : dataset_open_builtin((int)mc->resolution, config_int(t->cfg, "builtin_dataset_size"), t->seed,
@@ -302,7 +303,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st) st = load_weights(t);
     if (!st) st = open_optimizer(t);
     if (!st) {
-        t->classes = dataset_classes(t->data);
+        t->classes = t->data ? dataset_classes(t->data) : mc->classes;
         t->null_label = mc->classes;
         const size_t n = (size_t)(t->batch * mc->channels * mc->resolution * mc->resolution);
         pool *p = t->run.device;
@@ -351,6 +352,13 @@ static void draw(trainer *t, int64_t micro, int64_t per)
     }
 }
 
+static void synthetic_batch(trainer *t, int64_t micro, int64_t per)
+{
+    rng_fill_normal(t->x0, t->batch * per, t->seed, rng_u64(t->seed, rng_stream("synthetic"), (uint64_t)micro), 0.0f,
+                    1.0f);
+    for (int64_t i = 0; i < t->batch; i++) t->labels[i] = (micro * t->batch + i) % t->classes;
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -383,9 +391,11 @@ st_status trainer_step(trainer *t, train_step_info *info)
     double loss_sum = 0;
     st_status st = ST_OK;
     for (int64_t k = 0; k < t->accum && !st; k++) {
-        st = data_iter_next_batch(t->iter, t->batch, t->x0, t->labels, NULL, NULL);
+        const int64_t micro = t->steps_done * t->accum + k;
+        if (t->iter) st = data_iter_next_batch(t->iter, t->batch, t->x0, t->labels, NULL, NULL);
+        else synthetic_batch(t, micro, per);
         if (st) break;
-        draw(t, t->steps_done * t->accum + k, per);
+        draw(t, micro, per);
         flow_batch fb = {t->batch, t->x0, t->noise, t->t, t->labels, 1.0f / (float)t->accum};
         float loss;
         st = flow_loss(t->run.m, &fb, true, &loss);

@@ -1,0 +1,109 @@
+/* `segtrain advise`: the decision rule and the search for the fastest schedule that fits a budget. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "segtrain/advise.h"
+#include "segtrain/sweep.h"
+
+static const char advise_help[] =
+    "usage: segtrain advise [--config C] --device-memory SIZE [--verify] [--steps N] [--set key=value ...]\n"
+    "\n"
+    "Which checkpointing schedule to use for a device-memory budget (e.g. 24GiB, 450MiB). It first measures four\n"
+    "schedules here for a few steps each (none, layer, torch-ffn, activation-offload) to calibrate the cost of\n"
+    "recomputing a block, then:\n"
+    "  - walks SimpleTuner's manual rule: no checkpointing if the run fits; otherwise torch-ffn, then torch, then\n"
+    "    unsloth-ffn, then unsloth; then a wider interval while it still fits, for speed;\n"
+    "  - searches every schedule (backend x interval x stride x attention offload) for the fastest predicted to\n"
+    "    fit.\n"
+    "Peaks are the plan's (exact); times are the cost model's. --verify runs the chosen schedule for N measured\n"
+    "steps (default 3) and prints the measured figures beside the predicted ones.\n";
+
+typedef struct factory_ctx {
+    const char *path;
+    const cli_args *args;
+} factory_ctx;
+
+static config *make_config(void *p, const char *sets)
+{
+    const factory_ctx *c = p;
+    config *cfg;
+    if (cli_load_config(c->path, c->args, &cfg)) return NULL;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", sets);
+    for (char *save = NULL, *kv = strtok_r(buf, ";", &save); kv; kv = strtok_r(NULL, ";", &save))
+        if (config_set(cfg, kv)) {
+            config_free(cfg);
+            return NULL;
+        }
+    return cfg;
+}
+
+static void print_schedule(const char *label, const schedule *s)
+{
+    printf("%s%-44s peak %9.2f MiB  %-14s %7.3f s/step (predicted)\n", label, s->name, s->peak_device / 1048576.0,
+           s->fits ? "fits" : "does not fit", s->sec);
+}
+
+int cmd_advise(int argc, char **argv)
+{
+    static const char *const flags[] = {"--config", "--device-memory", "--steps", NULL}, *const switches[] = {"--verify", NULL};
+    cli_args a;
+    int rc = args_parse(argc, argv, flags, switches, &a);
+    if (rc || a.help) return a.help ? (fputs(advise_help, stdout), 0) : rc;
+    if ((rc = args_require(&a, flags, 1, 1, "advise"))) return rc;
+    const int steps = a.value[2] ? atoi(a.value[2]) : 3;
+    size_t budget = 0;
+    char json[160];
+    config *probe;
+    snprintf(json, sizeof json, "{\"device_memory\": \"%.100s\"}", a.value[1]);
+    st_status st = config_parse(json, "--device-memory", &probe);
+    if (!st) st = config_bytes(probe, "device_memory", &budget), config_free(probe);
+    if (st || steps < 1) {
+        fprintf(stderr, "segtrain advise: %s\n", st ? st_error() : "--steps takes a whole number >= 1");
+        return 2;
+    }
+    factory_ctx ctx = {a.value[0], &a};
+    advice adv;
+    if ((st = advise(make_config, &ctx, budget, stdout, &adv))) return cli_error("advise");
+    printf("cost model: %.3f s/step without checkpointing; per block: recompute %.4f s, feed-forward recompute %.4f s, "
+           "attention offload saves %.4f s\n\n",
+           adv.t_none, adv.r_recompute, adv.r_ffn, adv.r_attention);
+    printf("decision rule (budget %.2f MiB):\n", budget / 1048576.0);
+    for (int i = 0; i < adv.n_rule; i++) print_schedule("  ", &adv.rule[i]);
+    if (adv.rule_choice >= 0) printf("  -> %s\n\n", adv.rule[adv.rule_choice].name);
+    else printf("  -> nothing in the rule fits\n\n");
+    printf("search over %d schedules:\n", adv.searched);
+    if (!adv.found) {
+        printf("  nothing fits %.2f MiB: lower train_batch_size or the resolution\n", budget / 1048576.0);
+        return 1;
+    }
+    print_schedule("  fastest that fits: ", &adv.best);
+    printf("  as config keys: %s\n", adv.best.sets);
+    if (!a.on[0]) return 0;
+
+    char sets[1024], tmpdir[] = "/tmp/segtrain-advise-XXXXXX";
+    if (!mkdtemp(tmpdir)) return fprintf(stderr, "segtrain advise: cannot create a scratch folder in /tmp\n"), 1;
+    snprintf(sets, sizeof sets,
+             "%s;synthetic_data=true;checkpoint_step_interval=0;validation_steps=0;max_train_steps=%d;output_dir=%s",
+             adv.best.sets, steps + 1, tmpdir);
+    config *cfg = make_config(&ctx, sets);
+    if (!cfg) return cli_error("advise");
+    sweep_cell cell = {0};
+    sweep_run_cell(cfg, 1, steps, &cell);
+    config_free(cfg);
+    remove_scratch(tmpdir);
+    if (cell.status != CELL_OK) {
+        fprintf(stderr, "segtrain advise: --verify: %s\n", cell.error);
+        return 1;
+    }
+    printf("\nverified (%d measured steps):\n", steps);
+    printf("  sec/step  measured %.3f, predicted %.3f (%+.1f%%)\n", cell.sec_median, adv.best.sec,
+           100.0 * (cell.sec_median - adv.best.sec) / adv.best.sec);
+    printf("  peak      measured %.2f MiB, predicted %.2f MiB (%+.2f%%)\n", cell.peak_device / 1048576.0,
+           adv.best.peak_device / 1048576.0,
+           100.0 * ((double)cell.peak_device - (double)adv.best.peak_device) / (double)adv.best.peak_device);
+    return 0;
+}

@@ -1,0 +1,223 @@
+/* The sweep's rows, its cells (one training run each) and the machine they ran on. */
+#include "segtrain/sweep.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "segtrain/objective.h"
+#include "segtrain/ops.h"
+#include "segtrain/train.h"
+
+/* Each row sets all five checkpointing keys, so that nothing of the user's own schedule leaks into it. */
+#define ROW(gc, backend, k, s, off)                                                                                    \
+    "gradient_checkpointing=" gc ";gradient_checkpointing_backend=" backend ";gradient_checkpointing_interval=" k    \
+    ";gradient_checkpointing_segment_stride=" s ";gradient_checkpointing_offload_attention=" off
+static const sweep_mode standard[] = {
+    {"none", ROW("false", "torch", "1", "1", "false")},
+    {"layer", ROW("true", "torch", "1", "1", "false")},
+    {"interval2", ROW("true", "torch", "2", "2", "false")},
+    {"seg2-stride4", ROW("true", "torch", "2", "4", "false")},
+    {"torch-ffn", ROW("true", "torch-ffn", "1", "1", "false")},
+    {"unsloth", ROW("true", "unsloth", "1", "1", "false")},
+    {"unsloth-ffn", ROW("true", "unsloth-ffn", "1", "1", "false")},
+    {"activation-offload", ROW("true", "torch", "1", "1", "true")},
+    {"seg2-stride4-offload", ROW("true", "torch", "2", "4", "true")},
+};
+#undef ROW
+
+int sweep_standard_modes(sweep_mode *out, int max)
+{
+    int n = (int)(sizeof standard / sizeof *standard);
+    for (int i = 0; i < n && i < max; i++) out[i] = standard[i];
+    return n < max ? n : max;
+}
+
+st_status sweep_parse_mode(const char *text, sweep_mode *out)
+{
+    for (size_t i = 0; i < sizeof standard / sizeof *standard; i++)
+        if (!strcmp(text, standard[i].name)) return *out = standard[i], ST_OK;
+    const char *colon = strchr(text, ':');
+    if (!colon || colon == text || (size_t)(colon - text) >= SWEEP_NAME_MAX || !colon[1] || strlen(colon + 1) >= SWEEP_TEXT_MAX)
+        return st_fail(ST_ERR_INVALID,
+                       "--modes: '%s' is neither a standard row (none, layer, interval2, seg2-stride4, torch-ffn, "
+                       "unsloth, unsloth-ffn, activation-offload, seg2-stride4-offload) nor name:key=value,key=value",
+                       text);
+    *out = (sweep_mode){0};
+    memcpy(out->name, text, (size_t)(colon - text));
+    snprintf(out->sets, sizeof out->sets, "%s", colon + 1);
+    for (char *c = out->sets; *c; c++)
+        if (*c == ',') *c = ';';
+    return ST_OK;
+}
+
+void machine_describe(machine_info *m)
+{
+    *m = (machine_info){.cores = (int)sysconf(_SC_NPROCESSORS_ONLN), .threads = ops_threads()};
+    snprintf(m->cpu, sizeof m->cpu, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+            snprintf(m->cpu, sizeof m->cpu, "%s", strchr(line, ':') + 2);
+            m->cpu[strcspn(m->cpu, "\n")] = 0;
+            break;
+        }
+    if (f) fclose(f);
+    snprintf(m->blas, sizeof m->blas, "%s", ops_blas_info());
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void fail(sweep_cell *cell, st_status st)
+{
+    cell->status = st == ST_ERR_OOM || st == ST_ERR_HOST_OOM ? CELL_OOM
+                   : st == ST_ERR_UNSUPPORTED                 ? CELL_UNSUPPORTED
+                                                              : CELL_FAILED;
+    snprintf(cell->error, sizeof cell->error, "%s", st_error());
+}
+
+/* The plan's prediction and text, on an unallocated model: available even when the run is refused. */
+static st_status predict(const config *cfg, sweep_cell *cell)
+{
+    model_run r;
+    char warning[256];
+    st_status st = model_run_open(cfg, false, &r, warning);
+    if (st) return st;
+    const int64_t batch = config_int(cfg, "train_batch_size");
+    const size_t opt = (size_t)(strcmp(config_string(cfg, "optimizer"), "lion") ? 2 : 1) *
+                       (size_t)model_params(r.m)->grad_count * sizeof(float);
+    mem_sim dev = {0}, host = {0};
+    flow_step_simulate(r.m, batch, opt, &dev, &host);
+    cell->predicted_device = dev.s.peak;
+    cell->predicted_host = host.s.peak;
+    block_seq *seqs;
+    const int n = model_sequences(r.m, &seqs);
+    size_t at = 0;
+    for (int i = 0; i < n && at < sizeof cell->plan; i++) {
+        char line[SWEEP_TEXT_MAX];
+        seq_plan_format(model_plan(r.m, i), line, sizeof line);
+        at += (size_t)snprintf(cell->plan + at, sizeof cell->plan - at, "%s%s: %s%s", i ? "; " : "", seqs[i].name,
+                               line, model_plan(r.m, i)->attention_offload ? " + attention offload" : "");
+        for (int b = 0; b < model_plan(r.m, i)->n && at < sizeof cell->plan; b++)
+            if (model_plan(r.m, i)->host_input[b]) {
+                at += (size_t)snprintf(cell->plan + at, sizeof cell->plan - at, " + inputs to host");
+                break;
+            }
+    }
+    model_run_close(&r);
+    return ST_OK;
+}
+
+void sweep_run_cell(const config *cfg, int warmup, int steps, sweep_cell *cell)
+{
+    cell->status = CELL_OK;
+    cell->error[0] = 0;
+    st_status st = predict(cfg, cell);
+    trainer *t = NULL;
+    if (!st) st = trainer_create(cfg, NULL, &t);
+    if (st) {
+        fail(cell, st);
+        if (cell->status == CELL_OOM) cell->peak_device = cell->predicted_device; /* what it would need */
+        return;
+    }
+    double *sec = calloc((size_t)steps, sizeof *sec);
+    copy_engine *engine = model_copy_engine(trainer_model(t));
+    for (int s = 0; s < warmup + steps && !st; s++) {
+        if (s == warmup && engine) copy_engine_reset_stats(engine);
+        train_step_info in;
+        double t0 = now();
+        st = trainer_step(t, &in);
+        if (st || s < warmup) continue;
+        sec[s - warmup] = now() - t0;
+        if (in.peak_device > cell->peak_device) cell->peak_device = in.peak_device;
+        if (in.peak_host > cell->peak_host) cell->peak_host = in.peak_host;
+    }
+    if (st) {
+        fail(cell, st);
+    } else {
+        qsort(sec, (size_t)steps, sizeof *sec, by_value);
+        cell->steps = steps;
+        cell->sec_median = steps % 2 ? sec[steps / 2] : 0.5 * (sec[steps / 2 - 1] + sec[steps / 2]);
+        cell->sec_min = sec[0];
+        cell->sec_max = sec[steps - 1];
+        if (engine) {
+            copy_stats cs;
+            copy_engine_stats(engine, &cs);
+            cell->to_host = cs.bytes[COPY_TO_HOST] / (size_t)steps;
+            cell->to_device = cs.bytes[COPY_TO_DEVICE] / (size_t)steps;
+        }
+    }
+    free(sec);
+    trainer_destroy(t);
+}
+
+char *sweep_cell_to_json(const sweep_cell *c)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "status", c->status);
+    cJSON_AddStringToObject(j, "error", c->error);
+    cJSON_AddNumberToObject(j, "steps", c->steps);
+    cJSON_AddNumberToObject(j, "sec_median", c->sec_median);
+    cJSON_AddNumberToObject(j, "sec_min", c->sec_min);
+    cJSON_AddNumberToObject(j, "sec_max", c->sec_max);
+    cJSON_AddNumberToObject(j, "peak_device", (double)c->peak_device);
+    cJSON_AddNumberToObject(j, "peak_host", (double)c->peak_host);
+    cJSON_AddNumberToObject(j, "predicted_device", (double)c->predicted_device);
+    cJSON_AddNumberToObject(j, "predicted_host", (double)c->predicted_host);
+    cJSON_AddNumberToObject(j, "to_host", (double)c->to_host);
+    cJSON_AddNumberToObject(j, "to_device", (double)c->to_device);
+    cJSON_AddStringToObject(j, "plan", c->plan);
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return text;
+}
+
+st_status sweep_cell_from_json(const char *text, sweep_cell *c)
+{
+    cJSON *j = cJSON_Parse(text);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return st_fail(ST_ERR_FORMAT, "a sweep cell's result is not JSON");
+    }
+#define NUM(key) (cJSON_IsNumber(cJSON_GetObjectItem(j, key)) ? cJSON_GetObjectItem(j, key)->valuedouble : 0)
+#define STR(key, dst)                                                                                                  \
+    snprintf(dst, sizeof dst, "%s", cJSON_IsString(cJSON_GetObjectItem(j, key)) ? cJSON_GetObjectItem(j, key)->valuestring : "")
+    c->status = (cell_status)NUM("status");
+    STR("error", c->error);
+    STR("plan", c->plan);
+    c->steps = (int)NUM("steps");
+    c->sec_median = NUM("sec_median"), c->sec_min = NUM("sec_min"), c->sec_max = NUM("sec_max");
+    c->peak_device = (size_t)NUM("peak_device"), c->peak_host = (size_t)NUM("peak_host");
+    c->predicted_device = (size_t)NUM("predicted_device"), c->predicted_host = (size_t)NUM("predicted_host");
+    c->to_host = (size_t)NUM("to_host"), c->to_device = (size_t)NUM("to_device");
+#undef NUM
+#undef STR
+    cJSON_Delete(j);
+    return ST_OK;
+}
+
+void sweep_mark_identical_plans(sweep_result *r)
+{
+    for (int b = 0; b < r->n_budgets; b++)
+        for (int m = 0; m < r->n_modes; m++) {
+            sweep_cell *c = &r->cells[m * r->n_budgets + b];
+            c->same_plan_as = -1;
+            for (int e = 0; e < m && c->same_plan_as < 0 && c->plan[0]; e++)
+                if (!strcmp(r->cells[e * r->n_budgets + b].plan, c->plan)) c->same_plan_as = e;
+        }
+}

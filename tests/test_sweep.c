@@ -1,0 +1,120 @@
+/* The sweep as a user runs it: a small dit-tiny sweep (2 warm-up + 2 measured steps) with a budget column that some
+ * modes cannot fit and a row the engine refuses; every status cell and every report file is checked. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testkit.h"
+
+static char dir[256];
+
+static char *slurp(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/report/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    buf[fread(buf, 1, (size_t)n, f)] = 0;
+    fclose(f);
+    return buf;
+}
+
+static const cJSON *cell(const cJSON *cells, const char *mode, double budget)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cells)
+    {
+        const cJSON *m = cJSON_GetObjectItem(c, "mode"), *b = cJSON_GetObjectItem(c, "device_memory");
+        if (cJSON_IsString(m) && !strcmp(m->valuestring, mode) && cJSON_IsNumber(b) && b->valuedouble == budget) return c;
+    }
+    return NULL;
+}
+
+static const char *str(const cJSON *c, const char *key)
+{
+    const cJSON *v = c ? cJSON_GetObjectItem(c, key) : NULL;
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static double num(const cJSON *c, const char *key)
+{
+    const cJSON *v = c ? cJSON_GetObjectItem(c, key) : NULL;
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/segtrain-test-sweep-XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cd %s && echo '{\"model_preset\": \"dit-tiny\", \"train_batch_size\": 2}' > c.json && "
+                              "%s sweep --config c.json --warmup 2 --steps 2 --out report --device-memory 0,3MiB "
+                              "--modes none,layer,interval2,torch-ffn,unsloth,activation-offload,"
+                              "'wrong:gradient_checkpointing=true,gradient_checkpointing_interval=3,"
+                              "gradient_checkpointing_segment_stride=2',"
+                              "'ffn2:gradient_checkpointing=true,gradient_checkpointing_backend=torch-ffn,"
+                              "gradient_checkpointing_interval=2' > out.txt 2> err.txt",
+             dir, SEGTRAIN_BIN);
+    CHECKF(system(cmd) == 0, "the sweep runs (see %s/err.txt)", dir);
+
+    char *json = slurp("sweep.json");
+    cJSON *root = json ? cJSON_Parse(json) : NULL;
+    CHECKF(cJSON_IsObject(root), "sweep.json parses");
+    const cJSON *cells = cJSON_GetObjectItem(root, "cells"), *machine = cJSON_GetObjectItem(root, "machine");
+    CHECK(cJSON_GetArraySize(cells) == 16);
+    CHECK(cJSON_IsObject(machine) && cJSON_IsString(cJSON_GetObjectItem(machine, "cpu")) &&
+          num(machine, "cores") >= 1 && num(machine, "threads") >= 1 && cJSON_IsString(cJSON_GetObjectItem(machine, "blas")));
+    const char *modes[] = {"none", "layer", "interval2", "torch-ffn", "unsloth", "activation-offload", "ffn2"};
+    for (int i = 0; i < 7; i++) {
+        const cJSON *c = cell(cells, modes[i], 0);
+        CHECKF(!strcmp(str(c, "status"), "ok"), "%s unlimited: status %s (%s)", modes[i], str(c, "status"), str(c, "error"));
+        CHECKF(num(c, "sec_per_step_median") > 0 && num(c, "peak_device_bytes") > 0, "%s has its numbers", modes[i]);
+        CHECKF(num(c, "peak_device_bytes") == num(c, "predicted_peak_device_bytes"), "%s: measured peak = predicted",
+               modes[i]);
+        CHECK(strlen(str(c, "plan")) > 0);
+        const cJSON *small = cell(cells, modes[i], 3 * 1048576.0);
+        CHECKF(!strcmp(str(small, "status"), "oom") && num(small, "peak_device_bytes") > 3 * 1048576.0 &&
+                   strstr(str(small, "error"), "device_memory"),
+               "%s at 3 MiB: oom with the peak it needs (%s)", modes[i], str(small, "status"));
+    }
+    CHECKF(num(cell(cells, "unsloth", 0), "bytes_to_host_per_step") > 0, "unsloth moves bytes to the host");
+    const cJSON *wrong = cell(cells, "wrong", 0);
+    CHECKF(!strcmp(str(wrong, "status"), "unsupported") && strstr(str(wrong, "error"), "segments would overlap"),
+           "a refused row is unsupported, with its message: %s", str(wrong, "error"));
+    const cJSON *same = cJSON_GetObjectItem(cell(cells, "ffn2", 0), "same_plan_as");
+    CHECKF(cJSON_IsString(same) && !strcmp(same->valuestring, "torch-ffn"), "ffn2 is marked as torch-ffn's plan");
+    CHECK(cJSON_IsNull(cJSON_GetObjectItem(cell(cells, "none", 0), "same_plan_as")));
+
+    char *md = slurp("sweep.md");
+    CHECKF(md && strstr(md, "| none") && strstr(md, " s / ") && strstr(md, "GiB") && strstr(md, "OOM (needs") &&
+               strstr(md, "unsupported") && strstr(md, "same plan as torch-ffn"),
+           "sweep.md has every kind of cell and the identical-plan marker");
+    char *csv = slurp("sweep.csv");
+    int lines = 0;
+    for (char *p = csv; p && *p; p++) lines += *p == '\n';
+    CHECKF(csv && lines == 17 && strstr(csv, "unsupported") && strstr(csv, "oom"), "sweep.csv: a header and 16 rows (%d lines)",
+           lines);
+    char *svg = slurp("sweep.svg");
+    int points = 0;
+    for (const char *p = svg; p && (p = strstr(p, "<circle")); p++) points++;
+    CHECKF(svg && !strncmp(svg, "<?xml", 5) && strstr(svg, "<svg") && strstr(svg, "</svg>") && points >= 6 &&
+               strstr(svg, "activation-offload"),
+           "sweep.svg: one point per mode that ran (%d)", points);
+    snprintf(cmd, sizeof cmd, "%s/out.txt", dir);
+    FILE *f = fopen(cmd, "rb");
+    char *out = calloc(1 << 16, 1);
+    if (f && fread(out, 1, (1 << 16) - 1, f) == 0) out[0] = 0;
+    if (f) fclose(f);
+    CHECKF(out && strstr(out, "| none"), "the terminal shows the matrix");
+    free(out), free(svg), free(csv), free(md), free(json);
+    cJSON_Delete(root);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) return 1;
+    return tk_finish();
+}
