@@ -272,7 +272,7 @@ static void expect_close_f(const char *what, const float *got, const float *want
     free(w);
 }
 
-/* 3: math and flash agree (T=200: three full tiles and a partial one; T=64: exactly one tile). */
+/* 3: math and flash agree (T=200 and 530: several tiles and partial ones; T=64: exactly one query tile). */
 static void check_math_vs_flash(int64_t B, int64_t T, int64_t H, int64_t hd)
 {
     attn_shape sm = {B, T, H, hd, ATTN_MATH}, sf = sm;
@@ -452,8 +452,11 @@ int main(void)
     ops_set_threads(2);
 
     check_against_reference(2, 5, 2, 3, 1 << 30, 11);  /* tiny and odd: every element by FD */
-    check_against_reference(1, 130, 2, 4, 60, 21);     /* two full tiles and a partial one: FD on a subset */
+    check_against_reference(1, 130, 2, 4, 60, 21);     /* three query tiles, the last partial: FD on a subset */
+    check_against_reference(1, 600, 1, 4, 40, 23);     /* three key tiles (256 wide), the last partial: the online
+                                                          softmax's rescaling, by FD on a subset */
     check_math_vs_flash(2, 200, 3, 16);
+    check_math_vs_flash(1, 530, 2, 8);                 /* several query and key tiles, partial ones */
     check_math_vs_flash(1, 64, 2, 8);
     for (int mech = ATTN_MATH; mech <= ATTN_FLASH; mech++) {
         check_memory((attention_mechanism)mech, 1);

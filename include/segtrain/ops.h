@@ -44,6 +44,21 @@ int ops_threads(void);
 /* The BLAS library's own description ("OpenBLAS 0.3.21 ... MAX_THREADS=..."). */
 const char *ops_blas_info(void);
 
+/* ---- profile: time and FLOPs per kind of op, off unless started (`segtrain profile`) ---- */
+
+typedef enum op_kind { OP_GEMM, OP_ATTENTION, OP_NORM, OP_POINTWISE, OP_KIND_COUNT } op_kind;
+
+typedef struct op_profile {
+    long calls[OP_KIND_COUNT];
+    double seconds[OP_KIND_COUNT];
+    double flops[OP_KIND_COUNT]; /* GEMMs and attention's matrix products; 0 for memory-bound kinds */
+} op_profile;
+
+/* Starts counting from zero; ops_profile_stop copies the counts out and stops. */
+void ops_profile_start(void);
+void ops_profile_stop(op_profile *out);
+const char *op_kind_name(op_kind k);
+
 /* ---- linear and matmul (ops/cpu/linear.c) ---- */
 
 /* y (n,out) = x (n,in) W^T + b, W stored (out,in) as in a PyTorch state_dict; b (out) may be NULL.

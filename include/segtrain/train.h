@@ -33,6 +33,7 @@ typedef struct train_step_info {
     int64_t step; /* steps done, this one included */
     float loss;   /* mean over the step's micro-batches */
     double lr, grad_norm, seconds;
+    double optimizer_seconds; /* clipping and the update, part of seconds */
     size_t peak_device, peak_host; /* of this step */
     const char *checkpoint;        /* the file written after this step, or NULL */
     const char *validation;        /* the grid written after this step, or NULL */

@@ -21,6 +21,7 @@ int cmd_train(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_sweep_cell(int argc, char **argv);
 int cmd_advise(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
 
 #define CLI_MAX_FLAGS 16
 #define CLI_MAX_SETS 64

@@ -13,6 +13,7 @@ static const struct command {
 } commands[] = {
     {"sweep", cmd_sweep, "measure every checkpointing mode and budget; Markdown, JSON, CSV and SVG reports"},
     {"advise", cmd_advise, "the fastest schedule predicted to fit a memory budget (--verify runs it)"},
+    {"profile", cmd_profile, "where a training step's time goes, by kind of op, with achieved GFLOP/s"},
     {"train", cmd_train, "train on a dataset (the built-in one by default): checkpoints, samples, logs"},
     {"sample", cmd_sample, "a PNG grid of images from trained weights, one row per class"},
     {"plan", cmd_plan, "the checkpoint plan and the predicted peak memory of a training step"},

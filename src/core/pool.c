@@ -3,6 +3,7 @@
  * accounting possible without a side table. */
 #include "segtrain/pool.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,8 +42,20 @@ const char *mem_tag_name(mem_tag tag)
     return (unsigned)tag < MEM_TAG_COUNT ? names[tag] : "?";
 }
 
+/* A training step allocates and frees the same large buffers every step. glibc would return each to the kernel
+ * (mmap above 128 KiB-32 MiB, trimming the heap top) and take it back as fresh zeroed pages next step: page faults
+ * that cost more than the work they feed. Keeping freed memory in the heap is what a GPU framework's caching
+ * allocator does; it changes no accounting (the pools count requested bytes). */
+static void keep_freed_memory(void)
+{
+    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum: larger blocks are mmap'd regardless */
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
 pool *pool_create(pool_kind kind, size_t capacity)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, keep_freed_memory);
     pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     pthread_mutex_init(&p->lock, NULL);

@@ -406,11 +406,13 @@ st_status trainer_step(trainer *t, train_step_info *info)
     if (!isfinite(info->loss))
         return st_fail(ST_ERR_NUMERIC, "the loss is %g at step %lld: stopping; nothing of this step was saved",
                        info->loss, (long long)info->step);
+    const double t_opt = now();
     info->grad_norm = optim_clip(t->opt);
     if (!isfinite(info->grad_norm))
         return st_fail(ST_ERR_NUMERIC, "the gradient norm is %g at step %lld: stopping; nothing of this step was saved",
                        info->grad_norm, (long long)info->step);
     if ((st = optim_step(t->opt, &info->lr))) return st;
+    info->optimizer_seconds = now() - t_opt;
     t->steps_done++;
     info->seconds = now() - t0;
     info->peak_device = pool_peak(t->run.device);

@@ -2,7 +2,7 @@
 #include <cblas.h>
 #include <omp.h>
 
-#include "segtrain/ops.h"
+#include "internal.h"
 
 void op_state_release(op_state *s)
 {
@@ -22,3 +22,33 @@ void ops_set_threads(int n)
 int ops_threads(void) { return omp_get_max_threads(); }
 
 const char *ops_blas_info(void) { return openblas_get_config(); }
+
+int ops_profiling;
+static op_profile profile;
+
+double prof_clock(void) { return omp_get_wtime(); }
+
+void prof_record(op_kind kind, double t0, double flops)
+{
+    profile.calls[kind]++;
+    profile.seconds[kind] += omp_get_wtime() - t0;
+    profile.flops[kind] += flops;
+}
+
+void ops_profile_start(void)
+{
+    profile = (op_profile){0};
+    ops_profiling = 1;
+}
+
+void ops_profile_stop(op_profile *out)
+{
+    ops_profiling = 0;
+    *out = profile;
+}
+
+const char *op_kind_name(op_kind k)
+{
+    static const char *names[OP_KIND_COUNT] = {"GEMM", "attention", "normalization", "elementwise"};
+    return (unsigned)k < OP_KIND_COUNT ? names[k] : "?";
+}

@@ -9,7 +9,7 @@
 /* Column width of one embedding_backward item. */
 #define EMB_COLS 32
 
-st_status embedding_forward(float *out, const float *table, const int64_t *idx, int64_t n, int64_t rows, int64_t d)
+static st_status embedding_forward_run(float *out, const float *table, const int64_t *idx, int64_t n, int64_t rows, int64_t d)
 {
     /* validate everything first so that a bad index leaves out untouched */
     for (int64_t i = 0; i < n; i++)
@@ -21,7 +21,7 @@ st_status embedding_forward(float *out, const float *table, const int64_t *idx, 
     return ST_OK;
 }
 
-void embedding_backward(float *dtable, const float *dout, const int64_t *idx, int64_t n, int64_t d)
+static void embedding_backward_run(float *dtable, const float *dout, const int64_t *idx, int64_t n, int64_t d)
 {
     if (!dtable) return;
     /* Repeated indices collide on rows, so split by columns: each element is summed by one thread with
@@ -75,23 +75,23 @@ static void patch_tokens_move(float *tokens, float *image, const float *src_toke
             }
 }
 
-void patchify_forward(float *tokens, const float *image, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
+static void patchify_forward_run(float *tokens, const float *image, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
 {
     patch_tokens_move(tokens, NULL, NULL, image, batch, c, h, w, p, false, true, false);
 }
 
-void patchify_backward(float *dimage, const float *dtokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
+static void patchify_backward_run(float *dimage, const float *dtokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
 {
     if (!dimage) return;
     patch_tokens_move(NULL, dimage, dtokens, NULL, batch, c, h, w, p, false, false, true);
 }
 
-void unpatchify_forward(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
+static void unpatchify_forward_run(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
 {
     patch_tokens_move(NULL, image, tokens, NULL, batch, c, h, w, p, true, false, false);
 }
 
-void unpatchify_backward(float *dtokens, const float *dimage, int64_t batch, int64_t c, int64_t h, int64_t w,
+static void unpatchify_backward_run(float *dtokens, const float *dimage, int64_t batch, int64_t c, int64_t h, int64_t w,
                          int64_t p)
 {
     if (!dtokens) return;
@@ -134,4 +134,47 @@ void timestep_embedding(float *emb, const float *t, int64_t n, int64_t dim, doub
         }
         if (dim & 1) row[dim - 1] = 0.0f; /* DiT's zero pad for an odd dim */
     }
+}
+
+st_status embedding_forward(float *out, const float *table, const int64_t *idx, int64_t n, int64_t rows, int64_t d)
+{
+    const double t0 = prof_now();
+    const st_status r = embedding_forward_run(out, table, idx, n, rows, d);
+    prof_add(OP_POINTWISE, t0, 0);
+    return r;
+}
+
+void embedding_backward(float *dtable, const float *dout, const int64_t *idx, int64_t n, int64_t d)
+{
+    const double t0 = prof_now();
+    embedding_backward_run(dtable, dout, idx, n, d);
+    prof_add(OP_POINTWISE, t0, 0);
+}
+
+void patchify_forward(float *tokens, const float *image, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
+{
+    const double t0 = prof_now();
+    patchify_forward_run(tokens, image, batch, c, h, w, p);
+    prof_add(OP_POINTWISE, t0, 0);
+}
+
+void patchify_backward(float *dimage, const float *dtokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
+{
+    const double t0 = prof_now();
+    patchify_backward_run(dimage, dtokens, batch, c, h, w, p);
+    prof_add(OP_POINTWISE, t0, 0);
+}
+
+void unpatchify_forward(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
+{
+    const double t0 = prof_now();
+    unpatchify_forward_run(image, tokens, batch, c, h, w, p);
+    prof_add(OP_POINTWISE, t0, 0);
+}
+
+void unpatchify_backward(float *dtokens, const float *dimage, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
+{
+    const double t0 = prof_now();
+    unpatchify_backward_run(dtokens, dimage, batch, c, h, w, p);
+    prof_add(OP_POINTWISE, t0, 0);
 }

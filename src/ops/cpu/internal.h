@@ -4,8 +4,19 @@
 
 #include <cblas.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "segtrain/ops.h"
+
+/* The profile (common.c): each public op is a thin wrapper that times its _run body when profiling is on. */
+extern int ops_profiling;
+double prof_clock(void);
+void prof_record(op_kind kind, double t0, double flops);
+static inline double prof_now(void) { return ops_profiling ? prof_clock() : 0; }
+static inline void prof_add(op_kind kind, double t0, double flops)
+{
+    if (ops_profiling) prof_record(kind, t0, flops);
+}
 
 /* Allocates the op's kept state of `bytes` (MEM_ACTIVATIONS) into keep; a NULL keep keeps nothing. */
 static inline st_status op_state_alloc(op_state *keep, pool *p, size_t bytes, const char *what)
@@ -13,6 +24,37 @@ static inline st_status op_state_alloc(op_state *keep, pool *p, size_t bytes, co
     if (!keep) return ST_OK;
     *keep = (op_state){.pool = p, .bytes = bytes};
     return pool_alloc(p, bytes, MEM_ACTIVATIONS, what, &keep->data);
+}
+
+/* e^x to about 1 ulp (Cephes expf: Cody-Waite reduction, degree-5 polynomial on |r| <= ln2/2). x is clamped
+ * to [-87, 88] so that 2^n stays a normal float and nothing overflows to inf: the activations only use
+ * 1 / (1 + e^x), where the clamp changes values below 1e-37. The clamp is an integer min on the magnitude
+ * bits because, under the default -ftrapping-math, gcc will not vectorise a float compare-and-select.
+ * A NaN is clamped too, but every caller multiplies by x, so NaN still propagates. */
+static inline float exp_f(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    uint32_t sign = b & 0x80000000u, mag = b & 0x7fffffffu;
+    uint32_t lim = 0x42b00000u - (sign >> 31) * (0x42b00000u - 0x42ae0000u); /* 88.0f, or 87.0f below 0 */
+    mag = mag < lim ? mag : lim;
+    b = sign | mag;
+    memcpy(&x, &b, sizeof x);
+    /* round x / ln2 to nearest with the 1.5 * 2^23 trick: rintf would be a call per element */
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    uint32_t e = (uint32_t)((int32_t)n + 127) << 23; /* 2^n, n in [-126, 127] */
+    float scale;
+    memcpy(&scale, &e, sizeof scale);
+    return p * scale;
 }
 
 #endif

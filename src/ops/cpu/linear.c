@@ -30,7 +30,7 @@ static void column_sums(float *restrict db, const float *restrict dy, int64_t ro
     for (int64_t j = 0; j < w; j++) db[c0 + j] += acc[j];
 }
 
-void linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in, int64_t out)
+static void linear_forward_run(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in, int64_t out)
 {
     if (n <= 0 || out <= 0) return;
     if (b) {
@@ -44,7 +44,7 @@ void linear_forward(float *y, const float *x, const float *w, const float *b, in
                 b ? 1.0f : 0.0f, y, (int)out);
 }
 
-void linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
+static void linear_backward_run(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
                      int64_t in, int64_t out)
 {
     if (n <= 0 || out <= 0) return;
@@ -68,7 +68,7 @@ void linear_backward(float *dx, float *dw, float *db, const float *dy, const flo
     }
 }
 
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b,
+static void gemm_run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b,
           float beta, float *c)
 {
     if (m <= 0 || n <= 0 || k <= 0) return;
@@ -100,7 +100,7 @@ static void batched_sgemm(bool trans_x, bool trans_y, int64_t batch, int64_t M, 
                     y + i * stride_y, (int)ldy, beta, c + i * stride_c, (int)N);
 }
 
-void matmul_forward(float *c, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
+static void matmul_forward_run(float *c, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
                     bool trans_a, bool trans_b)
 {
     if (batch <= 0 || m <= 0 || n <= 0) return;
@@ -115,7 +115,7 @@ void matmul_forward(float *c, const float *a, const float *b, int64_t batch, int
 
 /* With Am = op(A) (m,k) and Bm = op(B) (k,n): dAm = dC Bm^T and dBm = Am^T dC. A stored transposed receives
  * dAm^T = Bm dC^T; B stored transposed receives dBm^T = dC^T Am. */
-void matmul_backward(float *da, float *db, const float *dc, const float *a, const float *b, int64_t batch, int64_t m,
+static void matmul_backward_run(float *da, float *db, const float *dc, const float *a, const float *b, int64_t batch, int64_t m,
                      int64_t n, int64_t k, bool trans_a, bool trans_b)
 {
     if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return;
@@ -132,4 +132,39 @@ void matmul_backward(float *da, float *db, const float *dc, const float *a, cons
         else /* dB (n,k) += dC^T (n,m) Am */
             batched_sgemm(true, trans_a, batch, n, k, m, dc, n, m * n, a, lda, m * k, 1.0f, db, k * n);
     }
+}
+
+void linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in, int64_t out)
+{
+    const double t0 = prof_now();
+    linear_forward_run(y, x, w, b, n, in, out);
+    prof_add(OP_GEMM, t0, 2.0 * n * in * out);
+}
+
+void linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n, int64_t in, int64_t out)
+{
+    const double t0 = prof_now();
+    linear_backward_run(dx, dw, db, dy, x, w, n, in, out);
+    prof_add(OP_GEMM, t0, 2.0 * n * in * out * ((dx != NULL) + (dw != NULL)));
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b, float beta, float *c)
+{
+    const double t0 = prof_now();
+    gemm_run(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+    prof_add(OP_GEMM, t0, 2.0 * m * n * k);
+}
+
+void matmul_forward(float *c, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b)
+{
+    const double t0 = prof_now();
+    matmul_forward_run(c, a, b, batch, m, n, k, trans_a, trans_b);
+    prof_add(OP_GEMM, t0, 2.0 * batch * m * n * k);
+}
+
+void matmul_backward(float *da, float *db, const float *dc, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b)
+{
+    const double t0 = prof_now();
+    matmul_backward_run(da, db, dc, a, b, batch, m, n, k, trans_a, trans_b);
+    prof_add(OP_GEMM, t0, 2.0 * batch * m * n * k * ((da != NULL) + (db != NULL)));
 }

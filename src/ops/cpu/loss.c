@@ -27,7 +27,7 @@ static double chunk_sq_sum(const float *restrict pred, const float *restrict tar
     return s;
 }
 
-float mse_forward(const float *pred, const float *target, int64_t n)
+static float mse_forward_run(const float *pred, const float *target, int64_t n)
 {
     if (n <= 0) return 0.0f;
     int64_t chunks = (n + CHUNK - 1) / CHUNK;
@@ -46,11 +46,26 @@ float mse_forward(const float *pred, const float *target, int64_t n)
     return (float)(total / (double)n);
 }
 
-void mse_backward(float *restrict dpred, const float *restrict pred, const float *restrict target, int64_t n,
+static void mse_backward_run(float *restrict dpred, const float *restrict pred, const float *restrict target, int64_t n,
                   float dloss)
 {
     if (!dpred || n <= 0) return;
     float s = (float)(2.0 * (double)dloss / (double)n);
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (int64_t i = 0; i < n; i++) dpred[i] += s * (pred[i] - target[i]);
+}
+
+float mse_forward(const float *pred, const float *target, int64_t n)
+{
+    const double t0 = prof_now();
+    const float r = mse_forward_run(pred, target, n);
+    prof_add(OP_POINTWISE, t0, 0);
+    return r;
+}
+
+void mse_backward(float *restrict dpred, const float *restrict pred, const float *restrict target, int64_t n, float dloss)
+{
+    const double t0 = prof_now();
+    mse_backward_run(dpred, pred, target, n, dloss);
+    prof_add(OP_POINTWISE, t0, 0);
 }

@@ -19,7 +19,7 @@ static int64_t col_block(int64_t batch, int64_t d)
     return blk;
 }
 
-void modulate_forward(float *y, const float *x, const float *shift, const float *scale, int64_t batch, int64_t tokens,
+static void modulate_forward_run(float *y, const float *x, const float *shift, const float *scale, int64_t batch, int64_t tokens,
                       int64_t d, int64_t mod_stride)
 {
     int64_t rows = batch * tokens;
@@ -34,7 +34,7 @@ void modulate_forward(float *y, const float *x, const float *shift, const float 
     }
 }
 
-void modulate_backward(float *dx, float *dshift, float *dscale, const float *dy, const float *x, const float *scale,
+static void modulate_backward_run(float *dx, float *dshift, float *dscale, const float *dy, const float *x, const float *scale,
                        int64_t batch, int64_t tokens, int64_t d, int64_t mod_stride)
 {
     if (!dx && !dshift && !dscale) return;
@@ -70,7 +70,7 @@ void modulate_backward(float *dx, float *dshift, float *dscale, const float *dy,
     }
 }
 
-void gated_residual_forward(float *y, const float *x, const float *gate, const float *h, int64_t batch,
+static void gated_residual_forward_run(float *y, const float *x, const float *gate, const float *h, int64_t batch,
                             int64_t tokens, int64_t d, int64_t gate_stride)
 {
     int64_t rows = batch * tokens;
@@ -85,7 +85,7 @@ void gated_residual_forward(float *y, const float *x, const float *gate, const f
     }
 }
 
-void gated_residual_backward(float *dx, float *dgate, float *dh, const float *dy, const float *gate, const float *h,
+static void gated_residual_backward_run(float *dx, float *dgate, float *dh, const float *dy, const float *gate, const float *h,
                              int64_t batch, int64_t tokens, int64_t d, int64_t gate_stride)
 {
     if (dx == dy) dx = NULL; /* in-place residual stream: dy already is dx's gradient */
@@ -117,4 +117,32 @@ void gated_residual_backward(float *dx, float *dgate, float *dh, const float *dy
             for (int64_t j = 0; j < m; j++) o[j] += ag[j];
         }
     }
+}
+
+void modulate_forward(float *y, const float *x, const float *shift, const float *scale, int64_t batch, int64_t tokens, int64_t d, int64_t mod_stride)
+{
+    const double t0 = prof_now();
+    modulate_forward_run(y, x, shift, scale, batch, tokens, d, mod_stride);
+    prof_add(OP_POINTWISE, t0, 0);
+}
+
+void modulate_backward(float *dx, float *dshift, float *dscale, const float *dy, const float *x, const float *scale, int64_t batch, int64_t tokens, int64_t d, int64_t mod_stride)
+{
+    const double t0 = prof_now();
+    modulate_backward_run(dx, dshift, dscale, dy, x, scale, batch, tokens, d, mod_stride);
+    prof_add(OP_POINTWISE, t0, 0);
+}
+
+void gated_residual_forward(float *y, const float *x, const float *gate, const float *h, int64_t batch, int64_t tokens, int64_t d, int64_t gate_stride)
+{
+    const double t0 = prof_now();
+    gated_residual_forward_run(y, x, gate, h, batch, tokens, d, gate_stride);
+    prof_add(OP_POINTWISE, t0, 0);
+}
+
+void gated_residual_backward(float *dx, float *dgate, float *dh, const float *dy, const float *gate, const float *h, int64_t batch, int64_t tokens, int64_t d, int64_t gate_stride)
+{
+    const double t0 = prof_now();
+    gated_residual_backward_run(dx, dgate, dh, dy, gate, h, batch, tokens, d, gate_stride);
+    prof_add(OP_POINTWISE, t0, 0);
 }

@@ -141,7 +141,7 @@ static void param_grads_all(float *dw, float *db, const float *dy, const float *
 
 size_t layernorm_kept_bytes(int64_t n) { return 2 * (size_t)n * sizeof(float); }
 
-st_status layernorm_forward(pool *p, float *y, const float *x, const float *w, const float *b, int64_t n, int64_t d,
+static st_status layernorm_forward_run(pool *p, float *y, const float *x, const float *w, const float *b, int64_t n, int64_t d,
                             float eps, op_state *keep)
 {
     st_status s = check_shape(n, d, "layernorm");
@@ -175,7 +175,7 @@ st_status layernorm_forward(pool *p, float *y, const float *x, const float *w, c
 
 /* With xhat = (x - mean) r and g = dy w: dx = r (g - mean(g) - xhat mean(g xhat)), dw = sum dy xhat,
  * db = sum dy. */
-void layernorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
+static void layernorm_backward_run(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
                         int64_t d, const op_state *keep)
 {
     if (n <= 0 || d <= 0 || (!dx && !dw && !db)) return;
@@ -207,7 +207,7 @@ void layernorm_backward(float *dx, float *dw, float *db, const float *dy, const 
 
 size_t rmsnorm_kept_bytes(int64_t n) { return (size_t)n * sizeof(float); }
 
-st_status rmsnorm_forward(pool *p, float *y, const float *x, const float *w, int64_t n, int64_t d, float eps,
+static st_status rmsnorm_forward_run(pool *p, float *y, const float *x, const float *w, int64_t n, int64_t d, float eps,
                           op_state *keep)
 {
     st_status s = check_shape(n, d, "rmsnorm");
@@ -234,7 +234,7 @@ st_status rmsnorm_forward(pool *p, float *y, const float *x, const float *w, int
 }
 
 /* With xhat = x r and g = dy w: dx = r (g - xhat mean(g xhat)), dw = sum dy xhat. */
-void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t n, int64_t d,
+static void rmsnorm_backward_run(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t n, int64_t d,
                       const op_state *keep)
 {
     if (n <= 0 || d <= 0 || (!dx && !dw)) return;
@@ -260,4 +260,34 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, con
         }
         if (dw) param_grads_all(dw, NULL, dy, x, NULL, rstd, n, d);
     }
+}
+
+st_status layernorm_forward(pool *p, float *y, const float *x, const float *w, const float *b, int64_t n, int64_t d, float eps, op_state *keep)
+{
+    const double t0 = prof_now();
+    const st_status r = layernorm_forward_run(p, y, x, w, b, n, d, eps, keep);
+    prof_add(OP_NORM, t0, 0);
+    return r;
+}
+
+void layernorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n, int64_t d, const op_state *keep)
+{
+    const double t0 = prof_now();
+    layernorm_backward_run(dx, dw, db, dy, x, w, n, d, keep);
+    prof_add(OP_NORM, t0, 0);
+}
+
+st_status rmsnorm_forward(pool *p, float *y, const float *x, const float *w, int64_t n, int64_t d, float eps, op_state *keep)
+{
+    const double t0 = prof_now();
+    const st_status r = rmsnorm_forward_run(p, y, x, w, n, d, eps, keep);
+    prof_add(OP_NORM, t0, 0);
+    return r;
+}
+
+void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t n, int64_t d, const op_state *keep)
+{
+    const double t0 = prof_now();
+    rmsnorm_backward_run(dx, dw, dy, x, w, n, d, keep);
+    prof_add(OP_NORM, t0, 0);
 }

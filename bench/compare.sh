@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# segtrain vs the PyTorch reference (bench/pytorch_dit.py), dit-s2, batch 8, fp32, AdamW, side by side in one run.
+#
+# Builds nothing: needs build/segtrain (make build) and /usr/bin/python3 with torch (apt-get install python3-torch).
+# For every row, segtrain's cell (`segtrain sweep --modes ROW` on {"model_preset": "dit-s2", "train_batch_size": 8},
+# a fresh process) and PyTorch's (`bench/pytorch_dit.py --modes ROW --json`, a fresh process, OMP_WAIT_POLICY=passive
+# as in issue 9's reference numbers) run one after the other; which one goes first alternates from row to row, so
+# that drift of this shared machine hits both. segtrain runs with the environment as it is.
+#
+# Besides the table it prints: the sgemm ceiling of `segtrain selfcheck`; the dit-s2 forward FLOPs counted from the
+# spec's shapes (2*M*N*K for every linear, the patch-embed convolution and the two attention matmuls; issue 9 says
+# 96.9 GFLOP at batch 8) and segtrain's `none` rate, a step counted as 3x the forward; and what each side keeps for
+# backward at `none`: PyTorch's bytes saved by autograd (saved_tensors_hooks, by storage, parameters excluded) next
+# to segtrain's plan (predicted_peak_device_bytes.activations, and the kept bytes of the blocks plus the sequence's
+# state). segtrain's attention is whatever the config says (its default is flash, which keeps no T x T
+# probabilities); PyTorch's is the math form, which keeps them. `--set attention_mechanism=math` compares like with like.
+set -euo pipefail
+
+usage() {
+    echo "usage: bench/compare.sh [--modes LIST] [--warmup W] [--steps N] [--threads T] [--set key=value]..." >&2
+    echo "  defaults: all nine standard rows, --warmup 1 --steps 3 --threads 2; --set goes to segtrain's config" >&2
+}
+
+MODES="none,layer,interval2,seg2-stride4,torch-ffn,unsloth,unsloth-ffn,activation-offload,seg2-stride4-offload"
+WARMUP=1
+STEPS=3
+THREADS=2
+SETS=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --modes) MODES="${2:?}"; shift 2 ;;
+        --warmup) WARMUP="${2:?}"; shift 2 ;;
+        --steps) STEPS="${2:?}"; shift 2 ;;
+        --threads) THREADS="${2:?}"; shift 2 ;;
+        --set) SETS+=(--set "${2:?}"); shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "compare.sh: unknown argument '$1'" >&2; usage; exit 2 ;;
+    esac
+done
+
+cd "$(dirname "$0")/.."
+SEG=build/segtrain
+PY=/usr/bin/python3
+[ -x "$SEG" ] || { echo "compare.sh: $SEG not found: build segtrain first (make build)" >&2; exit 1; }
+"$PY" -c 'import torch' 2>/dev/null || { echo "compare.sh: $PY cannot import torch (apt-get install python3-torch)" >&2; exit 1; }
+
+TMP=$(mktemp -d /tmp/segtrain-compare.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+cp "$SEG" "$TMP/segtrain"    # one binary for the whole run, even if build/ is rebuilt meanwhile
+SEG=$TMP/segtrain
+CFG=$TMP/s2b.json
+echo '{"model_preset": "dit-s2", "train_batch_size": 8}' > "$CFG"
+
+fail() { echo "compare.sh: $1 failed; its output:" >&2; cat "$2" >&2; exit 1; }
+
+# ---- sgemm ceiling and segtrain's plan at none
+"$SEG" --threads "$THREADS" selfcheck > "$TMP/selfcheck.txt" 2>&1 || fail "segtrain selfcheck" "$TMP/selfcheck.txt"
+GEMM=$(grep -m1 '^gemm' "$TMP/selfcheck.txt" || true)
+"$SEG" plan --config "$CFG" ${SETS[@]+"${SETS[@]}"} --json > "$TMP/plan.json" 2> "$TMP/plan.err" || fail "segtrain plan" "$TMP/plan.err"
+
+# ---- the rows, alternating which side runs first
+run_seg() {  # row -> seconds
+    local row=$1 out=$TMP/seg-$1
+    "$SEG" --threads "$THREADS" sweep --config "$CFG" ${SETS[@]+"${SETS[@]}"} --modes "$row" \
+        --warmup "$WARMUP" --steps "$STEPS" --out "$out" > "$TMP/seg-$row.log" 2>&1 || fail "segtrain sweep $row" "$TMP/seg-$row.log"
+    "$PY" - "$out/sweep.json" "$row" <<'EOF' || fail "reading segtrain's sweep.json for $row" "$TMP/seg-$row.log"
+import json, sys
+cells = [c for c in json.load(open(sys.argv[1]))["cells"] if c["mode"] == sys.argv[2]]
+if len(cells) != 1 or cells[0]["status"] != "ok" or cells[0]["sec_per_step_median"] is None:
+    sys.exit("segtrain cell not ok: %s" % (cells[0] if cells else "missing"))
+print(repr(cells[0]["sec_per_step_median"]))
+EOF
+}
+run_torch() {  # row -> JSON line
+    local row=$1
+    OMP_WAIT_POLICY=passive "$PY" bench/pytorch_dit.py --modes "$row" --warmup "$WARMUP" --steps "$STEPS" \
+        --threads "$THREADS" --batch 8 --json > "$TMP/torch-$row.log" 2>&1 || fail "pytorch_dit.py $row" "$TMP/torch-$row.log"
+    grep '^{' "$TMP/torch-$row.log" | tail -n 1 | grep . || fail "pytorch_dit.py $row (no JSON line)" "$TMP/torch-$row.log"
+}
+
+IFS=, read -r -a ROWS <<< "$MODES"
+: > "$TMP/rows.tsv"
+n=0
+for row in "${ROWS[@]}"; do
+    if [ $((n % 2)) -eq 0 ]; then
+        s=$(run_seg "$row"); t=$(run_torch "$row")
+    else
+        t=$(run_torch "$row"); s=$(run_seg "$row")
+    fi
+    printf '%s\t%s\t%s\n' "$row" "$s" "$t" >> "$TMP/rows.tsv"
+    echo "  $row: segtrain $("$PY" -c "print(\"%.3f\" % $s)") s/step, PyTorch $(echo "$t" | "$PY" -c 'import json,sys; print("%.3f" % json.load(sys.stdin)["sec_per_step_median"])') s/step" >&2
+    n=$((n + 1))
+done
+
+# ---- report
+"$PY" - "$TMP/rows.tsv" "$TMP/plan.json" "$GEMM" "$WARMUP" "$STEPS" "$THREADS" "${SETS[*]+${SETS[*]}}" <<'EOF'
+import json, sys
+rows_path, plan_path, gemm, warmup, steps, threads, sets = sys.argv[1:8]
+
+# dit-s2 forward FLOPs, from the spec's shapes (2*M*N*K per matmul)
+B, L, D, C, P, S, FREQ = 8, 12, 384, 4, 2, 32, 256
+T = (S // P) ** 2
+lin = lambda m, n, k: 2 * m * n * k
+per_block = (lin(B * T, 3 * D, D)              # attn.qkv
+             + 2 * lin(B * T, T, D)            # q k^T and p v, all heads (B*NH*T*T*hd each)
+             + lin(B * T, D, D)                # attn.proj
+             + lin(B * T, 4 * D, D) + lin(B * T, D, 4 * D)   # mlp.fc1, mlp.fc2
+             + lin(B, 6 * D, D))               # adaLN_modulation (per sample, not per token)
+embed = lin(B * T, D, C * P * P) + lin(B, D, FREQ) + lin(B, D, D)   # patch conv, t_embedder
+final = lin(B, 2 * D, D) + lin(B * T, P * P * C, D)
+fwd = L * per_block + embed + final
+blocks_only = L * (per_block - lin(B, 6 * D, D))
+
+rows = [l.rstrip("\n").split("\t") for l in open(rows_path) if l.strip()]
+plan = json.load(open(plan_path))
+print("# segtrain vs PyTorch: dit-s2, batch 8, fp32, AdamW")
+print()
+print("%s warm-up + %s measured steps per cell, each cell a fresh process, %s threads; segtrain's environment as is%s,"
+      % (warmup, steps, threads, (", segtrain " + sets) if sets else ""))
+print("PyTorch %s with OMP_WAIT_POLICY=passive and math attention. Cells: median seconds per optimizer step."
+      % json.loads(rows[0][2])["torch"])
+print()
+print("| mode | segtrain s/step | PyTorch s/step | speed-up (PyTorch/segtrain) |")
+print("|---|---|---|---|")
+none = None
+for mode, s, t in rows:
+    s, tj = float(s), json.loads(t)
+    ts = tj["sec_per_step_median"]
+    print("| %s | %.3f | %.3f | %.2fx |" % (mode, s, ts, ts / s))
+    if mode == "none":
+        none = (s, tj)
+print()
+print("sgemm ceiling (segtrain selfcheck): %s" % (gemm or "no gemm line in selfcheck's output"))
+print("dit-s2 forward at batch 8: %.2f GFLOP counted from the spec's shapes (%.2f in the blocks' qkv, attention,"
+      " proj and MLP alone); issue 9 says 96.9 GFLOP" % (fwd * 1e-9, blocks_only * 1e-9))
+if none:
+    s, tj = none
+    print("none, a step counted as 3 x forward = %.1f GFLOP: segtrain %.1f GFLOP/s, PyTorch %.1f GFLOP/s"
+          % (3 * fwd * 1e-9, 3 * fwd / s * 1e-9, 3 * fwd / tj["sec_per_step_median"] * 1e-9))
+    act = plan["predicted_peak_device_bytes"]["activations"]
+    kept = sum(sum(q["kept_bytes"]) + q["state_bytes"] for q in plan["sequences"])
+    print("kept for backward at none: PyTorch %.1f MiB (autograd's saved tensors of one forward + loss, by storage,"
+          " parameters excluded; + %.1f MiB of parameters); segtrain %.1f MiB (plan: predicted_peak_device_bytes."
+          "activations, everything the step holds for backward; of which %.1f MiB = the blocks' kept_bytes + state_bytes)"
+          % (tj["saved_bytes"] / 2**20, tj["saved_param_bytes"] / 2**20, act / 2**20, kept / 2**20))
+EOF
