@@ -7,18 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "segtrain/model.h"
 #include "segtrain/objective.h"
 #include "segtrain/rng.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int by_value(const void *a, const void *b)
 {
@@ -85,9 +77,9 @@ int main(int argc, char **argv)
                 copy_engine_reset_stats(model_copy_engine(m));
             }
             param_set_zero_grads(model_params(m));
-            double t0 = now();
+            double t0 = clock_seconds();
             if (flow_loss(m, &fb, true, &loss)) return fprintf(stderr, "%s\n", st_error()), 1;
-            if (s >= warmup) sec[s - warmup] = now() - t0;
+            if (s >= warmup) sec[s - warmup] = clock_seconds() - t0;
         }
         peak = pool_peak(dev);
         copy_engine_stats(model_copy_engine(m), &cs);

@@ -25,6 +25,9 @@ st_status st_fail(st_status code, const char *fmt, ...) __attribute__((format(pr
 /* The calling thread's last error message ("" if none). */
 const char *st_error(void);
 
+/* Seconds on a monotonic clock: for measuring durations. */
+double clock_seconds(void);
+
 /* A short name for a status code ("out of device memory", ...). */
 const char *st_status_name(st_status s);
 

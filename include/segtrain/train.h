@@ -27,6 +27,9 @@ st_status model_run_open(const config *cfg, bool allocate, model_run *out, char 
 /* Destroys the model and its pools; returns the number of leaked allocations (0). */
 size_t model_run_close(model_run *r);
 
+/* Bytes of optimizer state the config's optimizer keeps for grad_count trainable floats. */
+size_t train_optimizer_bytes(const config *cfg, int64_t grad_count);
+
 typedef struct trainer trainer;
 
 typedef struct train_step_info {

@@ -24,12 +24,6 @@ typedef struct plan_report {
     mem_sim sim, host;
 } plan_report;
 
-static size_t optimizer_bytes(const config *cfg, const param_set *ps)
-{
-    const int moments = strcmp(config_string(cfg, "optimizer"), "lion") ? 2 : 1; /* AdamW: m and v; Lion: m */
-    return (size_t)moments * (size_t)ps->grad_count * sizeof(float);
-}
-
 static size_t boundary_bytes(const seq_plan *p, const block_seq *s) { return (size_t)p->n_segments * state_bytes(s); }
 
 static const char *mode_word(block_mode m) { return m == MODE_KEEP ? "keep" : m == MODE_FFN ? "ffn" : "ckpt"; }
@@ -168,7 +162,7 @@ int cmd_plan(int argc, char **argv)
     if (!st) st = cli_open_model(cfg, false, &cm);
     if (!st) {
         plan_report r = {.batch = config_int(cfg, "train_batch_size")};
-        r.optimizer_bytes = optimizer_bytes(cfg, model_params(cm.m));
+        r.optimizer_bytes = train_optimizer_bytes(cfg, model_params(cm.m)->grad_count);
         flow_step_simulate(cm.m, r.batch, r.optimizer_bytes, &r.sim, &r.host);
         if (a.on[0]) print_json(cm.m, &r);
         else print_text(cfg, cm.m, &r);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "segtrain/advise.h"
 #include "segtrain/ops.h"
 #include "segtrain/train.h"
 
@@ -82,10 +83,7 @@ int cmd_profile(int argc, char **argv)
                    1e3 * copies.busy_seconds / steps, 100 * (1 - copies.waited_seconds / copies.busy_seconds));
     }
     trainer_destroy(t);
-    char log[200];
-    snprintf(log, sizeof log, "%s/train_log.jsonl", tmpdir);
-    remove(log);
-    rmdir(tmpdir);
+    remove_scratch(tmpdir);
     config_free(cfg);
     return st ? cli_error("profile") : 0;
 }

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "segtrain/model.h"
@@ -49,13 +48,6 @@ static int parse_int(const char *flag, const char *text, long long lo, long long
     }
     *out = v;
     return 0;
-}
-
-static double seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 int cmd_sample(int argc, char **argv)
@@ -105,21 +97,21 @@ int cmd_sample(int argc, char **argv)
 
     cli_model cm = {0};
     const sample_settings s = {.steps = (int)steps, .guidance = (float)guidance, .seed = (uint64_t)seed};
-    const double t0 = seconds();
+    const double t0 = clock_seconds();
     st = cli_open_model(cfg, true, &cm);
     const bool lora = !st && model_get_config(cm.m)->lora_rank > 0;
     if (!st && lora && !a.value[LORA])
         st = st_fail(ST_ERR_INVALID, "the config trains LoRA (model_type lora): give the adapters with --lora");
     if (!st) st = param_set_load(model_params(cm.m), a.value[WEIGHTS], lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
     if (!st && lora) st = param_set_load(model_params(cm.m), a.value[LORA], PARAMS_TRAINABLE, NULL);
-    const double t1 = seconds();
+    const double t1 = clock_seconds();
     if (!st) st = sample_grid(cm.m, &s, (int)classes, (int)per_class, a.value[OUT]);
     if (!st) {
         const model_config *c = model_get_config(cm.m);
         printf("wrote %lld samples to %s: %lld classes x %lld per class, %lldx%lld, %lld steps, guidance %g, seed %lld\n",
                classes * per_class, a.value[OUT], classes, per_class, (long long)c->resolution,
                (long long)c->resolution, steps, guidance, seed);
-        const double t2 = seconds();
+        const double t2 = clock_seconds();
         printf("took %.2f s (sampling %.2f s, %.3f s a step)\n", t2 - t0, t2 - t1, (t2 - t1) / (double)steps);
     }
     cli_close_model(&cm);

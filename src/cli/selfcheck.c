@@ -4,17 +4,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "segtrain/ops.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void fill(float *x, size_t n, unsigned seed)
 {
@@ -37,11 +29,11 @@ static st_status gemm_rate(pool *p, double *gflops)
     fill(w, out * in, 2);
     linear_forward(y, x, w, NULL, n, in, out); /* warm-up: threads and BLAS buffers */
     int reps = 0;
-    double t0 = now(), t;
+    double t0 = clock_seconds(), t;
     do {
         linear_forward(y, x, w, NULL, n, in, out);
         reps++;
-    } while ((t = now() - t0) < 0.5);
+    } while ((t = clock_seconds() - t0) < 0.5);
     *gflops = 2.0 * n * in * out * reps / t * 1e-9;
     pool_free(p, y);
     pool_free(p, w);

@@ -3,7 +3,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 struct copy_job {
     copy_job *next;
@@ -23,13 +22,6 @@ struct copy_engine {
     copy_stats stats;
 };
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void *worker_main(void *arg)
 {
     copy_engine *e = arg;
@@ -41,9 +33,9 @@ static void *worker_main(void *arg)
         e->head = j->next;
         if (!e->head) e->tail = NULL;
         pthread_mutex_unlock(&e->lock);
-        double t0 = now();
+        double t0 = clock_seconds();
         if (!j->failed) memcpy(j->dst, j->src, j->bytes);
-        double busy = now() - t0;
+        double busy = clock_seconds() - t0;
         pthread_mutex_lock(&e->lock);
         e->stats.busy_seconds += busy;
         j->done = 1;
@@ -107,9 +99,9 @@ st_status copy_wait(copy_engine *e, copy_job *j)
 {
     pthread_mutex_lock(&e->lock);
     if (!j->done) {
-        double t0 = now();
+        double t0 = clock_seconds();
         while (!j->done) pthread_cond_wait(&e->finished, &e->lock);
-        e->stats.waited_seconds += now() - t0;
+        e->stats.waited_seconds += clock_seconds() - t0;
     }
     pthread_mutex_unlock(&e->lock);
     const int failed = j->failed;

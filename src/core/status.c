@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 
 static _Thread_local char error_line[512];
 
@@ -30,4 +31,11 @@ const char *st_status_name(st_status s)
     case ST_ERR_INTERNAL: return "internal error";
     }
     return "unknown status";
+}
+
+double clock_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

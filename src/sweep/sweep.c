@@ -5,7 +5,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "segtrain/objective.h"
@@ -70,13 +69,6 @@ void machine_describe(machine_info *m)
     snprintf(m->blas, sizeof m->blas, "%s", ops_blas_info());
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int by_value(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -99,8 +91,7 @@ static st_status predict(const config *cfg, sweep_cell *cell)
     st_status st = model_run_open(cfg, false, &r, warning);
     if (st) return st;
     const int64_t batch = config_int(cfg, "train_batch_size");
-    const size_t opt = (size_t)(strcmp(config_string(cfg, "optimizer"), "lion") ? 2 : 1) *
-                       (size_t)model_params(r.m)->grad_count * sizeof(float);
+    const size_t opt = train_optimizer_bytes(cfg, model_params(r.m)->grad_count);
     mem_sim dev = {0}, host = {0};
     flow_step_simulate(r.m, batch, opt, &dev, &host);
     cell->predicted_device = dev.s.peak;
@@ -140,10 +131,10 @@ void sweep_run_cell(const config *cfg, int warmup, int steps, sweep_cell *cell)
     for (int s = 0; s < warmup + steps && !st; s++) {
         if (s == warmup && engine) copy_engine_reset_stats(engine);
         train_step_info in;
-        double t0 = now();
+        double t0 = clock_seconds();
         st = trainer_step(t, &in);
         if (st || s < warmup) continue;
-        sec[s - warmup] = now() - t0;
+        sec[s - warmup] = clock_seconds() - t0;
         if (in.peak_device > cell->peak_device) cell->peak_device = in.peak_device;
         if (in.peak_host > cell->peak_host) cell->peak_host = in.peak_host;
     }

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "segtrain/data.h"
@@ -248,7 +247,7 @@ static st_status load_weights(trainer *t)
     return param_set_load(model_params(t->run.m), path, lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
 }
 
-static size_t optimizer_bytes(const config *cfg, int64_t grad_count)
+size_t train_optimizer_bytes(const config *cfg, int64_t grad_count)
 {
     return optim_state_bytes(strcmp(config_string(cfg, "optimizer"), "lion") ? OPTIM_ADAMW : OPTIM_LION, grad_count);
 }
@@ -263,7 +262,7 @@ static st_status plan_run(trainer *t)
     if (!st) st = config_bytes(t->cfg, "device_memory", &dev);
     if (!st) st = config_bytes(t->cfg, "host_memory", &host);
     if (st) return st;
-    flow_step_simulate(r.m, t->batch, optimizer_bytes(t->cfg, model_params(r.m)->grad_count), &t->predicted,
+    flow_step_simulate(r.m, t->batch, train_optimizer_bytes(t->cfg, model_params(r.m)->grad_count), &t->predicted,
                        &t->predicted_host);
     model_run_close(&r);
     if (dev && t->predicted.s.peak > dev)
@@ -359,13 +358,6 @@ static void synthetic_batch(trainer *t, int64_t micro, int64_t per)
     for (int64_t i = 0; i < t->batch; i++) t->labels[i] = (micro * t->batch + i) % t->classes;
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static st_status validate(trainer *t)
 {
     snprintf(t->validation, sizeof t->validation, "%s/validation", t->dir);
@@ -384,7 +376,7 @@ st_status trainer_step(trainer *t, train_step_info *info)
     const model_config *mc = model_get_config(t->run.m);
     const int64_t per = mc->channels * mc->resolution * mc->resolution;
     param_set *ps = model_params(t->run.m);
-    const double t0 = now();
+    const double t0 = clock_seconds();
     pool_reset_peak(t->run.device);
     pool_reset_peak(t->run.host);
     param_set_zero_grads(ps);
@@ -406,15 +398,15 @@ st_status trainer_step(trainer *t, train_step_info *info)
     if (!isfinite(info->loss))
         return st_fail(ST_ERR_NUMERIC, "the loss is %g at step %lld: stopping; nothing of this step was saved",
                        info->loss, (long long)info->step);
-    const double t_opt = now();
+    const double t_opt = clock_seconds();
     info->grad_norm = optim_clip(t->opt);
     if (!isfinite(info->grad_norm))
         return st_fail(ST_ERR_NUMERIC, "the gradient norm is %g at step %lld: stopping; nothing of this step was saved",
                        info->grad_norm, (long long)info->step);
     if ((st = optim_step(t->opt, &info->lr))) return st;
-    info->optimizer_seconds = now() - t_opt;
+    info->optimizer_seconds = clock_seconds() - t_opt;
     t->steps_done++;
-    info->seconds = now() - t0;
+    info->seconds = clock_seconds() - t0;
     info->peak_device = pool_peak(t->run.device);
     info->peak_host = pool_peak(t->run.host);
     fprintf(t->jsonl,
