@@ -37,6 +37,13 @@ static void usage(FILE *to)
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (commands[i].summary) fprintf(to, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(to, "\n"
+                "start here:\n"
+                "  segtrain selfcheck                    what this machine gives the engine\n"
+                "  segtrain plan --config c.json         what a config will do and need, before anything runs\n"
+                "  segtrain train --config c.json        train (on the built-in shapes dataset when data_dir is empty)\n"
+                "  segtrain sweep --config c.json        every checkpointing mode measured; then `advise` for a budget\n"
+                "Configs are SimpleTuner-style JSON; every key is in docs/CONFIG.md; --set key=value overrides one.\n"
+                "\n"
                 "global options:\n"
                 "  --threads N   OpenMP threads for every op and for BLAS (default: all cores)\n"
                 "  -h, --help    this help; `segtrain COMMAND --help` explains a command\n");
