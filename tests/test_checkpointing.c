@@ -268,19 +268,40 @@ static step_result run_step(pool *p, model *m, const schedule *sc, const flow_ba
     return r;
 }
 
+/* A batch of n samples: x0 and noise standard normal from the seed (streams 1 and 2), t and labels as given. */
+typedef struct test_batch {
+    float *x0, *noise, t[8];
+    int64_t y[8];
+    flow_batch fb;
+} test_batch;
+
+static test_batch *make_batch(const model_config *mc, int64_t n, uint64_t seed, const float *t, const int64_t *y)
+{
+    test_batch *b = calloc(1, sizeof *b);
+    const int64_t count = n * mc->channels * mc->resolution * mc->resolution;
+    b->x0 = malloc((size_t)count * sizeof(float));
+    b->noise = malloc((size_t)count * sizeof(float));
+    rng_fill_normal(b->x0, count, seed, 1, 0, 1);
+    rng_fill_normal(b->noise, count, seed, 2, 0, 1);
+    memcpy(b->t, t, (size_t)n * sizeof *t);
+    memcpy(b->y, y, (size_t)n * sizeof *y);
+    b->fb = (flow_batch){n, b->x0, b->noise, b->t, b->y, 1.0f};
+    return b;
+}
+
+static void free_batch(test_batch *b)
+{
+    free(b->x0), free(b->noise), free(b);
+}
+
 static void test_bitwise(const model_config *mc, const char *label, int threads)
 {
     printf("-- %s at %d thread%s: every schedule against no checkpointing\n", label, threads, threads > 1 ? "s" : "");
     ops_set_threads(threads);
     pool *p = pool_create(POOL_DEVICE, 0);
     model *m = make_model(p, mc);
-    const int64_t B = 2, per = mc->channels * mc->resolution * mc->resolution;
-    float *x0 = malloc((size_t)(B * per) * sizeof(float)), *noise = malloc((size_t)(B * per) * sizeof(float));
-    float t[2] = {0.3f, 0.8f};
-    int64_t y[2] = {1, mc->classes};
-    rng_fill_normal(x0, B * per, 1, 1, 0, 1);
-    rng_fill_normal(noise, B * per, 1, 2, 0, 1);
-    flow_batch fb = {B, x0, noise, t, y, 1.0f};
+    test_batch *b = make_batch(mc, 2, 1, (float[]){0.3f, 0.8f}, (int64_t[]){1, mc->classes});
+    flow_batch fb = b->fb;
     step_result base = run_step(p, m, &schedules[0], &fb, label);
     for (size_t i = 1; i < sizeof schedules / sizeof *schedules; i++) {
         step_result r = run_step(p, m, &schedules[i], &fb, label);
@@ -291,7 +312,7 @@ static void test_bitwise(const model_config *mc, const char *label, int threads)
         free(r.grads);
     }
     free(base.grads);
-    free(x0), free(noise);
+    free_batch(b);
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);
     ops_set_threads(2);
@@ -338,13 +359,9 @@ static void test_capture(const model_config *mc)
     printf("-- capture_hidden_states: per-block fallback, same checkpointed blocks, same bits\n");
     pool *p = pool_create(POOL_DEVICE, 0);
     model *m = make_model(p, mc);
-    const int64_t per = mc->channels * mc->resolution * mc->resolution, n = model_params(m)->grad_count;
-    float *x0 = malloc((size_t)(2 * per) * sizeof(float)), *noise = malloc((size_t)(2 * per) * sizeof(float));
-    float t[2] = {0.25f, 0.5f};
-    int64_t y[2] = {3, 4};
-    rng_fill_normal(x0, 2 * per, 4, 1, 0, 1);
-    rng_fill_normal(noise, 2 * per, 4, 2, 0, 1);
-    flow_batch fb = {2, x0, noise, t, y, 1.0f};
+    const int64_t n = model_params(m)->grad_count;
+    test_batch *b = make_batch(mc, 2, 4, (float[]){0.25f, 0.5f}, (int64_t[]){3, 4});
+    flow_batch fb = b->fb;
     const int64_t capture[] = {2, (int64_t)mc->depth - 1};
     float *plain = malloc((size_t)n * sizeof(float)), *ckpt = malloc((size_t)n * sizeof(float));
     char fb0[256], fb1[256];
@@ -357,7 +374,7 @@ static void test_capture(const model_config *mc)
     CHECKF(pl->n_segments == ckpt_blocks && ckpt_blocks == pl->n, "single-block segments over the same blocks");
     printf("     plan says: %s\n", fb1);
     tk_expect_bitwise("gradients with an auxiliary loss on captured states", ckpt, plain, n);
-    free(plain), free(ckpt), free(x0), free(noise);
+    free(plain), free(ckpt), free_batch(b);
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);
 }
@@ -376,14 +393,11 @@ static void test_dit_s2_peaks(void)
     CHECK(model_preset("dit-s2", &mc) == ST_OK);
     pool *p = pool_create(POOL_DEVICE, 0);
     model *m = make_model(p, &mc);
-    const int64_t per = mc.channels * mc.resolution * mc.resolution;
-    float *x0 = malloc((size_t)(B * per) * sizeof(float)), *noise = malloc((size_t)(B * per) * sizeof(float));
     float t[8];
     int64_t y[8];
     for (int i = 0; i < B; i++) t[i] = 0.1f * (float)(i + 1), y[i] = i * 100;
-    rng_fill_normal(x0, B * per, 5, 1, 0, 1);
-    rng_fill_normal(noise, B * per, 5, 2, 0, 1);
-    flow_batch fb = {B, x0, noise, t, y, 1.0f};
+    test_batch *b = make_batch(&mc, B, 5, t, y);
+    flow_batch fb = b->fb;
     const schedule rows[] = {schedules[0], schedules[5], schedules[2], schedules[1], schedules[10]};
     size_t peak[5];
     for (int i = 0; i < 5; i++) {
@@ -394,7 +408,7 @@ static void test_dit_s2_peaks(void)
     printf("     none %.1f MiB > seg2-stride4 %.1f MiB > interval2 %.1f MiB, layer %.1f MiB > unsloth %.1f MiB\n",
            peak[0] / 1048576.0, peak[1] / 1048576.0, peak[2] / 1048576.0, peak[3] / 1048576.0, peak[4] / 1048576.0);
     CHECK(peak[0] > peak[1] && peak[1] > peak[2] && peak[1] > peak[3] && peak[3] > peak[4]);
-    free(x0), free(noise);
+    free_batch(b);
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);
 }
@@ -406,13 +420,8 @@ static void test_unsloth_saves_what_it_predicts(const model_config *mc)
     printf("-- unsloth's device peak is torch's minus the predicted amount\n");
     pool *p = pool_create(POOL_DEVICE, 0);
     model *m = make_model(p, mc);
-    const int64_t per = mc->channels * mc->resolution * mc->resolution;
-    float *x0 = malloc((size_t)(2 * per) * sizeof(float)), *noise = malloc((size_t)(2 * per) * sizeof(float));
-    float t[2] = {0.4f, 0.6f};
-    int64_t y[2] = {0, 1};
-    rng_fill_normal(x0, 2 * per, 8, 1, 0, 1);
-    rng_fill_normal(noise, 2 * per, 8, 2, 0, 1);
-    flow_batch fb = {2, x0, noise, t, y, 1.0f};
+    test_batch *b = make_batch(mc, 2, 8, (float[]){0.4f, 0.6f}, (int64_t[]){0, 1});
+    flow_batch fb = b->fb;
     for (int k = 1; k <= 3; k += 2) {
         char tj[160], uj[160];
         snprintf(tj, sizeof tj, "{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": %d}", k);
@@ -420,13 +429,13 @@ static void test_unsloth_saves_what_it_predicts(const model_config *mc)
                                 "\"gradient_checkpointing_backend\": \"unsloth\"}", k);
         schedule ts = {"torch", tj}, us = {"unsloth", uj};
         size_t predicted[2];
-        for (int b = 0; b < 2; b++) {
+        for (int u = 0; u < 2; u++) {
             ckpt_settings cs;
             char w[256];
-            CHECK(settings_of(b ? uj : tj, &cs, w) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK);
+            CHECK(settings_of(u ? uj : tj, &cs, w) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK);
             mem_sim dev = {0}, host = {0};
             flow_loss_simulate(m, 2, &dev, &host);
-            predicted[b] = dev.s.peak;
+            predicted[u] = dev.s.peak;
         }
         step_result rt = run_step(p, m, &ts, &fb, "deep-13"), ru = run_step(p, m, &us, &fb, "deep-13");
         printf("     interval %d: torch %zu, unsloth %zu: %zu bytes less, predicted %zu\n", k, rt.device_peak,
@@ -435,7 +444,7 @@ static void test_unsloth_saves_what_it_predicts(const model_config *mc)
         CHECK(rt.device_peak - ru.device_peak == predicted[0] - predicted[1]);
         free(rt.grads), free(ru.grads);
     }
-    free(x0), free(noise);
+    free_batch(b);
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);
 }
@@ -447,13 +456,8 @@ static void test_offload_faults(const model_config *mc)
     printf("-- faults: failed copies and a full host pool\n");
     pool *p = pool_create(POOL_DEVICE, 0);
     model *m = make_model(p, mc);
-    const int64_t per = mc->channels * mc->resolution * mc->resolution;
-    float *x0 = malloc((size_t)(2 * per) * sizeof(float)), *noise = malloc((size_t)(2 * per) * sizeof(float));
-    float t[2] = {0.2f, 0.9f};
-    int64_t y[2] = {5, 6};
-    rng_fill_normal(x0, 2 * per, 9, 1, 0, 1);
-    rng_fill_normal(noise, 2 * per, 9, 2, 0, 1);
-    flow_batch fb = {2, x0, noise, t, y, 1.0f};
+    test_batch *b = make_batch(mc, 2, 9, (float[]){0.2f, 0.9f}, (int64_t[]){5, 6});
+    flow_batch fb = b->fb;
     const schedule *sc = &schedules[sizeof schedules / sizeof *schedules - 1]; /* unsloth + attention offload */
     step_result good = run_step(p, m, sc, &fb, "deep-13");
     const size_t resident = pool_live(p);
@@ -481,7 +485,7 @@ static void test_offload_faults(const model_config *mc)
     CHECK(!memcmp(&again.loss, &good.loss, sizeof loss));
     tk_expect_bitwise("the step after the faults", again.grads, good.grads, good.n);
     pool_set_capacity(host_pool, 0);
-    free(good.grads), free(again.grads), free(x0), free(noise);
+    free(good.grads), free(again.grads), free_batch(b);
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);
 }
