@@ -339,7 +339,7 @@ static void capture_step(model *m, const flow_batch *fb, const int64_t *capture,
     }
     param_set_zero_grads(model_params(m));
     const float *pred;
-    CHECK(model_forward(m, xt, ts, fb->labels, fb->batch, true, &pred) == ST_OK);
+    CHECK(model_forward(m, xt, ts, fb->cond, fb->batch, true, &pred) == ST_OK);
     for (int64_t j = 0; j < total; j++) dpred[j] = 2 * (pred[j] - (fb->noise[j] - fb->x0[j])) / (float)total;
     const int64_t S = fb->batch * (mc->resolution / mc->patch) * (mc->resolution / mc->patch) * mc->hidden;
     for (size_t k = 0; k < n; k++) {

@@ -187,7 +187,7 @@ static void test_grid(pool *p, model *m)
     const int classes = 3, per_class = 4;
     const sample_settings s = {.steps = 4, .guidance = 2.0f, .seed = 5};
     const size_t resident = pool_live(p);
-    CHECKF(sample_grid(m, &s, classes, per_class, path) == ST_OK, "%s", st_error());
+    CHECKF(sample_grid(m, &s, NULL, classes, per_class, path) == ST_OK, "%s", st_error());
     CHECK(pool_live(p) == resident);
 
     png_image img;
@@ -225,8 +225,8 @@ static void test_grid(pool *p, model *m)
     free(buf), free(x);
     remove(path);
 
-    CHECK(sample_grid(m, &s, 11, 1, path) == ST_ERR_INVALID); /* the model has 10 classes */
-    CHECK(sample_grid(m, &s, 1, 0, path) == ST_ERR_INVALID);
+    CHECK(sample_grid(m, &s, NULL, 11, 1, path) == ST_ERR_INVALID); /* the model has 10 classes */
+    CHECK(sample_grid(m, &s, NULL, 1, 0, path) == ST_ERR_INVALID);
     CHECK(access(path, F_OK) != 0);
 }
 
@@ -235,7 +235,7 @@ static void test_latent_channels(void)
     printf("-- a 4-channel model has no PNG grid\n");
     pool *p = pool_create(POOL_DEVICE, 0);
     model *m = make(p, 4);
-    st_status st = sample_grid(m, &(sample_settings){.steps = 1, .guidance = 1.0f}, 2, 2, "/tmp/never.png");
+    st_status st = sample_grid(m, &(sample_settings){.steps = 1, .guidance = 1.0f}, NULL, 2, 2, "/tmp/never.png");
     CHECKF(st == ST_ERR_INVALID && strstr(st_error(), "4 input channels"), "%s", st_error());
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);

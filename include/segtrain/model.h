@@ -14,19 +14,22 @@
 #include "segtrain/plan.h"
 
 typedef struct model_config {
-    char family[16]; /* "dit" */
+    char family[16]; /* "dit", "mmdit" or "skipdit" */
     char preset[16];
     int64_t depth, hidden, heads, patch, channels, resolution, classes;
+    int64_t single_depth;          /* mmdit: single-stream blocks after the `depth` double-stream ones */
+    int64_t text_len, text_vocab;  /* mmdit: text tokens per caption, and the token table's rows */
     attention_mechanism mechanism;
     int64_t lora_rank;                /* 0: full training; else LoRA of this rank, the base frozen */
     double lora_alpha;                /* the adapters' scale is alpha / rank */
     bool lora_attention, lora_mlp;    /* which linears get adapters */
 } model_config;
 
-/* A named preset's sizes ("dit-tiny", "dit-s2", "dit-b2", "dit-xl2"). */
+/* A named preset's family and sizes ("dit-tiny", "dit-s2", "dit-b2", "dit-xl2", "mmdit-tiny", "mmdit-s",
+ * "skipdit-tiny", "skipdit-s"). */
 st_status model_preset(const char *name, model_config *out);
-/* The model keys of a run configuration: model_preset's sizes, overridden by any size given explicitly, and
- * model_type / lora_rank / lora_alpha / lora_target. */
+/* The model keys of a run configuration: model_preset's sizes (the family's tiny preset when only model_family
+ * is given), overridden by any size given explicitly, and model_type / lora_rank / lora_alpha / lora_target. */
 st_status model_config_from(const config *cfg, model_config *out);
 /* Checks sizes that must fit together (heads divide the width, the patch divides the resolution, ...). */
 st_status model_config_check(const model_config *mc);
@@ -39,7 +42,7 @@ void model_destroy(model *m);
 
 const model_config *model_get_config(const model *m);
 param_set *model_params(model *m);
-/* The model's block sequences (DiT has one). */
+/* The model's block sequences (dit and skipdit have one; mmdit two: double-stream, then single-stream). */
 int model_sequences(model *m, block_seq **seqs);
 
 /* Plans every block sequence under the checkpoint settings (all blocks kept until this is called). capture lists
@@ -68,10 +71,18 @@ void model_simulate_backward(model *m, int64_t batch, mem_sim *dev, mem_sim *hos
  * values in every tensor, so that every gradient is non-zero (for gradient checks). */
 void model_init(model *m, uint64_t seed, bool random_all);
 
-/* Predicts from x (batch, channels, res, res), timesteps (batch) and labels (batch; `classes` is the null
- * label). *pred (same shape as x) stays valid until model_backward or model_release. With train, forward keeps
- * what backward needs. */
-st_status model_forward(model *m, const float *x, const float *timesteps, const int64_t *labels, int64_t batch,
+/* Conditioning: model_cond_len ids per sample. dit and skipdit read one class label (`classes` is the null
+ * label); mmdit reads text_len token ids of the caption (tokenizer.c: words hashed into the table, 0 pads). */
+int64_t model_cond_len(const model_config *mc);
+/* The ids of one sample from its label and caption (either may be unused by the family; caption may be NULL),
+ * and those of "no conditioning" (the null label, the empty caption) for guidance and dropout. */
+void model_condition(const model_config *mc, int64_t label, const char *caption, int64_t *ids);
+void model_null_condition(const model_config *mc, int64_t *ids);
+
+/* Predicts from x (batch, channels, res, res), timesteps (batch) and cond (batch x model_cond_len ids).
+ * *pred (same shape as x) stays valid until model_backward or model_release. With train, forward keeps what
+ * backward needs. */
+st_status model_forward(model *m, const float *x, const float *timesteps, const int64_t *cond, int64_t batch,
                         bool train, const float **pred);
 /* Accumulates into the trainable gradients from dpred, then releases forward's state. */
 st_status model_backward(model *m, const float *dpred);

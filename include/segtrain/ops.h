@@ -154,6 +154,24 @@ void gated_residual_forward(float *y, const float *x, const float *gate, const f
 void gated_residual_backward(float *dx, float *dgate, float *dh, const float *dy, const float *gate, const float *h,
                              int64_t batch, int64_t tokens, int64_t d, int64_t gate_stride);
 
+/* ---- rotary position embedding (ops/cpu/rope.c) ---- */
+
+/* 2D rotary position embedding, in place, on `tokens` image tokens per batch item laid out row-major on a
+ * grid x grid patch grid (token t at row t / grid, column t % grid). x is viewed with a row stride and a batch
+ * stride (floats), so that q or k inside a packed qkv buffer, or the image rows of a joint text+image sequence,
+ * can be rotated where they lie. Each head's head_dim (a multiple of 4) splits in two halves: the first half
+ * encodes the row, the second the column; within a half of size h, pair j = (x[2j], x[2j+1]) rotates by angle
+ * pos * theta^(-2j/h) (Flux's rope with axes (h, h), interleaved pairs). The heads of a row are contiguous
+ * (heads * head_dim floats from the row start). Angles are taken in double and rounded once to float, so every
+ * call, forward or backward, uses the same coefficients bit for bit; the result does not depend on the
+ * thread count. tokens <= grid * grid. */
+void rope_2d_forward(float *x, int64_t batch, int64_t tokens, int64_t grid, int64_t heads, int64_t head_dim,
+                     int64_t row_stride, int64_t batch_stride, double theta);
+/* The gradient through it, in place: the inverse rotation of dy. Unlike the other backward ops it overwrites
+ * rather than accumulates: dx is dy's own buffer, as q and k's gradients are rotated where they lie. */
+void rope_2d_backward(float *dx, int64_t batch, int64_t tokens, int64_t grid, int64_t heads, int64_t head_dim,
+                      int64_t row_stride, int64_t batch_stride, double theta);
+
 /* ---- embeddings, patches and fixed tables (ops/cpu/embed.c) ---- */
 
 /* out (n,d) = rows idx[i] of table (rows,d). An index outside [0, rows) is ST_ERR_INVALID. */

@@ -5,9 +5,10 @@
  * from t to t_next < t is x <- x + (t_next - t) v. With `steps` equal steps the times are
  * t_k = (float)(steps - k) / (float)steps for k = 0 .. steps (exactly 1 and 0 at the ends).
  *
- * Guidance g: v = v_uncond + g * (v_cond - v_uncond), where v_uncond is the prediction for the null label (the
- * model's `classes`). g = 1 is no guidance and runs the model once a step on the batch; any other g runs it once a
- * step on the batch stacked twice (conditional labels first, then the null label), one forward of 2n.
+ * Guidance g: v = v_uncond + g * (v_cond - v_uncond), where v_uncond is the prediction for no conditioning
+ * (model_null_condition: the null label, the empty caption). g = 1 is no guidance and runs the model once a step
+ * on the batch; any other g runs it once a step on the batch stacked twice (conditioned first, then
+ * unconditioned), one forward of 2n.
  *
  * The starting noise of image i is x_1[i, j] = rng_normal(seed, rng_stream("sample.noise"), i * C*H*W + j): a pure
  * function of (seed, i), so image i does not depend on n or on the other labels of its batch. */
@@ -25,15 +26,17 @@ typedef struct sample_settings {
     uint64_t seed;  /* seed of the starting noise */
 } sample_settings;
 
-/* Samples n images, labels[i] in [0, classes] (classes is the null label: unconditional), into images (caller
- * memory, n x C x H x W, the model's [-1, 1] convention). Every buffer comes from the model's device pool (tagged
+/* Samples n images conditioned on cond (n x model_cond_len ids; labels in [0, classes], classes the null
+ * label) into images (caller memory, n x C x H x W, the model's [-1, 1] convention). Every buffer comes from the model's device pool (tagged
  * activations) and is freed before return, so a pool capacity bounds a sampling run too; a refused allocation is
  * ST_ERR_OOM, and the pool is left as it was. images is unspecified on failure. */
-st_status sample_images(model *m, const sample_settings *s, const int64_t *labels, int64_t n, float *images);
+st_status sample_images(model *m, const sample_settings *s, const int64_t *cond, int64_t n, float *images);
 
-/* Samples per_class images of each class 0 .. classes-1 (image index c * per_class + k, so its noise is that of
- * sample_images' image of the same index) and writes them with png_write_grid: one row per class, per_class
- * columns. The model's channels must be 1 or 3 (a PNG); classes at most the model's. */
-st_status sample_grid(model *m, const sample_settings *s, int classes, int per_class, const char *png_path);
+/* Samples per_row images of each row r = 0 .. rows-1, conditioned on model_condition(label r, captions[r])
+ * (captions may be NULL: labels only), image index r * per_row + k, so its noise is that of sample_images'
+ * image of the same index, and writes them with png_write_grid: one row each, per_row columns. The model's
+ * channels must be 1 or 3 (a PNG); for a labelled family rows is at most its classes. */
+st_status sample_grid(model *m, const sample_settings *s, const char *const *captions, int rows, int per_row,
+                      const char *png_path);
 
 #endif

@@ -72,15 +72,15 @@ static st_status read_batch(const char *path, const model_config *mc, pool *dev,
     }
     b->batch = x0->shape[0];
     const int64_t img[4] = {b->batch, mc->channels, mc->resolution, mc->resolution}, n = b->batch * img[1] * img[2] * img[3];
-    const int64_t vec[1] = {b->batch};
+    const int64_t vec[1] = {b->batch}, L = model_cond_len(mc), cond[2] = {b->batch, L};
     st = pool_alloc(dev, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "batch.x0", (void **)&b->x0);
     if (!st) st = pool_alloc(dev, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "batch.noise", (void **)&b->noise);
     if (!st) st = pool_alloc(dev, (size_t)b->batch * sizeof(float), MEM_ACTIVATIONS, "batch.t", (void **)&b->t);
-    if (!st) st = pool_alloc(dev, (size_t)b->batch * sizeof(int64_t), MEM_ACTIVATIONS, "batch.y", (void **)&b->y);
+    if (!st) st = pool_alloc(dev, (size_t)(b->batch * L) * sizeof(int64_t), MEM_ACTIVATIONS, "batch.cond", (void **)&b->y);
     if (!st) st = sft_read_f32(f, "x0", 4, img, b->x0);
     if (!st) st = sft_read_f32(f, "noise", 4, img, b->noise);
     if (!st) st = sft_read_f32(f, "t", 1, vec, b->t);
-    if (!st) st = sft_read_i64(f, "y", 1, vec, b->y);
+    if (!st) st = sft_read_i64(f, "y", L > 1 ? 2 : 1, L > 1 ? cond : vec, b->y);
     for (int64_t i = 0; !st && i < b->batch; i++)
         if (!(b->t[i] >= 0.0f && b->t[i] <= 1.0f))
             st = st_fail(ST_ERR_FORMAT, "%s: tensor 't': t[%" PRId64 "] = %g is outside [0, 1]", path, i, b->t[i]);
@@ -119,7 +119,7 @@ int cmd_grad(int argc, char **argv)
         param_set_zero_grads(model_params(m));
         pool_reset_peak(cm.device);
         pool_reset_peak(cm.host);
-        flow_batch fb = {.batch = b.batch, .x0 = b.x0, .noise = b.noise, .t = b.t, .labels = b.y};
+        flow_batch fb = {.batch = b.batch, .x0 = b.x0, .noise = b.noise, .t = b.t, .cond = b.y};
         st = flow_loss(m, &fb, true, &loss);
     }
     if (!st) {
@@ -148,8 +148,9 @@ static const char batch_help[] =
     "usage: segtrain batch --config C --out B.safetensors [--set key=value ...]\n"
     "\n"
     "Writes a seeded random batch in the format `segtrain grad` reads: train_batch_size samples of x0 and noise\n"
-    "(standard normal, the model's input shape), t uniform in (0, 1) and labels y cycling through the classes\n"
-    "and the null label. The same config and seed always give the same file.\n";
+    "(standard normal, the model's input shape), t uniform in (0, 1) and the conditioning y: labels cycling\n"
+    "through the classes and the null label, or for mmdit (B, tokenizer_max_length) token ids of the captions\n"
+    "\"caption 0\", \"caption 1\", ... The same config and seed always give the same file.\n";
 
 int cmd_batch(int argc, char **argv)
 {
@@ -170,20 +171,23 @@ int cmd_batch(int argc, char **argv)
     const uint64_t seed = (uint64_t)config_int(cfg, "seed");
     float *x0 = malloc((size_t)n * sizeof(float)), *noise = malloc((size_t)n * sizeof(float));
     float *t = malloc((size_t)B * sizeof(float));
-    int64_t *y = malloc((size_t)B * sizeof(int64_t));
+    const int64_t L = model_cond_len(&mc);
+    int64_t *y = malloc((size_t)(B * L) * sizeof(int64_t));
     if (!x0 || !noise || !t || !y) st = st_fail(ST_ERR_INTERNAL, "out of host memory for a batch of %lld", (long long)B);
     if (!st) {
         rng_fill_normal(x0, n, seed, rng_stream("batch.x0"), 0.0f, 1.0f);
         rng_fill_normal(noise, n, seed, rng_stream("batch.noise"), 0.0f, 1.0f);
         for (int64_t i = 0; i < B; i++) {
             t[i] = (float)rng_uniform(seed, rng_stream("batch.t"), (uint64_t)i);
-            y[i] = i % (mc.classes + 1);
+            char caption[32];
+            snprintf(caption, sizeof caption, "caption %lld", (long long)i);
+            model_condition(&mc, i % (mc.classes + 1), caption, y + i * L);
         }
         const sft_entry e[] = {
             {.name = "x0", .dtype = SFT_F32, .ndim = 4, .shape = {B, mc.channels, mc.resolution, mc.resolution}, .data = x0},
             {.name = "noise", .dtype = SFT_F32, .ndim = 4, .shape = {B, mc.channels, mc.resolution, mc.resolution}, .data = noise},
             {.name = "t", .dtype = SFT_F32, .ndim = 1, .shape = {B}, .data = t},
-            {.name = "y", .dtype = SFT_I64, .ndim = 1, .shape = {B}, .data = y},
+            {.name = "y", .dtype = SFT_I64, .ndim = L > 1 ? 2 : 1, .shape = {B, L}, .data = y},
         };
         st = sft_write(a.value[1], e, 4, NULL, 0);
     }

@@ -7,16 +7,19 @@
 #include <string.h>
 
 #include "cli.h"
+#include "segtrain/data.h"
 #include "segtrain/model.h"
 #include "segtrain/sample.h"
 
 static const char sample_help[] =
     "usage: segtrain sample --config C --weights W.safetensors [--lora L.safetensors] --out GRID.png\n"
     "                       [--steps N] [--guidance G] [--seed S] [--per-class K] [--classes N]\n"
+    "                       [--prompt 'CAPTION|CAPTION|...']\n"
     "                       [--set key=value ...]\n"
     "\n"
     "Draws images from the model the config describes, with the weights of W (a full weights file, as written by\n"
-    "`segtrain init` or by training), and writes them as one PNG: one row per class, K images per row. For a\n"
+    "`segtrain init` or by training), and writes them as one PNG: one row per class (per caption for a text-\n"
+    "conditioned family, mmdit), K images per row. For a\n"
     "config with model_type lora, W is the base model and --lora the adapters training wrote (lora.safetensors).\n"
     "\n"
     "Each image starts as pure noise at t = 1 and follows the velocity the model predicts down to t = 0 in N equal\n"
@@ -32,6 +35,8 @@ static const char sample_help[] =
     "  --seed S       seed of the starting noise (default: validation_seed, 0)\n"
     "  --per-class K  images per class, the grid's columns (default: validation_samples_per_class, 4)\n"
     "  --classes N    classes 0 .. N-1, the grid's rows (default: the model's classes, at most 8)\n"
+    "  --prompt P     mmdit: captions separated by '|', one row each (default: a caption of each of the\n"
+    "                 built-in dataset's 8 classes, e.g. \"a red circle on a navy background\")\n"
     "\n"
     "Images are decoded as the model's [-1, 1] pixels (no VAE), so the model needs in_channels 1 (gray) or 3 (RGB).\n"
     "The whole grid is sampled as one batch, within device_memory like any other run.\n";
@@ -50,11 +55,33 @@ static int parse_int(const char *flag, const char *text, long long lo, long long
     return 0;
 }
 
+/* The grid's captions: the --prompt list, or a caption of each built-in class. Returns the row count. */
+static int caption_rows(const char *prompt, int resolution, char (*buf)[CAPTION_MAX], const char **rows)
+{
+    int n = 0;
+    if (prompt) {
+        for (const char *p = prompt; n < 64; n++) {
+            const char *bar = strchr(p, '|');
+            const size_t len = bar ? (size_t)(bar - p) : strlen(p);
+            snprintf(buf[n], CAPTION_MAX, "%.*s", (int)(len < CAPTION_MAX - 1 ? len : CAPTION_MAX - 1), p);
+            rows[n] = buf[n];
+            if (!bar) return n + 1;
+            p = bar + 1;
+        }
+        return n;
+    }
+    dataset *ds = NULL;
+    if (!dataset_open_builtin(resolution, 8, 0, &ds))
+        for (; n < 8 && !dataset_get(ds, n, NULL, NULL, buf[n]); n++) rows[n] = buf[n];
+    dataset_close(ds);
+    return n;
+}
+
 int cmd_sample(int argc, char **argv)
 {
-    enum { CONFIG, WEIGHTS, OUT, STEPS, GUIDANCE, SEED, PER_CLASS, CLASSES, LORA };
-    static const char *const flags[] = {"--config", "--weights", "--out",       "--steps", "--guidance",
-                                        "--seed",   "--per-class", "--classes", "--lora",  NULL};
+    enum { CONFIG, WEIGHTS, OUT, STEPS, GUIDANCE, SEED, PER_CLASS, CLASSES, LORA, PROMPT };
+    static const char *const flags[] = {"--config", "--weights",   "--out",     "--steps", "--guidance",
+                                        "--seed",   "--per-class", "--classes", "--lora",  "--prompt", NULL};
     cli_args a;
     int rc = args_parse(argc, argv, flags, NULL, &a);
     if (rc || a.help) return a.help ? (fputs(sample_help, stdout), 0) : rc;
@@ -105,11 +132,16 @@ int cmd_sample(int argc, char **argv)
     if (!st) st = param_set_load(model_params(cm.m), a.value[WEIGHTS], lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
     if (!st && lora) st = param_set_load(model_params(cm.m), a.value[LORA], PARAMS_TRAINABLE, NULL);
     const double t1 = clock_seconds();
-    if (!st) st = sample_grid(cm.m, &s, (int)classes, (int)per_class, a.value[OUT]);
+    char prompts[64][CAPTION_MAX];
+    const char *rows[64];
+    const bool text = model_cond_len(&mc) > 1;
+    if (!st && text) classes = caption_rows(a.value[PROMPT], (int)mc.resolution, prompts, rows);
+    if (!st) st = sample_grid(cm.m, &s, text ? rows : NULL, (int)classes, (int)per_class, a.value[OUT]);
     if (!st) {
         const model_config *c = model_get_config(cm.m);
-        printf("wrote %lld samples to %s: %lld classes x %lld per class, %lldx%lld, %lld steps, guidance %g, seed %lld\n",
-               classes * per_class, a.value[OUT], classes, per_class, (long long)c->resolution,
+        for (int r = 0; text && r < classes; r++) printf("row %d: \"%s\"\n", r, rows[r]);
+        printf("wrote %lld samples to %s: %lld %s x %lld per row, %lldx%lld, %lld steps, guidance %g, seed %lld\n",
+               classes * per_class, a.value[OUT], classes, text ? "captions" : "classes", per_class, (long long)c->resolution,
                (long long)c->resolution, steps, guidance, seed);
         const double t2 = clock_seconds();
         printf("took %.2f s (sampling %.2f s, %.3f s a step)\n", t2 - t0, t2 - t1, (t2 - t1) / (double)steps);

@@ -1,67 +1,33 @@
-/* The single-stream DiT model (../shared/spec/dit.md): embeddings and the final layer around one sequence of
+/* The single-stream DiT family (../shared/spec/dit.md): embeddings and the final layer around one sequence of
  * DiT blocks (dit_block.c). Weight names and layouts are the public DiT state_dict's. */
-#include "dit.h"
+#include "internal.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "segtrain/rng.h"
+/* The forward state of one step, alive from model_forward to model_backward or model_release. */
+typedef struct dit_step {
+    bool active;
+    int64_t *labels;                         /* (B) */
+    float *patches, *tokens;                 /* (N, C p p), (N, D): the first state */
+    float *tfreq, *th, *ts, *c;              /* timestep/label embedding path, (B, 256) and (B, D) each */
+    block_state last;                        /* the last block's output */
+    float **dhidden;                         /* per captured block: the caller's gradient for its output */
+    seq_run *run;
+    float *fmod, *ln, *hf, *pred;            /* final layer: (B, 2D), (N, D), (N, D), (B, C, H, W) */
+    op_state fstats;
+} dit_step;
 
-static const struct {
-    const char *name;
-    int64_t depth, hidden, heads, patch, channels, resolution, classes;
-} presets[] = {
-    {"dit-tiny", 4, 64, 4, 2, 4, 8, 10},
-    {"dit-s2", 12, 384, 6, 2, 4, 32, 1000},
-    {"dit-b2", 12, 768, 12, 2, 4, 32, 1000},
-    {"dit-xl2", 28, 1152, 16, 2, 4, 32, 1000},
-};
+typedef struct dit_model {
+    dit_block *blocks;
+    block *seq_blocks;
+    temb t;
+    int p_x_w, p_x_b, p_y, p_pos, p_fa_w, p_fa_b, p_fl_w, p_fl_b;
+    dit_step step;
+} dit_model;
 
-st_status model_preset(const char *name, model_config *out)
-{
-    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++)
-        if (!strcmp(presets[i].name, name)) {
-            *out = (model_config){.depth = presets[i].depth,
-                                  .hidden = presets[i].hidden,
-                                  .heads = presets[i].heads,
-                                  .patch = presets[i].patch,
-                                  .channels = presets[i].channels,
-                                  .resolution = presets[i].resolution,
-                                  .classes = presets[i].classes,
-                                  .mechanism = ATTN_FLASH};
-            snprintf(out->family, sizeof out->family, "dit");
-            snprintf(out->preset, sizeof out->preset, "%s", name);
-            return ST_OK;
-        }
-    return st_fail(ST_ERR_INVALID, "model_preset: '%s' is not one of dit-tiny, dit-s2, dit-b2, dit-xl2", name);
-}
-
-st_status model_config_check(const model_config *mc)
-{
-    if (strcmp(mc->family, "dit"))
-        return st_fail(ST_ERR_INVALID, "model_family: '%s' is not available (dit)", mc->family);
-    const struct {
-        const char *key;
-        int64_t v;
-    } positive[] = {{"depth", mc->depth},           {"hidden_size", mc->hidden}, {"num_heads", mc->heads},
-                    {"patch_size", mc->patch},      {"in_channels", mc->channels}, {"resolution", mc->resolution},
-                    {"num_classes", mc->classes}};
-    for (size_t i = 0; i < sizeof positive / sizeof *positive; i++)
-        if (positive[i].v < 1) return st_fail(ST_ERR_INVALID, "%s: %lld must be at least 1", positive[i].key,
-                                              (long long)positive[i].v);
-    if (mc->hidden % mc->heads)
-        return st_fail(ST_ERR_INVALID, "num_heads: %lld does not divide hidden_size %lld", (long long)mc->heads,
-                       (long long)mc->hidden);
-    if (mc->hidden % 4)
-        return st_fail(ST_ERR_INVALID, "hidden_size: %lld must be a multiple of 4 (the 2D sine-cosine table)",
-                       (long long)mc->hidden);
-    if (mc->resolution % mc->patch)
-        return st_fail(ST_ERR_INVALID, "patch_size: %lld does not divide resolution %lld", (long long)mc->patch,
-                       (long long)mc->resolution);
-    return ST_OK;
-}
+static dit_model *dit_of(model *m) { return m->impl; }
 
 static int add2(param_set *s, const char *name, int64_t a, int64_t b, bool trainable)
 {
@@ -77,229 +43,111 @@ static int add1(param_set *s, const char *name, int64_t a, bool trainable)
  * block get adapters named after the weight they adapt. */
 static void register_params(model *m)
 {
+    dit_model *d = dit_of(m);
     const model_config *c = &m->cfg;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch, T = (c->resolution / c->patch) * (c->resolution / c->patch);
-    m->p_x_w = param_add(s, "x_embedder.proj.weight", 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
-    m->p_x_b = add1(s, "x_embedder.proj.bias", D, full);
-    m->p_pos = param_add_fixed(s, "pos_embed", 3, (int64_t[]){1, T, D});
-    m->p_t0_w = add2(s, "t_embedder.mlp.0.weight", D, DIT_FREQ_DIM, full);
-    m->p_t0_b = add1(s, "t_embedder.mlp.0.bias", D, full);
-    m->p_t2_w = add2(s, "t_embedder.mlp.2.weight", D, D, full);
-    m->p_t2_b = add1(s, "t_embedder.mlp.2.bias", D, full);
-    m->p_y = add2(s, "y_embedder.embedding_table.weight", c->classes + 1, D, full);
-    const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
-    const float alpha = (float)c->lora_alpha;
+    d->p_x_w = param_add(s, "x_embedder.proj.weight", 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
+    d->p_x_b = add1(s, "x_embedder.proj.bias", D, full);
+    d->p_pos = param_add_fixed(s, "pos_embed", 3, (int64_t[]){1, T, D});
+    temb_register(s, &d->t, "t_embedder.mlp.0", "t_embedder.mlp.2", D, full);
+    d->p_y = add2(s, "y_embedder.embedding_table.weight", c->classes + 1, D, full);
     for (int i = 0; i < c->depth; i++) {
-        char n[PARAM_NAME_MAX];
-        dit_block *b = &m->block_data[i];
-#define NAME(suffix) (snprintf(n, sizeof n, "blocks.%d.%s", i, suffix), n)
-        b->qkv = lin_register(s, NAME("attn.qkv"), D, 3 * D, true, ra, alpha, full);
-        b->proj = lin_register(s, NAME("attn.proj"), D, D, true, ra, alpha, full);
-        b->fc1 = lin_register(s, NAME("mlp.fc1"), D, 4 * D, true, rm, alpha, full);
-        b->fc2 = lin_register(s, NAME("mlp.fc2"), 4 * D, D, true, rm, alpha, full);
-        b->ada = lin_register(s, NAME("adaLN_modulation.1"), D, 6 * D, true, 0, 0, full);
-#undef NAME
+        char prefix[PARAM_NAME_MAX];
+        snprintf(prefix, sizeof prefix, "blocks.%d", i);
+        dit_block_register(s, &d->blocks[i], prefix, c);
     }
-    m->p_fa_w = add2(s, "final_layer.adaLN_modulation.1.weight", 2 * D, D, full);
-    m->p_fa_b = add1(s, "final_layer.adaLN_modulation.1.bias", 2 * D, full);
-    m->p_fl_w = add2(s, "final_layer.linear.weight", P, D, full);
-    m->p_fl_b = add1(s, "final_layer.linear.bias", P, full);
+    d->p_fa_w = add2(s, "final_layer.adaLN_modulation.1.weight", 2 * D, D, full);
+    d->p_fa_b = add1(s, "final_layer.adaLN_modulation.1.bias", 2 * D, full);
+    d->p_fl_w = add2(s, "final_layer.linear.weight", P, D, full);
+    d->p_fl_b = add1(s, "final_layer.linear.bias", P, full);
 }
 
-st_status model_create(const model_config *mc, pool *device, model **out)
+static st_status dit_create(model *m)
 {
-    *out = NULL;
-    st_status st = model_config_check(mc);
-    if (st) return st;
-    model *m = calloc(1, sizeof *m);
-    if (!m) return st_fail(ST_ERR_INTERNAL, "out of host memory");
-    m->cfg = *mc;
-    m->pool = device;
-    m->params = &m->own_params;
-    const int64_t G = mc->resolution / mc->patch;
-    m->shape = (dit_shape){.tokens = G * G, .hidden = mc->hidden, .heads = mc->heads, .mechanism = mc->mechanism};
-    m->block_data = calloc((size_t)mc->depth, sizeof *m->block_data);
-    m->seq.blocks = calloc((size_t)mc->depth, sizeof *m->seq.blocks);
-    if (!m->block_data || !m->seq.blocks) {
-        model_destroy(m);
-        return st_fail(ST_ERR_INTERNAL, "out of host memory");
-    }
+    const model_config *mc = &m->cfg;
+    dit_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (d) d->blocks = calloc((size_t)mc->depth, sizeof *d->blocks);
+    if (d && d->blocks) d->seq_blocks = calloc((size_t)mc->depth, sizeof *d->seq_blocks);
+    if (!d || !d->seq_blocks) return st_fail(ST_ERR_INTERNAL, "out of host memory");
     register_params(m);
-    m->seq = (block_seq){.name = "blocks", .n = (int)mc->depth, .blocks = m->seq.blocks, .state_n = 1, .pool = device};
+    m->n_seq = 1;
+    m->seq[0] = (block_seq){.name = "blocks", .n = (int)mc->depth, .blocks = d->seq_blocks, .state_n = 1, .pool = m->pool};
     for (int i = 0; i < mc->depth; i++) {
-        m->block_data[i].m = m;
-        m->seq.blocks[i] = (block){.kind = &dit_block_kind, .self = &m->block_data[i], .index = i};
+        d->blocks[i].m = m;
+        d->seq_blocks[i] = (block){.kind = &dit_block_kind, .self = &d->blocks[i], .index = i};
     }
-    const ckpt_settings none = {.interval = 1, .stride = 1};
-    if (!st) st = model_set_checkpointing(m, &none, NULL, 0);
-    if (!st && device && !(st = param_set_alloc(m->params, device)))
-        pos_embed_2d(param_at(m->params, m->p_pos)->w, G, mc->hidden);
-    if (st) {
-        model_destroy(m);
-        return st;
-    }
-    *out = m;
     return ST_OK;
 }
 
-void model_destroy(model *m)
+static void dit_fill_fixed(model *m)
 {
-    if (!m) return;
-    model_release(m);
-    copy_engine_destroy(m->off.engine);
-    param_set_free(&m->own_params);
-    seq_plan_free(&m->plan);
-    free(m->captured);
-    free(m->capture);
-    free(m->seq.blocks);
-    free(m->block_data);
-    free(m);
+    pos_embed_2d(param_at(m->params, dit_of(m)->p_pos)->w, m->cfg.resolution / m->cfg.patch, m->cfg.hidden);
 }
 
-const model_config *model_get_config(const model *m) { return &m->cfg; }
-param_set *model_params(model *m) { return m->params; }
-
-int model_sequences(model *m, block_seq **seqs)
+static void dit_destroy(model *m)
 {
-    *seqs = &m->seq;
-    return 1;
+    dit_model *d = dit_of(m);
+    if (d) free(d->blocks), free(d->seq_blocks);
+    free(d);
 }
 
 static void set_batch(model *m, int64_t batch)
 {
     m->shape.batch = batch;
-    m->seq.state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
+    m->seq[0].state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
 }
-
-st_status model_set_checkpointing(model *m, const ckpt_settings *cs, const int64_t *capture, size_t n_capture)
-{
-    const int n = m->seq.n;
-    bool *captured = calloc((size_t)(n ? n : 1), sizeof *captured);
-    int *list = calloc(n_capture ? n_capture : 1, sizeof *list);
-    if (!captured || !list) {
-        free(captured), free(list);
-        return st_fail(ST_ERR_INTERNAL, "out of host memory");
-    }
-    for (size_t k = 0; k < n_capture; k++) {
-        if (capture[k] < 0 || capture[k] >= n) {
-            free(captured), free(list);
-            return st_fail(ST_ERR_INVALID, "capture_hidden_states: block %lld does not exist (blocks 0-%d)",
-                           (long long)capture[k], n - 1);
-        }
-        captured[capture[k]] = true;
-        list[k] = (int)capture[k];
-    }
-    seq_plan plan;
-    st_status st = plan_sequence(cs, &m->seq, "dit", captured, &plan);
-    if (st) {
-        free(captured), free(list);
-        return st;
-    }
-    seq_plan_free(&m->plan);
-    free(m->captured), free(m->capture);
-    m->plan = plan;
-    m->captured = captured;
-    m->capture = list;
-    m->n_capture = (int)n_capture;
-    return ST_OK;
-}
-
-const seq_plan *model_plan(const model *m, int sequence) { return sequence == 0 ? &m->plan : NULL; }
-
-st_status model_set_host_pool(model *m, pool *host)
-{
-    if (!m->off.engine) {
-        st_status st = copy_engine_create(&m->off.engine);
-        if (st) return st;
-    }
-    m->off.device = m->pool;
-    m->off.host = host;
-    return ST_OK;
-}
-
-copy_engine *model_copy_engine(model *m) { return m->off.engine; }
 
 /* DiT's initialize_weights: xavier-uniform linears (the patch embedding as a (D, C p p) matrix) with zero
  * biases, N(0, 0.02) timestep MLP and label table, zero adaLN modulations and final linear (adaLN-Zero). */
-void model_init(model *m, uint64_t seed, bool random_all)
+static param_init dit_init_of(const char *name)
 {
-    param_set *s = m->params;
-    for (int i = 0; i < s->n; i++) {
-        param *p = param_at(s, i);
-        if (p->fixed) continue;
-        const uint64_t stream = rng_stream(p->name);
-        const int64_t fan_out = p->shape[0], fan_in = p->ndim > 1 ? p->numel / p->shape[0] : 1;
-        const bool weight = p->ndim > 1;
-        if (random_all) {
-            /* every value non-zero and of a scale that keeps activations O(1) */
-            float a = weight ? (float)(1.0 / sqrt((double)fan_in)) : 0.1f;
-            rng_fill_uniform(p->w, p->numel, seed, stream, -a, a);
-            continue;
-        }
-        memset(p->w, 0, (size_t)p->numel * sizeof(float));
-        if (strstr(p->name, "lora_A")) { /* PEFT's kaiming-uniform(a = sqrt 5): bound 1/sqrt(fan_in); B stays 0 */
-            float a = (float)(1.0 / sqrt((double)fan_in));
-            rng_fill_uniform(p->w, p->numel, seed, stream, -a, a);
-            continue;
-        }
-        if (strstr(p->name, "adaLN_modulation") || !strcmp(p->name, "final_layer.linear.weight") || !weight ||
-            strstr(p->name, "lora_B"))
-            continue;
-        if (strstr(p->name, "t_embedder.mlp") || strstr(p->name, "y_embedder"))
-            rng_fill_normal(p->w, p->numel, seed, stream, 0.0f, 0.02f);
-        else {
-            float a = (float)sqrt(6.0 / (double)(fan_in + fan_out));
-            rng_fill_uniform(p->w, p->numel, seed, stream, -a, a);
-        }
-    }
+    if (strstr(name, "adaLN_modulation") || !strcmp(name, "final_layer.linear.weight")) return INIT_ZERO;
+    if (strstr(name, "t_embedder.mlp") || strstr(name, "y_embedder")) return INIT_NORMAL;
+    return INIT_XAVIER;
 }
 
-#define PW(name) (param_at(m->params, m->name)->w)
-#define PG(name) (param_at(m->params, m->name)->g)
+#define PW(name) (param_at(m->params, d->name)->w)
+#define PG(name) (param_at(m->params, d->name)->g)
 
-void model_release(model *m)
+static void dit_release(model *m)
 {
-    dit_step *s = &m->step;
+    dit_model *d = dit_of(m);
+    dit_step *s = &d->step;
     if (!s->active) return;
     seq_release(s->run);
     state_free(m->pool, &s->last);
     for (int k = 0; s->dhidden && k < m->n_capture; k++) pool_free(m->pool, s->dhidden[k]);
     free(s->dhidden);
     op_state_release(&s->fstats);
-    void *bufs[] = {s->pred, s->hf, s->ln, s->fmod, m->ctx.dcs, m->ctx.cs, s->c, s->ts, s->th, s->tfreq, s->tokens,
+    void *bufs[] = {s->pred, s->hf, s->ln, s->fmod, m->ctx.dcs, m->ctx.cs, d->t.c, d->t.hs, d->t.h, d->t.freq, s->tokens,
                     s->patches, s->labels}; /* tokens only if forward failed before the executor took them */
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
     m->ctx.cs = m->ctx.dcs = NULL;
+    d->t.c = d->t.hs = d->t.h = d->t.freq = NULL;
     *s = (dit_step){0};
-}
-
-static float *take(model *m, st_status *st, int64_t floats, const char *what, bool zero)
-{
-    void *p = NULL;
-    if (!*st) *st = (zero ? pool_alloc_zero : pool_alloc)(m->pool, (size_t)floats * sizeof(float), MEM_ACTIVATIONS,
-                                                          what, &p);
-    return p;
 }
 
 /* x_t -> tokens (the first state), and the conditioning c = t_embedder(t) + y_embedder(y), cs = SiLU(c). */
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const int64_t *labels, bool train)
 {
     const model_config *c = &m->cfg;
-    dit_step *s = &m->step;
+    dit_model *d = dit_of(m);
+    dit_step *s = &d->step;
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
     const int64_t P = c->channels * c->patch * c->patch;
     st_status st = ST_OK;
-    s->labels = (int64_t *)take(m, &st, 2 * B, "dit.labels", false); /* int64: two floats each */
-    s->patches = take(m, &st, N * P, "dit.patches", false);
-    s->tokens = take(m, &st, N * D, "dit.tokens", false);
-    s->tfreq = take(m, &st, B * DIT_FREQ_DIM, "dit.t_freq", false);
-    s->th = take(m, &st, B * D, "dit.t_hidden", false);
-    s->ts = take(m, &st, B * D, "dit.t_silu", false);
-    s->c = take(m, &st, B * D, "dit.c", false);
-    m->ctx.cs = take(m, &st, B * D, "dit.silu_c", false);
-    if (train) m->ctx.dcs = take(m, &st, B * D, "dit.dsilu_c", true);
+    s->labels = (int64_t *)model_take(m, &st, 2 * B, "dit.labels", false); /* int64: two floats each */
+    s->patches = model_take(m, &st, N * P, "dit.patches", false);
+    s->tokens = model_take(m, &st, N * D, "dit.tokens", false);
+    d->t.freq = model_take(m, &st, B * DIT_FREQ_DIM, "dit.t_freq", false);
+    d->t.h = model_take(m, &st, B * D, "dit.t_hidden", false);
+    d->t.hs = model_take(m, &st, B * D, "dit.t_silu", false);
+    d->t.c = model_take(m, &st, B * D, "dit.c", false);
+    m->ctx.cs = model_take(m, &st, B * D, "dit.silu_c", false);
+    if (train) m->ctx.dcs = model_take(m, &st, B * D, "dit.dsilu_c", true);
     if (st) return st;
     /* the label embedding goes through cs's buffer before cs is computed: no extra allocation */
     if ((st = embedding_forward(m->ctx.cs, PW(p_y), labels, B, c->classes + 1, D)))
@@ -312,12 +160,9 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 0; i < T * D; i++) s->tokens[b * T * D + i] += pos[i];
 
-    timestep_embedding(s->tfreq, timesteps, B, DIT_FREQ_DIM, 10000.0);
-    linear_forward(s->th, s->tfreq, PW(p_t0_w), PW(p_t0_b), B, DIT_FREQ_DIM, D);
-    silu_forward(s->ts, s->th, B * D);
-    linear_forward(s->c, s->ts, PW(p_t2_w), PW(p_t2_b), B, D, D);
-    for (int64_t i = 0; i < B * D; i++) s->c[i] += m->ctx.cs[i];
-    silu_forward(m->ctx.cs, s->c, B * D);
+    temb_forward(m, &d->t, timesteps);
+    for (int64_t i = 0; i < B * D; i++) d->t.c[i] += m->ctx.cs[i];
+    silu_forward(m->ctx.cs, d->t.c, B * D);
     return ST_OK;
 }
 
@@ -325,14 +170,15 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
 static st_status head_forward(model *m)
 {
     const model_config *c = &m->cfg;
-    dit_step *s = &m->step;
+    dit_model *d = dit_of(m);
+    dit_step *s = &d->step;
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
     const int64_t P = c->channels * c->patch * c->patch;
     st_status st = ST_OK;
-    s->fmod = take(m, &st, B * 2 * D, "dit.final.mod", false);
-    s->ln = take(m, &st, N * D, "dit.final.ln", false);
-    s->hf = take(m, &st, N * D, "dit.final.h", false);
-    s->pred = take(m, &st, B * c->channels * c->resolution * c->resolution, "dit.pred", false);
+    s->fmod = model_take(m, &st, B * 2 * D, "dit.final.mod", false);
+    s->ln = model_take(m, &st, N * D, "dit.final.ln", false);
+    s->hf = model_take(m, &st, N * D, "dit.final.h", false);
+    s->pred = model_take(m, &st, B * c->channels * c->resolution * c->resolution, "dit.pred", false);
     float *out = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(N * P) * sizeof(float), MEM_WORKSPACE, "dit.final.out", (void **)&out);
     if (!st) st = layernorm_forward(m->pool, s->ln, s->last.t[0], NULL, NULL, N, D, DIT_LN_EPS, &s->fstats);
@@ -349,57 +195,58 @@ static st_status head_forward(model *m)
 /* Gradient buffers for the captured hidden states, zeroed for the caller's auxiliary loss. */
 static st_status capture_forward(model *m)
 {
-    dit_step *s = &m->step;
+    dit_model *d = dit_of(m);
+    dit_step *s = &d->step;
     s->dhidden = calloc((size_t)m->n_capture, sizeof *s->dhidden);
     if (!s->dhidden) return st_fail(ST_ERR_INTERNAL, "out of host memory");
     st_status st = ST_OK;
     for (int k = 0; k < m->n_capture && !st; k++)
-        st = pool_alloc_zero(m->pool, (size_t)m->seq.state_numel[0] * sizeof(float), MEM_ACTIVATIONS,
+        st = pool_alloc_zero(m->pool, (size_t)m->seq[0].state_numel[0] * sizeof(float), MEM_ACTIVATIONS,
                              "dit.dhidden", (void **)&s->dhidden[k]);
     return st;
 }
 
-st_status model_hidden(model *m, int k, const float **h, float **dh)
+static st_status dit_hidden(model *m, int k, const float **h, float **dh)
 {
-    dit_step *s = &m->step;
+    dit_model *d = dit_of(m);
+    dit_step *s = &d->step;
     if (!s->active || !s->run || k < 0 || k >= m->n_capture)
         return st_fail(ST_ERR_INVALID, "model_hidden: no captured hidden state %d after a training forward", k);
     const int i = m->capture[k];
-    const block_state *out = i == m->seq.n - 1 ? &s->last : seq_run_output(s->run, i);
+    const block_state *out = i == m->seq[0].n - 1 ? &s->last : seq_run_output(s->run, i);
     if (!out) return st_fail(ST_ERR_INTERNAL, "model_hidden: block %d's output was not kept", i);
     *h = out->t[0];
     *dh = s->dhidden[k];
     return ST_OK;
 }
 
-st_status model_forward(model *m, const float *x, const float *timesteps, const int64_t *labels, int64_t batch,
-                        bool train, const float **pred)
+static st_status dit_forward(model *m, const float *x, const float *timesteps, const int64_t *labels, bool train,
+                             const float **pred)
 {
-    *pred = NULL;
-    if (m->step.active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    if (batch < 1) return st_fail(ST_ERR_INVALID, "model_forward: batch %lld must be at least 1", (long long)batch);
-    set_batch(m, batch);
-    m->step.active = true;
+    dit_model *d = dit_of(m);
+    if (d->step.active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    d->step.active = true;
     st_status st = embed_forward(m, x, timesteps, labels, train);
     if (!st) {
-        block_state first = {.n = 1, .t = {m->step.tokens}};
-        m->step.tokens = NULL; /* the executor owns the first state now */
-        st = seq_forward(&m->seq, &m->plan, m->off.host ? &m->off : NULL, &first, train, &m->step.last, &m->step.run);
+        block_state first = {.n = 1, .t = {d->step.tokens}};
+        d->step.tokens = NULL; /* the executor owns the first state now */
+        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->step.last, &d->step.run);
     }
     if (!st && train && m->n_capture) st = capture_forward(m);
     if (!st) st = head_forward(m);
     if (st) {
-        model_release(m);
+        dit_release(m);
         return st;
     }
-    *pred = m->step.pred;
+    *pred = d->step.pred;
     return ST_OK;
 }
 
 static st_status head_backward(model *m, const float *dpred, float *dstate)
 {
     const model_config *c = &m->cfg;
-    dit_step *s = &m->step;
+    dit_model *d = dit_of(m);
+    dit_step *s = &d->step;
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
     const int64_t P = c->channels * c->patch * c->patch;
     scratch k = {.pool = m->pool};
@@ -419,26 +266,24 @@ static st_status head_backward(model *m, const float *dpred, float *dstate)
 static st_status embed_backward(model *m, const float *dtokens)
 {
     const model_config *c = &m->cfg;
-    dit_step *s = &m->step;
+    dit_model *d = dit_of(m);
+    dit_step *s = &d->step;
     const int64_t B = m->shape.batch, D = c->hidden, N = B * m->shape.tokens;
     const int64_t P = c->channels * c->patch * c->patch;
     linear_backward(NULL, PG(p_x_w), PG(p_x_b), dtokens, s->patches, PW(p_x_w), N, P, D);
     scratch k = {.pool = m->pool};
     float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "dit.dc");
-    float *dts = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "dit.dt_silu");
-    float *dth = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "dit.dt_hidden");
     if (k.status) return scratch_end(&k);
-    silu_backward(dc, m->ctx.dcs, s->c, B * D);
+    silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
     if (PG(p_y)) embedding_backward(PG(p_y), dc, s->labels, B, D);
-    linear_backward(dts, PG(p_t2_w), PG(p_t2_b), dc, s->ts, PW(p_t2_w), B, D, D);
-    silu_backward(dth, dts, s->th, B * D);
-    linear_backward(NULL, PG(p_t0_w), PG(p_t0_b), dth, s->tfreq, PW(p_t0_w), B, DIT_FREQ_DIM, D);
+    k.status = temb_backward(m, &d->t, dc);
     return scratch_end(&k);
 }
 
-st_status model_backward(model *m, const float *dpred)
+static st_status dit_backward(model *m, const float *dpred)
 {
-    dit_step *s = &m->step;
+    dit_model *d = dit_of(m);
+    dit_step *s = &d->step;
     if (!s->active || !s->run) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const int64_t N = m->shape.batch * m->shape.tokens;
     float *dstate = NULL;
@@ -452,7 +297,7 @@ st_status model_backward(model *m, const float *dpred)
     s->hf = s->ln = NULL;
     if (!st) {
         const float **extra = NULL;
-        if (m->n_capture && !(extra = calloc((size_t)m->seq.n, sizeof *extra)))
+        if (m->n_capture && !(extra = calloc((size_t)m->seq[0].n, sizeof *extra)))
             st = st_fail(ST_ERR_INTERNAL, "out of host memory");
         for (int k = 0; extra && k < m->n_capture; k++) extra[m->capture[k]] = s->dhidden[k];
         if (!st) {
@@ -463,19 +308,18 @@ st_status model_backward(model *m, const float *dpred)
     }
     if (!st) st = embed_backward(m, dstate);
     pool_free(m->pool, dstate);
-    model_release(m);
+    dit_release(m);
     return st;
 }
 
 /* embed_forward, the executor, capture_forward and head_forward, as allocations. */
-void model_simulate_forward(model *m, int64_t batch, mem_sim *sim, mem_sim *host)
+static void dit_simulate_forward(model *m, mem_sim *sim, mem_sim *host)
 {
-    set_batch(m, batch);
     const model_config *c = &m->cfg;
-    const size_t f = sizeof(float), B = (size_t)batch, N = B * (size_t)m->shape.tokens, D = (size_t)c->hidden;
+    const size_t f = sizeof(float), B = (size_t)m->shape.batch, N = B * (size_t)m->shape.tokens, D = (size_t)c->hidden;
     const size_t P = (size_t)(c->channels * c->patch * c->patch), S = N * D * f;
     sim_take(sim, MEM_ACTIVATIONS, B * sizeof(int64_t) + N * P * f + S + B * DIT_FREQ_DIM * f + 5 * B * D * f);
-    seq_plan_simulate_forward(&m->plan, &m->seq, sim, host);
+    seq_plan_simulate_forward(&m->plan[0], &m->seq[0], sim, host);
     sim_take(sim, MEM_ACTIVATIONS, (size_t)m->n_capture * S);
     sim_take(sim, MEM_ACTIVATIONS, B * 2 * D * f + 2 * S + B * (size_t)(c->channels * c->resolution * c->resolution) * f);
     sim_take(sim, MEM_WORKSPACE, N * P * f); /* the final linear's output, before unpatchify */
@@ -484,21 +328,35 @@ void model_simulate_forward(model *m, int64_t batch, mem_sim *sim, mem_sim *host
 }
 
 /* model_backward and model_release, as allocations. */
-void model_simulate_backward(model *m, int64_t batch, mem_sim *sim, mem_sim *host)
+static void dit_simulate_backward(model *m, mem_sim *sim, mem_sim *host)
 {
-    set_batch(m, batch);
     const model_config *c = &m->cfg;
-    const size_t f = sizeof(float), B = (size_t)batch, N = B * (size_t)m->shape.tokens, D = (size_t)c->hidden;
+    const size_t f = sizeof(float), B = (size_t)m->shape.batch, N = B * (size_t)m->shape.tokens, D = (size_t)c->hidden;
     const size_t P = (size_t)(c->channels * c->patch * c->patch), S = N * D * f;
     sim_take(sim, MEM_ACTIVATIONS, S); /* the state gradient */
     sim_take(sim, MEM_WORKSPACE, N * P * f + 2 * S + B * 2 * D * f);
     sim_drop(sim, MEM_WORKSPACE, N * P * f + 2 * S + B * 2 * D * f);
     sim_drop(sim, MEM_ACTIVATIONS, 2 * N * f + 3 * S); /* LN statistics, the last state, ln and h */
-    seq_plan_simulate_backward(&m->plan, &m->seq, sim, host);
-    sim_take(sim, MEM_WORKSPACE, 3 * B * D * f);
+    seq_plan_simulate_backward(&m->plan[0], &m->seq[0], sim, host);
+    sim_take(sim, MEM_WORKSPACE, 3 * B * D * f); /* dc, then the timestep path's two */
     sim_drop(sim, MEM_WORKSPACE, 3 * B * D * f);
     sim_drop(sim, MEM_ACTIVATIONS, S);
     sim_drop(sim, MEM_ACTIVATIONS, B * (size_t)(c->channels * c->resolution * c->resolution) * f + B * 2 * D * f +
                                        5 * B * D * f + B * DIT_FREQ_DIM * f + N * P * f + B * sizeof(int64_t) +
                                        (size_t)m->n_capture * S);
 }
+
+const model_family dit_family = {
+    .name = "dit",
+    .create = dit_create,
+    .fill_fixed = dit_fill_fixed,
+    .destroy = dit_destroy,
+    .set_batch = set_batch,
+    .forward = dit_forward,
+    .backward = dit_backward,
+    .release = dit_release,
+    .hidden = dit_hidden,
+    .simulate_forward = dit_simulate_forward,
+    .simulate_backward = dit_simulate_backward,
+    .init_of = dit_init_of,
+};

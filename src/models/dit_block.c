@@ -9,8 +9,9 @@
  * gate2's gradient). Everything pointwise is recomputed in backward from those and the block's input: the
  * LayerNorm outputs, the modulated inputs, x1 and gelu(fc1). Recomputing runs the same kernels on the same
  * inputs, so the values are bitwise those of forward. */
-#include "dit.h"
+#include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,9 +34,24 @@ typedef struct dims {
     int64_t B, T, D, N;
 } dims;
 
+void dit_block_register(param_set *s, dit_block *b, const char *prefix, const model_config *c)
+{
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
+    const float alpha = (float)c->lora_alpha;
+    char n[PARAM_NAME_MAX];
+#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
+    b->qkv = lin_register(s, NAME("attn.qkv"), D, 3 * D, true, ra, alpha, full);
+    b->proj = lin_register(s, NAME("attn.proj"), D, D, true, ra, alpha, full);
+    b->fc1 = lin_register(s, NAME("mlp.fc1"), D, 4 * D, true, rm, alpha, full);
+    b->fc2 = lin_register(s, NAME("mlp.fc2"), 4 * D, D, true, rm, alpha, full);
+    b->ada = lin_register(s, NAME("adaLN_modulation.1"), D, 6 * D, true, 0, 0, full);
+#undef NAME
+}
+
 static dims dims_of(const dit_block *db)
 {
-    const dit_shape *s = &db->m->shape;
+    const model_shape *s = &db->m->shape;
     return (dims){s->batch, s->tokens, s->hidden, s->batch * s->tokens};
 }
 
@@ -51,7 +67,7 @@ static st_status bwd(const dit_block *db, const lin_layer *l, float *dx, const f
 
 static attn_shape attn_of(const dit_block *db)
 {
-    const dit_shape *s = &db->m->shape;
+    const model_shape *s = &db->m->shape;
     return (attn_shape){s->batch, s->tokens, s->heads, s->hidden / s->heads, s->mechanism};
 }
 

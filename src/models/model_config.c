@@ -1,21 +1,106 @@
-/* From a run configuration to a model configuration: a preset's sizes, then any size given (non-zero). */
+/* Presets, their checks, and from a run configuration to a model configuration: a preset's sizes, then any
+ * size given (non-zero). */
 #include <stdio.h>
 #include <string.h>
 
 #include "segtrain/config.h"
 #include "segtrain/model.h"
 
+static const struct {
+    const char *name, *family;
+    int64_t depth, hidden, heads, patch, channels, resolution, classes, single_depth, text_len;
+} presets[] = {
+    {"dit-tiny", "dit", 4, 64, 4, 2, 4, 8, 10, 0, 0},
+    {"dit-s2", "dit", 12, 384, 6, 2, 4, 32, 1000, 0, 0},
+    {"dit-b2", "dit", 12, 768, 12, 2, 4, 32, 1000, 0, 0},
+    {"dit-xl2", "dit", 28, 1152, 16, 2, 4, 32, 1000, 0, 0},
+    {"mmdit-tiny", "mmdit", 2, 64, 4, 2, 4, 8, 10, 2, 8},
+    {"mmdit-s", "mmdit", 4, 384, 6, 2, 4, 32, 1000, 8, 16},
+    {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0},
+    {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0},
+};
+#define TEXT_VOCAB 1024
+
+st_status model_preset(const char *name, model_config *out)
+{
+    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++)
+        if (!strcmp(presets[i].name, name)) {
+            *out = (model_config){.depth = presets[i].depth,
+                                  .hidden = presets[i].hidden,
+                                  .heads = presets[i].heads,
+                                  .patch = presets[i].patch,
+                                  .channels = presets[i].channels,
+                                  .resolution = presets[i].resolution,
+                                  .classes = presets[i].classes,
+                                  .single_depth = presets[i].single_depth,
+                                  .text_len = presets[i].text_len,
+                                  .text_vocab = presets[i].text_len ? TEXT_VOCAB : 0,
+                                  .mechanism = ATTN_FLASH};
+            snprintf(out->family, sizeof out->family, "%s", presets[i].family);
+            snprintf(out->preset, sizeof out->preset, "%s", name);
+            return ST_OK;
+        }
+    return st_fail(ST_ERR_INVALID, "model_preset: '%s' is not one of dit-tiny, dit-s2, dit-b2, dit-xl2, mmdit-tiny, "
+                   "mmdit-s, skipdit-tiny, skipdit-s", name);
+}
+
+st_status model_config_check(const model_config *mc)
+{
+    const bool mmdit = !strcmp(mc->family, "mmdit"), skipdit = !strcmp(mc->family, "skipdit");
+    if (!mmdit && !skipdit && strcmp(mc->family, "dit"))
+        return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit", mc->family);
+    const struct {
+        const char *key;
+        int64_t v;
+    } positive[] = {{"depth", mc->depth},           {"hidden_size", mc->hidden}, {"num_heads", mc->heads},
+                    {"patch_size", mc->patch},      {"in_channels", mc->channels}, {"resolution", mc->resolution},
+                    {"num_classes", mc->classes},   {"tokenizer_max_length", mmdit ? mc->text_len : 1}};
+    for (size_t i = 0; i < sizeof positive / sizeof *positive; i++)
+        if (positive[i].v < 1) return st_fail(ST_ERR_INVALID, "%s: %lld must be at least 1", positive[i].key,
+                                              (long long)positive[i].v);
+    if (mmdit && mc->text_vocab < 2)
+        return st_fail(ST_ERR_INVALID, "text_vocab_size: %lld must be at least 2 (padding and one word)",
+                       (long long)mc->text_vocab);
+    if (mc->hidden % mc->heads)
+        return st_fail(ST_ERR_INVALID, "num_heads: %lld does not divide hidden_size %lld", (long long)mc->heads,
+                       (long long)mc->hidden);
+    if (mc->hidden % 4)
+        return st_fail(ST_ERR_INVALID, "hidden_size: %lld must be a multiple of 4 (the 2D sine-cosine table)",
+                       (long long)mc->hidden);
+    if (mmdit && (mc->hidden / mc->heads) % 4)
+        return st_fail(ST_ERR_INVALID, "num_heads: the head width %lld must be a multiple of 4 (2D rotary embedding)",
+                       (long long)(mc->hidden / mc->heads));
+    if (skipdit && (mc->depth < 3 || mc->depth % 2 == 0))
+        return st_fail(ST_ERR_INVALID, "depth: %lld blocks; skipdit needs an odd number >= 3 (in-blocks, a mid block, "
+                       "as many out-blocks)", (long long)mc->depth);
+    if (mc->single_depth < 0 || (!mmdit && mc->single_depth))
+        return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit only)",
+                       (long long)mc->single_depth);
+    if (mc->resolution % mc->patch)
+        return st_fail(ST_ERR_INVALID, "patch_size: %lld does not divide resolution %lld", (long long)mc->patch,
+                       (long long)mc->resolution);
+    return ST_OK;
+}
+
 st_status model_config_from(const config *cfg, model_config *mc)
 {
-    st_status st = model_preset(config_string(cfg, "model_preset"), mc);
+    /* model_family alone picks its family's tiny preset; both given must agree */
+    const char *family = config_string(cfg, "model_family"), *preset = config_string(cfg, "model_preset");
+    char tiny[32];
+    if (config_is_set(cfg, "model_family") && !config_is_set(cfg, "model_preset"))
+        snprintf(tiny, sizeof tiny, "%s-tiny", family), preset = tiny;
+    st_status st = model_preset(preset, mc);
     if (st) return st;
-    snprintf(mc->family, sizeof mc->family, "%s", config_string(cfg, "model_family"));
+    if (config_is_set(cfg, "model_family") && strcmp(family, mc->family))
+        return st_fail(ST_ERR_INVALID, "model_preset: %s is a %s preset, but model_family is %s", preset, mc->family,
+                       family);
     const struct {
         const char *key;
         int64_t *field;
     } sizes[] = {{"depth", &mc->depth},          {"hidden_size", &mc->hidden},   {"num_heads", &mc->heads},
                  {"patch_size", &mc->patch},     {"in_channels", &mc->channels}, {"resolution", &mc->resolution},
-                 {"num_classes", &mc->classes}};
+                 {"num_classes", &mc->classes},  {"num_single_layers", &mc->single_depth},
+                 {"tokenizer_max_length", &mc->text_len}, {"text_vocab_size", &mc->text_vocab}};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         if (config_int(cfg, sizes[i].key) > 0) *sizes[i].field = config_int(cfg, sizes[i].key); /* 0: the preset's */
     mc->mechanism = strcmp(config_string(cfg, "attention_mechanism"), "math") ? ATTN_FLASH : ATTN_MATH;

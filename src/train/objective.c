@@ -1,5 +1,5 @@
 /* The rectified-flow objective (../shared/spec/dit.md): x_t = (1 - t) x0 + t e, the model sees x_t, timestep
- * 1000 t and the label, and regresses the velocity e - x0 with a mean squared error. */
+ * 1000 t and the conditioning, and regresses the velocity e - x0 with a mean squared error. */
 #include "segtrain/objective.h"
 
 #include "segtrain/ops.h"
@@ -23,7 +23,7 @@ st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
             }
         }
         const float *pred;
-        st = model_forward(m, xt, timesteps, b->labels, b->batch, backward, &pred);
+        st = model_forward(m, xt, timesteps, b->cond, b->batch, backward, &pred);
         if (!st) {
             *loss = mse_forward(pred, target, n);
             if (backward) {
@@ -60,6 +60,7 @@ void flow_step_simulate(model *m, int64_t batch, size_t optimizer_bytes, mem_sim
     sim_take(device, MEM_WEIGHTS, (size_t)ps->weight_count * sizeof(float));
     sim_take(device, MEM_GRADIENTS, (size_t)ps->grad_count * sizeof(float));
     if (optimizer_bytes) sim_take(device, MEM_OPTIMIZER, optimizer_bytes);
-    sim_take(device, MEM_ACTIVATIONS, 2 * n * sizeof(float) + (size_t)batch * (sizeof(float) + sizeof(int64_t)));
+    const size_t cond = (size_t)model_cond_len(c) * sizeof(int64_t);
+    sim_take(device, MEM_ACTIVATIONS, 2 * n * sizeof(float) + (size_t)batch * (sizeof(float) + cond));
     flow_loss_simulate(m, batch, device, host);
 }

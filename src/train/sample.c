@@ -19,13 +19,15 @@ static st_status check_settings(const model *m, const sample_settings *s, int64_
     return ST_OK;
 }
 
-st_status sample_images(model *m, const sample_settings *s, const int64_t *labels, int64_t n, float *images)
+st_status sample_images(model *m, const sample_settings *s, const int64_t *cond, int64_t n, float *images)
 {
     st_status st = check_settings(m, s, n);
     if (st) return st;
-    if (!labels || !images) return st_fail(ST_ERR_INVALID, "sampling: labels and images must be given");
+    if (!cond || !images) return st_fail(ST_ERR_INVALID, "sampling: conditioning and images must be given");
     const model_config *c = model_get_config(m);
-    for (int64_t i = 0; i < n; i++)
+    const int64_t L = model_cond_len(c);
+    const int64_t *labels = cond;
+    for (int64_t i = 0; L == 1 && i < n; i++)
         if (labels[i] < 0 || labels[i] > c->classes)
             return st_fail(ST_ERR_INVALID, "sampling: label %lld of image %lld is outside [0, %lld] (%lld is the null label)",
                            (long long)labels[i], (long long)i, (long long)c->classes, (long long)c->classes);
@@ -41,10 +43,10 @@ st_status sample_images(model *m, const sample_settings *s, const int64_t *label
     if (!st) st = pool_alloc(p, (size_t)B * sizeof(float), MEM_ACTIVATIONS, "sample.timesteps", (void **)&ts);
     if (!st && guided) {
         st = pool_alloc(p, (size_t)(B * per) * sizeof(float), MEM_ACTIVATIONS, "sample.x_in", (void **)&xin);
-        if (!st) st = pool_alloc(p, (size_t)B * sizeof(int64_t), MEM_ACTIVATIONS, "sample.labels", (void **)&lab);
+        if (!st) st = pool_alloc(p, (size_t)(B * L) * sizeof(int64_t), MEM_ACTIVATIONS, "sample.cond", (void **)&lab);
         if (!st) {
-            memcpy(lab, labels, (size_t)n * sizeof(int64_t));
-            for (int64_t i = 0; i < n; i++) lab[n + i] = c->classes; /* the null label: unconditional */
+            memcpy(lab, cond, (size_t)(n * L) * sizeof(int64_t));
+            for (int64_t i = 0; i < n; i++) model_null_condition(c, lab + (n + i) * L); /* unconditional */
         }
     }
     if (!st) {
@@ -60,7 +62,7 @@ st_status sample_images(model *m, const sample_settings *s, const int64_t *label
             memcpy(xin + numel, x, (size_t)numel * sizeof(float));
         }
         const float *v;
-        st = model_forward(m, guided ? xin : x, ts, guided ? lab : labels, B, false, &v);
+        st = model_forward(m, guided ? xin : x, ts, guided ? lab : cond, B, false, &v);
         if (st) break;
         if (guided) {
             const float *vc = v, *vu = v + numel;
@@ -78,34 +80,37 @@ st_status sample_images(model *m, const sample_settings *s, const int64_t *label
     return st;
 }
 
-st_status sample_grid(model *m, const sample_settings *s, int classes, int per_class, const char *png_path)
+st_status sample_grid(model *m, const sample_settings *s, const char *const *captions, int rows, int per_class,
+                      const char *png_path)
 {
     const model_config *c = model_get_config(m);
-    if (classes < 1 || classes > c->classes)
-        return st_fail(ST_ERR_INVALID, "sample grid: %d classes; the model has %lld (at least 1)", classes,
+    const int64_t L = model_cond_len(c);
+    if (rows < 1 || (L == 1 && rows > c->classes))
+        return st_fail(ST_ERR_INVALID, "sample grid: %d rows of classes; the model has %lld (at least 1)", rows,
                        (long long)c->classes);
     if (per_class < 1) return st_fail(ST_ERR_INVALID, "sample grid: %d images per class; at least 1", per_class);
     if (c->channels != 1 && c->channels != 3)
         return st_fail(ST_ERR_INVALID,
                        "sample grid: the model has %lld input channels; a PNG grid needs 1 (gray) or 3 (RGB)",
                        (long long)c->channels);
-    const int64_t n = (int64_t)classes * per_class;
+    const int64_t n = (int64_t)rows * per_class;
     if (n > 1 << 20) return st_fail(ST_ERR_INVALID, "sample grid: %lld images is too many", (long long)n);
     st_status st = check_settings(m, s, n);
     if (st) return st;
     pool *p = model_params(m)->pool;
     const int64_t per = c->channels * c->resolution * c->resolution;
     float *images = NULL;
-    int64_t *labels = NULL;
-    st = pool_alloc(p, (size_t)n * sizeof(int64_t), MEM_ACTIVATIONS, "sample.grid_labels", (void **)&labels);
+    int64_t *cond = NULL;
+    st = pool_alloc(p, (size_t)(n * L) * sizeof(int64_t), MEM_ACTIVATIONS, "sample.grid_cond", (void **)&cond);
     if (!st) st = pool_alloc(p, (size_t)(n * per) * sizeof(float), MEM_ACTIVATIONS, "sample.grid", (void **)&images);
     if (!st) {
-        for (int64_t i = 0; i < n; i++) labels[i] = i / per_class;
-        st = sample_images(m, s, labels, n, images);
+        for (int64_t i = 0; i < n; i++)
+            model_condition(c, i / per_class, captions ? captions[i / per_class] : NULL, cond + i * L);
+        st = sample_images(m, s, cond, n, images);
     }
     if (!st) st = png_write_grid(png_path, images, (int)n, (int)c->channels, (int)c->resolution, (int)c->resolution,
                                  per_class);
     pool_free(p, images);
-    pool_free(p, labels);
+    pool_free(p, cond);
     return st;
 }

@@ -27,11 +27,13 @@ struct trainer {
     dataset *data;
     data_iter *iter;
     optimizer *opt;
-    int64_t batch, accum, steps_done, total_steps, classes, null_label;
+    int64_t batch, accum, steps_done, total_steps, classes, cond_len;
     uint64_t seed;
     float label_dropout;
     float *x0, *noise, *t;      /* the batch, in the device pool */
-    int64_t *labels;
+    int64_t *cond;              /* (batch, cond_len), in the device pool */
+    int64_t *labels;            /* the loader's labels and captions, host-side */
+    char (*captions)[CAPTION_MAX];
     mem_sim predicted, predicted_host;
     FILE *jsonl;
     char dir[DIR_MAX], checkpoint[PATH_MAX_LEN], validation[PATH_MAX_LEN], final[PATH_MAX_LEN];
@@ -303,13 +305,18 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st) st = open_optimizer(t);
     if (!st) {
         t->classes = t->data ? dataset_classes(t->data) : mc->classes;
-        t->null_label = mc->classes;
+        t->cond_len = model_cond_len(mc);
+        t->labels = calloc((size_t)t->batch, sizeof *t->labels);
+        t->captions = calloc((size_t)t->batch, sizeof *t->captions);
+        if (!t->labels || !t->captions) st = st_fail(ST_ERR_INTERNAL, "out of host memory");
         const size_t n = (size_t)(t->batch * mc->channels * mc->resolution * mc->resolution);
         pool *p = t->run.device;
-        st = pool_alloc(p, n * sizeof(float), MEM_ACTIVATIONS, "batch.x0", (void **)&t->x0);
+        if (!st) st = pool_alloc(p, n * sizeof(float), MEM_ACTIVATIONS, "batch.x0", (void **)&t->x0);
         if (!st) st = pool_alloc(p, n * sizeof(float), MEM_ACTIVATIONS, "batch.noise", (void **)&t->noise);
         if (!st) st = pool_alloc(p, (size_t)t->batch * sizeof(float), MEM_ACTIVATIONS, "batch.t", (void **)&t->t);
-        if (!st) st = pool_alloc(p, (size_t)t->batch * sizeof(int64_t), MEM_ACTIVATIONS, "batch.y", (void **)&t->labels);
+        if (!st)
+            st = pool_alloc(p, (size_t)(t->batch * t->cond_len) * sizeof(int64_t), MEM_ACTIVATIONS, "batch.cond",
+                            (void **)&t->cond);
     }
     if (!st) {
         const char *from = config_string(cfg, "resume_from_checkpoint");
@@ -347,7 +354,7 @@ static void draw(trainer *t, int64_t micro, int64_t per)
     for (int64_t i = 0; i < t->batch; i++) {
         t->t[i] = (float)rng_uniform(t->seed, key ^ rng_stream("t"), (uint64_t)i);
         if (rng_uniform(t->seed, key ^ rng_stream("label_dropout"), (uint64_t)i) < t->label_dropout)
-            t->labels[i] = t->null_label;
+            model_null_condition(model_get_config(t->run.m), t->cond + i * t->cond_len);
     }
 }
 
@@ -355,7 +362,10 @@ static void synthetic_batch(trainer *t, int64_t micro, int64_t per)
 {
     rng_fill_normal(t->x0, t->batch * per, t->seed, rng_u64(t->seed, rng_stream("synthetic"), (uint64_t)micro), 0.0f,
                     1.0f);
-    for (int64_t i = 0; i < t->batch; i++) t->labels[i] = (micro * t->batch + i) % t->classes;
+    for (int64_t i = 0; i < t->batch; i++) {
+        t->labels[i] = (micro * t->batch + i) % t->classes;
+        t->captions[i][0] = 0;
+    }
 }
 
 static st_status validate(trainer *t)
@@ -366,8 +376,21 @@ static st_status validate(trainer *t)
     const sample_settings s = {.steps = (int)config_int(t->cfg, "validation_num_inference_steps"),
                                .guidance = (float)config_float(t->cfg, "validation_guidance"),
                                .seed = (uint64_t)config_int(t->cfg, "validation_seed")};
-    if (!st) st = sample_grid(t->run.m, &s, (int)t->classes, (int)config_int(t->cfg, "validation_samples_per_class"),
+    /* one row per class; with a dataset, each row's caption is that of the class's first sample */
+    const int rows = (int)(t->classes < 64 ? t->classes : 64);
+    char(*captions)[CAPTION_MAX] = calloc((size_t)rows, sizeof *captions);
+    const char *rowcap[64];
+    if (!captions) st = st ? st : st_fail(ST_ERR_INTERNAL, "out of host memory");
+    for (int r = 0; r < rows && captions; r++) rowcap[r] = captions[r];
+    for (int64_t i = 0, found = 0; !st && t->data && found < rows && i < dataset_size(t->data); i++) {
+        int64_t label;
+        char caption[CAPTION_MAX];
+        if (!(st = dataset_get(t->data, i, NULL, &label, caption)) && label < rows && !captions[label][0])
+            memcpy(captions[label], caption, CAPTION_MAX), found++;
+    }
+    if (!st) st = sample_grid(t->run.m, &s, rowcap, rows, (int)config_int(t->cfg, "validation_samples_per_class"),
                               t->validation);
+    free(captions);
     return st;
 }
 
@@ -384,11 +407,13 @@ st_status trainer_step(trainer *t, train_step_info *info)
     st_status st = ST_OK;
     for (int64_t k = 0; k < t->accum && !st; k++) {
         const int64_t micro = t->steps_done * t->accum + k;
-        if (t->iter) st = data_iter_next_batch(t->iter, t->batch, t->x0, t->labels, NULL, NULL);
+        if (t->iter) st = data_iter_next_batch(t->iter, t->batch, t->x0, t->labels, t->captions, NULL);
         else synthetic_batch(t, micro, per);
         if (st) break;
+        for (int64_t i = 0; i < t->batch; i++)
+            model_condition(mc, t->labels[i], t->captions[i], t->cond + i * t->cond_len);
         draw(t, micro, per);
-        flow_batch fb = {t->batch, t->x0, t->noise, t->t, t->labels, 1.0f / (float)t->accum};
+        flow_batch fb = {t->batch, t->x0, t->noise, t->t, t->cond, 1.0f / (float)t->accum};
         float loss;
         st = flow_loss(t->run.m, &fb, true, &loss);
         loss_sum += loss;
@@ -452,11 +477,13 @@ void trainer_destroy(trainer *t)
     if (t->jsonl) fclose(t->jsonl);
     pool *p = t->run.device;
     if (p) {
-        pool_free(p, t->labels);
+        pool_free(p, t->cond);
         pool_free(p, t->t);
         pool_free(p, t->noise);
         pool_free(p, t->x0);
     }
+    free(t->labels);
+    free(t->captions);
     optim_destroy(t->opt);
     data_iter_destroy(t->iter);
     dataset_close(t->data);

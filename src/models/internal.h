@@ -1,0 +1,94 @@
+/* What the model families share, internal to src/models: the model object, whose generic parts (parameters,
+ * block sequences and their plans, the offload engine, hidden-state capture) model.c runs, and the family
+ * table through which a family supplies its embeddings, head and blocks. */
+#ifndef SEGTRAIN_MODELS_INTERNAL_H
+#define SEGTRAIN_MODELS_INTERNAL_H
+
+#include "segtrain/executor.h"
+#include "segtrain/lin.h"
+#include "segtrain/model.h"
+#include "segtrain/plan.h"
+
+#define DIT_LN_EPS 1e-6f
+#define DIT_FREQ_DIM 256 /* timestep frequency embedding width */
+#define MODEL_SEQ_MAX 2
+
+typedef struct model_shape {
+    int64_t batch, tokens, hidden, heads; /* tokens: image tokens per sample */
+    int64_t text;                         /* mmdit: text tokens per sample */
+    attention_mechanism mechanism;
+} model_shape;
+
+/* How model_init starts a parameter (LoRA adapters and fixed tables aside). */
+typedef enum param_init { INIT_XAVIER, INIT_NORMAL, INIT_ZERO, INIT_ONE } param_init;
+
+typedef struct model_family {
+    const char *name;
+    /* Registers the parameters and sets up the block sequences (m->cfg and m->pool are set). */
+    st_status (*create)(model *m);
+    /* Fills fixed tables once the parameters are allocated (NULL: none). */
+    void (*fill_fixed)(model *m);
+    void (*destroy)(model *m);
+    /* Sets m->shape.batch and every sequence's state sizes for a batch. */
+    void (*set_batch)(model *m, int64_t batch);
+    st_status (*forward)(model *m, const float *x, const float *timesteps, const int64_t *cond, bool train,
+                         const float **pred);
+    st_status (*backward)(model *m, const float *dpred);
+    void (*release)(model *m);
+    /* NULL: the family refuses capture_hidden_states. */
+    st_status (*hidden)(model *m, int k, const float **h, float **dh);
+    void (*simulate_forward)(model *m, mem_sim *dev, mem_sim *host);
+    void (*simulate_backward)(model *m, mem_sim *dev, mem_sim *host);
+    param_init (*init_of)(const char *name);
+} model_family;
+
+struct model {
+    model_config cfg;
+    const model_family *family;
+    pool *pool;
+    param_set *params;
+    param_set own_params;
+    model_shape shape;
+    struct {
+        float *cs, *dcs; /* the blocks' context SiLU(c) (B, D) and its gradient */
+    } ctx;
+    int n_seq;
+    block_seq seq[MODEL_SEQ_MAX];
+    seq_plan plan[MODEL_SEQ_MAX];
+    offload off;    /* engine NULL until a host pool is set */
+    bool *captured; /* per block of sequence 0: its output is wanted after forward */
+    int *capture;   /* the captured blocks, in the order given */
+    int n_capture;
+    void *impl; /* the family's own */
+};
+
+extern const model_family dit_family, skipdit_family, mmdit_family;
+
+/* A training forward's activation buffer from the model's pool (nothing once *st is set). */
+float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero);
+/* The offload to use for a forward: NULL without a host pool. */
+offload *model_offload(model *m);
+
+/* The timestep embedding path shared by the families: c = linear_2(SiLU(linear_1(freq(t)))) (+ what the caller
+ * already put in c), then cs = SiLU(c). Buffers are the family's; backward takes dL/dcs in dcs. */
+typedef struct temb {
+    int w0, b0, w2, b2; /* parameter indices */
+    float *freq, *h, *hs, *c;
+} temb;
+void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t D, bool trainable);
+st_status temb_forward(model *m, temb *t, const float *timesteps);
+st_status temb_backward(model *m, temb *t, float *dc);
+
+/* Tokenizer (tokenizer.c): the caption's words, lowercased, each hashed into rows 1 .. vocab-1; 0 pads.
+ * Returns the number of words that did not fit into len. */
+int64_t tokenize_caption(const char *caption, int64_t vocab, int64_t len, int64_t *ids);
+
+/* The DiT block (dit_block.c): adaLN-Zero attention and MLP, reading m->shape and m->ctx. */
+typedef struct dit_block {
+    struct model *m;
+    lin_layer ada, qkv, proj, fc1, fc2;
+} dit_block;
+void dit_block_register(param_set *s, dit_block *b, const char *prefix, const model_config *c);
+extern const block_kind dit_block_kind;
+
+#endif

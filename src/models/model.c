@@ -1,0 +1,254 @@
+/* The model object's generic half: families (dit.c, mmdit.c) supply embeddings, head and blocks through
+ * model_family; everything that only needs block sequences and their plans lives here. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "segtrain/rng.h"
+
+static const model_family *family_of(const char *name)
+{
+    static const model_family *const all[] = {&dit_family, &mmdit_family, &skipdit_family};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (!strcmp(all[i]->name, name)) return all[i];
+    return NULL;
+}
+
+st_status model_create(const model_config *mc, pool *device, model **out)
+{
+    *out = NULL;
+    st_status st = model_config_check(mc);
+    if (st) return st;
+    model *m = calloc(1, sizeof *m);
+    if (!m) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    m->cfg = *mc;
+    m->family = family_of(mc->family);
+    m->pool = device;
+    m->params = &m->own_params;
+    const int64_t G = mc->resolution / mc->patch;
+    m->shape = (model_shape){.tokens = G * G, .hidden = mc->hidden, .heads = mc->heads, .text = mc->text_len,
+                             .mechanism = mc->mechanism};
+    st = m->family->create(m);
+    const ckpt_settings none = {.interval = 1, .stride = 1};
+    if (!st) st = model_set_checkpointing(m, &none, NULL, 0);
+    if (!st && device && !(st = param_set_alloc(m->params, device)) && m->family->fill_fixed) m->family->fill_fixed(m);
+    if (st) {
+        model_destroy(m);
+        return st;
+    }
+    *out = m;
+    return ST_OK;
+}
+
+void model_destroy(model *m)
+{
+    if (!m) return;
+    model_release(m);
+    copy_engine_destroy(m->off.engine);
+    param_set_free(&m->own_params);
+    for (int i = 0; i < m->n_seq; i++) seq_plan_free(&m->plan[i]);
+    free(m->captured);
+    free(m->capture);
+    m->family->destroy(m);
+    free(m);
+}
+
+const model_config *model_get_config(const model *m) { return &m->cfg; }
+param_set *model_params(model *m) { return m->params; }
+
+int model_sequences(model *m, block_seq **seqs)
+{
+    *seqs = m->seq;
+    return m->n_seq;
+}
+
+st_status model_set_checkpointing(model *m, const ckpt_settings *cs, const int64_t *capture, size_t n_capture)
+{
+    if (n_capture && !m->family->hidden)
+        return st_fail(ST_ERR_UNSUPPORTED, "capture_hidden_states: the %s family does not support it (dit, skipdit do)",
+                       m->cfg.family);
+    const int n = m->seq[0].n;
+    bool *captured = calloc((size_t)(n ? n : 1), sizeof *captured);
+    int *list = calloc(n_capture ? n_capture : 1, sizeof *list);
+    seq_plan plans[MODEL_SEQ_MAX] = {0};
+    st_status st = captured && list ? ST_OK : st_fail(ST_ERR_INTERNAL, "out of host memory");
+    for (size_t k = 0; k < n_capture && !st; k++) {
+        if (capture[k] < 0 || capture[k] >= n)
+            st = st_fail(ST_ERR_INVALID, "capture_hidden_states: block %lld does not exist (blocks 0-%d)",
+                         (long long)capture[k], n - 1);
+        else captured[capture[k]] = true, list[k] = (int)capture[k];
+    }
+    int planned = 0;
+    for (; planned < m->n_seq && !st; planned++)
+        st = plan_sequence(cs, &m->seq[planned], m->cfg.family, planned ? NULL : captured, &plans[planned]);
+    if (st) {
+        for (int i = 0; i < planned; i++) seq_plan_free(&plans[i]);
+        free(captured), free(list);
+        return st;
+    }
+    for (int i = 0; i < m->n_seq; i++) {
+        seq_plan_free(&m->plan[i]);
+        m->plan[i] = plans[i];
+    }
+    free(m->captured), free(m->capture);
+    m->captured = captured;
+    m->capture = list;
+    m->n_capture = (int)n_capture;
+    return ST_OK;
+}
+
+const seq_plan *model_plan(const model *m, int sequence)
+{
+    return sequence >= 0 && sequence < m->n_seq ? &m->plan[sequence] : NULL;
+}
+
+st_status model_set_host_pool(model *m, pool *host)
+{
+    if (!m->off.engine) {
+        st_status st = copy_engine_create(&m->off.engine);
+        if (st) return st;
+    }
+    m->off.device = m->pool;
+    m->off.host = host;
+    return ST_OK;
+}
+
+copy_engine *model_copy_engine(model *m) { return m->off.engine; }
+offload *model_offload(model *m) { return m->off.host ? &m->off : NULL; }
+
+/* xavier-uniform weights (a conv kernel as a (out, in k k) matrix), N(0, 0.02) embedding tables and timestep
+ * MLPs, zero adaLN modulations and output layers (adaLN-Zero), as the family says; LoRA A as PEFT's
+ * kaiming-uniform(a = sqrt 5), B zero. */
+void model_init(model *m, uint64_t seed, bool random_all)
+{
+    param_set *s = m->params;
+    for (int i = 0; i < s->n; i++) {
+        param *p = param_at(s, i);
+        if (p->fixed) continue;
+        const uint64_t stream = rng_stream(p->name);
+        const int64_t fan_out = p->shape[0], fan_in = p->ndim > 1 ? p->numel / p->shape[0] : 1;
+        if (random_all) { /* every value non-zero and of a scale that keeps activations O(1) (gradient checks) */
+            float a = p->ndim > 1 ? (float)(1.0 / sqrt((double)fan_in)) : 0.1f;
+            rng_fill_uniform(p->w, p->numel, seed, stream, -a, a);
+            if (m->family->init_of(p->name) == INIT_ONE)
+                for (int64_t k = 0; k < p->numel; k++) p->w[k] += 1.0f;
+            continue;
+        }
+        memset(p->w, 0, (size_t)p->numel * sizeof(float));
+        if (strstr(p->name, "lora_A")) {
+            float a = (float)(1.0 / sqrt((double)fan_in));
+            rng_fill_uniform(p->w, p->numel, seed, stream, -a, a);
+            continue;
+        }
+        if (strstr(p->name, "lora_B")) continue;
+        switch (m->family->init_of(p->name)) {
+        case INIT_ZERO: break;
+        case INIT_ONE:
+            for (int64_t k = 0; k < p->numel; k++) p->w[k] = 1.0f;
+            break;
+        case INIT_NORMAL: /* tables and weights; biases start at zero */
+            if (p->ndim > 1) rng_fill_normal(p->w, p->numel, seed, stream, 0.0f, 0.02f);
+            break;
+        case INIT_XAVIER:
+            if (p->ndim > 1) {
+                float a = (float)sqrt(6.0 / (double)(fan_in + fan_out));
+                rng_fill_uniform(p->w, p->numel, seed, stream, -a, a);
+            }
+            break;
+        }
+    }
+}
+
+void model_release(model *m) { m->family->release(m); }
+
+st_status model_hidden(model *m, int k, const float **h, float **dh)
+{
+    if (!m->family->hidden) return st_fail(ST_ERR_INVALID, "model_hidden: the %s family captures nothing", m->cfg.family);
+    return m->family->hidden(m, k, h, dh);
+}
+
+st_status model_forward(model *m, const float *x, const float *timesteps, const int64_t *cond, int64_t batch,
+                        bool train, const float **pred)
+{
+    *pred = NULL;
+    if (batch < 1) return st_fail(ST_ERR_INVALID, "model_forward: batch %lld must be at least 1", (long long)batch);
+    m->family->set_batch(m, batch);
+    return m->family->forward(m, x, timesteps, cond, train, pred);
+}
+
+st_status model_backward(model *m, const float *dpred) { return m->family->backward(m, dpred); }
+
+void model_simulate_forward(model *m, int64_t batch, mem_sim *dev, mem_sim *host)
+{
+    m->family->set_batch(m, batch);
+    m->family->simulate_forward(m, dev, host);
+}
+
+void model_simulate_backward(model *m, int64_t batch, mem_sim *dev, mem_sim *host)
+{
+    m->family->set_batch(m, batch);
+    m->family->simulate_backward(m, dev, host);
+}
+
+float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero)
+{
+    void *p = NULL;
+    if (!*st)
+        *st = (zero ? pool_alloc_zero : pool_alloc)(m->pool, (size_t)floats * sizeof(float), MEM_ACTIVATIONS, what, &p);
+    return p;
+}
+
+int64_t model_cond_len(const model_config *mc) { return strcmp(mc->family, "mmdit") ? 1 : mc->text_len; }
+
+void model_condition(const model_config *mc, int64_t label, const char *caption, int64_t *ids)
+{
+    if (strcmp(mc->family, "mmdit")) ids[0] = label;
+    else tokenize_caption(caption ? caption : "", mc->text_vocab, mc->text_len, ids);
+}
+
+void model_null_condition(const model_config *mc, int64_t *ids) { model_condition(mc, mc->classes, "", ids); }
+
+/* ---- the timestep path ---- */
+
+void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t D, bool trainable)
+{
+    char n[PARAM_NAME_MAX];
+    snprintf(n, sizeof n, "%s.weight", linear_1);
+    t->w0 = param_add(s, n, 2, (int64_t[]){D, DIT_FREQ_DIM}, trainable);
+    snprintf(n, sizeof n, "%s.bias", linear_1);
+    t->b0 = param_add(s, n, 1, (int64_t[]){D}, trainable);
+    snprintf(n, sizeof n, "%s.weight", linear_2);
+    t->w2 = param_add(s, n, 2, (int64_t[]){D, D}, trainable);
+    snprintf(n, sizeof n, "%s.bias", linear_2);
+    t->b2 = param_add(s, n, 1, (int64_t[]){D}, trainable);
+}
+
+#define W(i) (param_at(m->params, (i))->w)
+#define G(i) (param_at(m->params, (i))->g)
+
+st_status temb_forward(model *m, temb *t, const float *timesteps)
+{
+    const int64_t B = m->shape.batch, D = m->cfg.hidden;
+    timestep_embedding(t->freq, timesteps, B, DIT_FREQ_DIM, 10000.0);
+    linear_forward(t->h, t->freq, W(t->w0), W(t->b0), B, DIT_FREQ_DIM, D);
+    silu_forward(t->hs, t->h, B * D);
+    linear_forward(t->c, t->hs, W(t->w2), W(t->b2), B, D, D);
+    return ST_OK;
+}
+
+/* Workspace: two (B, D) buffers. */
+st_status temb_backward(model *m, temb *t, float *dc)
+{
+    const int64_t B = m->shape.batch, D = m->cfg.hidden;
+    scratch k = {.pool = m->pool};
+    float *dhs = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "temb.dsilu");
+    float *dh = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "temb.dhidden");
+    if (k.status) return scratch_end(&k);
+    linear_backward(dhs, G(t->w2), G(t->b2), dc, t->hs, W(t->w2), B, D, D);
+    silu_backward(dh, dhs, t->h, B * D);
+    linear_backward(NULL, G(t->w0), G(t->b0), dh, t->freq, W(t->w0), B, DIT_FREQ_DIM, D);
+    return scratch_end(&k);
+}
