@@ -213,14 +213,15 @@ static step_result run_step(pool *p, model *m, const schedule *sc, const flow_ba
     char warning[256];
     CHECKF(settings_of(sc->json, &cs, warning) == ST_OK, "%s", st_error());
     CHECKF(model_set_checkpointing(m, &cs, NULL, 0) == ST_OK, "%s", st_error());
-    block_seq *seq;
-    model_sequences(m, &seq);
-    const seq_plan *plan = model_plan(m, 0);
-    long runs[64];
-    for (int i = 0; i < seq->n; i++) runs[i] = seq->blocks[i].forward_runs;
-    watch w = {.pool = p};
-    seq->after_backward = after_backward;
-    seq->after_backward_ctx = &w;
+    block_seq *seqs;
+    const int n_seq = model_sequences(m, &seqs);
+    long runs[2][64];
+    watch w[2] = {{.pool = p}, {.pool = p}}; /* per sequence: between them the model moves gradients */
+    for (int q = 0; q < n_seq; q++) {
+        for (int i = 0; i < seqs[q].n; i++) runs[q][i] = seqs[q].blocks[i].forward_runs;
+        seqs[q].after_backward = after_backward;
+        seqs[q].after_backward_ctx = &w[q];
+    }
 
     param_set *ps = model_params(m);
     mem_sim sim = {0}, host = {0};
@@ -234,7 +235,7 @@ static step_result run_step(pool *p, model *m, const schedule *sc, const flow_ba
     copy_engine_reset_stats(model_copy_engine(m));
     step_result r = {.n = ps->grad_count};
     CHECKF(flow_loss(m, fb, true, &r.loss) == ST_OK, "%s %s: %s", label, sc->name, st_error());
-    seq->after_backward = NULL;
+    for (int q = 0; q < n_seq; q++) seqs[q].after_backward = NULL;
     pool_stats measured, measured_host;
     pool_get_stats(p, &measured);
     pool_get_stats(host_pool, &measured_host);
@@ -242,7 +243,8 @@ static step_result run_step(pool *p, model *m, const schedule *sc, const flow_ba
     r.host_peak = measured_host.peak;
     copy_stats cstats;
     copy_engine_stats(model_copy_engine(m), &cstats);
-    const size_t moved = seq_plan_offload_bytes(plan, seq);
+    size_t moved = 0;
+    for (int q = 0; q < n_seq; q++) moved += seq_plan_offload_bytes(model_plan(m, q), &seqs[q]);
     CHECKF(cstats.bytes[COPY_TO_HOST] == moved && cstats.bytes[COPY_TO_DEVICE] == moved,
            "%s %s: moved %zu to host and %zu back, the plan says %zu each way", label, sc->name,
            cstats.bytes[COPY_TO_HOST], cstats.bytes[COPY_TO_DEVICE], moved);
@@ -251,15 +253,19 @@ static step_result run_step(pool *p, model *m, const schedule *sc, const flow_ba
            host.s.peak, measured_host.live);
 
     bool counts = true;
-    for (int i = 0; i < seq->n; i++) counts &= seq->blocks[i].forward_runs - runs[i] == (plan->mode[i] == MODE_CKPT ? 2 : 1);
+    for (int q = 0; q < n_seq; q++)
+        for (int i = 0; i < seqs[q].n; i++)
+            counts &= seqs[q].blocks[i].forward_runs - runs[q][i] == (model_plan(m, q)->mode[i] == MODE_CKPT ? 2 : 1);
     CHECKF(counts, "%s %s: checkpointed blocks run forward twice, others once", label, sc->name);
     bool exact = measured.peak == sim.s.peak && !memcmp(measured.at_peak_by_tag, sim.s.at_peak_by_tag, sizeof measured.at_peak_by_tag);
     CHECKF(exact, "%s %s: measured peak %zu, predicted %zu", label, sc->name, measured.peak, sim.s.peak);
     for (int t = 0; !exact && t < MEM_TAG_COUNT; t++)
         printf("     %-12s measured %zu predicted %zu\n", mem_tag_name(t), measured.at_peak_by_tag[t], sim.s.at_peak_by_tag[t]);
-    CHECKF(!w.rose && w.calls > 0, "%s %s: activation memory rose after a segment's backward", label, sc->name);
+    for (int q = 0; q < n_seq; q++)
+        CHECKF(!w[q].rose && w[q].calls > 0, "%s %s: activation memory rose after a segment's backward (%s)", label,
+               sc->name, seqs[q].name);
     char line[512];
-    seq_plan_format(plan, line, sizeof line);
+    seq_plan_format(model_plan(m, n_seq - 1), line, sizeof line);
     printf("%s %s %-38s peak %9zu host %8zu = predicted | %s\n", exact ? "ok  " : "FAIL", label, sc->name,
            measured.peak, measured_host.peak, line);
 
@@ -268,15 +274,23 @@ static step_result run_step(pool *p, model *m, const schedule *sc, const flow_ba
     return r;
 }
 
-/* A batch of n samples: x0 and noise standard normal from the seed (streams 1 and 2), t and labels as given. */
+/* A batch of n samples: x0 and noise standard normal from the seed (streams 1 and 2), t and labels as given
+ * (for a captioned family: captions "caption <label>", "" for the null label). */
 typedef struct test_batch {
     float *x0, *noise, t[8];
-    int64_t y[8];
+    int64_t y[8 * 64];
     flow_batch fb;
 } test_batch;
 
-static test_batch *make_batch(const model_config *mc, int64_t n, uint64_t seed, const float *t, const int64_t *y)
+static test_batch *make_batch(const model_config *mc, int64_t n, uint64_t seed, const float *t, const int64_t *labels)
 {
+    const int64_t L = model_cond_len(mc);
+    int64_t y[8 * 64];
+    for (int64_t i = 0; i < n; i++) {
+        char caption[32] = "";
+        if (labels[i] != mc->classes) snprintf(caption, sizeof caption, "caption %lld", (long long)labels[i]);
+        model_condition(mc, labels[i], caption, y + i * L);
+    }
     test_batch *b = calloc(1, sizeof *b);
     const int64_t count = n * mc->channels * mc->resolution * mc->resolution;
     b->x0 = malloc((size_t)count * sizeof(float));
@@ -284,7 +298,7 @@ static test_batch *make_batch(const model_config *mc, int64_t n, uint64_t seed, 
     rng_fill_normal(b->x0, count, seed, 1, 0, 1);
     rng_fill_normal(b->noise, count, seed, 2, 0, 1);
     memcpy(b->t, t, (size_t)n * sizeof *t);
-    memcpy(b->y, y, (size_t)n * sizeof *y);
+    memcpy(b->y, y, (size_t)(n * L) * sizeof *y);
     b->fb = (flow_batch){n, b->x0, b->noise, b->t, b->y, 1.0f};
     return b;
 }
@@ -502,9 +516,13 @@ int main(void)
     deep.hidden = 32;
     deep.heads = 2;
     deep.mechanism = ATTN_MATH;
+    model_config mm;
+    CHECK(model_preset("mmdit-tiny", &mm) == ST_OK);
+    mm.depth = 3; /* double and single sequences of different lengths, each segmented on its own */
     for (int threads = 1; threads <= 2; threads++) {
         test_bitwise(&tiny, "dit-tiny", threads);
         test_bitwise(&deep, "deep-13", threads);
+        test_bitwise(&mm, "mmdit-tiny", threads);
     }
     test_capture(&deep);
     test_unsloth_saves_what_it_predicts(&deep);

@@ -30,18 +30,22 @@ typedef struct batch {
     int64_t *y;
 } batch;
 
+/* Labels (i * 7) mod (classes + 1), or for a captioned family captions of 0 .. 3 words (the empty one: only
+ * padding). */
 static batch random_batch(const model_config *mc, int64_t n, uint64_t seed)
 {
     batch b = {.n = n, .per = mc->channels * mc->resolution * mc->resolution};
+    const int64_t L = model_cond_len(mc);
     b.x0 = malloc((size_t)(n * b.per) * sizeof(float));
     b.noise = malloc((size_t)(n * b.per) * sizeof(float));
     b.t = malloc((size_t)n * sizeof(float));
-    b.y = malloc((size_t)n * sizeof(int64_t));
+    b.y = malloc((size_t)(n * L) * sizeof(int64_t));
     rng_fill_normal(b.x0, n * b.per, seed, 1, 0, 1);
     rng_fill_normal(b.noise, n * b.per, seed, 2, 0, 1);
     for (int64_t i = 0; i < n; i++) {
         b.t[i] = (float)(0.1 + 0.8 * rng_uniform(seed, 3, (uint64_t)i));
-        b.y[i] = (i * 7) % (mc->classes + 1); /* includes the null label when n is large enough */
+        static const char *const captions[] = {"a red circle", "", "green", "a blue square"};
+        model_condition(mc, (i * 7) % (mc->classes + 1), captions[i % 4], b.y + i * L);
     }
     return b;
 }
@@ -115,14 +119,14 @@ static double eval_loss(model *m, const batch *b)
     return sum / (double)n;
 }
 
-static void test_finite_differences(void)
+static void test_finite_differences(const char *preset, int64_t n)
 {
-    printf("-- every weight's gradient against central differences of the whole model's loss\n");
+    printf("-- %s: every weight's gradient against central differences of the whole model's loss\n", preset);
     pool *p = pool_create(POOL_DEVICE, 0);
-    model *m = make(p, "dit-tiny", ATTN_FLASH);
+    model *m = make(p, preset, ATTN_FLASH);
     model_init(m, 11, true);
     param_set *ps = model_params(m);
-    batch b = random_batch(model_get_config(m), 2, 5);
+    batch b = random_batch(model_get_config(m), n, 5);
     flow_batch fb = as_flow(&b);
     float loss;
     param_set_zero_grads(ps);
@@ -252,7 +256,8 @@ int main(void)
 {
     test_against_pytorch(ATTN_FLASH);
     test_against_pytorch(ATTN_MATH);
-    test_finite_differences();
+    test_finite_differences("dit-tiny", 2);
+    test_finite_differences("mmdit-tiny", 4);
     test_determinism_and_memory();
     test_errors_keep_pools_consistent();
     return tk_finish();

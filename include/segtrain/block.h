@@ -1,15 +1,19 @@
 /* Blocks: the unit that checkpointing keeps or recomputes, and the block sequences they form.
  *
  * A block maps an input state to an output state. The state is a small tuple of tensors (one hidden stream
- * for DiT; image and text streams, or a stream plus live skip tensors, for other families) of fixed sizes
- * declared by the sequence. Tensors every block reads but none replaces (the conditioning vector) are the
+ * for DiT; image and text streams, or a stream plus live skip tensors, for other families). By default every
+ * state has the sequence's fixed signature and a forward's output shares no tensor with its input; a block
+ * kind whose states share tensors (U-Net skips passed on from block to block) describes each block's states
+ * with block_kind.states. Tensors every block reads but none replaces (the conditioning vector) are the
  * sequence's context, owned by the model; blocks accumulate the context's gradient.
  *
  * forward allocates the output state from the pool (MEM_ACTIVATIONS) and, unless keep is KEEP_NOTHING, what
  * backward needs (exactly kept_bytes(keep) through the pool). backward takes the gradient of the output state
  * in `grad` and leaves the gradient of the input state there (in place: a residual stream's gradient flows
  * through without a copy), accumulating weight and context gradients. It reads the input state, so the
- * caller keeps that alive until backward. */
+ * caller keeps that alive until backward. The gradient state may change its tensor count on the way (a skip's
+ * gradient is born where the skip is read and dies where it was made); such tensors come from the pool
+ * (MEM_ACTIVATIONS) and are part of the block's simulate. */
 #ifndef SEGTRAIN_BLOCK_H
 #define SEGTRAIN_BLOCK_H
 
@@ -31,6 +35,16 @@ typedef enum keep_level {
     KEEP_ALL,      /* a kept block, or a recompute */
     KEEP_ATTENTION /* torch-ffn: the attention side keeps; backward recomputes the feed-forward sub-block */
 } keep_level;
+
+/* How a block's output state is made of its input state. A tensor passed on is the same pointer in both, and
+ * one new tensor may fill several slots (a stream that is also the newest skip): the executor frees a tensor
+ * only once no state it holds references it, and the memory plan counts it once. */
+typedef struct state_map {
+    int n_in, n_out;
+    int64_t in_numel[STATE_MAX], out_numel[STATE_MAX];
+    /* per output slot: k >= 0, input slot k passed on; or -1 - j, the forward's j-th new tensor */
+    int out_from[STATE_MAX];
+} state_map;
 
 typedef struct block_saved block_saved; /* what a forward kept: the block kind's own */
 typedef struct block block;
@@ -64,6 +78,8 @@ typedef struct block_kind {
      * and tag for tag, in the order the code makes them: forward leaves the output state and what it keeps
      * live, backward leaves nothing. off: the attention side goes to (or comes from) the host. */
     void (*simulate)(const block *b, keep_level keep, sim_phase phase, bool off, mem_sim *dev, mem_sim *host);
+    /* The block's states (NULL: the sequence's fixed signature in and out, every output tensor new). */
+    void (*states)(const block *b, state_map *out);
 } block_kind;
 
 struct block {
@@ -73,20 +89,27 @@ struct block {
     long forward_runs; /* forwards run so far: tests check recompute counts with it */
 };
 
-/* A sequence of blocks passing one state signature along. */
+/* A sequence of blocks passing a state along. */
 typedef struct block_seq {
     const char *name;
     int n;
     block *blocks;
+    /* The fixed state signature of kinds without states(); with it, the stream (the first tensor) alone. */
     int state_n;
     int64_t state_numel[STATE_MAX];
+    const char *state_names[STATE_MAX]; /* what each tensor of the fixed signature is ("image stream"); may be NULL */
     pool *pool;
     /* Called after each segment's or kept block's backward with its first block (tests watch memory with it). */
     void (*after_backward)(void *ctx, int first_block);
     void *after_backward_ctx;
 } block_seq;
 
+/* Bytes of the sequence's fixed signature (state_n, state_numel). */
 size_t state_bytes(const block_seq *s);
+/* Block i's state map: its kind's, or the fixed signature in and out with every output tensor new. */
+void block_state_map(const block_seq *s, int i, state_map *out);
+/* Whether any block passes a tensor on or repeats one in its output (its states share tensors). */
+bool seq_shares_tensors(const block_seq *s);
 /* Frees the tensors of a state (each once, even if listed twice) and clears it. */
 void state_free(pool *p, block_state *st);
 

@@ -8,8 +8,9 @@
 
 typedef struct seq_run seq_run;
 
-/* Runs every block of s from `in`, whose tensors it takes over (they are freed once nothing needs them), and
- * returns the last state in `out` (the caller frees it). With train, the plan says what each block keeps and
+/* Runs every block of s from `in`, whose tensors it takes over (each is freed once no state the run holds
+ * references it: states may share tensors), and returns the last state in `out` (the caller frees it; the
+ * plan makes sure the last block passes nothing on, so `out` shares no tensor with the run). With train, the plan says what each block keeps and
  * *run holds it for backward: kept blocks keep their input and activations, checkpointed segments only their
  * boundary (the segment's input state), intermediate states are freed as soon as the next block has read them.
  * Without train nothing is kept, every state is freed once read, and *run is NULL. On failure everything taken
@@ -18,8 +19,10 @@ typedef struct seq_run seq_run;
  * tensors back while the segment after it (in backward order) runs. */
 st_status seq_forward(block_seq *s, const seq_plan *plan, offload *off, block_state *in, bool train,
                       block_state *out, seq_run **run);
-/* grad holds the gradient of the sequence's output state and receives that of its input state. Segments are
- * recomputed from their boundaries, last first. extra (may be NULL) gives, per block, a gradient to add to that
+/* grad holds the gradient of the sequence's output state and receives that of its input state (blocks may add
+ * and free gradient tensors on the way: a skip's gradient lives from its reader's backward to its maker's; on
+ * failure those are freed and grad holds the caller's tensors again). Segments are recomputed from their
+ * boundaries, last first. extra (may be NULL) gives, per block, a gradient to add to that
  * block's output-state gradient (an auxiliary loss on captured hidden states), or NULL. Releases run. */
 st_status seq_backward(seq_run *run, block_state *grad, const float *const *extra);
 /* The output state of block i as forward left it, if it is still held (the next block's input or boundary). */

@@ -9,6 +9,35 @@ size_t state_bytes(const block_seq *s)
     return b;
 }
 
+void block_state_map(const block_seq *s, int i, state_map *out)
+{
+    const block *b = &s->blocks[i];
+    if (b->kind->states) {
+        b->kind->states(b, out);
+        return;
+    }
+    *out = (state_map){.n_in = s->state_n, .n_out = s->state_n};
+    for (int k = 0; k < s->state_n; k++) {
+        out->in_numel[k] = out->out_numel[k] = s->state_numel[k];
+        out->out_from[k] = -1 - k;
+    }
+}
+
+bool seq_shares_tensors(const block_seq *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        if (!s->blocks[i].kind->states) continue;
+        state_map m;
+        block_state_map(s, i, &m);
+        for (int k = 0; k < m.n_out; k++) {
+            if (m.out_from[k] >= 0) return true;
+            for (int j = 0; j < k; j++)
+                if (m.out_from[j] == m.out_from[k]) return true;
+        }
+    }
+    return false;
+}
+
 void state_free(pool *p, block_state *st)
 {
     for (int i = 0; i < st->n; i++) {

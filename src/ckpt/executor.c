@@ -1,6 +1,8 @@
 /* The executor: forward keeps what the plan says, backward walks segments last to first, recomputing each
- * checkpointed segment from its boundary, and frees every tensor as soon as nothing needs it. The memory
- * simulation in plan.c replays exactly these allocations; keep the two in step. */
+ * checkpointed segment from its boundary, and frees every tensor as soon as nothing needs it. States may share
+ * tensors (a skip passed on from block to block, held by several boundaries at once): a tensor is freed when the
+ * last state the run holds that references it goes, so it is stored, and freed, once. The memory simulation in
+ * plan.c replays exactly these allocations; keep the two in step. */
 #include "segtrain/executor.h"
 
 #include <stdlib.h>
@@ -27,6 +29,30 @@ static const segment *segment_of(const seq_plan *p, int i)
     return NULL;
 }
 
+/* Whether `also` or a state the run holds (a kept block's input, a boundary) references t. */
+static bool referenced(const seq_run *run, const float *t, const block_state *also)
+{
+    for (int k = 0; also && k < also->n; k++)
+        if (also->t[k] == t) return true;
+    for (int i = 0; run && i < run->seq->n; i++)
+        for (int k = 0; k < run->inputs[i].n; k++)
+            if (run->inputs[i].t[k] == t) return true;
+    return false;
+}
+
+/* Clears st (which may be one of the run's held states) and frees each of its tensors, once, that neither `also`
+ * nor a state the run still holds references. run may be NULL (nothing held). */
+static void drop_state(pool *p, const seq_run *run, block_state *st, const block_state *also)
+{
+    const block_state mine = *st;
+    *st = (block_state){0};
+    for (int k = 0; k < mine.n; k++) {
+        bool seen = false;
+        for (int j = 0; j < k; j++) seen |= mine.t[j] == mine.t[k];
+        if (!seen && !referenced(run, mine.t[k], also)) pool_free(p, mine.t[k]);
+    }
+}
+
 void seq_release(seq_run *run)
 {
     if (!run) return;
@@ -34,7 +60,7 @@ void seq_release(seq_run *run)
     for (int i = s->n - 1; i >= 0; i--) {
         if (run->saved[i]) s->blocks[i].kind->release(&s->blocks[i], run->saved[i]);
         for (int k = 0; run->off && k < STATE_MAX; k++) host_tensor_release(run->off, &run->host_in[i][k]);
-        state_free(s->pool, &run->inputs[i]);
+        drop_state(s->pool, run, &run->inputs[i], NULL); /* a tensor goes with the last state holding it */
     }
     free(run->saved);
     free(run->host_in);
@@ -67,11 +93,12 @@ static void retag_state(pool *p, const block_state *st, mem_tag tag)
 /* Starts copying block i's input state to the host; the block's forward still reads the device copy. */
 static st_status input_to_host(seq_run *run, int i, const block_state *in)
 {
+    state_map map;
+    block_state_map(run->seq, i, &map);
     st_status st = ST_OK;
     for (int k = 0; k < in->n && !st; k++)
-        st = host_tensor_offload(run->off, &run->host_in[i][k], in->t[k],
-                                 (size_t)run->seq->state_numel[k] * sizeof(float), run->plan->host_input_tag,
-                                 "input state (host)");
+        st = host_tensor_offload(run->off, &run->host_in[i][k], in->t[k], (size_t)map.in_numel[k] * sizeof(float),
+                                 run->plan->host_input_tag, "input state (host)");
     return st;
 }
 
@@ -116,12 +143,12 @@ st_status seq_forward(block_seq *s, const seq_plan *plan, offload *off, block_st
             st = b->kind->forward(b, &cur, &next, train ? keep_of(mode) : KEEP_NOTHING,
                                   train && plan->attention_offload ? off : NULL, train ? &run->saved[i] : NULL);
         if (held) run->inputs[i] = cur;
-        else state_free(s->pool, &cur);
+        else drop_state(s->pool, run, &cur, &next); /* what the block passed on lives on in next */
         if (!st && to_host) st = input_drop_device(run, i);
         cur = next;
     }
     if (st) {
-        state_free(s->pool, &cur);
+        drop_state(s->pool, run, &cur, NULL);
         seq_release(run);
         return st;
     }
@@ -151,11 +178,13 @@ static st_status backward_block(seq_run *run, int i, block_state *grad, const fl
     st_status st = b->kind->backward(b, &run->inputs[i], run->saved[i], grad);
     b->kind->release(b, run->saved[i]);
     run->saved[i] = NULL;
-    state_free(s->pool, &run->inputs[i]);
+    drop_state(s->pool, run, &run->inputs[i], NULL);
     return st;
 }
 
-/* Recomputes segment g from its boundary, keeping everything, then runs its backward. */
+/* Recomputes segment g from its boundary, keeping everything, then runs its backward. Tensors the segment's
+ * blocks make (the skips of in-segment blocks too) are made afresh, with the same bits; tensors the boundary
+ * holds (skips made before the segment) are passed on from it. */
 static st_status backward_segment(seq_run *run, const segment *g, block_state *grad, const float *const *extra)
 {
     block_seq *s = run->seq;
@@ -168,7 +197,7 @@ static st_status backward_segment(seq_run *run, const segment *g, block_state *g
         if (j > g->first) run->inputs[j] = cur;
         cur = next;
     }
-    state_free(s->pool, &cur); /* the last block's output again: its successor already holds it */
+    drop_state(s->pool, run, &cur, NULL); /* the last block's output again, less what it passed on */
     for (int j = g->last; j >= g->first && !st; j--) st = backward_block(run, j, grad, extra);
     return st;
 }
@@ -210,6 +239,7 @@ static st_status input_back(seq_run *run, int i)
 st_status seq_backward(seq_run *run, block_state *grad, const float *const *extra)
 {
     block_seq *s = run->seq;
+    const block_state given = *grad;
     st_status st = ST_OK;
     for (int i = s->n - 1; i >= 0 && !st; i--) {
         const segment u = unit_of(run->plan, i);
@@ -220,6 +250,11 @@ st_status seq_backward(seq_run *run, block_state *grad, const float *const *extr
         else if (!st) st = backward_block(run, i, grad, extra);
         i = u.first;
         if (!st && s->after_backward) s->after_backward(s->after_backward_ctx, i);
+    }
+    if (st) { /* the gradients that blocks made (a skip's, between its reader and its maker) go; the caller's stay */
+        for (int k = 0; k < grad->n; k++)
+            if (!referenced(NULL, grad->t[k], &given)) pool_free(s->pool, grad->t[k]);
+        *grad = given;
     }
     seq_release(run);
     return st;

@@ -1,6 +1,7 @@
 /* The checkpoint settings, the schedule and the plan of a block sequence. */
 #include "segtrain/plan.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,26 @@ void seq_plan_free(seq_plan *p)
     *p = (seq_plan){0};
 }
 
+/* A family's state maps must chain (each block's output is the next one's input) and end in distinct new
+ * tensors: the caller frees the last state on its own, and gives its gradient as tensors no block frees. The fixed signature (no states hook) chains by construction. */
+static st_status check_states(const block_seq *seq)
+{
+    bool described = false;
+    for (int i = 0; i < seq->n; i++) described |= seq->blocks[i].kind->states != NULL;
+    state_map prev = {0}, map;
+    for (int i = 0; described && i < seq->n; i++) {
+        block_state_map(seq, i, &map);
+        bool ok = map.n_in >= 1 && map.n_in <= STATE_MAX && map.n_out >= 1 && map.n_out <= STATE_MAX;
+        for (int k = 0; ok && k < map.n_out; k++) ok = map.out_from[k] < map.n_in && map.out_from[k] >= -STATE_MAX;
+        for (int k = 0; ok && i > 0 && k < map.n_in; k++) ok = map.n_in == prev.n_out && map.in_numel[k] == prev.out_numel[k];
+        for (int k = 0; ok && i == seq->n - 1 && k < map.n_out; k++) /* distinct new tensors */
+            for (int j = 0; ok && j <= k; j++) ok = map.out_from[k] < 0 && (j == k || map.out_from[j] != map.out_from[k]);
+        if (!ok) return st_fail(ST_ERR_INTERNAL, "%s: block %d's states do not chain with its neighbours'", seq->name, i);
+        prev = map;
+    }
+    return ST_OK;
+}
+
 st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const char *family, const bool *captured,
                         seq_plan *out)
 {
@@ -75,6 +96,11 @@ st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const cha
         return st_fail(ST_ERR_INTERNAL, "out of host memory");
     }
     if (seq->n == 0) return ST_OK;
+    st_status st = check_states(seq);
+    if (st) {
+        seq_plan_free(out);
+        return st;
+    }
     const block_kind *kind = seq->blocks[0].kind;
     if (cs->offload_attention && !kind->softmax_attention) {
         seq_plan_free(out);
@@ -92,6 +118,18 @@ st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const cha
                        "gradient_checkpointing_backend: \"%s\" recomputes a block's feed-forward half, but the %s "
                        "family's %s have no attention/feed-forward split (valid for %s: torch, unsloth)",
                        ckpt_backend_name(cs->backend), family, seq->name, family);
+    }
+    /* a host copy of a state is only worth its device bytes if nothing reads them meanwhile; skips are read by
+     * blocks far later */
+    const bool to_host = cs->backend == BACKEND_UNSLOTH || cs->backend == BACKEND_UNSLOTH_FFN;
+    if (to_host && seq_shares_tensors(seq)) {
+        seq_plan_free(out);
+        return st_fail(ST_ERR_UNSUPPORTED,
+                       "gradient_checkpointing_backend: \"%s\" moves %s to host memory, but the %s family's %s share "
+                       "skip tensors that later blocks still read on the device (valid for %s: torch, torch-ffn)",
+                       ckpt_backend_name(cs->backend),
+                       cs->backend == BACKEND_UNSLOTH ? "segment boundaries" : "feed-forward inputs", family, seq->name,
+                       family);
     }
     /* hidden-state capture needs each captured block's output to exist after forward: only segment edges do */
     char which[96] = "";
@@ -155,28 +193,163 @@ static const segment *segment_of(const seq_plan *p, int i)
     return NULL;
 }
 
+/* Bytes of block i's input state, slot by slot (only asked of states that share nothing). */
+static size_t input_bytes(const block_seq *seq, int i)
+{
+    state_map map;
+    block_state_map(seq, i, &map);
+    size_t bytes = 0;
+    for (int k = 0; k < map.n_in; k++) bytes += (size_t)map.in_numel[k] * sizeof(float);
+    return bytes;
+}
+
 size_t seq_plan_offload_bytes(const seq_plan *p, const block_seq *seq)
 {
     size_t bytes = 0;
     for (int i = 0; i < p->n; i++) {
-        if (p->host_input[i]) bytes += state_bytes(seq);
+        if (p->host_input[i]) bytes += input_bytes(seq, i); /* never a sharing sequence: plan_sequence refuses */
         if (p->attention_offload) bytes += seq->blocks[i].kind->offloaded_bytes(&seq->blocks[i]);
     }
     return bytes;
 }
 
+/* ---- the replay: the executor's steps over byte counts ----
+ *
+ * The executor's tensors are pointers that states share; the replay's are ids into a table that says each one's
+ * bytes, tag and whereabouts, and it frees an id exactly where the executor frees the pointer: when the last held
+ * state referencing it goes. */
+
+typedef struct sim_tensor {
+    size_t bytes;
+    int creator;  /* the block whose forward made it; -1: the sequence's input */
+    mem_tag tag;  /* its tag in the device pool */
+    bool on_host; /* its device bytes are freed while its copy waits in host memory */
+} sim_tensor;
+
+typedef struct sim_state {
+    int n;
+    int id[STATE_MAX];
+} sim_state;
+
+typedef struct replay {
+    const seq_plan *p;
+    const block_seq *seq;
+    mem_sim *dev, *host;
+    sim_tensor *t; /* room for the sequence's input and every block's outputs, made twice (forward, recompute) */
+    int n_t;
+    sim_state *inputs; /* per block: its held input state, as the executor's run->inputs */
+    sim_state cur;     /* the state between blocks: the sequence's input before the forward, its output after */
+} replay;
+
+static int new_tensor(replay *r, int64_t numel, int creator)
+{
+    r->t[r->n_t] = (sim_tensor){.bytes = (size_t)numel * sizeof(float), .creator = creator, .tag = MEM_ACTIVATIONS};
+    return r->n_t++;
+}
+
+/* Starts a replay with the sequence's input state live (the caller took its bytes). Running out of host memory
+ * for this bookkeeping is fatal, as when registering parameters: the replay has no status to return. */
+static void replay_begin(replay *r, const seq_plan *p, const block_seq *seq, mem_sim *dev, mem_sim *host)
+{
+    *r = (replay){.p = p, .seq = seq, .dev = dev, .host = host};
+    r->t = malloc((size_t)(2 * seq->n + 1) * STATE_MAX * sizeof *r->t);
+    r->inputs = calloc((size_t)seq->n + 1, sizeof *r->inputs);
+    if (!r->t || !r->inputs) {
+        fprintf(stderr, "segtrain: out of memory replaying the checkpoint plan of %s\n", seq->name);
+        abort();
+    }
+    state_map map;
+    block_state_map(seq, 0, &map);
+    r->cur.n = map.n_in;
+    for (int k = 0; k < map.n_in; k++) r->cur.id[k] = new_tensor(r, map.in_numel[k], -1);
+}
+
+static void replay_end(replay *r)
+{
+    free(r->t);
+    free(r->inputs);
+}
+
+/* Block i's output state from its input state: passed-on tensors keep their ids, new ones get fresh ids (their
+ * bytes were taken by the block's simulate). */
+static sim_state next_state(replay *r, int i, const sim_state *in)
+{
+    state_map map;
+    block_state_map(r->seq, i, &map);
+    int made[STATE_MAX];
+    for (int j = 0; j < STATE_MAX; j++) made[j] = -1;
+    sim_state out = {.n = map.n_out};
+    for (int k = 0; k < map.n_out; k++) {
+        const int from = map.out_from[k];
+        if (from >= 0) out.id[k] = in->id[from];
+        else if (made[-1 - from] >= 0) out.id[k] = made[-1 - from];
+        else out.id[k] = made[-1 - from] = new_tensor(r, map.out_numel[k], i);
+    }
+    return out;
+}
+
+static bool state_has(const sim_state *st, int id)
+{
+    for (int k = 0; st && k < st->n; k++)
+        if (st->id[k] == id) return true;
+    return false;
+}
+
+/* The executor's drop_state: clears st and frees each of its ids, once, that neither `also` nor a held state
+ * references. */
+static void drop(replay *r, sim_state *st, const sim_state *also)
+{
+    const sim_state mine = *st;
+    *st = (sim_state){0};
+    for (int k = 0; k < mine.n; k++) {
+        bool held = state_has(also, mine.id[k]);
+        for (int j = 0; j < k; j++) held |= mine.id[j] == mine.id[k];
+        for (int i = 0; i < r->seq->n && !held; i++) held = state_has(&r->inputs[i], mine.id[k]);
+        const sim_tensor *t = &r->t[mine.id[k]];
+        if (!held && !t->on_host) sim_drop(r->dev, t->tag, t->bytes);
+    }
+}
+
+static void retag(replay *r, const sim_state *st, mem_tag tag)
+{
+    for (int k = 0; k < st->n; k++) {
+        sim_tensor *t = &r->t[st->id[k]];
+        if (t->tag != tag) sim_retag(r->dev, t->tag, tag, t->bytes);
+        t->tag = tag;
+    }
+}
+
+/* seq_forward: the run's held states and the tags they end with are left in r for the backward. */
+static void replay_forward(replay *r)
+{
+    const seq_plan *p = r->p;
+    sim_state cur = r->cur;
+    for (int i = 0; i < p->n; i++) {
+        const block *b = &r->seq->blocks[i];
+        const segment *g = segment_of(p, i);
+        if (g && g->first == i) retag(r, &cur, MEM_BOUNDARIES);
+        for (int k = 0; p->host_input[i] && k < cur.n; k++) sim_take(r->host, p->host_input_tag, r->t[cur.id[k]].bytes);
+        b->kind->simulate(b, keep_of(p->mode[i]), SIM_FORWARD, p->attention_offload, r->dev, r->host);
+        sim_state next = next_state(r, i, &cur);
+        if (!g || g->first == i) r->inputs[i] = cur; /* a kept block's input, or a boundary */
+        else drop(r, &cur, &next);
+        for (int k = 0; p->host_input[i] && k < r->inputs[i].n; k++) {
+            sim_tensor *t = &r->t[r->inputs[i].id[k]];
+            sim_drop(r->dev, t->tag, t->bytes);
+            t->on_host = true;
+        }
+        cur = next;
+    }
+    r->cur = cur;
+}
+
 void seq_plan_simulate_forward(const seq_plan *p, const block_seq *seq, mem_sim *dev, mem_sim *host)
 {
-    const size_t S = state_bytes(seq);
-    for (int i = 0; i < p->n; i++) {
-        const block *b = &seq->blocks[i];
-        const segment *g = segment_of(p, i);
-        if (g && g->first == i) sim_retag(dev, MEM_ACTIVATIONS, MEM_BOUNDARIES, S);
-        if (p->host_input[i]) sim_take(host, p->host_input_tag, S);
-        b->kind->simulate(b, keep_of(p->mode[i]), SIM_FORWARD, p->attention_offload, dev, host);
-        if (p->host_input[i]) sim_drop(dev, p->host_input_tag, S);
-        if (g && g->first != i) sim_drop(dev, MEM_ACTIVATIONS, S); /* a segment's intermediate state */
-    }
+    if (!seq->n) return;
+    replay r;
+    replay_begin(&r, p, seq, dev, host);
+    replay_forward(&r);
+    replay_end(&r);
 }
 
 /* The unit of backward that block i ends: its segment, or itself. */
@@ -186,43 +359,160 @@ static segment unit_of(const seq_plan *p, int i)
     return g ? *g : (segment){i, i};
 }
 
-static void simulate_fetch(const seq_plan *p, const block_seq *seq, segment u, mem_sim *dev, mem_sim *host)
+/* fetch_unit: host input states come back to the device under the plan's tag, attention sides by the block. */
+static void fetch(replay *r, segment u)
 {
     for (int j = u.first; j <= u.last; j++) {
-        if (p->host_input[j]) sim_take(dev, p->host_input_tag, state_bytes(seq));
-        if (p->attention_offload)
-            seq->blocks[j].kind->simulate(&seq->blocks[j], KEEP_ALL, SIM_PREFETCH, true, dev, host);
+        for (int k = 0; r->p->host_input[j] && k < r->inputs[j].n; k++) {
+            sim_tensor *t = &r->t[r->inputs[j].id[k]];
+            if (!t->on_host) continue; /* already on its way back */
+            sim_take(r->dev, r->p->host_input_tag, t->bytes);
+            t->tag = r->p->host_input_tag;
+            t->on_host = false;
+        }
+        if (r->p->attention_offload)
+            r->seq->blocks[j].kind->simulate(&r->seq->blocks[j], KEEP_ALL, SIM_PREFETCH, true, r->dev, r->host);
     }
+}
+
+/* backward_block: the block's backward, then what it kept and its input state go. */
+static void backward_block(replay *r, int i, keep_level keep, bool off)
+{
+    const block *b = &r->seq->blocks[i];
+    b->kind->simulate(b, keep, SIM_BACKWARD, off, r->dev, r->host);
+    sim_drop(r->dev, MEM_ACTIVATIONS, b->kind->kept_bytes(b, keep));
+    drop(r, &r->inputs[i], NULL);
 }
 
 void seq_plan_simulate_backward(const seq_plan *p, const block_seq *seq, mem_sim *dev, mem_sim *host)
 {
-    const size_t S = state_bytes(seq);
-    const bool off = p->attention_offload;
+    if (!seq->n) return;
+    /* the run forward left behind, replayed into throwaway simulations */
+    mem_sim dev0 = {0}, host0 = {0};
+    replay r;
+    replay_begin(&r, p, seq, &dev0, &host0);
+    replay_forward(&r);
+    r.dev = dev;
+    r.host = host;
     bool fetched = false;
     for (int i = p->n - 1; i >= 0; i--) {
         const segment u = unit_of(p, i);
-        if (!fetched) simulate_fetch(p, seq, u, dev, host);
-        if (u.first > 0) simulate_fetch(p, seq, unit_of(p, u.first - 1), dev, host); /* one unit ahead */
+        if (!fetched) fetch(&r, u);
+        if (u.first > 0) fetch(&r, unit_of(p, u.first - 1)); /* one unit ahead */
         fetched = true;
-        if (p->host_input[u.first]) sim_drop(host, p->host_input_tag, S);
+        for (int k = 0; p->host_input[u.first] && k < r.inputs[u.first].n; k++)
+            sim_drop(host, p->host_input_tag, r.t[r.inputs[u.first].id[k]].bytes);
         if (!segment_of(p, i)) {
-            const block *b = &seq->blocks[i];
-            b->kind->simulate(b, keep_of(p->mode[i]), SIM_BACKWARD, off, dev, host);
-            sim_drop(dev, MEM_ACTIVATIONS, b->kind->kept_bytes(b, keep_of(p->mode[i])));
-            sim_drop(dev, p->host_input[i] ? p->host_input_tag : MEM_ACTIVATIONS, S);
+            backward_block(&r, i, keep_of(p->mode[i]), p->attention_offload);
             continue;
         }
-        for (int j = u.first; j <= u.last; j++) /* recompute, keeping */
-            seq->blocks[j].kind->simulate(&seq->blocks[j], KEEP_ALL, SIM_RECOMPUTE, off, dev, host);
-        sim_drop(dev, MEM_ACTIVATIONS, S); /* the recomputed output of the last block: its successor has it */
-        for (int j = u.last; j >= u.first; j--) {
-            const block *b = &seq->blocks[j];
-            b->kind->simulate(b, KEEP_ALL, SIM_BACKWARD, false, dev, host);
-            sim_drop(dev, MEM_ACTIVATIONS, b->kind->kept_bytes(b, KEEP_ALL));
-            if (j > u.first) sim_drop(dev, MEM_ACTIVATIONS, S);
+        sim_state cur = r.inputs[u.first];
+        for (int j = u.first; j <= u.last; j++) { /* recompute, keeping */
+            seq->blocks[j].kind->simulate(&seq->blocks[j], KEEP_ALL, SIM_RECOMPUTE, p->attention_offload, dev, host);
+            sim_state next = next_state(&r, j, &cur);
+            if (j > u.first) r.inputs[j] = cur;
+            cur = next;
         }
-        sim_drop(dev, MEM_BOUNDARIES, S);
+        drop(&r, &cur, NULL); /* the recomputed output of the last block, less what it passed on */
+        for (int j = u.last; j >= u.first; j--) backward_block(&r, j, KEEP_ALL, false);
         i = u.first;
     }
+    replay_end(&r);
+}
+
+/* ---- boundaries, each tensor once ---- */
+
+static int format_bytes(char *buf, size_t size, size_t b)
+{
+    if (b >= (size_t)1 << 30) return snprintf(buf, size, "%.2f GiB", (double)b / (1 << 30));
+    if (b >= (size_t)1 << 20) return snprintf(buf, size, "%.2f MiB", (double)b / (1 << 20));
+    if (b >= 1024) return snprintf(buf, size, "%.1f KiB", (double)b / 1024);
+    return snprintf(buf, size, "%zu B", b);
+}
+
+/* Appends to buf at *at, never past size. */
+static void put(char *buf, size_t size, size_t *at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t size, size_t *at, const char *fmt, ...)
+{
+    if (*at >= size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *at, size - *at, fmt, ap);
+    va_end(ap);
+    *at += n > 0 ? (size_t)n : 0;
+}
+
+static void put_bytes(char *buf, size_t size, size_t *at, size_t bytes)
+{
+    char b[32];
+    format_bytes(b, sizeof b, bytes);
+    put(buf, size, at, "%s", b);
+}
+
+size_t seq_plan_boundary(const seq_plan *p, const block_seq *seq, int which, char *desc, size_t desc_size)
+{
+    if (desc_size) desc[0] = 0;
+    if (which < 0 || which >= p->n_segments || !seq->n) return 0;
+    mem_sim dev = {0}, host = {0};
+    replay r;
+    replay_begin(&r, p, seq, &dev, &host);
+    replay_forward(&r);
+    const int first = p->segments[which].first;
+    const sim_state *st = &r.inputs[first];
+    /* the stream: what the block before made (the sequence's input for block 0); skips: older tensors */
+    size_t stream = 0, skips = 0;
+    int n_stream = 0, n_skips = 0, also_skip = -1;
+    for (int k = 0; k < st->n; k++) {
+        bool seen = false;
+        for (int j = 0; j < k; j++) seen |= st->id[j] == st->id[k];
+        const sim_tensor *t = &r.t[st->id[k]];
+        if (seen && t->creator == first - 1) also_skip = t->creator;
+        if (seen) continue;
+        if (t->creator == first - 1) stream += t->bytes, n_stream++;
+        else skips += t->bytes, n_skips++;
+    }
+    size_t at = 0;
+    if (n_stream > 1 && seq->state_names[0]) { /* named streams, one by one (mmdit: image stream + text stream) */
+        for (int k = 0; k < st->n && k < seq->state_n; k++) {
+            put(desc, desc_size, &at, "%s%s ", k ? " + " : "", seq->state_names[k]);
+            put_bytes(desc, desc_size, &at, r.t[st->id[k]].bytes);
+        }
+    } else {
+        if (n_stream > 1) put(desc, desc_size, &at, "%d streams ", n_stream);
+        else put(desc, desc_size, &at, "stream ");
+        put_bytes(desc, desc_size, &at, stream);
+    }
+    if (also_skip >= 0) put(desc, desc_size, &at, " (also block %d's skip)", also_skip);
+    if (n_skips) {
+        put(desc, desc_size, &at, " + skip%s of block%s ", n_skips > 1 ? "s" : "", n_skips > 1 ? "s" : "");
+        int listed = 0;
+        for (int k = 0; k < st->n; k++) {
+            const sim_tensor *t = &r.t[st->id[k]];
+            bool seen = t->creator == first - 1;
+            for (int j = 0; j < k; j++) seen |= st->id[j] == st->id[k];
+            if (!seen) put(desc, desc_size, &at, "%s%d", listed++ ? ", " : "", t->creator);
+        }
+        put(desc, desc_size, &at, " (");
+        put_bytes(desc, desc_size, &at, skips);
+        put(desc, desc_size, &at, ")");
+    }
+    replay_end(&r);
+    return stream + skips;
+}
+
+size_t seq_plan_boundary_bytes(const seq_plan *p, const block_seq *seq)
+{
+    if (!seq->n) return 0;
+    mem_sim dev = {0}, host = {0};
+    replay r;
+    replay_begin(&r, p, seq, &dev, &host);
+    replay_forward(&r);
+    size_t bytes = 0;
+    for (int id = 0; id < r.n_t; id++) {
+        bool held = false;
+        for (int g = 0; g < p->n_segments && !held; g++) held = state_has(&r.inputs[p->segments[g].first], id);
+        if (held) bytes += r.t[id].bytes;
+    }
+    replay_end(&r);
+    return bytes;
 }

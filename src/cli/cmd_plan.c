@@ -24,7 +24,7 @@ typedef struct plan_report {
     mem_sim sim, host;
 } plan_report;
 
-static size_t boundary_bytes(const seq_plan *p, const block_seq *s) { return (size_t)p->n_segments * state_bytes(s); }
+static size_t boundary_bytes(const seq_plan *p, const block_seq *s) { return seq_plan_boundary_bytes(p, s); }
 
 static const char *mode_word(block_mode m) { return m == MODE_KEEP ? "keep" : m == MODE_FFN ? "ffn" : "ckpt"; }
 
@@ -36,10 +36,19 @@ static size_t kept_of(const block *b, block_mode m)
 static void print_text(const config *cfg, model *m, const plan_report *r)
 {
     const model_config *mc = model_get_config(m);
-    printf("model %s (%s): %lld blocks, width %lld, %lld heads, %lld tokens, %s attention; batch %lld\n", mc->preset,
-           mc->family, (long long)mc->depth, (long long)mc->hidden, (long long)mc->heads,
-           (long long)((mc->resolution / mc->patch) * (mc->resolution / mc->patch)),
-           mc->mechanism == ATTN_MATH ? "math" : "flash", (long long)r->batch);
+    char blocks[64], tokens[64];
+    const long long image = (long long)((mc->resolution / mc->patch) * (mc->resolution / mc->patch));
+    if (mc->single_depth) {
+        snprintf(blocks, sizeof blocks, "%lld double-stream + %lld single-stream blocks", (long long)mc->depth,
+                 (long long)mc->single_depth);
+        snprintf(tokens, sizeof tokens, "%lld image + %lld text tokens", image, (long long)mc->text_len);
+    } else {
+        snprintf(blocks, sizeof blocks, "%lld blocks", (long long)mc->depth);
+        snprintf(tokens, sizeof tokens, "%lld tokens", image);
+    }
+    printf("model %s (%s): %s, width %lld, %lld heads, %s, %s attention; batch %lld\n", mc->preset, mc->family, blocks,
+           (long long)mc->hidden, (long long)mc->heads, tokens, mc->mechanism == ATTN_MATH ? "math" : "flash",
+           (long long)r->batch);
     if (config_bool(cfg, "gradient_checkpointing"))
         printf("checkpointing %s, interval %lld, stride %lld\n", config_string(cfg, "gradient_checkpointing_backend"),
                (long long)config_int(cfg, "gradient_checkpointing_interval"),
@@ -76,6 +85,13 @@ static void print_text(const config *cfg, model *m, const plan_report *r)
             printf(" a block");
         }
         printf("\n");
+        for (int g = 0; g < p->n_segments; g++) { /* what each boundary holds, each tensor once */
+            char desc[512];
+            seq_plan_boundary(p, s, g, desc, sizeof desc);
+            const segment *sg = &p->segments[g];
+            if (sg->first == sg->last) printf("    boundary of block %d: %s\n", sg->first, desc);
+            else printf("    boundary of blocks %d-%d: %s\n", sg->first, sg->last, desc);
+        }
     }
     for (int i = 0; i < n; i++) {
         const seq_plan *p = model_plan(m, i);
@@ -135,6 +151,17 @@ static void print_json(model *m, const plan_report *r)
         }
         cJSON_AddNumberToObject(sj, "state_bytes", (double)state_bytes(&seqs[i]));
         cJSON_AddNumberToObject(sj, "boundary_bytes", (double)boundary_bytes(p, &seqs[i]));
+        cJSON *bj = cJSON_AddArrayToObject(sj, "boundaries");
+        for (int g = 0; g < p->n_segments; g++) {
+            char desc[512];
+            cJSON *one = cJSON_CreateObject();
+            const size_t bytes = seq_plan_boundary(p, &seqs[i], g, desc, sizeof desc);
+            cJSON_AddNumberToObject(one, "first_block", p->segments[g].first);
+            cJSON_AddNumberToObject(one, "last_block", p->segments[g].last);
+            cJSON_AddNumberToObject(one, "bytes", (double)bytes);
+            cJSON_AddStringToObject(one, "state", desc);
+            cJSON_AddItemToArray(bj, one);
+        }
     }
     cJSON_AddNumberToObject(root, "predicted_peak_host_bytes", (double)r->host.s.peak);
     size_t moved = 0;

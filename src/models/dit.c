@@ -1,5 +1,6 @@
 /* The single-stream DiT family (../shared/spec/dit.md): embeddings and the final layer around one sequence of
- * DiT blocks (dit_block.c). Weight names and layouts are the public DiT state_dict's. */
+ * DiT blocks (dit_block.c). Weight names and layouts are the public DiT state_dict's. The skipdit family is the
+ * same model with another block sequence (skipdit.c: U-ViT's long skips), so it is a variant here. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -20,7 +21,7 @@ typedef struct dit_step {
 } dit_step;
 
 typedef struct dit_model {
-    dit_block *blocks;
+    void *blocks; /* the blocks' own data (dit_block or skipdit's) */
     block *seq_blocks;
     temb t;
     int p_x_w, p_x_b, p_y, p_pos, p_fa_w, p_fa_b, p_fl_w, p_fl_b;
@@ -39,9 +40,25 @@ static int add1(param_set *s, const char *name, int64_t a, bool trainable)
     return param_add(s, name, 1, (int64_t[]){a}, trainable);
 }
 
+/* DiT's blocks: blocks.{i}. */
+static st_status dit_blocks(model *m, param_set *s, block *blocks, void **data)
+{
+    dit_block *db = calloc((size_t)m->cfg.depth, sizeof *db);
+    if (!db) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    for (int i = 0; i < m->cfg.depth; i++) {
+        char prefix[PARAM_NAME_MAX];
+        snprintf(prefix, sizeof prefix, "blocks.%d", i);
+        dit_block_register(s, &db[i], prefix, &m->cfg);
+        db[i].m = m;
+        blocks[i] = (block){.kind = &dit_block_kind, .self = &db[i], .index = i};
+    }
+    *data = db;
+    return ST_OK;
+}
+
 /* The public DiT state_dict's names. With LoRA every base weight is frozen and the targeted linears of each
  * block get adapters named after the weight they adapt. */
-static void register_params(model *m)
+static st_status register_params(model *m, dit_blocks_fn blocks)
 {
     dit_model *d = dit_of(m);
     const model_config *c = &m->cfg;
@@ -53,34 +70,29 @@ static void register_params(model *m)
     d->p_pos = param_add_fixed(s, "pos_embed", 3, (int64_t[]){1, T, D});
     temb_register(s, &d->t, "t_embedder.mlp.0", "t_embedder.mlp.2", D, full);
     d->p_y = add2(s, "y_embedder.embedding_table.weight", c->classes + 1, D, full);
-    for (int i = 0; i < c->depth; i++) {
-        char prefix[PARAM_NAME_MAX];
-        snprintf(prefix, sizeof prefix, "blocks.%d", i);
-        dit_block_register(s, &d->blocks[i], prefix, c);
-    }
+    st_status st = blocks(m, s, d->seq_blocks, &d->blocks);
+    if (st) return st;
     d->p_fa_w = add2(s, "final_layer.adaLN_modulation.1.weight", 2 * D, D, full);
     d->p_fa_b = add1(s, "final_layer.adaLN_modulation.1.bias", 2 * D, full);
     d->p_fl_w = add2(s, "final_layer.linear.weight", P, D, full);
     d->p_fl_b = add1(s, "final_layer.linear.bias", P, full);
+    return ST_OK;
 }
 
-static st_status dit_create(model *m)
+static st_status create(model *m, dit_blocks_fn blocks)
 {
     const model_config *mc = &m->cfg;
     dit_model *d = calloc(1, sizeof *d);
     m->impl = d;
-    if (d) d->blocks = calloc((size_t)mc->depth, sizeof *d->blocks);
-    if (d && d->blocks) d->seq_blocks = calloc((size_t)mc->depth, sizeof *d->seq_blocks);
+    if (d) d->seq_blocks = calloc((size_t)mc->depth, sizeof *d->seq_blocks);
     if (!d || !d->seq_blocks) return st_fail(ST_ERR_INTERNAL, "out of host memory");
-    register_params(m);
     m->n_seq = 1;
     m->seq[0] = (block_seq){.name = "blocks", .n = (int)mc->depth, .blocks = d->seq_blocks, .state_n = 1, .pool = m->pool};
-    for (int i = 0; i < mc->depth; i++) {
-        d->blocks[i].m = m;
-        d->seq_blocks[i] = (block){.kind = &dit_block_kind, .self = &d->blocks[i], .index = i};
-    }
-    return ST_OK;
+    return register_params(m, blocks);
 }
+
+static st_status dit_create(model *m) { return create(m, dit_blocks); }
+static st_status skipdit_create(model *m) { return create(m, skipdit_blocks); }
 
 static void dit_fill_fixed(model *m)
 {
@@ -115,8 +127,8 @@ static param_init dit_init_of(const char *name)
 static void dit_release(model *m)
 {
     dit_model *d = dit_of(m);
+    if (!d || !d->step.active) return;
     dit_step *s = &d->step;
-    if (!s->active) return;
     seq_release(s->run);
     state_free(m->pool, &s->last);
     for (int k = 0; s->dhidden && k < m->n_capture; k++) pool_free(m->pool, s->dhidden[k]);
@@ -346,17 +358,13 @@ static void dit_simulate_backward(model *m, mem_sim *sim, mem_sim *host)
                                        (size_t)m->n_capture * S);
 }
 
-const model_family dit_family = {
-    .name = "dit",
-    .create = dit_create,
-    .fill_fixed = dit_fill_fixed,
-    .destroy = dit_destroy,
-    .set_batch = set_batch,
-    .forward = dit_forward,
-    .backward = dit_backward,
-    .release = dit_release,
-    .hidden = dit_hidden,
-    .simulate_forward = dit_simulate_forward,
-    .simulate_backward = dit_simulate_backward,
-    .init_of = dit_init_of,
-};
+/* skipdit is DiT with other blocks: everything but the name and the blocks is shared */
+#define DIT_FAMILY(family_name, create_fn)                                                                             \
+    {                                                                                                                  \
+        .name = family_name, .create = create_fn, .fill_fixed = dit_fill_fixed, .destroy = dit_destroy,               \
+        .set_batch = set_batch, .forward = dit_forward, .backward = dit_backward, .release = dit_release,             \
+        .hidden = dit_hidden, .simulate_forward = dit_simulate_forward, .simulate_backward = dit_simulate_backward,   \
+        .init_of = dit_init_of,                                                                                        \
+    }
+const model_family dit_family = DIT_FAMILY("dit", dit_create);
+const model_family skipdit_family = DIT_FAMILY("skipdit", skipdit_create);

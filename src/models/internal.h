@@ -91,4 +91,11 @@ typedef struct dit_block {
 void dit_block_register(param_set *s, dit_block *b, const char *prefix, const model_config *c);
 extern const block_kind dit_block_kind;
 
+/* The blocks between DiT's embeddings and its final layer (dit.c runs dit and skipdit with either): registers
+ * their parameters into s in state_dict order, points blocks[0 .. depth) at their kind and data, and returns the
+ * data in *data (the caller frees it). */
+typedef st_status (*dit_blocks_fn)(model *m, param_set *s, block *blocks, void **data);
+/* skipdit.c: in_blocks.{i}, mid_block, out_blocks.{j}, with U-ViT's long skips. */
+st_status skipdit_blocks(model *m, param_set *s, block *blocks, void **data);
+
 #endif

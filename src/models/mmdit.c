@@ -1,5 +1,363 @@
-#include "internal.h"
-static st_status none_create(model *m) { return st_fail(ST_ERR_UNSUPPORTED, "model_family: %s is not built yet", m->cfg.family); }
-static void none_destroy(model *m) { (void)m; }
-static param_init none_init(const char *n) { (void)n; return INIT_ZERO; }
-const model_family mmdit_family = {.name = "mmdit", .create = none_create, .destroy = none_destroy, .release = none_destroy, .init_of = none_init};
+/* The Flux-style dual-stream family (docs/FAMILIES.md): caption tokens and image patches as two streams through
+ * `depth` double-stream blocks (separate weights, one joint attention), then [text; image] as one sequence
+ * through `single_depth` single-stream blocks, and the image rows through the final adaLN and projection.
+ *
+ * The conditioning vector is c = timestep_embedder(t) + the mean of the caption's token embeddings (padding
+ * left out): it stands in for Flux's pooled CLIP text embedding. The token table stands in for T5 and
+ * context_embedder. Weight names are diffusers' Flux names where a Flux weight exists. */
+#include "mmdit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct mm_step {
+    bool active;
+    int64_t *ids;               /* (B, L) token ids */
+    float *patches, *img, *txt; /* (N, C p p); the first state (N, D), (B L, D) until the executor takes it */
+    block_state last;           /* the single-stream sequence's output */
+    seq_run *run[2];
+    float *xh;                  /* the image rows of the last state (N, D) */
+    float *fmod, *ln, *hf, *pred;
+    op_state fstats;
+} mm_step;
+
+typedef struct mm_model {
+    mm_block *blocks; /* double, then single */
+    block *seq_blocks;
+    temb t;
+    int p_x_w, p_x_b, p_tok, p_fa_w, p_fa_b, p_fl_w, p_fl_b;
+    mm_step step;
+} mm_model;
+
+static mm_model *mm_of(model *m) { return m->impl; }
+
+static st_status mm_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    if (c->single_depth < 1)
+        return st_fail(ST_ERR_INVALID, "num_single_layers: %lld; mmdit needs at least 1 single-stream block",
+                       (long long)c->single_depth);
+    const int nd = (int)c->depth, ns = (int)c->single_depth;
+    mm_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (d) d->blocks = calloc((size_t)(nd + ns), sizeof *d->blocks);
+    if (d && d->blocks) d->seq_blocks = calloc((size_t)(nd + ns), sizeof *d->seq_blocks);
+    if (!d || !d->seq_blocks) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
+    d->p_x_w = param_add(s, "x_embedder.weight", 2, (int64_t[]){D, P}, full);
+    d->p_x_b = param_add(s, "x_embedder.bias", 1, (int64_t[]){D}, full);
+    temb_register(s, &d->t, "time_text_embed.timestep_embedder.linear_1", "time_text_embed.timestep_embedder.linear_2",
+                  D, full);
+    d->p_tok = param_add(s, "token_embedder.weight", 2, (int64_t[]){c->text_vocab, D}, full);
+    for (int i = 0; i < nd; i++) mm_double_register(s, &d->blocks[i], i, c);
+    for (int i = 0; i < ns; i++) mm_single_register(s, &d->blocks[nd + i], i, c);
+    d->p_fa_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full);
+    d->p_fa_b = param_add(s, "norm_out.linear.bias", 1, (int64_t[]){2 * D}, full);
+    d->p_fl_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full);
+    d->p_fl_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full);
+    m->n_seq = 2;
+    m->seq[0] = (block_seq){.name = "transformer_blocks", .n = nd, .blocks = d->seq_blocks, .state_n = 2, .pool = m->pool,
+                            .state_names = {"image stream", "text stream"}};
+    m->seq[1] = (block_seq){
+        .name = "single_transformer_blocks", .n = ns, .blocks = d->seq_blocks + nd, .state_n = 1, .pool = m->pool};
+    for (int i = 0; i < nd + ns; i++) {
+        d->blocks[i].m = m;
+        d->seq_blocks[i] = (block){.kind = i < nd ? &mm_double_kind : &mm_single_kind, .self = &d->blocks[i],
+                                   .index = i < nd ? i : i - nd};
+    }
+    return ST_OK;
+}
+
+static void mm_destroy(model *m)
+{
+    mm_model *d = mm_of(m);
+    if (d) free(d->blocks), free(d->seq_blocks);
+    free(d);
+}
+
+static void mm_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    const int64_t D = m->shape.hidden;
+    m->seq[0].state_numel[0] = batch * m->shape.tokens * D;
+    m->seq[0].state_numel[1] = batch * m->shape.text * D;
+    m->seq[1].state_numel[0] = batch * (m->shape.tokens + m->shape.text) * D;
+}
+
+/* adaLN-Zero (every modulation and the final projection zero), RMSNorm weights one, N(0, 0.02) token table and
+ * timestep MLP, xavier-uniform elsewhere. */
+static param_init mm_init_of(const char *name)
+{
+    if (strstr(name, "norm1.linear") || strstr(name, "norm1_context.linear") || strstr(name, "norm.linear") ||
+        strstr(name, "norm_out.linear") || !strcmp(name, "proj_out.weight"))
+        return INIT_ZERO;
+    if (strstr(name, ".norm_")) return INIT_ONE;
+    if (strstr(name, "token_embedder") || strstr(name, "timestep_embedder")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+#define PW(name) (param_at(m->params, d->name)->w)
+#define PG(name) (param_at(m->params, d->name)->g)
+
+static void mm_release(model *m)
+{
+    mm_model *d = mm_of(m);
+    if (!d || !d->step.active) return;
+    mm_step *s = &d->step;
+    seq_release(s->run[1]);
+    seq_release(s->run[0]);
+    state_free(m->pool, &s->last);
+    op_state_release(&s->fstats);
+    void *bufs[] = {s->pred, s->hf, s->ln, s->fmod, s->xh, m->ctx.dcs, m->ctx.cs, d->t.c, d->t.hs, d->t.h, d->t.freq,
+                    s->txt, s->img, s->patches, s->ids};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
+    m->ctx.cs = m->ctx.dcs = NULL;
+    d->t.c = d->t.hs = d->t.h = d->t.freq = NULL;
+    *s = (mm_step){0};
+}
+
+/* Caption tokens per sample, padding left out (the pooled embedding's divisor). */
+static int64_t words(const int64_t *ids, int64_t L)
+{
+    int64_t n = 0;
+    for (int64_t l = 0; l < L; l++) n += ids[l] != 0;
+    return n;
+}
+
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const int64_t *ids, bool train)
+{
+    mm_model *d = mm_of(m);
+    mm_step *s = &d->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, N = B * m->shape.tokens;
+    const int64_t P = c->channels * c->patch * c->patch;
+    st_status st = ST_OK;
+    s->ids = (int64_t *)model_take(m, &st, 2 * B * L, "mmdit.ids", false); /* int64: two floats each */
+    s->patches = model_take(m, &st, N * P, "mmdit.patches", false);
+    s->img = model_take(m, &st, N * D, "mmdit.image", false);
+    s->txt = model_take(m, &st, B * L * D, "mmdit.text", false);
+    d->t.freq = model_take(m, &st, B * DIT_FREQ_DIM, "mmdit.t_freq", false);
+    d->t.h = model_take(m, &st, B * D, "mmdit.t_hidden", false);
+    d->t.hs = model_take(m, &st, B * D, "mmdit.t_silu", false);
+    d->t.c = model_take(m, &st, B * D, "mmdit.c", false);
+    m->ctx.cs = model_take(m, &st, B * D, "mmdit.silu_c", false);
+    if (train) m->ctx.dcs = model_take(m, &st, B * D, "mmdit.dsilu_c", true);
+    if (st) return st;
+    if ((st = embedding_forward(s->txt, PW(p_tok), ids, B * L, c->text_vocab, D)))
+        return st_fail(st, "caption tokens: %s", st_error());
+    memcpy(s->ids, ids, (size_t)(B * L) * sizeof *ids);
+    patchify_forward(s->patches, x, B, c->channels, c->resolution, c->resolution, c->patch);
+    linear_forward(s->img, s->patches, PW(p_x_w), PW(p_x_b), N, P, D);
+    temb_forward(m, &d->t, timesteps);
+    for (int64_t b = 0; b < B; b++) { /* + the mean of the caption's token embeddings */
+        const int64_t n = words(ids + b * L, L);
+        for (int64_t l = 0; l < L && n; l++)
+            for (int64_t j = 0; ids[b * L + l] && j < D; j++) d->t.c[b * D + j] += s->txt[(b * L + l) * D + j] / (float)n;
+    }
+    silu_forward(m->ctx.cs, d->t.c, B * D);
+    return ST_OK;
+}
+
+/* final layer (AdaLayerNormContinuous: scale first, then shift): pred = unpatchify(proj_out(LN(x) (1 + scale) + shift)) */
+static st_status head_forward(model *m)
+{
+    mm_model *d = mm_of(m);
+    mm_step *s = &d->step;
+    const model_config *c = &m->cfg;
+    mm_dims dm = mm_dims_of(m);
+    const int64_t B = dm.B, T = dm.T, D = dm.D, N = dm.rows[0], P = c->channels * c->patch * c->patch;
+    st_status st = ST_OK;
+    s->xh = model_take(m, &st, N * D, "mmdit.final.x", false);
+    if (st) return st;
+    mm_from_joint(&dm, 0, s->xh, s->last.t[0]);
+    state_free(m->pool, &s->last);
+    s->fmod = model_take(m, &st, B * 2 * D, "mmdit.final.mod", false);
+    s->ln = model_take(m, &st, N * D, "mmdit.final.ln", false);
+    s->hf = model_take(m, &st, N * D, "mmdit.final.h", false);
+    s->pred = model_take(m, &st, B * c->channels * c->resolution * c->resolution, "mmdit.pred", false);
+    float *out = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(N * P) * sizeof(float), MEM_WORKSPACE, "mmdit.final.out", (void **)&out);
+    if (!st) st = layernorm_forward(m->pool, s->ln, s->xh, NULL, NULL, N, D, DIT_LN_EPS, &s->fstats);
+    if (!st) {
+        linear_forward(s->fmod, m->ctx.cs, PW(p_fa_w), PW(p_fa_b), B, D, 2 * D);
+        modulate_forward(s->hf, s->ln, s->fmod + D, s->fmod, B, T, D, 2 * D);
+        linear_forward(out, s->hf, PW(p_fl_w), PW(p_fl_b), N, D, P);
+        unpatchify_forward(s->pred, out, B, c->channels, c->resolution, c->resolution, c->patch);
+    }
+    pool_free(m->pool, out);
+    return st;
+}
+
+static st_status mm_forward(model *m, const float *x, const float *timesteps, const int64_t *ids, bool train,
+                            const float **pred)
+{
+    mm_model *d = mm_of(m);
+    mm_step *s = &d->step;
+    if (s->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    s->active = true;
+    mm_dims dm = mm_dims_of(m);
+    st_status st = embed_forward(m, x, timesteps, ids, train);
+    block_state streams = {0};
+    if (!st) {
+        block_state first = {.n = 2, .t = {s->img, s->txt}};
+        s->img = s->txt = NULL; /* the executor owns the first state now */
+        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &streams, &s->run[0]);
+    }
+    float *joint = NULL;
+    if (!st) joint = model_take(m, &st, dm.J * dm.D, "mmdit.joint", false);
+    if (!st) {
+        mm_to_joint(&dm, 0, joint, streams.t[0]);
+        mm_to_joint(&dm, 1, joint, streams.t[1]);
+    }
+    state_free(m->pool, &streams);
+    if (!st) {
+        block_state first = {.n = 1, .t = {joint}};
+        st = seq_forward(&m->seq[1], &m->plan[1], model_offload(m), &first, train, &s->last, &s->run[1]);
+    }
+    if (!st) st = head_forward(m);
+    if (st) {
+        mm_release(m);
+        return st;
+    }
+    *pred = s->pred;
+    return ST_OK;
+}
+
+static st_status head_backward(model *m, const float *dpred, float *dx)
+{
+    mm_model *d = mm_of(m);
+    mm_step *s = &d->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
+    const int64_t P = c->channels * c->patch * c->patch;
+    scratch k = {.pool = m->pool};
+    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "mmdit.final.dout");
+    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "mmdit.final.dh");
+    float *dln = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "mmdit.final.dln");
+    float *dmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "mmdit.final.dmod");
+    if (k.status) return scratch_end(&k);
+    unpatchify_backward(dout, dpred, B, c->channels, c->resolution, c->resolution, c->patch);
+    linear_backward(dh, PG(p_fl_w), PG(p_fl_b), dout, s->hf, PW(p_fl_w), N, D, P);
+    modulate_backward(dln, dmod + D, dmod, dh, s->ln, s->fmod, B, T, D, 2 * D);
+    layernorm_backward(dx, NULL, NULL, dln, s->xh, NULL, N, D, &s->fstats);
+    linear_backward(m->ctx.dcs, PG(p_fa_w), PG(p_fa_b), dmod, m->ctx.cs, PW(p_fa_w), B, D, 2 * D);
+    return scratch_end(&k);
+}
+
+static st_status embed_backward(model *m, const float *dimg, float *dtxt)
+{
+    mm_model *d = mm_of(m);
+    mm_step *s = &d->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, N = B * m->shape.tokens;
+    const int64_t P = c->channels * c->patch * c->patch;
+    linear_backward(NULL, PG(p_x_w), PG(p_x_b), dimg, s->patches, PW(p_x_w), N, P, D);
+    scratch k = {.pool = m->pool};
+    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "mmdit.dc");
+    if (k.status) return scratch_end(&k);
+    silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
+    for (int64_t b = 0; b < B; b++) { /* the pooled mean's share of each word */
+        const int64_t n = words(s->ids + b * L, L);
+        for (int64_t l = 0; l < L && n; l++)
+            for (int64_t j = 0; s->ids[b * L + l] && j < D; j++) dtxt[(b * L + l) * D + j] += dc[b * D + j] / (float)n;
+    }
+    if (PG(p_tok)) embedding_backward(PG(p_tok), dtxt, s->ids, B * L, D);
+    k.status = temb_backward(m, &d->t, dc);
+    return scratch_end(&k);
+}
+
+static st_status mm_backward(model *m, const float *dpred)
+{
+    mm_model *d = mm_of(m);
+    mm_step *s = &d->step;
+    if (!s->active || !s->run[0]) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    mm_dims dm = mm_dims_of(m);
+    st_status st = ST_OK;
+    float *dx = model_take(m, &st, dm.rows[0] * dm.D, "mmdit.dstate", true);
+    if (!st) st = head_backward(m, dpred, dx);
+    op_state_release(&s->fstats);
+    void *head[] = {s->hf, s->ln, s->xh};
+    for (size_t i = 0; i < sizeof head / sizeof *head; i++) pool_free(m->pool, head[i]);
+    s->hf = s->ln = s->xh = NULL;
+    float *dj = model_take(m, &st, dm.J * dm.D, "mmdit.djoint", true);
+    if (!st) mm_to_joint(&dm, 0, dj, dx);
+    pool_free(m->pool, dx);
+    if (!st) st = seq_backward(s->run[1], &(block_state){.n = 1, .t = {dj}}, NULL);
+    s->run[1] = NULL;
+    float *dimg = model_take(m, &st, dm.rows[0] * dm.D, "mmdit.dimage", false);
+    float *dtxt = model_take(m, &st, dm.rows[1] * dm.D, "mmdit.dtext", false);
+    if (!st) {
+        mm_from_joint(&dm, 0, dimg, dj);
+        mm_from_joint(&dm, 1, dtxt, dj);
+    }
+    pool_free(m->pool, dj);
+    if (!st) st = seq_backward(s->run[0], &(block_state){.n = 2, .t = {dimg, dtxt}}, NULL);
+    s->run[0] = NULL;
+    if (!st) st = embed_backward(m, dimg, dtxt);
+    pool_free(m->pool, dtxt);
+    pool_free(m->pool, dimg);
+    mm_release(m);
+    return st;
+}
+
+/* embed_forward, both sequences and head_forward, as allocations. */
+static void mm_simulate_forward(model *m, mem_sim *sim, mem_sim *host)
+{
+    const model_config *c = &m->cfg;
+    mm_dims dm = mm_dims_of(m);
+    const size_t f = sizeof(float), B = (size_t)dm.B, N = (size_t)dm.rows[0], D = (size_t)dm.D;
+    const size_t P = (size_t)(c->channels * c->patch * c->patch), JD = (size_t)(dm.J * dm.D) * f, ND = N * D * f;
+    sim_take(sim, MEM_ACTIVATIONS, (size_t)dm.rows[1] * sizeof(int64_t) + N * P * f + JD + B * DIT_FREQ_DIM * f +
+                                       5 * B * D * f);
+    seq_plan_simulate_forward(&m->plan[0], &m->seq[0], sim, host);
+    sim_take(sim, MEM_ACTIVATIONS, JD); /* the joint sequence */
+    sim_drop(sim, MEM_ACTIVATIONS, JD); /* the streams it was made of */
+    seq_plan_simulate_forward(&m->plan[1], &m->seq[1], sim, host);
+    sim_take(sim, MEM_ACTIVATIONS, ND); /* the image rows */
+    sim_drop(sim, MEM_ACTIVATIONS, JD);
+    sim_take(sim, MEM_ACTIVATIONS, B * 2 * D * f + 2 * ND + B * (size_t)(c->channels * c->resolution * c->resolution) * f);
+    sim_take(sim, MEM_WORKSPACE, N * P * f);
+    sim_take(sim, MEM_ACTIVATIONS, layernorm_kept_bytes((int64_t)N));
+    sim_drop(sim, MEM_WORKSPACE, N * P * f);
+}
+
+/* mm_backward and mm_release, as allocations. */
+static void mm_simulate_backward(model *m, mem_sim *sim, mem_sim *host)
+{
+    const model_config *c = &m->cfg;
+    mm_dims dm = mm_dims_of(m);
+    const size_t f = sizeof(float), B = (size_t)dm.B, N = (size_t)dm.rows[0], D = (size_t)dm.D;
+    const size_t P = (size_t)(c->channels * c->patch * c->patch), JD = (size_t)(dm.J * dm.D) * f, ND = N * D * f;
+    sim_take(sim, MEM_ACTIVATIONS, ND); /* the image rows' gradient */
+    sim_take(sim, MEM_WORKSPACE, N * P * f + 2 * ND + B * 2 * D * f);
+    sim_drop(sim, MEM_WORKSPACE, N * P * f + 2 * ND + B * 2 * D * f);
+    sim_drop(sim, MEM_ACTIVATIONS, layernorm_kept_bytes((int64_t)N) + 3 * ND); /* statistics, h, ln, x */
+    sim_take(sim, MEM_ACTIVATIONS, JD);
+    sim_drop(sim, MEM_ACTIVATIONS, ND);
+    seq_plan_simulate_backward(&m->plan[1], &m->seq[1], sim, host);
+    sim_take(sim, MEM_ACTIVATIONS, JD); /* the streams' gradients */
+    sim_drop(sim, MEM_ACTIVATIONS, JD);
+    seq_plan_simulate_backward(&m->plan[0], &m->seq[0], sim, host);
+    sim_take(sim, MEM_WORKSPACE, 3 * B * D * f); /* dc, then the timestep path's two */
+    sim_drop(sim, MEM_WORKSPACE, 3 * B * D * f);
+    sim_drop(sim, MEM_ACTIVATIONS, JD);
+    sim_drop(sim, MEM_ACTIVATIONS, B * (size_t)(c->channels * c->resolution * c->resolution) * f + B * 2 * D * f +
+                                       5 * B * D * f + B * DIT_FREQ_DIM * f + N * P * f +
+                                       (size_t)dm.rows[1] * sizeof(int64_t));
+}
+
+const model_family mmdit_family = {
+    .name = "mmdit",
+    .create = mm_create,
+    .destroy = mm_destroy,
+    .set_batch = mm_set_batch,
+    .forward = mm_forward,
+    .backward = mm_backward,
+    .release = mm_release,
+    .simulate_forward = mm_simulate_forward,
+    .simulate_backward = mm_simulate_backward,
+    .init_of = mm_init_of,
+};

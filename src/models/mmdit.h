@@ -1,0 +1,43 @@
+/* The Flux-style dual-stream family, internal to src/models: its two block kinds (mmdit_block.c) and what the
+ * model (mmdit.c) shares with them. */
+#ifndef SEGTRAIN_MODELS_MMDIT_H
+#define SEGTRAIN_MODELS_MMDIT_H
+
+#include "internal.h"
+
+#define MMDIT_RMS_EPS 1e-6f
+#define MMDIT_ROPE_THETA 10000.0
+
+/* One stream's weights. Double blocks have an image stream [0] and a text stream [1], each with its own adaLN
+ * (6D: shift, scale, gate of attention, then of the MLP), q/k/v, RMSNorm of q and k per head, output projection
+ * and MLP. A single block has one: adaLN of 3D (shift, scale, gate), q/k/v, proj_mlp as mlp1 and proj_out
+ * (attention and MLP outputs concatenated, 5D -> D) as out; mlp2 unused. */
+typedef struct mm_stream {
+    lin_layer ada, q, k, v, out, mlp1, mlp2;
+    int norm_q, norm_k; /* RMSNorm weights (head_dim) */
+} mm_stream;
+
+typedef struct mm_block {
+    struct model *m;
+    mm_stream s[2];
+} mm_block;
+
+/* Sizes of a step: image tokens T and text tokens L per sample; the joint sequence is text first, S = L + T. */
+typedef struct mm_dims {
+    int64_t B, T, L, S, D, H, hd, grid; /* grid: the image's patch grid edge */
+    int64_t J;         /* B * S rows of the joint sequence */
+    int64_t rows[2];   /* a stream's rows: image B*T, text B*L */
+    int64_t offset[2]; /* where a stream's tokens start within a sample's joint rows: image L, text 0 */
+} mm_dims;
+
+mm_dims mm_dims_of(const struct model *m);
+/* Copies a stream's rows (rows[s], D) into / out of the joint (J, D) layout. */
+void mm_to_joint(const mm_dims *d, int s, float *joint, const float *x);
+void mm_from_joint(const mm_dims *d, int s, float *x, const float *joint);
+
+void mm_double_register(param_set *ps, mm_block *b, int i, const model_config *c);
+void mm_single_register(param_set *ps, mm_block *b, int i, const model_config *c);
+
+extern const block_kind mm_double_kind, mm_single_kind;
+
+#endif

@@ -1,0 +1,834 @@
+/* The Flux-style blocks (diffusers' FluxTransformerBlock and FluxSingleTransformerBlock):
+ *
+ * double, per stream s (image, text), from SiLU(c):
+ *   (shift1, scale1, gate1, shift2, scale2, gate2) = norm1[_context].linear(SiLU(c))
+ *   h_s = LN(x_s) * (1 + scale1) + shift1;  q_s, k_s, v_s = to_q/k/v(h_s);  q_s, k_s = RMSNorm per head
+ *   joint attention over [text; image] tokens, rotary embedding on the image tokens' q and k
+ *   x1_s = x_s + gate1 * to_out_s(attention rows of s)
+ *   y_s = x1_s + gate2 * ff2(gelu(ff1(LN(x1_s) * (1 + scale2) + shift2)))
+ * single, on the joint sequence:
+ *   (shift, scale, gate) = norm.linear(SiLU(c));  h = LN(x) * (1 + scale) + shift
+ *   y = x + gate * proj_out([attention(q/k/v(h)); gelu(proj_mlp(h))])
+ *
+ * The attention side (joint q, k, v after normalisation and rotation, the attention output and its kept state,
+ * and q, k before normalisation) is what attention offload moves to the host. A block allocates its buffers in
+ * bulk at the start of forward and of backward, so that the memory replay (simulate) is a short list that reads
+ * like the code. Recompute runs the same kernels on the same inputs, so its values are bitwise forward's. */
+#include "mmdit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SIDE_N 6 /* q, k, v, o (joint), q and k before RMSNorm */
+enum { SQ, SK, SV, SO, SQR, SKR };
+
+struct block_saved {
+    float *mod[2];           /* (B, 6D) per stream; single: (B, 3D) */
+    float *side[SIDE_N];     /* (J, D) each; the raw q/k hold the streams one after another */
+    op_state attn;
+    float *o[2];             /* output projection per stream (for the gate's gradient); single: (J, D) */
+    float *f1[2], *f2[2];    /* double: ff1 output (rows, 4D) and ff2 output per stream; single: proj_mlp in f1[0] */
+    offload *off;
+    bool on_host;
+    host_tensor h[SIDE_N + 1]; /* the side and the attention state, while on the host */
+};
+
+mm_dims mm_dims_of(const struct model *m)
+{
+    const model_shape *s = &m->shape;
+    mm_dims d = {.B = s->batch, .T = s->tokens, .L = s->text, .D = s->hidden, .H = s->heads,
+                 .grid = m->cfg.resolution / m->cfg.patch};
+    d.S = d.L + d.T;
+    d.hd = d.D / d.H;
+    d.J = d.B * d.S;
+    d.rows[0] = d.B * d.T, d.rows[1] = d.B * d.L;
+    d.offset[0] = d.L, d.offset[1] = 0;
+    return d;
+}
+
+static int64_t stream_len(const mm_dims *d, int s) { return s ? d->L : d->T; }
+
+void mm_to_joint(const mm_dims *d, int s, float *joint, const float *x)
+{
+    const int64_t n = stream_len(d, s) * d->D;
+    for (int64_t b = 0; b < d->B; b++)
+        memcpy(joint + (b * d->S + d->offset[s]) * d->D, x + b * n, (size_t)n * sizeof(float));
+}
+
+void mm_from_joint(const mm_dims *d, int s, float *x, const float *joint)
+{
+    const int64_t n = stream_len(d, s) * d->D;
+    for (int64_t b = 0; b < d->B; b++)
+        memcpy(x + b * n, joint + (b * d->S + d->offset[s]) * d->D, (size_t)n * sizeof(float));
+}
+
+/* ---- registration: diffusers' Flux names ---- */
+
+static lin_layer reg(param_set *ps, const char *prefix, const char *name, int64_t in, int64_t out, int64_t rank,
+                     const model_config *c)
+{
+    char n[PARAM_NAME_MAX];
+    snprintf(n, sizeof n, "%.64s.%.40s", prefix, name);
+    return lin_register(ps, n, in, out, true, rank, (float)c->lora_alpha, !c->lora_rank);
+}
+
+static int reg_norm(param_set *ps, const char *prefix, const char *name, int64_t hd, const model_config *c)
+{
+    char n[PARAM_NAME_MAX];
+    snprintf(n, sizeof n, "%.64s.%.40s.weight", prefix, name);
+    return param_add(ps, n, 1, (int64_t[]){hd}, !c->lora_rank);
+}
+
+void mm_double_register(param_set *ps, mm_block *b, int i, const model_config *c)
+{
+    char p[PARAM_NAME_MAX];
+    snprintf(p, sizeof p, "transformer_blocks.%d", i);
+    const int64_t D = c->hidden, hd = D / c->heads;
+    const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
+    static const char *const names[2][9] = {
+        {"norm1.linear", "attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "ff.net.0.proj", "ff.net.2",
+         "attn.norm_q", "attn.norm_k"},
+        {"norm1_context.linear", "attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj", "attn.to_add_out",
+         "ff_context.net.0.proj", "ff_context.net.2", "attn.norm_added_q", "attn.norm_added_k"}};
+    for (int s = 0; s < 2; s++) {
+        mm_stream *st = &b->s[s];
+        const char *const *n = names[s];
+        st->ada = reg(ps, p, n[0], D, 6 * D, 0, c);
+        st->q = reg(ps, p, n[1], D, D, ra, c);
+        st->k = reg(ps, p, n[2], D, D, ra, c);
+        st->v = reg(ps, p, n[3], D, D, ra, c);
+        st->out = reg(ps, p, n[4], D, D, ra, c);
+        st->mlp1 = reg(ps, p, n[5], D, 4 * D, rm, c);
+        st->mlp2 = reg(ps, p, n[6], 4 * D, D, rm, c);
+        st->norm_q = reg_norm(ps, p, n[7], hd, c);
+        st->norm_k = reg_norm(ps, p, n[8], hd, c);
+    }
+}
+
+void mm_single_register(param_set *ps, mm_block *b, int i, const model_config *c)
+{
+    char p[PARAM_NAME_MAX];
+    snprintf(p, sizeof p, "single_transformer_blocks.%d", i);
+    const int64_t D = c->hidden, hd = D / c->heads;
+    const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
+    mm_stream *st = &b->s[0];
+    st->ada = reg(ps, p, "norm.linear", D, 3 * D, 0, c);
+    st->q = reg(ps, p, "attn.to_q", D, D, ra, c);
+    st->k = reg(ps, p, "attn.to_k", D, D, ra, c);
+    st->v = reg(ps, p, "attn.to_v", D, D, ra, c);
+    st->mlp1 = reg(ps, p, "proj_mlp", D, 4 * D, rm, c);
+    st->out = reg(ps, p, "proj_out", 5 * D, D, rm, c);
+    st->norm_q = reg_norm(ps, p, "attn.norm_q", hd, c);
+    st->norm_k = reg_norm(ps, p, "attn.norm_k", hd, c);
+}
+
+/* ---- shared pieces ---- */
+
+#define W(i) (param_at(m->params, (i))->w)
+#define G(i) (param_at(m->params, (i))->g)
+
+static st_status fwd(const struct model *m, const lin_layer *l, float *y, const float *x, int64_t n)
+{
+    return lin_forward(m->params, m->pool, l, y, x, n);
+}
+
+static st_status bwd(const struct model *m, const lin_layer *l, float *dx, const float *dy, const float *x, int64_t n)
+{
+    return lin_backward(m->params, m->pool, l, dx, dy, x, n);
+}
+
+static attn_shape joint_attn(const mm_dims *d, attention_mechanism mech)
+{
+    return (attn_shape){d->B, d->S, d->H, d->hd, mech};
+}
+
+static attn_view jv(float *x, const mm_dims *d) { return (attn_view){x, d->D, d->S * d->D}; }
+
+/* Rotary embedding on the image tokens of joint q or k (the text tokens stay unrotated). */
+static void rope_image(const mm_dims *d, float *x, bool backward)
+{
+    (backward ? rope_2d_backward : rope_2d_forward)(x + d->L * d->D, d->B, d->T, d->grid, d->H, d->hd, d->D,
+                                                    d->S * d->D, MMDIT_ROPE_THETA);
+}
+
+/* The joint row of q or k from a stream's raw rows: RMSNorm per head, written where the rows sit in the joint
+ * sequence. No kept state: backward recomputes the statistics. */
+static void rms_to_joint(const struct model *m, const mm_dims *d, int s, float *joint, const float *raw, int w)
+{
+    const int64_t n = stream_len(d, s);
+    for (int64_t b = 0; b < d->B; b++)
+        rmsnorm_forward(m->pool, joint + (b * d->S + d->offset[s]) * d->D, raw + b * n * d->D, W(w), n * d->H, d->hd,
+                        MMDIT_RMS_EPS, NULL);
+}
+
+/* dL/draw += RMSNorm backward of a stream's rows of the joint gradient g; tmp and graw are (rows, D) buffers. */
+static st_status rms_backward(const struct model *m, const mm_dims *d, int s, float *draw, const float *g,
+                              const float *raw, int w, float *tmp, float *gs)
+{
+    const int64_t n = d->rows[s] * d->H;
+    op_state stats = {0};
+    st_status st = rmsnorm_forward(m->pool, tmp, raw, W(w), n, d->hd, MMDIT_RMS_EPS, &stats);
+    if (st) return st;
+    mm_from_joint(d, s, gs, g);
+    rmsnorm_backward(draw, G(w), gs, raw, W(w), n, d->hd, &stats);
+    op_state_release(&stats);
+    return ST_OK;
+}
+
+static void sim_rms_backward(const mm_dims *d, int s, mem_sim *dev)
+{
+    sim_take(dev, MEM_ACTIVATIONS, rmsnorm_kept_bytes(d->rows[s] * d->H));
+    sim_drop(dev, MEM_ACTIVATIONS, rmsnorm_kept_bytes(d->rows[s] * d->H));
+}
+
+/* h = LN(x) * (1 + scale) + shift (LayerNorm without affine, no kept statistics) */
+static st_status ln_modulate(const struct model *m, float *h, const float *x, const float *shift, const float *scale,
+                             int64_t batch, int64_t tokens, int64_t stride)
+{
+    const int64_t D = m->shape.hidden;
+    st_status st = layernorm_forward(m->pool, h, x, NULL, NULL, batch * tokens, D, DIT_LN_EPS, NULL);
+    if (!st) modulate_forward(h, h, shift, scale, batch, tokens, D, stride);
+    return st;
+}
+
+/* ---- the attention side's trip to the host ---- */
+
+static size_t side_floats(const mm_dims *d) { return (size_t)(SIDE_N * d->J * d->D); }
+
+static st_status side_send(block_saved *sv, const mm_dims *d)
+{
+    st_status st = ST_OK;
+    for (int i = 0; i < SIDE_N && !st; i++)
+        st = host_tensor_offload(sv->off, &sv->h[i], sv->side[i], (size_t)(d->J * d->D) * sizeof(float), MEM_ACTIVATIONS,
+                                 "mmdit.attention side (host)");
+    if (!st) st = host_tensor_offload(sv->off, &sv->h[SIDE_N], sv->attn.data, sv->attn.bytes, MEM_ACTIVATIONS,
+                                      "mmdit.attention state (host)");
+    return st;
+}
+
+/* The device copies go (their last reader is done); the scratch that allocated them forgets them. */
+static st_status side_drop(block_saved *sv, scratch *owner)
+{
+    st_status st = ST_OK;
+    for (int i = 0; i < SIDE_N; i++) {
+        scratch_forget(owner, sv->side[i]);
+        st_status si = host_tensor_drop_device(sv->off, &sv->h[i]);
+        st = st ? st : si;
+        sv->side[i] = NULL;
+    }
+    st_status sa = host_tensor_drop_device(sv->off, &sv->h[SIDE_N]);
+    sv->attn = (op_state){0};
+    sv->on_host = true;
+    return st ? st : sa;
+}
+
+static st_status side_back(const struct model *m, block_saved *sv)
+{
+    st_status st = ST_OK;
+    for (int i = 0; i <= SIDE_N && !st; i++) st = host_tensor_wait(sv->off, &sv->h[i]);
+    if (st) return st;
+    for (int i = 0; i < SIDE_N; i++) sv->side[i] = sv->h[i].dev, sv->h[i].dev = NULL;
+    sv->attn = (op_state){.pool = m->pool, .data = sv->h[SIDE_N].dev, .bytes = sv->h[SIDE_N].bytes};
+    sv->h[SIDE_N].dev = NULL;
+    sv->on_host = false;
+    return ST_OK;
+}
+
+static st_status mm_prefetch(block *b, block_saved *sv)
+{
+    st_status st = ST_OK;
+    for (int i = 0; sv && sv->on_host && i <= SIDE_N && !st; i++) st = host_tensor_fetch(sv->off, &sv->h[i]);
+    return st;
+}
+
+static void release_saved(pool *p, block_saved *sv)
+{
+    for (int i = 0; sv->off && i <= SIDE_N; i++) host_tensor_release(sv->off, &sv->h[i]);
+    op_state_release(&sv->attn);
+    for (int s = 0; s < 2; s++) {
+        pool_free(p, sv->f2[s]);
+        pool_free(p, sv->f1[s]);
+        pool_free(p, sv->o[s]);
+        pool_free(p, sv->mod[s]);
+    }
+    for (int i = 0; i < SIDE_N; i++) pool_free(p, sv->side[i]);
+    free(sv);
+}
+
+static void mm_release(block *b, block_saved *sv)
+{
+    if (sv) release_saved(((mm_block *)b->self)->m->pool, sv);
+}
+
+static size_t side_bytes(const mm_dims *d, const struct model *m)
+{
+    attn_shape as = joint_attn(d, m->shape.mechanism);
+    return side_floats(d) * sizeof(float) + attention_kept_bytes(&as);
+}
+
+/* The joint attention of a block: from the side's q, k, v (rotated in place) into o, keeping attention's state
+ * when backward or the host needs it. */
+static st_status joint_attention(const struct model *m, const mm_dims *d, block_saved *sv, bool keep_state)
+{
+    attn_shape as = joint_attn(d, m->shape.mechanism);
+    rope_image(d, sv->side[SQ], false);
+    rope_image(d, sv->side[SK], false);
+    return attention_forward(m->pool, &as, jv(sv->side[SO], d), jv(sv->side[SQ], d), jv(sv->side[SK], d),
+                             jv(sv->side[SV], d), keep_state ? &sv->attn : NULL);
+}
+
+/* The forward's common frame: what is kept, tagged by keep level, and the cases of the attention side. */
+typedef struct frame {
+    keep_level keep;
+    bool from_host, to_host;
+    mem_tag kt, ft;
+    scratch kept, tmp;
+    scratch *ks, *fs;
+} frame;
+
+static frame frame_of(const struct model *m, keep_level keep, offload *off, const block_saved *sv)
+{
+    frame f = {.keep = keep, .from_host = sv->on_host, .to_host = off && !sv->on_host};
+    f.kt = keep == KEEP_NOTHING ? MEM_WORKSPACE : MEM_ACTIVATIONS;
+    f.ft = keep == KEEP_ALL ? MEM_ACTIVATIONS : MEM_WORKSPACE;
+    f.kept = (scratch){.pool = m->pool};
+    f.tmp = (scratch){.pool = m->pool};
+    return f;
+}
+
+static void take_side(frame *f, block_saved *sv, const mm_dims *d)
+{
+    f->ks = f->keep == KEEP_NOTHING ? &f->tmp : &f->kept;
+    f->fs = f->keep == KEEP_ALL ? &f->kept : &f->tmp;
+    for (int i = 0; !f->from_host && i < SIDE_N; i++) sv->side[i] = scratch_take(f->ks, d->J * d->D, f->kt, "mmdit.side");
+}
+
+/* Ends a forward: transient buffers go, sv keeps what the keep level says. */
+static st_status frame_end(frame *f, const struct model *m, st_status st, block_saved *sv, block_saved **saved_io,
+                           float **outs, int n_out)
+{
+    scratch_end(&f->tmp);
+    if (f->keep == KEEP_NOTHING) {
+        for (int s = 0; s < 2; s++) sv->mod[s] = sv->o[s] = NULL;
+        if (!sv->on_host) memset(sv->side, 0, sizeof sv->side);
+    }
+    if (f->keep != KEEP_ALL)
+        for (int s = 0; s < 2; s++) sv->f1[s] = sv->f2[s] = NULL;
+    if (st) { /* the output state is the caller's to free no more; what was kept is sv's */
+        for (int i = 0; i < n_out; i++) pool_free(m->pool, outs[i]);
+        release_saved(m->pool, sv);
+        if (saved_io) *saved_io = NULL;
+        return st;
+    }
+    if (f->keep == KEEP_NOTHING && !sv->on_host) {
+        free(sv);
+        sv = NULL;
+    }
+    if (saved_io) *saved_io = sv;
+    return ST_OK;
+}
+
+/* ---- the double block ---- */
+
+static size_t double_kept_bytes(const block *b, keep_level keep)
+{
+    const mm_block *mb = b->self;
+    mm_dims d = mm_dims_of(mb->m);
+    if (keep == KEEP_NOTHING) return 0;
+    size_t floats = (size_t)(2 * d.B * 6 * d.D + d.J * d.D); /* mods, output projections */
+    if (keep == KEEP_ALL) floats += (size_t)(5 * d.J * d.D);
+    return floats * sizeof(float) + side_bytes(&d, mb->m);
+}
+
+static st_status double_forward(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
+                                block_saved **saved_io)
+{
+    mm_block *mb = b->self;
+    const struct model *m = mb->m;
+    mm_dims d = mm_dims_of(m);
+    const int64_t D = d.D, Nmax = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1];
+    b->forward_runs++;
+    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
+    if (!sv) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    frame f = frame_of(m, keep, off, sv);
+    if (f.to_host) sv->off = off;
+    float *y[2];
+    for (int s = 0; s < 2; s++) y[s] = scratch_take(&f.kept, d.rows[s] * D, MEM_ACTIVATIONS, "mmdit.state");
+    take_side(&f, sv, &d);
+    for (int s = 0; s < 2; s++) {
+        sv->mod[s] = scratch_take(f.ks, d.B * 6 * D, f.kt, "mmdit.mod");
+        sv->o[s] = scratch_take(f.ks, d.rows[s] * D, f.kt, "mmdit.out");
+        sv->f1[s] = scratch_take(f.fs, d.rows[s] * 4 * D, f.ft, "mmdit.ff1");
+        sv->f2[s] = scratch_take(f.fs, d.rows[s] * D, f.ft, "mmdit.ff2");
+    }
+    float *a = scratch_take(&f.tmp, Nmax * D, MEM_WORKSPACE, "mmdit.h");
+    float *g = scratch_take(&f.tmp, Nmax * 4 * D, MEM_WORKSPACE, "mmdit.gelu");
+    st_status st = f.kept.status ? f.kept.status : f.tmp.status;
+
+    for (int s = 0; s < 2 && !st; s++) st = fwd(m, &mb->s[s].ada, sv->mod[s], m->ctx.cs, d.B);
+    if (!st && f.from_host) st = side_back(m, sv);
+    for (int s = 0; s < 2 && !st && !f.from_host; s++) {
+        const mm_stream *ms = &mb->s[s];
+        float *qr = sv->side[SQR] + (s ? d.rows[0] * D : 0), *kr = sv->side[SKR] + (s ? d.rows[0] * D : 0);
+        st = ln_modulate(m, a, in->t[s], sv->mod[s], sv->mod[s] + D, d.B, stream_len(&d, s), 6 * D);
+        if (!st) st = fwd(m, &ms->q, qr, a, d.rows[s]);
+        if (!st) st = fwd(m, &ms->k, kr, a, d.rows[s]);
+        if (!st) st = fwd(m, &ms->v, g, a, d.rows[s]);
+        if (st) break;
+        mm_to_joint(&d, s, sv->side[SV], g);
+        rms_to_joint(m, &d, s, sv->side[SQ], qr, ms->norm_q);
+        rms_to_joint(m, &d, s, sv->side[SK], kr, ms->norm_k);
+    }
+    if (!st && !f.from_host) st = joint_attention(m, &d, sv, keep != KEEP_NOTHING || f.to_host);
+    if (!st && f.to_host) st = side_send(sv, &d);
+    for (int s = 0; s < 2 && !st; s++) {
+        mm_from_joint(&d, s, a, sv->side[SO]);
+        st = fwd(m, &mb->s[s].out, sv->o[s], a, d.rows[s]);
+        if (!st) gated_residual_forward(y[s], in->t[s], sv->mod[s] + 2 * D, sv->o[s], d.B, stream_len(&d, s), D, 6 * D);
+    }
+    if (!st && f.to_host) st = side_drop(sv, f.ks);
+    for (int s = 0; s < 2 && !st; s++) {
+        const mm_stream *ms = &mb->s[s];
+        const int64_t n = d.rows[s];
+        st = ln_modulate(m, a, y[s], sv->mod[s] + 3 * D, sv->mod[s] + 4 * D, d.B, stream_len(&d, s), 6 * D);
+        if (!st) st = fwd(m, &ms->mlp1, sv->f1[s], a, n);
+        if (!st) gelu_forward(g, sv->f1[s], n * 4 * D);
+        if (!st) st = fwd(m, &ms->mlp2, sv->f2[s], g, n);
+        if (!st) gated_residual_forward(y[s], y[s], sv->mod[s] + 5 * D, sv->f2[s], d.B, stream_len(&d, s), D, 6 * D);
+    }
+    if (!st) *out = (block_state){.n = 2, .t = {y[0], y[1]}};
+    return frame_end(&f, m, st, sv, saved_io, y, 2);
+}
+
+static st_status double_backward(block *b, const block_state *in, block_saved *sv, block_state *grad)
+{
+    mm_block *mb = b->self;
+    const struct model *m = mb->m;
+    mm_dims d = mm_dims_of(m);
+    attn_shape as = joint_attn(&d, m->shape.mechanism);
+    const int64_t D = d.D, N = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1], JD = d.J * D;
+    if (sv->on_host) {
+        st_status st = side_back(m, sv);
+        if (st) return st;
+    }
+    scratch k = {.pool = m->pool};
+    float *dmod[2];
+    dmod[0] = scratch_take_zero(&k, d.B * 6 * D, MEM_WORKSPACE, "mmdit.dmod");
+    dmod[1] = scratch_take_zero(&k, d.B * 6 * D, MEM_WORKSPACE, "mmdit.dmod");
+    float *x1 = scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.x1");
+    float *a = scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.a");
+    float *a2 = scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.a2");
+    float *da = scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.da");
+    float *g = scratch_take(&k, N * 4 * D, MEM_WORKSPACE, "mmdit.g");
+    float *dg = scratch_take(&k, N * 4 * D, MEM_WORKSPACE, "mmdit.dg");
+    float *df = scratch_take(&k, N * 4 * D, MEM_WORKSPACE, "mmdit.df");
+    float *dside[4];
+    for (int i = 0; i < 4; i++) dside[i] = scratch_take_zero(&k, JD, MEM_WORKSPACE, "mmdit.dside");
+    const bool ffn_recompute = !sv->f1[0];
+    float *rf1 = ffn_recompute ? scratch_take(&k, N * 4 * D, MEM_WORKSPACE, "mmdit.ff1 (recomputed)") : NULL;
+    float *rf2 = ffn_recompute ? scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.ff2 (recomputed)") : NULL;
+    op_state stats = {0};
+    const size_t ND = (size_t)N * D * sizeof(float), N4D = 4 * ND;
+    if (k.status) goto done;
+
+    for (int s = 0; s < 2; s++) { /* the MLP halves, then the output projections */
+        const mm_stream *ms = &mb->s[s];
+        const int64_t n = d.rows[s], t = stream_len(&d, s);
+        const float *mod = sv->mod[s], *f1 = sv->f1[s], *f2 = sv->f2[s];
+        float *gx = grad->t[s];
+        gated_residual_forward(x1, in->t[s], mod + 2 * D, sv->o[s], d.B, t, D, 6 * D);
+        if (ffn_recompute) {
+            if ((k.status = ln_modulate(m, a, x1, mod + 3 * D, mod + 4 * D, d.B, t, 6 * D)) ||
+                (k.status = fwd(m, &ms->mlp1, rf1, a, n)))
+                goto done;
+            gelu_forward(g, rf1, n * 4 * D);
+            if ((k.status = fwd(m, &ms->mlp2, rf2, g, n))) goto done;
+            f1 = rf1, f2 = rf2;
+        }
+        memset(da, 0, ND);
+        gated_residual_backward(gx, dmod[s] + 5 * D, da, gx, mod + 5 * D, f2, d.B, t, D, 6 * D);
+        gelu_forward(g, f1, n * 4 * D);
+        memset(dg, 0, N4D);
+        if ((k.status = bwd(m, &ms->mlp2, dg, da, g, n))) goto done;
+        memset(df, 0, N4D);
+        gelu_backward(df, dg, f1, n * 4 * D);
+        if ((k.status = layernorm_forward(m->pool, a, x1, NULL, NULL, n, D, DIT_LN_EPS, &stats))) goto done;
+        modulate_forward(a2, a, mod + 3 * D, mod + 4 * D, d.B, t, D, 6 * D);
+        memset(da, 0, ND);
+        if ((k.status = bwd(m, &ms->mlp1, da, df, a2, n))) goto done;
+        memset(a2, 0, ND);
+        modulate_backward(a2, dmod[s] + 3 * D, dmod[s] + 4 * D, da, a, mod + 4 * D, d.B, t, D, 6 * D);
+        layernorm_backward(gx, NULL, NULL, a2, x1, NULL, n, D, &stats);
+        op_state_release(&stats);
+        memset(da, 0, ND);
+        gated_residual_backward(gx, dmod[s] + 2 * D, da, gx, mod + 2 * D, sv->o[s], d.B, t, D, 6 * D);
+        mm_from_joint(&d, s, a, sv->side[SO]);
+        memset(a2, 0, ND);
+        if ((k.status = bwd(m, &ms->out, a2, da, a, n))) goto done;
+        mm_to_joint(&d, s, dside[SO], a2);
+    }
+    k.status = attention_backward(m->pool, &as, jv(dside[SQ], &d), jv(dside[SK], &d), jv(dside[SV], &d),
+                                  jv(dside[SO], &d), jv(sv->side[SQ], &d), jv(sv->side[SK], &d),
+                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn);
+    if (k.status) goto done;
+    rope_image(&d, dside[SQ], true);
+    rope_image(&d, dside[SK], true);
+    for (int s = 0; s < 2; s++) { /* back through q, k, v and the first modulation */
+        const mm_stream *ms = &mb->s[s];
+        const int64_t n = d.rows[s], t = stream_len(&d, s);
+        const float *mod = sv->mod[s], *x = in->t[s];
+        const float *qr = sv->side[SQR] + (s ? d.rows[0] * D : 0), *kr = sv->side[SKR] + (s ? d.rows[0] * D : 0);
+        float *gx = grad->t[s], *h = x1, *dh = a2, *dr = dg, *gs = df;
+        if ((k.status = layernorm_forward(m->pool, a, x, NULL, NULL, n, D, DIT_LN_EPS, &stats))) goto done;
+        modulate_forward(h, a, mod, mod + D, d.B, t, D, 6 * D);
+        memset(dh, 0, ND);
+        memset(dr, 0, ND);
+        if ((k.status = rms_backward(m, &d, s, dr, dside[SQ], qr, ms->norm_q, da, gs)) ||
+            (k.status = bwd(m, &ms->q, dh, dr, h, n)))
+            goto done;
+        memset(dr, 0, ND);
+        if ((k.status = rms_backward(m, &d, s, dr, dside[SK], kr, ms->norm_k, da, gs)) ||
+            (k.status = bwd(m, &ms->k, dh, dr, h, n)))
+            goto done;
+        mm_from_joint(&d, s, gs, dside[SV]);
+        if ((k.status = bwd(m, &ms->v, dh, gs, h, n))) goto done;
+        memset(dr, 0, ND);
+        modulate_backward(dr, dmod[s], dmod[s] + D, dh, a, mod + D, d.B, t, D, 6 * D);
+        layernorm_backward(gx, NULL, NULL, dr, x, NULL, n, D, &stats);
+        op_state_release(&stats);
+        if ((k.status = bwd(m, &ms->ada, m->ctx.dcs, dmod[s], m->ctx.cs, d.B))) goto done;
+    }
+done:
+    op_state_release(&stats);
+    return scratch_end(&k);
+}
+
+/* double_forward's, mm_prefetch's and double_backward's allocations, in their order (see block.h). */
+static void double_simulate(const block *b, keep_level keep, sim_phase phase, bool off, mem_sim *dev, mem_sim *host)
+{
+    const mm_block *mb = b->self;
+    const struct model *m = mb->m;
+    mm_dims d = mm_dims_of(m);
+    attn_shape as = joint_attn(&d, m->shape.mechanism);
+    const size_t f = sizeof(float), JD = (size_t)(d.J * d.D) * f, A = attention_kept_bytes(&as);
+    const size_t N = (size_t)(d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1]), ND = N * (size_t)d.D * f;
+    const size_t mod = 2 * (size_t)(d.B * 6 * d.D) * f, side = SIDE_N * JD;
+    const mem_tag act = MEM_ACTIVATIONS, ws = MEM_WORKSPACE;
+    const int threads = ops_threads();
+#define LIN(s, layer, backward) lin_simulate(&mb->s[s].layer, d.rows[s], backward, dev)
+    if (phase == SIM_PREFETCH) {
+        sim_take(dev, act, side);
+        sim_take(dev, act, A);
+        return;
+    }
+    if (phase == SIM_FORWARD || phase == SIM_RECOMPUTE) {
+        const bool from_host = phase == SIM_RECOMPUTE && off, to_host = phase == SIM_FORWARD && off;
+        if (phase == SIM_RECOMPUTE) keep = KEEP_ALL;
+        const mem_tag kt = keep == KEEP_NOTHING ? ws : act, ft = keep == KEEP_ALL ? act : ws;
+        sim_take(dev, act, JD);                  /* the output state */
+        if (!from_host) sim_take(dev, kt, side); /* the attention side */
+        sim_take(dev, kt, mod + JD);             /* mods, output projections */
+        sim_take(dev, ft, 5 * JD);               /* ff1, ff2 */
+        sim_take(dev, ws, 5 * ND);               /* h, gelu */
+        for (int s = 0; s < 2; s++) LIN(s, ada, false);
+        if (from_host) {
+            sim_drop(host, act, side);
+            sim_drop(host, act, A);
+        } else {
+            for (int s = 0; s < 2; s++) LIN(s, q, false), LIN(s, k, false), LIN(s, v, false);
+            const bool kept_state = keep != KEEP_NOTHING || to_host;
+            const size_t w = attention_workspace_bytes(&as, threads, kept_state ? ATTN_FORWARD_KEEP : ATTN_FORWARD);
+            if (kept_state) sim_take(dev, act, A);
+            sim_take(dev, ws, w);
+            sim_drop(dev, ws, w);
+            if (to_host) sim_take(host, act, side + A);
+        }
+        for (int s = 0; s < 2; s++) LIN(s, out, false);
+        if (to_host) {
+            sim_drop(dev, kt, side);
+            sim_drop(dev, act, A);
+        }
+        for (int s = 0; s < 2; s++) LIN(s, mlp1, false), LIN(s, mlp2, false);
+        sim_drop(dev, ws, 5 * ND);
+        if (keep == KEEP_NOTHING) sim_drop(dev, ws, mod + JD + (to_host ? 0 : side));
+        if (keep != KEEP_ALL) sim_drop(dev, ws, 5 * JD);
+        return;
+    }
+    if (off) {
+        sim_drop(host, act, side);
+        sim_drop(host, act, A);
+    }
+    const size_t work = mod + 4 * ND + 12 * ND + 4 * JD + (keep == KEEP_ATTENTION ? 5 * ND : 0);
+    sim_take(dev, ws, work);
+    for (int s = 0; s < 2; s++) {
+        if (keep == KEEP_ATTENTION) LIN(s, mlp1, false), LIN(s, mlp2, false);
+        LIN(s, mlp2, true);
+        sim_take(dev, act, layernorm_kept_bytes(d.rows[s]));
+        LIN(s, mlp1, true);
+        sim_drop(dev, act, layernorm_kept_bytes(d.rows[s]));
+        LIN(s, out, true);
+    }
+    const size_t w = attention_workspace_bytes(&as, threads, ATTN_BACKWARD);
+    sim_take(dev, ws, w);
+    sim_drop(dev, ws, w);
+    for (int s = 0; s < 2; s++) {
+        sim_take(dev, act, layernorm_kept_bytes(d.rows[s]));
+        sim_rms_backward(&d, s, dev);
+        LIN(s, q, true);
+        sim_rms_backward(&d, s, dev);
+        LIN(s, k, true);
+        LIN(s, v, true);
+        sim_drop(dev, act, layernorm_kept_bytes(d.rows[s]));
+        LIN(s, ada, true);
+    }
+    sim_drop(dev, ws, work);
+#undef LIN
+}
+
+/* ---- the single block ---- */
+
+static size_t single_kept_bytes(const block *b, keep_level keep)
+{
+    const mm_block *mb = b->self;
+    mm_dims d = mm_dims_of(mb->m);
+    if (keep == KEEP_NOTHING) return 0;
+    size_t floats = (size_t)(d.B * 3 * d.D + d.J * d.D); /* mod, output projection */
+    if (keep == KEEP_ALL) floats += (size_t)(4 * d.J * d.D);
+    return floats * sizeof(float) + side_bytes(&d, mb->m);
+}
+
+/* c = [o, gelu(m1)] row by row: proj_out's input (serial: gelu_forward is an op with its own threads) */
+static void concat_rows(const mm_dims *d, float *c, const float *o, const float *m1)
+{
+    const int64_t D = d->D;
+    for (int64_t r = 0; r < d->J; r++) {
+        memcpy(c + r * 5 * D, o + r * D, (size_t)D * sizeof(float));
+        gelu_forward(c + r * 5 * D + D, m1 + r * 4 * D, 4 * D);
+    }
+}
+
+static st_status single_forward(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
+                                block_saved **saved_io)
+{
+    mm_block *mb = b->self;
+    const struct model *m = mb->m;
+    const mm_stream *ms = &mb->s[0];
+    mm_dims d = mm_dims_of(m);
+    const int64_t D = d.D, J = d.J;
+    const float *x = in->t[0];
+    b->forward_runs++;
+    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
+    if (!sv) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    frame f = frame_of(m, keep, off, sv);
+    if (f.to_host) sv->off = off;
+    float *y = scratch_take(&f.kept, J * D, MEM_ACTIVATIONS, "mmdit.state");
+    take_side(&f, sv, &d);
+    sv->mod[0] = scratch_take(f.ks, d.B * 3 * D, f.kt, "mmdit.mod");
+    sv->o[0] = scratch_take(f.ks, J * D, f.kt, "mmdit.out");
+    sv->f1[0] = scratch_take(f.fs, J * 4 * D, f.ft, "mmdit.proj_mlp");
+    float *h = scratch_take(&f.tmp, J * D, MEM_WORKSPACE, "mmdit.h");
+    float *c = scratch_take(&f.tmp, J * 5 * D, MEM_WORKSPACE, "mmdit.concat");
+    st_status st = f.kept.status ? f.kept.status : f.tmp.status;
+
+    if (!st) st = fwd(m, &ms->ada, sv->mod[0], m->ctx.cs, d.B);
+    if (!st) st = ln_modulate(m, h, x, sv->mod[0], sv->mod[0] + D, d.B, d.S, 3 * D);
+    if (!st && f.from_host) st = side_back(m, sv);
+    if (!st && !f.from_host) {
+        st = fwd(m, &ms->q, sv->side[SQR], h, J);
+        if (!st) st = fwd(m, &ms->k, sv->side[SKR], h, J);
+        if (!st) st = fwd(m, &ms->v, sv->side[SV], h, J);
+        if (!st) st = rmsnorm_forward(m->pool, sv->side[SQ], sv->side[SQR], W(ms->norm_q), J * d.H, d.hd, MMDIT_RMS_EPS, NULL);
+        if (!st) st = rmsnorm_forward(m->pool, sv->side[SK], sv->side[SKR], W(ms->norm_k), J * d.H, d.hd, MMDIT_RMS_EPS, NULL);
+        if (!st) st = joint_attention(m, &d, sv, keep != KEEP_NOTHING || f.to_host);
+        if (!st && f.to_host) st = side_send(sv, &d);
+    }
+    if (!st) st = fwd(m, &ms->mlp1, sv->f1[0], h, J);
+    if (!st) concat_rows(&d, c, sv->side[SO], sv->f1[0]);
+    if (!st && f.to_host) st = side_drop(sv, f.ks);
+    if (!st) st = fwd(m, &ms->out, sv->o[0], c, J);
+    if (!st) gated_residual_forward(y, x, sv->mod[0] + 2 * D, sv->o[0], d.B, d.S, D, 3 * D);
+    if (!st) *out = (block_state){.n = 1, .t = {y}};
+    return frame_end(&f, m, st, sv, saved_io, &y, 1);
+}
+
+static st_status single_backward(block *b, const block_state *in, block_saved *sv, block_state *grad)
+{
+    mm_block *mb = b->self;
+    const struct model *m = mb->m;
+    const mm_stream *ms = &mb->s[0];
+    mm_dims d = mm_dims_of(m);
+    attn_shape as = joint_attn(&d, m->shape.mechanism);
+    const int64_t D = d.D, J = d.J, JD = J * D;
+    const float *x = in->t[0], *mod = sv->mod[0];
+    float *gx = grad->t[0];
+    if (sv->on_host) {
+        st_status st = side_back(m, sv);
+        if (st) return st;
+    }
+    scratch k = {.pool = m->pool};
+    float *dmod = scratch_take_zero(&k, d.B * 3 * D, MEM_WORKSPACE, "mmdit.dmod");
+    float *ln = scratch_take(&k, JD, MEM_WORKSPACE, "mmdit.ln");
+    float *h = scratch_take(&k, JD, MEM_WORKSPACE, "mmdit.h");
+    float *dh = scratch_take_zero(&k, JD, MEM_WORKSPACE, "mmdit.dh");
+    float *c = scratch_take(&k, 5 * JD, MEM_WORKSPACE, "mmdit.concat");
+    float *dc = scratch_take_zero(&k, 5 * JD, MEM_WORKSPACE, "mmdit.dconcat");
+    float *dm = scratch_take(&k, 4 * JD, MEM_WORKSPACE, "mmdit.dgelu");
+    float *dm1 = scratch_take_zero(&k, 4 * JD, MEM_WORKSPACE, "mmdit.dproj_mlp");
+    float *dq = scratch_take_zero(&k, JD, MEM_WORKSPACE, "mmdit.dq");
+    float *dk = scratch_take_zero(&k, JD, MEM_WORKSPACE, "mmdit.dk");
+    float *dv = scratch_take_zero(&k, JD, MEM_WORKSPACE, "mmdit.dv");
+    float *r = scratch_take(&k, JD, MEM_WORKSPACE, "mmdit.r");
+    float *dr = scratch_take(&k, JD, MEM_WORKSPACE, "mmdit.dr");
+    float *m1 = sv->f1[0] ? sv->f1[0] : scratch_take(&k, 4 * JD, MEM_WORKSPACE, "mmdit.proj_mlp (recomputed)");
+    op_state stats = {0}, rstats = {0};
+    if (k.status || (k.status = layernorm_forward(m->pool, ln, x, NULL, NULL, J, D, DIT_LN_EPS, &stats))) goto done;
+    modulate_forward(h, ln, mod, mod + D, d.B, d.S, D, 3 * D);
+    if (!sv->f1[0] && (k.status = fwd(m, &ms->mlp1, m1, h, J))) goto done;
+    concat_rows(&d, c, sv->side[SO], m1);
+    memset(dr, 0, (size_t)JD * sizeof(float));
+    gated_residual_backward(gx, dmod + 2 * D, dr, gx, mod + 2 * D, sv->o[0], d.B, d.S, D, 3 * D);
+    if ((k.status = bwd(m, &ms->out, dc, dr, c, J))) goto done;
+    for (int64_t i = 0; i < J; i++) memcpy(dm + i * 4 * D, dc + i * 5 * D + D, (size_t)(4 * D) * sizeof(float));
+    gelu_backward(dm1, dm, m1, 4 * JD);
+    if ((k.status = bwd(m, &ms->mlp1, dh, dm1, h, J))) goto done;
+    k.status = attention_backward(m->pool, &as, jv(dq, &d), jv(dk, &d), jv(dv, &d),
+                                  (attn_view){dc, 5 * D, d.S * 5 * D}, jv(sv->side[SQ], &d), jv(sv->side[SK], &d),
+                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn);
+    if (k.status) goto done;
+    rope_image(&d, dq, true);
+    rope_image(&d, dk, true);
+    const struct {
+        float *g;
+        const float *raw;
+        int w;
+        const lin_layer *l;
+    } qk[2] = {{dq, sv->side[SQR], ms->norm_q, &ms->q}, {dk, sv->side[SKR], ms->norm_k, &ms->k}};
+    for (int i = 0; i < 2; i++) {
+        if ((k.status = rmsnorm_forward(m->pool, r, qk[i].raw, W(qk[i].w), J * d.H, d.hd, MMDIT_RMS_EPS, &rstats)))
+            goto done;
+        memset(dr, 0, (size_t)JD * sizeof(float));
+        rmsnorm_backward(dr, G(qk[i].w), qk[i].g, qk[i].raw, W(qk[i].w), J * d.H, d.hd, &rstats);
+        op_state_release(&rstats);
+        if ((k.status = bwd(m, qk[i].l, dh, dr, h, J))) goto done;
+    }
+    if ((k.status = bwd(m, &ms->v, dh, dv, h, J))) goto done;
+    memset(dr, 0, (size_t)JD * sizeof(float));
+    modulate_backward(dr, dmod, dmod + D, dh, ln, mod + D, d.B, d.S, D, 3 * D);
+    layernorm_backward(gx, NULL, NULL, dr, x, NULL, J, D, &stats);
+    op_state_release(&stats);
+    k.status = bwd(m, &ms->ada, m->ctx.dcs, dmod, m->ctx.cs, d.B);
+done:
+    op_state_release(&rstats);
+    op_state_release(&stats);
+    return scratch_end(&k);
+}
+
+static void single_simulate(const block *b, keep_level keep, sim_phase phase, bool off, mem_sim *dev, mem_sim *host)
+{
+    const mm_block *mb = b->self;
+    const struct model *m = mb->m;
+    const mm_stream *ms = &mb->s[0];
+    mm_dims d = mm_dims_of(m);
+    attn_shape as = joint_attn(&d, m->shape.mechanism);
+    const size_t f = sizeof(float), JD = (size_t)(d.J * d.D) * f, A = attention_kept_bytes(&as);
+    const size_t mod = (size_t)(d.B * 3 * d.D) * f, side = SIDE_N * JD;
+    const mem_tag act = MEM_ACTIVATIONS, ws = MEM_WORKSPACE;
+    const int threads = ops_threads();
+#define LIN(layer, backward) lin_simulate(&ms->layer, d.J, backward, dev)
+    if (phase == SIM_PREFETCH) {
+        sim_take(dev, act, side);
+        sim_take(dev, act, A);
+        return;
+    }
+    if (phase == SIM_FORWARD || phase == SIM_RECOMPUTE) {
+        const bool from_host = phase == SIM_RECOMPUTE && off, to_host = phase == SIM_FORWARD && off;
+        if (phase == SIM_RECOMPUTE) keep = KEEP_ALL;
+        const mem_tag kt = keep == KEEP_NOTHING ? ws : act, ft = keep == KEEP_ALL ? act : ws;
+        sim_take(dev, act, JD);
+        if (!from_host) sim_take(dev, kt, side);
+        sim_take(dev, kt, mod + JD);
+        sim_take(dev, ft, 4 * JD);
+        sim_take(dev, ws, 6 * JD); /* h, concat */
+        LIN(ada, false);
+        if (from_host) {
+            sim_drop(host, act, side);
+            sim_drop(host, act, A);
+        } else {
+            LIN(q, false), LIN(k, false), LIN(v, false);
+            const bool kept_state = keep != KEEP_NOTHING || to_host;
+            const size_t w = attention_workspace_bytes(&as, threads, kept_state ? ATTN_FORWARD_KEEP : ATTN_FORWARD);
+            if (kept_state) sim_take(dev, act, A);
+            sim_take(dev, ws, w);
+            sim_drop(dev, ws, w);
+            if (to_host) sim_take(host, act, side + A);
+        }
+        LIN(mlp1, false);
+        if (to_host) {
+            sim_drop(dev, kt, side);
+            sim_drop(dev, act, A);
+        }
+        LIN(out, false);
+        sim_drop(dev, ws, 6 * JD);
+        if (keep == KEEP_NOTHING) sim_drop(dev, ws, mod + JD + (to_host ? 0 : side));
+        if (keep != KEEP_ALL) sim_drop(dev, ws, 4 * JD);
+        return;
+    }
+    if (off) {
+        sim_drop(host, act, side);
+        sim_drop(host, act, A);
+    }
+    const size_t work = mod + 26 * JD + (keep == KEEP_ATTENTION ? 4 * JD : 0);
+    sim_take(dev, ws, work);
+    sim_take(dev, act, layernorm_kept_bytes(d.J));
+    if (keep == KEEP_ATTENTION) LIN(mlp1, false);
+    LIN(out, true);
+    LIN(mlp1, true);
+    const size_t w = attention_workspace_bytes(&as, threads, ATTN_BACKWARD);
+    sim_take(dev, ws, w);
+    sim_drop(dev, ws, w);
+    for (int i = 0; i < 2; i++) {
+        sim_take(dev, act, rmsnorm_kept_bytes(d.J * d.H));
+        sim_drop(dev, act, rmsnorm_kept_bytes(d.J * d.H));
+        if (i) LIN(k, true);
+        else LIN(q, true);
+    }
+    LIN(v, true);
+    sim_drop(dev, act, layernorm_kept_bytes(d.J));
+    LIN(ada, true);
+    sim_drop(dev, ws, work);
+#undef LIN
+}
+
+static size_t mm_side_offloaded(const block *b)
+{
+    const mm_block *mb = b->self;
+    mm_dims d = mm_dims_of(mb->m);
+    return side_bytes(&d, mb->m);
+}
+
+const block_kind mm_double_kind = {
+    .name = "mmdit double",
+    .ffn_split = true,
+    .softmax_attention = true,
+    .kept_bytes = double_kept_bytes,
+    .offloaded_bytes = mm_side_offloaded,
+    .forward = double_forward,
+    .prefetch = mm_prefetch,
+    .backward = double_backward,
+    .release = mm_release,
+    .simulate = double_simulate,
+};
+
+const block_kind mm_single_kind = {
+    .name = "mmdit single",
+    .ffn_split = true,
+    .softmax_attention = true,
+    .kept_bytes = single_kept_bytes,
+    .offloaded_bytes = mm_side_offloaded,
+    .forward = single_forward,
+    .prefetch = mm_prefetch,
+    .backward = single_backward,
+    .release = mm_release,
+    .simulate = single_simulate,
+};

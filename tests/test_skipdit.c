@@ -1,0 +1,509 @@
+/* The skipdit family (U-ViT-style long skips) and the executor's shared states: parameter names, every gradient
+ * against central differences of the loss, and for the standard schedules at 1 and 2 threads: loss and gradients
+ * bitwise identical to no checkpointing, forward counts, the predicted peaks equal to the measured ones (per tag,
+ * to the byte), each skip stored once however many boundaries hold it, the unsloth backends refused, and failed
+ * steps that leave the pools as they were. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "segtrain/model.h"
+#include "segtrain/objective.h"
+#include "segtrain/rng.h"
+#include "testkit.h"
+
+static pool *host_pool; /* one host pool for every model of the test */
+
+static model *make_model(pool *p, const model_config *mc, uint64_t seed)
+{
+    model *m = NULL;
+    CHECKF(model_create(mc, p, &m) == ST_OK, "%s", st_error());
+    CHECK(model_set_host_pool(m, host_pool) == ST_OK);
+    model_init(m, seed, true);
+    return m;
+}
+
+static st_status settings_of(const char *json, ckpt_settings *cs)
+{
+    config *c;
+    st_status st = config_parse(json, "test.json", &c);
+    if (!st) st = ckpt_settings_from(c, cs, NULL, 0);
+    config_free(c);
+    return st;
+}
+
+static st_status plan(model *m, const char *json)
+{
+    ckpt_settings cs;
+    st_status st = settings_of(json, &cs);
+    return st ? st : model_set_checkpointing(m, &cs, NULL, 0);
+}
+
+/* A batch of n samples: x0 and noise standard normal from the seed, t in (0.1, 0.9), labels (i * 7) mod
+ * (classes + 1), which includes the null label. */
+typedef struct batch {
+    int64_t n, per;
+    float *x0, *noise, t[8];
+    int64_t y[8];
+    flow_batch fb;
+} batch;
+
+static batch *make_batch(const model_config *mc, int64_t n, uint64_t seed)
+{
+    batch *b = calloc(1, sizeof *b);
+    b->n = n;
+    b->per = mc->channels * mc->resolution * mc->resolution;
+    b->x0 = malloc((size_t)(n * b->per) * sizeof(float));
+    b->noise = malloc((size_t)(n * b->per) * sizeof(float));
+    rng_fill_normal(b->x0, n * b->per, seed, 1, 0, 1);
+    rng_fill_normal(b->noise, n * b->per, seed, 2, 0, 1);
+    for (int64_t i = 0; i < n; i++) {
+        b->t[i] = (float)(0.1 + 0.8 * rng_uniform(seed, 3, (uint64_t)i));
+        b->y[i] = (i * 7) % (mc->classes + 1);
+    }
+    b->fb = (flow_batch){n, b->x0, b->noise, b->t, b->y, 1.0f};
+    return b;
+}
+
+static void free_batch(batch *b)
+{
+    free(b->x0), free(b->noise), free(b);
+}
+
+/* ---- the parameters ---- */
+
+static void test_names(void)
+{
+    printf("-- parameter names: DiT's embeddings and final layer, in_blocks, mid_block, out_blocks with skip_linear\n");
+    model_config mc;
+    CHECK(model_preset("skipdit-tiny", &mc) == ST_OK);
+    model *m = NULL;
+    CHECKF(model_create(&mc, NULL, &m) == ST_OK, "%s", st_error());
+    param_set *ps = model_params(m);
+    const char *want[] = {"x_embedder.proj.weight", "pos_embed", "t_embedder.mlp.0.weight", "y_embedder.embedding_table.weight",
+                          "in_blocks.0.attn.qkv.weight", "in_blocks.1.mlp.fc2.bias", "in_blocks.1.adaLN_modulation.1.weight",
+                          "mid_block.attn.proj.weight", "out_blocks.0.mlp.fc1.weight", "out_blocks.1.skip_linear.weight",
+                          "out_blocks.1.skip_linear.bias", "final_layer.linear.weight"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) CHECKF(param_find(ps, want[i]), "%s is registered", want[i]);
+    const char *absent[] = {"blocks.0.attn.qkv.weight", "in_blocks.2.attn.qkv.weight", "in_blocks.0.skip_linear.weight",
+                            "mid_block.skip_linear.weight", "out_blocks.2.attn.qkv.weight"};
+    for (size_t i = 0; i < sizeof absent / sizeof *absent; i++) CHECKF(!param_find(ps, absent[i]), "%s is not", absent[i]);
+    const param *sl = param_find(ps, "out_blocks.0.skip_linear.weight");
+    CHECK(sl && sl->ndim == 2 && sl->shape[0] == 64 && sl->shape[1] == 128 && sl->trainable);
+    /* 5 DiT blocks of 10 tensors each, 2 skip linears of 2, and DiT's 12 others */
+    CHECKF(ps->n == 5 * 10 + 2 * 2 + 12, "%d parameter tensors", ps->n);
+    model_destroy(m);
+
+    /* LoRA on the MLP targets adapts skip_linear too and freezes its base */
+    mc.lora_rank = 4, mc.lora_alpha = 4, mc.lora_mlp = true;
+    CHECKF(model_create(&mc, NULL, &m) == ST_OK, "%s", st_error());
+    ps = model_params(m);
+    CHECK(param_find(ps, "out_blocks.1.skip_linear.lora_A.weight") && param_find(ps, "out_blocks.1.skip_linear.lora_B.weight"));
+    CHECK(!param_find(ps, "out_blocks.1.skip_linear.weight")->trainable);
+    model_destroy(m);
+
+    mc = (model_config){0};
+    CHECK(model_preset("skipdit-tiny", &mc) == ST_OK);
+    mc.depth = 33; /* 16 skips and the stream do not fit a state */
+    CHECK(model_create(&mc, NULL, &m) == ST_ERR_UNSUPPORTED && strstr(st_error(), "depth") && strstr(st_error(), "31"));
+    printf("     depth 33 -> %s\n", st_error());
+}
+
+/* ---- every gradient against central differences ---- */
+
+static double eval_loss(model *m, const batch *b)
+{
+    const int64_t n = b->n * b->per;
+    float *xt = malloc((size_t)n * sizeof(float)), ts[8];
+    for (int64_t i = 0; i < b->n; i++) {
+        ts[i] = 1000.0f * b->t[i];
+        for (int64_t j = i * b->per; j < (i + 1) * b->per; j++) xt[j] = (1.0f - b->t[i]) * b->x0[j] + b->t[i] * b->noise[j];
+    }
+    const float *pred;
+    double sum = 0;
+    if (model_forward(m, xt, ts, b->y, b->n, false, &pred) == ST_OK) {
+        for (int64_t j = 0; j < n; j++) {
+            double e = (double)pred[j] - ((double)b->noise[j] - (double)b->x0[j]);
+            sum += e * e;
+        }
+        model_release(m);
+    }
+    free(xt);
+    return sum / (double)n;
+}
+
+static void test_finite_differences(void)
+{
+    printf("-- every weight's gradient against central differences of the whole model's loss\n");
+    model_config mc;
+    CHECK(model_preset("skipdit-tiny", &mc) == ST_OK);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = make_model(p, &mc, 11);
+    param_set *ps = model_params(m);
+    batch *b = make_batch(&mc, 2, 5);
+    float loss;
+    param_set_zero_grads(ps);
+    CHECK(flow_loss(m, &b->fb, true, &loss) == ST_OK);
+    CHECKF(fabs(eval_loss(m, b) - loss) < 1e-6 * loss, "the finite-difference loss is the objective's loss");
+    for (int i = 0; i < ps->n; i++) {
+        param *q = param_at(ps, i);
+        if (!q->trainable) continue;
+        /* the largest-gradient element and two seeded others */
+        int64_t idx[3] = {0, (int64_t)(rng_u64(1, (uint64_t)i, 0) % (uint64_t)q->numel),
+                          (int64_t)(rng_u64(1, (uint64_t)i, 1) % (uint64_t)q->numel)};
+        double gmax = 0;
+        for (int64_t j = 0; j < q->numel; j++)
+            if (fabs(q->g[j]) > gmax) gmax = fabs(q->g[j]), idx[0] = j;
+        double worst = 0;
+        for (int k = 0; k < 3; k++) {
+            float *w = &q->w[idx[k]], saved = *w;
+            const float h = 1e-2f;
+            *w = saved + h;
+            double up = eval_loss(m, b);
+            *w = saved - h;
+            double down = eval_loss(m, b);
+            *w = saved;
+            worst = fmax(worst, fabs((up - down) / (2.0 * (double)h) - q->g[idx[k]]));
+        }
+        /* fp32 forwards limit the differences to ~1e-5 absolute, and the step's truncation to ~1e-4 relative */
+        bool ok = gmax > 0 && worst <= 1e-2 * gmax + 1e-5;
+        printf("%s %-44s worst |fd - grad| %.2e of max |grad| %.2e\n", ok ? "ok  " : "FAIL", q->name, worst, gmax);
+        CHECKF(ok, "%s: finite differences disagree", q->name);
+    }
+    free_batch(b);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
+/* ---- one step under a schedule ---- */
+
+typedef struct schedule {
+    const char *name, *json;
+} schedule;
+
+#define ON "\"gradient_checkpointing\": true"
+static const schedule schedules[] = {
+    {"none", "{}"},
+    {"interval 1", "{" ON "}"},
+    {"interval 2", "{" ON ", \"gradient_checkpointing_interval\": 2}"},
+    {"interval 3", "{" ON ", \"gradient_checkpointing_interval\": 3}"},
+    {"interval 2 stride 4", "{" ON ", \"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_segment_stride\": 4}"},
+    {"interval 1 stride 2", "{" ON ", \"gradient_checkpointing_segment_stride\": 2}"},
+    {"torch-ffn", "{" ON ", \"gradient_checkpointing_backend\": \"torch-ffn\"}"},
+    {"torch-ffn interval 2", "{" ON ", \"gradient_checkpointing_backend\": \"torch-ffn\", \"gradient_checkpointing_interval\": 2}"},
+    {"attention offload interval 2",
+     "{" ON ", \"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_offload_attention\": true}"},
+    {"attention offload alone", "{\"gradient_checkpointing_offload_attention\": true}"},
+    {"seg2-stride4-offload", "{" ON ", \"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_segment_stride\": 4, "
+                             "\"gradient_checkpointing_offload_attention\": true}"},
+    {"torch-ffn + attention offload",
+     "{" ON ", \"gradient_checkpointing_backend\": \"torch-ffn\", \"gradient_checkpointing_offload_attention\": true}"},
+};
+
+/* Activation memory after each unit's backward, less the state gradient: that one grows by a skip's gradient at
+ * each out-block (it lives until the in-block that made the skip), which no schedule can avoid. */
+typedef struct watch {
+    pool *pool;
+    const block_seq *seq;
+    size_t last;
+    bool rose;
+    int calls;
+} watch;
+
+static void after_backward(void *ctx, int first)
+{
+    watch *w = ctx;
+    pool_stats s;
+    pool_get_stats(w->pool, &s);
+    state_map map; /* the gradient state now: that of block first's input, the skips' after the stream's */
+    block_state_map(w->seq, first, &map);
+    size_t held = s.live_by_tag[MEM_ACTIVATIONS] + s.live_by_tag[MEM_BOUNDARIES];
+    for (int k = 1; k < map.n_in; k++) held -= (size_t)map.in_numel[k] * sizeof(float);
+    if (w->calls++ && held > w->last) w->rose = true;
+    w->last = held;
+}
+
+typedef struct step_result {
+    float loss;
+    float *grads;
+    int64_t n;
+} step_result;
+
+/* One step under a schedule; checks the forward counts, the predicted peaks, the bytes moved and the backward
+ * memory trace; returns the loss and the gradients. */
+static step_result run_step(pool *p, model *m, const schedule *sc, const flow_batch *fb, const char *label)
+{
+    CHECKF(plan(m, sc->json) == ST_OK, "%s %s: %s", label, sc->name, st_error());
+    block_seq *seq;
+    CHECK(model_sequences(m, &seq) == 1);
+    const seq_plan *pl = model_plan(m, 0);
+    long runs[64];
+    for (int i = 0; i < seq->n; i++) runs[i] = seq->blocks[i].forward_runs;
+    watch w = {.pool = p, .seq = seq};
+    seq->after_backward = after_backward;
+    seq->after_backward_ctx = &w;
+
+    param_set *ps = model_params(m);
+    mem_sim sim = {0}, host = {0};
+    sim_take(&sim, MEM_WEIGHTS, (size_t)ps->weight_count * sizeof(float));
+    sim_take(&sim, MEM_GRADIENTS, (size_t)ps->grad_count * sizeof(float));
+    flow_loss_simulate(m, fb->batch, &sim, &host);
+
+    param_set_zero_grads(ps);
+    pool_reset_peak(p);
+    pool_reset_peak(host_pool);
+    copy_engine_reset_stats(model_copy_engine(m));
+    const size_t resident = pool_live(p);
+    step_result r = {.n = ps->grad_count};
+    CHECKF(flow_loss(m, fb, true, &r.loss) == ST_OK, "%s %s: %s", label, sc->name, st_error());
+    seq->after_backward = NULL;
+    pool_stats dev, hst;
+    pool_get_stats(p, &dev);
+    pool_get_stats(host_pool, &hst);
+    CHECKF(dev.live == resident && hst.live == 0, "%s %s: the step leaves nothing behind", label, sc->name);
+
+    bool counts = true;
+    for (int i = 0; i < seq->n; i++) counts &= seq->blocks[i].forward_runs - runs[i] == (pl->mode[i] == MODE_CKPT ? 2 : 1);
+    CHECKF(counts, "%s %s: checkpointed blocks run forward twice, others once", label, sc->name);
+    bool exact = dev.peak == sim.s.peak && !memcmp(dev.at_peak_by_tag, sim.s.at_peak_by_tag, sizeof dev.at_peak_by_tag);
+    CHECKF(exact, "%s %s: device peak measured %zu, predicted %zu", label, sc->name, dev.peak, sim.s.peak);
+    for (int t = 0; !exact && t < MEM_TAG_COUNT; t++)
+        printf("     %-12s measured %zu predicted %zu\n", mem_tag_name(t), dev.at_peak_by_tag[t], sim.s.at_peak_by_tag[t]);
+    bool host_exact = hst.peak == host.s.peak && !memcmp(hst.at_peak_by_tag, host.s.at_peak_by_tag, sizeof hst.at_peak_by_tag);
+    CHECKF(host_exact, "%s %s: host peak measured %zu, predicted %zu", label, sc->name, hst.peak, host.s.peak);
+    copy_stats cs;
+    copy_engine_stats(model_copy_engine(m), &cs);
+    const size_t moved = seq_plan_offload_bytes(pl, seq);
+    CHECKF(cs.bytes[COPY_TO_HOST] == moved && cs.bytes[COPY_TO_DEVICE] == moved,
+           "%s %s: moved %zu to the host and %zu back, the plan says %zu", label, sc->name, cs.bytes[COPY_TO_HOST],
+           cs.bytes[COPY_TO_DEVICE], moved);
+    CHECKF(!w.rose && w.calls > 0, "%s %s: activation memory (less skip gradients) rose after a segment's backward",
+           label, sc->name);
+    char line[512];
+    seq_plan_format(pl, line, sizeof line);
+    printf("%s %s %-30s peak %9zu host %7zu = predicted | %s\n", exact && host_exact ? "ok  " : "FAIL", label, sc->name,
+           dev.peak, hst.peak, line);
+    r.grads = malloc((size_t)r.n * sizeof(float));
+    memcpy(r.grads, ps->grads, (size_t)r.n * sizeof(float));
+    return r;
+}
+
+static void test_bitwise(const model_config *mc, const char *label, int threads)
+{
+    printf("-- %s at %d thread%s: every schedule against no checkpointing\n", label, threads, threads > 1 ? "s" : "");
+    ops_set_threads(threads);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = make_model(p, mc, 17);
+    batch *b = make_batch(mc, 2, 1);
+    step_result base = run_step(p, m, &schedules[0], &b->fb, label);
+    for (size_t i = 1; i < sizeof schedules / sizeof *schedules; i++) {
+        step_result r = run_step(p, m, &schedules[i], &b->fb, label);
+        char what[128];
+        snprintf(what, sizeof what, "%s %s: loss and gradients", label, schedules[i].name);
+        CHECKF(!memcmp(&r.loss, &base.loss, sizeof r.loss), "%s: loss %.9g vs %.9g", what, r.loss, base.loss);
+        tk_expect_bitwise(what, r.grads, base.grads, base.n);
+        free(r.grads);
+    }
+    free(base.grads);
+    free_batch(b);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+    ops_set_threads(2);
+}
+
+/* ---- a skip is stored once ---- */
+
+static void test_stored_once(void)
+{
+    printf("-- skips shared by states and boundaries are stored once\n");
+    model_config mc;
+    CHECK(model_preset("skipdit-tiny", &mc) == ST_OK);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = make_model(p, &mc, 3);
+    batch *b = make_batch(&mc, 2, 2);
+    block_seq *seq;
+    model_sequences(m, &seq);
+    const size_t S = (size_t)(2 * 16 * 64) * sizeof(float); /* one (B T, D) tensor */
+    /* interval 1: the boundaries are the inputs of blocks 0-4: (x), (y0, y0), (y1, y0, y1), (y2, y0, y1), (y3, y0),
+     * 11 slots, 9 tensors counted per boundary, 5 distinct: x and y0-y3 */
+    const struct {
+        const char *json;
+        size_t slots, per_boundary, distinct;
+    } rows[] = {{"{" ON "}", 11, 9, 5}, {"{" ON ", \"gradient_checkpointing_interval\": 2}", 6, 5, 4}};
+    for (int r = 0; r < 2; r++) {
+        CHECKF(plan(m, rows[r].json) == ST_OK, "%s", st_error());
+        const seq_plan *pl = model_plan(m, 0);
+        mem_sim sim = {0}, host = {0};
+        model_simulate_forward(m, 2, &sim, &host); /* also sizes the states for batch 2 */
+        size_t slots = 0, per_boundary = 0;
+        for (int g = 0; g < pl->n_segments; g++) {
+            state_map map;
+            block_state_map(seq, pl->segments[g].first, &map);
+            slots += (size_t)map.n_in;
+            char desc[160];
+            per_boundary += seq_plan_boundary(pl, seq, g, desc, sizeof desc);
+            printf("     %s segment %d (blocks %d-%d): %s\n", r ? "interval 2" : "interval 1", g, pl->segments[g].first,
+                   pl->segments[g].last, desc);
+        }
+        const size_t total = seq_plan_boundary_bytes(pl, seq);
+        CHECKF(slots == rows[r].slots && per_boundary == rows[r].per_boundary * S && total == rows[r].distinct * S,
+               "boundaries: %zu slots, %zu bytes per boundary, %zu distinct", slots, per_boundary, total);
+        CHECKF(sim.s.live_by_tag[MEM_BOUNDARIES] == total, "predicted boundaries after forward %zu, distinct %zu",
+               sim.s.live_by_tag[MEM_BOUNDARIES], total);
+        CHECK(total < per_boundary && per_boundary < slots * S);
+
+        /* measured: what the pool holds as boundaries once a training forward is done */
+        float *xt = calloc((size_t)(2 * b->per), sizeof(float));
+        const float ts[2] = {100, 700};
+        const float *pred;
+        CHECK(model_forward(m, xt, ts, b->y, 2, true, &pred) == ST_OK);
+        pool_stats st;
+        pool_get_stats(p, &st);
+        CHECKF(st.live_by_tag[MEM_BOUNDARIES] == total, "measured boundaries after forward %zu, predicted %zu",
+               st.live_by_tag[MEM_BOUNDARIES], total);
+        model_release(m);
+        free(xt);
+    }
+    /* what the descriptions say, interval 2: {0, 1} {2, 3} {4} */
+    const seq_plan *pl = model_plan(m, 0);
+    char d0[160], d1[160], d2[160];
+    seq_plan_boundary(pl, seq, 0, d0, sizeof d0);
+    seq_plan_boundary(pl, seq, 1, d1, sizeof d1);
+    seq_plan_boundary(pl, seq, 2, d2, sizeof d2);
+    CHECKF(!strcmp(d0, "stream 8.0 KiB"), "%s", d0);
+    CHECKF(!strcmp(d1, "stream 8.0 KiB (also block 1's skip) + skip of block 0 (8.0 KiB)"), "%s", d1);
+    CHECKF(!strcmp(d2, "stream 8.0 KiB + skip of block 0 (8.0 KiB)"), "%s", d2);
+    CHECK(seq_plan_boundary(pl, seq, 3, d0, sizeof d0) == 0 && d0[0] == 0);
+    free_batch(b);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
+/* ---- refusals ---- */
+
+static void test_refusals(void)
+{
+    printf("-- the unsloth backends are refused: skips stay on the device\n");
+    model_config mc;
+    CHECK(model_preset("skipdit-tiny", &mc) == ST_OK);
+    model *m = NULL;
+    CHECKF(model_create(&mc, NULL, &m) == ST_OK, "%s", st_error());
+    CHECK(plan(m, "{" ON ", \"gradient_checkpointing_interval\": 2}") == ST_OK);
+    const char *backends[] = {"unsloth", "unsloth-ffn"};
+    for (int i = 0; i < 2; i++) {
+        char json[160];
+        snprintf(json, sizeof json, "{" ON ", \"gradient_checkpointing_backend\": \"%s\"}", backends[i]);
+        CHECK(plan(m, json) == ST_ERR_UNSUPPORTED);
+        char quoted[32];
+        snprintf(quoted, sizeof quoted, "\"%s\"", backends[i]);
+        CHECKF(strstr(st_error(), "gradient_checkpointing_backend") && strstr(st_error(), quoted) &&
+                   strstr(st_error(), "skipdit family") && strstr(st_error(), "skip tensors") &&
+                   strstr(st_error(), "valid for skipdit: torch, torch-ffn") && !strchr(st_error(), '\n'),
+               "%s", st_error());
+        printf("     %s -> %s\n", backends[i], st_error());
+    }
+    CHECKF(model_plan(m, 0)->n_segments == 3, "a refused plan leaves the previous one");
+    /* with checkpointing off the backend does nothing, so nothing is refused */
+    CHECK(plan(m, "{\"gradient_checkpointing_backend\": \"unsloth\"}") == ST_OK);
+    model_destroy(m);
+}
+
+/* ---- failures leave the pools as they were ---- */
+
+static void test_failures(void)
+{
+    printf("-- every budget short of a step's peak fails cleanly, whatever the states share\n");
+    model_config mc;
+    CHECK(model_preset("skipdit-tiny", &mc) == ST_OK);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = make_model(p, &mc, 5);
+    batch *b = make_batch(&mc, 2, 7);
+    const int rows[] = {0, 2, 4, 6, 10};
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+        const schedule *sc = &schedules[rows[r]];
+        CHECK(plan(m, sc->json) == ST_OK);
+        const size_t resident = pool_live(p);
+        float loss, again;
+        param_set_zero_grads(model_params(m));
+        pool_reset_peak(p);
+        CHECK(flow_loss(m, &b->fb, true, &loss) == ST_OK);
+        const size_t peak = pool_peak(p);
+        bool clean = true;
+        int tried = 0;
+        for (size_t cap = resident + 1; cap < peak; cap += (peak - resident) / 29 + 1, tried++) {
+            pool_set_capacity(p, cap);
+            st_status st = flow_loss(m, &b->fb, true, &again);
+            clean &= st == ST_ERR_OOM && pool_live(p) == resident && pool_live(host_pool) == 0;
+        }
+        pool_set_capacity(p, peak);
+        param_set_zero_grads(model_params(m));
+        CHECKF(flow_loss(m, &b->fb, true, &again) == ST_OK, "%s: a budget of exactly the peak: %s", sc->name, st_error());
+        pool_set_capacity(p, 0);
+        CHECKF(clean && !memcmp(&loss, &again, sizeof loss), "%s: %d budgets below the peak fail cleanly", sc->name, tried);
+    }
+    free_batch(b);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
+/* ---- hidden-state capture ---- */
+
+static void test_capture(void)
+{
+    printf("-- capture_hidden_states: the stream after a block, per-block fallback\n");
+    model_config mc;
+    CHECK(model_preset("skipdit-tiny", &mc) == ST_OK);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = make_model(p, &mc, 9);
+    batch *b = make_batch(&mc, 2, 4);
+    ckpt_settings none, k3;
+    CHECK(settings_of("{}", &none) == ST_OK && settings_of("{" ON ", \"gradient_checkpointing_interval\": 3}", &k3) == ST_OK);
+    const int64_t capture[] = {1};
+    float ts[2] = {1000 * b->t[0], 1000 * b->t[1]}, *xt = calloc((size_t)(2 * b->per), sizeof(float));
+    const float *h[2];
+    for (int r = 0; r < 2; r++) {
+        CHECKF(model_set_checkpointing(m, r ? &k3 : &none, capture, 1) == ST_OK, "%s", st_error());
+        const float *pred;
+        float *dh;
+        CHECK(model_forward(m, xt, ts, b->y, 2, true, &pred) == ST_OK);
+        CHECK(model_hidden(m, 0, &h[r], &dh) == ST_OK);
+        float *copy = malloc((size_t)(2 * 16 * 64) * sizeof(float));
+        memcpy(copy, h[r], (size_t)(2 * 16 * 64) * sizeof(float));
+        h[r] = copy;
+        model_release(m);
+    }
+    CHECKF(strstr(model_plan(m, 0)->fallback, "fell back"), "%s", model_plan(m, 0)->fallback);
+    tk_expect_bitwise("in-block 1's output with and without checkpointing", h[1], h[0], 2 * 16 * 64);
+    free((void *)h[0]), free((void *)h[1]), free(xt);
+    free_batch(b);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
+int main(void)
+{
+    host_pool = pool_create(POOL_HOST, 0);
+    test_names();
+    test_refusals();
+    test_finite_differences();
+    model_config tiny, deep, lora;
+    CHECK(model_preset("skipdit-tiny", &tiny) == ST_OK);
+    deep = tiny;
+    deep.depth = 13; /* 6 skips alive at the middle; no interval but 1 divides it */
+    deep.hidden = 32;
+    deep.heads = 2;
+    deep.mechanism = ATTN_MATH;
+    lora = tiny;
+    lora.lora_rank = 4, lora.lora_alpha = 8, lora.lora_attention = lora.lora_mlp = true;
+    for (int threads = 1; threads <= 2; threads++) {
+        test_bitwise(&tiny, "skipdit-tiny", threads);
+        test_bitwise(&deep, "skipdit-13", threads);
+    }
+    test_bitwise(&lora, "skipdit-tiny lora", 2);
+    test_stored_once();
+    test_capture();
+    test_failures();
+    CHECK(pool_destroy(host_pool) == 0);
+    return tk_finish();
+}
