@@ -95,6 +95,24 @@ ls run | grep -q tmp && bad "a temporary file was left behind" || ok "no tempora
 expect 1 "the built-in data needs 3 channels" "in_channels" -- "$bin" train --set max_train_steps=1 --set output_dir=run2
 expect 0 "train --help teaches" "resume_from_checkpoint" -- "$bin" train --help
 
+# the other families: each sequence's plan and boundaries, captions, refusals
+echo "{}" > empty.json
+mm="--set model_family=mmdit --set train_batch_size=2 --set gradient_checkpointing=true"
+expect 0 "mmdit: the plan of both sequences" "plan transformer_blocks: 0-1 ckpt in segments of 1" -- "$bin" plan --config empty.json $mm
+expect 0 "mmdit: a double-stream boundary is both streams" "boundary of block 1: image stream 8.0 KiB \\+ text stream 4.0 KiB" -- \
+  "$bin" plan --config empty.json $mm
+expect 0 "mmdit: the single-stream sequence too" "plan single_transformer_blocks: 0-1 ckpt" -- "$bin" plan --config empty.json $mm
+expect 1 "a preset of another family" "mmdit-tiny belongs to the mmdit family, but model_family is dit" -- "$bin" plan \
+  --config empty.json --set model_family=dit --set model_preset=mmdit-tiny
+"$bin" init --config empty.json $mm --set in_channels=3 --out wm.safetensors >/dev/null
+expect 0 "mmdit: sample one row per caption" 'row 1: "a blue triangle"' -- "$bin" sample --config empty.json $mm \
+  --set in_channels=3 --weights wm.safetensors --out sm.png --steps 1 --per-class 1 --prompt "a red circle|a blue triangle"
+sk="--set model_family=skipdit --set train_batch_size=2 --set gradient_checkpointing=true --set gradient_checkpointing_interval=2"
+expect 0 "skipdit: a boundary holds the live skips once" "boundary of blocks 2-3: stream .*also block 1's skip.* \\+ skip of block 0" -- \
+  "$bin" plan --config empty.json $sk
+expect 1 "skipdit refuses unsloth" "share skip tensors" -- "$bin" plan --config empty.json $sk \
+  --set gradient_checkpointing_backend=unsloth
+
 # the advisor: a budget between layer's and none's peaks on a small model
 out=$("$bin" advise --config tiny.json --set train_batch_size=8 --device-memory 6.5MiB --verify 2>&1)
 grep -q "fastest that fits:.*fits" <<<"$out" && ok "advise finds a schedule that fits" || bad "advise: $out"

@@ -258,6 +258,7 @@ int main(void)
     test_against_pytorch(ATTN_MATH);
     test_finite_differences("dit-tiny", 2);
     test_finite_differences("mmdit-tiny", 4);
+    test_finite_differences("skipdit-tiny", 2);
     test_determinism_and_memory();
     test_errors_keep_pools_consistent();
     return tk_finish();

@@ -1,8 +1,8 @@
-/* The skipdit family (U-ViT-style long skips) and the executor's shared states: parameter names, every gradient
- * against central differences of the loss, and for the standard schedules at 1 and 2 threads: loss and gradients
- * bitwise identical to no checkpointing, forward counts, the predicted peaks equal to the measured ones (per tag,
- * to the byte), each skip stored once however many boundaries hold it, the unsloth backends refused, and failed
- * steps that leave the pools as they were. */
+/* What is particular to the skipdit family (U-ViT-style long skips) and the executor's shared states: parameter
+ * names, each skip stored once however many boundaries hold it, the unsloth backends refused, hidden-state
+ * capture, and failed steps that leave the pools as they were. Its gradients against finite differences are in
+ * test_dit.c, and the standard schedules (bitwise, forward counts, predicted = measured peaks) in
+ * test_checkpointing.c, with the other families. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,73 +110,7 @@ static void test_names(void)
     printf("     depth 33 -> %s\n", st_error());
 }
 
-/* ---- every gradient against central differences ---- */
-
-static double eval_loss(model *m, const batch *b)
-{
-    const int64_t n = b->n * b->per;
-    float *xt = malloc((size_t)n * sizeof(float)), ts[8];
-    for (int64_t i = 0; i < b->n; i++) {
-        ts[i] = 1000.0f * b->t[i];
-        for (int64_t j = i * b->per; j < (i + 1) * b->per; j++) xt[j] = (1.0f - b->t[i]) * b->x0[j] + b->t[i] * b->noise[j];
-    }
-    const float *pred;
-    double sum = 0;
-    if (model_forward(m, xt, ts, b->y, b->n, false, &pred) == ST_OK) {
-        for (int64_t j = 0; j < n; j++) {
-            double e = (double)pred[j] - ((double)b->noise[j] - (double)b->x0[j]);
-            sum += e * e;
-        }
-        model_release(m);
-    }
-    free(xt);
-    return sum / (double)n;
-}
-
-static void test_finite_differences(void)
-{
-    printf("-- every weight's gradient against central differences of the whole model's loss\n");
-    model_config mc;
-    CHECK(model_preset("skipdit-tiny", &mc) == ST_OK);
-    pool *p = pool_create(POOL_DEVICE, 0);
-    model *m = make_model(p, &mc, 11);
-    param_set *ps = model_params(m);
-    batch *b = make_batch(&mc, 2, 5);
-    float loss;
-    param_set_zero_grads(ps);
-    CHECK(flow_loss(m, &b->fb, true, &loss) == ST_OK);
-    CHECKF(fabs(eval_loss(m, b) - loss) < 1e-6 * loss, "the finite-difference loss is the objective's loss");
-    for (int i = 0; i < ps->n; i++) {
-        param *q = param_at(ps, i);
-        if (!q->trainable) continue;
-        /* the largest-gradient element and two seeded others */
-        int64_t idx[3] = {0, (int64_t)(rng_u64(1, (uint64_t)i, 0) % (uint64_t)q->numel),
-                          (int64_t)(rng_u64(1, (uint64_t)i, 1) % (uint64_t)q->numel)};
-        double gmax = 0;
-        for (int64_t j = 0; j < q->numel; j++)
-            if (fabs(q->g[j]) > gmax) gmax = fabs(q->g[j]), idx[0] = j;
-        double worst = 0;
-        for (int k = 0; k < 3; k++) {
-            float *w = &q->w[idx[k]], saved = *w;
-            const float h = 1e-2f;
-            *w = saved + h;
-            double up = eval_loss(m, b);
-            *w = saved - h;
-            double down = eval_loss(m, b);
-            *w = saved;
-            worst = fmax(worst, fabs((up - down) / (2.0 * (double)h) - q->g[idx[k]]));
-        }
-        /* fp32 forwards limit the differences to ~1e-5 absolute, and the step's truncation to ~1e-4 relative */
-        bool ok = gmax > 0 && worst <= 1e-2 * gmax + 1e-5;
-        printf("%s %-44s worst |fd - grad| %.2e of max |grad| %.2e\n", ok ? "ok  " : "FAIL", q->name, worst, gmax);
-        CHECKF(ok, "%s: finite differences disagree", q->name);
-    }
-    free_batch(b);
-    model_destroy(m);
-    CHECK(pool_destroy(p) == 0);
-}
-
-/* ---- one step under a schedule ---- */
+/* ---- schedules the tests below step under (every standard row runs in test_checkpointing.c) ---- */
 
 typedef struct schedule {
     const char *name, *json;
@@ -185,132 +119,12 @@ typedef struct schedule {
 #define ON "\"gradient_checkpointing\": true"
 static const schedule schedules[] = {
     {"none", "{}"},
-    {"interval 1", "{" ON "}"},
     {"interval 2", "{" ON ", \"gradient_checkpointing_interval\": 2}"},
-    {"interval 3", "{" ON ", \"gradient_checkpointing_interval\": 3}"},
     {"interval 2 stride 4", "{" ON ", \"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_segment_stride\": 4}"},
-    {"interval 1 stride 2", "{" ON ", \"gradient_checkpointing_segment_stride\": 2}"},
     {"torch-ffn", "{" ON ", \"gradient_checkpointing_backend\": \"torch-ffn\"}"},
-    {"torch-ffn interval 2", "{" ON ", \"gradient_checkpointing_backend\": \"torch-ffn\", \"gradient_checkpointing_interval\": 2}"},
-    {"attention offload interval 2",
-     "{" ON ", \"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_offload_attention\": true}"},
-    {"attention offload alone", "{\"gradient_checkpointing_offload_attention\": true}"},
     {"seg2-stride4-offload", "{" ON ", \"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_segment_stride\": 4, "
                              "\"gradient_checkpointing_offload_attention\": true}"},
-    {"torch-ffn + attention offload",
-     "{" ON ", \"gradient_checkpointing_backend\": \"torch-ffn\", \"gradient_checkpointing_offload_attention\": true}"},
 };
-
-/* Activation memory after each unit's backward, less the state gradient: that one grows by a skip's gradient at
- * each out-block (it lives until the in-block that made the skip), which no schedule can avoid. */
-typedef struct watch {
-    pool *pool;
-    const block_seq *seq;
-    size_t last;
-    bool rose;
-    int calls;
-} watch;
-
-static void after_backward(void *ctx, int first)
-{
-    watch *w = ctx;
-    pool_stats s;
-    pool_get_stats(w->pool, &s);
-    state_map map; /* the gradient state now: that of block first's input, the skips' after the stream's */
-    block_state_map(w->seq, first, &map);
-    size_t held = s.live_by_tag[MEM_ACTIVATIONS] + s.live_by_tag[MEM_BOUNDARIES];
-    for (int k = 1; k < map.n_in; k++) held -= (size_t)map.in_numel[k] * sizeof(float);
-    if (w->calls++ && held > w->last) w->rose = true;
-    w->last = held;
-}
-
-typedef struct step_result {
-    float loss;
-    float *grads;
-    int64_t n;
-} step_result;
-
-/* One step under a schedule; checks the forward counts, the predicted peaks, the bytes moved and the backward
- * memory trace; returns the loss and the gradients. */
-static step_result run_step(pool *p, model *m, const schedule *sc, const flow_batch *fb, const char *label)
-{
-    CHECKF(plan(m, sc->json) == ST_OK, "%s %s: %s", label, sc->name, st_error());
-    block_seq *seq;
-    CHECK(model_sequences(m, &seq) == 1);
-    const seq_plan *pl = model_plan(m, 0);
-    long runs[64];
-    for (int i = 0; i < seq->n; i++) runs[i] = seq->blocks[i].forward_runs;
-    watch w = {.pool = p, .seq = seq};
-    seq->after_backward = after_backward;
-    seq->after_backward_ctx = &w;
-
-    param_set *ps = model_params(m);
-    mem_sim sim = {0}, host = {0};
-    sim_take(&sim, MEM_WEIGHTS, (size_t)ps->weight_count * sizeof(float));
-    sim_take(&sim, MEM_GRADIENTS, (size_t)ps->grad_count * sizeof(float));
-    flow_loss_simulate(m, fb->batch, &sim, &host);
-
-    param_set_zero_grads(ps);
-    pool_reset_peak(p);
-    pool_reset_peak(host_pool);
-    copy_engine_reset_stats(model_copy_engine(m));
-    const size_t resident = pool_live(p);
-    step_result r = {.n = ps->grad_count};
-    CHECKF(flow_loss(m, fb, true, &r.loss) == ST_OK, "%s %s: %s", label, sc->name, st_error());
-    seq->after_backward = NULL;
-    pool_stats dev, hst;
-    pool_get_stats(p, &dev);
-    pool_get_stats(host_pool, &hst);
-    CHECKF(dev.live == resident && hst.live == 0, "%s %s: the step leaves nothing behind", label, sc->name);
-
-    bool counts = true;
-    for (int i = 0; i < seq->n; i++) counts &= seq->blocks[i].forward_runs - runs[i] == (pl->mode[i] == MODE_CKPT ? 2 : 1);
-    CHECKF(counts, "%s %s: checkpointed blocks run forward twice, others once", label, sc->name);
-    bool exact = dev.peak == sim.s.peak && !memcmp(dev.at_peak_by_tag, sim.s.at_peak_by_tag, sizeof dev.at_peak_by_tag);
-    CHECKF(exact, "%s %s: device peak measured %zu, predicted %zu", label, sc->name, dev.peak, sim.s.peak);
-    for (int t = 0; !exact && t < MEM_TAG_COUNT; t++)
-        printf("     %-12s measured %zu predicted %zu\n", mem_tag_name(t), dev.at_peak_by_tag[t], sim.s.at_peak_by_tag[t]);
-    bool host_exact = hst.peak == host.s.peak && !memcmp(hst.at_peak_by_tag, host.s.at_peak_by_tag, sizeof hst.at_peak_by_tag);
-    CHECKF(host_exact, "%s %s: host peak measured %zu, predicted %zu", label, sc->name, hst.peak, host.s.peak);
-    copy_stats cs;
-    copy_engine_stats(model_copy_engine(m), &cs);
-    const size_t moved = seq_plan_offload_bytes(pl, seq);
-    CHECKF(cs.bytes[COPY_TO_HOST] == moved && cs.bytes[COPY_TO_DEVICE] == moved,
-           "%s %s: moved %zu to the host and %zu back, the plan says %zu", label, sc->name, cs.bytes[COPY_TO_HOST],
-           cs.bytes[COPY_TO_DEVICE], moved);
-    CHECKF(!w.rose && w.calls > 0, "%s %s: activation memory (less skip gradients) rose after a segment's backward",
-           label, sc->name);
-    char line[512];
-    seq_plan_format(pl, line, sizeof line);
-    printf("%s %s %-30s peak %9zu host %7zu = predicted | %s\n", exact && host_exact ? "ok  " : "FAIL", label, sc->name,
-           dev.peak, hst.peak, line);
-    r.grads = malloc((size_t)r.n * sizeof(float));
-    memcpy(r.grads, ps->grads, (size_t)r.n * sizeof(float));
-    return r;
-}
-
-static void test_bitwise(const model_config *mc, const char *label, int threads)
-{
-    printf("-- %s at %d thread%s: every schedule against no checkpointing\n", label, threads, threads > 1 ? "s" : "");
-    ops_set_threads(threads);
-    pool *p = pool_create(POOL_DEVICE, 0);
-    model *m = make_model(p, mc, 17);
-    batch *b = make_batch(mc, 2, 1);
-    step_result base = run_step(p, m, &schedules[0], &b->fb, label);
-    for (size_t i = 1; i < sizeof schedules / sizeof *schedules; i++) {
-        step_result r = run_step(p, m, &schedules[i], &b->fb, label);
-        char what[128];
-        snprintf(what, sizeof what, "%s %s: loss and gradients", label, schedules[i].name);
-        CHECKF(!memcmp(&r.loss, &base.loss, sizeof r.loss), "%s: loss %.9g vs %.9g", what, r.loss, base.loss);
-        tk_expect_bitwise(what, r.grads, base.grads, base.n);
-        free(r.grads);
-    }
-    free(base.grads);
-    free_batch(b);
-    model_destroy(m);
-    CHECK(pool_destroy(p) == 0);
-    ops_set_threads(2);
-}
 
 /* ---- a skip is stored once ---- */
 
@@ -419,9 +233,8 @@ static void test_failures(void)
     pool *p = pool_create(POOL_DEVICE, 0);
     model *m = make_model(p, &mc, 5);
     batch *b = make_batch(&mc, 2, 7);
-    const int rows[] = {0, 2, 4, 6, 10};
-    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
-        const schedule *sc = &schedules[rows[r]];
+    for (size_t r = 0; r < sizeof schedules / sizeof *schedules; r++) {
+        const schedule *sc = &schedules[r];
         CHECK(plan(m, sc->json) == ST_OK);
         const size_t resident = pool_live(p);
         float loss, again;
@@ -486,21 +299,6 @@ int main(void)
     host_pool = pool_create(POOL_HOST, 0);
     test_names();
     test_refusals();
-    test_finite_differences();
-    model_config tiny, deep, lora;
-    CHECK(model_preset("skipdit-tiny", &tiny) == ST_OK);
-    deep = tiny;
-    deep.depth = 13; /* 6 skips alive at the middle; no interval but 1 divides it */
-    deep.hidden = 32;
-    deep.heads = 2;
-    deep.mechanism = ATTN_MATH;
-    lora = tiny;
-    lora.lora_rank = 4, lora.lora_alpha = 8, lora.lora_attention = lora.lora_mlp = true;
-    for (int threads = 1; threads <= 2; threads++) {
-        test_bitwise(&tiny, "skipdit-tiny", threads);
-        test_bitwise(&deep, "skipdit-13", threads);
-    }
-    test_bitwise(&lora, "skipdit-tiny lora", 2);
     test_stored_once();
     test_capture();
     test_failures();

@@ -329,6 +329,60 @@ static st_status frame_end(frame *f, const struct model *m, st_status st, block_
     return ST_OK;
 }
 
+/* The forward replay both block kinds share (and SIM_PREFETCH). The kind's linears come in at four points:
+ * the adaLN (0), q/k/v unless the side comes back from the host (1), before the side's device copies go (2) and
+ * after (3). Sizes in bytes: the modulations and output projections (kept with the side), the MLP's kept
+ * outputs, and the transient buffers. */
+typedef struct fwd_bytes {
+    size_t mod_out, ffn, temps;
+} fwd_bytes;
+
+static bool sim_forward(const mm_block *mb, fwd_bytes by, keep_level keep, sim_phase phase, bool off, mem_sim *dev,
+                        mem_sim *host, void (*lin)(const mm_block *, int point, mem_sim *))
+{
+    mm_dims d = mm_dims_of(mb->m);
+    attn_shape as = joint_attn(&d, mb->m->shape.mechanism);
+    const size_t JD = (size_t)(d.J * d.D) * sizeof(float), A = attention_kept_bytes(&as), side = SIDE_N * JD;
+    const mem_tag act = MEM_ACTIVATIONS, ws = MEM_WORKSPACE;
+    if (phase == SIM_PREFETCH) {
+        sim_take(dev, act, side);
+        sim_take(dev, act, A);
+        return true;
+    }
+    if (phase != SIM_FORWARD && phase != SIM_RECOMPUTE) return false;
+    const bool from_host = phase == SIM_RECOMPUTE && off, to_host = phase == SIM_FORWARD && off;
+    if (phase == SIM_RECOMPUTE) keep = KEEP_ALL;
+    const mem_tag kt = keep == KEEP_NOTHING ? ws : act, ft = keep == KEEP_ALL ? act : ws;
+    sim_take(dev, act, JD);                  /* the output state */
+    if (!from_host) sim_take(dev, kt, side); /* the attention side */
+    sim_take(dev, kt, by.mod_out);
+    sim_take(dev, ft, by.ffn);
+    sim_take(dev, ws, by.temps);
+    lin(mb, 0, dev);
+    if (from_host) {
+        sim_drop(host, act, side);
+        sim_drop(host, act, A);
+    } else {
+        lin(mb, 1, dev);
+        const bool kept_state = keep != KEEP_NOTHING || to_host;
+        const size_t w = attention_workspace_bytes(&as, ops_threads(), kept_state ? ATTN_FORWARD_KEEP : ATTN_FORWARD);
+        if (kept_state) sim_take(dev, act, A);
+        sim_take(dev, ws, w);
+        sim_drop(dev, ws, w);
+        if (to_host) sim_take(host, act, side + A);
+    }
+    lin(mb, 2, dev);
+    if (to_host) {
+        sim_drop(dev, kt, side);
+        sim_drop(dev, act, A);
+    }
+    lin(mb, 3, dev);
+    sim_drop(dev, ws, by.temps);
+    if (keep == KEEP_NOTHING) sim_drop(dev, ws, by.mod_out + (to_host ? 0 : side));
+    if (keep != KEEP_ALL) sim_drop(dev, ws, by.ffn);
+    return true;
+}
+
 /* ---- the double block ---- */
 
 static size_t double_kept_bytes(const block *b, keep_level keep)
@@ -505,6 +559,17 @@ done:
 }
 
 /* double_forward's, mm_prefetch's and double_backward's allocations, in their order (see block.h). */
+static void double_lin(const mm_block *mb, int point, mem_sim *dev)
+{
+    mm_dims d = mm_dims_of(mb->m);
+    for (int s = 0; s < 2; s++) {
+        const mm_stream *ms = &mb->s[s];
+        const lin_layer *at[4][2] = {{&ms->ada}, {&ms->q, &ms->k}, {&ms->out}, {&ms->mlp1, &ms->mlp2}};
+        for (int k = 0; k < 2 && at[point][k]; k++) lin_simulate(at[point][k], d.rows[s], false, dev);
+        if (point == 1) lin_simulate(&ms->v, d.rows[s], false, dev);
+    }
+}
+
 static void double_simulate(const block *b, keep_level keep, sim_phase phase, bool off, mem_sim *dev, mem_sim *host)
 {
     const mm_block *mb = b->self;
@@ -515,46 +580,9 @@ static void double_simulate(const block *b, keep_level keep, sim_phase phase, bo
     const size_t N = (size_t)(d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1]), ND = N * (size_t)d.D * f;
     const size_t mod = 2 * (size_t)(d.B * 6 * d.D) * f, side = SIDE_N * JD;
     const mem_tag act = MEM_ACTIVATIONS, ws = MEM_WORKSPACE;
-    const int threads = ops_threads();
+    /* mods and output projections; ff1 and ff2; h and gelu */
+    if (sim_forward(mb, (fwd_bytes){mod + JD, 5 * JD, 5 * ND}, keep, phase, off, dev, host, double_lin)) return;
 #define LIN(s, layer, backward) lin_simulate(&mb->s[s].layer, d.rows[s], backward, dev)
-    if (phase == SIM_PREFETCH) {
-        sim_take(dev, act, side);
-        sim_take(dev, act, A);
-        return;
-    }
-    if (phase == SIM_FORWARD || phase == SIM_RECOMPUTE) {
-        const bool from_host = phase == SIM_RECOMPUTE && off, to_host = phase == SIM_FORWARD && off;
-        if (phase == SIM_RECOMPUTE) keep = KEEP_ALL;
-        const mem_tag kt = keep == KEEP_NOTHING ? ws : act, ft = keep == KEEP_ALL ? act : ws;
-        sim_take(dev, act, JD);                  /* the output state */
-        if (!from_host) sim_take(dev, kt, side); /* the attention side */
-        sim_take(dev, kt, mod + JD);             /* mods, output projections */
-        sim_take(dev, ft, 5 * JD);               /* ff1, ff2 */
-        sim_take(dev, ws, 5 * ND);               /* h, gelu */
-        for (int s = 0; s < 2; s++) LIN(s, ada, false);
-        if (from_host) {
-            sim_drop(host, act, side);
-            sim_drop(host, act, A);
-        } else {
-            for (int s = 0; s < 2; s++) LIN(s, q, false), LIN(s, k, false), LIN(s, v, false);
-            const bool kept_state = keep != KEEP_NOTHING || to_host;
-            const size_t w = attention_workspace_bytes(&as, threads, kept_state ? ATTN_FORWARD_KEEP : ATTN_FORWARD);
-            if (kept_state) sim_take(dev, act, A);
-            sim_take(dev, ws, w);
-            sim_drop(dev, ws, w);
-            if (to_host) sim_take(host, act, side + A);
-        }
-        for (int s = 0; s < 2; s++) LIN(s, out, false);
-        if (to_host) {
-            sim_drop(dev, kt, side);
-            sim_drop(dev, act, A);
-        }
-        for (int s = 0; s < 2; s++) LIN(s, mlp1, false), LIN(s, mlp2, false);
-        sim_drop(dev, ws, 5 * ND);
-        if (keep == KEEP_NOTHING) sim_drop(dev, ws, mod + JD + (to_host ? 0 : side));
-        if (keep != KEEP_ALL) sim_drop(dev, ws, 5 * JD);
-        return;
-    }
     if (off) {
         sim_drop(host, act, side);
         sim_drop(host, act, A);
@@ -569,7 +597,7 @@ static void double_simulate(const block *b, keep_level keep, sim_phase phase, bo
         sim_drop(dev, act, layernorm_kept_bytes(d.rows[s]));
         LIN(s, out, true);
     }
-    const size_t w = attention_workspace_bytes(&as, threads, ATTN_BACKWARD);
+    const size_t w = attention_workspace_bytes(&as, ops_threads(), ATTN_BACKWARD);
     sim_take(dev, ws, w);
     sim_drop(dev, ws, w);
     for (int s = 0; s < 2; s++) {
@@ -724,6 +752,14 @@ done:
     return scratch_end(&k);
 }
 
+static void single_lin(const mm_block *mb, int point, mem_sim *dev)
+{
+    const mm_stream *ms = &mb->s[0];
+    const int64_t J = mm_dims_of(mb->m).J;
+    const lin_layer *at[4][3] = {{&ms->ada}, {&ms->q, &ms->k, &ms->v}, {&ms->mlp1}, {&ms->out}};
+    for (int k = 0; k < 3 && at[point][k]; k++) lin_simulate(at[point][k], J, false, dev);
+}
+
 static void single_simulate(const block *b, keep_level keep, sim_phase phase, bool off, mem_sim *dev, mem_sim *host)
 {
     const mm_block *mb = b->self;
@@ -734,46 +770,9 @@ static void single_simulate(const block *b, keep_level keep, sim_phase phase, bo
     const size_t f = sizeof(float), JD = (size_t)(d.J * d.D) * f, A = attention_kept_bytes(&as);
     const size_t mod = (size_t)(d.B * 3 * d.D) * f, side = SIDE_N * JD;
     const mem_tag act = MEM_ACTIVATIONS, ws = MEM_WORKSPACE;
-    const int threads = ops_threads();
+    /* mod and output projection; proj_mlp; h and the concatenation */
+    if (sim_forward(mb, (fwd_bytes){mod + JD, 4 * JD, 6 * JD}, keep, phase, off, dev, host, single_lin)) return;
 #define LIN(layer, backward) lin_simulate(&ms->layer, d.J, backward, dev)
-    if (phase == SIM_PREFETCH) {
-        sim_take(dev, act, side);
-        sim_take(dev, act, A);
-        return;
-    }
-    if (phase == SIM_FORWARD || phase == SIM_RECOMPUTE) {
-        const bool from_host = phase == SIM_RECOMPUTE && off, to_host = phase == SIM_FORWARD && off;
-        if (phase == SIM_RECOMPUTE) keep = KEEP_ALL;
-        const mem_tag kt = keep == KEEP_NOTHING ? ws : act, ft = keep == KEEP_ALL ? act : ws;
-        sim_take(dev, act, JD);
-        if (!from_host) sim_take(dev, kt, side);
-        sim_take(dev, kt, mod + JD);
-        sim_take(dev, ft, 4 * JD);
-        sim_take(dev, ws, 6 * JD); /* h, concat */
-        LIN(ada, false);
-        if (from_host) {
-            sim_drop(host, act, side);
-            sim_drop(host, act, A);
-        } else {
-            LIN(q, false), LIN(k, false), LIN(v, false);
-            const bool kept_state = keep != KEEP_NOTHING || to_host;
-            const size_t w = attention_workspace_bytes(&as, threads, kept_state ? ATTN_FORWARD_KEEP : ATTN_FORWARD);
-            if (kept_state) sim_take(dev, act, A);
-            sim_take(dev, ws, w);
-            sim_drop(dev, ws, w);
-            if (to_host) sim_take(host, act, side + A);
-        }
-        LIN(mlp1, false);
-        if (to_host) {
-            sim_drop(dev, kt, side);
-            sim_drop(dev, act, A);
-        }
-        LIN(out, false);
-        sim_drop(dev, ws, 6 * JD);
-        if (keep == KEEP_NOTHING) sim_drop(dev, ws, mod + JD + (to_host ? 0 : side));
-        if (keep != KEEP_ALL) sim_drop(dev, ws, 4 * JD);
-        return;
-    }
     if (off) {
         sim_drop(host, act, side);
         sim_drop(host, act, A);
@@ -784,7 +783,7 @@ static void single_simulate(const block *b, keep_level keep, sim_phase phase, bo
     if (keep == KEEP_ATTENTION) LIN(mlp1, false);
     LIN(out, true);
     LIN(mlp1, true);
-    const size_t w = attention_workspace_bytes(&as, threads, ATTN_BACKWARD);
+    const size_t w = attention_workspace_bytes(&as, ops_threads(), ATTN_BACKWARD);
     sim_take(dev, ws, w);
     sim_drop(dev, ws, w);
     for (int i = 0; i < 2; i++) {

@@ -92,7 +92,7 @@ st_status model_config_from(const config *cfg, model_config *mc)
     st_status st = model_preset(preset, mc);
     if (st) return st;
     if (config_is_set(cfg, "model_family") && strcmp(family, mc->family))
-        return st_fail(ST_ERR_INVALID, "model_preset: %s is a %s preset, but model_family is %s", preset, mc->family,
+        return st_fail(ST_ERR_INVALID, "model_preset: %s belongs to the %s family, but model_family is %s", preset, mc->family,
                        family);
     const struct {
         const char *key;
