@@ -15,7 +15,7 @@ static const struct command {
     {"advise", cmd_advise, "the fastest schedule predicted to fit a memory budget (--verify runs it)"},
     {"profile", cmd_profile, "where a training step's time goes, by kind of op, with achieved GFLOP/s"},
     {"train", cmd_train, "train on a dataset (the built-in one by default): checkpoints, samples, logs"},
-    {"sample", cmd_sample, "a PNG grid of images from trained weights, one row per class"},
+    {"sample", cmd_sample, "a PNG grid of images from trained weights, one row per class or caption"},
     {"plan", cmd_plan, "the checkpoint plan and the predicted peak memory of a training step"},
     {"init", cmd_init, "write freshly initialised weights of the configured model"},
     {"grad", cmd_grad, "loss and every weight's gradient for one batch, with the step's peak memory"},
@@ -43,6 +43,8 @@ static void usage(FILE *to)
                 "  segtrain train --config c.json        train (on the built-in shapes dataset when data_dir is empty)\n"
                 "  segtrain sweep --config c.json        every checkpointing mode measured; then `advise` for a budget\n"
                 "Configs are SimpleTuner-style JSON; every key is in docs/CONFIG.md; --set key=value overrides one.\n"
+                "Families (model_family or model_preset): dit (dit-s2, ...), mmdit (Flux-style, trained on captions:\n"
+                "mmdit-tiny, mmdit-s) and skipdit (U-ViT long skips: skipdit-tiny, skipdit-s); see docs/FAMILIES.md.\n"
                 "\n"
                 "global options:\n"
                 "  --threads N   OpenMP threads for every op and for BLAS (default: all cores)\n"
