@@ -287,20 +287,23 @@ typedef struct frame {
     scratch *ks, *fs;
 } frame;
 
-static frame frame_of(const struct model *m, keep_level keep, offload *off, const block_saved *sv)
+/* What is kept goes through `kept` (tagged activations), what is transient through `tmp` (workspace); with
+ * KEEP_NOTHING the side, modulations and projections are transient, and only KEEP_ALL keeps the MLP's outputs. */
+static void frame_init(frame *f, const struct model *m, keep_level keep, offload *off, block_saved *sv)
 {
-    frame f = {.keep = keep, .from_host = sv->on_host, .to_host = off && !sv->on_host};
-    f.kt = keep == KEEP_NOTHING ? MEM_WORKSPACE : MEM_ACTIVATIONS;
-    f.ft = keep == KEEP_ALL ? MEM_ACTIVATIONS : MEM_WORKSPACE;
-    f.kept = (scratch){.pool = m->pool};
-    f.tmp = (scratch){.pool = m->pool};
-    return f;
+    *f = (frame){.keep = keep, .from_host = sv->on_host, .to_host = off && !sv->on_host};
+    f->kt = keep == KEEP_NOTHING ? MEM_WORKSPACE : MEM_ACTIVATIONS;
+    f->ft = keep == KEEP_ALL ? MEM_ACTIVATIONS : MEM_WORKSPACE;
+    f->kept = (scratch){.pool = m->pool};
+    f->tmp = (scratch){.pool = m->pool};
+    f->ks = keep == KEEP_NOTHING ? &f->tmp : &f->kept;
+    f->fs = keep == KEEP_ALL ? &f->kept : &f->tmp;
+    if (f->to_host) sv->off = off;
 }
 
+/* The attention side's buffers, unless they come back from the host. */
 static void take_side(frame *f, block_saved *sv, const mm_dims *d)
 {
-    f->ks = f->keep == KEEP_NOTHING ? &f->tmp : &f->kept;
-    f->fs = f->keep == KEEP_ALL ? &f->kept : &f->tmp;
     for (int i = 0; !f->from_host && i < SIDE_N; i++) sv->side[i] = scratch_take(f->ks, d->J * d->D, f->kt, "mmdit.side");
 }
 
@@ -405,8 +408,8 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     b->forward_runs++;
     block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
     if (!sv) return st_fail(ST_ERR_INTERNAL, "out of host memory");
-    frame f = frame_of(m, keep, off, sv);
-    if (f.to_host) sv->off = off;
+    frame f;
+    frame_init(&f, m, keep, off, sv);
     float *y[2];
     for (int s = 0; s < 2; s++) y[s] = scratch_take(&f.kept, d.rows[s] * D, MEM_ACTIVATIONS, "mmdit.state");
     take_side(&f, sv, &d);
@@ -648,8 +651,8 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
     b->forward_runs++;
     block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
     if (!sv) return st_fail(ST_ERR_INTERNAL, "out of host memory");
-    frame f = frame_of(m, keep, off, sv);
-    if (f.to_host) sv->off = off;
+    frame f;
+    frame_init(&f, m, keep, off, sv);
     float *y = scratch_take(&f.kept, J * D, MEM_ACTIVATIONS, "mmdit.state");
     take_side(&f, sv, &d);
     sv->mod[0] = scratch_take(f.ks, d.B * 3 * D, f.kt, "mmdit.mod");
