@@ -99,7 +99,7 @@ expect 0 "train --help teaches" "resume_from_checkpoint" -- "$bin" train --help
 echo "{}" > empty.json
 mm="--set model_family=mmdit --set train_batch_size=2 --set gradient_checkpointing=true"
 expect 0 "mmdit: the plan of both sequences" "plan transformer_blocks: 0-1 ckpt in segments of 1" -- "$bin" plan --config empty.json $mm
-expect 0 "mmdit: a double-stream boundary is both streams" "boundary of block 1: image stream 8.0 KiB \\+ text stream 4.0 KiB" -- \
+expect 0 "mmdit: a double-stream boundary is both streams" "boundaries of the 2 segments from block 0 to 1: image stream 8.0 KiB \\+ text stream 4.0 KiB each" -- \
   "$bin" plan --config empty.json $mm
 expect 0 "mmdit: the single-stream sequence too" "plan single_transformer_blocks: 0-1 ckpt" -- "$bin" plan --config empty.json $mm
 expect 1 "a preset of another family" "mmdit-tiny belongs to the mmdit family, but model_family is dit" -- "$bin" plan \

@@ -85,11 +85,18 @@ static void print_text(const config *cfg, model *m, const plan_report *r)
             printf(" a block");
         }
         printf("\n");
-        for (int g = 0; g < p->n_segments; g++) { /* what each boundary holds, each tensor once */
-            char desc[512];
+        for (int g = 0, run; g < p->n_segments; g += run) { /* what each boundary holds, each tensor once */
+            char desc[512], next[512];
             seq_plan_boundary(p, s, g, desc, sizeof desc);
-            const segment *sg = &p->segments[g];
-            if (sg->first == sg->last) printf("    boundary of block %d: %s\n", sg->first, desc);
+            for (run = 1; g + run < p->n_segments; run++) { /* alike boundaries print as one line */
+                seq_plan_boundary(p, s, g + run, next, sizeof next);
+                if (strcmp(next, desc)) break;
+            }
+            const segment *sg = &p->segments[g], *last = &p->segments[g + run - 1];
+            if (run > 1)
+                printf("    boundaries of the %d segments from block %d to %d: %s each\n", run, sg->first, last->last,
+                       desc);
+            else if (sg->first == sg->last) printf("    boundary of block %d: %s\n", sg->first, desc);
             else printf("    boundary of blocks %d-%d: %s\n", sg->first, sg->last, desc);
         }
     }

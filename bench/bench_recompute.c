@@ -1,0 +1,154 @@
+/* Recompute benchmark (not a test): does checkpointing cost what it must and no more? Training steps under
+ * none, layer, interval2, seg2-stride4 and their attention-offload variants, and a forward of the block
+ * sequence alone (what a recompute runs), interleaved round by round so that the machine's drift hits every row
+ * alike; medians per row. The extra time of a checkpointed row over none is set against the measured forward
+ * time of the blocks it recomputes.
+ *
+ *   build/bench_recompute [--rounds R] [--batch B] [--preset dit-s2]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "segtrain/executor.h"
+#include "segtrain/model.h"
+#include "segtrain/objective.h"
+#include "segtrain/rng.h"
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct row {
+    const char *name;
+    ckpt_settings cs;
+    const char *baseline; /* the row whose time this one is read against */
+} row;
+
+#define ROUNDS_MAX 50
+
+/* A forward of the whole block sequence without keeping anything: what recomputing every block costs. It runs
+ * inside a model forward, whose conditioning the blocks read. */
+static double blocks_forward(model *m, pool *dev, const flow_batch *fb)
+{
+    const float *pred;
+    float ts[64];
+    for (int64_t i = 0; i < fb->batch && i < 64; i++) ts[i] = 1000.0f * fb->t[i];
+    if (fb->batch > 64 || model_forward(m, fb->x0, ts, fb->cond, fb->batch, false, &pred)) return -1;
+    block_seq *seq;
+    model_sequences(m, &seq);
+    const seq_plan *plan = model_plan(m, 0);
+    block_state in = {.n = seq->state_n}, out = {0};
+    for (int k = 0; k < seq->state_n; k++) {
+        if (pool_alloc(dev, (size_t)seq->state_numel[k] * sizeof(float), MEM_ACTIVATIONS, "bench.state",
+                       (void **)&in.t[k]))
+            return -1;
+        rng_fill_normal(in.t[k], seq->state_numel[k], 1, (uint64_t)k, 0, 1);
+    }
+    seq_run *run = NULL;
+    const double t0 = clock_seconds();
+    st_status st = seq_forward(seq, plan, NULL, &in, false, &out, &run);
+    const double t = clock_seconds() - t0;
+    state_free(dev, &out);
+    model_release(m);
+    return st ? -1 : t;
+}
+
+int main(int argc, char **argv)
+{
+    int rounds = 7;
+    int64_t batch = 8;
+    const char *preset = "dit-s2";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--batch")) batch = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--preset")) preset = argv[i + 1];
+    }
+    if (rounds < 1 || rounds > ROUNDS_MAX || batch < 1) return fprintf(stderr, "bad arguments\n"), 2;
+    model_config mc;
+    model *m;
+    pool *dev = pool_create(POOL_DEVICE, 0), *host = pool_create(POOL_HOST, 0);
+    if (model_preset(preset, &mc) || model_create(&mc, dev, &m) || model_set_host_pool(m, host))
+        return fprintf(stderr, "%s\n", st_error()), 1;
+    model_init(m, 1, true);
+    const int64_t n = batch * mc.channels * mc.resolution * mc.resolution, L = model_cond_len(&mc);
+    float *x0 = malloc((size_t)n * sizeof(float)), *noise = malloc((size_t)n * sizeof(float));
+    float *t = malloc((size_t)batch * sizeof(float));
+    int64_t *cond = malloc((size_t)(batch * L) * sizeof(int64_t));
+    rng_fill_normal(x0, n, 1, 1, 0, 1);
+    rng_fill_normal(noise, n, 1, 2, 0, 1);
+    for (int64_t i = 0; i < batch; i++) {
+        t[i] = (float)rng_uniform(1, 3, (uint64_t)i);
+        model_condition(&mc, i % mc.classes, "a red circle on a navy background", cond + i * L);
+    }
+    flow_batch fb = {batch, x0, noise, t, cond, 1.0f};
+
+    const ckpt_settings off = {.interval = 1, .stride = 1};
+    const row rows[] = {
+        {"none", off, NULL},
+        {"layer", {.enabled = true, .interval = 1, .stride = 1}, "none"},
+        {"interval2", {.enabled = true, .interval = 2, .stride = 2}, "none"},
+        {"seg2-stride4", {.enabled = true, .interval = 2, .stride = 4}, "none"},
+        {"activation-offload", {.enabled = true, .interval = 1, .stride = 1, .offload_attention = true}, "layer"},
+        {"seg2-stride4-offload", {.enabled = true, .interval = 2, .stride = 4, .offload_attention = true},
+         "seg2-stride4"},
+    };
+    enum { NROWS = sizeof rows / sizeof *rows };
+    static double sec[NROWS + 1][ROUNDS_MAX];
+    printf("%s, batch %lld, %d threads; %d rounds, every row once a round, plus one forward of the blocks\n", preset,
+           (long long)batch, ops_threads(), rounds);
+    for (int r = -1; r < rounds; r++) { /* round -1 warms up */
+        for (int k = 0; k < NROWS; k++) {
+            float loss;
+            if (model_set_checkpointing(m, &rows[k].cs, NULL, 0)) return fprintf(stderr, "%s\n", st_error()), 1;
+            param_set_zero_grads(model_params(m));
+            const double t0 = clock_seconds();
+            if (flow_loss(m, &fb, true, &loss)) return fprintf(stderr, "%s\n", st_error()), 1;
+            if (r >= 0) sec[k][r] = clock_seconds() - t0;
+        }
+        if (model_set_checkpointing(m, &off, NULL, 0)) return fprintf(stderr, "%s\n", st_error()), 1;
+        const double f = blocks_forward(m, dev, &fb);
+        if (f < 0) return fprintf(stderr, "%s\n", st_error()), 1;
+        if (r >= 0) sec[NROWS][r] = f;
+    }
+    double med[NROWS + 1];
+    for (int k = 0; k <= NROWS; k++) med[k] = median(sec[k], rounds);
+    block_seq *seq;
+    model_sequences(m, &seq);
+    const double fwd = med[NROWS];
+    printf("forward of all %d blocks (what recompute runs): %.3f s\n\n", seq->n, fwd);
+    printf("%-22s %9s %9s %30s\n", "mode", "sec/step", "extra", "read against");
+    for (int k = 0; k < NROWS; k++) {
+        if (!rows[k].baseline) {
+            printf("%-22s %9.3f\n", rows[k].name, med[k]);
+            continue;
+        }
+        int b = 0;
+        while (strcmp(rows[b].name, rows[k].baseline)) b++;
+        const double extra = med[k] - med[b];
+        if (b == 0) { /* a recompute row: the forwards it adds */
+            model_set_checkpointing(m, &rows[k].cs, NULL, 0);
+            int recomputed = 0;
+            for (int i = 0; i < seq->n; i++) recomputed += model_plan(m, 0)->mode[i] == MODE_CKPT;
+            const double want = fwd * recomputed / seq->n;
+            printf("%-22s %9.3f %+8.3fs   %2d blocks' forward %.3f s: %+5.1f %%\n", rows[k].name, med[k], extra,
+                   recomputed, want, 100.0 * (extra - want) / want);
+        } else {
+            printf("%-22s %9.3f %+8.3fs   %s: %+5.1f %%\n", rows[k].name, med[k], extra, rows[b].name,
+                   100.0 * extra / med[b]);
+        }
+    }
+    free(x0), free(noise), free(t), free(cond);
+    model_destroy(m);
+    pool_destroy(host);
+    pool_destroy(dev);
+    return 0;
+}
