@@ -482,6 +482,47 @@ static void test_unsloth_saves_what_it_predicts(const model_config *mc)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* Every device budget short of a step's peak fails as ST_ERR_OOM with the pools as before (whatever the states
+ * share, however many sequences), and a budget of exactly the peak runs the step to the same bits. */
+static void test_budgets(const model_config *mc, const char *label)
+{
+    printf("-- %s: every budget short of a step's peak fails cleanly\n", label);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = make_model(p, mc);
+    test_batch *b = make_batch(mc, 2, 7, (float[]){0.3f, 0.6f}, (int64_t[]){2, mc->classes});
+    const char *rows[] = {"none", "interval 2", "interval 2 stride 4", "torch-ffn", "seg2-stride4-offload"};
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+        size_t k = 0;
+        while (strcmp(schedules[k].name, rows[r])) k++;
+        ckpt_settings cs;
+        char warning[256];
+        CHECK(settings_of(schedules[k].json, &cs, warning) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK);
+        const size_t resident = pool_live(p);
+        float loss, again;
+        param_set_zero_grads(model_params(m));
+        pool_reset_peak(p);
+        CHECK(flow_loss(m, &b->fb, true, &loss) == ST_OK);
+        const size_t peak = pool_peak(p);
+        bool clean = true;
+        int tried = 0;
+        for (size_t cap = resident + 1; cap < peak; cap += (peak - resident) / 29 + 1, tried++) {
+            pool_set_capacity(p, cap);
+            st_status st = flow_loss(m, &b->fb, true, &again);
+            clean &= st == ST_ERR_OOM && pool_live(p) == resident && pool_live(host_pool) == 0;
+        }
+        pool_set_capacity(p, peak);
+        param_set_zero_grads(model_params(m));
+        CHECKF(flow_loss(m, &b->fb, true, &again) == ST_OK, "%s %s: a budget of exactly the peak: %s", label, rows[r],
+               st_error());
+        pool_set_capacity(p, 0);
+        CHECKF(clean && !memcmp(&loss, &again, sizeof loss), "%s %s: %d budgets below the peak fail cleanly", label,
+               rows[r], tried);
+    }
+    free_batch(b);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
 /* A copy that fails, or a host pool too small, ends the step with a clear status; the pools are as before and
  * the next step runs, to the same bits. */
 static void test_offload_faults(const model_config *mc)
@@ -560,6 +601,9 @@ int main(void)
     test_capture(&deep);
     test_unsloth_saves_what_it_predicts(&deep);
     test_offload_faults(&deep);
+    test_budgets(&tiny, "dit-tiny");
+    test_budgets(&mm, "mmdit-tiny");
+    test_budgets(&skip, "skipdit-tiny");
     test_dit_s2_peaks();
     CHECK(pool_destroy(host_pool) == 0);
     return tk_finish();

@@ -1,8 +1,8 @@
 /* What is particular to the skipdit family (U-ViT-style long skips) and the executor's shared states: parameter
- * names, each skip stored once however many boundaries hold it, the unsloth backends refused, hidden-state
- * capture, and failed steps that leave the pools as they were. Its gradients against finite differences are in
- * test_dit.c, and the standard schedules (bitwise, forward counts, predicted = measured peaks) in
- * test_checkpointing.c, with the other families. */
+ * names, each skip stored once however many boundaries hold it, the unsloth backends refused, and hidden-state
+ * capture. Its gradients against finite differences are in test_dit.c, and the standard schedules (bitwise,
+ * forward counts, predicted = measured peaks, budgets short of the peak) in test_checkpointing.c, with the other
+ * families. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,21 +110,7 @@ static void test_names(void)
     printf("     depth 33 -> %s\n", st_error());
 }
 
-/* ---- schedules the tests below step under (every standard row runs in test_checkpointing.c) ---- */
-
-typedef struct schedule {
-    const char *name, *json;
-} schedule;
-
 #define ON "\"gradient_checkpointing\": true"
-static const schedule schedules[] = {
-    {"none", "{}"},
-    {"interval 2", "{" ON ", \"gradient_checkpointing_interval\": 2}"},
-    {"interval 2 stride 4", "{" ON ", \"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_segment_stride\": 4}"},
-    {"torch-ffn", "{" ON ", \"gradient_checkpointing_backend\": \"torch-ffn\"}"},
-    {"seg2-stride4-offload", "{" ON ", \"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_segment_stride\": 4, "
-                             "\"gradient_checkpointing_offload_attention\": true}"},
-};
 
 /* ---- a skip is stored once ---- */
 
@@ -223,43 +209,6 @@ static void test_refusals(void)
     model_destroy(m);
 }
 
-/* ---- failures leave the pools as they were ---- */
-
-static void test_failures(void)
-{
-    printf("-- every budget short of a step's peak fails cleanly, whatever the states share\n");
-    model_config mc;
-    CHECK(model_preset("skipdit-tiny", &mc) == ST_OK);
-    pool *p = pool_create(POOL_DEVICE, 0);
-    model *m = make_model(p, &mc, 5);
-    batch *b = make_batch(&mc, 2, 7);
-    for (size_t r = 0; r < sizeof schedules / sizeof *schedules; r++) {
-        const schedule *sc = &schedules[r];
-        CHECK(plan(m, sc->json) == ST_OK);
-        const size_t resident = pool_live(p);
-        float loss, again;
-        param_set_zero_grads(model_params(m));
-        pool_reset_peak(p);
-        CHECK(flow_loss(m, &b->fb, true, &loss) == ST_OK);
-        const size_t peak = pool_peak(p);
-        bool clean = true;
-        int tried = 0;
-        for (size_t cap = resident + 1; cap < peak; cap += (peak - resident) / 29 + 1, tried++) {
-            pool_set_capacity(p, cap);
-            st_status st = flow_loss(m, &b->fb, true, &again);
-            clean &= st == ST_ERR_OOM && pool_live(p) == resident && pool_live(host_pool) == 0;
-        }
-        pool_set_capacity(p, peak);
-        param_set_zero_grads(model_params(m));
-        CHECKF(flow_loss(m, &b->fb, true, &again) == ST_OK, "%s: a budget of exactly the peak: %s", sc->name, st_error());
-        pool_set_capacity(p, 0);
-        CHECKF(clean && !memcmp(&loss, &again, sizeof loss), "%s: %d budgets below the peak fail cleanly", sc->name, tried);
-    }
-    free_batch(b);
-    model_destroy(m);
-    CHECK(pool_destroy(p) == 0);
-}
-
 /* ---- hidden-state capture ---- */
 
 static void test_capture(void)
@@ -301,7 +250,6 @@ int main(void)
     test_refusals();
     test_stored_once();
     test_capture();
-    test_failures();
     CHECK(pool_destroy(host_pool) == 0);
     return tk_finish();
 }

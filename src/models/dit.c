@@ -16,15 +16,14 @@ typedef struct dit_step {
     block_state last;                        /* the last block's output */
     float **dhidden;                         /* per captured block: the caller's gradient for its output */
     seq_run *run;
-    float *fmod, *ln, *hf, *pred;            /* final layer: (B, 2D), (N, D), (N, D), (B, C, H, W) */
-    op_state fstats;
 } dit_step;
 
 typedef struct dit_model {
     void *blocks; /* the blocks' own data (dit_block or skipdit's) */
     block *seq_blocks;
     temb t;
-    int p_x_w, p_x_b, p_y, p_pos, p_fa_w, p_fa_b, p_fl_w, p_fl_b;
+    int p_x_w, p_x_b, p_y, p_pos;
+    final_layer final;
     dit_step step;
 } dit_model;
 
@@ -72,10 +71,10 @@ static st_status register_params(model *m, dit_blocks_fn blocks)
     d->p_y = add2(s, "y_embedder.embedding_table.weight", c->classes + 1, D, full);
     st_status st = blocks(m, s, d->seq_blocks, &d->blocks);
     if (st) return st;
-    d->p_fa_w = add2(s, "final_layer.adaLN_modulation.1.weight", 2 * D, D, full);
-    d->p_fa_b = add1(s, "final_layer.adaLN_modulation.1.bias", 2 * D, full);
-    d->p_fl_w = add2(s, "final_layer.linear.weight", P, D, full);
-    d->p_fl_b = add1(s, "final_layer.linear.bias", P, full);
+    d->final = (final_layer){.ada_w = add2(s, "final_layer.adaLN_modulation.1.weight", 2 * D, D, full),
+                             .ada_b = add1(s, "final_layer.adaLN_modulation.1.bias", 2 * D, full),
+                             .out_w = add2(s, "final_layer.linear.weight", P, D, full),
+                             .out_b = add1(s, "final_layer.linear.bias", P, full)};
     return ST_OK;
 }
 
@@ -133,12 +132,10 @@ static void dit_release(model *m)
     state_free(m->pool, &s->last);
     for (int k = 0; s->dhidden && k < m->n_capture; k++) pool_free(m->pool, s->dhidden[k]);
     free(s->dhidden);
-    op_state_release(&s->fstats);
-    void *bufs[] = {s->pred, s->hf, s->ln, s->fmod, m->ctx.dcs, m->ctx.cs, d->t.c, d->t.hs, d->t.h, d->t.freq, s->tokens,
-                    s->patches, s->labels}; /* tokens only if forward failed before the executor took them */
+    final_release(m, &d->final);
+    temb_release(m, &d->t);
+    void *bufs[] = {s->tokens, s->patches, s->labels}; /* tokens only if forward failed before the executor took them */
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
-    m->ctx.cs = m->ctx.dcs = NULL;
-    d->t.c = d->t.hs = d->t.h = d->t.freq = NULL;
     *s = (dit_step){0};
 }
 
@@ -154,12 +151,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     s->labels = (int64_t *)model_take(m, &st, 2 * B, "dit.labels", false); /* int64: two floats each */
     s->patches = model_take(m, &st, N * P, "dit.patches", false);
     s->tokens = model_take(m, &st, N * D, "dit.tokens", false);
-    d->t.freq = model_take(m, &st, B * DIT_FREQ_DIM, "dit.t_freq", false);
-    d->t.h = model_take(m, &st, B * D, "dit.t_hidden", false);
-    d->t.hs = model_take(m, &st, B * D, "dit.t_silu", false);
-    d->t.c = model_take(m, &st, B * D, "dit.c", false);
-    m->ctx.cs = model_take(m, &st, B * D, "dit.silu_c", false);
-    if (train) m->ctx.dcs = model_take(m, &st, B * D, "dit.dsilu_c", true);
+    temb_take(m, &d->t, &st, train);
     if (st) return st;
     /* the label embedding goes through cs's buffer before cs is computed: no extra allocation */
     if ((st = embedding_forward(m->ctx.cs, PW(p_y), labels, B, c->classes + 1, D)))
@@ -176,32 +168,6 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     for (int64_t i = 0; i < B * D; i++) d->t.c[i] += m->ctx.cs[i];
     silu_forward(m->ctx.cs, d->t.c, B * D);
     return ST_OK;
-}
-
-/* final layer: pred = unpatchify(linear(LN(x) * (1 + scale) + shift)) */
-static st_status head_forward(model *m)
-{
-    const model_config *c = &m->cfg;
-    dit_model *d = dit_of(m);
-    dit_step *s = &d->step;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
-    const int64_t P = c->channels * c->patch * c->patch;
-    st_status st = ST_OK;
-    s->fmod = model_take(m, &st, B * 2 * D, "dit.final.mod", false);
-    s->ln = model_take(m, &st, N * D, "dit.final.ln", false);
-    s->hf = model_take(m, &st, N * D, "dit.final.h", false);
-    s->pred = model_take(m, &st, B * c->channels * c->resolution * c->resolution, "dit.pred", false);
-    float *out = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(N * P) * sizeof(float), MEM_WORKSPACE, "dit.final.out", (void **)&out);
-    if (!st) st = layernorm_forward(m->pool, s->ln, s->last.t[0], NULL, NULL, N, D, DIT_LN_EPS, &s->fstats);
-    if (!st) {
-        linear_forward(s->fmod, m->ctx.cs, PW(p_fa_w), PW(p_fa_b), B, D, 2 * D);
-        modulate_forward(s->hf, s->ln, s->fmod, s->fmod + D, B, T, D, 2 * D);
-        linear_forward(out, s->hf, PW(p_fl_w), PW(p_fl_b), N, D, P);
-        unpatchify_forward(s->pred, out, B, c->channels, c->resolution, c->resolution, c->patch);
-    }
-    pool_free(m->pool, out);
-    return st;
 }
 
 /* Gradient buffers for the captured hidden states, zeroed for the caller's auxiliary loss. */
@@ -245,34 +211,13 @@ static st_status dit_forward(model *m, const float *x, const float *timesteps, c
         st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->step.last, &d->step.run);
     }
     if (!st && train && m->n_capture) st = capture_forward(m);
-    if (!st) st = head_forward(m);
+    if (!st) st = final_forward(m, &d->final, d->step.last.t[0]);
     if (st) {
         dit_release(m);
         return st;
     }
-    *pred = d->step.pred;
+    *pred = d->final.pred;
     return ST_OK;
-}
-
-static st_status head_backward(model *m, const float *dpred, float *dstate)
-{
-    const model_config *c = &m->cfg;
-    dit_model *d = dit_of(m);
-    dit_step *s = &d->step;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
-    const int64_t P = c->channels * c->patch * c->patch;
-    scratch k = {.pool = m->pool};
-    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "dit.final.dout");
-    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "dit.final.dh");
-    float *dln = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "dit.final.dln");
-    float *dmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "dit.final.dmod");
-    if (k.status) return scratch_end(&k);
-    unpatchify_backward(dout, dpred, B, c->channels, c->resolution, c->resolution, c->patch);
-    linear_backward(dh, PG(p_fl_w), PG(p_fl_b), dout, s->hf, PW(p_fl_w), N, D, P);
-    modulate_backward(dln, dmod, dmod + D, dh, s->ln, s->fmod + D, B, T, D, 2 * D);
-    layernorm_backward(dstate, NULL, NULL, dln, s->last.t[0], NULL, N, D, &s->fstats);
-    linear_backward(m->ctx.dcs, PG(p_fa_w), PG(p_fa_b), dmod, m->ctx.cs, PW(p_fa_w), B, D, 2 * D);
-    return scratch_end(&k);
 }
 
 static st_status embed_backward(model *m, const float *dtokens)
@@ -301,12 +246,9 @@ static st_status dit_backward(model *m, const float *dpred)
     float *dstate = NULL;
     st_status st = pool_alloc_zero(m->pool, (size_t)(N * m->cfg.hidden) * sizeof(float), MEM_ACTIVATIONS,
                                    "dit.dstate", (void **)&dstate);
-    if (!st) st = head_backward(m, dpred, dstate);
-    op_state_release(&s->fstats);
+    if (!st) st = final_backward(m, &d->final, s->last.t[0], dpred, dstate);
+    final_backward_done(m, &d->final);
     state_free(m->pool, &s->last);
-    pool_free(m->pool, s->hf);
-    pool_free(m->pool, s->ln);
-    s->hf = s->ln = NULL;
     if (!st) {
         const float **extra = NULL;
         if (m->n_capture && !(extra = calloc((size_t)m->seq[0].n, sizeof *extra)))
@@ -324,7 +266,7 @@ static st_status dit_backward(model *m, const float *dpred)
     return st;
 }
 
-/* embed_forward, the executor, capture_forward and head_forward, as allocations. */
+/* embed_forward, the executor, capture_forward and final_forward, as allocations. */
 static void dit_simulate_forward(model *m, mem_sim *sim, mem_sim *host)
 {
     const model_config *c = &m->cfg;

@@ -76,8 +76,27 @@ typedef struct temb {
     float *freq, *h, *hs, *c;
 } temb;
 void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t D, bool trainable);
+/* Takes the path's buffers and the context's (activations, in this order: freq, h, hs, c, cs, and with train
+ * dcs, zeroed); release frees them all. */
+void temb_take(model *m, temb *t, st_status *st, bool train);
+void temb_release(model *m, temb *t);
 st_status temb_forward(model *m, temb *t, const float *timesteps);
 st_status temb_backward(model *m, temb *t, float *dc);
+
+/* The adaLN final layer both families end with: pred = unpatchify(out(LN(x) (1 + scale) + shift)), the
+ * modulation linear of SiLU(c). DiT's modulation is (shift, scale); Flux's AdaLayerNormContinuous (scale, shift).
+ * forward takes mod, ln, h and pred (activations) and keeps LayerNorm's statistics; backward_done frees what
+ * only backward read (statistics, ln, h); release frees the rest. */
+typedef struct final_layer {
+    int ada_w, ada_b, out_w, out_b; /* parameter indices */
+    bool scale_first;
+    float *mod, *ln, *h, *pred;
+    op_state stats;
+} final_layer;
+st_status final_forward(model *m, final_layer *f, const float *x);
+st_status final_backward(model *m, final_layer *f, const float *x, const float *dpred, float *dx);
+void final_backward_done(model *m, final_layer *f);
+void final_release(model *m, final_layer *f);
 
 /* Tokenizer (tokenizer.c): the caption's words, lowercased, each hashed into rows 1 .. vocab-1; 0 pads.
  * Returns the number of words that did not fit into len. */

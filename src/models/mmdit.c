@@ -17,16 +17,15 @@ typedef struct mm_step {
     float *patches, *img, *txt; /* (N, C p p); the first state (N, D), (B L, D) until the executor takes it */
     block_state last;           /* the single-stream sequence's output */
     seq_run *run[2];
-    float *xh;                  /* the image rows of the last state (N, D) */
-    float *fmod, *ln, *hf, *pred;
-    op_state fstats;
+    float *xh;                  /* the image rows of the last state (N, D): the final layer's input */
 } mm_step;
 
 typedef struct mm_model {
     mm_block *blocks; /* double, then single */
     block *seq_blocks;
     temb t;
-    int p_x_w, p_x_b, p_tok, p_fa_w, p_fa_b, p_fl_w, p_fl_b;
+    int p_x_w, p_x_b, p_tok;
+    final_layer final;
     mm_step step;
 } mm_model;
 
@@ -54,10 +53,11 @@ static st_status mm_create(model *m)
     d->p_tok = param_add(s, "token_embedder.weight", 2, (int64_t[]){c->text_vocab, D}, full);
     for (int i = 0; i < nd; i++) mm_double_register(s, &d->blocks[i], i, c);
     for (int i = 0; i < ns; i++) mm_single_register(s, &d->blocks[nd + i], i, c);
-    d->p_fa_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full);
-    d->p_fa_b = param_add(s, "norm_out.linear.bias", 1, (int64_t[]){2 * D}, full);
-    d->p_fl_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full);
-    d->p_fl_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full);
+    d->final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
+                             .ada_b = param_add(s, "norm_out.linear.bias", 1, (int64_t[]){2 * D}, full),
+                             .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
+                             .out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full),
+                             .scale_first = true};
     m->n_seq = 2;
     m->seq[0] = (block_seq){.name = "transformer_blocks", .n = nd, .blocks = d->seq_blocks, .state_n = 2, .pool = m->pool,
                             .state_names = {"image stream", "text stream"}};
@@ -110,12 +110,10 @@ static void mm_release(model *m)
     seq_release(s->run[1]);
     seq_release(s->run[0]);
     state_free(m->pool, &s->last);
-    op_state_release(&s->fstats);
-    void *bufs[] = {s->pred, s->hf, s->ln, s->fmod, s->xh, m->ctx.dcs, m->ctx.cs, d->t.c, d->t.hs, d->t.h, d->t.freq,
-                    s->txt, s->img, s->patches, s->ids};
+    final_release(m, &d->final);
+    temb_release(m, &d->t);
+    void *bufs[] = {s->xh, s->txt, s->img, s->patches, s->ids};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
-    m->ctx.cs = m->ctx.dcs = NULL;
-    d->t.c = d->t.hs = d->t.h = d->t.freq = NULL;
     *s = (mm_step){0};
 }
 
@@ -139,12 +137,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     s->patches = model_take(m, &st, N * P, "mmdit.patches", false);
     s->img = model_take(m, &st, N * D, "mmdit.image", false);
     s->txt = model_take(m, &st, B * L * D, "mmdit.text", false);
-    d->t.freq = model_take(m, &st, B * DIT_FREQ_DIM, "mmdit.t_freq", false);
-    d->t.h = model_take(m, &st, B * D, "mmdit.t_hidden", false);
-    d->t.hs = model_take(m, &st, B * D, "mmdit.t_silu", false);
-    d->t.c = model_take(m, &st, B * D, "mmdit.c", false);
-    m->ctx.cs = model_take(m, &st, B * D, "mmdit.silu_c", false);
-    if (train) m->ctx.dcs = model_take(m, &st, B * D, "mmdit.dsilu_c", true);
+    temb_take(m, &d->t, &st, train);
     if (st) return st;
     if ((st = embedding_forward(s->txt, PW(p_tok), ids, B * L, c->text_vocab, D)))
         return st_fail(st, "caption tokens: %s", st_error());
@@ -161,34 +154,18 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     return ST_OK;
 }
 
-/* final layer (AdaLayerNormContinuous: scale first, then shift): pred = unpatchify(proj_out(LN(x) (1 + scale) + shift)) */
+/* The final layer reads the image rows of the last state: those are copied out and the state goes. */
 static st_status head_forward(model *m)
 {
     mm_model *d = mm_of(m);
     mm_step *s = &d->step;
-    const model_config *c = &m->cfg;
     mm_dims dm = mm_dims_of(m);
-    const int64_t B = dm.B, T = dm.T, D = dm.D, N = dm.rows[0], P = c->channels * c->patch * c->patch;
     st_status st = ST_OK;
-    s->xh = model_take(m, &st, N * D, "mmdit.final.x", false);
+    s->xh = model_take(m, &st, dm.rows[0] * dm.D, "mmdit.final.x", false);
     if (st) return st;
     mm_from_joint(&dm, 0, s->xh, s->last.t[0]);
     state_free(m->pool, &s->last);
-    s->fmod = model_take(m, &st, B * 2 * D, "mmdit.final.mod", false);
-    s->ln = model_take(m, &st, N * D, "mmdit.final.ln", false);
-    s->hf = model_take(m, &st, N * D, "mmdit.final.h", false);
-    s->pred = model_take(m, &st, B * c->channels * c->resolution * c->resolution, "mmdit.pred", false);
-    float *out = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(N * P) * sizeof(float), MEM_WORKSPACE, "mmdit.final.out", (void **)&out);
-    if (!st) st = layernorm_forward(m->pool, s->ln, s->xh, NULL, NULL, N, D, DIT_LN_EPS, &s->fstats);
-    if (!st) {
-        linear_forward(s->fmod, m->ctx.cs, PW(p_fa_w), PW(p_fa_b), B, D, 2 * D);
-        modulate_forward(s->hf, s->ln, s->fmod + D, s->fmod, B, T, D, 2 * D);
-        linear_forward(out, s->hf, PW(p_fl_w), PW(p_fl_b), N, D, P);
-        unpatchify_forward(s->pred, out, B, c->channels, c->resolution, c->resolution, c->patch);
-    }
-    pool_free(m->pool, out);
-    return st;
+    return final_forward(m, &d->final, s->xh);
 }
 
 static st_status mm_forward(model *m, const float *x, const float *timesteps, const int64_t *ids, bool train,
@@ -222,29 +199,8 @@ static st_status mm_forward(model *m, const float *x, const float *timesteps, co
         mm_release(m);
         return st;
     }
-    *pred = s->pred;
+    *pred = d->final.pred;
     return ST_OK;
-}
-
-static st_status head_backward(model *m, const float *dpred, float *dx)
-{
-    mm_model *d = mm_of(m);
-    mm_step *s = &d->step;
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
-    const int64_t P = c->channels * c->patch * c->patch;
-    scratch k = {.pool = m->pool};
-    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "mmdit.final.dout");
-    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "mmdit.final.dh");
-    float *dln = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "mmdit.final.dln");
-    float *dmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "mmdit.final.dmod");
-    if (k.status) return scratch_end(&k);
-    unpatchify_backward(dout, dpred, B, c->channels, c->resolution, c->resolution, c->patch);
-    linear_backward(dh, PG(p_fl_w), PG(p_fl_b), dout, s->hf, PW(p_fl_w), N, D, P);
-    modulate_backward(dln, dmod + D, dmod, dh, s->ln, s->fmod, B, T, D, 2 * D);
-    layernorm_backward(dx, NULL, NULL, dln, s->xh, NULL, N, D, &s->fstats);
-    linear_backward(m->ctx.dcs, PG(p_fa_w), PG(p_fa_b), dmod, m->ctx.cs, PW(p_fa_w), B, D, 2 * D);
-    return scratch_end(&k);
 }
 
 static st_status embed_backward(model *m, const float *dimg, float *dtxt)
@@ -277,16 +233,17 @@ static st_status mm_backward(model *m, const float *dpred)
     mm_dims dm = mm_dims_of(m);
     st_status st = ST_OK;
     float *dx = model_take(m, &st, dm.rows[0] * dm.D, "mmdit.dstate", true);
-    if (!st) st = head_backward(m, dpred, dx);
-    op_state_release(&s->fstats);
-    void *head[] = {s->hf, s->ln, s->xh};
-    for (size_t i = 0; i < sizeof head / sizeof *head; i++) pool_free(m->pool, head[i]);
-    s->hf = s->ln = s->xh = NULL;
+    if (!st) st = final_backward(m, &d->final, s->xh, dpred, dx);
+    final_backward_done(m, &d->final);
+    pool_free(m->pool, s->xh);
+    s->xh = NULL;
     float *dj = model_take(m, &st, dm.J * dm.D, "mmdit.djoint", true);
     if (!st) mm_to_joint(&dm, 0, dj, dx);
     pool_free(m->pool, dx);
-    if (!st) st = seq_backward(s->run[1], &(block_state){.n = 1, .t = {dj}}, NULL);
-    s->run[1] = NULL;
+    if (!st) { /* seq_backward releases the run, whatever it returns; mm_release does otherwise */
+        st = seq_backward(s->run[1], &(block_state){.n = 1, .t = {dj}}, NULL);
+        s->run[1] = NULL;
+    }
     float *dimg = model_take(m, &st, dm.rows[0] * dm.D, "mmdit.dimage", false);
     float *dtxt = model_take(m, &st, dm.rows[1] * dm.D, "mmdit.dtext", false);
     if (!st) {
@@ -294,8 +251,10 @@ static st_status mm_backward(model *m, const float *dpred)
         mm_from_joint(&dm, 1, dtxt, dj);
     }
     pool_free(m->pool, dj);
-    if (!st) st = seq_backward(s->run[0], &(block_state){.n = 2, .t = {dimg, dtxt}}, NULL);
-    s->run[0] = NULL;
+    if (!st) {
+        st = seq_backward(s->run[0], &(block_state){.n = 2, .t = {dimg, dtxt}}, NULL);
+        s->run[0] = NULL;
+    }
     if (!st) st = embed_backward(m, dimg, dtxt);
     pool_free(m->pool, dtxt);
     pool_free(m->pool, dimg);

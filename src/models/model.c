@@ -211,6 +211,71 @@ void model_condition(const model_config *mc, int64_t label, const char *caption,
 
 void model_null_condition(const model_config *mc, int64_t *ids) { model_condition(mc, mc->classes, "", ids); }
 
+#define W(i) (param_at(m->params, (i))->w)
+#define G(i) (param_at(m->params, (i))->g)
+
+/* ---- the final layer ---- */
+
+st_status final_forward(model *m, final_layer *f, const float *x)
+{
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
+    const int64_t P = c->channels * c->patch * c->patch;
+    st_status st = ST_OK;
+    f->mod = model_take(m, &st, B * 2 * D, "final.mod", false);
+    f->ln = model_take(m, &st, N * D, "final.ln", false);
+    f->h = model_take(m, &st, N * D, "final.h", false);
+    f->pred = model_take(m, &st, B * c->channels * c->resolution * c->resolution, "pred", false);
+    float *out = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(N * P) * sizeof(float), MEM_WORKSPACE, "final.out", (void **)&out);
+    if (!st) st = layernorm_forward(m->pool, f->ln, x, NULL, NULL, N, D, DIT_LN_EPS, &f->stats);
+    if (!st) {
+        const float *shift = f->mod + (f->scale_first ? D : 0), *scale = f->mod + (f->scale_first ? 0 : D);
+        linear_forward(f->mod, m->ctx.cs, W(f->ada_w), W(f->ada_b), B, D, 2 * D);
+        modulate_forward(f->h, f->ln, shift, scale, B, T, D, 2 * D);
+        linear_forward(out, f->h, W(f->out_w), W(f->out_b), N, D, P);
+        unpatchify_forward(f->pred, out, B, c->channels, c->resolution, c->resolution, c->patch);
+    }
+    pool_free(m->pool, out);
+    return st;
+}
+
+st_status final_backward(model *m, final_layer *f, const float *x, const float *dpred, float *dx)
+{
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
+    const int64_t P = c->channels * c->patch * c->patch;
+    scratch k = {.pool = m->pool};
+    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "final.dout");
+    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "final.dh");
+    float *dln = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "final.dln");
+    float *dmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "final.dmod");
+    if (k.status) return scratch_end(&k);
+    const int64_t shift = f->scale_first ? D : 0, scale = f->scale_first ? 0 : D;
+    unpatchify_backward(dout, dpred, B, c->channels, c->resolution, c->resolution, c->patch);
+    linear_backward(dh, G(f->out_w), G(f->out_b), dout, f->h, W(f->out_w), N, D, P);
+    modulate_backward(dln, dmod + shift, dmod + scale, dh, f->ln, f->mod + scale, B, T, D, 2 * D);
+    layernorm_backward(dx, NULL, NULL, dln, x, NULL, N, D, &f->stats);
+    linear_backward(m->ctx.dcs, G(f->ada_w), G(f->ada_b), dmod, m->ctx.cs, W(f->ada_w), B, D, 2 * D);
+    return scratch_end(&k);
+}
+
+void final_backward_done(model *m, final_layer *f)
+{
+    op_state_release(&f->stats);
+    pool_free(m->pool, f->h);
+    pool_free(m->pool, f->ln);
+    f->h = f->ln = NULL;
+}
+
+void final_release(model *m, final_layer *f)
+{
+    final_backward_done(m, f);
+    pool_free(m->pool, f->pred);
+    pool_free(m->pool, f->mod);
+    f->pred = f->mod = NULL;
+}
+
 /* ---- the timestep path ---- */
 
 void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t D, bool trainable)
@@ -226,8 +291,25 @@ void temb_register(param_set *s, temb *t, const char *linear_1, const char *line
     t->b2 = param_add(s, n, 1, (int64_t[]){D}, trainable);
 }
 
-#define W(i) (param_at(m->params, (i))->w)
-#define G(i) (param_at(m->params, (i))->g)
+
+void temb_take(model *m, temb *t, st_status *st, bool train)
+{
+    const int64_t B = m->shape.batch, D = m->cfg.hidden;
+    t->freq = model_take(m, st, B * DIT_FREQ_DIM, "t_freq", false);
+    t->h = model_take(m, st, B * D, "t_hidden", false);
+    t->hs = model_take(m, st, B * D, "t_silu", false);
+    t->c = model_take(m, st, B * D, "c", false);
+    m->ctx.cs = model_take(m, st, B * D, "silu_c", false);
+    if (train) m->ctx.dcs = model_take(m, st, B * D, "dsilu_c", true);
+}
+
+void temb_release(model *m, temb *t)
+{
+    void *bufs[] = {m->ctx.dcs, m->ctx.cs, t->c, t->hs, t->h, t->freq};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
+    m->ctx.cs = m->ctx.dcs = NULL;
+    t->c = t->hs = t->h = t->freq = NULL;
+}
 
 st_status temb_forward(model *m, temb *t, const float *timesteps)
 {
