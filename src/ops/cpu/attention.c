@@ -67,16 +67,43 @@ static float *head_ptr(attn_view a, int64_t b, int64_t h, int64_t hd)
     return a.data + b * a.batch_stride + h * hd;
 }
 
+/* A row's max and sum over 16 lanes combined in a fixed order: the compiler vectorises them without -ffast-math
+ * (a float reduction in plain order is a chain of dependent adds), and the result is the same on every call. */
+#define LANES 16
+
+static float row_max(const float *x, int64_t n)
+{
+    float lane[LANES];
+    for (int k = 0; k < LANES; k++) lane[k] = x[0];
+    int64_t j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) lane[k] = x[j + k] > lane[k] ? x[j + k] : lane[k];
+    float m = lane[0];
+    for (int k = 1; k < LANES; k++) m = lane[k] > m ? lane[k] : m;
+    for (; j < n; j++) m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+static float row_sum(const float *x, int64_t n)
+{
+    float lane[LANES] = {0};
+    int64_t j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) lane[k] += x[j + k];
+    float s = 0.0f;
+    for (int k = 0; k < LANES; k++) s += lane[k];
+    for (; j < n; j++) s += x[j];
+    return s;
+}
+
 /* In place softmax of each of `rows` contiguous rows of length n. */
 static void softmax_rows(float *x, int64_t rows, int64_t n)
 {
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * n;
-        float m = row[0];
-        for (int64_t j = 1; j < n; j++) m = row[j] > m ? row[j] : m;
-        for (int64_t j = 0; j < n; j++) row[j] = exp_f(row[j] - m); /* vectorised; the sum apart, in order */
-        float sum = 0.0f;
-        for (int64_t j = 0; j < n; j++) sum += row[j];
+        const float m = row_max(row, n);
+        for (int64_t j = 0; j < n; j++) row[j] = exp_f(row[j] - m);
+        const float sum = row_sum(row, n);
         const float inv = 1.0f / sum;
         for (int64_t j = 0; j < n; j++) row[j] *= inv;
     }
@@ -158,13 +185,11 @@ static void flash_forward_pair(const attn_shape *s, float scale, int64_t b, int6
                         (int)lq, kh + j0 * lk, (int)lk, 0.0f, S, (int)bc);
             for (int64_t r = 0; r < br; r++) {
                 float *row = S + r * bc;
-                float mx = row[0];
-                for (int64_t j = 1; j < bc; j++) mx = row[j] > mx ? row[j] : mx;
+                const float mx = row_max(row, bc);
                 /* first tile: no previous accumulator (out may hold anything, even NaN) */
                 const float m_new = j0 == 0 || mx > mrow[r] ? mx : mrow[r];
                 for (int64_t j = 0; j < bc; j++) row[j] = exp_f(row[j] - m_new);
-                float sum = 0.0f;
-                for (int64_t j = 0; j < bc; j++) sum += row[j];
+                const float sum = row_sum(row, bc);
                 if (j0 == 0) {
                     lrow[r] = sum;
                 } else {
