@@ -47,6 +47,9 @@ st_status pool_alloc(pool *p, size_t bytes, mem_tag tag, const char *what, void 
 
 /* As pool_alloc, zero-filled. */
 st_status pool_alloc_zero(pool *p, size_t bytes, mem_tag tag, const char *what, void **out);
+/* memset(ptr, 0, bytes), with every OpenMP thread for large buffers: a lone memset of a backward's gradient
+ * buffers leaves the other cores waiting (3.7 % of a dit-s2 step, twice that in wall time on 2 cores). */
+void zero_bytes(void *ptr, size_t bytes);
 
 /* Frees a pointer returned by pool_alloc on this pool. NULL is a no-op. */
 void pool_free(pool *p, void *ptr);

@@ -65,7 +65,7 @@ float *scratch_take(scratch *s, int64_t floats, mem_tag tag, const char *what)
 float *scratch_take_zero(scratch *s, int64_t floats, mem_tag tag, const char *what)
 {
     float *p = scratch_take(s, floats, tag, what);
-    if (p) memset(p, 0, (size_t)floats * sizeof(float));
+    if (p) zero_bytes(p, (size_t)floats * sizeof(float));
     return p;
 }
 

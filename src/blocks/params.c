@@ -81,7 +81,7 @@ void param_set_free(param_set *s)
 
 void param_set_zero_grads(param_set *s)
 {
-    if (s->grads) memset(s->grads, 0, (size_t)s->grad_count * sizeof(float));
+    if (s->grads) zero_bytes(s->grads, (size_t)s->grad_count * sizeof(float));
 }
 
 static bool in_part(const param *q, param_part part)

@@ -124,10 +124,21 @@ st_status pool_alloc(pool *p, size_t bytes, mem_tag tag, const char *what, void 
     return ST_OK;
 }
 
+void zero_bytes(void *ptr, size_t bytes)
+{
+    enum { CHUNK = 1 << 18 }; /* below one chunk, a parallel region costs more than it saves */
+    const int64_t chunks = (int64_t)((bytes + CHUNK - 1) / CHUNK);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; c++) {
+        const size_t at = (size_t)c * CHUNK, n = bytes - at < CHUNK ? bytes - at : CHUNK;
+        memset((char *)ptr + at, 0, n);
+    }
+}
+
 st_status pool_alloc_zero(pool *p, size_t bytes, mem_tag tag, const char *what, void **out)
 {
     st_status s = pool_alloc(p, bytes, tag, what, out);
-    if (s == ST_OK) memset(*out, 0, bytes);
+    if (s == ST_OK) zero_bytes(*out, bytes);
     return s;
 }
 

@@ -290,7 +290,7 @@ static st_status dit_backward(block *b, const block_state *in, block_saved *sv, 
     modulate_forward(h, ln, mod + 3 * D, mod + 4 * D, B, T, D, 6 * D);
     if ((s.status = bwd(db, &db->fc1, dh, df1, h, N))) goto done;
     scratch_drop(&s, df1);
-    memset(h, 0, (size_t)ND * sizeof(float)); /* h2 is dead: it becomes dLN2 */
+    zero_bytes(h, (size_t)ND * sizeof(float)); /* h2 is dead: it becomes dLN2 */
     modulate_backward(h, dmod + 3 * D, dmod + 4 * D, dh, ln, mod + 4 * D, B, T, D, 6 * D);
     layernorm_backward(gx, NULL, NULL, h, x1, NULL, N, D, &stats);
     op_state_release(&stats);
@@ -303,8 +303,8 @@ static st_status dit_backward(block *b, const block_state *in, block_saved *sv, 
 
     /* attention half: x1 = x + gate1 * proj(attention(qkv(h1))); x1, ln, h and dh are reused as buffers */
     float *dproj = x1, *datt = dh;
-    memset(dproj, 0, (size_t)ND * sizeof(float));
-    memset(datt, 0, (size_t)ND * sizeof(float));
+    zero_bytes(dproj, (size_t)ND * sizeof(float));
+    zero_bytes(datt, (size_t)ND * sizeof(float));
     gated_residual_backward(gx, dmod + 2 * D, dproj, gx, mod + 2 * D, sv->proj, B, T, D, 6 * D);
     if ((s.status = bwd(db, &db->proj, datt, dproj, sv->att, N))) goto done;
     float *dqkv = scratch_take_zero(&s, N * 3 * D, MEM_WORKSPACE, "dit.dqkv");
@@ -314,11 +314,11 @@ static st_status dit_backward(block *b, const block_state *in, block_saved *sv, 
                                   qkv_view(sv->qkv, 2, T, D), rows_view(sv->att, T, D), &sv->attn);
     if (s.status || (s.status = layernorm_forward(p, ln, x, NULL, NULL, N, D, DIT_LN_EPS, &stats))) goto done;
     float *dh1 = dproj;
-    memset(dh1, 0, (size_t)ND * sizeof(float));
+    zero_bytes(dh1, (size_t)ND * sizeof(float));
     modulate_forward(h, ln, mod, mod + D, B, T, D, 6 * D);
     if ((s.status = bwd(db, &db->qkv, dh1, dqkv, h, N))) goto done;
     scratch_drop(&s, dqkv);
-    memset(h, 0, (size_t)ND * sizeof(float)); /* h1 is dead: it becomes dLN1 */
+    zero_bytes(h, (size_t)ND * sizeof(float)); /* h1 is dead: it becomes dLN1 */
     modulate_backward(h, dmod, dmod + D, dh1, ln, mod + D, B, T, D, 6 * D);
     layernorm_backward(gx, NULL, NULL, h, x, NULL, N, D, &stats);
     s.status = bwd(db, &db->ada, db->m->ctx.dcs, dmod, db->m->ctx.cs, B);

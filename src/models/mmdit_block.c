@@ -503,25 +503,25 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
             if ((k.status = fwd(m, &ms->mlp2, rf2, g, n))) goto done;
             f1 = rf1, f2 = rf2;
         }
-        memset(da, 0, ND);
+        zero_bytes(da, ND);
         gated_residual_backward(gx, dmod[s] + 5 * D, da, gx, mod + 5 * D, f2, d.B, t, D, 6 * D);
         gelu_forward(g, f1, n * 4 * D);
-        memset(dg, 0, N4D);
+        zero_bytes(dg, N4D);
         if ((k.status = bwd(m, &ms->mlp2, dg, da, g, n))) goto done;
-        memset(df, 0, N4D);
+        zero_bytes(df, N4D);
         gelu_backward(df, dg, f1, n * 4 * D);
         if ((k.status = layernorm_forward(m->pool, a, x1, NULL, NULL, n, D, DIT_LN_EPS, &stats))) goto done;
         modulate_forward(a2, a, mod + 3 * D, mod + 4 * D, d.B, t, D, 6 * D);
-        memset(da, 0, ND);
+        zero_bytes(da, ND);
         if ((k.status = bwd(m, &ms->mlp1, da, df, a2, n))) goto done;
-        memset(a2, 0, ND);
+        zero_bytes(a2, ND);
         modulate_backward(a2, dmod[s] + 3 * D, dmod[s] + 4 * D, da, a, mod + 4 * D, d.B, t, D, 6 * D);
         layernorm_backward(gx, NULL, NULL, a2, x1, NULL, n, D, &stats);
         op_state_release(&stats);
-        memset(da, 0, ND);
+        zero_bytes(da, ND);
         gated_residual_backward(gx, dmod[s] + 2 * D, da, gx, mod + 2 * D, sv->o[s], d.B, t, D, 6 * D);
         mm_from_joint(&d, s, a, sv->side[SO]);
-        memset(a2, 0, ND);
+        zero_bytes(a2, ND);
         if ((k.status = bwd(m, &ms->out, a2, da, a, n))) goto done;
         mm_to_joint(&d, s, dside[SO], a2);
     }
@@ -539,18 +539,18 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
         float *gx = grad->t[s], *h = x1, *dh = a2, *dr = dg, *gs = df;
         if ((k.status = layernorm_forward(m->pool, a, x, NULL, NULL, n, D, DIT_LN_EPS, &stats))) goto done;
         modulate_forward(h, a, mod, mod + D, d.B, t, D, 6 * D);
-        memset(dh, 0, ND);
-        memset(dr, 0, ND);
+        zero_bytes(dh, ND);
+        zero_bytes(dr, ND);
         if ((k.status = rms_backward(m, &d, s, dr, dside[SQ], qr, ms->norm_q, da, gs)) ||
             (k.status = bwd(m, &ms->q, dh, dr, h, n)))
             goto done;
-        memset(dr, 0, ND);
+        zero_bytes(dr, ND);
         if ((k.status = rms_backward(m, &d, s, dr, dside[SK], kr, ms->norm_k, da, gs)) ||
             (k.status = bwd(m, &ms->k, dh, dr, h, n)))
             goto done;
         mm_from_joint(&d, s, gs, dside[SV]);
         if ((k.status = bwd(m, &ms->v, dh, gs, h, n))) goto done;
-        memset(dr, 0, ND);
+        zero_bytes(dr, ND);
         modulate_backward(dr, dmod[s], dmod[s] + D, dh, a, mod + D, d.B, t, D, 6 * D);
         layernorm_backward(gx, NULL, NULL, dr, x, NULL, n, D, &stats);
         op_state_release(&stats);
@@ -717,7 +717,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     modulate_forward(h, ln, mod, mod + D, d.B, d.S, D, 3 * D);
     if (!sv->f1[0] && (k.status = fwd(m, &ms->mlp1, m1, h, J))) goto done;
     concat_rows(&d, c, sv->side[SO], m1);
-    memset(dr, 0, (size_t)JD * sizeof(float));
+    zero_bytes(dr, (size_t)JD * sizeof(float));
     gated_residual_backward(gx, dmod + 2 * D, dr, gx, mod + 2 * D, sv->o[0], d.B, d.S, D, 3 * D);
     if ((k.status = bwd(m, &ms->out, dc, dr, c, J))) goto done;
     for (int64_t i = 0; i < J; i++) memcpy(dm + i * 4 * D, dc + i * 5 * D + D, (size_t)(4 * D) * sizeof(float));
@@ -738,13 +738,13 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     for (int i = 0; i < 2; i++) {
         if ((k.status = rmsnorm_forward(m->pool, r, qk[i].raw, W(qk[i].w), J * d.H, d.hd, MMDIT_RMS_EPS, &rstats)))
             goto done;
-        memset(dr, 0, (size_t)JD * sizeof(float));
+        zero_bytes(dr, (size_t)JD * sizeof(float));
         rmsnorm_backward(dr, G(qk[i].w), qk[i].g, qk[i].raw, W(qk[i].w), J * d.H, d.hd, &rstats);
         op_state_release(&rstats);
         if ((k.status = bwd(m, qk[i].l, dh, dr, h, J))) goto done;
     }
     if ((k.status = bwd(m, &ms->v, dh, dv, h, J))) goto done;
-    memset(dr, 0, (size_t)JD * sizeof(float));
+    zero_bytes(dr, (size_t)JD * sizeof(float));
     modulate_backward(dr, dmod, dmod + D, dh, ln, mod + D, d.B, d.S, D, 3 * D);
     layernorm_backward(gx, NULL, NULL, dr, x, NULL, J, D, &stats);
     op_state_release(&stats);
