@@ -107,6 +107,8 @@ expect 1 "a preset of another family" "mmdit-tiny belongs to the mmdit family, b
 "$bin" init --config empty.json $mm --set in_channels=3 --out wm.safetensors >/dev/null
 expect 0 "mmdit: sample one row per caption" 'row 1: "a blue triangle"' -- "$bin" sample --config empty.json $mm \
   --set in_channels=3 --weights wm.safetensors --out sm.png --steps 1 --per-class 1 --prompt "a red circle|a blue triangle"
+expect 2 "sample: --prompt on a labelled family" "conditioned on class labels \\(use --classes\\)" -- "$bin" sample \
+  --config empty.json --weights w3.safetensors --out never.png --prompt "a red circle"
 sk="--set model_family=skipdit --set train_batch_size=2 --set gradient_checkpointing=true --set gradient_checkpointing_interval=2"
 expect 0 "skipdit: a boundary holds the live skips once" "boundary of blocks 2-3: stream .*also block 1's skip.* \\+ skip of block 0" -- \
   "$bin" plan --config empty.json $sk

@@ -56,12 +56,15 @@ static int parse_int(const char *flag, const char *text, long long lo, long long
     return 0;
 }
 
-/* The grid's captions: the --prompt list, or a caption of each built-in class. Returns the row count. */
+#define ROWS_MAX 64
+
+/* The grid's captions: the --prompt list (checked to hold at most ROWS_MAX), or a caption of each built-in
+ * class. Returns the row count. */
 static int caption_rows(const char *prompt, int resolution, char (*buf)[CAPTION_MAX], const char **rows)
 {
     int n = 0;
     if (prompt) {
-        for (const char *p = prompt; n < 64; n++) {
+        for (const char *p = prompt; n < ROWS_MAX; n++) {
             const char *bar = strchr(p, '|');
             const size_t len = bar ? (size_t)(bar - p) : strlen(p);
             snprintf(buf[n], CAPTION_MAX, "%.*s", (int)(len < CAPTION_MAX - 1 ? len : CAPTION_MAX - 1), p);
@@ -113,6 +116,23 @@ int cmd_sample(int argc, char **argv)
             rc = 2;
         }
     }
+    const bool text = model_cond_len(&mc) > 1;
+    int captions = 1;
+    for (const char *p = a.value[PROMPT]; p && *p; p++) captions += *p == '|';
+    if (!rc && a.value[PROMPT] && !text) {
+        fprintf(stderr, "segtrain sample: --prompt: the %s family is conditioned on class labels (use --classes)\n",
+                mc.family);
+        rc = 2;
+    }
+    if (!rc && a.value[CLASSES] && text) {
+        fprintf(stderr, "segtrain sample: --classes: the %s family is conditioned on captions (use --prompt)\n",
+                mc.family);
+        rc = 2;
+    }
+    if (!rc && captions > ROWS_MAX) {
+        fprintf(stderr, "segtrain sample: --prompt: %d captions; a grid takes at most %d rows\n", captions, ROWS_MAX);
+        rc = 2;
+    }
     if (!rc && per_class > 1024) {
         fprintf(stderr, "segtrain sample: validation_samples_per_class %lld is more than the 1024 a grid row takes\n",
                 per_class);
@@ -133,9 +153,8 @@ int cmd_sample(int argc, char **argv)
     if (!st) st = param_set_load(model_params(cm.m), a.value[WEIGHTS], lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
     if (!st && lora) st = param_set_load(model_params(cm.m), a.value[LORA], PARAMS_TRAINABLE, NULL);
     const double t1 = clock_seconds();
-    char prompts[64][CAPTION_MAX];
-    const char *rows[64];
-    const bool text = model_cond_len(&mc) > 1;
+    char prompts[ROWS_MAX][CAPTION_MAX];
+    const char *rows[ROWS_MAX];
     if (!st && text) classes = caption_rows(a.value[PROMPT], (int)mc.resolution, prompts, rows);
     if (!st) st = sample_grid(cm.m, &s, text ? rows : NULL, (int)classes, (int)per_class, a.value[OUT]);
     if (!st) {
