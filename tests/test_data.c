@@ -15,20 +15,11 @@
 
 static char root[256];
 
-static const char *path_of(const char *name)
-{
-    static char buf[8][512];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", root, name);
-    return buf[k];
-}
-
-static void make_dir(const char *name) { mkdir(path_of(name), 0755); }
+static void make_dir(const char *name) { mkdir(tk_path(root, name), 0755); }
 
 static void write_text(const char *name, const char *text)
 {
-    FILE *f = fopen(path_of(name), "wb");
+    FILE *f = fopen(tk_path(root, name), "wb");
     if (f) {
         fputs(text, f);
         fclose(f);
@@ -46,7 +37,7 @@ static void write_png(const char *name, int w, int h, png_uint_32 format, const 
     img.height = (png_uint_32)h;
     img.format = format;
     img.colormap_entries = (png_uint_32)entries;
-    CHECKF(png_image_write_to_file(&img, path_of(name), 0, pixels, 0, colormap), "writing %s: %s", name, img.message);
+    CHECKF(png_image_write_to_file(&img, tk_path(root, name), 0, pixels, 0, colormap), "writing %s: %s", name, img.message);
 }
 
 static void random_bytes(unsigned char *p, int n, uint64_t seed)
@@ -63,7 +54,7 @@ static void capture_begin(void)
 {
     fflush(stderr);
     saved_stderr = dup(2);
-    int fd = open(path_of("stderr.log"), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    int fd = open(tk_path(root, "stderr.log"), O_CREAT | O_TRUNC | O_WRONLY, 0644);
     dup2(fd, 2);
     close(fd);
 }
@@ -75,7 +66,7 @@ static void capture_end(void)
     dup2(saved_stderr, 2);
     close(saved_stderr);
     captured[0] = 0;
-    FILE *f = fopen(path_of("stderr.log"), "rb");
+    FILE *f = fopen(tk_path(root, "stderr.log"), "rb");
     if (f) {
         size_t n = fread(captured, 1, sizeof captured - 1, f);
         captured[n] = 0;
@@ -344,8 +335,8 @@ static void test_folder_flat(void)
     random_bytes(big, sizeof big, 4);
     write_png("flat/trunc.png", 32, 32, PNG_FORMAT_RGB, big, NULL, 0);
     struct stat sb;
-    CHECK(stat(path_of("flat/trunc.png"), &sb) == 0 && sb.st_size > 3000);
-    CHECK(truncate(path_of("flat/trunc.png"), sb.st_size / 2) == 0);
+    CHECK(stat(tk_path(root, "flat/trunc.png"), &sb) == 0 && sb.st_size > 3000);
+    CHECK(truncate(tk_path(root, "flat/trunc.png"), sb.st_size / 2) == 0);
     write_text("flat/fake.png", "this is not a png, only text pretending to be one\n");
     write_text("flat/notes.md", "# ignored silently\n");
     write_text("flat/photo.jpg", "jpeg is not read");
@@ -355,7 +346,7 @@ static void test_folder_flat(void)
     int64_t label;
     char cap[CAPTION_MAX];
     capture_begin();
-    st_status st = dataset_open_folder(path_of("flat"), R, &ds);
+    st_status st = dataset_open_folder(tk_path(root, "flat"), R, &ds);
     int get_fail = 0;
     for (int64_t i = 0; ds && i < dataset_size(ds); i++) get_fail += dataset_get(ds, i, img, NULL, NULL) != ST_OK;
     capture_end();
@@ -405,7 +396,7 @@ static void test_folder_flat(void)
         float *got = malloc(sizeof(float) * n);
         double *ref = malloc(sizeof(double) * n);
         capture_begin();
-        st = dataset_open_folder(path_of("flat"), r, &ds);
+        st = dataset_open_folder(tk_path(root, "flat"), r, &ds);
         capture_end();
         CHECK(st == ST_OK && dataset_get(ds, 4, got, NULL, NULL) == ST_OK);
         if (r >= 30) reference_grow(&wide[0][0][0], 40, 5, 0, 30, r, ref);
@@ -435,7 +426,7 @@ static void test_folder_grow(void)
     write_png("grow/a.png", 6, 4, PNG_FORMAT_RGB, small, NULL, 0);
     write_png("grow/b.png", 5, 9, PNG_FORMAT_RGB, tall, NULL, 0);
     dataset *ds;
-    CHECK(dataset_open_folder(path_of("grow"), 8, &ds) == ST_OK);
+    CHECK(dataset_open_folder(tk_path(root, "grow"), 8, &ds) == ST_OK);
     float got[3 * 64];
     double want[3 * 64];
     CHECK(dataset_get(ds, 0, got, NULL, NULL) == ST_OK);
@@ -466,7 +457,7 @@ static void test_folder_classes(void)
     write_png("classes/top.png", 4, 4, PNG_FORMAT_RGB, px, NULL, 0);
     dataset *ds = NULL;
     capture_begin();
-    st_status st = dataset_open_folder(path_of("classes"), 4, &ds);
+    st_status st = dataset_open_folder(tk_path(root, "classes"), 4, &ds);
     capture_end();
     CHECKF(st == ST_OK, "%s", st_error());
     if (st) return;
@@ -492,7 +483,7 @@ static void test_folder_classes(void)
     char text[1200] = "";
     for (int i = 0; i < 400; i++) strcat(text, "\xc3\xa9"); /* 'e' acute, two bytes */
     write_text("long/a.txt", text);
-    CHECK(dataset_open_folder(path_of("long"), 4, &ds) == ST_OK);
+    CHECK(dataset_open_folder(tk_path(root, "long"), 4, &ds) == ST_OK);
     char cap[CAPTION_MAX];
     CHECK(dataset_get(ds, 0, NULL, NULL, cap) == ST_OK);
     CHECKF(strlen(cap) == CAPTION_MAX - 2 && ((unsigned char)cap[strlen(cap) - 1] == 0xa9), "cut at %zu",
@@ -507,21 +498,21 @@ static void test_folder_failures(void)
     unsigned char big[16 * 16 * 3];
     random_bytes(big, sizeof big, 8);
     write_png("allbad/cut.png", 16, 16, PNG_FORMAT_RGB, big, NULL, 0);
-    CHECK(truncate(path_of("allbad/cut.png"), 100) == 0);
+    CHECK(truncate(tk_path(root, "allbad/cut.png"), 100) == 0);
     write_text("allbad/readme.txt", "hello");
     dataset *ds = (dataset *)1;
     capture_begin();
-    st_status st = dataset_open_folder(path_of("allbad"), 8, &ds);
+    st_status st = dataset_open_folder(tk_path(root, "allbad"), 8, &ds);
     capture_end();
     CHECK(st == ST_ERR_FORMAT && ds == NULL);
-    CHECKF(strstr(st_error(), path_of("allbad")) != NULL, "message does not name the folder: %s", st_error());
+    CHECKF(strstr(st_error(), tk_path(root, "allbad")) != NULL, "message does not name the folder: %s", st_error());
     printf("     all bad -> %s\n", st_error());
     CHECK(count_of(captured, "fake.png") == 1 && count_of(captured, "cut.png") == 1);
 
     make_dir("empty");
-    CHECK(dataset_open_folder(path_of("empty"), 8, &ds) == ST_ERR_FORMAT && strstr(st_error(), path_of("empty")));
-    CHECK(dataset_open_folder(path_of("missing"), 8, &ds) == ST_ERR_IO && strstr(st_error(), path_of("missing")));
-    CHECK(dataset_open_folder(path_of("flat"), 2, &ds) == ST_ERR_INVALID);
+    CHECK(dataset_open_folder(tk_path(root, "empty"), 8, &ds) == ST_ERR_FORMAT && strstr(st_error(), tk_path(root, "empty")));
+    CHECK(dataset_open_folder(tk_path(root, "missing"), 8, &ds) == ST_ERR_IO && strstr(st_error(), tk_path(root, "missing")));
+    CHECK(dataset_open_folder(tk_path(root, "flat"), 2, &ds) == ST_ERR_INVALID);
 }
 
 /* ---- iterator ---- */
@@ -655,7 +646,7 @@ static void test_grid(void)
     float imgs[N * C * H * W];
     for (int i = 0; i < N * C * H * W; i++) imgs[i] = (float)((i * 37 % 256) / 127.5 - 1.0); /* 0..255 exactly */
     imgs[0] = -1.7f, imgs[1] = 2.5f, imgs[2] = NAN;
-    const char *path = path_of("grid.png");
+    const char *path = tk_path(root, "grid.png");
     CHECK(png_write_grid(path, imgs, N, C, H, W, COLS) == ST_OK);
     int w = 0, h = 0;
     unsigned char *px = read_png(path, PNG_FORMAT_RGB, &w, &h);
@@ -688,7 +679,7 @@ static void test_grid(void)
     CHECK(system(cmd) == 0);
     CHECK(png_write_grid(path, imgs, 0, 3, H, W, 1) == ST_ERR_INVALID);
     CHECK(png_write_grid(path, imgs, 1, 2, H, W, 1) == ST_ERR_INVALID);
-    CHECK(png_write_grid(path_of("missing/grid.png"), imgs, 1, 3, H, W, 1) == ST_ERR_IO);
+    CHECK(png_write_grid(tk_path(root, "missing/grid.png"), imgs, 1, 3, H, W, 1) == ST_ERR_IO);
 }
 
 int main(void)

@@ -11,19 +11,10 @@
 
 static char dir[256];
 
-static const char *path_of(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
-
 /* Writes a file from a header (padded by nothing) and raw data bytes. */
 static const char *craft(const char *name, const char *header, const void *data, size_t n)
 {
-    const char *p = path_of(name);
+    const char *p = tk_path(dir, name);
     FILE *f = fopen(p, "wb");
     uint64_t len = strlen(header);
     unsigned char le[8];
@@ -62,9 +53,9 @@ static void test_round_trip(void)
         {.name = "scalar", .dtype = SFT_F32, .ndim = 0, .data = f32},
     };
     const char *meta[] = {"format", "pt", "note", "quotes \" and \\ survive"};
-    const char *p = path_of("round.safetensors");
+    const char *p = tk_path(dir, "round.safetensors");
     CHECK(sft_write(p, e, 5, meta, 2) == ST_OK);
-    CHECK(access(path_of("round.safetensors.tmp"), F_OK) != 0);
+    CHECK(access(tk_path(dir, "round.safetensors.tmp"), F_OK) != 0);
     sft_file *f;
     CHECKF(sft_open(p, &f) == ST_OK, "%s", st_error());
     if (!f) return;
@@ -164,20 +155,20 @@ static void test_broken_files(void)
                       craft("meta.safetensors", "{\"__metadata__\":{\"n\":3}}", data, 0), "__metadata__", NULL);
 
     /* a header length beyond the file, and a file shorter than the length field */
-    const char *p = path_of("len.safetensors");
+    const char *p = tk_path(dir, "len.safetensors");
     FILE *fp = fopen(p, "wb");
     unsigned char big[8] = {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
     fwrite(big, 1, 8, fp);
     fputs("{}", fp);
     fclose(fp);
     expect_open_error("header length", p, "header length", NULL);
-    p = path_of("short.safetensors");
+    p = tk_path(dir, "short.safetensors");
     fp = fopen(p, "wb");
     fputs("abc", fp);
     fclose(fp);
     expect_open_error("too short", p, "too short", NULL);
 
-    CHECK(sft_open(path_of("does-not-exist.safetensors"), &f) == ST_ERR_IO);
+    CHECK(sft_open(tk_path(dir, "does-not-exist.safetensors"), &f) == ST_ERR_IO);
     CHECKF(strstr(st_error(), "does-not-exist.safetensors") && strstr(st_error(), "No such file"), "%s", st_error());
 }
 
@@ -191,7 +182,7 @@ static void test_param_files(void)
     CHECK(param_set_alloc(&s, p) == ST_OK);
     CHECK(s.weight_count == 12 && s.grad_count == 8 && param_find(&s, "pos")->g == NULL);
     for (int i = 0; i < 12; i++) s.weights[i] = (float)i;
-    const char *file = path_of("params.safetensors");
+    const char *file = tk_path(dir, "params.safetensors");
     CHECK(param_set_save(&s, file, PARAMS_ALL, false, NULL, 0, NULL, 0) == ST_OK);
     memset(s.weights, 0, 12 * sizeof(float));
     CHECKF(param_set_load(&s, file, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());

@@ -10,21 +10,6 @@
 
 static char dir[256];
 
-static char *slurp(const char *name)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/report/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    buf[fread(buf, 1, (size_t)n, f)] = 0;
-    fclose(f);
-    return buf;
-}
-
 static const cJSON *cell(const cJSON *cells, const char *mode, double budget)
 {
     const cJSON *c;
@@ -63,7 +48,7 @@ int main(void)
              dir, SEGTRAIN_BIN);
     CHECKF(system(cmd) == 0, "the sweep runs (see %s/err.txt)", dir);
 
-    char *json = slurp("sweep.json");
+    char *json = tk_read_file(tk_path(dir, "report"), "sweep.json");
     cJSON *root = json ? cJSON_Parse(json) : NULL;
     CHECKF(cJSON_IsObject(root), "sweep.json parses");
     const cJSON *cells = cJSON_GetObjectItem(root, "cells"), *machine = cJSON_GetObjectItem(root, "machine");
@@ -91,16 +76,16 @@ int main(void)
     CHECKF(cJSON_IsString(same) && !strcmp(same->valuestring, "torch-ffn"), "ffn2 is marked as torch-ffn's plan");
     CHECK(cJSON_IsNull(cJSON_GetObjectItem(cell(cells, "none", 0), "same_plan_as")));
 
-    char *md = slurp("sweep.md");
+    char *md = tk_read_file(tk_path(dir, "report"), "sweep.md");
     CHECKF(md && strstr(md, "| none") && strstr(md, " s / ") && strstr(md, "GiB") && strstr(md, "OOM (needs") &&
                strstr(md, "unsupported") && strstr(md, "same plan as torch-ffn"),
            "sweep.md has every kind of cell and the identical-plan marker");
-    char *csv = slurp("sweep.csv");
+    char *csv = tk_read_file(tk_path(dir, "report"), "sweep.csv");
     int lines = 0;
     for (char *p = csv; p && *p; p++) lines += *p == '\n';
     CHECKF(csv && lines == 17 && strstr(csv, "unsupported") && strstr(csv, "oom"), "sweep.csv: a header and 16 rows (%d lines)",
            lines);
-    char *svg = slurp("sweep.svg");
+    char *svg = tk_read_file(tk_path(dir, "report"), "sweep.svg");
     int points = 0;
     for (const char *p = svg; p && (p = strstr(p, "<circle")); p++) points++;
     CHECKF(svg && !strncmp(svg, "<?xml", 5) && strstr(svg, "<svg") && strstr(svg, "</svg>") && points >= 6 &&

@@ -20,25 +20,6 @@ static const char *const OOM_ERROR = "out of device memory: needs 1.20 GiB, budg
 static const char *const UNSUPPORTED_ERROR = "the family cannot apply <offload> & friends";
 static const char *const ODD_MODE = "x<y>&z";
 
-static char *slurp(const char *dir, const char *name)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 static size_t count_of(const char *hay, const char *needle)
 {
     size_t n = 0;
@@ -508,7 +489,7 @@ static void test_stacked_labels(const char *dir)
     }
     sweep_result r = {.n_modes = 3, .n_budgets = 1, .modes = m3, .budgets = b1, .cells = c3, .warmup = 1, .steps = 2};
     CHECK(sweep_write_reports(&r, dir) == ST_OK);
-    char *svg = slurp(dir, "sweep.svg");
+    char *svg = tk_read_file(dir, "sweep.svg");
     CHECK(svg != NULL);
     if (!svg) return;
     int circles = 0;
@@ -585,10 +566,10 @@ int main(void)
     CHECKF(s == ST_OK, "sweep_write_reports: %s", st_error());
     check_folder_holds_only_reports(dir);
 
-    char *md = slurp(dir, "sweep.md");
-    char *json = slurp(dir, "sweep.json");
-    char *csv = slurp(dir, "sweep.csv");
-    char *svg = slurp(dir, "sweep.svg");
+    char *md = tk_read_file(dir, "sweep.md");
+    char *json = tk_read_file(dir, "sweep.json");
+    char *csv = tk_read_file(dir, "sweep.csv");
+    char *svg = tk_read_file(dir, "sweep.svg");
     CHECK(md && json && csv && svg);
     if (md) check_markdown(md);
     if (json) check_json(json, &r);

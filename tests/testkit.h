@@ -45,4 +45,9 @@ bool tk_close(const float *got, const double *want, int64_t n, double tol, doubl
 /* Bitwise equality of two float arrays; counts and prints like tk_expect_close. */
 bool tk_expect_bitwise(const char *what, const float *got, const float *want, int64_t n);
 
+/* "dir/name" in one of 8 rotating buffers, so that a few can be live in one call. */
+const char *tk_path(const char *dir, const char *name);
+/* The whole of file dir/name, NUL-terminated, in malloc'd memory; NULL if it cannot be read. */
+char *tk_read_file(const char *dir, const char *name);
+
 #endif
