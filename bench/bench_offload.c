@@ -4,19 +4,9 @@
  *
  *   build/bench_offload [--steps N] [--warmup W] [--batch B] [--preset dit-s2]
  */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "segtrain/model.h"
-#include "segtrain/objective.h"
-#include "segtrain/rng.h"
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "benchkit.h"
 
 typedef struct row {
     const char *name;
@@ -35,20 +25,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--preset")) preset = argv[i + 1];
     }
     if (steps < 1 || steps > 100 || batch < 1) return fprintf(stderr, "bad arguments\n"), 2;
-    model_config mc;
-    model *m;
-    pool *dev = pool_create(POOL_DEVICE, 0), *host = pool_create(POOL_HOST, 0);
-    if (model_preset(preset, &mc) || model_create(&mc, dev, &m) || model_set_host_pool(m, host))
-        return fprintf(stderr, "%s\n", st_error()), 1;
-    model_init(m, 1, true);
-    const int64_t n = batch * mc.channels * mc.resolution * mc.resolution;
-    float *x0 = malloc((size_t)n * sizeof(float)), *noise = malloc((size_t)n * sizeof(float));
-    float *t = malloc((size_t)batch * sizeof(float));
-    int64_t *y = malloc((size_t)batch * sizeof(int64_t));
-    rng_fill_normal(x0, n, 1, 1, 0, 1);
-    rng_fill_normal(noise, n, 1, 2, 0, 1);
-    for (int64_t i = 0; i < batch; i++) t[i] = (float)rng_uniform(1, 3, (uint64_t)i), y[i] = i % mc.classes;
-    flow_batch fb = {batch, x0, noise, t, y, 1.0f};
+    bench_model bm;
+    if (bench_open(preset, batch, &bm)) return 1;
+    model *m = bm.m;
+    pool *dev = bm.dev;
+    flow_batch fb = bm.fb;
 
     const row rows[] = {
         {"torch (interval 1)", {.enabled = true, .backend = BACKEND_TORCH, .interval = 1, .stride = 1}},
@@ -83,15 +64,12 @@ int main(int argc, char **argv)
         }
         peak = pool_peak(dev);
         copy_engine_stats(model_copy_engine(m), &cs);
-        qsort(sec, (size_t)steps, sizeof *sec, by_value);
+        qsort(sec, (size_t)steps, sizeof *sec, bench_by_value);
         const double busy = cs.busy_seconds / steps, waited = cs.waited_seconds / steps;
         printf("%-22s %9.3f %11.1f %12.1f %12.4f %10.4f %7.0f%%\n", rows[r].name, sec[steps / 2], peak / 1048576.0,
                cs.bytes[COPY_TO_HOST] / (double)steps / 1048576.0, busy, waited,
                busy > 0 ? 100.0 * (1.0 - (waited < busy ? waited : busy) / busy) : 0.0);
     }
-    free(x0), free(noise), free(t), free(y);
-    model_destroy(m);
-    pool_destroy(host);
-    pool_destroy(dev);
+    bench_close(&bm);
     return 0;
 }

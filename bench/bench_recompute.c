@@ -6,24 +6,14 @@
  *
  *   build/bench_recompute [--rounds R] [--batch B] [--preset dit-s2]
  */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "benchkit.h"
 #include "segtrain/executor.h"
-#include "segtrain/model.h"
-#include "segtrain/objective.h"
-#include "segtrain/rng.h"
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static double median(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, by_value);
+    qsort(v, (size_t)n, sizeof *v, bench_by_value);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
@@ -73,23 +63,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--preset")) preset = argv[i + 1];
     }
     if (rounds < 1 || rounds > ROUNDS_MAX || batch < 1) return fprintf(stderr, "bad arguments\n"), 2;
-    model_config mc;
-    model *m;
-    pool *dev = pool_create(POOL_DEVICE, 0), *host = pool_create(POOL_HOST, 0);
-    if (model_preset(preset, &mc) || model_create(&mc, dev, &m) || model_set_host_pool(m, host))
-        return fprintf(stderr, "%s\n", st_error()), 1;
-    model_init(m, 1, true);
-    const int64_t n = batch * mc.channels * mc.resolution * mc.resolution, L = model_cond_len(&mc);
-    float *x0 = malloc((size_t)n * sizeof(float)), *noise = malloc((size_t)n * sizeof(float));
-    float *t = malloc((size_t)batch * sizeof(float));
-    int64_t *cond = malloc((size_t)(batch * L) * sizeof(int64_t));
-    rng_fill_normal(x0, n, 1, 1, 0, 1);
-    rng_fill_normal(noise, n, 1, 2, 0, 1);
-    for (int64_t i = 0; i < batch; i++) {
-        t[i] = (float)rng_uniform(1, 3, (uint64_t)i);
-        model_condition(&mc, i % mc.classes, "a red circle on a navy background", cond + i * L);
-    }
-    flow_batch fb = {batch, x0, noise, t, cond, 1.0f};
+    bench_model bm;
+    if (bench_open(preset, batch, &bm)) return 1;
+    model *m = bm.m;
+    pool *dev = bm.dev;
+    flow_batch fb = bm.fb;
 
     const ckpt_settings off = {.interval = 1, .stride = 1};
     const row rows[] = {
@@ -146,9 +124,6 @@ int main(int argc, char **argv)
                    100.0 * extra / med[b]);
         }
     }
-    free(x0), free(noise), free(t), free(cond);
-    model_destroy(m);
-    pool_destroy(host);
-    pool_destroy(dev);
+    bench_close(&bm);
     return 0;
 }

@@ -1,0 +1,61 @@
+/* What the benchmarks share: a model of a preset with seeded weights, device and host pools, a seeded batch of
+ * its shape (labels or captions as the family reads them), and sorting for medians. Header-only: every bench is
+ * one program. */
+#ifndef SEGTRAIN_BENCHKIT_H
+#define SEGTRAIN_BENCHKIT_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "segtrain/model.h"
+#include "segtrain/objective.h"
+#include "segtrain/rng.h"
+
+typedef struct bench_model {
+    pool *dev, *host;
+    model *m;
+    model_config mc;
+    float *x0, *noise, *t;
+    int64_t *cond;
+    flow_batch fb;
+} bench_model;
+
+/* 0, or 1 after printing why. */
+static int bench_open(const char *preset, int64_t batch, bench_model *b)
+{
+    *b = (bench_model){.dev = pool_create(POOL_DEVICE, 0), .host = pool_create(POOL_HOST, 0)};
+    if (model_preset(preset, &b->mc) || model_create(&b->mc, b->dev, &b->m) || model_set_host_pool(b->m, b->host))
+        return fprintf(stderr, "%s\n", st_error()), 1;
+    model_init(b->m, 1, true);
+    const model_config *mc = &b->mc;
+    const int64_t n = batch * mc->channels * mc->resolution * mc->resolution, L = model_cond_len(mc);
+    b->x0 = malloc((size_t)n * sizeof(float));
+    b->noise = malloc((size_t)n * sizeof(float));
+    b->t = malloc((size_t)batch * sizeof(float));
+    b->cond = malloc((size_t)(batch * L) * sizeof(int64_t));
+    if (!b->x0 || !b->noise || !b->t || !b->cond) return fprintf(stderr, "out of memory\n"), 1;
+    rng_fill_normal(b->x0, n, 1, 1, 0, 1);
+    rng_fill_normal(b->noise, n, 1, 2, 0, 1);
+    for (int64_t i = 0; i < batch; i++) {
+        b->t[i] = (float)rng_uniform(1, 3, (uint64_t)i);
+        model_condition(mc, i % mc->classes, "a red circle on a navy background", b->cond + i * L);
+    }
+    b->fb = (flow_batch){batch, b->x0, b->noise, b->t, b->cond, 1.0f};
+    return 0;
+}
+
+static void bench_close(bench_model *b)
+{
+    free(b->x0), free(b->noise), free(b->t), free(b->cond);
+    model_destroy(b->m);
+    pool_destroy(b->host);
+    pool_destroy(b->dev);
+}
+
+static int bench_by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+#endif
