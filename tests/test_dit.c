@@ -11,6 +11,7 @@
 #include "segtrain/rng.h"
 #include "segtrain/safetensors.h"
 #include "testkit.h"
+#include "testkit_batch.h"
 
 #define FIXTURE(name) SEGTRAIN_SOURCE_DIR "/tests/fixtures/" name
 
@@ -24,39 +25,6 @@ static model *make(pool *p, const char *preset, attention_mechanism mech)
     return m;
 }
 
-typedef struct batch {
-    int64_t n, per;
-    float *x0, *noise, *t;
-    int64_t *y;
-} batch;
-
-/* Labels (i * 7) mod (classes + 1), or for a captioned family captions of 0 .. 3 words (the empty one: only
- * padding). */
-static batch random_batch(const model_config *mc, int64_t n, uint64_t seed)
-{
-    batch b = {.n = n, .per = mc->channels * mc->resolution * mc->resolution};
-    const int64_t L = model_cond_len(mc);
-    b.x0 = malloc((size_t)(n * b.per) * sizeof(float));
-    b.noise = malloc((size_t)(n * b.per) * sizeof(float));
-    b.t = malloc((size_t)n * sizeof(float));
-    b.y = malloc((size_t)(n * L) * sizeof(int64_t));
-    rng_fill_normal(b.x0, n * b.per, seed, 1, 0, 1);
-    rng_fill_normal(b.noise, n * b.per, seed, 2, 0, 1);
-    for (int64_t i = 0; i < n; i++) {
-        b.t[i] = (float)(0.1 + 0.8 * rng_uniform(seed, 3, (uint64_t)i));
-        static const char *const captions[] = {"a red circle", "", "green", "a blue square"};
-        model_condition(mc, (i * 7) % (mc->classes + 1), captions[i % 4], b.y + i * L);
-    }
-    return b;
-}
-
-static void free_batch(batch *b)
-{
-    free(b->x0), free(b->noise), free(b->t), free(b->y);
-}
-
-static flow_batch as_flow(const batch *b) { return (flow_batch){b->n, b->x0, b->noise, b->t, b->y, 1.0f}; }
-
 static void test_against_pytorch(attention_mechanism mech)
 {
     printf("-- dit-tiny vs the float64 PyTorch reference (%s attention)\n", mech == ATTN_MATH ? "math" : "flash");
@@ -68,14 +36,14 @@ static void test_against_pytorch(attention_mechanism mech)
     CHECKF(sft_open(FIXTURE("dit_tiny_batch.safetensors"), &bf) == ST_OK, "%s", st_error());
     CHECKF(sft_open(FIXTURE("dit_tiny_grads.safetensors"), &gf) == ST_OK, "%s", st_error());
     const model_config *mc = model_get_config(m);
-    batch b = random_batch(mc, 3, 0);
+    tk_batch b = tk_random_batch(mc, 3, 0);
     const int64_t img[4] = {3, mc->channels, mc->resolution, mc->resolution};
     CHECK(sft_read_f32(bf, "x0", 4, img, b.x0) == ST_OK && sft_read_f32(bf, "noise", 4, img, b.noise) == ST_OK);
     CHECK(sft_read_f32(bf, "t", 1, (int64_t[]){3}, b.t) == ST_OK && sft_read_i64(bf, "y", 1, (int64_t[]){3}, b.y) == ST_OK);
 
     param_set_zero_grads(ps);
     float loss = 0, want_loss = 0;
-    flow_batch fb = as_flow(&b);
+    flow_batch fb = tk_flow(&b);
     CHECKF(flow_loss(m, &fb, true, &loss) == ST_OK, "%s", st_error());
     CHECK(sft_read_f32(gf, "loss", 1, (int64_t[]){1}, &want_loss) == ST_OK);
     double want = want_loss;
@@ -93,12 +61,12 @@ static void test_against_pytorch(attention_mechanism mech)
         free(refd), free(ref);
     }
     sft_close(gf), sft_close(bf);
-    free_batch(&b);
+    tk_free_batch(&b);
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);
 }
 
-static double eval_loss(model *m, const batch *b)
+static double eval_loss(model *m, const tk_batch *b)
 {
     const int64_t n = b->n * b->per;
     float *xt = malloc((size_t)n * sizeof(float)), *ts = malloc((size_t)b->n * sizeof(float));
@@ -126,8 +94,8 @@ static void test_finite_differences(const char *preset, int64_t n)
     model *m = make(p, preset, ATTN_FLASH);
     model_init(m, 11, true);
     param_set *ps = model_params(m);
-    batch b = random_batch(model_get_config(m), n, 5);
-    flow_batch fb = as_flow(&b);
+    tk_batch b = tk_random_batch(model_get_config(m), n, 5);
+    flow_batch fb = tk_flow(&b);
     float loss;
     param_set_zero_grads(ps);
     CHECK(flow_loss(m, &fb, true, &loss) == ST_OK);
@@ -158,7 +126,7 @@ static void test_finite_differences(const char *preset, int64_t n)
         printf("%s %-44s worst |fd - grad| %.2e of max |grad| %.2e\n", ok ? "ok  " : "FAIL", q->name, worst, gmax);
         CHECKF(ok, "%s: finite differences disagree", q->name);
     }
-    free_batch(&b);
+    tk_free_batch(&b);
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);
 }
@@ -172,8 +140,8 @@ static void test_determinism_and_memory(void)
     model_init(c, 42, true);
     param_set *pa = model_params(a), *pc = model_params(c);
     tk_expect_bitwise("weights, two models of one seed", pa->weights, pc->weights, pa->weight_count);
-    batch b = random_batch(model_get_config(a), 4, 9);
-    flow_batch fb = as_flow(&b);
+    tk_batch b = tk_random_batch(model_get_config(a), 4, 9);
+    flow_batch fb = tk_flow(&b);
     const size_t resident = pool_live(p);
     float la, lc;
     param_set_zero_grads(pa);
@@ -207,7 +175,7 @@ static void test_determinism_and_memory(void)
     for (int64_t j = 0; j < qkv->numel; j++) mx = fmaxf(mx, fabsf(qkv->w[j]));
     CHECKF(mx <= bound && mx > 0.9f * bound, "xavier-uniform qkv: max %g, bound %g", mx, bound);
 
-    free_batch(&b);
+    tk_free_batch(&b);
     model_destroy(a);
     model_destroy(c);
     CHECK(pool_destroy(p) == 0);
@@ -220,8 +188,8 @@ static void test_errors_keep_pools_consistent(void)
     model *m = make(p, "dit-tiny", ATTN_MATH);
     model_init(m, 1, true);
     const model_config *mc = model_get_config(m);
-    batch b = random_batch(mc, 2, 3);
-    flow_batch fb = as_flow(&b);
+    tk_batch b = tk_random_batch(mc, 2, 3);
+    flow_batch fb = tk_flow(&b);
     const size_t resident = pool_live(p);
     float loss, again;
     param_set_zero_grads(model_params(m));
@@ -247,7 +215,7 @@ static void test_errors_keep_pools_consistent(void)
     param_set_zero_grads(model_params(m));
     CHECKF(flow_loss(m, &fb, true, &again) == ST_OK, "the step fits a budget of exactly its peak: %s", st_error());
     CHECK(memcmp(&loss, &again, sizeof loss) == 0);
-    free_batch(&b);
+    tk_free_batch(&b);
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);
 }

@@ -12,6 +12,7 @@
 #include "segtrain/objective.h"
 #include "segtrain/rng.h"
 #include "testkit.h"
+#include "testkit_batch.h"
 
 static pool *host_pool; /* one host pool for every model of the test */
 
@@ -40,36 +41,6 @@ static st_status plan(model *m, const char *json)
     return st ? st : model_set_checkpointing(m, &cs, NULL, 0);
 }
 
-/* A batch of n samples: x0 and noise standard normal from the seed, t in (0.1, 0.9), labels (i * 7) mod
- * (classes + 1), which includes the null label. */
-typedef struct batch {
-    int64_t n, per;
-    float *x0, *noise, t[8];
-    int64_t y[8];
-    flow_batch fb;
-} batch;
-
-static batch *make_batch(const model_config *mc, int64_t n, uint64_t seed)
-{
-    batch *b = calloc(1, sizeof *b);
-    b->n = n;
-    b->per = mc->channels * mc->resolution * mc->resolution;
-    b->x0 = malloc((size_t)(n * b->per) * sizeof(float));
-    b->noise = malloc((size_t)(n * b->per) * sizeof(float));
-    rng_fill_normal(b->x0, n * b->per, seed, 1, 0, 1);
-    rng_fill_normal(b->noise, n * b->per, seed, 2, 0, 1);
-    for (int64_t i = 0; i < n; i++) {
-        b->t[i] = (float)(0.1 + 0.8 * rng_uniform(seed, 3, (uint64_t)i));
-        b->y[i] = (i * 7) % (mc->classes + 1);
-    }
-    b->fb = (flow_batch){n, b->x0, b->noise, b->t, b->y, 1.0f};
-    return b;
-}
-
-static void free_batch(batch *b)
-{
-    free(b->x0), free(b->noise), free(b);
-}
 
 /* ---- the parameters ---- */
 
@@ -121,7 +92,7 @@ static void test_stored_once(void)
     CHECK(model_preset("skipdit-tiny", &mc) == ST_OK);
     pool *p = pool_create(POOL_DEVICE, 0);
     model *m = make_model(p, &mc, 3);
-    batch *b = make_batch(&mc, 2, 2);
+    tk_batch b = tk_random_batch(&mc, 2, 2);
     block_seq *seq;
     model_sequences(m, &seq);
     const size_t S = (size_t)(2 * 16 * 64) * sizeof(float); /* one (B T, D) tensor */
@@ -154,10 +125,10 @@ static void test_stored_once(void)
         CHECK(total < per_boundary && per_boundary < slots * S);
 
         /* measured: what the pool holds as boundaries once a training forward is done */
-        float *xt = calloc((size_t)(2 * b->per), sizeof(float));
+        float *xt = calloc((size_t)(2 * b.per), sizeof(float));
         const float ts[2] = {100, 700};
         const float *pred;
-        CHECK(model_forward(m, xt, ts, b->y, 2, true, &pred) == ST_OK);
+        CHECK(model_forward(m, xt, ts, b.y, 2, true, &pred) == ST_OK);
         pool_stats st;
         pool_get_stats(p, &st);
         CHECKF(st.live_by_tag[MEM_BOUNDARIES] == total, "measured boundaries after forward %zu, predicted %zu",
@@ -175,7 +146,7 @@ static void test_stored_once(void)
     CHECKF(!strcmp(d1, "stream 8.0 KiB (also block 1's skip) + skip of block 0 (8.0 KiB)"), "%s", d1);
     CHECKF(!strcmp(d2, "stream 8.0 KiB + skip of block 0 (8.0 KiB)"), "%s", d2);
     CHECK(seq_plan_boundary(pl, seq, 3, d0, sizeof d0) == 0 && d0[0] == 0);
-    free_batch(b);
+    tk_free_batch(&b);
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);
 }
@@ -218,17 +189,17 @@ static void test_capture(void)
     CHECK(model_preset("skipdit-tiny", &mc) == ST_OK);
     pool *p = pool_create(POOL_DEVICE, 0);
     model *m = make_model(p, &mc, 9);
-    batch *b = make_batch(&mc, 2, 4);
+    tk_batch b = tk_random_batch(&mc, 2, 4);
     ckpt_settings none, k3;
     CHECK(settings_of("{}", &none) == ST_OK && settings_of("{" ON ", \"gradient_checkpointing_interval\": 3}", &k3) == ST_OK);
     const int64_t capture[] = {1};
-    float ts[2] = {1000 * b->t[0], 1000 * b->t[1]}, *xt = calloc((size_t)(2 * b->per), sizeof(float));
+    float ts[2] = {1000 * b.t[0], 1000 * b.t[1]}, *xt = calloc((size_t)(2 * b.per), sizeof(float));
     const float *h[2];
     for (int r = 0; r < 2; r++) {
         CHECKF(model_set_checkpointing(m, r ? &k3 : &none, capture, 1) == ST_OK, "%s", st_error());
         const float *pred;
         float *dh;
-        CHECK(model_forward(m, xt, ts, b->y, 2, true, &pred) == ST_OK);
+        CHECK(model_forward(m, xt, ts, b.y, 2, true, &pred) == ST_OK);
         CHECK(model_hidden(m, 0, &h[r], &dh) == ST_OK);
         float *copy = malloc((size_t)(2 * 16 * 64) * sizeof(float));
         memcpy(copy, h[r], (size_t)(2 * 16 * 64) * sizeof(float));
@@ -238,7 +209,7 @@ static void test_capture(void)
     CHECKF(strstr(model_plan(m, 0)->fallback, "fell back"), "%s", model_plan(m, 0)->fallback);
     tk_expect_bitwise("in-block 1's output with and without checkpointing", h[1], h[0], 2 * 16 * 64);
     free((void *)h[0]), free((void *)h[1]), free(xt);
-    free_batch(b);
+    tk_free_batch(&b);
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);
 }

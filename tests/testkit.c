@@ -1,10 +1,13 @@
 #include "testkit.h"
+#include "testkit_batch.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "segtrain/rng.h"
 
 static int passed, failed;
 
@@ -145,4 +148,29 @@ char *tk_read_file(const char *dir, const char *name)
     if (s) s[n] = 0;
     fclose(f);
     return s;
+}
+
+tk_batch tk_random_batch(const model_config *mc, int64_t n, uint64_t seed)
+{
+    tk_batch b = {.n = n, .per = mc->channels * mc->resolution * mc->resolution};
+    const int64_t L = model_cond_len(mc);
+    b.x0 = malloc((size_t)(n * b.per) * sizeof(float));
+    b.noise = malloc((size_t)(n * b.per) * sizeof(float));
+    b.t = malloc((size_t)n * sizeof(float));
+    b.y = malloc((size_t)(n * L) * sizeof(int64_t));
+    rng_fill_normal(b.x0, n * b.per, seed, 1, 0, 1);
+    rng_fill_normal(b.noise, n * b.per, seed, 2, 0, 1);
+    for (int64_t i = 0; i < n; i++) {
+        b.t[i] = (float)(0.1 + 0.8 * rng_uniform(seed, 3, (uint64_t)i));
+        static const char *const captions[] = {"a red circle", "", "green", "a blue square"};
+        model_condition(mc, (i * 7) % (mc->classes + 1), captions[i % 4], b.y + i * L);
+    }
+    return b;
+}
+
+flow_batch tk_flow(const tk_batch *b) { return (flow_batch){b->n, b->x0, b->noise, b->t, b->y, 1.0f}; }
+
+void tk_free_batch(tk_batch *b)
+{
+    free(b->x0), free(b->noise), free(b->t), free(b->y);
 }
