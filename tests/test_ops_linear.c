@@ -135,6 +135,97 @@ static void test_linear_bias_threads(void)
     free(x), free(w), free(dy), free(db1), free(db2);
 }
 
+/* ---- gated linear: y = gate * (x W^T + b), gate per (batch item, column) ---- */
+
+typedef struct {
+    double *x, *w, *b, *gate, *lw, *y;
+    int64_t batch, tokens, in, out, gs;
+} gl_ctx;
+
+static double gl_loss(void *ctx)
+{
+    gl_ctx *c = ctx;
+    double l = 0;
+    for (int64_t r = 0; r < c->batch * c->tokens; r++)
+        for (int64_t o = 0; o < c->out; o++) {
+            double s = c->b[o];
+            for (int64_t j = 0; j < c->in; j++) s += c->x[r * c->in + j] * c->w[o * c->in + j];
+            l += c->lw[r * c->out + o] * c->gate[(r / c->tokens) * c->gs + o] * s;
+        }
+    return l;
+}
+
+/* Against central differences; accumulation; each gradient alone; 1 and 3 threads bit for bit; close to
+ * linear_backward + gated_residual_backward, which compute the same gradients from the linear's output. */
+static void test_gated_linear(int64_t batch, int64_t tokens, int64_t in, int64_t out, uint64_t seed)
+{
+    const int64_t n = batch * tokens, gs = out + 3; /* gate rows inside a wider modulation vector */
+    float *x = fbuf(n * in), *w = fbuf(out * in), *b = fbuf(out), *gate = fbuf(batch * gs), *dy = fbuf(n * out);
+    tk_fill(x, n * in, seed, -1, 1);
+    tk_fill(w, out * in, seed + 1, -1, 1);
+    tk_fill(b, out, seed + 2, -1, 1);
+    tk_fill(gate, batch * gs, seed + 3, -1, 1);
+    tk_fill(dy, n * out, seed + 4, -1, 1);
+    gl_ctx c = {.x = dbuf(n * in), .w = dbuf(out * in), .b = dbuf(out), .gate = dbuf(batch * gs), .lw = dbuf(n * out),
+                .batch = batch, .tokens = tokens, .in = in, .out = out, .gs = gs};
+    tk_to_double(c.x, x, n * in);
+    tk_to_double(c.w, w, out * in);
+    tk_to_double(c.b, b, out);
+    tk_to_double(c.gate, gate, batch * gs);
+    tk_to_double(c.lw, dy, n * out);
+    double *gx = dbuf(n * in), *gw = dbuf(out * in), *gb = dbuf(out), *gg = dbuf(batch * gs);
+    tk_numeric_grad(gl_loss, &c, c.x, n * in, 1e-6, gx);
+    tk_numeric_grad(gl_loss, &c, c.w, out * in, 1e-6, gw);
+    tk_numeric_grad(gl_loss, &c, c.b, out, 1e-6, gb);
+    tk_numeric_grad(gl_loss, &c, c.gate, batch * gs, 1e-6, gg);
+
+    pool *p = pool_create(POOL_DEVICE, 0);
+    const int saved = ops_threads();
+    float *dx = fbuf(n * in), *dw = fbuf(out * in), *db = fbuf(out), *dg = fbuf(batch * gs);
+    ops_set_threads(1);
+    CHECK(gated_linear_backward(p, dx, dw, db, dg, dy, x, w, b, gate, batch, tokens, in, out, gs) == ST_OK);
+    CHECK(pool_live(p) == 0 && pool_peak(p) == gated_linear_workspace_bytes(batch, tokens, in, out));
+    tk_expect_close("gated linear dx vs FD", dx, gx, n * in, 1e-4);
+    tk_expect_close("gated linear dW vs FD", dw, gw, out * in, 1e-4);
+    tk_expect_close("gated linear db vs FD", db, gb, out, 1e-4);
+    tk_expect_close("gated linear dgate vs FD (padding columns untouched)", dg, gg, batch * gs, 1e-4);
+
+    /* 3 threads, each gradient alone: the same bits */
+    ops_set_threads(3);
+    float *ox = fbuf(n * in), *ow = fbuf(out * in), *ob = fbuf(out), *og = fbuf(batch * gs);
+    CHECK(gated_linear_backward(p, ox, NULL, NULL, NULL, dy, x, w, b, gate, batch, tokens, in, out, gs) == ST_OK);
+    CHECK(gated_linear_backward(p, NULL, ow, NULL, NULL, dy, x, w, b, gate, batch, tokens, in, out, gs) == ST_OK);
+    CHECK(gated_linear_backward(p, NULL, NULL, ob, NULL, dy, x, w, b, gate, batch, tokens, in, out, gs) == ST_OK);
+    CHECK(gated_linear_backward(p, NULL, NULL, NULL, og, dy, x, w, b, gate, batch, tokens, in, out, gs) == ST_OK);
+    tk_expect_bitwise("gated linear dx alone, 3 threads == 1", ox, dx, n * in);
+    tk_expect_bitwise("gated linear dW alone, 3 threads == 1", ow, dw, out * in);
+    tk_expect_bitwise("gated linear db alone, 3 threads == 1", ob, db, out);
+    tk_expect_bitwise("gated linear dgate alone, 3 threads == 1", og, dg, batch * gs);
+    ops_set_threads(saved);
+
+    /* accumulation: a second call adds the same again */
+    double *e = dbuf(out * in);
+    for (int64_t i = 0; i < out * in; i++) e[i] = 2 * gw[i];
+    CHECK(gated_linear_backward(p, NULL, dw, NULL, NULL, dy, x, w, b, gate, batch, tokens, in, out, gs) == ST_OK);
+    tk_expect_close("gated linear dW accumulates", dw, e, out * in, 1e-4);
+
+    /* the same gradients the linear's output gives, through linear_backward and the gated residual */
+    float *y = fbuf(n * out), *dh = fbuf(n * out), *rg = fbuf(batch * gs), *rx = fbuf(n * in);
+    linear_forward(y, x, w, b, n, in, out);
+    gated_residual_backward(NULL, rg, dh, dy, gate, y, batch, tokens, out, gs);
+    linear_backward(rx, NULL, NULL, dh, x, w, n, in, out);
+    double *want = dbuf(n * in > batch * gs ? n * in : batch * gs);
+    tk_to_double(want, rg, batch * gs);
+    tk_expect_close("gated linear dgate == gated residual's from the output", dg, want, batch * gs, 1e-5);
+    tk_to_double(want, rx, n * in);
+    tk_expect_close("gated linear dx == linear_backward's of gate * dy", dx, want, n * in, 1e-5);
+
+    pool_destroy(p);
+    free(x), free(w), free(b), free(gate), free(dy), free(c.x), free(c.w), free(c.b), free(c.gate), free(c.lw);
+    free(gx), free(gw), free(gb), free(gg), free(dx), free(dw), free(db), free(dg), free(ox), free(ow), free(ob);
+    free(og), free(e), free(y), free(dh), free(rg), free(rx), free(want);
+}
+
 /* ---- matmul ---- */
 
 typedef struct {
@@ -259,6 +350,8 @@ int main(void)
     test_linear(5, 7, 3, false, 21);
     test_linear(33, 19, 41, true, 31); /* more than one column block, rows split across threads */
     test_linear_bias_threads();
+    test_gated_linear(3, 5, 37, 19, 41); /* a row_dot tail (37 = 2*16 + 5) */
+    test_gated_linear(2, 70, 16, 83, 51); /* columns in more than one block */
     for (int t = 0; t < 4; t++) {
         test_matmul(3, 4, 5, 6, t & 1, t & 2, 100 + 10 * (uint64_t)t);
         /* 8 small matrices: run side by side when threads divide the batch */

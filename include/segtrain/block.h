@@ -53,6 +53,7 @@ typedef struct block block;
 typedef enum sim_phase {
     SIM_FORWARD,   /* a forward at a keep level (with the attention side going to the host, if offloading) */
     SIM_RECOMPUTE, /* a checkpointed block's second forward, KEEP_ALL (reusing a fetched attention side) */
+    SIM_RECOMPUTE_LAST, /* SIM_RECOMPUTE of a segment's last block, making no output (output_optional kinds) */
     SIM_PREFETCH,  /* bringing an offloaded attention side back to the device */
     SIM_BACKWARD   /* a backward (first waiting for an attention side still on the host) */
 } sim_phase;
@@ -61,12 +62,15 @@ typedef struct block_kind {
     const char *name;
     bool ffn_split;         /* has an attention / feed-forward split (KEEP_ATTENTION applies) */
     bool softmax_attention; /* has softmax attention (attention offload applies) */
+    /* forward takes out == NULL: the recompute of a segment's last block, whose output the next boundary already
+     * holds, then makes only what backward reads (simulate's phase: SIM_RECOMPUTE_LAST) */
+    bool output_optional;
     /* Device bytes what a forward keeps occupies once backward can run (all of it back on the device). */
     size_t (*kept_bytes)(const block *b, keep_level keep);
     /* Bytes of the attention side that attention offload keeps in host memory between forward and backward. */
     size_t (*offloaded_bytes)(const block *b);
     /* off (NULL: everything stays on the device) sends the attention side's saved tensors to host memory, also
-     * with KEEP_NOTHING. *saved is NULL on entry, except in a recompute after such a forward: it then holds the
+     * with KEEP_NOTHING. out may be NULL only for output_optional kinds. *saved is NULL on entry, except in a recompute after such a forward: it then holds the
      * attention side (on its way back from the host), which forward reuses instead of recomputing attention. */
     st_status (*forward)(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
                          block_saved **saved);

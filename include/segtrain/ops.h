@@ -67,6 +67,17 @@ void linear_forward(float *y, const float *x, const float *w, const float *b, in
 void linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
                      int64_t in, int64_t out);
 
+/* The gated branch of an adaLN-Zero block, y = r + gate * (x W^T + b) with gate (batch, out) broadcast over each
+ * of the batch's `tokens` rows (gate rows gate_stride apart): backward without the linear's output, which forward
+ * then need not keep nor a recompute make. With M_s = dy_s^T x_s per batch item s (the products dW is made of):
+ * dW += sum_s gate_s * M_s, dgate_s += rowdot(W, M_s) + b * colsum(dy_s), db += sum_s gate_s * colsum(dy_s),
+ * dx += (gate * dy) W; the residual's gradient (dy itself) stays the caller's. The GEMM FLOPs of
+ * linear_backward; sums in a fixed order at any thread count. Workspace: gated_linear_workspace_bytes. */
+size_t gated_linear_workspace_bytes(int64_t batch, int64_t tokens, int64_t in, int64_t out);
+st_status gated_linear_backward(pool *p, float *dx, float *dw, float *db, float *dgate, const float *dy, const float *x,
+                                const float *w, const float *b, const float *gate, int64_t batch, int64_t tokens,
+                                int64_t in, int64_t out, int64_t gate_stride);
+
 /* The plain GEMM, for layers composed of products (a LoRA adapter): C (m,n) = alpha op(A) op(B) + beta C, dense
  * row-major, op(A) (m,k), op(B) (k,n); with trans_a A is stored (k,m), with trans_b B is stored (n,k). */
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b,

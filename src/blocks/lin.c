@@ -69,10 +69,30 @@ st_status lin_backward(param_set *s, pool *p, const lin_layer *l, float *dx, con
     return ST_OK;
 }
 
+bool lin_trains_weight(const param_set *s, const lin_layer *l)
+{
+    return l->lora_a < 0 && s->items[l->w].trainable;
+}
+
+st_status lin_backward_gated(param_set *s, pool *p, const lin_layer *l, float *dx, float *dgate, const float *dy,
+                             const float *x, const float *gate, int64_t batch, int64_t tokens, int64_t gate_stride)
+{
+    if (!lin_trains_weight(s, l)) return st_fail(ST_ERR_INTERNAL, "lin_backward_gated: the layer's weight does not train");
+    return gated_linear_backward(p, dx, g_of(s, l->w), g_of(s, l->b), dgate, dy, x, w_of(s, l->w), w_of(s, l->b), gate,
+                                 batch, tokens, l->in, l->out, gate_stride);
+}
+
 void lin_simulate(const lin_layer *l, int64_t n, bool backward, mem_sim *dev)
 {
     if (l->lora_a < 0) return;
     const size_t bytes = (size_t)(n * l->rank) * sizeof(float) * (backward ? 2 : 1);
+    sim_take(dev, MEM_WORKSPACE, bytes);
+    sim_drop(dev, MEM_WORKSPACE, bytes);
+}
+
+void lin_simulate_gated(const lin_layer *l, int64_t batch, int64_t tokens, mem_sim *dev)
+{
+    const size_t bytes = gated_linear_workspace_bytes(batch, tokens, l->in, l->out);
     sim_take(dev, MEM_WORKSPACE, bytes);
     sim_drop(dev, MEM_WORKSPACE, bytes);
 }

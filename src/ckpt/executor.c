@@ -193,11 +193,12 @@ static st_status backward_segment(seq_run *run, const segment *g, block_state *g
     for (int j = g->first; j <= g->last && !st; j++) {
         block *b = &s->blocks[j];
         block_state next = {0};
-        st = b->kind->forward(b, &cur, &next, KEEP_ALL, NULL, &run->saved[j]);
+        const bool output = j < g->last || !b->kind->output_optional;
+        st = b->kind->forward(b, &cur, output ? &next : NULL, KEEP_ALL, NULL, &run->saved[j]);
         if (j > g->first) run->inputs[j] = cur;
         cur = next;
     }
-    drop_state(s->pool, run, &cur, NULL); /* the last block's output again, less what it passed on */
+    drop_state(s->pool, run, &cur, NULL); /* the last block's output again (if made), less what it passed on */
     for (int j = g->last; j >= g->first && !st; j--) st = backward_block(run, j, grad, extra);
     return st;
 }

@@ -408,12 +408,14 @@ void seq_plan_simulate_backward(const seq_plan *p, const block_seq *seq, mem_sim
         }
         sim_state cur = r.inputs[u.first];
         for (int j = u.first; j <= u.last; j++) { /* recompute, keeping */
-            seq->blocks[j].kind->simulate(&seq->blocks[j], KEEP_ALL, SIM_RECOMPUTE, p->attention_offload, dev, host);
-            sim_state next = next_state(&r, j, &cur);
+            const block *b = &seq->blocks[j];
+            const bool output = j < u.last || !b->kind->output_optional;
+            b->kind->simulate(b, KEEP_ALL, output ? SIM_RECOMPUTE : SIM_RECOMPUTE_LAST, p->attention_offload, dev, host);
+            sim_state next = output ? next_state(&r, j, &cur) : (sim_state){0};
             if (j > u.first) r.inputs[j] = cur;
             cur = next;
         }
-        drop(&r, &cur, NULL); /* the recomputed output of the last block, less what it passed on */
+        drop(&r, &cur, NULL); /* the recomputed output of the last block (if made), less what it passed on */
         for (int j = u.last; j >= u.first; j--) backward_block(&r, j, KEEP_ALL, false);
         i = u.first;
     }

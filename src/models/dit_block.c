@@ -5,10 +5,12 @@
  *   x2 = x1 + gate2 * fc2(gelu(fc1(LN(x1) * (1 + scale2) + shift2)))
  *
  * What forward keeps is chosen to be small: the modulation vectors, qkv, the attention output and its own
- * kept state, the projection (for gate1's gradient), and with KEEP_ALL fc1's output and fc2's output (for
- * gate2's gradient). Everything pointwise is recomputed in backward from those and the block's input: the
- * LayerNorm outputs, the modulated inputs, x1 and gelu(fc1). Recomputing runs the same kernels on the same
- * inputs, so the values are bitwise those of forward. */
+ * kept state, the projection (for gate1's gradient and x1), and with KEEP_ALL fc1's output. fc2's output is
+ * kept only when fc2's weight does not train (LoRA, frozen): gate2's gradient then needs it. When the weight
+ * trains, gate2's gradient comes out of the products dW is made of (gated_linear_backward), so the output is
+ * never kept nor recomputed for backward. Everything pointwise is recomputed in backward from those and the
+ * block's input: the LayerNorm outputs, the modulated inputs, x1 and gelu(fc1). Recomputing runs the same kernels
+ * on the same inputs, so the values are bitwise those of forward. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -21,7 +23,7 @@ struct block_saved {
     float *att;          /* (N, D) attention output */
     op_state attn;       /* attention's own kept state */
     float *proj;         /* (N, D) */
-    float *f1, *f2;      /* (N, 4D) fc1 output and (N, D) fc2 output; NULL with KEEP_ATTENTION */
+    float *f1, *f2;      /* (N, 4D) fc1 output and (N, D) fc2 output (unless fc2_gated); NULL with KEEP_ATTENTION */
     bool ffn_recomputed; /* f1/f2 came from backward's recompute, not from forward */
     /* attention offload: qkv, the attention output and attention's state live here between forward and
      * backward, and the three pointers above are NULL */
@@ -79,7 +81,11 @@ static attn_view qkv_view(float *qkv, int which, int64_t T, int64_t D)
 
 static attn_view rows_view(float *x, int64_t T, int64_t D) { return (attn_view){x, D, T * D}; }
 
-static size_t ffn_kept_floats(dims d) { return (size_t)(5 * d.N * d.D); }
+/* gate2's gradient from fc2's weight-gradient products, without fc2's output (see the top) */
+static bool fc2_gated(const dit_block *db) { return lin_trains_weight(db->m->params, &db->fc2); }
+
+/* What the feed-forward half keeps, in (N, D) units: fc1's output, and fc2's unless fc2_gated. */
+static int64_t ffn_kept_nd(const dit_block *db) { return fc2_gated(db) ? 4 : 5; }
 
 static size_t dit_kept_bytes(const block *b, keep_level keep)
 {
@@ -88,7 +94,7 @@ static size_t dit_kept_bytes(const block *b, keep_level keep)
     attn_shape as = attn_of(db);
     if (keep == KEEP_NOTHING) return 0;
     size_t floats = (size_t)(d.B * 6 * d.D + 3 * d.N * d.D + 2 * d.N * d.D);
-    if (keep == KEEP_ALL) floats += ffn_kept_floats(d);
+    if (keep == KEEP_ALL) floats += (size_t)(ffn_kept_nd(db) * d.N * d.D);
     return floats * sizeof(float) + attention_kept_bytes(&as);
 }
 
@@ -101,7 +107,8 @@ static st_status ln_modulate(const dit_block *db, float *h, const float *x, cons
     return st;
 }
 
-/* The feed-forward half's GEMM outputs from x1: f1 = fc1(LN(x1) * (1 + scale2) + shift2), f2 = fc2(gelu(f1)). */
+/* The feed-forward half's GEMM outputs from x1: f1 = fc1(LN(x1) * (1 + scale2) + shift2), and f2 = fc2(gelu(f1))
+ * unless f2 is NULL. */
 static st_status ffn_compute(const dit_block *db, const float *x1, const float *mod, float *f1, float *f2)
 {
     dims d = dims_of(db);
@@ -110,6 +117,7 @@ static st_status ffn_compute(const dit_block *db, const float *x1, const float *
     if (!s.status) s.status = ln_modulate(db, h, x1, mod, 3);
     if (!s.status) s.status = fwd(db, &db->fc1, f1, h, d.N);
     scratch_drop(&s, h);
+    if (!f2) return scratch_end(&s);
     float *g = scratch_take(&s, d.N * 4 * d.D, MEM_WORKSPACE, "dit.ffn.gelu");
     if (!s.status) {
         gelu_forward(g, f1, d.N * 4 * d.D);
@@ -178,7 +186,9 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
     const mem_tag kt = keep == KEEP_NOTHING ? MEM_WORKSPACE : MEM_ACTIVATIONS; /* what is kept, is activations */
     const mem_tag ft = keep == KEEP_ALL ? MEM_ACTIVATIONS : MEM_WORKSPACE;
     scratch kept = {.pool = db->m->pool}, tmp = {.pool = db->m->pool};
-    float *y = scratch_take(&kept, d.N * d.D, MEM_ACTIVATIONS, "dit.state");
+    /* without an output (a segment's last block, recomputed), y only holds x1 */
+    float *y = out ? scratch_take(&kept, d.N * d.D, MEM_ACTIVATIONS, "dit.state")
+                   : scratch_take(&tmp, d.N * d.D, MEM_WORKSPACE, "dit.x1");
     scratch *ks = keep == KEEP_NOTHING ? &tmp : &kept, *fs = keep == KEEP_ALL ? &kept : &tmp;
     sv->mod = scratch_take(ks, d.B * 6 * d.D, kt, "dit.mod");
     if (!from_host) {
@@ -186,8 +196,10 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
         sv->att = scratch_take(ks, d.N * d.D, kt, "dit.attention");
     }
     sv->proj = scratch_take(ks, d.N * d.D, kt, "dit.proj");
+    const bool gated = fc2_gated(db);
     sv->f1 = scratch_take(fs, d.N * 4 * d.D, ft, "dit.fc1");
-    sv->f2 = scratch_take(fs, d.N * d.D, ft, "dit.fc2");
+    if (out || !gated) /* fc2's output: for y, or kept for gate2's gradient */
+        sv->f2 = scratch_take(gated ? &tmp : fs, d.N * d.D, gated ? MEM_WORKSPACE : ft, "dit.fc2");
     float *h = from_host ? NULL : scratch_take(&tmp, d.N * d.D, MEM_WORKSPACE, "dit.attn.h");
     st_status st = kept.status ? kept.status : tmp.status;
 
@@ -222,12 +234,13 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
         sv->on_host = true;
     }
     if (!st) st = ffn_compute(db, y, sv->mod, sv->f1, sv->f2);
-    if (!st) gated_residual_forward(y, y, sv->mod + 5 * d.D, sv->f2, d.B, d.T, d.D, 6 * d.D);
+    if (!st && out) gated_residual_forward(y, y, sv->mod + 5 * d.D, sv->f2, d.B, d.T, d.D, 6 * d.D);
     scratch_end(&tmp);
     if (keep == KEEP_NOTHING) sv->mod = sv->qkv = sv->att = sv->proj = NULL; /* those were transient */
-    if (keep != KEEP_ALL) sv->f1 = sv->f2 = NULL;
+    if (keep != KEEP_ALL) sv->f1 = NULL;
+    if (keep != KEEP_ALL || gated) sv->f2 = NULL;
     if (st) { /* everything kept is also sv's: release it through sv */
-        pool_free(db->m->pool, y);
+        if (out) pool_free(db->m->pool, y);
         release_saved(db->m->pool, sv);
         if (saved_io) *saved_io = NULL;
         return st;
@@ -237,7 +250,7 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
         sv = NULL;
     }
     if (saved_io) *saved_io = sv;
-    *out = (block_state){.n = 1, .t = {y}};
+    if (out) *out = (block_state){.n = 1, .t = {y}};
     return ST_OK;
 }
 
@@ -252,6 +265,7 @@ static st_status dit_backward(block *b, const block_state *in, block_saved *sv, 
     const float *x = in->t[0], *mod = sv->mod;
     float *gx = grad->t[0];
     pool *p = db->m->pool;
+    const bool gated = fc2_gated(db);
     op_state stats = {0};
     if (sv->on_host) { /* a kept block whose attention side was offloaded */
         st_status st = attention_side_back(db, sv);
@@ -264,19 +278,24 @@ static st_status dit_backward(block *b, const block_state *in, block_saved *sv, 
     gated_residual_forward(x1, x, mod + 2 * D, sv->proj, B, T, D, 6 * D);
     if (!sv->f1) { /* KEEP_ATTENTION: recompute the feed-forward half from x1 */
         sv->f1 = scratch_take(&s, N * 4 * D, MEM_ACTIVATIONS, "dit.fc1 (recomputed)");
-        sv->f2 = scratch_take(&s, ND, MEM_ACTIVATIONS, "dit.fc2 (recomputed)");
+        if (!gated) sv->f2 = scratch_take(&s, ND, MEM_ACTIVATIONS, "dit.fc2 (recomputed)");
         sv->ffn_recomputed = true;
         if (s.status || (s.status = ffn_compute(db, x1, mod, sv->f1, sv->f2))) goto done;
     }
 
-    /* feed-forward half: x2 = x1 + gate2 * fc2(gelu(fc1(h2))) */
-    float *df2 = scratch_take_zero(&s, ND, MEM_WORKSPACE, "dit.dfc2");
+    /* feed-forward half: x2 = x1 + gate2 * fc2(gelu(fc1(h2))); the residual's gradient passes through gx */
+    float *df2 = gated ? NULL : scratch_take_zero(&s, ND, MEM_WORKSPACE, "dit.dfc2");
     float *g = scratch_take(&s, N * 4 * D, MEM_WORKSPACE, "dit.gelu");
     float *dg = scratch_take_zero(&s, N * 4 * D, MEM_WORKSPACE, "dit.dgelu");
     if (s.status) goto done;
-    gated_residual_backward(gx, dmod + 5 * D, df2, gx, mod + 5 * D, sv->f2, B, T, D, 6 * D);
     gelu_forward(g, sv->f1, N * 4 * D);
-    if ((s.status = bwd(db, &db->fc2, dg, df2, g, N))) goto done;
+    if (gated) {
+        s.status = lin_backward_gated(db->m->params, p, &db->fc2, dg, dmod + 5 * D, gx, g, mod + 5 * D, B, T, 6 * D);
+    } else {
+        gated_residual_backward(gx, dmod + 5 * D, df2, gx, mod + 5 * D, sv->f2, B, T, D, 6 * D);
+        s.status = bwd(db, &db->fc2, dg, df2, g, N);
+    }
+    if (s.status) goto done;
     scratch_drop(&s, g);
     scratch_drop(&s, df2);
     float *df1 = scratch_take_zero(&s, N * 4 * D, MEM_WORKSPACE, "dit.dfc1");
@@ -296,7 +315,7 @@ static st_status dit_backward(block *b, const block_state *in, block_saved *sv, 
     op_state_release(&stats);
     if (sv->ffn_recomputed) {
         scratch_drop(&s, sv->f1);
-        scratch_drop(&s, sv->f2);
+        if (sv->f2) scratch_drop(&s, sv->f2);
         sv->f1 = sv->f2 = NULL;
         sv->ffn_recomputed = false;
     }
@@ -352,6 +371,8 @@ static void dit_simulate(const block *b, keep_level keep, sim_phase phase, bool 
     const size_t stats = (size_t)(2 * d.N) * f, A = attention_kept_bytes(&as);
     const int threads = ops_threads();
     const mem_tag act = MEM_ACTIVATIONS, ws = MEM_WORKSPACE;
+    const bool gated = fc2_gated(db);
+    const size_t ffn_kept = (size_t)ffn_kept_nd(db) * ND;
 #define LIN(layer, backward) lin_simulate(&db->layer, d.N, backward, dev) /* a LoRA adapter's workspace */
     if (phase == SIM_PREFETCH) {
         sim_take(dev, act, 3 * ND);
@@ -359,10 +380,11 @@ static void dit_simulate(const block *b, keep_level keep, sim_phase phase, bool 
         sim_take(dev, act, A);
         return;
     }
-    if (phase == SIM_FORWARD || phase == SIM_RECOMPUTE || keep == KEEP_ATTENTION) {
+    if (phase != SIM_BACKWARD || keep == KEEP_ATTENTION) {
         const bool ffn_only = phase == SIM_BACKWARD; /* KEEP_ATTENTION's backward starts by recomputing the FFN */
-        const bool from_host = phase == SIM_RECOMPUTE && off, to_host = phase == SIM_FORWARD && off;
-        if (phase == SIM_RECOMPUTE) keep = KEEP_ALL;
+        const bool output = phase != SIM_RECOMPUTE_LAST, recompute = phase == SIM_RECOMPUTE || !output;
+        const bool from_host = recompute && off, to_host = phase == SIM_FORWARD && off;
+        if (recompute) keep = KEEP_ALL;
         const mem_tag kt = keep == KEEP_NOTHING ? ws : act, ft = keep == KEEP_ALL ? act : ws;
         if (ffn_only) {
             if (off) { /* a kept block's attention side, fetched ahead: its host copy goes */
@@ -371,12 +393,13 @@ static void dit_simulate(const block *b, keep_level keep, sim_phase phase, bool 
                 sim_drop(host, act, A);
             }
             sim_take(dev, ws, mod + ND);  /* dmod, x1 */
-            sim_take(dev, act, 5 * ND);   /* fc1, fc2 recomputed */
+            sim_take(dev, act, ffn_kept); /* fc1 (and fc2) recomputed */
         } else {
-            sim_take(dev, act, ND);                            /* the output state */
+            sim_take(dev, output ? act : ws, ND);              /* the output state, or x1 alone */
             sim_take(dev, kt, mod + (from_host ? 0 : 4 * ND)); /* mod, qkv, attention output */
             sim_take(dev, kt, ND);                             /* projection */
-            sim_take(dev, ft, 5 * ND);                         /* fc1, fc2 */
+            sim_take(dev, ft, 4 * ND);                         /* fc1 */
+            if (output || !gated) sim_take(dev, gated ? ws : ft, ND); /* fc2 */
             if (from_host) {
                 sim_drop(host, act, 3 * ND);
                 sim_drop(host, act, ND);
@@ -405,12 +428,15 @@ static void dit_simulate(const block *b, keep_level keep, sim_phase phase, bool 
         sim_take(dev, ws, ND); /* ffn h2, then gelu */
         LIN(fc1, false);
         sim_drop(dev, ws, ND);
-        sim_take(dev, ws, 4 * ND);
-        LIN(fc2, false);
-        sim_drop(dev, ws, 4 * ND);
+        if ((output && !ffn_only) || !gated) {
+            sim_take(dev, ws, 4 * ND);
+            LIN(fc2, false);
+            sim_drop(dev, ws, 4 * ND);
+        }
         if (!ffn_only) {
             if (keep == KEEP_NOTHING) sim_drop(dev, ws, mod + ND + (to_host ? 0 : 4 * ND));
-            if (keep != KEEP_ALL) sim_drop(dev, ws, 5 * ND);
+            sim_drop(dev, ws, (keep != KEEP_ALL ? 4 * ND : 0) + (output && (keep != KEEP_ALL || gated) ? ND : 0));
+            if (!output) sim_drop(dev, ws, ND); /* x1 */
             return;
         }
     } else {
@@ -421,9 +447,15 @@ static void dit_simulate(const block *b, keep_level keep, sim_phase phase, bool 
         }
         sim_take(dev, ws, mod + ND); /* dmod, x1 */
     }
-    sim_take(dev, ws, 9 * ND); /* dfc2, gelu, dgelu */
-    LIN(fc2, true);
-    sim_drop(dev, ws, 5 * ND);
+    if (gated) {
+        sim_take(dev, ws, 8 * ND); /* gelu, dgelu */
+        lin_simulate_gated(&db->fc2, d.B, d.T, dev);
+        sim_drop(dev, ws, 4 * ND);
+    } else {
+        sim_take(dev, ws, 9 * ND); /* dfc2, gelu, dgelu */
+        LIN(fc2, true);
+        sim_drop(dev, ws, 5 * ND);
+    }
     sim_take(dev, ws, 4 * ND); /* dfc1 */
     sim_drop(dev, ws, 4 * ND);
     sim_take(dev, ws, 3 * ND); /* ln2, h2, dh2 */
@@ -431,7 +463,7 @@ static void dit_simulate(const block *b, keep_level keep, sim_phase phase, bool 
     LIN(fc1, true);
     sim_drop(dev, ws, 4 * ND);
     sim_drop(dev, act, stats);
-    if (keep == KEEP_ATTENTION) sim_drop(dev, act, 5 * ND);
+    if (keep == KEEP_ATTENTION) sim_drop(dev, act, ffn_kept);
     LIN(proj, true);
     sim_take(dev, ws, 3 * ND); /* dqkv */
     const size_t w = attention_workspace_bytes(&as, threads, ATTN_BACKWARD);
@@ -449,6 +481,7 @@ const block_kind dit_block_kind = {
     .name = "dit",
     .ffn_split = true,
     .softmax_attention = true,
+    .output_optional = true,
     .kept_bytes = dit_kept_bytes,
     .offloaded_bytes = dit_offloaded_bytes,
     .forward = dit_forward,

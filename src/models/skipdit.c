@@ -129,7 +129,7 @@ static st_status skip_forward(block *b, const block_state *in, block_state *out,
     block_state x = {.n = 1, .t = {in->t[0]}}, y = {0};
     st_status st = sb->role == ROLE_OUT ? merge_forward(sb, in, keep, &xs) : ST_OK;
     if (xs) x.t[0] = xs;
-    if (!st) st = dit_block_kind.forward(b, &x, &y, keep, off, saved_io ? &dit : NULL); /* releases dit if it fails */
+    if (!st) st = dit_block_kind.forward(b, &x, out ? &y : NULL, keep, off, saved_io ? &dit : NULL); /* releases dit if it fails */
     if (st || keep == KEEP_NOTHING) { /* x' was transient */
         pool_free(sb->dit.m->pool, xs);
         xs = NULL;
@@ -143,6 +143,7 @@ static st_status skip_forward(block *b, const block_state *in, block_state *out,
         *ss = (skip_saved){dit, xs};
         *saved_io = (block_saved *)ss;
     }
+    if (!out) return ST_OK;
     /* (y, the skips passed on, and for an in-block y again: its new skip) */
     const int passed = sb->role == ROLE_OUT ? sb->skips - 1 : sb->skips;
     *out = (block_state){.n = 1 + passed, .t = {y.t[0]}};
@@ -186,7 +187,7 @@ static void skip_simulate(const block *b, keep_level keep, sim_phase phase, bool
 {
     const skip_block *sb = b->self;
     const dims d = dims_of(sb);
-    const bool out = sb->role == ROLE_OUT, forward = phase == SIM_FORWARD || phase == SIM_RECOMPUTE;
+    const bool out = sb->role == ROLE_OUT, forward = phase != SIM_PREFETCH && phase != SIM_BACKWARD;
     const bool transient = phase == SIM_FORWARD && keep == KEEP_NOTHING;
     if (phase == SIM_BACKWARD && sb->role == ROLE_IN) sim_drop(dev, MEM_ACTIVATIONS, d.ND); /* the skip's gradient */
     if (out && forward) {
@@ -225,6 +226,7 @@ static const block_kind skipdit_block_kind = {
     .name = "skipdit",
     .ffn_split = true,
     .softmax_attention = true,
+    .output_optional = true,
     .kept_bytes = skip_kept_bytes,
     .offloaded_bytes = skip_offloaded_bytes,
     .forward = skip_forward,

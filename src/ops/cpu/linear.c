@@ -68,6 +68,81 @@ static void linear_backward_run(float *dx, float *dw, float *db, const float *dy
     }
 }
 
+/* Per batch item s: dh_s = gate_s * dy_s (for dx) and c_s = colsum(dy_s), each column's tokens in order. */
+static void gate_rows(float *restrict dh, float *restrict colsum, const float *restrict dy, const float *restrict gate,
+                      int64_t batch, int64_t tokens, int64_t out, int64_t gate_stride)
+{
+    const int64_t width = col_block_width(out), blocks = (out + width - 1) / width;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t s = 0; s < batch; s++)
+        for (int64_t cb = 0; cb < blocks; cb++) {
+            const int64_t c0 = cb * width, w = out - c0 < width ? out - c0 : width;
+            const float *restrict g = gate + s * gate_stride + c0;
+            float acc[COL_MAX] = {0};
+            for (int64_t t = 0; t < tokens; t++) {
+                const int64_t off = (s * tokens + t) * out + c0;
+                for (int64_t j = 0; j < w; j++) {
+                    acc[j] += dy[off + j];
+                    dh[off + j] = g[j] * dy[off + j];
+                }
+            }
+            memcpy(colsum + s * out + c0, acc, (size_t)w * sizeof(float));
+        }
+}
+
+/* sum_k w[k] m[k] over 16 lanes combined in a fixed order (vectorised without reassociating anything). */
+static float row_dot(const float *restrict w, const float *restrict m, int64_t n)
+{
+    float lane[16] = {0};
+    int64_t k = 0;
+    for (; k + 16 <= n; k += 16)
+        for (int l = 0; l < 16; l++) lane[l] += w[k + l] * m[k + l];
+    float s = 0.0f;
+    for (int l = 0; l < 16; l++) s += lane[l];
+    for (; k < n; k++) s += w[k] * m[k];
+    return s;
+}
+
+size_t gated_linear_workspace_bytes(int64_t batch, int64_t tokens, int64_t in, int64_t out)
+{
+    return (size_t)(out * in + batch * out + batch * tokens * out) * sizeof(float);
+}
+
+static st_status gated_linear_backward_run(pool *p, float *dx, float *dw, float *db, float *dgate, const float *dy,
+                                           const float *x, const float *w, const float *b, const float *gate,
+                                           int64_t batch, int64_t tokens, int64_t in, int64_t out, int64_t gate_stride)
+{
+    const int64_t n = batch * tokens;
+    if (n <= 0 || out <= 0 || (!dx && !dw && !db && !dgate)) return ST_OK;
+    float *m;
+    st_status st = pool_alloc(p, gated_linear_workspace_bytes(batch, tokens, in, out), MEM_WORKSPACE,
+                              "gated linear backward", (void **)&m);
+    if (st) return st;
+    float *colsum = m + out * in, *dh = colsum + batch * out;
+    gate_rows(dh, colsum, dy, gate, batch, tokens, out, gate_stride);
+    for (int64_t s = 0; s < batch; s++) {
+        const float *g = gate + s * gate_stride, *cs = colsum + s * out;
+        if (in > 0 && (dw || dgate)) /* M_s (out,in) = dy_s^T x_s */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)tokens, 1.0f,
+                        dy + s * tokens * out, (int)out, x + s * tokens * in, (int)in, 0.0f, m, (int)in);
+#pragma omp parallel for schedule(static)
+        for (int64_t c = 0; c < out; c++) {
+            const float *restrict mr = m + c * in;
+            if (dw) {
+                float *restrict dwr = dw + c * in;
+                for (int64_t k = 0; k < in; k++) dwr[k] += g[c] * mr[k];
+            }
+            if (dgate) dgate[s * gate_stride + c] += (in > 0 ? row_dot(w + c * in, mr, in) : 0.0f) + (b ? b[c] * cs[c] : 0.0f);
+            if (db) db[c] += g[c] * cs[c];
+        }
+    }
+    if (dx && in > 0) /* dx (n,in) += dh (n,out) W (out,in) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)in, (int)out, 1.0f, dh, (int)out, w,
+                    (int)in, 1.0f, dx, (int)in);
+    pool_free(p, m);
+    return ST_OK;
+}
+
 static void gemm_run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b,
           float beta, float *c)
 {
@@ -167,4 +242,15 @@ void matmul_backward(float *da, float *db, const float *dc, const float *a, cons
     const double t0 = prof_now();
     matmul_backward_run(da, db, dc, a, b, batch, m, n, k, trans_a, trans_b);
     prof_add(OP_GEMM, t0, 2.0 * batch * m * n * k * ((da != NULL) + (db != NULL)));
+}
+
+st_status gated_linear_backward(pool *p, float *dx, float *dw, float *db, float *dgate, const float *dy, const float *x,
+                                const float *w, const float *b, const float *gate, int64_t batch, int64_t tokens,
+                                int64_t in, int64_t out, int64_t gate_stride)
+{
+    const double t0 = prof_now();
+    const st_status st = gated_linear_backward_run(p, dx, dw, db, dgate, dy, x, w, b, gate, batch, tokens, in, out,
+                                                   gate_stride);
+    prof_add(OP_GEMM, t0, 2.0 * batch * tokens * in * out * ((dx != NULL) + (dw != NULL || dgate != NULL)));
+    return st;
 }
