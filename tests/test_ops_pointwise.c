@@ -126,6 +126,15 @@ static void test_activation_range(void)
     memset(dx, 0, (size_t)n * sizeof(float));
     gelu_backward(dx, one, x, n);
     CHECK(dx[n - 1] == 1.0f && fabsf(dx[40001]) < 1e-30f);
+    /* in place, dy becomes dx: the same values as accumulating into zeros, bit for bit */
+    float *ip = fbuf(n), *dy = fbuf(n);
+    tk_fill(dy, n, 7, -2, 2);
+    memcpy(ip, dy, (size_t)n * sizeof(float));
+    memset(dx, 0, (size_t)n * sizeof(float));
+    gelu_backward(dx, dy, x, n);
+    gelu_backward(ip, ip, x, n);
+    tk_expect_bitwise("gelu backward in place (dx == dy)", ip, dx, n);
+    free(ip), free(dy);
     memset(dx, 0, (size_t)n * sizeof(float));
     silu_backward(dx, one, x, n);
     CHECK(dx[n - 1] == 1.0f && fabsf(dx[40001]) < 1e-30f);
@@ -203,6 +212,13 @@ static void test_modulate(void)
     modulate_backward(NULL, NULL, NULL, w, x, mod + D, B, T, D, MS);
     tk_expect_bitwise("modulate dx alone", dx1, full_dx, N);
     tk_expect_bitwise("modulate dshift, dscale alone", dmod1, full_dmod, B * MS);
+
+    /* in place: dy becomes dx (not added to), and the sums read dy before it is overwritten */
+    float ip[N], ip_dmod[B * MS] = {0};
+    memcpy(ip, w, sizeof ip);
+    modulate_backward(ip, ip_dmod, ip_dmod + D, ip, x, mod + D, B, T, D, MS);
+    tk_expect_bitwise("modulate backward in place (dx == dy)", ip, full_dx, N);
+    tk_expect_bitwise("modulate dshift, dscale in place", ip_dmod, full_dmod, B * MS);
 }
 
 /* ---- gated residual: gate is chunk 2 of a (B, 3D) buffer ---- */

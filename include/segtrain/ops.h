@@ -109,7 +109,8 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, con
 
 /* ---- pointwise activations (ops/cpu/activation.c); backward reads x ---- */
 
-/* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+/* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). gelu_backward may run in place
+ * (dx == dy: dy becomes dx, nothing accumulated), which saves a zeroed buffer. */
 void gelu_forward(float *y, const float *x, int64_t n);
 void gelu_backward(float *dx, const float *dy, const float *x, int64_t n);
 /* SiLU: x * sigmoid(x). */
@@ -152,7 +153,8 @@ st_status attention_backward(pool *p, const attn_shape *s, attn_view dq, attn_vi
 
 /* y = x * (1 + scale) + shift over (batch, tokens, d); shift and scale are (batch, d) with rows
  * `mod_stride` apart (chunks of a wider modulation vector); their gradients use the same stride.
- * y may alias x. Backward reads x and scale (so not in place when backward follows). */
+ * y may alias x. Backward reads x and scale (so not in place when backward follows); backward itself may run in
+ * place (dx == dy: dy becomes dx, nothing accumulated). */
 void modulate_forward(float *y, const float *x, const float *shift, const float *scale, int64_t batch, int64_t tokens,
                       int64_t d, int64_t mod_stride);
 void modulate_backward(float *dx, float *dshift, float *dscale, const float *dy, const float *x, const float *scale,

@@ -298,10 +298,8 @@ static st_status dit_backward(block *b, const block_state *in, block_saved *sv, 
     if (s.status) goto done;
     scratch_drop(&s, g);
     scratch_drop(&s, df2);
-    float *df1 = scratch_take_zero(&s, N * 4 * D, MEM_WORKSPACE, "dit.dfc1");
-    if (s.status) goto done;
+    float *df1 = dg; /* in place */
     gelu_backward(df1, dg, sv->f1, N * 4 * D);
-    scratch_drop(&s, dg);
     float *ln = scratch_take(&s, ND, MEM_WORKSPACE, "dit.ln2");
     float *h = scratch_take(&s, ND, MEM_WORKSPACE, "dit.h2");
     float *dh = scratch_take_zero(&s, ND, MEM_WORKSPACE, "dit.dh2");
@@ -309,9 +307,8 @@ static st_status dit_backward(block *b, const block_state *in, block_saved *sv, 
     modulate_forward(h, ln, mod + 3 * D, mod + 4 * D, B, T, D, 6 * D);
     if ((s.status = bwd(db, &db->fc1, dh, df1, h, N))) goto done;
     scratch_drop(&s, df1);
-    zero_bytes(h, (size_t)ND * sizeof(float)); /* h2 is dead: it becomes dLN2 */
-    modulate_backward(h, dmod + 3 * D, dmod + 4 * D, dh, ln, mod + 4 * D, B, T, D, 6 * D);
-    layernorm_backward(gx, NULL, NULL, h, x1, NULL, N, D, &stats);
+    modulate_backward(dh, dmod + 3 * D, dmod + 4 * D, dh, ln, mod + 4 * D, B, T, D, 6 * D); /* dh becomes dLN2 */
+    layernorm_backward(gx, NULL, NULL, dh, x1, NULL, N, D, &stats);
     op_state_release(&stats);
     if (sv->ffn_recomputed) {
         scratch_drop(&s, sv->f1);
@@ -337,9 +334,8 @@ static st_status dit_backward(block *b, const block_state *in, block_saved *sv, 
     modulate_forward(h, ln, mod, mod + D, B, T, D, 6 * D);
     if ((s.status = bwd(db, &db->qkv, dh1, dqkv, h, N))) goto done;
     scratch_drop(&s, dqkv);
-    zero_bytes(h, (size_t)ND * sizeof(float)); /* h1 is dead: it becomes dLN1 */
-    modulate_backward(h, dmod, dmod + D, dh1, ln, mod + D, B, T, D, 6 * D);
-    layernorm_backward(gx, NULL, NULL, h, x, NULL, N, D, &stats);
+    modulate_backward(dh1, dmod, dmod + D, dh1, ln, mod + D, B, T, D, 6 * D); /* dh1 becomes dLN1 */
+    layernorm_backward(gx, NULL, NULL, dh1, x, NULL, N, D, &stats);
     s.status = bwd(db, &db->ada, db->m->ctx.dcs, dmod, db->m->ctx.cs, B);
 done:
     op_state_release(&stats);
@@ -456,8 +452,6 @@ static void dit_simulate(const block *b, keep_level keep, sim_phase phase, bool 
         LIN(fc2, true);
         sim_drop(dev, ws, 5 * ND);
     }
-    sim_take(dev, ws, 4 * ND); /* dfc1 */
-    sim_drop(dev, ws, 4 * ND);
     sim_take(dev, ws, 3 * ND); /* ln2, h2, dh2 */
     sim_take(dev, act, stats);
     LIN(fc1, true);

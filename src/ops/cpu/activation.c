@@ -27,20 +27,29 @@ static void gelu_forward_run(float *restrict y, const float *restrict x, int64_t
     }
 }
 
-static void gelu_backward_run(float *restrict dx, const float *restrict dy, const float *restrict x, int64_t n)
+/* GELU's derivative at v */
+static inline float gelu_grad(float v)
+{
+    float u = GELU_K * (v + GELU_C * v * v * v);
+    float e = exp_f(-2.0f * u);
+    float s = 1.0f / (1.0f + e); /* 0.5 (1 + tanh u) */
+    float s1 = e * s;             /* 1 - s without cancellation */
+    /* d/dx x s(2u) = s + 2 x s (1 - s) u',  u' = k (1 + 3 c x^2) */
+    return s + 2.0f * v * (s * s1) * (GELU_K * (1.0f + 3.0f * GELU_C * v * v));
+}
+
+static void gelu_backward_run(float *dx, const float *dy, const float *restrict x, int64_t n)
 {
     if (!dx) return;
+    if (dx == dy) { /* in place: dy becomes dx */
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        float u = GELU_K * (v + GELU_C * v * v * v);
-        float e = exp_f(-2.0f * u);
-        float s = 1.0f / (1.0f + e); /* 0.5 (1 + tanh u) */
-        float s1 = e * s;             /* 1 - s without cancellation */
-        /* d/dx x s(2u) = s + 2 x s (1 - s) u',  u' = k (1 + 3 c x^2) */
-        float d = s + 2.0f * v * (s * s1) * (GELU_K * (1.0f + 3.0f * GELU_C * v * v));
-        dx[i] += dy[i] * d;
+        for (int64_t i = 0; i < n; i++) dx[i] *= gelu_grad(x[i]);
+        return;
     }
+    float *restrict o = dx;
+    const float *restrict g = dy;
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (int64_t i = 0; i < n; i++) o[i] += g[i] * gelu_grad(x[i]);
 }
 
 static void silu_forward_run(float *restrict y, const float *restrict x, int64_t n)

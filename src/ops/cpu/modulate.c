@@ -47,16 +47,21 @@ static void modulate_backward_run(float *dx, float *dshift, float *dscale, const
         float as[BLK_MAX] = {0}, ac[BLK_MAX] = {0};
         for (int64_t t = 0; t < tokens; t++) {
             int64_t off = (b * tokens + t) * d + j0;
-            const float *restrict g = dy + off;
-            if (dx) {
-                float *restrict dxr = dx + off;
-                for (int64_t j = 0; j < m; j++) dxr[j] += g[j] * (1.0f + sc[j]);
-            }
-            if (dshift)
+            if (dshift) {
+                const float *restrict g = dy + off;
                 for (int64_t j = 0; j < m; j++) as[j] += g[j];
+            }
             if (dscale) {
-                const float *restrict xr = x + off;
+                const float *restrict g = dy + off, *restrict xr = x + off;
                 for (int64_t j = 0; j < m; j++) ac[j] += g[j] * xr[j];
+            }
+            if (dx == dy) { /* in place, after the sums have read dy */
+                float *restrict dxr = dx + off;
+                for (int64_t j = 0; j < m; j++) dxr[j] *= 1.0f + sc[j];
+            } else if (dx) {
+                float *restrict dxr = dx + off;
+                const float *restrict g = dy + off;
+                for (int64_t j = 0; j < m; j++) dxr[j] += g[j] * (1.0f + sc[j]);
             }
         }
         if (dshift) {
