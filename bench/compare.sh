@@ -17,11 +17,13 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: bench/compare.sh [--modes LIST] [--warmup W] [--steps N] [--threads T] [--set key=value]..." >&2
-    echo "  defaults: all nine standard rows, --warmup 1 --steps 3 --threads 2; --set goes to segtrain's config" >&2
+    echo "usage: bench/compare.sh [--modes LIST] [--rounds R] [--warmup W] [--steps N] [--threads T] [--set key=value]..." >&2
+    echo "  defaults: all nine standard rows, --rounds 1 --warmup 1 --steps 3 --threads 2; --set goes to segtrain's config" >&2
+    echo "  --rounds R runs every row R times, round after round, and reports each side's median over the rounds" >&2
 }
 
 MODES="none,layer,interval2,seg2-stride4,torch-ffn,unsloth,unsloth-ffn,activation-offload,seg2-stride4-offload"
+ROUNDS=1
 WARMUP=1
 STEPS=3
 THREADS=2
@@ -29,6 +31,7 @@ SETS=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --modes) MODES="${2:?}"; shift 2 ;;
+        --rounds) ROUNDS="${2:?}"; shift 2 ;;
         --warmup) WARMUP="${2:?}"; shift 2 ;;
         --steps) STEPS="${2:?}"; shift 2 ;;
         --threads) THREADS="${2:?}"; shift 2 ;;
@@ -81,15 +84,18 @@ run_torch() {  # row -> JSON line
 IFS=, read -r -a ROWS <<< "$MODES"
 : > "$TMP/rows.tsv"
 n=0
-for row in "${ROWS[@]}"; do
-    if [ $((n % 2)) -eq 0 ]; then
-        s=$(run_seg "$row"); t=$(run_torch "$row")
-    else
-        t=$(run_torch "$row"); s=$(run_seg "$row")
-    fi
-    printf '%s\t%s\t%s\n' "$row" "$s" "$t" >> "$TMP/rows.tsv"
-    echo "  $row: segtrain $("$PY" -c "print(\"%.3f\" % $s)") s/step, PyTorch $(echo "$t" | "$PY" -c 'import json,sys; print("%.3f" % json.load(sys.stdin)["sec_per_step_median"])') s/step" >&2
-    n=$((n + 1))
+for round in $(seq "$ROUNDS"); do
+    for row in "${ROWS[@]}"; do
+        if [ $((n % 2)) -eq 0 ]; then
+            s=$(run_seg "$row"); t=$(run_torch "$row")
+        else
+            t=$(run_torch "$row"); s=$(run_seg "$row")
+        fi
+        printf '%s\t%s\t%s\n' "$row" "$s" "$t" >> "$TMP/rows.tsv"
+        echo "  round $round, $row: segtrain $("$PY" -c "print(\"%.3f\" % $s)") s/step, PyTorch $(echo "$t" | "$PY" -c 'import json,sys; print("%.3f" % json.load(sys.stdin)["sec_per_step_median"])') s/step" >&2
+        n=$((n + 1))
+    done
+    [ $((${#ROWS[@]} % 2)) -eq 0 ] && n=$((n + 1))   # each round starts with the other side
 done
 
 # ---- report
@@ -111,24 +117,41 @@ final = lin(B, 2 * D, D) + lin(B * T, P * P * C, D)
 fwd = L * per_block + embed + final
 blocks_only = L * (per_block - lin(B, 6 * D, D))
 
-rows = [l.rstrip("\n").split("\t") for l in open(rows_path) if l.strip()]
+import statistics
+cells = {}
+for l in open(rows_path):
+    if l.strip():
+        mode, s, t = l.rstrip("\n").split("\t")
+        cells.setdefault(mode, []).append((float(s), json.loads(t)))
+rounds = len(next(iter(cells.values())))
+med = lambda v: statistics.median(v)
+rows = []  # (mode, segtrain median, PyTorch median, a PyTorch JSON line, per-round ratios)
+for mode, cs in cells.items():
+    ratios = [t["sec_per_step_median"] / s for s, t in cs]
+    rows.append((mode, med([s for s, _ in cs]), med([t["sec_per_step_median"] for _, t in cs]), cs[0][1], ratios))
 plan = json.load(open(plan_path))
 print("# segtrain vs PyTorch: dit-s2, batch 8, fp32, AdamW")
 print()
 print("%s warm-up + %s measured steps per cell, each cell a fresh process, %s threads; segtrain's environment as is%s,"
       % (warmup, steps, threads, (", segtrain " + sets) if sets else ""))
-print("PyTorch %s with OMP_WAIT_POLICY=passive and math attention. Cells: median seconds per optimizer step."
-      % json.loads(rows[0][2])["torch"])
+print("PyTorch %s with OMP_WAIT_POLICY=passive and math attention. Cells: median seconds per optimizer step%s."
+      % (rows[0][3]["torch"], "" if rounds == 1 else
+         "; %d rounds, each side's median over them, and the range of the per-round speed-ups" % rounds))
 print()
-print("| mode | segtrain s/step | PyTorch s/step | speed-up (PyTorch/segtrain) |")
-print("|---|---|---|---|")
+if rounds == 1:
+    print("| mode | segtrain s/step | PyTorch s/step | speed-up (PyTorch/segtrain) |")
+    print("|---|---|---|---|")
+else:
+    print("| mode | segtrain s/step | PyTorch s/step | speed-up (PyTorch/segtrain) | per round |")
+    print("|---|---|---|---|---|")
 none = None
-for mode, s, t in rows:
-    s, tj = float(s), json.loads(t)
-    ts = tj["sec_per_step_median"]
-    print("| %s | %.3f | %.3f | %.2fx |" % (mode, s, ts, ts / s))
+for mode, s, ts, tj, ratios in rows:
+    spread = "" if rounds == 1 else " %.2f-%.2fx |" % (min(ratios), max(ratios))
+    print("| %s | %.3f | %.3f | %.2fx |%s" % (mode, s, ts, ts / s, spread))
     if mode == "none":
-        none = (s, tj)
+        none = (s, dict(tj, sec_per_step_median=ts))
+print()
+print("rows at 1.4x or more (medians): %d of %d" % (sum(ts / s >= 1.4 for _, s, ts, _, _ in rows), len(rows)))
 print()
 print("sgemm ceiling (segtrain selfcheck): %s" % (gemm or "no gemm line in selfcheck's output"))
 print("dit-s2 forward at batch 8: %.2f GFLOP counted from the spec's shapes (%.2f in the blocks' qkv, attention,"
