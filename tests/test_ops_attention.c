@@ -452,9 +452,9 @@ int main(void)
     ops_set_threads(2);
 
     check_against_reference(2, 5, 2, 3, 1 << 30, 11);  /* tiny and odd: every element by FD */
-    check_against_reference(1, 130, 2, 4, 60, 21);     /* three query tiles, the last partial: FD on a subset */
-    check_against_reference(1, 600, 1, 4, 40, 23);     /* three key tiles (256 wide), the last partial: the online
-                                                          softmax's rescaling, by FD on a subset */
+    check_against_reference(1, 130, 2, 4, 60, 21);     /* one partial tile each way: FD on a subset */
+    check_against_reference(1, 600, 1, 4, 40, 23);     /* three query and three key tiles (256 wide), the last
+                                                          partial: the online softmax's rescaling, by FD on a subset */
     check_math_vs_flash(2, 200, 3, 16);
     check_math_vs_flash(1, 530, 2, 8);                 /* several query and key tiles, partial ones */
     check_math_vs_flash(1, 64, 2, 8);
