@@ -1,8 +1,11 @@
 /* The budget advisor: given a device-memory budget, the fastest schedule predicted to fit. Memory comes from the
- * plan's replay (exact); time from a cost model calibrated by measuring four schedules on this machine:
- *   sec/step = T_none + n_ckpt * r_recompute + n_ffn * r_ffn - (attention offload ? n_ckpt * r_attention : 0)
- * with r_recompute the cost of recomputing one block, r_ffn of recomputing its feed-forward half, r_attention what
- * attention offload saves a recomputed block (copies are hidden behind compute, docs/BENCHMARKS.md). */
+ * plan's replay (exact); time from a cost model calibrated by measuring five schedules on this machine:
+ *   sec/step = T_none + n_last * r_recompute + (n_ckpt - n_last) * r_inner + n_ffn * r_ffn
+ *              - (attention offload ? n_ckpt * r_attention : 0)
+ * with r_recompute the cost of recomputing a segment's last block (which need not make its output), r_inner of
+ * recomputing a block inside a segment (it makes its output for the next), r_ffn of recomputing a feed-forward
+ * half, r_attention what attention offload saves a recomputed block (copies are hidden behind compute,
+ * docs/BENCHMARKS.md). */
 #ifndef SEGTRAIN_ADVISE_H
 #define SEGTRAIN_ADVISE_H
 
@@ -25,7 +28,7 @@ typedef struct schedule {
 } schedule;
 
 typedef struct advice {
-    double t_none, r_recompute, r_ffn, r_attention; /* the calibration, seconds */
+    double t_none, r_recompute, r_inner, r_ffn, r_attention; /* the calibration, seconds */
     int n_blocks;
     schedule rule[16]; /* the decision rule's walk, in order */
     int n_rule, rule_choice; /* rule_choice: index into rule, or -1 when nothing fits */
@@ -34,7 +37,7 @@ typedef struct advice {
     int searched;
 } advice;
 
-/* Calibrates (runs four schedules here, a few steps each), walks the decision rule and searches every schedule
+/* Calibrates (runs five schedules here, a few steps each), walks the decision rule and searches every schedule
  * (backend x interval x stride x attention offload) for the fastest predicted to fit device_budget. */
 st_status advise(config_factory make, void *ctx, size_t device_budget, FILE *progress, advice *out);
 /* Removes a scratch output folder made for measuring runs (it holds only their step log). */

@@ -11,9 +11,9 @@
 static const char advise_help[] =
     "usage: segtrain advise [--config C] --device-memory SIZE [--verify] [--steps N] [--set key=value ...]\n"
     "\n"
-    "Which checkpointing schedule to use for a device-memory budget (e.g. 24GiB, 450MiB). It first measures four\n"
-    "schedules here for a few steps each (none, layer, torch-ffn, activation-offload) to calibrate the cost of\n"
-    "recomputing a block, then:\n"
+    "Which checkpointing schedule to use for a device-memory budget (e.g. 24GiB, 450MiB). It first measures five\n"
+    "schedules here for a few steps each (none, layer, interval 2, torch-ffn, activation-offload) to calibrate the\n"
+    "cost of recomputing a block, then:\n"
     "  - walks SimpleTuner's manual rule: no checkpointing if the run fits; otherwise torch-ffn, then torch, then\n"
     "    unsloth-ffn, then unsloth; then a wider interval while it still fits, for speed;\n"
     "  - searches every schedule (backend x interval x stride x attention offload) for the fastest predicted to\n"
@@ -68,9 +68,9 @@ int cmd_advise(int argc, char **argv)
     factory_ctx ctx = {a.value[0], &a};
     advice adv;
     if ((st = advise(make_config, &ctx, budget, stdout, &adv))) return cli_error("advise");
-    printf("cost model: %.3f s/step without checkpointing; per block: recompute %.4f s, feed-forward recompute %.4f s, "
-           "attention offload saves %.4f s\n\n",
-           adv.t_none, adv.r_recompute, adv.r_ffn, adv.r_attention);
+    printf("cost model: %.3f s/step without checkpointing; per block: recompute %.4f s (%.4f s inside a segment, "
+           "making its output), feed-forward recompute %.4f s, attention offload saves %.4f s\n\n",
+           adv.t_none, adv.r_recompute, adv.r_inner, adv.r_ffn, adv.r_attention);
     printf("decision rule (budget %.2f MiB):\n", budget / 1048576.0);
     for (int i = 0; i < adv.n_rule; i++) print_schedule("  ", &adv.rule[i]);
     if (adv.rule_choice >= 0) printf("  -> %s\n\n", adv.rule[adv.rule_choice].name);

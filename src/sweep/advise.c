@@ -67,13 +67,15 @@ static void predict(model_run *r, int64_t batch, size_t optimizer, const advice 
     s->peak_device = dev.s.peak;
     s->peak_host = host.s.peak;
     s->fits = !budget || dev.s.peak <= budget;
-    int ckpt = 0, ffn = 0;
+    int ckpt = 0, ffn = 0, last = 0;
     block_seq *seqs;
     for (int q = 0, nq = model_sequences(r->m, &seqs); q < nq; q++) {
         const seq_plan *p = model_plan(r->m, q);
         for (int i = 0; i < p->n; i++) ckpt += p->mode[i] == MODE_CKPT, ffn += p->mode[i] == MODE_FFN;
+        last += p->n_segments;
     }
-    s->sec = a->t_none + ckpt * a->r_recompute + ffn * a->r_ffn - (s->cs.offload_attention ? ckpt * a->r_attention : 0);
+    s->sec = a->t_none + last * a->r_recompute + (ckpt - last) * a->r_inner + ffn * a->r_ffn -
+             (s->cs.offload_attention ? ckpt * a->r_attention : 0);
 }
 
 static double positive(double x) { return x > 0 ? x : 0; }
@@ -95,13 +97,16 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
     const bool softmax = a->n_blocks && seqs[0].blocks[0].kind->softmax_attention;
 
     /* calibration */
-    double t_layer = 0, t_ffn = 0, t_offload = 0;
+    double t_layer = 0, t_pairs = 0, t_ffn = 0, t_offload = 0;
     const ckpt_settings none = {.interval = 1, .stride = 1}, layer = {.enabled = true, .interval = 1, .stride = 1};
-    ckpt_settings ffn = layer, off = layer;
+    ckpt_settings ffn = layer, off = layer, pairs = layer;
+    pairs.interval = 2;
+    pairs.stride = 2;
     ffn.backend = BACKEND_TORCH_FFN;
     off.offload_attention = true;
     st = measure(make, ctx, none, progress, &a->t_none);
     if (!st) st = measure(make, ctx, layer, progress, &t_layer);
+    if (!st && a->n_blocks > 1) st = measure(make, ctx, pairs, progress, &t_pairs);
     if (!st) st = measure(make, ctx, ffn, progress, &t_ffn);
     if (!st && softmax) st = measure(make, ctx, off, progress, &t_offload);
     if (st) {
@@ -110,6 +115,16 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
     }
     const int n = a->n_blocks ? a->n_blocks : 1;
     a->r_recompute = positive((t_layer - a->t_none) / n);
+    a->r_inner = a->r_recompute;
+    if (a->n_blocks > 1 && !model_set_checkpointing(r.m, &pairs, NULL, 0)) { /* interval 2: n/2 last, n/2 inner */
+        int ckpt = 0, last = 0;
+        for (int q = 0, nq = model_sequences(r.m, &seqs); q < nq; q++) {
+            const seq_plan *p = model_plan(r.m, q);
+            for (int i = 0; i < p->n; i++) ckpt += p->mode[i] == MODE_CKPT;
+            last += p->n_segments;
+        }
+        if (ckpt > last) a->r_inner = positive((t_pairs - a->t_none - last * a->r_recompute) / (ckpt - last));
+    }
     a->r_ffn = positive((t_ffn - a->t_none) / n);
     a->r_attention = softmax ? positive((t_layer - t_offload) / n) : 0;
     if (a->r_attention > a->r_recompute) a->r_attention = a->r_recompute;
