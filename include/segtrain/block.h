@@ -51,11 +51,11 @@ typedef struct block block;
 
 /* The parts of a step that a block replays into a memory simulation. */
 typedef enum sim_phase {
-    SIM_FORWARD,   /* a forward at a keep level (with the attention side going to the host, if offloading) */
-    SIM_RECOMPUTE, /* a checkpointed block's second forward, KEEP_ALL (reusing a fetched attention side) */
+    SIM_FORWARD,        /* a forward at a keep level (with the attention side going to the host, if offloading) */
+    SIM_RECOMPUTE,      /* a checkpointed block's second forward, KEEP_ALL (reusing a fetched attention side) */
     SIM_RECOMPUTE_LAST, /* SIM_RECOMPUTE of a segment's last block, making no output (output_optional kinds) */
-    SIM_PREFETCH,  /* bringing an offloaded attention side back to the device */
-    SIM_BACKWARD   /* a backward (first waiting for an attention side still on the host) */
+    SIM_PREFETCH,       /* bringing an offloaded attention side back to the device */
+    SIM_BACKWARD        /* a backward (first waiting for an attention side still on the host) */
 } sim_phase;
 
 typedef struct block_kind {
@@ -70,8 +70,9 @@ typedef struct block_kind {
     /* Bytes of the attention side that attention offload keeps in host memory between forward and backward. */
     size_t (*offloaded_bytes)(const block *b);
     /* off (NULL: everything stays on the device) sends the attention side's saved tensors to host memory, also
-     * with KEEP_NOTHING. out may be NULL only for output_optional kinds. *saved is NULL on entry, except in a recompute after such a forward: it then holds the
-     * attention side (on its way back from the host), which forward reuses instead of recomputing attention. */
+     * with KEEP_NOTHING. out may be NULL only for output_optional kinds. *saved is NULL on entry, except in a
+     * recompute after such a forward: it then holds the attention side (on its way back from the host), which
+     * forward reuses instead of recomputing attention. */
     st_status (*forward)(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
                          block_saved **saved);
     /* Starts bringing an offloaded attention side back (the executor calls it one segment ahead). */

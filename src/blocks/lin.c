@@ -77,7 +77,8 @@ bool lin_trains_weight(const param_set *s, const lin_layer *l)
 st_status lin_backward_gated(param_set *s, pool *p, const lin_layer *l, float *dx, float *dgate, const float *dy,
                              const float *x, const float *gate, int64_t batch, int64_t tokens, int64_t gate_stride)
 {
-    if (!lin_trains_weight(s, l)) return st_fail(ST_ERR_INTERNAL, "lin_backward_gated: the layer's weight does not train");
+    if (!lin_trains_weight(s, l))
+        return st_fail(ST_ERR_INTERNAL, "lin_backward_gated: the layer's weight does not train");
     return gated_linear_backward(p, dx, g_of(s, l->w), g_of(s, l->b), dgate, dy, x, w_of(s, l->w), w_of(s, l->b), gate,
                                  batch, tokens, l->in, l->out, gate_stride);
 }

@@ -410,7 +410,8 @@ void seq_plan_simulate_backward(const seq_plan *p, const block_seq *seq, mem_sim
         for (int j = u.first; j <= u.last; j++) { /* recompute, keeping */
             const block *b = &seq->blocks[j];
             const bool output = j < u.last || !b->kind->output_optional;
-            b->kind->simulate(b, KEEP_ALL, output ? SIM_RECOMPUTE : SIM_RECOMPUTE_LAST, p->attention_offload, dev, host);
+            const sim_phase phase = output ? SIM_RECOMPUTE : SIM_RECOMPUTE_LAST;
+            b->kind->simulate(b, KEEP_ALL, phase, p->attention_offload, dev, host);
             sim_state next = output ? next_state(&r, j, &cur) : (sim_state){0};
             if (j > u.first) r.inputs[j] = cur;
             cur = next;

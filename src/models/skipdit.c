@@ -129,7 +129,8 @@ static st_status skip_forward(block *b, const block_state *in, block_state *out,
     block_state x = {.n = 1, .t = {in->t[0]}}, y = {0};
     st_status st = sb->role == ROLE_OUT ? merge_forward(sb, in, keep, &xs) : ST_OK;
     if (xs) x.t[0] = xs;
-    if (!st) st = dit_block_kind.forward(b, &x, out ? &y : NULL, keep, off, saved_io ? &dit : NULL); /* releases dit if it fails */
+    /* (releases dit if it fails; no output wanted, none made) */
+    if (!st) st = dit_block_kind.forward(b, &x, out ? &y : NULL, keep, off, saved_io ? &dit : NULL);
     if (st || keep == KEEP_NOTHING) { /* x' was transient */
         pool_free(sb->dit.m->pool, xs);
         xs = NULL;
