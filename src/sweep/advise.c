@@ -56,6 +56,24 @@ static st_status measure(config_factory make, void *ctx, ckpt_settings cs, FILE 
     return ST_OK;
 }
 
+/* What the plan set on m recomputes, over all its sequences: blocks in segments, segments' last blocks (which
+ * make no output), and feed-forward halves. */
+typedef struct recompute_count {
+    int ckpt, last, ffn;
+} recompute_count;
+
+static recompute_count count_recompute(model *m)
+{
+    recompute_count n = {0};
+    block_seq *seqs;
+    for (int q = 0, nq = model_sequences(m, &seqs); q < nq; q++) {
+        const seq_plan *p = model_plan(m, q);
+        for (int i = 0; i < p->n; i++) n.ckpt += p->mode[i] == MODE_CKPT, n.ffn += p->mode[i] == MODE_FFN;
+        n.last += p->n_segments;
+    }
+    return n;
+}
+
 /* Fills a schedule's predicted peaks and time on the unallocated model. */
 static void predict(model_run *r, int64_t batch, size_t optimizer, const advice *a, size_t budget, schedule *s)
 {
@@ -67,15 +85,9 @@ static void predict(model_run *r, int64_t batch, size_t optimizer, const advice 
     s->peak_device = dev.s.peak;
     s->peak_host = host.s.peak;
     s->fits = !budget || dev.s.peak <= budget;
-    int ckpt = 0, ffn = 0, last = 0;
-    block_seq *seqs;
-    for (int q = 0, nq = model_sequences(r->m, &seqs); q < nq; q++) {
-        const seq_plan *p = model_plan(r->m, q);
-        for (int i = 0; i < p->n; i++) ckpt += p->mode[i] == MODE_CKPT, ffn += p->mode[i] == MODE_FFN;
-        last += p->n_segments;
-    }
-    s->sec = a->t_none + last * a->r_recompute + (ckpt - last) * a->r_inner + ffn * a->r_ffn -
-             (s->cs.offload_attention ? ckpt * a->r_attention : 0);
+    const recompute_count n = count_recompute(r->m);
+    s->sec = a->t_none + n.last * a->r_recompute + (n.ckpt - n.last) * a->r_inner + n.ffn * a->r_ffn -
+             (s->cs.offload_attention ? n.ckpt * a->r_attention : 0);
 }
 
 static double positive(double x) { return x > 0 ? x : 0; }
@@ -117,13 +129,8 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
     a->r_recompute = positive((t_layer - a->t_none) / n);
     a->r_inner = a->r_recompute;
     if (a->n_blocks > 1 && !model_set_checkpointing(r.m, &pairs, NULL, 0)) { /* interval 2: n/2 last, n/2 inner */
-        int ckpt = 0, last = 0;
-        for (int q = 0, nq = model_sequences(r.m, &seqs); q < nq; q++) {
-            const seq_plan *p = model_plan(r.m, q);
-            for (int i = 0; i < p->n; i++) ckpt += p->mode[i] == MODE_CKPT;
-            last += p->n_segments;
-        }
-        if (ckpt > last) a->r_inner = positive((t_pairs - a->t_none - last * a->r_recompute) / (ckpt - last));
+        const recompute_count c = count_recompute(r.m);
+        if (c.ckpt > c.last) a->r_inner = positive((t_pairs - a->t_none - c.last * a->r_recompute) / (c.ckpt - c.last));
     }
     a->r_ffn = positive((t_ffn - a->t_none) / n);
     a->r_attention = softmax ? positive((t_layer - t_offload) / n) : 0;
