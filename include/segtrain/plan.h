@@ -65,6 +65,13 @@ st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const cha
                         seq_plan *out);
 void seq_plan_free(seq_plan *p);
 
+/* The segment block i belongs to, or NULL (the executor and the memory replay walk plans with these). */
+const segment *seq_plan_segment(const seq_plan *p, int i);
+/* The unit of backward that block i ends: its segment, or the block alone. */
+segment seq_plan_unit(const seq_plan *p, int i);
+/* What a block's first forward keeps under its mode. */
+keep_level block_mode_keep(block_mode m);
+
 /* "blocks 0-1 ckpt | 2-3 keep | ..." */
 void seq_plan_format(const seq_plan *p, char *buf, size_t size);
 

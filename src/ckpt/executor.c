@@ -17,18 +17,6 @@ struct seq_run {
     block_saved **saved;              /* per block: what its forward kept */
 };
 
-static keep_level keep_of(block_mode m)
-{
-    return m == MODE_KEEP ? KEEP_ALL : m == MODE_FFN ? KEEP_ATTENTION : KEEP_NOTHING;
-}
-
-static const segment *segment_of(const seq_plan *p, int i)
-{
-    for (int g = 0; g < p->n_segments; g++)
-        if (p->segments[g].first <= i && i <= p->segments[g].last) return &p->segments[g];
-    return NULL;
-}
-
 /* Whether `also` or a state the run holds (a kept block's input, a boundary) references t. */
 static bool referenced(const seq_run *run, const float *t, const block_state *also)
 {
@@ -133,14 +121,14 @@ st_status seq_forward(block_seq *s, const seq_plan *plan, offload *off, block_st
     for (int i = 0; i < s->n && !st; i++) {
         block *b = &s->blocks[i];
         const block_mode mode = train ? plan->mode[i] : MODE_CKPT;
-        const segment *g = train ? segment_of(plan, i) : NULL;
+        const segment *g = train ? seq_plan_segment(plan, i) : NULL;
         const bool held = train && (!g || g->first == i); /* a kept block's input, or a boundary */
         const bool to_host = train && plan->host_input[i];
         if (g && g->first == i) retag_state(s->pool, &cur, MEM_BOUNDARIES);
         if (to_host) st = input_to_host(run, i, &cur);
         block_state next = {0};
         if (!st)
-            st = b->kind->forward(b, &cur, &next, train ? keep_of(mode) : KEEP_NOTHING,
+            st = b->kind->forward(b, &cur, &next, train ? block_mode_keep(mode) : KEEP_NOTHING,
                                   train && plan->attention_offload ? off : NULL, train ? &run->saved[i] : NULL);
         if (held) run->inputs[i] = cur;
         else drop_state(s->pool, run, &cur, &next); /* what the block passed on lives on in next */
@@ -203,13 +191,6 @@ static st_status backward_segment(seq_run *run, const segment *g, block_state *g
     return st;
 }
 
-/* The unit of backward that block i ends: its segment, or itself. */
-static segment unit_of(const seq_plan *p, int i)
-{
-    const segment *g = segment_of(p, i);
-    return g ? *g : (segment){i, i};
-}
-
 /* Starts bringing a unit's host tensors back to the device (a no-op for what is already on its way). */
 static st_status fetch_unit(seq_run *run, segment u)
 {
@@ -243,11 +224,11 @@ st_status seq_backward(seq_run *run, block_state *grad, const float *const *extr
     const block_state given = *grad;
     st_status st = ST_OK;
     for (int i = s->n - 1; i >= 0 && !st; i--) {
-        const segment u = unit_of(run->plan, i);
+        const segment u = seq_plan_unit(run->plan, i);
         st = fetch_unit(run, u);
-        if (!st && u.first > 0) st = fetch_unit(run, unit_of(run->plan, u.first - 1)); /* one unit ahead */
+        if (!st && u.first > 0) st = fetch_unit(run, seq_plan_unit(run->plan, u.first - 1)); /* one unit ahead */
         if (!st && run->plan->host_input[u.first]) st = input_back(run, u.first);
-        if (!st && segment_of(run->plan, i)) st = backward_segment(run, &u, grad, extra);
+        if (!st && seq_plan_segment(run->plan, i)) st = backward_segment(run, &u, grad, extra);
         else if (!st) st = backward_block(run, i, grad, extra);
         i = u.first;
         if (!st && s->after_backward) s->after_backward(s->after_backward_ctx, i);

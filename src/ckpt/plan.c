@@ -183,10 +183,12 @@ void seq_plan_format(const seq_plan *p, char *buf, size_t size)
     }
 }
 
-static keep_level keep_of(block_mode m) { return m == MODE_KEEP ? KEEP_ALL : m == MODE_FFN ? KEEP_ATTENTION : KEEP_NOTHING; }
+keep_level block_mode_keep(block_mode m)
+{
+    return m == MODE_KEEP ? KEEP_ALL : m == MODE_FFN ? KEEP_ATTENTION : KEEP_NOTHING;
+}
 
-/* The segment a block belongs to, or NULL. */
-static const segment *segment_of(const seq_plan *p, int i)
+const segment *seq_plan_segment(const seq_plan *p, int i)
 {
     for (int g = 0; g < p->n_segments; g++)
         if (p->segments[g].first <= i && i <= p->segments[g].last) return &p->segments[g];
@@ -326,10 +328,10 @@ static void replay_forward(replay *r)
     sim_state cur = r->cur;
     for (int i = 0; i < p->n; i++) {
         const block *b = &r->seq->blocks[i];
-        const segment *g = segment_of(p, i);
+        const segment *g = seq_plan_segment(p, i);
         if (g && g->first == i) retag(r, &cur, MEM_BOUNDARIES);
         for (int k = 0; p->host_input[i] && k < cur.n; k++) sim_take(r->host, p->host_input_tag, r->t[cur.id[k]].bytes);
-        b->kind->simulate(b, keep_of(p->mode[i]), SIM_FORWARD, p->attention_offload, r->dev, r->host);
+        b->kind->simulate(b, block_mode_keep(p->mode[i]), SIM_FORWARD, p->attention_offload, r->dev, r->host);
         sim_state next = next_state(r, i, &cur);
         if (!g || g->first == i) r->inputs[i] = cur; /* a kept block's input, or a boundary */
         else drop(r, &cur, &next);
@@ -352,10 +354,9 @@ void seq_plan_simulate_forward(const seq_plan *p, const block_seq *seq, mem_sim 
     replay_end(&r);
 }
 
-/* The unit of backward that block i ends: its segment, or itself. */
-static segment unit_of(const seq_plan *p, int i)
+segment seq_plan_unit(const seq_plan *p, int i)
 {
-    const segment *g = segment_of(p, i);
+    const segment *g = seq_plan_segment(p, i);
     return g ? *g : (segment){i, i};
 }
 
@@ -396,14 +397,14 @@ void seq_plan_simulate_backward(const seq_plan *p, const block_seq *seq, mem_sim
     r.host = host;
     bool fetched = false;
     for (int i = p->n - 1; i >= 0; i--) {
-        const segment u = unit_of(p, i);
+        const segment u = seq_plan_unit(p, i);
         if (!fetched) fetch(&r, u);
-        if (u.first > 0) fetch(&r, unit_of(p, u.first - 1)); /* one unit ahead */
+        if (u.first > 0) fetch(&r, seq_plan_unit(p, u.first - 1)); /* one unit ahead */
         fetched = true;
         for (int k = 0; p->host_input[u.first] && k < r.inputs[u.first].n; k++)
             sim_drop(host, p->host_input_tag, r.t[r.inputs[u.first].id[k]].bytes);
-        if (!segment_of(p, i)) {
-            backward_block(&r, i, keep_of(p->mode[i]), p->attention_offload);
+        if (!seq_plan_segment(p, i)) {
+            backward_block(&r, i, block_mode_keep(p->mode[i]), p->attention_offload);
             continue;
         }
         sim_state cur = r.inputs[u.first];
