@@ -7,6 +7,12 @@
 # as in issue 9's reference numbers) run one after the other; which one goes first alternates from row to row, so
 # that drift of this shared machine hits both. segtrain runs with the environment as it is.
 #
+# With --lockstep, each row instead starts both sides once (build/bench_step and pytorch_dit.py --lockstep, each a
+# step server) and alternates them step by step, which side goes first alternating from pair to pair: both sides'
+# steps are then taken in the same seconds, and a change of the machine's speed between cells cannot favour either.
+# Every measured pair is one sample; the table gives each side's median over them and the range of the per-pair
+# speed-ups. --rounds R repeats that R times with fresh processes and pools the pairs.
+#
 # Besides the table it prints: the sgemm ceiling of `segtrain selfcheck`; the dit-s2 forward FLOPs counted from the
 # spec's shapes (2*M*N*K for every linear, the patch-embed convolution and the two attention matmuls; issue 9 says
 # 96.9 GFLOP at batch 8) and segtrain's `none` rate, a step counted as 3x the forward; and what each side keeps for
@@ -17,9 +23,10 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: bench/compare.sh [--modes LIST] [--rounds R] [--warmup W] [--steps N] [--threads T] [--set key=value]..." >&2
+    echo "usage: bench/compare.sh [--modes LIST] [--rounds R] [--lockstep] [--warmup W] [--steps N] [--threads T] [--set key=value]..." >&2
     echo "  defaults: all nine standard rows, --rounds 1 --warmup 1 --steps 3 --threads 2; --set goes to segtrain's config" >&2
     echo "  --rounds R runs every row R times, round after round, and reports each side's median over the rounds" >&2
+    echo "  --lockstep alternates the two sides step by step within each row (needs build/bench_step)" >&2
 }
 
 MODES="none,layer,interval2,seg2-stride4,torch-ffn,unsloth,unsloth-ffn,activation-offload,seg2-stride4-offload"
@@ -28,6 +35,7 @@ WARMUP=1
 STEPS=3
 THREADS=2
 SETS=()
+LOCKSTEP=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --modes) MODES="${2:?}"; shift 2 ;;
@@ -36,6 +44,7 @@ while [ $# -gt 0 ]; do
         --steps) STEPS="${2:?}"; shift 2 ;;
         --threads) THREADS="${2:?}"; shift 2 ;;
         --set) SETS+=(--set "${2:?}"); shift 2 ;;
+        --lockstep) LOCKSTEP=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "compare.sh: unknown argument '$1'" >&2; usage; exit 2 ;;
     esac
@@ -51,6 +60,10 @@ TMP=$(mktemp -d /tmp/segtrain-compare.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 cp "$SEG" "$TMP/segtrain"    # one binary for the whole run, even if build/ is rebuilt meanwhile
 SEG=$TMP/segtrain
+if [ "$LOCKSTEP" = 1 ]; then
+    [ -x build/bench_step ] || { echo "compare.sh: build/bench_step not found: build it first (make build)" >&2; exit 1; }
+    cp build/bench_step "$TMP/bench_step"
+fi
 CFG=$TMP/s2b.json
 echo '{"model_preset": "dit-s2", "train_batch_size": 8}' > "$CFG"
 
@@ -81,11 +94,63 @@ run_torch() {  # row -> JSON line
     grep '^{' "$TMP/torch-$row.log" | tail -n 1 | grep . || fail "pytorch_dit.py $row (no JSON line)" "$TMP/torch-$row.log"
 }
 
+# lockstep: both sides as step servers, alternated step by step; one line in rows.tsv per measured pair
+run_lockstep() {  # row round
+    "$PY" - "$1" "$2" "$WARMUP" "$STEPS" "$TMP/bench_step" "$CFG" "$THREADS" "$TMP/rows.tsv" ${SETS[@]+"${SETS[@]}"} \
+        <<'EOF' 2> "$TMP/lockstep-$1.log" || fail "lockstep $1" "$TMP/lockstep-$1.log"
+import json, os, subprocess, sys
+row, rnd, warmup, steps, step_bin, cfg, threads, tsv = sys.argv[1:9]
+rnd, warmup, steps = int(rnd), int(warmup), int(steps)
+seg = subprocess.Popen([step_bin, "--mode", row, "--config", cfg, "--threads", threads] + sys.argv[9:],
+                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+torch = subprocess.Popen(["/usr/bin/python3", "bench/pytorch_dit.py", "--modes", row, "--warmup", str(warmup),
+                          "--steps", str(steps), "--threads", threads, "--batch", "8", "--json", "--lockstep"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, OMP_WAIT_POLICY="passive"))
+
+def until(p, word):  # the rest of the first line that starts with word
+    for line in p.stdout:
+        if line.startswith(word):
+            return line[len(word):].strip()
+    sys.exit("%s ended before '%s' (%s)" % ("bench_step" if p is seg else "pytorch_dit.py", word.strip(), row))
+
+def step(p):
+    p.stdin.write("\n")
+    p.stdin.flush()
+    return float(until(p, "step "))
+
+until(seg, "ready ")
+until(torch, "ready ")
+pairs = []
+for i in range(warmup + steps):
+    if (i + rnd) % 2 == 0:
+        s = step(seg); t = step(torch)
+    else:
+        t = step(torch); s = step(seg)
+    if i >= warmup:
+        pairs.append((s, t))
+for p in (seg, torch):
+    p.stdin.close()
+info = json.loads([l for l in torch.stdout if l.startswith("{")][-1])
+if seg.wait() or torch.wait():
+    sys.exit("a step server failed (%s)" % row)
+with open(tsv, "a") as f:
+    for s, t in pairs:
+        f.write("%s\t%r\t%s\n" % (row, s, json.dumps(dict(info, sec_per_step_median=t))))
+        print("  round %d, %s: segtrain %.3f s, PyTorch %.3f s, %.2fx" % (rnd + 1, row, s, t, t / s), file=sys.stderr)
+EOF
+    cat "$TMP/lockstep-$1.log" >&2
+}
+
 IFS=, read -r -a ROWS <<< "$MODES"
 : > "$TMP/rows.tsv"
 n=0
 for round in $(seq "$ROUNDS"); do
     for row in "${ROWS[@]}"; do
+        if [ "$LOCKSTEP" = 1 ]; then
+            run_lockstep "$row" $((round - 1))
+            continue
+        fi
         if [ $((n % 2)) -eq 0 ]; then
             s=$(run_seg "$row"); t=$(run_torch "$row")
         else
@@ -99,9 +164,11 @@ for round in $(seq "$ROUNDS"); do
 done
 
 # ---- report
-"$PY" - "$TMP/rows.tsv" "$TMP/plan.json" "$GEMM" "$WARMUP" "$STEPS" "$THREADS" "${SETS[*]+${SETS[*]}}" <<'EOF'
+"$PY" - "$TMP/rows.tsv" "$TMP/plan.json" "$GEMM" "$WARMUP" "$STEPS" "$THREADS" "${SETS[*]+${SETS[*]}}" "$LOCKSTEP" \
+    "$ROUNDS" <<'EOF'
 import json, sys
-rows_path, plan_path, gemm, warmup, steps, threads, sets = sys.argv[1:8]
+rows_path, plan_path, gemm, warmup, steps, threads, sets, lockstep, n_rounds = sys.argv[1:10]
+lockstep = lockstep == "1"
 
 # dit-s2 forward FLOPs, from the spec's shapes (2*M*N*K per matmul)
 B, L, D, C, P, S, FREQ = 8, 12, 384, 4, 2, 32, 256
@@ -132,17 +199,25 @@ for mode, cs in cells.items():
 plan = json.load(open(plan_path))
 print("# segtrain vs PyTorch: dit-s2, batch 8, fp32, AdamW")
 print()
-print("%s warm-up + %s measured steps per cell, each cell a fresh process, %s threads; segtrain's environment as is%s,"
-      % (warmup, steps, threads, (", segtrain " + sets) if sets else ""))
-print("PyTorch %s with OMP_WAIT_POLICY=passive and math attention. Cells: median seconds per optimizer step%s."
-      % (rows[0][3]["torch"], "" if rounds == 1 else
-         "; %d rounds, each side's median over them, and the range of the per-round speed-ups" % rounds))
+if lockstep:
+    print("Lockstep: per row both sides started once (%s round%s, fresh processes each), %s warm-up + %s measured steps"
+          " each, alternated step by step, %s threads; segtrain's environment as is%s,"
+          % (n_rounds, "" if n_rounds == "1" else "s", warmup, steps, threads, (", segtrain " + sets) if sets else ""))
+    print("PyTorch %s with OMP_WAIT_POLICY=passive and math attention. Cells: each side's median seconds per optimizer"
+          " step over the %d measured pairs, and the range of the per-pair speed-ups." % (rows[0][3]["torch"], rounds))
+else:
+    print("%s warm-up + %s measured steps per cell, each cell a fresh process, %s threads; segtrain's environment as"
+          " is%s," % (warmup, steps, threads, (", segtrain " + sets) if sets else ""))
+    print("PyTorch %s with OMP_WAIT_POLICY=passive and math attention. Cells: median seconds per optimizer step%s."
+          % (rows[0][3]["torch"], "" if rounds == 1 else
+             "; %d rounds, each side's median over them, and the range of the per-round speed-ups" % rounds))
 print()
 if rounds == 1:
     print("| mode | segtrain s/step | PyTorch s/step | speed-up (PyTorch/segtrain) |")
     print("|---|---|---|---|")
 else:
-    print("| mode | segtrain s/step | PyTorch s/step | speed-up (PyTorch/segtrain) | per round |")
+    print("| mode | segtrain s/step | PyTorch s/step | speed-up (PyTorch/segtrain) | per %s |"
+          % ("pair" if lockstep else "round"))
     print("|---|---|---|---|---|")
 none = None
 for mode, s, ts, tj, ratios in rows:

@@ -301,7 +301,11 @@ def bench_mode(cfg, mode, args, batches):
     if mode == "none":
         sb, sp = saved_bytes(model, batches[0])
     times, losses = [], []
+    if args.lockstep:
+        print("ready %s" % mode, flush=True)
     for i in range(args.warmup + args.steps):
+        if args.lockstep and not sys.stdin.readline():
+            break
         b = batches[i % len(batches)]
         t0 = time.perf_counter()
         loss = rf_loss(model, *b)
@@ -310,6 +314,8 @@ def bench_mode(cfg, mode, args, batches):
         opt.zero_grad(set_to_none=True)
         dt = time.perf_counter() - t0
         losses.append(loss.item())
+        if args.lockstep:
+            print("step %.6f" % dt, flush=True)
         if i >= args.warmup:
             times.append(dt)
     return dict(mode=mode, sec_per_step_median=statistics.median(times), saved_bytes=sb,
@@ -367,9 +373,14 @@ def main():
     ap.add_argument("--attention", default="math", choices=["math", "sdpa"])
     ap.add_argument("--json", action="store_true", help="also print one JSON line per mode")
     ap.add_argument("--check", action="store_true", help="check every mode's gradients on a tiny model and exit")
+    ap.add_argument("--lockstep", action="store_true",
+                    help="one mode; each of the warm-up and measured steps waits for a line on stdin and is answered"
+                         " 'step SECONDS' (how bench/compare.sh --lockstep alternates the two sides step by step)")
     args = ap.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in SCHEDULES]
+    if args.lockstep and len(modes) != 1:
+        ap.error("--lockstep takes exactly one mode")
     if bad or not modes or args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.threads < 1:
         ap.error("bad arguments (unknown modes: %s)" % ",".join(bad))
     if args.attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):

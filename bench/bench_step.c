@@ -1,0 +1,84 @@
+/* A step server for lockstep comparisons (not a test): one sweep row's training, one optimizer step for every line
+ * read from stdin, each answered with "step SECONDS" on stdout. bench/compare.sh --lockstep drives it and
+ * bench/pytorch_dit.py --lockstep the same way, alternating step by step, so that both sides' steps are taken in
+ * the same minutes of a shared machine. A step is what a cell of `segtrain sweep` times: trainer_step on synthetic
+ * data, with the mode's overrides on top of the config.
+ *
+ *   build/bench_step --mode ROW [--config C] [--set key=value]... [--threads T]
+ */
+#define _DEFAULT_SOURCE /* mkdtemp */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "segtrain/ops.h"
+#include "segtrain/sweep.h"
+#include "segtrain/train.h"
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: bench_step --mode ROW [--config C] [--set key=value]... [--threads T]\n");
+    return 2;
+}
+
+/* Every ';'-separated assignment of a mode's overrides. */
+static st_status set_all(config *cfg, const char *sets)
+{
+    char buf[SWEEP_TEXT_MAX];
+    snprintf(buf, sizeof buf, "%s", sets);
+    st_status st = ST_OK;
+    for (char *save = NULL, *kv = strtok_r(buf, ";", &save); kv && !st; kv = strtok_r(NULL, ";", &save))
+        st = config_set(cfg, kv);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode_name = NULL, *config_path = NULL;
+    const char *sets[32];
+    int n_sets = 0;
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 >= argc) return usage();
+        if (!strcmp(argv[i], "--mode")) mode_name = argv[i + 1];
+        else if (!strcmp(argv[i], "--config")) config_path = argv[i + 1];
+        else if (!strcmp(argv[i], "--threads")) ops_set_threads(atoi(argv[i + 1]));
+        else if (!strcmp(argv[i], "--set") && n_sets < 32) sets[n_sets++] = argv[i + 1];
+        else return usage();
+    }
+    if (!mode_name) return usage();
+
+    char dir[] = "/tmp/segtrain-step.XXXXXX", outdir[64];
+    if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
+    snprintf(outdir, sizeof outdir, "output_dir=%s", dir);
+    sweep_mode mode;
+    config *cfg = NULL;
+    trainer *t = NULL;
+    st_status st = sweep_parse_mode(mode_name, &mode);
+    if (!st) st = config_path ? config_load(config_path, &cfg) : config_parse("{}", "defaults", &cfg);
+    for (int i = 0; i < n_sets && !st; i++) st = config_set(cfg, sets[i]);
+    if (!st) st = set_all(cfg, mode.sets);
+    if (!st) st = set_all(cfg, "synthetic_data=true;checkpoint_step_interval=0;validation_steps=0;"
+                               "max_train_steps=1000000");
+    if (!st) st = config_set(cfg, outdir);
+    if (!st) st = trainer_create(cfg, NULL, &t);
+    if (!st) {
+        printf("ready %s\n", mode.name);
+        fflush(stdout);
+    }
+    char line[64];
+    while (!st && fgets(line, sizeof line, stdin)) {
+        train_step_info info;
+        const double t0 = clock_seconds();
+        st = trainer_step(t, &info);
+        if (!st) printf("step %.6f\n", clock_seconds() - t0);
+        fflush(stdout);
+    }
+    if (st) fprintf(stderr, "bench_step: %s\n", st_error());
+    trainer_destroy(t);
+    config_free(cfg);
+    char rm[96]; /* the trainer's scratch output */
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    if (system(rm) != 0) fprintf(stderr, "bench_step: could not remove %s\n", dir);
+    return st ? 1 : 0;
+}
