@@ -318,6 +318,8 @@ def bench_mode(cfg, mode, args, batches):
             print("step %.6f" % dt, flush=True)
         if i >= args.warmup:
             times.append(dt)
+    if args.lockstep:  # exit only when told, not while the other side takes its step
+        sys.stdin.read()
     return dict(mode=mode, sec_per_step_median=statistics.median(times), saved_bytes=sb,
                 saved_param_bytes=sp, sec_per_step=times, loss_first=losses[0],
                 threads=torch.get_num_threads(), batch=args.batch, preset=args.preset,
