@@ -1,7 +1,7 @@
 /* A step server for lockstep comparisons (not a test): one sweep row's training, one optimizer step for every line
  * read from stdin, each answered with "step SECONDS" on stdout. bench/compare.sh --lockstep drives it and
  * bench/pytorch_dit.py --lockstep the same way, alternating step by step, so that both sides' steps are taken in
- * the same minutes of a shared machine. A step is what a cell of `segtrain sweep` times: trainer_step on synthetic
+ * the same seconds of a shared machine. A step is what a cell of `segtrain sweep` times: trainer_step on synthetic
  * data, with the mode's overrides on top of the config.
  *
  *   build/bench_step --mode ROW [--config C] [--set key=value]... [--threads T]
