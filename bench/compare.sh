@@ -97,7 +97,7 @@ run_torch() {  # row -> JSON line
 # lockstep: both sides as step servers, alternated step by step; one line in rows.tsv per measured pair
 run_lockstep() {  # row round
     "$PY" - "$1" "$2" "$WARMUP" "$STEPS" "$TMP/bench_step" "$CFG" "$THREADS" "$TMP/rows.tsv" ${SETS[@]+"${SETS[@]}"} \
-        <<'EOF' 2> "$TMP/lockstep-$1.log" || fail "lockstep $1" "$TMP/lockstep-$1.log"
+        <<'EOF' || { echo "compare.sh: lockstep $1 failed (its errors above)" >&2; exit 1; }
 import json, os, subprocess, sys
 row, rnd, warmup, steps, step_bin, cfg, threads, tsv = sys.argv[1:9]
 rnd, warmup, steps = int(rnd), int(warmup), int(steps)
@@ -127,6 +127,9 @@ for i in range(warmup + steps):
         s = step(seg); t = step(torch)
     else:
         t = step(torch); s = step(seg)
+    print("  round %d, %s, %s %d: segtrain %.3f s, PyTorch %.3f s, %.2fx"
+          % (rnd + 1, row, "warm-up" if i < warmup else "pair", i + 1 - (0 if i < warmup else warmup), s, t, t / s),
+          file=sys.stderr, flush=True)
     if i >= warmup:
         pairs.append((s, t))
 for p in (seg, torch):
@@ -137,9 +140,7 @@ if seg.wait() or torch.wait():
 with open(tsv, "a") as f:
     for s, t in pairs:
         f.write("%s\t%r\t%s\n" % (row, s, json.dumps(dict(info, sec_per_step_median=t))))
-        print("  round %d, %s: segtrain %.3f s, PyTorch %.3f s, %.2fx" % (rnd + 1, row, s, t, t / s), file=sys.stderr)
 EOF
-    cat "$TMP/lockstep-$1.log" >&2
 }
 
 IFS=, read -r -a ROWS <<< "$MODES"
