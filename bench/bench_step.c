@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "segtrain/advise.h"
 #include "segtrain/ops.h"
 #include "segtrain/sweep.h"
 #include "segtrain/train.h"
@@ -20,17 +21,6 @@ static int usage(void)
 {
     fprintf(stderr, "usage: bench_step --mode ROW [--config C] [--set key=value]... [--threads T]\n");
     return 2;
-}
-
-/* Every ';'-separated assignment of a mode's overrides. */
-static st_status set_all(config *cfg, const char *sets)
-{
-    char buf[SWEEP_TEXT_MAX];
-    snprintf(buf, sizeof buf, "%s", sets);
-    st_status st = ST_OK;
-    for (char *save = NULL, *kv = strtok_r(buf, ";", &save); kv && !st; kv = strtok_r(NULL, ";", &save))
-        st = config_set(cfg, kv);
-    return st;
 }
 
 int main(int argc, char **argv)
@@ -48,19 +38,16 @@ int main(int argc, char **argv)
     }
     if (!mode_name) return usage();
 
-    char dir[] = "/tmp/segtrain-step.XXXXXX", outdir[64];
+    char dir[] = "/tmp/segtrain-step.XXXXXX";
     if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
-    snprintf(outdir, sizeof outdir, "output_dir=%s", dir);
     sweep_mode mode;
     config *cfg = NULL;
     trainer *t = NULL;
     st_status st = sweep_parse_mode(mode_name, &mode);
     if (!st) st = config_path ? config_load(config_path, &cfg) : config_parse("{}", "defaults", &cfg);
     for (int i = 0; i < n_sets && !st; i++) st = config_set(cfg, sets[i]);
-    if (!st) st = set_all(cfg, mode.sets);
-    if (!st) st = set_all(cfg, "synthetic_data=true;checkpoint_step_interval=0;validation_steps=0;"
-                               "max_train_steps=1000000");
-    if (!st) st = config_set(cfg, outdir);
+    if (!st) st = config_set_all(cfg, mode.sets);
+    if (!st) st = sweep_measured_config(cfg, 1000000, dir); /* steps come as stdin asks */
     if (!st) st = trainer_create(cfg, NULL, &t);
     if (!st) {
         printf("ready %s\n", mode.name);
@@ -77,8 +64,6 @@ int main(int argc, char **argv)
     if (st) fprintf(stderr, "bench_step: %s\n", st_error());
     trainer_destroy(t);
     config_free(cfg);
-    char rm[96]; /* the trainer's scratch output */
-    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
-    if (system(rm) != 0) fprintf(stderr, "bench_step: could not remove %s\n", dir);
+    remove_scratch(dir);
     return st ? 1 : 0;
 }

@@ -35,6 +35,8 @@ void config_free(config *c);
  * read as a string converted to the key's type, with the file's validation and messages (source "--set").
  * An unknown key is an error here: a typo on the command line is never meant. On failure c is unchanged. */
 st_status config_set(config *c, const char *assignment);
+/* config_set for each of a ';'-separated list of assignments, in order; stops at the first refused. */
+st_status config_set_all(config *c, const char *assignments);
 
 /* Typed getters: the value given, or the key's default. key is a canonical name from docs/CONFIG.md; an
  * unregistered key or a getter of the wrong type is a programming error and aborts with a message. */

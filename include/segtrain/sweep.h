@@ -59,6 +59,10 @@ typedef struct sweep_result {
     sweep_cell *cells;  /* n_modes * n_budgets, row-major */
 } sweep_result;
 
+/* What a measured run sets on top of its config: synthetic data, no checkpoint files and no validation, `steps`
+ * steps in all, and its output in output_dir (unless NULL). */
+st_status sweep_measured_config(config *cfg, int steps, const char *output_dir);
+
 /* Runs one cell in this process: the config (with the mode's overrides and the budget already applied) trained
  * for warmup + steps steps in a scratch output folder, measuring the last `steps`. The prediction and the plan are
  * filled in whatever happens; refusals and budgets become statuses, not errors. */

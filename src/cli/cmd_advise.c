@@ -31,13 +31,10 @@ static config *make_config(void *p, const char *sets)
     const factory_ctx *c = p;
     config *cfg;
     if (cli_load_config(c->path, c->args, &cfg)) return NULL;
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", sets);
-    for (char *save = NULL, *kv = strtok_r(buf, ";", &save); kv; kv = strtok_r(NULL, ";", &save))
-        if (config_set(cfg, kv)) {
-            config_free(cfg);
-            return NULL;
-        }
+    if (config_set_all(cfg, sets)) {
+        config_free(cfg);
+        return NULL;
+    }
     return cfg;
 }
 
@@ -84,13 +81,14 @@ int cmd_advise(int argc, char **argv)
     printf("  as config keys: %s\n", adv.best.sets);
     if (!a.on[0]) return 0;
 
-    char sets[1024], tmpdir[] = "/tmp/segtrain-advise-XXXXXX";
+    char tmpdir[] = "/tmp/segtrain-advise-XXXXXX";
     if (!mkdtemp(tmpdir)) return fprintf(stderr, "segtrain advise: cannot create a scratch folder in /tmp\n"), 1;
-    snprintf(sets, sizeof sets,
-             "%s;synthetic_data=true;checkpoint_step_interval=0;validation_steps=0;max_train_steps=%d;output_dir=%s",
-             adv.best.sets, steps + 1, tmpdir);
-    config *cfg = make_config(&ctx, sets);
-    if (!cfg) return cli_error("advise");
+    config *cfg = make_config(&ctx, adv.best.sets);
+    if (!cfg || sweep_measured_config(cfg, steps + 1, tmpdir)) {
+        config_free(cfg);
+        remove_scratch(tmpdir);
+        return cli_error("advise");
+    }
     sweep_cell cell = {0};
     sweep_run_cell(cfg, 1, steps, &cell);
     config_free(cfg);

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "segtrain/advise.h"
 #include "segtrain/ops.h"
+#include "segtrain/sweep.h"
 #include "segtrain/train.h"
 
 static const char profile_help[] =
@@ -30,13 +31,10 @@ int cmd_profile(int argc, char **argv)
     }
     config *cfg;
     trainer *t = NULL;
-    char tmpdir[] = "/tmp/segtrain-profile-XXXXXX", total[64], out[128];
+    char tmpdir[] = "/tmp/segtrain-profile-XXXXXX";
     st_status st = cli_load_config(a.value[0], &a, &cfg);
     if (!st && !mkdtemp(tmpdir)) st = st_fail(ST_ERR_IO, "cannot create a scratch folder in /tmp");
-    snprintf(total, sizeof total, "max_train_steps=%d", warmup + steps);
-    snprintf(out, sizeof out, "output_dir=%s", tmpdir);
-    const char *sets[] = {"synthetic_data=true", "checkpoint_step_interval=0", "validation_steps=0", total, out};
-    for (size_t i = 0; !st && i < sizeof sets / sizeof *sets; i++) st = config_set(cfg, sets[i]);
+    if (!st) st = sweep_measured_config(cfg, warmup + steps, tmpdir);
     if (!st) st = trainer_create(cfg, stderr, &t);
     double step_sec = 0, opt_sec = 0;
     copy_stats copies = {0};

@@ -273,12 +273,7 @@ int cmd_sweep_cell(int argc, char **argv)
     config *cfg;
     sweep_cell cell = {0};
     st_status st = cli_load_config(a.value[0], &a, &cfg);
-    if (!st) st = config_set(cfg, "synthetic_data=true");
-    if (!st) st = config_set(cfg, "checkpoint_step_interval=0");
-    if (!st) st = config_set(cfg, "validation_steps=0");
-    char total[64];
-    snprintf(total, sizeof total, "max_train_steps=%d", atoi(a.value[1]) + atoi(a.value[2]));
-    if (!st) st = config_set(cfg, total);
+    if (!st) st = sweep_measured_config(cfg, atoi(a.value[1]) + atoi(a.value[2]), NULL);
     if (st) { /* a refusal of the mode's keys is a cell status, not a failure of the sweep */
         cell.status = st == ST_ERR_UNSUPPORTED ? CELL_UNSUPPORTED : CELL_FAILED;
         snprintf(cell.error, sizeof cell.error, "%s", st_error());

@@ -683,6 +683,17 @@ st_status config_set(config *c, const char *assignment)
     return s;
 }
 
+st_status config_set_all(config *c, const char *assignments)
+{
+    char *list = strdup(assignments);
+    if (!list) return oom();
+    st_status s = ST_OK;
+    for (char *save = NULL, *kv = strtok_r(list, ";", &save); kv && !s; kv = strtok_r(NULL, ";", &save))
+        s = config_set(c, kv);
+    free(list);
+    return s;
+}
+
 /* ---- getters -------------------------------------------------------------------------------------------------- */
 
 #define TYPE(t) (1u << (t))

@@ -39,13 +39,15 @@ static st_status measure(config_factory make, void *ctx, ckpt_settings cs, FILE 
 {
     schedule s = {.cs = cs};
     schedule_describe(&s);
-    char sets[768], tmpdir[] = "/tmp/segtrain-advise-XXXXXX";
+    char tmpdir[] = "/tmp/segtrain-advise-XXXXXX";
     if (!mkdtemp(tmpdir)) return st_fail(ST_ERR_IO, "cannot create a scratch folder in /tmp");
-    snprintf(sets, sizeof sets,
-             "%s;synthetic_data=true;checkpoint_step_interval=0;validation_steps=0;max_train_steps=3;output_dir=%s",
-             s.sets, tmpdir);
-    config *cfg = make(ctx, sets);
-    if (!cfg) return ST_ERR_INVALID;
+    config *cfg = make(ctx, s.sets);
+    st_status st = cfg ? sweep_measured_config(cfg, 3, tmpdir) : ST_ERR_INVALID;
+    if (st) {
+        config_free(cfg);
+        remove_scratch(tmpdir);
+        return st;
+    }
     sweep_cell cell = {0};
     sweep_run_cell(cfg, 1, 2, &cell);
     config_free(cfg);

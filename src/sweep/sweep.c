@@ -114,6 +114,23 @@ static st_status predict(const config *cfg, sweep_cell *cell)
     return ST_OK;
 }
 
+st_status sweep_measured_config(config *cfg, int steps, const char *output_dir)
+{
+    char total[64];
+    snprintf(total, sizeof total, "max_train_steps=%d", steps);
+    st_status st = config_set_all(cfg, "synthetic_data=true;checkpoint_step_interval=0;validation_steps=0");
+    if (!st) st = config_set(cfg, total);
+    if (!st && output_dir) {
+        const size_t n = strlen(output_dir) + sizeof "output_dir=";
+        char *out = malloc(n);
+        if (!out) return st_fail(ST_ERR_HOST_OOM, "out of memory");
+        snprintf(out, n, "output_dir=%s", output_dir);
+        st = config_set(cfg, out);
+        free(out);
+    }
+    return st;
+}
+
 void sweep_run_cell(const config *cfg, int warmup, int steps, sweep_cell *cell)
 {
     cell->status = CELL_OK;
