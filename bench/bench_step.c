@@ -6,11 +6,9 @@
  *
  *   build/bench_step --mode ROW [--config C] [--set key=value]... [--threads T]
  */
-#define _DEFAULT_SOURCE /* mkdtemp */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "segtrain/advise.h"
 #include "segtrain/ops.h"
