@@ -1,12 +1,36 @@
 #!/usr/bin/env bash
-# Installs the Debian packages segtrain builds with, only those missing. Needs root (or sudo) the first time.
+# Installs the Debian packages segtrain builds and tests with, only those missing. Needs root (or sudo) the first
+# time. Every package a header of the code comes from must be named here: tests/check_deps.sh fails otherwise.
+#   install-deps.sh [fuzz]           install what is missing (fuzz: also clang and its fuzzer runtime, for make fuzz)
+#   install-deps.sh [fuzz] --list    print the packages named, one a line; install nothing
+# The tests need nothing more than these and Debian's essential packages (bash, coreutils, grep, sed, diffutils,
+# findutils, dpkg): no python3, no valgrind.
 set -euo pipefail
 
 packages=(
-  build-essential            # gcc, make
+  build-essential            # gcc, make, libc's headers
   cmake                      # the build
   libopenblas-openmp-dev     # GEMMs; the OpenMP build shares our OpenMP thread pool
+  libcjson-dev               # configs, safetensors headers
+  libpng-dev                 # image folders, sample grids (brings zlib1g-dev, which CMake's FindPNG needs)
 )
+fuzz_packages=(
+  clang                      # libFuzzer targets are built with clang
+  libclang-rt-14-dev         # libFuzzer and clang's ASan/UBSan runtimes; only recommended by clang
+)
+
+list=0
+for a in "$@"; do
+  case "$a" in
+    fuzz) packages+=("${fuzz_packages[@]}") ;;
+    --list) list=1 ;;
+    *) echo "install-deps.sh: unknown argument '$a' (valid: fuzz, --list)" >&2; exit 2 ;;
+  esac
+done
+if [ $list -eq 1 ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
