@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "segtrain/sample.h"
@@ -161,6 +162,73 @@ static void test_resume_is_bitwise(void)
     config_free(straight), config_free(first), config_free(second);
 }
 
+static void copy_file(const char *from, const char *to)
+{
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    CHECKF(a && b, "copy %s -> %s", from, to);
+    for (int ch; a && b && (ch = fgetc(a)) != EOF;) fputc(ch, b);
+    if (a) fclose(a);
+    if (b) fclose(b);
+}
+
+/* Resumes from `from` into output folder `dir` and returns the step it resumed at (-1: it failed). */
+static int64_t resumed_at(const char *dir, const char *from)
+{
+    char sets[1024];
+    snprintf(sets, sizeof sets, "max_train_steps=6;checkpoint_step_interval=1;resume_from_checkpoint=%s", from);
+    config *c = make_config(dir, sets);
+    trainer *t = NULL;
+    st_status st = trainer_create(c, NULL, &t);
+    CHECKF(st == ST_OK, "%s", st_error());
+    const int64_t step = t ? trainer_steps_done(t) : -1;
+    trainer_destroy(t);
+    config_free(c);
+    return step;
+}
+
+static void test_resume_picks_the_newest(void)
+{
+    printf("-- latest is the highest step, whatever order the checkpoints were written in\n");
+    config *c = make_config("six", "max_train_steps=6;checkpoint_step_interval=1");
+    CHECKF(run(c, 1000, false) == ST_OK, "%s", st_error());
+    config_free(c);
+    char dir[512], from[1024], to[1024];
+    snprintf(dir, sizeof dir, "%s/shuffled", root);
+    CHECK(mkdir(dir, 0755) == 0);
+    const int order[] = {4, 1, 6, 2, 5, 3};
+    for (int i = 0; i < 6; i++) {
+        snprintf(from, sizeof from, "%s/six/checkpoint-%06d.safetensors", root, order[i]);
+        snprintf(to, sizeof to, "%s/checkpoint-%06d.safetensors", dir, order[i]);
+        copy_file(from, to);
+    }
+    /* a stray file and the temporary file of a half-written checkpoint of a later step */
+    snprintf(to, sizeof to, "%s/notes.txt", dir);
+    copy_file(from, to);
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s/checkpoint-000009.safetensors.tmp.4242", dir);
+    copy_file(from, tmp);
+    int64_t step = resumed_at("shuffled", "latest");
+    CHECKF(step == 6, "resume_from_checkpoint=latest resumed at step %lld, the newest checkpoint is step 6",
+           (long long)step);
+    CHECKF(access(tmp, F_OK) != 0, "the half-written checkpoint's temporary file is removed");
+    step = resumed_at("elsewhere", dir);
+    CHECKF(step == 6, "a folder as resume_from_checkpoint resumed at step %lld, its newest is step 6", (long long)step);
+    snprintf(from, sizeof from, "%s/checkpoint-000002.safetensors", dir);
+    step = resumed_at("elsewhere", from);
+    CHECKF(step == 2, "a checkpoint file resumes at its own step (got %lld)", (long long)step);
+    snprintf(from, sizeof from, "%s/six/validation-none", root);
+    CHECK(mkdir(from, 0755) == 0);
+    char sets[1200];
+    snprintf(sets, sizeof sets, "max_train_steps=6;resume_from_checkpoint=%s", from);
+    c = make_config("elsewhere", sets);
+    trainer *t = NULL;
+    CHECKF(trainer_create(c, NULL, &t) == ST_ERR_INVALID && strstr(st_error(), "validation-none") &&
+               strstr(st_error(), "no checkpoint"),
+           "a folder without checkpoints is an error naming it: %s", st_error());
+    trainer_destroy(t);
+    config_free(c);
+}
+
 static void test_lora_keeps_the_base(void)
 {
     printf("-- LoRA trains adapters only; the base stays bit for bit\n");
@@ -246,6 +314,7 @@ int main(void)
     test_loss_comes_down();
     test_captions_steer_mmdit();
     test_resume_is_bitwise();
+    test_resume_picks_the_newest();
     test_lora_keeps_the_base();
     test_failures();
     char cmd[300];

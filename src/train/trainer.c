@@ -92,9 +92,10 @@ static st_status make_dir(const char *path)
     return ST_OK;
 }
 
-/* checkpoint-<step>.safetensors files of the output folder, newest first; leftovers of interrupted writes
- * (*.tmp.<pid>) are removed. Returns the count (at most max). */
-static int list_checkpoints(const char *dir, int64_t *steps, int max)
+/* The steps of the checkpoint-<step>.safetensors files in dir, newest first: the newest `max` of them, whatever
+ * order the folder lists them in. Other files are skipped; with tidy (the run's own folder) leftovers of
+ * interrupted writes (*.tmp.<pid>) are removed. Returns the count (at most max). */
+static int list_checkpoints(const char *dir, bool tidy, int64_t *steps, int max)
 {
     DIR *d = opendir(dir);
     if (!d) return 0;
@@ -102,28 +103,28 @@ static int list_checkpoints(const char *dir, int64_t *steps, int max)
     struct dirent *e;
     while ((e = readdir(d))) {
         long long step;
-        char tail[16];
-        if (strstr(e->d_name, ".safetensors.tmp.")) {
+        char name[64];
+        if (tidy && strstr(e->d_name, ".safetensors.tmp.")) {
             char p[PATH_MAX_LEN * 2];
             snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
             unlink(p);
             continue;
         }
-        if (sscanf(e->d_name, "checkpoint-%lld.safetensor%15s", &step, tail) == 2 && !strcmp(tail, "s") && n < max)
-            steps[n++] = step;
+        if (sscanf(e->d_name, "checkpoint-%lld", &step) != 1 || step < 0) continue;
+        snprintf(name, sizeof name, "checkpoint-%06lld.safetensors", step);
+        if (strcmp(name, e->d_name)) continue; /* only the names checkpoint_path writes */
+        int j = n < max ? n++ : max;           /* insert into the sorted newest `max` */
+        for (; j > 0 && steps[j - 1] < step; j--)
+            if (j < max) steps[j] = steps[j - 1];
+        if (j < max) steps[j] = step;
     }
     closedir(d);
-    for (int i = 1; i < n; i++) /* newest first */
-        for (int j = i; j > 0 && steps[j] > steps[j - 1]; j--) {
-            int64_t x = steps[j];
-            steps[j] = steps[j - 1], steps[j - 1] = x;
-        }
     return n;
 }
 
-static void checkpoint_path(const trainer *t, int64_t step, char *out, size_t n)
+static void checkpoint_path(const char *dir, int64_t step, char *out, size_t n)
 {
-    snprintf(out, n, "%s/checkpoint-%06lld.safetensors", t->dir, (long long)step);
+    snprintf(out, n, "%s/checkpoint-%06lld.safetensors", dir, (long long)step);
 }
 
 static st_status save_checkpoint(trainer *t)
@@ -146,16 +147,16 @@ static st_status save_checkpoint(trainer *t)
                           "segtrain.optimizer", optim_kind_name(optim_get_settings(t->opt)->kind),
                           "segtrain.model_type", config_string(t->cfg, "model_type"),
                           "segtrain.rng", "counter-based, keyed by seed, step and sample: nothing else to restore"};
-    checkpoint_path(t, t->steps_done, t->checkpoint, sizeof t->checkpoint);
+    checkpoint_path(t->dir, t->steps_done, t->checkpoint, sizeof t->checkpoint);
     st_status st = param_set_save(model_params(t->run.m), t->checkpoint, PARAMS_TRAINABLE, false, extra, k, meta, 7);
     if (st) return st;
     /* keep the newest checkpoints_total_limit */
     const int64_t limit = config_int(t->cfg, "checkpoints_total_limit");
     int64_t steps[4096];
-    int n = list_checkpoints(t->dir, steps, 4096);
+    int n = list_checkpoints(t->dir, true, steps, 4096);
     for (int i = (int)limit; limit > 0 && i < n; i++) {
         char old[PATH_MAX_LEN];
-        checkpoint_path(t, steps[i], old, sizeof old);
+        checkpoint_path(t->dir, steps[i], old, sizeof old);
         unlink(old);
     }
     return ST_OK;
@@ -319,13 +320,19 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
                             (void **)&t->cond);
     }
     if (!st) {
+        /* "latest": the newest checkpoint of output_dir; a folder: the newest of that folder; else a file */
         const char *from = config_string(cfg, "resume_from_checkpoint");
+        const bool latest = !strcmp(from, "latest");
+        struct stat sb;
+        const char *dir = latest ? t->dir : !stat(from, &sb) && S_ISDIR(sb.st_mode) ? from : NULL;
         char path[PATH_MAX_LEN] = "";
         int64_t steps[1];
-        if (!strcmp(from, "latest") && list_checkpoints(t->dir, steps, 1)) checkpoint_path(t, steps[0], path, sizeof path);
-        else if (strcmp(from, "latest")) snprintf(path, sizeof path, "%s", from);
-        if (!strcmp(from, "latest") && !path[0]) note(t, "segtrain: no checkpoint in %s yet: starting fresh%s", t->dir, "");
-        if (path[0] && !(st = resume(t, path))) {
+        if (!dir) snprintf(path, sizeof path, "%s", from);
+        else if (list_checkpoints(dir, latest, steps, 1)) checkpoint_path(dir, steps[0], path, sizeof path);
+        else if (latest) note(t, "segtrain: no checkpoint in %s yet: starting fresh%s", t->dir, "");
+        else st = st_fail(ST_ERR_INVALID, "resume_from_checkpoint: the folder %s holds no checkpoint-<step>.safetensors",
+                          from);
+        if (!st && path[0] && !(st = resume(t, path))) {
             char done[32];
             snprintf(done, sizeof done, "%lld", (long long)t->steps_done);
             note(t, "segtrain: resumed from %s at step %s", path, done);
