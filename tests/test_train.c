@@ -146,7 +146,7 @@ static void test_resume_is_bitwise(void)
     config *straight = make_config("straight", extra);
     CHECKF(run(straight, 1000, true) == ST_OK, "%s", st_error());
     config *first = make_config("resumed", extra);
-    CHECK(run(first, 3, false) == ST_OK); /* "killed" after 3 steps: only checkpoint-3 exists */
+    CHECK(run(first, 5, false) == ST_OK); /* "killed" after 5 steps: checkpoint-3 is the newest */
     char cfg2[512];
     snprintf(cfg2, sizeof cfg2, "%s;resume_from_checkpoint=latest", extra);
     config *second = make_config("resumed", cfg2);
@@ -158,6 +158,16 @@ static void test_resume_is_bitwise(void)
     snprintf(a, sizeof a, "%s/straight/checkpoint-000006.safetensors", root);
     snprintf(b, sizeof b, "%s/resumed/checkpoint-000006.safetensors", root);
     CHECKF(same_file(a, b), "and so are the checkpoints at step 6 (weights, optimizer state, position)");
+    /* the log has each step once, in order: the killed run's steps 4 and 5 were dropped at the resume */
+    char *log = tk_read_file(tk_path(root, "resumed"), "train_log.jsonl");
+    int steps[16], n = 0;
+    for (const char *l = log; l && *l && n < 16; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "")
+        if (sscanf(l, "{\"step\": %d", &steps[n]) == 1) n++;
+    bool once = n == 6;
+    for (int i = 0; once && i < n; i++) once = steps[i] == i + 1;
+    CHECKF(once, "train_log.jsonl after a kill at step 5 and a resume from step 3 logs steps 1-6 once each:\n%s",
+           log ? log : "(unreadable)");
+    free(log);
 
     config_free(straight), config_free(first), config_free(second);
 }

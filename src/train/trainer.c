@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "segtrain/data.h"
+#include "segtrain/fileio.h"
 #include "segtrain/objective.h"
 #include "segtrain/optim.h"
 #include "segtrain/rng.h"
@@ -279,6 +280,30 @@ static st_status plan_run(trainer *t)
     return ST_OK;
 }
 
+/* A resumed run goes on from its checkpoint's step: the log's lines of later steps (a run stopped after its last
+ * checkpoint) are dropped, and a torn last line with them, by an atomic rewrite, so each step is logged once. */
+static st_status trim_log(const char *path, int64_t last)
+{
+    FILE *in = fopen(path, "r");
+    if (!in) return errno == ENOENT ? ST_OK : st_fail(ST_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    atomic_file af;
+    st_status st = atomic_file_open(&af, path);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while (!st && (len = getline(&line, &cap, in)) > 0) {
+        long long step;
+        if (line[len - 1] == '\n' && sscanf(line, "{\"step\": %lld", &step) == 1 && step <= last &&
+            fputs(line, af.fp) == EOF)
+            st = st_fail(ST_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    }
+    if (!st && ferror(in)) st = st_fail(ST_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    free(line);
+    fclose(in);
+    if (st) atomic_file_abort(&af);
+    return st ? st : atomic_file_commit(&af);
+}
+
 st_status trainer_create(const config *cfg, FILE *log, trainer **out)
 {
     *out = NULL;
@@ -341,8 +366,9 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st) {
         char path[PATH_MAX_LEN + 32];
         snprintf(path, sizeof path, "%s/train_log.jsonl", t->dir);
-        t->jsonl = fopen(path, t->steps_done ? "a" : "w");
-        if (!t->jsonl) st = st_fail(ST_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        if (t->steps_done) st = trim_log(path, t->steps_done);
+        if (!st && !(t->jsonl = fopen(path, t->steps_done ? "a" : "w")))
+            st = st_fail(ST_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     }
     if (st) {
         trainer_destroy(t);
