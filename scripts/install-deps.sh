@@ -16,7 +16,7 @@ packages=(
 )
 fuzz_packages=(
   clang                      # libFuzzer targets are built with clang
-  libclang-rt-14-dev         # libFuzzer and clang's ASan/UBSan runtimes; only recommended by clang
+  libclang-rt-14-dev         # libFuzzer and clang's ASan/UBSan runtimes, which clang does not pull in
 )
 
 list=0
