@@ -1,8 +1,10 @@
 /* safetensors: round trips of every dtype, and one clear error for each way a file can be broken. */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "segtrain/params.h"
@@ -205,6 +207,58 @@ static void test_param_files(void)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* An output path that is a symlink is written through (the link stays, its target changes); one that exists but
+ * is not a regular file is refused and left as it was. */
+static void test_output_paths(void)
+{
+    float v[2] = {1.0f, 2.0f};
+    const sft_entry e[] = {{.name = "v", .dtype = SFT_F32, .ndim = 1, .shape = {2}, .data = v}};
+    CHECK(mkdir(tk_path(dir, "sub"), 0755) == 0);
+    CHECK(sft_write(tk_path(dir, "sub/target.safetensors"), e, 1, NULL, 0) == ST_OK);
+    CHECK(symlink("sub/target.safetensors", tk_path(dir, "link.safetensors")) == 0); /* relative to its folder */
+    CHECK(symlink("link.safetensors", tk_path(dir, "link2.safetensors")) == 0);       /* a chain */
+    CHECK(symlink("sub/new.safetensors", tk_path(dir, "dangling.safetensors")) == 0); /* to a file not there yet */
+    v[0] = 5.0f;
+    CHECKF(sft_write(tk_path(dir, "link2.safetensors"), e, 1, NULL, 0) == ST_OK, "%s", st_error());
+    CHECKF(sft_write(tk_path(dir, "dangling.safetensors"), e, 1, NULL, 0) == ST_OK, "%s", st_error());
+    struct stat st;
+    const char *links[] = {"link.safetensors", "link2.safetensors", "dangling.safetensors"};
+    for (int i = 0; i < 3; i++)
+        CHECKF(lstat(tk_path(dir, links[i]), &st) == 0 && S_ISLNK(st.st_mode), "%s is still a symlink", links[i]);
+    const char *targets[] = {"sub/target.safetensors", "sub/new.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        sft_file *f = NULL;
+        float back[2] = {0};
+        CHECKF(lstat(tk_path(dir, targets[i]), &st) == 0 && S_ISREG(st.st_mode), "%s is a regular file", targets[i]);
+        CHECKF(sft_open(tk_path(dir, targets[i]), &f) == ST_OK && sft_read_f32(f, "v", 1, (int64_t[]){2}, back) == ST_OK &&
+                   back[0] == 5.0f,
+               "the link's target %s holds the new contents", targets[i]);
+        sft_close(f);
+    }
+
+    const char *fifo = tk_path(dir, "fifo.safetensors");
+    CHECK(mkfifo(fifo, 0644) == 0);
+    CHECK(mkdir(tk_path(dir, "folder.safetensors"), 0755) == 0);
+    const char *refused[] = {"fifo.safetensors", "folder.safetensors"}, *kind[] = {"a FIFO", "a folder"};
+    for (int i = 0; i < 2; i++) {
+        const char *p = tk_path(dir, refused[i]);
+        CHECK(sft_write(p, e, 1, NULL, 0) == ST_ERR_IO);
+        CHECKF(strstr(st_error(), p) && strstr(st_error(), kind[i]) && strstr(st_error(), "not a regular file"),
+               "writing over %s is refused naming the path and what it is: %s", kind[i], st_error());
+        printf("     %s\n", st_error());
+    }
+    CHECKF(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO is still a FIFO");
+    char *ls = NULL;
+    size_t n = 0;
+    FILE *out = open_memstream(&ls, &n);
+    DIR *d = opendir(dir);
+    for (struct dirent *de; d && (de = readdir(d));) fprintf(out, "%s ", de->d_name);
+    if (d) closedir(d);
+    fclose(out);
+    CHECKF(ls && !strstr(ls, ".tmp."), "no temporary file is left: %s", ls ? ls : "");
+    free(ls);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/segtrain-test-sft-XXXXXX");
@@ -214,6 +268,7 @@ int main(void)
     test_half_conversions();
     test_broken_files();
     test_param_files();
+    test_output_paths();
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) return 1;
     return tk_finish();

@@ -1,5 +1,8 @@
 /* Files that survive a crash: written to a temporary file beside the target, fsync'd, renamed over it, and the
- * folder fsync'd, so the target holds either its old contents or the new ones, never a mix. */
+ * folder fsync'd, so the target holds either its old contents or the new ones, never a mix.
+ * A symlink is written through: the target is the end of its chain, so the link stays. A path that exists but is
+ * not a regular file (a folder, a FIFO, a device, /dev/null included) is refused: renaming over it would replace
+ * the device or pipe, and writing into it would not be atomic. */
 #ifndef SEGTRAIN_FILEIO_H
 #define SEGTRAIN_FILEIO_H
 

@@ -3,8 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char *dup_str(const char *s)
@@ -15,15 +18,56 @@ static char *dup_str(const char *s)
     return d;
 }
 
+/* The file a write to path lands in: path, or the end of its chain of symlinks (which may not exist yet), so that
+ * a link stays a link and its target gets the new contents. NULL with errno set on failure. */
+static char *final_target(const char *path)
+{
+    char *cur = dup_str(path);
+    for (int hops = 0; cur; hops++) {
+        struct stat st;
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) return cur;
+        char link[4096];
+        ssize_t n = hops < 40 ? readlink(cur, link, sizeof link - 1) : -1;
+        if (n < 0) {
+            if (hops >= 40) errno = ELOOP;
+            free(cur);
+            return NULL;
+        }
+        link[n] = 0;
+        const char *slash = strrchr(cur, '/');
+        const int keep = link[0] == '/' || !slash ? 0 : (int)(slash - cur) + 1; /* a relative link: from its folder */
+        char *next = malloc((size_t)keep + (size_t)n + 1);
+        if (next) snprintf(next, (size_t)keep + (size_t)n + 1, "%.*s%s", keep, cur, link);
+        free(cur);
+        cur = next;
+    }
+    return NULL;
+}
+
+static const char *kind_of(mode_t m)
+{
+    return S_ISDIR(m) ? "a folder" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
 st_status atomic_file_open(atomic_file *af, const char *path)
 {
     *af = (atomic_file){0};
-    size_t n = strlen(path) + 32;
+    char *target = final_target(path);
+    if (!target) return st_fail(ST_ERR_IO, "%s: cannot follow the link: %s", path, strerror(errno));
+    struct stat st;
+    const bool exists = stat(target, &st) == 0;
+    if (exists && !S_ISREG(st.st_mode)) {
+        st_status s = st_fail(ST_ERR_IO, "%s: is %s, not a regular file; outputs are written only to regular files "
+                              "(or to a new path)", path, kind_of(st.st_mode));
+        free(target);
+        return s;
+    }
+    size_t n = strlen(target) + 32;
     char *tmp = malloc(n);
-    if (tmp) snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    af->path = dup_str(path);
-    if (!af->path || !tmp) {
-        free(tmp);
+    if (tmp) snprintf(tmp, n, "%s.tmp.%ld", target, (long)getpid());
+    af->path = target;
+    if (!tmp) {
         atomic_file_abort(af);
         return st_fail(ST_ERR_IO, "%s: out of memory", path);
     }
@@ -34,6 +78,7 @@ st_status atomic_file_open(atomic_file *af, const char *path)
         atomic_file_abort(af);
         return s;
     }
+    if (exists) fchmod(fileno(af->fp), st.st_mode & 07777); /* the replacement keeps the file's permissions */
     af->tmp_path = tmp; /* from here on, abort removes it */
     return ST_OK;
 }
