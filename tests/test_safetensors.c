@@ -132,6 +132,28 @@ static void test_broken_files(void)
                             "\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}",
                             data, 24),
                       "overlaps", NULL);
+    /* a zero-byte tensor occupies no byte: accepted before, after or inside another tensor, in any key order */
+    const char *empties[] = {"{\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
+                             "\"w\":{\"dtype\":\"F32\",\"shape\":[6],\"data_offsets\":[0,24]}}",
+                             "{\"w\":{\"dtype\":\"F32\",\"shape\":[6],\"data_offsets\":[0,24]},"
+                             "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+                             "{\"w\":{\"dtype\":\"F32\",\"shape\":[6],\"data_offsets\":[0,24]},"
+                             "\"e\":{\"dtype\":\"F32\",\"shape\":[2,0],\"data_offsets\":[8,8]}}",
+                             "{\"w\":{\"dtype\":\"F32\",\"shape\":[6],\"data_offsets\":[0,24]},"
+                             "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[24,24]}}"};
+    for (int i = 0; i < 4; i++) {
+        f = NULL;
+        CHECKF(sft_open(craft("empty.safetensors", empties[i], data, 24), &f) == ST_OK && sft_find(f, "e") &&
+                   sft_find(f, "e")->nbytes == 0,
+               "zero-byte tensor, header %d: %s", i, st_error());
+        sft_close(f);
+    }
+    expect_open_error("overlap, the other key order",
+                      craft("overlap2.safetensors",
+                            "{\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]},"
+                            "\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
+                            data, 24),
+                      "overlaps", NULL);
     expect_open_error("hole",
                       craft("hole.safetensors",
                             "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"

@@ -50,11 +50,13 @@ static int as_count(const cJSON *j, int64_t *out)
     return 1;
 }
 
+/* By (start, end): the walk's verdict must not depend on the header's key order. */
 static int by_offset(const void *a, const void *b)
 {
     const sft_tensor *x = a, *y = b;
     const unsigned char *px = x->data, *py = y->data;
-    return px < py ? -1 : px > py;
+    if (px != py) return px < py ? -1 : 1;
+    return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
 static st_status parse_tensor(const char *path, const cJSON *item, const unsigned char *buf, size_t buf_len,
@@ -141,21 +143,25 @@ static st_status parse(sft_file *f)
         if (s) return s;
         f->n++;
     }
-    /* The tensors must tile the buffer: sort by offset and walk it. */
+    /* The tensors must tile the buffer: sort by offset and walk it. A zero-byte tensor holds no byte, so it
+     * overlaps nothing and fills no hole (its offsets were checked to lie in the buffer). */
     sft_tensor *sorted = malloc((n ? (size_t)n : 1) * sizeof *sorted);
     if (!sorted) return st_fail(ST_ERR_IO, "%s: out of memory", path);
     memcpy(sorted, f->tensors, (size_t)n * sizeof *sorted);
     qsort(sorted, (size_t)n, sizeof *sorted, by_offset);
     const unsigned char *expect = buf;
     st_status s = ST_OK;
+    const char *prev = NULL;
     for (int i = 0; i < n && !s; i++) {
         const unsigned char *p = sorted[i].data;
+        if (!sorted[i].nbytes) continue;
         if (p < expect)
-            s = st_fail(ST_ERR_FORMAT, "%s: tensor '%s' overlaps tensor '%s'", path, sorted[i].name, sorted[i - 1].name);
+            s = st_fail(ST_ERR_FORMAT, "%s: tensor '%s' overlaps tensor '%s'", path, sorted[i].name, prev);
         else if (p > expect)
             s = st_fail(ST_ERR_FORMAT, "%s: tensor '%s' leaves a hole of %zu bytes before it", path, sorted[i].name,
                         (size_t)(p - expect));
         expect = p + sorted[i].nbytes;
+        prev = sorted[i].name;
     }
     if (!s && expect != buf + buf_len)
         s = st_fail(ST_ERR_FORMAT, "%s: %zu bytes after the last tensor belong to no tensor", path,
