@@ -20,7 +20,9 @@ fix=$src/tests/fixtures
 echo '{"--model_preset": "dit-tiny", "train_batch_size": 3, "seed": 5,}' > tiny.json
 
 expect 0 "help lists the commands" "grad" -- "$bin" --help
-for c in init batch grad selfcheck; do expect 0 "$c --help" "usage: segtrain" -- "$bin" "$c" --help; done
+for c in init batch grad selfcheck version; do expect 0 "$c --help" "usage: segtrain" -- "$bin" "$c" --help; done
+expect 0 "version prints the version" "^segtrain [0-9]+\.[0-9]+\.[0-9]+$" -- "$bin" version
+expect 2 "version takes no argument" "unexpected argument 'now'" -- "$bin" version now
 expect 2 "unknown command" "unknown command" -- "$bin" frobnicate
 expect 0 "init writes weights" "wrote" -- "$bin" init --config tiny.json --out w.safetensors
 "$bin" init --config tiny.json --out w_again.safetensors >/dev/null

@@ -1,4 +1,5 @@
 /* segtrain: the command-line front end. Each command is one function in this folder; main only dispatches. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,13 @@ static void usage(FILE *to)
 
 int cmd_version(int argc, char **argv)
 {
-    (void)argc, (void)argv;
+    if (argc > 1) {
+        const bool help = !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h");
+        if (!help) fprintf(stderr, "segtrain version: unexpected argument '%s' (it takes none)\n", argv[1]);
+        fputs("usage: segtrain version\n\nPrints the engine's version, as `segtrain --version` does.\n",
+              help ? stdout : stderr);
+        return help ? 0 : 2;
+    }
     printf("segtrain %s\n", SEGTRAIN_VERSION);
     return 0;
 }
