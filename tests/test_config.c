@@ -21,6 +21,8 @@
 
 #define REGENERATE "build/test_config --write docs/CONFIG.md"
 
+static char *write_temp(const char *text, size_t len);
+
 static config *parse_ok(int line, const char *json)
 {
     config *c = NULL;
@@ -214,19 +216,25 @@ static void test_typed_values(void)
 
     VALUE_OK("train_batch_size", "4", "4"), VALUE_OK("train_batch_size", "\"4\"", "4");
     VALUE_OK("train_batch_size", "4.0", "4"), VALUE_OK("seed", "\"42\"", "42");
-    VALUE_BAD("train_batch_size", "4.5", "an integer >= 1");
-    VALUE_BAD("train_batch_size", "\"four\"", "an integer >= 1");
-    VALUE_BAD("train_batch_size", "\"4x\"", "an integer >= 1");
-    VALUE_BAD("train_batch_size", "\" 4\"", "an integer >= 1");
-    VALUE_BAD("train_batch_size", "true", "an integer >= 1");
-    VALUE_BAD("train_batch_size", "0", "an integer >= 1");
+    VALUE_BAD("train_batch_size", "4.5", "an integer in [1, 65536]");
+    VALUE_BAD("train_batch_size", "\"four\"", "an integer in [1, 65536]");
+    VALUE_BAD("train_batch_size", "\"4x\"", "an integer in [1, 65536]");
+    VALUE_BAD("train_batch_size", "\" 4\"", "an integer in [1, 65536]");
+    VALUE_BAD("train_batch_size", "true", "an integer in [1, 65536]");
+    VALUE_BAD("train_batch_size", "0", "an integer in [1, 65536]");
+    
 
     VALUE_OK("learning_rate", "1e-4", "0.0001"), VALUE_OK("learning_rate", "\"1e-4\"", "0.0001");
     VALUE_OK("learning_rate", "\"0.0003\"", "0.0003"), VALUE_OK("learning_rate", "3", "3");
-    VALUE_BAD("learning_rate", "\"fast\"", "a number >= 0");
-    VALUE_BAD("learning_rate", "\"nan\"", "a number >= 0");
-    VALUE_BAD("learning_rate", "\"inf\"", "a number >= 0");
-    VALUE_BAD("learning_rate", "-1", "a number >= 0");
+    VALUE_BAD("learning_rate", "\"fast\"", "a number in [0, 1e+06]");
+    VALUE_BAD("learning_rate", "\"nan\"", "a number in [0, 1e+06]");
+    VALUE_BAD("learning_rate", "\"inf\"", "a number in [0, 1e+06]");
+    VALUE_BAD("learning_rate", "-1", "a number in [0, 1e+06]");
+    /* JSON numbers past a double's range: cJSON reads them as inf and would print null */
+    EXPECT_FAIL(parse_bad("{\"train_batch_size\": 1e400}"), ST_ERR_INVALID,
+                "train_batch_size: a number too large for a double is not an integer in [1, 65536]");
+    EXPECT_FAIL(parse_bad("{\"learning_rate\": 1e999}"), ST_ERR_INVALID, "learning_rate: a number too large");
+    EXPECT_FAIL(parse_bad("{\"learning_rate\": \"1e999\"}"), ST_ERR_INVALID, "learning_rate: \"1e999\" is not");
     VALUE_BAD("adam_beta1", "1.5", "a number in [0, 1]");
     VALUE_BAD("adam_beta2", "\"-0.1\"", "a number in [0, 1]");
 
@@ -267,10 +275,88 @@ static void test_checkpointing_and_choices(void)
     VALUE_OK("gradient_checkpointing_offload_attention", "\"true\"", "true");
 
     VALUE_BAD("optimizer", "\"adam\"", "one of adamw, lion");
-    VALUE_BAD("model_family", "\"flux\"", "one of dit, mmdit, skipdit");
+    VALUE_OK("model_family", "\"flux\"", "flux"); /* a SimpleTuner family: the model layer says what it needs */
     VALUE_BAD("model_preset", "\"dit-l2\"", "one of dit-tiny, dit-s2, dit-b2, dit-xl2, mmdit-tiny, mmdit-s, skipdit-tiny, skipdit-s");
     VALUE_BAD("attention_mechanism", "\"sdpa\"", "one of math, flash");
     VALUE_OK("lr_scheduler", "\"cosine\"", "cosine");
+}
+
+/* SimpleTuner's own values of choice keys: read as segtrain's where they mean the same, with a note where they
+ * differ, or refused with the reason and the nearest value segtrain takes. */
+static void test_simpletuner_values(void)
+{
+    VALUE_OK("optimizer", "\"torch-adamw\"", "adamw"), VALUE_OK("optimizer", "\"optimi-lion\"", "lion");
+    VALUE_OK("lr_scheduler", "\"constant_with_warmup\"", "constant");
+    VALUE_OK("lr_scheduler", "\"polynomial\"", "polynomial");
+    VALUE_OK("lr_scheduler", "\"cosine_with_restarts\"", "cosine_with_restarts");
+    VALUE_OK("attention_mechanism", "\"diffusers\"", "flash"), VALUE_OK("attention_mechanism", "\"xformers\"", "flash");
+    VALUE_OK("attention_mechanism", "\"flash-attn-3-hub\"", "flash");
+    VALUE_OK("attention_mechanism", "\"native-math\"", "math");
+    VALUE_OK("grad_clip_method", "\"norm\"", "norm"), VALUE_OK("resolution_type", "\"area\"", "area");
+    config *c = PARSE_OK("{\"optimizer\": \"adamw_bf16\", \"lr_scheduler\": \"constant_with_warmup\"}");
+    if (c) {
+        const char *w = config_warning(c);
+        CHECK(strcmp(config_string(c, "optimizer"), "adamw") == 0);
+        CHECKF(w && strstr(w, "config.json: optimizer \"adamw_bf16\" runs as adamw with float32"), "warning: %s",
+               w ? w : "(none)");
+        CHECKF(w && !strstr(w, "constant_with_warmup"), "an exact alias needs no note: %s", w ? w : "(none)");
+        CHECK(strcmp(config_string(c, "grad_clip_method"), "value") == 0); /* SimpleTuner's default */
+        config_free(c);
+    }
+    EXPECT_FAIL(parse_bad("{\"attention_mechanism\": \"sageattention\"}"), ST_ERR_INVALID,
+                "attention_mechanism: \"sageattention\" is refused: quantized attention", "nearest it takes is flash");
+    EXPECT_FAIL(parse_bad("{\"lr_scheduler\": \"sine\"}"), ST_ERR_INVALID, "\"sine\" is refused",
+                "nearest is cosine_with_restarts");
+    c = PARSE_OK("{}");
+    if (c) {
+        CHECK(config_set(c, "optimizer=optimi-lion") == ST_OK && strcmp(config_string(c, "optimizer"), "lion") == 0);
+        EXPECT_FAIL(config_set(c, "attention_mechanism=sageattention"), ST_ERR_INVALID, "--set: attention_mechanism");
+        config_free(c);
+    }
+    /* SimpleTuner's other checkpointing keys are taken, never refused */
+    VALUE_OK("gradient_checkpointing_offload_prefetch", "true", "true");
+    VALUE_OK("gradient_checkpointing_offload_pin_memory_max_buckets", "4", "4");
+    /* optimizer_beta1 is SimpleTuner's other name for the first beta */
+    c = PARSE_OK("{\"optimizer_beta1\": 0.8, \"--optimizer_beta2\": \"0.95\"}");
+    if (c) {
+        CHECK(config_float(c, "adam_beta1") == 0.8 && config_float(c, "adam_beta2") == 0.95);
+        config_free(c);
+    }
+}
+
+/* Every error of a file in one message, one line each, and --set applied before anything is judged. */
+static void test_all_errors_and_overrides(void)
+{
+    const char *json = "{\"train_batch_size\": 0, \"optimizer\": \"sgd\", \"gradient_checkpointing_intervall\": 2, "
+                       "\"seed\": -1, \"report_to\": \"none\"}";
+    EXPECT_FAIL(parse_bad(json), ST_ERR_INVALID, "4 errors in the config:\n  config.json: train_batch_size: 0",
+                "\n  config.json: optimizer: \"sgd\"", "\n  config.json: unknown key \"gradient_checkpointing_intervall\"",
+                "\n  config.json: seed: -1");
+    char *path = write_temp(json, strlen(json));
+    if (!path) return;
+    config *c = (config *)1;
+    /* the overrides replace the file's bad values before validation: only the remaining errors are reported */
+    const char *sets[] = {"train_batch_size=2", "--optimizer=lion", "seed=3"};
+    EXPECT_FAIL(config_load_with(path, sets, 3, &c), ST_ERR_INVALID, "unknown key \"gradient_checkpointing_intervall\"");
+    CHECKF(c == NULL && !strstr(st_error(), "errors in the config") && !strstr(st_error(), "train_batch_size"),
+           "one error left: %s", st_error());
+    unlink(path);
+    json = "{\"--model_family\": \"flux\", \"checkpointing_steps\": \"x\", \"seed\": 1}";
+    path = write_temp(json, strlen(json));
+    if (!path) return;
+    const char *fix[] = {"model_family=mmdit", "checkpoint_step_interval=7"}; /* any spelling replaces any */
+    CHECK(config_load_with(path, fix, 2, &c) == ST_OK && c);
+    if (c) {
+        CHECK(strcmp(config_string(c, "model_family"), "mmdit") == 0 && config_int(c, "checkpoint_step_interval") == 7);
+        CHECK(config_int(c, "seed") == 1);
+        config_free(c);
+    }
+    const char *bad[] = {"seed=x", "nonsense=1", "novalue"};
+    EXPECT_FAIL(config_load_with(path, bad, 3, &c), ST_ERR_INVALID, "4 errors in the config",
+                "--set: seed: \"x\"", "--set: unknown key \"nonsense\"", "--set: \"novalue\" is not key=value",
+                "checkpoint_step_interval: \"x\"");
+    EXPECT_FAIL(config_load_with(NULL, bad, 1, &c), ST_ERR_INVALID, "--set: seed: \"x\"");
+    unlink(path);
 }
 
 static void test_lists(void)
@@ -330,7 +416,12 @@ static void test_unknown_keys(void)
         CHECKF(w && strstr(w, "--mixed_precision") && !strstr(w, "--mixed_precision (did"), "warning: %s",
                w ? w : "(none)");
         CHECKF(w && strstr(w, "report_to") && !strstr(w, "report_to (did"), "warning: %s", w ? w : "(none)");
-        CHECKF(w && !strchr(w, '\n'), "the warning must be one line: %s", w ? w : "(none)");
+        CHECKF(w && strstr(w, "config.json: ignoring keys that would change the result: lerning_rate") &&
+                   strstr(w, "--mixed_precision") && strstr(w, "new?line"),
+               "unknown keys are taken to change the result: %s", w ? w : "(none)");
+        CHECKF(w && strstr(w, "\nconfig.json: ignoring keys that only report or publish: report_to"), "warning: %s",
+               w ? w : "(none)");
+        CHECKF(w && !strchr(strrchr(w, ':'), '\n'), "one line per kind: %s", w ? w : "(none)");
         CHECK(config_float(c, "learning_rate") == 1e-4 && !config_is_set(c, "learning_rate"));
         config_free(c);
     }
@@ -468,9 +559,9 @@ static void check_simpletuner(const config *c)
     CHECK(config_bool(c, "gradient_checkpointing") && config_int(c, "gradient_checkpointing_interval") == 2);
     CHECK(strcmp(config_string(c, "gradient_checkpointing_backend"), "torch-ffn") == 0);
     CHECK(config_int(c, "validation_steps") == 250 && strcmp(config_string(c, "output_dir"), "output/models") == 0);
+    CHECK(strcmp(config_string(c, "data_backend_config"), "config/multidatabackend.json") == 0);
     const char *w = config_warning(c);
-    CHECKF(w && !strchr(w, '\n'), "warning: %s", w ? w : "(none)");
-    const char *unused[] = {"--data_backend_config", "--aspect_bucket_rounding", "--lora_type", "--num_train_epochs",
+    const char *unused[] = {"--aspect_bucket_rounding", "--lora_type", "--num_train_epochs",
                             "--mixed_precision",     "--report_to",              "--validation_prompt",
                             "--base_model_precision", "--disable_benchmark",     "--push_to_hub"};
     for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++)
@@ -627,6 +718,8 @@ int main(int argc, char **argv)
     test_malformed();
     test_typed_values();
     test_checkpointing_and_choices();
+    test_simpletuner_values();
+    test_all_errors_and_overrides();
     test_lists();
     test_alias();
     test_unknown_keys();

@@ -62,9 +62,21 @@ static void fill_grads(param_set *ps, uint64_t seed, double scale, double *gd)
 static double ref_lr(const optim_settings *s, int64_t step)
 {
     if (step < s->warmup_steps) return s->lr * (double)step / fmax(1.0, (double)s->warmup_steps);
-    if (!s->cosine) return s->lr;
     double progress = (double)(step - s->warmup_steps) / fmax(1.0, (double)(s->total_steps - s->warmup_steps));
-    return s->lr * fmax(0.0, 0.5 * (1.0 + cos(PI * 0.5 * 2.0 * progress)));
+    switch (s->schedule) {
+    case SCHED_CONSTANT: return s->lr;
+    case SCHED_LINEAR: /* get_linear_schedule_with_warmup */
+        return s->lr * fmax(0.0, (double)(s->total_steps - step) / fmax(1.0, (double)(s->total_steps - s->warmup_steps)));
+    case SCHED_COSINE: return s->lr * fmax(0.0, 0.5 * (1.0 + cos(PI * 0.5 * 2.0 * progress)));
+    case SCHED_COSINE_WITH_RESTARTS: /* get_cosine_with_hard_restarts_schedule_with_warmup */
+        if (progress >= 1.0) return 0.0;
+        return s->lr * fmax(0.0, 0.5 * (1.0 + cos(PI * fmod((double)s->cycles * progress, 1.0))));
+    case SCHED_POLYNOMIAL: /* get_polynomial_decay_schedule_with_warmup */
+        if (step > s->total_steps) return s->lr_end;
+        return (s->lr - s->lr_end) * pow(1.0 - (double)(step - s->warmup_steps) /
+                                                   (double)(s->total_steps - s->warmup_steps), s->power) + s->lr_end;
+    }
+    return NAN;
 }
 
 /* t counts from 1 (torch's state step after its increment) */
@@ -99,7 +111,7 @@ static void test_against_reference(optim_kind kind)
     optim_settings s = optim_defaults(kind);
     s.lr = kind == OPTIM_ADAMW ? 1e-2 : 1e-3;
     s.weight_decay = 0.1;
-    s.warmup_steps = 2, s.total_steps = 8, s.cosine = true;
+    s.warmup_steps = 2, s.total_steps = 8, s.schedule = SCHED_COSINE;
     optimizer *o;
     CHECK(optim_create(ps, &s, &o) == ST_OK);
     CHECK(optim_state_count(o) == (kind == OPTIM_ADAMW ? 2 : 1));
@@ -145,7 +157,7 @@ static void test_against_reference(optim_kind kind)
 static void test_schedule(void)
 {
     optim_settings s = optim_defaults(OPTIM_ADAMW);
-    s.lr = 1e-3, s.warmup_steps = 10, s.total_steps = 110, s.cosine = true;
+    s.lr = 1e-3, s.warmup_steps = 10, s.total_steps = 110, s.schedule = SCHED_COSINE;
     const struct {
         int64_t step;
         double want;
@@ -165,13 +177,33 @@ static void test_schedule(void)
     }
     for (int64_t step = 0; step <= 110; step++)
         CHECKF(fabs(optim_lr_at(&s, step) - ref_lr(&s, step)) <= 1e-15, "cosine lr at %lld", (long long)step);
-    s.cosine = false;
+    s.schedule = SCHED_CONSTANT;
     CHECK(fabs(optim_lr_at(&s, 5) - 0.5e-3) <= 1e-15);
     CHECK(optim_lr_at(&s, 10) == 1e-3 && optim_lr_at(&s, 110) == 1e-3 && optim_lr_at(&s, 100000) == 1e-3);
     s.warmup_steps = 0;
     CHECK(optim_lr_at(&s, 0) == 1e-3); /* no warm-up: the first update uses the full rate */
-    s.cosine = true;
+    s.schedule = SCHED_COSINE;
     CHECK(optim_lr_at(&s, 0) == 1e-3 && fabs(optim_lr_at(&s, 55) - 0.5e-3) <= 1e-15 && optim_lr_at(&s, 110) == 0);
+
+    /* SimpleTuner's other schedules, against diffusers' formulas step by step */
+    s.warmup_steps = 10, s.lr_end = 4e-7, s.power = 0.8, s.cycles = 3;
+    const optim_schedule others[] = {SCHED_LINEAR, SCHED_COSINE_WITH_RESTARTS, SCHED_POLYNOMIAL};
+    for (int k = 0; k < 3; k++) {
+        s.schedule = others[k];
+        for (int64_t step = 0; step <= 110; step++)
+            CHECKF(fabs(optim_lr_at(&s, step) - ref_lr(&s, step)) <= 1e-15, "schedule %d lr at %lld: %.17g, want %.17g",
+                   (int)others[k], (long long)step, optim_lr_at(&s, step), ref_lr(&s, step));
+    }
+    s.schedule = SCHED_COSINE_WITH_RESTARTS; /* three waves: each restarts at the peak */
+    CHECK(optim_lr_at(&s, 10) == 1e-3 && fabs(optim_lr_at(&s, 10 + 100 / 3 + 1) - 1e-3) < 1e-5 && optim_lr_at(&s, 110) == 0);
+    s.schedule = SCHED_POLYNOMIAL;
+    CHECK(optim_lr_at(&s, 110) == 4e-7 && optim_lr_at(&s, 500) == 4e-7);
+    s.lr_end = 2e-3; /* above the peak: diffusers refuses it, and so does optim_create */
+    fixture f;
+    CHECK(make_set(&f, 0, 4) == ST_OK);
+    optimizer *o = NULL;
+    CHECK(optim_create(&f.ps, &s, &o) == ST_ERR_INVALID && o == NULL && strstr(st_error(), "lr_end"));
+    free_set(&f);
 }
 
 static double ref_norm(const float *g, int64_t n)
@@ -230,6 +262,26 @@ static void test_clipping(void)
     ps->grads[n - 3] = NAN;
     got = clip_with(ps, max_norm);
     CHECKF(isnan(got), "a NaN gradient gives norm %g", got);
+
+    /* by value (SimpleTuner's default grad_clip_method): each element clamped, as torch's clip_grad_value_ */
+    memcpy(ps->grads, g0, (size_t)n * sizeof *g0);
+    float hi = 0;
+    for (int64_t i = 0; i < n; i++) hi = fmaxf(hi, fabsf(g0[i]));
+    const float limit = hi / 2;
+    optim_settings vs = optim_defaults(OPTIM_ADAMW);
+    vs.max_grad_norm = limit, vs.clip_by_value = true;
+    optimizer *o;
+    CHECK(optim_create(ps, &vs, &o) == ST_OK);
+    got = optim_clip(o);
+    optim_destroy(o);
+    CHECKF(fabs(got - norm) <= 1e-12 * norm, "by value: the returned norm is the pre-clip one: %.17g", got);
+    int clamped = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const float w = g0[i] > limit ? limit : g0[i] < -limit ? -limit : g0[i];
+        clamped += w != g0[i];
+        CHECKF(ps->grads[i] == w, "by value: element %lld is %g, want %g", (long long)i, ps->grads[i], w);
+    }
+    CHECKF(clamped > 0, "the test clamps nothing");
     free(g0), free(want);
     free_set(&f);
 }
@@ -247,7 +299,7 @@ static void run_threads(optim_kind kind, int threads, run_result *r)
     CHECK(make_set(&f, 0, 13) == ST_OK);
     param_set *ps = &f.ps;
     optim_settings s = optim_defaults(kind);
-    s.max_grad_norm = 20.0, s.weight_decay = 0.1, s.warmup_steps = 1, s.total_steps = 4, s.cosine = true;
+    s.max_grad_norm = 20.0, s.weight_decay = 0.1, s.warmup_steps = 1, s.total_steps = 4, s.schedule = SCHED_COSINE;
     optimizer *o;
     CHECK(optim_create(ps, &s, &o) == ST_OK);
     for (int step = 0; step < 4; step++) {
@@ -300,7 +352,7 @@ static void test_state_round_trip(optim_kind kind, const char *dir)
     CHECK(make_set(&a, 0, 14) == ST_OK);
     CHECK(make_set(&b, 0, 99) == ST_OK);
     optim_settings s = optim_defaults(kind);
-    s.max_grad_norm = 30.0, s.weight_decay = 0.05, s.warmup_steps = 2, s.total_steps = 6, s.cosine = true;
+    s.max_grad_norm = 30.0, s.weight_decay = 0.05, s.warmup_steps = 2, s.total_steps = 6, s.schedule = SCHED_COSINE;
     optimizer *oa, *ob;
     CHECK(optim_create(&a.ps, &s, &oa) == ST_OK);
     CHECK(optim_create(&b.ps, &s, &ob) == ST_OK);

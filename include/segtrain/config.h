@@ -6,9 +6,13 @@
  * - trailing commas before } or ] (SimpleTuner's files often have them);
  * - values of the key's JSON type, or strings that convert to it ("true", "0", "4", "1e-4"), since SimpleTuner
  *   hands config values on as command-line strings; null means "use the default";
- * - keys segtrain does not use are collected into one warning line (config_warning), except unknown keys
- *   starting with "gradient_checkpointing", which are an error: a checkpointing setting must never be ignored.
- * Every error is one line (st_error()) naming the source, the key, the value given and what is valid. */
+ * - keys segtrain does not use are collected into the warning (config_warning), by what ignoring them costs,
+ *   except unknown keys starting with "gradient_checkpointing", which are an error: a checkpointing setting must
+ *   never be ignored;
+ * - SimpleTuner's own values of choice keys are read as segtrain's where they mean the same ("torch-adamw" is
+ *   "adamw"), with a note where they differ, or refused with the reason and the nearest value.
+ * Every error is one line (st_error()) naming the source, the key, the value given and what is valid; a file
+ * with several errors gets all of them, one line each after a count. */
 #ifndef SEGTRAIN_CONFIG_H
 #define SEGTRAIN_CONFIG_H
 
@@ -29,6 +33,13 @@ st_status config_parse(const char *json_text, const char *source_name, config **
 /* Reads and parses the file at path; ST_ERR_IO (naming the path) if it cannot be read. */
 st_status config_load(const char *path, config **out);
 
+#define CONFIG_MAX_SETS 64
+/* config_load (path NULL: all defaults) with command-line overrides "key=value" (at most CONFIG_MAX_SETS)
+ * applied before anything is validated: each replaces the file's value under any spelling of its key, so a
+ * value that --set overrides is never judged. Every error of the result is reported in one message, one line
+ * each; messages of overrides start with "--set". An unknown key in an override is an error. */
+st_status config_load_with(const char *path, const char *const *sets, int n_sets, config **out);
+
 void config_free(config *c);
 
 /* Applies one command-line override "key=value" (key with or without "--"; an alias is fine). The value is
@@ -37,6 +48,9 @@ void config_free(config *c);
 st_status config_set(config *c, const char *assignment);
 /* config_set for each of a ';'-separated list of assignments, in order; stops at the first refused. */
 st_status config_set_all(config *c, const char *assignments);
+
+/* Whether name (with or without "--"; an alias is fine) is a config key, and whether it is a bool key. */
+bool config_key_known(const char *name, bool *is_bool);
 
 /* Typed getters: the value given, or the key's default. key is a canonical name from docs/CONFIG.md; an
  * unregistered key or a getter of the wrong type is a programming error and aborts with a message. */
@@ -53,8 +67,10 @@ bool config_is_set(const config *c, const char *key);
  * of 1024, KB/MB/GB/TB powers of 1000. The empty default means unlimited and gives *out = 0. */
 st_status config_bytes(const config *c, const char *key, size_t *out);
 
-/* NULL, or one line listing every key of the file that segtrain does not use, each with the nearest known key
- * when that is close ("lerning_rate (did you mean learning_rate?)"). Such keys are otherwise ignored. */
+/* NULL, or lines ('\n'-separated) listing the keys of the file that segtrain does not use, one line for those
+ * that would change SimpleTuner's result, one for those that change only its speed or memory, one for those
+ * that only report or publish, each key with the nearest known key when that is close ("lerning_rate (did you
+ * mean learning_rate?)"); then one line per SimpleTuner value read with a difference. */
 const char *config_warning(const config *c);
 
 /* Writes the Markdown reference of every key (docs/CONFIG.md), generated from the key registry. */

@@ -16,7 +16,9 @@
 typedef struct model_config {
     char family[16]; /* "dit", "mmdit" or "skipdit" */
     char preset[16];
-    int64_t depth, hidden, heads, patch, channels, resolution, classes;
+    int64_t depth, hidden, heads, patch, channels, classes;
+    int64_t resolution; /* the model's input edge, in latent pixels */
+    int64_t vae_scale;  /* image pixels per latent pixel along an edge: the image edge is resolution * vae_scale */
     int64_t single_depth;          /* mmdit: single-stream blocks after the `depth` double-stream ones */
     int64_t text_len, text_vocab;  /* mmdit: text tokens per caption, and the token table's rows */
     attention_mechanism mechanism;
@@ -29,8 +31,16 @@ typedef struct model_config {
  * "skipdit-tiny", "skipdit-s"). */
 st_status model_preset(const char *name, model_config *out);
 /* The model keys of a run configuration: model_preset's sizes (the family's tiny preset when only model_family
- * is given), overridden by any size given explicitly, and model_type / lora_rank / lora_alpha / lora_target. */
+ * is given), overridden by any size given explicitly, and model_type / lora_rank / lora_alpha / lora_target.
+ * `resolution` is in image pixels as in SimpleTuner (read by resolution_type); the input edge is it over the
+ * VAE scale factor, rounded to the nearest multiple of the patch (at least one patch). */
 st_status model_config_from(const config *cfg, model_config *out);
+/* Whether model_family (a segtrain topology or a SimpleTuner family by SimpleTuner's name, or its example
+ * folder's) and model_flavour can be built: ST_OK for dit, mmdit and skipdit; else one line naming the family,
+ * the topology it needs and that it is planned (ST_ERR_UNSUPPORTED), or what is wrong with the names. */
+st_status model_family_check(const char *family, const char *flavour);
+/* The i-th family name that model_family takes (segtrain's three, then SimpleTuner's), NULL past the last. */
+const char *model_family_name(int i);
 /* Checks sizes that must fit together (heads divide the width, the patch divides the resolution, ...). */
 st_status model_config_check(const model_config *mc);
 
@@ -78,6 +88,11 @@ int64_t model_cond_len(const model_config *mc);
  * and those of "no conditioning" (the null label, the empty caption) for guidance and dropout. */
 void model_condition(const model_config *mc, int64_t label, const char *caption, int64_t *ids);
 void model_null_condition(const model_config *mc, int64_t *ids);
+
+/* ST_ERR_INVALID naming train_batch_size when a step on `batch` samples would not fit the size arithmetic
+ * (model_create has checked the sizes of one sample). model_forward checks it; so must a caller that sizes
+ * buffers by the batch or simulates a step before that. */
+st_status model_check_batch(const model *m, int64_t batch);
 
 /* Predicts from x (batch, channels, res, res), timesteps (batch) and cond (batch x model_cond_len ids).
  * *pred (same shape as x) stays valid until model_backward or model_release. With train, forward keeps what

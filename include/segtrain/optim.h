@@ -19,6 +19,15 @@
 
 typedef enum optim_kind { OPTIM_ADAMW, OPTIM_LION } optim_kind;
 
+/* After the warm-up, as diffusers' schedules of the same names (the config's lr_scheduler). */
+typedef enum optim_schedule {
+    SCHED_CONSTANT,
+    SCHED_LINEAR,              /* to 0 at total_steps */
+    SCHED_COSINE,              /* half a cosine wave to 0 at total_steps */
+    SCHED_COSINE_WITH_RESTARTS, /* `cycles` waves, each from lr to 0 */
+    SCHED_POLYNOMIAL           /* from lr to lr_end with power `power` */
+} optim_schedule;
+
 typedef struct optim_settings {
     optim_kind kind;
     double lr;            /* peak learning rate, reached at the end of the warm-up */
@@ -26,9 +35,12 @@ typedef struct optim_settings {
     double eps;           /* AdamW's denominator epsilon; unused by Lion */
     double weight_decay;  /* decoupled: w *= 1 - lr * weight_decay before the update */
     double max_grad_norm; /* optim_clip's threshold; 0 or negative disables clipping */
+    bool clip_by_value;   /* clamp each element to +-max_grad_norm (SimpleTuner's default) instead of the norm */
     int64_t warmup_steps; /* linear warm-up from 0 to lr over this many steps */
-    int64_t total_steps;  /* cosine reaches 0 here (max_train_steps); unused by the constant schedule */
-    bool cosine;          /* false: constant after the warm-up */
+    int64_t total_steps;  /* where the decaying schedules end (max_train_steps) */
+    optim_schedule schedule;
+    double lr_end, power; /* SCHED_POLYNOMIAL: the final rate (below lr) and the power */
+    int64_t cycles;       /* SCHED_COSINE_WITH_RESTARTS: waves (>= 1) */
 } optim_settings;
 
 typedef struct optimizer optimizer;
@@ -36,6 +48,10 @@ typedef struct optimizer optimizer;
 /* Settings with torch's defaults for `kind` (AdamW: lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 1e-2;
  * Lion: lr 1e-4, betas 0.9/0.99, weight decay 0), no clipping, no warm-up, constant schedule. */
 optim_settings optim_defaults(optim_kind kind);
+
+/* The schedule of a config's lr_scheduler value ("constant", "linear", "cosine", "cosine_with_restarts",
+ * "polynomial"; the config has validated it). */
+optim_schedule optim_schedule_named(const char *name);
 
 /* "adamw" or "lion" (the config's `optimizer` values; for checkpoint metadata). */
 const char *optim_kind_name(optim_kind kind);
@@ -45,10 +61,12 @@ const char *optim_kind_name(optim_kind kind);
 size_t optim_state_bytes(optim_kind kind, int64_t grad_count);
 
 /* The learning rate of the update that follows `step` completed updates (step 0 is the first update), as
- * diffusers' get_constant_schedule_with_warmup / get_cosine_schedule_with_warmup (num_cycles 0.5) driven by
- * LambdaLR: step < warmup: lr * step / max(1, warmup), so the first update of a warm-up uses 0; then lr
- * (constant) or lr * 0.5 * (1 + cos(pi * p)), p = (step - warmup) / max(1, total - warmup). Unlike diffusers, p
- * is capped at 1, so the cosine stays at 0 after total_steps instead of rising again. */
+ * diffusers' get_*_schedule_with_warmup driven by LambdaLR: step < warmup: lr * step / max(1, warmup), so the
+ * first update of a warm-up uses 0; then, with p = (step - warmup) / max(1, total - warmup): lr (constant),
+ * lr * max(0, 1 - p) (linear), lr * 0.5 * (1 + cos(pi * p)) (cosine), 0 from p >= 1 else
+ * lr * 0.5 * (1 + cos(pi * ((cycles * p) mod 1))) (cosine_with_restarts), (lr - lr_end) * (1 - p)^power + lr_end,
+ * lr_end from p >= 1 (polynomial). Unlike diffusers, the cosine's p is capped at 1, so it stays at 0 after
+ * total_steps instead of rising again. */
 double optim_lr_at(const optim_settings *s, int64_t step);
 
 /* Validates the settings (ST_ERR_INVALID naming the bad one), then allocates zeroed state from ps->pool (ps must
@@ -61,7 +79,8 @@ void optim_destroy(optimizer *o);
 
 const optim_settings *optim_get_settings(const optimizer *o);
 
-/* The global L2 norm of all trainable gradients (in double), and when max_grad_norm > 0 and
+/* The global L2 norm of all trainable gradients (in double), and when max_grad_norm > 0 clips: with
+ * clip_by_value, clamps every element to [-max_grad_norm, max_grad_norm] (torch's clip_grad_value_); else, when
  * max_grad_norm / (norm + 1e-6) < 1, scales every gradient by that factor (torch's clip_grad_norm_). Returns the
  * norm before clipping, computed and returned even when clipping is disabled. A non-finite norm (a NaN or inf
  * gradient) is returned as is and the gradients are left untouched: the caller must stop or skip the step. */

@@ -7,32 +7,69 @@
 #include "segtrain/ops.h"
 #include "segtrain/plan.h"
 
+/* A --set override: "--set key=value", and SimpleTuner's "--key value" for a config key. */
+static int add_set(cli_args *a, const char *command, const char *assignment)
+{
+    if (a->n_sets == CLI_MAX_SETS) {
+        fprintf(stderr, "segtrain %s: at most %d --set options\n", command, CLI_MAX_SETS);
+        return 2;
+    }
+    a->sets[a->n_sets++] = assignment;
+    return 0;
+}
+
+/* "--key value" / "--key=value" / a bare "--bool_key" for a config key: stored as "key=value" in `spelled`
+ * (owned by the caller for the life of a). 1 if it was one, 0 if not, 2 on a usage error. */
+static int config_flag(int argc, char **argv, int *i, cli_args *a, char *spelled, size_t cap)
+{
+    const char *f = argv[*i], *eq = strchr(f, '=');
+    char key[128];
+    snprintf(key, sizeof key, "%.*s", (int)(eq ? (size_t)(eq - f) : strlen(f)), f);
+    bool is_bool;
+    if (strncmp(f, "--", 2) || !config_key_known(key, &is_bool)) return 0;
+    const char *value = eq ? eq + 1 : NULL;
+    if (!value && *i + 1 < argc && (!is_bool || strncmp(argv[*i + 1], "--", 2))) value = argv[++*i];
+    if (!value && is_bool) value = "true"; /* a store_true flag, as SimpleTuner's command line has them */
+    if (!value) {
+        fprintf(stderr, "segtrain %s: %s needs a value\n", argv[0], f);
+        return 2;
+    }
+    if ((size_t)snprintf(spelled, cap, "%s=%s", key + 2, value) >= cap) {
+        fprintf(stderr, "segtrain %s: %s: the value is longer than %zu characters\n", argv[0], key, cap - 1);
+        return 2;
+    }
+    return add_set(a, argv[0], spelled) ? 2 : 1;
+}
+
 int args_parse(int argc, char **argv, const char *const *flags, const char *const *switches, cli_args *a)
 {
     *a = (cli_args){0};
     for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
+        const char *f = argv[i], *eq = strncmp(f, "--", 2) ? NULL : strchr(f, '=');
+        const size_t name_len = eq ? (size_t)(eq - f) : strlen(f);
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) return a->help = 1, 0;
         if (!strcmp(f, "--set")) {
             if (i + 1 >= argc) goto missing;
-            if (a->n_sets == CLI_MAX_SETS) {
-                fprintf(stderr, "segtrain %s: at most %d --set options\n", argv[0], CLI_MAX_SETS);
-                return 2;
-            }
-            a->sets[a->n_sets++] = argv[++i];
+            if (add_set(a, argv[0], argv[++i])) return 2;
             continue;
         }
         int known = 0;
-        for (int k = 0; switches && switches[k]; k++)
+        for (int k = 0; switches && switches[k] && !eq; k++)
             if (!strcmp(f, switches[k])) a->on[k] = known = 1;
         for (int k = 0; flags && flags[k] && !known; k++)
-            if (!strcmp(f, flags[k])) {
-                if (i + 1 >= argc) goto missing;
-                a->value[k] = argv[++i];
+            if (strlen(flags[k]) == name_len && !strncmp(f, flags[k], name_len)) { /* "--flag value", "--flag=value" */
+                if (!eq && i + 1 >= argc) goto missing;
+                a->value[k] = eq ? eq + 1 : argv[++i];
                 known = 1;
             }
+        if (!known && a->n_spelled < CLI_MAX_SETS) {
+            int r = config_flag(argc, argv, &i, a, a->spelled[a->n_spelled], sizeof a->spelled[0]);
+            if (r == 2) return 2;
+            if (r == 1) a->n_spelled++, known = 1;
+        }
         if (!known) {
-            fprintf(stderr, "segtrain %s: unknown option '%s' (see segtrain %s --help)\n", argv[0], f, argv[0]);
+            fprintf(stderr, "segtrain %s: unknown option '%s' (config keys are given as --set key=value; see segtrain "
+                            "%s --help)\n", argv[0], f, argv[0]);
             return 2;
         }
         continue;
@@ -55,15 +92,20 @@ int args_require(const cli_args *a, const char *const *flags, int first, int n, 
 
 st_status cli_load_config(const char *path, const cli_args *a, config **out)
 {
-    st_status st = path ? config_load(path, out) : config_parse("{}", "defaults", out);
-    for (int i = 0; !st && i < a->n_sets; i++) st = config_set(*out, a->sets[i]);
+    st_status st = config_load_with(path, a->sets, a->n_sets, out);
+    model_config mc;
+    if (!st) st = model_config_from(*out, &mc);
     if (st) {
         config_free(*out);
         *out = NULL;
         return st;
     }
     const char *warn = config_warning(*out);
-    if (warn) fprintf(stderr, "segtrain: warning: %s\n", warn);
+    for (const char *line = warn; line && *line;) {
+        size_t n = strcspn(line, "\n");
+        fprintf(stderr, "segtrain: warning: %.*s\n", (int)n, line);
+        line += n + (line[n] == '\n');
+    }
     int64_t threads = config_int(*out, "num_threads");
     if (threads > 0) ops_set_threads((int)threads);
     return ST_OK;

@@ -24,24 +24,28 @@ int cmd_advise(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 
 #define CLI_MAX_FLAGS 16
-#define CLI_MAX_SETS 64
+#define CLI_MAX_SETS CONFIG_MAX_SETS
 
 typedef struct cli_args {
     const char *value[CLI_MAX_FLAGS]; /* value of flags[k], or NULL */
     int on[CLI_MAX_FLAGS];            /* whether switches[k] was given */
     const char *sets[CLI_MAX_SETS];   /* every --set key=value, in order */
     int n_sets;
+    char spelled[CLI_MAX_SETS][256];  /* "key=value" of each "--key value" given SimpleTuner's way */
+    int n_spelled;
     int help;
 } cli_args;
 
 /* Parses argv against NULL-terminated lists of flags taking a value and of switches, plus repeated --set.
- * Returns 0, or 2 after printing a usage error. */
+ * SimpleTuner's habits work too: "--flag=value", and "--config_key value" (or "--config_key=value", or a bare
+ * "--bool_key") read as "--set config_key=value". Returns 0, or 2 after printing a usage error. */
 int args_parse(int argc, char **argv, const char *const *flags, const char *const *switches, cli_args *a);
 /* Checks that flags[first .. first+n) were given; 0 or 2 after printing which is missing. */
 int args_require(const cli_args *a, const char *const *flags, int first, int n, const char *command);
 
-/* Loads the config file (NULL: all defaults), applies the --set overrides, prints the unused-keys warning and
- * applies num_threads. */
+/* Loads the config file (NULL: all defaults) with the --set overrides applied before validation, checks the
+ * model it describes (so a family that is not built is refused here, in one line), prints the warning lines
+ * and applies num_threads. */
 st_status cli_load_config(const char *path, const cli_args *a, config **out);
 /* Prints "segtrain COMMAND: <error line>" and returns 1. */
 int cli_error(const char *command);

@@ -26,8 +26,8 @@ typedef struct value {
 } value;
 
 struct config {
-    value *v; /* one per row of cfg_keys */
-    char *warning;
+    value *v;      /* one per row of cfg_keys */
+    char *warning; /* NULL, or one line per kind of ignored key and per SimpleTuner value read differently */
 };
 
 /* Outcome of converting one JSON value: kept apart from st_status so that the caller words the message. */
@@ -56,6 +56,13 @@ static int find_key(const char *name)
         if (strcmp(cfg_keys[i].name, name) == 0 || (cfg_keys[i].alias && strcmp(cfg_keys[i].alias, name) == 0))
             return i;
     return -1;
+}
+
+bool config_key_known(const char *name, bool *is_bool)
+{
+    int i = find_key(strip_dashes(name));
+    if (is_bool) *is_bool = i >= 0 && cfg_keys[i].type == CFG_BOOL;
+    return i >= 0;
 }
 
 static const char *type_name(cfg_type t)
@@ -180,6 +187,10 @@ static const char *nearest_key(const char *given, bool always)
 /* The value as JSON text, shortened: strings keep their quotes, so "4" and 4 read differently. */
 static void show_value(const cJSON *item, char *buf, size_t n)
 {
+    if (cJSON_IsNumber(item) && !isfinite(item->valuedouble)) { /* cJSON would print null */
+        snprintf(buf, n, "a number too large for a double");
+        return;
+    }
     char *text = cJSON_PrintUnformatted(item);
     snprintf(buf, n, "%s", text ? text : "?");
     if (text && strlen(text) >= n && n > 4) strcpy(buf + n - 4, "...");
@@ -265,7 +276,7 @@ static bool int_of(const cJSON *it, int64_t *out)
 
 static bool float_of(const cJSON *it, double *out)
 {
-    if (cJSON_IsNumber(it)) return *out = it->valuedouble, true;
+    if (cJSON_IsNumber(it)) return *out = it->valuedouble, isfinite(*out); /* 1e999 parses as inf */
     if (!cJSON_IsString(it)) return false;
     const char *s = it->valuestring;
     if (!*s || isspace((unsigned char)*s)) return false;
@@ -539,40 +550,106 @@ static st_status parse_json(const char *json_text, const char *src, cJSON **root
     return s;
 }
 
-static st_status unknown_key(const char *src, const char *spelled, strbuf *unknown)
+/* What reading one config collects on the way: errors are gathered, not returned at the first, so that a run
+ * reports every problem of a file at once. */
+typedef struct reader {
+    const char *src;                 /* the file's name, first word of its messages */
+    const cJSON *from_set[CONFIG_MAX_SETS]; /* members that --set put into the object: their messages say "--set" */
+    int n_from_set;
+    const cJSON **given;             /* per key i: [2i] the member naming it, [2i+1] the member using its alias */
+    strbuf unknown[3];               /* ignored keys: would change the result / speed or memory only / reports */
+    strbuf notes;                    /* SimpleTuner values read with a difference */
+    strbuf errors;
+    int n_errors;
+    st_status first; /* the status of the first error */
+} reader;
+
+/* Records st_error() as one more error line. Out of memory is not recorded but returned: it ends reading. */
+static st_status collect(reader *r, st_status s)
+{
+    if (s == ST_ERR_HOST_OOM) return s;
+    if (!r->n_errors++) r->first = s;
+    sb_add(&r->errors, "\n  %s", st_error());
+    return r->errors.oom ? oom() : ST_OK;
+}
+
+static const char *member_src(const reader *r, const cJSON *m)
+{
+    for (int i = 0; i < r->n_from_set; i++)
+        if (r->from_set[i] == m) return "--set";
+    return r->src;
+}
+
+/* Whether `bare` is in a NULL-terminated list of names and "prefix*" patterns. */
+static bool key_listed(const char *const *list, const char *bare)
+{
+    for (; *list; list++) {
+        size_t n = strlen(*list);
+        if ((*list)[n - 1] == '*' ? strncmp(bare, *list, n - 1) == 0 : strcmp(bare, *list) == 0) return true;
+    }
+    return false;
+}
+
+static st_status unknown_key(reader *r, const char *src, const char *spelled)
 {
     const char *bare = strip_dashes(spelled);
     if (strncmp(bare, GC_PREFIX, strlen(GC_PREFIX)) == 0)
-        return st_fail(ST_ERR_INVALID,
-                       "%s: unknown key \"%s\" (did you mean %s?): checkpointing keys are never ignored", src,
-                       spelled, nearest_key(bare, true));
-    sb_add(unknown, "%s", unknown->len ? ", " : "");
+        return collect(r, st_fail(ST_ERR_INVALID,
+                                  "%s: unknown key \"%s\" (did you mean %s?): checkpointing keys are never ignored",
+                                  src, spelled, nearest_key(bare, true)));
+    strbuf *b = &r->unknown[key_listed(cfg_report_only_keys, bare) ? 2 : key_listed(cfg_speed_only_keys, bare)];
+    sb_add(b, "%s", b->len ? ", " : "");
     for (const char *p = spelled; *p; p++) /* keep it one line whatever the key holds */
-        sb_add(unknown, "%c", iscntrl((unsigned char)*p) ? '?' : *p);
+        sb_add(b, "%c", iscntrl((unsigned char)*p) ? '?' : *p);
     const char *near = nearest_key(bare, false);
-    if (near) sb_add(unknown, " (did you mean %s?)", near);
-    return unknown->oom ? oom() : ST_OK;
+    if (near) sb_add(b, " (did you mean %s?)", near);
+    return b->oom ? oom() : ST_OK;
 }
 
-/* One member of the top-level object. given[2i] and given[2i+1] are the items that set key i in this file
- * under its name and under its alias: a name given twice ("--seed" and "seed") is an error, and an alias may
- * repeat its key only with the same value. */
-static st_status apply_member(config *c, const cJSON *m, const char *src, const cJSON **given, strbuf *unknown)
+/* A SimpleTuner value of a choice key that is not segtrain's own name: its row, or NULL. */
+static const cfg_value_alias *value_alias(const cfg_key *k, const cJSON *it)
 {
-    const char *bare = strip_dashes(m->string);
+    if (!k->choices || !cJSON_IsString(it) || is_choice(k->choices, it->valuestring)) return NULL;
+    for (int i = 0; i < cfg_value_alias_count; i++)
+        if (!strcmp(cfg_value_aliases[i].key, k->name) && !strcmp(cfg_value_aliases[i].value, it->valuestring))
+            return &cfg_value_aliases[i];
+    return NULL;
+}
+
+/* convert_or_fail, with SimpleTuner's values of choice keys read as segtrain's (a note goes to `notes` where the
+ * meaning differs) or refused with the reason and the nearest value. */
+static st_status convert_value(const char *src, const cfg_key *k, const cJSON *it, value *out, strbuf *notes)
+{
+    const cfg_value_alias *a = value_alias(k, it);
+    if (!a) return convert_or_fail(src, k, it, out);
+    if (!a->becomes)
+        return st_fail(ST_ERR_INVALID, "%s: %s: \"%s\" is refused: %s", src, k->name, a->value, a->note);
+    if (a->note && notes) {
+        sb_add(notes, "%s%s: %s \"%s\" %s", notes->len ? "\n" : "", src, k->name, a->value, a->note);
+        if (notes->oom) return oom();
+    }
+    cJSON as = string_item(a->becomes);
+    return convert_or_fail(src, k, &as, out);
+}
+
+/* One member of the top-level object. A name given twice ("--seed" and "seed") is an error, and an alias may
+ * repeat its key only with the same value. */
+static st_status apply_member(config *c, const cJSON *m, reader *r)
+{
+    const char *src = member_src(r, m), *bare = strip_dashes(m->string);
     int i = find_key(bare);
-    if (i < 0) return unknown_key(src, m->string, unknown);
+    if (i < 0) return unknown_key(r, src, m->string);
     const cfg_key *k = &cfg_keys[i];
     int as_alias = strcmp(k->name, bare) != 0;
-    const cJSON *twin = given[2 * i + as_alias], *other = given[2 * i + !as_alias];
+    const cJSON *twin = r->given[2 * i + as_alias], *other = r->given[2 * i + !as_alias];
     if (twin)
-        return st_fail(ST_ERR_INVALID, "%s: %s is given twice (\"%s\" and \"%s\"); give it once", src, bare,
-                       twin->string, m->string);
-    given[2 * i + as_alias] = m;
+        return collect(r, st_fail(ST_ERR_INVALID, "%s: %s is given twice (\"%s\" and \"%s\"); give it once", src,
+                                  bare, twin->string, m->string));
+    r->given[2 * i + as_alias] = m;
     if (cJSON_IsNull(m)) return ST_OK; /* null = the default */
     value v;
-    st_status s = convert_or_fail(src, k, m, &v);
-    if (s) return s;
+    st_status s = convert_value(src, k, m, &v, &r->notes);
+    if (s) return collect(r, s);
     if (!other || cJSON_IsNull(other)) {
         store(c, i, &v);
         return ST_OK;
@@ -582,41 +659,99 @@ static st_status apply_member(config *c, const cJSON *m, const char *src, const 
     if (same) return ST_OK;
     char a[64], b[64];
     show_value(other, a, sizeof a), show_value(m, b, sizeof b);
-    return st_fail(ST_ERR_INVALID, "%s: \"%s\": %s and \"%s\": %s disagree (%s is SimpleTuner's name for %s); give one",
-                   src, other->string, a, m->string, b, k->alias, k->name);
+    return collect(r, st_fail(ST_ERR_INVALID,
+                              "%s: \"%s\": %s and \"%s\": %s disagree (%s is SimpleTuner's name for %s); give one",
+                              src, other->string, a, m->string, b, k->alias, k->name));
 }
 
-static st_status apply_object(config *c, const cJSON *root, const char *src)
+/* The warning: one line per kind of ignored key, then one per SimpleTuner value read with a difference. */
+static st_status make_warning(config *c, reader *r)
 {
-    const cJSON **given = calloc(2 * (size_t)cfg_key_count, sizeof *given);
-    if (!given) return oom();
-    strbuf unknown = {0};
+    static const char *const kinds[3] = {"keys that would change the result", "keys that only change "
+                                         "SimpleTuner's speed or memory", "keys that only report or publish"};
+    strbuf w = {0};
+    for (int k = 0; k < 3; k++)
+        if (r->unknown[k].len)
+            sb_add(&w, "%s%s: ignoring %s: %s", w.len ? "\n" : "", r->src, kinds[k], r->unknown[k].buf);
+    if (r->notes.len) sb_add(&w, "%s%s", w.len ? "\n" : "", r->notes.buf);
+    if (w.oom) return free(w.buf), oom();
+    c->warning = w.buf;
+    return ST_OK;
+}
+
+static st_status apply_object(config *c, const cJSON *root, reader *r)
+{
     st_status s = ST_OK;
-    for (const cJSON *m = root->child; m && !s; m = m->next) s = apply_member(c, m, src, given, &unknown);
-    if (!s && unknown.len) {
-        strbuf w = {0};
-        sb_add(&w, "%s: ignoring keys segtrain does not use: %s", src, unknown.buf);
-        if (w.oom) s = oom();
-        else c->warning = w.buf;
+    for (const cJSON *m = root->child; m && !s; m = m->next) s = apply_member(c, m, r);
+    if (!s) s = make_warning(c, r);
+    if (!s && r->n_errors == 1) s = st_fail(r->first, "%s", r->errors.buf + 3);
+    else if (!s && r->n_errors) s = st_fail(r->first, "%d errors in the config:%s", r->n_errors, r->errors.buf);
+    return s;
+}
+
+/* An unknown key on the command line is an error: a typo there is never meant. */
+static st_status unknown_override(const char *bare)
+{
+    const char *near = nearest_key(bare, strncmp(bare, GC_PREFIX, strlen(GC_PREFIX)) == 0);
+    return st_fail(ST_ERR_INVALID, "--set: unknown key \"%s\"%s%s%s", bare, near ? " (did you mean " : "",
+                   near ? near : "", near ? "?)" : "");
+}
+
+/* --set key=value becomes a member of the object, replacing the file's under any spelling of the key, before
+ * anything is validated: the file's value of an overridden key is never judged. */
+static st_status put_override(cJSON *root, const char *assignment, reader *r)
+{
+    const char *eq = strchr(assignment, '=');
+    if (!eq || eq == assignment)
+        return collect(r, st_fail(ST_ERR_INVALID, "--set: \"%s\" is not key=value", assignment));
+    char *key = strndup(assignment, (size_t)(eq - assignment));
+    if (!key) return oom();
+    const char *bare = strip_dashes(key);
+    int i = find_key(bare);
+    st_status s = ST_OK;
+    if (i < 0) {
+        s = collect(r, unknown_override(bare));
+    } else if (r->n_from_set == CONFIG_MAX_SETS) {
+        s = collect(r, st_fail(ST_ERR_INVALID, "--set: more than %d overrides", CONFIG_MAX_SETS));
+    } else {
+        for (cJSON *m = root->child, *next; m; m = next) {
+            next = m->next;
+            if (find_key(strip_dashes(m->string)) == i) cJSON_Delete(cJSON_DetachItemViaPointer(root, m));
+        }
+        cJSON *item = cJSON_CreateString(eq + 1);
+        if (!item || !cJSON_AddItemToObject(root, cfg_keys[i].name, item)) s = (cJSON_Delete(item), oom());
+        else r->from_set[r->n_from_set++] = item;
     }
-    free(unknown.buf);
-    free(given);
+    free(key);
+    return s;
+}
+
+static st_status parse_with(const char *json_text, const char *src, const char *const *sets, int n_sets,
+                            config **out)
+{
+    *out = NULL;
+    config *c = config_with_defaults();
+    reader r = {.src = src, .given = calloc(2 * (size_t)cfg_key_count, sizeof *r.given)};
+    if (!c || !r.given) {
+        config_free(c);
+        free(r.given);
+        return oom();
+    }
+    cJSON *root = NULL;
+    st_status s = parse_json(json_text, src, &root);
+    for (int i = 0; !s && i < n_sets; i++) s = put_override(root, sets[i], &r);
+    if (!s) s = apply_object(c, root, &r);
+    cJSON_Delete(root);
+    for (int k = 0; k < 3; k++) free(r.unknown[k].buf);
+    free(r.notes.buf), free(r.errors.buf), free(r.given);
+    if (s) config_free(c);
+    else *out = c;
     return s;
 }
 
 st_status config_parse(const char *json_text, const char *source_name, config **out)
 {
-    *out = NULL;
-    const char *src = source_name ? source_name : "config";
-    config *c = config_with_defaults();
-    if (!c) return oom();
-    cJSON *root = NULL;
-    st_status s = parse_json(json_text, src, &root);
-    if (!s) s = apply_object(c, root, src);
-    cJSON_Delete(root);
-    if (s) config_free(c);
-    else *out = c;
-    return s;
+    return parse_with(json_text, source_name ? source_name : "config", NULL, 0, out);
 }
 
 /* The whole file; fread in a loop so that pipes and /dev/stdin work too. */
@@ -645,19 +780,22 @@ static st_status read_text(const char *path, char **text, size_t *len)
     return ST_OK;
 }
 
-st_status config_load(const char *path, config **out)
+st_status config_load_with(const char *path, const char *const *sets, int n_sets, config **out)
 {
     *out = NULL;
+    if (!path) return parse_with("{}", "defaults", sets, n_sets, out);
     char *text = NULL;
     size_t len = 0;
     st_status s = read_text(path, &text, &len);
     if (s) return s;
     if (strlen(text) != len) s = st_fail(ST_ERR_FORMAT, "%s: contains a NUL byte at offset %zu, so it is not JSON text",
                                          path, strlen(text));
-    else s = config_parse(text, path, out);
+    else s = parse_with(text, path, sets, n_sets, out);
     free(text);
     return s;
 }
+
+st_status config_load(const char *path, config **out) { return config_load_with(path, NULL, 0, out); }
 
 st_status config_set(config *c, const char *assignment)
 {
@@ -669,14 +807,11 @@ st_status config_set(config *c, const char *assignment)
     int i = find_key(bare);
     st_status s = ST_OK;
     if (i < 0) {
-        bool gc = strncmp(bare, GC_PREFIX, strlen(GC_PREFIX)) == 0;
-        const char *near = nearest_key(bare, gc);
-        s = st_fail(ST_ERR_INVALID, "--set: unknown key \"%s\"%s%s%s", bare, near ? " (did you mean " : "",
-                    near ? near : "", near ? "?)" : "");
+        s = unknown_override(bare);
     } else {
         cJSON item = string_item(eq + 1);
         value v;
-        s = convert_or_fail("--set", &cfg_keys[i], &item, &v);
+        s = convert_value("--set", &cfg_keys[i], &item, &v, NULL);
         if (!s) store(c, i, &v);
     }
     free(key);
@@ -693,7 +828,6 @@ st_status config_set_all(config *c, const char *assignments)
     free(list);
     return s;
 }
-
 /* ---- getters -------------------------------------------------------------------------------------------------- */
 
 #define TYPE(t) (1u << (t))
@@ -768,12 +902,19 @@ static const char doc_intro[] =
     "without SimpleTuner's leading `--` (`\"--seed\"` and `\"seed\"` are the same key; giving both is an error),\n"
     "and a comma before `}` or `]` is accepted. A value may be the key's JSON type or a string that converts\n"
     "to it (`\"true\"`, `\"0\"`, `\"4\"`, `\"1e-4\"`), since SimpleTuner passes config values on as command-line\n"
-    "strings; `null` means the default. Any key can be overridden on the command line with `--set key=value`,\n"
-    "validated the same way. Keys segtrain does not use are listed in one warning line, with the nearest\n"
-    "known key suggested for a likely typo, and otherwise ignored; but an unknown key starting with\n"
-    "`gradient_checkpointing` is an error, because a checkpointing setting must never silently do nothing (an\n"
-    "unknown key given with `--set` is an error too). A value of the wrong type, out of range or not among\n"
-    "the key's choices is an error naming the key, the value given and what is valid.\n"
+    "strings; `null` means the default. Any key can be overridden on the command line with `--set key=value`\n"
+    "(or SimpleTuner's way, `--key value`), which replaces the file's value before anything is validated.\n"
+    "Every error of a config is reported in one run, one line each: a value of the wrong type, out of range or\n"
+    "not among the key's choices names the key, the value given and what is valid. Where SimpleTuner takes\n"
+    "other values for a choice key (`optimizer`, `lr_scheduler`, `attention_mechanism`), those with the same\n"
+    "meaning are read as segtrain's (a note says where they differ) and the others are refused with the reason\n"
+    "and the nearest value segtrain takes. Keys segtrain does not use are listed in the warning, one line for\n"
+    "those that would change SimpleTuner's result, one for those that only change its speed or memory, one for\n"
+    "those that only report or publish, with the nearest known key suggested for a likely typo; but an unknown\n"
+    "key starting with `gradient_checkpointing` is an error, because a checkpointing setting must never\n"
+    "silently do nothing (an unknown key given with `--set` is an error too). `model_family` takes\n"
+    "SimpleTuner's family names; a family whose topology is not built yet is refused in one line that says\n"
+    "what it needs ([FAMILIES.md](FAMILIES.md)).\n"
     "\n"
     "Sizes are a byte count or a number with a unit: `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024) or `KB`,\n"
     "`MB`, `GB`, `TB` (powers of 1000), e.g. `\"24GiB\"`; `\"\"` means unlimited. The last column names the\n"

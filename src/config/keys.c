@@ -22,31 +22,43 @@ const char *const cfg_section_names[SEC_COUNT] = {"Model", "Checkpointing", "Mem
 
 const cfg_key cfg_keys[] = {
     /* model */
-    CHOICE_KEY("model_family", "dit", "dit|mmdit|skipdit", SEC_MODEL,
-               "=; its families are `flux`, `sd3`, `sdxl`, ...",
-               "Model family, given by its block topology."),
+    TEXT_KEY("model_family", "dit", SEC_MODEL, "=",
+             "Model family: segtrain's own topologies `dit`, `mmdit`, `skipdit`, or a SimpleTuner family by "
+             "SimpleTuner's name (`flux`, `sd3`, `pixart_sigma`, `wan`, ...; docs/FAMILIES.md lists each, what "
+             "topology it needs and whether it is built)."),
+    TEXT_KEY("model_flavour", "", SEC_MODEL, "=",
+             "A SimpleTuner family's flavour (`dev`, `schnell`, ...), checked against that family's list; empty = "
+             "its default."),
     CHOICE_KEY("model_preset", "dit-tiny", "dit-tiny|dit-s2|dit-b2|dit-xl2|mmdit-tiny|mmdit-s|skipdit-tiny|skipdit-s",
                SEC_MODEL, NULL,
                "Named size, which also names the family (see ../shared/spec/dit.md and docs/FAMILIES.md); given "
                "model_family alone, that family's `-tiny`. The keys below override single dimensions."),
-    INT_KEY("depth", "0", 0, ANY_MAX, SEC_MODEL, NULL,
+    INT_KEY("depth", "0", 0, 4096, SEC_MODEL, NULL,
             "Number of blocks (mmdit: double-stream blocks; skipdit: odd, in + mid + out); 0 = from the preset."),
-    INT_KEY("num_single_layers", "0", 0, ANY_MAX, SEC_MODEL, "= (diffusers' Flux config)",
+    INT_KEY("num_single_layers", "0", 0, 4096, SEC_MODEL, "= (diffusers' Flux config)",
             "mmdit: single-stream blocks after the double-stream ones; 0 = from the preset."),
-    INT_KEY("tokenizer_max_length", "0", 0, ANY_MAX, SEC_MODEL, "= (T5's length there)",
+    INT_KEY("tokenizer_max_length", "0", 0, 65536, SEC_MODEL, "= (T5's length there)",
             "mmdit: text tokens per caption (padded, longer captions cut); 0 = from the preset."),
-    INT_KEY("text_vocab_size", "0", 0, ANY_MAX, SEC_MODEL, NULL,
+    INT_KEY("text_vocab_size", "0", 0, 16777216, SEC_MODEL, NULL,
             "mmdit: rows of the text token table (words are hashed into them); 0 = from the preset (1024)."),
-    INT_KEY("hidden_size", "0", 0, ANY_MAX, SEC_MODEL, NULL, "Token width D; 0 = from the preset."),
-    INT_KEY("num_heads", "0", 0, ANY_MAX, SEC_MODEL, NULL, "Attention heads; 0 = from the preset."),
-    INT_KEY("patch_size", "0", 0, ANY_MAX, SEC_MODEL, NULL, "Patch edge p; 0 = from the preset."),
-    INT_KEY("in_channels", "0", 0, ANY_MAX, SEC_MODEL, NULL, "Input (latent) channels C; 0 = from the preset."),
-    INT_KEY("resolution", "0", 0, ANY_MAX, SEC_MODEL, "= (pixels or megapixels there, default 1024)",
-            "Input edge H = W, in latent pixels; 0 = from the preset."),
-    INT_KEY("num_classes", "0", 0, ANY_MAX, SEC_MODEL, NULL,
+    INT_KEY("hidden_size", "0", 0, 65536, SEC_MODEL, NULL, "Token width D; 0 = from the preset."),
+    INT_KEY("num_heads", "0", 0, 4096, SEC_MODEL, NULL, "Attention heads; 0 = from the preset."),
+    INT_KEY("patch_size", "0", 0, 64, SEC_MODEL, NULL, "Patch edge p; 0 = from the preset."),
+    INT_KEY("in_channels", "0", 0, 4096, SEC_MODEL, NULL, "Input (latent) channels C; 0 = from the preset."),
+    FLOAT_KEY("resolution", "0", 0, 65536, SEC_MODEL, "= (default 1024 there)",
+              "Image edge in pixels (megapixels with `resolution_type` `area`), as in SimpleTuner; the model's input "
+              "edge is this over `vae_scale_factor`, rounded to a multiple of the patch. 0 = from the preset."),
+    CHOICE_KEY("resolution_type", "pixel_area", "pixel|area|pixel_area", SEC_MODEL, "=",
+               "How `resolution` is read: `pixel` and `pixel_area` (a square of that edge, the models being square) "
+               "or `area` (megapixels: 1.0 is 1024 x 1024, 0.25 is 512 x 512, as SimpleTuner maps them)."),
+    INT_KEY("vae_scale_factor", "0", 0, 64, SEC_MODEL, "none (the VAE's downscale factor there)",
+            "Image pixels per latent pixel along an edge; 0 = the family's (8 for dit, mmdit and skipdit); 1 = "
+            "pixel space, no VAE: what training on images needs, since segtrain has no VAE."),
+    INT_KEY("num_classes", "0", 0, 16777216, SEC_MODEL, NULL,
             "Class labels K (plus one \"no label\" row); 0 = from the preset."),
     CHOICE_KEY("attention_mechanism", "flash", "math|flash", SEC_MODEL,
-               "=, other choices there (`diffusers`, `xformers`, ...)",
+               "=; its exact-attention choices (`diffusers`, `xformers`, `flash-attn-*`, `native-*`, `cudnn`, "
+               "...) are read as `flash`, `native-math` as `math`; quantized ones are refused",
                "`math` keeps the softmax probabilities for backward; `flash` keeps only the row log-sum-exp "
                "and recomputes them tile by tile."),
 
@@ -67,6 +79,13 @@ const cfg_key cfg_keys[] = {
     BOOL_KEY("gradient_checkpointing_offload_attention", "false", SEC_CHECKPOINTING, "=",
              "The attention side's saved activations move to host memory during forward and come back for "
              "backward (nothing is recomputed); applies even with `gradient_checkpointing` false."),
+    BOOL_KEY("gradient_checkpointing_offload_prefetch", "false", SEC_CHECKPOINTING, "=",
+             "Bring offloaded tensors back ahead of their use in backward. segtrain's copy thread always does: "
+             "the restore order is known from the plan, so nothing needs learning; either value gives the same "
+             "step."),
+    INT_KEY("gradient_checkpointing_offload_pin_memory_max_buckets", "12", 0, 1048576, SEC_CHECKPOINTING, "=",
+            "How many pinned host buffers of distinct shapes offloading may keep. segtrain's host pool is one "
+            "arena sized by the plan, so any value gives the same step and the same host peak."),
     {"capture_hidden_states", NULL, CFG_INT_LIST, "", NULL, 0, ANY_MAX, SEC_CHECKPOINTING, NULL,
      "Block indices whose output hidden states are captured, e.g. `[3, 7]` or `\"3,7\"`; capturing makes "
      "checkpointed segments fall back to single blocks."},
@@ -76,30 +95,46 @@ const cfg_key cfg_keys[] = {
              "Device memory budget, e.g. `\"24GiB\"`: `train` refuses a run whose predicted peak exceeds it, and "
              "an allocation past it is an out-of-memory status, never a crash."),
     SIZE_KEY("host_memory", SEC_MEMORY, NULL, "Host memory budget for offloaded state, e.g. `\"64GiB\"`."),
-    INT_KEY("num_threads", "0", 0, ANY_MAX, SEC_MEMORY, NULL, "Threads for ops and BLAS; 0 = all cores."),
+    INT_KEY("num_threads", "0", 0, 1024, SEC_MEMORY, NULL, "Threads for ops and BLAS; 0 = all cores."),
 
     /* training */
-    INT_KEY("train_batch_size", "1", 1, ANY_MAX, SEC_TRAINING, "= (default 4 there)", "Samples per step."),
-    INT_KEY("gradient_accumulation_steps", "1", 1, ANY_MAX, SEC_TRAINING, "=",
+    INT_KEY("train_batch_size", "1", 1, 65536, SEC_TRAINING, "= (default 4 there)", "Samples per step."),
+    INT_KEY("gradient_accumulation_steps", "1", 1, 1048576, SEC_TRAINING, "=",
             "Micro-batches whose gradients are summed before one optimizer step."),
     INT_KEY("max_train_steps", "100", 1, ANY_MAX, SEC_TRAINING, "=", "Optimizer steps to run."),
     INT_KEY("seed", "0", 0, ANY_MAX, SEC_TRAINING, "=", "Seed of every random stream (init, data, noise, timesteps)."),
-    FLOAT_KEY("learning_rate", "1e-4", 0, ANY_MAX, SEC_TRAINING, "= (default 4e-7 there)",
+    FLOAT_KEY("learning_rate", "1e-4", 0, 1e6, SEC_TRAINING, "= (default 4e-7 there)",
               "Peak learning rate, reached after the warm-up."),
-    CHOICE_KEY("optimizer", "adamw", "adamw|lion", SEC_TRAINING, "=, more choices there", "Optimizer."),
-    CHOICE_KEY("lr_scheduler", "constant", "constant|cosine", SEC_TRAINING, "=, more choices there",
-               "Learning-rate schedule after the warm-up."),
+    CHOICE_KEY("optimizer", "adamw", "adamw|lion", SEC_TRAINING,
+               "=; `torch-adamw`, `optimi-adamw`, `adamw_bf16` are read as `adamw` (the last with float32 "
+               "weights), `optimi-lion` as `lion`",
+               "Optimizer."),
+    CHOICE_KEY("lr_scheduler", "constant", "constant|linear|cosine|cosine_with_restarts|polynomial", SEC_TRAINING,
+               "=; `constant_with_warmup` is read as `constant`",
+               "Learning-rate schedule after the warm-up, as diffusers': `constant`; `linear` to 0 at "
+               "`max_train_steps`; `cosine` half a wave to 0; `cosine_with_restarts` `lr_num_cycles` waves, each "
+               "from the peak to 0; `polynomial` from the peak to `lr_end` with power `lr_power`."),
+    FLOAT_KEY("lr_end", "4e-7", 0, 1e6, SEC_TRAINING, "=",
+              "`polynomial`: the rate reached at `max_train_steps` (must be below `learning_rate`)."),
+    FLOAT_KEY("lr_power", "0.8", 0, 1e3, SEC_TRAINING, "=", "`polynomial`: the power of the decay."),
+    INT_KEY("lr_num_cycles", "1", 1, 1000000, SEC_TRAINING, "=", "`cosine_with_restarts`: how many waves."),
     INT_KEY("lr_warmup_steps", "0", 0, ANY_MAX, SEC_TRAINING, "= (default 500 there)",
             "Steps of linear warm-up from 0 to the learning rate."),
-    FLOAT_KEY("adam_beta1", "0.9", 0, 1, SEC_TRAINING, "=", "First-moment decay (AdamW; Lion's interpolation)."),
-    FLOAT_KEY("adam_beta2", "0.999", 0, 1, SEC_TRAINING, "=", "Second-moment decay (AdamW; Lion's momentum)."),
+    {"adam_beta1", "optimizer_beta1", CFG_FLOAT, "0.9", NULL, 0, 1, SEC_TRAINING,
+     "= (`optimizer_beta1` there too, accepted as an alias)", "First-moment decay (AdamW; Lion's interpolation)."},
+    {"adam_beta2", "optimizer_beta2", CFG_FLOAT, "0.999", NULL, 0, 1, SEC_TRAINING,
+     "= (`optimizer_beta2` there too, accepted as an alias)", "Second-moment decay (AdamW; Lion's momentum)."},
     FLOAT_KEY("adam_weight_decay", "1e-2", 0, ANY_MAX, SEC_TRAINING, "=", "Decoupled weight decay."),
     FLOAT_KEY("adam_epsilon", "1e-8", 0, ANY_MAX, SEC_TRAINING, "=", "AdamW's denominator epsilon."),
     FLOAT_KEY("max_grad_norm", "2.0", 0, ANY_MAX, SEC_TRAINING, "=",
-              "Clip the global gradient norm to this; 0 = no clipping."),
+              "The clipping threshold `grad_clip_method` applies; 0 = no clipping."),
+    CHOICE_KEY("grad_clip_method", "value", "value|norm", SEC_TRAINING, "=",
+               "`value`: every gradient element is clamped to [-max_grad_norm, max_grad_norm] (torch's "
+               "clip_grad_value_); `norm`: all gradients are scaled so that their global L2 norm is at most "
+               "max_grad_norm (clip_grad_norm_)."),
     CHOICE_KEY("model_type", "full", "full|lora", SEC_TRAINING, "=, more choices there",
                "Train every weight (`full`) or low-rank adapters only (`lora`)."),
-    INT_KEY("lora_rank", "16", 1, ANY_MAX, SEC_TRAINING, "=", "Rank of the LoRA update matrices."),
+    INT_KEY("lora_rank", "16", 1, 65536, SEC_TRAINING, "=", "Rank of the LoRA update matrices."),
     FLOAT_KEY("lora_alpha", "0", 0, ANY_MAX, SEC_TRAINING, "= (default none there, meaning the rank)",
               "LoRA scale numerator (the update is scaled by alpha / rank); 0 = the rank."),
     TEXT_KEY("lora_target", "attention", SEC_TRAINING, "none (`flux_lora_target` is the nearest)",
@@ -112,30 +147,79 @@ const cfg_key cfg_keys[] = {
     INT_KEY("checkpoints_total_limit", "0", 0, ANY_MAX, SEC_TRAINING, "=",
             "Keep at most this many checkpoints, deleting the oldest; 0 = keep all."),
     TEXT_KEY("resume_from_checkpoint", "", SEC_TRAINING, "= (default `latest` there)",
-             "A checkpoint folder to resume from, or `latest` for the newest in `output_dir`; empty = start fresh."),
+             "A checkpoint file (`output_dir/checkpoint-<step>.safetensors`) to resume from, or `latest` for the "
+             "newest in `output_dir`; empty = start fresh."),
     INT_KEY("validation_steps", "100", 0, ANY_MAX, SEC_TRAINING, "=",
             "Sample a validation grid (`output_dir/validation/step-N.png`) every this many steps; 0 = never."),
-    INT_KEY("validation_num_inference_steps", "30", 1, ANY_MAX, SEC_TRAINING, "= (default 30 there)",
+    INT_KEY("validation_num_inference_steps", "30", 1, 100000, SEC_TRAINING, "= (default 30 there)",
             "Euler steps from noise to image when sampling."),
     FLOAT_KEY("validation_guidance", "4.0", 0, ANY_MAX, SEC_TRAINING, "= (default 7.5 there)",
               "Classifier-free guidance scale when sampling; 1 = no guidance."),
     INT_KEY("validation_seed", "0", 0, ANY_MAX, SEC_TRAINING, "=", "Seed of the sampling noise."),
-    INT_KEY("validation_samples_per_class", "4", 1, ANY_MAX, SEC_TRAINING, NULL,
+    INT_KEY("validation_samples_per_class", "4", 1, 1024, SEC_TRAINING, NULL,
             "Images per class in a sample grid (one row per class)."),
     FLOAT_KEY("caption_dropout_probability", "0.1", 0, 1, SEC_TRAINING, "= (default 0.1 there)",
               "Share of samples trained with the null label, so that classifier-free guidance has an "
               "unconditional model to steer from."),
     TEXT_KEY("pretrained_model_name_or_path", "", SEC_TRAINING, "= (a hub name or folder there)",
-             "A safetensors file of the model's weights to start from (and, with LoRA, to adapt); empty = "
-             "the family's initialisation from `seed`."),
+             "A local safetensors file of the model's weights to start from (and, with LoRA, to adapt); empty = "
+             "the family's initialisation from `seed`. segtrain reads local files only: a hub name is refused."),
     TEXT_KEY("data_dir", "", SEC_TRAINING, NULL,
              "Folder of training data (PNG images, optional same-named .txt captions, or class subfolders); "
              "empty = the built-in dataset of procedurally drawn shapes."),
+    TEXT_KEY("data_backend_config", "", SEC_TRAINING, "=",
+             "A SimpleTuner multidatabackend.json (a list of data backends); its local image backends are "
+             "read (`instance_data_dir`, `caption_strategy`, `resolution`, `resolution_type`, `crop`, `repeats`), "
+             "any other backend type is refused. Empty = `data_dir`, or the built-in dataset."),
     BOOL_KEY("synthetic_data", "false", SEC_TRAINING, NULL,
              "Train on seeded random batches (standard-normal images of the model's shape, labels cycling through "
              "the classes) instead of a dataset: for sweeps and benchmarks, which measure time and memory."),
-    INT_KEY("builtin_dataset_size", "4096", 1, ANY_MAX, SEC_TRAINING, NULL,
+    INT_KEY("builtin_dataset_size", "4096", 1, 1073741824, SEC_TRAINING, NULL,
             "Samples in the built-in dataset (drawn on demand from `seed`, nothing is stored)."),
 };
 
 const int cfg_key_count = (int)(sizeof cfg_keys / sizeof cfg_keys[0]);
+
+#define EXACT_ATTENTION(v) {"attention_mechanism", v, "flash", NULL}
+#define QUANTIZED_ATTENTION(v)                                                                                 \
+    {"attention_mechanism", v, NULL, "quantized attention, which segtrain does not have; the nearest it takes is " \
+                                     "flash (exact attention)"}
+
+const cfg_value_alias cfg_value_aliases[] = {
+    {"optimizer", "torch-adamw", "adamw", NULL},
+    {"optimizer", "optimi-adamw", "adamw", NULL},
+    {"optimizer", "adamw_bf16", "adamw",
+     "runs as adamw with float32 weights and state (SimpleTuner keeps bf16 weights with stochastic rounding)"},
+    {"optimizer", "optimi-lion", "lion", NULL},
+    {"optimizer", "torch-adam", NULL, "Adam with L2 decay is not built; the nearest is adamw (decoupled decay)"},
+    {"lr_scheduler", "constant_with_warmup", "constant", NULL},
+    {"lr_scheduler", "sine", NULL, "SimpleTuner's sine schedule is not built; the nearest is cosine_with_restarts"},
+    {"attention_mechanism", "native-math", "math", NULL},
+    EXACT_ATTENTION("diffusers"), EXACT_ATTENTION("xformers"), EXACT_ATTENTION("native"),
+    EXACT_ATTENTION("native-flash"), EXACT_ATTENTION("native-efficient"), EXACT_ATTENTION("cudnn"),
+    EXACT_ATTENTION("flex"), EXACT_ATTENTION("flash-attn"), EXACT_ATTENTION("flash-attn-2"),
+    EXACT_ATTENTION("flash-attn-3"), EXACT_ATTENTION("flash-attn-hub"), EXACT_ATTENTION("flash-attn-3-hub"),
+    EXACT_ATTENTION("flash-attn-4-hub"), EXACT_ATTENTION("flash-attn-varlen-hub"),
+    EXACT_ATTENTION("flash-attn-3-varlen"), EXACT_ATTENTION("flash-attn-3-varlen-hub"),
+    EXACT_ATTENTION("metal-flash-attention"), EXACT_ATTENTION("native-npu"), EXACT_ATTENTION("native-xla"),
+    QUANTIZED_ATTENTION("sageattention"), QUANTIZED_ATTENTION("sageattention-int8-fp16-triton"),
+    QUANTIZED_ATTENTION("sageattention-int8-fp16-cuda"), QUANTIZED_ATTENTION("sageattention-int8-fp8-cuda"),
+    QUANTIZED_ATTENTION("metal-flash-attention-int8"), QUANTIZED_ATTENTION("metal-flash-attention-int4"),
+    {"attention_mechanism", "sla", NULL,
+     "sparse-linear attention approximates softmax attention; the nearest segtrain takes is flash (exact)"},
+};
+const int cfg_value_alias_count = (int)(sizeof cfg_value_aliases / sizeof cfg_value_aliases[0]);
+
+const char *const cfg_speed_only_keys[] = {
+    "vae_batch_size", "vae_enable_*", "vae_cache_*", "text_encoder_batch_size", "text_cache_*",
+    "offload_during_startup", "quantize_via", "compress_disk_cache", "disable_benchmark", "dynamo_*",
+    "ramtorch*", "musubi_blocks_to_swap", "enable_group_offload", "group_offload_*", "num_processes",
+    "context_parallel_*", "find_unused_parameters", "skip_file_discovery", "delete_problematic_images",
+    "trust_remote_code", "fuse_qkv_projections", "ema_cpu_only", "ema_device", "sdnq_compile_mode",
+    "allow_dataset_oversubscription", "aspect_bucket_worker_count", "dataloader_*", "gradient_precision",
+    NULL};
+
+const char *const cfg_report_only_keys[] = {
+    "validation_*", "num_validation_images", "num_eval_images", "eval_*", "evaluation_type", "hub_model_id",
+    "push_to_hub", "push_to_hub_background", "push_checkpoints_to_hub", "report_to", "tracker_*", "logging_dir",
+    "webhook_*", "model_card_*", "user_prompt_library", "ema_validation", "_metadata", NULL};

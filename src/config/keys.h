@@ -30,6 +30,21 @@ typedef struct cfg_key {
 
 extern const cfg_key cfg_keys[];
 extern const int cfg_key_count;
+
+/* A value SimpleTuner accepts for a choice key that is not one of segtrain's own names. `becomes` is the
+ * segtrain value it is read as (NULL: refused); `note` is NULL where the meaning is exactly the same, else what
+ * differs (taken) or why it is refused and what is nearest (refused). */
+typedef struct cfg_value_alias {
+    const char *key, *value, *becomes, *note;
+} cfg_value_alias;
+
+extern const cfg_value_alias cfg_value_aliases[];
+extern const int cfg_value_alias_count;
+
+/* SimpleTuner keys segtrain does not read, by what ignoring them costs. A name ending in '*' is a prefix.
+ * Unknown keys in neither list are taken to change the result: the safe side for a warning. */
+extern const char *const cfg_speed_only_keys[];  /* only SimpleTuner's speed or memory (NULL-terminated) */
+extern const char *const cfg_report_only_keys[]; /* only what is reported or published (NULL-terminated) */
 extern const char *const cfg_section_names[SEC_COUNT];
 
 #endif

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <time.h>
 
-static _Thread_local char error_line[512];
+static _Thread_local char error_line[4096]; /* a config with many errors lists them all */
 
 st_status st_fail(st_status code, const char *fmt, ...)
 {

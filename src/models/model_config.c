@@ -1,5 +1,6 @@
 /* Presets, their checks, and from a run configuration to a model configuration: a preset's sizes, then any
  * size given (non-zero). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,6 +21,8 @@ static const struct {
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0},
 };
 #define TEXT_VOCAB 1024
+/* The presets' latent grids are those of images through Stable Diffusion's VAE (DiT's: 256 px -> 32). */
+#define FAMILY_VAE_SCALE 8
 
 st_status model_preset(const char *name, model_config *out)
 {
@@ -35,6 +38,7 @@ st_status model_preset(const char *name, model_config *out)
                                   .single_depth = presets[i].single_depth,
                                   .text_len = presets[i].text_len,
                                   .text_vocab = presets[i].text_len ? TEXT_VOCAB : 0,
+                                  .vae_scale = FAMILY_VAE_SCALE,
                                   .mechanism = ATTN_FLASH};
             snprintf(out->family, sizeof out->family, "%s", presets[i].family);
             snprintf(out->preset, sizeof out->preset, "%s", name);
@@ -54,7 +58,8 @@ st_status model_config_check(const model_config *mc)
         int64_t v;
     } positive[] = {{"depth", mc->depth},           {"hidden_size", mc->hidden}, {"num_heads", mc->heads},
                     {"patch_size", mc->patch},      {"in_channels", mc->channels}, {"resolution", mc->resolution},
-                    {"num_classes", mc->classes},   {"tokenizer_max_length", mmdit ? mc->text_len : 1}};
+                    {"num_classes", mc->classes},   {"tokenizer_max_length", mmdit ? mc->text_len : 1},
+                    {"vae_scale_factor", mc->vae_scale}};
     for (size_t i = 0; i < sizeof positive / sizeof *positive; i++)
         if (positive[i].v < 1) return st_fail(ST_ERR_INVALID, "%s: %lld must be at least 1", positive[i].key,
                                               (long long)positive[i].v);
@@ -82,14 +87,27 @@ st_status model_config_check(const model_config *mc)
     return ST_OK;
 }
 
+/* SimpleTuner's resolution as a square image edge in pixels: `area` is megapixels, with its round values read
+ * as SimpleTuner maps them (1.0 -> 1024 x 1024); `pixel` and `pixel_area` are the edge itself. */
+static double image_edge(double resolution, const char *type)
+{
+    if (strcmp(type, "area")) return resolution;
+    static const double mapped[][2] = {{0.25, 512}, {0.5, 768}, {1.0, 1024}, {2.0, 1536}, {4.0, 2048}};
+    for (size_t i = 0; i < sizeof mapped / sizeof *mapped; i++)
+        if (fabs(resolution - mapped[i][0]) < 0.05) return mapped[i][1];
+    return sqrt(resolution * 1e6);
+}
+
 st_status model_config_from(const config *cfg, model_config *mc)
 {
     /* model_family alone picks its family's tiny preset; both given must agree */
     const char *family = config_string(cfg, "model_family"), *preset = config_string(cfg, "model_preset");
+    st_status st = model_family_check(family, config_string(cfg, "model_flavour"));
+    if (st) return st;
     char tiny[32];
     if (config_is_set(cfg, "model_family") && !config_is_set(cfg, "model_preset"))
         snprintf(tiny, sizeof tiny, "%s-tiny", family), preset = tiny;
-    st_status st = model_preset(preset, mc);
+    st = model_preset(preset, mc);
     if (st) return st;
     if (config_is_set(cfg, "model_family") && strcmp(family, mc->family))
         return st_fail(ST_ERR_INVALID, "model_preset: %s belongs to the %s family, but model_family is %s", preset, mc->family,
@@ -98,11 +116,17 @@ st_status model_config_from(const config *cfg, model_config *mc)
         const char *key;
         int64_t *field;
     } sizes[] = {{"depth", &mc->depth},          {"hidden_size", &mc->hidden},   {"num_heads", &mc->heads},
-                 {"patch_size", &mc->patch},     {"in_channels", &mc->channels}, {"resolution", &mc->resolution},
+                 {"patch_size", &mc->patch},     {"in_channels", &mc->channels}, {"vae_scale_factor", &mc->vae_scale},
                  {"num_classes", &mc->classes},  {"num_single_layers", &mc->single_depth},
                  {"tokenizer_max_length", &mc->text_len}, {"text_vocab_size", &mc->text_vocab}};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         if (config_int(cfg, sizes[i].key) > 0) *sizes[i].field = config_int(cfg, sizes[i].key); /* 0: the preset's */
+    const double resolution = config_float(cfg, "resolution");
+    if (resolution > 0) {
+        const double edge = image_edge(resolution, config_string(cfg, "resolution_type"));
+        const int64_t patches = llround(edge / (double)(mc->vae_scale * mc->patch));
+        mc->resolution = (patches > 1 ? patches : 1) * mc->patch;
+    }
     mc->mechanism = strcmp(config_string(cfg, "attention_mechanism"), "math") ? ATTN_FLASH : ATTN_MATH;
     if (!strcmp(config_string(cfg, "model_type"), "lora")) {
         const char *target = config_string(cfg, "lora_target");

@@ -31,9 +31,17 @@ static int moments_of(optim_kind kind) { return kind == OPTIM_LION ? 1 : 2; }
 optim_settings optim_defaults(optim_kind kind)
 {
     if (kind == OPTIM_LION)
-        return (optim_settings){.kind = OPTIM_LION, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.99, .eps = 0};
-    return (optim_settings){
-        .kind = OPTIM_ADAMW, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2};
+        return (optim_settings){.kind = OPTIM_LION, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.99, .eps = 0, .cycles = 1};
+    return (optim_settings){.kind = OPTIM_ADAMW, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                            .weight_decay = 1e-2, .cycles = 1};
+}
+
+optim_schedule optim_schedule_named(const char *name)
+{
+    static const char *const names[] = {"constant", "linear", "cosine", "cosine_with_restarts", "polynomial"};
+    for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
+        if (!strcmp(name, names[i])) return (optim_schedule)i;
+    return SCHED_CONSTANT;
 }
 
 const char *optim_kind_name(optim_kind kind) { return kind == OPTIM_LION ? "lion" : "adamw"; }
@@ -47,11 +55,17 @@ double optim_lr_at(const optim_settings *s, int64_t step)
 {
     if (step < 0) step = 0;
     if (step < s->warmup_steps) return s->lr * (double)step / (double)(s->warmup_steps > 1 ? s->warmup_steps : 1);
-    if (!s->cosine) return s->lr;
     const int64_t span = s->total_steps - s->warmup_steps;
-    double p = (double)(step - s->warmup_steps) / (double)(span > 1 ? span : 1);
-    if (p > 1) p = 1;
-    return s->lr * fmax(0.0, 0.5 * (1.0 + cos(OPTIM_PI * p)));
+    const double p = (double)(step - s->warmup_steps) / (double)(span > 1 ? span : 1);
+    switch (s->schedule) {
+    case SCHED_CONSTANT: break;
+    case SCHED_LINEAR: return s->lr * fmax(0.0, 1.0 - p);
+    case SCHED_COSINE: return s->lr * fmax(0.0, 0.5 * (1.0 + cos(OPTIM_PI * fmin(p, 1.0))));
+    case SCHED_COSINE_WITH_RESTARTS:
+        return p >= 1 ? 0.0 : s->lr * fmax(0.0, 0.5 * (1.0 + cos(OPTIM_PI * fmod((double)s->cycles * p, 1.0))));
+    case SCHED_POLYNOMIAL: return p >= 1 ? s->lr_end : (s->lr - s->lr_end) * pow(1.0 - p, s->power) + s->lr_end;
+    }
+    return s->lr;
 }
 
 static st_status check_settings(const optim_settings *s)
@@ -71,6 +85,11 @@ static st_status check_settings(const optim_settings *s)
         return st_fail(ST_ERR_INVALID, "optimizer: weight_decay must be finite and >= 0, got %g", s->weight_decay);
     if (isnan(s->max_grad_norm))
         return st_fail(ST_ERR_INVALID, "optimizer: max_grad_norm is NaN");
+    if (s->schedule == SCHED_POLYNOMIAL && !(s->lr_end >= 0 && s->lr_end < s->lr && s->power >= 0))
+        return st_fail(ST_ERR_INVALID, "optimizer: polynomial needs 0 <= lr_end < learning_rate and lr_power >= 0, "
+                       "got lr_end %g, learning_rate %g, lr_power %g", s->lr_end, s->lr, s->power);
+    if (s->schedule == SCHED_COSINE_WITH_RESTARTS && s->cycles < 1)
+        return st_fail(ST_ERR_INVALID, "optimizer: lr_num_cycles must be >= 1, got %lld", (long long)s->cycles);
     if (s->warmup_steps < 0 || s->total_steps < 0)
         return st_fail(ST_ERR_INVALID, "optimizer: warm-up (%lld) and total steps (%lld) must be >= 0",
                        (long long)s->warmup_steps, (long long)s->total_steps);
@@ -137,6 +156,12 @@ double optim_clip(optimizer *o)
     for (int64_t c = 0; c < chunks; c++) sum += part[c];
     const double norm = sqrt(sum);
     if (!isfinite(norm) || !(o->s.max_grad_norm > 0)) return norm;
+    if (o->s.clip_by_value) {
+        const float hi = (float)o->s.max_grad_norm;
+#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) g[i] = fminf(fmaxf(g[i], -hi), hi);
+        return norm;
+    }
     const double coef = o->s.max_grad_norm / (norm + 1e-6);
     if (coef < 1) {
         const float f = (float)coef;

@@ -231,9 +231,13 @@ static st_status open_optimizer(trainer *t)
     s.eps = config_float(c, "adam_epsilon");
     s.weight_decay = config_float(c, "adam_weight_decay");
     s.max_grad_norm = config_float(c, "max_grad_norm");
+    s.clip_by_value = !strcmp(config_string(c, "grad_clip_method"), "value");
     s.warmup_steps = config_int(c, "lr_warmup_steps");
     s.total_steps = t->total_steps;
-    s.cosine = !strcmp(config_string(c, "lr_scheduler"), "cosine");
+    s.schedule = optim_schedule_named(config_string(c, "lr_scheduler"));
+    s.lr_end = config_float(c, "lr_end");
+    s.power = config_float(c, "lr_power");
+    s.cycles = config_int(c, "lr_num_cycles");
     return optim_create(model_params(t->run.m), &s, &t->opt);
 }
 

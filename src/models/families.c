@@ -1,0 +1,163 @@
+/* SimpleTuner's model families by SimpleTuner's names: for each, the topology it needs, the diffusers class that
+ * defines its layout, and its flavours, as SimpleTuner registers them (ModelRegistry.register and each model's
+ * flavour choices). None of these topologies is built yet: selecting one is refused in one line that says what it
+ * needs, so that a user's own config.json fails clearly and the same file plans once the topology lands. */
+#include <string.h>
+
+#include "internal.h"
+
+enum topology { DUAL, XATTN, JOINT, LINEAR, UNET, AUDIO_LM, TOPOLOGY_COUNT };
+
+static const char *const topology_text[TOPOLOGY_COUNT] = {
+    [DUAL] = "the dual-stream MMDiT topology (text and image streams with joint attention)",
+    [XATTN] = "the cross-attention DiT topology (image or video tokens attending to text tokens)",
+    [JOINT] = "the single-stream joint DiT topology (text and image tokens in one sequence)",
+    [LINEAR] = "the linear-attention DiT topology (ReLU linear attention, Mix-FFN)",
+    [UNET] = "the U-Net topology (ResNet, attention and up/down-sampling micro-blocks)",
+    [AUDIO_LM] = "an autoregressive audio language model, which is not a diffusion transformer",
+};
+
+static const struct st_family {
+    const char *name, *alias; /* SimpleTuner's registered name, and its example folder's where that differs */
+    const char *title;
+    enum topology topology;
+    const char *diffusers; /* the class whose weight names and layout the family will load */
+    const char *flavours;  /* "a|b|c" */
+} st_families[] = {
+    {"ace_step", NULL, "ACE-Step", XATTN, "AceStepTransformer1DModel", "base|v15-turbo|v15-base|v15-sft"},
+    {"anima", NULL, "Anima", XATTN, "CosmosTransformer3DModel",
+     "release|base-v1.0|preview-3|preview-2|preview|gazingstars123-2.9b"},
+    {"auraflow", NULL, "AuraFlow", DUAL, "AuraFlowTransformer2DModel", "pony|v0.3|v0.2|v0.1"},
+    {"boogu_image", NULL, "Boogu-Image", DUAL, "BooguImageTransformer2DModel",
+     "v0.1-base|v0.1-base-fp8|v0.1-turbo|v0.1-turbo-fp8|v0.1-edit|v0.1-edit-fp8"},
+    {"chroma", NULL, "Chroma 1", DUAL, "ChromaTransformer2DModel", "base|hd|flash"},
+    {"cosmos2image", "cosmos", "Cosmos 2 (T2I)", XATTN, "CosmosTransformer3DModel", "2b|14b"},
+    {"cosmos3", NULL, "Cosmos 3", JOINT, "Cosmos3OmniTransformer", "edge|nano|super|super-i2v|super-t2i"},
+    {"deepfloyd", NULL, "DeepFloyd IF", UNET, "UNet2DConditionModel",
+     "i-medium-400m|i-large-900m|i-xlarge-4.3b|ii-medium-450m|ii-large-1.2b"},
+    {"ernie", NULL, "ERNIE-Image", JOINT, "ErnieImageTransformer2DModel", "base|turbo"},
+    {"flux", NULL, "Flux.1", DUAL, "FluxTransformer2DModel", "dev|krea|schnell|kontext|fluxbooru|libreflux"},
+    {"flux2", NULL, "Flux.2", DUAL, "Flux2Transformer2DModel", "dev|klein-4b|klein-9b"},
+    {"flux3_image", NULL, "Flux.3 Klein", JOINT, "Flux3Transformer2DModel", ""},
+    {"heartmula", NULL, "HeartMuLa", AUDIO_LM, "HeartMuLaModel", "3b"},
+    {"hidream", NULL, "HiDream", DUAL, "HiDreamImageTransformer2DModel", "dev|full|fast"},
+    {"hunyuanvideo", NULL, "HunyuanVideo", DUAL, "HunyuanVideoTransformer3DModel",
+     "t2v-480p|t2v-720p|t2v-480p-distilled|i2v-480p|i2v-720p|i2v-480p-distilled|i2v-720p-distilled"},
+    {"ideogram", NULL, "Ideogram 4", JOINT, "Ideogram4Transformer2DModel", "fp8|nf4"},
+    {"infinitetalk", NULL, "InfiniteTalk", XATTN, "InfiniteTalkTransformer3DModel", "single-14b-480p"},
+    {"kandinsky5-image", "kandinsky5_image", "Kandinsky5-Image", XATTN, "Kandinsky5Transformer3DModel",
+     "t2i-lite-sft|t2i-lite-pretrain|i2i-lite-sft|i2i-lite-pretrain"},
+    {"kandinsky5-video", "kandinsky5_video", "Kandinsky5-Video", XATTN, "Kandinsky5Transformer3DModel",
+     "t2v-lite-sft-5s|t2v-lite-pretrain-5s|t2v-lite-sft-10s|t2v-lite-pretrain-10s|t2v-pro-sft-5s-hd|"
+     "t2v-pro-sft-10s-hd|t2v-pro-pretrain-5s-hd|t2v-pro-pretrain-10s-hd|i2v-lite-5s|i2v-pro-sft-5s"},
+    {"kolors", NULL, "Kwai Kolors", UNET, "UNet2DConditionModel", "1.0"},
+    {"krea2", NULL, "Krea 2", JOINT, "Krea2Transformer2DModel", "raw|turbo"},
+    {"longcat_image", NULL, "LongCat-Image", DUAL, "LongCatImageTransformer2DModel", "final|dev|edit"},
+    {"longcat_video", NULL, "LongCat-Video", XATTN, "LongCatVideoTransformer3DModel", "final"},
+    {"ltxvideo", NULL, "LTXVideo", XATTN, "LTXVideoTransformer3DModel", "0.9.5|0.9.0"},
+    {"ltxvideo2", NULL, "LTXVideo2", XATTN, "LTX2VideoTransformer3DModel",
+     "dev|dev-fp4|dev-fp8|2.3-dev|2.3-distilled|2.5-dev|2.5-distilled"},
+    {"lumina2", NULL, "Lumina-T2I", JOINT, "Lumina2Transformer2DModel", "2.0|neta-lumina"},
+    {"mageflow", NULL, "Mage-Flow", DUAL, "MageFlowTransformer2DModel",
+     "base|default|turbo|edit-base|edit|edit-turbo"},
+    {"minimaxh3", NULL, "MiniMax H3", JOINT, "MiniMaxH3Transformer3DModel",
+     "fl2va|ref2va|convrot-int8|convrot-int4|nvfp4|fp8-e4m3fn"},
+    {"minimaxmusic", NULL, "MiniMax Music 3", AUDIO_LM, "MiniMaxMusic3Transformer1DModel", "music3"},
+    {"omnigen", NULL, "OmniGen", JOINT, "OmniGenTransformer2DModel", "v1"},
+    {"pixart_sigma", "pixart", "PixArt Sigma", XATTN, "PixArtTransformer2DModel",
+     "900M-1024-v0.6|900M-1024-v0.7-stage1|900M-1024-v0.7-stage2|600M-512|600M-1024|600M-2048"},
+    {"qwen_image", NULL, "Qwen-Image", DUAL, "QwenImageTransformer2DModel",
+     "v1.0|v2.0|edit-v1|edit-v2|edit-v2+|edit-v3"},
+    {"sana", NULL, "Sana", LINEAR, "SanaTransformer2DModel",
+     "sana1.5-4.8b-1024|sana1.5-1.6b-1024|sana1.0-1.6b-2048|sana1.0-1.6b-1024|sana1.0-600m-1024|sana1.0-600m-512"},
+    {"sanavideo", NULL, "SanaVideo", LINEAR, "SanaVideoTransformer3DModel", "2b-480p"},
+    {"sd1x", NULL, "Stable Diffusion 1.x", UNET, "UNet2DConditionModel", "1.5|1.4|dreamshaper|realvis"},
+    {"sd2x", NULL, "Stable Diffusion 2.x", UNET, "UNet2DConditionModel", ""},
+    {"sd3", NULL, "Stable Diffusion 3.x", DUAL, "SD3Transformer2DModel", "medium|large"},
+    {"sdxl", NULL, "Stable Diffusion XL", UNET, "UNet2DConditionModel", "base-1.0|refiner-1.0|base-0.9|refiner-0.9"},
+    {"stable_cascade", NULL, "Stable Cascade (Stage C)", UNET, "StableCascadeUNet", "stage-c|stage-c-lite"},
+    {"wan", NULL, "Wan", XATTN, "WanTransformer3DModel",
+     "t2v-480p-1.3b-2.1|t2v-480p-14b-2.1|i2v-14b-2.1|i2v-14b-2.1-720p|i2v-14b-2.2-high|i2v-14b-2.2-low|"
+     "animegen-t2v-high|animegen-t2v-low|flf2v-14b-2.1|vace-1.3b-2.1|vace-14b-2.1|ti2v-5b-2.2"},
+    {"wan_s2v", NULL, "WanS2V", XATTN, "WanS2VTransformer3DModel", "s2v-14b-2.2"},
+    {"z_image", NULL, "Z-Image", JOINT, "ZImageTransformer2DModel", "base|turbo|turbo-ostris-v2|ostris-de-turbo"},
+    {"z_image_omni", NULL, "Z-Image Omni", JOINT, "ZImageOmniTransformer2DModel", "base|edit"},
+    {"zlab_i1", NULL, "zlab i1", JOINT, "ZlabI1Transformer2DModel", "3b"},
+};
+#define ST_FAMILY_COUNT ((int)(sizeof st_families / sizeof *st_families))
+
+static const char *const built[] = {"dit", "mmdit", "skipdit"};
+
+static bool in_list(const char *list, const char *s)
+{
+    const size_t n = strlen(s);
+    for (const char *p = list; *p;) {
+        size_t w = strcspn(p, "|");
+        if (w == n && !strncmp(p, s, n)) return true;
+        p += w + (p[w] == '|');
+    }
+    return false;
+}
+
+const char *model_family_name(int i)
+{
+    if (i < 0) return NULL;
+    if (i < 3) return built[i];
+    return i - 3 < ST_FAMILY_COUNT ? st_families[i - 3].name : NULL;
+}
+
+/* Edit distance of two short names, for "did you mean". */
+static int distance(const char *a, const char *b)
+{
+    enum { MAX = 32 };
+    size_t la = strnlen(a, MAX), lb = strnlen(b, MAX);
+    int row[MAX + 1];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best, diag = up;
+        }
+    }
+    return row[lb];
+}
+
+st_status model_family_check(const char *family, const char *flavour)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(family, built[i])) {
+            if (*flavour)
+                return st_fail(ST_ERR_INVALID, "model_flavour: \"%s\": segtrain's own %s family has no flavours "
+                               "(sizes come from model_preset)", flavour, family);
+            return ST_OK;
+        }
+    const struct st_family *f = NULL;
+    for (int i = 0; i < ST_FAMILY_COUNT && !f; i++)
+        if (!strcmp(family, st_families[i].name) || (st_families[i].alias && !strcmp(family, st_families[i].alias)))
+            f = &st_families[i];
+    if (!f) {
+        const char *near = NULL;
+        int best = 1 << 30;
+        for (int i = 0; model_family_name(i); i++) {
+            int d = distance(family, model_family_name(i));
+            if (d < best) best = d, near = model_family_name(i);
+        }
+        return st_fail(ST_ERR_INVALID, "model_family: \"%s\" is neither one of segtrain's topologies (dit, mmdit, "
+                       "skipdit) nor a SimpleTuner family (did you mean %s? docs/FAMILIES.md lists them)", family, near);
+    }
+    if (*flavour && !in_list(f->flavours, flavour))
+        return st_fail(ST_ERR_INVALID, "model_flavour: \"%s\" is not a flavour of %s (%s)", flavour, f->name,
+                       *f->flavours ? f->flavours : "none known");
+    if (f->topology == AUDIO_LM)
+        return st_fail(ST_ERR_UNSUPPORTED, "model_family %s (%s): needs %s (%s); segtrain trains diffusion "
+                       "transformers and does not plan to build it", f->name, f->title, topology_text[f->topology],
+                       f->diffusers);
+    return st_fail(ST_ERR_UNSUPPORTED, "model_family %s (%s%s%s): needs %s in the layout of diffusers' %s, which is "
+                   "planned but not built yet; built today: dit, mmdit (Flux-style, its own layout), skipdit "
+                   "(--set model_family=mmdit plans this config on one of them)", f->name, f->title,
+                   *flavour ? ", flavour " : "", flavour, topology_text[f->topology], f->diffusers);
+}
