@@ -177,6 +177,36 @@ st_status dataset_open_builtin(int resolution, int64_t count, uint64_t seed, dat
 
 /* ---- PNG decoding, crop and resize ---- */
 
+/* libpng allocates a chunk's declared length before it reads the chunk, and png_image downgrades libpng's own chunk
+ * limit (png_set_chunk_malloc_max) to a warning and gives no handle to tighten it before it reads every chunk up to
+ * the image data: a 57-byte file whose sPLT claims 1.1 GB cost 1.1 GB. So chunk lengths are checked here first.
+ * IDAT is exempt (libpng streams it through a small buffer; a truncated one is reported by the decode). The limit
+ * is 64 rows of the widest image accepted in 16-bit RGBA (8 MiB, about libpng's default): no metadata chunk of a
+ * training image comes near it. */
+#define PNG_CHUNK_MAX (MAX_SIDE * 8L * 64)
+
+static st_status check_png_chunks(const char *path, FILE *fp)
+{
+    const long size = fseek(fp, 0, SEEK_END) ? -1 : ftell(fp);
+    long at = 8; /* after the signature */
+    unsigned char h[8];
+    while (at + 12 <= size && !fseek(fp, at, SEEK_SET) && fread(h, 1, 8, fp) == 8) {
+        const long len = (long)((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3]);
+        bool letters = true; /* else libpng refuses the chunk type before it allocates */
+        for (int i = 4; i < 8; i++) letters = letters && (h[i] | 32) >= 'a' && (h[i] | 32) <= 'z';
+        if (!letters || !memcmp(h + 4, "IEND", 4)) break;
+        if (memcmp(h + 4, "IDAT", 4) && len > PNG_CHUNK_MAX)
+            return st_fail(ST_ERR_FORMAT, "%s: chunk %.4s at byte %ld claims %ld bytes; the limit is %ld", path,
+                           (const char *)h + 4, at, len, PNG_CHUNK_MAX);
+        if (memcmp(h + 4, "IDAT", 4) && len + 4 > size - at - 8) /* its data and CRC */
+            return st_fail(ST_ERR_FORMAT, "%s: chunk %.4s at byte %ld claims %ld bytes, but only %ld follow its header "
+                           "(truncated or corrupt)", path, (const char *)h + 4, at, len, size - at - 8);
+        at += 12 + len;
+    }
+    rewind(fp);
+    return ST_OK;
+}
+
 /* Decodes path to 8-bit RGB, alpha composited over white. */
 static st_status load_png(const char *path, unsigned char **pixels, int *width, int *height)
 {
@@ -186,14 +216,14 @@ static st_status load_png(const char *path, unsigned char **pixels, int *width, 
     png_image img;
     memset(&img, 0, sizeof img);
     img.version = PNG_IMAGE_VERSION;
-    st_status st = ST_OK;
+    st_status st = check_png_chunks(path, fp);
     unsigned char *buf = NULL;
-    if (!png_image_begin_read_from_stdio(&img, fp)) {
+    if (!st && !png_image_begin_read_from_stdio(&img, fp)) {
         st = st_fail(ST_ERR_FORMAT, "%s: not a readable PNG (%s)", path, img.message);
-    } else if (img.width > MAX_SIDE || img.height > MAX_SIDE || (int64_t)img.width * img.height > MAX_PIXELS) {
+    } else if (!st && (img.width > MAX_SIDE || img.height > MAX_SIDE || (int64_t)img.width * img.height > MAX_PIXELS)) {
         st = st_fail(ST_ERR_FORMAT, "%s: %ux%u is larger than the %lld-pixel limit", path, img.width, img.height,
                      MAX_PIXELS);
-    } else {
+    } else if (!st) {
         img.format = PNG_FORMAT_RGB;
         img.flags |= PNG_IMAGE_FLAG_16BIT_sRGB; /* untagged 16-bit files are sRGB in practice */
         buf = malloc(PNG_IMAGE_SIZE(img));
