@@ -226,10 +226,10 @@ static void test_typed_values(void)
 
     VALUE_OK("learning_rate", "1e-4", "0.0001"), VALUE_OK("learning_rate", "\"1e-4\"", "0.0001");
     VALUE_OK("learning_rate", "\"0.0003\"", "0.0003"), VALUE_OK("learning_rate", "3", "3");
-    VALUE_BAD("learning_rate", "\"fast\"", "a number in [0, 1e+06]");
-    VALUE_BAD("learning_rate", "\"nan\"", "a number in [0, 1e+06]");
-    VALUE_BAD("learning_rate", "\"inf\"", "a number in [0, 1e+06]");
-    VALUE_BAD("learning_rate", "-1", "a number in [0, 1e+06]");
+    VALUE_BAD("learning_rate", "\"fast\"", "a number >= 0");
+    VALUE_BAD("learning_rate", "\"nan\"", "a number >= 0");
+    VALUE_BAD("learning_rate", "\"inf\"", "a number >= 0");
+    VALUE_BAD("learning_rate", "-1", "a number >= 0");
     /* JSON numbers past a double's range: cJSON reads them as inf and would print null */
     EXPECT_FAIL(parse_bad("{\"train_batch_size\": 1e400}"), ST_ERR_INVALID,
                 "train_batch_size: a number too large for a double is not an integer in [1, 65536]");

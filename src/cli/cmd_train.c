@@ -13,8 +13,9 @@ static const char train_help[] =
     "\n"
     "Trains the configured model with the rectified-flow objective on data_dir (PNG images with optional .txt\n"
     "captions, or class subfolders) or, when data_dir is empty, on the built-in dataset of procedurally drawn\n"
-    "shapes (needs in_channels 3). Before the first step it prints the checkpoint plan and the predicted peak\n"
-    "memory by tag, and refuses a run whose peak exceeds device_memory. Then, in output_dir:\n"
+    "shapes. segtrain has no VAE, so images train in pixel space: in_channels 3 and vae_scale_factor 1 (resolution\n"
+    "is then the image edge in pixels, as in SimpleTuner). Before the first step it prints the checkpoint plan and\n"
+    "the predicted peak memory by tag, and refuses a run whose peak exceeds device_memory. Then, in output_dir:\n"
     "  checkpoint-<step>.safetensors  every checkpoint_step_interval steps (atomic; checkpoints_total_limit\n"
     "                                 keeps the newest); resume_from_checkpoint latest|PATH continues the run\n"
     "  validation/step-<step>.png     a sample grid every validation_steps, one row per class\n"
@@ -23,7 +24,8 @@ static const char train_help[] =
     "A loss or gradient that is not finite stops the run, naming the step; the last good checkpoint is kept.\n"
     "\n"
     "example:\n"
-    "  segtrain train --config c.json --set model_preset=dit-tiny --set in_channels=3 --set resolution=32\n";
+    "  segtrain train --config c.json --set model_preset=dit-tiny --set in_channels=3 \\\n"
+    "      --set vae_scale_factor=1 --set resolution=32\n";
 
 static void format_time(char *buf, size_t n, double s)
 {

@@ -103,7 +103,7 @@ const cfg_key cfg_keys[] = {
             "Micro-batches whose gradients are summed before one optimizer step."),
     INT_KEY("max_train_steps", "100", 1, ANY_MAX, SEC_TRAINING, "=", "Optimizer steps to run."),
     INT_KEY("seed", "0", 0, ANY_MAX, SEC_TRAINING, "=", "Seed of every random stream (init, data, noise, timesteps)."),
-    FLOAT_KEY("learning_rate", "1e-4", 0, 1e6, SEC_TRAINING, "= (default 4e-7 there)",
+    FLOAT_KEY("learning_rate", "1e-4", 0, ANY_MAX, SEC_TRAINING, "= (default 4e-7 there)",
               "Peak learning rate, reached after the warm-up."),
     CHOICE_KEY("optimizer", "adamw", "adamw|lion", SEC_TRAINING,
                "=; `torch-adamw`, `optimi-adamw`, `adamw_bf16` are read as `adamw` (the last with float32 "
