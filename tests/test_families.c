@@ -1,0 +1,129 @@
+/* Model families by SimpleTuner's names, and SimpleTuner's meaning of `resolution`: from a config to a model
+ * configuration (model_config_from). A family whose topology is not built is refused in one line that names the
+ * family, the topology it needs and that it is planned; every family name is documented in docs/FAMILIES.md. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "segtrain/config.h"
+#include "segtrain/model.h"
+#include "testkit.h"
+
+/* model_config_from of a JSON config; the status, with the model configuration in *mc. */
+static st_status from_json(const char *json, model_config *mc)
+{
+    config *c = NULL;
+    st_status s = config_parse(json, "config.json", &c);
+    CHECKF(s == ST_OK, "parse %s: %s", json, st_error());
+    if (s) return s;
+    s = model_config_from(c, mc);
+    config_free(c);
+    return s;
+}
+
+static void expect_edge(int line, const char *json, int64_t want_resolution)
+{
+    model_config mc;
+    st_status s = from_json(json, &mc);
+    CHECKF(s == ST_OK && mc.resolution == want_resolution, "line %d: %s: input edge %lld (%s), want %lld", line,
+           json, s ? -1LL : (long long)mc.resolution, s ? st_error() : "ok", (long long)want_resolution);
+}
+#define EXPECT_EDGE(json, want) expect_edge(__LINE__, json, want)
+
+static void expect_refusal(int line, const char *json, st_status want, const char *const *pieces)
+{
+    model_config mc;
+    st_status s = from_json(json, &mc);
+    CHECKF(s == want, "line %d: %s: status %d (%s), want %d", line, json, (int)s, st_error(), (int)want);
+    for (; *pieces; pieces++)
+        CHECKF(strstr(st_error(), *pieces), "line %d: %s: message lacks '%s': %s", line, json, *pieces, st_error());
+    CHECKF(!strchr(st_error(), '\n'), "line %d: a refusal is one line: %s", line, st_error());
+}
+#define EXPECT_REFUSAL(json, want, ...)                                                                                \
+    expect_refusal(__LINE__, json, want, (const char *const[]){__VA_ARGS__, NULL})
+
+/* `resolution` is the image edge in pixels (SimpleTuner's meaning), the model's input edge that over the VAE's
+ * downscale factor: resolution 1024 on dit-s2 is 128 latent pixels, 4096 tokens, never 262,144. */
+static void test_resolution(void)
+{
+    model_config mc;
+    CHECK(from_json("{\"model_preset\": \"dit-s2\"}", &mc) == ST_OK && mc.resolution == 32 && mc.vae_scale == 8);
+    EXPECT_EDGE("{\"model_preset\": \"dit-s2\", \"resolution\": 1024}", 128);
+    CHECK(from_json("{\"model_preset\": \"dit-s2\", \"resolution\": 1024}", &mc) == ST_OK &&
+          (mc.resolution / mc.patch) * (mc.resolution / mc.patch) == 4096);
+    EXPECT_EDGE("{\"model_preset\": \"dit-s2\", \"resolution\": 256, \"resolution_type\": \"pixel\"}", 32);
+    EXPECT_EDGE("{\"model_preset\": \"dit-s2\", \"resolution\": 1.0, \"resolution_type\": \"area\"}", 128);
+    EXPECT_EDGE("{\"model_preset\": \"dit-s2\", \"resolution\": 0.25, \"resolution_type\": \"area\"}", 64);
+    /* within 0.05 of a round value, SimpleTuner reads that value; 0.36 megapixels is not: sqrt(360000) = 600 px,
+     * 37.5 patches of 16 px, rounded to 38 */
+    EXPECT_EDGE("{\"model_preset\": \"dit-s2\", \"resolution\": 0.3, \"resolution_type\": \"area\"}", 64);
+    EXPECT_EDGE("{\"model_preset\": \"dit-s2\", \"resolution\": 0.36, \"resolution_type\": \"area\"}", 76);
+    /* rounded to the nearest whole patch of vae x patch = 16 px, and at least one patch */
+    EXPECT_EDGE("{\"model_preset\": \"dit-s2\", \"resolution\": 1000}", 126);
+    EXPECT_EDGE("{\"model_preset\": \"dit-s2\", \"resolution\": 3}", 2);
+    /* pixel space: what training on images needs */
+    EXPECT_EDGE("{\"model_preset\": \"dit-tiny\", \"in_channels\": 3, \"vae_scale_factor\": 1, \"resolution\": 32}", 32);
+    EXPECT_EDGE("{\"model_preset\": \"mmdit-tiny\", \"vae_scale_factor\": 16, \"resolution\": 512}", 32);
+}
+
+static void test_families(void)
+{
+    model_config mc;
+    /* segtrain's own topologies, as before */
+    CHECK(from_json("{\"model_family\": \"mmdit\"}", &mc) == ST_OK && !strcmp(mc.preset, "mmdit-tiny"));
+    CHECK(from_json("{\"model_family\": \"skipdit\", \"model_preset\": \"skipdit-s\"}", &mc) == ST_OK);
+    EXPECT_REFUSAL("{\"model_family\": \"dit\", \"model_flavour\": \"dev\"}", ST_ERR_INVALID,
+                   "model_flavour: \"dev\"", "no flavours");
+    /* SimpleTuner's names: each names its topology and that it is planned */
+    EXPECT_REFUSAL("{\"model_family\": \"flux\"}", ST_ERR_UNSUPPORTED, "model_family flux (Flux.1)",
+                   "dual-stream MMDiT", "FluxTransformer2DModel", "planned", "--set model_family=mmdit");
+    EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_flavour\": \"schnell\"}", ST_ERR_UNSUPPORTED,
+                   "flavour schnell");
+    EXPECT_REFUSAL("{\"model_family\": \"pixart_sigma\"}", ST_ERR_UNSUPPORTED, "cross-attention DiT",
+                   "PixArtTransformer2DModel");
+    EXPECT_REFUSAL("{\"model_family\": \"pixart\"}", ST_ERR_UNSUPPORTED, "model_family pixart_sigma");
+    EXPECT_REFUSAL("{\"model_family\": \"kandinsky5_image\"}", ST_ERR_UNSUPPORTED, "model_family kandinsky5-image");
+    EXPECT_REFUSAL("{\"model_family\": \"sana\"}", ST_ERR_UNSUPPORTED, "linear-attention");
+    EXPECT_REFUSAL("{\"model_family\": \"sdxl\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
+    EXPECT_REFUSAL("{\"model_family\": \"lumina2\"}", ST_ERR_UNSUPPORTED, "single-stream joint DiT");
+    EXPECT_REFUSAL("{\"model_family\": \"heartmula\"}", ST_ERR_UNSUPPORTED, "does not plan to build it");
+    EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_flavour\": \"pro\"}", ST_ERR_INVALID,
+                   "model_flavour: \"pro\" is not a flavour of flux", "dev|krea|schnell");
+    EXPECT_REFUSAL("{\"model_family\": \"flx\"}", ST_ERR_INVALID, "model_family: \"flx\"", "did you mean flux?");
+    EXPECT_REFUSAL("{\"model_family\": \"Flux\"}", ST_ERR_INVALID, "did you mean flux?");
+    /* every name model_family takes is refused or built, never unknown */
+    int n = 0;
+    for (const char *name; (name = model_family_name(n)); n++) {
+        char json[128];
+        snprintf(json, sizeof json, "{\"model_family\": \"%s\"}", name);
+        st_status s = from_json(json, &mc);
+        CHECKF(n < 3 ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
+    }
+    CHECKF(n >= 40, "%d family names", n);
+}
+
+/* docs/FAMILIES.md names every family model_family takes. */
+static void test_doc(void)
+{
+    FILE *f = fopen(SEGTRAIN_SOURCE_DIR "/docs/FAMILIES.md", "rb");
+    CHECKF(f, "cannot open docs/FAMILIES.md");
+    if (!f) return;
+    static char doc[1 << 17];
+    size_t len = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[len] = '\0';
+    for (int i = 0; model_family_name(i); i++) {
+        char cell[64];
+        snprintf(cell, sizeof cell, "| `%s`", model_family_name(i));
+        CHECKF(strstr(doc, cell), "docs/FAMILIES.md has no row for %s", model_family_name(i));
+    }
+}
+
+int main(void)
+{
+    test_resolution();
+    test_families();
+    test_doc();
+    return tk_finish();
+}
