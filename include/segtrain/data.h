@@ -1,10 +1,11 @@
 /* Training data: datasets of RGB images with a class label and a caption, a seeded epoch iterator whose position
  * can be saved and restored exactly, and PNG sample grids.
  *
- * Images are float32 in CHW layout (3 x R x R), values in [-1, 1]. Two kinds of dataset:
- *   builtin: procedural scenes (a coloured shape on a background of another colour), 8 classes, nothing stored;
- *            sample i is a pure function of (seed, i); label = i mod 8; caption "a red circle on a navy background".
- *   folder:  PNG files (see dataset_open_folder). JPEG and other formats are not read (reported and skipped).
+ * Images are float32 in CHW layout (3 x R x R), values in [-1, 1]. Three kinds of dataset:
+ *   builtin:  procedural scenes (a coloured shape on a background of another colour), 8 classes, nothing stored;
+ *             sample i is a pure function of (seed, i); label = i mod 8; caption "a red circle on a navy background".
+ *   folder:   PNG files (see dataset_open_folder). JPEG and other formats are not read (reported and skipped).
+ *   backends: the local image backends of a SimpleTuner multidatabackend.json (see dataset_open_backends).
  * dataset_get has no mutable state, so several threads may call it on one dataset at once. */
 #ifndef SEGTRAIN_DATA_H
 #define SEGTRAIN_DATA_H
@@ -34,6 +35,21 @@ st_status dataset_open_builtin(int resolution, int64_t count, uint64_t seed, dat
  * with ST_ERR_FORMAT naming dir when no usable image is left, ST_ERR_IO when dir cannot be read. Only the file list
  * and the captions are kept: dataset_get decodes its image again. */
 st_status dataset_open_folder(const char *dir, int resolution, dataset **out);
+
+/* The enabled image backends of a SimpleTuner multidatabackend.json (docs/DATA.md), as one dataset whose classes
+ * are the backends (labels in file order, named by id). A backend is read as SimpleTuner reads it: type local
+ * (the default), its instance_data_dir walked recursively (a relative one from the working directory),
+ * caption_strategy filename (the default: the file name without extension, '_' -> ' '), textfile (the same-named
+ * .txt, one caption a line, one picked per sample and epoch; a missing .txt is an error) or instanceprompt,
+ * with instance_prompt, prepend_instance_prompt, only_instance_prompt and disable_multiline_split; repeats r
+ * makes each image r + 1 samples an epoch. Every image becomes a square (the models are square): crop_style
+ * center/centre, corner (top left) or random (fixed per image and seed, as SimpleTuner's VAE cache fixes it),
+ * center when crop is false; the square is resampled to the backend's resolution/resolution_type edge when that
+ * is below both the square and `resolution`, then to `resolution`. Disabled backends and text_embeds /
+ * image_embeds caches are skipped; any other backend type or dataset type is refused with one line naming the
+ * backend. Unknown keys of an entry are one warning line on stderr, and each backend gets a line saying what it
+ * gives. Images are checked as dataset_open_folder checks them. */
+st_status dataset_open_backends(const char *path, int resolution, uint64_t seed, dataset **out);
 
 void dataset_close(dataset *ds);
 
