@@ -97,6 +97,39 @@ ls run | grep -q tmp && bad "a temporary file was left behind" || ok "no tempora
 expect 1 "the built-in data needs 3 channels" "in_channels" -- "$bin" train --set max_train_steps=1 --set output_dir=run2
 expect 0 "train --help teaches" "resume_from_checkpoint" -- "$bin" train --help
 
+# data backends: a SimpleTuner multidatabackend.json of local PNG folders (the images: sample's grid, copied)
+mkdir -p pets/cats photos
+cp s.png pets/red_fox.png; cp s.png pets/cats/blue_cat.png; cp s.png photos/one.png; echo "a photo" > photos/one.txt
+cat > backends.json <<'EOF'
+[{"id": "pets", "type": "local", "instance_data_dir": "pets", "caption_strategy": "filename", "crop": true,
+  "crop_style": "random", "resolution": 16, "resolution_type": "pixel", "repeats": 1, "minimum_image_size": 8},
+ {"id": "photos", "instance_data_dir": "photos", "caption_strategy": "textfile", "resolution": 0.25,
+  "resolution_type": "area"},
+ {"id": "hub", "type": "huggingface", "dataset_name": "someone/images", "disabled": true},
+ {"id": "text-cache", "type": "local", "dataset_type": "text_embeds", "default": true, "cache_dir": "cache/text"}]
+EOF
+db="--set model_preset=dit-tiny --set in_channels=3 --set vae_scale_factor=1 --set resolution=8 --set train_batch_size=2
+    --set max_train_steps=2 --set validation_steps=0 --set output_dir=runb"
+out=$("$bin" train $db --set data_backend_config=backends.json 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "trained 2 steps" <<<"$out" && grep -q "backend 'pets': 2 images in $tmp/pets, 2 samples each" <<<"$out" &&
+  grep -q "backend 'photos': 1 images.*captions by textfile" <<<"$out" && grep -q "backend 'hub': disabled" <<<"$out" &&
+  grep -q "backend 'text-cache': text_embeds cache, not needed" <<<"$out" &&
+  grep -q "ignoring keys segtrain does not read: minimum_image_size" <<<"$out" &&
+  ok "train reads a multidatabackend.json" || bad "train on backends (exit $rc): $out"
+grep -q "built-in" <<<"$out" && bad "train on backends mentions the built-in data" || ok "train on backends: no built-in data"
+first=$("$bin" train $db --set output_dir=runc 2>&1 | head -n 1)
+grep -q "^segtrain: training on the built-in dataset.*data_backend_config" <<<"$first" &&
+  ok "without data, the first line says the built-in dataset" || bad "first line without data: $first"
+sed 's/"disabled": true/"disabled": false/' backends.json > hub.json
+expect 1 "a hub backend is refused in one line" "hub.json: backend 'hub': type huggingface; segtrain reads local image folders" -- \
+  "$bin" train $db --set data_backend_config=hub.json
+expect 1 "a missing folder names the working directory" "instance_data_dir $tmp/gone: No such file.*working directory" -- \
+  "$bin" train $db --set data_backend_config=<(echo '[{"id": "g", "instance_data_dir": "gone"}]')
+expect 1 "data_dir and data_backend_config together" "both set" -- "$bin" train $db --set data_dir=pets \
+  --set data_backend_config=backends.json
+expect 1 "images need vae_scale_factor 1" "in_channels 3, vae_scale_factor 8: segtrain has no VAE" -- "$bin" train $db \
+  --set vae_scale_factor=8 --set data_backend_config=backends.json
+
 # the other families: each sequence's plan and boundaries, captions, refusals
 echo "{}" > empty.json
 mm="--set model_family=mmdit --set train_batch_size=2 --set gradient_checkpointing=true"
@@ -123,6 +156,58 @@ grep -q "fastest that fits:.*fits" <<<"$out" && ok "advise finds a schedule that
 grep -q "peak      measured .*(+0.00%)" <<<"$out" && ok "advise --verify: the measured peak is the predicted one" ||
   bad "advise --verify: $out"
 grep -q "^  -> " <<<"$out" && ok "advise walks the decision rule" || bad "advise rule: $out"
+
+# ---- issue 15, bad input: sizes that overflow, outputs, exit codes, empty folders ----
+# a size whose products overflow is one line naming the key, in every command, given by --set or in the file
+echo '{"model_preset": "dit-tiny"}' > base.json
+echo '{"model_preset": "dit-tiny", "num_classes": 72057594037927935}' > huge.json
+for c in init plan train; do
+  o=(); [ $c = init ] && o=(--out huge.safetensors); [ $c = train ] && o=(--set output_dir=huge-run)
+  expect 1 "$c: a huge num_classes by --set is refused naming it" "num_classes" -- "$bin" $c --config base.json \
+    --set num_classes=72057594037927935 "${o[@]}"
+  expect 1 "$c: a huge num_classes in the file is refused naming it" "num_classes" -- "$bin" $c --config huge.json "${o[@]}"
+  expect 1 "$c: 2^32 tokens are refused naming the sizes" "resolution.*more than 2\^57" -- "$bin" $c --config base.json \
+    --set resolution=65536 --set vae_scale_factor=1 --set patch_size=1 "${o[@]}"
+done
+[ ! -e huge.safetensors ] && [ ! -e huge-run ] && ok "refused sizes write nothing" || bad "refused sizes wrote: $(ls)"
+big="--set resolution=1024 --set vae_scale_factor=1 --set patch_size=1 --set train_batch_size=65536"
+expect 1 "plan: a batch whose step overflows names train_batch_size" "train_batch_size: 65536 samples" -- "$bin" plan \
+  --config base.json $big
+expect 1 "batch: the same" "train_batch_size: 65536 samples" -- "$bin" batch --config base.json $big --out never.safetensors
+# a batch file whose x0 claims 2^53 samples of zero bytes each: refused by shape, before anything is sized by it
+hdr='{"x0":{"dtype":"F32","shape":[9007199254740992,4,8,0],"data_offsets":[0,0]}}'
+printf "\\x$(printf %02x ${#hdr})\\x00\\x00\\x00\\x00\\x00\\x00\\x00%s" "$hdr" > claims.safetensors
+expect 1 "grad: a batch file's claimed shape is checked first" "tensor 'x0' has shape \(9007199254740992, 4, 8, 0\)" -- \
+  "$bin" grad --config base.json --weights w.safetensors --batch claims.safetensors --out never.safetensors
+
+# a SimpleTuner user's own config.json: the family by SimpleTuner's name, its values, its command-line habits
+cat > st.json <<'JSON'
+{"model_family": "flux", "model_flavour": "dev", "optimizer": "adamw_bf16", "lr_scheduler": "constant_with_warmup",
+ "grad_clip_method": "value", "resolution": 512, "resolution_type": "pixel_area", "mixed_precision": "bf16",
+ "hub_model_id": "x", "vae_batch_size": 1, "gradient_checkpointing": true, "train_batch_size": 1,}
+JSON
+out=$("$bin" plan --config st.json 2>&1); rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "model_family flux (Flux.1, flavour dev): needs the dual-stream MMDiT" <<<"$out" &&
+  ok "a SimpleTuner family not built yet: one line naming it and its topology" || bad "flux refusal (exit $rc): $out"
+expect 0 "--set comes before validation: the same file plans on mmdit" "1024 image \\+ 8 text tokens" -- \
+  "$bin" plan --config st.json --set model_family=mmdit
+expect 0 "unknown keys split by what ignoring them costs" "ignoring keys that only report or publish: hub_model_id" -- \
+  "$bin" plan --config st.json --set model_family=mmdit
+expect 0 "SimpleTuner's values are read, with a note where they differ" 'optimizer "adamw_bf16" runs as adamw' -- \
+  "$bin" plan --config st.json --set model_family=mmdit
+expect 0 "SimpleTuner's --config=FILE and --key value" "checkpointing torch, interval 2, stride 2" -- \
+  "$bin" plan --config=st.json --model_family mmdit --gradient_checkpointing_interval=2
+expect 0 "a bare SimpleTuner bool flag is true" "checkpointing torch, interval 1" -- \
+  "$bin" plan --config=st.json --model_family=mmdit --gradient_checkpointing
+expect 2 "an unknown option names --set" "unknown option '--frobnicate' \\(config keys are given as --set key=value" -- \
+  "$bin" plan --config st.json --frobnicate 3
+out=$("$bin" plan --config <(echo '{"train_batch_size": 0, "optimizer": "sgd", "seed": -1}') 2>&1)
+grep -q "3 errors in the config" <<<"$out" && grep -q "train_batch_size: 0" <<<"$out" && grep -q 'optimizer: "sgd"' <<<"$out" &&
+  grep -q "seed: -1" <<<"$out" && ok "every error of a config in one run" || bad "all errors: $out"
+expect 1 "a quantized attention is refused with the nearest" 'is refused: quantized attention.*nearest it takes is flash' -- \
+  "$bin" plan --config st.json --set model_family=mmdit --set attention_mechanism=sageattention
+expect 0 "resolution is in image pixels: 1024 on dit-s2 is 4096 tokens" "4096 tokens" -- \
+  "$bin" plan --config empty.json --set model_preset=dit-s2 --set resolution=1024
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

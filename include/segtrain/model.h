@@ -36,7 +36,8 @@ st_status model_preset(const char *name, model_config *out);
  * VAE scale factor, rounded to the nearest multiple of the patch (at least one patch). */
 st_status model_config_from(const config *cfg, model_config *out);
 /* Whether model_family (a segtrain topology or a SimpleTuner family by SimpleTuner's name, or its example
- * folder's) and model_flavour can be built: ST_OK for dit, mmdit and skipdit; else one line naming the family,
+ * folder's) and model_flavour can be built: ST_OK for dit, mmdit and skipdit (whatever the flavour: they have
+ * none, and a SimpleTuner file planned on them keeps its own); else one line naming the family,
  * the topology it needs and that it is planned (ST_ERR_UNSUPPORTED), or what is wrong with the names. */
 st_status model_family_check(const char *family, const char *flavour);
 /* The i-th family name that model_family takes (segtrain's three, then SimpleTuner's), NULL past the last. */

@@ -106,6 +106,9 @@ st_status cli_load_config(const char *path, const cli_args *a, config **out)
         fprintf(stderr, "segtrain: warning: %.*s\n", (int)n, line);
         line += n + (line[n] == '\n');
     }
+    if (*config_string(*out, "model_flavour"))
+        fprintf(stderr, "segtrain: warning: model_flavour %s is not used: segtrain's own %s family has no flavours "
+                "(sizes come from model_preset)\n", config_string(*out, "model_flavour"), mc.family);
     int64_t threads = config_int(*out, "num_threads");
     if (threads > 0) ops_set_threads((int)threads);
     return ST_OK;

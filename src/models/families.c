@@ -128,13 +128,8 @@ static int distance(const char *a, const char *b)
 
 st_status model_family_check(const char *family, const char *flavour)
 {
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(family, built[i])) {
-            if (*flavour)
-                return st_fail(ST_ERR_INVALID, "model_flavour: \"%s\": segtrain's own %s family has no flavours "
-                               "(sizes come from model_preset)", flavour, family);
-            return ST_OK;
-        }
+    for (int i = 0; i < 3; i++) /* segtrain's own have no flavours: a SimpleTuner file's stays harmless */
+        if (!strcmp(family, built[i])) return ST_OK;
     const struct st_family *f = NULL;
     for (int i = 0; i < ST_FAMILY_COUNT && !f; i++)
         if (!strcmp(family, st_families[i].name) || (st_families[i].alias && !strcmp(family, st_families[i].alias)))
