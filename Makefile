@@ -3,9 +3,11 @@
 #   make test   install what is missing, build, run every test, then again under ASan + UBSan
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 JOBS       ?= $(shell nproc)
 
-.PHONY: run test test-fast test-asan build build-asan deps clean
+.PHONY: run test test-fast test-asan build build-asan deps clean fuzz
 
 # The main job: check the build, then the sweep of the built-in default (dit-s2, batch 8) on this machine.
 run: build
@@ -33,5 +35,14 @@ build-asan: deps
 deps:
 	@./scripts/install-deps.sh
 
+# libFuzzer targets (fuzz/README.md), built with clang, ASan and UBSan, each run FUZZ_SECONDS on a working copy of
+# its corpus in $(FUZZ_BUILD); findings land in $(FUZZ_BUILD)/fuzz-findings. `make test` replays the committed corpora.
+fuzz:
+	@./scripts/install-deps.sh fuzz
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DSEGTRAIN_SANITIZE=ON \
+	  -DSEGTRAIN_FUZZ=ON -DSEGTRAIN_WERROR=OFF >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+	./fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -204,17 +204,29 @@ static st_status resume(trainer *t, const char *path)
     return st;
 }
 
+/* The run's images: data_backend_config, data_dir, or (said on the run's first line) the built-in scenes. They
+ * are RGB pixels: segtrain has no VAE, so the model must take 3 channels at vae_scale_factor 1. */
 static st_status open_data(trainer *t, const model_config *mc)
 {
     if (config_bool(t->cfg, "synthetic_data")) return ST_OK; /* batches are drawn in trainer_step */
-    const char *dir = config_string(t->cfg, "data_dir");
-    st_status st = dir[0] ? dataset_open_folder(dir, (int)mc->resolution, &t->data)
-                          : dataset_open_builtin((int)mc->resolution, config_int(t->cfg, "builtin_dataset_size"), t->seed,
-                                                 &t->data);
+    const char *dir = config_string(t->cfg, "data_dir"), *backends = config_string(t->cfg, "data_backend_config");
+    if (dir[0] && backends[0])
+        return st_fail(ST_ERR_INVALID, "data_dir (%s) and data_backend_config (%s) are both set: give one", dir,
+                       backends);
+    if (!dir[0] && !backends[0])
+        note(t, "segtrain: training on the built-in dataset of procedurally drawn shapes: no data_dir or "
+                "data_backend_config given (data_backend_config: a SimpleTuner multidatabackend.json of local image "
+                "folders; data_dir: one folder of PNGs)%s%s", "", "");
+    if (mc->channels != 3 || mc->vae_scale != 1)
+        return st_fail(ST_ERR_INVALID, "in_channels %lld, vae_scale_factor %lld: segtrain has no VAE, so it trains on "
+                       "images in pixel space: set in_channels 3 and vae_scale_factor 1 (resolution is then the image "
+                       "edge)", (long long)mc->channels, (long long)mc->vae_scale);
+    const int edge = mc->resolution > DATA_MAX_RESOLUTION ? DATA_MAX_RESOLUTION + 1 : (int)mc->resolution;
+    const int64_t builtin = config_int(t->cfg, "builtin_dataset_size");
+    st_status st = backends[0] ? dataset_open_backends(backends, edge, t->seed, &t->data)
+                   : dir[0]    ? dataset_open_folder(dir, edge, &t->data)
+                               : dataset_open_builtin(edge, builtin, t->seed, &t->data);
     if (st) return st;
-    if (dataset_channels(t->data) != mc->channels)
-        return st_fail(ST_ERR_INVALID, "in_channels: the model takes %lld channels but the images have %d (set in_channels %d)",
-                       (long long)mc->channels, dataset_channels(t->data), dataset_channels(t->data));
     if (model_cond_len(mc) == 1 && dataset_classes(t->data) > mc->classes) /* a captioned family reads no label */
         return st_fail(ST_ERR_INVALID, "num_classes: the model has %lld classes but the data has %d (set num_classes %d)",
                        (long long)mc->classes, dataset_classes(t->data), dataset_classes(t->data));
@@ -328,9 +340,9 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st) st = plan_run(t);
     if (!st) st = make_dir(t->dir);
     if (!st) st = model_run_open(cfg, true, &t->run, warning);
-    if (!st && warning[0]) note(t, "segtrain: warning: %s%s", warning, "");
     const model_config *mc = st ? NULL : model_get_config(t->run.m);
-    if (!st) st = open_data(t, mc);
+    if (!st) st = open_data(t, mc); /* before any other note: the built-in data is said on the first line */
+    if (!st && warning[0]) note(t, "segtrain: warning: %s%s", warning, "");
     if (!st) st = load_weights(t);
     if (!st) st = open_optimizer(t);
     if (!st) {
