@@ -95,7 +95,7 @@ static st_status make_dir(const char *path)
 
 /* The steps of the checkpoint-<step>.safetensors files in dir, newest first: the newest `max` of them, whatever
  * order the folder lists them in. Other files are skipped; with tidy (the run's own folder) leftovers of
- * interrupted writes (*.tmp.<pid>) are removed. Returns the count (at most max). */
+ * interrupted writes (<file>.tmp.<pid>, fileio's temporaries) are removed. Returns the count (at most max). */
 static int list_checkpoints(const char *dir, bool tidy, int64_t *steps, int max)
 {
     DIR *d = opendir(dir);
@@ -105,7 +105,8 @@ static int list_checkpoints(const char *dir, bool tidy, int64_t *steps, int max)
     while ((e = readdir(d))) {
         long long step;
         char name[64];
-        if (tidy && strstr(e->d_name, ".safetensors.tmp.")) {
+        const char *tmp = strstr(e->d_name, ".tmp.");
+        if (tidy && tmp && tmp[5] && strspn(tmp + 5, "0123456789") == strlen(tmp + 5)) {
             char p[PATH_MAX_LEN * 2];
             snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
             unlink(p);
@@ -307,17 +308,17 @@ static st_status trim_log(const char *path, int64_t last)
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
+    bool dropped = false;
     while (!st && (len = getline(&line, &cap, in)) > 0) {
         long long step;
-        if (line[len - 1] == '\n' && sscanf(line, "{\"step\": %lld", &step) == 1 && step <= last &&
-            fputs(line, af.fp) == EOF)
-            st = st_fail(ST_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        if (line[len - 1] != '\n' || sscanf(line, "{\"step\": %lld", &step) != 1 || step > last) dropped = true;
+        else if (fputs(line, af.fp) == EOF) st = st_fail(ST_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     }
     if (!st && ferror(in)) st = st_fail(ST_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
     free(line);
     fclose(in);
-    if (st) atomic_file_abort(&af);
-    return st ? st : atomic_file_commit(&af);
+    if (st || !dropped) atomic_file_abort(&af); /* nothing to drop: the log stays as it is */
+    return st || !dropped ? st : atomic_file_commit(&af);
 }
 
 st_status trainer_create(const config *cfg, FILE *log, trainer **out)
