@@ -206,6 +206,15 @@ grep -q "3 errors in the config" <<<"$out" && grep -q "train_batch_size: 0" <<<"
   grep -q "seed: -1" <<<"$out" && ok "every error of a config in one run" || bad "all errors: $out"
 expect 1 "a quantized attention is refused with the nearest" 'is refused: quantized attention.*nearest it takes is flash' -- \
   "$bin" plan --config st.json --set model_family=mmdit --set attention_mechanism=sageattention
+expect 0 "plan: a hub name for the weights is a warning naming the file to give" \
+  'warning: pretrained_model_name_or_path: "black-forest-labs/FLUX.1-dev" is a Hugging Face hub name.*transformer/diffusion_pytorch_model.safetensors' -- \
+  "$bin" plan --config st.json --set model_family=mmdit --set pretrained_model_name_or_path=black-forest-labs/FLUX.1-dev
+expect 1 "train: a hub name for the weights is refused" 'pretrained_model_name_or_path: "black-forest-labs/FLUX.1-dev" is a Hugging Face hub name' -- \
+  "$bin" train --config st.json --set model_family=mmdit --set in_channels=3 --set vae_scale_factor=1 --set resolution=8 \
+  --set output_dir=hub --set pretrained_model_name_or_path=black-forest-labs/FLUX.1-dev
+expect 1 "train: a diffusers folder for the weights is refused" "pretrained_model_name_or_path: \\. is a folder" -- \
+  "$bin" train --config st.json --set model_family=mmdit --set in_channels=3 --set vae_scale_factor=1 --set resolution=8 \
+  --set output_dir=hub --set pretrained_model_name_or_path=.
 expect 0 "resolution is in image pixels: 1024 on dit-s2 is 4096 tokens" "4096 tokens" -- \
   "$bin" plan --config empty.json --set model_preset=dit-s2 --set resolution=1024
 

@@ -27,6 +27,10 @@ st_status model_run_open(const config *cfg, bool allocate, model_run *out, char 
 /* Destroys the model and its pools; returns the number of leaked allocations (0). */
 size_t model_run_close(model_run *r);
 
+/* pretrained_model_name_or_path as segtrain reads it: one local .safetensors file. A hub name or a diffusers
+ * folder is ST_ERR_INVALID with a line saying which file to give instead; a missing file is left to the loader. */
+st_status train_weights_path_check(const char *path);
+
 /* Bytes of optimizer state the config's optimizer keeps for grad_count trainable floats. */
 size_t train_optimizer_bytes(const config *cfg, int64_t grad_count);
 

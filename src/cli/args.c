@@ -106,6 +106,8 @@ st_status cli_load_config(const char *path, const cli_args *a, config **out)
         fprintf(stderr, "segtrain: warning: %.*s\n", (int)n, line);
         line += n + (line[n] == '\n');
     }
+    const char *weights = config_string(*out, "pretrained_model_name_or_path");
+    if (*weights && train_weights_path_check(weights)) fprintf(stderr, "segtrain: warning: %s\n", st_error());
     if (*config_string(*out, "model_flavour"))
         fprintf(stderr, "segtrain: warning: model_flavour %s is not used: segtrain's own %s family has no flavours "
                 "(sizes come from model_preset)\n", config_string(*out, "model_flavour"), mc.family);

@@ -254,6 +254,22 @@ static st_status open_optimizer(trainer *t)
     return optim_create(model_params(t->run.m), &s, &t->opt);
 }
 
+st_status train_weights_path_check(const char *path)
+{
+    static const char which[] = "segtrain reads one local .safetensors file of the model's weights (of a diffusers "
+                                "model folder, transformer/diffusion_pytorch_model.safetensors)";
+    struct stat st;
+    if (stat(path, &st) == 0)
+        return S_ISDIR(st.st_mode) ? st_fail(ST_ERR_INVALID, "pretrained_model_name_or_path: %s is a folder; %s", path,
+                                             which)
+                                   : ST_OK;
+    const char *slash = strchr(path, '/');
+    if (slash && slash != path && path[0] != '.' && !strchr(slash + 1, '/') && !strstr(path, ".safetensors"))
+        return st_fail(ST_ERR_INVALID, "pretrained_model_name_or_path: \"%s\" is a Hugging Face hub name, and "
+                       "segtrain downloads nothing: %s", path, which);
+    return ST_OK;
+}
+
 /* The model's starting weights: a file, or the family's initialisation. With LoRA the file holds the base. */
 static st_status load_weights(trainer *t)
 {
@@ -265,7 +281,8 @@ static st_status load_weights(trainer *t)
                           "initialised model%s%s", "", "");
         return ST_OK;
     }
-    return param_set_load(model_params(t->run.m), path, lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
+    st_status st = train_weights_path_check(path);
+    return st ? st : param_set_load(model_params(t->run.m), path, lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
 }
 
 size_t train_optimizer_bytes(const config *cfg, int64_t grad_count)
@@ -282,10 +299,11 @@ static st_status plan_run(trainer *t)
     st_status st = model_run_open(t->cfg, false, &r, warning);
     if (!st) st = config_bytes(t->cfg, "device_memory", &dev);
     if (!st) st = config_bytes(t->cfg, "host_memory", &host);
-    if (st) return st;
-    flow_step_simulate(r.m, t->batch, train_optimizer_bytes(t->cfg, model_params(r.m)->grad_count), &t->predicted,
-                       &t->predicted_host);
+    if (!st)
+        st = flow_step_simulate(r.m, t->batch, train_optimizer_bytes(t->cfg, model_params(r.m)->grad_count),
+                                &t->predicted, &t->predicted_host);
     model_run_close(&r);
+    if (st) return st;
     if (dev && t->predicted.s.peak > dev)
         return st_fail(ST_ERR_OOM,
                        "device_memory: the plan's peak is %.2f MiB but the budget is %.2f MiB (checkpointing, a smaller "
