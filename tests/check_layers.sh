@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 header_layer() {
   case "$1" in
-    status.h|pool.h|fileio.h|safetensors.h|config.h|rng.h|copy.h) echo 0 ;;
+    status.h|checked.h|pool.h|fileio.h|safetensors.h|config.h|rng.h|copy.h) echo 0 ;;
     ops.h) echo 1 ;;
     block.h|params.h|lin.h) echo 2 ;;
     executor.h|plan.h) echo 3 ;;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "segtrain/objective.h"
 #include "segtrain/sample.h"
 #include "segtrain/safetensors.h"
 #include "segtrain/train.h"
@@ -26,7 +27,7 @@ static config *make_config(const char *dir, const char *sets)
     const int res = 16;
 #endif
     snprintf(json, sizeof json,
-             "{\"model_preset\": \"dit-tiny\", \"in_channels\": 3, \"resolution\": %d, \"num_classes\": 8, "
+             "{\"model_preset\": \"dit-tiny\", \"in_channels\": 3, \"vae_scale_factor\": 1, \"resolution\": %d, \"num_classes\": 8, "
              "\"train_batch_size\": 8, \"learning_rate\": 1e-3, \"lr_warmup_steps\": 5, \"seed\": 3, "
              "\"validation_steps\": 0, \"checkpoint_step_interval\": 0, \"output_dir\": \"%s/%s\"}",
              res, root, dir);
@@ -239,6 +240,45 @@ static void test_resume_picks_the_newest(void)
     config_free(c);
 }
 
+/* Sizes whose products overflow are refused naming the keys or the tensor, before anything is sized by them
+ * (a huge num_classes used to wrap the embedding table's size and then overrun it in model_init). */
+static void test_sizes_that_overflow(void)
+{
+    printf("-- sizes whose products overflow are refused, never wrapped\n");
+    model_config mc;
+    model *m = NULL;
+    pool *p = pool_create(POOL_DEVICE, 0);
+    CHECK(model_preset("dit-tiny", &mc) == ST_OK);
+    mc.classes = 72057594037927935ll; /* 2^56 - 1: the table is 2^56 x hidden_size floats */
+    CHECKF(model_create(&mc, NULL, &m) == ST_ERR_INVALID && !m && strstr(st_error(), "num_classes"),
+           "a huge num_classes is refused naming it: %s", st_error());
+    printf("     %s\n", st_error());
+    CHECKF(model_create(&mc, p, &m) == ST_ERR_INVALID && !m, "and refused before allocating: %s", st_error());
+    CHECK(model_preset("dit-tiny", &mc) == ST_OK);
+    mc.patch = 1, mc.resolution = 65536; /* 2^32 tokens: attention's probabilities alone are 2^66 floats */
+    CHECKF(model_create(&mc, NULL, &m) == ST_ERR_INVALID && strstr(st_error(), "resolution"), "%s", st_error());
+    CHECK(model_preset("dit-tiny", &mc) == ST_OK);
+    mc.hidden = 1ll << 26, mc.depth = 64; /* every tensor fits, their total does not */
+    CHECKF(model_create(&mc, NULL, &m) == ST_ERR_INVALID && strstr(st_error(), "parameter 'blocks.") &&
+               strstr(st_error(), "add up to more than 2^57"),
+           "parameters that add up past the limit are refused naming where: %s", st_error());
+    printf("     %s\n", st_error());
+
+    CHECK(model_preset("dit-tiny", &mc) == ST_OK);
+    mc.patch = 1, mc.resolution = 1024; /* one sample fits; 2^16 of them do not */
+    CHECKF(model_create(&mc, NULL, &m) == ST_OK, "%s", st_error());
+    mem_sim dev = {0}, host = {0};
+    CHECKF(m && flow_step_simulate(m, 65536, 0, &dev, &host) == ST_ERR_INVALID &&
+               strstr(st_error(), "train_batch_size: 65536") && dev.s.peak == 0,
+           "a batch whose step overflows is refused, not simulated: %s", st_error());
+    printf("     %s\n", st_error());
+    CHECKF(m && model_check_batch(m, 0) == ST_ERR_INVALID && strstr(st_error(), "at least 1"), "%s", st_error());
+    CHECKF(m && flow_step_simulate(m, 1, 0, &dev, &host) == ST_OK && dev.s.peak > ((size_t)1 << 33),
+           "one sample plans its true size (%zu bytes)", dev.s.peak);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
 static void test_lora_keeps_the_base(void)
 {
     printf("-- LoRA trains adapters only; the base stays bit for bit\n");
@@ -325,6 +365,7 @@ int main(void)
     test_captions_steer_mmdit();
     test_resume_is_bitwise();
     test_resume_picks_the_newest();
+    test_sizes_that_overflow();
     test_lora_keeps_the_base();
     test_failures();
     char cmd[300];

@@ -17,10 +17,11 @@ typedef struct flow_batch {
 st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss);
 
 /* Replays flow_loss's allocations (with backward) for a batch of the given size into memory simulations of the
- * device and host pools: with the resident bytes already taken, their peaks are the step's predicted peaks. */
+ * device and host pools: with the resident bytes already taken, their peaks are the step's predicted peaks. The
+ * batch must have passed model_check_batch. */
 void flow_loss_simulate(model *m, int64_t batch, mem_sim *device, mem_sim *host);
 /* A whole step as the plan sees it: weights, gradients, optimizer state and the batch (x0, noise, t and the conditioning
- * in the device pool) resident, then flow_loss. */
-void flow_step_simulate(model *m, int64_t batch, size_t optimizer_bytes, mem_sim *device, mem_sim *host);
+ * in the device pool) resident, then flow_loss. Refuses (model_check_batch) a batch whose sizes would overflow. */
+st_status flow_step_simulate(model *m, int64_t batch, size_t optimizer_bytes, mem_sim *device, mem_sim *host);
 
 #endif

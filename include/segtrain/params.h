@@ -29,6 +29,7 @@ typedef struct param_set {
     pool *pool;
     float *weights, *grads;
     int64_t weight_count, grad_count; /* floats, counted as parameters are registered */
+    int too_large; /* 1 + the index of the first parameter that took a size or the total past CK_MAX_ELEMENTS */
 } param_set;
 
 /* Registers a parameter (before param_set_alloc) and returns its index. */
@@ -37,7 +38,9 @@ int param_add_fixed(param_set *s, const char *name, int ndim, const int64_t *sha
 param *param_at(param_set *s, int index);
 param *param_find(param_set *s, const char *name);
 
-/* Allocates weights and gradients from the pool and points every parameter into them. */
+/* ST_ERR_INVALID naming the first parameter whose size, or the parameters' total, exceeds CK_MAX_ELEMENTS. */
+st_status param_set_check(const param_set *s);
+/* Allocates weights and gradients from the pool and points every parameter into them (after param_set_check). */
 st_status param_set_alloc(param_set *s, pool *p);
 void param_set_free(param_set *s);
 

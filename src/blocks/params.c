@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "segtrain/checked.h"
 #include "segtrain/safetensors.h"
 
 static int add(param_set *s, const char *name, int ndim, const int64_t *shape, bool trainable, bool fixed)
@@ -21,10 +22,26 @@ static int add(param_set *s, const char *name, int ndim, const int64_t *shape, b
     param *p = &s->items[s->n];
     *p = (param){.ndim = ndim, .trainable = trainable, .fixed = fixed, .numel = 1};
     snprintf(p->name, sizeof p->name, "%s", name);
-    for (int d = 0; d < ndim; d++) p->numel *= p->shape[d] = shape[d];
-    s->weight_count += p->numel;
-    if (trainable) s->grad_count += p->numel;
+    bool ok = true;
+    for (int d = 0; d < ndim; d++) ok = ck_mul(p->numel, p->shape[d] = shape[d], CK_MAX_ELEMENTS, &p->numel) && ok;
+    if (!ok) p->numel = 0; /* param_set_check refuses the set */
+    ok = ok && ck_add(s->weight_count, p->numel, CK_MAX_ELEMENTS, &s->weight_count);
+    if (ok && trainable) s->grad_count += p->numel; /* <= weight_count */
+    if (!ok && !s->too_large) s->too_large = s->n + 1;
     return s->n++;
+}
+
+st_status param_set_check(const param_set *s)
+{
+    if (!s->too_large) return ST_OK;
+    const param *p = &s->items[s->too_large - 1];
+    char shape[160];
+    int at = snprintf(shape, sizeof shape, "(");
+    for (int d = 0; d < p->ndim && at < (int)sizeof shape; d++)
+        at += snprintf(shape + at, sizeof shape - (size_t)at, d ? ", %lld" : "%lld", (long long)p->shape[d]);
+    if (at < (int)sizeof shape) snprintf(shape + at, sizeof shape - (size_t)at, ")");
+    return st_fail(ST_ERR_INVALID, "parameter '%s' of shape %s: %s more than 2^57 floats (the model's size keys are "
+                   "too large)", p->name, shape, p->numel ? "the parameters up to it add up to" : "it has");
 }
 
 int param_add(param_set *s, const char *name, int ndim, const int64_t *shape, bool trainable)
@@ -49,8 +66,9 @@ param *param_find(param_set *s, const char *name)
 st_status param_set_alloc(param_set *s, pool *p)
 {
     s->pool = p;
-    st_status st = pool_alloc_zero(p, (size_t)s->weight_count * sizeof(float), MEM_WEIGHTS, "weights",
-                                   (void **)&s->weights);
+    st_status st = param_set_check(s);
+    if (!st)
+        st = pool_alloc_zero(p, (size_t)s->weight_count * sizeof(float), MEM_WEIGHTS, "weights", (void **)&s->weights);
     if (!st && s->grad_count)
         st = pool_alloc_zero(p, (size_t)s->grad_count * sizeof(float), MEM_GRADIENTS, "gradients",
                              (void **)&s->grads);

@@ -60,8 +60,11 @@ typedef struct batch_data {
     int64_t batch;
 } batch_data;
 
-static st_status read_batch(const char *path, const model_config *mc, pool *dev, batch_data *b)
+/* The batch's size comes from the file: it is checked against the model (model_check_batch) before anything is
+ * sized by it, and x0's shape against the model's input before its element count is used. */
+static st_status read_batch(const char *path, model *m, pool *dev, batch_data *b)
 {
+    const model_config *mc = model_get_config(m);
     sft_file *f;
     st_status st = sft_open(path, &f);
     if (st) return st;
@@ -71,8 +74,22 @@ static st_status read_batch(const char *path, const model_config *mc, pool *dev,
         return st_fail(ST_ERR_FORMAT, "%s: tensor 'x0' (B,C,H,W) is missing", path);
     }
     b->batch = x0->shape[0];
-    const int64_t img[4] = {b->batch, mc->channels, mc->resolution, mc->resolution}, n = b->batch * img[1] * img[2] * img[3];
+    const int64_t img[4] = {b->batch, mc->channels, mc->resolution, mc->resolution};
     const int64_t vec[1] = {b->batch}, L = model_cond_len(mc), cond[2] = {b->batch, L};
+    if (x0->shape[1] != img[1] || x0->shape[2] != img[2] || x0->shape[3] != img[3])
+        st = st_fail(ST_ERR_FORMAT, "%s: tensor 'x0' has shape (%lld, %lld, %lld, %lld), expected (B, %lld, %lld, %lld)",
+                     path, (long long)x0->shape[0], (long long)x0->shape[1], (long long)x0->shape[2],
+                     (long long)x0->shape[3], (long long)img[1], (long long)img[2], (long long)img[3]);
+    else if (model_check_batch(m, b->batch)) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", st_error());
+        st = st_fail(ST_ERR_FORMAT, "%s: tensor 'x0': a batch of %lld: %s", path, (long long)b->batch, why);
+    }
+    if (st) {
+        sft_close(f);
+        return st;
+    }
+    const int64_t n = (int64_t)(x0->nbytes / sft_dtype_size(x0->dtype)); /* its shape is img: the model's */
     st = pool_alloc(dev, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "batch.x0", (void **)&b->x0);
     if (!st) st = pool_alloc(dev, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "batch.noise", (void **)&b->noise);
     if (!st) st = pool_alloc(dev, (size_t)b->batch * sizeof(float), MEM_ACTIVATIONS, "batch.t", (void **)&b->t);
@@ -111,10 +128,10 @@ int cmd_grad(int argc, char **argv)
     if (!st) st = cli_open_model(cfg, true, &cm);
     model *m = cm.m;
     if (!st) st = param_set_load(model_params(m), a.value[1], PARAMS_ALL, NULL);
-    if (!st) st = read_batch(a.value[2], model_get_config(m), cm.device, &b);
+    if (!st) st = read_batch(a.value[2], m, cm.device, &b);
     mem_sim predicted = {0}, predicted_host = {0};
+    if (!st) st = flow_step_simulate(m, b.batch, 0, &predicted, &predicted_host);
     if (!st) {
-        flow_step_simulate(m, b.batch, 0, &predicted, &predicted_host);
         print_plans(stdout, m);
         param_set_zero_grads(model_params(m));
         pool_reset_peak(cm.device);
@@ -161,8 +178,12 @@ int cmd_batch(int argc, char **argv)
     if ((rc = args_require(&a, flags, 1, 1, "batch"))) return rc;
     config *cfg;
     model_config mc;
+    model *sizes = NULL; /* unallocated: its checks bound the products below */
     st_status st = cli_load_config(a.value[0], &a, &cfg);
     if (!st) st = model_config_from(cfg, &mc);
+    if (!st) st = model_create(&mc, NULL, &sizes);
+    if (!st) st = model_check_batch(sizes, config_int(cfg, "train_batch_size"));
+    model_destroy(sizes);
     if (st) {
         config_free(cfg);
         return cli_error("batch");

@@ -197,9 +197,9 @@ int cmd_plan(int argc, char **argv)
     if (!st) {
         plan_report r = {.batch = config_int(cfg, "train_batch_size")};
         r.optimizer_bytes = train_optimizer_bytes(cfg, model_params(cm.m)->grad_count);
-        flow_step_simulate(cm.m, r.batch, r.optimizer_bytes, &r.sim, &r.host);
-        if (a.on[0]) print_json(cm.m, &r);
-        else print_text(cfg, cm.m, &r);
+        st = flow_step_simulate(cm.m, r.batch, r.optimizer_bytes, &r.sim, &r.host);
+        if (!st && a.on[0]) print_json(cm.m, &r);
+        else if (!st) print_text(cfg, cm.m, &r);
     }
     cli_close_model(&cm);
     config_free(cfg);

@@ -59,6 +59,7 @@ struct model {
     bool *captured; /* per block of sequence 0: its output is wanted after forward */
     int *capture;   /* the captured blocks, in the order given */
     int n_capture;
+    int64_t per_sample; /* elements of a sample's largest activation (model.c's check_sizes) */
     void *impl; /* the family's own */
 };
 

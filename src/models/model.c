@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "segtrain/checked.h"
 #include "segtrain/rng.h"
 
 static const model_family *family_of(const char *name)
@@ -17,10 +18,67 @@ static const model_family *family_of(const char *name)
     return NULL;
 }
 
+/* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
+ * 7D), one of the terms below, or the batch times a sample's term (model_check_batch). Checking the terms once
+ * here keeps every product in the families inside int64_t; params.c checks the parameters' total. A sample's
+ * terms: its rows S (image tokens, plus caption tokens for mmdit) times the widest row (8 D, or a LoRA rank), the
+ * attention probabilities H S^2 (kept by math; checked for flash too), its pixels and the timestep features. */
+static int64_t blocks_of(const model_config *c) { return c->depth + c->single_depth; }
+
+static st_status too_large(const char *keys, const model_config *c)
+{
+    return st_fail(ST_ERR_INVALID, "%s: these sizes make a tensor of more than 2^57 elements (depth %lld, hidden_size "
+                   "%lld, num_heads %lld, patch_size %lld, in_channels %lld, resolution %lld, num_classes %lld, "
+                   "tokenizer_max_length %lld, text_vocab_size %lld, lora_rank %lld)", keys, (long long)c->depth,
+                   (long long)c->hidden, (long long)c->heads, (long long)c->patch, (long long)c->channels,
+                   (long long)c->resolution, (long long)c->classes, (long long)c->text_len, (long long)c->text_vocab,
+                   (long long)c->lora_rank);
+}
+
+static st_status check_sizes(const model_config *c, int64_t *per_sample)
+{
+    const int64_t lim = CK_MAX_ELEMENTS, D = c->hidden, G = c->resolution / c->patch;
+    const int64_t L = model_cond_len(c) > 1 ? c->text_len : 0, wide = D > c->lora_rank ? D : c->lora_rank;
+    int64_t W, P, S, x, rows, attn, pixels, freq;
+    if (!ck_add(c->depth, c->single_depth, INT32_MAX / 4, &x)) /* block counts are ints */
+        return st_fail(ST_ERR_INVALID, "depth, num_single_layers: %lld + %lld blocks; at most %d in all",
+                       (long long)c->depth, (long long)c->single_depth, INT32_MAX / 4);
+    if (!ck_mul(wide, 8, lim, &W) || !ck_mul(D, W, lim, &x)) return too_large("hidden_size, lora_rank", c);
+    if (!ck_mul(c->channels, c->patch, lim, &P) || !ck_mul(P, c->patch, lim, &P) || !ck_mul(P, D, lim, &x))
+        return too_large("in_channels, patch_size, hidden_size", c);
+    if (!ck_add(c->classes, 1, lim, &x) || !ck_mul(x, D, lim, &x)) return too_large("num_classes, hidden_size", c);
+    if (!ck_mul(c->text_vocab, D, lim, &x)) return too_large("text_vocab_size, hidden_size", c);
+    if (!ck_mul(G, G, lim, &S) || !ck_add(S, L, lim, &S) || !ck_mul(S, W, lim, &rows))
+        return too_large("resolution, patch_size, tokenizer_max_length, hidden_size", c);
+    if (!ck_mul(c->heads, S, lim, &attn) || !ck_mul(attn, S, lim, &attn))
+        return too_large("num_heads, resolution, patch_size, tokenizer_max_length", c);
+    if (!ck_mul(c->channels, c->resolution, lim, &pixels) || !ck_mul(pixels, c->resolution, lim, &pixels))
+        return too_large("in_channels, resolution", c);
+    if (!ck_mul(D, DIT_FREQ_DIM, lim, &freq)) return too_large("hidden_size", c);
+    *per_sample = rows > attn ? rows : attn;
+    *per_sample = *per_sample > pixels ? *per_sample : pixels;
+    *per_sample = *per_sample > freq ? *per_sample : freq;
+    return ST_OK;
+}
+
+st_status model_check_batch(const model *m, int64_t batch)
+{
+    if (batch < 1) return st_fail(ST_ERR_INVALID, "train_batch_size: %lld must be at least 1", (long long)batch);
+    /* a step holds at most about 16 sample-sized tensors per block and as many again outside the blocks */
+    int64_t x;
+    if (!ck_mul(batch, m->per_sample, CK_MAX_ELEMENTS, &x) || !ck_mul(x, 16 * (blocks_of(&m->cfg) + 8), INT64_MAX / 64, &x))
+        return st_fail(ST_ERR_INVALID, "train_batch_size: %lld samples of this model need more than 2^57 floats (%lld "
+                       "in a sample's largest tensor, %lld blocks)", (long long)batch, (long long)m->per_sample,
+                       (long long)blocks_of(&m->cfg));
+    return ST_OK;
+}
+
 st_status model_create(const model_config *mc, pool *device, model **out)
 {
     *out = NULL;
+    int64_t per_sample = 0;
     st_status st = model_config_check(mc);
+    if (!st) st = check_sizes(mc, &per_sample);
     if (st) return st;
     model *m = calloc(1, sizeof *m);
     if (!m) return st_fail(ST_ERR_INTERNAL, "out of host memory");
@@ -28,10 +86,12 @@ st_status model_create(const model_config *mc, pool *device, model **out)
     m->family = family_of(mc->family);
     m->pool = device;
     m->params = &m->own_params;
+    m->per_sample = per_sample;
     const int64_t G = mc->resolution / mc->patch;
     m->shape = (model_shape){.tokens = G * G, .hidden = mc->hidden, .heads = mc->heads, .text = mc->text_len,
                              .mechanism = mc->mechanism};
     st = m->family->create(m);
+    if (!st) st = param_set_check(m->params);
     const ckpt_settings none = {.interval = 1, .stride = 1};
     if (!st) st = model_set_checkpointing(m, &none, NULL, 0);
     if (!st && device && !(st = param_set_alloc(m->params, device)) && m->family->fill_fixed) m->family->fill_fixed(m);
@@ -174,7 +234,8 @@ st_status model_forward(model *m, const float *x, const float *timesteps, const 
                         bool train, const float **pred)
 {
     *pred = NULL;
-    if (batch < 1) return st_fail(ST_ERR_INVALID, "model_forward: batch %lld must be at least 1", (long long)batch);
+    st_status st = model_check_batch(m, batch);
+    if (st) return st;
     m->family->set_batch(m, batch);
     return m->family->forward(m, x, timesteps, cond, train, pred);
 }

@@ -83,7 +83,7 @@ static void predict(model_run *r, int64_t batch, size_t optimizer, const advice 
     s->fits = false;
     if (model_set_checkpointing(r->m, &s->cs, NULL, 0)) return; /* refused: never fits */
     mem_sim dev = {0}, host = {0};
-    flow_step_simulate(r->m, batch, optimizer, &dev, &host);
+    if (flow_step_simulate(r->m, batch, optimizer, &dev, &host)) return; /* a batch too large never fits */
     s->peak_device = dev.s.peak;
     s->peak_host = host.s.peak;
     s->fits = !budget || dev.s.peak <= budget;

@@ -93,7 +93,10 @@ static st_status predict(const config *cfg, sweep_cell *cell)
     const int64_t batch = config_int(cfg, "train_batch_size");
     const size_t opt = train_optimizer_bytes(cfg, model_params(r.m)->grad_count);
     mem_sim dev = {0}, host = {0};
-    flow_step_simulate(r.m, batch, opt, &dev, &host);
+    if ((st = flow_step_simulate(r.m, batch, opt, &dev, &host))) {
+        model_run_close(&r);
+        return st;
+    }
     cell->predicted_device = dev.s.peak;
     cell->predicted_host = host.s.peak;
     block_seq *seqs;

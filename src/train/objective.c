@@ -7,10 +7,12 @@
 st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
 {
     const model_config *c = model_get_config(m);
+    st_status st = model_check_batch(m, b->batch); /* bounds the products below */
+    if (st) return st;
     const int64_t per = c->channels * c->resolution * c->resolution, n = b->batch * per;
     pool *p = model_params(m)->pool;
     float *xt = NULL, *target = NULL, *timesteps = NULL, *dpred = NULL;
-    st_status st = pool_alloc(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.x_t", (void **)&xt);
+    st = pool_alloc(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.x_t", (void **)&xt);
     if (!st) st = pool_alloc(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.target", (void **)&target);
     if (!st) st = pool_alloc(p, (size_t)b->batch * sizeof(float), MEM_ACTIVATIONS, "flow.timesteps", (void **)&timesteps);
     if (!st) {
@@ -52,8 +54,10 @@ void flow_loss_simulate(model *m, int64_t batch, mem_sim *sim, mem_sim *host)
     sim_drop(sim, MEM_ACTIVATIONS, 3 * n + (size_t)batch * sizeof(float));
 }
 
-void flow_step_simulate(model *m, int64_t batch, size_t optimizer_bytes, mem_sim *device, mem_sim *host)
+st_status flow_step_simulate(model *m, int64_t batch, size_t optimizer_bytes, mem_sim *device, mem_sim *host)
 {
+    st_status st = model_check_batch(m, batch);
+    if (st) return st;
     const param_set *ps = model_params(m);
     const model_config *c = model_get_config(m);
     const size_t n = (size_t)(batch * c->channels * c->resolution * c->resolution);
@@ -63,4 +67,5 @@ void flow_step_simulate(model *m, int64_t batch, size_t optimizer_bytes, mem_sim
     const size_t cond = (size_t)model_cond_len(c) * sizeof(int64_t);
     sim_take(device, MEM_ACTIVATIONS, 2 * n * sizeof(float) + (size_t)batch * (sizeof(float) + cond));
     flow_loss_simulate(m, batch, device, host);
+    return ST_OK;
 }
