@@ -254,6 +254,22 @@ static st_status open_optimizer(trainer *t)
     return optim_create(model_params(t->run.m), &s, &t->opt);
 }
 
+st_status train_weights_path_check(const char *path)
+{
+    static const char which[] = "segtrain reads one local .safetensors file of the model's weights (of a diffusers "
+                                "model folder, transformer/diffusion_pytorch_model.safetensors)";
+    struct stat st;
+    if (stat(path, &st) == 0)
+        return S_ISDIR(st.st_mode) ? st_fail(ST_ERR_INVALID, "pretrained_model_name_or_path: %s is a folder; %s", path,
+                                             which)
+                                   : ST_OK;
+    const char *slash = strchr(path, '/');
+    if (slash && slash != path && path[0] != '.' && !strchr(slash + 1, '/') && !strstr(path, ".safetensors"))
+        return st_fail(ST_ERR_INVALID, "pretrained_model_name_or_path: \"%s\" is a Hugging Face hub name, and "
+                       "segtrain downloads nothing: %s", path, which);
+    return ST_OK;
+}
+
 /* The model's starting weights: a file, or the family's initialisation. With LoRA the file holds the base. */
 static st_status load_weights(trainer *t)
 {
@@ -265,7 +281,8 @@ static st_status load_weights(trainer *t)
                           "initialised model%s%s", "", "");
         return ST_OK;
     }
-    return param_set_load(model_params(t->run.m), path, lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
+    st_status st = train_weights_path_check(path);
+    return st ? st : param_set_load(model_params(t->run.m), path, lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
 }
 
 size_t train_optimizer_bytes(const config *cfg, int64_t grad_count)
