@@ -165,7 +165,8 @@ static void test_malformed(void)
     EXPECT_FAIL(parse_bad("{\n  \"seed\": 1\n  \"x\": 2\n}"), ST_ERR_FORMAT, "config.json:3:3: malformed JSON");
     EXPECT_FAIL(parse_bad("{\"seed\": 1"), ST_ERR_FORMAT, "config.json:1:11:", "end of text");
     EXPECT_FAIL(parse_bad(""), ST_ERR_FORMAT, "config.json:1:1:");
-    EXPECT_FAIL(parse_bad("[1, 2]"), ST_ERR_FORMAT, "config.json: the top level must be a JSON object");
+    EXPECT_FAIL(parse_bad("[1, 2]"), ST_ERR_FORMAT, "config.json: the top level must be a JSON object",
+                "a list is a SimpleTuner multidatabackend.json");
     EXPECT_FAIL(parse_bad("{} {}"), ST_ERR_FORMAT, "config.json:1:4:");
     config *c = NULL;
     EXPECT_FAIL(config_parse("{", NULL, &c), ST_ERR_FORMAT, "config:1:2:");

@@ -544,6 +544,9 @@ static st_status parse_json(const char *json_text, const char *src, cJSON **root
     *root = cJSON_ParseWithOpts(text, &end, 1);
     st_status s = ST_OK;
     if (!*root) s = json_error(src, text, end);
+    else if (cJSON_IsArray(*root))
+        s = st_fail(ST_ERR_FORMAT, "%s: the top level must be a JSON object {...}; a list is a SimpleTuner "
+                    "multidatabackend.json, which a config names as data_backend_config", src);
     else if (!cJSON_IsObject(*root)) s = st_fail(ST_ERR_FORMAT, "%s: the top level must be a JSON object {...}", src);
     free(text);
     if (s) cJSON_Delete(*root), *root = NULL;
