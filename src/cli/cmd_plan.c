@@ -36,7 +36,7 @@ static size_t kept_of(const block *b, block_mode m)
 static void print_text(const config *cfg, model *m, const plan_report *r)
 {
     const model_config *mc = model_get_config(m);
-    char blocks[64], tokens[64];
+    char blocks[64], tokens[64], grid[96];
     const long long image = (long long)((mc->resolution / mc->patch) * (mc->resolution / mc->patch));
     if (mc->single_depth) {
         snprintf(blocks, sizeof blocks, "%lld double-stream + %lld single-stream blocks", (long long)mc->depth,
@@ -46,8 +46,12 @@ static void print_text(const config *cfg, model *m, const plan_report *r)
         snprintf(blocks, sizeof blocks, "%lld blocks", (long long)mc->depth);
         snprintf(tokens, sizeof tokens, "%lld tokens", image);
     }
-    printf("model %s (%s): %s, width %lld, %lld heads, %s, %s attention; batch %lld\n", mc->preset, mc->family, blocks,
-           (long long)mc->hidden, (long long)mc->heads, tokens, mc->mechanism == ATTN_MATH ? "math" : "flash",
+    const long long edge = (long long)mc->resolution, px = (long long)(mc->resolution * mc->vae_scale);
+    if (mc->vae_scale == 1) snprintf(grid, sizeof grid, "%lld px images in pixel space", px);
+    else snprintf(grid, sizeof grid, "%lld px images (%lld x %lld latent, VAE /%lld)", px, edge, edge,
+                  (long long)mc->vae_scale);
+    printf("model %s (%s): %s, width %lld, %lld heads, %s of %s, %s attention; batch %lld\n", mc->preset, mc->family,
+           blocks, (long long)mc->hidden, (long long)mc->heads, tokens, grid, mc->mechanism == ATTN_MATH ? "math" : "flash",
            (long long)r->batch);
     if (config_bool(cfg, "gradient_checkpointing"))
         printf("checkpointing %s, interval %lld, stride %lld\n", config_string(cfg, "gradient_checkpointing_backend"),
