@@ -179,6 +179,11 @@ hdr='{"x0":{"dtype":"F32","shape":[9007199254740992,4,8,0],"data_offsets":[0,0]}
 printf "\\x$(printf %02x ${#hdr})\\x00\\x00\\x00\\x00\\x00\\x00\\x00%s" "$hdr" > claims.safetensors
 expect 1 "grad: a batch file's claimed shape is checked first" "tensor 'x0' has shape \(9007199254740992, 4, 8, 0\)" -- \
   "$bin" grad --config base.json --weights w.safetensors --batch claims.safetensors --out never.safetensors
+# sizes read as sizes: a 1 KiB budget is not "0.00 MiB"
+expect 1 "train: a tiny budget reads as it was given" "budget is 1.0 KiB" -- "$bin" train --config base.json \
+  --set device_memory=1KiB --set output_dir=kib-run
+expect 1 "grad: so does the pool's capacity" "with 0 B live of 1.0 KiB capacity" -- "$bin" grad --config base.json \
+  --set device_memory=1KiB --weights w.safetensors --batch b.safetensors --out never.safetensors
 
 # a SimpleTuner user's own config.json: the family by SimpleTuner's name, its values, its command-line habits
 cat > st.json <<'JSON'

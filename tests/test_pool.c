@@ -108,11 +108,32 @@ static void test_concurrent_use(void)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* Sizes read as a person reads them at every scale: a 1 KiB budget is not "0.00 MiB". */
+static void test_sizes_read_well(void)
+{
+    char b[24];
+    const struct {
+        size_t bytes;
+        const char *want;
+    } cases[] = {{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {1536, "1.5 KiB"}, {5589934, "5.33 MiB"},
+                 {(size_t)3 << 29, "1.50 GiB"}, {(size_t)1 << 40, "1.00 TiB"}, {(size_t)1 << 62, "4.00 EiB"},
+                 {SIZE_MAX, "16.00 EiB"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        CHECKF(!strcmp(st_bytes(b, cases[i].bytes), cases[i].want), "%zu bytes read \"%s\", want \"%s\"",
+               cases[i].bytes, b, cases[i].want);
+    pool *p = pool_create(POOL_DEVICE, 1024);
+    void *x;
+    CHECK(pool_alloc(p, 2048, MEM_WEIGHTS, "w", &x) == ST_ERR_OOM);
+    CHECKF(strstr(st_error(), "2.0 KiB for 'w'") && strstr(st_error(), "of 1.0 KiB capacity"), "%s", st_error());
+    pool_destroy(p);
+}
+
 int main(void)
 {
     test_live_and_peak_arithmetic();
     test_out_of_memory_is_a_status();
     test_leaks_are_reported();
     test_concurrent_use();
+    test_sizes_read_well();
     return tk_finish();
 }

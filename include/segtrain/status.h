@@ -6,6 +6,8 @@
 #ifndef SEGTRAIN_STATUS_H
 #define SEGTRAIN_STATUS_H
 
+#include <stddef.h>
+
 typedef enum st_status {
     ST_OK = 0,
     ST_ERR_OOM,      /* the device pool's capacity would be exceeded */
@@ -27,6 +29,10 @@ const char *st_error(void);
 
 /* Seconds on a monotonic clock: for measuring durations. */
 double clock_seconds(void);
+
+/* A byte count as a person reads it ("512 B", "1.0 KiB", "5.33 MiB", "1.20 GiB", up to EiB), written into buf,
+ * which it returns: a budget of 1 KiB must not read 0.00 MiB. */
+const char *st_bytes(char buf[24], size_t bytes);
 
 /* A short name for a status code ("out of device memory", ...). */
 const char *st_status_name(st_status s);

@@ -124,10 +124,8 @@ int cli_error(const char *command)
 
 void print_bytes(FILE *f, size_t b)
 {
-    if (b >= (size_t)1 << 30) fprintf(f, "%.2f GiB", (double)b / (1 << 30));
-    else if (b >= (size_t)1 << 20) fprintf(f, "%.2f MiB", (double)b / (1 << 20));
-    else if (b >= 1024) fprintf(f, "%.1f KiB", (double)b / 1024);
-    else fprintf(f, "%zu B", b);
+    char buf[24];
+    fputs(st_bytes(buf, b), f);
 }
 
 void print_peak(FILE *f, const char *label, const pool_stats *s)

@@ -33,7 +33,6 @@ struct pool {
 
 static header *header_of(const void *ptr) { return (header *)((char *)ptr - ALIGNMENT); }
 
-static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
 
 const char *mem_tag_name(mem_tag tag)
 {
@@ -97,15 +96,17 @@ st_status pool_alloc(pool *p, size_t bytes, mem_tag tag, const char *what, void 
     if (p->capacity && (bytes > p->capacity || s->live > p->capacity - bytes)) {
         size_t live = s->live;
         pthread_mutex_unlock(&p->lock);
-        return st_fail(oom, "out of %s memory: %.2f MiB for '%s' (%s) with %.2f MiB live of %.2f MiB capacity",
-                       device ? "device" : "host", mib(bytes), what, mem_tag_name(tag), mib(live),
-                       mib(p->capacity));
+        char b[3][24];
+        return st_fail(oom, "out of %s memory: %s for '%s' (%s) with %s live of %s capacity",
+                       device ? "device" : "host", st_bytes(b[0], bytes), what, mem_tag_name(tag), st_bytes(b[1], live),
+                       st_bytes(b[2], p->capacity));
     }
     size_t rounded = (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
     header *h = aligned_alloc(ALIGNMENT, ALIGNMENT + rounded);
     if (!h) {
         pthread_mutex_unlock(&p->lock);
-        return st_fail(oom, "the system refused %.2f MiB for '%s' (%s)", mib(bytes), what, mem_tag_name(tag));
+        char b[24];
+        return st_fail(oom, "the system refused %s for '%s' (%s)", st_bytes(b, bytes), what, mem_tag_name(tag));
     }
     *h = (header){.magic = HEADER_MAGIC, .bytes = bytes, .what = what, .owner = p, .tag = tag};
     h->next = p->live_list;

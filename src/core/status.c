@@ -33,6 +33,20 @@ const char *st_status_name(st_status s)
     return "unknown status";
 }
 
+const char *st_bytes(char buf[24], size_t bytes)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, 24, "%zu B", bytes);
+        return buf;
+    }
+    double v = (double)bytes / 1024;
+    int u = 0;
+    for (; v >= 1024 && u < 5; u++) v /= 1024;
+    snprintf(buf, 24, u ? "%.2f %s" : "%.1f %s", v, units[u]);
+    return buf;
+}
+
 double clock_seconds(void)
 {
     struct timespec ts;

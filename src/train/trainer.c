@@ -304,14 +304,15 @@ static st_status plan_run(trainer *t)
                                 &t->predicted, &t->predicted_host);
     model_run_close(&r);
     if (st) return st;
+    char b[2][24];
     if (dev && t->predicted.s.peak > dev)
         return st_fail(ST_ERR_OOM,
-                       "device_memory: the plan's peak is %.2f MiB but the budget is %.2f MiB (checkpointing, a smaller "
+                       "device_memory: the plan's peak is %s but the budget is %s (checkpointing, a smaller "
                        "train_batch_size or offload lower the peak; see segtrain plan)",
-                       t->predicted.s.peak / 1048576.0, dev / 1048576.0);
+                       st_bytes(b[0], t->predicted.s.peak), st_bytes(b[1], dev));
     if (host && t->predicted_host.s.peak > host)
-        return st_fail(ST_ERR_HOST_OOM, "host_memory: the plan's host peak is %.2f MiB but the budget is %.2f MiB",
-                       t->predicted_host.s.peak / 1048576.0, host / 1048576.0);
+        return st_fail(ST_ERR_HOST_OOM, "host_memory: the plan's host peak is %s but the budget is %s",
+                       st_bytes(b[0], t->predicted_host.s.peak), st_bytes(b[1], host));
     return ST_OK;
 }
 
