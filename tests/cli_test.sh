@@ -179,6 +179,13 @@ hdr='{"x0":{"dtype":"F32","shape":[9007199254740992,4,8,0],"data_offsets":[0,0]}
 printf "\\x$(printf %02x ${#hdr})\\x00\\x00\\x00\\x00\\x00\\x00\\x00%s" "$hdr" > claims.safetensors
 expect 1 "grad: a batch file's claimed shape is checked first" "tensor 'x0' has shape \(9007199254740992, 4, 8, 0\)" -- \
   "$bin" grad --config base.json --weights w.safetensors --batch claims.safetensors --out never.safetensors
+# a non-finite loss is an error, and no gradients are written (x0's first value made NaN)
+cp b.safetensors nan.safetensors
+hlen=$(od -An -tu8 -N8 nan.safetensors | tr -d ' ')
+printf '\x00\x00\xc0\x7f' | dd of=nan.safetensors bs=1 seek=$((8 + hlen)) conv=notrunc 2>/dev/null
+expect 1 "grad: a NaN loss exits 1 with a message" "the loss is -?nan.*nothing was written" -- "$bin" grad --config tiny.json \
+  --weights w.safetensors --batch nan.safetensors --out nan-g.safetensors
+[ ! -e nan-g.safetensors ] && ok "grad: no gradients of a NaN loss" || bad "grad wrote gradients of a NaN loss"
 # sizes read as sizes: a 1 KiB budget is not "0.00 MiB"
 expect 1 "train: a tiny budget reads as it was given" "budget is 1.0 KiB" -- "$bin" train --config base.json \
   --set device_memory=1KiB --set output_dir=kib-run

@@ -1,6 +1,7 @@
 /* `segtrain init` and `segtrain grad`: weights in, weights or gradients out, as safetensors files named by the
  * public DiT state_dict. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,9 @@ int cmd_grad(int argc, char **argv)
         pool_reset_peak(cm.host);
         flow_batch fb = {.batch = b.batch, .x0 = b.x0, .noise = b.noise, .t = b.t, .cond = b.y};
         st = flow_loss(m, &fb, true, &loss);
+        if (!st && !isfinite(loss)) /* the gradients of a non-finite loss are no gradients: write none */
+            st = st_fail(ST_ERR_NUMERIC, "the loss is %g: the weights (%s) or the batch (%s) hold non-finite or "
+                         "too large values; nothing was written", loss, a.value[1], a.value[2]);
     }
     if (!st) {
         printf("loss %.9g\n", loss);
