@@ -186,6 +186,14 @@ printf '\x00\x00\xc0\x7f' | dd of=nan.safetensors bs=1 seek=$((8 + hlen)) conv=n
 expect 1 "grad: a NaN loss exits 1 with a message" "the loss is -?nan.*nothing was written" -- "$bin" grad --config tiny.json \
   --weights w.safetensors --batch nan.safetensors --out nan-g.safetensors
 [ ! -e nan-g.safetensors ] && ok "grad: no gradients of a NaN loss" || bad "grad wrote gradients of a NaN loss"
+# a command that fails before writing anything leaves no empty folder: a new output_dir goes, one made before stays
+expect 1 "train: weights that are not there fail the run" "nope.safetensors: cannot open" -- "$bin" train --config base.json \
+  --set in_channels=3 --set vae_scale_factor=1 --set output_dir=made/run --set pretrained_model_name_or_path=nope.safetensors
+[ ! -e made ] && ok "train: the failed run's new output folders are gone" || bad "train left $(find made)"
+mkdir mine
+"$bin" train --config base.json --set in_channels=3 --set vae_scale_factor=1 --set output_dir=mine/run \
+  --set pretrained_model_name_or_path=nope.safetensors 2>/dev/null
+[ -d mine ] && [ ! -e mine/run ] && ok "train: a folder it did not make stays" || bad "train: mine: $(find mine)"
 # sizes read as sizes: a 1 KiB budget is not "0.00 MiB"
 expect 1 "train: a tiny budget reads as it was given" "budget is 1.0 KiB" -- "$bin" train --config base.json \
   --set device_memory=1KiB --set output_dir=kib-run
@@ -216,8 +224,12 @@ expect 2 "an unknown option names --set" "unknown option '--frobnicate' \\(confi
 out=$("$bin" plan --config <(echo '{"train_batch_size": 0, "optimizer": "sgd", "seed": -1}') 2>&1)
 grep -q "3 errors in the config" <<<"$out" && grep -q "train_batch_size: 0" <<<"$out" && grep -q 'optimizer: "sgd"' <<<"$out" &&
   grep -q "seed: -1" <<<"$out" && ok "every error of a config in one run" || bad "all errors: $out"
+out=$("$bin" plan --config st.json --set attention_mechanism=metal-flash-attention-int8 --set train_batch_size=0 2>&1)
+grep -q "3 errors in the config:" <<<"$out" && [ "$(sed -n 2p <<<"$out" | grep -c "model_family flux (Flux.1")" -eq 1 ] &&
+  grep -q 'train_batch_size: "0"' <<<"$out" && ok "a family not built leads the report of a config's other errors" ||
+  bad "family with other errors: $out"
 expect 1 "a quantized attention is refused with the nearest" 'is refused: quantized attention.*nearest it takes is flash' -- \
-  "$bin" plan --config st.json --set model_family=mmdit --set attention_mechanism=sageattention
+  "$bin" plan --config st.json --set model_family=mmdit --set attention_mechanism=metal-flash-attention-int8
 expect 0 "plan: a hub name for the weights is a warning naming the file to give" \
   'warning: pretrained_model_name_or_path: "black-forest-labs/FLUX.1-dev" is a Hugging Face hub name.*transformer/diffusion_pytorch_model.safetensors' -- \
   "$bin" plan --config st.json --set model_family=mmdit --set pretrained_model_name_or_path=black-forest-labs/FLUX.1-dev

@@ -304,8 +304,19 @@ static void test_simpletuner_values(void)
         CHECK(strcmp(config_string(c, "grad_clip_method"), "value") == 0); /* SimpleTuner's default */
         config_free(c);
     }
-    EXPECT_FAIL(parse_bad("{\"attention_mechanism\": \"sageattention\"}"), ST_ERR_INVALID,
-                "attention_mechanism: \"sageattention\" is refused: quantized attention", "nearest it takes is flash");
+    EXPECT_FAIL(parse_bad("{\"attention_mechanism\": \"metal-flash-attention-int8\"}"), ST_ERR_INVALID,
+                "attention_mechanism: \"metal-flash-attention-int8\" is refused: quantized attention",
+                "nearest it takes is flash");
+    /* SageAttention: SimpleTuner's default sageattention_usage (inference) trains with exact attention */
+    c = PARSE_OK("{\"attention_mechanism\": \"sageattention\"}");
+    if (c) {
+        CHECK(strcmp(config_string(c, "attention_mechanism"), "flash") == 0);
+        CHECKF(config_warning(c) && strstr(config_warning(c), "\"sageattention\" is read as flash"), "warning: %s",
+               config_warning(c) ? config_warning(c) : "(none)");
+        config_free(c);
+    }
+    EXPECT_FAIL(parse_bad("{\"sageattention_usage\": \"training\"}"), ST_ERR_INVALID,
+                "sageattention_usage: \"training\" is refused", "the nearest is inference");
     EXPECT_FAIL(parse_bad("{\"lr_scheduler\": \"sine\"}"), ST_ERR_INVALID, "\"sine\" is refused",
                 "nearest is cosine_with_restarts");
     c = PARSE_OK("{}");
@@ -338,7 +349,7 @@ static void test_all_errors_and_overrides(void)
     config *c = (config *)1;
     /* the overrides replace the file's bad values before validation: only the remaining errors are reported */
     const char *sets[] = {"train_batch_size=2", "--optimizer=lion", "seed=3"};
-    EXPECT_FAIL(config_load_with(path, sets, 3, &c), ST_ERR_INVALID, "unknown key \"gradient_checkpointing_intervall\"");
+    EXPECT_FAIL(config_load_with(path, sets, 3, &c, NULL), ST_ERR_INVALID, "unknown key \"gradient_checkpointing_intervall\"");
     CHECKF(c == NULL && !strstr(st_error(), "errors in the config") && !strstr(st_error(), "train_batch_size"),
            "one error left: %s", st_error());
     unlink(path);
@@ -346,17 +357,24 @@ static void test_all_errors_and_overrides(void)
     path = write_temp(json, strlen(json));
     if (!path) return;
     const char *fix[] = {"model_family=mmdit", "checkpoint_step_interval=7"}; /* any spelling replaces any */
-    CHECK(config_load_with(path, fix, 2, &c) == ST_OK && c);
+    CHECK(config_load_with(path, fix, 2, &c, NULL) == ST_OK && c);
     if (c) {
         CHECK(strcmp(config_string(c, "model_family"), "mmdit") == 0 && config_int(c, "checkpoint_step_interval") == 7);
         CHECK(config_int(c, "seed") == 1);
         config_free(c);
     }
     const char *bad[] = {"seed=x", "nonsense=1", "novalue"};
-    EXPECT_FAIL(config_load_with(path, bad, 3, &c), ST_ERR_INVALID, "4 errors in the config",
+    EXPECT_FAIL(config_load_with(path, bad, 3, &c, NULL), ST_ERR_INVALID, "4 errors in the config",
                 "--set: seed: \"x\"", "--set: unknown key \"nonsense\"", "--set: \"novalue\" is not key=value",
                 "checkpoint_step_interval: \"x\"");
-    EXPECT_FAIL(config_load_with(NULL, bad, 1, &c), ST_ERR_INVALID, "--set: seed: \"x\"");
+    EXPECT_FAIL(config_load_with(NULL, bad, 1, &c, NULL), ST_ERR_INVALID, "--set: seed: \"x\"");
+    /* the partial config: what was valid is read, what was refused stays at its default */
+    config *partial = NULL;
+    EXPECT_FAIL(config_load_with(path, bad, 3, &c, &partial), ST_ERR_INVALID, "4 errors");
+    CHECK(c == NULL && partial && strcmp(config_string(partial, "model_family"), "flux") == 0 &&
+          config_int(partial, "seed") == 0 && config_int(partial, "checkpoint_step_interval") == 500);
+    config_free(partial);
+    EXPECT_FAIL(config_parse("{", "x", &c), ST_ERR_FORMAT, "x:1:2");
     unlink(path);
 }
 

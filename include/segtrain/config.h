@@ -37,8 +37,10 @@ st_status config_load(const char *path, config **out);
 /* config_load (path NULL: all defaults) with command-line overrides "key=value" (at most CONFIG_MAX_SETS)
  * applied before anything is validated: each replaces the file's value under any spelling of its key, so a
  * value that --set overrides is never judged. Every error of the result is reported in one message, one line
- * each; messages of overrides start with "--set". An unknown key in an override is an error. */
-st_status config_load_with(const char *path, const char *const *sets, int n_sets, config **out);
+ * each; messages of overrides start with "--set". An unknown key in an override is an error. With partial not
+ * NULL, a config whose keys or values were refused (ST_ERR_INVALID) is still handed back there, each refused
+ * value at its default, so that the caller can add its own checks to the same report; the caller frees it. */
+st_status config_load_with(const char *path, const char *const *sets, int n_sets, config **out, config **partial);
 
 void config_free(config *c);
 

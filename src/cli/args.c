@@ -90,9 +90,28 @@ int args_require(const cli_args *a, const char *const *flags, int first, int n, 
     return 0;
 }
 
+/* A config with refused values whose family is not built either: the family's line leads the report, since a
+ * SimpleTuner user's file fails on it first and it says what the file needs. */
+static st_status with_family_error(const config *partial, st_status st)
+{
+    char errors[4096];
+    snprintf(errors, sizeof errors, "%s", st_error());
+    if (!model_family_check(config_string(partial, "model_family"), config_string(partial, "model_flavour")))
+        return st_fail(st, "%s", errors);
+    char family[1024];
+    snprintf(family, sizeof family, "%s", st_error());
+    int n = 0; /* "N errors in the config:" and a line each, or one line */
+    for (const char *p = errors; (p = strstr(p, "\n  ")); p++) n++;
+    if (!n) n = 1;
+    const char *lines = strchr(errors, '\n') ? strchr(errors, '\n') + 3 : errors; /* past "N errors ...:\n  " */
+    return st_fail(st, "%d errors in the config:\n  %s\n  %s", n + 1, family, lines);
+}
+
 st_status cli_load_config(const char *path, const cli_args *a, config **out)
 {
-    st_status st = config_load_with(path, a->sets, a->n_sets, out);
+    config *partial = NULL;
+    st_status st = config_load_with(path, a->sets, a->n_sets, out, &partial);
+    if (partial) st = with_family_error(partial, st), config_free(partial);
     model_config mc;
     if (!st) st = model_config_from(*out, &mc);
     if (st) {

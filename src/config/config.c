@@ -729,10 +729,13 @@ static st_status put_override(cJSON *root, const char *assignment, reader *r)
     return s;
 }
 
+/* On ST_ERR_INVALID (bad keys or values, the JSON itself fine), *partial (when not NULL) receives the config with
+ * every bad value at its default. */
 static st_status parse_with(const char *json_text, const char *src, const char *const *sets, int n_sets,
-                            config **out)
+                            config **out, config **partial)
 {
     *out = NULL;
+    if (partial) *partial = NULL;
     config *c = config_with_defaults();
     reader r = {.src = src, .given = calloc(2 * (size_t)cfg_key_count, sizeof *r.given)};
     if (!c || !r.given) {
@@ -747,14 +750,15 @@ static st_status parse_with(const char *json_text, const char *src, const char *
     cJSON_Delete(root);
     for (int k = 0; k < 3; k++) free(r.unknown[k].buf);
     free(r.notes.buf), free(r.errors.buf), free(r.given);
-    if (s) config_free(c);
+    if (s == ST_ERR_INVALID && partial) *partial = c;
+    else if (s) config_free(c);
     else *out = c;
     return s;
 }
 
 st_status config_parse(const char *json_text, const char *source_name, config **out)
 {
-    return parse_with(json_text, source_name ? source_name : "config", NULL, 0, out);
+    return parse_with(json_text, source_name ? source_name : "config", NULL, 0, out, NULL);
 }
 
 /* The whole file; fread in a loop so that pipes and /dev/stdin work too. */
@@ -783,22 +787,23 @@ static st_status read_text(const char *path, char **text, size_t *len)
     return ST_OK;
 }
 
-st_status config_load_with(const char *path, const char *const *sets, int n_sets, config **out)
+st_status config_load_with(const char *path, const char *const *sets, int n_sets, config **out, config **partial)
 {
     *out = NULL;
-    if (!path) return parse_with("{}", "defaults", sets, n_sets, out);
+    if (partial) *partial = NULL;
+    if (!path) return parse_with("{}", "defaults", sets, n_sets, out, partial);
     char *text = NULL;
     size_t len = 0;
     st_status s = read_text(path, &text, &len);
     if (s) return s;
     if (strlen(text) != len) s = st_fail(ST_ERR_FORMAT, "%s: contains a NUL byte at offset %zu, so it is not JSON text",
                                          path, strlen(text));
-    else s = parse_with(text, path, sets, n_sets, out);
+    else s = parse_with(text, path, sets, n_sets, out, partial);
     free(text);
     return s;
 }
 
-st_status config_load(const char *path, config **out) { return config_load_with(path, NULL, 0, out); }
+st_status config_load(const char *path, config **out) { return config_load_with(path, NULL, 0, out, NULL); }
 
 st_status config_set(config *c, const char *assignment)
 {

@@ -58,9 +58,14 @@ const cfg_key cfg_keys[] = {
             "Class labels K (plus one \"no label\" row); 0 = from the preset."),
     CHOICE_KEY("attention_mechanism", "flash", "math|flash", SEC_MODEL,
                "=; its exact-attention choices (`diffusers`, `xformers`, `flash-attn-*`, `native-*`, `cudnn`, "
-               "...) are read as `flash`, `native-math` as `math`; quantized ones are refused",
+               "...) are read as `flash`, `native-math` as `math`, SageAttention as `flash` (SimpleTuner trains "
+               "exact by default); other quantized ones are refused",
                "`math` keeps the softmax probabilities for backward; `flash` keeps only the row log-sum-exp "
                "and recomputes them tile by tile."),
+
+    CHOICE_KEY("sageattention_usage", "inference", "inference", SEC_MODEL, "=",
+               "Where SimpleTuner would use SageAttention: `inference` (its default) keeps training exact, which "
+               "is all segtrain does; `training` is refused."),
 
     /* checkpointing: ../shared/spec/checkpointing.md, "Controls" */
     BOOL_KEY("gradient_checkpointing", "false", SEC_CHECKPOINTING, "=",
@@ -185,6 +190,13 @@ const int cfg_key_count = (int)(sizeof cfg_keys / sizeof cfg_keys[0]);
     {"attention_mechanism", v, NULL, "quantized attention, which segtrain does not have; the nearest it takes is " \
                                      "flash (exact attention)"}
 
+/* SimpleTuner uses SageAttention only where sageattention_usage says, by default inference (validation): its
+ * training runs exact attention, as segtrain's does. */
+#define SAGE_ATTENTION(v)                                                                                      \
+    {"attention_mechanism", v, "flash",                                                                         \
+     "is read as flash: SimpleTuner trains with exact attention under its default sageattention_usage "         \
+     "(inference), as segtrain does; segtrain's sampling is exact too"}
+
 const cfg_value_alias cfg_value_aliases[] = {
     {"optimizer", "torch-adamw", "adamw", NULL},
     {"optimizer", "optimi-adamw", "adamw", NULL},
@@ -202,8 +214,12 @@ const cfg_value_alias cfg_value_aliases[] = {
     EXACT_ATTENTION("flash-attn-4-hub"), EXACT_ATTENTION("flash-attn-varlen-hub"),
     EXACT_ATTENTION("flash-attn-3-varlen"), EXACT_ATTENTION("flash-attn-3-varlen-hub"),
     EXACT_ATTENTION("metal-flash-attention"), EXACT_ATTENTION("native-npu"), EXACT_ATTENTION("native-xla"),
-    QUANTIZED_ATTENTION("sageattention"), QUANTIZED_ATTENTION("sageattention-int8-fp16-triton"),
-    QUANTIZED_ATTENTION("sageattention-int8-fp16-cuda"), QUANTIZED_ATTENTION("sageattention-int8-fp8-cuda"),
+    SAGE_ATTENTION("sageattention"), SAGE_ATTENTION("sageattention-int8-fp16-triton"),
+    SAGE_ATTENTION("sageattention-int8-fp16-cuda"), SAGE_ATTENTION("sageattention-int8-fp8-cuda"),
+    {"sageattention_usage", "training", NULL, "SageAttention's quantized attention in training is not built; the "
+                                              "nearest is inference, where training runs exact attention"},
+    {"sageattention_usage", "training+inference", NULL, "SageAttention's quantized attention in training is not "
+                                                        "built; the nearest is inference (exact attention in training)"},
     QUANTIZED_ATTENTION("metal-flash-attention-int8"), QUANTIZED_ATTENTION("metal-flash-attention-int4"),
     {"attention_mechanism", "sla", NULL,
      "sparse-linear attention approximates softmax attention; the nearest segtrain takes is flash (exact)"},
