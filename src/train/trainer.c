@@ -79,18 +79,35 @@ static void note(trainer *t, const char *fmt, const char *a, const char *b)
     if (t->log) fprintf(t->log, fmt, a, b), fputc('\n', t->log);
 }
 
-static st_status make_dir(const char *path)
+/* mkdir -p; *created (when not NULL) receives the top-most folder it made ("" if none), for remove_made. */
+static st_status make_dir(const char *path, char *created)
 {
     char buf[PATH_MAX_LEN];
     snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) /* mkdir -p */
-        if (*p == '/') {
+    if (created) created[0] = 0;
+    for (char *p = buf + 1;; p++)
+        if (*p == '/' || !*p) {
+            const char c = *p;
             *p = 0;
-            if (mkdir(buf, 0755) && errno != EEXIST) return st_fail(ST_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
-            *p = '/';
+            const bool made = mkdir(buf, 0755) == 0;
+            if (!made && errno != EEXIST) return st_fail(ST_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
+            if (made && created && !created[0]) snprintf(created, PATH_MAX_LEN, "%s", buf);
+            if (!(*p = c)) break;
         }
-    if (mkdir(buf, 0755) && errno != EEXIST) return st_fail(ST_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
     return ST_OK;
+}
+
+/* Removes the folders make_dir made for path, leaf first, while they are empty: a run that fails before writing
+ * anything leaves no empty output folder behind. */
+static void remove_made(const char *path, const char *created)
+{
+    char buf[PATH_MAX_LEN];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (size_t top = strlen(created); created[0] && strlen(buf) >= top && !rmdir(buf);) {
+        char *slash = strrchr(buf, '/');
+        if (!slash) break;
+        *slash = 0;
+    }
 }
 
 /* The steps of the checkpoint-<step>.safetensors files in dir, newest first: the newest `max` of them, whatever
@@ -358,7 +375,8 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
         st = st_fail(ST_ERR_INVALID, "output_dir: longer than %d characters", DIR_MAX - 1);
     snprintf(t->dir, sizeof t->dir, "%.*s", DIR_MAX - 1, config_string(cfg, "output_dir"));
     if (!st) st = plan_run(t);
-    if (!st) st = make_dir(t->dir);
+    char created[PATH_MAX_LEN] = "";
+    if (!st) st = make_dir(t->dir, created);
     if (!st) st = model_run_open(cfg, true, &t->run, warning);
     const model_config *mc = st ? NULL : model_get_config(t->run.m);
     if (!st) st = open_data(t, mc); /* before any other note: the built-in data is said on the first line */
@@ -407,6 +425,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
             st = st_fail(ST_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     }
     if (st) {
+        remove_made(t->dir, created);
         trainer_destroy(t);
         return st;
     }
@@ -440,7 +459,7 @@ static void synthetic_batch(trainer *t, int64_t micro, int64_t per)
 static st_status validate(trainer *t)
 {
     snprintf(t->validation, sizeof t->validation, "%s/validation", t->dir);
-    st_status st = make_dir(t->validation);
+    st_status st = make_dir(t->validation, NULL);
     snprintf(t->validation, sizeof t->validation, "%s/validation/step-%06lld.png", t->dir, (long long)t->steps_done);
     const sample_settings s = {.steps = (int)config_int(t->cfg, "validation_num_inference_steps"),
                                .guidance = (float)config_float(t->cfg, "validation_guidance"),
