@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testkit.h"
@@ -99,6 +100,35 @@ int main(void)
     CHECKF(out && strstr(out, "| none"), "the terminal shows the matrix");
     free(out), free(svg), free(csv), free(md), free(json);
     cJSON_Delete(root);
+
+    /* a row with a key segtrain does not have is unsupported; a sweep in which no cell ran exits non-zero */
+    snprintf(cmd, sizeof cmd, "cd %s && %s sweep --config c.json --warmup 0 --steps 1 --out nothing "
+                              "--modes 'mine:gradient_checkpointing_foo=1','bad:gradient_checkpointing_interval=x' "
+                              "> out2.txt 2> err2.txt", dir, SEGTRAIN_BIN);
+    int rc = system(cmd);
+    CHECKF(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, "a sweep whose every cell failed or was refused exits 1 (status %d)",
+           rc);
+    json = tk_read_file(tk_path(dir, "nothing"), "sweep.json");
+    root = json ? cJSON_Parse(json) : NULL;
+    cells = cJSON_GetObjectItem(root, "cells");
+    const cJSON *mine = cell(cells, "mine", 0), *bad = cell(cells, "bad", 0);
+    CHECKF(!strcmp(str(mine, "status"), "unsupported") && strstr(str(mine, "error"), "gradient_checkpointing_foo"),
+           "an unknown checkpointing key is unsupported, with its message: %s %s", str(mine, "status"), str(mine, "error"));
+    CHECKF(!strcmp(str(bad, "status"), "failed"), "a malformed value fails its cell: %s", str(bad, "status"));
+    char *err = tk_read_file(dir, "err2.txt");
+    CHECKF(err && strstr(err, "no cell ran"), "and says so: %s", err ? err : "");
+    free(err), free(json);
+    cJSON_Delete(root);
+
+    /* a sweep refused at once leaves no output folder */
+    const char *refused[] = {"--config missing.json", "--config c.json --device-memory lots",
+                             "--config c.json --modes nonsense"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "cd %s && %s sweep %s --out never > /dev/null 2>&1", dir, SEGTRAIN_BIN, refused[i]);
+        rc = system(cmd);
+        CHECKF(WIFEXITED(rc) && WEXITSTATUS(rc) != 0 && access(tk_path(dir, "never"), F_OK) != 0,
+               "sweep %s: refused (status %d) and no 'never' folder left", refused[i], rc);
+    }
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) return 1;
     return tk_finish();

@@ -23,6 +23,9 @@ typedef struct sweep_mode {
 int sweep_standard_modes(sweep_mode *out, int max);
 /* A mode from the command line: a standard row's name, or "name:key=value,key=value". */
 st_status sweep_parse_mode(const char *text, sweep_mode *out);
+/* ST_ERR_UNSUPPORTED, with the config's line, when the row sets a key segtrain does not have (an option it does
+ * not offer, such as a checkpointing key of another trainer): its cells are unsupported, not failed. */
+st_status sweep_check_mode(const sweep_mode *m);
 
 typedef enum cell_status { CELL_OK, CELL_OOM, CELL_FAILED, CELL_UNSUPPORTED, CELL_NOT_RUN } cell_status;
 const char *cell_status_name(cell_status s); /* "ok", "oom", "failed", "unsupported", "not_run" */

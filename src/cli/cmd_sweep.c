@@ -82,6 +82,11 @@ static void last_line(const char *path, char *out, size_t n)
 static void run_cell(const cli_args *a, const char *config_path, const sweep_mode *mode, size_t budget, int warmup,
                      int steps, int timeout, const char *cell_dir, int index, sweep_cell *cell)
 {
+    if (sweep_check_mode(mode)) { /* a key segtrain does not have: an option it refuses, like the spec's */
+        cell->status = CELL_UNSUPPORTED;
+        snprintf(cell->error, sizeof cell->error, "%s", st_error());
+        return;
+    }
     char result[600], errors[600], outdir[600], w[16], s[16], mem[64], threads[16];
     snprintf(result, sizeof result, "%s/cell-%d.json", cell_dir, index);
     snprintf(errors, sizeof errors, "%s/cell-%d.err", cell_dir, index);
@@ -209,11 +214,14 @@ int cmd_sweep(int argc, char **argv)
         for (char *save = NULL, *b = strtok_r(list, ",", &save); b && !st && r.n_budgets < 16; b = strtok_r(NULL, ",", &save))
             st = parse_size(b, &budgets[r.n_budgets++]);
     }
+    if (st) return cli_error("sweep"); /* before any folder is made: a refused command leaves none */
     const char *out = a.value[OUT] ? a.value[OUT] : "sweep-report";
-    char cell_dir[512], default_config[600];
+    char cell_dir[512], default_config[600] = "";
     snprintf(cell_dir, sizeof cell_dir, "%s/cells", out);
-    if ((mkdir(out, 0755) && errno != EEXIST) || (mkdir(cell_dir, 0755) && errno != EEXIST)) {
+    const bool made_out = mkdir(out, 0755) == 0;
+    if ((!made_out && errno != EEXIST) || (mkdir(cell_dir, 0755) && errno != EEXIST)) {
         fprintf(stderr, "segtrain sweep: cannot create %s: %s\n", cell_dir, strerror(errno));
+        if (made_out) rmdir(out);
         return 1;
     }
     const char *config_path = a.value[CONFIG];
@@ -224,9 +232,12 @@ int cmd_sweep(int argc, char **argv)
         config_path = default_config;
     }
     config *cfg = NULL;
-    if (!st) st = cli_load_config(config_path, &a, &cfg); /* validates the config once, up front */
-    if (st) {
+    st = cli_load_config(config_path, &a, &cfg); /* validates the config once, up front */
+    if (st) { /* nothing was measured: what this run made goes (rmdir keeps a folder that holds anything else) */
         config_free(cfg);
+        if (default_config[0]) unlink(default_config);
+        rmdir(cell_dir);
+        if (made_out) rmdir(out);
         return cli_error("sweep");
     }
     snprintf(r.config, sizeof r.config, "%s", a.value[CONFIG] ? a.value[CONFIG] : "built-in default (dit-s2, batch 8)");
@@ -258,9 +269,19 @@ int cmd_sweep(int argc, char **argv)
         sweep_write_markdown(&r, stdout);
         printf("\nreports: %s/sweep.md, sweep.json, sweep.csv, sweep.svg\n", out);
     }
+    int measured = 0, failed = 0;
+    for (int k = 0; k < total; k++) {
+        measured += r.cells[k].status == CELL_OK || r.cells[k].status == CELL_OOM;
+        failed += r.cells[k].status == CELL_FAILED;
+    }
     free(r.cells);
     config_free(cfg);
-    return st ? cli_error("sweep") : interrupted ? 130 : 0;
+    if (st) return cli_error("sweep");
+    if (interrupted) return 130;
+    if (!measured) /* the reports say why; the exit status says that the sweep measured nothing */
+        fprintf(stderr, "segtrain sweep: no cell ran: %d failed, %d unsupported (see %s/sweep.json)\n", failed,
+                total - failed, out);
+    return measured ? 0 : 1;
 }
 
 /* The child side: one cell, its result as JSON in --out. */

@@ -53,6 +53,22 @@ st_status sweep_parse_mode(const char *text, sweep_mode *out)
     return ST_OK;
 }
 
+st_status sweep_check_mode(const sweep_mode *m)
+{
+    char sets[SWEEP_TEXT_MAX], key[SWEEP_TEXT_MAX];
+    snprintf(sets, sizeof sets, "%s", m->sets);
+    for (char *save = NULL, *kv = strtok_r(sets, ";", &save); kv; kv = strtok_r(NULL, ";", &save)) {
+        snprintf(key, sizeof key, "%.*s", (int)strcspn(kv, "="), kv);
+        if (config_key_known(key, NULL)) continue;
+        config *c = NULL; /* the config's own line for it, with its suggestion */
+        st_status st = config_parse("{}", "--modes", &c);
+        if (!st) st = config_set(c, kv);
+        config_free(c);
+        return st_fail(ST_ERR_UNSUPPORTED, "row %s: %s", m->name, st ? st_error() : "an unknown key");
+    }
+    return ST_OK;
+}
+
 void machine_describe(machine_info *m)
 {
     *m = (machine_info){.cores = (int)sysconf(_SC_NPROCESSORS_ONLN), .threads = ops_threads()};
