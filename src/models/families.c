@@ -151,8 +151,8 @@ st_status model_family_check(const char *family, const char *flavour)
         return st_fail(ST_ERR_UNSUPPORTED, "model_family %s (%s): needs %s (%s); segtrain trains diffusion "
                        "transformers and does not plan to build it", f->name, f->title, topology_text[f->topology],
                        f->diffusers);
-    return st_fail(ST_ERR_UNSUPPORTED, "model_family %s (%s%s%s): needs %s in the layout of diffusers' %s, which is "
-                   "planned but not built yet; built today: dit, mmdit (Flux-style, its own layout), skipdit "
-                   "(--set model_family=mmdit plans this config on one of them)", f->name, f->title,
-                   *flavour ? ", flavour " : "", flavour, topology_text[f->topology], f->diffusers);
+    return st_fail(ST_ERR_UNSUPPORTED, "model_family %s (%s%s%s): needs %s in diffusers' %s layout: planned, not "
+                   "built yet. Built today: dit, mmdit (Flux-style, its own layout), skipdit; --set model_family=mmdit "
+                   "plans this file on one", f->name, f->title, *flavour ? ", flavour " : "", flavour,
+                   topology_text[f->topology], f->diffusers);
 }
