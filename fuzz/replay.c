@@ -69,7 +69,7 @@ int main(int argc, char **argv)
             sprintf(names[n++], "%s/%s", argv[i], e->d_name);
         }
         closedir(d);
-        qsort(names, n, sizeof *names, cmp_str); /* the same order every run */
+        if (n) qsort(names, n, sizeof *names, cmp_str); /* the same order every run */
         for (size_t k = 0; k < n; k++) failed |= run_file(names[k]), free(names[k]), total++;
         free(names);
     }
