@@ -22,9 +22,11 @@ fi
 incs=(-I"$tree/include")
 for d in "$@"; do incs+=(-I"$d"); done
 
-# The <...> headers that the files under the given folders include, one a line.
+# The <...> headers that the C and C++ files under the given folders include, one a line (fuzz/'s corpora are
+# data, whatever they hold).
 headers() {
-  (cd "$tree" && for d in "$@"; do [ -d "$d" ] && grep -rhoE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<[^>]+>' "$d"; done) |
+  (cd "$tree" && for d in "$@"; do [ -d "$d" ] && grep -rhoE --include='*.[ch]' --include='*.[ch]pp' --include='*.cc' \
+    '^[[:space:]]*#[[:space:]]*include[[:space:]]*<[^>]+>' "$d"; done) |
     sed -E 's/.*<([^>]+)>.*/\1/' | sort -u
 }
 build_headers=$(headers src include tests bench)
@@ -78,7 +80,7 @@ if [ -z "${SEGTRAIN_INSTALL_DEPS:-}${SEGTRAIN_DEPS_TREE:-}" ]; then
     bad "self-check: no header came from a package of install-deps.sh, so there is none to remove"
   else
     pkg=$(printf '%s\n' "${found[@]}" | sort | tail -n 1)
-    sed -E "/^[[:space:]]*$pkg([[:space:]]|\$)/d" "$script" > "$tmp/install-deps.sh"
+    awk -v p="$pkg" '$1 != p' "$script" > "$tmp/install-deps.sh"  # its line in the package list
     out=$(SEGTRAIN_INSTALL_DEPS=$tmp/install-deps.sh bash "$0" "$@" 2>&1)
     rc=$?
     if [ $rc -eq 1 ] && grep -q "comes from the Debian package $pkg, which" <<<"$out"; then
