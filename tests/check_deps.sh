@@ -80,7 +80,10 @@ if [ -z "${SEGTRAIN_INSTALL_DEPS:-}${SEGTRAIN_DEPS_TREE:-}" ]; then
     bad "self-check: no header came from a package of install-deps.sh, so there is none to remove"
   else
     pkg=$(printf '%s\n' "${found[@]}" | sort | tail -n 1)
-    awk -v p="$pkg" '$1 != p' "$script" > "$tmp/install-deps.sh"  # its line in the package list
+    while IFS= read -r line; do  # all but its line in the package list, matched by first word (no regex)
+      read -r word _ <<<"$line"
+      [ "$word" = "$pkg" ] || printf '%s\n' "$line"
+    done < "$script" > "$tmp/install-deps.sh"
     out=$(SEGTRAIN_INSTALL_DEPS=$tmp/install-deps.sh bash "$0" "$@" 2>&1)
     rc=$?
     if [ $rc -eq 1 ] && grep -q "comes from the Debian package $pkg, which" <<<"$out"; then
