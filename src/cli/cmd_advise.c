@@ -68,13 +68,14 @@ int cmd_advise(int argc, char **argv)
     printf("cost model: %.3f s/step without checkpointing; per block: recompute %.4f s (%.4f s inside a segment, "
            "making its output), feed-forward recompute %.4f s, attention offload saves %.4f s\n\n",
            adv.t_none, adv.r_recompute, adv.r_inner, adv.r_ffn, adv.r_attention);
-    printf("decision rule (budget %.2f MiB):\n", budget / 1048576.0);
+    char b[24];
+    printf("decision rule (budget %s):\n", st_bytes(b, budget));
     for (int i = 0; i < adv.n_rule; i++) print_schedule("  ", &adv.rule[i]);
     if (adv.rule_choice >= 0) printf("  -> %s\n\n", adv.rule[adv.rule_choice].name);
     else printf("  -> nothing in the rule fits\n\n");
     printf("search over %d schedules:\n", adv.searched);
     if (!adv.found) {
-        printf("  nothing fits %.2f MiB: lower train_batch_size or the resolution\n", budget / 1048576.0);
+        printf("  nothing fits %s: lower train_batch_size or the resolution\n", st_bytes(b, budget));
         return 1;
     }
     print_schedule("  fastest that fits: ", &adv.best);
