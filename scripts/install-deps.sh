@@ -17,6 +17,7 @@ packages=(
 fuzz_packages=(
   clang                      # libFuzzer targets are built with clang
   libclang-rt-14-dev         # libFuzzer and clang's ASan/UBSan runtimes, which clang does not pull in
+  libomp-14-dev              # OpenMP for clang (CMake's find_package(OpenMP) fails without it)
 )
 
 list=0
