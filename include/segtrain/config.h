@@ -54,6 +54,9 @@ st_status config_set_all(config *c, const char *assignments);
 /* Whether name (with or without "--"; an alias is fine) is a config key, and whether it is a bool key. */
 bool config_key_known(const char *name, bool *is_bool);
 
+/* The name of names[0..n) nearest to `given` by edit distance, for "did you mean" lines (NULL when n is 0). */
+const char *config_nearest(const char *given, const char *const *names, int n);
+
 /* Typed getters: the value given, or the key's default. key is a canonical name from docs/CONFIG.md; an
  * unregistered key or a getter of the wrong type is a programming error and aborts with a message. */
 bool config_bool(const config *c, const char *key);

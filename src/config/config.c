@@ -144,6 +144,17 @@ static int levenshtein(const char *a, const char *b)
     return row[lb];
 }
 
+const char *config_nearest(const char *given, const char *const *names, int n)
+{
+    const char *best = NULL;
+    int best_d = 1 << 30;
+    for (int i = 0; i < n; i++) {
+        int d = levenshtein(given, names[i]);
+        if (d < best_d) best = names[i], best_d = d;
+    }
+    return best;
+}
+
 static bool is_subsequence(const char *small, const char *big)
 {
     for (; *small && *big; big++)
@@ -692,41 +703,42 @@ static st_status apply_object(config *c, const cJSON *root, reader *r)
     return s;
 }
 
-/* An unknown key on the command line is an error: a typo there is never meant. */
-static st_status unknown_override(const char *bare)
-{
-    const char *near = nearest_key(bare, strncmp(bare, GC_PREFIX, strlen(GC_PREFIX)) == 0);
-    return st_fail(ST_ERR_INVALID, "--set: unknown key \"%s\"%s%s%s", bare, near ? " (did you mean " : "",
-                   near ? near : "", near ? "?)" : "");
-}
-
-/* --set key=value becomes a member of the object, replacing the file's under any spelling of the key, before
- * anything is validated: the file's value of an overridden key is never judged. */
-static st_status put_override(cJSON *root, const char *assignment, reader *r)
+/* "key=value" (key with or without "--", an alias fine): the key's row and where the value starts. An unknown
+ * key is an error here: a typo on the command line is never meant. */
+static st_status parse_assignment(const char *assignment, int *row, const char **text)
 {
     const char *eq = strchr(assignment, '=');
-    if (!eq || eq == assignment)
-        return collect(r, st_fail(ST_ERR_INVALID, "--set: \"%s\" is not key=value", assignment));
+    if (!eq || eq == assignment) return st_fail(ST_ERR_INVALID, "--set: \"%s\" is not key=value", assignment);
     char *key = strndup(assignment, (size_t)(eq - assignment));
     if (!key) return oom();
     const char *bare = strip_dashes(key);
-    int i = find_key(bare);
+    *row = find_key(bare), *text = eq + 1;
     st_status s = ST_OK;
-    if (i < 0) {
-        s = collect(r, unknown_override(bare));
-    } else if (r->n_from_set == CONFIG_MAX_SETS) {
-        s = collect(r, st_fail(ST_ERR_INVALID, "--set: more than %d overrides", CONFIG_MAX_SETS));
-    } else {
-        for (cJSON *m = root->child, *next; m; m = next) {
-            next = m->next;
-            if (find_key(strip_dashes(m->string)) == i) cJSON_Delete(cJSON_DetachItemViaPointer(root, m));
-        }
-        cJSON *item = cJSON_CreateString(eq + 1);
-        if (!item || !cJSON_AddItemToObject(root, cfg_keys[i].name, item)) s = (cJSON_Delete(item), oom());
-        else r->from_set[r->n_from_set++] = item;
+    if (*row < 0) {
+        const char *near = nearest_key(bare, strncmp(bare, GC_PREFIX, strlen(GC_PREFIX)) == 0);
+        s = st_fail(ST_ERR_INVALID, "--set: unknown key \"%s\"%s%s%s", bare, near ? " (did you mean " : "",
+                    near ? near : "", near ? "?)" : "");
     }
     free(key);
     return s;
+}
+
+static st_status put_override(cJSON *root, const char *assignment, reader *r)
+{
+    int i;
+    const char *text;
+    st_status s = parse_assignment(assignment, &i, &text);
+    if (s) return collect(r, s);
+    if (r->n_from_set == CONFIG_MAX_SETS)
+        return collect(r, st_fail(ST_ERR_INVALID, "--set: more than %d overrides", CONFIG_MAX_SETS));
+    for (cJSON *m = root->child, *next; m; m = next) {
+        next = m->next;
+        if (find_key(strip_dashes(m->string)) == i) cJSON_Delete(cJSON_DetachItemViaPointer(root, m));
+    }
+    cJSON *item = cJSON_CreateString(text);
+    if (!item || !cJSON_AddItemToObject(root, cfg_keys[i].name, item)) return cJSON_Delete(item), oom();
+    r->from_set[r->n_from_set++] = item;
+    return ST_OK;
 }
 
 /* On ST_ERR_INVALID (bad keys or values, the JSON itself fine), *partial (when not NULL) receives the config with
@@ -807,22 +819,14 @@ st_status config_load(const char *path, config **out) { return config_load_with(
 
 st_status config_set(config *c, const char *assignment)
 {
-    const char *eq = strchr(assignment, '=');
-    if (!eq || eq == assignment) return st_fail(ST_ERR_INVALID, "--set: \"%s\" is not key=value", assignment);
-    char *key = strndup(assignment, (size_t)(eq - assignment));
-    if (!key) return oom();
-    const char *bare = strip_dashes(key);
-    int i = find_key(bare);
-    st_status s = ST_OK;
-    if (i < 0) {
-        s = unknown_override(bare);
-    } else {
-        cJSON item = string_item(eq + 1);
-        value v;
-        s = convert_value("--set", &cfg_keys[i], &item, &v, NULL);
-        if (!s) store(c, i, &v);
-    }
-    free(key);
+    int i;
+    const char *text;
+    st_status s = parse_assignment(assignment, &i, &text);
+    if (s) return s;
+    cJSON item = string_item(text);
+    value v;
+    s = convert_value("--set", &cfg_keys[i], &item, &v, NULL);
+    if (!s) store(c, i, &v);
     return s;
 }
 

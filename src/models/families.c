@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "segtrain/config.h"
 
 enum topology { DUAL, XATTN, JOINT, LINEAR, UNET, AUDIO_LM, TOPOLOGY_COUNT };
 
@@ -106,26 +107,6 @@ const char *model_family_name(int i)
     return i - 3 < ST_FAMILY_COUNT ? st_families[i - 3].name : NULL;
 }
 
-/* Edit distance of two short names, for "did you mean". */
-static int distance(const char *a, const char *b)
-{
-    enum { MAX = 32 };
-    size_t la = strnlen(a, MAX), lb = strnlen(b, MAX);
-    int row[MAX + 1];
-    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best, diag = up;
-        }
-    }
-    return row[lb];
-}
-
 st_status model_family_check(const char *family, const char *flavour)
 {
     for (int i = 0; i < 3; i++) /* segtrain's own have no flavours: a SimpleTuner file's stays harmless */
@@ -135,12 +116,10 @@ st_status model_family_check(const char *family, const char *flavour)
         if (!strcmp(family, st_families[i].name) || (st_families[i].alias && !strcmp(family, st_families[i].alias)))
             f = &st_families[i];
     if (!f) {
-        const char *near = NULL;
-        int best = 1 << 30;
-        for (int i = 0; model_family_name(i); i++) {
-            int d = distance(family, model_family_name(i));
-            if (d < best) best = d, near = model_family_name(i);
-        }
+        const char *names[3 + ST_FAMILY_COUNT + 1]; /* and the NULL that ends them */
+        int n = 0;
+        while ((names[n] = model_family_name(n))) n++;
+        const char *near = config_nearest(family, names, n);
         return st_fail(ST_ERR_INVALID, "model_family: \"%s\" is neither one of segtrain's topologies (dit, mmdit, "
                        "skipdit) nor a SimpleTuner family (did you mean %s? docs/FAMILIES.md lists them)", family, near);
     }
