@@ -128,8 +128,63 @@ static void test_sizes_read_well(void)
     pool_destroy(p);
 }
 
+/* The same sequence of allocations, frees and retags on a real and a dry pool: the same stats, every field. */
+static void replay(pool *p, void **keep)
+{
+    void *a, *b, *c;
+    CHECK(pool_alloc(p, 1000, MEM_WEIGHTS, "w", &a) == ST_OK);
+    CHECK(pool_alloc_zero(p, 3u << 20, MEM_ACTIVATIONS, "act", &b) == ST_OK);
+    CHECK(pool_alloc(p, 77, MEM_WORKSPACE, "ws", &c) == ST_OK);
+    pool_free(p, c);
+    pool_retag(p, b, MEM_BOUNDARIES);
+    CHECK(pool_alloc(p, 5000, MEM_GRADIENTS, "g", &c) == ST_OK);
+    CHECK(pool_size_of(b) == 3u << 20 && pool_size_of(c) == 5000);
+    pool_free(p, b);
+    pool_free(p, c);
+    *keep = a;
+}
+
+static void test_dry_pools(void)
+{
+    pool *real = pool_create(POOL_DEVICE, 0), *dry = pool_create_dry(POOL_DEVICE, 0);
+    CHECK(!pool_is_dry(real) && pool_is_dry(dry));
+    void *ra, *da;
+    replay(real, &ra);
+    replay(dry, &da);
+    pool_stats rs, ds;
+    pool_get_stats(real, &rs), pool_get_stats(dry, &ds);
+    CHECKF(memcmp(&rs, &ds, sizeof rs) == 0, "dry stats differ: peak %zu vs %zu, live %zu vs %zu", ds.peak, rs.peak,
+           ds.live, rs.live);
+    CHECK(!pool_is_dry_ptr(ra) && pool_is_dry_ptr(da) && !pool_is_dry_ptr(NULL));
+    CHECK(pool_is_dry_ptr((char *)da + (1u << 20))); /* a view into a dry buffer is dry too */
+    /* unique addresses, never NULL, and reused only once freed */
+    void *x[64];
+    int distinct = 1;
+    for (int i = 0; i < 64; i++) CHECK(pool_alloc(dry, 1, MEM_WORKSPACE, "x", &x[i]) == ST_OK && x[i]);
+    for (int i = 0; i < 64; i++)
+        for (int j = 0; j < i; j++) distinct &= x[i] != x[j] && x[i] != da;
+    CHECK(distinct);
+    for (int i = 0; i < 64; i++) pool_free(dry, x[i]);
+    /* terabytes are accounted without being there; the capacity is a status as on a real pool */
+    void *huge;
+    CHECK(pool_alloc(dry, (size_t)3 << 40, MEM_WEIGHTS, "3 TiB", &huge) == ST_OK && pool_peak(dry) >= (size_t)3 << 40);
+    pool_free(dry, huge);
+    pool_set_capacity(dry, 1 << 20);
+    CHECK(pool_alloc(dry, 2 << 20, MEM_ACTIVATIONS, "too big", &huge) == ST_ERR_OOM && huge == NULL);
+    zero_bytes(da, 1000); /* nothing: a dry buffer has no bytes to zero */
+    pool_free(real, ra);
+    pool_free(dry, da);
+    CHECK(pool_destroy(real) == 0 && pool_destroy(dry) == 0);
+    /* a leak in a dry pool is reported like any other */
+    pool *leaky = pool_create_dry(POOL_HOST, 0);
+    void *l;
+    CHECK(pool_alloc(leaky, 9, MEM_OPTIMIZER, "dry (deliberate leak)", &l) == ST_OK);
+    CHECK(pool_destroy(leaky) == 1);
+}
+
 int main(void)
 {
+    test_dry_pools();
     test_live_and_peak_arithmetic();
     test_out_of_memory_is_a_status();
     test_leaks_are_reported();

@@ -8,6 +8,7 @@
 #ifndef SEGTRAIN_POOL_H
 #define SEGTRAIN_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "segtrain/status.h"
@@ -37,6 +38,15 @@ typedef struct pool_stats {
 /* capacity 0 means unlimited. Returns NULL only if the pool's own bookkeeping cannot be allocated. */
 pool *pool_create(pool_kind kind, size_t capacity);
 
+/* A dry pool: the same accounting (tags, live, peak, the capacity and its out-of-memory status, leak reports)
+ * with no memory behind it. Its allocations are unique, non-NULL addresses that fault on any access; the ops,
+ * the copy engine and every loop over data do nothing on them (pool_is_dry_ptr), so running a step's real code
+ * on dry pools measures its memory without its memory or its arithmetic. */
+pool *pool_create_dry(pool_kind kind, size_t capacity);
+bool pool_is_dry(const pool *p);
+/* Whether ptr (NULL: no) lies in the address range dry pools hand out: an allocation or a view into one. */
+bool pool_is_dry_ptr(const void *ptr);
+
 /* Frees the pool. Anything still live is a leak: each one is reported on stderr (size, tag, what) and
  * freed. Returns the number of leaked allocations, so tests can assert zero. */
 size_t pool_destroy(pool *p);
@@ -47,7 +57,7 @@ st_status pool_alloc(pool *p, size_t bytes, mem_tag tag, const char *what, void 
 
 /* As pool_alloc, zero-filled. */
 st_status pool_alloc_zero(pool *p, size_t bytes, mem_tag tag, const char *what, void **out);
-/* memset(ptr, 0, bytes), with every OpenMP thread for large buffers: a lone memset of a backward's gradient
+/* memset(ptr, 0, bytes) (nothing for a dry ptr), with every OpenMP thread for large buffers: a lone memset of a backward's gradient
  * buffers leaves the other cores waiting (3.7 % of a dit-s2 step, twice that in wall time on 2 cores). */
 void zero_bytes(void *ptr, size_t bytes);
 

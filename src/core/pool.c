@@ -1,10 +1,16 @@
 /* Pool allocations are malloc'd blocks with a 64-byte header in front of the data. The header links the
  * block into the pool's list of live allocations, which is what makes leak reports and exact per-tag
- * accounting possible without a side table. */
+ * accounting possible without a side table.
+ *
+ * A dry pool's allocation is its header alone, and its address a slot of a reserved, inaccessible address
+ * range: unique and non-NULL, and any access to it faults at once instead of corrupting real memory. A table
+ * from slot to header stands in for "the header in front", so that every other function treats both alike. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include "segtrain/pool.h"
 
 #include <malloc.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +25,7 @@ typedef struct header {
     const char *what;
     struct pool *owner;
     struct header *prev, *next;
+    void *dry_at; /* a dry allocation's address (its slot); NULL for real ones */
     mem_tag tag;
 } header;
 _Static_assert(sizeof(header) <= ALIGNMENT, "pool header must fit in one alignment unit");
@@ -26,12 +33,85 @@ _Static_assert(sizeof(header) <= ALIGNMENT, "pool header must fit in one alignme
 struct pool {
     pthread_mutex_t lock;
     pool_kind kind;
+    bool dry;
     size_t capacity;
     pool_stats stats;
     header *live_list;
 };
 
-static header *header_of(const void *ptr) { return (header *)((char *)ptr - ALIGNMENT); }
+/* ---- dry addresses ---- */
+
+/* Slots are 16 MiB apart in a 16 TiB range, and the lowest free slot is taken first: a step's few thousand live
+ * allocations sit at the range's start, so that a view far into one (a 48 GB weight block) stays in the range. */
+#define DRY_STRIDE ((uintptr_t)1 << 24)
+#define DRY_SLOTS ((uintptr_t)1 << 20) /* live dry allocations at once, over all dry pools */
+
+static struct {
+    pthread_mutex_t lock;
+    char *base; /* DRY_SLOTS * DRY_STRIDE bytes reserved with no access, no memory behind them */
+    header **slot;
+    uint32_t *free_list; /* slots not in use */
+    size_t n_free;
+} dry = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static bool in_dry_range(const void *ptr)
+{
+    return dry.base && (const char *)ptr >= dry.base && (uintptr_t)((const char *)ptr - dry.base) < DRY_SLOTS * DRY_STRIDE;
+}
+
+bool pool_is_dry_ptr(const void *ptr) { return ptr && in_dry_range(ptr); }
+
+static header *header_of(const void *ptr)
+{
+    if (in_dry_range(ptr)) return dry.slot[(uintptr_t)((const char *)ptr - dry.base) / DRY_STRIDE];
+    return (header *)((char *)ptr - ALIGNMENT);
+}
+
+/* A slot for h; NULL when none is left or the range cannot be reserved. */
+static void *dry_take(header *h)
+{
+    pthread_mutex_lock(&dry.lock);
+    if (!dry.base) {
+        void *base = mmap(NULL, DRY_SLOTS * DRY_STRIDE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        dry.slot = calloc(DRY_SLOTS, sizeof *dry.slot);
+        dry.free_list = malloc(DRY_SLOTS * sizeof *dry.free_list);
+        if (base == MAP_FAILED || !dry.slot || !dry.free_list) {
+            if (base != MAP_FAILED) munmap(base, DRY_SLOTS * DRY_STRIDE);
+            free(dry.slot), free(dry.free_list);
+            dry.slot = NULL, dry.free_list = NULL;
+            pthread_mutex_unlock(&dry.lock);
+            return NULL;
+        }
+        for (size_t i = 0; i < DRY_SLOTS; i++) dry.free_list[i] = (uint32_t)(DRY_SLOTS - 1 - i);
+        dry.n_free = DRY_SLOTS;
+        dry.base = base; /* last: in_dry_range reads it without the lock */
+    }
+    void *ptr = NULL;
+    if (dry.n_free) {
+        const uint32_t i = dry.free_list[--dry.n_free];
+        dry.slot[i] = h;
+        ptr = dry.base + i * DRY_STRIDE;
+    }
+    pthread_mutex_unlock(&dry.lock);
+    return ptr;
+}
+
+static void dry_give_back(const void *ptr)
+{
+    pthread_mutex_lock(&dry.lock);
+    const uint32_t i = (uint32_t)((uintptr_t)((const char *)ptr - dry.base) / DRY_STRIDE);
+    dry.slot[i] = NULL;
+    dry.free_list[dry.n_free++] = i;
+    pthread_mutex_unlock(&dry.lock);
+}
+
+/* Frees an allocation's header and, for a dry one, its slot. */
+static void free_header(header *h)
+{
+    if (h->dry_at) dry_give_back(h->dry_at);
+    h->magic = 0;
+    free(h);
+}
 
 
 const char *mem_tag_name(mem_tag tag)
@@ -50,6 +130,15 @@ static void keep_freed_memory(void)
     mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum: larger blocks are mmap'd regardless */
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
+
+pool *pool_create_dry(pool_kind kind, size_t capacity)
+{
+    pool *p = pool_create(kind, capacity);
+    if (p) p->dry = true;
+    return p;
+}
+
+bool pool_is_dry(const pool *p) { return p->dry; }
 
 pool *pool_create(pool_kind kind, size_t capacity)
 {
@@ -72,7 +161,7 @@ size_t pool_destroy(pool *p)
         fprintf(stderr, "segtrain: %s pool leak: %zu bytes (%s) for '%s'\n",
                 p->kind == POOL_DEVICE ? "device" : "host", h->bytes, mem_tag_name(h->tag),
                 h->what ? h->what : "?");
-        free(h);
+        free_header(h);
         h = next;
         leaks++;
     }
@@ -102,13 +191,16 @@ st_status pool_alloc(pool *p, size_t bytes, mem_tag tag, const char *what, void 
                        st_bytes(b[2], p->capacity));
     }
     size_t rounded = (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
-    header *h = aligned_alloc(ALIGNMENT, ALIGNMENT + rounded);
-    if (!h) {
+    header *h = p->dry ? malloc(sizeof *h) : aligned_alloc(ALIGNMENT, ALIGNMENT + rounded);
+    void *dry_at = h && p->dry ? dry_take(h) : NULL;
+    if (!h || (p->dry && !dry_at)) {
         pthread_mutex_unlock(&p->lock);
+        free(h);
         char b[24];
-        return st_fail(oom, "the system refused %s for '%s' (%s)", st_bytes(b, bytes), what, mem_tag_name(tag));
+        return st_fail(oom, "the system refused %s for '%s' (%s)%s", st_bytes(b, bytes), what, mem_tag_name(tag),
+                       p->dry ? " in a dry pool: no address left" : "");
     }
-    *h = (header){.magic = HEADER_MAGIC, .bytes = bytes, .what = what, .owner = p, .tag = tag};
+    *h = (header){.magic = HEADER_MAGIC, .bytes = bytes, .what = what, .owner = p, .dry_at = dry_at, .tag = tag};
     h->next = p->live_list;
     if (p->live_list) p->live_list->prev = h;
     p->live_list = h;
@@ -121,12 +213,13 @@ st_status pool_alloc(pool *p, size_t bytes, mem_tag tag, const char *what, void 
         memcpy(s->at_peak_by_tag, s->live_by_tag, sizeof s->at_peak_by_tag);
     }
     pthread_mutex_unlock(&p->lock);
-    *out = (char *)h + ALIGNMENT;
+    *out = dry_at ? dry_at : (char *)h + ALIGNMENT;
     return ST_OK;
 }
 
 void zero_bytes(void *ptr, size_t bytes)
 {
+    if (pool_is_dry_ptr(ptr)) return;
     enum { CHUNK = 1 << 18 }; /* below one chunk, a parallel region costs more than it saves */
     const int64_t chunks = (int64_t)((bytes + CHUNK - 1) / CHUNK);
 #pragma omp parallel for schedule(static) if (chunks > 1)
@@ -160,8 +253,7 @@ void pool_free(pool *p, void *ptr)
     p->stats.live_by_tag[h->tag] -= h->bytes;
     p->stats.allocations--;
     pthread_mutex_unlock(&p->lock);
-    h->magic = 0;
-    free(h);
+    free_header(h);
 }
 
 void pool_retag(pool *p, void *ptr, mem_tag tag)
