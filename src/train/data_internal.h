@@ -1,0 +1,59 @@
+/* What data.c (images, folders, the iterator) and backends.c (SimpleTuner data backends) share, internal to
+ * src/train: the dataset object and the folder-scanning helpers. The helpers are described where data.c defines
+ * them. */
+#ifndef SEGTRAIN_TRAIN_DATA_INTERNAL_H
+#define SEGTRAIN_TRAIN_DATA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "segtrain/data.h"
+
+enum { KIND_BUILTIN, KIND_FOLDER };
+#define CAPTION_FILE_MAX (64 << 10) /* more than any caption keeps */
+
+typedef struct item {
+    char *path, *caption; /* backends: one or more captions, one a line */
+    int label;
+} item;
+
+enum { CROP_CENTER, CROP_CORNER, CROP_RANDOM };
+
+/* A backend's images are items [first, first + count); each is 1 + repeats samples an epoch. */
+typedef struct backend {
+    int64_t first, count, repeats;
+    int crop_style;
+    int edge; /* the backend's square edge when below the model's (a larger square passes through it), else 0 */
+} backend;
+
+struct dataset {
+    int kind, resolution, classes;
+    int64_t count;      /* samples */
+    uint64_t seed;      /* builtin scenes; backends: random crops and the choice among captions */
+    char **class_names; /* folder, backends */
+    item *items;        /* folder, backends */
+    int64_t nitems;
+    backend *backends; /* backends: one per class */
+};
+
+typedef struct scan {
+    item *items;
+    int64_t n, cap, skipped;
+} scan;
+
+st_status oom(void);
+char *dup_str(const char *s);
+char *join_path(const char *a, const char *b);
+st_status check_resolution(int resolution);
+bool is_png(const char *name);
+bool is_other_image(const char *name);
+void free_names(char **names, int n);
+st_status list_dir(const char *dir, char ***out, int *count);
+bool is_dir(const char *path);
+char *read_small(const char *path, size_t max, size_t *n);
+size_t fold_space(char *s, size_t n);
+st_status add_item(scan *sc, char *path, char *caption, int label);
+st_status check_png(scan *sc, const char *path, const char *name, bool *ok);
+
+#endif
