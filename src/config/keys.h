@@ -4,6 +4,9 @@
 #ifndef SEGTRAIN_CONFIG_KEYS_H
 #define SEGTRAIN_CONFIG_KEYS_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 typedef enum cfg_type {
     CFG_BOOL,
     CFG_INT,
@@ -46,5 +49,10 @@ extern const int cfg_value_alias_count;
 extern const char *const cfg_speed_only_keys[];  /* only SimpleTuner's speed or memory (NULL-terminated) */
 extern const char *const cfg_report_only_keys[]; /* only what is reported or published (NULL-terminated) */
 extern const char *const cfg_section_names[SEC_COUNT];
+
+/* What config.c's messages and doc.c's docs/CONFIG.md both write about a key (config.c): */
+const char *cfg_type_name(cfg_type t);
+void cfg_range_text(const cfg_key *k, char *buf, size_t n); /* " in [a, b]", " >= a", " <= b" or "" */
+void cfg_choices_text(const char *choices, bool markdown, char *buf, size_t n);
 
 #endif
