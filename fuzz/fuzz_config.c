@@ -10,11 +10,11 @@
 
 #include "segtrain/config.h"
 #include "segtrain/model.h"
+#include "segtrain/model_run.h"
 #include "segtrain/objective.h"
 #include "segtrain/ops.h"
 #include "segtrain/pool.h"
 #include "segtrain/rng.h"
-#include "segtrain/train.h"
 
 #define MAX_SETS 8
 #define MAX_STEP_WORK 200000000.0 /* weights x samples x tokens of a step worth running: about 0.1 s */

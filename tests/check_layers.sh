@@ -11,7 +11,7 @@ header_layer() {
     ops.h) echo 1 ;;
     block.h|params.h|lin.h) echo 2 ;;
     executor.h|plan.h) echo 3 ;;
-    model.h) echo 4 ;;
+    model.h|model_run.h) echo 4 ;;
     objective.h|optim.h|data.h|sample.h|train.h) echo 5 ;;
     sweep.h|advise.h) echo 6 ;;
     *) echo "" ;;

@@ -14,19 +14,6 @@
 #include "segtrain/config.h"
 #include "segtrain/model.h"
 
-/* A model from a run configuration with its pools. */
-typedef struct model_run {
-    model *m;
-    pool *device, *host; /* NULL when not allocated */
-} model_run;
-
-/* The model of a run configuration, planned by its checkpointing keys; with allocate, in new device and host
- * pools budgeted by device_memory and host_memory, else with its parameters registered but not allocated (enough
- * to plan). *warning (size >= 256) receives a line when checkpointing keys do nothing, else "". */
-st_status model_run_open(const config *cfg, bool allocate, model_run *out, char *warning);
-/* Destroys the model and its pools; returns the number of leaked allocations (0). */
-size_t model_run_close(model_run *r);
-
 /* pretrained_model_name_or_path as segtrain reads it: one local .safetensors file. A hub name or a diffusers
  * folder is ST_ERR_INVALID with a line saying which file to give instead; a missing file is left to the loader. */
 st_status train_weights_path_check(const char *path);

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "segtrain/ops.h"
 #include "segtrain/plan.h"
+#include "segtrain/train.h"
 
 /* A --set override: "--set key=value", and SimpleTuner's "--key value" for a config key. */
 static int add_set(cli_args *a, const char *command, const char *assignment)

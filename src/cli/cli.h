@@ -7,7 +7,7 @@
 
 #include "segtrain/config.h"
 #include "segtrain/model.h"
-#include "segtrain/train.h"
+#include "segtrain/model_run.h"
 #include "segtrain/pool.h"
 
 int cmd_version(int argc, char **argv);

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "segtrain/model.h"
 #include "segtrain/objective.h"
+#include "segtrain/train.h"
 
 static const char plan_help[] =
     "usage: segtrain plan --config C [--json] [--set key=value ...]\n"

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "segtrain/model_run.h"
 #include "segtrain/objective.h"
 #include "segtrain/sweep.h"
 #include "segtrain/train.h"

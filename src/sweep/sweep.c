@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "segtrain/model_run.h"
 #include "segtrain/objective.h"
 #include "segtrain/ops.h"
 #include "segtrain/train.h"

@@ -12,6 +12,7 @@
 
 #include "segtrain/data.h"
 #include "segtrain/fileio.h"
+#include "segtrain/model_run.h"
 #include "segtrain/objective.h"
 #include "segtrain/optim.h"
 #include "segtrain/rng.h"
@@ -39,40 +40,6 @@ struct trainer {
     FILE *jsonl;
     char dir[DIR_MAX], checkpoint[PATH_MAX_LEN], validation[PATH_MAX_LEN], final[PATH_MAX_LEN];
 };
-
-st_status model_run_open(const config *cfg, bool allocate, model_run *out, char *warning)
-{
-    model_config mc;
-    ckpt_settings cs;
-    size_t n_capture, device_cap = 0, host_cap = 0;
-    const int64_t *capture = config_int_list(cfg, "capture_hidden_states", &n_capture);
-    *out = (model_run){0};
-    st_status st = model_config_from(cfg, &mc);
-    if (!st) st = ckpt_settings_from(cfg, &cs, warning, 256);
-    if (!st) st = config_bytes(cfg, "device_memory", &device_cap);
-    if (!st) st = config_bytes(cfg, "host_memory", &host_cap);
-    if (st) return st;
-    if (allocate) {
-        out->device = pool_create(POOL_DEVICE, device_cap);
-        out->host = pool_create(POOL_HOST, host_cap);
-        if (!out->device || !out->host) st = st_fail(ST_ERR_INTERNAL, "out of host memory");
-    }
-    if (!st) st = model_create(&mc, out->device, &out->m);
-    if (!st) st = model_set_checkpointing(out->m, &cs, capture, n_capture);
-    if (!st && allocate) st = model_set_host_pool(out->m, out->host);
-    if (st) model_run_close(out);
-    return st;
-}
-
-size_t model_run_close(model_run *r)
-{
-    model_destroy(r->m);
-    size_t leaks = 0;
-    if (r->device) leaks += pool_destroy(r->device);
-    if (r->host) leaks += pool_destroy(r->host);
-    *r = (model_run){0};
-    return leaks;
-}
 
 static void note(trainer *t, const char *fmt, const char *a, const char *b)
 {

@@ -1,0 +1,25 @@
+/* A model built from a run configuration: its model keys, planned by its checkpointing keys, with the pools it
+ * runs in. What every command that builds a model from a config shares (train, plan, the sweep, advise, ...). */
+#ifndef SEGTRAIN_MODEL_RUN_H
+#define SEGTRAIN_MODEL_RUN_H
+
+#include <stdbool.h>
+
+#include "segtrain/config.h"
+#include "segtrain/model.h"
+#include "segtrain/plan.h"
+#include "segtrain/pool.h"
+
+typedef struct model_run {
+    model *m;
+    pool *device, *host; /* NULL when not allocated */
+} model_run;
+
+/* The model of a run configuration, planned by its checkpointing keys; with allocate, in new device and host
+ * pools budgeted by device_memory and host_memory, else with its parameters registered but not allocated (enough
+ * to plan). *warning (size >= 256) receives a line when checkpointing keys do nothing, else "". */
+st_status model_run_open(const config *cfg, bool allocate, model_run *out, char *warning);
+/* Destroys the model and its pools; returns the number of leaked allocations (0). */
+size_t model_run_close(model_run *r);
+
+#endif
