@@ -1,4 +1,9 @@
-/* Argument handling shared by the commands: flags with values, repeated --set, and the run configuration. */
+/* Argument handling shared by the commands: named flags, numbers read one checked way, repeated --set, and the
+ * run configuration. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,9 +47,32 @@ static int config_flag(int argc, char **argv, int *i, cli_args *a, char *spelled
     return add_set(a, argv[0], spelled) ? 2 : 1;
 }
 
-int args_parse(int argc, char **argv, const char *const *flags, const char *const *switches, cli_args *a)
+int cli_number(const char *who, const cli_flag *f, const char *text)
+{
+    char *end = NULL;
+    errno = 0;
+    bool ok = *text && !isspace((unsigned char)*text); /* the whole string: strto* would skip leading blanks */
+    if (f->whole) {
+        const long long v = strtoll(text, &end, 10);
+        ok = ok && !errno && !*end && v >= f->min && v <= f->max;
+        if (ok) *f->whole = v;
+    } else {
+        const double v = strtod(text, &end);
+        ok = ok && !errno && !*end && isfinite(v) && v >= (double)f->min && v <= (double)f->max;
+        if (ok) *f->real = v;
+    }
+    if (ok) return 0;
+    fprintf(stderr, "%s: %s takes a %snumber ", who, f->name, f->whole ? "whole " : "");
+    if (f->max == LLONG_MAX) fprintf(stderr, ">= %lld", f->min);
+    else fprintf(stderr, "from %lld to %lld", f->min, f->max);
+    fprintf(stderr, ", got '%s'\n", text);
+    return 2;
+}
+
+int args_parse(int argc, char **argv, const cli_flag *flags, cli_args *a)
 {
     *a = (cli_args){0};
+    const char *given[CLI_MAX_FLAGS] = {0}; /* the last value of each flag; read once argv is all understood */
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *eq = strncmp(f, "--", 2) ? NULL : strchr(f, '=');
         const size_t name_len = eq ? (size_t)(eq - f) : strlen(f);
@@ -55,14 +83,14 @@ int args_parse(int argc, char **argv, const char *const *flags, const char *cons
             continue;
         }
         int known = 0;
-        for (int k = 0; switches && switches[k] && !eq; k++)
-            if (!strcmp(f, switches[k])) a->on[k] = known = 1;
-        for (int k = 0; flags && flags[k] && !known; k++)
-            if (strlen(flags[k]) == name_len && !strncmp(f, flags[k], name_len)) { /* "--flag value", "--flag=value" */
-                if (!eq && i + 1 >= argc) goto missing;
-                a->value[k] = eq ? eq + 1 : argv[++i];
-                known = 1;
-            }
+        for (int k = 0; k < CLI_MAX_FLAGS && flags[k].name && !known; k++) {
+            if (strlen(flags[k].name) != name_len || strncmp(f, flags[k].name, name_len)) continue;
+            if (flags[k].on && eq) continue; /* a switch takes no "=value" */
+            if (!flags[k].on && !eq && i + 1 >= argc) goto missing; /* "--flag value", "--flag=value" */
+            if (flags[k].on) *flags[k].on = true;
+            else given[k] = eq ? eq + 1 : argv[++i];
+            known = 1;
+        }
         if (!known && a->n_spelled < CLI_MAX_SETS) {
             int r = config_flag(argc, argv, &i, a, a->spelled[a->n_spelled], sizeof a->spelled[0]);
             if (r == 2) return 2;
@@ -78,16 +106,17 @@ int args_parse(int argc, char **argv, const char *const *flags, const char *cons
         fprintf(stderr, "segtrain %s: %s needs a value\n", argv[0], f);
         return 2;
     }
-    return 0;
-}
-
-int args_require(const cli_args *a, const char *const *flags, int first, int n, const char *command)
-{
-    for (int k = first; k < first + n; k++)
-        if (!a->value[k]) {
-            fprintf(stderr, "segtrain %s: %s is required (see segtrain %s --help)\n", command, flags[k], command);
+    char who[64];
+    snprintf(who, sizeof who, "segtrain %s", argv[0]);
+    for (int k = 0; k < CLI_MAX_FLAGS && flags[k].name; k++) {
+        if (!given[k] && flags[k].required) {
+            fprintf(stderr, "segtrain %s: %s is required (see segtrain %s --help)\n", argv[0], flags[k].name, argv[0]);
             return 2;
         }
+        if (!given[k]) continue;
+        if (flags[k].text) *flags[k].text = given[k];
+        else if (cli_number(who, &flags[k], given[k])) return 2;
+    }
     return 0;
 }
 

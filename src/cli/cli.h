@@ -3,6 +3,7 @@
 #ifndef SEGTRAIN_CLI_H
 #define SEGTRAIN_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "segtrain/config.h"
@@ -25,23 +26,37 @@ int cmd_profile(int argc, char **argv);
 
 #define CLI_MAX_FLAGS 16
 #define CLI_MAX_SETS CONFIG_MAX_SETS
+#define CLI_STEPS_MAX 1000000 /* --steps and --warmup: days of a step a second, and warmup + steps fits an int */
+
+/* One option of a command, by name; exactly one of text, on, whole and real says where it goes. A command lists
+ * its options (at most CLI_MAX_FLAGS) in a table ending with {0} and reads them from its own variables. */
+typedef struct cli_flag {
+    const char *name;  /* "--steps" */
+    const char **text; /* the value as given */
+    bool *on;          /* a switch, set when given */
+    long long *whole;  /* a whole number in [min, max] */
+    double *real;      /* a finite number in [min, max] */
+    long long min, max;
+    bool required;
+} cli_flag;
 
 typedef struct cli_args {
-    const char *value[CLI_MAX_FLAGS]; /* value of flags[k], or NULL */
-    int on[CLI_MAX_FLAGS];            /* whether switches[k] was given */
-    const char *sets[CLI_MAX_SETS];   /* every --set key=value, in order */
+    const char *sets[CLI_MAX_SETS];  /* every --set key=value, in order */
     int n_sets;
-    char spelled[CLI_MAX_SETS][256];  /* "key=value" of each "--key value" given SimpleTuner's way */
+    char spelled[CLI_MAX_SETS][256]; /* "key=value" of each "--key value" given SimpleTuner's way */
     int n_spelled;
     int help;
 } cli_args;
 
-/* Parses argv against NULL-terminated lists of flags taking a value and of switches, plus repeated --set.
- * SimpleTuner's habits work too: "--flag=value", and "--config_key value" (or "--config_key=value", or a bare
- * "--bool_key") read as "--set config_key=value". Returns 0, or 2 after printing a usage error. */
-int args_parse(int argc, char **argv, const char *const *flags, const char *const *switches, cli_args *a);
-/* Checks that flags[first .. first+n) were given; 0 or 2 after printing which is missing. */
-int args_require(const cli_args *a, const char *const *flags, int first, int n, const char *command);
+/* Parses argv against a command's flags plus repeated --set; each value lands where its flag says, numbers
+ * through cli_number, and a required flag left out is an error. SimpleTuner's habits work too: "--flag=value",
+ * and "--config_key value" (or "--config_key=value", or a bare "--bool_key") read as "--set config_key=value".
+ * Returns 0 (a->help set for --help, nothing else checked), or 2 after printing a usage error. */
+int args_parse(int argc, char **argv, const cli_flag *flags, cli_args *a);
+/* The one reading of a number on the command line: the whole of text, as f's kind, within [f->min, f->max],
+ * stored through f->whole or f->real. 0, or 2 after printing "WHO: --flag takes ..., got 'text'" (who: e.g.
+ * "segtrain sample"). */
+int cli_number(const char *who, const cli_flag *f, const char *text);
 
 /* Loads the config file (NULL: all defaults) with the --set overrides applied before validation, checks the
  * model it describes (so a family that is not built is refused here, in one line), prints the warning lines

@@ -46,23 +46,28 @@ static void print_schedule(const char *label, const schedule *s)
 
 int cmd_advise(int argc, char **argv)
 {
-    static const char *const flags[] = {"--config", "--device-memory", "--steps", NULL}, *const switches[] = {"--verify", NULL};
+    const char *config_path = NULL, *memory = NULL;
+    long long steps = 3;
+    bool verify = false;
+    const cli_flag flags[] = {{"--config", .text = &config_path},
+                              {"--device-memory", .text = &memory, .required = true},
+                              {"--steps", .whole = &steps, .min = 1, .max = CLI_STEPS_MAX},
+                              {"--verify", .on = &verify},
+                              {0}};
     cli_args a;
-    int rc = args_parse(argc, argv, flags, switches, &a);
+    int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(advise_help, stdout), 0) : rc;
-    if ((rc = args_require(&a, flags, 1, 1, "advise"))) return rc;
-    const int steps = a.value[2] ? atoi(a.value[2]) : 3;
     size_t budget = 0;
     char json[160];
     config *probe;
-    snprintf(json, sizeof json, "{\"device_memory\": \"%.100s\"}", a.value[1]);
+    snprintf(json, sizeof json, "{\"device_memory\": \"%.100s\"}", memory);
     st_status st = config_parse(json, "--device-memory", &probe);
     if (!st) st = config_bytes(probe, "device_memory", &budget), config_free(probe);
-    if (st || steps < 1) {
-        fprintf(stderr, "segtrain advise: %s\n", st ? st_error() : "--steps takes a whole number >= 1");
+    if (st) {
+        fprintf(stderr, "segtrain advise: %s\n", st_error());
         return 2;
     }
-    factory_ctx ctx = {a.value[0], &a};
+    factory_ctx ctx = {config_path, &a};
     advice adv;
     if ((st = advise(make_config, &ctx, budget, stdout, &adv))) return cli_error("advise");
     printf("cost model: %.3f s/step without checkpointing; per block: recompute %.4f s (%.4f s inside a segment, "
@@ -80,25 +85,25 @@ int cmd_advise(int argc, char **argv)
     }
     print_schedule("  fastest that fits: ", &adv.best);
     printf("  as config keys: %s\n", adv.best.sets);
-    if (!a.on[0]) return 0;
+    if (!verify) return 0;
 
     char tmpdir[] = "/tmp/segtrain-advise-XXXXXX";
     if (!mkdtemp(tmpdir)) return fprintf(stderr, "segtrain advise: cannot create a scratch folder in /tmp\n"), 1;
     config *cfg = make_config(&ctx, adv.best.sets);
-    if (!cfg || sweep_measured_config(cfg, steps + 1, tmpdir)) {
+    if (!cfg || sweep_measured_config(cfg, (int)steps + 1, tmpdir)) {
         config_free(cfg);
         remove_scratch(tmpdir);
         return cli_error("advise");
     }
     sweep_cell cell = {0};
-    sweep_run_cell(cfg, 1, steps, &cell);
+    sweep_run_cell(cfg, 1, (int)steps, &cell);
     config_free(cfg);
     remove_scratch(tmpdir);
     if (cell.status != CELL_OK) {
         fprintf(stderr, "segtrain advise: --verify: %s\n", cell.error);
         return 1;
     }
-    printf("\nverified (%d measured steps):\n", steps);
+    printf("\nverified (%lld measured steps):\n", steps);
     printf("  sec/step  measured %.3f, predicted %.3f (%+.1f%%)\n", cell.sec_median, adv.best.sec,
            100.0 * (cell.sec_median - adv.best.sec) / adv.best.sec);
     printf("  peak      measured %.2f MiB, predicted %.2f MiB (%+.2f%%)\n", cell.peak_device / 1048576.0,

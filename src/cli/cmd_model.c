@@ -21,27 +21,29 @@ static const char init_help[] =
 
 int cmd_init(int argc, char **argv)
 {
-    static const char *const flags[] = {"--config", "--out", NULL}, *const switches[] = {"--random", NULL};
+    const char *config_path = NULL, *out = NULL;
+    bool random_fill = false;
+    const cli_flag flags[] = {{"--config", .text = &config_path}, {"--out", .text = &out, .required = true},
+                              {"--random", .on = &random_fill}, {0}};
     cli_args a;
-    int rc = args_parse(argc, argv, flags, switches, &a);
+    int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(init_help, stdout), 0) : rc;
-    if ((rc = args_require(&a, flags, 1, 1, "init"))) return rc;
     config *cfg;
     cli_model cm = {0};
-    st_status st = cli_load_config(a.value[0], &a, &cfg);
+    st_status st = cli_load_config(config_path, &a, &cfg);
     if (!st) st = cli_open_model(cfg, true, &cm);
     model *m = cm.m;
     if (!st) {
-        model_init(m, (uint64_t)config_int(cfg, "seed"), a.on[0]);
+        model_init(m, (uint64_t)config_int(cfg, "seed"), random_fill);
         const model_config *mc = model_get_config(m);
         char seed[32];
         snprintf(seed, sizeof seed, "%" PRId64, config_int(cfg, "seed"));
         const char *meta[] = {"format", "pt", "segtrain.family", mc->family, "segtrain.seed", seed,
-                              "segtrain.init", a.on[0] ? "random" : "dit"};
-        st = param_set_save(model_params(m), a.value[1], PARAMS_ALL, false, NULL, 0, meta, 4);
+                              "segtrain.init", random_fill ? "random" : "dit"};
+        st = param_set_save(model_params(m), out, PARAMS_ALL, false, NULL, 0, meta, 4);
     }
     if (!st) printf("wrote %d tensors (%" PRId64 " parameters) to %s\n", model_params(m)->n,
-                    model_params(m)->weight_count, a.value[1]);
+                    model_params(m)->weight_count, out);
     cli_close_model(&cm);
     config_free(cfg);
     return st ? cli_error("init") : 0;
@@ -116,20 +118,22 @@ static void free_batch(pool *dev, batch_data *b)
 
 int cmd_grad(int argc, char **argv)
 {
-    static const char *const flags[] = {"--config", "--weights", "--batch", "--out", NULL};
+    const char *config_path = NULL, *weights = NULL, *batch = NULL, *out = NULL;
+    const cli_flag flags[] = {{"--config", .text = &config_path}, {"--weights", .text = &weights, .required = true},
+                              {"--batch", .text = &batch, .required = true}, {"--out", .text = &out, .required = true},
+                              {0}};
     cli_args a;
-    int rc = args_parse(argc, argv, flags, NULL, &a);
+    int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(grad_help, stdout), 0) : rc;
-    if ((rc = args_require(&a, flags, 1, 3, "grad"))) return rc;
     config *cfg;
     cli_model cm = {0};
     batch_data b = {0};
     float loss = 0;
-    st_status st = cli_load_config(a.value[0], &a, &cfg);
+    st_status st = cli_load_config(config_path, &a, &cfg);
     if (!st) st = cli_open_model(cfg, true, &cm);
     model *m = cm.m;
-    if (!st) st = param_set_load(model_params(m), a.value[1], PARAMS_ALL, NULL);
-    if (!st) st = read_batch(a.value[2], m, cm.device, &b);
+    if (!st) st = param_set_load(model_params(m), weights, PARAMS_ALL, NULL);
+    if (!st) st = read_batch(batch, m, cm.device, &b);
     mem_sim predicted = {0}, predicted_host = {0};
     if (!st) st = flow_step_simulate(m, b.batch, 0, &predicted, &predicted_host);
     if (!st) {
@@ -141,7 +145,7 @@ int cmd_grad(int argc, char **argv)
         st = flow_loss(m, &fb, true, &loss);
         if (!st && !isfinite(loss)) /* the gradients of a non-finite loss are no gradients: write none */
             st = st_fail(ST_ERR_NUMERIC, "the loss is %g: the weights (%s) or the batch (%s) hold non-finite or "
-                         "too large values; nothing was written", loss, a.value[1], a.value[2]);
+                         "too large values; nothing was written", loss, weights, batch);
     }
     if (!st) {
         printf("loss %.9g\n", loss);
@@ -156,9 +160,9 @@ int cmd_grad(int argc, char **argv)
         }
         const named_floats extra = {.name = "loss", .ndim = 1, .shape = {1}, .data = &loss};
         const char *meta[] = {"format", "pt"};
-        st = param_set_save(model_params(m), a.value[3], PARAMS_TRAINABLE, true, &extra, 1, meta, 1);
+        st = param_set_save(model_params(m), out, PARAMS_TRAINABLE, true, &extra, 1, meta, 1);
     }
-    if (!st) printf("wrote loss and %" PRId64 " gradients to %s\n", model_params(m)->grad_count, a.value[3]);
+    if (!st) printf("wrote loss and %" PRId64 " gradients to %s\n", model_params(m)->grad_count, out);
     if (cm.device) free_batch(cm.device, &b);
     cli_close_model(&cm);
     config_free(cfg);
@@ -175,15 +179,15 @@ static const char batch_help[] =
 
 int cmd_batch(int argc, char **argv)
 {
-    static const char *const flags[] = {"--config", "--out", NULL};
+    const char *config_path = NULL, *out = NULL;
+    const cli_flag flags[] = {{"--config", .text = &config_path}, {"--out", .text = &out, .required = true}, {0}};
     cli_args a;
-    int rc = args_parse(argc, argv, flags, NULL, &a);
+    int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(batch_help, stdout), 0) : rc;
-    if ((rc = args_require(&a, flags, 1, 1, "batch"))) return rc;
     config *cfg;
     model_config mc;
     model *sizes = NULL; /* unallocated: its checks bound the products below */
-    st_status st = cli_load_config(a.value[0], &a, &cfg);
+    st_status st = cli_load_config(config_path, &a, &cfg);
     if (!st) st = model_config_from(cfg, &mc);
     if (!st) st = model_create(&mc, NULL, &sizes);
     if (!st) st = model_check_batch(sizes, config_int(cfg, "train_batch_size"));
@@ -214,9 +218,9 @@ int cmd_batch(int argc, char **argv)
             {.name = "t", .dtype = SFT_F32, .ndim = 1, .shape = {B}, .data = t},
             {.name = "y", .dtype = SFT_I64, .ndim = L > 1 ? 2 : 1, .shape = {B, L}, .data = y},
         };
-        st = sft_write(a.value[1], e, 4, NULL, 0);
+        st = sft_write(out, e, 4, NULL, 0);
     }
-    if (!st) printf("wrote a batch of %lld to %s\n", (long long)B, a.value[1]);
+    if (!st) printf("wrote a batch of %lld to %s\n", (long long)B, out);
     free(y), free(t), free(noise), free(x0);
     config_free(cfg);
     return st ? cli_error("batch") : 0;

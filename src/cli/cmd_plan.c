@@ -191,19 +191,21 @@ static void print_json(model *m, const plan_report *r)
 
 int cmd_plan(int argc, char **argv)
 {
-    static const char *const flags[] = {"--config", NULL}, *const switches[] = {"--json", NULL};
+    const char *config_path = NULL;
+    bool json = false;
+    const cli_flag flags[] = {{"--config", .text = &config_path}, {"--json", .on = &json}, {0}};
     cli_args a;
-    int rc = args_parse(argc, argv, flags, switches, &a);
+    int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(plan_help, stdout), 0) : rc;
     config *cfg;
     cli_model cm = {0};
-    st_status st = cli_load_config(a.value[0], &a, &cfg);
+    st_status st = cli_load_config(config_path, &a, &cfg);
     if (!st) st = cli_open_model(cfg, false, &cm);
     if (!st) {
         plan_report r = {.batch = config_int(cfg, "train_batch_size")};
         r.optimizer_bytes = train_optimizer_bytes(cfg, model_params(cm.m)->grad_count);
         st = flow_step_simulate(cm.m, r.batch, r.optimizer_bytes, &r.sim, &r.host);
-        if (!st && a.on[0]) print_json(cm.m, &r);
+        if (!st && json) print_json(cm.m, &r);
         else if (!st) print_text(cfg, cm.m, &r);
     }
     cli_close_model(&cm);

@@ -20,21 +20,21 @@ static const char profile_help[] =
 
 int cmd_profile(int argc, char **argv)
 {
-    static const char *const flags[] = {"--config", "--steps", "--warmup", NULL};
+    const char *config_path = NULL;
+    long long steps = 3, warmup = 1;
+    const cli_flag flags[] = {{"--config", .text = &config_path},
+                              {"--steps", .whole = &steps, .min = 1, .max = CLI_STEPS_MAX},
+                              {"--warmup", .whole = &warmup, .min = 0, .max = CLI_STEPS_MAX},
+                              {0}};
     cli_args a;
-    int rc = args_parse(argc, argv, flags, NULL, &a);
+    int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(profile_help, stdout), 0) : rc;
-    const int steps = a.value[1] ? atoi(a.value[1]) : 3, warmup = a.value[2] ? atoi(a.value[2]) : 1;
-    if (steps < 1 || warmup < 0) {
-        fprintf(stderr, "segtrain profile: --steps >= 1 and --warmup >= 0 are whole numbers\n");
-        return 2;
-    }
     config *cfg;
     trainer *t = NULL;
     char tmpdir[] = "/tmp/segtrain-profile-XXXXXX";
-    st_status st = cli_load_config(a.value[0], &a, &cfg);
+    st_status st = cli_load_config(config_path, &a, &cfg);
     if (!st && !mkdtemp(tmpdir)) st = st_fail(ST_ERR_IO, "cannot create a scratch folder in /tmp");
-    if (!st) st = sweep_measured_config(cfg, warmup + steps, tmpdir);
+    if (!st) st = sweep_measured_config(cfg, (int)(warmup + steps), tmpdir);
     if (!st) st = trainer_create(cfg, stderr, &t);
     double step_sec = 0, opt_sec = 0;
     copy_stats copies = {0};
@@ -57,7 +57,7 @@ int cmd_profile(int argc, char **argv)
         const model_config *mc = model_get_config(trainer_model(t));
         printf("%s, batch %lld, %s attention, %d threads: %.3f s/step over %d steps\n\n", mc->preset,
                (long long)config_int(cfg, "train_batch_size"), mc->mechanism == ATTN_MATH ? "math" : "flash",
-               ops_threads(), step_sec / steps, steps);
+               ops_threads(), step_sec / steps, (int)steps);
         printf("| part | calls/step | ms/step | share | GFLOP/s |\n|---|---|---|---|---|\n");
         double accounted = 0;
         for (int k = 0; k < OP_KIND_COUNT; k++) {

@@ -1,9 +1,7 @@
 /* `segtrain sample`: a grid of images from trained weights, one row per class (src/train/sample.c). */
-#include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -42,20 +40,6 @@ static const char sample_help[] =
     "Images are decoded as the model's [-1, 1] pixels (no VAE), so the model needs in_channels 1 (gray) or 3 (RGB).\n"
     "The whole grid is sampled as one batch, within device_memory like any other run.\n";
 
-/* A whole number in [lo, hi] for flag, or 2 after a usage line. */
-static int parse_int(const char *flag, const char *text, long long lo, long long hi, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi) {
-        fprintf(stderr, "segtrain sample: %s takes a whole number from %lld to %lld, got '%s'\n", flag, lo, hi, text);
-        return 2;
-    }
-    *out = v;
-    return 0;
-}
-
 #define ROWS_MAX 64
 
 /* The grid's captions: the --prompt list (checked to hold at most ROWS_MAX), or a caption of each built-in
@@ -83,48 +67,48 @@ static int caption_rows(const char *prompt, int resolution, char (*buf)[CAPTION_
 
 int cmd_sample(int argc, char **argv)
 {
-    enum { CONFIG, WEIGHTS, OUT, STEPS, GUIDANCE, SEED, PER_CLASS, CLASSES, LORA, PROMPT };
-    static const char *const flags[] = {"--config", "--weights",   "--out",     "--steps", "--guidance",
-                                        "--seed",   "--per-class", "--classes", "--lora",  "--prompt", NULL};
+    const char *config_path = NULL, *weights = NULL, *out = NULL, *lora_path = NULL, *prompt = NULL, *classes_text = NULL;
+    long long steps = 0, seed = -1, per_class = 0; /* 0 and -1 (below the range): the config's validation_ keys */
+    double guidance = -1;
+    const cli_flag flags[] = {{"--config", .text = &config_path},
+                              {"--weights", .text = &weights, .required = true},
+                              {"--out", .text = &out, .required = true},
+                              {"--steps", .whole = &steps, .min = 1, .max = 100000},
+                              {"--guidance", .real = &guidance, .min = 0, .max = LLONG_MAX},
+                              {"--seed", .whole = &seed, .min = 0, .max = LLONG_MAX},
+                              {"--per-class", .whole = &per_class, .min = 1, .max = 1024},
+                              {"--classes", .text = &classes_text}, /* read against the model's classes below */
+                              {"--lora", .text = &lora_path},
+                              {"--prompt", .text = &prompt},
+                              {0}};
     cli_args a;
-    int rc = args_parse(argc, argv, flags, NULL, &a);
+    int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(sample_help, stdout), 0) : rc;
-    if ((rc = args_require(&a, flags, WEIGHTS, 2, "sample"))) return rc;
 
     config *cfg;
-    st_status st = cli_load_config(a.value[CONFIG], &a, &cfg);
+    st_status st = cli_load_config(config_path, &a, &cfg);
     if (st) return cli_error("sample");
     model_config mc;
     if ((st = model_config_from(cfg, &mc))) {
         config_free(cfg);
         return cli_error("sample");
     }
-    long long steps = config_int(cfg, "validation_num_inference_steps"), seed = config_int(cfg, "validation_seed");
-    long long per_class = config_int(cfg, "validation_samples_per_class");
+    if (!steps) steps = config_int(cfg, "validation_num_inference_steps");
+    if (seed < 0) seed = config_int(cfg, "validation_seed");
+    if (!per_class) per_class = config_int(cfg, "validation_samples_per_class");
+    if (guidance < 0) guidance = config_float(cfg, "validation_guidance");
     long long classes = mc.classes < 8 ? mc.classes : 8;
-    double guidance = config_float(cfg, "validation_guidance");
-    if (a.value[STEPS]) rc = parse_int("--steps", a.value[STEPS], 1, 100000, &steps);
-    if (!rc && a.value[SEED]) rc = parse_int("--seed", a.value[SEED], 0, INT64_MAX, &seed);
-    if (!rc && a.value[PER_CLASS]) rc = parse_int("--per-class", a.value[PER_CLASS], 1, 1024, &per_class);
-    if (!rc && a.value[CLASSES]) rc = parse_int("--classes", a.value[CLASSES], 1, mc.classes, &classes);
-    if (!rc && a.value[GUIDANCE]) {
-        char *end;
-        guidance = strtod(a.value[GUIDANCE], &end);
-        if (end == a.value[GUIDANCE] || *end || !isfinite(guidance) || guidance < 0) {
-            fprintf(stderr, "segtrain sample: --guidance takes a number >= 0 (1 = no guidance), got '%s'\n",
-                    a.value[GUIDANCE]);
-            rc = 2;
-        }
-    }
+    const cli_flag classes_flag = {"--classes", .whole = &classes, .min = 1, .max = mc.classes};
+    if (classes_text) rc = cli_number("segtrain sample", &classes_flag, classes_text);
     const bool text = model_cond_len(&mc) > 1;
     int captions = 1;
-    for (const char *p = a.value[PROMPT]; p && *p; p++) captions += *p == '|';
-    if (!rc && a.value[PROMPT] && !text) {
+    for (const char *p = prompt; p && *p; p++) captions += *p == '|';
+    if (!rc && prompt && !text) {
         fprintf(stderr, "segtrain sample: --prompt: the %s family is conditioned on class labels (use --classes)\n",
                 mc.family);
         rc = 2;
     }
-    if (!rc && a.value[CLASSES] && text) {
+    if (!rc && classes_text && text) {
         fprintf(stderr, "segtrain sample: --classes: the %s family is conditioned on captions (use --prompt)\n",
                 mc.family);
         rc = 2;
@@ -148,20 +132,20 @@ int cmd_sample(int argc, char **argv)
     const double t0 = clock_seconds();
     st = cli_open_model(cfg, true, &cm);
     const bool lora = !st && model_get_config(cm.m)->lora_rank > 0;
-    if (!st && lora && !a.value[LORA])
+    if (!st && lora && !lora_path)
         st = st_fail(ST_ERR_INVALID, "the config trains LoRA (model_type lora): give the adapters with --lora");
-    if (!st) st = param_set_load(model_params(cm.m), a.value[WEIGHTS], lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
-    if (!st && lora) st = param_set_load(model_params(cm.m), a.value[LORA], PARAMS_TRAINABLE, NULL);
+    if (!st) st = param_set_load(model_params(cm.m), weights, lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
+    if (!st && lora) st = param_set_load(model_params(cm.m), lora_path, PARAMS_TRAINABLE, NULL);
     const double t1 = clock_seconds();
     char prompts[ROWS_MAX][CAPTION_MAX];
     const char *rows[ROWS_MAX];
-    if (!st && text) classes = caption_rows(a.value[PROMPT], (int)mc.resolution, prompts, rows);
-    if (!st) st = sample_grid(cm.m, &s, text ? rows : NULL, (int)classes, (int)per_class, a.value[OUT]);
+    if (!st && text) classes = caption_rows(prompt, (int)mc.resolution, prompts, rows);
+    if (!st) st = sample_grid(cm.m, &s, text ? rows : NULL, (int)classes, (int)per_class, out);
     if (!st) {
         const model_config *c = model_get_config(cm.m);
         for (int r = 0; text && r < classes; r++) printf("row %d: \"%s\"\n", r, rows[r]);
         printf("wrote %lld samples to %s: %lld %s x %lld per row, %lldx%lld, %lld steps, guidance %g, seed %lld\n",
-               classes * per_class, a.value[OUT], classes, text ? "captions" : "classes", per_class, (long long)c->resolution,
+               classes * per_class, out, classes, text ? "captions" : "classes", per_class, (long long)c->resolution,
                (long long)c->resolution, steps, guidance, seed);
         const double t2 = clock_seconds();
         printf("took %.2f s (sampling %.2f s, %.3f s a step)\n", t2 - t0, t2 - t1, (t2 - t1) / (double)steps);

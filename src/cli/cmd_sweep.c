@@ -1,5 +1,6 @@
 /* `segtrain sweep`: every mode x budget cell in a fresh child process (`segtrain sweep-cell`), then the reports. */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,18 +164,19 @@ static void print_cell(const sweep_cell *c)
 
 int cmd_sweep(int argc, char **argv)
 {
-    enum { CONFIG, MODES, WARMUP, STEPS, MEMORY, OUT, TIMEOUT };
-    static const char *const flags[] = {"--config", "--modes", "--warmup", "--steps", "--device-memory",
-                                        "--out",    "--timeout", NULL};
+    const char *config_file = NULL, *mode_list = NULL, *memory = NULL, *out = "sweep-report";
+    long long warmup = 1, steps = 3, timeout = 1800;
+    const cli_flag flags[] = {{"--config", .text = &config_file},
+                              {"--modes", .text = &mode_list},
+                              {"--warmup", .whole = &warmup, .min = 0, .max = CLI_STEPS_MAX},
+                              {"--steps", .whole = &steps, .min = 1, .max = CLI_STEPS_MAX},
+                              {"--device-memory", .text = &memory},
+                              {"--out", .text = &out},
+                              {"--timeout", .whole = &timeout, .min = 1, .max = INT_MAX},
+                              {0}};
     cli_args a;
-    int rc = args_parse(argc, argv, flags, NULL, &a);
+    int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(sweep_help, stdout), 0) : rc;
-    const int warmup = a.value[WARMUP] ? atoi(a.value[WARMUP]) : 1, steps = a.value[STEPS] ? atoi(a.value[STEPS]) : 3;
-    const int timeout = a.value[TIMEOUT] ? atoi(a.value[TIMEOUT]) : 1800;
-    if (warmup < 0 || steps < 1 || timeout < 1) {
-        fprintf(stderr, "segtrain sweep: --warmup >= 0, --steps >= 1 and --timeout >= 1 are whole numbers\n");
-        return 2;
-    }
     static char self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) {
@@ -184,15 +186,15 @@ int cmd_sweep(int argc, char **argv)
     self[len] = 0;
     self_path = self;
 
-    sweep_result r = {.warmup = warmup, .steps = steps};
+    sweep_result r = {.warmup = (int)warmup, .steps = (int)steps};
     sweep_mode modes[64];
     size_t budgets[16] = {0};
     st_status st = ST_OK;
-    if (a.value[MODES]) {
+    if (mode_list) {
         /* comma-separated: a token with ':' starts a user row, key=value tokens continue it, others are
          * standard rows */
         char list[4096];
-        snprintf(list, sizeof list, "%s", a.value[MODES]);
+        snprintf(list, sizeof list, "%s", mode_list);
         for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && !st; tok = strtok_r(NULL, ",", &save)) {
             sweep_mode *last = r.n_modes ? &modes[r.n_modes - 1] : NULL;
             if (!strchr(tok, ':') && strchr(tok, '=') && last && strcmp(last->name, "none") &&
@@ -207,15 +209,14 @@ int cmd_sweep(int argc, char **argv)
         r.n_modes = sweep_standard_modes(modes, 64);
     }
     r.n_budgets = 1;
-    if (!st && a.value[MEMORY]) {
+    if (!st && memory) {
         char list[1024];
-        snprintf(list, sizeof list, "%s", a.value[MEMORY]);
+        snprintf(list, sizeof list, "%s", memory);
         r.n_budgets = 0;
         for (char *save = NULL, *b = strtok_r(list, ",", &save); b && !st && r.n_budgets < 16; b = strtok_r(NULL, ",", &save))
             st = parse_size(b, &budgets[r.n_budgets++]);
     }
     if (st) return cli_error("sweep"); /* before any folder is made: a refused command leaves none */
-    const char *out = a.value[OUT] ? a.value[OUT] : "sweep-report";
     char cell_dir[512], default_config[600] = "";
     snprintf(cell_dir, sizeof cell_dir, "%s/cells", out);
     const bool made_out = mkdir(out, 0755) == 0;
@@ -224,7 +225,7 @@ int cmd_sweep(int argc, char **argv)
         if (made_out) rmdir(out);
         return 1;
     }
-    const char *config_path = a.value[CONFIG];
+    const char *config_path = config_file;
     if (!config_path) { /* the built-in default, written down so that every cell reads the same */
         snprintf(default_config, sizeof default_config, "%s/default-config.json", out);
         FILE *f = fopen(default_config, "w");
@@ -240,7 +241,7 @@ int cmd_sweep(int argc, char **argv)
         if (made_out) rmdir(out);
         return cli_error("sweep");
     }
-    snprintf(r.config, sizeof r.config, "%s", a.value[CONFIG] ? a.value[CONFIG] : "built-in default (dit-s2, batch 8)");
+    snprintf(r.config, sizeof r.config, "%s", config_file ? config_file : "built-in default (dit-s2, batch 8)");
     snprintf(r.preset, sizeof r.preset, "%s", config_string(cfg, "model_preset"));
     machine_describe(&r.machine);
     r.modes = modes;
@@ -257,7 +258,7 @@ int cmd_sweep(int argc, char **argv)
             if (budgets[b]) snprintf(budget, sizeof budget, "%.2f GiB", budgets[b] / 1073741824.0);
             fprintf(stderr, "[%d/%d] %-22s %-10s ... ", k + 1, total, modes[m].name, budget);
             fflush(stderr);
-            run_cell(&a, config_path, &modes[m], budgets[b], warmup, steps, timeout, cell_dir, k, c);
+            run_cell(&a, config_path, &modes[m], budgets[b], r.warmup, r.steps, (int)timeout, cell_dir, k, c);
             c->mode = m, c->device_memory = budgets[b];
             print_cell(c);
         }
@@ -287,22 +288,28 @@ int cmd_sweep(int argc, char **argv)
 /* The child side: one cell, its result as JSON in --out. */
 int cmd_sweep_cell(int argc, char **argv)
 {
-    static const char *const flags[] = {"--config", "--warmup", "--steps", "--out", NULL};
+    const char *config_path = NULL, *out = NULL;
+    long long warmup = 1, steps = 3; /* sweep's defaults; it always gives both */
+    const cli_flag flags[] = {{"--config", .text = &config_path},
+                              {"--warmup", .whole = &warmup, .min = 0, .max = CLI_STEPS_MAX},
+                              {"--steps", .whole = &steps, .min = 1, .max = CLI_STEPS_MAX},
+                              {"--out", .text = &out, .required = true},
+                              {0}};
     cli_args a;
-    int rc = args_parse(argc, argv, flags, NULL, &a);
-    if (rc || a.help || !a.value[3]) return 2;
+    int rc = args_parse(argc, argv, flags, &a);
+    if (rc || a.help) return 2;
     config *cfg;
     sweep_cell cell = {0};
-    st_status st = cli_load_config(a.value[0], &a, &cfg);
-    if (!st) st = sweep_measured_config(cfg, atoi(a.value[1]) + atoi(a.value[2]), NULL);
+    st_status st = cli_load_config(config_path, &a, &cfg);
+    if (!st) st = sweep_measured_config(cfg, (int)(warmup + steps), NULL);
     if (st) { /* a refusal of the mode's keys is a cell status, not a failure of the sweep */
         cell.status = st == ST_ERR_UNSUPPORTED ? CELL_UNSUPPORTED : CELL_FAILED;
         snprintf(cell.error, sizeof cell.error, "%s", st_error());
     } else {
-        sweep_run_cell(cfg, atoi(a.value[1]), atoi(a.value[2]), &cell);
+        sweep_run_cell(cfg, (int)warmup, (int)steps, &cell);
     }
     char *json = sweep_cell_to_json(&cell);
-    FILE *f = fopen(a.value[3], "w");
+    FILE *f = fopen(out, "w");
     int ok = f && json && fputs(json, f) >= 0;
     if (f) ok &= fclose(f) == 0;
     free(json);

@@ -55,13 +55,14 @@ static void progress(const train_step_info *in, int64_t total, double avg, bool 
 
 int cmd_train(int argc, char **argv)
 {
-    static const char *const flags[] = {"--config", NULL};
+    const char *config_path = NULL;
+    const cli_flag flags[] = {{"--config", .text = &config_path}, {0}};
     cli_args a;
-    int rc = args_parse(argc, argv, flags, NULL, &a);
+    int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(train_help, stdout), 0) : rc;
     config *cfg;
     trainer *t = NULL;
-    st_status st = cli_load_config(a.value[0], &a, &cfg);
+    st_status st = cli_load_config(config_path, &a, &cfg);
     if (!st) st = trainer_create(cfg, stderr, &t);
     if (!st) {
         print_plans(stderr, trainer_model(t));

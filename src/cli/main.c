@@ -1,7 +1,6 @@
 /* segtrain: the command-line front end. Each command is one function in this folder; main only dispatches. */
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -77,12 +76,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--version")) {
             return cmd_version(0, NULL);
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            char *end;
-            long n = strtol(argv[++i], &end, 10);
-            if (*end || n < 1 || n > 1024) {
-                fprintf(stderr, "segtrain: --threads takes a whole number from 1 to 1024, got '%s'\n", argv[i]);
-                return 2;
-            }
+            long long n;
+            const cli_flag threads = {"--threads", .whole = &n, .min = 1, .max = 1024};
+            if (cli_number("segtrain", &threads, argv[++i])) return 2;
             ops_set_threads((int)n);
         } else {
             fprintf(stderr, "segtrain: unknown option '%s' (see segtrain --help)\n", argv[i]);
