@@ -242,5 +242,27 @@ expect 1 "train: a diffusers folder for the weights is refused" "pretrained_mode
 expect 0 "resolution is in image pixels: 1024 on dit-s2 is 4096 tokens" "4096 tokens" -- \
   "$bin" plan --config empty.json --set model_preset=dit-s2 --set resolution=1024
 
+# numbers on the command line: each flag by name, the whole string, in range; a bad one is one line naming the flag
+# and what is valid, exit 2, before anything is read or made (missing.json is never opened)
+num() { # num COMMAND FLAG VALUE VALID [more arguments]
+  local c=$1 f=$2 v=$3 valid=$4; shift 4
+  local out; out=$("$bin" "$c" --config missing.json "$@" "$f" "$v" 2>&1); local rc=$?
+  [ $rc -eq 2 ] && [ "$out" = "segtrain $c: $f takes $valid, got '$v'" ] && ok "$c $f '$v': one line, exit 2" ||
+    bad "$c $f '$v' (exit $rc): $out"
+}
+num sweep --steps 2x "a whole number from 1 to 1000000" --out never-sweep
+num sweep --timeout "" "a whole number from 1 to 2147483647" --out never-sweep
+num sweep --warmup 1e3 "a whole number from 0 to 1000000" --out never-sweep
+[ ! -e never-sweep ] && ok "a sweep refused for its flags makes no folder" || bad "a refused sweep made never-sweep"
+num profile --warmup 1.5 "a whole number from 0 to 1000000"
+num profile --steps " 2" "a whole number from 1 to 1000000"
+num advise --steps 3steps "a whole number from 1 to 1000000" --device-memory 1GiB
+num sample --guidance nan "a number >= 0" --weights w.safetensors --out never.png
+num sample --seed -1 "a whole number >= 0" --weights w.safetensors --out never.png
+expect 2 "a number given as --flag=value is read the same way" "^segtrain profile: --steps takes a whole number from 1 to 1000000, got '0'$" -- \
+  "$bin" profile --config missing.json --steps=0
+expect 2 "sample: --classes against the model's classes" "^segtrain sample: --classes takes a whole number from 1 to 10, got '11'$" -- \
+  "$bin" sample --config tiny.json --weights w.safetensors --out never.png --classes 11
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
