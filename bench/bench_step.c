@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h" /* cli_number: numbers read as the tool reads them */
 #include "segtrain/advise.h"
 #include "segtrain/ops.h"
 #include "segtrain/sweep.h"
@@ -30,7 +31,12 @@ int main(int argc, char **argv)
         if (i + 1 >= argc) return usage();
         if (!strcmp(argv[i], "--mode")) mode_name = argv[i + 1];
         else if (!strcmp(argv[i], "--config")) config_path = argv[i + 1];
-        else if (!strcmp(argv[i], "--threads")) ops_set_threads(atoi(argv[i + 1]));
+        else if (!strcmp(argv[i], "--threads")) {
+            long long n;
+            const cli_flag threads = {"--threads", .whole = &n, .min = 1, .max = 1024};
+            if (cli_number("bench_step", &threads, argv[i + 1])) return 2;
+            ops_set_threads((int)n);
+        }
         else if (!strcmp(argv[i], "--set") && n_sets < 32) sets[n_sets++] = argv[i + 1];
         else return usage();
     }
