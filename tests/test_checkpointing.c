@@ -212,6 +212,38 @@ static model *make_model(pool *p, const model_config *mc)
     return m;
 }
 
+/* The same step run dry: the model on dry pools, the batch in a dry pool of its own (the real step's batch is
+ * outside its pools), the same code path. Its device and host peaks must be the measured ones. */
+static void dry_twin(const model *real, const ckpt_settings *cs, const flow_batch *fb, pool_stats *dev,
+                     pool_stats *host)
+{
+    const model_config *mc = model_get_config(real);
+    pool *d = pool_create_dry(POOL_DEVICE, 0), *h = pool_create_dry(POOL_HOST, 0), *in = pool_create_dry(POOL_HOST, 0);
+    model *m = NULL;
+    st_status st = model_create(mc, d, &m);
+    if (!st) st = model_set_host_pool(m, h);
+    if (!st) st = model_set_checkpointing(m, cs, NULL, 0);
+    const int64_t per = mc->channels * mc->resolution * mc->resolution, L = model_cond_len(mc);
+    float *x0 = NULL, *noise = NULL, *t = NULL;
+    int64_t *cond = NULL;
+    if (!st) st = pool_alloc(in, (size_t)(fb->batch * per) * sizeof(float), MEM_ACTIVATIONS, "x0", (void **)&x0);
+    if (!st) st = pool_alloc(in, (size_t)(fb->batch * per) * sizeof(float), MEM_ACTIVATIONS, "noise", (void **)&noise);
+    if (!st) st = pool_alloc(in, (size_t)fb->batch * sizeof(float), MEM_ACTIVATIONS, "t", (void **)&t);
+    if (!st) st = pool_alloc(in, (size_t)(fb->batch * L) * sizeof(int64_t), MEM_ACTIVATIONS, "cond", (void **)&cond);
+    if (!st) {
+        pool_reset_peak(d);
+        const flow_batch dfb = {.batch = fb->batch, .x0 = x0, .noise = noise, .t = t, .cond = cond};
+        float loss;
+        st = flow_loss(m, &dfb, true, &loss);
+    }
+    CHECKF(st == ST_OK, "dry step: %s", st_error());
+    pool_get_stats(d, dev);
+    pool_get_stats(h, host);
+    pool_free(in, x0), pool_free(in, noise), pool_free(in, t), pool_free(in, cond);
+    model_destroy(m);
+    CHECK(pool_destroy(d) == 0 && pool_destroy(h) == 0 && pool_destroy(in) == 0);
+}
+
 /* One step under a schedule; checks counts, the prediction and the backward memory trace; returns the
  * gradients. */
 static step_result run_step(pool *p, model *m, const schedule *sc, const flow_batch *fb, const char *label)
@@ -271,6 +303,12 @@ static step_result run_step(pool *p, model *m, const schedule *sc, const flow_ba
     CHECKF(exact, "%s %s: measured peak %zu, predicted %zu", label, sc->name, measured.peak, sim.s.peak);
     for (int t = 0; !exact && t < MEM_TAG_COUNT; t++)
         printf("     %-12s measured %zu predicted %zu\n", mem_tag_name(t), measured.at_peak_by_tag[t], sim.s.at_peak_by_tag[t]);
+    pool_stats dry, dry_host;
+    dry_twin(m, &cs, fb, &dry, &dry_host);
+    CHECKF(dry.peak == measured.peak && !memcmp(dry.at_peak_by_tag, measured.at_peak_by_tag, sizeof dry.at_peak_by_tag) &&
+               dry_host.peak == measured_host.peak,
+           "%s %s: the dry step's peaks %zu (host %zu) are not the measured %zu (host %zu)", label, sc->name, dry.peak,
+           dry_host.peak, measured.peak, measured_host.peak);
     for (int q = 0; q < n_seq; q++)
         CHECKF(!w[q].rose && w[q].calls > 0, "%s %s: activation memory rose after a segment's backward (%s)", label,
                sc->name, seqs[q].name);

@@ -209,7 +209,30 @@ void pos_embed_2d(float *table, int64_t grid, int64_t d);
  * f_j = exp(-ln(max_period) j / (dim/2)); dim even. No gradient: timesteps are not trained. */
 void timestep_embedding(float *emb, const float *t, int64_t n, int64_t dim, double max_period);
 
+/* The mean of each sample's token rows whose id is not 0 (padding), added to y: y (batch, d) += mean over l with
+ * ids[b, l] != 0 of x (batch, len, d), each term x / count in token order. Backward: dx[b, l] += dy[b] / count
+ * for the same tokens. A sample with no token adds nothing. */
+void token_mean_forward(float *y, const float *x, const int64_t *ids, int64_t batch, int64_t len, int64_t d);
+void token_mean_backward(float *dx, const float *dy, const int64_t *ids, int64_t batch, int64_t len, int64_t d);
+
+/* ---- moving and adding tensors (ops/cpu/tensor.c): the glue between ops, so that it too is skipped on dry
+ * buffers and runs with the op layer's threads ---- */
+
+/* rows x cols floats from src (rows src_ld apart) to dst (rows dst_ld apart). */
+void copy_rows(float *dst, int64_t dst_ld, const float *src, int64_t src_ld, int64_t rows, int64_t cols);
+/* y += x over n floats. */
+void add_to(float *y, const float *x, int64_t n);
+/* y (rows, n) += row (n) on every row. */
+void add_row(float *y, const float *row, int64_t rows, int64_t n);
+/* n bytes from src to dst (ids and other non-float data). */
+void copy_bytes(void *dst, const void *src, size_t n);
+
 /* ---- loss (ops/cpu/loss.c) ---- */
+
+/* The rectified flow's input and target for `batch` samples of `per` values: x_t = (1 - t) x0 + t e and
+ * target = e - x0 with sample i's t[i], and timesteps[i] = 1000 t[i]. No backward: nothing here is trained. */
+void flow_interpolate(float *xt, float *target, float *timesteps, const float *x0, const float *noise, const float *t,
+                      int64_t batch, int64_t per);
 
 /* mean((pred - target)^2), accumulated in double over fixed-size chunks so that the value does not depend on
  * the thread count. Backward: dpred += dloss * 2 (pred - target) / n. */

@@ -4,6 +4,7 @@
  * last state the run holds that references it goes, so it is stored, and freed, once. The memory simulation in
  * plan.c replays exactly these allocations; keep the two in step. */
 #include "segtrain/executor.h"
+#include "segtrain/ops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -153,8 +154,7 @@ const block_state *seq_run_output(const seq_run *run, int i)
 static void add_extra(block_state *grad, const float *extra, int64_t numel)
 {
     if (!extra) return;
-    float *g = grad->t[0];
-    for (int64_t k = 0; k < numel; k++) g[k] += extra[k];
+    add_to(grad->t[0], extra, numel);
 }
 
 /* Backward of block i from what it kept, then frees that and its input. */

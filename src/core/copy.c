@@ -34,7 +34,7 @@ static void *worker_main(void *arg)
         if (!e->head) e->tail = NULL;
         pthread_mutex_unlock(&e->lock);
         double t0 = clock_seconds();
-        if (!j->failed) memcpy(j->dst, j->src, j->bytes);
+        if (!j->failed && !pool_is_dry_ptr(j->dst)) memcpy(j->dst, j->src, j->bytes); /* a dry copy moves nothing */
         double busy = clock_seconds() - t0;
         pthread_mutex_lock(&e->lock);
         e->stats.busy_seconds += busy;

@@ -156,16 +156,15 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     /* the label embedding goes through cs's buffer before cs is computed: no extra allocation */
     if ((st = embedding_forward(m->ctx.cs, PW(p_y), labels, B, c->classes + 1, D)))
         return st_fail(st, "labels: %s (the null label is %lld)", st_error(), (long long)c->classes);
-    memcpy(s->labels, labels, (size_t)B * sizeof *labels);
+    copy_bytes(s->labels, labels, (size_t)B * sizeof *labels);
 
     patchify_forward(s->patches, x, B, c->channels, c->resolution, c->resolution, c->patch);
     linear_forward(s->tokens, s->patches, PW(p_x_w), PW(p_x_b), N, P, D);
     const float *pos = PW(p_pos);
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t i = 0; i < T * D; i++) s->tokens[b * T * D + i] += pos[i];
+    add_row(s->tokens, pos, B, T * D);
 
     temb_forward(m, &d->t, timesteps);
-    for (int64_t i = 0; i < B * D; i++) d->t.c[i] += m->ctx.cs[i];
+    add_to(d->t.c, m->ctx.cs, B * D);
     silu_forward(m->ctx.cs, d->t.c, B * D);
     return ST_OK;
 }

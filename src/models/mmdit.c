@@ -117,14 +117,6 @@ static void mm_release(model *m)
     *s = (mm_step){0};
 }
 
-/* Caption tokens per sample, padding left out (the pooled embedding's divisor). */
-static int64_t words(const int64_t *ids, int64_t L)
-{
-    int64_t n = 0;
-    for (int64_t l = 0; l < L; l++) n += ids[l] != 0;
-    return n;
-}
-
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const int64_t *ids, bool train)
 {
     mm_model *d = mm_of(m);
@@ -141,15 +133,11 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     if (st) return st;
     if ((st = embedding_forward(s->txt, PW(p_tok), ids, B * L, c->text_vocab, D)))
         return st_fail(st, "caption tokens: %s", st_error());
-    memcpy(s->ids, ids, (size_t)(B * L) * sizeof *ids);
+    copy_bytes(s->ids, ids, (size_t)(B * L) * sizeof *ids);
     patchify_forward(s->patches, x, B, c->channels, c->resolution, c->resolution, c->patch);
     linear_forward(s->img, s->patches, PW(p_x_w), PW(p_x_b), N, P, D);
     temb_forward(m, &d->t, timesteps);
-    for (int64_t b = 0; b < B; b++) { /* + the mean of the caption's token embeddings */
-        const int64_t n = words(ids + b * L, L);
-        for (int64_t l = 0; l < L && n; l++)
-            for (int64_t j = 0; ids[b * L + l] && j < D; j++) d->t.c[b * D + j] += s->txt[(b * L + l) * D + j] / (float)n;
-    }
+    token_mean_forward(d->t.c, s->txt, ids, B, L, D); /* + the mean of the caption's token embeddings */
     silu_forward(m->ctx.cs, d->t.c, B * D);
     return ST_OK;
 }
@@ -215,11 +203,7 @@ static st_status embed_backward(model *m, const float *dimg, float *dtxt)
     float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "mmdit.dc");
     if (k.status) return scratch_end(&k);
     silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
-    for (int64_t b = 0; b < B; b++) { /* the pooled mean's share of each word */
-        const int64_t n = words(s->ids + b * L, L);
-        for (int64_t l = 0; l < L && n; l++)
-            for (int64_t j = 0; s->ids[b * L + l] && j < D; j++) dtxt[(b * L + l) * D + j] += dc[b * D + j] / (float)n;
-    }
+    token_mean_backward(dtxt, dc, s->ids, B, L, D); /* the pooled mean's share of each word */
     if (PG(p_tok)) embedding_backward(PG(p_tok), dtxt, s->ids, B * L, D);
     k.status = temb_backward(m, &d->t, dc);
     return scratch_end(&k);

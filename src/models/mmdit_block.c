@@ -52,15 +52,13 @@ static int64_t stream_len(const mm_dims *d, int s) { return s ? d->L : d->T; }
 void mm_to_joint(const mm_dims *d, int s, float *joint, const float *x)
 {
     const int64_t n = stream_len(d, s) * d->D;
-    for (int64_t b = 0; b < d->B; b++)
-        memcpy(joint + (b * d->S + d->offset[s]) * d->D, x + b * n, (size_t)n * sizeof(float));
+    copy_rows(joint + d->offset[s] * d->D, d->S * d->D, x, n, d->B, n);
 }
 
 void mm_from_joint(const mm_dims *d, int s, float *x, const float *joint)
 {
     const int64_t n = stream_len(d, s) * d->D;
-    for (int64_t b = 0; b < d->B; b++)
-        memcpy(x + b * n, joint + (b * d->S + d->offset[s]) * d->D, (size_t)n * sizeof(float));
+    copy_rows(x, n, joint + d->offset[s] * d->D, d->S * d->D, d->B, n);
 }
 
 /* ---- registration: diffusers' Flux names ---- */
@@ -633,10 +631,8 @@ static size_t single_kept_bytes(const block *b, keep_level keep)
 static void concat_rows(const mm_dims *d, float *c, const float *o, const float *m1)
 {
     const int64_t D = d->D;
-    for (int64_t r = 0; r < d->J; r++) {
-        memcpy(c + r * 5 * D, o + r * D, (size_t)D * sizeof(float));
-        gelu_forward(c + r * 5 * D + D, m1 + r * 4 * D, 4 * D);
-    }
+    copy_rows(c, 5 * D, o, D, d->J, D);
+    for (int64_t r = 0; r < d->J; r++) gelu_forward(c + r * 5 * D + D, m1 + r * 4 * D, 4 * D);
 }
 
 static st_status single_forward(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
@@ -720,7 +716,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     zero_bytes(dr, (size_t)JD * sizeof(float));
     gated_residual_backward(gx, dmod + 2 * D, dr, gx, mod + 2 * D, sv->o[0], d.B, d.S, D, 3 * D);
     if ((k.status = bwd(m, &ms->out, dc, dr, c, J))) goto done;
-    for (int64_t i = 0; i < J; i++) memcpy(dm + i * 4 * D, dc + i * 5 * D + D, (size_t)(4 * D) * sizeof(float));
+    copy_rows(dm, 4 * D, dc + D, 5 * D, J, 4 * D);
     gelu_backward(dm1, dm, m1, 4 * JD);
     if ((k.status = bwd(m, &ms->mlp1, dh, dm1, h, J))) goto done;
     k.status = attention_backward(m->pool, &as, jv(dq, &d), jv(dk, &d), jv(dv, &d),

@@ -45,19 +45,15 @@ static dims dims_of(const skip_block *sb)
 /* cat (n, 2d) = [a | b], row by row */
 static void concat_rows(float *cat, const float *a, const float *b, int64_t n, int64_t d)
 {
-    for (int64_t r = 0; r < n; r++) {
-        memcpy(cat + r * 2 * d, a + r * d, (size_t)d * sizeof(float));
-        memcpy(cat + r * 2 * d + d, b + r * d, (size_t)d * sizeof(float));
-    }
+    copy_rows(cat, 2 * d, a, d, n, d);
+    copy_rows(cat + d, 2 * d, b, d, n, d);
 }
 
 /* the inverse: a = cat[:, :d], b = cat[:, d:] */
 static void split_rows(float *a, float *b, const float *cat, int64_t n, int64_t d)
 {
-    for (int64_t r = 0; r < n; r++) {
-        memcpy(a + r * d, cat + r * 2 * d, (size_t)d * sizeof(float));
-        memcpy(b + r * d, cat + r * 2 * d + d, (size_t)d * sizeof(float));
-    }
+    copy_rows(a, d, cat, 2 * d, n, d);
+    copy_rows(b, d, cat + d, 2 * d, n, d);
 }
 
 /* x' = skip_linear(concat(x, s)) with s the newest skip (the input state's last tensor). x' is what the DiT part
@@ -166,7 +162,7 @@ static st_status skip_backward(block *b, const block_state *in, block_saved *sav
     if (sb->role == ROLE_IN) { /* the output's two slots of y: their gradients add up */
         const dims d = dims_of(sb);
         float *dy = grad->t[0], *dskip = grad->t[grad->n - 1];
-        for (int64_t k = 0; k < d.N * d.D; k++) dy[k] += dskip[k];
+        add_to(dy, dskip, d.N * d.D);
         pool_free(sb->dit.m->pool, dskip);
         grad->t[--grad->n] = NULL;
     }

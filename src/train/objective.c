@@ -16,14 +16,7 @@ st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
     if (!st) st = pool_alloc(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.target", (void **)&target);
     if (!st) st = pool_alloc(p, (size_t)b->batch * sizeof(float), MEM_ACTIVATIONS, "flow.timesteps", (void **)&timesteps);
     if (!st) {
-        for (int64_t i = 0; i < b->batch; i++) {
-            const float t = b->t[i];
-            timesteps[i] = 1000.0f * t;
-            for (int64_t j = i * per; j < (i + 1) * per; j++) {
-                xt[j] = (1.0f - t) * b->x0[j] + t * b->noise[j];
-                target[j] = b->noise[j] - b->x0[j];
-            }
-        }
+        flow_interpolate(xt, target, timesteps, b->x0, b->noise, b->t, b->batch, per);
         const float *pred;
         st = model_forward(m, xt, timesteps, b->cond, b->batch, backward, &pred);
         if (!st) {

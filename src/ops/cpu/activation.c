@@ -76,27 +76,27 @@ static void silu_backward_run(float *restrict dx, const float *restrict dy, cons
 void gelu_forward(float *restrict y, const float *restrict x, int64_t n)
 {
     const double t0 = prof_now();
-    gelu_forward_run(y, x, n);
+    if (!op_dry(y)) gelu_forward_run(y, x, n);
     prof_add(OP_POINTWISE, t0, 0);
 }
 
 void gelu_backward(float *restrict dx, const float *restrict dy, const float *restrict x, int64_t n)
 {
     const double t0 = prof_now();
-    gelu_backward_run(dx, dy, x, n);
+    if (!op_dry(dy)) gelu_backward_run(dx, dy, x, n);
     prof_add(OP_POINTWISE, t0, 0);
 }
 
 void silu_forward(float *restrict y, const float *restrict x, int64_t n)
 {
     const double t0 = prof_now();
-    silu_forward_run(y, x, n);
+    if (!op_dry(y)) silu_forward_run(y, x, n);
     prof_add(OP_POINTWISE, t0, 0);
 }
 
 void silu_backward(float *restrict dx, const float *restrict dy, const float *restrict x, int64_t n)
 {
     const double t0 = prof_now();
-    silu_backward_run(dx, dy, x, n);
+    if (!op_dry(dy)) silu_backward_run(dx, dy, x, n);
     prof_add(OP_POINTWISE, t0, 0);
 }

@@ -290,6 +290,7 @@ static st_status attention_forward_run(pool *p, const attn_shape *s, attn_view o
             return st;
         }
     }
+    if (op_dry(out.data)) return pool_free(p, ws), ST_OK;
     const int64_t H = s->heads, T = s->tokens, pairs = s->batch * s->heads;
     const float scale = attn_scale(s);
     float *kept = keep ? keep->data : NULL;
@@ -321,6 +322,7 @@ static st_status attention_backward_run(pool *p, const attn_shape *s, attn_view 
     st_status st = pool_alloc(p, (size_t)threads * per * sizeof(float), MEM_WORKSPACE,
                               "attention backward workspace", (void **)&ws);
     if (st != ST_OK) return st;
+    if (op_dry(dout.data)) return pool_free(p, ws), ST_OK;
     const int64_t H = s->heads, T = s->tokens, pairs = s->batch * s->heads;
     const float scale = attn_scale(s);
     const float *kept = keep->data;

@@ -111,6 +111,7 @@ static void sincos_1d(float *out, double u, int64_t e)
 
 void pos_embed_2d(float *table, int64_t grid, int64_t d)
 {
+    if (op_dry(table)) return;
     /* column q in the first half, row r in the second, as DiT's meshgrid(w, h) order gives */
 #pragma omp parallel for schedule(static) if (grid * grid * d >= PAR_MIN)
     for (int64_t k = 0; k < grid * grid; k++) {
@@ -122,6 +123,7 @@ void pos_embed_2d(float *table, int64_t grid, int64_t d)
 
 void timestep_embedding(float *emb, const float *t, int64_t n, int64_t dim, double max_period)
 {
+    if (op_dry(emb)) return;
     int64_t half = dim / 2;
     double lmp = log(max_period);
 #pragma omp parallel for schedule(static) if (n * dim >= PAR_MIN)
@@ -139,7 +141,7 @@ void timestep_embedding(float *emb, const float *t, int64_t n, int64_t dim, doub
 st_status embedding_forward(float *out, const float *table, const int64_t *idx, int64_t n, int64_t rows, int64_t d)
 {
     const double t0 = prof_now();
-    const st_status r = embedding_forward_run(out, table, idx, n, rows, d);
+    const st_status r = op_dry(out) ? ST_OK : embedding_forward_run(out, table, idx, n, rows, d);
     prof_add(OP_POINTWISE, t0, 0);
     return r;
 }
@@ -147,34 +149,34 @@ st_status embedding_forward(float *out, const float *table, const int64_t *idx, 
 void embedding_backward(float *dtable, const float *dout, const int64_t *idx, int64_t n, int64_t d)
 {
     const double t0 = prof_now();
-    embedding_backward_run(dtable, dout, idx, n, d);
+    if (!op_dry(dout)) embedding_backward_run(dtable, dout, idx, n, d);
     prof_add(OP_POINTWISE, t0, 0);
 }
 
 void patchify_forward(float *tokens, const float *image, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
 {
     const double t0 = prof_now();
-    patchify_forward_run(tokens, image, batch, c, h, w, p);
+    if (!op_dry(tokens)) patchify_forward_run(tokens, image, batch, c, h, w, p);
     prof_add(OP_POINTWISE, t0, 0);
 }
 
 void patchify_backward(float *dimage, const float *dtokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
 {
     const double t0 = prof_now();
-    patchify_backward_run(dimage, dtokens, batch, c, h, w, p);
+    if (!op_dry(dtokens)) patchify_backward_run(dimage, dtokens, batch, c, h, w, p);
     prof_add(OP_POINTWISE, t0, 0);
 }
 
 void unpatchify_forward(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
 {
     const double t0 = prof_now();
-    unpatchify_forward_run(image, tokens, batch, c, h, w, p);
+    if (!op_dry(image)) unpatchify_forward_run(image, tokens, batch, c, h, w, p);
     prof_add(OP_POINTWISE, t0, 0);
 }
 
 void unpatchify_backward(float *dtokens, const float *dimage, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
 {
     const double t0 = prof_now();
-    unpatchify_backward_run(dtokens, dimage, batch, c, h, w, p);
+    if (!op_dry(dimage)) unpatchify_backward_run(dtokens, dimage, batch, c, h, w, p);
     prof_add(OP_POINTWISE, t0, 0);
 }

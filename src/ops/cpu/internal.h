@@ -18,6 +18,10 @@ static inline void prof_add(op_kind kind, double t0, double flops)
     if (ops_profiling) prof_record(kind, t0, flops);
 }
 
+/* A dry step's buffers (pool.h) hold nothing: an op on them makes its pool allocations, counts its FLOPs in the
+ * profile and computes nothing. It is told by the pointer it writes (or, in backward, the gradient it reads). */
+static inline bool op_dry(const void *p) { return pool_is_dry_ptr(p); }
+
 /* Allocates the op's kept state of `bytes` (MEM_ACTIVATIONS) into keep; a NULL keep keeps nothing. */
 static inline st_status op_state_alloc(op_state *keep, pool *p, size_t bytes, const char *what)
 {

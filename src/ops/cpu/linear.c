@@ -118,6 +118,7 @@ static st_status gated_linear_backward_run(pool *p, float *dx, float *dw, float 
     st_status st = pool_alloc(p, gated_linear_workspace_bytes(batch, tokens, in, out), MEM_WORKSPACE,
                               "gated linear backward", (void **)&m);
     if (st) return st;
+    if (op_dry(dy)) return pool_free(p, m), ST_OK;
     float *colsum = m + out * in, *dh = colsum + batch * out;
     gate_rows(dh, colsum, dy, gate, batch, tokens, out, gate_stride);
     for (int64_t s = 0; s < batch; s++) {
@@ -212,35 +213,35 @@ static void matmul_backward_run(float *da, float *db, const float *dc, const flo
 void linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in, int64_t out)
 {
     const double t0 = prof_now();
-    linear_forward_run(y, x, w, b, n, in, out);
+    if (!op_dry(y)) linear_forward_run(y, x, w, b, n, in, out);
     prof_add(OP_GEMM, t0, 2.0 * n * in * out);
 }
 
 void linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n, int64_t in, int64_t out)
 {
     const double t0 = prof_now();
-    linear_backward_run(dx, dw, db, dy, x, w, n, in, out);
+    if (!op_dry(dy)) linear_backward_run(dx, dw, db, dy, x, w, n, in, out);
     prof_add(OP_GEMM, t0, 2.0 * n * in * out * ((dx != NULL) + (dw != NULL)));
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b, float beta, float *c)
 {
     const double t0 = prof_now();
-    gemm_run(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+    if (!op_dry(c)) gemm_run(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
     prof_add(OP_GEMM, t0, 2.0 * m * n * k);
 }
 
 void matmul_forward(float *c, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b)
 {
     const double t0 = prof_now();
-    matmul_forward_run(c, a, b, batch, m, n, k, trans_a, trans_b);
+    if (!op_dry(c)) matmul_forward_run(c, a, b, batch, m, n, k, trans_a, trans_b);
     prof_add(OP_GEMM, t0, 2.0 * batch * m * n * k);
 }
 
 void matmul_backward(float *da, float *db, const float *dc, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b)
 {
     const double t0 = prof_now();
-    matmul_backward_run(da, db, dc, a, b, batch, m, n, k, trans_a, trans_b);
+    if (!op_dry(dc)) matmul_backward_run(da, db, dc, a, b, batch, m, n, k, trans_a, trans_b);
     prof_add(OP_GEMM, t0, 2.0 * batch * m * n * k * ((da != NULL) + (db != NULL)));
 }
 

@@ -58,7 +58,7 @@ static void mse_backward_run(float *restrict dpred, const float *restrict pred, 
 float mse_forward(const float *pred, const float *target, int64_t n)
 {
     const double t0 = prof_now();
-    const float r = mse_forward_run(pred, target, n);
+    const float r = op_dry(pred) ? 0.0f : mse_forward_run(pred, target, n);
     prof_add(OP_POINTWISE, t0, 0);
     return r;
 }
@@ -66,6 +66,22 @@ float mse_forward(const float *pred, const float *target, int64_t n)
 void mse_backward(float *restrict dpred, const float *restrict pred, const float *restrict target, int64_t n, float dloss)
 {
     const double t0 = prof_now();
-    mse_backward_run(dpred, pred, target, n, dloss);
+    if (!op_dry(pred)) mse_backward_run(dpred, pred, target, n, dloss);
+    prof_add(OP_POINTWISE, t0, 0);
+}
+
+void flow_interpolate(float *restrict xt, float *restrict target, float *restrict timesteps, const float *restrict x0,
+                      const float *restrict noise, const float *restrict t, int64_t batch, int64_t per)
+{
+    const double t0 = prof_now();
+    if (!op_dry(xt))
+        for (int64_t i = 0; i < batch; i++) {
+            const float ti = t[i];
+            timesteps[i] = 1000.0f * ti;
+            for (int64_t j = i * per; j < (i + 1) * per; j++) {
+                xt[j] = (1.0f - ti) * x0[j] + ti * noise[j];
+                target[j] = noise[j] - x0[j];
+            }
+        }
     prof_add(OP_POINTWISE, t0, 0);
 }

@@ -151,6 +151,7 @@ static st_status layernorm_forward_run(pool *p, float *y, const float *x, const 
         *keep = (op_state){0};
         return s;
     }
+    if (op_dry(y)) return ST_OK;
     float *mean_out = keep ? keep->data : NULL;
     float *rstd_out = keep ? (float *)keep->data + n : NULL;
     const float inv_d = 1.0f / (float)d;
@@ -217,6 +218,7 @@ static st_status rmsnorm_forward_run(pool *p, float *y, const float *x, const fl
         *keep = (op_state){0};
         return s;
     }
+    if (op_dry(y)) return ST_OK;
     float *rstd_out = keep ? keep->data : NULL;
     const float inv_d = 1.0f / (float)d;
 #pragma omp parallel for schedule(static)
@@ -273,7 +275,7 @@ st_status layernorm_forward(pool *p, float *y, const float *x, const float *w, c
 void layernorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n, int64_t d, const op_state *keep)
 {
     const double t0 = prof_now();
-    layernorm_backward_run(dx, dw, db, dy, x, w, n, d, keep);
+    if (!op_dry(dy)) layernorm_backward_run(dx, dw, db, dy, x, w, n, d, keep);
     prof_add(OP_NORM, t0, 0);
 }
 
@@ -288,6 +290,6 @@ st_status rmsnorm_forward(pool *p, float *y, const float *x, const float *w, int
 void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t n, int64_t d, const op_state *keep)
 {
     const double t0 = prof_now();
-    rmsnorm_backward_run(dx, dw, dy, x, w, n, d, keep);
+    if (!op_dry(dy)) rmsnorm_backward_run(dx, dw, dy, x, w, n, d, keep);
     prof_add(OP_NORM, t0, 0);
 }

@@ -70,7 +70,7 @@ void rope_2d_forward(float *x, int64_t batch, int64_t tokens, int64_t grid, int6
                      int64_t row_stride, int64_t batch_stride, double theta)
 {
     const double t0 = prof_now();
-    rope_2d_run(x, batch, tokens, grid, heads, head_dim, row_stride, batch_stride, theta, false);
+    if (!op_dry(x)) rope_2d_run(x, batch, tokens, grid, heads, head_dim, row_stride, batch_stride, theta, false);
     prof_add(OP_POINTWISE, t0, 0);
 }
 
@@ -78,6 +78,6 @@ void rope_2d_backward(float *dx, int64_t batch, int64_t tokens, int64_t grid, in
                       int64_t row_stride, int64_t batch_stride, double theta)
 {
     const double t0 = prof_now();
-    rope_2d_run(dx, batch, tokens, grid, heads, head_dim, row_stride, batch_stride, theta, true);
+    if (!op_dry(dx)) rope_2d_run(dx, batch, tokens, grid, heads, head_dim, row_stride, batch_stride, theta, true);
     prof_add(OP_POINTWISE, t0, 0);
 }

@@ -1,0 +1,58 @@
+/* Moving and adding tensors: the glue between ops. */
+#include "internal.h"
+
+#define PAR_ROWS 64 /* below this many rows a parallel region costs more than it saves */
+
+void copy_rows(float *dst, int64_t dst_ld, const float *src, int64_t src_ld, int64_t rows, int64_t cols)
+{
+    if (op_dry(dst) || rows <= 0 || cols <= 0) return;
+#pragma omp parallel for schedule(static) if (rows >= PAR_ROWS)
+    for (int64_t r = 0; r < rows; r++) memcpy(dst + r * dst_ld, src + r * src_ld, (size_t)cols * sizeof(float));
+}
+
+void add_to(float *restrict y, const float *restrict x, int64_t n)
+{
+    if (op_dry(y)) return;
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+void add_row(float *restrict y, const float *restrict row, int64_t rows, int64_t n)
+{
+    if (op_dry(y)) return;
+#pragma omp parallel for schedule(static) if (rows >= PAR_ROWS)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < n; i++) y[r * n + i] += row[i];
+}
+
+void copy_bytes(void *dst, const void *src, size_t n)
+{
+    if (!op_dry(dst) && n) memcpy(dst, src, n);
+}
+
+/* Tokens of sample b that are not padding. */
+static int64_t words(const int64_t *ids, int64_t len)
+{
+    int64_t n = 0;
+    for (int64_t l = 0; l < len; l++) n += ids[l] != 0;
+    return n;
+}
+
+void token_mean_forward(float *y, const float *x, const int64_t *ids, int64_t batch, int64_t len, int64_t d)
+{
+    if (op_dry(y)) return;
+    for (int64_t b = 0; b < batch; b++) {
+        const int64_t n = words(ids + b * len, len);
+        for (int64_t l = 0; l < len && n; l++)
+            for (int64_t j = 0; ids[b * len + l] && j < d; j++) y[b * d + j] += x[(b * len + l) * d + j] / (float)n;
+    }
+}
+
+void token_mean_backward(float *dx, const float *dy, const int64_t *ids, int64_t batch, int64_t len, int64_t d)
+{
+    if (op_dry(dy)) return;
+    for (int64_t b = 0; b < batch; b++) {
+        const int64_t n = words(ids + b * len, len);
+        for (int64_t l = 0; l < len && n; l++)
+            for (int64_t j = 0; ids[b * len + l] && j < d; j++) dx[(b * len + l) * d + j] += dy[b * d + j] / (float)n;
+    }
+}
