@@ -116,12 +116,12 @@ static st_status get_prompt(const where *w, const cJSON *e, char **out)
         return refuse(w, ST_ERR_INVALID, "instance_prompt must be a string or a list of strings, got %s", b);
     }
     char *s = malloc(n + 1);
-    if (!s) return oom();
+    if (!s) return data_oom();
     size_t o = 0;
     for (const cJSON *p = cJSON_IsString(v) ? v : v->child; p; p = cJSON_IsString(v) ? NULL : p->next) {
         const size_t len = strlen(p->valuestring);
         memcpy(s + o, p->valuestring, len);
-        const size_t k = fold_space(s + o, len);
+        const size_t k = data_fold_space(s + o, len);
         if (k) o += k, s[o++] = '\n';
     }
     if (o) o--; /* the last newline */
@@ -253,14 +253,14 @@ static st_status read_entry(const char *file, int index, const cJSON *e, spec *s
     sp->repeats = (int64_t)repeats;
     if (!dir || !dir[0]) return refuse(&w, ST_ERR_INVALID, "no instance_data_dir (the folder of its images)");
     sp->given_dir = dir;
-    if (dir[0] == '/') sp->dir = dup_str(dir);
+    if (dir[0] == '/') sp->dir = data_dup_str(dir);
     else {
         char cwd[4096];
         if (!getcwd(cwd, sizeof cwd)) return refuse(&w, ST_ERR_IO, "cannot read the working directory, which a "
                                                     "relative instance_data_dir is taken from: %s", strerror(errno));
-        sp->dir = join_path(cwd, dir);
+        sp->dir = data_join_path(cwd, dir);
     }
-    if (!sp->dir) return oom();
+    if (!sp->dir) return data_oom();
 
     char unknown[512] = "";
     size_t o = 0;
@@ -276,24 +276,25 @@ static st_status read_entry(const char *file, int index, const cJSON *e, spec *s
 static st_status make_caption(const where *w, const spec *sp, const char *path, char **out)
 {
     *out = NULL;
-    if (sp->only_prompt || sp->strategy == CAP_INSTANCEPROMPT) return (*out = dup_str(sp->prompt)) ? ST_OK : oom();
+    if (sp->only_prompt || sp->strategy == CAP_INSTANCEPROMPT)
+        return (*out = data_dup_str(sp->prompt)) ? ST_OK : data_oom();
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path, *dot = strrchr(base, '.');
     char *text;
     size_t n;
     if (sp->strategy == CAP_FILENAME) { /* Path(image).stem with '_' -> ' ' */
         n = (size_t)(dot - base);
-        if (!(text = malloc(n + 1))) return oom();
+        if (!(text = malloc(n + 1))) return data_oom();
         for (size_t i = 0; i < n; i++) text[i] = base[i] == '_' ? ' ' : base[i];
         text[n] = 0;
     } else { /* the same-named .txt; every non-empty line a caption, unless disable_multiline_split */
         const size_t stem = (size_t)(dot - path);
         char *txt = malloc(stem + 5);
-        if (!txt) return oom();
+        if (!txt) return data_oom();
         memcpy(txt, path, stem);
         memcpy(txt + stem, ".txt", 5);
-        text = read_small(txt, CAPTION_FILE_MAX, &n);
+        text = data_read_small(txt, CAPTION_FILE_MAX, &n);
         if (!text) {
-            st_status st = errno == ENOMEM ? oom() : refuse(w, ST_ERR_IO, "caption_strategy textfile: %s has no "
+            st_status st = errno == ENOMEM ? data_oom() : refuse(w, ST_ERR_IO, "caption_strategy textfile: %s has no "
                                                             "caption file %s (%s)", path, txt, strerror(errno));
             free(txt);
             return st;
@@ -307,12 +308,12 @@ static st_status make_caption(const where *w, const spec *sp, const char *path, 
     size_t lines = 1;
     for (char *p = text; (p = strchr(p, '\n')) != NULL; p++) lines++;
     char *joined = malloc(strlen(text) + lines * plen + 1);
-    if (!joined) return free(text), oom();
+    if (!joined) return free(text), data_oom();
     size_t o = 0;
     for (char *line = text, *next; line; line = next) {
         next = strchr(line, '\n');
         if (next) *next++ = 0;
-        const size_t len = fold_space(line, strlen(line));
+        const size_t len = data_fold_space(line, strlen(line));
         if (!len) continue;
         if (plen) memcpy(joined + o, sp->prompt, plen - 1), joined[o + plen - 1] = ' ', o += plen;
         memcpy(joined + o, line, len);
@@ -347,25 +348,25 @@ static st_status walk(scan *sc, seen *sn, const where *w, const spec *sp, const 
         if (d) sn->dev = d;
         ino_t *in = d ? realloc(sn->ino, sizeof(ino_t) * (size_t)sn->cap) : NULL;
         if (in) sn->ino = in;
-        if (!in) return sn->cap = sn->n, oom();
+        if (!in) return sn->cap = sn->n, data_oom();
     }
     sn->dev[sn->n] = sb.st_dev, sn->ino[sn->n++] = sb.st_ino;
     char **names;
     int n;
-    st_status st = list_dir(dir, &names, &n);
+    st_status st = data_list_dir(dir, &names, &n);
     for (int i = 0; i < n && !st; i++) {
-        char *path = join_path(dir, names[i]), *caption = NULL;
+        char *path = data_join_path(dir, names[i]), *caption = NULL;
         bool ok = false;
-        if (!path) st = oom();
-        else if (is_dir(path)) st = walk(sc, sn, w, sp, path, label);
-        else if ((is_png(names[i]) || is_other_image(names[i])) && !(st = check_png(sc, path, names[i], &ok)) && ok &&
-                 !(st = make_caption(w, sp, path, &caption))) {
-            st = add_item(sc, path, caption, label);
-            continue; /* add_item owns path */
+        if (!path) st = data_oom();
+        else if (data_is_dir(path)) st = walk(sc, sn, w, sp, path, label);
+        else if ((data_is_png(names[i]) || data_is_other_image(names[i])) &&
+                 !(st = data_check_png(sc, path, names[i], &ok)) && ok && !(st = make_caption(w, sp, path, &caption))) {
+            st = data_add_item(sc, path, caption, label);
+            continue; /* data_add_item owns path */
         }
         free(path);
     }
-    if (names) free_names(names, n);
+    if (names) data_free_names(names, n);
     return st;
 }
 
@@ -409,10 +410,10 @@ static void report_backend(const spec *sp, const backend *b, int R)
 st_status dataset_open_backends(const char *path, int resolution, uint64_t seed, dataset **out)
 {
     *out = NULL;
-    st_status st = check_resolution(resolution);
+    st_status st = data_check_resolution(resolution);
     if (st) return st;
     size_t n;
-    char *text = read_small(path, BACKEND_FILE_MAX, &n);
+    char *text = data_read_small(path, BACKEND_FILE_MAX, &n);
     if (!text) return st_fail(ST_ERR_IO, "data_backend_config %s: cannot read: %s", path, strerror(errno));
     cJSON *root = NULL;
     if (n == BACKEND_FILE_MAX)
@@ -427,7 +428,7 @@ st_status dataset_open_backends(const char *path, int resolution, uint64_t seed,
     const int entries = st ? 0 : cJSON_GetArraySize(root);
     spec *specs = calloc((size_t)entries + 1, sizeof *specs);
     char (*skipped)[160] = calloc((size_t)entries + 1, sizeof *skipped);
-    if (!st && (!specs || !skipped)) st = oom();
+    if (!st && (!specs || !skipped)) st = data_oom();
     int nspecs = 0, i = 0;
     for (const cJSON *e = root ? root->child : NULL; e && !st; e = e->next, i++) {
         st = read_entry(path, i, e, &specs[nspecs], skipped[i], sizeof skipped[i]);
@@ -442,7 +443,7 @@ st_status dataset_open_backends(const char *path, int resolution, uint64_t seed,
     seen sn = {0};
     backend *backends = st ? NULL : calloc((size_t)nspecs, sizeof *backends);
     char **names = st ? NULL : calloc((size_t)nspecs, sizeof *names);
-    if (!st && (!backends || !names)) st = oom();
+    if (!st && (!backends || !names)) st = data_oom();
     int64_t samples = 0;
     for (int b = 0; b < nspecs && !st; b++) {
         const spec *sp = &specs[b];
@@ -467,13 +468,13 @@ st_status dataset_open_backends(const char *path, int resolution, uint64_t seed,
         if (samples > SAMPLES_MAX)
             st = refuse(&w, ST_ERR_INVALID, "%lld images with repeats %lld make over %lld samples an epoch; lower "
                         "repeats", (long long)backends[b].count, (long long)sp->repeats, SAMPLES_MAX);
-        if (!st && !(names[b] = dup_str(sp->id))) st = oom();
+        if (!st && !(names[b] = data_dup_str(sp->id))) st = data_oom();
     }
     free(sn.dev);
     free(sn.ino);
 
     dataset *ds = st ? NULL : calloc(1, sizeof *ds);
-    if (!st && !ds) st = oom();
+    if (!st && !ds) st = data_oom();
     if (!st) {
         *ds = (dataset){.kind = KIND_FOLDER, .resolution = resolution, .classes = nspecs, .count = samples,
                         .seed = seed, .class_names = names, .items = sc.items, .nitems = sc.n, .backends = backends};
@@ -488,7 +489,7 @@ st_status dataset_open_backends(const char *path, int resolution, uint64_t seed,
     } else {
         for (int64_t k = 0; k < sc.n; k++) free(sc.items[k].path), free(sc.items[k].caption);
         free(sc.items);
-        if (names) free_names(names, nspecs);
+        if (names) data_free_names(names, nspecs);
         free(backends);
     }
     for (int b = 0; specs && b <= nspecs; b++) free(specs[b].dir), free(specs[b].prompt);

@@ -57,9 +57,9 @@ struct data_iter {
     int64_t *perm, perm_epoch; /* perm is the order of epoch perm_epoch (-1: none yet) */
 };
 
-st_status oom(void) { return st_fail(ST_ERR_HOST_OOM, "data: out of memory"); }
+st_status data_oom(void) { return st_fail(ST_ERR_HOST_OOM, "data: out of memory"); }
 
-char *dup_str(const char *s)
+char *data_dup_str(const char *s)
 {
     size_t n = strlen(s) + 1;
     char *d = malloc(n);
@@ -67,7 +67,7 @@ char *dup_str(const char *s)
     return d;
 }
 
-char *join_path(const char *a, const char *b)
+char *data_join_path(const char *a, const char *b)
 {
     size_t n = strlen(a) + strlen(b) + 2;
     char *p = malloc(n);
@@ -88,7 +88,7 @@ static void copy_caption_n(char *dst, const char *src, size_t n)
 
 static void copy_caption(char *dst, const char *src) { copy_caption_n(dst, src, strlen(src)); }
 
-st_status check_resolution(int resolution)
+st_status data_check_resolution(int resolution)
 {
     if (resolution < DATA_MIN_RESOLUTION || resolution > DATA_MAX_RESOLUTION)
         return st_fail(ST_ERR_INVALID, "data: resolution must be in [%d, %d], got %d", DATA_MIN_RESOLUTION,
@@ -147,12 +147,12 @@ static void builtin_get(const dataset *ds, int64_t index, float *image, int64_t 
 st_status dataset_open_builtin(int resolution, int64_t count, uint64_t seed, dataset **out)
 {
     *out = NULL;
-    st_status st = check_resolution(resolution);
+    st_status st = data_check_resolution(resolution);
     if (st) return st;
     if (count < 1)
         return st_fail(ST_ERR_INVALID, "data: builtin dataset size must be >= 1, got %lld", (long long)count);
     dataset *ds = calloc(1, sizeof *ds);
-    if (!ds) return oom();
+    if (!ds) return data_oom();
     ds->kind = KIND_BUILTIN;
     ds->resolution = resolution;
     ds->classes = BUILTIN_CLASSES;
@@ -215,7 +215,7 @@ static st_status load_png(const char *path, unsigned char **pixels, int *width, 
         img.flags |= PNG_IMAGE_FLAG_16BIT_sRGB; /* untagged 16-bit files are sRGB in practice */
         buf = malloc(PNG_IMAGE_SIZE(img));
         static const png_color white = {255, 255, 255};
-        if (!buf) st = oom();
+        if (!buf) st = data_oom();
         else if (!png_image_finish_read(&img, &white, buf, 0, NULL))
             st = st_fail(ST_ERR_FORMAT, "%s: corrupt or truncated PNG (%s)", path, img.message);
     }
@@ -246,7 +246,7 @@ static st_status resampler_init(resampler *r, int S, int R)
     r->first = malloc(sizeof(int) * (size_t)R);
     r->count = malloc(sizeof(int) * (size_t)R);
     r->w = malloc(sizeof(double) * (size_t)R * (size_t)r->taps);
-    if (!r->first || !r->count || !r->w) return oom();
+    if (!r->first || !r->count || !r->w) return data_oom();
     for (int o = 0; o < R; o++) {
         double *w = r->w + (size_t)o * r->taps;
         if (S >= R) {
@@ -282,7 +282,7 @@ static st_status crop_resize(const unsigned char *px, int width, int x0, int y0,
 {
     resampler r = {0};
     double *rows = malloc(sizeof(double) * (size_t)S * (size_t)R * 3); /* horizontal pass: S rows of R pixels */
-    st_status st = rows ? resampler_init(&r, S, R) : oom();
+    st_status st = rows ? resampler_init(&r, S, R) : data_oom();
     if (!st) {
         for (int y = 0; y < S; y++) {
             const unsigned char *src = px + ((size_t)(y0 + y) * (size_t)width + (size_t)x0) * 3;
@@ -324,7 +324,7 @@ static st_status square_image(const dataset *ds, const backend *b, int64_t index
     if (!E || E >= S) return crop_resize(px, w, x0, y0, S, R, image);
     float *mid = malloc(sizeof(float) * 3 * (size_t)E * (size_t)E);
     unsigned char *mid8 = malloc(3 * (size_t)E * (size_t)E);
-    st_status st = mid && mid8 ? crop_resize(px, w, x0, y0, S, E, mid) : oom();
+    st_status st = mid && mid8 ? crop_resize(px, w, x0, y0, S, E, mid) : data_oom();
     for (int64_t k = 0; !st && k < (int64_t)E * E; k++)
         for (int ch = 0; ch < 3; ch++)
             mid8[k * 3 + ch] = (unsigned char)lrintf((mid[ch * (int64_t)E * E + k] + 1.0f) * 127.5f);
@@ -342,9 +342,9 @@ static bool has_ext(const char *name, const char *ext)
     return n > e && strcasecmp(name + n - e, ext) == 0;
 }
 
-bool is_png(const char *name) { return has_ext(name, ".png"); }
+bool data_is_png(const char *name) { return has_ext(name, ".png"); }
 
-bool is_other_image(const char *name)
+bool data_is_other_image(const char *name)
 {
     static const char *const exts[] = {".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"};
     for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
@@ -354,14 +354,14 @@ bool is_other_image(const char *name)
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-void free_names(char **names, int n)
+void data_free_names(char **names, int n)
 {
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
 }
 
 /* The non-hidden entries of dir, sorted by name (so sample order and labels do not depend on the filesystem). */
-st_status list_dir(const char *dir, char ***out, int *count)
+st_status data_list_dir(const char *dir, char ***out, int *count)
 {
     *out = NULL;
     *count = 0;
@@ -376,20 +376,20 @@ st_status list_dir(const char *dir, char ***out, int *count)
             cap = cap ? 2 * cap : 64;
             char **grown = realloc(names, sizeof(char *) * (size_t)cap);
             if (!grown) {
-                st = oom();
+                st = data_oom();
                 break;
             }
             names = grown;
         }
-        if (!(names[n] = dup_str(e->d_name))) {
-            st = oom();
+        if (!(names[n] = data_dup_str(e->d_name))) {
+            st = data_oom();
             break;
         }
         n++;
     }
     closedir(d);
     if (st) {
-        free_names(names, n);
+        data_free_names(names, n);
         return st;
     }
     if (n) qsort(names, (size_t)n, sizeof(char *), cmp_str);
@@ -398,7 +398,7 @@ st_status list_dir(const char *dir, char ***out, int *count)
     return ST_OK;
 }
 
-bool is_dir(const char *path)
+bool data_is_dir(const char *path)
 {
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
@@ -406,7 +406,7 @@ bool is_dir(const char *path)
 
 /* The first `max` bytes of a file, NUL-terminated (*n: their count, which is max when there may be more); NULL
  * with errno set if unreadable. */
-char *read_small(const char *path, size_t max, size_t *n)
+char *data_read_small(const char *path, size_t max, size_t *n)
 {
     FILE *fp = fopen(path, "rb");
     if (!fp) return NULL;
@@ -420,7 +420,7 @@ char *read_small(const char *path, size_t max, size_t *n)
 }
 
 /* Folds every whitespace run of s[0, n) to one space and trims both ends, in place; returns the new length. */
-size_t fold_space(char *s, size_t n)
+size_t data_fold_space(char *s, size_t n)
 {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
@@ -438,19 +438,19 @@ size_t fold_space(char *s, size_t n)
 static char *read_caption(const char *path)
 {
     size_t n;
-    char *buf = read_small(path, CAPTION_FILE_MAX, &n);
+    char *buf = data_read_small(path, CAPTION_FILE_MAX, &n);
     if (!buf) return NULL;
-    fold_space(buf, n);
+    data_fold_space(buf, n);
     char caption[CAPTION_MAX];
     copy_caption(caption, buf);
     free(buf);
-    return dup_str(caption);
+    return data_dup_str(caption);
 }
 
 static void report_skip(const char *why) { fprintf(stderr, "data: skipped %s\n", why); }
 
 /* Appends a sample; takes path and caption (freed on failure). */
-st_status add_item(scan *sc, char *path, char *caption, int label)
+st_status data_add_item(scan *sc, char *path, char *caption, int label)
 {
     if (sc->n == sc->cap) {
         sc->cap = sc->cap ? 2 * sc->cap : 64;
@@ -461,7 +461,7 @@ st_status add_item(scan *sc, char *path, char *caption, int label)
     if (!path || !caption || sc->n == sc->cap) {
         free(caption);
         free(path);
-        return oom();
+        return data_oom();
     }
     sc->items[sc->n++] = (item){path, caption, label};
     return ST_OK;
@@ -471,10 +471,10 @@ st_status add_item(scan *sc, char *path, char *caption, int label)
  * stderr and counted. The full decode costs about 1 ms per 256x256 image: the price of catching a truncated file
  * before training starts rather than in the middle of a run. A cut anywhere up to the last image chunk's CRC is
  * caught; a file missing only its final IEND chunk still decodes every pixel and is kept. */
-st_status check_png(scan *sc, const char *path, const char *name, bool *ok)
+st_status data_check_png(scan *sc, const char *path, const char *name, bool *ok)
 {
     *ok = false;
-    if (!is_png(name)) {
+    if (!data_is_png(name)) {
         fprintf(stderr, "data: skipped %s: unsupported image format (only PNG is read)\n", path);
         sc->skipped++;
         return ST_OK;
@@ -498,15 +498,15 @@ static st_status scan_folder(scan *sc, const char *folder, int label, const char
 {
     char **names;
     int n;
-    st_status st = list_dir(folder, &names, &n);
+    st_status st = data_list_dir(folder, &names, &n);
     if (st) return st;
     for (int i = 0; i < n && !st; i++) {
-        char *path = join_path(folder, names[i]);
+        char *path = data_join_path(folder, names[i]);
         if (!path) {
-            st = oom();
+            st = data_oom();
             break;
         }
-        if (is_dir(path) || !(is_png(names[i]) || is_other_image(names[i]))) {
+        if (data_is_dir(path) || !(data_is_png(names[i]) || data_is_other_image(names[i]))) {
             free(path); /* subfolders (handled by the caller) and non-image files */
             continue;
         }
@@ -517,7 +517,7 @@ static st_status scan_folder(scan *sc, const char *folder, int label, const char
             continue;
         }
         bool ok;
-        if ((st = check_png(sc, path, names[i], &ok)) || !ok) {
+        if ((st = data_check_png(sc, path, names[i], &ok)) || !ok) {
             free(path);
             continue;
         }
@@ -531,10 +531,10 @@ static st_status scan_folder(scan *sc, const char *folder, int label, const char
             caption = read_caption(txt);
             free(txt);
         }
-        if (!caption) caption = dup_str(default_caption);
-        st = add_item(sc, path, caption, label);
+        if (!caption) caption = data_dup_str(default_caption);
+        st = data_add_item(sc, path, caption, label);
     }
-    free_names(names, n);
+    data_free_names(names, n);
     return st;
 }
 
@@ -547,7 +547,7 @@ static void free_dataset(dataset *ds)
             free(ds->items[i].caption);
         }
     free(ds->items);
-    if (ds->class_names) free_names(ds->class_names, ds->classes);
+    if (ds->class_names) data_free_names(ds->class_names, ds->classes);
     free(ds->backends);
     free(ds);
 }
@@ -555,22 +555,22 @@ static void free_dataset(dataset *ds)
 st_status dataset_open_folder(const char *dir, int resolution, dataset **out)
 {
     *out = NULL;
-    st_status st = check_resolution(resolution);
+    st_status st = data_check_resolution(resolution);
     if (st) return st;
     char **names;
     int n;
-    if ((st = list_dir(dir, &names, &n))) return st;
+    if ((st = data_list_dir(dir, &names, &n))) return st;
 
     /* Class mode when dir has subfolders: they are the classes, in sorted order. */
     char **classes = malloc(sizeof(char *) * (size_t)(n ? n : 1));
     int nclasses = 0;
     for (int i = 0; i < n && classes; i++) {
-        char *path = join_path(dir, names[i]);
-        if (path && is_dir(path)) classes[nclasses++] = names[i], names[i] = NULL;
+        char *path = data_join_path(dir, names[i]);
+        if (path && data_is_dir(path)) classes[nclasses++] = names[i], names[i] = NULL;
         free(path);
     }
-    free_names(names, n);
-    if (!classes) return oom();
+    data_free_names(names, n);
+    if (!classes) return data_oom();
 
     scan sc = {0};
     if (nclasses == 0) {
@@ -580,7 +580,7 @@ st_status dataset_open_folder(const char *dir, int resolution, dataset **out)
         size_t start = len;
         while (start > 0 && dir[start - 1] != '/') start--;
         classes[0] = malloc(len - start + 1);
-        if (!classes[0]) st = oom();
+        if (!classes[0]) st = data_oom();
         else {
             memcpy(classes[0], dir + start, len - start);
             classes[0][len - start] = 0;
@@ -590,14 +590,14 @@ st_status dataset_open_folder(const char *dir, int resolution, dataset **out)
     } else {
         st = scan_folder(&sc, dir, 0, "", true); /* only to report images left outside the class folders */
         for (int c = 0; c < nclasses && !st; c++) {
-            char *sub = join_path(dir, classes[c]);
-            st = sub ? scan_folder(&sc, sub, c, classes[c], false) : oom();
+            char *sub = data_join_path(dir, classes[c]);
+            st = sub ? scan_folder(&sc, sub, c, classes[c], false) : data_oom();
             free(sub);
         }
     }
 
     dataset *ds = calloc(1, sizeof *ds);
-    if (!ds && !st) st = oom();
+    if (!ds && !st) st = data_oom();
     if (ds) {
         ds->kind = KIND_FOLDER;
         ds->resolution = resolution;
@@ -606,7 +606,7 @@ st_status dataset_open_folder(const char *dir, int resolution, dataset **out)
         ds->items = sc.items;
         ds->count = ds->nitems = sc.n;
     } else {
-        free_names(classes, nclasses);
+        data_free_names(classes, nclasses);
         for (int64_t i = 0; i < sc.n; i++) free(sc.items[i].path), free(sc.items[i].caption);
         free(sc.items);
     }
@@ -707,7 +707,7 @@ st_status data_iter_create(const dataset *ds, uint64_t seed, data_iter **out)
     if (it) it->perm = malloc(sizeof(int64_t) * (size_t)ds->count);
     if (!it || !it->perm) {
         free(it);
-        return oom();
+        return data_oom();
     }
     it->ds = ds;
     it->seed = seed;
@@ -770,7 +770,7 @@ st_status png_write_grid(const char *path, const float *images, int n, int chann
     if (W > MAX_SIDE * 4 || H > MAX_SIDE * 4 || W * H > MAX_PIXELS)
         return st_fail(ST_ERR_INVALID, "%s: a %lldx%lld grid is too large", path, (long long)W, (long long)H);
     unsigned char *buf = malloc((size_t)(W * H * channels));
-    if (!buf) return oom();
+    if (!buf) return data_oom();
     memset(buf, 255, (size_t)(W * H * channels)); /* gaps and empty cells */
     for (int k = 0; k < n; k++) {
         const int64_t ox = (int64_t)(k % cols) * (w + GAP), oy = (int64_t)(k / cols) * (h + GAP);

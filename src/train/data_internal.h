@@ -42,18 +42,18 @@ typedef struct scan {
     int64_t n, cap, skipped;
 } scan;
 
-st_status oom(void);
-char *dup_str(const char *s);
-char *join_path(const char *a, const char *b);
-st_status check_resolution(int resolution);
-bool is_png(const char *name);
-bool is_other_image(const char *name);
-void free_names(char **names, int n);
-st_status list_dir(const char *dir, char ***out, int *count);
-bool is_dir(const char *path);
-char *read_small(const char *path, size_t max, size_t *n);
-size_t fold_space(char *s, size_t n);
-st_status add_item(scan *sc, char *path, char *caption, int label);
-st_status check_png(scan *sc, const char *path, const char *name, bool *ok);
+st_status data_oom(void);
+char *data_dup_str(const char *s);
+char *data_join_path(const char *a, const char *b);
+st_status data_check_resolution(int resolution);
+bool data_is_png(const char *name);
+bool data_is_other_image(const char *name);
+void data_free_names(char **names, int n);
+st_status data_list_dir(const char *dir, char ***out, int *count);
+bool data_is_dir(const char *path);
+char *data_read_small(const char *path, size_t max, size_t *n);
+size_t data_fold_space(char *s, size_t n);
+st_status data_add_item(scan *sc, char *path, char *caption, int label);
+st_status data_check_png(scan *sc, const char *path, const char *name, bool *ok);
 
 #endif
