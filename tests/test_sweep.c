@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "segtrain/plan.h"
+#include "segtrain/sweep.h"
 #include "testkit.h"
 
 static char dir[256];
@@ -34,8 +36,69 @@ static double num(const cJSON *c, const char *key)
     return cJSON_IsNumber(v) ? v->valuedouble : -1;
 }
 
+#define SETS(on, b, k, s, off)                                                                                        \
+    "gradient_checkpointing=" on ";gradient_checkpointing_backend=" b ";gradient_checkpointing_interval=" k            \
+    ";gradient_checkpointing_segment_stride=" s ";gradient_checkpointing_offload_attention=" off
+
+/* The checkpointing settings' one encode (ckpt_settings_text) and one decode (ckpt_settings_from): every schedule
+ * the sweep and advise can write reads back as itself, the standard rows' overrides stay what they were, and a
+ * value the schedule's int arithmetic cannot hold is refused (it wrapped, and `plan` crashed). */
+static void test_settings_text(void)
+{
+    int wrong = 0, runs = 0;
+    for (int on = 0; on <= 1; on++)
+        for (int b = BACKEND_TORCH; b <= BACKEND_UNSLOTH_FFN; b++)
+            for (int k = 1; k <= 3; k++)
+                for (int s = k; s <= 4; s++)
+                    for (int off = 0; off <= 1; off++, runs++) {
+                        const ckpt_settings cs = {.enabled = on, .backend = (ckpt_backend)b, .interval = k,
+                                                  .stride = s, .offload_attention = off};
+                        ckpt_settings back = {0};
+                        char text[256];
+                        ckpt_settings_text(&cs, text, sizeof text);
+                        config *c = NULL;
+                        st_status st = config_parse("{}", "test", &c);
+                        if (!st) st = config_set_all(c, text);
+                        if (!st) st = ckpt_settings_from(c, &back, NULL, 0);
+                        config_free(c);
+                        if (st || back.enabled != cs.enabled || back.backend != cs.backend ||
+                            back.interval != cs.interval || back.stride != cs.stride ||
+                            back.offload_attention != cs.offload_attention)
+                            wrong++, printf("     %s does not read back as itself (%s)\n", text, st ? st_error() : "");
+                    }
+    CHECKF(!wrong && runs == 2 * 4 * 9 * 2, "%d of %d settings do not read back as themselves", wrong, runs);
+
+    sweep_mode rows[16], one;
+    const int n = sweep_standard_modes(rows, 16);
+    CHECKF(n == 9 && !strcmp(rows[0].name, "none") && !strcmp(rows[0].sets, SETS("false", "torch", "1", "1", "false")) &&
+               !strcmp(rows[8].name, "seg2-stride4-offload") &&
+               !strcmp(rows[8].sets, SETS("true", "torch", "2", "4", "true")),
+           "the standard rows' overrides: %s, %s", rows[0].sets, rows[8].sets);
+    CHECKF(!sweep_parse_mode("unsloth-ffn", &one) && !strcmp(one.name, "unsloth-ffn") &&
+               !strcmp(one.sets, SETS("true", "unsloth-ffn", "1", "1", "false")),
+           "a standard row by name: %s", one.sets);
+
+    const char *huge[] = {"gradient_checkpointing_interval=3000000000",
+                          "gradient_checkpointing_segment_stride=4294967298"};
+    for (int i = 0; i < 2; i++) {
+        config *c = NULL;
+        ckpt_settings cs;
+        st_status st = config_parse("{}", "test", &c);
+        if (!st) st = config_set_all(c, "gradient_checkpointing=true");
+        if (!st) st = config_set(c, huge[i]);
+        if (!st) st = ckpt_settings_from(c, &cs, NULL, 0);
+        config_free(c);
+        char want[128];
+        snprintf(want, sizeof want, "%.*s: %s is too large", (int)strcspn(huge[i], "="), huge[i],
+                 strchr(huge[i], '=') + 1);
+        CHECKF(st == ST_ERR_INVALID && strstr(st_error(), want), "%s is refused: %s", huge[i], st ? st_error() : "ok");
+    }
+}
+#undef SETS
+
 int main(void)
 {
+    test_settings_text();
     snprintf(dir, sizeof dir, "/tmp/segtrain-test-sweep-XXXXXX");
     if (!mkdtemp(dir)) return 1;
     char cmd[2048];

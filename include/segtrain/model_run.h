@@ -13,6 +13,7 @@
 typedef struct model_run {
     model *m;
     pool *device, *host; /* NULL when not allocated */
+    ckpt_settings cs;    /* what the model is planned by, as ckpt_settings_from read the config */
 } model_run;
 
 /* The model of a run configuration, planned by its checkpointing keys; with allocate, in new device and host

@@ -22,10 +22,13 @@ typedef struct ckpt_settings {
     bool offload_attention;
 } ckpt_settings;
 
-/* Reads and validates the keys. Refusals (stride < interval, and anything this build cannot apply) are one
- * line naming the key, the value and what is valid. When checkpointing is off but interval, stride or backend
- * were given, *warning (if not NULL) is set to a line saying they do nothing, else to "". */
+/* The one decode: reads and validates the keys. Refusals (stride < interval, and anything this build cannot
+ * apply) are one line naming the key, the value and what is valid. When checkpointing is off but interval, stride
+ * or backend were given, *warning (if not NULL) is set to a line saying they do nothing, else to "". */
 st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warning, size_t warning_size);
+/* The one encode: all five keys as the "key=value;key=value" assignments config_set_all takes, so that nothing
+ * of a config's own schedule survives them; ckpt_settings_from reads back the same settings. 256 bytes hold it. */
+void ckpt_settings_text(const ckpt_settings *cs, char *buf, size_t size);
 const char *ckpt_backend_name(ckpt_backend b);
 
 typedef struct segment {

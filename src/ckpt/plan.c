@@ -1,6 +1,7 @@
 /* The checkpoint settings, the schedule and the plan of a block sequence. */
 #include "segtrain/plan.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,14 +15,20 @@ const char *ckpt_backend_name(ckpt_backend b)
 
 st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warning, size_t warning_size)
 {
+    const char *keys[] = {"gradient_checkpointing_interval", "gradient_checkpointing_segment_stride",
+                          "gradient_checkpointing_backend"};
+    for (int i = 0; i < 2; i++) /* the schedule is int arithmetic, where a larger value would wrap */
+        if (config_int(cfg, keys[i]) > INT_MAX)
+            return st_fail(ST_ERR_INVALID, "%s: %lld is too large (valid: up to %d)", keys[i],
+                           (long long)config_int(cfg, keys[i]), INT_MAX);
     ckpt_settings c = {.enabled = config_bool(cfg, "gradient_checkpointing"),
-                       .interval = (int)config_int(cfg, "gradient_checkpointing_interval"),
+                       .interval = (int)config_int(cfg, keys[0]),
                        .offload_attention = config_bool(cfg, "gradient_checkpointing_offload_attention")};
-    const char *backend = config_string(cfg, "gradient_checkpointing_backend");
+    const char *backend = config_string(cfg, keys[2]);
     for (ckpt_backend b = BACKEND_TORCH; b <= BACKEND_UNSLOTH_FFN; b++)
         if (!strcmp(backend, ckpt_backend_name(b))) c.backend = b;
-    int64_t stride = config_int(cfg, "gradient_checkpointing_segment_stride");
-    c.stride = stride ? (int)stride : c.interval;
+    const int stride = (int)config_int(cfg, keys[1]);
+    c.stride = stride ? stride : c.interval;
     if (c.stride < c.interval)
         return st_fail(ST_ERR_UNSUPPORTED,
                        "gradient_checkpointing_segment_stride: %d is smaller than gradient_checkpointing_interval %d, "
@@ -29,8 +36,6 @@ st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warnin
                        c.stride, c.interval);
     if (warning) {
         warning[0] = 0;
-        const char *keys[] = {"gradient_checkpointing_interval", "gradient_checkpointing_segment_stride",
-                              "gradient_checkpointing_backend"};
         size_t at = 0;
         for (int i = 0; i < 3 && !c.enabled; i++)
             if (config_is_set(cfg, keys[i]) && at < warning_size)
@@ -41,6 +46,15 @@ st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warnin
     }
     *out = c;
     return ST_OK;
+}
+
+void ckpt_settings_text(const ckpt_settings *cs, char *buf, size_t size)
+{
+    snprintf(buf, size,
+             "gradient_checkpointing=%s;gradient_checkpointing_backend=%s;gradient_checkpointing_interval=%d;"
+             "gradient_checkpointing_segment_stride=%d;gradient_checkpointing_offload_attention=%s",
+             cs->enabled ? "true" : "false", ckpt_backend_name(cs->backend), cs->interval, cs->stride,
+             cs->offload_attention ? "true" : "false");
 }
 
 int plan_segments(int n, int k, int s, bool per_block, segment *out)

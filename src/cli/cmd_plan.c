@@ -34,7 +34,7 @@ static size_t kept_of(const block *b, block_mode m)
     return b->kind->kept_bytes(b, m == MODE_KEEP ? KEEP_ALL : m == MODE_FFN ? KEEP_ATTENTION : KEEP_NOTHING);
 }
 
-static void print_text(const config *cfg, model *m, const plan_report *r)
+static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
 {
     const model_config *mc = model_get_config(m);
     char blocks[64], tokens[64], grid[96];
@@ -54,12 +54,8 @@ static void print_text(const config *cfg, model *m, const plan_report *r)
     printf("model %s (%s): %s, width %lld, %lld heads, %s of %s, %s attention; batch %lld\n", mc->preset, mc->family,
            blocks, (long long)mc->hidden, (long long)mc->heads, tokens, grid, mc->mechanism == ATTN_MATH ? "math" : "flash",
            (long long)r->batch);
-    if (config_bool(cfg, "gradient_checkpointing"))
-        printf("checkpointing %s, interval %lld, stride %lld\n", config_string(cfg, "gradient_checkpointing_backend"),
-               (long long)config_int(cfg, "gradient_checkpointing_interval"),
-               (long long)(config_int(cfg, "gradient_checkpointing_segment_stride")
-                               ? config_int(cfg, "gradient_checkpointing_segment_stride")
-                               : config_int(cfg, "gradient_checkpointing_interval")));
+    if (cs->enabled)
+        printf("checkpointing %s, interval %d, stride %d\n", ckpt_backend_name(cs->backend), cs->interval, cs->stride);
     else
         printf("checkpointing off\n");
     print_plans(stdout, m);
@@ -206,7 +202,7 @@ int cmd_plan(int argc, char **argv)
         r.optimizer_bytes = train_optimizer_bytes(cfg, model_params(cm.m)->grad_count);
         st = flow_step_simulate(cm.m, r.batch, r.optimizer_bytes, &r.sim, &r.host);
         if (!st && json) print_json(cm.m, &r);
-        else if (!st) print_text(cfg, cm.m, &r);
+        else if (!st) print_text(&cm.cs, cm.m, &r);
     }
     cli_close_model(&cm);
     config_free(cfg);

@@ -18,6 +18,7 @@ st_status model_run_open(const config *cfg, bool allocate, model_run *out, char 
         out->host = pool_create(POOL_HOST, host_cap);
         if (!out->device || !out->host) st = st_fail(ST_ERR_INTERNAL, "out of host memory");
     }
+    out->cs = cs;
     if (!st) st = model_create(&mc, out->device, &out->m);
     if (!st) st = model_set_checkpointing(out->m, &cs, capture, n_capture);
     if (!st && allocate) st = model_set_host_pool(out->m, out->host);

@@ -19,11 +19,7 @@ void schedule_describe(schedule *s)
         if (c->stride != c->interval) at += (size_t)snprintf(s->name + at, sizeof s->name - at, " stride %d", c->stride);
     }
     if (c->offload_attention && at < sizeof s->name) snprintf(s->name + at, sizeof s->name - at, " + attention offload");
-    snprintf(s->sets, sizeof s->sets,
-             "gradient_checkpointing=%s;gradient_checkpointing_backend=%s;gradient_checkpointing_interval=%d;"
-             "gradient_checkpointing_segment_stride=%d;gradient_checkpointing_offload_attention=%s",
-             c->enabled ? "true" : "false", ckpt_backend_name(c->backend), c->interval, c->stride,
-             c->offload_attention ? "true" : "false");
+    ckpt_settings_text(c, s->sets, sizeof s->sets);
 }
 
 /* A scratch output folder holds only the run's step log. */

@@ -10,36 +10,47 @@
 #include "segtrain/model_run.h"
 #include "segtrain/objective.h"
 #include "segtrain/ops.h"
+#include "segtrain/plan.h"
 #include "segtrain/train.h"
 
-/* Each row sets all five checkpointing keys, so that nothing of the user's own schedule leaks into it. */
-#define ROW(gc, backend, k, s, off)                                                                                    \
-    "gradient_checkpointing=" gc ";gradient_checkpointing_backend=" backend ";gradient_checkpointing_interval=" k    \
-    ";gradient_checkpointing_segment_stride=" s ";gradient_checkpointing_offload_attention=" off
-static const sweep_mode standard[] = {
-    {"none", ROW("false", "torch", "1", "1", "false")},
-    {"layer", ROW("true", "torch", "1", "1", "false")},
-    {"interval2", ROW("true", "torch", "2", "2", "false")},
-    {"seg2-stride4", ROW("true", "torch", "2", "4", "false")},
-    {"torch-ffn", ROW("true", "torch-ffn", "1", "1", "false")},
-    {"unsloth", ROW("true", "unsloth", "1", "1", "false")},
-    {"unsloth-ffn", ROW("true", "unsloth-ffn", "1", "1", "false")},
-    {"activation-offload", ROW("true", "torch", "1", "1", "true")},
-    {"seg2-stride4-offload", ROW("true", "torch", "2", "4", "true")},
+/* The rows' settings; their overrides are ckpt_settings_text's, all five keys, so that nothing of the user's own
+ * schedule leaks into a row. */
+#define ROW(on, b, k, s, off) {.enabled = on, .backend = b, .interval = k, .stride = s, .offload_attention = off}
+static const struct {
+    const char *name;
+    ckpt_settings cs;
+} standard[] = {
+    {"none", ROW(false, BACKEND_TORCH, 1, 1, false)},
+    {"layer", ROW(true, BACKEND_TORCH, 1, 1, false)},
+    {"interval2", ROW(true, BACKEND_TORCH, 2, 2, false)},
+    {"seg2-stride4", ROW(true, BACKEND_TORCH, 2, 4, false)},
+    {"torch-ffn", ROW(true, BACKEND_TORCH_FFN, 1, 1, false)},
+    {"unsloth", ROW(true, BACKEND_UNSLOTH, 1, 1, false)},
+    {"unsloth-ffn", ROW(true, BACKEND_UNSLOTH_FFN, 1, 1, false)},
+    {"activation-offload", ROW(true, BACKEND_TORCH, 1, 1, true)},
+    {"seg2-stride4-offload", ROW(true, BACKEND_TORCH, 2, 4, true)},
 };
 #undef ROW
+#define N_STANDARD ((int)(sizeof standard / sizeof *standard))
+
+static sweep_mode standard_mode(int i)
+{
+    sweep_mode m = {0};
+    snprintf(m.name, sizeof m.name, "%s", standard[i].name);
+    ckpt_settings_text(&standard[i].cs, m.sets, sizeof m.sets);
+    return m;
+}
 
 int sweep_standard_modes(sweep_mode *out, int max)
 {
-    int n = (int)(sizeof standard / sizeof *standard);
-    for (int i = 0; i < n && i < max; i++) out[i] = standard[i];
-    return n < max ? n : max;
+    for (int i = 0; i < N_STANDARD && i < max; i++) out[i] = standard_mode(i);
+    return N_STANDARD < max ? N_STANDARD : max;
 }
 
 st_status sweep_parse_mode(const char *text, sweep_mode *out)
 {
-    for (size_t i = 0; i < sizeof standard / sizeof *standard; i++)
-        if (!strcmp(text, standard[i].name)) return *out = standard[i], ST_OK;
+    for (int i = 0; i < N_STANDARD; i++)
+        if (!strcmp(text, standard[i].name)) return *out = standard_mode(i), ST_OK;
     const char *colon = strchr(text, ':');
     if (!colon || colon == text || (size_t)(colon - text) >= SWEEP_NAME_MAX || !colon[1] || strlen(colon + 1) >= SWEEP_TEXT_MAX)
         return st_fail(ST_ERR_INVALID,
