@@ -11,6 +11,7 @@
 #include "segtrain/objective.h"
 #include "segtrain/rng.h"
 #include "testkit.h"
+#include "testkit_batch.h"
 
 /* ---- the schedule ---- */
 
@@ -212,38 +213,6 @@ static model *make_model(pool *p, const model_config *mc)
     return m;
 }
 
-/* The same step run dry: the model on dry pools, the batch in a dry pool of its own (the real step's batch is
- * outside its pools), the same code path. Its device and host peaks must be the measured ones. */
-static void dry_twin(const model *real, const ckpt_settings *cs, const flow_batch *fb, pool_stats *dev,
-                     pool_stats *host)
-{
-    const model_config *mc = model_get_config(real);
-    pool *d = pool_create_dry(POOL_DEVICE, 0), *h = pool_create_dry(POOL_HOST, 0), *in = pool_create_dry(POOL_HOST, 0);
-    model *m = NULL;
-    st_status st = model_create(mc, d, &m);
-    if (!st) st = model_set_host_pool(m, h);
-    if (!st) st = model_set_checkpointing(m, cs, NULL, 0);
-    const int64_t per = mc->channels * mc->resolution * mc->resolution, L = model_cond_len(mc);
-    float *x0 = NULL, *noise = NULL, *t = NULL;
-    int64_t *cond = NULL;
-    if (!st) st = pool_alloc(in, (size_t)(fb->batch * per) * sizeof(float), MEM_ACTIVATIONS, "x0", (void **)&x0);
-    if (!st) st = pool_alloc(in, (size_t)(fb->batch * per) * sizeof(float), MEM_ACTIVATIONS, "noise", (void **)&noise);
-    if (!st) st = pool_alloc(in, (size_t)fb->batch * sizeof(float), MEM_ACTIVATIONS, "t", (void **)&t);
-    if (!st) st = pool_alloc(in, (size_t)(fb->batch * L) * sizeof(int64_t), MEM_ACTIVATIONS, "cond", (void **)&cond);
-    if (!st) {
-        pool_reset_peak(d);
-        const flow_batch dfb = {.batch = fb->batch, .x0 = x0, .noise = noise, .t = t, .cond = cond};
-        float loss;
-        st = flow_loss(m, &dfb, true, &loss);
-    }
-    CHECKF(st == ST_OK, "dry step: %s", st_error());
-    pool_get_stats(d, dev);
-    pool_get_stats(h, host);
-    pool_free(in, x0), pool_free(in, noise), pool_free(in, t), pool_free(in, cond);
-    model_destroy(m);
-    CHECK(pool_destroy(d) == 0 && pool_destroy(h) == 0 && pool_destroy(in) == 0);
-}
-
 /* One step under a schedule; checks counts, the prediction and the backward memory trace; returns the
  * gradients. */
 static step_result run_step(pool *p, model *m, const schedule *sc, const flow_batch *fb, const char *label)
@@ -263,10 +232,8 @@ static step_result run_step(pool *p, model *m, const schedule *sc, const flow_ba
     }
 
     param_set *ps = model_params(m);
-    mem_sim sim = {0}, host = {0};
-    sim_take(&sim, MEM_WEIGHTS, (size_t)ps->weight_count * sizeof(float));
-    sim_take(&sim, MEM_GRADIENTS, (size_t)ps->grad_count * sizeof(float));
-    flow_loss_simulate(m, fb->batch, &sim, &host);
+    pool_stats sim, host; /* the prediction: the same step run dry */
+    tk_dry_loss(model_get_config(m), &cs, fb->batch, &sim, &host);
 
     param_set_zero_grads(ps);
     pool_reset_peak(p);
@@ -289,26 +256,20 @@ static step_result run_step(pool *p, model *m, const schedule *sc, const flow_ba
            "%s %s: moved %zu to host and %zu back, the plan says %zu each way", label, sc->name,
            cstats.bytes[COPY_TO_HOST], cstats.bytes[COPY_TO_DEVICE], moved);
     CHECKF(measured.live == resident, "%s %s: the step leaves only what was there before", label, sc->name);
-    CHECKF(measured_host.peak == host.s.peak && measured_host.live == 0 &&
-               !memcmp(measured_host.at_peak_by_tag, host.s.at_peak_by_tag, sizeof host.s.at_peak_by_tag),
+    CHECKF(measured_host.peak == host.peak && measured_host.live == 0 &&
+               !memcmp(measured_host.at_peak_by_tag, host.at_peak_by_tag, sizeof host.at_peak_by_tag),
            "%s %s: host peak measured %zu, predicted %zu (live after %zu)", label, sc->name, measured_host.peak,
-           host.s.peak, measured_host.live);
+           host.peak, measured_host.live);
 
     bool counts = true;
     for (int q = 0; q < n_seq; q++)
         for (int i = 0; i < seqs[q].n; i++)
             counts &= seqs[q].blocks[i].forward_runs - runs[q][i] == (model_plan(m, q)->mode[i] == MODE_CKPT ? 2 : 1);
     CHECKF(counts, "%s %s: checkpointed blocks run forward twice, others once", label, sc->name);
-    bool exact = measured.peak == sim.s.peak && !memcmp(measured.at_peak_by_tag, sim.s.at_peak_by_tag, sizeof measured.at_peak_by_tag);
-    CHECKF(exact, "%s %s: measured peak %zu, predicted %zu", label, sc->name, measured.peak, sim.s.peak);
+    bool exact = measured.peak == sim.peak && !memcmp(measured.at_peak_by_tag, sim.at_peak_by_tag, sizeof measured.at_peak_by_tag);
+    CHECKF(exact, "%s %s: measured peak %zu, predicted %zu", label, sc->name, measured.peak, sim.peak);
     for (int t = 0; !exact && t < MEM_TAG_COUNT; t++)
-        printf("     %-12s measured %zu predicted %zu\n", mem_tag_name(t), measured.at_peak_by_tag[t], sim.s.at_peak_by_tag[t]);
-    pool_stats dry, dry_host;
-    dry_twin(m, &cs, fb, &dry, &dry_host);
-    CHECKF(dry.peak == measured.peak && !memcmp(dry.at_peak_by_tag, measured.at_peak_by_tag, sizeof dry.at_peak_by_tag) &&
-               dry_host.peak == measured_host.peak,
-           "%s %s: the dry step's peaks %zu (host %zu) are not the measured %zu (host %zu)", label, sc->name, dry.peak,
-           dry_host.peak, measured.peak, measured_host.peak);
+        printf("     %-12s measured %zu predicted %zu\n", mem_tag_name(t), measured.at_peak_by_tag[t], sim.at_peak_by_tag[t]);
     for (int q = 0; q < n_seq; q++)
         CHECKF(!w[q].rose && w[q].calls > 0, "%s %s: activation memory rose after a segment's backward (%s)", label,
                sc->name, seqs[q].name);
@@ -504,9 +465,9 @@ static void test_unsloth_saves_what_it_predicts(const model_config *mc)
             ckpt_settings cs;
             char w[256];
             CHECK(settings_of(u ? uj : tj, &cs, w) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK);
-            mem_sim dev = {0}, host = {0};
-            flow_loss_simulate(m, 2, &dev, &host);
-            predicted[u] = dev.s.peak;
+            pool_stats dev, host;
+            tk_dry_loss(model_get_config(m), &cs, 2, &dev, &host);
+            predicted[u] = dev.peak;
         }
         step_result rt = run_step(p, m, &ts, &fb, "deep-13"), ru = run_step(p, m, &us, &fb, "deep-13");
         printf("     interval %d: torch %zu, unsloth %zu: %zu bytes less, predicted %zu\n", k, rt.device_peak,

@@ -266,16 +266,17 @@ static void test_sizes_that_overflow(void)
 
     CHECK(model_preset("dit-tiny", &mc) == ST_OK);
     mc.patch = 1, mc.resolution = 1024; /* one sample fits; 2^16 of them do not */
-    CHECKF(model_create(&mc, NULL, &m) == ST_OK, "%s", st_error());
-    mem_sim dev = {0}, host = {0};
-    CHECKF(m && flow_step_simulate(m, 65536, 0, &dev, &host) == ST_ERR_INVALID &&
-               strstr(st_error(), "train_batch_size: 65536") && dev.s.peak == 0,
-           "a batch whose step overflows is refused, not simulated: %s", st_error());
+    model_run r = {.device = pool_create_dry(POOL_DEVICE, 0), .host = pool_create_dry(POOL_HOST, 0)};
+    CHECKF(model_create(&mc, r.device, &r.m) == ST_OK && model_set_host_pool(r.m, r.host) == ST_OK, "%s", st_error());
+    pool_stats dev = {0}, host = {0};
+    CHECKF(r.m && flow_step_dry(&r, 65536, 0, &dev, &host) == ST_ERR_INVALID &&
+               strstr(st_error(), "train_batch_size: 65536") && dev.peak == 0,
+           "a batch whose step overflows is refused, not run: %s", st_error());
     printf("     %s\n", st_error());
-    CHECKF(m && model_check_batch(m, 0) == ST_ERR_INVALID && strstr(st_error(), "at least 1"), "%s", st_error());
-    CHECKF(m && flow_step_simulate(m, 1, 0, &dev, &host) == ST_OK && dev.s.peak > ((size_t)1 << 33),
-           "one sample plans its true size (%zu bytes)", dev.s.peak);
-    model_destroy(m);
+    CHECKF(r.m && model_check_batch(r.m, 0) == ST_ERR_INVALID && strstr(st_error(), "at least 1"), "%s", st_error());
+    CHECKF(r.m && flow_step_dry(&r, 1, 0, &dev, &host) == ST_OK && dev.peak > ((size_t)1 << 33),
+           "one sample plans its true size (%zu bytes)", dev.peak);
+    CHECK(model_run_close(&r) == 0);
     CHECK(pool_destroy(p) == 0);
 }
 

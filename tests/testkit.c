@@ -174,3 +174,32 @@ void tk_free_batch(tk_batch *b)
 {
     free(b->x0), free(b->noise), free(b->t), free(b->y);
 }
+
+void tk_dry_loss(const model_config *mc, const ckpt_settings *cs, int64_t n, pool_stats *dev, pool_stats *host)
+{
+    pool *d = pool_create_dry(POOL_DEVICE, 0), *h = pool_create_dry(POOL_HOST, 0), *in = pool_create_dry(POOL_HOST, 0);
+    model *m = NULL;
+    st_status st = model_create(mc, d, &m);
+    if (!st) st = model_set_host_pool(m, h);
+    if (!st) st = model_set_checkpointing(m, cs, NULL, 0);
+    const int64_t per = mc->channels * mc->resolution * mc->resolution, L = model_cond_len(mc);
+    float *x0 = NULL, *noise = NULL, *t = NULL;
+    int64_t *cond = NULL;
+    if (!st) st = pool_alloc(in, (size_t)(n * per) * sizeof(float), MEM_ACTIVATIONS, "x0", (void **)&x0);
+    if (!st) st = pool_alloc(in, (size_t)(n * per) * sizeof(float), MEM_ACTIVATIONS, "noise", (void **)&noise);
+    if (!st) st = pool_alloc(in, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "t", (void **)&t);
+    if (!st) st = pool_alloc(in, (size_t)(n * L) * sizeof(int64_t), MEM_ACTIVATIONS, "cond", (void **)&cond);
+    if (!st) {
+        pool_reset_peak(d);
+        pool_reset_peak(h);
+        const flow_batch fb = {.batch = n, .x0 = x0, .noise = noise, .t = t, .cond = cond};
+        float loss;
+        st = flow_loss(m, &fb, true, &loss);
+    }
+    CHECKF(st == ST_OK, "dry step: %s", st_error());
+    pool_get_stats(d, dev);
+    pool_get_stats(h, host);
+    pool_free(in, x0), pool_free(in, noise), pool_free(in, t), pool_free(in, cond);
+    model_destroy(m);
+    CHECK(pool_destroy(d) == 0 && pool_destroy(h) == 0 && pool_destroy(in) == 0);
+}

@@ -18,4 +18,9 @@ tk_batch tk_random_batch(const model_config *mc, int64_t n, uint64_t seed);
 flow_batch tk_flow(const tk_batch *b);
 void tk_free_batch(tk_batch *b);
 
+/* The peaks of flow_loss (forward and backward) on a batch of n samples held outside the pools, as the model
+ * tests run it, predicted by running it dry: the model of mc planned by cs on dry pools. *dev's peak counts from
+ * the model's resident bytes (weights, gradients), as a real pool's after pool_reset_peak. */
+void tk_dry_loss(const model_config *mc, const ckpt_settings *cs, int64_t n, pool_stats *dev, pool_stats *host);
+
 #endif

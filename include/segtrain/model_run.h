@@ -12,13 +12,14 @@
 
 typedef struct model_run {
     model *m;
-    pool *device, *host; /* NULL when not allocated */
+    pool *device, *host; /* dry pools when not allocated */
     ckpt_settings cs;    /* what the model is planned by, as ckpt_settings_from read the config */
 } model_run;
 
 /* The model of a run configuration, planned by its checkpointing keys; with allocate, in new device and host
- * pools budgeted by device_memory and host_memory, else with its parameters registered but not allocated (enough
- * to plan). *warning (size >= 256) receives a line when checkpointing keys do nothing, else "". */
+ * pools budgeted by device_memory and host_memory, else in dry pools without a budget (pool.h): its memory is
+ * accounted, nothing is allocated, and a step run on it (flow_step_dry) predicts a real one's peaks, however
+ * large the model. *warning (size >= 256) receives a line when checkpointing keys do nothing, else "". */
 st_status model_run_open(const config *cfg, bool allocate, model_run *out, char *warning);
 /* Destroys the model and its pools; returns the number of leaked allocations (0). */
 size_t model_run_close(model_run *r);

@@ -134,8 +134,12 @@ int cmd_grad(int argc, char **argv)
     model *m = cm.m;
     if (!st) st = param_set_load(model_params(m), weights, PARAMS_ALL, NULL);
     if (!st) st = read_batch(batch, m, cm.device, &b);
-    mem_sim predicted = {0}, predicted_host = {0};
-    if (!st) st = flow_step_simulate(m, b.batch, 0, &predicted, &predicted_host);
+    pool_stats predicted, predicted_host; /* the same step run dry beside it, before it */
+    model_run dry = {0};
+    char unused[256];
+    if (!st) st = model_run_open(cfg, false, &dry, unused);
+    if (!st) st = flow_step_dry(&dry, b.batch, 0, &predicted, &predicted_host);
+    cli_close_model(&dry);
     if (!st) {
         print_plans(stdout, m);
         param_set_zero_grads(model_params(m));
@@ -153,10 +157,10 @@ int cmd_grad(int argc, char **argv)
         pool_get_stats(cm.device, &measured);
         pool_get_stats(cm.host, &measured_host);
         print_peak(stdout, "peak device memory, measured ", &measured);
-        print_peak(stdout, "peak device memory, predicted", &predicted.s);
-        if (predicted_host.s.peak || measured_host.peak) {
+        print_peak(stdout, "peak device memory, predicted", &predicted);
+        if (predicted_host.peak || measured_host.peak) {
             print_peak(stdout, "peak host memory,   measured ", &measured_host);
-            print_peak(stdout, "peak host memory,   predicted", &predicted_host.s);
+            print_peak(stdout, "peak host memory,   predicted", &predicted_host);
         }
         const named_floats extra = {.name = "loss", .ndim = 1, .shape = {1}, .data = &loss};
         const char *meta[] = {"format", "pt"};

@@ -22,7 +22,7 @@ static const char plan_help[] =
 typedef struct plan_report {
     int64_t batch;
     size_t optimizer_bytes;
-    mem_sim sim, host;
+    pool_stats sim, host; /* the dry step's */
 } plan_report;
 
 static size_t boundary_bytes(const seq_plan *p, const block_seq *s) { return seq_plan_boundary_bytes(p, s); }
@@ -120,8 +120,8 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
         print_bytes(stdout, moved);
         printf(" each way per step\n");
     }
-    print_peak(stdout, "predicted peak device memory of a training step", &r->sim.s);
-    if (r->host.s.peak) print_peak(stdout, "predicted peak host memory of a training step", &r->host.s);
+    print_peak(stdout, "predicted peak device memory of a training step", &r->sim);
+    if (r->host.peak) print_peak(stdout, "predicted peak host memory of a training step", &r->host);
 }
 
 static void print_json(model *m, const plan_report *r)
@@ -171,14 +171,14 @@ static void print_json(model *m, const plan_report *r)
             cJSON_AddItemToArray(bj, one);
         }
     }
-    cJSON_AddNumberToObject(root, "predicted_peak_host_bytes", (double)r->host.s.peak);
+    cJSON_AddNumberToObject(root, "predicted_peak_host_bytes", (double)r->host.peak);
     size_t moved = 0;
     for (int i = 0; i < n; i++) moved += seq_plan_offload_bytes(model_plan(m, i), &seqs[i]);
     cJSON_AddNumberToObject(root, "bytes_to_host_per_step", (double)moved);
     cJSON_AddNumberToObject(root, "bytes_to_device_per_step", (double)moved);
     cJSON *peak = cJSON_AddObjectToObject(root, "predicted_peak_device_bytes");
-    cJSON_AddNumberToObject(peak, "total", (double)r->sim.s.peak);
-    for (int t = 0; t < MEM_TAG_COUNT; t++) cJSON_AddNumberToObject(peak, mem_tag_name(t), (double)r->sim.s.at_peak_by_tag[t]);
+    cJSON_AddNumberToObject(peak, "total", (double)r->sim.peak);
+    for (int t = 0; t < MEM_TAG_COUNT; t++) cJSON_AddNumberToObject(peak, mem_tag_name(t), (double)r->sim.at_peak_by_tag[t]);
     char *text = cJSON_Print(root);
     if (text) puts(text);
     cJSON_free(text);
@@ -200,7 +200,7 @@ int cmd_plan(int argc, char **argv)
     if (!st) {
         plan_report r = {.batch = config_int(cfg, "train_batch_size")};
         r.optimizer_bytes = train_optimizer_bytes(cfg, model_params(cm.m)->grad_count);
-        st = flow_step_simulate(cm.m, r.batch, r.optimizer_bytes, &r.sim, &r.host);
+        st = flow_step_dry(&cm, r.batch, r.optimizer_bytes, &r.sim, &r.host);
         if (!st && json) print_json(cm.m, &r);
         else if (!st) print_text(&cm.cs, cm.m, &r);
     }

@@ -13,15 +13,14 @@ st_status model_run_open(const config *cfg, bool allocate, model_run *out, char 
     if (!st) st = config_bytes(cfg, "device_memory", &device_cap);
     if (!st) st = config_bytes(cfg, "host_memory", &host_cap);
     if (st) return st;
-    if (allocate) {
-        out->device = pool_create(POOL_DEVICE, device_cap);
-        out->host = pool_create(POOL_HOST, host_cap);
-        if (!out->device || !out->host) st = st_fail(ST_ERR_INTERNAL, "out of host memory");
-    }
+    /* dry pools have no budget: a plan reports the peak, whatever it is, and the caller compares */
+    out->device = allocate ? pool_create(POOL_DEVICE, device_cap) : pool_create_dry(POOL_DEVICE, 0);
+    out->host = allocate ? pool_create(POOL_HOST, host_cap) : pool_create_dry(POOL_HOST, 0);
+    if (!out->device || !out->host) st = st_fail(ST_ERR_HOST_OOM, "out of host memory");
     out->cs = cs;
     if (!st) st = model_create(&mc, out->device, &out->m);
     if (!st) st = model_set_checkpointing(out->m, &cs, capture, n_capture);
-    if (!st && allocate) st = model_set_host_pool(out->m, out->host);
+    if (!st) st = model_set_host_pool(out->m, out->host);
     if (st) model_run_close(out);
     return st;
 }

@@ -73,17 +73,17 @@ static recompute_count count_recompute(model *m)
     return n;
 }
 
-/* Fills a schedule's predicted peaks and time on the unallocated model. */
+/* Fills a schedule's predicted peaks (a dry step) and time. */
 static void predict(model_run *r, int64_t batch, size_t optimizer, const advice *a, size_t budget, schedule *s)
 {
     schedule_describe(s);
     s->fits = false;
     if (model_set_checkpointing(r->m, &s->cs, NULL, 0)) return; /* refused: never fits */
-    mem_sim dev = {0}, host = {0};
-    if (flow_step_simulate(r->m, batch, optimizer, &dev, &host)) return; /* a batch too large never fits */
-    s->peak_device = dev.s.peak;
-    s->peak_host = host.s.peak;
-    s->fits = !budget || dev.s.peak <= budget;
+    pool_stats dev, host;
+    if (flow_step_dry(r, batch, optimizer, &dev, &host)) return; /* a batch too large never fits */
+    s->peak_device = dev.peak;
+    s->peak_host = host.peak;
+    s->fits = !budget || dev.peak <= budget;
     const recompute_count n = count_recompute(r->m);
     s->sec = a->t_none + n.last * a->r_recompute + (n.ckpt - n.last) * a->r_inner + n.ffn * a->r_ffn -
              (s->cs.offload_attention ? n.ckpt * a->r_attention : 0);

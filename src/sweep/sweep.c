@@ -111,7 +111,7 @@ static void fail(sweep_cell *cell, st_status st)
     snprintf(cell->error, sizeof cell->error, "%s", st_error());
 }
 
-/* The plan's prediction and text, on an unallocated model: available even when the run is refused. */
+/* The plan's prediction (a dry step) and text: available even when the run is refused. */
 static st_status predict(const config *cfg, sweep_cell *cell)
 {
     model_run r;
@@ -120,13 +120,13 @@ static st_status predict(const config *cfg, sweep_cell *cell)
     if (st) return st;
     const int64_t batch = config_int(cfg, "train_batch_size");
     const size_t opt = train_optimizer_bytes(cfg, model_params(r.m)->grad_count);
-    mem_sim dev = {0}, host = {0};
-    if ((st = flow_step_simulate(r.m, batch, opt, &dev, &host))) {
+    pool_stats dev, host;
+    if ((st = flow_step_dry(&r, batch, opt, &dev, &host))) {
         model_run_close(&r);
         return st;
     }
-    cell->predicted_device = dev.s.peak;
-    cell->predicted_host = host.s.peak;
+    cell->predicted_device = dev.peak;
+    cell->predicted_host = host.peak;
     block_seq *seqs;
     const int n = model_sequences(r.m, &seqs);
     size_t at = 0;

@@ -36,29 +36,34 @@ st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
     return st;
 }
 
-void flow_loss_simulate(model *m, int64_t batch, mem_sim *sim, mem_sim *host)
+st_status flow_step_dry(model_run *r, int64_t batch, size_t optimizer_bytes, pool_stats *device, pool_stats *host)
 {
+    if (!r->device || !pool_is_dry(r->device) || !pool_is_dry(r->host))
+        return st_fail(ST_ERR_INTERNAL, "flow_step_dry: the model is not on dry pools");
+    model *m = r->m;
     const model_config *c = model_get_config(m);
-    const size_t n = (size_t)(batch * c->channels * c->resolution * c->resolution) * sizeof(float);
-    sim_take(sim, MEM_ACTIVATIONS, 2 * n + (size_t)batch * sizeof(float)); /* x_t, target, timesteps */
-    model_simulate_forward(m, batch, sim, host);
-    sim_take(sim, MEM_ACTIVATIONS, n); /* dpred */
-    model_simulate_backward(m, batch, sim, host);
-    sim_drop(sim, MEM_ACTIVATIONS, 3 * n + (size_t)batch * sizeof(float));
-}
-
-st_status flow_step_simulate(model *m, int64_t batch, size_t optimizer_bytes, mem_sim *device, mem_sim *host)
-{
-    st_status st = model_check_batch(m, batch);
+    st_status st = model_check_batch(m, batch); /* bounds the products below */
     if (st) return st;
-    const param_set *ps = model_params(m);
-    const model_config *c = model_get_config(m);
     const size_t n = (size_t)(batch * c->channels * c->resolution * c->resolution);
-    sim_take(device, MEM_WEIGHTS, (size_t)ps->weight_count * sizeof(float));
-    sim_take(device, MEM_GRADIENTS, (size_t)ps->grad_count * sizeof(float));
-    if (optimizer_bytes) sim_take(device, MEM_OPTIMIZER, optimizer_bytes);
-    const size_t cond = (size_t)model_cond_len(c) * sizeof(int64_t);
-    sim_take(device, MEM_ACTIVATIONS, 2 * n * sizeof(float) + (size_t)batch * (sizeof(float) + cond));
-    flow_loss_simulate(m, batch, device, host);
-    return ST_OK;
+    pool_reset_peak(r->device);
+    pool_reset_peak(r->host);
+    /* what a training step holds besides the model: the optimizer's state and the batch, as the trainer has them */
+    void *opt = NULL, *x0 = NULL, *noise = NULL, *t = NULL, *cond = NULL;
+    if (optimizer_bytes) st = pool_alloc(r->device, optimizer_bytes, MEM_OPTIMIZER, "optimizer state", &opt);
+    if (!st) st = pool_alloc(r->device, n * sizeof(float), MEM_ACTIVATIONS, "batch.x0", &x0);
+    if (!st) st = pool_alloc(r->device, n * sizeof(float), MEM_ACTIVATIONS, "batch.noise", &noise);
+    if (!st) st = pool_alloc(r->device, (size_t)batch * sizeof(float), MEM_ACTIVATIONS, "batch.t", &t);
+    if (!st)
+        st = pool_alloc(r->device, (size_t)(batch * model_cond_len(c)) * sizeof(int64_t), MEM_ACTIVATIONS,
+                        "batch.cond", &cond);
+    if (!st) {
+        const flow_batch fb = {.batch = batch, .x0 = x0, .noise = noise, .t = t, .cond = cond};
+        float loss;
+        st = flow_loss(m, &fb, true, &loss);
+    }
+    pool_free(r->device, cond), pool_free(r->device, t), pool_free(r->device, noise), pool_free(r->device, x0);
+    pool_free(r->device, opt);
+    pool_get_stats(r->device, device);
+    pool_get_stats(r->host, host);
+    return st;
 }

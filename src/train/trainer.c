@@ -36,7 +36,7 @@ struct trainer {
     int64_t *cond;              /* (batch, cond_len), in the device pool */
     int64_t *labels;            /* the loader's labels and captions, host-side */
     char (*captions)[CAPTION_MAX];
-    mem_sim predicted, predicted_host;
+    pool_stats predicted, predicted_host;
     FILE *jsonl;
     char dir[DIR_MAX], checkpoint[PATH_MAX_LEN], validation[PATH_MAX_LEN], final[PATH_MAX_LEN];
 };
@@ -274,7 +274,7 @@ size_t train_optimizer_bytes(const config *cfg, int64_t grad_count)
     return optim_state_bytes(strcmp(config_string(cfg, "optimizer"), "lion") ? OPTIM_ADAMW : OPTIM_LION, grad_count);
 }
 
-/* Predicts a step's peaks on an unallocated model and refuses a run that cannot fit, before allocating anything. */
+/* Predicts a step's peaks by running it dry and refuses a run that cannot fit, before allocating anything. */
 static st_status plan_run(trainer *t)
 {
     model_run r;
@@ -284,19 +284,19 @@ static st_status plan_run(trainer *t)
     if (!st) st = config_bytes(t->cfg, "device_memory", &dev);
     if (!st) st = config_bytes(t->cfg, "host_memory", &host);
     if (!st)
-        st = flow_step_simulate(r.m, t->batch, train_optimizer_bytes(t->cfg, model_params(r.m)->grad_count),
-                                &t->predicted, &t->predicted_host);
+        st = flow_step_dry(&r, t->batch, train_optimizer_bytes(t->cfg, model_params(r.m)->grad_count), &t->predicted,
+                           &t->predicted_host);
     model_run_close(&r);
     if (st) return st;
     char b[2][24];
-    if (dev && t->predicted.s.peak > dev)
+    if (dev && t->predicted.peak > dev)
         return st_fail(ST_ERR_OOM,
                        "device_memory: the plan's peak is %s but the budget is %s (checkpointing, a smaller "
                        "train_batch_size or offload lower the peak; see segtrain plan)",
-                       st_bytes(b[0], t->predicted.s.peak), st_bytes(b[1], dev));
-    if (host && t->predicted_host.s.peak > host)
+                       st_bytes(b[0], t->predicted.peak), st_bytes(b[1], dev));
+    if (host && t->predicted_host.peak > host)
         return st_fail(ST_ERR_HOST_OOM, "host_memory: the plan's host peak is %s but the budget is %s",
-                       st_bytes(b[0], t->predicted_host.s.peak), st_bytes(b[1], host));
+                       st_bytes(b[0], t->predicted_host.peak), st_bytes(b[1], host));
     return ST_OK;
 }
 
@@ -511,7 +511,7 @@ bool trainer_done(const trainer *t) { return t->steps_done >= t->total_steps; }
 int64_t trainer_steps_done(const trainer *t) { return t->steps_done; }
 int64_t trainer_total_steps(const trainer *t) { return t->total_steps; }
 model *trainer_model(trainer *t) { return t->run.m; }
-const pool_stats *trainer_predicted(const trainer *t, bool host) { return host ? &t->predicted_host.s : &t->predicted.s; }
+const pool_stats *trainer_predicted(const trainer *t, bool host) { return host ? &t->predicted_host : &t->predicted; }
 
 st_status trainer_finish(trainer *t, const char **path)
 {
