@@ -1,5 +1,5 @@
 /* The budget advisor: given a device-memory budget, the fastest schedule predicted to fit. Memory comes from the
- * plan's replay (exact); time from a cost model calibrated by measuring five schedules on this machine:
+ * dry step (exact); time from a cost model calibrated by measuring five schedules on this machine:
  *   sec/step = T_none + n_last * r_recompute + (n_ckpt - n_last) * r_inner + n_ffn * r_ffn
  *              - (attention offload ? n_ckpt * r_attention : 0)
  * with r_recompute the cost of recomputing a segment's last block (which need not make its output), r_inner of

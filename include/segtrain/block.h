@@ -13,7 +13,7 @@
  * through without a copy), accumulating weight and context gradients. It reads the input state, so the
  * caller keeps that alive until backward. The gradient state may change its tensor count on the way (a skip's
  * gradient is born where the skip is read and dies where it was made); such tensors come from the pool
- * (MEM_ACTIVATIONS) and are part of the block's simulate. */
+ * (MEM_ACTIVATIONS) like everything else a block allocates. */
 #ifndef SEGTRAIN_BLOCK_H
 #define SEGTRAIN_BLOCK_H
 
@@ -49,21 +49,12 @@ typedef struct state_map {
 typedef struct block_saved block_saved; /* what a forward kept: the block kind's own */
 typedef struct block block;
 
-/* The parts of a step that a block replays into a memory simulation. */
-typedef enum sim_phase {
-    SIM_FORWARD,        /* a forward at a keep level (with the attention side going to the host, if offloading) */
-    SIM_RECOMPUTE,      /* a checkpointed block's second forward, KEEP_ALL (reusing a fetched attention side) */
-    SIM_RECOMPUTE_LAST, /* SIM_RECOMPUTE of a segment's last block, making no output (output_optional kinds) */
-    SIM_PREFETCH,       /* bringing an offloaded attention side back to the device */
-    SIM_BACKWARD        /* a backward (first waiting for an attention side still on the host) */
-} sim_phase;
-
 typedef struct block_kind {
     const char *name;
     bool ffn_split;         /* has an attention / feed-forward split (KEEP_ATTENTION applies) */
     bool softmax_attention; /* has softmax attention (attention offload applies) */
     /* forward takes out == NULL: the recompute of a segment's last block, whose output the next boundary already
-     * holds, then makes only what backward reads (simulate's phase: SIM_RECOMPUTE_LAST) */
+     * holds, then makes only what backward reads */
     bool output_optional;
     /* Device bytes what a forward keeps occupies once backward can run (all of it back on the device). */
     size_t (*kept_bytes)(const block *b, keep_level keep);
@@ -79,10 +70,6 @@ typedef struct block_kind {
     st_status (*prefetch)(block *b, block_saved *saved);
     st_status (*backward)(block *b, const block_state *in, block_saved *saved, block_state *grad);
     void (*release)(block *b, block_saved *saved);
-    /* Replays a phase's pool allocations into memory simulations of the device and host pools, byte for byte
-     * and tag for tag, in the order the code makes them: forward leaves the output state and what it keeps
-     * live, backward leaves nothing. off: the attention side goes to (or comes from) the host. */
-    void (*simulate)(const block *b, keep_level keep, sim_phase phase, bool off, mem_sim *dev, mem_sim *host);
     /* The block's states (NULL: the sequence's fixed signature in and out, every output tensor new). */
     void (*states)(const block *b, state_map *out);
 } block_kind;

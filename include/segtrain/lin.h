@@ -30,9 +30,5 @@ bool lin_trains_weight(const param_set *s, const lin_layer *l);
  * gradient, without y (gated_linear_backward): forward need not keep y. Only when lin_trains_weight. */
 st_status lin_backward_gated(param_set *s, pool *p, const lin_layer *l, float *dx, float *dgate, const float *dy,
                              const float *x, const float *gate, int64_t batch, int64_t tokens, int64_t gate_stride);
-/* lin_forward's (backward false) or lin_backward's workspace, into a memory simulation. */
-void lin_simulate(const lin_layer *l, int64_t n, bool backward, mem_sim *dev);
-/* lin_backward_gated's workspace, into a memory simulation. */
-void lin_simulate_gated(const lin_layer *l, int64_t batch, int64_t tokens, mem_sim *dev);
 
 #endif

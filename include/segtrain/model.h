@@ -72,11 +72,9 @@ st_status model_set_host_pool(model *m, pool *host);
 /* The copy engine (NULL until a host pool is set): its statistics say what moved and what was hidden. */
 copy_engine *model_copy_engine(model *m);
 
-/* Replays a training step's allocations by the model (around the objective's own) into memory simulations of
- * the device and host pools, for a batch of the given size: forward leaves what backward needs live, backward
- * drops everything. */
-void model_simulate_forward(model *m, int64_t batch, mem_sim *dev, mem_sim *host);
-void model_simulate_backward(model *m, int64_t batch, mem_sim *dev, mem_sim *host);
+/* Sizes the model's states for a batch of this many samples (model_forward does it too): what the plan's
+ * descriptions of boundaries (seq_plan_boundary) read. */
+void model_set_batch(model *m, int64_t batch);
 
 /* The family's own initialisation (DiT: xavier linears, zero adaLN), or, with random_all, seeded non-zero
  * values in every tensor, so that every gradient is non-zero (for gradient checks). */
@@ -92,7 +90,7 @@ void model_null_condition(const model_config *mc, int64_t *ids);
 
 /* ST_ERR_INVALID naming train_batch_size when a step on `batch` samples would not fit the size arithmetic
  * (model_create has checked the sizes of one sample). model_forward checks it; so must a caller that sizes
- * buffers by the batch or simulates a step before that. */
+ * buffers by the batch before that. */
 st_status model_check_batch(const model *m, int64_t batch);
 
 /* Predicts from x (batch, channels, res, res), timesteps (batch) and cond (batch x model_cond_len ids).

@@ -68,7 +68,7 @@ st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const cha
                         seq_plan *out);
 void seq_plan_free(seq_plan *p);
 
-/* The segment block i belongs to, or NULL (the executor and the memory replay walk plans with these). */
+/* The segment block i belongs to, or NULL (the executor and the boundary descriptions walk plans with these). */
 const segment *seq_plan_segment(const seq_plan *p, int i);
 /* The unit of backward that block i ends: its segment, or the block alone. */
 segment seq_plan_unit(const seq_plan *p, int i);
@@ -82,7 +82,7 @@ void seq_plan_format(const seq_plan *p, char *buf, size_t size);
  * bytes, each tensor once, and in desc what it is, e.g. "stream 64.0 KiB (also block 1's skip) + skip of block
  * 0 (64.0 KiB)": the stream is what the block before the segment made, skips are tensors made earlier and still
  * to be read. 0 and "" for a segment that does not exist. Sizes are those of the batch the sequence was last
- * sized for (model_simulate_forward sizes it). */
+ * sized for (model_set_batch sizes it). */
 size_t seq_plan_boundary(const seq_plan *p, const block_seq *seq, int which, char *desc, size_t desc_size);
 /* Bytes all boundaries of the plan hold together, each tensor once however many boundaries share it (sized as
  * seq_plan_boundary). */
@@ -91,11 +91,5 @@ size_t seq_plan_boundary_bytes(const seq_plan *p, const block_seq *seq);
 /* Bytes a step moves to the host (and back: the same) under this plan. */
 size_t seq_plan_offload_bytes(const seq_plan *p, const block_seq *seq);
 
-/* Replays the executor's allocations for this plan into memory simulations of the device and host pools:
- * forward (the sequence's input state already live, its output state left live) and backward (the state
- * gradient already live, the input state dropped at the end). A tensor that several states share is taken and
- * dropped once, where the executor allocates and frees it. */
-void seq_plan_simulate_forward(const seq_plan *p, const block_seq *seq, mem_sim *dev, mem_sim *host);
-void seq_plan_simulate_backward(const seq_plan *p, const block_seq *seq, mem_sim *dev, mem_sim *host);
 
 #endif

@@ -83,14 +83,4 @@ pool_kind pool_get_kind(const pool *p);
 
 const char *mem_tag_name(mem_tag tag);
 
-/* A memory simulation: the same live/peak/per-tag arithmetic as a pool, over byte counts alone. The
- * checkpoint planner replays a step's allocations into one to predict the pool's peak before the step. */
-typedef struct mem_sim {
-    pool_stats s;
-} mem_sim;
-
-void sim_take(mem_sim *m, mem_tag tag, size_t bytes);
-void sim_drop(mem_sim *m, mem_tag tag, size_t bytes);
-void sim_retag(mem_sim *m, mem_tag from, mem_tag to, size_t bytes);
-
 #endif

@@ -83,17 +83,3 @@ st_status lin_backward_gated(param_set *s, pool *p, const lin_layer *l, float *d
                                  batch, tokens, l->in, l->out, gate_stride);
 }
 
-void lin_simulate(const lin_layer *l, int64_t n, bool backward, mem_sim *dev)
-{
-    if (l->lora_a < 0) return;
-    const size_t bytes = (size_t)(n * l->rank) * sizeof(float) * (backward ? 2 : 1);
-    sim_take(dev, MEM_WORKSPACE, bytes);
-    sim_drop(dev, MEM_WORKSPACE, bytes);
-}
-
-void lin_simulate_gated(const lin_layer *l, int64_t batch, int64_t tokens, mem_sim *dev)
-{
-    const size_t bytes = gated_linear_workspace_bytes(batch, tokens, l->in, l->out);
-    sim_take(dev, MEM_WORKSPACE, bytes);
-    sim_drop(dev, MEM_WORKSPACE, bytes);
-}

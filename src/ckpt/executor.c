@@ -1,8 +1,8 @@
 /* The executor: forward keeps what the plan says, backward walks segments last to first, recomputing each
  * checkpointed segment from its boundary, and frees every tensor as soon as nothing needs it. States may share
  * tensors (a skip passed on from block to block, held by several boundaries at once): a tensor is freed when the
- * last state the run holds that references it goes, so it is stored, and freed, once. The memory simulation in
- * plan.c replays exactly these allocations; keep the two in step. */
+ * last state the run holds that references it goes, so it is stored, and freed, once. Run on dry pools, this
+ * same code is the plan's prediction of a step's memory. */
 #include "segtrain/executor.h"
 #include "segtrain/ops.h"
 

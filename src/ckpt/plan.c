@@ -229,213 +229,90 @@ size_t seq_plan_offload_bytes(const seq_plan *p, const block_seq *seq)
     return bytes;
 }
 
-/* ---- the replay: the executor's steps over byte counts ----
+/* ---- the states between blocks, by tensor ----
  *
- * The executor's tensors are pointers that states share; the replay's are ids into a table that says each one's
- * bytes, tag and whereabouts, and it frees an id exactly where the executor frees the pointer: when the last held
- * state referencing it goes. */
+ * States share tensors (a skip passed on from block to block): a walk over the plan's forward gives each tensor
+ * an id, so that a boundary's description counts each tensor once and says which block made it. */
 
-typedef struct sim_tensor {
+typedef struct walk_tensor {
     size_t bytes;
-    int creator;  /* the block whose forward made it; -1: the sequence's input */
-    mem_tag tag;  /* its tag in the device pool */
-    bool on_host; /* its device bytes are freed while its copy waits in host memory */
-} sim_tensor;
+    int creator; /* the block whose forward made it; -1: the sequence's input */
+} walk_tensor;
 
-typedef struct sim_state {
+typedef struct walk_state {
     int n;
     int id[STATE_MAX];
-} sim_state;
+} walk_state;
 
-typedef struct replay {
-    const seq_plan *p;
-    const block_seq *seq;
-    mem_sim *dev, *host;
-    sim_tensor *t; /* room for the sequence's input and every block's outputs, made twice (forward, recompute) */
+typedef struct walk {
+    walk_tensor *t; /* room for the sequence's input and every block's outputs */
     int n_t;
-    sim_state *inputs; /* per block: its held input state, as the executor's run->inputs */
-    sim_state cur;     /* the state between blocks: the sequence's input before the forward, its output after */
-} replay;
+    walk_state *inputs; /* per block: its input state as the executor holds it (kept blocks and boundaries) */
+} walk;
 
-static int new_tensor(replay *r, int64_t numel, int creator)
+static int new_tensor(walk *w, int64_t numel, int creator)
 {
-    r->t[r->n_t] = (sim_tensor){.bytes = (size_t)numel * sizeof(float), .creator = creator, .tag = MEM_ACTIVATIONS};
-    return r->n_t++;
+    w->t[w->n_t] = (walk_tensor){.bytes = (size_t)numel * sizeof(float), .creator = creator};
+    return w->n_t++;
 }
 
-/* Starts a replay with the sequence's input state live (the caller took its bytes). Running out of host memory
- * for this bookkeeping is fatal, as when registering parameters: the replay has no status to return. */
-static void replay_begin(replay *r, const seq_plan *p, const block_seq *seq, mem_sim *dev, mem_sim *host)
-{
-    *r = (replay){.p = p, .seq = seq, .dev = dev, .host = host};
-    r->t = malloc((size_t)(2 * seq->n + 1) * STATE_MAX * sizeof *r->t);
-    r->inputs = calloc((size_t)seq->n + 1, sizeof *r->inputs);
-    if (!r->t || !r->inputs) {
-        fprintf(stderr, "segtrain: out of memory replaying the checkpoint plan of %s\n", seq->name);
-        abort();
-    }
-    state_map map;
-    block_state_map(seq, 0, &map);
-    r->cur.n = map.n_in;
-    for (int k = 0; k < map.n_in; k++) r->cur.id[k] = new_tensor(r, map.in_numel[k], -1);
-}
-
-static void replay_end(replay *r)
-{
-    free(r->t);
-    free(r->inputs);
-}
-
-/* Block i's output state from its input state: passed-on tensors keep their ids, new ones get fresh ids (their
- * bytes were taken by the block's simulate). */
-static sim_state next_state(replay *r, int i, const sim_state *in)
+/* Block i's output state from its input state: passed-on tensors keep their ids, new ones get fresh ids. */
+static walk_state next_state(walk *w, const block_seq *seq, int i, const walk_state *in)
 {
     state_map map;
-    block_state_map(r->seq, i, &map);
+    block_state_map(seq, i, &map);
     int made[STATE_MAX];
     for (int j = 0; j < STATE_MAX; j++) made[j] = -1;
-    sim_state out = {.n = map.n_out};
+    walk_state out = {.n = map.n_out};
     for (int k = 0; k < map.n_out; k++) {
         const int from = map.out_from[k];
         if (from >= 0) out.id[k] = in->id[from];
         else if (made[-1 - from] >= 0) out.id[k] = made[-1 - from];
-        else out.id[k] = made[-1 - from] = new_tensor(r, map.out_numel[k], i);
+        else out.id[k] = made[-1 - from] = new_tensor(w, map.out_numel[k], i);
     }
     return out;
 }
 
-static bool state_has(const sim_state *st, int id)
+/* The held states of a plan's forward. Running out of host memory for this bookkeeping is fatal, as when
+ * registering parameters: the descriptions have no status to return. */
+static void walk_forward(walk *w, const seq_plan *p, const block_seq *seq)
+{
+    w->t = malloc((size_t)(seq->n + 1) * STATE_MAX * sizeof *w->t);
+    w->inputs = calloc((size_t)seq->n + 1, sizeof *w->inputs);
+    w->n_t = 0;
+    if (!w->t || !w->inputs) {
+        fprintf(stderr, "segtrain: out of memory describing the checkpoint plan of %s\n", seq->name);
+        abort();
+    }
+    state_map map;
+    block_state_map(seq, 0, &map);
+    walk_state cur = {.n = map.n_in};
+    for (int k = 0; k < map.n_in; k++) cur.id[k] = new_tensor(w, map.in_numel[k], -1);
+    for (int i = 0; i < p->n; i++) {
+        const segment *g = seq_plan_segment(p, i);
+        walk_state next = next_state(w, seq, i, &cur);
+        if (!g || g->first == i) w->inputs[i] = cur; /* a kept block's input, or a boundary */
+        cur = next;
+    }
+}
+
+static void walk_end(walk *w)
+{
+    free(w->t);
+    free(w->inputs);
+}
+
+static bool state_has(const walk_state *st, int id)
 {
     for (int k = 0; st && k < st->n; k++)
         if (st->id[k] == id) return true;
     return false;
 }
 
-/* The executor's drop_state: clears st and frees each of its ids, once, that neither `also` nor a held state
- * references. */
-static void drop(replay *r, sim_state *st, const sim_state *also)
-{
-    const sim_state mine = *st;
-    *st = (sim_state){0};
-    for (int k = 0; k < mine.n; k++) {
-        bool held = state_has(also, mine.id[k]);
-        for (int j = 0; j < k; j++) held |= mine.id[j] == mine.id[k];
-        for (int i = 0; i < r->seq->n && !held; i++) held = state_has(&r->inputs[i], mine.id[k]);
-        const sim_tensor *t = &r->t[mine.id[k]];
-        if (!held && !t->on_host) sim_drop(r->dev, t->tag, t->bytes);
-    }
-}
-
-static void retag(replay *r, const sim_state *st, mem_tag tag)
-{
-    for (int k = 0; k < st->n; k++) {
-        sim_tensor *t = &r->t[st->id[k]];
-        if (t->tag != tag) sim_retag(r->dev, t->tag, tag, t->bytes);
-        t->tag = tag;
-    }
-}
-
-/* seq_forward: the run's held states and the tags they end with are left in r for the backward. */
-static void replay_forward(replay *r)
-{
-    const seq_plan *p = r->p;
-    sim_state cur = r->cur;
-    for (int i = 0; i < p->n; i++) {
-        const block *b = &r->seq->blocks[i];
-        const segment *g = seq_plan_segment(p, i);
-        if (g && g->first == i) retag(r, &cur, MEM_BOUNDARIES);
-        for (int k = 0; p->host_input[i] && k < cur.n; k++) sim_take(r->host, p->host_input_tag, r->t[cur.id[k]].bytes);
-        b->kind->simulate(b, block_mode_keep(p->mode[i]), SIM_FORWARD, p->attention_offload, r->dev, r->host);
-        sim_state next = next_state(r, i, &cur);
-        if (!g || g->first == i) r->inputs[i] = cur; /* a kept block's input, or a boundary */
-        else drop(r, &cur, &next);
-        for (int k = 0; p->host_input[i] && k < r->inputs[i].n; k++) {
-            sim_tensor *t = &r->t[r->inputs[i].id[k]];
-            sim_drop(r->dev, t->tag, t->bytes);
-            t->on_host = true;
-        }
-        cur = next;
-    }
-    r->cur = cur;
-}
-
-void seq_plan_simulate_forward(const seq_plan *p, const block_seq *seq, mem_sim *dev, mem_sim *host)
-{
-    if (!seq->n) return;
-    replay r;
-    replay_begin(&r, p, seq, dev, host);
-    replay_forward(&r);
-    replay_end(&r);
-}
-
 segment seq_plan_unit(const seq_plan *p, int i)
 {
     const segment *g = seq_plan_segment(p, i);
     return g ? *g : (segment){i, i};
-}
-
-/* fetch_unit: host input states come back to the device under the plan's tag, attention sides by the block. */
-static void fetch(replay *r, segment u)
-{
-    for (int j = u.first; j <= u.last; j++) {
-        for (int k = 0; r->p->host_input[j] && k < r->inputs[j].n; k++) {
-            sim_tensor *t = &r->t[r->inputs[j].id[k]];
-            if (!t->on_host) continue; /* already on its way back */
-            sim_take(r->dev, r->p->host_input_tag, t->bytes);
-            t->tag = r->p->host_input_tag;
-            t->on_host = false;
-        }
-        if (r->p->attention_offload)
-            r->seq->blocks[j].kind->simulate(&r->seq->blocks[j], KEEP_ALL, SIM_PREFETCH, true, r->dev, r->host);
-    }
-}
-
-/* backward_block: the block's backward, then what it kept and its input state go. */
-static void backward_block(replay *r, int i, keep_level keep, bool off)
-{
-    const block *b = &r->seq->blocks[i];
-    b->kind->simulate(b, keep, SIM_BACKWARD, off, r->dev, r->host);
-    sim_drop(r->dev, MEM_ACTIVATIONS, b->kind->kept_bytes(b, keep));
-    drop(r, &r->inputs[i], NULL);
-}
-
-void seq_plan_simulate_backward(const seq_plan *p, const block_seq *seq, mem_sim *dev, mem_sim *host)
-{
-    if (!seq->n) return;
-    /* the run forward left behind, replayed into throwaway simulations */
-    mem_sim dev0 = {0}, host0 = {0};
-    replay r;
-    replay_begin(&r, p, seq, &dev0, &host0);
-    replay_forward(&r);
-    r.dev = dev;
-    r.host = host;
-    bool fetched = false;
-    for (int i = p->n - 1; i >= 0; i--) {
-        const segment u = seq_plan_unit(p, i);
-        if (!fetched) fetch(&r, u);
-        if (u.first > 0) fetch(&r, seq_plan_unit(p, u.first - 1)); /* one unit ahead */
-        fetched = true;
-        for (int k = 0; p->host_input[u.first] && k < r.inputs[u.first].n; k++)
-            sim_drop(host, p->host_input_tag, r.t[r.inputs[u.first].id[k]].bytes);
-        if (!seq_plan_segment(p, i)) {
-            backward_block(&r, i, block_mode_keep(p->mode[i]), p->attention_offload);
-            continue;
-        }
-        sim_state cur = r.inputs[u.first];
-        for (int j = u.first; j <= u.last; j++) { /* recompute, keeping */
-            const block *b = &seq->blocks[j];
-            const bool output = j < u.last || !b->kind->output_optional;
-            const sim_phase phase = output ? SIM_RECOMPUTE : SIM_RECOMPUTE_LAST;
-            b->kind->simulate(b, KEEP_ALL, phase, p->attention_offload, dev, host);
-            sim_state next = output ? next_state(&r, j, &cur) : (sim_state){0};
-            if (j > u.first) r.inputs[j] = cur;
-            cur = next;
-        }
-        drop(&r, &cur, NULL); /* the recomputed output of the last block (if made), less what it passed on */
-        for (int j = u.last; j >= u.first; j--) backward_block(&r, j, KEEP_ALL, false);
-        i = u.first;
-    }
-    replay_end(&r);
 }
 
 /* ---- boundaries, each tensor once ---- */
@@ -471,19 +348,17 @@ size_t seq_plan_boundary(const seq_plan *p, const block_seq *seq, int which, cha
 {
     if (desc_size) desc[0] = 0;
     if (which < 0 || which >= p->n_segments || !seq->n) return 0;
-    mem_sim dev = {0}, host = {0};
-    replay r;
-    replay_begin(&r, p, seq, &dev, &host);
-    replay_forward(&r);
+    walk r;
+    walk_forward(&r, p, seq);
     const int first = p->segments[which].first;
-    const sim_state *st = &r.inputs[first];
+    const walk_state *st = &r.inputs[first];
     /* the stream: what the block before made (the sequence's input for block 0); skips: older tensors */
     size_t stream = 0, skips = 0;
     int n_stream = 0, n_skips = 0, also_skip = -1;
     for (int k = 0; k < st->n; k++) {
         bool seen = false;
         for (int j = 0; j < k; j++) seen |= st->id[j] == st->id[k];
-        const sim_tensor *t = &r.t[st->id[k]];
+        const walk_tensor *t = &r.t[st->id[k]];
         if (seen && t->creator == first - 1) also_skip = t->creator;
         if (seen) continue;
         if (t->creator == first - 1) stream += t->bytes, n_stream++;
@@ -505,7 +380,7 @@ size_t seq_plan_boundary(const seq_plan *p, const block_seq *seq, int which, cha
         put(desc, desc_size, &at, " + skip%s of block%s ", n_skips > 1 ? "s" : "", n_skips > 1 ? "s" : "");
         int listed = 0;
         for (int k = 0; k < st->n; k++) {
-            const sim_tensor *t = &r.t[st->id[k]];
+            const walk_tensor *t = &r.t[st->id[k]];
             bool seen = t->creator == first - 1;
             for (int j = 0; j < k; j++) seen |= st->id[j] == st->id[k];
             if (!seen) put(desc, desc_size, &at, "%s%d", listed++ ? ", " : "", t->creator);
@@ -514,23 +389,21 @@ size_t seq_plan_boundary(const seq_plan *p, const block_seq *seq, int which, cha
         put_bytes(desc, desc_size, &at, skips);
         put(desc, desc_size, &at, ")");
     }
-    replay_end(&r);
+    walk_end(&r);
     return stream + skips;
 }
 
 size_t seq_plan_boundary_bytes(const seq_plan *p, const block_seq *seq)
 {
     if (!seq->n) return 0;
-    mem_sim dev = {0}, host = {0};
-    replay r;
-    replay_begin(&r, p, seq, &dev, &host);
-    replay_forward(&r);
+    walk r;
+    walk_forward(&r, p, seq);
     size_t bytes = 0;
     for (int id = 0; id < r.n_t; id++) {
         bool held = false;
         for (int g = 0; g < p->n_segments && !held; g++) held = state_has(&r.inputs[p->segments[g].first], id);
         if (held) bytes += r.t[id].bytes;
     }
-    replay_end(&r);
+    walk_end(&r);
     return bytes;
 }

@@ -312,29 +312,3 @@ void pool_set_capacity(pool *p, size_t capacity)
 
 pool_kind pool_get_kind(const pool *p) { return p->kind; }
 
-/* The pool's arithmetic without memory: pool_alloc's accounting, step for step. */
-void sim_take(mem_sim *m, mem_tag tag, size_t bytes)
-{
-    pool_stats *s = &m->s;
-    s->live += bytes;
-    s->live_by_tag[tag] += bytes;
-    if (s->live_by_tag[tag] > s->peak_by_tag[tag]) s->peak_by_tag[tag] = s->live_by_tag[tag];
-    if (s->live > s->peak) {
-        s->peak = s->live;
-        memcpy(s->at_peak_by_tag, s->live_by_tag, sizeof s->at_peak_by_tag);
-    }
-}
-
-void sim_drop(mem_sim *m, mem_tag tag, size_t bytes)
-{
-    m->s.live -= bytes;
-    m->s.live_by_tag[tag] -= bytes;
-}
-
-void sim_retag(mem_sim *m, mem_tag from, mem_tag to, size_t bytes)
-{
-    pool_stats *s = &m->s;
-    s->live_by_tag[from] -= bytes;
-    s->live_by_tag[to] += bytes;
-    if (s->live_by_tag[to] > s->peak_by_tag[to]) s->peak_by_tag[to] = s->live_by_tag[to];
-}

@@ -265,47 +265,12 @@ static st_status dit_backward(model *m, const float *dpred)
     return st;
 }
 
-/* embed_forward, the executor, capture_forward and final_forward, as allocations. */
-static void dit_simulate_forward(model *m, mem_sim *sim, mem_sim *host)
-{
-    const model_config *c = &m->cfg;
-    const size_t f = sizeof(float), B = (size_t)m->shape.batch, N = B * (size_t)m->shape.tokens, D = (size_t)c->hidden;
-    const size_t P = (size_t)(c->channels * c->patch * c->patch), S = N * D * f;
-    sim_take(sim, MEM_ACTIVATIONS, B * sizeof(int64_t) + N * P * f + S + B * DIT_FREQ_DIM * f + 5 * B * D * f);
-    seq_plan_simulate_forward(&m->plan[0], &m->seq[0], sim, host);
-    sim_take(sim, MEM_ACTIVATIONS, (size_t)m->n_capture * S);
-    sim_take(sim, MEM_ACTIVATIONS, B * 2 * D * f + 2 * S + B * (size_t)(c->channels * c->resolution * c->resolution) * f);
-    sim_take(sim, MEM_WORKSPACE, N * P * f); /* the final linear's output, before unpatchify */
-    sim_take(sim, MEM_ACTIVATIONS, 2 * N * f);
-    sim_drop(sim, MEM_WORKSPACE, N * P * f);
-}
-
-/* model_backward and model_release, as allocations. */
-static void dit_simulate_backward(model *m, mem_sim *sim, mem_sim *host)
-{
-    const model_config *c = &m->cfg;
-    const size_t f = sizeof(float), B = (size_t)m->shape.batch, N = B * (size_t)m->shape.tokens, D = (size_t)c->hidden;
-    const size_t P = (size_t)(c->channels * c->patch * c->patch), S = N * D * f;
-    sim_take(sim, MEM_ACTIVATIONS, S); /* the state gradient */
-    sim_take(sim, MEM_WORKSPACE, N * P * f + 2 * S + B * 2 * D * f);
-    sim_drop(sim, MEM_WORKSPACE, N * P * f + 2 * S + B * 2 * D * f);
-    sim_drop(sim, MEM_ACTIVATIONS, 2 * N * f + 3 * S); /* LN statistics, the last state, ln and h */
-    seq_plan_simulate_backward(&m->plan[0], &m->seq[0], sim, host);
-    sim_take(sim, MEM_WORKSPACE, 3 * B * D * f); /* dc, then the timestep path's two */
-    sim_drop(sim, MEM_WORKSPACE, 3 * B * D * f);
-    sim_drop(sim, MEM_ACTIVATIONS, S);
-    sim_drop(sim, MEM_ACTIVATIONS, B * (size_t)(c->channels * c->resolution * c->resolution) * f + B * 2 * D * f +
-                                       5 * B * D * f + B * DIT_FREQ_DIM * f + N * P * f + B * sizeof(int64_t) +
-                                       (size_t)m->n_capture * S);
-}
-
 /* skipdit is DiT with other blocks: everything but the name and the blocks is shared */
 #define DIT_FAMILY(family_name, create_fn)                                                                             \
     {                                                                                                                  \
         .name = family_name, .create = create_fn, .fill_fixed = dit_fill_fixed, .destroy = dit_destroy,               \
         .set_batch = set_batch, .forward = dit_forward, .backward = dit_backward, .release = dit_release,             \
-        .hidden = dit_hidden, .simulate_forward = dit_simulate_forward, .simulate_backward = dit_simulate_backward,   \
-        .init_of = dit_init_of,                                                                                        \
+        .hidden = dit_hidden, .init_of = dit_init_of,                                                                  \
     }
 const model_family dit_family = DIT_FAMILY("dit", dit_create);
 const model_family skipdit_family = DIT_FAMILY("skipdit", skipdit_create);

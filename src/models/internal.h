@@ -37,8 +37,6 @@ typedef struct model_family {
     void (*release)(model *m);
     /* NULL: the family refuses capture_hidden_states. */
     st_status (*hidden)(model *m, int k, const float **h, float **dh);
-    void (*simulate_forward)(model *m, mem_sim *dev, mem_sim *host);
-    void (*simulate_backward)(model *m, mem_sim *dev, mem_sim *host);
     param_init (*init_of)(const char *name);
 } model_family;
 

@@ -246,52 +246,6 @@ static st_status mm_backward(model *m, const float *dpred)
     return st;
 }
 
-/* embed_forward, both sequences and head_forward, as allocations. */
-static void mm_simulate_forward(model *m, mem_sim *sim, mem_sim *host)
-{
-    const model_config *c = &m->cfg;
-    mm_dims dm = mm_dims_of(m);
-    const size_t f = sizeof(float), B = (size_t)dm.B, N = (size_t)dm.rows[0], D = (size_t)dm.D;
-    const size_t P = (size_t)(c->channels * c->patch * c->patch), JD = (size_t)(dm.J * dm.D) * f, ND = N * D * f;
-    sim_take(sim, MEM_ACTIVATIONS, (size_t)dm.rows[1] * sizeof(int64_t) + N * P * f + JD + B * DIT_FREQ_DIM * f +
-                                       5 * B * D * f);
-    seq_plan_simulate_forward(&m->plan[0], &m->seq[0], sim, host);
-    sim_take(sim, MEM_ACTIVATIONS, JD); /* the joint sequence */
-    sim_drop(sim, MEM_ACTIVATIONS, JD); /* the streams it was made of */
-    seq_plan_simulate_forward(&m->plan[1], &m->seq[1], sim, host);
-    sim_take(sim, MEM_ACTIVATIONS, ND); /* the image rows */
-    sim_drop(sim, MEM_ACTIVATIONS, JD);
-    sim_take(sim, MEM_ACTIVATIONS, B * 2 * D * f + 2 * ND + B * (size_t)(c->channels * c->resolution * c->resolution) * f);
-    sim_take(sim, MEM_WORKSPACE, N * P * f);
-    sim_take(sim, MEM_ACTIVATIONS, layernorm_kept_bytes((int64_t)N));
-    sim_drop(sim, MEM_WORKSPACE, N * P * f);
-}
-
-/* mm_backward and mm_release, as allocations. */
-static void mm_simulate_backward(model *m, mem_sim *sim, mem_sim *host)
-{
-    const model_config *c = &m->cfg;
-    mm_dims dm = mm_dims_of(m);
-    const size_t f = sizeof(float), B = (size_t)dm.B, N = (size_t)dm.rows[0], D = (size_t)dm.D;
-    const size_t P = (size_t)(c->channels * c->patch * c->patch), JD = (size_t)(dm.J * dm.D) * f, ND = N * D * f;
-    sim_take(sim, MEM_ACTIVATIONS, ND); /* the image rows' gradient */
-    sim_take(sim, MEM_WORKSPACE, N * P * f + 2 * ND + B * 2 * D * f);
-    sim_drop(sim, MEM_WORKSPACE, N * P * f + 2 * ND + B * 2 * D * f);
-    sim_drop(sim, MEM_ACTIVATIONS, layernorm_kept_bytes((int64_t)N) + 3 * ND); /* statistics, h, ln, x */
-    sim_take(sim, MEM_ACTIVATIONS, JD);
-    sim_drop(sim, MEM_ACTIVATIONS, ND);
-    seq_plan_simulate_backward(&m->plan[1], &m->seq[1], sim, host);
-    sim_take(sim, MEM_ACTIVATIONS, JD); /* the streams' gradients */
-    sim_drop(sim, MEM_ACTIVATIONS, JD);
-    seq_plan_simulate_backward(&m->plan[0], &m->seq[0], sim, host);
-    sim_take(sim, MEM_WORKSPACE, 3 * B * D * f); /* dc, then the timestep path's two */
-    sim_drop(sim, MEM_WORKSPACE, 3 * B * D * f);
-    sim_drop(sim, MEM_ACTIVATIONS, JD);
-    sim_drop(sim, MEM_ACTIVATIONS, B * (size_t)(c->channels * c->resolution * c->resolution) * f + B * 2 * D * f +
-                                       5 * B * D * f + B * DIT_FREQ_DIM * f + N * P * f +
-                                       (size_t)dm.rows[1] * sizeof(int64_t));
-}
-
 const model_family mmdit_family = {
     .name = "mmdit",
     .create = mm_create,
@@ -300,7 +254,5 @@ const model_family mmdit_family = {
     .forward = mm_forward,
     .backward = mm_backward,
     .release = mm_release,
-    .simulate_forward = mm_simulate_forward,
-    .simulate_backward = mm_simulate_backward,
     .init_of = mm_init_of,
 };

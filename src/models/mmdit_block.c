@@ -12,8 +12,7 @@
  *
  * The attention side (joint q, k, v after normalisation and rotation, the attention output and its kept state,
  * and q, k before normalisation) is what attention offload moves to the host. A block allocates its buffers in
- * bulk at the start of forward and of backward, so that the memory replay (simulate) is a short list that reads
- * like the code. Recompute runs the same kernels on the same inputs, so its values are bitwise forward's. */
+ * bulk at the start of forward and of backward. Recompute runs the same kernels on the same inputs, so its values are bitwise forward's. */
 #include "mmdit.h"
 
 #include <stdio.h>
@@ -174,12 +173,6 @@ static st_status rms_backward(const struct model *m, const mm_dims *d, int s, fl
     return ST_OK;
 }
 
-static void sim_rms_backward(const mm_dims *d, int s, mem_sim *dev)
-{
-    sim_take(dev, MEM_ACTIVATIONS, rmsnorm_kept_bytes(d->rows[s] * d->H));
-    sim_drop(dev, MEM_ACTIVATIONS, rmsnorm_kept_bytes(d->rows[s] * d->H));
-}
-
 /* h = LN(x) * (1 + scale) + shift (LayerNorm without affine, no kept statistics) */
 static st_status ln_modulate(const struct model *m, float *h, const float *x, const float *shift, const float *scale,
                              int64_t batch, int64_t tokens, int64_t stride)
@@ -328,60 +321,6 @@ static st_status frame_end(frame *f, const struct model *m, st_status st, block_
     }
     if (saved_io) *saved_io = sv;
     return ST_OK;
-}
-
-/* The forward replay both block kinds share (and SIM_PREFETCH). The kind's linears come in at four points:
- * the adaLN (0), q/k/v unless the side comes back from the host (1), before the side's device copies go (2) and
- * after (3). Sizes in bytes: the modulations and output projections (kept with the side), the MLP's kept
- * outputs, and the transient buffers. */
-typedef struct fwd_bytes {
-    size_t mod_out, ffn, temps;
-} fwd_bytes;
-
-static bool sim_forward(const mm_block *mb, fwd_bytes by, keep_level keep, sim_phase phase, bool off, mem_sim *dev,
-                        mem_sim *host, void (*lin)(const mm_block *, int point, mem_sim *))
-{
-    mm_dims d = mm_dims_of(mb->m);
-    attn_shape as = joint_attn(&d, mb->m->shape.mechanism);
-    const size_t JD = (size_t)(d.J * d.D) * sizeof(float), A = attention_kept_bytes(&as), side = SIDE_N * JD;
-    const mem_tag act = MEM_ACTIVATIONS, ws = MEM_WORKSPACE;
-    if (phase == SIM_PREFETCH) {
-        sim_take(dev, act, side);
-        sim_take(dev, act, A);
-        return true;
-    }
-    if (phase != SIM_FORWARD && phase != SIM_RECOMPUTE) return false;
-    const bool from_host = phase == SIM_RECOMPUTE && off, to_host = phase == SIM_FORWARD && off;
-    if (phase == SIM_RECOMPUTE) keep = KEEP_ALL;
-    const mem_tag kt = keep == KEEP_NOTHING ? ws : act, ft = keep == KEEP_ALL ? act : ws;
-    sim_take(dev, act, JD);                  /* the output state */
-    if (!from_host) sim_take(dev, kt, side); /* the attention side */
-    sim_take(dev, kt, by.mod_out);
-    sim_take(dev, ft, by.ffn);
-    sim_take(dev, ws, by.temps);
-    lin(mb, 0, dev);
-    if (from_host) {
-        sim_drop(host, act, side);
-        sim_drop(host, act, A);
-    } else {
-        lin(mb, 1, dev);
-        const bool kept_state = keep != KEEP_NOTHING || to_host;
-        const size_t w = attention_workspace_bytes(&as, ops_threads(), kept_state ? ATTN_FORWARD_KEEP : ATTN_FORWARD);
-        if (kept_state) sim_take(dev, act, A);
-        sim_take(dev, ws, w);
-        sim_drop(dev, ws, w);
-        if (to_host) sim_take(host, act, side + A);
-    }
-    lin(mb, 2, dev);
-    if (to_host) {
-        sim_drop(dev, kt, side);
-        sim_drop(dev, act, A);
-    }
-    lin(mb, 3, dev);
-    sim_drop(dev, ws, by.temps);
-    if (keep == KEEP_NOTHING) sim_drop(dev, ws, by.mod_out + (to_host ? 0 : side));
-    if (keep != KEEP_ALL) sim_drop(dev, ws, by.ffn);
-    return true;
 }
 
 /* ---- the double block ---- */
@@ -559,62 +498,6 @@ done:
     return scratch_end(&k);
 }
 
-/* double_forward's, mm_prefetch's and double_backward's allocations, in their order (see block.h). */
-static void double_lin(const mm_block *mb, int point, mem_sim *dev)
-{
-    mm_dims d = mm_dims_of(mb->m);
-    for (int s = 0; s < 2; s++) {
-        const mm_stream *ms = &mb->s[s];
-        const lin_layer *at[4][2] = {{&ms->ada}, {&ms->q, &ms->k}, {&ms->out}, {&ms->mlp1, &ms->mlp2}};
-        for (int k = 0; k < 2 && at[point][k]; k++) lin_simulate(at[point][k], d.rows[s], false, dev);
-        if (point == 1) lin_simulate(&ms->v, d.rows[s], false, dev);
-    }
-}
-
-static void double_simulate(const block *b, keep_level keep, sim_phase phase, bool off, mem_sim *dev, mem_sim *host)
-{
-    const mm_block *mb = b->self;
-    const struct model *m = mb->m;
-    mm_dims d = mm_dims_of(m);
-    attn_shape as = joint_attn(&d, m->shape.mechanism);
-    const size_t f = sizeof(float), JD = (size_t)(d.J * d.D) * f, A = attention_kept_bytes(&as);
-    const size_t N = (size_t)(d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1]), ND = N * (size_t)d.D * f;
-    const size_t mod = 2 * (size_t)(d.B * 6 * d.D) * f, side = SIDE_N * JD;
-    const mem_tag act = MEM_ACTIVATIONS, ws = MEM_WORKSPACE;
-    /* mods and output projections; ff1 and ff2; h and gelu */
-    if (sim_forward(mb, (fwd_bytes){mod + JD, 5 * JD, 5 * ND}, keep, phase, off, dev, host, double_lin)) return;
-#define LIN(s, layer, backward) lin_simulate(&mb->s[s].layer, d.rows[s], backward, dev)
-    if (off) {
-        sim_drop(host, act, side);
-        sim_drop(host, act, A);
-    }
-    const size_t work = mod + 4 * ND + 12 * ND + 4 * JD + (keep == KEEP_ATTENTION ? 5 * ND : 0);
-    sim_take(dev, ws, work);
-    for (int s = 0; s < 2; s++) {
-        if (keep == KEEP_ATTENTION) LIN(s, mlp1, false), LIN(s, mlp2, false);
-        LIN(s, mlp2, true);
-        sim_take(dev, act, layernorm_kept_bytes(d.rows[s]));
-        LIN(s, mlp1, true);
-        sim_drop(dev, act, layernorm_kept_bytes(d.rows[s]));
-        LIN(s, out, true);
-    }
-    const size_t w = attention_workspace_bytes(&as, ops_threads(), ATTN_BACKWARD);
-    sim_take(dev, ws, w);
-    sim_drop(dev, ws, w);
-    for (int s = 0; s < 2; s++) {
-        sim_take(dev, act, layernorm_kept_bytes(d.rows[s]));
-        sim_rms_backward(&d, s, dev);
-        LIN(s, q, true);
-        sim_rms_backward(&d, s, dev);
-        LIN(s, k, true);
-        LIN(s, v, true);
-        sim_drop(dev, act, layernorm_kept_bytes(d.rows[s]));
-        LIN(s, ada, true);
-    }
-    sim_drop(dev, ws, work);
-#undef LIN
-}
-
 /* ---- the single block ---- */
 
 static size_t single_kept_bytes(const block *b, keep_level keep)
@@ -751,53 +634,6 @@ done:
     return scratch_end(&k);
 }
 
-static void single_lin(const mm_block *mb, int point, mem_sim *dev)
-{
-    const mm_stream *ms = &mb->s[0];
-    const int64_t J = mm_dims_of(mb->m).J;
-    const lin_layer *at[4][3] = {{&ms->ada}, {&ms->q, &ms->k, &ms->v}, {&ms->mlp1}, {&ms->out}};
-    for (int k = 0; k < 3 && at[point][k]; k++) lin_simulate(at[point][k], J, false, dev);
-}
-
-static void single_simulate(const block *b, keep_level keep, sim_phase phase, bool off, mem_sim *dev, mem_sim *host)
-{
-    const mm_block *mb = b->self;
-    const struct model *m = mb->m;
-    const mm_stream *ms = &mb->s[0];
-    mm_dims d = mm_dims_of(m);
-    attn_shape as = joint_attn(&d, m->shape.mechanism);
-    const size_t f = sizeof(float), JD = (size_t)(d.J * d.D) * f, A = attention_kept_bytes(&as);
-    const size_t mod = (size_t)(d.B * 3 * d.D) * f, side = SIDE_N * JD;
-    const mem_tag act = MEM_ACTIVATIONS, ws = MEM_WORKSPACE;
-    /* mod and output projection; proj_mlp; h and the concatenation */
-    if (sim_forward(mb, (fwd_bytes){mod + JD, 4 * JD, 6 * JD}, keep, phase, off, dev, host, single_lin)) return;
-#define LIN(layer, backward) lin_simulate(&ms->layer, d.J, backward, dev)
-    if (off) {
-        sim_drop(host, act, side);
-        sim_drop(host, act, A);
-    }
-    const size_t work = mod + 26 * JD + (keep == KEEP_ATTENTION ? 4 * JD : 0);
-    sim_take(dev, ws, work);
-    sim_take(dev, act, layernorm_kept_bytes(d.J));
-    if (keep == KEEP_ATTENTION) LIN(mlp1, false);
-    LIN(out, true);
-    LIN(mlp1, true);
-    const size_t w = attention_workspace_bytes(&as, ops_threads(), ATTN_BACKWARD);
-    sim_take(dev, ws, w);
-    sim_drop(dev, ws, w);
-    for (int i = 0; i < 2; i++) {
-        sim_take(dev, act, rmsnorm_kept_bytes(d.J * d.H));
-        sim_drop(dev, act, rmsnorm_kept_bytes(d.J * d.H));
-        if (i) LIN(k, true);
-        else LIN(q, true);
-    }
-    LIN(v, true);
-    sim_drop(dev, act, layernorm_kept_bytes(d.J));
-    LIN(ada, true);
-    sim_drop(dev, ws, work);
-#undef LIN
-}
-
 static size_t mm_side_offloaded(const block *b)
 {
     const mm_block *mb = b->self;
@@ -815,7 +651,6 @@ const block_kind mm_double_kind = {
     .prefetch = mm_prefetch,
     .backward = double_backward,
     .release = mm_release,
-    .simulate = double_simulate,
 };
 
 const block_kind mm_single_kind = {
@@ -828,5 +663,4 @@ const block_kind mm_single_kind = {
     .prefetch = mm_prefetch,
     .backward = single_backward,
     .release = mm_release,
-    .simulate = single_simulate,
 };

@@ -240,19 +240,9 @@ st_status model_forward(model *m, const float *x, const float *timesteps, const 
     return m->family->forward(m, x, timesteps, cond, train, pred);
 }
 
+void model_set_batch(model *m, int64_t batch) { m->family->set_batch(m, batch); }
+
 st_status model_backward(model *m, const float *dpred) { return m->family->backward(m, dpred); }
-
-void model_simulate_forward(model *m, int64_t batch, mem_sim *dev, mem_sim *host)
-{
-    m->family->set_batch(m, batch);
-    m->family->simulate_forward(m, dev, host);
-}
-
-void model_simulate_backward(model *m, int64_t batch, mem_sim *dev, mem_sim *host)
-{
-    m->family->set_batch(m, batch);
-    m->family->simulate_backward(m, dev, host);
-}
 
 float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero)
 {

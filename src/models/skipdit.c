@@ -179,31 +179,6 @@ static size_t skip_kept_bytes(const block *b, keep_level keep)
     return dit_block_kind.kept_bytes(b, keep) + (merged ? dims_of(sb).ND : 0);
 }
 
-/* skip_forward's and skip_backward's allocations around the DiT part's, in their order. */
-static void skip_simulate(const block *b, keep_level keep, sim_phase phase, bool off, mem_sim *dev, mem_sim *host)
-{
-    const skip_block *sb = b->self;
-    const dims d = dims_of(sb);
-    const bool out = sb->role == ROLE_OUT, forward = phase != SIM_PREFETCH && phase != SIM_BACKWARD;
-    const bool transient = phase == SIM_FORWARD && keep == KEEP_NOTHING;
-    if (phase == SIM_BACKWARD && sb->role == ROLE_IN) sim_drop(dev, MEM_ACTIVATIONS, d.ND); /* the skip's gradient */
-    if (out && forward) {
-        sim_take(dev, transient ? MEM_WORKSPACE : MEM_ACTIVATIONS, d.ND); /* x' */
-        sim_take(dev, MEM_WORKSPACE, 2 * d.ND);                          /* concat */
-        lin_simulate(&sb->skip, d.N, false, dev);
-        sim_drop(dev, MEM_WORKSPACE, 2 * d.ND);
-    }
-    dit_block_kind.simulate(b, keep, phase, off, dev, host);
-    if (out && transient) sim_drop(dev, MEM_WORKSPACE, d.ND);
-    if (out && phase == SIM_BACKWARD) {
-        sim_take(dev, MEM_WORKSPACE, 2 * d.ND); /* concat */
-        sim_take(dev, MEM_WORKSPACE, 2 * d.ND); /* its gradient */
-        lin_simulate(&sb->skip, d.N, true, dev);
-        sim_take(dev, MEM_ACTIVATIONS, d.ND); /* the skip's gradient, for the in-block that made it */
-        sim_drop(dev, MEM_WORKSPACE, 4 * d.ND);
-    }
-}
-
 static void skip_states(const block *b, state_map *out)
 {
     const skip_block *sb = b->self;
@@ -230,7 +205,6 @@ static const block_kind skipdit_block_kind = {
     .prefetch = skip_prefetch,
     .backward = skip_backward,
     .release = skip_release,
-    .simulate = skip_simulate,
     .states = skip_states,
 };
 
