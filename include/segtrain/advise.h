@@ -1,11 +1,11 @@
-/* The budget advisor: given a device-memory budget, the fastest schedule predicted to fit. Memory comes from the
- * dry step (exact); time from a cost model calibrated by measuring five schedules on this machine:
- *   sec/step = T_none + n_last * r_recompute + (n_ckpt - n_last) * r_inner + n_ffn * r_ffn
- *              - (attention offload ? n_ckpt * r_attention : 0)
- * with r_recompute the cost of recomputing a segment's last block (which need not make its output), r_inner of
- * recomputing a block inside a segment (it makes its output for the next), r_ffn of recomputing a feed-forward
- * half, r_attention what attention offload saves a recomputed block (copies are hidden behind compute,
- * docs/BENCHMARKS.md). */
+/* The budget advisor: given a device-memory budget, the fastest schedule predicted to fit. Both predictions come
+ * from the same dry step (objective.h): its pools' peaks are the memory, exactly, and the work its ops count is the
+ * time, through a cost model calibrated by one real step without checkpointing on this machine:
+ *   sec/step = fixed + sum over kinds of op (GEMM, attention, normalization, elementwise) of work * seconds per unit
+ * with work in FLOPs for GEMMs and attention and in bytes read and written for the memory-bound kinds, each kind's
+ * seconds per unit as that step measured them, and `fixed` what no op accounts for (the optimizer, copies waited
+ * for), the same for every schedule. Recompute, feed-forward recompute and attention offload change the work a
+ * dry step counts, so each schedule's time follows from its own plan (docs/BENCHMARKS.md measures the error). */
 #ifndef SEGTRAIN_ADVISE_H
 #define SEGTRAIN_ADVISE_H
 
@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "segtrain/config.h"
+#include "segtrain/ops.h"
 #include "segtrain/plan.h"
 
 /* Builds the run's config with extra overrides ("key=value;key=value"); NULL (with st_error set) on failure. */
@@ -27,8 +28,20 @@ typedef struct schedule {
     bool fits;
 } schedule;
 
+/* Seconds per unit of work for each kind of op (per FLOP, or per byte for memory-bound kinds), and fixed seconds. */
+typedef struct cost_rates {
+    double per_unit[OP_KIND_COUNT];
+    double fixed;
+} cost_rates;
+
+/* Rates from a real step's op profile (measured) and its wall time. */
+cost_rates cost_calibrate(const op_profile *measured, double step_seconds);
+/* A step's predicted seconds from its work (a dry step's op profile). */
+double cost_predict(const cost_rates *r, const op_profile *work);
+
 typedef struct advice {
-    double t_none, r_recompute, r_inner, r_ffn, r_attention; /* the calibration, seconds */
+    double t_none;    /* the calibration step: no checkpointing, measured */
+    cost_rates rates; /* and what it measured */
     int n_blocks;
     schedule rule[16]; /* the decision rule's walk, in order */
     int n_rule, rule_choice; /* rule_choice: index into rule, or -1 when nothing fits */
@@ -37,7 +50,7 @@ typedef struct advice {
     int searched;
 } advice;
 
-/* Calibrates (runs five schedules here, a few steps each), walks the decision rule and searches every schedule
+/* Calibrates (one schedule run here, a few steps), walks the decision rule and searches every schedule
  * (backend x interval x stride x attention offload) for the fastest predicted to fit device_budget. */
 st_status advise(config_factory make, void *ctx, size_t device_budget, FILE *progress, advice *out);
 /* Removes a scratch output folder made for measuring runs (it holds only their step log). */

@@ -52,9 +52,11 @@ typedef struct op_profile {
     long calls[OP_KIND_COUNT];
     double seconds[OP_KIND_COUNT];
     double flops[OP_KIND_COUNT]; /* GEMMs and attention's matrix products; 0 for memory-bound kinds */
+    double bytes[OP_KIND_COUNT]; /* what memory-bound kinds read and write; 0 for GEMMs and attention */
 } op_profile;
 
-/* Starts counting from zero; ops_profile_stop copies the counts out and stops. */
+/* Starts counting from zero; ops_profile_stop copies the counts out and stops. On a dry step (pool.h) the ops
+ * count their calls, FLOPs and bytes as a real step's would, in no time: the work a schedule costs. */
 void ops_profile_start(void);
 void ops_profile_stop(op_profile *out);
 const char *op_kind_name(op_kind k);

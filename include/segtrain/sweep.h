@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "segtrain/config.h"
+#include "segtrain/ops.h"
 #include "segtrain/status.h"
 
 #define SWEEP_NAME_MAX 64
@@ -41,6 +42,7 @@ typedef struct sweep_cell {
     size_t predicted_device, predicted_host; /* the plan's */
     size_t to_host, to_device;               /* bytes moved per step */
     char plan[SWEEP_TEXT_MAX];               /* the printed plan of every sequence, "; "-joined */
+    op_profile work; /* the ops' profile of one measured step, averaged (in-process runs: not in the cell's JSON) */
     int same_plan_as;                        /* index of an earlier mode with an identical plan, or -1 */
 } sweep_cell;
 

@@ -11,14 +11,14 @@
 static const char advise_help[] =
     "usage: segtrain advise [--config C] --device-memory SIZE [--verify] [--steps N] [--set key=value ...]\n"
     "\n"
-    "Which checkpointing schedule to use for a device-memory budget (e.g. 24GiB, 450MiB). It first measures five\n"
-    "schedules here for a few steps each (none, layer, interval 2, torch-ffn, activation-offload) to calibrate the\n"
-    "cost of recomputing a block, then:\n"
+    "Which checkpointing schedule to use for a device-memory budget (e.g. 24GiB, 450MiB). It first measures a few\n"
+    "steps without checkpointing here, for this machine's seconds per FLOP of GEMMs and attention and per byte of\n"
+    "the memory-bound ops; every schedule's time is then its own work, counted by a dry step, at those rates. Then:\n"
     "  - walks SimpleTuner's manual rule: no checkpointing if the run fits; otherwise torch-ffn, then torch, then\n"
     "    unsloth-ffn, then unsloth; then a wider interval while it still fits, for speed;\n"
     "  - searches every schedule (backend x interval x stride x attention offload) for the fastest predicted to\n"
     "    fit.\n"
-    "Peaks are the plan's (exact); times are the cost model's. --verify runs the chosen schedule for N measured\n"
+    "Peaks are the dry step's (exact); times are the cost model's. --verify runs the chosen schedule for N measured\n"
     "steps (default 3) and prints the measured figures beside the predicted ones.\n";
 
 typedef struct factory_ctx {
@@ -70,9 +70,13 @@ int cmd_advise(int argc, char **argv)
     factory_ctx ctx = {config_path, &a};
     advice adv;
     if ((st = advise(make_config, &ctx, budget, stdout, &adv))) return cli_error("advise");
-    printf("cost model: %.3f s/step without checkpointing; per block: recompute %.4f s (%.4f s inside a segment, "
-           "making its output), feed-forward recompute %.4f s, attention offload saves %.4f s\n\n",
-           adv.t_none, adv.r_recompute, adv.r_inner, adv.r_ffn, adv.r_attention);
+    const cost_rates *c = &adv.rates;
+    printf("cost model: %.3f s/step without checkpointing; GEMM %.1f GFLOP/s, attention %.1f GFLOP/s, "
+           "normalization %.1f GB/s, elementwise %.1f GB/s, %.3f s fixed (optimizer, glue)\n\n",
+           adv.t_none, c->per_unit[OP_GEMM] > 0 ? 1e-9 / c->per_unit[OP_GEMM] : 0,
+           c->per_unit[OP_ATTENTION] > 0 ? 1e-9 / c->per_unit[OP_ATTENTION] : 0,
+           c->per_unit[OP_NORM] > 0 ? 1e-9 / c->per_unit[OP_NORM] : 0,
+           c->per_unit[OP_POINTWISE] > 0 ? 1e-9 / c->per_unit[OP_POINTWISE] : 0, c->fixed);
     char b[24];
     printf("decision rule (budget %s):\n", st_bytes(b, budget));
     for (int i = 0; i < adv.n_rule; i++) print_schedule("  ", &adv.rule[i]);

@@ -31,8 +31,9 @@ void remove_scratch(const char *dir)
     remove(dir);
 }
 
-/* Measures one schedule: the median seconds of a few steps. */
-static st_status measure(config_factory make, void *ctx, ckpt_settings cs, FILE *progress, double *sec)
+/* Measures one schedule: the median seconds of a few steps, and their op profile. */
+static st_status measure(config_factory make, void *ctx, ckpt_settings cs, FILE *progress, double *sec,
+                         op_profile *work)
 {
     schedule s = {.cs = cs};
     schedule_describe(&s);
@@ -51,26 +52,29 @@ static st_status measure(config_factory make, void *ctx, ckpt_settings cs, FILE 
     remove_scratch(tmpdir);
     if (cell.status != CELL_OK) return st_fail(ST_ERR_INTERNAL, "calibrating with %s: %s", s.name, cell.error);
     *sec = cell.sec_median;
+    *work = cell.work;
     if (progress) fprintf(progress, "calibration: %-40s %.3f s/step (measured)\n", s.name, *sec);
     return ST_OK;
 }
 
-/* What the plan set on m recomputes, over all its sequences: blocks in segments, segments' last blocks (which
- * make no output), and feed-forward halves. */
-typedef struct recompute_count {
-    int ckpt, last, ffn;
-} recompute_count;
-
-static recompute_count count_recompute(model *m)
+cost_rates cost_calibrate(const op_profile *measured, double step_seconds)
 {
-    recompute_count n = {0};
-    block_seq *seqs;
-    for (int q = 0, nq = model_sequences(m, &seqs); q < nq; q++) {
-        const seq_plan *p = model_plan(m, q);
-        for (int i = 0; i < p->n; i++) n.ckpt += p->mode[i] == MODE_CKPT, n.ffn += p->mode[i] == MODE_FFN;
-        n.last += p->n_segments;
+    cost_rates r = {.fixed = step_seconds};
+    for (int k = 0; k < OP_KIND_COUNT; k++) {
+        const double units = measured->flops[k] > 0 ? measured->flops[k] : measured->bytes[k];
+        r.per_unit[k] = units > 0 ? measured->seconds[k] / units : 0;
+        r.fixed -= measured->seconds[k];
     }
-    return n;
+    if (r.fixed < 0) r.fixed = 0;
+    return r;
+}
+
+double cost_predict(const cost_rates *r, const op_profile *work)
+{
+    double sec = r->fixed;
+    for (int k = 0; k < OP_KIND_COUNT; k++)
+        sec += r->per_unit[k] * (work->flops[k] > 0 ? work->flops[k] : work->bytes[k]);
+    return sec;
 }
 
 /* Fills a schedule's predicted peaks (a dry step) and time. */
@@ -80,16 +84,16 @@ static void predict(model_run *r, int64_t batch, size_t optimizer, const advice 
     s->fits = false;
     if (model_set_checkpointing(r->m, &s->cs, NULL, 0)) return; /* refused: never fits */
     pool_stats dev, host;
-    if (flow_step_dry(r, batch, optimizer, &dev, &host)) return; /* a batch too large never fits */
+    op_profile work;
+    ops_profile_start();
+    const st_status st = flow_step_dry(r, batch, optimizer, &dev, &host);
+    ops_profile_stop(&work);
+    if (st) return; /* a batch too large never fits */
     s->peak_device = dev.peak;
     s->peak_host = host.peak;
     s->fits = !budget || dev.peak <= budget;
-    const recompute_count n = count_recompute(r->m);
-    s->sec = a->t_none + n.last * a->r_recompute + (n.ckpt - n.last) * a->r_inner + n.ffn * a->r_ffn -
-             (s->cs.offload_attention ? n.ckpt * a->r_attention : 0);
+    s->sec = cost_predict(&a->rates, &work);
 }
-
-static double positive(double x) { return x > 0 ? x : 0; }
 
 st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, advice *a)
 {
@@ -107,33 +111,16 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
     for (int q = 0, nq = model_sequences(r.m, &seqs); q < nq; q++) a->n_blocks += seqs[q].n;
     const bool softmax = a->n_blocks && seqs[0].blocks[0].kind->softmax_attention;
 
-    /* calibration */
-    double t_layer = 0, t_pairs = 0, t_ffn = 0, t_offload = 0;
-    const ckpt_settings none = {.interval = 1, .stride = 1}, layer = {.enabled = true, .interval = 1, .stride = 1};
-    ckpt_settings ffn = layer, off = layer, pairs = layer;
-    pairs.interval = 2;
-    pairs.stride = 2;
-    ffn.backend = BACKEND_TORCH_FFN;
-    off.offload_attention = true;
-    st = measure(make, ctx, none, progress, &a->t_none);
-    if (!st) st = measure(make, ctx, layer, progress, &t_layer);
-    if (!st && a->n_blocks > 1) st = measure(make, ctx, pairs, progress, &t_pairs);
-    if (!st) st = measure(make, ctx, ffn, progress, &t_ffn);
-    if (!st && softmax) st = measure(make, ctx, off, progress, &t_offload);
+    /* calibration: one real step without checkpointing gives this machine's rates */
+    const ckpt_settings none = {.interval = 1, .stride = 1};
+    op_profile measured;
+    st = measure(make, ctx, none, progress, &a->t_none, &measured);
     if (st) {
         model_run_close(&r);
         return st;
     }
+    a->rates = cost_calibrate(&measured, a->t_none);
     const int n = a->n_blocks ? a->n_blocks : 1;
-    a->r_recompute = positive((t_layer - a->t_none) / n);
-    a->r_inner = a->r_recompute;
-    if (a->n_blocks > 1 && !model_set_checkpointing(r.m, &pairs, NULL, 0)) { /* interval 2: n/2 last, n/2 inner */
-        const recompute_count c = count_recompute(r.m);
-        if (c.ckpt > c.last) a->r_inner = positive((t_pairs - a->t_none - c.last * a->r_recompute) / (c.ckpt - c.last));
-    }
-    a->r_ffn = positive((t_ffn - a->t_none) / n);
-    a->r_attention = softmax ? positive((t_layer - t_offload) / n) : 0;
-    if (a->r_attention > a->r_recompute) a->r_attention = a->r_recompute;
 
     /* SimpleTuner's decision rule: none; torch-ffn, torch, unsloth-ffn, unsloth; then a wider interval while it fits */
     const ckpt_backend order[] = {BACKEND_TORCH_FFN, BACKEND_TORCH, BACKEND_UNSLOTH_FFN, BACKEND_UNSLOTH};

@@ -178,6 +178,7 @@ void sweep_run_cell(const config *cfg, int warmup, int steps, sweep_cell *cell)
     copy_engine *engine = model_copy_engine(trainer_model(t));
     for (int s = 0; s < warmup + steps && !st; s++) {
         if (s == warmup && engine) copy_engine_reset_stats(engine);
+        if (s == warmup) ops_profile_start();
         train_step_info in;
         double t0 = clock_seconds();
         st = trainer_step(t, &in);
@@ -185,6 +186,11 @@ void sweep_run_cell(const config *cfg, int warmup, int steps, sweep_cell *cell)
         sec[s - warmup] = clock_seconds() - t0;
         if (in.peak_device > cell->peak_device) cell->peak_device = in.peak_device;
         if (in.peak_host > cell->peak_host) cell->peak_host = in.peak_host;
+    }
+    ops_profile_stop(&cell->work);
+    for (int k = 0; k < OP_KIND_COUNT; k++) {
+        cell->work.calls[k] /= steps;
+        cell->work.seconds[k] /= steps, cell->work.flops[k] /= steps, cell->work.bytes[k] /= steps;
     }
     if (st) {
         fail(cell, st);

@@ -77,26 +77,26 @@ void gelu_forward(float *restrict y, const float *restrict x, int64_t n)
 {
     const double t0 = prof_now();
     if (!op_dry(y)) gelu_forward_run(y, x, n);
-    prof_add(OP_POINTWISE, t0, 0);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * n);
 }
 
 void gelu_backward(float *restrict dx, const float *restrict dy, const float *restrict x, int64_t n)
 {
     const double t0 = prof_now();
     if (!op_dry(dy)) gelu_backward_run(dx, dy, x, n);
-    prof_add(OP_POINTWISE, t0, 0);
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * n);
 }
 
 void silu_forward(float *restrict y, const float *restrict x, int64_t n)
 {
     const double t0 = prof_now();
     if (!op_dry(y)) silu_forward_run(y, x, n);
-    prof_add(OP_POINTWISE, t0, 0);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * n);
 }
 
 void silu_backward(float *restrict dx, const float *restrict dy, const float *restrict x, int64_t n)
 {
     const double t0 = prof_now();
     if (!op_dry(dy)) silu_backward_run(dx, dy, x, n);
-    prof_add(OP_POINTWISE, t0, 0);
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * n);
 }

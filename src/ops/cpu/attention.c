@@ -346,7 +346,7 @@ st_status attention_forward(pool *p, const attn_shape *s, attn_view out, attn_vi
 {
     const double t0 = prof_now();
     const st_status r = attention_forward_run(p, s, out, q, k, v, keep);
-    prof_add(OP_ATTENTION, t0, 4.0 * s->batch * s->heads * s->tokens * s->tokens * s->head_dim);
+    prof_add(OP_ATTENTION, t0, 4.0 * s->batch * s->heads * s->tokens * s->tokens * s->head_dim, 0);
     return r;
 }
 
@@ -354,6 +354,6 @@ st_status attention_backward(pool *p, const attn_shape *s, attn_view dq, attn_vi
 {
     const double t0 = prof_now();
     const st_status r = attention_backward_run(p, s, dq, dk, dv, dout, q, k, v, out, keep);
-    prof_add(OP_ATTENTION, t0, (s->mechanism == ATTN_FLASH ? 10.0 : 8.0) * s->batch * s->heads * s->tokens * s->tokens * s->head_dim);
+    prof_add(OP_ATTENTION, t0, (s->mechanism == ATTN_FLASH ? 10.0 : 8.0) * s->batch * s->heads * s->tokens * s->tokens * s->head_dim, 0);
     return r;
 }

@@ -28,11 +28,12 @@ static op_profile profile;
 
 double prof_clock(void) { return omp_get_wtime(); }
 
-void prof_record(op_kind kind, double t0, double flops)
+void prof_record(op_kind kind, double t0, double flops, double bytes)
 {
     profile.calls[kind]++;
     profile.seconds[kind] += omp_get_wtime() - t0;
     profile.flops[kind] += flops;
+    profile.bytes[kind] += bytes;
 }
 
 void ops_profile_start(void)

@@ -142,7 +142,7 @@ st_status embedding_forward(float *out, const float *table, const int64_t *idx, 
 {
     const double t0 = prof_now();
     const st_status r = op_dry(out) ? ST_OK : embedding_forward_run(out, table, idx, n, rows, d);
-    prof_add(OP_POINTWISE, t0, 0);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * n * d);
     return r;
 }
 
@@ -150,33 +150,33 @@ void embedding_backward(float *dtable, const float *dout, const int64_t *idx, in
 {
     const double t0 = prof_now();
     if (!op_dry(dout)) embedding_backward_run(dtable, dout, idx, n, d);
-    prof_add(OP_POINTWISE, t0, 0);
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * n * d);
 }
 
 void patchify_forward(float *tokens, const float *image, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
 {
     const double t0 = prof_now();
     if (!op_dry(tokens)) patchify_forward_run(tokens, image, batch, c, h, w, p);
-    prof_add(OP_POINTWISE, t0, 0);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * c * h * w);
 }
 
 void patchify_backward(float *dimage, const float *dtokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
 {
     const double t0 = prof_now();
     if (!op_dry(dtokens)) patchify_backward_run(dimage, dtokens, batch, c, h, w, p);
-    prof_add(OP_POINTWISE, t0, 0);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * c * h * w);
 }
 
 void unpatchify_forward(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
 {
     const double t0 = prof_now();
     if (!op_dry(image)) unpatchify_forward_run(image, tokens, batch, c, h, w, p);
-    prof_add(OP_POINTWISE, t0, 0);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * c * h * w);
 }
 
 void unpatchify_backward(float *dtokens, const float *dimage, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
 {
     const double t0 = prof_now();
     if (!op_dry(dimage)) unpatchify_backward_run(dtokens, dimage, batch, c, h, w, p);
-    prof_add(OP_POINTWISE, t0, 0);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * c * h * w);
 }

@@ -11,11 +11,12 @@
 /* The profile (common.c): each public op is a thin wrapper that times its _run body when profiling is on. */
 extern int ops_profiling;
 double prof_clock(void);
-void prof_record(op_kind kind, double t0, double flops);
+void prof_record(op_kind kind, double t0, double flops, double bytes);
 static inline double prof_now(void) { return ops_profiling ? prof_clock() : 0; }
-static inline void prof_add(op_kind kind, double t0, double flops)
+/* flops: the arithmetic of GEMMs and attention; bytes: what a memory-bound op reads and writes */
+static inline void prof_add(op_kind kind, double t0, double flops, double bytes)
 {
-    if (ops_profiling) prof_record(kind, t0, flops);
+    if (ops_profiling) prof_record(kind, t0, flops, bytes);
 }
 
 /* A dry step's buffers (pool.h) hold nothing: an op on them makes its pool allocations, counts its FLOPs in the

@@ -214,35 +214,35 @@ void linear_forward(float *y, const float *x, const float *w, const float *b, in
 {
     const double t0 = prof_now();
     if (!op_dry(y)) linear_forward_run(y, x, w, b, n, in, out);
-    prof_add(OP_GEMM, t0, 2.0 * n * in * out);
+    prof_add(OP_GEMM, t0, 2.0 * n * in * out, 0);
 }
 
 void linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n, int64_t in, int64_t out)
 {
     const double t0 = prof_now();
     if (!op_dry(dy)) linear_backward_run(dx, dw, db, dy, x, w, n, in, out);
-    prof_add(OP_GEMM, t0, 2.0 * n * in * out * ((dx != NULL) + (dw != NULL)));
+    prof_add(OP_GEMM, t0, 2.0 * n * in * out * ((dx != NULL) + (dw != NULL)), 0);
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b, float beta, float *c)
 {
     const double t0 = prof_now();
     if (!op_dry(c)) gemm_run(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
-    prof_add(OP_GEMM, t0, 2.0 * m * n * k);
+    prof_add(OP_GEMM, t0, 2.0 * m * n * k, 0);
 }
 
 void matmul_forward(float *c, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b)
 {
     const double t0 = prof_now();
     if (!op_dry(c)) matmul_forward_run(c, a, b, batch, m, n, k, trans_a, trans_b);
-    prof_add(OP_GEMM, t0, 2.0 * batch * m * n * k);
+    prof_add(OP_GEMM, t0, 2.0 * batch * m * n * k, 0);
 }
 
 void matmul_backward(float *da, float *db, const float *dc, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b)
 {
     const double t0 = prof_now();
     if (!op_dry(dc)) matmul_backward_run(da, db, dc, a, b, batch, m, n, k, trans_a, trans_b);
-    prof_add(OP_GEMM, t0, 2.0 * batch * m * n * k * ((da != NULL) + (db != NULL)));
+    prof_add(OP_GEMM, t0, 2.0 * batch * m * n * k * ((da != NULL) + (db != NULL)), 0);
 }
 
 st_status gated_linear_backward(pool *p, float *dx, float *dw, float *db, float *dgate, const float *dy, const float *x,
@@ -252,6 +252,6 @@ st_status gated_linear_backward(pool *p, float *dx, float *dw, float *db, float 
     const double t0 = prof_now();
     const st_status st = gated_linear_backward_run(p, dx, dw, db, dgate, dy, x, w, b, gate, batch, tokens, in, out,
                                                    gate_stride);
-    prof_add(OP_GEMM, t0, 2.0 * batch * tokens * in * out * ((dx != NULL) + (dw != NULL || dgate != NULL)));
+    prof_add(OP_GEMM, t0, 2.0 * batch * tokens * in * out * ((dx != NULL) + (dw != NULL || dgate != NULL)), 0);
     return st;
 }

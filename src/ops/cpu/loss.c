@@ -59,7 +59,7 @@ float mse_forward(const float *pred, const float *target, int64_t n)
 {
     const double t0 = prof_now();
     const float r = op_dry(pred) ? 0.0f : mse_forward_run(pred, target, n);
-    prof_add(OP_POINTWISE, t0, 0);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * n);
     return r;
 }
 
@@ -67,7 +67,7 @@ void mse_backward(float *restrict dpred, const float *restrict pred, const float
 {
     const double t0 = prof_now();
     if (!op_dry(pred)) mse_backward_run(dpred, pred, target, n, dloss);
-    prof_add(OP_POINTWISE, t0, 0);
+    prof_add(OP_POINTWISE, t0, 0, 16.0 * n);
 }
 
 void flow_interpolate(float *restrict xt, float *restrict target, float *restrict timesteps, const float *restrict x0,
@@ -83,5 +83,5 @@ void flow_interpolate(float *restrict xt, float *restrict target, float *restric
                 target[j] = noise[j] - x0[j];
             }
         }
-    prof_add(OP_POINTWISE, t0, 0);
+    prof_add(OP_POINTWISE, t0, 0, 20.0 * batch * per);
 }

@@ -268,7 +268,7 @@ st_status layernorm_forward(pool *p, float *y, const float *x, const float *w, c
 {
     const double t0 = prof_now();
     const st_status r = layernorm_forward_run(p, y, x, w, b, n, d, eps, keep);
-    prof_add(OP_NORM, t0, 0);
+    prof_add(OP_NORM, t0, 0, 8.0 * n * d);
     return r;
 }
 
@@ -276,14 +276,14 @@ void layernorm_backward(float *dx, float *dw, float *db, const float *dy, const 
 {
     const double t0 = prof_now();
     if (!op_dry(dy)) layernorm_backward_run(dx, dw, db, dy, x, w, n, d, keep);
-    prof_add(OP_NORM, t0, 0);
+    prof_add(OP_NORM, t0, 0, 16.0 * n * d);
 }
 
 st_status rmsnorm_forward(pool *p, float *y, const float *x, const float *w, int64_t n, int64_t d, float eps, op_state *keep)
 {
     const double t0 = prof_now();
     const st_status r = rmsnorm_forward_run(p, y, x, w, n, d, eps, keep);
-    prof_add(OP_NORM, t0, 0);
+    prof_add(OP_NORM, t0, 0, 8.0 * n * d);
     return r;
 }
 
@@ -291,5 +291,5 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, con
 {
     const double t0 = prof_now();
     if (!op_dry(dy)) rmsnorm_backward_run(dx, dw, dy, x, w, n, d, keep);
-    prof_add(OP_NORM, t0, 0);
+    prof_add(OP_NORM, t0, 0, 16.0 * n * d);
 }

@@ -71,7 +71,7 @@ void rope_2d_forward(float *x, int64_t batch, int64_t tokens, int64_t grid, int6
 {
     const double t0 = prof_now();
     if (!op_dry(x)) rope_2d_run(x, batch, tokens, grid, heads, head_dim, row_stride, batch_stride, theta, false);
-    prof_add(OP_POINTWISE, t0, 0);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * tokens * heads * head_dim);
 }
 
 void rope_2d_backward(float *dx, int64_t batch, int64_t tokens, int64_t grid, int64_t heads, int64_t head_dim,
@@ -79,5 +79,5 @@ void rope_2d_backward(float *dx, int64_t batch, int64_t tokens, int64_t grid, in
 {
     const double t0 = prof_now();
     if (!op_dry(dx)) rope_2d_run(dx, batch, tokens, grid, heads, head_dim, row_stride, batch_stride, theta, true);
-    prof_add(OP_POINTWISE, t0, 0);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * tokens * heads * head_dim);
 }
