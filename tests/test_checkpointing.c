@@ -3,6 +3,7 @@
  * at 1 and 2 threads: loss and gradients bitwise identical to
  * no checkpointing, forward counts, the predicted peak equal to the measured one (per tag, to the byte), and
  * activation memory that only goes down during backward. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,6 +318,40 @@ static void free_batch(test_batch *b)
     free(b->x0), free(b->noise), free(b);
 }
 
+/* No control flow that allocates depends on data (docs/ARCHITECTURE.md): a step on zeros, on huge values and on NaN
+ * makes the same allocations as a step on ordinary data, so the pools' statistics are equal, field for field. */
+static void test_memory_ignores_data(const model_config *mc, const char *label)
+{
+    printf("-- %s: the same allocations whatever the data\n", label);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = make_model(p, mc);
+    ckpt_settings cs;
+    char w[256];
+    const char *json = "{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 2, "
+                       "\"gradient_checkpointing_segment_stride\": 3, \"gradient_checkpointing_offload_attention\": true}";
+    CHECKF(settings_of(json, &cs, w) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK, "%s", st_error());
+    test_batch *b = make_batch(mc, 2, 1, (float[]){0.3f, 0.8f}, (int64_t[]){1, mc->classes});
+    const int64_t count = 2 * mc->channels * mc->resolution * mc->resolution;
+    const float fills[] = {0.0f, 3e38f, NAN};
+    pool_stats base = {0}, dev, host;
+    for (int k = -1; k < 3; k++) {
+        if (k >= 0)
+            for (int64_t i = 0; i < count; i++) b->x0[i] = b->noise[i] = fills[k];
+        pool_reset_peak(p);
+        pool_reset_peak(host_pool);
+        float loss;
+        CHECK(flow_loss(m, &b->fb, true, &loss) == ST_OK);
+        pool_get_stats(p, &dev);
+        pool_get_stats(host_pool, &host);
+        if (k < 0) base = dev;
+        else CHECKF(!memcmp(&dev, &base, sizeof dev) && host.live == 0, "%s: data %g changed the pool's statistics "
+                    "(peak %zu, was %zu)", label, fills[k], dev.peak, base.peak);
+    }
+    free_batch(b);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
 static void test_bitwise(const model_config *mc, const char *label, int threads)
 {
     printf("-- %s at %d thread%s: every schedule against no checkpointing\n", label, threads, threads > 1 ? "s" : "");
@@ -604,6 +639,9 @@ int main(void)
     test_budgets(&mm, "mmdit-tiny");
     test_budgets(&skip, "skipdit-tiny");
     test_dit_s2_peaks();
+    test_memory_ignores_data(&tiny, "dit-tiny");
+    test_memory_ignores_data(&mm, "mmdit-tiny");
+    test_memory_ignores_data(&skip13, "skipdit-13");
     CHECK(pool_destroy(host_pool) == 0);
     return tk_finish();
 }
