@@ -2,6 +2,8 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static _Thread_local char error_line[4096]; /* a config with many errors lists them all */
@@ -13,6 +15,29 @@ st_status st_fail(st_status code, const char *fmt, ...)
     vsnprintf(error_line, sizeof error_line, fmt, ap);
     va_end(ap);
     return code;
+}
+
+st_status st_host_oom(const char *what_fmt, ...)
+{
+    static const char lead[] = "out of host memory for ";
+    memcpy(error_line, lead, sizeof lead); /* no allocation on the way to reporting that there is none */
+    va_list ap;
+    va_start(ap, what_fmt);
+    vsnprintf(error_line + sizeof lead - 1, sizeof error_line - (sizeof lead - 1), what_fmt, ap);
+    va_end(ap);
+    return ST_ERR_HOST_OOM;
+}
+
+_Noreturn void st_panic_at(const char *file, int line, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fflush(stdout); /* what the process printed so far, before the abort's core dump */
+    fprintf(stderr, "segtrain: internal error at %s:%d: %s\n", file, line, msg);
+    abort();
 }
 
 const char *st_error(void) { return error_line; }
