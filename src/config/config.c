@@ -77,15 +77,9 @@ static const value *get(const config *c, const char *key, unsigned type_mask, co
     int i = -1;
     for (int j = 0; j < cfg_key_count && i < 0; j++)
         if (strcmp(cfg_keys[j].name, key) == 0) i = j;
-    if (i < 0) {
-        fprintf(stderr, "segtrain: %s(\"%s\"): no such config key (programming error)\n", getter, key);
-        abort();
-    }
-    if (!(type_mask & (1u << cfg_keys[i].type))) {
-        fprintf(stderr, "segtrain: %s(\"%s\"): it is a %s key (programming error)\n", getter, key,
-                cfg_type_name(cfg_keys[i].type));
-        abort();
-    }
+    if (i < 0) st_panic("%s(\"%s\"): no such config key", getter, key);
+    if (!(type_mask & (1u << cfg_keys[i].type)))
+        st_panic("%s(\"%s\"): it is a %s key", getter, key, cfg_type_name(cfg_keys[i].type));
     return &c->v[i];
 }
 
@@ -495,11 +489,9 @@ static config *config_with_defaults(void)
     for (int i = 0; i < cfg_key_count; i++) {
         cJSON def = string_item(cfg_keys[i].def);
         conv r = convert(&cfg_keys[i], &def, false, &c->v[i]);
-        if (r == CV_BAD) { /* a broken row in keys.c: caught by the first test that parses anything */
-            fprintf(stderr, "segtrain: config key %s: default \"%s\" is not a %s\n", cfg_keys[i].name,
-                    cfg_keys[i].def, cfg_type_name(cfg_keys[i].type));
-            abort();
-        }
+        if (r == CV_BAD) /* a broken row in keys.c: caught by the first test that parses anything */
+            st_panic("config key %s: default \"%s\" is not a %s", cfg_keys[i].name, cfg_keys[i].def,
+                     cfg_type_name(cfg_keys[i].type));
         if (r == CV_OOM) {
             config_free(c);
             return NULL;

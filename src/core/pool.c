@@ -240,11 +240,8 @@ void pool_free(pool *p, void *ptr)
 {
     if (!ptr) return;
     header *h = header_of(ptr);
-    if (h->magic != HEADER_MAGIC || h->owner != p) {
-        /* Freeing a foreign pointer is a programming error that would corrupt the accounting. */
-        fprintf(stderr, "segtrain: pool_free of a pointer this pool did not allocate\n");
-        abort();
-    }
+    if (h->magic != HEADER_MAGIC || h->owner != p) /* going on would corrupt the accounting */
+        st_panic("pool_free of a pointer this %s pool did not allocate", p->kind == POOL_DEVICE ? "device" : "host");
     pthread_mutex_lock(&p->lock);
     if (h->prev) h->prev->next = h->next;
     else p->live_list = h->next;

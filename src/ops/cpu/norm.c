@@ -22,10 +22,8 @@
 /* Backward cannot recompute the statistics (it has no eps): a missing state is a caller bug, not bad input. */
 static void require_kept(const op_state *keep, size_t bytes, const char *op)
 {
-    if (!keep || !keep->data || keep->bytes != bytes) {
-        fprintf(stderr, "segtrain: %s_backward needs the state its forward kept (%zu bytes)\n", op, bytes);
-        abort();
-    }
+    if (!keep || !keep->data || keep->bytes != bytes)
+        st_panic("%s_backward needs the state its forward kept (%zu bytes)", op, bytes);
 }
 
 static st_status check_shape(int64_t n, int64_t d, const char *op)

@@ -37,11 +37,9 @@ static void rotate_half(float *v, const float *cs, double theta, int64_t h, int6
 static void rope_2d_run(float *x, int64_t batch, int64_t tokens, int64_t grid, int64_t heads, int64_t head_dim,
                         int64_t row_stride, int64_t batch_stride, double theta, bool inverse)
 {
-    if (head_dim % 4 != 0 || grid < 1 || tokens > grid * grid) {
-        fprintf(stderr, "segtrain: rope_2d: head_dim %lld not a multiple of 4, or %lld tokens do not fit grid %lld\n",
-                (long long)head_dim, (long long)tokens, (long long)grid);
-        abort();
-    }
+    if (head_dim % 4 != 0 || grid < 1 || tokens > grid * grid)
+        st_panic("rope_2d: head_dim %lld not a multiple of 4, or %lld tokens do not fit grid %lld",
+                 (long long)head_dim, (long long)tokens, (long long)grid);
     int64_t rows = batch * tokens, h = head_dim / 2, q = h / 2;
     if (rows <= 0 || heads <= 0 || head_dim <= 0) return;
     /* table[(pos * q + j) * 2 + {0, 1}] = cos, sin; if malloc fails the same values are computed in the loop */
