@@ -30,15 +30,18 @@ typedef struct param_set {
     float *weights, *grads;
     int64_t weight_count, grad_count; /* floats, counted as parameters are registered */
     int too_large; /* 1 + the index of the first parameter that took a size or the total past CK_MAX_ELEMENTS */
+    bool oom;      /* the list could not grow: param_add returned -1 from then on */
 } param_set;
 
-/* Registers a parameter (before param_set_alloc) and returns its index. */
+/* Registers a parameter (before param_set_alloc) and returns its index; -1 when out of memory, which
+ * param_set_check reports. */
 int param_add(param_set *s, const char *name, int ndim, const int64_t *shape, bool trainable);
 int param_add_fixed(param_set *s, const char *name, int ndim, const int64_t *shape);
 param *param_at(param_set *s, int index);
 param *param_find(param_set *s, const char *name);
 
-/* ST_ERR_INVALID naming the first parameter whose size, or the parameters' total, exceeds CK_MAX_ELEMENTS. */
+/* ST_ERR_HOST_OOM if a registration ran out of memory; else ST_ERR_INVALID naming the first parameter whose
+ * size, or the parameters' total, exceeds CK_MAX_ELEMENTS. */
 st_status param_set_check(const param_set *s);
 /* Allocates weights and gradients from the pool and points every parameter into them (after param_set_check). */
 st_status param_set_alloc(param_set *s, pool *p);

@@ -7,14 +7,17 @@
 #include "segtrain/checked.h"
 #include "segtrain/safetensors.h"
 
+/* Registration has no status to return (the families register dozens of parameters in a row): running out of
+ * memory is kept in s->oom, returns -1 (lin_layer's "none") and param_set_check reports it before any use. */
 static int add(param_set *s, const char *name, int ndim, const int64_t *shape, bool trainable, bool fixed)
 {
+    if (s->oom) return -1;
     if (s->n == s->cap) {
         int cap = s->cap ? 2 * s->cap : 64;
         param *items = realloc(s->items, (size_t)cap * sizeof *items);
         if (!items) {
-            fprintf(stderr, "segtrain: out of memory registering parameters\n");
-            abort();
+            s->oom = true;
+            return -1;
         }
         s->items = items;
         s->cap = cap;
@@ -33,6 +36,7 @@ static int add(param_set *s, const char *name, int ndim, const int64_t *shape, b
 
 st_status param_set_check(const param_set *s)
 {
+    if (s->oom) return st_host_oom("the list of parameters (%d registered)", s->n);
     if (!s->too_large) return ST_OK;
     const param *p = &s->items[s->too_large - 1];
     char shape[160];
@@ -136,7 +140,7 @@ st_status param_set_save(param_set *s, const char *path, param_part part, bool g
                          int n_extra, const char *const *meta, int n_meta)
 {
     sft_entry *e = calloc((size_t)(s->n + n_extra), sizeof *e);
-    if (!e) return st_fail(ST_ERR_IO, "%s: out of memory", path);
+    if (!e) return st_host_oom("the tensor list of %s", path);
     int n = 0;
     for (int i = 0; i < s->n; i++) {
         const param *q = &s->items[i];
