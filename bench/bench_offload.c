@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "benchkit.h"
+#include "cli.h" /* cli_number: numbers read as the tool reads them */
 
 typedef struct row {
     const char *name;
@@ -15,16 +16,21 @@ typedef struct row {
 
 int main(int argc, char **argv)
 {
-    int steps = 5, warmup = 1;
-    int64_t batch = 8;
+    long long steps = 5, warmup = 1, batch = 8;
     const char *preset = "dit-s2";
+    const cli_flag numbers[] = {{"--steps", .whole = &steps, .min = 1, .max = 100},
+                                {"--warmup", .whole = &warmup, .min = 0, .max = 100},
+                                {"--batch", .whole = &batch, .min = 1, .max = 65536}};
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--batch")) batch = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--preset")) preset = argv[i + 1];
+        int known = !strcmp(argv[i], "--preset");
+        if (known) preset = argv[i + 1];
+        for (size_t k = 0; k < sizeof numbers / sizeof *numbers; k++)
+            if (!strcmp(argv[i], numbers[k].name)) {
+                if (cli_number("bench_offload", &numbers[k], argv[i + 1])) return 2;
+                known = 1;
+            }
+        if (!known) return fprintf(stderr, "bench_offload: unknown option '%s'\n", argv[i]), 2;
     }
-    if (steps < 1 || steps > 100 || batch < 1) return fprintf(stderr, "bad arguments\n"), 2;
     bench_model bm;
     if (bench_open(preset, batch, &bm)) return 1;
     model *m = bm.m;
@@ -42,8 +48,8 @@ int main(int argc, char **argv)
         {"torch-ffn", {.enabled = true, .backend = BACKEND_TORCH_FFN, .interval = 1, .stride = 1}},
         {"unsloth-ffn", {.enabled = true, .backend = BACKEND_UNSLOTH_FFN, .interval = 1, .stride = 1}},
     };
-    printf("%s, batch %lld, %d threads; median of %d steps after %d warm-up\n", preset, (long long)batch, ops_threads(),
-           steps, warmup);
+    printf("%s, batch %lld, %d threads; median of %lld steps after %lld warm-up\n", preset, batch, ops_threads(), steps,
+           warmup);
     printf("%-22s %9s %11s %12s %12s %10s %8s\n", "mode", "sec/step", "peak MiB", "to host MiB", "copy busy s",
            "waited s", "hidden");
     for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "benchkit.h"
+#include "cli.h" /* cli_number: numbers read as the tool reads them */
 #include "segtrain/executor.h"
 
 static double median(double *v, int n)
@@ -69,15 +70,20 @@ static double blocks_forward(model *m, pool *dev, const flow_batch *fb, bool las
 
 int main(int argc, char **argv)
 {
-    int rounds = 7;
-    int64_t batch = 8;
+    long long rounds = 7, batch = 8;
     const char *preset = "dit-s2";
+    const cli_flag numbers[] = {{"--rounds", .whole = &rounds, .min = 1, .max = ROUNDS_MAX},
+                                {"--batch", .whole = &batch, .min = 1, .max = 65536}};
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--batch")) batch = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--preset")) preset = argv[i + 1];
+        int known = !strcmp(argv[i], "--preset");
+        if (known) preset = argv[i + 1];
+        for (size_t k = 0; k < sizeof numbers / sizeof *numbers; k++)
+            if (!strcmp(argv[i], numbers[k].name)) {
+                if (cli_number("bench_recompute", &numbers[k], argv[i + 1])) return 2;
+                known = 1;
+            }
+        if (!known) return fprintf(stderr, "bench_recompute: unknown option '%s'\n", argv[i]), 2;
     }
-    if (rounds < 1 || rounds > ROUNDS_MAX || batch < 1) return fprintf(stderr, "bad arguments\n"), 2;
     bench_model bm;
     if (bench_open(preset, batch, &bm)) return 1;
     model *m = bm.m;
@@ -96,8 +102,8 @@ int main(int argc, char **argv)
     };
     enum { NROWS = sizeof rows / sizeof *rows };
     static double sec[NROWS + 2][ROUNDS_MAX];
-    printf("%s, batch %lld, %d threads; %d rounds, every row once a round, plus one forward of the blocks\n", preset,
-           (long long)batch, ops_threads(), rounds);
+    printf("%s, batch %lld, %d threads; %lld rounds, every row once a round, plus one forward of the blocks\n", preset,
+           batch, ops_threads(), rounds);
     for (int r = -1; r < rounds; r++) { /* round -1 warms up */
         for (int k = 0; k < NROWS; k++) {
             float loss;
