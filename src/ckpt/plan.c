@@ -232,81 +232,57 @@ size_t seq_plan_offload_bytes(const seq_plan *p, const block_seq *seq)
 /* ---- the states between blocks, by tensor ----
  *
  * States share tensors (a skip passed on from block to block): a walk over the plan's forward gives each tensor
- * an id, so that a boundary's description counts each tensor once and says which block made it. */
+ * an id, so that a boundary's description counts each tensor once and says which block made it. A tensor goes
+ * with the state that holds it, so the walk needs no memory beyond the current state (and cannot fail). */
 
 typedef struct walk_tensor {
-    size_t bytes;
+    int id;
     int creator; /* the block whose forward made it; -1: the sequence's input */
+    size_t bytes;
+    bool counted; /* seq_plan_boundary_bytes: already held at an earlier boundary */
 } walk_tensor;
 
 typedef struct walk_state {
-    int n;
-    int id[STATE_MAX];
+    int n, next_id;
+    walk_tensor t[STATE_MAX];
 } walk_state;
 
-typedef struct walk {
-    walk_tensor *t; /* room for the sequence's input and every block's outputs */
-    int n_t;
-    walk_state *inputs; /* per block: its input state as the executor holds it (kept blocks and boundaries) */
-} walk;
-
-static int new_tensor(walk *w, int64_t numel, int creator)
+/* Block 0's input state: the sequence's input. */
+static walk_state walk_start(const block_seq *seq)
 {
-    w->t[w->n_t] = (walk_tensor){.bytes = (size_t)numel * sizeof(float), .creator = creator};
-    return w->n_t++;
+    state_map map;
+    block_state_map(seq, 0, &map);
+    walk_state w = {.n = map.n_in};
+    for (int k = 0; k < map.n_in; k++)
+        w.t[k] = (walk_tensor){.id = w.next_id++, .creator = -1, .bytes = (size_t)map.in_numel[k] * sizeof(float)};
+    return w;
 }
 
-/* Block i's output state from its input state: passed-on tensors keep their ids, new ones get fresh ids. */
-static walk_state next_state(walk *w, const block_seq *seq, int i, const walk_state *in)
+/* Block i's input state to its output state: passed-on tensors keep their ids, new ones get fresh ids. */
+static void walk_step(walk_state *w, const block_seq *seq, int i)
 {
     state_map map;
     block_state_map(seq, i, &map);
-    int made[STATE_MAX];
+    int made[STATE_MAX]; /* per new tensor: the output slot that holds it */
     for (int j = 0; j < STATE_MAX; j++) made[j] = -1;
-    walk_state out = {.n = map.n_out};
+    walk_state out = {.n = map.n_out, .next_id = w->next_id};
     for (int k = 0; k < map.n_out; k++) {
         const int from = map.out_from[k];
-        if (from >= 0) out.id[k] = in->id[from];
-        else if (made[-1 - from] >= 0) out.id[k] = made[-1 - from];
-        else out.id[k] = made[-1 - from] = new_tensor(w, map.out_numel[k], i);
+        if (from >= 0) out.t[k] = w->t[from];
+        else if (made[-1 - from] >= 0) out.t[k] = out.t[made[-1 - from]];
+        else
+            out.t[made[-1 - from] = k] = (walk_tensor){.id = out.next_id++, .creator = i,
+                                                       .bytes = (size_t)map.out_numel[k] * sizeof(float)};
     }
-    return out;
+    *w = out;
 }
 
-/* The held states of a plan's forward. Running out of host memory for this bookkeeping is fatal, as when
- * registering parameters: the descriptions have no status to return. */
-static void walk_forward(walk *w, const seq_plan *p, const block_seq *seq)
+/* The state the executor holds at block `first`'s input. */
+static walk_state walk_to(const block_seq *seq, int first)
 {
-    w->t = malloc((size_t)(seq->n + 1) * STATE_MAX * sizeof *w->t);
-    w->inputs = calloc((size_t)seq->n + 1, sizeof *w->inputs);
-    w->n_t = 0;
-    if (!w->t || !w->inputs) {
-        fprintf(stderr, "segtrain: out of memory describing the checkpoint plan of %s\n", seq->name);
-        abort();
-    }
-    state_map map;
-    block_state_map(seq, 0, &map);
-    walk_state cur = {.n = map.n_in};
-    for (int k = 0; k < map.n_in; k++) cur.id[k] = new_tensor(w, map.in_numel[k], -1);
-    for (int i = 0; i < p->n; i++) {
-        const segment *g = seq_plan_segment(p, i);
-        walk_state next = next_state(w, seq, i, &cur);
-        if (!g || g->first == i) w->inputs[i] = cur; /* a kept block's input, or a boundary */
-        cur = next;
-    }
-}
-
-static void walk_end(walk *w)
-{
-    free(w->t);
-    free(w->inputs);
-}
-
-static bool state_has(const walk_state *st, int id)
-{
-    for (int k = 0; st && k < st->n; k++)
-        if (st->id[k] == id) return true;
-    return false;
+    walk_state w = walk_start(seq);
+    for (int i = 0; i < first; i++) walk_step(&w, seq, i);
+    return w;
 }
 
 segment seq_plan_unit(const seq_plan *p, int i)
@@ -348,17 +324,15 @@ size_t seq_plan_boundary(const seq_plan *p, const block_seq *seq, int which, cha
 {
     if (desc_size) desc[0] = 0;
     if (which < 0 || which >= p->n_segments || !seq->n) return 0;
-    walk r;
-    walk_forward(&r, p, seq);
     const int first = p->segments[which].first;
-    const walk_state *st = &r.inputs[first];
+    const walk_state w = walk_to(seq, first), *st = &w;
     /* the stream: what the block before made (the sequence's input for block 0); skips: older tensors */
     size_t stream = 0, skips = 0;
     int n_stream = 0, n_skips = 0, also_skip = -1;
     for (int k = 0; k < st->n; k++) {
         bool seen = false;
-        for (int j = 0; j < k; j++) seen |= st->id[j] == st->id[k];
-        const walk_tensor *t = &r.t[st->id[k]];
+        for (int j = 0; j < k; j++) seen |= st->t[j].id == st->t[k].id;
+        const walk_tensor *t = &st->t[k];
         if (seen && t->creator == first - 1) also_skip = t->creator;
         if (seen) continue;
         if (t->creator == first - 1) stream += t->bytes, n_stream++;
@@ -368,7 +342,7 @@ size_t seq_plan_boundary(const seq_plan *p, const block_seq *seq, int which, cha
     if (n_stream > 1 && seq->state_names[0]) { /* named streams, one by one (mmdit: image stream + text stream) */
         for (int k = 0; k < st->n && k < seq->state_n; k++) {
             put(desc, desc_size, &at, "%s%s ", k ? " + " : "", seq->state_names[k]);
-            put_bytes(desc, desc_size, &at, r.t[st->id[k]].bytes);
+            put_bytes(desc, desc_size, &at, st->t[k].bytes);
         }
     } else {
         if (n_stream > 1) put(desc, desc_size, &at, "%d streams ", n_stream);
@@ -380,30 +354,32 @@ size_t seq_plan_boundary(const seq_plan *p, const block_seq *seq, int which, cha
         put(desc, desc_size, &at, " + skip%s of block%s ", n_skips > 1 ? "s" : "", n_skips > 1 ? "s" : "");
         int listed = 0;
         for (int k = 0; k < st->n; k++) {
-            const walk_tensor *t = &r.t[st->id[k]];
+            const walk_tensor *t = &st->t[k];
             bool seen = t->creator == first - 1;
-            for (int j = 0; j < k; j++) seen |= st->id[j] == st->id[k];
+            for (int j = 0; j < k; j++) seen |= st->t[j].id == st->t[k].id;
             if (!seen) put(desc, desc_size, &at, "%s%d", listed++ ? ", " : "", t->creator);
         }
         put(desc, desc_size, &at, " (");
         put_bytes(desc, desc_size, &at, skips);
         put(desc, desc_size, &at, ")");
     }
-    walk_end(&r);
     return stream + skips;
 }
 
 size_t seq_plan_boundary_bytes(const seq_plan *p, const block_seq *seq)
 {
     if (!seq->n) return 0;
-    walk r;
-    walk_forward(&r, p, seq);
     size_t bytes = 0;
-    for (int id = 0; id < r.n_t; id++) {
-        bool held = false;
-        for (int g = 0; g < p->n_segments && !held; g++) held = state_has(&r.inputs[p->segments[g].first], id);
-        if (held) bytes += r.t[id].bytes;
+    walk_state w = walk_start(seq);
+    for (int i = 0; i < p->n; i++) {
+        bool boundary = false;
+        for (int g = 0; g < p->n_segments && !boundary; g++) boundary = p->segments[g].first == i;
+        for (int k = 0; boundary && k < w.n; k++) {
+            if (w.t[k].counted) continue;
+            bytes += w.t[k].bytes;
+            for (int j = k; j < w.n; j++) w.t[j].counted |= w.t[j].id == w.t[k].id; /* and its other slots */
+        }
+        walk_step(&w, seq, i);
     }
-    walk_end(&r);
     return bytes;
 }
