@@ -114,7 +114,7 @@ st_status seq_forward(block_seq *s, const seq_plan *plan, offload *off, block_st
     seq_run *run = train ? run_new(s, plan, off) : NULL;
     if (train && !run) {
         state_free(s->pool, in);
-        return st_fail(ST_ERR_INTERNAL, "out of host memory for the executor's bookkeeping");
+        return st_host_oom("the executor's bookkeeping of %s", s->name);
     }
     block_state cur = *in;
     *in = (block_state){0};

@@ -107,7 +107,7 @@ st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const cha
     out->host_input = calloc((size_t)(seq->n ? seq->n : 1), sizeof *out->host_input);
     if (!out->mode || !out->segments || !out->host_input) {
         seq_plan_free(out);
-        return st_fail(ST_ERR_INTERNAL, "out of host memory");
+        return st_host_oom("the checkpoint plan of %s", seq->name);
     }
     if (seq->n == 0) return ST_OK;
     st_status st = check_states(seq);

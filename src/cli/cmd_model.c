@@ -206,7 +206,7 @@ int cmd_batch(int argc, char **argv)
     float *t = malloc((size_t)B * sizeof(float));
     const int64_t L = model_cond_len(&mc);
     int64_t *y = malloc((size_t)(B * L) * sizeof(int64_t));
-    if (!x0 || !noise || !t || !y) st = st_fail(ST_ERR_INTERNAL, "out of host memory for a batch of %lld", (long long)B);
+    if (!x0 || !noise || !t || !y) st = st_host_oom("a batch of %lld", (long long)B);
     if (!st) {
         rng_fill_normal(x0, n, seed, rng_stream("batch.x0"), 0.0f, 1.0f);
         rng_fill_normal(noise, n, seed, rng_stream("batch.noise"), 0.0f, 1.0f);

@@ -35,7 +35,7 @@ typedef enum conv { CV_OK, CV_BAD, CV_OOM } conv;
 
 #define GC_PREFIX "gradient_checkpointing"
 
-static st_status oom(void) { return st_fail(ST_ERR_HOST_OOM, "config: out of memory"); }
+static st_status oom(void) { return st_host_oom("the config"); }
 
 static char *dup_str(const char *s)
 {

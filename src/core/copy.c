@@ -48,7 +48,7 @@ static void *worker_main(void *arg)
 st_status copy_engine_create(copy_engine **out)
 {
     copy_engine *e = calloc(1, sizeof *e);
-    if (!e) return st_fail(ST_ERR_INTERNAL, "out of host memory for the copy engine");
+    if (!e) return st_host_oom("the copy engine");
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->work, NULL);
     pthread_cond_init(&e->finished, NULL);
@@ -80,7 +80,7 @@ void copy_engine_destroy(copy_engine *e)
 st_status copy_submit(copy_engine *e, copy_dir dir, void *dst, const void *src, size_t bytes, copy_job **job)
 {
     copy_job *j = calloc(1, sizeof *j);
-    if (!j) return st_fail(ST_ERR_INTERNAL, "out of host memory for a copy job");
+    if (!j) return st_host_oom("a copy job");
     *j = (copy_job){.dir = dir, .dst = dst, .src = src, .bytes = bytes};
     pthread_mutex_lock(&e->lock);
     if (e->fail_countdown > 0 && --e->fail_countdown == 0) j->failed = 1;

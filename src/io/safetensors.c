@@ -127,7 +127,7 @@ static st_status parse(sft_file *f)
     int n = 0;
     for (const cJSON *it = f->header->child; it; it = it->next) n += strcmp(it->string, "__metadata__") != 0;
     f->tensors = calloc(n ? (size_t)n : 1, sizeof *f->tensors);
-    if (!f->tensors) return st_fail(ST_ERR_IO, "%s: out of memory", path);
+    if (!f->tensors) return st_host_oom("the tensor list of %s", path);
     for (const cJSON *it = f->header->child; it; it = it->next) {
         if (!strcmp(it->string, "__metadata__")) {
             if (!cJSON_IsObject(it)) return st_fail(ST_ERR_FORMAT, "%s: __metadata__ is not an object", path);
@@ -146,7 +146,7 @@ static st_status parse(sft_file *f)
     /* The tensors must tile the buffer: sort by offset and walk it. A zero-byte tensor holds no byte, so it
      * overlaps nothing and fills no hole (its offsets were checked to lie in the buffer). */
     sft_tensor *sorted = malloc((n ? (size_t)n : 1) * sizeof *sorted);
-    if (!sorted) return st_fail(ST_ERR_IO, "%s: out of memory", path);
+    if (!sorted) return st_host_oom("the tensor list of %s", path);
     memcpy(sorted, f->tensors, (size_t)n * sizeof *sorted);
     qsort(sorted, (size_t)n, sizeof *sorted, by_offset);
     const unsigned char *expect = buf;
@@ -176,7 +176,7 @@ st_status sft_open(const char *path, sft_file **out)
     sft_file *f = calloc(1, sizeof *f);
     if (!f || !(f->path = dup_str(path))) {
         free(f);
-        return st_fail(ST_ERR_IO, "%s: out of memory", path);
+        return st_host_oom("reading %s", path);
     }
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
@@ -316,12 +316,12 @@ static st_status build_header(const char *path, const sft_entry *e, int n, const
     }
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
-    if (!json) return st_fail(ST_ERR_IO, "%s: out of memory building the header", path);
+    if (!json) return st_host_oom("the header of %s", path);
     size_t len = strlen(json), padded = (len + 7) / 8 * 8; /* pad with spaces to 8 bytes, as the format suggests */
     char *h = realloc(json, padded + 1);
     if (!h) {
         free(json);
-        return st_fail(ST_ERR_IO, "%s: out of memory building the header", path);
+        return st_host_oom("the header of %s", path);
     }
     memset(h + len, ' ', padded - len);
     h[padded] = 0;

@@ -43,7 +43,7 @@ static int add1(param_set *s, const char *name, int64_t a, bool trainable)
 static st_status dit_blocks(model *m, param_set *s, block *blocks, void **data)
 {
     dit_block *db = calloc((size_t)m->cfg.depth, sizeof *db);
-    if (!db) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    if (!db) return st_host_oom("%lld DiT blocks", (long long)m->cfg.depth);
     for (int i = 0; i < m->cfg.depth; i++) {
         char prefix[PARAM_NAME_MAX];
         snprintf(prefix, sizeof prefix, "blocks.%d", i);
@@ -84,7 +84,7 @@ static st_status create(model *m, dit_blocks_fn blocks)
     dit_model *d = calloc(1, sizeof *d);
     m->impl = d;
     if (d) d->seq_blocks = calloc((size_t)mc->depth, sizeof *d->seq_blocks);
-    if (!d || !d->seq_blocks) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    if (!d || !d->seq_blocks) return st_host_oom("the DiT model");
     m->n_seq = 1;
     m->seq[0] = (block_seq){.name = "blocks", .n = (int)mc->depth, .blocks = d->seq_blocks, .state_n = 1, .pool = m->pool};
     return register_params(m, blocks);
@@ -175,7 +175,7 @@ static st_status capture_forward(model *m)
     dit_model *d = dit_of(m);
     dit_step *s = &d->step;
     s->dhidden = calloc((size_t)m->n_capture, sizeof *s->dhidden);
-    if (!s->dhidden) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    if (!s->dhidden) return st_host_oom("the captured blocks' gradients");
     st_status st = ST_OK;
     for (int k = 0; k < m->n_capture && !st; k++)
         st = pool_alloc_zero(m->pool, (size_t)m->seq[0].state_numel[0] * sizeof(float), MEM_ACTIVATIONS,
@@ -251,7 +251,7 @@ static st_status dit_backward(model *m, const float *dpred)
     if (!st) {
         const float **extra = NULL;
         if (m->n_capture && !(extra = calloc((size_t)m->seq[0].n, sizeof *extra)))
-            st = st_fail(ST_ERR_INTERNAL, "out of host memory");
+            st = st_host_oom("the captured blocks' gradients");
         for (int k = 0; extra && k < m->n_capture; k++) extra[m->capture[k]] = s->dhidden[k];
         if (!st) {
             st = seq_backward(s->run, &(block_state){.n = 1, .t = {dstate}}, (const float *const *)extra);

@@ -180,7 +180,7 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
     b->forward_runs++;
 
     block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
-    if (!sv) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    if (!sv) return st_host_oom("a block's saved tensors");
     const bool from_host = sv->on_host, to_host = off && !from_host;
     if (to_host) sv->off = off;
     const mem_tag kt = keep == KEEP_NOTHING ? MEM_WORKSPACE : MEM_ACTIVATIONS; /* what is kept, is activations */

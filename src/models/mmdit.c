@@ -42,7 +42,7 @@ static st_status mm_create(model *m)
     m->impl = d;
     if (d) d->blocks = calloc((size_t)(nd + ns), sizeof *d->blocks);
     if (d && d->blocks) d->seq_blocks = calloc((size_t)(nd + ns), sizeof *d->seq_blocks);
-    if (!d || !d->seq_blocks) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    if (!d || !d->seq_blocks) return st_host_oom("the MMDiT model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;

@@ -344,7 +344,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     const int64_t D = d.D, Nmax = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1];
     b->forward_runs++;
     block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
-    if (!sv) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    if (!sv) return st_host_oom("a block's saved tensors");
     frame f;
     frame_init(&f, m, keep, off, sv);
     float *y[2];
@@ -529,7 +529,7 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
     const float *x = in->t[0];
     b->forward_runs++;
     block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
-    if (!sv) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    if (!sv) return st_host_oom("a block's saved tensors");
     frame f;
     frame_init(&f, m, keep, off, sv);
     float *y = scratch_take(&f.kept, J * D, MEM_ACTIVATIONS, "mmdit.state");

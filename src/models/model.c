@@ -81,7 +81,7 @@ st_status model_create(const model_config *mc, pool *device, model **out)
     if (!st) st = check_sizes(mc, &per_sample);
     if (st) return st;
     model *m = calloc(1, sizeof *m);
-    if (!m) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    if (!m) return st_host_oom("the model");
     m->cfg = *mc;
     m->family = family_of(mc->family);
     m->pool = device;
@@ -134,7 +134,7 @@ st_status model_set_checkpointing(model *m, const ckpt_settings *cs, const int64
     bool *captured = calloc((size_t)(n ? n : 1), sizeof *captured);
     int *list = calloc(n_capture ? n_capture : 1, sizeof *list);
     seq_plan plans[MODEL_SEQ_MAX] = {0};
-    st_status st = captured && list ? ST_OK : st_fail(ST_ERR_INTERNAL, "out of host memory");
+    st_status st = captured && list ? ST_OK : st_host_oom("the list of captured blocks");
     for (size_t k = 0; k < n_capture && !st; k++) {
         if (capture[k] < 0 || capture[k] >= n)
             st = st_fail(ST_ERR_INVALID, "capture_hidden_states: block %lld does not exist (blocks 0-%d)",

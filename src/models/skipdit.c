@@ -119,7 +119,7 @@ static st_status skip_forward(block *b, const block_state *in, block_state *out,
 {
     skip_block *sb = b->self;
     skip_saved *ss = saved_io ? (skip_saved *)*saved_io : NULL;
-    if (saved_io && !ss && !(ss = calloc(1, sizeof *ss))) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    if (saved_io && !ss && !(ss = calloc(1, sizeof *ss))) return st_host_oom("a block's saved tensors");
     block_saved *dit = ss ? ss->dit : NULL;
     float *xs = NULL;
     block_state x = {.n = 1, .t = {in->t[0]}}, y = {0};
@@ -217,7 +217,7 @@ st_status skipdit_blocks(model *m, param_set *s, block *blocks, void **data)
         return st_fail(ST_ERR_UNSUPPORTED, "depth: %d blocks; skipdit holds at most %d skips at once (valid: an odd "
                        "depth from 3 to %d)", depth, STATE_MAX - 1, 2 * STATE_MAX - 1);
     skip_block *sb = calloc((size_t)depth, sizeof *sb);
-    if (!sb) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    if (!sb) return st_host_oom("%d skip blocks", depth);
     for (int i = 0; i < depth; i++) {
         const skip_role role = i < in ? ROLE_IN : i == in ? ROLE_MID : ROLE_OUT;
         char prefix[32], name[PARAM_NAME_MAX];

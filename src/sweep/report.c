@@ -304,7 +304,7 @@ static st_status write_json(const sweep_result *r, FILE *f)
     }
     char *text = ok ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
-    if (!text) return st_fail(ST_ERR_INTERNAL, "sweep.json: out of memory while building the report");
+    if (!text) return st_host_oom("building sweep.json");
     fputs(text, f);
     fputc('\n', f);
     free(text);
@@ -543,7 +543,7 @@ static st_status write_svg(const sweep_result *r, FILE *f)
     if (!group || !pt) {
         free(group);
         free(pt);
-        return st_fail(ST_ERR_INTERNAL, "sweep.svg: out of memory");
+        return st_host_oom("building sweep.svg");
     }
 
     /* Groups: the plotted modes, modes with identical plans sharing one point (the first such mode's cell). */
@@ -716,7 +716,7 @@ static st_status write_one(const sweep_result *r, const char *dir, const char *n
 {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *path = malloc(n);
-    if (!path) return st_fail(ST_ERR_IO, "%s/%s: out of memory", dir, name);
+    if (!path) return st_host_oom("the path %s/%s", dir, name);
     snprintf(path, n, "%s/%s", dir, name);
     atomic_file af;
     st_status s = atomic_file_open(&af, path);

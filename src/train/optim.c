@@ -109,7 +109,7 @@ st_status optim_create(param_set *ps, const optim_settings *s, optimizer **out)
     if (!o || !partial) {
         free(o);
         free(partial);
-        return st_fail(ST_ERR_HOST_OOM, "optimizer: out of host memory for its bookkeeping");
+        return st_host_oom("the optimizer's bookkeeping");
     }
     *o = (optimizer){.ps = ps, .s = *s, .moments = moments_of(s->kind), .partial = partial, .chunks = chunks};
     const size_t bytes = (size_t)ps->grad_count * sizeof(float);

@@ -328,7 +328,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
 {
     *out = NULL;
     trainer *t = calloc(1, sizeof *t);
-    if (!t) return st_fail(ST_ERR_INTERNAL, "out of host memory");
+    if (!t) return st_host_oom("the trainer");
     t->cfg = cfg;
     t->log = log;
     t->seed = (uint64_t)config_int(cfg, "seed");
@@ -355,7 +355,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
         t->cond_len = model_cond_len(mc);
         t->labels = calloc((size_t)t->batch, sizeof *t->labels);
         t->captions = calloc((size_t)t->batch, sizeof *t->captions);
-        if (!t->labels || !t->captions) st = st_fail(ST_ERR_INTERNAL, "out of host memory");
+        if (!t->labels || !t->captions) st = st_host_oom("a batch's labels and captions");
         const size_t n = (size_t)(t->batch * mc->channels * mc->resolution * mc->resolution);
         pool *p = t->run.device;
         if (!st) st = pool_alloc(p, n * sizeof(float), MEM_ACTIVATIONS, "batch.x0", (void **)&t->x0);
@@ -435,7 +435,7 @@ static st_status validate(trainer *t)
     const int rows = (int)(t->classes < 64 ? t->classes : 64);
     char(*captions)[CAPTION_MAX] = calloc((size_t)rows, sizeof *captions);
     const char *rowcap[64];
-    if (!captions) st = st ? st : st_fail(ST_ERR_INTERNAL, "out of host memory");
+    if (!captions) st = st ? st : st_host_oom("the validation's %d captions", rows);
     for (int r = 0; r < rows && captions; r++) rowcap[r] = captions[r];
     for (int64_t i = 0, found = 0; !st && t->data && found < rows && i < dataset_size(t->data); i++) {
         int64_t label;
