@@ -234,6 +234,8 @@ int cmd_sweep(int argc, char **argv)
     }
     config *cfg = NULL;
     st = cli_load_config(config_path, &a, &cfg); /* validates the config once, up front */
+    if (!st && !(r.cells = calloc((size_t)(r.n_modes * r.n_budgets), sizeof *r.cells)))
+        st = st_host_oom("the sweep's %d cells", r.n_modes * r.n_budgets);
     if (st) { /* nothing was measured: what this run made goes (rmdir keeps a folder that holds anything else) */
         config_free(cfg);
         if (default_config[0]) unlink(default_config);
@@ -246,7 +248,6 @@ int cmd_sweep(int argc, char **argv)
     machine_describe(&r.machine);
     r.modes = modes;
     r.budgets = budgets;
-    r.cells = calloc((size_t)(r.n_modes * r.n_budgets), sizeof *r.cells);
     signal(SIGINT, on_interrupt);
     const int total = r.n_modes * r.n_budgets;
     for (int b = 0, k = 0; b < r.n_budgets; b++)

@@ -54,6 +54,7 @@ st_status atomic_file_open(atomic_file *af, const char *path)
 {
     *af = (atomic_file){0};
     char *target = final_target(path);
+    if (!target && errno == ENOMEM) return st_host_oom("the name of the file %s writes to", path);
     if (!target) return st_fail(ST_ERR_IO, "%s: cannot follow the link: %s", path, strerror(errno));
     struct stat st;
     const bool exists = stat(target, &st) == 0;
@@ -69,7 +70,7 @@ st_status atomic_file_open(atomic_file *af, const char *path)
     af->path = target;
     if (!tmp) {
         atomic_file_abort(af);
-        return st_fail(ST_ERR_IO, "%s: out of memory", path);
+        return st_host_oom("the temporary file name of %s", path);
     }
     af->fp = fopen(tmp, "wb");
     if (!af->fp) {
@@ -83,10 +84,9 @@ st_status atomic_file_open(atomic_file *af, const char *path)
     return ST_OK;
 }
 
-static void fsync_folder_of(const char *path)
+/* Cuts path to its folder in place (the caller frees it next): no allocation that could fail after the rename. */
+static void fsync_folder_of(char *dir)
 {
-    char *dir = dup_str(path);
-    if (!dir) return;
     char *slash = strrchr(dir, '/');
     if (slash == dir) slash[1] = 0;
     else if (slash) *slash = 0;
@@ -96,7 +96,6 @@ static void fsync_folder_of(const char *path)
         fsync(fd); /* makes the rename itself durable */
         close(fd);
     }
-    free(dir);
 }
 
 st_status atomic_file_commit(atomic_file *af)

@@ -154,7 +154,7 @@ st_status sweep_measured_config(config *cfg, int steps, const char *output_dir)
     if (!st && output_dir) {
         const size_t n = strlen(output_dir) + sizeof "output_dir=";
         char *out = malloc(n);
-        if (!out) return st_fail(ST_ERR_HOST_OOM, "out of memory");
+        if (!out) return st_host_oom("the setting output_dir=%s", output_dir);
         snprintf(out, n, "output_dir=%s", output_dir);
         st = config_set(cfg, out);
         free(out);
@@ -175,6 +175,7 @@ void sweep_run_cell(const config *cfg, int warmup, int steps, sweep_cell *cell)
         return;
     }
     double *sec = calloc((size_t)steps, sizeof *sec);
+    if (!sec) st = st_host_oom("the times of %d steps", steps);
     copy_engine *engine = model_copy_engine(trainer_model(t));
     for (int s = 0; s < warmup + steps && !st; s++) {
         if (s == warmup && engine) copy_engine_reset_stats(engine);

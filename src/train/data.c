@@ -57,7 +57,7 @@ struct data_iter {
     int64_t *perm, perm_epoch; /* perm is the order of epoch perm_epoch (-1: none yet) */
 };
 
-st_status data_oom(void) { return st_fail(ST_ERR_HOST_OOM, "data: out of memory"); }
+st_status data_oom(void) { return st_host_oom("the data set"); }
 
 char *data_dup_str(const char *s)
 {
@@ -435,16 +435,18 @@ size_t data_fold_space(char *s, size_t n)
 }
 
 /* Reads a caption file as one folded line, cut to CAPTION_MAX; NULL if unreadable. */
-static char *read_caption(const char *path)
+/* *out: the caption file's text, folded; NULL when it cannot be read (the default caption applies). */
+static st_status read_caption(const char *path, char **out)
 {
     size_t n;
     char *buf = data_read_small(path, CAPTION_FILE_MAX, &n);
-    if (!buf) return NULL;
+    *out = NULL;
+    if (!buf) return errno == ENOMEM ? data_oom() : ST_OK;
     data_fold_space(buf, n);
     char caption[CAPTION_MAX];
     copy_caption(caption, buf);
     free(buf);
-    return data_dup_str(caption);
+    return (*out = data_dup_str(caption)) ? ST_OK : data_oom();
 }
 
 static void report_skip(const char *why) { fprintf(stderr, "data: skipped %s\n", why); }
@@ -528,8 +530,13 @@ static st_status scan_folder(scan *sc, const char *folder, int label, const char
         if (txt) {
             memcpy(txt, path, stem);
             memcpy(txt + stem, ".txt", 5);
-            caption = read_caption(txt);
+            st = read_caption(txt, &caption);
             free(txt);
+        }
+        if (!txt || st) { /* not the default caption: the sample's own one is there */
+            free(path);
+            st = st ? st : data_oom();
+            break;
         }
         if (!caption) caption = data_dup_str(default_caption);
         st = data_add_item(sc, path, caption, label);
@@ -564,13 +571,18 @@ st_status dataset_open_folder(const char *dir, int resolution, dataset **out)
     /* Class mode when dir has subfolders: they are the classes, in sorted order. */
     char **classes = malloc(sizeof(char *) * (size_t)(n ? n : 1));
     int nclasses = 0;
-    for (int i = 0; i < n && classes; i++) {
+    bool oom = !classes;
+    for (int i = 0; i < n && !oom; i++) {
         char *path = data_join_path(dir, names[i]);
+        oom = !path; /* not "no class": a folder left out would shift every label after it */
         if (path && data_is_dir(path)) classes[nclasses++] = names[i], names[i] = NULL;
         free(path);
     }
     data_free_names(names, n);
-    if (!classes) return data_oom();
+    if (oom) {
+        data_free_names(classes, nclasses);
+        return data_oom();
+    }
 
     scan sc = {0};
     if (nclasses == 0) {
