@@ -85,9 +85,9 @@ int cmd_selfcheck(int argc, char **argv)
     pool *p = pool_create(POOL_DEVICE, 0);
     double gflops = 0, diff = 0;
     size_t kept[2] = {0};
-    st_status s = gemm_rate(p, &gflops);
+    st_status s = p ? gemm_rate(p, &gflops) : st_host_oom("a pool");
     if (!s) s = attention_agreement(p, &diff, kept);
-    size_t peak = pool_peak(p), leaks = pool_destroy(p);
+    size_t peak = p ? pool_peak(p) : 0, leaks = pool_destroy(p);
     if (s) {
         fprintf(stderr, "segtrain selfcheck: %s\n", st_error());
         return 1;
