@@ -1,9 +1,12 @@
-/* How well a dry step predicts a real step's time (not a test): the cost model of advise.h, calibrated on one
- * measured run without checkpointing, against the measured median of every standard sweep row, in one run on one
- * machine. Rows are measured in turns over `rounds` rounds, so that a slow minute of a shared machine spreads over
- * all of them instead of landing on one.
+/* How well a dry step predicts a real step's time (not a test): the cost model of advise.h against the measured
+ * steps of every standard sweep row, in one run on one machine.
  *
- *   build/bench_cost [--config C] [--steps N] [--warmup W] [--rounds R]
+ * A shared machine's speed drifts by more than the model's error within a minute, so each row is measured in
+ * lockstep with its calibration: two trainers in this process, one without checkpointing and one with the row's
+ * schedule, take turns one optimizer step each. The first's profiled steps give the rates (cost_calibrate), the
+ * row's dry step gives its work, and the prediction is set against the second's steps, taken in the same seconds.
+ *
+ *   build/bench_cost [--config C] [--steps N] [--warmup W]
  */
 #include <math.h>
 #include <stdio.h>
@@ -18,35 +21,46 @@
 #include "segtrain/train.h"
 
 #define ROWS_MAX 16
+#define STEPS_MAX 100
 
-/* One measured cell of a row: the config with the row's overrides, trained warmup + steps steps here. */
-static st_status measure(const char *config_path, const sweep_mode *mode, int warmup, int steps, sweep_cell *cell)
+typedef struct side {
+    char dir[32];
+    config *cfg;
+    trainer *t;
+} side;
+
+/* The config of a row: the base config with the row's overrides. */
+static st_status row_config(const char *config_path, const sweep_mode *mode, config **out)
 {
-    char dir[] = "/tmp/segtrain-cost.XXXXXX";
-    if (!mkdtemp(dir)) return st_fail(ST_ERR_IO, "cannot create a scratch folder in /tmp");
-    config *cfg = NULL;
-    st_status st = config_path ? config_load(config_path, &cfg) : config_parse("{}", "defaults", &cfg);
-    if (!st) st = config_set_all(cfg, mode->sets);
-    if (!st) st = sweep_measured_config(cfg, warmup + steps, dir);
-    if (!st) {
-        *cell = (sweep_cell){0};
-        sweep_run_cell(cfg, warmup, steps, cell);
-        if (cell->status != CELL_OK) st = st_fail(ST_ERR_INTERNAL, "%s: %s", mode->name, cell->error);
-    }
-    config_free(cfg);
-    remove_scratch(dir);
+    st_status st = config_path ? config_load(config_path, out) : config_parse("{}", "defaults", out);
+    if (!st) st = config_set_all(*out, mode->sets);
     return st;
 }
 
-/* The row's predicted seconds: its dry step's work at the calibrated rates. */
-static st_status predict(const char *config_path, const sweep_mode *mode, const cost_rates *rates, double *sec)
+static st_status side_open(const char *config_path, const sweep_mode *mode, int steps, side *s)
 {
-    config *cfg = NULL;
-    st_status st = config_path ? config_load(config_path, &cfg) : config_parse("{}", "defaults", &cfg);
-    if (!st) st = config_set_all(cfg, mode->sets);
+    snprintf(s->dir, sizeof s->dir, "/tmp/segtrain-cost.XXXXXX");
+    if (!mkdtemp(s->dir)) return st_fail(ST_ERR_IO, "cannot create a scratch folder in /tmp");
+    st_status st = row_config(config_path, mode, &s->cfg);
+    if (!st) st = sweep_measured_config(s->cfg, steps, s->dir);
+    if (!st) st = trainer_create(s->cfg, NULL, &s->t);
+    return st;
+}
+
+static void side_close(side *s)
+{
+    trainer_destroy(s->t);
+    config_free(s->cfg);
+    if (s->dir[0]) remove_scratch(s->dir);
+    *s = (side){0};
+}
+
+/* The row's predicted seconds: its dry step's work at the calibrated rates. */
+static st_status predict(const config *cfg, const cost_rates *rates, double *sec)
+{
     model_run r = {0};
     char warning[256];
-    if (!st) st = model_run_open(cfg, false, &r, warning);
+    st_status st = model_run_open(cfg, false, &r, warning);
     if (!st) {
         pool_stats dev, host;
         op_profile work;
@@ -57,7 +71,6 @@ static st_status predict(const char *config_path, const sweep_mode *mode, const 
         *sec = cost_predict(rates, &work);
     }
     model_run_close(&r);
-    config_free(cfg);
     return st;
 }
 
@@ -67,14 +80,57 @@ static int by_value(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static double median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof *x, by_value);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* Row m in lockstep with `none`: the medians of both sides' step times and the row's predicted time from the
+ * calibration side's profile. */
+static st_status measure_row(const char *config_path, const sweep_mode *none, const sweep_mode *row, int warmup,
+                             int steps, double *t_none, double *t_row, double *predicted)
+{
+    side cal = {0}, run = {0};
+    st_status st = side_open(config_path, none, warmup + steps, &cal);
+    if (!st) st = side_open(config_path, row, warmup + steps, &run);
+    double a[STEPS_MAX], b[STEPS_MAX];
+    op_profile sum = {0};
+    for (int s = 0; s < warmup + steps && !st; s++) {
+        train_step_info in;
+        op_profile p;
+        ops_profile_start();
+        st = trainer_step(cal.t, &in);
+        ops_profile_stop(&p);
+        if (st) break;
+        const double ta = in.seconds;
+        if (!(st = trainer_step(run.t, &in)) && s >= warmup) {
+            a[s - warmup] = ta, b[s - warmup] = in.seconds;
+            for (int k = 0; k < OP_KIND_COUNT; k++) {
+                sum.calls[k] += p.calls[k], sum.seconds[k] += p.seconds[k];
+                sum.flops[k] += p.flops[k], sum.bytes[k] += p.bytes[k];
+            }
+        }
+    }
+    if (!st) {
+        for (int k = 0; k < OP_KIND_COUNT; k++)
+            sum.seconds[k] /= steps, sum.flops[k] /= steps, sum.bytes[k] /= steps, sum.calls[k] /= steps;
+        *t_none = median(a, steps), *t_row = median(b, steps);
+        const cost_rates rates = cost_calibrate(&sum, *t_none);
+        st = predict(run.cfg, &rates, predicted);
+    }
+    side_close(&cal);
+    side_close(&run);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     const char *config_path = NULL;
-    long long steps = 3, warmup = 1, rounds = 3;
+    long long steps = 5, warmup = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
-        const cli_flag f[] = {{"--steps", .whole = &steps, .min = 1, .max = 1000},
-                              {"--warmup", .whole = &warmup, .min = 0, .max = 1000},
-                              {"--rounds", .whole = &rounds, .min = 1, .max = 100}};
+        const cli_flag f[] = {{"--steps", .whole = &steps, .min = 1, .max = STEPS_MAX},
+                              {"--warmup", .whole = &warmup, .min = 0, .max = 100}};
         int known = 0;
         for (size_t k = 0; k < sizeof f / sizeof *f; k++)
             if (!strcmp(argv[i], f[k].name)) {
@@ -83,49 +139,29 @@ int main(int argc, char **argv)
             }
         if (!strcmp(argv[i], "--config")) config_path = argv[i + 1], known = 1;
         if (!known) {
-            fprintf(stderr, "usage: bench_cost [--config C] [--steps N] [--warmup W] [--rounds R]\n");
+            fprintf(stderr, "usage: bench_cost [--config C] [--steps N] [--warmup W]\n");
             return 2;
         }
     }
     sweep_mode modes[ROWS_MAX];
     const int n = sweep_standard_modes(modes, ROWS_MAX);
-    static double measured[ROWS_MAX][100], predicted[ROWS_MAX];
     machine_info mi;
     machine_describe(&mi);
-    printf("machine: %s, %d threads; %s\n", mi.cpu, mi.threads, config_path ? config_path : "defaults");
-    st_status st = ST_OK;
-    for (int round = 0; round < rounds && !st; round++) {
-        /* each round calibrates on its own `none` cell and predicts every row from it */
-        sweep_cell cal;
-        st = measure(config_path, &modes[0], (int)warmup, (int)steps, &cal);
-        if (st) break;
-        const cost_rates rates = cost_calibrate(&cal.work, cal.sec_median);
-        measured[0][round] = cal.sec_median;
-        for (int m = 1; m < n && !st; m++) {
-            sweep_cell c;
-            st = measure(config_path, &modes[m], (int)warmup, (int)steps, &c);
-            if (!st) measured[m][round] = c.sec_median;
-        }
-        for (int m = 0; m < n && !st; m++) {
-            double sec = 0;
-            st = predict(config_path, &modes[m], &rates, &sec);
-            predicted[m] += sec / (double)rounds;
-            if (!st) fprintf(stderr, "round %d: %-22s measured %.3f s, predicted %.3f s\n", round + 1, modes[m].name,
-                             measured[m][round], sec);
-        }
-    }
-    if (st) {
-        fprintf(stderr, "bench_cost: %s\n", st_error());
-        return 1;
-    }
-    printf("| row | measured s/step (median of %lld rounds) | predicted s/step | error |\n|---|---|---|---|\n", rounds);
+    printf("machine: %s, %d threads; config %s; %lld steps a side after %lld warm-up, in lockstep with `none`\n\n",
+           mi.cpu, mi.threads, config_path ? config_path : "defaults", steps, warmup);
+    printf("| row | none s/step | row s/step, measured | predicted | error |\n|---|---|---|---|---|\n");
     double worst = 0;
-    for (int m = 0; m < n; m++) {
-        qsort(measured[m], (size_t)rounds, sizeof(double), by_value);
-        const double med = rounds % 2 ? measured[m][rounds / 2] : 0.5 * (measured[m][rounds / 2 - 1] + measured[m][rounds / 2]);
-        const double err = 100 * (predicted[m] - med) / med;
+    for (int m = 1; m < n; m++) {
+        double t_none = 0, t_row = 0, pred = 0;
+        st_status st = measure_row(config_path, &modes[0], &modes[m], (int)warmup, (int)steps, &t_none, &t_row, &pred);
+        if (st) {
+            fprintf(stderr, "bench_cost: %s: %s\n", modes[m].name, st_error());
+            return 1;
+        }
+        const double err = 100 * (pred - t_row) / t_row;
         if (fabs(err) > worst) worst = fabs(err);
-        printf("| %s | %.3f | %.3f | %+.1f%% |\n", modes[m].name, med, predicted[m], err);
+        printf("| %s | %.3f | %.3f | %.3f | %+.1f%% |\n", modes[m].name, t_none, t_row, pred, err);
+        fflush(stdout);
     }
     printf("\nlargest error %.1f%%\n", worst);
     return 0;
