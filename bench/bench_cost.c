@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h" /* cli_number: numbers read as the tool reads them */
+#include "benchkit.h"
 #include "segtrain/advise.h"
 #include "segtrain/model_run.h"
 #include "segtrain/objective.h"
@@ -74,15 +74,9 @@ static st_status predict(const config *cfg, const cost_rates *rates, double *sec
     return st;
 }
 
-static int by_value(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median(double *x, int n)
 {
-    qsort(x, (size_t)n, sizeof *x, by_value);
+    qsort(x, (size_t)n, sizeof *x, bench_by_value);
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
@@ -128,21 +122,11 @@ int main(int argc, char **argv)
 {
     const char *config_path = NULL;
     long long steps = 5, warmup = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const cli_flag f[] = {{"--steps", .whole = &steps, .min = 1, .max = STEPS_MAX},
-                              {"--warmup", .whole = &warmup, .min = 0, .max = 100}};
-        int known = 0;
-        for (size_t k = 0; k < sizeof f / sizeof *f; k++)
-            if (!strcmp(argv[i], f[k].name)) {
-                if (cli_number("bench_cost", &f[k], argv[i + 1])) return 2;
-                known = 1;
-            }
-        if (!strcmp(argv[i], "--config")) config_path = argv[i + 1], known = 1;
-        if (!known) {
-            fprintf(stderr, "usage: bench_cost [--config C] [--steps N] [--warmup W]\n");
-            return 2;
-        }
-    }
+    const cli_flag flags[] = {{"--steps", .whole = &steps, .min = 1, .max = STEPS_MAX},
+                              {"--warmup", .whole = &warmup, .min = 0, .max = 100},
+                              {"--config", .text = &config_path},
+                              {0}};
+    if (bench_args(argc, argv, "bench_cost", flags)) return 2;
     sweep_mode modes[ROWS_MAX];
     const int n = sweep_standard_modes(modes, ROWS_MAX);
     machine_info mi;

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "benchkit.h"
-#include "cli.h" /* cli_number: numbers read as the tool reads them */
 
 typedef struct row {
     const char *name;
@@ -18,19 +17,12 @@ int main(int argc, char **argv)
 {
     long long steps = 5, warmup = 1, batch = 8;
     const char *preset = "dit-s2";
-    const cli_flag numbers[] = {{"--steps", .whole = &steps, .min = 1, .max = 100},
-                                {"--warmup", .whole = &warmup, .min = 0, .max = 100},
-                                {"--batch", .whole = &batch, .min = 1, .max = 65536}};
-    for (int i = 1; i + 1 < argc; i += 2) {
-        int known = !strcmp(argv[i], "--preset");
-        if (known) preset = argv[i + 1];
-        for (size_t k = 0; k < sizeof numbers / sizeof *numbers; k++)
-            if (!strcmp(argv[i], numbers[k].name)) {
-                if (cli_number("bench_offload", &numbers[k], argv[i + 1])) return 2;
-                known = 1;
-            }
-        if (!known) return fprintf(stderr, "bench_offload: unknown option '%s'\n", argv[i]), 2;
-    }
+    const cli_flag flags[] = {{"--steps", .whole = &steps, .min = 1, .max = 100},
+                              {"--warmup", .whole = &warmup, .min = 0, .max = 100},
+                              {"--batch", .whole = &batch, .min = 1, .max = 65536},
+                              {"--preset", .text = &preset},
+                              {0}};
+    if (bench_args(argc, argv, "bench_offload", flags)) return 2;
     bench_model bm;
     if (bench_open(preset, batch, &bm)) return 1;
     model *m = bm.m;

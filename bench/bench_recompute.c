@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "benchkit.h"
-#include "cli.h" /* cli_number: numbers read as the tool reads them */
 #include "segtrain/executor.h"
 
 static double median(double *v, int n)
@@ -72,18 +71,11 @@ int main(int argc, char **argv)
 {
     long long rounds = 7, batch = 8;
     const char *preset = "dit-s2";
-    const cli_flag numbers[] = {{"--rounds", .whole = &rounds, .min = 1, .max = ROUNDS_MAX},
-                                {"--batch", .whole = &batch, .min = 1, .max = 65536}};
-    for (int i = 1; i + 1 < argc; i += 2) {
-        int known = !strcmp(argv[i], "--preset");
-        if (known) preset = argv[i + 1];
-        for (size_t k = 0; k < sizeof numbers / sizeof *numbers; k++)
-            if (!strcmp(argv[i], numbers[k].name)) {
-                if (cli_number("bench_recompute", &numbers[k], argv[i + 1])) return 2;
-                known = 1;
-            }
-        if (!known) return fprintf(stderr, "bench_recompute: unknown option '%s'\n", argv[i]), 2;
-    }
+    const cli_flag flags[] = {{"--rounds", .whole = &rounds, .min = 1, .max = ROUNDS_MAX},
+                              {"--batch", .whole = &batch, .min = 1, .max = 65536},
+                              {"--preset", .text = &preset},
+                              {0}};
+    if (bench_args(argc, argv, "bench_recompute", flags)) return 2;
     bench_model bm;
     if (bench_open(preset, batch, &bm)) return 1;
     model *m = bm.m;

@@ -1,12 +1,13 @@
-/* What the benchmarks share: a model of a preset with seeded weights, device and host pools, a seeded batch of
- * its shape (labels or captions as the family reads them), and sorting for medians. Header-only: every bench is
- * one program. */
+/* What the benchmarks share: their command lines read as the tool reads its own, a model of a preset with seeded
+ * weights, device and host pools, a seeded batch of its shape (labels or captions as the family reads them), and
+ * sorting for medians. Header-only: every bench is one program. */
 #ifndef SEGTRAIN_BENCHKIT_H
 #define SEGTRAIN_BENCHKIT_H
 
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cli.h" /* args_parse, cli_number: the tool's own flag and number reading */
 #include "segtrain/model.h"
 #include "segtrain/objective.h"
 #include "segtrain/rng.h"
@@ -21,7 +22,7 @@ typedef struct bench_model {
 } bench_model;
 
 /* 0, or 1 after printing why. */
-static int bench_open(const char *preset, int64_t batch, bench_model *b)
+static inline int bench_open(const char *preset, int64_t batch, bench_model *b)
 {
     *b = (bench_model){.dev = pool_create(POOL_DEVICE, 0), .host = pool_create(POOL_HOST, 0)};
     if (model_preset(preset, &b->mc) || model_create(&b->mc, b->dev, &b->m) || model_set_host_pool(b->m, b->host))
@@ -44,7 +45,7 @@ static int bench_open(const char *preset, int64_t batch, bench_model *b)
     return 0;
 }
 
-static void bench_close(bench_model *b)
+static inline void bench_close(bench_model *b)
 {
     free(b->x0), free(b->noise), free(b->t), free(b->cond);
     model_destroy(b->m);
@@ -52,10 +53,26 @@ static void bench_close(bench_model *b)
     pool_destroy(b->dev);
 }
 
-static int bench_by_value(const void *a, const void *b)
+static inline int bench_by_value(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* Reads argv against flags (NULL-terminated, as args_parse takes them); 0, or 2 after a usage line. Config keys are
+ * not options of a bench. */
+static inline int bench_args(int argc, char **argv, const char *name, const cli_flag *flags)
+{
+    cli_args a;
+    argv[0] = (char *)name;
+    int rc = args_parse(argc, argv, flags, &a);
+    if (!rc && (a.help || a.n_sets)) {
+        fprintf(stderr, "usage: %s", name);
+        for (const cli_flag *f = flags; f->name; f++) fprintf(stderr, " [%s %s]", f->name, f->text ? "TEXT" : "N");
+        fprintf(stderr, "\n");
+        rc = 2;
+    }
+    return rc;
 }
 
 #endif
