@@ -10,6 +10,7 @@
 
 #include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,7 +49,7 @@ struct pool {
 
 static struct {
     pthread_mutex_t lock;
-    char *base; /* DRY_SLOTS * DRY_STRIDE bytes reserved with no access, no memory behind them */
+    char *_Atomic base; /* DRY_SLOTS * DRY_STRIDE bytes reserved with no access, no memory behind them; set once */
     header **slot;
     uint32_t *free_list; /* slots not in use */
     size_t n_free;
@@ -56,7 +57,8 @@ static struct {
 
 static bool in_dry_range(const void *ptr)
 {
-    return dry.base && (const char *)ptr >= dry.base && (uintptr_t)((const char *)ptr - dry.base) < DRY_SLOTS * DRY_STRIDE;
+    const char *base = atomic_load_explicit(&dry.base, memory_order_acquire); /* read without the lock */
+    return base && (const char *)ptr >= base && (uintptr_t)((const char *)ptr - base) < DRY_SLOTS * DRY_STRIDE;
 }
 
 bool pool_is_dry_ptr(const void *ptr) { return ptr && in_dry_range(ptr); }
@@ -84,7 +86,7 @@ static void *dry_take(header *h)
         }
         for (size_t i = 0; i < DRY_SLOTS; i++) dry.free_list[i] = (uint32_t)(DRY_SLOTS - 1 - i);
         dry.n_free = DRY_SLOTS;
-        dry.base = base; /* last: in_dry_range reads it without the lock */
+        atomic_store_explicit(&dry.base, base, memory_order_release); /* last: the tables are ready */
     }
     void *ptr = NULL;
     if (dry.n_free) {
