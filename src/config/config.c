@@ -37,14 +37,6 @@ typedef enum conv { CV_OK, CV_BAD, CV_OOM } conv;
 
 static st_status oom(void) { return st_host_oom("the config"); }
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 static const char *strip_dashes(const char *key) { return strncmp(key, "--", 2) == 0 ? key + 2 : key; }
 
 /* ---- the registry ------------------------------------------------------------------------------------- */
@@ -344,7 +336,7 @@ static conv string_of(const cfg_key *k, const cJSON *it, bool check, value *out)
 {
     if (!cJSON_IsString(it)) return CV_BAD;
     if (check && k->choices && !is_choice(k->choices, it->valuestring)) return CV_BAD;
-    return (out->s = dup_str(it->valuestring)) ? CV_OK : CV_OOM;
+    return (out->s = strdup(it->valuestring)) ? CV_OK : CV_OOM;
 }
 
 static conv size_of(const cJSON *it, value *out)
@@ -353,12 +345,12 @@ static conv size_of(const cJSON *it, value *out)
     size_t bytes;
     if (cJSON_IsString(it)) {
         if (it->valuestring[0] && !parse_size(it->valuestring, &bytes)) return CV_BAD;
-        return (out->s = dup_str(it->valuestring)) ? CV_OK : CV_OOM;
+        return (out->s = strdup(it->valuestring)) ? CV_OK : CV_OOM;
     }
     int64_t n;
     if (!int_of(it, &n) || n < 1) return CV_BAD;
     snprintf(text, sizeof text, "%lld", (long long)n);
-    return (out->s = dup_str(text)) ? CV_OK : CV_OOM;
+    return (out->s = strdup(text)) ? CV_OK : CV_OOM;
 }
 
 /* "3,7", "[3, 7]", "" or "[]" */
@@ -540,7 +532,7 @@ static st_status json_error(const char *src, const char *text, const char *at)
 
 static st_status parse_json(const char *json_text, const char *src, cJSON **root)
 {
-    char *text = dup_str(json_text);
+    char *text = strdup(json_text);
     if (!text) return oom();
     strip_trailing_commas(text);
     const char *end = NULL;

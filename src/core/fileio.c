@@ -10,19 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 /* The file a write to path lands in: path, or the end of its chain of symlinks (which may not exist yet), so that
  * a link stays a link and its target gets the new contents. NULL with errno set on failure. */
 static char *final_target(const char *path)
 {
-    char *cur = dup_str(path);
+    char *cur = strdup(path);
     for (int hops = 0; cur; hops++) {
         struct stat st;
         if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) return cur;

@@ -32,14 +32,6 @@ static const struct {
 size_t sft_dtype_size(sft_dtype t) { return dtypes[t].size; }
 const char *sft_dtype_name(sft_dtype t) { return dtypes[t].name; }
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 /* A JSON number that is a whole number in [0, 2^53]: exact in a double. */
 static int as_count(const cJSON *j, int64_t *out)
 {
@@ -174,7 +166,7 @@ st_status sft_open(const char *path, sft_file **out)
 {
     *out = NULL;
     sft_file *f = calloc(1, sizeof *f);
-    if (!f || !(f->path = dup_str(path))) {
+    if (!f || !(f->path = strdup(path))) {
         free(f);
         return st_host_oom("reading %s", path);
     }

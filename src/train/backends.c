@@ -253,7 +253,7 @@ static st_status read_entry(const char *file, int index, const cJSON *e, spec *s
     sp->repeats = (int64_t)repeats;
     if (!dir || !dir[0]) return refuse(&w, ST_ERR_INVALID, "no instance_data_dir (the folder of its images)");
     sp->given_dir = dir;
-    if (dir[0] == '/') sp->dir = data_dup_str(dir);
+    if (dir[0] == '/') sp->dir = strdup(dir);
     else {
         char cwd[4096];
         if (!getcwd(cwd, sizeof cwd)) return refuse(&w, ST_ERR_IO, "cannot read the working directory, which a "
@@ -277,7 +277,7 @@ static st_status make_caption(const where *w, const spec *sp, const char *path, 
 {
     *out = NULL;
     if (sp->only_prompt || sp->strategy == CAP_INSTANCEPROMPT)
-        return (*out = data_dup_str(sp->prompt)) ? ST_OK : data_oom();
+        return (*out = strdup(sp->prompt)) ? ST_OK : data_oom();
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path, *dot = strrchr(base, '.');
     char *text;
     size_t n;
@@ -468,7 +468,7 @@ st_status dataset_open_backends(const char *path, int resolution, uint64_t seed,
         if (samples > SAMPLES_MAX)
             st = refuse(&w, ST_ERR_INVALID, "%lld images with repeats %lld make over %lld samples an epoch; lower "
                         "repeats", (long long)backends[b].count, (long long)sp->repeats, SAMPLES_MAX);
-        if (!st && !(names[b] = data_dup_str(sp->id))) st = data_oom();
+        if (!st && !(names[b] = strdup(sp->id))) st = data_oom();
     }
     free(sn.dev);
     free(sn.ino);

@@ -59,14 +59,6 @@ struct data_iter {
 
 st_status data_oom(void) { return st_host_oom("the data set"); }
 
-char *data_dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 char *data_join_path(const char *a, const char *b)
 {
     size_t n = strlen(a) + strlen(b) + 2;
@@ -381,7 +373,7 @@ st_status data_list_dir(const char *dir, char ***out, int *count)
             }
             names = grown;
         }
-        if (!(names[n] = data_dup_str(e->d_name))) {
+        if (!(names[n] = strdup(e->d_name))) {
             st = data_oom();
             break;
         }
@@ -446,7 +438,7 @@ static st_status read_caption(const char *path, char **out)
     char caption[CAPTION_MAX];
     copy_caption(caption, buf);
     free(buf);
-    return (*out = data_dup_str(caption)) ? ST_OK : data_oom();
+    return (*out = strdup(caption)) ? ST_OK : data_oom();
 }
 
 static void report_skip(const char *why) { fprintf(stderr, "data: skipped %s\n", why); }
@@ -538,7 +530,7 @@ static st_status scan_folder(scan *sc, const char *folder, int label, const char
             st = st ? st : data_oom();
             break;
         }
-        if (!caption) caption = data_dup_str(default_caption);
+        if (!caption) caption = strdup(default_caption);
         st = data_add_item(sc, path, caption, label);
     }
     data_free_names(names, n);

@@ -43,7 +43,6 @@ typedef struct scan {
 } scan;
 
 st_status data_oom(void);
-char *data_dup_str(const char *s);
 char *data_join_path(const char *a, const char *b);
 st_status data_check_resolution(int resolution);
 bool data_is_png(const char *name);
