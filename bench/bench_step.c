@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h" /* cli_number: numbers read as the tool reads them */
+#include "cli.h" /* args_parse: the command line read as the tool reads it */
 #include "segtrain/advise.h"
 #include "segtrain/ops.h"
 #include "segtrain/sweep.h"
@@ -25,22 +25,16 @@ static int usage(void)
 int main(int argc, char **argv)
 {
     const char *mode_name = NULL, *config_path = NULL;
-    const char *sets[32];
-    int n_sets = 0;
-    for (int i = 1; i < argc; i += 2) {
-        if (i + 1 >= argc) return usage();
-        if (!strcmp(argv[i], "--mode")) mode_name = argv[i + 1];
-        else if (!strcmp(argv[i], "--config")) config_path = argv[i + 1];
-        else if (!strcmp(argv[i], "--threads")) {
-            long long n;
-            const cli_flag threads = {"--threads", .whole = &n, .min = 1, .max = 1024};
-            if (cli_number("bench_step", &threads, argv[i + 1])) return 2;
-            ops_set_threads((int)n);
-        }
-        else if (!strcmp(argv[i], "--set") && n_sets < 32) sets[n_sets++] = argv[i + 1];
-        else return usage();
-    }
-    if (!mode_name) return usage();
+    long long threads = 0;
+    const cli_flag flags[] = {{"--mode", .text = &mode_name, .required = true},
+                              {"--config", .text = &config_path},
+                              {"--threads", .whole = &threads, .min = 1, .max = 1024},
+                              {0}};
+    cli_args a;
+    argv[0] = "bench_step";
+    const int rc = args_parse(argc, argv, flags, &a);
+    if (rc || a.help) return rc ? rc : usage();
+    if (threads) ops_set_threads((int)threads);
 
     char dir[] = "/tmp/segtrain-step.XXXXXX";
     if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
@@ -48,8 +42,7 @@ int main(int argc, char **argv)
     config *cfg = NULL;
     trainer *t = NULL;
     st_status st = sweep_parse_mode(mode_name, &mode);
-    if (!st) st = config_path ? config_load(config_path, &cfg) : config_parse("{}", "defaults", &cfg);
-    for (int i = 0; i < n_sets && !st; i++) st = config_set(cfg, sets[i]);
+    if (!st) st = config_load_with(config_path, a.sets, a.n_sets, &cfg, NULL);
     if (!st) st = config_set_all(cfg, mode.sets);
     if (!st) st = sweep_measured_config(cfg, 1000000, dir); /* steps come as stdin asks */
     if (!st) st = trainer_create(cfg, NULL, &t);
