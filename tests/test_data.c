@@ -1,8 +1,7 @@
 /* Data: the builtin scenes (determinism, colours, shapes, captions), folder datasets of PNGs written here with
  * libpng (every colour type, crop and resize against an independent reference, bad files reported once and
- * skipped, class subfolders), SimpleTuner backend lists (captions, repeats, crops, refusals), the epoch
- * iterator (coverage, exact resume, seeds) and PNG grids read back. */
-#include <fcntl.h>
+ * skipped, class subfolders), the epoch iterator (coverage, exact resume, seeds) and PNG grids read back.
+ * SimpleTuner backend lists are test_backends.c's. */
 #include <math.h>
 #include <png.h>
 #include <stdio.h>
@@ -16,71 +15,9 @@
 
 static char root[256];
 
+static const char *captured = ""; /* what the last captured call reported */
+
 static void make_dir(const char *name) { mkdir(tk_path(root, name), 0755); }
-
-static void write_text(const char *name, const char *text)
-{
-    FILE *f = fopen(tk_path(root, name), "wb");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
-
-/* Writes a PNG with libpng's simplified writer in the given format (gray, RGB, RGBA or RGB colour-mapped). */
-static void write_png(const char *name, int w, int h, png_uint_32 format, const void *pixels, const void *colormap,
-                      int entries)
-{
-    png_image img;
-    memset(&img, 0, sizeof img);
-    img.version = PNG_IMAGE_VERSION;
-    img.width = (png_uint_32)w;
-    img.height = (png_uint_32)h;
-    img.format = format;
-    img.colormap_entries = (png_uint_32)entries;
-    CHECKF(png_image_write_to_file(&img, tk_path(root, name), 0, pixels, 0, colormap), "writing %s: %s", name, img.message);
-}
-
-static void random_bytes(unsigned char *p, int n, uint64_t seed)
-{
-    for (int i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        p[i] = (unsigned char)(seed >> 56);
-    }
-}
-
-/* Runs with stderr going to a file, to count what the dataset reports. */
-static int saved_stderr = -1;
-static void capture_begin(void)
-{
-    fflush(stderr);
-    saved_stderr = dup(2);
-    int fd = open(tk_path(root, "stderr.log"), O_CREAT | O_TRUNC | O_WRONLY, 0644);
-    dup2(fd, 2);
-    close(fd);
-}
-
-static char captured[8192];
-static void capture_end(void)
-{
-    fflush(stderr);
-    dup2(saved_stderr, 2);
-    close(saved_stderr);
-    captured[0] = 0;
-    FILE *f = fopen(tk_path(root, "stderr.log"), "rb");
-    if (f) {
-        size_t n = fread(captured, 1, sizeof captured - 1, f);
-        captured[n] = 0;
-        fclose(f);
-    }
-}
-
-static int count_of(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
-    return n;
-}
 
 /* ---- builtin ---- */
 
@@ -261,51 +198,6 @@ static void test_builtin_colours(void)
 
 /* ---- folders ---- */
 
-/* Area average of the S x S crop at (x0, y0) of an 8-bit RGB image down to R x R, in [-1, 1]. */
-static void reference_shrink(const unsigned char *px, int w, int x0, int y0, int S, int R, double *out)
-{
-    const double sc = (double)S / R;
-    for (int ch = 0; ch < 3; ch++)
-        for (int oy = 0; oy < R; oy++)
-            for (int ox = 0; ox < R; ox++) {
-                double acc = 0;
-                for (int sy = 0; sy < S; sy++) {
-                    double wy = fmin((oy + 1) * sc, sy + 1.0) - fmax(oy * sc, (double)sy);
-                    if (wy <= 0) continue;
-                    for (int sx = 0; sx < S; sx++) {
-                        double wx = fmin((ox + 1) * sc, sx + 1.0) - fmax(ox * sc, (double)sx);
-                        if (wx > 0) acc += wx * wy * px[((y0 + sy) * w + x0 + sx) * 3 + ch];
-                    }
-                }
-                out[(ch * R + oy) * R + ox] = acc / (sc * sc) / 255.0 * 2.0 - 1.0;
-            }
-}
-
-/* Bilinear (pixel centers at +0.5, edges clamped) of the S x S crop at (x0, y0) up to R x R, in [-1, 1]. */
-static void reference_grow(const unsigned char *px, int w, int x0, int y0, int S, int R, double *out)
-{
-    for (int ch = 0; ch < 3; ch++)
-        for (int oy = 0; oy < R; oy++)
-            for (int ox = 0; ox < R; ox++) {
-                double fy = fmin(fmax((oy + 0.5) * S / R - 0.5, 0.0), S - 1.0);
-                double fx = fmin(fmax((ox + 0.5) * S / R - 0.5, 0.0), S - 1.0);
-                int iy = (int)fy, ix = (int)fx, jy = iy + 1 < S ? iy + 1 : iy, jx = ix + 1 < S ? ix + 1 : ix;
-                double ty = fy - iy, tx = fx - ix;
-#define P(y, x) px[((y0 + (y)) * w + x0 + (x)) * 3 + ch]
-                double v = (1 - ty) * ((1 - tx) * P(iy, ix) + tx * P(iy, jx)) +
-                           ty * ((1 - tx) * P(jy, ix) + tx * P(jy, jx));
-#undef P
-                out[(ch * R + oy) * R + ox] = v / 255.0 * 2.0 - 1.0;
-            }
-}
-
-static double max_diff(const float *got, const double *want, int n)
-{
-    double m = 0;
-    for (int i = 0; i < n; i++) m = fmax(m, fabs(got[i] - want[i]));
-    return m;
-}
-
 static unsigned char wide[30][40][3]; /* 40 x 30: green margins 5 wide left and right, random inside */
 
 static void test_folder_flat(void)
@@ -314,51 +206,51 @@ static void test_folder_flat(void)
     make_dir("flat");
     unsigned char gray[R][R], rgb[R][R][3], rgba[R][R][4], idx[R][R], map[4][3] = {{255, 0, 0}, {0, 0, 255},
                                                                                   {10, 200, 30}, {128, 128, 128}};
-    random_bytes(&rgb[0][0][0], sizeof rgb, 1);
-    random_bytes(&rgba[0][0][0], sizeof rgba, 2);
+    tk_fill_bytes(&rgb[0][0][0], sizeof rgb, 1);
+    tk_fill_bytes(&rgba[0][0][0], sizeof rgba, 2);
     for (int y = 0; y < R; y++)
         for (int x = 0; x < R; x++) {
             gray[y][x] = (unsigned char)(x * 30 + y * 2);
             idx[y][x] = (unsigned char)((x + y) % 4);
             rgba[y][x][3] = x < 4 ? 0 : 255;
         }
-    random_bytes(&wide[0][0][0], sizeof wide, 3);
+    tk_fill_bytes(&wide[0][0][0], sizeof wide, 3);
     for (int y = 0; y < 30; y++)
         for (int x = 0; x < 40; x++)
             if (x < 5 || x >= 35) wide[y][x][0] = 0, wide[y][x][1] = 255, wide[y][x][2] = 0;
-    write_png("flat/gray.png", R, R, PNG_FORMAT_GRAY, gray, NULL, 0);
-    write_png("flat/palette.png", R, R, PNG_FORMAT_RGB_COLORMAP, idx, map, 4);
-    write_png("flat/rgb.png", R, R, PNG_FORMAT_RGB, rgb, NULL, 0);
-    write_text("flat/rgb.txt", "  a photo\nof red\t things \n");
-    write_png("flat/rgba.png", R, R, PNG_FORMAT_RGBA, rgba, NULL, 0);
-    write_png("flat/wide.png", 40, 30, PNG_FORMAT_RGB, wide, NULL, 0);
+    tk_write_png(root, "flat/gray.png", R, R, PNG_FORMAT_GRAY, gray, NULL, 0);
+    tk_write_png(root, "flat/palette.png", R, R, PNG_FORMAT_RGB_COLORMAP, idx, map, 4);
+    tk_write_png(root, "flat/rgb.png", R, R, PNG_FORMAT_RGB, rgb, NULL, 0);
+    tk_write_file(root, "flat/rgb.txt", "  a photo\nof red\t things \n");
+    tk_write_png(root, "flat/rgba.png", R, R, PNG_FORMAT_RGBA, rgba, NULL, 0);
+    tk_write_png(root, "flat/wide.png", 40, 30, PNG_FORMAT_RGB, wide, NULL, 0);
     unsigned char big[32 * 32 * 3];
-    random_bytes(big, sizeof big, 4);
-    write_png("flat/trunc.png", 32, 32, PNG_FORMAT_RGB, big, NULL, 0);
+    tk_fill_bytes(big, sizeof big, 4);
+    tk_write_png(root, "flat/trunc.png", 32, 32, PNG_FORMAT_RGB, big, NULL, 0);
     struct stat sb;
     CHECK(stat(tk_path(root, "flat/trunc.png"), &sb) == 0 && sb.st_size > 3000);
     CHECK(truncate(tk_path(root, "flat/trunc.png"), sb.st_size / 2) == 0);
-    write_text("flat/fake.png", "this is not a png, only text pretending to be one\n");
-    write_text("flat/notes.md", "# ignored silently\n");
-    write_text("flat/photo.jpg", "jpeg is not read");
+    tk_write_file(root, "flat/fake.png", "this is not a png, only text pretending to be one\n");
+    tk_write_file(root, "flat/notes.md", "# ignored silently\n");
+    tk_write_file(root, "flat/photo.jpg", "jpeg is not read");
 
     dataset *ds = NULL;
     float img[per];
     int64_t label;
     char cap[CAPTION_MAX];
-    capture_begin();
+    tk_capture_begin(root);
     st_status st = dataset_open_folder(tk_path(root, "flat"), R, &ds);
     int get_fail = 0;
     for (int64_t i = 0; ds && i < dataset_size(ds); i++) get_fail += dataset_get(ds, i, img, NULL, NULL) != ST_OK;
-    capture_end();
+    captured = tk_capture_end();
     printf("     reported: %s", captured);
     CHECKF(st == ST_OK, "open: %s", st_error());
     if (st) return;
     CHECK(get_fail == 0);
-    CHECKF(count_of(captured, "trunc.png") == 1, "truncated file reported %d times", count_of(captured, "trunc.png"));
-    CHECKF(count_of(captured, "fake.png") == 1, "text file reported %d times", count_of(captured, "fake.png"));
-    CHECKF(count_of(captured, "photo.jpg") == 1, "jpeg reported %d times", count_of(captured, "photo.jpg"));
-    CHECKF(count_of(captured, "notes.md") == 0 && count_of(captured, ".txt") == 0, "a non-image was reported");
+    CHECKF(tk_count(captured, "trunc.png") == 1, "truncated file reported %d times", tk_count(captured, "trunc.png"));
+    CHECKF(tk_count(captured, "fake.png") == 1, "text file reported %d times", tk_count(captured, "fake.png"));
+    CHECKF(tk_count(captured, "photo.jpg") == 1, "jpeg reported %d times", tk_count(captured, "photo.jpg"));
+    CHECKF(tk_count(captured, "notes.md") == 0 && tk_count(captured, ".txt") == 0, "a non-image was reported");
     CHECK(dataset_size(ds) == 5 && dataset_classes(ds) == 1 && strcmp(dataset_class_name(ds, 0), "flat") == 0);
 
     double want[per];
@@ -366,28 +258,28 @@ static void test_folder_flat(void)
     CHECK(dataset_get(ds, 0, img, &label, cap) == ST_OK && label == 0 && cap[0] == 0);
     for (int ch = 0; ch < 3; ch++)
         for (int k = 0; k < R * R; k++) want[ch * R * R + k] = gray[k / R][k % R] / 255.0 * 2 - 1;
-    CHECKF(max_diff(img, want, per) < 1e-6, "gray: diff %g", max_diff(img, want, per));
+    CHECKF(tk_max_diff(img, want, per) < 1e-6, "gray: diff %g", tk_max_diff(img, want, per));
     /* 1 palette: expanded through the colour map */
     CHECK(dataset_get(ds, 1, img, NULL, NULL) == ST_OK);
     for (int ch = 0; ch < 3; ch++)
         for (int k = 0; k < R * R; k++) want[ch * R * R + k] = map[idx[k / R][k % R]][ch] / 255.0 * 2 - 1;
-    CHECKF(max_diff(img, want, per) < 1e-6, "palette: diff %g", max_diff(img, want, per));
+    CHECKF(tk_max_diff(img, want, per) < 1e-6, "palette: diff %g", tk_max_diff(img, want, per));
     /* 2 rgb, with its caption folded to single spaces */
     CHECK(dataset_get(ds, 2, img, NULL, cap) == ST_OK);
     CHECKF(strcmp(cap, "a photo of red things") == 0, "caption '%s'", cap);
     for (int ch = 0; ch < 3; ch++)
         for (int k = 0; k < R * R; k++) want[ch * R * R + k] = rgb[k / R][k % R][ch] / 255.0 * 2 - 1;
-    CHECKF(max_diff(img, want, per) < 1e-6, "rgb: diff %g", max_diff(img, want, per));
+    CHECKF(tk_max_diff(img, want, per) < 1e-6, "rgb: diff %g", tk_max_diff(img, want, per));
     /* 3 rgba: transparent pixels become white, opaque ones keep their colour */
     CHECK(dataset_get(ds, 3, img, NULL, NULL) == ST_OK);
     for (int ch = 0; ch < 3; ch++)
         for (int k = 0; k < R * R; k++)
             want[ch * R * R + k] = (k % R < 4 ? 255 : rgba[k / R][k % R][ch]) / 255.0 * 2 - 1;
-    CHECKF(max_diff(img, want, per) < 1e-6, "rgba over white: diff %g", max_diff(img, want, per));
+    CHECKF(tk_max_diff(img, want, per) < 1e-6, "rgba over white: diff %g", tk_max_diff(img, want, per));
     /* 4 wide: center crop 30 x 30 at x 5 (no green margin), area-averaged down to 8 x 8 */
     CHECK(dataset_get(ds, 4, img, NULL, NULL) == ST_OK);
-    reference_shrink(&wide[0][0][0], 40, 5, 0, 30, R, want);
-    CHECKF(max_diff(img, want, per) < 1e-5, "wide 40x30 -> 8: diff %g", max_diff(img, want, per));
+    tk_ref_shrink(&wide[0][0][0], 40, 5, 0, 30, R, want);
+    CHECKF(tk_max_diff(img, want, per) < 1e-5, "wide 40x30 -> 8: diff %g", tk_max_diff(img, want, per));
     dataset_close(ds);
 
     /* the same crop at its own size is the crop, pixel for pixel; grown, it is bilinear */
@@ -396,13 +288,13 @@ static void test_folder_flat(void)
         const int r = sizes[i], n = 3 * r * r;
         float *got = malloc(sizeof(float) * n);
         double *ref = malloc(sizeof(double) * n);
-        capture_begin();
+        tk_capture_begin(root);
         st = dataset_open_folder(tk_path(root, "flat"), r, &ds);
-        capture_end();
+        captured = tk_capture_end();
         CHECK(st == ST_OK && dataset_get(ds, 4, got, NULL, NULL) == ST_OK);
-        if (r >= 30) reference_grow(&wide[0][0][0], 40, 5, 0, 30, r, ref);
-        else reference_shrink(&wide[0][0][0], 40, 5, 0, 30, r, ref);
-        CHECKF(max_diff(got, ref, n) < 1e-5, "wide 40x30 -> %d: diff %g", r, max_diff(got, ref, n));
+        if (r >= 30) tk_ref_grow(&wide[0][0][0], 40, 5, 0, 30, r, ref);
+        else tk_ref_shrink(&wide[0][0][0], 40, 5, 0, 30, r, ref);
+        CHECKF(tk_max_diff(got, ref, n) < 1e-5, "wide 40x30 -> %d: diff %g", r, tk_max_diff(got, ref, n));
         if (r == 30) {
             int exact = 1;
             for (int ch = 0; ch < 3; ch++)
@@ -422,48 +314,48 @@ static void test_folder_grow(void)
 {
     make_dir("grow");
     unsigned char small[4][6][3], tall[9][5][3];
-    random_bytes(&small[0][0][0], sizeof small, 5);
-    random_bytes(&tall[0][0][0], sizeof tall, 6);
-    write_png("grow/a.png", 6, 4, PNG_FORMAT_RGB, small, NULL, 0);
-    write_png("grow/b.png", 5, 9, PNG_FORMAT_RGB, tall, NULL, 0);
+    tk_fill_bytes(&small[0][0][0], sizeof small, 5);
+    tk_fill_bytes(&tall[0][0][0], sizeof tall, 6);
+    tk_write_png(root, "grow/a.png", 6, 4, PNG_FORMAT_RGB, small, NULL, 0);
+    tk_write_png(root, "grow/b.png", 5, 9, PNG_FORMAT_RGB, tall, NULL, 0);
     dataset *ds;
     CHECK(dataset_open_folder(tk_path(root, "grow"), 8, &ds) == ST_OK);
     float got[3 * 64];
     double want[3 * 64];
     CHECK(dataset_get(ds, 0, got, NULL, NULL) == ST_OK);
-    reference_grow(&small[0][0][0], 6, 1, 0, 4, 8, want);
-    CHECKF(max_diff(got, want, 3 * 64) < 1e-5, "6x4 -> 8: diff %g", max_diff(got, want, 3 * 64));
+    tk_ref_grow(&small[0][0][0], 6, 1, 0, 4, 8, want);
+    CHECKF(tk_max_diff(got, want, 3 * 64) < 1e-5, "6x4 -> 8: diff %g", tk_max_diff(got, want, 3 * 64));
     CHECK(dataset_get(ds, 1, got, NULL, NULL) == ST_OK);
-    reference_grow(&tall[0][0][0], 5, 0, 2, 5, 8, want);
-    CHECKF(max_diff(got, want, 3 * 64) < 1e-5, "5x9 -> 8: diff %g", max_diff(got, want, 3 * 64));
+    tk_ref_grow(&tall[0][0][0], 5, 0, 2, 5, 8, want);
+    CHECKF(tk_max_diff(got, want, 3 * 64) < 1e-5, "5x9 -> 8: diff %g", tk_max_diff(got, want, 3 * 64));
     dataset_close(ds);
 }
 
 static void test_folder_classes(void)
 {
     unsigned char px[4][4][3];
-    random_bytes(&px[0][0][0], sizeof px, 7);
+    tk_fill_bytes(&px[0][0][0], sizeof px, 7);
     make_dir("classes");
     make_dir("classes/cats");
     make_dir("classes/dogs");
     make_dir("classes/zebra"); /* empty: still a class, so labels do not shift */
     make_dir("classes/.hidden");
-    write_png("classes/cats/a.png", 4, 4, PNG_FORMAT_RGB, px, NULL, 0);
-    write_png("classes/cats/b.png", 4, 4, PNG_FORMAT_RGB, px, NULL, 0);
-    write_text("classes/cats/b.txt", "a sleepy cat\n");
-    write_png("classes/dogs/c.png", 4, 4, PNG_FORMAT_RGB, px, NULL, 0);
-    write_text("classes/dogs/bad.png", "not a png");
-    write_text("classes/dogs/orphan.txt", "a caption without its image");
-    write_png("classes/.hidden/x.png", 4, 4, PNG_FORMAT_RGB, px, NULL, 0);
-    write_png("classes/top.png", 4, 4, PNG_FORMAT_RGB, px, NULL, 0);
+    tk_write_png(root, "classes/cats/a.png", 4, 4, PNG_FORMAT_RGB, px, NULL, 0);
+    tk_write_png(root, "classes/cats/b.png", 4, 4, PNG_FORMAT_RGB, px, NULL, 0);
+    tk_write_file(root, "classes/cats/b.txt", "a sleepy cat\n");
+    tk_write_png(root, "classes/dogs/c.png", 4, 4, PNG_FORMAT_RGB, px, NULL, 0);
+    tk_write_file(root, "classes/dogs/bad.png", "not a png");
+    tk_write_file(root, "classes/dogs/orphan.txt", "a caption without its image");
+    tk_write_png(root, "classes/.hidden/x.png", 4, 4, PNG_FORMAT_RGB, px, NULL, 0);
+    tk_write_png(root, "classes/top.png", 4, 4, PNG_FORMAT_RGB, px, NULL, 0);
     dataset *ds = NULL;
-    capture_begin();
+    tk_capture_begin(root);
     st_status st = dataset_open_folder(tk_path(root, "classes"), 4, &ds);
-    capture_end();
+    captured = tk_capture_end();
     CHECKF(st == ST_OK, "%s", st_error());
     if (st) return;
     printf("     reported: %s", captured);
-    CHECK(count_of(captured, "bad.png") == 1 && count_of(captured, "top.png") == 1 && count_of(captured, "x.png") == 0);
+    CHECK(tk_count(captured, "bad.png") == 1 && tk_count(captured, "top.png") == 1 && tk_count(captured, "x.png") == 0);
     CHECK(dataset_size(ds) == 3 && dataset_classes(ds) == 3);
     CHECK(strcmp(dataset_class_name(ds, 0), "cats") == 0 && strcmp(dataset_class_name(ds, 1), "dogs") == 0 &&
           strcmp(dataset_class_name(ds, 2), "zebra") == 0);
@@ -480,10 +372,10 @@ static void test_folder_classes(void)
 
     /* a long caption is cut below CAPTION_MAX bytes, never inside a UTF-8 character */
     make_dir("long");
-    write_png("long/a.png", 4, 4, PNG_FORMAT_RGB, px, NULL, 0);
+    tk_write_png(root, "long/a.png", 4, 4, PNG_FORMAT_RGB, px, NULL, 0);
     char text[1200] = "";
     for (int i = 0; i < 400; i++) strcat(text, "\xc3\xa9"); /* 'e' acute, two bytes */
-    write_text("long/a.txt", text);
+    tk_write_file(root, "long/a.txt", text);
     CHECK(dataset_open_folder(tk_path(root, "long"), 4, &ds) == ST_OK);
     char cap[CAPTION_MAX];
     CHECK(dataset_get(ds, 0, NULL, NULL, cap) == ST_OK);
@@ -495,312 +387,25 @@ static void test_folder_classes(void)
 static void test_folder_failures(void)
 {
     make_dir("allbad");
-    write_text("allbad/fake.png", "no");
+    tk_write_file(root, "allbad/fake.png", "no");
     unsigned char big[16 * 16 * 3];
-    random_bytes(big, sizeof big, 8);
-    write_png("allbad/cut.png", 16, 16, PNG_FORMAT_RGB, big, NULL, 0);
+    tk_fill_bytes(big, sizeof big, 8);
+    tk_write_png(root, "allbad/cut.png", 16, 16, PNG_FORMAT_RGB, big, NULL, 0);
     CHECK(truncate(tk_path(root, "allbad/cut.png"), 100) == 0);
-    write_text("allbad/readme.txt", "hello");
+    tk_write_file(root, "allbad/readme.txt", "hello");
     dataset *ds = (dataset *)1;
-    capture_begin();
+    tk_capture_begin(root);
     st_status st = dataset_open_folder(tk_path(root, "allbad"), 8, &ds);
-    capture_end();
+    captured = tk_capture_end();
     CHECK(st == ST_ERR_FORMAT && ds == NULL);
     CHECKF(strstr(st_error(), tk_path(root, "allbad")) != NULL, "message does not name the folder: %s", st_error());
     printf("     all bad -> %s\n", st_error());
-    CHECK(count_of(captured, "fake.png") == 1 && count_of(captured, "cut.png") == 1);
+    CHECK(tk_count(captured, "fake.png") == 1 && tk_count(captured, "cut.png") == 1);
 
     make_dir("empty");
     CHECK(dataset_open_folder(tk_path(root, "empty"), 8, &ds) == ST_ERR_FORMAT && strstr(st_error(), tk_path(root, "empty")));
     CHECK(dataset_open_folder(tk_path(root, "missing"), 8, &ds) == ST_ERR_IO && strstr(st_error(), tk_path(root, "missing")));
     CHECK(dataset_open_folder(tk_path(root, "flat"), 2, &ds) == ST_ERR_INVALID);
-}
-
-/* ---- SimpleTuner data backends ---- */
-
-/* Writes json as bk.json, every '@' standing for the test's folder, and opens it at resolution R, stderr captured. */
-static st_status open_json(const char *json, int R, dataset **ds)
-{
-    char text[4096];
-    size_t o = 0;
-    for (const char *p = json; *p && o + strlen(root) + 1 < sizeof text; p++)
-        if (*p == '@') o += (size_t)snprintf(text + o, sizeof text - o, "%s", root);
-        else text[o++] = *p;
-    text[o] = 0;
-    write_text("bk.json", text);
-    capture_begin();
-    st_status st = dataset_open_backends(tk_path(root, "bk.json"), R, 7, ds);
-    capture_end();
-    return st;
-}
-
-/* A refusal: the status, and every one of up to three fragments in the message. */
-static void expect_refusal(const char *what, const char *json, st_status want, const char *a, const char *b,
-                           const char *c)
-{
-    dataset *ds = (dataset *)1;
-    st_status st = open_json(json, 8, &ds);
-    const char *msg = st_error();
-    CHECKF(st == want && ds == NULL && strstr(msg, a) && (!b || strstr(msg, b)) && (!c || strstr(msg, c)),
-           "%s: status %d, '%s'", what, (int)st, msg);
-    if (!st) dataset_close(ds);
-    printf("     %s -> %s\n", what, msg);
-}
-
-static void caption_of(const dataset *ds, int64_t i, char *cap)
-{
-    CHECK(dataset_get(ds, i, NULL, NULL, cap) == ST_OK);
-}
-
-static void test_backends_captions(void)
-{
-    unsigned char px[6][6][3];
-    random_bytes(&px[0][0][0], sizeof px, 9);
-    make_dir("bk");
-    make_dir("bk/a");
-    make_dir("bk/a/sub");
-    write_png("bk/a/red_fox.png", 6, 6, PNG_FORMAT_RGB, px, NULL, 0);
-    write_png("bk/a/blue_cat.png", 6, 6, PNG_FORMAT_RGB, px, NULL, 0);
-    write_text("bk/a/blue_cat.txt", "a blue cat\n");
-    write_png("bk/a/sub/deep_one.v2.png", 6, 6, PNG_FORMAT_RGB, px, NULL, 0);
-    write_png("bk/a/.hidden.png", 6, 6, PNG_FORMAT_RGB, px, NULL, 0);
-    write_text("bk/a/photo.jpg", "jpeg is not read");
-
-    /* filename: the stem with '_' as ' ', the folder walked; caches and disabled backends skipped with a line each,
-     * unknown keys one warning */
-    dataset *ds = NULL;
-    st_status st = open_json("[{\"id\": \"a\", \"type\": \"local\", \"instance_data_dir\": \"@/bk/a\", "
-                             "\"minimum_image_size\": 4, \"frobnicate\": 1, \"cache_dir_vae\": \"x\"},\n"
-                             " {\"id\": \"te\", \"type\": \"aws\", \"dataset_type\": \"text_embeds\", \"default\": true},\n"
-                             " {\"id\": \"old\", \"type\": \"huggingface\", \"disabled\": true}]",
-                             8, &ds);
-    printf("     reported: %s", captured);
-    CHECKF(st == ST_OK, "%s", st_error());
-    if (st) return;
-    CHECK(dataset_size(ds) == 3 && dataset_classes(ds) == 1 && !strcmp(dataset_class_name(ds, 0), "a"));
-    static const char *want[] = {"blue cat", "red fox", "deep one.v2"};
-    for (int i = 0; i < 3; i++) {
-        char cap[CAPTION_MAX];
-        int64_t label = -1;
-        CHECK(dataset_get(ds, i, NULL, &label, cap) == ST_OK);
-        CHECKF(!strcmp(cap, want[i]) && label == 0, "filename caption %d: '%s'", i, cap);
-    }
-    CHECK(strstr(captured, "ignoring keys segtrain does not read: minimum_image_size, frobnicate\n") != NULL);
-    CHECK(count_of(captured, "backend 'te': text_embeds cache, not needed") == 1);
-    CHECK(count_of(captured, "backend 'old': disabled") == 1 && count_of(captured, "photo.jpg") == 1);
-    CHECK(count_of(captured, "hidden") == 0 && count_of(captured, "backend 'a': 3 images") == 1);
-    dataset_close(ds);
-
-    /* textfile: every non-empty line a caption, one picked per sample and epoch; a missing .txt is an error */
-    make_dir("bk/t");
-    write_png("bk/t/one.png", 6, 6, PNG_FORMAT_RGB, px, NULL, 0);
-    write_text("bk/t/one.txt", "first  line\n\n   \nsecond line\n");
-    write_png("bk/t/two.png", 6, 6, PNG_FORMAT_RGB, px, NULL, 0);
-    write_text("bk/t/two.txt", "solo");
-    st = open_json("[{\"id\": \"t\", \"instance_data_dir\": \"@/bk/t\", \"caption_strategy\": \"textfile\"}]", 8, &ds);
-    CHECKF(st == ST_OK, "%s", st_error());
-    if (!st) {
-        data_iter *it;
-        CHECK(data_iter_create(ds, 1, &it) == ST_OK);
-        int first = 0, second = 0, solo = 0, other = 0;
-        for (int k = 0; k < 40; k++) {
-            char caps[1][CAPTION_MAX];
-            CHECK(data_iter_next_batch(it, 1, NULL, NULL, caps, NULL) == ST_OK);
-            first += !strcmp(caps[0], "first line"), second += !strcmp(caps[0], "second line");
-            solo += !strcmp(caps[0], "solo");
-        }
-        other = 40 - first - second - solo;
-        CHECKF(first > 0 && second > 0 && solo == 20 && other == 0, "textfile lines: %d %d %d %d", first, second,
-               solo, other);
-        data_iter_destroy(it);
-        dataset_close(ds);
-    }
-    st = open_json("[{\"id\": \"t\", \"instance_data_dir\": \"@/bk/t\", \"caption_strategy\": \"textfile\", "
-                   "\"disable_multiline_split\": true, \"prepend_instance_prompt\": true, "
-                   "\"instance_prompt\": \"sks\"}]", 8, &ds);
-    if (!st) {
-        char cap[CAPTION_MAX];
-        caption_of(ds, 0, cap);
-        CHECKF(!strcmp(cap, "sks first line second line"), "one line, prompt first: '%s'", cap);
-        dataset_close(ds);
-    }
-    CHECK(st == ST_OK);
-    expect_refusal("textfile without a .txt", "[{\"id\": \"a\", \"instance_data_dir\": \"@/bk/a\", "
-                   "\"caption_strategy\": \"textfile\"}]", ST_ERR_IO, "red_fox.png", "red_fox.txt", "backend 'a'");
-
-    /* instanceprompt: the prompt for every image; a list gives one of them per sample */
-    st = open_json("[{\"id\": \"a\", \"instance_data_dir\": \"@/bk/a\", \"caption_strategy\": \"instanceprompt\", "
-                   "\"instance_prompt\": \"  a photo of sks \"}]", 8, &ds);
-    if (!st) {
-        char cap[CAPTION_MAX];
-        int same = 0;
-        for (int i = 0; i < 3; i++) caption_of(ds, i, cap), same += !strcmp(cap, "a photo of sks");
-        CHECKF(same == 3, "instanceprompt captions: %d of 3", same);
-        dataset_close(ds);
-    }
-    CHECK(st == ST_OK);
-    expect_refusal("instanceprompt without a prompt", "[{\"id\": \"a\", \"instance_data_dir\": \"@/bk/a\", "
-                   "\"caption_strategy\": \"instanceprompt\"}]", ST_ERR_INVALID, "needs an instance_prompt", NULL,
-                   NULL);
-    expect_refusal("a caption table", "[{\"id\": \"a\", \"instance_data_dir\": \"@/bk/a\", "
-                   "\"caption_strategy\": \"parquet\"}]", ST_ERR_UNSUPPORTED, "caption_strategy parquet",
-                   "filename, textfile or instanceprompt", NULL);
-}
-
-static void test_backends_repeats(void)
-{
-    /* a: 3 images seen 1 + 2 times an epoch; t: 2 images once; labels are the backends */
-    dataset *ds = NULL;
-    st_status st = open_json("[{\"id\": \"a\", \"instance_data_dir\": \"@/bk/a\", \"repeats\": 2},"
-                             " {\"id\": \"t\", \"instance_data_dir\": \"@/bk/t\", \"caption_strategy\": \"textfile\","
-                             "  \"disable_multiline_split\": true, \"repeats\": \"0\"}]", 8, &ds);
-    CHECKF(st == ST_OK, "%s", st_error());
-    if (st) return;
-    CHECKF(dataset_size(ds) == 3 * 3 + 2 && dataset_classes(ds) == 2, "size %lld", (long long)dataset_size(ds));
-    CHECK(!strcmp(dataset_class_name(ds, 1), "t"));
-    data_iter *it;
-    CHECK(data_iter_create(ds, 5, &it) == ST_OK);
-    int fox = 0, cat = 0, deep = 0, one = 0, two = 0, bad_label = 0;
-    for (int k = 0; k < 11; k++) {
-        char caps[1][CAPTION_MAX];
-        int64_t label;
-        CHECK(data_iter_next_batch(it, 1, NULL, &label, caps, NULL) == ST_OK);
-        fox += !strcmp(caps[0], "red fox"), cat += !strcmp(caps[0], "blue cat");
-        deep += !strcmp(caps[0], "deep one.v2");
-        one += !strcmp(caps[0], "first line second line"), two += !strcmp(caps[0], "solo");
-        bad_label += label != (caps[0][0] == 'f' || caps[0][0] == 's' ? 1 : 0);
-    }
-    CHECKF(fox == 3 && cat == 3 && deep == 3 && one == 1 && two == 1 && bad_label == 0,
-           "one epoch: fox %d cat %d deep %d one %d two %d, %d labels wrong", fox, cat, deep, one, two, bad_label);
-    data_iter_destroy(it);
-    dataset_close(ds);
-    expect_refusal("negative repeats", "[{\"id\": \"a\", \"instance_data_dir\": \"@/bk/a\", \"repeats\": -1}]",
-                   ST_ERR_INVALID, "repeats -1", "backend 'a'", NULL);
-    /* 23 backends of 3 images, each seen a million times: past the 2^26 samples the iterator's order may hold */
-    char many[3000] = "[";
-    for (int b = 0; b < 23; b++)
-        snprintf(many + strlen(many), sizeof many - strlen(many), "%s{\"id\": \"b%d\", \"instance_data_dir\": "
-                 "\"@/bk/a\", \"repeats\": 1000000}", b ? ", " : "", b);
-    strcat(many, "]");
-    expect_refusal("repeats past the sample limit", many, ST_ERR_INVALID, "backend 'b22'", "lower repeats", NULL);
-}
-
-/* The 40 x 30 image of test_folder_flat through each crop: the square of its shorter side at x 5 (center), x 0
- * (corner) or a place fixed by the seed (random), and through a smaller backend edge first. */
-static void test_backends_crop(void)
-{
-    enum { R = 8, per = 3 * R * R };
-    make_dir("bk/w");
-    write_png("bk/w/wide.png", 40, 30, PNG_FORMAT_RGB, wide, NULL, 0);
-    float got[per];
-    double want[per];
-    static const struct {
-        const char *keys;
-        int x0;
-    } crops[] = {{"\"crop\": true, \"crop_style\": \"center\"", 5},
-                 {"\"crop\": true, \"crop_style\": \"centre\", \"crop_aspect\": \"square\"", 5},
-                 {"\"crop\": true, \"crop_style\": \"corner\"", 0},
-                 {"\"crop\": false, \"crop_style\": \"corner\"", 5}, /* no crop: the center square */
-                 {"\"resolution\": 1024, \"resolution_type\": \"pixel_area\"", 5}};
-    for (size_t i = 0; i < sizeof crops / sizeof crops[0]; i++) {
-        char json[512];
-        snprintf(json, sizeof json, "[{\"id\": \"w\", \"instance_data_dir\": \"@/bk/w\", %s}]", crops[i].keys);
-        dataset *ds = NULL;
-        CHECKF(open_json(json, R, &ds) == ST_OK, "%s: %s", crops[i].keys, st_error());
-        if (!ds) continue;
-        CHECK(dataset_get(ds, 0, got, NULL, NULL) == ST_OK);
-        reference_shrink(&wide[0][0][0], 40, crops[i].x0, 0, 30, R, want);
-        CHECKF(max_diff(got, want, per) < 1e-5, "%s: diff %g", crops[i].keys, max_diff(got, want, per));
-        dataset_close(ds);
-    }
-    CHECKF(strstr(captured, "center square crop (crop is false, but the model takes squares), 1024-pixel squares "
-                            "(resolution 1024 pixel_area), resampled to the model's 8\n") != NULL, "%s", captured);
-
-    /* random: one of the eleven places, the same for the same seed; other seeds reach other places */
-    const char *random = "[{\"id\": \"w\", \"instance_data_dir\": \"@/bk/w\", \"crop\": true}]";
-    int places = 0, again = 1;
-    for (uint64_t seed = 0; seed < 12; seed++) {
-        dataset *ds = NULL, *ds2 = NULL;
-        open_json(random, R, &ds);
-        CHECK(ds != NULL);
-        if (!ds) return;
-        dataset_close(ds);
-        capture_begin();
-        CHECK(dataset_open_backends(tk_path(root, "bk.json"), R, seed, &ds) == ST_OK);
-        CHECK(dataset_open_backends(tk_path(root, "bk.json"), R, seed, &ds2) == ST_OK);
-        capture_end();
-        float got2[per];
-        CHECK(dataset_get(ds, 0, got, NULL, NULL) == ST_OK && dataset_get(ds2, 0, got2, NULL, NULL) == ST_OK);
-        again &= memcmp(got, got2, sizeof got) == 0;
-        int at = -1;
-        for (int x0 = 0; x0 <= 10 && at < 0; x0++) {
-            reference_shrink(&wide[0][0][0], 40, x0, 0, 30, R, want);
-            if (max_diff(got, want, per) < 1e-5) at = x0;
-        }
-        CHECKF(at >= 0, "seed %llu: the random crop is none of the 11 squares", (unsigned long long)seed);
-        places |= at >= 0 ? 1 << at : 0;
-        dataset_close(ds);
-        dataset_close(ds2);
-    }
-    CHECK(again);
-    CHECKF(__builtin_popcount((unsigned)places) >= 3, "12 seeds reach only places %#x", (unsigned)places);
-
-    /* resolution 4 (pixel) below the model's 8: the square is first 4 x 4 8-bit pixels, then grown to 8 */
-    dataset *ds = NULL;
-    CHECK(open_json("[{\"id\": \"w\", \"instance_data_dir\": \"@/bk/w\", \"crop\": true, \"crop_style\": \"center\", "
-                    "\"resolution\": 4, \"resolution_type\": \"pixel\"}]", R, &ds) == ST_OK);
-    if (!ds) return;
-    double small[3 * 16];
-    unsigned char mid[4][4][3];
-    reference_shrink(&wide[0][0][0], 40, 5, 0, 30, 4, small);
-    for (int ch = 0; ch < 3; ch++)
-        for (int k = 0; k < 16; k++) mid[k / 4][k % 4][ch] = (unsigned char)lrint((small[ch * 16 + k] + 1) * 127.5);
-    reference_grow(&mid[0][0][0], 4, 0, 0, 4, R, want);
-    CHECK(dataset_get(ds, 0, got, NULL, NULL) == ST_OK);
-    CHECKF(max_diff(got, want, per) < 1e-5, "through a 4-pixel edge: diff %g", max_diff(got, want, per));
-    dataset_close(ds);
-    expect_refusal("a face crop", "[{\"id\": \"w\", \"instance_data_dir\": \"@/bk/w\", \"crop\": true, "
-                   "\"crop_style\": \"face\"}]", ST_ERR_UNSUPPORTED, "crop_style face", NULL, NULL);
-    expect_refusal("crop as a string", "[{\"id\": \"w\", \"instance_data_dir\": \"@/bk/w\", \"crop\": \"yes\"}]",
-                   ST_ERR_INVALID, "crop must be true or false, got \"yes\"", NULL, NULL);
-    expect_refusal("an unknown resolution_type", "[{\"id\": \"w\", \"instance_data_dir\": \"@/bk/w\", "
-                   "\"resolution_type\": \"megapixel\"}]", ST_ERR_INVALID, "resolution_type megapixel",
-                   "pixel, area or pixel_area", NULL);
-}
-
-static void test_backends_refusals(void)
-{
-    expect_refusal("a hub dataset", "[{\"id\": \"dreambooth-512\", \"type\": \"huggingface\", \"dataset_name\": "
-                   "\"RareConcepts/Domokun\"}]", ST_ERR_UNSUPPORTED, "backend 'dreambooth-512'", "type huggingface",
-                   "local image folders");
-    expect_refusal("a bucket", "[{\"id\": \"s3\", \"type\": \"aws\", \"aws_bucket_name\": \"b\"}]",
-                   ST_ERR_UNSUPPORTED, "backend 's3'", "type aws", "local image folders");
-    expect_refusal("a video dataset", "[{\"id\": \"clips\", \"dataset_type\": \"video\", \"instance_data_dir\": "
-                   "\"@/bk/a\"}]", ST_ERR_UNSUPPORTED, "backend 'clips'", "video dataset", "local image folders");
-    expect_refusal("an unknown dataset_type", "[{\"id\": \"x\", \"dataset_type\": \"images\", \"instance_data_dir\": "
-                   "\"@/bk/a\"}]", ST_ERR_INVALID, "dataset_type images", NULL, NULL);
-    expect_refusal("a missing folder, relative", "[{\"id\": \"gone\", \"instance_data_dir\": \"no/such/folder\"}]",
-                   ST_ERR_IO, "backend 'gone'", "no/such/folder: No such file", "working directory");
-    expect_refusal("a missing folder, absolute", "[{\"id\": \"gone\", \"instance_data_dir\": \"@/nowhere\"}]",
-                   ST_ERR_IO, "nowhere: No such file", NULL, NULL);
-    expect_refusal("no instance_data_dir", "[{\"id\": \"a\"}]", ST_ERR_INVALID, "no instance_data_dir", NULL, NULL);
-    make_dir("bk/empty");
-    write_text("bk/empty/readme.md", "no images here");
-    write_text("bk/empty/fake.png", "not a png");
-    expect_refusal("a backend with no images", "[{\"id\": \"e\", \"instance_data_dir\": \"@/bk/empty\"}]",
-                   ST_ERR_FORMAT, "backend 'e'", "no usable PNG image", "1 skipped");
-    expect_refusal("malformed JSON", "[{\"id\": \"a\",\n  \"crop\": tru}]", ST_ERR_FORMAT, "bk.json:2:", "malformed JSON",
-                   NULL);
-    expect_refusal("cut JSON", "[{\"id\": \"a\"", ST_ERR_FORMAT, "unexpected end of text", NULL, NULL);
-    expect_refusal("not a list", "{\"id\": \"a\"}", ST_ERR_FORMAT, "expected a JSON list of backends", NULL, NULL);
-    expect_refusal("an entry without id", "[{\"type\": \"local\"}]", ST_ERR_INVALID, "entry 0: no id", NULL, NULL);
-    expect_refusal("only disabled backends and caches", "[{\"id\": \"a\", \"instance_data_dir\": \"@/bk/a\", "
-                   "\"disabled\": true}, {\"id\": \"b\", \"instance_data_dir\": \"@/bk/a\", \"disable\": true}, "
-                   "{\"id\": \"v\", \"dataset_type\": \"image_embeds\"}]", ST_ERR_INVALID, "no enabled image backend",
-                   "3 entries", NULL);
-    dataset *ds = (dataset *)1;
-    CHECK(dataset_open_backends(tk_path(root, "no-such.json"), 8, 1, &ds) == ST_ERR_IO && ds == NULL &&
-          strstr(st_error(), "no-such.json"));
 }
 
 /* ---- iterator ---- */
@@ -980,10 +585,6 @@ int main(void)
     test_folder_grow();
     test_folder_classes();
     test_folder_failures();
-    test_backends_captions();
-    test_backends_repeats();
-    test_backends_crop();
-    test_backends_refusals();
     test_iterator();
     test_grid();
     char cmd[300];

@@ -1,11 +1,14 @@
 #include "testkit.h"
 #include "testkit_batch.h"
 
+#include <fcntl.h>
 #include <math.h>
+#include <png.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "segtrain/rng.h"
 
@@ -148,6 +151,115 @@ char *tk_read_file(const char *dir, const char *name)
     if (s) s[n] = 0;
     fclose(f);
     return s;
+}
+
+void tk_write_file(const char *dir, const char *name, const char *text)
+{
+    FILE *f = fopen(tk_path(dir, name), "wb");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+void tk_write_png(const char *dir, const char *name, int w, int h, unsigned format, const void *pixels,
+                  const void *colormap, int entries)
+{
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    img.width = (png_uint_32)w;
+    img.height = (png_uint_32)h;
+    img.format = format;
+    img.colormap_entries = (png_uint_32)entries;
+    CHECKF(png_image_write_to_file(&img, tk_path(dir, name), 0, pixels, 0, colormap), "writing %s: %s", name,
+           img.message);
+}
+
+void tk_fill_bytes(unsigned char *p, int n, uint64_t seed)
+{
+    for (int i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = (unsigned char)(seed >> 56);
+    }
+}
+
+static int saved_stderr = -1;
+static char capture_path[512], captured[8192];
+
+void tk_capture_begin(const char *dir)
+{
+    fflush(stderr);
+    snprintf(capture_path, sizeof capture_path, "%s", tk_path(dir, "stderr.log"));
+    saved_stderr = dup(2);
+    int fd = open(capture_path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    dup2(fd, 2);
+    close(fd);
+}
+
+const char *tk_capture_end(void)
+{
+    fflush(stderr);
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    captured[0] = 0;
+    FILE *f = fopen(capture_path, "rb");
+    if (f) {
+        size_t n = fread(captured, 1, sizeof captured - 1, f);
+        captured[n] = 0;
+        fclose(f);
+    }
+    return captured;
+}
+
+int tk_count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+    return n;
+}
+
+void tk_ref_shrink(const unsigned char *px, int w, int x0, int y0, int S, int R, double *out)
+{
+    const double sc = (double)S / R;
+    for (int ch = 0; ch < 3; ch++)
+        for (int oy = 0; oy < R; oy++)
+            for (int ox = 0; ox < R; ox++) {
+                double acc = 0;
+                for (int sy = 0; sy < S; sy++) {
+                    double wy = fmin((oy + 1) * sc, sy + 1.0) - fmax(oy * sc, (double)sy);
+                    if (wy <= 0) continue;
+                    for (int sx = 0; sx < S; sx++) {
+                        double wx = fmin((ox + 1) * sc, sx + 1.0) - fmax(ox * sc, (double)sx);
+                        if (wx > 0) acc += wx * wy * px[((y0 + sy) * w + x0 + sx) * 3 + ch];
+                    }
+                }
+                out[(ch * R + oy) * R + ox] = acc / (sc * sc) / 255.0 * 2.0 - 1.0;
+            }
+}
+
+void tk_ref_grow(const unsigned char *px, int w, int x0, int y0, int S, int R, double *out)
+{
+    for (int ch = 0; ch < 3; ch++)
+        for (int oy = 0; oy < R; oy++)
+            for (int ox = 0; ox < R; ox++) {
+                double fy = fmin(fmax((oy + 0.5) * S / R - 0.5, 0.0), S - 1.0);
+                double fx = fmin(fmax((ox + 0.5) * S / R - 0.5, 0.0), S - 1.0);
+                int iy = (int)fy, ix = (int)fx, jy = iy + 1 < S ? iy + 1 : iy, jx = ix + 1 < S ? ix + 1 : ix;
+                double ty = fy - iy, tx = fx - ix;
+#define P(y, x) px[((y0 + (y)) * w + x0 + (x)) * 3 + ch]
+                double v = (1 - ty) * ((1 - tx) * P(iy, ix) + tx * P(iy, jx)) +
+                           ty * ((1 - tx) * P(jy, ix) + tx * P(jy, jx));
+#undef P
+                out[(ch * R + oy) * R + ox] = v / 255.0 * 2.0 - 1.0;
+            }
+}
+
+double tk_max_diff(const float *got, const double *want, int n)
+{
+    double m = 0;
+    for (int i = 0; i < n; i++) m = fmax(m, fabs(got[i] - want[i]));
+    return m;
 }
 
 tk_batch tk_random_batch(const model_config *mc, int64_t n, uint64_t seed)

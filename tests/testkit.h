@@ -1,5 +1,6 @@
-/* Test support: checks that count failures, deterministic random data, and the finite-difference
- * gradient check (central differences of a double-precision reference). Every test program ends with
+/* Test support: checks that count failures, deterministic random data, the finite-difference
+ * gradient check (central differences of a double-precision reference), and files, PNGs, captured stderr and
+ * image resampling references for the tests that read data. Every test program ends with
  * `return tk_finish();`, which exits non-zero if any check failed. */
 #ifndef SEGTRAIN_TESTKIT_H
 #define SEGTRAIN_TESTKIT_H
@@ -49,5 +50,27 @@ bool tk_expect_bitwise(const char *what, const float *got, const float *want, in
 const char *tk_path(const char *dir, const char *name);
 /* The whole of file dir/name, NUL-terminated, in malloc'd memory; NULL if it cannot be read. */
 char *tk_read_file(const char *dir, const char *name);
+/* Writes text as dir/name (a file that cannot be written shows as the test's later failure to read it). */
+void tk_write_file(const char *dir, const char *name, const char *text);
+/* Writes a w x h PNG as dir/name with libpng's simplified writer and checks that it could: format is a
+ * PNG_FORMAT_* (gray, RGB, RGBA, or colour-mapped with a colormap of entries). */
+void tk_write_png(const char *dir, const char *name, int w, int h, unsigned format, const void *pixels,
+                  const void *colormap, int entries);
+/* n deterministic bytes (an LCG's top byte), for image pixels. */
+void tk_fill_bytes(unsigned char *p, int n, uint64_t seed);
+
+/* Sends stderr to dir/stderr.log until tk_capture_end, which restores it and returns what was written
+ * (the first 8 KiB, in a buffer the next call reuses): to count what the code under test reports. */
+void tk_capture_begin(const char *dir);
+const char *tk_capture_end(void);
+/* How often needle occurs in hay, not overlapping. */
+int tk_count(const char *hay, const char *needle);
+
+/* Independent references for resampling an 8-bit RGB image of width w, into R x R planes in [-1, 1]: the area
+ * average (shrink) and the bilinear with pixel centers at +0.5 and edges clamped (grow) of its S x S crop at
+ * (x0, y0); tk_max_diff is max|got - want|. */
+void tk_ref_shrink(const unsigned char *px, int w, int x0, int y0, int S, int R, double *out);
+void tk_ref_grow(const unsigned char *px, int w, int x0, int y0, int S, int R, double *out);
+double tk_max_diff(const float *got, const double *want, int n);
 
 #endif
