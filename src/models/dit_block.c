@@ -235,6 +235,11 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
     }
     if (!st) st = ffn_compute(db, y, sv->mod, sv->f1, sv->f2);
     if (!st && out) gated_residual_forward(y, y, sv->mod + 5 * d.D, sv->f2, d.B, d.T, d.D, 6 * d.D);
+    if (st && sv->off) { /* a copy still in flight reads device buffers scratch_end frees: it finishes first */
+        host_tensor_release(sv->off, &sv->h_qkv);
+        host_tensor_release(sv->off, &sv->h_att);
+        host_tensor_release(sv->off, &sv->h_attn);
+    }
     scratch_end(&tmp);
     if (keep == KEEP_NOTHING) sv->mod = sv->qkv = sv->att = sv->proj = NULL; /* those were transient */
     if (keep != KEEP_ALL) sv->f1 = NULL;

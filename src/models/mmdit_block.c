@@ -302,6 +302,8 @@ static void take_side(frame *f, block_saved *sv, const mm_dims *d)
 static st_status frame_end(frame *f, const struct model *m, st_status st, block_saved *sv, block_saved **saved_io,
                            float **outs, int n_out)
 {
+    for (int i = 0; st && sv->off && i <= SIDE_N; i++) /* copies in flight read what scratch_end frees: they finish */
+        host_tensor_release(sv->off, &sv->h[i]);
     scratch_end(&f->tmp);
     if (f->keep == KEEP_NOTHING) {
         for (int s = 0; s < 2; s++) sv->mod[s] = sv->o[s] = NULL;
