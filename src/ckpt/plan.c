@@ -293,14 +293,6 @@ segment seq_plan_unit(const seq_plan *p, int i)
 
 /* ---- boundaries, each tensor once ---- */
 
-static int format_bytes(char *buf, size_t size, size_t b)
-{
-    if (b >= (size_t)1 << 30) return snprintf(buf, size, "%.2f GiB", (double)b / (1 << 30));
-    if (b >= (size_t)1 << 20) return snprintf(buf, size, "%.2f MiB", (double)b / (1 << 20));
-    if (b >= 1024) return snprintf(buf, size, "%.1f KiB", (double)b / 1024);
-    return snprintf(buf, size, "%zu B", b);
-}
-
 /* Appends to buf at *at, never past size. */
 static void put(char *buf, size_t size, size_t *at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void put(char *buf, size_t size, size_t *at, const char *fmt, ...)
@@ -315,9 +307,8 @@ static void put(char *buf, size_t size, size_t *at, const char *fmt, ...)
 
 static void put_bytes(char *buf, size_t size, size_t *at, size_t bytes)
 {
-    char b[32];
-    format_bytes(b, sizeof b, bytes);
-    put(buf, size, at, "%s", b);
+    char b[24];
+    put(buf, size, at, "%s", st_bytes(b, bytes));
 }
 
 size_t seq_plan_boundary(const seq_plan *p, const block_seq *seq, int which, char *desc, size_t desc_size)
