@@ -68,8 +68,8 @@ int cli_error(const char *command);
 typedef model_run cli_model;
 
 /* The model of a run configuration, planned by its checkpointing keys (printing the warning when they do
- * nothing); with allocate, in new device and host pools budgeted by device_memory and host_memory, else with
- * its parameters registered but not allocated (enough to plan). */
+ * nothing); with allocate, in new device and host pools budgeted by device_memory and host_memory, else on dry
+ * pools (model_run.h: enough to plan and to run a step dry). */
 st_status cli_open_model(const config *cfg, bool allocate, cli_model *out);
 /* Destroys the model and its pools, reporting leaks. */
 void cli_close_model(cli_model *cm);
