@@ -16,7 +16,6 @@
 #include "benchkit.h"
 #include "segtrain/advise.h"
 #include "segtrain/model_run.h"
-#include "segtrain/objective.h"
 #include "segtrain/sweep.h"
 #include "segtrain/train.h"
 
@@ -61,15 +60,10 @@ static st_status predict(const config *cfg, const cost_rates *rates, double *sec
     model_run r = {0};
     char warning[256];
     st_status st = model_run_open(cfg, false, &r, warning);
-    if (!st) {
-        pool_stats dev, host;
-        op_profile work;
-        ops_profile_start();
-        st = flow_step_dry(&r, config_int(cfg, "train_batch_size"),
-                           train_optimizer_bytes(cfg, model_params(r.m)->grad_count), &dev, &host);
-        ops_profile_stop(&work);
-        *sec = cost_predict(rates, &work);
-    }
+    pool_stats dev, host;
+    if (!st)
+        st = cost_of_dry_step(&r, config_int(cfg, "train_batch_size"),
+                              train_optimizer_bytes(cfg, model_params(r.m)->grad_count), rates, &dev, &host, sec);
     model_run_close(&r);
     return st;
 }

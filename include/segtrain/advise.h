@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "segtrain/config.h"
+#include "segtrain/model_run.h"
 #include "segtrain/ops.h"
 #include "segtrain/plan.h"
 
@@ -38,6 +39,10 @@ typedef struct cost_rates {
 cost_rates cost_calibrate(const op_profile *measured, double step_seconds);
 /* A step's predicted seconds from its work (a dry step's op profile). */
 double cost_predict(const cost_rates *r, const op_profile *work);
+/* A step of r's model (on dry pools) run dry under the ops' profile: its peaks in *dev and *host, and its seconds
+ * at the rates in *sec. */
+st_status cost_of_dry_step(model_run *r, int64_t batch, size_t optimizer_bytes, const cost_rates *rates,
+                           pool_stats *dev, pool_stats *host, double *sec);
 
 typedef struct advice {
     double t_none;    /* the calibration step: no checkpointing, measured */

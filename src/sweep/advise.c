@@ -77,6 +77,17 @@ double cost_predict(const cost_rates *r, const op_profile *work)
     return sec;
 }
 
+st_status cost_of_dry_step(model_run *r, int64_t batch, size_t optimizer_bytes, const cost_rates *rates,
+                           pool_stats *dev, pool_stats *host, double *sec)
+{
+    op_profile work;
+    ops_profile_start();
+    const st_status st = flow_step_dry(r, batch, optimizer_bytes, dev, host);
+    ops_profile_stop(&work);
+    *sec = cost_predict(rates, &work);
+    return st;
+}
+
 /* Fills a schedule's predicted peaks (a dry step) and time. */
 static void predict(model_run *r, int64_t batch, size_t optimizer, const advice *a, size_t budget, schedule *s)
 {
@@ -84,15 +95,10 @@ static void predict(model_run *r, int64_t batch, size_t optimizer, const advice 
     s->fits = false;
     if (model_set_checkpointing(r->m, &s->cs, NULL, 0)) return; /* refused: never fits */
     pool_stats dev, host;
-    op_profile work;
-    ops_profile_start();
-    const st_status st = flow_step_dry(r, batch, optimizer, &dev, &host);
-    ops_profile_stop(&work);
-    if (st) return; /* a batch too large never fits */
+    if (cost_of_dry_step(r, batch, optimizer, &a->rates, &dev, &host, &s->sec)) return; /* too large: never fits */
     s->peak_device = dev.peak;
     s->peak_host = host.peak;
     s->fits = !budget || dev.peak <= budget;
-    s->sec = cost_predict(&a->rates, &work);
 }
 
 st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, advice *a)
