@@ -174,21 +174,29 @@ static void test_patches(void)
 
     /* tokens with distinctive values through unpatchify */
     for (int i = 0; i < PN; i++) tok[i] = (float)i;
-    unpatchify_forward(back, tok, PB, PC, PH, PW, PP);
+    unpatchify_forward(back, tok, PB, PC, PH, PW, PP, PATCH_DIT);
     FOR_PATCH ref[pix_at(b, ch, r * PP + a, q * PP + bb)] = tok[unpatch_at(b, r, q, ch, a, bb)];
     tk_expect_bitwise("unpatchify forward order", back, ref, PN);
     /* literal: pixel (b 0, ch 1, y 3, x 2): r 1, a 1, q 1, bb 0 -> token 1*2+1 = 3, feature (1*2+0)*3+1 = 7 */
     expect_value("unpatchify literal", back[pix_at(0, 1, 3, 2)], 3 * PF + 7, 0);
     float tok2[PN] = {0};
-    unpatchify_backward(tok2, back, PB, PC, PH, PW, PP);
+    unpatchify_backward(tok2, back, PB, PC, PH, PW, PP, PATCH_DIT);
     tk_expect_bitwise("unpatchify round trip (backward is the inverse)", tok2, tok, PN);
 
     /* with one channel the two feature orders coincide: unpatchify(patchify(x)) == x */
     float one[PB * PH * PW], t1[PB * PH * PW], o1[PB * PH * PW];
     tk_fill(one, PB * PH * PW, 61, -1.0f, 1.0f);
     patchify_forward(t1, one, PB, 1, PH, PW, PP);
-    unpatchify_forward(o1, t1, PB, 1, PH, PW, PP);
+    unpatchify_forward(o1, t1, PB, 1, PH, PW, PP, PATCH_DIT);
     tk_expect_bitwise("unpatchify(patchify(x)) with c = 1", o1, one, PB * PH * PW);
+    /* in conv order (Flux's packing) unpatchify is patchify's inverse for any c */
+    float conv_back[PN];
+    patchify_forward(tok, img, PB, PC, PH, PW, PP);
+    unpatchify_forward(conv_back, tok, PB, PC, PH, PW, PP, PATCH_CONV);
+    tk_expect_bitwise("unpatchify(patchify(x)) in conv order, c = 3", conv_back, img, PN);
+    memset(tok2, 0, sizeof tok2);
+    unpatchify_backward(tok2, img, PB, PC, PH, PW, PP, PATCH_CONV);
+    tk_expect_bitwise("unpatchify backward in conv order is patchify", tok2, tok, PN);
 
     /* backward vs FD, accumulating */
     tk_fill(img, PN, 62, -1.0f, 1.0f);
@@ -205,11 +213,11 @@ static void test_patches(void)
     c.unpatch = true;
     tk_numeric_grad(patch_loss, &c, ind, PN, FD_H, fd);
     memcpy(gr, g0, sizeof gr);
-    unpatchify_backward(gr, w, PB, PC, PH, PW, PP);
+    unpatchify_backward(gr, w, PB, PC, PH, PW, PP, PATCH_DIT);
     plus(want, g0, fd, PN);
     tk_expect_close("unpatchify backward (accumulated, vs FD)", gr, want, PN, GRAD_TOL);
     patchify_backward(NULL, w, PB, PC, PH, PW, PP);
-    unpatchify_backward(NULL, w, PB, PC, PH, PW, PP);
+    unpatchify_backward(NULL, w, PB, PC, PH, PW, PP, PATCH_DIT);
 }
 
 /* ---- fixed tables ---- */

@@ -199,11 +199,15 @@ void embedding_backward(float *dtable, const float *dout, const int64_t *idx, in
 void patchify_forward(float *tokens, const float *image, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p);
 void patchify_backward(float *dimage, const float *dtokens, int64_t batch, int64_t c, int64_t h, int64_t w,
                        int64_t p);
-/* Tokens (batch, (h/p)*(w/p), p*p*c) to image (batch, c, h, w): feature (a*p + b)*c + ch of token (r,q)
- * goes to pixel (ch, r*p + a, q*p + b), DiT's unpatchify. */
-void unpatchify_forward(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p);
+/* The order of a patch token's features: PATCH_CONV is patchify's (ch, a, b), that of a Conv2d weight and of
+ * Flux's 2x2 latent packing, which Flux's proj_out also writes; PATCH_DIT is (a, b, ch), DiT's and SD3's. */
+typedef enum patch_order { PATCH_CONV, PATCH_DIT } patch_order;
+/* Tokens (batch, (h/p)*(w/p), c*p*p) to image (batch, c, h, w): feature (a*p + b)*c + ch (PATCH_DIT) or
+ * ch*p*p + a*p + b (PATCH_CONV) of token (r,q) goes to pixel (ch, r*p + a, q*p + b). */
+void unpatchify_forward(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p,
+                        patch_order order);
 void unpatchify_backward(float *dtokens, const float *dimage, int64_t batch, int64_t c, int64_t h, int64_t w,
-                         int64_t p);
+                         int64_t p, patch_order order);
 
 /* The fixed 2D sine-cosine position table (grid*grid, d) of the DiT spec; d divisible by 4. */
 void pos_embed_2d(float *table, int64_t grid, int64_t d);

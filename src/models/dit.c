@@ -74,7 +74,8 @@ static st_status register_params(model *m, dit_blocks_fn blocks)
     d->final = (final_layer){.ada_w = add2(s, "final_layer.adaLN_modulation.1.weight", 2 * D, D, full),
                              .ada_b = add1(s, "final_layer.adaLN_modulation.1.bias", 2 * D, full),
                              .out_w = add2(s, "final_layer.linear.weight", P, D, full),
-                             .out_b = add1(s, "final_layer.linear.bias", P, full)};
+                             .out_b = add1(s, "final_layer.linear.bias", P, full),
+                             .order = PATCH_DIT};
     return ST_OK;
 }
 

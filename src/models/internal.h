@@ -89,6 +89,7 @@ st_status temb_backward(model *m, temb *t, float *dc);
 typedef struct final_layer {
     int ada_w, ada_b, out_w, out_b; /* parameter indices */
     bool scale_first;
+    patch_order order; /* of proj_out's rows */
     float *mod, *ln, *h, *pred;
     op_state stats;
 } final_layer;

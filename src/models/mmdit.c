@@ -57,7 +57,7 @@ static st_status mm_create(model *m)
                              .ada_b = param_add(s, "norm_out.linear.bias", 1, (int64_t[]){2 * D}, full),
                              .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
                              .out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full),
-                             .scale_first = true};
+                             .scale_first = true, .order = PATCH_CONV};
     m->n_seq = 2;
     m->seq[0] = (block_seq){.name = "transformer_blocks", .n = nd, .blocks = d->seq_blocks, .state_n = 2, .pool = m->pool,
                             .state_names = {"image stream", "text stream"}};

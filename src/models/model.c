@@ -285,7 +285,7 @@ st_status final_forward(model *m, final_layer *f, const float *x)
         linear_forward(f->mod, m->ctx.cs, W(f->ada_w), W(f->ada_b), B, D, 2 * D);
         modulate_forward(f->h, f->ln, shift, scale, B, T, D, 2 * D);
         linear_forward(out, f->h, W(f->out_w), W(f->out_b), N, D, P);
-        unpatchify_forward(f->pred, out, B, c->channels, c->resolution, c->resolution, c->patch);
+        unpatchify_forward(f->pred, out, B, c->channels, c->resolution, c->resolution, c->patch, f->order);
     }
     pool_free(m->pool, out);
     return st;
@@ -303,7 +303,7 @@ st_status final_backward(model *m, final_layer *f, const float *x, const float *
     float *dmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "final.dmod");
     if (k.status) return scratch_end(&k);
     const int64_t shift = f->scale_first ? D : 0, scale = f->scale_first ? 0 : D;
-    unpatchify_backward(dout, dpred, B, c->channels, c->resolution, c->resolution, c->patch);
+    unpatchify_backward(dout, dpred, B, c->channels, c->resolution, c->resolution, c->patch, f->order);
     linear_backward(dh, G(f->out_w), G(f->out_b), dout, f->h, W(f->out_w), N, D, P);
     modulate_backward(dln, dmod + shift, dmod + scale, dh, f->ln, f->mod + scale, B, T, D, 2 * D);
     layernorm_backward(dx, NULL, NULL, dln, x, NULL, N, D, &f->stats);

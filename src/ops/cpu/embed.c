@@ -86,16 +86,17 @@ static void patchify_backward_run(float *dimage, const float *dtokens, int64_t b
     patch_tokens_move(NULL, dimage, dtokens, NULL, batch, c, h, w, p, false, false, true);
 }
 
-static void unpatchify_forward_run(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
+static void unpatchify_forward_run(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p,
+                                   patch_order order)
 {
-    patch_tokens_move(NULL, image, tokens, NULL, batch, c, h, w, p, true, false, false);
+    patch_tokens_move(NULL, image, tokens, NULL, batch, c, h, w, p, order == PATCH_DIT, false, false);
 }
 
 static void unpatchify_backward_run(float *dtokens, const float *dimage, int64_t batch, int64_t c, int64_t h, int64_t w,
-                         int64_t p)
+                         int64_t p, patch_order order)
 {
     if (!dtokens) return;
-    patch_tokens_move(dtokens, NULL, NULL, dimage, batch, c, h, w, p, true, true, true);
+    patch_tokens_move(dtokens, NULL, NULL, dimage, batch, c, h, w, p, order == PATCH_DIT, true, true);
 }
 
 /* 1D sine-cosine embedding of position u into e channels: [sin(u w_j), cos(u w_j)], w_j = 10000^(-j/(e/2)). */
@@ -167,16 +168,18 @@ void patchify_backward(float *dimage, const float *dtokens, int64_t batch, int64
     prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * c * h * w);
 }
 
-void unpatchify_forward(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
+void unpatchify_forward(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p,
+                        patch_order order)
 {
     const double t0 = prof_now();
-    if (!op_dry(image)) unpatchify_forward_run(image, tokens, batch, c, h, w, p);
+    if (!op_dry(image)) unpatchify_forward_run(image, tokens, batch, c, h, w, p, order);
     prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * c * h * w);
 }
 
-void unpatchify_backward(float *dtokens, const float *dimage, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
+void unpatchify_backward(float *dtokens, const float *dimage, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p,
+                         patch_order order)
 {
     const double t0 = prof_now();
-    if (!op_dry(dimage)) unpatchify_backward_run(dtokens, dimage, batch, c, h, w, p);
+    if (!op_dry(dimage)) unpatchify_backward_run(dtokens, dimage, batch, c, h, w, p, order);
     prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * c * h * w);
 }
