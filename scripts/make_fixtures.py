@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""Parity fixtures: diffusers' own transformer classes at a tiny size, with random weights (docs/FIXTURES.md).
+
+  make_fixtures.py [--out tests/fixtures] [--verify] [names...]     (default: every fixture, in order)
+
+Per fixture it writes <out>/<name>/: the model's own save_pretrained folder (config.json and float32 weights,
+sharded for flux-schnell) and parity.safetensors (inputs, prediction, loss and d loss / d parameter for every
+parameter), computed in float64 from the float32 weights and inputs that are stored. --verify writes nothing: it
+reloads each folder with from_pretrained and checks that a fresh float64 forward reproduces the stored `pred`.
+
+Needs the reference venv (scripts/reference-venv.sh); `make test` never runs this.
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import sys
+
+import numpy
+import torch
+import diffusers
+from safetensors.torch import load_file, safe_open
+
+B, C, H, W = 2, 4, 8, 8   # latent batch, channels, height, width (image layout)
+L = 6                     # text tokens
+JOINT, POOLED = 24, 20    # joint_attention_dim (text-encoder width), pooled_projection_dim
+SIGMA = [0.25, 0.6875]    # 1000 * sigma (250, 687.5) is exact in float32 and float64
+GUIDANCE = [3.5, 4.0]     # given to the model as is; Flux multiplies by 1000 itself (exact too)
+
+
+# ------------------------------------------------------------------ packing (FluxPipeline, diffusers 0.42.1)
+# Written from FluxPipeline._pack_latents / _unpack_latents / _prepare_latent_image_ids: the pipeline's module
+# imports transformers, which the reference venv does not need otherwise.
+def flux_pack(x):
+    b, c, h, w = x.shape
+    return x.view(b, c, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5).reshape(b, (h // 2) * (w // 2), c * 4)
+
+
+def flux_unpack(x, h, w):
+    b, _, ch = x.shape
+    return x.view(b, h // 2, w // 2, ch // 4, 2, 2).permute(0, 3, 1, 4, 2, 5).reshape(b, ch // 4, h, w)
+
+
+def flux_img_ids(h2, w2):
+    ids = torch.zeros(h2, w2, 3, dtype=torch.float64)
+    ids[..., 1] += torch.arange(h2)[:, None]
+    ids[..., 2] += torch.arange(w2)[None, :]
+    return ids.reshape(h2 * w2, 3)
+
+
+# ------------------------------------------------------------------ families
+# Each family: make(gen) -> the stored inputs besides latents/sigma/target (float64 tensors, rounded to float32
+# later), and run(model, t) -> pred in image layout from the float64 tensors t. `passed` documents the call.
+
+def randn(gen, *shape, std=1.0):
+    return torch.randn(*shape, generator=gen, dtype=torch.float64) * std
+
+
+def flux_make(guidance):
+    def make(gen):
+        t = {"encoder_hidden_states": randn(gen, B, L, JOINT), "pooled_projections": randn(gen, B, POOLED),
+             "txt_ids": torch.zeros(L, 3, dtype=torch.float64), "img_ids": flux_img_ids(H // 2, W // 2)}
+        if guidance:
+            t["guidance"] = torch.tensor(GUIDANCE, dtype=torch.float64)
+        return t
+    return make
+
+
+def flux_run(model, t):
+    out = model(hidden_states=flux_pack(t["latents"]), encoder_hidden_states=t["encoder_hidden_states"],
+                pooled_projections=t["pooled_projections"], timestep=t["sigma"], img_ids=t["img_ids"],
+                txt_ids=t["txt_ids"], guidance=t.get("guidance"), return_dict=False)[0]
+    return flux_unpack(out, H, W)
+
+
+FLUX_PASSED = ("hidden_states = FluxPipeline._pack_latents(latents) (B, H/2*W/2, 4C); timestep = sigma (the model "
+               "multiplies by 1000); guidance = guidance (ditto, dev only); img_ids = "
+               "_prepare_latent_image_ids(H/2, W/2) (T, 3) = (0, row, col); txt_ids = zeros (L, 3); "
+               "pred = _unpack_latents(output)")
+
+
+def sd3_make(gen):
+    return {"encoder_hidden_states": randn(gen, B, L, JOINT), "pooled_projections": randn(gen, B, POOLED)}
+
+
+def sd3_run(model, t):
+    timestep = (t["sigma"].float() * 1000).double()   # SimpleTuner: sigma * 1000 in float32
+    return model(hidden_states=t["latents"], encoder_hidden_states=t["encoder_hidden_states"],
+                 pooled_projections=t["pooled_projections"], timestep=timestep, return_dict=False)[0]
+
+
+SD3_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = float32(sigma * 1000); "
+              "encoder_hidden_states, pooled_projections as stored; pred = output as is")
+
+FLUX_KW = dict(patch_size=1, in_channels=4 * C, num_layers=2, num_single_layers=2, attention_head_dim=16,
+               num_attention_heads=2, joint_attention_dim=JOINT, pooled_projection_dim=POOLED,
+               axes_dims_rope=[4, 6, 6])
+SD3_KW = dict(sample_size=H, patch_size=2, in_channels=C, num_layers=2, attention_head_dim=16, num_attention_heads=2,
+              joint_attention_dim=JOINT, caption_projection_dim=32, pooled_projection_dim=POOLED, out_channels=C,
+              pos_embed_max_size=8)
+
+# Parameters whose gradient is zero by construction, with the reason: the check wants them exactly zero and every
+# other gradient non-zero.
+SD3_ZERO = {r"transformer_blocks\.1\.attn\.(add_q_proj\.(weight|bias)|norm_added_q\.weight)":
+            "the last block is context_pre_only: its text queries only produce text outputs, which it drops"}
+
+FIXTURES = {}
+
+
+def fixture(name, cls, kw, make, run, passed, save=None, zero=None):
+    """save: extra save_pretrained arguments; zero: {name regex: why its gradient is zero by construction}."""
+    FIXTURES[name] = dict(cls=cls, kw=kw, make=make, run=run, passed=passed, save=save or {}, zero=zero or {})
+
+
+fixture("flux-dev", "FluxTransformer2DModel", dict(FLUX_KW, guidance_embeds=True), flux_make(True), flux_run,
+        FLUX_PASSED)
+fixture("flux-schnell", "FluxTransformer2DModel", dict(FLUX_KW, guidance_embeds=False), flux_make(False), flux_run,
+        FLUX_PASSED, save={"max_shard_size": "200KB"})
+fixture("sd3", "SD3Transformer2DModel", dict(SD3_KW), sd3_make, sd3_run, SD3_PASSED, zero=SD3_ZERO)
+fixture("sd35-large", "SD3Transformer2DModel", dict(SD3_KW, qk_norm="rms_norm"), sd3_make, sd3_run, SD3_PASSED,
+        zero=SD3_ZERO)
+fixture("sd35-medium", "SD3Transformer2DModel", dict(SD3_KW, qk_norm="rms_norm", dual_attention_layers=[0]),
+        sd3_make, sd3_run, SD3_PASSED, zero=SD3_ZERO)
+
+
+# ------------------------------------------------------------------ exact timestep embedding
+def exact_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
+                             max_period=10000):
+    """diffusers' get_timestep_embedding in float64. diffusers computes the sinusoid in float32 whatever the model's
+    dtype (an error of up to ~1e-4 at t = 1000 * sigma, and 7e-5 in flux-dev's gradients); segtrain computes it
+    in double, as this does."""
+    half = embedding_dim // 2
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, dtype=torch.float64) / (half - downscale_freq_shift))
+    arg = scale * timesteps.to(torch.float64)[:, None] * freqs[None, :]
+    emb = torch.cat([torch.sin(arg), torch.cos(arg)], dim=-1)
+    if flip_sin_to_cos:
+        emb = torch.cat([emb[:, half:], emb[:, :half]], dim=-1)
+    if embedding_dim % 2:
+        emb = torch.nn.functional.pad(emb, (0, 1))
+    return emb
+
+
+def model_class(name):
+    """The fixture's diffusers class, with every loaded diffusers module's get_timestep_embedding made exact."""
+    cls = getattr(diffusers, FIXTURES[name]["cls"])
+    import diffusers.models.embeddings as emb
+    orig = getattr(emb, "_segtrain_orig", emb.get_timestep_embedding)
+    emb._segtrain_orig = orig
+    for mod in list(sys.modules.values()):
+        if mod and mod.__name__.startswith("diffusers") and getattr(mod, "get_timestep_embedding", None) is orig:
+            mod.get_timestep_embedding = exact_timestep_embedding
+    return cls
+
+
+# ------------------------------------------------------------------ weights
+def seed_of(name):
+    return 20251130 + sum(ord(c) * (i + 1) for i, c in enumerate(name))   # stable across runs (no hash())
+
+
+def randomize(model, gen):
+    """Every parameter random, scaled so activations stay O(1): linears and convs N(0, 1/fan_in), biases
+    N(0, 0.1^2), 1-D weights (norm scales) 1 + N(0, 0.1^2), embeddings N(0, 1), other tensors N(0, 0.5^2).
+    Rounded to float32: the stored weights are exactly the ones the float64 reference uses."""
+    owner = {}
+    for mname, mod in model.named_modules():
+        for pname, _ in mod.named_parameters(recurse=False):
+            owner[(mname + "." if mname else "") + pname] = mod
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            leaf = name.rsplit(".", 1)[-1]
+            mod = owner[name]
+            if leaf == "bias":
+                v = randn(gen, *p.shape, std=0.1)
+            elif p.ndim == 1 and leaf == "weight":
+                v = 1 + randn(gen, *p.shape, std=0.1)
+            elif isinstance(mod, (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)):
+                v = randn(gen, *p.shape, std=1 / math.sqrt(p[0].numel()))
+            elif isinstance(mod, torch.nn.Embedding):
+                v = randn(gen, *p.shape)
+            else:
+                v = randn(gen, *p.shape, std=0.5)
+            p.copy_(v.to(p.dtype))
+
+
+# ------------------------------------------------------------------ one fixture
+def versions():
+    return {"torch": torch.__version__, "diffusers": diffusers.__version__, "numpy": numpy.__version__,
+            "python": platform.python_version()}
+
+
+def rounded(t):
+    return t.to(torch.float32).to(torch.float64)
+
+
+def inputs_of(name, make, gen):
+    t = {"latents": randn(gen, B, C, H, W), "sigma": torch.tensor(SIGMA, dtype=torch.float64)}
+    t.update(make(gen))
+    t["target"] = randn(gen, B, C, H, W)
+    return {k: rounded(v) for k, v in t.items()}
+
+
+def build(name):
+    fx = FIXTURES[name]
+    torch.manual_seed(0)   # the constructor's own init is overwritten, but keep it deterministic anyway
+    model = model_class(name)(**fx["kw"]).to(torch.float32)
+    gen = torch.Generator().manual_seed(seed_of(name))
+    randomize(model, gen)
+    return model, inputs_of(name, fx["make"], gen)
+
+
+def reference(model, run, t):
+    """pred, loss and every gradient, in float64 from the given (float32-rounded) weights and inputs."""
+    model = model.to(torch.float64).train()
+    model.zero_grad(set_to_none=True)
+    pred = run(model, t)
+    if pred.shape != t["target"].shape:
+        raise SystemExit("pred %s does not match target %s" % (tuple(pred.shape), tuple(t["target"].shape)))
+    loss = ((pred - t["target"]) ** 2).mean()
+    loss.backward()
+    grads = {}
+    for n, p in model.named_parameters():
+        if p.grad is None:
+            raise SystemExit("%s: parameter %s gets no gradient (unused by the forward)" % (model.__class__.__name__, n))
+        grads[n] = p.grad.detach().clone()
+    return pred.detach(), loss.detach(), grads
+
+
+def check(name, loss, grads):
+    zero = FIXTURES[name]["zero"]
+    if not (0.1 <= loss.item() <= 10):
+        raise SystemExit("%s: loss %.6g is not O(1) (valid: 0.1..10); rescale the random weights" % (name, loss))
+    for n, g in grads.items():
+        if not torch.isfinite(g).all():
+            raise SystemExit("%s: gradient of %s is not finite" % (name, n))
+        why = [w for r, w in zero.items() if re.fullmatch(r, n)]
+        if why and g.abs().max().item() != 0:
+            raise SystemExit("%s: gradient of %s is not zero, but should be: %s" % (name, n, why[0]))
+        if not why and g.abs().max().item() == 0:
+            raise SystemExit("%s: gradient of %s is all zeros (a gate left at zero?)" % (name, n))
+
+
+def save_sorted(tensors, path, metadata):
+    """A float32 safetensors file with its header's keys in a fixed order: safetensors' save_file writes the
+    metadata in hash order, so two runs would differ in bytes."""
+    header, offset = {"__metadata__": dict(sorted(metadata.items()))}, 0
+    for k, v in tensors.items():
+        n = v.numel() * 4
+        header[k] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text)
+        for v in tensors.values():
+            f.write(v.to(torch.float32).contiguous().numpy().astype("<f4").tobytes())
+
+
+def write(name, out):
+    fx = FIXTURES[name]
+    model, t = build(name)
+    folder = os.path.join(out, name)
+    os.makedirs(folder, exist_ok=True)
+    for f in os.listdir(folder):   # a re-run may change the sharding: no stale files
+        os.remove(os.path.join(folder, f))
+    model.save_pretrained(folder, safe_serialization=True, **fx["save"])
+    pred, loss, grads = reference(model, fx["run"], t)
+    check(name, loss, grads)
+    tensors = {k: v.to(torch.float32).contiguous() for k, v in t.items()}
+    tensors["pred"] = pred.to(torch.float32).contiguous()
+    tensors["loss"] = loss.reshape(1).to(torch.float32)
+    for n, g in grads.items():
+        tensors["grad." + n] = g.to(torch.float32).contiguous()
+    meta = dict(versions(), fixture=name, class_name=fx["cls"], kwargs=json.dumps(fx["kw"], sort_keys=True),
+                seed=str(seed_of(name)), loss_f64=repr(loss.item()), passed=fx["passed"],
+                zero_grads=json.dumps(fx["zero"], sort_keys=True))
+    save_sorted(tensors, os.path.join(folder, "parity.safetensors"), meta)
+    nbytes = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+    nparams = sum(p.numel() for p in model.parameters())
+    print("%-14s %-32s params %7d  loss %.6f  bytes %8d" % (name, fx["cls"], nparams, loss.item(), nbytes))
+
+
+def verify(name, out):
+    fx = FIXTURES[name]
+    folder = os.path.join(out, name)
+    model = model_class(name).from_pretrained(folder, torch_dtype=torch.float32).to(torch.float64)
+    with safe_open(os.path.join(folder, "parity.safetensors"), "pt") as f:
+        meta = f.metadata()
+    stored = load_file(os.path.join(folder, "parity.safetensors"))
+    if meta.get("kwargs") != json.dumps(fx["kw"], sort_keys=True):
+        raise SystemExit("%s: stored kwargs %s differ from the script's %s" % (name, meta.get("kwargs"), fx["kw"]))
+    t = {k: v.to(torch.float64) for k, v in stored.items() if k not in ("pred", "loss") and not k.startswith("grad.")}
+    with torch.no_grad():
+        pred = fx["run"](model, t)
+    ref = stored["pred"].to(torch.float64)
+    err = ((pred - ref).norm() / ref.norm()).item()
+    if err > 1e-6:
+        raise SystemExit("%s: reloaded weights give pred with relative L2 error %.3g (valid: <= 1e-6)" % (name, err))
+    print("%-14s verified: reloaded pred relative L2 error %.2g" % (name, err))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                                  "fixtures"))
+    ap.add_argument("--verify", action="store_true", help="reload each folder and check its pred; write nothing")
+    ap.add_argument("names", nargs="*", help="fixtures (default all): " + ", ".join(FIXTURES))
+    a = ap.parse_args()
+    for n in a.names:
+        if n not in FIXTURES:
+            sys.exit("make_fixtures.py: unknown fixture '%s' (valid: %s)" % (n, ", ".join(FIXTURES)))
+    diffusers.utils.logging.set_verbosity_error()   # not the float32-modules warning of every .to(float64)
+    torch.set_num_threads(1)   # one summation order: the same bytes on every run
+    torch.use_deterministic_algorithms(True)
+    for n in a.names or list(FIXTURES):
+        (verify if a.verify else write)(n, a.out)
+
+
+if __name__ == "__main__":
+    main()
