@@ -1,8 +1,12 @@
-/* 2D rotary position embedding against an independent double-precision reference: forward on strided views
- * (k inside a packed qkv buffer, the image rows of a joint text+image sequence) with the bytes around the view
- * untouched, backward against central differences of sum(w * reference(x)), backward(forward(x)) == x, the
- * zero angles left bitwise unchanged, the row and column halves in their places, and bitwise repeatability
- * across calls and thread counts. */
+/* Rotary position embeddings against independent double-precision references.
+ * rope_2d: forward on strided views (k inside a packed qkv buffer, the image rows of a joint text+image
+ * sequence) with the bytes around the view untouched, backward against central differences of
+ * sum(w * reference(x)), backward(forward(x)) == x, the zero angles left bitwise unchanged, the row and column
+ * halves in their places, and bitwise repeatability across calls and thread counts.
+ * rope with position ids: the table, and forward on a Flux-like joint sequence (3 axes, text ids 0, image ids
+ * (0, r, c)) and an odd-sized 4-axis case with fractional and negative ids, each on a strided view; zero ids
+ * leave x bitwise unchanged; backward against central differences and backward(forward(x)) == x; the same bits
+ * at every thread count; nothing computed on dry buffers. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,6 +223,310 @@ static void test_threads(void)
     ops_set_threads(saved);
 }
 
+/* ---- rope with position ids ---- */
+
+/* One case: x (batch, tokens, heads * hd) viewed inside a buffer of rows `rs` floats (the view at column off),
+ * batches tokens * rs apart; ids (tokens, n_axes). */
+typedef struct id_case {
+    const char *name;
+    int64_t batch, tokens, heads, hd, rs, off;
+    int n_axes;
+    const int64_t *axes;
+    const float *ids;
+    double theta;
+} id_case;
+
+static int64_t id_n(const id_case *c) { return c->batch * c->tokens * c->heads * c->hd; }
+
+/* The reference in double, written from diffusers' FluxPosEmbed as a rotation: axis a's pair j of a head, at
+ * head offset 2 * (sum of the earlier axes' pairs + j), is multiplied by [[cos, -sin], [sin, cos]] of
+ * pos_a * exp(-ln(theta) 2j / axes[a]). Dense (batch, tokens, heads * hd) in and out; inverse turns the other
+ * way. cs (tokens, hd/2, 2), if not NULL, gets the angles' cos and sin. */
+static void rope_ids_ref(const id_case *c, double *y, const double *x, double *cs, int inverse)
+{
+    const int64_t d = c->heads * c->hd;
+    for (int64_t t = 0; t < c->tokens; t++) {
+        int64_t p = 0;
+        for (int a = 0; a < c->n_axes; a++)
+            for (int64_t j = 0; j < c->axes[a] / 2; j++, p++) {
+                double ang = c->ids[t * c->n_axes + a] * exp(-log(c->theta) * (double)(2 * j) / (double)c->axes[a]);
+                double co = cos(ang), si = inverse ? -sin(ang) : sin(ang);
+                if (cs) cs[(t * (c->hd / 2) + p) * 2] = co, cs[(t * (c->hd / 2) + p) * 2 + 1] = si;
+                for (int64_t b = 0; b < c->batch; b++)
+                    for (int64_t k = 0; k < c->heads; k++) {
+                        int64_t i = (b * c->tokens + t) * d + k * c->hd + 2 * p;
+                        double x0 = x[i], x1 = x[i + 1];
+                        y[i] = co * x0 - si * x1;
+                        y[i + 1] = si * x0 + co * x1;
+                    }
+            }
+    }
+}
+
+/* Dense <-> the case's view inside buf (to = 1: dense into the view). */
+static void id_copy(const id_case *c, float *buf, float *dense, int to)
+{
+    const int64_t d = c->heads * c->hd;
+    for (int64_t b = 0; b < c->batch; b++)
+        for (int64_t t = 0; t < c->tokens; t++) {
+            float *v = buf + c->off + (b * c->tokens + t) * c->rs, *e = dense + (b * c->tokens + t) * d;
+            if (to) memcpy(v, e, (size_t)d * sizeof(float));
+            else memcpy(e, v, (size_t)d * sizeof(float));
+        }
+}
+
+/* Every float of buf outside the case's view equals orig's. */
+static int id_outside_untouched(const id_case *c, const float *buf, const float *orig)
+{
+    const int64_t n = c->batch * c->tokens * c->rs, d = c->heads * c->hd;
+    int same = 1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t col = i % c->rs - c->off;
+        if (col < 0 || col >= d) same &= memcmp(&buf[i], &orig[i], sizeof(float)) == 0;
+    }
+    return same;
+}
+
+/* Whether every float is its double rounded once: the nearer float, or the farther of the two only where the
+ * double is a rounding midpoint to within the reference's own error (the ids here keep angles below 1e4, whose
+ * double cos and sin are good to about 1e-12). A cos or sin in float, or a second rounding, is caught. */
+static int rounded_once(const float *got, const double *want, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float f = (float)want[i];
+        if (got[i] != f && fabs(fabs((double)got[i] - want[i]) - fabs((double)f - want[i])) > 1e-12) return 0;
+    }
+    return 1;
+}
+
+/* The table against the reference's cos and sin, forward on the view against the reference, the bytes around
+ * the view untouched, then backward on the view back to x. */
+static void test_ids_forward(const id_case *c, uint64_t seed)
+{
+    const int64_t n = id_n(c), nbuf = c->batch * c->tokens * c->rs, nt = c->tokens * c->hd;
+    float *buf = fbuf(nbuf), *orig = fbuf(nbuf), *got = fbuf(n), *table = fbuf(nt);
+    double *xd = dbuf(n), *yr = dbuf(n), *cs = dbuf(nt);
+    tk_fill(buf, nbuf, seed, -2.0f, 2.0f);
+    memcpy(orig, buf, (size_t)nbuf * sizeof(float));
+    id_copy(c, orig, got, 0);
+    tk_to_double(xd, got, n);
+    rope_ids_ref(c, yr, xd, cs, 0);
+
+    rope_table(table, c->ids, c->tokens, c->n_axes, c->axes, c->theta);
+    char what[96];
+    snprintf(what, sizeof what, "rope_table, %s", c->name);
+    tk_expect_close(what, table, cs, nt, FWD_TOL);
+    CHECKF(rounded_once(table, cs, nt), "rope_table (%s): a coefficient is not its double rounded once", c->name);
+    rope_forward(buf + c->off, c->batch, c->tokens, c->heads, c->hd, c->rs, c->tokens * c->rs, table);
+    id_copy(c, buf, got, 0);
+    snprintf(what, sizeof what, "rope_forward, %s", c->name);
+    tk_expect_close(what, got, yr, n, FWD_TOL);
+    CHECKF(id_outside_untouched(c, buf, orig), "rope_forward (%s) wrote outside its view", c->name);
+
+    rope_backward(buf + c->off, c->batch, c->tokens, c->heads, c->hd, c->rs, c->tokens * c->rs, table);
+    id_copy(c, buf, got, 0);
+    snprintf(what, sizeof what, "rope_backward(rope_forward(x)) == x, %s", c->name);
+    tk_expect_close(what, got, xd, n, FWD_TOL);
+    CHECKF(id_outside_untouched(c, buf, orig), "rope_backward (%s) wrote outside its view", c->name);
+    free(buf), free(orig), free(got), free(table), free(xd), free(yr), free(cs);
+}
+
+/* torch's fp32 arithmetic, x * cos + rotated * sin with rotated = (-x1, x0): each product rounded to float, then
+ * the sum. The products go through volatile so that the compiler cannot fuse them into FMAs here either. */
+static void torch_fp32(const id_case *c, float *y, const float *x, const float *table, int inverse)
+{
+    const int64_t d = c->heads * c->hd;
+    for (int64_t i = 0; i < id_n(c); i += 2) {
+        const int64_t t = i / d % c->tokens, p = i % c->hd / 2;
+        const float *cs = table + (t * (c->hd / 2) + p) * 2, co = cs[0], si = inverse ? -cs[1] : cs[1];
+        volatile float a = x[i] * co, b = -x[i + 1] * si, e = x[i + 1] * co, f = x[i] * si;
+        y[i] = a + b, y[i + 1] = e + f;
+    }
+}
+
+/* With the op's own table, forward and backward give torch's bits (a fused multiply-add does not). */
+static void test_ids_torch_bits(const id_case *c, uint64_t seed)
+{
+    const int64_t n = id_n(c), d = c->heads * c->hd;
+    float *x = fbuf(n), *y = fbuf(n), *want = fbuf(n), *table = fbuf(c->tokens * c->hd);
+    tk_fill(x, n, seed, -2.0f, 2.0f);
+    rope_table(table, c->ids, c->tokens, c->n_axes, c->axes, c->theta);
+    for (int inverse = 0; inverse < 2; inverse++) {
+        memcpy(y, x, (size_t)n * sizeof(float));
+        (inverse ? rope_backward : rope_forward)(y, c->batch, c->tokens, c->heads, c->hd, d, c->tokens * d, table);
+        torch_fp32(c, want, x, table, inverse);
+        char what[96];
+        snprintf(what, sizeof what, "%s: torch's fp32 bits, %s", inverse ? "backward" : "forward", c->name);
+        tk_expect_bitwise(what, y, want, n);
+    }
+    free(x), free(y), free(want), free(table);
+}
+
+typedef struct ids_ctx {
+    const id_case *c;
+    double *x, *w;
+} ids_ctx;
+
+static double ids_loss(void *p)
+{
+    ids_ctx *r = p;
+    const int64_t n = id_n(r->c);
+    double *y = dbuf(n), s = 0;
+    rope_ids_ref(r->c, y, r->x, NULL, 0);
+    for (int64_t i = 0; i < n; i++) s += r->w[i] * y[i];
+    free(y);
+    return s;
+}
+
+/* dy = w rotated back in place on the case's view against central differences of sum(w * reference(x)); and
+ * rotating dy forward instead (the wrong direction) does not match them. */
+static void test_ids_backward_fd(const id_case *c, uint64_t seed)
+{
+    const int64_t n = id_n(c), nbuf = c->batch * c->tokens * c->rs;
+    float *x = fbuf(n), *w = fbuf(n), *buf = fbuf(nbuf), *orig = fbuf(nbuf), *dx = fbuf(n);
+    float *table = fbuf(c->tokens * c->hd);
+    double *xd = dbuf(n), *wd = dbuf(n), *g = dbuf(n);
+    tk_fill(x, n, seed, -2.0f, 2.0f);
+    tk_fill(w, n, seed + 1, -1.0f, 1.0f);
+    tk_to_double(xd, x, n);
+    tk_to_double(wd, w, n);
+    ids_ctx ctx = {c, xd, wd};
+    tk_numeric_grad(ids_loss, &ctx, xd, n, FD_H, g);
+
+    rope_table(table, c->ids, c->tokens, c->n_axes, c->axes, c->theta);
+    tk_fill(buf, nbuf, seed + 2, -1.0f, 1.0f);
+    id_copy(c, buf, w, 1);
+    memcpy(orig, buf, (size_t)nbuf * sizeof(float));
+    rope_backward(buf + c->off, c->batch, c->tokens, c->heads, c->hd, c->rs, c->tokens * c->rs, table);
+    id_copy(c, buf, dx, 0);
+    char what[96];
+    snprintf(what, sizeof what, "rope_backward vs finite differences, %s", c->name);
+    tk_expect_close(what, dx, g, n, GRAD_TOL);
+    CHECKF(id_outside_untouched(c, buf, orig), "rope_backward (%s) wrote outside its view", c->name);
+
+    memcpy(dx, w, (size_t)n * sizeof(float));
+    rope_forward(dx, c->batch, c->tokens, c->heads, c->hd, c->heads * c->hd, c->tokens * c->heads * c->hd, table);
+    double rel = 0;
+    CHECKF(!tk_close(dx, g, n, GRAD_TOL, &rel) && rel > 1e-2, "%s: rotating dy forward also matched the FD (%.2g)",
+           c->name, rel);
+    free(x), free(w), free(buf), free(orig), free(dx), free(table), free(xd), free(wd), free(g);
+}
+
+/* Flux.1's layout at a small size: axes (4, 6, 6) of a 16-wide head, 3 text tokens at ids 0 then a 3 x 4 image
+ * grid at (0, r, c); q in a packed (rows, 3D) qkv buffer, rotated where it lies. */
+enum { FT = 3, FR = 3, FC = 4, FTOK = FT + FR * FC, FH = 2, FHD = 16 };
+static const int64_t flux_axes[] = {4, 6, 6};
+static float flux_ids[FTOK * 3];
+
+static id_case flux_case(void)
+{
+    for (int t = 0; t < FTOK; t++) {
+        int i = t - FT;
+        flux_ids[t * 3] = 0;
+        flux_ids[t * 3 + 1] = i < 0 ? 0.0f : (float)(i / FC);
+        flux_ids[t * 3 + 2] = i < 0 ? 0.0f : (float)(i % FC);
+    }
+    return (id_case){"flux-like, q in packed qkv", 2, FTOK, FH, FHD, 3 * FH * FHD, 0, 3, flux_axes, flux_ids, 10000.0};
+}
+
+/* Flux.2-like: 4 axes of uneven widths (22 = 2 + 10 + 4 + 6), theta 2000, 3 heads, 7 tokens with fractional,
+ * negative and large ids, 3 batch items, k at an odd column of rows wider than the heads. */
+static const int64_t odd_axes[] = {2, 10, 4, 6};
+static const float odd_ids[7 * 4] = {0,    1,  2,     3,   /* */ 0.5f, -1, 4,   7,    /* */ 3,  0,   -2.25f, 40,
+                                     1000, 5,  0.125f, -9, /* */ 2,    2,  2,   2,    /* */ -7, 100, 0,      1,
+                                     0,    0,  0,     0};
+
+static id_case odd_case(void)
+{
+    return (id_case){"4 odd axes, k at column 5", 3, 7, 3, 22, 3 * 22 + 9, 5, 4, odd_axes, odd_ids, 2000.0};
+}
+
+/* Zero ids give cos 1, sin 0: every float comes back bitwise (text tokens of the Flux case and an all-zero
+ * table); and the Flux case's axis 0 (ids 0 everywhere) is bitwise untouched in every token. */
+static void test_ids_zero(void)
+{
+    id_case c = flux_case();
+    const int64_t n = id_n(&c), d = c.heads * c.hd;
+    float *x = fbuf(n), *y = fbuf(n), *table = fbuf(c.tokens * c.hd);
+    tk_fill(x, n, 71, -2.0f, 2.0f);
+    memcpy(y, x, (size_t)n * sizeof(float));
+    rope_table(table, c.ids, c.tokens, c.n_axes, c.axes, c.theta);
+    rope_forward(y, c.batch, c.tokens, c.heads, c.hd, d, c.tokens * d, table);
+    int text = 1, axis0 = 1, image = 1;
+    for (int64_t b = 0; b < c.batch; b++)
+        for (int64_t t = 0; t < c.tokens; t++) {
+            const int64_t i = (b * c.tokens + t) * d;
+            if (t < FT) text &= memcmp(y + i, x + i, (size_t)d * sizeof(float)) == 0;
+            else if (t > FT) image &= memcmp(y + i, x + i, (size_t)d * sizeof(float)) != 0;
+            for (int64_t k = 0; k < c.heads; k++)
+                axis0 &= memcmp(y + i + k * c.hd, x + i + k * c.hd, (size_t)flux_axes[0] * sizeof(float)) == 0;
+        }
+    CHECKF(text, "a text token (ids 0) changed");
+    CHECKF(axis0, "axis 0 (ids 0 everywhere) changed");
+    CHECKF(image, "an image token away from (0, 0, 0) was left unchanged");
+
+    float zeros[FTOK * 3] = {0};
+    rope_table(table, zeros, c.tokens, c.n_axes, c.axes, c.theta);
+    memcpy(y, x, (size_t)n * sizeof(float));
+    rope_forward(y, c.batch, c.tokens, c.heads, c.hd, d, c.tokens * d, table);
+    tk_expect_bitwise("all ids 0: forward leaves x bitwise", y, x, n);
+    rope_backward(y, c.batch, c.tokens, c.heads, c.hd, d, c.tokens * d, table);
+    tk_expect_bitwise("all ids 0: backward leaves dy bitwise", y, x, n);
+    free(x), free(y), free(table);
+}
+
+/* Flux.1's real widths at a size that runs in parallel: the table (300 tokens x 64 pairs) and forward +
+ * backward give the same bits for 1, 2 and 7 threads. */
+static void test_ids_threads(void)
+{
+    const int64_t b = 2, tokens = 300, heads = 3, hd = 128, rs = 3 * heads * hd, n = b * tokens * rs;
+    const int64_t axes[] = {16, 56, 56};
+    const int threads[] = {1, 2, 7};
+    int saved = ops_threads();
+    float *ids = fbuf(tokens * 3), *x = fbuf(n), *table[3], *out[3];
+    for (int64_t t = 0; t < tokens; t++) ids[t * 3 + 1] = (float)(t / 20), ids[t * 3 + 2] = (float)(t % 20);
+    tk_fill(x, n, 81, -2.0f, 2.0f);
+    for (int k = 0; k < 3; k++) {
+        ops_set_threads(threads[k]);
+        table[k] = fbuf(tokens * hd), out[k] = fbuf(n);
+        rope_table(table[k], ids, tokens, 3, axes, 10000.0);
+        memcpy(out[k], x, (size_t)n * sizeof(float));
+        rope_forward(out[k] + heads * hd, b, tokens, heads, hd, rs, tokens * rs, table[k]);
+        rope_backward(out[k], b, tokens, heads, hd, rs, tokens * rs, table[k]);
+    }
+    for (int k = 1; k < 3; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "table, %d threads vs 1", threads[k]);
+        tk_expect_bitwise(what, table[k], table[0], tokens * hd);
+        snprintf(what, sizeof what, "rope forward + backward, %d threads vs 1", threads[k]);
+        tk_expect_bitwise(what, out[k], out[0], n);
+    }
+    for (int k = 0; k < 3; k++) free(table[k]), free(out[k]);
+    free(ids), free(x);
+    ops_set_threads(saved);
+}
+
+/* On dry buffers the ops compute nothing (touching a dry address would fault) and are still profiled. */
+static void test_ids_dry(void)
+{
+    pool *dry = pool_create_dry(POOL_DEVICE, 0);
+    void *x = NULL, *table = NULL;
+    const int64_t axes[] = {16, 56, 56};
+    float ids[4 * 3] = {0};
+    CHECK(pool_alloc(dry, 2 * 4 * 2 * 128 * sizeof(float), MEM_ACTIVATIONS, "x", &x) == ST_OK);
+    CHECK(pool_alloc(dry, 4 * 128 * sizeof(float), MEM_WORKSPACE, "table", &table) == ST_OK);
+    ops_profile_start();
+    rope_table(table, ids, 4, 3, axes, 10000.0);
+    rope_forward(x, 2, 4, 2, 128, 256, 4 * 256, table);
+    rope_backward(x, 2, 4, 2, 128, 256, 4 * 256, table);
+    op_profile prof;
+    ops_profile_stop(&prof);
+    CHECKF(prof.calls[OP_POINTWISE] == 3 && prof.bytes[OP_POINTWISE] > 0, "dry rope: %ld pointwise calls, %g bytes",
+           prof.calls[OP_POINTWISE], prof.bytes[OP_POINTWISE]);
+    pool_free(dry, x), pool_free(dry, table);
+    CHECK(pool_destroy(dry) == 0);
+}
+
 int main(void)
 {
     test_forward_view("k in packed qkv", NQKV, D, RS, T * RS, 11);
@@ -226,5 +534,15 @@ int main(void)
     test_backward_fd();
     test_positions();
     test_threads();
+    const id_case flux = flux_case(), odd = odd_case();
+    test_ids_forward(&flux, 61);
+    test_ids_forward(&odd, 62);
+    test_ids_backward_fd(&flux, 63);
+    test_ids_backward_fd(&odd, 64);
+    test_ids_torch_bits(&flux, 65);
+    test_ids_torch_bits(&odd, 66);
+    test_ids_zero();
+    test_ids_threads();
+    test_ids_dry();
     return tk_finish();
 }

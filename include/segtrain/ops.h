@@ -171,6 +171,26 @@ void gated_residual_backward(float *dx, float *dgate, float *dh, const float *dy
 
 /* ---- rotary position embedding (ops/cpu/rope.c) ---- */
 
+/* Rotary position embedding with position ids, as diffusers' FluxPosEmbed (get_1d_rotary_pos_embed with
+ * use_real, interleaved, float64 frequencies) and apply_rotary_emb(use_real_unbind_dim=-1): Flux.1's axes
+ * (16, 56, 56) at theta 10000, Flux.2's four at theta 2000, Qwen Image's and HunyuanVideo's three.
+ *
+ * rope_table fills table (tokens, head_dim/2, 2) with (cos, sin) per pair from ids (tokens, n_axes): axis a of
+ * even width axes_dim[a] owns the next axes_dim[a]/2 pairs (axes concatenated in order, sum(axes_dim) ==
+ * head_dim), and its pair j turns by angle ids[t][a] / theta^(2j/axes_dim[a]), taken in double and rounded
+ * once to float. Flux's text tokens have ids 0 (no rotation), its image token at row r, column c (0, r, c). */
+void rope_table(float *table, const float *ids, int64_t tokens, int n_axes, const int64_t *axes_dim, double theta);
+/* Rotates every head of every token in place: pair p = (x[2p], x[2p+1]) of a head of token t becomes
+ * (x0 c - x1 s, x1 c + x0 s) with (c, s) = table[t][p], in float as torch does in fp32. x is viewed as
+ * rope_2d's (row and batch strides in floats, heads * head_dim contiguous from a row's start), so q or k are
+ * rotated where they lie in a packed or joint buffer; the table's tokens are the view's rows, the same for
+ * every batch item. head_dim even. Independent of the thread count. */
+void rope_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+                  int64_t batch_stride, const float *table);
+/* The gradient through it, in place: the inverse rotation of dy (overwrites, as rope_2d_backward). */
+void rope_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+                   int64_t batch_stride, const float *table);
+
 /* 2D rotary position embedding, in place, on `tokens` image tokens per batch item laid out row-major on a
  * grid x grid patch grid (token t at row t / grid, column t % grid). x is viewed with a row stride and a batch
  * stride (floats), so that q or k inside a packed qkv buffer, or the image rows of a joint text+image sequence,

@@ -1,7 +1,9 @@
-/* 2D rotary position embedding (Flux's rope on image tokens), in place on a strided view. Pointwise over
+/* Rotary position embeddings, in place on a strided view: the general op with position ids (diffusers'
+ * FluxPosEmbed + apply_rotary_emb with interleaved pairs) and the 2D special case mmdit still calls. Pointwise over
  * (batch, tokens) rows, split by rows: each pair is read before it is written, nothing is reduced, so the
- * result is the same for every thread count. The cos/sin coefficients are a small table per call, indexed
- * by grid position and pair, computed serially before the parallel loop. */
+ * result is the same for every thread count. rope_2d's cos/sin coefficients are a small table per call, indexed
+ * by grid position and pair, computed serially before the parallel loop; the general op takes its table from
+ * rope_table. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,5 +79,93 @@ void rope_2d_backward(float *dx, int64_t batch, int64_t tokens, int64_t grid, in
 {
     const double t0 = prof_now();
     if (!op_dry(dx)) rope_2d_run(dx, batch, tokens, grid, heads, head_dim, row_stride, batch_stride, theta, true);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * tokens * heads * head_dim);
+}
+
+/* ---- the general op: a (cos, sin) table from position ids, then the rotation of every head ---- */
+
+static void rope_table_run(float *table, const float *ids, int64_t tokens, int n_axes, const int64_t *axes_dim,
+                           double theta)
+{
+    if (n_axes < 1 || !(theta > 0))
+        st_panic("rope_table: %d axes, theta %g (need at least 1 axis and theta > 0)", n_axes, theta);
+    int64_t pairs = 0;
+    for (int a = 0; a < n_axes; a++) {
+        if (axes_dim[a] < 2 || axes_dim[a] % 2 != 0)
+            st_panic("rope_table: axes_dim[%d] = %lld (need an even width >= 2)", a, (long long)axes_dim[a]);
+        pairs += axes_dim[a] / 2;
+    }
+    if (tokens <= 0) return;
+    /* diffusers' get_1d_rotary_pos_embed with freqs_dtype float64: freq = 1 / theta^(2j/dim) and the angle
+     * pos * freq in double, cos and sin in double, each rounded once to float. pow, cos and sin dominate, so
+     * the split is by tokens from a smaller size than the pointwise ops'. */
+#pragma omp parallel for schedule(static) if (tokens * pairs >= ((int64_t)1 << 12))
+    for (int64_t t = 0; t < tokens; t++) {
+        float *e = table + t * pairs * 2;
+        for (int a = 0; a < n_axes; a++) {
+            const double pos = ids[t * n_axes + a], dim = (double)axes_dim[a];
+            for (int64_t j = 0; j < axes_dim[a] / 2; j++, e += 2) {
+                double ang = pos * (1.0 / pow(theta, (double)(2 * j) / dim));
+                e[0] = (float)cos(ang);
+                e[1] = (float)sin(ang);
+            }
+        }
+    }
+}
+
+void rope_table(float *table, const float *ids, int64_t tokens, int n_axes, const int64_t *axes_dim, double theta)
+{
+    const double t0 = prof_now();
+    int64_t pairs = 0;
+    for (int a = 0; a < n_axes; a++) pairs += axes_dim[a] / 2;
+    if (!op_dry(table)) rope_table_run(table, ids, tokens, n_axes, axes_dim, theta);
+    prof_add(OP_POINTWISE, t0, 0, 4.0 * tokens * (n_axes + 2 * pairs));
+}
+
+/* Pair p = (x[2p], x[2p+1]) of each of the row's heads with (c, s) = cs[p]: y = (x0 c - x1 s, x1 c + x0 s),
+ * bit for bit torch's x * cos + rotated * sin in fp32: each product rounded, then the sum (a + (-b) is a - b
+ * exactly). Both lanes are sums on purpose: gcc 12's vectorizer fuses an alternating subtract and add of
+ * products into vfmaddsub even under ISO C's -ffp-contract=off, one rounding fewer than torch. sign -1 negates
+ * s, which is exact: the inverse rotation, also the gradient torch's autograd forms. */
+static void rotate_row(float *xr, const float *cs, int64_t heads, int64_t pairs, float sign)
+{
+    for (int64_t k = 0; k < heads; k++) {
+        float *v = xr + k * pairs * 2;
+        for (int64_t p = 0; p < pairs; p++) {
+            const float c = cs[2 * p], s = sign * cs[2 * p + 1], x0 = v[2 * p], x1 = v[2 * p + 1];
+            const float x0c = x0 * c, nx1s = -x1 * s, x1c = x1 * c, x0s = x0 * s;
+            v[2 * p] = x0c + nx1s;
+            v[2 * p + 1] = x1c + x0s;
+        }
+    }
+}
+
+static void rope_run(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+                     int64_t batch_stride, const float *table, bool inverse)
+{
+    if (head_dim < 2 || head_dim % 2 != 0)
+        st_panic("rope: head_dim %lld (need an even size >= 2)", (long long)head_dim);
+    const int64_t rows = batch * tokens, pairs = head_dim / 2;
+    if (rows <= 0 || heads <= 0) return;
+#pragma omp parallel for schedule(static) if (rows * heads * head_dim >= PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t b = r / tokens, t = r % tokens;
+        rotate_row(x + b * batch_stride + t * row_stride, table + t * pairs * 2, heads, pairs, inverse ? -1.0f : 1.0f);
+    }
+}
+
+void rope_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+                  int64_t batch_stride, const float *table)
+{
+    const double t0 = prof_now();
+    if (!op_dry(x)) rope_run(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, false);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * tokens * heads * head_dim);
+}
+
+void rope_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+                   int64_t batch_stride, const float *table)
+{
+    const double t0 = prof_now();
+    if (!op_dry(dx)) rope_run(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table, true);
     prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * tokens * heads * head_dim);
 }
