@@ -53,9 +53,22 @@ void param_set_zero_grads(param_set *s);
  * frozen ones (the base model under LoRA). */
 typedef enum param_part { PARAMS_ALL, PARAMS_TRAINABLE, PARAMS_FROZEN } param_part;
 
-/* Reads the parameters of `part` from a safetensors file by name and shape. A missing tensor (other than a fixed
- * one), an unexpected tensor (unless its name starts with other_prefix, e.g. "optimizer." in a checkpoint), a
- * wrong shape or dtype is one error line naming the file and the tensor. */
+/* The file names of diffusers' model folders (diffusers' SAFETENSORS_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME,
+ * LORA_WEIGHT_NAME_SAFE). */
+#define SFT_DIFFUSERS_SINGLE "diffusion_pytorch_model.safetensors"
+#define SFT_DIFFUSERS_INDEX "diffusion_pytorch_model.safetensors.index.json"
+#define SFT_LORA_FILE "pytorch_lora_weights.safetensors"
+
+/* Reads the parameters of `part` by name and shape (F32, F16 or BF16 stored, read as float) from path, which is
+ * - a .safetensors file;
+ * - a diffusers index (SFT_DIFFUSERS_INDEX: {"metadata": {...}, "weight_map": {tensor: shard file}}) with its
+ *   shards beside it: every tensor must be in the shard the index names and in no other shard;
+ * - a diffusers model folder holding SFT_DIFFUSERS_INDEX or SFT_DIFFUSERS_SINGLE, directly or in transformer/ (a
+ *   pipeline folder, SimpleTuner's pretrained_model_name_or_path). Where both are present the index wins, as in
+ *   diffusers' from_pretrained.
+ * A missing tensor (other than a fixed one), an unexpected tensor (unless its name starts with other_prefix, e.g.
+ * "optimizer." in a checkpoint), a wrong shape or dtype, a broken index or shard is one error line naming the
+ * file and the tensor. */
 st_status param_set_load(param_set *s, const char *path, param_part part, const char *other_prefix);
 
 /* A named float tensor to write beside the parameters. */
@@ -71,5 +84,19 @@ typedef struct named_floats {
  * Atomic. */
 st_status param_set_save(param_set *s, const char *path, param_part part, bool grads, const named_floats *extra,
                          int n_extra, const char *const *meta, int n_meta);
+
+/* LoRA adapters as diffusers' save_lora_weights writes them (SimpleTuner's pytorch_lora_weights.safetensors):
+ * each adapter "<module>.lora_A.weight" / ".lora_B.weight" under "transformer.", and the metadata "format": "pt"
+ * and "lora_adapter_metadata": JSON {"transformer.lora_alpha", "transformer.r", "transformer.target_modules"}, the
+ * fields of PEFT's LoraConfig; target_modules are the adapted modules' last names ("to_q", "to_out.0"), or the full
+ * name where the last one would also select a module without an adapter. meta: more pairs, as param_set_save.
+ * Every trainable parameter must be an adapter, all of one rank. Atomic. */
+st_status param_set_save_lora(param_set *s, const char *path, double alpha, const char *const *meta, int n_meta);
+/* Reads the trainable parameters (the adapters) from a LoRA file, or from SFT_LORA_FILE in a folder, under
+ * segtrain's names, with "transformer." before them, or PEFT's ".lora_A.default.weight" form. When the file carries
+ * lora_adapter_metadata, its r and lora_alpha must be the model's (alpha: the config's lora_alpha, the rank when
+ * unset), and per-module ranks, rsLoRA and DoRA are refused. Missing, unexpected, duplicate (one adapter under two
+ * names) and misshapen tensors are one error line each. */
+st_status param_set_load_lora(param_set *s, const char *path, double alpha);
 
 #endif

@@ -1,11 +1,18 @@
 #include "segtrain/params.h"
 
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "segtrain/checked.h"
 #include "segtrain/safetensors.h"
+
+#define PATH_MAX_LEN 4096
+#define INDEX_MAX_BYTES (100 << 20) /* as a safetensors header; a real index is some 100 KiB */
 
 /* Registration has no status to return (the families register dozens of parameters in a row): running out of
  * memory is kept in s->oom, returns -1 (lin_layer's "none") and param_set_check reports it before any use. */
@@ -111,49 +118,445 @@ static bool in_part(const param *q, param_part part)
     return part == PARAMS_ALL || (part == PARAMS_TRAINABLE) == q->trainable;
 }
 
-st_status param_set_load(param_set *s, const char *path, param_part part, const char *other_prefix)
+/* Where a model's tensors come from: one safetensors file, or the shards a diffusers index names. Every tensor
+ * is in exactly one file (checked when opened). */
+typedef struct tensor_source {
+    const char *path; /* the file or index the caller's path resolved to, for messages */
+    char resolved[PATH_MAX_LEN];
+    int n;
+    sft_file **files;
+} tensor_source;
+
+static void source_close(tensor_source *src)
 {
-    sft_file *f;
-    st_status st = sft_open(path, &f);
-    if (st) return st;
+    for (int i = 0; i < src->n; i++) sft_close(src->files[i]);
+    free(src->files);
+    src->files = NULL;
+    src->n = 0;
+}
+
+/* The file holding `name`, NULL if none does. */
+static sft_file *source_find(const tensor_source *src, const char *name)
+{
+    for (int i = 0; i < src->n; i++)
+        if (sft_find(src->files[i], name)) return src->files[i];
+    return NULL;
+}
+
+static st_status source_add(tensor_source *src, sft_file *f)
+{
+    sft_file **files = realloc(src->files, (size_t)(src->n + 1) * sizeof *files);
+    if (!files) {
+        sft_close(f);
+        return st_host_oom("the shard list of %s", src->path);
+    }
+    src->files = files;
+    src->files[src->n++] = f;
+    return ST_OK;
+}
+
+static bool is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static st_status join(char *out, const char *dir, const char *name)
+{
+    if (snprintf(out, PATH_MAX_LEN, "%s/%s", dir, name) >= PATH_MAX_LEN)
+        return st_fail(ST_ERR_INVALID, "%s/%s: path longer than %d bytes", dir, name, PATH_MAX_LEN - 1);
+    return ST_OK;
+}
+
+static st_status read_text(const char *path, char **out)
+{
+    *out = NULL;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return st_fail(ST_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    st_status s = ST_OK;
+    if (fstat(fileno(fp), &st) != 0 || st.st_size > INDEX_MAX_BYTES)
+        s = st_fail(ST_ERR_FORMAT, "%s: cannot read, or larger than %d MiB (not a diffusers index)", path,
+                    INDEX_MAX_BYTES >> 20);
+    else if (!(*out = malloc((size_t)st.st_size + 1)))
+        s = st_host_oom("reading %s", path);
+    else if (fread(*out, 1, (size_t)st.st_size, fp) != (size_t)st.st_size)
+        s = st_fail(ST_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    else
+        (*out)[st.st_size] = 0;
+    fclose(fp);
+    if (s) {
+        free(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
+/* Opens the shards of a diffusers index ({"metadata": ..., "weight_map": {tensor: shard file}}), which lie
+ * beside it, and checks that each tensor is where the index says and in no other shard. As diffusers, a shard
+ * holds what it holds: a tensor the index does not list still loads (and is then expected or not by name). */
+static st_status open_index(tensor_source *src)
+{
+    const char *path = src->path;
+    char *text, dir[PATH_MAX_LEN], shard[PATH_MAX_LEN];
+    st_status s = read_text(path, &text);
+    if (s) return s;
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+    if (!cJSON_IsObject(root))
+        s = st_fail(ST_ERR_FORMAT, "%s: not a JSON object (a diffusers index is {\"metadata\": {...}, \"weight_map\": "
+                    "{tensor: shard file}})", path);
+    else if (!cJSON_IsObject(map) || !map->child)
+        s = st_fail(ST_ERR_FORMAT, "%s: no \"weight_map\" object of tensor names to shard files, or an empty one",
+                    path);
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    /* the shards in order of first mention; src->files[i] is the i-th */
+    for (const cJSON *it = s ? NULL : map->child; it && !s; it = it->next) {
+        const char *name = cJSON_IsString(it) ? it->valuestring : NULL;
+        if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+            s = st_fail(ST_ERR_FORMAT, "%s: weight_map maps tensor '%s' to %s: expected a shard file name in the "
+                        "index's folder", path, it->string, name ? name : "a value that is not a string");
+        bool seen = false;
+        for (const cJSON *jt = map->child; jt != it && !seen && !s; jt = jt->next)
+            seen = !strcmp(jt->valuestring, name);
+        if (s || seen || (s = join(shard, dir, name))) continue;
+        sft_file *f;
+        if ((s = sft_open(shard, &f))) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", st_error());
+            s = st_fail(s, "%s: shard %s (of tensor '%s'): %s", path, name, it->string, why);
+        } else {
+            s = source_add(src, f);
+        }
+    }
+    for (const cJSON *it = s ? NULL : map->child; it && !s; it = it->next) {
+        const sft_file *named = NULL, *f = source_find(src, it->string);
+        for (int i = 0; i < src->n && !named; i++)
+            if (!strcmp(strrchr(sft_path(src->files[i]), '/') + 1, it->valuestring)) named = src->files[i];
+        if (!named || !sft_find(named, it->string))
+            s = st_fail(ST_ERR_FORMAT, "%s: weight_map maps tensor '%s' to shard %s, which lacks it%s%s", path,
+                        it->string, it->valuestring, f ? "; it is in " : "", f ? sft_path(f) : "");
+    }
+    for (int i = 0; i < src->n && !s; i++)
+        for (int j = 0; j < sft_count(src->files[i]) && !s; j++) {
+            const char *name = sft_at(src->files[i], j)->name;
+            sft_file *first = source_find(src, name);
+            if (first != src->files[i])
+                s = st_fail(ST_ERR_FORMAT, "%s: tensor '%s' is in two shards, %s and %s", path, name, sft_path(first),
+                            sft_path(src->files[i]));
+        }
+    cJSON_Delete(root);
+    return s;
+}
+
+/* path: a .safetensors file, a diffusers index, or a folder holding either (directly or in transformer/, the
+ * pipeline's layout). In a folder the index wins over the single file, as in diffusers' from_pretrained. */
+static st_status source_open(const char *path, tensor_source *src)
+{
+    *src = (tensor_source){.path = path};
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        static const char *const names[] = {SFT_DIFFUSERS_INDEX, SFT_DIFFUSERS_SINGLE};
+        static const char *const subs[] = {"", "/transformer"};
+        for (int d = 0; d < 2 && src->path == path; d++)
+            for (int k = 0; k < 2 && src->path == path; k++) {
+                char folder[PATH_MAX_LEN];
+                snprintf(folder, sizeof folder, "%s%s", path, subs[d]);
+                st_status s = join(src->resolved, folder, names[k]);
+                if (s) return s;
+                if (is_file(src->resolved)) src->path = src->resolved;
+            }
+        if (src->path == path)
+            return st_fail(ST_ERR_IO, "%s: a folder without diffusers weights: looked for %s and %s in it and in its "
+                           "transformer/ subfolder", path, SFT_DIFFUSERS_INDEX, SFT_DIFFUSERS_SINGLE);
+    }
+    size_t n = strlen(src->path);
+    st_status s;
+    if (n >= 5 && !strcmp(src->path + n - 5, ".json")) {
+        s = open_index(src);
+    } else {
+        sft_file *f;
+        s = sft_open(src->path, &f);
+        if (!s) s = source_add(src, f);
+    }
+    if (s) source_close(src);
+    return s;
+}
+
+/* Reads the parameters of `part` from src by name; a fixed one may be absent. */
+static st_status read_params(param_set *s, const tensor_source *src, param_part part)
+{
+    st_status st = ST_OK;
     for (int i = 0; i < s->n && !st; i++) {
         param *q = &s->items[i];
-        if (!in_part(q, part) || (q->fixed && !sft_find(f, q->name))) continue;
-        st = sft_read_f32(f, q->name, q->ndim, q->shape, q->w);
+        if (!in_part(q, part)) continue;
+        sft_file *f = source_find(src, q->name);
+        if (!f && q->fixed) continue;
+        st = f ? sft_read_f32(f, q->name, q->ndim, q->shape, q->w)
+               : st_fail(ST_ERR_FORMAT, "%s: tensor '%s' is missing", src->path, q->name);
     }
-    for (int i = 0; i < sft_count(f) && !st; i++) {
-        const char *name = sft_at(f, i)->name;
-        const param *q = param_find(s, name);
-        if (other_prefix && !strncmp(name, other_prefix, strlen(other_prefix))) continue;
-        if (!q)
-            st = st_fail(ST_ERR_FORMAT, "%s: unexpected tensor '%s' (not a parameter of this model)", path, name);
-        else if (!in_part(q, part))
-            st = st_fail(ST_ERR_FORMAT, "%s: unexpected tensor '%s' (a %s parameter; this file should hold the %s ones)",
-                         path, name, q->trainable ? "trainable" : "frozen",
-                         part == PARAMS_TRAINABLE ? "trainable" : "frozen");
+    return st;
+}
+
+static st_status unexpected(const char *path, const char *name, const param *q, param_part part)
+{
+    if (!q) return st_fail(ST_ERR_FORMAT, "%s: unexpected tensor '%s' (not a parameter of this model)", path, name);
+    return st_fail(ST_ERR_FORMAT, "%s: unexpected tensor '%s' (a %s parameter; this file should hold the %s ones)",
+                   path, name, q->trainable ? "trainable" : "frozen",
+                   part == PARAMS_TRAINABLE ? "trainable" : "frozen");
+}
+
+st_status param_set_load(param_set *s, const char *path, param_part part, const char *other_prefix)
+{
+    tensor_source src;
+    st_status st = source_open(path, &src);
+    if (!st) st = read_params(s, &src, part);
+    for (int k = 0; k < src.n && !st; k++)
+        for (int i = 0; i < sft_count(src.files[k]) && !st; i++) {
+            const char *name = sft_at(src.files[k], i)->name;
+            const param *q = param_find(s, name);
+            if (other_prefix && !strncmp(name, other_prefix, strlen(other_prefix))) continue;
+            if (!q || !in_part(q, part)) st = unexpected(sft_path(src.files[k]), name, q, part);
+        }
+    source_close(&src);
+    return st;
+}
+
+/* param_set_save, each parameter's name after `prefix`. */
+static st_status save(param_set *s, const char *path, param_part part, bool grads, const char *prefix,
+                      const named_floats *extra, int n_extra, const char *const *meta, int n_meta)
+{
+    sft_entry *e = calloc((size_t)(s->n + n_extra), sizeof *e);
+    char *names = calloc((size_t)s->n + 1, PARAM_NAME_MAX + strlen(prefix));
+    st_status st = e && names ? ST_OK : st_host_oom("the tensor list of %s", path);
+    int n = 0;
+    for (int i = 0; i < s->n && !st; i++) {
+        const param *q = &s->items[i];
+        if (!in_part(q, part) || (grads && !q->trainable)) continue;
+        char *name = names + (size_t)n * (PARAM_NAME_MAX + strlen(prefix));
+        sprintf(name, "%s%s", prefix, q->name);
+        e[n] = (sft_entry){.name = name, .dtype = SFT_F32, .ndim = q->ndim, .data = grads ? q->g : q->w};
+        memcpy(e[n].shape, q->shape, sizeof q->shape);
+        n++;
     }
-    sft_close(f);
+    for (int i = 0; i < n_extra && !st; i++, n++) {
+        e[n] = (sft_entry){.name = extra[i].name, .dtype = SFT_F32, .ndim = extra[i].ndim, .data = extra[i].data};
+        memcpy(e[n].shape, extra[i].shape, sizeof extra[i].shape);
+    }
+    if (!st) st = sft_write(path, e, n, meta, n_meta);
+    free(names);
+    free(e);
     return st;
 }
 
 st_status param_set_save(param_set *s, const char *path, param_part part, bool grads, const named_floats *extra,
                          int n_extra, const char *const *meta, int n_meta)
 {
-    sft_entry *e = calloc((size_t)(s->n + n_extra), sizeof *e);
-    if (!e) return st_host_oom("the tensor list of %s", path);
-    int n = 0;
+    return save(s, path, part, grads, "", extra, n_extra, meta, n_meta);
+}
+
+/* ---- LoRA under PEFT's names ---- */
+
+#define LORA_PREFIX "transformer."
+#define LORA_METADATA_KEY "lora_adapter_metadata" /* diffusers' LORA_ADAPTER_METADATA_KEY */
+
+static bool ends_with(const char *s, size_t n, const char *tail)
+{
+    size_t t = strlen(tail);
+    return n >= t && !memcmp(s + n - t, tail, t);
+}
+
+/* The rank of the model's adapters (the first lora_A's rows), or an error when it has none. */
+static st_status lora_rank(const param_set *s, const char *path, int64_t *rank)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->items[i].trainable && ends_with(s->items[i].name, strlen(s->items[i].name), ".lora_A.weight")) {
+            *rank = s->items[i].shape[0];
+            return ST_OK;
+        }
+    return st_fail(ST_ERR_INVALID, "%s: this model has no LoRA adapters (model_type lora gives it some)", path);
+}
+
+/* Whether PEFT's target_modules entry `t` selects module m[0..n): the names are equal or m ends in "." t. */
+static bool peft_selects(const char *m, size_t n, const char *t)
+{
+    size_t k = strlen(t);
+    return n >= k && !memcmp(m + n - k, t, k) && (n == k || m[n - k - 1] == '.');
+}
+
+/* Whether a module other than an adapted one would be selected by entry t: any module owning a parameter, at any
+ * depth (PEFT would try to wrap it). */
+static bool selects_other(param_set *s, const char *t)
+{
+    char probe[PARAM_NAME_MAX + 16];
     for (int i = 0; i < s->n; i++) {
+        const char *name = s->items[i].name;
+        if (strstr(name, ".lora_A.") || strstr(name, ".lora_B.")) continue;
+        for (const char *dot = strchr(name, '.'); dot; dot = strchr(dot + 1, '.')) {
+            size_t n = (size_t)(dot - name);
+            if (!peft_selects(name, n, t)) continue;
+            snprintf(probe, sizeof probe, "%.*s.lora_A.weight", (int)n, name);
+            if (!param_find(s, probe)) return true;
+        }
+    }
+    return false;
+}
+
+static int by_string(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* target_modules as SimpleTuner writes them: each adapted module's last name ("to_q"; "to_out.0" for an indexed
+ * one), or its full name where that short one would also select a module without an adapter. Sorted, unique. */
+static st_status target_modules(param_set *s, const char *path, cJSON *list)
+{
+    char **names = calloc((size_t)s->n + 1, sizeof *names);
+    if (!names) return st_host_oom("the target modules of %s", path);
+    int n = 0;
+    st_status st = ST_OK;
+    for (int i = 0; i < s->n && !st; i++) {
+        const char *name = s->items[i].name;
+        size_t len = strlen(name);
+        if (!ends_with(name, len, ".lora_A.weight")) continue;
+        len -= strlen(".lora_A.weight");
+        const char *last = name + len;
+        while (last > name && last[-1] != '.') last--;
+        bool indexed = last > name && strspn(last, "0123456789") == (size_t)(name + len - last);
+        if (indexed)
+            for (last--; last > name && last[-1] != '.'; last--) {}
+        char *entry = strndup(last, (size_t)(name + len - last));
+        if (entry && selects_other(s, entry)) {
+            free(entry);
+            entry = strndup(name, len);
+        }
+        if (entry) names[n++] = entry;
+        else st = st_host_oom("the target modules of %s", path);
+    }
+    qsort(names, (size_t)n, sizeof *names, by_string);
+    for (int i = 0; i < n && !st; i++)
+        if ((!i || strcmp(names[i], names[i - 1])) && !cJSON_AddItemToArray(list, cJSON_CreateString(names[i])))
+            st = st_host_oom("the target modules of %s", path);
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return st;
+}
+
+st_status param_set_save_lora(param_set *s, const char *path, double alpha, const char *const *meta, int n_meta)
+{
+    int64_t rank = 0;
+    st_status st = lora_rank(s, path, &rank);
+    for (int i = 0; i < s->n && !st; i++) {
         const param *q = &s->items[i];
-        if (!in_part(q, part) || (grads && !q->trainable)) continue;
-        e[n] = (sft_entry){.name = q->name, .dtype = SFT_F32, .ndim = q->ndim, .data = grads ? q->g : q->w};
-        memcpy(e[n].shape, q->shape, sizeof q->shape);
-        n++;
+        size_t n = strlen(q->name);
+        if (q->trainable && !ends_with(q->name, n, ".lora_A.weight") && !ends_with(q->name, n, ".lora_B.weight"))
+            st = st_fail(ST_ERR_INVALID, "%s: trainable parameter '%s' is not a LoRA adapter, and a PEFT LoRA file "
+                         "holds only adapters", path, q->name);
+        else if (q->trainable && q->shape[ends_with(q->name, n, ".lora_B.weight")] != rank)
+            st = st_fail(ST_ERR_INVALID, "%s: adapter '%s' has rank %lld, others %lld: PEFT's LoRA file has one rank",
+                         path, q->name, (long long)q->shape[ends_with(q->name, n, ".lora_B.weight")], (long long)rank);
     }
-    for (int i = 0; i < n_extra; i++, n++) {
-        e[n] = (sft_entry){.name = extra[i].name, .dtype = SFT_F32, .ndim = extra[i].ndim, .data = extra[i].data};
-        memcpy(e[n].shape, extra[i].shape, sizeof extra[i].shape);
+    if (st) return st;
+    /* diffusers' save_lora_weights: the transformer's LoraConfig fields, each key after the component's prefix */
+    cJSON *config = cJSON_CreateObject();
+    cJSON *list = cJSON_AddArrayToObject(config, LORA_PREFIX "target_modules");
+    char *json = NULL;
+    const char **all = calloc((size_t)n_meta + 2, 2 * sizeof *all);
+    if (!config || !list || !all || !cJSON_AddNumberToObject(config, LORA_PREFIX "lora_alpha", alpha) ||
+        !cJSON_AddNumberToObject(config, LORA_PREFIX "r", (double)rank))
+        st = st_host_oom("the LoRA metadata of %s", path);
+    if (!st) st = target_modules(s, path, list);
+    if (!st && !(json = cJSON_Print(config))) st = st_host_oom("the LoRA metadata of %s", path);
+    if (!st) {
+        all[0] = "format", all[1] = "pt", all[2] = LORA_METADATA_KEY, all[3] = json;
+        if (n_meta) memcpy(all + 4, meta, (size_t)n_meta * 2 * sizeof *all);
+        st = save(s, path, PARAMS_TRAINABLE, false, LORA_PREFIX, NULL, 0, all, n_meta + 2);
     }
-    st_status st = sft_write(path, e, n, meta, n_meta);
-    free(e);
+    free(all);
+    free(json);
+    cJSON_Delete(config);
+    return st;
+}
+
+/* A LoRA config value: "transformer.<key>" (diffusers' pipeline file) or "<key>" (PEFT's own save). */
+static const cJSON *config_value(const cJSON *config, const char *key)
+{
+    char full[64];
+    snprintf(full, sizeof full, LORA_PREFIX "%s", key);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, full);
+    return v ? v : cJSON_GetObjectItemCaseSensitive(config, key);
+}
+
+/* The adapter config the file carries, if any, against the model's rank and alpha; what segtrain's adapters
+ * cannot be (per-module ranks, rsLoRA's scale, DoRA) is refused by name. */
+static st_status check_lora_config(const sft_file *f, int64_t rank, double alpha)
+{
+    const char *raw = sft_metadata(f, LORA_METADATA_KEY), *path = sft_path(f);
+    if (!raw) return ST_OK;
+    cJSON *config = cJSON_Parse(raw);
+    const cJSON *r = config_value(config, "r"), *a = config_value(config, "lora_alpha");
+    const cJSON *ranks = config_value(config, "rank_pattern"), *alphas = config_value(config, "alpha_pattern");
+    st_status st = ST_OK;
+    if (!cJSON_IsObject(config))
+        st = st_fail(ST_ERR_FORMAT, "%s: metadata %s is not a JSON object", path, LORA_METADATA_KEY);
+    else if (r && (!cJSON_IsNumber(r) || r->valuedouble != (double)rank))
+        st = st_fail(ST_ERR_INVALID, "%s: LoRA rank (r) %g, but this model's adapters have rank %lld (lora_rank)",
+                     path, cJSON_IsNumber(r) ? r->valuedouble : -1.0, (long long)rank);
+    else if (a && (!cJSON_IsNumber(a) || fabs(a->valuedouble - alpha) > 1e-6 * fabs(alpha)))
+        st = st_fail(ST_ERR_INVALID, "%s: lora_alpha %g, but this model's is %g (lora_alpha; none means the rank)",
+                     path, cJSON_IsNumber(a) ? a->valuedouble : -1.0, alpha);
+    else if ((cJSON_IsObject(ranks) && ranks->child) || (cJSON_IsObject(alphas) && alphas->child))
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: per-module ranks or alphas (rank_pattern, alpha_pattern): segtrain's "
+                     "adapters share one rank and alpha", path);
+    else if (cJSON_IsTrue(config_value(config, "use_rslora")) || cJSON_IsTrue(config_value(config, "use_dora")))
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: use_rslora or use_dora is set: segtrain's adapters are plain LoRA "
+                     "(scale alpha / r)", path);
+    cJSON_Delete(config);
+    return st;
+}
+
+/* segtrain's name for a file's adapter name: "transformer." dropped, PEFT's ".default" adapter name dropped. */
+static void own_name(const char *name, char out[PARAM_NAME_MAX + 16])
+{
+    if (!strncmp(name, LORA_PREFIX, strlen(LORA_PREFIX))) name += strlen(LORA_PREFIX);
+    snprintf(out, PARAM_NAME_MAX + 16, "%s", name);
+    char *d = strstr(out, ".default.weight");
+    size_t n = strlen(out);
+    if (d && d + strlen(".default.weight") == out + n &&
+        (ends_with(out, (size_t)(d - out), ".lora_A") || ends_with(out, (size_t)(d - out), ".lora_B")))
+        memmove(d, d + strlen(".default"), strlen(".weight") + 1);
+}
+
+st_status param_set_load_lora(param_set *s, const char *path, double alpha)
+{
+    char file[PATH_MAX_LEN], name[PARAM_NAME_MAX + 16];
+    struct stat sb;
+    st_status st = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) ? join(file, path, SFT_LORA_FILE)
+                                                                 : (snprintf(file, sizeof file, "%s", path), ST_OK);
+    int64_t rank = 0;
+    if (!st) st = lora_rank(s, path, &rank);
+    sft_file *f = NULL;
+    if (!st) st = sft_open(file, &f);
+    if (!st) st = check_lora_config(f, rank, alpha);
+    int *from = st ? NULL : calloc((size_t)s->n + 1, sizeof *from); /* 1 + the file's tensor of each parameter */
+    if (!st && !from) st = st_host_oom("the tensor list of %s", file);
+    for (int i = 0; !st && i < sft_count(f); i++) {
+        const sft_tensor *t = sft_at(f, i);
+        own_name(t->name, name);
+        param *q = param_find(s, name);
+        if (!q || !q->trainable) st = unexpected(file, t->name, q, PARAMS_TRAINABLE);
+        else if (from[q - s->items])
+            st = st_fail(ST_ERR_FORMAT, "%s: tensors '%s' and '%s' are both parameter '%s'", file,
+                         sft_at(f, from[q - s->items] - 1)->name, t->name, q->name);
+        else if (!(st = sft_read_f32(f, t->name, q->ndim, q->shape, q->w)))
+            from[q - s->items] = i + 1;
+    }
+    for (int i = 0; !st && i < s->n; i++)
+        if (s->items[i].trainable && !from[i])
+            st = st_fail(ST_ERR_FORMAT, "%s: tensor '%s%s' is missing (or under segtrain's name, '%s')", file,
+                         LORA_PREFIX, s->items[i].name, s->items[i].name);
+    free(from);
+    sft_close(f);
     return st;
 }
