@@ -94,6 +94,18 @@ def sd3_run(model, t):
 SD3_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = float32(sigma * 1000); "
               "encoder_hidden_states, pooled_projections as stored; pred = output as is")
 
+def auraflow_make(gen):
+    return {"encoder_hidden_states": randn(gen, B, L, JOINT)}
+
+
+def auraflow_run(model, t):
+    return model(hidden_states=t["latents"], encoder_hidden_states=t["encoder_hidden_states"], timestep=t["sigma"],
+                 return_dict=False)[0]
+
+
+AURAFLOW_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = sigma (AuraFlowPipeline passes t / 1000; "
+                   "the model's Timesteps has scale=1000); encoder_hidden_states as stored; pred = output as is")
+
 FLUX_KW = dict(patch_size=1, in_channels=4 * C, num_layers=2, num_single_layers=2, attention_head_dim=16,
                num_attention_heads=2, joint_attention_dim=JOINT, pooled_projection_dim=POOLED,
                axes_dims_rope=[4, 6, 6])
@@ -123,6 +135,14 @@ fixture("sd35-large", "SD3Transformer2DModel", dict(SD3_KW, qk_norm="rms_norm"),
         zero=SD3_ZERO)
 fixture("sd35-medium", "SD3Transformer2DModel", dict(SD3_KW, qk_norm="rms_norm", dual_attention_layers=[0]),
         sd3_make, sd3_run, SD3_PASSED, zero=SD3_ZERO)
+
+# 1 joint + 1 single block (not 2 + 2): AuraFlow's feed-forward is 256 wide at any hidden size (find_multiple(.., 256)),
+# and 2 + 2 would take the folder over 1 MB.
+fixture("auraflow", "AuraFlowTransformer2DModel",
+        dict(sample_size=H, patch_size=2, in_channels=C, num_mmdit_layers=1, num_single_dit_layers=1,
+             attention_head_dim=16, num_attention_heads=2, joint_attention_dim=JOINT, caption_projection_dim=32,
+             out_channels=C, pos_embed_max_size=64),
+        auraflow_make, auraflow_run, AURAFLOW_PASSED)
 
 
 # ------------------------------------------------------------------ exact timestep embedding
