@@ -17,7 +17,7 @@ typedef struct bench_model {
     model *m;
     model_config mc;
     float *x0, *noise, *t;
-    int64_t *cond;
+    float *cond;
     flow_batch fb;
 } bench_model;
 
@@ -33,7 +33,7 @@ static inline int bench_open(const char *preset, int64_t batch, bench_model *b)
     b->x0 = malloc((size_t)n * sizeof(float));
     b->noise = malloc((size_t)n * sizeof(float));
     b->t = malloc((size_t)batch * sizeof(float));
-    b->cond = malloc((size_t)(batch * L) * sizeof(int64_t));
+    b->cond = malloc((size_t)(batch * L) * sizeof(float));
     if (!b->x0 || !b->noise || !b->t || !b->cond) return fprintf(stderr, "out of memory\n"), 1;
     rng_fill_normal(b->x0, n, 1, 1, 0, 1);
     rng_fill_normal(b->noise, n, 1, 2, 0, 1);

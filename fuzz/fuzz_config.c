@@ -41,18 +41,18 @@ static void step(model_run *r, const config *cfg)
     batch = batch < 1 ? 1 : batch > 2 ? 2 : batch;
     const int64_t L = model_cond_len(mc);
     const double side = mc->patch > 0 ? (double)(mc->resolution / mc->patch) : 0;
-    const double work = (double)model_params(r->m)->weight_count * (double)batch * (side * side + (double)L);
+    const double work = (double)model_params(r->m)->weight_count * (double)batch * (side * side + (double)mc->text_len);
     int64_t n, conds;
     if (work > MAX_STEP_WORK || __builtin_mul_overflow(mc->resolution, mc->resolution, &n) ||
         __builtin_mul_overflow(n, mc->channels, &n) || __builtin_mul_overflow(n, batch, &n) || n > INT64_MAX / 8 ||
         __builtin_mul_overflow(batch, L, &conds) || conds > INT64_MAX / 8)
         return;
     float *x0 = NULL, *noise = NULL, *t = NULL;
-    int64_t *cond = NULL;
+    float *cond = NULL;
     st_status st = pool_alloc(r->device, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "fuzz.x0", (void **)&x0);
     if (!st) st = pool_alloc(r->device, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "fuzz.noise", (void **)&noise);
     if (!st) st = pool_alloc(r->device, (size_t)batch * sizeof(float), MEM_ACTIVATIONS, "fuzz.t", (void **)&t);
-    if (!st) st = pool_alloc(r->device, (size_t)conds * sizeof(int64_t), MEM_ACTIVATIONS, "fuzz.cond", (void **)&cond);
+    if (!st) st = pool_alloc(r->device, (size_t)conds * sizeof(float), MEM_ACTIVATIONS, "fuzz.cond", (void **)&cond);
     if (!st) {
         rng_fill_normal(x0, n, 1, rng_stream("fuzz.x0"), 0.0f, 1.0f);
         rng_fill_normal(noise, n, 1, rng_stream("fuzz.noise"), 0.0f, 1.0f);

@@ -206,9 +206,12 @@ cat > st.json <<'JSON'
  "grad_clip_method": "value", "resolution": 512, "resolution_type": "pixel_area", "mixed_precision": "bf16",
  "hub_model_id": "x", "vae_batch_size": 1, "gradient_checkpointing": true, "train_batch_size": 1,}
 JSON
-out=$("$bin" plan --config st.json 2>&1); rc=$?
-[ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "model_family flux (Flux.1, flavour dev): needs the dual-stream MMDiT" <<<"$out" &&
-  ok "a SimpleTuner family not built yet: one line naming it and its topology" || bad "flux refusal (exit $rc): $out"
+expect 0 "a SimpleTuner flux config plans Flux dev at its real size" \
+  "model flux-dev \\(flux\\): 19 double-stream \\+ 38 single-stream blocks, width 3072, 24 heads, 1024 image \\+ 512 text tokens" -- \
+  "$bin" plan --config st.json
+out=$("$bin" plan --config st.json --set model_family=sd3 --set model_flavour=medium 2>&1); rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "model_family sd3 (.*flavour medium): needs the dual-stream MMDiT" <<<"$out" &&
+  ok "a SimpleTuner family not built yet: one line naming it and its topology" || bad "sd3 refusal (exit $rc): $out"
 expect 0 "--set comes before validation: the same file plans on mmdit" "1024 image \\+ 8 text tokens" -- \
   "$bin" plan --config st.json --set model_family=mmdit
 expect 0 "unknown keys split by what ignoring them costs" "ignoring keys that only report or publish: hub_model_id" -- \
@@ -224,8 +227,8 @@ expect 2 "an unknown option names --set" "unknown option '--frobnicate' \\(confi
 out=$("$bin" plan --config <(echo '{"train_batch_size": 0, "optimizer": "sgd", "seed": -1}') 2>&1)
 grep -q "3 errors in the config" <<<"$out" && grep -q "train_batch_size: 0" <<<"$out" && grep -q 'optimizer: "sgd"' <<<"$out" &&
   grep -q "seed: -1" <<<"$out" && ok "every error of a config in one run" || bad "all errors: $out"
-out=$("$bin" plan --config st.json --set attention_mechanism=metal-flash-attention-int8 --set train_batch_size=0 2>&1)
-grep -q "3 errors in the config:" <<<"$out" && [ "$(sed -n 2p <<<"$out" | grep -c "model_family flux (Flux.1")" -eq 1 ] &&
+out=$("$bin" plan --config st.json --set model_family=sd3 --set model_flavour=medium --set attention_mechanism=metal-flash-attention-int8 --set train_batch_size=0 2>&1)
+grep -q "3 errors in the config:" <<<"$out" && [ "$(sed -n 2p <<<"$out" | grep -c "model_family sd3 (")" -eq 1 ] &&
   grep -q 'train_batch_size: "0"' <<<"$out" && ok "a family not built leads the report of a config's other errors" ||
   bad "family with other errors: $out"
 expect 1 "a quantized attention is refused with the nearest" 'is refused: quantized attention.*nearest it takes is flash' -- \

@@ -288,34 +288,33 @@ static step_result run_step(pool *p, model *m, const schedule *sc, const flow_ba
  * (for a captioned family: captions "caption <label>", "" for the null label). */
 typedef struct test_batch {
     float *x0, *noise, t[8];
-    int64_t y[8 * 64];
+    float *y; /* n x model_cond_len */
     flow_batch fb;
 } test_batch;
 
 static test_batch *make_batch(const model_config *mc, int64_t n, uint64_t seed, const float *t, const int64_t *labels)
 {
     const int64_t L = model_cond_len(mc);
-    int64_t y[8 * 64];
+    test_batch *b = calloc(1, sizeof *b);
+    b->y = malloc((size_t)(n * L) * sizeof(float));
     for (int64_t i = 0; i < n; i++) {
         char caption[32] = "";
         if (labels[i] != mc->classes) snprintf(caption, sizeof caption, "caption %lld", (long long)labels[i]);
-        model_condition(mc, labels[i], caption, y + i * L);
+        model_condition(mc, labels[i], caption, b->y + i * L);
     }
-    test_batch *b = calloc(1, sizeof *b);
     const int64_t count = n * mc->channels * mc->resolution * mc->resolution;
     b->x0 = malloc((size_t)count * sizeof(float));
     b->noise = malloc((size_t)count * sizeof(float));
     rng_fill_normal(b->x0, count, seed, 1, 0, 1);
     rng_fill_normal(b->noise, count, seed, 2, 0, 1);
     memcpy(b->t, t, (size_t)n * sizeof *t);
-    memcpy(b->y, y, (size_t)(n * L) * sizeof *y);
     b->fb = (flow_batch){n, b->x0, b->noise, b->t, b->y, 1.0f};
     return b;
 }
 
 static void free_batch(test_batch *b)
 {
-    free(b->x0), free(b->noise), free(b);
+    free(b->x0), free(b->noise), free(b->y), free(b);
 }
 
 /* No control flow that allocates depends on data (docs/ARCHITECTURE.md): a step on zeros, on huge values and on NaN

@@ -39,7 +39,9 @@ static void test_against_pytorch(attention_mechanism mech)
     tk_batch b = tk_random_batch(mc, 3, 0);
     const int64_t img[4] = {3, mc->channels, mc->resolution, mc->resolution};
     CHECK(sft_read_f32(bf, "x0", 4, img, b.x0) == ST_OK && sft_read_f32(bf, "noise", 4, img, b.noise) == ST_OK);
-    CHECK(sft_read_f32(bf, "t", 1, (int64_t[]){3}, b.t) == ST_OK && sft_read_i64(bf, "y", 1, (int64_t[]){3}, b.y) == ST_OK);
+    int64_t y[3];
+    CHECK(sft_read_f32(bf, "t", 1, (int64_t[]){3}, b.t) == ST_OK && sft_read_i64(bf, "y", 1, (int64_t[]){3}, y) == ST_OK);
+    for (int i = 0; i < 3; i++) b.y[i] = (float)y[i]; /* class indices as the conditioning holds them */
 
     param_set_zero_grads(ps);
     float loss = 0, want_loss = 0;

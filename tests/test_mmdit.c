@@ -1,5 +1,5 @@
 /* What is particular to the mmdit family (its gradients, bitwise checkpointing and predicted peaks are in
- * test_dit.c and test_checkpointing.c with the other families): the tokenizer, diffusers' Flux weight names,
+ * test_dit.c and test_checkpointing.c with the other families): the built-in text encoder, diffusers' Flux names,
  * the text conditioning actually reaching the prediction, and what the family refuses. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,31 +17,48 @@ static model_config tiny(void)
     return mc;
 }
 
-static void test_tokenizer(void)
+/* The stand-in encoder's sequence row l of a sample's conditioning. */
+static const float *row(const model_config *mc, const float *cond, int l) { return cond + l * mc->text_dim; }
+
+static bool row_zero(const model_config *mc, const float *cond, int l)
 {
-    printf("-- the tokenizer: words, case, padding, truncation\n");
+    for (int64_t j = 0; j < mc->text_dim; j++)
+        if (row(mc, cond, l)[j] != 0.0f) return false;
+    return true;
+}
+
+static void test_text_encoder(void)
+{
+    printf("-- the built-in text encoder: words, case, padding, truncation, the pooled mean\n");
     model_config mc = tiny();
-    const int64_t L = model_cond_len(&mc);
-    CHECK(L == mc.text_len && L == 8);
-    int64_t a[8], b[8], e[8];
+    const int64_t K = model_cond_len(&mc), D = mc.text_dim, pooled = mc.text_len * D;
+    CHECK(K == mc.text_len * mc.text_dim + mc.pooled_dim && mc.text_len == 8);
+    float *a = malloc((size_t)K * sizeof(float)), *b = malloc((size_t)K * sizeof(float));
+    float *e = malloc((size_t)K * sizeof(float));
     model_condition(&mc, 0, "A red circle, on a NAVY background!", a);
     model_condition(&mc, 0, "a red circle on a navy background", b);
-    CHECK(!memcmp(a, b, sizeof a));
-    CHECKF(a[0] == a[4] && a[0] != a[1] && a[6] != 0 && a[7] == 0, "words hash to rows, the eighth is padding");
-    for (int i = 0; i < 8; i++) CHECK(a[i] >= 0 && a[i] < mc.text_vocab);
+    CHECK(!memcmp(a, b, (size_t)K * sizeof(float)));
+    CHECKF(!memcmp(row(&mc, a, 0), row(&mc, a, 4), (size_t)D * sizeof(float)) &&
+               memcmp(row(&mc, a, 0), row(&mc, a, 1), (size_t)D * sizeof(float)) && !row_zero(&mc, a, 6) &&
+               row_zero(&mc, a, 7),
+           "words are rows (\"a\" twice), the eighth is padding");
     model_null_condition(&mc, e);
-    for (int i = 0; i < 8; i++) CHECK(e[i] == 0);
+    for (int64_t i = 0; i < K; i++) CHECK(e[i] == 0.0f);
     model_condition(&mc, 0, "one two three four five six seven eight nine", a);
-    CHECK(a[7] != 0);
+    CHECK(!row_zero(&mc, a, 7));
+    model_condition(&mc, 0, "red", a);
+    model_condition(&mc, 0, "red red", b);
+    CHECKF(!memcmp(a + pooled, b + pooled, (size_t)mc.pooled_dim * sizeof(float)) &&
+               memcmp(a + pooled, row(&mc, a, 0), (size_t)mc.pooled_dim * sizeof(float)),
+           "the pooled vector is the mean of the words' own vectors, not their rows");
 
     /* every word of the built-in captions has a row of its own at the default table size */
     dataset *ds;
     CHECK(dataset_open_builtin(8, 48, 1, &ds) == ST_OK);
-    model_config big = mc;
-    big.text_len = 1;
-    int64_t rows[64];
+    float rows[64][32];
     char words[64][32];
     int n = 0;
+    CHECK(D <= 32);
     for (int64_t i = 0; i < dataset_size(ds); i++) {
         char caption[CAPTION_MAX];
         CHECK(dataset_get(ds, i, NULL, NULL, caption) == ST_OK);
@@ -50,14 +67,16 @@ static void test_tokenizer(void)
             while (k < n && strcmp(words[k], w)) k++;
             if (k < n || n == 64) continue;
             snprintf(words[n], sizeof words[n], "%s", w);
-            model_condition(&big, 0, w, &rows[n++]);
+            model_condition(&mc, 0, w, a);
+            memcpy(rows[n++], a, (size_t)D * sizeof(float));
         }
     }
     dataset_close(ds);
     bool distinct = n > 15;
     for (int i = 0; i < n; i++)
-        for (int j = 0; j < i; j++) distinct &= rows[i] != rows[j];
+        for (int j = 0; j < i; j++) distinct &= memcmp(rows[i], rows[j], (size_t)D * sizeof(float)) != 0;
     CHECKF(distinct, "%d built-in words, each its own row of %lld", n, (long long)mc.text_vocab);
+    free(a), free(b), free(e);
 }
 
 static void test_names(void)
@@ -67,7 +86,9 @@ static void test_names(void)
     model *m;
     CHECK(model_create(&mc, NULL, &m) == ST_OK);
     const char *want[] = {"x_embedder.weight",
+                          "context_embedder.weight",
                           "time_text_embed.timestep_embedder.linear_1.weight",
+                          "time_text_embed.text_embedder.linear_2.bias",
                           "transformer_blocks.0.norm1.linear.weight",
                           "transformer_blocks.0.norm1_context.linear.weight",
                           "transformer_blocks.1.attn.to_q.weight",
@@ -90,6 +111,11 @@ static void test_names(void)
     }
     block_seq *seqs;
     CHECK(model_sequences(m, &seqs) == 2 && seqs[0].n == 2 && seqs[1].n == 2 && seqs[0].state_n == 2);
+    CHECK(!param_find(ps, "time_text_embed.guidance_embedder.linear_1.weight"));
+    model_destroy(m);
+    CHECK(model_preset("flux-tiny", &mc) == ST_OK && mc.guidance_embeds);
+    CHECK(model_create(&mc, NULL, &m) == ST_OK);
+    CHECK(param_find(model_params(m), "time_text_embed.guidance_embedder.linear_2.weight") != NULL);
     model_destroy(m);
 }
 
@@ -100,13 +126,13 @@ static void predict(model *m, const char *caption, float *out)
     const int64_t per = mc->channels * mc->resolution * mc->resolution;
     float *x = malloc((size_t)per * sizeof(float)), t = 500.0f;
     rng_fill_normal(x, per, 3, 1, 0, 1);
-    int64_t ids[64];
-    model_condition(mc, 0, caption, ids);
+    float *cond = malloc((size_t)model_cond_len(mc) * sizeof(float));
+    model_condition(mc, 0, caption, cond);
     const float *pred;
-    CHECKF(model_forward(m, x, &t, ids, 1, false, &pred) == ST_OK, "%s", st_error());
+    CHECKF(model_forward(m, x, &t, cond, 1, false, &pred) == ST_OK, "%s", st_error());
     memcpy(out, pred, (size_t)per * sizeof(float));
     model_release(m);
-    free(x);
+    free(x), free(cond);
 }
 
 static void test_conditioning(void)
@@ -126,20 +152,17 @@ static void test_conditioning(void)
     CHECK(!memcmp(a, b, (size_t)per * sizeof(float)));
     CHECK(memcmp(a, c, (size_t)per * sizeof(float)) != 0);
 
-    int64_t bad[8] = {0, 0, 0, 0, 0, 0, 0, mc.text_vocab};
-    float x[256] = {0}, t = 1.0f;
-    const float *pred;
-    CHECK(model_forward(m, x, &t, bad, 1, false, &pred) == ST_ERR_INVALID && strstr(st_error(), "caption tokens"));
-
     ckpt_settings none = {.interval = 1, .stride = 1};
     const int64_t capture[1] = {0};
     CHECK(model_set_checkpointing(m, &none, capture, 1) == ST_ERR_UNSUPPORTED);
     CHECKF(strstr(st_error(), "capture_hidden_states") && strstr(st_error(), "mmdit"), "%s", st_error());
 
-    model_config odd = mc;
-    odd.heads = 8; /* head width 8: fine; 64 / 16 = 4 fine; a width of 6 is not */
-    odd.hidden = 48;
-    CHECK(model_config_check(&odd) == ST_ERR_INVALID && strstr(st_error(), "rotary"));
+    model_config odd = mc; /* head width 16 in axes (4, 6, 6) */
+    odd.rope_axes[2] = 8;
+    CHECK(model_config_check(&odd) == ST_ERR_INVALID && strstr(st_error(), "axes_dims_rope"));
+    odd = mc;
+    odd.rope_axes[0] = 3, odd.rope_axes[1] = 7;
+    CHECK(model_config_check(&odd) == ST_ERR_INVALID && strstr(st_error(), "even"));
     odd = mc;
     odd.single_depth = 0;
     model *none_single;
@@ -151,7 +174,7 @@ static void test_conditioning(void)
 
 int main(void)
 {
-    test_tokenizer();
+    test_text_encoder();
     test_names();
     test_conditioning();
     return tk_finish();

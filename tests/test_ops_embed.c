@@ -28,7 +28,7 @@ static void expect_value(const char *what, float got, double want, double tol)
 /* ---- embedding ---- */
 
 enum { ER = 6, ED = 37, EN = 9 }; /* ED spans two column blocks */
-static const int64_t eidx[EN] = {3, 0, 5, 3, 3, 1, 0, 5, 2};
+static const float eidx[EN] = {3, 0, 5, 3, 3, 1, 0, 5, 2};
 
 typedef struct emb_ctx {
     double *table, *w;
@@ -39,7 +39,7 @@ static double emb_loss(void *c)
     emb_ctx *e = c;
     double s = 0;
     for (int i = 0; i < EN; i++)
-        for (int j = 0; j < ED; j++) s += e->w[i * ED + j] * e->table[eidx[i] * ED + j];
+        for (int j = 0; j < ED; j++) s += e->w[i * ED + j] * e->table[(int)eidx[i] * ED + j];
     return s;
 }
 
@@ -55,7 +55,7 @@ static void test_embedding(void)
 
     CHECK(embedding_forward(out, table, eidx, EN, ER, ED) == ST_OK);
     for (int i = 0; i < EN; i++)
-        for (int j = 0; j < ED; j++) ref[i * ED + j] = td[eidx[i] * ED + j];
+        for (int j = 0; j < ED; j++) ref[i * ED + j] = td[(int)eidx[i] * ED + j];
     tk_expect_close("embedding forward", out, ref, EN * ED, 0.0);
 
     emb_ctx c = {td, wd};
@@ -74,7 +74,7 @@ static void test_embedding(void)
     embedding_backward(NULL, w, eidx, EN, ED);
 
     /* an out-of-range index is refused before anything is written, with a message naming it */
-    const int64_t bad_hi[3] = {1, 1234, 2}, bad_lo[2] = {0, -3}, bad_edge[1] = {ER};
+    const float bad_hi[3] = {1, 1234, 2}, bad_lo[2] = {0, -3}, bad_edge[1] = {ER}, bad_frac[2] = {1, 2.5f};
     float sentinel[3 * ED], o2[3 * ED];
     tk_fill(sentinel, 3 * ED, 54, 5.0f, 6.0f);
     memcpy(o2, sentinel, sizeof o2);
@@ -84,6 +84,10 @@ static void test_embedding(void)
     CHECK(embedding_forward(o2, table, bad_lo, 2, ER, ED) == ST_ERR_INVALID);
     CHECKF(strstr(st_error(), "-3"), "message: %s", st_error());
     CHECK(embedding_forward(o2, table, bad_edge, 1, ER, ED) == ST_ERR_INVALID); /* rows itself is outside */
+    CHECK(embedding_forward(o2, table, bad_frac, 2, ER, ED) == ST_ERR_INVALID); /* not a whole row */
+    CHECKF(strstr(st_error(), "2.5"), "message: %s", st_error());
+    const float bad_nan[1] = {NAN};
+    CHECK(embedding_forward(o2, table, bad_nan, 1, ER, ED) == ST_ERR_INVALID);
     tk_expect_bitwise("embedding bad index writes nothing (2)", o2, sentinel, 3 * ED);
     CHECK(embedding_forward(o2, table, eidx, 0, ER, ED) == ST_OK); /* n = 0 is fine */
 }
@@ -92,9 +96,9 @@ static void test_embedding_threads(void)
 {
     const int64_t n = 4000, d = 100, rows = 11;
     int saved = ops_threads();
-    int64_t *idx = malloc((size_t)n * sizeof(int64_t));
+    float *idx = malloc((size_t)n * sizeof(float));
     float *dout = fbuf(n * d), *d1 = fbuf(rows * d), *d2 = fbuf(rows * d);
-    for (int64_t i = 0; i < n; i++) idx[i] = (i * 7 + i / 13) % rows;
+    for (int64_t i = 0; i < n; i++) idx[i] = (float)((i * 7 + i / 13) % rows);
     tk_fill(dout, n * d, 55, -1.0f, 1.0f);
     ops_set_threads(1);
     embedding_backward(d1, dout, idx, n, d);
@@ -300,6 +304,17 @@ static void test_timestep(void)
     free(e), free(ref);
 }
 
+/* Flux's ids for 2 text tokens and a 2 x 3 grid, literally; and fill. */
+static void test_position_ids(void)
+{
+    float ids[8 * 3];
+    const float want[8 * 3] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 2, 0, 1, 0, 0, 1, 1, 0, 1, 2};
+    fill_value(ids, 8 * 3, 7.0f);
+    for (int i = 0; i < 8 * 3; i++) CHECK(ids[i] == 7.0f);
+    position_ids_grid(ids, 2, 2, 3);
+    tk_expect_bitwise("position ids of [text; 2 x 3 grid]", ids, want, 8 * 3);
+}
+
 int main(void)
 {
     test_embedding();
@@ -307,5 +322,6 @@ int main(void)
     test_patches();
     test_pos_embed();
     test_timestep();
+    test_position_ids();
     return tk_finish();
 }

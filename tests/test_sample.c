@@ -43,14 +43,14 @@ static void test_determinism(model *m)
 {
     printf("-- determinism and independence from the batch\n");
     const sample_settings s = {.steps = 5, .guidance = 4.0f, .seed = 7};
-    const int64_t labels[4] = {3, 7, 10, 0}; /* 10 is the null label */
+    const float labels[4] = {3, 7, 10, 0}; /* 10 is the null label */
     float *a = images(4), *b = images(4), *c = images(6), *d = images(4), *e = images(1);
     CHECKF(sample_images(m, &s, labels, 4, a) == ST_OK, "%s", st_error());
     CHECKF(sample_images(m, &s, labels, 4, b) == ST_OK, "%s", st_error());
     tk_expect_bitwise("the same seed twice", a, b, 4 * PER);
 
     /* Another batch of the same size: the same GEMM shapes, so the same bits. */
-    const int64_t longer[6] = {3, 7, 10, 0, 1, 2}, other[4] = {3, 1, 5, 0};
+    const float longer[6] = {3, 7, 10, 0, 1, 2}, other[4] = {3, 1, 5, 0};
     CHECKF(sample_images(m, &s, other, 4, d) == ST_OK, "%s", st_error());
     expect_bitwise_image("image 0 among other labels", d, 0, a, 0);
     expect_bitwise_image("image 3 among other labels", d, 3, a, 3);
@@ -86,7 +86,8 @@ static void noise(float *x, int64_t n, uint64_t seed)
 static void test_unguided_loop(model *m)
 {
     printf("-- guidance 1 against a hand-written Euler loop\n");
-    const int64_t n = 3, labels[3] = {2, 9, 10};
+    const int64_t n = 3;
+    const float labels[3] = {2, 9, 10};
     const sample_settings s = {.steps = 4, .guidance = 1.0f, .seed = 3};
     float *got = images(n), *x = images(n), ts[3];
     CHECKF(sample_images(m, &s, labels, n, got) == ST_OK, "%s", st_error());
@@ -108,7 +109,8 @@ static void test_unguided_loop(model *m)
 static void test_guided_step(model *m)
 {
     printf("-- guidance against two separate forwards\n");
-    const int64_t n = 3, labels[3] = {1, 4, 8}, nulls[3] = {10, 10, 10};
+    const int64_t n = 3;
+    const float labels[3] = {1, 4, 8}, nulls[3] = {10, 10, 10};
     const float g = 3.5f;
     const sample_settings s = {.steps = 1, .guidance = g, .seed = 21};
     float *got = images(n), *x = images(n), *vc = images(n), ts[3] = {1000.0f, 1000.0f, 1000.0f};
@@ -141,7 +143,8 @@ static void test_pool(pool *p, model *m)
     const size_t resident = pool_live(p);
     pool_stats before, after;
     pool_get_stats(p, &before);
-    const int64_t n = 4, labels[4] = {0, 1, 2, 3};
+    const int64_t n = 4;
+    const float labels[4] = {0, 1, 2, 3};
     const sample_settings s = {.steps = 2, .guidance = 2.0f, .seed = 1};
     float *a = images(n), *b = images(n);
     pool_reset_peak(p);
@@ -170,7 +173,7 @@ static void test_pool(pool *p, model *m)
     tk_expect_bitwise("sampling after a refusal", b, a, n * PER);
 
     const sample_settings bad_steps = {.steps = 0, .guidance = 1.0f}, bad_g = {.steps = 1, .guidance = NAN};
-    const int64_t bad_label[1] = {11};
+    const float bad_label[1] = {11};
     CHECK(sample_images(m, &bad_steps, labels, 1, b) == ST_ERR_INVALID);
     CHECK(sample_images(m, &bad_g, labels, 1, b) == ST_ERR_INVALID);
     CHECK(sample_images(m, &s, bad_label, 1, b) == ST_ERR_INVALID && strstr(st_error(), "null label"));
@@ -205,7 +208,7 @@ static void test_grid(pool *p, model *m)
         CHECKF(png_image_finish_read(&img, NULL, buf, 0, NULL), "%s", img.message);
     }
     /* cell (row 2, column 1) against sample_images' image 2 * per_class + 1 with label 2 */
-    const int64_t labels[12] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2};
+    const float labels[12] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2};
     float *x = images(classes * per_class);
     CHECKF(sample_images(m, &s, labels, classes * per_class, x) == ST_OK, "%s", st_error());
     int mismatched = 0, gaps_white = 1;

@@ -110,11 +110,13 @@ static void test_captions_steer_mmdit(void)
                                "a blue triangle on a gray background", "a yellow diamond on a gray background"};
     double red[4];
     for (int q = 0; m && q < 4; q++) {
-        int64_t ids[4 * 64];
-        for (int i = 0; i < n; i++) model_condition(mc, 0, captions[q], ids + i * mc->text_len);
+        const int64_t K = model_cond_len(mc);
+        float *cond = malloc((size_t)(n * K) * sizeof(float));
+        for (int i = 0; i < n; i++) model_condition(mc, 0, captions[q], cond + i * K);
         float *img = malloc((size_t)(n * 3 * r * r) * sizeof(float));
         const sample_settings s = {.steps = 10, .guidance = 3.0f, .seed = 1};
-        CHECKF(sample_images(m, &s, ids, n, img) == ST_OK, "%s", st_error());
+        CHECKF(sample_images(m, &s, cond, n, img) == ST_OK, "%s", st_error());
+        free(cond);
         red[q] = redness(img, n, r);
         printf("     \"%s\": mean red - blue %+.3f\n", captions[q], red[q]);
         free(img);

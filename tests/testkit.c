@@ -269,7 +269,7 @@ tk_batch tk_random_batch(const model_config *mc, int64_t n, uint64_t seed)
     b.x0 = malloc((size_t)(n * b.per) * sizeof(float));
     b.noise = malloc((size_t)(n * b.per) * sizeof(float));
     b.t = malloc((size_t)n * sizeof(float));
-    b.y = malloc((size_t)(n * L) * sizeof(int64_t));
+    b.y = malloc((size_t)(n * L) * sizeof(float));
     rng_fill_normal(b.x0, n * b.per, seed, 1, 0, 1);
     rng_fill_normal(b.noise, n * b.per, seed, 2, 0, 1);
     for (int64_t i = 0; i < n; i++) {
@@ -296,11 +296,11 @@ void tk_dry_loss(const model_config *mc, const ckpt_settings *cs, int64_t n, poo
     if (!st) st = model_set_checkpointing(m, cs, NULL, 0);
     const int64_t per = mc->channels * mc->resolution * mc->resolution, L = model_cond_len(mc);
     float *x0 = NULL, *noise = NULL, *t = NULL;
-    int64_t *cond = NULL;
+    float *cond = NULL;
     if (!st) st = pool_alloc(in, (size_t)(n * per) * sizeof(float), MEM_ACTIVATIONS, "x0", (void **)&x0);
     if (!st) st = pool_alloc(in, (size_t)(n * per) * sizeof(float), MEM_ACTIVATIONS, "noise", (void **)&noise);
     if (!st) st = pool_alloc(in, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "t", (void **)&t);
-    if (!st) st = pool_alloc(in, (size_t)(n * L) * sizeof(int64_t), MEM_ACTIVATIONS, "cond", (void **)&cond);
+    if (!st) st = pool_alloc(in, (size_t)(n * L) * sizeof(float), MEM_ACTIVATIONS, "cond", (void **)&cond);
     if (!st) {
         pool_reset_peak(d);
         pool_reset_peak(h);

@@ -8,7 +8,7 @@
 typedef struct tk_batch {
     int64_t n, per; /* samples, floats per sample */
     float *x0, *noise, *t;
-    int64_t *y; /* n x model_cond_len */
+    float *y; /* n x model_cond_len */
 } tk_batch;
 
 /* x0 and noise standard normal (streams 1 and 2 of the seed), t in (0.1, 0.9) (stream 3), labels

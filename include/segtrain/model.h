@@ -14,32 +14,43 @@
 #include "segtrain/plan.h"
 
 typedef struct model_config {
-    char family[16]; /* "dit", "mmdit" or "skipdit" */
+    char family[16]; /* "dit", "skipdit", or a dual-stream family in FluxTransformer2DModel's layout: "mmdit", "flux" */
     char preset[16];
     int64_t depth, hidden, heads, patch, channels, classes;
     int64_t resolution; /* the model's input edge, in latent pixels */
     int64_t vae_scale;  /* image pixels per latent pixel along an edge: the image edge is resolution * vae_scale */
     int64_t single_depth;          /* mmdit: single-stream blocks after the `depth` double-stream ones */
-    int64_t text_len, text_vocab;  /* mmdit: text tokens per caption, and the token table's rows */
+    int64_t text_len, text_vocab;  /* mmdit, flux: text tokens per caption, and the built-in word table's rows */
+    int64_t text_dim, pooled_dim;  /* mmdit, flux: the text encoder's width (joint_attention_dim) and its pooled
+                                      vector's (pooled_projection_dim) */
+    bool guidance_embeds;          /* flux dev: a guidance embedding joins the timestep's */
+    double guidance;               /* its value (SimpleTuner's flux_guidance_value) */
+    int64_t rope_axes[3];          /* mmdit, flux: head pairs per position axis (axes_dims_rope): Flux's (16, 56, 56) */
     attention_mechanism mechanism;
     int64_t lora_rank;                /* 0: full training; else LoRA of this rank, the base frozen */
     double lora_alpha;                /* the adapters' scale is alpha / rank */
     bool lora_attention, lora_mlp;    /* which linears get adapters */
 } model_config;
 
-/* A named preset's family and sizes ("dit-tiny", "dit-s2", "dit-b2", "dit-xl2", "mmdit-tiny", "mmdit-s",
- * "skipdit-tiny", "skipdit-s"). */
+/* A named preset's family and sizes (model_preset_name lists them: "dit-tiny", "dit-s2", ..., "flux-dev"). */
 st_status model_preset(const char *name, model_config *out);
 /* The model keys of a run configuration: model_preset's sizes (the family's tiny preset when only model_family
  * is given), overridden by any size given explicitly, and model_type / lora_rank / lora_alpha / lora_target.
  * `resolution` is in image pixels as in SimpleTuner (read by resolution_type); the input edge is it over the
  * VAE scale factor, rounded to the nearest multiple of the patch (at least one patch). */
 st_status model_config_from(const config *cfg, model_config *out);
+/* Whether the family runs FluxTransformer2DModel's dual-stream blocks (mmdit, flux). */
+bool model_dual_stream(const model_config *mc);
 /* Whether model_family (a segtrain topology or a SimpleTuner family by SimpleTuner's name, or its example
  * folder's) and model_flavour can be built: ST_OK for dit, mmdit and skipdit (whatever the flavour: they have
  * none, and a SimpleTuner file planned on them keeps its own); else one line naming the family,
  * the topology it needs and that it is planned (ST_ERR_UNSUPPORTED), or what is wrong with the names. */
 st_status model_family_check(const char *family, const char *flavour);
+/* The preset of a built SimpleTuner family's flavour (its default flavour's when flavour is ""), written into
+ * preset; NULL when the family or flavour is not built (model_family_check says why). */
+const char *model_family_preset(const char *family, const char *flavour, char *preset, size_t n);
+/* The i-th preset name, NULL past the last. */
+const char *model_preset_name(int i);
 /* The i-th family name that model_family takes (segtrain's three, then SimpleTuner's), NULL past the last. */
 const char *model_family_name(int i);
 /* Checks sizes that must fit together (heads divide the width, the patch divides the resolution, ...). */
@@ -80,23 +91,26 @@ void model_set_batch(model *m, int64_t batch);
  * values in every tensor, so that every gradient is non-zero (for gradient checks). */
 void model_init(model *m, uint64_t seed, bool random_all);
 
-/* Conditioning: model_cond_len ids per sample. dit and skipdit read one class label (`classes` is the null
- * label); mmdit reads text_len token ids of the caption (tokenizer.c: words hashed into the table, 0 pads). */
+/* Conditioning: model_cond_len floats per sample. dit and skipdit read the class label (`classes` is the null
+ * label; labels stay below 2^24, exact in a float). The dual-stream families read a text encoder's output as a
+ * cache holds it: the sequence (text_len, text_dim), then the pooled vector (pooled_dim). */
 int64_t model_cond_len(const model_config *mc);
-/* The ids of one sample from its label and caption (either may be unused by the family; caption may be NULL),
- * and those of "no conditioning" (the null label, the empty caption) for guidance and dropout. */
-void model_condition(const model_config *mc, int64_t label, const char *caption, int64_t *ids);
-void model_null_condition(const model_config *mc, int64_t *ids);
+/* One sample's conditioning from its label and caption (either may be unused by the family; caption may be NULL),
+ * and that of "no conditioning" (the null label, the empty caption) for guidance and dropout. A text family's is
+ * made by the built-in stand-in for a text encoder (tokenizer.c): the caption's words hashed into text_vocab rows,
+ * each row a fixed pseudo-random vector, padding zero; the pooled vector is the mean of the words' own. */
+void model_condition(const model_config *mc, int64_t label, const char *caption, float *cond);
+void model_null_condition(const model_config *mc, float *cond);
 
 /* ST_ERR_INVALID naming train_batch_size when a step on `batch` samples would not fit the size arithmetic
  * (model_create has checked the sizes of one sample). model_forward checks it; so must a caller that sizes
  * buffers by the batch before that. */
 st_status model_check_batch(const model *m, int64_t batch);
 
-/* Predicts from x (batch, channels, res, res), timesteps (batch) and cond (batch x model_cond_len ids).
+/* Predicts from x (batch, channels, res, res), timesteps (batch) and cond (batch x model_cond_len floats).
  * *pred (same shape as x) stays valid until model_backward or model_release. With train, forward keeps what
  * backward needs. */
-st_status model_forward(model *m, const float *x, const float *timesteps, const int64_t *cond, int64_t batch,
+st_status model_forward(model *m, const float *x, const float *timesteps, const float *cond, int64_t batch,
                         bool train, const float **pred);
 /* Accumulates into the trainable gradients from dpred, then releases forward's state. */
 st_status model_backward(model *m, const float *dpred);

@@ -6,11 +6,11 @@
 #include "segtrain/model_run.h"
 
 /* One batch for the rectified-flow objective: data x0 and noise (batch, C, H, W), t in (0, 1) and the
- * conditioning (batch x model_cond_len ids: labels, or caption tokens). */
+ * conditioning (batch x model_cond_len floats: labels, or a text encoder's output). */
 typedef struct flow_batch {
     int64_t batch;
     const float *x0, *noise, *t;
-    const int64_t *cond;
+    const float *cond;
     float grad_scale; /* the loss's gradient is scaled by this (1/micro-batches when accumulating); 0 means 1 */
 } flow_batch;
 

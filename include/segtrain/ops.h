@@ -209,9 +209,10 @@ void rope_2d_backward(float *dx, int64_t batch, int64_t tokens, int64_t grid, in
 
 /* ---- embeddings, patches and fixed tables (ops/cpu/embed.c) ---- */
 
-/* out (n,d) = rows idx[i] of table (rows,d). An index outside [0, rows) is ST_ERR_INVALID. */
-st_status embedding_forward(float *out, const float *table, const int64_t *idx, int64_t n, int64_t rows, int64_t d);
-void embedding_backward(float *dtable, const float *dout, const int64_t *idx, int64_t n, int64_t d);
+/* out (n,d) = rows idx[i] of table (rows,d). The indices are floats, as a sample's conditioning holds them (exact
+ * below 2^24); one that is not a whole number in [0, rows) is ST_ERR_INVALID and nothing is written. */
+st_status embedding_forward(float *out, const float *table, const float *idx, int64_t n, int64_t rows, int64_t d);
+void embedding_backward(float *dtable, const float *dout, const float *idx, int64_t n, int64_t d);
 
 /* Image (batch, c, h, w) to patch tokens (batch, (h/p)*(w/p), c*p*p). Token r*(w/p)+q is the patch at grid
  * row r, column q; its feature ch*p*p + a*p + b is pixel (ch, r*p+a, q*p+b): the flattening of a Conv2d
@@ -235,11 +236,9 @@ void pos_embed_2d(float *table, int64_t grid, int64_t d);
  * f_j = exp(-ln(max_period) j / (dim/2)); dim even. No gradient: timesteps are not trained. */
 void timestep_embedding(float *emb, const float *t, int64_t n, int64_t dim, double max_period);
 
-/* The mean of each sample's token rows whose id is not 0 (padding), added to y: y (batch, d) += mean over l with
- * ids[b, l] != 0 of x (batch, len, d), each term x / count in token order. Backward: dx[b, l] += dy[b] / count
- * for the same tokens. A sample with no token adds nothing. */
-void token_mean_forward(float *y, const float *x, const int64_t *ids, int64_t batch, int64_t len, int64_t d);
-void token_mean_backward(float *dx, const float *dy, const int64_t *ids, int64_t batch, int64_t len, int64_t d);
+/* Flux's position ids (tokens, 3) of a joint sequence: `text` tokens at (0, 0, 0), then the image's rows x cols
+ * patch grid row-major, token (r, q) at (0, r, q). */
+void position_ids_grid(float *ids, int64_t text, int64_t rows, int64_t cols);
 
 /* ---- moving and adding tensors (ops/cpu/tensor.c): the glue between ops, so that it too is skipped on dry
  * buffers and runs with the op layer's threads ---- */
@@ -252,6 +251,8 @@ void add_to(float *y, const float *x, int64_t n);
 void add_row(float *y, const float *row, int64_t rows, int64_t n);
 /* n bytes from src to dst (ids and other non-float data). */
 void copy_bytes(void *dst, const void *src, size_t n);
+/* x[i] = value over n floats. */
+void fill_value(float *x, int64_t n, float value);
 
 /* ---- loss (ops/cpu/loss.c) ---- */
 

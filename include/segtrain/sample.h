@@ -26,11 +26,11 @@ typedef struct sample_settings {
     uint64_t seed;  /* seed of the starting noise */
 } sample_settings;
 
-/* Samples n images conditioned on cond (n x model_cond_len ids; labels in [0, classes], classes the null
+/* Samples n images conditioned on cond (n x model_cond_len floats; labels in [0, classes], classes the null
  * label) into images (caller memory, n x C x H x W, the model's [-1, 1] convention). Every buffer comes from the model's device pool (tagged
  * activations) and is freed before return, so a pool capacity bounds a sampling run too; a refused allocation is
  * ST_ERR_OOM, and the pool is left as it was. images is unspecified on failure. */
-st_status sample_images(model *m, const sample_settings *s, const int64_t *cond, int64_t n, float *images);
+st_status sample_images(model *m, const sample_settings *s, const float *cond, int64_t n, float *images);
 
 /* Samples per_row images of each row r = 0 .. rows-1, conditioned on model_condition(label r, captions[r])
  * (captions may be NULL: labels only), image index r * per_row + k, so its noise is that of sample_images'

@@ -157,7 +157,9 @@ st_status cli_load_config(const char *path, const cli_args *a, config **out)
     }
     const char *weights = config_string(*out, "pretrained_model_name_or_path");
     if (*weights && train_weights_path_check(weights)) fprintf(stderr, "segtrain: warning: %s\n", st_error());
-    if (*config_string(*out, "model_flavour"))
+    char flavour_preset[32];
+    if (*config_string(*out, "model_flavour") &&
+        !model_family_preset(config_string(*out, "model_family"), "", flavour_preset, sizeof flavour_preset))
         fprintf(stderr, "segtrain: warning: model_flavour %s is not used: segtrain's own %s family has no flavours "
                 "(sizes come from model_preset)\n", config_string(*out, "model_flavour"), mc.family);
     int64_t threads = config_int(*out, "num_threads");

@@ -54,12 +54,14 @@ static const char grad_help[] =
     "                     [--set key=value ...]\n"
     "\n"
     "One forward and backward of the rectified-flow loss. The batch file holds x0 (B,C,H,W) F32, noise (B,C,H,W)\n"
-    "F32, t (B) F32 and y (B) I64. Writes `loss` (shape (1)) and the gradient of every trainable weight under the\n"
-    "weight's own name, and prints the loss and the peak device memory of the step by what it held.\n";
+    "F32, t (B) F32 and the conditioning: y (B) I64 labels, or for mmdit and flux cond (B, K) F32 (a text encoder's\n"
+    "sequence and pooled vector, as `segtrain batch` writes it). Writes `loss` (shape (1)) and the gradient of every\n"
+    "trainable weight under the weight's own name, and prints the loss and the peak device memory of the step by\n"
+    "what it held.\n";
 
 typedef struct batch_data {
     float *x0, *noise, *t;
-    int64_t *y;
+    float *y; /* (B, model_cond_len) */
     int64_t batch;
 } batch_data;
 
@@ -79,6 +81,7 @@ static st_status read_batch(const char *path, model *m, pool *dev, batch_data *b
     b->batch = x0->shape[0];
     const int64_t img[4] = {b->batch, mc->channels, mc->resolution, mc->resolution};
     const int64_t vec[1] = {b->batch}, L = model_cond_len(mc), cond[2] = {b->batch, L};
+    const bool labels = !model_dual_stream(mc);
     if (x0->shape[1] != img[1] || x0->shape[2] != img[2] || x0->shape[3] != img[3])
         st = st_fail(ST_ERR_FORMAT, "%s: tensor 'x0' has shape (%lld, %lld, %lld, %lld), expected (B, %lld, %lld, %lld)",
                      path, (long long)x0->shape[0], (long long)x0->shape[1], (long long)x0->shape[2],
@@ -96,11 +99,17 @@ static st_status read_batch(const char *path, model *m, pool *dev, batch_data *b
     st = pool_alloc(dev, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "batch.x0", (void **)&b->x0);
     if (!st) st = pool_alloc(dev, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "batch.noise", (void **)&b->noise);
     if (!st) st = pool_alloc(dev, (size_t)b->batch * sizeof(float), MEM_ACTIVATIONS, "batch.t", (void **)&b->t);
-    if (!st) st = pool_alloc(dev, (size_t)(b->batch * L) * sizeof(int64_t), MEM_ACTIVATIONS, "batch.cond", (void **)&b->y);
+    if (!st) st = pool_alloc(dev, (size_t)(b->batch * L) * sizeof(float), MEM_ACTIVATIONS, "batch.cond", (void **)&b->y);
     if (!st) st = sft_read_f32(f, "x0", 4, img, b->x0);
     if (!st) st = sft_read_f32(f, "noise", 4, img, b->noise);
     if (!st) st = sft_read_f32(f, "t", 1, vec, b->t);
-    if (!st) st = sft_read_i64(f, "y", L > 1 ? 2 : 1, L > 1 ? cond : vec, b->y);
+    if (!st && labels) { /* I64 labels, as PyTorch's class indices */
+        int64_t *y = malloc((size_t)b->batch * sizeof *y);
+        st = y ? sft_read_i64(f, "y", 1, vec, y) : st_host_oom("the labels of a batch");
+        for (int64_t i = 0; !st && i < b->batch; i++) b->y[i] = (float)y[i];
+        free(y);
+    }
+    if (!st && !labels) st = sft_read_f32(f, "cond", 2, cond, b->y);
     for (int64_t i = 0; !st && i < b->batch; i++)
         if (!(b->t[i] >= 0.0f && b->t[i] <= 1.0f))
             st = st_fail(ST_ERR_FORMAT, "%s: tensor 't': t[%" PRId64 "] = %g is outside [0, 1]", path, i, b->t[i]);
@@ -178,8 +187,9 @@ static const char batch_help[] =
     "\n"
     "Writes a seeded random batch in the format `segtrain grad` reads: train_batch_size samples of x0 and noise\n"
     "(standard normal, the model's input shape), t uniform in (0, 1) and the conditioning y: labels cycling\n"
-    "through the classes and the null label, or for mmdit (B, tokenizer_max_length) token ids of the captions\n"
-    "\"caption 0\", \"caption 1\", ... The same config and seed always give the same file.\n";
+    "through the classes and the null label (I64), or for mmdit and flux `cond` (B, model_cond_len) F32: the\n"
+    "built-in text encoder's output for the captions \"caption 0\", \"caption 1\", ... The same config and seed\n"
+    "always give the same file.\n";
 
 int cmd_batch(int argc, char **argv)
 {
@@ -205,8 +215,10 @@ int cmd_batch(int argc, char **argv)
     float *x0 = malloc((size_t)n * sizeof(float)), *noise = malloc((size_t)n * sizeof(float));
     float *t = malloc((size_t)B * sizeof(float));
     const int64_t L = model_cond_len(&mc);
-    int64_t *y = malloc((size_t)(B * L) * sizeof(int64_t));
-    if (!x0 || !noise || !t || !y) st = st_host_oom("a batch of %lld", (long long)B);
+    const bool labels = !model_dual_stream(&mc);
+    float *y = malloc((size_t)(B * L) * sizeof(float));
+    int64_t *ids = malloc((size_t)B * sizeof(int64_t));
+    if (!x0 || !noise || !t || !y || !ids) st = st_host_oom("a batch of %lld", (long long)B);
     if (!st) {
         rng_fill_normal(x0, n, seed, rng_stream("batch.x0"), 0.0f, 1.0f);
         rng_fill_normal(noise, n, seed, rng_stream("batch.noise"), 0.0f, 1.0f);
@@ -215,17 +227,19 @@ int cmd_batch(int argc, char **argv)
             char caption[32];
             snprintf(caption, sizeof caption, "caption %lld", (long long)i);
             model_condition(&mc, i % (mc.classes + 1), caption, y + i * L);
+            ids[i] = i % (mc.classes + 1);
         }
         const sft_entry e[] = {
             {.name = "x0", .dtype = SFT_F32, .ndim = 4, .shape = {B, mc.channels, mc.resolution, mc.resolution}, .data = x0},
             {.name = "noise", .dtype = SFT_F32, .ndim = 4, .shape = {B, mc.channels, mc.resolution, mc.resolution}, .data = noise},
             {.name = "t", .dtype = SFT_F32, .ndim = 1, .shape = {B}, .data = t},
-            {.name = "y", .dtype = SFT_I64, .ndim = L > 1 ? 2 : 1, .shape = {B, L}, .data = y},
+            labels ? (sft_entry){.name = "y", .dtype = SFT_I64, .ndim = 1, .shape = {B}, .data = ids}
+                   : (sft_entry){.name = "cond", .dtype = SFT_F32, .ndim = 2, .shape = {B, L}, .data = y},
         };
         st = sft_write(out, e, 4, NULL, 0);
     }
     if (!st) printf("wrote a batch of %lld to %s\n", (long long)B, out);
-    free(y), free(t), free(noise), free(x0);
+    free(ids), free(y), free(t), free(noise), free(x0);
     config_free(cfg);
     return st ? cli_error("batch") : 0;
 }

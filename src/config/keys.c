@@ -29,10 +29,12 @@ const cfg_key cfg_keys[] = {
     TEXT_KEY("model_flavour", "", SEC_MODEL, "=",
              "A SimpleTuner family's flavour (`dev`, `schnell`, ...), checked against that family's list; empty = "
              "its default."),
-    CHOICE_KEY("model_preset", "dit-tiny", "dit-tiny|dit-s2|dit-b2|dit-xl2|mmdit-tiny|mmdit-s|skipdit-tiny|skipdit-s",
+    CHOICE_KEY("model_preset", "dit-tiny",
+               "dit-tiny|dit-s2|dit-b2|dit-xl2|mmdit-tiny|mmdit-s|skipdit-tiny|skipdit-s|flux-tiny|flux-dev|flux-schnell",
                SEC_MODEL, NULL,
                "Named size, which also names the family (see ../shared/spec/dit.md and docs/FAMILIES.md); given "
-               "model_family alone, that family's `-tiny`. The keys below override single dimensions."),
+               "model_family alone, a SimpleTuner family's flavour's real sizes (`flux` `dev` is `flux-dev`), or "
+               "segtrain's own family's `-tiny`. The keys below override single dimensions."),
     INT_KEY("depth", "0", 0, 4096, SEC_MODEL, NULL,
             "Number of blocks (mmdit: double-stream blocks; skipdit: odd, in + mid + out); 0 = from the preset."),
     INT_KEY("num_single_layers", "0", 0, 4096, SEC_MODEL, "= (diffusers' Flux config)",
@@ -40,7 +42,14 @@ const cfg_key cfg_keys[] = {
     INT_KEY("tokenizer_max_length", "0", 0, 65536, SEC_MODEL, "= (T5's length there)",
             "mmdit: text tokens per caption (padded, longer captions cut); 0 = from the preset."),
     INT_KEY("text_vocab_size", "0", 0, 16777216, SEC_MODEL, NULL,
-            "mmdit: rows of the text token table (words are hashed into them); 0 = from the preset (1024)."),
+            "mmdit, flux: rows of the built-in stand-in text encoder's word table (words are hashed into them), "
+            "used without a cache of real encoder outputs; 0 = from the preset (1024)."),
+    INT_KEY("joint_attention_dim", "0", 0, 65536, SEC_MODEL, "none (diffusers' Flux config)",
+            "mmdit, flux: the text encoder's width (T5-XXL's 4096 for Flux); 0 = from the preset."),
+    INT_KEY("pooled_projection_dim", "0", 0, 65536, SEC_MODEL, "none (diffusers' Flux config)",
+            "mmdit, flux: the pooled text vector's width (CLIP-L's 768 for Flux); 0 = from the preset."),
+    FLOAT_KEY("flux_guidance_value", "1.0", 0, ANY_MAX, SEC_MODEL, "= (constant mode)",
+              "flux dev: the guidance value its guidance embedding reads in training."),
     INT_KEY("hidden_size", "0", 0, 65536, SEC_MODEL, NULL, "Token width D; 0 = from the preset."),
     INT_KEY("num_heads", "0", 0, 4096, SEC_MODEL, NULL, "Attention heads; 0 = from the preset."),
     INT_KEY("patch_size", "0", 0, 64, SEC_MODEL, NULL, "Patch edge p; 0 = from the preset."),

@@ -10,7 +10,7 @@
 /* The forward state of one step, alive from model_forward to model_backward or model_release. */
 typedef struct dit_step {
     bool active;
-    int64_t *labels;                         /* (B) */
+    float *labels;                           /* (B) */
     float *patches, *tokens;                 /* (N, C p p), (N, D): the first state */
     float *tfreq, *th, *ts, *c;              /* timestep/label embedding path, (B, 256) and (B, D) each */
     block_state last;                        /* the last block's output */
@@ -67,7 +67,7 @@ static st_status register_params(model *m, dit_blocks_fn blocks)
     d->p_x_w = param_add(s, "x_embedder.proj.weight", 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
     d->p_x_b = add1(s, "x_embedder.proj.bias", D, full);
     d->p_pos = param_add_fixed(s, "pos_embed", 3, (int64_t[]){1, T, D});
-    temb_register(s, &d->t, "t_embedder.mlp.0", "t_embedder.mlp.2", D, full);
+    temb_register(s, &d->t, "t_embedder.mlp.0", "t_embedder.mlp.2", DIT_FREQ_DIM, D, full);
     d->p_y = add2(s, "y_embedder.embedding_table.weight", c->classes + 1, D, full);
     st_status st = blocks(m, s, d->seq_blocks, &d->blocks);
     if (st) return st;
@@ -141,7 +141,7 @@ static void dit_release(model *m)
 }
 
 /* x_t -> tokens (the first state), and the conditioning c = t_embedder(t) + y_embedder(y), cs = SiLU(c). */
-static st_status embed_forward(model *m, const float *x, const float *timesteps, const int64_t *labels, bool train)
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *labels, bool train)
 {
     const model_config *c = &m->cfg;
     dit_model *d = dit_of(m);
@@ -149,7 +149,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
     const int64_t P = c->channels * c->patch * c->patch;
     st_status st = ST_OK;
-    s->labels = (int64_t *)model_take(m, &st, 2 * B, "dit.labels", false); /* int64: two floats each */
+    s->labels = model_take(m, &st, B, "dit.labels", false);
     s->patches = model_take(m, &st, N * P, "dit.patches", false);
     s->tokens = model_take(m, &st, N * D, "dit.tokens", false);
     temb_take(m, &d->t, &st, train);
@@ -198,7 +198,7 @@ static st_status dit_hidden(model *m, int k, const float **h, float **dh)
     return ST_OK;
 }
 
-static st_status dit_forward(model *m, const float *x, const float *timesteps, const int64_t *labels, bool train,
+static st_status dit_forward(model *m, const float *x, const float *timesteps, const float *labels, bool train,
                              const float **pred)
 {
     dit_model *d = dit_of(m);

@@ -1,7 +1,8 @@
 /* SimpleTuner's model families by SimpleTuner's names: for each, the topology it needs, the diffusers class that
  * defines its layout, and its flavours, as SimpleTuner registers them (ModelRegistry.register and each model's
- * flavour choices). None of these topologies is built yet: selecting one is refused in one line that says what it
- * needs, so that a user's own config.json fails clearly and the same file plans once the topology lands. */
+ * flavour choices), with the flavours built so far and their presets. Selecting one not built is refused in one
+ * line that says what it needs, so that a user's own config.json fails clearly and the same file plans once the
+ * topology lands. */
 #include <string.h>
 
 #include "internal.h"
@@ -24,66 +25,69 @@ static const struct st_family {
     enum topology topology;
     const char *diffusers; /* the class whose weight names and layout the family will load */
     const char *flavours;  /* "a|b|c" */
+    const char *built;     /* the flavours built, each with its preset: "flavour:preset|..."; NULL: none */
+    const char *fallback;  /* the flavour SimpleTuner takes when none is given */
 } st_families[] = {
-    {"ace_step", NULL, "ACE-Step", XATTN, "AceStepTransformer1DModel", "base|v15-turbo|v15-base|v15-sft"},
+    {"ace_step", NULL, "ACE-Step", XATTN, "AceStepTransformer1DModel", "base|v15-turbo|v15-base|v15-sft", NULL, NULL},
     {"anima", NULL, "Anima", XATTN, "CosmosTransformer3DModel",
-     "release|base-v1.0|preview-3|preview-2|preview|gazingstars123-2.9b"},
-    {"auraflow", NULL, "AuraFlow", DUAL, "AuraFlowTransformer2DModel", "pony|v0.3|v0.2|v0.1"},
+     "release|base-v1.0|preview-3|preview-2|preview|gazingstars123-2.9b", NULL, NULL},
+    {"auraflow", NULL, "AuraFlow", DUAL, "AuraFlowTransformer2DModel", "pony|v0.3|v0.2|v0.1", NULL, NULL},
     {"boogu_image", NULL, "Boogu-Image", DUAL, "BooguImageTransformer2DModel",
-     "v0.1-base|v0.1-base-fp8|v0.1-turbo|v0.1-turbo-fp8|v0.1-edit|v0.1-edit-fp8"},
-    {"chroma", NULL, "Chroma 1", DUAL, "ChromaTransformer2DModel", "base|hd|flash"},
-    {"cosmos2image", "cosmos", "Cosmos 2 (T2I)", XATTN, "CosmosTransformer3DModel", "2b|14b"},
-    {"cosmos3", NULL, "Cosmos 3", JOINT, "Cosmos3OmniTransformer", "edge|nano|super|super-i2v|super-t2i"},
+     "v0.1-base|v0.1-base-fp8|v0.1-turbo|v0.1-turbo-fp8|v0.1-edit|v0.1-edit-fp8", NULL, NULL},
+    {"chroma", NULL, "Chroma 1", DUAL, "ChromaTransformer2DModel", "base|hd|flash", NULL, NULL},
+    {"cosmos2image", "cosmos", "Cosmos 2 (T2I)", XATTN, "CosmosTransformer3DModel", "2b|14b", NULL, NULL},
+    {"cosmos3", NULL, "Cosmos 3", JOINT, "Cosmos3OmniTransformer", "edge|nano|super|super-i2v|super-t2i", NULL, NULL},
     {"deepfloyd", NULL, "DeepFloyd IF", UNET, "UNet2DConditionModel",
-     "i-medium-400m|i-large-900m|i-xlarge-4.3b|ii-medium-450m|ii-large-1.2b"},
-    {"ernie", NULL, "ERNIE-Image", JOINT, "ErnieImageTransformer2DModel", "base|turbo"},
-    {"flux", NULL, "Flux.1", DUAL, "FluxTransformer2DModel", "dev|krea|schnell|kontext|fluxbooru|libreflux"},
-    {"flux2", NULL, "Flux.2", DUAL, "Flux2Transformer2DModel", "dev|klein-4b|klein-9b"},
-    {"flux3_image", NULL, "Flux.3 Klein", JOINT, "Flux3Transformer2DModel", ""},
-    {"heartmula", NULL, "HeartMuLa", AUDIO_LM, "HeartMuLaModel", "3b"},
-    {"hidream", NULL, "HiDream", DUAL, "HiDreamImageTransformer2DModel", "dev|full|fast"},
+     "i-medium-400m|i-large-900m|i-xlarge-4.3b|ii-medium-450m|ii-large-1.2b", NULL, NULL},
+    {"ernie", NULL, "ERNIE-Image", JOINT, "ErnieImageTransformer2DModel", "base|turbo", NULL, NULL},
+    {"flux", NULL, "Flux.1", DUAL, "FluxTransformer2DModel", "dev|krea|schnell|kontext|fluxbooru|libreflux",
+     "dev:flux-dev|krea:flux-dev|schnell:flux-schnell|fluxbooru:flux-dev", "krea"},
+    {"flux2", NULL, "Flux.2", DUAL, "Flux2Transformer2DModel", "dev|klein-4b|klein-9b", NULL, NULL},
+    {"flux3_image", NULL, "Flux.3 Klein", JOINT, "Flux3Transformer2DModel", "", NULL, NULL},
+    {"heartmula", NULL, "HeartMuLa", AUDIO_LM, "HeartMuLaModel", "3b", NULL, NULL},
+    {"hidream", NULL, "HiDream", DUAL, "HiDreamImageTransformer2DModel", "dev|full|fast", NULL, NULL},
     {"hunyuanvideo", NULL, "HunyuanVideo", DUAL, "HunyuanVideoTransformer3DModel",
-     "t2v-480p|t2v-720p|t2v-480p-distilled|i2v-480p|i2v-720p|i2v-480p-distilled|i2v-720p-distilled"},
-    {"ideogram", NULL, "Ideogram 4", JOINT, "Ideogram4Transformer2DModel", "fp8|nf4"},
-    {"infinitetalk", NULL, "InfiniteTalk", XATTN, "InfiniteTalkTransformer3DModel", "single-14b-480p"},
+     "t2v-480p|t2v-720p|t2v-480p-distilled|i2v-480p|i2v-720p|i2v-480p-distilled|i2v-720p-distilled", NULL, NULL},
+    {"ideogram", NULL, "Ideogram 4", JOINT, "Ideogram4Transformer2DModel", "fp8|nf4", NULL, NULL},
+    {"infinitetalk", NULL, "InfiniteTalk", XATTN, "InfiniteTalkTransformer3DModel", "single-14b-480p", NULL, NULL},
     {"kandinsky5-image", "kandinsky5_image", "Kandinsky5-Image", XATTN, "Kandinsky5Transformer3DModel",
-     "t2i-lite-sft|t2i-lite-pretrain|i2i-lite-sft|i2i-lite-pretrain"},
+     "t2i-lite-sft|t2i-lite-pretrain|i2i-lite-sft|i2i-lite-pretrain", NULL, NULL},
     {"kandinsky5-video", "kandinsky5_video", "Kandinsky5-Video", XATTN, "Kandinsky5Transformer3DModel",
      "t2v-lite-sft-5s|t2v-lite-pretrain-5s|t2v-lite-sft-10s|t2v-lite-pretrain-10s|t2v-pro-sft-5s-hd|"
-     "t2v-pro-sft-10s-hd|t2v-pro-pretrain-5s-hd|t2v-pro-pretrain-10s-hd|i2v-lite-5s|i2v-pro-sft-5s"},
-    {"kolors", NULL, "Kwai Kolors", UNET, "UNet2DConditionModel", "1.0"},
-    {"krea2", NULL, "Krea 2", JOINT, "Krea2Transformer2DModel", "raw|turbo"},
-    {"longcat_image", NULL, "LongCat-Image", DUAL, "LongCatImageTransformer2DModel", "final|dev|edit"},
-    {"longcat_video", NULL, "LongCat-Video", XATTN, "LongCatVideoTransformer3DModel", "final"},
-    {"ltxvideo", NULL, "LTXVideo", XATTN, "LTXVideoTransformer3DModel", "0.9.5|0.9.0"},
+     "t2v-pro-sft-10s-hd|t2v-pro-pretrain-5s-hd|t2v-pro-pretrain-10s-hd|i2v-lite-5s|i2v-pro-sft-5s", NULL, NULL},
+    {"kolors", NULL, "Kwai Kolors", UNET, "UNet2DConditionModel", "1.0", NULL, NULL},
+    {"krea2", NULL, "Krea 2", JOINT, "Krea2Transformer2DModel", "raw|turbo", NULL, NULL},
+    {"longcat_image", NULL, "LongCat-Image", DUAL, "LongCatImageTransformer2DModel", "final|dev|edit", NULL, NULL},
+    {"longcat_video", NULL, "LongCat-Video", XATTN, "LongCatVideoTransformer3DModel", "final", NULL, NULL},
+    {"ltxvideo", NULL, "LTXVideo", XATTN, "LTXVideoTransformer3DModel", "0.9.5|0.9.0", NULL, NULL},
     {"ltxvideo2", NULL, "LTXVideo2", XATTN, "LTX2VideoTransformer3DModel",
-     "dev|dev-fp4|dev-fp8|2.3-dev|2.3-distilled|2.5-dev|2.5-distilled"},
-    {"lumina2", NULL, "Lumina-T2I", JOINT, "Lumina2Transformer2DModel", "2.0|neta-lumina"},
+     "dev|dev-fp4|dev-fp8|2.3-dev|2.3-distilled|2.5-dev|2.5-distilled", NULL, NULL},
+    {"lumina2", NULL, "Lumina-T2I", JOINT, "Lumina2Transformer2DModel", "2.0|neta-lumina", NULL, NULL},
     {"mageflow", NULL, "Mage-Flow", DUAL, "MageFlowTransformer2DModel",
-     "base|default|turbo|edit-base|edit|edit-turbo"},
+     "base|default|turbo|edit-base|edit|edit-turbo", NULL, NULL},
     {"minimaxh3", NULL, "MiniMax H3", JOINT, "MiniMaxH3Transformer3DModel",
-     "fl2va|ref2va|convrot-int8|convrot-int4|nvfp4|fp8-e4m3fn"},
-    {"minimaxmusic", NULL, "MiniMax Music 3", AUDIO_LM, "MiniMaxMusic3Transformer1DModel", "music3"},
-    {"omnigen", NULL, "OmniGen", JOINT, "OmniGenTransformer2DModel", "v1"},
+     "fl2va|ref2va|convrot-int8|convrot-int4|nvfp4|fp8-e4m3fn", NULL, NULL},
+    {"minimaxmusic", NULL, "MiniMax Music 3", AUDIO_LM, "MiniMaxMusic3Transformer1DModel", "music3", NULL, NULL},
+    {"omnigen", NULL, "OmniGen", JOINT, "OmniGenTransformer2DModel", "v1", NULL, NULL},
     {"pixart_sigma", "pixart", "PixArt Sigma", XATTN, "PixArtTransformer2DModel",
-     "900M-1024-v0.6|900M-1024-v0.7-stage1|900M-1024-v0.7-stage2|600M-512|600M-1024|600M-2048"},
+     "900M-1024-v0.6|900M-1024-v0.7-stage1|900M-1024-v0.7-stage2|600M-512|600M-1024|600M-2048", NULL, NULL},
     {"qwen_image", NULL, "Qwen-Image", DUAL, "QwenImageTransformer2DModel",
-     "v1.0|v2.0|edit-v1|edit-v2|edit-v2+|edit-v3"},
+     "v1.0|v2.0|edit-v1|edit-v2|edit-v2+|edit-v3", NULL, NULL},
     {"sana", NULL, "Sana", LINEAR, "SanaTransformer2DModel",
-     "sana1.5-4.8b-1024|sana1.5-1.6b-1024|sana1.0-1.6b-2048|sana1.0-1.6b-1024|sana1.0-600m-1024|sana1.0-600m-512"},
-    {"sanavideo", NULL, "SanaVideo", LINEAR, "SanaVideoTransformer3DModel", "2b-480p"},
-    {"sd1x", NULL, "Stable Diffusion 1.x", UNET, "UNet2DConditionModel", "1.5|1.4|dreamshaper|realvis"},
-    {"sd2x", NULL, "Stable Diffusion 2.x", UNET, "UNet2DConditionModel", ""},
-    {"sd3", NULL, "Stable Diffusion 3.x", DUAL, "SD3Transformer2DModel", "medium|large"},
-    {"sdxl", NULL, "Stable Diffusion XL", UNET, "UNet2DConditionModel", "base-1.0|refiner-1.0|base-0.9|refiner-0.9"},
-    {"stable_cascade", NULL, "Stable Cascade (Stage C)", UNET, "StableCascadeUNet", "stage-c|stage-c-lite"},
+     "sana1.5-4.8b-1024|sana1.5-1.6b-1024|sana1.0-1.6b-2048|sana1.0-1.6b-1024|sana1.0-600m-1024|sana1.0-600m-512", NULL, NULL},
+    {"sanavideo", NULL, "SanaVideo", LINEAR, "SanaVideoTransformer3DModel", "2b-480p", NULL, NULL},
+    {"sd1x", NULL, "Stable Diffusion 1.x", UNET, "UNet2DConditionModel", "1.5|1.4|dreamshaper|realvis", NULL, NULL},
+    {"sd2x", NULL, "Stable Diffusion 2.x", UNET, "UNet2DConditionModel", "", NULL, NULL},
+    {"sd3", NULL, "Stable Diffusion 3.x", DUAL, "SD3Transformer2DModel", "medium|large", NULL, NULL},
+    {"sdxl", NULL, "Stable Diffusion XL", UNET, "UNet2DConditionModel", "base-1.0|refiner-1.0|base-0.9|refiner-0.9", NULL, NULL},
+    {"stable_cascade", NULL, "Stable Cascade (Stage C)", UNET, "StableCascadeUNet", "stage-c|stage-c-lite", NULL, NULL},
     {"wan", NULL, "Wan", XATTN, "WanTransformer3DModel",
      "t2v-480p-1.3b-2.1|t2v-480p-14b-2.1|i2v-14b-2.1|i2v-14b-2.1-720p|i2v-14b-2.2-high|i2v-14b-2.2-low|"
-     "animegen-t2v-high|animegen-t2v-low|flf2v-14b-2.1|vace-1.3b-2.1|vace-14b-2.1|ti2v-5b-2.2"},
-    {"wan_s2v", NULL, "WanS2V", XATTN, "WanS2VTransformer3DModel", "s2v-14b-2.2"},
-    {"z_image", NULL, "Z-Image", JOINT, "ZImageTransformer2DModel", "base|turbo|turbo-ostris-v2|ostris-de-turbo"},
-    {"z_image_omni", NULL, "Z-Image Omni", JOINT, "ZImageOmniTransformer2DModel", "base|edit"},
-    {"zlab_i1", NULL, "zlab i1", JOINT, "ZlabI1Transformer2DModel", "3b"},
+     "animegen-t2v-high|animegen-t2v-low|flf2v-14b-2.1|vace-1.3b-2.1|vace-14b-2.1|ti2v-5b-2.2", NULL, NULL},
+    {"wan_s2v", NULL, "WanS2V", XATTN, "WanS2VTransformer3DModel", "s2v-14b-2.2", NULL, NULL},
+    {"z_image", NULL, "Z-Image", JOINT, "ZImageTransformer2DModel", "base|turbo|turbo-ostris-v2|ostris-de-turbo", NULL, NULL},
+    {"z_image_omni", NULL, "Z-Image Omni", JOINT, "ZImageOmniTransformer2DModel", "base|edit", NULL, NULL},
+    {"zlab_i1", NULL, "zlab i1", JOINT, "ZlabI1Transformer2DModel", "3b", NULL, NULL},
 };
 #define ST_FAMILY_COUNT ((int)(sizeof st_families / sizeof *st_families))
 
@@ -107,14 +111,37 @@ const char *model_family_name(int i)
     return i - 3 < ST_FAMILY_COUNT ? st_families[i - 3].name : NULL;
 }
 
+static const struct st_family *find_family(const char *family)
+{
+    for (int i = 0; i < ST_FAMILY_COUNT; i++)
+        if (!strcmp(family, st_families[i].name) || (st_families[i].alias && !strcmp(family, st_families[i].alias)))
+            return &st_families[i];
+    return NULL;
+}
+
+/* The preset that "flavour:preset" in f->built gives the flavour (the fallback's when empty), or NULL. */
+static const char *built_preset(const struct st_family *f, const char *flavour, char *out, size_t n)
+{
+    if (!f->built) return NULL;
+    if (!*flavour) flavour = f->fallback;
+    const size_t k = strlen(flavour);
+    for (const char *p = f->built; *p;) {
+        const size_t w = strcspn(p, "|");
+        const char *colon = memchr(p, ':', w);
+        if (colon && (size_t)(colon - p) == k && !strncmp(p, flavour, k)) {
+            snprintf(out, n, "%.*s", (int)(w - k - 1), colon + 1);
+            return out;
+        }
+        p += w + (p[w] == '|');
+    }
+    return NULL;
+}
+
 st_status model_family_check(const char *family, const char *flavour)
 {
     for (int i = 0; i < 3; i++) /* segtrain's own have no flavours: a SimpleTuner file's stays harmless */
         if (!strcmp(family, built[i])) return ST_OK;
-    const struct st_family *f = NULL;
-    for (int i = 0; i < ST_FAMILY_COUNT && !f; i++)
-        if (!strcmp(family, st_families[i].name) || (st_families[i].alias && !strcmp(family, st_families[i].alias)))
-            f = &st_families[i];
+    const struct st_family *f = find_family(family);
     if (!f) {
         const char *names[3 + ST_FAMILY_COUNT + 1]; /* and the NULL that ends them */
         int n = 0;
@@ -126,12 +153,23 @@ st_status model_family_check(const char *family, const char *flavour)
     if (*flavour && !in_list(f->flavours, flavour))
         return st_fail(ST_ERR_INVALID, "model_flavour: \"%s\" is not a flavour of %s (%s)", flavour, f->name,
                        *f->flavours ? f->flavours : "none known");
+    char preset[32];
+    if (built_preset(f, flavour, preset, sizeof preset)) return ST_OK;
+    if (f->built)
+        return st_fail(ST_ERR_UNSUPPORTED, "model_flavour %s of %s (%s): not built yet; built flavours: %s", flavour,
+                       f->name, f->title, f->built);
     if (f->topology == AUDIO_LM)
         return st_fail(ST_ERR_UNSUPPORTED, "model_family %s (%s): needs %s (%s); segtrain trains diffusion "
                        "transformers and does not plan to build it", f->name, f->title, topology_text[f->topology],
                        f->diffusers);
     return st_fail(ST_ERR_UNSUPPORTED, "model_family %s (%s%s%s): needs %s in diffusers' %s layout: planned, not "
-                   "built yet. Built today: dit, mmdit (Flux-style, its own layout), skipdit; --set model_family=mmdit "
-                   "plans this file on one", f->name, f->title, *flavour ? ", flavour " : "", flavour,
-                   topology_text[f->topology], f->diffusers);
+                   "built yet. Built today: dit, mmdit, skipdit, flux; --set model_family=mmdit plans this file on "
+                   "one", f->name, f->title, *flavour ? ", flavour " : "", flavour, topology_text[f->topology],
+                   f->diffusers);
+}
+
+const char *model_family_preset(const char *family, const char *flavour, char *preset, size_t n)
+{
+    const struct st_family *f = find_family(family);
+    return f ? built_preset(f, flavour, preset, n) : NULL;
 }

@@ -31,7 +31,7 @@ typedef struct model_family {
     void (*destroy)(model *m);
     /* Sets m->shape.batch and every sequence's state sizes for a batch. */
     void (*set_batch)(model *m, int64_t batch);
-    st_status (*forward)(model *m, const float *x, const float *timesteps, const int64_t *cond, bool train,
+    st_status (*forward)(model *m, const float *x, const float *timesteps, const float *cond, bool train,
                          const float **pred);
     st_status (*backward)(model *m, const float *dpred);
     void (*release)(model *m);
@@ -49,6 +49,7 @@ struct model {
     model_shape shape;
     struct {
         float *cs, *dcs; /* the blocks' context SiLU(c) (B, D) and its gradient */
+        float *rope;     /* dual-stream: the joint sequence's rotary table (S, head_dim / 2, (cos, sin)) */
     } ctx;
     int n_seq;
     block_seq seq[MODEL_SEQ_MAX];
@@ -68,18 +69,25 @@ float *model_take(model *m, st_status *st, int64_t floats, const char *what, boo
 /* The offload to use for a forward: NULL without a host pool. */
 offload *model_offload(model *m);
 
-/* The timestep embedding path shared by the families: c = linear_2(SiLU(linear_1(freq(t)))) (+ what the caller
- * already put in c), then cs = SiLU(c). Buffers are the family's; backward takes dL/dcs in dcs. */
+/* The timestep embedding path shared by the families: c = linear_2(SiLU(linear_1(freq(t)))), then the caller adds
+ * what else conditions (a label's embedding, a guidance or pooled-text embedding made the same way) and makes
+ * cs = SiLU(c). Buffers are the family's; backward takes dL/dc and accumulates the path's weight gradients. */
 typedef struct temb {
     int w0, b0, w2, b2; /* parameter indices */
-    float *freq, *h, *hs, *c;
+    int64_t in;         /* linear_1's input width: DIT_FREQ_DIM timestep features, or a pooled text vector's */
+    float *freq, *h, *hs, *c; /* freq: linear_1's input */
 } temb;
-void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t D, bool trainable);
-/* Takes the path's buffers and the context's (activations, in this order: freq, h, hs, c, cs, and with train
- * dcs, zeroed); release frees them all. */
+void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
+                   bool trainable);
+/* Takes the path's buffers (activations: freq, h, hs, c); temb_take also the context's (cs, and with train dcs,
+ * zeroed). The releases free what their take took. */
+void temb_take_path(model *m, temb *t, st_status *st);
 void temb_take(model *m, temb *t, st_status *st, bool train);
+void temb_release_path(model *m, temb *t);
 void temb_release(model *m, temb *t);
+/* c from the timesteps' features; temb_mlp_forward: c from whatever the caller put in freq. */
 st_status temb_forward(model *m, temb *t, const float *timesteps);
+void temb_mlp_forward(model *m, temb *t);
 st_status temb_backward(model *m, temb *t, float *dc);
 
 /* The adaLN final layer both families end with: pred = unpatchify(out(LN(x) (1 + scale) + shift)), the
@@ -98,9 +106,12 @@ st_status final_backward(model *m, final_layer *f, const float *x, const float *
 void final_backward_done(model *m, final_layer *f);
 void final_release(model *m, final_layer *f);
 
-/* Tokenizer (tokenizer.c): the caption's words, lowercased, each hashed into rows 1 .. vocab-1; 0 pads.
- * Returns the number of words that did not fit into len. */
-int64_t tokenize_caption(const char *caption, int64_t vocab, int64_t len, int64_t *ids);
+/* The built-in stand-in for a text encoder (tokenizer.c), for a caption: its words (ASCII letters and digits,
+ * lowercased) hashed into rows 1 .. vocab-1; seq (len, dim) holds each word's row vector (N(0, 1) values) in
+ * order, zero rows for padding; pooled (pooled_dim) the mean of the words' own pooled vectors (zero without
+ * words). */
+void encode_caption(const char *caption, int64_t vocab, int64_t len, int64_t dim, int64_t pooled_dim, float *seq,
+                    float *pooled);
 
 /* The DiT block (dit_block.c): adaLN-Zero attention and MLP, reading m->shape and m->ctx. */
 typedef struct dit_block {

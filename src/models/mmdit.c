@@ -1,10 +1,10 @@
-/* The Flux-style dual-stream family (docs/FAMILIES.md): caption tokens and image patches as two streams through
- * `depth` double-stream blocks (separate weights, one joint attention), then [text; image] as one sequence
- * through `single_depth` single-stream blocks, and the image rows through the final adaLN and projection.
- *
- * The conditioning vector is c = timestep_embedder(t) + the mean of the caption's token embeddings (padding
- * left out): it stands in for Flux's pooled CLIP text embedding. The token table stands in for T5 and
- * context_embedder. Weight names are diffusers' Flux names where a Flux weight exists. */
+/* The dual-stream family of diffusers' FluxTransformer2DModel, in its names and layouts (docs/FAMILIES.md): the
+ * text encoder's tokens (through context_embedder) and the image's 2x2 patches (x_embedder) as two streams through
+ * `depth` double-stream blocks (separate weights, one joint attention), then [text; image] as one sequence through
+ * `single_depth` single-stream blocks, and the image rows through the final adaLN and projection (proj_out's rows
+ * in the packing's (c, i, j) order). Rotary embedding by position ids on three axes; the conditioning vector is
+ * c = timestep_embedder(1000 t) + guidance_embedder(1000 g) (Flux dev) + text_embedder(pooled text). `mmdit` and
+ * `flux` are this family at segtrain's and at Flux's own sizes. */
 #include "mmdit.h"
 
 #include <stdio.h>
@@ -13,8 +13,9 @@
 
 typedef struct mm_step {
     bool active;
-    int64_t *ids;               /* (B, L) token ids */
+    float *text_in;             /* (B L, text_dim): context_embedder's input, kept while its weight trains */
     float *patches, *img, *txt; /* (N, C p p); the first state (N, D), (B L, D) until the executor takes it */
+    float *guidance;            /* (B): 1000 * the guidance value, as Flux embeds it */
     block_state last;           /* the single-stream sequence's output */
     seq_run *run[2];
     float *xh;                  /* the image rows of the last state (N, D): the final layer's input */
@@ -23,8 +24,8 @@ typedef struct mm_step {
 typedef struct mm_model {
     mm_block *blocks; /* double, then single */
     block *seq_blocks;
-    temb t;
-    int p_x_w, p_x_b, p_tok;
+    temb t, g, p; /* the timestep's, the guidance's (guidance_embeds) and the pooled text's embeddings */
+    int p_ctx_w, p_ctx_b, p_x_w, p_x_b;
     final_layer final;
     mm_step step;
 } mm_model;
@@ -35,8 +36,8 @@ static st_status mm_create(model *m)
 {
     const model_config *c = &m->cfg;
     if (c->single_depth < 1)
-        return st_fail(ST_ERR_INVALID, "num_single_layers: %lld; mmdit needs at least 1 single-stream block",
-                       (long long)c->single_depth);
+        return st_fail(ST_ERR_INVALID, "num_single_layers: %lld; %s needs at least 1 single-stream block",
+                       (long long)c->single_depth, c->family);
     const int nd = (int)c->depth, ns = (int)c->single_depth;
     mm_model *d = calloc(1, sizeof *d);
     m->impl = d;
@@ -46,11 +47,18 @@ static st_status mm_create(model *m)
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
+    /* in the order of FluxTransformer2DModel's state_dict */
+    temb_register(s, &d->t, "time_text_embed.timestep_embedder.linear_1", "time_text_embed.timestep_embedder.linear_2",
+                  DIT_FREQ_DIM, D, full);
+    if (c->guidance_embeds)
+        temb_register(s, &d->g, "time_text_embed.guidance_embedder.linear_1",
+                      "time_text_embed.guidance_embedder.linear_2", DIT_FREQ_DIM, D, full);
+    temb_register(s, &d->p, "time_text_embed.text_embedder.linear_1", "time_text_embed.text_embedder.linear_2",
+                  c->pooled_dim, D, full);
+    d->p_ctx_w = param_add(s, "context_embedder.weight", 2, (int64_t[]){D, c->text_dim}, full);
+    d->p_ctx_b = param_add(s, "context_embedder.bias", 1, (int64_t[]){D}, full);
     d->p_x_w = param_add(s, "x_embedder.weight", 2, (int64_t[]){D, P}, full);
     d->p_x_b = param_add(s, "x_embedder.bias", 1, (int64_t[]){D}, full);
-    temb_register(s, &d->t, "time_text_embed.timestep_embedder.linear_1", "time_text_embed.timestep_embedder.linear_2",
-                  D, full);
-    d->p_tok = param_add(s, "token_embedder.weight", 2, (int64_t[]){c->text_vocab, D}, full);
     for (int i = 0; i < nd; i++) mm_double_register(s, &d->blocks[i], i, c);
     for (int i = 0; i < ns; i++) mm_single_register(s, &d->blocks[nd + i], i, c);
     d->final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
@@ -87,15 +95,15 @@ static void mm_set_batch(model *m, int64_t batch)
     m->seq[1].state_numel[0] = batch * (m->shape.tokens + m->shape.text) * D;
 }
 
-/* adaLN-Zero (every modulation and the final projection zero), RMSNorm weights one, N(0, 0.02) token table and
- * timestep MLP, xavier-uniform elsewhere. */
+/* adaLN-Zero (every modulation and the final projection zero), RMSNorm weights one, N(0, 0.02) embedding MLPs,
+ * xavier-uniform elsewhere. */
 static param_init mm_init_of(const char *name)
 {
     if (strstr(name, "norm1.linear") || strstr(name, "norm1_context.linear") || strstr(name, "norm.linear") ||
         strstr(name, "norm_out.linear") || !strcmp(name, "proj_out.weight"))
         return INIT_ZERO;
     if (strstr(name, ".norm_")) return INIT_ONE;
-    if (strstr(name, "token_embedder") || strstr(name, "timestep_embedder")) return INIT_NORMAL;
+    if (strstr(name, "time_text_embed.")) return INIT_NORMAL;
     return INIT_XAVIER;
 }
 
@@ -111,33 +119,63 @@ static void mm_release(model *m)
     seq_release(s->run[0]);
     state_free(m->pool, &s->last);
     final_release(m, &d->final);
+    pool_free(m->pool, m->ctx.rope);
+    m->ctx.rope = NULL;
+    temb_release_path(m, &d->p);
+    temb_release_path(m, &d->g);
     temb_release(m, &d->t);
-    void *bufs[] = {s->xh, s->txt, s->img, s->patches, s->ids};
+    void *bufs[] = {s->xh, s->guidance, s->txt, s->img, s->patches, s->text_in};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
     *s = (mm_step){0};
 }
 
-static st_status embed_forward(model *m, const float *x, const float *timesteps, const int64_t *ids, bool train)
+/* The image tokens, the text tokens from the encoder's sequence, the rotary table of their positions, and the
+ * conditioning c = timestep + guidance + pooled-text embeddings (in Flux's order of addition), cs = SiLU(c). */
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
 {
     mm_model *d = mm_of(m);
     mm_step *s = &d->step;
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, N = B * m->shape.tokens;
-    const int64_t P = c->channels * c->patch * c->patch;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T;
+    const int64_t P = c->channels * c->patch * c->patch, Dt = c->text_dim, hd = D / c->heads;
+    const int64_t K = model_cond_len(c), grid = c->resolution / c->patch;
     st_status st = ST_OK;
-    s->ids = (int64_t *)model_take(m, &st, 2 * B * L, "mmdit.ids", false); /* int64: two floats each */
+    s->text_in = model_take(m, &st, B * L * Dt, "mmdit.text_in", false);
     s->patches = model_take(m, &st, N * P, "mmdit.patches", false);
     s->img = model_take(m, &st, N * D, "mmdit.image", false);
     s->txt = model_take(m, &st, B * L * D, "mmdit.text", false);
     temb_take(m, &d->t, &st, train);
+    if (c->guidance_embeds) {
+        s->guidance = model_take(m, &st, B, "mmdit.guidance", false);
+        temb_take_path(m, &d->g, &st);
+    }
+    temb_take_path(m, &d->p, &st);
+    m->ctx.rope = model_take(m, &st, (L + T) * hd, "mmdit.rope", false);
+    float *ids = NULL; /* Flux's: text tokens at 0, image token (r, q) at (0, r, q) */
+    if (!st) st = pool_alloc(m->pool, (size_t)((L + T) * 3) * sizeof(float), MEM_WORKSPACE, "mmdit.position_ids",
+                             (void **)&ids);
     if (st) return st;
-    if ((st = embedding_forward(s->txt, PW(p_tok), ids, B * L, c->text_vocab, D)))
-        return st_fail(st, "caption tokens: %s", st_error());
-    copy_bytes(s->ids, ids, (size_t)(B * L) * sizeof *ids);
+    position_ids_grid(ids, L, grid, grid);
+    rope_table(m->ctx.rope, ids, L + T, 3, c->rope_axes, MMDIT_ROPE_THETA);
+    pool_free(m->pool, ids);
+
+    copy_rows(s->text_in, L * Dt, cond, K, B, L * Dt);
+    linear_forward(s->txt, s->text_in, PW(p_ctx_w), PW(p_ctx_b), B * L, Dt, D);
+    if (!train || !PG(p_ctx_w)) { /* only context_embedder's weight gradient reads it again */
+        pool_free(m->pool, s->text_in);
+        s->text_in = NULL;
+    }
     patchify_forward(s->patches, x, B, c->channels, c->resolution, c->resolution, c->patch);
     linear_forward(s->img, s->patches, PW(p_x_w), PW(p_x_b), N, P, D);
     temb_forward(m, &d->t, timesteps);
-    token_mean_forward(d->t.c, s->txt, ids, B, L, D); /* + the mean of the caption's token embeddings */
+    if (c->guidance_embeds) {
+        fill_value(s->guidance, B, (float)c->guidance * 1000.0f);
+        temb_forward(m, &d->g, s->guidance);
+        add_to(d->t.c, d->g.c, B * D);
+    }
+    copy_rows(d->p.freq, c->pooled_dim, cond + L * Dt, K, B, c->pooled_dim);
+    temb_mlp_forward(m, &d->p);
+    add_to(d->t.c, d->p.c, B * D);
     silu_forward(m->ctx.cs, d->t.c, B * D);
     return ST_OK;
 }
@@ -156,7 +194,7 @@ static st_status head_forward(model *m)
     return final_forward(m, &d->final, s->xh);
 }
 
-static st_status mm_forward(model *m, const float *x, const float *timesteps, const int64_t *ids, bool train,
+static st_status mm_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
                             const float **pred)
 {
     mm_model *d = mm_of(m);
@@ -164,7 +202,7 @@ static st_status mm_forward(model *m, const float *x, const float *timesteps, co
     if (s->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
     s->active = true;
     mm_dims dm = mm_dims_of(m);
-    st_status st = embed_forward(m, x, timesteps, ids, train);
+    st_status st = embed_forward(m, x, timesteps, cond, train);
     block_state streams = {0};
     if (!st) {
         block_state first = {.n = 2, .t = {s->img, s->txt}};
@@ -191,7 +229,7 @@ static st_status mm_forward(model *m, const float *x, const float *timesteps, co
     return ST_OK;
 }
 
-static st_status embed_backward(model *m, const float *dimg, float *dtxt)
+static st_status embed_backward(model *m, const float *dimg, const float *dtxt)
 {
     mm_model *d = mm_of(m);
     mm_step *s = &d->step;
@@ -199,13 +237,14 @@ static st_status embed_backward(model *m, const float *dimg, float *dtxt)
     const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, N = B * m->shape.tokens;
     const int64_t P = c->channels * c->patch * c->patch;
     linear_backward(NULL, PG(p_x_w), PG(p_x_b), dimg, s->patches, PW(p_x_w), N, P, D);
+    if (s->text_in) linear_backward(NULL, PG(p_ctx_w), PG(p_ctx_b), dtxt, s->text_in, PW(p_ctx_w), B * L, c->text_dim, D);
     scratch k = {.pool = m->pool};
     float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "mmdit.dc");
     if (k.status) return scratch_end(&k);
     silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
-    token_mean_backward(dtxt, dc, s->ids, B, L, D); /* the pooled mean's share of each word */
-    if (PG(p_tok)) embedding_backward(PG(p_tok), dtxt, s->ids, B * L, D);
     k.status = temb_backward(m, &d->t, dc);
+    if (!k.status && c->guidance_embeds) k.status = temb_backward(m, &d->g, dc);
+    if (!k.status) k.status = temb_backward(m, &d->p, dc);
     return scratch_end(&k);
 }
 

@@ -6,7 +6,7 @@
 #include "internal.h"
 
 #define MMDIT_RMS_EPS 1e-6f
-#define MMDIT_ROPE_THETA 10000.0
+#define MMDIT_ROPE_THETA 10000.0 /* Flux.1's */
 
 /* One stream's weights. Double blocks have an image stream [0] and a text stream [1], each with its own adaLN
  * (6D: shift, scale, gate of attention, then of the MLP), q/k/v, RMSNorm of q and k per head, output projection
@@ -24,7 +24,7 @@ typedef struct mm_block {
 
 /* Sizes of a step: image tokens T and text tokens L per sample; the joint sequence is text first, S = L + T. */
 typedef struct mm_dims {
-    int64_t B, T, L, S, D, H, hd, grid; /* grid: the image's patch grid edge */
+    int64_t B, T, L, S, D, H, hd;
     int64_t J;         /* B * S rows of the joint sequence */
     int64_t rows[2];   /* a stream's rows: image B*T, text B*L */
     int64_t offset[2]; /* where a stream's tokens start within a sample's joint rows: image L, text 0 */

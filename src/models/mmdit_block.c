@@ -36,8 +36,7 @@ struct block_saved {
 mm_dims mm_dims_of(const struct model *m)
 {
     const model_shape *s = &m->shape;
-    mm_dims d = {.B = s->batch, .T = s->tokens, .L = s->text, .D = s->hidden, .H = s->heads,
-                 .grid = m->cfg.resolution / m->cfg.patch};
+    mm_dims d = {.B = s->batch, .T = s->tokens, .L = s->text, .D = s->hidden, .H = s->heads};
     d.S = d.L + d.T;
     d.hd = d.D / d.H;
     d.J = d.B * d.S;
@@ -142,11 +141,11 @@ static attn_shape joint_attn(const mm_dims *d, attention_mechanism mech)
 
 static attn_view jv(float *x, const mm_dims *d) { return (attn_view){x, d->D, d->S * d->D}; }
 
-/* Rotary embedding on the image tokens of joint q or k (the text tokens stay unrotated). */
-static void rope_image(const mm_dims *d, float *x, bool backward)
+/* Rotary embedding of joint q or k, every token by its position ids (Flux's text tokens, at zero, stay as they
+ * are, bit for bit). */
+static void rope_joint(const struct model *m, const mm_dims *d, float *x, bool backward)
 {
-    (backward ? rope_2d_backward : rope_2d_forward)(x + d->L * d->D, d->B, d->T, d->grid, d->H, d->hd, d->D,
-                                                    d->S * d->D, MMDIT_ROPE_THETA);
+    (backward ? rope_backward : rope_forward)(x, d->B, d->S, d->H, d->hd, d->D, d->S * d->D, m->ctx.rope);
 }
 
 /* The joint row of q or k from a stream's raw rows: RMSNorm per head, written where the rows sit in the joint
@@ -263,8 +262,8 @@ static size_t side_bytes(const mm_dims *d, const struct model *m)
 static st_status joint_attention(const struct model *m, const mm_dims *d, block_saved *sv, bool keep_state)
 {
     attn_shape as = joint_attn(d, m->shape.mechanism);
-    rope_image(d, sv->side[SQ], false);
-    rope_image(d, sv->side[SK], false);
+    rope_joint(m, d, sv->side[SQ], false);
+    rope_joint(m, d, sv->side[SK], false);
     return attention_forward(m->pool, &as, jv(sv->side[SO], d), jv(sv->side[SQ], d), jv(sv->side[SK], d),
                              jv(sv->side[SV], d), keep_state ? &sv->attn : NULL);
 }
@@ -468,8 +467,8 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
                                   jv(dside[SO], &d), jv(sv->side[SQ], &d), jv(sv->side[SK], &d),
                                   jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn);
     if (k.status) goto done;
-    rope_image(&d, dside[SQ], true);
-    rope_image(&d, dside[SK], true);
+    rope_joint(m, &d, dside[SQ], true);
+    rope_joint(m, &d, dside[SK], true);
     for (int s = 0; s < 2; s++) { /* back through q, k, v and the first modulation */
         const mm_stream *ms = &mb->s[s];
         const int64_t n = d.rows[s], t = stream_len(&d, s);
@@ -608,8 +607,8 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
                                   (attn_view){dc, 5 * D, d.S * 5 * D}, jv(sv->side[SQ], &d), jv(sv->side[SK], &d),
                                   jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn);
     if (k.status) goto done;
-    rope_image(&d, dq, true);
-    rope_image(&d, dk, true);
+    rope_joint(m, &d, dq, true);
+    rope_joint(m, &d, dk, true);
     const struct {
         float *g;
         const float *raw;

@@ -10,13 +10,13 @@
 #include "segtrain/checked.h"
 #include "segtrain/rng.h"
 
-static const model_family *family_of(const char *name)
+static const model_family *family_of(const model_config *mc)
 {
-    static const model_family *const all[] = {&dit_family, &mmdit_family, &skipdit_family};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        if (!strcmp(all[i]->name, name)) return all[i];
-    return NULL;
+    if (model_dual_stream(mc)) return &mmdit_family;
+    return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
+
+bool model_dual_stream(const model_config *mc) { return !strcmp(mc->family, "mmdit") || !strcmp(mc->family, "flux"); }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
  * 7D), one of the terms below, or the batch times a sample's term (model_check_batch). Checking the terms once
@@ -38,7 +38,7 @@ static st_status too_large(const char *keys, const model_config *c)
 static st_status check_sizes(const model_config *c, int64_t *per_sample)
 {
     const int64_t lim = CK_MAX_ELEMENTS, D = c->hidden, G = c->resolution / c->patch;
-    const int64_t L = model_cond_len(c) > 1 ? c->text_len : 0, wide = D > c->lora_rank ? D : c->lora_rank;
+    const int64_t L = model_dual_stream(c) ? c->text_len : 0, wide = D > c->lora_rank ? D : c->lora_rank;
     int64_t W, P, S, x, rows, attn, pixels, freq;
     if (!ck_add(c->depth, c->single_depth, INT32_MAX / 4, &x)) /* block counts are ints */
         return st_fail(ST_ERR_INVALID, "depth, num_single_layers: %lld + %lld blocks; at most %d in all",
@@ -47,7 +47,9 @@ static st_status check_sizes(const model_config *c, int64_t *per_sample)
     if (!ck_mul(c->channels, c->patch, lim, &P) || !ck_mul(P, c->patch, lim, &P) || !ck_mul(P, D, lim, &x))
         return too_large("in_channels, patch_size, hidden_size", c);
     if (!ck_add(c->classes, 1, lim, &x) || !ck_mul(x, D, lim, &x)) return too_large("num_classes, hidden_size", c);
-    if (!ck_mul(c->text_vocab, D, lim, &x)) return too_large("text_vocab_size, hidden_size", c);
+    if (!ck_mul(c->text_dim, D, lim, &x) || !ck_mul(c->pooled_dim, D, lim, &x) || !ck_mul(L, c->text_dim, lim, &x) ||
+        !ck_add(x, c->pooled_dim, lim, &x))
+        return too_large("joint_attention_dim, pooled_projection_dim, tokenizer_max_length, hidden_size", c);
     if (!ck_mul(G, G, lim, &S) || !ck_add(S, L, lim, &S) || !ck_mul(S, W, lim, &rows))
         return too_large("resolution, patch_size, tokenizer_max_length, hidden_size", c);
     if (!ck_mul(c->heads, S, lim, &attn) || !ck_mul(attn, S, lim, &attn))
@@ -83,7 +85,7 @@ st_status model_create(const model_config *mc, pool *device, model **out)
     model *m = calloc(1, sizeof *m);
     if (!m) return st_host_oom("the model");
     m->cfg = *mc;
-    m->family = family_of(mc->family);
+    m->family = family_of(mc);
     m->pool = device;
     m->params = &m->own_params;
     m->per_sample = per_sample;
@@ -230,7 +232,7 @@ st_status model_hidden(model *m, int k, const float **h, float **dh)
     return m->family->hidden(m, k, h, dh);
 }
 
-st_status model_forward(model *m, const float *x, const float *timesteps, const int64_t *cond, int64_t batch,
+st_status model_forward(model *m, const float *x, const float *timesteps, const float *cond, int64_t batch,
                         bool train, const float **pred)
 {
     *pred = NULL;
@@ -252,15 +254,19 @@ float *model_take(model *m, st_status *st, int64_t floats, const char *what, boo
     return p;
 }
 
-int64_t model_cond_len(const model_config *mc) { return strcmp(mc->family, "mmdit") ? 1 : mc->text_len; }
-
-void model_condition(const model_config *mc, int64_t label, const char *caption, int64_t *ids)
+int64_t model_cond_len(const model_config *mc)
 {
-    if (strcmp(mc->family, "mmdit")) ids[0] = label;
-    else tokenize_caption(caption ? caption : "", mc->text_vocab, mc->text_len, ids);
+    return model_dual_stream(mc) ? mc->text_len * mc->text_dim + mc->pooled_dim : 1;
 }
 
-void model_null_condition(const model_config *mc, int64_t *ids) { model_condition(mc, mc->classes, "", ids); }
+void model_condition(const model_config *mc, int64_t label, const char *caption, float *cond)
+{
+    if (!model_dual_stream(mc)) cond[0] = (float)label;
+    else encode_caption(caption ? caption : "", mc->text_vocab, mc->text_len, mc->text_dim, mc->pooled_dim, cond,
+                        cond + mc->text_len * mc->text_dim);
+}
+
+void model_null_condition(const model_config *mc, float *cond) { model_condition(mc, mc->classes, "", cond); }
 
 #define W(i) (param_at(m->params, (i))->w)
 #define G(i) (param_at(m->params, (i))->g)
@@ -327,13 +333,15 @@ void final_release(model *m, final_layer *f)
     f->pred = f->mod = NULL;
 }
 
-/* ---- the timestep path ---- */
+/* ---- the timestep path, and MLP embeddings like it ---- */
 
-void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t D, bool trainable)
+void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
+                   bool trainable)
 {
     char n[PARAM_NAME_MAX];
+    t->in = in;
     snprintf(n, sizeof n, "%s.weight", linear_1);
-    t->w0 = param_add(s, n, 2, (int64_t[]){D, DIT_FREQ_DIM}, trainable);
+    t->w0 = param_add(s, n, 2, (int64_t[]){D, in}, trainable);
     snprintf(n, sizeof n, "%s.bias", linear_1);
     t->b0 = param_add(s, n, 1, (int64_t[]){D}, trainable);
     snprintf(n, sizeof n, "%s.weight", linear_2);
@@ -342,33 +350,50 @@ void temb_register(param_set *s, temb *t, const char *linear_1, const char *line
     t->b2 = param_add(s, n, 1, (int64_t[]){D}, trainable);
 }
 
+void temb_take_path(model *m, temb *t, st_status *st)
+{
+    const int64_t B = m->shape.batch, D = m->cfg.hidden;
+    t->freq = model_take(m, st, B * t->in, "t_freq", false);
+    t->h = model_take(m, st, B * D, "t_hidden", false);
+    t->hs = model_take(m, st, B * D, "t_silu", false);
+    t->c = model_take(m, st, B * D, "c", false);
+}
 
 void temb_take(model *m, temb *t, st_status *st, bool train)
 {
     const int64_t B = m->shape.batch, D = m->cfg.hidden;
-    t->freq = model_take(m, st, B * DIT_FREQ_DIM, "t_freq", false);
-    t->h = model_take(m, st, B * D, "t_hidden", false);
-    t->hs = model_take(m, st, B * D, "t_silu", false);
-    t->c = model_take(m, st, B * D, "c", false);
+    temb_take_path(m, t, st);
     m->ctx.cs = model_take(m, st, B * D, "silu_c", false);
     if (train) m->ctx.dcs = model_take(m, st, B * D, "dsilu_c", true);
 }
 
+void temb_release_path(model *m, temb *t)
+{
+    void *bufs[] = {t->c, t->hs, t->h, t->freq};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
+    t->c = t->hs = t->h = t->freq = NULL;
+}
+
 void temb_release(model *m, temb *t)
 {
-    void *bufs[] = {m->ctx.dcs, m->ctx.cs, t->c, t->hs, t->h, t->freq};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
+    pool_free(m->pool, m->ctx.dcs);
+    pool_free(m->pool, m->ctx.cs);
     m->ctx.cs = m->ctx.dcs = NULL;
-    t->c = t->hs = t->h = t->freq = NULL;
+    temb_release_path(m, t);
+}
+
+void temb_mlp_forward(model *m, temb *t)
+{
+    const int64_t B = m->shape.batch, D = m->cfg.hidden;
+    linear_forward(t->h, t->freq, W(t->w0), W(t->b0), B, t->in, D);
+    silu_forward(t->hs, t->h, B * D);
+    linear_forward(t->c, t->hs, W(t->w2), W(t->b2), B, D, D);
 }
 
 st_status temb_forward(model *m, temb *t, const float *timesteps)
 {
-    const int64_t B = m->shape.batch, D = m->cfg.hidden;
-    timestep_embedding(t->freq, timesteps, B, DIT_FREQ_DIM, 10000.0);
-    linear_forward(t->h, t->freq, W(t->w0), W(t->b0), B, DIT_FREQ_DIM, D);
-    silu_forward(t->hs, t->h, B * D);
-    linear_forward(t->c, t->hs, W(t->w2), W(t->b2), B, D, D);
+    timestep_embedding(t->freq, timesteps, m->shape.batch, t->in, 10000.0);
+    temb_mlp_forward(m, t);
     return ST_OK;
 }
 
@@ -382,6 +407,6 @@ st_status temb_backward(model *m, temb *t, float *dc)
     if (k.status) return scratch_end(&k);
     linear_backward(dhs, G(t->w2), G(t->b2), dc, t->hs, W(t->w2), B, D, D);
     silu_backward(dh, dhs, t->h, B * D);
-    linear_backward(NULL, G(t->w0), G(t->b0), dh, t->freq, W(t->w0), B, DIT_FREQ_DIM, D);
+    linear_backward(NULL, G(t->w0), G(t->b0), dh, t->freq, W(t->w0), B, t->in, D);
     return scratch_end(&k);
 }

@@ -7,59 +7,76 @@
 #include "segtrain/config.h"
 #include "segtrain/model.h"
 
-static const struct {
+/* The dual-stream presets' text sides: a stand-in encoder's widths for segtrain's own, T5-XXL's 4096 and CLIP-L's
+ * pooled 768 for Flux; Flux's rotary axes are (16, 56, 56) of its 128-wide heads (rope_axes_for gives others). */
+static const struct preset {
     const char *name, *family;
     int64_t depth, hidden, heads, patch, channels, resolution, classes, single_depth, text_len;
+    int64_t text_dim, pooled_dim;
+    bool guidance_embeds;
 } presets[] = {
-    {"dit-tiny", "dit", 4, 64, 4, 2, 4, 8, 10, 0, 0},
-    {"dit-s2", "dit", 12, 384, 6, 2, 4, 32, 1000, 0, 0},
-    {"dit-b2", "dit", 12, 768, 12, 2, 4, 32, 1000, 0, 0},
-    {"dit-xl2", "dit", 28, 1152, 16, 2, 4, 32, 1000, 0, 0},
-    {"mmdit-tiny", "mmdit", 2, 64, 4, 2, 4, 8, 10, 2, 8},
-    {"mmdit-s", "mmdit", 4, 384, 6, 2, 4, 32, 1000, 8, 16},
-    {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0},
-    {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0},
+    {"dit-tiny", "dit", 4, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false},
+    {"dit-s2", "dit", 12, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false},
+    {"dit-b2", "dit", 12, 768, 12, 2, 4, 32, 1000, 0, 0, 0, 0, false},
+    {"dit-xl2", "dit", 28, 1152, 16, 2, 4, 32, 1000, 0, 0, 0, 0, false},
+    {"mmdit-tiny", "mmdit", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 16, false},
+    {"mmdit-s", "mmdit", 4, 384, 6, 2, 4, 32, 1000, 8, 16, 256, 128, false},
+    {"flux-tiny", "flux", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 16, true},
+    {"flux-dev", "flux", 19, 3072, 24, 2, 16, 128, 10, 38, 512, 4096, 768, true},
+    {"flux-schnell", "flux", 19, 3072, 24, 2, 16, 128, 10, 38, 256, 4096, 768, false},
+    {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false},
+    {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false},
 };
+#define PRESET_COUNT (sizeof presets / sizeof *presets)
 #define TEXT_VOCAB 1024
-/* The presets' latent grids are those of images through Stable Diffusion's VAE (DiT's: 256 px -> 32). */
+/* The presets' latent grids are those of images through Stable Diffusion's or Flux's VAE (DiT's: 256 px -> 32). */
 #define FAMILY_VAE_SCALE 8
+
+/* Flux's split of a head into rotary axes, (hd - 2 a, a, a) pairs-wide with a = 2 floor(7 hd / 32): its
+ * (16, 56, 56) at 128. */
+static void rope_axes_for(model_config *mc)
+{
+    const int64_t hd = mc->hidden / mc->heads, a = 2 * (7 * hd / 32);
+    mc->rope_axes[0] = hd - 2 * a, mc->rope_axes[1] = a, mc->rope_axes[2] = a;
+}
+
+const char *model_preset_name(int i) { return i >= 0 && i < (int)PRESET_COUNT ? presets[i].name : NULL; }
 
 st_status model_preset(const char *name, model_config *out)
 {
-    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++)
-        if (!strcmp(presets[i].name, name)) {
-            *out = (model_config){.depth = presets[i].depth,
-                                  .hidden = presets[i].hidden,
-                                  .heads = presets[i].heads,
-                                  .patch = presets[i].patch,
-                                  .channels = presets[i].channels,
-                                  .resolution = presets[i].resolution,
-                                  .classes = presets[i].classes,
-                                  .single_depth = presets[i].single_depth,
-                                  .text_len = presets[i].text_len,
-                                  .text_vocab = presets[i].text_len ? TEXT_VOCAB : 0,
-                                  .vae_scale = FAMILY_VAE_SCALE,
-                                  .mechanism = ATTN_FLASH};
-            snprintf(out->family, sizeof out->family, "%s", presets[i].family);
-            snprintf(out->preset, sizeof out->preset, "%s", name);
-            return ST_OK;
-        }
-    return st_fail(ST_ERR_INVALID, "model_preset: '%s' is not one of dit-tiny, dit-s2, dit-b2, dit-xl2, mmdit-tiny, "
-                   "mmdit-s, skipdit-tiny, skipdit-s", name);
+    for (size_t i = 0; i < PRESET_COUNT; i++) {
+        const struct preset *p = &presets[i];
+        if (strcmp(p->name, name)) continue;
+        *out = (model_config){.depth = p->depth, .hidden = p->hidden, .heads = p->heads, .patch = p->patch,
+                              .channels = p->channels, .resolution = p->resolution, .classes = p->classes,
+                              .single_depth = p->single_depth, .text_len = p->text_len,
+                              .text_vocab = p->text_len ? TEXT_VOCAB : 0, .text_dim = p->text_dim,
+                              .pooled_dim = p->pooled_dim, .guidance_embeds = p->guidance_embeds, .guidance = 1.0,
+                              .vae_scale = FAMILY_VAE_SCALE, .mechanism = ATTN_FLASH};
+        snprintf(out->family, sizeof out->family, "%s", p->family);
+        snprintf(out->preset, sizeof out->preset, "%s", name);
+        rope_axes_for(out);
+        return ST_OK;
+    }
+    char names[512] = "";
+    for (size_t i = 0; i < PRESET_COUNT; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", presets[i].name);
+    return st_fail(ST_ERR_INVALID, "model_preset: '%s' is not one of %s", name, names);
 }
 
 st_status model_config_check(const model_config *mc)
 {
-    const bool mmdit = !strcmp(mc->family, "mmdit"), skipdit = !strcmp(mc->family, "skipdit");
+    const bool mmdit = model_dual_stream(mc), skipdit = !strcmp(mc->family, "skipdit");
     if (!mmdit && !skipdit && strcmp(mc->family, "dit"))
-        return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit", mc->family);
+        return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit, flux", mc->family);
     const struct {
         const char *key;
         int64_t v;
     } positive[] = {{"depth", mc->depth},           {"hidden_size", mc->hidden}, {"num_heads", mc->heads},
                     {"patch_size", mc->patch},      {"in_channels", mc->channels}, {"resolution", mc->resolution},
                     {"num_classes", mc->classes},   {"tokenizer_max_length", mmdit ? mc->text_len : 1},
-                    {"vae_scale_factor", mc->vae_scale}};
+                    {"joint_attention_dim", mmdit ? mc->text_dim : 1},
+                    {"pooled_projection_dim", mmdit ? mc->pooled_dim : 1}, {"vae_scale_factor", mc->vae_scale}};
     for (size_t i = 0; i < sizeof positive / sizeof *positive; i++)
         if (positive[i].v < 1) return st_fail(ST_ERR_INVALID, "%s: %lld must be at least 1", positive[i].key,
                                               (long long)positive[i].v);
@@ -72,14 +89,21 @@ st_status model_config_check(const model_config *mc)
     if (mc->hidden % 4)
         return st_fail(ST_ERR_INVALID, "hidden_size: %lld must be a multiple of 4 (the 2D sine-cosine table)",
                        (long long)mc->hidden);
-    if (mmdit && (mc->hidden / mc->heads) % 4)
-        return st_fail(ST_ERR_INVALID, "num_heads: the head width %lld must be a multiple of 4 (2D rotary embedding)",
-                       (long long)(mc->hidden / mc->heads));
+    if (mmdit) {
+        const int64_t hd = mc->hidden / mc->heads, *a = mc->rope_axes;
+        if (a[0] < 0 || a[1] < 0 || a[2] < 0 || a[0] % 2 || a[1] % 2 || a[2] % 2 || a[0] + a[1] + a[2] != hd)
+            return st_fail(ST_ERR_INVALID, "axes_dims_rope: (%lld, %lld, %lld) must be even widths that add up to the "
+                           "head width %lld (hidden_size / num_heads)", (long long)a[0], (long long)a[1],
+                           (long long)a[2], (long long)hd);
+    }
+    if (mc->classes >= (1 << 24))
+        return st_fail(ST_ERR_INVALID, "num_classes: %lld; at most %d (labels travel as floats)", (long long)mc->classes,
+                       (1 << 24) - 1);
     if (skipdit && (mc->depth < 3 || mc->depth % 2 == 0))
         return st_fail(ST_ERR_INVALID, "depth: %lld blocks; skipdit needs an odd number >= 3 (in-blocks, a mid block, "
                        "as many out-blocks)", (long long)mc->depth);
     if (mc->single_depth < 0 || (!mmdit && mc->single_depth))
-        return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit only)",
+        return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit and flux only)",
                        (long long)mc->single_depth);
     if (mc->resolution % mc->patch)
         return st_fail(ST_ERR_INVALID, "patch_size: %lld does not divide resolution %lld", (long long)mc->patch,
@@ -100,13 +124,16 @@ static double image_edge(double resolution, const char *type)
 
 st_status model_config_from(const config *cfg, model_config *mc)
 {
-    /* model_family alone picks its family's tiny preset; both given must agree */
+    /* model_family alone picks its preset: a SimpleTuner family's flavour's (its real sizes), segtrain's own
+     * families' tiny one; both given must agree */
     const char *family = config_string(cfg, "model_family"), *preset = config_string(cfg, "model_preset");
-    st_status st = model_family_check(family, config_string(cfg, "model_flavour"));
+    const char *flavour = config_string(cfg, "model_flavour");
+    st_status st = model_family_check(family, flavour);
     if (st) return st;
-    char tiny[32];
-    if (config_is_set(cfg, "model_family") && !config_is_set(cfg, "model_preset"))
-        snprintf(tiny, sizeof tiny, "%s-tiny", family), preset = tiny;
+    char own[32];
+    if (config_is_set(cfg, "model_family") && !config_is_set(cfg, "model_preset") &&
+        !(preset = model_family_preset(family, flavour, own, sizeof own)))
+        snprintf(own, sizeof own, "%s-tiny", family), preset = own;
     st = model_preset(preset, mc);
     if (st) return st;
     if (config_is_set(cfg, "model_family") && strcmp(family, mc->family))
@@ -118,7 +145,8 @@ st_status model_config_from(const config *cfg, model_config *mc)
     } sizes[] = {{"depth", &mc->depth},          {"hidden_size", &mc->hidden},   {"num_heads", &mc->heads},
                  {"patch_size", &mc->patch},     {"in_channels", &mc->channels}, {"vae_scale_factor", &mc->vae_scale},
                  {"num_classes", &mc->classes},  {"num_single_layers", &mc->single_depth},
-                 {"tokenizer_max_length", &mc->text_len}, {"text_vocab_size", &mc->text_vocab}};
+                 {"tokenizer_max_length", &mc->text_len}, {"text_vocab_size", &mc->text_vocab},
+                 {"joint_attention_dim", &mc->text_dim}, {"pooled_projection_dim", &mc->pooled_dim}};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         if (config_int(cfg, sizes[i].key) > 0) *sizes[i].field = config_int(cfg, sizes[i].key); /* 0: the preset's */
     const double resolution = config_float(cfg, "resolution");
@@ -127,6 +155,8 @@ st_status model_config_from(const config *cfg, model_config *mc)
         const int64_t patches = llround(edge / (double)(mc->vae_scale * mc->patch));
         mc->resolution = (patches > 1 ? patches : 1) * mc->patch;
     }
+    if (model_dual_stream(mc)) rope_axes_for(mc); /* of the head width as given */
+    mc->guidance = config_float(cfg, "flux_guidance_value");
     mc->mechanism = strcmp(config_string(cfg, "attention_mechanism"), "math") ? ATTN_FLASH : ATTN_MATH;
     if (!strcmp(config_string(cfg, "model_type"), "lora")) {
         const char *target = config_string(cfg, "lora_target");

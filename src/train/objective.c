@@ -54,7 +54,7 @@ st_status flow_step_dry(model_run *r, int64_t batch, size_t optimizer_bytes, poo
     if (!st) st = pool_alloc(r->device, n * sizeof(float), MEM_ACTIVATIONS, "batch.noise", &noise);
     if (!st) st = pool_alloc(r->device, (size_t)batch * sizeof(float), MEM_ACTIVATIONS, "batch.t", &t);
     if (!st)
-        st = pool_alloc(r->device, (size_t)(batch * model_cond_len(c)) * sizeof(int64_t), MEM_ACTIVATIONS,
+        st = pool_alloc(r->device, (size_t)(batch * model_cond_len(c)) * sizeof(float), MEM_ACTIVATIONS,
                         "batch.cond", &cond);
     if (!st) {
         const flow_batch fb = {.batch = batch, .x0 = x0, .noise = noise, .t = t, .cond = cond};

@@ -19,18 +19,17 @@ static st_status check_settings(const model *m, const sample_settings *s, int64_
     return ST_OK;
 }
 
-st_status sample_images(model *m, const sample_settings *s, const int64_t *cond, int64_t n, float *images)
+st_status sample_images(model *m, const sample_settings *s, const float *cond, int64_t n, float *images)
 {
     st_status st = check_settings(m, s, n);
     if (st) return st;
     if (!cond || !images) return st_fail(ST_ERR_INVALID, "sampling: conditioning and images must be given");
     const model_config *c = model_get_config(m);
     const int64_t L = model_cond_len(c);
-    const int64_t *labels = cond;
-    for (int64_t i = 0; L == 1 && i < n; i++)
-        if (labels[i] < 0 || labels[i] > c->classes)
-            return st_fail(ST_ERR_INVALID, "sampling: label %lld of image %lld is outside [0, %lld] (%lld is the null label)",
-                           (long long)labels[i], (long long)i, (long long)c->classes, (long long)c->classes);
+    for (int64_t i = 0; !model_dual_stream(c) && i < n; i++)
+        if (!(cond[i] >= 0 && cond[i] <= (float)c->classes && cond[i] == floorf(cond[i])))
+            return st_fail(ST_ERR_INVALID, "sampling: label %g of image %lld is not one of 0 .. %lld (%lld is the null "
+                           "label)", (double)cond[i], (long long)i, (long long)c->classes, (long long)c->classes);
     pool *p = model_params(m)->pool;
     const int64_t per = c->channels * c->resolution * c->resolution, numel = n * per;
     const bool guided = s->guidance != 1.0f;
@@ -38,14 +37,14 @@ st_status sample_images(model *m, const sample_settings *s, const int64_t *cond,
     const float g = s->guidance;
 
     float *x = NULL, *xin = NULL, *ts = NULL;
-    int64_t *lab = NULL;
+    float *lab = NULL;
     st = pool_alloc(p, (size_t)numel * sizeof(float), MEM_ACTIVATIONS, "sample.x", (void **)&x);
     if (!st) st = pool_alloc(p, (size_t)B * sizeof(float), MEM_ACTIVATIONS, "sample.timesteps", (void **)&ts);
     if (!st && guided) {
         st = pool_alloc(p, (size_t)(B * per) * sizeof(float), MEM_ACTIVATIONS, "sample.x_in", (void **)&xin);
-        if (!st) st = pool_alloc(p, (size_t)(B * L) * sizeof(int64_t), MEM_ACTIVATIONS, "sample.cond", (void **)&lab);
+        if (!st) st = pool_alloc(p, (size_t)(B * L) * sizeof(float), MEM_ACTIVATIONS, "sample.cond", (void **)&lab);
         if (!st) {
-            memcpy(lab, cond, (size_t)(n * L) * sizeof(int64_t));
+            memcpy(lab, cond, (size_t)(n * L) * sizeof(float));
             for (int64_t i = 0; i < n; i++) model_null_condition(c, lab + (n + i) * L); /* unconditional */
         }
     }
@@ -85,7 +84,7 @@ st_status sample_grid(model *m, const sample_settings *s, const char *const *cap
 {
     const model_config *c = model_get_config(m);
     const int64_t L = model_cond_len(c);
-    if (rows < 1 || (L == 1 && rows > c->classes))
+    if (rows < 1 || (!model_dual_stream(c) && rows > c->classes))
         return st_fail(ST_ERR_INVALID, "sample grid: %d rows of classes; the model has %lld (at least 1)", rows,
                        (long long)c->classes);
     if (per_class < 1) return st_fail(ST_ERR_INVALID, "sample grid: %d images per class; at least 1", per_class);
@@ -100,8 +99,8 @@ st_status sample_grid(model *m, const sample_settings *s, const char *const *cap
     pool *p = model_params(m)->pool;
     const int64_t per = c->channels * c->resolution * c->resolution;
     float *images = NULL;
-    int64_t *cond = NULL;
-    st = pool_alloc(p, (size_t)(n * L) * sizeof(int64_t), MEM_ACTIVATIONS, "sample.grid_cond", (void **)&cond);
+    float *cond = NULL;
+    st = pool_alloc(p, (size_t)(n * L) * sizeof(float), MEM_ACTIVATIONS, "sample.grid_cond", (void **)&cond);
     if (!st) st = pool_alloc(p, (size_t)(n * per) * sizeof(float), MEM_ACTIVATIONS, "sample.grid", (void **)&images);
     if (!st) {
         for (int64_t i = 0; i < n; i++)

@@ -33,7 +33,7 @@ struct trainer {
     uint64_t seed;
     float label_dropout;
     float *x0, *noise, *t;      /* the batch, in the device pool */
-    int64_t *cond;              /* (batch, cond_len), in the device pool */
+    float *cond;                /* (batch, cond_len), in the device pool */
     int64_t *labels;            /* the loader's labels and captions, host-side */
     char (*captions)[CAPTION_MAX];
     pool_stats predicted, predicted_host;
@@ -212,7 +212,7 @@ static st_status open_data(trainer *t, const model_config *mc)
                    : dir[0]    ? dataset_open_folder(dir, edge, &t->data)
                                : dataset_open_builtin(edge, builtin, t->seed, &t->data);
     if (st) return st;
-    if (model_cond_len(mc) == 1 && dataset_classes(t->data) > mc->classes) /* a captioned family reads no label */
+    if (!model_dual_stream(mc) && dataset_classes(t->data) > mc->classes) /* a captioned family reads no label */
         return st_fail(ST_ERR_INVALID, "num_classes: the model has %lld classes but the data has %d (set num_classes %d)",
                        (long long)mc->classes, dataset_classes(t->data), dataset_classes(t->data));
     return data_iter_create(t->data, t->seed, &t->iter);
@@ -362,7 +362,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
         if (!st) st = pool_alloc(p, n * sizeof(float), MEM_ACTIVATIONS, "batch.noise", (void **)&t->noise);
         if (!st) st = pool_alloc(p, (size_t)t->batch * sizeof(float), MEM_ACTIVATIONS, "batch.t", (void **)&t->t);
         if (!st)
-            st = pool_alloc(p, (size_t)(t->batch * t->cond_len) * sizeof(int64_t), MEM_ACTIVATIONS, "batch.cond",
+            st = pool_alloc(p, (size_t)(t->batch * t->cond_len) * sizeof(float), MEM_ACTIVATIONS, "batch.cond",
                             (void **)&t->cond);
     }
     if (!st) {

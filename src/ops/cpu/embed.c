@@ -9,19 +9,19 @@
 /* Column width of one embedding_backward item. */
 #define EMB_COLS 32
 
-static st_status embedding_forward_run(float *out, const float *table, const int64_t *idx, int64_t n, int64_t rows, int64_t d)
+static st_status embedding_forward_run(float *out, const float *table, const float *idx, int64_t n, int64_t rows, int64_t d)
 {
     /* validate everything first so that a bad index leaves out untouched */
     for (int64_t i = 0; i < n; i++)
-        if (idx[i] < 0 || idx[i] >= rows)
-            return st_fail(ST_ERR_INVALID, "embedding index %lld (position %lld) is outside the table of %lld rows",
-                           (long long)idx[i], (long long)i, (long long)rows);
+        if (!(idx[i] >= 0 && idx[i] < (float)rows && idx[i] == floorf(idx[i])))
+            return st_fail(ST_ERR_INVALID, "embedding index %g (position %lld) is not a row of the table of %lld rows",
+                           (double)idx[i], (long long)i, (long long)rows);
 #pragma omp parallel for schedule(static) if (n * d >= PAR_MIN)
-    for (int64_t i = 0; i < n; i++) memcpy(out + i * d, table + idx[i] * d, (size_t)d * sizeof(float));
+    for (int64_t i = 0; i < n; i++) memcpy(out + i * d, table + (int64_t)idx[i] * d, (size_t)d * sizeof(float));
     return ST_OK;
 }
 
-static void embedding_backward_run(float *dtable, const float *dout, const int64_t *idx, int64_t n, int64_t d)
+static void embedding_backward_run(float *dtable, const float *dout, const float *idx, int64_t n, int64_t d)
 {
     if (!dtable) return;
     /* Repeated indices collide on rows, so split by columns: each element is summed by one thread with
@@ -31,7 +31,7 @@ static void embedding_backward_run(float *dtable, const float *dout, const int64
     for (int64_t cb = 0; cb < nblk; cb++) {
         int64_t j0 = cb * EMB_COLS, m = d - j0 < EMB_COLS ? d - j0 : EMB_COLS;
         for (int64_t i = 0; i < n; i++) {
-            float *restrict o = dtable + idx[i] * d + j0;
+            float *restrict o = dtable + (int64_t)idx[i] * d + j0;
             const float *restrict g = dout + i * d + j0;
             for (int64_t j = 0; j < m; j++) o[j] += g[j];
         }
@@ -139,7 +139,7 @@ void timestep_embedding(float *emb, const float *t, int64_t n, int64_t dim, doub
     }
 }
 
-st_status embedding_forward(float *out, const float *table, const int64_t *idx, int64_t n, int64_t rows, int64_t d)
+st_status embedding_forward(float *out, const float *table, const float *idx, int64_t n, int64_t rows, int64_t d)
 {
     const double t0 = prof_now();
     const st_status r = op_dry(out) ? ST_OK : embedding_forward_run(out, table, idx, n, rows, d);
@@ -147,7 +147,7 @@ st_status embedding_forward(float *out, const float *table, const int64_t *idx, 
     return r;
 }
 
-void embedding_backward(float *dtable, const float *dout, const int64_t *idx, int64_t n, int64_t d)
+void embedding_backward(float *dtable, const float *dout, const float *idx, int64_t n, int64_t d)
 {
     const double t0 = prof_now();
     if (!op_dry(dout)) embedding_backward_run(dtable, dout, idx, n, d);
@@ -182,4 +182,16 @@ void unpatchify_backward(float *dtokens, const float *dimage, int64_t batch, int
     const double t0 = prof_now();
     if (!op_dry(dimage)) unpatchify_backward_run(dtokens, dimage, batch, c, h, w, p, order);
     prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * c * h * w);
+}
+
+void position_ids_grid(float *ids, int64_t text, int64_t rows, int64_t cols)
+{
+    if (op_dry(ids)) return;
+    for (int64_t i = 0; i < text * 3; i++) ids[i] = 0.0f;
+    float *img = ids + text * 3;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t q = 0; q < cols; q++) {
+            float *id = img + (r * cols + q) * 3;
+            id[0] = 0.0f, id[1] = (float)r, id[2] = (float)q;
+        }
 }

@@ -37,30 +37,8 @@ void copy_bytes(void *dst, const void *src, size_t n)
     if (!op_dry(dst) && n) memcpy(dst, src, n);
 }
 
-/* Tokens of sample b that are not padding. */
-static int64_t words(const int64_t *ids, int64_t len)
+void fill_value(float *x, int64_t n, float value)
 {
-    int64_t n = 0;
-    for (int64_t l = 0; l < len; l++) n += ids[l] != 0;
-    return n;
-}
-
-void token_mean_forward(float *y, const float *x, const int64_t *ids, int64_t batch, int64_t len, int64_t d)
-{
-    if (op_dry(y)) return;
-    for (int64_t b = 0; b < batch; b++) {
-        const int64_t n = words(ids + b * len, len);
-        for (int64_t l = 0; l < len && n; l++)
-            for (int64_t j = 0; ids[b * len + l] && j < d; j++) y[b * d + j] += x[(b * len + l) * d + j] / (float)n;
-    }
-}
-
-void token_mean_backward(float *dx, const float *dy, const int64_t *ids, int64_t batch, int64_t len, int64_t d)
-{
-    if (op_dry(dy)) return;
-    for (int64_t b = 0; b < batch; b++) {
-        const int64_t n = words(ids + b * len, len);
-        for (int64_t l = 0; l < len && n; l++)
-            for (int64_t j = 0; ids[b * len + l] && j < d; j++) dx[(b * len + l) * d + j] += dy[b * d + j] / (float)n;
-    }
+    if (!op_dry(x))
+        for (int64_t i = 0; i < n; i++) x[i] = value;
 }
