@@ -304,13 +304,12 @@ static void test_timestep(void)
     free(e), free(ref);
 }
 
-/* Flux's ids for 2 text tokens and a 2 x 3 grid, literally; and fill. */
+/* Flux's ids for 2 text tokens and a 2 x 3 grid, literally. */
 static void test_position_ids(void)
 {
     float ids[8 * 3];
     const float want[8 * 3] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 2, 0, 1, 0, 0, 1, 1, 0, 1, 2};
-    fill_value(ids, 8 * 3, 7.0f);
-    for (int i = 0; i < 8 * 3; i++) CHECK(ids[i] == 7.0f);
+    for (int i = 0; i < 8 * 3; i++) ids[i] = 7.0f;
     position_ids_grid(ids, 2, 2, 3);
     tk_expect_bitwise("position ids of [text; 2 x 3 grid]", ids, want, 8 * 3);
 }

@@ -24,7 +24,7 @@ typedef struct model_config {
     int64_t text_dim, pooled_dim;  /* mmdit, flux: the text encoder's width (joint_attention_dim) and its pooled
                                       vector's (pooled_projection_dim) */
     bool guidance_embeds;          /* flux dev: a guidance embedding joins the timestep's */
-    double guidance;               /* its value (SimpleTuner's flux_guidance_value) */
+    double guidance;               /* the value model_condition gives it (SimpleTuner's flux_guidance_value) */
     int64_t rope_axes[3];          /* mmdit, flux: head pairs per position axis (axes_dims_rope): Flux's (16, 56, 56) */
     attention_mechanism mechanism;
     int64_t lora_rank;                /* 0: full training; else LoRA of this rank, the base frozen */
@@ -39,6 +39,12 @@ st_status model_preset(const char *name, model_config *out);
  * `resolution` is in image pixels as in SimpleTuner (read by resolution_type); the input edge is it over the
  * VAE scale factor, rounded to the nearest multiple of the patch (at least one patch). */
 st_status model_config_from(const config *cfg, model_config *out);
+/* The architecture of a diffusers transformer from its own config.json (path: the file, a model folder, or a
+ * pipeline folder with transformer/), over mc's family, resolution, text length and training keys: for the
+ * dual-stream families FluxTransformer2DModel's (in_channels as the pipeline packs 2x2 patches, layers, heads,
+ * joint_attention_dim, pooled_projection_dim, guidance_embeds, axes_dims_rope). A class the family does not
+ * read is ST_ERR_UNSUPPORTED naming it. */
+st_status model_config_from_diffusers(const char *path, model_config *mc);
 /* Whether the family runs FluxTransformer2DModel's dual-stream blocks (mmdit, flux). */
 bool model_dual_stream(const model_config *mc);
 /* Whether model_family (a segtrain topology or a SimpleTuner family by SimpleTuner's name, or its example
@@ -93,7 +99,8 @@ void model_init(model *m, uint64_t seed, bool random_all);
 
 /* Conditioning: model_cond_len floats per sample. dit and skipdit read the class label (`classes` is the null
  * label; labels stay below 2^24, exact in a float). The dual-stream families read a text encoder's output as a
- * cache holds it: the sequence (text_len, text_dim), then the pooled vector (pooled_dim). */
+ * cache holds it: the sequence (text_len, text_dim), then the pooled vector (pooled_dim), then with
+ * guidance_embeds the guidance value (model_condition's is the config's, SimpleTuner's constant mode). */
 int64_t model_cond_len(const model_config *mc);
 /* One sample's conditioning from its label and caption (either may be unused by the family; caption may be NULL),
  * and that of "no conditioning" (the null label, the empty caption) for guidance and dropout. A text family's is

@@ -251,8 +251,8 @@ void add_to(float *y, const float *x, int64_t n);
 void add_row(float *y, const float *row, int64_t rows, int64_t n);
 /* n bytes from src to dst (ids and other non-float data). */
 void copy_bytes(void *dst, const void *src, size_t n);
-/* x[i] = value over n floats. */
-void fill_value(float *x, int64_t n, float value);
+/* x *= s over n floats. */
+void scale_by(float *x, int64_t n, float s);
 
 /* ---- loss (ops/cpu/loss.c) ---- */
 

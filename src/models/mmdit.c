@@ -168,8 +168,9 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     patchify_forward(s->patches, x, B, c->channels, c->resolution, c->resolution, c->patch);
     linear_forward(s->img, s->patches, PW(p_x_w), PW(p_x_b), N, P, D);
     temb_forward(m, &d->t, timesteps);
-    if (c->guidance_embeds) {
-        fill_value(s->guidance, B, (float)c->guidance * 1000.0f);
+    if (c->guidance_embeds) { /* 1000 g in float, as Flux scales it */
+        copy_rows(s->guidance, 1, cond + L * Dt + c->pooled_dim, K, B, 1);
+        scale_by(s->guidance, B, 1000.0f);
         temb_forward(m, &d->g, s->guidance);
         add_to(d->t.c, d->g.c, B * D);
     }

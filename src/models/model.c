@@ -256,14 +256,17 @@ float *model_take(model *m, st_status *st, int64_t floats, const char *what, boo
 
 int64_t model_cond_len(const model_config *mc)
 {
-    return model_dual_stream(mc) ? mc->text_len * mc->text_dim + mc->pooled_dim : 1;
+    return model_dual_stream(mc) ? mc->text_len * mc->text_dim + mc->pooled_dim + mc->guidance_embeds : 1;
 }
 
 void model_condition(const model_config *mc, int64_t label, const char *caption, float *cond)
 {
     if (!model_dual_stream(mc)) cond[0] = (float)label;
-    else encode_caption(caption ? caption : "", mc->text_vocab, mc->text_len, mc->text_dim, mc->pooled_dim, cond,
-                        cond + mc->text_len * mc->text_dim);
+    else {
+        float *pooled = cond + mc->text_len * mc->text_dim;
+        encode_caption(caption ? caption : "", mc->text_vocab, mc->text_len, mc->text_dim, mc->pooled_dim, cond, pooled);
+        if (mc->guidance_embeds) pooled[mc->pooled_dim] = (float)mc->guidance;
+    }
 }
 
 void model_null_condition(const model_config *mc, float *cond) { model_condition(mc, mc->classes, "", cond); }

@@ -1,8 +1,13 @@
 /* Presets, their checks, and from a run configuration to a model configuration: a preset's sizes, then any
  * size given (non-zero). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "segtrain/config.h"
 #include "segtrain/model.h"
@@ -170,4 +175,107 @@ st_status model_config_from(const config *cfg, model_config *mc)
         mc->lora_mlp = strcmp(target, "attention") != 0;
     }
     return model_config_check(mc);
+}
+
+/* ---- a diffusers transformer's own config.json ---- */
+
+/* config.json of a diffusers model folder, or of a pipeline folder's transformer/, or the file itself. */
+static st_status read_json(const char *path, char *resolved, size_t n, cJSON **out)
+{
+    struct stat sb;
+    snprintf(resolved, n, "%s", path);
+    if (!stat(path, &sb) && S_ISDIR(sb.st_mode)) {
+        snprintf(resolved, n, "%s/config.json", path);
+        if (access(resolved, R_OK)) snprintf(resolved, n, "%s/transformer/config.json", path);
+    }
+    FILE *f = fopen(resolved, "rb");
+    if (!f) return st_fail(ST_ERR_IO, "%s: cannot read a diffusers config.json there (%s)", path, strerror(errno));
+    char buf[1 << 16];
+    const size_t len = fread(buf, 1, sizeof buf - 1, f);
+    const bool whole = feof(f);
+    fclose(f);
+    buf[len] = 0;
+    *out = whole ? cJSON_Parse(buf) : NULL;
+    if (!*out) return st_fail(ST_ERR_FORMAT, "%s: not a diffusers config.json (%s)", resolved, whole ? "not JSON" : "over 64 KiB");
+    return ST_OK;
+}
+
+/* A whole number at key, or ST_ERR_FORMAT naming it; absent keys keep *v (diffusers' default is the caller's). */
+static st_status json_int(const cJSON *j, const char *file, const char *key, int64_t *v)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!x || cJSON_IsNull(x)) return ST_OK;
+    if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble > 1e9)
+        return st_fail(ST_ERR_FORMAT, "%s: %s is not a whole number of at most 10^9", file, key);
+    *v = (int64_t)x->valuedouble;
+    return ST_OK;
+}
+
+/* FluxTransformer2DModel's config: its defaults, then the file's values. */
+static st_status flux_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 64, out = 0, patch = 1, hd = 128, heads = 24, axes[3] = {16, 56, 56};
+    mc->depth = 19, mc->single_depth = 38, mc->text_dim = 4096, mc->pooled_dim = 768;
+    int64_t guidance = 0;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &in},          {"out_channels", &out},          {"patch_size", &patch},
+                {"num_layers", &mc->depth},    {"num_single_layers", &mc->single_depth},
+                {"attention_head_dim", &hd},   {"num_attention_heads", &heads}, {"joint_attention_dim", &mc->text_dim},
+                {"pooled_projection_dim", &mc->pooled_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "guidance_embeds");
+    if (cJSON_IsBool(g)) guidance = cJSON_IsTrue(g);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "axes_dims_rope");
+    if (!st && a && (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 3))
+        st = st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope is not a list of 3 widths", file);
+    for (int i = 0; !st && a && i < 3; i++) {
+        const cJSON *x = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble > 1e6)
+            st = st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope[%d] is not a whole number", file, i);
+        else axes[i] = (int64_t)x->valuedouble;
+    }
+    if (st) return st;
+    /* the pipeline packs 2x2 latent patches into in_channels: segtrain patchifies the latent itself */
+    if (patch != 1 || in % 4 || (out && out != in))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size %lld, in_channels %lld, out_channels %lld; segtrain reads "
+                       "Flux's packing (patch_size 1, in_channels 4 C, out_channels as in_channels)", file,
+                       (long long)patch, (long long)in, (long long)out);
+    mc->channels = in / 4, mc->patch = 2;
+    mc->heads = heads, mc->hidden = hd * heads;
+    mc->guidance_embeds = guidance;
+    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
+    return ST_OK;
+}
+
+/* Each family's diffusers class and the reader of its config.json. */
+static const struct {
+    const char *family, *diffusers;
+    st_status (*from_json)(const cJSON *j, const char *file, model_config *mc);
+} diffusers_classes[] = {
+    {"flux", "FluxTransformer2DModel", flux_from_json},
+    {"mmdit", "FluxTransformer2DModel", flux_from_json},
+};
+
+st_status model_config_from_diffusers(const char *path, model_config *mc)
+{
+    char file[4096];
+    cJSON *j;
+    st_status st = read_json(path, file, sizeof file, &j);
+    if (st) return st;
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(j, "_class_name");
+    const char *name = cJSON_IsString(cls) ? cls->valuestring : "(none)";
+    st = st_fail(ST_ERR_UNSUPPORTED, "%s: _class_name %s is not a class the %s family reads", file, name, mc->family);
+    for (size_t i = 0; i < sizeof diffusers_classes / sizeof *diffusers_classes; i++)
+        if (!strcmp(mc->family, diffusers_classes[i].family)) {
+            if (strcmp(name, diffusers_classes[i].diffusers))
+                st = st_fail(ST_ERR_UNSUPPORTED, "%s: _class_name %s; the %s family reads %s's", file, name, mc->family,
+                             diffusers_classes[i].diffusers);
+            else st = diffusers_classes[i].from_json(j, file, mc);
+            break;
+        }
+    cJSON_Delete(j);
+    return st ? st : model_config_check(mc);
 }

@@ -37,8 +37,8 @@ void copy_bytes(void *dst, const void *src, size_t n)
     if (!op_dry(dst) && n) memcpy(dst, src, n);
 }
 
-void fill_value(float *x, int64_t n, float value)
+void scale_by(float *x, int64_t n, float s)
 {
     if (!op_dry(x))
-        for (int64_t i = 0; i < n; i++) x[i] = value;
+        for (int64_t i = 0; i < n; i++) x[i] *= s;
 }

@@ -1,0 +1,156 @@
+/* The families against diffusers itself: each fixture (docs/FIXTURES.md, made by scripts/make_fixtures.py) is a
+ * diffusers transformer folder, loaded unchanged, and the inputs, prediction, loss and every gradient of the
+ * diffusers class at a tiny size, computed in float64. segtrain must match each to a relative L2 error of 1e-4,
+ * unchecked and under a checkpointed schedule, and the two schedules' gradients must be bitwise equal. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "segtrain/model.h"
+#include "segtrain/ops.h"
+#include "segtrain/pool.h"
+#include "segtrain/safetensors.h"
+#include "testkit.h"
+
+#define FIXTURES SEGTRAIN_SOURCE_DIR "/tests/fixtures/"
+#define PARITY_TOL 1e-4
+
+/* ||got - want|| / ||want||, or ||got|| where want is exactly zero (a gradient diffusers leaves at zero). */
+static double rel_l2(const float *got, const float *want, int64_t n)
+{
+    double d = 0, w = 0;
+    for (int64_t i = 0; i < n; i++) {
+        d += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+        w += (double)want[i] * want[i];
+    }
+    return w > 0 ? sqrt(d / w) : sqrt(d);
+}
+
+/* The fixture's tensor `name`, shape-checked to numel n. */
+static float *tensor(const sft_file *f, const char *name, int64_t n)
+{
+    const sft_tensor *t = sft_find(f, name);
+    float *x = malloc((size_t)n * sizeof(float));
+    int64_t numel = 1;
+    for (int i = 0; t && i < t->ndim; i++) numel *= t->shape[i];
+    CHECKF(t && numel == n && x && sft_read_f32(f, name, t->ndim, t->shape, x) == ST_OK, "fixture tensor %s (%lld floats)",
+           name, (long long)n);
+    return x;
+}
+
+typedef struct fixture_run {
+    float loss, *pred, *grads; /* grads: every trainable parameter's, in parameter order */
+} fixture_run;
+
+/* One training forward and backward of the fixture's batch under cs. */
+static fixture_run run(model *m, const ckpt_settings *cs, const float *x, const float *ts, const float *cond,
+                       const float *target, int64_t B)
+{
+    const model_config *mc = model_get_config(m);
+    param_set *ps = model_params(m);
+    const int64_t per = mc->channels * mc->resolution * mc->resolution, n = B * per;
+    fixture_run r = {.pred = malloc((size_t)n * sizeof(float)), .grads = malloc((size_t)ps->grad_count * sizeof(float))};
+    CHECKF(model_set_checkpointing(m, cs, NULL, 0) == ST_OK, "%s", st_error());
+    param_set_zero_grads(ps);
+    const float *pred = NULL;
+    float *dpred = calloc((size_t)n, sizeof(float));
+    st_status st = model_forward(m, x, ts, cond, B, true, &pred);
+    CHECKF(st == ST_OK, "forward: %s", st_error());
+    if (st) return r;
+    memcpy(r.pred, pred, (size_t)n * sizeof(float));
+    r.loss = mse_forward(pred, target, n);
+    mse_backward(dpred, pred, target, n, 1.0f);
+    CHECKF(model_backward(m, dpred) == ST_OK, "backward: %s", st_error());
+    memcpy(r.grads, ps->grads, (size_t)ps->grad_count * sizeof(float));
+    free(dpred);
+    return r;
+}
+
+/* A fixture of a family whose conditioning is a text encoder's sequence, its pooled vector and, where the model
+ * embeds it, the guidance value (model.h's layout), run on the family's preset resized by the fixture's own
+ * config.json. */
+static void test_fixture(const char *name, const char *preset)
+{
+    printf("-- %s: %s's sizes from the fixture's config.json, diffusers' folder as saved\n", name, preset);
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, FIXTURES "%s", name);
+    snprintf(path, sizeof path, "%s/parity.safetensors", dir);
+    sft_file *f;
+    CHECKF(sft_open(path, &f) == ST_OK, "%s", st_error());
+    const sft_tensor *lat = sft_find(f, "latents"), *ehs = sft_find(f, "encoder_hidden_states");
+    CHECK(lat && lat->ndim == 4 && ehs && ehs->ndim == 3);
+    const int64_t B = lat->shape[0], C = lat->shape[1], R = lat->shape[2], L = ehs->shape[1];
+
+    model_config mc;
+    CHECK(model_preset(preset, &mc) == ST_OK);
+    mc.resolution = R, mc.text_len = L;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
+    CHECK(mc.channels == C && mc.text_dim == ehs->shape[2]);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = NULL;
+    CHECKF(model_create(&mc, p, &m) == ST_OK, "%s", st_error());
+    param_set *ps = model_params(m);
+    CHECKF(param_set_load(ps, dir, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
+
+    /* the inputs as segtrain takes them: 1000 sigma in float, the conditioning row per sample */
+    const int64_t per = C * R * R, K = model_cond_len(&mc), P = mc.pooled_dim;
+    float *x = tensor(f, "latents", B * per), *sigma = tensor(f, "sigma", B), *target = tensor(f, "target", B * per);
+    float *want_pred = tensor(f, "pred", B * per), *want_loss = tensor(f, "loss", 1);
+    float *text = tensor(f, "encoder_hidden_states", B * L * mc.text_dim), *pooled = tensor(f, "pooled_projections", B * P);
+    float *guidance = mc.guidance_embeds ? tensor(f, "guidance", B) : NULL;
+    float *cond = malloc((size_t)(B * K) * sizeof(float)), ts[16];
+    CHECK(B <= 16);
+    for (int64_t b = 0; b < B; b++) {
+        ts[b] = 1000.0f * sigma[b];
+        memcpy(cond + b * K, text + b * L * mc.text_dim, (size_t)(L * mc.text_dim) * sizeof(float));
+        memcpy(cond + b * K + L * mc.text_dim, pooled + b * P, (size_t)P * sizeof(float));
+        if (guidance) cond[b * K + L * mc.text_dim + P] = guidance[b];
+    }
+
+    const ckpt_settings none = {.interval = 1, .stride = 1};
+    const ckpt_settings ckpt = {.enabled = true, .backend = BACKEND_TORCH_FFN, .interval = 2, .stride = 2};
+    fixture_run r[2] = {run(m, &none, x, ts, cond, target, B), run(m, &ckpt, x, ts, cond, target, B)};
+    for (int k = 0; k < 2; k++) {
+        const char *sched = k ? "torch-ffn, interval 2" : "none";
+        const double ep = rel_l2(r[k].pred, want_pred, B * per), el = fabs((double)r[k].loss - want_loss[0]) / want_loss[0];
+        CHECKF(ep <= PARITY_TOL, "%s, %s: pred rel L2 %.2e", name, sched, ep);
+        CHECKF(el <= PARITY_TOL, "%s, %s: loss %.7f vs %.7f", name, sched, r[k].loss, want_loss[0]);
+        double worst = 0;
+        const char *worst_name = "";
+        int64_t off = 0, compared = 0;
+        for (int i = 0; i < ps->n; i++) {
+            const param *q = param_at(ps, i);
+            if (!q->trainable) continue;
+            char g[300];
+            snprintf(g, sizeof g, "grad.%s", q->name);
+            float *want = tensor(f, g, q->numel);
+            const double e = rel_l2(r[k].grads + off, want, q->numel);
+            CHECKF(e <= PARITY_TOL, "%s, %s: %s rel L2 %.2e", name, sched, q->name, e);
+            if (e > worst) worst = e, worst_name = q->name;
+            off += q->numel, compared++;
+            free(want);
+        }
+        int grads_in_file = 0;
+        for (int i = 0; i < sft_count(f); i++) grads_in_file += !strncmp(sft_at(f, i)->name, "grad.", 5);
+        CHECKF(compared == grads_in_file, "%s: %lld gradients compared, the fixture has %d", name, (long long)compared,
+               grads_in_file);
+        printf("     %s: loss %.7f (diffusers %.7f), pred rel L2 %.1e, worst of %lld gradients %.1e (%s)\n", sched,
+               r[k].loss, want_loss[0], ep, (long long)compared, worst, worst_name);
+    }
+    tk_expect_bitwise("gradients, checkpointed vs none", r[1].grads, r[0].grads, ps->grad_count);
+    tk_expect_bitwise("prediction, checkpointed vs none", r[1].pred, r[0].pred, B * per);
+    for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
+    free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(text), free(pooled), free(guidance);
+    free(cond);
+    sft_close(f);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
+int main(void)
+{
+    test_fixture("flux-dev", "flux-tiny");
+    test_fixture("flux-schnell", "flux-tiny"); /* sharded: an index and three shards */
+    return tk_finish();
+}
