@@ -234,12 +234,13 @@ grep -q "3 errors in the config:" <<<"$out" && [ "$(sed -n 2p <<<"$out" | grep -
 expect 1 "a quantized attention is refused with the nearest" 'is refused: quantized attention.*nearest it takes is flash' -- \
   "$bin" plan --config st.json --set model_family=mmdit --set attention_mechanism=metal-flash-attention-int8
 expect 0 "plan: a hub name for the weights is a warning naming the file to give" \
-  'warning: pretrained_model_name_or_path: "black-forest-labs/FLUX.1-dev" is a Hugging Face hub name.*transformer/diffusion_pytorch_model.safetensors' -- \
+  'warning: pretrained_model_name_or_path: "black-forest-labs/FLUX.1-dev" is a Hugging Face hub name.*a diffusers model or pipeline folder' -- \
   "$bin" plan --config st.json --set model_family=mmdit --set pretrained_model_name_or_path=black-forest-labs/FLUX.1-dev
 expect 1 "train: a hub name for the weights is refused" 'pretrained_model_name_or_path: "black-forest-labs/FLUX.1-dev" is a Hugging Face hub name' -- \
   "$bin" train --config st.json --set model_family=mmdit --set in_channels=3 --set vae_scale_factor=1 --set resolution=8 \
   --set output_dir=hub --set pretrained_model_name_or_path=black-forest-labs/FLUX.1-dev
-expect 1 "train: a diffusers folder for the weights is refused" "pretrained_model_name_or_path: \\. is a folder" -- \
+expect 1 "train: a folder without diffusers weights says what it looked for" \
+  "\\.: a folder without diffusers weights: looked for diffusion_pytorch_model.safetensors.index.json and diffusion_pytorch_model.safetensors in it and in its transformer/ subfolder" -- \
   "$bin" train --config st.json --set model_family=mmdit --set in_channels=3 --set vae_scale_factor=1 --set resolution=8 \
   --set output_dir=hub --set pretrained_model_name_or_path=.
 expect 0 "resolution is in image pixels: 1024 on dit-s2 is 4096 tokens" "4096 tokens" -- \

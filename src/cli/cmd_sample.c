@@ -18,7 +18,7 @@ static const char sample_help[] =
     "Draws images from the model the config describes, with the weights of W (a full weights file, as written by\n"
     "`segtrain init` or by training), and writes them as one PNG: one row per class, or per caption for mmdit,\n"
     "K images per row. For a config with model_type lora, W is the base model and --lora the adapters training\n"
-    "wrote (lora.safetensors).\n"
+    "wrote (pytorch_lora_weights.safetensors, or any LoRA file under PEFT's names).\n"
     "\n"
     "Each image starts as pure noise at t = 1 and follows the velocity the model predicts down to t = 0 in N equal\n"
     "Euler steps (x <- x + (t_next - t) v). More steps follow the flow more closely and cost one forward each.\n"
@@ -135,7 +135,7 @@ int cmd_sample(int argc, char **argv)
     if (!st && lora && !lora_path)
         st = st_fail(ST_ERR_INVALID, "the config trains LoRA (model_type lora): give the adapters with --lora");
     if (!st) st = param_set_load(model_params(cm.m), weights, lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
-    if (!st && lora) st = param_set_load(model_params(cm.m), lora_path, PARAMS_TRAINABLE, NULL);
+    if (!st && lora) st = param_set_load_lora(model_params(cm.m), lora_path, model_get_config(cm.m)->lora_alpha);
     const double t1 = clock_seconds();
     char prompts[ROWS_MAX][CAPTION_MAX];
     const char *rows[ROWS_MAX];

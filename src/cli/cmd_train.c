@@ -20,7 +20,7 @@ static const char train_help[] =
     "                                 keeps the newest); resume_from_checkpoint latest|PATH continues the run\n"
     "  validation/step-<step>.png     a sample grid every validation_steps, one row per class\n"
     "  train_log.jsonl                step, loss, lr, grad_norm, sec_per_step, peak_device_bytes per step\n"
-    "  model.safetensors              the final weights (lora.safetensors: the adapters, for model_type lora)\n"
+    "  model.safetensors              the final weights (pytorch_lora_weights.safetensors: the adapters under PEFT's names, for model_type lora)\n"
     "A loss or gradient that is not finite stops the run, naming the step; the last good checkpoint is kept.\n"
     "\n"
     "example:\n"

@@ -240,15 +240,14 @@ static st_status open_optimizer(trainer *t)
 
 st_status train_weights_path_check(const char *path)
 {
-    static const char which[] = "segtrain reads one local .safetensors file of the model's weights (of a diffusers "
-                                "model folder, transformer/diffusion_pytorch_model.safetensors)";
+    static const char which[] = "segtrain reads local weights: a .safetensors file, a diffusers index "
+                                "(diffusion_pytorch_model.safetensors.index.json), or a diffusers model or pipeline "
+                                "folder";
     struct stat st;
-    if (stat(path, &st) == 0)
-        return S_ISDIR(st.st_mode) ? st_fail(ST_ERR_INVALID, "pretrained_model_name_or_path: %s is a folder; %s", path,
-                                             which)
-                                   : ST_OK;
+    if (stat(path, &st) == 0) return ST_OK;
     const char *slash = strchr(path, '/');
-    if (slash && slash != path && path[0] != '.' && !strchr(slash + 1, '/') && !strstr(path, ".safetensors"))
+    if (slash && slash != path && path[0] != '.' && !strchr(slash + 1, '/') && !strstr(path, ".safetensors") &&
+        !strstr(path, ".json"))
         return st_fail(ST_ERR_INVALID, "pretrained_model_name_or_path: \"%s\" is a Hugging Face hub name, and "
                        "segtrain downloads nothing: %s", path, which);
     return ST_OK;
@@ -516,10 +515,12 @@ const pool_stats *trainer_predicted(const trainer *t, bool host) { return host ?
 st_status trainer_finish(trainer *t, const char **path)
 {
     const bool lora = !strcmp(config_string(t->cfg, "model_type"), "lora");
-    snprintf(t->final, sizeof t->final, "%s/%s", t->dir, lora ? "lora.safetensors" : "model.safetensors");
+    snprintf(t->final, sizeof t->final, "%s/%s", t->dir, lora ? SFT_LORA_FILE : "model.safetensors");
+    /* LoRA under PEFT's names, as SimpleTuner and diffusers' save_lora_weights write it */
     const char *meta[] = {"format", "pt", "segtrain.model_type", lora ? "lora" : "full"};
-    st_status st = param_set_save(model_params(t->run.m), t->final, lora ? PARAMS_TRAINABLE : PARAMS_ALL, false, NULL, 0,
-                                  meta, 2);
+    st_status st = lora ? param_set_save_lora(model_params(t->run.m), t->final, model_get_config(t->run.m)->lora_alpha,
+                                              meta + 2, 1)
+                        : param_set_save(model_params(t->run.m), t->final, PARAMS_ALL, false, NULL, 0, meta, 2);
     const int64_t every = config_int(t->cfg, "checkpoint_step_interval");
     if (!st && every && t->steps_done % every) st = save_checkpoint(t);
     *path = t->final;
