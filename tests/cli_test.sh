@@ -243,6 +243,9 @@ expect 1 "train: a folder without diffusers weights says what it looked for" \
   "\\.: a folder without diffusers weights: looked for diffusion_pytorch_model.safetensors.index.json and diffusion_pytorch_model.safetensors in it and in its transformer/ subfolder" -- \
   "$bin" train --config st.json --set model_family=mmdit --set in_channels=3 --set vae_scale_factor=1 --set resolution=8 \
   --set output_dir=hub --set pretrained_model_name_or_path=.
+expect 0 "a diffusers folder of weights brings its architecture (its own config.json)" \
+  "model flux-dev \\(flux\\): 2 double-stream \\+ 2 single-stream blocks, width 32, 2 heads, 16 image \\+ 512 text tokens" -- \
+  "$bin" plan --config st.json --set pretrained_model_name_or_path="$src/tests/fixtures/flux-schnell" --set resolution=64
 expect 0 "resolution is in image pixels: 1024 on dit-s2 is 4096 tokens" "4096 tokens" -- \
   "$bin" plan --config empty.json --set model_preset=dit-s2 --set resolution=1024
 

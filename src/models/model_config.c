@@ -127,6 +127,8 @@ static double image_edge(double resolution, const char *type)
     return sqrt(resolution * 1e6);
 }
 
+static bool reads_diffusers(const model_config *mc);
+
 st_status model_config_from(const config *cfg, model_config *mc)
 {
     /* model_family alone picks its preset: a SimpleTuner family's flavour's (its real sizes), segtrain's own
@@ -144,6 +146,12 @@ st_status model_config_from(const config *cfg, model_config *mc)
     if (config_is_set(cfg, "model_family") && strcmp(family, mc->family))
         return st_fail(ST_ERR_INVALID, "model_preset: %s belongs to the %s family, but model_family is %s", preset, mc->family,
                        family);
+    /* a diffusers folder of weights brings its own architecture; the keys below still override it */
+    const char *weights = config_string(cfg, "pretrained_model_name_or_path");
+    struct stat sb;
+    if (*weights && !stat(weights, &sb) && S_ISDIR(sb.st_mode) && reads_diffusers(mc) &&
+        (st = model_config_from_diffusers(weights, mc)))
+        return st_fail(st, "pretrained_model_name_or_path: %s", st_error());
     const struct {
         const char *key;
         int64_t *field;
@@ -258,6 +266,13 @@ static const struct {
     {"flux", "FluxTransformer2DModel", flux_from_json},
     {"mmdit", "FluxTransformer2DModel", flux_from_json},
 };
+
+static bool reads_diffusers(const model_config *mc)
+{
+    for (size_t i = 0; i < sizeof diffusers_classes / sizeof *diffusers_classes; i++)
+        if (!strcmp(mc->family, diffusers_classes[i].family)) return true;
+    return false;
+}
 
 st_status model_config_from_diffusers(const char *path, model_config *mc)
 {
