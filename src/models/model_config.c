@@ -129,6 +129,18 @@ static double image_edge(double resolution, const char *type)
 
 static bool reads_diffusers(const model_config *mc);
 
+/* A folder with config.json, itself or in transformer/ (a folder without one is the weight loader's to refuse). */
+static bool has_diffusers_config(const char *dir)
+{
+    char p[4096];
+    struct stat sb;
+    if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) return false;
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    if (!access(p, R_OK)) return true;
+    snprintf(p, sizeof p, "%s/transformer/config.json", dir);
+    return !access(p, R_OK);
+}
+
 st_status model_config_from(const config *cfg, model_config *mc)
 {
     /* model_family alone picks its preset: a SimpleTuner family's flavour's (its real sizes), segtrain's own
@@ -148,10 +160,11 @@ st_status model_config_from(const config *cfg, model_config *mc)
                        family);
     /* a diffusers folder of weights brings its own architecture; the keys below still override it */
     const char *weights = config_string(cfg, "pretrained_model_name_or_path");
-    struct stat sb;
-    if (*weights && !stat(weights, &sb) && S_ISDIR(sb.st_mode) && reads_diffusers(mc) &&
-        (st = model_config_from_diffusers(weights, mc)))
-        return st_fail(st, "pretrained_model_name_or_path: %s", st_error());
+    if (*weights && reads_diffusers(mc) && has_diffusers_config(weights) && (st = model_config_from_diffusers(weights, mc))) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", st_error());
+        return st_fail(st, "pretrained_model_name_or_path: %s", why);
+    }
     const struct {
         const char *key;
         int64_t *field;
