@@ -72,9 +72,14 @@ static void misuse(int which)
         layernorm_backward(v, v, v, v, v, v, 1, 8, NULL);
         break;
     }
-    case 5: { /* rope on a head size that is not a multiple of 4 */
-        float v[6] = {0};
-        rope_2d_forward(v, 1, 1, 1, 1, 6, 6, 6, 10000.0);
+    case 5: { /* rope on an odd head size */
+        float v[5] = {0}, table[4] = {0};
+        rope_forward(v, 1, 1, 1, 5, 5, 5, table);
+        break;
+    }
+    case 6: { /* a rope table axis of odd width */
+        float table[4] = {0}, ids[2] = {0};
+        rope_table(table, ids, 1, 2, (const int64_t[]){2, 3}, 10000.0);
         break;
     }
     }
@@ -85,7 +90,8 @@ static void test_contract_violations_panic(void)
     static const char *const want[] = {"a contract of 7", "pool_free of a pointer this device pool did not allocate",
                                        "config_int(\"no_such_key\"): no such config key",
                                        "config_bool(\"seed\"): it is a int key", "layernorm_backward needs the state",
-                                       "rope_2d: head_dim 6 not a multiple of 4"};
+                                       "rope: head_dim 5 (need an even size >= 2)",
+                                       "rope_table: axes_dim[1] = 3 (need an even width >= 2)"};
     for (int i = 0; i < (int)(sizeof want / sizeof *want); i++) {
         int sig = 0;
         char *err = in_child(misuse, i, &sig);

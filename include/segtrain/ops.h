@@ -181,31 +181,16 @@ void gated_residual_backward(float *dx, float *dgate, float *dh, const float *dy
  * once to float. Flux's text tokens have ids 0 (no rotation), its image token at row r, column c (0, r, c). */
 void rope_table(float *table, const float *ids, int64_t tokens, int n_axes, const int64_t *axes_dim, double theta);
 /* Rotates every head of every token in place: pair p = (x[2p], x[2p+1]) of a head of token t becomes
- * (x0 c - x1 s, x1 c + x0 s) with (c, s) = table[t][p], in float as torch does in fp32. x is viewed as
- * rope_2d's (row and batch strides in floats, heads * head_dim contiguous from a row's start), so q or k are
- * rotated where they lie in a packed or joint buffer; the table's tokens are the view's rows, the same for
+ * (x0 c - x1 s, x1 c + x0 s) with (c, s) = table[t][p], in float as torch does in fp32. x is viewed with a row
+ * stride and a batch stride (floats; heads * head_dim contiguous from a row's start), so q or k are rotated
+ * where they lie in a packed or joint buffer; the table's tokens are the view's rows, the same for
  * every batch item. head_dim even. Independent of the thread count. */
 void rope_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
                   int64_t batch_stride, const float *table);
-/* The gradient through it, in place: the inverse rotation of dy (overwrites, as rope_2d_backward). */
-void rope_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
-                   int64_t batch_stride, const float *table);
-
-/* 2D rotary position embedding, in place, on `tokens` image tokens per batch item laid out row-major on a
- * grid x grid patch grid (token t at row t / grid, column t % grid). x is viewed with a row stride and a batch
- * stride (floats), so that q or k inside a packed qkv buffer, or the image rows of a joint text+image sequence,
- * can be rotated where they lie. Each head's head_dim (a multiple of 4) splits in two halves: the first half
- * encodes the row, the second the column; within a half of size h, pair j = (x[2j], x[2j+1]) rotates by angle
- * pos * theta^(-2j/h) (Flux's rope with axes (h, h), interleaved pairs). The heads of a row are contiguous
- * (heads * head_dim floats from the row start). Angles are taken in double and rounded once to float, so every
- * call, forward or backward, uses the same coefficients bit for bit; the result does not depend on the
- * thread count. tokens <= grid * grid. */
-void rope_2d_forward(float *x, int64_t batch, int64_t tokens, int64_t grid, int64_t heads, int64_t head_dim,
-                     int64_t row_stride, int64_t batch_stride, double theta);
 /* The gradient through it, in place: the inverse rotation of dy. Unlike the other backward ops it overwrites
  * rather than accumulates: dx is dy's own buffer, as q and k's gradients are rotated where they lie. */
-void rope_2d_backward(float *dx, int64_t batch, int64_t tokens, int64_t grid, int64_t heads, int64_t head_dim,
-                      int64_t row_stride, int64_t batch_stride, double theta);
+void rope_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+                   int64_t batch_stride, const float *table);
 
 /* ---- embeddings, patches and fixed tables (ops/cpu/embed.c) ---- */
 
