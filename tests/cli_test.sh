@@ -243,6 +243,18 @@ expect 1 "train: a folder without diffusers weights says what it looked for" \
   "\\.: a folder without diffusers weights: looked for diffusion_pytorch_model.safetensors.index.json and diffusion_pytorch_model.safetensors in it and in its transformer/ subfolder" -- \
   "$bin" train --config st.json --set model_family=mmdit --set in_channels=3 --set vae_scale_factor=1 --set resolution=8 \
   --set output_dir=hub --set pretrained_model_name_or_path=.
+# SimpleTuner's own example configs, unchanged: a built family plans, one not built is refused in one line
+for example in "$src"/tests/fixtures/simpletuner/*.json; do
+  name=$(basename "$example" .json) family=${name%%.*}
+  out=$("$bin" plan --config "$example" 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then
+    grep -q "^model $family" <<<"$out" && grep -q "^predicted peak device memory" <<<"$out" &&
+      ok "SimpleTuner's $name example plans unchanged" || bad "$name example: $out"
+  else
+    [ $rc -eq 1 ] && [ "$(grep -vc '^segtrain: warning' <<<"$out")" -eq 1 ] && grep -q "model_family $family (.*planned, not built yet" <<<"$out" &&
+      ok "SimpleTuner's $name example: not built yet, one line" || bad "$name example (exit $rc): $out"
+  fi
+done
 expect 0 "a diffusers folder of weights brings its architecture (its own config.json)" \
   "model flux-dev \\(flux\\): 2 double-stream \\+ 2 single-stream blocks, width 32, 2 heads, 16 image \\+ 512 text tokens" -- \
   "$bin" plan --config st.json --set pretrained_model_name_or_path="$src/tests/fixtures/flux-schnell" --set resolution=64

@@ -162,10 +162,13 @@ st_status model_family_check(const char *family, const char *flavour)
         return st_fail(ST_ERR_UNSUPPORTED, "model_family %s (%s): needs %s (%s); segtrain trains diffusion "
                        "transformers and does not plan to build it", f->name, f->title, topology_text[f->topology],
                        f->diffusers);
+    char built_list[256] = "dit, mmdit, skipdit";
+    for (int i = 0; i < ST_FAMILY_COUNT; i++)
+        if (st_families[i].built)
+            snprintf(built_list + strlen(built_list), sizeof built_list - strlen(built_list), ", %s", st_families[i].name);
     return st_fail(ST_ERR_UNSUPPORTED, "model_family %s (%s%s%s): needs %s in diffusers' %s layout: planned, not "
-                   "built yet. Built today: dit, mmdit, skipdit, flux; --set model_family=mmdit plans this file on "
-                   "one", f->name, f->title, *flavour ? ", flavour " : "", flavour, topology_text[f->topology],
-                   f->diffusers);
+                   "built yet. Built today: %s; --set model_family=mmdit plans this file on one", f->name, f->title,
+                   *flavour ? ", flavour " : "", flavour, topology_text[f->topology], f->diffusers, built_list);
 }
 
 const char *model_family_preset(const char *family, const char *flavour, char *preset, size_t n)
