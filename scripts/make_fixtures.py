@@ -106,6 +106,50 @@ def auraflow_run(model, t):
 AURAFLOW_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = sigma (AuraFlowPipeline passes t / 1000; "
                    "the model's Timesteps has scale=1000); encoder_hidden_states as stored; pred = output as is")
 
+def chroma_make(gen):
+    # ChromaPipeline._get_t5_prompt_embeds: 1 for the real tokens and the first padding token, 0 after it.
+    # Sample 0: 5 real tokens of 6 (mask all ones); sample 1: 3 real tokens (the 4th kept, 2 masked).
+    return {"encoder_hidden_states": randn(gen, B, L, JOINT),
+            "attention_mask": torch.tensor([[1.0] * 6, [1.0] * 4 + [0.0] * 2], dtype=torch.float64),
+            "txt_ids": torch.zeros(L, 3, dtype=torch.float64), "img_ids": flux_img_ids(H // 2, W // 2)}
+
+
+def chroma_run(model, t):
+    # ChromaPipeline._prepare_attention_mask: cat([text mask (the prompt dtype), ones(B, T, bool)]) is float, and
+    # each block uses mask[:, None, None, :] * mask[:, None, :, None] as SDPA's attn_mask: an ADDITIVE 0/1 bias.
+    mask = t["attention_mask"]
+    mask = torch.cat([mask, torch.ones(B, (H // 2) * (W // 2), dtype=torch.bool)], dim=1)
+    out = model(hidden_states=flux_pack(t["latents"]), encoder_hidden_states=t["encoder_hidden_states"],
+                timestep=t["sigma"], img_ids=t["img_ids"], txt_ids=t["txt_ids"], attention_mask=mask,
+                return_dict=False)[0]
+    return flux_unpack(out, H, W)
+
+
+CHROMA_PASSED = ("hidden_states = _pack_latents(latents) (B, H/2*W/2, 4C); timestep = sigma (ChromaPipeline passes "
+                 "t / 1000; the model multiplies by 1000); img_ids, txt_ids as Flux; attention_mask = "
+                 "cat([attention_mask, ones(B, T)], 1) in float64 (the pipeline's _prepare_attention_mask), which "
+                 "every block turns into the additive bias m[:, None, None, :] * m[:, None, :, None]; "
+                 "pred = _unpack_latents(output)")
+
+
+def qwen_make(gen):
+    # QwenImagePipeline passes the text encoder's mask (1 = token, 0 = padding) unless it is all ones (then None).
+    return {"encoder_hidden_states": randn(gen, B, L, JOINT),
+            "encoder_hidden_states_mask": torch.tensor([[1.0] * 6, [1.0] * 4 + [0.0] * 2], dtype=torch.float64)}
+
+
+def qwen_run(model, t):
+    out = model(hidden_states=flux_pack(t["latents"]), encoder_hidden_states=t["encoder_hidden_states"],
+                encoder_hidden_states_mask=t["encoder_hidden_states_mask"], timestep=t["sigma"],
+                img_shapes=[[(1, H // 2, W // 2)]] * B, return_dict=False)[0]
+    return flux_unpack(out, H, W)
+
+
+QWEN_PASSED = ("hidden_states = QwenImagePipeline._pack_latents(latents) (B, H/2*W/2, 4C); timestep = sigma (the "
+               "pipeline passes t / 1000; time_proj has scale=1000); encoder_hidden_states_mask as stored (the model "
+               "makes it bool: keys of padding tokens are masked, image keys never); img_shapes = [[(1, H/2, W/2)]] * B; "
+               "guidance = None; pred = _unpack_latents(output) (its frame axis of 1 dropped)")
+
 FLUX_KW = dict(patch_size=1, in_channels=4 * C, num_layers=2, num_single_layers=2, attention_head_dim=16,
                num_attention_heads=2, joint_attention_dim=JOINT, pooled_projection_dim=POOLED,
                axes_dims_rope=[4, 6, 6])
@@ -144,6 +188,25 @@ fixture("auraflow", "AuraFlowTransformer2DModel",
              out_channels=C, pos_embed_max_size=64),
         auraflow_make, auraflow_run, AURAFLOW_PASSED)
 
+
+# Chroma: one double and one single block, a 1-layer approximator 32 wide (approximator_num_channels 32: 8 time,
+# 8 guidance, 16 modulation-index sinusoid channels).
+fixture("chroma", "ChromaTransformer2DModel",
+        dict(patch_size=1, in_channels=4 * C, num_layers=1, num_single_layers=1, attention_head_dim=16,
+             num_attention_heads=2, joint_attention_dim=JOINT, axes_dims_rope=[4, 6, 6], approximator_num_channels=32,
+             approximator_hidden_dim=32, approximator_layers=1),
+        chroma_make, chroma_run, CHROMA_PASSED)
+
+# Qwen Image has one kind of block; two of them, because with one the text stream after the attention
+# (to_add_out, txt_mlp, the text queries) would reach nothing and have zero gradients.
+fixture("qwen-image", "QwenImageTransformer2DModel",
+        dict(patch_size=2, in_channels=4 * C, out_channels=C, num_layers=2, attention_head_dim=16,
+             num_attention_heads=2, joint_attention_dim=JOINT, axes_dims_rope=[4, 6, 6]),
+        qwen_make, qwen_run, QWEN_PASSED,
+        zero={r"transformer_blocks\.1\.(attn\.(to_add_out\.(weight|bias)|add_q_proj\.(weight|bias)|norm_added_q\.weight)"
+              r"|txt_mlp\..*)":
+              "the last block's text stream after the attention (and its text queries) reaches no output: the model "
+              "returns the image tokens only"})
 
 # ------------------------------------------------------------------ exact timestep embedding
 def exact_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
@@ -230,8 +293,9 @@ def build(name):
     return model, inputs_of(name, fx["make"], gen)
 
 
-def reference(model, run, t):
-    """pred, loss and every gradient, in float64 from the given (float32-rounded) weights and inputs."""
+def reference(model, run, t, zero=None):
+    """pred, loss and every gradient, in float64 from the given (float32-rounded) weights and inputs. A parameter
+    that autograd never reaches gets a zero gradient if it is listed in zero (known to be unused by construction)."""
     model = model.to(torch.float64).train()
     model.zero_grad(set_to_none=True)
     pred = run(model, t)
@@ -241,6 +305,8 @@ def reference(model, run, t):
     loss.backward()
     grads = {}
     for n, p in model.named_parameters():
+        if p.grad is None and any(re.fullmatch(r, n) for r in zero or {}):
+            p.grad = torch.zeros_like(p)
         if p.grad is None:
             raise SystemExit("%s: parameter %s gets no gradient (unused by the forward)" % (model.__class__.__name__, n))
         grads[n] = p.grad.detach().clone()
@@ -285,7 +351,7 @@ def write(name, out):
     for f in os.listdir(folder):   # a re-run may change the sharding: no stale files
         os.remove(os.path.join(folder, f))
     model.save_pretrained(folder, safe_serialization=True, **fx["save"])
-    pred, loss, grads = reference(model, fx["run"], t)
+    pred, loss, grads = reference(model, fx["run"], t, fx["zero"])
     check(name, loss, grads)
     tensors = {k: v.to(torch.float32).contiguous() for k, v in t.items()}
     tensors["pred"] = pred.to(torch.float32).contiguous()
