@@ -54,9 +54,9 @@ int main(int argc, char **argv)
     machine_info mi;
     machine_describe(&mi);
     printf("machine: %s; config %s\n\n", mi.cpu, config_path);
-    printf("| mode | peak GiB | at the peak: weights | gradients | optimizer | activations | boundaries | workspace |");
+    printf("| mode | peak GiB | at the peak: weights | gradients | optimizer | activations | boundaries | workspace | host GiB |");
     for (int b = 0; b < nb; b++) printf(" %s |", names[b]);
-    printf(" dry run s |\n|---|---|---|---|---|---|---|---|");
+    printf(" dry run s |\n|---|---|---|---|---|---|---|---|---|");
     for (int b = 0; b < nb; b++) printf("---|");
     printf("---|\n");
     for (int m = 0; m < n; m++) {
@@ -79,9 +79,9 @@ int main(int argc, char **argv)
             continue;
         }
         const size_t *t = dev.at_peak_by_tag;
-        printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |", modes[m].name, gib(dev.peak), gib(t[MEM_WEIGHTS]),
-               gib(t[MEM_GRADIENTS]), gib(t[MEM_OPTIMIZER]), gib(t[MEM_ACTIVATIONS]), gib(t[MEM_BOUNDARIES]),
-               gib(t[MEM_WORKSPACE]));
+        printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |", modes[m].name, gib(dev.peak),
+               gib(t[MEM_WEIGHTS]), gib(t[MEM_GRADIENTS]), gib(t[MEM_OPTIMIZER]), gib(t[MEM_ACTIVATIONS]),
+               gib(t[MEM_BOUNDARIES]), gib(t[MEM_WORKSPACE]), gib(host.peak));
         for (int b = 0; b < nb; b++) printf(" %s |", dev.peak <= budget[b] ? "fits" : "OOM");
         printf(" %.3f |\n", sec);
         fflush(stdout);
