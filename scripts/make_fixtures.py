@@ -150,6 +150,31 @@ QWEN_PASSED = ("hidden_states = QwenImagePipeline._pack_latents(latents) (B, H/2
                "makes it bool: keys of padding tokens are masked, image keys never); img_shapes = [[(1, H/2, W/2)]] * B; "
                "guidance = None; pred = _unpack_latents(output) (its frame axis of 1 dropped)")
 
+def flux2_make(gen):
+    # Flux2Pipeline._prepare_text_ids: (t, h, w, l) = (0, 0, 0, k); _prepare_latent_ids: (0, row, col, 0), row-major.
+    img = torch.zeros(H // 2, W // 2, 4, dtype=torch.float64)
+    img[..., 1] += torch.arange(H // 2)[:, None]
+    img[..., 2] += torch.arange(W // 2)[None, :]
+    txt = torch.zeros(L, 4, dtype=torch.float64)
+    txt[:, 3] = torch.arange(L)
+    return {"encoder_hidden_states": randn(gen, B, L, JOINT), "guidance": torch.tensor(GUIDANCE, dtype=torch.float64),
+            "txt_ids": txt, "img_ids": img.reshape(-1, 4)}
+
+
+def flux2_run(model, t):
+    # Flux2Pipeline._patchify_latents then _pack_latents is Flux.1's _pack_latents permutation (channels (c, di, dj),
+    # tokens row-major), and _unpack_latents_with_ids then _unpatchify_latents its inverse (row-major ids).
+    out = model(hidden_states=flux_pack(t["latents"]), encoder_hidden_states=t["encoder_hidden_states"],
+                timestep=t["sigma"], guidance=t["guidance"], img_ids=t["img_ids"], txt_ids=t["txt_ids"],
+                return_dict=False)[0]
+    return flux_unpack(out, H, W)
+
+
+FLUX2_PASSED = ("hidden_states = _pack_latents(_patchify_latents(latents)) (B, H/2*W/2, 4C), i.e. Flux.1's packing; "
+                "timestep = sigma and guidance = guidance (the model multiplies both by 1000); img_ids (T, 4) = "
+                "(0, row, col, 0); txt_ids (L, 4) = (0, 0, 0, k); pred = _unpatchify_latents(_unpack_latents_with_ids("
+                "output, img_ids))")
+
 FLUX_KW = dict(patch_size=1, in_channels=4 * C, num_layers=2, num_single_layers=2, attention_head_dim=16,
                num_attention_heads=2, joint_attention_dim=JOINT, pooled_projection_dim=POOLED,
                axes_dims_rope=[4, 6, 6])
@@ -207,6 +232,13 @@ fixture("qwen-image", "QwenImageTransformer2DModel",
               r"|txt_mlp\..*)":
               "the last block's text stream after the attention (and its text queries) reaches no output: the model "
               "returns the image tokens only"})
+
+# Flux.2 (dev: guidance embedding): one double and one single block; 4 rope axes of 4 at theta 2000 (the default).
+fixture("flux2", "Flux2Transformer2DModel",
+        dict(patch_size=1, in_channels=4 * C, num_layers=1, num_single_layers=1, attention_head_dim=16,
+             num_attention_heads=2, joint_attention_dim=JOINT, timestep_guidance_channels=32,
+             axes_dims_rope=[4, 4, 4, 4], guidance_embeds=True),
+        flux2_make, flux2_run, FLUX2_PASSED)
 
 # ------------------------------------------------------------------ exact timestep embedding
 def exact_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
