@@ -25,6 +25,9 @@ pins=(
   pillow==13.0.0
   regex==2026.11.19
   requests==2.34.2
+  # scripts/make_cache.py's text encoders and tokenizers (the parity fixtures do not import them)
+  transformers==5.24.0
+  tokenizers==0.23.3
 )
 
 "$python" -m venv "$venv"
