@@ -201,6 +201,28 @@ HUNYUANVIDEO_PASSED = ("hidden_states = latents (B, C, F, H, W) as is (the model
                        "encoder_attention_mask (1 = token; tokens first), pooled_projections as stored; pred = output "
                        "as is (B, C, F, H, W)")
 
+def longcat_make(gen):
+    # LongCatImagePipeline's prepare_pos_ids: text (modality 0, k, k); image (modality 1, 512 + row, 512 + col), 512
+    # being the pipeline's tokenizer_max_length (whatever the text length).
+    txt = torch.zeros(L, 3, dtype=torch.float64)
+    txt[:, 1] = txt[:, 2] = torch.arange(L)
+    img = flux_img_ids(H // 2, W // 2)
+    img[:, 0] = 1
+    img[:, 1:] += 512
+    return {"encoder_hidden_states": randn(gen, B, L, JOINT), "txt_ids": txt, "img_ids": img}
+
+
+def longcat_run(model, t):
+    out = model(hidden_states=flux_pack(t["latents"]), encoder_hidden_states=t["encoder_hidden_states"],
+                timestep=t["sigma"], img_ids=t["img_ids"], txt_ids=t["txt_ids"], return_dict=False)[0]
+    return flux_unpack(out, H, W)
+
+
+LONGCAT_PASSED = ("hidden_states = _pack_latents(latents) (B, H/2*W/2, 4C) as Flux; timestep = sigma (the pipeline "
+                  "passes t / 1000, the model multiplies by 1000); guidance = None (the pipeline's; the model has "
+                  "no guidance input in use); txt_ids (L, 3) = (0, k, k); img_ids (T, 3) = (1, 512 + row, 512 + col); "
+                  "pred = _unpack_latents(output)")
+
 FLUX_KW = dict(patch_size=1, in_channels=4 * C, num_layers=2, num_single_layers=2, attention_head_dim=16,
                num_attention_heads=2, joint_attention_dim=JOINT, pooled_projection_dim=POOLED,
                axes_dims_rope=[4, 6, 6])
@@ -275,6 +297,12 @@ fixture("hunyuanvideo", "HunyuanVideoTransformer3DModel",
              text_embed_dim=JOINT, pooled_projection_dim=POOLED, rope_axes_dim=[4, 6, 6]),
         hunyuanvideo_make, hunyuanvideo_run, HUNYUANVIDEO_PASSED, shape=(B, C, 2, H, W),
         zero=HV_REFINER_ZERO)
+
+# LongCat Image: one double and one single block (pooled_projection_dim is stored in the config but unused).
+fixture("longcat-image", "LongCatImageTransformer2DModel",
+        dict(patch_size=1, in_channels=4 * C, num_layers=1, num_single_layers=1, attention_head_dim=16,
+             num_attention_heads=2, joint_attention_dim=JOINT, pooled_projection_dim=POOLED, axes_dims_rope=[4, 6, 6]),
+        longcat_make, longcat_run, LONGCAT_PASSED)
 
 # ------------------------------------------------------------------ exact timestep embedding
 def exact_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
