@@ -82,13 +82,23 @@ static void test_families(void)
     CHECK(from_json("{\"model_family\": \"flux\", \"model_flavour\": \"schnell\"}", &mc) == ST_OK &&
           !strcmp(mc.preset, "flux-schnell") && !mc.guidance_embeds && mc.text_len == 256);
     CHECK(from_json("{\"model_family\": \"flux\", \"model_preset\": \"flux-tiny\"}", &mc) == ST_OK && mc.hidden == 64);
+    /* sd3: SimpleTuner's default flavour is 3.5 medium (qk norm, attn2 in blocks 0-12), large 3.5 large */
+    CHECK(from_json("{\"model_family\": \"sd3\"}", &mc) == ST_OK && !strcmp(mc.preset, "sd35-medium") &&
+          mc.qk_norm && mc.dual_attention == 13 && mc.pos_embed_max == 384 && mc.text_len == 77 + 154 &&
+          mc.hidden == 1536 && mc.pooled_dim == 2048 && mc.channels == 16);
+    CHECK(from_json("{\"model_family\": \"sd3\", \"model_flavour\": \"large\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "sd35-large") && mc.qk_norm && !mc.dual_attention && mc.depth == 38 && mc.hidden == 2432);
+    CHECK(from_json("{\"model_family\": \"sd3\", \"model_preset\": \"sd3-medium\"}", &mc) == ST_OK &&
+          !mc.qk_norm && !mc.dual_attention && mc.pos_embed_max == 192);
+    EXPECT_REFUSAL("{\"model_family\": \"sd3\", \"model_preset\": \"sd3-tiny\", \"resolution\": 512, "
+                   "\"vae_scale_factor\": 8}", ST_ERR_INVALID, "pos_embed_max_size: 16", "32-patch grid");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_flavour\": \"kontext\"}", ST_ERR_UNSUPPORTED,
                    "model_flavour kontext of flux (Flux.1): not built yet", "dev:flux-dev");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_preset\": \"dit-s2\"}", ST_ERR_INVALID,
                    "dit-s2 belongs to the dit family");
     /* SimpleTuner's names: each names its topology and that it is planned */
-    EXPECT_REFUSAL("{\"model_family\": \"sd3\"}", ST_ERR_UNSUPPORTED, "model_family sd3 (",
-                   "dual-stream MMDiT", "SD3Transformer2DModel", "planned", "--set model_family=mmdit");
+    EXPECT_REFUSAL("{\"model_family\": \"hidream\"}", ST_ERR_UNSUPPORTED, "model_family hidream (",
+                   "dual-stream MMDiT", "HiDreamImageTransformer2DModel", "planned", "--set model_family=mmdit");
     EXPECT_REFUSAL("{\"model_family\": \"pixart_sigma\"}", ST_ERR_UNSUPPORTED, "cross-attention DiT",
                    "PixArtTransformer2DModel");
     EXPECT_REFUSAL("{\"model_family\": \"pixart\"}", ST_ERR_UNSUPPORTED, "model_family pixart_sigma");
@@ -107,7 +117,7 @@ static void test_families(void)
         char json[128];
         snprintf(json, sizeof json, "{\"model_family\": \"%s\"}", name);
         st_status s = from_json(json, &mc);
-        const bool built = n < 3 || !strcmp(name, "flux");
+        const bool built = n < 3 || !strcmp(name, "flux") || !strcmp(name, "sd3");
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
     CHECKF(n >= 40, "%d family names", n);

@@ -62,7 +62,7 @@ struct model {
     void *impl; /* the family's own */
 };
 
-extern const model_family dit_family, skipdit_family, mmdit_family;
+extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family;
 
 /* A training forward's activation buffer from the model's pool (nothing once *st is set). */
 float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero);

@@ -59,6 +59,7 @@ static st_status mm_create(model *m)
     d->p_ctx_b = param_add(s, "context_embedder.bias", 1, (int64_t[]){D}, full);
     d->p_x_w = param_add(s, "x_embedder.weight", 2, (int64_t[]){D, P}, full);
     d->p_x_b = param_add(s, "x_embedder.bias", 1, (int64_t[]){D}, full);
+    for (int i = 0; i < nd + ns; i++) d->blocks[i].qk_norm = true;
     for (int i = 0; i < nd; i++) mm_double_register(s, &d->blocks[i], i, c);
     for (int i = 0; i < ns; i++) mm_single_register(s, &d->blocks[nd + i], i, c);
     d->final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
@@ -95,9 +96,7 @@ static void mm_set_batch(model *m, int64_t batch)
     m->seq[1].state_numel[0] = batch * (m->shape.tokens + m->shape.text) * D;
 }
 
-/* adaLN-Zero (every modulation and the final projection zero), RMSNorm weights one, N(0, 0.02) embedding MLPs,
- * xavier-uniform elsewhere. */
-static param_init mm_init_of(const char *name)
+param_init mm_init_of(const char *name)
 {
     if (strstr(name, "norm1.linear") || strstr(name, "norm1_context.linear") || strstr(name, "norm.linear") ||
         strstr(name, "norm_out.linear") || !strcmp(name, "proj_out.weight"))

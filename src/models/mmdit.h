@@ -1,5 +1,5 @@
-/* The Flux-style dual-stream family, internal to src/models: its two block kinds (mmdit_block.c) and what the
- * model (mmdit.c) shares with them. */
+/* The dual-stream families, internal to src/models: their two block kinds (mmdit_block.c) and what the models
+ * (mmdit.c: Flux; sd3.c: SD3) share with them. */
 #ifndef SEGTRAIN_MODELS_MMDIT_H
 #define SEGTRAIN_MODELS_MMDIT_H
 
@@ -14,12 +14,20 @@
  * (attention and MLP outputs concatenated, 5D -> D) as out; mlp2 unused. */
 typedef struct mm_stream {
     lin_layer ada, q, k, v, out, mlp1, mlp2;
-    int norm_q, norm_k; /* RMSNorm weights (head_dim) */
+    int norm_q, norm_k; /* RMSNorm weights (head_dim); < 0 without qk_norm */
 } mm_stream;
 
+/* A block's weights, and what SD3's joint blocks add to Flux's double block (set before registering):
+ * - no qk_norm: q and k enter attention as projected (SD3; Flux and SD3.5 normalise them);
+ * - dual: SD3.5's second, image-only self-attention `attn2` (x: q, k, v, out and norms), its input modulated by
+ *   the image adaLN's extra (shift, scale, gate) (9D), its gated output added after attention's;
+ * - context_pre_only (SD3's last block): the text stream only gives q, k, v to the joint attention, its adaLN is
+ *   AdaLayerNormContinuous (2D: scale, shift), and the block outputs the image stream alone. */
 typedef struct mm_block {
     struct model *m;
     mm_stream s[2];
+    mm_stream x;
+    bool qk_norm, dual, context_pre_only;
 } mm_block;
 
 /* Sizes of a step: image tokens T and text tokens L per sample; the joint sequence is text first, S = L + T. */
@@ -35,9 +43,14 @@ mm_dims mm_dims_of(const struct model *m);
 void mm_to_joint(const mm_dims *d, int s, float *joint, const float *x);
 void mm_from_joint(const mm_dims *d, int s, float *x, const float *joint);
 
+/* Registers block i's weights by diffusers' names, for b's options (qk_norm, dual, context_pre_only). */
 void mm_double_register(param_set *ps, mm_block *b, int i, const model_config *c);
 void mm_single_register(param_set *ps, mm_block *b, int i, const model_config *c);
 
 extern const block_kind mm_double_kind, mm_single_kind;
+
+/* adaLN-Zero (every modulation and the final projection zero), RMSNorm weights one, N(0, 0.02) embedding MLPs,
+ * xavier-uniform elsewhere: Flux's and SD3's names alike. */
+param_init mm_init_of(const char *name);
 
 #endif

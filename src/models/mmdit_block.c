@@ -1,36 +1,42 @@
-/* The Flux-style blocks (diffusers' FluxTransformerBlock and FluxSingleTransformerBlock):
+/* The dual-stream blocks: diffusers' FluxTransformerBlock and SD3's JointTransformerBlock (the double block, with
+ * mm_block's options), and FluxSingleTransformerBlock:
  *
  * double, per stream s (image, text), from SiLU(c):
  *   (shift1, scale1, gate1, shift2, scale2, gate2) = norm1[_context].linear(SiLU(c))
- *   h_s = LN(x_s) * (1 + scale1) + shift1;  q_s, k_s, v_s = to_q/k/v(h_s);  q_s, k_s = RMSNorm per head
- *   joint attention over [text; image] tokens, rotary embedding on the image tokens' q and k
+ *   h_s = LN(x_s) * (1 + scale1) + shift1;  q_s, k_s, v_s = to_q/k/v(h_s);  q_s, k_s = RMSNorm per head (qk_norm)
+ *   joint attention over [text; image] tokens, rotary embedding (Flux) on q and k by position ids
  *   x1_s = x_s + gate1 * to_out_s(attention rows of s)
+ *   dual (image): x1 += gate3 * attn2.to_out(attention(q, k, v of attn2(LN(x) * (1 + scale3) + shift3)))
  *   y_s = x1_s + gate2 * ff2(gelu(ff1(LN(x1_s) * (1 + scale2) + shift2)))
+ *   context_pre_only: the text stream's (scale1, shift1) only, its q, k, v into the joint attention, no y_text.
  * single, on the joint sequence:
  *   (shift, scale, gate) = norm.linear(SiLU(c));  h = LN(x) * (1 + scale) + shift
  *   y = x + gate * proj_out([attention(q/k/v(h)); gelu(proj_mlp(h))])
  *
  * The attention side (joint q, k, v after normalisation and rotation, the attention output and its kept state,
- * and q, k before normalisation) is what attention offload moves to the host. A block allocates its buffers in
- * bulk at the start of forward and of backward. Recompute runs the same kernels on the same inputs, so its values are bitwise forward's. */
+ * q and k before normalisation, and the same of attn2 on the image rows) is what attention offload moves to the
+ * host. A block allocates its buffers in bulk at the start of forward and of backward. Recompute runs the same
+ * kernels on the same inputs, so its values are bitwise forward's. Attention is permutation-equivariant, so
+ * SD3's [image; text] order is the same function as the [text; image] used here. */
 #include "mmdit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define SIDE_N 6 /* q, k, v, o (joint), q and k before RMSNorm */
-enum { SQ, SK, SV, SO, SQR, SKR };
+/* the side: joint q, k, v, o, q and k before RMSNorm; then attn2's, on the image rows */
+enum { SQ, SK, SV, SO, SQR, SKR, XQ, XK, XV, XO, XQR, XKR, SIDE_MAX };
+#define ATTN_N 2 /* the joint attention's kept state, attn2's */
 
 struct block_saved {
-    float *mod[2];           /* (B, 6D) per stream; single: (B, 3D) */
-    float *side[SIDE_N];     /* (J, D) each; the raw q/k hold the streams one after another */
-    op_state attn;
-    float *o[2];             /* output projection per stream (for the gate's gradient); single: (J, D) */
+    float *mod[2];           /* (B, wD) per stream, w its modulation's width; single: (B, 3D) */
+    float *side[SIDE_MAX];   /* (J, D) each, attn2's (B T, D); the raw q/k hold the streams one after another */
+    op_state attn[ATTN_N];
+    float *o[2], *o2;        /* output projections per stream and attn2's (for the gates' gradients); single: (J, D) */
     float *f1[2], *f2[2];    /* double: ff1 output (rows, 4D) and ff2 output per stream; single: proj_mlp in f1[0] */
     offload *off;
     bool on_host;
-    host_tensor h[SIDE_N + 1]; /* the side and the attention state, while on the host */
+    host_tensor h[SIDE_MAX + ATTN_N]; /* the side and the attention states, while on the host */
 };
 
 mm_dims mm_dims_of(const struct model *m)
@@ -59,7 +65,23 @@ void mm_from_joint(const mm_dims *d, int s, float *x, const float *joint)
     copy_rows(x, n, joint + d->offset[s] * d->D, d->S * d->D, d->B, n);
 }
 
-/* ---- registration: diffusers' Flux names ---- */
+/* ---- a block's options ---- */
+
+/* Streams with an output (and an output projection and MLP): the text stream's ends in a context_pre_only block. */
+static int outputs(const mm_block *mb) { return mb->context_pre_only ? 1 : 2; }
+
+/* A stream's modulation width in D: 6, the image's 9 with dual attention, the text's 2 in a context_pre_only block. */
+static int64_t mod_width(const mm_block *mb, int s) { return s ? (mb->context_pre_only ? 2 : 6) : (mb->dual ? 9 : 6); }
+
+static bool side_used(const mm_block *mb, int i)
+{
+    if (i >= XQ && !mb->dual) return false;
+    return mb->qk_norm || (i != SQR && i != SKR && i != XQR && i != XKR);
+}
+
+static int64_t side_rows(const mm_dims *d, int i) { return i >= XQ ? d->rows[0] : d->J; }
+
+/* ---- registration: diffusers' names ---- */
 
 static lin_layer reg(param_set *ps, const char *prefix, const char *name, int64_t in, int64_t out, int64_t rank,
                      const model_config *c)
@@ -82,23 +104,30 @@ void mm_double_register(param_set *ps, mm_block *b, int i, const model_config *c
     snprintf(p, sizeof p, "transformer_blocks.%d", i);
     const int64_t D = c->hidden, hd = D / c->heads;
     const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
-    static const char *const names[2][9] = {
+    static const char *const names[3][9] = {
         {"norm1.linear", "attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "ff.net.0.proj", "ff.net.2",
          "attn.norm_q", "attn.norm_k"},
         {"norm1_context.linear", "attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj", "attn.to_add_out",
-         "ff_context.net.0.proj", "ff_context.net.2", "attn.norm_added_q", "attn.norm_added_k"}};
-    for (int s = 0; s < 2; s++) {
-        mm_stream *st = &b->s[s];
+         "ff_context.net.0.proj", "ff_context.net.2", "attn.norm_added_q", "attn.norm_added_k"},
+        {NULL, "attn2.to_q", "attn2.to_k", "attn2.to_v", "attn2.to_out.0", NULL, NULL, "attn2.norm_q", "attn2.norm_k"}};
+    for (int s = 0; s < 3; s++) {
+        if (s == 2 && !b->dual) break;
+        mm_stream *st = s < 2 ? &b->s[s] : &b->x;
         const char *const *n = names[s];
-        st->ada = reg(ps, p, n[0], D, 6 * D, 0, c);
+        *st = (mm_stream){.norm_q = -1, .norm_k = -1};
+        if (s < 2) st->ada = reg(ps, p, n[0], D, mod_width(b, s) * D, 0, c);
         st->q = reg(ps, p, n[1], D, D, ra, c);
         st->k = reg(ps, p, n[2], D, D, ra, c);
         st->v = reg(ps, p, n[3], D, D, ra, c);
-        st->out = reg(ps, p, n[4], D, D, ra, c);
-        st->mlp1 = reg(ps, p, n[5], D, 4 * D, rm, c);
-        st->mlp2 = reg(ps, p, n[6], 4 * D, D, rm, c);
-        st->norm_q = reg_norm(ps, p, n[7], hd, c);
-        st->norm_k = reg_norm(ps, p, n[8], hd, c);
+        if (s == 2 || s < outputs(b)) st->out = reg(ps, p, n[4], D, D, ra, c);
+        if (s < outputs(b)) {
+            st->mlp1 = reg(ps, p, n[5], D, 4 * D, rm, c);
+            st->mlp2 = reg(ps, p, n[6], 4 * D, D, rm, c);
+        }
+        if (b->qk_norm) {
+            st->norm_q = reg_norm(ps, p, n[7], hd, c);
+            st->norm_k = reg_norm(ps, p, n[8], hd, c);
+        }
     }
 }
 
@@ -139,37 +168,60 @@ static attn_shape joint_attn(const mm_dims *d, attention_mechanism mech)
     return (attn_shape){d->B, d->S, d->H, d->hd, mech};
 }
 
+/* attn2's: self-attention of each sample's image tokens */
+static attn_shape image_attn(const mm_dims *d, attention_mechanism mech)
+{
+    return (attn_shape){d->B, d->T, d->H, d->hd, mech};
+}
+
 static attn_view jv(float *x, const mm_dims *d) { return (attn_view){x, d->D, d->S * d->D}; }
+static attn_view iv(float *x, const mm_dims *d) { return (attn_view){x, d->D, d->T * d->D}; }
 
 /* Rotary embedding of joint q or k, every token by its position ids (Flux's text tokens, at zero, stay as they
- * are, bit for bit). */
+ * are, bit for bit); none without a table (SD3). */
 static void rope_joint(const struct model *m, const mm_dims *d, float *x, bool backward)
 {
+    if (!m->ctx.rope) return;
     (backward ? rope_backward : rope_forward)(x, d->B, d->S, d->H, d->hd, d->D, d->S * d->D, m->ctx.rope);
 }
 
-/* The joint row of q or k from a stream's raw rows: RMSNorm per head, written where the rows sit in the joint
- * sequence. No kept state: backward recomputes the statistics. */
+/* The joint row of q or k from a stream's raw rows: RMSNorm per head (without qk_norm a copy), written where the
+ * rows sit in the joint sequence. No kept state: backward recomputes the statistics. */
 static void rms_to_joint(const struct model *m, const mm_dims *d, int s, float *joint, const float *raw, int w)
 {
     const int64_t n = stream_len(d, s);
+    if (w < 0) {
+        mm_to_joint(d, s, joint, raw);
+        return;
+    }
     for (int64_t b = 0; b < d->B; b++)
         rmsnorm_forward(m->pool, joint + (b * d->S + d->offset[s]) * d->D, raw + b * n * d->D, W(w), n * d->H, d->hd,
                         MMDIT_RMS_EPS, NULL);
 }
 
-/* dL/draw += RMSNorm backward of a stream's rows of the joint gradient g; tmp and graw are (rows, D) buffers. */
+/* dL/draw += RMSNorm backward over rows (rows, D) of g, the gradient after the norm (without qk_norm g itself);
+ * tmp is a (rows, D) buffer. */
+static st_status rms_back_rows(const struct model *m, const mm_dims *d, int64_t rows, float *draw, const float *g,
+                               const float *raw, int w, float *tmp)
+{
+    if (w < 0) {
+        add_to(draw, g, rows * d->D);
+        return ST_OK;
+    }
+    op_state stats = {0};
+    st_status st = rmsnorm_forward(m->pool, tmp, raw, W(w), rows * d->H, d->hd, MMDIT_RMS_EPS, &stats);
+    if (st) return st;
+    rmsnorm_backward(draw, G(w), g, raw, W(w), rows * d->H, d->hd, &stats);
+    op_state_release(&stats);
+    return ST_OK;
+}
+
+/* The same for a stream's rows of the joint gradient g; gs is a (rows, D) buffer. */
 static st_status rms_backward(const struct model *m, const mm_dims *d, int s, float *draw, const float *g,
                               const float *raw, int w, float *tmp, float *gs)
 {
-    const int64_t n = d->rows[s] * d->H;
-    op_state stats = {0};
-    st_status st = rmsnorm_forward(m->pool, tmp, raw, W(w), n, d->hd, MMDIT_RMS_EPS, &stats);
-    if (st) return st;
     mm_from_joint(d, s, gs, g);
-    rmsnorm_backward(draw, G(w), gs, raw, W(w), n, d->hd, &stats);
-    op_state_release(&stats);
-    return ST_OK;
+    return rms_back_rows(m, d, d->rows[s], draw, gs, raw, w, tmp);
 }
 
 /* h = LN(x) * (1 + scale) + shift (LayerNorm without affine, no kept statistics) */
@@ -184,65 +236,77 @@ static st_status ln_modulate(const struct model *m, float *h, const float *x, co
 
 /* ---- the attention side's trip to the host ---- */
 
-static size_t side_floats(const mm_dims *d) { return (size_t)(SIDE_N * d->J * d->D); }
-
-static st_status side_send(block_saved *sv, const mm_dims *d)
+static st_status side_send(const mm_block *mb, block_saved *sv, const mm_dims *d)
 {
     st_status st = ST_OK;
-    for (int i = 0; i < SIDE_N && !st; i++)
-        st = host_tensor_offload(sv->off, &sv->h[i], sv->side[i], (size_t)(d->J * d->D) * sizeof(float), MEM_ACTIVATIONS,
-                                 "mmdit.attention side (host)");
-    if (!st) st = host_tensor_offload(sv->off, &sv->h[SIDE_N], sv->attn.data, sv->attn.bytes, MEM_ACTIVATIONS,
-                                      "mmdit.attention state (host)");
+    for (int i = 0; i < SIDE_MAX && !st; i++)
+        if (side_used(mb, i))
+            st = host_tensor_offload(sv->off, &sv->h[i], sv->side[i], (size_t)(side_rows(d, i) * d->D) * sizeof(float),
+                                     MEM_ACTIVATIONS, "mmdit.attention side (host)");
+    for (int a = 0; a < 1 + mb->dual && !st; a++)
+        st = host_tensor_offload(sv->off, &sv->h[SIDE_MAX + a], sv->attn[a].data, sv->attn[a].bytes, MEM_ACTIVATIONS,
+                                 "mmdit.attention state (host)");
     return st;
 }
 
 /* The device copies go (their last reader is done); the scratch that allocated them forgets them. */
-static st_status side_drop(block_saved *sv, scratch *owner)
+static st_status side_drop(const mm_block *mb, block_saved *sv, scratch *owner)
 {
     st_status st = ST_OK;
-    for (int i = 0; i < SIDE_N; i++) {
+    for (int i = 0; i < SIDE_MAX; i++) {
+        if (!side_used(mb, i)) continue;
         scratch_forget(owner, sv->side[i]);
         st_status si = host_tensor_drop_device(sv->off, &sv->h[i]);
         st = st ? st : si;
         sv->side[i] = NULL;
     }
-    st_status sa = host_tensor_drop_device(sv->off, &sv->h[SIDE_N]);
-    sv->attn = (op_state){0};
+    for (int a = 0; a < 1 + mb->dual; a++) {
+        st_status sa = host_tensor_drop_device(sv->off, &sv->h[SIDE_MAX + a]);
+        st = st ? st : sa;
+        sv->attn[a] = (op_state){0};
+    }
     sv->on_host = true;
-    return st ? st : sa;
+    return st;
 }
 
-static st_status side_back(const struct model *m, block_saved *sv)
+static st_status side_back(const mm_block *mb, block_saved *sv)
 {
     st_status st = ST_OK;
-    for (int i = 0; i <= SIDE_N && !st; i++) st = host_tensor_wait(sv->off, &sv->h[i]);
+    for (int i = 0; i < SIDE_MAX + ATTN_N && !st; i++)
+        if (i < SIDE_MAX ? side_used(mb, i) : i - SIDE_MAX < 1 + mb->dual) st = host_tensor_wait(sv->off, &sv->h[i]);
     if (st) return st;
-    for (int i = 0; i < SIDE_N; i++) sv->side[i] = sv->h[i].dev, sv->h[i].dev = NULL;
-    sv->attn = (op_state){.pool = m->pool, .data = sv->h[SIDE_N].dev, .bytes = sv->h[SIDE_N].bytes};
-    sv->h[SIDE_N].dev = NULL;
+    for (int i = 0; i < SIDE_MAX; i++)
+        if (side_used(mb, i)) sv->side[i] = sv->h[i].dev, sv->h[i].dev = NULL;
+    for (int a = 0; a < 1 + mb->dual; a++) {
+        host_tensor *h = &sv->h[SIDE_MAX + a];
+        sv->attn[a] = (op_state){.pool = mb->m->pool, .data = h->dev, .bytes = h->bytes};
+        h->dev = NULL;
+    }
     sv->on_host = false;
     return ST_OK;
 }
 
 static st_status mm_prefetch(block *b, block_saved *sv)
 {
+    const mm_block *mb = b->self;
     st_status st = ST_OK;
-    for (int i = 0; sv && sv->on_host && i <= SIDE_N && !st; i++) st = host_tensor_fetch(sv->off, &sv->h[i]);
+    for (int i = 0; sv && sv->on_host && i < SIDE_MAX + ATTN_N && !st; i++)
+        if (i < SIDE_MAX ? side_used(mb, i) : i - SIDE_MAX < 1 + mb->dual) st = host_tensor_fetch(sv->off, &sv->h[i]);
     return st;
 }
 
 static void release_saved(pool *p, block_saved *sv)
 {
-    for (int i = 0; sv->off && i <= SIDE_N; i++) host_tensor_release(sv->off, &sv->h[i]);
-    op_state_release(&sv->attn);
+    for (int i = 0; sv->off && i < SIDE_MAX + ATTN_N; i++) host_tensor_release(sv->off, &sv->h[i]);
+    for (int a = 0; a < ATTN_N; a++) op_state_release(&sv->attn[a]);
     for (int s = 0; s < 2; s++) {
         pool_free(p, sv->f2[s]);
         pool_free(p, sv->f1[s]);
         pool_free(p, sv->o[s]);
         pool_free(p, sv->mod[s]);
     }
-    for (int i = 0; i < SIDE_N; i++) pool_free(p, sv->side[i]);
+    pool_free(p, sv->o2);
+    for (int i = 0; i < SIDE_MAX; i++) pool_free(p, sv->side[i]);
     free(sv);
 }
 
@@ -251,21 +315,25 @@ static void mm_release(block *b, block_saved *sv)
     if (sv) release_saved(((mm_block *)b->self)->m->pool, sv);
 }
 
-static size_t side_bytes(const mm_dims *d, const struct model *m)
+static size_t side_bytes(const mm_block *mb, const mm_dims *d)
 {
-    attn_shape as = joint_attn(d, m->shape.mechanism);
-    return side_floats(d) * sizeof(float) + attention_kept_bytes(&as);
+    const struct model *m = mb->m;
+    attn_shape as = joint_attn(d, m->shape.mechanism), xs = image_attn(d, m->shape.mechanism);
+    size_t floats = 0;
+    for (int i = 0; i < SIDE_MAX; i++)
+        if (side_used(mb, i)) floats += (size_t)(side_rows(d, i) * d->D);
+    return floats * sizeof(float) + attention_kept_bytes(&as) + (mb->dual ? attention_kept_bytes(&xs) : 0);
 }
 
 /* The joint attention of a block: from the side's q, k, v (rotated in place) into o, keeping attention's state
- * when backward or the host needs it. */
+ * when backward or the host needs it; and attn2's on the image rows. */
 static st_status joint_attention(const struct model *m, const mm_dims *d, block_saved *sv, bool keep_state)
 {
     attn_shape as = joint_attn(d, m->shape.mechanism);
     rope_joint(m, d, sv->side[SQ], false);
     rope_joint(m, d, sv->side[SK], false);
     return attention_forward(m->pool, &as, jv(sv->side[SO], d), jv(sv->side[SQ], d), jv(sv->side[SK], d),
-                             jv(sv->side[SV], d), keep_state ? &sv->attn : NULL);
+                             jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
 }
 
 /* The forward's common frame: what is kept, tagged by keep level, and the cases of the attention side. */
@@ -292,20 +360,22 @@ static void frame_init(frame *f, const struct model *m, keep_level keep, offload
 }
 
 /* The attention side's buffers, unless they come back from the host. */
-static void take_side(frame *f, block_saved *sv, const mm_dims *d)
+static void take_side(frame *f, const mm_block *mb, block_saved *sv, const mm_dims *d)
 {
-    for (int i = 0; !f->from_host && i < SIDE_N; i++) sv->side[i] = scratch_take(f->ks, d->J * d->D, f->kt, "mmdit.side");
+    for (int i = 0; !f->from_host && i < SIDE_MAX; i++)
+        if (side_used(mb, i)) sv->side[i] = scratch_take(f->ks, side_rows(d, i) * d->D, f->kt, "mmdit.side");
 }
 
 /* Ends a forward: transient buffers go, sv keeps what the keep level says. */
 static st_status frame_end(frame *f, const struct model *m, st_status st, block_saved *sv, block_saved **saved_io,
                            float **outs, int n_out)
 {
-    for (int i = 0; st && sv->off && i <= SIDE_N; i++) /* copies in flight read what scratch_end frees: they finish */
+    for (int i = 0; st && sv->off && i < SIDE_MAX + ATTN_N; i++) /* copies in flight read what scratch_end frees: they finish */
         host_tensor_release(sv->off, &sv->h[i]);
     scratch_end(&f->tmp);
     if (f->keep == KEEP_NOTHING) {
         for (int s = 0; s < 2; s++) sv->mod[s] = sv->o[s] = NULL;
+        sv->o2 = NULL;
         if (!sv->on_host) memset(sv->side, 0, sizeof sv->side);
     }
     if (f->keep != KEEP_ALL)
@@ -331,9 +401,56 @@ static size_t double_kept_bytes(const block *b, keep_level keep)
     const mm_block *mb = b->self;
     mm_dims d = mm_dims_of(mb->m);
     if (keep == KEEP_NOTHING) return 0;
-    size_t floats = (size_t)(2 * d.B * 6 * d.D + d.J * d.D); /* mods, output projections */
-    if (keep == KEEP_ALL) floats += (size_t)(5 * d.J * d.D);
-    return floats * sizeof(float) + side_bytes(&d, mb->m);
+    const int64_t out_rows = d.rows[0] + (outputs(mb) > 1 ? d.rows[1] : 0);
+    size_t floats = (size_t)(d.B * (mod_width(mb, 0) + mod_width(mb, 1)) * d.D + out_rows * d.D); /* mods, projections */
+    if (mb->dual) floats += (size_t)(d.rows[0] * d.D);                                           /* attn2's */
+    if (keep == KEEP_ALL) floats += (size_t)(5 * out_rows * d.D);
+    return floats * sizeof(float) + side_bytes(mb, &d);
+}
+
+/* SD3's last block takes both streams and gives the image's alone. */
+static void double_states(const block *b, state_map *out)
+{
+    const mm_block *mb = b->self;
+    mm_dims d = mm_dims_of(mb->m);
+    *out = (state_map){.n_in = 2, .n_out = outputs(mb)};
+    for (int k = 0; k < 2; k++) out->in_numel[k] = d.rows[k] * d.D;
+    for (int k = 0; k < out->n_out; k++) out->out_numel[k] = d.rows[k] * d.D, out->out_from[k] = -1 - k;
+}
+
+/* A stream's first modulation: its adaLN-Zero (shift, scale), or the text's (scale, shift) in a context_pre_only
+ * block (AdaLayerNormContinuous). */
+static const float *shift1(const mm_block *mb, int s, const float *mod, int64_t D)
+{
+    return s && mb->context_pre_only ? mod + D : mod;
+}
+
+static const float *scale1(const mm_block *mb, int s, const float *mod, int64_t D)
+{
+    return s && mb->context_pre_only ? mod : mod + D;
+}
+
+/* attn2 (dual attention) from LN(x) * (1 + scale3) + shift3 of the image stream x, a (B T, D) buffer */
+static st_status attn2_forward(const mm_block *mb, const mm_dims *d, const float *x, block_saved *sv, float *a,
+                               bool keep_state)
+{
+    const struct model *m = mb->m;
+    const int64_t D = d->D, n = d->rows[0];
+    const mm_stream *x2 = &mb->x;
+    const bool norm = mb->qk_norm;
+    attn_shape xs = image_attn(d, m->shape.mechanism);
+    st_status st = ln_modulate(m, a, x, sv->mod[0] + 6 * D, sv->mod[0] + 7 * D, d->B, d->T, 9 * D);
+    if (!st) st = fwd(m, &x2->q, sv->side[norm ? XQR : XQ], a, n);
+    if (!st) st = fwd(m, &x2->k, sv->side[norm ? XKR : XK], a, n);
+    if (!st) st = fwd(m, &x2->v, sv->side[XV], a, n);
+    if (!st && norm)
+        st = rmsnorm_forward(m->pool, sv->side[XQ], sv->side[XQR], W(x2->norm_q), n * d->H, d->hd, MMDIT_RMS_EPS, NULL);
+    if (!st && norm)
+        st = rmsnorm_forward(m->pool, sv->side[XK], sv->side[XKR], W(x2->norm_k), n * d->H, d->hd, MMDIT_RMS_EPS, NULL);
+    if (!st)
+        st = attention_forward(m->pool, &xs, iv(sv->side[XO], d), iv(sv->side[XQ], d), iv(sv->side[XK], d),
+                               iv(sv->side[XV], d), keep_state ? &sv->attn[1] : NULL);
+    return st;
 }
 
 static st_status double_forward(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
@@ -343,57 +460,68 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     const struct model *m = mb->m;
     mm_dims d = mm_dims_of(m);
     const int64_t D = d.D, Nmax = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1];
+    const int ns = outputs(mb);
     b->forward_runs++;
     block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
     if (!sv) return st_host_oom("a block's saved tensors");
     frame f;
     frame_init(&f, m, keep, off, sv);
-    float *y[2];
-    for (int s = 0; s < 2; s++) y[s] = scratch_take(&f.kept, d.rows[s] * D, MEM_ACTIVATIONS, "mmdit.state");
-    take_side(&f, sv, &d);
+    float *y[2] = {NULL, NULL};
+    for (int s = 0; s < ns; s++) y[s] = scratch_take(&f.kept, d.rows[s] * D, MEM_ACTIVATIONS, "mmdit.state");
+    take_side(&f, mb, sv, &d);
     for (int s = 0; s < 2; s++) {
-        sv->mod[s] = scratch_take(f.ks, d.B * 6 * D, f.kt, "mmdit.mod");
+        sv->mod[s] = scratch_take(f.ks, d.B * mod_width(mb, s) * D, f.kt, "mmdit.mod");
+        if (s >= ns) continue;
         sv->o[s] = scratch_take(f.ks, d.rows[s] * D, f.kt, "mmdit.out");
         sv->f1[s] = scratch_take(f.fs, d.rows[s] * 4 * D, f.ft, "mmdit.ff1");
         sv->f2[s] = scratch_take(f.fs, d.rows[s] * D, f.ft, "mmdit.ff2");
     }
+    if (mb->dual) sv->o2 = scratch_take(f.ks, d.rows[0] * D, f.kt, "mmdit.out2");
     float *a = scratch_take(&f.tmp, Nmax * D, MEM_WORKSPACE, "mmdit.h");
     float *g = scratch_take(&f.tmp, Nmax * 4 * D, MEM_WORKSPACE, "mmdit.gelu");
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
 
     for (int s = 0; s < 2 && !st; s++) st = fwd(m, &mb->s[s].ada, sv->mod[s], m->ctx.cs, d.B);
-    if (!st && f.from_host) st = side_back(m, sv);
+    if (!st && f.from_host) st = side_back(mb, sv);
     for (int s = 0; s < 2 && !st && !f.from_host; s++) {
         const mm_stream *ms = &mb->s[s];
-        float *qr = sv->side[SQR] + (s ? d.rows[0] * D : 0), *kr = sv->side[SKR] + (s ? d.rows[0] * D : 0);
-        st = ln_modulate(m, a, in->t[s], sv->mod[s], sv->mod[s] + D, d.B, stream_len(&d, s), 6 * D);
+        const int64_t mw = mod_width(mb, s) * D;
+        /* q and k before RMSNorm: the raw side, or (no qk_norm) the transient g */
+        float *qr = mb->qk_norm ? sv->side[SQR] + (s ? d.rows[0] * D : 0) : g;
+        float *kr = mb->qk_norm ? sv->side[SKR] + (s ? d.rows[0] * D : 0) : g;
+        st = ln_modulate(m, a, in->t[s], shift1(mb, s, sv->mod[s], D), scale1(mb, s, sv->mod[s], D), d.B,
+                         stream_len(&d, s), mw);
         if (!st) st = fwd(m, &ms->q, qr, a, d.rows[s]);
+        if (!st) rms_to_joint(m, &d, s, sv->side[SQ], qr, ms->norm_q);
         if (!st) st = fwd(m, &ms->k, kr, a, d.rows[s]);
+        if (!st) rms_to_joint(m, &d, s, sv->side[SK], kr, ms->norm_k);
         if (!st) st = fwd(m, &ms->v, g, a, d.rows[s]);
-        if (st) break;
-        mm_to_joint(&d, s, sv->side[SV], g);
-        rms_to_joint(m, &d, s, sv->side[SQ], qr, ms->norm_q);
-        rms_to_joint(m, &d, s, sv->side[SK], kr, ms->norm_k);
+        if (!st) mm_to_joint(&d, s, sv->side[SV], g);
     }
-    if (!st && !f.from_host) st = joint_attention(m, &d, sv, keep != KEEP_NOTHING || f.to_host);
-    if (!st && f.to_host) st = side_send(sv, &d);
-    for (int s = 0; s < 2 && !st; s++) {
+    const bool keep_state = keep != KEEP_NOTHING || f.to_host;
+    if (!st && !f.from_host) st = joint_attention(m, &d, sv, keep_state);
+    if (!st && !f.from_host && mb->dual) st = attn2_forward(mb, &d, in->t[0], sv, a, keep_state);
+    if (!st && f.to_host) st = side_send(mb, sv, &d);
+    for (int s = 0; s < ns && !st; s++) {
+        const int64_t mw = mod_width(mb, s) * D;
         mm_from_joint(&d, s, a, sv->side[SO]);
         st = fwd(m, &mb->s[s].out, sv->o[s], a, d.rows[s]);
-        if (!st) gated_residual_forward(y[s], in->t[s], sv->mod[s] + 2 * D, sv->o[s], d.B, stream_len(&d, s), D, 6 * D);
+        if (!st) gated_residual_forward(y[s], in->t[s], sv->mod[s] + 2 * D, sv->o[s], d.B, stream_len(&d, s), D, mw);
+        if (!st && s == 0 && mb->dual) st = fwd(m, &mb->x.out, sv->o2, sv->side[XO], d.rows[0]);
+        if (!st && s == 0 && mb->dual) gated_residual_forward(y[0], y[0], sv->mod[0] + 8 * D, sv->o2, d.B, d.T, D, mw);
     }
-    if (!st && f.to_host) st = side_drop(sv, f.ks);
-    for (int s = 0; s < 2 && !st; s++) {
+    if (!st && f.to_host) st = side_drop(mb, sv, f.ks);
+    for (int s = 0; s < ns && !st; s++) {
         const mm_stream *ms = &mb->s[s];
-        const int64_t n = d.rows[s];
-        st = ln_modulate(m, a, y[s], sv->mod[s] + 3 * D, sv->mod[s] + 4 * D, d.B, stream_len(&d, s), 6 * D);
+        const int64_t n = d.rows[s], mw = mod_width(mb, s) * D;
+        st = ln_modulate(m, a, y[s], sv->mod[s] + 3 * D, sv->mod[s] + 4 * D, d.B, stream_len(&d, s), mw);
         if (!st) st = fwd(m, &ms->mlp1, sv->f1[s], a, n);
         if (!st) gelu_forward(g, sv->f1[s], n * 4 * D);
         if (!st) st = fwd(m, &ms->mlp2, sv->f2[s], g, n);
-        if (!st) gated_residual_forward(y[s], y[s], sv->mod[s] + 5 * D, sv->f2[s], d.B, stream_len(&d, s), D, 6 * D);
+        if (!st) gated_residual_forward(y[s], y[s], sv->mod[s] + 5 * D, sv->f2[s], d.B, stream_len(&d, s), D, mw);
     }
-    if (!st) *out = (block_state){.n = 2, .t = {y[0], y[1]}};
-    return frame_end(&f, m, st, sv, saved_io, y, 2);
+    if (!st) *out = (block_state){.n = ns, .t = {y[0], y[1]}};
+    return frame_end(&f, m, st, sv, saved_io, y, ns);
 }
 
 static st_status double_backward(block *b, const block_state *in, block_saved *sv, block_state *grad)
@@ -401,16 +529,23 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
     mm_block *mb = b->self;
     const struct model *m = mb->m;
     mm_dims d = mm_dims_of(m);
-    attn_shape as = joint_attn(&d, m->shape.mechanism);
-    const int64_t D = d.D, N = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1], JD = d.J * D;
+    attn_shape as = joint_attn(&d, m->shape.mechanism), xs = image_attn(&d, m->shape.mechanism);
+    const int64_t D = d.D, N = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1], JD = d.J * D, XD = d.rows[0] * D;
+    const int ns = outputs(mb);
     if (sv->on_host) {
-        st_status st = side_back(m, sv);
+        st_status st = side_back(mb, sv);
         if (st) return st;
+    }
+    if (ns == 1) { /* the text stream's gradient starts here, from its q, k and v alone */
+        float *gt = NULL;
+        st_status st = pool_alloc_zero(m->pool, (size_t)(d.rows[1] * D) * sizeof(float), MEM_ACTIVATIONS,
+                                       "mmdit.dtext", (void **)&gt);
+        if (st) return st;
+        grad->t[grad->n++] = gt;
     }
     scratch k = {.pool = m->pool};
     float *dmod[2];
-    dmod[0] = scratch_take_zero(&k, d.B * 6 * D, MEM_WORKSPACE, "mmdit.dmod");
-    dmod[1] = scratch_take_zero(&k, d.B * 6 * D, MEM_WORKSPACE, "mmdit.dmod");
+    for (int s = 0; s < 2; s++) dmod[s] = scratch_take_zero(&k, d.B * mod_width(mb, s) * D, MEM_WORKSPACE, "mmdit.dmod");
     float *x1 = scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.x1");
     float *a = scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.a");
     float *a2 = scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.a2");
@@ -418,8 +553,9 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
     float *g = scratch_take(&k, N * 4 * D, MEM_WORKSPACE, "mmdit.g");
     float *dg = scratch_take(&k, N * 4 * D, MEM_WORKSPACE, "mmdit.dg");
     float *df = scratch_take(&k, N * 4 * D, MEM_WORKSPACE, "mmdit.df");
-    float *dside[4];
+    float *dside[4], *dx2[4] = {NULL, NULL, NULL, NULL}; /* joint dq, dk, dv, do; attn2's */
     for (int i = 0; i < 4; i++) dside[i] = scratch_take_zero(&k, JD, MEM_WORKSPACE, "mmdit.dside");
+    for (int i = 0; mb->dual && i < 4; i++) dx2[i] = scratch_take_zero(&k, XD, MEM_WORKSPACE, "mmdit.dside2");
     const bool ffn_recompute = !sv->f1[0];
     float *rf1 = ffn_recompute ? scratch_take(&k, N * 4 * D, MEM_WORKSPACE, "mmdit.ff1 (recomputed)") : NULL;
     float *rf2 = ffn_recompute ? scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.ff2 (recomputed)") : NULL;
@@ -427,14 +563,15 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
     const size_t ND = (size_t)N * D * sizeof(float), N4D = 4 * ND;
     if (k.status) goto done;
 
-    for (int s = 0; s < 2; s++) { /* the MLP halves, then the output projections */
+    for (int s = 0; s < ns; s++) { /* the MLP halves, then the output projections */
         const mm_stream *ms = &mb->s[s];
-        const int64_t n = d.rows[s], t = stream_len(&d, s);
+        const int64_t n = d.rows[s], t = stream_len(&d, s), mw = mod_width(mb, s) * D;
         const float *mod = sv->mod[s], *f1 = sv->f1[s], *f2 = sv->f2[s];
         float *gx = grad->t[s];
-        gated_residual_forward(x1, in->t[s], mod + 2 * D, sv->o[s], d.B, t, D, 6 * D);
+        gated_residual_forward(x1, in->t[s], mod + 2 * D, sv->o[s], d.B, t, D, mw);
+        if (s == 0 && mb->dual) gated_residual_forward(x1, x1, mod + 8 * D, sv->o2, d.B, t, D, mw);
         if (ffn_recompute) {
-            if ((k.status = ln_modulate(m, a, x1, mod + 3 * D, mod + 4 * D, d.B, t, 6 * D)) ||
+            if ((k.status = ln_modulate(m, a, x1, mod + 3 * D, mod + 4 * D, d.B, t, mw)) ||
                 (k.status = fwd(m, &ms->mlp1, rf1, a, n)))
                 goto done;
             gelu_forward(g, rf1, n * 4 * D);
@@ -442,41 +579,52 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
             f1 = rf1, f2 = rf2;
         }
         zero_bytes(da, ND);
-        gated_residual_backward(gx, dmod[s] + 5 * D, da, gx, mod + 5 * D, f2, d.B, t, D, 6 * D);
+        gated_residual_backward(gx, dmod[s] + 5 * D, da, gx, mod + 5 * D, f2, d.B, t, D, mw);
         gelu_forward(g, f1, n * 4 * D);
         zero_bytes(dg, N4D);
         if ((k.status = bwd(m, &ms->mlp2, dg, da, g, n))) goto done;
         zero_bytes(df, N4D);
         gelu_backward(df, dg, f1, n * 4 * D);
         if ((k.status = layernorm_forward(m->pool, a, x1, NULL, NULL, n, D, DIT_LN_EPS, &stats))) goto done;
-        modulate_forward(a2, a, mod + 3 * D, mod + 4 * D, d.B, t, D, 6 * D);
+        modulate_forward(a2, a, mod + 3 * D, mod + 4 * D, d.B, t, D, mw);
         zero_bytes(da, ND);
         if ((k.status = bwd(m, &ms->mlp1, da, df, a2, n))) goto done;
         zero_bytes(a2, ND);
-        modulate_backward(a2, dmod[s] + 3 * D, dmod[s] + 4 * D, da, a, mod + 4 * D, d.B, t, D, 6 * D);
+        modulate_backward(a2, dmod[s] + 3 * D, dmod[s] + 4 * D, da, a, mod + 4 * D, d.B, t, D, mw);
         layernorm_backward(gx, NULL, NULL, a2, x1, NULL, n, D, &stats);
         op_state_release(&stats);
+        if (s == 0 && mb->dual) { /* attn2's gated output, then its projection */
+            zero_bytes(da, ND);
+            gated_residual_backward(gx, dmod[0] + 8 * D, da, gx, mod + 8 * D, sv->o2, d.B, t, D, mw);
+            if ((k.status = bwd(m, &mb->x.out, dx2[SO], da, sv->side[XO], n))) goto done;
+        }
         zero_bytes(da, ND);
-        gated_residual_backward(gx, dmod[s] + 2 * D, da, gx, mod + 2 * D, sv->o[s], d.B, t, D, 6 * D);
+        gated_residual_backward(gx, dmod[s] + 2 * D, da, gx, mod + 2 * D, sv->o[s], d.B, t, D, mw);
         mm_from_joint(&d, s, a, sv->side[SO]);
         zero_bytes(a2, ND);
         if ((k.status = bwd(m, &ms->out, a2, da, a, n))) goto done;
         mm_to_joint(&d, s, dside[SO], a2);
     }
+    /* a context_pre_only block drops the text rows' attention output: their gradient stays zero */
     k.status = attention_backward(m->pool, &as, jv(dside[SQ], &d), jv(dside[SK], &d), jv(dside[SV], &d),
                                   jv(dside[SO], &d), jv(sv->side[SQ], &d), jv(sv->side[SK], &d),
-                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn);
+                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn[0]);
+    if (!k.status && mb->dual)
+        k.status = attention_backward(m->pool, &xs, iv(dx2[SQ], &d), iv(dx2[SK], &d), iv(dx2[SV], &d),
+                                      iv(dx2[SO], &d), iv(sv->side[XQ], &d), iv(sv->side[XK], &d),
+                                      iv(sv->side[XV], &d), iv(sv->side[XO], &d), &sv->attn[1]);
     if (k.status) goto done;
     rope_joint(m, &d, dside[SQ], true);
     rope_joint(m, &d, dside[SK], true);
-    for (int s = 0; s < 2; s++) { /* back through q, k, v and the first modulation */
+    for (int s = 0; s < 2; s++) { /* back through q, k, v (and attn2's) and the first modulations */
         const mm_stream *ms = &mb->s[s];
-        const int64_t n = d.rows[s], t = stream_len(&d, s);
+        const int64_t n = d.rows[s], t = stream_len(&d, s), mw = mod_width(mb, s) * D;
         const float *mod = sv->mod[s], *x = in->t[s];
-        const float *qr = sv->side[SQR] + (s ? d.rows[0] * D : 0), *kr = sv->side[SKR] + (s ? d.rows[0] * D : 0);
+        const int64_t at = s ? d.rows[0] * D : 0;
+        const float *qr = mb->qk_norm ? sv->side[SQR] + at : NULL, *kr = mb->qk_norm ? sv->side[SKR] + at : NULL;
         float *gx = grad->t[s], *h = x1, *dh = a2, *dr = dg, *gs = df;
         if ((k.status = layernorm_forward(m->pool, a, x, NULL, NULL, n, D, DIT_LN_EPS, &stats))) goto done;
-        modulate_forward(h, a, mod, mod + D, d.B, t, D, 6 * D);
+        modulate_forward(h, a, shift1(mb, s, mod, D), scale1(mb, s, mod, D), d.B, t, D, mw);
         zero_bytes(dh, ND);
         zero_bytes(dr, ND);
         if ((k.status = rms_backward(m, &d, s, dr, dside[SQ], qr, ms->norm_q, da, gs)) ||
@@ -489,7 +637,25 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
         mm_from_joint(&d, s, gs, dside[SV]);
         if ((k.status = bwd(m, &ms->v, dh, gs, h, n))) goto done;
         zero_bytes(dr, ND);
-        modulate_backward(dr, dmod[s], dmod[s] + D, dh, a, mod + D, d.B, t, D, 6 * D);
+        float *dshift = (float *)shift1(mb, s, dmod[s], D), *dscale = (float *)scale1(mb, s, dmod[s], D);
+        modulate_backward(dr, dshift, dscale, dh, a, scale1(mb, s, mod, D), d.B, t, D, mw);
+        if (s == 0 && mb->dual) { /* attn2's input is LN(x) modulated by (shift3, scale3) */
+            const mm_stream *x2 = &mb->x;
+            modulate_forward(h, a, mod + 6 * D, mod + 7 * D, d.B, t, D, mw);
+            zero_bytes(dh, ND);
+            const struct {
+                int i, raw, w;
+                const lin_layer *l;
+            } qk[2] = {{SQ, XQR, x2->norm_q, &x2->q}, {SK, XKR, x2->norm_k, &x2->k}};
+            for (int j = 0; j < 2; j++) {
+                zero_bytes(gs, ND);
+                if ((k.status = rms_back_rows(m, &d, n, gs, dx2[qk[j].i], sv->side[qk[j].raw], qk[j].w, da)) ||
+                    (k.status = bwd(m, qk[j].l, dh, gs, h, n)))
+                    goto done;
+            }
+            if ((k.status = bwd(m, &x2->v, dh, dx2[SV], h, n))) goto done;
+            modulate_backward(dr, dmod[0] + 6 * D, dmod[0] + 7 * D, dh, a, mod + 7 * D, d.B, t, D, mw);
+        }
         layernorm_backward(gx, NULL, NULL, dr, x, NULL, n, D, &stats);
         op_state_release(&stats);
         if ((k.status = bwd(m, &ms->ada, m->ctx.dcs, dmod[s], m->ctx.cs, d.B))) goto done;
@@ -508,7 +674,7 @@ static size_t single_kept_bytes(const block *b, keep_level keep)
     if (keep == KEEP_NOTHING) return 0;
     size_t floats = (size_t)(d.B * 3 * d.D + d.J * d.D); /* mod, output projection */
     if (keep == KEEP_ALL) floats += (size_t)(4 * d.J * d.D);
-    return floats * sizeof(float) + side_bytes(&d, mb->m);
+    return floats * sizeof(float) + side_bytes(mb, &d);
 }
 
 /* c = [o, gelu(m1)] row by row: proj_out's input (serial: gelu_forward is an op with its own threads) */
@@ -534,7 +700,7 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
     frame f;
     frame_init(&f, m, keep, off, sv);
     float *y = scratch_take(&f.kept, J * D, MEM_ACTIVATIONS, "mmdit.state");
-    take_side(&f, sv, &d);
+    take_side(&f, mb, sv, &d);
     sv->mod[0] = scratch_take(f.ks, d.B * 3 * D, f.kt, "mmdit.mod");
     sv->o[0] = scratch_take(f.ks, J * D, f.kt, "mmdit.out");
     sv->f1[0] = scratch_take(f.fs, J * 4 * D, f.ft, "mmdit.proj_mlp");
@@ -544,7 +710,7 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
 
     if (!st) st = fwd(m, &ms->ada, sv->mod[0], m->ctx.cs, d.B);
     if (!st) st = ln_modulate(m, h, x, sv->mod[0], sv->mod[0] + D, d.B, d.S, 3 * D);
-    if (!st && f.from_host) st = side_back(m, sv);
+    if (!st && f.from_host) st = side_back(mb, sv);
     if (!st && !f.from_host) {
         st = fwd(m, &ms->q, sv->side[SQR], h, J);
         if (!st) st = fwd(m, &ms->k, sv->side[SKR], h, J);
@@ -552,11 +718,11 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
         if (!st) st = rmsnorm_forward(m->pool, sv->side[SQ], sv->side[SQR], W(ms->norm_q), J * d.H, d.hd, MMDIT_RMS_EPS, NULL);
         if (!st) st = rmsnorm_forward(m->pool, sv->side[SK], sv->side[SKR], W(ms->norm_k), J * d.H, d.hd, MMDIT_RMS_EPS, NULL);
         if (!st) st = joint_attention(m, &d, sv, keep != KEEP_NOTHING || f.to_host);
-        if (!st && f.to_host) st = side_send(sv, &d);
+        if (!st && f.to_host) st = side_send(mb, sv, &d);
     }
     if (!st) st = fwd(m, &ms->mlp1, sv->f1[0], h, J);
     if (!st) concat_rows(&d, c, sv->side[SO], sv->f1[0]);
-    if (!st && f.to_host) st = side_drop(sv, f.ks);
+    if (!st && f.to_host) st = side_drop(mb, sv, f.ks);
     if (!st) st = fwd(m, &ms->out, sv->o[0], c, J);
     if (!st) gated_residual_forward(y, x, sv->mod[0] + 2 * D, sv->o[0], d.B, d.S, D, 3 * D);
     if (!st) *out = (block_state){.n = 1, .t = {y}};
@@ -574,7 +740,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     const float *x = in->t[0], *mod = sv->mod[0];
     float *gx = grad->t[0];
     if (sv->on_host) {
-        st_status st = side_back(m, sv);
+        st_status st = side_back(mb, sv);
         if (st) return st;
     }
     scratch k = {.pool = m->pool};
@@ -605,7 +771,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     if ((k.status = bwd(m, &ms->mlp1, dh, dm1, h, J))) goto done;
     k.status = attention_backward(m->pool, &as, jv(dq, &d), jv(dk, &d), jv(dv, &d),
                                   (attn_view){dc, 5 * D, d.S * 5 * D}, jv(sv->side[SQ], &d), jv(sv->side[SK], &d),
-                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn);
+                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn[0]);
     if (k.status) goto done;
     rope_joint(m, &d, dq, true);
     rope_joint(m, &d, dk, true);
@@ -639,7 +805,7 @@ static size_t mm_side_offloaded(const block *b)
 {
     const mm_block *mb = b->self;
     mm_dims d = mm_dims_of(mb->m);
-    return side_bytes(&d, mb->m);
+    return side_bytes(mb, &d);
 }
 
 const block_kind mm_double_kind = {
@@ -652,6 +818,7 @@ const block_kind mm_double_kind = {
     .prefetch = mm_prefetch,
     .backward = double_backward,
     .release = mm_release,
+    .states = double_states,
 };
 
 const block_kind mm_single_kind = {

@@ -12,11 +12,15 @@
 
 static const model_family *family_of(const model_config *mc)
 {
+    if (!strcmp(mc->family, "sd3")) return &sd3_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
 
-bool model_dual_stream(const model_config *mc) { return !strcmp(mc->family, "mmdit") || !strcmp(mc->family, "flux"); }
+bool model_dual_stream(const model_config *mc)
+{
+    return !strcmp(mc->family, "mmdit") || !strcmp(mc->family, "flux") || !strcmp(mc->family, "sd3");
+}
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
  * 7D), one of the terms below, or the batch times a sample's term (model_check_batch). Checking the terms once
@@ -57,6 +61,8 @@ static st_status check_sizes(const model_config *c, int64_t *per_sample)
     if (!ck_mul(c->channels, c->resolution, lim, &pixels) || !ck_mul(pixels, c->resolution, lim, &pixels))
         return too_large("in_channels, resolution", c);
     if (!ck_mul(D, DIT_FREQ_DIM, lim, &freq)) return too_large("hidden_size", c);
+    if (!ck_mul(c->pos_embed_max, c->pos_embed_max, lim, &x) || !ck_mul(x, D, lim, &x)) /* sd3's table */
+        return too_large("pos_embed_max_size, hidden_size", c);
     *per_sample = rows > attn ? rows : attn;
     *per_sample = *per_sample > pixels ? *per_sample : pixels;
     *per_sample = *per_sample > freq ? *per_sample : freq;

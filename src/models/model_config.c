@@ -13,24 +13,33 @@
 #include "segtrain/model.h"
 
 /* The dual-stream presets' text sides: a stand-in encoder's widths for segtrain's own, T5-XXL's 4096 and CLIP-L's
- * pooled 768 for Flux; Flux's rotary axes are (16, 56, 56) of its 128-wide heads (rope_axes_for gives others). */
+ * pooled 768 for Flux; Flux's rotary axes are (16, 56, 56) of its 128-wide heads (rope_axes_for gives others).
+ * SD3's are the published transformer config.json's (stable-diffusion-3-medium-diffusers, -3.5-large,
+ * -3.5-medium): 64-wide heads, T5-XXL's 4096 and the two CLIPs' pooled 2048, and SimpleTuner's cached text, 77
+ * CLIP tokens then 154 T5 tokens (its sd3 tokenizer_max_length); sample_size 128. */
 static const struct preset {
     const char *name, *family;
     int64_t depth, hidden, heads, patch, channels, resolution, classes, single_depth, text_len;
     int64_t text_dim, pooled_dim;
     bool guidance_embeds;
+    bool qk_norm; /* Flux's blocks always normalise q and k, SD3.5's too */
+    int64_t dual_attention, pos_embed_max;
 } presets[] = {
-    {"dit-tiny", "dit", 4, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false},
-    {"dit-s2", "dit", 12, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false},
-    {"dit-b2", "dit", 12, 768, 12, 2, 4, 32, 1000, 0, 0, 0, 0, false},
-    {"dit-xl2", "dit", 28, 1152, 16, 2, 4, 32, 1000, 0, 0, 0, 0, false},
-    {"mmdit-tiny", "mmdit", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 16, false},
-    {"mmdit-s", "mmdit", 4, 384, 6, 2, 4, 32, 1000, 8, 16, 256, 128, false},
-    {"flux-tiny", "flux", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 16, true},
-    {"flux-dev", "flux", 19, 3072, 24, 2, 16, 128, 10, 38, 512, 4096, 768, true},
-    {"flux-schnell", "flux", 19, 3072, 24, 2, 16, 128, 10, 38, 256, 4096, 768, false},
-    {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false},
-    {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false},
+    {"dit-tiny", "dit", 4, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
+    {"dit-s2", "dit", 12, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
+    {"dit-b2", "dit", 12, 768, 12, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
+    {"dit-xl2", "dit", 28, 1152, 16, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
+    {"mmdit-tiny", "mmdit", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 16, false, true, 0, 0},
+    {"mmdit-s", "mmdit", 4, 384, 6, 2, 4, 32, 1000, 8, 16, 256, 128, false, true, 0, 0},
+    {"flux-tiny", "flux", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 16, true, true, 0, 0},
+    {"flux-dev", "flux", 19, 3072, 24, 2, 16, 128, 10, 38, 512, 4096, 768, true, true, 0, 0},
+    {"flux-schnell", "flux", 19, 3072, 24, 2, 16, 128, 10, 38, 256, 4096, 768, false, true, 0, 0},
+    {"sd3-tiny", "sd3", 3, 64, 4, 2, 4, 8, 10, 0, 8, 32, 16, false, true, 2, 16},
+    {"sd3-medium", "sd3", 24, 1536, 24, 2, 16, 128, 10, 0, 231, 4096, 2048, false, false, 0, 192},
+    {"sd35-large", "sd3", 38, 2432, 38, 2, 16, 128, 10, 0, 231, 4096, 2048, false, true, 0, 192},
+    {"sd35-medium", "sd3", 24, 1536, 24, 2, 16, 128, 10, 0, 231, 4096, 2048, false, true, 13, 384},
+    {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
+    {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
 #define PRESET_COUNT (sizeof presets / sizeof *presets)
 #define TEXT_VOCAB 1024
@@ -57,7 +66,9 @@ st_status model_preset(const char *name, model_config *out)
                               .single_depth = p->single_depth, .text_len = p->text_len,
                               .text_vocab = p->text_len ? TEXT_VOCAB : 0, .text_dim = p->text_dim,
                               .pooled_dim = p->pooled_dim, .guidance_embeds = p->guidance_embeds, .guidance = 1.0,
-                              .vae_scale = FAMILY_VAE_SCALE, .mechanism = ATTN_FLASH};
+                              .vae_scale = FAMILY_VAE_SCALE, .mechanism = ATTN_FLASH,
+                              .qk_norm = p->qk_norm, .dual_attention = p->dual_attention,
+                              .pos_embed_max = p->pos_embed_max, .sample_size = p->pos_embed_max ? p->resolution : 0};
         snprintf(out->family, sizeof out->family, "%s", p->family);
         snprintf(out->preset, sizeof out->preset, "%s", name);
         rope_axes_for(out);
@@ -71,9 +82,9 @@ st_status model_preset(const char *name, model_config *out)
 
 st_status model_config_check(const model_config *mc)
 {
-    const bool mmdit = model_dual_stream(mc), skipdit = !strcmp(mc->family, "skipdit");
+    const bool mmdit = model_dual_stream(mc), skipdit = !strcmp(mc->family, "skipdit"), sd3 = !strcmp(mc->family, "sd3");
     if (!mmdit && !skipdit && strcmp(mc->family, "dit"))
-        return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit, flux", mc->family);
+        return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit, flux, sd3", mc->family);
     const struct {
         const char *key;
         int64_t v;
@@ -94,7 +105,7 @@ st_status model_config_check(const model_config *mc)
     if (mc->hidden % 4)
         return st_fail(ST_ERR_INVALID, "hidden_size: %lld must be a multiple of 4 (the 2D sine-cosine table)",
                        (long long)mc->hidden);
-    if (mmdit) {
+    if (mmdit && !sd3) {
         const int64_t hd = mc->hidden / mc->heads, *a = mc->rope_axes;
         if (a[0] < 0 || a[1] < 0 || a[2] < 0 || a[0] % 2 || a[1] % 2 || a[2] % 2 || a[0] + a[1] + a[2] != hd)
             return st_fail(ST_ERR_INVALID, "axes_dims_rope: (%lld, %lld, %lld) must be even widths that add up to the "
@@ -107,7 +118,14 @@ st_status model_config_check(const model_config *mc)
     if (skipdit && (mc->depth < 3 || mc->depth % 2 == 0))
         return st_fail(ST_ERR_INVALID, "depth: %lld blocks; skipdit needs an odd number >= 3 (in-blocks, a mid block, "
                        "as many out-blocks)", (long long)mc->depth);
-    if (mc->single_depth < 0 || (!mmdit && mc->single_depth))
+    if (sd3 && (mc->resolution / mc->patch > mc->pos_embed_max || mc->sample_size < mc->patch))
+        return st_fail(ST_ERR_INVALID, "pos_embed_max_size: %lld; sd3's table must cover the %lld-patch grid of "
+                       "resolution %lld, and sample_size %lld at least one patch", (long long)mc->pos_embed_max,
+                       (long long)(mc->resolution / mc->patch), (long long)mc->resolution, (long long)mc->sample_size);
+    if (mc->dual_attention < 0 || mc->dual_attention > (sd3 ? mc->depth : 0))
+        return st_fail(ST_ERR_INVALID, "dual_attention_layers: the first %lld blocks; sd3 has %lld (other families "
+                       "none)", (long long)mc->dual_attention, (long long)(sd3 ? mc->depth : 0));
+    if (mc->single_depth < 0 || ((!mmdit || sd3) && mc->single_depth))
         return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit and flux only)",
                        (long long)mc->single_depth);
     if (mc->resolution % mc->patch)
@@ -181,7 +199,7 @@ st_status model_config_from(const config *cfg, model_config *mc)
         const int64_t patches = llround(edge / (double)(mc->vae_scale * mc->patch));
         mc->resolution = (patches > 1 ? patches : 1) * mc->patch;
     }
-    if (model_dual_stream(mc)) rope_axes_for(mc); /* of the head width as given */
+    if (model_dual_stream(mc) && strcmp(mc->family, "sd3")) rope_axes_for(mc); /* of the head width as given */
     mc->guidance = config_float(cfg, "flux_guidance_value");
     mc->mechanism = strcmp(config_string(cfg, "attention_mechanism"), "math") ? ATTN_FLASH : ATTN_MATH;
     if (!strcmp(config_string(cfg, "model_type"), "lora")) {
@@ -271,6 +289,45 @@ static st_status flux_from_json(const cJSON *j, const char *file, model_config *
     return ST_OK;
 }
 
+/* SD3Transformer2DModel's config: its defaults, then the file's values. */
+static st_status sd3_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 16, out = -1, hd = 64, heads = 18, caption = 1152; /* out_channels null: in_channels */
+    mc->sample_size = 128, mc->patch = 2, mc->depth = 18, mc->text_dim = 4096, mc->pooled_dim = 2048;
+    mc->pos_embed_max = 96, mc->single_depth = 0, mc->dual_attention = 0, mc->guidance_embeds = false;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"sample_size", &mc->sample_size},   {"patch_size", &mc->patch},         {"in_channels", &in},
+                {"out_channels", &out},              {"num_layers", &mc->depth},         {"attention_head_dim", &hd},
+                {"num_attention_heads", &heads},     {"joint_attention_dim", &mc->text_dim},
+                {"caption_projection_dim", &caption}, {"pooled_projection_dim", &mc->pooled_dim},
+                {"pos_embed_max_size", &mc->pos_embed_max}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (st) return st;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "qk_norm");
+    if (q && !cJSON_IsNull(q) && !(cJSON_IsString(q) && !strcmp(q->valuestring, "rms_norm")))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is neither null nor \"rms_norm\" (the two SD3 uses)", file);
+    mc->qk_norm = q && cJSON_IsString(q);
+    /* every published SD3.5 lists its dual-attention blocks from 0 on: segtrain takes them as a count */
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "dual_attention_layers");
+    if (a && !cJSON_IsArray(a)) return st_fail(ST_ERR_FORMAT, "%s: dual_attention_layers is not a list", file);
+    for (int i = 0; a && i < cJSON_GetArraySize(a); i++) {
+        const cJSON *x = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble != i)
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: dual_attention_layers[%d] is not %d; segtrain builds dual attention "
+                           "in the first blocks, listed in order from 0", file, i, i);
+        mc->dual_attention = i + 1;
+    }
+    if ((out != -1 && out != in) || caption != hd * heads)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, caption_projection_dim %lld; segtrain reads SD3's "
+                       "with out_channels = in_channels (%lld) and caption_projection_dim = the width (%lld heads x %lld)",
+                       file, (long long)out, (long long)caption, (long long)in, (long long)heads, (long long)hd);
+    mc->channels = in, mc->heads = heads, mc->hidden = hd * heads;
+    return ST_OK;
+}
+
 /* Each family's diffusers class and the reader of its config.json. */
 static const struct {
     const char *family, *diffusers;
@@ -278,6 +335,7 @@ static const struct {
 } diffusers_classes[] = {
     {"flux", "FluxTransformer2DModel", flux_from_json},
     {"mmdit", "FluxTransformer2DModel", flux_from_json},
+    {"sd3", "SD3Transformer2DModel", sd3_from_json},
 };
 
 static bool reads_diffusers(const model_config *mc)

@@ -1,0 +1,242 @@
+/* The sd3 family: diffusers' SD3Transformer2DModel in its names and layouts (docs/FAMILIES.md). The image's
+ * patches (pos_embed.proj, a Conv2d read as patchify + linear) plus the centre crop of a fixed 2D sine-cosine
+ * table (pos_embed.pos_embed), and the text encoder's tokens (context_embedder), as two streams through one
+ * sequence of joint blocks (mmdit_block.c's double block: qk_norm for SD3.5, attn2 in the first dual_attention
+ * blocks, the last block context_pre_only), then the image rows through norm_out (scale, shift) and proj_out, whose
+ * rows are in DiT's (i, j, c) order. No rotary embedding. c = timestep_embedder(t) + text_embedder(pooled); the
+ * timestep is given as diffusers takes it, 1000 sigma. */
+#include "mmdit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct sd3_step {
+    bool active;
+    float *text_in;             /* (B L, text_dim): context_embedder's input, kept while its weight trains */
+    float *patches, *img, *txt; /* (N, C p p); the first state (N, D), (B L, D) until the executor takes it */
+    block_state last;           /* the last block's output: the image stream */
+    seq_run *run;
+} sd3_step;
+
+typedef struct sd3_model {
+    mm_block *blocks;
+    block *seq_blocks;
+    temb t, p; /* the timestep's and the pooled text's embeddings */
+    int p_ctx_w, p_ctx_b, p_x_w, p_x_b, p_pos;
+    final_layer final;
+    sd3_step step;
+} sd3_model;
+
+static sd3_model *sd3_of(model *m) { return m->impl; }
+
+static st_status sd3_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    const int n = (int)c->depth;
+    sd3_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (d) d->blocks = calloc((size_t)n, sizeof *d->blocks);
+    if (d && d->blocks) d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
+    if (!d || !d->seq_blocks) return st_host_oom("the SD3 model");
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, P = c->channels * c->patch * c->patch, E = c->pos_embed_max;
+    /* in the order of SD3Transformer2DModel's state_dict */
+    d->p_x_w = param_add(s, "pos_embed.proj.weight", 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
+    d->p_x_b = param_add(s, "pos_embed.proj.bias", 1, (int64_t[]){D}, full);
+    d->p_pos = param_add_fixed(s, "pos_embed.pos_embed", 3, (int64_t[]){1, E * E, D});
+    temb_register(s, &d->t, "time_text_embed.timestep_embedder.linear_1", "time_text_embed.timestep_embedder.linear_2",
+                  DIT_FREQ_DIM, D, full);
+    temb_register(s, &d->p, "time_text_embed.text_embedder.linear_1", "time_text_embed.text_embedder.linear_2",
+                  c->pooled_dim, D, full);
+    d->p_ctx_w = param_add(s, "context_embedder.weight", 2, (int64_t[]){D, c->text_dim}, full);
+    d->p_ctx_b = param_add(s, "context_embedder.bias", 1, (int64_t[]){D}, full);
+    for (int i = 0; i < n; i++) {
+        mm_block *b = &d->blocks[i];
+        *b = (mm_block){.m = m, .qk_norm = c->qk_norm, .dual = i < c->dual_attention, .context_pre_only = i == n - 1};
+        mm_double_register(s, b, i, c);
+        d->seq_blocks[i] = (block){.kind = &mm_double_kind, .self = b, .index = i};
+    }
+    d->final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
+                             .ada_b = param_add(s, "norm_out.linear.bias", 1, (int64_t[]){2 * D}, full),
+                             .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
+                             .out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full),
+                             .scale_first = true, .order = PATCH_DIT};
+    m->n_seq = 1;
+    m->seq[0] = (block_seq){.name = "transformer_blocks", .n = n, .blocks = d->seq_blocks, .state_n = 2, .pool = m->pool,
+                            .state_names = {"image stream", "text stream"}};
+    return ST_OK;
+}
+
+/* diffusers' get_2d_sincos_pos_embed(D, E, base_size = sample_size / patch): position k of an edge is
+ * k / (E / base) (in float32, as torch divides), the column's sin-cos in the first half of a row, the row's in the
+ * second, each half sines then cosines of frequencies 10000^(-j / (D/4)). pos_embed_2d is DiT's at whole
+ * positions; a checkpoint's own table replaces this one when it is loaded. */
+static void sd3_fill_fixed(model *m)
+{
+    const model_config *c = &m->cfg;
+    const int64_t E = c->pos_embed_max, D = c->hidden, q = D / 4;
+    const float step = (float)((double)E / (double)(c->sample_size / c->patch));
+    float *t = param_at(m->params, sd3_of(m)->p_pos)->w;
+    for (int64_t k = 0; k < E * E; k++)
+        for (int half = 0; half < 2; half++) {
+            const double pos = (double)((float)(half ? k / E : k % E) / step);
+            float *row = t + k * D + half * 2 * q;
+            for (int64_t j = 0; j < q; j++) {
+                const double arg = pos / pow(10000.0, (double)j / (double)q);
+                row[j] = (float)sin(arg);
+                row[q + j] = (float)cos(arg);
+            }
+        }
+}
+
+static void sd3_destroy(model *m)
+{
+    sd3_model *d = sd3_of(m);
+    if (d) free(d->blocks), free(d->seq_blocks);
+    free(d);
+}
+
+static void sd3_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    const int64_t D = m->shape.hidden;
+    m->seq[0].state_numel[0] = batch * m->shape.tokens * D;
+    m->seq[0].state_numel[1] = batch * m->shape.text * D;
+}
+
+#define PW(name) (param_at(m->params, d->name)->w)
+#define PG(name) (param_at(m->params, d->name)->g)
+
+static void sd3_release(model *m)
+{
+    sd3_model *d = sd3_of(m);
+    if (!d || !d->step.active) return;
+    sd3_step *s = &d->step;
+    seq_release(s->run);
+    state_free(m->pool, &s->last);
+    final_release(m, &d->final);
+    temb_release_path(m, &d->p);
+    temb_release(m, &d->t);
+    void *bufs[] = {s->txt, s->img, s->patches, s->text_in};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
+    *s = (sd3_step){0};
+}
+
+/* The image tokens with their positions, the text tokens from the encoder's sequence, and the conditioning
+ * c = timestep + pooled-text embeddings, cs = SiLU(c). */
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
+{
+    sd3_model *d = sd3_of(m);
+    sd3_step *s = &d->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T;
+    const int64_t P = c->channels * c->patch * c->patch, Dt = c->text_dim, K = model_cond_len(c);
+    const int64_t G = c->resolution / c->patch, E = c->pos_embed_max, top = (E - G) / 2;
+    st_status st = ST_OK;
+    s->text_in = model_take(m, &st, B * L * Dt, "sd3.text_in", false);
+    s->patches = model_take(m, &st, N * P, "sd3.patches", false);
+    s->img = model_take(m, &st, N * D, "sd3.image", false);
+    s->txt = model_take(m, &st, B * L * D, "sd3.text", false);
+    temb_take(m, &d->t, &st, train);
+    temb_take_path(m, &d->p, &st);
+    float *pos = NULL; /* the table's centre G x G, as PatchEmbed.cropped_pos_embed takes it */
+    if (!st) st = pool_alloc(m->pool, (size_t)(T * D) * sizeof(float), MEM_WORKSPACE, "sd3.pos_embed (cropped)",
+                             (void **)&pos);
+    if (st) return st;
+    copy_rows(pos, G * D, PW(p_pos) + (top * E + top) * D, E * D, G, G * D);
+
+    copy_rows(s->text_in, L * Dt, cond, K, B, L * Dt);
+    linear_forward(s->txt, s->text_in, PW(p_ctx_w), PW(p_ctx_b), B * L, Dt, D);
+    if (!train || !PG(p_ctx_w)) { /* only context_embedder's weight gradient reads it again */
+        pool_free(m->pool, s->text_in);
+        s->text_in = NULL;
+    }
+    patchify_forward(s->patches, x, B, c->channels, c->resolution, c->resolution, c->patch);
+    linear_forward(s->img, s->patches, PW(p_x_w), PW(p_x_b), N, P, D);
+    add_row(s->img, pos, B, T * D);
+    pool_free(m->pool, pos);
+    temb_forward(m, &d->t, timesteps);
+    copy_rows(d->p.freq, c->pooled_dim, cond + L * Dt, K, B, c->pooled_dim);
+    temb_mlp_forward(m, &d->p);
+    add_to(d->t.c, d->p.c, B * D);
+    silu_forward(m->ctx.cs, d->t.c, B * D);
+    return ST_OK;
+}
+
+static st_status sd3_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                             const float **pred)
+{
+    sd3_model *d = sd3_of(m);
+    sd3_step *s = &d->step;
+    if (s->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    s->active = true;
+    st_status st = embed_forward(m, x, timesteps, cond, train);
+    if (!st) {
+        block_state first = {.n = 2, .t = {s->img, s->txt}};
+        s->img = s->txt = NULL; /* the executor owns the first state now */
+        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &s->last, &s->run);
+    }
+    if (!st) st = final_forward(m, &d->final, s->last.t[0]);
+    if (st) {
+        sd3_release(m);
+        return st;
+    }
+    *pred = d->final.pred;
+    return ST_OK;
+}
+
+static st_status embed_backward(model *m, const float *dimg, const float *dtxt)
+{
+    sd3_model *d = sd3_of(m);
+    sd3_step *s = &d->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, N = B * m->shape.tokens;
+    const int64_t P = c->channels * c->patch * c->patch;
+    linear_backward(NULL, PG(p_x_w), PG(p_x_b), dimg, s->patches, PW(p_x_w), N, P, D);
+    if (s->text_in) linear_backward(NULL, PG(p_ctx_w), PG(p_ctx_b), dtxt, s->text_in, PW(p_ctx_w), B * L, c->text_dim, D);
+    scratch k = {.pool = m->pool};
+    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "sd3.dc");
+    if (k.status) return scratch_end(&k);
+    silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
+    k.status = temb_backward(m, &d->t, dc);
+    if (!k.status) k.status = temb_backward(m, &d->p, dc);
+    return scratch_end(&k);
+}
+
+static st_status sd3_backward(model *m, const float *dpred)
+{
+    sd3_model *d = sd3_of(m);
+    sd3_step *s = &d->step;
+    if (!s->active || !s->run) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const int64_t N = m->shape.batch * m->shape.tokens;
+    float *dx = NULL;
+    st_status st = pool_alloc_zero(m->pool, (size_t)(N * m->cfg.hidden) * sizeof(float), MEM_ACTIVATIONS, "sd3.dstate",
+                                   (void **)&dx);
+    if (!st) st = final_backward(m, &d->final, s->last.t[0], dpred, dx);
+    final_backward_done(m, &d->final);
+    state_free(m->pool, &s->last);
+    block_state grad = {.n = 1, .t = {dx}};
+    if (!st) { /* the last block adds the text stream's gradient; seq_backward releases the run whatever it returns */
+        st = seq_backward(s->run, &grad, NULL);
+        s->run = NULL;
+    }
+    if (!st) st = embed_backward(m, grad.t[0], grad.t[1]);
+    state_free(m->pool, &grad);
+    sd3_release(m);
+    return st;
+}
+
+const model_family sd3_family = {
+    .name = "sd3",
+    .create = sd3_create,
+    .fill_fixed = sd3_fill_fixed,
+    .destroy = sd3_destroy,
+    .set_batch = sd3_set_batch,
+    .forward = sd3_forward,
+    .backward = sd3_backward,
+    .release = sd3_release,
+    .init_of = mm_init_of,
+};
