@@ -97,14 +97,15 @@ static void test_fixture(const char *name, const char *preset)
     const int64_t per = C * R * R, K = model_cond_len(&mc), P = mc.pooled_dim;
     float *x = tensor(f, "latents", B * per), *sigma = tensor(f, "sigma", B), *target = tensor(f, "target", B * per);
     float *want_pred = tensor(f, "pred", B * per), *want_loss = tensor(f, "loss", 1);
-    float *text = tensor(f, "encoder_hidden_states", B * L * mc.text_dim), *pooled = tensor(f, "pooled_projections", B * P);
+    float *text = tensor(f, "encoder_hidden_states", B * L * mc.text_dim);
+    float *pooled = P ? tensor(f, "pooled_projections", B * P) : NULL;
     float *guidance = mc.guidance_embeds ? tensor(f, "guidance", B) : NULL;
     float *cond = malloc((size_t)(B * K) * sizeof(float)), ts[16];
     CHECK(B <= 16);
     for (int64_t b = 0; b < B; b++) {
         ts[b] = 1000.0f * sigma[b];
         memcpy(cond + b * K, text + b * L * mc.text_dim, (size_t)(L * mc.text_dim) * sizeof(float));
-        memcpy(cond + b * K + L * mc.text_dim, pooled + b * P, (size_t)P * sizeof(float));
+        if (P) memcpy(cond + b * K + L * mc.text_dim, pooled + b * P, (size_t)P * sizeof(float)); /* AuraFlow: none */
         if (guidance) cond[b * K + L * mc.text_dim + P] = guidance[b];
     }
 
@@ -161,5 +162,6 @@ int main(void)
     test_fixture("sd3", "sd3-tiny");           /* no qk norm, no dual attention */
     test_fixture("sd35-large", "sd3-tiny");    /* qk norm */
     test_fixture("sd35-medium", "sd3-tiny");   /* qk norm, attn2 in block 0 */
+    test_fixture("auraflow", "auraflow-tiny"); /* register tokens, learned positions, no pooled vector */
     return tk_finish();
 }

@@ -29,7 +29,8 @@ typedef struct model_config {
     int64_t rope_axes[3];          /* mmdit, flux: head pairs per position axis (axes_dims_rope): Flux's (16, 56, 56) */
     bool qk_norm;                  /* sd3: RMSNorm of q and k per head (qk_norm "rms_norm", SD3.5; Flux always has it) */
     int64_t dual_attention;        /* sd3: blocks 0 .. n-1 add an image-only attention (SD3.5 medium's 13) */
-    int64_t pos_embed_max;         /* sd3: the sin-cos table's edge (pos_embed_max_size), cropped to the grid's centre */
+    int64_t pos_embed_max;         /* sd3: the sin-cos table's edge (pos_embed_max_size), cropped to the grid's centre;
+                                      auraflow: its learned table's (sqrt of pos_embed_max_size) */
     int64_t sample_size;           /* sd3: the latent edge the table's positions are scaled to (sample_size) */
     attention_mechanism mechanism;
     int64_t lora_rank;                /* 0: full training; else LoRA of this rank, the base frozen */
@@ -48,10 +49,11 @@ st_status model_config_from(const config *cfg, model_config *out);
  * pipeline folder with transformer/), over mc's family, resolution, text length and training keys: for the
  * dual-stream families FluxTransformer2DModel's (in_channels as the pipeline packs 2x2 patches, layers, heads,
  * joint_attention_dim, pooled_projection_dim, guidance_embeds, axes_dims_rope); for sd3 SD3Transformer2DModel's
- * (also qk_norm, dual_attention_layers, pos_embed_max_size, sample_size). A class the family does not read, or a
- * value segtrain does not build, is ST_ERR_UNSUPPORTED naming it. */
+ * (also qk_norm, dual_attention_layers, pos_embed_max_size, sample_size); for auraflow
+ * AuraFlowTransformer2DModel's. A class the family does not read, or a value segtrain does not build, is
+ * ST_ERR_UNSUPPORTED naming it. */
 st_status model_config_from_diffusers(const char *path, model_config *mc);
-/* Whether the family runs dual-stream blocks on a text encoder's output (mmdit, flux, sd3). */
+/* Whether the family runs dual-stream blocks on a text encoder's output (mmdit, flux, sd3, auraflow). */
 bool model_dual_stream(const model_config *mc);
 /* Whether model_family (a segtrain topology or a SimpleTuner family by SimpleTuner's name, or its example
  * folder's) and model_flavour can be built: ST_OK for dit, mmdit and skipdit (whatever the flavour: they have

@@ -31,7 +31,7 @@ static const struct st_family {
     {"ace_step", NULL, "ACE-Step", XATTN, "AceStepTransformer1DModel", "base|v15-turbo|v15-base|v15-sft", NULL, NULL},
     {"anima", NULL, "Anima", XATTN, "CosmosTransformer3DModel",
      "release|base-v1.0|preview-3|preview-2|preview|gazingstars123-2.9b", NULL, NULL},
-    {"auraflow", NULL, "AuraFlow", DUAL, "AuraFlowTransformer2DModel", "pony|v0.3|v0.2|v0.1", NULL, NULL},
+    {"auraflow", NULL, "AuraFlow", DUAL, "AuraFlowTransformer2DModel", "pony|v0.3|v0.2|v0.1", "v0.3:auraflow", "v0.3"},
     {"boogu_image", NULL, "Boogu-Image", DUAL, "BooguImageTransformer2DModel",
      "v0.1-base|v0.1-base-fp8|v0.1-turbo|v0.1-turbo-fp8|v0.1-edit|v0.1-edit-fp8", NULL, NULL},
     {"chroma", NULL, "Chroma 1", DUAL, "ChromaTransformer2DModel", "base|hd|flash", NULL, NULL},

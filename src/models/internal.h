@@ -62,7 +62,7 @@ struct model {
     void *impl; /* the family's own */
 };
 
-extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family;
+extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, auraflow_family;
 
 /* A training forward's activation buffer from the model's pool (nothing once *st is set). */
 float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero);
@@ -95,8 +95,9 @@ st_status temb_backward(model *m, temb *t, float *dc);
  * forward takes mod, ln, h and pred (activations) and keeps LayerNorm's statistics; backward_done frees what
  * only backward read (statistics, ln, h); release frees the rest. */
 typedef struct final_layer {
-    int ada_w, ada_b, out_w, out_b; /* parameter indices */
+    int ada_w, ada_b, out_w, out_b; /* parameter indices; a bias < 0: none */
     bool scale_first;
+    bool no_norm; /* AuraFlow's norm_out modulates x itself, without LayerNorm */
     patch_order order; /* of proj_out's rows */
     float *mod, *ln, *h, *pred;
     op_state stats;

@@ -13,20 +13,23 @@
 static const model_family *family_of(const model_config *mc)
 {
     if (!strcmp(mc->family, "sd3")) return &sd3_family;
+    if (!strcmp(mc->family, "auraflow")) return &auraflow_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
 
 bool model_dual_stream(const model_config *mc)
 {
-    return !strcmp(mc->family, "mmdit") || !strcmp(mc->family, "flux") || !strcmp(mc->family, "sd3");
+    return !strcmp(mc->family, "mmdit") || !strcmp(mc->family, "flux") || !strcmp(mc->family, "sd3") ||
+           !strcmp(mc->family, "auraflow");
 }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
  * 7D), one of the terms below, or the batch times a sample's term (model_check_batch). Checking the terms once
  * here keeps every product in the families inside int64_t; params.c checks the parameters' total. A sample's
- * terms: its rows S (image tokens, plus caption tokens for mmdit) times the widest row (8 D, or a LoRA rank), the
- * attention probabilities H S^2 (kept by math; checked for flash too), its pixels and the timestep features. */
+ * terms: its rows S (image tokens, plus caption tokens for mmdit and AuraFlow's 8 register tokens) times the
+ * widest row (8 D, or a LoRA rank), the attention probabilities H S^2 (kept by math; checked for flash too), its
+ * pixels and the timestep features. */
 static int64_t blocks_of(const model_config *c) { return c->depth + c->single_depth; }
 
 static st_status too_large(const char *keys, const model_config *c)
@@ -42,7 +45,8 @@ static st_status too_large(const char *keys, const model_config *c)
 static st_status check_sizes(const model_config *c, int64_t *per_sample)
 {
     const int64_t lim = CK_MAX_ELEMENTS, D = c->hidden, G = c->resolution / c->patch;
-    const int64_t L = model_dual_stream(c) ? c->text_len : 0, wide = D > c->lora_rank ? D : c->lora_rank;
+    const int64_t L = model_dual_stream(c) ? c->text_len + 8 * !strcmp(c->family, "auraflow") : 0;
+    const int64_t wide = D > c->lora_rank ? D : c->lora_rank;
     int64_t W, P, S, x, rows, attn, pixels, freq;
     if (!ck_add(c->depth, c->single_depth, INT32_MAX / 4, &x)) /* block counts are ints */
         return st_fail(ST_ERR_INVALID, "depth, num_single_layers: %lld + %lld blocks; at most %d in all",
@@ -282,6 +286,8 @@ void model_null_condition(const model_config *mc, float *cond) { model_condition
 
 /* ---- the final layer ---- */
 
+#define BIAS(of, i) ((i) < 0 ? NULL : of(i))
+
 st_status final_forward(model *m, final_layer *f, const float *x)
 {
     const model_config *c = &m->cfg;
@@ -289,17 +295,17 @@ st_status final_forward(model *m, final_layer *f, const float *x)
     const int64_t P = c->channels * c->patch * c->patch;
     st_status st = ST_OK;
     f->mod = model_take(m, &st, B * 2 * D, "final.mod", false);
-    f->ln = model_take(m, &st, N * D, "final.ln", false);
+    if (!f->no_norm) f->ln = model_take(m, &st, N * D, "final.ln", false);
     f->h = model_take(m, &st, N * D, "final.h", false);
     f->pred = model_take(m, &st, B * c->channels * c->resolution * c->resolution, "pred", false);
     float *out = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(N * P) * sizeof(float), MEM_WORKSPACE, "final.out", (void **)&out);
-    if (!st) st = layernorm_forward(m->pool, f->ln, x, NULL, NULL, N, D, DIT_LN_EPS, &f->stats);
+    if (!st && !f->no_norm) st = layernorm_forward(m->pool, f->ln, x, NULL, NULL, N, D, DIT_LN_EPS, &f->stats);
     if (!st) {
         const float *shift = f->mod + (f->scale_first ? D : 0), *scale = f->mod + (f->scale_first ? 0 : D);
-        linear_forward(f->mod, m->ctx.cs, W(f->ada_w), W(f->ada_b), B, D, 2 * D);
-        modulate_forward(f->h, f->ln, shift, scale, B, T, D, 2 * D);
-        linear_forward(out, f->h, W(f->out_w), W(f->out_b), N, D, P);
+        linear_forward(f->mod, m->ctx.cs, W(f->ada_w), BIAS(W, f->ada_b), B, D, 2 * D);
+        modulate_forward(f->h, f->no_norm ? x : f->ln, shift, scale, B, T, D, 2 * D);
+        linear_forward(out, f->h, W(f->out_w), BIAS(W, f->out_b), N, D, P);
         unpatchify_forward(f->pred, out, B, c->channels, c->resolution, c->resolution, c->patch, f->order);
     }
     pool_free(m->pool, out);
@@ -314,15 +320,15 @@ st_status final_backward(model *m, final_layer *f, const float *x, const float *
     scratch k = {.pool = m->pool};
     float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "final.dout");
     float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "final.dh");
-    float *dln = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "final.dln");
+    float *dln = f->no_norm ? dx : scratch_take_zero(&k, N * D, MEM_WORKSPACE, "final.dln");
     float *dmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "final.dmod");
     if (k.status) return scratch_end(&k);
     const int64_t shift = f->scale_first ? D : 0, scale = f->scale_first ? 0 : D;
     unpatchify_backward(dout, dpred, B, c->channels, c->resolution, c->resolution, c->patch, f->order);
-    linear_backward(dh, G(f->out_w), G(f->out_b), dout, f->h, W(f->out_w), N, D, P);
-    modulate_backward(dln, dmod + shift, dmod + scale, dh, f->ln, f->mod + scale, B, T, D, 2 * D);
-    layernorm_backward(dx, NULL, NULL, dln, x, NULL, N, D, &f->stats);
-    linear_backward(m->ctx.dcs, G(f->ada_w), G(f->ada_b), dmod, m->ctx.cs, W(f->ada_w), B, D, 2 * D);
+    linear_backward(dh, G(f->out_w), BIAS(G, f->out_b), dout, f->h, W(f->out_w), N, D, P);
+    modulate_backward(dln, dmod + shift, dmod + scale, dh, f->no_norm ? x : f->ln, f->mod + scale, B, T, D, 2 * D);
+    if (!f->no_norm) layernorm_backward(dx, NULL, NULL, dln, x, NULL, N, D, &f->stats);
+    linear_backward(m->ctx.dcs, G(f->ada_w), BIAS(G, f->ada_b), dmod, m->ctx.cs, W(f->ada_w), B, D, 2 * D);
     return scratch_end(&k);
 }
 

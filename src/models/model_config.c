@@ -16,7 +16,9 @@
  * pooled 768 for Flux; Flux's rotary axes are (16, 56, 56) of its 128-wide heads (rope_axes_for gives others).
  * SD3's are the published transformer config.json's (stable-diffusion-3-medium-diffusers, -3.5-large,
  * -3.5-medium): 64-wide heads, T5-XXL's 4096 and the two CLIPs' pooled 2048, and SimpleTuner's cached text, 77
- * CLIP tokens then 154 T5 tokens (its sd3 tokenizer_max_length); sample_size 128. */
+ * CLIP tokens then 154 T5 tokens (its sd3 tokenizer_max_length); sample_size 128. AuraFlow's are v0.3's
+ * (fal/AuraFlow-v0.3): Pile-T5's 2048 without a pooled vector, 120 tokens (SimpleTuner's auraflow limit), a
+ * learned position table of 96 x 96 (pos_embed_max_size 9216). */
 static const struct preset {
     const char *name, *family;
     int64_t depth, hidden, heads, patch, channels, resolution, classes, single_depth, text_len;
@@ -38,6 +40,8 @@ static const struct preset {
     {"sd3-medium", "sd3", 24, 1536, 24, 2, 16, 128, 10, 0, 231, 4096, 2048, false, false, 0, 192},
     {"sd35-large", "sd3", 38, 2432, 38, 2, 16, 128, 10, 0, 231, 4096, 2048, false, true, 0, 192},
     {"sd35-medium", "sd3", 24, 1536, 24, 2, 16, 128, 10, 0, 231, 4096, 2048, false, true, 13, 384},
+    {"auraflow-tiny", "auraflow", 2, 32, 2, 2, 4, 8, 10, 2, 8, 24, 0, false, false, 0, 8},
+    {"auraflow", "auraflow", 4, 3072, 12, 2, 4, 128, 10, 32, 120, 2048, 0, false, false, 0, 96},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -83,8 +87,10 @@ st_status model_preset(const char *name, model_config *out)
 st_status model_config_check(const model_config *mc)
 {
     const bool mmdit = model_dual_stream(mc), skipdit = !strcmp(mc->family, "skipdit"), sd3 = !strcmp(mc->family, "sd3");
+    const bool aura = !strcmp(mc->family, "auraflow");
     if (!mmdit && !skipdit && strcmp(mc->family, "dit"))
-        return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit, flux, sd3", mc->family);
+        return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit, flux, sd3, auraflow",
+                       mc->family);
     const struct {
         const char *key;
         int64_t v;
@@ -92,7 +98,8 @@ st_status model_config_check(const model_config *mc)
                     {"patch_size", mc->patch},      {"in_channels", mc->channels}, {"resolution", mc->resolution},
                     {"num_classes", mc->classes},   {"tokenizer_max_length", mmdit ? mc->text_len : 1},
                     {"joint_attention_dim", mmdit ? mc->text_dim : 1},
-                    {"pooled_projection_dim", mmdit ? mc->pooled_dim : 1}, {"vae_scale_factor", mc->vae_scale}};
+                    {"pooled_projection_dim", mmdit && !aura ? mc->pooled_dim : 1}, /* AuraFlow has none */
+                    {"vae_scale_factor", mc->vae_scale}};
     for (size_t i = 0; i < sizeof positive / sizeof *positive; i++)
         if (positive[i].v < 1) return st_fail(ST_ERR_INVALID, "%s: %lld must be at least 1", positive[i].key,
                                               (long long)positive[i].v);
@@ -105,7 +112,7 @@ st_status model_config_check(const model_config *mc)
     if (mc->hidden % 4)
         return st_fail(ST_ERR_INVALID, "hidden_size: %lld must be a multiple of 4 (the 2D sine-cosine table)",
                        (long long)mc->hidden);
-    if (mmdit && !sd3) {
+    if (mmdit && !sd3 && !aura) {
         const int64_t hd = mc->hidden / mc->heads, *a = mc->rope_axes;
         if (a[0] < 0 || a[1] < 0 || a[2] < 0 || a[0] % 2 || a[1] % 2 || a[2] % 2 || a[0] + a[1] + a[2] != hd)
             return st_fail(ST_ERR_INVALID, "axes_dims_rope: (%lld, %lld, %lld) must be even widths that add up to the "
@@ -122,11 +129,17 @@ st_status model_config_check(const model_config *mc)
         return st_fail(ST_ERR_INVALID, "pos_embed_max_size: %lld; sd3's table must cover the %lld-patch grid of "
                        "resolution %lld, and sample_size %lld at least one patch", (long long)mc->pos_embed_max,
                        (long long)(mc->resolution / mc->patch), (long long)mc->resolution, (long long)mc->sample_size);
+    if (aura && (mc->resolution / mc->patch > mc->pos_embed_max || mc->pooled_dim))
+        return st_fail(ST_ERR_INVALID, "pos_embed_max_size: %lld x %lld; auraflow's learned table must cover the "
+                       "%lld-patch grid of resolution %lld (and pooled_projection_dim %lld must be 0: it has none)",
+                       (long long)mc->pos_embed_max, (long long)mc->pos_embed_max,
+                       (long long)(mc->resolution / mc->patch), (long long)mc->resolution, (long long)mc->pooled_dim);
     if (mc->dual_attention < 0 || mc->dual_attention > (sd3 ? mc->depth : 0))
         return st_fail(ST_ERR_INVALID, "dual_attention_layers: the first %lld blocks; sd3 has %lld (other families "
                        "none)", (long long)mc->dual_attention, (long long)(sd3 ? mc->depth : 0));
     if (mc->single_depth < 0 || ((!mmdit || sd3) && mc->single_depth))
-        return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit and flux only)",
+        return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit, flux and "
+                       "auraflow only)",
                        (long long)mc->single_depth);
     if (mc->resolution % mc->patch)
         return st_fail(ST_ERR_INVALID, "patch_size: %lld does not divide resolution %lld", (long long)mc->patch,
@@ -328,6 +341,34 @@ static st_status sd3_from_json(const cJSON *j, const char *file, model_config *m
     return ST_OK;
 }
 
+/* AuraFlowTransformer2DModel's config: its defaults, then the file's values. */
+static st_status auraflow_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 4, out = 4, hd = 256, heads = 12, caption = 3072, table = 1024;
+    mc->patch = 2, mc->depth = 4, mc->single_depth = 32, mc->text_dim = 2048;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"patch_size", &mc->patch},          {"in_channels", &in},
+                {"out_channels", &out},              {"num_mmdit_layers", &mc->depth},
+                {"num_single_dit_layers", &mc->single_depth}, {"attention_head_dim", &hd},
+                {"num_attention_heads", &heads},     {"joint_attention_dim", &mc->text_dim},
+                {"caption_projection_dim", &caption}, {"pos_embed_max_size", &table}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (st) return st;
+    int64_t edge = 0; /* AuraFlowPatchEmbed reads the table as a square grid of int(sqrt(pos_embed_max_size)) */
+    while ((edge + 1) * (edge + 1) <= table) edge++;
+    if (out != in || caption != hd * heads || edge * edge != table)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, caption_projection_dim %lld, pos_embed_max_size "
+                       "%lld; segtrain reads AuraFlow's with out_channels = in_channels (%lld), caption_projection_dim "
+                       "= the width (%lld heads x %lld) and a square position table", file, (long long)out,
+                       (long long)caption, (long long)table, (long long)in, (long long)heads, (long long)hd);
+    mc->channels = in, mc->heads = heads, mc->hidden = hd * heads, mc->pos_embed_max = edge;
+    mc->pooled_dim = 0, mc->guidance_embeds = false;
+    return ST_OK;
+}
+
 /* Each family's diffusers class and the reader of its config.json. */
 static const struct {
     const char *family, *diffusers;
@@ -336,6 +377,7 @@ static const struct {
     {"flux", "FluxTransformer2DModel", flux_from_json},
     {"mmdit", "FluxTransformer2DModel", flux_from_json},
     {"sd3", "SD3Transformer2DModel", sd3_from_json},
+    {"auraflow", "AuraFlowTransformer2DModel", auraflow_from_json},
 };
 
 static bool reads_diffusers(const model_config *mc)
