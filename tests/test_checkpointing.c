@@ -609,8 +609,10 @@ int main(void)
     deep.hidden = 32;
     deep.heads = 2;
     deep.mechanism = ATTN_MATH;
-    model_config mm, mm_lora, skip, skip13, skip_lora;
+    model_config mm, mm_lora, skip, skip13, skip_lora, af, af_lora;
     CHECK(model_preset("mmdit-tiny", &mm) == ST_OK);
+    CHECK(model_preset("auraflow-tiny", &af) == ST_OK);
+    af.depth = 3; /* joint and single sequences of different lengths */
     mm.depth = 3; /* double and single sequences of different lengths, each segmented on its own */
     CHECK(model_preset("skipdit-tiny", &skip) == ST_OK);
     skip13 = skip;
@@ -624,6 +626,7 @@ int main(void)
         test_bitwise(&tiny, "dit-tiny", threads);
         test_bitwise(&deep, "deep-13", threads);
         test_bitwise(&mm, "mmdit-tiny", threads);
+        test_bitwise(&af, "auraflow-tiny", threads);
         test_bitwise(&skip, "skipdit-tiny", threads);
         test_bitwise(&skip13, "skipdit-13", threads);
     }
@@ -631,15 +634,20 @@ int main(void)
     mm_lora.lora_rank = 4, mm_lora.lora_alpha = 8, mm_lora.lora_attention = mm_lora.lora_mlp = true;
     test_bitwise(&skip_lora, "skipdit-tiny lora", 2);
     test_bitwise(&mm_lora, "mmdit-tiny lora", 2);
+    af_lora = af;
+    af_lora.lora_rank = 4, af_lora.lora_alpha = 8, af_lora.lora_attention = af_lora.lora_mlp = true;
+    test_bitwise(&af_lora, "auraflow-tiny lora", 2);
     test_capture(&deep);
     test_unsloth_saves_what_it_predicts(&deep);
     test_offload_faults(&deep);
     test_budgets(&tiny, "dit-tiny");
     test_budgets(&mm, "mmdit-tiny");
+    test_budgets(&af, "auraflow-tiny");
     test_budgets(&skip, "skipdit-tiny");
     test_dit_s2_peaks();
     test_memory_ignores_data(&tiny, "dit-tiny");
     test_memory_ignores_data(&mm, "mmdit-tiny");
+    test_memory_ignores_data(&af, "auraflow-tiny");
     test_memory_ignores_data(&skip13, "skipdit-13");
     CHECK(pool_destroy(host_pool) == 0);
     return tk_finish();
