@@ -288,7 +288,7 @@ def main():
         "resolution": edge, "vae_scale_factor": vae.scale_factor, "vae": vae.name, "text_encoders": enc.names,
         "made_with": {"torch": torch.__version__, "diffusers": diffusers.__version__,
                       "transformers": transformers.__version__, "tiny_random": bool(a.tiny_random), "seed": a.seed},
-        "null": NULL_FILE, "count": len(names), "samples": names,
+        "count": len(names), "samples": names,
     }
     with open(os.path.join(a.out, "cache.json.tmp"), "w") as f:
         json.dump(index, f, indent=1)

@@ -1,11 +1,13 @@
-/* Training data: datasets of RGB images with a class label and a caption, a seeded epoch iterator whose position
- * can be saved and restored exactly, and PNG sample grids.
+/* Training data: datasets of RGB images with a class label and a caption, or of cached latents with their text
+ * conditioning; a seeded epoch iterator whose position can be saved and restored exactly, and PNG sample grids.
  *
- * Images are float32 in CHW layout (3 x R x R), values in [-1, 1]. Three kinds of dataset:
+ * Images are float32 in CHW layout (3 x R x R), values in [-1, 1]. Four kinds of dataset:
  *   builtin:  procedural scenes (a coloured shape on a background of another colour), 8 classes, nothing stored;
  *             sample i is a pure function of (seed, i); label = i mod 8; caption "a red circle on a navy background".
  *   folder:   PNG files (see dataset_open_folder). JPEG and other formats are not read (reported and skipped).
  *   backends: the local image backends of a SimpleTuner multidatabackend.json (see dataset_open_backends).
+ *   cache:    VAE latents (C x R x R, in place of the image) and text-encoder embeddings, as
+ *             scripts/make_cache.py writes them (see dataset_open_cache, docs/CACHE.md).
  * dataset_get has no mutable state, so several threads may call it on one dataset at once. */
 #ifndef SEGTRAIN_DATA_H
 #define SEGTRAIN_DATA_H
@@ -51,15 +53,36 @@ st_status dataset_open_folder(const char *dir, int resolution, dataset **out);
  * gives. Images are checked as dataset_open_folder checks them. */
 st_status dataset_open_backends(const char *path, int resolution, uint64_t seed, dataset **out);
 
+/* What a cache must hold for the model that trains on it. */
+typedef struct cache_want {
+    const char *family;                     /* the model's family ("flux") */
+    int64_t channels, edge;                 /* latents (channels, edge, edge) */
+    int64_t text_len, text_dim, pooled_dim; /* the model's conditioning: (text_len, text_dim), then pooled_dim */
+} cache_want;
+
+/* The cache folder dir (docs/CACHE.md): cache.json, checked against want (format and version, family, latent shape,
+ * text_dim, pooled_dim, a text_len no longer than want's, count, a non-empty sample list), then every sample file
+ * listed, opened and checked the same way (latents, prompt_embeds of 1 to text_len rows, pooled_prompt_embeds where
+ * pooled_dim > 0, a 1/0 attention_mask per token; F32, BF16 or F16), and null.safetensors, the empty prompt's
+ * conditioning, when the folder has it. One class (named after the folder); captions from the files' metadata.
+ * Every error is one line starting "data_cache_dir <dir>:" and naming the file. */
+st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **out);
+
 void dataset_close(dataset *ds);
 
 int64_t dataset_size(const dataset *ds);
 int dataset_resolution(const dataset *ds);
-int dataset_channels(const dataset *ds); /* 3 */
+int dataset_channels(const dataset *ds); /* 3; a cache: its latents' */
 int dataset_classes(const dataset *ds);
 const char *dataset_class_name(const dataset *ds, int label); /* NULL when out of range */
 
-/* Sample index: image (3 x R x R floats), label and caption (CAPTION_MAX bytes); any output may be NULL. */
+/* A cache's conditioning floats per sample: text_len x text_dim (shorter sequences zero-padded), then pooled_dim,
+ * the model's layout (model_cond_len less the guidance value); 0 for the image datasets. */
+int64_t dataset_text_floats(const dataset *ds);
+/* A cache's empty-prompt conditioning (dataset_text_floats of them) for caption dropout; NULL when it has none. */
+const float *dataset_null_text(const dataset *ds);
+
+/* Sample index: image (channels x R x R floats), label and caption (CAPTION_MAX bytes); any output may be NULL. */
 st_status dataset_get(const dataset *ds, int64_t index, float *image, int64_t *label, char *caption);
 
 /* Where an iterator is: the next sample is entry `index` of epoch `epoch`'s shuffled order. */
@@ -76,10 +99,14 @@ void data_iter_destroy(data_iter *it);
 data_position data_iter_position(const data_iter *it);
 /* Continues from a saved position: the batches that follow are exactly those that followed it when it was saved. */
 st_status data_iter_seek(data_iter *it, data_position pos);
-/* The next batch samples: images (batch x 3 x R x R), labels, captions and the dataset indices they came from; any
- * output may be NULL. On failure the position is unchanged. */
+/* The next batch samples: images (batch x channels x R x R), labels, captions and the dataset indices they came
+ * from; any output may be NULL. On failure the position is unchanged. */
 st_status data_iter_next_batch(data_iter *it, int64_t batch, float *images, int64_t *labels,
                                char (*captions)[CAPTION_MAX], int64_t *indices);
+/* As data_iter_next_batch, and each sample's conditioning (dataset_text_floats) at text + b * text_stride: the
+ * same samples as data_iter_next_batch would give. For a cache. */
+st_status data_iter_next_with_text(data_iter *it, int64_t batch, float *images, int64_t *labels,
+                                   char (*captions)[CAPTION_MAX], int64_t *indices, float *text, int64_t text_stride);
 
 /* Writes n images (channels 1 or 3, h x w, CHW, [-1, 1] mapped to 0..255 and clamped) as one PNG, tiled row-major
  * into cols columns with a 2-pixel white gap between tiles (empty cells white), atomically. */

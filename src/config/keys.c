@@ -174,8 +174,9 @@ const cfg_key cfg_keys[] = {
     INT_KEY("validation_samples_per_class", "4", 1, 1024, SEC_TRAINING, NULL,
             "Images per class in a sample grid (one row per class)."),
     FLOAT_KEY("caption_dropout_probability", "0.1", 0, 1, SEC_TRAINING, "= (default 0.1 there)",
-              "Share of samples trained with the null label, so that classifier-free guidance has an "
-              "unconditional model to steer from."),
+              "Share of samples trained with the null label or the empty caption, so that classifier-free guidance "
+              "has an unconditional model to steer from. With `data_cache_dir` the empty caption is the cache's "
+              "`null.safetensors`, which must then be there."),
     TEXT_KEY("pretrained_model_name_or_path", "", SEC_TRAINING, "= (a hub name or folder there)",
              "A local safetensors file of the model's weights to start from (and, with LoRA, to adapt); empty = "
              "the family's initialisation from `seed`. segtrain reads local files only: a hub name is refused."),
@@ -186,6 +187,15 @@ const cfg_key cfg_keys[] = {
              "A SimpleTuner multidatabackend.json (a list of data backends); its local image backends are "
              "read (`instance_data_dir`, `caption_strategy`, `resolution`, `resolution_type`, `crop`, `repeats`), "
              "any other backend type is refused. Empty = `data_dir`, or the built-in dataset."),
+    TEXT_KEY("data_cache_dir", "", SEC_TRAINING,
+             "none (SimpleTuner keeps latents in each dataset's `cache_dir_vae` and text embeddings in a "
+             "`text_embeds` backend's `cache_dir`, as .pt files)",
+             "A cache of VAE latents and text-encoder embeddings (docs/CACHE.md: `cache.json` and one safetensors "
+             "file per sample) that scripts/make_cache.py writes with a local diffusers pipeline; the dual-stream "
+             "families train on it instead of images and the built-in stand-in text encoder. Its own name: "
+             "SimpleTuner's `cache_dir`, `cache_dir_text` and `cache_dir_vae` name folders of SimpleTuner's .pt "
+             "caches, which segtrain does not read, so they keep that meaning and are ignored. Empty = images "
+             "(`data_backend_config`, `data_dir` or the built-in dataset)."),
     BOOL_KEY("synthetic_data", "false", SEC_TRAINING, NULL,
              "Train on seeded random batches (standard-normal images of the model's shape, labels cycling through "
              "the classes) instead of a dataset: for sweeps and benchmarks, which measure time and memory."),
@@ -243,7 +253,7 @@ const char *const cfg_speed_only_keys[] = {
     "context_parallel_*", "find_unused_parameters", "skip_file_discovery", "delete_problematic_images",
     "trust_remote_code", "fuse_qkv_projections", "ema_cpu_only", "ema_device", "sdnq_compile_mode",
     "allow_dataset_oversubscription", "aspect_bucket_worker_count", "dataloader_*", "gradient_precision",
-    NULL};
+    "cache_dir", "cache_dir_text", "cache_dir_vae", NULL};
 
 const char *const cfg_report_only_keys[] = {
     "validation_*", "num_validation_images", "num_eval_images", "eval_*", "evaluation_type", "hub_model_id",

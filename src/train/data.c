@@ -548,6 +548,7 @@ static void free_dataset(dataset *ds)
     free(ds->items);
     if (ds->class_names) data_free_names(ds->class_names, ds->classes);
     free(ds->backends);
+    free(ds->null_text);
     free(ds);
 }
 
@@ -628,7 +629,7 @@ void dataset_close(dataset *ds) { free_dataset(ds); }
 
 int64_t dataset_size(const dataset *ds) { return ds->count; }
 int dataset_resolution(const dataset *ds) { return ds->resolution; }
-int dataset_channels(const dataset *ds) { return 3; }
+int dataset_channels(const dataset *ds) { return ds->kind == KIND_CACHE ? (int)ds->channels : 3; }
 int dataset_classes(const dataset *ds) { return ds->classes; }
 
 const char *dataset_class_name(const dataset *ds, int label)
@@ -637,9 +638,10 @@ const char *dataset_class_name(const dataset *ds, int label)
     return ds->kind == KIND_BUILTIN ? builtin_classes[label].name : ds->class_names[label];
 }
 
-/* Sample `index` of epoch `epoch`: the epoch picks among an image's captions, so that each is seen. */
+/* Sample `index` of epoch `epoch`: the epoch picks among an image's captions, so that each is seen. A cache's
+ * sample gives its latents as the image, and its conditioning into cond when that is not NULL. */
 static st_status get_sample(const dataset *ds, int64_t index, int64_t epoch, float *image, int64_t *label,
-                            char *caption)
+                            char *caption, float *cond)
 {
     if (index < 0 || index >= ds->count)
         return st_fail(ST_ERR_INVALID, "data: sample %lld is out of range [0, %lld)", (long long)index,
@@ -674,6 +676,7 @@ static st_status get_sample(const dataset *ds, int64_t index, int64_t epoch, flo
         end = strchr(text, '\n');
         copy_caption_n(caption, text, end ? (size_t)(end - text) : strlen(text));
     }
+    if (ds->kind == KIND_CACHE) return image || cond ? cache_read(ds, e->path, image, cond) : ST_OK;
     if (!image) return ST_OK;
     unsigned char *px;
     int w, h;
@@ -685,7 +688,7 @@ static st_status get_sample(const dataset *ds, int64_t index, int64_t epoch, flo
 
 st_status dataset_get(const dataset *ds, int64_t index, float *image, int64_t *label, char *caption)
 {
-    return get_sample(ds, index, 0, image, label, caption);
+    return get_sample(ds, index, 0, image, label, caption, NULL);
 }
 
 /* ---- the iterator ---- */
@@ -740,24 +743,30 @@ st_status data_iter_seek(data_iter *it, data_position pos)
     return ST_OK;
 }
 
-st_status data_iter_next_batch(data_iter *it, int64_t batch, float *images, int64_t *labels,
-                               char (*captions)[CAPTION_MAX], int64_t *indices)
+st_status data_iter_next_with_text(data_iter *it, int64_t batch, float *images, int64_t *labels,
+                                   char (*captions)[CAPTION_MAX], int64_t *indices, float *text, int64_t text_stride)
 {
     if (batch < 1) return st_fail(ST_ERR_INVALID, "data: batch size must be >= 1, got %lld", (long long)batch);
     const dataset *ds = it->ds;
-    const int64_t n = ds->count, per = 3ll * ds->resolution * ds->resolution;
+    const int64_t n = ds->count, per = (int64_t)dataset_channels(ds) * ds->resolution * ds->resolution;
     data_position pos = it->pos;
     for (int64_t b = 0; b < batch; b++) {
         if (pos.epoch != it->perm_epoch) shuffle(it, pos.epoch);
         const int64_t index = it->perm[pos.index];
         st_status st = get_sample(ds, index, pos.epoch, images ? images + b * per : NULL, labels ? labels + b : NULL,
-                                  captions ? captions[b] : NULL);
+                                  captions ? captions[b] : NULL, text ? text + b * text_stride : NULL);
         if (st) return st; /* it->pos untouched: the same batch is tried again */
         if (indices) indices[b] = index;
         if (++pos.index == n) pos = (data_position){pos.epoch + 1, 0};
     }
     it->pos = pos;
     return ST_OK;
+}
+
+st_status data_iter_next_batch(data_iter *it, int64_t batch, float *images, int64_t *labels,
+                               char (*captions)[CAPTION_MAX], int64_t *indices)
+{
+    return data_iter_next_with_text(it, batch, images, labels, captions, indices, NULL, 0);
 }
 
 /* ---- PNG grids ---- */

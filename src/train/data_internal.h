@@ -1,6 +1,6 @@
-/* What data.c (images, folders, the iterator) and backends.c (SimpleTuner data backends) share, internal to
- * src/train: the dataset object and the folder-scanning helpers. The helpers are described where data.c defines
- * them. */
+/* What data.c (images, folders, the iterator), backends.c (SimpleTuner data backends) and cache.c (latent and
+ * text-embedding caches) share, internal to src/train: the dataset object and the folder-scanning helpers. The
+ * helpers are described where data.c and cache.c define them. */
 #ifndef SEGTRAIN_TRAIN_DATA_INTERNAL_H
 #define SEGTRAIN_TRAIN_DATA_INTERNAL_H
 
@@ -10,7 +10,7 @@
 
 #include "segtrain/data.h"
 
-enum { KIND_BUILTIN, KIND_FOLDER };
+enum { KIND_BUILTIN, KIND_FOLDER, KIND_CACHE };
 #define CAPTION_FILE_MAX (64 << 10) /* more than any caption keeps */
 
 typedef struct item {
@@ -35,6 +35,9 @@ struct dataset {
     item *items;        /* folder, backends */
     int64_t nitems;
     backend *backends; /* backends: one per class */
+    int64_t channels;  /* of a sample's input: 3 for images, the latents' for a cache */
+    int64_t text_len, text_dim, pooled_dim; /* cache: the conditioning the model reads */
+    float *null_text;  /* cache: null.safetensors' conditioning, NULL when the cache has none */
 };
 
 typedef struct scan {
@@ -54,5 +57,6 @@ char *data_read_small(const char *path, size_t max, size_t *n);
 size_t data_fold_space(char *s, size_t n);
 st_status data_add_item(scan *sc, char *path, char *caption, int label);
 st_status data_check_png(scan *sc, const char *path, const char *name, bool *ok);
+st_status cache_read(const dataset *ds, const char *path, float *x, float *text);
 
 #endif

@@ -30,6 +30,7 @@ struct trainer {
     data_iter *iter;
     optimizer *opt;
     int64_t batch, accum, steps_done, total_steps, classes, cond_len;
+    bool cached;                /* data_cache_dir: x0 and cond come from the cache */
     uint64_t seed;
     float label_dropout;
     float *x0, *noise, *t;      /* the batch, in the device pool */
@@ -189,10 +190,41 @@ static st_status resume(trainer *t, const char *path)
     return st;
 }
 
+/* A cache of latents and text embeddings (data_cache_dir): a dual-stream model reads its conditioning from it;
+ * caption dropout needs the cache's empty-prompt embeddings. */
+static st_status open_cache(trainer *t, const model_config *mc, const char *cache)
+{
+    const char *other = config_bool(t->cfg, "synthetic_data") ? "synthetic_data"
+                        : config_string(t->cfg, "data_dir")[0] ? "data_dir"
+                        : config_string(t->cfg, "data_backend_config")[0] ? "data_backend_config" : NULL;
+    if (other)
+        return st_fail(ST_ERR_INVALID, "data_cache_dir (%s) and %s are both set: give one", cache, other);
+    if (!model_dual_stream(mc))
+        return st_fail(ST_ERR_INVALID, "data_cache_dir: a cache holds text-encoder embeddings, which model_family %s "
+                       "does not read (the dual-stream families do: flux, mmdit)", mc->family);
+    const cache_want want = {mc->family, mc->channels, mc->resolution, mc->text_len, mc->text_dim, mc->pooled_dim};
+    st_status st = dataset_open_cache(cache, &want, &t->data);
+    if (!st && t->label_dropout > 0 && !dataset_null_text(t->data))
+        st = st_fail(ST_ERR_INVALID, "caption_dropout_probability %g needs the empty prompt's embeddings: add "
+                     "%s/null.safetensors (scripts/make_cache.py writes it) or set caption_dropout_probability 0",
+                     (double)t->label_dropout, cache);
+    t->cached = !st;
+    if (st) return st;
+    char what[160];
+    snprintf(what, sizeof what, "%lld samples of %lld x %lld x %lld latents and %lld x %lld text embeddings%s",
+             (long long)dataset_size(t->data), (long long)mc->channels, (long long)mc->resolution,
+             (long long)mc->resolution, (long long)mc->text_len, (long long)mc->text_dim,
+             dataset_null_text(t->data) ? ", null.safetensors for caption dropout" : "");
+    note(t, "segtrain: training on the cache %s: %s", cache, what);
+    return data_iter_create(t->data, t->seed, &t->iter);
+}
+
 /* The run's images: data_backend_config, data_dir, or (said on the run's first line) the built-in scenes. They
- * are RGB pixels: segtrain has no VAE, so the model must take 3 channels at vae_scale_factor 1. */
+ * are RGB pixels: segtrain has no VAE, so the model must take 3 channels at vae_scale_factor 1. Or a cache. */
 static st_status open_data(trainer *t, const model_config *mc)
 {
+    const char *cache = config_string(t->cfg, "data_cache_dir");
+    if (cache[0]) return open_cache(t, mc, cache);
     if (config_bool(t->cfg, "synthetic_data")) return ST_OK; /* batches are drawn in trainer_step */
     const char *dir = config_string(t->cfg, "data_dir"), *backends = config_string(t->cfg, "data_backend_config");
     if (dir[0] && backends[0])
@@ -399,6 +431,14 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     return ST_OK;
 }
 
+/* A cached sample's conditioning ends with the guidance value where the model embeds guidance, as
+ * model_condition's does: the cache holds only what the text encoders gave. */
+static void cached_guidance(trainer *t, float *cond)
+{
+    const model_config *mc = model_get_config(t->run.m);
+    if (mc->guidance_embeds) cond[dataset_text_floats(t->data)] = (float)mc->guidance;
+}
+
 /* The noise, timesteps and label dropout of micro-batch `micro` of the run: counter-based, so a resumed run
  * draws exactly what the uninterrupted one did. */
 static void draw(trainer *t, int64_t micro, int64_t per)
@@ -407,8 +447,10 @@ static void draw(trainer *t, int64_t micro, int64_t per)
     rng_fill_normal(t->noise, t->batch * per, t->seed, key ^ rng_stream("noise"), 0.0f, 1.0f);
     for (int64_t i = 0; i < t->batch; i++) {
         t->t[i] = (float)rng_uniform(t->seed, key ^ rng_stream("t"), (uint64_t)i);
-        if (rng_uniform(t->seed, key ^ rng_stream("label_dropout"), (uint64_t)i) < t->label_dropout)
-            model_null_condition(model_get_config(t->run.m), t->cond + i * t->cond_len);
+        float *cond = t->cond + i * t->cond_len;
+        if (rng_uniform(t->seed, key ^ rng_stream("label_dropout"), (uint64_t)i) >= t->label_dropout) continue;
+        if (!t->cached) model_null_condition(model_get_config(t->run.m), cond);
+        else memcpy(cond, dataset_null_text(t->data), sizeof(float) * (size_t)dataset_text_floats(t->data));
     }
 }
 
@@ -461,11 +503,15 @@ st_status trainer_step(trainer *t, train_step_info *info)
     st_status st = ST_OK;
     for (int64_t k = 0; k < t->accum && !st; k++) {
         const int64_t micro = t->steps_done * t->accum + k;
-        if (t->iter) st = data_iter_next_batch(t->iter, t->batch, t->x0, t->labels, t->captions, NULL);
+        if (t->cached)
+            st = data_iter_next_with_text(t->iter, t->batch, t->x0, t->labels, t->captions, NULL, t->cond,
+                                          t->cond_len);
+        else if (t->iter) st = data_iter_next_batch(t->iter, t->batch, t->x0, t->labels, t->captions, NULL);
         else synthetic_batch(t, micro, per);
         if (st) break;
         for (int64_t i = 0; i < t->batch; i++)
-            model_condition(mc, t->labels[i], t->captions[i], t->cond + i * t->cond_len);
+            if (t->cached) cached_guidance(t, t->cond + i * t->cond_len);
+            else model_condition(mc, t->labels[i], t->captions[i], t->cond + i * t->cond_len);
         draw(t, micro, per);
         flow_batch fb = {t->batch, t->x0, t->noise, t->t, t->cond, 1.0f / (float)t->accum};
         float loss;
@@ -499,7 +545,7 @@ st_status trainer_step(trainer *t, train_step_info *info)
         if ((st = save_checkpoint(t))) return st;
         info->checkpoint = t->checkpoint;
     }
-    if (val && t->steps_done % val == 0 && mc->channels == 3) {
+    if (val && t->steps_done % val == 0 && mc->channels == 3 && !t->cached) { /* grids of images: no VAE */
         if ((st = validate(t))) return st;
         info->validation = t->validation;
     }

@@ -1,0 +1,264 @@
+/* Caches of VAE latents and text-encoder embeddings (docs/CACHE.md), as scripts/make_cache.py writes them: a
+ * folder with cache.json and one safetensors file per sample, read into a dataset of kind KIND_CACHE. Everything is
+ * checked against what the model reads when the cache is opened, so that a bad file stops the run before its first
+ * step with one line naming it; a sample is read again (and its tensors converted to float) when it is drawn. */
+#include "data_internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "segtrain/safetensors.h"
+
+#define CACHE_FORMAT "segtrain-cache"
+#define CACHE_VERSION 1
+#define CACHE_INDEX_MAX (256 << 20) /* cache.json lists every sample: 256 MiB is millions of names */
+#define CACHE_NULL "null.safetensors"
+
+static st_status bad(const char *dir, st_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static st_status bad(const char *dir, st_status code, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return st_fail(code, "data_cache_dir %s: %s", dir, msg);
+}
+
+/* cache.json's integer `key` (>= lo), or an error naming it. */
+static st_status index_int(const char *dir, const cJSON *root, const char *key, int64_t lo, int64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble || v->valuedouble < (double)lo ||
+        v->valuedouble > 1e15)
+        return bad(dir, ST_ERR_FORMAT, "cache.json: %s must be an integer >= %lld", key, (long long)lo);
+    *out = (int64_t)v->valuedouble;
+    return ST_OK;
+}
+
+/* A float tensor (F32, BF16 or F16) of `ndim` dimensions, or NULL (*st set when it is there but wrong). */
+static const sft_tensor *float_tensor(const char *dir, const char *file, const sft_file *f, const char *name, int ndim,
+                                      st_status *st)
+{
+    const sft_tensor *t = sft_find(f, name);
+    if (!t) return NULL;
+    if (t->dtype == SFT_I64 || t->ndim != ndim)
+        *st = bad(dir, ST_ERR_FORMAT, "%s: %s is %s of %d dimensions; the format has %d of F32 or BF16", file, name,
+                  sft_dtype_name(t->dtype), t->ndim, ndim);
+    return *st ? NULL : t;
+}
+
+/* Checks one sample file (`latents` only when with_latents: null.safetensors has none) against the cache and the
+ * model, and reads its caption from the metadata into *caption (a copy). */
+static st_status check_sample(const dataset *ds, const char *dir, const char *file, const char *family,
+                              bool with_latents, char **caption)
+{
+    char *path = data_join_path(dir, file);
+    if (!path) return data_oom();
+    sft_file *f = NULL;
+    st_status st = sft_open(path, &f);
+    free(path);
+    if (st) return bad(dir, st, "sample %s is unreadable or corrupt: %s", file, st_error());
+    const char *meta_family = sft_metadata(f, "family"), *meta_caption = sft_metadata(f, "caption");
+    const int64_t E = ds->resolution, L = ds->text_len, D = ds->text_dim, P = ds->pooled_dim;
+    const sft_tensor *lat = NULL, *seq = NULL, *pooled = NULL, *mask = NULL;
+    if (meta_family && strcmp(meta_family, family))
+        st = bad(dir, ST_ERR_INVALID, "%s: written for family %s, cache.json says %s", file, meta_family, family);
+    if (with_latents && !st && !(lat = float_tensor(dir, file, f, "latents", 3, &st)) && !st)
+        st = bad(dir, ST_ERR_FORMAT, "%s: no latents tensor", file);
+    if (lat && (lat->shape[0] != ds->channels || lat->shape[1] != E || lat->shape[2] != E))
+        st = bad(dir, ST_ERR_INVALID, "%s: latents are %lld x %lld x %lld, the model takes %lld x %lld x %lld", file,
+                 (long long)lat->shape[0], (long long)lat->shape[1], (long long)lat->shape[2],
+                 (long long)ds->channels, (long long)E, (long long)E);
+    if (!st && !(seq = float_tensor(dir, file, f, "prompt_embeds", 2, &st)) && !st)
+        st = bad(dir, ST_ERR_FORMAT, "%s: no prompt_embeds tensor", file);
+    if (!st && seq->shape[1] != D)
+        st = bad(dir, ST_ERR_INVALID, "%s: prompt_embeds is %lld wide, the model's joint_attention_dim is %lld", file,
+                 (long long)seq->shape[1], (long long)D);
+    if (!st && (seq->shape[0] < 1 || seq->shape[0] > L))
+        st = bad(dir, ST_ERR_INVALID, "%s: prompt_embeds has %lld tokens, the model reads 1 to %lld "
+                 "(tokenizer_max_length; shorter ones are zero-padded)", file, (long long)seq->shape[0], (long long)L);
+    if (!st && P && !(pooled = float_tensor(dir, file, f, "pooled_prompt_embeds", 1, &st)) && !st)
+        st = bad(dir, ST_ERR_FORMAT, "%s: no pooled_prompt_embeds tensor (the family reads a pooled vector)", file);
+    if (!st && P && pooled->shape[0] != P)
+        st = bad(dir, ST_ERR_INVALID, "%s: pooled_prompt_embeds is %lld wide, the model's pooled_projection_dim is %lld",
+                 file, (long long)pooled->shape[0], (long long)P);
+    if (!st && !(mask = sft_find(f, "attention_mask")))
+        st = bad(dir, ST_ERR_FORMAT, "%s: no attention_mask tensor", file);
+    if (!st && (mask->ndim != 1 || mask->shape[0] != seq->shape[0]))
+        st = bad(dir, ST_ERR_FORMAT, "%s: attention_mask must be (%lld), one 1 or 0 per prompt_embeds token", file,
+                 (long long)seq->shape[0]);
+    if (!st) { /* 1 or 0 in any dtype: SimpleTuner's masks are I64 */
+        const int64_t n = mask->shape[0];
+        float *m = malloc(sizeof(float) * (size_t)n);
+        int64_t *mi = malloc(sizeof(int64_t) * (size_t)n);
+        if (!m || !mi) st = data_oom();
+        else if (mask->dtype == SFT_I64) {
+            st = sft_read_i64(f, "attention_mask", 1, &n, mi);
+            for (int64_t i = 0; !st && i < n; i++) m[i] = (float)mi[i];
+        } else st = sft_read_f32(f, "attention_mask", 1, &n, m);
+        for (int64_t i = 0; !st && i < n; i++)
+            if (m[i] != 0.0f && m[i] != 1.0f)
+                st = bad(dir, ST_ERR_FORMAT, "%s: attention_mask[%lld] is %g; it holds 1 or 0", file, (long long)i,
+                         (double)m[i]);
+        free(m);
+        free(mi);
+    }
+    if (!st && !(*caption = strdup(meta_caption ? meta_caption : ""))) st = data_oom();
+    sft_close(f);
+    return st;
+}
+
+/* The sample file `path`'s latents (into x when not NULL) and its conditioning (into text when not NULL): the
+ * sequence zero-padded to text_len rows, then the pooled vector. */
+st_status cache_read(const dataset *ds, const char *path, float *x, float *text)
+{
+    sft_file *f;
+    st_status st = sft_open(path, &f);
+    if (st) return st; /* the file changed since the cache was opened */
+    const int64_t lat[3] = {ds->channels, ds->resolution, ds->resolution}, D = ds->text_dim;
+    if (x) st = sft_read_f32(f, "latents", 3, lat, x);
+    if (!st && text) {
+        const sft_tensor *seq = sft_find(f, "prompt_embeds");
+        const int64_t rows = seq && seq->ndim == 2 ? seq->shape[0] : 0, shape[2] = {rows, D};
+        if (rows < 1 || rows > ds->text_len)
+            st = st_fail(ST_ERR_FORMAT, "%s: prompt_embeds changed since the cache was opened", path);
+        if (!st) st = sft_read_f32(f, "prompt_embeds", 2, shape, text);
+        if (!st) memset(text + rows * D, 0, sizeof(float) * (size_t)((ds->text_len - rows) * D));
+        if (!st && ds->pooled_dim)
+            st = sft_read_f32(f, "pooled_prompt_embeds", 1, &ds->pooled_dim, text + ds->text_len * D);
+    }
+    sft_close(f);
+    return st;
+}
+
+/* cache.json's header fields, checked against `want`. */
+static st_status check_index(const char *dir, const cJSON *root, const cache_want *want, const cJSON **samples)
+{
+    const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
+    const cJSON *family = cJSON_GetObjectItemCaseSensitive(root, "family");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(root, "latent_shape");
+    int64_t version = 0, text_len = 0, text_dim = 0, pooled = 0, count = 0, dims[3] = {0};
+    if (!cJSON_IsString(format) || strcmp(format->valuestring, CACHE_FORMAT))
+        return bad(dir, ST_ERR_FORMAT, "cache.json: format must be \"%s\" (docs/CACHE.md)", CACHE_FORMAT);
+    st_status st = index_int(dir, root, "version", 0, &version);
+    if (!st && version != CACHE_VERSION)
+        st = bad(dir, ST_ERR_UNSUPPORTED, "cache.json: version %lld; this segtrain reads version %d", (long long)version,
+                 CACHE_VERSION);
+    if (!st && !cJSON_IsString(family)) st = bad(dir, ST_ERR_FORMAT, "cache.json: family must be a string");
+    if (!st && strcmp(family->valuestring, want->family))
+        st = bad(dir, ST_ERR_INVALID, "written for model_family %s; the model is %s", family->valuestring,
+                 want->family);
+    if (!st && (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != 3))
+        st = bad(dir, ST_ERR_FORMAT, "cache.json: latent_shape must be [channels, height, width]");
+    for (int i = 0; !st && i < 3; i++) {
+        const cJSON *v = cJSON_GetArrayItem(shape, i);
+        if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e9)
+            st = bad(dir, ST_ERR_FORMAT, "cache.json: latent_shape must be 3 positive integers");
+        else dims[i] = (int64_t)v->valuedouble;
+    }
+    if (!st && (dims[0] != want->channels || dims[1] != want->edge || dims[2] != want->edge))
+        st = bad(dir, ST_ERR_INVALID, "latents are %lld x %lld x %lld, the model takes %lld x %lld x %lld (in_channels, "
+                 "and resolution / vae_scale_factor as the edge)", (long long)dims[0], (long long)dims[1],
+                 (long long)dims[2], (long long)want->channels, (long long)want->edge, (long long)want->edge);
+    if (!st) st = index_int(dir, root, "text_len", 1, &text_len);
+    if (!st) st = index_int(dir, root, "text_dim", 1, &text_dim);
+    if (!st) st = index_int(dir, root, "pooled_dim", 0, &pooled);
+    if (!st && text_dim != want->text_dim)
+        st = bad(dir, ST_ERR_INVALID, "text_dim %lld, the model's joint_attention_dim is %lld", (long long)text_dim,
+                 (long long)want->text_dim);
+    if (!st && pooled != want->pooled_dim)
+        st = bad(dir, ST_ERR_INVALID, "pooled_dim %lld, the model's pooled_projection_dim is %lld", (long long)pooled,
+                 (long long)want->pooled_dim);
+    if (!st && text_len > want->text_len)
+        st = bad(dir, ST_ERR_INVALID, "text_len %lld is longer than the model's %lld tokens (tokenizer_max_length)",
+                 (long long)text_len, (long long)want->text_len);
+    if (!st) st = index_int(dir, root, "count", 0, &count);
+    *samples = cJSON_GetObjectItemCaseSensitive(root, "samples");
+    if (!st && !cJSON_IsArray(*samples)) st = bad(dir, ST_ERR_FORMAT, "cache.json: samples must be a list of files");
+    if (!st && cJSON_GetArraySize(*samples) != count)
+        st = bad(dir, ST_ERR_FORMAT, "cache.json: count is %lld but samples lists %d", (long long)count,
+                 cJSON_GetArraySize(*samples));
+    if (!st && !count) st = bad(dir, ST_ERR_INVALID, "the cache is empty (cache.json lists no sample)");
+    return st;
+}
+
+st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **out)
+{
+    *out = NULL;
+    char *index = data_join_path(dir, "cache.json");
+    size_t n = 0;
+    char *text = index ? data_read_small(index, CACHE_INDEX_MAX, &n) : NULL;
+    const int err = errno;
+    free(index);
+    if (!text && (!index || err == ENOMEM)) return data_oom();
+    if (!text)
+        return bad(dir, ST_ERR_IO, "no cache.json there (%s): a cache is made by scripts/make_cache.py (docs/CACHE.md)",
+                   strerror(err));
+    cJSON *root = n < CACHE_INDEX_MAX ? cJSON_ParseWithOpts(text, NULL, 1) : NULL;
+    free(text);
+    if (!root) return bad(dir, ST_ERR_FORMAT, "cache.json is not valid JSON (or over %d MiB)", CACHE_INDEX_MAX >> 20);
+    const cJSON *samples = NULL;
+    st_status st = cJSON_IsObject(root) ? check_index(dir, root, want, &samples)
+                                        : bad(dir, ST_ERR_FORMAT, "cache.json must be a JSON object");
+    dataset *ds = st ? NULL : calloc(1, sizeof *ds);
+    if (!st && !ds) st = data_oom();
+    if (!st) {
+        ds->kind = KIND_CACHE;
+        ds->resolution = (int)want->edge;
+        ds->channels = want->channels;
+        ds->text_len = want->text_len;
+        ds->text_dim = want->text_dim;
+        ds->pooled_dim = want->pooled_dim;
+        ds->classes = 1;
+        ds->class_names = calloc(1, sizeof(char *));
+        const char *slash = strrchr(dir, '/');
+        if (ds->class_names) ds->class_names[0] = strdup(slash && slash[1] ? slash + 1 : dir);
+        if (!ds->class_names || !ds->class_names[0]) st = data_oom();
+    }
+    const char *family = want->family;
+    scan sc = {0};
+    for (const cJSON *s = st ? NULL : samples->child; s && !st; s = s->next) {
+        char *caption = NULL;
+        if (!cJSON_IsString(s) || !s->valuestring[0] || s->valuestring[0] == '/')
+            st = bad(dir, ST_ERR_FORMAT, "cache.json: samples lists %s; each entry is a file name relative to the "
+                     "cache folder", cJSON_IsString(s) ? "an empty or absolute path" : "a non-string");
+        if (!st) st = check_sample(ds, dir, s->valuestring, family, true, &caption);
+        if (!st) st = data_add_item(&sc, data_join_path(dir, s->valuestring), caption, 0);
+    }
+    if (ds) {
+        ds->items = sc.items;
+        ds->count = ds->nitems = sc.n;
+    }
+    /* the empty prompt's conditioning, for caption dropout, when the cache has it */
+    char *null_path = st ? NULL : data_join_path(dir, CACHE_NULL), *null_caption = NULL;
+    if (!st && !null_path) st = data_oom();
+    FILE *probe = st ? NULL : fopen(null_path, "rb");
+    if (probe) {
+        fclose(probe);
+        st = check_sample(ds, dir, CACHE_NULL, family, false, &null_caption);
+        if (!st && !(ds->null_text = malloc(sizeof(float) * (size_t)(ds->text_len * ds->text_dim + ds->pooled_dim))))
+            st = data_oom();
+        if (!st) st = cache_read(ds, null_path, NULL, ds->null_text);
+    }
+    free(null_caption);
+    free(null_path);
+    cJSON_Delete(root);
+    if (st) {
+        dataset_close(ds);
+        return st;
+    }
+    *out = ds;
+    return ST_OK;
+}
+
+int64_t dataset_text_floats(const dataset *ds)
+{
+    return ds->kind == KIND_CACHE ? ds->text_len * ds->text_dim + ds->pooled_dim : 0;
+}
+
+const float *dataset_null_text(const dataset *ds) { return ds->null_text; }

@@ -1,0 +1,382 @@
+/* Caches of latents and text embeddings (docs/CACHE.md, src/train/cache.c): the committed fixture that
+ * scripts/make_cache.py wrote (--tiny-random) reads as the files hold it; a short sequence is zero-padded and BF16
+ * and SimpleTuner's I64 masks convert; every bad input is refused at open in one line naming the file; and
+ * `segtrain train` on flux-tiny reads x0, the conditioning, the guidance value and the empty prompt's embeddings
+ * from the cache, learns, and resumes bit for bit. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "segtrain/data.h"
+#include "segtrain/safetensors.h"
+#include "segtrain/train.h"
+#include "testkit.h"
+
+#define FIXTURE SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-flux-tiny"
+enum { C = 4, E = 8, L = 8, D = 32, P = 16, TEXT = L * D + P };
+
+static char root[256];
+static const cache_want flux_tiny = {"flux", C, E, L, D, P};
+
+/* ---- the committed fixture ---- */
+
+static void test_fixture(void)
+{
+    printf("-- the committed cache (make_cache.py --tiny-random) reads as its files hold it\n");
+    dataset *ds = NULL;
+    CHECKF(dataset_open_cache(FIXTURE, &flux_tiny, &ds) == ST_OK, "%s", st_error());
+    if (!ds) return;
+    CHECK(dataset_size(ds) == 5 && dataset_channels(ds) == C && dataset_resolution(ds) == E);
+    CHECK(dataset_text_floats(ds) == TEXT && dataset_null_text(ds) != NULL && dataset_classes(ds) == 1);
+    /* the iterator's batch against each file read directly: latents, then the sequence and the pooled vector */
+    data_iter *it;
+    CHECK(data_iter_create(ds, 7, &it) == ST_OK);
+    float x[5][C * E * E], text[5][TEXT + 3]; /* a stride wider than the text: the guidance slot and more */
+    char caps[5][CAPTION_MAX];
+    int64_t idx[5];
+    memset(text, 0x7f, sizeof text);
+    CHECKF(data_iter_next_with_text(it, 5, &x[0][0], NULL, caps, idx, &text[0][0], TEXT + 3) == ST_OK, "%s",
+           st_error());
+    int wrong = 0, seen = 0;
+    for (int b = 0; b < 5; b++) {
+        static const char *const files[] = {"blue_triangle", "green_square", "more/white_circle",
+                                            "more/yellow_diamond", "red_circle"}; /* cache.json's order */
+        char name[128];
+        snprintf(name, sizeof name, "%s.safetensors", files[idx[b]]);
+        sft_file *f;
+        float lat[C * E * E], seq[L * D], pooled[P];
+        const int64_t ls[3] = {C, E, E}, ss[2] = {L, D}, ps[1] = {P};
+        CHECKF(sft_open(tk_path(FIXTURE, name), &f) == ST_OK, "%s", st_error());
+        CHECK(sft_read_f32(f, "latents", 3, ls, lat) == ST_OK && sft_read_f32(f, "prompt_embeds", 2, ss, seq) == ST_OK &&
+              sft_read_f32(f, "pooled_prompt_embeds", 1, ps, pooled) == ST_OK);
+        wrong += memcmp(x[b], lat, sizeof lat) || memcmp(text[b], seq, sizeof seq) ||
+                 memcmp(text[b] + L * D, pooled, sizeof pooled);
+        wrong += strcmp(caps[b], sft_metadata(f, "caption"));
+        float untouched;
+        memset(&untouched, 0x7f, sizeof untouched);
+        wrong += memcmp(&text[b][TEXT], &untouched, sizeof untouched) != 0; /* the stride's gap is the caller's */
+        seen |= 1 << idx[b];
+        sft_close(f);
+    }
+    CHECKF(wrong == 0 && seen == 31, "an epoch of the 5 samples, each as its file holds it (%d wrong)", wrong);
+    /* sample 0 (sorted first): "a blue triangle", 4 of 8 T5 tokens real, padded as FluxPipeline pads */
+    char cap[CAPTION_MAX];
+    CHECK(dataset_get(ds, 0, NULL, NULL, cap) == ST_OK && !strcmp(cap, "a blue triangle"));
+    const float *null = dataset_null_text(ds);
+    CHECKF(memcmp(null, text[0], sizeof(float) * TEXT) != 0, "the empty prompt's embeddings are their own");
+    data_iter_destroy(it);
+    dataset_close(ds);
+}
+
+/* ---- caches written here: each variant changes one thing of a good one ---- */
+
+typedef struct variant {
+    const char *family, *meta_family; /* cache.json's, the files' metadata's */
+    int version, count, text_len, text_dim, pooled_dim;
+    int latents[3];  /* cache.json's latent_shape */
+    int file_edge;   /* the files' latent edge */
+    int rows;        /* prompt_embeds rows of sample 1 */
+    bool bf16;       /* sample 1 in BF16 with an I64 mask */
+    float mask;      /* attention_mask[0] of sample 1 */
+    bool no_pooled, no_null, truncate, no_index, missing_file;
+    float seq_value, latent_value, null_value; /* fill values: to tell caches apart in training */
+} variant;
+
+static variant good(void)
+{
+    return (variant){"flux", "flux", 1, 3, L, D, P, {C, E, E}, E, L, false, 1.0f, false, false, false, false, false,
+                     0.5f, 0.25f, -0.75f};
+}
+
+static void write_sample(const char *dir, const char *name, const variant *v, int rows, bool bf16, bool latents,
+                         float seqv, int k)
+{
+    const int n_lat = C * v->file_edge * v->file_edge, n_seq = rows * v->text_dim;
+    float *lat = malloc(sizeof(float) * (size_t)n_lat), *seq = malloc(sizeof(float) * (size_t)n_seq);
+    float pooled[P + 8], mask[L + 8];
+    int64_t imask[L + 8];
+    uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n_seq);
+    for (int i = 0; i < n_lat; i++) lat[i] = v->latent_value * (float)((i + k) % 7 - 3);
+    for (int i = 0; i < n_seq; i++) seq[i] = seqv * (float)((i + 2 * k) % 5 - 2) + (float)k;
+    for (int i = 0; i < P; i++) pooled[i] = seqv * (float)(i % 3 - 1) - (float)k;
+    for (int i = 0; i < rows; i++) mask[i] = i < rows - 1 ? 1.0f : 0.0f, imask[i] = i < rows - 1;
+    if (k == 1) mask[0] = v->mask, imask[0] = (int64_t)v->mask;
+    for (int i = 0; i < n_seq; i++) h[i] = sft_f32_to_bf16(seq[i]);
+    sft_entry e[4];
+    int n = 0;
+    if (latents) e[n++] = (sft_entry){"latents", SFT_F32, 3, {C, v->file_edge, v->file_edge}, lat};
+    e[n++] = bf16 ? (sft_entry){"prompt_embeds", SFT_BF16, 2, {rows, v->text_dim}, h}
+                  : (sft_entry){"prompt_embeds", SFT_F32, 2, {rows, v->text_dim}, seq};
+    if (!v->no_pooled) e[n++] = (sft_entry){"pooled_prompt_embeds", SFT_F32, 1, {P}, pooled};
+    e[n++] = bf16 ? (sft_entry){"attention_mask", SFT_I64, 1, {rows}, imask}
+                  : (sft_entry){"attention_mask", SFT_F32, 1, {rows}, mask};
+    char caption[32];
+    snprintf(caption, sizeof caption, "sample %d", k);
+    const char *meta[] = {"caption", caption, "family", v->meta_family};
+    CHECKF(sft_write(tk_path(dir, name), e, n, meta, 2) == ST_OK, "%s", st_error());
+    free(lat), free(seq), free(h);
+}
+
+/* Writes the cache of v into root/name and returns its path. */
+static const char *make_cache(const char *name, const variant *v)
+{
+    static char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/sub", dir, dir);
+    CHECK(system(cmd) == 0);
+    const char *files[3] = {"a.safetensors", "sub/b.safetensors", "c.safetensors"};
+    for (int k = 0; k < 3; k++)
+        if (!(v->missing_file && k == 2))
+            write_sample(dir, files[k], v, k == 1 ? v->rows : L, k == 1 && v->bf16, true, v->seq_value, k);
+    if (!v->no_null) write_sample(dir, "null.safetensors", v, L, false, false, v->null_value, 9);
+    if (v->truncate) { /* cut c.safetensors short, as an interrupted copy leaves it */
+        char *whole = tk_read_file(dir, "c.safetensors");
+        FILE *f = fopen(tk_path(dir, "c.safetensors"), "r+b");
+        CHECK(whole && f && ftruncate(fileno(f), 200) == 0);
+        if (f) fclose(f);
+        free(whole);
+    }
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"format\": \"segtrain-cache\", \"version\": %d, \"family\": \"%s\", \"flavour\": \"dev\", "
+             "\"latent_shape\": [%d, %d, %d], \"text_len\": %d, \"text_dim\": %d, \"pooled_dim\": %d, "
+             "\"dtype\": \"F32\", \"count\": %d, \"samples\": [%s]}\n",
+             v->version, v->family, v->latents[0], v->latents[1], v->latents[2], v->text_len, v->text_dim,
+             v->pooled_dim, v->count,
+             v->count == 0 ? "" : "\"a.safetensors\", \"sub/b.safetensors\", \"c.safetensors\"");
+    if (!v->no_index) tk_write_file(dir, "cache.json", json);
+    return dir;
+}
+
+static void test_padding_and_dtypes(void)
+{
+    printf("-- a shorter sequence is zero-padded; BF16 and an I64 mask convert\n");
+    variant v = good();
+    v.rows = 3;
+    v.bf16 = true;
+    const char *dir = make_cache("short", &v);
+    dataset *ds = NULL;
+    CHECKF(dataset_open_cache(dir, &flux_tiny, &ds) == ST_OK, "%s", st_error());
+    float text[TEXT], x[C * E * E];
+    memset(text, 0x55, sizeof text);
+    data_iter *it = NULL;
+    if (ds) CHECK(data_iter_create(ds, 1, &it) == ST_OK);
+    /* find sample 1 (sub/b) through the iterator: caption "sample 1" */
+    char cap[1][CAPTION_MAX] = {{0}};
+    for (int k = 0; it && k < 3 && strcmp(cap[0], "sample 1"); k++)
+        CHECK(data_iter_next_with_text(it, 1, x, NULL, cap, NULL, text, TEXT) == ST_OK);
+    CHECK(!strcmp(cap[0], "sample 1"));
+    int bad_rows = 0, bad_pad = 0, bad_pooled = 0;
+    for (int i = 0; i < 3 * D; i++) /* BF16 of small integers and halves is exact */
+        bad_rows += text[i] != v.seq_value * (float)((i + 2) % 5 - 2) + 1.0f;
+    for (int i = 3 * D; i < L * D; i++) bad_pad += text[i] != 0.0f;
+    for (int i = 0; i < P; i++) bad_pooled += text[L * D + i] != v.seq_value * (float)(i % 3 - 1) - 1.0f;
+    CHECKF(!bad_rows && !bad_pad && !bad_pooled, "3 rows as written (%d wrong), 5 zero rows (%d wrong), then the "
+           "pooled vector (%d wrong)", bad_rows, bad_pad, bad_pooled);
+    data_iter_destroy(it);
+    dataset_close(ds);
+}
+
+/* Opening the cache of v as flux-tiny fails with code `code` and a line holding both needles. */
+static void refused(const char *what, const variant *v, const cache_want *want, st_status code, const char *needle,
+                    const char *needle2)
+{
+    const char *dir = make_cache("bad", v);
+    dataset *ds = NULL;
+    const st_status st = dataset_open_cache(dir, want ? want : &flux_tiny, &ds);
+    const char *msg = st_error();
+    CHECKF(st == code && !ds && strstr(msg, needle) && strstr(msg, needle2) && !strchr(msg, '\n') &&
+               strstr(msg, "data_cache_dir"),
+           "%s: got %d: %s", what, (int)st, st ? msg : "(opened)");
+    printf("     %s: %s\n", what, msg);
+    dataset_close(ds);
+}
+
+static void test_refusals(void)
+{
+    printf("-- every bad cache is refused at open, in one line naming the file\n");
+    variant v = good();
+    const char *dir = make_cache("ok", &v);
+    dataset *ds = NULL;
+    CHECKF(dataset_open_cache(dir, &flux_tiny, &ds) == ST_OK && dataset_size(ds) == 3, "%s", st_error());
+    dataset_close(ds);
+
+    v = good(), v.no_index = true;
+    refused("no cache.json", &v, NULL, ST_ERR_IO, "no cache.json", "make_cache.py");
+    v = good(), v.version = 2;
+    refused("a later version", &v, NULL, ST_ERR_UNSUPPORTED, "version 2", "reads version 1");
+    v = good(), v.family = "sd3";
+    refused("another family", &v, NULL, ST_ERR_INVALID, "model_family sd3", "the model is flux");
+    v = good(), v.meta_family = "sd3";
+    refused("a file of another family", &v, NULL, ST_ERR_INVALID, "a.safetensors", "family sd3");
+    v = good(), v.latents[1] = v.latents[2] = 16;
+    refused("latents of another edge", &v, NULL, ST_ERR_INVALID, "4 x 16 x 16", "4 x 8 x 8");
+    v = good(), v.file_edge = 4;
+    refused("a file's latents", &v, NULL, ST_ERR_INVALID, "a.safetensors: latents are 4 x 4 x 4", "4 x 8 x 8");
+    const cache_want wide = {"flux", C, E, L, 64, P}, nopool = {"flux", C, E, L, D, 8}, longer = {"flux", C, E, 4, D, P};
+    v = good();
+    refused("text_dim", &v, &wide, ST_ERR_INVALID, "text_dim 32", "joint_attention_dim is 64");
+    refused("pooled_dim", &v, &nopool, ST_ERR_INVALID, "pooled_dim 16", "pooled_projection_dim is 8");
+    refused("text_len", &v, &longer, ST_ERR_INVALID, "text_len 8", "model's 4 tokens");
+    v = good(), v.rows = 9;
+    refused("a sample's sequence too long", &v, NULL, ST_ERR_INVALID, "sub/b.safetensors", "9 tokens");
+    v = good(), v.no_pooled = true;
+    refused("no pooled vector", &v, NULL, ST_ERR_FORMAT, "a.safetensors", "pooled_prompt_embeds");
+    v = good(), v.mask = 0.5f;
+    refused("a mask of 0.5", &v, NULL, ST_ERR_FORMAT, "sub/b.safetensors", "attention_mask[0] is 0.5");
+    v = good(), v.truncate = true;
+    refused("a truncated sample", &v, NULL, ST_ERR_FORMAT, "c.safetensors", "corrupt");
+    v = good(), v.missing_file = true;
+    refused("a missing sample", &v, NULL, ST_ERR_IO, "c.safetensors", "unreadable");
+    v = good(), v.count = 0;
+    refused("an empty cache", &v, NULL, ST_ERR_INVALID, "empty", "lists no sample");
+    v = good(), v.count = 4;
+    refused("a wrong count", &v, NULL, ST_ERR_FORMAT, "count is 4", "lists 3");
+    v = good(), v.no_null = true;
+    dir = make_cache("nonull", &v);
+    CHECKF(dataset_open_cache(dir, &flux_tiny, &ds) == ST_OK && !dataset_null_text(ds), "%s", st_error());
+    dataset_close(ds);
+}
+
+/* ---- training on a cache ---- */
+
+static config *make_config(const char *out, const char *cache, const char *sets)
+{
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"model_family\": \"flux\", \"model_preset\": \"flux-tiny\", \"data_cache_dir\": \"%s\", "
+             "\"train_batch_size\": 2, \"learning_rate\": 1e-3, \"seed\": 5, \"validation_steps\": 0, "
+             "\"checkpoint_step_interval\": 0, \"output_dir\": \"%s/%s\"}",
+             cache, root, out);
+    config *c = NULL;
+    CHECKF(config_parse(json, "test", &c) == ST_OK, "%s", st_error());
+    CHECKF(!c || config_set_all(c, sets) == ST_OK, "%s", st_error());
+    return c;
+}
+
+/* Runs up to `steps` steps (then trainer_finish when finish); the step losses go into losses when not NULL. */
+static st_status run(const char *out, const char *cache, const char *sets, int steps, bool finish, float *losses)
+{
+    config *c = make_config(out, cache, sets);
+    trainer *t = NULL;
+    st_status st = c ? trainer_create(c, NULL, &t) : ST_ERR_INVALID;
+    for (int k = 0; !st && k < steps && !trainer_done(t); k++) {
+        train_step_info in;
+        st = trainer_step(t, &in);
+        if (!st && losses) losses[k] = in.loss;
+    }
+    const char *path;
+    if (!st && finish) st = trainer_finish(t, &path);
+    trainer_destroy(t);
+    config_free(c);
+    return st;
+}
+
+static bool same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    bool same = fa && fb;
+    for (int p = 0, q = 0; same && (p != EOF || q != EOF);) same = (p = fgetc(fa)) == (q = fgetc(fb));
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+static void test_training(void)
+{
+    printf("-- flux-tiny trains on the committed cache\n");
+    enum { N = 40 };
+    float loss[N];
+    CHECKF(run("learn", FIXTURE, "max_train_steps=40", N, true, loss) == ST_OK, "%s", st_error());
+    double first = 0, last = 0;
+    bool finite = true;
+    for (int k = 0; k < N; k++) finite = finite && isfinite(loss[k]);
+    for (int k = 0; k < 8; k++) first += loss[k] / 8, last += loss[N - 8 + k] / 8;
+    printf("     mean loss of steps 1-8 %.4f, of steps 33-40 %.4f\n", first, last);
+    CHECKF(finite && last < 0.9 * first, "every loss finite and the loss comes down: %.4f -> %.4f", first, last);
+
+    printf("-- 6 steps straight == 3 steps, a resume, 3 more (epochs of 5 in batches of 2, caption dropout)\n");
+    const char *extra = "max_train_steps=6;checkpoint_step_interval=3;caption_dropout_probability=0.4";
+    CHECKF(run("straight", FIXTURE, extra, 6, true, NULL) == ST_OK, "%s", st_error());
+    CHECK(run("resumed", FIXTURE, extra, 5, false, NULL) == ST_OK); /* stopped after 5: checkpoint 3 is the newest */
+    char sets[256];
+    snprintf(sets, sizeof sets, "%s;resume_from_checkpoint=latest", extra);
+    CHECKF(run("resumed", FIXTURE, sets, 6, true, NULL) == ST_OK, "%s", st_error());
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/straight/model.safetensors", root);
+    snprintf(b, sizeof b, "%s/resumed/model.safetensors", root);
+    CHECKF(same_file(a, b), "the resumed run's final weights are the straight run's, byte for byte");
+}
+
+/* Step 3's loss of a run on cache `v` with the extra settings: flux's initialisation zeroes the modulation, so
+ * step 1 reads the latents only. */
+static float third_loss(const char *name, const variant *v, const char *sets)
+{
+    float loss[3] = {NAN, NAN, NAN};
+    const char *dir = make_cache(name, v);
+    char out[64];
+    snprintf(out, sizeof out, "out-%s", name);
+    CHECKF(run(out, dir, sets, 3, false, loss) == ST_OK, "%s", st_error());
+    return loss[2];
+}
+
+static void test_what_training_reads(void)
+{
+    printf("-- the trainer reads x0, the embeddings, the guidance value and null.safetensors from the cache\n");
+    const char *all = "caption_dropout_probability=0";
+    variant v = good();
+    const float base = third_loss("base", &v, all);
+    v.latent_value = 0.5f;
+    const float latents = third_loss("latents", &v, all);
+    v = good(), v.seq_value = 2.0f;
+    const float embeds = third_loss("embeds", &v, all);
+    v = good();
+    const float guided = third_loss("guided", &v, "caption_dropout_probability=0;flux_guidance_value=3.5");
+    v = good(), v.null_value = 3.0f;
+    const float null_unused = third_loss("null0", &v, all);
+    const float dropped = third_loss("dropped", &v, "caption_dropout_probability=1");
+    v = good();
+    const float dropped_other = third_loss("dropped2", &v, "caption_dropout_probability=1");
+    printf("     step-3 losses: %.6f; other latents %.6f, embeddings %.6f, guidance 3.5 %.6f; with another null "
+           "%.6f, all dropped %.6f and %.6f\n", base, latents, embeds, guided, null_unused, dropped, dropped_other);
+    CHECKF(latents != base && embeds != base && guided != base, "the loss depends on the latents, the embeddings "
+           "and flux_guidance_value");
+    CHECKF(null_unused == base && dropped != dropped_other, "null.safetensors is what a dropped caption trains "
+           "with, and only then");
+
+    printf("-- refusals at the start of a run\n");
+    v = good(), v.no_null = true;
+    const char *dir = make_cache("nonull", &v);
+    st_status st = run("nonull", dir, "caption_dropout_probability=0.1", 1, false, NULL);
+    CHECKF(st == ST_ERR_INVALID && strstr(st_error(), "nonull/null.safetensors") && strstr(st_error(), "make_cache.py"),
+           "%s", st_error());
+    printf("     %s\n", st_error());
+    CHECKF(run("nonull0", dir, "caption_dropout_probability=0", 1, false, NULL) == ST_OK, "%s", st_error());
+    st = run("both", dir, "data_dir=/tmp", 1, false, NULL);
+    CHECKF(st == ST_ERR_INVALID && strstr(st_error(), "data_cache_dir") && strstr(st_error(), "data_dir"), "%s",
+           st_error());
+    st = run("dit", dir, "model_family=dit;model_preset=dit-tiny", 1, false, NULL);
+    CHECKF(st == ST_ERR_INVALID && strstr(st_error(), "model_family dit"), "%s", st_error());
+    printf("     %s\n", st_error());
+    st = run("mmdit", dir, "model_family=mmdit;model_preset=mmdit-tiny", 1, false, NULL);
+    CHECKF(st && strstr(st_error(), "data_cache_dir"), "%s", st_error());
+    printf("     %s\n", st_error());
+}
+
+int main(void)
+{
+    snprintf(root, sizeof root, "/tmp/segtrain-test-cache-XXXXXX");
+    if (!mkdtemp(root)) return 1;
+    test_fixture();
+    test_padding_and_dtypes();
+    test_refusals();
+    test_training();
+    test_what_training_reads();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    if (system(cmd) != 0) return 1;
+    return tk_finish();
+}
