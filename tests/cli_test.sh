@@ -209,9 +209,9 @@ JSON
 expect 0 "a SimpleTuner flux config plans Flux dev at its real size" \
   "model flux-dev \\(flux\\): 19 double-stream \\+ 38 single-stream blocks, width 3072, 24 heads, 1024 image \\+ 512 text tokens" -- \
   "$bin" plan --config st.json
-out=$("$bin" plan --config st.json --set model_family=sd3 --set model_flavour=medium 2>&1); rc=$?
-[ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "model_family sd3 (.*flavour medium): needs the dual-stream MMDiT" <<<"$out" &&
-  ok "a SimpleTuner family not built yet: one line naming it and its topology" || bad "sd3 refusal (exit $rc): $out"
+out=$("$bin" plan --config st.json --set model_family=hidream --set model_flavour=full 2>&1); rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "model_family hidream (.*flavour full): needs the dual-stream MMDiT" <<<"$out" &&
+  ok "a SimpleTuner family not built yet: one line naming it and its topology" || bad "hidream refusal (exit $rc): $out"
 expect 0 "--set comes before validation: the same file plans on mmdit" "1024 image \\+ 8 text tokens" -- \
   "$bin" plan --config st.json --set model_family=mmdit
 expect 0 "unknown keys split by what ignoring them costs" "ignoring keys that only report or publish: hub_model_id" -- \
@@ -227,8 +227,8 @@ expect 2 "an unknown option names --set" "unknown option '--frobnicate' \\(confi
 out=$("$bin" plan --config <(echo '{"train_batch_size": 0, "optimizer": "sgd", "seed": -1}') 2>&1)
 grep -q "3 errors in the config" <<<"$out" && grep -q "train_batch_size: 0" <<<"$out" && grep -q 'optimizer: "sgd"' <<<"$out" &&
   grep -q "seed: -1" <<<"$out" && ok "every error of a config in one run" || bad "all errors: $out"
-out=$("$bin" plan --config st.json --set model_family=sd3 --set model_flavour=medium --set attention_mechanism=metal-flash-attention-int8 --set train_batch_size=0 2>&1)
-grep -q "3 errors in the config:" <<<"$out" && [ "$(sed -n 2p <<<"$out" | grep -c "model_family sd3 (")" -eq 1 ] &&
+out=$("$bin" plan --config st.json --set model_family=hidream --set model_flavour=full --set attention_mechanism=metal-flash-attention-int8 --set train_batch_size=0 2>&1)
+grep -q "3 errors in the config:" <<<"$out" && [ "$(sed -n 2p <<<"$out" | grep -c "model_family hidream (")" -eq 1 ] &&
   grep -q 'train_batch_size: "0"' <<<"$out" && ok "a family not built leads the report of a config's other errors" ||
   bad "family with other errors: $out"
 expect 1 "a quantized attention is refused with the nearest" 'is refused: quantized attention.*nearest it takes is flash' -- \
@@ -255,6 +255,9 @@ for example in "$src"/tests/fixtures/simpletuner/*.json; do
       ok "SimpleTuner's $name example: not built yet, one line" || bad "$name example (exit $rc): $out"
   fi
 done
+expect 0 "SimpleTuner's auraflow example plans AuraFlow v0.3 at its real size" \
+  "model auraflow \\(auraflow\\): 4 double-stream \\+ 32 single-stream blocks, width 3072, 12 heads, 4096 image \\+ 120 text tokens" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/auraflow.peft-lora.json"
 expect 0 "a diffusers folder of weights brings its architecture (its own config.json)" \
   "model flux-dev \\(flux\\): 2 double-stream \\+ 2 single-stream blocks, width 32, 2 heads, 16 image \\+ 512 text tokens" -- \
   "$bin" plan --config st.json --set pretrained_model_name_or_path="$src/tests/fixtures/flux-schnell" --set resolution=64

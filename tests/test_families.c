@@ -117,7 +117,7 @@ static void test_families(void)
         char json[128];
         snprintf(json, sizeof json, "{\"model_family\": \"%s\"}", name);
         st_status s = from_json(json, &mc);
-        const bool built = n < 3 || !strcmp(name, "flux") || !strcmp(name, "sd3");
+        const bool built = n < 3 || !strcmp(name, "flux") || !strcmp(name, "sd3") || !strcmp(name, "auraflow");
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
     CHECKF(n >= 40, "%d family names", n);
