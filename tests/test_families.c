@@ -92,6 +92,13 @@ static void test_families(void)
           !mc.qk_norm && !mc.dual_attention && mc.pos_embed_max == 192);
     EXPECT_REFUSAL("{\"model_family\": \"sd3\", \"model_preset\": \"sd3-tiny\", \"resolution\": 512, "
                    "\"vae_scale_factor\": 8}", ST_ERR_INVALID, "pos_embed_max_size: 16", "32-patch grid");
+    CHECK(from_json("{\"model_family\": \"auraflow\"}", &mc) == ST_OK && !strcmp(mc.preset, "auraflow") &&
+          mc.depth == 4 && mc.single_depth == 32 && mc.hidden == 3072 && mc.heads == 12 && mc.pos_embed_max == 96 &&
+          mc.text_len == 120 && mc.text_dim == 2048 && !mc.pooled_dim && mc.channels == 4);
+    EXPECT_REFUSAL("{\"model_family\": \"auraflow\", \"model_preset\": \"auraflow-tiny\", \"resolution\": 256, "
+                   "\"vae_scale_factor\": 8}", ST_ERR_INVALID, "pos_embed_max_size: 8 x 8", "16-patch grid");
+    EXPECT_REFUSAL("{\"model_family\": \"auraflow\", \"model_flavour\": \"pony\"}", ST_ERR_UNSUPPORTED,
+                   "model_flavour pony of auraflow (AuraFlow): not built yet", "v0.3:auraflow");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_flavour\": \"kontext\"}", ST_ERR_UNSUPPORTED,
                    "model_flavour kontext of flux (Flux.1): not built yet", "dev:flux-dev");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_preset\": \"dit-s2\"}", ST_ERR_INVALID,
@@ -123,6 +130,39 @@ static void test_families(void)
     CHECKF(n >= 40, "%d family names", n);
 }
 
+/* AuraFlowTransformer2DModel's config.json: its class defaults under the file's values (v0.3's table), and
+ * what segtrain does not read refused in one line naming it. */
+static void test_auraflow_json(void)
+{
+    char dir[] = "/tmp/segtrain-auraflow-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    model_config mc;
+    CHECK(model_preset("auraflow-tiny", &mc) == ST_OK);
+    tk_write_file(dir, "config.json", "{\"_class_name\": \"AuraFlowTransformer2DModel\", \"pos_embed_max_size\": "
+                                      "9216}"); /* v0.3's; the rest diffusers' defaults */
+    mc.resolution = 128;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 4 && mc.single_depth == 32 &&
+               mc.hidden == 3072 && mc.heads == 12 && mc.text_dim == 2048 && mc.pos_embed_max == 96 && mc.patch == 2 &&
+               mc.channels == 4 && !mc.pooled_dim, "%s", st_error());
+#define AF "{\"_class_name\": \"AuraFlowTransformer2DModel\", "
+    const char *bad[][2] = {
+        {AF "\"pos_embed_max_size\": 1000}", "pos_embed_max_size 1000"}, /* not a square */
+        {AF "\"caption_projection_dim\": 2048}", "caption_projection_dim 2048"},
+        {AF "\"out_channels\": 8}", "out_channels 8"},
+        {"{\"_class_name\": \"SD3Transformer2DModel\"}", "the auraflow family reads AuraFlowTransformer2DModel's"},
+    };
+#undef AF
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tk_write_file(dir, "config.json", bad[i][0]);
+        CHECK(model_preset("auraflow-tiny", &mc) == ST_OK);
+        const st_status s = model_config_from_diffusers(dir, &mc);
+        CHECKF(s == ST_ERR_UNSUPPORTED && strstr(st_error(), bad[i][1]) && !strchr(st_error(), '\n'), "%s: %s",
+               bad[i][0], st_error());
+    }
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 /* docs/FAMILIES.md names every family model_family takes. */
 static void test_doc(void)
 {
@@ -144,6 +184,7 @@ int main(void)
 {
     test_resolution();
     test_families();
+    test_auraflow_json();
     test_doc();
     return tk_finish();
 }

@@ -249,7 +249,8 @@ static st_status af_backward(model *m, const float *dpred)
 {
     af_model *d = af_of(m);
     af_step *s = &d->step;
-    if (!s->active || !s->run[0]) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    if (!s->active || !s->run[0])
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = m->shape.hidden;
     st_status st = ST_OK;
     float *dx = model_take(m, &st, B * T * D, "auraflow.dstate", true);
