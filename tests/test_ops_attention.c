@@ -1,6 +1,7 @@
 /* Attention (ops/cpu/attention.c): both mechanisms against an independent double-precision reference and
- * central finite differences, in contiguous and packed-qkv layouts; math vs flash; the kept and workspace
- * byte statements against the pool; OOM; determinism across runs and thread counts; += gradients. */
+ * central finite differences, in contiguous and packed-qkv layouts, without and with each kind of mask; math vs
+ * flash; the kept and workspace byte statements against the pool; OOM; determinism across runs and thread
+ * counts; += gradients; excluded keys contributing nothing; bad masks refused. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,17 @@ typedef struct ref_ctx {
     int64_t B, T, H, hd;
     double *q, *k, *v, *w, *o; /* o: scratch output */
     double *row;               /* scratch, T */
+    const double *kb, *qg;     /* the mask (B, T) each, NULL: none / a gate of 1 */
 } ref_ctx;
+
+/* What the mask adds to logit (i, j) of sample b, by its definition in ops.h: an excluded key whatever the gate. */
+static double ref_bias(const ref_ctx *c, int64_t b, int64_t i, int64_t j)
+{
+    if (!c->kb) return 0;
+    const double kb = c->kb[b * c->T + j];
+    if (kb == -INFINITY) return kb;
+    return (c->qg ? c->qg[b * c->T + i] : 1.0) * kb;
+}
 
 static void ref_forward(ref_ctx *c)
 {
@@ -32,7 +43,7 @@ static void ref_forward(ref_ctx *c)
                     const double *kj = c->k + (b * c->T + j) * D + h * c->hd;
                     double dot = 0;
                     for (int64_t e = 0; e < c->hd; e++) dot += qi[e] * kj[e];
-                    c->row[j] = dot * scale;
+                    c->row[j] = dot * scale + ref_bias(c, b, i, j);
                     if (c->row[j] > m) m = c->row[j];
                 }
                 for (int64_t j = 0; j < c->T; j++) sum += (c->row[j] = exp(c->row[j] - m));
@@ -55,6 +66,73 @@ static double ref_loss(void *ctx)
     return l;
 }
 
+/* ---- masks ---- */
+
+static float *alloc_fill(size_t n, float value)
+{
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = value;
+    return x;
+}
+
+/* MASK_BOOL: SDPA's boolean key mask (key_bias 0 / -inf, no gate); MASK_CHROMA: m_i * m_j added, m in {0, 1}
+ * (key_bias = query_gate = m); MASK_FLOAT: any float bias and gate, zero and negative gates included, with -inf
+ * keys. Sample 0 keeps every key (every m 1); later samples exclude (or zero) a middle block of keys, like
+ * padding text before the image in a joint sequence, and past one 256-key tile the whole first tile, so that
+ * the flash forward meets rows whose every key so far is excluded. */
+enum { MASK_NONE, MASK_BOOL, MASK_CHROMA, MASK_FLOAT, MASK_KINDS };
+static const char *mask_name(int kind)
+{
+    static const char *names[] = {"no mask", "bool mask", "chroma mask", "float mask"};
+    return names[kind];
+}
+
+static bool masked_out(int64_t b, int64_t j, int64_t T)
+{
+    return b > 0 && ((j >= T / 3 && j < 2 * T / 3) || (T > 256 && j < 260));
+}
+
+typedef struct mask_data {
+    float *kb, *qg; /* rows `stride` apart; the padding between them is NaN */
+    attn_mask m;
+    double *kb_d, *qg_d; /* the same, dense (B, T), for the reference */
+} mask_data;
+
+/* The mask of `kind` for B samples of T tokens, rows `stride` >= T apart, or 0: one row for the batch (sample 0's).
+ * m.key_bias is NULL for MASK_NONE. */
+static mask_data make_mask(int kind, int64_t B, int64_t T, int64_t stride, uint64_t seed)
+{
+    mask_data d = {0};
+    if (kind == MASK_NONE) return d;
+    const int64_t rows = stride ? B : 1, n = stride ? (B - 1) * stride + T : T;
+    d.kb = alloc_fill((size_t)n, NAN);
+    d.qg = kind == MASK_BOOL ? NULL : alloc_fill((size_t)n, NAN);
+    float *r1 = malloc((size_t)T * sizeof(float)), *r2 = malloc((size_t)T * sizeof(float));
+    for (int64_t b = 0; b < rows; b++) {
+        tk_fill(r1, T, seed + (uint64_t)b, -2.0f, 2.0f), tk_fill(r2, T, seed + 100 + (uint64_t)b, -1.5f, 1.5f);
+        for (int64_t j = 0; j < T; j++) {
+            const bool out = masked_out(b, j, T);
+            float *kb = d.kb + b * stride + j, *qg = d.qg ? d.qg + b * stride + j : NULL;
+            if (kind == MASK_BOOL) *kb = out ? -INFINITY : 0.0f;
+            if (kind == MASK_CHROMA) *kb = *qg = out ? 0.0f : 1.0f;
+            if (kind == MASK_FLOAT) *kb = out ? -INFINITY : r1[j], *qg = j % 5 == 2 ? 0.0f : r2[j];
+        }
+    }
+    free(r1), free(r2);
+    d.m = (attn_mask){d.kb, d.qg, stride};
+    d.kb_d = malloc((size_t)(B * T) * sizeof(double));
+    d.qg_d = d.qg ? malloc((size_t)(B * T) * sizeof(double)) : NULL;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < T; j++) {
+            d.kb_d[b * T + j] = d.kb[b * stride + j];
+            if (d.qg) d.qg_d[b * T + j] = d.qg[b * stride + j];
+        }
+    return d;
+}
+
+static const attn_mask *mask_of(const mask_data *d) { return d->kb ? &d->m : NULL; }
+static void free_mask(mask_data *d) { free(d->kb), free(d->qg), free(d->kb_d), free(d->qg_d); }
+
 /* ---- strided views over malloc'd buffers ---- */
 
 enum { LAYOUT_CONTIG, LAYOUT_PACKED };
@@ -71,13 +149,6 @@ typedef struct buffers {
 } buffers;
 
 static attn_view mk_view(float *base, int64_t ts, int64_t bs) { return (attn_view){base, ts, bs}; }
-
-static float *alloc_fill(size_t n, float value)
-{
-    float *x = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) x[i] = value;
-    return x;
-}
 
 /* Contiguous: every operand (B,T,D) on its own. Packed: q/k/v thirds of a (B,T,3D) buffer with a gap
  * between batches, dq/dk/dv likewise, out and dout with their own padded strides. Input padding is NaN,
@@ -152,9 +223,10 @@ static result alloc_result(int64_t n)
 static void free_result(result *r) { free(r->o), free(r->dq), free(r->dk), free(r->dv); }
 
 /* Forward with keep, backward with dout into gradients that start at g0 (NULL: zero); results gathered
- * contiguous. Also checks that padding around outputs and gradients is untouched. */
-static void run_op(const attn_shape *s, int layout, const float *q, const float *k, const float *v, const float *dout,
-                   const float *g0, result *r)
+ * contiguous. Also checks that padding around outputs and gradients is untouched. A NULL mask calls the plain
+ * ops. */
+static void run_op(const attn_shape *s, const attn_mask *mask, int layout, const float *q, const float *k,
+                   const float *v, const float *dout, const float *g0, result *r)
 {
     const int64_t B = s->batch, T = s->tokens, D = s->heads * s->head_dim, n = B * T * D;
     buffers z = make_buffers(B, T, D, layout);
@@ -163,8 +235,13 @@ static void run_op(const attn_shape *s, int layout, const float *q, const float 
     const float *init = g0 ? g0 : zero;
     scatter(z.dq, init, B, T, D), scatter(z.dk, init, B, T, D), scatter(z.dv, init, B, T, D);
     op_state keep = {0};
-    CHECK(attention_forward(P, s, z.o, z.q, z.k, z.v, &keep) == ST_OK);
-    CHECK(attention_backward(P, s, z.dq, z.dk, z.dv, z.dO, z.q, z.k, z.v, z.o, &keep) == ST_OK);
+    if (mask) {
+        CHECK(attention_forward_masked(P, s, mask, z.o, z.q, z.k, z.v, &keep) == ST_OK);
+        CHECK(attention_backward_masked(P, s, mask, z.dq, z.dk, z.dv, z.dO, z.q, z.k, z.v, z.o, &keep) == ST_OK);
+    } else {
+        CHECK(attention_forward(P, s, z.o, z.q, z.k, z.v, &keep) == ST_OK);
+        CHECK(attention_backward(P, s, z.dq, z.dk, z.dv, z.dO, z.q, z.k, z.v, z.o, &keep) == ST_OK);
+    }
     op_state_release(&keep);
     gather(r->o, z.o, B, T, D), gather(r->dq, z.dq, B, T, D), gather(r->dk, z.dk, B, T, D), gather(r->dv, z.dv, B, T, D);
     int64_t bad = pad_damage(z.out, z.n_out, z.o, B, T, D);
@@ -211,13 +288,16 @@ static const char *layout_name(int l) { return l == LAYOUT_CONTIG ? "contig" : "
  * ~1e-8 relative; the fp32 gradients are good to ~1e-6 relative. 1e-4 leaves that margin, while any wrong
  * term (a missing scale 1/sqrt(hd) = 0.5..0.58, a dropped rowsum(dP*P), a transposed product) is an O(1)
  * relative error. */
-static void check_against_reference(int64_t B, int64_t T, int64_t H, int64_t hd, int64_t check, uint64_t seed)
+static void check_against_reference(int64_t B, int64_t T, int64_t H, int64_t hd, int64_t check, uint64_t seed,
+                                    int mask_kind)
 {
     attn_shape s = {B, T, H, hd, ATTN_MATH};
     data d = make_data(&s, seed);
     const int64_t n = d.n;
+    mask_data md = make_mask(mask_kind, B, T, T + 3, seed + 7);
     ref_ctx c = {B, T, H, hd, malloc(n * sizeof(double)), malloc(n * sizeof(double)), malloc(n * sizeof(double)),
-                 malloc(n * sizeof(double)), malloc(n * sizeof(double)), malloc(T * sizeof(double))};
+                 malloc(n * sizeof(double)), malloc(n * sizeof(double)), malloc(T * sizeof(double)), md.kb_d,
+                 md.qg_d};
     tk_to_double(c.q, d.q, n), tk_to_double(c.k, d.k, n), tk_to_double(c.v, d.v, n), tk_to_double(c.w, d.w, n);
     ref_forward(&c);
     double *o_ref = malloc(n * sizeof(double));
@@ -239,23 +319,23 @@ static void check_against_reference(int64_t B, int64_t T, int64_t H, int64_t hd,
     for (int mech = ATTN_MATH; mech <= ATTN_FLASH; mech++)
         for (int layout = LAYOUT_CONTIG; layout <= LAYOUT_PACKED; layout++) {
             s.mechanism = (attention_mechanism)mech;
-            run_op(&s, layout, d.q, d.k, d.v, d.w, NULL, &r);
-            snprintf(what, sizeof what, "%s %s T=%lld forward", mech_name(s.mechanism), layout_name(layout),
-                     (long long)T);
+            run_op(&s, mask_of(&md), layout, d.q, d.k, d.v, d.w, NULL, &r);
+            snprintf(what, sizeof what, "%s %s %s T=%lld forward", mech_name(s.mechanism), layout_name(layout),
+                     mask_name(mask_kind), (long long)T);
             tk_expect_close(what, r.o, o_ref, n, 1e-5);
             const float *got[3] = {r.dq, r.dk, r.dv};
             const char *gn[3] = {"dq", "dk", "dv"};
             for (int g = 0; g < 3; g++) {
                 for (int64_t i = 0; i < m; i++) sub[i] = got[g][idx[i]];
-                snprintf(what, sizeof what, "%s %s T=%lld %s vs FD (%lld el)", mech_name(s.mechanism),
-                         layout_name(layout), (long long)T, gn[g], (long long)m);
+                snprintf(what, sizeof what, "%s %s %s T=%lld %s vs FD (%lld el)", mech_name(s.mechanism),
+                         layout_name(layout), mask_name(mask_kind), (long long)T, gn[g], (long long)m);
                 tk_expect_close(what, sub, fd[g], m, 1e-4);
             }
         }
     free(sub), free_result(&r), free(idx), free(o_ref);
     for (int g = 0; g < 3; g++) free(fd[g]);
     free(c.q), free(c.k), free(c.v), free(c.w), free(c.o), free(c.row);
-    free_data(&d);
+    free_data(&d), free_mask(&md);
 }
 
 static double *to_double(const float *x, int64_t n)
@@ -273,31 +353,35 @@ static void expect_close_f(const char *what, const float *got, const float *want
 }
 
 /* 3: math and flash agree (T=200 and 530: several tiles and partial ones; T=64: exactly one query tile). */
-static void check_math_vs_flash(int64_t B, int64_t T, int64_t H, int64_t hd)
+static void check_math_vs_flash(int64_t B, int64_t T, int64_t H, int64_t hd, int mask_kind)
 {
     attn_shape sm = {B, T, H, hd, ATTN_MATH}, sf = sm;
     sf.mechanism = ATTN_FLASH;
     data d = make_data(&sm, 77 + (uint64_t)T);
+    mask_data md = make_mask(mask_kind, B, T, T, 3);
     result rm = alloc_result(d.n), rf = alloc_result(d.n);
-    run_op(&sm, LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &rm);
-    run_op(&sf, LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &rf);
+    run_op(&sm, mask_of(&md), LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &rm);
+    run_op(&sf, mask_of(&md), LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &rf);
     char what[96];
     const float *a[4] = {rf.o, rf.dq, rf.dk, rf.dv}, *b[4] = {rm.o, rm.dq, rm.dk, rm.dv};
     const char *nm[4] = {"out", "dq", "dk", "dv"};
     for (int i = 0; i < 4; i++) {
-        snprintf(what, sizeof what, "flash vs math T=%lld %s", (long long)T, nm[i]);
+        snprintf(what, sizeof what, "flash vs math %s T=%lld %s", mask_name(mask_kind), (long long)T, nm[i]);
         expect_close_f(what, a[i], b[i], d.n, 1e-5);
     }
-    free_result(&rm), free_result(&rf), free_data(&d);
+    free_result(&rm), free_result(&rf), free_data(&d), free_mask(&md);
 }
 
-/* 4: kept and workspace bytes against the pool, and OOM. */
-static void check_memory(attention_mechanism mech, int threads)
+/* 4: kept and workspace bytes against the pool, and OOM; with a mask too, which adds nothing to either
+ * statement. A NULL mask is the plain op (checked bitwise in check_plain_unchanged). */
+static void check_memory(attention_mechanism mech, int threads, int mask_kind)
 {
     ops_set_threads(threads);
     const int64_t B = 2, T = 70, H = 3, hd = 8, D = H * hd;
     attn_shape s = {B, T, H, hd, mech};
     data d = make_data(&s, 5);
+    mask_data md = make_mask(mask_kind, B, T, 0, 13);
+    const attn_mask *mask = mask_of(&md);
     buffers z = make_buffers(B, T, D, LAYOUT_PACKED);
     scatter(z.q, d.q, B, T, D), scatter(z.k, d.k, B, T, D), scatter(z.v, d.v, B, T, D), scatter(z.dO, d.w, B, T, D);
     memset(z.din, 0, z.n_in * sizeof(float));
@@ -317,7 +401,7 @@ static void check_memory(attention_mechanism mech, int threads)
 
     /* forward without keep: the whole statement is workspace, and nothing stays live */
     pool_reset_peak(P);
-    CHECK(attention_forward(P, &s, z.o, z.q, z.k, z.v, NULL) == ST_OK);
+    CHECK(attention_forward_masked(P, &s, mask, z.o, z.q, z.k, z.v, NULL) == ST_OK);
     CHECKF(pool_peak(P) - base == ws_f, "%s t=%d fwd(no keep) peak delta %zu, statement %zu", mech_name(mech), threads,
            pool_peak(P) - base, ws_f);
     CHECK(pool_live(P) == base);
@@ -328,7 +412,7 @@ static void check_memory(attention_mechanism mech, int threads)
     pool_reset_peak(P);
     pool_get_stats(P, &st);
     const size_t ws_live0 = st.live_by_tag[MEM_WORKSPACE];
-    CHECK(attention_forward(P, &s, z.o, z.q, z.k, z.v, &keep) == ST_OK);
+    CHECK(attention_forward_masked(P, &s, mask, z.o, z.q, z.k, z.v, &keep) == ST_OK);
     pool_get_stats(P, &st);
     CHECK(ws_keep == (mech == ATTN_MATH ? 0 : ws_f));
     CHECKF(st.live - base == kept, "%s live delta after fwd %zu, kept %zu", mech_name(mech), st.live - base, kept);
@@ -341,7 +425,7 @@ static void check_memory(attention_mechanism mech, int threads)
     /* backward: exactly the statement on top of what is live */
     const size_t live_kept = pool_live(P);
     pool_reset_peak(P);
-    CHECK(attention_backward(P, &s, z.dq, z.dk, z.dv, z.dO, z.q, z.k, z.v, z.o, &keep) == ST_OK);
+    CHECK(attention_backward_masked(P, &s, mask, z.dq, z.dk, z.dv, z.dO, z.q, z.k, z.v, z.o, &keep) == ST_OK);
     CHECKF(pool_peak(P) - live_kept == ws_b, "%s t=%d bwd peak delta %zu, statement %zu", mech_name(mech), threads,
            pool_peak(P) - live_kept, ws_b);
     CHECK(pool_live(P) == live_kept);
@@ -351,69 +435,71 @@ static void check_memory(attention_mechanism mech, int threads)
     /* OOM: a capacity one byte short of what forward needs; the status propagates, nothing stays live */
     const size_t need_keep = kept + ws_keep;
     pool_set_capacity(P, base + need_keep - 1);
-    CHECK(attention_forward(P, &s, z.o, z.q, z.k, z.v, &keep) == ST_ERR_OOM);
+    CHECK(attention_forward_masked(P, &s, mask, z.o, z.q, z.k, z.v, &keep) == ST_ERR_OOM);
     CHECK(pool_live(P) == base && keep.data == NULL);
     pool_set_capacity(P, base + ws_f - 1);
-    CHECK(attention_forward(P, &s, z.o, z.q, z.k, z.v, NULL) == ST_ERR_OOM);
+    CHECK(attention_forward_masked(P, &s, mask, z.o, z.q, z.k, z.v, NULL) == ST_ERR_OOM);
     CHECK(pool_live(P) == base);
     if (mech == ATTN_FLASH) {
         /* the keep fits, the workspace does not: the keep must be given back */
         pool_set_capacity(P, base + kept + ws_f / 2);
-        CHECK(attention_forward(P, &s, z.o, z.q, z.k, z.v, &keep) == ST_ERR_OOM);
+        CHECK(attention_forward_masked(P, &s, mask, z.o, z.q, z.k, z.v, &keep) == ST_ERR_OOM);
         CHECK(pool_live(P) == base && keep.data == NULL);
     }
     /* backward whose workspace does not fit */
     pool_set_capacity(P, 0);
-    CHECK(attention_forward(P, &s, z.o, z.q, z.k, z.v, &keep) == ST_OK);
+    CHECK(attention_forward_masked(P, &s, mask, z.o, z.q, z.k, z.v, &keep) == ST_OK);
     pool_set_capacity(P, pool_live(P) + ws_b - 1);
-    CHECK(attention_backward(P, &s, z.dq, z.dk, z.dv, z.dO, z.q, z.k, z.v, z.o, &keep) == ST_ERR_OOM);
+    CHECK(attention_backward_masked(P, &s, mask, z.dq, z.dk, z.dv, z.dO, z.q, z.k, z.v, z.o, &keep) == ST_ERR_OOM);
     pool_set_capacity(P, 0);
     op_state_release(&keep);
     CHECK(pool_live(P) == base);
 
     pool_free(P, other);
-    free_buffers(&z), free_data(&d);
+    free_buffers(&z), free_data(&d), free_mask(&md);
 }
 
 /* 5: determinism. Each (batch, head) pair is computed entirely by one thread with single-threaded BLAS in
  * a fixed order, so neither a rerun nor the thread count can change a single bit. */
-static void check_determinism(attention_mechanism mech)
+static void check_determinism(attention_mechanism mech, int mask_kind)
 {
     attn_shape s = {2, 130, 3, 16, mech};
     data d = make_data(&s, 99);
+    mask_data md = make_mask(mask_kind, 2, 130, 130, 41);
+    const attn_mask *mask = mask_of(&md);
     result r1 = alloc_result(d.n), r2 = alloc_result(d.n), r3 = alloc_result(d.n);
     ops_set_threads(2);
     CHECK(ops_threads() == 2);
-    run_op(&s, LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &r1);
-    run_op(&s, LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &r2);
+    run_op(&s, mask, LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &r1);
+    run_op(&s, mask, LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &r2);
     ops_set_threads(1);
     CHECK(ops_threads() == 1);
-    run_op(&s, LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &r3);
+    run_op(&s, mask, LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &r3);
     ops_set_threads(2);
     char what[96];
     const float *a[4] = {r1.o, r1.dq, r1.dk, r1.dv}, *b[4] = {r2.o, r2.dq, r2.dk, r2.dv},
                 *c[4] = {r3.o, r3.dq, r3.dk, r3.dv};
     const char *nm[4] = {"out", "dq", "dk", "dv"};
     for (int i = 0; i < 4; i++) {
-        snprintf(what, sizeof what, "%s rerun bitwise %s", mech_name(mech), nm[i]);
+        snprintf(what, sizeof what, "%s %s rerun bitwise %s", mech_name(mech), mask_name(mask_kind), nm[i]);
         tk_expect_bitwise(what, b[i], a[i], d.n);
-        snprintf(what, sizeof what, "%s 1 vs 2 threads bitwise %s", mech_name(mech), nm[i]);
+        snprintf(what, sizeof what, "%s %s 1 vs 2 threads bitwise %s", mech_name(mech), mask_name(mask_kind), nm[i]);
         tk_expect_bitwise(what, c[i], a[i], d.n);
     }
 
     /* 6: backward accumulates: starting from g0 gives g0 + g (fp32 rounding of the sum apart) */
     float *g0 = malloc((size_t)d.n * sizeof(float));
     tk_fill(g0, d.n, 1234, -0.05f, 0.05f);
-    run_op(&s, LAYOUT_CONTIG, d.q, d.k, d.v, d.w, g0, &r2);
+    run_op(&s, mask, LAYOUT_CONTIG, d.q, d.k, d.v, d.w, g0, &r2);
     double *want = malloc((size_t)d.n * sizeof(double));
     const float *got[3] = {r2.dq, r2.dk, r2.dv}, *g[3] = {r1.dq, r1.dk, r1.dv};
     for (int i = 0; i < 3; i++) {
         for (int64_t e = 0; e < d.n; e++) want[e] = (double)g0[e] + g[i][e];
-        snprintf(what, sizeof what, "%s accumulates into %s", mech_name(mech), nm[i + 1]);
+        snprintf(what, sizeof what, "%s %s accumulates into %s", mech_name(mech), mask_name(mask_kind), nm[i + 1]);
         tk_expect_close(what, got[i], want, d.n, 1e-5);
     }
     free(want), free(g0);
-    free_result(&r1), free_result(&r2), free_result(&r3), free_data(&d);
+    free_result(&r1), free_result(&r2), free_result(&r3), free_data(&d), free_mask(&md);
 }
 
 /* NULL gradients are skipped, and the ones asked for are the same bits as in a full backward. */
@@ -423,7 +509,7 @@ static void check_null_grads(attention_mechanism mech)
     attn_shape s = {B, T, H, hd, mech};
     data d = make_data(&s, 31);
     result full = alloc_result(d.n);
-    run_op(&s, LAYOUT_CONTIG, d.q, d.k, d.v, d.w, NULL, &full);
+    run_op(&s, NULL, LAYOUT_CONTIG, d.q, d.k, d.v, d.w, NULL, &full);
     const float *want[3] = {full.dq, full.dk, full.dv};
     const char *nm[3] = {"dq", "dk", "dv"};
     for (int only = 0; only < 3; only++) {
@@ -445,24 +531,158 @@ static void check_null_grads(attention_mechanism mech)
     free_result(&full), free_data(&d);
 }
 
+/* An excluded key never contributes: its probability is exactly 0, so giving it huge (finite) k and v changes no
+ * bit of the output or of any gradient, and its own dk and dv are exactly 0. Over two key tiles, the first
+ * entirely excluded in sample 1; with the float mask's gates (zero and negative) on excluded keys too. */
+static void check_excluded_keys(attention_mechanism mech, int mask_kind)
+{
+    const int64_t B = 2, T = 300, H = 2, hd = 4, D = H * hd;
+    attn_shape s = {B, T, H, hd, mech};
+    data d = make_data(&s, 61);
+    mask_data md = make_mask(mask_kind, B, T, T, 17);
+    result base = alloc_result(d.n), huge = alloc_result(d.n);
+    run_op(&s, mask_of(&md), LAYOUT_CONTIG, d.q, d.k, d.v, d.w, NULL, &base);
+    int64_t excluded = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < T; j++)
+            if (md.kb[b * T + j] == -INFINITY) {
+                for (int64_t e = 0; e < D; e++) {
+                    d.v[(b * T + j) * D + e] = (e % 2 ? -1e30f : 1e30f);
+                    d.k[(b * T + j) * D + e] = (e % 3 ? -1e4f : 1e4f);
+                }
+                excluded++;
+            }
+    CHECKF(excluded > 256, "%s: only %lld keys excluded, not a whole key tile", mask_name(mask_kind),
+           (long long)excluded);
+    run_op(&s, mask_of(&md), LAYOUT_CONTIG, d.q, d.k, d.v, d.w, NULL, &huge);
+    char what[96];
+    const float *a[4] = {huge.o, huge.dq, huge.dk, huge.dv}, *b[4] = {base.o, base.dq, base.dk, base.dv};
+    const char *nm[4] = {"out", "dq", "dk", "dv"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(what, sizeof what, "%s %s: huge excluded k, v change no bit of %s", mech_name(mech),
+                 mask_name(mask_kind), nm[i]);
+        tk_expect_bitwise(what, a[i], b[i], d.n);
+    }
+    int64_t nonzero = 0;
+    for (int64_t b0 = 0; b0 < B; b0++)
+        for (int64_t j = 0; j < T; j++)
+            if (md.kb[b0 * T + j] == -INFINITY)
+                for (int64_t e = 0; e < D; e++)
+                    nonzero += huge.dk[(b0 * T + j) * D + e] != 0.0f || huge.dv[(b0 * T + j) * D + e] != 0.0f;
+    CHECKF(nonzero == 0, "%s %s: %lld dk/dv elements of excluded keys are not 0", mech_name(mech),
+           mask_name(mask_kind), (long long)nonzero);
+    free_result(&base), free_result(&huge), free_data(&d), free_mask(&md);
+}
+
+/* No mask is the op as it was: the _masked ops with a NULL mask, and with a bias of exactly 0 everywhere (x + 0 is
+ * x), give the plain ops' bits. */
+static void check_plain_unchanged(attention_mechanism mech)
+{
+    const int64_t B = 2, T = 270, H = 2, hd = 8;
+    attn_shape s = {B, T, H, hd, mech};
+    data d = make_data(&s, 71);
+    float *zero = calloc((size_t)(B * T), sizeof(float));
+    const attn_mask zero_mask = {zero, NULL, T};
+    result plain = alloc_result(d.n), got = alloc_result(d.n);
+    run_op(&s, NULL, LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &plain);
+    const char *nm[4] = {"out", "dq", "dk", "dv"};
+    char what[96];
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 0) {
+            /* run_op calls the plain ops for a NULL mask: call the masked ones with NULL here */
+            buffers z = make_buffers(B, T, H * hd, LAYOUT_CONTIG);
+            scatter(z.q, d.q, B, T, H * hd), scatter(z.k, d.k, B, T, H * hd), scatter(z.v, d.v, B, T, H * hd);
+            scatter(z.dO, d.w, B, T, H * hd);
+            memset(z.din, 0, z.n_in * sizeof(float)), memset(z.dkin, 0, z.n_in * sizeof(float));
+            memset(z.dvin, 0, z.n_in * sizeof(float));
+            op_state keep = {0};
+            CHECK(attention_forward_masked(P, &s, NULL, z.o, z.q, z.k, z.v, &keep) == ST_OK);
+            CHECK(attention_backward_masked(P, &s, NULL, z.dq, z.dk, z.dv, z.dO, z.q, z.k, z.v, z.o, &keep) ==
+                  ST_OK);
+            op_state_release(&keep);
+            gather(got.o, z.o, B, T, H * hd), gather(got.dq, z.dq, B, T, H * hd);
+            gather(got.dk, z.dk, B, T, H * hd), gather(got.dv, z.dv, B, T, H * hd);
+            free_buffers(&z);
+        } else {
+            run_op(&s, &zero_mask, LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &got);
+        }
+        const float *a[4] = {got.o, got.dq, got.dk, got.dv}, *b[4] = {plain.o, plain.dq, plain.dk, plain.dv};
+        for (int i = 0; i < 4; i++) {
+            snprintf(what, sizeof what, "%s %s mask vs plain bitwise %s", mech_name(mech),
+                     pass ? "zero-bias" : "NULL", nm[i]);
+            tk_expect_bitwise(what, a[i], b[i], d.n);
+        }
+    }
+    free(zero), free_result(&plain), free_result(&got), free_data(&d);
+}
+
+/* Bad masks: one error, nothing left live in the pool (the kept state given back). */
+static void check_refusals(attention_mechanism mech)
+{
+    const int64_t B = 2, T = 6, H = 1, hd = 2, D = H * hd;
+    attn_shape s = {B, T, H, hd, mech};
+    data d = make_data(&s, 81);
+    buffers z = make_buffers(B, T, D, LAYOUT_CONTIG);
+    scatter(z.q, d.q, B, T, D), scatter(z.k, d.k, B, T, D), scatter(z.v, d.v, B, T, D);
+    float kb[2 * 6], qg[2 * 6];
+    enum { KB_NAN, KB_PLUS_INF, QG_INF, QG_NAN, ALL_EXCLUDED, NO_BIAS, NEG_STRIDE, OK_LAST, CASES };
+    for (int c = 0; c < CASES; c++) {
+        for (int i = 0; i < 12; i++) kb[i] = i % 2 ? -INFINITY : 0.5f, qg[i] = 1.0f;
+        attn_mask m = {kb, NULL, T};
+        if (c == KB_NAN) kb[7] = NAN;
+        if (c == KB_PLUS_INF) kb[3] = INFINITY;
+        if (c == QG_INF) m.query_gate = qg, qg[10] = -INFINITY;
+        if (c == QG_NAN) m.query_gate = qg, qg[0] = NAN;
+        if (c == ALL_EXCLUDED)
+            for (int i = 6; i < 12; i++) kb[i] = -INFINITY;
+        if (c == NO_BIAS) m.key_bias = NULL, m.query_gate = qg;
+        if (c == NEG_STRIDE) m.batch_stride = -1;
+        if (c == OK_LAST) m.query_gate = qg, qg[4] = 0.0f; /* the same arrays, valid: accepted */
+        op_state keep = {0};
+        const st_status want = c == OK_LAST ? ST_OK : ST_ERR_INVALID;
+        const st_status got = attention_forward_masked(P, &s, &m, z.o, z.q, z.k, z.v, &keep);
+        CHECKF(got == want, "%s refusal case %d: status %d, want %d", mech_name(mech), c, (int)got, (int)want);
+        /* the line names the entry and its value */
+        static const char *names[CASES] = {"key_bias[1][1] is nan", "key_bias[0][3] is inf", "query_gate[1][4] is -inf",
+                                           "query_gate[0][0] is nan", "sample 1 excludes all 6 keys",
+                                           "key_bias is NULL", "batch_stride -1", NULL};
+        if (names[c]) CHECKF(strstr(st_error(), names[c]), "refusal case %d said \"%s\"", c, st_error());
+        CHECKF(pool_live(P) == keep.bytes, "%s refusal case %d: %zu bytes live", mech_name(mech), c, pool_live(P));
+        op_state_release(&keep);
+    }
+    free_buffers(&z), free_data(&d);
+}
+
 int main(void)
 {
     P = pool_create(POOL_DEVICE, 0);
     CHECK(P != NULL);
     ops_set_threads(2);
 
-    check_against_reference(2, 5, 2, 3, 1 << 30, 11);  /* tiny and odd: every element by FD */
-    check_against_reference(1, 130, 2, 4, 60, 21);     /* one partial tile each way: FD on a subset */
-    check_against_reference(1, 600, 1, 4, 40, 23);     /* three query and three key tiles (256 wide), the last
-                                                          partial: the online softmax's rescaling, by FD on a subset */
-    check_math_vs_flash(2, 200, 3, 16);
-    check_math_vs_flash(1, 530, 2, 8);                 /* several query and key tiles, partial ones */
-    check_math_vs_flash(1, 64, 2, 8);
+    check_against_reference(2, 5, 2, 3, 1 << 30, 11, MASK_NONE);  /* tiny and odd: every element by FD */
+    check_against_reference(1, 130, 2, 4, 60, 21, MASK_NONE);     /* one partial tile each way: FD on a subset */
+    check_against_reference(1, 600, 1, 4, 40, 23, MASK_NONE);     /* three query and three key tiles (256 wide),
+                                                                     the last partial: the online softmax's
+                                                                     rescaling, by FD on a subset */
+    for (int kind = MASK_BOOL; kind < MASK_KINDS; kind++) {
+        check_against_reference(2, 7, 3, 5, 1 << 30, 31, kind);    /* every element by FD */
+        check_against_reference(2, 300, 2, 3, 40, 33, kind);       /* sample 1's first key tile all excluded */
+    }
+    for (int kind = MASK_NONE; kind < MASK_KINDS; kind++) {
+        check_math_vs_flash(2, 200, 3, 16, kind);
+        check_math_vs_flash(1 + (kind != MASK_NONE), 530, 2, 8, kind); /* several query and key tiles, partial */
+        check_math_vs_flash(1, 64, 2, 8, kind);
+    }
     for (int mech = ATTN_MATH; mech <= ATTN_FLASH; mech++) {
-        check_memory((attention_mechanism)mech, 1);
-        check_memory((attention_mechanism)mech, 2);
-        check_determinism((attention_mechanism)mech);
+        check_memory((attention_mechanism)mech, 1, MASK_NONE);
+        check_memory((attention_mechanism)mech, 2, MASK_NONE);
+        check_memory((attention_mechanism)mech, 2, MASK_FLOAT);
+        for (int kind = MASK_NONE; kind < MASK_KINDS; kind++) check_determinism((attention_mechanism)mech, kind);
         check_null_grads((attention_mechanism)mech);
+        check_plain_unchanged((attention_mechanism)mech);
+        check_excluded_keys((attention_mechanism)mech, MASK_BOOL);
+        check_excluded_keys((attention_mechanism)mech, MASK_FLOAT);
+        check_refusals((attention_mechanism)mech);
     }
 
     /* math backward needs what forward kept */

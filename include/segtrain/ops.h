@@ -123,7 +123,7 @@ void silu_backward(float *dx, const float *dy, const float *x, int64_t n);
 
 /* math:  S = q k^T / sqrt(hd), P = softmax(S) kept for backward, O = P v.
  * flash: tiled with an online softmax; keeps only the log-sum-exp per row, recomputes P tile by tile in
- *        backward. Same results to fp32 rounding. Non-causal, over all tokens. */
+ *        backward. Same results to fp32 rounding. Non-causal, over all tokens unless a mask (below) says. */
 typedef enum attention_mechanism { ATTN_MATH, ATTN_FLASH } attention_mechanism;
 
 typedef struct attn_shape {
@@ -150,6 +150,29 @@ st_status attention_forward(pool *p, const attn_shape *s, attn_view out, attn_vi
                             op_state *keep);
 st_status attention_backward(pool *p, const attn_shape *s, attn_view dq, attn_view dk, attn_view dv, attn_view dout,
                              attn_view q, attn_view k, attn_view v, attn_view out, const op_state *keep);
+
+/* A mask on the logits, per sample: logit(i, j) += query_gate[i] * key_bias[j] before the softmax.
+ * - key_bias (batch, tokens): finite, or -inf to exclude key j from every query's row, whatever the gate (an
+ *   excluded key gets probability exactly 0, so nothing of its k or v reaches the output).
+ * - query_gate (batch, tokens), or NULL for 1: finite; it scales the finite biases of query i's row.
+ * - Rows of both are batch_stride floats apart (0: one row shared by the whole batch).
+ * SDPA's boolean key mask attn_mask[:, None, None, :] (Qwen Image, HunyuanVideo) is key_bias 0 / -inf with no gate;
+ * Chroma's additive float mask m_i * m_j is key_bias = query_gate = m.
+ * A sample with every key excluded is refused (ST_ERR_INVALID): SDPA gives such a row zeros, but no model here has
+ * one, and the refusal keeps -inf out of the kept log-sum-exp. So are NaN or +inf biases and non-finite gates.
+ * The mask is an input, not trained: no gradient. It adds no kept state and no workspace: the _masked ops take the
+ * sizes of the plain ones above, and the flash backward reads the mask again from the caller's buffers, which must
+ * hold the forward's values. A NULL mask is the plain op, bit for bit. */
+typedef struct attn_mask {
+    const float *key_bias, *query_gate;
+    int64_t batch_stride;
+} attn_mask;
+
+st_status attention_forward_masked(pool *p, const attn_shape *s, const attn_mask *mask, attn_view out, attn_view q,
+                                   attn_view k, attn_view v, op_state *keep);
+st_status attention_backward_masked(pool *p, const attn_shape *s, const attn_mask *mask, attn_view dq, attn_view dk,
+                                    attn_view dv, attn_view dout, attn_view q, attn_view k, attn_view v, attn_view out,
+                                    const op_state *keep);
 
 /* ---- adaLN modulation and gated residual (ops/cpu/modulate.c) ---- */
 

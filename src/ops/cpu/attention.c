@@ -15,7 +15,11 @@
  *   flash forward : Br*Bc score tile + running max and sum (2*Br), with or without keep;
  *   flash backward: Br*Bc P tile + Br*Bc dP/dS tile + T floats of D = rowsum(dO*O).
  * attention_workspace_bytes states exactly what each pass takes. (Br and Bc are clipped to T, so small T
- * takes small tiles.) */
+ * takes small tiles.)
+ *
+ * A mask (attn_mask) is a per-key bias, gated per query, added to the scores right after the score GEMM, in the
+ * score buffer itself (no workspace); an excluded key's exp is then set to exactly 0. Math keeps P, so its
+ * backward never reads the mask; flash recomputes P tile by tile the same way. */
 #include <math.h>
 #include <omp.h>
 #include <stddef.h>
@@ -96,13 +100,77 @@ static float row_sum(const float *x, int64_t n)
     return s;
 }
 
-/* In place softmax of each of `rows` contiguous rows of length n. */
-static void softmax_rows(float *x, int64_t rows, int64_t n)
+/* ---- mask ---- */
+
+/* Sample b's row of a mask array (NULL stays NULL). */
+static const float *mask_row(const float *a, const attn_mask *m, int64_t b)
+{
+    return a ? a + b * m->batch_stride : NULL;
+}
+
+/* Scores S (br x bc, rows ld apart) of queries i0.. and keys j0..: S[r][c] += qg[r] * kb[c], with kb and qg (NULL:
+ * a gate of 1) already at j0 and i0. An excluded key (-inf) stays -inf under any gate, never 0 * -inf = NaN. */
+static void add_mask(float *S, int64_t br, int64_t bc, int64_t ld, const float *kb, const float *qg)
+{
+    for (int64_t r = 0; r < br; r++) {
+        float *row = S + r * ld;
+        if (!qg) {
+            for (int64_t c = 0; c < bc; c++) row[c] += kb[c];
+            continue;
+        }
+        const float g = qg[r];
+        for (int64_t c = 0; c < bc; c++) row[c] += kb[c] == -INFINITY ? -INFINITY : g * kb[c];
+    }
+}
+
+/* exp_f clamps its argument at -87, so an excluded key's exp must be zeroed: exactly 0, whatever its v holds.
+ * kb NULL: no mask. */
+static void zero_excluded(float *row, int64_t n, const float *kb)
+{
+    if (kb)
+        for (int64_t j = 0; j < n; j++)
+            if (kb[j] == -INFINITY) row[j] = 0.0f;
+}
+
+/* The mask as ops.h allows it (checked by forward; backward reads the same buffers): one error line naming the
+ * entry, its value and what is valid, otherwise ST_OK. */
+static st_status check_mask(const attn_shape *s, const attn_mask *m)
+{
+    if (!m->key_bias)
+        return st_fail(ST_ERR_INVALID, "attention mask: key_bias is NULL; valid: a (batch, tokens) array "
+                                       "(pass no mask for plain attention)");
+    if (m->batch_stride < 0)
+        return st_fail(ST_ERR_INVALID, "attention mask: batch_stride %lld; valid: >= 0",
+                       (long long)m->batch_stride);
+    for (int64_t b = 0; b < s->batch; b++) {
+        const float *kb = mask_row(m->key_bias, m, b), *qg = mask_row(m->query_gate, m, b);
+        int64_t kept = 0;
+        for (int64_t j = 0; j < s->tokens; j++) {
+            if (!isfinite(kb[j]) && kb[j] != -INFINITY)
+                return st_fail(ST_ERR_INVALID, "attention mask: key_bias[%lld][%lld] is %g; valid: finite, or -inf "
+                                               "to exclude the key", (long long)b, (long long)j, (double)kb[j]);
+            if (qg && !isfinite(qg[j]))
+                return st_fail(ST_ERR_INVALID, "attention mask: query_gate[%lld][%lld] is %g; valid: finite",
+                               (long long)b, (long long)j, (double)qg[j]);
+            kept += kb[j] != -INFINITY;
+        }
+        if (!kept)
+            return st_fail(ST_ERR_INVALID, "attention mask: sample %lld excludes all %lld keys (key_bias all -inf); "
+                                           "valid: at least one kept key per sample", (long long)b,
+                           (long long)s->tokens);
+    }
+    return ST_OK;
+}
+
+/* In place softmax of each of `rows` contiguous rows of length n; kb: the mask's key bias (NULL: none), already
+ * added to the rows, whose excluded keys get probability 0. */
+static void softmax_rows(float *x, int64_t rows, int64_t n, const float *kb)
 {
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * n;
         const float m = row_max(row, n);
         for (int64_t j = 0; j < n; j++) row[j] = exp_f(row[j] - m);
+        zero_excluded(row, n, kb);
         const float sum = row_sum(row, n);
         const float inv = 1.0f / sum;
         for (int64_t j = 0; j < n; j++) row[j] *= inv;
@@ -129,13 +197,15 @@ static void softmax_grad_rows(float *dp, const float *p, const float *c, int64_t
 
 /* ---- math ---- */
 
-static void math_forward_pair(const attn_shape *s, float scale, int64_t b, int64_t h, float *P, attn_view out,
-                              attn_view q, attn_view k, attn_view v)
+static void math_forward_pair(const attn_shape *s, const attn_mask *mask, float scale, int64_t b, int64_t h, float *P,
+                              attn_view out, attn_view q, attn_view k, attn_view v)
 {
     const int T = (int)s->tokens, hd = (int)s->head_dim;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, scale, head_ptr(q, b, h, hd), (int)q.token_stride,
                 head_ptr(k, b, h, hd), (int)k.token_stride, 0.0f, P, T);
-    softmax_rows(P, T, T);
+    const float *kb = mask ? mask_row(mask->key_bias, mask, b) : NULL;
+    if (kb) add_mask(P, T, T, T, kb, mask_row(mask->query_gate, mask, b));
+    softmax_rows(P, T, T, kb);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, P, T, head_ptr(v, b, h, hd),
                 (int)v.token_stride, 0.0f, head_ptr(out, b, h, hd), (int)out.token_stride);
 }
@@ -166,9 +236,11 @@ static void math_backward_pair(const attn_shape *s, float scale, int64_t b, int6
 
 /* Online softmax over key tiles, accumulating straight into the output rows (rescaled when the running
  * max grows, normalised at the end). lse (T floats) may be NULL when nothing is kept. */
-static void flash_forward_pair(const attn_shape *s, float scale, int64_t b, int64_t h, float *ws, float *lse,
-                               attn_view out, attn_view q, attn_view k, attn_view v)
+static void flash_forward_pair(const attn_shape *s, const attn_mask *mask, float scale, int64_t b, int64_t h, float *ws,
+                               float *lse, attn_view out, attn_view q, attn_view k, attn_view v)
 {
+    const float *kb = mask ? mask_row(mask->key_bias, mask, b) : NULL;
+    const float *qg = mask ? mask_row(mask->query_gate, mask, b) : NULL;
     const int64_t T = s->tokens, hd = s->head_dim;
     const int64_t bc_max = min64(Bc, T), br_max = min64(Br, T);
     float *S = ws, *mrow = ws + br_max * bc_max, *lrow = mrow + br_max;
@@ -183,12 +255,16 @@ static void flash_forward_pair(const attn_shape *s, float scale, int64_t b, int6
             const int64_t bc = min64(Bc, T - j0);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)hd, scale, qh + i0 * lq,
                         (int)lq, kh + j0 * lk, (int)lk, 0.0f, S, (int)bc);
+            if (kb) add_mask(S, br, bc, bc, kb + j0, qg ? qg + i0 : NULL);
             for (int64_t r = 0; r < br; r++) {
                 float *row = S + r * bc;
                 const float mx = row_max(row, bc);
-                /* first tile: no previous accumulator (out may hold anything, even NaN) */
+                /* first tile: no previous accumulator (out may hold anything, even NaN). While every key so far is
+                 * excluded, m_new is -inf and the exps are garbage that zero_excluded overwrites: the row's sum and
+                 * output stay 0, and the first kept key's correction e^(-inf) = 0 keeps them so. */
                 const float m_new = j0 == 0 || mx > mrow[r] ? mx : mrow[r];
                 for (int64_t j = 0; j < bc; j++) row[j] = exp_f(row[j] - m_new);
+                zero_excluded(row, bc, kb ? kb + j0 : NULL);
                 const float sum = row_sum(row, bc);
                 if (j0 == 0) {
                     lrow[r] = sum;
@@ -215,10 +291,12 @@ static void flash_forward_pair(const attn_shape *s, float scale, int64_t b, int6
     }
 }
 
-static void flash_backward_pair(const attn_shape *s, float scale, int64_t b, int64_t h, float *ws, const float *lse,
-                                attn_view dq, attn_view dk, attn_view dv, attn_view dout, attn_view q, attn_view k,
-                                attn_view v, attn_view out)
+static void flash_backward_pair(const attn_shape *s, const attn_mask *mask, float scale, int64_t b, int64_t h,
+                                float *ws, const float *lse, attn_view dq, attn_view dk, attn_view dv, attn_view dout,
+                                attn_view q, attn_view k, attn_view v, attn_view out)
 {
+    const float *kb = mask ? mask_row(mask->key_bias, mask, b) : NULL;
+    const float *qg = mask ? mask_row(mask->query_gate, mask, b) : NULL;
     const int64_t T = s->tokens, hd = s->head_dim;
     const int64_t bc_max = min64(Bc, T), br_max = min64(Br, T);
     float *P = ws, *dP = ws + br_max * bc_max, *D = dP + br_max * bc_max;
@@ -247,10 +325,12 @@ static void flash_backward_pair(const attn_shape *s, float scale, int64_t b, int
             /* the same GEMM as the forward's, so P is recomputed from the same scores */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)hd, scale, qh + i0 * lq,
                         (int)lq, kh + j0 * lk, (int)lk, 0.0f, P, (int)bc);
+            if (kb) add_mask(P, br, bc, bc, kb + j0, qg ? qg + i0 : NULL);
             for (int64_t r = 0; r < br; r++) {
                 float *row = P + r * bc;
                 const float l = lse[i0 + r];
                 for (int64_t j = 0; j < bc; j++) row[j] = exp_f(row[j] - l);
+                zero_excluded(row, bc, kb ? kb + j0 : NULL);
             }
             if (dvh)
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)bc, (int)hd, (int)br, 1.0f, P, (int)bc,
@@ -271,8 +351,8 @@ static void flash_backward_pair(const attn_shape *s, float scale, int64_t b, int
 
 /* ---- entry points ---- */
 
-static st_status attention_forward_run(pool *p, const attn_shape *s, attn_view out, attn_view q, attn_view k, attn_view v,
-                            op_state *keep)
+static st_status attention_forward_run(pool *p, const attn_shape *s, const attn_mask *mask, attn_view out, attn_view q,
+                                       attn_view k, attn_view v, op_state *keep)
 {
     st_status st = op_state_alloc(keep, p, attention_kept_bytes(s), "attention kept state");
     if (st != ST_OK) return st;
@@ -291,6 +371,11 @@ static st_status attention_forward_run(pool *p, const attn_shape *s, attn_view o
         }
     }
     if (op_dry(out.data)) return pool_free(p, ws), ST_OK;
+    if (mask && (st = check_mask(s, mask)) != ST_OK) {
+        pool_free(p, ws);
+        if (keep) op_state_release(keep);
+        return st;
+    }
     const int64_t H = s->heads, T = s->tokens, pairs = s->batch * s->heads;
     const float scale = attn_scale(s);
     float *kept = keep ? keep->data : NULL;
@@ -299,18 +384,19 @@ static st_status attention_forward_run(pool *p, const attn_shape *s, attn_view o
     for (int64_t bh = 0; bh < pairs; bh++) {
         float *mine = ws ? ws + (size_t)omp_get_thread_num() * per : NULL;
         if (math)
-            math_forward_pair(s, scale, bh / H, bh % H, kept ? kept + (size_t)bh * (size_t)(T * T) : mine, out, q, k,
-                              v);
+            math_forward_pair(s, mask, scale, bh / H, bh % H, kept ? kept + (size_t)bh * (size_t)(T * T) : mine, out,
+                              q, k, v);
         else
-            flash_forward_pair(s, scale, bh / H, bh % H, mine, kept ? kept + (size_t)bh * (size_t)T : NULL, out, q,
-                               k, v);
+            flash_forward_pair(s, mask, scale, bh / H, bh % H, mine, kept ? kept + (size_t)bh * (size_t)T : NULL, out,
+                               q, k, v);
     }
     pool_free(p, ws);
     return ST_OK;
 }
 
-static st_status attention_backward_run(pool *p, const attn_shape *s, attn_view dq, attn_view dk, attn_view dv, attn_view dout,
-                             attn_view q, attn_view k, attn_view v, attn_view out, const op_state *keep)
+static st_status attention_backward_run(pool *p, const attn_shape *s, const attn_mask *mask, attn_view dq, attn_view dk,
+                                        attn_view dv, attn_view dout, attn_view q, attn_view k, attn_view v,
+                                        attn_view out, const op_state *keep)
 {
     if (empty(s)) return ST_OK;
     if (!keep || !keep->data)
@@ -335,25 +421,43 @@ static st_status attention_backward_run(pool *p, const attn_shape *s, attn_view 
             math_backward_pair(s, scale, bh / H, bh % H, kept + (size_t)bh * (size_t)(T * T), mine, dq, dk, dv, dout,
                                q, k, v);
         else
-            flash_backward_pair(s, scale, bh / H, bh % H, mine, kept + (size_t)bh * (size_t)T, dq, dk, dv, dout, q,
-                                k, v, out);
+            flash_backward_pair(s, mask, scale, bh / H, bh % H, mine, kept + (size_t)bh * (size_t)T, dq, dk, dv, dout,
+                                q, k, v, out);
     }
     pool_free(p, ws);
     return ST_OK;
 }
 
-st_status attention_forward(pool *p, const attn_shape *s, attn_view out, attn_view q, attn_view k, attn_view v, op_state *keep)
+/* The plain ops are the masked ones without a mask, under the same profile kind and FLOP count (the mask's
+ * additions are O(T^2) against the products' O(T^2 hd)). */
+st_status attention_forward_masked(pool *p, const attn_shape *s, const attn_mask *mask, attn_view out, attn_view q,
+                                   attn_view k, attn_view v, op_state *keep)
 {
     const double t0 = prof_now();
-    const st_status r = attention_forward_run(p, s, out, q, k, v, keep);
+    const st_status r = attention_forward_run(p, s, mask, out, q, k, v, keep);
     prof_add(OP_ATTENTION, t0, 4.0 * s->batch * s->heads * s->tokens * s->tokens * s->head_dim, 0);
     return r;
 }
 
-st_status attention_backward(pool *p, const attn_shape *s, attn_view dq, attn_view dk, attn_view dv, attn_view dout, attn_view q, attn_view k, attn_view v, attn_view out, const op_state *keep)
+st_status attention_backward_masked(pool *p, const attn_shape *s, const attn_mask *mask, attn_view dq, attn_view dk,
+                                    attn_view dv, attn_view dout, attn_view q, attn_view k, attn_view v, attn_view out,
+                                    const op_state *keep)
 {
     const double t0 = prof_now();
-    const st_status r = attention_backward_run(p, s, dq, dk, dv, dout, q, k, v, out, keep);
-    prof_add(OP_ATTENTION, t0, (s->mechanism == ATTN_FLASH ? 10.0 : 8.0) * s->batch * s->heads * s->tokens * s->tokens * s->head_dim, 0);
+    const st_status r = attention_backward_run(p, s, mask, dq, dk, dv, dout, q, k, v, out, keep);
+    prof_add(OP_ATTENTION, t0,
+             (s->mechanism == ATTN_FLASH ? 10.0 : 8.0) * s->batch * s->heads * s->tokens * s->tokens * s->head_dim, 0);
     return r;
+}
+
+st_status attention_forward(pool *p, const attn_shape *s, attn_view out, attn_view q, attn_view k, attn_view v,
+                            op_state *keep)
+{
+    return attention_forward_masked(p, s, NULL, out, q, k, v, keep);
+}
+
+st_status attention_backward(pool *p, const attn_shape *s, attn_view dq, attn_view dk, attn_view dv, attn_view dout,
+                             attn_view q, attn_view k, attn_view v, attn_view out, const op_state *keep)
+{
+    return attention_backward_masked(p, s, NULL, dq, dk, dv, dout, q, k, v, out, keep);
 }
