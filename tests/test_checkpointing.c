@@ -597,6 +597,73 @@ static void test_offload_faults(const model_config *mc)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* ---- sd3: what a block keeps, attn2 counted ---- */
+
+/* A training forward under `none` (every block KEEP_ALL) holds, beyond one under interval 1 (every block
+ * KEEP_NOTHING, its input a boundary), exactly the blocks' kept_bytes(KEEP_ALL); torch-ffn's KEEP_ATTENTION
+ * likewise. And a dual-attention block keeps attn2's side (6 tensors of the image rows with qk norm), its output
+ * projection, its attention state and three more modulation rows over a block without. */
+static void test_sd3_kept(void)
+{
+    printf("-- sd3-tiny: the plan counts attn2 and the last block's missing text MLP\n");
+    model_config mc;
+    CHECK(model_preset("sd3-tiny", &mc) == ST_OK && mc.depth == 3 && mc.dual_attention == 2 && mc.qk_norm);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = make_model(p, &mc);
+    const int64_t B = 2, T = (mc.resolution / mc.patch) * (mc.resolution / mc.patch), D = mc.hidden;
+    test_batch *b = make_batch(&mc, B, 3, (float[]){0.3f, 0.7f}, (int64_t[]){1, 2});
+    model_set_batch(m, B);
+    block_seq *seqs;
+    CHECK(model_sequences(m, &seqs) == 1 && seqs[0].n == 3);
+    block *blk = seqs[0].blocks;
+    const attn_shape image = {B, T, mc.heads, D / mc.heads, mc.mechanism};
+    const size_t attn2 = (size_t)((6 + 1) * B * T * D + B * 3 * D) * sizeof(float) + attention_kept_bytes(&image);
+    for (keep_level k = KEEP_ALL; k <= KEEP_ATTENTION; k++)
+        CHECKF(blk[0].kind->kept_bytes(&blk[0], k) - blk[1].kind->kept_bytes(&blk[1], k) == 0 &&
+                   blk[1].kind->kept_bytes(&blk[1], k) - blk[2].kind->kept_bytes(&blk[2], k) > attn2,
+               "blocks 0 and 1 both have attn2; block 2 has none and no text MLP");
+    model_config plain = mc;
+    plain.dual_attention = 0;
+    pool *q = pool_create(POOL_DEVICE, 0);
+    model *pm = make_model(q, &plain);
+    model_set_batch(pm, B);
+    block_seq *pseqs;
+    model_sequences(pm, &pseqs);
+    for (keep_level k = KEEP_ALL; k <= KEEP_ATTENTION; k++) {
+        const size_t with = blk[0].kind->kept_bytes(&blk[0], k), without = pseqs[0].blocks[0].kind->kept_bytes(&pseqs[0].blocks[0], k);
+        CHECKF(with - without == attn2, "keep %d: attn2 adds %zu bytes, want %zu", (int)k, with - without, attn2);
+    }
+    CHECKF(blk[0].kind->offloaded_bytes(&blk[0]) - pseqs[0].blocks[0].kind->offloaded_bytes(&pseqs[0].blocks[0]) ==
+               (size_t)(6 * B * T * D) * sizeof(float) + attention_kept_bytes(&image),
+           "attention offload moves attn2's side too");
+    model_destroy(pm);
+    CHECK(pool_destroy(q) == 0);
+
+    /* the kept bytes are what a forward holds */
+    const char *rows[][2] = {{"interval 1", "none"}, {"interval 1", "torch-ffn"}};
+    for (int r = 0; r < 2; r++) {
+        size_t live[2];
+        for (int j = 0; j < 2; j++) {
+            size_t k = 0;
+            while (strcmp(schedules[k].name, rows[r][j])) k++;
+            ckpt_settings cs;
+            char warning[256];
+            CHECK(settings_of(schedules[k].json, &cs, warning) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK);
+            const float *pred;
+            CHECK(model_forward(m, b->x0, b->t, b->y, B, true, &pred) == ST_OK);
+            live[j] = pool_live(p);
+            model_release(m);
+        }
+        size_t want = 0;
+        for (int i = 0; i < 3; i++) want += blk[i].kind->kept_bytes(&blk[i], r ? KEEP_ATTENTION : KEEP_ALL);
+        CHECKF(live[1] - live[0] == want, "%s holds %zu bytes more than interval 1, the plan says %zu", rows[r][1],
+               live[1] - live[0], want);
+    }
+    free_batch(b);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
 int main(void)
 {
     host_pool = pool_create(POOL_HOST, 0);
@@ -649,6 +716,18 @@ int main(void)
     test_memory_ignores_data(&mm, "mmdit-tiny");
     test_memory_ignores_data(&af, "auraflow-tiny");
     test_memory_ignores_data(&skip13, "skipdit-13");
+    model_config sd3;
+    CHECK(model_preset("sd3-tiny", &sd3) == ST_OK); /* attn2 in blocks 0 and 1, the last context_pre_only */
+    for (int threads = 1; threads <= 2; threads++) test_bitwise(&sd3, "sd3-tiny", threads);
+    model_config sd3_lora = sd3;
+    sd3_lora.lora_rank = 4, sd3_lora.lora_alpha = 8, sd3_lora.lora_attention = sd3_lora.lora_mlp = true;
+    test_bitwise(&sd3_lora, "sd3-tiny lora", 2);
+    sd3.qk_norm = false, sd3.dual_attention = 0; /* SD3 medium's blocks */
+    test_bitwise(&sd3, "sd3-tiny as SD3 medium", 1);
+    sd3.qk_norm = true, sd3.dual_attention = 2;
+    test_budgets(&sd3, "sd3-tiny");
+    test_memory_ignores_data(&sd3, "sd3-tiny");
+    test_sd3_kept();
     CHECK(pool_destroy(host_pool) == 0);
     return tk_finish();
 }

@@ -91,7 +91,19 @@ static void test_fixture(const char *name, const char *preset)
     model *m = NULL;
     CHECKF(model_create(&mc, p, &m) == ST_OK, "%s", st_error());
     param_set *ps = model_params(m);
+    param *table = param_find(ps, "pos_embed.pos_embed"); /* sd3's fixed sin-cos table: segtrain's own first */
+    if (table && !table->fixed) table = NULL;             /* AuraFlow's is learned */
+    float *made = table ? malloc((size_t)table->numel * sizeof(float)) : NULL;
+    if (table) memcpy(made, table->w, (size_t)table->numel * sizeof(float));
     CHECKF(param_set_load(ps, dir, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
+    if (table) {
+        double e = 0;
+        for (int64_t i = 0; i < table->numel; i++) e = fmax(e, fabs((double)made[i] - table->w[i]));
+        CHECKF(e <= 1e-6, "%s: pos_embed.pos_embed made here differs from diffusers' by %.1e", name, e);
+        printf("     pos_embed.pos_embed as made here: max |diff| %.1e from diffusers' (%lld values)\n", e,
+               (long long)table->numel);
+        free(made);
+    }
 
     /* the inputs as segtrain takes them: 1000 sigma in float, the conditioning row per sample */
     const int64_t per = C * R * R, K = model_cond_len(&mc), P = mc.pooled_dim;

@@ -80,6 +80,7 @@ static void sd3_fill_fixed(model *m)
     const int64_t E = c->pos_embed_max, D = c->hidden, q = D / 4;
     const float step = (float)((double)E / (double)(c->sample_size / c->patch));
     float *t = param_at(m->params, sd3_of(m)->p_pos)->w;
+    if (pool_is_dry_ptr(t)) return; /* a dry model plans; it has no data */
     for (int64_t k = 0; k < E * E; k++)
         for (int half = 0; half < 2; half++) {
             const double pos = (double)((float)(half ? k / E : k % E) / step);
