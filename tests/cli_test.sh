@@ -258,6 +258,19 @@ done
 expect 0 "SimpleTuner's auraflow example plans AuraFlow v0.3 at its real size" \
   "model auraflow \\(auraflow\\): 4 double-stream \\+ 32 single-stream blocks, width 3072, 12 heads, 4096 image \\+ 120 text tokens" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/auraflow.peft-lora.json"
+expect 0 "SimpleTuner's sd3 example plans SD3.5 medium, its default flavour, at its real size" \
+  "model sd35-medium \\(sd3\\): 24 joint blocks, width 1536, 24 heads, 4096 image \\+ 231 text tokens" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/sd3.peft-lora.json"
+expect 0 "SD3's flavour large is SD3.5 large" "model sd35-large \\(sd3\\): 38 joint blocks, width 2432, 38 heads" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/sd3.peft-lora.json" --set model_flavour=large
+expect 0 "an SD3 diffusers folder brings its architecture (its config.json: 2 blocks, attn2 in block 0)" \
+  "model sd35-medium \\(sd3\\): 2 joint blocks, width 32, 2 heads, 16 image \\+ 231 text tokens" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/sd3.peft-lora.json" \
+  --set pretrained_model_name_or_path="$src/tests/fixtures/sd35-medium" --set resolution=64
+expect 1 "SD3's positions: a grid past pos_embed_max_size is refused by name" \
+  "pos_embed_max_size: 8; sd3's table must cover the 64-patch grid" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/sd3.peft-lora.json" \
+  --set pretrained_model_name_or_path="$src/tests/fixtures/sd35-medium"
 expect 0 "a diffusers folder of weights brings its architecture (its own config.json)" \
   "model flux-dev \\(flux\\): 2 double-stream \\+ 2 single-stream blocks, width 32, 2 heads, 16 image \\+ 512 text tokens" -- \
   "$bin" plan --config st.json --set pretrained_model_name_or_path="$src/tests/fixtures/flux-schnell" --set resolution=64

@@ -39,9 +39,11 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
     const model_config *mc = model_get_config(m);
     char blocks[64], tokens[64], grid[96];
     const long long image = (long long)((mc->resolution / mc->patch) * (mc->resolution / mc->patch));
-    if (mc->single_depth) {
-        snprintf(blocks, sizeof blocks, "%lld double-stream + %lld single-stream blocks", (long long)mc->depth,
-                 (long long)mc->single_depth);
+    if (model_dual_stream(mc)) {
+        if (mc->single_depth)
+            snprintf(blocks, sizeof blocks, "%lld double-stream + %lld single-stream blocks", (long long)mc->depth,
+                     (long long)mc->single_depth);
+        else snprintf(blocks, sizeof blocks, "%lld joint blocks", (long long)mc->depth); /* sd3 */
         snprintf(tokens, sizeof tokens, "%lld image + %lld text tokens", image, (long long)mc->text_len);
     } else {
         snprintf(blocks, sizeof blocks, "%lld blocks", (long long)mc->depth);

@@ -159,6 +159,7 @@ static double image_edge(double resolution, const char *type)
 }
 
 static bool reads_diffusers(const model_config *mc);
+static st_status read_diffusers(const char *path, model_config *mc);
 
 /* A folder with config.json, itself or in transformer/ (a folder without one is the weight loader's to refuse). */
 static bool has_diffusers_config(const char *dir)
@@ -191,7 +192,7 @@ st_status model_config_from(const config *cfg, model_config *mc)
                        family);
     /* a diffusers folder of weights brings its own architecture; the keys below still override it */
     const char *weights = config_string(cfg, "pretrained_model_name_or_path");
-    if (*weights && reads_diffusers(mc) && has_diffusers_config(weights) && (st = model_config_from_diffusers(weights, mc))) {
+    if (*weights && reads_diffusers(mc) && has_diffusers_config(weights) && (st = read_diffusers(weights, mc))) {
         char why[1024];
         snprintf(why, sizeof why, "%s", st_error());
         return st_fail(st, "pretrained_model_name_or_path: %s", why);
@@ -387,7 +388,8 @@ static bool reads_diffusers(const model_config *mc)
     return false;
 }
 
-st_status model_config_from_diffusers(const char *path, model_config *mc)
+/* The file's architecture over mc, unchecked: model_config_from checks once the resolution and every key are in. */
+static st_status read_diffusers(const char *path, model_config *mc)
 {
     char file[4096];
     cJSON *j;
@@ -405,5 +407,11 @@ st_status model_config_from_diffusers(const char *path, model_config *mc)
             break;
         }
     cJSON_Delete(j);
+    return st;
+}
+
+st_status model_config_from_diffusers(const char *path, model_config *mc)
+{
+    st_status st = read_diffusers(path, mc);
     return st ? st : model_config_check(mc);
 }
