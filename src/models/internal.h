@@ -50,6 +50,7 @@ struct model {
     struct {
         float *cs, *dcs; /* the blocks' context SiLU(c) (B, D) and its gradient */
         float *rope;     /* dual-stream: the joint sequence's rotary table (S, head_dim / 2, (cos, sin)) */
+        const attn_mask *mask; /* dual-stream: the joint attention's mask over [text; image] keys, NULL: none */
     } ctx;
     int n_seq;
     block_seq seq[MODEL_SEQ_MAX];

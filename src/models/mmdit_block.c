@@ -332,8 +332,8 @@ static st_status joint_attention(const struct model *m, const mm_dims *d, block_
     attn_shape as = joint_attn(d, m->shape.mechanism);
     rope_joint(m, d, sv->side[SQ], false);
     rope_joint(m, d, sv->side[SK], false);
-    return attention_forward(m->pool, &as, jv(sv->side[SO], d), jv(sv->side[SQ], d), jv(sv->side[SK], d),
-                             jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
+    return attention_forward_masked(m->pool, &as, m->ctx.mask, jv(sv->side[SO], d), jv(sv->side[SQ], d),
+                                    jv(sv->side[SK], d), jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
 }
 
 /* The forward's common frame: what is kept, tagged by keep level, and the cases of the attention side. */
@@ -606,9 +606,10 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
         mm_to_joint(&d, s, dside[SO], a2);
     }
     /* a context_pre_only block drops the text rows' attention output: their gradient stays zero */
-    k.status = attention_backward(m->pool, &as, jv(dside[SQ], &d), jv(dside[SK], &d), jv(dside[SV], &d),
-                                  jv(dside[SO], &d), jv(sv->side[SQ], &d), jv(sv->side[SK], &d),
-                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn[0]);
+    k.status = attention_backward_masked(m->pool, &as, m->ctx.mask, jv(dside[SQ], &d), jv(dside[SK], &d),
+                                         jv(dside[SV], &d), jv(dside[SO], &d), jv(sv->side[SQ], &d),
+                                         jv(sv->side[SK], &d), jv(sv->side[SV], &d), jv(sv->side[SO], &d),
+                                         &sv->attn[0]);
     if (!k.status && mb->dual)
         k.status = attention_backward(m->pool, &xs, iv(dx2[SQ], &d), iv(dx2[SK], &d), iv(dx2[SV], &d),
                                       iv(dx2[SO], &d), iv(sv->side[XQ], &d), iv(sv->side[XK], &d),
@@ -769,9 +770,10 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     copy_rows(dm, 4 * D, dc + D, 5 * D, J, 4 * D);
     gelu_backward(dm1, dm, m1, 4 * JD);
     if ((k.status = bwd(m, &ms->mlp1, dh, dm1, h, J))) goto done;
-    k.status = attention_backward(m->pool, &as, jv(dq, &d), jv(dk, &d), jv(dv, &d),
-                                  (attn_view){dc, 5 * D, d.S * 5 * D}, jv(sv->side[SQ], &d), jv(sv->side[SK], &d),
-                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn[0]);
+    k.status = attention_backward_masked(m->pool, &as, m->ctx.mask, jv(dq, &d), jv(dk, &d), jv(dv, &d),
+                                         (attn_view){dc, 5 * D, d.S * 5 * D}, jv(sv->side[SQ], &d),
+                                         jv(sv->side[SK], &d), jv(sv->side[SV], &d), jv(sv->side[SO], &d),
+                                         &sv->attn[0]);
     if (k.status) goto done;
     rope_joint(m, &d, dq, true);
     rope_joint(m, &d, dk, true);
