@@ -312,6 +312,20 @@ static void test_position_ids(void)
     for (int i = 0; i < 8 * 3; i++) ids[i] = 7.0f;
     position_ids_grid(ids, 2, 2, 3);
     tk_expect_bitwise("position ids of [text; 2 x 3 grid]", ids, want, 8 * 3);
+
+    /* QwenEmbedRope's (scale_rope): rows cat(neg[-(h - h//2):], pos[:h//2]) = -2 .. 1 of 4, columns -2 .. 0 of 3,
+     * text after max(4 // 2, 3 // 2) = 2 */
+    float c[(2 + 12) * 3];
+    const float cw[(2 + 12) * 3] = {2, 2, 2, 3, 3, 3, 0, -2, -2, 0, -2, -1, 0, -2, 0, 0, -1, -2, 0, -1, -1,
+                                    0, -1, 0, 0, 0, -2, 0, 0, -1, 0, 0, 0, 0, 1, -2, 0, 1, -1, 0, 1, 0};
+    for (int i = 0; i < (2 + 12) * 3; i++) c[i] = 7.0f;
+    position_ids_centred(c, 2, 4, 3);
+    tk_expect_bitwise("centred position ids of [text; 4 x 3 grid]", c, cw, (2 + 12) * 3);
+    /* an odd edge puts the extra row on the negative side (-2 .. 0), and the text after the larger half-edge */
+    float o[(1 + 3) * 3];
+    const float ow[(1 + 3) * 3] = {1, 1, 1, 0, -2, -1, 0, -1, -1, 0, 0, -1};
+    position_ids_centred(o, 1, 3, 1);
+    tk_expect_bitwise("centred position ids of [text; 3 x 1 grid]", o, ow, (1 + 3) * 3);
 }
 
 int main(void)

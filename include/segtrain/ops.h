@@ -247,6 +247,10 @@ void timestep_embedding(float *emb, const float *t, int64_t n, int64_t dim, doub
 /* Flux's position ids (tokens, 3) of a joint sequence: `text` tokens at (0, 0, 0), then the image's rows x cols
  * patch grid row-major, token (r, q) at (0, r, q). */
 void position_ids_grid(float *ids, int64_t text, int64_t rows, int64_t cols);
+/* Qwen Image's centred ids (QwenEmbedRope with scale_rope), same layout: image token (r, q) at
+ * (0, r - ceil(rows / 2), q - ceil(cols / 2)) (an even edge spans -rows/2 .. rows/2 - 1), and text token k after
+ * the grid's largest half-edge, at m + k on every axis, m = max(floor(rows / 2), floor(cols / 2)). */
+void position_ids_centred(float *ids, int64_t text, int64_t rows, int64_t cols);
 
 /* ---- moving and adding tensors (ops/cpu/tensor.c): the glue between ops, so that it too is skipped on dry
  * buffers and runs with the op layer's threads ---- */

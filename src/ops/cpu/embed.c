@@ -195,3 +195,16 @@ void position_ids_grid(float *ids, int64_t text, int64_t rows, int64_t cols)
             id[0] = 0.0f, id[1] = (float)r, id[2] = (float)q;
         }
 }
+
+void position_ids_centred(float *ids, int64_t text, int64_t rows, int64_t cols)
+{
+    if (op_dry(ids)) return;
+    const int64_t m = rows / 2 > cols / 2 ? rows / 2 : cols / 2, top = rows - rows / 2, left = cols - cols / 2;
+    for (int64_t k = 0; k < text; k++) ids[k * 3] = ids[k * 3 + 1] = ids[k * 3 + 2] = (float)(m + k);
+    float *img = ids + text * 3;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t q = 0; q < cols; q++) {
+            float *id = img + (r * cols + q) * 3;
+            id[0] = 0.0f, id[1] = (float)(r - top), id[2] = (float)(q - left);
+        }
+}
