@@ -326,6 +326,11 @@ static void test_position_ids(void)
     const float ow[(1 + 3) * 3] = {1, 1, 1, 0, -2, -1, 0, -1, -1, 0, 0, -1};
     position_ids_centred(o, 1, 3, 1);
     tk_expect_bitwise("centred position ids of [text; 3 x 1 grid]", o, ow, (1 + 3) * 3);
+    /* LongCat-Image's: the text on the diagonal, the image on modality 1 from the pipeline's 512 */
+    const float lc[8 * 3] = {0, 0, 0, 0, 1, 1, 1, 512, 512, 1, 512, 513, 1, 512, 514, 1, 513, 512, 1, 513, 513, 1, 513, 514};
+    for (int i = 0; i < 8 * 3; i++) ids[i] = 7.0f;
+    position_ids_longcat(ids, 2, 2, 3, 512);
+    tk_expect_bitwise("LongCat's position ids of [text; 2 x 3 grid]", ids, lc, 8 * 3);
 }
 
 int main(void)

@@ -247,6 +247,9 @@ void timestep_embedding(float *emb, const float *t, int64_t n, int64_t dim, doub
 /* Flux's position ids (tokens, 3) of a joint sequence: `text` tokens at (0, 0, 0), then the image's rows x cols
  * patch grid row-major, token (r, q) at (0, r, q). */
 void position_ids_grid(float *ids, int64_t text, int64_t rows, int64_t cols);
+/* LongCat-Image's (LongCatImagePipeline.prepare_pos_ids): text token k at (0, k, k), then the grid's token (r, q)
+ * at (1, offset + r, offset + q), offset being the pipeline's text length (tokenizer_max_length), not `text`. */
+void position_ids_longcat(float *ids, int64_t text, int64_t rows, int64_t cols, int64_t offset);
 /* Qwen Image's centred ids (QwenEmbedRope with scale_rope), same layout: image token (r, q) at
  * (0, r - ceil(rows / 2), q - ceil(cols / 2)) (an even edge spans -rows/2 .. rows/2 - 1), and text token k after
  * the grid's largest half-edge, at m + k on every axis, m = max(floor(rows / 2), floor(cols / 2)). */

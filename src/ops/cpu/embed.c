@@ -208,3 +208,15 @@ void position_ids_centred(float *ids, int64_t text, int64_t rows, int64_t cols)
             id[0] = 0.0f, id[1] = (float)(r - top), id[2] = (float)(q - left);
         }
 }
+
+void position_ids_longcat(float *ids, int64_t text, int64_t rows, int64_t cols, int64_t offset)
+{
+    if (op_dry(ids)) return;
+    for (int64_t k = 0; k < text; k++) ids[3 * k] = 0.0f, ids[3 * k + 1] = ids[3 * k + 2] = (float)k;
+    float *img = ids + text * 3;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t q = 0; q < cols; q++) {
+            float *id = img + (r * cols + q) * 3;
+            id[0] = 1.0f, id[1] = (float)(offset + r), id[2] = (float)(offset + q);
+        }
+}
