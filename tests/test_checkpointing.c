@@ -728,6 +728,11 @@ int main(void)
     test_budgets(&sd3, "sd3-tiny");
     test_memory_ignores_data(&sd3, "sd3-tiny");
     test_sd3_kept();
+    model_config lc;
+    CHECK(model_preset("longcat-image-tiny", &lc) == ST_OK); /* no pooled vector, LongCat's position ids */
+    lc.depth = 3;
+    for (int threads = 1; threads <= 2; threads++) test_bitwise(&lc, "longcat-image-tiny", threads);
+    test_budgets(&lc, "longcat-image-tiny");
     CHECK(pool_destroy(host_pool) == 0);
     return tk_finish();
 }

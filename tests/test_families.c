@@ -99,6 +99,16 @@ static void test_families(void)
                    "\"vae_scale_factor\": 8}", ST_ERR_INVALID, "pos_embed_max_size: 8 x 8", "16-patch grid");
     EXPECT_REFUSAL("{\"model_family\": \"auraflow\", \"model_flavour\": \"pony\"}", ST_ERR_UNSUPPORTED,
                    "model_flavour pony of auraflow (AuraFlow): not built yet", "v0.3:auraflow");
+    /* longcat_image: LongCat-Image's published sizes for final and dev; edit needs reference-image tokens */
+    CHECK(from_json("{\"model_family\": \"longcat_image\"}", &mc) == ST_OK && !strcmp(mc.preset, "longcat-image") &&
+          mc.depth == 10 && mc.single_depth == 20 && mc.hidden == 3072 && mc.heads == 24 && mc.text_len == 512 &&
+          mc.text_dim == 3584 && !mc.pooled_dim && !mc.guidance_embeds && mc.channels == 16 && mc.rope_axes[0] == 16);
+    CHECK(from_json("{\"model_family\": \"longcat_image\", \"model_flavour\": \"dev\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "longcat-image"));
+    EXPECT_REFUSAL("{\"model_family\": \"longcat_image\", \"model_flavour\": \"edit\"}", ST_ERR_UNSUPPORTED,
+                   "model_flavour edit of longcat_image (LongCat-Image): not built yet", "final:longcat-image");
+    EXPECT_REFUSAL("{\"model_family\": \"longcat_image\", \"pooled_projection_dim\": 768}", ST_ERR_INVALID,
+                   "pooled_projection_dim: 768", "longcat_image conditions on the timestep alone");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_flavour\": \"kontext\"}", ST_ERR_UNSUPPORTED,
                    "model_flavour kontext of flux (Flux.1): not built yet", "dev:flux-dev");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_preset\": \"dit-s2\"}", ST_ERR_INVALID,
@@ -124,7 +134,8 @@ static void test_families(void)
         char json[128];
         snprintf(json, sizeof json, "{\"model_family\": \"%s\"}", name);
         st_status s = from_json(json, &mc);
-        const bool built = n < 3 || !strcmp(name, "flux") || !strcmp(name, "sd3") || !strcmp(name, "auraflow");
+        const bool built = n < 3 || !strcmp(name, "flux") || !strcmp(name, "sd3") || !strcmp(name, "auraflow") ||
+                           !strcmp(name, "longcat_image");
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
     CHECKF(n >= 40, "%d family names", n);
@@ -163,6 +174,28 @@ static void test_auraflow_json(void)
     remove(dir);
 }
 
+/* LongCatImageTransformer2DModel's config.json: the class defaults (Qwen2.5-VL's 3584-wide text) under the file's
+ * values (LongCat-Image's 10 + 20 blocks); its stored pooled_projection_dim is no input. */
+static void test_longcat_json(void)
+{
+    char dir[] = "/tmp/segtrain-longcat-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    model_config mc;
+    CHECK(model_preset("longcat-image-tiny", &mc) == ST_OK);
+    tk_write_file(dir, "config.json", "{\"_class_name\": \"LongCatImageTransformer2DModel\", \"num_layers\": 10, "
+                                      "\"num_single_layers\": 20, \"pooled_projection_dim\": 3584}");
+    mc.resolution = 128;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 10 && mc.single_depth == 20 &&
+               mc.hidden == 3072 && mc.heads == 24 && mc.text_dim == 3584 && !mc.pooled_dim && mc.channels == 16 &&
+               mc.patch == 2 && mc.rope_axes[1] == 56, "%s", st_error());
+    tk_write_file(dir, "config.json", "{\"_class_name\": \"FluxTransformer2DModel\"}");
+    CHECK(model_preset("longcat-image-tiny", &mc) == ST_OK);
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_ERR_UNSUPPORTED &&
+               strstr(st_error(), "the longcat_image family reads LongCatImageTransformer2DModel's"), "%s", st_error());
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 /* docs/FAMILIES.md names every family model_family takes. */
 static void test_doc(void)
 {
@@ -185,6 +218,7 @@ int main(void)
     test_resolution();
     test_families();
     test_auraflow_json();
+    test_longcat_json();
     test_doc();
     return tk_finish();
 }

@@ -175,5 +175,6 @@ int main(void)
     test_fixture("sd35-large", "sd3-tiny");    /* qk norm */
     test_fixture("sd35-medium", "sd3-tiny");   /* qk norm, attn2 in block 0 */
     test_fixture("auraflow", "auraflow-tiny"); /* register tokens, learned positions, no pooled vector */
+    test_fixture("longcat-image", "longcat-image-tiny"); /* no pooled vector, its own position ids */
     return tk_finish();
 }

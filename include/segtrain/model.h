@@ -16,7 +16,7 @@
 typedef struct model_config {
     char family[16]; /* "dit", "skipdit", or a dual-stream family: "mmdit", "flux" (FluxTransformer2DModel's layout),
                         "sd3" (SD3Transformer2DModel's) */
-    char preset[16];
+    char preset[24]; /* longcat-image-tiny */
     int64_t depth, hidden, heads, patch, channels, classes;
     int64_t resolution; /* the model's input edge, in latent pixels */
     int64_t vae_scale;  /* image pixels per latent pixel along an edge: the image edge is resolution * vae_scale */

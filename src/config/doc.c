@@ -14,7 +14,7 @@ static void md_cell(FILE *f, const char *text) /* a '|' would end the table cell
 
 static void write_row(FILE *f, const cfg_key *k)
 {
-    char type[256], range[64];
+    char type[1024], range[64]; /* type: a choice key's whole list (model_preset's grows with the families) */
     cfg_range_text(k, range, sizeof range);
     if (k->type == CFG_STRING && k->choices) cfg_choices_text(k->choices, true, type, sizeof type);
     else if (k->type == CFG_INT_LIST) snprintf(type, sizeof type, "list of int%s", range);

@@ -31,7 +31,7 @@ const cfg_key cfg_keys[] = {
              "its default."),
     CHOICE_KEY("model_preset", "dit-tiny",
                "dit-tiny|dit-s2|dit-b2|dit-xl2|mmdit-tiny|mmdit-s|skipdit-tiny|skipdit-s|flux-tiny|flux-dev|flux-schnell|"
-               "sd3-tiny|sd3-medium|sd35-large|sd35-medium|auraflow-tiny|auraflow",
+               "sd3-tiny|sd3-medium|sd35-large|sd35-medium|auraflow-tiny|auraflow|longcat-image-tiny|longcat-image",
                SEC_MODEL, NULL,
                "Named size, which also names the family (see ../shared/spec/dit.md and docs/FAMILIES.md); given "
                "model_family alone, a SimpleTuner family's flavour's real sizes (`flux` `dev` is `flux-dev`), or "

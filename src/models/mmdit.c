@@ -4,12 +4,17 @@
  * `single_depth` single-stream blocks, and the image rows through the final adaLN and projection (proj_out's rows
  * in the packing's (c, i, j) order). Rotary embedding by position ids on three axes; the conditioning vector is
  * c = timestep_embedder(1000 t) + guidance_embedder(1000 g) (Flux dev) + text_embedder(pooled text). `mmdit` and
- * `flux` are this family at segtrain's and at Flux's own sizes. */
+ * `flux` are this family at segtrain's and at Flux's own sizes; `longcat_image` is LongCatImageTransformer2DModel,
+ * Flux's blocks and layout with the timestep alone as c (`time_embed`) and LongCat's position ids. */
 #include "mmdit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* LongCatImagePipeline places the image's position ids after its tokenizer_max_length, whatever the text length
+ * (SimpleTuner's trainer after the cached prompt's length, which the pipeline pads to the same 512). */
+#define LONGCAT_IMAGE_POS_OFFSET 512
 
 typedef struct mm_step {
     bool active;
@@ -48,13 +53,18 @@ static st_status mm_create(model *m)
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
     /* in the order of FluxTransformer2DModel's state_dict */
-    temb_register(s, &d->t, "time_text_embed.timestep_embedder.linear_1", "time_text_embed.timestep_embedder.linear_2",
-                  DIT_FREQ_DIM, D, full);
+    if (!strcmp(c->family, "longcat_image"))
+        temb_register(s, &d->t, "time_embed.timestep_embedder.linear_1", "time_embed.timestep_embedder.linear_2",
+                      DIT_FREQ_DIM, D, full);
+    else
+        temb_register(s, &d->t, "time_text_embed.timestep_embedder.linear_1",
+                      "time_text_embed.timestep_embedder.linear_2", DIT_FREQ_DIM, D, full);
     if (c->guidance_embeds)
         temb_register(s, &d->g, "time_text_embed.guidance_embedder.linear_1",
                       "time_text_embed.guidance_embedder.linear_2", DIT_FREQ_DIM, D, full);
-    temb_register(s, &d->p, "time_text_embed.text_embedder.linear_1", "time_text_embed.text_embedder.linear_2",
-                  c->pooled_dim, D, full);
+    if (c->pooled_dim) /* LongCat has no pooled text */
+        temb_register(s, &d->p, "time_text_embed.text_embedder.linear_1", "time_text_embed.text_embedder.linear_2",
+                      c->pooled_dim, D, full);
     d->p_ctx_w = param_add(s, "context_embedder.weight", 2, (int64_t[]){D, c->text_dim}, full);
     d->p_ctx_b = param_add(s, "context_embedder.bias", 1, (int64_t[]){D}, full);
     d->p_x_w = param_add(s, "x_embedder.weight", 2, (int64_t[]){D, P}, full);
@@ -102,7 +112,7 @@ param_init mm_init_of(const char *name)
         strstr(name, "norm_out.linear") || !strcmp(name, "proj_out.weight"))
         return INIT_ZERO;
     if (strstr(name, ".norm_")) return INIT_ONE;
-    if (strstr(name, "time_text_embed.")) return INIT_NORMAL;
+    if (strstr(name, "time_text_embed.") || strstr(name, "time_embed.")) return INIT_NORMAL;
     return INIT_XAVIER;
 }
 
@@ -148,13 +158,14 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         s->guidance = model_take(m, &st, B, "mmdit.guidance", false);
         temb_take_path(m, &d->g, &st);
     }
-    temb_take_path(m, &d->p, &st);
+    if (c->pooled_dim) temb_take_path(m, &d->p, &st);
     m->ctx.rope = model_take(m, &st, (L + T) * hd, "mmdit.rope", false);
-    float *ids = NULL; /* Flux's: text tokens at 0, image token (r, q) at (0, r, q) */
+    float *ids = NULL; /* Flux's: text tokens at 0, image token (r, q) at (0, r, q); LongCat's its own */
     if (!st) st = pool_alloc(m->pool, (size_t)((L + T) * 3) * sizeof(float), MEM_WORKSPACE, "mmdit.position_ids",
                              (void **)&ids);
     if (st) return st;
-    position_ids_grid(ids, L, grid, grid);
+    if (!strcmp(c->family, "longcat_image")) position_ids_longcat(ids, L, grid, grid, LONGCAT_IMAGE_POS_OFFSET);
+    else position_ids_grid(ids, L, grid, grid);
     rope_table(m->ctx.rope, ids, L + T, 3, c->rope_axes, MMDIT_ROPE_THETA);
     pool_free(m->pool, ids);
 
@@ -168,14 +179,16 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     linear_forward(s->img, s->patches, PW(p_x_w), PW(p_x_b), N, P, D);
     temb_forward(m, &d->t, timesteps);
     if (c->guidance_embeds) { /* 1000 g in float, as Flux scales it */
-        copy_rows(s->guidance, 1, cond + L * Dt + c->pooled_dim, K, B, 1);
+        copy_rows(s->guidance, 1, cond + K - 1, K, B, 1); /* the conditioning's last value */
         scale_by(s->guidance, B, 1000.0f);
         temb_forward(m, &d->g, s->guidance);
         add_to(d->t.c, d->g.c, B * D);
     }
-    copy_rows(d->p.freq, c->pooled_dim, cond + L * Dt, K, B, c->pooled_dim);
-    temb_mlp_forward(m, &d->p);
-    add_to(d->t.c, d->p.c, B * D);
+    if (c->pooled_dim) {
+        copy_rows(d->p.freq, c->pooled_dim, cond + L * Dt, K, B, c->pooled_dim);
+        temb_mlp_forward(m, &d->p);
+        add_to(d->t.c, d->p.c, B * D);
+    }
     silu_forward(m->ctx.cs, d->t.c, B * D);
     return ST_OK;
 }
@@ -244,7 +257,7 @@ static st_status embed_backward(model *m, const float *dimg, const float *dtxt)
     silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
     k.status = temb_backward(m, &d->t, dc);
     if (!k.status && c->guidance_embeds) k.status = temb_backward(m, &d->g, dc);
-    if (!k.status) k.status = temb_backward(m, &d->p, dc);
+    if (!k.status && c->pooled_dim) k.status = temb_backward(m, &d->p, dc);
     return scratch_end(&k);
 }
 

@@ -21,7 +21,7 @@ static const model_family *family_of(const model_config *mc)
 bool model_dual_stream(const model_config *mc)
 {
     return !strcmp(mc->family, "mmdit") || !strcmp(mc->family, "flux") || !strcmp(mc->family, "sd3") ||
-           !strcmp(mc->family, "auraflow");
+           !strcmp(mc->family, "auraflow") || !strcmp(mc->family, "longcat_image");
 }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's

@@ -18,7 +18,9 @@
  * -3.5-medium): 64-wide heads, T5-XXL's 4096 and the two CLIPs' pooled 2048, and SimpleTuner's cached text, 77
  * CLIP tokens then 154 T5 tokens (its sd3 tokenizer_max_length); sample_size 128. AuraFlow's are v0.3's
  * (fal/AuraFlow-v0.3): Pile-T5's 2048 without a pooled vector, 120 tokens (SimpleTuner's auraflow limit), a
- * learned position table of 96 x 96 (pos_embed_max_size 9216). */
+ * learned position table of 96 x 96 (pos_embed_max_size 9216). LongCat-Image's are meituan-longcat/LongCat-Image's
+ * transformer config (10 double + 20 single blocks of Flux's width, Qwen2.5-VL's 3584-wide text, no pooled vector)
+ * with its pipeline's 512 tokens. */
 static const struct preset {
     const char *name, *family;
     int64_t depth, hidden, heads, patch, channels, resolution, classes, single_depth, text_len;
@@ -42,6 +44,8 @@ static const struct preset {
     {"sd35-medium", "sd3", 24, 1536, 24, 2, 16, 128, 10, 0, 231, 4096, 2048, false, true, 13, 384},
     {"auraflow-tiny", "auraflow", 2, 32, 2, 2, 4, 8, 10, 2, 8, 24, 0, false, false, 0, 8},
     {"auraflow", "auraflow", 4, 3072, 12, 2, 4, 128, 10, 32, 120, 2048, 0, false, false, 0, 96},
+    {"longcat-image-tiny", "longcat_image", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 0, false, true, 0, 0},
+    {"longcat-image", "longcat_image", 10, 3072, 24, 2, 16, 128, 10, 20, 512, 3584, 0, false, true, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -88,6 +92,7 @@ st_status model_config_check(const model_config *mc)
 {
     const bool mmdit = model_dual_stream(mc), skipdit = !strcmp(mc->family, "skipdit"), sd3 = !strcmp(mc->family, "sd3");
     const bool aura = !strcmp(mc->family, "auraflow");
+    const bool unpooled = aura || !strcmp(mc->family, "longcat_image"); /* no pooled text vector */
     if (!mmdit && !skipdit && strcmp(mc->family, "dit"))
         return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit, flux, sd3, auraflow",
                        mc->family);
@@ -98,7 +103,7 @@ st_status model_config_check(const model_config *mc)
                     {"patch_size", mc->patch},      {"in_channels", mc->channels}, {"resolution", mc->resolution},
                     {"num_classes", mc->classes},   {"tokenizer_max_length", mmdit ? mc->text_len : 1},
                     {"joint_attention_dim", mmdit ? mc->text_dim : 1},
-                    {"pooled_projection_dim", mmdit && !aura ? mc->pooled_dim : 1}, /* AuraFlow has none */
+                    {"pooled_projection_dim", mmdit && !unpooled ? mc->pooled_dim : 1},
                     {"vae_scale_factor", mc->vae_scale}};
     for (size_t i = 0; i < sizeof positive / sizeof *positive; i++)
         if (positive[i].v < 1) return st_fail(ST_ERR_INVALID, "%s: %lld must be at least 1", positive[i].key,
@@ -134,6 +139,9 @@ st_status model_config_check(const model_config *mc)
                        "%lld-patch grid of resolution %lld (and pooled_projection_dim %lld must be 0: it has none)",
                        (long long)mc->pos_embed_max, (long long)mc->pos_embed_max,
                        (long long)(mc->resolution / mc->patch), (long long)mc->resolution, (long long)mc->pooled_dim);
+    if (unpooled && !aura && (mc->pooled_dim || mc->guidance_embeds))
+        return st_fail(ST_ERR_INVALID, "pooled_projection_dim: %lld, guidance_embeds %d; %s conditions on the timestep "
+                       "alone (0 and false)", (long long)mc->pooled_dim, (int)mc->guidance_embeds, mc->family);
     if (mc->dual_attention < 0 || mc->dual_attention > (sd3 ? mc->depth : 0))
         return st_fail(ST_ERR_INVALID, "dual_attention_layers: the first %lld blocks; sd3 has %lld (other families "
                        "none)", (long long)mc->dual_attention, (long long)(sd3 ? mc->depth : 0));
@@ -264,12 +272,12 @@ static st_status json_int(const cJSON *j, const char *file, const char *key, int
     return ST_OK;
 }
 
-/* FluxTransformer2DModel's config: its defaults, then the file's values. */
-static st_status flux_from_json(const cJSON *j, const char *file, model_config *mc)
+/* FluxTransformer2DModel's config: its defaults (text_dim: joint_attention_dim's), then the file's values. */
+static st_status flux_keys(const cJSON *j, const char *file, model_config *mc, int64_t text_dim)
 {
     st_status st = ST_OK;
     int64_t in = 64, out = 0, patch = 1, hd = 128, heads = 24, axes[3] = {16, 56, 56};
-    mc->depth = 19, mc->single_depth = 38, mc->text_dim = 4096, mc->pooled_dim = 768;
+    mc->depth = 19, mc->single_depth = 38, mc->text_dim = text_dim, mc->pooled_dim = 768;
     int64_t guidance = 0;
     const struct {
         const char *key;
@@ -301,6 +309,20 @@ static st_status flux_from_json(const cJSON *j, const char *file, model_config *
     mc->guidance_embeds = guidance;
     for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
     return ST_OK;
+}
+
+static st_status flux_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    return flux_keys(j, file, mc, 4096);
+}
+
+/* LongCatImageTransformer2DModel's: Flux's keys (no out_channels or guidance_embeds in the class), Qwen2.5-VL's
+ * 3584-wide text by default; its pooled_projection_dim is only stored, the model has no pooled input. */
+static st_status longcat_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = flux_keys(j, file, mc, 3584);
+    mc->pooled_dim = 0, mc->guidance_embeds = false;
+    return st;
 }
 
 /* SD3Transformer2DModel's config: its defaults, then the file's values. */
@@ -379,6 +401,7 @@ static const struct {
     {"mmdit", "FluxTransformer2DModel", flux_from_json},
     {"sd3", "SD3Transformer2DModel", sd3_from_json},
     {"auraflow", "AuraFlowTransformer2DModel", auraflow_from_json},
+    {"longcat_image", "LongCatImageTransformer2DModel", longcat_from_json},
 };
 
 static bool reads_diffusers(const model_config *mc)
