@@ -304,6 +304,16 @@ static void test_timestep(void)
     free(e), free(ref);
 }
 
+/* Flux.2's ids for 3 text tokens and a 2 x 2 grid, literally: (t, h, w, l), the text on the last axis. */
+static void test_position_ids_flux2(void)
+{
+    float ids[7 * 4];
+    const float want[7 * 4] = {0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 1, 1, 0};
+    for (int i = 0; i < 7 * 4; i++) ids[i] = 7.0f;
+    position_ids_flux2(ids, 3, 2, 2);
+    tk_expect_bitwise("Flux.2 position ids of [3 text; 2 x 2 grid]", ids, want, 7 * 4);
+}
+
 /* Flux's ids for 2 text tokens and a 2 x 3 grid, literally. */
 static void test_position_ids(void)
 {
@@ -341,5 +351,6 @@ int main(void)
     test_pos_embed();
     test_timestep();
     test_position_ids();
+    test_position_ids_flux2();
     return tk_finish();
 }

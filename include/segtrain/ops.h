@@ -244,6 +244,9 @@ void pos_embed_2d(float *table, int64_t grid, int64_t d);
  * f_j = exp(-ln(max_period) j / (dim/2)); dim even. No gradient: timesteps are not trained. */
 void timestep_embedding(float *emb, const float *t, int64_t n, int64_t dim, double max_period);
 
+/* Flux.2's position ids (tokens, 4) on its axes (t, h, w, l), as Flux2Pipeline makes them: `text` tokens at
+ * (0, 0, 0, k), then the image's rows x cols grid row-major, token (r, q) at (0, r, q, 0). */
+void position_ids_flux2(float *ids, int64_t text, int64_t rows, int64_t cols);
 /* Flux's position ids (tokens, 3) of a joint sequence: `text` tokens at (0, 0, 0), then the image's rows x cols
  * patch grid row-major, token (r, q) at (0, r, q). */
 void position_ids_grid(float *ids, int64_t text, int64_t rows, int64_t cols);

@@ -184,6 +184,18 @@ void unpatchify_backward(float *dtokens, const float *dimage, int64_t batch, int
     prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * c * h * w);
 }
 
+void position_ids_flux2(float *ids, int64_t text, int64_t rows, int64_t cols)
+{
+    if (op_dry(ids)) return;
+    for (int64_t k = 0; k < text; k++) ids[k * 4] = ids[k * 4 + 1] = ids[k * 4 + 2] = 0.0f, ids[k * 4 + 3] = (float)k;
+    float *img = ids + text * 4;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t q = 0; q < cols; q++) {
+            float *id = img + (r * cols + q) * 4;
+            id[0] = 0.0f, id[1] = (float)r, id[2] = (float)q, id[3] = 0.0f;
+        }
+}
+
 void position_ids_grid(float *ids, int64_t text, int64_t rows, int64_t cols)
 {
     if (op_dry(ids)) return;
