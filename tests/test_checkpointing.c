@@ -716,6 +716,15 @@ int main(void)
     test_memory_ignores_data(&mm, "mmdit-tiny");
     test_memory_ignores_data(&af, "auraflow-tiny");
     test_memory_ignores_data(&skip13, "skipdit-13");
+    model_config f2, f2_lora;
+    CHECK(model_preset("flux2-tiny", &f2) == ST_OK); /* shared modulation, fused single blocks */
+    f2.depth = 3; /* double and single sequences of different lengths */
+    for (int threads = 1; threads <= 2; threads++) test_bitwise(&f2, "flux2-tiny", threads);
+    f2_lora = f2;
+    f2_lora.lora_rank = 4, f2_lora.lora_alpha = 8, f2_lora.lora_attention = f2_lora.lora_mlp = true;
+    test_bitwise(&f2_lora, "flux2-tiny lora", 2);
+    test_budgets(&f2, "flux2-tiny");
+    test_memory_ignores_data(&f2, "flux2-tiny");
     model_config sd3;
     CHECK(model_preset("sd3-tiny", &sd3) == ST_OK); /* attn2 in blocks 0 and 1, the last context_pre_only */
     for (int threads = 1; threads <= 2; threads++) test_bitwise(&sd3, "sd3-tiny", threads);

@@ -135,7 +135,8 @@ static void test_families(void)
         snprintf(json, sizeof json, "{\"model_family\": \"%s\"}", name);
         st_status s = from_json(json, &mc);
         const bool built = n < 3 || !strcmp(name, "flux") || !strcmp(name, "sd3") || !strcmp(name, "auraflow") ||
-                           !strcmp(name, "longcat_image");
+                           !strcmp(name, "longcat_image") ||
+                           !strcmp(name, "flux2");
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
     CHECKF(n >= 40, "%d family names", n);
@@ -196,6 +197,61 @@ static void test_longcat_json(void)
     remove(dir);
 }
 
+/* flux2: SimpleTuner's default flavour is klein-9b; dev and klein-4b by name, each at its published size. And
+ * Flux2Transformer2DModel's config.json: its class defaults (FLUX.2-dev's) under the file's values, and what
+ * segtrain does not build refused in one line naming it. */
+static void test_flux2(void)
+{
+    model_config mc;
+    CHECK(from_json("{\"model_family\": \"flux2\"}", &mc) == ST_OK && !strcmp(mc.preset, "flux2-klein-9b") &&
+          mc.depth == 8 && mc.single_depth == 24 && mc.hidden == 4096 && mc.heads == 32 && mc.text_dim == 12288 &&
+          mc.text_len == 512 && !mc.pooled_dim && !mc.guidance_embeds && mc.channels == 32 && mc.patch == 2 &&
+          mc.time_channels == 256 && mc.rope_axes[0] == 32 && mc.rope_axes[3] == 32);
+    CHECK(from_json("{\"model_family\": \"flux2\", \"model_flavour\": \"dev\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "flux2-dev") && mc.depth == 8 && mc.single_depth == 48 && mc.hidden == 6144 &&
+          mc.heads == 48 && mc.text_dim == 15360 && mc.guidance_embeds);
+    CHECK(from_json("{\"model_family\": \"flux2\", \"model_flavour\": \"klein-4b\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "flux2-klein-4b") && mc.depth == 5 && mc.single_depth == 20 && mc.hidden == 3072 &&
+          mc.heads == 24 && mc.text_dim == 7680 && !mc.guidance_embeds);
+    EXPECT_REFUSAL("{\"model_family\": \"flux2\", \"pooled_projection_dim\": 768}", ST_ERR_INVALID,
+                   "pooled_projection_dim: 768", "flux2 has no pooled text vector");
+    EXPECT_REFUSAL("{\"model_family\": \"flux2\", \"model_preset\": \"flux2-tiny\", \"num_heads\": 64}", ST_ERR_INVALID,
+                   "axes_dims_rope: (0, 0, 0, 1)", "head width 1");
+
+    char dir[] = "/tmp/segtrain-flux2-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK(model_preset("flux2-tiny", &mc) == ST_OK);
+    tk_write_file(dir, "config.json", "{\"_class_name\": \"Flux2Transformer2DModel\", \"num_layers\": 5, "
+                                      "\"num_single_layers\": 20, \"num_attention_heads\": 24, "
+                                      "\"joint_attention_dim\": 7680, \"guidance_embeds\": false}"); /* klein 4B's */
+    mc.resolution = 128;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 5 && mc.single_depth == 20 &&
+               mc.hidden == 3072 && mc.heads == 24 && mc.text_dim == 7680 && !mc.guidance_embeds && mc.channels == 32 &&
+               mc.patch == 2 && mc.time_channels == 256 && mc.rope_axes[2] == 32 && !mc.pooled_dim, "%s", st_error());
+    tk_write_file(dir, "config.json", "{\"_class_name\": \"Flux2Transformer2DModel\"}"); /* dev's: guidance on */
+    CHECK(model_preset("flux2-tiny", &mc) == ST_OK);
+    mc.resolution = 128, mc.guidance_embeds = false;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.guidance_embeds && mc.hidden == 6144, "%s", st_error());
+#define F2 "{\"_class_name\": \"Flux2Transformer2DModel\", "
+    const char *bad[][2] = {
+        {F2 "\"mlp_ratio\": 4.0}", "mlp_ratio is not 3"},
+        {F2 "\"rope_theta\": 10000}", "rope_theta is not 2000"},
+        {F2 "\"out_channels\": 64}", "out_channels 64"},
+        {F2 "\"axes_dims_rope\": [16, 56, 56]}", "axes_dims_rope is not a list of 4 widths"},
+        {"{\"_class_name\": \"FluxTransformer2DModel\"}", "the flux2 family reads Flux2Transformer2DModel's"},
+    };
+#undef F2
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tk_write_file(dir, "config.json", bad[i][0]);
+        CHECK(model_preset("flux2-tiny", &mc) == ST_OK);
+        const st_status s = model_config_from_diffusers(dir, &mc);
+        CHECKF(s != ST_OK && strstr(st_error(), bad[i][1]) && !strchr(st_error(), '\n'), "%s: %s", bad[i][0],
+               st_error());
+    }
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 /* docs/FAMILIES.md names every family model_family takes. */
 static void test_doc(void)
 {
@@ -218,6 +274,7 @@ int main(void)
     test_resolution();
     test_families();
     test_auraflow_json();
+    test_flux2();
     test_longcat_json();
     test_doc();
     return tk_finish();

@@ -175,6 +175,7 @@ int main(void)
     test_fixture("sd35-large", "sd3-tiny");    /* qk norm */
     test_fixture("sd35-medium", "sd3-tiny");   /* qk norm, attn2 in block 0 */
     test_fixture("auraflow", "auraflow-tiny"); /* register tokens, learned positions, no pooled vector */
+    test_fixture("flux2", "flux2-tiny");       /* shared modulation, 4-axis RoPE, fused single blocks */
     test_fixture("longcat-image", "longcat-image-tiny"); /* no pooled vector, its own position ids */
     return tk_finish();
 }

@@ -26,7 +26,9 @@ typedef struct model_config {
                                       vector's (pooled_projection_dim) */
     bool guidance_embeds;          /* flux dev: a guidance embedding joins the timestep's */
     double guidance;               /* the value model_condition gives it (SimpleTuner's flux_guidance_value) */
-    int64_t rope_axes[3];          /* mmdit, flux: head pairs per position axis (axes_dims_rope): Flux's (16, 56, 56) */
+    int64_t rope_axes[4];          /* mmdit, flux: head pairs per position axis (axes_dims_rope): Flux's (16, 56, 56);
+                                      flux2: four, (32, 32, 32, 32) */
+    int64_t time_channels;         /* flux2: the timestep and guidance sinusoids' width (timestep_guidance_channels) */
     bool qk_norm;                  /* sd3: RMSNorm of q and k per head (qk_norm "rms_norm", SD3.5; Flux always has it) */
     int64_t dual_attention;        /* sd3: blocks 0 .. n-1 add an image-only attention (SD3.5 medium's 13) */
     int64_t pos_embed_max;         /* sd3: the sin-cos table's edge (pos_embed_max_size), cropped to the grid's centre;

@@ -63,7 +63,7 @@ struct model {
     void *impl; /* the family's own */
 };
 
-extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, auraflow_family;
+extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, auraflow_family, flux2_family;
 
 /* A training forward's activation buffer from the model's pool (nothing once *st is set). */
 float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero);
@@ -74,7 +74,7 @@ offload *model_offload(model *m);
  * what else conditions (a label's embedding, a guidance or pooled-text embedding made the same way) and makes
  * cs = SiLU(c). Buffers are the family's; backward takes dL/dc and accumulates the path's weight gradients. */
 typedef struct temb {
-    int w0, b0, w2, b2; /* parameter indices */
+    int w0, b0, w2, b2; /* parameter indices; a bias < 0: none (Flux.2's) */
     int64_t in;         /* linear_1's input width: DIT_FREQ_DIM timestep features, or a pooled text vector's */
     float *freq, *h, *hs, *c; /* freq: linear_1's input */
 } temb;

@@ -14,6 +14,7 @@ static const model_family *family_of(const model_config *mc)
 {
     if (!strcmp(mc->family, "sd3")) return &sd3_family;
     if (!strcmp(mc->family, "auraflow")) return &auraflow_family;
+    if (!strcmp(mc->family, "flux2")) return &flux2_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
@@ -21,7 +22,8 @@ static const model_family *family_of(const model_config *mc)
 bool model_dual_stream(const model_config *mc)
 {
     return !strcmp(mc->family, "mmdit") || !strcmp(mc->family, "flux") || !strcmp(mc->family, "sd3") ||
-           !strcmp(mc->family, "auraflow") || !strcmp(mc->family, "longcat_image");
+           !strcmp(mc->family, "auraflow") || !strcmp(mc->family, "longcat_image") ||
+           !strcmp(mc->family, "flux2");
 }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
@@ -400,9 +402,9 @@ void temb_release(model *m, temb *t)
 void temb_mlp_forward(model *m, temb *t)
 {
     const int64_t B = m->shape.batch, D = m->cfg.hidden;
-    linear_forward(t->h, t->freq, W(t->w0), W(t->b0), B, t->in, D);
+    linear_forward(t->h, t->freq, W(t->w0), BIAS(W, t->b0), B, t->in, D);
     silu_forward(t->hs, t->h, B * D);
-    linear_forward(t->c, t->hs, W(t->w2), W(t->b2), B, D, D);
+    linear_forward(t->c, t->hs, W(t->w2), BIAS(W, t->b2), B, D, D);
 }
 
 st_status temb_forward(model *m, temb *t, const float *timesteps)
@@ -420,8 +422,8 @@ st_status temb_backward(model *m, temb *t, float *dc)
     float *dhs = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "temb.dsilu");
     float *dh = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "temb.dhidden");
     if (k.status) return scratch_end(&k);
-    linear_backward(dhs, G(t->w2), G(t->b2), dc, t->hs, W(t->w2), B, D, D);
+    linear_backward(dhs, G(t->w2), BIAS(G, t->b2), dc, t->hs, W(t->w2), B, D, D);
     silu_backward(dh, dhs, t->h, B * D);
-    linear_backward(NULL, G(t->w0), G(t->b0), dh, t->freq, W(t->w0), B, t->in, D);
+    linear_backward(NULL, G(t->w0), BIAS(G, t->b0), dh, t->freq, W(t->w0), B, t->in, D);
     return scratch_end(&k);
 }

@@ -18,7 +18,12 @@
  * -3.5-medium): 64-wide heads, T5-XXL's 4096 and the two CLIPs' pooled 2048, and SimpleTuner's cached text, 77
  * CLIP tokens then 154 T5 tokens (its sd3 tokenizer_max_length); sample_size 128. AuraFlow's are v0.3's
  * (fal/AuraFlow-v0.3): Pile-T5's 2048 without a pooled vector, 120 tokens (SimpleTuner's auraflow limit), a
- * learned position table of 96 x 96 (pos_embed_max_size 9216). LongCat-Image's are meituan-longcat/LongCat-Image's
+ * learned position table of 96 x 96 (pos_embed_max_size 9216). Flux.2's are the published
+ * Flux2Transformer2DModel configs (FLUX.2-dev: 8 double + 48 single blocks, 48 heads x 128, Mistral Small 3.1's
+ * three stacked hidden states, 15360 wide; FLUX.2-klein-base-4B and -9B: 5 + 20 blocks of 24 heads and 8 + 24 of
+ * 32, Qwen3-4B's and -8B's three stacked states, 7680 and 12288 wide, no guidance embedding), all with 32 latent
+ * channels packed 2x2 (in_channels 128) and SimpleTuner's 512 text tokens (its flux2 MAX_SEQUENCE_LENGTH);
+ * timestep_guidance_channels 256, axes_dims_rope (32, 32, 32, 32). LongCat-Image's are meituan-longcat/LongCat-Image's
  * transformer config (10 double + 20 single blocks of Flux's width, Qwen2.5-VL's 3584-wide text, no pooled vector)
  * with its pipeline's 512 tokens. */
 static const struct preset {
@@ -38,6 +43,10 @@ static const struct preset {
     {"flux-tiny", "flux", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 16, true, true, 0, 0},
     {"flux-dev", "flux", 19, 3072, 24, 2, 16, 128, 10, 38, 512, 4096, 768, true, true, 0, 0},
     {"flux-schnell", "flux", 19, 3072, 24, 2, 16, 128, 10, 38, 256, 4096, 768, false, true, 0, 0},
+    {"flux2-tiny", "flux2", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 0, true, true, 0, 0},
+    {"flux2-dev", "flux2", 8, 6144, 48, 2, 32, 128, 10, 48, 512, 15360, 0, true, true, 0, 0},
+    {"flux2-klein-4b", "flux2", 5, 3072, 24, 2, 32, 128, 10, 20, 512, 7680, 0, false, true, 0, 0},
+    {"flux2-klein-9b", "flux2", 8, 4096, 32, 2, 32, 128, 10, 24, 512, 12288, 0, false, true, 0, 0},
     {"sd3-tiny", "sd3", 3, 64, 4, 2, 4, 8, 10, 0, 8, 32, 16, false, true, 2, 16},
     {"sd3-medium", "sd3", 24, 1536, 24, 2, 16, 128, 10, 0, 231, 4096, 2048, false, false, 0, 192},
     {"sd35-large", "sd3", 38, 2432, 38, 2, 16, 128, 10, 0, 231, 4096, 2048, false, true, 0, 192},
@@ -59,6 +68,11 @@ static const struct preset {
 static void rope_axes_for(model_config *mc)
 {
     const int64_t hd = mc->hidden / mc->heads, a = 2 * (7 * hd / 32);
+    if (!strcmp(mc->family, "flux2")) { /* Flux.2's four equal axes, (32, 32, 32, 32) at 128 */
+        const int64_t q = 2 * (hd / 8);
+        mc->rope_axes[0] = mc->rope_axes[1] = mc->rope_axes[2] = q, mc->rope_axes[3] = hd - 3 * q;
+        return;
+    }
     mc->rope_axes[0] = hd - 2 * a, mc->rope_axes[1] = a, mc->rope_axes[2] = a;
 }
 
@@ -76,6 +90,7 @@ st_status model_preset(const char *name, model_config *out)
                               .pooled_dim = p->pooled_dim, .guidance_embeds = p->guidance_embeds, .guidance = 1.0,
                               .vae_scale = FAMILY_VAE_SCALE, .mechanism = ATTN_FLASH,
                               .qk_norm = p->qk_norm, .dual_attention = p->dual_attention,
+                              .time_channels = strcmp(p->family, "flux2") ? 0 : 256, /* Flux.2's timestep_guidance_channels */
                               .pos_embed_max = p->pos_embed_max, .sample_size = p->pos_embed_max ? p->resolution : 0};
         snprintf(out->family, sizeof out->family, "%s", p->family);
         snprintf(out->preset, sizeof out->preset, "%s", name);
@@ -91,7 +106,7 @@ st_status model_preset(const char *name, model_config *out)
 st_status model_config_check(const model_config *mc)
 {
     const bool mmdit = model_dual_stream(mc), skipdit = !strcmp(mc->family, "skipdit"), sd3 = !strcmp(mc->family, "sd3");
-    const bool aura = !strcmp(mc->family, "auraflow");
+    const bool aura = !strcmp(mc->family, "auraflow"), flux2 = !strcmp(mc->family, "flux2");
     const bool unpooled = aura || !strcmp(mc->family, "longcat_image"); /* no pooled text vector */
     if (!mmdit && !skipdit && strcmp(mc->family, "dit"))
         return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit, flux, sd3, auraflow",
@@ -103,7 +118,7 @@ st_status model_config_check(const model_config *mc)
                     {"patch_size", mc->patch},      {"in_channels", mc->channels}, {"resolution", mc->resolution},
                     {"num_classes", mc->classes},   {"tokenizer_max_length", mmdit ? mc->text_len : 1},
                     {"joint_attention_dim", mmdit ? mc->text_dim : 1},
-                    {"pooled_projection_dim", mmdit && !unpooled ? mc->pooled_dim : 1},
+                    {"pooled_projection_dim", mmdit && !unpooled && !flux2 ? mc->pooled_dim : 1},
                     {"vae_scale_factor", mc->vae_scale}};
     for (size_t i = 0; i < sizeof positive / sizeof *positive; i++)
         if (positive[i].v < 1) return st_fail(ST_ERR_INVALID, "%s: %lld must be at least 1", positive[i].key,
@@ -119,11 +134,21 @@ st_status model_config_check(const model_config *mc)
                        (long long)mc->hidden);
     if (mmdit && !sd3 && !aura) {
         const int64_t hd = mc->hidden / mc->heads, *a = mc->rope_axes;
-        if (a[0] < 0 || a[1] < 0 || a[2] < 0 || a[0] % 2 || a[1] % 2 || a[2] % 2 || a[0] + a[1] + a[2] != hd)
-            return st_fail(ST_ERR_INVALID, "axes_dims_rope: (%lld, %lld, %lld) must be even widths that add up to the "
-                           "head width %lld (hidden_size / num_heads)", (long long)a[0], (long long)a[1],
-                           (long long)a[2], (long long)hd);
+        const int n = flux2 ? 4 : 3; /* Flux.2 rotates on four axes */
+        int64_t sum = 0;
+        bool even = true;
+        for (int i = 0; i < n; i++) sum += a[i], even &= a[i] >= 0 && a[i] % 2 == 0;
+        if (!even || sum != hd)
+            return st_fail(ST_ERR_INVALID, "axes_dims_rope: (%lld, %lld, %lld%s%.0lld) must be even widths that add up "
+                           "to the head width %lld (hidden_size / num_heads)", (long long)a[0], (long long)a[1],
+                           (long long)a[2], flux2 ? ", " : "", flux2 ? (long long)a[3] : 0LL, (long long)hd);
     }
+    if (flux2 && mc->pooled_dim)
+        return st_fail(ST_ERR_INVALID, "pooled_projection_dim: %lld; flux2 has no pooled text vector (0)",
+                       (long long)mc->pooled_dim);
+    if (flux2 && (mc->time_channels < 2 || mc->time_channels % 2 || mc->time_channels > 65536))
+        return st_fail(ST_ERR_INVALID, "timestep_guidance_channels: %lld must be even, 2 to 65536",
+                       (long long)mc->time_channels);
     if (mc->classes >= (1 << 24))
         return st_fail(ST_ERR_INVALID, "num_classes: %lld; at most %d (labels travel as floats)", (long long)mc->classes,
                        (1 << 24) - 1);
@@ -146,7 +171,7 @@ st_status model_config_check(const model_config *mc)
         return st_fail(ST_ERR_INVALID, "dual_attention_layers: the first %lld blocks; sd3 has %lld (other families "
                        "none)", (long long)mc->dual_attention, (long long)(sd3 ? mc->depth : 0));
     if (mc->single_depth < 0 || ((!mmdit || sd3) && mc->single_depth))
-        return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit, flux and "
+        return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit, flux, flux2 and "
                        "auraflow only)",
                        (long long)mc->single_depth);
     if (mc->resolution % mc->patch)
@@ -325,6 +350,53 @@ static st_status longcat_from_json(const cJSON *j, const char *file, model_confi
     return st;
 }
 
+/* Flux2Transformer2DModel's config: its defaults (FLUX.2-dev's), then the file's values. mlp_ratio, rope_theta
+ * and eps other than every published config's (3.0, 2000, 1e-6) are refused by name. */
+static st_status flux2_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 128, out = 0, patch = 1, hd = 128, heads = 48, axes[4] = {32, 32, 32, 32};
+    mc->depth = 8, mc->single_depth = 48, mc->text_dim = 15360, mc->time_channels = 256;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &in},          {"out_channels", &out},          {"patch_size", &patch},
+                {"num_layers", &mc->depth},    {"num_single_layers", &mc->single_depth},
+                {"attention_head_dim", &hd},   {"num_attention_heads", &heads}, {"joint_attention_dim", &mc->text_dim},
+                {"timestep_guidance_channels", &mc->time_channels}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "axes_dims_rope");
+    if (!st && a && (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 4))
+        st = st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope is not a list of 4 widths", file);
+    for (int i = 0; !st && a && i < 4; i++) {
+        const cJSON *x = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble > 1e6)
+            st = st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope[%d] is not a whole number", file, i);
+        else axes[i] = (int64_t)x->valuedouble;
+    }
+    if (st) return st;
+    const struct {
+        const char *key;
+        double want;
+    } fixed[] = {{"mlp_ratio", 3.0}, {"rope_theta", 2000.0}, {"eps", 1e-6}};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, fixed[i].key);
+        if (x && (!cJSON_IsNumber(x) || x->valuedouble != fixed[i].want))
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is not %g; segtrain builds Flux.2 with every published config's",
+                           file, fixed[i].key, fixed[i].want);
+    }
+    /* the pipeline packs 2x2 latent patches into in_channels: segtrain patchifies the latent itself */
+    if (patch != 1 || in % 4 || (out && out != in))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size %lld, in_channels %lld, out_channels %lld; segtrain reads "
+                       "Flux.2's packing (patch_size 1, in_channels 4 C, out_channels as in_channels)", file,
+                       (long long)patch, (long long)in, (long long)out);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "guidance_embeds");
+    mc->guidance_embeds = !g || !cJSON_IsBool(g) || cJSON_IsTrue(g); /* the class's default: true */
+    mc->channels = in / 4, mc->patch = 2, mc->heads = heads, mc->hidden = hd * heads, mc->pooled_dim = 0;
+    for (int i = 0; i < 4; i++) mc->rope_axes[i] = axes[i];
+    return ST_OK;
+}
+
 /* SD3Transformer2DModel's config: its defaults, then the file's values. */
 static st_status sd3_from_json(const cJSON *j, const char *file, model_config *mc)
 {
@@ -401,6 +473,7 @@ static const struct {
     {"mmdit", "FluxTransformer2DModel", flux_from_json},
     {"sd3", "SD3Transformer2DModel", sd3_from_json},
     {"auraflow", "AuraFlowTransformer2DModel", auraflow_from_json},
+    {"flux2", "Flux2Transformer2DModel", flux2_from_json},
     {"longcat_image", "LongCatImageTransformer2DModel", longcat_from_json},
 };
 
