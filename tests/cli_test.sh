@@ -248,7 +248,7 @@ for example in "$src"/tests/fixtures/simpletuner/*.json; do
   name=$(basename "$example" .json) family=${name%%.*}
   out=$("$bin" plan --config "$example" 2>&1); rc=$?
   if [ $rc -eq 0 ]; then
-    grep -q "^model $family" <<<"$out" && grep -q "^predicted peak device memory" <<<"$out" &&
+    grep -q "^model [^ ]* ($family)" <<<"$out" && grep -q "^predicted peak device memory" <<<"$out" &&
       ok "SimpleTuner's $name example plans unchanged" || bad "$name example: $out"
   else
     [ $rc -eq 1 ] && [ "$(grep -vc '^segtrain: warning' <<<"$out")" -eq 1 ] && grep -q "model_family $family (.*planned, not built yet" <<<"$out" &&
@@ -258,6 +258,9 @@ done
 expect 0 "SimpleTuner's auraflow example plans AuraFlow v0.3 at its real size" \
   "model auraflow \\(auraflow\\): 4 double-stream \\+ 32 single-stream blocks, width 3072, 12 heads, 4096 image \\+ 120 text tokens" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/auraflow.peft-lora.json"
+expect 0 "SimpleTuner's qwen_image example plans Qwen-Image at its real size" \
+  "model qwen-image \\(qwen_image\\): 60 joint blocks, width 3072, 24 heads, 4096 image \\+ 1024 text tokens" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/qwen_image.peft-lora.json"
 expect 0 "SimpleTuner's sd3 example plans SD3.5 medium, its default flavour, at its real size" \
   "model sd35-medium \\(sd3\\): 24 joint blocks, width 1536, 24 heads, 4096 image \\+ 231 text tokens" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/sd3.peft-lora.json"

@@ -737,6 +737,15 @@ int main(void)
     test_budgets(&sd3, "sd3-tiny");
     test_memory_ignores_data(&sd3, "sd3-tiny");
     test_sd3_kept();
+    model_config qw;
+    CHECK(model_preset("qwen-image-tiny", &qw) == ST_OK); /* one sequence of double blocks, the text's key mask */
+    qw.depth = 3;
+    for (int threads = 1; threads <= 2; threads++) test_bitwise(&qw, "qwen-image-tiny", threads);
+    model_config qw_lora = qw;
+    qw_lora.lora_rank = 4, qw_lora.lora_alpha = 8, qw_lora.lora_attention = qw_lora.lora_mlp = true;
+    test_bitwise(&qw_lora, "qwen-image-tiny lora", 2);
+    test_budgets(&qw, "qwen-image-tiny");
+    test_memory_ignores_data(&qw, "qwen-image-tiny");
     model_config lc;
     CHECK(model_preset("longcat-image-tiny", &lc) == ST_OK); /* no pooled vector, LongCat's position ids */
     lc.depth = 3;

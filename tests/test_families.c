@@ -109,6 +109,20 @@ static void test_families(void)
                    "model_flavour edit of longcat_image (LongCat-Image): not built yet", "final:longcat-image");
     EXPECT_REFUSAL("{\"model_family\": \"longcat_image\", \"pooled_projection_dim\": 768}", ST_ERR_INVALID,
                    "pooled_projection_dim: 768", "longcat_image conditions on the timestep alone");
+    /* qwen_image: Qwen-Image's sizes for v1.0 and v2.0 (SimpleTuner's default); the edit flavours are refused, why */
+    CHECK(from_json("{\"model_family\": \"qwen_image\"}", &mc) == ST_OK && !strcmp(mc.preset, "qwen-image") &&
+          mc.depth == 60 && !mc.single_depth && mc.hidden == 3072 && mc.heads == 24 && mc.text_dim == 3584 &&
+          !mc.pooled_dim && mc.text_len == 1024 && mc.channels == 16 && mc.rope_axes[0] == 16 && mc.rope_axes[2] == 56);
+    CHECK(from_json("{\"model_family\": \"qwen_image\", \"model_flavour\": \"v1.0\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "qwen-image"));
+    CHECK(model_cond_len(&mc) == 1024 * (3584 + 1)); /* the sequence, then the mask */
+    EXPECT_REFUSAL("{\"model_family\": \"qwen_image\", \"model_flavour\": \"edit-v3\"}", ST_ERR_UNSUPPORTED,
+                   "model_flavour edit-v3 of qwen_image (Qwen-Image): not built", "reference images' latents",
+                   "zero_cond_t", "v1.0:qwen-image");
+    EXPECT_REFUSAL("{\"model_family\": \"qwen_image\", \"pooled_projection_dim\": 768}", ST_ERR_INVALID,
+                   "pooled_projection_dim: 768");
+    EXPECT_REFUSAL("{\"model_family\": \"qwen_image\", \"num_single_layers\": 2}", ST_ERR_INVALID,
+                   "num_single_layers: 2");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_flavour\": \"kontext\"}", ST_ERR_UNSUPPORTED,
                    "model_flavour kontext of flux (Flux.1): not built yet", "dev:flux-dev");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_preset\": \"dit-s2\"}", ST_ERR_INVALID,
@@ -136,7 +150,7 @@ static void test_families(void)
         st_status s = from_json(json, &mc);
         const bool built = n < 3 || !strcmp(name, "flux") || !strcmp(name, "sd3") || !strcmp(name, "auraflow") ||
                            !strcmp(name, "longcat_image") ||
-                           !strcmp(name, "flux2");
+                           !strcmp(name, "flux2") || !strcmp(name, "qwen_image");
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
     CHECKF(n >= 40, "%d family names", n);
@@ -252,6 +266,43 @@ static void test_flux2(void)
     remove(dir);
 }
 
+/* QwenImageTransformer2DModel's config.json: its class defaults under the file's values (the fixture's), the edit
+ * and layered models' options and other packings refused in one line naming them. */
+static void test_qwen_json(void)
+{
+    model_config mc;
+    CHECK(model_preset("qwen-image-tiny", &mc) == ST_OK);
+    CHECKF(model_config_from_diffusers(SEGTRAIN_SOURCE_DIR "/tests/fixtures/qwen-image", &mc) == ST_OK && mc.depth == 2 &&
+               mc.hidden == 32 && mc.heads == 2 && mc.channels == 4 && mc.patch == 2 && mc.text_dim == 24 &&
+               mc.rope_axes[0] == 4 && mc.rope_axes[1] == 6 && !mc.pooled_dim && !mc.single_depth,
+           "%s", st_error());
+    char dir[] = "/tmp/segtrain-qwen-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    tk_write_file(dir, "config.json", "{\"_class_name\": \"QwenImageTransformer2DModel\"}"); /* defaults: Qwen-Image */
+    mc.resolution = 128;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 60 && mc.hidden == 3072 && mc.heads == 24 &&
+               mc.channels == 16 && mc.text_dim == 3584 && mc.rope_axes[0] == 16 && mc.rope_axes[1] == 56,
+           "%s", st_error());
+    static const struct {
+        const char *json, *says;
+    } bad[] = {
+        {"{\"_class_name\": \"QwenImageTransformer2DModel\", \"zero_cond_t\": true}", "zero_cond_t is true"},
+        {"{\"_class_name\": \"QwenImageTransformer2DModel\", \"use_layer3d_rope\": true}", "use_layer3d_rope is true"},
+        {"{\"_class_name\": \"QwenImageTransformer2DModel\", \"guidance_embeds\": true}", "guidance_embeds is true"},
+        {"{\"_class_name\": \"QwenImageTransformer2DModel\", \"out_channels\": 64}", "in_channels 64, out_channels 64"},
+        {"{\"_class_name\": \"QwenImageTransformer2DModel\", \"axes_dims_rope\": [16, 56]}", "not a list of 3"},
+        {"{\"_class_name\": \"FluxTransformer2DModel\"}", "the qwen_image family reads QwenImageTransformer2DModel's"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tk_write_file(dir, "config.json", bad[i].json);
+        CHECK(model_preset("qwen-image-tiny", &mc) == ST_OK);
+        const st_status st = model_config_from_diffusers(dir, &mc);
+        CHECKF(st != ST_OK && strstr(st_error(), bad[i].says), "%s: %s", bad[i].json, st_error());
+    }
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 /* docs/FAMILIES.md names every family model_family takes. */
 static void test_doc(void)
 {
@@ -276,6 +327,7 @@ int main(void)
     test_auraflow_json();
     test_flux2();
     test_longcat_json();
+    test_qwen_json();
     test_doc();
     return tk_finish();
 }

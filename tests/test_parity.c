@@ -112,13 +112,17 @@ static void test_fixture(const char *name, const char *preset)
     float *text = tensor(f, "encoder_hidden_states", B * L * mc.text_dim);
     float *pooled = P ? tensor(f, "pooled_projections", B * P) : NULL;
     float *guidance = mc.guidance_embeds ? tensor(f, "guidance", B) : NULL;
+    /* the text mask where the family reads one, after the pooled vector (model.h's layout) */
+    float *mask = model_text_mask(&mc) ? tensor(f, "encoder_hidden_states_mask", B * L) : NULL;
+    const int64_t at_guidance = L * mc.text_dim + P + (mask ? L : 0);
     float *cond = malloc((size_t)(B * K) * sizeof(float)), ts[16];
     CHECK(B <= 16);
     for (int64_t b = 0; b < B; b++) {
         ts[b] = 1000.0f * sigma[b];
         memcpy(cond + b * K, text + b * L * mc.text_dim, (size_t)(L * mc.text_dim) * sizeof(float));
         if (P) memcpy(cond + b * K + L * mc.text_dim, pooled + b * P, (size_t)P * sizeof(float)); /* AuraFlow: none */
-        if (guidance) cond[b * K + L * mc.text_dim + P] = guidance[b];
+        if (mask) memcpy(cond + b * K + L * mc.text_dim + P, mask + b * L, (size_t)L * sizeof(float));
+        if (guidance) cond[b * K + at_guidance] = guidance[b];
     }
 
     const ckpt_settings none = {.interval = 1, .stride = 1};
@@ -160,7 +164,8 @@ static void test_fixture(const char *name, const char *preset)
     tk_expect_bitwise("gradients, checkpointed vs none", r[1].grads, r[0].grads, ps->grad_count);
     tk_expect_bitwise("prediction, checkpointed vs none", r[1].pred, r[0].pred, B * per);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
-    free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(text), free(pooled), free(guidance);
+    free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(text), free(pooled), free(guidance),
+        free(mask);
     free(cond);
     sft_close(f);
     model_destroy(m);
@@ -175,6 +180,7 @@ int main(void)
     test_fixture("sd35-large", "sd3-tiny");    /* qk norm */
     test_fixture("sd35-medium", "sd3-tiny");   /* qk norm, attn2 in block 0 */
     test_fixture("auraflow", "auraflow-tiny"); /* register tokens, learned positions, no pooled vector */
+    test_fixture("qwen-image", "qwen-image-tiny"); /* txt_norm, centred RoPE, the text's key mask */
     test_fixture("flux2", "flux2-tiny");       /* shared modulation, 4-axis RoPE, fused single blocks */
     test_fixture("longcat-image", "longcat-image-tiny"); /* no pooled vector, its own position ids */
     return tk_finish();

@@ -15,7 +15,7 @@
 
 typedef struct model_config {
     char family[16]; /* "dit", "skipdit", or a dual-stream family: "mmdit", "flux" (FluxTransformer2DModel's layout),
-                        "sd3" (SD3Transformer2DModel's) */
+                        "sd3" (SD3Transformer2DModel's), "auraflow", "qwen_image" (QwenImageTransformer2DModel's) */
     char preset[24]; /* longcat-image-tiny */
     int64_t depth, hidden, heads, patch, channels, classes;
     int64_t resolution; /* the model's input edge, in latent pixels */
@@ -55,8 +55,10 @@ st_status model_config_from(const config *cfg, model_config *out);
  * AuraFlowTransformer2DModel's. A class the family does not read, or a value segtrain does not build, is
  * ST_ERR_UNSUPPORTED naming it. */
 st_status model_config_from_diffusers(const char *path, model_config *mc);
-/* Whether the family runs dual-stream blocks on a text encoder's output (mmdit, flux, sd3, auraflow). */
+/* Whether the family runs dual-stream blocks on a text encoder's output (mmdit, flux, sd3, auraflow, qwen_image). */
 bool model_dual_stream(const model_config *mc);
+/* Whether the family reads a text mask in its conditioning (qwen_image: padding keys are excluded from attention). */
+bool model_text_mask(const model_config *mc);
 /* Whether model_family (a segtrain topology or a SimpleTuner family by SimpleTuner's name, or its example
  * folder's) and model_flavour can be built: ST_OK for dit, mmdit and skipdit (whatever the flavour: they have
  * none, and a SimpleTuner file planned on them keeps its own); else one line naming the family,
@@ -109,13 +111,15 @@ void model_init(model *m, uint64_t seed, bool random_all);
 
 /* Conditioning: model_cond_len floats per sample. dit and skipdit read the class label (`classes` is the null
  * label; labels stay below 2^24, exact in a float). The dual-stream families read a text encoder's output as a
- * cache holds it: the sequence (text_len, text_dim), then the pooled vector (pooled_dim), then with
+ * cache holds it: the sequence (text_len, text_dim), then the pooled vector (pooled_dim), then where the family
+ * reads one (model_text_mask) the mask (text_len: 1 a token, 0 padding, as the cache's attention_mask), then with
  * guidance_embeds the guidance value (model_condition's is the config's, SimpleTuner's constant mode). */
 int64_t model_cond_len(const model_config *mc);
 /* One sample's conditioning from its label and caption (either may be unused by the family; caption may be NULL),
  * and that of "no conditioning" (the null label, the empty caption) for guidance and dropout. A text family's is
  * made by the built-in stand-in for a text encoder (tokenizer.c): the caption's words hashed into text_vocab rows,
- * each row a fixed pseudo-random vector, padding zero; the pooled vector is the mean of the words' own. */
+ * each row a fixed pseudo-random vector, padding zero; the pooled vector is the mean of the words' own; the mask
+ * 1 for the words' tokens, 0 for padding. */
 void model_condition(const model_config *mc, int64_t label, const char *caption, float *cond);
 void model_null_condition(const model_config *mc, float *cond);
 

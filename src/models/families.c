@@ -74,7 +74,7 @@ static const struct st_family {
     {"pixart_sigma", "pixart", "PixArt Sigma", XATTN, "PixArtTransformer2DModel",
      "900M-1024-v0.6|900M-1024-v0.7-stage1|900M-1024-v0.7-stage2|600M-512|600M-1024|600M-2048", NULL, NULL},
     {"qwen_image", NULL, "Qwen-Image", DUAL, "QwenImageTransformer2DModel",
-     "v1.0|v2.0|edit-v1|edit-v2|edit-v2+|edit-v3", NULL, NULL},
+     "v1.0|v2.0|edit-v1|edit-v2|edit-v2+|edit-v3", "v1.0:qwen-image|v2.0:qwen-image", "v2.0"},
     {"sana", NULL, "Sana", LINEAR, "SanaTransformer2DModel",
      "sana1.5-4.8b-1024|sana1.5-1.6b-1024|sana1.0-1.6b-2048|sana1.0-1.6b-1024|sana1.0-600m-1024|sana1.0-600m-512", NULL, NULL},
     {"sanavideo", NULL, "SanaVideo", LINEAR, "SanaVideoTransformer3DModel", "2b-480p", NULL, NULL},
@@ -93,6 +93,22 @@ static const struct st_family {
     {"zlab_i1", NULL, "zlab i1", JOINT, "ZlabI1Transformer2DModel", "3b", NULL, NULL},
 };
 #define ST_FAMILY_COUNT ((int)(sizeof st_families / sizeof *st_families))
+
+/* Why a partly built family's other flavours are not built, where that is known (else "not built yet"). */
+static const struct {
+    const char *family, *why;
+} unbuilt[] = {
+    {"qwen_image", "the edit flavours also take reference images' latents as image tokens (at RoPE frame 1 on), and "
+                   "edit-v2+ and edit-v3 modulate those with a zero timestep (zero_cond_t); segtrain's conditioning "
+                   "carries no reference image"},
+};
+
+static const char *unbuilt_why(const char *family)
+{
+    for (size_t i = 0; i < sizeof unbuilt / sizeof *unbuilt; i++)
+        if (!strcmp(family, unbuilt[i].family)) return unbuilt[i].why;
+    return NULL;
+}
 
 static const char *const built[] = {"dit", "mmdit", "skipdit"};
 
@@ -158,6 +174,9 @@ st_status model_family_check(const char *family, const char *flavour)
                        *f->flavours ? f->flavours : "none known");
     char preset[32];
     if (built_preset(f, flavour, preset, sizeof preset)) return ST_OK;
+    if (f->built && unbuilt_why(f->name))
+        return st_fail(ST_ERR_UNSUPPORTED, "model_flavour %s of %s (%s): not built: %s. Built flavours: %s", flavour,
+                       f->name, f->title, unbuilt_why(f->name), f->built);
     if (f->built)
         return st_fail(ST_ERR_UNSUPPORTED, "model_flavour %s of %s (%s): not built yet; built flavours: %s", flavour,
                        f->name, f->title, f->built);

@@ -63,7 +63,8 @@ struct model {
     void *impl; /* the family's own */
 };
 
-extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, auraflow_family, flux2_family;
+extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, auraflow_family, flux2_family,
+    qwen_image_family;
 
 /* A training forward's activation buffer from the model's pool (nothing once *st is set). */
 float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero);
@@ -111,9 +112,9 @@ void final_release(model *m, final_layer *f);
 /* The built-in stand-in for a text encoder (tokenizer.c), for a caption: its words (ASCII letters and digits,
  * lowercased) hashed into rows 1 .. vocab-1; seq (len, dim) holds each word's row vector (N(0, 1) values) in
  * order, zero rows for padding; pooled (pooled_dim) the mean of the words' own pooled vectors (zero without
- * words). */
-void encode_caption(const char *caption, int64_t vocab, int64_t len, int64_t dim, int64_t pooled_dim, float *seq,
-                    float *pooled);
+ * words). Returns the number of words placed (they fill rows 0 .. words - 1). */
+int64_t encode_caption(const char *caption, int64_t vocab, int64_t len, int64_t dim, int64_t pooled_dim, float *seq,
+                       float *pooled);
 
 /* The DiT block (dit_block.c): adaLN-Zero attention and MLP, reading m->shape and m->ctx. */
 typedef struct dit_block {

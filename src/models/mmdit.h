@@ -23,11 +23,19 @@ typedef struct mm_stream {
  *   the image adaLN's extra (shift, scale, gate) (9D), its gated output added after attention's;
  * - context_pre_only (SD3's last block): the text stream only gives q, k, v to the joint attention, its adaLN is
  *   AdaLayerNormContinuous (2D: scale, shift), and the block outputs the image stream alone. */
+/* A double block's weight names under transformer_blocks.{i}, per stream (image, text, attn2): modulation, q, k, v,
+ * output projection, MLP in and out, q and k norms. */
+typedef struct mm_names {
+    const char *stream[3][9];
+} mm_names;
+extern const mm_names mm_qwen_names; /* QwenImageTransformerBlock's (img_mod.1, img_mlp, txt_mod.1, txt_mlp) */
+
 typedef struct mm_block {
     struct model *m;
     mm_stream s[2];
     mm_stream x;
     bool qk_norm, dual, context_pre_only;
+    const mm_names *names; /* NULL: Flux's and SD3's (norm1.linear, ff, norm1_context.linear, ff_context) */
 } mm_block;
 
 /* Sizes of a step: image tokens T and text tokens L per sample; the joint sequence is text first, S = L + T. */
@@ -43,7 +51,7 @@ mm_dims mm_dims_of(const struct model *m);
 void mm_to_joint(const mm_dims *d, int s, float *joint, const float *x);
 void mm_from_joint(const mm_dims *d, int s, float *x, const float *joint);
 
-/* Registers block i's weights by diffusers' names, for b's options (qk_norm, dual, context_pre_only). */
+/* Registers block i's weights by diffusers' names (b->names), for b's options (qk_norm, dual, context_pre_only). */
 void mm_double_register(param_set *ps, mm_block *b, int i, const model_config *c);
 void mm_single_register(param_set *ps, mm_block *b, int i, const model_config *c);
 

@@ -98,22 +98,31 @@ static int reg_norm(param_set *ps, const char *prefix, const char *name, int64_t
     return param_add(ps, n, 1, (int64_t[]){hd}, !c->lora_rank);
 }
 
+static const mm_names flux_names = {{
+    {"norm1.linear", "attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "ff.net.0.proj", "ff.net.2", "attn.norm_q",
+     "attn.norm_k"},
+    {"norm1_context.linear", "attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj", "attn.to_add_out",
+     "ff_context.net.0.proj", "ff_context.net.2", "attn.norm_added_q", "attn.norm_added_k"},
+    {NULL, "attn2.to_q", "attn2.to_k", "attn2.to_v", "attn2.to_out.0", NULL, NULL, "attn2.norm_q", "attn2.norm_k"}}};
+
+const mm_names mm_qwen_names = {{
+    {"img_mod.1", "attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "img_mlp.net.0.proj", "img_mlp.net.2",
+     "attn.norm_q", "attn.norm_k"},
+    {"txt_mod.1", "attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj", "attn.to_add_out", "txt_mlp.net.0.proj",
+     "txt_mlp.net.2", "attn.norm_added_q", "attn.norm_added_k"},
+    {NULL}}};
+
 void mm_double_register(param_set *ps, mm_block *b, int i, const model_config *c)
 {
     char p[PARAM_NAME_MAX];
     snprintf(p, sizeof p, "transformer_blocks.%d", i);
     const int64_t D = c->hidden, hd = D / c->heads;
     const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
-    static const char *const names[3][9] = {
-        {"norm1.linear", "attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "ff.net.0.proj", "ff.net.2",
-         "attn.norm_q", "attn.norm_k"},
-        {"norm1_context.linear", "attn.add_q_proj", "attn.add_k_proj", "attn.add_v_proj", "attn.to_add_out",
-         "ff_context.net.0.proj", "ff_context.net.2", "attn.norm_added_q", "attn.norm_added_k"},
-        {NULL, "attn2.to_q", "attn2.to_k", "attn2.to_v", "attn2.to_out.0", NULL, NULL, "attn2.norm_q", "attn2.norm_k"}};
+    const mm_names *names = b->names ? b->names : &flux_names;
     for (int s = 0; s < 3; s++) {
         if (s == 2 && !b->dual) break;
         mm_stream *st = s < 2 ? &b->s[s] : &b->x;
-        const char *const *n = names[s];
+        const char *const *n = names->stream[s];
         *st = (mm_stream){.norm_q = -1, .norm_k = -1};
         if (s < 2) st->ada = reg(ps, p, n[0], D, mod_width(b, s) * D, 0, c);
         st->q = reg(ps, p, n[1], D, D, ra, c);

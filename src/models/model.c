@@ -14,6 +14,7 @@ static const model_family *family_of(const model_config *mc)
 {
     if (!strcmp(mc->family, "sd3")) return &sd3_family;
     if (!strcmp(mc->family, "auraflow")) return &auraflow_family;
+    if (!strcmp(mc->family, "qwen_image")) return &qwen_image_family;
     if (!strcmp(mc->family, "flux2")) return &flux2_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
@@ -23,8 +24,10 @@ bool model_dual_stream(const model_config *mc)
 {
     return !strcmp(mc->family, "mmdit") || !strcmp(mc->family, "flux") || !strcmp(mc->family, "sd3") ||
            !strcmp(mc->family, "auraflow") || !strcmp(mc->family, "longcat_image") ||
-           !strcmp(mc->family, "flux2");
+           !strcmp(mc->family, "flux2") || !strcmp(mc->family, "qwen_image");
 }
+
+bool model_text_mask(const model_config *mc) { return !strcmp(mc->family, "qwen_image"); }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
  * 7D), one of the terms below, or the batch times a sample's term (model_check_batch). Checking the terms once
@@ -268,16 +271,20 @@ float *model_take(model *m, st_status *st, int64_t floats, const char *what, boo
 
 int64_t model_cond_len(const model_config *mc)
 {
-    return model_dual_stream(mc) ? mc->text_len * mc->text_dim + mc->pooled_dim + mc->guidance_embeds : 1;
+    if (!model_dual_stream(mc)) return 1;
+    return mc->text_len * (mc->text_dim + model_text_mask(mc)) + mc->pooled_dim + mc->guidance_embeds;
 }
 
 void model_condition(const model_config *mc, int64_t label, const char *caption, float *cond)
 {
     if (!model_dual_stream(mc)) cond[0] = (float)label;
     else {
-        float *pooled = cond + mc->text_len * mc->text_dim;
-        encode_caption(caption ? caption : "", mc->text_vocab, mc->text_len, mc->text_dim, mc->pooled_dim, cond, pooled);
-        if (mc->guidance_embeds) pooled[mc->pooled_dim] = (float)mc->guidance;
+        float *pooled = cond + mc->text_len * mc->text_dim, *rest = pooled + mc->pooled_dim;
+        const int64_t words = encode_caption(caption ? caption : "", mc->text_vocab, mc->text_len, mc->text_dim,
+                                             mc->pooled_dim, cond, pooled);
+        if (model_text_mask(mc)) /* the words fill the first tokens */
+            for (int64_t l = 0; l < mc->text_len; l++) *rest++ = l < words ? 1.0f : 0.0f;
+        if (mc->guidance_embeds) *rest = (float)mc->guidance;
     }
 }
 

@@ -25,7 +25,9 @@
  * channels packed 2x2 (in_channels 128) and SimpleTuner's 512 text tokens (its flux2 MAX_SEQUENCE_LENGTH);
  * timestep_guidance_channels 256, axes_dims_rope (32, 32, 32, 32). LongCat-Image's are meituan-longcat/LongCat-Image's
  * transformer config (10 double + 20 single blocks of Flux's width, Qwen2.5-VL's 3584-wide text, no pooled vector)
- * with its pipeline's 512 tokens. */
+ * with its pipeline's 512 tokens. Qwen Image's are Qwen/Qwen-Image's: 60 blocks of 24 heads x 128, Qwen2.5-VL's
+ * 3584-wide hidden states without a pooled vector, up to 1024 tokens (the pipeline's tokenizer_max_length: SimpleTuner
+ * caches each prompt at its own length, at most that), 16 latent channels. */
 static const struct preset {
     const char *name, *family;
     int64_t depth, hidden, heads, patch, channels, resolution, classes, single_depth, text_len;
@@ -53,6 +55,8 @@ static const struct preset {
     {"sd35-medium", "sd3", 24, 1536, 24, 2, 16, 128, 10, 0, 231, 4096, 2048, false, true, 13, 384},
     {"auraflow-tiny", "auraflow", 2, 32, 2, 2, 4, 8, 10, 2, 8, 24, 0, false, false, 0, 8},
     {"auraflow", "auraflow", 4, 3072, 12, 2, 4, 128, 10, 32, 120, 2048, 0, false, false, 0, 96},
+    {"qwen-image-tiny", "qwen_image", 2, 64, 4, 2, 4, 8, 10, 0, 8, 32, 0, false, true, 0, 0},
+    {"qwen-image", "qwen_image", 60, 3072, 24, 2, 16, 128, 10, 0, 1024, 3584, 0, false, true, 0, 0},
     {"longcat-image-tiny", "longcat_image", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 0, false, true, 0, 0},
     {"longcat-image", "longcat_image", 10, 3072, 24, 2, 16, 128, 10, 20, 512, 3584, 0, false, true, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
@@ -107,10 +111,11 @@ st_status model_config_check(const model_config *mc)
 {
     const bool mmdit = model_dual_stream(mc), skipdit = !strcmp(mc->family, "skipdit"), sd3 = !strcmp(mc->family, "sd3");
     const bool aura = !strcmp(mc->family, "auraflow"), flux2 = !strcmp(mc->family, "flux2");
-    const bool unpooled = aura || !strcmp(mc->family, "longcat_image"); /* no pooled text vector */
+    const bool qwen = !strcmp(mc->family, "qwen_image");
+    const bool unpooled = aura || !strcmp(mc->family, "longcat_image") || qwen; /* no pooled text vector */
     if (!mmdit && !skipdit && strcmp(mc->family, "dit"))
-        return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit, flux, sd3, auraflow",
-                       mc->family);
+        return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit, flux, sd3, auraflow, "
+                       "qwen_image", mc->family);
     const struct {
         const char *key;
         int64_t v;
@@ -170,7 +175,7 @@ st_status model_config_check(const model_config *mc)
     if (mc->dual_attention < 0 || mc->dual_attention > (sd3 ? mc->depth : 0))
         return st_fail(ST_ERR_INVALID, "dual_attention_layers: the first %lld blocks; sd3 has %lld (other families "
                        "none)", (long long)mc->dual_attention, (long long)(sd3 ? mc->depth : 0));
-    if (mc->single_depth < 0 || ((!mmdit || sd3) && mc->single_depth))
+    if (mc->single_depth < 0 || ((!mmdit || sd3 || qwen) && mc->single_depth))
         return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit, flux, flux2 and "
                        "auraflow only)",
                        (long long)mc->single_depth);
@@ -397,6 +402,53 @@ static st_status flux2_from_json(const cJSON *j, const char *file, model_config 
     return ST_OK;
 }
 
+/* axes_dims_rope, when the file has it: a list of 3 whole widths. */
+static st_status json_axes(const cJSON *j, const char *file, int64_t axes[3])
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "axes_dims_rope");
+    if (a && (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 3))
+        return st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope is not a list of 3 widths", file);
+    for (int i = 0; a && i < 3; i++) {
+        const cJSON *x = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble > 1e6)
+            return st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope[%d] is not a whole number", file, i);
+        axes[i] = (int64_t)x->valuedouble;
+    }
+    return ST_OK;
+}
+
+/* QwenImageTransformer2DModel's config: its defaults, then the file's values. in_channels is the pipeline's packing
+ * of 2x2 latent patches, out_channels the latent's channels. guidance_embeds and the edit and layered models'
+ * options (zero_cond_t, use_additional_t_cond, use_layer3d_rope) are refused by name. */
+static st_status qwen_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 64, out = 16, hd = 128, heads = 24, axes[3] = {16, 56, 56};
+    mc->patch = 2, mc->depth = 60, mc->text_dim = 3584;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"patch_size", &mc->patch},   {"in_channels", &in},        {"out_channels", &out},
+                {"num_layers", &mc->depth},   {"attention_head_dim", &hd}, {"num_attention_heads", &heads},
+                {"joint_attention_dim", &mc->text_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, axes);
+    if (st) return st;
+    static const char *const options[] = {"guidance_embeds", "zero_cond_t", "use_additional_t_cond", "use_layer3d_rope"};
+    for (size_t i = 0; i < sizeof options / sizeof *options; i++)
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, options[i])))
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is true; segtrain builds Qwen-Image's transformer, where it is "
+                           "false (an edit or layered model's option)", file, options[i]);
+    if (!out || in != out * mc->patch * mc->patch)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: in_channels %lld, out_channels %lld, patch_size %lld; segtrain reads "
+                       "Qwen Image's packing (in_channels = out_channels x patch_size^2)", file, (long long)in,
+                       (long long)out, (long long)mc->patch);
+    mc->channels = out, mc->heads = heads, mc->hidden = hd * heads;
+    mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
+    return ST_OK;
+}
+
 /* SD3Transformer2DModel's config: its defaults, then the file's values. */
 static st_status sd3_from_json(const cJSON *j, const char *file, model_config *mc)
 {
@@ -473,6 +525,7 @@ static const struct {
     {"mmdit", "FluxTransformer2DModel", flux_from_json},
     {"sd3", "SD3Transformer2DModel", sd3_from_json},
     {"auraflow", "AuraFlowTransformer2DModel", auraflow_from_json},
+    {"qwen_image", "QwenImageTransformer2DModel", qwen_from_json},
     {"flux2", "Flux2Transformer2DModel", flux2_from_json},
     {"longcat_image", "LongCatImageTransformer2DModel", longcat_from_json},
 };

@@ -21,8 +21,8 @@ static int64_t next_word(const unsigned char **p, int64_t vocab)
     return 1 + (int64_t)(h % (uint64_t)(vocab - 1));
 }
 
-void encode_caption(const char *caption, int64_t vocab, int64_t len, int64_t dim, int64_t pooled_dim, float *seq,
-                    float *pooled)
+int64_t encode_caption(const char *caption, int64_t vocab, int64_t len, int64_t dim, int64_t pooled_dim, float *seq,
+                       float *pooled)
 {
     const unsigned char *p = (const unsigned char *)caption;
     int64_t words = 0;
@@ -36,4 +36,5 @@ void encode_caption(const char *caption, int64_t vocab, int64_t len, int64_t dim
         for (int64_t j = 0; j < pooled_dim; j++) pooled[j] += (float)rng_normal(WORD_TABLE_SEED, (uint64_t)id, (uint64_t)(dim + j));
     }
     for (int64_t j = 0; j < pooled_dim && words; j++) pooled[j] /= (float)words;
+    return words;
 }
