@@ -751,6 +751,15 @@ int main(void)
     lc.depth = 3;
     for (int threads = 1; threads <= 2; threads++) test_bitwise(&lc, "longcat-image-tiny", threads);
     test_budgets(&lc, "longcat-image-tiny");
+    model_config ch;
+    CHECK(model_preset("chroma-tiny", &ch) == ST_OK); /* the approximator's modulation rows, the text's additive mask */
+    ch.depth = 3;
+    for (int threads = 1; threads <= 2; threads++) test_bitwise(&ch, "chroma-tiny", threads);
+    model_config ch_lora = ch;
+    ch_lora.lora_rank = 4, ch_lora.lora_alpha = 8, ch_lora.lora_attention = ch_lora.lora_mlp = true;
+    test_bitwise(&ch_lora, "chroma-tiny lora", 2);
+    test_budgets(&ch, "chroma-tiny");
+    test_memory_ignores_data(&ch, "chroma-tiny");
     CHECK(pool_destroy(host_pool) == 0);
     return tk_finish();
 }

@@ -280,7 +280,8 @@ static void test_checkpointing_and_choices(void)
     VALUE_BAD("model_preset", "\"dit-l2\"", "one of dit-tiny, dit-s2, dit-b2, dit-xl2, mmdit-tiny, mmdit-s, skipdit-tiny, "
               "skipdit-s, flux-tiny, flux-dev, flux-schnell, flux2-tiny, flux2-dev, flux2-klein-4b, flux2-klein-9b, "
               "sd3-tiny, sd3-medium, sd35-large, sd35-medium, "
-              "auraflow-tiny, auraflow, longcat-image-tiny, longcat-image, qwen-image-tiny, qwen-image");
+              "auraflow-tiny, auraflow, longcat-image-tiny, longcat-image, chroma-tiny, chroma, "
+              "qwen-image-tiny, qwen-image");
     VALUE_BAD("attention_mechanism", "\"sdpa\"", "one of math, flash");
     VALUE_OK("lr_scheduler", "\"cosine\"", "cosine");
 }

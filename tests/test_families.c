@@ -109,6 +109,20 @@ static void test_families(void)
                    "model_flavour edit of longcat_image (LongCat-Image): not built yet", "final:longcat-image");
     EXPECT_REFUSAL("{\"model_family\": \"longcat_image\", \"pooled_projection_dim\": 768}", ST_ERR_INVALID,
                    "pooled_projection_dim: 768", "longcat_image conditions on the timestep alone");
+    /* chroma: Chroma1's published sizes for every flavour (base, SimpleTuner's default, hd, flash) */
+    CHECK(from_json("{\"model_family\": \"chroma\"}", &mc) == ST_OK && !strcmp(mc.preset, "chroma") && mc.depth == 19 &&
+          mc.single_depth == 38 && mc.hidden == 3072 && mc.text_len == 512 && mc.text_dim == 4096 && !mc.pooled_dim &&
+          !mc.guidance_embeds && mc.approx_channels == 64 && mc.approx_hidden == 5120 && mc.approx_layers == 5);
+    CHECK(from_json("{\"model_family\": \"chroma\", \"model_flavour\": \"flash\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "chroma"));
+    /* its conditioning carries the text mask: the words and ChromaPipeline's first padding token */
+    CHECK(model_preset("chroma-tiny", &mc) == ST_OK && model_text_mask(&mc) &&
+          model_cond_len(&mc) == mc.text_len * (mc.text_dim + 1));
+    float cond[8 * 33];
+    model_condition(&mc, 0, "two words", cond);
+    const float *tm = cond + mc.text_len * mc.text_dim;
+    CHECKF(tm[0] == 1 && tm[1] == 1 && tm[2] == 1 && tm[3] == 0 && tm[7] == 0, "chroma's text mask %g %g %g %g", tm[0],
+           tm[1], tm[2], tm[3]);
     /* qwen_image: Qwen-Image's sizes for v1.0 and v2.0 (SimpleTuner's default); the edit flavours are refused, why */
     CHECK(from_json("{\"model_family\": \"qwen_image\"}", &mc) == ST_OK && !strcmp(mc.preset, "qwen-image") &&
           mc.depth == 60 && !mc.single_depth && mc.hidden == 3072 && mc.heads == 24 && mc.text_dim == 3584 &&
@@ -149,7 +163,7 @@ static void test_families(void)
         snprintf(json, sizeof json, "{\"model_family\": \"%s\"}", name);
         st_status s = from_json(json, &mc);
         const bool built = n < 3 || !strcmp(name, "flux") || !strcmp(name, "sd3") || !strcmp(name, "auraflow") ||
-                           !strcmp(name, "longcat_image") ||
+                           !strcmp(name, "longcat_image") || !strcmp(name, "chroma") ||
                            !strcmp(name, "flux2") || !strcmp(name, "qwen_image");
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -262,6 +276,16 @@ static void test_flux2(void)
         CHECKF(s != ST_OK && strstr(st_error(), bad[i][1]) && !strchr(st_error(), '\n'), "%s: %s", bad[i][0],
                st_error());
     }
+    tk_write_file(dir, "config.json", "{\"_class_name\": \"ChromaTransformer2DModel\", \"approximator_layers\": 3}");
+    CHECK(model_preset("chroma-tiny", &mc) == ST_OK);
+    mc.resolution = 128;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 19 && mc.single_depth == 38 &&
+               mc.text_dim == 4096 && !mc.pooled_dim && mc.approx_channels == 64 && mc.approx_hidden == 5120 &&
+               mc.approx_layers == 3, "%s", st_error());
+    tk_write_file(dir, "config.json", "{\"_class_name\": \"ChromaTransformer2DModel\", \"approximator_num_channels\": 60}");
+    CHECK(model_preset("chroma-tiny", &mc) == ST_OK);
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_ERR_INVALID && strstr(st_error(), "approximator_num_channels 60"),
+           "%s", st_error());
     remove(tk_path(dir, "config.json"));
     remove(dir);
 }

@@ -113,7 +113,8 @@ static void test_fixture(const char *name, const char *preset)
     float *pooled = P ? tensor(f, "pooled_projections", B * P) : NULL;
     float *guidance = mc.guidance_embeds ? tensor(f, "guidance", B) : NULL;
     /* the text mask where the family reads one, after the pooled vector (model.h's layout) */
-    float *mask = model_text_mask(&mc) ? tensor(f, "encoder_hidden_states_mask", B * L) : NULL;
+    const char *mask_name = sft_find(f, "attention_mask") ? "attention_mask" : "encoder_hidden_states_mask"; /* Chroma's */
+    float *mask = model_text_mask(&mc) ? tensor(f, mask_name, B * L) : NULL;
     const int64_t at_guidance = L * mc.text_dim + P + (mask ? L : 0);
     float *cond = malloc((size_t)(B * K) * sizeof(float)), ts[16];
     CHECK(B <= 16);
@@ -164,8 +165,8 @@ static void test_fixture(const char *name, const char *preset)
     tk_expect_bitwise("gradients, checkpointed vs none", r[1].grads, r[0].grads, ps->grad_count);
     tk_expect_bitwise("prediction, checkpointed vs none", r[1].pred, r[0].pred, B * per);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
-    free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(text), free(pooled), free(guidance),
-        free(mask);
+    free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(text), free(pooled), free(guidance);
+    free(mask);
     free(cond);
     sft_close(f);
     model_destroy(m);
@@ -183,5 +184,6 @@ int main(void)
     test_fixture("qwen-image", "qwen-image-tiny"); /* txt_norm, centred RoPE, the text's key mask */
     test_fixture("flux2", "flux2-tiny");       /* shared modulation, 4-axis RoPE, fused single blocks */
     test_fixture("longcat-image", "longcat-image-tiny"); /* no pooled vector, its own position ids */
+    test_fixture("chroma", "chroma-tiny"); /* modulation from the approximator, the text's additive mask */
     return tk_finish();
 }

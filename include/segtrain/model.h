@@ -25,6 +25,8 @@ typedef struct model_config {
     int64_t text_dim, pooled_dim;  /* mmdit, flux: the text encoder's width (joint_attention_dim) and its pooled
                                       vector's (pooled_projection_dim) */
     bool guidance_embeds;          /* flux dev: a guidance embedding joins the timestep's */
+    int64_t approx_channels, approx_hidden, approx_layers; /* chroma: distilled_guidance_layer's input width
+                                      (approximator_num_channels), width and residual layers */
     double guidance;               /* the value model_condition gives it (SimpleTuner's flux_guidance_value) */
     int64_t rope_axes[4];          /* mmdit, flux: head pairs per position axis (axes_dims_rope): Flux's (16, 56, 56);
                                       flux2: four, (32, 32, 32, 32) */
@@ -57,7 +59,8 @@ st_status model_config_from(const config *cfg, model_config *out);
 st_status model_config_from_diffusers(const char *path, model_config *mc);
 /* Whether the family runs dual-stream blocks on a text encoder's output (mmdit, flux, sd3, auraflow, qwen_image). */
 bool model_dual_stream(const model_config *mc);
-/* Whether the family reads a text mask in its conditioning (qwen_image: padding keys are excluded from attention). */
+/* Whether the family reads a text mask in its conditioning (qwen_image: padding keys are excluded from attention;
+ * chroma: the padding's additive attention mask). */
 bool model_text_mask(const model_config *mc);
 /* Whether model_family (a segtrain topology or a SimpleTuner family by SimpleTuner's name, or its example
  * folder's) and model_flavour can be built: ST_OK for dit, mmdit and skipdit (whatever the flavour: they have
@@ -119,7 +122,7 @@ int64_t model_cond_len(const model_config *mc);
  * and that of "no conditioning" (the null label, the empty caption) for guidance and dropout. A text family's is
  * made by the built-in stand-in for a text encoder (tokenizer.c): the caption's words hashed into text_vocab rows,
  * each row a fixed pseudo-random vector, padding zero; the pooled vector is the mean of the words' own; the mask
- * 1 for the words' tokens, 0 for padding. */
+ * 1 for the words' tokens (chroma: and the first padding token, as ChromaPipeline keeps it), 0 for padding. */
 void model_condition(const model_config *mc, int64_t label, const char *caption, float *cond);
 void model_null_condition(const model_config *mc, float *cond);
 

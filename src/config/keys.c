@@ -32,7 +32,7 @@ const cfg_key cfg_keys[] = {
     CHOICE_KEY("model_preset", "dit-tiny",
                "dit-tiny|dit-s2|dit-b2|dit-xl2|mmdit-tiny|mmdit-s|skipdit-tiny|skipdit-s|flux-tiny|flux-dev|flux-schnell|"
                "flux2-tiny|flux2-dev|flux2-klein-4b|flux2-klein-9b|"
-               "sd3-tiny|sd3-medium|sd35-large|sd35-medium|auraflow-tiny|auraflow|longcat-image-tiny|longcat-image|"
+               "sd3-tiny|sd3-medium|sd35-large|sd35-medium|auraflow-tiny|auraflow|longcat-image-tiny|longcat-image|chroma-tiny|chroma|"
                "qwen-image-tiny|qwen-image",
                SEC_MODEL, NULL,
                "Named size, which also names the family (see ../shared/spec/dit.md and docs/FAMILIES.md); given "

@@ -51,6 +51,8 @@ struct model {
         float *cs, *dcs; /* the blocks' context SiLU(c) (B, D) and its gradient */
         float *rope;     /* dual-stream: the joint sequence's rotary table (S, head_dim / 2, (cos, sin)) */
         const attn_mask *mask; /* dual-stream: the joint attention's mask over [text; image] keys, NULL: none */
+        float *mod, *dmod;     /* Chroma: every modulation vector (B, mod_rows, D), made by the model, and its gradient */
+        int64_t mod_rows;
     } ctx;
     int n_seq;
     block_seq seq[MODEL_SEQ_MAX];
@@ -100,6 +102,7 @@ typedef struct final_layer {
     int ada_w, ada_b, out_w, out_b; /* parameter indices; a bias < 0: none */
     bool scale_first;
     bool no_norm; /* AuraFlow's norm_out modulates x itself, without LayerNorm */
+    int64_t mod_row; /* ada_w < 0 (Chroma): the modulation is rows mod_row, mod_row + 1 of m->ctx.mod */
     patch_order order; /* of proj_out's rows */
     float *mod, *ln, *h, *pred;
     op_state stats;

@@ -35,6 +35,10 @@ typedef struct mm_block {
     mm_stream s[2];
     mm_stream x;
     bool qk_norm, dual, context_pre_only;
+    /* Chroma: the modulation vectors are rows mod_row[s] .. of the model's m->ctx.mod (the approximator's output),
+     * not an adaLN linear of the block's own (set before registering) */
+    bool model_mod;
+    int64_t mod_row[2];
     const mm_names *names; /* NULL: Flux's and SD3's (norm1.linear, ff, norm1_context.linear, ff_context) */
 } mm_block;
 

@@ -36,6 +36,7 @@ struct block_saved {
     float *f1[2], *f2[2];    /* double: ff1 output (rows, 4D) and ff2 output per stream; single: proj_mlp in f1[0] */
     offload *off;
     bool on_host;
+    bool mod_borrowed; /* mod points into the model's modulation rows (Chroma), not the block's own */
     host_tensor h[SIDE_MAX + ATTN_N]; /* the side and the attention states, while on the host */
 };
 
@@ -72,6 +73,13 @@ static int outputs(const mm_block *mb) { return mb->context_pre_only ? 1 : 2; }
 
 /* A stream's modulation width in D: 6, the image's 9 with dual attention, the text's 2 in a context_pre_only block. */
 static int64_t mod_width(const mm_block *mb, int s) { return s ? (mb->context_pre_only ? 2 : 6) : (mb->dual ? 9 : 6); }
+
+/* Floats between two samples' modulation vectors: the block's own (B, width D) buffer, or (model_mod) the
+ * model's (B, mod_rows, D) rows. */
+static int64_t mod_stride(const mm_block *mb, int64_t width)
+{
+    return (mb->model_mod ? mb->m->ctx.mod_rows : width) * mb->m->shape.hidden;
+}
 
 static bool side_used(const mm_block *mb, int i)
 {
@@ -124,7 +132,7 @@ void mm_double_register(param_set *ps, mm_block *b, int i, const model_config *c
         mm_stream *st = s < 2 ? &b->s[s] : &b->x;
         const char *const *n = names->stream[s];
         *st = (mm_stream){.norm_q = -1, .norm_k = -1};
-        if (s < 2) st->ada = reg(ps, p, n[0], D, mod_width(b, s) * D, 0, c);
+        if (s < 2 && !b->model_mod) st->ada = reg(ps, p, n[0], D, mod_width(b, s) * D, 0, c);
         st->q = reg(ps, p, n[1], D, D, ra, c);
         st->k = reg(ps, p, n[2], D, D, ra, c);
         st->v = reg(ps, p, n[3], D, D, ra, c);
@@ -147,7 +155,7 @@ void mm_single_register(param_set *ps, mm_block *b, int i, const model_config *c
     const int64_t D = c->hidden, hd = D / c->heads;
     const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
     mm_stream *st = &b->s[0];
-    st->ada = reg(ps, p, "norm.linear", D, 3 * D, 0, c);
+    if (!b->model_mod) st->ada = reg(ps, p, "norm.linear", D, 3 * D, 0, c);
     st->q = reg(ps, p, "attn.to_q", D, D, ra, c);
     st->k = reg(ps, p, "attn.to_k", D, D, ra, c);
     st->v = reg(ps, p, "attn.to_v", D, D, ra, c);
@@ -312,7 +320,7 @@ static void release_saved(pool *p, block_saved *sv)
         pool_free(p, sv->f2[s]);
         pool_free(p, sv->f1[s]);
         pool_free(p, sv->o[s]);
-        pool_free(p, sv->mod[s]);
+        if (!sv->mod_borrowed) pool_free(p, sv->mod[s]);
     }
     pool_free(p, sv->o2);
     for (int i = 0; i < SIDE_MAX; i++) pool_free(p, sv->side[i]);
@@ -411,7 +419,8 @@ static size_t double_kept_bytes(const block *b, keep_level keep)
     mm_dims d = mm_dims_of(mb->m);
     if (keep == KEEP_NOTHING) return 0;
     const int64_t out_rows = d.rows[0] + (outputs(mb) > 1 ? d.rows[1] : 0);
-    size_t floats = (size_t)(d.B * (mod_width(mb, 0) + mod_width(mb, 1)) * d.D + out_rows * d.D); /* mods, projections */
+    const int64_t mods = mb->model_mod ? 0 : mod_width(mb, 0) + mod_width(mb, 1);
+    size_t floats = (size_t)(d.B * mods * d.D + out_rows * d.D); /* mods, projections */
     if (mb->dual) floats += (size_t)(d.rows[0] * d.D);                                           /* attn2's */
     if (keep == KEEP_ALL) floats += (size_t)(5 * out_rows * d.D);
     return floats * sizeof(float) + side_bytes(mb, &d);
@@ -479,7 +488,8 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     for (int s = 0; s < ns; s++) y[s] = scratch_take(&f.kept, d.rows[s] * D, MEM_ACTIVATIONS, "mmdit.state");
     take_side(&f, mb, sv, &d);
     for (int s = 0; s < 2; s++) {
-        sv->mod[s] = scratch_take(f.ks, d.B * mod_width(mb, s) * D, f.kt, "mmdit.mod");
+        sv->mod[s] = mb->model_mod ? m->ctx.mod + mb->mod_row[s] * D
+                                   : scratch_take(f.ks, d.B * mod_width(mb, s) * D, f.kt, "mmdit.mod");
         if (s >= ns) continue;
         sv->o[s] = scratch_take(f.ks, d.rows[s] * D, f.kt, "mmdit.out");
         sv->f1[s] = scratch_take(f.fs, d.rows[s] * 4 * D, f.ft, "mmdit.ff1");
@@ -490,11 +500,12 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     float *g = scratch_take(&f.tmp, Nmax * 4 * D, MEM_WORKSPACE, "mmdit.gelu");
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
 
-    for (int s = 0; s < 2 && !st; s++) st = fwd(m, &mb->s[s].ada, sv->mod[s], m->ctx.cs, d.B);
+    sv->mod_borrowed = mb->model_mod;
+    for (int s = 0; s < 2 && !st && !mb->model_mod; s++) st = fwd(m, &mb->s[s].ada, sv->mod[s], m->ctx.cs, d.B);
     if (!st && f.from_host) st = side_back(mb, sv);
     for (int s = 0; s < 2 && !st && !f.from_host; s++) {
         const mm_stream *ms = &mb->s[s];
-        const int64_t mw = mod_width(mb, s) * D;
+        const int64_t mw = mod_stride(mb, mod_width(mb, s));
         /* q and k before RMSNorm: the raw side, or (no qk_norm) the transient g */
         float *qr = mb->qk_norm ? sv->side[SQR] + (s ? d.rows[0] * D : 0) : g;
         float *kr = mb->qk_norm ? sv->side[SKR] + (s ? d.rows[0] * D : 0) : g;
@@ -512,7 +523,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     if (!st && !f.from_host && mb->dual) st = attn2_forward(mb, &d, in->t[0], sv, a, keep_state);
     if (!st && f.to_host) st = side_send(mb, sv, &d);
     for (int s = 0; s < ns && !st; s++) {
-        const int64_t mw = mod_width(mb, s) * D;
+        const int64_t mw = mod_stride(mb, mod_width(mb, s));
         mm_from_joint(&d, s, a, sv->side[SO]);
         st = fwd(m, &mb->s[s].out, sv->o[s], a, d.rows[s]);
         if (!st) gated_residual_forward(y[s], in->t[s], sv->mod[s] + 2 * D, sv->o[s], d.B, stream_len(&d, s), D, mw);
@@ -522,7 +533,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     if (!st && f.to_host) st = side_drop(mb, sv, f.ks);
     for (int s = 0; s < ns && !st; s++) {
         const mm_stream *ms = &mb->s[s];
-        const int64_t n = d.rows[s], mw = mod_width(mb, s) * D;
+        const int64_t n = d.rows[s], mw = mod_stride(mb, mod_width(mb, s));
         st = ln_modulate(m, a, y[s], sv->mod[s] + 3 * D, sv->mod[s] + 4 * D, d.B, stream_len(&d, s), mw);
         if (!st) st = fwd(m, &ms->mlp1, sv->f1[s], a, n);
         if (!st) gelu_forward(g, sv->f1[s], n * 4 * D);
@@ -554,7 +565,9 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
     }
     scratch k = {.pool = m->pool};
     float *dmod[2];
-    for (int s = 0; s < 2; s++) dmod[s] = scratch_take_zero(&k, d.B * mod_width(mb, s) * D, MEM_WORKSPACE, "mmdit.dmod");
+    for (int s = 0; s < 2; s++) /* Chroma's accumulate into the model's rows, for its approximator */
+        dmod[s] = mb->model_mod ? m->ctx.dmod + mb->mod_row[s] * D
+                                : scratch_take_zero(&k, d.B * mod_width(mb, s) * D, MEM_WORKSPACE, "mmdit.dmod");
     float *x1 = scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.x1");
     float *a = scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.a");
     float *a2 = scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.a2");
@@ -574,7 +587,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
 
     for (int s = 0; s < ns; s++) { /* the MLP halves, then the output projections */
         const mm_stream *ms = &mb->s[s];
-        const int64_t n = d.rows[s], t = stream_len(&d, s), mw = mod_width(mb, s) * D;
+        const int64_t n = d.rows[s], t = stream_len(&d, s), mw = mod_stride(mb, mod_width(mb, s));
         const float *mod = sv->mod[s], *f1 = sv->f1[s], *f2 = sv->f2[s];
         float *gx = grad->t[s];
         gated_residual_forward(x1, in->t[s], mod + 2 * D, sv->o[s], d.B, t, D, mw);
@@ -628,7 +641,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
     rope_joint(m, &d, dside[SK], true);
     for (int s = 0; s < 2; s++) { /* back through q, k, v (and attn2's) and the first modulations */
         const mm_stream *ms = &mb->s[s];
-        const int64_t n = d.rows[s], t = stream_len(&d, s), mw = mod_width(mb, s) * D;
+        const int64_t n = d.rows[s], t = stream_len(&d, s), mw = mod_stride(mb, mod_width(mb, s));
         const float *mod = sv->mod[s], *x = in->t[s];
         const int64_t at = s ? d.rows[0] * D : 0;
         const float *qr = mb->qk_norm ? sv->side[SQR] + at : NULL, *kr = mb->qk_norm ? sv->side[SKR] + at : NULL;
@@ -668,7 +681,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
         }
         layernorm_backward(gx, NULL, NULL, dr, x, NULL, n, D, &stats);
         op_state_release(&stats);
-        if ((k.status = bwd(m, &ms->ada, m->ctx.dcs, dmod[s], m->ctx.cs, d.B))) goto done;
+        if (!mb->model_mod && (k.status = bwd(m, &ms->ada, m->ctx.dcs, dmod[s], m->ctx.cs, d.B))) goto done;
     }
 done:
     op_state_release(&stats);
@@ -682,7 +695,7 @@ static size_t single_kept_bytes(const block *b, keep_level keep)
     const mm_block *mb = b->self;
     mm_dims d = mm_dims_of(mb->m);
     if (keep == KEEP_NOTHING) return 0;
-    size_t floats = (size_t)(d.B * 3 * d.D + d.J * d.D); /* mod, output projection */
+    size_t floats = (size_t)(d.B * (mb->model_mod ? 0 : 3) * d.D + d.J * d.D); /* mod, output projection */
     if (keep == KEEP_ALL) floats += (size_t)(4 * d.J * d.D);
     return floats * sizeof(float) + side_bytes(mb, &d);
 }
@@ -711,15 +724,17 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
     frame_init(&f, m, keep, off, sv);
     float *y = scratch_take(&f.kept, J * D, MEM_ACTIVATIONS, "mmdit.state");
     take_side(&f, mb, sv, &d);
-    sv->mod[0] = scratch_take(f.ks, d.B * 3 * D, f.kt, "mmdit.mod");
+    const int64_t ms3 = mod_stride(mb, 3);
+    sv->mod[0] = mb->model_mod ? m->ctx.mod + mb->mod_row[0] * D : scratch_take(f.ks, d.B * 3 * D, f.kt, "mmdit.mod");
+    sv->mod_borrowed = mb->model_mod;
     sv->o[0] = scratch_take(f.ks, J * D, f.kt, "mmdit.out");
     sv->f1[0] = scratch_take(f.fs, J * 4 * D, f.ft, "mmdit.proj_mlp");
     float *h = scratch_take(&f.tmp, J * D, MEM_WORKSPACE, "mmdit.h");
     float *c = scratch_take(&f.tmp, J * 5 * D, MEM_WORKSPACE, "mmdit.concat");
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
 
-    if (!st) st = fwd(m, &ms->ada, sv->mod[0], m->ctx.cs, d.B);
-    if (!st) st = ln_modulate(m, h, x, sv->mod[0], sv->mod[0] + D, d.B, d.S, 3 * D);
+    if (!st && !mb->model_mod) st = fwd(m, &ms->ada, sv->mod[0], m->ctx.cs, d.B);
+    if (!st) st = ln_modulate(m, h, x, sv->mod[0], sv->mod[0] + D, d.B, d.S, ms3);
     if (!st && f.from_host) st = side_back(mb, sv);
     if (!st && !f.from_host) {
         st = fwd(m, &ms->q, sv->side[SQR], h, J);
@@ -734,7 +749,7 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
     if (!st) concat_rows(&d, c, sv->side[SO], sv->f1[0]);
     if (!st && f.to_host) st = side_drop(mb, sv, f.ks);
     if (!st) st = fwd(m, &ms->out, sv->o[0], c, J);
-    if (!st) gated_residual_forward(y, x, sv->mod[0] + 2 * D, sv->o[0], d.B, d.S, D, 3 * D);
+    if (!st) gated_residual_forward(y, x, sv->mod[0] + 2 * D, sv->o[0], d.B, d.S, D, ms3);
     if (!st) *out = (block_state){.n = 1, .t = {y}};
     return frame_end(&f, m, st, sv, saved_io, &y, 1);
 }
@@ -754,7 +769,9 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
         if (st) return st;
     }
     scratch k = {.pool = m->pool};
-    float *dmod = scratch_take_zero(&k, d.B * 3 * D, MEM_WORKSPACE, "mmdit.dmod");
+    const int64_t ms3 = mod_stride(mb, 3);
+    float *dmod = mb->model_mod ? m->ctx.dmod + mb->mod_row[0] * D
+                                : scratch_take_zero(&k, d.B * 3 * D, MEM_WORKSPACE, "mmdit.dmod");
     float *ln = scratch_take(&k, JD, MEM_WORKSPACE, "mmdit.ln");
     float *h = scratch_take(&k, JD, MEM_WORKSPACE, "mmdit.h");
     float *dh = scratch_take_zero(&k, JD, MEM_WORKSPACE, "mmdit.dh");
@@ -770,11 +787,11 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     float *m1 = sv->f1[0] ? sv->f1[0] : scratch_take(&k, 4 * JD, MEM_WORKSPACE, "mmdit.proj_mlp (recomputed)");
     op_state stats = {0}, rstats = {0};
     if (k.status || (k.status = layernorm_forward(m->pool, ln, x, NULL, NULL, J, D, DIT_LN_EPS, &stats))) goto done;
-    modulate_forward(h, ln, mod, mod + D, d.B, d.S, D, 3 * D);
+    modulate_forward(h, ln, mod, mod + D, d.B, d.S, D, ms3);
     if (!sv->f1[0] && (k.status = fwd(m, &ms->mlp1, m1, h, J))) goto done;
     concat_rows(&d, c, sv->side[SO], m1);
     zero_bytes(dr, (size_t)JD * sizeof(float));
-    gated_residual_backward(gx, dmod + 2 * D, dr, gx, mod + 2 * D, sv->o[0], d.B, d.S, D, 3 * D);
+    gated_residual_backward(gx, dmod + 2 * D, dr, gx, mod + 2 * D, sv->o[0], d.B, d.S, D, ms3);
     if ((k.status = bwd(m, &ms->out, dc, dr, c, J))) goto done;
     copy_rows(dm, 4 * D, dc + D, 5 * D, J, 4 * D);
     gelu_backward(dm1, dm, m1, 4 * JD);
@@ -802,10 +819,10 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     }
     if ((k.status = bwd(m, &ms->v, dh, dv, h, J))) goto done;
     zero_bytes(dr, (size_t)JD * sizeof(float));
-    modulate_backward(dr, dmod, dmod + D, dh, ln, mod + D, d.B, d.S, D, 3 * D);
+    modulate_backward(dr, dmod, dmod + D, dh, ln, mod + D, d.B, d.S, D, ms3);
     layernorm_backward(gx, NULL, NULL, dr, x, NULL, J, D, &stats);
     op_state_release(&stats);
-    k.status = bwd(m, &ms->ada, m->ctx.dcs, dmod, m->ctx.cs, d.B);
+    if (!mb->model_mod) k.status = bwd(m, &ms->ada, m->ctx.dcs, dmod, m->ctx.cs, d.B);
 done:
     op_state_release(&rstats);
     op_state_release(&stats);

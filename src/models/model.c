@@ -24,10 +24,10 @@ bool model_dual_stream(const model_config *mc)
 {
     return !strcmp(mc->family, "mmdit") || !strcmp(mc->family, "flux") || !strcmp(mc->family, "sd3") ||
            !strcmp(mc->family, "auraflow") || !strcmp(mc->family, "longcat_image") ||
-           !strcmp(mc->family, "flux2") || !strcmp(mc->family, "qwen_image");
+           !strcmp(mc->family, "chroma") || !strcmp(mc->family, "flux2") || !strcmp(mc->family, "qwen_image");
 }
 
-bool model_text_mask(const model_config *mc) { return !strcmp(mc->family, "qwen_image"); }
+bool model_text_mask(const model_config *mc) { return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma"); }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
  * 7D), one of the terms below, or the batch times a sample's term (model_check_batch). Checking the terms once
@@ -282,8 +282,10 @@ void model_condition(const model_config *mc, int64_t label, const char *caption,
         float *pooled = cond + mc->text_len * mc->text_dim, *rest = pooled + mc->pooled_dim;
         const int64_t words = encode_caption(caption ? caption : "", mc->text_vocab, mc->text_len, mc->text_dim,
                                              mc->pooled_dim, cond, pooled);
-        if (model_text_mask(mc)) /* the words fill the first tokens */
-            for (int64_t l = 0; l < mc->text_len; l++) *rest++ = l < words ? 1.0f : 0.0f;
+        if (model_text_mask(mc)) { /* the words fill the first tokens; ChromaPipeline keeps one padding token too */
+            const int64_t kept = words + !strcmp(mc->family, "chroma");
+            for (int64_t l = 0; l < mc->text_len; l++) *rest++ = l < kept ? 1.0f : 0.0f;
+        }
         if (mc->guidance_embeds) *rest = (float)mc->guidance;
     }
 }
@@ -303,7 +305,8 @@ st_status final_forward(model *m, final_layer *f, const float *x)
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
     const int64_t P = c->channels * c->patch * c->patch;
     st_status st = ST_OK;
-    f->mod = model_take(m, &st, B * 2 * D, "final.mod", false);
+    const bool own = f->ada_w >= 0; /* else the modulation is rows of the model's (Chroma) */
+    if (own) f->mod = model_take(m, &st, B * 2 * D, "final.mod", false);
     if (!f->no_norm) f->ln = model_take(m, &st, N * D, "final.ln", false);
     f->h = model_take(m, &st, N * D, "final.h", false);
     f->pred = model_take(m, &st, B * c->channels * c->resolution * c->resolution, "pred", false);
@@ -311,9 +314,11 @@ st_status final_forward(model *m, final_layer *f, const float *x)
     if (!st) st = pool_alloc(m->pool, (size_t)(N * P) * sizeof(float), MEM_WORKSPACE, "final.out", (void **)&out);
     if (!st && !f->no_norm) st = layernorm_forward(m->pool, f->ln, x, NULL, NULL, N, D, DIT_LN_EPS, &f->stats);
     if (!st) {
-        const float *shift = f->mod + (f->scale_first ? D : 0), *scale = f->mod + (f->scale_first ? 0 : D);
-        linear_forward(f->mod, m->ctx.cs, W(f->ada_w), BIAS(W, f->ada_b), B, D, 2 * D);
-        modulate_forward(f->h, f->no_norm ? x : f->ln, shift, scale, B, T, D, 2 * D);
+        const float *mod = own ? f->mod : m->ctx.mod + f->mod_row * D;
+        const int64_t stride = own ? 2 * D : m->ctx.mod_rows * D;
+        const float *shift = mod + (f->scale_first ? D : 0), *scale = mod + (f->scale_first ? 0 : D);
+        if (own) linear_forward(f->mod, m->ctx.cs, W(f->ada_w), BIAS(W, f->ada_b), B, D, 2 * D);
+        modulate_forward(f->h, f->no_norm ? x : f->ln, shift, scale, B, T, D, stride);
         linear_forward(out, f->h, W(f->out_w), BIAS(W, f->out_b), N, D, P);
         unpatchify_forward(f->pred, out, B, c->channels, c->resolution, c->resolution, c->patch, f->order);
     }
@@ -330,14 +335,17 @@ st_status final_backward(model *m, final_layer *f, const float *x, const float *
     float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "final.dout");
     float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "final.dh");
     float *dln = f->no_norm ? dx : scratch_take_zero(&k, N * D, MEM_WORKSPACE, "final.dln");
-    float *dmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "final.dmod");
+    const bool own = f->ada_w >= 0;
+    float *dmod = own ? scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "final.dmod") : m->ctx.dmod + f->mod_row * D;
+    const float *mod = own ? f->mod : m->ctx.mod + f->mod_row * D;
+    const int64_t stride = own ? 2 * D : m->ctx.mod_rows * D;
     if (k.status) return scratch_end(&k);
     const int64_t shift = f->scale_first ? D : 0, scale = f->scale_first ? 0 : D;
     unpatchify_backward(dout, dpred, B, c->channels, c->resolution, c->resolution, c->patch, f->order);
     linear_backward(dh, G(f->out_w), BIAS(G, f->out_b), dout, f->h, W(f->out_w), N, D, P);
-    modulate_backward(dln, dmod + shift, dmod + scale, dh, f->no_norm ? x : f->ln, f->mod + scale, B, T, D, 2 * D);
+    modulate_backward(dln, dmod + shift, dmod + scale, dh, f->no_norm ? x : f->ln, mod + scale, B, T, D, stride);
     if (!f->no_norm) layernorm_backward(dx, NULL, NULL, dln, x, NULL, N, D, &f->stats);
-    linear_backward(m->ctx.dcs, G(f->ada_w), BIAS(G, f->ada_b), dmod, m->ctx.cs, W(f->ada_w), B, D, 2 * D);
+    if (own) linear_backward(m->ctx.dcs, G(f->ada_w), BIAS(G, f->ada_b), dmod, m->ctx.cs, W(f->ada_w), B, D, 2 * D);
     return scratch_end(&k);
 }
 

@@ -59,6 +59,10 @@ static const struct preset {
     {"qwen-image", "qwen_image", 60, 3072, 24, 2, 16, 128, 10, 0, 1024, 3584, 0, false, true, 0, 0},
     {"longcat-image-tiny", "longcat_image", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 0, false, true, 0, 0},
     {"longcat-image", "longcat_image", 10, 3072, 24, 2, 16, 128, 10, 20, 512, 3584, 0, false, true, 0, 0},
+    /* lodestones/Chroma1-HD's: Flux's blocks without their adaLN linears, T5-XXL's text padded to 512, no pooled
+     * vector; its approximator (64 -> 5120, 5 layers) is set in model_preset */
+    {"chroma-tiny", "chroma", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 0, false, true, 0, 0},
+    {"chroma", "chroma", 19, 3072, 24, 2, 16, 128, 10, 38, 512, 4096, 0, false, true, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -69,6 +73,8 @@ static const struct preset {
 
 /* Flux's split of a head into rotary axes, (hd - 2 a, a, a) pairs-wide with a = 2 floor(7 hd / 32): its
  * (16, 56, 56) at 128. */
+#define CHROMA_APPROX_LAYERS_MAX 16
+
 static void rope_axes_for(model_config *mc)
 {
     const int64_t hd = mc->hidden / mc->heads, a = 2 * (7 * hd / 32);
@@ -99,6 +105,10 @@ st_status model_preset(const char *name, model_config *out)
         snprintf(out->family, sizeof out->family, "%s", p->family);
         snprintf(out->preset, sizeof out->preset, "%s", name);
         rope_axes_for(out);
+        if (!strcmp(p->family, "chroma")) { /* the tiny one's approximator is the fixture's shape, with 2 layers */
+            const bool tiny = strstr(name, "tiny") != NULL;
+            out->approx_channels = tiny ? 32 : 64, out->approx_hidden = tiny ? 32 : 5120, out->approx_layers = tiny ? 2 : 5;
+        }
         return ST_OK;
     }
     char names[512] = "";
@@ -111,8 +121,8 @@ st_status model_config_check(const model_config *mc)
 {
     const bool mmdit = model_dual_stream(mc), skipdit = !strcmp(mc->family, "skipdit"), sd3 = !strcmp(mc->family, "sd3");
     const bool aura = !strcmp(mc->family, "auraflow"), flux2 = !strcmp(mc->family, "flux2");
-    const bool qwen = !strcmp(mc->family, "qwen_image");
-    const bool unpooled = aura || !strcmp(mc->family, "longcat_image") || qwen; /* no pooled text vector */
+    const bool chroma = !strcmp(mc->family, "chroma"), qwen = !strcmp(mc->family, "qwen_image");
+    const bool unpooled = aura || !strcmp(mc->family, "longcat_image") || chroma || qwen; /* no pooled text vector */
     if (!mmdit && !skipdit && strcmp(mc->family, "dit"))
         return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit, flux, sd3, auraflow, "
                        "qwen_image", mc->family);
@@ -172,6 +182,13 @@ st_status model_config_check(const model_config *mc)
     if (unpooled && !aura && (mc->pooled_dim || mc->guidance_embeds))
         return st_fail(ST_ERR_INVALID, "pooled_projection_dim: %lld, guidance_embeds %d; %s conditions on the timestep "
                        "alone (0 and false)", (long long)mc->pooled_dim, (int)mc->guidance_embeds, mc->family);
+    if (chroma && (mc->approx_channels < 8 || mc->approx_channels % 8 || mc->approx_channels > (1 << 16) ||
+                   mc->approx_hidden < 1 || mc->approx_hidden > (1 << 20) || mc->approx_layers < 0 ||
+                   mc->approx_layers > CHROMA_APPROX_LAYERS_MAX))
+        return st_fail(ST_ERR_INVALID, "approximator_num_channels %lld, approximator_hidden_dim %lld, "
+                       "approximator_layers %lld: chroma's take a multiple of 8 up to 65536, 1 to 2^20 and 0 to %d",
+                       (long long)mc->approx_channels, (long long)mc->approx_hidden, (long long)mc->approx_layers,
+                       CHROMA_APPROX_LAYERS_MAX);
     if (mc->dual_attention < 0 || mc->dual_attention > (sd3 ? mc->depth : 0))
         return st_fail(ST_ERR_INVALID, "dual_attention_layers: the first %lld blocks; sd3 has %lld (other families "
                        "none)", (long long)mc->dual_attention, (long long)(sd3 ? mc->depth : 0));
@@ -516,6 +533,19 @@ static st_status auraflow_from_json(const cJSON *j, const char *file, model_conf
     return ST_OK;
 }
 
+/* ChromaTransformer2DModel's: Flux's keys without the pooled vector and guidance (its modulation comes from the
+ * distilled_guidance_layer), and the approximator's. */
+static st_status chroma_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = flux_keys(j, file, mc, 4096);
+    mc->pooled_dim = 0, mc->guidance_embeds = false;
+    mc->approx_channels = 64, mc->approx_hidden = 5120, mc->approx_layers = 5;
+    if (!st) st = json_int(j, file, "approximator_num_channels", &mc->approx_channels);
+    if (!st) st = json_int(j, file, "approximator_hidden_dim", &mc->approx_hidden);
+    if (!st) st = json_int(j, file, "approximator_layers", &mc->approx_layers);
+    return st;
+}
+
 /* Each family's diffusers class and the reader of its config.json. */
 static const struct {
     const char *family, *diffusers;
@@ -528,6 +558,7 @@ static const struct {
     {"qwen_image", "QwenImageTransformer2DModel", qwen_from_json},
     {"flux2", "Flux2Transformer2DModel", flux2_from_json},
     {"longcat_image", "LongCatImageTransformer2DModel", longcat_from_json},
+    {"chroma", "ChromaTransformer2DModel", chroma_from_json},
 };
 
 static bool reads_diffusers(const model_config *mc)
