@@ -18,7 +18,7 @@
 enum { C = 4, E = 8, L = 8, D = 32, P = 16, TEXT = L * D + P };
 
 static char root[256];
-static const cache_want flux_tiny = {"flux", C, E, L, D, P};
+static const cache_want flux_tiny = {"flux", C, E, L, D, P, false};
 
 /* ---- the committed fixture ---- */
 
@@ -180,6 +180,37 @@ static void test_padding_and_dtypes(void)
     dataset_close(ds);
 }
 
+/* A family that reads the text mask (qwen_image) gets it after the pooled vector, an I64 mask as floats, and 0 on
+ * the padded rows; the empty prompt's too. */
+static void test_mask(void)
+{
+    printf("-- the attention mask follows the pooled vector where the model reads it, 0 on padding\n");
+    variant v = good();
+    v.rows = 3;
+    v.bf16 = true; /* sample 1's mask is I64 [1 1 0] */
+    const char *dir = make_cache("masked", &v);
+    cache_want want = flux_tiny;
+    want.mask = true;
+    dataset *ds = NULL;
+    CHECKF(dataset_open_cache(dir, &want, &ds) == ST_OK, "%s", st_error());
+    enum { MASKED = TEXT + L };
+    CHECK(ds && dataset_text_floats(ds) == MASKED);
+    float text[MASKED], x[C * E * E];
+    data_iter *it = NULL;
+    if (ds) CHECK(data_iter_create(ds, 1, &it) == ST_OK);
+    char cap[1][CAPTION_MAX] = {{0}};
+    for (int k = 0; it && k < 3 && strcmp(cap[0], "sample 1"); k++) {
+        memset(text, 0x55, sizeof text);
+        CHECK(data_iter_next_with_text(it, 1, x, NULL, cap, NULL, text, MASKED) == ST_OK);
+    }
+    const float want_mask[L] = {1, 1, 0, 0, 0, 0, 0, 0};
+    tk_expect_bitwise("sample 1's mask after its pooled vector", text + TEXT, want_mask, L);
+    const float null_mask[L] = {1, 1, 1, 1, 1, 1, 1, 0}; /* written with L rows, the last one padding */
+    if (ds) tk_expect_bitwise("the empty prompt's mask", dataset_null_text(ds) + TEXT, null_mask, L);
+    data_iter_destroy(it);
+    dataset_close(ds);
+}
+
 /* Opening the cache of v as flux-tiny fails with code `code` and a line holding both needles. */
 static void refused(const char *what, const variant *v, const cache_want *want, st_status code, const char *needle,
                     const char *needle2)
@@ -216,7 +247,8 @@ static void test_refusals(void)
     refused("latents of another edge", &v, NULL, ST_ERR_INVALID, "4 x 16 x 16", "4 x 8 x 8");
     v = good(), v.file_edge = 4;
     refused("a file's latents", &v, NULL, ST_ERR_INVALID, "a.safetensors: latents are 4 x 4 x 4", "4 x 8 x 8");
-    const cache_want wide = {"flux", C, E, L, 64, P}, nopool = {"flux", C, E, L, D, 8}, longer = {"flux", C, E, 4, D, P};
+    const cache_want wide = {"flux", C, E, L, 64, P, false}, nopool = {"flux", C, E, L, D, 8, false},
+                     longer = {"flux", C, E, 4, D, P, false};
     v = good();
     refused("text_dim", &v, &wide, ST_ERR_INVALID, "text_dim 32", "joint_attention_dim is 64");
     refused("pooled_dim", &v, &nopool, ST_ERR_INVALID, "pooled_dim 16", "pooled_projection_dim is 8");
@@ -372,6 +404,7 @@ int main(void)
     if (!mkdtemp(root)) return 1;
     test_fixture();
     test_padding_and_dtypes();
+    test_mask();
     test_refusals();
     test_training();
     test_what_training_reads();

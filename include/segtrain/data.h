@@ -12,6 +12,7 @@
 #ifndef SEGTRAIN_DATA_H
 #define SEGTRAIN_DATA_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "segtrain/status.h"
@@ -58,6 +59,7 @@ typedef struct cache_want {
     const char *family;                     /* the model's family ("flux") */
     int64_t channels, edge;                 /* latents (channels, edge, edge) */
     int64_t text_len, text_dim, pooled_dim; /* the model's conditioning: (text_len, text_dim), then pooled_dim */
+    bool mask;                              /* then the text mask (text_len), where the model reads one */
 } cache_want;
 
 /* The cache folder dir (docs/CACHE.md): cache.json, checked against want (format and version, family, latent shape,

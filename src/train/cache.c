@@ -52,6 +52,22 @@ static const sft_tensor *float_tensor(const char *dir, const char *file, const s
     return *st ? NULL : t;
 }
 
+/* attention_mask (rows) as floats into m, zero to text_len: SimpleTuner's are I64, ours F32 (checked 1 or 0 when
+ * the cache was opened). */
+static st_status read_mask(const sft_file *f, int64_t rows, float *m, int64_t text_len)
+{
+    st_status st;
+    if (sft_find(f, "attention_mask")->dtype == SFT_I64) {
+        int64_t *mi = malloc(sizeof(int64_t) * (size_t)rows);
+        if (!mi) return data_oom();
+        st = sft_read_i64(f, "attention_mask", 1, &rows, mi);
+        for (int64_t i = 0; !st && i < rows; i++) m[i] = (float)mi[i];
+        free(mi);
+    } else st = sft_read_f32(f, "attention_mask", 1, &rows, m);
+    for (int64_t i = rows; i < text_len; i++) m[i] = 0.0f;
+    return st;
+}
+
 /* Checks one sample file (`latents` only when with_latents: null.safetensors has none) against the cache and the
  * model, and reads its caption from the metadata into *caption (a copy). */
 static st_status check_sample(const dataset *ds, const char *dir, const char *file, const char *family,
@@ -114,7 +130,8 @@ static st_status check_sample(const dataset *ds, const char *dir, const char *fi
 }
 
 /* The sample file `path`'s latents (into x when not NULL) and its conditioning (into text when not NULL): the
- * sequence zero-padded to text_len rows, then the pooled vector. */
+ * sequence zero-padded to text_len rows, then the pooled vector, then where the model reads it the mask, 0 on the
+ * padded rows (model.h's layout). */
 st_status cache_read(const dataset *ds, const char *path, float *x, float *text)
 {
     sft_file *f;
@@ -131,6 +148,7 @@ st_status cache_read(const dataset *ds, const char *path, float *x, float *text)
         if (!st) memset(text + rows * D, 0, sizeof(float) * (size_t)((ds->text_len - rows) * D));
         if (!st && ds->pooled_dim)
             st = sft_read_f32(f, "pooled_prompt_embeds", 1, &ds->pooled_dim, text + ds->text_len * D);
+        if (!st && ds->mask) st = read_mask(f, rows, text + ds->text_len * D + ds->pooled_dim, ds->text_len);
     }
     sft_close(f);
     return st;
@@ -214,6 +232,7 @@ st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **
         ds->text_len = want->text_len;
         ds->text_dim = want->text_dim;
         ds->pooled_dim = want->pooled_dim;
+        ds->mask = want->mask;
         ds->classes = 1;
         ds->class_names = calloc(1, sizeof(char *));
         const char *slash = strrchr(dir, '/');
@@ -241,7 +260,7 @@ st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **
     if (probe) {
         fclose(probe);
         st = check_sample(ds, dir, CACHE_NULL, family, false, &null_caption);
-        if (!st && !(ds->null_text = malloc(sizeof(float) * (size_t)(ds->text_len * ds->text_dim + ds->pooled_dim))))
+        if (!st && !(ds->null_text = malloc(sizeof(float) * (size_t)dataset_text_floats(ds))))
             st = data_oom();
         if (!st) st = cache_read(ds, null_path, NULL, ds->null_text);
     }
@@ -258,7 +277,7 @@ st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **
 
 int64_t dataset_text_floats(const dataset *ds)
 {
-    return ds->kind == KIND_CACHE ? ds->text_len * ds->text_dim + ds->pooled_dim : 0;
+    return ds->kind == KIND_CACHE ? ds->text_len * (ds->text_dim + ds->mask) + ds->pooled_dim : 0;
 }
 
 const float *dataset_null_text(const dataset *ds) { return ds->null_text; }

@@ -37,6 +37,7 @@ struct dataset {
     backend *backends; /* backends: one per class */
     int64_t channels;  /* of a sample's input: 3 for images, the latents' for a cache */
     int64_t text_len, text_dim, pooled_dim; /* cache: the conditioning the model reads */
+    bool mask;         /* cache: the model reads the text mask after the pooled vector */
     float *null_text;  /* cache: null.safetensors' conditioning, NULL when the cache has none */
 };
 

@@ -202,7 +202,8 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
     if (!model_dual_stream(mc))
         return st_fail(ST_ERR_INVALID, "data_cache_dir: a cache holds text-encoder embeddings, which model_family %s "
                        "does not read (the dual-stream families do: flux, mmdit)", mc->family);
-    const cache_want want = {mc->family, mc->channels, mc->resolution, mc->text_len, mc->text_dim, mc->pooled_dim};
+    const cache_want want = {mc->family,   mc->channels,   mc->resolution,     mc->text_len,
+                             mc->text_dim, mc->pooled_dim, model_text_mask(mc)};
     st_status st = dataset_open_cache(cache, &want, &t->data);
     if (!st && t->label_dropout > 0 && !dataset_null_text(t->data))
         st = st_fail(ST_ERR_INVALID, "caption_dropout_probability %g needs the empty prompt's embeddings: add "
