@@ -225,6 +225,31 @@ static void test_longcat_json(void)
     remove(dir);
 }
 
+/* A Flux folder's own axes_dims_rope stand through model_config_from (pretrained_model_name_or_path); they follow
+ * the head width only where hidden_size / num_heads change it. */
+static void test_flux_folder_axes(void)
+{
+    char dir[] = "/tmp/segtrain-fluxaxes-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    tk_write_file(dir, "config.json", "{\"_class_name\": \"FluxTransformer2DModel\", \"num_layers\": 1, "
+                                      "\"num_single_layers\": 1, \"attention_head_dim\": 16, \"num_attention_heads\": 2, "
+                                      "\"in_channels\": 16, \"joint_attention_dim\": 24, \"pooled_projection_dim\": 20, "
+                                      "\"axes_dims_rope\": [2, 8, 6]}");
+    char json[256];
+    snprintf(json, sizeof json, "{\"model_family\": \"flux\", \"resolution\": 64, \"pretrained_model_name_or_path\": \"%s\"}",
+             dir);
+    model_config mc;
+    CHECKF(from_json(json, &mc) == ST_OK && mc.hidden == 32 && mc.rope_axes[0] == 2 && mc.rope_axes[1] == 8 &&
+               mc.rope_axes[2] == 6, "%s: axes (%lld, %lld, %lld)", st_error(), (long long)mc.rope_axes[0],
+           (long long)mc.rope_axes[1], (long long)mc.rope_axes[2]);
+    snprintf(json, sizeof json, "{\"model_family\": \"flux\", \"resolution\": 64, \"num_heads\": 1, "
+             "\"pretrained_model_name_or_path\": \"%s\"}", dir);
+    CHECKF(from_json(json, &mc) == ST_OK && mc.rope_axes[0] + mc.rope_axes[1] + mc.rope_axes[2] == 32, "%s",
+           st_error());
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 /* flux2: SimpleTuner's default flavour is klein-9b; dev and klein-4b by name, each at its published size. And
  * Flux2Transformer2DModel's config.json: its class defaults (FLUX.2-dev's) under the file's values, and what
  * segtrain does not build refused in one line naming it. */
@@ -351,6 +376,7 @@ int main(void)
     test_auraflow_json();
     test_flux2();
     test_longcat_json();
+    test_flux_folder_axes();
     test_qwen_json();
     test_doc();
     return tk_finish();

@@ -268,7 +268,10 @@ st_status model_config_from(const config *cfg, model_config *mc)
         const int64_t patches = llround(edge / (double)(mc->vae_scale * mc->patch));
         mc->resolution = (patches > 1 ? patches : 1) * mc->patch;
     }
-    if (model_dual_stream(mc) && strcmp(mc->family, "sd3")) rope_axes_for(mc); /* of the head width as given */
+    /* the axes follow a head width that the keys above changed; a preset's or a folder's own stand otherwise */
+    const int64_t *ax = mc->rope_axes;
+    if (model_dual_stream(mc) && strcmp(mc->family, "sd3") && ax[0] + ax[1] + ax[2] + ax[3] != mc->hidden / mc->heads)
+        rope_axes_for(mc);
     mc->guidance = config_float(cfg, "flux_guidance_value");
     mc->mechanism = strcmp(config_string(cfg, "attention_mechanism"), "math") ? ATTN_FLASH : ATTN_MATH;
     if (!strcmp(config_string(cfg, "model_type"), "lora")) {
