@@ -15,25 +15,12 @@
  * attention output and its state, raw q and k for the norms' backward) and the output projections; with
  * KEEP_ALL also the feed-forward's three linear outputs. Backward recomputes the rest with the same kernels on
  * the same inputs, so its values are bitwise forward's. Attention offload moves the side to the host. */
+#include "attn_side.h"
 #include "auraflow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { SQ, SK, SV, SO, SQR, SKR, SIDE_N }; /* joint q, k, v, o; raw q, k (stream after stream) */
-
-struct block_saved {
-    float *mod[2];             /* (B, 6D) per stream */
-    float *side[SIDE_N];       /* (J, D) each */
-    op_state attn;
-    float *o[2];               /* (rows, D): the output projection, for gate1 */
-    float *f1[2], *f2[2];      /* KEEP_ALL: linear_1 and linear_2 outputs (rows, F) */
-    float *f3[2];              /* KEEP_ALL: out_projection's output (rows, D), for gate2 */
-    offload *off;
-    bool on_host;
-    host_tensor h[SIDE_N + 1]; /* the side and the attention state, while on the host */
-};
 
 /* Sizes of a step: len[s] tokens of stream s per sample start at off[s] of a sample's S joint rows; raw q/k of
  * stream s start at row at[s]. */
@@ -174,75 +161,10 @@ static void swiglu(const af_dims *d, int s, float *g, float *sf, const float *f1
     gated_residual_forward(g, g, sf, f2, d->rows[s], 1, d->F, d->F);
 }
 
-/* ---- the attention side's trip to the host ---- */
-
-static st_status side_send(block_saved *sv, const af_dims *d)
-{
-    st_status st = ST_OK;
-    for (int i = 0; i < SIDE_N && !st; i++)
-        st = host_tensor_offload(sv->off, &sv->h[i], sv->side[i], (size_t)(d->J * d->D) * sizeof(float),
-                                 MEM_ACTIVATIONS, "auraflow.attention side (host)");
-    if (!st) st = host_tensor_offload(sv->off, &sv->h[SIDE_N], sv->attn.data, sv->attn.bytes, MEM_ACTIVATIONS,
-                                      "auraflow.attention state (host)");
-    return st;
-}
-
-/* The device copies go (their last reader is done); the scratch that allocated them forgets them. */
-static st_status side_drop(block_saved *sv, scratch *owner)
-{
-    st_status st = ST_OK;
-    for (int i = 0; i < SIDE_N; i++) {
-        scratch_forget(owner, sv->side[i]);
-        st_status si = host_tensor_drop_device(sv->off, &sv->h[i]);
-        st = st ? st : si;
-        sv->side[i] = NULL;
-    }
-    st_status sa = host_tensor_drop_device(sv->off, &sv->h[SIDE_N]);
-    sv->attn = (op_state){0};
-    sv->on_host = true;
-    return st ? st : sa;
-}
-
-static st_status side_back(const struct model *m, block_saved *sv)
-{
-    st_status st = ST_OK;
-    for (int i = 0; i <= SIDE_N && !st; i++) st = host_tensor_wait(sv->off, &sv->h[i]);
-    if (st) return st;
-    for (int i = 0; i < SIDE_N; i++) sv->side[i] = sv->h[i].dev, sv->h[i].dev = NULL;
-    sv->attn = (op_state){.pool = m->pool, .data = sv->h[SIDE_N].dev, .bytes = sv->h[SIDE_N].bytes};
-    sv->h[SIDE_N].dev = NULL;
-    sv->on_host = false;
-    return ST_OK;
-}
-
-static st_status af_prefetch(block *b, block_saved *sv)
-{
-    st_status st = ST_OK;
-    for (int i = 0; sv && sv->on_host && i <= SIDE_N && !st; i++) st = host_tensor_fetch(sv->off, &sv->h[i]);
-    return st;
-}
-
-static void release_saved(pool *p, block_saved *sv)
-{
-    for (int i = 0; sv->off && i <= SIDE_N; i++) host_tensor_release(sv->off, &sv->h[i]);
-    op_state_release(&sv->attn);
-    for (int s = 0; s < 2; s++) {
-        float *bufs[] = {sv->f3[s], sv->f2[s], sv->f1[s], sv->o[s], sv->mod[s]};
-        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(p, bufs[i]);
-    }
-    for (int i = 0; i < SIDE_N; i++) pool_free(p, sv->side[i]);
-    free(sv);
-}
-
-static void af_release(block *b, block_saved *sv)
-{
-    if (sv) release_saved(((af_block *)b->self)->m->pool, sv);
-}
-
 static size_t side_bytes(const af_dims *d, const struct model *m)
 {
     attn_shape as = joint_attn(d, m->shape.mechanism);
-    return (size_t)(SIDE_N * d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
+    return (size_t)(6 * d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
 }
 
 static size_t af_kept_bytes(const block *b, keep_level keep)
@@ -289,7 +211,7 @@ static st_status attention_side(const struct model *m, const af_block *ab, const
     }
     attn_shape sh = joint_attn(d, m->shape.mechanism);
     if (!st) st = attention_forward(m->pool, &sh, jv(sv->side[SO], d), jv(sv->side[SQ], d), jv(sv->side[SK], d),
-                                    jv(sv->side[SV], d), keep_state ? &sv->attn : NULL);
+                                    jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
     return st;
 }
 
@@ -303,39 +225,33 @@ static st_status af_forward(block *b, const block_state *in, block_state *out, k
     b->forward_runs++;
     block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
     if (!sv) return st_host_oom("a block's saved tensors");
-    /* what is kept goes through `kept` (tagged activations), what is transient through `tmp`: with KEEP_NOTHING
-     * the side, modulations and projections are transient, and only KEEP_ALL keeps the feed-forward's outputs */
-    const bool from_host = sv->on_host, to_host = off && !sv->on_host;
-    if (to_host) sv->off = off;
-    const mem_tag kt = keep == KEEP_NOTHING ? MEM_WORKSPACE : MEM_ACTIVATIONS;
-    const mem_tag ft = keep == KEEP_ALL ? MEM_ACTIVATIONS : MEM_WORKSPACE;
-    scratch kept = {.pool = m->pool}, tmp = {.pool = m->pool};
-    scratch *ks = keep == KEEP_NOTHING ? &tmp : &kept, *fs = keep == KEEP_ALL ? &kept : &tmp;
+    frame f;
+    frame_init(&f, m, keep, off, sv);
     float *y[2] = {0};
-    for (int s = 0; s < d.n; s++) y[s] = scratch_take(&kept, d.rows[s] * D, MEM_ACTIVATIONS, "auraflow.state");
-    for (int i = 0; !from_host && i < SIDE_N; i++) sv->side[i] = scratch_take(ks, d.J * D, kt, "auraflow.side");
+    for (int s = 0; s < d.n; s++) y[s] = scratch_take(&f.kept, d.rows[s] * D, MEM_ACTIVATIONS, "auraflow.state");
+    side_take(&f, sv, (int64_t[SIDE_MAX]){d.J * D, d.J * D, d.J * D, d.J * D, d.J * D, d.J * D}, 1);
     for (int s = 0; s < d.n; s++) {
-        sv->mod[s] = scratch_take(ks, d.B * 6 * D, kt, "auraflow.mod");
-        sv->o[s] = scratch_take(ks, d.rows[s] * D, kt, "auraflow.out");
-        sv->f1[s] = scratch_take(fs, d.rows[s] * F, ft, "auraflow.ff1");
-        sv->f2[s] = scratch_take(fs, d.rows[s] * F, ft, "auraflow.ff2");
-        sv->f3[s] = scratch_take(fs, d.rows[s] * D, ft, "auraflow.ff3");
+        sv->mod[s] = scratch_take(f.ks, d.B * 6 * D, f.kt, "auraflow.mod");
+        sv->o[s] = scratch_take(f.ks, d.rows[s] * D, f.kt, "auraflow.out");
+        sv->f1[s] = scratch_take(f.fs, d.rows[s] * F, f.ft, "auraflow.ff1");
+        sv->f2[s] = scratch_take(f.fs, d.rows[s] * F, f.ft, "auraflow.ff2");
+        sv->f3[s] = scratch_take(f.fs, d.rows[s] * D, f.ft, "auraflow.ff3");
     }
-    float *h = scratch_take(&tmp, d.Nmax * D, MEM_WORKSPACE, "auraflow.h");
-    float *ln = scratch_take(&tmp, d.Nmax * D, MEM_WORKSPACE, "auraflow.ln");
-    float *sf = scratch_take(&tmp, d.Nmax * F, MEM_WORKSPACE, "auraflow.silu");
-    float *g = scratch_take(&tmp, d.Nmax * F, MEM_WORKSPACE, "auraflow.swiglu");
-    st_status st = kept.status ? kept.status : tmp.status;
+    float *h = scratch_take(&f.tmp, d.Nmax * D, MEM_WORKSPACE, "auraflow.h");
+    float *ln = scratch_take(&f.tmp, d.Nmax * D, MEM_WORKSPACE, "auraflow.ln");
+    float *sf = scratch_take(&f.tmp, d.Nmax * F, MEM_WORKSPACE, "auraflow.silu");
+    float *g = scratch_take(&f.tmp, d.Nmax * F, MEM_WORKSPACE, "auraflow.swiglu");
+    st_status st = f.kept.status ? f.kept.status : f.tmp.status;
 
     for (int s = 0; s < d.n && !st; s++) st = fwd(m, &ab->s[s].ada, sv->mod[s], m->ctx.cs, d.B);
-    if (!st && from_host) st = side_back(m, sv);
-    if (!st && !from_host) st = attention_side(m, ab, &d, in, sv, h, ln, g, keep != KEEP_NOTHING || to_host);
-    if (!st && to_host) st = side_send(sv, &d);
+    if (!st && f.from_host) st = side_back(sv);
+    if (!st && !f.from_host) st = attention_side(m, ab, &d, in, sv, h, ln, g, keep != KEEP_NOTHING || f.to_host);
+    if (!st && f.to_host) st = side_send(sv);
     for (int s = 0; s < d.n && !st; s++) {
         from_joint(&d, s, h, sv->side[SO]);
         st = fwd(m, &ab->s[s].out, sv->o[s], h, d.rows[s]);
     }
-    if (!st && to_host) st = side_drop(sv, ks);
+    if (!st && f.to_host) st = side_drop(sv, f.ks);
     for (int s = 0; s < d.n && !st; s++) {
         const af_stream *as = &ab->s[s];
         const float *mod = sv->mod[s];
@@ -350,27 +266,7 @@ static st_status af_forward(block *b, const block_state *in, block_state *out, k
     }
     if (!st) *out = (block_state){.n = d.n, .t = {y[0], y[1]}};
 
-    for (int i = 0; st && sv->off && i <= SIDE_N; i++) /* copies in flight read what scratch_end frees: they finish */
-        host_tensor_release(sv->off, &sv->h[i]);
-    scratch_end(&tmp);
-    if (keep == KEEP_NOTHING) {
-        for (int s = 0; s < 2; s++) sv->mod[s] = sv->o[s] = NULL;
-        if (!sv->on_host) memset(sv->side, 0, sizeof sv->side);
-    }
-    if (keep != KEEP_ALL)
-        for (int s = 0; s < 2; s++) sv->f1[s] = sv->f2[s] = sv->f3[s] = NULL;
-    if (st) { /* the output state is the caller's to free no more; what was kept is sv's */
-        for (int s = 0; s < d.n; s++) pool_free(m->pool, y[s]);
-        release_saved(m->pool, sv);
-        if (saved_io) *saved_io = NULL;
-        return st;
-    }
-    if (keep == KEEP_NOTHING && !sv->on_host) {
-        free(sv);
-        sv = NULL;
-    }
-    if (saved_io) *saved_io = sv;
-    return ST_OK;
+    return frame_end(&f, st, sv, saved_io, y, d.n);
 }
 
 /* ---- backward ---- */
@@ -383,7 +279,7 @@ static st_status af_backward(block *b, const block_state *in, block_saved *sv, b
     attn_shape as = joint_attn(&d, m->shape.mechanism);
     const int64_t D = d.D, F = d.F, N = d.Nmax;
     if (sv->on_host) {
-        st_status st = side_back(m, sv);
+        st_status st = side_back(sv);
         if (st) return st;
     }
     scratch k = {.pool = m->pool};
@@ -452,7 +348,7 @@ static st_status af_backward(block *b, const block_state *in, block_saved *sv, b
     }
     k.status = attention_backward(m->pool, &as, jv(dside[SQ], &d), jv(dside[SK], &d), jv(dside[SV], &d),
                                   jv(dside[SO], &d), jv(sv->side[SQ], &d), jv(sv->side[SK], &d),
-                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn);
+                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn[0]);
     if (k.status) goto done;
     for (int s = 0; s < d.n; s++) { /* back through the q/k norms, q, k, v and the first modulation */
         const af_stream *ms = &ab->s[s];
@@ -495,9 +391,9 @@ const block_kind af_joint_kind = {
     .kept_bytes = af_kept_bytes,
     .offloaded_bytes = af_offloaded_bytes,
     .forward = af_forward,
-    .prefetch = af_prefetch,
+    .prefetch = side_prefetch,
     .backward = af_backward,
-    .release = af_release,
+    .release = saved_release,
 };
 
 const block_kind af_single_kind = {
@@ -507,7 +403,7 @@ const block_kind af_single_kind = {
     .kept_bytes = af_kept_bytes,
     .offloaded_bytes = af_offloaded_bytes,
     .forward = af_forward,
-    .prefetch = af_prefetch,
+    .prefetch = side_prefetch,
     .backward = af_backward,
-    .release = af_release,
+    .release = saved_release,
 };

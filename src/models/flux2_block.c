@@ -19,26 +19,13 @@
  * GEMM with q, k and v, so its recompute runs the whole fused projection again and keeps the columns it needs.
  * Recompute runs the same kernels on the same inputs, so its values are bitwise forward's. Attention offload moves
  * the side to the host.
- *
- * The side's trip to the host is auraflow_block.c's (six (J, D) tensors and the attention state), copied:
- * both families' side is the same shape, a shared helper is future work. */
+ * (attn_side.c). */
+#include "attn_side.h"
 #include "flux2.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { SQ, SK, SV, SO, SQR, SKR, SIDE_N }; /* joint q, k, v, o; raw q, k (double: image rows, then text rows) */
-
-struct block_saved {
-    float *side[SIDE_N]; /* (J, D) each */
-    op_state attn;
-    float *o[2];         /* the attention output projections (rows, D), for gate1; single: to_out's (J, D) */
-    float *f1[2], *f2[2]; /* KEEP_ALL: linear_in's (rows, 2F) and linear_out's (rows, D); single: f1[0] (J, 2F) */
-    offload *off;
-    bool on_host;
-    host_tensor h[SIDE_N + 1]; /* the side and the attention state, while on the host */
-};
 
 #define W(i) (param_at(m->params, (i))->w)
 #define G(i) (param_at(m->params, (i))->g)
@@ -172,75 +159,10 @@ static st_status rms_back(const struct model *m, const mm_dims *d, int64_t rows,
     return ST_OK;
 }
 
-/* ---- the attention side's trip to the host (auraflow_block.c's) ---- */
-
-static st_status side_send(block_saved *sv, const mm_dims *d)
-{
-    st_status st = ST_OK;
-    for (int i = 0; i < SIDE_N && !st; i++)
-        st = host_tensor_offload(sv->off, &sv->h[i], sv->side[i], (size_t)(d->J * d->D) * sizeof(float),
-                                 MEM_ACTIVATIONS, "flux2.attention side (host)");
-    if (!st) st = host_tensor_offload(sv->off, &sv->h[SIDE_N], sv->attn.data, sv->attn.bytes, MEM_ACTIVATIONS,
-                                      "flux2.attention state (host)");
-    return st;
-}
-
-/* The device copies go (their last reader is done); the scratch that allocated them forgets them. */
-static st_status side_drop(block_saved *sv, scratch *owner)
-{
-    st_status st = ST_OK;
-    for (int i = 0; i < SIDE_N; i++) {
-        scratch_forget(owner, sv->side[i]);
-        st_status si = host_tensor_drop_device(sv->off, &sv->h[i]);
-        st = st ? st : si;
-        sv->side[i] = NULL;
-    }
-    st_status sa = host_tensor_drop_device(sv->off, &sv->h[SIDE_N]);
-    sv->attn = (op_state){0};
-    sv->on_host = true;
-    return st ? st : sa;
-}
-
-static st_status side_back(const struct model *m, block_saved *sv)
-{
-    st_status st = ST_OK;
-    for (int i = 0; i <= SIDE_N && !st; i++) st = host_tensor_wait(sv->off, &sv->h[i]);
-    if (st) return st;
-    for (int i = 0; i < SIDE_N; i++) sv->side[i] = sv->h[i].dev, sv->h[i].dev = NULL;
-    sv->attn = (op_state){.pool = m->pool, .data = sv->h[SIDE_N].dev, .bytes = sv->h[SIDE_N].bytes};
-    sv->h[SIDE_N].dev = NULL;
-    sv->on_host = false;
-    return ST_OK;
-}
-
-static st_status f2_prefetch(block *b, block_saved *sv)
-{
-    st_status st = ST_OK;
-    for (int i = 0; sv && sv->on_host && i <= SIDE_N && !st; i++) st = host_tensor_fetch(sv->off, &sv->h[i]);
-    return st;
-}
-
-static void release_saved(pool *p, block_saved *sv)
-{
-    for (int i = 0; sv->off && i <= SIDE_N; i++) host_tensor_release(sv->off, &sv->h[i]);
-    op_state_release(&sv->attn);
-    for (int s = 0; s < 2; s++) {
-        float *bufs[] = {sv->f2[s], sv->f1[s], sv->o[s]};
-        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(p, bufs[i]);
-    }
-    for (int i = 0; i < SIDE_N; i++) pool_free(p, sv->side[i]);
-    free(sv);
-}
-
-static void f2_release(block *b, block_saved *sv)
-{
-    if (sv) release_saved(((f2_block *)b->self)->m->pool, sv);
-}
-
 static size_t side_bytes(const mm_dims *d, const struct model *m)
 {
     attn_shape as = joint_attn(d, m->shape.mechanism);
-    return (size_t)(SIDE_N * d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
+    return (size_t)(6 * d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
 }
 
 static size_t f2_offloaded_bytes(const block *b)
@@ -250,58 +172,13 @@ static size_t f2_offloaded_bytes(const block *b)
     return side_bytes(&d, fb->m);
 }
 
-/* ---- the forward frame (mmdit_block.c's) ---- */
-
-typedef struct frame {
-    keep_level keep;
-    bool from_host, to_host;
-    mem_tag kt, ft;
-    scratch kept, tmp;
-    scratch *ks, *fs;
-} frame;
-
-/* What is kept goes through `kept` (tagged activations), what is transient through `tmp` (workspace); with
- * KEEP_NOTHING the side and projections are transient, and only KEEP_ALL keeps the feed-forward's outputs. The
- * side's buffers are taken here unless they come back from the host. */
-static void frame_init(frame *f, const struct model *m, const mm_dims *d, keep_level keep, offload *off,
-                       block_saved *sv)
+/* The forward's frame, and the side: six (J, D) tensors and the attention state. */
+static void f2_frame_init(frame *f, const struct model *m, const mm_dims *d, keep_level keep, offload *off,
+                          block_saved *sv)
 {
-    *f = (frame){.keep = keep, .from_host = sv->on_host, .to_host = off && !sv->on_host};
-    f->kt = keep == KEEP_NOTHING ? MEM_WORKSPACE : MEM_ACTIVATIONS;
-    f->ft = keep == KEEP_ALL ? MEM_ACTIVATIONS : MEM_WORKSPACE;
-    f->kept = (scratch){.pool = m->pool};
-    f->tmp = (scratch){.pool = m->pool};
-    f->ks = keep == KEEP_NOTHING ? &f->tmp : &f->kept;
-    f->fs = keep == KEEP_ALL ? &f->kept : &f->tmp;
-    if (f->to_host) sv->off = off;
-    for (int i = 0; !f->from_host && i < SIDE_N; i++) sv->side[i] = scratch_take(f->ks, d->J * d->D, f->kt, "flux2.side");
-}
-
-/* Ends a forward: transient buffers go, sv keeps what the keep level says. */
-static st_status frame_end(frame *f, const struct model *m, st_status st, block_saved *sv, block_saved **saved_io,
-                           float **outs, int n_out)
-{
-    for (int i = 0; st && sv->off && i <= SIDE_N; i++) /* copies in flight read what scratch_end frees: they finish */
-        host_tensor_release(sv->off, &sv->h[i]);
-    scratch_end(&f->tmp);
-    if (f->keep == KEEP_NOTHING) {
-        sv->o[0] = sv->o[1] = NULL;
-        if (!sv->on_host) memset(sv->side, 0, sizeof sv->side);
-    }
-    if (f->keep != KEEP_ALL)
-        for (int s = 0; s < 2; s++) sv->f1[s] = sv->f2[s] = NULL;
-    if (st) { /* the output state is the caller's to free no more; what was kept is sv's */
-        for (int i = 0; i < n_out; i++) pool_free(m->pool, outs[i]);
-        release_saved(m->pool, sv);
-        if (saved_io) *saved_io = NULL;
-        return st;
-    }
-    if (f->keep == KEEP_NOTHING && !sv->on_host) {
-        free(sv);
-        sv = NULL;
-    }
-    if (saved_io) *saved_io = sv;
-    return ST_OK;
+    frame_init(f, m, keep, off, sv);
+    const int64_t JD = d->J * d->D;
+    side_take(f, sv, (int64_t[SIDE_MAX]){JD, JD, JD, JD, JD, JD}, 1);
 }
 
 /* The joint q and k from their raw rows (stream s's, or the whole joint sequence with s < 0): RMSNorm per head,
@@ -327,7 +204,7 @@ static st_status attend(const struct model *m, const mm_dims *d, block_saved *sv
     rope_joint(m, d, sv->side[SQ], false);
     rope_joint(m, d, sv->side[SK], false);
     return attention_forward(m->pool, &as, jv(sv->side[SO], d), jv(sv->side[SQ], d), jv(sv->side[SK], d),
-                             jv(sv->side[SV], d), keep_state ? &sv->attn : NULL);
+                             jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
 }
 
 /* ---- the double block ---- */
@@ -353,7 +230,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
     if (!sv) return st_host_oom("a block's saved tensors");
     frame f;
-    frame_init(&f, m, &d, keep, off, sv);
+    f2_frame_init(&f, m, &d, keep, off, sv);
     float *y[2];
     for (int s = 0; s < 2; s++) {
         y[s] = scratch_take(&f.kept, d.rows[s] * D, MEM_ACTIVATIONS, "flux2.state");
@@ -367,7 +244,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     float *gs = scratch_take(&f.tmp, N * F, MEM_WORKSPACE, "flux2.silu");
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
 
-    if (!st && f.from_host) st = side_back(m, sv);
+    if (!st && f.from_host) st = side_back(sv);
     for (int s = 0; s < 2 && !st && !f.from_host; s++) {
         const f2_stream *fs = &fb->s[s];
         const float *mod = fb->sh->mod[s];
@@ -380,7 +257,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
         if (!st) st = qk_to_joint(m, fs, &d, s, sv);
     }
     if (!st && !f.from_host) st = attend(m, &d, sv, keep != KEEP_NOTHING || f.to_host);
-    if (!st && f.to_host) st = side_send(sv, &d);
+    if (!st && f.to_host) st = side_send(sv);
     for (int s = 0; s < 2 && !st; s++) {
         mm_from_joint(&d, s, a, sv->side[SO]);
         st = fwd(m, &fb->s[s].out, sv->o[s], a, d.rows[s]);
@@ -398,7 +275,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
         if (!st) gated_residual_forward(y[s], y[s], mod + 5 * D, sv->f2[s], d.B, t, D, 6 * D);
     }
     if (!st) *out = (block_state){.n = 2, .t = {y[0], y[1]}};
-    return frame_end(&f, m, st, sv, saved_io, y, 2);
+    return frame_end(&f, st, sv, saved_io, y, 2);
 }
 
 static st_status double_backward(block *b, const block_state *in, block_saved *sv, block_state *grad)
@@ -409,7 +286,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
     attn_shape as = joint_attn(&d, m->shape.mechanism);
     const int64_t D = d.D, F = ffn_width(D), N = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1], JD = d.J * D;
     if (sv->on_host) {
-        st_status st = side_back(m, sv);
+        st_status st = side_back(sv);
         if (st) return st;
     }
     scratch k = {.pool = m->pool};
@@ -468,7 +345,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
     }
     k.status = attention_backward(m->pool, &as, jv(dside[SQ], &d), jv(dside[SK], &d), jv(dside[SV], &d),
                                   jv(dside[SO], &d), jv(sv->side[SQ], &d), jv(sv->side[SK], &d),
-                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn);
+                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn[0]);
     if (k.status) goto done;
     rope_joint(m, &d, dside[SQ], true);
     rope_joint(m, &d, dside[SK], true);
@@ -545,7 +422,7 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
     block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
     if (!sv) return st_host_oom("a block's saved tensors");
     frame f;
-    frame_init(&f, m, &d, keep, off, sv);
+    f2_frame_init(&f, m, &d, keep, off, sv);
     float *y = scratch_take(&f.kept, J * D, MEM_ACTIVATIONS, "flux2.state");
     sv->o[0] = scratch_take(f.ks, J * D, f.kt, "flux2.out");
     sv->f1[0] = scratch_take(f.fs, J * 2 * F, f.ft, "flux2.ff_in");
@@ -559,14 +436,14 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
 
     if (!st) st = ln_modulate(m, h, h, x, mod, mod + D, d.B, d.S, 3 * D, NULL);
     if (!st) st = fused_in(m, fs, &d, p, sv->f1[0], h);
-    if (!st && f.from_host) st = side_back(m, sv);
+    if (!st && f.from_host) st = side_back(sv);
     if (!st && !f.from_host) {
         copy_rows(sv->side[SQR], D, p, Wd, J, D);
         copy_rows(sv->side[SKR], D, p + D, Wd, J, D);
         copy_rows(sv->side[SV], D, p + 2 * D, Wd, J, D);
         st = qk_to_joint(m, fs, &d, -1, sv);
         if (!st) st = attend(m, &d, sv, keep != KEEP_NOTHING || f.to_host);
-        if (!st && f.to_host) st = side_send(sv, &d);
+        if (!st && f.to_host) st = side_send(sv);
     }
     if (!st) {
         swiglu_forward(g, ga, gs, sv->f1[0], J, F);
@@ -576,7 +453,7 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
     if (!st) st = fwd(m, &fs->out, sv->o[0], c, J);
     if (!st) gated_residual_forward(y, x, mod + 2 * D, sv->o[0], d.B, d.S, D, 3 * D);
     if (!st) *out = (block_state){.n = 1, .t = {y}};
-    return frame_end(&f, m, st, sv, saved_io, &y, 1);
+    return frame_end(&f, st, sv, saved_io, &y, 1);
 }
 
 static st_status single_backward(block *b, const block_state *in, block_saved *sv, block_state *grad)
@@ -590,7 +467,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     const float *x = in->t[0], *mod = fb->sh->mod[F2_MOD_SINGLE];
     float *dmod = fb->sh->dmod[F2_MOD_SINGLE], *gx = grad->t[0];
     if (sv->on_host) {
-        st_status st = side_back(m, sv);
+        st_status st = side_back(sv);
         if (st) return st;
     }
     scratch k = {.pool = m->pool};
@@ -628,7 +505,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     copy_rows(dp + 3 * D, Wd, df, 2 * F, J, 2 * F);
     k.status = attention_backward(m->pool, &as, jv(dq, &d), jv(dk, &d), jv(dv, &d),
                                   (attn_view){dc, D + F, d.S * (D + F)}, jv(sv->side[SQ], &d), jv(sv->side[SK], &d),
-                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn);
+                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn[0]);
     if (k.status) goto done;
     rope_joint(m, &d, dq, true);
     rope_joint(m, &d, dk, true);
@@ -658,9 +535,9 @@ const block_kind f2_double_kind = {
     .kept_bytes = double_kept_bytes,
     .offloaded_bytes = f2_offloaded_bytes,
     .forward = double_forward,
-    .prefetch = f2_prefetch,
+    .prefetch = side_prefetch,
     .backward = double_backward,
-    .release = f2_release,
+    .release = saved_release,
 };
 
 const block_kind f2_single_kind = {
@@ -670,7 +547,7 @@ const block_kind f2_single_kind = {
     .kept_bytes = single_kept_bytes,
     .offloaded_bytes = f2_offloaded_bytes,
     .forward = single_forward,
-    .prefetch = f2_prefetch,
+    .prefetch = side_prefetch,
     .backward = single_backward,
-    .release = f2_release,
+    .release = saved_release,
 };

@@ -18,27 +18,12 @@
  * host. A block allocates its buffers in bulk at the start of forward and of backward. Recompute runs the same
  * kernels on the same inputs, so its values are bitwise forward's. Attention is permutation-equivariant, so
  * SD3's [image; text] order is the same function as the [text; image] used here. */
+#include "attn_side.h"
 #include "mmdit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* the side: joint q, k, v, o, q and k before RMSNorm; then attn2's, on the image rows */
-enum { SQ, SK, SV, SO, SQR, SKR, XQ, XK, XV, XO, XQR, XKR, SIDE_MAX };
-#define ATTN_N 2 /* the joint attention's kept state, attn2's */
-
-struct block_saved {
-    float *mod[2];           /* (B, wD) per stream, w its modulation's width; single: (B, 3D) */
-    float *side[SIDE_MAX];   /* (J, D) each, attn2's (B T, D); the raw q/k hold the streams one after another */
-    op_state attn[ATTN_N];
-    float *o[2], *o2;        /* output projections per stream and attn2's (for the gates' gradients); single: (J, D) */
-    float *f1[2], *f2[2];    /* double: ff1 output (rows, 4D) and ff2 output per stream; single: proj_mlp in f1[0] */
-    offload *off;
-    bool on_host;
-    bool mod_borrowed; /* mod points into the model's modulation rows (Chroma), not the block's own */
-    host_tensor h[SIDE_MAX + ATTN_N]; /* the side and the attention states, while on the host */
-};
 
 mm_dims mm_dims_of(const struct model *m)
 {
@@ -251,87 +236,6 @@ static st_status ln_modulate(const struct model *m, float *h, const float *x, co
     return st;
 }
 
-/* ---- the attention side's trip to the host ---- */
-
-static st_status side_send(const mm_block *mb, block_saved *sv, const mm_dims *d)
-{
-    st_status st = ST_OK;
-    for (int i = 0; i < SIDE_MAX && !st; i++)
-        if (side_used(mb, i))
-            st = host_tensor_offload(sv->off, &sv->h[i], sv->side[i], (size_t)(side_rows(d, i) * d->D) * sizeof(float),
-                                     MEM_ACTIVATIONS, "mmdit.attention side (host)");
-    for (int a = 0; a < 1 + mb->dual && !st; a++)
-        st = host_tensor_offload(sv->off, &sv->h[SIDE_MAX + a], sv->attn[a].data, sv->attn[a].bytes, MEM_ACTIVATIONS,
-                                 "mmdit.attention state (host)");
-    return st;
-}
-
-/* The device copies go (their last reader is done); the scratch that allocated them forgets them. */
-static st_status side_drop(const mm_block *mb, block_saved *sv, scratch *owner)
-{
-    st_status st = ST_OK;
-    for (int i = 0; i < SIDE_MAX; i++) {
-        if (!side_used(mb, i)) continue;
-        scratch_forget(owner, sv->side[i]);
-        st_status si = host_tensor_drop_device(sv->off, &sv->h[i]);
-        st = st ? st : si;
-        sv->side[i] = NULL;
-    }
-    for (int a = 0; a < 1 + mb->dual; a++) {
-        st_status sa = host_tensor_drop_device(sv->off, &sv->h[SIDE_MAX + a]);
-        st = st ? st : sa;
-        sv->attn[a] = (op_state){0};
-    }
-    sv->on_host = true;
-    return st;
-}
-
-static st_status side_back(const mm_block *mb, block_saved *sv)
-{
-    st_status st = ST_OK;
-    for (int i = 0; i < SIDE_MAX + ATTN_N && !st; i++)
-        if (i < SIDE_MAX ? side_used(mb, i) : i - SIDE_MAX < 1 + mb->dual) st = host_tensor_wait(sv->off, &sv->h[i]);
-    if (st) return st;
-    for (int i = 0; i < SIDE_MAX; i++)
-        if (side_used(mb, i)) sv->side[i] = sv->h[i].dev, sv->h[i].dev = NULL;
-    for (int a = 0; a < 1 + mb->dual; a++) {
-        host_tensor *h = &sv->h[SIDE_MAX + a];
-        sv->attn[a] = (op_state){.pool = mb->m->pool, .data = h->dev, .bytes = h->bytes};
-        h->dev = NULL;
-    }
-    sv->on_host = false;
-    return ST_OK;
-}
-
-static st_status mm_prefetch(block *b, block_saved *sv)
-{
-    const mm_block *mb = b->self;
-    st_status st = ST_OK;
-    for (int i = 0; sv && sv->on_host && i < SIDE_MAX + ATTN_N && !st; i++)
-        if (i < SIDE_MAX ? side_used(mb, i) : i - SIDE_MAX < 1 + mb->dual) st = host_tensor_fetch(sv->off, &sv->h[i]);
-    return st;
-}
-
-static void release_saved(pool *p, block_saved *sv)
-{
-    for (int i = 0; sv->off && i < SIDE_MAX + ATTN_N; i++) host_tensor_release(sv->off, &sv->h[i]);
-    for (int a = 0; a < ATTN_N; a++) op_state_release(&sv->attn[a]);
-    for (int s = 0; s < 2; s++) {
-        pool_free(p, sv->f2[s]);
-        pool_free(p, sv->f1[s]);
-        pool_free(p, sv->o[s]);
-        if (!sv->mod_borrowed) pool_free(p, sv->mod[s]);
-    }
-    pool_free(p, sv->o2);
-    for (int i = 0; i < SIDE_MAX; i++) pool_free(p, sv->side[i]);
-    free(sv);
-}
-
-static void mm_release(block *b, block_saved *sv)
-{
-    if (sv) release_saved(((mm_block *)b->self)->m->pool, sv);
-}
-
 static size_t side_bytes(const mm_block *mb, const mm_dims *d)
 {
     const struct model *m = mb->m;
@@ -353,62 +257,13 @@ static st_status joint_attention(const struct model *m, const mm_dims *d, block_
                                     jv(sv->side[SK], d), jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
 }
 
-/* The forward's common frame: what is kept, tagged by keep level, and the cases of the attention side. */
-typedef struct frame {
-    keep_level keep;
-    bool from_host, to_host;
-    mem_tag kt, ft;
-    scratch kept, tmp;
-    scratch *ks, *fs;
-} frame;
-
-/* What is kept goes through `kept` (tagged activations), what is transient through `tmp` (workspace); with
- * KEEP_NOTHING the side, modulations and projections are transient, and only KEEP_ALL keeps the MLP's outputs. */
-static void frame_init(frame *f, const struct model *m, keep_level keep, offload *off, block_saved *sv)
-{
-    *f = (frame){.keep = keep, .from_host = sv->on_host, .to_host = off && !sv->on_host};
-    f->kt = keep == KEEP_NOTHING ? MEM_WORKSPACE : MEM_ACTIVATIONS;
-    f->ft = keep == KEEP_ALL ? MEM_ACTIVATIONS : MEM_WORKSPACE;
-    f->kept = (scratch){.pool = m->pool};
-    f->tmp = (scratch){.pool = m->pool};
-    f->ks = keep == KEEP_NOTHING ? &f->tmp : &f->kept;
-    f->fs = keep == KEEP_ALL ? &f->kept : &f->tmp;
-    if (f->to_host) sv->off = off;
-}
-
-/* The attention side's buffers, unless they come back from the host. */
+/* The side's sizes and its attention states, for side_take. */
 static void take_side(frame *f, const mm_block *mb, block_saved *sv, const mm_dims *d)
 {
-    for (int i = 0; !f->from_host && i < SIDE_MAX; i++)
-        if (side_used(mb, i)) sv->side[i] = scratch_take(f->ks, side_rows(d, i) * d->D, f->kt, "mmdit.side");
-}
-
-/* Ends a forward: transient buffers go, sv keeps what the keep level says. */
-static st_status frame_end(frame *f, const struct model *m, st_status st, block_saved *sv, block_saved **saved_io,
-                           float **outs, int n_out)
-{
-    for (int i = 0; st && sv->off && i < SIDE_MAX + ATTN_N; i++) /* copies in flight read what scratch_end frees: they finish */
-        host_tensor_release(sv->off, &sv->h[i]);
-    scratch_end(&f->tmp);
-    if (f->keep == KEEP_NOTHING) {
-        for (int s = 0; s < 2; s++) sv->mod[s] = sv->o[s] = NULL;
-        sv->o2 = NULL;
-        if (!sv->on_host) memset(sv->side, 0, sizeof sv->side);
-    }
-    if (f->keep != KEEP_ALL)
-        for (int s = 0; s < 2; s++) sv->f1[s] = sv->f2[s] = NULL;
-    if (st) { /* the output state is the caller's to free no more; what was kept is sv's */
-        for (int i = 0; i < n_out; i++) pool_free(m->pool, outs[i]);
-        release_saved(m->pool, sv);
-        if (saved_io) *saved_io = NULL;
-        return st;
-    }
-    if (f->keep == KEEP_NOTHING && !sv->on_host) {
-        free(sv);
-        sv = NULL;
-    }
-    if (saved_io) *saved_io = sv;
-    return ST_OK;
+    int64_t n[SIDE_MAX] = {0};
+    for (int i = 0; i < SIDE_MAX; i++)
+        if (side_used(mb, i)) n[i] = side_rows(d, i) * d->D;
+    side_take(f, sv, n, 1 + mb->dual);
 }
 
 /* ---- the double block ---- */
@@ -502,7 +357,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
 
     sv->mod_borrowed = mb->model_mod;
     for (int s = 0; s < 2 && !st && !mb->model_mod; s++) st = fwd(m, &mb->s[s].ada, sv->mod[s], m->ctx.cs, d.B);
-    if (!st && f.from_host) st = side_back(mb, sv);
+    if (!st && f.from_host) st = side_back(sv);
     for (int s = 0; s < 2 && !st && !f.from_host; s++) {
         const mm_stream *ms = &mb->s[s];
         const int64_t mw = mod_stride(mb, mod_width(mb, s));
@@ -521,7 +376,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     const bool keep_state = keep != KEEP_NOTHING || f.to_host;
     if (!st && !f.from_host) st = joint_attention(m, &d, sv, keep_state);
     if (!st && !f.from_host && mb->dual) st = attn2_forward(mb, &d, in->t[0], sv, a, keep_state);
-    if (!st && f.to_host) st = side_send(mb, sv, &d);
+    if (!st && f.to_host) st = side_send(sv);
     for (int s = 0; s < ns && !st; s++) {
         const int64_t mw = mod_stride(mb, mod_width(mb, s));
         mm_from_joint(&d, s, a, sv->side[SO]);
@@ -530,7 +385,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
         if (!st && s == 0 && mb->dual) st = fwd(m, &mb->x.out, sv->o2, sv->side[XO], d.rows[0]);
         if (!st && s == 0 && mb->dual) gated_residual_forward(y[0], y[0], sv->mod[0] + 8 * D, sv->o2, d.B, d.T, D, mw);
     }
-    if (!st && f.to_host) st = side_drop(mb, sv, f.ks);
+    if (!st && f.to_host) st = side_drop(sv, f.ks);
     for (int s = 0; s < ns && !st; s++) {
         const mm_stream *ms = &mb->s[s];
         const int64_t n = d.rows[s], mw = mod_stride(mb, mod_width(mb, s));
@@ -541,7 +396,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
         if (!st) gated_residual_forward(y[s], y[s], sv->mod[s] + 5 * D, sv->f2[s], d.B, stream_len(&d, s), D, mw);
     }
     if (!st) *out = (block_state){.n = ns, .t = {y[0], y[1]}};
-    return frame_end(&f, m, st, sv, saved_io, y, ns);
+    return frame_end(&f, st, sv, saved_io, y, ns);
 }
 
 static st_status double_backward(block *b, const block_state *in, block_saved *sv, block_state *grad)
@@ -553,7 +408,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
     const int64_t D = d.D, N = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1], JD = d.J * D, XD = d.rows[0] * D;
     const int ns = outputs(mb);
     if (sv->on_host) {
-        st_status st = side_back(mb, sv);
+        st_status st = side_back(sv);
         if (st) return st;
     }
     if (ns == 1) { /* the text stream's gradient starts here, from its q, k and v alone */
@@ -735,7 +590,7 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
 
     if (!st && !mb->model_mod) st = fwd(m, &ms->ada, sv->mod[0], m->ctx.cs, d.B);
     if (!st) st = ln_modulate(m, h, x, sv->mod[0], sv->mod[0] + D, d.B, d.S, ms3);
-    if (!st && f.from_host) st = side_back(mb, sv);
+    if (!st && f.from_host) st = side_back(sv);
     if (!st && !f.from_host) {
         st = fwd(m, &ms->q, sv->side[SQR], h, J);
         if (!st) st = fwd(m, &ms->k, sv->side[SKR], h, J);
@@ -743,15 +598,15 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
         if (!st) st = rmsnorm_forward(m->pool, sv->side[SQ], sv->side[SQR], W(ms->norm_q), J * d.H, d.hd, MMDIT_RMS_EPS, NULL);
         if (!st) st = rmsnorm_forward(m->pool, sv->side[SK], sv->side[SKR], W(ms->norm_k), J * d.H, d.hd, MMDIT_RMS_EPS, NULL);
         if (!st) st = joint_attention(m, &d, sv, keep != KEEP_NOTHING || f.to_host);
-        if (!st && f.to_host) st = side_send(mb, sv, &d);
+        if (!st && f.to_host) st = side_send(sv);
     }
     if (!st) st = fwd(m, &ms->mlp1, sv->f1[0], h, J);
     if (!st) concat_rows(&d, c, sv->side[SO], sv->f1[0]);
-    if (!st && f.to_host) st = side_drop(mb, sv, f.ks);
+    if (!st && f.to_host) st = side_drop(sv, f.ks);
     if (!st) st = fwd(m, &ms->out, sv->o[0], c, J);
     if (!st) gated_residual_forward(y, x, sv->mod[0] + 2 * D, sv->o[0], d.B, d.S, D, ms3);
     if (!st) *out = (block_state){.n = 1, .t = {y}};
-    return frame_end(&f, m, st, sv, saved_io, &y, 1);
+    return frame_end(&f, st, sv, saved_io, &y, 1);
 }
 
 static st_status single_backward(block *b, const block_state *in, block_saved *sv, block_state *grad)
@@ -765,7 +620,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     const float *x = in->t[0], *mod = sv->mod[0];
     float *gx = grad->t[0];
     if (sv->on_host) {
-        st_status st = side_back(mb, sv);
+        st_status st = side_back(sv);
         if (st) return st;
     }
     scratch k = {.pool = m->pool};
@@ -843,9 +698,9 @@ const block_kind mm_double_kind = {
     .kept_bytes = double_kept_bytes,
     .offloaded_bytes = mm_side_offloaded,
     .forward = double_forward,
-    .prefetch = mm_prefetch,
+    .prefetch = side_prefetch,
     .backward = double_backward,
-    .release = mm_release,
+    .release = saved_release,
     .states = double_states,
 };
 
@@ -856,7 +711,7 @@ const block_kind mm_single_kind = {
     .kept_bytes = single_kept_bytes,
     .offloaded_bytes = mm_side_offloaded,
     .forward = single_forward,
-    .prefetch = mm_prefetch,
+    .prefetch = side_prefetch,
     .backward = single_backward,
-    .release = mm_release,
+    .release = saved_release,
 };

@@ -1,0 +1,135 @@
+/* The dual-stream blocks' saved tensors and their attention side's trip to the host (attn_side.h). */
+#include "attn_side.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool in_use(const block_saved *sv, int i) { return i < SIDE_MAX ? sv->side_n[i] > 0 : i - SIDE_MAX < sv->n_attn; }
+
+void frame_init(frame *f, const struct model *m, keep_level keep, offload *off, block_saved *sv)
+{
+    *f = (frame){.keep = keep, .from_host = sv->on_host, .to_host = off && !sv->on_host};
+    f->kt = keep == KEEP_NOTHING ? MEM_WORKSPACE : MEM_ACTIVATIONS;
+    f->ft = keep == KEEP_ALL ? MEM_ACTIVATIONS : MEM_WORKSPACE;
+    f->kept = (scratch){.pool = m->pool};
+    f->tmp = (scratch){.pool = m->pool};
+    f->ks = keep == KEEP_NOTHING ? &f->tmp : &f->kept;
+    f->fs = keep == KEEP_ALL ? &f->kept : &f->tmp;
+    sv->pool = m->pool;
+    if (f->to_host) sv->off = off;
+}
+
+void side_take(frame *f, block_saved *sv, const int64_t *numel, int n_attn)
+{
+    memcpy(sv->side_n, numel, sizeof sv->side_n);
+    sv->n_attn = n_attn;
+    for (int i = 0; !f->from_host && i < SIDE_MAX; i++)
+        if (numel[i]) sv->side[i] = scratch_take(f->ks, numel[i], f->kt, "attention side");
+}
+
+static void release_saved(block_saved *sv)
+{
+    pool *p = sv->pool;
+    for (int i = 0; sv->off && i < SIDE_MAX + ATTN_N; i++) host_tensor_release(sv->off, &sv->h[i]);
+    for (int a = 0; a < ATTN_N; a++) op_state_release(&sv->attn[a]);
+    for (int s = 0; s < 2; s++) {
+        pool_free(p, sv->f3[s]);
+        pool_free(p, sv->f2[s]);
+        pool_free(p, sv->f1[s]);
+        pool_free(p, sv->o[s]);
+        if (!sv->mod_borrowed) pool_free(p, sv->mod[s]);
+    }
+    pool_free(p, sv->o2);
+    for (int i = 0; i < SIDE_MAX; i++) pool_free(p, sv->side[i]);
+    free(sv);
+}
+
+void saved_release(block *b, block_saved *sv)
+{
+    (void)b;
+    if (sv) release_saved(sv);
+}
+
+st_status frame_end(frame *f, st_status st, block_saved *sv, block_saved **saved_io, float **outs, int n_out)
+{
+    for (int i = 0; st && sv->off && i < SIDE_MAX + ATTN_N; i++) /* copies in flight read what scratch_end frees: they finish */
+        host_tensor_release(sv->off, &sv->h[i]);
+    scratch_end(&f->tmp);
+    if (f->keep == KEEP_NOTHING) {
+        for (int s = 0; s < 2; s++) sv->mod[s] = sv->o[s] = NULL;
+        sv->o2 = NULL;
+        if (!sv->on_host) memset(sv->side, 0, sizeof sv->side);
+    }
+    if (f->keep != KEEP_ALL)
+        for (int s = 0; s < 2; s++) sv->f1[s] = sv->f2[s] = sv->f3[s] = NULL;
+    if (st) { /* the output state is the caller's to free no more; what was kept is sv's */
+        for (int i = 0; i < n_out; i++) pool_free(sv->pool, outs[i]);
+        release_saved(sv);
+        if (saved_io) *saved_io = NULL;
+        return st;
+    }
+    if (f->keep == KEEP_NOTHING && !sv->on_host) {
+        free(sv);
+        sv = NULL;
+    }
+    if (saved_io) *saved_io = sv;
+    return ST_OK;
+}
+
+st_status side_send(block_saved *sv)
+{
+    st_status st = ST_OK;
+    for (int i = 0; i < SIDE_MAX && !st; i++)
+        if (in_use(sv, i))
+            st = host_tensor_offload(sv->off, &sv->h[i], sv->side[i], (size_t)sv->side_n[i] * sizeof(float),
+                                     MEM_ACTIVATIONS, "attention side (host)");
+    for (int a = 0; a < sv->n_attn && !st; a++)
+        st = host_tensor_offload(sv->off, &sv->h[SIDE_MAX + a], sv->attn[a].data, sv->attn[a].bytes, MEM_ACTIVATIONS,
+                                 "attention state (host)");
+    return st;
+}
+
+st_status side_drop(block_saved *sv, scratch *owner)
+{
+    st_status st = ST_OK;
+    for (int i = 0; i < SIDE_MAX; i++) {
+        if (!in_use(sv, i)) continue;
+        scratch_forget(owner, sv->side[i]);
+        st_status si = host_tensor_drop_device(sv->off, &sv->h[i]);
+        st = st ? st : si;
+        sv->side[i] = NULL;
+    }
+    for (int a = 0; a < sv->n_attn; a++) {
+        st_status sa = host_tensor_drop_device(sv->off, &sv->h[SIDE_MAX + a]);
+        st = st ? st : sa;
+        sv->attn[a] = (op_state){0};
+    }
+    sv->on_host = true;
+    return st;
+}
+
+st_status side_back(block_saved *sv)
+{
+    st_status st = ST_OK;
+    for (int i = 0; i < SIDE_MAX + ATTN_N && !st; i++)
+        if (in_use(sv, i)) st = host_tensor_wait(sv->off, &sv->h[i]);
+    if (st) return st;
+    for (int i = 0; i < SIDE_MAX; i++)
+        if (in_use(sv, i)) sv->side[i] = sv->h[i].dev, sv->h[i].dev = NULL;
+    for (int a = 0; a < sv->n_attn; a++) {
+        host_tensor *h = &sv->h[SIDE_MAX + a];
+        sv->attn[a] = (op_state){.pool = sv->pool, .data = h->dev, .bytes = h->bytes};
+        h->dev = NULL;
+    }
+    sv->on_host = false;
+    return ST_OK;
+}
+
+st_status side_prefetch(block *b, block_saved *sv)
+{
+    (void)b;
+    st_status st = ST_OK;
+    for (int i = 0; sv && sv->on_host && i < SIDE_MAX + ATTN_N && !st; i++)
+        if (in_use(sv, i)) st = host_tensor_fetch(sv->off, &sv->h[i]);
+    return st;
+}

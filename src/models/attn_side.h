@@ -1,0 +1,56 @@
+/* What the dual-stream blocks (mmdit_block.c, flux2_block.c, auraflow_block.c) share, internal to src/models:
+ * one layout of a block's saved tensors, the attention side's trip to the host, and the forward's frame (which
+ * scratch a buffer comes from, by keep level, and what a forward leaves in block_saved). */
+#ifndef SEGTRAIN_MODELS_ATTN_SIDE_H
+#define SEGTRAIN_MODELS_ATTN_SIDE_H
+
+#include "internal.h"
+
+/* The side: joint q, k, v, o, q and k before their norm; then SD3.5's attn2's, on the image rows. */
+enum { SQ, SK, SV, SO, SQR, SKR, XQ, XK, XV, XO, XQR, XKR, SIDE_MAX };
+#define ATTN_N 2 /* the joint attention's kept state, attn2's */
+
+/* Every field a family leaves unused stays NULL. */
+struct block_saved {
+    float *mod[2];            /* the streams' modulations (B, wD), w the modulation's width */
+    float *side[SIDE_MAX];    /* the side; raw q/k hold the streams one after another */
+    int64_t side_n[SIDE_MAX]; /* floats of each side tensor, 0: unused (set by side_take) */
+    int n_attn;               /* attention states kept (set by side_take) */
+    op_state attn[ATTN_N];
+    float *o[2], *o2;         /* output projections per stream and attn2's (for the gates' gradients) */
+    float *f1[2], *f2[2], *f3[2]; /* KEEP_ALL: the feed-forward's outputs */
+    pool *pool;
+    offload *off;
+    bool on_host;
+    bool mod_borrowed; /* mod points into the model's modulation rows (Chroma), not the block's own */
+    host_tensor h[SIDE_MAX + ATTN_N]; /* the side and the attention states, while on the host */
+};
+
+/* The forward's common frame: what is kept, tagged by keep level, and the cases of the attention side. What is
+ * kept goes through `kept` (tagged activations), what is transient through `tmp` (workspace); with KEEP_NOTHING
+ * the side, modulations and projections are transient (ks, kt), and only KEEP_ALL keeps the feed-forward's
+ * outputs (fs, ft). */
+typedef struct frame {
+    keep_level keep;
+    bool from_host, to_host;
+    mem_tag kt, ft;
+    scratch kept, tmp;
+    scratch *ks, *fs;
+} frame;
+void frame_init(frame *f, const struct model *m, keep_level keep, offload *off, block_saved *sv);
+/* Records the side's sizes (numel[SIDE_MAX], 0: unused) and attention states, and takes its buffers unless they
+ * come back from the host. */
+void side_take(frame *f, block_saved *sv, const int64_t *numel, int n_attn);
+/* Ends a forward: transient buffers go, sv keeps what the keep level says; on failure outs[0 .. n_out) and sv go. */
+st_status frame_end(frame *f, st_status st, block_saved *sv, block_saved **saved_io, float **outs, int n_out);
+
+/* The side's trip: send queues the copies to the host; drop frees the device copies once their last reader is
+ * done (the scratch that allocated them forgets them); back waits for the copies from the host. */
+st_status side_send(block_saved *sv);
+st_status side_drop(block_saved *sv, scratch *owner);
+st_status side_back(block_saved *sv);
+/* block_kind's prefetch and release */
+st_status side_prefetch(block *b, block_saved *sv);
+void saved_release(block *b, block_saved *sv);
+
+#endif
