@@ -12,27 +12,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct f2_step {
-    bool active;
-    float *text_in;             /* (B L, text_dim): context_embedder's input, kept while its weight trains */
-    float *patches, *img, *txt; /* (N, C p p); the first state (N, D), (B L, D) until the executor takes it */
-    float *guidance;            /* (B): 1000 * the guidance value */
-    block_state last;           /* the single sequence's output */
-    seq_run *run[2];
-    float *xh; /* the image rows of the last state (N, D): the final layer's input */
-} f2_step;
-
 typedef struct f2_model {
-    f2_block *blocks; /* double, then single */
-    block *seq_blocks;
+    dual_model b;
     temb t, g; /* the timestep's and (guidance_embeds) the guidance's embeddings */
     int p_mod[F2_MOD_N], p_x_w, p_ctx_w;
     f2_shared sh;
-    final_layer final;
-    f2_step step;
+    float *guidance; /* (B): 1000 * the guidance value */
 } f2_model;
 
 static f2_model *f2_of(model *m) { return m->impl; }
+
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train);
+static st_status embed_backward(model *m, float *dimg, const float *dtxt);
+static void release_own(model *m);
 
 static const char *const mod_names[F2_MOD_N] = {"double_stream_modulation_img.linear.weight",
                                                 "double_stream_modulation_txt.linear.weight",
@@ -58,11 +50,9 @@ static st_status f2_create(model *m)
         return st_fail(ST_ERR_INVALID, "num_single_layers: %lld; flux2 needs at least 1 single block",
                        (long long)c->single_depth);
     const int nd = (int)c->depth, ns = (int)c->single_depth;
-    f2_model *d = calloc(1, sizeof *d);
-    m->impl = d;
-    if (d) d->blocks = calloc((size_t)(nd + ns), sizeof *d->blocks);
-    if (d && d->blocks) d->seq_blocks = calloc((size_t)(nd + ns), sizeof *d->seq_blocks);
-    if (!d || !d->seq_blocks) return st_host_oom("the Flux.2 model");
+    f2_model *d = dual_alloc(m, sizeof *d, nd + ns, sizeof(f2_block));
+    if (!d) return st_host_oom("the Flux.2 model");
+    f2_block *blocks = d->b.blocks;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
@@ -73,41 +63,17 @@ static st_status f2_create(model *m)
     for (int i = 0; i < F2_MOD_N; i++) d->p_mod[i] = param_add(s, mod_names[i], 2, (int64_t[]){mod_width[i] * D, D}, full);
     d->p_x_w = param_add(s, "x_embedder.weight", 2, (int64_t[]){D, P}, full);
     d->p_ctx_w = param_add(s, "context_embedder.weight", 2, (int64_t[]){D, c->text_dim}, full);
-    for (int i = 0; i < nd; i++) f2_double_register(s, &d->blocks[i], i, c);
-    for (int i = 0; i < ns; i++) f2_single_register(s, &d->blocks[nd + i], i, c);
-    d->final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
+    for (int i = 0; i < nd; i++) f2_double_register(s, &blocks[i], i, c);
+    for (int i = 0; i < ns; i++) f2_single_register(s, &blocks[nd + i], i, c);
+    d->b.final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
                              .ada_b = -1,
                              .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
                              .out_b = -1,
                              .scale_first = true, .order = PATCH_CONV};
-    m->n_seq = 2;
-    m->seq[0] = (block_seq){.name = "transformer_blocks", .n = nd, .blocks = d->seq_blocks, .state_n = 2,
-                            .pool = m->pool, .state_names = {"image stream", "text stream"}};
-    m->seq[1] = (block_seq){
-        .name = "single_transformer_blocks", .n = ns, .blocks = d->seq_blocks + nd, .state_n = 1, .pool = m->pool};
-    for (int i = 0; i < nd + ns; i++) {
-        d->blocks[i].m = m;
-        d->blocks[i].sh = &d->sh;
-        d->seq_blocks[i] = (block){.kind = i < nd ? &f2_double_kind : &f2_single_kind, .self = &d->blocks[i],
-                                   .index = i < nd ? i : i - nd};
-    }
+    for (int i = 0; i < nd + ns; i++) blocks[i].m = m, blocks[i].sh = &d->sh;
+    dual_sequences(m, "transformer_blocks", nd, &f2_double_kind, ns, &f2_single_kind, sizeof *blocks);
+    d->b.embed = embed_forward, d->b.embed_backward = embed_backward, d->b.release_own = release_own;
     return ST_OK;
-}
-
-static void f2_destroy(model *m)
-{
-    f2_model *d = f2_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks);
-    free(d);
-}
-
-static void f2_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    const int64_t D = m->shape.hidden;
-    m->seq[0].state_numel[0] = batch * m->shape.tokens * D;
-    m->seq[0].state_numel[1] = batch * m->shape.text * D;
-    m->seq[1].state_numel[0] = batch * (m->shape.tokens + m->shape.text) * D;
 }
 
 /* Zero modulations and final projection (adaLN-Zero), RMSNorm weights one, N(0, 0.02) embedding MLPs,
@@ -125,17 +91,9 @@ static param_init f2_init_of(const char *name)
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)
 
-static void f2_release(model *m)
+static void release_own(model *m)
 {
     f2_model *d = f2_of(m);
-    if (!d || !d->step.active) return;
-    f2_step *s = &d->step;
-    seq_release(s->run[1]);
-    seq_release(s->run[0]);
-    state_free(m->pool, &s->last);
-    final_release(m, &d->final);
-    pool_free(m->pool, m->ctx.rope);
-    m->ctx.rope = NULL;
     for (int i = 0; i < F2_MOD_N; i++) {
         pool_free(m->pool, d->sh.dmod[i]);
         pool_free(m->pool, d->sh.mod[i]);
@@ -143,9 +101,8 @@ static void f2_release(model *m)
     }
     temb_release_path(m, &d->g);
     temb_release(m, &d->t);
-    void *bufs[] = {s->xh, s->guidance, s->txt, s->img, s->patches, s->text_in};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
-    *s = (f2_step){0};
+    pool_free(m->pool, d->guidance);
+    d->guidance = NULL;
 }
 
 /* The image and text tokens, the rotary table of their positions, c = timestep + guidance embeddings,
@@ -153,7 +110,7 @@ static void f2_release(model *m)
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
 {
     f2_model *d = f2_of(m);
-    f2_step *s = &d->step;
+    dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T;
     const int64_t P = c->channels * c->patch * c->patch, Dt = c->text_dim, hd = D / c->heads;
@@ -165,7 +122,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     s->txt = model_take(m, &st, B * L * D, "flux2.text", false);
     temb_take(m, &d->t, &st, train);
     if (c->guidance_embeds) {
-        s->guidance = model_take(m, &st, B, "flux2.guidance", false);
+        d->guidance = model_take(m, &st, B, "flux2.guidance", false);
         temb_take_path(m, &d->g, &st);
     }
     for (int i = 0; i < F2_MOD_N; i++) {
@@ -191,9 +148,9 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     linear_forward(s->img, s->patches, PW(p_x_w), NULL, N, P, D);
     temb_forward(m, &d->t, timesteps);
     if (c->guidance_embeds) { /* 1000 g in float, as the model scales it */
-        copy_rows(s->guidance, 1, cond + L * Dt + c->pooled_dim, K, B, 1);
-        scale_by(s->guidance, B, 1000.0f);
-        temb_forward(m, &d->g, s->guidance);
+        copy_rows(d->guidance, 1, cond + L * Dt + c->pooled_dim, K, B, 1);
+        scale_by(d->guidance, B, 1000.0f);
+        temb_forward(m, &d->g, d->guidance);
         add_to(d->t.c, d->g.c, B * D);
     }
     silu_forward(m->ctx.cs, d->t.c, B * D);
@@ -201,50 +158,10 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     return ST_OK;
 }
 
-static st_status f2_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
-                            const float **pred)
+static st_status embed_backward(model *m, float *dimg, const float *dtxt)
 {
     f2_model *d = f2_of(m);
-    f2_step *s = &d->step;
-    if (s->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    s->active = true;
-    mm_dims dm = mm_dims_of(m);
-    st_status st = embed_forward(m, x, timesteps, cond, train);
-    block_state streams = {0};
-    if (!st) {
-        block_state first = {.n = 2, .t = {s->img, s->txt}};
-        s->img = s->txt = NULL; /* the executor owns the first state now */
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &streams, &s->run[0]);
-    }
-    float *joint = NULL;
-    if (!st) joint = model_take(m, &st, dm.J * dm.D, "flux2.joint", false);
-    if (!st) {
-        mm_to_joint(&dm, 0, joint, streams.t[0]);
-        mm_to_joint(&dm, 1, joint, streams.t[1]);
-    }
-    state_free(m->pool, &streams);
-    if (!st) {
-        block_state first = {.n = 1, .t = {joint}};
-        st = seq_forward(&m->seq[1], &m->plan[1], model_offload(m), &first, train, &s->last, &s->run[1]);
-    }
-    if (!st) s->xh = model_take(m, &st, dm.rows[0] * dm.D, "flux2.final.x", false);
-    if (!st) { /* the final layer reads the image rows of the last state: those are copied out and the state goes */
-        mm_from_joint(&dm, 0, s->xh, s->last.t[0]);
-        state_free(m->pool, &s->last);
-        st = final_forward(m, &d->final, s->xh);
-    }
-    if (st) {
-        f2_release(m);
-        return st;
-    }
-    *pred = d->final.pred;
-    return ST_OK;
-}
-
-static st_status embed_backward(model *m, const float *dimg, const float *dtxt)
-{
-    f2_model *d = f2_of(m);
-    f2_step *s = &d->step;
+    dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, N = B * m->shape.tokens;
     const int64_t P = c->channels * c->patch * c->patch;
@@ -261,50 +178,13 @@ static st_status embed_backward(model *m, const float *dimg, const float *dtxt)
     return scratch_end(&k);
 }
 
-static st_status f2_backward(model *m, const float *dpred)
-{
-    f2_model *d = f2_of(m);
-    f2_step *s = &d->step;
-    if (!s->active || !s->run[0]) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
-    mm_dims dm = mm_dims_of(m);
-    st_status st = ST_OK;
-    float *dx = model_take(m, &st, dm.rows[0] * dm.D, "flux2.dstate", true);
-    if (!st) st = final_backward(m, &d->final, s->xh, dpred, dx);
-    final_backward_done(m, &d->final);
-    pool_free(m->pool, s->xh);
-    s->xh = NULL;
-    float *dj = model_take(m, &st, dm.J * dm.D, "flux2.djoint", true);
-    if (!st) mm_to_joint(&dm, 0, dj, dx);
-    pool_free(m->pool, dx);
-    if (!st) { /* seq_backward releases the run, whatever it returns; f2_release does otherwise */
-        st = seq_backward(s->run[1], &(block_state){.n = 1, .t = {dj}}, NULL);
-        s->run[1] = NULL;
-    }
-    float *dimg = model_take(m, &st, dm.rows[0] * dm.D, "flux2.dimage", false);
-    float *dtxt = model_take(m, &st, dm.rows[1] * dm.D, "flux2.dtext", false);
-    if (!st) {
-        mm_from_joint(&dm, 0, dimg, dj);
-        mm_from_joint(&dm, 1, dtxt, dj);
-    }
-    pool_free(m->pool, dj);
-    if (!st) {
-        st = seq_backward(s->run[0], &(block_state){.n = 2, .t = {dimg, dtxt}}, NULL);
-        s->run[0] = NULL;
-    }
-    if (!st) st = embed_backward(m, dimg, dtxt);
-    pool_free(m->pool, dtxt);
-    pool_free(m->pool, dimg);
-    f2_release(m);
-    return st;
-}
-
 const model_family flux2_family = {
     .name = "flux2",
     .create = f2_create,
-    .destroy = f2_destroy,
-    .set_batch = f2_set_batch,
-    .forward = f2_forward,
-    .backward = f2_backward,
-    .release = f2_release,
+    .destroy = dual_destroy,
+    .set_batch = dual_set_batch,
+    .forward = dual_forward,
+    .backward = dual_backward,
+    .release = dual_release,
     .init_of = f2_init_of,
 };

@@ -21,16 +21,6 @@
 #define LONGCAT_IMAGE_POS_OFFSET 512
 #define CHROMA_APPROX_MAX 16 /* approximator_layers (model_config_check's bound) */
 
-typedef struct mm_step {
-    bool active;
-    float *text_in;             /* (B L, text_dim): context_embedder's input, kept while its weight trains */
-    float *patches, *img, *txt; /* (N, C p p); the first state (N, D), (B L, D) until the executor takes it */
-    float *guidance;            /* (B): 1000 * the guidance value, as Flux embeds it */
-    block_state last;           /* the single-stream sequence's output */
-    seq_run *run[2];
-    float *xh;                  /* the image rows of the last state (N, D): the final layer's input */
-} mm_step;
-
 /* Chroma's distilled_guidance_layer: in_proj, layers of x + linear_2(silu(linear_1(RMSNorm(x)))), out_proj */
 typedef struct chroma_approx {
     int in_w, in_b, out_w, out_b, norm[CHROMA_APPROX_MAX], l1w[CHROMA_APPROX_MAX], l1b[CHROMA_APPROX_MAX],
@@ -41,17 +31,20 @@ typedef struct chroma_approx {
 } chroma_approx;
 
 typedef struct mm_model {
+    dual_model b;
     chroma_approx a;
     bool chroma;
-    mm_block *blocks; /* double, then single */
-    block *seq_blocks;
     temb t, g, p; /* the timestep's, the guidance's (guidance_embeds) and the pooled text's embeddings */
     int p_ctx_w, p_ctx_b, p_x_w, p_x_b;
-    final_layer final;
-    mm_step step;
+    float *guidance; /* (B): 1000 * the guidance value, as Flux embeds it */
 } mm_model;
 
 static mm_model *mm_of(model *m) { return m->impl; }
+
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train);
+static st_status embed_backward(model *m, float *dimg, const float *dtxt);
+static st_status backward_begin(model *m);
+static void release_own(model *m);
 
 static st_status mm_create(model *m)
 {
@@ -60,11 +53,9 @@ static st_status mm_create(model *m)
         return st_fail(ST_ERR_INVALID, "num_single_layers: %lld; %s needs at least 1 single-stream block",
                        (long long)c->single_depth, c->family);
     const int nd = (int)c->depth, ns = (int)c->single_depth;
-    mm_model *d = calloc(1, sizeof *d);
-    m->impl = d;
-    if (d) d->blocks = calloc((size_t)(nd + ns), sizeof *d->blocks);
-    if (d && d->blocks) d->seq_blocks = calloc((size_t)(nd + ns), sizeof *d->seq_blocks);
-    if (!d || !d->seq_blocks) return st_host_oom("the MMDiT model");
+    mm_model *d = dual_alloc(m, sizeof *d, nd + ns, sizeof(mm_block));
+    if (!d) return st_host_oom("the MMDiT model");
+    mm_block *blocks = d->b.blocks;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
@@ -92,9 +83,9 @@ static st_status mm_create(model *m)
         /* its rows: the single blocks' 3 each, the double blocks' image 6 each, their text 6 each, norm_out's 2 */
         m->ctx.mod_rows = 3 * ns + 12 * nd + 2;
         for (int i = 0; i < nd + ns; i++) {
-            d->blocks[i].model_mod = true;
-            d->blocks[i].mod_row[0] = i < nd ? 3 * ns + 6 * i : 3 * (i - nd);
-            d->blocks[i].mod_row[1] = 3 * ns + 6 * nd + 6 * i;
+            blocks[i].model_mod = true;
+            blocks[i].mod_row[0] = i < nd ? 3 * ns + 6 * i : 3 * (i - nd);
+            blocks[i].mod_row[1] = 3 * ns + 6 * nd + 6 * i;
         }
     } else if (!strcmp(c->family, "longcat_image"))
         temb_register(s, &d->t, "time_embed.timestep_embedder.linear_1", "time_embed.timestep_embedder.linear_2",
@@ -112,46 +103,24 @@ static st_status mm_create(model *m)
     d->p_ctx_b = param_add(s, "context_embedder.bias", 1, (int64_t[]){D}, full);
     d->p_x_w = param_add(s, "x_embedder.weight", 2, (int64_t[]){D, P}, full);
     d->p_x_b = param_add(s, "x_embedder.bias", 1, (int64_t[]){D}, full);
-    for (int i = 0; i < nd + ns; i++) d->blocks[i].qk_norm = true;
-    for (int i = 0; i < nd; i++) mm_double_register(s, &d->blocks[i], i, c);
-    for (int i = 0; i < ns; i++) mm_single_register(s, &d->blocks[nd + i], i, c);
+    for (int i = 0; i < nd + ns; i++) blocks[i].qk_norm = true;
+    for (int i = 0; i < nd; i++) mm_double_register(s, &blocks[i], i, c);
+    for (int i = 0; i < ns; i++) mm_single_register(s, &blocks[nd + i], i, c);
     if (d->chroma) /* norm_out: Chroma's (shift, scale) rows, the last two, no linear */
-        d->final = (final_layer){.ada_w = -1, .ada_b = -1, .mod_row = m->ctx.mod_rows - 2,
+        d->b.final = (final_layer){.ada_w = -1, .ada_b = -1, .mod_row = m->ctx.mod_rows - 2,
                                  .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
                                  .out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full), .order = PATCH_CONV};
     else
-        d->final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
+        d->b.final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
                                  .ada_b = param_add(s, "norm_out.linear.bias", 1, (int64_t[]){2 * D}, full),
                                  .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
                                  .out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full),
                                  .scale_first = true, .order = PATCH_CONV};
-    m->n_seq = 2;
-    m->seq[0] = (block_seq){.name = "transformer_blocks", .n = nd, .blocks = d->seq_blocks, .state_n = 2, .pool = m->pool,
-                            .state_names = {"image stream", "text stream"}};
-    m->seq[1] = (block_seq){
-        .name = "single_transformer_blocks", .n = ns, .blocks = d->seq_blocks + nd, .state_n = 1, .pool = m->pool};
-    for (int i = 0; i < nd + ns; i++) {
-        d->blocks[i].m = m;
-        d->seq_blocks[i] = (block){.kind = i < nd ? &mm_double_kind : &mm_single_kind, .self = &d->blocks[i],
-                                   .index = i < nd ? i : i - nd};
-    }
+    for (int i = 0; i < nd + ns; i++) blocks[i].m = m;
+    dual_sequences(m, "transformer_blocks", nd, &mm_double_kind, ns, &mm_single_kind, sizeof *blocks);
+    d->b.embed = embed_forward, d->b.embed_backward = embed_backward, d->b.release_own = release_own;
+    if (d->chroma) d->b.backward_begin = backward_begin;
     return ST_OK;
-}
-
-static void mm_destroy(model *m)
-{
-    mm_model *d = mm_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks);
-    free(d);
-}
-
-static void mm_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    const int64_t D = m->shape.hidden;
-    m->seq[0].state_numel[0] = batch * m->shape.tokens * D;
-    m->seq[0].state_numel[1] = batch * m->shape.text * D;
-    m->seq[1].state_numel[0] = batch * (m->shape.tokens + m->shape.text) * D;
 }
 
 param_init mm_init_of(const char *name)
@@ -282,24 +251,15 @@ static st_status chroma_backward(model *m)
     return scratch_end(&k);
 }
 
-static void mm_release(model *m)
+static void release_own(model *m)
 {
     mm_model *d = mm_of(m);
-    if (!d || !d->step.active) return;
-    mm_step *s = &d->step;
-    seq_release(s->run[1]);
-    seq_release(s->run[0]);
-    state_free(m->pool, &s->last);
-    final_release(m, &d->final);
-    pool_free(m->pool, m->ctx.rope);
-    m->ctx.rope = NULL;
     temb_release_path(m, &d->p);
     temb_release_path(m, &d->g);
     temb_release(m, &d->t);
     chroma_release(m);
-    void *bufs[] = {s->xh, s->guidance, s->txt, s->img, s->patches, s->text_in};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
-    *s = (mm_step){0};
+    pool_free(m->pool, d->guidance);
+    d->guidance = NULL;
 }
 
 /* The image tokens, the text tokens from the encoder's sequence, the rotary table of their positions, and the
@@ -307,7 +267,7 @@ static void mm_release(model *m)
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
 {
     mm_model *d = mm_of(m);
-    mm_step *s = &d->step;
+    dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T;
     const int64_t P = c->channels * c->patch * c->patch, Dt = c->text_dim, hd = D / c->heads;
@@ -320,7 +280,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     if (d->chroma) chroma_take(m, &st);
     else temb_take(m, &d->t, &st, train);
     if (c->guidance_embeds) {
-        s->guidance = model_take(m, &st, B, "mmdit.guidance", false);
+        d->guidance = model_take(m, &st, B, "mmdit.guidance", false);
         temb_take_path(m, &d->g, &st);
     }
     if (c->pooled_dim) temb_take_path(m, &d->p, &st);
@@ -346,9 +306,9 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     if (d->chroma) return chroma_forward(m, timesteps, cond);
     temb_forward(m, &d->t, timesteps);
     if (c->guidance_embeds) { /* 1000 g in float, as Flux scales it */
-        copy_rows(s->guidance, 1, cond + K - 1, K, B, 1); /* the conditioning's last value */
-        scale_by(s->guidance, B, 1000.0f);
-        temb_forward(m, &d->g, s->guidance);
+        copy_rows(d->guidance, 1, cond + K - 1, K, B, 1); /* the conditioning's last value */
+        scale_by(d->guidance, B, 1000.0f);
+        temb_forward(m, &d->g, d->guidance);
         add_to(d->t.c, d->g.c, B * D);
     }
     if (c->pooled_dim) {
@@ -360,59 +320,10 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     return ST_OK;
 }
 
-/* The final layer reads the image rows of the last state: those are copied out and the state goes. */
-static st_status head_forward(model *m)
+static st_status embed_backward(model *m, float *dimg, const float *dtxt)
 {
     mm_model *d = mm_of(m);
-    mm_step *s = &d->step;
-    mm_dims dm = mm_dims_of(m);
-    st_status st = ST_OK;
-    s->xh = model_take(m, &st, dm.rows[0] * dm.D, "mmdit.final.x", false);
-    if (st) return st;
-    mm_from_joint(&dm, 0, s->xh, s->last.t[0]);
-    state_free(m->pool, &s->last);
-    return final_forward(m, &d->final, s->xh);
-}
-
-static st_status mm_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
-                            const float **pred)
-{
-    mm_model *d = mm_of(m);
-    mm_step *s = &d->step;
-    if (s->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    s->active = true;
-    mm_dims dm = mm_dims_of(m);
-    st_status st = embed_forward(m, x, timesteps, cond, train);
-    block_state streams = {0};
-    if (!st) {
-        block_state first = {.n = 2, .t = {s->img, s->txt}};
-        s->img = s->txt = NULL; /* the executor owns the first state now */
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &streams, &s->run[0]);
-    }
-    float *joint = NULL;
-    if (!st) joint = model_take(m, &st, dm.J * dm.D, "mmdit.joint", false);
-    if (!st) {
-        mm_to_joint(&dm, 0, joint, streams.t[0]);
-        mm_to_joint(&dm, 1, joint, streams.t[1]);
-    }
-    state_free(m->pool, &streams);
-    if (!st) {
-        block_state first = {.n = 1, .t = {joint}};
-        st = seq_forward(&m->seq[1], &m->plan[1], model_offload(m), &first, train, &s->last, &s->run[1]);
-    }
-    if (!st) st = head_forward(m);
-    if (st) {
-        mm_release(m);
-        return st;
-    }
-    *pred = d->final.pred;
-    return ST_OK;
-}
-
-static st_status embed_backward(model *m, const float *dimg, const float *dtxt)
-{
-    mm_model *d = mm_of(m);
-    mm_step *s = &d->step;
+    dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, N = B * m->shape.tokens;
     const int64_t P = c->channels * c->patch * c->patch;
@@ -429,52 +340,21 @@ static st_status embed_backward(model *m, const float *dimg, const float *dtxt)
     return scratch_end(&k);
 }
 
-static st_status mm_backward(model *m, const float *dpred)
+/* Every modulation row's gradient, for the approximator: the final layer's and the blocks' (Chroma). */
+static st_status backward_begin(model *m)
 {
-    mm_model *d = mm_of(m);
-    mm_step *s = &d->step;
-    if (!s->active || !s->run[0]) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
-    mm_dims dm = mm_dims_of(m);
     st_status st = ST_OK;
-    if (d->chroma) /* every modulation row's gradient, for the approximator: the final layer's and the blocks' */
-        m->ctx.dmod = model_take(m, &st, dm.B * m->ctx.mod_rows * dm.D, "chroma.dmodulation", true);
-    float *dx = model_take(m, &st, dm.rows[0] * dm.D, "mmdit.dstate", true);
-    if (!st) st = final_backward(m, &d->final, s->xh, dpred, dx);
-    final_backward_done(m, &d->final);
-    pool_free(m->pool, s->xh);
-    s->xh = NULL;
-    float *dj = model_take(m, &st, dm.J * dm.D, "mmdit.djoint", true);
-    if (!st) mm_to_joint(&dm, 0, dj, dx);
-    pool_free(m->pool, dx);
-    if (!st) { /* seq_backward releases the run, whatever it returns; mm_release does otherwise */
-        st = seq_backward(s->run[1], &(block_state){.n = 1, .t = {dj}}, NULL);
-        s->run[1] = NULL;
-    }
-    float *dimg = model_take(m, &st, dm.rows[0] * dm.D, "mmdit.dimage", false);
-    float *dtxt = model_take(m, &st, dm.rows[1] * dm.D, "mmdit.dtext", false);
-    if (!st) {
-        mm_from_joint(&dm, 0, dimg, dj);
-        mm_from_joint(&dm, 1, dtxt, dj);
-    }
-    pool_free(m->pool, dj);
-    if (!st) {
-        st = seq_backward(s->run[0], &(block_state){.n = 2, .t = {dimg, dtxt}}, NULL);
-        s->run[0] = NULL;
-    }
-    if (!st) st = embed_backward(m, dimg, dtxt);
-    pool_free(m->pool, dtxt);
-    pool_free(m->pool, dimg);
-    mm_release(m);
+    m->ctx.dmod = model_take(m, &st, m->shape.batch * m->ctx.mod_rows * m->shape.hidden, "chroma.dmodulation", true);
     return st;
 }
 
 const model_family mmdit_family = {
     .name = "mmdit",
     .create = mm_create,
-    .destroy = mm_destroy,
-    .set_batch = mm_set_batch,
-    .forward = mm_forward,
-    .backward = mm_backward,
-    .release = mm_release,
+    .destroy = dual_destroy,
+    .set_batch = dual_set_batch,
+    .forward = dual_forward,
+    .backward = dual_backward,
+    .release = dual_release,
     .init_of = mm_init_of,
 };

@@ -1,5 +1,6 @@
-/* The dual-stream families, internal to src/models: their two block kinds (mmdit_block.c) and what the models
- * (mmdit.c: Flux; sd3.c: SD3) share with them. */
+/* The dual-stream families, internal to src/models: Flux's two block kinds (mmdit_block.c), what the models
+ * (mmdit.c: Flux; sd3.c, qwen_image.c; flux2.c and auraflow.c with their own blocks) share with them, and the
+ * models' common skeleton (dual.c). */
 #ifndef SEGTRAIN_MODELS_MMDIT_H
 #define SEGTRAIN_MODELS_MMDIT_H
 
@@ -64,5 +65,46 @@ extern const block_kind mm_double_kind, mm_single_kind;
 /* adaLN-Zero (every modulation and the final projection zero), RMSNorm weights one, N(0, 0.02) embedding MLPs,
  * xavier-uniform elsewhere: Flux's and SD3's names alike. */
 param_init mm_init_of(const char *name);
+
+/* ---- the models' skeleton (dual.c) ---- */
+
+/* What every dual-stream model keeps for a step. */
+typedef struct dual_step {
+    bool active;
+    float *text_in;             /* (B L, text_dim): the text embedder's input, kept while its weight trains */
+    float *patches, *img, *txt; /* (N, C p p); the first state (N, D), (B L, D) until the executor takes it */
+    block_state last;           /* the last sequence's output */
+    seq_run *run[2];
+    float *xh; /* with single blocks: the image rows of the last state (N, D), the final layer's input */
+} dual_step;
+
+/* The first member of a dual-stream model's impl: its blocks, final layer and step, and what the family does. */
+typedef struct dual_model {
+    void *blocks; /* the family's: double (joint), then single */
+    block *seq_blocks;
+    final_layer final;
+    dual_step step;
+    /* the step's embeddings: step.img, step.txt, m->ctx.cs and whatever else the blocks read */
+    st_status (*embed)(model *m, const float *x, const float *timesteps, const float *cond, bool train);
+    /* the embeddings' weight gradients from the first state's */
+    st_status (*embed_backward)(model *m, float *dimg, const float *dtxt);
+    st_status (*backward_begin)(model *m); /* NULL: none; before the head's backward */
+    void (*release_own)(model *m);          /* NULL: none; the family's own buffers of a step */
+} dual_model;
+
+/* Allocates m->impl (size bytes, a dual_model first) and n blocks of block_size bytes; NULL: out of memory. */
+void *dual_alloc(model *m, size_t size, int n, size_t block_size);
+/* Sequence 0, named name, of the nd double blocks of kind dk (two streams); with ns > 0, the
+ * single_transformer_blocks sequence of kind sk after them. Block i is blocks + i * block_size. */
+void dual_sequences(model *m, const char *name, int nd, const block_kind *dk, int ns, const block_kind *sk,
+                    size_t block_size);
+/* model_family's: the streams through sequence 0, with single blocks joined through sequence 1, then the image
+ * rows through the final layer; backward mirrors it. */
+void dual_destroy(model *m);
+void dual_set_batch(model *m, int64_t batch);
+st_status dual_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                       const float **pred);
+st_status dual_backward(model *m, const float *dpred);
+void dual_release(model *m);
 
 #endif

@@ -12,34 +12,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct sd3_step {
-    bool active;
-    float *text_in;             /* (B L, text_dim): context_embedder's input, kept while its weight trains */
-    float *patches, *img, *txt; /* (N, C p p); the first state (N, D), (B L, D) until the executor takes it */
-    block_state last;           /* the last block's output: the image stream */
-    seq_run *run;
-} sd3_step;
-
 typedef struct sd3_model {
-    mm_block *blocks;
-    block *seq_blocks;
+    dual_model b;
     temb t, p; /* the timestep's and the pooled text's embeddings */
     int p_ctx_w, p_ctx_b, p_x_w, p_x_b, p_pos;
-    final_layer final;
-    sd3_step step;
 } sd3_model;
 
 static sd3_model *sd3_of(model *m) { return m->impl; }
+
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train);
+static st_status embed_backward(model *m, float *dimg, const float *dtxt);
+static void release_own(model *m);
 
 static st_status sd3_create(model *m)
 {
     const model_config *c = &m->cfg;
     const int n = (int)c->depth;
-    sd3_model *d = calloc(1, sizeof *d);
-    m->impl = d;
-    if (d) d->blocks = calloc((size_t)n, sizeof *d->blocks);
-    if (d && d->blocks) d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
-    if (!d || !d->seq_blocks) return st_host_oom("the SD3 model");
+    sd3_model *d = dual_alloc(m, sizeof *d, n, sizeof(mm_block));
+    if (!d) return st_host_oom("the SD3 model");
+    mm_block *blocks = d->b.blocks;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch, E = c->pos_embed_max;
@@ -54,19 +45,16 @@ static st_status sd3_create(model *m)
     d->p_ctx_w = param_add(s, "context_embedder.weight", 2, (int64_t[]){D, c->text_dim}, full);
     d->p_ctx_b = param_add(s, "context_embedder.bias", 1, (int64_t[]){D}, full);
     for (int i = 0; i < n; i++) {
-        mm_block *b = &d->blocks[i];
-        *b = (mm_block){.m = m, .qk_norm = c->qk_norm, .dual = i < c->dual_attention, .context_pre_only = i == n - 1};
-        mm_double_register(s, b, i, c);
-        d->seq_blocks[i] = (block){.kind = &mm_double_kind, .self = b, .index = i};
+        blocks[i] = (mm_block){.m = m, .qk_norm = c->qk_norm, .dual = i < c->dual_attention, .context_pre_only = i == n - 1};
+        mm_double_register(s, &blocks[i], i, c);
     }
-    d->final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
-                             .ada_b = param_add(s, "norm_out.linear.bias", 1, (int64_t[]){2 * D}, full),
-                             .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
-                             .out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full),
-                             .scale_first = true, .order = PATCH_DIT};
-    m->n_seq = 1;
-    m->seq[0] = (block_seq){.name = "transformer_blocks", .n = n, .blocks = d->seq_blocks, .state_n = 2, .pool = m->pool,
-                            .state_names = {"image stream", "text stream"}};
+    d->b.final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
+                               .ada_b = param_add(s, "norm_out.linear.bias", 1, (int64_t[]){2 * D}, full),
+                               .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
+                               .out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full),
+                               .scale_first = true, .order = PATCH_DIT};
+    d->b.embed = embed_forward, d->b.embed_backward = embed_backward, d->b.release_own = release_own;
+    dual_sequences(m, "transformer_blocks", n, &mm_double_kind, 0, NULL, sizeof *blocks);
     return ST_OK;
 }
 
@@ -93,37 +81,14 @@ static void sd3_fill_fixed(model *m)
         }
 }
 
-static void sd3_destroy(model *m)
-{
-    sd3_model *d = sd3_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks);
-    free(d);
-}
-
-static void sd3_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    const int64_t D = m->shape.hidden;
-    m->seq[0].state_numel[0] = batch * m->shape.tokens * D;
-    m->seq[0].state_numel[1] = batch * m->shape.text * D;
-}
-
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)
 
-static void sd3_release(model *m)
+static void release_own(model *m)
 {
     sd3_model *d = sd3_of(m);
-    if (!d || !d->step.active) return;
-    sd3_step *s = &d->step;
-    seq_release(s->run);
-    state_free(m->pool, &s->last);
-    final_release(m, &d->final);
     temb_release_path(m, &d->p);
     temb_release(m, &d->t);
-    void *bufs[] = {s->txt, s->img, s->patches, s->text_in};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
-    *s = (sd3_step){0};
 }
 
 /* The image tokens with their positions, the text tokens from the encoder's sequence, and the conditioning
@@ -131,7 +96,7 @@ static void sd3_release(model *m)
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
 {
     sd3_model *d = sd3_of(m);
-    sd3_step *s = &d->step;
+    dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T;
     const int64_t P = c->channels * c->patch * c->patch, Dt = c->text_dim, K = model_cond_len(c);
@@ -167,32 +132,10 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     return ST_OK;
 }
 
-static st_status sd3_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
-                             const float **pred)
+static st_status embed_backward(model *m, float *dimg, const float *dtxt)
 {
     sd3_model *d = sd3_of(m);
-    sd3_step *s = &d->step;
-    if (s->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    s->active = true;
-    st_status st = embed_forward(m, x, timesteps, cond, train);
-    if (!st) {
-        block_state first = {.n = 2, .t = {s->img, s->txt}};
-        s->img = s->txt = NULL; /* the executor owns the first state now */
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &s->last, &s->run);
-    }
-    if (!st) st = final_forward(m, &d->final, s->last.t[0]);
-    if (st) {
-        sd3_release(m);
-        return st;
-    }
-    *pred = d->final.pred;
-    return ST_OK;
-}
-
-static st_status embed_backward(model *m, const float *dimg, const float *dtxt)
-{
-    sd3_model *d = sd3_of(m);
-    sd3_step *s = &d->step;
+    dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, N = B * m->shape.tokens;
     const int64_t P = c->channels * c->patch * c->patch;
@@ -207,37 +150,14 @@ static st_status embed_backward(model *m, const float *dimg, const float *dtxt)
     return scratch_end(&k);
 }
 
-static st_status sd3_backward(model *m, const float *dpred)
-{
-    sd3_model *d = sd3_of(m);
-    sd3_step *s = &d->step;
-    if (!s->active || !s->run) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
-    const int64_t N = m->shape.batch * m->shape.tokens;
-    float *dx = NULL;
-    st_status st = pool_alloc_zero(m->pool, (size_t)(N * m->cfg.hidden) * sizeof(float), MEM_ACTIVATIONS, "sd3.dstate",
-                                   (void **)&dx);
-    if (!st) st = final_backward(m, &d->final, s->last.t[0], dpred, dx);
-    final_backward_done(m, &d->final);
-    state_free(m->pool, &s->last);
-    block_state grad = {.n = 1, .t = {dx}};
-    if (!st) { /* the last block adds the text stream's gradient; seq_backward releases the run whatever it returns */
-        st = seq_backward(s->run, &grad, NULL);
-        s->run = NULL;
-    }
-    if (!st) st = embed_backward(m, grad.t[0], grad.t[1]);
-    state_free(m->pool, &grad);
-    sd3_release(m);
-    return st;
-}
-
 const model_family sd3_family = {
     .name = "sd3",
     .create = sd3_create,
     .fill_fixed = sd3_fill_fixed,
-    .destroy = sd3_destroy,
-    .set_batch = sd3_set_batch,
-    .forward = sd3_forward,
-    .backward = sd3_backward,
-    .release = sd3_release,
+    .destroy = dual_destroy,
+    .set_batch = dual_set_batch,
+    .forward = dual_forward,
+    .backward = dual_backward,
+    .release = dual_release,
     .init_of = mm_init_of,
 };
