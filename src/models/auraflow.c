@@ -100,13 +100,10 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     af_model *d = af_of(m);
     dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, Lt = c->text_len, L = m->shape.text, T = m->shape.tokens, D = c->hidden;
-    const int64_t N = B * T, P = c->channels * c->patch * c->patch, Dt = c->text_dim, K = model_cond_len(c);
+    const int64_t B = m->shape.batch, Lt = c->text_len, L = m->shape.text, D = c->hidden, Dt = c->text_dim;
+    const int64_t K = model_cond_len(c);
     st_status st = ST_OK;
-    s->text_in = model_take(m, &st, B * Lt * Dt, "auraflow.text_in", false);
-    s->patches = model_take(m, &st, N * P, "auraflow.patches", false);
-    s->img = model_take(m, &st, N * D, "auraflow.image", false);
-    s->txt = model_take(m, &st, B * L * D, "auraflow.text", false);
+    dual_take_tokens(m, &st, Lt);
     temb_take(m, &d->t, &st, train);
     float *ctx = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(B * Lt * D) * sizeof(float), MEM_WORKSPACE, "auraflow.context",
@@ -121,8 +118,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         pool_free(m->pool, s->text_in);
         s->text_in = NULL;
     }
-    patchify_forward(s->patches, x, B, c->channels, c->resolution, c->resolution, c->patch);
-    linear_forward(s->img, s->patches, PW(p_x_w), PW(p_x_b), N, P, D);
+    dual_embed_image(m, x, d->p_x_w, d->p_x_b);
     pos_rows(m, s->img, PW(p_pos), false);
     temb_forward(m, &d->t, timesteps);
     silu_forward(m->ctx.cs, d->t.c, B * D);
@@ -140,15 +136,13 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     if (PG(p_pos)) pos_rows(m, dimg, PG(p_pos), true);
     for (int64_t b = 0; PG(p_reg) && b < B; b++) add_to(PG(p_reg), dtxt + b * L * D, AF_REGISTERS * D);
     scratch k = {.pool = m->pool};
-    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "auraflow.dc");
     float *dctx = s->text_in ? scratch_take(&k, B * Lt * D, MEM_WORKSPACE, "auraflow.dcontext") : NULL;
     if (k.status) return scratch_end(&k);
     if (s->text_in) {
         copy_rows(dctx, Lt * D, dtxt + AF_REGISTERS * D, L * D, B, Lt * D);
         linear_backward(NULL, PG(p_ctx_w), NULL, dctx, s->text_in, PW(p_ctx_w), B * Lt, c->text_dim, D);
     }
-    silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
-    k.status = temb_backward(m, &d->t, dc);
+    k.status = dual_c_backward(m, &d->t, NULL, NULL);
     return scratch_end(&k);
 }
 

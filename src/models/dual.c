@@ -162,3 +162,63 @@ st_status dual_backward(model *m, const float *dpred)
     dual_release(m);
     return st;
 }
+
+#define W(i) (param_at(m->params, (i))->w)
+#define G(i) (param_at(m->params, (i))->g)
+#define BIAS(of, i) ((i) < 0 ? NULL : of(i))
+
+void dual_take_tokens(model *m, st_status *st, int64_t text_rows)
+{
+    dual_step *s = &dual_of(m)->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, N = B * m->shape.tokens, P = c->channels * c->patch * c->patch, D = c->hidden;
+    s->text_in = model_take(m, st, B * text_rows * c->text_dim, "dual.text_in", false);
+    s->patches = model_take(m, st, N * P, "dual.patches", false);
+    s->img = model_take(m, st, N * D, "dual.image", false);
+    s->txt = model_take(m, st, B * m->shape.text * D, "dual.text", false);
+}
+
+void dual_embed_image(model *m, const float *x, int w, int b)
+{
+    dual_step *s = &dual_of(m)->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, P = c->channels * c->patch * c->patch;
+    patchify_forward(s->patches, x, B, c->channels, c->resolution, c->resolution, c->patch);
+    linear_forward(s->img, s->patches, W(w), BIAS(W, b), B * m->shape.tokens, P, c->hidden);
+}
+
+void dual_embed_text(model *m, const float *cond, bool train, int w, int b)
+{
+    dual_step *s = &dual_of(m)->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, Dt = c->text_dim;
+    copy_rows(s->text_in, L * Dt, cond, model_cond_len(c), B, L * Dt);
+    linear_forward(s->txt, s->text_in, W(w), BIAS(W, b), B * L, Dt, c->hidden);
+    if (!train || !G(w)) { /* only the weight's gradient reads it again */
+        pool_free(m->pool, s->text_in);
+        s->text_in = NULL;
+    }
+}
+
+void dual_tokens_backward(model *m, const float *dimg, const float *dtxt, int x_w, int x_b, int ctx_w, int ctx_b)
+{
+    dual_step *s = &dual_of(m)->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, D = c->hidden, P = c->channels * c->patch * c->patch;
+    linear_backward(NULL, G(x_w), BIAS(G, x_b), dimg, s->patches, W(x_w), B * m->shape.tokens, P, D);
+    if (s->text_in)
+        linear_backward(NULL, G(ctx_w), BIAS(G, ctx_b), dtxt, s->text_in, W(ctx_w), B * m->shape.text, c->text_dim, D);
+}
+
+st_status dual_c_backward(model *m, temb *t, temb *g, temb *p)
+{
+    const int64_t BD = m->shape.batch * m->cfg.hidden;
+    scratch k = {.pool = m->pool};
+    float *dc = scratch_take_zero(&k, BD, MEM_WORKSPACE, "dual.dc");
+    if (k.status) return scratch_end(&k);
+    silu_backward(dc, m->ctx.dcs, t->c, BD);
+    k.status = temb_backward(m, t, dc);
+    if (!k.status && g) k.status = temb_backward(m, g, dc);
+    if (!k.status && p) k.status = temb_backward(m, p, dc);
+    return scratch_end(&k);
+}

@@ -110,16 +110,12 @@ static void release_own(model *m)
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
 {
     f2_model *d = f2_of(m);
-    dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T;
-    const int64_t P = c->channels * c->patch * c->patch, Dt = c->text_dim, hd = D / c->heads;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden;
+    const int64_t Dt = c->text_dim, hd = D / c->heads;
     const int64_t K = model_cond_len(c), grid = c->resolution / c->patch;
     st_status st = ST_OK;
-    s->text_in = model_take(m, &st, B * L * Dt, "flux2.text_in", false);
-    s->patches = model_take(m, &st, N * P, "flux2.patches", false);
-    s->img = model_take(m, &st, N * D, "flux2.image", false);
-    s->txt = model_take(m, &st, B * L * D, "flux2.text", false);
+    dual_take_tokens(m, &st, L);
     temb_take(m, &d->t, &st, train);
     if (c->guidance_embeds) {
         d->guidance = model_take(m, &st, B, "flux2.guidance", false);
@@ -138,14 +134,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     rope_table(m->ctx.rope, ids, L + T, 4, c->rope_axes, F2_ROPE_THETA);
     pool_free(m->pool, ids);
 
-    copy_rows(s->text_in, L * Dt, cond, K, B, L * Dt);
-    linear_forward(s->txt, s->text_in, PW(p_ctx_w), NULL, B * L, Dt, D);
-    if (!train || !PG(p_ctx_w)) { /* only context_embedder's weight gradient reads it again */
-        pool_free(m->pool, s->text_in);
-        s->text_in = NULL;
-    }
-    patchify_forward(s->patches, x, B, c->channels, c->resolution, c->resolution, c->patch);
-    linear_forward(s->img, s->patches, PW(p_x_w), NULL, N, P, D);
+    dual_embed_text(m, cond, train, d->p_ctx_w, -1);
+    dual_embed_image(m, x, d->p_x_w, -1);
     temb_forward(m, &d->t, timesteps);
     if (c->guidance_embeds) { /* 1000 g in float, as the model scales it */
         copy_rows(d->guidance, 1, cond + L * Dt + c->pooled_dim, K, B, 1);
@@ -161,21 +151,11 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
 static st_status embed_backward(model *m, float *dimg, const float *dtxt)
 {
     f2_model *d = f2_of(m);
-    dual_step *s = &d->b.step;
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, N = B * m->shape.tokens;
-    const int64_t P = c->channels * c->patch * c->patch;
-    linear_backward(NULL, PG(p_x_w), NULL, dimg, s->patches, PW(p_x_w), N, P, D);
-    if (s->text_in) linear_backward(NULL, PG(p_ctx_w), NULL, dtxt, s->text_in, PW(p_ctx_w), B * L, c->text_dim, D);
+    const int64_t B = m->shape.batch, D = m->cfg.hidden;
+    dual_tokens_backward(m, dimg, dtxt, d->p_x_w, -1, d->p_ctx_w, -1);
     for (int i = 0; i < F2_MOD_N; i++) /* every block's modulation gradient is in: on to SiLU(c) */
         linear_backward(m->ctx.dcs, PG(p_mod[i]), NULL, d->sh.dmod[i], m->ctx.cs, PW(p_mod[i]), B, D, mod_width[i] * D);
-    scratch k = {.pool = m->pool};
-    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "flux2.dc");
-    if (k.status) return scratch_end(&k);
-    silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
-    k.status = temb_backward(m, &d->t, dc);
-    if (!k.status && c->guidance_embeds) k.status = temb_backward(m, &d->g, dc);
-    return scratch_end(&k);
+    return dual_c_backward(m, &d->t, m->cfg.guidance_embeds ? &d->g : NULL, NULL);
 }
 
 const model_family flux2_family = {

@@ -267,16 +267,12 @@ static void release_own(model *m)
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
 {
     mm_model *d = mm_of(m);
-    dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T;
-    const int64_t P = c->channels * c->patch * c->patch, Dt = c->text_dim, hd = D / c->heads;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden;
+    const int64_t Dt = c->text_dim, hd = D / c->heads;
     const int64_t K = model_cond_len(c), grid = c->resolution / c->patch;
     st_status st = ST_OK;
-    s->text_in = model_take(m, &st, B * L * Dt, "mmdit.text_in", false);
-    s->patches = model_take(m, &st, N * P, "mmdit.patches", false);
-    s->img = model_take(m, &st, N * D, "mmdit.image", false);
-    s->txt = model_take(m, &st, B * L * D, "mmdit.text", false);
+    dual_take_tokens(m, &st, L);
     if (d->chroma) chroma_take(m, &st);
     else temb_take(m, &d->t, &st, train);
     if (c->guidance_embeds) {
@@ -295,14 +291,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     rope_table(m->ctx.rope, ids, L + T, 3, c->rope_axes, MMDIT_ROPE_THETA);
     pool_free(m->pool, ids);
 
-    copy_rows(s->text_in, L * Dt, cond, K, B, L * Dt);
-    linear_forward(s->txt, s->text_in, PW(p_ctx_w), PW(p_ctx_b), B * L, Dt, D);
-    if (!train || !PG(p_ctx_w)) { /* only context_embedder's weight gradient reads it again */
-        pool_free(m->pool, s->text_in);
-        s->text_in = NULL;
-    }
-    patchify_forward(s->patches, x, B, c->channels, c->resolution, c->resolution, c->patch);
-    linear_forward(s->img, s->patches, PW(p_x_w), PW(p_x_b), N, P, D);
+    dual_embed_text(m, cond, train, d->p_ctx_w, d->p_ctx_b);
+    dual_embed_image(m, x, d->p_x_w, d->p_x_b);
     if (d->chroma) return chroma_forward(m, timesteps, cond);
     temb_forward(m, &d->t, timesteps);
     if (c->guidance_embeds) { /* 1000 g in float, as Flux scales it */
@@ -323,21 +313,9 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
 static st_status embed_backward(model *m, float *dimg, const float *dtxt)
 {
     mm_model *d = mm_of(m);
-    dual_step *s = &d->b.step;
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, N = B * m->shape.tokens;
-    const int64_t P = c->channels * c->patch * c->patch;
-    linear_backward(NULL, PG(p_x_w), PG(p_x_b), dimg, s->patches, PW(p_x_w), N, P, D);
-    if (s->text_in) linear_backward(NULL, PG(p_ctx_w), PG(p_ctx_b), dtxt, s->text_in, PW(p_ctx_w), B * L, c->text_dim, D);
+    dual_tokens_backward(m, dimg, dtxt, d->p_x_w, d->p_x_b, d->p_ctx_w, d->p_ctx_b);
     if (d->chroma) return chroma_backward(m);
-    scratch k = {.pool = m->pool};
-    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "mmdit.dc");
-    if (k.status) return scratch_end(&k);
-    silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
-    k.status = temb_backward(m, &d->t, dc);
-    if (!k.status && c->guidance_embeds) k.status = temb_backward(m, &d->g, dc);
-    if (!k.status && c->pooled_dim) k.status = temb_backward(m, &d->p, dc);
-    return scratch_end(&k);
+    return dual_c_backward(m, &d->t, m->cfg.guidance_embeds ? &d->g : NULL, m->cfg.pooled_dim ? &d->p : NULL);
 }
 
 /* Every modulation row's gradient, for the approximator: the final layer's and the blocks' (Chroma). */

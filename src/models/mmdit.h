@@ -107,4 +107,16 @@ st_status dual_forward(model *m, const float *x, const float *timesteps, const f
 st_status dual_backward(model *m, const float *dpred);
 void dual_release(model *m);
 
+/* The embeddings' common pieces; w, b are parameter indices, a bias < 0: none. take_tokens takes the step's
+ * text_in (B, text_rows, text_dim), patches, img and txt (nothing once *st is set); embed_image makes
+ * img = x_embedder(patchify(x)); embed_text txt = context_embedder(the conditioning's text sequence), text_in
+ * staying only while that weight trains; tokens_backward accumulates both embedders' weight gradients (the text's
+ * while text_in stays); c_backward takes dL/dc from the blocks' dL/dcs (cs = SiLU(c), c = t->c) and goes back
+ * through each path that is not NULL. */
+void dual_take_tokens(model *m, st_status *st, int64_t text_rows);
+void dual_embed_image(model *m, const float *x, int w, int b);
+void dual_embed_text(model *m, const float *cond, bool train, int w, int b);
+void dual_tokens_backward(model *m, const float *dimg, const float *dtxt, int x_w, int x_b, int ctx_w, int ctx_b);
+st_status dual_c_backward(model *m, temb *t, temb *g, temb *p);
+
 #endif

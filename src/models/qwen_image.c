@@ -116,14 +116,10 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     qw_model *d = qw_of(m);
     dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T;
-    const int64_t P = c->channels * c->patch * c->patch, Dt = c->text_dim, K = model_cond_len(c);
+    const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, Dt = c->text_dim, K = model_cond_len(c);
     st_status st = ST_OK;
-    s->text_in = model_take(m, &st, B * L * Dt, "qwen_image.text_in", false);
+    dual_take_tokens(m, &st, L);
     d->normed = model_take(m, &st, B * L * Dt, "qwen_image.txt_norm", false);
-    s->patches = model_take(m, &st, N * P, "qwen_image.patches", false);
-    s->img = model_take(m, &st, N * D, "qwen_image.image", false);
-    s->txt = model_take(m, &st, B * L * D, "qwen_image.text", false);
     temb_take(m, &d->t, &st, train);
     if (!st) st = context_forward(m, cond);
     if (st) return st;
@@ -142,8 +138,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         pool_free(m->pool, d->normed);
         d->normed = NULL;
     }
-    patchify_forward(s->patches, x, B, c->channels, c->resolution, c->resolution, c->patch);
-    linear_forward(s->img, s->patches, PW(p_img_w), PW(p_img_b), N, P, D);
+    dual_embed_image(m, x, d->p_img_w, d->p_img_b);
     temb_forward(m, &d->t, timesteps);
     silu_forward(m->ctx.cs, d->t.c, B * D);
     return ST_OK;
@@ -159,13 +154,11 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     linear_backward(NULL, PG(p_img_w), PG(p_img_b), dimg, s->patches, PW(p_img_w), N, P, D);
     scratch k = {.pool = m->pool};
     float *dnormed = s->text_in ? scratch_take_zero(&k, B * L * Dt, MEM_WORKSPACE, "qwen_image.dtxt_norm") : NULL;
-    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "qwen_image.dc");
     if (k.status) return scratch_end(&k);
     if (d->normed || dnormed) /* txt_in's x is read only for its weight's gradient */
         linear_backward(dnormed, PG(p_txt_w), PG(p_txt_b), dtxt, d->normed, PW(p_txt_w), B * L, Dt, D);
     if (dnormed) rmsnorm_backward(NULL, PG(p_norm), dnormed, s->text_in, PW(p_norm), B * L, Dt, &d->norm_stats);
-    silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
-    k.status = temb_backward(m, &d->t, dc);
+    k.status = dual_c_backward(m, &d->t, NULL, NULL);
     return scratch_end(&k);
 }
 

@@ -96,16 +96,11 @@ static void release_own(model *m)
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
 {
     sd3_model *d = sd3_of(m);
-    dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T;
-    const int64_t P = c->channels * c->patch * c->patch, Dt = c->text_dim, K = model_cond_len(c);
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, K = model_cond_len(c);
     const int64_t G = c->resolution / c->patch, E = c->pos_embed_max, top = (E - G) / 2;
     st_status st = ST_OK;
-    s->text_in = model_take(m, &st, B * L * Dt, "sd3.text_in", false);
-    s->patches = model_take(m, &st, N * P, "sd3.patches", false);
-    s->img = model_take(m, &st, N * D, "sd3.image", false);
-    s->txt = model_take(m, &st, B * L * D, "sd3.text", false);
+    dual_take_tokens(m, &st, L);
     temb_take(m, &d->t, &st, train);
     temb_take_path(m, &d->p, &st);
     float *pos = NULL; /* the table's centre G x G, as PatchEmbed.cropped_pos_embed takes it */
@@ -114,18 +109,12 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     if (st) return st;
     copy_rows(pos, G * D, PW(p_pos) + (top * E + top) * D, E * D, G, G * D);
 
-    copy_rows(s->text_in, L * Dt, cond, K, B, L * Dt);
-    linear_forward(s->txt, s->text_in, PW(p_ctx_w), PW(p_ctx_b), B * L, Dt, D);
-    if (!train || !PG(p_ctx_w)) { /* only context_embedder's weight gradient reads it again */
-        pool_free(m->pool, s->text_in);
-        s->text_in = NULL;
-    }
-    patchify_forward(s->patches, x, B, c->channels, c->resolution, c->resolution, c->patch);
-    linear_forward(s->img, s->patches, PW(p_x_w), PW(p_x_b), N, P, D);
-    add_row(s->img, pos, B, T * D);
+    dual_embed_text(m, cond, train, d->p_ctx_w, d->p_ctx_b);
+    dual_embed_image(m, x, d->p_x_w, d->p_x_b);
+    add_row(d->b.step.img, pos, B, T * D);
     pool_free(m->pool, pos);
     temb_forward(m, &d->t, timesteps);
-    copy_rows(d->p.freq, c->pooled_dim, cond + L * Dt, K, B, c->pooled_dim);
+    copy_rows(d->p.freq, c->pooled_dim, cond + L * c->text_dim, K, B, c->pooled_dim);
     temb_mlp_forward(m, &d->p);
     add_to(d->t.c, d->p.c, B * D);
     silu_forward(m->ctx.cs, d->t.c, B * D);
@@ -135,19 +124,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
 static st_status embed_backward(model *m, float *dimg, const float *dtxt)
 {
     sd3_model *d = sd3_of(m);
-    dual_step *s = &d->b.step;
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, N = B * m->shape.tokens;
-    const int64_t P = c->channels * c->patch * c->patch;
-    linear_backward(NULL, PG(p_x_w), PG(p_x_b), dimg, s->patches, PW(p_x_w), N, P, D);
-    if (s->text_in) linear_backward(NULL, PG(p_ctx_w), PG(p_ctx_b), dtxt, s->text_in, PW(p_ctx_w), B * L, c->text_dim, D);
-    scratch k = {.pool = m->pool};
-    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "sd3.dc");
-    if (k.status) return scratch_end(&k);
-    silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
-    k.status = temb_backward(m, &d->t, dc);
-    if (!k.status) k.status = temb_backward(m, &d->p, dc);
-    return scratch_end(&k);
+    dual_tokens_backward(m, dimg, dtxt, d->p_x_w, d->p_x_b, d->p_ctx_w, d->p_ctx_b);
+    return dual_c_backward(m, &d->t, NULL, &d->p);
 }
 
 const model_family sd3_family = {
