@@ -1,8 +1,16 @@
 /* The dual-stream blocks' saved tensors and their attention side's trip to the host (attn_side.h). */
 #include "attn_side.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+int block_norm(param_set *ps, const char *prefix, const char *name, int64_t hd, const model_config *c)
+{
+    char n[PARAM_NAME_MAX];
+    snprintf(n, sizeof n, "%.64s.%.40s.weight", prefix, name);
+    return param_add(ps, n, 1, (int64_t[]){hd}, !c->lora_rank);
+}
 
 static bool in_use(const block_saved *sv, int i) { return i < SIDE_MAX ? sv->side_n[i] > 0 : i - SIDE_MAX < sv->n_attn; }
 

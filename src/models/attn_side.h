@@ -49,6 +49,19 @@ st_status frame_end(frame *f, st_status st, block_saved *sv, block_saved **saved
 st_status side_send(block_saved *sv);
 st_status side_drop(block_saved *sv, scratch *owner);
 st_status side_back(block_saved *sv);
+/* A block's per-head norm weight `prefix.name.weight` (hd), trained unless LoRA trains. */
+int block_norm(param_set *ps, const char *prefix, const char *name, int64_t hd, const model_config *c);
+/* A block's linear layers on the model's parameters and pool */
+static inline st_status fwd(const struct model *m, const lin_layer *l, float *y, const float *x, int64_t n)
+{
+    return lin_forward(m->params, m->pool, l, y, x, n);
+}
+static inline st_status bwd(const struct model *m, const lin_layer *l, float *dx, const float *dy, const float *x,
+                            int64_t n)
+{
+    return lin_backward(m->params, m->pool, l, dx, dy, x, n);
+}
+
 /* block_kind's prefetch and release */
 st_status side_prefetch(block *b, block_saved *sv);
 void saved_release(block *b, block_saved *sv);

@@ -125,16 +125,6 @@ void af_single_register(param_set *ps, af_block *b, int i, const model_config *c
 
 /* ---- shared pieces ---- */
 
-static st_status fwd(const struct model *m, const lin_layer *l, float *y, const float *x, int64_t n)
-{
-    return lin_forward(m->params, m->pool, l, y, x, n);
-}
-
-static st_status bwd(const struct model *m, const lin_layer *l, float *dx, const float *dy, const float *x, int64_t n)
-{
-    return lin_backward(m->params, m->pool, l, dx, dy, x, n);
-}
-
 static attn_shape joint_attn(const af_dims *d, attention_mechanism mech)
 {
     return (attn_shape){d->B, d->S, d->H, d->hd, mech};

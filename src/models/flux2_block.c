@@ -42,13 +42,6 @@ static lin_layer reg(param_set *ps, const char *p, const char *name, int64_t in,
     return lin_register(ps, n, in, out, false, rank, (float)c->lora_alpha, !c->lora_rank);
 }
 
-static int reg_norm(param_set *ps, const char *p, const char *name, int64_t hd, const model_config *c)
-{
-    char n[PARAM_NAME_MAX];
-    snprintf(n, sizeof n, "%.64s.%.40s.weight", p, name);
-    return param_add(ps, n, 1, (int64_t[]){hd}, !c->lora_rank);
-}
-
 void f2_double_register(param_set *ps, f2_block *b, int i, const model_config *c)
 {
     char p[PARAM_NAME_MAX];
@@ -59,11 +52,11 @@ void f2_double_register(param_set *ps, f2_block *b, int i, const model_config *c
     x->q = reg(ps, p, "attn.to_q", D, D, ra, c);
     x->k = reg(ps, p, "attn.to_k", D, D, ra, c);
     x->v = reg(ps, p, "attn.to_v", D, D, ra, c);
-    x->norm_q = reg_norm(ps, p, "attn.norm_q", hd, c);
-    x->norm_k = reg_norm(ps, p, "attn.norm_k", hd, c);
+    x->norm_q = block_norm(ps, p, "attn.norm_q", hd, c);
+    x->norm_k = block_norm(ps, p, "attn.norm_k", hd, c);
     x->out = reg(ps, p, "attn.to_out.0", D, D, ra, c);
-    t->norm_q = reg_norm(ps, p, "attn.norm_added_q", hd, c);
-    t->norm_k = reg_norm(ps, p, "attn.norm_added_k", hd, c);
+    t->norm_q = block_norm(ps, p, "attn.norm_added_q", hd, c);
+    t->norm_k = block_norm(ps, p, "attn.norm_added_k", hd, c);
     t->q = reg(ps, p, "attn.add_q_proj", D, D, ra, c);
     t->k = reg(ps, p, "attn.add_k_proj", D, D, ra, c);
     t->v = reg(ps, p, "attn.add_v_proj", D, D, ra, c);
@@ -83,36 +76,12 @@ void f2_single_register(param_set *ps, f2_block *b, int i, const model_config *c
     const int64_t r = c->lora_attention || c->lora_mlp ? c->lora_rank : 0;
     f2_stream *x = &b->s[0];
     x->ff_in = reg(ps, p, "attn.to_qkv_mlp_proj", D, 3 * D + 2 * F, r, c);
-    x->norm_q = reg_norm(ps, p, "attn.norm_q", hd, c);
-    x->norm_k = reg_norm(ps, p, "attn.norm_k", hd, c);
+    x->norm_q = block_norm(ps, p, "attn.norm_q", hd, c);
+    x->norm_k = block_norm(ps, p, "attn.norm_k", hd, c);
     x->out = reg(ps, p, "attn.to_out", D + F, D, r, c);
 }
 
 /* ---- shared pieces ---- */
-
-static st_status fwd(const struct model *m, const lin_layer *l, float *y, const float *x, int64_t n)
-{
-    return lin_forward(m->params, m->pool, l, y, x, n);
-}
-
-static st_status bwd(const struct model *m, const lin_layer *l, float *dx, const float *dy, const float *x, int64_t n)
-{
-    return lin_backward(m->params, m->pool, l, dx, dy, x, n);
-}
-
-static int64_t stream_len(const mm_dims *d, int s) { return s ? d->L : d->T; }
-
-static attn_shape joint_attn(const mm_dims *d, attention_mechanism mech)
-{
-    return (attn_shape){d->B, d->S, d->H, d->hd, mech};
-}
-
-static attn_view jv(float *x, const mm_dims *d) { return (attn_view){x, d->D, d->S * d->D}; }
-
-static void rope_joint(const struct model *m, const mm_dims *d, float *x, bool backward)
-{
-    (backward ? rope_backward : rope_forward)(x, d->B, d->S, d->H, d->hd, d->D, d->S * d->D, m->ctx.rope);
-}
 
 /* ln = LN(x) (statistics in *stats when asked), h = ln (1 + scale) + shift; the modulation's rows are `stride`
  * apart. h may be ln when ln is not wanted afterwards. */
@@ -147,21 +116,9 @@ static void swiglu_backward(float *df, const float *dg, const float *f, const fl
     copy_rows(df, 2 * F, t2, F, n, F);
 }
 
-/* dL/draw += RMSNorm backward over `rows` rows (rows, D) of g, the gradient after the norm; tmp is (rows, D). */
-static st_status rms_back(const struct model *m, const mm_dims *d, int64_t rows, float *draw, const float *g,
-                          const float *raw, int w, float *tmp)
-{
-    op_state stats = {0};
-    st_status st = rmsnorm_forward(m->pool, tmp, raw, W(w), rows * d->H, d->hd, F2_EPS, &stats);
-    if (st) return st;
-    rmsnorm_backward(draw, G(w), g, raw, W(w), rows * d->H, d->hd, &stats);
-    op_state_release(&stats);
-    return ST_OK;
-}
-
 static size_t side_bytes(const mm_dims *d, const struct model *m)
 {
-    attn_shape as = joint_attn(d, m->shape.mechanism);
+    attn_shape as = mm_joint_attn(d, m->shape.mechanism);
     return (size_t)(6 * d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
 }
 
@@ -185,7 +142,7 @@ static void f2_frame_init(frame *f, const struct model *m, const mm_dims *d, kee
  * written where the rows sit in the joint sequence. */
 static st_status qk_to_joint(const struct model *m, const f2_stream *fs, const mm_dims *d, int s, block_saved *sv)
 {
-    const int64_t len = s < 0 ? d->S : stream_len(d, s), off = s < 0 ? 0 : d->offset[s];
+    const int64_t len = s < 0 ? d->S : mm_stream_len(d, s), off = s < 0 ? 0 : d->offset[s];
     const int64_t at = s == 1 ? d->rows[0] * d->D : 0;
     st_status st = ST_OK;
     for (int64_t b = 0; b < d->B && !st; b++) {
@@ -200,11 +157,11 @@ static st_status qk_to_joint(const struct model *m, const f2_stream *fs, const m
 /* Rotation, then attention from the side's q, k, v into o, keeping its state when backward or the host needs it. */
 static st_status attend(const struct model *m, const mm_dims *d, block_saved *sv, bool keep_state)
 {
-    attn_shape as = joint_attn(d, m->shape.mechanism);
-    rope_joint(m, d, sv->side[SQ], false);
-    rope_joint(m, d, sv->side[SK], false);
-    return attention_forward(m->pool, &as, jv(sv->side[SO], d), jv(sv->side[SQ], d), jv(sv->side[SK], d),
-                             jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
+    attn_shape as = mm_joint_attn(d, m->shape.mechanism);
+    mm_rope_joint(m, d, sv->side[SQ], false);
+    mm_rope_joint(m, d, sv->side[SK], false);
+    return attention_forward(m->pool, &as, mm_jv(sv->side[SO], d), mm_jv(sv->side[SQ], d), mm_jv(sv->side[SK], d),
+                             mm_jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
 }
 
 /* ---- the double block ---- */
@@ -249,7 +206,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
         const f2_stream *fs = &fb->s[s];
         const float *mod = fb->sh->mod[s];
         const int64_t at = s ? d.rows[0] * D : 0;
-        st = ln_modulate(m, a, a, in->t[s], mod, mod + D, d.B, stream_len(&d, s), 6 * D, NULL);
+        st = ln_modulate(m, a, a, in->t[s], mod, mod + D, d.B, mm_stream_len(&d, s), 6 * D, NULL);
         if (!st) st = fwd(m, &fs->q, sv->side[SQR] + at, a, d.rows[s]);
         if (!st) st = fwd(m, &fs->k, sv->side[SKR] + at, a, d.rows[s]);
         if (!st) st = fwd(m, &fs->v, g, a, d.rows[s]);
@@ -261,13 +218,13 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     for (int s = 0; s < 2 && !st; s++) {
         mm_from_joint(&d, s, a, sv->side[SO]);
         st = fwd(m, &fb->s[s].out, sv->o[s], a, d.rows[s]);
-        if (!st) gated_residual_forward(y[s], in->t[s], fb->sh->mod[s] + 2 * D, sv->o[s], d.B, stream_len(&d, s), D, 6 * D);
+        if (!st) gated_residual_forward(y[s], in->t[s], fb->sh->mod[s] + 2 * D, sv->o[s], d.B, mm_stream_len(&d, s), D, 6 * D);
     }
     if (!st && f.to_host) st = side_drop(sv, f.ks);
     for (int s = 0; s < 2 && !st; s++) {
         const f2_stream *fs = &fb->s[s];
         const float *mod = fb->sh->mod[s];
-        const int64_t n = d.rows[s], t = stream_len(&d, s);
+        const int64_t n = d.rows[s], t = mm_stream_len(&d, s);
         st = ln_modulate(m, a, a, y[s], mod + 3 * D, mod + 4 * D, d.B, t, 6 * D, NULL);
         if (!st) st = fwd(m, &fs->ff_in, sv->f1[s], a, n);
         if (!st) swiglu_forward(g, ga, gs, sv->f1[s], n, F);
@@ -283,7 +240,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
     f2_block *fb = b->self;
     const struct model *m = fb->m;
     mm_dims d = mm_dims_of(m);
-    attn_shape as = joint_attn(&d, m->shape.mechanism);
+    attn_shape as = mm_joint_attn(&d, m->shape.mechanism);
     const int64_t D = d.D, F = ffn_width(D), N = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1], JD = d.J * D;
     if (sv->on_host) {
         st_status st = side_back(sv);
@@ -314,7 +271,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
 
     for (int s = 0; s < 2; s++) { /* the feed-forward halves, then the output projections */
         const f2_stream *fs = &fb->s[s];
-        const int64_t n = d.rows[s], t = stream_len(&d, s), mw = 6 * D;
+        const int64_t n = d.rows[s], t = mm_stream_len(&d, s), mw = 6 * D;
         const float *mod = fb->sh->mod[s], *f1 = sv->f1[s], *f2 = sv->f2[s];
         float *dmod = fb->sh->dmod[s], *gx = grad->t[s];
         gated_residual_forward(x1, in->t[s], mod + 2 * D, sv->o[s], d.B, t, D, mw);
@@ -343,15 +300,15 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
         if ((k.status = bwd(m, &fs->out, dr, dh, h, n))) goto done;
         mm_to_joint(&d, s, dside[SO], dr);
     }
-    k.status = attention_backward(m->pool, &as, jv(dside[SQ], &d), jv(dside[SK], &d), jv(dside[SV], &d),
-                                  jv(dside[SO], &d), jv(sv->side[SQ], &d), jv(sv->side[SK], &d),
-                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn[0]);
+    k.status = attention_backward(m->pool, &as, mm_jv(dside[SQ], &d), mm_jv(dside[SK], &d), mm_jv(dside[SV], &d),
+                                  mm_jv(dside[SO], &d), mm_jv(sv->side[SQ], &d), mm_jv(sv->side[SK], &d),
+                                  mm_jv(sv->side[SV], &d), mm_jv(sv->side[SO], &d), &sv->attn[0]);
     if (k.status) goto done;
-    rope_joint(m, &d, dside[SQ], true);
-    rope_joint(m, &d, dside[SK], true);
+    mm_rope_joint(m, &d, dside[SQ], true);
+    mm_rope_joint(m, &d, dside[SK], true);
     for (int s = 0; s < 2; s++) { /* back through q, k, v and the first modulation */
         const f2_stream *fs = &fb->s[s];
-        const int64_t n = d.rows[s], t = stream_len(&d, s), mw = 6 * D, at = s ? d.rows[0] * D : 0;
+        const int64_t n = d.rows[s], t = mm_stream_len(&d, s), mw = 6 * D, at = s ? d.rows[0] * D : 0;
         const float *mod = fb->sh->mod[s], *x = in->t[s];
         float *dmod = fb->sh->dmod[s], *gx = grad->t[s];
         if ((k.status = ln_modulate(m, h, ln, x, mod, mod + D, d.B, t, mw, &stats))) goto done;
@@ -363,7 +320,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
         for (int i = 0; i < 2; i++) {
             mm_from_joint(&d, s, gs, dside[qk[i].side]);
             zero_bytes(dr, ND);
-            if ((k.status = rms_back(m, &d, n, dr, gs, sv->side[qk[i].raw] + at, qk[i].w, x1)) ||
+            if ((k.status = mm_rms_back(m, &d, n, dr, gs, sv->side[qk[i].raw] + at, qk[i].w, x1)) ||
                 (k.status = bwd(m, qk[i].l, dh, dr, h, n)))
                 goto done;
         }
@@ -462,7 +419,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     const struct model *m = fb->m;
     const f2_stream *fs = &fb->s[0];
     mm_dims d = mm_dims_of(m);
-    attn_shape as = joint_attn(&d, m->shape.mechanism);
+    attn_shape as = mm_joint_attn(&d, m->shape.mechanism);
     const int64_t D = d.D, F = ffn_width(D), J = d.J, JD = J * D, Wd = 3 * D + 2 * F;
     const float *x = in->t[0], *mod = fb->sh->mod[F2_MOD_SINGLE];
     float *dmod = fb->sh->dmod[F2_MOD_SINGLE], *gx = grad->t[0];
@@ -503,19 +460,19 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     copy_rows(dg, F, dc + D, D + F, J, F);
     swiglu_backward(df, dg, f1, ga, sa, t1, t2, J, F);
     copy_rows(dp + 3 * D, Wd, df, 2 * F, J, 2 * F);
-    k.status = attention_backward(m->pool, &as, jv(dq, &d), jv(dk, &d), jv(dv, &d),
-                                  (attn_view){dc, D + F, d.S * (D + F)}, jv(sv->side[SQ], &d), jv(sv->side[SK], &d),
-                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn[0]);
+    k.status = attention_backward(m->pool, &as, mm_jv(dq, &d), mm_jv(dk, &d), mm_jv(dv, &d),
+                                  (attn_view){dc, D + F, d.S * (D + F)}, mm_jv(sv->side[SQ], &d), mm_jv(sv->side[SK], &d),
+                                  mm_jv(sv->side[SV], &d), mm_jv(sv->side[SO], &d), &sv->attn[0]);
     if (k.status) goto done;
-    rope_joint(m, &d, dq, true);
-    rope_joint(m, &d, dk, true);
+    mm_rope_joint(m, &d, dq, true);
+    mm_rope_joint(m, &d, dk, true);
     const struct {
         float *g;
         int raw, w;
     } qk[2] = {{dq, SQR, fs->norm_q}, {dk, SKR, fs->norm_k}};
     for (int i = 0; i < 2; i++) {
         zero_bytes(dr, (size_t)JD * sizeof(float));
-        if ((k.status = rms_back(m, &d, J, dr, qk[i].g, sv->side[qk[i].raw], qk[i].w, r))) goto done;
+        if ((k.status = mm_rms_back(m, &d, J, dr, qk[i].g, sv->side[qk[i].raw], qk[i].w, r))) goto done;
         copy_rows(dp + i * D, Wd, dr, D, J, D);
     }
     copy_rows(dp + 2 * D, Wd, dv, D, J, D);

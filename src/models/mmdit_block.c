@@ -37,17 +37,17 @@ mm_dims mm_dims_of(const struct model *m)
     return d;
 }
 
-static int64_t stream_len(const mm_dims *d, int s) { return s ? d->L : d->T; }
+int64_t mm_stream_len(const mm_dims *d, int s) { return s ? d->L : d->T; }
 
 void mm_to_joint(const mm_dims *d, int s, float *joint, const float *x)
 {
-    const int64_t n = stream_len(d, s) * d->D;
+    const int64_t n = mm_stream_len(d, s) * d->D;
     copy_rows(joint + d->offset[s] * d->D, d->S * d->D, x, n, d->B, n);
 }
 
 void mm_from_joint(const mm_dims *d, int s, float *x, const float *joint)
 {
-    const int64_t n = stream_len(d, s) * d->D;
+    const int64_t n = mm_stream_len(d, s) * d->D;
     copy_rows(x, n, joint + d->offset[s] * d->D, d->S * d->D, d->B, n);
 }
 
@@ -82,13 +82,6 @@ static lin_layer reg(param_set *ps, const char *prefix, const char *name, int64_
     char n[PARAM_NAME_MAX];
     snprintf(n, sizeof n, "%.64s.%.40s", prefix, name);
     return lin_register(ps, n, in, out, true, rank, (float)c->lora_alpha, !c->lora_rank);
-}
-
-static int reg_norm(param_set *ps, const char *prefix, const char *name, int64_t hd, const model_config *c)
-{
-    char n[PARAM_NAME_MAX];
-    snprintf(n, sizeof n, "%.64s.%.40s.weight", prefix, name);
-    return param_add(ps, n, 1, (int64_t[]){hd}, !c->lora_rank);
 }
 
 static const mm_names flux_names = {{
@@ -127,8 +120,8 @@ void mm_double_register(param_set *ps, mm_block *b, int i, const model_config *c
             st->mlp2 = reg(ps, p, n[6], 4 * D, D, rm, c);
         }
         if (b->qk_norm) {
-            st->norm_q = reg_norm(ps, p, n[7], hd, c);
-            st->norm_k = reg_norm(ps, p, n[8], hd, c);
+            st->norm_q = block_norm(ps, p, n[7], hd, c);
+            st->norm_k = block_norm(ps, p, n[8], hd, c);
         }
     }
 }
@@ -146,8 +139,8 @@ void mm_single_register(param_set *ps, mm_block *b, int i, const model_config *c
     st->v = reg(ps, p, "attn.to_v", D, D, ra, c);
     st->mlp1 = reg(ps, p, "proj_mlp", D, 4 * D, rm, c);
     st->out = reg(ps, p, "proj_out", 5 * D, D, rm, c);
-    st->norm_q = reg_norm(ps, p, "attn.norm_q", hd, c);
-    st->norm_k = reg_norm(ps, p, "attn.norm_k", hd, c);
+    st->norm_q = block_norm(ps, p, "attn.norm_q", hd, c);
+    st->norm_k = block_norm(ps, p, "attn.norm_k", hd, c);
 }
 
 /* ---- shared pieces ---- */
@@ -155,17 +148,7 @@ void mm_single_register(param_set *ps, mm_block *b, int i, const model_config *c
 #define W(i) (param_at(m->params, (i))->w)
 #define G(i) (param_at(m->params, (i))->g)
 
-static st_status fwd(const struct model *m, const lin_layer *l, float *y, const float *x, int64_t n)
-{
-    return lin_forward(m->params, m->pool, l, y, x, n);
-}
-
-static st_status bwd(const struct model *m, const lin_layer *l, float *dx, const float *dy, const float *x, int64_t n)
-{
-    return lin_backward(m->params, m->pool, l, dx, dy, x, n);
-}
-
-static attn_shape joint_attn(const mm_dims *d, attention_mechanism mech)
+attn_shape mm_joint_attn(const mm_dims *d, attention_mechanism mech)
 {
     return (attn_shape){d->B, d->S, d->H, d->hd, mech};
 }
@@ -176,12 +159,12 @@ static attn_shape image_attn(const mm_dims *d, attention_mechanism mech)
     return (attn_shape){d->B, d->T, d->H, d->hd, mech};
 }
 
-static attn_view jv(float *x, const mm_dims *d) { return (attn_view){x, d->D, d->S * d->D}; }
+attn_view mm_jv(float *x, const mm_dims *d) { return (attn_view){x, d->D, d->S * d->D}; }
 static attn_view iv(float *x, const mm_dims *d) { return (attn_view){x, d->D, d->T * d->D}; }
 
 /* Rotary embedding of joint q or k, every token by its position ids (Flux's text tokens, at zero, stay as they
  * are, bit for bit); none without a table (SD3). */
-static void rope_joint(const struct model *m, const mm_dims *d, float *x, bool backward)
+void mm_rope_joint(const struct model *m, const mm_dims *d, float *x, bool backward)
 {
     if (!m->ctx.rope) return;
     (backward ? rope_backward : rope_forward)(x, d->B, d->S, d->H, d->hd, d->D, d->S * d->D, m->ctx.rope);
@@ -191,7 +174,7 @@ static void rope_joint(const struct model *m, const mm_dims *d, float *x, bool b
  * rows sit in the joint sequence. No kept state: backward recomputes the statistics. */
 static void rms_to_joint(const struct model *m, const mm_dims *d, int s, float *joint, const float *raw, int w)
 {
-    const int64_t n = stream_len(d, s);
+    const int64_t n = mm_stream_len(d, s);
     if (w < 0) {
         mm_to_joint(d, s, joint, raw);
         return;
@@ -203,8 +186,8 @@ static void rms_to_joint(const struct model *m, const mm_dims *d, int s, float *
 
 /* dL/draw += RMSNorm backward over rows (rows, D) of g, the gradient after the norm (without qk_norm g itself);
  * tmp is a (rows, D) buffer. */
-static st_status rms_back_rows(const struct model *m, const mm_dims *d, int64_t rows, float *draw, const float *g,
-                               const float *raw, int w, float *tmp)
+st_status mm_rms_back(const struct model *m, const mm_dims *d, int64_t rows, float *draw, const float *g, const float *raw,
+                      int w, float *tmp)
 {
     if (w < 0) {
         add_to(draw, g, rows * d->D);
@@ -223,7 +206,7 @@ static st_status rms_backward(const struct model *m, const mm_dims *d, int s, fl
                               const float *raw, int w, float *tmp, float *gs)
 {
     mm_from_joint(d, s, gs, g);
-    return rms_back_rows(m, d, d->rows[s], draw, gs, raw, w, tmp);
+    return mm_rms_back(m, d, d->rows[s], draw, gs, raw, w, tmp);
 }
 
 /* h = LN(x) * (1 + scale) + shift (LayerNorm without affine, no kept statistics) */
@@ -239,7 +222,7 @@ static st_status ln_modulate(const struct model *m, float *h, const float *x, co
 static size_t side_bytes(const mm_block *mb, const mm_dims *d)
 {
     const struct model *m = mb->m;
-    attn_shape as = joint_attn(d, m->shape.mechanism), xs = image_attn(d, m->shape.mechanism);
+    attn_shape as = mm_joint_attn(d, m->shape.mechanism), xs = image_attn(d, m->shape.mechanism);
     size_t floats = 0;
     for (int i = 0; i < SIDE_MAX; i++)
         if (side_used(mb, i)) floats += (size_t)(side_rows(d, i) * d->D);
@@ -250,11 +233,11 @@ static size_t side_bytes(const mm_block *mb, const mm_dims *d)
  * when backward or the host needs it; and attn2's on the image rows. */
 static st_status joint_attention(const struct model *m, const mm_dims *d, block_saved *sv, bool keep_state)
 {
-    attn_shape as = joint_attn(d, m->shape.mechanism);
-    rope_joint(m, d, sv->side[SQ], false);
-    rope_joint(m, d, sv->side[SK], false);
-    return attention_forward_masked(m->pool, &as, m->ctx.mask, jv(sv->side[SO], d), jv(sv->side[SQ], d),
-                                    jv(sv->side[SK], d), jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
+    attn_shape as = mm_joint_attn(d, m->shape.mechanism);
+    mm_rope_joint(m, d, sv->side[SQ], false);
+    mm_rope_joint(m, d, sv->side[SK], false);
+    return attention_forward_masked(m->pool, &as, m->ctx.mask, mm_jv(sv->side[SO], d), mm_jv(sv->side[SQ], d),
+                                    mm_jv(sv->side[SK], d), mm_jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
 }
 
 /* The side's sizes and its attention states, for side_take. */
@@ -365,7 +348,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
         float *qr = mb->qk_norm ? sv->side[SQR] + (s ? d.rows[0] * D : 0) : g;
         float *kr = mb->qk_norm ? sv->side[SKR] + (s ? d.rows[0] * D : 0) : g;
         st = ln_modulate(m, a, in->t[s], shift1(mb, s, sv->mod[s], D), scale1(mb, s, sv->mod[s], D), d.B,
-                         stream_len(&d, s), mw);
+                         mm_stream_len(&d, s), mw);
         if (!st) st = fwd(m, &ms->q, qr, a, d.rows[s]);
         if (!st) rms_to_joint(m, &d, s, sv->side[SQ], qr, ms->norm_q);
         if (!st) st = fwd(m, &ms->k, kr, a, d.rows[s]);
@@ -381,7 +364,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
         const int64_t mw = mod_stride(mb, mod_width(mb, s));
         mm_from_joint(&d, s, a, sv->side[SO]);
         st = fwd(m, &mb->s[s].out, sv->o[s], a, d.rows[s]);
-        if (!st) gated_residual_forward(y[s], in->t[s], sv->mod[s] + 2 * D, sv->o[s], d.B, stream_len(&d, s), D, mw);
+        if (!st) gated_residual_forward(y[s], in->t[s], sv->mod[s] + 2 * D, sv->o[s], d.B, mm_stream_len(&d, s), D, mw);
         if (!st && s == 0 && mb->dual) st = fwd(m, &mb->x.out, sv->o2, sv->side[XO], d.rows[0]);
         if (!st && s == 0 && mb->dual) gated_residual_forward(y[0], y[0], sv->mod[0] + 8 * D, sv->o2, d.B, d.T, D, mw);
     }
@@ -389,11 +372,11 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     for (int s = 0; s < ns && !st; s++) {
         const mm_stream *ms = &mb->s[s];
         const int64_t n = d.rows[s], mw = mod_stride(mb, mod_width(mb, s));
-        st = ln_modulate(m, a, y[s], sv->mod[s] + 3 * D, sv->mod[s] + 4 * D, d.B, stream_len(&d, s), mw);
+        st = ln_modulate(m, a, y[s], sv->mod[s] + 3 * D, sv->mod[s] + 4 * D, d.B, mm_stream_len(&d, s), mw);
         if (!st) st = fwd(m, &ms->mlp1, sv->f1[s], a, n);
         if (!st) gelu_forward(g, sv->f1[s], n * 4 * D);
         if (!st) st = fwd(m, &ms->mlp2, sv->f2[s], g, n);
-        if (!st) gated_residual_forward(y[s], y[s], sv->mod[s] + 5 * D, sv->f2[s], d.B, stream_len(&d, s), D, mw);
+        if (!st) gated_residual_forward(y[s], y[s], sv->mod[s] + 5 * D, sv->f2[s], d.B, mm_stream_len(&d, s), D, mw);
     }
     if (!st) *out = (block_state){.n = ns, .t = {y[0], y[1]}};
     return frame_end(&f, st, sv, saved_io, y, ns);
@@ -404,7 +387,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
     mm_block *mb = b->self;
     const struct model *m = mb->m;
     mm_dims d = mm_dims_of(m);
-    attn_shape as = joint_attn(&d, m->shape.mechanism), xs = image_attn(&d, m->shape.mechanism);
+    attn_shape as = mm_joint_attn(&d, m->shape.mechanism), xs = image_attn(&d, m->shape.mechanism);
     const int64_t D = d.D, N = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1], JD = d.J * D, XD = d.rows[0] * D;
     const int ns = outputs(mb);
     if (sv->on_host) {
@@ -442,7 +425,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
 
     for (int s = 0; s < ns; s++) { /* the MLP halves, then the output projections */
         const mm_stream *ms = &mb->s[s];
-        const int64_t n = d.rows[s], t = stream_len(&d, s), mw = mod_stride(mb, mod_width(mb, s));
+        const int64_t n = d.rows[s], t = mm_stream_len(&d, s), mw = mod_stride(mb, mod_width(mb, s));
         const float *mod = sv->mod[s], *f1 = sv->f1[s], *f2 = sv->f2[s];
         float *gx = grad->t[s];
         gated_residual_forward(x1, in->t[s], mod + 2 * D, sv->o[s], d.B, t, D, mw);
@@ -483,20 +466,20 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
         mm_to_joint(&d, s, dside[SO], a2);
     }
     /* a context_pre_only block drops the text rows' attention output: their gradient stays zero */
-    k.status = attention_backward_masked(m->pool, &as, m->ctx.mask, jv(dside[SQ], &d), jv(dside[SK], &d),
-                                         jv(dside[SV], &d), jv(dside[SO], &d), jv(sv->side[SQ], &d),
-                                         jv(sv->side[SK], &d), jv(sv->side[SV], &d), jv(sv->side[SO], &d),
+    k.status = attention_backward_masked(m->pool, &as, m->ctx.mask, mm_jv(dside[SQ], &d), mm_jv(dside[SK], &d),
+                                         mm_jv(dside[SV], &d), mm_jv(dside[SO], &d), mm_jv(sv->side[SQ], &d),
+                                         mm_jv(sv->side[SK], &d), mm_jv(sv->side[SV], &d), mm_jv(sv->side[SO], &d),
                                          &sv->attn[0]);
     if (!k.status && mb->dual)
         k.status = attention_backward(m->pool, &xs, iv(dx2[SQ], &d), iv(dx2[SK], &d), iv(dx2[SV], &d),
                                       iv(dx2[SO], &d), iv(sv->side[XQ], &d), iv(sv->side[XK], &d),
                                       iv(sv->side[XV], &d), iv(sv->side[XO], &d), &sv->attn[1]);
     if (k.status) goto done;
-    rope_joint(m, &d, dside[SQ], true);
-    rope_joint(m, &d, dside[SK], true);
+    mm_rope_joint(m, &d, dside[SQ], true);
+    mm_rope_joint(m, &d, dside[SK], true);
     for (int s = 0; s < 2; s++) { /* back through q, k, v (and attn2's) and the first modulations */
         const mm_stream *ms = &mb->s[s];
-        const int64_t n = d.rows[s], t = stream_len(&d, s), mw = mod_stride(mb, mod_width(mb, s));
+        const int64_t n = d.rows[s], t = mm_stream_len(&d, s), mw = mod_stride(mb, mod_width(mb, s));
         const float *mod = sv->mod[s], *x = in->t[s];
         const int64_t at = s ? d.rows[0] * D : 0;
         const float *qr = mb->qk_norm ? sv->side[SQR] + at : NULL, *kr = mb->qk_norm ? sv->side[SKR] + at : NULL;
@@ -527,7 +510,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
             } qk[2] = {{SQ, XQR, x2->norm_q, &x2->q}, {SK, XKR, x2->norm_k, &x2->k}};
             for (int j = 0; j < 2; j++) {
                 zero_bytes(gs, ND);
-                if ((k.status = rms_back_rows(m, &d, n, gs, dx2[qk[j].i], sv->side[qk[j].raw], qk[j].w, da)) ||
+                if ((k.status = mm_rms_back(m, &d, n, gs, dx2[qk[j].i], sv->side[qk[j].raw], qk[j].w, da)) ||
                     (k.status = bwd(m, qk[j].l, dh, gs, h, n)))
                     goto done;
             }
@@ -615,7 +598,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     const struct model *m = mb->m;
     const mm_stream *ms = &mb->s[0];
     mm_dims d = mm_dims_of(m);
-    attn_shape as = joint_attn(&d, m->shape.mechanism);
+    attn_shape as = mm_joint_attn(&d, m->shape.mechanism);
     const int64_t D = d.D, J = d.J, JD = J * D;
     const float *x = in->t[0], *mod = sv->mod[0];
     float *gx = grad->t[0];
@@ -651,13 +634,13 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     copy_rows(dm, 4 * D, dc + D, 5 * D, J, 4 * D);
     gelu_backward(dm1, dm, m1, 4 * JD);
     if ((k.status = bwd(m, &ms->mlp1, dh, dm1, h, J))) goto done;
-    k.status = attention_backward_masked(m->pool, &as, m->ctx.mask, jv(dq, &d), jv(dk, &d), jv(dv, &d),
-                                         (attn_view){dc, 5 * D, d.S * 5 * D}, jv(sv->side[SQ], &d),
-                                         jv(sv->side[SK], &d), jv(sv->side[SV], &d), jv(sv->side[SO], &d),
+    k.status = attention_backward_masked(m->pool, &as, m->ctx.mask, mm_jv(dq, &d), mm_jv(dk, &d), mm_jv(dv, &d),
+                                         (attn_view){dc, 5 * D, d.S * 5 * D}, mm_jv(sv->side[SQ], &d),
+                                         mm_jv(sv->side[SK], &d), mm_jv(sv->side[SV], &d), mm_jv(sv->side[SO], &d),
                                          &sv->attn[0]);
     if (k.status) goto done;
-    rope_joint(m, &d, dq, true);
-    rope_joint(m, &d, dk, true);
+    mm_rope_joint(m, &d, dq, true);
+    mm_rope_joint(m, &d, dk, true);
     const struct {
         float *g;
         const float *raw;
