@@ -104,7 +104,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     const int64_t K = model_cond_len(c);
     st_status st = ST_OK;
     dual_take_tokens(m, &st, Lt);
-    temb_take(m, &d->t, &st, train);
+    dual_take_c(m, &st, train, &d->t, NULL, NULL);
     float *ctx = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(B * Lt * D) * sizeof(float), MEM_WORKSPACE, "auraflow.context",
                              (void **)&ctx);
@@ -120,8 +120,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     }
     dual_embed_image(m, x, d->p_x_w, d->p_x_b);
     pos_rows(m, s->img, PW(p_pos), false);
-    temb_forward(m, &d->t, timesteps);
-    silu_forward(m->ctx.cs, d->t.c, B * D);
+    dual_c_forward(m, timesteps, cond, &d->t, NULL, NULL);
     return ST_OK;
 }
 

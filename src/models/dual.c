@@ -60,7 +60,7 @@ void dual_release(model *m)
     pool_free(m->pool, m->ctx.rope);
     m->ctx.rope = NULL;
     m->ctx.mask = NULL;
-    void *bufs[] = {s->xh, s->txt, s->img, s->patches, s->text_in};
+    void *bufs[] = {s->xh, s->guidance, s->txt, s->img, s->patches, s->text_in};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
     *s = (dual_step){0};
 }
@@ -176,6 +176,37 @@ void dual_take_tokens(model *m, st_status *st, int64_t text_rows)
     s->patches = model_take(m, st, N * P, "dual.patches", false);
     s->img = model_take(m, st, N * D, "dual.image", false);
     s->txt = model_take(m, st, B * m->shape.text * D, "dual.text", false);
+}
+
+void dual_take_c(model *m, st_status *st, bool train, temb *t, temb *g, temb *p)
+{
+    dual_step *s = &dual_of(m)->step;
+    if (t) temb_take(m, t, st, train);
+    if (g) {
+        s->guidance = model_take(m, st, m->shape.batch, "dual.guidance", false);
+        temb_take_path(m, g, st);
+    }
+    if (p) temb_take_path(m, p, st);
+}
+
+void dual_c_forward(model *m, const float *timesteps, const float *cond, temb *t, temb *g, temb *p)
+{
+    dual_step *s = &dual_of(m)->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, BD = B * c->hidden, K = model_cond_len(c);
+    temb_forward(m, t, timesteps);
+    if (g) { /* 1000 g in float, as Flux scales it */
+        copy_rows(s->guidance, 1, cond + K - 1, K, B, 1);
+        scale_by(s->guidance, B, 1000.0f);
+        temb_forward(m, g, s->guidance);
+        add_to(t->c, g->c, BD);
+    }
+    if (p) {
+        copy_rows(p->freq, c->pooled_dim, cond + m->shape.text * c->text_dim, K, B, c->pooled_dim);
+        temb_mlp_forward(m, p);
+        add_to(t->c, p->c, BD);
+    }
+    silu_forward(m->ctx.cs, t->c, BD);
 }
 
 void dual_embed_image(model *m, const float *x, int w, int b)

@@ -17,7 +17,6 @@ typedef struct f2_model {
     temb t, g; /* the timestep's and (guidance_embeds) the guidance's embeddings */
     int p_mod[F2_MOD_N], p_x_w, p_ctx_w;
     f2_shared sh;
-    float *guidance; /* (B): 1000 * the guidance value */
 } f2_model;
 
 static f2_model *f2_of(model *m) { return m->impl; }
@@ -101,8 +100,6 @@ static void release_own(model *m)
     }
     temb_release_path(m, &d->g);
     temb_release(m, &d->t);
-    pool_free(m->pool, d->guidance);
-    d->guidance = NULL;
 }
 
 /* The image and text tokens, the rotary table of their positions, c = timestep + guidance embeddings,
@@ -111,16 +108,11 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
 {
     f2_model *d = f2_of(m);
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden;
-    const int64_t Dt = c->text_dim, hd = D / c->heads;
-    const int64_t K = model_cond_len(c), grid = c->resolution / c->patch;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, hd = D / c->heads;
+    const int64_t grid = c->resolution / c->patch;
     st_status st = ST_OK;
     dual_take_tokens(m, &st, L);
-    temb_take(m, &d->t, &st, train);
-    if (c->guidance_embeds) {
-        d->guidance = model_take(m, &st, B, "flux2.guidance", false);
-        temb_take_path(m, &d->g, &st);
-    }
+    dual_take_c(m, &st, train, &d->t, c->guidance_embeds ? &d->g : NULL, NULL);
     for (int i = 0; i < F2_MOD_N; i++) {
         d->sh.mod[i] = model_take(m, &st, B * mod_width[i] * D, "flux2.modulation", false);
         if (train) d->sh.dmod[i] = model_take(m, &st, B * mod_width[i] * D, "flux2.dmodulation", true);
@@ -136,14 +128,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
 
     dual_embed_text(m, cond, train, d->p_ctx_w, -1);
     dual_embed_image(m, x, d->p_x_w, -1);
-    temb_forward(m, &d->t, timesteps);
-    if (c->guidance_embeds) { /* 1000 g in float, as the model scales it */
-        copy_rows(d->guidance, 1, cond + L * Dt + c->pooled_dim, K, B, 1);
-        scale_by(d->guidance, B, 1000.0f);
-        temb_forward(m, &d->g, d->guidance);
-        add_to(d->t.c, d->g.c, B * D);
-    }
-    silu_forward(m->ctx.cs, d->t.c, B * D);
+    dual_c_forward(m, timesteps, cond, &d->t, c->guidance_embeds ? &d->g : NULL, NULL);
     for (int i = 0; i < F2_MOD_N; i++) linear_forward(d->sh.mod[i], m->ctx.cs, PW(p_mod[i]), NULL, B, D, mod_width[i] * D);
     return ST_OK;
 }

@@ -36,7 +36,6 @@ typedef struct mm_model {
     bool chroma;
     temb t, g, p; /* the timestep's, the guidance's (guidance_embeds) and the pooled text's embeddings */
     int p_ctx_w, p_ctx_b, p_x_w, p_x_b;
-    float *guidance; /* (B): 1000 * the guidance value, as Flux embeds it */
 } mm_model;
 
 static mm_model *mm_of(model *m) { return m->impl; }
@@ -251,6 +250,10 @@ static st_status chroma_backward(model *m)
     return scratch_end(&k);
 }
 
+/* The conditioning's optional paths, NULL where the options have none */
+static temb *guidance(model *m) { return m->cfg.guidance_embeds ? &mm_of(m)->g : NULL; }
+static temb *pooled(model *m) { return m->cfg.pooled_dim ? &mm_of(m)->p : NULL; }
+
 static void release_own(model *m)
 {
     mm_model *d = mm_of(m);
@@ -258,8 +261,6 @@ static void release_own(model *m)
     temb_release_path(m, &d->g);
     temb_release(m, &d->t);
     chroma_release(m);
-    pool_free(m->pool, d->guidance);
-    d->guidance = NULL;
 }
 
 /* The image tokens, the text tokens from the encoder's sequence, the rotary table of their positions, and the
@@ -268,18 +269,11 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
 {
     mm_model *d = mm_of(m);
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden;
-    const int64_t Dt = c->text_dim, hd = D / c->heads;
-    const int64_t K = model_cond_len(c), grid = c->resolution / c->patch;
+    const int64_t L = m->shape.text, T = m->shape.tokens, hd = c->hidden / c->heads, grid = c->resolution / c->patch;
     st_status st = ST_OK;
     dual_take_tokens(m, &st, L);
     if (d->chroma) chroma_take(m, &st);
-    else temb_take(m, &d->t, &st, train);
-    if (c->guidance_embeds) {
-        d->guidance = model_take(m, &st, B, "mmdit.guidance", false);
-        temb_take_path(m, &d->g, &st);
-    }
-    if (c->pooled_dim) temb_take_path(m, &d->p, &st);
+    dual_take_c(m, &st, train, d->chroma ? NULL : &d->t, guidance(m), pooled(m));
     m->ctx.rope = model_take(m, &st, (L + T) * hd, "mmdit.rope", false);
     float *ids = NULL; /* Flux's: text tokens at 0, image token (r, q) at (0, r, q); LongCat's its own */
     if (!st) st = pool_alloc(m->pool, (size_t)((L + T) * 3) * sizeof(float), MEM_WORKSPACE, "mmdit.position_ids",
@@ -294,19 +288,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     dual_embed_text(m, cond, train, d->p_ctx_w, d->p_ctx_b);
     dual_embed_image(m, x, d->p_x_w, d->p_x_b);
     if (d->chroma) return chroma_forward(m, timesteps, cond);
-    temb_forward(m, &d->t, timesteps);
-    if (c->guidance_embeds) { /* 1000 g in float, as Flux scales it */
-        copy_rows(d->guidance, 1, cond + K - 1, K, B, 1); /* the conditioning's last value */
-        scale_by(d->guidance, B, 1000.0f);
-        temb_forward(m, &d->g, d->guidance);
-        add_to(d->t.c, d->g.c, B * D);
-    }
-    if (c->pooled_dim) {
-        copy_rows(d->p.freq, c->pooled_dim, cond + L * Dt, K, B, c->pooled_dim);
-        temb_mlp_forward(m, &d->p);
-        add_to(d->t.c, d->p.c, B * D);
-    }
-    silu_forward(m->ctx.cs, d->t.c, B * D);
+    dual_c_forward(m, timesteps, cond, &d->t, guidance(m), pooled(m));
     return ST_OK;
 }
 
@@ -315,7 +297,7 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     mm_model *d = mm_of(m);
     dual_tokens_backward(m, dimg, dtxt, d->p_x_w, d->p_x_b, d->p_ctx_w, d->p_ctx_b);
     if (d->chroma) return chroma_backward(m);
-    return dual_c_backward(m, &d->t, m->cfg.guidance_embeds ? &d->g : NULL, m->cfg.pooled_dim ? &d->p : NULL);
+    return dual_c_backward(m, &d->t, guidance(m), pooled(m));
 }
 
 /* Every modulation row's gradient, for the approximator: the final layer's and the blocks' (Chroma). */

@@ -85,6 +85,7 @@ typedef struct dual_step {
     block_state last;           /* the last sequence's output */
     seq_run *run[2];
     float *xh; /* with single blocks: the image rows of the last state (N, D), the final layer's input */
+    float *guidance; /* (B): 1000 * the guidance value, as Flux embeds it */
 } dual_step;
 
 /* The first member of a dual-stream model's impl: its blocks, final layer and step, and what the family does. */
@@ -123,6 +124,11 @@ void dual_release(model *m);
  * while text_in stays); c_backward takes dL/dc from the blocks' dL/dcs (cs = SiLU(c), c = t->c) and goes back
  * through each path that is not NULL. */
 void dual_take_tokens(model *m, st_status *st, int64_t text_rows);
+/* The conditioning: c = t's embedding of the timesteps + g's of 1000 times the conditioning's last value (Flux's
+ * guidance) + p's of the pooled text vector, cs = SiLU(c); g and p may be NULL (take_c: t too, for Chroma's own).
+ * take_c takes their buffers, t's with the context's (cs, and dcs to train). */
+void dual_take_c(model *m, st_status *st, bool train, temb *t, temb *g, temb *p);
+void dual_c_forward(model *m, const float *timesteps, const float *cond, temb *t, temb *g, temb *p);
 void dual_embed_image(model *m, const float *x, int w, int b);
 void dual_embed_text(model *m, const float *cond, bool train, int w, int b);
 void dual_tokens_backward(model *m, const float *dimg, const float *dtxt, int x_w, int x_b, int ctx_w, int ctx_b);

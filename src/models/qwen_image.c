@@ -120,7 +120,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     st_status st = ST_OK;
     dual_take_tokens(m, &st, L);
     d->normed = model_take(m, &st, B * L * Dt, "qwen_image.txt_norm", false);
-    temb_take(m, &d->t, &st, train);
+    dual_take_c(m, &st, train, &d->t, NULL, NULL);
     if (!st) st = context_forward(m, cond);
     if (st) return st;
 
@@ -139,8 +139,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         d->normed = NULL;
     }
     dual_embed_image(m, x, d->p_img_w, d->p_img_b);
-    temb_forward(m, &d->t, timesteps);
-    silu_forward(m->ctx.cs, d->t.c, B * D);
+    dual_c_forward(m, timesteps, cond, &d->t, NULL, NULL);
     return ST_OK;
 }
 

@@ -97,12 +97,11 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
 {
     sd3_model *d = sd3_of(m);
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, K = model_cond_len(c);
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden;
     const int64_t G = c->resolution / c->patch, E = c->pos_embed_max, top = (E - G) / 2;
     st_status st = ST_OK;
     dual_take_tokens(m, &st, L);
-    temb_take(m, &d->t, &st, train);
-    temb_take_path(m, &d->p, &st);
+    dual_take_c(m, &st, train, &d->t, NULL, &d->p);
     float *pos = NULL; /* the table's centre G x G, as PatchEmbed.cropped_pos_embed takes it */
     if (!st) st = pool_alloc(m->pool, (size_t)(T * D) * sizeof(float), MEM_WORKSPACE, "sd3.pos_embed (cropped)",
                              (void **)&pos);
@@ -113,11 +112,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     dual_embed_image(m, x, d->p_x_w, d->p_x_b);
     add_row(d->b.step.img, pos, B, T * D);
     pool_free(m->pool, pos);
-    temb_forward(m, &d->t, timesteps);
-    copy_rows(d->p.freq, c->pooled_dim, cond + L * c->text_dim, K, B, c->pooled_dim);
-    temb_mlp_forward(m, &d->p);
-    add_to(d->t.c, d->p.c, B * D);
-    silu_forward(m->ctx.cs, d->t.c, B * D);
+    dual_c_forward(m, timesteps, cond, &d->t, NULL, &d->p);
     return ST_OK;
 }
 
