@@ -2,15 +2,17 @@
 """Writes a segtrain cache (docs/CACHE.md): VAE latents and text-encoder embeddings of an image folder, made with
 the user's local diffusers pipeline the way its pipeline makes them, for `segtrain train` with data_cache_dir.
 
-  make_cache.py --images DIR --pipeline DIR --out DIR [--family flux] [--flavour dev|schnell] [--resolution 1024]
-                [--caption_strategy filename|textfile] [--max_sequence_length N] [--dtype float32|bfloat16]
-                [--seed 0] [--device cpu]
-  make_cache.py --tiny-random --images DIR --out DIR [--pipeline DIR]   (tiny random VAE, CLIP and T5: tests)
+  make_cache.py --images DIR --pipeline DIR --out DIR [--family flux|sd3|chroma|auraflow] [--flavour NAME]
+                [--resolution 1024] [--caption_strategy filename|textfile] [--max_sequence_length N]
+                [--dtype float32|bfloat16] [--seed 0] [--device cpu]
+  make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR]   (tiny random encoders: tests)
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
-(CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/); nothing is downloaded. --tiny-random builds such a
-folder from small configs and seeded random weights (into --pipeline when given, else a temporary folder) and then
-runs exactly the path a real pipeline takes: it tests the tool end to end and makes the committed fixture
+(CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/;
+Chroma's and AuraFlow's: vae/, text_encoder/, tokenizer/); nothing is downloaded. The text is encoded as each
+family's diffusers 0.42.1 pipeline encodes it. --tiny-random builds such a folder from small configs and seeded
+random weights (into --pipeline when given, else a temporary folder) at the family's -tiny preset's shapes and
+then runs exactly the path a real pipeline takes: it tests the tool end to end and makes the committed fixture
 tests/fixtures/cache-flux-tiny (flux-tiny's shapes: 4 latent channels, text_len 8, text_dim 32, pooled 16).
 
 Needs torch, diffusers and transformers (scripts/reference-venv.sh); `make test` never runs this.
@@ -24,8 +26,6 @@ import tempfile
 FORMAT, VERSION = "segtrain-cache", 1
 IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 NULL_FILE = "null.safetensors"
-# FluxPipeline's max_sequence_length per flavour (SimpleTuner: 512 for dev, 256 for schnell)
-FLUX_SEQ = {"dev": 512, "schnell": 256}
 
 
 def fail(msg):
@@ -87,7 +87,22 @@ def load_square(path, edge):
     return torch.from_numpy(a).permute(2, 0, 1).contiguous(), (w, h)
 
 
-# ------------------------------------------------------------------ encoders (FluxPipeline.encode_prompt)
+# ------------------------------------------------------------------ encoders (each pipeline's encode_prompt)
+
+def load_tok(pipe, sub):
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(os.path.join(pipe, sub))
+
+
+def load_model(cls_name, pipe, sub, device):
+    import transformers
+    return getattr(transformers, cls_name).from_pretrained(os.path.join(pipe, sub)).to(device).eval()
+
+
+def tokens(tok, caption, n):
+    """The pipelines' tokenizer call: padded to max_length n and truncated."""
+    return tok([caption], padding="max_length", max_length=n, truncation=True, return_tensors="pt")
+
 
 class FluxEncoders:
     """CLIP-L's pooled output and T5's last hidden state, as diffusers' FluxPipeline._get_clip_prompt_embeds and
@@ -96,13 +111,10 @@ class FluxEncoders:
     none), so the padded positions hold T5's own outputs, and the mask is stored beside them for reference."""
 
     def __init__(self, pipe, label, device, max_seq):
-        from transformers import AutoTokenizer, CLIPTextModel, T5EncoderModel
-
         self.device, self.max_seq = device, max_seq
-        self.tok = AutoTokenizer.from_pretrained(os.path.join(pipe, "tokenizer"))
-        self.tok2 = AutoTokenizer.from_pretrained(os.path.join(pipe, "tokenizer_2"))
-        self.clip = CLIPTextModel.from_pretrained(os.path.join(pipe, "text_encoder")).to(device).eval()
-        self.t5 = T5EncoderModel.from_pretrained(os.path.join(pipe, "text_encoder_2")).to(device).eval()
+        self.tok, self.tok2 = load_tok(pipe, "tokenizer"), load_tok(pipe, "tokenizer_2")
+        self.clip = load_model("CLIPTextModel", pipe, "text_encoder", device)
+        self.t5 = load_model("T5EncoderModel", pipe, "text_encoder_2", device)
         self.names = [f"{label}/text_encoder ({type(self.clip).__name__})",
                       f"{label}/text_encoder_2 ({type(self.t5).__name__})"]
 
@@ -110,18 +122,94 @@ class FluxEncoders:
         import torch
 
         with torch.no_grad():
-            ids = self.tok([caption], padding="max_length", max_length=self.tok.model_max_length, truncation=True,
-                           return_tensors="pt").input_ids
+            ids = tokens(self.tok, caption, self.tok.model_max_length).input_ids
             pooled = self.clip(ids.to(self.device), output_hidden_states=False).pooler_output[0]
-            t = self.tok2([caption], padding="max_length", max_length=self.max_seq, truncation=True,
-                          return_tensors="pt")
+            t = tokens(self.tok2, caption, self.max_seq)
             seq = self.t5(t.input_ids.to(self.device), output_hidden_states=False)[0][0]
         return {"prompt_embeds": seq, "pooled_prompt_embeds": pooled, "attention_mask": t.attention_mask[0]}
 
 
-class FluxVae:
-    """AutoencoderKL's latent_dist.sample(), then (x - shift_factor) * scaling_factor, as FluxPipeline prepares
-    image latents and SimpleTuner's VAE cache stores them (Flux's VAE: shift 0.1159, scale 0.3611)."""
+class Sd3Encoders:
+    """StableDiffusion3Pipeline.encode_prompt: CLIP-L's and CLIP-G's penultimate hidden states (both tokenized at
+    CLIP-L's tokenizer's model_max_length, 77), concatenated along the width and zero-padded to T5's, then T5's last
+    hidden state at max_sequence_length (run without a mask); the pooled vector is the two CLIPs' projected
+    outputs concatenated (768 + 1280). The mask, stored for reference (the pipeline passes none), is CLIP-L's
+    tokens' then T5's."""
+
+    def __init__(self, pipe, label, device, max_seq):
+        self.device, self.max_seq = device, max_seq
+        self.toks = [load_tok(pipe, s) for s in ("tokenizer", "tokenizer_2", "tokenizer_3")]
+        self.clips = [load_model("CLIPTextModelWithProjection", pipe, s, device)
+                      for s in ("text_encoder", "text_encoder_2")]
+        self.t5 = load_model("T5EncoderModel", pipe, "text_encoder_3", device)
+        self.names = [f"{label}/{s} ({type(m).__name__})"
+                      for s, m in zip(("text_encoder", "text_encoder_2", "text_encoder_3"), self.clips + [self.t5])]
+
+    def encode(self, caption):
+        import torch
+
+        n = self.toks[0].model_max_length  # the pipeline's tokenizer_max_length, for both CLIPs
+        with torch.no_grad():
+            hidden, pooled = [], []
+            for tok, clip in zip(self.toks, self.clips):
+                t = tokens(tok, caption, n)
+                out = clip(t.input_ids.to(self.device), output_hidden_states=True)
+                hidden.append(out.hidden_states[-2][0])
+                pooled.append(out[0][0])
+                if tok is self.toks[0]:
+                    clip_mask = t.attention_mask[0]
+            t = tokens(self.toks[2], caption, self.max_seq)
+            t5 = self.t5(t.input_ids.to(self.device))[0][0]
+            clip_seq = torch.nn.functional.pad(torch.cat(hidden, -1), (0, t5.shape[-1] - sum(h.shape[-1] for h in hidden)))
+        return {"prompt_embeds": torch.cat([clip_seq, t5], 0), "pooled_prompt_embeds": torch.cat(pooled, -1),
+                "attention_mask": torch.cat([clip_mask, t.attention_mask[0]], 0)}
+
+
+class ChromaEncoders:
+    """ChromaPipeline._get_t5_prompt_embeds: T5 at max_sequence_length, run with the tokenizer's mask; the mask
+    returned (and stored, since chroma reads it) keeps the first padding token (index <= the real length), as
+    Chroma's pipeline lets the model attend to one </s>-like padding position. No pooled vector."""
+
+    def __init__(self, pipe, label, device, max_seq):
+        self.device, self.max_seq = device, max_seq
+        self.tok = load_tok(pipe, "tokenizer")
+        self.t5 = load_model("T5EncoderModel", pipe, "text_encoder", device)
+        self.names = [f"{label}/text_encoder ({type(self.t5).__name__})"]
+
+    def encode(self, caption):
+        import torch
+
+        with torch.no_grad():
+            t = tokens(self.tok, caption, self.max_seq)
+            seq = self.t5(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device))[0][0]
+        n = int(t.attention_mask[0].sum())
+        return {"prompt_embeds": seq, "attention_mask": (torch.arange(seq.shape[0]) <= n).to(torch.int64)}
+
+
+class AuraFlowEncoders:
+    """AuraFlowPipeline.encode_prompt: its UMT5 (Pile-T5) at max_sequence_length, run with the tokenizer's mask,
+    the outputs multiplied by the mask (padding rows zero). No pooled vector."""
+
+    def __init__(self, pipe, label, device, max_seq):
+        self.device, self.max_seq = device, max_seq
+        self.tok = load_tok(pipe, "tokenizer")
+        self.t5 = load_model("UMT5EncoderModel", pipe, "text_encoder", device)
+        self.names = [f"{label}/text_encoder ({type(self.t5).__name__})"]
+
+    def encode(self, caption):
+        import torch
+
+        with torch.no_grad():
+            t = tokens(self.tok, caption, self.max_seq)
+            mask = t.attention_mask.to(self.device)
+            seq = self.t5(input_ids=t.input_ids.to(self.device), attention_mask=mask)[0][0] * mask[0, :, None]
+        return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0]}
+
+
+class Vae:
+    """AutoencoderKL's latent_dist.sample(), then (x - shift_factor) * scaling_factor, as the pipelines prepare
+    image latents and SimpleTuner's VAE cache stores them (Flux's and Chroma's VAE: shift 0.1159, scale 0.3611;
+    SD3's: 0.0609, 1.5305; AuraFlow's SDXL VAE: no shift, 0.13025)."""
 
     def __init__(self, pipe, label, device):
         from diffusers import AutoencoderKL
@@ -142,51 +230,85 @@ class FluxVae:
         return (z - shift) * cfg.scaling_factor
 
 
-# ------------------------------------------------------------------ --tiny-random
+# ------------------------------------------------------------------ the families
 
-def build_tiny_pipeline(folder, seed):
-    """A pipeline folder of FLUX.1-dev's layout at flux-tiny's sizes: a 2-level AutoencoderKL (16 px -> 8 x 8 x 4,
-    with Flux's shift and scale), CLIP (width 16: the pooled vector) and T5 (d_model 32: the sequence), each with
-    seeded random weights, and word-level tokenizers over a small vocabulary (real ones need downloads). CLIP's
-    tokenizer adds its start and end tokens and pads with the end token, T5's adds </s> and pads with <pad>."""
+# what each family's pipeline folder holds, its tokens (SimpleTuner's lengths: Flux 512 for dev, 256 for schnell;
+# SD3 77 CLIP + 154 T5; Chroma 512; AuraFlow 120), and its tiny random stand-in's sizes (the -tiny preset's)
+FAMILIES = {
+    "flux": dict(enc=FluxEncoders, subs=("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"),
+                 seq={"dev": 512, "schnell": 256}, tiny_seq=8, vae=(0.1159, 0.3611)),
+    "sd3": dict(enc=Sd3Encoders, subs=("text_encoder", "text_encoder_2", "text_encoder_3", "tokenizer",
+                                       "tokenizer_2", "tokenizer_3"),
+                seq={"medium": 154, "large": 154}, tiny_seq=4, vae=(0.0609, 1.5305)),
+    "chroma": dict(enc=ChromaEncoders, subs=("text_encoder", "tokenizer"), seq={"base": 512}, tiny_seq=8,
+                   vae=(0.1159, 0.3611)),
+    "auraflow": dict(enc=AuraFlowEncoders, subs=("text_encoder", "tokenizer"), seq={"v0.3": 120}, tiny_seq=8,
+                     vae=(None, 0.13025)),
+}
+
+
+def build_tiny_pipeline(folder, family, seed):
+    """A pipeline folder of the family's layout at its -tiny preset's sizes, seeded random weights: a 2-level
+    AutoencoderKL (16 px -> 4 x 8 x 8, with the family's shift and scale) and small text encoders with word-level
+    tokenizers over a small vocabulary (real ones need downloads). CLIP's tokenizers add their start and end
+    tokens and pad with the end token, T5's add </s> and pad with <pad>. Sizes: flux CLIP 16 wide (the pooled
+    vector), T5 32 wide, 8 tokens; sd3 CLIP-L 8 and CLIP-G 16 wide (projections 8 + 8: pooled 16) at 4 tokens,
+    T5 32 wide at 4 (8 in all); chroma T5 32 wide, auraflow UMT5 24 wide, 8 tokens."""
     import torch
     from diffusers import AutoencoderKL
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import CLIPTextConfig, CLIPTextModel, PreTrainedTokenizerFast, T5Config, T5EncoderModel
+    import transformers as tf
 
     words = ("a an the on of in red green blue yellow magenta cyan orange white black gray navy brown dark "
              "maroon circle square triangle diamond background with and small large bright").split()
 
-    def tokenizer(specials, template, pad, max_len, sub):
+    def tokenizer(sub, kind, max_len):
+        specials, template, pad = {
+            "clip": (["<unk>", "<|startoftext|>", "<|endoftext|>"], "<|startoftext|> $A <|endoftext|>",
+                     "<|endoftext|>"),
+            "t5": (["<pad>", "</s>", "<unk>"], "$A </s>", "<pad>")}[kind]
         vocab = {w: i for i, w in enumerate(specials + words)}
         t = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
         t.pre_tokenizer = pre_tokenizers.Whitespace()
         t.post_processor = processors.TemplateProcessing(
             single=template, special_tokens=[(s, vocab[s]) for s in specials if s in template])
-        fast = PreTrainedTokenizerFast(tokenizer_object=t, unk_token="<unk>", pad_token=pad,
-                                       model_max_length=max_len)
-        fast.save_pretrained(os.path.join(folder, sub))
+        tf.PreTrainedTokenizerFast(tokenizer_object=t, unk_token="<unk>", pad_token=pad,
+                                   model_max_length=max_len).save_pretrained(os.path.join(folder, sub))
         return vocab
 
-    cv = tokenizer(["<unk>", "<|startoftext|>", "<|endoftext|>"], "<|startoftext|> $A <|endoftext|>",
-                   "<|endoftext|>", 16, "tokenizer")
-    tv = tokenizer(["<pad>", "</s>", "<unk>"], "$A </s>", "<pad>", 512, "tokenizer_2")
+    def clip(sub, tok_sub, width, proj, max_len, seed_off):
+        v = tokenizer(tok_sub, "clip", max_len)
+        torch.manual_seed(seed + seed_off)
+        cls = tf.CLIPTextModelWithProjection if proj else tf.CLIPTextModel
+        cls(tf.CLIPTextConfig(vocab_size=len(v), hidden_size=width, intermediate_size=2 * width,
+                              num_hidden_layers=2 if proj else 1, num_attention_heads=2,
+                              max_position_embeddings=max(max_len, 16), projection_dim=proj or width,
+                              bos_token_id=v["<|startoftext|>"], eos_token_id=v["<|endoftext|>"],
+                              pad_token_id=v["<|endoftext|>"])).save_pretrained(os.path.join(folder, sub))
 
+    def t5(sub, tok_sub, width, seed_off, umt5=False):
+        v = tokenizer(tok_sub, "t5", 512)
+        torch.manual_seed(seed + seed_off)
+        cfg, cls = (tf.UMT5Config, tf.UMT5EncoderModel) if umt5 else (tf.T5Config, tf.T5EncoderModel)
+        cls(cfg(vocab_size=len(v), d_model=width, d_kv=8, d_ff=2 * width, num_layers=1, num_heads=width // 8,
+                pad_token_id=v["<pad>"], eos_token_id=v["</s>"], decoder_start_token_id=0,
+                feed_forward_proj="gated-gelu")).save_pretrained(os.path.join(folder, sub))
+
+    shift, scale = FAMILIES[family]["vae"]
     torch.manual_seed(seed)
     AutoencoderKL(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
                   up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=(8, 8), layers_per_block=1,
-                  latent_channels=4, norm_num_groups=4, sample_size=16, scaling_factor=0.3611, shift_factor=0.1159,
+                  latent_channels=4, norm_num_groups=4, sample_size=16, scaling_factor=scale, shift_factor=shift,
                   use_quant_conv=False, use_post_quant_conv=False).save_pretrained(os.path.join(folder, "vae"))
-    torch.manual_seed(seed + 1)
-    CLIPTextModel(CLIPTextConfig(vocab_size=len(cv), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                 num_attention_heads=2, max_position_embeddings=16, projection_dim=16,
-                                 bos_token_id=cv["<|startoftext|>"], eos_token_id=cv["<|endoftext|>"],
-                                 pad_token_id=cv["<|endoftext|>"])).save_pretrained(
-        os.path.join(folder, "text_encoder"))
-    torch.manual_seed(seed + 2)
-    T5EncoderModel(T5Config(vocab_size=len(tv), d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4,
-                            pad_token_id=tv["<pad>"], eos_token_id=tv["</s>"], decoder_start_token_id=0,
-                            feed_forward_proj="gated-gelu")).save_pretrained(os.path.join(folder, "text_encoder_2"))
+    if family == "flux":
+        clip("text_encoder", "tokenizer", 16, 0, 16, 1)
+        t5("text_encoder_2", "tokenizer_2", 32, 2)
+    elif family == "sd3":
+        clip("text_encoder", "tokenizer", 8, 8, 4, 1)
+        clip("text_encoder_2", "tokenizer_2", 16, 8, 4, 2)
+        t5("text_encoder_3", "tokenizer_3", 32, 3)
+    else:
+        t5("text_encoder", "tokenizer", 24 if family == "auraflow" else 32, 1, umt5=family == "auraflow")
 
 
 # ------------------------------------------------------------------ writing
@@ -206,12 +328,13 @@ def main():
     ap.add_argument("--images", required=True, help="image folder (recursive), captions per --caption_strategy")
     ap.add_argument("--out", required=True, help="the cache folder to write (cache.json and one file per image)")
     ap.add_argument("--pipeline", help="local diffusers pipeline folder (with --tiny-random: where to build one)")
-    ap.add_argument("--family", default="flux", choices=["flux"], help="SimpleTuner's model_family")
-    ap.add_argument("--flavour", default="dev", choices=sorted(FLUX_SEQ), help="SimpleTuner's model_flavour")
+    ap.add_argument("--family", default="flux", choices=sorted(FAMILIES), help="SimpleTuner's model_family")
+    ap.add_argument("--flavour", help="SimpleTuner's model_flavour (flux: dev or schnell; recorded for the others)")
     ap.add_argument("--resolution", type=int, help="square image edge in pixels (default 1024; tiny: 16)")
     ap.add_argument("--caption_strategy", default="filename", choices=["filename", "textfile"])
     ap.add_argument("--max_sequence_length", type=int,
-                    help="T5 tokens (default the flavour's: dev 512, schnell 256; tiny: 8)")
+                    help="T5 tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 after CLIP's 77, "
+                         "chroma 512, auraflow 120; tiny: 8, sd3 4 after CLIP's 4)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--seed", type=int, default=0, help="seeds the VAE's latent sample (and --tiny-random)")
     ap.add_argument("--device", default="cpu")
@@ -224,23 +347,26 @@ def main():
 
     if not os.path.isdir(a.images):
         fail(f"--images {a.images}: not a folder")
+    fam = FAMILIES[a.family]
+    a.flavour = a.flavour or next(iter(fam["seq"]))
+    if a.flavour not in fam["seq"] and a.family == "flux":
+        fail(f"--flavour {a.flavour}: flux's are {', '.join(fam['seq'])}")
     tmp = None
     if a.tiny_random:
         if not a.pipeline:
             tmp = tempfile.TemporaryDirectory()
             a.pipeline = tmp.name
-        build_tiny_pipeline(a.pipeline, a.seed)
+        build_tiny_pipeline(a.pipeline, a.family, a.seed)
         a.resolution = a.resolution or 16
-        a.max_sequence_length = a.max_sequence_length or 8
+        a.max_sequence_length = a.max_sequence_length or fam["tiny_seq"]
+    subs = ("vae",) + fam["subs"]
     if not a.pipeline:
-        fail("--pipeline: give the local diffusers pipeline folder (vae/, text_encoder/, text_encoder_2/, "
-             "tokenizer/, tokenizer_2/); nothing is downloaded")
-    for sub in ("vae", "text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"):
+        fail(f"--pipeline: give the local diffusers pipeline folder ({'/, '.join(subs)}/); nothing is downloaded")
+    for sub in subs:
         if not os.path.isdir(os.path.join(a.pipeline, sub)):
-            fail(f"--pipeline {a.pipeline}: no {sub}/ folder (a Flux pipeline has vae/, text_encoder/, "
-                 "text_encoder_2/, tokenizer/ and tokenizer_2/)")
+            fail(f"--pipeline {a.pipeline}: no {sub}/ folder (a {a.family} pipeline has {'/, '.join(subs)}/)")
     edge = a.resolution or 1024
-    max_seq = a.max_sequence_length or FLUX_SEQ[a.flavour]
+    max_seq = a.max_sequence_length or fam["seq"].get(a.flavour, next(iter(fam["seq"].values())))
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[a.dtype]
 
     rels = list_images(a.images)
@@ -257,8 +383,8 @@ def main():
 
     # how the files name the models: the pipeline folder's name (a temporary tiny one is "tiny-random")
     label = "tiny-random" if tmp else os.path.basename(os.path.abspath(a.pipeline))
-    vae = FluxVae(a.pipeline, label, a.device)
-    enc = FluxEncoders(a.pipeline, label, a.device, max_seq)
+    vae = Vae(a.pipeline, label, a.device)
+    enc = fam["enc"](a.pipeline, label, a.device, max_seq)
     if edge % vae.scale_factor:
         fail(f"--resolution {edge}: not a multiple of the VAE's scale factor {vae.scale_factor}")
     common = {"format": f"{FORMAT}-{VERSION}", "family": a.family, "flavour": a.flavour, "vae": vae.name,
@@ -280,11 +406,12 @@ def main():
     # the empty prompt's embeddings: what caption_dropout_probability trains with
     write_sample(os.path.join(a.out, NULL_FILE), enc.encode(""), dict(common, caption=""), dtype)
 
-    seq = enc.encode("")["prompt_embeds"]
+    null = enc.encode("")
+    seq, pooled = null["prompt_embeds"], null.get("pooled_prompt_embeds")
     index = {
         "format": FORMAT, "version": VERSION, "family": a.family, "flavour": a.flavour,
-        "latent_shape": shape, "text_len": max_seq, "text_dim": int(seq.shape[1]),
-        "pooled_dim": int(enc.clip.config.hidden_size), "dtype": {"float32": "F32", "bfloat16": "BF16"}[a.dtype],
+        "latent_shape": shape, "text_len": int(seq.shape[0]), "text_dim": int(seq.shape[1]),
+        "pooled_dim": 0 if pooled is None else int(pooled.shape[0]), "dtype": {"float32": "F32", "bfloat16": "BF16"}[a.dtype],
         "resolution": edge, "vae_scale_factor": vae.scale_factor, "vae": vae.name, "text_encoders": enc.names,
         "made_with": {"torch": torch.__version__, "diffusers": diffusers.__version__,
                       "transformers": transformers.__version__, "tiny_random": bool(a.tiny_random), "seed": a.seed},
@@ -295,7 +422,7 @@ def main():
         f.write("\n")
     os.replace(os.path.join(a.out, "cache.json.tmp"), os.path.join(a.out, "cache.json"))
     print(f"wrote {len(names)} samples and {NULL_FILE} to {a.out}/ (cache.json: latents {shape}, text "
-          f"{max_seq} x {index['text_dim']}, pooled {index['pooled_dim']})")
+          f"{index['text_len']} x {index['text_dim']}, pooled {index['pooled_dim']})")
     if tmp:
         tmp.cleanup()
 
