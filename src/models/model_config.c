@@ -322,6 +322,21 @@ static st_status json_int(const cJSON *j, const char *file, const char *key, int
     return ST_OK;
 }
 
+/* axes_dims_rope, when the file has it: a list of n whole widths; absent, *axes keeps the class's defaults. */
+static st_status json_axes(const cJSON *j, const char *file, int n, int64_t *axes)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "axes_dims_rope");
+    if (a && (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n))
+        return st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope is not a list of %d widths", file, n);
+    for (int i = 0; a && i < n; i++) {
+        const cJSON *x = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble > 1e6)
+            return st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope[%d] is not a whole number", file, i);
+        axes[i] = (int64_t)x->valuedouble;
+    }
+    return ST_OK;
+}
+
 /* FluxTransformer2DModel's config: its defaults (text_dim: joint_attention_dim's), then the file's values. */
 static st_status flux_keys(const cJSON *j, const char *file, model_config *mc, int64_t text_dim)
 {
@@ -339,15 +354,7 @@ static st_status flux_keys(const cJSON *j, const char *file, model_config *mc, i
     for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "guidance_embeds");
     if (cJSON_IsBool(g)) guidance = cJSON_IsTrue(g);
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "axes_dims_rope");
-    if (!st && a && (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 3))
-        st = st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope is not a list of 3 widths", file);
-    for (int i = 0; !st && a && i < 3; i++) {
-        const cJSON *x = cJSON_GetArrayItem(a, i);
-        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble > 1e6)
-            st = st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope[%d] is not a whole number", file, i);
-        else axes[i] = (int64_t)x->valuedouble;
-    }
+    if (!st) st = json_axes(j, file, 3, axes);
     if (st) return st;
     /* the pipeline packs 2x2 latent patches into in_channels: segtrain patchifies the latent itself */
     if (patch != 1 || in % 4 || (out && out != in))
@@ -390,15 +397,7 @@ static st_status flux2_from_json(const cJSON *j, const char *file, model_config 
                 {"attention_head_dim", &hd},   {"num_attention_heads", &heads}, {"joint_attention_dim", &mc->text_dim},
                 {"timestep_guidance_channels", &mc->time_channels}};
     for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "axes_dims_rope");
-    if (!st && a && (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 4))
-        st = st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope is not a list of 4 widths", file);
-    for (int i = 0; !st && a && i < 4; i++) {
-        const cJSON *x = cJSON_GetArrayItem(a, i);
-        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble > 1e6)
-            st = st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope[%d] is not a whole number", file, i);
-        else axes[i] = (int64_t)x->valuedouble;
-    }
+    if (!st) st = json_axes(j, file, 4, axes);
     if (st) return st;
     const struct {
         const char *key;
@@ -422,21 +421,6 @@ static st_status flux2_from_json(const cJSON *j, const char *file, model_config 
     return ST_OK;
 }
 
-/* axes_dims_rope, when the file has it: a list of 3 whole widths. */
-static st_status json_axes(const cJSON *j, const char *file, int64_t axes[3])
-{
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "axes_dims_rope");
-    if (a && (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 3))
-        return st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope is not a list of 3 widths", file);
-    for (int i = 0; a && i < 3; i++) {
-        const cJSON *x = cJSON_GetArrayItem(a, i);
-        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble > 1e6)
-            return st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope[%d] is not a whole number", file, i);
-        axes[i] = (int64_t)x->valuedouble;
-    }
-    return ST_OK;
-}
-
 /* QwenImageTransformer2DModel's config: its defaults, then the file's values. in_channels is the pipeline's packing
  * of 2x2 latent patches, out_channels the latent's channels. guidance_embeds and the edit and layered models'
  * options (zero_cond_t, use_additional_t_cond, use_layer3d_rope) are refused by name. */
@@ -452,7 +436,7 @@ static st_status qwen_from_json(const cJSON *j, const char *file, model_config *
                 {"num_layers", &mc->depth},   {"attention_head_dim", &hd}, {"num_attention_heads", &heads},
                 {"joint_attention_dim", &mc->text_dim}};
     for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
-    if (!st) st = json_axes(j, file, axes);
+    if (!st) st = json_axes(j, file, 3, axes);
     if (st) return st;
     static const char *const options[] = {"guidance_embeds", "zero_cond_t", "use_additional_t_cond", "use_layer3d_rope"};
     for (size_t i = 0; i < sizeof options / sizeof *options; i++)
