@@ -30,18 +30,6 @@ static const char *const mod_names[F2_MOD_N] = {"double_stream_modulation_img.li
                                                 "single_stream_modulation.linear.weight"};
 static const int64_t mod_width[F2_MOD_N] = {6, 6, 3}; /* in D */
 
-/* A TimestepEmbedding without biases (sample_proj_bias False): temb's path with none. */
-static void temb_register_nobias(param_set *s, temb *t, const char *prefix, int64_t in, int64_t D, bool trainable)
-{
-    char n[PARAM_NAME_MAX];
-    t->in = in;
-    snprintf(n, sizeof n, "%s.linear_1.weight", prefix);
-    t->w0 = param_add(s, n, 2, (int64_t[]){D, in}, trainable);
-    snprintf(n, sizeof n, "%s.linear_2.weight", prefix);
-    t->w2 = param_add(s, n, 2, (int64_t[]){D, D}, trainable);
-    t->b0 = t->b2 = -1;
-}
-
 static st_status f2_create(model *m)
 {
     const model_config *c = &m->cfg;
@@ -56,9 +44,11 @@ static st_status f2_create(model *m)
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
     /* in the order of Flux2Transformer2DModel's state_dict */
-    temb_register_nobias(s, &d->t, "time_guidance_embed.timestep_embedder", c->time_channels, D, full);
+    temb_register_nobias(s, &d->t, "time_guidance_embed.timestep_embedder.linear_1",
+                         "time_guidance_embed.timestep_embedder.linear_2", c->time_channels, D, full);
     if (c->guidance_embeds)
-        temb_register_nobias(s, &d->g, "time_guidance_embed.guidance_embedder", c->time_channels, D, full);
+        temb_register_nobias(s, &d->g, "time_guidance_embed.guidance_embedder.linear_1",
+                             "time_guidance_embed.guidance_embedder.linear_2", c->time_channels, D, full);
     for (int i = 0; i < F2_MOD_N; i++) d->p_mod[i] = param_add(s, mod_names[i], 2, (int64_t[]){mod_width[i] * D, D}, full);
     d->p_x_w = param_add(s, "x_embedder.weight", 2, (int64_t[]){D, P}, full);
     d->p_ctx_w = param_add(s, "context_embedder.weight", 2, (int64_t[]){D, c->text_dim}, full);

@@ -83,6 +83,9 @@ typedef struct temb {
 } temb;
 void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
                    bool trainable);
+/* A TimestepEmbedding without biases (sample_proj_bias False, Flux.2's). */
+void temb_register_nobias(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
+                          bool trainable);
 /* Takes the path's buffers (activations: freq, h, hs, c); temb_take also the context's (cs, and with train dcs,
  * zeroed). The releases free what their take took. */
 void temb_take_path(model *m, temb *t, st_status *st);

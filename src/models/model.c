@@ -367,19 +367,33 @@ void final_release(model *m, final_layer *f)
 
 /* ---- the timestep path, and MLP embeddings like it ---- */
 
-void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
-                   bool trainable)
+/* Registers in state_dict order: linear_1's weight and bias, then linear_2's; without bias, indices -1. */
+static void temb_add(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
+                     bool trainable, bool bias)
 {
     char n[PARAM_NAME_MAX];
     t->in = in;
+    t->b0 = t->b2 = -1;
     snprintf(n, sizeof n, "%s.weight", linear_1);
     t->w0 = param_add(s, n, 2, (int64_t[]){D, in}, trainable);
     snprintf(n, sizeof n, "%s.bias", linear_1);
-    t->b0 = param_add(s, n, 1, (int64_t[]){D}, trainable);
+    if (bias) t->b0 = param_add(s, n, 1, (int64_t[]){D}, trainable);
     snprintf(n, sizeof n, "%s.weight", linear_2);
     t->w2 = param_add(s, n, 2, (int64_t[]){D, D}, trainable);
     snprintf(n, sizeof n, "%s.bias", linear_2);
-    t->b2 = param_add(s, n, 1, (int64_t[]){D}, trainable);
+    if (bias) t->b2 = param_add(s, n, 1, (int64_t[]){D}, trainable);
+}
+
+void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
+                   bool trainable)
+{
+    temb_add(s, t, linear_1, linear_2, in, D, trainable, true);
+}
+
+void temb_register_nobias(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
+                          bool trainable)
+{
+    temb_add(s, t, linear_1, linear_2, in, D, trainable, false);
 }
 
 void temb_take_path(model *m, temb *t, st_status *st)
