@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "benchkit.h"
 #include "segtrain/model_run.h"
@@ -17,13 +16,6 @@
 
 #define ROWS_MAX 16
 #define BUDGETS_MAX 8
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double gib(size_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
 
@@ -64,14 +56,14 @@ int main(int argc, char **argv)
         model_run r = {0};
         char warning[256];
         pool_stats dev, host;
-        const double t0 = now();
+        const double t0 = clock_seconds();
         st_status st = config_load(config_path, &cfg);
         if (!st) st = config_set_all(cfg, modes[m].sets);
         if (!st) st = model_run_open(cfg, false, &r, warning);
         if (!st)
             st = flow_step_dry(&r, config_int(cfg, "train_batch_size"),
                                train_optimizer_bytes(cfg, model_params(r.m)->grad_count), &dev, &host);
-        const double sec = now() - t0;
+        const double sec = clock_seconds() - t0;
         model_run_close(&r);
         config_free(cfg);
         if (st) {
