@@ -272,6 +272,39 @@ void copy_bytes(void *dst, const void *src, size_t n);
 /* x *= s over n floats. */
 void scale_by(float *x, int64_t n, float s);
 
+/* ---- mixture-of-experts routing (ops/cpu/moe.c) ---- */
+
+/* HiDream's MoEGate and MOEFeedForwardSwiGLU's training path (DeepSeek-V3's routing): each of n tokens' gate
+ * scores softmax(x Wg^T) over E experts (Wg (E, d), no bias), its k largest as torch.topk picks them (largest
+ * first, a tie to the lower expert), their scores the weights, not renormalised (norm_topk_prob False). The n k
+ * routed rows (token t's j-th choice, f = t k + j) are grouped by expert, in token order within each, so that
+ * expert e's GEMMs run over rows start[e] .. start[e+1): always n k rows whatever the routing, so no allocation
+ * depends on the data. The state lives in one caller's buffer of moe_route_bytes (int64-aligned), which backward
+ * reads (the scores for softmax's backward); it is a function of x and Wg alone, so a recompute makes it bitwise
+ * again. */
+typedef struct moe_route {
+    int64_t n, E, k;
+    int64_t *start;  /* (E + 1) */
+    float *scores;   /* (n, E): the softmax */
+    float *weight;   /* (n, k): the chosen scores */
+    int32_t *expert; /* (n, k): the chosen experts */
+    int32_t *row;    /* (n, k): the routed row of choice f */
+    int32_t *src;    /* (n k): the token of routed row i */
+} moe_route;
+size_t moe_route_bytes(int64_t n, int64_t E, int64_t k);
+void moe_route_view(moe_route *r, void *buf, int64_t n, int64_t E, int64_t k);
+void moe_route_forward(moe_route *r, const float *x, const float *wg, int64_t d);
+/* From dL/dweight (n, k): dx and dWg through the chosen scores' softmax. Workspace (n, E) floats. */
+st_status moe_route_backward(pool *p, float *dx, float *dwg, const float *dweight, const moe_route *r, const float *x,
+                             const float *wg, int64_t d);
+/* xr (n k, d): routed row i is token src[i]'s x. Backward: dx[t] += the gradients of t's k rows. */
+void moe_dispatch_forward(float *xr, const float *x, const moe_route *r, int64_t d);
+void moe_dispatch_backward(float *dx, const float *dxr, const moe_route *r, int64_t d);
+/* y (n, d) = sum over j of weight[t k + j] yr[row[t k + j]], j in order (writes y). Backward reads yr and the
+ * weights: dyr += weight dy, dweight += dy . yr. */
+void moe_combine_forward(float *y, const float *yr, const moe_route *r, int64_t d);
+void moe_combine_backward(float *dyr, float *dweight, const float *dy, const float *yr, const moe_route *r, int64_t d);
+
 /* ---- loss (ops/cpu/loss.c) ---- */
 
 /* The rectified flow's input and target for `batch` samples of `per` values: x_t = (1 - t) x0 + t e and
