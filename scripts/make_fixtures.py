@@ -201,6 +201,42 @@ HUNYUANVIDEO_PASSED = ("hidden_states = latents (B, C, F, H, W) as is (the model
                        "encoder_attention_mask (1 = token; tokens first), pooled_projections as stored; pred = output "
                        "as is (B, C, F, H, W)")
 
+# HunyuanVideo 1.5, text-to-video as SimpleTuner trains it (t2v flavours). ByT5 width, SigLIP width and token counts.
+HV15_T5, HV15_IMG, HV15_NIMG, HV15_L2 = 12, 8, 3, 4
+
+
+def hunyuanvideo15_make(gen):
+    # Masks 1 = token, tokens first: Qwen2.5-VL text (6, one sample padded) and ByT5 glyph text (4, one sample
+    # padded); the padding positions hold random values, as encoders give (the model zeroes them). t2v: zero
+    # condition latents and mask channels (SimpleTuner's _prepare_cond_latents) and zero SigLIP image_embeds.
+    shape = (B, C, 2, H, W)
+    return {"encoder_hidden_states": randn(gen, B, L, JOINT),
+            "encoder_attention_mask": torch.tensor([[1.0] * 6, [1.0] * 4 + [0.0] * 2], dtype=torch.float64),
+            "encoder_hidden_states_2": randn(gen, B, HV15_L2, HV15_T5),
+            "encoder_attention_mask_2": torch.tensor([[1.0] * 4, [1.0] * 2 + [0.0] * 2], dtype=torch.float64),
+            "image_embeds": torch.zeros(B, HV15_NIMG, HV15_IMG, dtype=torch.float64),
+            "cond_latents": torch.zeros(shape, dtype=torch.float64),
+            "cond_mask": torch.zeros((B, 1) + shape[2:], dtype=torch.float64)}
+
+
+def hunyuanvideo15_run(model, t):
+    # SimpleTuner's _model_predict_single: cat([noisy latents, cond latents, cond mask], 1), masks as bool,
+    # timesteps (1000 sigma) in the latents' float32.
+    hidden = torch.cat([t["latents"], t["cond_latents"], t["cond_mask"]], dim=1)
+    timestep = (t["sigma"].float() * 1000).double()
+    return model(hidden_states=hidden, timestep=timestep, encoder_hidden_states=t["encoder_hidden_states"],
+                 encoder_attention_mask=t["encoder_attention_mask"].bool(),
+                 encoder_hidden_states_2=t["encoder_hidden_states_2"],
+                 encoder_attention_mask_2=t["encoder_attention_mask_2"].bool(), image_embeds=t["image_embeds"],
+                 return_dict=False)[0]
+
+
+HUNYUANVIDEO15_PASSED = ("hidden_states = cat([latents, cond_latents, cond_mask], 1) (B, 2C + 1, F, H, W), the last "
+                         "C + 1 channels zero (t2v); timestep = float32(sigma * 1000); encoder_hidden_states, "
+                         "encoder_hidden_states_2 (ByT5), image_embeds (zeros: t2v) as stored; encoder_attention_mask, "
+                         "encoder_attention_mask_2 as stored, made bool (1 = token; tokens first); timestep_r = None; "
+                         "pred = output as is (B, C, F, H, W)")
+
 def longcat_make(gen):
     # LongCatImagePipeline's prepare_pos_ids: text (modality 0, k, k); image (modality 1, 512 + row, 512 + col), 512
     # being the pipeline's tokenizer_max_length (whatever the text length).
@@ -238,11 +274,12 @@ SD3_ZERO = {r"transformer_blocks\.1\.attn\.(add_q_proj\.(weight|bias)|norm_added
 FIXTURES = {}
 
 
-def fixture(name, cls, kw, make, run, passed, save=None, zero=None, shape=(B, C, H, W)):
+def fixture(name, cls, kw, make, run, passed, save=None, zero=None, shape=(B, C, H, W), bf16=None, factored=None):
     """save: extra save_pretrained arguments; zero: {name regex: why its gradient is zero by construction};
-    shape: of latents and target (video: (B, C, F, H, W))."""
+    shape: of latents and target (video: (B, C, F, H, W)); bf16: regex of parameters rounded to bfloat16 and
+    saved BF16; factored: regex of Linear weights whose gradient is stored as its two factors (docs/FIXTURES.md)."""
     FIXTURES[name] = dict(cls=cls, kw=kw, make=make, run=run, passed=passed, save=save or {}, zero=zero or {},
-                          shape=shape)
+                          shape=shape, bf16=bf16, factored=factored)
 
 
 fixture("flux-dev", "FluxTransformer2DModel", dict(FLUX_KW, guidance_embeds=True), flux_make(True), flux_run,
@@ -297,6 +334,24 @@ fixture("hunyuanvideo", "HunyuanVideoTransformer3DModel",
              text_embed_dim=JOINT, pooled_projection_dim=POOLED, rope_axes_dim=[4, 6, 6]),
         hunyuanvideo_make, hunyuanvideo_run, HUNYUANVIDEO_PASSED, shape=(B, C, 2, H, W),
         zero=HV_REFINER_ZERO)
+
+# HunyuanVideo 1.5 (t2v): one refiner layer, two double-stream blocks (with one, the text stream after the attention
+# would reach nothing), patch 1 x 1 x 1 as the real model. context_embedder_2 (ByT5) is 2048 wide whatever the
+# kwargs (linear_2 is 2048 x 2048): its three linear weights are stored BF16 (8.6 MB instead of 17) and their
+# gradients as two factors each (the dense linear_2 gradient alone would be another 16.8 MB).
+fixture("hunyuanvideo15", "HunyuanVideo15Transformer3DModel",
+        dict(in_channels=2 * C + 1, out_channels=C, num_attention_heads=2, attention_head_dim=16, num_layers=2,
+             num_refiner_layers=1, patch_size=1, patch_size_t=1, text_embed_dim=JOINT, text_embed_2_dim=HV15_T5,
+             image_embed_dim=HV15_IMG, rope_axes_dim=[4, 6, 6], task_type="t2v"),
+        hunyuanvideo15_make, hunyuanvideo15_run, HUNYUANVIDEO15_PASSED, shape=(B, C, 2, H, W),
+        bf16=r"context_embedder_2\.linear_[123]\.weight", factored=r"context_embedder_2\.linear_[123]\.weight",
+        zero=dict(HV_REFINER_ZERO, **{
+            r"image_embedder\..*": "t2v: image_embeds are all zero, so the model multiplies the image projection by "
+                                   "0.0 and masks its tokens",
+            r"transformer_blocks\.1\.(attn\.(to_add_out\.(weight|bias)|add_q_proj\.(weight|bias)|norm_added_q\.weight)"
+            r"|ff_context\..*)":
+            "the last block's text stream after the attention (and its text queries) reaches no output: the model "
+            "returns the image tokens only"}))
 
 # LongCat Image: one double and one single block (pooled_projection_dim is stored in the config but unused).
 fixture("longcat-image", "LongCatImageTransformer2DModel",
@@ -387,15 +442,29 @@ def build(name):
     model = model_class(name)(**fx["kw"]).to(torch.float32)
     gen = torch.Generator().manual_seed(seed_of(name))
     randomize(model, gen)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if fx["bf16"] and re.fullmatch(fx["bf16"], n):
+                p.copy_(p.to(torch.bfloat16))   # the reference uses exactly the stored BF16 values
     return model, inputs_of(name, fx["make"], gen)
 
 
-def reference(model, run, t, zero=None):
+def reference(model, run, t, zero=None, factored=None):
     """pred, loss and every gradient, in float64 from the given (float32-rounded) weights and inputs. A parameter
-    that autograd never reaches gets a zero gradient if it is listed in zero (known to be unused by construction)."""
+    that autograd never reaches gets a zero gradient if it is listed in zero (known to be unused by construction).
+    factored: regex of Linear weights whose factors (dy, x) are returned too, dW = dy^T x over all tokens."""
     model = model.to(torch.float64).train()
     model.zero_grad(set_to_none=True)
+    factors, hooks = {}, []
+    for mname, mod in model.named_modules():
+        if factored and isinstance(mod, torch.nn.Linear) and re.fullmatch(factored, mname + ".weight"):
+            def hook(mod, args, out, n=mname + ".weight"):
+                factors[n] = [None, args[0].detach().reshape(-1, args[0].shape[-1])]
+                out.register_hook(lambda g: factors[n].__setitem__(0, g.detach().reshape(-1, g.shape[-1])))
+            hooks.append(mod.register_forward_hook(hook))
     pred = run(model, t)
+    for h in hooks:
+        h.remove()
     if pred.shape != t["target"].shape:
         raise SystemExit("pred %s does not match target %s" % (tuple(pred.shape), tuple(t["target"].shape)))
     loss = ((pred - t["target"]) ** 2).mean()
@@ -409,7 +478,7 @@ def reference(model, run, t, zero=None):
         grads[n] = p.grad.detach().clone()
         if any(re.fullmatch(r, n) for r in zero or {}) and grads[n].abs().max().item() <= 1e-12:
             grads[n].zero_()   # mathematically zero, rounding noise (~1e-19) in autograd: stored as exact 0
-    return pred.detach(), loss.detach(), grads
+    return pred.detach(), loss.detach(), grads, factors
 
 
 def check(name, loss, grads):
@@ -449,17 +518,33 @@ def write(name, out):
     os.makedirs(folder, exist_ok=True)
     for f in os.listdir(folder):   # a re-run may change the sharding: no stale files
         os.remove(os.path.join(folder, f))
+    big = [p for n, p in model.named_parameters() if fx["bf16"] and re.fullmatch(fx["bf16"], n)]
+    for p in big:
+        p.data = p.data.to(torch.bfloat16)   # saved BF16; from_pretrained reads it back into the float32 model
     model.save_pretrained(folder, safe_serialization=True, **fx["save"])
-    pred, loss, grads = reference(model, fx["run"], t, fx["zero"])
+    for p in big:
+        p.data = p.data.to(torch.float32)
+    pred, loss, grads, factors = reference(model, fx["run"], t, fx["zero"], fx["factored"])
     check(name, loss, grads)
     tensors = {k: v.to(torch.float32).contiguous() for k, v in t.items()}
     tensors["pred"] = pred.to(torch.float32).contiguous()
     tensors["loss"] = loss.reshape(1).to(torch.float32)
     for n, g in grads.items():
+        if n in factors:
+            dy, x = (rounded(f) for f in factors[n])
+            err = ((dy.T @ x - g).norm() / g.norm()).item()
+            if not g.norm() > 0 or err > 1e-6:
+                raise SystemExit("%s: factors of %s give its gradient to %.3g (valid: <= 1e-6)" % (name, n, err))
+            tensors["grad_dy." + n], tensors["grad_x." + n] = dy.to(torch.float32), x.to(torch.float32)
+            continue
         tensors["grad." + n] = g.to(torch.float32).contiguous()
     meta = dict(versions(), fixture=name, class_name=fx["cls"], kwargs=json.dumps(fx["kw"], sort_keys=True),
                 seed=str(seed_of(name)), loss_f64=repr(loss.item()), passed=fx["passed"],
                 zero_grads=json.dumps(fx["zero"], sort_keys=True))
+    if fx["bf16"]:
+        meta["bf16_weights"] = fx["bf16"]
+    if fx["factored"]:
+        meta["factored_grads"] = fx["factored"]
     save_sorted(tensors, os.path.join(folder, "parity.safetensors"), meta)
     nbytes = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
     nparams = sum(p.numel() for p in model.parameters())
