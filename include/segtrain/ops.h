@@ -294,6 +294,9 @@ typedef struct moe_route {
 size_t moe_route_bytes(int64_t n, int64_t E, int64_t k);
 void moe_route_view(moe_route *r, void *buf, int64_t n, int64_t E, int64_t k);
 void moe_route_forward(moe_route *r, const float *x, const float *wg, int64_t d);
+/* Expert e's first routed row, start[e] (e = E: n k); on a dry step's state, which holds nothing, an even split,
+ * so that the experts' GEMMs still count n k rows in all. */
+int64_t moe_expert_start(const moe_route *r, int64_t e);
 /* From dL/dweight (n, k): dx and dWg through the chosen scores' softmax. Workspace (n, E) floats. */
 st_status moe_route_backward(pool *p, float *dx, float *dwg, const float *dweight, const moe_route *r, const float *x,
                              const float *wg, int64_t d);

@@ -64,6 +64,11 @@ void moe_route_forward(moe_route *r, const float *x, const float *wg, int64_t d)
     prof_add(OP_POINTWISE, t0, 0, (double)(r->n * r->E + 3 * r->n * r->k) * 4.0);
 }
 
+int64_t moe_expert_start(const moe_route *r, int64_t e)
+{
+    return op_dry(r->start) ? e * r->n * r->k / r->E : r->start[e];
+}
+
 st_status moe_route_backward(pool *p, float *dx, float *dwg, const float *dweight, const moe_route *r, const float *x,
                              const float *wg, int64_t d)
 {
