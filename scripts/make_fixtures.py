@@ -259,6 +259,36 @@ LONGCAT_PASSED = ("hidden_states = _pack_latents(latents) (B, H/2*W/2, 4C) as Fl
                   "no guidance input in use); txt_ids (L, 3) = (0, k, k); img_ids (T, 3) = (1, 512 + row, 512 + col); "
                   "pred = _unpack_latents(output)")
 
+HD_LLAMA = 3   # Llama tokens per caption (each block reads its own Llama layer's)
+HD_BLOCKS = 2  # one double and one single block
+
+
+def hidream_make(gen):
+    # each block's Llama states, stored per block (segtrain's conditioning): the stack the model indexes with
+    # llama_layers [0, 1] is the same tensor, layers first
+    return {"encoder_hidden_states": randn(gen, B, L, JOINT), "llama_hidden_states": randn(gen, B, HD_BLOCKS, HD_LLAMA, JOINT),
+            "pooled_projections": randn(gen, B, POOLED)}
+
+
+def hidream_run(model, t):
+    # training mode: the output is (B, C, S, p p), S the patch grid row-major, p p the patch's (i, j); the image is
+    # its (c, r p + i, q p + j), and the prediction is the negated output (HiDreamImagePipeline's noise_pred = -noise_pred).
+    # Training mode always (--verify's from_pretrained is in eval mode, whose unpatchify returns the image itself)
+    model.train()
+    out = model(hidden_states=t["latents"], timesteps=t["sigma"] * 1000,
+                encoder_hidden_states_t5=t["encoder_hidden_states"],
+                encoder_hidden_states_llama3=t["llama_hidden_states"].transpose(0, 1),
+                pooled_embeds=t["pooled_projections"], return_dict=False)[0]
+    out = out.reshape(B, C, H // 2, W // 2, 2, 2).permute(0, 1, 2, 4, 3, 5).reshape(B, C, H, W)
+    return -out
+
+
+HIDREAM_PASSED = ("hidden_states = latents (B, C, H, W) as is (square: no mask, the model patchifies); timesteps = "
+                  "sigma * 1000; encoder_hidden_states_t5 = encoder_hidden_states; encoder_hidden_states_llama3 = "
+                  "llama_hidden_states.transpose(0, 1) (blocks, B, tokens, width), llama_layers [0, 1]; pooled_embeds "
+                  "= pooled_projections; model.train() (MoE's training path; its aux loss is computed but not added); "
+                  "pred = -(output (B, C, S, 4) as the (B, C, H, W) image)")
+
 FLUX_KW = dict(patch_size=1, in_channels=4 * C, num_layers=2, num_single_layers=2, attention_head_dim=16,
                num_attention_heads=2, joint_attention_dim=JOINT, pooled_projection_dim=POOLED,
                axes_dims_rope=[4, 6, 6])
@@ -358,6 +388,14 @@ fixture("longcat-image", "LongCatImageTransformer2DModel",
         dict(patch_size=1, in_channels=4 * C, num_layers=1, num_single_layers=1, attention_head_dim=16,
              num_attention_heads=2, joint_attention_dim=JOINT, pooled_projection_dim=POOLED, axes_dims_rope=[4, 6, 6]),
         longcat_make, longcat_run, LONGCAT_PASSED)
+
+# HiDream: one double and one single block, 3 routed experts with 2 active; 16 wide (2 heads of 8) since every
+# SwiGLU is at least 256 wide (multiple_of 256), and there are 9 of them.
+fixture("hidream", "HiDreamImageTransformer2DModel",
+        dict(patch_size=2, in_channels=C, out_channels=C, num_layers=1, num_single_layers=1, attention_head_dim=8,
+             num_attention_heads=2, caption_channels=[JOINT, JOINT], text_emb_dim=POOLED, num_routed_experts=3,
+             num_activated_experts=2, axes_dims_rope=[4, 2, 2], max_resolution=[H, W], llama_layers=[0, 1]),
+        hidream_make, hidream_run, HIDREAM_PASSED)
 
 # ------------------------------------------------------------------ exact timestep embedding
 def exact_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
