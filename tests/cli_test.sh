@@ -209,9 +209,9 @@ JSON
 expect 0 "a SimpleTuner flux config plans Flux dev at its real size" \
   "model flux-dev \\(flux\\): 19 double-stream \\+ 38 single-stream blocks, width 3072, 24 heads, 1024 image \\+ 512 text tokens" -- \
   "$bin" plan --config st.json
-out=$("$bin" plan --config st.json --set model_family=hidream --set model_flavour=full 2>&1); rc=$?
-[ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "model_family hidream (.*flavour full): needs the dual-stream MMDiT" <<<"$out" &&
-  ok "a SimpleTuner family not built yet: one line naming it and its topology" || bad "hidream refusal (exit $rc): $out"
+out=$("$bin" plan --config st.json --set model_family=pixart_sigma --set model_flavour=600M-1024 2>&1); rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "model_family pixart_sigma (.*flavour 600M-1024): needs the cross-attention DiT" <<<"$out" &&
+  ok "a SimpleTuner family not built yet: one line naming it and its topology" || bad "pixart_sigma refusal (exit $rc): $out"
 expect 0 "--set comes before validation: the same file plans on mmdit" "1024 image \\+ 8 text tokens" -- \
   "$bin" plan --config st.json --set model_family=mmdit
 expect 0 "unknown keys split by what ignoring them costs" "ignoring keys that only report or publish: hub_model_id" -- \
@@ -227,8 +227,8 @@ expect 2 "an unknown option names --set" "unknown option '--frobnicate' \\(confi
 out=$("$bin" plan --config <(echo '{"train_batch_size": 0, "optimizer": "sgd", "seed": -1}') 2>&1)
 grep -q "3 errors in the config" <<<"$out" && grep -q "train_batch_size: 0" <<<"$out" && grep -q 'optimizer: "sgd"' <<<"$out" &&
   grep -q "seed: -1" <<<"$out" && ok "every error of a config in one run" || bad "all errors: $out"
-out=$("$bin" plan --config st.json --set model_family=hidream --set model_flavour=full --set attention_mechanism=metal-flash-attention-int8 --set train_batch_size=0 2>&1)
-grep -q "3 errors in the config:" <<<"$out" && [ "$(sed -n 2p <<<"$out" | grep -c "model_family hidream (")" -eq 1 ] &&
+out=$("$bin" plan --config st.json --set model_family=pixart_sigma --set model_flavour=600M-1024 --set attention_mechanism=metal-flash-attention-int8 --set train_batch_size=0 2>&1)
+grep -q "3 errors in the config:" <<<"$out" && [ "$(sed -n 2p <<<"$out" | grep -c "model_family pixart_sigma (")" -eq 1 ] &&
   grep -q 'train_batch_size: "0"' <<<"$out" && ok "a family not built leads the report of a config's other errors" ||
   bad "family with other errors: $out"
 expect 1 "a quantized attention is refused with the nearest" 'is refused: quantized attention.*nearest it takes is flash' -- \
@@ -245,10 +245,10 @@ expect 1 "train: a folder without diffusers weights says what it looked for" \
   --set output_dir=hub --set pretrained_model_name_or_path=.
 # SimpleTuner's own example configs, unchanged: a built family plans, one not built is refused in one line
 for example in "$src"/tests/fixtures/simpletuner/*.json; do
-  name=$(basename "$example" .json) family=${name%%.*}
+  name=$(basename "$example" .json) family=$(sed -n 's/.*"model_family": *"\([^"]*\)".*/\1/p' "$example")
   out=$("$bin" plan --config "$example" 2>&1); rc=$?
   if [ $rc -eq 0 ]; then
-    grep -q "^model [^ ]* ($family)" <<<"$out" && grep -q "^predicted peak device memory" <<<"$out" &&
+    grep -q "^model [^ ]* ($family[0-9]*)" <<<"$out" && grep -q "^predicted peak device memory" <<<"$out" &&
       ok "SimpleTuner's $name example plans unchanged" || bad "$name example: $out"
   else
     [ $rc -eq 1 ] && [ "$(grep -vc '^segtrain: warning' <<<"$out")" -eq 1 ] && grep -q "model_family $family (.*planned, not built yet" <<<"$out" &&
@@ -258,6 +258,12 @@ done
 expect 0 "SimpleTuner's auraflow example plans AuraFlow v0.3 at its real size" \
   "model auraflow \\(auraflow\\): 4 double-stream \\+ 32 single-stream blocks, width 3072, 12 heads, 4096 image \\+ 120 text tokens" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/auraflow.peft-lora.json"
+expect 0 "SimpleTuner's hunyuanvideo example plans HunyuanVideo 1.5 (its t2v-480p) at its real size" \
+  "model hunyuanvideo15-480p \\(hunyuanvideo15\\): 54 joint blocks, width 2048, 16 heads, 900 image \\+ 1256 text tokens of 1-frame 480 px video" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/hunyuanvideo-1.5-t2v.peft-lora.json"
+expect 0 "num_frames: 33 frames of HunyuanVideo 1.5 are 9 latent frames, 8100 image tokens" \
+  "8100 image \\+ 1256 text tokens of 33-frame 480 px video \\(9 x 30 x 30 latent, VAE /16, /4 in time\\)" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/hunyuanvideo-1.5-t2v.peft-lora.json" --set num_frames=33
 expect 0 "SimpleTuner's qwen_image example plans Qwen-Image at its real size" \
   "model qwen-image \\(qwen_image\\): 60 joint blocks, width 3072, 24 heads, 4096 image \\+ 1024 text tokens" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/qwen_image.peft-lora.json"

@@ -302,7 +302,7 @@ static test_batch *make_batch(const model_config *mc, int64_t n, uint64_t seed, 
         if (labels[i] != mc->classes) snprintf(caption, sizeof caption, "caption %lld", (long long)labels[i]);
         model_condition(mc, labels[i], caption, b->y + i * L);
     }
-    const int64_t count = n * mc->channels * mc->resolution * mc->resolution;
+    const int64_t count = n * model_sample_numel(mc);
     b->x0 = malloc((size_t)count * sizeof(float));
     b->noise = malloc((size_t)count * sizeof(float));
     rng_fill_normal(b->x0, count, seed, 1, 0, 1);
@@ -330,7 +330,7 @@ static void test_memory_ignores_data(const model_config *mc, const char *label)
                        "\"gradient_checkpointing_segment_stride\": 3, \"gradient_checkpointing_offload_attention\": true}";
     CHECKF(settings_of(json, &cs, w) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK, "%s", st_error());
     test_batch *b = make_batch(mc, 2, 1, (float[]){0.3f, 0.8f}, (int64_t[]){1, mc->classes});
-    const int64_t count = 2 * mc->channels * mc->resolution * mc->resolution;
+    const int64_t count = 2 * model_sample_numel(mc);
     const float fills[] = {0.0f, 3e38f, NAN};
     pool_stats base = {0}, dev, host;
     for (int k = -1; k < 3; k++) {
@@ -395,7 +395,7 @@ static void capture_step(model *m, const flow_batch *fb, const int64_t *capture,
     CHECKF(model_set_checkpointing(m, &cs, capture, n) == ST_OK, "%s", st_error());
     snprintf(fallback, 256, "%s", model_plan(m, 0)->fallback);
     const model_config *mc = model_get_config(m);
-    const int64_t per = mc->channels * mc->resolution * mc->resolution, total = fb->batch * per;
+    const int64_t per = model_sample_numel(mc), total = fb->batch * per;
     /* flow loss by hand, plus aux = sum(w * h_k) over the captured blocks: dh_k = w */
     float *xt = malloc((size_t)total * sizeof(float)), *dpred = calloc((size_t)total, sizeof(float));
     float ts[8];
@@ -725,6 +725,20 @@ int main(void)
     test_bitwise(&f2_lora, "flux2-tiny lora", 2);
     test_budgets(&f2, "flux2-tiny");
     test_memory_ignores_data(&f2, "flux2-tiny");
+    model_config hv;
+    CHECK(model_preset("hunyuanvideo-tiny", &hv) == ST_OK && hv.frames == 2); /* video, the token refiner */
+    for (int threads = 1; threads <= 2; threads++) test_bitwise(&hv, "hunyuanvideo-tiny", threads);
+    model_config hv_lora = hv;
+    hv_lora.lora_rank = 4, hv_lora.lora_alpha = 8, hv_lora.lora_attention = hv_lora.lora_mlp = true;
+    test_bitwise(&hv_lora, "hunyuanvideo-tiny lora", 2);
+    test_budgets(&hv, "hunyuanvideo-tiny");
+    test_memory_ignores_data(&hv, "hunyuanvideo-tiny");
+    model_config hv15;
+    CHECK(model_preset("hunyuanvideo15-tiny", &hv15) == ST_OK); /* ByT5 tokens, condition channels, double only */
+    hv15.depth = 3;
+    test_bitwise(&hv15, "hunyuanvideo15-tiny", 2);
+    test_budgets(&hv15, "hunyuanvideo15-tiny");
+    test_memory_ignores_data(&hv15, "hunyuanvideo15-tiny");
     model_config sd3;
     CHECK(model_preset("sd3-tiny", &sd3) == ST_OK); /* attn2 in blocks 0 and 1, the last context_pre_only */
     for (int threads = 1; threads <= 2; threads++) test_bitwise(&sd3, "sd3-tiny", threads);
@@ -760,6 +774,15 @@ int main(void)
     test_bitwise(&ch_lora, "chroma-tiny lora", 2);
     test_budgets(&ch, "chroma-tiny");
     test_memory_ignores_data(&ch, "chroma-tiny");
+    model_config hd;
+    CHECK(model_preset("hidream-tiny", &hd) == ST_OK); /* experts routed per token, each block's own Llama tokens */
+    hd.depth = 3, hd.single_depth = 2;
+    for (int threads = 1; threads <= 2; threads++) test_bitwise(&hd, "hidream-tiny", threads);
+    model_config hd_lora = hd;
+    hd_lora.lora_rank = 4, hd_lora.lora_alpha = 8, hd_lora.lora_attention = hd_lora.lora_mlp = true;
+    test_bitwise(&hd_lora, "hidream-tiny lora", 2);
+    test_budgets(&hd, "hidream-tiny");
+    test_memory_ignores_data(&hd, "hidream-tiny"); /* the routing changes with the data; no allocation does */
     CHECK(pool_destroy(host_pool) == 0);
     return tk_finish();
 }

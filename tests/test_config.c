@@ -196,7 +196,7 @@ static void value_ok(int line, const char *key, const char *json_value, const ch
 
 static void value_bad(int line, const char *key, const char *json_value, const char *valid)
 {
-    char json[512], want[512];
+    char json[512], want[1024];
     snprintf(json, sizeof json, "{\"%s\": %s}", key, json_value);
     snprintf(want, sizeof want, "config.json: %s: %s is not %s", key, json_value, valid);
     st_status s = parse_bad(json);
@@ -281,7 +281,8 @@ static void test_checkpointing_and_choices(void)
               "skipdit-s, flux-tiny, flux-dev, flux-schnell, flux2-tiny, flux2-dev, flux2-klein-4b, flux2-klein-9b, "
               "sd3-tiny, sd3-medium, sd35-large, sd35-medium, "
               "auraflow-tiny, auraflow, longcat-image-tiny, longcat-image, chroma-tiny, chroma, "
-              "qwen-image-tiny, qwen-image");
+              "qwen-image-tiny, qwen-image, hunyuanvideo-tiny, hunyuanvideo-1.0, hunyuanvideo15-tiny, "
+              "hunyuanvideo15-480p, hunyuanvideo15-720p, hidream-tiny, hidream-full, hidream-dev, hidream-fast");
     VALUE_BAD("attention_mechanism", "\"sdpa\"", "one of math, flash");
     VALUE_OK("lr_scheduler", "\"cosine\"", "cosine");
 }

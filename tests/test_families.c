@@ -142,8 +142,8 @@ static void test_families(void)
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_preset\": \"dit-s2\"}", ST_ERR_INVALID,
                    "dit-s2 belongs to the dit family");
     /* SimpleTuner's names: each names its topology and that it is planned */
-    EXPECT_REFUSAL("{\"model_family\": \"hidream\"}", ST_ERR_UNSUPPORTED, "model_family hidream (",
-                   "dual-stream MMDiT", "HiDreamImageTransformer2DModel", "planned", "--set model_family=mmdit");
+    EXPECT_REFUSAL("{\"model_family\": \"pixart_sigma\"}", ST_ERR_UNSUPPORTED, "model_family pixart_sigma (",
+                   "cross-attention DiT", "PixArtTransformer2DModel", "planned", "--set model_family=mmdit");
     EXPECT_REFUSAL("{\"model_family\": \"pixart_sigma\"}", ST_ERR_UNSUPPORTED, "cross-attention DiT",
                    "PixArtTransformer2DModel");
     EXPECT_REFUSAL("{\"model_family\": \"pixart\"}", ST_ERR_UNSUPPORTED, "model_family pixart_sigma");
@@ -164,7 +164,8 @@ static void test_families(void)
         st_status s = from_json(json, &mc);
         const bool built = n < 3 || !strcmp(name, "flux") || !strcmp(name, "sd3") || !strcmp(name, "auraflow") ||
                            !strcmp(name, "longcat_image") || !strcmp(name, "chroma") ||
-                           !strcmp(name, "flux2") || !strcmp(name, "qwen_image");
+                           !strcmp(name, "flux2") || !strcmp(name, "qwen_image") || !strcmp(name, "hidream") ||
+                           !strcmp(name, "hunyuanvideo");
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
     CHECKF(n >= 40, "%d family names", n);
@@ -221,6 +222,40 @@ static void test_longcat_json(void)
     CHECK(model_preset("longcat-image-tiny", &mc) == ST_OK);
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_ERR_UNSUPPORTED &&
                strstr(st_error(), "the longcat_image family reads LongCatImageTransformer2DModel's"), "%s", st_error());
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
+/* hidream: HiDream-I1's sizes for each of SimpleTuner's flavours, the conditioning's per-block Llama states, and
+ * HiDreamImageTransformer2DModel's config.json with its refusals. */
+static void test_hidream(void)
+{
+    model_config mc;
+    CHECK(from_json("{\"model_family\": \"hidream\"}", &mc) == ST_OK && !strcmp(mc.preset, "hidream-full") &&
+          mc.depth == 16 && mc.single_depth == 32 && mc.hidden == 2560 && mc.heads == 20 && mc.experts == 4 &&
+          mc.experts_active == 2 && mc.text_dim == 4096 && mc.pooled_dim == 2048 && mc.text_len == 128 &&
+          mc.llama_len == 128 && mc.rope_axes[0] == 64 && mc.rope_axes[1] == 32 && mc.rope_axes[2] == 32);
+    CHECK(model_cond_len(&mc) == (128 + 48 * 128) * 4096 + 2048); /* T5's, pooled, each block's Llama states */
+    CHECK(from_json("{\"model_family\": \"hidream\", \"model_flavour\": \"fast\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "hidream-fast"));
+    CHECK(model_preset("hidream-tiny", &mc) == ST_OK);
+    CHECKF(model_config_from_diffusers(SEGTRAIN_SOURCE_DIR "/tests/fixtures/hidream", &mc) == ST_OK && mc.depth == 1 &&
+               mc.single_depth == 1 && mc.hidden == 16 && mc.experts == 3 && mc.experts_active == 2 &&
+               mc.text_dim == 24 && mc.pooled_dim == 20 && mc.rope_axes[0] == 4 && mc.channels == 4,
+           "%s", st_error());
+    char dir[] = "/tmp/segtrain-hidream-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    const char *bad[] = {"\"caption_channels\": [4096, 2048]", "\"llama_layers\": [0, 1, 2]",
+                         "\"force_inference_output\": true"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "{\"_class_name\": \"HiDreamImageTransformer2DModel\", \"num_layers\": 1, "
+                 "\"num_single_layers\": 1, %s}", bad[i]);
+        tk_write_file(dir, "config.json", text);
+        CHECK(model_preset("hidream-tiny", &mc) == ST_OK);
+        CHECKF(model_config_from_diffusers(dir, &mc) == ST_ERR_UNSUPPORTED && strstr(st_error(), "caption_channels"),
+               "%s: %s", bad[i], st_error());
+    }
     remove(tk_path(dir, "config.json"));
     remove(dir);
 }
@@ -369,6 +404,87 @@ static void test_doc(void)
     }
 }
 
+/* HunyuanVideo 1.0: its flavour's preset, num_frames as latent frames through the VAE's 4x temporal compression
+ * (video families only), and HunyuanVideoTransformer3DModel's config.json (the fixture's) with the image-to-video
+ * options and sizes segtrain does not build refused by name. */
+static void test_hunyuanvideo(void)
+{
+    model_config mc;
+    CHECK(from_json("{\"model_family\": \"hunyuanvideo\", \"model_flavour\": \"1.0\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "hunyuanvideo-1.0") && mc.depth == 20 && mc.single_depth == 40 && mc.hidden == 3072 &&
+          mc.refiner_depth == 2 && mc.text_dim == 4096 && mc.pooled_dim == 768 && mc.guidance_embeds && mc.frames == 1);
+    CHECK(from_json("{\"model_family\": \"hunyuanvideo\", \"model_flavour\": \"1.0\", \"num_frames\": 33, "
+                    "\"resolution\": 480}", &mc) == ST_OK && mc.frames == 9 && mc.resolution == 60 &&
+          model_sample_numel(&mc) == 16 * 9 * 60 * 60);
+    EXPECT_REFUSAL("{\"model_family\": \"hunyuanvideo\", \"model_flavour\": \"1.0\", \"num_frames\": 32}",
+                   ST_ERR_INVALID, "num_frames: 32", "4 k + 1");
+    EXPECT_REFUSAL("{\"model_family\": \"flux\", \"num_frames\": 5}", ST_ERR_INVALID, "num_frames: 5",
+                   "an image family takes 1");
+    CHECK(model_preset("hunyuanvideo-tiny", &mc) == ST_OK && mc.frames == 2);
+    mc.resolution = 8;
+    CHECKF(model_config_from_diffusers(SEGTRAIN_SOURCE_DIR "/tests/fixtures/hunyuanvideo", &mc) == ST_OK &&
+               mc.depth == 1 && mc.single_depth == 1 && mc.refiner_depth == 1 && mc.hidden == 32 && mc.heads == 2 &&
+               mc.channels == 4 && mc.patch == 2 && mc.patch_t == 1 && mc.text_dim == 24 && mc.pooled_dim == 20 &&
+               mc.guidance_embeds && mc.rope_axes[0] == 4 && mc.rope_axes[2] == 6,
+           "%s", st_error());
+    char dir[] = "/tmp/segtrain-hv-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define HV "{\"_class_name\": \"HunyuanVideoTransformer3DModel\", "
+    const char *bad[][2] = {
+        {HV "\"image_condition_type\": \"token_replace\"}", "image_condition_type is set"},
+        {HV "\"mlp_ratio\": 3.0}", "mlp_ratio is not 4"},
+        {HV "\"rope_theta\": 10000}", "rope_theta is not 256"},
+        {HV "\"out_channels\": 32}", "out_channels 32"},
+        {HV "\"qk_norm\": \"layer_norm\"}", "qk_norm is not \"rms_norm\""},
+        {HV "\"num_refiner_layers\": 9}", "num_refiner_layers: 9"},
+        {HV "\"rope_axes_dim\": [16, 56]}", "rope_axes_dim is not a list of 3 widths"},
+    };
+#undef HV
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tk_write_file(dir, "config.json", bad[i][0]);
+        CHECK(model_preset("hunyuanvideo-tiny", &mc) == ST_OK);
+        const st_status s = model_config_from_diffusers(dir, &mc);
+        CHECKF(s != ST_OK && strstr(st_error(), bad[i][1]) && !strchr(st_error(), '\n'), "%s: %s", bad[i][0],
+               st_error());
+    }
+    /* 1.5, SimpleTuner's hunyuanvideo: its t2v flavours, its i2v ones refused with the reason, its config.json */
+    CHECK(from_json("{\"model_family\": \"hunyuanvideo\"}", &mc) == ST_OK && !strcmp(mc.preset, "hunyuanvideo15-480p") &&
+          !strcmp(mc.family, "hunyuanvideo15") && mc.depth == 54 && mc.hidden == 2048 && !mc.single_depth &&
+          mc.channels == 32 && mc.cond_channels == 33 && mc.text_len == 1000 && mc.text2_len == 256 &&
+          mc.vae_scale == 16 && mc.patch == 1);
+    CHECK(from_json("{\"model_family\": \"hunyuanvideo\", \"model_flavour\": \"t2v-720p\", \"resolution\": 720, "
+                    "\"num_frames\": 121}", &mc) == ST_OK && mc.resolution == 45 && mc.frames == 31);
+    EXPECT_REFUSAL("{\"model_family\": \"hunyuanvideo\", \"model_flavour\": \"i2v-480p\"}", ST_ERR_UNSUPPORTED,
+                   "model_flavour i2v-480p of hunyuanvideo", "first frame's latents");
+    EXPECT_REFUSAL("{\"model_family\": \"hunyuanvideo\", \"model_preset\": \"flux-dev\"}", ST_ERR_INVALID,
+                   "flux-dev belongs to the flux family, but model_family is hunyuanvideo");
+    CHECK(model_preset("hunyuanvideo15-tiny", &mc) == ST_OK);
+    mc.resolution = 8;
+    CHECKF(model_config_from_diffusers(SEGTRAIN_SOURCE_DIR "/tests/fixtures/hunyuanvideo15", &mc) == ST_OK &&
+               mc.depth == 2 && mc.refiner_depth == 1 && mc.channels == 4 && mc.cond_channels == 5 && mc.patch == 1 &&
+               mc.text_dim == 24 && mc.text2_dim == 12 && mc.image_dim == 8 && !mc.pooled_dim && !mc.guidance_embeds,
+           "%s", st_error());
+    CHECK(model_preset("hunyuanvideo-tiny", &mc) == ST_OK); /* 1.0's family reads 1.0's class only */
+    CHECKF(model_config_from_diffusers(SEGTRAIN_SOURCE_DIR "/tests/fixtures/hunyuanvideo15", &mc) == ST_ERR_UNSUPPORTED &&
+               strstr(st_error(), "reads HunyuanVideoTransformer3DModel's"), "%s", st_error());
+#define H15 "{\"_class_name\": \"HunyuanVideo15Transformer3DModel\", "
+    const char *bad15[][2] = {
+        {H15 "\"use_meanflow\": true}", "use_meanflow is true"},
+        {H15 "\"in_channels\": 16}", "in_channels 16 below out_channels 32"},
+        {H15 "\"mlp_ratio\": 3.0}", "mlp_ratio is not 4"},
+    };
+#undef H15
+    for (size_t i = 0; i < sizeof bad15 / sizeof *bad15; i++) {
+        tk_write_file(dir, "config.json", bad15[i][0]);
+        CHECK(model_preset("hunyuanvideo15-tiny", &mc) == ST_OK);
+        const st_status s = model_config_from_diffusers(dir, &mc);
+        CHECKF(s != ST_OK && strstr(st_error(), bad15[i][1]) && !strchr(st_error(), '\n'), "%s: %s", bad15[i][0],
+               st_error());
+    }
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 int main(void)
 {
     test_resolution();
@@ -378,6 +494,8 @@ int main(void)
     test_longcat_json();
     test_flux_folder_axes();
     test_qwen_json();
+    test_hunyuanvideo();
+    test_hidream();
     test_doc();
     return tk_finish();
 }

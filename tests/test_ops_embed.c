@@ -118,6 +118,8 @@ static void test_embedding_threads(void)
 enum { PB = 2, PC = 3, PH = 6, PW = 4, PP = 2, GH = PH / PP, GW = PW / PP, PT = GH * GW, PF = PC * PP * PP,
        PN = PB * PC * PH * PW };
 
+static const patch_shape PS = {PB, PC, 1, PH, PW, 1, PP}, PS1 = {PB, 1, 1, PH, PW, 1, PP};
+
 static int64_t pix_at(int b, int ch, int y, int x) { return ((int64_t)(b * PC + ch) * PH + y) * PW + x; }
 /* patchify: token r*GW+q, feature ch*p*p + a*p + bb  <->  pixel (ch, r*p+a, q*p+bb) */
 static int64_t patch_at(int b, int r, int q, int ch, int a, int bb)
@@ -166,40 +168,40 @@ static void test_patches(void)
             for (int y = 0; y < PH; y++)
                 for (int x = 0; x < PW; x++) img[pix_at(b, ch, y, x)] = (float)(b * 1000 + ch * 100 + y * 10 + x);
 
-    patchify_forward(tok, img, PB, PC, PH, PW, PP);
+    patchify_forward(tok, img, &PS);
     FOR_PATCH ref[patch_at(b, r, q, ch, a, bb)] = img[pix_at(b, ch, r * PP + a, q * PP + bb)];
     tk_expect_bitwise("patchify forward order", tok, ref, PN);
     /* a literal: batch 1, token (r=2, q=1) = 5, feature ch 2, a 1, bb 0 = 2*4+2 = 10 -> pixel (2, 5, 2) */
     expect_value("patchify literal", tok[(1 * PT + 5) * PF + 10], 1252.0, 0);
 
     memset(back, 0, sizeof back);
-    patchify_backward(back, tok, PB, PC, PH, PW, PP);
+    patchify_backward(back, tok, &PS);
     tk_expect_bitwise("patchify round trip (backward is the inverse)", back, img, PN);
 
     /* tokens with distinctive values through unpatchify */
     for (int i = 0; i < PN; i++) tok[i] = (float)i;
-    unpatchify_forward(back, tok, PB, PC, PH, PW, PP, PATCH_DIT);
+    unpatchify_forward(back, tok, &PS, PATCH_DIT);
     FOR_PATCH ref[pix_at(b, ch, r * PP + a, q * PP + bb)] = tok[unpatch_at(b, r, q, ch, a, bb)];
     tk_expect_bitwise("unpatchify forward order", back, ref, PN);
     /* literal: pixel (b 0, ch 1, y 3, x 2): r 1, a 1, q 1, bb 0 -> token 1*2+1 = 3, feature (1*2+0)*3+1 = 7 */
     expect_value("unpatchify literal", back[pix_at(0, 1, 3, 2)], 3 * PF + 7, 0);
     float tok2[PN] = {0};
-    unpatchify_backward(tok2, back, PB, PC, PH, PW, PP, PATCH_DIT);
+    unpatchify_backward(tok2, back, &PS, PATCH_DIT);
     tk_expect_bitwise("unpatchify round trip (backward is the inverse)", tok2, tok, PN);
 
     /* with one channel the two feature orders coincide: unpatchify(patchify(x)) == x */
     float one[PB * PH * PW], t1[PB * PH * PW], o1[PB * PH * PW];
     tk_fill(one, PB * PH * PW, 61, -1.0f, 1.0f);
-    patchify_forward(t1, one, PB, 1, PH, PW, PP);
-    unpatchify_forward(o1, t1, PB, 1, PH, PW, PP, PATCH_DIT);
+    patchify_forward(t1, one, &PS1);
+    unpatchify_forward(o1, t1, &PS1, PATCH_DIT);
     tk_expect_bitwise("unpatchify(patchify(x)) with c = 1", o1, one, PB * PH * PW);
     /* in conv order (Flux's packing) unpatchify is patchify's inverse for any c */
     float conv_back[PN];
-    patchify_forward(tok, img, PB, PC, PH, PW, PP);
-    unpatchify_forward(conv_back, tok, PB, PC, PH, PW, PP, PATCH_CONV);
+    patchify_forward(tok, img, &PS);
+    unpatchify_forward(conv_back, tok, &PS, PATCH_CONV);
     tk_expect_bitwise("unpatchify(patchify(x)) in conv order, c = 3", conv_back, img, PN);
     memset(tok2, 0, sizeof tok2);
-    unpatchify_backward(tok2, img, PB, PC, PH, PW, PP, PATCH_CONV);
+    unpatchify_backward(tok2, img, &PS, PATCH_CONV);
     tk_expect_bitwise("unpatchify backward in conv order is patchify", tok2, tok, PN);
 
     /* backward vs FD, accumulating */
@@ -211,17 +213,53 @@ static void test_patches(void)
     patch_ctx c = {ind, wd, false};
     tk_numeric_grad(patch_loss, &c, ind, PN, FD_H, fd);
     memcpy(gr, g0, sizeof gr);
-    patchify_backward(gr, w, PB, PC, PH, PW, PP);
+    patchify_backward(gr, w, &PS);
     plus(want, g0, fd, PN);
     tk_expect_close("patchify backward (accumulated, vs FD)", gr, want, PN, GRAD_TOL);
     c.unpatch = true;
     tk_numeric_grad(patch_loss, &c, ind, PN, FD_H, fd);
     memcpy(gr, g0, sizeof gr);
-    unpatchify_backward(gr, w, PB, PC, PH, PW, PP, PATCH_DIT);
+    unpatchify_backward(gr, w, &PS, PATCH_DIT);
     plus(want, g0, fd, PN);
     tk_expect_close("unpatchify backward (accumulated, vs FD)", gr, want, PN, GRAD_TOL);
-    patchify_backward(NULL, w, PB, PC, PH, PW, PP);
-    unpatchify_backward(NULL, w, PB, PC, PH, PW, PP, PATCH_DIT);
+    patchify_backward(NULL, w, &PS);
+    unpatchify_backward(NULL, w, &PS, PATCH_DIT);
+}
+
+/* Video: (B, C, F, H, W) with a temporal patch, against the formulas of ops.h written out: token
+ * (u*gh + r)*gw + q, conv feature ((ch*pt + z)*p + a)*p + bb, DiT feature ((z*p + a)*p + bb)*c + ch. */
+static void test_video_patches(void)
+{
+    enum { B = 2, C = 3, F = 4, H = 4, W = 6, Z = 2, P = 2, N = B * C * F * H * W };
+    const patch_shape s = {B, C, F, H, W, Z, P};
+    const int64_t gh = H / P, gw = W / P, T = (F / Z) * gh * gw, Fe = C * Z * P * P;
+    float lat[N], tok[N], ref[N], back[N];
+    for (int i = 0; i < N; i++) lat[i] = (float)i;
+    patchify_forward(tok, lat, &s);
+    for (int b = 0; b < B; b++)
+        for (int ch = 0; ch < C; ch++)
+            for (int fr = 0; fr < F; fr++)
+                for (int y = 0; y < H; y++)
+                    for (int x = 0; x < W; x++) {
+                        const int64_t t = (fr / Z * gh + y / P) * gw + x / P;
+                        const int64_t px = (((int64_t)(b * C + ch) * F + fr) * H + y) * W + x;
+                        ref[(b * T + t) * Fe + ((ch * Z + fr % Z) * P + y % P) * P + x % P] = lat[px];
+                        back[(b * T + t) * Fe + (((fr % Z) * P + y % P) * P + x % P) * C + ch] = lat[px];
+                    }
+    tk_expect_bitwise("video patchify forward order (conv: ch, z, a, b)", tok, ref, N);
+    /* a literal: b 1, ch 2, frame 3, y 1, x 4: token (1*2 + 0)*3 + 2 = 8, feature ((2*2 + 1)*2 + 1)*2 + 0 = 22 */
+    expect_value("video patchify literal", tok[(1 * T + 8) * Fe + 22], (((1 * C + 2) * F + 3) * H + 1) * W + 4, 0);
+    float out[N];
+    unpatchify_forward(out, back, &s, PATCH_DIT);
+    tk_expect_bitwise("video unpatchify in DiT order (z, a, b, ch)", out, lat, N);
+    unpatchify_forward(out, tok, &s, PATCH_CONV);
+    tk_expect_bitwise("video unpatchify(patchify(x)) in conv order", out, lat, N);
+    memset(out, 0, sizeof out);
+    patchify_backward(out, tok, &s);
+    tk_expect_bitwise("video patchify backward is its inverse", out, lat, N);
+    memset(back, 0, sizeof back);
+    unpatchify_backward(back, lat, &s, PATCH_CONV);
+    tk_expect_bitwise("video unpatchify backward in conv order is patchify", back, tok, N);
 }
 
 /* ---- fixed tables ---- */
@@ -320,8 +358,13 @@ static void test_position_ids(void)
     float ids[8 * 3];
     const float want[8 * 3] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 2, 0, 1, 0, 0, 1, 1, 0, 1, 2};
     for (int i = 0; i < 8 * 3; i++) ids[i] = 7.0f;
-    position_ids_grid(ids, 2, 2, 3);
+    position_ids_grid(ids, 2, 1, 2, 3);
     tk_expect_bitwise("position ids of [text; 2 x 3 grid]", ids, want, 8 * 3);
+    /* HunyuanVideo's: 1 text token, 2 frames of a 1 x 2 grid */
+    float v[5 * 3];
+    const float vw[5 * 3] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 1};
+    position_ids_grid(v, 1, 2, 1, 2);
+    tk_expect_bitwise("position ids of [text; 2 frames x 1 x 2 grid]", v, vw, 5 * 3);
 
     /* QwenEmbedRope's (scale_rope): rows cat(neg[-(h - h//2):], pos[:h//2]) = -2 .. 1 of 4, columns -2 .. 0 of 3,
      * text after max(4 // 2, 3 // 2) = 2 */
@@ -348,6 +391,7 @@ int main(void)
     test_embedding();
     test_embedding_threads();
     test_patches();
+    test_video_patches();
     test_pos_embed();
     test_timestep();
     test_position_ids();

@@ -34,6 +34,7 @@ static double gelu_ref(double x)
     return 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
 }
 static double silu_ref(double x) { return x / (1.0 + exp(-x)); }
+static double gelu_erf_ref(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
 
 typedef struct act_ctx {
     double (*f)(double);
@@ -354,6 +355,7 @@ int main(void)
 {
     test_activation("gelu", gelu_ref, gelu_forward, gelu_backward);
     test_activation("silu", silu_ref, silu_forward, silu_backward);
+    test_activation("gelu (erf)", gelu_erf_ref, gelu_erf_forward, gelu_erf_backward);
     test_activation_range();
     test_modulate();
     test_gated_residual();

@@ -39,6 +39,29 @@ static float *tensor(const sft_file *f, const char *name, int64_t n)
     return x;
 }
 
+/* The fixture's gradient of parameter q: grad.<name>, or for a Linear weight stored factored (hunyuanvideo15's
+ * 2048-wide ByT5 projection) grad_dy.<name>^T grad_x.<name>, summed in double. */
+static float *fixture_grad(const sft_file *f, const param *q)
+{
+    char g[300];
+    snprintf(g, sizeof g, "grad.%s", q->name);
+    if (sft_find(f, g) || q->ndim != 2) return tensor(f, g, q->numel);
+    snprintf(g, sizeof g, "grad_dy.%s", q->name);
+    const sft_tensor *t = sft_find(f, g);
+    const int64_t out = q->shape[0], in = q->shape[1], n = t ? t->shape[0] : 0;
+    float *dy = tensor(f, g, n * out);
+    snprintf(g, sizeof g, "grad_x.%s", q->name);
+    float *x = tensor(f, g, n * in), *want = malloc((size_t)q->numel * sizeof(float));
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t i = 0; i < in; i++) {
+            double acc = 0;
+            for (int64_t r = 0; r < n; r++) acc += (double)dy[r * out + o] * x[r * in + i];
+            want[o * in + i] = (float)acc;
+        }
+    free(dy), free(x);
+    return want;
+}
+
 typedef struct fixture_run {
     float loss, *pred, *grads; /* grads: every trainable parameter's, in parameter order */
 } fixture_run;
@@ -49,7 +72,7 @@ static fixture_run run(model *m, const ckpt_settings *cs, const float *x, const 
 {
     const model_config *mc = model_get_config(m);
     param_set *ps = model_params(m);
-    const int64_t per = mc->channels * mc->resolution * mc->resolution, n = B * per;
+    const int64_t per = model_sample_numel(mc), n = B * per;
     fixture_run r = {.pred = malloc((size_t)n * sizeof(float)), .grads = malloc((size_t)ps->grad_count * sizeof(float))};
     CHECKF(model_set_checkpointing(m, cs, NULL, 0) == ST_OK, "%s", st_error());
     param_set_zero_grads(ps);
@@ -79,13 +102,17 @@ static void test_fixture(const char *name, const char *preset)
     sft_file *f;
     CHECKF(sft_open(path, &f) == ST_OK, "%s", st_error());
     const sft_tensor *lat = sft_find(f, "latents"), *ehs = sft_find(f, "encoder_hidden_states");
-    CHECK(lat && lat->ndim == 4 && ehs && ehs->ndim == 3);
-    const int64_t B = lat->shape[0], C = lat->shape[1], R = lat->shape[2], L = ehs->shape[1];
+    CHECK(lat && (lat->ndim == 4 || lat->ndim == 5) && ehs && ehs->ndim == 3); /* images, or video (B, C, F, H, W) */
+    const int64_t B = lat->shape[0], C = lat->shape[1], F = lat->ndim == 5 ? lat->shape[2] : 1;
+    const int64_t R = lat->shape[lat->ndim - 1], L = ehs->shape[1];
 
+    const sft_tensor *ehs2 = sft_find(f, "encoder_hidden_states_2"); /* hunyuanvideo15's ByT5 tokens */
     model_config mc;
     CHECK(model_preset(preset, &mc) == ST_OK);
-    mc.resolution = R, mc.text_len = L;
+    mc.resolution = R, mc.text_len = L, mc.frames = F, mc.text2_len = ehs2 ? ehs2->shape[1] : 0;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
+    const sft_tensor *llt = sft_find(f, "llama_hidden_states"); /* HiDream's: (B, blocks, tokens, width) */
+    if (llt) mc.llama_len = llt->shape[2];
     CHECK(mc.channels == C && mc.text_dim == ehs->shape[2]);
     pool *p = pool_create(POOL_DEVICE, 0);
     model *m = NULL;
@@ -106,16 +133,23 @@ static void test_fixture(const char *name, const char *preset)
     }
 
     /* the inputs as segtrain takes them: 1000 sigma in float, the conditioning row per sample */
-    const int64_t per = C * R * R, K = model_cond_len(&mc), P = mc.pooled_dim;
+    const int64_t per = C * F * R * R, K = model_cond_len(&mc), P = mc.pooled_dim;
     float *x = tensor(f, "latents", B * per), *sigma = tensor(f, "sigma", B), *target = tensor(f, "target", B * per);
     float *want_pred = tensor(f, "pred", B * per), *want_loss = tensor(f, "loss", 1);
     float *text = tensor(f, "encoder_hidden_states", B * L * mc.text_dim);
     float *pooled = P ? tensor(f, "pooled_projections", B * P) : NULL;
     float *guidance = mc.guidance_embeds ? tensor(f, "guidance", B) : NULL;
     /* the text mask where the family reads one, after the pooled vector (model.h's layout) */
-    const char *mask_name = sft_find(f, "attention_mask") ? "attention_mask" : "encoder_hidden_states_mask"; /* Chroma's */
+    const char *mask_name = sft_find(f, "attention_mask")           ? "attention_mask"
+                            : sft_find(f, "encoder_attention_mask") ? "encoder_attention_mask" /* HunyuanVideo's */
+                                                                    : "encoder_hidden_states_mask"; /* Chroma's */
     float *mask = model_text_mask(&mc) ? tensor(f, mask_name, B * L) : NULL;
-    const int64_t at_guidance = L * mc.text_dim + P + (mask ? L : 0);
+    const int64_t nllama = llt ? (mc.depth + mc.single_depth) * mc.llama_len * mc.text_dim : 0;
+    float *llama = llt ? tensor(f, "llama_hidden_states", B * nllama) : NULL;
+    const int64_t L2 = mc.text2_len, E2 = mc.text2_dim, at_text2 = L * mc.text_dim + P + (mask ? L : 0);
+    float *text2 = L2 ? tensor(f, "encoder_hidden_states_2", B * L2 * E2) : NULL;
+    float *mask2 = L2 ? tensor(f, "encoder_attention_mask_2", B * L2) : NULL;
+    const int64_t at_guidance = at_text2 + L2 * (E2 + 1);
     float *cond = malloc((size_t)(B * K) * sizeof(float)), ts[16];
     CHECK(B <= 16);
     for (int64_t b = 0; b < B; b++) {
@@ -123,7 +157,13 @@ static void test_fixture(const char *name, const char *preset)
         memcpy(cond + b * K, text + b * L * mc.text_dim, (size_t)(L * mc.text_dim) * sizeof(float));
         if (P) memcpy(cond + b * K + L * mc.text_dim, pooled + b * P, (size_t)P * sizeof(float)); /* AuraFlow: none */
         if (mask) memcpy(cond + b * K + L * mc.text_dim + P, mask + b * L, (size_t)L * sizeof(float));
+        if (L2) {
+            memcpy(cond + b * K + at_text2, text2 + b * L2 * E2, (size_t)(L2 * E2) * sizeof(float));
+            memcpy(cond + b * K + at_text2 + L2 * E2, mask2 + b * L2, (size_t)L2 * sizeof(float));
+        }
         if (guidance) cond[b * K + at_guidance] = guidance[b];
+        if (llama) /* after the pooled vector, each block's Llama states (model.h's layout) */
+            memcpy(cond + b * K + L * mc.text_dim + P, llama + b * nllama, (size_t)nllama * sizeof(float));
     }
 
     const ckpt_settings none = {.interval = 1, .stride = 1};
@@ -140,9 +180,7 @@ static void test_fixture(const char *name, const char *preset)
         for (int i = 0; i < ps->n; i++) {
             const param *q = param_at(ps, i);
             if (!q->trainable) continue;
-            char g[300];
-            snprintf(g, sizeof g, "grad.%s", q->name);
-            float *want = tensor(f, g, q->numel);
+            float *want = fixture_grad(f, q);
             const double e = rel_l2(r[k].grads + off, want, q->numel);
             CHECKF(e <= PARITY_TOL, "%s, %s: %s rel L2 %.2e", name, sched, q->name, e);
             /* a gradient diffusers leaves at exactly zero (SD3's last block drops its text queries' output) is
@@ -156,7 +194,8 @@ static void test_fixture(const char *name, const char *preset)
             free(want);
         }
         int grads_in_file = 0;
-        for (int i = 0; i < sft_count(f); i++) grads_in_file += !strncmp(sft_at(f, i)->name, "grad.", 5);
+        for (int i = 0; i < sft_count(f); i++)
+            grads_in_file += !strncmp(sft_at(f, i)->name, "grad.", 5) || !strncmp(sft_at(f, i)->name, "grad_dy.", 8);
         CHECKF(compared == grads_in_file, "%s: %lld gradients compared, the fixture has %d", name, (long long)compared,
                grads_in_file);
         printf("     %s: loss %.7f (diffusers %.7f), pred rel L2 %.1e, worst of %lld gradients %.1e (%s), %lld exactly "
@@ -166,7 +205,7 @@ static void test_fixture(const char *name, const char *preset)
     tk_expect_bitwise("prediction, checkpointed vs none", r[1].pred, r[0].pred, B * per);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(text), free(pooled), free(guidance);
-    free(mask);
+    free(mask), free(llama);
     free(cond);
     sft_close(f);
     model_destroy(m);
@@ -185,5 +224,8 @@ int main(void)
     test_fixture("flux2", "flux2-tiny");       /* shared modulation, 4-axis RoPE, fused single blocks */
     test_fixture("longcat-image", "longcat-image-tiny"); /* no pooled vector, its own position ids */
     test_fixture("chroma", "chroma-tiny"); /* modulation from the approximator, the text's additive mask */
+    test_fixture("hunyuanvideo", "hunyuanvideo-tiny"); /* video, the token refiner, image-only RoPE, the key mask */
+    test_fixture("hunyuanvideo15", "hunyuanvideo15-tiny"); /* ByT5 glyph tokens, condition channels, double only */
+    test_fixture("hidream", "hidream-tiny"); /* mixture-of-experts feed-forwards, each block's own Llama tokens */
     return tk_finish();
 }

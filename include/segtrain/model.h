@@ -15,16 +15,26 @@
 
 typedef struct model_config {
     char family[16]; /* "dit", "skipdit", or a dual-stream family: "mmdit", "flux" (FluxTransformer2DModel's layout),
-                        "sd3" (SD3Transformer2DModel's), "auraflow", "qwen_image" (QwenImageTransformer2DModel's) */
+                        "sd3" (SD3Transformer2DModel's), "auraflow", "qwen_image" (QwenImageTransformer2DModel's),
+                        "hunyuanvideo" and "hunyuanvideo15" (HunyuanVideoTransformer3DModel's and
+                        HunyuanVideo15Transformer3DModel's), ... */
     char preset[24]; /* longcat-image-tiny */
     int64_t depth, hidden, heads, patch, channels, classes;
     int64_t resolution; /* the model's input edge, in latent pixels */
+    int64_t frames, patch_t; /* video: the input's latent frames and the patch's (1 and 1 for images) */
     int64_t vae_scale;  /* image pixels per latent pixel along an edge: the image edge is resolution * vae_scale */
     int64_t single_depth;          /* mmdit: single-stream blocks after the `depth` double-stream ones */
     int64_t text_len, text_vocab;  /* mmdit, flux: text tokens per caption, and the built-in word table's rows */
     int64_t text_dim, pooled_dim;  /* mmdit, flux: the text encoder's width (joint_attention_dim) and its pooled
                                       vector's (pooled_projection_dim) */
     bool guidance_embeds;          /* flux dev: a guidance embedding joins the timestep's */
+    int64_t refiner_depth;         /* hunyuanvideo: the token refiner's blocks (num_refiner_layers) */
+    int64_t text2_len, text2_dim;  /* hunyuanvideo15: ByT5's glyph tokens per caption and their width (text_embed_2_dim) */
+    int64_t cond_channels;         /* hunyuanvideo15: the image-to-video condition's input channels (latents and mask,
+                                      in_channels - out_channels), zero under text-to-video */
+    int64_t image_dim;             /* hunyuanvideo15: the SigLIP image tokens' width (image_embed_dim) */
+    int64_t experts, experts_active, llama_len; /* hidream: num_routed_experts, num_activated_experts, and the Llama
+                                      tokens per caption (each block reads its own Llama layer's) */
     int64_t approx_channels, approx_hidden, approx_layers; /* chroma: distilled_guidance_layer's input width
                                       (approximator_num_channels), width and residual layers */
     double guidance;               /* the value model_condition gives it (SimpleTuner's flux_guidance_value) */
@@ -59,6 +69,8 @@ st_status model_config_from(const config *cfg, model_config *out);
 st_status model_config_from_diffusers(const char *path, model_config *mc);
 /* Whether the family runs dual-stream blocks on a text encoder's output (mmdit, flux, sd3, auraflow, qwen_image). */
 bool model_dual_stream(const model_config *mc);
+/* Whether the family's input is video (B, C, F, H, W): hunyuanvideo, hunyuanvideo15. */
+bool model_video(const model_config *mc);
 /* Whether the family reads a text mask in its conditioning (qwen_image: padding keys are excluded from attention;
  * chroma: the padding's additive attention mask). */
 bool model_text_mask(const model_config *mc);
@@ -70,6 +82,9 @@ st_status model_family_check(const char *family, const char *flavour);
 /* The preset of a built SimpleTuner family's flavour (its default flavour's when flavour is ""), written into
  * preset; NULL when the family or flavour is not built (model_family_check says why). */
 const char *model_family_preset(const char *family, const char *flavour, char *preset, size_t n);
+/* Whether a built flavour of SimpleTuner's family `family` runs on segtrain's family `topology` (SimpleTuner's
+ * hunyuanvideo is HunyuanVideo 1.5's hunyuanvideo15, and its 1.0 flavour hunyuanvideo). */
+bool model_family_builds(const char *family, const char *topology);
 /* The i-th preset name, NULL past the last. */
 const char *model_preset_name(int i);
 /* The i-th family name that model_family takes (segtrain's three, then SimpleTuner's), NULL past the last. */
@@ -116,7 +131,9 @@ void model_init(model *m, uint64_t seed, bool random_all);
  * label; labels stay below 2^24, exact in a float). The dual-stream families read a text encoder's output as a
  * cache holds it: the sequence (text_len, text_dim), then the pooled vector (pooled_dim), then where the family
  * reads one (model_text_mask) the mask (text_len: 1 a token, 0 padding, as the cache's attention_mask), then with
- * guidance_embeds the guidance value (model_condition's is the config's, SimpleTuner's constant mode). */
+ * guidance_embeds the guidance value (model_condition's is the config's, SimpleTuner's constant mode). hidream's
+ * sequence is T5's, and after the pooled vector come each block's Llama states (depth + single_depth, llama_len,
+ * text_dim): block i's are Llama's hidden state llama_layers[i] (the cache picks them). */
 int64_t model_cond_len(const model_config *mc);
 /* One sample's conditioning from its label and caption (either may be unused by the family; caption may be NULL),
  * and that of "no conditioning" (the null label, the empty caption) for guidance and dropout. A text family's is
@@ -131,7 +148,10 @@ void model_null_condition(const model_config *mc, float *cond);
  * buffers by the batch before that. */
 st_status model_check_batch(const model *m, int64_t batch);
 
-/* Predicts from x (batch, channels, res, res), timesteps (batch) and cond (batch x model_cond_len floats).
+/* The floats of one sample's latent: channels x frames x resolution^2. */
+int64_t model_sample_numel(const model_config *mc);
+
+/* Predicts from x (batch, channels, frames, res, res) ((batch, channels, res, res) for images), timesteps (batch) and cond (batch x model_cond_len floats).
  * *pred (same shape as x) stays valid until model_backward or model_release. With train, forward keeps what
  * backward needs. */
 st_status model_forward(model *m, const float *x, const float *timesteps, const float *cond, int64_t batch,

@@ -115,6 +115,9 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, con
  * (dx == dy: dy becomes dx, nothing accumulated), which saves a zeroed buffer. */
 void gelu_forward(float *y, const float *x, int64_t n);
 void gelu_backward(float *dx, const float *dy, const float *x, int64_t n);
+/* GELU, exact: 0.5 x (1 + erf(x / sqrt 2)), torch's nn.GELU() (HunyuanVideo 1.5's ByT5 projection). */
+void gelu_erf_forward(float *y, const float *x, int64_t n);
+void gelu_erf_backward(float *dx, const float *dy, const float *x, int64_t n);
 /* SiLU: x * sigmoid(x). */
 void silu_forward(float *y, const float *x, int64_t n);
 void silu_backward(float *dx, const float *dy, const float *x, int64_t n);
@@ -222,21 +225,24 @@ void rope_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int6
 st_status embedding_forward(float *out, const float *table, const float *idx, int64_t n, int64_t rows, int64_t d);
 void embedding_backward(float *dtable, const float *dout, const float *idx, int64_t n, int64_t d);
 
-/* Image (batch, c, h, w) to patch tokens (batch, (h/p)*(w/p), c*p*p). Token r*(w/p)+q is the patch at grid
- * row r, column q; its feature ch*p*p + a*p + b is pixel (ch, r*p+a, q*p+b): the flattening of a Conv2d
- * weight (D, c, p, p), so the patch embedding is a linear layer. */
-void patchify_forward(float *tokens, const float *image, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p);
-void patchify_backward(float *dimage, const float *dtokens, int64_t batch, int64_t c, int64_t h, int64_t w,
-                       int64_t p);
-/* The order of a patch token's features: PATCH_CONV is patchify's (ch, a, b), that of a Conv2d weight and of
- * Flux's 2x2 latent packing, which Flux's proj_out also writes; PATCH_DIT is (a, b, ch), DiT's and SD3's. */
+/* A latent and its patches: images are video of one frame (frames = patch_t = 1). */
+typedef struct patch_shape {
+    int64_t batch, channels, frames, height, width;
+    int64_t patch_t, patch; /* the patch's frames and its edge */
+} patch_shape;
+/* Latent (batch, c, f, h, w) to patch tokens (batch, (f/pt)*(h/p)*(w/p), c*pt*p*p). Token (u*(h/p) + r)*(w/p) + q
+ * is the patch at frame u, grid row r, column q; its feature ((ch*pt + z)*p + a)*p + b is pixel
+ * (ch, u*pt + z, r*p + a, q*p + b): the flattening of a Conv3d weight (D, c, pt, p, p) (Conv2d's for images), so
+ * the patch embedding is a linear layer. */
+void patchify_forward(float *tokens, const float *latent, const patch_shape *s);
+void patchify_backward(float *dlatent, const float *dtokens, const patch_shape *s);
+/* The order of a patch token's features: PATCH_CONV is patchify's (ch, z, a, b), that of a Conv weight and of
+ * Flux's 2x2 latent packing, which Flux's and HunyuanVideo's proj_out also write; PATCH_DIT is (z, a, b, ch),
+ * DiT's and SD3's. */
 typedef enum patch_order { PATCH_CONV, PATCH_DIT } patch_order;
-/* Tokens (batch, (h/p)*(w/p), c*p*p) to image (batch, c, h, w): feature (a*p + b)*c + ch (PATCH_DIT) or
- * ch*p*p + a*p + b (PATCH_CONV) of token (r,q) goes to pixel (ch, r*p + a, q*p + b). */
-void unpatchify_forward(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p,
-                        patch_order order);
-void unpatchify_backward(float *dtokens, const float *dimage, int64_t batch, int64_t c, int64_t h, int64_t w,
-                         int64_t p, patch_order order);
+/* Tokens to the latent, patchify's layout, in either feature order. */
+void unpatchify_forward(float *latent, const float *tokens, const patch_shape *s, patch_order order);
+void unpatchify_backward(float *dtokens, const float *dlatent, const patch_shape *s, patch_order order);
 
 /* The fixed 2D sine-cosine position table (grid*grid, d) of the DiT spec; d divisible by 4. */
 void pos_embed_2d(float *table, int64_t grid, int64_t d);
@@ -247,9 +253,9 @@ void timestep_embedding(float *emb, const float *t, int64_t n, int64_t dim, doub
 /* Flux.2's position ids (tokens, 4) on its axes (t, h, w, l), as Flux2Pipeline makes them: `text` tokens at
  * (0, 0, 0, k), then the image's rows x cols grid row-major, token (r, q) at (0, r, q, 0). */
 void position_ids_flux2(float *ids, int64_t text, int64_t rows, int64_t cols);
-/* Flux's position ids (tokens, 3) of a joint sequence: `text` tokens at (0, 0, 0), then the image's rows x cols
- * patch grid row-major, token (r, q) at (0, r, q). */
-void position_ids_grid(float *ids, int64_t text, int64_t rows, int64_t cols);
+/* Flux's position ids (tokens, 3) of a joint sequence: `text` tokens at (0, 0, 0), then the image's frames x rows x
+ * cols patch grid in that order, token (u, r, q) at (u, r, q): Flux's images at (0, r, q), HunyuanVideo's video. */
+void position_ids_grid(float *ids, int64_t text, int64_t frames, int64_t rows, int64_t cols);
 /* LongCat-Image's (LongCatImagePipeline.prepare_pos_ids): text token k at (0, k, k), then the grid's token (r, q)
  * at (1, offset + r, offset + q), offset being the pipeline's text length (tokenizer_max_length), not `text`. */
 void position_ids_longcat(float *ids, int64_t text, int64_t rows, int64_t cols, int64_t offset);

@@ -10,7 +10,7 @@
 #include "segtrain/pool.h"
 
 #define PARAM_NAME_MAX 128
-#define PARAM_MAX_DIMS 4
+#define PARAM_MAX_DIMS 5 /* a Conv3d weight's */
 
 typedef struct param {
     char name[PARAM_NAME_MAX];

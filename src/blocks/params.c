@@ -18,6 +18,7 @@
  * memory is kept in s->oom, returns -1 (lin_layer's "none") and param_set_check reports it before any use. */
 static int add(param_set *s, const char *name, int ndim, const int64_t *shape, bool trainable, bool fixed)
 {
+    if (ndim < 0 || ndim > PARAM_MAX_DIMS) st_panic("param_add: %s has %d dimensions, at most %d", name, ndim, PARAM_MAX_DIMS);
     if (s->oom) return -1;
     if (s->n == s->cap) {
         int cap = s->cap ? 2 * s->cap : 64;

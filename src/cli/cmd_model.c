@@ -59,6 +59,30 @@ static const char grad_help[] =
     "trainable weight under the weight's own name, and prints the loss and the peak device memory of the step by\n"
     "what it held.\n";
 
+/* A batch of latents' shape (B, C, H, W), or (B, C, F, H, W) for a video model: its dimensions (shape may be NULL). */
+static int latent_shape(const model_config *mc, int64_t batch, int64_t *shape)
+{
+    const int nd = mc->frames > 1 ? 5 : 4;
+    if (shape) {
+        int i = 0;
+        shape[i++] = batch, shape[i++] = mc->channels;
+        if (nd == 5) shape[i++] = mc->frames;
+        shape[i++] = mc->resolution, shape[i++] = mc->resolution;
+    }
+    return nd;
+}
+
+/* "(2, 4, 8, 8)", or with batch_symbol "(B, 4, 8, 8)" */
+static void shape_text(char *out, size_t n, const int64_t *shape, int nd, bool batch_symbol)
+{
+    size_t k = (size_t)snprintf(out, n, "(");
+    for (int i = 0; i < nd && k < n; i++) {
+        if (i == 0 && batch_symbol) k += (size_t)snprintf(out + k, n - k, "B");
+        else k += (size_t)snprintf(out + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    }
+    if (k < n) snprintf(out + k, n - k, ")");
+}
+
 typedef struct batch_data {
     float *x0, *noise, *t;
     float *y; /* (B, model_cond_len) */
@@ -73,19 +97,26 @@ static st_status read_batch(const char *path, model *m, pool *dev, batch_data *b
     sft_file *f;
     st_status st = sft_open(path, &f);
     if (st) return st;
+    /* images (B, C, H, W); video (B, C, F, H, W) */
+    const int nd = latent_shape(mc, 0, NULL);
     const sft_tensor *x0 = sft_find(f, "x0");
-    if (!x0 || x0->ndim != 4) {
+    if (!x0 || x0->ndim != nd) {
         sft_close(f);
-        return st_fail(ST_ERR_FORMAT, "%s: tensor 'x0' (B,C,H,W) is missing", path);
+        return st_fail(ST_ERR_FORMAT, "%s: tensor 'x0' %s is missing", path, nd == 4 ? "(B,C,H,W)" : "(B,C,F,H,W)");
     }
     b->batch = x0->shape[0];
-    const int64_t img[4] = {b->batch, mc->channels, mc->resolution, mc->resolution};
+    int64_t img[5];
+    latent_shape(mc, b->batch, img);
     const int64_t vec[1] = {b->batch}, L = model_cond_len(mc), cond[2] = {b->batch, L};
     const bool labels = !model_dual_stream(mc);
-    if (x0->shape[1] != img[1] || x0->shape[2] != img[2] || x0->shape[3] != img[3])
-        st = st_fail(ST_ERR_FORMAT, "%s: tensor 'x0' has shape (%lld, %lld, %lld, %lld), expected (B, %lld, %lld, %lld)",
-                     path, (long long)x0->shape[0], (long long)x0->shape[1], (long long)x0->shape[2],
-                     (long long)x0->shape[3], (long long)img[1], (long long)img[2], (long long)img[3]);
+    bool same = true;
+    for (int i = 1; i < nd; i++) same = same && x0->shape[i] == img[i];
+    if (!same) {
+        char got[128], want[128];
+        shape_text(got, sizeof got, x0->shape, nd, false);
+        shape_text(want, sizeof want, img, nd, true);
+        st = st_fail(ST_ERR_FORMAT, "%s: tensor 'x0' has shape %s, expected %s", path, got, want);
+    }
     else if (model_check_batch(m, b->batch)) {
         char why[512];
         snprintf(why, sizeof why, "%s", st_error());
@@ -100,8 +131,8 @@ static st_status read_batch(const char *path, model *m, pool *dev, batch_data *b
     if (!st) st = pool_alloc(dev, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "batch.noise", (void **)&b->noise);
     if (!st) st = pool_alloc(dev, (size_t)b->batch * sizeof(float), MEM_ACTIVATIONS, "batch.t", (void **)&b->t);
     if (!st) st = pool_alloc(dev, (size_t)(b->batch * L) * sizeof(float), MEM_ACTIVATIONS, "batch.cond", (void **)&b->y);
-    if (!st) st = sft_read_f32(f, "x0", 4, img, b->x0);
-    if (!st) st = sft_read_f32(f, "noise", 4, img, b->noise);
+    if (!st) st = sft_read_f32(f, "x0", nd, img, b->x0);
+    if (!st) st = sft_read_f32(f, "noise", nd, img, b->noise);
     if (!st) st = sft_read_f32(f, "t", 1, vec, b->t);
     if (!st && labels) { /* I64 labels, as PyTorch's class indices */
         int64_t *y = malloc((size_t)b->batch * sizeof *y);
@@ -210,7 +241,9 @@ int cmd_batch(int argc, char **argv)
         config_free(cfg);
         return cli_error("batch");
     }
-    const int64_t B = config_int(cfg, "train_batch_size"), n = B * mc.channels * mc.resolution * mc.resolution;
+    const int64_t B = config_int(cfg, "train_batch_size"), n = B * model_sample_numel(&mc);
+    int64_t shape[5] = {0};
+    const int nd = latent_shape(&mc, B, shape);
     const uint64_t seed = (uint64_t)config_int(cfg, "seed");
     float *x0 = malloc((size_t)n * sizeof(float)), *noise = malloc((size_t)n * sizeof(float));
     float *t = malloc((size_t)B * sizeof(float));
@@ -230,8 +263,8 @@ int cmd_batch(int argc, char **argv)
             ids[i] = i % (mc.classes + 1);
         }
         const sft_entry e[] = {
-            {.name = "x0", .dtype = SFT_F32, .ndim = 4, .shape = {B, mc.channels, mc.resolution, mc.resolution}, .data = x0},
-            {.name = "noise", .dtype = SFT_F32, .ndim = 4, .shape = {B, mc.channels, mc.resolution, mc.resolution}, .data = noise},
+            {.name = "x0", .dtype = SFT_F32, .ndim = nd, .shape = {shape[0], shape[1], shape[2], shape[3], shape[4]}, .data = x0},
+            {.name = "noise", .dtype = SFT_F32, .ndim = nd, .shape = {shape[0], shape[1], shape[2], shape[3], shape[4]}, .data = noise},
             {.name = "t", .dtype = SFT_F32, .ndim = 1, .shape = {B}, .data = t},
             labels ? (sft_entry){.name = "y", .dtype = SFT_I64, .ndim = 1, .shape = {B}, .data = ids}
                    : (sft_entry){.name = "cond", .dtype = SFT_F32, .ndim = 2, .shape = {B, L}, .data = y},

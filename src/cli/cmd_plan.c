@@ -38,19 +38,22 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
 {
     const model_config *mc = model_get_config(m);
     char blocks[64], tokens[64], grid[96];
-    const long long image = (long long)((mc->resolution / mc->patch) * (mc->resolution / mc->patch));
+    const long long image = (long long)(mc->frames / mc->patch_t * (mc->resolution / mc->patch) * (mc->resolution / mc->patch));
     if (model_dual_stream(mc)) {
         if (mc->single_depth)
             snprintf(blocks, sizeof blocks, "%lld double-stream + %lld single-stream blocks", (long long)mc->depth,
                      (long long)mc->single_depth);
         else snprintf(blocks, sizeof blocks, "%lld joint blocks", (long long)mc->depth); /* sd3 */
-        snprintf(tokens, sizeof tokens, "%lld image + %lld text tokens", image, (long long)mc->text_len);
+        snprintf(tokens, sizeof tokens, "%lld image + %lld text tokens", image, (long long)(mc->text_len + mc->text2_len));
     } else {
         snprintf(blocks, sizeof blocks, "%lld blocks", (long long)mc->depth);
         snprintf(tokens, sizeof tokens, "%lld tokens", image);
     }
     const long long edge = (long long)mc->resolution, px = (long long)(mc->resolution * mc->vae_scale);
     if (mc->vae_scale == 1) snprintf(grid, sizeof grid, "%lld px images in pixel space", px);
+    else if (model_video(mc)) /* num_frames = 1 + 4 (latent frames - 1) */
+        snprintf(grid, sizeof grid, "%lld-frame %lld px video (%lld x %lld x %lld latent, VAE /%lld, /4 in time)",
+                 (long long)(1 + 4 * (mc->frames - 1)), px, (long long)mc->frames, edge, edge, (long long)mc->vae_scale);
     else snprintf(grid, sizeof grid, "%lld px images (%lld x %lld latent, VAE /%lld)", px, edge, edge,
                   (long long)mc->vae_scale);
     printf("model %s (%s): %s, width %lld, %lld heads, %s of %s, %s attention; batch %lld\n", mc->preset, mc->family,

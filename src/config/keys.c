@@ -33,7 +33,8 @@ const cfg_key cfg_keys[] = {
                "dit-tiny|dit-s2|dit-b2|dit-xl2|mmdit-tiny|mmdit-s|skipdit-tiny|skipdit-s|flux-tiny|flux-dev|flux-schnell|"
                "flux2-tiny|flux2-dev|flux2-klein-4b|flux2-klein-9b|"
                "sd3-tiny|sd3-medium|sd35-large|sd35-medium|auraflow-tiny|auraflow|longcat-image-tiny|longcat-image|chroma-tiny|chroma|"
-               "qwen-image-tiny|qwen-image",
+               "qwen-image-tiny|qwen-image|hunyuanvideo-tiny|hunyuanvideo-1.0|hunyuanvideo15-tiny|hunyuanvideo15-480p|"
+               "hunyuanvideo15-720p|hidream-tiny|hidream-full|hidream-dev|hidream-fast",
                SEC_MODEL, NULL,
                "Named size, which also names the family (see ../shared/spec/dit.md and docs/FAMILIES.md); given "
                "model_family alone, a SimpleTuner family's flavour's real sizes (`flux` `dev` is `flux-dev`), or "
@@ -63,6 +64,10 @@ const cfg_key cfg_keys[] = {
     CHOICE_KEY("resolution_type", "pixel_area", "pixel|area|pixel_area", SEC_MODEL, "=",
                "How `resolution` is read: `pixel` and `pixel_area` (a square of that edge, the models being square) "
                "or `area` (megapixels: 1.0 is 1024 x 1024, 0.25 is 512 x 512, as SimpleTuner maps them)."),
+    INT_KEY("num_frames", "1", 1, 1 << 20, SEC_MODEL, "none (a video dataset's `video.num_frames` there)",
+            "Video frames per sample, in pixels' frames; a video family's latent has 1 + (num_frames - 1) / 4 of "
+            "them (its VAE's temporal compression), so num_frames is 4 k + 1. 1 for images, and for every image "
+            "family."),
     INT_KEY("vae_scale_factor", "0", 0, 64, SEC_MODEL, "none (the VAE's downscale factor there)",
             "Image pixels per latent pixel along an edge; 0 = the family's (8 for dit, mmdit and skipdit); 1 = "
             "pixel space, no VAE: what training on images needs, since segtrain has no VAE."),

@@ -159,7 +159,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         return st_fail(st, "labels: %s (the null label is %lld)", st_error(), (long long)c->classes);
     copy_bytes(s->labels, labels, (size_t)B * sizeof *labels);
 
-    patchify_forward(s->patches, x, B, c->channels, c->resolution, c->resolution, c->patch);
+    const patch_shape ps = model_patches(m);
+    patchify_forward(s->patches, x, &ps);
     linear_forward(s->tokens, s->patches, PW(p_x_w), PW(p_x_b), N, P, D);
     const float *pos = PW(p_pos);
     add_row(s->tokens, pos, B, T * D);

@@ -171,7 +171,7 @@ void dual_take_tokens(model *m, st_status *st, int64_t text_rows)
 {
     dual_step *s = &dual_of(m)->step;
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, N = B * m->shape.tokens, P = c->channels * c->patch * c->patch, D = c->hidden;
+    const int64_t B = m->shape.batch, N = B * m->shape.tokens, P = model_patch_dim(c), D = c->hidden;
     s->text_in = model_take(m, st, B * text_rows * c->text_dim, "dual.text_in", false);
     s->patches = model_take(m, st, N * P, "dual.patches", false);
     s->img = model_take(m, st, N * D, "dual.image", false);
@@ -213,8 +213,9 @@ void dual_embed_image(model *m, const float *x, int w, int b)
 {
     dual_step *s = &dual_of(m)->step;
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, P = c->channels * c->patch * c->patch;
-    patchify_forward(s->patches, x, B, c->channels, c->resolution, c->resolution, c->patch);
+    const int64_t B = m->shape.batch, P = model_patch_dim(c);
+    const patch_shape ps = model_patches(m);
+    patchify_forward(s->patches, x, &ps);
     linear_forward(s->img, s->patches, W(w), BIAS(W, b), B * m->shape.tokens, P, c->hidden);
 }
 
@@ -235,7 +236,7 @@ void dual_tokens_backward(model *m, const float *dimg, const float *dtxt, int x_
 {
     dual_step *s = &dual_of(m)->step;
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, D = c->hidden, P = c->channels * c->patch * c->patch;
+    const int64_t B = m->shape.batch, D = c->hidden, P = model_patch_dim(c);
     linear_backward(NULL, G(x_w), BIAS(G, x_b), dimg, s->patches, W(x_w), B * m->shape.tokens, P, D);
     if (s->text_in)
         linear_backward(NULL, G(ctx_w), BIAS(G, ctx_b), dtxt, s->text_in, W(ctx_w), B * m->shape.text, c->text_dim, D);

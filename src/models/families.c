@@ -47,9 +47,13 @@ static const struct st_family {
      "dev:flux2-dev|klein-4b:flux2-klein-4b|klein-9b:flux2-klein-9b", "klein-9b"},
     {"flux3_image", NULL, "Flux.3 Klein", JOINT, "Flux3Transformer2DModel", "", NULL, NULL},
     {"heartmula", NULL, "HeartMuLa", AUDIO_LM, "HeartMuLaModel", "3b", NULL, NULL},
-    {"hidream", NULL, "HiDream", DUAL, "HiDreamImageTransformer2DModel", "dev|full|fast", NULL, NULL},
-    {"hunyuanvideo", NULL, "HunyuanVideo", DUAL, "HunyuanVideoTransformer3DModel",
-     "t2v-480p|t2v-720p|t2v-480p-distilled|i2v-480p|i2v-720p|i2v-480p-distilled|i2v-720p-distilled", NULL, NULL},
+    {"hidream", NULL, "HiDream", DUAL, "HiDreamImageTransformer2DModel", "dev|full|fast",
+     "full:hidream-full|dev:hidream-dev|fast:hidream-fast", "full"},
+    /* SimpleTuner's hunyuanvideo is HunyuanVideo 1.5; "1.0" is segtrain's name for the first model */
+    {"hunyuanvideo", NULL, "HunyuanVideo", DUAL, "HunyuanVideo15Transformer3DModel",
+     "t2v-480p|t2v-720p|t2v-480p-distilled|i2v-480p|i2v-720p|i2v-480p-distilled|i2v-720p-distilled|1.0",
+     "t2v-480p:hunyuanvideo15-480p|t2v-720p:hunyuanvideo15-720p|t2v-480p-distilled:hunyuanvideo15-480p|"
+     "1.0:hunyuanvideo-1.0", "t2v-480p"},
     {"ideogram", NULL, "Ideogram 4", JOINT, "Ideogram4Transformer2DModel", "fp8|nf4", NULL, NULL},
     {"infinitetalk", NULL, "InfiniteTalk", XATTN, "InfiniteTalkTransformer3DModel", "single-14b-480p", NULL, NULL},
     {"kandinsky5-image", "kandinsky5_image", "Kandinsky5-Image", XATTN, "Kandinsky5Transformer3DModel",
@@ -99,6 +103,8 @@ static const struct st_family {
 static const struct {
     const char *family, *why;
 } unbuilt[] = {
+    {"hunyuanvideo", "the i2v flavours also take the first frame's latents (the condition channels) and its SigLIP "
+                     "image tokens; segtrain's conditioning carries no reference image"},
     {"qwen_image", "the edit flavours also take reference images' latents as image tokens (at RoPE frame 1 on), and "
                    "edit-v2+ and edit-v3 modulate those with a zero timestep (zero_cond_t); segtrain's conditioning "
                    "carries no reference image"},
@@ -192,6 +198,21 @@ st_status model_family_check(const char *family, const char *flavour)
     return st_fail(ST_ERR_UNSUPPORTED, "model_family %s (%s%s%s): needs %s in diffusers' %s layout: planned, not "
                    "built yet. Built today: %s; --set model_family=mmdit plans this file on one", f->name, f->title,
                    *flavour ? ", flavour " : "", flavour, topology_text[f->topology], f->diffusers, built_list);
+}
+
+bool model_family_builds(const char *family, const char *topology)
+{
+    const struct st_family *f = find_family(family);
+    for (const char *p = f && f->built ? f->built : ""; *p;) {
+        const size_t w = strcspn(p, "|");
+        const char *colon = memchr(p, ':', w);
+        char preset[32];
+        model_config mc;
+        snprintf(preset, sizeof preset, "%.*s", colon ? (int)(w - (size_t)(colon + 1 - p)) : 0, colon ? colon + 1 : "");
+        if (colon && model_preset(preset, &mc) == ST_OK && !strcmp(mc.family, topology)) return true;
+        p += w + (p[w] == '|');
+    }
+    return false;
 }
 
 const char *model_family_preset(const char *family, const char *flavour, char *preset, size_t n)

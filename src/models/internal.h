@@ -66,7 +66,11 @@ struct model {
 };
 
 extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, auraflow_family, flux2_family,
-    qwen_image_family;
+    qwen_image_family, hunyuan_video_family, hidream_family;
+
+/* The patches of a step's latents (m->shape.batch of them), and a patch's features (channels x patch_t x patch^2). */
+patch_shape model_patches(const model *m);
+int64_t model_patch_dim(const model_config *c);
 
 /* A training forward's activation buffer from the model's pool (nothing once *st is set). */
 float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero);
@@ -107,6 +111,7 @@ typedef struct final_layer {
     bool no_norm; /* AuraFlow's norm_out modulates x itself, without LayerNorm */
     int64_t mod_row; /* ada_w < 0 (Chroma): the modulation is rows mod_row, mod_row + 1 of m->ctx.mod */
     patch_order order; /* of proj_out's rows */
+    bool negate;       /* HiDream: the prediction is the negated output */
     float *mod, *ln, *h, *pred;
     op_state stats;
 } final_layer;

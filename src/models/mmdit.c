@@ -281,7 +281,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     if (st) return st;
     /* Chroma's are Flux's */
     if (!strcmp(c->family, "longcat_image")) position_ids_longcat(ids, L, grid, grid, LONGCAT_IMAGE_POS_OFFSET);
-    else position_ids_grid(ids, L, grid, grid);
+    else position_ids_grid(ids, L, 1, grid, grid);
     rope_table(m->ctx.rope, ids, L + T, 3, c->rope_axes, MMDIT_ROPE_THETA);
     pool_free(m->pool, ids);
 

@@ -16,6 +16,8 @@ static const model_family *family_of(const model_config *mc)
     if (!strcmp(mc->family, "auraflow")) return &auraflow_family;
     if (!strcmp(mc->family, "qwen_image")) return &qwen_image_family;
     if (!strcmp(mc->family, "flux2")) return &flux2_family;
+    if (!strcmp(mc->family, "hidream")) return &hidream_family;
+    if (model_video(mc)) return &hunyuan_video_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
@@ -24,10 +26,19 @@ bool model_dual_stream(const model_config *mc)
 {
     return !strcmp(mc->family, "mmdit") || !strcmp(mc->family, "flux") || !strcmp(mc->family, "sd3") ||
            !strcmp(mc->family, "auraflow") || !strcmp(mc->family, "longcat_image") ||
-           !strcmp(mc->family, "chroma") || !strcmp(mc->family, "flux2") || !strcmp(mc->family, "qwen_image");
+           !strcmp(mc->family, "chroma") || !strcmp(mc->family, "flux2") || !strcmp(mc->family, "qwen_image") ||
+           model_video(mc) || !strcmp(mc->family, "hidream");
 }
 
-bool model_text_mask(const model_config *mc) { return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma"); }
+bool model_video(const model_config *mc)
+{
+    return !strcmp(mc->family, "hunyuanvideo") || !strcmp(mc->family, "hunyuanvideo15");
+}
+
+bool model_text_mask(const model_config *mc)
+{
+    return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma") || model_video(mc);
+}
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
  * 7D), one of the terms below, or the batch times a sample's term (model_check_batch). Checking the terms once
@@ -50,26 +61,33 @@ static st_status too_large(const char *keys, const model_config *c)
 static st_status check_sizes(const model_config *c, int64_t *per_sample)
 {
     const int64_t lim = CK_MAX_ELEMENTS, D = c->hidden, G = c->resolution / c->patch;
-    const int64_t L = model_dual_stream(c) ? c->text_len + 8 * !strcmp(c->family, "auraflow") : 0;
+    const int64_t L = model_dual_stream(c) ? c->text_len + c->text2_len + 8 * !strcmp(c->family, "auraflow") +
+                                                 (c->depth + c->single_depth + 1) * c->llama_len : 0; /* hidream's */
     const int64_t wide = D > c->lora_rank ? D : c->lora_rank;
     int64_t W, P, S, x, rows, attn, pixels, freq;
     if (!ck_add(c->depth, c->single_depth, INT32_MAX / 4, &x)) /* block counts are ints */
         return st_fail(ST_ERR_INVALID, "depth, num_single_layers: %lld + %lld blocks; at most %d in all",
                        (long long)c->depth, (long long)c->single_depth, INT32_MAX / 4);
     if (!ck_mul(wide, 8, lim, &W) || !ck_mul(D, W, lim, &x)) return too_large("hidden_size, lora_rank", c);
-    if (!ck_mul(c->channels, c->patch, lim, &P) || !ck_mul(P, c->patch, lim, &P) || !ck_mul(P, D, lim, &x))
+    if (!ck_mul(c->channels, c->patch, lim, &P) || !ck_mul(P, c->patch, lim, &P) || !ck_mul(P, c->patch_t, lim, &P) ||
+        !ck_mul(P, D, lim, &x))
         return too_large("in_channels, patch_size, hidden_size", c);
     if (!ck_add(c->classes, 1, lim, &x) || !ck_mul(x, D, lim, &x)) return too_large("num_classes, hidden_size", c);
     if (!ck_mul(c->text_dim, D, lim, &x) || !ck_mul(c->pooled_dim, D, lim, &x) || !ck_mul(L, c->text_dim, lim, &x) ||
         !ck_add(x, c->pooled_dim, lim, &x))
         return too_large("joint_attention_dim, pooled_projection_dim, tokenizer_max_length, hidden_size", c);
-    if (!ck_mul(G, G, lim, &S) || !ck_add(S, L, lim, &S) || !ck_mul(S, W, lim, &rows))
-        return too_large("resolution, patch_size, tokenizer_max_length, hidden_size", c);
+    if (!ck_mul(G, G, lim, &S) || !ck_mul(S, c->frames / c->patch_t, lim, &S) || !ck_add(S, L, lim, &S) ||
+        !ck_mul(S, W, lim, &rows))
+        return too_large("resolution, num_frames, patch_size, tokenizer_max_length, hidden_size", c);
     if (!ck_mul(c->heads, S, lim, &attn) || !ck_mul(attn, S, lim, &attn))
         return too_large("num_heads, resolution, patch_size, tokenizer_max_length", c);
-    if (!ck_mul(c->channels, c->resolution, lim, &pixels) || !ck_mul(pixels, c->resolution, lim, &pixels))
-        return too_large("in_channels, resolution", c);
+    if (!ck_mul(c->channels, c->resolution, lim, &pixels) || !ck_mul(pixels, c->resolution, lim, &pixels) ||
+        !ck_mul(pixels, c->frames, lim, &pixels))
+        return too_large("in_channels, resolution, num_frames", c);
     if (!ck_mul(D, DIT_FREQ_DIM, lim, &freq)) return too_large("hidden_size", c);
+    if (!ck_mul(c->text2_len, c->text2_dim, lim, &x) || !ck_mul(c->text2_len + c->text2_dim + D, 2048, lim, &x) ||
+        !ck_mul(c->image_dim, c->image_dim + D, lim, &x)) /* hunyuanvideo15's ByT5 projection is 2048 wide */
+        return too_large("text_embed_2_dim, image_embed_dim, hidden_size", c);
     if (!ck_mul(c->pos_embed_max, c->pos_embed_max, lim, &x) || !ck_mul(x, D, lim, &x)) /* sd3's table */
         return too_large("pos_embed_max_size, hidden_size", c);
     *per_sample = rows > attn ? rows : attn;
@@ -105,7 +123,8 @@ st_status model_create(const model_config *mc, pool *device, model **out)
     m->params = &m->own_params;
     m->per_sample = per_sample;
     const int64_t G = mc->resolution / mc->patch;
-    m->shape = (model_shape){.tokens = G * G, .hidden = mc->hidden, .heads = mc->heads, .text = mc->text_len,
+    m->shape = (model_shape){.tokens = mc->frames / mc->patch_t * G * G, .hidden = mc->hidden, .heads = mc->heads,
+                             .text = mc->text_len + mc->text2_len,
                              .mechanism = mc->mechanism};
     st = m->family->create(m);
     if (!st) st = param_set_check(m->params);
@@ -272,7 +291,10 @@ float *model_take(model *m, st_status *st, int64_t floats, const char *what, boo
 int64_t model_cond_len(const model_config *mc)
 {
     if (!model_dual_stream(mc)) return 1;
-    return mc->text_len * (mc->text_dim + model_text_mask(mc)) + mc->pooled_dim + mc->guidance_embeds;
+    if (!strcmp(mc->family, "hidream")) /* T5's, the pooled vector, each block's Llama states */
+        return (mc->text_len + (mc->depth + mc->single_depth) * mc->llama_len) * mc->text_dim + mc->pooled_dim;
+    return mc->text_len * (mc->text_dim + model_text_mask(mc)) + mc->pooled_dim + mc->text2_len * (mc->text2_dim + 1) +
+           mc->guidance_embeds;
 }
 
 void model_condition(const model_config *mc, int64_t label, const char *caption, float *cond)
@@ -286,7 +308,16 @@ void model_condition(const model_config *mc, int64_t label, const char *caption,
             const int64_t kept = words + !strcmp(mc->family, "chroma");
             for (int64_t l = 0; l < mc->text_len; l++) *rest++ = l < kept ? 1.0f : 0.0f;
         }
+        if (mc->text2_len) { /* hunyuanvideo15's ByT5 glyph tokens: the caption's words again, and their mask */
+            const int64_t glyphs = encode_caption(caption ? caption : "", mc->text_vocab, mc->text2_len, mc->text2_dim,
+                                                  0, rest, NULL);
+            rest += mc->text2_len * mc->text2_dim;
+            for (int64_t l = 0; l < mc->text2_len; l++) *rest++ = l < glyphs ? 1.0f : 0.0f;
+        }
         if (mc->guidance_embeds) *rest = (float)mc->guidance;
+        for (int64_t i = 0; !strcmp(mc->family, "hidream") && i < mc->depth + mc->single_depth; i++) /* Llama's */
+            encode_caption(caption ? caption : "", mc->text_vocab, mc->llama_len, mc->text_dim, mc->pooled_dim,
+                           rest + i * mc->llama_len * mc->text_dim, pooled);
     }
 }
 
@@ -299,17 +330,27 @@ void model_null_condition(const model_config *mc, float *cond) { model_condition
 
 #define BIAS(of, i) ((i) < 0 ? NULL : of(i))
 
+int64_t model_sample_numel(const model_config *mc) { return mc->channels * mc->frames * mc->resolution * mc->resolution; }
+
+int64_t model_patch_dim(const model_config *c) { return c->channels * c->patch_t * c->patch * c->patch; }
+
+patch_shape model_patches(const model *m)
+{
+    const model_config *c = &m->cfg;
+    return (patch_shape){m->shape.batch, c->channels, c->frames, c->resolution, c->resolution, c->patch_t, c->patch};
+}
+
 st_status final_forward(model *m, final_layer *f, const float *x)
 {
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
-    const int64_t P = c->channels * c->patch * c->patch;
+    const int64_t P = model_patch_dim(c);
     st_status st = ST_OK;
     const bool own = f->ada_w >= 0; /* else the modulation is rows of the model's (Chroma) */
     if (own) f->mod = model_take(m, &st, B * 2 * D, "final.mod", false);
     if (!f->no_norm) f->ln = model_take(m, &st, N * D, "final.ln", false);
     f->h = model_take(m, &st, N * D, "final.h", false);
-    f->pred = model_take(m, &st, B * c->channels * c->resolution * c->resolution, "pred", false);
+    f->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
     float *out = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(N * P) * sizeof(float), MEM_WORKSPACE, "final.out", (void **)&out);
     if (!st && !f->no_norm) st = layernorm_forward(m->pool, f->ln, x, NULL, NULL, N, D, DIT_LN_EPS, &f->stats);
@@ -320,7 +361,9 @@ st_status final_forward(model *m, final_layer *f, const float *x)
         if (own) linear_forward(f->mod, m->ctx.cs, W(f->ada_w), BIAS(W, f->ada_b), B, D, 2 * D);
         modulate_forward(f->h, f->no_norm ? x : f->ln, shift, scale, B, T, D, stride);
         linear_forward(out, f->h, W(f->out_w), BIAS(W, f->out_b), N, D, P);
-        unpatchify_forward(f->pred, out, B, c->channels, c->resolution, c->resolution, c->patch, f->order);
+        if (f->negate) scale_by(out, N * P, -1.0f);
+        const patch_shape ps = model_patches(m);
+        unpatchify_forward(f->pred, out, &ps, f->order);
     }
     pool_free(m->pool, out);
     return st;
@@ -330,7 +373,8 @@ st_status final_backward(model *m, final_layer *f, const float *x, const float *
 {
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
-    const int64_t P = c->channels * c->patch * c->patch;
+    const int64_t P = model_patch_dim(c);
+    const patch_shape ps = model_patches(m);
     scratch k = {.pool = m->pool};
     float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "final.dout");
     float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "final.dh");
@@ -341,7 +385,8 @@ st_status final_backward(model *m, final_layer *f, const float *x, const float *
     const int64_t stride = own ? 2 * D : m->ctx.mod_rows * D;
     if (k.status) return scratch_end(&k);
     const int64_t shift = f->scale_first ? D : 0, scale = f->scale_first ? 0 : D;
-    unpatchify_backward(dout, dpred, B, c->channels, c->resolution, c->resolution, c->patch, f->order);
+    unpatchify_backward(dout, dpred, &ps, f->order);
+    if (f->negate) scale_by(dout, N * P, -1.0f);
     linear_backward(dh, G(f->out_w), BIAS(G, f->out_b), dout, f->h, W(f->out_w), N, D, P);
     modulate_backward(dln, dmod + shift, dmod + scale, dh, f->no_norm ? x : f->ln, mod + scale, B, T, D, stride);
     if (!f->no_norm) layernorm_backward(dx, NULL, NULL, dln, x, NULL, N, D, &f->stats);

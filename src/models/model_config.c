@@ -63,6 +63,19 @@ static const struct preset {
      * vector; its approximator (64 -> 5120, 5 layers) is set in model_preset */
     {"chroma-tiny", "chroma", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 0, false, true, 0, 0},
     {"chroma", "chroma", 19, 3072, 24, 2, 16, 128, 10, 38, 512, 4096, 0, false, true, 0, 0},
+    /* HiDream-ai/HiDream-I1-Full's (-Dev and -Fast are the same transformer, distilled): 16 double + 32 single
+     * blocks of 20 heads x 128, T5-XXL's and Llama 3.1's 4096 (caption_channels), CLIP-L + G's pooled 2048
+     * (text_emb_dim), 128 tokens of each (the pipeline's max_sequence_length); 4 routed experts, 2 active, and
+     * 128 Llama tokens are set in model_preset */
+    {"hidream-tiny", "hidream", 1, 16, 2, 2, 4, 8, 10, 1, 6, 24, 20, false, true, 0, 0},
+    {"hidream-full", "hidream", 16, 2560, 20, 2, 16, 128, 10, 32, 128, 4096, 2048, false, true, 0, 0},
+    {"hidream-dev", "hidream", 16, 2560, 20, 2, 16, 128, 10, 32, 128, 4096, 2048, false, true, 0, 0},
+    {"hidream-fast", "hidream", 16, 2560, 20, 2, 16, 128, 10, 32, 128, 4096, 2048, false, true, 0, 0},
+    {"hunyuanvideo-tiny", "hunyuanvideo", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 16, true, true, 0, 0},
+    {"hunyuanvideo-1.0", "hunyuanvideo", 20, 3072, 24, 2, 16, 60, 10, 40, 256, 4096, 768, true, true, 0, 0},
+    {"hunyuanvideo15-tiny", "hunyuanvideo15", 2, 64, 4, 1, 4, 8, 10, 0, 8, 32, 0, false, true, 0, 0},
+    {"hunyuanvideo15-480p", "hunyuanvideo15", 54, 2048, 16, 1, 32, 30, 10, 0, 1000, 3584, 0, false, true, 0, 0},
+    {"hunyuanvideo15-720p", "hunyuanvideo15", 54, 2048, 16, 1, 32, 45, 10, 0, 1000, 3584, 0, false, true, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -70,10 +83,13 @@ static const struct preset {
 #define TEXT_VOCAB 1024
 /* The presets' latent grids are those of images through Stable Diffusion's or Flux's VAE (DiT's: 256 px -> 32). */
 #define FAMILY_VAE_SCALE 8
+#define VIDEO_VAE_SCALE_T 4 /* HunyuanVideo's causal VAE: the first frame, then one latent frame per 4 */
 
 /* Flux's split of a head into rotary axes, (hd - 2 a, a, a) pairs-wide with a = 2 floor(7 hd / 32): its
  * (16, 56, 56) at 128. */
 #define CHROMA_APPROX_LAYERS_MAX 16
+#define HV_REFINER_LAYERS_MAX 8 /* hunyuan_video.c's HV_REFINER_MAX */
+#define HV_REFINER_LAYERS_TEXT "8"
 
 static void rope_axes_for(model_config *mc)
 {
@@ -81,6 +97,10 @@ static void rope_axes_for(model_config *mc)
     if (!strcmp(mc->family, "flux2")) { /* Flux.2's four equal axes, (32, 32, 32, 32) at 128 */
         const int64_t q = 2 * (hd / 8);
         mc->rope_axes[0] = mc->rope_axes[1] = mc->rope_axes[2] = q, mc->rope_axes[3] = hd - 3 * q;
+        return;
+    }
+    if (!strcmp(mc->family, "hidream")) { /* HiDream's (64, 32, 32) at 128 */
+        mc->rope_axes[0] = hd - 2 * (hd / 4), mc->rope_axes[1] = mc->rope_axes[2] = hd / 4;
         return;
     }
     mc->rope_axes[0] = hd - 2 * a, mc->rope_axes[1] = a, mc->rope_axes[2] = a;
@@ -98,17 +118,26 @@ st_status model_preset(const char *name, model_config *out)
                               .single_depth = p->single_depth, .text_len = p->text_len,
                               .text_vocab = p->text_len ? TEXT_VOCAB : 0, .text_dim = p->text_dim,
                               .pooled_dim = p->pooled_dim, .guidance_embeds = p->guidance_embeds, .guidance = 1.0,
-                              .vae_scale = FAMILY_VAE_SCALE, .mechanism = ATTN_FLASH,
+                              .vae_scale = FAMILY_VAE_SCALE, .mechanism = ATTN_FLASH, .frames = 1, .patch_t = 1,
                               .qk_norm = p->qk_norm, .dual_attention = p->dual_attention,
                               .time_channels = strcmp(p->family, "flux2") ? 0 : 256, /* Flux.2's timestep_guidance_channels */
                               .pos_embed_max = p->pos_embed_max, .sample_size = p->pos_embed_max ? p->resolution : 0};
         snprintf(out->family, sizeof out->family, "%s", p->family);
         snprintf(out->preset, sizeof out->preset, "%s", name);
         rope_axes_for(out);
+        const bool tiny = strstr(name, "tiny") != NULL;
+        if (model_video(out)) /* the tiny ones' latents have 2 frames, a video's smallest */
+            out->refiner_depth = 2, out->frames = tiny ? 2 : 1;
+        if (!strcmp(p->family, "hunyuanvideo15")) { /* ByT5's 1472-wide glyph tokens (256 of them), SigLIP's 1152,
+                                                       the i2v condition's 32 + 1 channels; a 16x VAE */
+            out->text2_len = tiny ? 4 : 256, out->text2_dim = tiny ? 12 : 1472, out->image_dim = tiny ? 8 : 1152;
+            out->cond_channels = out->channels + 1, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
+        }
         if (!strcmp(p->family, "chroma")) { /* the tiny one's approximator is the fixture's shape, with 2 layers */
-            const bool tiny = strstr(name, "tiny") != NULL;
             out->approx_channels = tiny ? 32 : 64, out->approx_hidden = tiny ? 32 : 5120, out->approx_layers = tiny ? 2 : 5;
         }
+        if (!strcmp(p->family, "hidream")) /* the tiny one is the fixture's */
+            out->experts = strstr(name, "tiny") ? 3 : 4, out->experts_active = 2, out->llama_len = strstr(name, "tiny") ? 3 : 128;
         return ST_OK;
     }
     char names[512] = "";
@@ -122,7 +151,8 @@ st_status model_config_check(const model_config *mc)
     const bool mmdit = model_dual_stream(mc), skipdit = !strcmp(mc->family, "skipdit"), sd3 = !strcmp(mc->family, "sd3");
     const bool aura = !strcmp(mc->family, "auraflow"), flux2 = !strcmp(mc->family, "flux2");
     const bool chroma = !strcmp(mc->family, "chroma"), qwen = !strcmp(mc->family, "qwen_image");
-    const bool unpooled = aura || !strcmp(mc->family, "longcat_image") || chroma || qwen; /* no pooled text vector */
+    const bool hv15 = !strcmp(mc->family, "hunyuanvideo15");
+    const bool unpooled = aura || !strcmp(mc->family, "longcat_image") || chroma || qwen || hv15; /* no pooled text */
     if (!mmdit && !skipdit && strcmp(mc->family, "dit"))
         return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit, flux, sd3, auraflow, "
                        "qwen_image", mc->family);
@@ -192,13 +222,28 @@ st_status model_config_check(const model_config *mc)
     if (mc->dual_attention < 0 || mc->dual_attention > (sd3 ? mc->depth : 0))
         return st_fail(ST_ERR_INVALID, "dual_attention_layers: the first %lld blocks; sd3 has %lld (other families "
                        "none)", (long long)mc->dual_attention, (long long)(sd3 ? mc->depth : 0));
-    if (mc->single_depth < 0 || ((!mmdit || sd3 || qwen) && mc->single_depth))
-        return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit, flux, flux2 and "
-                       "auraflow only)",
+    if (mc->single_depth < 0 || ((!mmdit || sd3 || qwen || hv15) && mc->single_depth))
+        return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit, flux, flux2, "
+                       "auraflow and hunyuanvideo only)",
                        (long long)mc->single_depth);
     if (mc->resolution % mc->patch)
         return st_fail(ST_ERR_INVALID, "patch_size: %lld does not divide resolution %lld", (long long)mc->patch,
                        (long long)mc->resolution);
+    const bool hv = model_video(mc);
+    if ((hv15 && (mc->text2_len < 1 || mc->text2_dim < 1 || mc->image_dim < 1 || mc->cond_channels < 0)) ||
+        (!hv15 && (mc->text2_len || mc->text2_dim || mc->image_dim || mc->cond_channels)))
+        return st_fail(ST_ERR_INVALID, "text_embed_2_dim %lld, ByT5 tokens %lld, image_embed_dim %lld, condition "
+                       "channels %lld; %s", (long long)mc->text2_dim, (long long)mc->text2_len, (long long)mc->image_dim,
+                       (long long)mc->cond_channels, hv15 ? "hunyuanvideo15 takes at least 1 of the first three"
+                                                          : "only hunyuanvideo15 has them (0)");
+    if (mc->refiner_depth < (hv ? 1 : 0) || mc->refiner_depth > (hv ? HV_REFINER_LAYERS_MAX : 0))
+        return st_fail(ST_ERR_INVALID, "num_refiner_layers: %lld; %s", (long long)mc->refiner_depth,
+                       hv ? "hunyuanvideo's token refiner has 1 to " HV_REFINER_LAYERS_TEXT " blocks"
+                          : "only hunyuanvideo has a token refiner (0)");
+    if (mc->frames < 1 || mc->patch_t < 1 || mc->frames % mc->patch_t || (!model_video(mc) && mc->frames > 1))
+        return st_fail(ST_ERR_INVALID, "num_frames: %lld latent frames, patch_size_t %lld; %s", (long long)mc->frames,
+                       (long long)mc->patch_t, model_video(mc) ? "the patch's frames must divide the latent's"
+                                                                : "an image family takes 1 frame");
     return ST_OK;
 }
 
@@ -242,7 +287,7 @@ st_status model_config_from(const config *cfg, model_config *mc)
         snprintf(own, sizeof own, "%s-tiny", family), preset = own;
     st = model_preset(preset, mc);
     if (st) return st;
-    if (config_is_set(cfg, "model_family") && strcmp(family, mc->family))
+    if (config_is_set(cfg, "model_family") && strcmp(family, mc->family) && !model_family_builds(family, mc->family))
         return st_fail(ST_ERR_INVALID, "model_preset: %s belongs to the %s family, but model_family is %s", preset, mc->family,
                        family);
     /* a diffusers folder of weights brings its own architecture; the keys below still override it */
@@ -262,6 +307,12 @@ st_status model_config_from(const config *cfg, model_config *mc)
                  {"joint_attention_dim", &mc->text_dim}, {"pooled_projection_dim", &mc->pooled_dim}};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         if (config_int(cfg, sizes[i].key) > 0) *sizes[i].field = config_int(cfg, sizes[i].key); /* 0: the preset's */
+    const int64_t frames = config_int(cfg, "num_frames");
+    if (frames > 1 && (!model_video(mc) || (frames - 1) % VIDEO_VAE_SCALE_T))
+        return st_fail(ST_ERR_INVALID, "num_frames: %lld; %s", (long long)frames,
+                       model_video(mc) ? "a video family takes 4 k + 1 frames (its VAE keeps the first and every 4th "
+                                         "after it)" : "an image family takes 1");
+    if (frames > 1) mc->frames = 1 + (frames - 1) / VIDEO_VAE_SCALE_T;
     const double resolution = config_float(cfg, "resolution");
     if (resolution > 0) {
         const double edge = image_edge(resolution, config_string(cfg, "resolution_type"));
@@ -322,18 +373,30 @@ static st_status json_int(const cJSON *j, const char *file, const char *key, int
     return ST_OK;
 }
 
-/* axes_dims_rope, when the file has it: a list of n whole widths; absent, *axes keeps the class's defaults. */
-static st_status json_axes(const cJSON *j, const char *file, int n, int64_t *axes)
+/* The rotary axes at key (axes_dims_rope; HunyuanVideo's rope_axes_dim), when the file has them: a list of n whole
+ * widths; absent, *axes keeps the class's defaults. */
+static st_status json_axes(const cJSON *j, const char *file, const char *key, int n, int64_t *axes)
 {
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "axes_dims_rope");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, key);
     if (a && (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n))
-        return st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope is not a list of %d widths", file, n);
+        return st_fail(ST_ERR_FORMAT, "%s: %s is not a list of %d widths", file, key, n);
     for (int i = 0; a && i < n; i++) {
         const cJSON *x = cJSON_GetArrayItem(a, i);
         if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble > 1e6)
-            return st_fail(ST_ERR_FORMAT, "%s: axes_dims_rope[%d] is not a whole number", file, i);
+            return st_fail(ST_ERR_FORMAT, "%s: %s[%d] is not a whole number", file, key, i);
         axes[i] = (int64_t)x->valuedouble;
     }
+    return ST_OK;
+}
+
+/* A number at key other than the only value segtrain builds, refused by name (absent or null: the class's default,
+ * which is that value). */
+static st_status json_fixed(const cJSON *j, const char *file, const char *key, double want, const char *what)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (x && !cJSON_IsNull(x) && (!cJSON_IsNumber(x) || x->valuedouble != want))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is not %g, the only value segtrain builds %s with", file, key, want,
+                       what);
     return ST_OK;
 }
 
@@ -354,7 +417,7 @@ static st_status flux_keys(const cJSON *j, const char *file, model_config *mc, i
     for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "guidance_embeds");
     if (cJSON_IsBool(g)) guidance = cJSON_IsTrue(g);
-    if (!st) st = json_axes(j, file, 3, axes);
+    if (!st) st = json_axes(j, file, "axes_dims_rope", 3, axes);
     if (st) return st;
     /* the pipeline packs 2x2 latent patches into in_channels: segtrain patchifies the latent itself */
     if (patch != 1 || in % 4 || (out && out != in))
@@ -397,18 +460,12 @@ static st_status flux2_from_json(const cJSON *j, const char *file, model_config 
                 {"attention_head_dim", &hd},   {"num_attention_heads", &heads}, {"joint_attention_dim", &mc->text_dim},
                 {"timestep_guidance_channels", &mc->time_channels}};
     for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
-    if (!st) st = json_axes(j, file, 4, axes);
+    if (!st) st = json_axes(j, file, "axes_dims_rope", 4, axes);
     if (st) return st;
-    const struct {
-        const char *key;
-        double want;
-    } fixed[] = {{"mlp_ratio", 3.0}, {"rope_theta", 2000.0}, {"eps", 1e-6}};
-    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) {
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, fixed[i].key);
-        if (x && (!cJSON_IsNumber(x) || x->valuedouble != fixed[i].want))
-            return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is not %g; segtrain builds Flux.2 with every published config's",
-                           file, fixed[i].key, fixed[i].want);
-    }
+    if ((st = json_fixed(j, file, "mlp_ratio", 3.0, "Flux.2 (every published config's)")) ||
+        (st = json_fixed(j, file, "rope_theta", 2000.0, "Flux.2 (every published config's)")) ||
+        (st = json_fixed(j, file, "eps", 1e-6, "Flux.2 (every published config's)")))
+        return st;
     /* the pipeline packs 2x2 latent patches into in_channels: segtrain patchifies the latent itself */
     if (patch != 1 || in % 4 || (out && out != in))
         return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size %lld, in_channels %lld, out_channels %lld; segtrain reads "
@@ -436,7 +493,7 @@ static st_status qwen_from_json(const cJSON *j, const char *file, model_config *
                 {"num_layers", &mc->depth},   {"attention_head_dim", &hd}, {"num_attention_heads", &heads},
                 {"joint_attention_dim", &mc->text_dim}};
     for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
-    if (!st) st = json_axes(j, file, 3, axes);
+    if (!st) st = json_axes(j, file, "axes_dims_rope", 3, axes);
     if (st) return st;
     static const char *const options[] = {"guidance_embeds", "zero_cond_t", "use_additional_t_cond", "use_layer3d_rope"};
     for (size_t i = 0; i < sizeof options / sizeof *options; i++)
@@ -533,7 +590,118 @@ static st_status chroma_from_json(const cJSON *j, const char *file, model_config
     return st;
 }
 
+/* HunyuanVideoTransformer3DModel's config: its defaults (HunyuanVideo 1.0's), then the file's values; mlp_ratio,
+ * rope_theta, qk_norm and image_condition_type other than the text-to-video model's are refused by name. */
+static st_status hunyuanvideo_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t out = 16, hd = 128, heads = 24, axes[3] = {16, 56, 56};
+    mc->channels = 16, mc->depth = 20, mc->single_depth = 40, mc->refiner_depth = 2, mc->patch = 2, mc->patch_t = 1;
+    mc->text_dim = 4096, mc->pooled_dim = 768;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &mc->channels},     {"out_channels", &out},
+                {"num_attention_heads", &heads},    {"attention_head_dim", &hd},
+                {"num_layers", &mc->depth},         {"num_single_layers", &mc->single_depth},
+                {"num_refiner_layers", &mc->refiner_depth}, {"patch_size", &mc->patch},
+                {"patch_size_t", &mc->patch_t},     {"text_embed_dim", &mc->text_dim},
+                {"pooled_projection_dim", &mc->pooled_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "rope_axes_dim", 3, axes);
+    if (!st) st = json_fixed(j, file, "mlp_ratio", 4.0, "HunyuanVideo");
+    if (!st) st = json_fixed(j, file, "rope_theta", 256.0, "HunyuanVideo");
+    if (st) return st;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "qk_norm"), *ic = cJSON_GetObjectItemCaseSensitive(j, "image_condition_type");
+    if (q && !(cJSON_IsString(q) && !strcmp(q->valuestring, "rms_norm")))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is not \"rms_norm\" (HunyuanVideo's)", file);
+    if (ic && !cJSON_IsNull(ic))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: image_condition_type is set (an image-to-video model's: latent_concat or "
+                       "token_replace); segtrain builds the text-to-video model, where it is null", file);
+    if (out && out != mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld; segtrain reads HunyuanVideo's with out_channels = "
+                       "in_channels (%lld)", file, (long long)out, (long long)mc->channels);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "guidance_embeds");
+    mc->guidance_embeds = !g || !cJSON_IsBool(g) || cJSON_IsTrue(g); /* the class's default: true */
+    mc->heads = heads, mc->hidden = hd * heads;
+    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
+    return ST_OK;
+}
+
+/* HunyuanVideo15Transformer3DModel's: its defaults (the 480p and 720p models'), then the file's values; in_channels
+ * is the latent's and the image-to-video condition's (latents and mask), out_channels the latent's. use_meanflow
+ * (the super-resolution models' second timestep) and sizes other than every published config's are refused by name.
+ * task_type is not read: the model is the same, and segtrain trains it text-to-video. */
+static st_status hunyuanvideo15_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 65, hd = 128, heads = 16, axes[3] = {16, 56, 56};
+    mc->channels = 32, mc->depth = 54, mc->single_depth = 0, mc->refiner_depth = 2, mc->patch = 1, mc->patch_t = 1;
+    mc->text_dim = 3584, mc->text2_dim = 1472, mc->image_dim = 1152, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &in},               {"out_channels", &mc->channels},
+                {"num_attention_heads", &heads},    {"attention_head_dim", &hd},
+                {"num_layers", &mc->depth},         {"num_refiner_layers", &mc->refiner_depth},
+                {"patch_size", &mc->patch},         {"patch_size_t", &mc->patch_t},
+                {"text_embed_dim", &mc->text_dim},  {"text_embed_2_dim", &mc->text2_dim},
+                {"image_embed_dim", &mc->image_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "rope_axes_dim", 3, axes);
+    if (!st) st = json_fixed(j, file, "mlp_ratio", 4.0, "HunyuanVideo 1.5");
+    if (!st) st = json_fixed(j, file, "rope_theta", 256.0, "HunyuanVideo 1.5");
+    if (st) return st;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "qk_norm");
+    if (q && !(cJSON_IsString(q) && !strcmp(q->valuestring, "rms_norm")))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is not \"rms_norm\" (HunyuanVideo 1.5's)", file);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "use_meanflow")))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: use_meanflow is true (a super-resolution model's second timestep); "
+                       "segtrain builds the text-to-video model, where it is false", file);
+    if (in < mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: in_channels %lld below out_channels %lld; segtrain reads HunyuanVideo "
+                       "1.5's (the latent's channels, then the condition's)", file, (long long)in,
+                       (long long)mc->channels);
+    mc->cond_channels = in - mc->channels;
+    mc->heads = heads, mc->hidden = hd * heads;
+    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
+    return ST_OK;
+}
+
 /* Each family's diffusers class and the reader of its config.json. */
+/* HiDreamImageTransformer2DModel's: its text is caption_channels [T5's, Llama's] wide (one width here), one Llama
+ * layer per block (llama_layers: which ones is the cache's choice, so only their count is checked). */
+static st_status hidream_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 64, out = 0, hd = 128, heads = 20, caption[2] = {4096, 4096};
+    mc->patch = 2, mc->depth = 16, mc->single_depth = 32, mc->pooled_dim = 2048, mc->experts = 4;
+    mc->experts_active = 2;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"patch_size", &mc->patch}, {"in_channels", &in}, {"out_channels", &out},
+                {"num_layers", &mc->depth}, {"num_single_layers", &mc->single_depth}, {"attention_head_dim", &hd},
+                {"num_attention_heads", &heads}, {"text_emb_dim", &mc->pooled_dim},
+                {"num_routed_experts", &mc->experts}, {"num_activated_experts", &mc->experts_active}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "caption_channels", 2, caption);
+    if (!st) st = json_axes(j, file, "axes_dims_rope", 3, mc->rope_axes);
+    if (st) return st;
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(j, "llama_layers");
+    const cJSON *inference = cJSON_GetObjectItemCaseSensitive(j, "force_inference_output");
+    if ((out && out != in) || caption[0] != caption[1] || cJSON_IsTrue(inference) ||
+        (layers && (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) != mc->depth + mc->single_depth)))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, caption_channels (%lld, %lld), "
+                       "force_inference_output, llama_layers: segtrain reads HiDream's with out_channels = in_channels "
+                       "(%lld), one caption width, the training path, and one Llama layer per block (%lld)", file,
+                       (long long)out, (long long)caption[0], (long long)caption[1], (long long)in,
+                       (long long)(mc->depth + mc->single_depth));
+    mc->channels = in, mc->heads = heads, mc->hidden = hd * heads, mc->text_dim = caption[0];
+    mc->guidance_embeds = false;
+    return ST_OK;
+}
+
 static const struct {
     const char *family, *diffusers;
     st_status (*from_json)(const cJSON *j, const char *file, model_config *mc);
@@ -546,6 +714,9 @@ static const struct {
     {"flux2", "Flux2Transformer2DModel", flux2_from_json},
     {"longcat_image", "LongCatImageTransformer2DModel", longcat_from_json},
     {"chroma", "ChromaTransformer2DModel", chroma_from_json},
+    {"hunyuanvideo", "HunyuanVideoTransformer3DModel", hunyuanvideo_from_json},
+    {"hunyuanvideo15", "HunyuanVideo15Transformer3DModel", hunyuanvideo15_from_json},
+    {"hidream", "HiDreamImageTransformer2DModel", hidream_from_json},
 };
 
 static bool reads_diffusers(const model_config *mc)

@@ -9,7 +9,7 @@ st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
     const model_config *c = model_get_config(m);
     st_status st = model_check_batch(m, b->batch); /* bounds the products below */
     if (st) return st;
-    const int64_t per = c->channels * c->resolution * c->resolution, n = b->batch * per;
+    const int64_t per = model_sample_numel(c), n = b->batch * per;
     pool *p = model_params(m)->pool;
     float *xt = NULL, *target = NULL, *timesteps = NULL, *dpred = NULL;
     st = pool_alloc(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.x_t", (void **)&xt);
@@ -44,7 +44,7 @@ st_status flow_step_dry(model_run *r, int64_t batch, size_t optimizer_bytes, poo
     const model_config *c = model_get_config(m);
     st_status st = model_check_batch(m, batch); /* bounds the products below */
     if (st) return st;
-    const size_t n = (size_t)(batch * c->channels * c->resolution * c->resolution);
+    const size_t n = (size_t)(batch * model_sample_numel(c));
     pool_reset_peak(r->device);
     pool_reset_peak(r->host);
     /* what a training step holds besides the model: the optimizer's state and the batch, as the trainer has them */

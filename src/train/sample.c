@@ -31,7 +31,7 @@ st_status sample_images(model *m, const sample_settings *s, const float *cond, i
             return st_fail(ST_ERR_INVALID, "sampling: label %g of image %lld is not one of 0 .. %lld (%lld is the null "
                            "label)", (double)cond[i], (long long)i, (long long)c->classes, (long long)c->classes);
     pool *p = model_params(m)->pool;
-    const int64_t per = c->channels * c->resolution * c->resolution, numel = n * per;
+    const int64_t per = model_sample_numel(c), numel = n * per;
     const bool guided = s->guidance != 1.0f;
     const int64_t B = guided ? 2 * n : n; /* the batch the model sees */
     const float g = s->guidance;
@@ -92,12 +92,15 @@ st_status sample_grid(model *m, const sample_settings *s, const char *const *cap
         return st_fail(ST_ERR_INVALID,
                        "sample grid: the model has %lld input channels; a PNG grid needs 1 (gray) or 3 (RGB)",
                        (long long)c->channels);
+    if (c->frames > 1)
+        return st_fail(ST_ERR_INVALID, "sample grid: the model takes %lld latent frames; a PNG grid shows images (1 "
+                       "frame: num_frames 1)", (long long)c->frames);
     const int64_t n = (int64_t)rows * per_class;
     if (n > 1 << 20) return st_fail(ST_ERR_INVALID, "sample grid: %lld images is too many", (long long)n);
     st_status st = check_settings(m, s, n);
     if (st) return st;
     pool *p = model_params(m)->pool;
-    const int64_t per = c->channels * c->resolution * c->resolution;
+    const int64_t per = model_sample_numel(c);
     float *images = NULL;
     float *cond = NULL;
     st = pool_alloc(p, (size_t)(n * L) * sizeof(float), MEM_ACTIVATIONS, "sample.grid_cond", (void **)&cond);

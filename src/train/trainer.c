@@ -225,8 +225,13 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
 static st_status open_data(trainer *t, const model_config *mc)
 {
     const char *cache = config_string(t->cfg, "data_cache_dir");
+    const bool synthetic = config_bool(t->cfg, "synthetic_data");
+    if (mc->frames > 1 && !synthetic)
+        return st_fail(ST_ERR_UNSUPPORTED, "num_frames %lld: the model takes %lld latent frames, but segtrain's "
+                       "datasets and caches hold images (one frame): train a video family on them with num_frames 1, "
+                       "or on synthetic_data", (long long)config_int(t->cfg, "num_frames"), (long long)mc->frames);
     if (cache[0]) return open_cache(t, mc, cache);
-    if (config_bool(t->cfg, "synthetic_data")) return ST_OK; /* batches are drawn in trainer_step */
+    if (synthetic) return ST_OK; /* batches are drawn in trainer_step */
     const char *dir = config_string(t->cfg, "data_dir"), *backends = config_string(t->cfg, "data_backend_config");
     if (dir[0] && backends[0])
         return st_fail(ST_ERR_INVALID, "data_dir (%s) and data_backend_config (%s) are both set: give one", dir,
@@ -388,7 +393,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
         t->labels = calloc((size_t)t->batch, sizeof *t->labels);
         t->captions = calloc((size_t)t->batch, sizeof *t->captions);
         if (!t->labels || !t->captions) st = st_host_oom("a batch's labels and captions");
-        const size_t n = (size_t)(t->batch * mc->channels * mc->resolution * mc->resolution);
+        const size_t n = (size_t)(t->batch * model_sample_numel(mc));
         pool *p = t->run.device;
         if (!st) st = pool_alloc(p, n * sizeof(float), MEM_ACTIVATIONS, "batch.x0", (void **)&t->x0);
         if (!st) st = pool_alloc(p, n * sizeof(float), MEM_ACTIVATIONS, "batch.noise", (void **)&t->noise);
@@ -494,7 +499,7 @@ static st_status validate(trainer *t)
 st_status trainer_step(trainer *t, train_step_info *info)
 {
     const model_config *mc = model_get_config(t->run.m);
-    const int64_t per = mc->channels * mc->resolution * mc->resolution;
+    const int64_t per = model_sample_numel(mc);
     param_set *ps = model_params(t->run.m);
     const double t0 = clock_seconds();
     pool_reset_peak(t->run.device);

@@ -38,65 +38,42 @@ static void embedding_backward_run(float *dtable, const float *dout, const float
     }
 }
 
-/* One routine per direction pair keeps the index formulas in one place. Image pixel (ch, r*p+a, q*p+bb)
- * pairs with patch token r*gw+q; `to_tokens` says which side is written, `acc` whether it is += . */
-static void patch_tokens_move(float *tokens, float *image, const float *src_tokens, const float *src_image,
-                              int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p, bool dit_order,
-                              bool to_tokens, bool acc)
+/* One routine per direction pair keeps the index formulas in one place. Latent pixel (ch, u*pt+z, r*p+a, q*p+bb)
+ * pairs with patch token (u*gh + r)*gw + q; `to_tokens` says which side is written, `acc` whether it is += . */
+static void patch_tokens_move(float *tokens, float *latent, const float *src_tokens, const float *src_latent,
+                              const patch_shape *s, bool dit_order, bool to_tokens, bool acc)
 {
-    int64_t gh = h / p, gw = w / p, f = c * p * p, T = gh * gw;
-#pragma omp parallel for collapse(2) schedule(static) if (batch * c * h * w >= PAR_MIN)
-    for (int64_t b = 0; b < batch; b++)
-        for (int64_t r = 0; r < gh; r++)
-            for (int64_t q = 0; q < gw; q++) {
-                int64_t tok = (b * T + r * gw + q) * f;
-                for (int64_t ch = 0; ch < c; ch++)
+    const int64_t c = s->channels, F = s->frames, h = s->height, w = s->width, pt = s->patch_t, p = s->patch;
+    const int64_t gf = F / pt, gh = h / p, gw = w / p, f = c * pt * p * p, T = gf * gh * gw;
+#pragma omp parallel for collapse(2) schedule(static) if (s->batch * c * F * h * w >= PAR_MIN)
+    for (int64_t b = 0; b < s->batch; b++)
+        for (int64_t t = 0; t < T; t++) {
+            const int64_t u = t / (gh * gw), r = t / gw % gh, q = t % gw, tok = (b * T + t) * f;
+            for (int64_t ch = 0; ch < c; ch++)
+                for (int64_t z = 0; z < pt; z++)
                     for (int64_t a = 0; a < p; a++) {
-                        int64_t pix = ((b * c + ch) * h + r * p + a) * w + q * p;
-                        /* feature of (ch, a, bb): conv order ch*p*p + a*p + bb, or DiT's (a*p + bb)*c + ch */
-                        int64_t fbase = dit_order ? a * p * c + ch : ch * p * p + a * p;
-                        int64_t fstep = dit_order ? c : 1;
+                        const int64_t pix = (((b * c + ch) * F + u * pt + z) * h + r * p + a) * w + q * p;
+                        /* feature of (ch, z, a, bb): conv order ((ch*pt + z)*p + a)*p + bb, or DiT's
+                         * ((z*p + a)*p + bb)*c + ch */
+                        const int64_t fbase = dit_order ? ((z * p + a) * p) * c + ch : ((ch * pt + z) * p + a) * p;
+                        const int64_t fstep = dit_order ? c : 1;
                         if (to_tokens) {
                             float *o = tokens + tok + fbase;
-                            const float *s = src_image + pix;
+                            const float *x = src_latent + pix;
                             if (acc)
-                                for (int64_t bb = 0; bb < p; bb++) o[bb * fstep] += s[bb];
+                                for (int64_t bb = 0; bb < p; bb++) o[bb * fstep] += x[bb];
                             else
-                                for (int64_t bb = 0; bb < p; bb++) o[bb * fstep] = s[bb];
+                                for (int64_t bb = 0; bb < p; bb++) o[bb * fstep] = x[bb];
                         } else {
-                            float *o = image + pix;
-                            const float *s = src_tokens + tok + fbase;
+                            float *o = latent + pix;
+                            const float *x = src_tokens + tok + fbase;
                             if (acc)
-                                for (int64_t bb = 0; bb < p; bb++) o[bb] += s[bb * fstep];
+                                for (int64_t bb = 0; bb < p; bb++) o[bb] += x[bb * fstep];
                             else
-                                for (int64_t bb = 0; bb < p; bb++) o[bb] = s[bb * fstep];
+                                for (int64_t bb = 0; bb < p; bb++) o[bb] = x[bb * fstep];
                         }
                     }
-            }
-}
-
-static void patchify_forward_run(float *tokens, const float *image, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
-{
-    patch_tokens_move(tokens, NULL, NULL, image, batch, c, h, w, p, false, true, false);
-}
-
-static void patchify_backward_run(float *dimage, const float *dtokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
-{
-    if (!dimage) return;
-    patch_tokens_move(NULL, dimage, dtokens, NULL, batch, c, h, w, p, false, false, true);
-}
-
-static void unpatchify_forward_run(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p,
-                                   patch_order order)
-{
-    patch_tokens_move(NULL, image, tokens, NULL, batch, c, h, w, p, order == PATCH_DIT, false, false);
-}
-
-static void unpatchify_backward_run(float *dtokens, const float *dimage, int64_t batch, int64_t c, int64_t h, int64_t w,
-                         int64_t p, patch_order order)
-{
-    if (!dtokens) return;
-    patch_tokens_move(dtokens, NULL, NULL, dimage, batch, c, h, w, p, order == PATCH_DIT, true, true);
+        }
 }
 
 /* 1D sine-cosine embedding of position u into e channels: [sin(u w_j), cos(u w_j)], w_j = 10000^(-j/(e/2)). */
@@ -154,34 +131,37 @@ void embedding_backward(float *dtable, const float *dout, const float *idx, int6
     prof_add(OP_POINTWISE, t0, 0, 12.0 * n * d);
 }
 
-void patchify_forward(float *tokens, const float *image, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
+static double patch_bytes(const patch_shape *s)
 {
-    const double t0 = prof_now();
-    if (!op_dry(tokens)) patchify_forward_run(tokens, image, batch, c, h, w, p);
-    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * c * h * w);
+    return 8.0 * (double)s->batch * (double)(s->channels * s->frames * s->height * s->width);
 }
 
-void patchify_backward(float *dimage, const float *dtokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p)
+void patchify_forward(float *tokens, const float *latent, const patch_shape *s)
 {
     const double t0 = prof_now();
-    if (!op_dry(dtokens)) patchify_backward_run(dimage, dtokens, batch, c, h, w, p);
-    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * c * h * w);
+    if (!op_dry(tokens)) patch_tokens_move(tokens, NULL, NULL, latent, s, false, true, false);
+    prof_add(OP_POINTWISE, t0, 0, patch_bytes(s));
 }
 
-void unpatchify_forward(float *image, const float *tokens, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p,
-                        patch_order order)
+void patchify_backward(float *dlatent, const float *dtokens, const patch_shape *s)
 {
     const double t0 = prof_now();
-    if (!op_dry(image)) unpatchify_forward_run(image, tokens, batch, c, h, w, p, order);
-    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * c * h * w);
+    if (dlatent && !op_dry(dtokens)) patch_tokens_move(NULL, dlatent, dtokens, NULL, s, false, false, true);
+    prof_add(OP_POINTWISE, t0, 0, patch_bytes(s));
 }
 
-void unpatchify_backward(float *dtokens, const float *dimage, int64_t batch, int64_t c, int64_t h, int64_t w, int64_t p,
-                         patch_order order)
+void unpatchify_forward(float *latent, const float *tokens, const patch_shape *s, patch_order order)
 {
     const double t0 = prof_now();
-    if (!op_dry(dimage)) unpatchify_backward_run(dtokens, dimage, batch, c, h, w, p, order);
-    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * c * h * w);
+    if (!op_dry(latent)) patch_tokens_move(NULL, latent, tokens, NULL, s, order == PATCH_DIT, false, false);
+    prof_add(OP_POINTWISE, t0, 0, patch_bytes(s));
+}
+
+void unpatchify_backward(float *dtokens, const float *dlatent, const patch_shape *s, patch_order order)
+{
+    const double t0 = prof_now();
+    if (dtokens && !op_dry(dlatent)) patch_tokens_move(dtokens, NULL, NULL, dlatent, s, order == PATCH_DIT, true, true);
+    prof_add(OP_POINTWISE, t0, 0, patch_bytes(s));
 }
 
 void position_ids_flux2(float *ids, int64_t text, int64_t rows, int64_t cols)
@@ -196,16 +176,14 @@ void position_ids_flux2(float *ids, int64_t text, int64_t rows, int64_t cols)
         }
 }
 
-void position_ids_grid(float *ids, int64_t text, int64_t rows, int64_t cols)
+void position_ids_grid(float *ids, int64_t text, int64_t frames, int64_t rows, int64_t cols)
 {
     if (op_dry(ids)) return;
     for (int64_t i = 0; i < text * 3; i++) ids[i] = 0.0f;
-    float *img = ids + text * 3;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t q = 0; q < cols; q++) {
-            float *id = img + (r * cols + q) * 3;
-            id[0] = 0.0f, id[1] = (float)r, id[2] = (float)q;
-        }
+    float *id = ids + text * 3;
+    for (int64_t u = 0; u < frames; u++)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t q = 0; q < cols; q++, id += 3) id[0] = (float)u, id[1] = (float)r, id[2] = (float)q;
 }
 
 void position_ids_centred(float *ids, int64_t text, int64_t rows, int64_t cols)
