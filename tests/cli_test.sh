@@ -264,6 +264,12 @@ expect 0 "SimpleTuner's hunyuanvideo example plans HunyuanVideo 1.5 (its t2v-480
 expect 0 "num_frames: 33 frames of HunyuanVideo 1.5 are 9 latent frames, 8100 image tokens" \
   "8100 image \\+ 1256 text tokens of 33-frame 480 px video \\(9 x 30 x 30 latent, VAE /16, /4 in time\\)" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/hunyuanvideo-1.5-t2v.peft-lora.json" --set num_frames=33
+expect 0 "plan --parts lists HiDream's expert weights as one line per kind" \
+  "double_stream_blocks\\.\\*\\.block\\.ff_i\\.experts\\.\\*\\.w1 " -- \
+  "$bin" plan --config empty.json --set model_preset=hidream-tiny --parts
+expect 0 "plan --parts lists what is live at the peak: without checkpointing, every block's routing state" \
+  "hidream\\.moe\\.route  *activations  *2 x" -- \
+  "$bin" plan --config empty.json --set model_preset=hidream-tiny --parts
 expect 0 "SimpleTuner's qwen_image example plans Qwen-Image at its real size" \
   "model qwen-image \\(qwen_image\\): 60 joint blocks, width 3072, 24 heads, 4096 image \\+ 1024 text tokens" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/qwen_image.peft-lora.json"

@@ -182,6 +182,31 @@ static void test_dry_pools(void)
     CHECK(pool_destroy(leaky) == 1);
 }
 
+/* What was live at the peak, by name: recorded only when asked, merged by name and tag, largest first, and the
+ * later, lower live sets leave it as it was at the peak. */
+static void test_peak_parts(void)
+{
+    pool *p = pool_create_dry(POOL_DEVICE, 0);
+    pool_part parts[4];
+    void *a, *b, *c, *d;
+    CHECK(pool_alloc(p, 100, MEM_ACTIVATIONS, "x", &a) == ST_OK);
+    CHECK(pool_peak_parts(p, parts, 4) == 0); /* not recording */
+    pool_record_peak_parts(p, true);
+    CHECK(pool_alloc(p, 50, MEM_ACTIVATIONS, "x", &b) == ST_OK && pool_alloc(p, 300, MEM_WORKSPACE, "w", &c) == ST_OK);
+    CHECK(pool_alloc(p, 60, MEM_BOUNDARIES, "x", &d) == ST_OK);
+    pool_free(p, c); /* below the peak: the parts stay the peak's */
+    CHECK(pool_alloc(p, 10, MEM_WORKSPACE, "later", &c) == ST_OK);
+    const size_t n = pool_peak_parts(p, parts, 2);
+    CHECKF(n == 3 && !strcmp(parts[0].what, "w") && parts[0].bytes == 300 && parts[0].count == 1 &&
+               !strcmp(parts[1].what, "x") && parts[1].tag == MEM_ACTIVATIONS && parts[1].bytes == 150 &&
+               parts[1].count == 2, "%zu parts: %s %zu x%zu, %s %zu x%zu", n, parts[0].what, parts[0].bytes,
+           parts[0].count, parts[1].what, parts[1].bytes, parts[1].count);
+    CHECK(pool_peak_parts(p, parts, 4) == 3 && !strcmp(parts[2].what, "x") && parts[2].tag == MEM_BOUNDARIES &&
+          parts[2].bytes == 60);
+    pool_free(p, a), pool_free(p, b), pool_free(p, c), pool_free(p, d);
+    CHECK(pool_destroy(p) == 0);
+}
+
 int main(void)
 {
     test_dry_pools();
@@ -190,5 +215,6 @@ int main(void)
     test_leaks_are_reported();
     test_concurrent_use();
     test_sizes_read_well();
+    test_peak_parts();
     return tk_finish();
 }

@@ -77,6 +77,18 @@ size_t pool_peak(pool *p);
 /* Starts a new peak window: peak becomes the current live bytes (per tag too). */
 void pool_reset_peak(pool *p);
 
+/* What was live at the peak, by name, for `segtrain plan --parts`. With recording on, each new peak (and
+ * pool_reset_peak) copies the live list's (what, tag, bytes): O(live) per new peak, so it is off by default.
+ * pool_peak_parts aggregates that copy by name and tag, largest first, writes up to max of them and returns how
+ * many there are in all (0 with recording off, or when the copy could not be allocated). */
+typedef struct pool_part {
+    const char *what;
+    mem_tag tag;
+    size_t bytes, count;
+} pool_part;
+void pool_record_peak_parts(pool *p, bool on);
+size_t pool_peak_parts(pool *p, pool_part *out, size_t max);
+
 size_t pool_capacity(const pool *p);
 void pool_set_capacity(pool *p, size_t capacity);
 pool_kind pool_get_kind(const pool *p);

@@ -2,6 +2,7 @@
  * blocks, what they hold, and the predicted peak device memory of a training step by tag. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -10,14 +11,18 @@
 #include "segtrain/train.h"
 
 static const char plan_help[] =
-    "usage: segtrain plan --config C [--json] [--set key=value ...]\n"
+    "usage: segtrain plan --config C [--json] [--parts] [--set key=value ...]\n"
     "\n"
     "Prints the checkpoint plan of every block sequence of the configured model, as\n"
     "  blocks 0-1 ckpt | 2-3 keep | 4-5 ckpt ...\n"
     "(ckpt: recomputed from the segment's boundary in backward; keep: keeps its activations; ffn: keeps the\n"
     "attention side and recomputes the feed-forward half), the bytes each part holds, and the predicted peak\n"
     "device memory of one training step at train_batch_size, by what it holds. Nothing is allocated or run.\n"
-    "--json prints the same for machines.\n";
+    "--json prints the same for machines. --parts also lists the weights by part (block indices as *: every\n"
+    "block's expert weights as one line) and what was live at the predicted peak, by name and tag (a mixture\n"
+    "of experts' routing state, a boundary, an attention's kept state).\n";
+
+#define PARTS_SHOWN 100
 
 typedef struct plan_report {
     int64_t batch;
@@ -190,11 +195,71 @@ static void print_json(model *m, const plan_report *r)
     cJSON_Delete(root);
 }
 
+/* A parameter's part: its name without the last component (weight, bias), each block or expert index as *. */
+static void part_of(const char *name, char *out, size_t n)
+{
+    size_t k = 0;
+    const char *end = strrchr(name, '.');
+    for (const char *p = name; p < (end ? end : name + strlen(name)) && k + 2 < n;) {
+        const bool start = p == name || p[-1] == '.';
+        size_t digits = strspn(p, "0123456789");
+        if (start && digits && (p[digits] == '.' || !p[digits])) out[k++] = '*', p += digits;
+        else out[k++] = *p++;
+    }
+    out[k] = 0;
+}
+
+typedef struct weight_part {
+    char name[PARAM_NAME_MAX];
+    size_t bytes, tensors;
+} weight_part;
+
+static int by_bytes_desc(const void *a, const void *b)
+{
+    const weight_part *x = a, *y = b;
+    return x->bytes != y->bytes ? (x->bytes < y->bytes ? 1 : -1) : strcmp(x->name, y->name);
+}
+
+static void print_parts(model *m, pool *device)
+{
+    param_set *ps = model_params(m);
+    weight_part *w = calloc((size_t)ps->n + 1, sizeof *w);
+    if (!w) return;
+    int n = 0;
+    for (int i = 0; i < ps->n; i++) {
+        char name[PARAM_NAME_MAX];
+        part_of(param_at(ps, i)->name, name, sizeof name);
+        int j = 0;
+        while (j < n && strcmp(w[j].name, name)) j++;
+        if (j == n) snprintf(w[n++].name, sizeof w->name, "%s", name);
+        w[j].bytes += (size_t)param_at(ps, i)->numel * sizeof(float), w[j].tensors++;
+    }
+    qsort(w, (size_t)n, sizeof *w, by_bytes_desc);
+    printf("weights by part (%d parts; block and expert indices as *):\n", n);
+    for (int j = 0; j < n && j < PARTS_SHOWN; j++) {
+        printf("  %-64s %6zu tensors  ", w[j].name, w[j].tensors);
+        print_bytes(stdout, w[j].bytes);
+        printf("\n");
+    }
+    if (n > PARTS_SHOWN) printf("  ... %d smaller parts\n", n - PARTS_SHOWN);
+    free(w);
+    pool_part parts[PARTS_SHOWN];
+    const size_t all = pool_peak_parts(device, parts, PARTS_SHOWN);
+    printf("live at the predicted peak, by name (%zu names):\n", all);
+    for (size_t j = 0; j < all && j < PARTS_SHOWN; j++) {
+        printf("  %-48s %-12s %6zu x  ", parts[j].what, mem_tag_name(parts[j].tag), parts[j].count);
+        print_bytes(stdout, parts[j].bytes);
+        printf("\n");
+    }
+    if (all > PARTS_SHOWN) printf("  ... %zu smaller names\n", all - PARTS_SHOWN);
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *config_path = NULL;
-    bool json = false;
-    const cli_flag flags[] = {{"--config", .text = &config_path}, {"--json", .on = &json}, {0}};
+    bool json = false, parts = false;
+    const cli_flag flags[] = {{"--config", .text = &config_path}, {"--json", .on = &json}, {"--parts", .on = &parts},
+                              {0}};
     cli_args a;
     int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(plan_help, stdout), 0) : rc;
@@ -205,9 +270,11 @@ int cmd_plan(int argc, char **argv)
     if (!st) {
         plan_report r = {.batch = config_int(cfg, "train_batch_size")};
         r.optimizer_bytes = train_optimizer_bytes(cfg, model_params(cm.m)->grad_count);
+        if (parts) pool_record_peak_parts(cm.device, true);
         st = flow_step_dry(&cm, r.batch, r.optimizer_bytes, &r.sim, &r.host);
         if (!st && json) print_json(cm.m, &r);
         else if (!st) print_text(&cm.cs, cm.m, &r);
+        if (!st && parts && !json) print_parts(cm.m, cm.device);
     }
     cli_close_model(&cm);
     config_free(cfg);

@@ -38,6 +38,10 @@ struct pool {
     size_t capacity;
     pool_stats stats;
     header *live_list;
+    /* pool_record_peak_parts: the live list at the last peak */
+    bool record, snap_failed;
+    pool_part *snap;
+    size_t n_snap, cap_snap;
 };
 
 /* ---- dry addresses ---- */
@@ -154,9 +158,69 @@ pool *pool_create(pool_kind kind, size_t capacity)
     return p;
 }
 
+/* The live list into p->snap (the lock held). */
+static void snapshot(pool *p)
+{
+    if (!p->record) return;
+    if (p->stats.allocations > p->cap_snap) {
+        const size_t cap = 2 * p->stats.allocations;
+        pool_part *snap = realloc(p->snap, cap * sizeof *snap);
+        if (!snap) {
+            p->snap_failed = true;
+            return;
+        }
+        p->snap = snap, p->cap_snap = cap;
+    }
+    p->n_snap = 0;
+    for (const header *h = p->live_list; h; h = h->next)
+        p->snap[p->n_snap++] = (pool_part){.what = h->what ? h->what : "?", .tag = h->tag, .bytes = h->bytes, .count = 1};
+    p->snap_failed = false;
+}
+
+void pool_record_peak_parts(pool *p, bool on)
+{
+    pthread_mutex_lock(&p->lock);
+    p->record = on;
+    snapshot(p);
+    pthread_mutex_unlock(&p->lock);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    const pool_part *x = a, *y = b;
+    const int c = strcmp(x->what, y->what);
+    return c ? c : (int)x->tag - (int)y->tag;
+}
+
+static int by_bytes(const void *a, const void *b)
+{
+    const pool_part *x = a, *y = b;
+    return x->bytes != y->bytes ? (x->bytes < y->bytes ? 1 : -1) : by_name(a, b);
+}
+
+size_t pool_peak_parts(pool *p, pool_part *out, size_t max)
+{
+    pthread_mutex_lock(&p->lock);
+    size_t n = 0;
+    if (p->record && !p->snap_failed && p->n_snap) {
+        qsort(p->snap, p->n_snap, sizeof *p->snap, by_name);
+        for (size_t i = 0; i < p->n_snap; i++) /* merged in place: n parts stay at the front */
+            if (n && !by_name(&p->snap[n - 1], &p->snap[i])) {
+                p->snap[n - 1].bytes += p->snap[i].bytes;
+                p->snap[n - 1].count += p->snap[i].count;
+            } else p->snap[n++] = p->snap[i];
+        p->n_snap = n;
+        qsort(p->snap, n, sizeof *p->snap, by_bytes);
+        memcpy(out, p->snap, (n < max ? n : max) * sizeof *out);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return n;
+}
+
 size_t pool_destroy(pool *p)
 {
     if (!p) return 0;
+    free(p->snap);
     size_t leaks = 0;
     for (header *h = p->live_list; h;) {
         header *next = h->next;
@@ -213,6 +277,7 @@ st_status pool_alloc(pool *p, size_t bytes, mem_tag tag, const char *what, void 
     if (s->live > s->peak) {
         s->peak = s->live;
         memcpy(s->at_peak_by_tag, s->live_by_tag, sizeof s->at_peak_by_tag);
+        snapshot(p);
     }
     pthread_mutex_unlock(&p->lock);
     *out = dry_at ? dry_at : (char *)h + ALIGNMENT;
@@ -297,6 +362,7 @@ void pool_reset_peak(pool *p)
     p->stats.peak = p->stats.live;
     memcpy(p->stats.peak_by_tag, p->stats.live_by_tag, sizeof p->stats.peak_by_tag);
     memcpy(p->stats.at_peak_by_tag, p->stats.live_by_tag, sizeof p->stats.at_peak_by_tag);
+    snapshot(p);
     pthread_mutex_unlock(&p->lock);
 }
 
