@@ -205,7 +205,7 @@ static void test_fixture(const char *name, const char *preset)
     tk_expect_bitwise("prediction, checkpointed vs none", r[1].pred, r[0].pred, B * per);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(text), free(pooled), free(guidance);
-    free(mask), free(llama);
+    free(mask), free(llama), free(text2), free(mask2);
     free(cond);
     sft_close(f);
     model_destroy(m);
