@@ -243,6 +243,15 @@ expect 1 "train: a folder without diffusers weights says what it looked for" \
   "\\.: a folder without diffusers weights: looked for diffusion_pytorch_model.safetensors.index.json and diffusion_pytorch_model.safetensors in it and in its transformer/ subfolder" -- \
   "$bin" train --config st.json --set model_family=mmdit --set in_channels=3 --set vae_scale_factor=1 --set resolution=8 \
   --set output_dir=hub --set pretrained_model_name_or_path=.
+expect 0 "a video family trains on synthetic video: hunyuanvideo 1.0 tiny, num_frames 5 (2 latent frames)" \
+  "trained 2 steps" -- \
+  "$bin" train --config empty.json --set model_family=hunyuanvideo --set model_flavour=1.0 \
+  --set model_preset=hunyuanvideo-tiny --set synthetic_data=true --set num_frames=5 --set max_train_steps=2 \
+  --set output_dir=hv-synthetic --set gradient_checkpointing=true
+expect 1 "video from image data is refused in one line" \
+  "num_frames 5: the model takes 2 latent frames, but segtrain's datasets and caches hold images" -- \
+  "$bin" train --config empty.json --set model_family=hunyuanvideo --set model_preset=hunyuanvideo15-tiny \
+  --set num_frames=5 --set max_train_steps=1 --set output_dir=hv-images
 # SimpleTuner's own example configs, unchanged: a built family plans, one not built is refused in one line
 for example in "$src"/tests/fixtures/simpletuner/*.json; do
   name=$(basename "$example" .json) family=$(sed -n 's/.*"model_family": *"\([^"]*\)".*/\1/p' "$example")

@@ -317,6 +317,21 @@ static bool same_file(const char *a, const char *b)
     return same;
 }
 
+/* A cache of a family whose conditioning the format does not hold all of (hunyuanvideo15's ByT5 tokens) is refused
+ * when training starts, in one line, rather than read into a partly filled conditioning. */
+static void test_unheld_conditioning(void)
+{
+    printf("-- a cache short of the family's conditioning is refused\n");
+    variant v = good();
+    v.family = v.meta_family = "hunyuanvideo15", v.pooled_dim = 0, v.no_pooled = true;
+    const char *dir = make_cache("hv15", &v);
+    const st_status st = run("hv15-out", dir, "model_family=hunyuanvideo;model_preset=hunyuanvideo15-tiny", 1, false, NULL);
+    CHECKF(st == ST_ERR_UNSUPPORTED && strstr(st_error(), "data_cache_dir") && strstr(st_error(), "ByT5") &&
+               !strchr(st_error(), '\n'),
+           "%d %s", (int)st, st_error());
+    printf("     %s\n", st_error());
+}
+
 static void test_training(void)
 {
     printf("-- flux-tiny trains on the committed cache\n");
@@ -406,6 +421,7 @@ int main(void)
     test_padding_and_dtypes();
     test_mask();
     test_refusals();
+    test_unheld_conditioning();
     test_training();
     test_what_training_reads();
     char cmd[300];

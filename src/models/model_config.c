@@ -312,7 +312,7 @@ st_status model_config_from(const config *cfg, model_config *mc)
         return st_fail(ST_ERR_INVALID, "num_frames: %lld; %s", (long long)frames,
                        model_video(mc) ? "a video family takes 4 k + 1 frames (its VAE keeps the first and every 4th "
                                          "after it)" : "an image family takes 1");
-    if (frames > 1) mc->frames = 1 + (frames - 1) / VIDEO_VAE_SCALE_T;
+    if (model_video(mc)) mc->frames = 1 + (frames - 1) / VIDEO_VAE_SCALE_T; /* a preset's own frames are the tests' */
     const double resolution = config_float(cfg, "resolution");
     if (resolution > 0) {
         const double edge = image_edge(resolution, config_string(cfg, "resolution_type"));
