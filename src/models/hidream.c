@@ -181,7 +181,7 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, Lt = c->text_len, Ll = c->llama_len, L0 = m->shape.text, D = c->hidden;
     const int64_t Dt = c->text_dim, nb = blocks_of(c), BL = B * Ll, T = m->shape.tokens;
-    const int64_t P = c->channels * c->patch * c->patch;
+    const int64_t P = model_patch_dim(c);
     linear_backward(NULL, PG(d->p_x_w), PG(d->p_x_b), dimg, s->patches, PW(d->p_x_w), B * T, P, D);
     scratch k = {.pool = m->pool};
     float *dctx = s->text_in ? scratch_take(&k, B * (Lt > Ll ? Lt : Ll) * D, MEM_WORKSPACE, "hidream.dtext") : NULL;

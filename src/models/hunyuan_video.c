@@ -1,7 +1,6 @@
 /* HunyuanVideo 1.0 and 1.5, diffusers' HunyuanVideoTransformer3DModel and HunyuanVideo15Transformer3DModel in their
- * names and layouts (docs/FAMILIES.md). 1.0: video
- * latents (B, C, F, H, W) in patches of (patch_t, p, p) through a Conv3d (x_embedder.proj, a linear of the
- * flattened patch), the text through the token refiner (context_embedder: proj_in, then refiner blocks of
+ * names and layouts (docs/FAMILIES.md). 1.0: video latents (B, C, F, H, W) in patches of (patch_t, p, p) through
+ * a Conv3d (x_embedder.proj, a linear of the flattened patch), the text through the token refiner (context_embedder: proj_in, then refiner blocks of
  * self-attention among the caption's tokens, gated by its own timestep-and-mean-text embedding), then Flux's
  * double and single blocks, Flux's final layer, and proj_out's rows in the Conv3d's (c, z, a, b) order.
  *
@@ -67,7 +66,7 @@ typedef struct hv_model {
     hv_refiner_block ref[HV_REFINER_MAX];
     int p_x_w, p_x_b;
     float *rcs, *drcs; /* SiLU of the refiner's conditioning (B, D) and its gradient */
-    float *refined;    /* the refiner's output (B L, D) before the executor takes it as the text stream */
+    float *refined;    /* 1.5: the refiner's output (B L, D), copied into the text stream after ByT5's tokens */
     float *key_bias, *ref_bias; /* the joint attention's (B, S) and the refiner's (B, L) key masks */
     attn_mask mask, ref_mask;
 } hv_model;
@@ -169,10 +168,11 @@ static st_status hv_create(model *m)
     return ST_OK;
 }
 
-/* Flux's, and the refiner's: its LayerNorms start at (1, 0), its gates at zero */
+/* Flux's, and the LayerNorms of the refiner, the ByT5 and the image projections at (1, 0) */
 static param_init hv_init_of(const char *name)
 {
-    if (strstr(name, "refiner_blocks.") && strstr(name, ".norm") && !strstr(name, "norm_out"))
+    const bool refiner_norm = strstr(name, "refiner_blocks.") && strstr(name, ".norm") && !strstr(name, "norm_out");
+    if (refiner_norm || strstr(name, "context_embedder_2.norm.") || strstr(name, "image_embedder.norm_"))
         return strstr(name, ".weight") ? INIT_ONE : INIT_ZERO;
     if (strstr(name, "context_embedder.time_text_embed.")) return INIT_NORMAL;
     return mm_init_of(name);
