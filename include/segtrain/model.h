@@ -13,6 +13,8 @@
 #include "segtrain/params.h"
 #include "segtrain/plan.h"
 
+#define MODEL_REFINER_MAX 8 /* hunyuanvideo's token refiner blocks, at most */
+
 typedef struct model_config {
     char family[16]; /* "dit", "skipdit", or a dual-stream family: "mmdit", "flux" (FluxTransformer2DModel's layout),
                         "sd3" (SD3Transformer2DModel's), "auraflow", "qwen_image" (QwenImageTransformer2DModel's),

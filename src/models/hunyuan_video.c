@@ -26,7 +26,6 @@
 #include <string.h>
 
 #define HV_ROPE_THETA 256.0
-#define HV_REFINER_MAX 8 /* num_refiner_layers (model_config_check's bound) */
 #define HV_LN_EPS 1e-6f
 
 /* A refiner block (HunyuanVideoIndividualTokenRefinerBlock): x += gate_msa * to_out(attn(LN1(x))),
@@ -63,7 +62,7 @@ typedef struct hv_model {
     temb rt, rp;    /* the refiner's: timestep, mean text */
     lin_layer proj_in;
     int n_ref;
-    hv_refiner_block ref[HV_REFINER_MAX];
+    hv_refiner_block ref[MODEL_REFINER_MAX];
     int p_x_w, p_x_b;
     float *rcs, *drcs; /* SiLU of the refiner's conditioning (B, D) and its gradient */
     float *refined;    /* 1.5: the refiner's output (B L, D), copied into the text stream after ByT5's tokens */
@@ -83,9 +82,6 @@ static void release_own(model *m);
 static st_status hv_create(model *m)
 {
     const model_config *c = &m->cfg;
-    if (c->refiner_depth < 1 || c->refiner_depth > HV_REFINER_MAX)
-        return st_fail(ST_ERR_INVALID, "num_refiner_layers %lld: %s has 1 to %d refiner blocks",
-                       (long long)c->refiner_depth, c->family, HV_REFINER_MAX);
     const int nd = (int)c->depth, ns = (int)c->single_depth;
     hv_model *d = dual_alloc(m, sizeof *d, nd + ns, sizeof(mm_block));
     if (!d) return st_host_oom("the HunyuanVideo model");

@@ -88,8 +88,6 @@ static const struct preset {
 /* Flux's split of a head into rotary axes, (hd - 2 a, a, a) pairs-wide with a = 2 floor(7 hd / 32): its
  * (16, 56, 56) at 128. */
 #define CHROMA_APPROX_LAYERS_MAX 16
-#define HV_REFINER_LAYERS_MAX 8 /* hunyuan_video.c's HV_REFINER_MAX */
-#define HV_REFINER_LAYERS_TEXT "8"
 
 static void rope_axes_for(model_config *mc)
 {
@@ -236,10 +234,10 @@ st_status model_config_check(const model_config *mc)
                        "channels %lld; %s", (long long)mc->text2_dim, (long long)mc->text2_len, (long long)mc->image_dim,
                        (long long)mc->cond_channels, hv15 ? "hunyuanvideo15 takes at least 1 of the first three"
                                                           : "only hunyuanvideo15 has them (0)");
-    if (mc->refiner_depth < (hv ? 1 : 0) || mc->refiner_depth > (hv ? HV_REFINER_LAYERS_MAX : 0))
-        return st_fail(ST_ERR_INVALID, "num_refiner_layers: %lld; %s", (long long)mc->refiner_depth,
-                       hv ? "hunyuanvideo's token refiner has 1 to " HV_REFINER_LAYERS_TEXT " blocks"
-                          : "only hunyuanvideo has a token refiner (0)");
+    if (mc->refiner_depth < (hv ? 1 : 0) || mc->refiner_depth > (hv ? MODEL_REFINER_MAX : 0))
+        return st_fail(ST_ERR_INVALID, "num_refiner_layers: %lld; %s %d", (long long)mc->refiner_depth,
+                       hv ? "hunyuanvideo's token refiner has from 1 block to" : "only hunyuanvideo has a token "
+                       "refiner: blocks at most", hv ? MODEL_REFINER_MAX : 0);
     if (mc->frames < 1 || mc->patch_t < 1 || mc->frames % mc->patch_t || (!model_video(mc) && mc->frames > 1))
         return st_fail(ST_ERR_INVALID, "num_frames: %lld latent frames, patch_size_t %lld; %s", (long long)mc->frames,
                        (long long)mc->patch_t, model_video(mc) ? "the patch's frames must divide the latent's"
