@@ -252,6 +252,14 @@ expect 1 "video from image data is refused in one line" \
   "num_frames 5: the model takes 2 latent frames, but segtrain's datasets and caches hold images" -- \
   "$bin" train --config empty.json --set model_family=hunyuanvideo --set model_preset=hunyuanvideo15-tiny \
   --set num_frames=5 --set max_train_steps=1 --set output_dir=hv-images
+hv="--set model_family=hunyuanvideo --set model_flavour=1.0 --set model_preset=hunyuanvideo-tiny"
+expect 0 "batch and grad of a video model: x0 is (B, C, F, H, W)" "wrote loss and 625744 gradients" -- \
+  sh -c "'$bin' init --config empty.json $hv --set num_frames=5 --out hvw.safetensors >/dev/null &&
+         '$bin' batch --config empty.json $hv --set num_frames=5 --out hvb.safetensors >/dev/null &&
+         '$bin' grad --config empty.json $hv --set num_frames=5 --weights hvw.safetensors --batch hvb.safetensors --out hvg.safetensors"
+expect 1 "a video batch for an image-sized model names the dimensions" \
+  "tensor 'x0' has 5 dimensions; the model takes \\(B,C,H,W\\) \\(num_frames 1: images\\)" -- \
+  "$bin" grad --config empty.json $hv --weights hvw.safetensors --batch hvb.safetensors --out hvg.safetensors
 # SimpleTuner's own example configs, unchanged: a built family plans, one not built is refused in one line
 for example in "$src"/tests/fixtures/simpletuner/*.json; do
   name=$(basename "$example" .json) family=$(sed -n 's/.*"model_family": *"\([^"]*\)".*/\1/p' "$example")

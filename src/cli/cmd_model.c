@@ -101,8 +101,12 @@ static st_status read_batch(const char *path, model *m, pool *dev, batch_data *b
     const int nd = latent_shape(mc, 0, NULL);
     const sft_tensor *x0 = sft_find(f, "x0");
     if (!x0 || x0->ndim != nd) {
+        const int got = x0 ? x0->ndim : 0; /* read before the file goes */
         sft_close(f);
-        return st_fail(ST_ERR_FORMAT, "%s: tensor 'x0' %s is missing", path, nd == 4 ? "(B,C,H,W)" : "(B,C,F,H,W)");
+        const char *want = nd == 4 ? "(B,C,H,W)" : "(B,C,F,H,W)";
+        if (got) return st_fail(ST_ERR_FORMAT, "%s: tensor 'x0' has %d dimensions; the model takes %s (num_frames %s)",
+                                path, got, want, nd == 4 ? "1: images" : "above 1: video");
+        return st_fail(ST_ERR_FORMAT, "%s: tensor 'x0' %s is missing", path, want);
     }
     b->batch = x0->shape[0];
     int64_t img[5];
