@@ -129,9 +129,16 @@ void silu_backward(float *dx, const float *dy, const float *x, int64_t n);
  *        backward. Same results to fp32 rounding. Non-causal, over all tokens unless a mask (below) says. */
 typedef enum attention_mechanism { ATTN_MATH, ATTN_FLASH } attention_mechanism;
 
+/* tokens and heads are the queries'. The fields after mechanism are 0 for plain self-attention:
+ * - kv_tokens: keys and values per sample when they are not the queries' tokens (cross-attention: image queries,
+ *   text keys and values); the mask's key_bias then has kv_tokens per sample;
+ * - kv_heads: grouped-query attention, heads of k and v (dividing heads; query head h reads kv head
+ *   h / (heads / kv_heads)), their views heads * head_dim narrower;
+ * - window: sliding-window attention, query i sees key j only where |i - j| <= window (self-attention only). */
 typedef struct attn_shape {
     int64_t batch, tokens, heads, head_dim;
     attention_mechanism mechanism;
+    int64_t kv_tokens, kv_heads, window;
 } attn_shape;
 
 /* A (batch, tokens, heads*head_dim) operand that may be a slice of a wider buffer, such as the q, k or v

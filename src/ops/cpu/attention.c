@@ -433,6 +433,8 @@ static st_status attention_backward_run(pool *p, const attn_shape *s, const attn
 st_status attention_forward_masked(pool *p, const attn_shape *s, const attn_mask *mask, attn_view out, attn_view q,
                                    attn_view k, attn_view v, op_state *keep)
 {
+    if (s->kv_tokens || s->kv_heads || s->window) /* being built: the fields are declared for the families' code */
+        return st_fail(ST_ERR_UNSUPPORTED, "attention: cross-, grouped-query and sliding-window attention are not built");
     const double t0 = prof_now();
     const st_status r = attention_forward_run(p, s, mask, out, q, k, v, keep);
     prof_add(OP_ATTENTION, t0, 4.0 * s->batch * s->heads * s->tokens * s->tokens * s->head_dim, 0);
@@ -443,6 +445,8 @@ st_status attention_backward_masked(pool *p, const attn_shape *s, const attn_mas
                                     attn_view dv, attn_view dout, attn_view q, attn_view k, attn_view v, attn_view out,
                                     const op_state *keep)
 {
+    if (s->kv_tokens || s->kv_heads || s->window)
+        return st_fail(ST_ERR_UNSUPPORTED, "attention: cross-, grouped-query and sliding-window attention are not built");
     const double t0 = prof_now();
     const st_status r = attention_backward_run(p, s, mask, dq, dk, dv, dout, q, k, v, out, keep);
     prof_add(OP_ATTENTION, t0,
