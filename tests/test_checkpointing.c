@@ -616,7 +616,7 @@ static void test_sd3_kept(void)
     block_seq *seqs;
     CHECK(model_sequences(m, &seqs) == 1 && seqs[0].n == 3);
     block *blk = seqs[0].blocks;
-    const attn_shape image = {B, T, mc.heads, D / mc.heads, mc.mechanism};
+    const attn_shape image = {B, T, mc.heads, D / mc.heads, mc.mechanism, 0, 0, 0};
     const size_t attn2 = (size_t)((6 + 1) * B * T * D + B * 3 * D) * sizeof(float) + attention_kept_bytes(&image);
     for (keep_level k = KEEP_ALL; k <= KEEP_ATTENTION; k++)
         CHECKF(blk[0].kind->kept_bytes(&blk[0], k) - blk[1].kind->kept_bytes(&blk[1], k) == 0 &&

@@ -291,7 +291,7 @@ static const char *layout_name(int l) { return l == LAYOUT_CONTIG ? "contig" : "
 static void check_against_reference(int64_t B, int64_t T, int64_t H, int64_t hd, int64_t check, uint64_t seed,
                                     int mask_kind)
 {
-    attn_shape s = {B, T, H, hd, ATTN_MATH};
+    attn_shape s = {B, T, H, hd, ATTN_MATH, 0, 0, 0};
     data d = make_data(&s, seed);
     const int64_t n = d.n;
     mask_data md = make_mask(mask_kind, B, T, T + 3, seed + 7);
@@ -355,7 +355,7 @@ static void expect_close_f(const char *what, const float *got, const float *want
 /* 3: math and flash agree (T=200 and 530: several tiles and partial ones; T=64: exactly one query tile). */
 static void check_math_vs_flash(int64_t B, int64_t T, int64_t H, int64_t hd, int mask_kind)
 {
-    attn_shape sm = {B, T, H, hd, ATTN_MATH}, sf = sm;
+    attn_shape sm = {B, T, H, hd, ATTN_MATH, 0, 0, 0}, sf = sm;
     sf.mechanism = ATTN_FLASH;
     data d = make_data(&sm, 77 + (uint64_t)T);
     mask_data md = make_mask(mask_kind, B, T, T, 3);
@@ -378,7 +378,7 @@ static void check_memory(attention_mechanism mech, int threads, int mask_kind)
 {
     ops_set_threads(threads);
     const int64_t B = 2, T = 70, H = 3, hd = 8, D = H * hd;
-    attn_shape s = {B, T, H, hd, mech};
+    attn_shape s = {B, T, H, hd, mech, 0, 0, 0};
     data d = make_data(&s, 5);
     mask_data md = make_mask(mask_kind, B, T, 0, 13);
     const attn_mask *mask = mask_of(&md);
@@ -463,7 +463,7 @@ static void check_memory(attention_mechanism mech, int threads, int mask_kind)
  * a fixed order, so neither a rerun nor the thread count can change a single bit. */
 static void check_determinism(attention_mechanism mech, int mask_kind)
 {
-    attn_shape s = {2, 130, 3, 16, mech};
+    attn_shape s = {2, 130, 3, 16, mech, 0, 0, 0};
     data d = make_data(&s, 99);
     mask_data md = make_mask(mask_kind, 2, 130, 130, 41);
     const attn_mask *mask = mask_of(&md);
@@ -506,7 +506,7 @@ static void check_determinism(attention_mechanism mech, int mask_kind)
 static void check_null_grads(attention_mechanism mech)
 {
     const int64_t B = 1, T = 70, H = 2, hd = 8, D = H * hd;
-    attn_shape s = {B, T, H, hd, mech};
+    attn_shape s = {B, T, H, hd, mech, 0, 0, 0};
     data d = make_data(&s, 31);
     result full = alloc_result(d.n);
     run_op(&s, NULL, LAYOUT_CONTIG, d.q, d.k, d.v, d.w, NULL, &full);
@@ -537,7 +537,7 @@ static void check_null_grads(attention_mechanism mech)
 static void check_excluded_keys(attention_mechanism mech, int mask_kind)
 {
     const int64_t B = 2, T = 300, H = 2, hd = 4, D = H * hd;
-    attn_shape s = {B, T, H, hd, mech};
+    attn_shape s = {B, T, H, hd, mech, 0, 0, 0};
     data d = make_data(&s, 61);
     mask_data md = make_mask(mask_kind, B, T, T, 17);
     result base = alloc_result(d.n), huge = alloc_result(d.n);
@@ -579,7 +579,7 @@ static void check_excluded_keys(attention_mechanism mech, int mask_kind)
 static void check_plain_unchanged(attention_mechanism mech)
 {
     const int64_t B = 2, T = 270, H = 2, hd = 8;
-    attn_shape s = {B, T, H, hd, mech};
+    attn_shape s = {B, T, H, hd, mech, 0, 0, 0};
     data d = make_data(&s, 71);
     float *zero = calloc((size_t)(B * T), sizeof(float));
     const attn_mask zero_mask = {zero, NULL, T};
@@ -620,7 +620,7 @@ static void check_plain_unchanged(attention_mechanism mech)
 static void check_refusals(attention_mechanism mech)
 {
     const int64_t B = 2, T = 6, H = 1, hd = 2, D = H * hd;
-    attn_shape s = {B, T, H, hd, mech};
+    attn_shape s = {B, T, H, hd, mech, 0, 0, 0};
     data d = make_data(&s, 81);
     buffers z = make_buffers(B, T, D, LAYOUT_CONTIG);
     scatter(z.q, d.q, B, T, D), scatter(z.k, d.k, B, T, D), scatter(z.v, d.v, B, T, D);
@@ -686,7 +686,7 @@ int main(void)
     }
 
     /* math backward needs what forward kept */
-    attn_shape s = {1, 4, 1, 2, ATTN_MATH};
+    attn_shape s = {1, 4, 1, 2, ATTN_MATH, 0, 0, 0};
     float buf[8] = {0};
     attn_view a = {buf, 2, 8};
     CHECK(attention_backward(P, &s, a, a, a, a, a, a, a, a, NULL) == ST_ERR_INVALID);

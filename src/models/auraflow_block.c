@@ -127,7 +127,7 @@ void af_single_register(param_set *ps, af_block *b, int i, const model_config *c
 
 static attn_shape joint_attn(const af_dims *d, attention_mechanism mech)
 {
-    return (attn_shape){d->B, d->S, d->H, d->hd, mech};
+    return (attn_shape){.batch = d->B, .tokens = d->S, .heads = d->H, .head_dim = d->hd, .mechanism = mech};
 }
 
 static attn_view jv(float *x, const af_dims *d) { return (attn_view){x, d->D, d->S * d->D}; }

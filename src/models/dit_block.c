@@ -70,7 +70,8 @@ static st_status bwd(const dit_block *db, const lin_layer *l, float *dx, const f
 static attn_shape attn_of(const dit_block *db)
 {
     const model_shape *s = &db->m->shape;
-    return (attn_shape){s->batch, s->tokens, s->heads, s->hidden / s->heads, s->mechanism};
+    return (attn_shape){.batch = s->batch, .tokens = s->tokens, .heads = s->heads, .head_dim = s->hidden / s->heads,
+                        .mechanism = s->mechanism};
 }
 
 /* q, k and v are thirds of the packed (N, 3D) projection */

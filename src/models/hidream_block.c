@@ -318,7 +318,7 @@ static st_status ffn_backward(const struct model *m, const hd_block *b, const hd
 
 /* ---- sizes for the plan ---- */
 
-static attn_shape joint_attn(const hd_dims *d, attention_mechanism mech) { return (attn_shape){d->B, d->S, d->H, d->hd, mech}; }
+static attn_shape joint_attn(const hd_dims *d, attention_mechanism mech) { return (attn_shape){.batch = d->B, .tokens = d->S, .heads = d->H, .head_dim = d->hd, .mechanism = mech}; }
 static attn_view jv(float *x, const hd_dims *d) { return (attn_view){x, d->D, d->S * d->D}; }
 
 static size_t side_bytes(const hd_dims *d, const struct model *m)

@@ -205,7 +205,8 @@ static void release_own(model *m)
 
 static attn_shape refiner_attn(const model *m)
 {
-    return (attn_shape){m->shape.batch, m->cfg.text_len, m->cfg.heads, m->cfg.hidden / m->cfg.heads, m->cfg.mechanism};
+    return (attn_shape){.batch = m->shape.batch, .tokens = m->cfg.text_len, .heads = m->cfg.heads,
+                        .head_dim = m->cfg.hidden / m->cfg.heads, .mechanism = m->cfg.mechanism};
 }
 
 /* One refiner block on x (B L, D) into y. */

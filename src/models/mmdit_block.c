@@ -150,13 +150,13 @@ void mm_single_register(param_set *ps, mm_block *b, int i, const model_config *c
 
 attn_shape mm_joint_attn(const mm_dims *d, attention_mechanism mech)
 {
-    return (attn_shape){d->B, d->S, d->H, d->hd, mech};
+    return (attn_shape){.batch = d->B, .tokens = d->S, .heads = d->H, .head_dim = d->hd, .mechanism = mech};
 }
 
 /* attn2's: self-attention of each sample's image tokens */
 static attn_shape image_attn(const mm_dims *d, attention_mechanism mech)
 {
-    return (attn_shape){d->B, d->T, d->H, d->hd, mech};
+    return (attn_shape){.batch = d->B, .tokens = d->T, .heads = d->H, .head_dim = d->hd, .mechanism = mech};
 }
 
 attn_view mm_jv(float *x, const mm_dims *d) { return (attn_view){x, d->D, d->S * d->D}; }
