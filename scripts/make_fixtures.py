@@ -365,6 +365,42 @@ LTX_PASSED = ("hidden_states = pack_ltx_latents(latents) (B, F*H*W, C) = (2, 128
               "num_frames = F, height = H, width = W; rope_interpolation_scale = [1 / (25 / 8), 32, 32] = [0.32, 32, "
               "32] (SimpleTuner, framerate 25); video_coords = None; pred = unpack_ltx_latents(output) (B, C, F, H, W)")
 
+class _NearestResize:
+    """transformers_cosmos resizes padding_mask with torchvision, which the reference venv lacks: a NEAREST resize to
+    the size it already has is the identity, and that is the only case used (the mask is made at the latent size)."""
+    class InterpolationMode:
+        NEAREST = "nearest"
+
+    class functional:
+        @staticmethod
+        def resize(x, size, interpolation=None):
+            if list(x.shape[-2:]) != list(size):
+                raise SystemExit("padding_mask %s would need a real resize to %s" % (tuple(x.shape), size))
+            return x
+
+
+def cosmos_make(gen):
+    # SimpleTuner's Cosmos 2 _encode_prompts zeroes the T5 rows after each prompt's length; no mask is passed.
+    e = randn(gen, B, L, JOINT)
+    e[1, 4:] = 0
+    return {"encoder_hidden_states": e, "padding_mask": torch.zeros(1, 1, H, W, dtype=torch.float64)}
+
+
+def cosmos_run(model, t):
+    import diffusers.models.transformers.transformer_cosmos as tc
+    tc.transforms = _NearestResize
+    s = t["sigma"].float()
+    timestep = (s / (s + 1)).double()   # SimpleTuner: sigma / (sigma + 1) in float32
+    return model(hidden_states=t["latents"], timestep=timestep, encoder_hidden_states=t["encoder_hidden_states"],
+                 padding_mask=t["padding_mask"], return_dict=False)[0]
+
+
+COSMOS_PASSED = ("hidden_states = latents (B, C, 1, H, W) as is (one frame; SimpleTuner scales x_t by 1 / (sigma + 1) "
+                 "before and maps the output to x0 after, both outside the model); timestep = float32(sigma / (sigma + "
+                 "1)) (B) = [0.2, 0.40740741] (the model does not rescale); encoder_hidden_states (B, L, 24) as stored, "
+                 "sample 1's last 2 rows zero (no mask); padding_mask = zeros (1, 1, H, W) (the pipeline's; batch 1: "
+                 "the model repeats it by B); fps = None; attention_mask = None; pred = output as is (B, C, 1, H, W)")
+
 FLUX_KW = dict(patch_size=1, in_channels=4 * C, num_layers=2, num_single_layers=2, attention_head_dim=16,
                num_attention_heads=2, joint_attention_dim=JOINT, pooled_projection_dim=POOLED,
                axes_dims_rope=[4, 6, 6])
@@ -496,6 +532,14 @@ fixture("ltxvideo", "LTXVideoTransformer3DModel",
         dict(in_channels=C, out_channels=C, patch_size=1, patch_size_t=1, num_attention_heads=2, attention_head_dim=16,
              cross_attention_dim=32, num_layers=2, caption_channels=JOINT),
         masked_text_make, ltx_run, LTX_PASSED, shape=(B, C, 2, H, W))
+
+# Cosmos 2 text-to-image (Cosmos-Predict2-2B-Text2Image's shape): two blocks, AdaLN-LoRA 16 wide (256 for 2048),
+# rope_scale (1, 4, 4), the padding-mask channel, no learnable positions; one latent frame.
+fixture("cosmos", "CosmosTransformer3DModel",
+        dict(in_channels=C, out_channels=C, num_attention_heads=2, attention_head_dim=16, num_layers=2, mlp_ratio=4.0,
+             text_embed_dim=JOINT, adaln_lora_dim=16, max_size=[128, 240, 240], patch_size=[1, 2, 2],
+             rope_scale=[1.0, 4.0, 4.0], concat_padding_mask=True, extra_pos_embed_type=None),
+        cosmos_make, cosmos_run, COSMOS_PASSED, shape=(B, C, 1, H, W))
 
 # ------------------------------------------------------------------ exact timestep embedding
 def exact_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
