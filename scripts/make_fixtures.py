@@ -291,7 +291,7 @@ HIDREAM_PASSED = ("hidden_states = latents (B, C, H, W) as is (square: no mask, 
 
 # ------------------------------------------------------------------ cross-attention families (issue 18)
 TEXT_MASK = [[1.0] * 6, [1.0] * 4 + [0.0] * 2]   # 1 = token, tokens first; sample 1 padded
-PIXART_HW = (8, 12)   # non-square: the sin-cos table scales each axis to the base grid on its own
+PIXART_HW = (12, 12)  # past sample_size 8: the sin-cos table scales positions to the base grid (segtrain is square)
 
 
 def masked_text_make(gen):
