@@ -126,15 +126,24 @@ void silu_backward(float *dx, const float *dy, const float *x, int64_t n);
 
 /* math:  S = q k^T / sqrt(hd), P = softmax(S) kept for backward, O = P v.
  * flash: tiled with an online softmax; keeps only the log-sum-exp per row, recomputes P tile by tile in
- *        backward. Same results to fp32 rounding. Non-causal, over all tokens unless a mask (below) says. */
+ *        backward. Same results to fp32 rounding. Non-causal, over all keys unless a window or a mask (below) says. */
 typedef enum attention_mechanism { ATTN_MATH, ATTN_FLASH } attention_mechanism;
 
 /* tokens and heads are the queries'. The fields after mechanism are 0 for plain self-attention:
  * - kv_tokens: keys and values per sample when they are not the queries' tokens (cross-attention: image queries,
- *   text keys and values); the mask's key_bias then has kv_tokens per sample;
- * - kv_heads: grouped-query attention, heads of k and v (dividing heads; query head h reads kv head
- *   h / (heads / kv_heads)), their views heads * head_dim narrower;
- * - window: sliding-window attention, query i sees key j only where |i - j| <= window (self-attention only). */
+ *   text keys and values); k, v, dk and dv then have kv_tokens tokens a sample, and the mask's key_bias kv_tokens
+ *   per sample (query_gate keeps the queries' tokens);
+ * - kv_heads: grouped-query attention, heads of k and v, dividing heads: query head h reads kv head
+ *   h / (heads / kv_heads) (torch's repeat_interleave, SDPA's enable_gqa); k, v, dk and dv are kv_heads * head_dim
+ *   wide, and dk, dv collect the gradients of every query head of their group;
+ * - window: sliding-window attention, symmetric and inclusive: query i sees key j only where |i - j| <= window,
+ *   so 2 window + 1 keys away from the ends (ACE-Step's sliding layers, diffusers' _create_4d_mask with
+ *   is_causal=False, and flash-attn's window_size (window, window)). Self-attention only; a window of at least
+ *   tokens - 1 is plain attention. With a mask, each query needs a kept key inside its window.
+ * Refused (ST_ERR_INVALID, one line): a negative field, kv_heads not dividing heads, a window with kv_tokens.
+ * Profile FLOPs count the products run: 4 tokens kv_tokens head_dim a head forward (8 math backward, 10 flash
+ * backward, which recomputes the scores); with a window, flash counts the tiles it visits (each 256-row tile's
+ * keys within the window of any of its rows, so about 256 + 2 window a row), math the whole square. */
 typedef struct attn_shape {
     int64_t batch, tokens, heads, head_dim;
     attention_mechanism mechanism;
@@ -162,7 +171,7 @@ st_status attention_backward(pool *p, const attn_shape *s, attn_view dq, attn_vi
                              attn_view q, attn_view k, attn_view v, attn_view out, const op_state *keep);
 
 /* A mask on the logits, per sample: logit(i, j) += query_gate[i] * key_bias[j] before the softmax.
- * - key_bias (batch, tokens): finite, or -inf to exclude key j from every query's row, whatever the gate (an
+ * - key_bias (batch, kv tokens): finite, or -inf to exclude key j from every query's row, whatever the gate (an
  *   excluded key gets probability exactly 0, so nothing of its k or v reaches the output).
  * - query_gate (batch, tokens), or NULL for 1: finite; it scales the finite biases of query i's row.
  * - Rows of both are batch_stride floats apart (0: one row shared by the whole batch).

@@ -7,15 +7,22 @@
  * build sees omp_in_parallel()): results are independent of the thread count, and heads of one batch
  * write disjoint columns of the outputs and gradients, so no synchronisation is needed.
  *
+ * Cross-attention (kv_tokens) only changes the key count Tk. Grouped-query attention (kv_heads) maps query head h
+ * to kv head h / G (G = heads / kv_heads); forward runs per (batch, query head) as before, but backward runs per
+ * (batch, kv head), the group's G query heads one after another in a fixed order, because they all accumulate
+ * into that kv head's dk and dv. A sliding window (|i - j| <= window) skips every tile wholly outside the band
+ * and clips each row to its band inside the others (exp over the band only, zeros outside, so backward's P and
+ * dS are exactly 0 there); math computes the whole T x T scores and clips the rows the same way.
+ *
  * Workspace (MEM_WORKSPACE, one block of threads * per-thread bytes, per-thread slices rounded up to 64
  * bytes so threads do not share cache lines):
- *   math  forward : T*T per thread for P, but only when keep == NULL (with keep P is written straight
+ *   math  forward : T*Tk per thread for P, but only when keep == NULL (with keep P is written straight
  *                   into the kept buffer and forward takes no workspace at all);
- *   math  backward: T*T per thread for dP/dS;
+ *   math  backward: T*Tk per thread for dP/dS;
  *   flash forward : Br*Bc score tile + running max and sum (2*Br), with or without keep;
  *   flash backward: Br*Bc P tile + Br*Bc dP/dS tile + T floats of D = rowsum(dO*O).
- * attention_workspace_bytes states exactly what each pass takes. (Br and Bc are clipped to T, so small T
- * takes small tiles.)
+ * attention_workspace_bytes states exactly what each pass takes. (Br is clipped to T and Bc to Tk, so small
+ * sequences take small tiles.)
  *
  * A mask (attn_mask) is a per-key bias, gated per query, added to the scores right after the score GEMM, in the
  * score buffer itself (no workspace); an excluded key's exp is then set to exactly 0. Math keeps P, so its
@@ -34,26 +41,84 @@ static const int64_t Br = 256;
 static const int64_t Bc = 256;
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Keys per sample and heads of k and v (0 in the shape: the queries'). */
+static int64_t kv_tokens(const attn_shape *s) { return s->kv_tokens ? s->kv_tokens : s->tokens; }
+static int64_t kv_heads(const attn_shape *s) { return s->kv_heads ? s->kv_heads : s->heads; }
 
 /* Rounded to whole 64-byte lines so that per-thread slices do not share a cache line. */
 static size_t round_floats(size_t n) { return (n + 15) / 16 * 16; }
 
 static size_t per_thread_floats(const attn_shape *s, attn_pass pass)
 {
-    const int64_t T = s->tokens;
-    if (s->mechanism == ATTN_MATH) return pass == ATTN_FORWARD_KEEP ? 0 : round_floats((size_t)T * (size_t)T);
-    const size_t br = (size_t)min64(Br, T), bc = (size_t)min64(Bc, T);
+    const int64_t T = s->tokens, Tk = kv_tokens(s);
+    if (s->mechanism == ATTN_MATH) return pass == ATTN_FORWARD_KEEP ? 0 : round_floats((size_t)T * (size_t)Tk);
+    const size_t br = (size_t)min64(Br, T), bc = (size_t)min64(Bc, Tk);
     if (pass != ATTN_BACKWARD) return round_floats(br * bc + 2 * br);
     return round_floats(2 * br * bc + (size_t)T);
 }
 
 static bool empty(const attn_shape *s) { return s->batch <= 0 || s->heads <= 0 || s->tokens <= 0; }
 
+/* The shape's attention fields as ops.h allows them: one error line, otherwise ST_OK. */
+static st_status check_shape(const attn_shape *s)
+{
+    if (s->kv_tokens < 0 || s->kv_heads < 0 || s->window < 0)
+        return st_fail(ST_ERR_INVALID, "attention: kv_tokens %lld, kv_heads %lld, window %lld; valid: >= 0 each "
+                                       "(0: the queries' own)", (long long)s->kv_tokens, (long long)s->kv_heads,
+                       (long long)s->window);
+    if (s->kv_heads && s->heads % s->kv_heads)
+        return st_fail(ST_ERR_INVALID, "attention: kv_heads %lld does not divide heads %lld; valid: a divisor of "
+                                       "heads (grouped-query attention), or 0", (long long)s->kv_heads,
+                       (long long)s->heads);
+    if (s->window && s->kv_tokens)
+        return st_fail(ST_ERR_INVALID, "attention: window %lld with kv_tokens %lld; valid: a sliding window on "
+                                       "self-attention only (kv_tokens 0)", (long long)s->window,
+                       (long long)s->kv_tokens);
+    return ST_OK;
+}
+
+/* Columns [*a, *e) of a tile of keys j0 .. j0 + bc - 1 that query i sees: all of them without a window. */
+static void band(int64_t window, int64_t i, int64_t j0, int64_t bc, int64_t *a, int64_t *e)
+{
+    *a = 0, *e = bc;
+    if (!window) return;
+    *a = min64(max64(i - window - j0, 0), bc);
+    *e = min64(max64(i + window + 1 - j0, 0), bc);
+}
+
+/* The key range [*lo, *hi) that queries i0 .. i0 + br - 1 see, of Tk keys (and, by the window's symmetry, the
+ * query range that keys i0 .. i0 + br - 1 are seen by). */
+static void span(const attn_shape *s, int64_t i0, int64_t br, int64_t Tk, int64_t *lo, int64_t *hi)
+{
+    *lo = 0, *hi = Tk;
+    if (!s->window) return;
+    *lo = max64(i0 - s->window, 0);
+    *hi = min64(i0 + br + s->window, Tk);
+}
+
+/* Score entries one (batch, head) pair computes: T Tk, but for flash with a window the tiles' area, which the
+ * loops below cover the same way (forward by query tiles, backward by key tiles). */
+static double score_area(const attn_shape *s, bool backward)
+{
+    const int64_t T = s->tokens, Tk = kv_tokens(s);
+    if (s->mechanism == ATTN_MATH || !s->window) return (double)T * (double)Tk;
+    const int64_t step = backward ? Bc : Br, n = backward ? Tk : T;
+    double area = 0;
+    for (int64_t i0 = 0; i0 < n; i0 += step) {
+        int64_t lo, hi;
+        span(s, i0, min64(step, n - i0), backward ? T : Tk, &lo, &hi);
+        area += (double)min64(step, n - i0) * (double)(hi - lo);
+    }
+    return area;
+}
+
 size_t attention_kept_bytes(const attn_shape *s)
 {
     if (empty(s)) return 0;
     const size_t rows = (size_t)s->batch * (size_t)s->heads * (size_t)s->tokens;
-    return (s->mechanism == ATTN_MATH ? rows * (size_t)s->tokens : rows) * sizeof(float);
+    return (s->mechanism == ATTN_MATH ? rows * (size_t)kv_tokens(s) : rows) * sizeof(float);
 }
 
 size_t attention_workspace_bytes(const attn_shape *s, int threads, attn_pass pass)
@@ -137,43 +202,64 @@ static void zero_excluded(float *row, int64_t n, const float *kb)
 static st_status check_mask(const attn_shape *s, const attn_mask *m)
 {
     if (!m->key_bias)
-        return st_fail(ST_ERR_INVALID, "attention mask: key_bias is NULL; valid: a (batch, tokens) array "
+        return st_fail(ST_ERR_INVALID, "attention mask: key_bias is NULL; valid: a (batch, kv tokens) array "
                                        "(pass no mask for plain attention)");
     if (m->batch_stride < 0)
         return st_fail(ST_ERR_INVALID, "attention mask: batch_stride %lld; valid: >= 0",
                        (long long)m->batch_stride);
+    const int64_t T = s->tokens, Tk = kv_tokens(s), W = s->window;
     for (int64_t b = 0; b < s->batch; b++) {
         const float *kb = mask_row(m->key_bias, m, b), *qg = mask_row(m->query_gate, m, b);
         int64_t kept = 0;
-        for (int64_t j = 0; j < s->tokens; j++) {
+        for (int64_t j = 0; j < Tk; j++) {
             if (!isfinite(kb[j]) && kb[j] != -INFINITY)
                 return st_fail(ST_ERR_INVALID, "attention mask: key_bias[%lld][%lld] is %g; valid: finite, or -inf "
                                                "to exclude the key", (long long)b, (long long)j, (double)kb[j]);
-            if (qg && !isfinite(qg[j]))
-                return st_fail(ST_ERR_INVALID, "attention mask: query_gate[%lld][%lld] is %g; valid: finite",
-                               (long long)b, (long long)j, (double)qg[j]);
             kept += kb[j] != -INFINITY;
         }
+        for (int64_t i = 0; qg && i < T; i++)
+            if (!isfinite(qg[i]))
+                return st_fail(ST_ERR_INVALID, "attention mask: query_gate[%lld][%lld] is %g; valid: finite",
+                               (long long)b, (long long)i, (double)qg[i]);
         if (!kept)
             return st_fail(ST_ERR_INVALID, "attention mask: sample %lld excludes all %lld keys (key_bias all -inf); "
-                                           "valid: at least one kept key per sample", (long long)b,
-                           (long long)s->tokens);
+                                           "valid: at least one kept key per sample", (long long)b, (long long)Tk);
+        /* with a window, every query's own band needs a kept key: last is the last kept key <= i + W */
+        for (int64_t i = 0, j = 0, last = -1; W && i < T; i++) {
+            for (; j < Tk && j <= i + W; j++)
+                if (kb[j] != -INFINITY) last = j;
+            if (last < i - W)
+                return st_fail(ST_ERR_INVALID, "attention mask: sample %lld excludes every key within window %lld "
+                                               "of query %lld; valid: at least one kept key in each query's window",
+                               (long long)b, (long long)W, (long long)i);
+        }
     }
     return ST_OK;
 }
 
-/* In place softmax of each of `rows` contiguous rows of length n; kb: the mask's key bias (NULL: none), already
- * added to the rows, whose excluded keys get probability 0. */
-static void softmax_rows(float *x, int64_t rows, int64_t n, const float *kb)
+/* Zeroes row[0 .. a) and row[e .. n): the keys outside a query's window. */
+static void zero_outside(float *row, int64_t n, int64_t a, int64_t e)
+{
+    for (int64_t j = 0; j < a; j++) row[j] = 0.0f;
+    for (int64_t j = e; j < n; j++) row[j] = 0.0f;
+}
+
+/* In place softmax of each of `rows` contiguous rows of length n (row r: query r, keys 0 .. n - 1, within the
+ * window when there is one); kb: the mask's key bias (NULL: none), already added to the rows, whose excluded keys
+ * get probability 0. */
+static void softmax_rows(float *x, int64_t rows, int64_t n, const float *kb, int64_t window)
 {
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * n;
-        const float m = row_max(row, n);
-        for (int64_t j = 0; j < n; j++) row[j] = exp_f(row[j] - m);
+        int64_t a, e;
+        band(window, r, 0, n, &a, &e);
+        const float m = row_max(row + a, e - a);
+        for (int64_t j = a; j < e; j++) row[j] = exp_f(row[j] - m);
+        zero_outside(row, n, a, e);
         zero_excluded(row, n, kb);
-        const float sum = row_sum(row, n);
+        const float sum = row_sum(row + a, e - a);
         const float inv = 1.0f / sum;
-        for (int64_t j = 0; j < n; j++) row[j] *= inv;
+        for (int64_t j = a; j < e; j++) row[j] *= inv;
     }
 }
 
@@ -197,76 +283,88 @@ static void softmax_grad_rows(float *dp, const float *p, const float *c, int64_t
 
 /* ---- math ---- */
 
+/* Query head h of batch b; its kv head is h / G. */
 static void math_forward_pair(const attn_shape *s, const attn_mask *mask, float scale, int64_t b, int64_t h, float *P,
                               attn_view out, attn_view q, attn_view k, attn_view v)
 {
-    const int T = (int)s->tokens, hd = (int)s->head_dim;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, scale, head_ptr(q, b, h, hd), (int)q.token_stride,
-                head_ptr(k, b, h, hd), (int)k.token_stride, 0.0f, P, T);
+    const int T = (int)s->tokens, Tk = (int)kv_tokens(s), hd = (int)s->head_dim;
+    const int64_t g = h / (s->heads / kv_heads(s));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, Tk, hd, scale, head_ptr(q, b, h, hd), (int)q.token_stride,
+                head_ptr(k, b, g, hd), (int)k.token_stride, 0.0f, P, Tk);
     const float *kb = mask ? mask_row(mask->key_bias, mask, b) : NULL;
-    if (kb) add_mask(P, T, T, T, kb, mask_row(mask->query_gate, mask, b));
-    softmax_rows(P, T, T, kb);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, P, T, head_ptr(v, b, h, hd),
+    if (kb) add_mask(P, T, Tk, Tk, kb, mask_row(mask->query_gate, mask, b));
+    softmax_rows(P, T, Tk, kb, s->window);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, Tk, 1.0f, P, Tk, head_ptr(v, b, g, hd),
                 (int)v.token_stride, 0.0f, head_ptr(out, b, h, hd), (int)out.token_stride);
 }
 
-static void math_backward_pair(const attn_shape *s, float scale, int64_t b, int64_t h, const float *P, float *dP,
-                               attn_view dq, attn_view dk, attn_view dv, attn_view dout, attn_view q, attn_view k,
-                               attn_view v)
+/* Query head h of batch b, with P its kept probabilities; accumulates into kv head g's dk and dv. */
+static void math_backward_pair(const attn_shape *s, float scale, int64_t b, int64_t h, int64_t g, const float *P,
+                               float *dP, attn_view dq, attn_view dk, attn_view dv, attn_view dout, attn_view q,
+                               attn_view k, attn_view v)
 {
-    const int T = (int)s->tokens, hd = (int)s->head_dim;
+    const int T = (int)s->tokens, Tk = (int)kv_tokens(s), hd = (int)s->head_dim;
     const float *dO = head_ptr(dout, b, h, hd);
     const int ldo = (int)dout.token_stride;
     if (dv.data)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, P, T, dO, ldo, 1.0f,
-                    head_ptr(dv, b, h, hd), (int)dv.token_stride);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, hd, T, 1.0f, P, Tk, dO, ldo, 1.0f,
+                    head_ptr(dv, b, g, hd), (int)dv.token_stride);
     if (!dq.data && !dk.data) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, dO, ldo, head_ptr(v, b, h, hd),
-                (int)v.token_stride, 0.0f, dP, T);
-    softmax_grad_rows(dP, P, NULL, T, T);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, Tk, hd, 1.0f, dO, ldo, head_ptr(v, b, g, hd),
+                (int)v.token_stride, 0.0f, dP, Tk);
+    softmax_grad_rows(dP, P, NULL, T, Tk);
     if (dq.data)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, scale, dP, T, head_ptr(k, b, h, hd),
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, Tk, scale, dP, Tk, head_ptr(k, b, g, hd),
                     (int)k.token_stride, 1.0f, head_ptr(dq, b, h, hd), (int)dq.token_stride);
     if (dk.data)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, scale, dP, T, head_ptr(q, b, h, hd),
-                    (int)q.token_stride, 1.0f, head_ptr(dk, b, h, hd), (int)dk.token_stride);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, hd, T, scale, dP, Tk, head_ptr(q, b, h, hd),
+                    (int)q.token_stride, 1.0f, head_ptr(dk, b, g, hd), (int)dk.token_stride);
 }
 
 /* ---- flash ---- */
 
 /* Online softmax over key tiles, accumulating straight into the output rows (rescaled when the running
- * max grows, normalised at the end). lse (T floats) may be NULL when nothing is kept. */
+ * max grows, normalised at the end). lse (T floats) may be NULL when nothing is kept. With a window, each query
+ * tile visits only the keys its rows can see (span), and each row only its band of a tile. */
 static void flash_forward_pair(const attn_shape *s, const attn_mask *mask, float scale, int64_t b, int64_t h, float *ws,
                                float *lse, attn_view out, attn_view q, attn_view k, attn_view v)
 {
     const float *kb = mask ? mask_row(mask->key_bias, mask, b) : NULL;
     const float *qg = mask ? mask_row(mask->query_gate, mask, b) : NULL;
-    const int64_t T = s->tokens, hd = s->head_dim;
-    const int64_t bc_max = min64(Bc, T), br_max = min64(Br, T);
+    const int64_t T = s->tokens, Tk = kv_tokens(s), hd = s->head_dim, W = s->window;
+    const int64_t g = h / (s->heads / kv_heads(s));
+    const int64_t bc_max = min64(Bc, Tk), br_max = min64(Br, T);
     float *S = ws, *mrow = ws + br_max * bc_max, *lrow = mrow + br_max;
-    const float *qh = head_ptr(q, b, h, hd), *kh = head_ptr(k, b, h, hd), *vh = head_ptr(v, b, h, hd);
+    const float *qh = head_ptr(q, b, h, hd), *kh = head_ptr(k, b, g, hd), *vh = head_ptr(v, b, g, hd);
     float *oh = head_ptr(out, b, h, hd);
     const int64_t lq = q.token_stride, lk = k.token_stride, lv = v.token_stride, lo = out.token_stride;
 
     for (int64_t i0 = 0; i0 < T; i0 += Br) {
         const int64_t br = min64(Br, T - i0);
         float *o = oh + i0 * lo;
-        for (int64_t j0 = 0; j0 < T; j0 += Bc) {
-            const int64_t bc = min64(Bc, T - j0);
+        int64_t jlo, jhi;
+        span(s, i0, br, Tk, &jlo, &jhi);
+        for (int64_t j0 = jlo; j0 < jhi; j0 += Bc) {
+            const int64_t bc = min64(Bc, jhi - j0);
+            const bool first = j0 == jlo;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)hd, scale, qh + i0 * lq,
                         (int)lq, kh + j0 * lk, (int)lk, 0.0f, S, (int)bc);
             if (kb) add_mask(S, br, bc, bc, kb + j0, qg ? qg + i0 : NULL);
             for (int64_t r = 0; r < br; r++) {
                 float *row = S + r * bc;
-                const float mx = row_max(row, bc);
+                int64_t a, e;
+                band(W, i0 + r, j0, bc, &a, &e);
+                const float mx = a < e ? row_max(row + a, e - a) : -INFINITY;
                 /* first tile: no previous accumulator (out may hold anything, even NaN). While every key so far is
-                 * excluded, m_new is -inf and the exps are garbage that zero_excluded overwrites: the row's sum and
-                 * output stay 0, and the first kept key's correction e^(-inf) = 0 keeps them so. */
-                const float m_new = j0 == 0 || mx > mrow[r] ? mx : mrow[r];
-                for (int64_t j = 0; j < bc; j++) row[j] = exp_f(row[j] - m_new);
+                 * excluded (or outside the window), m_new is -inf and the exps are garbage that zero_excluded
+                 * overwrites (or none are taken): the row's sum and output stay 0, and the first kept key's
+                 * correction e^(-inf) = 0 keeps them so. */
+                const float m_new = first || mx > mrow[r] ? mx : mrow[r];
+                for (int64_t j = a; j < e; j++) row[j] = exp_f(row[j] - m_new);
+                zero_outside(row, bc, a, e);
                 zero_excluded(row, bc, kb ? kb + j0 : NULL);
-                const float sum = row_sum(row, bc);
-                if (j0 == 0) {
+                const float sum = row_sum(row + a, e - a);
+                if (first) {
                     lrow[r] = sum;
                 } else {
                     if (m_new != mrow[r]) {
@@ -280,7 +378,7 @@ static void flash_forward_pair(const attn_shape *s, const attn_mask *mask, float
                 mrow[r] = m_new;
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)br, (int)hd, (int)bc, 1.0f, S, (int)bc,
-                        vh + j0 * lv, (int)lv, j0 == 0 ? 0.0f : 1.0f, o, (int)lo);
+                        vh + j0 * lv, (int)lv, first ? 0.0f : 1.0f, o, (int)lo);
         }
         for (int64_t r = 0; r < br; r++) {
             const float inv = 1.0f / lrow[r];
@@ -291,20 +389,22 @@ static void flash_forward_pair(const attn_shape *s, const attn_mask *mask, float
     }
 }
 
+/* Query head h of batch b; accumulates into kv head g's dk and dv. With a window, each key tile visits only the
+ * queries that see it. */
 static void flash_backward_pair(const attn_shape *s, const attn_mask *mask, float scale, int64_t b, int64_t h,
-                                float *ws, const float *lse, attn_view dq, attn_view dk, attn_view dv, attn_view dout,
-                                attn_view q, attn_view k, attn_view v, attn_view out)
+                                int64_t g, float *ws, const float *lse, attn_view dq, attn_view dk, attn_view dv,
+                                attn_view dout, attn_view q, attn_view k, attn_view v, attn_view out)
 {
     const float *kb = mask ? mask_row(mask->key_bias, mask, b) : NULL;
     const float *qg = mask ? mask_row(mask->query_gate, mask, b) : NULL;
-    const int64_t T = s->tokens, hd = s->head_dim;
-    const int64_t bc_max = min64(Bc, T), br_max = min64(Br, T);
+    const int64_t T = s->tokens, Tk = kv_tokens(s), hd = s->head_dim, W = s->window;
+    const int64_t bc_max = min64(Bc, Tk), br_max = min64(Br, T);
     float *P = ws, *dP = ws + br_max * bc_max, *D = dP + br_max * bc_max;
-    const float *qh = head_ptr(q, b, h, hd), *kh = head_ptr(k, b, h, hd), *vh = head_ptr(v, b, h, hd);
+    const float *qh = head_ptr(q, b, h, hd), *kh = head_ptr(k, b, g, hd), *vh = head_ptr(v, b, g, hd);
     const float *oh = head_ptr(out, b, h, hd), *doh = head_ptr(dout, b, h, hd);
     float *dqh = dq.data ? head_ptr(dq, b, h, hd) : NULL;
-    float *dkh = dk.data ? head_ptr(dk, b, h, hd) : NULL;
-    float *dvh = dv.data ? head_ptr(dv, b, h, hd) : NULL;
+    float *dkh = dk.data ? head_ptr(dk, b, g, hd) : NULL;
+    float *dvh = dv.data ? head_ptr(dv, b, g, hd) : NULL;
     const int64_t lq = q.token_stride, lk = k.token_stride, lv = v.token_stride, lo = out.token_stride;
     const int64_t ldo = dout.token_stride, ldq = dq.token_stride, ldk = dk.token_stride, ldv = dv.token_stride;
     const bool need_ds = dqh || dkh;
@@ -318,10 +418,12 @@ static void flash_backward_pair(const attn_shape *s, const attn_mask *mask, floa
             D[t] = acc;
         }
 
-    for (int64_t j0 = 0; j0 < T; j0 += Bc) {
-        const int64_t bc = min64(Bc, T - j0);
-        for (int64_t i0 = 0; i0 < T; i0 += Br) {
-            const int64_t br = min64(Br, T - i0);
+    for (int64_t j0 = 0; j0 < Tk; j0 += Bc) {
+        const int64_t bc = min64(Bc, Tk - j0);
+        int64_t ilo, ihi;
+        span(s, j0, bc, T, &ilo, &ihi);
+        for (int64_t i0 = ilo; i0 < ihi; i0 += Br) {
+            const int64_t br = min64(Br, ihi - i0);
             /* the same GEMM as the forward's, so P is recomputed from the same scores */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)hd, scale, qh + i0 * lq,
                         (int)lq, kh + j0 * lk, (int)lk, 0.0f, P, (int)bc);
@@ -329,7 +431,10 @@ static void flash_backward_pair(const attn_shape *s, const attn_mask *mask, floa
             for (int64_t r = 0; r < br; r++) {
                 float *row = P + r * bc;
                 const float l = lse[i0 + r];
-                for (int64_t j = 0; j < bc; j++) row[j] = exp_f(row[j] - l);
+                int64_t a, e;
+                band(W, i0 + r, j0, bc, &a, &e);
+                for (int64_t j = a; j < e; j++) row[j] = exp_f(row[j] - l);
+                zero_outside(row, bc, a, e);
                 zero_excluded(row, bc, kb ? kb + j0 : NULL);
             }
             if (dvh)
@@ -354,8 +459,9 @@ static void flash_backward_pair(const attn_shape *s, const attn_mask *mask, floa
 static st_status attention_forward_run(pool *p, const attn_shape *s, const attn_mask *mask, attn_view out, attn_view q,
                                        attn_view k, attn_view v, op_state *keep)
 {
-    st_status st = op_state_alloc(keep, p, attention_kept_bytes(s), "attention kept state");
+    st_status st = check_shape(s);
     if (st != ST_OK) return st;
+    if ((st = op_state_alloc(keep, p, attention_kept_bytes(s), "attention kept state")) != ST_OK) return st;
     if (empty(s)) return ST_OK;
 
     const int threads = ops_threads();
@@ -377,18 +483,18 @@ static st_status attention_forward_run(pool *p, const attn_shape *s, const attn_
         return st;
     }
     const int64_t H = s->heads, T = s->tokens, pairs = s->batch * s->heads;
+    const size_t kept_pair = (size_t)T * (size_t)(math ? kv_tokens(s) : 1);
     const float scale = attn_scale(s);
     float *kept = keep ? keep->data : NULL;
 
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t bh = 0; bh < pairs; bh++) {
         float *mine = ws ? ws + (size_t)omp_get_thread_num() * per : NULL;
+        float *kp = kept ? kept + (size_t)bh * kept_pair : NULL;
         if (math)
-            math_forward_pair(s, mask, scale, bh / H, bh % H, kept ? kept + (size_t)bh * (size_t)(T * T) : mine, out,
-                              q, k, v);
+            math_forward_pair(s, mask, scale, bh / H, bh % H, kp ? kp : mine, out, q, k, v);
         else
-            flash_forward_pair(s, mask, scale, bh / H, bh % H, mine, kept ? kept + (size_t)bh * (size_t)T : NULL, out,
-                               q, k, v);
+            flash_forward_pair(s, mask, scale, bh / H, bh % H, mine, kp, out, q, k, v);
     }
     pool_free(p, ws);
     return ST_OK;
@@ -398,46 +504,50 @@ static st_status attention_backward_run(pool *p, const attn_shape *s, const attn
                                         attn_view dv, attn_view dout, attn_view q, attn_view k, attn_view v,
                                         attn_view out, const op_state *keep)
 {
-    if (empty(s)) return ST_OK;
+    st_status st = check_shape(s);
+    if (st != ST_OK || empty(s)) return st;
     if (!keep || !keep->data)
         return st_fail(ST_ERR_INVALID, "attention_backward: the forward kept nothing (keep was NULL)");
 
     const int threads = ops_threads();
     const size_t per = per_thread_floats(s, ATTN_BACKWARD);
     float *ws = NULL;
-    st_status st = pool_alloc(p, (size_t)threads * per * sizeof(float), MEM_WORKSPACE,
-                              "attention backward workspace", (void **)&ws);
+    st = pool_alloc(p, (size_t)threads * per * sizeof(float), MEM_WORKSPACE, "attention backward workspace",
+                    (void **)&ws);
     if (st != ST_OK) return st;
     if (op_dry(dout.data)) return pool_free(p, ws), ST_OK;
-    const int64_t H = s->heads, T = s->tokens, pairs = s->batch * s->heads;
+    const bool math = s->mechanism == ATTN_MATH;
+    /* one (batch, kv head) pair a thread: its group's query heads all accumulate into its dk and dv */
+    const int64_t H = s->heads, KVH = kv_heads(s), G = H / KVH, pairs = s->batch * KVH;
+    const size_t kept_pair = (size_t)s->tokens * (size_t)(math ? kv_tokens(s) : 1);
     const float scale = attn_scale(s);
     const float *kept = keep->data;
-    const bool math = s->mechanism == ATTN_MATH;
 
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t bh = 0; bh < pairs; bh++) {
+    for (int64_t bg = 0; bg < pairs; bg++) {
         float *mine = ws + (size_t)omp_get_thread_num() * per;
-        if (math)
-            math_backward_pair(s, scale, bh / H, bh % H, kept + (size_t)bh * (size_t)(T * T), mine, dq, dk, dv, dout,
-                               q, k, v);
-        else
-            flash_backward_pair(s, mask, scale, bh / H, bh % H, mine, kept + (size_t)bh * (size_t)T, dq, dk, dv, dout,
-                                q, k, v, out);
+        const int64_t b = bg / KVH, g = bg % KVH;
+        for (int64_t h = g * G; h < (g + 1) * G; h++) {
+            const float *kp = kept + (size_t)(b * H + h) * kept_pair;
+            if (math)
+                math_backward_pair(s, scale, b, h, g, kp, mine, dq, dk, dv, dout, q, k, v);
+            else
+                flash_backward_pair(s, mask, scale, b, h, g, mine, kp, dq, dk, dv, dout, q, k, v, out);
+        }
     }
     pool_free(p, ws);
     return ST_OK;
 }
 
 /* The plain ops are the masked ones without a mask, under the same profile kind and FLOP count (the mask's
- * additions are O(T^2) against the products' O(T^2 hd)). */
+ * additions are O(T Tk) against the products' O(T Tk hd)). The count is of the products run: with a window, the
+ * flash tiles' area (score_area), not only the band. */
 st_status attention_forward_masked(pool *p, const attn_shape *s, const attn_mask *mask, attn_view out, attn_view q,
                                    attn_view k, attn_view v, op_state *keep)
 {
-    if (s->kv_tokens || s->kv_heads || s->window) /* being built: the fields are declared for the families' code */
-        return st_fail(ST_ERR_UNSUPPORTED, "attention: cross-, grouped-query and sliding-window attention are not built");
     const double t0 = prof_now();
     const st_status r = attention_forward_run(p, s, mask, out, q, k, v, keep);
-    prof_add(OP_ATTENTION, t0, 4.0 * s->batch * s->heads * s->tokens * s->tokens * s->head_dim, 0);
+    prof_add(OP_ATTENTION, t0, 4.0 * s->batch * s->heads * s->head_dim * score_area(s, false), 0);
     return r;
 }
 
@@ -445,12 +555,10 @@ st_status attention_backward_masked(pool *p, const attn_shape *s, const attn_mas
                                     attn_view dv, attn_view dout, attn_view q, attn_view k, attn_view v, attn_view out,
                                     const op_state *keep)
 {
-    if (s->kv_tokens || s->kv_heads || s->window)
-        return st_fail(ST_ERR_UNSUPPORTED, "attention: cross-, grouped-query and sliding-window attention are not built");
     const double t0 = prof_now();
     const st_status r = attention_backward_run(p, s, mask, dq, dk, dv, dout, q, k, v, out, keep);
     prof_add(OP_ATTENTION, t0,
-             (s->mechanism == ATTN_FLASH ? 10.0 : 8.0) * s->batch * s->heads * s->tokens * s->tokens * s->head_dim, 0);
+             (s->mechanism == ATTN_FLASH ? 10.0 : 8.0) * s->batch * s->heads * s->head_dim * score_area(s, true), 0);
     return r;
 }
 
