@@ -165,6 +165,20 @@ static float row_sum(const float *x, int64_t n)
     return s;
 }
 
+/* x[j] = exp_f(x[j] - m) for j < n, returning their sum: the bits of that loop followed by row_sum, in one pass
+ * over the row instead of two (the softmax passes, not the products, are what keeps flash below the GEMM rate). */
+static float exp_sum(float *x, int64_t n, float m)
+{
+    float lane[LANES] = {0};
+    int64_t j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) lane[k] += x[j + k] = exp_f(x[j + k] - m);
+    float s = 0.0f;
+    for (int k = 0; k < LANES; k++) s += lane[k];
+    for (; j < n; j++) s += x[j] = exp_f(x[j] - m);
+    return s;
+}
+
 /* ---- mask ---- */
 
 /* Sample b's row of a mask array (NULL stays NULL). */
@@ -254,10 +268,15 @@ static void softmax_rows(float *x, int64_t rows, int64_t n, const float *kb, int
         int64_t a, e;
         band(window, r, 0, n, &a, &e);
         const float m = row_max(row + a, e - a);
-        for (int64_t j = a; j < e; j++) row[j] = exp_f(row[j] - m);
+        float sum;
+        if (kb) {
+            for (int64_t j = a; j < e; j++) row[j] = exp_f(row[j] - m);
+            zero_excluded(row, n, kb);
+            sum = row_sum(row + a, e - a);
+        } else {
+            sum = exp_sum(row + a, e - a, m);
+        }
         zero_outside(row, n, a, e);
-        zero_excluded(row, n, kb);
-        const float sum = row_sum(row + a, e - a);
         const float inv = 1.0f / sum;
         for (int64_t j = a; j < e; j++) row[j] *= inv;
     }
@@ -360,10 +379,15 @@ static void flash_forward_pair(const attn_shape *s, const attn_mask *mask, float
                  * overwrites (or none are taken): the row's sum and output stay 0, and the first kept key's
                  * correction e^(-inf) = 0 keeps them so. */
                 const float m_new = first || mx > mrow[r] ? mx : mrow[r];
-                for (int64_t j = a; j < e; j++) row[j] = exp_f(row[j] - m_new);
+                float sum;
+                if (kb) {
+                    for (int64_t j = a; j < e; j++) row[j] = exp_f(row[j] - m_new);
+                    zero_excluded(row + a, e - a, kb + j0 + a);
+                    sum = row_sum(row + a, e - a);
+                } else {
+                    sum = exp_sum(row + a, e - a, m_new);
+                }
                 zero_outside(row, bc, a, e);
-                zero_excluded(row, bc, kb ? kb + j0 : NULL);
-                const float sum = row_sum(row + a, e - a);
                 if (first) {
                     lrow[r] = sum;
                 } else {
