@@ -733,6 +733,20 @@ int main(void)
     test_bitwise(&hv_lora, "hunyuanvideo-tiny lora", 2);
     test_budgets(&hv, "hunyuanvideo-tiny");
     test_memory_ignores_data(&hv, "hunyuanvideo-tiny");
+    model_config px, wan;
+    CHECK(model_preset("pixart-sigma-tiny", &px) == ST_OK); /* cross-attention to a masked text, 8 output channels */
+    CHECK(model_preset("wan-tiny", &wan) == ST_OK && wan.frames == 2); /* video, 3D rotary, q/k RMSNorm, norm2 */
+    for (int threads = 1; threads <= 2; threads++) {
+        test_bitwise(&px, "pixart-sigma-tiny", threads);
+        test_bitwise(&wan, "wan-tiny", threads);
+    }
+    model_config px_lora = px;
+    px_lora.lora_rank = 4, px_lora.lora_alpha = 8, px_lora.lora_attention = px_lora.lora_mlp = true;
+    test_bitwise(&px_lora, "pixart-sigma-tiny lora", 2);
+    test_budgets(&px, "pixart-sigma-tiny");
+    test_budgets(&wan, "wan-tiny");
+    test_memory_ignores_data(&px, "pixart-sigma-tiny");
+    test_memory_ignores_data(&wan, "wan-tiny");
     model_config hv15;
     CHECK(model_preset("hunyuanvideo15-tiny", &hv15) == ST_OK); /* ByT5 tokens, condition channels, double only */
     hv15.depth = 3;

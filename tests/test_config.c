@@ -196,7 +196,7 @@ static void value_ok(int line, const char *key, const char *json_value, const ch
 
 static void value_bad(int line, const char *key, const char *json_value, const char *valid)
 {
-    char json[512], want[1024];
+    char json[512], want[1600];
     snprintf(json, sizeof json, "{\"%s\": %s}", key, json_value);
     snprintf(want, sizeof want, "config.json: %s: %s is not %s", key, json_value, valid);
     st_status s = parse_bad(json);
@@ -282,7 +282,9 @@ static void test_checkpointing_and_choices(void)
               "sd3-tiny, sd3-medium, sd35-large, sd35-medium, "
               "auraflow-tiny, auraflow, longcat-image-tiny, longcat-image, chroma-tiny, chroma, "
               "qwen-image-tiny, qwen-image, hunyuanvideo-tiny, hunyuanvideo-1.0, hunyuanvideo15-tiny, "
-              "hunyuanvideo15-480p, hunyuanvideo15-720p, hidream-tiny, hidream-full, hidream-dev, hidream-fast");
+              "hunyuanvideo15-480p, hunyuanvideo15-720p, hidream-tiny, hidream-full, hidream-dev, hidream-fast, "
+              "pixart-sigma-tiny, pixart-sigma-512, pixart-sigma-1024, pixart-sigma-2048, pixart-900m-1024, wan-tiny, "
+              "wan-1.3b, wan-14b");
     VALUE_BAD("attention_mechanism", "\"sdpa\"", "one of math, flash");
     VALUE_OK("lr_scheduler", "\"cosine\"", "cosine");
 }

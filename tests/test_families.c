@@ -142,11 +142,16 @@ static void test_families(void)
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_preset\": \"dit-s2\"}", ST_ERR_INVALID,
                    "dit-s2 belongs to the dit family");
     /* SimpleTuner's names: each names its topology and that it is planned */
-    EXPECT_REFUSAL("{\"model_family\": \"pixart_sigma\"}", ST_ERR_UNSUPPORTED, "model_family pixart_sigma (",
-                   "cross-attention DiT", "PixArtTransformer2DModel", "planned", "--set model_family=mmdit");
-    EXPECT_REFUSAL("{\"model_family\": \"pixart_sigma\"}", ST_ERR_UNSUPPORTED, "cross-attention DiT",
-                   "PixArtTransformer2DModel");
-    EXPECT_REFUSAL("{\"model_family\": \"pixart\"}", ST_ERR_UNSUPPORTED, "model_family pixart_sigma");
+    EXPECT_REFUSAL("{\"model_family\": \"ltxvideo\"}", ST_ERR_UNSUPPORTED, "model_family ltxvideo (",
+                   "cross-attention DiT", "LTXVideoTransformer3DModel", "planned", "--set model_family=mmdit");
+    EXPECT_REFUSAL("{\"model_family\": \"ltxvideo\"}", ST_ERR_UNSUPPORTED, "cross-attention DiT",
+                   "LTXVideoTransformer3DModel");
+    CHECK(from_json("{\"model_family\": \"pixart\"}", &mc) == ST_OK && !strcmp(mc.family, "pixart_sigma") &&
+          !strcmp(mc.preset, "pixart-900m-1024")); /* SimpleTuner's example folder's name, its default flavour */
+    CHECK(from_json("{\"model_family\": \"wan\"}", &mc) == ST_OK && !strcmp(mc.preset, "wan-1.3b") &&
+          mc.hidden == 1536 && mc.ffn_dim == 8960 && mc.text_len == 512);
+    EXPECT_REFUSAL("{\"model_family\": \"wan\", \"model_flavour\": \"i2v-14b-2.1\"}", ST_ERR_UNSUPPORTED,
+                   "model_flavour i2v-14b-2.1 of wan", "reference frames");
     EXPECT_REFUSAL("{\"model_family\": \"kandinsky5_image\"}", ST_ERR_UNSUPPORTED, "model_family kandinsky5-image");
     EXPECT_REFUSAL("{\"model_family\": \"sana\"}", ST_ERR_UNSUPPORTED, "linear-attention");
     EXPECT_REFUSAL("{\"model_family\": \"sdxl\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
@@ -165,7 +170,7 @@ static void test_families(void)
         const bool built = n < 3 || !strcmp(name, "flux") || !strcmp(name, "sd3") || !strcmp(name, "auraflow") ||
                            !strcmp(name, "longcat_image") || !strcmp(name, "chroma") ||
                            !strcmp(name, "flux2") || !strcmp(name, "qwen_image") || !strcmp(name, "hidream") ||
-                           !strcmp(name, "hunyuanvideo");
+                           !strcmp(name, "hunyuanvideo") || !strcmp(name, "pixart_sigma") || !strcmp(name, "wan");
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
     CHECKF(n >= 40, "%d family names", n);

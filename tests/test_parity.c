@@ -226,6 +226,8 @@ int main(void)
     test_fixture("chroma", "chroma-tiny"); /* modulation from the approximator, the text's additive mask */
     test_fixture("hunyuanvideo", "hunyuanvideo-tiny"); /* video, the token refiner, image-only RoPE, the key mask */
     test_fixture("hunyuanvideo15", "hunyuanvideo15-tiny"); /* ByT5 glyph tokens, condition channels, double only */
-    test_fixture("hidream", "hidream-tiny"); /* mixture-of-experts feed-forwards, each block's own Llama tokens */
+    test_fixture("hidream", "hidream-tiny");
+    test_fixture("pixart-sigma", "pixart-sigma-tiny"); /* cross-attention to a masked text, learned variance */
+    test_fixture("wan", "wan-tiny");                   /* video, 3D rotary, q/k RMSNorm across heads, norm2 */ /* mixture-of-experts feed-forwards, each block's own Llama tokens */
     return tk_finish();
 }

@@ -31,6 +31,10 @@ typedef struct model_config {
                                       vector's (pooled_projection_dim) */
     bool guidance_embeds;          /* flux dev: a guidance embedding joins the timestep's */
     int64_t refiner_depth;         /* hunyuanvideo: the token refiner's blocks (num_refiner_layers) */
+    int64_t out_channels;          /* the output's channels when not in_channels (0): PixArt's 8, whose first 4 are the
+                                      prediction */
+    int64_t ffn_dim;               /* the feed-forward's width when not 4 hidden (0): Wan's */
+    double interpolation;          /* pixart_sigma: the position table's interpolation_scale */
     int64_t text2_len, text2_dim;  /* hunyuanvideo15: ByT5's glyph tokens per caption and their width (text_embed_2_dim) */
     int64_t cond_channels;         /* hunyuanvideo15: the image-to-video condition's input channels (latents and mask,
                                       in_channels - out_channels), zero under text-to-video */
@@ -71,6 +75,10 @@ st_status model_config_from(const config *cfg, model_config *out);
 st_status model_config_from_diffusers(const char *path, model_config *mc);
 /* Whether the family runs dual-stream blocks on a text encoder's output (mmdit, flux, sd3, auraflow, qwen_image). */
 bool model_dual_stream(const model_config *mc);
+/* Whether the family's blocks cross-attend to a text encoder's output: pixart_sigma, wan. */
+bool model_xattn(const model_config *mc);
+/* Whether the family reads a text encoder's output (the dual-stream and cross-attention families), not labels. */
+bool model_reads_text(const model_config *mc);
 /* Whether the family's input is video (B, C, F, H, W): hunyuanvideo, hunyuanvideo15. */
 bool model_video(const model_config *mc);
 /* Whether the family reads a text mask in its conditioning (qwen_image: padding keys are excluded from attention;

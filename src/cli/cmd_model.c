@@ -112,7 +112,7 @@ static st_status read_batch(const char *path, model *m, pool *dev, batch_data *b
     int64_t img[5];
     latent_shape(mc, b->batch, img);
     const int64_t vec[1] = {b->batch}, L = model_cond_len(mc), cond[2] = {b->batch, L};
-    const bool labels = !model_dual_stream(mc);
+    const bool labels = !model_reads_text(mc);
     bool same = true;
     for (int i = 1; i < nd; i++) same = same && x0->shape[i] == img[i];
     if (!same) {
@@ -252,7 +252,7 @@ int cmd_batch(int argc, char **argv)
     float *x0 = malloc((size_t)n * sizeof(float)), *noise = malloc((size_t)n * sizeof(float));
     float *t = malloc((size_t)B * sizeof(float));
     const int64_t L = model_cond_len(&mc);
-    const bool labels = !model_dual_stream(&mc);
+    const bool labels = !model_reads_text(&mc);
     float *y = malloc((size_t)(B * L) * sizeof(float));
     int64_t *ids = malloc((size_t)B * sizeof(int64_t));
     if (!x0 || !noise || !t || !y || !ids) st = st_host_oom("a batch of %lld", (long long)B);

@@ -44,8 +44,9 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
     const model_config *mc = model_get_config(m);
     char blocks[64], tokens[64], grid[96];
     const long long image = (long long)(mc->frames / mc->patch_t * (mc->resolution / mc->patch) * (mc->resolution / mc->patch));
-    if (model_dual_stream(mc)) {
-        if (mc->single_depth)
+    if (model_reads_text(mc)) {
+        if (model_xattn(mc)) snprintf(blocks, sizeof blocks, "%lld cross-attention blocks", (long long)mc->depth);
+        else if (mc->single_depth)
             snprintf(blocks, sizeof blocks, "%lld double-stream + %lld single-stream blocks", (long long)mc->depth,
                      (long long)mc->single_depth);
         else snprintf(blocks, sizeof blocks, "%lld joint blocks", (long long)mc->depth); /* sd3 */

@@ -100,7 +100,7 @@ int cmd_sample(int argc, char **argv)
     long long classes = mc.classes < 8 ? mc.classes : 8;
     const cli_flag classes_flag = {"--classes", .whole = &classes, .min = 1, .max = mc.classes};
     if (classes_text) rc = cli_number("segtrain sample", &classes_flag, classes_text);
-    const bool text = model_dual_stream(&mc);
+    const bool text = model_reads_text(&mc);
     int captions = 1;
     for (const char *p = prompt; p && *p; p++) captions += *p == '|';
     if (!rc && prompt && !text) {

@@ -221,7 +221,7 @@ void cfg_choices_text(const char *choices, bool markdown, char *buf, size_t n)
 /* What a valid value of k is, as the end of "<value> is not ...". */
 static void valid_text(const cfg_key *k, char *buf, size_t n)
 {
-    char range[64], list[960]; /* every preset name */
+    char range[64], list[1400]; /* every preset name */
     cfg_range_text(k, range, sizeof range);
     switch (k->type) {
     case CFG_BOOL: snprintf(buf, n, "a bool (true, false, \"true\", \"false\", 1 or 0)"); break;
@@ -241,7 +241,7 @@ static void valid_text(const cfg_key *k, char *buf, size_t n)
 
 static st_status bad_value(const char *src, const cfg_key *k, const cJSON *item)
 {
-    char given[64], valid[1024];
+    char given[64], valid[1536];
     show_value(item, given, sizeof given);
     valid_text(k, valid, sizeof valid);
     return st_fail(ST_ERR_INVALID, "%s: %s: %s is not %s", src, k->name, given, valid);

@@ -34,7 +34,9 @@ const cfg_key cfg_keys[] = {
                "flux2-tiny|flux2-dev|flux2-klein-4b|flux2-klein-9b|"
                "sd3-tiny|sd3-medium|sd35-large|sd35-medium|auraflow-tiny|auraflow|longcat-image-tiny|longcat-image|chroma-tiny|chroma|"
                "qwen-image-tiny|qwen-image|hunyuanvideo-tiny|hunyuanvideo-1.0|hunyuanvideo15-tiny|hunyuanvideo15-480p|"
-               "hunyuanvideo15-720p|hidream-tiny|hidream-full|hidream-dev|hidream-fast",
+               "hunyuanvideo15-720p|hidream-tiny|hidream-full|hidream-dev|hidream-fast|"
+               "pixart-sigma-tiny|pixart-sigma-512|pixart-sigma-1024|pixart-sigma-2048|pixart-900m-1024|wan-tiny|wan-1.3b|"
+               "wan-14b",
                SEC_MODEL, NULL,
                "Named size, which also names the family (see ../shared/spec/dit.md and docs/FAMILIES.md); given "
                "model_family alone, a SimpleTuner family's flavour's real sizes (`flux` `dev` is `flux-dev`), or "

@@ -77,7 +77,9 @@ static const struct st_family {
     {"minimaxmusic", NULL, "MiniMax Music 3", AUDIO_LM, "MiniMaxMusic3Transformer1DModel", "music3", NULL, NULL},
     {"omnigen", NULL, "OmniGen", JOINT, "OmniGenTransformer2DModel", "v1", NULL, NULL},
     {"pixart_sigma", "pixart", "PixArt Sigma", XATTN, "PixArtTransformer2DModel",
-     "900M-1024-v0.6|900M-1024-v0.7-stage1|900M-1024-v0.7-stage2|600M-512|600M-1024|600M-2048", NULL, NULL},
+     "900M-1024-v0.6|900M-1024-v0.7-stage1|900M-1024-v0.7-stage2|600M-512|600M-1024|600M-2048",
+     "900M-1024-v0.6:pixart-900m-1024|900M-1024-v0.7-stage1:pixart-900m-1024|900M-1024-v0.7-stage2:pixart-900m-1024|"
+     "600M-512:pixart-sigma-512|600M-1024:pixart-sigma-1024|600M-2048:pixart-sigma-2048", "900M-1024-v0.6"},
     {"qwen_image", NULL, "Qwen-Image", DUAL, "QwenImageTransformer2DModel",
      "v1.0|v2.0|edit-v1|edit-v2|edit-v2+|edit-v3", "v1.0:qwen-image|v2.0:qwen-image", "v2.0"},
     {"sana", NULL, "Sana", LINEAR, "SanaTransformer2DModel",
@@ -91,7 +93,9 @@ static const struct st_family {
     {"stable_cascade", NULL, "Stable Cascade (Stage C)", UNET, "StableCascadeUNet", "stage-c|stage-c-lite", NULL, NULL},
     {"wan", NULL, "Wan", XATTN, "WanTransformer3DModel",
      "t2v-480p-1.3b-2.1|t2v-480p-14b-2.1|i2v-14b-2.1|i2v-14b-2.1-720p|i2v-14b-2.2-high|i2v-14b-2.2-low|"
-     "animegen-t2v-high|animegen-t2v-low|flf2v-14b-2.1|vace-1.3b-2.1|vace-14b-2.1|ti2v-5b-2.2", NULL, NULL},
+     "animegen-t2v-high|animegen-t2v-low|flf2v-14b-2.1|vace-1.3b-2.1|vace-14b-2.1|ti2v-5b-2.2",
+     "t2v-480p-1.3b-2.1:wan-1.3b|t2v-480p-14b-2.1:wan-14b|animegen-t2v-high:wan-14b|animegen-t2v-low:wan-14b",
+     "t2v-480p-1.3b-2.1"},
     {"wan_s2v", NULL, "WanS2V", XATTN, "WanS2VTransformer3DModel", "s2v-14b-2.2", NULL, NULL},
     {"z_image", NULL, "Z-Image", JOINT, "ZImageTransformer2DModel", "base|turbo|turbo-ostris-v2|ostris-de-turbo", NULL, NULL},
     {"z_image_omni", NULL, "Z-Image Omni", JOINT, "ZImageOmniTransformer2DModel", "base|edit", NULL, NULL},
@@ -105,6 +109,8 @@ static const struct {
 } unbuilt[] = {
     {"hunyuanvideo", "the i2v flavours also take the first frame's latents (the condition channels) and its SigLIP "
                      "image tokens; segtrain's conditioning carries no reference image"},
+    {"wan", "the i2v, flf2v and vace flavours also take reference frames (CLIP image tokens, conditioning latents) and "
+            "ti2v-5b-2.2 per-token timesteps and a 48-channel VAE; segtrain's conditioning carries no reference"},
     {"qwen_image", "the edit flavours also take reference images' latents as image tokens (at RoPE frame 1 on), and "
                    "edit-v2+ and edit-v3 modulate those with a zero timestep (zero_cond_t); segtrain's conditioning "
                    "carries no reference image"},

@@ -51,7 +51,10 @@ struct model {
         float *cs, *dcs; /* the blocks' context SiLU(c) (B, D) and its gradient */
         float *rope;     /* dual-stream: the joint sequence's rotary table (S, head_dim / 2, (cos, sin)) */
         const attn_mask *mask; /* dual-stream: the joint attention's mask over [text; image] keys, NULL: none */
-        float *mod, *dmod;     /* Chroma: every modulation vector (B, mod_rows, D), made by the model, and its gradient */
+        float *mod, *dmod;     /* Chroma: every modulation vector (B, mod_rows, D), made by the model, and its gradient;
+                                  the cross-attention DiTs: the blocks' t6 (rows 0-5) and the final layer's (6, 7) */
+        float *text, *dtext;   /* the cross-attention DiTs: the text tokens (B L, D) the blocks attend to, and their
+                                  gradient */
         int64_t mod_rows;
     } ctx;
     int n_seq;
@@ -66,11 +69,13 @@ struct model {
 };
 
 extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, auraflow_family, flux2_family,
-    qwen_image_family, hunyuan_video_family, hidream_family;
+    qwen_image_family, hunyuan_video_family, hidream_family, xdit_family;
 
 /* The patches of a step's latents (m->shape.batch of them), and a patch's features (channels x patch_t x patch^2). */
 patch_shape model_patches(const model *m);
 int64_t model_patch_dim(const model_config *c);
+/* The output's channels: out_channels, or in_channels when 0. */
+int64_t model_out_channels(const model_config *c);
 
 /* A training forward's activation buffer from the model's pool (nothing once *st is set). */
 float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero);

@@ -10,6 +10,11 @@
 #include "segtrain/checked.h"
 #include "segtrain/rng.h"
 
+static bool hunyuanvideo(const model_config *mc)
+{
+    return !strcmp(mc->family, "hunyuanvideo") || !strcmp(mc->family, "hunyuanvideo15");
+}
+
 static const model_family *family_of(const model_config *mc)
 {
     if (!strcmp(mc->family, "sd3")) return &sd3_family;
@@ -17,7 +22,8 @@ static const model_family *family_of(const model_config *mc)
     if (!strcmp(mc->family, "qwen_image")) return &qwen_image_family;
     if (!strcmp(mc->family, "flux2")) return &flux2_family;
     if (!strcmp(mc->family, "hidream")) return &hidream_family;
-    if (model_video(mc)) return &hunyuan_video_family;
+    if (hunyuanvideo(mc)) return &hunyuan_video_family;
+    if (model_xattn(mc)) return &xdit_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
@@ -27,17 +33,17 @@ bool model_dual_stream(const model_config *mc)
     return !strcmp(mc->family, "mmdit") || !strcmp(mc->family, "flux") || !strcmp(mc->family, "sd3") ||
            !strcmp(mc->family, "auraflow") || !strcmp(mc->family, "longcat_image") ||
            !strcmp(mc->family, "chroma") || !strcmp(mc->family, "flux2") || !strcmp(mc->family, "qwen_image") ||
-           model_video(mc) || !strcmp(mc->family, "hidream");
+           hunyuanvideo(mc) || !strcmp(mc->family, "hidream");
 }
 
-bool model_video(const model_config *mc)
-{
-    return !strcmp(mc->family, "hunyuanvideo") || !strcmp(mc->family, "hunyuanvideo15");
-}
+bool model_reads_text(const model_config *mc) { return model_dual_stream(mc) || model_xattn(mc); }
+
+bool model_video(const model_config *mc) { return hunyuanvideo(mc) || !strcmp(mc->family, "wan"); }
 
 bool model_text_mask(const model_config *mc)
 {
-    return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma") || model_video(mc);
+    return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma") || hunyuanvideo(mc) ||
+           !strcmp(mc->family, "pixart_sigma");
 }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
@@ -61,7 +67,7 @@ static st_status too_large(const char *keys, const model_config *c)
 static st_status check_sizes(const model_config *c, int64_t *per_sample)
 {
     const int64_t lim = CK_MAX_ELEMENTS, D = c->hidden, G = c->resolution / c->patch;
-    const int64_t L = model_dual_stream(c) ? c->text_len + c->text2_len + 8 * !strcmp(c->family, "auraflow") +
+    const int64_t L = model_reads_text(c) ? c->text_len + c->text2_len + 8 * !strcmp(c->family, "auraflow") +
                                                  (c->depth + c->single_depth + 1) * c->llama_len : 0; /* hidream's */
     const int64_t wide = D > c->lora_rank ? D : c->lora_rank;
     int64_t W, P, S, x, rows, attn, pixels, freq;
@@ -290,7 +296,7 @@ float *model_take(model *m, st_status *st, int64_t floats, const char *what, boo
 
 int64_t model_cond_len(const model_config *mc)
 {
-    if (!model_dual_stream(mc)) return 1;
+    if (!model_reads_text(mc)) return 1;
     if (!strcmp(mc->family, "hidream")) /* T5's, the pooled vector, each block's Llama states */
         return (mc->text_len + (mc->depth + mc->single_depth) * mc->llama_len) * mc->text_dim + mc->pooled_dim;
     return mc->text_len * (mc->text_dim + model_text_mask(mc)) + mc->pooled_dim + mc->text2_len * (mc->text2_dim + 1) +
@@ -299,7 +305,7 @@ int64_t model_cond_len(const model_config *mc)
 
 void model_condition(const model_config *mc, int64_t label, const char *caption, float *cond)
 {
-    if (!model_dual_stream(mc)) cond[0] = (float)label;
+    if (!model_reads_text(mc)) cond[0] = (float)label;
     else {
         float *pooled = cond + mc->text_len * mc->text_dim, *rest = pooled + mc->pooled_dim;
         const int64_t words = encode_caption(caption ? caption : "", mc->text_vocab, mc->text_len, mc->text_dim,
@@ -332,6 +338,8 @@ void model_null_condition(const model_config *mc, float *cond) { model_condition
 
 int64_t model_sample_numel(const model_config *mc) { return mc->channels * mc->frames * mc->resolution * mc->resolution; }
 
+int64_t model_out_channels(const model_config *c) { return c->out_channels ? c->out_channels : c->channels; }
+
 int64_t model_patch_dim(const model_config *c) { return c->channels * c->patch_t * c->patch * c->patch; }
 
 patch_shape model_patches(const model *m)
@@ -340,19 +348,31 @@ patch_shape model_patches(const model *m)
     return (patch_shape){m->shape.batch, c->channels, c->frames, c->resolution, c->resolution, c->patch_t, c->patch};
 }
 
+/* The output's patches as the prediction: unpatchified, and where the output has more channels than the input
+ * (PixArt's learned variance), only the input's first channels. */
+static patch_shape out_patches(const model *m)
+{
+    patch_shape ps = model_patches(m);
+    ps.channels = model_out_channels(&m->cfg);
+    return ps;
+}
+
 st_status final_forward(model *m, final_layer *f, const float *x)
 {
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
-    const int64_t P = model_patch_dim(c);
+    const int64_t Cout = model_out_channels(c), P = model_patch_dim(c) / c->channels * Cout;
+    const int64_t per = model_sample_numel(c), per_out = per / c->channels * Cout;
     st_status st = ST_OK;
-    const bool own = f->ada_w >= 0; /* else the modulation is rows of the model's (Chroma) */
+    const bool own = f->ada_w >= 0; /* else the modulation is rows of the model's (Chroma, the cross-attention DiTs) */
     if (own) f->mod = model_take(m, &st, B * 2 * D, "final.mod", false);
     if (!f->no_norm) f->ln = model_take(m, &st, N * D, "final.ln", false);
     f->h = model_take(m, &st, N * D, "final.h", false);
-    f->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
-    float *out = NULL;
+    f->pred = model_take(m, &st, B * per, "pred", false);
+    float *out = NULL, *full = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(N * P) * sizeof(float), MEM_WORKSPACE, "final.out", (void **)&out);
+    if (!st && Cout != c->channels)
+        st = pool_alloc(m->pool, (size_t)(B * per_out) * sizeof(float), MEM_WORKSPACE, "final.output", (void **)&full);
     if (!st && !f->no_norm) st = layernorm_forward(m->pool, f->ln, x, NULL, NULL, N, D, DIT_LN_EPS, &f->stats);
     if (!st) {
         const float *mod = own ? f->mod : m->ctx.mod + f->mod_row * D;
@@ -362,9 +382,11 @@ st_status final_forward(model *m, final_layer *f, const float *x)
         modulate_forward(f->h, f->no_norm ? x : f->ln, shift, scale, B, T, D, stride);
         linear_forward(out, f->h, W(f->out_w), BIAS(W, f->out_b), N, D, P);
         if (f->negate) scale_by(out, N * P, -1.0f);
-        const patch_shape ps = model_patches(m);
-        unpatchify_forward(f->pred, out, &ps, f->order);
+        const patch_shape ps = out_patches(m);
+        unpatchify_forward(full ? full : f->pred, out, &ps, f->order);
+        if (full) copy_rows(f->pred, per, full, per_out, B, per); /* channels lead a sample's latent */
     }
+    pool_free(m->pool, full);
     pool_free(m->pool, out);
     return st;
 }
@@ -373,10 +395,12 @@ st_status final_backward(model *m, final_layer *f, const float *x, const float *
 {
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
-    const int64_t P = model_patch_dim(c);
-    const patch_shape ps = model_patches(m);
+    const int64_t Cout = model_out_channels(c), P = model_patch_dim(c) / c->channels * Cout;
+    const int64_t per = model_sample_numel(c), per_out = per / c->channels * Cout;
+    const patch_shape ps = out_patches(m);
     scratch k = {.pool = m->pool};
     float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "final.dout");
+    float *dfull = Cout != c->channels ? scratch_take_zero(&k, B * per_out, MEM_WORKSPACE, "final.doutput") : NULL;
     float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "final.dh");
     float *dln = f->no_norm ? dx : scratch_take_zero(&k, N * D, MEM_WORKSPACE, "final.dln");
     const bool own = f->ada_w >= 0;
@@ -385,7 +409,8 @@ st_status final_backward(model *m, final_layer *f, const float *x, const float *
     const int64_t stride = own ? 2 * D : m->ctx.mod_rows * D;
     if (k.status) return scratch_end(&k);
     const int64_t shift = f->scale_first ? D : 0, scale = f->scale_first ? 0 : D;
-    unpatchify_backward(dout, dpred, &ps, f->order);
+    if (dfull) copy_rows(dfull, per_out, dpred, per, B, per); /* the extra channels reach no loss */
+    unpatchify_backward(dout, dfull ? dfull : dpred, &ps, f->order);
     if (f->negate) scale_by(dout, N * P, -1.0f);
     linear_backward(dh, G(f->out_w), BIAS(G, f->out_b), dout, f->h, W(f->out_w), N, D, P);
     modulate_backward(dln, dmod + shift, dmod + scale, dh, f->no_norm ? x : f->ln, mod + scale, B, T, D, stride);

@@ -76,6 +76,19 @@ static const struct preset {
     {"hunyuanvideo15-tiny", "hunyuanvideo15", 2, 64, 4, 1, 4, 8, 10, 0, 8, 32, 0, false, true, 0, 0},
     {"hunyuanvideo15-480p", "hunyuanvideo15", 54, 2048, 16, 1, 32, 30, 10, 0, 1000, 3584, 0, false, true, 0, 0},
     {"hunyuanvideo15-720p", "hunyuanvideo15", 54, 2048, 16, 1, 32, 45, 10, 0, 1000, 3584, 0, false, true, 0, 0},
+    /* PixArt-Sigma-XL-2 (PixArt-alpha/PixArt-Sigma-XL-2-{512,1024,2K}-MS): 28 blocks of 16 heads x 72, T5-XXL's 4096
+     * (caption_channels) at its 300 tokens, 8 output channels; SimpleTuner's 900M flavours (terminusresearch's
+     * fine-tunes) are 42 such blocks (their 0.9 B parameters; the config is not public here). Wan 2.1 T2V 1.3B and
+     * 14B (Wan-AI/Wan2.1-T2V-*-Diffusers): 30 blocks of 12 heads and 40 of 40 (x 128), feed-forwards 8960 and
+     * 13824, UMT5's 4096 at 512 tokens, 16 latent channels in (1, 2, 2) patches. The rest in model_preset. */
+    {"pixart-sigma-tiny", "pixart_sigma", 2, 64, 4, 2, 4, 8, 10, 0, 8, 32, 0, false, false, 0, 0},
+    {"pixart-sigma-512", "pixart_sigma", 28, 1152, 16, 2, 4, 64, 10, 0, 300, 4096, 0, false, false, 0, 0},
+    {"pixart-sigma-1024", "pixart_sigma", 28, 1152, 16, 2, 4, 128, 10, 0, 300, 4096, 0, false, false, 0, 0},
+    {"pixart-sigma-2048", "pixart_sigma", 28, 1152, 16, 2, 4, 256, 10, 0, 300, 4096, 0, false, false, 0, 0},
+    {"pixart-900m-1024", "pixart_sigma", 42, 1152, 16, 2, 4, 128, 10, 0, 300, 4096, 0, false, false, 0, 0},
+    {"wan-tiny", "wan", 2, 64, 4, 2, 4, 8, 10, 0, 8, 32, 0, false, false, 0, 0},
+    {"wan-1.3b", "wan", 30, 1536, 12, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
+    {"wan-14b", "wan", 40, 5120, 40, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -83,6 +96,7 @@ static const struct preset {
 #define TEXT_VOCAB 1024
 /* The presets' latent grids are those of images through Stable Diffusion's or Flux's VAE (DiT's: 256 px -> 32). */
 #define FAMILY_VAE_SCALE 8
+#define DIT_FREQ_DIM_CONFIG 256 /* the timestep sinusoid's width every family here uses (models' DIT_FREQ_DIM) */
 #define VIDEO_VAE_SCALE_T 4 /* HunyuanVideo's causal VAE: the first frame, then one latent frame per 4 */
 
 /* Flux's split of a head into rotary axes, (hd - 2 a, a, a) pairs-wide with a = 2 floor(7 hd / 32): its
@@ -124,13 +138,18 @@ st_status model_preset(const char *name, model_config *out)
         snprintf(out->preset, sizeof out->preset, "%s", name);
         rope_axes_for(out);
         const bool tiny = strstr(name, "tiny") != NULL;
-        if (model_video(out)) /* the tiny ones' latents have 2 frames, a video's smallest */
+        if (!strncmp(p->family, "hunyuanvideo", 12)) /* the tiny ones' latents have 2 frames, a video's smallest */
             out->refiner_depth = 2, out->frames = tiny ? 2 : 1;
         if (!strcmp(p->family, "hunyuanvideo15")) { /* ByT5's 1472-wide glyph tokens (256 of them), SigLIP's 1152,
                                                        the i2v condition's 32 + 1 channels; a 16x VAE */
             out->text2_len = tiny ? 4 : 256, out->text2_dim = tiny ? 12 : 1472, out->image_dim = tiny ? 8 : 1152;
             out->cond_channels = out->channels + 1, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
         }
+        if (!strcmp(p->family, "pixart_sigma")) /* learned variance; the table's base grid and interpolation */
+            out->out_channels = 2 * out->channels, out->sample_size = p->resolution,
+            out->interpolation = tiny ? 1.0 : (double)(p->resolution / 64 > 1 ? p->resolution / 64 : 1);
+        if (!strcmp(p->family, "wan"))
+            out->ffn_dim = tiny ? 0 : strstr(name, "14b") ? 13824 : 8960, out->frames = tiny ? 2 : 1;
         if (!strcmp(p->family, "chroma")) { /* the tiny one's approximator is the fixture's shape, with 2 layers */
             out->approx_channels = tiny ? 32 : 64, out->approx_hidden = tiny ? 32 : 5120, out->approx_layers = tiny ? 2 : 5;
         }
@@ -147,11 +166,12 @@ st_status model_preset(const char *name, model_config *out)
 st_status model_config_check(const model_config *mc)
 {
     const bool mmdit = model_dual_stream(mc), skipdit = !strcmp(mc->family, "skipdit"), sd3 = !strcmp(mc->family, "sd3");
+    const bool xattn = model_xattn(mc), text = model_reads_text(mc);
     const bool aura = !strcmp(mc->family, "auraflow"), flux2 = !strcmp(mc->family, "flux2");
     const bool chroma = !strcmp(mc->family, "chroma"), qwen = !strcmp(mc->family, "qwen_image");
     const bool hv15 = !strcmp(mc->family, "hunyuanvideo15");
-    const bool unpooled = aura || !strcmp(mc->family, "longcat_image") || chroma || qwen || hv15; /* no pooled text */
-    if (!mmdit && !skipdit && strcmp(mc->family, "dit"))
+    const bool unpooled = aura || !strcmp(mc->family, "longcat_image") || chroma || qwen || hv15 || xattn; /* no pooled text */
+    if (!text && !skipdit && strcmp(mc->family, "dit"))
         return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit, flux, sd3, auraflow, "
                        "qwen_image", mc->family);
     const struct {
@@ -159,14 +179,14 @@ st_status model_config_check(const model_config *mc)
         int64_t v;
     } positive[] = {{"depth", mc->depth},           {"hidden_size", mc->hidden}, {"num_heads", mc->heads},
                     {"patch_size", mc->patch},      {"in_channels", mc->channels}, {"resolution", mc->resolution},
-                    {"num_classes", mc->classes},   {"tokenizer_max_length", mmdit ? mc->text_len : 1},
-                    {"joint_attention_dim", mmdit ? mc->text_dim : 1},
+                    {"num_classes", mc->classes},   {"tokenizer_max_length", text ? mc->text_len : 1},
+                    {"joint_attention_dim", text ? mc->text_dim : 1},
                     {"pooled_projection_dim", mmdit && !unpooled && !flux2 ? mc->pooled_dim : 1},
                     {"vae_scale_factor", mc->vae_scale}};
     for (size_t i = 0; i < sizeof positive / sizeof *positive; i++)
         if (positive[i].v < 1) return st_fail(ST_ERR_INVALID, "%s: %lld must be at least 1", positive[i].key,
                                               (long long)positive[i].v);
-    if (mmdit && mc->text_vocab < 2)
+    if (text && mc->text_vocab < 2)
         return st_fail(ST_ERR_INVALID, "text_vocab_size: %lld must be at least 2 (padding and one word)",
                        (long long)mc->text_vocab);
     if (mc->hidden % mc->heads)
@@ -220,6 +240,13 @@ st_status model_config_check(const model_config *mc)
     if (mc->dual_attention < 0 || mc->dual_attention > (sd3 ? mc->depth : 0))
         return st_fail(ST_ERR_INVALID, "dual_attention_layers: the first %lld blocks; sd3 has %lld (other families "
                        "none)", (long long)mc->dual_attention, (long long)(sd3 ? mc->depth : 0));
+    if (mc->out_channels && (mc->out_channels < mc->channels || !xattn))
+        return st_fail(ST_ERR_INVALID, "out_channels: %lld; %s", (long long)mc->out_channels,
+                       xattn ? "at least in_channels (the prediction is the first in_channels)"
+                             : "only pixart_sigma's output differs from its input (0)");
+    if (mc->ffn_dim < 0 || mc->ffn_dim > (1 << 20) || (mc->ffn_dim && !xattn))
+        return st_fail(ST_ERR_INVALID, "ffn_dim: %lld; wan's feed-forward is 1 to 2^20 wide (0: 4 hidden_size; other "
+                       "families 0)", (long long)mc->ffn_dim);
     if (mc->single_depth < 0 || ((!mmdit || sd3 || qwen || hv15) && mc->single_depth))
         return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit, flux, flux2, "
                        "auraflow and hunyuanvideo only)",
@@ -227,7 +254,7 @@ st_status model_config_check(const model_config *mc)
     if (mc->resolution % mc->patch)
         return st_fail(ST_ERR_INVALID, "patch_size: %lld does not divide resolution %lld", (long long)mc->patch,
                        (long long)mc->resolution);
-    const bool hv = model_video(mc);
+    const bool hv = !strncmp(mc->family, "hunyuanvideo", 12);
     if ((hv15 && (mc->text2_len < 1 || mc->text2_dim < 1 || mc->image_dim < 1 || mc->cond_channels < 0)) ||
         (!hv15 && (mc->text2_len || mc->text2_dim || mc->image_dim || mc->cond_channels)))
         return st_fail(ST_ERR_INVALID, "text_embed_2_dim %lld, ByT5 tokens %lld, image_embed_dim %lld, condition "
@@ -666,6 +693,96 @@ static st_status hunyuanvideo15_from_json(const cJSON *j, const char *file, mode
     return ST_OK;
 }
 
+/* A string at key other than the only value segtrain builds (absent or null: the class's default, that value). */
+static st_status json_fixed_text(const cJSON *j, const char *file, const char *key, const char *want, const char *what)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (x && !cJSON_IsNull(x) && !(cJSON_IsString(x) && !strcmp(x->valuestring, want)))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is not \"%s\", the only value segtrain builds %s with", file, key,
+                       want, what);
+    return ST_OK;
+}
+
+/* PixArtTransformer2DModel's config: its defaults (PixArt-Sigma-XL-2-1024-MS's), then the file's values; the
+ * micro-conditions (use_additional_conditions) and other block kinds are refused by name. */
+static st_status pixart_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 72, heads = 16, cross = 1152, interp = 0;
+    mc->channels = 4, mc->out_channels = 8, mc->depth = 28, mc->text_dim = 4096, mc->sample_size = 128, mc->patch = 2;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
+                {"out_channels", &mc->out_channels}, {"num_layers", &mc->depth}, {"cross_attention_dim", &cross},
+                {"caption_channels", &mc->text_dim}, {"sample_size", &mc->sample_size}, {"patch_size", &mc->patch},
+                {"interpolation_scale", &interp}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_fixed_text(j, file, "norm_type", "ada_norm_single", "PixArt");
+    if (!st) st = json_fixed_text(j, file, "activation_fn", "gelu-approximate", "PixArt");
+    if (!st) st = json_fixed(j, file, "norm_eps", 1e-6, "PixArt");
+    if (st) return st;
+    const cJSON *extra = cJSON_GetObjectItemCaseSensitive(j, "use_additional_conditions");
+    const bool micro = cJSON_IsTrue(extra) || ((!extra || cJSON_IsNull(extra)) && mc->sample_size == 128);
+    if (micro || cross != hd * heads)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: use_additional_conditions %s, cross_attention_dim %lld; segtrain builds "
+                       "PixArt Sigma's (no resolution and aspect-ratio micro-conditions, cross_attention_dim = the "
+                       "width %lld)", file, micro ? "true" : "false", (long long)cross, (long long)(hd * heads));
+    mc->heads = heads, mc->hidden = hd * heads, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    mc->interpolation = interp ? (double)interp : (double)(mc->sample_size / 64 > 1 ? mc->sample_size / 64 : 1);
+    if (mc->out_channels == mc->channels) mc->out_channels = 0;
+    return ST_OK;
+}
+
+/* WanTransformer3DModel's config: its defaults (Wan 2.1 T2V 14B's), then the file's values; the image-to-video
+ * branches (image_dim, added_kv_proj_dim) and what the published text-to-video configs do not vary are refused. */
+static st_status wan_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 128, heads = 40, out = 16, freq = 256, rope_len = 1024;
+    mc->channels = 16, mc->depth = 40, mc->text_dim = 4096, mc->ffn_dim = 13824, mc->patch = 2, mc->patch_t = 1;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
+                {"out_channels", &out}, {"text_dim", &mc->text_dim}, {"freq_dim", &freq}, {"ffn_dim", &mc->ffn_dim},
+                {"num_layers", &mc->depth}, {"rope_max_seq_len", &rope_len}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_fixed(j, file, "eps", 1e-6, "Wan");
+    if (!st) st = json_fixed_text(j, file, "qk_norm", "rms_norm_across_heads", "Wan");
+    if (st) return st;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "patch_size");
+    if (p && (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 3))
+        return st_fail(ST_ERR_FORMAT, "%s: patch_size is not a list of 3 (frames, height, width)", file);
+    for (int i = 0; p && i < 3; i++) {
+        const cJSON *x = cJSON_GetArrayItem(p, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > 64 || x->valuedouble != floor(x->valuedouble))
+            return st_fail(ST_ERR_FORMAT, "%s: patch_size[%d] is not a whole number 1 to 64", file, i);
+    }
+    if (p) {
+        mc->patch_t = (int64_t)cJSON_GetArrayItem(p, 0)->valuedouble, mc->patch = (int64_t)cJSON_GetArrayItem(p, 1)->valuedouble;
+        if (cJSON_GetArrayItem(p, 2)->valuedouble != (double)mc->patch)
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size's height and width differ; segtrain's patches are square",
+                           file);
+    }
+    static const char *const branches[] = {"image_dim", "added_kv_proj_dim", "pos_embed_seq_len"};
+    for (size_t i = 0; i < sizeof branches / sizeof *branches; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, branches[i]);
+        if (x && !cJSON_IsNull(x))
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is set (an image-to-video model's image branch); segtrain builds "
+                           "Wan's text-to-video transformer, where it is null", file, branches[i]);
+    }
+    const cJSON *cn = cJSON_GetObjectItemCaseSensitive(j, "cross_attn_norm");
+    if ((cn && !cJSON_IsTrue(cn)) || freq != DIT_FREQ_DIM_CONFIG || out != mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: cross_attn_norm %s, freq_dim %lld, out_channels %lld; segtrain builds "
+                       "Wan's with cross_attn_norm true, freq_dim 256 and out_channels = in_channels (%lld)", file,
+                       cn && !cJSON_IsTrue(cn) ? "false" : "true", (long long)freq, (long long)out,
+                       (long long)mc->channels);
+    mc->heads = heads, mc->hidden = hd * heads, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    if (mc->ffn_dim == 4 * mc->hidden) mc->ffn_dim = 0;
+    return ST_OK;
+}
+
 /* Each family's diffusers class and the reader of its config.json. */
 /* HiDreamImageTransformer2DModel's: its text is caption_channels [T5's, Llama's] wide (one width here), one Llama
  * layer per block (llama_layers: which ones is the cache's choice, so only their count is checked). */
@@ -714,6 +831,8 @@ static const struct {
     {"chroma", "ChromaTransformer2DModel", chroma_from_json},
     {"hunyuanvideo", "HunyuanVideoTransformer3DModel", hunyuanvideo_from_json},
     {"hunyuanvideo15", "HunyuanVideo15Transformer3DModel", hunyuanvideo15_from_json},
+    {"pixart_sigma", "PixArtTransformer2DModel", pixart_from_json},
+    {"wan", "WanTransformer3DModel", wan_from_json},
     {"hidream", "HiDreamImageTransformer2DModel", hidream_from_json},
 };
 

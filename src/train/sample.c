@@ -26,7 +26,7 @@ st_status sample_images(model *m, const sample_settings *s, const float *cond, i
     if (!cond || !images) return st_fail(ST_ERR_INVALID, "sampling: conditioning and images must be given");
     const model_config *c = model_get_config(m);
     const int64_t L = model_cond_len(c);
-    for (int64_t i = 0; !model_dual_stream(c) && i < n; i++)
+    for (int64_t i = 0; !model_reads_text(c) && i < n; i++)
         if (!(cond[i] >= 0 && cond[i] <= (float)c->classes && cond[i] == floorf(cond[i])))
             return st_fail(ST_ERR_INVALID, "sampling: label %g of image %lld is not one of 0 .. %lld (%lld is the null "
                            "label)", (double)cond[i], (long long)i, (long long)c->classes, (long long)c->classes);
@@ -84,7 +84,7 @@ st_status sample_grid(model *m, const sample_settings *s, const char *const *cap
 {
     const model_config *c = model_get_config(m);
     const int64_t L = model_cond_len(c);
-    if (rows < 1 || (!model_dual_stream(c) && rows > c->classes))
+    if (rows < 1 || (!model_reads_text(c) && rows > c->classes))
         return st_fail(ST_ERR_INVALID, "sample grid: %d rows of classes; the model has %lld (at least 1)", rows,
                        (long long)c->classes);
     if (per_class < 1) return st_fail(ST_ERR_INVALID, "sample grid: %d images per class; at least 1", per_class);

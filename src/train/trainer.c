@@ -199,7 +199,7 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
                         : config_string(t->cfg, "data_backend_config")[0] ? "data_backend_config" : NULL;
     if (other)
         return st_fail(ST_ERR_INVALID, "data_cache_dir (%s) and %s are both set: give one", cache, other);
-    if (!model_dual_stream(mc))
+    if (!model_reads_text(mc))
         return st_fail(ST_ERR_INVALID, "data_cache_dir: a cache holds text-encoder embeddings, which model_family %s "
                        "does not read (the dual-stream families do: flux, mmdit)", mc->family);
     const cache_want want = {mc->family,   mc->channels,   mc->resolution,     mc->text_len,
@@ -256,7 +256,7 @@ static st_status open_data(trainer *t, const model_config *mc)
                    : dir[0]    ? dataset_open_folder(dir, edge, &t->data)
                                : dataset_open_builtin(edge, builtin, t->seed, &t->data);
     if (st) return st;
-    if (!model_dual_stream(mc) && dataset_classes(t->data) > mc->classes) /* a captioned family reads no label */
+    if (!model_reads_text(mc) && dataset_classes(t->data) > mc->classes) /* a captioned family reads no label */
         return st_fail(ST_ERR_INVALID, "num_classes: the model has %lld classes but the data has %d (set num_classes %d)",
                        (long long)mc->classes, dataset_classes(t->data), dataset_classes(t->data));
     return data_iter_create(t->data, t->seed, &t->iter);

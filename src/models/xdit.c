@@ -1,0 +1,330 @@
+/* The cross-attention DiT families (docs/FAMILIES.md), in diffusers' names and layouts:
+ *
+ * - pixart_sigma: PixArtTransformer2DModel. 2x2 patches through pos_embed.proj plus the fixed 2D sin-cos table
+ *   (PixArt's base size and interpolation scale; not in the checkpoint, made here), c = adaln_single's timestep
+ *   embedding, t6 = adaln_single.linear(SiLU(c)), the T5 tokens through caption_projection (linear, GELU tanh,
+ *   linear) with their padding as an additive -10000 key bias, `depth` blocks, and the final layer modulated by
+ *   scale_shift_table + c. The output has out_channels (8: PixArt's learned variance); the prediction is its first
+ *   in_channels, as SimpleTuner takes it.
+ * - wan: WanTransformer3DModel (2.1 text-to-video). Video latents in (1, 2, 2) patches through patch_embedding,
+ *   3D rotary positions, c = condition_embedder.time_embedder of the timestep, t6 = time_proj(SiLU(c)), the UMT5
+ *   tokens through text_embedder (unmasked: the pipeline's zero padding is attended), blocks with RMSNorm-ed q and
+ *   k and a LayerNorm before the cross-attention, and the final layer as PixArt's.
+ *
+ * One block sequence (xdit_block.c); the text projection, t6 and the final modulation are made once per step and
+ * shared by the blocks, their gradients gathered from them. */
+#include "xdit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XDIT_MOD_ROWS 8 /* m->ctx.mod: t6's six rows, then the final layer's shift and scale */
+#define PIXART_MASK_BIAS -10000.0f
+#define WAN_ROPE_THETA 10000.0
+
+typedef struct xd_model {
+    xdit_block *blocks;
+    block *seq_blocks;
+    bool wan;
+    int p_x_w, p_x_b, p_pos; /* the patch embedding; PixArt's sin-cos table (fixed, made here) */
+    temb t;                  /* c = the timestep's embedding */
+    lin_layer t6;            /* t6 = linear(SiLU(c)) */
+    lin_layer cap1, cap2;    /* the text projection */
+    int p_table;             /* the final layer's scale_shift_table */
+    final_layer final;
+    /* a step */
+    bool active;
+    float *patches, *x0, *text_in, *cap_h, *cap_g, *key_bias, *t6buf;
+    attn_mask mask;
+    block_state last;
+    seq_run *run;
+} xd_model;
+
+static xd_model *xd_of(model *m) { return m->impl; }
+
+bool model_xattn(const model_config *mc) { return !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "wan"); }
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+static st_status xd_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    xd_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    const int n = (int)c->depth;
+    if (d) d->blocks = calloc((size_t)n, sizeof *d->blocks), d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
+    if (!d || !d->blocks || !d->seq_blocks) return st_host_oom("the cross-attention model");
+    d->wan = !strcmp(c->family, "wan");
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, P = model_patch_dim(c), Pout = P / c->channels * model_out_channels(c);
+    const int64_t T = m->shape.tokens;
+    /* in the order of the classes' state_dicts */
+    const char *x_name = d->wan ? "patch_embedding" : "pos_embed.proj";
+    char nw[64], nb[64];
+    snprintf(nw, sizeof nw, "%s.weight", x_name), snprintf(nb, sizeof nb, "%s.bias", x_name);
+    d->p_x_w = d->wan ? param_add(s, nw, 5, (int64_t[]){D, c->channels, c->patch_t, c->patch, c->patch}, full)
+                      : param_add(s, nw, 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
+    d->p_x_b = param_add(s, nb, 1, (int64_t[]){D}, full);
+    d->p_pos = d->wan ? -1 : param_add_fixed(s, "pos_embed.pos_embed", 3, (int64_t[]){1, T, D});
+    if (d->wan) {
+        temb_register(s, &d->t, "condition_embedder.time_embedder.linear_1", "condition_embedder.time_embedder.linear_2",
+                      DIT_FREQ_DIM, D, full);
+        d->t6 = lin_register(s, "condition_embedder.time_proj", D, 6 * D, true, 0, 0, full);
+        d->cap1 = lin_register(s, "condition_embedder.text_embedder.linear_1", c->text_dim, D, true, 0, 0, full);
+        d->cap2 = lin_register(s, "condition_embedder.text_embedder.linear_2", D, D, true, 0, 0, full);
+    }
+    char prefix[64];
+    for (int i = 0; i < n; i++) {
+        xdit_block *b = &d->blocks[i];
+        *b = (xdit_block){.m = m, .qk_norm = d->wan, .rope = d->wan, .cross_norm = d->wan, .eps = XDIT_LN_EPS,
+                          .ffn = c->ffn_dim ? c->ffn_dim : 4 * D, .cross_w = -1, .cross_b = -1};
+        snprintf(prefix, sizeof prefix, "%s.%d", d->wan ? "blocks" : "transformer_blocks", i);
+        xdit_block_register(s, b, prefix, d->wan ? "ffn" : "ff", d->wan ? 3 : 2, c);
+        d->seq_blocks[i] = (block){.kind = &xdit_block_kind, .self = b, .index = i};
+    }
+    if (d->wan) {
+        d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
+        d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
+        d->p_table = param_add(s, "scale_shift_table", 3, (int64_t[]){1, 2, D}, full);
+    } else {
+        d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full);
+        d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
+        d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
+        temb_register(s, &d->t, "adaln_single.emb.timestep_embedder.linear_1",
+                      "adaln_single.emb.timestep_embedder.linear_2", DIT_FREQ_DIM, D, full);
+        d->t6 = lin_register(s, "adaln_single.linear", D, 6 * D, true, 0, 0, full);
+        d->cap1 = lin_register(s, "caption_projection.linear_1", c->text_dim, D, true, 0, 0, full);
+        d->cap2 = lin_register(s, "caption_projection.linear_2", D, D, true, 0, 0, full);
+    }
+    d->final.ada_w = d->final.ada_b = -1, d->final.mod_row = 6, d->final.order = PATCH_DIT; /* shift, then scale */
+    m->ctx.mod_rows = XDIT_MOD_ROWS;
+    m->n_seq = 1;
+    m->seq[0] = (block_seq){.name = d->wan ? "blocks" : "transformer_blocks", .n = n, .blocks = d->seq_blocks,
+                            .state_n = 1, .pool = m->pool};
+    return ST_OK;
+}
+
+/* diffusers' get_2d_sincos_pos_embed for PixArt's grid: position k of an edge is k / (grid / base) / interpolation
+ * in float32 as torch divides (base = sample_size / patch), the column's sin-cos in the first half of a row, the
+ * row's in the second, each half sines then cosines of frequencies 10000^(-j / (D/4)). */
+static void xd_fill_fixed(model *m)
+{
+    xd_model *d = xd_of(m);
+    const model_config *c = &m->cfg;
+    if (d->wan) return;
+    const int64_t G = c->resolution / c->patch, D = c->hidden, q = D / 4;
+    const float step = (float)((double)G / (double)(c->sample_size / c->patch)), interp = (float)c->interpolation;
+    float *t = PW(d->p_pos);
+    if (pool_is_dry_ptr(t)) return;
+    for (int64_t k = 0; k < G * G; k++)
+        for (int half = 0; half < 2; half++) {
+            const double pos = (double)((float)(half ? k / G : k % G) / step / interp);
+            float *row = t + k * D + half * 2 * q;
+            for (int64_t j = 0; j < q; j++) {
+                const double arg = pos / pow(10000.0, (double)j / (double)q);
+                row[j] = (float)sin(arg);
+                row[q + j] = (float)cos(arg);
+            }
+        }
+}
+
+static void xd_destroy(model *m)
+{
+    xd_model *d = xd_of(m);
+    if (d) free(d->blocks), free(d->seq_blocks);
+    free(d);
+}
+
+static void xd_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    m->seq[0].state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
+}
+
+static void xd_release(model *m)
+{
+    xd_model *d = xd_of(m);
+    if (!d || !d->active) return;
+    seq_release(d->run);
+    d->run = NULL;
+    state_free(m->pool, &d->last);
+    final_release(m, &d->final);
+    temb_release(m, &d->t);
+    float **bufs[] = {&d->patches, &d->x0, &d->text_in, &d->cap_h, &d->cap_g, &d->key_bias, &d->t6buf,
+                      &m->ctx.mod, &m->ctx.dmod, &m->ctx.text, &m->ctx.dtext, &m->ctx.rope};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    m->ctx.mask = NULL;
+    d->active = false;
+}
+
+/* The text tokens as the blocks read them, the key mask (PixArt), the rotary table (Wan), c, t6 and the final
+ * modulation, and the image tokens into d->x0. */
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
+{
+    xd_model *d = xd_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, Dt = c->text_dim;
+    const int64_t N = B * T, P = model_patch_dim(c), K = model_cond_len(c), R = XDIT_MOD_ROWS;
+    st_status st = ST_OK;
+    d->patches = model_take(m, &st, N * P, "xdit.patches", false);
+    d->x0 = model_take(m, &st, N * D, "xdit.state", false);
+    d->text_in = model_take(m, &st, B * L * Dt, "xdit.text_in", false);
+    d->cap_h = model_take(m, &st, B * L * D, "xdit.text_projection", false);
+    d->cap_g = model_take(m, &st, B * L * D, "xdit.text_projection", false);
+    d->t6buf = model_take(m, &st, B * 6 * D, "xdit.t6", false);
+    m->ctx.text = model_take(m, &st, B * L * D, "xdit.text", false);
+    m->ctx.mod = model_take(m, &st, B * R * D, "xdit.modulation", false);
+    if (train) {
+        m->ctx.dtext = model_take(m, &st, B * L * D, "xdit.dtext", true);
+        m->ctx.dmod = model_take(m, &st, B * R * D, "xdit.dmodulation", true);
+    }
+    temb_take(m, &d->t, &st, train);
+    if (!d->wan && model_text_mask(c)) d->key_bias = model_take(m, &st, B * L, "xdit.key_bias", false);
+    if (d->wan) m->ctx.rope = model_take(m, &st, T * (D / c->heads), "xdit.rope", false);
+    if (st) return st;
+    /* image tokens */
+    const patch_shape ps = model_patches(m);
+    patchify_forward(d->patches, x, &ps);
+    linear_forward(d->x0, d->patches, PW(d->p_x_w), PW(d->p_x_b), N, P, D);
+    for (int64_t b = 0; !d->wan && b < B; b++) add_to(d->x0 + b * T * D, PW(d->p_pos), T * D);
+    if (d->wan) { /* frame, row and column ids on (t, h, w) axes of widths hd - 4 (hd / 6), 2 (hd / 6), 2 (hd / 6) */
+        float *ids = NULL;
+        if ((st = pool_alloc(m->pool, (size_t)(T * 3) * sizeof(float), MEM_WORKSPACE, "xdit.position_ids",
+                             (void **)&ids)))
+            return st;
+        const int64_t hd = D / c->heads, hw = 2 * (hd / 6), axes[3] = {hd - 2 * hw, hw, hw}, g = c->resolution / c->patch;
+        position_ids_grid(ids, 0, c->frames / c->patch_t, g, g);
+        rope_table(m->ctx.rope, ids, T, 3, axes, WAN_ROPE_THETA);
+        pool_free(m->pool, ids);
+    }
+    /* the text: linear_2(gelu_tanh(linear_1(text))) */
+    copy_rows(d->text_in, L * Dt, cond, K, B, L * Dt);
+    if ((st = lin_forward(m->params, m->pool, &d->cap1, d->cap_h, d->text_in, B * L))) return st;
+    gelu_forward(d->cap_g, d->cap_h, B * L * D);
+    if ((st = lin_forward(m->params, m->pool, &d->cap2, m->ctx.text, d->cap_g, B * L))) return st;
+    if (d->key_bias) {
+        if (!pool_is_dry_ptr(d->key_bias) && !pool_is_dry_ptr(cond))
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t j = 0; j < L; j++) /* (1 - mask) * -10000, as PixArt makes the encoder mask a bias */
+                    d->key_bias[b * L + j] = (1.0f - cond[b * K + L * Dt + c->pooled_dim + j]) * PIXART_MASK_BIAS;
+        d->mask = (attn_mask){.key_bias = d->key_bias, .batch_stride = L};
+        m->ctx.mask = &d->mask;
+    }
+    /* c, t6 = linear(SiLU(c)), the final layer's rows: its table + c */
+    temb_forward(m, &d->t, timesteps);
+    silu_forward(m->ctx.cs, d->t.c, B * D);
+    if ((st = lin_forward(m->params, m->pool, &d->t6, d->t6buf, m->ctx.cs, B))) return st;
+    copy_rows(m->ctx.mod, R * D, d->t6buf, 6 * D, B, 6 * D);
+    for (int64_t b = 0; b < B; b++) {
+        float *rows = m->ctx.mod + (b * R + 6) * D;
+        copy_rows(rows, D, d->t.c + b * D, 0, 2, D);
+        add_to(rows, PW(d->p_table), 2 * D);
+    }
+    if (!train) { /* nothing reads them again */
+        float **bufs[] = {&d->patches, &d->text_in, &d->cap_h, &d->cap_g, &d->t6buf};
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    }
+    return ST_OK;
+}
+
+static st_status xd_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            const float **pred)
+{
+    xd_model *d = xd_of(m);
+    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    d->active = true;
+    st_status st = embed_forward(m, x, timesteps, cond, train);
+    if (!st) {
+        block_state first = {.n = 1, .t = {d->x0}};
+        d->x0 = NULL; /* the executor owns it now */
+        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
+    }
+    if (!st) st = final_forward(m, &d->final, d->last.t[0]);
+    if (st) {
+        xd_release(m);
+        return st;
+    }
+    *pred = d->final.pred;
+    return ST_OK;
+}
+
+static st_status xd_backward(model *m, const float *dpred)
+{
+    xd_model *d = xd_of(m);
+    if (!d->active || !d->run) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, R = XDIT_MOD_ROWS;
+    st_status st = ST_OK;
+    float *dx = model_take(m, &st, B * T * D, "xdit.dstate", true);
+    if (!st) st = final_backward(m, &d->final, d->last.t[0], dpred, dx);
+    final_backward_done(m, &d->final);
+    state_free(m->pool, &d->last);
+    block_state grad = {.n = 1, .t = {dx}};
+    if (!st) { /* seq_backward releases the run whatever it returns (xd_release does otherwise); grad becomes dL/dx0 */
+        st = seq_backward(d->run, &grad, NULL);
+        d->run = NULL;
+    }
+    scratch k = {.pool = m->pool};
+    float *dt6 = scratch_take(&k, B * 6 * D, MEM_WORKSPACE, "xdit.dt6");
+    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "xdit.dc");
+    float *dg = scratch_take_zero(&k, B * L * D, MEM_WORKSPACE, "xdit.dtext_projection");
+    if (!st) st = k.status;
+    if (!st) { /* the image tokens' weights */
+        linear_backward(NULL, PG(d->p_x_w), PG(d->p_x_b), grad.t[0], d->patches, PW(d->p_x_w), B * T,
+                        model_patch_dim(c), D);
+        /* the text projection's */
+        st = lin_backward(m->params, m->pool, &d->cap2, dg, m->ctx.dtext, d->cap_g, B * L);
+    }
+    if (!st) {
+        gelu_backward(dg, dg, d->cap_h, B * L * D);
+        st = lin_backward(m->params, m->pool, &d->cap1, NULL, dg, d->text_in, B * L);
+    }
+    if (!st) { /* t6 and the final rows back to c, and the final table */
+        copy_rows(dt6, 6 * D, m->ctx.dmod, R * D, B, 6 * D);
+        st = lin_backward(m->params, m->pool, &d->t6, m->ctx.dcs, dt6, m->ctx.cs, B);
+    }
+    if (!st) {
+        silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
+        for (int64_t b = 0; b < B; b++)
+            for (int r = 6; r < 8; r++) {
+                const float *row = m->ctx.dmod + (b * R + r) * D;
+                add_to(dc + b * D, row, D);
+                if (PG(d->p_table)) add_to(PG(d->p_table) + (r - 6) * D, row, D);
+            }
+        st = temb_backward(m, &d->t, dc);
+    }
+    const st_status end = scratch_end(&k);
+    state_free(m->pool, &grad);
+    xd_release(m);
+    return st ? st : end;
+}
+
+/* adaLN-single's t6 and the final table start at zero-ish as diffusers' inits do not: segtrain's own init is
+ * DiT's spirit (the blocks start as identities: tables and the output projection zero), N(0, 0.02) embeddings,
+ * xavier linears, norms at 1 */
+static param_init xd_init_of(const char *name)
+{
+    if (strstr(name, "scale_shift_table") || !strcmp(name, "proj_out.weight") || strstr(name, "adaln_single.linear") ||
+        strstr(name, "time_proj"))
+        return INIT_ZERO;
+    if (strstr(name, "norm_q") || strstr(name, "norm_k") || strstr(name, "norm2.weight")) return INIT_ONE;
+    if (strstr(name, "norm2.bias")) return INIT_ZERO;
+    if (strstr(name, "timestep_embedder") || strstr(name, "time_embedder")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family xdit_family = {
+    .name = "xdit",
+    .create = xd_create,
+    .fill_fixed = xd_fill_fixed,
+    .destroy = xd_destroy,
+    .set_batch = xd_set_batch,
+    .forward = xd_forward,
+    .backward = xd_backward,
+    .release = xd_release,
+    .init_of = xd_init_of,
+};

@@ -1,0 +1,35 @@
+/* The cross-attention DiT families, internal to src/models: the block (xdit_block.c) and the models (xdit.c:
+ * PixArt Sigma's PixArtTransformer2DModel, Wan's WanTransformer3DModel). */
+#ifndef SEGTRAIN_MODELS_XDIT_H
+#define SEGTRAIN_MODELS_XDIT_H
+
+#include "internal.h"
+
+#define XDIT_LN_EPS 1e-6f
+
+/* A block's weights and options (set the options before registering). The model provides m->ctx.mod (B,
+ * mod_rows, D; rows 0-5 the blocks' shared t6) with its gradient m->ctx.dmod, m->ctx.text (B L, D: the text as the
+ * cross-attention's keys and values read it) with m->ctx.dtext, m->ctx.mask (the cross-attention's key mask, or
+ * NULL) and, with rope, m->ctx.rope. */
+typedef struct xdit_block {
+    struct model *m;
+    lin_layer q, k, v, out, cq, ck, cv, cout, ff0, ff2;
+    int table;                            /* scale_shift_table (6, D), Wan's (1, 6, D) */
+    int norm_q, norm_k, cnorm_q, cnorm_k; /* RMSNorm weights (D) of q and k; < 0: none */
+    int cross_w, cross_b;                 /* Wan's norm2 before the cross-attention */
+    /* options */
+    bool qk_norm;    /* Wan: RMSNorm of q and k over the width, in both attentions */
+    bool rope;       /* Wan: the self-attention's q and k rotated by m->ctx.rope */
+    bool cross_norm; /* Wan: LayerNorm with weights of x1 before the cross-attention (cross_attn_norm) */
+    float eps;       /* the q/k RMSNorm's */
+    int64_t ffn;     /* the feed-forward's width */
+} xdit_block;
+
+/* Registers block weights under prefix ("transformer_blocks.3", "blocks.3"), the feed-forward under "<prefix>.<ff>"
+ * (ff or ffn), the table with table_dims (2 or 3) dimensions. */
+void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const char *ff, int table_dims,
+                         const model_config *c);
+
+extern const block_kind xdit_block_kind;
+
+#endif

@@ -1,0 +1,425 @@
+/* The cross-attention DiT block (xdit.h): diffusers' PixArt BasicTransformerBlock with adaLN-single and
+ * WanTransformerBlock, one kind with their differences as options.
+ *
+ *   (shift1, scale1, gate1, shift2, scale2, gate2) = scale_shift_table + t6   (t6: the model's, shared by the blocks)
+ *   x1 = x  + gate1 * out(self_attention(q, k, v of LN(x) (1 + scale1) + shift1))
+ *   x2 = x1 + out'(cross_attention(q' of c, k' and v' of the text)),  c = x1, or Wan's LayerNorm of it with weights
+ *   x3 = x2 + gate2 * ff2(gelu(ff0(LN(x2) (1 + scale2) + shift2)))
+ *
+ * with Wan's RMSNorm of q and k over the whole width (before the heads split) in both attentions and its rotary
+ * embedding of the self-attention's q and k; the cross-attention's key mask is the model's (PixArt's padding bias).
+ *
+ * Forward keeps the modulation, the attentions' inputs (q, k and v after their norms and rotation; the raw q and k
+ * where a norm follows them), their outputs and states, the output projections, and with KEEP_ALL the
+ * feed-forward's two GEMM outputs; everything pointwise (the LayerNorms, the modulated inputs, x1, c, x2, the GELU)
+ * is recomputed from those and the block's input with the same kernels, so bitwise as forward made it. The text's
+ * keys and values are kept with the rest: a recompute makes them again from the kept text, which costs two GEMMs
+ * of the text's few hundred rows per block. */
+#include "xdit.h"
+
+#include "attn_side.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* block_saved is attn_side.h's: the self-attention's side in SQ .. SKR with state 0 and output projection o[0],
+ * the cross-attention's in XQ .. XKR with state 1 and o2, the modulation in mod[0], the feed-forward's GEMM outputs
+ * in f1[0] and f2[0]. Raw q and k (SQR, SKR, XQR, XKR) only where a norm follows them. */
+enum { SELF = 0, CROSS = XQ }; /* an attention's first side index */
+
+typedef struct dims {
+    int64_t B, T, L, D, N, NL, F; /* NL: the text's rows, B L */
+} dims;
+
+static dims dims_of(const xdit_block *b)
+{
+    const model_shape *s = &b->m->shape;
+    return (dims){s->batch, s->tokens, s->text, s->hidden, s->batch * s->tokens, s->batch * s->text, b->ffn};
+}
+
+
+#define W(i) (param_at(b->m->params, (i))->w)
+#define G(i) (param_at(b->m->params, (i))->g)
+
+static attn_shape self_shape(const xdit_block *b)
+{
+    const model_shape *s = &b->m->shape;
+    return (attn_shape){.batch = s->batch, .tokens = s->tokens, .heads = s->heads, .head_dim = s->hidden / s->heads,
+                        .mechanism = s->mechanism};
+}
+
+static attn_shape cross_shape(const xdit_block *b)
+{
+    attn_shape a = self_shape(b);
+    a.kv_tokens = b->m->shape.text;
+    return a;
+}
+
+static attn_view rows(float *x, int64_t T, int64_t D) { return (attn_view){x, D, T * D}; }
+
+void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const char *ff, int table_dims,
+                         const model_config *c)
+{
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
+    const float alpha = (float)c->lora_alpha;
+    char n[PARAM_NAME_MAX];
+#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
+    const bool wan = b->qk_norm;
+    b->q = lin_register(s, NAME("attn1.to_q"), D, D, true, ra, alpha, full);
+    b->k = lin_register(s, NAME("attn1.to_k"), D, D, true, ra, alpha, full);
+    b->v = lin_register(s, NAME("attn1.to_v"), D, D, true, ra, alpha, full);
+    b->out = lin_register(s, NAME("attn1.to_out.0"), D, D, true, ra, alpha, full);
+    b->norm_q = wan ? param_add(s, NAME("attn1.norm_q.weight"), 1, (int64_t[]){D}, full) : -1;
+    b->norm_k = wan ? param_add(s, NAME("attn1.norm_k.weight"), 1, (int64_t[]){D}, full) : -1;
+    b->cq = lin_register(s, NAME("attn2.to_q"), D, D, true, ra, alpha, full);
+    b->ck = lin_register(s, NAME("attn2.to_k"), D, D, true, ra, alpha, full);
+    b->cv = lin_register(s, NAME("attn2.to_v"), D, D, true, ra, alpha, full);
+    b->cout = lin_register(s, NAME("attn2.to_out.0"), D, D, true, ra, alpha, full);
+    b->cnorm_q = wan ? param_add(s, NAME("attn2.norm_q.weight"), 1, (int64_t[]){D}, full) : -1;
+    b->cnorm_k = wan ? param_add(s, NAME("attn2.norm_k.weight"), 1, (int64_t[]){D}, full) : -1;
+    if (b->cross_norm) {
+        b->cross_w = param_add(s, NAME("norm2.weight"), 1, (int64_t[]){D}, full);
+        b->cross_b = param_add(s, NAME("norm2.bias"), 1, (int64_t[]){D}, full);
+    }
+    char f0[64], f2[64];
+    snprintf(f0, sizeof f0, "%s.net.0.proj", ff);
+    snprintf(f2, sizeof f2, "%s.net.2", ff);
+    b->ff0 = lin_register(s, NAME(f0), D, b->ffn, true, rm, alpha, full);
+    b->ff2 = lin_register(s, NAME(f2), b->ffn, D, true, rm, alpha, full);
+    b->table = param_add(s, NAME("scale_shift_table"), table_dims, table_dims == 3 ? (int64_t[]){1, 6, D} : (int64_t[]){6, D},
+                         full);
+#undef NAME
+}
+
+/* ---- sizes ---- */
+
+/* q (and raw q), k (and raw k), v, the attention output and the output projection */
+static size_t attn_kept_floats(const xdit_block *b, int64_t rows_q, int64_t rows_kv, bool normed)
+{
+    const int64_t D = b->m->shape.hidden, copies = normed ? 2 : 1;
+    return (size_t)((copies + 2) * rows_q * D + (copies + 1) * rows_kv * D);
+}
+
+static size_t xdit_kept_bytes(const block *blk, keep_level keep)
+{
+    const xdit_block *b = blk->self;
+    dims d = dims_of(b);
+    if (keep == KEEP_NOTHING) return 0;
+    const attn_shape ss = self_shape(b), cs = cross_shape(b);
+    size_t floats = (size_t)(d.B * 6 * d.D) + attn_kept_floats(b, d.N, d.N, b->norm_q >= 0) +
+                    attn_kept_floats(b, d.N, d.NL, b->cnorm_q >= 0);
+    if (keep == KEEP_ALL) floats += (size_t)(d.N * d.F + d.N * d.D);
+    return floats * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
+}
+
+/* the sides (q, k, v, attention output; raw q and k where a norm follows) and both attention states */
+static size_t xdit_offloaded_bytes(const block *blk)
+{
+    const xdit_block *b = blk->self;
+    dims d = dims_of(b);
+    const attn_shape ss = self_shape(b), cs = cross_shape(b);
+    const int64_t qn = b->norm_q >= 0, self = (4 + 2 * qn) * d.N * d.D, cross = (2 + qn) * (d.N + d.NL) * d.D;
+    return (size_t)(self + cross) * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
+}
+
+/* ---- pieces run in forward and again in backward ---- */
+
+/* h = LN(x) * (1 + scale) + shift, chunk the shift's index in mod */
+static st_status ln_modulate(const xdit_block *b, float *h, const float *x, const float *mod, int chunk)
+{
+    dims d = dims_of(b);
+    st_status st = layernorm_forward(b->m->pool, h, x, NULL, NULL, d.N, d.D, XDIT_LN_EPS, NULL);
+    if (!st) modulate_forward(h, h, mod + chunk * d.D, mod + (chunk + 1) * d.D, d.B, d.T, d.D, 6 * d.D);
+    return st;
+}
+
+/* The cross-attention's input c from x1: x1 itself, or Wan's LayerNorm of it with weights (stats kept when asked) */
+static st_status cross_input(const xdit_block *b, float *c, const float *x1, op_state *stats)
+{
+    dims d = dims_of(b);
+    if (!b->cross_norm) {
+        copy_rows(c, d.D, x1, d.D, d.N, d.D);
+        return ST_OK;
+    }
+    return layernorm_forward(b->m->pool, c, x1, W(b->cross_w), W(b->cross_b), d.N, d.D, XDIT_LN_EPS, stats);
+}
+
+/* y = RMSNorm(x) over the width (no norm: a copy) */
+static st_status qk_norm(const xdit_block *b, float *y, const float *x, int w, int64_t n)
+{
+    const int64_t D = b->m->shape.hidden;
+    if (w < 0) {
+        copy_rows(y, D, x, D, n, D);
+        return ST_OK;
+    }
+    return rmsnorm_forward(b->m->pool, y, x, W(w), n, D, b->eps, NULL);
+}
+
+/* The attention whose side starts at `at` (SELF or CROSS): its tensors in sv */
+#define SIDE(k) (sv->side[at + (k)]) /* k: SQ, SK, SV, SO, SQR, SKR (offsets from SQ = 0) */
+
+/* One attention forward: q from xq (the image rows), k and v from xkv (the image rows, or the text's), their norms,
+ * the rotation (self only) and the attention into the side; the state kept when keep. */
+static st_status attention_forward_into(const xdit_block *b, block_saved *sv, int at, const float *xq,
+                                        const float *xkv, bool keep)
+{
+    dims d = dims_of(b);
+    const bool cross = at == CROSS;
+    const int64_t nq = d.N, nkv = cross ? d.NL : d.N, Tkv = cross ? d.L : d.T;
+    const lin_layer *lq = cross ? &b->cq : &b->q, *lk = cross ? &b->ck : &b->k, *lv = cross ? &b->cv : &b->v;
+    const int nq_w = cross ? b->cnorm_q : b->norm_q, nk_w = cross ? b->cnorm_k : b->norm_k;
+    const attn_shape as = cross ? cross_shape(b) : self_shape(b);
+    st_status st = fwd(b->m, lq, nq_w >= 0 ? SIDE(SQR) : SIDE(SQ), xq, nq);
+    if (!st) st = fwd(b->m, lk, nk_w >= 0 ? SIDE(SKR) : SIDE(SK), xkv, nkv);
+    if (!st) st = fwd(b->m, lv, SIDE(SV), xkv, nkv);
+    if (!st && nq_w >= 0) st = qk_norm(b, SIDE(SQ), SIDE(SQR), nq_w, nq);
+    if (!st && nk_w >= 0) st = qk_norm(b, SIDE(SK), SIDE(SKR), nk_w, nkv);
+    if (st) return st;
+    if (!cross && b->rope) {
+        rope_forward(SIDE(SQ), d.B, d.T, b->m->shape.heads, d.D / b->m->shape.heads, d.D, d.T * d.D, b->m->ctx.rope);
+        rope_forward(SIDE(SK), d.B, d.T, b->m->shape.heads, d.D / b->m->shape.heads, d.D, d.T * d.D, b->m->ctx.rope);
+    }
+    return attention_forward_masked(b->m->pool, &as, cross ? b->m->ctx.mask : NULL, rows(SIDE(SO), d.T, d.D),
+                                     rows(SIDE(SQ), d.T, d.D), rows(SIDE(SK), Tkv, d.D), rows(SIDE(SV), Tkv, d.D),
+                                     keep ? &sv->attn[cross] : NULL);
+}
+
+/* The feed-forward's GEMM outputs from x2: f1 = ff0(LN(x2) (1 + scale2) + shift2), f2 = ff2(gelu(f1)) */
+static st_status ffn_compute(const xdit_block *b, const float *x2, const float *mod, float *f1, float *f2)
+{
+    dims d = dims_of(b);
+    scratch s = {.pool = b->m->pool};
+    float *h = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "xdit.ffn.h");
+    if (!s.status) s.status = ln_modulate(b, h, x2, mod, 3);
+    if (!s.status) s.status = fwd(b->m, &b->ff0, f1, h, d.N);
+    scratch_drop(&s, h);
+    float *g = scratch_take(&s, d.N * d.F, MEM_WORKSPACE, "xdit.ffn.gelu");
+    if (!s.status) {
+        gelu_forward(g, f1, d.N * d.F);
+        s.status = fwd(b->m, &b->ff2, f2, g, d.N);
+    }
+    return scratch_end(&s);
+}
+
+/* x1 = x + gate1 * out, x2 = x1 + out' from the kept tensors */
+static void residuals(const xdit_block *b, const float *x, const block_saved *sv, float *x1, float *x2)
+{
+    dims d = dims_of(b);
+    gated_residual_forward(x1, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, 6 * d.D);
+    copy_rows(x2, d.D, x1, d.D, d.N, d.D);
+    add_to(x2, sv->o2, d.N * d.D);
+}
+
+/* ---- the block ---- */
+
+/* Three cases (attn_side.h's frame): a plain forward at a keep level; a first forward with off, which sends both
+ * attentions' sides to the host (even with KEEP_NOTHING: they are not recomputed later); and a recompute after such
+ * a forward, which takes the sides back instead of computing the attentions again. */
+static st_status xdit_forward(block *blk, const block_state *in, block_state *out, keep_level keep, offload *off,
+                              block_saved **saved_io)
+{
+    xdit_block *b = blk->self;
+    dims d = dims_of(b);
+    const int64_t ND = d.N * d.D, NLD = d.NL * d.D;
+    const float *x = in->t[0];
+    blk->forward_runs++;
+    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
+    if (!sv) return st_host_oom("a block's saved tensors");
+    frame f;
+    frame_init(&f, b->m, keep, off, sv);
+    float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "xdit.state");
+    sv->mod[0] = scratch_take(f.ks, d.B * 6 * d.D, f.kt, "xdit.mod");
+    const bool qn = b->norm_q >= 0;
+    side_take(&f, sv, (int64_t[SIDE_MAX]){ND, ND, ND, ND, qn ? ND : 0, qn ? ND : 0, ND, NLD, NLD, ND, qn ? ND : 0,
+                                          qn ? NLD : 0}, 2);
+    sv->o[0] = scratch_take(f.ks, ND, f.kt, "xdit.attention_out");
+    sv->o2 = scratch_take(f.ks, ND, f.kt, "xdit.cross_attention_out");
+    sv->f1[0] = scratch_take(f.fs, d.N * d.F, f.ft, "xdit.ff0");
+    sv->f2[0] = scratch_take(f.fs, ND, f.ft, "xdit.ff2");
+    float *h = scratch_take(&f.tmp, ND, MEM_WORKSPACE, "xdit.h");
+    st_status st = f.kept.status ? f.kept.status : f.tmp.status;
+    const bool states = keep != KEEP_NOTHING || f.to_host;
+    if (!st) {
+        copy_rows(sv->mod[0], 6 * d.D, b->m->ctx.mod, b->m->ctx.mod_rows * d.D, d.B, 6 * d.D);
+        add_row(sv->mod[0], W(b->table), d.B, 6 * d.D);
+    }
+    if (!st && f.from_host) st = side_back(sv);
+    if (!st && !f.from_host) { /* the self-attention on LN(x) modulated */
+        st = ln_modulate(b, h, x, sv->mod[0], 0);
+        if (!st) st = attention_forward_into(b, sv, SELF, h, h, states);
+    }
+    if (!st) st = fwd(b->m, &b->out, sv->o[0], sv->side[SQ + SO], d.N);
+    if (!st) { /* y holds x1; the cross-attention on c (into h) */
+        gated_residual_forward(y, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, 6 * d.D);
+        if (!f.from_host && !(st = cross_input(b, h, y, NULL)))
+            st = attention_forward_into(b, sv, CROSS, h, b->m->ctx.text, states);
+    }
+    if (!st && f.to_host) st = side_send(sv);
+    if (!st) st = fwd(b->m, &b->cout, sv->o2, sv->side[XO], d.N);
+    if (!st && f.to_host) st = side_drop(sv, f.ks); /* the sides' last reader is done */
+    if (!st) {
+        add_to(y, sv->o2, ND); /* x2 */
+        st = ffn_compute(b, y, sv->mod[0], sv->f1[0], sv->f2[0]);
+    }
+    if (!st) gated_residual_forward(y, y, sv->mod[0] + 5 * d.D, sv->f2[0], d.B, d.T, d.D, 6 * d.D);
+    if (!st) *out = (block_state){.n = 1, .t = {y}};
+    return frame_end(&f, st, sv, saved_io, &y, 1);
+}
+
+/* dL/draw from dy, the gradient after the norm (recomputing its statistics); no norm: dy itself */
+static st_status norm_back(const xdit_block *b, float *draw, const float *dy, const float *raw, int w, int64_t n)
+{
+    const int64_t D = b->m->shape.hidden;
+    if (w < 0) {
+        add_to(draw, dy, n * D);
+        return ST_OK;
+    }
+    scratch s = {.pool = b->m->pool};
+    float *tmp = scratch_take(&s, n * D, MEM_WORKSPACE, "xdit.norm");
+    op_state stats = {0};
+    if (!s.status) s.status = rmsnorm_forward(b->m->pool, tmp, raw, W(w), n, D, b->eps, &stats);
+    if (!s.status) rmsnorm_backward(draw, G(w), dy, raw, W(w), n, D, &stats);
+    op_state_release(&stats);
+    return scratch_end(&s);
+}
+
+/* One attention backward from dout, dL/d(its output projection); dxq (and dxkv: the text's gradient for the
+ * cross-attention) accumulate the inputs' gradients. */
+static st_status attention_backward_from(const xdit_block *b, block_saved *sv, int at, const float *dout,
+                                         const float *xq, const float *xkv, float *dxq, float *dxkv)
+{
+    dims d = dims_of(b);
+    const bool cross = at == CROSS;
+    const int64_t nq = d.N, nkv = cross ? d.NL : d.N, Tkv = cross ? d.L : d.T, D = d.D;
+    const lin_layer *lq = cross ? &b->cq : &b->q, *lk = cross ? &b->ck : &b->k, *lv = cross ? &b->cv : &b->v;
+    const lin_layer *lo = cross ? &b->cout : &b->out;
+    const int nq_w = cross ? b->cnorm_q : b->norm_q, nk_w = cross ? b->cnorm_k : b->norm_k;
+    const attn_shape as = cross ? cross_shape(b) : self_shape(b);
+    scratch s = {.pool = b->m->pool};
+    float *datt = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "xdit.datt");
+    float *dq = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "xdit.dq");
+    float *dk = scratch_take_zero(&s, nkv * D, MEM_WORKSPACE, "xdit.dk");
+    float *dv = scratch_take_zero(&s, nkv * D, MEM_WORKSPACE, "xdit.dv");
+    float *draw = scratch_take_zero(&s, (nq > nkv ? nq : nkv) * D, MEM_WORKSPACE, "xdit.draw");
+    if (s.status) return scratch_end(&s);
+    if ((s.status = bwd(b->m, lo, datt, dout, SIDE(SO), nq))) return scratch_end(&s);
+    s.status = attention_backward_masked(b->m->pool, &as, cross ? b->m->ctx.mask : NULL, rows(dq, d.T, D),
+                                         rows(dk, Tkv, D), rows(dv, Tkv, D), rows(datt, d.T, D), rows(SIDE(SQ), d.T, D),
+                                         rows(SIDE(SK), Tkv, D), rows(SIDE(SV), Tkv, D), rows(SIDE(SO), d.T, D),
+                                         &sv->attn[cross]);
+    if (s.status) return scratch_end(&s);
+    if (!cross && b->rope) {
+        rope_backward(dq, d.B, d.T, b->m->shape.heads, D / b->m->shape.heads, D, d.T * D, b->m->ctx.rope);
+        rope_backward(dk, d.B, d.T, b->m->shape.heads, D / b->m->shape.heads, D, d.T * D, b->m->ctx.rope);
+    }
+    if (!(s.status = norm_back(b, draw, dq, SIDE(SQR), nq_w, nq))) s.status = bwd(b->m, lq, dxq, draw, xq, nq);
+    if (!s.status) {
+        zero_bytes(draw, (size_t)(nkv * D) * sizeof(float));
+        s.status = norm_back(b, draw, dk, SIDE(SKR), nk_w, nkv);
+    }
+    /* without a norm after it, k's bias adds q . b to every logit of a query alike, which the softmax cancels: its
+     * gradient, the sum of dk over the keys, is zero (diffusers' to rounding), left exactly zero rather than summed */
+    lin_layer keys = *lk;
+    if (nk_w < 0) keys.b = -1;
+    if (!s.status) s.status = bwd(b->m, &keys, dxkv, draw, xkv, nkv);
+    if (!s.status) s.status = bwd(b->m, lv, dxkv, dv, xkv, nkv);
+    return scratch_end(&s);
+}
+
+/* grad->t[0] holds dL/dx3 on entry; the residual stream's gradient is accumulated in place, becoming dL/dx2,
+ * dL/dx1 and dL/dx. */
+static st_status xdit_backward(block *blk, const block_state *in, block_saved *sv, block_state *grad)
+{
+    xdit_block *b = blk->self;
+    dims d = dims_of(b);
+    const int64_t N = d.N, D = d.D, B = d.B, T = d.T, ND = N * D;
+    const float *x = in->t[0], *mod = sv->mod[0];
+    float *gx = grad->t[0];
+    pool *p = b->m->pool;
+    if (sv->on_host) { /* a kept block whose attention sides were offloaded */
+        st_status st = side_back(sv);
+        if (st) return st;
+    }
+    op_state stats = {0};
+    bool recomputed = false;
+    scratch s = {.pool = p};
+    float *dmod = scratch_take_zero(&s, B * 6 * D, MEM_WORKSPACE, "xdit.dmod");
+    float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.x1");
+    float *x2 = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.x2");
+    if (s.status) goto done;
+    residuals(b, x, sv, x1, x2);
+    if (!sv->f1[0]) { /* KEEP_ATTENTION: recompute the feed-forward's GEMM outputs from x2 */
+        sv->f1[0] = scratch_take(&s, N * d.F, MEM_ACTIVATIONS, "xdit.ff0 (recomputed)");
+        sv->f2[0] = scratch_take(&s, ND, MEM_ACTIVATIONS, "xdit.ff2 (recomputed)");
+        recomputed = true;
+        if (s.status || (s.status = ffn_compute(b, x2, mod, sv->f1[0], sv->f2[0]))) goto done;
+    }
+    /* feed-forward: x3 = x2 + gate2 * ff2(gelu(ff0(h3))) */
+    float *df2 = scratch_take_zero(&s, ND, MEM_WORKSPACE, "xdit.dff2");
+    float *g = scratch_take(&s, N * d.F, MEM_WORKSPACE, "xdit.gelu");
+    float *dg = scratch_take_zero(&s, N * d.F, MEM_WORKSPACE, "xdit.dgelu");
+    if (s.status) goto done;
+    gelu_forward(g, sv->f1[0], N * d.F);
+    gated_residual_backward(gx, dmod + 5 * D, df2, gx, mod + 5 * D, sv->f2[0], B, T, D, 6 * D);
+    if ((s.status = bwd(b->m, &b->ff2, dg, df2, g, N))) goto done;
+    scratch_drop(&s, g);
+    scratch_drop(&s, df2);
+    gelu_backward(dg, dg, sv->f1[0], N * d.F); /* in place: dg becomes d ff0's output */
+    float *ln = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.ln");
+    float *h = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.h");
+    float *dh = scratch_take_zero(&s, ND, MEM_WORKSPACE, "xdit.dh");
+    if (s.status || (s.status = layernorm_forward(p, ln, x2, NULL, NULL, N, D, XDIT_LN_EPS, &stats))) goto done;
+    modulate_forward(h, ln, mod + 3 * D, mod + 4 * D, B, T, D, 6 * D);
+    if ((s.status = bwd(b->m, &b->ff0, dh, dg, h, N))) goto done;
+    scratch_drop(&s, dg);
+    modulate_backward(dh, dmod + 3 * D, dmod + 4 * D, dh, ln, mod + 4 * D, B, T, D, 6 * D);
+    layernorm_backward(gx, NULL, NULL, dh, x2, NULL, N, D, &stats);
+    op_state_release(&stats);
+    if (recomputed) {
+        scratch_drop(&s, sv->f1[0]);
+        scratch_drop(&s, sv->f2[0]);
+        sv->f1[0] = sv->f2[0] = NULL;
+        recomputed = false;
+    }
+    /* cross-attention: x2 = x1 + out'(...); gx is dL/dx2 = dL/d out' and stays the residual's */
+    float *c = ln, *dc = dh; /* reused */
+    zero_bytes(dc, (size_t)ND * sizeof(float));
+    if ((s.status = cross_input(b, c, x1, b->cross_norm ? &stats : NULL))) goto done;
+    if ((s.status = attention_backward_from(b, sv, CROSS, gx, c, b->m->ctx.text, dc, b->m->ctx.dtext))) goto done;
+    if (b->cross_norm) layernorm_backward(gx, G(b->cross_w), G(b->cross_b), dc, x1, W(b->cross_w), N, D, &stats);
+    else add_to(gx, dc, ND);
+    op_state_release(&stats);
+    /* self-attention: x1 = x + gate1 * out(...) */
+    float *dout = x2; /* reused */
+    zero_bytes(dout, (size_t)ND * sizeof(float));
+    gated_residual_backward(gx, dmod + 2 * D, dout, gx, mod + 2 * D, sv->o[0], B, T, D, 6 * D);
+    if ((s.status = layernorm_forward(p, ln, x, NULL, NULL, N, D, XDIT_LN_EPS, &stats))) goto done;
+    modulate_forward(h, ln, mod, mod + D, B, T, D, 6 * D);
+    zero_bytes(dh, (size_t)ND * sizeof(float));
+    if ((s.status = attention_backward_from(b, sv, SELF, dout, h, h, dh, dh))) goto done;
+    modulate_backward(dh, dmod, dmod + D, dh, ln, mod + D, B, T, D, 6 * D);
+    layernorm_backward(gx, NULL, NULL, dh, x, NULL, N, D, &stats);
+    /* the modulation: the table's gradient sums over the batch, t6's goes to the model */
+    for (int64_t i = 0; i < B; i++) {
+        add_to(b->m->ctx.dmod + i * b->m->ctx.mod_rows * D, dmod + i * 6 * D, 6 * D);
+        if (G(b->table)) add_to(G(b->table), dmod + i * 6 * D, 6 * D);
+    }
+done:
+    op_state_release(&stats);
+    if (recomputed) sv->f1[0] = sv->f2[0] = NULL;
+    return scratch_end(&s);
+}
+
+const block_kind xdit_block_kind = {
+    .name = "xdit",
+    .ffn_split = true,
+    .softmax_attention = true,
+    .kept_bytes = xdit_kept_bytes,
+    .offloaded_bytes = xdit_offloaded_bytes,
+    .forward = xdit_forward,
+    .prefetch = side_prefetch,
+    .backward = xdit_backward,
+    .release = saved_release,
+};
