@@ -209,9 +209,9 @@ JSON
 expect 0 "a SimpleTuner flux config plans Flux dev at its real size" \
   "model flux-dev \\(flux\\): 19 double-stream \\+ 38 single-stream blocks, width 3072, 24 heads, 1024 image \\+ 512 text tokens" -- \
   "$bin" plan --config st.json
-out=$("$bin" plan --config st.json --set model_family=ltxvideo --set model_flavour=0.9.5 2>&1); rc=$?
-[ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "model_family ltxvideo (.*flavour 0.9.5): needs the cross-attention DiT" <<<"$out" &&
-  ok "a SimpleTuner family not built yet: one line naming it and its topology" || bad "ltxvideo refusal (exit $rc): $out"
+out=$("$bin" plan --config st.json --set model_family=longcat_video --set model_flavour=final 2>&1); rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "model_family longcat_video (.*flavour final): needs the cross-attention DiT" <<<"$out" &&
+  ok "a SimpleTuner family not built yet: one line naming it and its topology" || bad "longcat_video refusal (exit $rc): $out"
 expect 0 "--set comes before validation: the same file plans on mmdit" "1024 image \\+ 8 text tokens" -- \
   "$bin" plan --config st.json --set model_family=mmdit
 expect 0 "unknown keys split by what ignoring them costs" "ignoring keys that only report or publish: hub_model_id" -- \
@@ -227,8 +227,8 @@ expect 2 "an unknown option names --set" "unknown option '--frobnicate' \\(confi
 out=$("$bin" plan --config <(echo '{"train_batch_size": 0, "optimizer": "sgd", "seed": -1}') 2>&1)
 grep -q "3 errors in the config" <<<"$out" && grep -q "train_batch_size: 0" <<<"$out" && grep -q 'optimizer: "sgd"' <<<"$out" &&
   grep -q "seed: -1" <<<"$out" && ok "every error of a config in one run" || bad "all errors: $out"
-out=$("$bin" plan --config st.json --set model_family=ltxvideo --set model_flavour=0.9.5 --set attention_mechanism=metal-flash-attention-int8 --set train_batch_size=0 2>&1)
-grep -q "3 errors in the config:" <<<"$out" && [ "$(sed -n 2p <<<"$out" | grep -c "model_family ltxvideo (")" -eq 1 ] &&
+out=$("$bin" plan --config st.json --set model_family=longcat_video --set model_flavour=final --set attention_mechanism=metal-flash-attention-int8 --set train_batch_size=0 2>&1)
+grep -q "3 errors in the config:" <<<"$out" && [ "$(sed -n 2p <<<"$out" | grep -c "model_family longcat_video (")" -eq 1 ] &&
   grep -q 'train_batch_size: "0"' <<<"$out" && ok "a family not built leads the report of a config's other errors" ||
   bad "family with other errors: $out"
 expect 1 "a quantized attention is refused with the nearest" 'is refused: quantized attention.*nearest it takes is flash' -- \
@@ -281,6 +281,14 @@ expect 0 "SimpleTuner's hunyuanvideo example plans HunyuanVideo 1.5 (its t2v-480
 expect 0 "num_frames: 33 frames of HunyuanVideo 1.5 are 9 latent frames, 8100 image tokens" \
   "8100 image \\+ 1256 text tokens of 33-frame 480 px video \\(9 x 30 x 30 latent, VAE /16, /4 in time\\)" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/hunyuanvideo-1.5-t2v.peft-lora.json" --set num_frames=33
+expect 0 "SimpleTuner's ltxvideo example plans LTX-Video 0.9.5 at its real size" \
+  "model ltxvideo-0.9.5 \\(ltxvideo\\): 28 cross-attention blocks, width 2048, 32 heads, 225 image \\+ 226 text tokens of 1-frame 480 px video" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo-0.9.5-t2v.peft-lora.json"
+expect 0 "num_frames: 49 frames of LTX-Video are 7 latent frames (its VAE is 8x in time), 1575 image tokens" \
+  "1575 image \\+ 226 text tokens of 49-frame 480 px video \\(7 x 15 x 15 latent, VAE /32, /8 in time\\)" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo-0.9.5-t2v.peft-lora.json" --set num_frames=49
+expect 1 "num_frames of LTX-Video not 8 k + 1 is refused with the rule" "num_frames: 21; this video family takes 8 k \\+ 1 frames" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo-0.9.5-t2v.peft-lora.json" --set num_frames=21
 expect 0 "plan --parts lists HiDream's expert weights as one line per kind" \
   "double_stream_blocks\\.\\*\\.block\\.ff_i\\.experts\\.\\*\\.w1 " -- \
   "$bin" plan --config empty.json --set model_preset=hidream-tiny --parts

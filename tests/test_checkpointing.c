@@ -747,6 +747,11 @@ int main(void)
     test_budgets(&wan, "wan-tiny");
     test_memory_ignores_data(&px, "pixart-sigma-tiny");
     test_memory_ignores_data(&wan, "wan-tiny");
+    model_config ltx;
+    CHECK(model_preset("ltxvideo-tiny", &ltx) == ST_OK && ltx.frames == 2); /* RoPE over the width, RMSNorm norms */
+    for (int threads = 1; threads <= 2; threads++) test_bitwise(&ltx, "ltxvideo-tiny", threads);
+    test_budgets(&ltx, "ltxvideo-tiny");
+    test_memory_ignores_data(&ltx, "ltxvideo-tiny");
     model_config hv15;
     CHECK(model_preset("hunyuanvideo15-tiny", &hv15) == ST_OK); /* ByT5 tokens, condition channels, double only */
     hv15.depth = 3;

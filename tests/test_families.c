@@ -142,10 +142,18 @@ static void test_families(void)
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_preset\": \"dit-s2\"}", ST_ERR_INVALID,
                    "dit-s2 belongs to the dit family");
     /* SimpleTuner's names: each names its topology and that it is planned */
-    EXPECT_REFUSAL("{\"model_family\": \"ltxvideo\"}", ST_ERR_UNSUPPORTED, "model_family ltxvideo (",
-                   "cross-attention DiT", "LTXVideoTransformer3DModel", "planned", "--set model_family=mmdit");
-    EXPECT_REFUSAL("{\"model_family\": \"ltxvideo\"}", ST_ERR_UNSUPPORTED, "cross-attention DiT",
-                   "LTXVideoTransformer3DModel");
+    EXPECT_REFUSAL("{\"model_family\": \"longcat_video\"}", ST_ERR_UNSUPPORTED, "model_family longcat_video (",
+                   "cross-attention DiT", "LongCatVideoTransformer3DModel", "planned", "--set model_family=mmdit");
+    EXPECT_REFUSAL("{\"model_family\": \"longcat_video\"}", ST_ERR_UNSUPPORTED, "cross-attention DiT",
+                   "LongCatVideoTransformer3DModel");
+    /* LTX-Video: both flavours are the 0.9.5 transformer, its VAE 8x in time (num_frames 8 k + 1) */
+    CHECK(from_json("{\"model_family\": \"ltxvideo\"}", &mc) == ST_OK && !strcmp(mc.preset, "ltxvideo-0.9.5") &&
+          mc.hidden == 2048 && mc.channels == 128 && mc.patch == 1 && mc.text_len == 226 && mc.vae_scale == 32);
+    CHECK(from_json("{\"model_family\": \"ltxvideo\", \"model_flavour\": \"0.9.0\", \"num_frames\": 49}", &mc) ==
+              ST_OK && !strcmp(mc.preset, "ltxvideo-0.9.5") && mc.frames == 7);
+    EXPECT_REFUSAL("{\"model_family\": \"ltxvideo\", \"num_frames\": 21}", ST_ERR_INVALID, "num_frames: 21",
+                   "8 k + 1");
+    CHECK(from_json("{\"model_family\": \"wan\", \"num_frames\": 81}", &mc) == ST_OK && mc.frames == 21);
     CHECK(from_json("{\"model_family\": \"pixart\"}", &mc) == ST_OK && !strcmp(mc.family, "pixart_sigma") &&
           !strcmp(mc.preset, "pixart-900m-1024")); /* SimpleTuner's example folder's name, its default flavour */
     CHECK(from_json("{\"model_family\": \"wan\"}", &mc) == ST_OK && !strcmp(mc.preset, "wan-1.3b") &&
@@ -170,7 +178,8 @@ static void test_families(void)
         const bool built = n < 3 || !strcmp(name, "flux") || !strcmp(name, "sd3") || !strcmp(name, "auraflow") ||
                            !strcmp(name, "longcat_image") || !strcmp(name, "chroma") ||
                            !strcmp(name, "flux2") || !strcmp(name, "qwen_image") || !strcmp(name, "hidream") ||
-                           !strcmp(name, "hunyuanvideo") || !strcmp(name, "pixart_sigma") || !strcmp(name, "wan");
+                           !strcmp(name, "hunyuanvideo") || !strcmp(name, "pixart_sigma") || !strcmp(name, "wan") ||
+                           !strcmp(name, "ltxvideo");
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
     CHECKF(n >= 40, "%d family names", n);

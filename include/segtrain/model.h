@@ -81,6 +81,8 @@ bool model_xattn(const model_config *mc);
 bool model_reads_text(const model_config *mc);
 /* Whether the family's input is video (B, C, F, H, W): hunyuanvideo, hunyuanvideo15. */
 bool model_video(const model_config *mc);
+/* A video family's VAE's temporal compression: num_frames = 1 + this x (latent frames - 1); LTX-Video's 8, else 4. */
+int64_t model_vae_scale_t(const model_config *mc);
 /* Whether the family reads a text mask in its conditioning (qwen_image: padding keys are excluded from attention;
  * chroma: the padding's additive attention mask). */
 bool model_text_mask(const model_config *mc);

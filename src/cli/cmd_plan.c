@@ -57,9 +57,10 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
     }
     const long long edge = (long long)mc->resolution, px = (long long)(mc->resolution * mc->vae_scale);
     if (mc->vae_scale == 1) snprintf(grid, sizeof grid, "%lld px images in pixel space", px);
-    else if (model_video(mc)) /* num_frames = 1 + 4 (latent frames - 1) */
-        snprintf(grid, sizeof grid, "%lld-frame %lld px video (%lld x %lld x %lld latent, VAE /%lld, /4 in time)",
-                 (long long)(1 + 4 * (mc->frames - 1)), px, (long long)mc->frames, edge, edge, (long long)mc->vae_scale);
+    else if (model_video(mc)) /* num_frames = 1 + scale_t (latent frames - 1) */
+        snprintf(grid, sizeof grid, "%lld-frame %lld px video (%lld x %lld x %lld latent, VAE /%lld, /%lld in time)",
+                 (long long)(1 + model_vae_scale_t(mc) * (mc->frames - 1)), px, (long long)mc->frames, edge, edge,
+                 (long long)mc->vae_scale, (long long)model_vae_scale_t(mc));
     else snprintf(grid, sizeof grid, "%lld px images (%lld x %lld latent, VAE /%lld)", px, edge, edge,
                   (long long)mc->vae_scale);
     printf("model %s (%s): %s, width %lld, %lld heads, %s of %s, %s attention; batch %lld\n", mc->preset, mc->family,

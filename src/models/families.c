@@ -66,7 +66,8 @@ static const struct st_family {
     {"longcat_image", NULL, "LongCat-Image", DUAL, "LongCatImageTransformer2DModel", "final|dev|edit",
      "final:longcat-image|dev:longcat-image", "final"},
     {"longcat_video", NULL, "LongCat-Video", XATTN, "LongCatVideoTransformer3DModel", "final", NULL, NULL},
-    {"ltxvideo", NULL, "LTXVideo", XATTN, "LTXVideoTransformer3DModel", "0.9.5|0.9.0", NULL, NULL},
+    {"ltxvideo", NULL, "LTXVideo", XATTN, "LTXVideoTransformer3DModel", "0.9.5|0.9.0",
+     "0.9.5:ltxvideo-0.9.5|0.9.0:ltxvideo-0.9.5", "0.9.5"}, /* 0.9.0's transformer is 0.9.5's shape */
     {"ltxvideo2", NULL, "LTXVideo2", XATTN, "LTX2VideoTransformer3DModel",
      "dev|dev-fp4|dev-fp8|2.3-dev|2.3-distilled|2.5-dev|2.5-distilled", NULL, NULL},
     {"lumina2", NULL, "Lumina-T2I", JOINT, "Lumina2Transformer2DModel", "2.0|neta-lumina", NULL, NULL},

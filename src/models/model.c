@@ -38,12 +38,17 @@ bool model_dual_stream(const model_config *mc)
 
 bool model_reads_text(const model_config *mc) { return model_dual_stream(mc) || model_xattn(mc); }
 
-bool model_video(const model_config *mc) { return hunyuanvideo(mc) || !strcmp(mc->family, "wan"); }
+bool model_video(const model_config *mc)
+{
+    return hunyuanvideo(mc) || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo");
+}
+
+int64_t model_vae_scale_t(const model_config *mc) { return !strcmp(mc->family, "ltxvideo") ? 8 : 4; }
 
 bool model_text_mask(const model_config *mc)
 {
     return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma") || hunyuanvideo(mc) ||
-           !strcmp(mc->family, "pixart_sigma");
+           !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "ltxvideo");
 }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's

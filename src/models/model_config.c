@@ -89,6 +89,11 @@ static const struct preset {
     {"wan-tiny", "wan", 2, 64, 4, 2, 4, 8, 10, 0, 8, 32, 0, false, false, 0, 0},
     {"wan-1.3b", "wan", 30, 1536, 12, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
     {"wan-14b", "wan", 40, 5120, 40, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
+    /* LTX-Video 0.9.5 (Lightricks/LTX-Video-0.9.5's transformer, the same shape as 0.9.0's): 28 blocks of 32 heads x
+     * 64, T5-XXL's 4096 at SimpleTuner's 226 tokens, 128 latent channels in 1 x 1 x 1 patches from a VAE of 32x in
+     * space (512 px: 16 x 16) and 8x in time; the tiny one is the fixture's. */
+    {"ltxvideo-tiny", "ltxvideo", 2, 32, 2, 1, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"ltxvideo-0.9.5", "ltxvideo", 28, 2048, 32, 1, 128, 16, 10, 0, 226, 4096, 0, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -97,7 +102,6 @@ static const struct preset {
 /* The presets' latent grids are those of images through Stable Diffusion's or Flux's VAE (DiT's: 256 px -> 32). */
 #define FAMILY_VAE_SCALE 8
 #define DIT_FREQ_DIM_CONFIG 256 /* the timestep sinusoid's width every family here uses (models' DIT_FREQ_DIM) */
-#define VIDEO_VAE_SCALE_T 4 /* HunyuanVideo's causal VAE: the first frame, then one latent frame per 4 */
 
 /* Flux's split of a head into rotary axes, (hd - 2 a, a, a) pairs-wide with a = 2 floor(7 hd / 32): its
  * (16, 56, 56) at 128. */
@@ -150,6 +154,7 @@ st_status model_preset(const char *name, model_config *out)
             out->interpolation = tiny ? 1.0 : (double)(p->resolution / 64 > 1 ? p->resolution / 64 : 1);
         if (!strcmp(p->family, "wan"))
             out->ffn_dim = tiny ? 0 : strstr(name, "14b") ? 13824 : 8960, out->frames = tiny ? 2 : 1;
+        if (!strcmp(p->family, "ltxvideo")) out->frames = tiny ? 2 : 1, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 32;
         if (!strcmp(p->family, "chroma")) { /* the tiny one's approximator is the fixture's shape, with 2 layers */
             out->approx_channels = tiny ? 32 : 64, out->approx_hidden = tiny ? 32 : 5120, out->approx_layers = tiny ? 2 : 5;
         }
@@ -332,12 +337,13 @@ st_status model_config_from(const config *cfg, model_config *mc)
                  {"joint_attention_dim", &mc->text_dim}, {"pooled_projection_dim", &mc->pooled_dim}};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         if (config_int(cfg, sizes[i].key) > 0) *sizes[i].field = config_int(cfg, sizes[i].key); /* 0: the preset's */
-    const int64_t frames = config_int(cfg, "num_frames");
-    if (frames > 1 && (!model_video(mc) || (frames - 1) % VIDEO_VAE_SCALE_T))
-        return st_fail(ST_ERR_INVALID, "num_frames: %lld; %s", (long long)frames,
-                       model_video(mc) ? "a video family takes 4 k + 1 frames (its VAE keeps the first and every 4th "
-                                         "after it)" : "an image family takes 1");
-    if (model_video(mc)) mc->frames = 1 + (frames - 1) / VIDEO_VAE_SCALE_T; /* a preset's own frames are the tests' */
+    /* a video VAE keeps the first frame and one in every scale_t after it (HunyuanVideo's and Wan's 4, LTX's 8) */
+    const int64_t frames = config_int(cfg, "num_frames"), scale_t = model_vae_scale_t(mc);
+    if (frames > 1 && (!model_video(mc) || (frames - 1) % scale_t))
+        return st_fail(ST_ERR_INVALID, "num_frames: %lld; %s %lld k + 1 frames (its VAE keeps the first and every "
+                       "%lldth after it)", (long long)frames, model_video(mc) ? "this video family takes" :
+                       "an image family takes 1, not", (long long)scale_t, (long long)scale_t);
+    if (model_video(mc)) mc->frames = 1 + (frames - 1) / scale_t; /* a preset's own frames are the tests' */
     const double resolution = config_float(cfg, "resolution");
     if (resolution > 0) {
         const double edge = image_edge(resolution, config_string(cfg, "resolution_type"));
@@ -783,6 +789,40 @@ static st_status wan_from_json(const cJSON *j, const char *file, model_config *m
     return ST_OK;
 }
 
+/* LTXVideoTransformer3DModel's config: its defaults (LTX-Video 0.9.x's), then the file's values; what the
+ * published 0.9.x configs do not vary is refused by name. */
+static st_status ltxvideo_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 64, heads = 32, out = 128, cross = 2048;
+    mc->channels = 128, mc->depth = 28, mc->text_dim = 4096, mc->patch = 1, mc->patch_t = 1;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
+                {"out_channels", &out}, {"caption_channels", &mc->text_dim}, {"cross_attention_dim", &cross},
+                {"num_layers", &mc->depth}, {"patch_size", &mc->patch}, {"patch_size_t", &mc->patch_t}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_fixed(j, file, "norm_eps", 1e-6, "LTX-Video");
+    if (!st) st = json_fixed_text(j, file, "qk_norm", "rms_norm_across_heads", "LTX-Video");
+    if (!st) st = json_fixed_text(j, file, "activation_fn", "gelu-approximate", "LTX-Video");
+    if (st) return st;
+    static const char *const flags[] = {"norm_elementwise_affine", "attention_bias", "attention_out_bias"};
+    static const bool want[] = {false, true, true};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, flags[i]);
+        if (x && !cJSON_IsNull(x) && (!cJSON_IsBool(x) || cJSON_IsTrue(x) != want[i]))
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is not %s, the only value segtrain builds LTX-Video with", file,
+                           flags[i], want[i] ? "true" : "false");
+    }
+    if (out != mc->channels || cross != hd * heads)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, cross_attention_dim %lld; segtrain builds LTX-Video's "
+                       "with out_channels = in_channels (%lld) and cross_attention_dim = the width (%lld)", file,
+                       (long long)out, (long long)cross, (long long)mc->channels, (long long)(hd * heads));
+    mc->heads = heads, mc->hidden = hd * heads, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    return ST_OK;
+}
+
 /* Each family's diffusers class and the reader of its config.json. */
 /* HiDreamImageTransformer2DModel's: its text is caption_channels [T5's, Llama's] wide (one width here), one Llama
  * layer per block (llama_layers: which ones is the cache's choice, so only their count is checked). */
@@ -833,6 +873,7 @@ static const struct {
     {"hunyuanvideo15", "HunyuanVideo15Transformer3DModel", hunyuanvideo15_from_json},
     {"pixart_sigma", "PixArtTransformer2DModel", pixart_from_json},
     {"wan", "WanTransformer3DModel", wan_from_json},
+    {"ltxvideo", "LTXVideoTransformer3DModel", ltxvideo_from_json},
     {"hidream", "HiDreamImageTransformer2DModel", hidream_from_json},
 };
 

@@ -10,6 +10,10 @@
  *   3D rotary positions, c = condition_embedder.time_embedder of the timestep, t6 = time_proj(SiLU(c)), the UMT5
  *   tokens through text_embedder (unmasked: the pipeline's zero padding is attended), blocks with RMSNorm-ed q and
  *   k and a LayerNorm before the cross-attention, and the final layer as PixArt's.
+ * - ltxvideo: LTXVideoTransformer3DModel (0.9.x). Video latents in 1 x 1 x 1 patches through proj_in (a linear),
+ *   time_embed and caption_projection as PixArt's adaln_single and caption_projection, the T5 padding as PixArt's
+ *   bias, blocks with RMSNorms for norm1 and norm2, RMSNorm-ed q and k (eps 1e-5) and LTX's rotary embedding over
+ *   the whole width (ltx_rope_table), and the final layer as PixArt's.
  *
  * One block sequence (xdit_block.c); the text projection, t6 and the final modulation are made once per step and
  * shared by the blocks, their gradients gathered from them. */
@@ -23,11 +27,17 @@
 #define XDIT_MOD_ROWS 8 /* m->ctx.mod: t6's six rows, then the final layer's shift and scale */
 #define PIXART_MASK_BIAS -10000.0f
 #define WAN_ROPE_THETA 10000.0
+#define LTX_ROPE_THETA 10000.0
+#define LTX_QK_EPS 1e-5f /* torch.nn.RMSNorm's in LTXAttention */
+/* SimpleTuner's rope_interpolation_scale (1 / (framerate / 8), 32, 32): its default framerate 25 and the VAE's 32x
+ * spatial compression; over LTXVideoRotaryPosEmbed's base grid (20, 2048, 2048) */
+#define LTX_FRAMERATE 25.0
+#define LTX_VAE_SPATIAL 32.0f
 
 typedef struct xd_model {
     xdit_block *blocks;
     block *seq_blocks;
-    bool wan;
+    bool wan, ltx;
     int p_x_w, p_x_b, p_pos; /* the patch embedding; PixArt's sin-cos table (fixed, made here) */
     temb t;                  /* c = the timestep's embedding */
     lin_layer t6;            /* t6 = linear(SiLU(c)) */
@@ -44,7 +54,10 @@ typedef struct xd_model {
 
 static xd_model *xd_of(model *m) { return m->impl; }
 
-bool model_xattn(const model_config *mc) { return !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "wan"); }
+bool model_xattn(const model_config *mc)
+{
+    return !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo");
+}
 
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)
@@ -57,19 +70,28 @@ static st_status xd_create(model *m)
     const int n = (int)c->depth;
     if (d) d->blocks = calloc((size_t)n, sizeof *d->blocks), d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
     if (!d || !d->blocks || !d->seq_blocks) return st_host_oom("the cross-attention model");
-    d->wan = !strcmp(c->family, "wan");
+    d->wan = !strcmp(c->family, "wan"), d->ltx = !strcmp(c->family, "ltxvideo");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = model_patch_dim(c), Pout = P / c->channels * model_out_channels(c);
     const int64_t T = m->shape.tokens;
     /* in the order of the classes' state_dicts */
-    const char *x_name = d->wan ? "patch_embedding" : "pos_embed.proj";
+    const char *x_name = d->wan ? "patch_embedding" : d->ltx ? "proj_in" : "pos_embed.proj";
     char nw[64], nb[64];
     snprintf(nw, sizeof nw, "%s.weight", x_name), snprintf(nb, sizeof nb, "%s.bias", x_name);
     d->p_x_w = d->wan ? param_add(s, nw, 5, (int64_t[]){D, c->channels, c->patch_t, c->patch, c->patch}, full)
-                      : param_add(s, nw, 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
+               : d->ltx ? param_add(s, nw, 2, (int64_t[]){D, P}, full)
+                        : param_add(s, nw, 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
     d->p_x_b = param_add(s, nb, 1, (int64_t[]){D}, full);
-    d->p_pos = d->wan ? -1 : param_add_fixed(s, "pos_embed.pos_embed", 3, (int64_t[]){1, T, D});
+    d->p_pos = d->wan || d->ltx ? -1 : param_add_fixed(s, "pos_embed.pos_embed", 3, (int64_t[]){1, T, D});
+    if (d->ltx) {
+        d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full);
+        temb_register(s, &d->t, "time_embed.emb.timestep_embedder.linear_1", "time_embed.emb.timestep_embedder.linear_2",
+                      DIT_FREQ_DIM, D, full);
+        d->t6 = lin_register(s, "time_embed.linear", D, 6 * D, true, 0, 0, full);
+        d->cap1 = lin_register(s, "caption_projection.linear_1", c->text_dim, D, true, 0, 0, full);
+        d->cap2 = lin_register(s, "caption_projection.linear_2", D, D, true, 0, 0, full);
+    }
     if (d->wan) {
         temb_register(s, &d->t, "condition_embedder.time_embedder.linear_1", "condition_embedder.time_embedder.linear_2",
                       DIT_FREQ_DIM, D, full);
@@ -80,7 +102,8 @@ static st_status xd_create(model *m)
     char prefix[64];
     for (int i = 0; i < n; i++) {
         xdit_block *b = &d->blocks[i];
-        *b = (xdit_block){.m = m, .qk_norm = d->wan, .rope = d->wan, .cross_norm = d->wan, .eps = XDIT_LN_EPS,
+        *b = (xdit_block){.m = m, .qk_norm = d->wan || d->ltx, .rope = d->wan || d->ltx, .rope_width = d->ltx,
+                          .rms_norms = d->ltx, .cross_norm = d->wan, .eps = d->ltx ? LTX_QK_EPS : XDIT_LN_EPS,
                           .ffn = c->ffn_dim ? c->ffn_dim : 4 * D, .cross_w = -1, .cross_b = -1};
         snprintf(prefix, sizeof prefix, "%s.%d", d->wan ? "blocks" : "transformer_blocks", i);
         xdit_block_register(s, b, prefix, d->wan ? "ffn" : "ff", d->wan ? 3 : 2, c);
@@ -90,6 +113,9 @@ static st_status xd_create(model *m)
         d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
         d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
         d->p_table = param_add(s, "scale_shift_table", 3, (int64_t[]){1, 2, D}, full);
+    } else if (d->ltx) {
+        d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
+        d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
     } else {
         d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full);
         d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
@@ -115,7 +141,7 @@ static void xd_fill_fixed(model *m)
 {
     xd_model *d = xd_of(m);
     const model_config *c = &m->cfg;
-    if (d->wan) return;
+    if (d->wan || d->ltx) return;
     const int64_t G = c->resolution / c->patch, D = c->hidden, q = D / 4;
     const float step = (float)((double)G / (double)(c->sample_size / c->patch)), interp = (float)c->interpolation;
     float *t = PW(d->p_pos);
@@ -161,6 +187,38 @@ static void xd_release(model *m)
     d->active = false;
 }
 
+/* LTXVideoRotaryPosEmbed's table for an F x G x G latent, as diffusers computes it in float32: token (f, r, q) has
+ * coordinates g = (f, r, q) * (1 / (framerate / 8), 32, 32) * (patch_t, patch, patch) / (20, 2048, 2048), frequencies
+ * w_k = theta^(k / (n - 1)) pi / 2 for k < n = D / 6 (theta ** linspace(0, 1, n)), angles w_k (2 g - 1); the table's
+ * (D % 6) / 2 leading pairs pass through (cos 1, sin 0), then pair pass + 3 k + a is frequency k on axis a. The
+ * angles reach theta pi / 2, so each step is rounded to float as torch rounds it: float64 angles would differ from
+ * diffusers' by far more than its rounding. */
+static void ltx_rope_table(float *table, const model_config *c, int64_t F, int64_t G)
+{
+    const int64_t D = c->hidden, n = D / 6, pass = (D % 6) / 2, pairs = D / 2;
+    const float scale[3] = {(float)(1.0 / (LTX_FRAMERATE / 8.0)), LTX_VAE_SPATIAL, LTX_VAE_SPATIAL};
+    const float patch[3] = {(float)c->patch_t, (float)c->patch, (float)c->patch}, base[3] = {20.0f, 2048.0f, 2048.0f};
+    const float half_pi = (float)(3.14159265358979323846 / 2.0), step = n > 1 ? 1.0f / (float)(n - 1) : 0.0f;
+    for (int64_t t = 0; t < F * G * G; t++) {
+        const int64_t pos[3] = {t / (G * G), t / G % G, t % G};
+        float *e = table + t * pairs * 2;
+        for (int64_t p = 0; p < pass; p++) e[2 * p] = 1.0f, e[2 * p + 1] = 0.0f;
+        for (int a = 0; a < 3; a++) {
+            float g = (float)pos[a] * scale[a];
+            g = g * patch[a];
+            g = g / base[a];
+            const float u = g * 2.0f - 1.0f;
+            for (int64_t k = 0; k < n; k++) { /* torch.linspace's k-th point: from the nearer end */
+                const float lin = k < n / 2 ? (float)k * step : 1.0f - (float)(n - 1 - k) * step;
+                const float w = (float)pow(LTX_ROPE_THETA, (double)lin) * half_pi, ang = w * u;
+                float *q = e + 2 * (pass + 3 * k + a);
+                q[0] = (float)cos((double)ang);
+                q[1] = (float)sin((double)ang);
+            }
+        }
+    }
+}
+
 /* The text tokens as the blocks read them, the key mask (PixArt), the rotary table (Wan), c, t6 and the final
  * modulation, and the image tokens into d->x0. */
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
@@ -184,13 +242,13 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     }
     temb_take(m, &d->t, &st, train);
     if (!d->wan && model_text_mask(c)) d->key_bias = model_take(m, &st, B * L, "xdit.key_bias", false);
-    if (d->wan) m->ctx.rope = model_take(m, &st, T * (D / c->heads), "xdit.rope", false);
+    if (d->wan || d->ltx) m->ctx.rope = model_take(m, &st, T * (d->ltx ? D : D / c->heads), "xdit.rope", false);
     if (st) return st;
     /* image tokens */
     const patch_shape ps = model_patches(m);
     patchify_forward(d->patches, x, &ps);
     linear_forward(d->x0, d->patches, PW(d->p_x_w), PW(d->p_x_b), N, P, D);
-    for (int64_t b = 0; !d->wan && b < B; b++) add_to(d->x0 + b * T * D, PW(d->p_pos), T * D);
+    for (int64_t b = 0; d->p_pos >= 0 && b < B; b++) add_to(d->x0 + b * T * D, PW(d->p_pos), T * D);
     if (d->wan) { /* frame, row and column ids on (t, h, w) axes of widths hd - 4 (hd / 6), 2 (hd / 6), 2 (hd / 6) */
         float *ids = NULL;
         if ((st = pool_alloc(m->pool, (size_t)(T * 3) * sizeof(float), MEM_WORKSPACE, "xdit.position_ids",
@@ -201,6 +259,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         rope_table(m->ctx.rope, ids, T, 3, axes, WAN_ROPE_THETA);
         pool_free(m->pool, ids);
     }
+    if (d->ltx && !pool_is_dry_ptr(m->ctx.rope))
+        ltx_rope_table(m->ctx.rope, c, c->frames / c->patch_t, c->resolution / c->patch);
     /* the text: linear_2(gelu_tanh(linear_1(text))) */
     copy_rows(d->text_in, L * Dt, cond, K, B, L * Dt);
     if ((st = lin_forward(m->params, m->pool, &d->cap1, d->cap_h, d->text_in, B * L))) return st;
@@ -309,6 +369,7 @@ static st_status xd_backward(model *m, const float *dpred)
 static param_init xd_init_of(const char *name)
 {
     if (strstr(name, "scale_shift_table") || !strcmp(name, "proj_out.weight") || strstr(name, "adaln_single.linear") ||
+        strstr(name, "time_embed.linear") ||
         strstr(name, "time_proj"))
         return INIT_ZERO;
     if (strstr(name, "norm_q") || strstr(name, "norm_k") || strstr(name, "norm2.weight")) return INIT_ONE;

@@ -1,5 +1,5 @@
 /* The cross-attention DiT families, internal to src/models: the block (xdit_block.c) and the models (xdit.c:
- * PixArt Sigma's PixArtTransformer2DModel, Wan's WanTransformer3DModel). */
+ * PixArt Sigma's PixArtTransformer2DModel, Wan's WanTransformer3DModel, LTX-Video's LTXVideoTransformer3DModel). */
 #ifndef SEGTRAIN_MODELS_XDIT_H
 #define SEGTRAIN_MODELS_XDIT_H
 
@@ -18,8 +18,11 @@ typedef struct xdit_block {
     int norm_q, norm_k, cnorm_q, cnorm_k; /* RMSNorm weights (D) of q and k; < 0: none */
     int cross_w, cross_b;                 /* Wan's norm2 before the cross-attention */
     /* options */
-    bool qk_norm;    /* Wan: RMSNorm of q and k over the width, in both attentions */
-    bool rope;       /* Wan: the self-attention's q and k rotated by m->ctx.rope */
+    bool qk_norm;    /* Wan, LTX: RMSNorm of q and k over the width, in both attentions */
+    bool rope;       /* Wan, LTX: the self-attention's q and k rotated by m->ctx.rope */
+    bool rope_width; /* LTX: one rotation over the whole width before the heads split (table (T, D/2, 2)); else per
+                        head (table (T, head_dim/2, 2)) */
+    bool rms_norms;  /* LTX: norm1 and norm2 are RMSNorms without weights (PixArt, Wan: LayerNorms) */
     bool cross_norm; /* Wan: LayerNorm with weights of x1 before the cross-attention (cross_attn_norm) */
     float eps;       /* the q/k RMSNorm's */
     int64_t ffn;     /* the feed-forward's width */

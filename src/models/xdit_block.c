@@ -1,13 +1,14 @@
-/* The cross-attention DiT block (xdit.h): diffusers' PixArt BasicTransformerBlock with adaLN-single and
- * WanTransformerBlock, one kind with their differences as options.
+/* The cross-attention DiT block (xdit.h): diffusers' PixArt BasicTransformerBlock with adaLN-single,
+ * WanTransformerBlock and LTXVideoTransformerBlock, one kind with their differences as options.
  *
  *   (shift1, scale1, gate1, shift2, scale2, gate2) = scale_shift_table + t6   (t6: the model's, shared by the blocks)
  *   x1 = x  + gate1 * out(self_attention(q, k, v of LN(x) (1 + scale1) + shift1))
  *   x2 = x1 + out'(cross_attention(q' of c, k' and v' of the text)),  c = x1, or Wan's LayerNorm of it with weights
  *   x3 = x2 + gate2 * ff2(gelu(ff0(LN(x2) (1 + scale2) + shift2)))
  *
- * with Wan's RMSNorm of q and k over the whole width (before the heads split) in both attentions and its rotary
- * embedding of the self-attention's q and k; the cross-attention's key mask is the model's (PixArt's padding bias).
+ * with Wan's and LTX's RMSNorm of q and k over the whole width (before the heads split) in both attentions and their
+ * rotary embedding of the self-attention's q and k (LTX's over the whole width too), LTX's RMSNorms in place of the
+ * LNs; the cross-attention's key mask is the model's (PixArt's and LTX's padding bias).
  *
  * Forward keeps the modulation, the attentions' inputs (q, k and v after their norms and rotation; the raw q and k
  * where a norm follows them), their outputs and states, the output projections, and with KEEP_ALL the
@@ -126,11 +127,36 @@ static size_t xdit_offloaded_bytes(const block *blk)
 
 /* ---- pieces run in forward and again in backward ---- */
 
-/* h = LN(x) * (1 + scale) + shift, chunk the shift's index in mod */
+/* The block's norm1 and norm2 without weights: LayerNorm, or LTX's RMSNorm (stats kept when asked) */
+static st_status xd_norm(const xdit_block *b, float *y, const float *x, op_state *stats)
+{
+    dims d = dims_of(b);
+    return b->rms_norms ? rmsnorm_forward(b->m->pool, y, x, NULL, d.N, d.D, XDIT_LN_EPS, stats)
+                        : layernorm_forward(b->m->pool, y, x, NULL, NULL, d.N, d.D, XDIT_LN_EPS, stats);
+}
+
+/* dx += the norm's input gradient from dy */
+static void xd_norm_back(const xdit_block *b, float *dx, const float *dy, const float *x, const op_state *stats)
+{
+    dims d = dims_of(b);
+    if (b->rms_norms) rmsnorm_backward(dx, NULL, dy, x, NULL, d.N, d.D, stats);
+    else layernorm_backward(dx, NULL, NULL, dy, x, NULL, d.N, d.D, stats);
+}
+
+/* The self-attention's q or k rotated in place (back: by the inverse rotation, its gradient) */
+static void rotate(const xdit_block *b, float *x, bool back)
+{
+    dims d = dims_of(b);
+    const int64_t heads = b->rope_width ? 1 : b->m->shape.heads, hd = d.D / heads;
+    if (back) rope_backward(x, d.B, d.T, heads, hd, d.D, d.T * d.D, b->m->ctx.rope);
+    else rope_forward(x, d.B, d.T, heads, hd, d.D, d.T * d.D, b->m->ctx.rope);
+}
+
+/* h = norm(x) * (1 + scale) + shift, chunk the shift's index in mod */
 static st_status ln_modulate(const xdit_block *b, float *h, const float *x, const float *mod, int chunk)
 {
     dims d = dims_of(b);
-    st_status st = layernorm_forward(b->m->pool, h, x, NULL, NULL, d.N, d.D, XDIT_LN_EPS, NULL);
+    st_status st = xd_norm(b, h, x, NULL);
     if (!st) modulate_forward(h, h, mod + chunk * d.D, mod + (chunk + 1) * d.D, d.B, d.T, d.D, 6 * d.D);
     return st;
 }
@@ -177,10 +203,7 @@ static st_status attention_forward_into(const xdit_block *b, block_saved *sv, in
     if (!st && nq_w >= 0) st = qk_norm(b, SIDE(SQ), SIDE(SQR), nq_w, nq);
     if (!st && nk_w >= 0) st = qk_norm(b, SIDE(SK), SIDE(SKR), nk_w, nkv);
     if (st) return st;
-    if (!cross && b->rope) {
-        rope_forward(SIDE(SQ), d.B, d.T, b->m->shape.heads, d.D / b->m->shape.heads, d.D, d.T * d.D, b->m->ctx.rope);
-        rope_forward(SIDE(SK), d.B, d.T, b->m->shape.heads, d.D / b->m->shape.heads, d.D, d.T * d.D, b->m->ctx.rope);
-    }
+    if (!cross && b->rope) rotate(b, SIDE(SQ), false), rotate(b, SIDE(SK), false);
     return attention_forward_masked(b->m->pool, &as, cross ? b->m->ctx.mask : NULL, rows(SIDE(SO), d.T, d.D),
                                      rows(SIDE(SQ), d.T, d.D), rows(SIDE(SK), Tkv, d.D), rows(SIDE(SV), Tkv, d.D),
                                      keep ? &sv->attn[cross] : NULL);
@@ -310,10 +333,7 @@ static st_status attention_backward_from(const xdit_block *b, block_saved *sv, i
                                          rows(SIDE(SK), Tkv, D), rows(SIDE(SV), Tkv, D), rows(SIDE(SO), d.T, D),
                                          &sv->attn[cross]);
     if (s.status) return scratch_end(&s);
-    if (!cross && b->rope) {
-        rope_backward(dq, d.B, d.T, b->m->shape.heads, D / b->m->shape.heads, D, d.T * D, b->m->ctx.rope);
-        rope_backward(dk, d.B, d.T, b->m->shape.heads, D / b->m->shape.heads, D, d.T * D, b->m->ctx.rope);
-    }
+    if (!cross && b->rope) rotate(b, dq, true), rotate(b, dk, true);
     if (!(s.status = norm_back(b, draw, dq, SIDE(SQR), nq_w, nq))) s.status = bwd(b->m, lq, dxq, draw, xq, nq);
     if (!s.status) {
         zero_bytes(draw, (size_t)(nkv * D) * sizeof(float));
@@ -337,14 +357,13 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     const int64_t N = d.N, D = d.D, B = d.B, T = d.T, ND = N * D;
     const float *x = in->t[0], *mod = sv->mod[0];
     float *gx = grad->t[0];
-    pool *p = b->m->pool;
     if (sv->on_host) { /* a kept block whose attention sides were offloaded */
         st_status st = side_back(sv);
         if (st) return st;
     }
     op_state stats = {0};
     bool recomputed = false;
-    scratch s = {.pool = p};
+    scratch s = {.pool = b->m->pool};
     float *dmod = scratch_take_zero(&s, B * 6 * D, MEM_WORKSPACE, "xdit.dmod");
     float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.x1");
     float *x2 = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.x2");
@@ -370,12 +389,12 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     float *ln = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.ln");
     float *h = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.h");
     float *dh = scratch_take_zero(&s, ND, MEM_WORKSPACE, "xdit.dh");
-    if (s.status || (s.status = layernorm_forward(p, ln, x2, NULL, NULL, N, D, XDIT_LN_EPS, &stats))) goto done;
+    if (s.status || (s.status = xd_norm(b, ln, x2, &stats))) goto done;
     modulate_forward(h, ln, mod + 3 * D, mod + 4 * D, B, T, D, 6 * D);
     if ((s.status = bwd(b->m, &b->ff0, dh, dg, h, N))) goto done;
     scratch_drop(&s, dg);
     modulate_backward(dh, dmod + 3 * D, dmod + 4 * D, dh, ln, mod + 4 * D, B, T, D, 6 * D);
-    layernorm_backward(gx, NULL, NULL, dh, x2, NULL, N, D, &stats);
+    xd_norm_back(b, gx, dh, x2, &stats);
     op_state_release(&stats);
     if (recomputed) {
         scratch_drop(&s, sv->f1[0]);
@@ -395,12 +414,12 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     float *dout = x2; /* reused */
     zero_bytes(dout, (size_t)ND * sizeof(float));
     gated_residual_backward(gx, dmod + 2 * D, dout, gx, mod + 2 * D, sv->o[0], B, T, D, 6 * D);
-    if ((s.status = layernorm_forward(p, ln, x, NULL, NULL, N, D, XDIT_LN_EPS, &stats))) goto done;
+    if ((s.status = xd_norm(b, ln, x, &stats))) goto done;
     modulate_forward(h, ln, mod, mod + D, B, T, D, 6 * D);
     zero_bytes(dh, (size_t)ND * sizeof(float));
     if ((s.status = attention_backward_from(b, sv, SELF, dout, h, h, dh, dh))) goto done;
     modulate_backward(dh, dmod, dmod + D, dh, ln, mod + D, B, T, D, 6 * D);
-    layernorm_backward(gx, NULL, NULL, dh, x, NULL, N, D, &stats);
+    xd_norm_back(b, gx, dh, x, &stats);
     /* the modulation: the table's gradient sums over the batch, t6's goes to the model */
     for (int64_t i = 0; i < B; i++) {
         add_to(b->m->ctx.dmod + i * b->m->ctx.mod_rows * D, dmod + i * 6 * D, 6 * D);
