@@ -233,6 +233,12 @@ void rope_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_
  * rather than accumulates: dx is dy's own buffer, as q and k's gradients are rotated where they lie. */
 void rope_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
                    int64_t batch_stride, const float *table);
+/* rope_forward and rope_backward on rotate-half pairs (Cosmos's apply_rotary_emb with use_real_unbind_dim=-2): pair p
+ * of a head is (x[p], x[p + head_dim/2]), same table. */
+void rope_half_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+                       int64_t batch_stride, const float *table);
+void rope_half_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+                        int64_t batch_stride, const float *table);
 
 /* ---- embeddings, patches and fixed tables (ops/cpu/embed.c) ---- */
 
