@@ -68,8 +68,8 @@ const cfg_key cfg_keys[] = {
                "or `area` (megapixels: 1.0 is 1024 x 1024, 0.25 is 512 x 512, as SimpleTuner maps them)."),
     INT_KEY("num_frames", "1", 1, 1 << 20, SEC_MODEL, "none (a video dataset's `video.num_frames` there)",
             "Video frames per sample, in pixels' frames; a video family's latent has 1 + (num_frames - 1) / 4 of "
-            "them (its VAE's temporal compression), so num_frames is 4 k + 1. 1 for images, and for every image "
-            "family."),
+            "them (its VAE's temporal compression; ltxvideo's is 8), so num_frames is 4 k + 1 (ltxvideo: 8 k + 1). "
+            "1 for images, and for every image family."),
     INT_KEY("vae_scale_factor", "0", 0, 64, SEC_MODEL, "none (the VAE's downscale factor there)",
             "Image pixels per latent pixel along an edge; 0 = the family's (8 for dit, mmdit and skipdit); 1 = "
             "pixel space, no VAE: what training on images needs, since segtrain has no VAE."),
