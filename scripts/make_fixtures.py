@@ -401,6 +401,70 @@ COSMOS_PASSED = ("hidden_states = latents (B, C, 1, H, W) as is (one frame; Simp
                  "sample 1's last 2 rows zero (no mask); padding_mask = zeros (1, 1, H, W) (the pipeline's; batch 1: "
                  "the model repeats it by B); fps = None; attention_mask = None; pred = output as is (B, C, 1, H, W)")
 
+class _TorchNoBf16:
+    """`torch` as Kandinsky5AttnProcessor.__call__ sees it during a fixture run: the same module except that
+    `torch.bfloat16` is float64, so apply_rotary's final `.to(torch.bfloat16)` is a no-op on the float64 reference's
+    tensors instead of rounding the rotated q and k to 8 bits (its `.to(torch.float32)` of x stays: ~1e-7)."""
+    bfloat16 = torch.float64
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+def kandinsky5_exact():
+    """Two changes to transformer_kandinsky for the float64 reference, both no-ops on what is computed: the
+    processor's bfloat16 cast of the rotated q and k (above), and Kandinsky5TimeEmbeddings' sinusoid, which the model
+    computes in float32 from a float32 `freqs` attribute (and would then feed a float32 vector to the float64
+    in_layer): here cos then sin of t * 10000^(-k / (D/2)), k < D/2, in float64, as exact_timestep_embedding."""
+    import types
+    import warnings
+    import diffusers.models.transformers.transformer_kandinsky as tk
+    # the qk RMSNorm gets the float32 `query.float()` and its float64 weight: torch says it cannot fuse that
+    warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight")
+    proc = tk.Kandinsky5AttnProcessor
+    if not getattr(proc, "_segtrain_exact", False):
+        g = dict(vars(tk), torch=_TorchNoBf16())
+        call = proc.__call__
+        proc.__call__ = types.FunctionType(call.__code__, g, call.__name__, call.__defaults__, call.__closure__)
+        proc._segtrain_exact = True
+
+        def time_forward(self, time):
+            half = self.model_dim // 2
+            freqs = torch.exp(-math.log(self.max_period) * torch.arange(half, dtype=torch.float64) / half)
+            args = torch.outer(time.to(torch.float64), freqs)
+            emb = torch.cat([torch.cos(args), torch.sin(args)], dim=-1).to(self.in_layer.weight.dtype)
+            return self.out_layer(self.activation(self.in_layer(emb)))
+        tk.Kandinsky5TimeEmbeddings.forward = time_forward
+
+
+def kandinsky5_make(gen):
+    # Qwen2.5-VL hidden states (L tokens, no mask: SimpleTuner passes none) and the pooled CLIP vector.
+    return {"encoder_hidden_states": randn(gen, B, L, JOINT), "pooled_projections": randn(gen, B, POOLED)}
+
+
+def kandinsky5_run(model, t):
+    # SimpleTuner's Kandinsky5Image._model_predict_single: channels-last latents with a frame axis of 1, rope positions
+    # per axis in patches (frame 0, rows, cols) and per text token, float32 timesteps (1000 sigma), scale_factor
+    # (1, 2, 2), no sparse attention; the output back to (B, C, H, W).
+    kandinsky5_exact()
+    b, c, h, w = t["latents"].shape
+    x = t["latents"].permute(0, 2, 3, 1).unsqueeze(1)
+    timestep = (t["sigma"].float() * 1000).double()
+    out = model(hidden_states=x, encoder_hidden_states=t["encoder_hidden_states"], timestep=timestep,
+                pooled_projections=t["pooled_projections"],
+                visual_rope_pos=[torch.arange(1), torch.arange(h // 2), torch.arange(w // 2)],
+                text_rope_pos=torch.arange(t["encoder_hidden_states"].shape[1]), scale_factor=(1, 2, 2),
+                sparse_params=None, return_dict=False)   # the tensor itself, not a tuple
+    return out.squeeze(1).permute(0, 3, 1, 2)
+
+
+KANDINSKY5_PASSED = ("hidden_states = latents.permute(0, 2, 3, 1).unsqueeze(1) (B, 1, H, W, C), channels last; "
+                     "encoder_hidden_states (B, L, 24) as stored (no mask); pooled_projections (B, 20); timestep = "
+                     "float32(sigma * 1000); visual_rope_pos = [arange(1), arange(H/2), arange(W/2)]; text_rope_pos = "
+                     "arange(L); scale_factor = (1, 2, 2); sparse_params = None; pred = output.squeeze(1).permute(0, "
+                     "3, 1, 2) (B, C, H, W). The processor's bfloat16 cast of the rotated q, k is a no-op and the "
+                     "time sinusoid is float64 (docs/FIXTURES.md)")
+
 FLUX_KW = dict(patch_size=1, in_channels=4 * C, num_layers=2, num_single_layers=2, attention_head_dim=16,
                num_attention_heads=2, joint_attention_dim=JOINT, pooled_projection_dim=POOLED,
                axes_dims_rope=[4, 6, 6])
@@ -540,6 +604,14 @@ fixture("cosmos", "CosmosTransformer3DModel",
              text_embed_dim=JOINT, adaln_lora_dim=16, max_size=[128, 240, 240], patch_size=[1, 2, 2],
              rope_scale=[1.0, 4.0, 4.0], concat_padding_mask=True, extra_pos_embed_type=None),
         cosmos_make, cosmos_run, COSMOS_PASSED, shape=(B, C, 1, H, W))
+
+# Kandinsky 5 image (T2I Lite's shape): two text blocks and two visual blocks (32 in Lite), head 16 = axes (4, 6, 6)
+# (64 = (16, 24, 24) there), time_dim 32 (512), ff 64; Qwen2.5-VL width 24 (3584), CLIP pooled 20 (768).
+fixture("kandinsky5", "Kandinsky5Transformer3DModel",
+        dict(in_visual_dim=C, in_text_dim=JOINT, in_text_dim2=POOLED, time_dim=32, out_visual_dim=C,
+             patch_size=[1, 2, 2], model_dim=32, ff_dim=64, num_text_blocks=2, num_visual_blocks=2, axes_dims=[4, 6, 6],
+             visual_cond=False),
+        kandinsky5_make, kandinsky5_run, KANDINSKY5_PASSED)
 
 # ------------------------------------------------------------------ exact timestep embedding
 def exact_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
