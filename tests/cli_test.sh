@@ -249,7 +249,7 @@ expect 0 "a video family trains on synthetic video: hunyuanvideo 1.0 tiny, num_f
   --set model_preset=hunyuanvideo-tiny --set synthetic_data=true --set num_frames=5 --set max_train_steps=2 \
   --set output_dir=hv-synthetic --set gradient_checkpointing=true
 expect 1 "video from image data is refused in one line" \
-  "num_frames 5: the model takes 2 latent frames, but segtrain's datasets and caches hold images" -- \
+  "num_frames 5: the model takes 2 latent frames, but segtrain's image datasets hold images" -- \
   "$bin" train --config empty.json --set model_family=hunyuanvideo --set model_preset=hunyuanvideo15-tiny \
   --set num_frames=5 --set max_train_steps=1 --set output_dir=hv-images
 hv="--set model_family=hunyuanvideo --set model_flavour=1.0 --set model_preset=hunyuanvideo-tiny"

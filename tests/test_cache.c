@@ -18,7 +18,7 @@
 enum { C = 4, E = 8, L = 8, D = 32, P = 16, TEXT = L * D + P };
 
 static char root[256];
-static const cache_want flux_tiny = {"flux", C, E, L, D, P, false};
+static const cache_want flux_tiny = {"flux", C, E, 1, L, D, P, false};
 
 /* ---- the committed fixture ---- */
 
@@ -82,18 +82,19 @@ typedef struct variant {
     float mask;      /* attention_mask[0] of sample 1 */
     bool no_pooled, no_null, truncate, no_index, missing_file;
     float seq_value, latent_value, null_value; /* fill values: to tell caches apart in training */
+    int frames;                                /* video latents (C, frames, H, W) when above 1 */
 } variant;
 
 static variant good(void)
 {
     return (variant){"flux", "flux", 1, 3, L, D, P, {C, E, E}, E, L, false, 1.0f, false, false, false, false, false,
-                     0.5f, 0.25f, -0.75f};
+                     0.5f, 0.25f, -0.75f, 1};
 }
 
 static void write_sample(const char *dir, const char *name, const variant *v, int rows, bool bf16, bool latents,
                          float seqv, int k)
 {
-    const int n_lat = C * v->file_edge * v->file_edge, n_seq = rows * v->text_dim;
+    const int F = v->frames > 1 ? v->frames : 1, n_lat = C * F * v->file_edge * v->file_edge, n_seq = rows * v->text_dim;
     float *lat = malloc(sizeof(float) * (size_t)n_lat), *seq = malloc(sizeof(float) * (size_t)n_seq);
     float pooled[P + 8], mask[L + 8];
     int64_t imask[L + 8];
@@ -106,7 +107,9 @@ static void write_sample(const char *dir, const char *name, const variant *v, in
     for (int i = 0; i < n_seq; i++) h[i] = sft_f32_to_bf16(seq[i]);
     sft_entry e[4];
     int n = 0;
-    if (latents) e[n++] = (sft_entry){"latents", SFT_F32, 3, {C, v->file_edge, v->file_edge}, lat};
+    if (latents)
+        e[n++] = F > 1 ? (sft_entry){"latents", SFT_F32, 4, {C, F, v->file_edge, v->file_edge}, lat}
+                       : (sft_entry){"latents", SFT_F32, 3, {C, v->file_edge, v->file_edge}, lat};
     e[n++] = bf16 ? (sft_entry){"prompt_embeds", SFT_BF16, 2, {rows, v->text_dim}, h}
                   : (sft_entry){"prompt_embeds", SFT_F32, 2, {rows, v->text_dim}, seq};
     if (!v->no_pooled) e[n++] = (sft_entry){"pooled_prompt_embeds", SFT_F32, 1, {P}, pooled};
@@ -139,12 +142,14 @@ static const char *make_cache(const char *name, const variant *v)
         if (f) fclose(f);
         free(whole);
     }
-    char json[1024];
+    char json[1024], shape[64];
+    if (v->frames > 1) snprintf(shape, sizeof shape, "%d, %d, %d, %d", v->latents[0], v->frames, v->latents[1], v->latents[2]);
+    else snprintf(shape, sizeof shape, "%d, %d, %d", v->latents[0], v->latents[1], v->latents[2]);
     snprintf(json, sizeof json,
              "{\"format\": \"segtrain-cache\", \"version\": %d, \"family\": \"%s\", \"flavour\": \"dev\", "
-             "\"latent_shape\": [%d, %d, %d], \"text_len\": %d, \"text_dim\": %d, \"pooled_dim\": %d, "
+             "\"latent_shape\": [%s], \"text_len\": %d, \"text_dim\": %d, \"pooled_dim\": %d, "
              "\"dtype\": \"F32\", \"count\": %d, \"samples\": [%s]}\n",
-             v->version, v->family, v->latents[0], v->latents[1], v->latents[2], v->text_len, v->text_dim,
+             v->version, v->family, shape, v->text_len, v->text_dim,
              v->pooled_dim, v->count,
              v->count == 0 ? "" : "\"a.safetensors\", \"sub/b.safetensors\", \"c.safetensors\"");
     if (!v->no_index) tk_write_file(dir, "cache.json", json);
@@ -247,8 +252,8 @@ static void test_refusals(void)
     refused("latents of another edge", &v, NULL, ST_ERR_INVALID, "4 x 16 x 16", "4 x 8 x 8");
     v = good(), v.file_edge = 4;
     refused("a file's latents", &v, NULL, ST_ERR_INVALID, "a.safetensors: latents are 4 x 4 x 4", "4 x 8 x 8");
-    const cache_want wide = {"flux", C, E, L, 64, P, false}, nopool = {"flux", C, E, L, D, 8, false},
-                     longer = {"flux", C, E, 4, D, P, false};
+    const cache_want wide = {"flux", C, E, 1, L, 64, P, false}, nopool = {"flux", C, E, 1, L, D, 8, false},
+                     longer = {"flux", C, E, 1, 4, D, P, false};
     v = good();
     refused("text_dim", &v, &wide, ST_ERR_INVALID, "text_dim 32", "joint_attention_dim is 64");
     refused("pooled_dim", &v, &nopool, ST_ERR_INVALID, "pooled_dim 16", "pooled_projection_dim is 8");
@@ -330,6 +335,24 @@ static void test_unheld_conditioning(void)
                !strchr(st_error(), '\n'),
            "%d %s", (int)st, st_error());
     printf("     %s\n", st_error());
+}
+
+/* A video family trains on a cache of video latents (C, F, H, W): wan-tiny at num_frames 5 (2 latent frames); the
+ * same cache refused for 1 frame, by its latent shape. */
+static void test_video_cache(void)
+{
+    printf("-- wan-tiny trains on a cache of video latents\n");
+    variant v = good();
+    v.family = v.meta_family = "wan", v.pooled_dim = 0, v.no_pooled = true, v.frames = 2;
+    const char *dir = make_cache("video", &v);
+    float loss[3];
+    st_status st = run("video-out", dir, "model_family=wan;model_preset=wan-tiny;num_frames=5;max_train_steps=3", 3,
+                       true, loss);
+    CHECKF(st == ST_OK && isfinite(loss[0]) && isfinite(loss[2]), "%d %s", (int)st, st_error());
+    st = run("video-1", dir, "model_family=wan;model_preset=wan-tiny;num_frames=1", 1, false, NULL);
+    CHECKF(st == ST_ERR_FORMAT && strstr(st_error(), "latent_shape must be [channels, height, width]"), "%d %s",
+           (int)st, st_error());
+    printf("     3 steps, loss %.4f -> %.4f; with num_frames 1: %s\n", loss[0], loss[2], st_error());
 }
 
 static void test_training(void)
@@ -422,6 +445,7 @@ int main(void)
     test_mask();
     test_refusals();
     test_unheld_conditioning();
+    test_video_cache();
     test_training();
     test_what_training_reads();
     char cmd[300];

@@ -58,6 +58,7 @@ st_status dataset_open_backends(const char *path, int resolution, uint64_t seed,
 typedef struct cache_want {
     const char *family;                     /* the model's family ("flux") */
     int64_t channels, edge;                 /* latents (channels, edge, edge) */
+    int64_t frames;                         /* video: latents (channels, frames, edge, edge); 1 (or 0): images */
     int64_t text_len, text_dim, pooled_dim; /* the model's conditioning: (text_len, text_dim), then pooled_dim */
     bool mask;                              /* then the text mask (text_len), where the model reads one */
 } cache_want;

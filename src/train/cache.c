@@ -68,6 +68,13 @@ static st_status read_mask(const sft_file *f, int64_t rows, float *m, int64_t te
     return st;
 }
 
+/* "4 x 8 x 8" */
+static void dims_text(char *out, size_t n, const int64_t *d, int nd)
+{
+    size_t k = 0;
+    for (int i = 0; i < nd && k < n; i++) k += (size_t)snprintf(out + k, n - k, "%s%lld", i ? " x " : "", (long long)d[i]);
+}
+
 /* Checks one sample file (`latents` only when with_latents: null.safetensors has none) against the cache and the
  * model, and reads its caption from the metadata into *caption (a copy). */
 static st_status check_sample(const dataset *ds, const char *dir, const char *file, const char *family,
@@ -84,12 +91,18 @@ static st_status check_sample(const dataset *ds, const char *dir, const char *fi
     const sft_tensor *lat = NULL, *seq = NULL, *pooled = NULL, *mask = NULL;
     if (meta_family && strcmp(meta_family, family))
         st = bad(dir, ST_ERR_INVALID, "%s: written for family %s, cache.json says %s", file, meta_family, family);
-    if (with_latents && !st && !(lat = float_tensor(dir, file, f, "latents", 3, &st)) && !st)
+    const int nd = ds->frames > 1 ? 4 : 3; /* (C, H, W) or video (C, F, H, W) */
+    const int64_t want[4] = {ds->channels, nd == 4 ? ds->frames : E, E, E};
+    if (with_latents && !st && !(lat = float_tensor(dir, file, f, "latents", nd, &st)) && !st)
         st = bad(dir, ST_ERR_FORMAT, "%s: no latents tensor", file);
-    if (lat && (lat->shape[0] != ds->channels || lat->shape[1] != E || lat->shape[2] != E))
-        st = bad(dir, ST_ERR_INVALID, "%s: latents are %lld x %lld x %lld, the model takes %lld x %lld x %lld", file,
-                 (long long)lat->shape[0], (long long)lat->shape[1], (long long)lat->shape[2],
-                 (long long)ds->channels, (long long)E, (long long)E);
+    bool same = true;
+    for (int i = 0; lat && i < nd; i++) same = same && lat->shape[i] == want[i];
+    if (lat && !same) {
+        char got_s[96], want_s[96];
+        dims_text(got_s, sizeof got_s, lat->shape, nd);
+        dims_text(want_s, sizeof want_s, want, nd);
+        st = bad(dir, ST_ERR_INVALID, "%s: latents are %s, the model takes %s", file, got_s, want_s);
+    }
     if (!st && !(seq = float_tensor(dir, file, f, "prompt_embeds", 2, &st)) && !st)
         st = bad(dir, ST_ERR_FORMAT, "%s: no prompt_embeds tensor", file);
     if (!st && seq->shape[1] != D)
@@ -137,8 +150,10 @@ st_status cache_read(const dataset *ds, const char *path, float *x, float *text)
     sft_file *f;
     st_status st = sft_open(path, &f);
     if (st) return st; /* the file changed since the cache was opened */
-    const int64_t lat[3] = {ds->channels, ds->resolution, ds->resolution}, D = ds->text_dim;
-    if (x) st = sft_read_f32(f, "latents", 3, lat, x);
+    const bool video = ds->frames > 1;
+    const int64_t lat[4] = {ds->channels, video ? ds->frames : ds->resolution, ds->resolution, ds->resolution};
+    const int64_t D = ds->text_dim;
+    if (x) st = sft_read_f32(f, "latents", video ? 4 : 3, lat, x);
     if (!st && text) {
         const sft_tensor *seq = sft_find(f, "prompt_embeds");
         const int64_t rows = seq && seq->ndim == 2 ? seq->shape[0] : 0, shape[2] = {rows, D};
@@ -160,7 +175,7 @@ static st_status check_index(const char *dir, const cJSON *root, const cache_wan
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
     const cJSON *family = cJSON_GetObjectItemCaseSensitive(root, "family");
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(root, "latent_shape");
-    int64_t version = 0, text_len = 0, text_dim = 0, pooled = 0, count = 0, dims[3] = {0};
+    int64_t version = 0, text_len = 0, text_dim = 0, pooled = 0, count = 0, dims[4] = {0};
     if (!cJSON_IsString(format) || strcmp(format->valuestring, CACHE_FORMAT))
         return bad(dir, ST_ERR_FORMAT, "cache.json: format must be \"%s\" (docs/CACHE.md)", CACHE_FORMAT);
     st_status st = index_int(dir, root, "version", 0, &version);
@@ -171,18 +186,27 @@ static st_status check_index(const char *dir, const cJSON *root, const cache_wan
     if (!st && strcmp(family->valuestring, want->family))
         st = bad(dir, ST_ERR_INVALID, "written for model_family %s; the model is %s", family->valuestring,
                  want->family);
-    if (!st && (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != 3))
-        st = bad(dir, ST_ERR_FORMAT, "cache.json: latent_shape must be [channels, height, width]");
-    for (int i = 0; !st && i < 3; i++) {
+    const int nd = want->frames > 1 ? 4 : 3;
+    const int64_t wanted[4] = {want->channels, nd == 4 ? want->frames : want->edge, want->edge, want->edge};
+    if (!st && (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != nd))
+        st = bad(dir, ST_ERR_FORMAT, "cache.json: latent_shape must be %s, as the model takes %s",
+                 nd == 4 ? "[channels, frames, height, width]" : "[channels, height, width]",
+                 nd == 4 ? "video (num_frames above 1)" : "images");
+    for (int i = 0; !st && i < nd; i++) {
         const cJSON *v = cJSON_GetArrayItem(shape, i);
         if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e9)
-            st = bad(dir, ST_ERR_FORMAT, "cache.json: latent_shape must be 3 positive integers");
+            st = bad(dir, ST_ERR_FORMAT, "cache.json: latent_shape must be %d positive integers", nd);
         else dims[i] = (int64_t)v->valuedouble;
     }
-    if (!st && (dims[0] != want->channels || dims[1] != want->edge || dims[2] != want->edge))
-        st = bad(dir, ST_ERR_INVALID, "latents are %lld x %lld x %lld, the model takes %lld x %lld x %lld (in_channels, "
-                 "and resolution / vae_scale_factor as the edge)", (long long)dims[0], (long long)dims[1],
-                 (long long)dims[2], (long long)want->channels, (long long)want->edge, (long long)want->edge);
+    bool same = true;
+    for (int i = 0; i < nd; i++) same = same && dims[i] == wanted[i];
+    if (!st && !same) {
+        char got_s[96], want_s[96];
+        dims_text(got_s, sizeof got_s, dims, nd);
+        dims_text(want_s, sizeof want_s, wanted, nd);
+        st = bad(dir, ST_ERR_INVALID, "latents are %s, the model takes %s (in_channels,%s and resolution / "
+                 "vae_scale_factor as the edge)", got_s, want_s, nd == 4 ? " the latent frames of num_frames," : "");
+    }
     if (!st) st = index_int(dir, root, "text_len", 1, &text_len);
     if (!st) st = index_int(dir, root, "text_dim", 1, &text_dim);
     if (!st) st = index_int(dir, root, "pooled_dim", 0, &pooled);
@@ -229,6 +253,7 @@ st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **
         ds->kind = KIND_CACHE;
         ds->resolution = (int)want->edge;
         ds->channels = want->channels;
+        ds->frames = want->frames > 1 ? want->frames : 1;
         ds->text_len = want->text_len;
         ds->text_dim = want->text_dim;
         ds->pooled_dim = want->pooled_dim;

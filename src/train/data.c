@@ -748,7 +748,8 @@ st_status data_iter_next_with_text(data_iter *it, int64_t batch, float *images, 
 {
     if (batch < 1) return st_fail(ST_ERR_INVALID, "data: batch size must be >= 1, got %lld", (long long)batch);
     const dataset *ds = it->ds;
-    const int64_t n = ds->count, per = (int64_t)dataset_channels(ds) * ds->resolution * ds->resolution;
+    const int64_t n = ds->count, per = (int64_t)dataset_channels(ds) * (ds->frames > 1 ? ds->frames : 1) *
+                                      ds->resolution * ds->resolution;
     data_position pos = it->pos;
     for (int64_t b = 0; b < batch; b++) {
         if (pos.epoch != it->perm_epoch) shuffle(it, pos.epoch);

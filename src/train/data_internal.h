@@ -36,6 +36,7 @@ struct dataset {
     int64_t nitems;
     backend *backends; /* backends: one per class */
     int64_t channels;  /* of a sample's input: 3 for images, the latents' for a cache */
+    int64_t frames;    /* cache: the latents' frames (1: images, (C, H, W); more: video, (C, F, H, W)) */
     int64_t text_len, text_dim, pooled_dim; /* cache: the conditioning the model reads */
     bool mask;         /* cache: the model reads the text mask after the pooled vector */
     float *null_text;  /* cache: null.safetensors' conditioning, NULL when the cache has none */

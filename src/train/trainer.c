@@ -202,7 +202,7 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
     if (!model_reads_text(mc))
         return st_fail(ST_ERR_INVALID, "data_cache_dir: a cache holds text-encoder embeddings, which model_family %s "
                        "does not read (the dual-stream families do: flux, mmdit)", mc->family);
-    const cache_want want = {mc->family,   mc->channels,   mc->resolution,     mc->text_len,
+    const cache_want want = {mc->family,   mc->channels,   mc->resolution, mc->frames, mc->text_len,
                              mc->text_dim, mc->pooled_dim, model_text_mask(mc)};
     st_status st = dataset_open_cache(cache, &want, &t->data);
     const int64_t held = st ? 0 : dataset_text_floats(t->data) + mc->guidance_embeds, wanted = model_cond_len(mc);
@@ -218,8 +218,10 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
     t->cached = !st;
     if (st) return st;
     char what[160];
-    snprintf(what, sizeof what, "%lld samples of %lld x %lld x %lld latents and %lld x %lld text embeddings%s",
-             (long long)dataset_size(t->data), (long long)mc->channels, (long long)mc->resolution,
+    char frames[32] = "";
+    if (mc->frames > 1) snprintf(frames, sizeof frames, "%lld x ", (long long)mc->frames);
+    snprintf(what, sizeof what, "%lld samples of %lld x %s%lld x %lld latents and %lld x %lld text embeddings%s",
+             (long long)dataset_size(t->data), (long long)mc->channels, frames, (long long)mc->resolution,
              (long long)mc->resolution, (long long)mc->text_len, (long long)mc->text_dim,
              dataset_null_text(t->data) ? ", null.safetensors for caption dropout" : "");
     note(t, "segtrain: training on the cache %s: %s", cache, what);
@@ -232,10 +234,11 @@ static st_status open_data(trainer *t, const model_config *mc)
 {
     const char *cache = config_string(t->cfg, "data_cache_dir");
     const bool synthetic = config_bool(t->cfg, "synthetic_data");
-    if (mc->frames > 1 && !synthetic)
-        return st_fail(ST_ERR_UNSUPPORTED, "num_frames %lld: the model takes %lld latent frames, but segtrain's "
-                       "datasets and caches hold images (one frame): train a video family on them with num_frames 1, "
-                       "or on synthetic_data", (long long)config_int(t->cfg, "num_frames"), (long long)mc->frames);
+    if (mc->frames > 1 && !synthetic && !cache[0])
+        return st_fail(ST_ERR_UNSUPPORTED, "num_frames %lld: the model takes %lld latent frames, but segtrain's image "
+                       "datasets hold images (one frame): train a video family on them with num_frames 1, on a cache "
+                       "of video latents (data_cache_dir) or on synthetic_data",
+                       (long long)config_int(t->cfg, "num_frames"), (long long)mc->frames);
     if (cache[0]) return open_cache(t, mc, cache);
     if (synthetic) return ST_OK; /* batches are drawn in trainer_step */
     const char *dir = config_string(t->cfg, "data_dir"), *backends = config_string(t->cfg, "data_backend_config");
