@@ -248,6 +248,11 @@ expect 0 "a video family trains on synthetic video: hunyuanvideo 1.0 tiny, num_f
   "$bin" train --config empty.json --set model_family=hunyuanvideo --set model_flavour=1.0 \
   --set model_preset=hunyuanvideo-tiny --set synthetic_data=true --set num_frames=5 --set max_train_steps=2 \
   --set output_dir=hv-synthetic --set gradient_checkpointing=true
+expect 0 "ltxvideo trains on synthetic video with attention offload: num_frames 9 (2 latent frames, its VAE 8x in time)" \
+  "trained 2 steps" -- \
+  "$bin" train --config empty.json --set model_family=ltxvideo --set model_preset=ltxvideo-tiny \
+  --set synthetic_data=true --set num_frames=9 --set max_train_steps=2 --set output_dir=ltx-synthetic \
+  --set gradient_checkpointing=true --set gradient_checkpointing_offload_attention=true
 expect 1 "video from image data is refused in one line" \
   "num_frames 5: the model takes 2 latent frames, but segtrain's image datasets hold images" -- \
   "$bin" train --config empty.json --set model_family=hunyuanvideo --set model_preset=hunyuanvideo15-tiny \
