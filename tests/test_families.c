@@ -499,6 +499,44 @@ static void test_hunyuanvideo(void)
     remove(dir);
 }
 
+/* LTXVideoTransformer3DModel's config.json: Lightricks/LTX-Video-0.9.5's reads as the preset; what the 0.9.x
+ * configs do not vary is refused by name */
+static void test_ltxvideo_json(void)
+{
+    char dir[] = "/tmp/segtrain-ltx-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define LTX "{\"_class_name\": \"LTXVideoTransformer3DModel\", "
+    tk_write_file(dir, "config.json", LTX "\"activation_fn\": \"gelu-approximate\", \"attention_bias\": true, "
+                  "\"attention_head_dim\": 64, \"attention_out_bias\": true, \"caption_channels\": 4096, "
+                  "\"cross_attention_dim\": 2048, \"in_channels\": 128, \"norm_elementwise_affine\": false, "
+                  "\"norm_eps\": 1e-06, \"num_attention_heads\": 32, \"num_layers\": 28, \"out_channels\": 128, "
+                  "\"patch_size\": 1, \"patch_size_t\": 1, \"qk_norm\": \"rms_norm_across_heads\"}");
+    model_config mc, want;
+    CHECK(model_preset("ltxvideo-tiny", &mc) == ST_OK && model_preset("ltxvideo-0.9.5", &want) == ST_OK);
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.channels == want.channels && mc.patch == 1 && mc.patch_t == 1 &&
+               mc.text_dim == want.text_dim && !mc.out_channels && !mc.ffn_dim,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {LTX "\"norm_elementwise_affine\": true}", "norm_elementwise_affine is not false"},
+        {LTX "\"attention_bias\": false}", "attention_bias is not true"},
+        {LTX "\"qk_norm\": \"rms_norm\"}", "qk_norm is not \"rms_norm_across_heads\""},
+        {LTX "\"cross_attention_dim\": 1024}", "cross_attention_dim 1024"},
+        {LTX "\"out_channels\": 64}", "out_channels 64"},
+        {LTX "\"norm_eps\": 1e-5}", "norm_eps"},
+    };
+#undef LTX
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tk_write_file(dir, "config.json", bad[i][0]);
+        CHECK(model_preset("ltxvideo-tiny", &mc) == ST_OK);
+        const st_status s = model_config_from_diffusers(dir, &mc);
+        CHECKF(s != ST_OK && strstr(st_error(), bad[i][1]) && !strchr(st_error(), '\n'), "%s: %s", bad[i][0],
+               st_error());
+    }
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 int main(void)
 {
     test_resolution();
@@ -508,6 +546,7 @@ int main(void)
     test_longcat_json();
     test_flux_folder_axes();
     test_qwen_json();
+    test_ltxvideo_json();
     test_hunyuanvideo();
     test_hidream();
     test_doc();
