@@ -465,6 +465,34 @@ KANDINSKY5_PASSED = ("hidden_states = latents.permute(0, 2, 3, 1).unsqueeze(1) (
                      "3, 1, 2) (B, C, H, W). The processor's bfloat16 cast of the rotated q, k is a no-op and the "
                      "time sinusoid is float64 (docs/FIXTURES.md)")
 
+ACE_T = 32        # audio latent frames (16 tokens after the patch of 2)
+ACE_WINDOW = 3    # sliding window: |i - j| <= 3 of the 16 tokens (128 in the real model)
+
+
+def ace_step_make(gen):
+    # context_latents = cat([source latents, chunk mask], -1), as ACE-Step 1.5 builds them (text-to-music: the source
+    # is the silence latent, random here; the chunk mask is all ones); encoder_hidden_states stands for the condition
+    # encoder's packed output (text + lyrics + timbre), 24 wide.
+    src = randn(gen, B, ACE_T, C)
+    return {"context_latents": torch.cat([src, torch.ones(B, ACE_T, C, dtype=torch.float64)], -1),
+            "encoder_hidden_states": randn(gen, B, L, JOINT)}
+
+
+def ace_step_run(model, t):
+    # SimpleTuner's ACE-Step 1.5 path: the decoder gets the noisy latents (B, T, C), timestep = timestep_r = the
+    # flow-matching t in 0..1 (its noisy latents are t * noise + (1 - t) * x: t is sigma), context_latents; the
+    # output is the flow prediction as is.
+    return model(hidden_states=t["latents"], timestep=t["sigma"], timestep_r=t["sigma"],
+                 encoder_hidden_states=t["encoder_hidden_states"], context_latents=t["context_latents"],
+                 return_dict=False)[0]
+
+
+ACE_STEP_PASSED = ("hidden_states = latents (B, T, C) = (2, 32, 4), channels last; context_latents (B, T, 2C) as stored "
+                   "(concatenated BEFORE the latents: conv input channels (context 0..7, latents 8..11)); timestep = "
+                   "timestep_r = sigma (the model multiplies by 1000; t - r = 0 feeds time_embed_r); "
+                   "encoder_hidden_states (B, L, 24), no mask (the class takes none); sliding_window 3, layer 0 "
+                   "sliding (|i - j| <= 3), layer 1 full; pred = output as is (B, T, C)")
+
 FLUX_KW = dict(patch_size=1, in_channels=4 * C, num_layers=2, num_single_layers=2, attention_head_dim=16,
                num_attention_heads=2, joint_attention_dim=JOINT, pooled_projection_dim=POOLED,
                axes_dims_rope=[4, 6, 6])
@@ -613,6 +641,15 @@ fixture("kandinsky5", "Kandinsky5Transformer3DModel",
              visual_cond=False),
         kandinsky5_make, kandinsky5_run, KANDINSKY5_PASSED)
 
+# ACE-Step 1.5: two layers (sliding then full, as the real 24 alternate), GQA 4 query heads on 2 key-value heads of 8
+# (16 on 8 of 128), SwiGLU 64 wide, conv patch 2; the condition encoder's width 24 (encoder_hidden_size, as the XL
+# turbo's 2048 into 2560), the window 3 so that it cuts at 16 tokens.
+fixture("ace-step", "AceStepTransformer1DModel",
+        dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+             head_dim=8, in_channels=3 * C, audio_acoustic_hidden_dim=C, patch_size=2, sliding_window=ACE_WINDOW,
+             encoder_hidden_size=JOINT),
+        ace_step_make, ace_step_run, ACE_STEP_PASSED, shape=(B, ACE_T, C))
+
 # ------------------------------------------------------------------ exact timestep embedding
 def exact_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
                              max_period=10000):
@@ -649,7 +686,8 @@ def seed_of(name):
 
 def randomize(model, gen):
     """Every parameter random, scaled so activations stay O(1): linears and convs N(0, 1/fan_in), biases
-    N(0, 0.1^2), 1-D weights (norm scales) 1 + N(0, 0.1^2), embeddings N(0, 1), other tensors N(0, 0.5^2).
+    N(0, 0.1^2), 1-D weights (norm scales) 1 + N(0, 0.1^2), transposed convs N(0, 1/in_channels), embeddings
+    N(0, 1), other tensors N(0, 0.5^2).
     Rounded to float32: the stored weights are exactly the ones the float64 reference uses."""
     owner = {}
     for mname, mod in model.named_modules():
@@ -665,6 +703,8 @@ def randomize(model, gen):
                 v = 1 + randn(gen, *p.shape, std=0.1)
             elif isinstance(mod, (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)):
                 v = randn(gen, *p.shape, std=1 / math.sqrt(p[0].numel()))
+            elif isinstance(mod, torch.nn.ConvTranspose1d):   # (in, out, k): each output sums in_channels taps
+                v = randn(gen, *p.shape, std=1 / math.sqrt(p.shape[0]))                  # when stride = kernel
             elif isinstance(mod, torch.nn.Embedding):
                 v = randn(gen, *p.shape)
             else:
