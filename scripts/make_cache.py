@@ -2,14 +2,17 @@
 """Writes a segtrain cache (docs/CACHE.md): VAE latents and text-encoder embeddings of an image folder, made with
 the user's local diffusers pipeline the way its pipeline makes them, for `segtrain train` with data_cache_dir.
 
-  make_cache.py --images DIR --pipeline DIR --out DIR [--family flux|sd3|chroma|auraflow] [--flavour NAME]
-                [--resolution 1024] [--caption_strategy filename|textfile] [--max_sequence_length N]
-                [--dtype float32|bfloat16] [--seed 0] [--device cpu]
+  make_cache.py --images DIR --pipeline DIR --out DIR [--family flux|sd3|chroma|auraflow|wan] [--flavour NAME]
+                [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
+                [--max_sequence_length N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR]   (tiny random encoders: tests)
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/;
-Chroma's and AuraFlow's: vae/, text_encoder/, tokenizer/); nothing is downloaded. The text is encoded as each
+Chroma's, AuraFlow's and Wan's: vae/, text_encoder/, tokenizer/); nothing is downloaded. For the video family
+(wan) with --num_frames N above 1, each sample is a folder of N or more frames (image files, sorted by name; the
+first N taken) instead of an image, its caption the folder's name or, with textfile, <folder>.txt beside it; the
+latents are (C, 1 + (N - 1) / 4, H, W). The text is encoded as each
 family's diffusers 0.42.1 pipeline encodes it. --tiny-random builds such a folder from small configs and seeded
 random weights (into --pipeline when given, else a temporary folder) at the family's -tiny preset's shapes and
 then runs exactly the path a real pipeline takes: it tests the tool end to end and makes the committed fixture
@@ -60,6 +63,32 @@ def list_images(root):
             if not name.startswith(".") and name.lower().endswith(IMAGE_EXTS):
                 found.append(os.path.relpath(os.path.join(d, name), root))
     return sorted(found)
+
+
+def list_sequences(root, n):
+    """Relative paths of the frame folders under root (recursive, sorted, hidden skipped) holding n or more images:
+    the video samples of --num_frames n; a folder of fewer is refused by name."""
+    found = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+        frames = [f for f in files if not f.startswith(".") and f.lower().endswith(IMAGE_EXTS)]
+        if not frames:
+            continue
+        if d == root:
+            fail(f"--images {root}: with --num_frames {n} each sample is a folder of frames; images at the top")
+        if len(frames) < n:
+            fail(f"{os.path.relpath(d, root)}: {len(frames)} frames, --num_frames {n} takes {n}")
+        found.append(os.path.relpath(d, root))
+    return sorted(found)
+
+
+def load_frames(folder, n, edge):
+    """The first n frames of a folder (sorted by name) as load_square makes each: (3, n, edge, edge)."""
+    import torch
+
+    names = sorted(f for f in os.listdir(folder) if not f.startswith(".") and f.lower().endswith(IMAGE_EXTS))[:n]
+    images = [load_square(os.path.join(folder, f), edge) for f in names]
+    return torch.stack([im for im, _ in images], 1), images[0][1]
 
 
 def sample_name(rel):
@@ -230,6 +259,56 @@ class Vae:
         return (z - shift) * cfg.scaling_factor
 
 
+class WanEncoders:
+    """WanPipeline._get_t5_prompt_embeds: UMT5 at max_sequence_length with the tokenizer's mask (the prompt
+    whitespace-cleaned), each sequence cut to its tokens and zero-padded back: wan reads the zeros unmasked; the mask
+    is stored for reference. No pooled vector."""
+
+    def __init__(self, pipe, label, device, max_seq):
+        self.device, self.max_seq = device, max_seq
+        self.tok = load_tok(pipe, "tokenizer")
+        self.t5 = load_model("UMT5EncoderModel", pipe, "text_encoder", device)
+        self.names = [f"{label}/text_encoder ({type(self.t5).__name__})"]
+
+    def encode(self, caption):
+        import re
+        import torch
+
+        caption = re.sub(r"\s+", " ", caption).strip()
+        with torch.no_grad():
+            t = tokens(self.tok, caption, self.max_seq)
+            mask = t.attention_mask.to(self.device)
+            seq = self.t5(t.input_ids.to(self.device), mask).last_hidden_state[0]
+        n = int(t.attention_mask[0].sum())
+        seq = torch.cat([seq[:n], seq.new_zeros(seq.shape[0] - n, seq.shape[1])])
+        return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0]}
+
+
+class WanVae:
+    """AutoencoderKLWan's latent_dist.sample() of the frames (3, F, H, W) in [-1, 1], then per channel
+    (z - latents_mean) / latents_std, as WanPipeline normalises latents; (C, F', H, W) with F' = 1 + (F - 1) / 4, and
+    (C, H, W) for one frame."""
+
+    def __init__(self, pipe, label, device):
+        from diffusers import AutoencoderKLWan
+
+        self.device = device
+        self.vae = AutoencoderKLWan.from_pretrained(os.path.join(pipe, "vae")).to(device).eval()
+        self.scale_factor = 2 ** sum(1 for _ in self.vae.config.dim_mult[1:])
+        self.name = f"{label}/vae (AutoencoderKLWan)"
+
+    def encode(self, frames, generator):
+        import torch
+
+        with torch.no_grad():
+            z = self.vae.encode(frames[None].to(self.device)).latent_dist.sample(generator=generator)[0]
+        c = self.vae.config
+        mean = torch.tensor(c.latents_mean, dtype=z.dtype).view(-1, 1, 1, 1)
+        std = torch.tensor(c.latents_std, dtype=z.dtype).view(-1, 1, 1, 1)
+        z = (z - mean) / std
+        return z[:, 0] if z.shape[1] == 1 else z
+
+
 # ------------------------------------------------------------------ the families
 
 # what each family's pipeline folder holds, its tokens (SimpleTuner's lengths: Flux 512 for dev, 256 for schnell;
@@ -244,6 +323,8 @@ FAMILIES = {
                    vae=(0.1159, 0.3611)),
     "auraflow": dict(enc=AuraFlowEncoders, subs=("text_encoder", "tokenizer"), seq={"v0.3": 120}, tiny_seq=8,
                      vae=(None, 0.13025)),
+    "wan": dict(enc=WanEncoders, subs=("text_encoder", "tokenizer"), seq={"t2v-480p-1.3b-2.1": 512}, tiny_seq=8,
+                vae=None, video=True),
 }
 
 
@@ -294,8 +375,16 @@ def build_tiny_pipeline(folder, family, seed):
                 pad_token_id=v["<pad>"], eos_token_id=v["</s>"], decoder_start_token_id=0,
                 feed_forward_proj="gated-gelu")).save_pretrained(os.path.join(folder, sub))
 
-    shift, scale = FAMILIES[family]["vae"]
+    shift, scale = FAMILIES[family]["vae"] or (None, 1.0)
     torch.manual_seed(seed)
+    if family == "wan":  # 4 latent channels, 8x spatial and 4x temporal as the real one, 8 wide
+        from diffusers import AutoencoderKLWan
+
+        AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
+                         temperal_downsample=[False, True, True], latents_mean=[0.1, -0.2, 0.3, 0.0],
+                         latents_std=[1.5, 0.5, 2.0, 1.0]).save_pretrained(os.path.join(folder, "vae"))
+        t5("text_encoder", "tokenizer", 32, 1, umt5=True)
+        return
     AutoencoderKL(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
                   up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=(8, 8), layers_per_block=1,
                   latent_channels=4, norm_num_groups=4, sample_size=16, scaling_factor=scale, shift_factor=shift,
@@ -330,7 +419,9 @@ def main():
     ap.add_argument("--pipeline", help="local diffusers pipeline folder (with --tiny-random: where to build one)")
     ap.add_argument("--family", default="flux", choices=sorted(FAMILIES), help="SimpleTuner's model_family")
     ap.add_argument("--flavour", help="SimpleTuner's model_flavour (flux: dev or schnell; recorded for the others)")
-    ap.add_argument("--resolution", type=int, help="square image edge in pixels (default 1024; tiny: 16)")
+    ap.add_argument("--resolution", type=int, help="square image edge in pixels (default 1024; tiny: 16, wan's 64)")
+    ap.add_argument("--num_frames", type=int, default=1,
+                    help="wan: frames per sample, 4 k + 1 (above 1, each sample is a folder of frames)")
     ap.add_argument("--caption_strategy", default="filename", choices=["filename", "textfile"])
     ap.add_argument("--max_sequence_length", type=int,
                     help="T5 tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 after CLIP's 77, "
@@ -357,7 +448,7 @@ def main():
             tmp = tempfile.TemporaryDirectory()
             a.pipeline = tmp.name
         build_tiny_pipeline(a.pipeline, a.family, a.seed)
-        a.resolution = a.resolution or 16
+        a.resolution = a.resolution or (64 if fam.get("video") else 16)
         a.max_sequence_length = a.max_sequence_length or fam["tiny_seq"]
     subs = ("vae",) + fam["subs"]
     if not a.pipeline:
@@ -369,9 +460,12 @@ def main():
     max_seq = a.max_sequence_length or fam["seq"].get(a.flavour, next(iter(fam["seq"].values())))
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[a.dtype]
 
-    rels = list_images(a.images)
+    video = bool(fam.get("video"))
+    if a.num_frames < 1 or (a.num_frames - 1) % 4 or (a.num_frames > 1 and not video):
+        fail(f"--num_frames {a.num_frames}: {'4 k + 1' if video else 'the ' + a.family + ' family takes images: 1'}")
+    rels = list_sequences(a.images, a.num_frames) if a.num_frames > 1 else list_images(a.images)
     if not rels:
-        fail(f"--images {a.images}: no image ({', '.join(IMAGE_EXTS)})")
+        fail(f"--images {a.images}: no {'frame folder' if a.num_frames > 1 else 'image'} ({', '.join(IMAGE_EXTS)})")
     names = [sample_name(r) for r in rels]
     seen = {}
     for r, n in zip(rels, names):
@@ -383,18 +477,22 @@ def main():
 
     # how the files name the models: the pipeline folder's name (a temporary tiny one is "tiny-random")
     label = "tiny-random" if tmp else os.path.basename(os.path.abspath(a.pipeline))
-    vae = Vae(a.pipeline, label, a.device)
+    vae = (WanVae if video else Vae)(a.pipeline, label, a.device)
     enc = fam["enc"](a.pipeline, label, a.device, max_seq)
     if edge % vae.scale_factor:
         fail(f"--resolution {edge}: not a multiple of the VAE's scale factor {vae.scale_factor}")
     common = {"format": f"{FORMAT}-{VERSION}", "family": a.family, "flavour": a.flavour, "vae": vae.name,
-              "text_encoders": ", ".join(enc.names), "resolution": edge}
+              "text_encoders": ", ".join(enc.names), "resolution": edge, "num_frames": a.num_frames}
 
     shape = None
     os.makedirs(a.out, exist_ok=True)
     for i, (rel, name) in enumerate(zip(rels, names)):
         caption = caption_of(os.path.join(a.images, rel), a.caption_strategy)
-        image, (w, h) = load_square(os.path.join(a.images, rel), edge)
+        if a.num_frames > 1:
+            image, (w, h) = load_frames(os.path.join(a.images, rel), a.num_frames, edge)
+        else:
+            image, (w, h) = load_square(os.path.join(a.images, rel), edge)
+            image = image[:, None] if video else image  # a one-frame video
         gen = torch.Generator(device="cpu").manual_seed(a.seed * 1000003 + i)
         latents = vae.encode(image, gen)
         shape = list(latents.shape)

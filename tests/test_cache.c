@@ -353,6 +353,10 @@ static void test_video_cache(void)
     CHECKF(st == ST_ERR_FORMAT && strstr(st_error(), "latent_shape must be [channels, height, width]"), "%d %s",
            (int)st, st_error());
     printf("     3 steps, loss %.4f -> %.4f; with num_frames 1: %s\n", loss[0], loss[2], st_error());
+    /* and on the committed one make_cache.py --tiny-random --family wan --num_frames 5 wrote from frame folders */
+    st = run("video-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-wan-tiny",
+             "model_family=wan;model_preset=wan-tiny;num_frames=5;max_train_steps=3", 3, true, loss);
+    CHECKF(st == ST_OK && isfinite(loss[0]) && isfinite(loss[2]), "%d %s", (int)st, st_error());
 }
 
 static void test_training(void)
