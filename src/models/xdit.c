@@ -363,9 +363,9 @@ static st_status xd_backward(model *m, const float *dpred)
     return st ? st : end;
 }
 
-/* adaLN-single's t6 and the final table start at zero-ish as diffusers' inits do not: segtrain's own init is
- * DiT's spirit (the blocks start as identities: tables and the output projection zero), N(0, 0.02) embeddings,
- * xavier linears, norms at 1 */
+/* segtrain's own initialisation, for training from scratch (a checkpoint replaces it): as DiT's, the blocks start
+ * as identities (t6's linear, the tables and the output projection zero), the timestep embedding N(0, 0.02), norms
+ * at (1, 0), xavier linears elsewhere */
 static param_init xd_init_of(const char *name)
 {
     if (strstr(name, "scale_shift_table") || !strcmp(name, "proj_out.weight") || strstr(name, "adaln_single.linear") ||
