@@ -228,6 +228,7 @@ int main(void)
     test_fixture("hunyuanvideo15", "hunyuanvideo15-tiny"); /* ByT5 glyph tokens, condition channels, double only */
     test_fixture("hidream", "hidream-tiny");
     test_fixture("pixart-sigma", "pixart-sigma-tiny"); /* cross-attention to a masked text, learned variance */
+    test_fixture("cosmos", "cosmos2-tiny"); /* AdaLN-LoRA, rotate-half NTK RoPE, the padding-mask channel */
     test_fixture("wan", "wan-tiny");                   /* video, 3D rotary, q/k RMSNorm across heads, norm2 */ /* mixture-of-experts feed-forwards, each block's own Llama tokens */
     test_fixture("ltxvideo", "ltxvideo-tiny"); /* video, RoPE over the whole width, RMSNorm block norms, the key mask */
     return tk_finish();

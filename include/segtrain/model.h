@@ -34,6 +34,7 @@ typedef struct model_config {
     int64_t out_channels;          /* the output's channels when not in_channels (0): PixArt's 8, whose first 4 are the
                                       prediction */
     int64_t ffn_dim;               /* the feed-forward's width when not 4 hidden (0): Wan's */
+    int64_t adaln_lora;            /* cosmos2image: the blocks' AdaLN-LoRA width (adaln_lora_dim); 0 elsewhere */
     double interpolation;          /* pixart_sigma: the position table's interpolation_scale */
     int64_t text2_len, text2_dim;  /* hunyuanvideo15: ByT5's glyph tokens per caption and their width (text_embed_2_dim) */
     int64_t cond_channels;         /* hunyuanvideo15: the image-to-video condition's input channels (latents and mask,
@@ -77,6 +78,8 @@ st_status model_config_from_diffusers(const char *path, model_config *mc);
 bool model_dual_stream(const model_config *mc);
 /* Whether the family's blocks cross-attend to a text encoder's output: pixart_sigma, wan. */
 bool model_xattn(const model_config *mc);
+/* Whether the family is Cosmos 2 text-to-image (cosmos2image: cross-attention on its own AdaLN-LoRA blocks). */
+bool model_cosmos(const model_config *mc);
 /* Whether the family reads a text encoder's output (the dual-stream and cross-attention families), not labels. */
 bool model_reads_text(const model_config *mc);
 /* Whether the family's input is video (B, C, F, H, W): hunyuanvideo, hunyuanvideo15. */

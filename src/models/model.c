@@ -23,6 +23,7 @@ static const model_family *family_of(const model_config *mc)
     if (!strcmp(mc->family, "flux2")) return &flux2_family;
     if (!strcmp(mc->family, "hidream")) return &hidream_family;
     if (hunyuanvideo(mc)) return &hunyuan_video_family;
+    if (model_cosmos(mc)) return &cosmos_family;
     if (model_xattn(mc)) return &xdit_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
@@ -36,7 +37,7 @@ bool model_dual_stream(const model_config *mc)
            hunyuanvideo(mc) || !strcmp(mc->family, "hidream");
 }
 
-bool model_reads_text(const model_config *mc) { return model_dual_stream(mc) || model_xattn(mc); }
+bool model_reads_text(const model_config *mc) { return model_dual_stream(mc) || model_xattn(mc) || model_cosmos(mc); }
 
 bool model_video(const model_config *mc)
 {

@@ -94,6 +94,12 @@ static const struct preset {
      * space (512 px: 16 x 16) and 8x in time; the tiny one is the fixture's. */
     {"ltxvideo-tiny", "ltxvideo", 2, 32, 2, 1, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
     {"ltxvideo-0.9.5", "ltxvideo", 28, 2048, 32, 1, 128, 16, 10, 0, 226, 4096, 0, false, false, 0, 0},
+    /* Cosmos-Predict2-2B- and -14B-Text2Image's (nvidia/Cosmos-Predict2-*-Text2Image): 28 blocks of 16 heads and 36
+     * of 40 (x 128), AdaLN-LoRA 256 wide, T5-11B's 1024 at 512 tokens, 16 latent channels in (1, 2, 2) patches; the
+     * tiny one is the fixture's shape. */
+    {"cosmos2-tiny", "cosmos2image", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"cosmos2-2b", "cosmos2image", 28, 2048, 16, 2, 16, 128, 10, 0, 512, 1024, 0, false, false, 0, 0},
+    {"cosmos2-14b", "cosmos2image", 36, 5120, 40, 2, 16, 128, 10, 0, 512, 1024, 0, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -154,6 +160,7 @@ st_status model_preset(const char *name, model_config *out)
             out->interpolation = tiny ? 1.0 : (double)(p->resolution / 64 > 1 ? p->resolution / 64 : 1);
         if (!strcmp(p->family, "wan"))
             out->ffn_dim = tiny ? 0 : strstr(name, "14b") ? 13824 : 8960, out->frames = tiny ? 2 : 1;
+        if (!strcmp(p->family, "cosmos2image")) out->adaln_lora = tiny ? 16 : 256;
         if (!strcmp(p->family, "ltxvideo")) out->frames = tiny ? 2 : 1, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 32;
         if (!strcmp(p->family, "chroma")) { /* the tiny one's approximator is the fixture's shape, with 2 layers */
             out->approx_channels = tiny ? 32 : 64, out->approx_hidden = tiny ? 32 : 5120, out->approx_layers = tiny ? 2 : 5;
@@ -171,7 +178,7 @@ st_status model_preset(const char *name, model_config *out)
 st_status model_config_check(const model_config *mc)
 {
     const bool mmdit = model_dual_stream(mc), skipdit = !strcmp(mc->family, "skipdit"), sd3 = !strcmp(mc->family, "sd3");
-    const bool xattn = model_xattn(mc), text = model_reads_text(mc);
+    const bool xattn = model_xattn(mc) || model_cosmos(mc), text = model_reads_text(mc);
     const bool aura = !strcmp(mc->family, "auraflow"), flux2 = !strcmp(mc->family, "flux2");
     const bool chroma = !strcmp(mc->family, "chroma"), qwen = !strcmp(mc->family, "qwen_image");
     const bool hv15 = !strcmp(mc->family, "hunyuanvideo15");
@@ -260,6 +267,13 @@ st_status model_config_check(const model_config *mc)
         return st_fail(ST_ERR_INVALID, "patch_size: %lld does not divide resolution %lld", (long long)mc->patch,
                        (long long)mc->resolution);
     const bool hv = !strncmp(mc->family, "hunyuanvideo", 12);
+    if (model_cosmos(mc) ? (mc->adaln_lora < 1 || mc->adaln_lora > (1 << 16) || mc->patch_t != 1 ||
+                            mc->hidden / mc->heads < 8 || mc->hidden / mc->heads > 128 || mc->out_channels)
+                         : mc->adaln_lora != 0)
+        return st_fail(ST_ERR_INVALID, "adaln_lora_dim %lld, patch_size_t %lld, head width %lld, out_channels %lld; %s",
+                       (long long)mc->adaln_lora, (long long)mc->patch_t, (long long)(mc->hidden / mc->heads),
+                       (long long)mc->out_channels, model_cosmos(mc) ? "cosmos2image takes 1 to 65536, 1, 8 to 128 "
+                       "and 0 (= in_channels)" : "only cosmos2image has AdaLN-LoRA (0)");
     if ((hv15 && (mc->text2_len < 1 || mc->text2_dim < 1 || mc->image_dim < 1 || mc->cond_channels < 0)) ||
         (!hv15 && (mc->text2_len || mc->text2_dim || mc->image_dim || mc->cond_channels)))
         return st_fail(ST_ERR_INVALID, "text_embed_2_dim %lld, ByT5 tokens %lld, image_embed_dim %lld, condition "
@@ -823,6 +837,52 @@ static st_status ltxvideo_from_json(const cJSON *j, const char *file, model_conf
     return ST_OK;
 }
 
+/* CosmosTransformer3DModel's config as Cosmos-Predict2's text-to-image models set it: its defaults, then the file's
+ * values; what segtrain does not build (learnable positions, image context, controlnet, the cross-attention
+ * projection, no padding-mask channel, other rope_scale, a temporal patch) is refused by name. */
+static st_status cosmos_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 128, heads = 32, out = 16, patch[3] = {1, 2, 2}, scale[3] = {0};
+    double ratio = 4.0;
+    mc->channels = 16, mc->depth = 28, mc->text_dim = 1024, mc->adaln_lora = 256;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
+                {"out_channels", &out}, {"num_layers", &mc->depth}, {"text_embed_dim", &mc->text_dim},
+                {"adaln_lora_dim", &mc->adaln_lora}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "patch_size", 3, patch);
+    if (st) return st;
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "mlp_ratio");
+    if (r && cJSON_IsNumber(r)) ratio = r->valuedouble;
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "rope_scale");
+    for (int i = 0; i < 3; i++) {
+        const cJSON *x = cJSON_IsArray(rs) ? cJSON_GetArrayItem(rs, i) : NULL;
+        scale[i] = x && cJSON_IsNumber(x) ? (int64_t)(x->valuedouble * 4.0) : -1;
+    }
+    const cJSON *pm = cJSON_GetObjectItemCaseSensitive(j, "concat_padding_mask");
+    const cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "extra_pos_embed_type");
+    const cJSON *cp = cJSON_GetObjectItemCaseSensitive(j, "use_crossattn_projection");
+    const cJSON *ic = cJSON_GetObjectItemCaseSensitive(j, "img_context_dim_in");
+    const cJSON *cn = cJSON_GetObjectItemCaseSensitive(j, "controlnet_block_every_n");
+    if ((pm && !cJSON_IsTrue(pm)) || !ep || !cJSON_IsNull(ep) || cJSON_IsTrue(cp) || (ic && !cJSON_IsNull(ic)) ||
+        (cn && !cJSON_IsNull(cn)))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: concat_padding_mask, extra_pos_embed_type, use_crossattn_projection, "
+                       "img_context_dim_in or controlnet_block_every_n; segtrain builds Cosmos-Predict2's text-to-image "
+                       "transformer (true, null, false, null, null)", file);
+    if (patch[0] != 1 || patch[1] != patch[2] || scale[0] != 4 || scale[1] != 16 || scale[2] != 16 ||
+        out != mc->channels || ratio * (double)(hd * heads) != floor(ratio * (double)(hd * heads)))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size, rope_scale, out_channels or mlp_ratio; segtrain builds "
+                       "Cosmos 2's patch (1, p, p), rope_scale (1, 4, 4), out_channels = in_channels (%lld) and a whole "
+                       "feed-forward width", file, (long long)mc->channels);
+    mc->patch = patch[1], mc->patch_t = 1, mc->heads = heads, mc->hidden = hd * heads, mc->single_depth = 0;
+    mc->pooled_dim = 0, mc->guidance_embeds = false;
+    mc->ffn_dim = (int64_t)(ratio * (double)mc->hidden) == 4 * mc->hidden ? 0 : (int64_t)(ratio * (double)mc->hidden);
+    return ST_OK;
+}
+
 /* Each family's diffusers class and the reader of its config.json. */
 /* HiDreamImageTransformer2DModel's: its text is caption_channels [T5's, Llama's] wide (one width here), one Llama
  * layer per block (llama_layers: which ones is the cache's choice, so only their count is checked). */
@@ -875,6 +935,7 @@ static const struct {
     {"wan", "WanTransformer3DModel", wan_from_json},
     {"ltxvideo", "LTXVideoTransformer3DModel", ltxvideo_from_json},
     {"hidream", "HiDreamImageTransformer2DModel", hidream_from_json},
+    {"cosmos2image", "CosmosTransformer3DModel", cosmos_from_json},
 };
 
 static bool reads_diffusers(const model_config *mc)
