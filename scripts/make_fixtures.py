@@ -493,6 +493,43 @@ ACE_STEP_PASSED = ("hidden_states = latents (B, T, C) = (2, 32, 4), channels las
                    "encoder_hidden_states (B, L, 24), no mask (the class takes none); sliding_window 3, layer 0 "
                    "sliding (|i - j| <= 3), layer 1 full; pred = output as is (B, T, C)")
 
+ANIMA_QWEN = 5      # Qwen3 tokens (the adapter's keys and values); the T5 ids are the L = 6 queries
+ANIMA_VOCAB = 32    # T5 vocabulary of the tiny adapter (32128 real)
+ANIMA_MIN_LEN = 8   # the adapter pads its output with zero tokens to this length (512 real)
+
+
+def anima_make(gen):
+    # SimpleTuner's prepare_condition_inputs: Qwen3 hidden states (padding positions hold the encoder's output,
+    # random here; no mask is kept), T5 ids padded with 0, and per-token T5 weights (B, L, 1): 1.0 for the tokens,
+    # 0 for the padding. Sample 1: 4 T5 tokens of 6. The ids are stored as float32 (exact small integers).
+    ids = torch.randint(1, ANIMA_VOCAB, (B, L), generator=gen).to(torch.float64)
+    ids[1, 4:] = 0
+    w = torch.tensor(TEXT_MASK, dtype=torch.float64)[:, :, None]
+    return {"qwen_hidden_states": randn(gen, B, ANIMA_QWEN, JOINT), "t5xxl_ids": ids, "t5xxl_weights": w,
+            "padding_mask": torch.zeros(1, 1, H, W, dtype=torch.float64)}
+
+
+def anima_run(model, t):
+    # SimpleTuner's AnimaTransformerModel.forward: text_conditioner(qwen states, t5 ids) with no masks, times the T5
+    # weights, padded with zero tokens (the class pads to min_sequence_length itself; the weights apply to the first
+    # L rows), then the Cosmos transformer with timestep = sigma (flow matching: SimpleTuner's timesteps / 1000, in
+    # float32; the model does not rescale) and the zero padding mask.
+    import diffusers.models.transformers.transformer_cosmos as tc
+    tc.transforms = _NearestResize
+    cond = model.text_conditioner(t["qwen_hidden_states"], t["t5xxl_ids"].long())
+    w = t["t5xxl_weights"]
+    cond = cond * torch.cat([w, torch.ones(B, cond.shape[1] - w.shape[1], 1, dtype=w.dtype)], 1)
+    return model(hidden_states=t["latents"], timestep=t["sigma"].float().double(), encoder_hidden_states=cond,
+                 padding_mask=t["padding_mask"], return_dict=False)[0]
+
+
+ANIMA_PASSED = ("text_conditioner(source_hidden_states = qwen_hidden_states (B, 5, 24), target_input_ids = t5xxl_ids "
+                "(B, L) as int64; no masks) (B, 8, 24), padded with zero tokens from L = 6 to min_sequence_length 8, "
+                "times t5xxl_weights (B, L, 1) on its first L rows = encoder_hidden_states of the transformer; "
+                "hidden_states = latents (B, C, 1, H, W) as is; timestep = float32(sigma) (flow matching, not "
+                "rescaled); padding_mask = zeros (1, 1, H, W); pred = output as is (B, C, 1, H, W). Transformer at the "
+                "folder root, text_conditioner in its subfolder; its gradients are grad.text_conditioner.<name>")
+
 FLUX_KW = dict(patch_size=1, in_channels=4 * C, num_layers=2, num_single_layers=2, attention_head_dim=16,
                num_attention_heads=2, joint_attention_dim=JOINT, pooled_projection_dim=POOLED,
                axes_dims_rope=[4, 6, 6])
@@ -508,12 +545,15 @@ SD3_ZERO = {r"transformer_blocks\.1\.attn\.(add_q_proj\.(weight|bias)|norm_added
 FIXTURES = {}
 
 
-def fixture(name, cls, kw, make, run, passed, save=None, zero=None, shape=(B, C, H, W), bf16=None, factored=None):
+def fixture(name, cls, kw, make, run, passed, save=None, zero=None, shape=(B, C, H, W), bf16=None, factored=None,
+            parts=None):
     """save: extra save_pretrained arguments; zero: {name regex: why its gradient is zero by construction};
     shape: of latents and target (video: (B, C, F, H, W)); bf16: regex of parameters rounded to bfloat16 and
-    saved BF16; factored: regex of Linear weights whose gradient is stored as its two factors (docs/FIXTURES.md)."""
+    saved BF16; factored: regex of Linear weights whose gradient is stored as its two factors; parts: {subfolder:
+    (class, kwargs)} of further models trained with it, each saved in <fixture>/<subfolder> and attached to the
+    transformer as the submodule of that name while the reference runs (docs/FIXTURES.md)."""
     FIXTURES[name] = dict(cls=cls, kw=kw, make=make, run=run, passed=passed, save=save or {}, zero=zero or {},
-                          shape=shape, bf16=bf16, factored=factored)
+                          shape=shape, bf16=bf16, factored=factored, parts=parts or {})
 
 
 fixture("flux-dev", "FluxTransformer2DModel", dict(FLUX_KW, guidance_embeds=True), flux_make(True), flux_run,
@@ -650,6 +690,18 @@ fixture("ace-step", "AceStepTransformer1DModel",
              encoder_hidden_size=JOINT),
         ace_step_make, ace_step_run, ACE_STEP_PASSED, shape=(B, ACE_T, C))
 
+# Anima: Cosmos 2's transformer (as the cosmos fixture, text 24 wide) plus its AnimaTextConditioner (2 blocks, 6
+# real), 24 wide throughout (source = target = model width, so in_proj is the identity, as 1024 real), 2 heads.
+fixture("anima", "CosmosTransformer3DModel",
+        dict(in_channels=C, out_channels=C, num_attention_heads=2, attention_head_dim=16, num_layers=2, mlp_ratio=4.0,
+             text_embed_dim=JOINT, adaln_lora_dim=16, max_size=[128, 240, 240], patch_size=[1, 2, 2],
+             rope_scale=[1.0, 4.0, 4.0], concat_padding_mask=True, extra_pos_embed_type=None),
+        anima_make, anima_run, ANIMA_PASSED, shape=(B, C, 1, H, W),
+        parts={"text_conditioner": ("AnimaTextConditioner",
+                                    dict(source_dim=JOINT, target_dim=JOINT, model_dim=JOINT, num_layers=2,
+                                         num_attention_heads=2, mlp_ratio=4.0, target_vocab_size=ANIMA_VOCAB,
+                                         min_sequence_length=ANIMA_MIN_LEN))})
+
 # ------------------------------------------------------------------ exact timestep embedding
 def exact_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
                              max_period=10000):
@@ -734,6 +786,8 @@ def build(name):
     fx = FIXTURES[name]
     torch.manual_seed(0)   # the constructor's own init is overwritten, but keep it deterministic anyway
     model = model_class(name)(**fx["kw"]).to(torch.float32)
+    for sub, (cls, kw) in fx["parts"].items():   # after the transformer's own: randomised after them, in order
+        model.add_module(sub, getattr(diffusers, cls)(**kw).to(torch.float32))
     gen = torch.Generator().manual_seed(seed_of(name))
     randomize(model, gen)
     with torch.no_grad():
@@ -811,12 +865,20 @@ def write(name, out):
     model, t = build(name)
     folder = os.path.join(out, name)
     os.makedirs(folder, exist_ok=True)
-    for f in os.listdir(folder):   # a re-run may change the sharding: no stale files
-        os.remove(os.path.join(folder, f))
+    for f in os.listdir(folder):   # a re-run may change the sharding: no stale files (parts' folders: below)
+        if os.path.isfile(os.path.join(folder, f)):
+            os.remove(os.path.join(folder, f))
     big = [p for n, p in model.named_parameters() if fx["bf16"] and re.fullmatch(fx["bf16"], n)]
     for p in big:
         p.data = p.data.to(torch.bfloat16)   # saved BF16; from_pretrained reads it back into the float32 model
+    parts = {sub: model._modules.pop(sub) for sub in fx["parts"]}   # not in the transformer's own state_dict
     model.save_pretrained(folder, safe_serialization=True, **fx["save"])
+    for sub, part in parts.items():
+        os.makedirs(os.path.join(folder, sub), exist_ok=True)
+        for f in os.listdir(os.path.join(folder, sub)):
+            os.remove(os.path.join(folder, sub, f))
+        part.save_pretrained(os.path.join(folder, sub), safe_serialization=True)
+        model.add_module(sub, part)
     for p in big:
         p.data = p.data.to(torch.float32)
     pred, loss, grads, factors = reference(model, fx["run"], t, fx["zero"], fx["factored"])
@@ -833,7 +895,11 @@ def write(name, out):
             tensors["grad_dy." + n], tensors["grad_x." + n] = dy.to(torch.float32), x.to(torch.float32)
             continue
         tensors["grad." + n] = g.to(torch.float32).contiguous()
-    meta = dict(versions(), fixture=name, class_name=fx["cls"], kwargs=json.dumps(fx["kw"], sort_keys=True),
+    if fx["parts"]:
+        meta_parts = {"parts": json.dumps({s: [c, k] for s, (c, k) in fx["parts"].items()}, sort_keys=True)}
+    else:
+        meta_parts = {}
+    meta = dict(versions(), **meta_parts, fixture=name, class_name=fx["cls"], kwargs=json.dumps(fx["kw"], sort_keys=True),
                 seed=str(seed_of(name)), loss_f64=repr(loss.item()), passed=fx["passed"],
                 zero_grads=json.dumps(fx["zero"], sort_keys=True))
     if fx["bf16"]:
@@ -841,7 +907,7 @@ def write(name, out):
     if fx["factored"]:
         meta["factored_grads"] = fx["factored"]
     save_sorted(tensors, os.path.join(folder, "parity.safetensors"), meta)
-    nbytes = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+    nbytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs)
     nparams = sum(p.numel() for p in model.parameters())
     print("%-14s %-32s params %7d  loss %.6f  bytes %8d" % (name, fx["cls"], nparams, loss.item(), nbytes))
 
@@ -857,6 +923,9 @@ def verify(name, out):
         model = cls.from_pretrained(folder, torch_dtype=torch.float32).to(torch.float64)
     finally:
         cls._keep_in_fp32_modules = keep
+    for sub, (pcls, _) in fx["parts"].items():
+        model.add_module(sub, getattr(diffusers, pcls).from_pretrained(os.path.join(folder, sub),
+                                                                       torch_dtype=torch.float32).to(torch.float64))
     with safe_open(os.path.join(folder, "parity.safetensors"), "pt") as f:
         meta = f.metadata()
     stored = load_file(os.path.join(folder, "parity.safetensors"))
