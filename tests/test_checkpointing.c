@@ -747,6 +747,15 @@ int main(void)
     test_budgets(&wan, "wan-tiny");
     test_memory_ignores_data(&px, "pixart-sigma-tiny");
     test_memory_ignores_data(&wan, "wan-tiny");
+    model_config cos;
+    CHECK(model_preset("cosmos2-tiny", &cos) == ST_OK); /* AdaLN-LoRA, rotate-half RoPE, no biases */
+    cos.depth = 3;
+    for (int threads = 1; threads <= 2; threads++) test_bitwise(&cos, "cosmos2-tiny", threads);
+    model_config cos_lora = cos;
+    cos_lora.lora_rank = 4, cos_lora.lora_alpha = 8, cos_lora.lora_attention = cos_lora.lora_mlp = true;
+    test_bitwise(&cos_lora, "cosmos2-tiny lora", 2);
+    test_budgets(&cos, "cosmos2-tiny");
+    test_memory_ignores_data(&cos, "cosmos2-tiny");
     model_config ltx;
     CHECK(model_preset("ltxvideo-tiny", &ltx) == ST_OK && ltx.frames == 2); /* RoPE over the width, RMSNorm norms */
     for (int threads = 1; threads <= 2; threads++) test_bitwise(&ltx, "ltxvideo-tiny", threads);

@@ -179,7 +179,7 @@ static void test_families(void)
                            !strcmp(name, "longcat_image") || !strcmp(name, "chroma") ||
                            !strcmp(name, "flux2") || !strcmp(name, "qwen_image") || !strcmp(name, "hidream") ||
                            !strcmp(name, "hunyuanvideo") || !strcmp(name, "pixart_sigma") || !strcmp(name, "wan") ||
-                           !strcmp(name, "ltxvideo");
+                           !strcmp(name, "ltxvideo") || !strcmp(name, "cosmos2image");
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
     CHECKF(n >= 40, "%d family names", n);

@@ -76,7 +76,7 @@ st_status model_config_from(const config *cfg, model_config *out);
 st_status model_config_from_diffusers(const char *path, model_config *mc);
 /* Whether the family runs dual-stream blocks on a text encoder's output (mmdit, flux, sd3, auraflow, qwen_image). */
 bool model_dual_stream(const model_config *mc);
-/* Whether the family's blocks cross-attend to a text encoder's output: pixart_sigma, wan. */
+/* Whether the family's blocks cross-attend to a text encoder's output: pixart_sigma, wan, ltxvideo, cosmos2image. */
 bool model_xattn(const model_config *mc);
 /* Whether the family is Cosmos 2 text-to-image (cosmos2image: cross-attention on its own AdaLN-LoRA blocks). */
 bool model_cosmos(const model_config *mc);

@@ -15,6 +15,14 @@ static bool hunyuanvideo(const model_config *mc)
     return !strcmp(mc->family, "hunyuanvideo") || !strcmp(mc->family, "hunyuanvideo15");
 }
 
+/* the families of xdit.c */
+static bool xdit(const model_config *mc)
+{
+    return !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo");
+}
+
+bool model_xattn(const model_config *mc) { return xdit(mc) || model_cosmos(mc); }
+
 static const model_family *family_of(const model_config *mc)
 {
     if (!strcmp(mc->family, "sd3")) return &sd3_family;
@@ -24,7 +32,7 @@ static const model_family *family_of(const model_config *mc)
     if (!strcmp(mc->family, "hidream")) return &hidream_family;
     if (hunyuanvideo(mc)) return &hunyuan_video_family;
     if (model_cosmos(mc)) return &cosmos_family;
-    if (model_xattn(mc)) return &xdit_family;
+    if (xdit(mc)) return &xdit_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
@@ -37,7 +45,7 @@ bool model_dual_stream(const model_config *mc)
            hunyuanvideo(mc) || !strcmp(mc->family, "hidream");
 }
 
-bool model_reads_text(const model_config *mc) { return model_dual_stream(mc) || model_xattn(mc) || model_cosmos(mc); }
+bool model_reads_text(const model_config *mc) { return model_dual_stream(mc) || model_xattn(mc); }
 
 bool model_video(const model_config *mc)
 {

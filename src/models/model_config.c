@@ -178,7 +178,7 @@ st_status model_preset(const char *name, model_config *out)
 st_status model_config_check(const model_config *mc)
 {
     const bool mmdit = model_dual_stream(mc), skipdit = !strcmp(mc->family, "skipdit"), sd3 = !strcmp(mc->family, "sd3");
-    const bool xattn = model_xattn(mc) || model_cosmos(mc), text = model_reads_text(mc);
+    const bool xattn = model_xattn(mc), text = model_reads_text(mc);
     const bool aura = !strcmp(mc->family, "auraflow"), flux2 = !strcmp(mc->family, "flux2");
     const bool chroma = !strcmp(mc->family, "chroma"), qwen = !strcmp(mc->family, "qwen_image");
     const bool hv15 = !strcmp(mc->family, "hunyuanvideo15");

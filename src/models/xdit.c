@@ -54,11 +54,6 @@ typedef struct xd_model {
 
 static xd_model *xd_of(model *m) { return m->impl; }
 
-bool model_xattn(const model_config *mc)
-{
-    return !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo");
-}
-
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)
 
