@@ -265,6 +265,10 @@ expect 0 "batch and grad of a video model: x0 is (B, C, F, H, W)" "wrote loss an
 expect 1 "a video batch for an image-sized model names the dimensions" \
   "tensor 'x0' has 5 dimensions; the model takes \\(B,C,H,W\\) \\(num_frames 1: images\\)" -- \
   "$bin" grad --config empty.json $hv --weights hvw.safetensors --batch hvb.safetensors --out hvg.safetensors
+expect 1 "cosmos2image trains with its EDM objective, not built: refused by name" \
+  "model_family cosmos2image: Cosmos trains with its EDM objective" -- \
+  "$bin" train --config empty.json --set model_family=cosmos2image --set model_preset=cosmos2-tiny \
+  --set synthetic_data=true --set max_train_steps=1 --set output_dir=cosmos-out
 # SimpleTuner's own example configs, unchanged: a built family plans, one not built is refused in one line
 for example in "$src"/tests/fixtures/simpletuner/*.json; do
   name=$(basename "$example" .json) family=$(sed -n 's/.*"model_family": *"\([^"]*\)".*/\1/p' "$example")

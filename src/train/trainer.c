@@ -392,6 +392,11 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st) st = make_dir(t->dir, created);
     if (!st) st = model_run_open(cfg, true, &t->run, warning);
     const model_config *mc = st ? NULL : model_get_config(t->run.m);
+    if (!st && model_cosmos(mc)) /* the model is exact; its objective is not the trainer's */
+        st = st_fail(ST_ERR_UNSUPPORTED, "model_family %s: Cosmos trains with its EDM objective (log-uniform sigma, "
+                     "inputs scaled by 1 / (sigma + 1), an x0 prediction, EDM loss weights), which segtrain's trainer "
+                     "does not build yet (it trains rectified flow); plan, advise and the sweep's predictions take it",
+                     mc->family);
     if (!st) st = open_data(t, mc); /* before any other note: the built-in data is said on the first line */
     if (!st && warning[0]) note(t, "segtrain: warning: %s%s", warning, "");
     if (!st) st = load_weights(t);
