@@ -212,6 +212,95 @@ static void test_fixture(const char *name, const char *preset)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* channels last (B, T, C) to segtrain's (B, C, T) (H = W = 1), or back */
+static float *transpose(const float *x, int64_t B, int64_t T, int64_t C, bool back)
+{
+    float *y = malloc((size_t)(B * T * C) * sizeof(float));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t c = 0; c < C; c++) {
+                const int64_t last = (b * T + t) * C + c, first = (b * C + c) * T + t;
+                y[back ? last : first] = x[back ? first : last];
+            }
+    return y;
+}
+
+/* ACE-Step 1.5: audio latents channels last (B, T, C) as (B, C, T, 1, 1), the context latents (B, T, 2 C) after
+ * the condition sequence in the conditioning (model.h's layout), both schedules against diffusers. */
+static void test_ace_step(void)
+{
+    printf("-- ace-step: ace-step-tiny's sizes from the fixture's config.json, diffusers' folder as saved\n");
+    const char *dir = FIXTURES "ace-step";
+    sft_file *f;
+    CHECKF(sft_open(FIXTURES "ace-step/parity.safetensors", &f) == ST_OK, "%s", st_error());
+    const sft_tensor *lat = sft_find(f, "latents"), *ehs = sft_find(f, "encoder_hidden_states");
+    const sft_tensor *ctx = sft_find(f, "context_latents");
+    CHECK(lat && lat->ndim == 3 && ehs && ehs->ndim == 3 && ctx && ctx->ndim == 3);
+    const int64_t B = lat->shape[0], T = lat->shape[1], C = lat->shape[2], L = ehs->shape[1], Cc = ctx->shape[2];
+    model_config mc;
+    CHECK(model_preset("ace-step-tiny", &mc) == ST_OK);
+    mc.frames = T, mc.text_len = L;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
+    CHECK(mc.channels == C && mc.cond_channels == Cc && mc.text_dim == ehs->shape[2] && mc.window == 3 &&
+          mc.kv_heads == 2);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = NULL;
+    CHECKF(model_create(&mc, p, &m) == ST_OK, "%s", st_error());
+    param_set *ps = model_params(m);
+    CHECKF(param_set_load(ps, dir, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
+    const int64_t per = C * T, K = model_cond_len(&mc), E = mc.text_dim;
+    CHECK(K == L * E + T * Cc);
+    float *xl = tensor(f, "latents", B * per), *tl = tensor(f, "target", B * per), *pl = tensor(f, "pred", B * per);
+    float *x = transpose(xl, B, T, C, false), *target = transpose(tl, B, T, C, false);
+    float *sigma = tensor(f, "sigma", B), *want_loss = tensor(f, "loss", 1);
+    float *text = tensor(f, "encoder_hidden_states", B * L * E), *context = tensor(f, "context_latents", B * T * Cc);
+    float *cond = malloc((size_t)(B * K) * sizeof(float)), ts[16];
+    CHECK(B <= 16);
+    for (int64_t b = 0; b < B; b++) {
+        ts[b] = 1000.0f * sigma[b];
+        memcpy(cond + b * K, text + b * L * E, (size_t)(L * E) * sizeof(float));
+        memcpy(cond + b * K + L * E, context + b * T * Cc, (size_t)(T * Cc) * sizeof(float));
+    }
+    const ckpt_settings none = {.interval = 1, .stride = 1};
+    const ckpt_settings ckpt = {.enabled = true, .backend = BACKEND_TORCH_FFN, .interval = 2, .stride = 2};
+    fixture_run r[2] = {run(m, &none, x, ts, cond, target, B), run(m, &ckpt, x, ts, cond, target, B)};
+    for (int k = 0; k < 2; k++) {
+        const char *sched = k ? "torch-ffn, interval 2" : "none";
+        float *pred = transpose(r[k].pred, B, T, C, true);
+        const double ep = rel_l2(pred, pl, B * per), el = fabs((double)r[k].loss - want_loss[0]) / want_loss[0];
+        CHECKF(ep <= PARITY_TOL, "ace-step, %s: pred rel L2 %.2e", sched, ep);
+        CHECKF(el <= PARITY_TOL, "ace-step, %s: loss %.7f vs %.7f", sched, r[k].loss, want_loss[0]);
+        double worst = 0;
+        const char *worst_name = "";
+        int64_t off = 0, compared = 0;
+        for (int i = 0; i < ps->n; i++) {
+            const param *q = param_at(ps, i);
+            if (!q->trainable) continue;
+            float *want = fixture_grad(f, q);
+            const double e = rel_l2(r[k].grads + off, want, q->numel);
+            CHECKF(e <= PARITY_TOL, "ace-step, %s: %s rel L2 %.2e", sched, q->name, e);
+            if (e > worst) worst = e, worst_name = q->name;
+            off += q->numel, compared++;
+            free(want);
+        }
+        int grads_in_file = 0;
+        for (int i = 0; i < sft_count(f); i++) grads_in_file += !strncmp(sft_at(f, i)->name, "grad.", 5);
+        CHECKF(compared == grads_in_file, "ace-step: %lld gradients compared, the fixture has %d", (long long)compared,
+               grads_in_file);
+        printf("     %s: loss %.7f (diffusers %.7f), pred rel L2 %.1e, worst of %lld gradients %.1e (%s)\n", sched,
+               r[k].loss, want_loss[0], ep, (long long)compared, worst, worst_name);
+        free(pred);
+    }
+    tk_expect_bitwise("gradients, checkpointed vs none", r[1].grads, r[0].grads, ps->grad_count);
+    tk_expect_bitwise("prediction, checkpointed vs none", r[1].pred, r[0].pred, B * per);
+    for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
+    free(xl), free(tl), free(pl), free(x), free(target), free(sigma), free(want_loss), free(text), free(context);
+    free(cond);
+    sft_close(f);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
 int main(void)
 {
     test_fixture("flux-dev", "flux-tiny");
@@ -231,5 +320,6 @@ int main(void)
     test_fixture("cosmos", "cosmos2-tiny"); /* AdaLN-LoRA, rotate-half NTK RoPE, the padding-mask channel */
     test_fixture("wan", "wan-tiny");                   /* video, 3D rotary, q/k RMSNorm across heads, norm2 */ /* mixture-of-experts feed-forwards, each block's own Llama tokens */
     test_fixture("ltxvideo", "ltxvideo-tiny"); /* video, RoPE over the whole width, RMSNorm block norms, the key mask */
+    test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */
     return tk_finish();
 }

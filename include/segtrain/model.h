@@ -35,10 +35,14 @@ typedef struct model_config {
                                       prediction */
     int64_t ffn_dim;               /* the feed-forward's width when not 4 hidden (0): Wan's */
     int64_t adaln_lora;            /* cosmos2image: the blocks' AdaLN-LoRA width (adaln_lora_dim); 0 elsewhere */
+    int64_t kv_heads, window;      /* ace_step: k and v's heads (num_key_value_heads) and the sliding layers' window
+                                      (|i - j| <= window); 0 elsewhere */
     double interpolation;          /* pixart_sigma: the position table's interpolation_scale */
     int64_t text2_len, text2_dim;  /* hunyuanvideo15: ByT5's glyph tokens per caption and their width (text_embed_2_dim) */
     int64_t cond_channels;         /* hunyuanvideo15: the image-to-video condition's input channels (latents and mask,
-                                      in_channels - out_channels), zero under text-to-video */
+                                      in_channels - out_channels), zero under text-to-video; ace_step: the context
+                                      latents' channels (source latents and chunk mask, in_channels -
+                                      audio_acoustic_hidden_dim) */
     int64_t image_dim;             /* hunyuanvideo15: the SigLIP image tokens' width (image_embed_dim) */
     int64_t experts, experts_active, llama_len; /* hidream: num_routed_experts, num_activated_experts, and the Llama
                                       tokens per caption (each block reads its own Llama layer's) */
@@ -80,6 +84,8 @@ bool model_dual_stream(const model_config *mc);
 bool model_xattn(const model_config *mc);
 /* Whether the family is Cosmos 2 text-to-image (cosmos2image: cross-attention on its own AdaLN-LoRA blocks). */
 bool model_cosmos(const model_config *mc);
+/* Whether the family is audio (ace_step): latents (B, C, F, 1, 1), F the clip's latent frames. */
+bool model_audio(const model_config *mc);
 /* Whether the family reads a text encoder's output (the dual-stream and cross-attention families), not labels. */
 bool model_reads_text(const model_config *mc);
 /* Whether the family's input is video (B, C, F, H, W): hunyuanvideo, hunyuanvideo15. */
@@ -148,7 +154,9 @@ void model_init(model *m, uint64_t seed, bool random_all);
  * reads one (model_text_mask) the mask (text_len: 1 a token, 0 padding, as the cache's attention_mask), then with
  * guidance_embeds the guidance value (model_condition's is the config's, SimpleTuner's constant mode). hidream's
  * sequence is T5's, and after the pooled vector come each block's Llama states (depth + single_depth, llama_len,
- * text_dim): block i's are Llama's hidden state llama_layers[i] (the cache picks them). */
+ * text_dim): block i's are Llama's hidden state llama_layers[i] (the cache picks them). ace_step's sequence is its
+ * condition encoder's output, then the context latents (frames, cond_channels), channels last as
+ * AceStepTransformer1DModel takes them. */
 int64_t model_cond_len(const model_config *mc);
 /* One sample's conditioning from its label and caption (either may be unused by the family; caption may be NULL),
  * and that of "no conditioning" (the null label, the empty caption) for guidance and dropout. A text family's is

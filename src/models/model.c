@@ -21,7 +21,7 @@ static bool xdit(const model_config *mc)
     return !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo");
 }
 
-bool model_xattn(const model_config *mc) { return xdit(mc) || model_cosmos(mc); }
+bool model_xattn(const model_config *mc) { return xdit(mc) || model_cosmos(mc) || model_audio(mc); }
 
 static const model_family *family_of(const model_config *mc)
 {
@@ -32,6 +32,7 @@ static const model_family *family_of(const model_config *mc)
     if (!strcmp(mc->family, "hidream")) return &hidream_family;
     if (hunyuanvideo(mc)) return &hunyuan_video_family;
     if (model_cosmos(mc)) return &cosmos_family;
+    if (model_audio(mc)) return &ace_step_family;
     if (xdit(mc)) return &xdit_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
@@ -313,6 +314,7 @@ int64_t model_cond_len(const model_config *mc)
     if (!model_reads_text(mc)) return 1;
     if (!strcmp(mc->family, "hidream")) /* T5's, the pooled vector, each block's Llama states */
         return (mc->text_len + (mc->depth + mc->single_depth) * mc->llama_len) * mc->text_dim + mc->pooled_dim;
+    if (model_audio(mc)) return mc->text_len * mc->text_dim + mc->frames * mc->cond_channels; /* the context latents */
     return mc->text_len * (mc->text_dim + model_text_mask(mc)) + mc->pooled_dim + mc->text2_len * (mc->text2_dim + 1) +
            mc->guidance_embeds;
 }
@@ -338,6 +340,9 @@ void model_condition(const model_config *mc, int64_t label, const char *caption,
         for (int64_t i = 0; !strcmp(mc->family, "hidream") && i < mc->depth + mc->single_depth; i++) /* Llama's */
             encode_caption(caption ? caption : "", mc->text_vocab, mc->llama_len, mc->text_dim, mc->pooled_dim,
                            rest + i * mc->llama_len * mc->text_dim, pooled);
+        for (int64_t f = 0; model_audio(mc) && f < mc->frames; f++) /* ace_step's context: zero source latents (the
+                                                                        stand-in's silence), the chunk mask all ones */
+            for (int64_t ch = 0; ch < mc->cond_channels; ch++) *rest++ = ch < mc->channels ? 0.0f : 1.0f;
     }
 }
 

@@ -100,6 +100,13 @@ static const struct preset {
     {"cosmos2-tiny", "cosmos2image", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
     {"cosmos2-2b", "cosmos2image", 28, 2048, 16, 2, 16, 128, 10, 0, 512, 1024, 0, false, false, 0, 0},
     {"cosmos2-14b", "cosmos2image", 36, 5120, 40, 2, 16, 128, 10, 0, 512, 1024, 0, false, false, 0, 0},
+    /* ACE-Step 1.5's (ACE-Step/Ace-Step1.5's acestep-v15-* transformers, AceStepTransformer1DModel's defaults): 24
+     * layers of 16 heads x 128, 8 key-value heads, SwiGLU 6144, 64 latent channels with 128 of context, patches of
+     * 2 frames, window 128; the condition 2048 wide, 589 tokens (SimpleTuner's v1.5 caption 77 and lyrics 512); 750
+     * latent frames (30 s at the VAE's 25 a second). Audio is (C, F, 1, 1): resolution and patch 1. The tiny one is
+     * the fixture's. */
+    {"ace-step-tiny", "ace_step", 2, 32, 4, 1, 4, 1, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"ace-step-1.5", "ace_step", 24, 2048, 16, 1, 64, 1, 10, 0, 589, 2048, 0, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -161,6 +168,9 @@ st_status model_preset(const char *name, model_config *out)
         if (!strcmp(p->family, "wan"))
             out->ffn_dim = tiny ? 0 : strstr(name, "14b") ? 13824 : 8960, out->frames = tiny ? 2 : 1;
         if (!strcmp(p->family, "cosmos2image")) out->adaln_lora = tiny ? 16 : 256;
+        if (!strcmp(p->family, "ace_step"))
+            out->kv_heads = tiny ? 2 : 8, out->window = tiny ? 3 : 128, out->ffn_dim = tiny ? 64 : 6144,
+            out->cond_channels = 2 * out->channels, out->patch_t = 2, out->frames = tiny ? 32 : 750;
         if (!strcmp(p->family, "ltxvideo")) out->frames = tiny ? 2 : 1, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 32;
         if (!strcmp(p->family, "chroma")) { /* the tiny one's approximator is the fixture's shape, with 2 layers */
             out->approx_channels = tiny ? 32 : 64, out->approx_hidden = tiny ? 32 : 5120, out->approx_layers = tiny ? 2 : 5;
@@ -274,8 +284,18 @@ st_status model_config_check(const model_config *mc)
                        (long long)mc->adaln_lora, (long long)mc->patch_t, (long long)(mc->hidden / mc->heads),
                        (long long)mc->out_channels, model_cosmos(mc) ? "cosmos2image takes 1 to 65536, 1, 8 to 128 "
                        "and 0 (= in_channels)" : "only cosmos2image has AdaLN-LoRA (0)");
+    const bool ace = model_audio(mc);
+    if (ace ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->window < 0 || mc->cond_channels < 0 ||
+               mc->cond_channels > (1 << 16) || mc->patch != 1 || mc->resolution != 1 || mc->out_channels)
+            : (mc->kv_heads || mc->window))
+        return st_fail(ST_ERR_INVALID, "num_key_value_heads %lld, sliding_window %lld, context channels %lld, patch_size "
+                       "%lld, resolution %lld, out_channels %lld; %s", (long long)mc->kv_heads, (long long)mc->window,
+                       (long long)mc->cond_channels, (long long)mc->patch, (long long)mc->resolution,
+                       (long long)mc->out_channels, ace ? "ace_step takes a divisor of num_heads, a window of at least "
+                       "0, 0 to 65536 context channels, and audio's 1, 1 and 0 (= in_channels)"
+                       : "only ace_step has them (0)");
     if ((hv15 && (mc->text2_len < 1 || mc->text2_dim < 1 || mc->image_dim < 1 || mc->cond_channels < 0)) ||
-        (!hv15 && (mc->text2_len || mc->text2_dim || mc->image_dim || mc->cond_channels)))
+        (!hv15 && (mc->text2_len || mc->text2_dim || mc->image_dim || (mc->cond_channels && !ace))))
         return st_fail(ST_ERR_INVALID, "text_embed_2_dim %lld, ByT5 tokens %lld, image_embed_dim %lld, condition "
                        "channels %lld; %s", (long long)mc->text2_dim, (long long)mc->text2_len, (long long)mc->image_dim,
                        (long long)mc->cond_channels, hv15 ? "hunyuanvideo15 takes at least 1 of the first three"
@@ -284,9 +304,9 @@ st_status model_config_check(const model_config *mc)
         return st_fail(ST_ERR_INVALID, "num_refiner_layers: %lld; %s %d", (long long)mc->refiner_depth,
                        hv ? "hunyuanvideo's token refiner has from 1 block to" : "only hunyuanvideo has a token "
                        "refiner: blocks at most", hv ? MODEL_REFINER_MAX : 0);
-    if (mc->frames < 1 || mc->patch_t < 1 || mc->frames % mc->patch_t || (!model_video(mc) && mc->frames > 1))
+    if (mc->frames < 1 || mc->patch_t < 1 || mc->frames % mc->patch_t || (!model_video(mc) && !ace && mc->frames > 1))
         return st_fail(ST_ERR_INVALID, "num_frames: %lld latent frames, patch_size_t %lld; %s", (long long)mc->frames,
-                       (long long)mc->patch_t, model_video(mc) ? "the patch's frames must divide the latent's"
+                       (long long)mc->patch_t, model_video(mc) || ace ? "the patch's frames must divide the latent's"
                                                                 : "an image family takes 1 frame");
     return ST_OK;
 }
@@ -353,13 +373,14 @@ st_status model_config_from(const config *cfg, model_config *mc)
         if (config_int(cfg, sizes[i].key) > 0) *sizes[i].field = config_int(cfg, sizes[i].key); /* 0: the preset's */
     /* a video VAE keeps the first frame and one in every scale_t after it (HunyuanVideo's and Wan's 4, LTX's 8) */
     const int64_t frames = config_int(cfg, "num_frames"), scale_t = model_vae_scale_t(mc);
-    if (frames > 1 && (!model_video(mc) || (frames - 1) % scale_t))
+    if (model_audio(mc) && frames > 0) mc->frames = frames; /* audio: the clip's latent frames themselves */
+    if (frames > 1 && !model_audio(mc) && (!model_video(mc) || (frames - 1) % scale_t))
         return st_fail(ST_ERR_INVALID, "num_frames: %lld; %s %lld k + 1 frames (its VAE keeps the first and every "
                        "%lldth after it)", (long long)frames, model_video(mc) ? "this video family takes" :
                        "an image family takes 1, not", (long long)scale_t, (long long)scale_t);
     if (model_video(mc)) mc->frames = 1 + (frames - 1) / scale_t; /* a preset's own frames are the tests' */
     const double resolution = config_float(cfg, "resolution");
-    if (resolution > 0) {
+    if (resolution > 0 && !model_audio(mc)) { /* audio has no edge: SimpleTuner's audio path ignores it too */
         const double edge = image_edge(resolution, config_string(cfg, "resolution_type"));
         const int64_t patches = llround(edge / (double)(mc->vae_scale * mc->patch));
         mc->resolution = (patches > 1 ? patches : 1) * mc->patch;
@@ -883,6 +904,54 @@ static st_status cosmos_from_json(const cJSON *j, const char *file, model_config
     return ST_OK;
 }
 
+/* AceStepTransformer1DModel's config (ACE-Step 1.5): its defaults, then the file's values; attention biases,
+ * dropout and layer types other than its default alternation (sliding on even layers) are refused by name. */
+static st_status ace_step_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 128, in = 192, patch = 2, window = 128;
+    mc->hidden = 2048, mc->ffn_dim = 6144, mc->depth = 24, mc->heads = 16, mc->kv_heads = 8, mc->channels = 64;
+    mc->text_dim = 0;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"hidden_size", &mc->hidden}, {"intermediate_size", &mc->ffn_dim}, {"num_hidden_layers", &mc->depth},
+                {"num_attention_heads", &mc->heads}, {"num_key_value_heads", &mc->kv_heads}, {"head_dim", &hd},
+                {"in_channels", &in}, {"audio_acoustic_hidden_dim", &mc->channels}, {"patch_size", &patch},
+                {"sliding_window", &window}, {"encoder_hidden_size", &mc->text_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (st) return st;
+    if (!mc->text_dim) mc->text_dim = mc->hidden; /* encoder_hidden_size null: the model's width */
+    const cJSON *bias = cJSON_GetObjectItemCaseSensitive(j, "attention_bias");
+    const cJSON *drop = cJSON_GetObjectItemCaseSensitive(j, "attention_dropout");
+    const cJSON *theta = cJSON_GetObjectItemCaseSensitive(j, "rope_theta");
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "rms_norm_eps");
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(j, "layer_types");
+    bool alternating = !types || cJSON_IsNull(types);
+    if (cJSON_IsArray(types) && cJSON_GetArraySize(types) == mc->depth) {
+        alternating = true;
+        for (int i = 0; i < (int)mc->depth; i++) {
+            const cJSON *t = cJSON_GetArrayItem(types, i);
+            alternating &= cJSON_IsString(t) && !strcmp(t->valuestring, i % 2 ? "full_attention" : "sliding_attention");
+        }
+    }
+    if (cJSON_IsTrue(bias) || (drop && (!cJSON_IsNumber(drop) || drop->valuedouble != 0)) ||
+        (theta && (!cJSON_IsNumber(theta) || theta->valuedouble != 1e6)) ||
+        (eps && (!cJSON_IsNumber(eps) || eps->valuedouble != 1e-6)) || !alternating)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: attention_bias, attention_dropout, rope_theta, rms_norm_eps or "
+                       "layer_types; segtrain builds ACE-Step 1.5's (false, 0, 1e6, 1e-6, sliding and full attention "
+                       "alternating from layer 0)", file);
+    if (patch != 2 || hd * mc->heads != mc->hidden || in <= mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size %lld, head_dim %lld x %lld heads, in_channels %lld; segtrain "
+                       "builds patches of 2 frames, heads as wide as hidden_size (%lld) and in_channels above "
+                       "audio_acoustic_hidden_dim (%lld: the context latents come first)", file, (long long)patch,
+                       (long long)hd, (long long)mc->heads, (long long)in, (long long)mc->hidden,
+                       (long long)mc->channels);
+    mc->patch_t = patch, mc->patch = 1, mc->resolution = 1, mc->window = window, mc->cond_channels = in - mc->channels;
+    mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    return ST_OK;
+}
+
 /* Each family's diffusers class and the reader of its config.json. */
 /* HiDreamImageTransformer2DModel's: its text is caption_channels [T5's, Llama's] wide (one width here), one Llama
  * layer per block (llama_layers: which ones is the cache's choice, so only their count is checked). */
@@ -936,6 +1005,7 @@ static const struct {
     {"ltxvideo", "LTXVideoTransformer3DModel", ltxvideo_from_json},
     {"hidream", "HiDreamImageTransformer2DModel", hidream_from_json},
     {"cosmos2image", "CosmosTransformer3DModel", cosmos_from_json},
+    {"ace_step", "AceStepTransformer1DModel", ace_step_from_json},
 };
 
 static bool reads_diffusers(const model_config *mc)
