@@ -34,6 +34,8 @@ typedef struct model_config {
     int64_t out_channels;          /* the output's channels when not in_channels (0): PixArt's 8, whose first 4 are the
                                       prediction */
     int64_t ffn_dim;               /* the feed-forward's width when not 4 hidden (0): Wan's */
+    int64_t text_blocks, time_dim; /* kandinsky5: the text blocks before the visual ones (num_text_blocks; depth:
+                                      num_visual_blocks) and the time embedding's width (time_dim); 0 elsewhere */
     int64_t adaln_lora;            /* cosmos2image: the blocks' AdaLN-LoRA width (adaln_lora_dim); 0 elsewhere */
     int64_t kv_heads, window;      /* ace_step: k and v's heads (num_key_value_heads) and the sliding layers' window
                                       (|i - j| <= window); 0 elsewhere */
@@ -82,6 +84,9 @@ st_status model_config_from_diffusers(const char *path, model_config *mc);
 bool model_dual_stream(const model_config *mc);
 /* Whether the family's blocks cross-attend to a text encoder's output: pixart_sigma, wan, ltxvideo, cosmos2image. */
 bool model_xattn(const model_config *mc);
+/* Whether the family is Kandinsky 5 image (kandinsky5: text blocks, then visual blocks cross-attending to their
+ * output; a sample's conditioning is Qwen2.5-VL's sequence, then CLIP's pooled vector). */
+bool model_kandinsky5(const model_config *mc);
 /* Whether the family is Cosmos 2 text-to-image (cosmos2image: cross-attention on its own AdaLN-LoRA blocks). */
 bool model_cosmos(const model_config *mc);
 /* Whether the family is audio (ace_step): latents (B, C, F, 1, 1), F the clip's latent frames. */

@@ -21,7 +21,7 @@ static bool xdit(const model_config *mc)
     return !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo");
 }
 
-bool model_xattn(const model_config *mc) { return xdit(mc) || model_cosmos(mc) || model_audio(mc); }
+bool model_xattn(const model_config *mc) { return xdit(mc) || model_kandinsky5(mc) || model_cosmos(mc) || model_audio(mc); }
 
 static const model_family *family_of(const model_config *mc)
 {
@@ -33,6 +33,7 @@ static const model_family *family_of(const model_config *mc)
     if (hunyuanvideo(mc)) return &hunyuan_video_family;
     if (model_cosmos(mc)) return &cosmos_family;
     if (model_audio(mc)) return &ace_step_family;
+    if (model_kandinsky5(mc)) return &kandinsky5_family;
     if (xdit(mc)) return &xdit_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;

@@ -100,6 +100,11 @@ static const struct preset {
     {"cosmos2-tiny", "cosmos2image", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
     {"cosmos2-2b", "cosmos2image", 28, 2048, 16, 2, 16, 128, 10, 0, 512, 1024, 0, false, false, 0, 0},
     {"cosmos2-14b", "cosmos2image", 36, 5120, 40, 2, 16, 128, 10, 0, 512, 1024, 0, false, false, 0, 0},
+    /* Kandinsky 5.0 T2I Lite's (kandinskylab/Kandinsky-5.0-T2I-Lite-*-Diffusers): 2 text blocks, then 50 visual
+     * blocks of 20 heads x 128 (axes 32, 48, 48), time_dim 512, ff 10240 (4 D), Qwen2.5-VL's 3584 at SimpleTuner's
+     * 256 tokens and CLIP-L's pooled 768, 16 latent channels (Flux's VAE, 1024 px); the tiny one is the fixture's. */
+    {"kandinsky5-image-tiny", "kandinsky5", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 20, false, false, 0, 0},
+    {"kandinsky5-t2i-lite", "kandinsky5", 50, 2560, 20, 2, 16, 128, 10, 0, 256, 3584, 768, false, false, 0, 0},
     /* ACE-Step 1.5's (ACE-Step/Ace-Step1.5's acestep-v15-* transformers, AceStepTransformer1DModel's defaults): 24
      * layers of 16 heads x 128, 8 key-value heads, SwiGLU 6144, 64 latent channels with 128 of context, patches of
      * 2 frames, window 128; the condition 2048 wide, 589 tokens (SimpleTuner's v1.5 caption 77 and lyrics 512); 750
@@ -171,6 +176,8 @@ st_status model_preset(const char *name, model_config *out)
         if (!strcmp(p->family, "ace_step"))
             out->kv_heads = tiny ? 2 : 8, out->window = tiny ? 3 : 128, out->ffn_dim = tiny ? 64 : 6144,
             out->cond_channels = 2 * out->channels, out->patch_t = 2, out->frames = tiny ? 32 : 750;
+        if (!strcmp(p->family, "kandinsky5"))
+            out->text_blocks = 2, out->time_dim = tiny ? 32 : 512, out->ffn_dim = tiny ? 64 : 0;
         if (!strcmp(p->family, "ltxvideo")) out->frames = tiny ? 2 : 1, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 32;
         if (!strcmp(p->family, "chroma")) { /* the tiny one's approximator is the fixture's shape, with 2 layers */
             out->approx_channels = tiny ? 32 : 64, out->approx_hidden = tiny ? 32 : 5120, out->approx_layers = tiny ? 2 : 5;
@@ -192,7 +199,7 @@ st_status model_config_check(const model_config *mc)
     const bool aura = !strcmp(mc->family, "auraflow"), flux2 = !strcmp(mc->family, "flux2");
     const bool chroma = !strcmp(mc->family, "chroma"), qwen = !strcmp(mc->family, "qwen_image");
     const bool hv15 = !strcmp(mc->family, "hunyuanvideo15");
-    const bool unpooled = aura || !strcmp(mc->family, "longcat_image") || chroma || qwen || hv15 || xattn; /* no pooled text */
+    const bool unpooled = aura || !strcmp(mc->family, "longcat_image") || chroma || qwen || hv15 || (xattn && !model_kandinsky5(mc)); /* no pooled text */
     if (!text && !skipdit && strcmp(mc->family, "dit"))
         return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit, flux, sd3, auraflow, "
                        "qwen_image", mc->family);
@@ -294,6 +301,16 @@ st_status model_config_check(const model_config *mc)
                        (long long)mc->out_channels, ace ? "ace_step takes a divisor of num_heads, a window of at least "
                        "0, 0 to 65536 context channels, and audio's 1, 1 and 0 (= in_channels)"
                        : "only ace_step has them (0)");
+    const bool k5 = model_kandinsky5(mc);
+    const int64_t k5hd = mc->hidden / mc->heads;
+    if (k5 ? (mc->text_blocks < 1 || mc->text_blocks > 4096 || mc->time_dim < 1 || mc->time_dim > (1 << 16) ||
+              mc->pooled_dim < 1 || mc->patch_t != 1 || k5hd % 16 || k5hd > 256 || mc->out_channels)
+           : (mc->text_blocks || mc->time_dim))
+        return st_fail(ST_ERR_INVALID, "num_text_blocks %lld, time_dim %lld, in_text_dim2 %lld, patch_size_t %lld, head "
+                       "width %lld, out_visual_dim %lld; %s", (long long)mc->text_blocks, (long long)mc->time_dim,
+                       (long long)mc->pooled_dim, (long long)mc->patch_t, (long long)k5hd, (long long)mc->out_channels,
+                       k5 ? "kandinsky5 takes 1 to 4096, 1 to 65536, at least 1, 1, a multiple of 16 up to 256 (axes "
+                       "hd / 4, 3 hd / 8, 3 hd / 8) and 0 (= in_visual_dim)" : "only kandinsky5 has them (0, 0)");
     if ((hv15 && (mc->text2_len < 1 || mc->text2_dim < 1 || mc->image_dim < 1 || mc->cond_channels < 0)) ||
         (!hv15 && (mc->text2_len || mc->text2_dim || mc->image_dim || (mc->cond_channels && !ace))))
         return st_fail(ST_ERR_INVALID, "text_embed_2_dim %lld, ByT5 tokens %lld, image_embed_dim %lld, condition "
@@ -952,6 +969,44 @@ static st_status ace_step_from_json(const cJSON *j, const char *file, model_conf
     return ST_OK;
 }
 
+/* Kandinsky5Transformer3DModel's config as Kandinsky 5.0's text-to-image models set it: its defaults, then the file's
+ * values; what segtrain does not build (visual_cond, sparse attention, other axes or patches, another output width)
+ * is refused by name. */
+static st_status kandinsky5_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t out = 4, patch[3] = {1, 2, 2}, axes[3] = {16, 24, 24};
+    mc->channels = 4, mc->text_dim = 3584, mc->pooled_dim = 768, mc->time_dim = 512, mc->hidden = 2048;
+    mc->ffn_dim = 5120, mc->text_blocks = 2, mc->depth = 32;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_visual_dim", &mc->channels}, {"in_text_dim", &mc->text_dim}, {"in_text_dim2", &mc->pooled_dim},
+                {"time_dim", &mc->time_dim},      {"out_visual_dim", &out},         {"model_dim", &mc->hidden},
+                {"ff_dim", &mc->ffn_dim},          {"num_text_blocks", &mc->text_blocks},
+                {"num_visual_blocks", &mc->depth}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "patch_size", 3, patch);
+    if (!st) st = json_axes(j, file, "axes_dims", 3, axes);
+    if (st) return st;
+    const cJSON *vc = cJSON_GetObjectItemCaseSensitive(j, "visual_cond");
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(j, "attention_type");
+    if (cJSON_IsTrue(vc) || (at && !cJSON_IsNull(at) && !(cJSON_IsString(at) && !strcmp(at->valuestring, "regular"))))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: visual_cond or attention_type; segtrain builds Kandinsky 5's "
+                       "text-to-image transformer (false: no reference image's latents, \"regular\": no sparse "
+                       "attention)", file);
+    const int64_t hd = axes[0] + axes[1] + axes[2];
+    if (patch[0] != 1 || patch[1] != patch[2] || out != mc->channels || hd < 16 || hd % 16 || axes[0] != hd / 4 ||
+        axes[1] != 3 * hd / 8 || axes[2] != axes[1] || mc->hidden % hd)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size, out_visual_dim, axes_dims or model_dim; segtrain builds "
+                       "Kandinsky 5's patch (1, p, p), out_visual_dim = in_visual_dim (%lld) and axes (hd / 4, 3 hd / 8, "
+                       "3 hd / 8) of a head width hd that divides model_dim", file, (long long)mc->channels);
+    mc->patch = patch[1], mc->patch_t = 1, mc->heads = mc->hidden / hd, mc->single_depth = 0;
+    mc->guidance_embeds = false;
+    if (mc->ffn_dim == 4 * mc->hidden) mc->ffn_dim = 0;
+    return ST_OK;
+}
+
 /* Each family's diffusers class and the reader of its config.json. */
 /* HiDreamImageTransformer2DModel's: its text is caption_channels [T5's, Llama's] wide (one width here), one Llama
  * layer per block (llama_layers: which ones is the cache's choice, so only their count is checked). */
@@ -1005,6 +1060,7 @@ static const struct {
     {"ltxvideo", "LTXVideoTransformer3DModel", ltxvideo_from_json},
     {"hidream", "HiDreamImageTransformer2DModel", hidream_from_json},
     {"cosmos2image", "CosmosTransformer3DModel", cosmos_from_json},
+    {"kandinsky5", "Kandinsky5Transformer3DModel", kandinsky5_from_json},
     {"ace_step", "AceStepTransformer1DModel", ace_step_from_json},
 };
 

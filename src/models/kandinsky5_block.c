@@ -1,0 +1,401 @@
+/* Kandinsky 5's blocks (kandinsky5.h): diffusers' Kandinsky5TransformerEncoderBlock (a text block) and
+ * Kandinsky5TransformerDecoderBlock (a visual block), without sparse attention.
+ *
+ *   mod = out_layer(SiLU(time_embed))                 (6 D for a text block, 9 D for a visual one, with a bias;
+ *                                                     module i's (shift, scale, gate) at i 3 D)
+ *   x1 = x  + gate1 * out(self_attention(LN(x) (1 + scale1) + shift1))
+ *   x2 = x1 + gate2 * out'(cross_attention(q' of LN(x1) (1 + scale2) + shift2; k', v' of the final text))  (visual)
+ *   x3 = x2 + gate3 * ff2(gelu_erf(ff0(LN(x2) (1 + scale3) + shift3)))
+ *
+ * LayerNorm without affine (eps 1e-5); q, k, v and out with biases; q and k RMSNorm-ed per head (eps: float32's),
+ * the self-attention's rotated on interleaved pairs (the text's 1-D table, the image's 3-D one), the cross-attention's
+ * not; no key mask; the feed-forward without biases.
+ *
+ * Forward keeps the modulations, the attentions' inputs (q, k and v after their norms and rotation, and the raw q and
+ * k), outputs and states, the output projections, and with KEEP_ALL the feed-forward's two GEMM outputs; everything
+ * pointwise is recomputed from those and the block's input with the same kernels, so bitwise as forward made it. The
+ * text's keys and values are kept with the rest, as xdit_block.c keeps them. */
+#include "kandinsky5.h"
+
+#include "attn_side.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* block_saved is attn_side.h's: the self-attention's side in SQ .. SKR with state 0 and output projection o[0], the
+ * cross-attention's (visual blocks) in XQ .. XKR with state 1 and o2, the modulations (B, M) in mod[0], the
+ * feed-forward's GEMM outputs in f1[0] and f2[0]. */
+enum { SELF = 0, CROSS = XQ };
+
+typedef struct dims {
+    int64_t B, T, L, D, N, NL, F, M; /* T: the block's own rows per sample; NL: the text's rows, B L; M: a sample's
+                                        modulations */
+    int ff;                          /* the feed-forward's module: 1 in a text block, 2 in a visual one */
+} dims;
+
+static dims dims_of(const k5_block *b)
+{
+    const model_shape *s = &b->m->shape;
+    const int64_t T = b->visual ? s->tokens : s->text;
+    return (dims){s->batch, T, s->text, s->hidden, s->batch * T, s->batch * s->text, b->ffn,
+                  (b->visual ? 9 : 6) * s->hidden, b->visual ? 2 : 1};
+}
+
+#define W(i) (param_at(b->m->params, (i))->w)
+#define G(i) (param_at(b->m->params, (i))->g)
+
+static attn_shape self_shape(const k5_block *b)
+{
+    const model_shape *s = &b->m->shape;
+    return (attn_shape){.batch = s->batch, .tokens = dims_of(b).T, .heads = s->heads, .head_dim = s->hidden / s->heads,
+                        .mechanism = s->mechanism};
+}
+
+static attn_shape cross_shape(const k5_block *b)
+{
+    attn_shape a = self_shape(b);
+    a.kv_tokens = b->m->shape.text;
+    return a;
+}
+
+static attn_view rows(float *x, int64_t T, int64_t D) { return (attn_view){x, D, T * D}; }
+
+/* an attention's to_query, to_key, to_value, query_norm, key_norm and out_layer, in the state_dict's order */
+static void attention_register(param_set *s, const char *prefix, const char *name, lin_layer *l, int *nq, int *nk,
+                               const model_config *c)
+{
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, ra = c->lora_attention ? c->lora_rank : 0;
+    const float alpha = (float)c->lora_alpha;
+    char n[PARAM_NAME_MAX], norm[64];
+    const char *lin[4] = {"to_query", "to_key", "to_value", "out_layer"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(n, sizeof n, "%s.%s.%s", prefix, name, lin[i]);
+        l[i] = lin_register(s, n, D, D, true, ra, alpha, full);
+    }
+    snprintf(norm, sizeof norm, "%s.query_norm", name);
+    *nq = block_norm(s, prefix, norm, c->hidden / c->heads, c);
+    snprintf(norm, sizeof norm, "%s.key_norm", name);
+    *nk = block_norm(s, prefix, norm, c->hidden / c->heads, c);
+    snprintf(n, sizeof n, "%s.%s.%s", prefix, name, lin[3]);
+    l[3] = lin_register(s, n, D, D, true, ra, alpha, full);
+}
+
+void k5_block_register(param_set *s, k5_block *b, const char *prefix, const model_config *c)
+{
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, rm = c->lora_mlp ? c->lora_rank : 0;
+    const float alpha = (float)c->lora_alpha;
+    char n[PARAM_NAME_MAX];
+    lin_layer l[4];
+#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
+    /* in the state_dict's order: modulation, self-attention, (cross-attention,) feed-forward */
+    b->mod = lin_register(s, NAME(b->visual ? "visual_modulation.out_layer" : "text_modulation.out_layer"), b->tdim,
+                          (b->visual ? 9 : 6) * D, true, 0, 0, full);
+    attention_register(s, prefix, "self_attention", l, &b->norm_q, &b->norm_k, c);
+    b->q = l[0], b->k = l[1], b->v = l[2], b->out = l[3];
+    if (b->visual) {
+        attention_register(s, prefix, "cross_attention", l, &b->cnorm_q, &b->cnorm_k, c);
+        b->cq = l[0], b->ck = l[1], b->cv = l[2], b->cout = l[3];
+    }
+    b->ff0 = lin_register(s, NAME("feed_forward.in_layer"), D, b->ffn, false, rm, alpha, full);
+    b->ff2 = lin_register(s, NAME("feed_forward.out_layer"), b->ffn, D, false, rm, alpha, full);
+#undef NAME
+}
+
+/* ---- sizes ---- */
+
+static size_t k5_kept_bytes(const block *blk, keep_level keep)
+{
+    const k5_block *b = blk->self;
+    dims d = dims_of(b);
+    if (keep == KEEP_NOTHING) return 0;
+    const attn_shape ss = self_shape(b), cs = cross_shape(b);
+    /* modulations; self: q, raw q, k, raw k, v, o, out; cross: q, raw q, o, out over the block's rows, k, raw k, v
+       over the text's */
+    size_t floats = (size_t)(d.B * d.M + 7 * d.N * d.D);
+    if (b->visual) floats += (size_t)(4 * d.N * d.D + 3 * d.NL * d.D);
+    if (keep == KEEP_ALL) floats += (size_t)(d.N * d.F + d.N * d.D);
+    return floats * sizeof(float) + attention_kept_bytes(&ss) + (b->visual ? attention_kept_bytes(&cs) : 0);
+}
+
+static size_t k5_offloaded_bytes(const block *blk)
+{
+    const k5_block *b = blk->self;
+    dims d = dims_of(b);
+    const attn_shape ss = self_shape(b), cs = cross_shape(b);
+    size_t n = (size_t)(6 * d.N * d.D) * sizeof(float) + attention_kept_bytes(&ss);
+    if (b->visual) n += (size_t)(3 * d.N * d.D + 3 * d.NL * d.D) * sizeof(float) + attention_kept_bytes(&cs);
+    return n;
+}
+
+/* ---- pieces run in forward and again in backward ---- */
+
+/* h = LN(x) (1 + scale_i) + shift_i (stats kept when asked; ln, if not NULL, gets LN(x)) */
+static st_status ln_modulate(const k5_block *b, float *h, float *ln, const float *x, const float *mod, int i,
+                             op_state *stats)
+{
+    dims d = dims_of(b);
+    float *y = ln ? ln : h;
+    st_status st = layernorm_forward(b->m->pool, y, x, NULL, NULL, d.N, d.D, K5_LN_EPS, stats);
+    if (!st) modulate_forward(h, y, mod + i * 3 * d.D, mod + i * 3 * d.D + d.D, d.B, d.T, d.D, d.M);
+    return st;
+}
+
+static void rotate(const k5_block *b, float *x, bool back)
+{
+    dims d = dims_of(b);
+    const int64_t heads = b->m->shape.heads, hd = d.D / heads;
+    if (back) rope_backward(x, d.B, d.T, heads, hd, d.D, d.T * d.D, *b->rope);
+    else rope_forward(x, d.B, d.T, heads, hd, d.D, d.T * d.D, *b->rope);
+}
+
+#define SIDE(k) (sv->side[at + (k)])
+
+static st_status attention_forward_into(const k5_block *b, block_saved *sv, int at, const float *xq, const float *xkv,
+                                        bool keep)
+{
+    dims d = dims_of(b);
+    const bool cross = at == CROSS;
+    const int64_t hd = d.D / b->m->shape.heads, nq = d.N, nkv = cross ? d.NL : d.N, Tkv = cross ? d.L : d.T;
+    const lin_layer *lq = cross ? &b->cq : &b->q, *lk = cross ? &b->ck : &b->k, *lv = cross ? &b->cv : &b->v;
+    const int wq = cross ? b->cnorm_q : b->norm_q, wk = cross ? b->cnorm_k : b->norm_k;
+    const attn_shape as = cross ? cross_shape(b) : self_shape(b);
+    pool *p = b->m->pool;
+    st_status st = fwd(b->m, lq, SIDE(SQR), xq, nq);
+    if (!st) st = fwd(b->m, lk, SIDE(SKR), xkv, nkv);
+    if (!st) st = fwd(b->m, lv, SIDE(SV), xkv, nkv);
+    if (!st) st = rmsnorm_forward(p, SIDE(SQ), SIDE(SQR), W(wq), nq * d.D / hd, hd, K5_QK_EPS, NULL);
+    if (!st) st = rmsnorm_forward(p, SIDE(SK), SIDE(SKR), W(wk), nkv * d.D / hd, hd, K5_QK_EPS, NULL);
+    if (st) return st;
+    if (!cross) rotate(b, SIDE(SQ), false), rotate(b, SIDE(SK), false);
+    return attention_forward_masked(p, &as, NULL, rows(SIDE(SO), d.T, d.D), rows(SIDE(SQ), d.T, d.D),
+                                    rows(SIDE(SK), Tkv, d.D), rows(SIDE(SV), Tkv, d.D), keep ? &sv->attn[cross] : NULL);
+}
+
+/* f1 = ff0(LN(x) (1 + scale) + shift), f2 = ff2(gelu_erf(f1)), the feed-forward module's modulation */
+static st_status ffn_compute(const k5_block *b, const float *x, const float *mod, float *f1, float *f2)
+{
+    dims d = dims_of(b);
+    scratch s = {.pool = b->m->pool};
+    float *h = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "k5.ffn.h");
+    if (!s.status) s.status = ln_modulate(b, h, NULL, x, mod, d.ff, NULL);
+    if (!s.status) s.status = fwd(b->m, &b->ff0, f1, h, d.N);
+    scratch_drop(&s, h);
+    float *g = scratch_take(&s, d.N * d.F, MEM_WORKSPACE, "k5.ffn.gelu");
+    if (!s.status) {
+        gelu_erf_forward(g, f1, d.N * d.F);
+        s.status = fwd(b->m, &b->ff2, f2, g, d.N);
+    }
+    return scratch_end(&s);
+}
+
+/* ---- the block ---- */
+
+/* attn_side.h's three cases, as xdit_block.c's forward: a plain forward at a keep level; a first forward with off,
+ * which sends the attentions' sides to the host; a recompute after it, which takes them back. */
+static st_status k5_forward(block *blk, const block_state *in, block_state *out, keep_level keep, offload *off,
+                            block_saved **saved_io)
+{
+    k5_block *b = blk->self;
+    dims d = dims_of(b);
+    const int64_t ND = d.N * d.D, NLD = b->visual ? d.NL * d.D : 0, NX = b->visual ? ND : 0;
+    const float *x = in->t[0];
+    blk->forward_runs++;
+    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
+    if (!sv) return st_host_oom("a block's saved tensors");
+    frame f;
+    frame_init(&f, b->m, keep, off, sv);
+    float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "k5.state");
+    sv->mod[0] = scratch_take(f.ks, d.B * d.M, f.kt, "k5.mod");
+    side_take(&f, sv, (int64_t[SIDE_MAX]){ND, ND, ND, ND, ND, ND, NX, NLD, NLD, NX, NX, NLD}, b->visual ? 2 : 1);
+    sv->o[0] = scratch_take(f.ks, ND, f.kt, "k5.attention_out");
+    if (b->visual) sv->o2 = scratch_take(f.ks, ND, f.kt, "k5.cross_attention_out");
+    sv->f1[0] = scratch_take(f.fs, d.N * d.F, f.ft, "k5.ff0");
+    sv->f2[0] = scratch_take(f.fs, ND, f.ft, "k5.ff2");
+    float *h = scratch_take(&f.tmp, ND, MEM_WORKSPACE, "k5.h");
+    st_status st = f.kept.status ? f.kept.status : f.tmp.status;
+    const bool states = keep != KEEP_NOTHING || f.to_host;
+    if (!st) st = fwd(b->m, &b->mod, sv->mod[0], b->m->ctx.cs, d.B);
+    if (!st && f.from_host) st = side_back(sv);
+    if (!st && !f.from_host) {
+        st = ln_modulate(b, h, NULL, x, sv->mod[0], 0, NULL);
+        if (!st) st = attention_forward_into(b, sv, SELF, h, h, states);
+    }
+    if (!st) st = fwd(b->m, &b->out, sv->o[0], sv->side[SQ + SO], d.N);
+    if (!st) gated_residual_forward(y, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, d.M); /* x1 */
+    if (!st && b->visual && !f.from_host && !(st = ln_modulate(b, h, NULL, y, sv->mod[0], 1, NULL)))
+        st = attention_forward_into(b, sv, CROSS, h, b->m->ctx.text, states);
+    if (!st && f.to_host) st = side_send(sv);
+    if (!st && b->visual) st = fwd(b->m, &b->cout, sv->o2, sv->side[XO], d.N);
+    if (!st && f.to_host) st = side_drop(sv, f.ks);
+    if (!st && b->visual) gated_residual_forward(y, y, sv->mod[0] + 5 * d.D, sv->o2, d.B, d.T, d.D, d.M); /* x2 */
+    if (!st) st = ffn_compute(b, y, sv->mod[0], sv->f1[0], sv->f2[0]);
+    if (!st) gated_residual_forward(y, y, sv->mod[0] + (3 * d.ff + 2) * d.D, sv->f2[0], d.B, d.T, d.D, d.M);
+    if (!st) *out = (block_state){.n = 1, .t = {y}};
+    return frame_end(&f, st, sv, saved_io, &y, 1);
+}
+
+/* draw += dL/draw from dy, the gradient after the per-head RMSNorm (recomputing its statistics) */
+static st_status norm_back(const k5_block *b, float *draw, const float *dy, const float *raw, int w, int64_t n)
+{
+    const int64_t D = b->m->shape.hidden, hd = D / b->m->shape.heads, r = n * D / hd;
+    scratch s = {.pool = b->m->pool};
+    float *tmp = scratch_take(&s, n * D, MEM_WORKSPACE, "k5.norm");
+    op_state stats = {0};
+    if (!s.status) s.status = rmsnorm_forward(b->m->pool, tmp, raw, W(w), r, hd, K5_QK_EPS, &stats);
+    if (!s.status) rmsnorm_backward(draw, G(w), dy, raw, W(w), r, hd, &stats);
+    op_state_release(&stats);
+    return scratch_end(&s);
+}
+
+/* One attention backward from dout, dL/d(its output projection's output); dxq accumulates the query input's
+ * gradient, dxkv the key and value input's. */
+static st_status attention_backward_from(const k5_block *b, block_saved *sv, int at, const float *dout,
+                                         const float *xq, const float *xkv, float *dxq, float *dxkv)
+{
+    dims d = dims_of(b);
+    const bool cross = at == CROSS;
+    const int64_t nq = d.N, nkv = cross ? d.NL : d.N, Tkv = cross ? d.L : d.T, D = d.D;
+    const lin_layer *lq = cross ? &b->cq : &b->q, *lk = cross ? &b->ck : &b->k, *lv = cross ? &b->cv : &b->v;
+    const lin_layer *lo = cross ? &b->cout : &b->out;
+    const int wq = cross ? b->cnorm_q : b->norm_q, wk = cross ? b->cnorm_k : b->norm_k;
+    const attn_shape as = cross ? cross_shape(b) : self_shape(b);
+    scratch s = {.pool = b->m->pool};
+    float *datt = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "k5.datt");
+    float *dq = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "k5.dq");
+    float *dk = scratch_take_zero(&s, nkv * D, MEM_WORKSPACE, "k5.dk");
+    float *dv = scratch_take_zero(&s, nkv * D, MEM_WORKSPACE, "k5.dv");
+    float *draw = scratch_take_zero(&s, (nq > nkv ? nq : nkv) * D, MEM_WORKSPACE, "k5.draw");
+    if (s.status) return scratch_end(&s);
+    if ((s.status = bwd(b->m, lo, datt, dout, SIDE(SO), nq))) return scratch_end(&s);
+    s.status = attention_backward_masked(b->m->pool, &as, NULL, rows(dq, d.T, D), rows(dk, Tkv, D), rows(dv, Tkv, D),
+                                         rows(datt, d.T, D), rows(SIDE(SQ), d.T, D), rows(SIDE(SK), Tkv, D),
+                                         rows(SIDE(SV), Tkv, D), rows(SIDE(SO), d.T, D), &sv->attn[cross]);
+    if (s.status) return scratch_end(&s);
+    if (!cross) rotate(b, dq, true), rotate(b, dk, true);
+    if (!(s.status = norm_back(b, draw, dq, SIDE(SQR), wq, nq))) s.status = bwd(b->m, lq, dxq, draw, xq, nq);
+    if (!s.status) {
+        zero_bytes(draw, (size_t)(nkv * D) * sizeof(float));
+        s.status = norm_back(b, draw, dk, SIDE(SKR), wk, nkv);
+    }
+    if (!s.status) s.status = bwd(b->m, lk, dxkv, draw, xkv, nkv);
+    if (!s.status) s.status = bwd(b->m, lv, dxkv, dv, xkv, nkv);
+    return scratch_end(&s);
+}
+
+/* dL/dh of a modulated LayerNorm back to gx (+=), the modulation's shift and scale into dmod */
+static void ln_modulate_back(const k5_block *b, float *gx, float *dmod, float *dh, const float *ln, const float *x,
+                             const float *mod, int i, op_state *stats)
+{
+    dims d = dims_of(b);
+    const int64_t o = i * 3 * d.D;
+    modulate_backward(dh, dmod + o, dmod + o + d.D, dh, ln, mod + o + d.D, d.B, d.T, d.D, d.M);
+    layernorm_backward(gx, NULL, NULL, dh, x, NULL, d.N, d.D, stats);
+}
+
+/* grad->t[0] holds dL/dx3 on entry; the residual stream's gradient is accumulated in place, becoming dL/dx2,
+ * dL/dx1 and dL/dx. */
+static st_status k5_backward(block *blk, const block_state *in, block_saved *sv, block_state *grad)
+{
+    k5_block *b = blk->self;
+    dims d = dims_of(b);
+    const int64_t N = d.N, D = d.D, B = d.B, T = d.T, ND = N * D, M = d.M, ff = d.ff;
+    const float *x = in->t[0], *mod = sv->mod[0];
+    float *gx = grad->t[0];
+    if (sv->on_host) {
+        st_status st = side_back(sv);
+        if (st) return st;
+    }
+    op_state stats = {0};
+    bool recomputed = false;
+    scratch s = {.pool = b->m->pool};
+    float *dmod = scratch_take_zero(&s, B * M, MEM_WORKSPACE, "k5.dmod");
+    float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "k5.x1");
+    float *x2 = b->visual ? scratch_take(&s, ND, MEM_WORKSPACE, "k5.x2") : x1; /* the feed-forward's input */
+    if (s.status) goto done;
+    gated_residual_forward(x1, x, mod + 2 * D, sv->o[0], B, T, D, M);
+    if (b->visual) gated_residual_forward(x2, x1, mod + 5 * D, sv->o2, B, T, D, M);
+    if (!sv->f1[0]) { /* KEEP_ATTENTION: recompute the feed-forward's GEMM outputs from its input */
+        sv->f1[0] = scratch_take(&s, N * d.F, MEM_ACTIVATIONS, "k5.ff0 (recomputed)");
+        sv->f2[0] = scratch_take(&s, ND, MEM_ACTIVATIONS, "k5.ff2 (recomputed)");
+        recomputed = true;
+        if (s.status || (s.status = ffn_compute(b, x2, mod, sv->f1[0], sv->f2[0]))) goto done;
+    }
+    /* feed-forward: x3 = x2 + gate * ff2(gelu_erf(ff0(h))) */
+    float *df2 = scratch_take_zero(&s, ND, MEM_WORKSPACE, "k5.dff2");
+    float *g = scratch_take(&s, N * d.F, MEM_WORKSPACE, "k5.gelu");
+    float *dg = scratch_take_zero(&s, N * d.F, MEM_WORKSPACE, "k5.dgelu");
+    if (s.status) goto done;
+    gelu_erf_forward(g, sv->f1[0], N * d.F);
+    gated_residual_backward(gx, dmod + (3 * ff + 2) * D, df2, gx, mod + (3 * ff + 2) * D, sv->f2[0], B, T, D, M);
+    if ((s.status = bwd(b->m, &b->ff2, dg, df2, g, N))) goto done;
+    scratch_drop(&s, g);
+    scratch_drop(&s, df2);
+    float *df1 = scratch_take_zero(&s, N * d.F, MEM_WORKSPACE, "k5.dff0"); /* gelu_erf_backward accumulates */
+    if (s.status) goto done;
+    gelu_erf_backward(df1, dg, sv->f1[0], N * d.F);
+    scratch_drop(&s, dg);
+    float *ln = scratch_take(&s, ND, MEM_WORKSPACE, "k5.ln");
+    float *h = scratch_take(&s, ND, MEM_WORKSPACE, "k5.h");
+    float *dh = scratch_take_zero(&s, ND, MEM_WORKSPACE, "k5.dh");
+    float *dout = scratch_take(&s, ND, MEM_WORKSPACE, "k5.dout");
+    if (s.status || (s.status = ln_modulate(b, h, ln, x2, mod, (int)ff, &stats))) goto done;
+    if ((s.status = bwd(b->m, &b->ff0, dh, df1, h, N))) goto done;
+    scratch_drop(&s, df1);
+    ln_modulate_back(b, gx, dmod, dh, ln, x2, mod, (int)ff, &stats);
+    op_state_release(&stats);
+    if (recomputed) {
+        scratch_drop(&s, sv->f1[0]);
+        scratch_drop(&s, sv->f2[0]);
+        sv->f1[0] = sv->f2[0] = NULL;
+        recomputed = false;
+    }
+    if (b->visual) { /* cross-attention: x2 = x1 + gate2 * out'(...), its keys and values from the text */
+        zero_bytes(dout, (size_t)ND * sizeof(float));
+        gated_residual_backward(gx, dmod + 5 * D, dout, gx, mod + 5 * D, sv->o2, B, T, D, M);
+        if ((s.status = ln_modulate(b, h, ln, x1, mod, 1, &stats))) goto done;
+        zero_bytes(dh, (size_t)ND * sizeof(float));
+        if ((s.status = attention_backward_from(b, sv, CROSS, dout, h, b->m->ctx.text, dh, b->m->ctx.dtext)))
+            goto done;
+        ln_modulate_back(b, gx, dmod, dh, ln, x1, mod, 1, &stats);
+        op_state_release(&stats);
+    }
+    /* self-attention: x1 = x + gate1 * out(...) */
+    zero_bytes(dout, (size_t)ND * sizeof(float));
+    gated_residual_backward(gx, dmod + 2 * D, dout, gx, mod + 2 * D, sv->o[0], B, T, D, M);
+    if ((s.status = ln_modulate(b, h, ln, x, mod, 0, &stats))) goto done;
+    zero_bytes(dh, (size_t)ND * sizeof(float));
+    if ((s.status = attention_backward_from(b, sv, SELF, dout, h, h, dh, dh))) goto done;
+    ln_modulate_back(b, gx, dmod, dh, ln, x, mod, 0, &stats);
+    s.status = bwd(b->m, &b->mod, b->m->ctx.dcs, dmod, b->m->ctx.cs, B); /* the modulation's linear and SiLU's input */
+done:
+    op_state_release(&stats);
+    if (recomputed) sv->f1[0] = sv->f2[0] = NULL;
+    return scratch_end(&s);
+}
+
+const block_kind k5_text_block_kind = {
+    .name = "kandinsky5_text",
+    .ffn_split = true,
+    .softmax_attention = true,
+    .kept_bytes = k5_kept_bytes,
+    .offloaded_bytes = k5_offloaded_bytes,
+    .forward = k5_forward,
+    .prefetch = side_prefetch,
+    .backward = k5_backward,
+    .release = saved_release,
+};
+
+const block_kind k5_visual_block_kind = {
+    .name = "kandinsky5_visual",
+    .ffn_split = true,
+    .softmax_attention = true,
+    .kept_bytes = k5_kept_bytes,
+    .offloaded_bytes = k5_offloaded_bytes,
+    .forward = k5_forward,
+    .prefetch = side_prefetch,
+    .backward = k5_backward,
+    .release = saved_release,
+};
