@@ -269,6 +269,10 @@ expect 1 "cosmos2image trains with its EDM objective, not built: refused by name
   "model_family cosmos2image: Cosmos trains with its EDM objective" -- \
   "$bin" train --config empty.json --set model_family=cosmos2image --set model_preset=cosmos2-tiny \
   --set synthetic_data=true --set max_train_steps=1 --set output_dir=cosmos-out
+expect 0 "anima trains with flow matching, as SimpleTuner does: its transformer and text conditioner" \
+  "trained 1 steps; weights in anima-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=anima --set model_preset=anima-tiny \
+  --set synthetic_data=true --set max_train_steps=1 --set output_dir=anima-out
 # SimpleTuner's own example configs, unchanged: a built family plans, one not built is refused in one line
 for example in "$src"/tests/fixtures/simpletuner/*.json; do
   name=$(basename "$example" .json) family=$(sed -n 's/.*"model_family": *"\([^"]*\)".*/\1/p' "$example")

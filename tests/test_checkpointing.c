@@ -756,6 +756,15 @@ int main(void)
     test_bitwise(&cos_lora, "cosmos2-tiny lora", 2);
     test_budgets(&cos, "cosmos2-tiny");
     test_memory_ignores_data(&cos, "cosmos2-tiny");
+    model_config an; /* cosmos2's blocks reading its text conditioner's output, whose gradient they return */
+    CHECK(model_preset("anima-tiny", &an) == ST_OK);
+    an.depth = 3;
+    for (int threads = 1; threads <= 2; threads++) test_bitwise(&an, "anima-tiny", threads);
+    model_config an_lora = an;
+    an_lora.lora_rank = 4, an_lora.lora_alpha = 8, an_lora.lora_attention = an_lora.lora_mlp = true;
+    test_bitwise(&an_lora, "anima-tiny lora", 2);
+    test_budgets(&an, "anima-tiny");
+    test_memory_ignores_data(&an, "anima-tiny");
     model_config ltx;
     CHECK(model_preset("ltxvideo-tiny", &ltx) == ST_OK && ltx.frames == 2); /* RoPE over the width, RMSNorm norms */
     for (int threads = 1; threads <= 2; threads++) test_bitwise(&ltx, "ltxvideo-tiny", threads);

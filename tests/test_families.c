@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "segtrain/config.h"
 #include "segtrain/model.h"
@@ -160,6 +161,12 @@ static void test_families(void)
           mc.hidden == 1536 && mc.ffn_dim == 8960 && mc.text_len == 512);
     EXPECT_REFUSAL("{\"model_family\": \"wan\", \"model_flavour\": \"i2v-14b-2.1\"}", ST_ERR_UNSUPPORTED,
                    "model_flavour i2v-14b-2.1 of wan", "reference frames");
+    /* Anima: every flavour but the single-file 2.9B one is the 2B transformer with its 6-block conditioner */
+    CHECK(from_json("{\"model_family\": \"anima\", \"model_flavour\": \"release\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "anima") && mc.hidden == 2048 && mc.refiner_depth == 6 && mc.text_vocab == 32128 &&
+          mc.source_dim == 1024 && mc.text_min_len == 512);
+    EXPECT_REFUSAL("{\"model_family\": \"anima\", \"model_flavour\": \"gazingstars123-2.9b\"}",
+                   ST_ERR_UNSUPPORTED, "model_flavour gazingstars123-2.9b of anima", "single-file");
     EXPECT_REFUSAL("{\"model_family\": \"kandinsky5_image\"}", ST_ERR_UNSUPPORTED, "model_family kandinsky5-image");
     EXPECT_REFUSAL("{\"model_family\": \"sana\"}", ST_ERR_UNSUPPORTED, "linear-attention");
     EXPECT_REFUSAL("{\"model_family\": \"sdxl\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
@@ -179,7 +186,7 @@ static void test_families(void)
                            !strcmp(name, "longcat_image") || !strcmp(name, "chroma") ||
                            !strcmp(name, "flux2") || !strcmp(name, "qwen_image") || !strcmp(name, "hidream") ||
                            !strcmp(name, "hunyuanvideo") || !strcmp(name, "pixart_sigma") || !strcmp(name, "wan") ||
-                           !strcmp(name, "ltxvideo") || !strcmp(name, "cosmos2image");
+                           !strcmp(name, "ltxvideo") || !strcmp(name, "cosmos2image") || !strcmp(name, "anima");
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
     CHECKF(n >= 40, "%d family names", n);
@@ -537,6 +544,52 @@ static void test_ltxvideo_json(void)
     remove(dir);
 }
 
+/* Anima's pipeline folder: the transformer's config in transformer/, its conditioner's in text_conditioner/ beside
+ * it; what the conditioner's reader does not build is refused in one line naming the file and the key. */
+static void test_anima_json(void)
+{
+    char dir[] = "/tmp/segtrain-anima-XXXXXX", sub[64];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(sub, sizeof sub, "%s/transformer", dir);
+    CHECK(mkdir(sub, 0700) == 0);
+    snprintf(sub, sizeof sub, "%s/text_conditioner", dir);
+    CHECK(mkdir(sub, 0700) == 0);
+    tk_write_file(dir, "transformer/config.json", "{\"_class_name\": \"CosmosTransformer3DModel\", "
+                  "\"num_attention_heads\": 16, \"attention_head_dim\": 128, \"num_layers\": 28, \"in_channels\": "
+                  "16, \"out_channels\": 16, \"text_embed_dim\": 1024, \"adaln_lora_dim\": 256, "
+                  "\"concat_padding_mask\": true, \"extra_pos_embed_type\": null, \"rope_scale\": [1.0, 4.0, 4.0]}");
+#define TC "{\"_class_name\": \"AnimaTextConditioner\", "
+    tk_write_file(dir, "text_conditioner/config.json", TC "\"num_layers\": 6, \"source_dim\": 1024}");
+    model_config mc, want;
+    CHECK(model_preset("anima-tiny", &mc) == ST_OK && model_preset("anima", &want) == ST_OK);
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.refiner_depth == want.refiner_depth && mc.text_vocab == want.text_vocab &&
+               mc.source_dim == want.source_dim && mc.text_min_len == want.text_min_len,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {TC "\"use_layer_norm\": true}", "use_layer_norm"},
+        {TC "\"model_dim\": 512, \"target_dim\": 512}", "model_dim 512"},
+        {TC "\"num_attention_heads\": 8}", "num_attention_heads 8"},
+        {TC "\"num_layers\": 9}", "num_layers 9"},
+        {"{\"_class_name\": \"LLMAdapter\"}", "_class_name LLMAdapter"},
+    };
+#undef TC
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tk_write_file(dir, "text_conditioner/config.json", bad[i][0]);
+        CHECK(model_preset("anima-tiny", &mc) == ST_OK);
+        const st_status s = model_config_from_diffusers(dir, &mc);
+        CHECKF(s != ST_OK && strstr(st_error(), bad[i][1]) && strstr(st_error(), "text_conditioner/config.json") &&
+                   !strchr(st_error(), '\n'), "%s: %s", bad[i][0], st_error());
+    }
+    remove(tk_path(dir, "text_conditioner/config.json"));
+    CHECK(model_preset("anima-tiny", &mc) == ST_OK);
+    CHECKF(model_config_from_diffusers(dir, &mc) != ST_OK && strstr(st_error(), "text_conditioner"), "%s", st_error());
+    remove(tk_path(dir, "transformer/config.json"));
+    snprintf(sub, sizeof sub, "%s/transformer", dir), remove(sub);
+    snprintf(sub, sizeof sub, "%s/text_conditioner", dir), remove(sub);
+    remove(dir);
+}
+
 int main(void)
 {
     test_resolution();
@@ -547,6 +600,7 @@ int main(void)
     test_flux_folder_axes();
     test_qwen_json();
     test_ltxvideo_json();
+    test_anima_json();
     test_hunyuanvideo();
     test_hidream();
     test_doc();

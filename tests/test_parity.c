@@ -102,9 +102,12 @@ static void test_fixture(const char *name, const char *preset)
     sft_file *f;
     CHECKF(sft_open(path, &f) == ST_OK, "%s", st_error());
     const sft_tensor *lat = sft_find(f, "latents"), *ehs = sft_find(f, "encoder_hidden_states");
-    CHECK(lat && (lat->ndim == 4 || lat->ndim == 5) && ehs && ehs->ndim == 3); /* images, or video (B, C, F, H, W) */
+    /* anima's text is its conditioner's, from Qwen3 states and T5 ids (B, L) */
+    const sft_tensor *qwen = sft_find(f, "qwen_hidden_states"), *ids = sft_find(f, "t5xxl_ids");
+    CHECK(lat && (lat->ndim == 4 || lat->ndim == 5) && ((ehs && ehs->ndim == 3) || (qwen && ids))); /* video too */
+    if (!lat || !((ehs && ehs->ndim == 3) || (qwen && ids))) return;
     const int64_t B = lat->shape[0], C = lat->shape[1], F = lat->ndim == 5 ? lat->shape[2] : 1;
-    const int64_t R = lat->shape[lat->ndim - 1], L = ehs->shape[1];
+    const int64_t R = lat->shape[lat->ndim - 1], L = ehs ? ehs->shape[1] : ids->shape[1];
 
     const sft_tensor *ehs2 = sft_find(f, "encoder_hidden_states_2"); /* hunyuanvideo15's ByT5 tokens */
     model_config mc;
@@ -113,7 +116,8 @@ static void test_fixture(const char *name, const char *preset)
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
     const sft_tensor *llt = sft_find(f, "llama_hidden_states"); /* HiDream's: (B, blocks, tokens, width) */
     if (llt) mc.llama_len = llt->shape[2];
-    CHECK(mc.channels == C && mc.text_dim == ehs->shape[2]);
+    if (qwen) mc.source_len = qwen->shape[1];
+    CHECK(mc.channels == C && (qwen ? mc.source_dim == qwen->shape[2] : mc.text_dim == ehs->shape[2]));
     pool *p = pool_create(POOL_DEVICE, 0);
     model *m = NULL;
     CHECKF(model_create(&mc, p, &m) == ST_OK, "%s", st_error());
@@ -136,7 +140,10 @@ static void test_fixture(const char *name, const char *preset)
     const int64_t per = C * F * R * R, K = model_cond_len(&mc), P = mc.pooled_dim;
     float *x = tensor(f, "latents", B * per), *sigma = tensor(f, "sigma", B), *target = tensor(f, "target", B * per);
     float *want_pred = tensor(f, "pred", B * per), *want_loss = tensor(f, "loss", 1);
-    float *text = tensor(f, "encoder_hidden_states", B * L * mc.text_dim);
+    float *text = ehs ? tensor(f, "encoder_hidden_states", B * L * mc.text_dim) : NULL;
+    const int64_t Q = qwen ? mc.source_len * mc.source_dim : 0; /* model.h's anima layout: Qwen's, ids, weights */
+    float *qstates = qwen ? tensor(f, "qwen_hidden_states", B * Q) : NULL;
+    float *t5 = qwen ? tensor(f, "t5xxl_ids", B * L) : NULL, *t5w = qwen ? tensor(f, "t5xxl_weights", B * L) : NULL;
     float *pooled = P ? tensor(f, "pooled_projections", B * P) : NULL;
     float *guidance = mc.guidance_embeds ? tensor(f, "guidance", B) : NULL;
     /* the text mask where the family reads one, after the pooled vector (model.h's layout) */
@@ -154,6 +161,12 @@ static void test_fixture(const char *name, const char *preset)
     CHECK(B <= 16);
     for (int64_t b = 0; b < B; b++) {
         ts[b] = 1000.0f * sigma[b];
+        if (qwen) {
+            memcpy(cond + b * K, qstates + b * Q, (size_t)Q * sizeof(float));
+            memcpy(cond + b * K + Q, t5 + b * L, (size_t)L * sizeof(float));
+            memcpy(cond + b * K + Q + L, t5w + b * L, (size_t)L * sizeof(float));
+            continue;
+        }
         memcpy(cond + b * K, text + b * L * mc.text_dim, (size_t)(L * mc.text_dim) * sizeof(float));
         if (P) memcpy(cond + b * K + L * mc.text_dim, pooled + b * P, (size_t)P * sizeof(float)); /* AuraFlow: none */
         if (mask) memcpy(cond + b * K + L * mc.text_dim + P, mask + b * L, (size_t)L * sizeof(float));
@@ -205,7 +218,7 @@ static void test_fixture(const char *name, const char *preset)
     tk_expect_bitwise("prediction, checkpointed vs none", r[1].pred, r[0].pred, B * per);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(text), free(pooled), free(guidance);
-    free(mask), free(llama), free(text2), free(mask2);
+    free(mask), free(llama), free(text2), free(mask2), free(qstates), free(t5), free(t5w);
     free(cond);
     sft_close(f);
     model_destroy(m);
@@ -319,6 +332,7 @@ int main(void)
     test_fixture("pixart-sigma", "pixart-sigma-tiny"); /* cross-attention to a masked text, learned variance */
     test_fixture("cosmos", "cosmos2-tiny"); /* AdaLN-LoRA, rotate-half NTK RoPE, the padding-mask channel */
     test_fixture("kandinsky5", "kandinsky5-image-tiny"); /* text blocks then visual blocks, 9-way modulation */
+    test_fixture("anima", "anima-tiny"); /* cosmos's with its text conditioner, loaded from text_conditioner/ */
     test_fixture("wan", "wan-tiny");                   /* video, 3D rotary, q/k RMSNorm across heads, norm2 */ /* mixture-of-experts feed-forwards, each block's own Llama tokens */
     test_fixture("ltxvideo", "ltxvideo-tiny"); /* video, RoPE over the whole width, RMSNorm block norms, the key mask */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */

@@ -36,9 +36,14 @@ typedef struct model_config {
     int64_t ffn_dim;               /* the feed-forward's width when not 4 hidden (0): Wan's */
     int64_t text_blocks, time_dim; /* kandinsky5: the text blocks before the visual ones (num_text_blocks; depth:
                                       num_visual_blocks) and the time embedding's width (time_dim); 0 elsewhere */
-    int64_t adaln_lora;            /* cosmos2image: the blocks' AdaLN-LoRA width (adaln_lora_dim); 0 elsewhere */
     int64_t kv_heads, window;      /* ace_step: k and v's heads (num_key_value_heads) and the sliding layers' window
                                       (|i - j| <= window); 0 elsewhere */
+    int64_t adaln_lora;            /* cosmos2image, anima: the blocks' AdaLN-LoRA width (adaln_lora_dim); 0 elsewhere */
+    int64_t source_len, source_dim; /* anima: the Qwen3 states per caption its text conditioner reads, and their width
+                                      (source_dim); text_len is then the T5 ids', text_vocab the conditioner's
+                                      vocabulary, refiner_depth its blocks (heads: the transformer's) */
+    int64_t text_min_len;          /* anima: the conditioner's output is zero padded to this many tokens
+                                      (min_sequence_length) */
     double interpolation;          /* pixart_sigma: the position table's interpolation_scale */
     int64_t text2_len, text2_dim;  /* hunyuanvideo15: ByT5's glyph tokens per caption and their width (text_embed_2_dim) */
     int64_t cond_channels;         /* hunyuanvideo15: the image-to-video condition's input channels (latents and mask,
@@ -87,10 +92,13 @@ bool model_xattn(const model_config *mc);
 /* Whether the family is Kandinsky 5 image (kandinsky5: text blocks, then visual blocks cross-attending to their
  * output; a sample's conditioning is Qwen2.5-VL's sequence, then CLIP's pooled vector). */
 bool model_kandinsky5(const model_config *mc);
-/* Whether the family is Cosmos 2 text-to-image (cosmos2image: cross-attention on its own AdaLN-LoRA blocks). */
-bool model_cosmos(const model_config *mc);
 /* Whether the family is audio (ace_step): latents (B, C, F, 1, 1), F the clip's latent frames. */
 bool model_audio(const model_config *mc);
+/* Whether the family runs CosmosTransformer3DModel (cosmos2image, and anima with its text conditioner). */
+bool model_cosmos(const model_config *mc);
+/* Whether the family is anima: a sample's conditioning is its Qwen3 states (source_len, source_dim), its T5 ids
+ * (text_len, as floats) and their weights (text_len), in that order. */
+bool model_anima(const model_config *mc);
 /* Whether the family reads a text encoder's output (the dual-stream and cross-attention families), not labels. */
 bool model_reads_text(const model_config *mc);
 /* Whether the family's input is video (B, C, F, H, W): hunyuanvideo, hunyuanvideo15. */

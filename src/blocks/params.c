@@ -288,13 +288,14 @@ static st_status source_open(const char *path, tensor_source *src)
     return s;
 }
 
-/* Reads the parameters of `part` from src by name; a fixed one may be absent. */
-static st_status read_params(param_set *s, const tensor_source *src, param_part part)
+/* Reads the parameters of `part` from src by name, but those named with skip_prefix (unless NULL); a fixed one may
+ * be absent. */
+static st_status read_params(param_set *s, const tensor_source *src, param_part part, const char *skip_prefix)
 {
     st_status st = ST_OK;
     for (int i = 0; i < s->n && !st; i++) {
         param *q = &s->items[i];
-        if (!in_part(q, part)) continue;
+        if (!in_part(q, part) || (skip_prefix && !strncmp(q->name, skip_prefix, strlen(skip_prefix)))) continue;
         sft_file *f = source_find(src, q->name);
         if (!f && q->fixed) continue;
         st = f ? sft_read_f32(f, q->name, q->ndim, q->shape, q->w)
@@ -311,19 +312,61 @@ static st_status unexpected(const char *path, const char *name, const param *q, 
                    part == PARAMS_TRAINABLE ? "trainable" : "frozen");
 }
 
-st_status param_set_load(param_set *s, const char *path, param_part part, const char *other_prefix)
+/* A part of the model that its pipeline saves as a model of its own, in a folder beside transformer/ (or in the
+ * folder given, a fixture's layout) named as the parameters' first name: anima's AnimaTextConditioner. */
+#define PART_NAME "text_conditioner"
+#define PART_PREFIX PART_NAME "."
+
+/* The part's folder under path when path is a folder that has one and the model has the part's parameters. */
+static bool part_folder(param_set *s, const char *path, char *folder)
+{
+    struct stat st;
+    if (!param_find(s, PART_PREFIX "norm.weight") || stat(path, &st) || !S_ISDIR(st.st_mode)) return false;
+    if (snprintf(folder, PATH_MAX_LEN, "%s/" PART_NAME, path) >= PATH_MAX_LEN) return false;
+    return stat(folder, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The part's parameters of `part` from its own folder, named there without the prefix; its other tensors are
+ * unexpected. */
+static st_status read_part(param_set *s, const char *folder, param_part part)
 {
     tensor_source src;
-    st_status st = source_open(path, &src);
-    if (!st) st = read_params(s, &src, part);
-    for (int k = 0; k < src.n && !st; k++)
-        for (int i = 0; i < sft_count(src.files[k]) && !st; i++) {
-            const char *name = sft_at(src.files[k], i)->name;
-            const param *q = param_find(s, name);
-            if (other_prefix && !strncmp(name, other_prefix, strlen(other_prefix))) continue;
-            if (!q || !in_part(q, part)) st = unexpected(sft_path(src.files[k]), name, q, part);
+    st_status st = source_open(folder, &src);
+    const size_t k = strlen(PART_PREFIX);
+    for (int i = 0; i < s->n && !st; i++) {
+        param *q = &s->items[i];
+        if (!in_part(q, part) || strncmp(q->name, PART_PREFIX, k)) continue;
+        sft_file *f = source_find(&src, q->name + k);
+        st = f ? sft_read_f32(f, q->name + k, q->ndim, q->shape, q->w)
+               : st_fail(ST_ERR_FORMAT, "%s: tensor '%s' (the model's %s) is missing", src.path, q->name + k, q->name);
+    }
+    char full[PARAM_NAME_MAX + 32];
+    for (int f = 0; f < src.n && !st; f++)
+        for (int i = 0; i < sft_count(src.files[f]) && !st; i++) {
+            snprintf(full, sizeof full, PART_PREFIX "%s", sft_at(src.files[f], i)->name);
+            const param *q = param_find(s, full);
+            if (!q || !in_part(q, part)) st = unexpected(sft_path(src.files[f]), full, q, part);
         }
     source_close(&src);
+    return st;
+}
+
+st_status param_set_load(param_set *s, const char *path, param_part part, const char *other_prefix)
+{
+    char folder[PATH_MAX_LEN];
+    const bool in_folder = part_folder(s, path, folder);
+    tensor_source src;
+    st_status st = source_open(path, &src);
+    if (!st) st = read_params(s, &src, part, in_folder ? PART_PREFIX : NULL); /* the part's: read_part's */
+    for (int f = 0; f < src.n && !st; f++)
+        for (int i = 0; i < sft_count(src.files[f]) && !st; i++) {
+            const char *name = sft_at(src.files[f], i)->name;
+            const param *q = param_find(s, name);
+            if (other_prefix && !strncmp(name, other_prefix, strlen(other_prefix))) continue;
+            if (!q || !in_part(q, part)) st = unexpected(sft_path(src.files[f]), name, q, part);
+        }
+    source_close(&src);
+    if (!st && in_folder) st = read_part(s, folder, part);
     return st;
 }
 

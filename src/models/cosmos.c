@@ -5,7 +5,8 @@
  * - Input: the latent with the pipeline's padding-mask channel (zero) after its channels, in (1, p, p) patches whose
  *   features are (c, pt, ph, pw): patchify's order, the mask channel's features last and zero, through
  *   patch_embed.proj (no bias).
- * - Timestep: the model's input t is 1000 sigma (segtrain's); Cosmos reads sigma / (sigma + 1) unscaled. Its
+ * - Timestep: the model's input t is 1000 sigma (segtrain's); Cosmos reads sigma / (sigma + 1) unscaled (anima, a
+ *   flow-matching model, sigma itself). Its
  *   sinusoid is as wide as the model (cosines first), temb = linear_2(SiLU(linear_1(.))) (3 D), e = RMSNorm(.)
  *   (eps 1e-6); the blocks and the final layer read SiLU(e) and temb.
  * - Rotary table per head: axes (t, h, w) of widths (hd - 2 (hd / 6 * 2), hd / 6 * 2, hd / 6 * 2), NTK-scaled thetas
@@ -29,6 +30,7 @@ typedef struct cos_model {
     int p_x, p_t1, p_t2, p_norm, p_out;
     lin_layer t1, t2, f1, f2; /* time_embed.t_embedder, norm_out's linears */
     final_layer final;
+    anima_adapter ad; /* anima's text conditioner */
     /* a step */
     bool active;
     float *patches, *x0, *ts, *proj, *th, *ths, *temb, *e, *fh, *fo;
@@ -38,7 +40,9 @@ typedef struct cos_model {
 
 static cos_model *co_of(model *m) { return m->impl; }
 
-bool model_cosmos(const model_config *mc) { return !strcmp(mc->family, "cosmos2image"); }
+bool model_cosmos(const model_config *mc) { return !strcmp(mc->family, "cosmos2image") || model_anima(mc); }
+
+bool model_anima(const model_config *mc) { return !strcmp(mc->family, "anima"); }
 
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)
@@ -74,6 +78,10 @@ static st_status co_create(model *m)
     d->p_out = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
     d->final = (final_layer){.ada_w = -1, .ada_b = -1, .out_w = d->p_out, .out_b = -1, .mod_row = 3,
                              .order = PATCH_DIT}; /* shift, then scale */
+    if (model_anima(c)) { /* its conditioner's weights last, as text_conditioner/ beside transformer/ */
+        anima_register(s, &d->ad, c);
+        m->shape.text = c->text_len > c->text_min_len ? c->text_len : c->text_min_len;
+    }
     m->ctx.mod_rows = COSMOS_MOD_ROWS;
     m->n_seq = 1;
     m->seq[0] = (block_seq){.name = "transformer_blocks", .n = n, .blocks = d->seq_blocks, .state_n = 1,
@@ -102,8 +110,9 @@ static void co_release(model *m)
     d->run = NULL;
     state_free(m->pool, &d->last);
     final_release(m, &d->final);
+    anima_release(m, &d->ad);
     float **bufs[] = {&d->patches, &d->x0, &d->ts, &d->proj, &d->th, &d->ths, &d->temb, &d->e, &d->fh, &d->fo,
-                      &m->ctx.cs, &m->ctx.dcs, &m->ctx.mod, &m->ctx.dmod, &m->ctx.text, &m->ctx.rope};
+                      &m->ctx.cs, &m->ctx.dcs, &m->ctx.mod, &m->ctx.dmod, &m->ctx.text, &m->ctx.dtext, &m->ctx.rope};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     d->active = false;
 }
@@ -159,7 +168,9 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     m->ctx.mod = model_take(m, &st, B * R * D, "cosmos.modulation", false);
     m->ctx.text = model_take(m, &st, B * L * E, "cosmos.text", false);
     m->ctx.rope = model_take(m, &st, T * (D / c->heads), "cosmos.rope", false);
+    const bool adapter = model_anima(c), adapter_trains = adapter && !c->lora_rank;
     if (train) {
+        if (adapter_trains) m->ctx.dtext = model_take(m, &st, B * L * E, "anima.dtext", true);
         m->ctx.dcs = model_take(m, &st, B * D, "cosmos.dsilu_e", true);
         m->ctx.dmod = model_take(m, &st, B * R * D, "cosmos.dmodulation", true);
     }
@@ -174,12 +185,15 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     pool_free(m->pool, p);
     linear_forward(d->x0, d->patches, PW(d->p_x), NULL, N, PW_, D);
     if (!pool_is_dry_ptr(m->ctx.rope)) cosmos_rope_table(m->ctx.rope, c, c->frames / c->patch_t, c->resolution / c->patch);
-    copy_rows(m->ctx.text, L * E, cond, K, B, L * E);
-    /* the timestep: sigma / (sigma + 1) of sigma = t / 1000 */
+    if (adapter) {
+        if ((st = anima_forward(m, &d->ad, cond, m->ctx.text))) return st;
+    } else
+        copy_rows(m->ctx.text, L * E, cond, K, B, L * E);
+    /* the timestep: sigma / (sigma + 1) of sigma = t / 1000 (EDM's); anima's flow matching reads sigma itself */
     if (!pool_is_dry_ptr(d->ts) && !pool_is_dry_ptr(timesteps))
         for (int64_t b = 0; b < B; b++) {
             const double s = (double)timesteps[b] / 1000.0;
-            d->ts[b] = (float)(s / (s + 1.0));
+            d->ts[b] = (float)(adapter ? s : s / (s + 1.0));
         }
     timestep_embedding(d->proj, d->ts, B, D, COSMOS_TIME_PERIOD);
     if ((st = lin_forward(m->params, m->pool, &d->t1, d->th, d->proj, B))) return st;
@@ -241,6 +255,7 @@ static st_status co_backward(model *m, const float *dpred)
     float *dth = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "cosmos.dt_embedder");
     op_state stats = {0};
     if (!st) st = k.status;
+    if (!st && m->ctx.dtext) st = anima_backward(m, &d->ad, m->ctx.dtext); /* the text's gradient, from the blocks */
     if (!st) { /* the image tokens' weight */
         linear_backward(NULL, PG(d->p_x), NULL, grad.t[0], d->patches, PW(d->p_x), B * T, wide_dim(c), D);
         /* temb's gradient: the blocks' rows, and the final layer's (shift, scale) on its first 2 D */
@@ -275,6 +290,9 @@ static st_status co_backward(model *m, const float *dpred)
  * projection zero), norms at 1, xavier elsewhere */
 static param_init co_init_of(const char *name)
 {
+    if (!strncmp(name, "text_conditioner.", 17)) /* anima's: RMSNorms at 1, the embedding N(0, 1), biases 0 */
+        return strstr(name, "norm") ? INIT_ONE : strstr(name, ".embed.") ? INIT_NORMAL
+               : strstr(name, ".bias") ? INIT_ZERO : INIT_XAVIER;
     if ((strstr(name, "norm") && strstr(name, "linear_2")) || !strcmp(name, "proj_out.weight")) return INIT_ZERO;
     if (strstr(name, "norm_q") || strstr(name, "norm_k") || !strcmp(name, "time_embed.norm.weight")) return INIT_ONE;
     if (strstr(name, "t_embedder")) return INIT_NORMAL;

@@ -263,7 +263,7 @@ static st_status norm_back(const cosmos_block *b, float *draw, const float *dy, 
 }
 
 /* One attention backward from dout, dL/d(its output projection's output); dxq accumulates the query input's
- * gradient, dxkv (NULL for the text: nothing trains it) the key and value input's. */
+ * gradient, dxkv the key and value input's (for the text m->ctx.dtext: anima's conditioner trains; NULL else). */
 static st_status attention_backward_from(const cosmos_block *b, block_saved *sv, int at, const float *dout,
                                          const float *xq, const float *xkv, float *dxq, float *dxkv)
 {
@@ -389,7 +389,7 @@ static st_status cosmos_backward(block *blk, const block_state *in, block_saved 
     gated_residual_backward(gx, dmod + 5 * D, dout, gx, mod + 5 * D, sv->o2, B, T, D, M);
     if ((s.status = ln_modulate(b, h, ln, x1, mod, 1, &stats))) goto done;
     zero_bytes(dh, (size_t)ND * sizeof(float));
-    if ((s.status = attention_backward_from(b, sv, CROSS, dout, h, b->m->ctx.text, dh, NULL))) goto done;
+    if ((s.status = attention_backward_from(b, sv, CROSS, dout, h, b->m->ctx.text, dh, b->m->ctx.dtext))) goto done;
     ln_modulate_back(b, gx, dmod, dh, ln, x1, mod, 1, &stats);
     op_state_release(&stats);
     /* self-attention: x1 = x + gate1 * out(...) */

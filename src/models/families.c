@@ -30,7 +30,8 @@ static const struct st_family {
 } st_families[] = {
     {"ace_step", NULL, "ACE-Step", XATTN, "AceStepTransformer1DModel", "base|v15-turbo|v15-base|v15-sft", NULL, NULL},
     {"anima", NULL, "Anima", XATTN, "CosmosTransformer3DModel",
-     "release|base-v1.0|preview-3|preview-2|preview|gazingstars123-2.9b", NULL, NULL},
+     "release|base-v1.0|preview-3|preview-2|preview|gazingstars123-2.9b",
+     "release:anima|base-v1.0:anima|preview-3:anima|preview-2:anima|preview:anima", "preview-3"},
     {"auraflow", NULL, "AuraFlow", DUAL, "AuraFlowTransformer2DModel", "pony|v0.3|v0.2|v0.1", "v0.3:auraflow", "v0.3"},
     {"boogu_image", NULL, "Boogu-Image", DUAL, "BooguImageTransformer2DModel",
      "v0.1-base|v0.1-base-fp8|v0.1-turbo|v0.1-turbo-fp8|v0.1-edit|v0.1-edit-fp8", NULL, NULL},
@@ -113,6 +114,9 @@ static const struct {
                      "image tokens; segtrain's conditioning carries no reference image"},
     {"wan", "the i2v, flf2v and vace flavours also take reference frames (CLIP image tokens, conditioning latents) and "
             "ti2v-5b-2.2 per-token timesteps and a 48-channel VAE; segtrain's conditioning carries no reference"},
+    {"anima", "gazingstars123-2.9b is a single-file 2.9B checkpoint whose transformer sizes are not published as a "
+              "diffusers config (SimpleTuner infers them from its tensors); give its converted folder as "
+              "pretrained_model_name_or_path with a built flavour"},
     {"qwen_image", "the edit flavours also take reference images' latents as image tokens (at RoPE frame 1 on), and "
                    "edit-v2+ and edit-v3 modulate those with a zero timestep (zero_cond_t); segtrain's conditioning "
                    "carries no reference image"},

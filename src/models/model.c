@@ -313,6 +313,7 @@ float *model_take(model *m, st_status *st, int64_t floats, const char *what, boo
 int64_t model_cond_len(const model_config *mc)
 {
     if (!model_reads_text(mc)) return 1;
+    if (model_anima(mc)) return mc->source_len * mc->source_dim + 2 * mc->text_len; /* Qwen's, T5 ids, weights */
     if (!strcmp(mc->family, "hidream")) /* T5's, the pooled vector, each block's Llama states */
         return (mc->text_len + (mc->depth + mc->single_depth) * mc->llama_len) * mc->text_dim + mc->pooled_dim;
     if (model_audio(mc)) return mc->text_len * mc->text_dim + mc->frames * mc->cond_channels; /* the context latents */
@@ -323,7 +324,13 @@ int64_t model_cond_len(const model_config *mc)
 void model_condition(const model_config *mc, int64_t label, const char *caption, float *cond)
 {
     if (!model_reads_text(mc)) cond[0] = (float)label;
-    else {
+    else if (model_anima(mc)) { /* Qwen's states from the caption's words; as many T5 ids (1, 2, ...), weight 1 */
+        const int64_t words = encode_caption(caption ? caption : "", mc->text_vocab, mc->source_len, mc->source_dim, 0,
+                                             cond, NULL);
+        float *ids = cond + mc->source_len * mc->source_dim, *w = ids + mc->text_len;
+        for (int64_t l = 0; l < mc->text_len; l++)
+            ids[l] = l < words ? (float)(1 + l % (mc->text_vocab - 1)) : 0.0f, w[l] = l < words ? 1.0f : 0.0f;
+    } else {
         float *pooled = cond + mc->text_len * mc->text_dim, *rest = pooled + mc->pooled_dim;
         const int64_t words = encode_caption(caption ? caption : "", mc->text_vocab, mc->text_len, mc->text_dim,
                                              mc->pooled_dim, cond, pooled);

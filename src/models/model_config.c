@@ -98,6 +98,12 @@ static const struct preset {
      * of 40 (x 128), AdaLN-LoRA 256 wide, T5-11B's 1024 at 512 tokens, 16 latent channels in (1, 2, 2) patches; the
      * tiny one is the fixture's shape. */
     {"cosmos2-tiny", "cosmos2image", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    /* Anima (circlestone-labs/Anima-Base-v1.0-Diffusers and its previews): Cosmos-Predict2-2B's transformer with
+     * AnimaTextConditioner's defaults (6 blocks, 1024 wide, 16 heads, T5's 32128 ids, Qwen3-0.6B's 1024-wide states,
+     * min_sequence_length 512), as SimpleTuner's AnimaTransformerModel sets them; 512 T5 ids and Qwen tokens (its
+     * tokenizer_max_length). The tiny one is the fixture's; both set in model_preset. */
+    {"anima-tiny", "anima", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"anima", "anima", 28, 2048, 16, 2, 16, 128, 10, 0, 512, 1024, 0, false, false, 0, 0},
     {"cosmos2-2b", "cosmos2image", 28, 2048, 16, 2, 16, 128, 10, 0, 512, 1024, 0, false, false, 0, 0},
     {"cosmos2-14b", "cosmos2image", 36, 5120, 40, 2, 16, 128, 10, 0, 512, 1024, 0, false, false, 0, 0},
     /* Kandinsky 5.0 T2I Lite's (kandinskylab/Kandinsky-5.0-T2I-Lite-*-Diffusers): 2 text blocks, then 50 visual
@@ -172,12 +178,15 @@ st_status model_preset(const char *name, model_config *out)
             out->interpolation = tiny ? 1.0 : (double)(p->resolution / 64 > 1 ? p->resolution / 64 : 1);
         if (!strcmp(p->family, "wan"))
             out->ffn_dim = tiny ? 0 : strstr(name, "14b") ? 13824 : 8960, out->frames = tiny ? 2 : 1;
-        if (!strcmp(p->family, "cosmos2image")) out->adaln_lora = tiny ? 16 : 256;
         if (!strcmp(p->family, "ace_step"))
             out->kv_heads = tiny ? 2 : 8, out->window = tiny ? 3 : 128, out->ffn_dim = tiny ? 64 : 6144,
             out->cond_channels = 2 * out->channels, out->patch_t = 2, out->frames = tiny ? 32 : 750;
         if (!strcmp(p->family, "kandinsky5"))
             out->text_blocks = 2, out->time_dim = tiny ? 32 : 512, out->ffn_dim = tiny ? 64 : 0;
+        if (!strcmp(p->family, "cosmos2image") || !strcmp(p->family, "anima")) out->adaln_lora = tiny ? 16 : 256;
+        if (!strcmp(p->family, "anima"))
+            out->source_len = tiny ? 5 : 512, out->source_dim = tiny ? 24 : 1024, out->text_min_len = tiny ? 8 : 512,
+            out->refiner_depth = tiny ? 2 : 6, out->text_vocab = tiny ? 32 : 32128;
         if (!strcmp(p->family, "ltxvideo")) out->frames = tiny ? 2 : 1, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 32;
         if (!strcmp(p->family, "chroma")) { /* the tiny one's approximator is the fixture's shape, with 2 layers */
             out->approx_channels = tiny ? 32 : 64, out->approx_hidden = tiny ? 32 : 5120, out->approx_layers = tiny ? 2 : 5;
@@ -311,16 +320,27 @@ st_status model_config_check(const model_config *mc)
                        (long long)mc->pooled_dim, (long long)mc->patch_t, (long long)k5hd, (long long)mc->out_channels,
                        k5 ? "kandinsky5 takes 1 to 4096, 1 to 65536, at least 1, 1, a multiple of 16 up to 256 (axes "
                        "hd / 4, 3 hd / 8, 3 hd / 8) and 0 (= in_visual_dim)" : "only kandinsky5 has them (0, 0)");
+    const bool anima = model_anima(mc);
+    if (anima ? mc->source_len < 1 || mc->source_dim < 1 || mc->text_min_len < 0 || mc->refiner_depth < 1 ||
+                    mc->refiner_depth > MODEL_REFINER_MAX || mc->text_dim % mc->heads || mc->text_dim / mc->heads % 2
+              : mc->source_len || mc->source_dim || mc->text_min_len)
+        return st_fail(ST_ERR_INVALID, "the text conditioner's Qwen tokens %lld, source_dim %lld, min_sequence_length "
+                       "%lld, blocks %lld, width %lld over %lld heads; %s", (long long)mc->source_len,
+                       (long long)mc->source_dim, (long long)mc->text_min_len, (long long)mc->refiner_depth,
+                       (long long)mc->text_dim, (long long)mc->heads, anima ? "anima takes at least 1, 1, 0, 1 to "
+                       "8 blocks, and an even head width" : "only anima has one (0, 0, 0)");
     if ((hv15 && (mc->text2_len < 1 || mc->text2_dim < 1 || mc->image_dim < 1 || mc->cond_channels < 0)) ||
         (!hv15 && (mc->text2_len || mc->text2_dim || mc->image_dim || (mc->cond_channels && !ace))))
         return st_fail(ST_ERR_INVALID, "text_embed_2_dim %lld, ByT5 tokens %lld, image_embed_dim %lld, condition "
                        "channels %lld; %s", (long long)mc->text2_dim, (long long)mc->text2_len, (long long)mc->image_dim,
                        (long long)mc->cond_channels, hv15 ? "hunyuanvideo15 takes at least 1 of the first three"
                                                           : "only hunyuanvideo15 has them (0)");
-    if (mc->refiner_depth < (hv ? 1 : 0) || mc->refiner_depth > (hv ? MODEL_REFINER_MAX : 0))
+    const bool refines = hv || anima; /* anima's text conditioner has its blocks too */
+    if (mc->refiner_depth < (refines ? 1 : 0) || mc->refiner_depth > (refines ? MODEL_REFINER_MAX : 0))
         return st_fail(ST_ERR_INVALID, "num_refiner_layers: %lld; %s %d", (long long)mc->refiner_depth,
-                       hv ? "hunyuanvideo's token refiner has from 1 block to" : "only hunyuanvideo has a token "
-                       "refiner: blocks at most", hv ? MODEL_REFINER_MAX : 0);
+                       refines ? "hunyuanvideo's token refiner and anima's text conditioner have from 1 block to"
+                               : "only hunyuanvideo has a token refiner (anima a text conditioner): blocks at most",
+                       refines ? MODEL_REFINER_MAX : 0);
     if (mc->frames < 1 || mc->patch_t < 1 || mc->frames % mc->patch_t || (!model_video(mc) && !ace && mc->frames > 1))
         return st_fail(ST_ERR_INVALID, "num_frames: %lld latent frames, patch_size_t %lld; %s", (long long)mc->frames,
                        (long long)mc->patch_t, model_video(mc) || ace ? "the patch's frames must divide the latent's"
@@ -1007,6 +1027,54 @@ static st_status kandinsky5_from_json(const cJSON *j, const char *file, model_co
     return ST_OK;
 }
 
+/* Anima's: Cosmos's transformer, then its AnimaTextConditioner's config.json in text_conditioner/ beside the
+ * transformer's (the pipeline's layout, or a fixture's: in the transformer's folder). What the conditioner's reader
+ * does not build is refused by name: another width than the transformer's text (in_proj), other heads, a LayerNorm,
+ * no self-attention, another mlp_ratio. */
+static st_status anima_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = cosmos_from_json(j, file, mc);
+    if (st) return st;
+    char dir[4096], sub[4200], resolved[4300];
+    snprintf(dir, sizeof dir, "%s", file);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    const size_t n = strlen(dir);
+    if (n >= 11 && !strcmp(dir + n - 11, "transformer") && (n == 11 || dir[n - 12] == '/'))
+        dir[n - 11] = 0, snprintf(sub, sizeof sub, "%stext_conditioner", n == 11 ? "./" : dir);
+    else snprintf(sub, sizeof sub, "%s/text_conditioner", dir);
+    cJSON *c;
+    if ((st = read_json(sub, resolved, sizeof resolved, &c))) return st;
+    int64_t source = 1024, target = 1024, width = 1024, layers = 6, heads = 16, vocab = 32128, min_len = 512;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"source_dim", &source}, {"target_dim", &target}, {"model_dim", &width}, {"num_layers", &layers},
+                {"num_attention_heads", &heads}, {"target_vocab_size", &vocab}, {"min_sequence_length", &min_len}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(c, resolved, keys[i].key, keys[i].v);
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(c, "_class_name");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(c, "mlp_ratio");
+    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(c, "use_self_attention");
+    const cJSON *ln = cJSON_GetObjectItemCaseSensitive(c, "use_layer_norm");
+    if (!st && (!cJSON_IsString(cls) || strcmp(cls->valuestring, "AnimaTextConditioner")))
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: _class_name %s; anima's text conditioner is an AnimaTextConditioner",
+                     resolved, cJSON_IsString(cls) ? cls->valuestring : "(none)");
+    if (!st && (width != target || target != mc->text_dim || heads != mc->heads || layers < 1 ||
+                layers > MODEL_REFINER_MAX || (r && (!cJSON_IsNumber(r) || r->valuedouble != 4.0)) ||
+                (sa && !cJSON_IsTrue(sa)) || cJSON_IsTrue(ln)))
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: model_dim %lld, target_dim %lld, num_attention_heads %lld, num_layers "
+                     "%lld, mlp_ratio, use_self_attention or use_layer_norm; segtrain builds the conditioner as wide as "
+                     "the transformer's text_embed_dim (%lld, no in_proj), with its heads (%lld), 1 to %d blocks, "
+                     "mlp_ratio 4, self-attention and RMSNorms", resolved, (long long)width, (long long)target,
+                     (long long)heads, (long long)layers, (long long)mc->text_dim, (long long)mc->heads,
+                     MODEL_REFINER_MAX);
+    cJSON_Delete(c);
+    if (st) return st;
+    mc->source_dim = source, mc->refiner_depth = layers, mc->text_vocab = vocab, mc->text_min_len = min_len;
+    return ST_OK;
+}
+
 /* Each family's diffusers class and the reader of its config.json. */
 /* HiDreamImageTransformer2DModel's: its text is caption_channels [T5's, Llama's] wide (one width here), one Llama
  * layer per block (llama_layers: which ones is the cache's choice, so only their count is checked). */
@@ -1062,6 +1130,7 @@ static const struct {
     {"cosmos2image", "CosmosTransformer3DModel", cosmos_from_json},
     {"kandinsky5", "Kandinsky5Transformer3DModel", kandinsky5_from_json},
     {"ace_step", "AceStepTransformer1DModel", ace_step_from_json},
+    {"anima", "CosmosTransformer3DModel", anima_from_json},
 };
 
 static bool reads_diffusers(const model_config *mc)

@@ -392,7 +392,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st) st = make_dir(t->dir, created);
     if (!st) st = model_run_open(cfg, true, &t->run, warning);
     const model_config *mc = st ? NULL : model_get_config(t->run.m);
-    if (!st && model_cosmos(mc)) /* the model is exact; its objective is not the trainer's */
+    if (!st && model_cosmos(mc) && !model_anima(mc)) /* exact, but not the trainer's objective (anima's is) */
         st = st_fail(ST_ERR_UNSUPPORTED, "model_family %s: Cosmos trains with its EDM objective (log-uniform sigma, "
                      "inputs scaled by 1 / (sigma + 1), an x0 prediction, EDM loss weights), which segtrain's trainer "
                      "does not build yet (it trains rectified flow); plan, advise and the sweep's predictions take it",
