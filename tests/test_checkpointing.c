@@ -756,6 +756,15 @@ int main(void)
     test_bitwise(&cos_lora, "cosmos2-tiny lora", 2);
     test_budgets(&cos, "cosmos2-tiny");
     test_memory_ignores_data(&cos, "cosmos2-tiny");
+    model_config k5;
+    CHECK(model_preset("kandinsky5-image-tiny", &k5) == ST_OK); /* text blocks, then visual blocks reading them */
+    k5.depth = 3, k5.text_blocks = 3;
+    for (int threads = 1; threads <= 2; threads++) test_bitwise(&k5, "kandinsky5-image-tiny", threads);
+    model_config k5_lora = k5;
+    k5_lora.lora_rank = 4, k5_lora.lora_alpha = 8, k5_lora.lora_attention = k5_lora.lora_mlp = true;
+    test_bitwise(&k5_lora, "kandinsky5-image-tiny lora", 2);
+    test_budgets(&k5, "kandinsky5-image-tiny");
+    test_memory_ignores_data(&k5, "kandinsky5-image-tiny");
     model_config an; /* cosmos2's blocks reading its text conditioner's output, whose gradient they return */
     CHECK(model_preset("anima-tiny", &an) == ST_OK);
     an.depth = 3;

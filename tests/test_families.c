@@ -167,7 +167,16 @@ static void test_families(void)
           mc.source_dim == 1024 && mc.text_min_len == 512);
     EXPECT_REFUSAL("{\"model_family\": \"anima\", \"model_flavour\": \"gazingstars123-2.9b\"}",
                    ST_ERR_UNSUPPORTED, "model_flavour gazingstars123-2.9b of anima", "single-file");
-    EXPECT_REFUSAL("{\"model_family\": \"kandinsky5_image\"}", ST_ERR_UNSUPPORTED, "model_family kandinsky5-image");
+    /* Kandinsky 5 image: the t2i flavours are T2I Lite's transformer; the i2i ones take a reference image */
+    CHECK(from_json("{\"model_family\": \"kandinsky5_image\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "kandinsky5-t2i-lite") && mc.depth == 50 && mc.text_blocks == 2 && mc.hidden == 2560 &&
+          mc.heads == 20 && mc.time_dim == 512 && !mc.ffn_dim && mc.text_len == 256 && mc.text_dim == 3584 &&
+          mc.pooled_dim == 768);
+    CHECK(from_json("{\"model_family\": \"kandinsky5-image\", \"model_flavour\": \"t2i-lite-pretrain\"}", &mc) ==
+              ST_OK && !strcmp(mc.preset, "kandinsky5-t2i-lite"));
+    EXPECT_REFUSAL("{\"model_family\": \"kandinsky5_image\", \"model_flavour\": \"i2i-lite-sft\"}", ST_ERR_UNSUPPORTED,
+                   "model_flavour i2i-lite-sft of kandinsky5-image", "reference image");
+    EXPECT_REFUSAL("{\"model_family\": \"kandinsky5_video\"}", ST_ERR_UNSUPPORTED, "model_family kandinsky5-video");
     EXPECT_REFUSAL("{\"model_family\": \"sana\"}", ST_ERR_UNSUPPORTED, "linear-attention");
     EXPECT_REFUSAL("{\"model_family\": \"sdxl\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
     EXPECT_REFUSAL("{\"model_family\": \"lumina2\"}", ST_ERR_UNSUPPORTED, "single-stream joint DiT");
@@ -186,7 +195,8 @@ static void test_families(void)
                            !strcmp(name, "longcat_image") || !strcmp(name, "chroma") ||
                            !strcmp(name, "flux2") || !strcmp(name, "qwen_image") || !strcmp(name, "hidream") ||
                            !strcmp(name, "hunyuanvideo") || !strcmp(name, "pixart_sigma") || !strcmp(name, "wan") ||
-                           !strcmp(name, "ltxvideo") || !strcmp(name, "cosmos2image") || !strcmp(name, "anima");
+                           !strcmp(name, "ltxvideo") || !strcmp(name, "cosmos2image") ||
+                           !strcmp(name, "kandinsky5-image") || !strcmp(name, "anima");
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
     CHECKF(n >= 40, "%d family names", n);
@@ -243,6 +253,43 @@ static void test_longcat_json(void)
     CHECK(model_preset("longcat-image-tiny", &mc) == ST_OK);
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_ERR_UNSUPPORTED &&
                strstr(st_error(), "the longcat_image family reads LongCatImageTransformer2DModel's"), "%s", st_error());
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
+/* Kandinsky5Transformer3DModel's config.json: Kandinsky 5.0 T2I Lite's (as published) reads as the
+ * kandinsky5-t2i-lite preset; a reference image's channels and sparse attention are refused by name. */
+static void test_kandinsky5_json(void)
+{
+    char dir[] = "/tmp/segtrain-kandinsky5-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    model_config mc, want;
+    CHECK(model_preset("kandinsky5-t2i-lite", &want) == ST_OK && model_preset("kandinsky5-image-tiny", &mc) == ST_OK);
+    const char *lite = "{\"_class_name\": \"Kandinsky5Transformer3DModel\", \"in_visual_dim\": 16, \"out_visual_dim\": 16, "
+                       "\"in_text_dim\": 3584, \"in_text_dim2\": 768, \"time_dim\": 512, \"patch_size\": [1, 2, 2], "
+                       "\"model_dim\": 2560, \"ff_dim\": 10240, \"num_text_blocks\": 2, \"num_visual_blocks\": 50, "
+                       "\"axes_dims\": [32, 48, 48], \"visual_cond\": %s, \"attention_type\": \"%s\"}";
+    char json[600];
+    snprintf(json, sizeof json, lite, "false", "regular");
+    tk_write_file(dir, "config.json", json);
+    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.text_blocks == want.text_blocks && mc.time_dim == want.time_dim &&
+               mc.ffn_dim == want.ffn_dim && mc.channels == want.channels && mc.text_dim == want.text_dim &&
+               mc.pooled_dim == want.pooled_dim && mc.patch == want.patch && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *bad[][2] = {{"true", "regular"}, {"false", "nabla"}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(json, sizeof json, lite, bad[i][0], bad[i][1]);
+        tk_write_file(dir, "config.json", json);
+        CHECK(model_preset("kandinsky5-image-tiny", &mc) == ST_OK);
+        CHECKF(model_config_from_diffusers(dir, &mc) == ST_ERR_UNSUPPORTED && strstr(st_error(), "visual_cond or "
+               "attention_type"), "%s", st_error());
+    }
+    tk_write_file(dir, "config.json", "{\"_class_name\": \"Kandinsky5Transformer3DModel\", \"axes_dims\": [16, 16, 16]}");
+    CHECK(model_preset("kandinsky5-image-tiny", &mc) == ST_OK);
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_ERR_UNSUPPORTED && strstr(st_error(), "axes_dims"), "%s",
+           st_error());
     remove(tk_path(dir, "config.json"));
     remove(dir);
 }
@@ -597,6 +644,7 @@ int main(void)
     test_auraflow_json();
     test_flux2();
     test_longcat_json();
+    test_kandinsky5_json();
     test_flux_folder_axes();
     test_qwen_json();
     test_ltxvideo_json();

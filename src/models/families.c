@@ -59,7 +59,8 @@ static const struct st_family {
     {"ideogram", NULL, "Ideogram 4", JOINT, "Ideogram4Transformer2DModel", "fp8|nf4", NULL, NULL},
     {"infinitetalk", NULL, "InfiniteTalk", XATTN, "InfiniteTalkTransformer3DModel", "single-14b-480p", NULL, NULL},
     {"kandinsky5-image", "kandinsky5_image", "Kandinsky5-Image", XATTN, "Kandinsky5Transformer3DModel",
-     "t2i-lite-sft|t2i-lite-pretrain|i2i-lite-sft|i2i-lite-pretrain", NULL, NULL},
+     "t2i-lite-sft|t2i-lite-pretrain|i2i-lite-sft|i2i-lite-pretrain",
+     "t2i-lite-sft:kandinsky5-t2i-lite|t2i-lite-pretrain:kandinsky5-t2i-lite", "t2i-lite-sft"},
     {"kandinsky5-video", "kandinsky5_video", "Kandinsky5-Video", XATTN, "Kandinsky5Transformer3DModel",
      "t2v-lite-sft-5s|t2v-lite-pretrain-5s|t2v-lite-sft-10s|t2v-lite-pretrain-10s|t2v-pro-sft-5s-hd|"
      "t2v-pro-sft-10s-hd|t2v-pro-pretrain-5s-hd|t2v-pro-pretrain-10s-hd|i2v-lite-5s|i2v-pro-sft-5s", NULL, NULL},
@@ -117,6 +118,8 @@ static const struct {
     {"anima", "gazingstars123-2.9b is a single-file 2.9B checkpoint whose transformer sizes are not published as a "
               "diffusers config (SimpleTuner infers them from its tensors); give its converted folder as "
               "pretrained_model_name_or_path with a built flavour"},
+    {"kandinsky5-image", "the i2i flavours also take a reference image's latents and mask as input channels "
+                         "(visual_cond); segtrain's conditioning carries no reference image"},
     {"qwen_image", "the edit flavours also take reference images' latents as image tokens (at RoPE frame 1 on), and "
                    "edit-v2+ and edit-v3 modulate those with a zero timestep (zero_cond_t); segtrain's conditioning "
                    "carries no reference image"},
