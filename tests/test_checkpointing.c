@@ -779,6 +779,14 @@ int main(void)
     for (int threads = 1; threads <= 2; threads++) test_bitwise(&ltx, "ltxvideo-tiny", threads);
     test_budgets(&ltx, "ltxvideo-tiny");
     test_memory_ignores_data(&ltx, "ltxvideo-tiny");
+    model_config ace;
+    CHECK(model_preset("ace-step-tiny", &ace) == ST_OK); /* audio: GQA, a sliding window, conv1d patches */
+    for (int threads = 1; threads <= 2; threads++) test_bitwise(&ace, "ace-step-tiny", threads);
+    model_config ace_lora = ace;
+    ace_lora.lora_rank = 4, ace_lora.lora_alpha = 8, ace_lora.lora_attention = ace_lora.lora_mlp = true;
+    test_bitwise(&ace_lora, "ace-step-tiny lora", 2);
+    test_budgets(&ace, "ace-step-tiny");
+    test_memory_ignores_data(&ace, "ace-step-tiny");
     model_config hv15;
     CHECK(model_preset("hunyuanvideo15-tiny", &hv15) == ST_OK); /* ByT5 tokens, condition channels, double only */
     hv15.depth = 3;

@@ -515,6 +515,11 @@ static void test_hunyuanvideo(void)
         CHECKF(s != ST_OK && strstr(st_error(), bad[i][1]) && !strchr(st_error(), '\n'), "%s: %s", bad[i][0],
                st_error());
     }
+    /* ACE-Step: its 1.5 flavours; base (its default, 1.0) refused with the reason */
+    CHECK(from_json("{\"model_family\": \"ace_step\", \"model_flavour\": \"v15-sft\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "ace-step-1.5") && mc.frames % 2 == 0);
+    EXPECT_REFUSAL("{\"model_family\": \"ace_step\"}", ST_ERR_UNSUPPORTED, "model_flavour base of ace_step",
+                   "ACE-Step 1.0");
     /* 1.5, SimpleTuner's hunyuanvideo: its t2v flavours, its i2v ones refused with the reason, its config.json */
     CHECK(from_json("{\"model_family\": \"hunyuanvideo\"}", &mc) == ST_OK && !strcmp(mc.preset, "hunyuanvideo15-480p") &&
           !strcmp(mc.family, "hunyuanvideo15") && mc.depth == 54 && mc.hidden == 2048 && !mc.single_depth &&

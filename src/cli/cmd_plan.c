@@ -50,13 +50,15 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
             snprintf(blocks, sizeof blocks, "%lld double-stream + %lld single-stream blocks", (long long)mc->depth,
                      (long long)mc->single_depth);
         else snprintf(blocks, sizeof blocks, "%lld joint blocks", (long long)mc->depth); /* sd3 */
-        snprintf(tokens, sizeof tokens, "%lld image + %lld text tokens", image, (long long)(mc->text_len + mc->text2_len));
+        snprintf(tokens, sizeof tokens, "%lld %s + %lld text tokens", image, model_audio(mc) ? "audio" : "image",
+                 (long long)(mc->text_len + mc->text2_len));
     } else {
         snprintf(blocks, sizeof blocks, "%lld blocks", (long long)mc->depth);
         snprintf(tokens, sizeof tokens, "%lld tokens", image);
     }
     const long long edge = (long long)mc->resolution, px = (long long)(mc->resolution * mc->vae_scale);
-    if (mc->vae_scale == 1) snprintf(grid, sizeof grid, "%lld px images in pixel space", px);
+    if (model_audio(mc)) snprintf(grid, sizeof grid, "a clip of %lld latent frames", (long long)mc->frames);
+    else if (mc->vae_scale == 1) snprintf(grid, sizeof grid, "%lld px images in pixel space", px);
     else if (model_video(mc)) /* num_frames = 1 + scale_t (latent frames - 1) */
         snprintf(grid, sizeof grid, "%lld-frame %lld px video (%lld x %lld x %lld latent, VAE /%lld, /%lld in time)",
                  (long long)(1 + model_vae_scale_t(mc) * (mc->frames - 1)), px, (long long)mc->frames, edge, edge,

@@ -28,7 +28,8 @@ static const struct st_family {
     const char *built;     /* the flavours built, each with its preset: "flavour:preset|..."; NULL: none */
     const char *fallback;  /* the flavour SimpleTuner takes when none is given */
 } st_families[] = {
-    {"ace_step", NULL, "ACE-Step", XATTN, "AceStepTransformer1DModel", "base|v15-turbo|v15-base|v15-sft", NULL, NULL},
+    {"ace_step", NULL, "ACE-Step", XATTN, "AceStepTransformer1DModel", "base|v15-turbo|v15-base|v15-sft",
+     "v15-turbo:ace-step-1.5|v15-base:ace-step-1.5|v15-sft:ace-step-1.5", "base"},
     {"anima", NULL, "Anima", XATTN, "CosmosTransformer3DModel",
      "release|base-v1.0|preview-3|preview-2|preview|gazingstars123-2.9b",
      "release:anima|base-v1.0:anima|preview-3:anima|preview-2:anima|preview:anima", "preview-3"},
@@ -113,6 +114,8 @@ static const struct {
 } unbuilt[] = {
     {"hunyuanvideo", "the i2v flavours also take the first frame's latents (the condition channels) and its SigLIP "
                      "image tokens; segtrain's conditioning carries no reference image"},
+    {"ace_step", "base is ACE-Step 1.0, another transformer than 1.5's AceStepTransformer1DModel; the 1.5 flavours "
+                 "(v15-turbo, v15-base, v15-sft) are built"},
     {"wan", "the i2v, flf2v and vace flavours also take reference frames (CLIP image tokens, conditioning latents) and "
             "ti2v-5b-2.2 per-token timesteps and a 48-channel VAE; segtrain's conditioning carries no reference"},
     {"anima", "gazingstars123-2.9b is a single-file 2.9B checkpoint whose transformer sizes are not published as a "
@@ -196,6 +199,7 @@ st_status model_family_check(const char *family, const char *flavour)
                        *f->flavours ? f->flavours : "none known");
     char preset[32];
     if (built_preset(f, flavour, preset, sizeof preset)) return ST_OK;
+    if (!*flavour && f->fallback) flavour = f->fallback; /* the messages name the default flavour taken */
     if (f->built && unbuilt_why(f->name))
         return st_fail(ST_ERR_UNSUPPORTED, "model_flavour %s of %s (%s): not built: %s. Built flavours: %s", flavour,
                        f->name, f->title, unbuilt_why(f->name), f->built);

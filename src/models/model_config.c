@@ -410,7 +410,7 @@ st_status model_config_from(const config *cfg, model_config *mc)
         if (config_int(cfg, sizes[i].key) > 0) *sizes[i].field = config_int(cfg, sizes[i].key); /* 0: the preset's */
     /* a video VAE keeps the first frame and one in every scale_t after it (HunyuanVideo's and Wan's 4, LTX's 8) */
     const int64_t frames = config_int(cfg, "num_frames"), scale_t = model_vae_scale_t(mc);
-    if (model_audio(mc) && frames > 0) mc->frames = frames; /* audio: the clip's latent frames themselves */
+    if (model_audio(mc) && config_is_set(cfg, "num_frames")) mc->frames = frames; /* audio: the clip's latent frames; else the preset's */
     if (frames > 1 && !model_audio(mc) && (!model_video(mc) || (frames - 1) % scale_t))
         return st_fail(ST_ERR_INVALID, "num_frames: %lld; %s %lld k + 1 frames (its VAE keeps the first and every "
                        "%lldth after it)", (long long)frames, model_video(mc) ? "this video family takes" :

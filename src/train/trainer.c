@@ -206,11 +206,15 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
                              mc->text_dim, mc->pooled_dim, model_text_mask(mc)};
     st_status st = dataset_open_cache(cache, &want, &t->data);
     const int64_t held = st ? 0 : dataset_text_floats(t->data) + mc->guidance_embeds, wanted = model_cond_len(mc);
-    if (!st && held != wanted) /* hunyuanvideo15's ByT5 tokens, hidream's per-block Llama states */
+    if (!st && held != wanted) /* what the families read besides one sequence, pooled vector and mask */
         st = st_fail(ST_ERR_UNSUPPORTED, "data_cache_dir: a cache holds a text encoder's sequence, pooled vector and "
                      "mask (docs/CACHE.md): %lld of the %lld floats model_family %s conditions on; the rest (%s) is "
                      "not in the format yet", (long long)held, (long long)wanted, mc->family,
-                     model_video(mc) ? "ByT5's glyph tokens and their mask" : "each block's Llama hidden states");
+                     !strcmp(mc->family, "hunyuanvideo15") ? "ByT5's glyph tokens and their mask"
+                     : !strcmp(mc->family, "hidream")      ? "each block's Llama hidden states"
+                     : model_audio(mc)                     ? "the context latents and their chunk mask"
+                     : model_anima(mc)                     ? "the T5 ids and weights beside the Qwen3 states"
+                                                           : "what the family reads beside them");
     if (!st && t->label_dropout > 0 && !dataset_null_text(t->data))
         st = st_fail(ST_ERR_INVALID, "caption_dropout_probability %g needs the empty prompt's embeddings: add "
                      "%s/null.safetensors (scripts/make_cache.py writes it) or set caption_dropout_probability 0",
