@@ -252,19 +252,12 @@ static st_status ace_forward(block *blk, const block_state *in, block_state *out
     return frame_end(&f, st, sv, saved_io, &y, 1);
 }
 
-/* draw += dL/draw from dy, the gradient after the per-head RMSNorm over rows of width w (recomputing its
- * statistics) */
-static st_status norm_back(const ace_block *b, float *draw, const float *dy, const float *raw, int wi, int64_t n,
-                           int64_t w)
+/* the self-attention's rotation backward: the query heads', or the key and value heads' */
+static void rotate_back(const void *self, float *x, bool keys)
 {
-    const int64_t hd = b->m->shape.hidden / b->m->shape.heads, r = n * w / hd;
-    scratch s = {.pool = b->m->pool};
-    float *tmp = scratch_take(&s, n * w, MEM_WORKSPACE, "ace.norm");
-    op_state stats = {0};
-    if (!s.status) s.status = rmsnorm_forward(b->m->pool, tmp, raw, W(wi), r, hd, ACE_EPS, &stats);
-    if (!s.status) rmsnorm_backward(draw, G(wi), dy, raw, W(wi), r, hd, &stats);
-    op_state_release(&stats);
-    return scratch_end(&s);
+    const ace_block *b = self;
+    const int64_t heads = keys ? b->kv_heads : b->m->shape.heads;
+    rotate(b, x, heads, heads * (b->m->shape.hidden / b->m->shape.heads), true);
 }
 
 /* One attention backward from dout, dL/d(its output projection's output); dxq accumulates the query input's
@@ -272,34 +265,14 @@ static st_status norm_back(const ace_block *b, float *draw, const float *dy, con
 static st_status attention_backward_from(const ace_block *b, block_saved *sv, int at, const float *dout,
                                          const float *xq, const float *xkv, float *dxq, float *dxkv)
 {
-    dims d = dims_of(b);
     const bool cross = at == CROSS;
-    const int64_t nq = d.N, nkv = cross ? d.NL : d.N, Tkv = cross ? d.L : d.T, D = d.D, K = d.K;
-    const lin_layer *lq = cross ? &b->cq : &b->q, *lk = cross ? &b->ck : &b->k, *lv = cross ? &b->cv : &b->v;
-    const lin_layer *lo = cross ? &b->cout : &b->out;
-    const int wq = cross ? b->cnorm_q : b->norm_q, wk = cross ? b->cnorm_k : b->norm_k;
-    const attn_shape as = cross ? cross_shape(b) : self_shape(b);
-    scratch s = {.pool = b->m->pool};
-    float *datt = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "ace.datt");
-    float *dq = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "ace.dq");
-    float *dk = scratch_take_zero(&s, nkv * K, MEM_WORKSPACE, "ace.dk");
-    float *dv = scratch_take_zero(&s, nkv * K, MEM_WORKSPACE, "ace.dv");
-    float *draw = scratch_take_zero(&s, nq * D > nkv * K ? nq * D : nkv * K, MEM_WORKSPACE, "ace.draw");
-    if (s.status) return scratch_end(&s);
-    if ((s.status = bwd(b->m, lo, datt, dout, SIDE(SO), nq))) return scratch_end(&s);
-    s.status = attention_backward_masked(b->m->pool, &as, NULL, rows(dq, d.T, D), rows(dk, Tkv, K), rows(dv, Tkv, K),
-                                         rows(datt, d.T, D), rows(SIDE(SQ), d.T, D), rows(SIDE(SK), Tkv, K),
-                                         rows(SIDE(SV), Tkv, K), rows(SIDE(SO), d.T, D), &sv->attn[cross]);
-    if (s.status) return scratch_end(&s);
-    if (!cross) rotate(b, dq, b->m->shape.heads, D, true), rotate(b, dk, b->kv_heads, K, true);
-    if (!(s.status = norm_back(b, draw, dq, SIDE(SQR), wq, nq, D))) s.status = bwd(b->m, lq, dxq, draw, xq, nq);
-    if (!s.status) {
-        zero_bytes(draw, (size_t)(nkv * K) * sizeof(float));
-        s.status = norm_back(b, draw, dk, SIDE(SKR), wk, nkv, K);
-    }
-    if (!s.status) s.status = bwd(b->m, lk, dxkv, draw, xkv, nkv);
-    if (!s.status) s.status = bwd(b->m, lv, dxkv, dv, xkv, nkv);
-    return scratch_end(&s);
+    const side_attention a = {.m = b->m, .q = cross ? &b->cq : &b->q, .k = cross ? &b->ck : &b->k,
+                              .v = cross ? &b->cv : &b->v, .out = cross ? &b->cout : &b->out,
+                              .norm_q = cross ? b->cnorm_q : b->norm_q, .norm_k = cross ? b->cnorm_k : b->norm_k,
+                              .norm_width = b->m->shape.hidden / b->m->shape.heads, .eps = ACE_EPS,
+                              .shape = cross ? cross_shape(b) : self_shape(b), .rotate_back = cross ? NULL : rotate_back,
+                              .block = b};
+    return side_attention_backward(&a, sv, at, dout, xq, xkv, dxq, dxkv);
 }
 
 /* dL/dh of a modulated RMSNorm back to gx (+=) and the norm's weight, the modulation's shift and scale into dmod

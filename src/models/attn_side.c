@@ -141,3 +141,61 @@ st_status side_prefetch(block *b, block_saved *sv)
         if (in_use(sv, i)) st = host_tensor_fetch(sv->off, &sv->h[i]);
     return st;
 }
+
+/* draw += dL/draw from dy, the gradient after an RMSNorm over rows of `width` (its statistics recomputed); no norm:
+ * dy itself. n rows of `total` floats. */
+static st_status norm_back(const side_attention *a, float *draw, const float *dy, const float *raw, int w, int64_t n,
+                           int64_t total)
+{
+    if (w < 0) {
+        add_to(draw, dy, n * total);
+        return ST_OK;
+    }
+    const model *m = a->m;
+    const int64_t rows = n * total / a->norm_width;
+    scratch s = {.pool = m->pool};
+    float *tmp = scratch_take(&s, n * total, MEM_WORKSPACE, "attention.norm");
+    op_state stats = {0};
+    param *p = param_at(m->params, w);
+    if (!s.status) s.status = rmsnorm_forward(m->pool, tmp, raw, p->w, rows, a->norm_width, a->eps, &stats);
+    if (!s.status) rmsnorm_backward(draw, p->g, dy, raw, p->w, rows, a->norm_width, &stats);
+    op_state_release(&stats);
+    return scratch_end(&s);
+}
+
+static attn_view rows_of(float *x, int64_t tokens, int64_t width) { return (attn_view){x, width, tokens * width}; }
+
+st_status side_attention_backward(const side_attention *a, block_saved *sv, int at, const float *dout, const float *xq,
+                                  const float *xkv, float *dxq, float *dxkv)
+{
+    const model *m = a->m;
+    const attn_shape *as = &a->shape;
+    const int64_t T = as->tokens, Tkv = as->kv_tokens ? as->kv_tokens : T;
+    const int64_t D = as->heads * as->head_dim, K = (as->kv_heads ? as->kv_heads : as->heads) * as->head_dim;
+    const int64_t nq = as->batch * T, nkv = as->batch * Tkv;
+    float **side = sv->side + at;
+    scratch s = {.pool = m->pool};
+    float *datt = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "attention.datt");
+    float *dq = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "attention.dq");
+    float *dk = scratch_take_zero(&s, nkv * K, MEM_WORKSPACE, "attention.dk");
+    float *dv = scratch_take_zero(&s, nkv * K, MEM_WORKSPACE, "attention.dv");
+    float *draw = scratch_take_zero(&s, nq * D > nkv * K ? nq * D : nkv * K, MEM_WORKSPACE, "attention.draw");
+    if (s.status) return scratch_end(&s);
+    if ((s.status = bwd(m, a->out, datt, dout, side[SO], nq))) return scratch_end(&s);
+    s.status = attention_backward_masked(m->pool, as, a->mask, rows_of(dq, T, D), rows_of(dk, Tkv, K),
+                                         rows_of(dv, Tkv, K), rows_of(datt, T, D), rows_of(side[SQ], T, D),
+                                         rows_of(side[SK], Tkv, K), rows_of(side[SV], Tkv, K), rows_of(side[SO], T, D),
+                                         &sv->attn[at == XQ]);
+    if (s.status) return scratch_end(&s);
+    if (a->rotate_back) a->rotate_back(a->block, dq, false), a->rotate_back(a->block, dk, true);
+    if (!(s.status = norm_back(a, draw, dq, side[SQR], a->norm_q, nq, D))) s.status = bwd(m, a->q, dxq, draw, xq, nq);
+    if (!s.status) {
+        zero_bytes(draw, (size_t)(nkv * K) * sizeof(float));
+        s.status = norm_back(a, draw, dk, side[SKR], a->norm_k, nkv, K);
+    }
+    lin_layer keys = *a->k;
+    if (a->k_bias_zero) keys.b = -1;
+    if (!s.status) s.status = bwd(m, &keys, dxkv, draw, xkv, nkv);
+    if (!s.status) s.status = bwd(m, a->v, dxkv, dv, xkv, nkv);
+    return scratch_end(&s);
+}

@@ -62,6 +62,26 @@ static inline st_status bwd(const struct model *m, const lin_layer *l, float *dx
     return lin_backward(m->params, m->pool, l, dx, dy, x, n);
 }
 
+/* One attention of a block, as its backward reads it (the side's tensors at `at`: SQ or XQ). The sizes come from
+ * shape: the queries' tokens and heads, kv_tokens for a cross-attention, kv_heads for grouped queries. */
+typedef struct side_attention {
+    const struct model *m;
+    const lin_layer *q, *k, *v, *out;
+    int norm_q, norm_k;  /* RMSNorm weights of q and k; < 0: none */
+    int64_t norm_width;  /* the norms' row: a head's width, or the whole width */
+    float eps;
+    attn_shape shape;
+    const attn_mask *mask;
+    /* the self-attention's rotation, backward, of dq (keys false) or dk in place; NULL: none */
+    void (*rotate_back)(const void *self, float *x, bool keys);
+    const void *block;
+    bool k_bias_zero;    /* k's bias gradient is left exactly zero (its bias adds q . b to a query's every logit) */
+} side_attention;
+/* From dout, dL/d(the output projection's output): the weights' gradients, and dxq (the queries' input) and dxkv (the
+ * keys' and values' input; the same buffer for a self-attention) accumulated. */
+st_status side_attention_backward(const side_attention *a, block_saved *sv, int at, const float *dout, const float *xq,
+                                  const float *xkv, float *dxq, float *dxkv);
+
 /* block_kind's prefetch and release */
 st_status side_prefetch(block *b, block_saved *sv);
 void saved_release(block *b, block_saved *sv);

@@ -249,52 +249,25 @@ static st_status cosmos_forward(block *blk, const block_state *in, block_state *
     return frame_end(&f, st, sv, saved_io, &y, 1);
 }
 
-/* draw += dL/draw from dy, the gradient after the per-head RMSNorm (recomputing its statistics) */
-static st_status norm_back(const cosmos_block *b, float *draw, const float *dy, const float *raw, int w, int64_t n)
+static void rotate_back(const void *self, float *x, bool keys)
 {
-    const int64_t D = b->m->shape.hidden, hd = D / b->m->shape.heads, r = n * D / hd;
-    scratch s = {.pool = b->m->pool};
-    float *tmp = scratch_take(&s, n * D, MEM_WORKSPACE, "cosmos.norm");
-    op_state stats = {0};
-    if (!s.status) s.status = rmsnorm_forward(b->m->pool, tmp, raw, W(w), r, hd, COSMOS_QK_EPS, &stats);
-    if (!s.status) rmsnorm_backward(draw, G(w), dy, raw, W(w), r, hd, &stats);
-    op_state_release(&stats);
-    return scratch_end(&s);
+    (void)keys;
+    rotate(self, x, true);
 }
 
 /* One attention backward from dout, dL/d(its output projection's output); dxq accumulates the query input's
- * gradient, dxkv the key and value input's (for the text m->ctx.dtext: anima's conditioner trains; NULL else). */
+ * gradient, dxkv the key and value input's. */
 static st_status attention_backward_from(const cosmos_block *b, block_saved *sv, int at, const float *dout,
                                          const float *xq, const float *xkv, float *dxq, float *dxkv)
 {
-    dims d = dims_of(b);
     const bool cross = at == CROSS;
-    const int64_t nq = d.N, nkv = cross ? d.NL : d.N, Tkv = cross ? d.L : d.T, D = d.D;
-    const lin_layer *lq = cross ? &b->cq : &b->q, *lk = cross ? &b->ck : &b->k, *lv = cross ? &b->cv : &b->v;
-    const lin_layer *lo = cross ? &b->cout : &b->out;
-    const int wq = cross ? b->cnorm_q : b->norm_q, wk = cross ? b->cnorm_k : b->norm_k;
-    const attn_shape as = cross ? cross_shape(b) : self_shape(b);
-    scratch s = {.pool = b->m->pool};
-    float *datt = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "cosmos.datt");
-    float *dq = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "cosmos.dq");
-    float *dk = scratch_take_zero(&s, nkv * D, MEM_WORKSPACE, "cosmos.dk");
-    float *dv = scratch_take_zero(&s, nkv * D, MEM_WORKSPACE, "cosmos.dv");
-    float *draw = scratch_take_zero(&s, (nq > nkv ? nq : nkv) * D, MEM_WORKSPACE, "cosmos.draw");
-    if (s.status) return scratch_end(&s);
-    if ((s.status = bwd(b->m, lo, datt, dout, SIDE(SO), nq))) return scratch_end(&s);
-    s.status = attention_backward_masked(b->m->pool, &as, NULL, rows(dq, d.T, D), rows(dk, Tkv, D), rows(dv, Tkv, D),
-                                         rows(datt, d.T, D), rows(SIDE(SQ), d.T, D), rows(SIDE(SK), Tkv, D),
-                                         rows(SIDE(SV), Tkv, D), rows(SIDE(SO), d.T, D), &sv->attn[cross]);
-    if (s.status) return scratch_end(&s);
-    if (!cross) rotate(b, dq, true), rotate(b, dk, true);
-    if (!(s.status = norm_back(b, draw, dq, SIDE(SQR), wq, nq))) s.status = bwd(b->m, lq, dxq, draw, xq, nq);
-    if (!s.status) {
-        zero_bytes(draw, (size_t)(nkv * D) * sizeof(float));
-        s.status = norm_back(b, draw, dk, SIDE(SKR), wk, nkv);
-    }
-    if (!s.status) s.status = bwd(b->m, lk, dxkv, draw, xkv, nkv);
-    if (!s.status) s.status = bwd(b->m, lv, dxkv, dv, xkv, nkv);
-    return scratch_end(&s);
+    const side_attention a = {.m = b->m, .q = cross ? &b->cq : &b->q, .k = cross ? &b->ck : &b->k,
+                              .v = cross ? &b->cv : &b->v, .out = cross ? &b->cout : &b->out,
+                              .norm_q = cross ? b->cnorm_q : b->norm_q, .norm_k = cross ? b->cnorm_k : b->norm_k,
+                              .norm_width = b->m->shape.hidden / b->m->shape.heads, .eps = COSMOS_QK_EPS,
+                              .shape = cross ? cross_shape(b) : self_shape(b), .rotate_back = cross ? NULL : rotate_back,
+                              .block = b};
+    return side_attention_backward(&a, sv, at, dout, xq, xkv, dxq, dxkv);
 }
 
 /* The modulations' backward: dmod (B, 9 D) to temb's gradient (m->ctx.dmod's rows 0-2), the AdaLN-LoRA weights'

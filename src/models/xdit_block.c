@@ -291,61 +291,28 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
     return frame_end(&f, st, sv, saved_io, &y, 1);
 }
 
-/* dL/draw from dy, the gradient after the norm (recomputing its statistics); no norm: dy itself */
-static st_status norm_back(const xdit_block *b, float *draw, const float *dy, const float *raw, int w, int64_t n)
+static void rotate_back(const void *self, float *x, bool keys)
 {
-    const int64_t D = b->m->shape.hidden;
-    if (w < 0) {
-        add_to(draw, dy, n * D);
-        return ST_OK;
-    }
-    scratch s = {.pool = b->m->pool};
-    float *tmp = scratch_take(&s, n * D, MEM_WORKSPACE, "xdit.norm");
-    op_state stats = {0};
-    if (!s.status) s.status = rmsnorm_forward(b->m->pool, tmp, raw, W(w), n, D, b->eps, &stats);
-    if (!s.status) rmsnorm_backward(draw, G(w), dy, raw, W(w), n, D, &stats);
-    op_state_release(&stats);
-    return scratch_end(&s);
+    (void)keys;
+    rotate(self, x, true);
 }
 
 /* One attention backward from dout, dL/d(its output projection); dxq (and dxkv: the text's gradient for the
- * cross-attention) accumulate the inputs' gradients. */
+ * cross-attention) accumulate the inputs' gradients. Without a norm after it, k's bias adds q . b to every logit of a
+ * query alike, which the softmax cancels: its gradient, the sum of dk over the keys, is zero (diffusers' to rounding),
+ * left exactly zero rather than summed. */
 static st_status attention_backward_from(const xdit_block *b, block_saved *sv, int at, const float *dout,
                                          const float *xq, const float *xkv, float *dxq, float *dxkv)
 {
-    dims d = dims_of(b);
     const bool cross = at == CROSS;
-    const int64_t nq = d.N, nkv = cross ? d.NL : d.N, Tkv = cross ? d.L : d.T, D = d.D;
-    const lin_layer *lq = cross ? &b->cq : &b->q, *lk = cross ? &b->ck : &b->k, *lv = cross ? &b->cv : &b->v;
-    const lin_layer *lo = cross ? &b->cout : &b->out;
-    const int nq_w = cross ? b->cnorm_q : b->norm_q, nk_w = cross ? b->cnorm_k : b->norm_k;
-    const attn_shape as = cross ? cross_shape(b) : self_shape(b);
-    scratch s = {.pool = b->m->pool};
-    float *datt = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "xdit.datt");
-    float *dq = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "xdit.dq");
-    float *dk = scratch_take_zero(&s, nkv * D, MEM_WORKSPACE, "xdit.dk");
-    float *dv = scratch_take_zero(&s, nkv * D, MEM_WORKSPACE, "xdit.dv");
-    float *draw = scratch_take_zero(&s, (nq > nkv ? nq : nkv) * D, MEM_WORKSPACE, "xdit.draw");
-    if (s.status) return scratch_end(&s);
-    if ((s.status = bwd(b->m, lo, datt, dout, SIDE(SO), nq))) return scratch_end(&s);
-    s.status = attention_backward_masked(b->m->pool, &as, cross ? b->m->ctx.mask : NULL, rows(dq, d.T, D),
-                                         rows(dk, Tkv, D), rows(dv, Tkv, D), rows(datt, d.T, D), rows(SIDE(SQ), d.T, D),
-                                         rows(SIDE(SK), Tkv, D), rows(SIDE(SV), Tkv, D), rows(SIDE(SO), d.T, D),
-                                         &sv->attn[cross]);
-    if (s.status) return scratch_end(&s);
-    if (!cross && b->rope) rotate(b, dq, true), rotate(b, dk, true);
-    if (!(s.status = norm_back(b, draw, dq, SIDE(SQR), nq_w, nq))) s.status = bwd(b->m, lq, dxq, draw, xq, nq);
-    if (!s.status) {
-        zero_bytes(draw, (size_t)(nkv * D) * sizeof(float));
-        s.status = norm_back(b, draw, dk, SIDE(SKR), nk_w, nkv);
-    }
-    /* without a norm after it, k's bias adds q . b to every logit of a query alike, which the softmax cancels: its
-     * gradient, the sum of dk over the keys, is zero (diffusers' to rounding), left exactly zero rather than summed */
-    lin_layer keys = *lk;
-    if (nk_w < 0) keys.b = -1;
-    if (!s.status) s.status = bwd(b->m, &keys, dxkv, draw, xkv, nkv);
-    if (!s.status) s.status = bwd(b->m, lv, dxkv, dv, xkv, nkv);
-    return scratch_end(&s);
+    const int nk_w = cross ? b->cnorm_k : b->norm_k;
+    const side_attention a = {.m = b->m, .q = cross ? &b->cq : &b->q, .k = cross ? &b->ck : &b->k,
+                              .v = cross ? &b->cv : &b->v, .out = cross ? &b->cout : &b->out,
+                              .norm_q = cross ? b->cnorm_q : b->norm_q, .norm_k = nk_w, .norm_width = b->m->shape.hidden,
+                              .eps = b->eps, .shape = cross ? cross_shape(b) : self_shape(b),
+                              .mask = cross ? b->m->ctx.mask : NULL, .rotate_back = !cross && b->rope ? rotate_back : NULL,
+                              .block = b, .k_bias_zero = nk_w < 0};
+    return side_attention_backward(&a, sv, at, dout, xq, xkv, dxq, dxkv);
 }
 
 /* grad->t[0] holds dL/dx3 on entry; the residual stream's gradient is accumulated in place, becoming dL/dx2,
