@@ -165,6 +165,30 @@ static st_status norm_back(const side_attention *a, float *draw, const float *dy
 
 static attn_view rows_of(float *x, int64_t tokens, int64_t width) { return (attn_view){x, width, tokens * width}; }
 
+st_status side_attention_forward(const side_attention *a, block_saved *sv, int at, const float *xq, const float *xkv,
+                                 bool keep)
+{
+    const model *m = a->m;
+    const attn_shape *as = &a->shape;
+    const int64_t T = as->tokens, Tkv = as->kv_tokens ? as->kv_tokens : T;
+    const int64_t D = as->heads * as->head_dim, K = (as->kv_heads ? as->kv_heads : as->heads) * as->head_dim;
+    const int64_t nq = as->batch * T, nkv = as->batch * Tkv;
+    float **side = sv->side + at;
+    param *wq = a->norm_q < 0 ? NULL : param_at(m->params, a->norm_q);
+    param *wk = a->norm_k < 0 ? NULL : param_at(m->params, a->norm_k);
+    st_status st = fwd(m, a->q, wq ? side[SQR] : side[SQ], xq, nq);
+    if (!st) st = fwd(m, a->k, wk ? side[SKR] : side[SK], xkv, nkv);
+    if (!st) st = fwd(m, a->v, side[SV], xkv, nkv);
+    const int64_t w = a->norm_width;
+    if (!st && wq) st = rmsnorm_forward(m->pool, side[SQ], side[SQR], wq->w, nq * D / w, w, a->eps, NULL);
+    if (!st && wk) st = rmsnorm_forward(m->pool, side[SK], side[SKR], wk->w, nkv * K / w, w, a->eps, NULL);
+    if (st) return st;
+    if (a->rotate) a->rotate(a->block, side[SQ], false, false), a->rotate(a->block, side[SK], true, false);
+    return attention_forward_masked(m->pool, as, a->mask, rows_of(side[SO], T, D), rows_of(side[SQ], T, D),
+                                    rows_of(side[SK], Tkv, K), rows_of(side[SV], Tkv, K),
+                                    keep ? &sv->attn[at == XQ] : NULL);
+}
+
 st_status side_attention_backward(const side_attention *a, block_saved *sv, int at, const float *dout, const float *xq,
                                   const float *xkv, float *dxq, float *dxkv)
 {
@@ -187,7 +211,7 @@ st_status side_attention_backward(const side_attention *a, block_saved *sv, int 
                                          rows_of(side[SK], Tkv, K), rows_of(side[SV], Tkv, K), rows_of(side[SO], T, D),
                                          &sv->attn[at == XQ]);
     if (s.status) return scratch_end(&s);
-    if (a->rotate_back) a->rotate_back(a->block, dq, false), a->rotate_back(a->block, dk, true);
+    if (a->rotate) a->rotate(a->block, dq, false, true), a->rotate(a->block, dk, true, true);
     if (!(s.status = norm_back(a, draw, dq, side[SQR], a->norm_q, nq, D))) s.status = bwd(m, a->q, dxq, draw, xq, nq);
     if (!s.status) {
         zero_bytes(draw, (size_t)(nkv * K) * sizeof(float));

@@ -62,8 +62,8 @@ static inline st_status bwd(const struct model *m, const lin_layer *l, float *dx
     return lin_backward(m->params, m->pool, l, dx, dy, x, n);
 }
 
-/* One attention of a block, as its backward reads it (the side's tensors at `at`: SQ or XQ). The sizes come from
- * shape: the queries' tokens and heads, kv_tokens for a cross-attention, kv_heads for grouped queries. */
+/* One attention of a block (the side's tensors at `at`: SQ or XQ). The sizes come from shape: the queries' tokens
+ * and heads, kv_tokens for a cross-attention, kv_heads for grouped queries. */
 typedef struct side_attention {
     const struct model *m;
     const lin_layer *q, *k, *v, *out;
@@ -72,11 +72,15 @@ typedef struct side_attention {
     float eps;
     attn_shape shape;
     const attn_mask *mask;
-    /* the self-attention's rotation, backward, of dq (keys false) or dk in place; NULL: none */
-    void (*rotate_back)(const void *self, float *x, bool keys);
+    /* the self-attention's rotation of q (keys false) or k in place, back: its gradient's; NULL: none */
+    void (*rotate)(const void *self, float *x, bool keys, bool back);
     const void *block;
     bool k_bias_zero;    /* k's bias gradient is left exactly zero (its bias adds q . b to a query's every logit) */
 } side_attention;
+/* The projections of xq (the queries' input) and xkv (the keys' and values'), their norms and rotation, and the
+ * attention into the side (its state kept when keep); the output projection is the block's. */
+st_status side_attention_forward(const side_attention *a, block_saved *sv, int at, const float *xq, const float *xkv,
+                                 bool keep);
 /* From dout, dL/d(the output projection's output): the weights' gradients, and dxq (the queries' input) and dxkv (the
  * keys' and values' input; the same buffer for a self-attention) accumulated. */
 st_status side_attention_backward(const side_attention *a, block_saved *sv, int at, const float *dout, const float *xq,

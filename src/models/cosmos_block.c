@@ -54,8 +54,6 @@ static attn_shape cross_shape(const cosmos_block *b)
     return a;
 }
 
-static attn_view rows(float *x, int64_t T, int64_t D) { return (attn_view){x, D, T * D}; }
-
 void cosmos_block_register(param_set *s, cosmos_block *b, const char *prefix, const model_config *c)
 {
     const bool full = !c->lora_rank;
@@ -151,27 +149,29 @@ static void rotate(const cosmos_block *b, float *x, bool back)
     else rope_half_forward(x, d.B, d.T, heads, hd, d.D, d.T * d.D, b->m->ctx.rope);
 }
 
-#define SIDE(k) (sv->side[at + (k)])
+static void rotate_side(const void *self, float *x, bool keys, bool back)
+{
+    (void)keys;
+    rotate(self, x, back);
+}
+
+/* The block's self-attention (at SELF) or cross-attention (at CROSS), for attn_side's forward and backward */
+static side_attention attention_of(const cosmos_block *b, int at)
+{
+    const bool cross = at == CROSS;
+    return (side_attention){.m = b->m, .q = cross ? &b->cq : &b->q, .k = cross ? &b->ck : &b->k,
+                            .v = cross ? &b->cv : &b->v, .out = cross ? &b->cout : &b->out,
+                            .norm_q = cross ? b->cnorm_q : b->norm_q, .norm_k = cross ? b->cnorm_k : b->norm_k,
+                            .norm_width = b->m->shape.hidden / b->m->shape.heads, .eps = COSMOS_QK_EPS,
+                            .shape = cross ? cross_shape(b) : self_shape(b),
+                            .rotate = cross ? NULL : rotate_side, .block = b};
+}
 
 static st_status attention_forward_into(const cosmos_block *b, block_saved *sv, int at, const float *xq,
                                         const float *xkv, bool keep)
 {
-    dims d = dims_of(b);
-    const bool cross = at == CROSS;
-    const int64_t hd = d.D / b->m->shape.heads, nq = d.N, nkv = cross ? d.NL : d.N, Tkv = cross ? d.L : d.T;
-    const lin_layer *lq = cross ? &b->cq : &b->q, *lk = cross ? &b->ck : &b->k, *lv = cross ? &b->cv : &b->v;
-    const int wq = cross ? b->cnorm_q : b->norm_q, wk = cross ? b->cnorm_k : b->norm_k;
-    const attn_shape as = cross ? cross_shape(b) : self_shape(b);
-    pool *p = b->m->pool;
-    st_status st = fwd(b->m, lq, SIDE(SQR), xq, nq);
-    if (!st) st = fwd(b->m, lk, SIDE(SKR), xkv, nkv);
-    if (!st) st = fwd(b->m, lv, SIDE(SV), xkv, nkv);
-    if (!st) st = rmsnorm_forward(p, SIDE(SQ), SIDE(SQR), W(wq), nq * d.D / hd, hd, COSMOS_QK_EPS, NULL);
-    if (!st) st = rmsnorm_forward(p, SIDE(SK), SIDE(SKR), W(wk), nkv * d.D / hd, hd, COSMOS_QK_EPS, NULL);
-    if (st) return st;
-    if (!cross) rotate(b, SIDE(SQ), false), rotate(b, SIDE(SK), false);
-    return attention_forward_masked(p, &as, NULL, rows(SIDE(SO), d.T, d.D), rows(SIDE(SQ), d.T, d.D),
-                                    rows(SIDE(SK), Tkv, d.D), rows(SIDE(SV), Tkv, d.D), keep ? &sv->attn[cross] : NULL);
+    const side_attention a = attention_of(b, at);
+    return side_attention_forward(&a, sv, at, xq, xkv, keep);
 }
 
 /* f1 = ff0(LN(x2) (1 + scale3) + shift3), f2 = ff2(gelu_erf(f1)) */
@@ -249,24 +249,12 @@ static st_status cosmos_forward(block *blk, const block_state *in, block_state *
     return frame_end(&f, st, sv, saved_io, &y, 1);
 }
 
-static void rotate_back(const void *self, float *x, bool keys)
-{
-    (void)keys;
-    rotate(self, x, true);
-}
-
 /* One attention backward from dout, dL/d(its output projection's output); dxq accumulates the query input's
  * gradient, dxkv the key and value input's. */
 static st_status attention_backward_from(const cosmos_block *b, block_saved *sv, int at, const float *dout,
                                          const float *xq, const float *xkv, float *dxq, float *dxkv)
 {
-    const bool cross = at == CROSS;
-    const side_attention a = {.m = b->m, .q = cross ? &b->cq : &b->q, .k = cross ? &b->ck : &b->k,
-                              .v = cross ? &b->cv : &b->v, .out = cross ? &b->cout : &b->out,
-                              .norm_q = cross ? b->cnorm_q : b->norm_q, .norm_k = cross ? b->cnorm_k : b->norm_k,
-                              .norm_width = b->m->shape.hidden / b->m->shape.heads, .eps = COSMOS_QK_EPS,
-                              .shape = cross ? cross_shape(b) : self_shape(b), .rotate_back = cross ? NULL : rotate_back,
-                              .block = b};
+    const side_attention a = attention_of(b, at);
     return side_attention_backward(&a, sv, at, dout, xq, xkv, dxq, dxkv);
 }
 

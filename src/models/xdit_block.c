@@ -39,7 +39,6 @@ static dims dims_of(const xdit_block *b)
     return (dims){s->batch, s->tokens, s->text, s->hidden, s->batch * s->tokens, s->batch * s->text, b->ffn};
 }
 
-
 #define W(i) (param_at(b->m->params, (i))->w)
 #define G(i) (param_at(b->m->params, (i))->g)
 
@@ -56,8 +55,6 @@ static attn_shape cross_shape(const xdit_block *b)
     a.kv_tokens = b->m->shape.text;
     return a;
 }
-
-static attn_view rows(float *x, int64_t T, int64_t D) { return (attn_view){x, D, T * D}; }
 
 void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const char *ff, int table_dims,
                          const model_config *c)
@@ -172,41 +169,32 @@ static st_status cross_input(const xdit_block *b, float *c, const float *x1, op_
     return layernorm_forward(b->m->pool, c, x1, W(b->cross_w), W(b->cross_b), d.N, d.D, XDIT_LN_EPS, stats);
 }
 
-/* y = RMSNorm(x) over the width (no norm: a copy) */
-static st_status qk_norm(const xdit_block *b, float *y, const float *x, int w, int64_t n)
+static void rotate_side(const void *self, float *x, bool keys, bool back)
 {
-    const int64_t D = b->m->shape.hidden;
-    if (w < 0) {
-        copy_rows(y, D, x, D, n, D);
-        return ST_OK;
-    }
-    return rmsnorm_forward(b->m->pool, y, x, W(w), n, D, b->eps, NULL);
+    (void)keys;
+    rotate(self, x, back);
 }
 
-/* The attention whose side starts at `at` (SELF or CROSS): its tensors in sv */
-#define SIDE(k) (sv->side[at + (k)]) /* k: SQ, SK, SV, SO, SQR, SKR (offsets from SQ = 0) */
+/* The block's self-attention (at SELF) or cross-attention (at CROSS), for attn_side's forward and backward. Without
+ * a norm after it, k's bias adds q . b to every logit of a query alike, which the softmax cancels: its gradient, the
+ * sum of dk over the keys, is zero (diffusers' to rounding) and is left exactly zero. */
+static side_attention attention_of(const xdit_block *b, int at)
+{
+    const bool cross = at == CROSS;
+    return (side_attention){.m = b->m, .q = cross ? &b->cq : &b->q, .k = cross ? &b->ck : &b->k,
+                            .v = cross ? &b->cv : &b->v, .out = cross ? &b->cout : &b->out,
+                            .norm_q = cross ? b->cnorm_q : b->norm_q, .norm_k = cross ? b->cnorm_k : b->norm_k,
+                            .norm_width = b->m->shape.hidden, .eps = b->eps,
+                            .shape = cross ? cross_shape(b) : self_shape(b), .mask = cross ? b->m->ctx.mask : NULL,
+                            .rotate = !cross && b->rope ? rotate_side : NULL, .block = b,
+                            .k_bias_zero = (cross ? b->cnorm_k : b->norm_k) < 0};
+}
 
-/* One attention forward: q from xq (the image rows), k and v from xkv (the image rows, or the text's), their norms,
- * the rotation (self only) and the attention into the side; the state kept when keep. */
 static st_status attention_forward_into(const xdit_block *b, block_saved *sv, int at, const float *xq,
                                         const float *xkv, bool keep)
 {
-    dims d = dims_of(b);
-    const bool cross = at == CROSS;
-    const int64_t nq = d.N, nkv = cross ? d.NL : d.N, Tkv = cross ? d.L : d.T;
-    const lin_layer *lq = cross ? &b->cq : &b->q, *lk = cross ? &b->ck : &b->k, *lv = cross ? &b->cv : &b->v;
-    const int nq_w = cross ? b->cnorm_q : b->norm_q, nk_w = cross ? b->cnorm_k : b->norm_k;
-    const attn_shape as = cross ? cross_shape(b) : self_shape(b);
-    st_status st = fwd(b->m, lq, nq_w >= 0 ? SIDE(SQR) : SIDE(SQ), xq, nq);
-    if (!st) st = fwd(b->m, lk, nk_w >= 0 ? SIDE(SKR) : SIDE(SK), xkv, nkv);
-    if (!st) st = fwd(b->m, lv, SIDE(SV), xkv, nkv);
-    if (!st && nq_w >= 0) st = qk_norm(b, SIDE(SQ), SIDE(SQR), nq_w, nq);
-    if (!st && nk_w >= 0) st = qk_norm(b, SIDE(SK), SIDE(SKR), nk_w, nkv);
-    if (st) return st;
-    if (!cross && b->rope) rotate(b, SIDE(SQ), false), rotate(b, SIDE(SK), false);
-    return attention_forward_masked(b->m->pool, &as, cross ? b->m->ctx.mask : NULL, rows(SIDE(SO), d.T, d.D),
-                                     rows(SIDE(SQ), d.T, d.D), rows(SIDE(SK), Tkv, d.D), rows(SIDE(SV), Tkv, d.D),
-                                     keep ? &sv->attn[cross] : NULL);
+    const side_attention a = attention_of(b, at);
+    return side_attention_forward(&a, sv, at, xq, xkv, keep);
 }
 
 /* The feed-forward's GEMM outputs from x2: f1 = ff0(LN(x2) (1 + scale2) + shift2), f2 = ff2(gelu(f1)) */
@@ -291,27 +279,12 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
     return frame_end(&f, st, sv, saved_io, &y, 1);
 }
 
-static void rotate_back(const void *self, float *x, bool keys)
-{
-    (void)keys;
-    rotate(self, x, true);
-}
-
-/* One attention backward from dout, dL/d(its output projection); dxq (and dxkv: the text's gradient for the
- * cross-attention) accumulate the inputs' gradients. Without a norm after it, k's bias adds q . b to every logit of a
- * query alike, which the softmax cancels: its gradient, the sum of dk over the keys, is zero (diffusers' to rounding),
- * left exactly zero rather than summed. */
+/* One attention backward from dout, dL/d(its output projection's output); dxq accumulates the query input's
+ * gradient, dxkv the key and value input's. */
 static st_status attention_backward_from(const xdit_block *b, block_saved *sv, int at, const float *dout,
                                          const float *xq, const float *xkv, float *dxq, float *dxkv)
 {
-    const bool cross = at == CROSS;
-    const int nk_w = cross ? b->cnorm_k : b->norm_k;
-    const side_attention a = {.m = b->m, .q = cross ? &b->cq : &b->q, .k = cross ? &b->ck : &b->k,
-                              .v = cross ? &b->cv : &b->v, .out = cross ? &b->cout : &b->out,
-                              .norm_q = cross ? b->cnorm_q : b->norm_q, .norm_k = nk_w, .norm_width = b->m->shape.hidden,
-                              .eps = b->eps, .shape = cross ? cross_shape(b) : self_shape(b),
-                              .mask = cross ? b->m->ctx.mask : NULL, .rotate_back = !cross && b->rope ? rotate_back : NULL,
-                              .block = b, .k_bias_zero = nk_w < 0};
+    const side_attention a = attention_of(b, at);
     return side_attention_backward(&a, sv, at, dout, xq, xkv, dxq, dxkv);
 }
 
