@@ -465,6 +465,32 @@ KANDINSKY5_PASSED = ("hidden_states = latents.permute(0, 2, 3, 1).unsqueeze(1) (
                      "3, 1, 2) (B, C, H, W). The processor's bfloat16 cast of the rotated q, k is a no-op and the "
                      "time sinusoid is float64 (docs/FIXTURES.md)")
 
+def kandinsky5_video_run(model, t):
+    # SimpleTuner's Kandinsky5Video.model_predict (text to video): channels-last latents (B, F, H, W, C), then
+    # visual_cond's zero reference latents and zero mask (no conditioning_latents), rope positions per axis in patches
+    # and per text token, float32 timesteps (1000 sigma), scale_factor (1, 2, 2), no sparse attention; the output
+    # back to (B, C, F, H, W).
+    kandinsky5_exact()
+    b, c, f, h, w = t["latents"].shape
+    x = t["latents"].permute(0, 2, 3, 4, 1)
+    x = torch.cat([x, torch.zeros_like(x), torch.zeros(b, f, h, w, 1, dtype=x.dtype)], dim=-1)
+    timestep = (t["sigma"].float() * 1000).double()
+    out = model(hidden_states=x, encoder_hidden_states=t["encoder_hidden_states"], timestep=timestep,
+                pooled_projections=t["pooled_projections"],
+                visual_rope_pos=[torch.arange(f), torch.arange(h // 2), torch.arange(w // 2)],
+                text_rope_pos=torch.arange(t["encoder_hidden_states"].shape[1]), scale_factor=(1, 2, 2),
+                sparse_params=None, return_dict=False)
+    return out.permute(0, 4, 1, 2, 3)
+
+
+KANDINSKY5_VIDEO_PASSED = ("hidden_states = cat([latents.permute(0, 2, 3, 4, 1), zeros, zeros (B, F, H, W, 1)], -1) "
+                           "(B, F, H, W, 2C + 1): visual_cond's reference latents and mask, zero in text to video; "
+                           "encoder_hidden_states (B, L, 24) as stored (no mask); pooled_projections (B, 20); timestep "
+                           "= float32(sigma * 1000); visual_rope_pos = [arange(F), arange(H/2), arange(W/2)]; "
+                           "text_rope_pos = arange(L); scale_factor = (1, 2, 2); sparse_params = None; pred = "
+                           "output.permute(0, 4, 1, 2, 3) (B, C, F, H, W). As kandinsky5: no bfloat16 cast of q, k, a "
+                           "float64 time sinusoid")
+
 ACE_T = 32        # audio latent frames (16 tokens after the patch of 2)
 ACE_WINDOW = 3    # sliding window: |i - j| <= 3 of the 16 tokens (128 in the real model)
 
@@ -680,6 +706,14 @@ fixture("kandinsky5", "Kandinsky5Transformer3DModel",
              patch_size=[1, 2, 2], model_dim=32, ff_dim=64, num_text_blocks=2, num_visual_blocks=2, axes_dims=[4, 6, 6],
              visual_cond=False),
         kandinsky5_make, kandinsky5_run, KANDINSKY5_PASSED)
+
+# Kandinsky 5 video (T2V Lite's shape, as the image fixture but with visual_cond): 2 latent frames; visual_cond's
+# reference channels are zero in text to video, so their input weights' gradients are exactly zero.
+fixture("kandinsky5-video", "Kandinsky5Transformer3DModel",
+        dict(in_visual_dim=C, in_text_dim=JOINT, in_text_dim2=POOLED, time_dim=32, out_visual_dim=C,
+             patch_size=[1, 2, 2], model_dim=32, ff_dim=64, num_text_blocks=2, num_visual_blocks=2, axes_dims=[4, 6, 6],
+             visual_cond=True, attention_type="regular"),
+        kandinsky5_make, kandinsky5_video_run, KANDINSKY5_VIDEO_PASSED, shape=(B, C, 2, H, W))
 
 # ACE-Step 1.5: two layers (sliding then full, as the real 24 alternate), GQA 4 query heads on 2 key-value heads of 8
 # (16 on 8 of 128), SwiGLU 64 wide, conv patch 2; the condition encoder's width 24 (encoder_hidden_size, as the XL

@@ -284,7 +284,7 @@ expect 0 "anima trains with flow matching, as SimpleTuner does: its transformer 
 # SimpleTuner's own example configs, unchanged: a built family plans, one not built is refused in one line
 for example in "$src"/tests/fixtures/simpletuner/*.json; do
   name=$(basename "$example" .json) family=$(sed -n 's/.*"model_family": *"\([^"]*\)".*/\1/p' "$example")
-  shown=$family; [ "$family" = kandinsky5_image ] && shown=kandinsky5 # segtrain's name: model_config.family is 15 wide
+  shown=$family; case $family in kandinsky5*) shown=kandinsky5 ;; esac # segtrain's name for both of SimpleTuner's
   out=$("$bin" plan --config "$example" 2>&1); rc=$?
   if [ $rc -eq 0 ]; then
     grep -q "^model [^ ]* ($shown[^)]*)" <<<"$out" && grep -q "^predicted peak device memory" <<<"$out" &&
@@ -294,6 +294,9 @@ for example in "$src"/tests/fixtures/simpletuner/*.json; do
       ok "SimpleTuner's $name example: not built yet, one line" || bad "$name example (exit $rc): $out"
   fi
 done
+expect 0 "SimpleTuner's kandinsky5-video example plans T2V Lite (2 + 32 blocks) at 121 frames: 31 latent frames" \
+  "model kandinsky5-t2v-lite \\(kandinsky5\\): 32 cross-attention blocks, width 1792, 28 heads, 27900 image \\+ 256 text tokens of 121-frame 480 px video" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/kandinsky5-video-2b-t2v.peft-lora.json" --set num_frames=121
 expect 0 "SimpleTuner's auraflow example plans AuraFlow v0.3 at its real size" \
   "model auraflow \\(auraflow\\): 4 double-stream \\+ 32 single-stream blocks, width 3072, 12 heads, 4096 image \\+ 120 text tokens" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/auraflow.peft-lora.json"

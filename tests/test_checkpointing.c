@@ -765,6 +765,10 @@ int main(void)
     test_bitwise(&k5_lora, "kandinsky5-image-tiny lora", 2);
     test_budgets(&k5, "kandinsky5-image-tiny");
     test_memory_ignores_data(&k5, "kandinsky5-image-tiny");
+    model_config k5v; /* video, visual_cond's zero channels */
+    CHECK(model_preset("kandinsky5-video-tiny", &k5v) == ST_OK);
+    test_bitwise(&k5v, "kandinsky5-video-tiny", 2);
+    test_budgets(&k5v, "kandinsky5-video-tiny");
     model_config an; /* cosmos2's blocks reading its text conditioner's output, whose gradient they return */
     CHECK(model_preset("anima-tiny", &an) == ST_OK);
     an.depth = 3;

@@ -176,7 +176,17 @@ static void test_families(void)
               ST_OK && !strcmp(mc.preset, "kandinsky5-t2i-lite"));
     EXPECT_REFUSAL("{\"model_family\": \"kandinsky5_image\", \"model_flavour\": \"i2i-lite-sft\"}", ST_ERR_UNSUPPORTED,
                    "model_flavour i2i-lite-sft of kandinsky5-image", "reference image");
-    EXPECT_REFUSAL("{\"model_family\": \"kandinsky5_video\"}", ST_ERR_UNSUPPORTED, "model_family kandinsky5-video");
+    /* Kandinsky 5 video: the t2v flavours are T2V Lite's or Pro's transformer with visual_cond's zero channels (the
+     * 10 s ones too: SimpleTuner trains them without sparse attention); the i2v ones take the first frame */
+    CHECK(from_json("{\"model_family\": \"kandinsky5_video\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "kandinsky5-t2v-lite") && mc.depth == 32 && mc.text_blocks == 2 && mc.hidden == 1792 &&
+          mc.heads == 28 && mc.time_dim == 512 && !mc.ffn_dim && mc.cond_channels == 17 && model_video(&mc));
+    CHECK(from_json("{\"model_family\": \"kandinsky5-video\", \"model_flavour\": \"t2v-pro-sft-10s-hd\"}", &mc) ==
+              ST_OK && !strcmp(mc.preset, "kandinsky5-t2v-pro") && mc.depth == 60 && mc.text_blocks == 4 &&
+          mc.hidden == 4096 && mc.heads == 32 && mc.time_dim == 1024 && mc.cond_channels == 17);
+    EXPECT_REFUSAL("{\"model_family\": \"kandinsky5_video\", \"model_flavour\": \"i2v-lite-5s\"}", ST_ERR_UNSUPPORTED,
+                   "model_flavour i2v-lite-5s of kandinsky5-video", "first frame");
+    CHECK(from_json("{\"model_family\": \"kandinsky5_image\"}", &mc) == ST_OK && !model_video(&mc));
     EXPECT_REFUSAL("{\"model_family\": \"sana\"}", ST_ERR_UNSUPPORTED, "linear-attention");
     EXPECT_REFUSAL("{\"model_family\": \"sdxl\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
     EXPECT_REFUSAL("{\"model_family\": \"lumina2\"}", ST_ERR_UNSUPPORTED, "single-stream joint DiT");
@@ -196,7 +206,8 @@ static void test_families(void)
                            !strcmp(name, "flux2") || !strcmp(name, "qwen_image") || !strcmp(name, "hidream") ||
                            !strcmp(name, "hunyuanvideo") || !strcmp(name, "pixart_sigma") || !strcmp(name, "wan") ||
                            !strcmp(name, "ltxvideo") || !strcmp(name, "cosmos2image") ||
-                           !strcmp(name, "kandinsky5-image") || !strcmp(name, "anima");
+                           !strcmp(name, "kandinsky5-image") || !strcmp(name, "kandinsky5-video") ||
+                           !strcmp(name, "anima");
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
     CHECKF(n >= 40, "%d family names", n);
@@ -258,7 +269,7 @@ static void test_longcat_json(void)
 }
 
 /* Kandinsky5Transformer3DModel's config.json: Kandinsky 5.0 T2I Lite's (as published) reads as the
- * kandinsky5-t2i-lite preset; a reference image's channels and sparse attention are refused by name. */
+ * kandinsky5-t2i-lite preset; visual_cond makes it a video model; another attention is refused by name. */
 static void test_kandinsky5_json(void)
 {
     char dir[] = "/tmp/segtrain-kandinsky5-XXXXXX";
@@ -278,14 +289,16 @@ static void test_kandinsky5_json(void)
                mc.ffn_dim == want.ffn_dim && mc.channels == want.channels && mc.text_dim == want.text_dim &&
                mc.pooled_dim == want.pooled_dim && mc.patch == want.patch && model_config_check(&mc) == ST_OK,
            "%s", st_error());
-    const char *bad[][2] = {{"true", "regular"}, {"false", "nabla"}};
-    for (int i = 0; i < 2; i++) {
-        snprintf(json, sizeof json, lite, bad[i][0], bad[i][1]);
-        tk_write_file(dir, "config.json", json);
-        CHECK(model_preset("kandinsky5-image-tiny", &mc) == ST_OK);
-        CHECKF(model_config_from_diffusers(dir, &mc) == ST_ERR_UNSUPPORTED && strstr(st_error(), "visual_cond or "
-               "attention_type"), "%s", st_error());
-    }
+    /* T2V Lite 10 s's: visual_cond's reference channels, and the sparse attention SimpleTuner never asks for */
+    snprintf(json, sizeof json, lite, "true", "nabla");
+    tk_write_file(dir, "config.json", json);
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.cond_channels == 17 && model_video(&mc) &&
+               model_config_check(&mc) == ST_OK, "%s", st_error());
+    snprintf(json, sizeof json, lite, "false", "flex");
+    tk_write_file(dir, "config.json", json);
+    CHECK(model_preset("kandinsky5-image-tiny", &mc) == ST_OK);
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_ERR_UNSUPPORTED && strstr(st_error(), "attention_type"), "%s",
+           st_error());
     tk_write_file(dir, "config.json", "{\"_class_name\": \"Kandinsky5Transformer3DModel\", \"axes_dims\": [16, 16, 16]}");
     CHECK(model_preset("kandinsky5-image-tiny", &mc) == ST_OK);
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_ERR_UNSUPPORTED && strstr(st_error(), "axes_dims"), "%s",

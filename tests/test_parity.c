@@ -332,8 +332,9 @@ int main(void)
     test_fixture("pixart-sigma", "pixart-sigma-tiny"); /* cross-attention to a masked text, learned variance */
     test_fixture("cosmos", "cosmos2-tiny"); /* AdaLN-LoRA, rotate-half NTK RoPE, the padding-mask channel */
     test_fixture("kandinsky5", "kandinsky5-image-tiny"); /* text blocks then visual blocks, 9-way modulation */
+    test_fixture("kandinsky5-video", "kandinsky5-video-tiny"); /* video, visual_cond's zero reference channels */
     test_fixture("anima", "anima-tiny"); /* cosmos's with its text conditioner, loaded from text_conditioner/ */
-    test_fixture("wan", "wan-tiny");                   /* video, 3D rotary, q/k RMSNorm across heads, norm2 */ /* mixture-of-experts feed-forwards, each block's own Llama tokens */
+    test_fixture("wan", "wan-tiny"); /* video, 3D rotary, q/k RMSNorm across heads, norm2 */
     test_fixture("ltxvideo", "ltxvideo-tiny"); /* video, RoPE over the whole width, RMSNorm block norms, the key mask */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */
     return tk_finish();

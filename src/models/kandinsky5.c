@@ -40,6 +40,10 @@ typedef struct k5_model {
 
 static k5_model *k5_of(model *m) { return m->impl; }
 
+/* A patch's input features: the latent's channels, then visual_cond's (cond_channels: a reference's latents and
+ * mask, zero in text-to-video) at every one of its positions */
+static int64_t in_dim(const model_config *c) { return model_patch_dim(c) / c->channels * (c->channels + c->cond_channels); }
+
 bool model_kandinsky5(const model_config *mc) { return !strcmp(mc->family, "kandinsky5"); }
 
 #define PW(i) (param_at(m->params, (i))->w)
@@ -64,7 +68,7 @@ static st_status k5_create(model *m)
     d->pool_in = lin_register(s, "pooled_text_embeddings.in_layer", c->pooled_dim, Td, true, 0, 0, full);
     d->pool_w = param_add(s, "pooled_text_embeddings.norm.weight", 1, (int64_t[]){Td}, full);
     d->pool_b = param_add(s, "pooled_text_embeddings.norm.bias", 1, (int64_t[]){Td}, full);
-    d->vis = lin_register(s, "visual_embeddings.in_layer", P, D, true, 0, 0, full);
+    d->vis = lin_register(s, "visual_embeddings.in_layer", in_dim(c), D, true, 0, 0, full);
     char prefix[64];
     for (int i = 0; i < n; i++) {
         k5_block *b = &d->blocks[i];
@@ -169,7 +173,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     d->pooled = model_take(m, &st, B * E2, "k5.pooled", false);
     d->ph = model_take(m, &st, B * Td, "k5.pooled_in_layer", false);
     d->temb = model_take(m, &st, B * Td, "k5.time_embed", false);
-    d->patches = model_take(m, &st, N * P, "k5.patches", true);
+    d->patches = model_take(m, &st, N * in_dim(c), "k5.patches", true);
     float *x0 = model_take(m, &st, N * D, "k5.state", false);
     m->ctx.cs = model_take(m, &st, B * Td, "k5.silu_time_embed", false);
     if (train) m->ctx.dcs = model_take(m, &st, B * Td, "k5.dsilu_time_embed", true);
@@ -192,7 +196,15 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     add_to(d->temb, d->tt, B * Td);
     silu_forward(m->ctx.cs, d->temb, B * Td);
     const patch_shape ps = model_patches(m);
-    unpatchify_backward(d->patches, x, &ps, PATCH_DIT); /* (pt, ph, pw, c) features: the channels-last view */
+    float *latent = d->patches;
+    if (c->cond_channels && (st = pool_alloc_zero(m->pool, (size_t)(N * P) * sizeof(float), MEM_WORKSPACE,
+                                                  "k5.latent_patches", (void **)&latent)))
+        return st;
+    unpatchify_backward(latent, x, &ps, PATCH_DIT); /* (pt, ph, pw, c) features: the channels-last view */
+    if (latent != d->patches) { /* each position's C latent channels, then its zero condition channels */
+        copy_rows(d->patches, c->channels + c->cond_channels, latent, c->channels, N * P / c->channels, c->channels);
+        pool_free(m->pool, latent);
+    }
     return lin_forward(m->params, m->pool, &d->vis, x0, d->patches, N);
 }
 

@@ -51,7 +51,8 @@ bool model_reads_text(const model_config *mc) { return model_dual_stream(mc) || 
 
 bool model_video(const model_config *mc)
 {
-    return hunyuanvideo(mc) || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo");
+    return hunyuanvideo(mc) || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo") ||
+           (model_kandinsky5(mc) && mc->cond_channels); /* Kandinsky 5's video models are its visual_cond ones */
 }
 
 int64_t model_vae_scale_t(const model_config *mc) { return !strcmp(mc->family, "ltxvideo") ? 8 : 4; }

@@ -111,6 +111,14 @@ static const struct preset {
      * 256 tokens and CLIP-L's pooled 768, 16 latent channels (Flux's VAE, 1024 px); the tiny one is the fixture's. */
     {"kandinsky5-image-tiny", "kandinsky5", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 20, false, false, 0, 0},
     {"kandinsky5-t2i-lite", "kandinsky5", 50, 2560, 20, 2, 16, 128, 10, 0, 256, 3584, 768, false, false, 0, 0},
+    /* Kandinsky 5.0 Video's (kandinskylab/Kandinsky-5.0-T2V-*-Diffusers): visual_cond (the input's reference latents
+     * and mask: 33 channels a position, zero in text-to-video), the HunyuanVideo VAE (16 channels, 8x, 4 frames a
+     * latent frame). Lite: 2 + 32 blocks of 28 heads x 64 (axes 16, 24, 24), time_dim 512, ff 7168 (4 D); Pro: 4 + 60
+     * of 32 x 128 (axes 32, 48, 48), time_dim 1024, ff 16384; their grids 512 px and 1024 px (a config's resolution
+     * and num_frames set the real ones); the tiny one is the fixture's. */
+    {"kandinsky5-video-tiny", "kandinsky5", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 20, false, false, 0, 0},
+    {"kandinsky5-t2v-lite", "kandinsky5", 32, 1792, 28, 2, 16, 64, 10, 0, 256, 3584, 768, false, false, 0, 0},
+    {"kandinsky5-t2v-pro", "kandinsky5", 60, 4096, 32, 2, 16, 128, 10, 0, 256, 3584, 768, false, false, 0, 0},
     /* ACE-Step 1.5's (ACE-Step/Ace-Step1.5's acestep-v15-* transformers, AceStepTransformer1DModel's defaults): 24
      * layers of 16 heads x 128, 8 key-value heads, SwiGLU 6144, 64 latent channels with 128 of context, patches of
      * 2 frames, window 128; the condition 2048 wide, 589 tokens (SimpleTuner's v1.5 caption 77 and lyrics 512); 750
@@ -181,8 +189,11 @@ st_status model_preset(const char *name, model_config *out)
         if (!strcmp(p->family, "ace_step"))
             out->kv_heads = tiny ? 2 : 8, out->window = tiny ? 3 : 128, out->ffn_dim = tiny ? 64 : 6144,
             out->cond_channels = 2 * out->channels, out->patch_t = 2, out->frames = tiny ? 32 : 750;
-        if (!strcmp(p->family, "kandinsky5"))
-            out->text_blocks = 2, out->time_dim = tiny ? 32 : 512, out->ffn_dim = tiny ? 64 : 0;
+        if (!strcmp(p->family, "kandinsky5")) {
+            const bool pro = strstr(name, "-pro") != NULL;
+            out->text_blocks = pro ? 4 : 2, out->time_dim = tiny ? 32 : pro ? 1024 : 512, out->ffn_dim = tiny ? 64 : 0;
+            if (strstr(name, "t2v") || strstr(name, "video")) out->cond_channels = out->channels + 1, out->frames = tiny ? 2 : 1;
+        }
         if (!strcmp(p->family, "cosmos2image") || !strcmp(p->family, "anima")) out->adaln_lora = tiny ? 16 : 256;
         if (!strcmp(p->family, "anima"))
             out->source_len = tiny ? 5 : 512, out->source_dim = tiny ? 24 : 1024, out->text_min_len = tiny ? 8 : 512,
@@ -313,13 +324,16 @@ st_status model_config_check(const model_config *mc)
     const bool k5 = model_kandinsky5(mc);
     const int64_t k5hd = mc->hidden / mc->heads;
     if (k5 ? (mc->text_blocks < 1 || mc->text_blocks > 4096 || mc->time_dim < 1 || mc->time_dim > (1 << 16) ||
-              mc->pooled_dim < 1 || mc->patch_t != 1 || k5hd % 16 || k5hd > 256 || mc->out_channels)
+              mc->pooled_dim < 1 || mc->patch_t != 1 || k5hd % 16 || k5hd > 256 || mc->out_channels ||
+              (mc->cond_channels && mc->cond_channels != mc->channels + 1))
            : (mc->text_blocks || mc->time_dim))
         return st_fail(ST_ERR_INVALID, "num_text_blocks %lld, time_dim %lld, in_text_dim2 %lld, patch_size_t %lld, head "
-                       "width %lld, out_visual_dim %lld; %s", (long long)mc->text_blocks, (long long)mc->time_dim,
-                       (long long)mc->pooled_dim, (long long)mc->patch_t, (long long)k5hd, (long long)mc->out_channels,
+                       "width %lld, out_visual_dim %lld, visual_cond channels %lld; %s", (long long)mc->text_blocks,
+                       (long long)mc->time_dim, (long long)mc->pooled_dim, (long long)mc->patch_t, (long long)k5hd,
+                       (long long)mc->out_channels, (long long)mc->cond_channels,
                        k5 ? "kandinsky5 takes 1 to 4096, 1 to 65536, at least 1, 1, a multiple of 16 up to 256 (axes "
-                       "hd / 4, 3 hd / 8, 3 hd / 8) and 0 (= in_visual_dim)" : "only kandinsky5 has them (0, 0)");
+                       "hd / 4, 3 hd / 8, 3 hd / 8), 0 (= in_visual_dim) and 0 or in_visual_dim + 1"
+                          : "only kandinsky5 has them (0, 0)");
     const bool anima = model_anima(mc);
     if (anima ? mc->source_len < 1 || mc->source_dim < 1 || mc->text_min_len < 0 || mc->refiner_depth < 1 ||
                     mc->refiner_depth > MODEL_REFINER_MAX || mc->text_dim % mc->heads || mc->text_dim / mc->heads % 2
@@ -330,7 +344,7 @@ st_status model_config_check(const model_config *mc)
                        (long long)mc->text_dim, (long long)mc->heads, anima ? "anima takes at least 1, 1, 0, 1 to "
                        "8 blocks, and an even head width" : "only anima has one (0, 0, 0)");
     if ((hv15 && (mc->text2_len < 1 || mc->text2_dim < 1 || mc->image_dim < 1 || mc->cond_channels < 0)) ||
-        (!hv15 && (mc->text2_len || mc->text2_dim || mc->image_dim || (mc->cond_channels && !ace))))
+        (!hv15 && (mc->text2_len || mc->text2_dim || mc->image_dim || (mc->cond_channels && !ace && !k5))))
         return st_fail(ST_ERR_INVALID, "text_embed_2_dim %lld, ByT5 tokens %lld, image_embed_dim %lld, condition "
                        "channels %lld; %s", (long long)mc->text2_dim, (long long)mc->text2_len, (long long)mc->image_dim,
                        (long long)mc->cond_channels, hv15 ? "hunyuanvideo15 takes at least 1 of the first three"
@@ -989,9 +1003,9 @@ static st_status ace_step_from_json(const cJSON *j, const char *file, model_conf
     return ST_OK;
 }
 
-/* Kandinsky5Transformer3DModel's config as Kandinsky 5.0's text-to-image models set it: its defaults, then the file's
- * values; what segtrain does not build (visual_cond, sparse attention, other axes or patches, another output width)
- * is refused by name. */
+/* Kandinsky5Transformer3DModel's config: its defaults, then the file's values (visual_cond: the video models' reference
+ * channels, cond_channels); what segtrain does not build (other axes or patches, another output width, another
+ * attention) is refused by name. */
 static st_status kandinsky5_from_json(const cJSON *j, const char *file, model_config *mc)
 {
     st_status st = ST_OK;
@@ -1009,12 +1023,14 @@ static st_status kandinsky5_from_json(const cJSON *j, const char *file, model_co
     if (!st) st = json_axes(j, file, "patch_size", 3, patch);
     if (!st) st = json_axes(j, file, "axes_dims", 3, axes);
     if (st) return st;
-    const cJSON *vc = cJSON_GetObjectItemCaseSensitive(j, "visual_cond");
+    /* attention_type "nabla" (the 10 s video models) takes effect only when the caller passes sparse_params, which
+     * SimpleTuner never does: they train with dense attention there, and here */
     const cJSON *at = cJSON_GetObjectItemCaseSensitive(j, "attention_type");
-    if (cJSON_IsTrue(vc) || (at && !cJSON_IsNull(at) && !(cJSON_IsString(at) && !strcmp(at->valuestring, "regular"))))
-        return st_fail(ST_ERR_UNSUPPORTED, "%s: visual_cond or attention_type; segtrain builds Kandinsky 5's "
-                       "text-to-image transformer (false: no reference image's latents, \"regular\": no sparse "
-                       "attention)", file);
+    if (at && !cJSON_IsNull(at) && !(cJSON_IsString(at) && (!strcmp(at->valuestring, "regular") ||
+                                                            !strcmp(at->valuestring, "nabla"))))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: attention_type; segtrain builds Kandinsky 5's \"regular\" attention (and "
+                       "\"nabla\" models densely, as SimpleTuner calls them: without sparse_params)", file);
+    mc->cond_channels = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "visual_cond")) ? mc->channels + 1 : 0;
     const int64_t hd = axes[0] + axes[1] + axes[2];
     if (patch[0] != 1 || patch[1] != patch[2] || out != mc->channels || hd < 16 || hd % 16 || axes[0] != hd / 4 ||
         axes[1] != 3 * hd / 8 || axes[2] != axes[1] || mc->hidden % hd)
