@@ -273,10 +273,10 @@ expect 0 "batch and grad of a video model: x0 is (B, C, F, H, W)" "wrote loss an
 expect 1 "a video batch for an image-sized model names the dimensions" \
   "tensor 'x0' has 5 dimensions; the model takes \\(B,C,H,W\\) \\(num_frames 1: images\\)" -- \
   "$bin" grad --config empty.json $hv --weights hvw.safetensors --batch hvb.safetensors --out hvg.safetensors
-expect 1 "cosmos2image trains with its EDM objective, not built: refused by name" \
-  "model_family cosmos2image: Cosmos trains with its EDM objective" -- \
+expect 0 "cosmos2image trains with SimpleTuner's EDM objective (the flow at t = sigma / (sigma + 1), weighted)" \
+  "trained 2 steps; weights in cosmos-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=cosmos2image --set model_preset=cosmos2-tiny \
-  --set synthetic_data=true --set max_train_steps=1 --set output_dir=cosmos-out
+  --set synthetic_data=true --set max_train_steps=2 --set output_dir=cosmos-out
 expect 0 "anima trains with flow matching, as SimpleTuner does: its transformer and text conditioner" \
   "trained 1 steps; weights in anima-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=anima --set model_preset=anima-tiny \

@@ -308,7 +308,7 @@ static test_batch *make_batch(const model_config *mc, int64_t n, uint64_t seed, 
     rng_fill_normal(b->x0, count, seed, 1, 0, 1);
     rng_fill_normal(b->noise, count, seed, 2, 0, 1);
     memcpy(b->t, t, (size_t)n * sizeof *t);
-    b->fb = (flow_batch){n, b->x0, b->noise, b->t, b->y, 1.0f};
+    b->fb = (flow_batch){.batch = n, .x0 = b->x0, .noise = b->noise, .t = b->t, .cond = b->y, .grad_scale = 1.0f};
     return b;
 }
 

@@ -36,7 +36,7 @@ static batch make_batch(const model_config *mc, uint64_t seed)
     batch b = {.x0 = malloc((size_t)n * sizeof(float)), .noise = malloc((size_t)n * sizeof(float))};
     rng_fill_normal(b.x0, n, seed, 1, 0, 1);
     rng_fill_normal(b.noise, n, seed, 2, 0, 1);
-    b.fb = (flow_batch){2, b.x0, b.noise, t, y, 1.0f};
+    b.fb = (flow_batch){.batch = 2, .x0 = b.x0, .noise = b.noise, .t = t, .cond = y, .grad_scale = 1.0f};
     return b;
 }
 

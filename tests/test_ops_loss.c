@@ -1,5 +1,5 @@
-/* Mean squared error: value against a double reference, backward against central differences, dloss
- * scaling, accumulation, and the same bits for every thread count. */
+/* Mean squared error, plain and with per-sample weights: value against a double reference, backward against central
+ * differences, dloss scaling, accumulation, and the same bits for every thread count. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,13 +14,16 @@ static double *dbuf(int64_t n) { return calloc((size_t)n, sizeof(double)); }
 typedef struct mse_ctx {
     double *pred, *target, dloss;
     int64_t n;
+    const float *weight; /* per sample of per values; NULL: none */
+    int64_t per;
 } mse_ctx;
 
 static double mse_ref(void *c)
 {
     mse_ctx *m = c;
     double s = 0;
-    for (int64_t i = 0; i < m->n; i++) s += (m->pred[i] - m->target[i]) * (m->pred[i] - m->target[i]);
+    for (int64_t i = 0; i < m->n; i++)
+        s += (m->weight ? m->weight[i / m->per] : 1.0) * (m->pred[i] - m->target[i]) * (m->pred[i] - m->target[i]);
     return m->dloss * s / (double)m->n;
 }
 
@@ -34,9 +37,9 @@ static void test_small(void)
     tk_fill(dp0, n, 73, -0.01f, 0.01f);
     tk_to_double(pd, p, n);
     tk_to_double(td, t, n);
-    mse_ctx c = {pd, td, 1.0, n};
+    mse_ctx c = {pd, td, 1.0, n, NULL, n};
 
-    float v = mse_forward(p, t, n);
+    float v = mse_forward(p, t, NULL, 1, n);
     double r = mse_ref(&c);
     CHECKF(fabs(v - r) <= 1e-6 * r, "mse %.9g vs %.9g", v, r);
     if (fabs(v - r) <= 1e-6 * r) tk_pass();
@@ -45,24 +48,54 @@ static void test_small(void)
     c.dloss = 0.75;
     tk_numeric_grad(mse_ref, &c, pd, n, 1e-6, g);
     memcpy(dp, dp0, (size_t)n * sizeof(float));
-    mse_backward(dp, p, t, n, 0.75f);
+    mse_backward(dp, p, t, NULL, 1, n, 0.75f);
     for (int64_t i = 0; i < n; i++) want[i] = dp0[i] + g[i];
     tk_expect_close("mse backward dloss 0.75 (accumulated, vs FD)", dp, want, n, 1e-4);
 
     /* dloss scales linearly */
     float *d1 = fbuf(n), *d3 = fbuf(n);
-    mse_backward(d1, p, t, n, 1.0f);
-    mse_backward(d3, p, t, n, 3.0f);
+    mse_backward(d1, p, t, NULL, 1, n, 1.0f);
+    mse_backward(d3, p, t, NULL, 1, n, 3.0f);
     for (int64_t i = 0; i < n; i++) want[i] = 3.0 * d1[i];
     tk_expect_close("mse backward dloss 3 = 3 x dloss 1", d3, want, n, 1e-6);
-    mse_backward(NULL, p, t, n, 1.0f);
-    CHECK(mse_forward(p, p, n) == 0.0f);
+    mse_backward(NULL, p, t, NULL, 1, n, 1.0f);
+    CHECK(mse_forward(p, p, NULL, 1, n) == 0.0f);
     free(p), free(t), free(dp), free(dp0), free(pd), free(td), free(g), free(want), free(d1), free(d3);
+}
+
+/* Per-sample weights: value and backward against the weighted reference, and weights of 1 equal to none. */
+static void test_weighted(void)
+{
+    const int64_t batch = 3, per = 337, n = batch * per;
+    const float w[3] = {0.3f, 1.0f, 2.5f}, ones[3] = {1.0f, 1.0f, 1.0f};
+    float *p = fbuf(n), *t = fbuf(n), *dp = fbuf(n), *d1 = fbuf(n), *dn = fbuf(n);
+    double *pd = dbuf(n), *td = dbuf(n), *g = dbuf(n);
+    tk_fill(p, n, 91, -2.0f, 2.0f);
+    tk_fill(t, n, 92, -2.0f, 2.0f);
+    tk_to_double(pd, p, n);
+    tk_to_double(td, t, n);
+    mse_ctx c = {pd, td, 1.0, n, w, per};
+    const float v = mse_forward(p, t, w, batch, per);
+    const double r = mse_ref(&c);
+    CHECKF(fabs(v - r) <= 1e-6 * r, "weighted mse %.9g vs %.9g", v, r);
+    if (fabs(v - r) <= 1e-6 * r) tk_pass();
+    c.dloss = 0.5;
+    tk_numeric_grad(mse_ref, &c, pd, n, 1e-6, g);
+    mse_backward(dp, p, t, w, batch, per, 0.5f);
+    tk_expect_close("weighted mse backward dloss 0.5 (vs FD)", dp, g, n, 1e-4);
+    const float v1 = mse_forward(p, t, ones, batch, per), vn = mse_forward(p, t, NULL, batch, per);
+    CHECKF(fabs(v1 - vn) <= 1e-7 * vn, "weights of 1: %.9g, none: %.9g", v1, vn);
+    if (fabs(v1 - vn) <= 1e-7 * vn) tk_pass();
+    mse_backward(d1, p, t, ones, batch, per, 1.0f);
+    mse_backward(dn, p, t, NULL, batch, per, 1.0f);
+    tk_expect_bitwise("weighted mse backward, weights of 1 vs none", d1, dn, n);
+    free(p), free(t), free(dp), free(d1), free(dn), free(pd), free(td), free(g);
 }
 
 static void test_threads(void)
 {
-    const int64_t n = 100003; /* not a multiple of the chunk */
+    const int64_t n = 7 * 14287; /* 7 weighted samples, not a multiple of the chunk */
+    const float w[7] = {0.5f, 1.0f, 2.0f, 0.25f, 1.5f, 3.0f, 0.75f};
     int saved = ops_threads();
     float *p = fbuf(n), *t = fbuf(n);
     double *pd = dbuf(n), *td = dbuf(n);
@@ -74,9 +107,9 @@ static void test_threads(void)
     float v[3], *dp[3];
     for (int k = 0; k < 3; k++) {
         ops_set_threads(threads[k]);
-        v[k] = mse_forward(p, t, n);
+        v[k] = mse_forward(p, t, w, 7, n / 7);
         dp[k] = fbuf(n);
-        mse_backward(dp[k], p, t, n, 1.5f);
+        mse_backward(dp[k], p, t, w, 7, n / 7, 1.5f);
     }
     for (int k = 1; k < 3; k++) {
         char what[64];
@@ -85,7 +118,7 @@ static void test_threads(void)
         snprintf(what, sizeof what, "mse backward, %d threads vs 1", threads[k]);
         tk_expect_bitwise(what, dp[k], dp[0], n);
     }
-    mse_ctx c = {pd, td, 1.0, n};
+    mse_ctx c = {pd, td, 1.0, n, w, n / 7};
     double r = mse_ref(&c);
     CHECKF(fabs(v[0] - r) <= 1e-6 * r, "mse large %.9g vs %.9g", v[0], r);
     if (fabs(v[0] - r) <= 1e-6 * r) tk_pass();
@@ -98,6 +131,7 @@ static void test_threads(void)
 int main(void)
 {
     test_small();
+    test_weighted();
     test_threads();
     return tk_finish();
 }

@@ -82,8 +82,8 @@ static fixture_run run(model *m, const ckpt_settings *cs, const float *x, const 
     CHECKF(st == ST_OK, "forward: %s", st_error());
     if (st) return r;
     memcpy(r.pred, pred, (size_t)n * sizeof(float));
-    r.loss = mse_forward(pred, target, n);
-    mse_backward(dpred, pred, target, n, 1.0f);
+    r.loss = mse_forward(pred, target, NULL, 1, n);
+    mse_backward(dpred, pred, target, NULL, 1, n, 1.0f);
     CHECKF(model_backward(m, dpred) == ST_OK, "backward: %s", st_error());
     memcpy(r.grads, ps->grads, (size_t)ps->grad_count * sizeof(float));
     free(dpred);
@@ -160,7 +160,8 @@ static void test_fixture(const char *name, const char *preset)
     float *cond = malloc((size_t)(B * K) * sizeof(float)), ts[16];
     CHECK(B <= 16);
     for (int64_t b = 0; b < B; b++) {
-        ts[b] = 1000.0f * sigma[b];
+        /* cosmos2image's fixture holds EDM's sigma: the model's time is t = sigma / (sigma + 1), float as SimpleTuner's */
+        ts[b] = 1000.0f * (model_cosmos(&mc) && !qwen ? sigma[b] / (sigma[b] + 1.0f) : sigma[b]);
         if (qwen) {
             memcpy(cond + b * K, qstates + b * Q, (size_t)Q * sizeof(float));
             memcpy(cond + b * K + Q, t5 + b * L, (size_t)L * sizeof(float));

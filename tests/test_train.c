@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "segtrain/objective.h"
+#include "segtrain/ops.h"
 #include "segtrain/sample.h"
 #include "segtrain/safetensors.h"
 #include "segtrain/train.h"
@@ -83,6 +84,77 @@ static void test_loss_comes_down(void)
     printf("     mean loss of steps 1-5 %.4f, of steps 101-120 %.4f\n", first, last);
     CHECKF(last < 0.6 * first, "a working trainer more than halves the loss here: %.4f -> %.4f", first, last);
     config_free(c);
+}
+
+/* Cosmos 2's EDM objective as SimpleTuner's Cosmos2Image computes it (in double: x_t = x0 + sigma e, the model fed
+ * x_t / (sigma + 1), x0_pred = (x_t - sigma r) / (sigma + 1), loss mean((sigma^2 + 1) / sigma^2 (x0_pred - x0)^2))
+ * against the rectified flow at edm_t's t with objective_weight's weight, as the trainer runs it: the model's input, the loss and
+ * d loss / d r agree. Draws past both clamps included. */
+static void test_edm_objective(void)
+{
+    printf("-- EDM (cosmos2image) is the rectified flow at t = sigma / (sigma + 1), weighted\n");
+    const double zs[4] = {-7.0, -0.8, 0.9, 5.0}; /* sigma clamped to 0.002, e^-0.8, e^0.9, clamped to 80 */
+    enum { B = 4, PER = 50 };
+    float x0[B * PER], e[B * PER], r[B * PER], t[B], w[B], xt[B * PER], target[B * PER], ts[B], dr[B * PER] = {0};
+    tk_fill(x0, B * PER, 11, -1.0f, 1.0f);
+    tk_fill(e, B * PER, 12, -2.0f, 2.0f);
+    tk_fill(r, B * PER, 13, -2.0f, 2.0f);
+    model_config mc;
+    CHECK(model_preset("cosmos2-tiny", &mc) == ST_OK && objective_edm(&mc));
+    for (int b = 0; b < B; b++) t[b] = edm_t(zs[b]), w[b] = objective_weight(&mc, t[b]);
+    flow_interpolate(xt, target, ts, x0, e, t, B, PER);
+    const float loss = mse_forward(r, target, w, B, PER);
+    mse_backward(dr, r, target, w, B, PER, 1.0f);
+    double want = 0, worst_in = 0, worst_grad = 0, gmax = 0;
+    for (int b = 0; b < B; b++) {
+        const double sigma = fmin(fmax(exp(zs[b]), 0.002), 80.0), inv = 1.0 / (sigma + 1.0);
+        const double wst = (sigma * sigma + 1.0) / (sigma * sigma);
+        for (int j = b * PER; j < (b + 1) * PER; j++) {
+            const double x_t = x0[j] + sigma * e[j], x0_pred = inv * x_t - sigma * inv * r[j];
+            want += wst * (x0_pred - x0[j]) * (x0_pred - x0[j]);
+            worst_in = fmax(worst_in, fabs(x_t * inv - xt[j]));
+            const double g = 2.0 * wst * (x0_pred - x0[j]) * (-sigma * inv) / (B * PER);
+            worst_grad = fmax(worst_grad, fabs(g - dr[j])), gmax = fmax(gmax, fabs(g));
+        }
+        CHECKF(fabs(ts[b] / 1000.0 - sigma * inv) <= 1e-6, "sample %d: time %g, sigma / (sigma + 1) %g", b,
+               ts[b] / 1000.0, sigma * inv);
+    }
+    want /= B * PER;
+    printf("     loss %.7f, SimpleTuner's %.7f; model input off by %.1e, d loss / d r by %.1e of %.1e\n", loss, want,
+           worst_in, worst_grad, gmax);
+    CHECKF(fabs(loss - want) <= 1e-5 * want, "loss %.9g, EDM's %.9g", loss, want);
+    CHECKF(worst_in <= 1e-5, "model input off by %g", worst_in);
+    CHECKF(worst_grad <= 1e-5 * gmax, "d loss / d r off by %g (largest %g)", worst_grad, gmax);
+    if (fabs(loss - want) <= 1e-5 * want && worst_in <= 1e-5 && worst_grad <= 1e-5 * gmax) tk_pass();
+
+    /* flow_loss weights a cosmos2image model's samples so: its loss is the weighted MSE of the model's prediction */
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = NULL;
+    CHECKF(model_create(&mc, p, &m) == ST_OK, "%s", st_error());
+    if (!m) return;
+    model_init(m, 7, true);
+    const int64_t per = model_sample_numel(&mc), K = model_cond_len(&mc);
+    float *mx0 = calloc((size_t)(2 * per), sizeof(float)), *me = calloc((size_t)(2 * per), sizeof(float));
+    float *cond = calloc((size_t)(2 * K), sizeof(float)), *mxt = calloc((size_t)(2 * per), sizeof(float));
+    float *mtarget = calloc((size_t)(2 * per), sizeof(float)), mt[2] = {edm_t(-1.5), edm_t(2.0)}, mts[2];
+    tk_fill(mx0, 2 * per, 21, -1.0f, 1.0f);
+    tk_fill(me, 2 * per, 22, -1.0f, 1.0f);
+    tk_fill(cond, 2 * K, 23, -1.0f, 1.0f);
+    const flow_batch fb = {.batch = 2, .x0 = mx0, .noise = me, .t = mt, .cond = cond};
+    float got = 0.0f;
+    CHECKF(flow_loss(m, &fb, false, &got) == ST_OK, "%s", st_error());
+    flow_interpolate(mxt, mtarget, mts, mx0, me, mt, 2, per);
+    const float *pred;
+    const float mw[2] = {objective_weight(&mc, mt[0]), objective_weight(&mc, mt[1])};
+    CHECKF(model_forward(m, mxt, mts, cond, 2, false, &pred) == ST_OK, "%s", st_error());
+    const float weighted = mse_forward(pred, mtarget, mw, 2, per), plain = mse_forward(pred, mtarget, NULL, 2, per);
+    model_release(m);
+    printf("     cosmos2-tiny: flow_loss %.7f, the weighted MSE %.7f (unweighted %.7f)\n", got, weighted, plain);
+    CHECKF(got == weighted && got != plain, "flow_loss %.9g, weighted %.9g, unweighted %.9g", got, weighted, plain);
+    if (got == weighted && got != plain) tk_pass();
+    free(mx0), free(me), free(cond), free(mxt), free(mtarget);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
 }
 
 /* Mean of red minus blue over the pixels of n images (3 x r x r each, [-1, 1]). */
@@ -367,6 +439,7 @@ int main(void)
     snprintf(root, sizeof root, "/tmp/segtrain-test-train-XXXXXX");
     if (!mkdtemp(root)) return 1;
     test_loss_comes_down();
+    test_edm_objective();
     test_captions_steer_mmdit();
     test_resume_is_bitwise();
     test_resume_picks_the_newest();

@@ -280,7 +280,10 @@ tk_batch tk_random_batch(const model_config *mc, int64_t n, uint64_t seed)
     return b;
 }
 
-flow_batch tk_flow(const tk_batch *b) { return (flow_batch){b->n, b->x0, b->noise, b->t, b->y, 1.0f}; }
+flow_batch tk_flow(const tk_batch *b)
+{
+    return (flow_batch){.batch = b->n, .x0 = b->x0, .noise = b->noise, .t = b->t, .cond = b->y, .grad_scale = 1.0f};
+}
 
 void tk_free_batch(tk_batch *b)
 {

@@ -343,9 +343,11 @@ void moe_combine_backward(float *dyr, float *dweight, const float *dy, const flo
 void flow_interpolate(float *xt, float *target, float *timesteps, const float *x0, const float *noise, const float *t,
                       int64_t batch, int64_t per);
 
-/* mean((pred - target)^2), accumulated in double over fixed-size chunks so that the value does not depend on
- * the thread count. Backward: dpred += dloss * 2 (pred - target) / n. */
-float mse_forward(const float *pred, const float *target, int64_t n);
-void mse_backward(float *dpred, const float *pred, const float *target, int64_t n, float dloss);
+/* mean(w_b (pred - target)^2) over `batch` samples of `per` values, sample b weighted by weight[b] (NULL: all 1),
+ * accumulated in double over fixed-size chunks so that the value does not depend on the thread count. Backward:
+ * dpred += dloss * 2 w_b (pred - target) / n. */
+float mse_forward(const float *pred, const float *target, const float *weight, int64_t batch, int64_t per);
+void mse_backward(float *dpred, const float *pred, const float *target, const float *weight, int64_t batch, int64_t per,
+                  float dloss);
 
 #endif

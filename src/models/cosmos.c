@@ -5,9 +5,8 @@
  * - Input: the latent with the pipeline's padding-mask channel (zero) after its channels, in (1, p, p) patches whose
  *   features are (c, pt, ph, pw): patchify's order, the mask channel's features last and zero, through
  *   patch_embed.proj (no bias).
- * - Timestep: the model's input t is 1000 sigma (segtrain's); Cosmos reads sigma / (sigma + 1) unscaled (anima, a
- *   flow-matching model, sigma itself). Its
- *   sinusoid is as wide as the model (cosines first), temb = linear_2(SiLU(linear_1(.))) (3 D), e = RMSNorm(.)
+ * - Timestep: the model's input is segtrain's 1000 t, which Cosmos reads as t (its EDM's sigma / (sigma + 1): the
+ *   trainer's objective_edm; anima's flow matching reads t too). Its sinusoid is as wide as the model (cosines first), temb = linear_2(SiLU(linear_1(.))) (3 D), e = RMSNorm(.)
  *   (eps 1e-6); the blocks and the final layer read SiLU(e) and temb.
  * - Rotary table per head: axes (t, h, w) of widths (hd - 2 (hd / 6 * 2), hd / 6 * 2, hd / 6 * 2), NTK-scaled thetas
  *   10000 s^(d / (d - 2)) by rope_scale, positions from 0, frequencies and angles in float32 as diffusers computes
@@ -189,12 +188,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         if ((st = anima_forward(m, &d->ad, cond, m->ctx.text))) return st;
     } else
         copy_rows(m->ctx.text, L * E, cond, K, B, L * E);
-    /* the timestep: sigma / (sigma + 1) of sigma = t / 1000 (EDM's); anima's flow matching reads sigma itself */
     if (!pool_is_dry_ptr(d->ts) && !pool_is_dry_ptr(timesteps))
-        for (int64_t b = 0; b < B; b++) {
-            const double s = (double)timesteps[b] / 1000.0;
-            d->ts[b] = (float)(adapter ? s : s / (s + 1.0));
-        }
+        for (int64_t b = 0; b < B; b++) d->ts[b] = (float)((double)timesteps[b] / 1000.0);
     timestep_embedding(d->proj, d->ts, B, D, COSMOS_TIME_PERIOD);
     if ((st = lin_forward(m->params, m->pool, &d->t1, d->th, d->proj, B))) return st;
     silu_forward(d->ths, d->th, B * D);

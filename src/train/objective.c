@@ -1,8 +1,27 @@
 /* The rectified-flow objective (../shared/spec/dit.md): x_t = (1 - t) x0 + t e, the model sees x_t, timestep
- * 1000 t and the conditioning, and regresses the velocity e - x0 with a mean squared error. */
+ * 1000 t and the conditioning, and regresses the velocity e - x0 with a mean squared error (each sample's weighted,
+ * for EDM: objective.h). */
 #include "segtrain/objective.h"
 
+#include <math.h>
+
 #include "segtrain/ops.h"
+
+#define EDM_SIGMA_MIN 0.002
+#define EDM_SIGMA_MAX 80.0
+
+bool objective_edm(const model_config *mc) { return model_cosmos(mc) && !model_anima(mc); }
+
+float edm_t(double z)
+{
+    const double sigma = fmin(fmax(exp(z), EDM_SIGMA_MIN), EDM_SIGMA_MAX);
+    return (float)(sigma / (sigma + 1.0));
+}
+
+float objective_weight(const model_config *mc, float t)
+{
+    return objective_edm(mc) ? (1.0f - t) * (1.0f - t) + t * t : 1.0f;
+}
 
 st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
 {
@@ -11,25 +30,31 @@ st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
     if (st) return st;
     const int64_t per = model_sample_numel(c), n = b->batch * per;
     pool *p = model_params(m)->pool;
-    float *xt = NULL, *target = NULL, *timesteps = NULL, *dpred = NULL;
+    float *xt = NULL, *target = NULL, *timesteps = NULL, *weight = NULL, *dpred = NULL;
     st = pool_alloc(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.x_t", (void **)&xt);
     if (!st) st = pool_alloc(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.target", (void **)&target);
     if (!st) st = pool_alloc(p, (size_t)b->batch * sizeof(float), MEM_ACTIVATIONS, "flow.timesteps", (void **)&timesteps);
+    if (!st && objective_edm(c))
+        st = pool_alloc(p, (size_t)b->batch * sizeof(float), MEM_ACTIVATIONS, "flow.weight", (void **)&weight);
     if (!st) {
         flow_interpolate(xt, target, timesteps, b->x0, b->noise, b->t, b->batch, per);
+        for (int64_t i = 0; weight && !pool_is_dry_ptr(weight) && i < b->batch; i++)
+            weight[i] = objective_weight(c, b->t[i]);
         const float *pred;
         st = model_forward(m, xt, timesteps, b->cond, b->batch, backward, &pred);
         if (!st) {
-            *loss = mse_forward(pred, target, n);
+            *loss = mse_forward(pred, target, weight, b->batch, per);
             if (backward) {
+                const float scale = b->grad_scale ? b->grad_scale : 1.0f;
                 st = pool_alloc_zero(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.dpred", (void **)&dpred);
-                if (!st) mse_backward(dpred, pred, target, n, b->grad_scale ? b->grad_scale : 1.0f);
+                if (!st) mse_backward(dpred, pred, target, weight, b->batch, per, scale);
                 if (!st) st = model_backward(m, dpred);
             }
             model_release(m);
         }
     }
     pool_free(p, dpred);
+    pool_free(p, weight);
     pool_free(p, timesteps);
     pool_free(p, target);
     pool_free(p, xt);

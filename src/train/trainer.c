@@ -396,11 +396,6 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st) st = make_dir(t->dir, created);
     if (!st) st = model_run_open(cfg, true, &t->run, warning);
     const model_config *mc = st ? NULL : model_get_config(t->run.m);
-    if (!st && model_cosmos(mc) && !model_anima(mc)) /* exact, but not the trainer's objective (anima's is) */
-        st = st_fail(ST_ERR_UNSUPPORTED, "model_family %s: Cosmos trains with its EDM objective (log-uniform sigma, "
-                     "inputs scaled by 1 / (sigma + 1), an x0 prediction, EDM loss weights), which segtrain's trainer "
-                     "does not build yet (it trains rectified flow); plan, advise and the sweep's predictions take it",
-                     mc->family);
     if (!st) st = open_data(t, mc); /* before any other note: the built-in data is said on the first line */
     if (!st && warning[0]) note(t, "segtrain: warning: %s%s", warning, "");
     if (!st) st = load_weights(t);
@@ -463,14 +458,16 @@ static void cached_guidance(trainer *t, float *cond)
     if (mc->guidance_embeds) cond[dataset_text_floats(t->data)] = (float)mc->guidance;
 }
 
-/* The noise, timesteps and label dropout of micro-batch `micro` of the run: counter-based, so a resumed run
- * draws exactly what the uninterrupted one did. */
+/* The noise, timesteps (EDM's for a family trained so) and label dropout of micro-batch `micro` of the run:
+ * counter-based, so a resumed run draws exactly what the uninterrupted one did. */
 static void draw(trainer *t, int64_t micro, int64_t per)
 {
     const uint64_t key = rng_u64(t->seed, rng_stream("train.step"), (uint64_t)micro);
+    const bool edm = objective_edm(model_get_config(t->run.m));
     rng_fill_normal(t->noise, t->batch * per, t->seed, key ^ rng_stream("noise"), 0.0f, 1.0f);
     for (int64_t i = 0; i < t->batch; i++) {
-        t->t[i] = (float)rng_uniform(t->seed, key ^ rng_stream("t"), (uint64_t)i);
+        t->t[i] = edm ? edm_t(rng_normal(t->seed, key ^ rng_stream("t"), (uint64_t)i))
+                      : (float)rng_uniform(t->seed, key ^ rng_stream("t"), (uint64_t)i);
         float *cond = t->cond + i * t->cond_len;
         if (rng_uniform(t->seed, key ^ rng_stream("label_dropout"), (uint64_t)i) >= t->label_dropout) continue;
         if (!t->cached) model_null_condition(model_get_config(t->run.m), cond);
@@ -537,7 +534,8 @@ st_status trainer_step(trainer *t, train_step_info *info)
             if (t->cached) cached_guidance(t, t->cond + i * t->cond_len);
             else model_condition(mc, t->labels[i], t->captions[i], t->cond + i * t->cond_len);
         draw(t, micro, per);
-        flow_batch fb = {t->batch, t->x0, t->noise, t->t, t->cond, 1.0f / (float)t->accum};
+        const flow_batch fb = {.batch = t->batch, .x0 = t->x0, .noise = t->noise, .t = t->t, .cond = t->cond,
+                               .grad_scale = 1.0f / (float)t->accum};
         float loss;
         st = flow_loss(t->run.m, &fb, true, &loss);
         loss_sum += loss;

@@ -27,9 +27,10 @@ static double chunk_sq_sum(const float *restrict pred, const float *restrict tar
     return s;
 }
 
-static float mse_forward_run(const float *pred, const float *target, int64_t n)
+/* sum((pred - target)^2) over n values */
+static double sq_sum_run(const float *pred, const float *target, int64_t n)
 {
-    if (n <= 0) return 0.0f;
+    if (n <= 0) return 0.0;
     int64_t chunks = (n + CHUNK - 1) / CHUNK;
     double total = 0;
     for (int64_t g0 = 0; g0 < chunks; g0 += GROUP) {
@@ -43,31 +44,46 @@ static float mse_forward_run(const float *pred, const float *target, int64_t n)
         }
         for (int64_t c = 0; c < gn; c++) total += part[c];
     }
+    return total;
+}
+
+static float mse_forward_run(const float *pred, const float *target, const float *weight, int64_t batch, int64_t per)
+{
+    const int64_t n = batch * per;
+    if (n <= 0) return 0.0f;
+    if (!weight) return (float)(sq_sum_run(pred, target, n) / (double)n);
+    double total = 0;
+    for (int64_t b = 0; b < batch; b++) total += (double)weight[b] * sq_sum_run(pred + b * per, target + b * per, per);
     return (float)(total / (double)n);
 }
 
-static void mse_backward_run(float *restrict dpred, const float *restrict pred, const float *restrict target, int64_t n,
-                  float dloss)
+static void mse_backward_run(float *restrict dpred, const float *restrict pred, const float *restrict target,
+                             const float *weight, int64_t batch, int64_t per, float dloss)
 {
+    const int64_t n = batch * per;
     if (!dpred || n <= 0) return;
-    float s = (float)(2.0 * (double)dloss / (double)n);
-#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-    for (int64_t i = 0; i < n; i++) dpred[i] += s * (pred[i] - target[i]);
+    for (int64_t b = 0; b < batch; b++) {
+        const float s = (float)(2.0 * (double)dloss * (weight ? (double)weight[b] : 1.0) / (double)n);
+        const int64_t lo = b * per;
+#pragma omp parallel for schedule(static) if (per >= PAR_MIN)
+        for (int64_t i = lo; i < lo + per; i++) dpred[i] += s * (pred[i] - target[i]);
+    }
 }
 
-float mse_forward(const float *pred, const float *target, int64_t n)
+float mse_forward(const float *pred, const float *target, const float *weight, int64_t batch, int64_t per)
 {
     const double t0 = prof_now();
-    const float r = op_dry(pred) ? 0.0f : mse_forward_run(pred, target, n);
-    prof_add(OP_POINTWISE, t0, 0, 8.0 * n);
+    const float r = op_dry(pred) ? 0.0f : mse_forward_run(pred, target, weight, batch, per);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * (double)(batch * per));
     return r;
 }
 
-void mse_backward(float *restrict dpred, const float *restrict pred, const float *restrict target, int64_t n, float dloss)
+void mse_backward(float *restrict dpred, const float *restrict pred, const float *restrict target, const float *weight,
+                  int64_t batch, int64_t per, float dloss)
 {
     const double t0 = prof_now();
-    if (!op_dry(pred)) mse_backward_run(dpred, pred, target, n, dloss);
-    prof_add(OP_POINTWISE, t0, 0, 16.0 * n);
+    if (!op_dry(pred)) mse_backward_run(dpred, pred, target, weight, batch, per, dloss);
+    prof_add(OP_POINTWISE, t0, 0, 16.0 * (double)(batch * per));
 }
 
 void flow_interpolate(float *restrict xt, float *restrict target, float *restrict timesteps, const float *restrict x0,
