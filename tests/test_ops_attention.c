@@ -411,12 +411,21 @@ static void expect_close_f(const char *what, const float *got, const float *want
 }
 
 /* 3: math and flash agree (T=200 and 530: several tiles and partial ones; T=64: exactly one query tile). */
-static void check_math_vs_flash_s(const attn_shape *shape, int mask_kind, bool sparse)
+/* lift > 0: every query's first feature is 6 and the keys from 512 on (the third key tile) have `lift` there, so that
+ * the scores jump by about 6 lift / sqrt(hd) in that tile: past the flash forward's LAG_MAX (its scores retaken
+ * against the new max) or within it (exps against a running max that lags). */
+static void check_math_vs_flash_s(const attn_shape *shape, int mask_kind, bool sparse, float lift)
 {
     attn_shape sm = *shape, sf = sm;
     sm.mechanism = ATTN_MATH, sf.mechanism = ATTN_FLASH;
-    const int64_t T = sm.tokens, Tk = s_kv_tokens(&sm);
+    const int64_t T = sm.tokens, Tk = s_kv_tokens(&sm), hd = sm.head_dim;
     data d = make_data(&sm, 77 + (uint64_t)T);
+    for (int64_t b = 0; lift > 0 && b < sm.batch; b++) {
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t h = 0; h < sm.heads; h++) d.q[((b * T + t) * sm.heads + h) * hd] = 6.0f;
+        for (int64_t j = 512; j < Tk; j++)
+            for (int64_t h = 0; h < s_kv_heads(&sm); h++) d.k[((b * Tk + j) * s_kv_heads(&sm) + h) * hd] = lift;
+    }
     mask_data md = make_mask_kv(mask_kind, sm.batch, T, Tk, T > Tk ? T : Tk, sparse, 3);
     const int64_t N = d.n > d.nk ? d.n : d.nk;
     result rm = alloc_result(N), rf = alloc_result(N);
@@ -427,9 +436,9 @@ static void check_math_vs_flash_s(const attn_shape *shape, int mask_kind, bool s
     const char *nm[4] = {"out", "dq", "dk", "dv"};
     const int64_t len[4] = {d.n, d.n, d.nk, d.nk};
     for (int i = 0; i < 4; i++) {
-        snprintf(what, sizeof what, "flash vs math %s T=%lld Tk=%lld H=%lld/%lld W=%lld %s", mask_name(mask_kind),
-                 (long long)T, (long long)Tk, (long long)sm.heads, (long long)s_kv_heads(&sm), (long long)sm.window,
-                 nm[i]);
+        snprintf(what, sizeof what, "flash vs math %s T=%lld Tk=%lld H=%lld/%lld W=%lld lift %g %s",
+                 mask_name(mask_kind), (long long)T, (long long)Tk, (long long)sm.heads, (long long)s_kv_heads(&sm),
+                 (long long)sm.window, lift, nm[i]);
         expect_close_f(what, a[i], b[i], len[i], 1e-5);
     }
     free_result(&rm), free_result(&rf), free_data(&d), free_mask(&md);
@@ -438,7 +447,7 @@ static void check_math_vs_flash_s(const attn_shape *shape, int mask_kind, bool s
 static void check_math_vs_flash(int64_t B, int64_t T, int64_t H, int64_t hd, int mask_kind)
 {
     const attn_shape s = {B, T, H, hd, ATTN_MATH, 0, 0, 0};
-    check_math_vs_flash_s(&s, mask_kind, false);
+    check_math_vs_flash_s(&s, mask_kind, false, 0.0f);
 }
 
 /* 4: kept and workspace bytes against the pool, and OOM; with a mask too, which adds nothing to either
@@ -913,10 +922,13 @@ int main(void)
     check_reference(&(attn_shape){1, 600, 1, 4, ATTN_MATH, 0, 0, 100}, 40, 57, MASK_NONE, false); /* tiles skipped */
     check_reference(&(attn_shape){2, 600, 1, 4, ATTN_MATH, 0, 0, 300}, 40, 59, MASK_BOOL, true);  /* wider than a tile */
     for (int kind = MASK_NONE; kind < MASK_KINDS; kind++) {
-        check_math_vs_flash_s(&(attn_shape){2, 200, 3, 16, ATTN_MATH, 530, 0, 0}, kind, false);
-        check_math_vs_flash_s(&(attn_shape){1, 530, 4, 8, ATTN_MATH, 0, 2, 0}, kind, false);
-        check_math_vs_flash_s(&(attn_shape){2, 530, 2, 8, ATTN_MATH, 0, 0, 100}, kind, true);
-        check_math_vs_flash_s(&(attn_shape){2, 530, 4, 8, ATTN_MATH, 0, 1, 20}, kind, true);
+        check_math_vs_flash_s(&(attn_shape){2, 200, 3, 16, ATTN_MATH, 530, 0, 0}, kind, false, 0.0f);
+        check_math_vs_flash_s(&(attn_shape){1, 530, 4, 8, ATTN_MATH, 0, 2, 0}, kind, false, 0.0f);
+        check_math_vs_flash_s(&(attn_shape){2, 530, 2, 8, ATTN_MATH, 0, 0, 100}, kind, true, 0.0f);
+        check_math_vs_flash_s(&(attn_shape){2, 530, 4, 8, ATTN_MATH, 0, 1, 20}, kind, true, 0.0f);
+        /* the third key tile's scores jump by ~21 (past LAG_MAX: retaken) and by ~8.5 (a lagging max) */
+        check_math_vs_flash_s(&(attn_shape){2, 600, 2, 8, ATTN_MATH, 0, 0, 0}, kind, false, 10.0f);
+        check_math_vs_flash_s(&(attn_shape){2, 600, 2, 8, ATTN_MATH, 0, 0, 0}, kind, false, 4.0f);
     }
     for (int mech = ATTN_MATH; mech <= ATTN_FLASH; mech++) {
         const attention_mechanism me = (attention_mechanism)mech;

@@ -19,7 +19,8 @@
  *   math  forward : T*Tk per thread for P, but only when keep == NULL (with keep P is written straight
  *                   into the kept buffer and forward takes no workspace at all);
  *   math  backward: T*Tk per thread for dP/dS;
- *   flash forward : Br*Bc score tile + running max and sum (2*Br), with or without keep;
+ *   flash forward : Br*Bc score tile, another for the rare rows whose scores are taken again, running max and sum
+ *                   (2*Br), with or without keep;
  *   flash backward: Br*Bc P tile + Br*Bc dP/dS tile + T floats of D = rowsum(dO*O).
  * attention_workspace_bytes states exactly what each pass takes. (Br is clipped to T and Bc to Tk, so small
  * sequences take small tiles.)
@@ -55,7 +56,7 @@ static size_t per_thread_floats(const attn_shape *s, attn_pass pass)
     const int64_t T = s->tokens, Tk = kv_tokens(s);
     if (s->mechanism == ATTN_MATH) return pass == ATTN_FORWARD_KEEP ? 0 : round_floats((size_t)T * (size_t)Tk);
     const size_t br = (size_t)min64(Br, T), bc = (size_t)min64(Bc, Tk);
-    if (pass != ATTN_BACKWARD) return round_floats(br * bc + 2 * br);
+    if (pass != ATTN_BACKWARD) return round_floats(2 * br * bc + 2 * br);
     return round_floats(2 * br * bc + (size_t)T);
 }
 
@@ -176,6 +177,29 @@ static float exp_sum(float *x, int64_t n, float m)
     float s = 0.0f;
     for (int k = 0; k < LANES; k++) s += lane[k];
     for (; j < n; j++) s += x[j] = exp_f(x[j] - m);
+    return s;
+}
+
+/* x[j] = exp_f(x[j] - m) for j < n, returning their sum and, in *mx, the largest x[j] before: exp_sum and row_max in
+ * one pass, for the flash forward's rows whose running max may lag (flash_forward_pair). */
+static float exp_sum_max(float *x, int64_t n, float m, float *mx)
+{
+    float lane[LANES] = {0}, top[LANES];
+    for (int k = 0; k < LANES; k++) top[k] = x[0];
+    int64_t j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) {
+            const float v = x[j + k];
+            top[k] = v > top[k] ? v : top[k];
+            lane[k] += x[j + k] = exp_f(v - m);
+        }
+    float s = 0.0f, t = top[0];
+    for (int k = 0; k < LANES; k++) s += lane[k], t = top[k] > t ? top[k] : t;
+    for (; j < n; j++) {
+        t = x[j] > t ? x[j] : t;
+        s += x[j] = exp_f(x[j] - m);
+    }
+    *mx = t;
     return s;
 }
 
@@ -342,9 +366,18 @@ static void math_backward_pair(const attn_shape *s, float scale, int64_t b, int6
 
 /* ---- flash ---- */
 
-/* Online softmax over key tiles, accumulating straight into the output rows (rescaled when the running
- * max grows, normalised at the end). lse (T floats) may be NULL when nothing is kept. With a window, each query
- * tile visits only the keys its rows can see (span), and each row only its band of a tile. */
+/* How far a row's running max may lag its scores before the exps are retaken against the new max: e^16 keeps the
+ * sums and the output's accumulations far from overflow, and any reference max gives the same softmax. */
+#define LAG_MAX 16.0f
+
+/* Online softmax over key tiles, accumulating straight into the output rows, normalised at the end. lse (T floats)
+ * may be NULL when nothing is kept. A row's exps are taken against its running max m in the same pass that finds
+ * the tile's max (exp_sum_max); only when the tile's max passes m + LAG_MAX are its scores taken again (the tile's
+ * GEMM once more, into a second tile: the same bits that backward recomputes) and exponentiated against the new max,
+ * and the output row and sum rescaled. So most tiles take one pass over the scores, not two, and leave the output
+ * rows alone; lse = m + log(sum) is the same quantity whatever m was. A row's first tile, and a row that has seen
+ * only excluded keys so far (m = -inf), take the row's max first. With a window, each query tile visits only the
+ * keys its rows can see (span), and each row only its band of a tile. */
 static void flash_forward_pair(const attn_shape *s, const attn_mask *mask, float scale, int64_t b, int64_t h, float *ws,
                                float *lse, attn_view out, attn_view q, attn_view k, attn_view v)
 {
@@ -353,7 +386,7 @@ static void flash_forward_pair(const attn_shape *s, const attn_mask *mask, float
     const int64_t T = s->tokens, Tk = kv_tokens(s), hd = s->head_dim, W = s->window;
     const int64_t g = h / (s->heads / kv_heads(s));
     const int64_t bc_max = min64(Bc, Tk), br_max = min64(Br, T);
-    float *S = ws, *mrow = ws + br_max * bc_max, *lrow = mrow + br_max;
+    float *S = ws, *S2 = S + br_max * bc_max, *mrow = S2 + br_max * bc_max, *lrow = mrow + br_max;
     const float *qh = head_ptr(q, b, h, hd), *kh = head_ptr(k, b, g, hd), *vh = head_ptr(v, b, g, hd);
     float *oh = head_ptr(out, b, h, hd);
     const int64_t lq = q.token_stride, lk = k.token_stride, lv = v.token_stride, lo = out.token_stride;
@@ -369,23 +402,44 @@ static void flash_forward_pair(const attn_shape *s, const attn_mask *mask, float
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)hd, scale, qh + i0 * lq,
                         (int)lq, kh + j0 * lk, (int)lk, 0.0f, S, (int)bc);
             if (kb) add_mask(S, br, bc, bc, kb + j0, qg ? qg + i0 : NULL);
+            bool again = false; /* S2 holds this tile's scores */
             for (int64_t r = 0; r < br; r++) {
                 float *row = S + r * bc;
                 int64_t a, e;
                 band(W, i0 + r, j0, bc, &a, &e);
-                const float mx = a < e ? row_max(row + a, e - a) : -INFINITY;
-                /* first tile: no previous accumulator (out may hold anything, even NaN). While every key so far is
-                 * excluded (or outside the window), m_new is -inf and the exps are garbage that zero_excluded
-                 * overwrites (or none are taken): the row's sum and output stay 0, and the first kept key's
-                 * correction e^(-inf) = 0 keeps them so. */
-                const float m_new = first || mx > mrow[r] ? mx : mrow[r];
-                float sum;
-                if (kb) {
-                    for (int64_t j = a; j < e; j++) row[j] = exp_f(row[j] - m_new);
-                    zero_excluded(row + a, e - a, kb + j0 + a);
-                    sum = row_sum(row + a, e - a);
+                float m_new, sum, mx;
+                if (!first && a < e && mrow[r] > -INFINITY) { /* against the lagging max */
+                    m_new = mrow[r];
+                    sum = exp_sum_max(row + a, e - a, m_new, &mx);
+                    if (mx > m_new + LAG_MAX) { /* the row's scores again (its exps overwrote them), against mx */
+                        if (!again) { /* the tile's GEMM once more: the same call, so the same bits as S's */
+                            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)hd, scale,
+                                        qh + i0 * lq, (int)lq, kh + j0 * lk, (int)lk, 0.0f, S2, (int)bc);
+                            if (kb) add_mask(S2, br, bc, bc, kb + j0, qg ? qg + i0 : NULL);
+                            again = true;
+                        }
+                        memcpy(row + a, S2 + r * bc + a, (size_t)(e - a) * sizeof(float));
+                        m_new = mx;
+                        sum = exp_sum(row + a, e - a, m_new);
+                    }
+                    if (kb) { /* the excluded keys' exps out of the row and its sum (row_sum: exp_sum's order) */
+                        zero_excluded(row + a, e - a, kb + j0 + a);
+                        sum = row_sum(row + a, e - a);
+                    }
                 } else {
-                    sum = exp_sum(row + a, e - a, m_new);
+                    mx = a < e ? row_max(row + a, e - a) : -INFINITY;
+                    /* first tile: no previous accumulator (out may hold anything, even NaN). While every key so far
+                     * is excluded (or outside the window), m_new is -inf and the exps are garbage that zero_excluded
+                     * overwrites (or none are taken): the row's sum and output stay 0, and the first kept key's
+                     * correction e^(-inf) = 0 keeps them so. */
+                    m_new = first || mx > mrow[r] ? mx : mrow[r];
+                    if (kb) {
+                        for (int64_t j = a; j < e; j++) row[j] = exp_f(row[j] - m_new);
+                        zero_excluded(row + a, e - a, kb + j0 + a);
+                        sum = row_sum(row + a, e - a);
+                    } else {
+                        sum = exp_sum(row + a, e - a, m_new);
+                    }
                 }
                 zero_outside(row, bc, a, e);
                 if (first) {
