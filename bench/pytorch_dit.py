@@ -322,7 +322,7 @@ def bench_mode(cfg, mode, args, batches):
         sys.stdin.read()
     return dict(mode=mode, sec_per_step_median=statistics.median(times), saved_bytes=sb,
                 saved_param_bytes=sp, sec_per_step=times, loss_first=losses[0],
-                threads=torch.get_num_threads(), batch=args.batch, preset=args.preset,
+                threads=torch.get_num_threads(), batch=args.batch, preset=args.preset, input_size=cfg["input_size"],
                 attention=args.attention, warmup=args.warmup, steps=args.steps,
                 omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"), torch=torch.__version__)
 
@@ -372,6 +372,8 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--preset", default="dit-s2", choices=sorted(PRESETS))
+    ap.add_argument("--input-size", type=int, default=0,
+                    help="latent grid side (default: the preset's; dit-s2's 32 is 256 tokens, 64 is 1024)")
     ap.add_argument("--attention", default="math", choices=["math", "sdpa"])
     ap.add_argument("--json", action="store_true", help="also print one JSON line per mode")
     ap.add_argument("--check", action="store_true", help="check every mode's gradients on a tiny model and exit")
@@ -383,7 +385,8 @@ def main():
     bad = [m for m in modes if m not in SCHEDULES]
     if args.lockstep and len(modes) != 1:
         ap.error("--lockstep takes exactly one mode")
-    if bad or not modes or args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.threads < 1:
+    if bad or not modes or args.steps < 1 or args.warmup < 0 or args.batch < 1 or args.threads < 1 or \
+            args.input_size < 0 or args.input_size % PRESETS[args.preset]["patch"]:
         ap.error("bad arguments (unknown modes: %s)" % ",".join(bad))
     if args.attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
         print("skipped: torch %s has no F.scaled_dot_product_attention (needs 2.0)" % torch.__version__,
@@ -397,9 +400,12 @@ def main():
     if args.check:
         check_modes(args)
         return 0
-    cfg = PRESETS[args.preset]
-    print("%s, batch %d, float32, %s attention, AdamW; %d warm-up + %d measured steps per mode"
-          % (args.preset, args.batch, args.attention, args.warmup, args.steps))
+    cfg = dict(PRESETS[args.preset])
+    if args.input_size:
+        cfg["input_size"] = args.input_size
+    print("%s, batch %d, %d tokens, float32, %s attention, AdamW; %d warm-up + %d measured steps per mode"
+          % (args.preset, args.batch, (cfg["input_size"] // cfg["patch"]) ** 2, args.attention, args.warmup,
+             args.steps))
     batches = make_batches(args.warmup + args.steps, args.batch, cfg, 42)
     rows = []
     for mode in modes:

@@ -97,6 +97,12 @@ static void test_refusals(void)
                    "gradient_checkpointing_backend", "unsloth-ffn");
     expect_refusal("{\"gradient_checkpointing_intervall\": 2}", "gradient_checkpointing_intervall",
                    "gradient_checkpointing_interval");
+    expect_refusal("{\"gradient_checkpointing\": true, \"gradient_checkpointing_keep_attention_output\": true, "
+                   "\"gradient_checkpointing_offload_attention\": true}",
+                   "gradient_checkpointing_keep_attention_output", "one of them");
+    expect_refusal("{\"gradient_checkpointing\": true, \"gradient_checkpointing_keep_attention_output\": true, "
+                   "\"gradient_checkpointing_backend\": \"torch-ffn\"}",
+                   "keep their whole attention side already", "torch, unsloth");
 
     /* the family cannot do what was asked: FFN-only checkpointing on blocks without the split */
     const block_kind plain = {.name = "linear", .ffn_split = false, .forward = no_forward};
@@ -121,6 +127,19 @@ static void test_refusals(void)
                "%s", st_error());
     }
     printf("     attention offload on a block without softmax attention -> %s\n", st_error());
+    /* keeping attention's output on blocks that cannot; with checkpointing off it plans (and warns: below) */
+    cs = (ckpt_settings){.enabled = true, .backend = BACKEND_TORCH, .interval = 1, .stride = 1,
+                         .keep_attention_output = true};
+    CHECK(plan_sequence(&cs, &seq, "linear-attention", NULL, &p) == ST_ERR_UNSUPPORTED);
+    CHECKF(strstr(st_error(), "gradient_checkpointing_keep_attention_output") && strstr(st_error(), "linear-attention") &&
+               strstr(st_error(), "valid for linear-attention: false"), "%s", st_error());
+    printf("     keep attention output on a block without it -> %s\n", st_error());
+    cs.enabled = false;
+    CHECK(plan_sequence(&cs, &seq, "linear-attention", NULL, &p) == ST_OK && !p.attention_output);
+    seq_plan_free(&p);
+    char kw[256];
+    CHECK(settings_of("{\"gradient_checkpointing_keep_attention_output\": true}", &cs, kw) == ST_OK &&
+          strstr(kw, "gradient_checkpointing_keep_attention_output does nothing"));
 
     /* checkpointing off: interval, stride and backend do nothing, and a warning says so */
     char warning[256];
@@ -168,6 +187,14 @@ static const schedule schedules[] = {
      "\"gradient_checkpointing_offload_attention\": true}"},
     {"torch-ffn + attention offload",
      "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"torch-ffn\", \"gradient_checkpointing_offload_attention\": true}"},
+    {"layer + keep attention output",
+     "{\"gradient_checkpointing\": true, \"gradient_checkpointing_keep_attention_output\": true}"},
+    {"seg2-stride4 + keep attention output",
+     "{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_segment_stride\": 4, "
+     "\"gradient_checkpointing_keep_attention_output\": true}"},
+    {"unsloth interval 2 + keep attention output",
+     "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"unsloth\", \"gradient_checkpointing_interval\": 2, "
+     "\"gradient_checkpointing_keep_attention_output\": true}"},
     {"unsloth interval 2 + attention offload",
      "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"unsloth\", \"gradient_checkpointing_interval\": 2, "
      "\"gradient_checkpointing_offload_attention\": true}"},
@@ -361,9 +388,12 @@ static void test_bitwise(const model_config *mc, const char *label, int threads)
     flow_batch fb = b->fb;
     step_result base = run_step(p, m, &schedules[0], &fb, label);
     block_seq *seqs;
-    model_sequences(m, &seqs);
+    const int n_seqs = model_sequences(m, &seqs);
     for (size_t i = 1; i < sizeof schedules / sizeof *schedules; i++) {
-        if (seq_shares_tensors(&seqs[0]) && strstr(schedules[i].json, "unsloth")) { /* refused: test_skipdit.c */
+        bool keeps = true; /* every sequence's blocks can keep their attention output */
+        for (int q = 0; q < n_seqs; q++) keeps &= seqs[q].blocks[0].kind->keeps_attention_output;
+        if ((seq_shares_tensors(&seqs[0]) && strstr(schedules[i].json, "unsloth")) || /* refused: test_skipdit.c */
+            (!keeps && strstr(schedules[i].json, "keep_attention_output"))) {
             ckpt_settings cs;
             char warning[256];
             CHECK(settings_of(schedules[i].json, &cs, warning) == ST_OK);

@@ -38,7 +38,8 @@ static double num(const cJSON *c, const char *key)
 
 #define SETS(on, b, k, s, off)                                                                                        \
     "gradient_checkpointing=" on ";gradient_checkpointing_backend=" b ";gradient_checkpointing_interval=" k            \
-    ";gradient_checkpointing_segment_stride=" s ";gradient_checkpointing_offload_attention=" off
+    ";gradient_checkpointing_segment_stride=" s ";gradient_checkpointing_offload_attention=" off                  \
+    ";gradient_checkpointing_keep_attention_output=false"
 
 /* The checkpointing settings' one encode (ckpt_settings_text) and one decode (ckpt_settings_from): every schedule
  * the sweep and advise can write reads back as itself, the standard rows' overrides stay what they were, and a
@@ -50,11 +51,14 @@ static void test_settings_text(void)
         for (int b = BACKEND_TORCH; b <= BACKEND_UNSLOTH_FFN; b++)
             for (int k = 1; k <= 3; k++)
                 for (int s = k; s <= 4; s++)
-                    for (int off = 0; off <= 1; off++, runs++) {
+                    for (int off = 0; off <= 2; off++) { /* nothing, attention offload, attention output kept */
+                        if (off == 2 && on && (b == BACKEND_TORCH_FFN || b == BACKEND_UNSLOTH_FFN)) continue; /* refused */
+                        runs++;
                         const ckpt_settings cs = {.enabled = on, .backend = (ckpt_backend)b, .interval = k,
-                                                  .stride = s, .offload_attention = off};
+                                                  .stride = s, .offload_attention = off == 1,
+                                                  .keep_attention_output = off == 2};
                         ckpt_settings back = {0};
-                        char text[256];
+                        char text[320];
                         ckpt_settings_text(&cs, text, sizeof text);
                         config *c = NULL;
                         st_status st = config_parse("{}", "test", &c);
@@ -63,10 +67,12 @@ static void test_settings_text(void)
                         config_free(c);
                         if (st || back.enabled != cs.enabled || back.backend != cs.backend ||
                             back.interval != cs.interval || back.stride != cs.stride ||
-                            back.offload_attention != cs.offload_attention)
+                            back.offload_attention != cs.offload_attention ||
+                            back.keep_attention_output != cs.keep_attention_output)
                             wrong++, printf("     %s does not read back as itself (%s)\n", text, st ? st_error() : "");
                     }
-    CHECKF(!wrong && runs == 2 * 4 * 9 * 2, "%d of %d settings do not read back as themselves", wrong, runs);
+    CHECKF(!wrong && runs == 4 * 9 * 3 + 2 * 9 * 3 + 2 * 9 * 2, "%d of %d settings do not read back as themselves", wrong,
+           runs);
 
     sweep_mode rows[16], one;
     const int n = sweep_standard_modes(rows, 16);

@@ -23,7 +23,7 @@ typedef config *(*config_factory)(void *ctx, const char *sets);
 typedef struct schedule {
     ckpt_settings cs;
     char name[96];  /* "torch interval 2 stride 4 + attention offload" */
-    char sets[256]; /* the same as key=value overrides */
+    char sets[320]; /* the same as key=value overrides */
     double sec;     /* predicted */
     size_t peak_device, peak_host;
     bool fits;

@@ -31,9 +31,11 @@ typedef struct block_state {
 } block_state;
 
 typedef enum keep_level {
-    KEEP_NOTHING,  /* a checkpointed block's first forward */
-    KEEP_ALL,      /* a kept block, or a recompute */
-    KEEP_ATTENTION /* torch-ffn: the attention side keeps; backward recomputes the feed-forward sub-block */
+    KEEP_NOTHING,         /* a checkpointed block's first forward */
+    KEEP_ALL,             /* a kept block, or a recompute */
+    KEEP_ATTENTION,       /* torch-ffn: the attention side keeps; backward recomputes the feed-forward sub-block */
+    KEEP_ATTENTION_OUTPUT /* a checkpointed block's first forward that keeps its attention's output and state, which
+                             its recompute (given them in *saved) reuses instead of running attention again */
 } keep_level;
 
 /* How a block's output state is made of its input state. A tensor passed on is the same pointer in both, and
@@ -56,14 +58,16 @@ typedef struct block_kind {
     /* forward takes out == NULL: the recompute of a segment's last block, whose output the next boundary already
      * holds, then makes only what backward reads */
     bool output_optional;
+    bool keeps_attention_output; /* takes KEEP_ATTENTION_OUTPUT */
     /* Device bytes what a forward keeps occupies once backward can run (all of it back on the device). */
     size_t (*kept_bytes)(const block *b, keep_level keep);
     /* Bytes of the attention side that attention offload keeps in host memory between forward and backward. */
     size_t (*offloaded_bytes)(const block *b);
     /* off (NULL: everything stays on the device) sends the attention side's saved tensors to host memory, also
      * with KEEP_NOTHING. out may be NULL only for output_optional kinds. *saved is NULL on entry, except in a
-     * recompute after such a forward: it then holds the attention side (on its way back from the host), which
-     * forward reuses instead of recomputing attention. */
+     * recompute after such a forward, or after one with KEEP_ATTENTION_OUTPUT: it then holds the attention side (on
+     * its way back from the host) or the attention's output and state, which forward reuses instead of recomputing
+     * attention. */
     st_status (*forward)(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
                          block_saved **saved);
     /* Starts bringing an offloaded attention side back (the executor calls it one segment ahead). */

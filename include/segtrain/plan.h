@@ -14,20 +14,21 @@
 
 typedef enum ckpt_backend { BACKEND_TORCH, BACKEND_TORCH_FFN, BACKEND_UNSLOTH, BACKEND_UNSLOTH_FFN } ckpt_backend;
 
-/* The five gradient_checkpointing* keys, validated. */
+/* The five gradient_checkpointing* keys, and segtrain's gradient_checkpointing_keep_attention_output, validated. */
 typedef struct ckpt_settings {
     bool enabled;
     ckpt_backend backend;
     int interval, stride; /* stride already resolved (0 in the config means = interval) */
     bool offload_attention;
+    bool keep_attention_output; /* checkpointed blocks keep attention's output and state: recompute skips attention */
 } ckpt_settings;
 
 /* The one decode: reads and validates the keys. Refusals (stride < interval, and anything this build cannot
  * apply) are one line naming the key, the value and what is valid. When checkpointing is off but interval, stride
  * or backend were given, *warning (if not NULL) is set to a line saying they do nothing, else to "". */
 st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warning, size_t warning_size);
-/* The one encode: all five keys as the "key=value;key=value" assignments config_set_all takes, so that nothing
- * of a config's own schedule survives them; ckpt_settings_from reads back the same settings. 256 bytes hold it. */
+/* The one encode: all six keys as the "key=value;key=value" assignments config_set_all takes, so that nothing
+ * of a config's own schedule survives them; ckpt_settings_from reads back the same settings. 320 bytes hold it. */
 void ckpt_settings_text(const ckpt_settings *cs, char *buf, size_t size);
 const char *ckpt_backend_name(ckpt_backend b);
 
@@ -57,6 +58,7 @@ typedef struct seq_plan {
                            boundaries; unsloth-ffn: the inputs the feed-forward recompute starts from) */
     mem_tag host_input_tag;
     bool attention_offload; /* every block's attention side waits in host memory */
+    bool attention_output;  /* checkpointed blocks keep their attention's output and state (KEEP_ATTENTION_OUTPUT) */
     char fallback[256]; /* why segments fell back to single blocks, or "" */
 } seq_plan;
 
@@ -72,8 +74,8 @@ void seq_plan_free(seq_plan *p);
 const segment *seq_plan_segment(const seq_plan *p, int i);
 /* The unit of backward that block i ends: its segment, or the block alone. */
 segment seq_plan_unit(const seq_plan *p, int i);
-/* What a block's first forward keeps under its mode. */
-keep_level block_mode_keep(block_mode m);
+/* What block i's first forward keeps under the plan. */
+keep_level seq_plan_keep(const seq_plan *p, int i);
 
 /* "blocks 0-1 ckpt | 2-3 keep | ..." */
 void seq_plan_format(const seq_plan *p, char *buf, size_t size);

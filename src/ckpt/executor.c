@@ -121,7 +121,6 @@ st_status seq_forward(block_seq *s, const seq_plan *plan, offload *off, block_st
     st_status st = ST_OK;
     for (int i = 0; i < s->n && !st; i++) {
         block *b = &s->blocks[i];
-        const block_mode mode = train ? plan->mode[i] : MODE_CKPT;
         const segment *g = train ? seq_plan_segment(plan, i) : NULL;
         const bool held = train && (!g || g->first == i); /* a kept block's input, or a boundary */
         const bool to_host = train && plan->host_input[i];
@@ -129,7 +128,7 @@ st_status seq_forward(block_seq *s, const seq_plan *plan, offload *off, block_st
         if (to_host) st = input_to_host(run, i, &cur);
         block_state next = {0};
         if (!st)
-            st = b->kind->forward(b, &cur, &next, train ? block_mode_keep(mode) : KEEP_NOTHING,
+            st = b->kind->forward(b, &cur, &next, train ? seq_plan_keep(plan, i) : KEEP_NOTHING,
                                   train && plan->attention_offload ? off : NULL, train ? &run->saved[i] : NULL);
         if (held) run->inputs[i] = cur;
         else drop_state(s->pool, run, &cur, &next); /* what the block passed on lives on in next */

@@ -16,14 +16,15 @@ const char *ckpt_backend_name(ckpt_backend b)
 st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warning, size_t warning_size)
 {
     const char *keys[] = {"gradient_checkpointing_interval", "gradient_checkpointing_segment_stride",
-                          "gradient_checkpointing_backend"};
+                          "gradient_checkpointing_backend", "gradient_checkpointing_keep_attention_output"};
     for (int i = 0; i < 2; i++) /* the schedule is int arithmetic, where a larger value would wrap */
         if (config_int(cfg, keys[i]) > INT_MAX)
             return st_fail(ST_ERR_INVALID, "%s: %lld is too large (valid: up to %d)", keys[i],
                            (long long)config_int(cfg, keys[i]), INT_MAX);
     ckpt_settings c = {.enabled = config_bool(cfg, "gradient_checkpointing"),
                        .interval = (int)config_int(cfg, keys[0]),
-                       .offload_attention = config_bool(cfg, "gradient_checkpointing_offload_attention")};
+                       .offload_attention = config_bool(cfg, "gradient_checkpointing_offload_attention"),
+                       .keep_attention_output = config_bool(cfg, keys[3])};
     const char *backend = config_string(cfg, keys[2]);
     for (ckpt_backend b = BACKEND_TORCH; b <= BACKEND_UNSLOTH_FFN; b++)
         if (!strcmp(backend, ckpt_backend_name(b))) c.backend = b;
@@ -34,10 +35,18 @@ st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warnin
                        "gradient_checkpointing_segment_stride: %d is smaller than gradient_checkpointing_interval %d, "
                        "so segments would overlap (valid: a stride >= the interval)",
                        c.stride, c.interval);
+    if (c.keep_attention_output && c.offload_attention)
+        return st_fail(ST_ERR_UNSUPPORTED, "gradient_checkpointing_keep_attention_output: true keeps attention's "
+                       "output on the device, and gradient_checkpointing_offload_attention: true moves it to the host "
+                       "(valid: one of them)");
+    if (c.keep_attention_output && c.enabled && (c.backend == BACKEND_TORCH_FFN || c.backend == BACKEND_UNSLOTH_FFN))
+        return st_fail(ST_ERR_UNSUPPORTED, "gradient_checkpointing_keep_attention_output: true with backend \"%s\", "
+                       "whose blocks keep their whole attention side already (valid with it: false; or backend torch, "
+                       "unsloth)", ckpt_backend_name(c.backend));
     if (warning) {
         warning[0] = 0;
         size_t at = 0;
-        for (int i = 0; i < 3 && !c.enabled; i++)
+        for (int i = 0; i < 4 && !c.enabled; i++)
             if (config_is_set(cfg, keys[i]) && at < warning_size)
                 at += (size_t)snprintf(warning + at, warning_size - at, "%s%s", at ? ", " : "", keys[i]);
         if (at && at < warning_size)
@@ -52,9 +61,10 @@ void ckpt_settings_text(const ckpt_settings *cs, char *buf, size_t size)
 {
     snprintf(buf, size,
              "gradient_checkpointing=%s;gradient_checkpointing_backend=%s;gradient_checkpointing_interval=%d;"
-             "gradient_checkpointing_segment_stride=%d;gradient_checkpointing_offload_attention=%s",
+             "gradient_checkpointing_segment_stride=%d;gradient_checkpointing_offload_attention=%s;"
+             "gradient_checkpointing_keep_attention_output=%s",
              cs->enabled ? "true" : "false", ckpt_backend_name(cs->backend), cs->interval, cs->stride,
-             cs->offload_attention ? "true" : "false");
+             cs->offload_attention ? "true" : "false", cs->keep_attention_output ? "true" : "false");
 }
 
 int plan_segments(int n, int k, int s, bool per_block, segment *out)
@@ -125,6 +135,14 @@ st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const cha
     }
     out->attention_offload = cs->offload_attention; /* applies with checkpointing off too */
     if (!cs->enabled) return ST_OK;                  /* every block MODE_KEEP */
+    if (cs->keep_attention_output && !kind->keeps_attention_output) {
+        seq_plan_free(out);
+        return st_fail(ST_ERR_UNSUPPORTED,
+                       "gradient_checkpointing_keep_attention_output: true is built for the dit and skipdit blocks; "
+                       "the %s family's %s do not keep their attention output yet (valid for %s: false)",
+                       family, seq->name, family);
+    }
+    out->attention_output = cs->keep_attention_output;
     const bool ffn = cs->backend == BACKEND_TORCH_FFN || cs->backend == BACKEND_UNSLOTH_FFN;
     if (ffn && !kind->ffn_split) {
         seq_plan_free(out);
@@ -197,9 +215,12 @@ void seq_plan_format(const seq_plan *p, char *buf, size_t size)
     }
 }
 
-keep_level block_mode_keep(block_mode m)
+keep_level seq_plan_keep(const seq_plan *p, int i)
 {
-    return m == MODE_KEEP ? KEEP_ALL : m == MODE_FFN ? KEEP_ATTENTION : KEEP_NOTHING;
+    const block_mode m = p->mode[i];
+    return m == MODE_KEEP  ? KEEP_ALL
+           : m == MODE_FFN ? KEEP_ATTENTION
+                           : p->attention_output ? KEEP_ATTENTION_OUTPUT : KEEP_NOTHING;
 }
 
 const segment *seq_plan_segment(const seq_plan *p, int i)

@@ -34,9 +34,9 @@ static size_t boundary_bytes(const seq_plan *p, const block_seq *s) { return seq
 
 static const char *mode_word(block_mode m) { return m == MODE_KEEP ? "keep" : m == MODE_FFN ? "ffn" : "ckpt"; }
 
-static size_t kept_of(const block *b, block_mode m)
+static size_t kept_of(const seq_plan *p, const block_seq *s, int b)
 {
-    return b->kind->kept_bytes(b, m == MODE_KEEP ? KEEP_ALL : m == MODE_FFN ? KEEP_ATTENTION : KEEP_NOTHING);
+    return s->blocks[b].kind->kept_bytes(&s->blocks[b], seq_plan_keep(p, b));
 }
 
 static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
@@ -69,7 +69,8 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
            blocks, (long long)mc->hidden, (long long)mc->heads, tokens, grid, mc->mechanism == ATTN_MATH ? "math" : "flash",
            (long long)r->batch);
     if (cs->enabled)
-        printf("checkpointing %s, interval %d, stride %d\n", ckpt_backend_name(cs->backend), cs->interval, cs->stride);
+        printf("checkpointing %s, interval %d, stride %d%s\n", ckpt_backend_name(cs->backend), cs->interval, cs->stride,
+               cs->keep_attention_output ? ", checkpointed blocks keep attention's output" : "");
     else
         printf("checkpointing off\n");
     print_plans(stdout, m);
@@ -89,14 +90,14 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
             printf(", %d %s blocks keep ", count, mode_word(md));
             for (int b = 0; b < p->n; b++)
                 if (p->mode[b] == md) {
-                    print_bytes(stdout, kept_of(&s->blocks[b], md));
+                    print_bytes(stdout, kept_of(p, s, b));
                     break;
                 }
             printf(" each");
         }
         if (p->n_segments) {
             printf(", recompute keeps ");
-            print_bytes(stdout, kept_of(&s->blocks[0], MODE_KEEP));
+            print_bytes(stdout, s->blocks[0].kind->kept_bytes(&s->blocks[0], KEEP_ALL));
             printf(" a block");
         }
         printf("\n");
@@ -169,7 +170,7 @@ static void print_json(model *m, const plan_report *r)
         cJSON *modes = cJSON_AddArrayToObject(sj, "modes"), *kept = cJSON_AddArrayToObject(sj, "kept_bytes");
         for (int b = 0; b < p->n; b++) {
             cJSON_AddItemToArray(modes, cJSON_CreateString(mode_word(p->mode[b])));
-            cJSON_AddItemToArray(kept, cJSON_CreateNumber((double)kept_of(&seqs[i].blocks[b], p->mode[b])));
+            cJSON_AddItemToArray(kept, cJSON_CreateNumber((double)kept_of(p, &seqs[i], b)));
         }
         cJSON_AddNumberToObject(sj, "state_bytes", (double)state_bytes(&seqs[i]));
         cJSON_AddNumberToObject(sj, "boundary_bytes", (double)boundary_bytes(p, &seqs[i]));

@@ -25,6 +25,7 @@ struct block_saved {
     float *proj;         /* (N, D) */
     float *f1, *f2;      /* (N, 4D) fc1 output and (N, D) fc2 output (unless fc2_gated); NULL with KEEP_ATTENTION */
     bool ffn_recomputed; /* f1/f2 came from backward's recompute, not from forward */
+    bool att_kept;       /* a KEEP_ATTENTION_OUTPUT forward left att and attn alone, for its recompute */
     /* attention offload: qkv, the attention output and attention's state live here between forward and
      * backward, and the three pointers above are NULL */
     offload *off;
@@ -94,6 +95,7 @@ static size_t dit_kept_bytes(const block *b, keep_level keep)
     dims d = dims_of(db);
     attn_shape as = attn_of(db);
     if (keep == KEEP_NOTHING) return 0;
+    if (keep == KEEP_ATTENTION_OUTPUT) return (size_t)(d.N * d.D) * sizeof(float) + attention_kept_bytes(&as);
     size_t floats = (size_t)(d.B * 6 * d.D + 3 * d.N * d.D + 2 * d.N * d.D);
     if (keep == KEEP_ALL) floats += (size_t)(ffn_kept_nd(db) * d.N * d.D);
     return floats * sizeof(float) + attention_kept_bytes(&as);
@@ -168,9 +170,11 @@ static st_status dit_prefetch(block *b, block_saved *sv)
     return st;
 }
 
-/* Three cases: a plain forward at a keep level; a first forward with off, which sends the attention side to
- * the host (even with KEEP_NOTHING: that side is not recomputed later); and a recompute after such a forward,
- * which takes the attention side back instead of computing qkv and attention again. */
+/* Four cases: a plain forward at a keep level; a first forward with off, which sends the attention side to
+ * the host (even with KEEP_NOTHING: that side is not recomputed later); a recompute after such a forward, which
+ * takes the attention side back instead of computing qkv and attention again; and a recompute after a
+ * KEEP_ATTENTION_OUTPUT forward, which computes qkv (backward reads it) but reuses the attention's output and
+ * state. */
 static st_status dit_forward(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
                              block_saved **saved_io)
 {
@@ -182,20 +186,20 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
 
     block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
     if (!sv) return st_host_oom("a block's saved tensors");
-    const bool from_host = sv->on_host, to_host = off && !from_host;
+    const bool from_host = sv->on_host, to_host = off && !from_host, reuse = sv->att_kept;
+    const bool keep_att = keep == KEEP_ATTENTION_OUTPUT, first_ckpt = keep == KEEP_NOTHING || keep_att;
     if (to_host) sv->off = off;
-    const mem_tag kt = keep == KEEP_NOTHING ? MEM_WORKSPACE : MEM_ACTIVATIONS; /* what is kept, is activations */
+    const mem_tag kt = first_ckpt ? MEM_WORKSPACE : MEM_ACTIVATIONS; /* what is kept, is activations */
     const mem_tag ft = keep == KEEP_ALL ? MEM_ACTIVATIONS : MEM_WORKSPACE;
     scratch kept = {.pool = db->m->pool}, tmp = {.pool = db->m->pool};
     /* without an output (a segment's last block, recomputed), y only holds x1 */
     float *y = out ? scratch_take(&kept, d.N * d.D, MEM_ACTIVATIONS, "dit.state")
                    : scratch_take(&tmp, d.N * d.D, MEM_WORKSPACE, "dit.x1");
-    scratch *ks = keep == KEEP_NOTHING ? &tmp : &kept, *fs = keep == KEEP_ALL ? &kept : &tmp;
+    scratch *ks = first_ckpt ? &tmp : &kept, *fs = keep == KEEP_ALL ? &kept : &tmp;
     sv->mod = scratch_take(ks, d.B * 6 * d.D, kt, "dit.mod");
-    if (!from_host) {
-        sv->qkv = scratch_take(ks, d.N * 3 * d.D, kt, "dit.qkv");
-        sv->att = scratch_take(ks, d.N * d.D, kt, "dit.attention");
-    }
+    if (!from_host) sv->qkv = scratch_take(ks, d.N * 3 * d.D, kt, "dit.qkv");
+    if (!from_host && !reuse)
+        sv->att = scratch_take(keep_att ? &kept : ks, d.N * d.D, keep_att ? MEM_ACTIVATIONS : kt, "dit.attention");
     sv->proj = scratch_take(ks, d.N * d.D, kt, "dit.proj");
     const bool gated = fc2_gated(db);
     sv->f1 = scratch_take(fs, d.N * 4 * d.D, ft, "dit.fc1");
@@ -213,7 +217,7 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
         /* each copy to the host overlaps the compute that follows it */
         if (!st && to_host) st = host_tensor_offload(off, &sv->h_qkv, sv->qkv, (size_t)(d.N * 3 * d.D) * sizeof(float),
                                                      MEM_ACTIVATIONS, "dit.qkv (host)");
-        if (!st)
+        if (!st && !reuse)
             st = attention_forward(db->m->pool, &as, rows_view(sv->att, d.T, d.D), qkv_view(sv->qkv, 0, d.T, d.D),
                                    qkv_view(sv->qkv, 1, d.T, d.D), qkv_view(sv->qkv, 2, d.T, d.D),
                                    keep == KEEP_NOTHING && !to_host ? NULL : &sv->attn);
@@ -242,7 +246,9 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
         host_tensor_release(sv->off, &sv->h_attn);
     }
     scratch_end(&tmp);
-    if (keep == KEEP_NOTHING) sv->mod = sv->qkv = sv->att = sv->proj = NULL; /* those were transient */
+    if (first_ckpt) sv->mod = sv->qkv = sv->proj = NULL; /* those were transient */
+    if (keep == KEEP_NOTHING) sv->att = NULL;
+    sv->att_kept = keep_att; /* a recompute has made the rest: sv is a KEEP_ALL forward's now */
     if (keep != KEEP_ALL) sv->f1 = NULL;
     if (keep != KEEP_ALL || gated) sv->f2 = NULL;
     if (st) { /* everything kept is also sv's: release it through sv */
@@ -367,6 +373,7 @@ const block_kind dit_block_kind = {
     .ffn_split = true,
     .softmax_attention = true,
     .output_optional = true,
+    .keeps_attention_output = true,
     .kept_bytes = dit_kept_bytes,
     .offloaded_bytes = dit_offloaded_bytes,
     .forward = dit_forward,

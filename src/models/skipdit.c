@@ -58,12 +58,15 @@ static void split_rows(float *a, float *b, const float *cat, int64_t n, int64_t 
 
 /* x' = skip_linear(concat(x, s)) with s the newest skip (the input state's last tensor). x' is what the DiT part
  * reads: kept for its backward, or workspace when nothing is kept. */
+/* A checkpointed block's first forward: the merged input is not kept (the recompute makes it again). */
+static bool first_forward(keep_level keep) { return keep == KEEP_NOTHING || keep == KEEP_ATTENTION_OUTPUT; }
+
 static st_status merge_forward(const skip_block *sb, const block_state *in, keep_level keep, float **xs)
 {
     const dims d = dims_of(sb);
     model *m = sb->dit.m;
     scratch s = {.pool = m->pool};
-    float *x = scratch_take(&s, d.N * d.D, keep == KEEP_NOTHING ? MEM_WORKSPACE : MEM_ACTIVATIONS, "skipdit.merged");
+    float *x = scratch_take(&s, d.N * d.D, first_forward(keep) ? MEM_WORKSPACE : MEM_ACTIVATIONS, "skipdit.merged");
     float *cat = scratch_take(&s, d.N * 2 * d.D, MEM_WORKSPACE, "skipdit.concat");
     if (!s.status) {
         concat_rows(cat, in->t[0], in->t[sb->skips], d.N, d.D);
@@ -112,8 +115,8 @@ static void skip_release(block *b, block_saved *saved)
     free(ss);
 }
 
-/* *saved_io is NULL on entry but in a recompute after attention offload, where it holds the DiT part's attention
- * side on its way back. */
+/* *saved_io is NULL on entry but in a recompute after attention offload or KEEP_ATTENTION_OUTPUT, where it holds the
+ * DiT part's attention side on its way back, or its attention's output and state. */
 static st_status skip_forward(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
                               block_saved **saved_io)
 {
@@ -127,7 +130,7 @@ static st_status skip_forward(block *b, const block_state *in, block_state *out,
     if (xs) x.t[0] = xs;
     /* (releases dit if it fails; no output wanted, none made) */
     if (!st) st = dit_block_kind.forward(b, &x, out ? &y : NULL, keep, off, saved_io ? &dit : NULL);
-    if (st || keep == KEEP_NOTHING) { /* x' was transient */
+    if (st || first_forward(keep)) { /* x' was transient (the recompute merges again) */
         pool_free(sb->dit.m->pool, xs);
         xs = NULL;
     }
@@ -175,7 +178,7 @@ static st_status skip_backward(block *b, const block_state *in, block_saved *sav
 static size_t skip_kept_bytes(const block *b, keep_level keep)
 {
     const skip_block *sb = b->self;
-    const bool merged = sb->role == ROLE_OUT && keep != KEEP_NOTHING;
+    const bool merged = sb->role == ROLE_OUT && !first_forward(keep);
     return dit_block_kind.kept_bytes(b, keep) + (merged ? dims_of(sb).ND : 0);
 }
 
@@ -199,6 +202,7 @@ static const block_kind skipdit_block_kind = {
     .ffn_split = true,
     .softmax_attention = true,
     .output_optional = true,
+    .keeps_attention_output = true,
     .kept_bytes = skip_kept_bytes,
     .offloaded_bytes = skip_offloaded_bytes,
     .forward = skip_forward,

@@ -19,6 +19,8 @@ void schedule_describe(schedule *s)
         if (c->stride != c->interval) at += (size_t)snprintf(s->name + at, sizeof s->name - at, " stride %d", c->stride);
     }
     if (c->offload_attention && at < sizeof s->name) snprintf(s->name + at, sizeof s->name - at, " + attention offload");
+    if (c->keep_attention_output && at < sizeof s->name)
+        snprintf(s->name + at, sizeof s->name - at, " + attention output kept");
     ckpt_settings_text(c, s->sets, sizeof s->sets);
 }
 
@@ -116,6 +118,9 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
     block_seq *seqs;
     for (int q = 0, nq = model_sequences(r.m, &seqs); q < nq; q++) a->n_blocks += seqs[q].n;
     const bool softmax = a->n_blocks && seqs[0].blocks[0].kind->softmax_attention;
+    bool keeps = a->n_blocks > 0; /* every sequence's blocks can keep their attention output */
+    for (int q = 0, nq = model_sequences(r.m, &seqs); q < nq; q++)
+        keeps &= seqs[q].blocks[0].kind->keeps_attention_output;
 
     /* calibration: one real step without checkpointing gives this machine's rates */
     const ckpt_settings none = {.interval = 1, .stride = 1};
@@ -155,9 +160,12 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
         for (int b = 0; b < (enabled ? 4 : 1); b++)
             for (int k = 1; k <= (enabled ? n : 1); k++)
                 for (int stride = k; stride <= (enabled ? n : 1); stride++)
-                    for (int o = 0; o <= (softmax ? 1 : 0); o++) {
+                    for (int o = 0; o <= (softmax ? 1 + keeps : 0); o++) { /* nothing, offload, keep output */
+                        const bool ffn = b == BACKEND_TORCH_FFN || b == BACKEND_UNSLOTH_FFN;
+                        if (o == 2 && (!enabled || ffn)) continue; /* refused, or nothing to keep */
                         s = (schedule){.cs = {.enabled = enabled, .backend = (ckpt_backend)b, .interval = k,
-                                              .stride = stride, .offload_attention = o}};
+                                              .stride = stride, .offload_attention = o == 1,
+                                              .keep_attention_output = o == 2}};
                         predict(&r, batch, optimizer, a, budget, &s);
                         a->searched++;
                         if (!s.fits) continue;

@@ -13,8 +13,8 @@
 #include "segtrain/plan.h"
 #include "segtrain/train.h"
 
-/* The rows' settings; their overrides are ckpt_settings_text's, all five keys, so that nothing of the user's own
- * schedule leaks into a row. */
+/* The rows' settings; their overrides are ckpt_settings_text's, every checkpointing key, so that nothing of the
+ * user's own schedule leaks into a row. */
 #define ROW(on, b, k, s, off) {.enabled = on, .backend = b, .interval = k, .stride = s, .offload_attention = off}
 static const struct {
     const char *name;
