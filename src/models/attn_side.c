@@ -16,12 +16,13 @@ static bool in_use(const block_saved *sv, int i) { return i < SIDE_MAX ? sv->sid
 
 void frame_init(frame *f, const struct model *m, keep_level keep, offload *off, block_saved *sv)
 {
-    *f = (frame){.keep = keep, .from_host = sv->on_host, .to_host = off && !sv->on_host};
-    f->kt = keep == KEEP_NOTHING ? MEM_WORKSPACE : MEM_ACTIVATIONS;
+    *f = (frame){.keep = keep, .from_host = sv->on_host, .to_host = off && !sv->on_host, .reuse = sv->att_kept};
+    const bool first = keep == KEEP_NOTHING || keep == KEEP_ATTENTION_OUTPUT; /* a checkpointed block's first */
+    f->kt = first ? MEM_WORKSPACE : MEM_ACTIVATIONS;
     f->ft = keep == KEEP_ALL ? MEM_ACTIVATIONS : MEM_WORKSPACE;
     f->kept = (scratch){.pool = m->pool};
     f->tmp = (scratch){.pool = m->pool};
-    f->ks = keep == KEEP_NOTHING ? &f->tmp : &f->kept;
+    f->ks = first ? &f->tmp : &f->kept;
     f->fs = keep == KEEP_ALL ? &f->kept : &f->tmp;
     sv->pool = m->pool;
     if (f->to_host) sv->off = off;
@@ -31,8 +32,21 @@ void side_take(frame *f, block_saved *sv, const int64_t *numel, int n_attn)
 {
     memcpy(sv->side_n, numel, sizeof sv->side_n);
     sv->n_attn = n_attn;
-    for (int i = 0; !f->from_host && i < SIDE_MAX; i++)
-        if (numel[i]) sv->side[i] = scratch_take(f->ks, numel[i], f->kt, "attention side");
+    for (int i = 0; !f->from_host && i < SIDE_MAX; i++) {
+        const bool output = i == SO || i == XO;
+        if (!numel[i] || (output && f->reuse)) continue;
+        if (output && f->keep == KEEP_ATTENTION_OUTPUT)
+            sv->side[i] = scratch_take(&f->kept, numel[i], MEM_ACTIVATIONS, "attention output");
+        else sv->side[i] = scratch_take(f->ks, numel[i], f->kt, "attention side");
+    }
+}
+
+size_t side_output_bytes(const attn_shape *self, const attn_shape *cross)
+{
+    size_t bytes = 0;
+    for (const attn_shape *s = self; s; s = s == self ? cross : NULL)
+        bytes += (size_t)(s->batch * s->tokens * s->heads * s->head_dim) * sizeof(float) + attention_kept_bytes(s);
+    return bytes;
 }
 
 static void release_saved(block_saved *sv)
@@ -63,11 +77,13 @@ st_status frame_end(frame *f, st_status st, block_saved *sv, block_saved **saved
     for (int i = 0; st && sv->off && i < SIDE_MAX + ATTN_N; i++) /* copies in flight read what scratch_end frees: they finish */
         host_tensor_release(sv->off, &sv->h[i]);
     scratch_end(&f->tmp);
-    if (f->keep == KEEP_NOTHING) {
+    if (f->keep == KEEP_NOTHING || f->keep == KEEP_ATTENTION_OUTPUT) {
         for (int s = 0; s < 2; s++) sv->mod[s] = sv->o[s] = NULL;
         sv->o2 = NULL;
-        if (!sv->on_host) memset(sv->side, 0, sizeof sv->side);
+        for (int i = 0; !sv->on_host && i < SIDE_MAX; i++)
+            if (f->keep == KEEP_NOTHING || (i != SO && i != XO)) sv->side[i] = NULL;
     }
+    sv->att_kept = f->keep == KEEP_ATTENTION_OUTPUT; /* a recompute has made the rest: KEEP_ALL's now */
     if (f->keep != KEEP_ALL)
         for (int s = 0; s < 2; s++) sv->f1[s] = sv->f2[s] = sv->f3[s] = NULL;
     if (st) { /* the output state is the caller's to free no more; what was kept is sv's */
@@ -184,6 +200,7 @@ st_status side_attention_forward(const side_attention *a, block_saved *sv, int a
     if (!st && wk) st = rmsnorm_forward(m->pool, side[SK], side[SKR], wk->w, nkv * K / w, w, a->eps, NULL);
     if (st) return st;
     if (a->rotate) a->rotate(a->block, side[SQ], false, false), a->rotate(a->block, side[SK], true, false);
+    if (sv->att_kept) return ST_OK; /* the recompute after KEEP_ATTENTION_OUTPUT: output and state are kept */
     return attention_forward_masked(m->pool, as, a->mask, rows_of(side[SO], T, D), rows_of(side[SQ], T, D),
                                     rows_of(side[SK], Tkv, K), rows_of(side[SV], Tkv, K),
                                     keep ? &sv->attn[at == XQ] : NULL);

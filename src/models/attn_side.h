@@ -23,6 +23,7 @@ struct block_saved {
     offload *off;
     bool on_host;
     bool mod_borrowed; /* mod points into the model's modulation rows (Chroma), not the block's own */
+    bool att_kept;     /* a KEEP_ATTENTION_OUTPUT forward left the attentions' outputs and states, for its recompute */
     host_tensor h[SIDE_MAX + ATTN_N]; /* the side and the attention states, while on the host */
 };
 
@@ -33,13 +34,14 @@ struct block_saved {
 typedef struct frame {
     keep_level keep;
     bool from_host, to_host;
+    bool reuse; /* a recompute after KEEP_ATTENTION_OUTPUT: the attentions' outputs and states are sv's already */
     mem_tag kt, ft;
     scratch kept, tmp;
     scratch *ks, *fs;
 } frame;
 void frame_init(frame *f, const struct model *m, keep_level keep, offload *off, block_saved *sv);
 /* Records the side's sizes (numel[SIDE_MAX], 0: unused) and attention states, and takes its buffers unless they
- * come back from the host. */
+ * come back from the host (or, the attentions' outputs, are kept from a KEEP_ATTENTION_OUTPUT forward). */
 void side_take(frame *f, block_saved *sv, const int64_t *numel, int n_attn);
 /* Ends a forward: transient buffers go, sv keeps what the keep level says; on failure outs[0 .. n_out) and sv go. */
 st_status frame_end(frame *f, st_status st, block_saved *sv, block_saved **saved_io, float **outs, int n_out);
@@ -78,13 +80,18 @@ typedef struct side_attention {
     bool k_bias_zero;    /* k's bias gradient is left exactly zero (its bias adds q . b to a query's every logit) */
 } side_attention;
 /* The projections of xq (the queries' input) and xkv (the keys' and values'), their norms and rotation, and the
- * attention into the side (its state kept when keep); the output projection is the block's. */
+ * attention into the side (its state kept when keep), but not in a recompute after KEEP_ATTENTION_OUTPUT, whose
+ * output and state are kept; the output projection is the block's. */
 st_status side_attention_forward(const side_attention *a, block_saved *sv, int at, const float *xq, const float *xkv,
                                  bool keep);
 /* From dout, dL/d(the output projection's output): the weights' gradients, and dxq (the queries' input) and dxkv (the
  * keys' and values' input; the same buffer for a self-attention) accumulated. */
 st_status side_attention_backward(const side_attention *a, block_saved *sv, int at, const float *dout, const float *xq,
                                   const float *xkv, float *dxq, float *dxkv);
+
+/* What KEEP_ATTENTION_OUTPUT keeps of a block with these attentions (cross NULL: none): each one's output (queries x
+ * heads x head width floats) and kept state. */
+size_t side_output_bytes(const attn_shape *self, const attn_shape *cross);
 
 /* block_kind's prefetch and release */
 st_status side_prefetch(block *b, block_saved *sv);

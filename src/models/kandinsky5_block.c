@@ -110,6 +110,7 @@ static size_t k5_kept_bytes(const block *blk, keep_level keep)
     dims d = dims_of(b);
     if (keep == KEEP_NOTHING) return 0;
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss, b->visual ? &cs : NULL);
     /* modulations; self: q, raw q, k, raw k, v, o, out; cross: q, raw q, o, out over the block's rows, k, raw k, v
        over the text's */
     size_t floats = (size_t)(d.B * d.M + 7 * d.N * d.D);
@@ -341,6 +342,7 @@ const block_kind k5_text_block_kind = {
     .name = "kandinsky5_text",
     .ffn_split = true,
     .softmax_attention = true,
+    .keeps_attention_output = true,
     .kept_bytes = k5_kept_bytes,
     .offloaded_bytes = k5_offloaded_bytes,
     .forward = k5_forward,
@@ -353,6 +355,7 @@ const block_kind k5_visual_block_kind = {
     .name = "kandinsky5_visual",
     .ffn_split = true,
     .softmax_attention = true,
+    .keeps_attention_output = true,
     .kept_bytes = k5_kept_bytes,
     .offloaded_bytes = k5_offloaded_bytes,
     .forward = k5_forward,

@@ -106,6 +106,7 @@ static size_t xdit_kept_bytes(const block *blk, keep_level keep)
     dims d = dims_of(b);
     if (keep == KEEP_NOTHING) return 0;
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss, &cs);
     size_t floats = (size_t)(d.B * 6 * d.D) + attn_kept_floats(b, d.N, d.N, b->norm_q >= 0) +
                     attn_kept_floats(b, d.N, d.NL, b->cnorm_q >= 0);
     if (keep == KEEP_ALL) floats += (size_t)(d.N * d.F + d.N * d.D);
@@ -375,6 +376,7 @@ const block_kind xdit_block_kind = {
     .name = "xdit",
     .ffn_split = true,
     .softmax_attention = true,
+    .keeps_attention_output = true,
     .kept_bytes = xdit_kept_bytes,
     .offloaded_bytes = xdit_offloaded_bytes,
     .forward = xdit_forward,
