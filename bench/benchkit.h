@@ -41,7 +41,8 @@ static inline int bench_open(const char *preset, int64_t batch, bench_model *b)
         b->t[i] = (float)rng_uniform(1, 3, (uint64_t)i);
         model_condition(mc, i % mc->classes, "a red circle on a navy background", b->cond + i * L);
     }
-    b->fb = (flow_batch){.batch = batch, .x0 = b->x0, .noise = b->noise, .t = b->t, .cond = b->cond, .grad_scale = 1.0f};
+    b->fb = (flow_batch){.batch = batch, .x0 = b->x0, .noise = b->noise, .t = b->t, .cond = b->cond,
+                         .grad_scale = 1.0f};
     return 0;
 }
 

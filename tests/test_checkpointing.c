@@ -131,8 +131,9 @@ static void test_refusals(void)
     cs = (ckpt_settings){.enabled = true, .backend = BACKEND_TORCH, .interval = 1, .stride = 1,
                          .keep_attention_output = true};
     CHECK(plan_sequence(&cs, &seq, "linear-attention", NULL, &p) == ST_ERR_UNSUPPORTED);
-    CHECKF(strstr(st_error(), "gradient_checkpointing_keep_attention_output") && strstr(st_error(), "linear-attention") &&
-               strstr(st_error(), "valid for linear-attention: false"), "%s", st_error());
+    CHECKF(strstr(st_error(), "gradient_checkpointing_keep_attention_output") &&
+               strstr(st_error(), "linear-attention") && strstr(st_error(), "valid for linear-attention: false"),
+           "%s", st_error());
     printf("     keep attention output on a block without it -> %s\n", st_error());
     cs.enabled = false;
     CHECK(plan_sequence(&cs, &seq, "linear-attention", NULL, &p) == ST_OK && !p.attention_output);

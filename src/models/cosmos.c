@@ -6,8 +6,9 @@
  *   features are (c, pt, ph, pw): patchify's order, the mask channel's features last and zero, through
  *   patch_embed.proj (no bias).
  * - Timestep: the model's input is segtrain's 1000 t, which Cosmos reads as t (its EDM's sigma / (sigma + 1): the
- *   trainer's objective_edm; anima's flow matching reads t too). Its sinusoid is as wide as the model (cosines first), temb = linear_2(SiLU(linear_1(.))) (3 D), e = RMSNorm(.)
- *   (eps 1e-6); the blocks and the final layer read SiLU(e) and temb.
+ *   trainer's objective_edm; anima's flow matching reads t too). Its sinusoid is as wide as the model (cosines
+ *   first), temb = linear_2(SiLU(linear_1(.))) (3 D), e = RMSNorm(.) (eps 1e-6); the blocks and the final layer
+ *   read SiLU(e) and temb.
  * - Rotary table per head: axes (t, h, w) of widths (hd - 2 (hd / 6 * 2), hd / 6 * 2, hd / 6 * 2), NTK-scaled thetas
  *   10000 s^(d / (d - 2)) by rope_scale, positions from 0, frequencies and angles in float32 as diffusers computes
  *   them; rotate-half.

@@ -65,8 +65,9 @@ static const struct st_family {
     {"kandinsky5-video", "kandinsky5_video", "Kandinsky5-Video", XATTN, "Kandinsky5Transformer3DModel",
      "t2v-lite-sft-5s|t2v-lite-pretrain-5s|t2v-lite-sft-10s|t2v-lite-pretrain-10s|t2v-pro-sft-5s-hd|"
      "t2v-pro-sft-10s-hd|t2v-pro-pretrain-5s-hd|t2v-pro-pretrain-10s-hd|i2v-lite-5s|i2v-pro-sft-5s",
-     "t2v-lite-sft-5s:kandinsky5-t2v-lite|t2v-lite-pretrain-5s:kandinsky5-t2v-lite|t2v-lite-sft-10s:kandinsky5-t2v-lite|"
-     "t2v-lite-pretrain-10s:kandinsky5-t2v-lite|t2v-pro-sft-5s-hd:kandinsky5-t2v-pro|t2v-pro-sft-10s-hd:kandinsky5-t2v-pro|"
+     "t2v-lite-sft-5s:kandinsky5-t2v-lite|t2v-lite-pretrain-5s:kandinsky5-t2v-lite|"
+     "t2v-lite-sft-10s:kandinsky5-t2v-lite|t2v-lite-pretrain-10s:kandinsky5-t2v-lite|"
+     "t2v-pro-sft-5s-hd:kandinsky5-t2v-pro|t2v-pro-sft-10s-hd:kandinsky5-t2v-pro|"
      "t2v-pro-pretrain-5s-hd:kandinsky5-t2v-pro|t2v-pro-pretrain-10s-hd:kandinsky5-t2v-pro", "t2v-lite-sft-5s"},
     {"kolors", NULL, "Kwai Kolors", UNET, "UNet2DConditionModel", "1.0", NULL, NULL},
     {"krea2", NULL, "Krea 2", JOINT, "Krea2Transformer2DModel", "raw|turbo", NULL, NULL},
@@ -125,7 +126,8 @@ static const struct {
               "diffusers config (SimpleTuner infers them from its tensors); give its converted folder as "
               "pretrained_model_name_or_path with a built flavour"},
     {"kandinsky5-video", "the i2v flavours also take the first frame's latents and its mask in the visual_cond "
-                         "channels, which are zero in text-to-video; segtrain's conditioning carries no reference image"},
+                         "channels, which are zero in text-to-video; segtrain's conditioning carries no reference "
+                         "image"},
     {"kandinsky5-image", "the i2i flavours also take a reference image's latents and mask as input channels "
                          "(visual_cond); segtrain's conditioning carries no reference image"},
     {"qwen_image", "the edit flavours also take reference images' latents as image tokens (at RoPE frame 1 on), and "

@@ -42,7 +42,10 @@ static k5_model *k5_of(model *m) { return m->impl; }
 
 /* A patch's input features: the latent's channels, then visual_cond's (cond_channels: a reference's latents and
  * mask, zero in text-to-video) at every one of its positions */
-static int64_t in_dim(const model_config *c) { return model_patch_dim(c) / c->channels * (c->channels + c->cond_channels); }
+static int64_t in_dim(const model_config *c)
+{
+    return model_patch_dim(c) / c->channels * (c->channels + c->cond_channels);
+}
 
 bool model_kandinsky5(const model_config *mc) { return !strcmp(mc->family, "kandinsky5"); }
 

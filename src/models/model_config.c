@@ -192,7 +192,8 @@ st_status model_preset(const char *name, model_config *out)
         if (!strcmp(p->family, "kandinsky5")) {
             const bool pro = strstr(name, "-pro") != NULL;
             out->text_blocks = pro ? 4 : 2, out->time_dim = tiny ? 32 : pro ? 1024 : 512, out->ffn_dim = tiny ? 64 : 0;
-            if (strstr(name, "t2v") || strstr(name, "video")) out->cond_channels = out->channels + 1, out->frames = tiny ? 2 : 1;
+            if (strstr(name, "t2v") || strstr(name, "video")) /* visual_cond: a reference's latents and mask */
+                out->cond_channels = out->channels + 1, out->frames = tiny ? 2 : 1;
         }
         if (!strcmp(p->family, "cosmos2image") || !strcmp(p->family, "anima")) out->adaln_lora = tiny ? 16 : 256;
         if (!strcmp(p->family, "anima"))
@@ -1028,8 +1029,8 @@ static st_status kandinsky5_from_json(const cJSON *j, const char *file, model_co
     const cJSON *at = cJSON_GetObjectItemCaseSensitive(j, "attention_type");
     if (at && !cJSON_IsNull(at) && !(cJSON_IsString(at) && (!strcmp(at->valuestring, "regular") ||
                                                             !strcmp(at->valuestring, "nabla"))))
-        return st_fail(ST_ERR_UNSUPPORTED, "%s: attention_type; segtrain builds Kandinsky 5's \"regular\" attention (and "
-                       "\"nabla\" models densely, as SimpleTuner calls them: without sparse_params)", file);
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: attention_type; segtrain builds Kandinsky 5's \"regular\" attention "
+                       "(and \"nabla\" models densely, as SimpleTuner calls them: without sparse_params)", file);
     mc->cond_channels = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "visual_cond")) ? mc->channels + 1 : 0;
     const int64_t hd = axes[0] + axes[1] + axes[2];
     if (patch[0] != 1 || patch[1] != patch[2] || out != mc->channels || hd < 16 || hd % 16 || axes[0] != hd / 4 ||
