@@ -138,9 +138,8 @@ st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const cha
     if (cs->keep_attention_output && !kind->keeps_attention_output) {
         seq_plan_free(out);
         return st_fail(ST_ERR_UNSUPPORTED,
-                       "gradient_checkpointing_keep_attention_output: true is built for the dit, skipdit and "
-                       "cross-attention DiT blocks; the %s family's %s do not keep their attention output yet (valid "
-                       "for %s: false)",
+                       "gradient_checkpointing_keep_attention_output: true keeps softmax attention's output, but "
+                       "the %s family's %s do not keep theirs (valid for %s: false)",
                        family, seq->name, family);
     }
     out->attention_output = cs->keep_attention_output;

@@ -157,11 +157,19 @@ static size_t side_bytes(const af_dims *d, const struct model *m)
     return (size_t)(6 * d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
 }
 
+/* What KEEP_ATTENTION_OUTPUT keeps: the attention's output and state. */
+static size_t output_bytes(const af_dims *d, const struct model *m)
+{
+    attn_shape as = joint_attn(d, m->shape.mechanism);
+    return (size_t)(d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
+}
+
 static size_t af_kept_bytes(const block *b, keep_level keep)
 {
     const af_block *ab = b->self;
     af_dims d = dims_of(ab);
     if (keep == KEEP_NOTHING) return 0;
+    if (keep == KEEP_ATTENTION_OUTPUT) return output_bytes(&d, ab->m);
     size_t floats = (size_t)(d.n * d.B * 6 * d.D + d.J * d.D); /* modulations, output projections */
     if (keep == KEEP_ALL) floats += (size_t)(d.J * (2 * d.F + d.D));
     return floats * sizeof(float) + side_bytes(&d, ab->m);
@@ -200,7 +208,8 @@ static st_status attention_side(const struct model *m, const af_block *ab, const
         }
     }
     attn_shape sh = joint_attn(d, m->shape.mechanism);
-    if (!st) st = attention_forward(m->pool, &sh, jv(sv->side[SO], d), jv(sv->side[SQ], d), jv(sv->side[SK], d),
+    if (!st && !sv->att_kept) /* (a recompute after KEEP_ATTENTION_OUTPUT keeps o and the state) */
+        st = attention_forward(m->pool, &sh, jv(sv->side[SO], d), jv(sv->side[SQ], d), jv(sv->side[SK], d),
                                     jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
     return st;
 }
@@ -378,6 +387,7 @@ const block_kind af_joint_kind = {
     .name = "auraflow joint",
     .ffn_split = true,
     .softmax_attention = true,
+    .keeps_attention_output = true,
     .kept_bytes = af_kept_bytes,
     .offloaded_bytes = af_offloaded_bytes,
     .forward = af_forward,
@@ -390,6 +400,7 @@ const block_kind af_single_kind = {
     .name = "auraflow single",
     .ffn_split = true,
     .softmax_attention = true,
+    .keeps_attention_output = true,
     .kept_bytes = af_kept_bytes,
     .offloaded_bytes = af_offloaded_bytes,
     .forward = af_forward,

@@ -122,6 +122,13 @@ static size_t side_bytes(const mm_dims *d, const struct model *m)
     return (size_t)(6 * d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
 }
 
+/* What KEEP_ATTENTION_OUTPUT keeps: the attention's output and state. */
+static size_t output_bytes(const mm_dims *d, const struct model *m)
+{
+    attn_shape as = mm_joint_attn(d, m->shape.mechanism);
+    return (size_t)(d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
+}
+
 static size_t f2_offloaded_bytes(const block *b)
 {
     const f2_block *fb = b->self;
@@ -154,12 +161,14 @@ static st_status qk_to_joint(const struct model *m, const f2_stream *fs, const m
     return st;
 }
 
-/* Rotation, then attention from the side's q, k, v into o, keeping its state when backward or the host needs it. */
+/* Rotation, then attention from the side's q, k, v into o, keeping its state when backward or the host needs it (not
+ * in a recompute after KEEP_ATTENTION_OUTPUT: o and the state are kept). */
 static st_status attend(const struct model *m, const mm_dims *d, block_saved *sv, bool keep_state)
 {
     attn_shape as = mm_joint_attn(d, m->shape.mechanism);
     mm_rope_joint(m, d, sv->side[SQ], false);
     mm_rope_joint(m, d, sv->side[SK], false);
+    if (sv->att_kept) return ST_OK;
     return attention_forward(m->pool, &as, mm_jv(sv->side[SO], d), mm_jv(sv->side[SQ], d), mm_jv(sv->side[SK], d),
                              mm_jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
 }
@@ -171,6 +180,7 @@ static size_t double_kept_bytes(const block *b, keep_level keep)
     const f2_block *fb = b->self;
     mm_dims d = mm_dims_of(fb->m);
     if (keep == KEEP_NOTHING) return 0;
+    if (keep == KEEP_ATTENTION_OUTPUT) return output_bytes(&d, fb->m);
     size_t floats = (size_t)(d.J * d.D); /* the output projections */
     if (keep == KEEP_ALL) floats += (size_t)(d.J * (2 * ffn_width(d.D) + d.D));
     return floats * sizeof(float) + side_bytes(&d, fb->m);
@@ -343,6 +353,7 @@ static size_t single_kept_bytes(const block *b, keep_level keep)
     const f2_block *fb = b->self;
     mm_dims d = mm_dims_of(fb->m);
     if (keep == KEEP_NOTHING) return 0;
+    if (keep == KEEP_ATTENTION_OUTPUT) return output_bytes(&d, fb->m);
     size_t floats = (size_t)(d.J * d.D); /* to_out's output */
     if (keep == KEEP_ALL) floats += (size_t)(d.J * 2 * ffn_width(d.D));
     return floats * sizeof(float) + side_bytes(&d, fb->m);
@@ -489,6 +500,7 @@ const block_kind f2_double_kind = {
     .name = "flux2 double",
     .ffn_split = true,
     .softmax_attention = true,
+    .keeps_attention_output = true,
     .kept_bytes = double_kept_bytes,
     .offloaded_bytes = f2_offloaded_bytes,
     .forward = double_forward,
@@ -501,6 +513,7 @@ const block_kind f2_single_kind = {
     .name = "flux2 single",
     .ffn_split = true,
     .softmax_attention = true,
+    .keeps_attention_output = true,
     .kept_bytes = single_kept_bytes,
     .offloaded_bytes = f2_offloaded_bytes,
     .forward = single_forward,

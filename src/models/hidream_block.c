@@ -327,11 +327,19 @@ static size_t side_bytes(const hd_dims *d, const struct model *m)
     return (size_t)(6 * d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
 }
 
+/* What KEEP_ATTENTION_OUTPUT keeps: the attention's output and state. */
+static size_t output_bytes(const hd_dims *d, const struct model *m)
+{
+    attn_shape as = joint_attn(d, m->shape.mechanism);
+    return (size_t)(d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
+}
+
 static size_t hd_kept_bytes(const block *b, keep_level keep)
 {
     const hd_block *hb = b->self;
     hd_dims d = dims_of(hb);
     if (keep == KEEP_NOTHING) return 0;
+    if (keep == KEEP_ATTENTION_OUTPUT) return output_bytes(&d, hb->m);
     int64_t floats = d.B * d.MS; /* the modulation, the output projections */
     for (int s = 0; s < d.n; s++) floats += d.rows[s] * d.D;
     for (int s = 0; keep == KEEP_ALL && s < d.n; s++) {
@@ -402,6 +410,7 @@ static st_status attention_side(const struct model *m, const hd_block *hb, const
     if (st) return st;
     rope_image(m, d, sv->side[SQ], false);
     rope_image(m, d, sv->side[SK], false);
+    if (sv->att_kept) return ST_OK; /* a recompute after KEEP_ATTENTION_OUTPUT: o and the state are kept */
     attn_shape sh = joint_attn(d, m->shape.mechanism);
     return attention_forward(m->pool, &sh, jv(sv->side[SO], d), jv(sv->side[SQ], d), jv(sv->side[SK], d),
                              jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
@@ -577,6 +586,7 @@ const block_kind hd_double_kind = {
     .name = "hidream double",
     .ffn_split = true,
     .softmax_attention = true,
+    .keeps_attention_output = true,
     .kept_bytes = hd_kept_bytes,
     .offloaded_bytes = hd_offloaded_bytes,
     .forward = hd_forward,
@@ -589,6 +599,7 @@ const block_kind hd_single_kind = {
     .name = "hidream single",
     .ffn_split = true,
     .softmax_attention = true,
+    .keeps_attention_output = true,
     .kept_bytes = hd_kept_bytes,
     .offloaded_bytes = hd_offloaded_bytes,
     .forward = hd_forward,

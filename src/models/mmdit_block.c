@@ -229,13 +229,25 @@ static size_t side_bytes(const mm_block *mb, const mm_dims *d)
     return floats * sizeof(float) + attention_kept_bytes(&as) + (mb->dual ? attention_kept_bytes(&xs) : 0);
 }
 
+/* What KEEP_ATTENTION_OUTPUT keeps: the joint attention's output and state, and attn2's. */
+static size_t output_bytes(const mm_block *mb, const mm_dims *d)
+{
+    const struct model *m = mb->m;
+    attn_shape as = mm_joint_attn(d, m->shape.mechanism), xs = image_attn(d, m->shape.mechanism);
+    size_t bytes = (size_t)(side_rows(d, SO) * d->D) * sizeof(float) + attention_kept_bytes(&as);
+    if (mb->dual) bytes += (size_t)(side_rows(d, XO) * d->D) * sizeof(float) + attention_kept_bytes(&xs);
+    return bytes;
+}
+
 /* The joint attention of a block: from the side's q, k, v (rotated in place) into o, keeping attention's state
- * when backward or the host needs it; and attn2's on the image rows. */
+ * when backward or the host needs it (not in a recompute after KEEP_ATTENTION_OUTPUT: o and the state are kept);
+ * and attn2's on the image rows. */
 static st_status joint_attention(const struct model *m, const mm_dims *d, block_saved *sv, bool keep_state)
 {
     attn_shape as = mm_joint_attn(d, m->shape.mechanism);
     mm_rope_joint(m, d, sv->side[SQ], false);
     mm_rope_joint(m, d, sv->side[SK], false);
+    if (sv->att_kept) return ST_OK;
     return attention_forward_masked(m->pool, &as, m->ctx.mask, mm_jv(sv->side[SO], d), mm_jv(sv->side[SQ], d),
                                     mm_jv(sv->side[SK], d), mm_jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
 }
@@ -256,6 +268,7 @@ static size_t double_kept_bytes(const block *b, keep_level keep)
     const mm_block *mb = b->self;
     mm_dims d = mm_dims_of(mb->m);
     if (keep == KEEP_NOTHING) return 0;
+    if (keep == KEEP_ATTENTION_OUTPUT) return output_bytes(mb, &d);
     const int64_t out_rows = d.rows[0] + (outputs(mb) > 1 ? d.rows[1] : 0);
     const int64_t mods = mb->model_mod ? 0 : mod_width(mb, 0) + mod_width(mb, 1);
     size_t floats = (size_t)(d.B * mods * d.D + out_rows * d.D); /* mods, projections */
@@ -303,7 +316,7 @@ static st_status attn2_forward(const mm_block *mb, const mm_dims *d, const float
         st = rmsnorm_forward(m->pool, sv->side[XQ], sv->side[XQR], W(x2->norm_q), n * d->H, d->hd, MMDIT_RMS_EPS, NULL);
     if (!st && norm)
         st = rmsnorm_forward(m->pool, sv->side[XK], sv->side[XKR], W(x2->norm_k), n * d->H, d->hd, MMDIT_RMS_EPS, NULL);
-    if (!st)
+    if (!st && !sv->att_kept)
         st = attention_forward(m->pool, &xs, iv(sv->side[XO], d), iv(sv->side[XQ], d), iv(sv->side[XK], d),
                                iv(sv->side[XV], d), keep_state ? &sv->attn[1] : NULL);
     return st;
@@ -533,6 +546,7 @@ static size_t single_kept_bytes(const block *b, keep_level keep)
     const mm_block *mb = b->self;
     mm_dims d = mm_dims_of(mb->m);
     if (keep == KEEP_NOTHING) return 0;
+    if (keep == KEEP_ATTENTION_OUTPUT) return output_bytes(mb, &d);
     size_t floats = (size_t)(d.B * (mb->model_mod ? 0 : 3) * d.D + d.J * d.D); /* mod, output projection */
     if (keep == KEEP_ALL) floats += (size_t)(4 * d.J * d.D);
     return floats * sizeof(float) + side_bytes(mb, &d);
@@ -678,6 +692,7 @@ const block_kind mm_double_kind = {
     .name = "mmdit double",
     .ffn_split = true,
     .softmax_attention = true,
+    .keeps_attention_output = true,
     .kept_bytes = double_kept_bytes,
     .offloaded_bytes = mm_side_offloaded,
     .forward = double_forward,
@@ -691,6 +706,7 @@ const block_kind mm_single_kind = {
     .name = "mmdit single",
     .ffn_split = true,
     .softmax_attention = true,
+    .keeps_attention_output = true,
     .kept_bytes = single_kept_bytes,
     .offloaded_bytes = mm_side_offloaded,
     .forward = single_forward,
