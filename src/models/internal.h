@@ -81,6 +81,10 @@ int64_t model_out_channels(const model_config *c);
 
 /* A training forward's activation buffer from the model's pool (nothing once *st is set). */
 float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero);
+/* diffusers_config.c: whether the family's architecture can come from a diffusers config.json, and reading one
+ * (a model folder, a pipeline's transformer/, or the file) over mc, unchecked. */
+bool model_reads_diffusers(const model_config *mc);
+st_status model_read_diffusers(const char *path, model_config *mc);
 /* The offload to use for a forward: NULL without a host pool. */
 offload *model_offload(model *m);
 

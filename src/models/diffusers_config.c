@@ -1,0 +1,743 @@
+/* A diffusers transformer's own config.json, read into a model configuration: for each family the class whose
+ * config it reads (diffusers_classes), its defaults, then the file's values; what segtrain does not build is refused
+ * by name. model_config.c calls it when a run's weights are a diffusers folder. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "internal.h"
+#include "segtrain/config.h"
+#include "segtrain/model.h"
+
+#define DIT_FREQ_DIM_CONFIG 256 /* the timestep sinusoid's width every family here uses (models' DIT_FREQ_DIM) */
+
+/* config.json of a diffusers model folder, or of a pipeline folder's transformer/, or the file itself. */
+static st_status read_json(const char *path, char *resolved, size_t n, cJSON **out)
+{
+    struct stat sb;
+    snprintf(resolved, n, "%s", path);
+    if (!stat(path, &sb) && S_ISDIR(sb.st_mode)) {
+        snprintf(resolved, n, "%s/config.json", path);
+        if (access(resolved, R_OK)) snprintf(resolved, n, "%s/transformer/config.json", path);
+    }
+    FILE *f = fopen(resolved, "rb");
+    if (!f) return st_fail(ST_ERR_IO, "%s: cannot read a diffusers config.json there (%s)", path, strerror(errno));
+    char buf[1 << 16];
+    const size_t len = fread(buf, 1, sizeof buf - 1, f);
+    const bool whole = feof(f);
+    fclose(f);
+    buf[len] = 0;
+    *out = whole ? cJSON_Parse(buf) : NULL;
+    if (!*out) return st_fail(ST_ERR_FORMAT, "%s: not a diffusers config.json (%s)", resolved, whole ? "not JSON" : "over 64 KiB");
+    return ST_OK;
+}
+
+/* A whole number at key, or ST_ERR_FORMAT naming it; absent keys keep *v (diffusers' default is the caller's). */
+static st_status json_int(const cJSON *j, const char *file, const char *key, int64_t *v)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!x || cJSON_IsNull(x)) return ST_OK;
+    if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble > 1e9)
+        return st_fail(ST_ERR_FORMAT, "%s: %s is not a whole number of at most 10^9", file, key);
+    *v = (int64_t)x->valuedouble;
+    return ST_OK;
+}
+
+/* The rotary axes at key (axes_dims_rope; HunyuanVideo's rope_axes_dim), when the file has them: a list of n whole
+ * widths; absent, *axes keeps the class's defaults. */
+static st_status json_axes(const cJSON *j, const char *file, const char *key, int n, int64_t *axes)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (a && (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n))
+        return st_fail(ST_ERR_FORMAT, "%s: %s is not a list of %d widths", file, key, n);
+    for (int i = 0; a && i < n; i++) {
+        const cJSON *x = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble > 1e6)
+            return st_fail(ST_ERR_FORMAT, "%s: %s[%d] is not a whole number", file, key, i);
+        axes[i] = (int64_t)x->valuedouble;
+    }
+    return ST_OK;
+}
+
+/* A number at key other than the only value segtrain builds, refused by name (absent or null: the class's default,
+ * which is that value). */
+static st_status json_fixed(const cJSON *j, const char *file, const char *key, double want, const char *what)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (x && !cJSON_IsNull(x) && (!cJSON_IsNumber(x) || x->valuedouble != want))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is not %g, the only value segtrain builds %s with", file, key, want,
+                       what);
+    return ST_OK;
+}
+
+/* FluxTransformer2DModel's config: its defaults (text_dim: joint_attention_dim's), then the file's values. */
+static st_status flux_keys(const cJSON *j, const char *file, model_config *mc, int64_t text_dim)
+{
+    st_status st = ST_OK;
+    int64_t in = 64, out = 0, patch = 1, hd = 128, heads = 24, axes[3] = {16, 56, 56};
+    mc->depth = 19, mc->single_depth = 38, mc->text_dim = text_dim, mc->pooled_dim = 768;
+    int64_t guidance = 0;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &in},          {"out_channels", &out},          {"patch_size", &patch},
+                {"num_layers", &mc->depth},    {"num_single_layers", &mc->single_depth},
+                {"attention_head_dim", &hd},   {"num_attention_heads", &heads}, {"joint_attention_dim", &mc->text_dim},
+                {"pooled_projection_dim", &mc->pooled_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "guidance_embeds");
+    if (cJSON_IsBool(g)) guidance = cJSON_IsTrue(g);
+    if (!st) st = json_axes(j, file, "axes_dims_rope", 3, axes);
+    if (st) return st;
+    /* the pipeline packs 2x2 latent patches into in_channels: segtrain patchifies the latent itself */
+    if (patch != 1 || in % 4 || (out && out != in))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size %lld, in_channels %lld, out_channels %lld; segtrain reads "
+                       "Flux's packing (patch_size 1, in_channels 4 C, out_channels as in_channels)", file,
+                       (long long)patch, (long long)in, (long long)out);
+    mc->channels = in / 4, mc->patch = 2;
+    mc->heads = heads, mc->hidden = hd * heads;
+    mc->guidance_embeds = guidance;
+    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
+    return ST_OK;
+}
+
+static st_status flux_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    return flux_keys(j, file, mc, 4096);
+}
+
+/* LongCatImageTransformer2DModel's: Flux's keys (no out_channels or guidance_embeds in the class), Qwen2.5-VL's
+ * 3584-wide text by default; its pooled_projection_dim is only stored, the model has no pooled input. */
+static st_status longcat_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = flux_keys(j, file, mc, 3584);
+    mc->pooled_dim = 0, mc->guidance_embeds = false;
+    return st;
+}
+
+/* Flux2Transformer2DModel's config: its defaults (FLUX.2-dev's), then the file's values. mlp_ratio, rope_theta
+ * and eps other than every published config's (3.0, 2000, 1e-6) are refused by name. */
+static st_status flux2_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 128, out = 0, patch = 1, hd = 128, heads = 48, axes[4] = {32, 32, 32, 32};
+    mc->depth = 8, mc->single_depth = 48, mc->text_dim = 15360, mc->time_channels = 256;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &in},          {"out_channels", &out},          {"patch_size", &patch},
+                {"num_layers", &mc->depth},    {"num_single_layers", &mc->single_depth},
+                {"attention_head_dim", &hd},   {"num_attention_heads", &heads}, {"joint_attention_dim", &mc->text_dim},
+                {"timestep_guidance_channels", &mc->time_channels}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "axes_dims_rope", 4, axes);
+    if (st) return st;
+    if ((st = json_fixed(j, file, "mlp_ratio", 3.0, "Flux.2 (every published config's)")) ||
+        (st = json_fixed(j, file, "rope_theta", 2000.0, "Flux.2 (every published config's)")) ||
+        (st = json_fixed(j, file, "eps", 1e-6, "Flux.2 (every published config's)")))
+        return st;
+    /* the pipeline packs 2x2 latent patches into in_channels: segtrain patchifies the latent itself */
+    if (patch != 1 || in % 4 || (out && out != in))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size %lld, in_channels %lld, out_channels %lld; segtrain reads "
+                       "Flux.2's packing (patch_size 1, in_channels 4 C, out_channels as in_channels)", file,
+                       (long long)patch, (long long)in, (long long)out);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "guidance_embeds");
+    mc->guidance_embeds = !g || !cJSON_IsBool(g) || cJSON_IsTrue(g); /* the class's default: true */
+    mc->channels = in / 4, mc->patch = 2, mc->heads = heads, mc->hidden = hd * heads, mc->pooled_dim = 0;
+    for (int i = 0; i < 4; i++) mc->rope_axes[i] = axes[i];
+    return ST_OK;
+}
+
+/* QwenImageTransformer2DModel's config: its defaults, then the file's values. in_channels is the pipeline's packing
+ * of 2x2 latent patches, out_channels the latent's channels. guidance_embeds and the edit and layered models'
+ * options (zero_cond_t, use_additional_t_cond, use_layer3d_rope) are refused by name. */
+static st_status qwen_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 64, out = 16, hd = 128, heads = 24, axes[3] = {16, 56, 56};
+    mc->patch = 2, mc->depth = 60, mc->text_dim = 3584;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"patch_size", &mc->patch},   {"in_channels", &in},        {"out_channels", &out},
+                {"num_layers", &mc->depth},   {"attention_head_dim", &hd}, {"num_attention_heads", &heads},
+                {"joint_attention_dim", &mc->text_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "axes_dims_rope", 3, axes);
+    if (st) return st;
+    static const char *const options[] = {"guidance_embeds", "zero_cond_t", "use_additional_t_cond", "use_layer3d_rope"};
+    for (size_t i = 0; i < sizeof options / sizeof *options; i++)
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, options[i])))
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is true; segtrain builds Qwen-Image's transformer, where it is "
+                           "false (an edit or layered model's option)", file, options[i]);
+    if (!out || in != out * mc->patch * mc->patch)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: in_channels %lld, out_channels %lld, patch_size %lld; segtrain reads "
+                       "Qwen Image's packing (in_channels = out_channels x patch_size^2)", file, (long long)in,
+                       (long long)out, (long long)mc->patch);
+    mc->channels = out, mc->heads = heads, mc->hidden = hd * heads;
+    mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
+    return ST_OK;
+}
+
+/* SD3Transformer2DModel's config: its defaults, then the file's values. */
+static st_status sd3_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 16, out = -1, hd = 64, heads = 18, caption = 1152; /* out_channels null: in_channels */
+    mc->sample_size = 128, mc->patch = 2, mc->depth = 18, mc->text_dim = 4096, mc->pooled_dim = 2048;
+    mc->pos_embed_max = 96, mc->single_depth = 0, mc->dual_attention = 0, mc->guidance_embeds = false;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"sample_size", &mc->sample_size},   {"patch_size", &mc->patch},         {"in_channels", &in},
+                {"out_channels", &out},              {"num_layers", &mc->depth},         {"attention_head_dim", &hd},
+                {"num_attention_heads", &heads},     {"joint_attention_dim", &mc->text_dim},
+                {"caption_projection_dim", &caption}, {"pooled_projection_dim", &mc->pooled_dim},
+                {"pos_embed_max_size", &mc->pos_embed_max}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (st) return st;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "qk_norm");
+    if (q && !cJSON_IsNull(q) && !(cJSON_IsString(q) && !strcmp(q->valuestring, "rms_norm")))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is neither null nor \"rms_norm\" (the two SD3 uses)", file);
+    mc->qk_norm = q && cJSON_IsString(q);
+    /* every published SD3.5 lists its dual-attention blocks from 0 on: segtrain takes them as a count */
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "dual_attention_layers");
+    if (a && !cJSON_IsArray(a)) return st_fail(ST_ERR_FORMAT, "%s: dual_attention_layers is not a list", file);
+    for (int i = 0; a && i < cJSON_GetArraySize(a); i++) {
+        const cJSON *x = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble != i)
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: dual_attention_layers[%d] is not %d; segtrain builds dual attention "
+                           "in the first blocks, listed in order from 0", file, i, i);
+        mc->dual_attention = i + 1;
+    }
+    if ((out != -1 && out != in) || caption != hd * heads)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, caption_projection_dim %lld; segtrain reads SD3's "
+                       "with out_channels = in_channels (%lld) and caption_projection_dim = the width (%lld heads x %lld)",
+                       file, (long long)out, (long long)caption, (long long)in, (long long)heads, (long long)hd);
+    mc->channels = in, mc->heads = heads, mc->hidden = hd * heads;
+    return ST_OK;
+}
+
+/* AuraFlowTransformer2DModel's config: its defaults, then the file's values. */
+static st_status auraflow_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 4, out = 4, hd = 256, heads = 12, caption = 3072, table = 1024;
+    mc->patch = 2, mc->depth = 4, mc->single_depth = 32, mc->text_dim = 2048;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"patch_size", &mc->patch},          {"in_channels", &in},
+                {"out_channels", &out},              {"num_mmdit_layers", &mc->depth},
+                {"num_single_dit_layers", &mc->single_depth}, {"attention_head_dim", &hd},
+                {"num_attention_heads", &heads},     {"joint_attention_dim", &mc->text_dim},
+                {"caption_projection_dim", &caption}, {"pos_embed_max_size", &table}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (st) return st;
+    int64_t edge = 0; /* AuraFlowPatchEmbed reads the table as a square grid of int(sqrt(pos_embed_max_size)) */
+    while ((edge + 1) * (edge + 1) <= table) edge++;
+    if (out != in || caption != hd * heads || edge * edge != table)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, caption_projection_dim %lld, pos_embed_max_size "
+                       "%lld; segtrain reads AuraFlow's with out_channels = in_channels (%lld), caption_projection_dim "
+                       "= the width (%lld heads x %lld) and a square position table", file, (long long)out,
+                       (long long)caption, (long long)table, (long long)in, (long long)heads, (long long)hd);
+    mc->channels = in, mc->heads = heads, mc->hidden = hd * heads, mc->pos_embed_max = edge;
+    mc->pooled_dim = 0, mc->guidance_embeds = false;
+    return ST_OK;
+}
+
+/* ChromaTransformer2DModel's: Flux's keys without the pooled vector and guidance (its modulation comes from the
+ * distilled_guidance_layer), and the approximator's. */
+static st_status chroma_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = flux_keys(j, file, mc, 4096);
+    mc->pooled_dim = 0, mc->guidance_embeds = false;
+    mc->approx_channels = 64, mc->approx_hidden = 5120, mc->approx_layers = 5;
+    if (!st) st = json_int(j, file, "approximator_num_channels", &mc->approx_channels);
+    if (!st) st = json_int(j, file, "approximator_hidden_dim", &mc->approx_hidden);
+    if (!st) st = json_int(j, file, "approximator_layers", &mc->approx_layers);
+    return st;
+}
+
+/* HunyuanVideoTransformer3DModel's config: its defaults (HunyuanVideo 1.0's), then the file's values; mlp_ratio,
+ * rope_theta, qk_norm and image_condition_type other than the text-to-video model's are refused by name. */
+static st_status hunyuanvideo_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t out = 16, hd = 128, heads = 24, axes[3] = {16, 56, 56};
+    mc->channels = 16, mc->depth = 20, mc->single_depth = 40, mc->refiner_depth = 2, mc->patch = 2, mc->patch_t = 1;
+    mc->text_dim = 4096, mc->pooled_dim = 768;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &mc->channels},     {"out_channels", &out},
+                {"num_attention_heads", &heads},    {"attention_head_dim", &hd},
+                {"num_layers", &mc->depth},         {"num_single_layers", &mc->single_depth},
+                {"num_refiner_layers", &mc->refiner_depth}, {"patch_size", &mc->patch},
+                {"patch_size_t", &mc->patch_t},     {"text_embed_dim", &mc->text_dim},
+                {"pooled_projection_dim", &mc->pooled_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "rope_axes_dim", 3, axes);
+    if (!st) st = json_fixed(j, file, "mlp_ratio", 4.0, "HunyuanVideo");
+    if (!st) st = json_fixed(j, file, "rope_theta", 256.0, "HunyuanVideo");
+    if (st) return st;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "qk_norm"), *ic = cJSON_GetObjectItemCaseSensitive(j, "image_condition_type");
+    if (q && !(cJSON_IsString(q) && !strcmp(q->valuestring, "rms_norm")))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is not \"rms_norm\" (HunyuanVideo's)", file);
+    if (ic && !cJSON_IsNull(ic))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: image_condition_type is set (an image-to-video model's: latent_concat or "
+                       "token_replace); segtrain builds the text-to-video model, where it is null", file);
+    if (out && out != mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld; segtrain reads HunyuanVideo's with out_channels = "
+                       "in_channels (%lld)", file, (long long)out, (long long)mc->channels);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "guidance_embeds");
+    mc->guidance_embeds = !g || !cJSON_IsBool(g) || cJSON_IsTrue(g); /* the class's default: true */
+    mc->heads = heads, mc->hidden = hd * heads;
+    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
+    return ST_OK;
+}
+
+/* HunyuanVideo15Transformer3DModel's: its defaults (the 480p and 720p models'), then the file's values; in_channels
+ * is the latent's and the image-to-video condition's (latents and mask), out_channels the latent's. use_meanflow
+ * (the super-resolution models' second timestep) and sizes other than every published config's are refused by name.
+ * task_type is not read: the model is the same, and segtrain trains it text-to-video. */
+static st_status hunyuanvideo15_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 65, hd = 128, heads = 16, axes[3] = {16, 56, 56};
+    mc->channels = 32, mc->depth = 54, mc->single_depth = 0, mc->refiner_depth = 2, mc->patch = 1, mc->patch_t = 1;
+    mc->text_dim = 3584, mc->text2_dim = 1472, mc->image_dim = 1152, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &in},               {"out_channels", &mc->channels},
+                {"num_attention_heads", &heads},    {"attention_head_dim", &hd},
+                {"num_layers", &mc->depth},         {"num_refiner_layers", &mc->refiner_depth},
+                {"patch_size", &mc->patch},         {"patch_size_t", &mc->patch_t},
+                {"text_embed_dim", &mc->text_dim},  {"text_embed_2_dim", &mc->text2_dim},
+                {"image_embed_dim", &mc->image_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "rope_axes_dim", 3, axes);
+    if (!st) st = json_fixed(j, file, "mlp_ratio", 4.0, "HunyuanVideo 1.5");
+    if (!st) st = json_fixed(j, file, "rope_theta", 256.0, "HunyuanVideo 1.5");
+    if (st) return st;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "qk_norm");
+    if (q && !(cJSON_IsString(q) && !strcmp(q->valuestring, "rms_norm")))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is not \"rms_norm\" (HunyuanVideo 1.5's)", file);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "use_meanflow")))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: use_meanflow is true (a super-resolution model's second timestep); "
+                       "segtrain builds the text-to-video model, where it is false", file);
+    if (in < mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: in_channels %lld below out_channels %lld; segtrain reads HunyuanVideo "
+                       "1.5's (the latent's channels, then the condition's)", file, (long long)in,
+                       (long long)mc->channels);
+    mc->cond_channels = in - mc->channels;
+    mc->heads = heads, mc->hidden = hd * heads;
+    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
+    return ST_OK;
+}
+
+/* A string at key other than the only value segtrain builds (absent or null: the class's default, that value). */
+static st_status json_fixed_text(const cJSON *j, const char *file, const char *key, const char *want, const char *what)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (x && !cJSON_IsNull(x) && !(cJSON_IsString(x) && !strcmp(x->valuestring, want)))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is not \"%s\", the only value segtrain builds %s with", file, key,
+                       want, what);
+    return ST_OK;
+}
+
+/* PixArtTransformer2DModel's config: its defaults (PixArt-Sigma-XL-2-1024-MS's), then the file's values; the
+ * micro-conditions (use_additional_conditions) and other block kinds are refused by name. */
+static st_status pixart_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 72, heads = 16, cross = 1152, interp = 0;
+    mc->channels = 4, mc->out_channels = 8, mc->depth = 28, mc->text_dim = 4096, mc->sample_size = 128, mc->patch = 2;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
+                {"out_channels", &mc->out_channels}, {"num_layers", &mc->depth}, {"cross_attention_dim", &cross},
+                {"caption_channels", &mc->text_dim}, {"sample_size", &mc->sample_size}, {"patch_size", &mc->patch},
+                {"interpolation_scale", &interp}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_fixed_text(j, file, "norm_type", "ada_norm_single", "PixArt");
+    if (!st) st = json_fixed_text(j, file, "activation_fn", "gelu-approximate", "PixArt");
+    if (!st) st = json_fixed(j, file, "norm_eps", 1e-6, "PixArt");
+    if (st) return st;
+    const cJSON *extra = cJSON_GetObjectItemCaseSensitive(j, "use_additional_conditions");
+    const bool micro = cJSON_IsTrue(extra) || ((!extra || cJSON_IsNull(extra)) && mc->sample_size == 128);
+    if (micro || cross != hd * heads)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: use_additional_conditions %s, cross_attention_dim %lld; segtrain builds "
+                       "PixArt Sigma's (no resolution and aspect-ratio micro-conditions, cross_attention_dim = the "
+                       "width %lld)", file, micro ? "true" : "false", (long long)cross, (long long)(hd * heads));
+    mc->heads = heads, mc->hidden = hd * heads, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    mc->interpolation = interp ? (double)interp : (double)(mc->sample_size / 64 > 1 ? mc->sample_size / 64 : 1);
+    if (mc->out_channels == mc->channels) mc->out_channels = 0;
+    return ST_OK;
+}
+
+/* WanTransformer3DModel's config: its defaults (Wan 2.1 T2V 14B's), then the file's values; the image-to-video
+ * branches (image_dim, added_kv_proj_dim) and what the published text-to-video configs do not vary are refused. */
+static st_status wan_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 128, heads = 40, out = 16, freq = 256, rope_len = 1024;
+    mc->channels = 16, mc->depth = 40, mc->text_dim = 4096, mc->ffn_dim = 13824, mc->patch = 2, mc->patch_t = 1;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
+                {"out_channels", &out}, {"text_dim", &mc->text_dim}, {"freq_dim", &freq}, {"ffn_dim", &mc->ffn_dim},
+                {"num_layers", &mc->depth}, {"rope_max_seq_len", &rope_len}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_fixed(j, file, "eps", 1e-6, "Wan");
+    if (!st) st = json_fixed_text(j, file, "qk_norm", "rms_norm_across_heads", "Wan");
+    if (st) return st;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "patch_size");
+    if (p && (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 3))
+        return st_fail(ST_ERR_FORMAT, "%s: patch_size is not a list of 3 (frames, height, width)", file);
+    for (int i = 0; p && i < 3; i++) {
+        const cJSON *x = cJSON_GetArrayItem(p, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > 64 || x->valuedouble != floor(x->valuedouble))
+            return st_fail(ST_ERR_FORMAT, "%s: patch_size[%d] is not a whole number 1 to 64", file, i);
+    }
+    if (p) {
+        mc->patch_t = (int64_t)cJSON_GetArrayItem(p, 0)->valuedouble, mc->patch = (int64_t)cJSON_GetArrayItem(p, 1)->valuedouble;
+        if (cJSON_GetArrayItem(p, 2)->valuedouble != (double)mc->patch)
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size's height and width differ; segtrain's patches are square",
+                           file);
+    }
+    static const char *const branches[] = {"image_dim", "added_kv_proj_dim", "pos_embed_seq_len"};
+    for (size_t i = 0; i < sizeof branches / sizeof *branches; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, branches[i]);
+        if (x && !cJSON_IsNull(x))
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is set (an image-to-video model's image branch); segtrain builds "
+                           "Wan's text-to-video transformer, where it is null", file, branches[i]);
+    }
+    const cJSON *cn = cJSON_GetObjectItemCaseSensitive(j, "cross_attn_norm");
+    if ((cn && !cJSON_IsTrue(cn)) || freq != DIT_FREQ_DIM_CONFIG || out != mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: cross_attn_norm %s, freq_dim %lld, out_channels %lld; segtrain builds "
+                       "Wan's with cross_attn_norm true, freq_dim 256 and out_channels = in_channels (%lld)", file,
+                       cn && !cJSON_IsTrue(cn) ? "false" : "true", (long long)freq, (long long)out,
+                       (long long)mc->channels);
+    mc->heads = heads, mc->hidden = hd * heads, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    if (mc->ffn_dim == 4 * mc->hidden) mc->ffn_dim = 0;
+    return ST_OK;
+}
+
+/* LTXVideoTransformer3DModel's config: its defaults (LTX-Video 0.9.x's), then the file's values; what the
+ * published 0.9.x configs do not vary is refused by name. */
+static st_status ltxvideo_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 64, heads = 32, out = 128, cross = 2048;
+    mc->channels = 128, mc->depth = 28, mc->text_dim = 4096, mc->patch = 1, mc->patch_t = 1;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
+                {"out_channels", &out}, {"caption_channels", &mc->text_dim}, {"cross_attention_dim", &cross},
+                {"num_layers", &mc->depth}, {"patch_size", &mc->patch}, {"patch_size_t", &mc->patch_t}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_fixed(j, file, "norm_eps", 1e-6, "LTX-Video");
+    if (!st) st = json_fixed_text(j, file, "qk_norm", "rms_norm_across_heads", "LTX-Video");
+    if (!st) st = json_fixed_text(j, file, "activation_fn", "gelu-approximate", "LTX-Video");
+    if (st) return st;
+    static const char *const flags[] = {"norm_elementwise_affine", "attention_bias", "attention_out_bias"};
+    static const bool want[] = {false, true, true};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, flags[i]);
+        if (x && !cJSON_IsNull(x) && (!cJSON_IsBool(x) || cJSON_IsTrue(x) != want[i]))
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is not %s, the only value segtrain builds LTX-Video with", file,
+                           flags[i], want[i] ? "true" : "false");
+    }
+    if (out != mc->channels || cross != hd * heads)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, cross_attention_dim %lld; segtrain builds LTX-Video's "
+                       "with out_channels = in_channels (%lld) and cross_attention_dim = the width (%lld)", file,
+                       (long long)out, (long long)cross, (long long)mc->channels, (long long)(hd * heads));
+    mc->heads = heads, mc->hidden = hd * heads, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    return ST_OK;
+}
+
+/* CosmosTransformer3DModel's config as Cosmos-Predict2's text-to-image models set it: its defaults, then the file's
+ * values; what segtrain does not build (learnable positions, image context, controlnet, the cross-attention
+ * projection, no padding-mask channel, other rope_scale, a temporal patch) is refused by name. */
+static st_status cosmos_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 128, heads = 32, out = 16, patch[3] = {1, 2, 2}, scale[3] = {0};
+    double ratio = 4.0;
+    mc->channels = 16, mc->depth = 28, mc->text_dim = 1024, mc->adaln_lora = 256;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
+                {"out_channels", &out}, {"num_layers", &mc->depth}, {"text_embed_dim", &mc->text_dim},
+                {"adaln_lora_dim", &mc->adaln_lora}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "patch_size", 3, patch);
+    if (st) return st;
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "mlp_ratio");
+    if (r && cJSON_IsNumber(r)) ratio = r->valuedouble;
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "rope_scale");
+    for (int i = 0; i < 3; i++) {
+        const cJSON *x = cJSON_IsArray(rs) ? cJSON_GetArrayItem(rs, i) : NULL;
+        scale[i] = x && cJSON_IsNumber(x) ? (int64_t)(x->valuedouble * 4.0) : -1;
+    }
+    const cJSON *pm = cJSON_GetObjectItemCaseSensitive(j, "concat_padding_mask");
+    const cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "extra_pos_embed_type");
+    const cJSON *cp = cJSON_GetObjectItemCaseSensitive(j, "use_crossattn_projection");
+    const cJSON *ic = cJSON_GetObjectItemCaseSensitive(j, "img_context_dim_in");
+    const cJSON *cn = cJSON_GetObjectItemCaseSensitive(j, "controlnet_block_every_n");
+    if ((pm && !cJSON_IsTrue(pm)) || !ep || !cJSON_IsNull(ep) || cJSON_IsTrue(cp) || (ic && !cJSON_IsNull(ic)) ||
+        (cn && !cJSON_IsNull(cn)))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: concat_padding_mask, extra_pos_embed_type, use_crossattn_projection, "
+                       "img_context_dim_in or controlnet_block_every_n; segtrain builds Cosmos-Predict2's text-to-image "
+                       "transformer (true, null, false, null, null)", file);
+    if (patch[0] != 1 || patch[1] != patch[2] || scale[0] != 4 || scale[1] != 16 || scale[2] != 16 ||
+        out != mc->channels || ratio * (double)(hd * heads) != floor(ratio * (double)(hd * heads)))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size, rope_scale, out_channels or mlp_ratio; segtrain builds "
+                       "Cosmos 2's patch (1, p, p), rope_scale (1, 4, 4), out_channels = in_channels (%lld) and a whole "
+                       "feed-forward width", file, (long long)mc->channels);
+    mc->patch = patch[1], mc->patch_t = 1, mc->heads = heads, mc->hidden = hd * heads, mc->single_depth = 0;
+    mc->pooled_dim = 0, mc->guidance_embeds = false;
+    mc->ffn_dim = (int64_t)(ratio * (double)mc->hidden) == 4 * mc->hidden ? 0 : (int64_t)(ratio * (double)mc->hidden);
+    return ST_OK;
+}
+
+/* AceStepTransformer1DModel's config (ACE-Step 1.5): its defaults, then the file's values; attention biases,
+ * dropout and layer types other than its default alternation (sliding on even layers) are refused by name. */
+static st_status ace_step_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 128, in = 192, patch = 2, window = 128;
+    mc->hidden = 2048, mc->ffn_dim = 6144, mc->depth = 24, mc->heads = 16, mc->kv_heads = 8, mc->channels = 64;
+    mc->text_dim = 0;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"hidden_size", &mc->hidden}, {"intermediate_size", &mc->ffn_dim}, {"num_hidden_layers", &mc->depth},
+                {"num_attention_heads", &mc->heads}, {"num_key_value_heads", &mc->kv_heads}, {"head_dim", &hd},
+                {"in_channels", &in}, {"audio_acoustic_hidden_dim", &mc->channels}, {"patch_size", &patch},
+                {"sliding_window", &window}, {"encoder_hidden_size", &mc->text_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (st) return st;
+    if (!mc->text_dim) mc->text_dim = mc->hidden; /* encoder_hidden_size null: the model's width */
+    const cJSON *bias = cJSON_GetObjectItemCaseSensitive(j, "attention_bias");
+    const cJSON *drop = cJSON_GetObjectItemCaseSensitive(j, "attention_dropout");
+    const cJSON *theta = cJSON_GetObjectItemCaseSensitive(j, "rope_theta");
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "rms_norm_eps");
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(j, "layer_types");
+    bool alternating = !types || cJSON_IsNull(types);
+    if (cJSON_IsArray(types) && cJSON_GetArraySize(types) == mc->depth) {
+        alternating = true;
+        for (int i = 0; i < (int)mc->depth; i++) {
+            const cJSON *t = cJSON_GetArrayItem(types, i);
+            alternating &= cJSON_IsString(t) && !strcmp(t->valuestring, i % 2 ? "full_attention" : "sliding_attention");
+        }
+    }
+    if (cJSON_IsTrue(bias) || (drop && (!cJSON_IsNumber(drop) || drop->valuedouble != 0)) ||
+        (theta && (!cJSON_IsNumber(theta) || theta->valuedouble != 1e6)) ||
+        (eps && (!cJSON_IsNumber(eps) || eps->valuedouble != 1e-6)) || !alternating)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: attention_bias, attention_dropout, rope_theta, rms_norm_eps or "
+                       "layer_types; segtrain builds ACE-Step 1.5's (false, 0, 1e6, 1e-6, sliding and full attention "
+                       "alternating from layer 0)", file);
+    if (patch != 2 || hd * mc->heads != mc->hidden || in <= mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size %lld, head_dim %lld x %lld heads, in_channels %lld; segtrain "
+                       "builds patches of 2 frames, heads as wide as hidden_size (%lld) and in_channels above "
+                       "audio_acoustic_hidden_dim (%lld: the context latents come first)", file, (long long)patch,
+                       (long long)hd, (long long)mc->heads, (long long)in, (long long)mc->hidden,
+                       (long long)mc->channels);
+    mc->patch_t = patch, mc->patch = 1, mc->resolution = 1, mc->window = window, mc->cond_channels = in - mc->channels;
+    mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    return ST_OK;
+}
+
+/* Kandinsky5Transformer3DModel's config: its defaults, then the file's values (visual_cond: the video models' reference
+ * channels, cond_channels); what segtrain does not build (other axes or patches, another output width, another
+ * attention) is refused by name. */
+static st_status kandinsky5_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t out = 4, patch[3] = {1, 2, 2}, axes[3] = {16, 24, 24};
+    mc->channels = 4, mc->text_dim = 3584, mc->pooled_dim = 768, mc->time_dim = 512, mc->hidden = 2048;
+    mc->ffn_dim = 5120, mc->text_blocks = 2, mc->depth = 32;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_visual_dim", &mc->channels}, {"in_text_dim", &mc->text_dim}, {"in_text_dim2", &mc->pooled_dim},
+                {"time_dim", &mc->time_dim},      {"out_visual_dim", &out},         {"model_dim", &mc->hidden},
+                {"ff_dim", &mc->ffn_dim},          {"num_text_blocks", &mc->text_blocks},
+                {"num_visual_blocks", &mc->depth}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "patch_size", 3, patch);
+    if (!st) st = json_axes(j, file, "axes_dims", 3, axes);
+    if (st) return st;
+    /* attention_type "nabla" (the 10 s video models) takes effect only when the caller passes sparse_params, which
+     * SimpleTuner never does: they train with dense attention there, and here */
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(j, "attention_type");
+    if (at && !cJSON_IsNull(at) && !(cJSON_IsString(at) && (!strcmp(at->valuestring, "regular") ||
+                                                            !strcmp(at->valuestring, "nabla"))))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: attention_type; segtrain builds Kandinsky 5's \"regular\" attention "
+                       "(and \"nabla\" models densely, as SimpleTuner calls them: without sparse_params)", file);
+    mc->cond_channels = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "visual_cond")) ? mc->channels + 1 : 0;
+    const int64_t hd = axes[0] + axes[1] + axes[2];
+    if (patch[0] != 1 || patch[1] != patch[2] || out != mc->channels || hd < 16 || hd % 16 || axes[0] != hd / 4 ||
+        axes[1] != 3 * hd / 8 || axes[2] != axes[1] || mc->hidden % hd)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size, out_visual_dim, axes_dims or model_dim; segtrain builds "
+                       "Kandinsky 5's patch (1, p, p), out_visual_dim = in_visual_dim (%lld) and axes (hd / 4, 3 hd / 8, "
+                       "3 hd / 8) of a head width hd that divides model_dim", file, (long long)mc->channels);
+    mc->patch = patch[1], mc->patch_t = 1, mc->heads = mc->hidden / hd, mc->single_depth = 0;
+    mc->guidance_embeds = false;
+    if (mc->ffn_dim == 4 * mc->hidden) mc->ffn_dim = 0;
+    return ST_OK;
+}
+
+/* Anima's: Cosmos's transformer, then its AnimaTextConditioner's config.json in text_conditioner/ beside the
+ * transformer's (the pipeline's layout, or a fixture's: in the transformer's folder). What the conditioner's reader
+ * does not build is refused by name: another width than the transformer's text (in_proj), other heads, a LayerNorm,
+ * no self-attention, another mlp_ratio. */
+static st_status anima_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = cosmos_from_json(j, file, mc);
+    if (st) return st;
+    char dir[4096], sub[4200], resolved[4300];
+    snprintf(dir, sizeof dir, "%s", file);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    const size_t n = strlen(dir);
+    if (n >= 11 && !strcmp(dir + n - 11, "transformer") && (n == 11 || dir[n - 12] == '/'))
+        dir[n - 11] = 0, snprintf(sub, sizeof sub, "%stext_conditioner", n == 11 ? "./" : dir);
+    else snprintf(sub, sizeof sub, "%s/text_conditioner", dir);
+    cJSON *c;
+    if ((st = read_json(sub, resolved, sizeof resolved, &c))) return st;
+    int64_t source = 1024, target = 1024, width = 1024, layers = 6, heads = 16, vocab = 32128, min_len = 512;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"source_dim", &source}, {"target_dim", &target}, {"model_dim", &width}, {"num_layers", &layers},
+                {"num_attention_heads", &heads}, {"target_vocab_size", &vocab}, {"min_sequence_length", &min_len}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(c, resolved, keys[i].key, keys[i].v);
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(c, "_class_name");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(c, "mlp_ratio");
+    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(c, "use_self_attention");
+    const cJSON *ln = cJSON_GetObjectItemCaseSensitive(c, "use_layer_norm");
+    if (!st && (!cJSON_IsString(cls) || strcmp(cls->valuestring, "AnimaTextConditioner")))
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: _class_name %s; anima's text conditioner is an AnimaTextConditioner",
+                     resolved, cJSON_IsString(cls) ? cls->valuestring : "(none)");
+    if (!st && (width != target || target != mc->text_dim || heads != mc->heads || layers < 1 ||
+                layers > MODEL_REFINER_MAX || (r && (!cJSON_IsNumber(r) || r->valuedouble != 4.0)) ||
+                (sa && !cJSON_IsTrue(sa)) || cJSON_IsTrue(ln)))
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: model_dim %lld, target_dim %lld, num_attention_heads %lld, num_layers "
+                     "%lld, mlp_ratio, use_self_attention or use_layer_norm; segtrain builds the conditioner as wide as "
+                     "the transformer's text_embed_dim (%lld, no in_proj), with its heads (%lld), 1 to %d blocks, "
+                     "mlp_ratio 4, self-attention and RMSNorms", resolved, (long long)width, (long long)target,
+                     (long long)heads, (long long)layers, (long long)mc->text_dim, (long long)mc->heads,
+                     MODEL_REFINER_MAX);
+    cJSON_Delete(c);
+    if (st) return st;
+    mc->source_dim = source, mc->refiner_depth = layers, mc->text_vocab = vocab, mc->text_min_len = min_len;
+    return ST_OK;
+}
+
+/* Each family's diffusers class and the reader of its config.json. */
+/* HiDreamImageTransformer2DModel's: its text is caption_channels [T5's, Llama's] wide (one width here), one Llama
+ * layer per block (llama_layers: which ones is the cache's choice, so only their count is checked). */
+static st_status hidream_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 64, out = 0, hd = 128, heads = 20, caption[2] = {4096, 4096};
+    mc->patch = 2, mc->depth = 16, mc->single_depth = 32, mc->pooled_dim = 2048, mc->experts = 4;
+    mc->experts_active = 2;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"patch_size", &mc->patch}, {"in_channels", &in}, {"out_channels", &out},
+                {"num_layers", &mc->depth}, {"num_single_layers", &mc->single_depth}, {"attention_head_dim", &hd},
+                {"num_attention_heads", &heads}, {"text_emb_dim", &mc->pooled_dim},
+                {"num_routed_experts", &mc->experts}, {"num_activated_experts", &mc->experts_active}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "caption_channels", 2, caption);
+    if (!st) st = json_axes(j, file, "axes_dims_rope", 3, mc->rope_axes);
+    if (st) return st;
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(j, "llama_layers");
+    const cJSON *inference = cJSON_GetObjectItemCaseSensitive(j, "force_inference_output");
+    if ((out && out != in) || caption[0] != caption[1] || cJSON_IsTrue(inference) ||
+        (layers && (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) != mc->depth + mc->single_depth)))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, caption_channels (%lld, %lld), "
+                       "force_inference_output, llama_layers: segtrain reads HiDream's with out_channels = in_channels "
+                       "(%lld), one caption width, the training path, and one Llama layer per block (%lld)", file,
+                       (long long)out, (long long)caption[0], (long long)caption[1], (long long)in,
+                       (long long)(mc->depth + mc->single_depth));
+    mc->channels = in, mc->heads = heads, mc->hidden = hd * heads, mc->text_dim = caption[0];
+    mc->guidance_embeds = false;
+    return ST_OK;
+}
+
+static const struct {
+    const char *family, *diffusers;
+    st_status (*from_json)(const cJSON *j, const char *file, model_config *mc);
+} diffusers_classes[] = {
+    {"flux", "FluxTransformer2DModel", flux_from_json},
+    {"mmdit", "FluxTransformer2DModel", flux_from_json},
+    {"sd3", "SD3Transformer2DModel", sd3_from_json},
+    {"auraflow", "AuraFlowTransformer2DModel", auraflow_from_json},
+    {"qwen_image", "QwenImageTransformer2DModel", qwen_from_json},
+    {"flux2", "Flux2Transformer2DModel", flux2_from_json},
+    {"longcat_image", "LongCatImageTransformer2DModel", longcat_from_json},
+    {"chroma", "ChromaTransformer2DModel", chroma_from_json},
+    {"hunyuanvideo", "HunyuanVideoTransformer3DModel", hunyuanvideo_from_json},
+    {"hunyuanvideo15", "HunyuanVideo15Transformer3DModel", hunyuanvideo15_from_json},
+    {"pixart_sigma", "PixArtTransformer2DModel", pixart_from_json},
+    {"wan", "WanTransformer3DModel", wan_from_json},
+    {"ltxvideo", "LTXVideoTransformer3DModel", ltxvideo_from_json},
+    {"hidream", "HiDreamImageTransformer2DModel", hidream_from_json},
+    {"cosmos2image", "CosmosTransformer3DModel", cosmos_from_json},
+    {"kandinsky5", "Kandinsky5Transformer3DModel", kandinsky5_from_json},
+    {"ace_step", "AceStepTransformer1DModel", ace_step_from_json},
+    {"anima", "CosmosTransformer3DModel", anima_from_json},
+};
+
+bool model_reads_diffusers(const model_config *mc)
+{
+    for (size_t i = 0; i < sizeof diffusers_classes / sizeof *diffusers_classes; i++)
+        if (!strcmp(mc->family, diffusers_classes[i].family)) return true;
+    return false;
+}
+
+/* The file's architecture over mc, unchecked: model_config_from checks once the resolution and every key are in. */
+st_status model_read_diffusers(const char *path, model_config *mc)
+{
+    char file[4096];
+    cJSON *j;
+    st_status st = read_json(path, file, sizeof file, &j);
+    if (st) return st;
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(j, "_class_name");
+    const char *name = cJSON_IsString(cls) ? cls->valuestring : "(none)";
+    st = st_fail(ST_ERR_UNSUPPORTED, "%s: _class_name %s is not a class the %s family reads", file, name, mc->family);
+    for (size_t i = 0; i < sizeof diffusers_classes / sizeof *diffusers_classes; i++)
+        if (!strcmp(mc->family, diffusers_classes[i].family)) {
+            if (strcmp(name, diffusers_classes[i].diffusers))
+                st = st_fail(ST_ERR_UNSUPPORTED, "%s: _class_name %s; the %s family reads %s's", file, name, mc->family,
+                             diffusers_classes[i].diffusers);
+            else st = diffusers_classes[i].from_json(j, file, mc);
+            break;
+        }
+    cJSON_Delete(j);
+    return st;
+}
+
+st_status model_config_from_diffusers(const char *path, model_config *mc)
+{
+    st_status st = model_read_diffusers(path, mc);
+    return st ? st : model_config_check(mc);
+}
