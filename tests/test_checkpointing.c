@@ -695,6 +695,56 @@ static void test_sd3_kept(void)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* ---- every family's tiny model ---- */
+
+/* A family's tiny model (its preset, with depth, single-stream depth and text blocks overridden where non-zero; a
+ * video one's latent frames checked) under every schedule at 1 and 2 threads (or 2 alone), then with LoRA on
+ * attention and MLP, every budget short of its peak, and data-independent memory, as flagged. */
+static const struct family_case {
+    const char *preset, *why;
+    int64_t depth, single_depth, text_blocks;
+    bool one_thread, lora, budgets, data;
+    int64_t frames; /* 0: an image or audio model */
+} family_cases[] = {
+    {"flux2-tiny", "shared modulation, fused single blocks; sequences of different lengths", 3, 0, 0, 1, 1, 1, 1, 0},
+    {"hunyuanvideo-tiny", "video, the token refiner", 0, 0, 0, 1, 1, 1, 1, 2},
+    {"pixart-sigma-tiny", "cross-attention to a masked text, 8 output channels", 0, 0, 0, 1, 1, 1, 1, 0},
+    {"wan-tiny", "video, 3D rotary, q/k RMSNorm, norm2", 0, 0, 0, 1, 0, 1, 1, 2},
+    {"cosmos2-tiny", "AdaLN-LoRA, rotate-half RoPE, no biases", 3, 0, 0, 1, 1, 1, 1, 0},
+    {"kandinsky5-image-tiny", "text blocks, then visual blocks reading them", 3, 0, 3, 1, 1, 1, 1, 0},
+    {"kandinsky5-video-tiny", "video, visual_cond's zero channels", 0, 0, 0, 0, 0, 1, 0, 2},
+    {"anima-tiny", "cosmos2's blocks reading its text conditioner's output, whose gradient they return", 3, 0, 0, 1,
+     1, 1, 1, 0},
+    {"ltxvideo-tiny", "video, RoPE over the width, RMSNorm norms", 0, 0, 0, 1, 0, 1, 1, 2},
+    {"ace-step-tiny", "audio: GQA, a sliding window, conv1d patches", 0, 0, 0, 1, 1, 1, 1, 0},
+    {"hunyuanvideo15-tiny", "video, ByT5 tokens, condition channels, double blocks only", 3, 0, 0, 0, 0, 1, 1, 2},
+    {"qwen-image-tiny", "one sequence of double blocks, the text's key mask", 3, 0, 0, 1, 1, 1, 1, 0},
+    {"longcat-image-tiny", "no pooled vector, LongCat's position ids", 3, 0, 0, 1, 0, 1, 0, 0},
+    {"chroma-tiny", "the approximator's modulation rows, the text's additive mask", 3, 0, 0, 1, 1, 1, 1, 0},
+    {"hidream-tiny", "experts routed per token (the routing follows the data, no allocation does), each block's own "
+     "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
+};
+
+static void test_family(const struct family_case *c)
+{
+    printf("-- %s: %s\n", c->preset, c->why);
+    model_config mc;
+    CHECK(model_preset(c->preset, &mc) == ST_OK && (!c->frames || mc.frames == c->frames));
+    if (c->depth) mc.depth = c->depth;
+    if (c->single_depth) mc.single_depth = c->single_depth;
+    if (c->text_blocks) mc.text_blocks = c->text_blocks;
+    for (int threads = c->one_thread ? 1 : 2; threads <= 2; threads++) test_bitwise(&mc, c->preset, threads);
+    if (c->lora) {
+        model_config lora = mc;
+        lora.lora_rank = 4, lora.lora_alpha = 8, lora.lora_attention = lora.lora_mlp = true;
+        char label[64];
+        snprintf(label, sizeof label, "%s lora", c->preset);
+        test_bitwise(&lora, label, 2);
+    }
+    if (c->budgets) test_budgets(&mc, c->preset);
+    if (c->data) test_memory_ignores_data(&mc, c->preset);
+}
+
 int main(void)
 {
     host_pool = pool_create(POOL_HOST, 0);
@@ -747,87 +797,7 @@ int main(void)
     test_memory_ignores_data(&mm, "mmdit-tiny");
     test_memory_ignores_data(&af, "auraflow-tiny");
     test_memory_ignores_data(&skip13, "skipdit-13");
-    model_config f2, f2_lora;
-    CHECK(model_preset("flux2-tiny", &f2) == ST_OK); /* shared modulation, fused single blocks */
-    f2.depth = 3; /* double and single sequences of different lengths */
-    for (int threads = 1; threads <= 2; threads++) test_bitwise(&f2, "flux2-tiny", threads);
-    f2_lora = f2;
-    f2_lora.lora_rank = 4, f2_lora.lora_alpha = 8, f2_lora.lora_attention = f2_lora.lora_mlp = true;
-    test_bitwise(&f2_lora, "flux2-tiny lora", 2);
-    test_budgets(&f2, "flux2-tiny");
-    test_memory_ignores_data(&f2, "flux2-tiny");
-    model_config hv;
-    CHECK(model_preset("hunyuanvideo-tiny", &hv) == ST_OK && hv.frames == 2); /* video, the token refiner */
-    for (int threads = 1; threads <= 2; threads++) test_bitwise(&hv, "hunyuanvideo-tiny", threads);
-    model_config hv_lora = hv;
-    hv_lora.lora_rank = 4, hv_lora.lora_alpha = 8, hv_lora.lora_attention = hv_lora.lora_mlp = true;
-    test_bitwise(&hv_lora, "hunyuanvideo-tiny lora", 2);
-    test_budgets(&hv, "hunyuanvideo-tiny");
-    test_memory_ignores_data(&hv, "hunyuanvideo-tiny");
-    model_config px, wan;
-    CHECK(model_preset("pixart-sigma-tiny", &px) == ST_OK); /* cross-attention to a masked text, 8 output channels */
-    CHECK(model_preset("wan-tiny", &wan) == ST_OK && wan.frames == 2); /* video, 3D rotary, q/k RMSNorm, norm2 */
-    for (int threads = 1; threads <= 2; threads++) {
-        test_bitwise(&px, "pixart-sigma-tiny", threads);
-        test_bitwise(&wan, "wan-tiny", threads);
-    }
-    model_config px_lora = px;
-    px_lora.lora_rank = 4, px_lora.lora_alpha = 8, px_lora.lora_attention = px_lora.lora_mlp = true;
-    test_bitwise(&px_lora, "pixart-sigma-tiny lora", 2);
-    test_budgets(&px, "pixart-sigma-tiny");
-    test_budgets(&wan, "wan-tiny");
-    test_memory_ignores_data(&px, "pixart-sigma-tiny");
-    test_memory_ignores_data(&wan, "wan-tiny");
-    model_config cos;
-    CHECK(model_preset("cosmos2-tiny", &cos) == ST_OK); /* AdaLN-LoRA, rotate-half RoPE, no biases */
-    cos.depth = 3;
-    for (int threads = 1; threads <= 2; threads++) test_bitwise(&cos, "cosmos2-tiny", threads);
-    model_config cos_lora = cos;
-    cos_lora.lora_rank = 4, cos_lora.lora_alpha = 8, cos_lora.lora_attention = cos_lora.lora_mlp = true;
-    test_bitwise(&cos_lora, "cosmos2-tiny lora", 2);
-    test_budgets(&cos, "cosmos2-tiny");
-    test_memory_ignores_data(&cos, "cosmos2-tiny");
-    model_config k5;
-    CHECK(model_preset("kandinsky5-image-tiny", &k5) == ST_OK); /* text blocks, then visual blocks reading them */
-    k5.depth = 3, k5.text_blocks = 3;
-    for (int threads = 1; threads <= 2; threads++) test_bitwise(&k5, "kandinsky5-image-tiny", threads);
-    model_config k5_lora = k5;
-    k5_lora.lora_rank = 4, k5_lora.lora_alpha = 8, k5_lora.lora_attention = k5_lora.lora_mlp = true;
-    test_bitwise(&k5_lora, "kandinsky5-image-tiny lora", 2);
-    test_budgets(&k5, "kandinsky5-image-tiny");
-    test_memory_ignores_data(&k5, "kandinsky5-image-tiny");
-    model_config k5v; /* video, visual_cond's zero channels */
-    CHECK(model_preset("kandinsky5-video-tiny", &k5v) == ST_OK);
-    test_bitwise(&k5v, "kandinsky5-video-tiny", 2);
-    test_budgets(&k5v, "kandinsky5-video-tiny");
-    model_config an; /* cosmos2's blocks reading its text conditioner's output, whose gradient they return */
-    CHECK(model_preset("anima-tiny", &an) == ST_OK);
-    an.depth = 3;
-    for (int threads = 1; threads <= 2; threads++) test_bitwise(&an, "anima-tiny", threads);
-    model_config an_lora = an;
-    an_lora.lora_rank = 4, an_lora.lora_alpha = 8, an_lora.lora_attention = an_lora.lora_mlp = true;
-    test_bitwise(&an_lora, "anima-tiny lora", 2);
-    test_budgets(&an, "anima-tiny");
-    test_memory_ignores_data(&an, "anima-tiny");
-    model_config ltx;
-    CHECK(model_preset("ltxvideo-tiny", &ltx) == ST_OK && ltx.frames == 2); /* RoPE over the width, RMSNorm norms */
-    for (int threads = 1; threads <= 2; threads++) test_bitwise(&ltx, "ltxvideo-tiny", threads);
-    test_budgets(&ltx, "ltxvideo-tiny");
-    test_memory_ignores_data(&ltx, "ltxvideo-tiny");
-    model_config ace;
-    CHECK(model_preset("ace-step-tiny", &ace) == ST_OK); /* audio: GQA, a sliding window, conv1d patches */
-    for (int threads = 1; threads <= 2; threads++) test_bitwise(&ace, "ace-step-tiny", threads);
-    model_config ace_lora = ace;
-    ace_lora.lora_rank = 4, ace_lora.lora_alpha = 8, ace_lora.lora_attention = ace_lora.lora_mlp = true;
-    test_bitwise(&ace_lora, "ace-step-tiny lora", 2);
-    test_budgets(&ace, "ace-step-tiny");
-    test_memory_ignores_data(&ace, "ace-step-tiny");
-    model_config hv15;
-    CHECK(model_preset("hunyuanvideo15-tiny", &hv15) == ST_OK); /* ByT5 tokens, condition channels, double only */
-    hv15.depth = 3;
-    test_bitwise(&hv15, "hunyuanvideo15-tiny", 2);
-    test_budgets(&hv15, "hunyuanvideo15-tiny");
-    test_memory_ignores_data(&hv15, "hunyuanvideo15-tiny");
+    for (size_t i = 0; i < sizeof family_cases / sizeof *family_cases; i++) test_family(&family_cases[i]);
     model_config sd3;
     CHECK(model_preset("sd3-tiny", &sd3) == ST_OK); /* attn2 in blocks 0 and 1, the last context_pre_only */
     for (int threads = 1; threads <= 2; threads++) test_bitwise(&sd3, "sd3-tiny", threads);
@@ -840,38 +810,6 @@ int main(void)
     test_budgets(&sd3, "sd3-tiny");
     test_memory_ignores_data(&sd3, "sd3-tiny");
     test_sd3_kept();
-    model_config qw;
-    CHECK(model_preset("qwen-image-tiny", &qw) == ST_OK); /* one sequence of double blocks, the text's key mask */
-    qw.depth = 3;
-    for (int threads = 1; threads <= 2; threads++) test_bitwise(&qw, "qwen-image-tiny", threads);
-    model_config qw_lora = qw;
-    qw_lora.lora_rank = 4, qw_lora.lora_alpha = 8, qw_lora.lora_attention = qw_lora.lora_mlp = true;
-    test_bitwise(&qw_lora, "qwen-image-tiny lora", 2);
-    test_budgets(&qw, "qwen-image-tiny");
-    test_memory_ignores_data(&qw, "qwen-image-tiny");
-    model_config lc;
-    CHECK(model_preset("longcat-image-tiny", &lc) == ST_OK); /* no pooled vector, LongCat's position ids */
-    lc.depth = 3;
-    for (int threads = 1; threads <= 2; threads++) test_bitwise(&lc, "longcat-image-tiny", threads);
-    test_budgets(&lc, "longcat-image-tiny");
-    model_config ch;
-    CHECK(model_preset("chroma-tiny", &ch) == ST_OK); /* the approximator's modulation rows, the text's additive mask */
-    ch.depth = 3;
-    for (int threads = 1; threads <= 2; threads++) test_bitwise(&ch, "chroma-tiny", threads);
-    model_config ch_lora = ch;
-    ch_lora.lora_rank = 4, ch_lora.lora_alpha = 8, ch_lora.lora_attention = ch_lora.lora_mlp = true;
-    test_bitwise(&ch_lora, "chroma-tiny lora", 2);
-    test_budgets(&ch, "chroma-tiny");
-    test_memory_ignores_data(&ch, "chroma-tiny");
-    model_config hd;
-    CHECK(model_preset("hidream-tiny", &hd) == ST_OK); /* experts routed per token, each block's own Llama tokens */
-    hd.depth = 3, hd.single_depth = 2;
-    for (int threads = 1; threads <= 2; threads++) test_bitwise(&hd, "hidream-tiny", threads);
-    model_config hd_lora = hd;
-    hd_lora.lora_rank = 4, hd_lora.lora_alpha = 8, hd_lora.lora_attention = hd_lora.lora_mlp = true;
-    test_bitwise(&hd_lora, "hidream-tiny lora", 2);
-    test_budgets(&hd, "hidream-tiny");
-    test_memory_ignores_data(&hd, "hidream-tiny"); /* the routing changes with the data; no allocation does */
     CHECK(pool_destroy(host_pool) == 0);
     return tk_finish();
 }
