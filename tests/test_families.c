@@ -213,6 +213,22 @@ static void test_families(void)
     CHECKF(n >= 40, "%d family names", n);
 }
 
+/* Each config text bad[i][0], written to dir/file over preset's sizes, is refused (with `want`; 0: any failure) in
+ * one line holding bad[i][1] (and naming the file, with named: model_config_check's refusals name only the key). */
+static void expect_json_refusals(const char *dir, const char *file, const char *preset, const char *const (*bad)[2],
+                                 size_t n, st_status want, bool named)
+{
+    for (size_t i = 0; i < n; i++) {
+        model_config mc;
+        tk_write_file(dir, file, bad[i][0]);
+        CHECK(model_preset(preset, &mc) == ST_OK);
+        const st_status s = model_config_from_diffusers(dir, &mc);
+        CHECKF((want ? s == want : s != ST_OK) && strstr(st_error(), bad[i][1]) && (!named || strstr(st_error(), file)) &&
+                   !strchr(st_error(), '\n'),
+               "%s: %s", bad[i][0], st_error());
+    }
+}
+
 /* AuraFlowTransformer2DModel's config.json: its class defaults under the file's values (v0.3's table), and
  * what segtrain does not read refused in one line naming it. */
 static void test_auraflow_json(void)
@@ -235,13 +251,7 @@ static void test_auraflow_json(void)
         {"{\"_class_name\": \"SD3Transformer2DModel\"}", "the auraflow family reads AuraFlowTransformer2DModel's"},
     };
 #undef AF
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        tk_write_file(dir, "config.json", bad[i][0]);
-        CHECK(model_preset("auraflow-tiny", &mc) == ST_OK);
-        const st_status s = model_config_from_diffusers(dir, &mc);
-        CHECKF(s == ST_ERR_UNSUPPORTED && strstr(st_error(), bad[i][1]) && !strchr(st_error(), '\n'), "%s: %s",
-               bad[i][0], st_error());
-    }
+    expect_json_refusals(dir, "config.json", "auraflow-tiny", bad, sizeof bad / sizeof *bad, ST_ERR_UNSUPPORTED, false);
     remove(tk_path(dir, "config.json"));
     remove(dir);
 }
@@ -410,13 +420,7 @@ static void test_flux2(void)
         {"{\"_class_name\": \"FluxTransformer2DModel\"}", "the flux2 family reads Flux2Transformer2DModel's"},
     };
 #undef F2
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        tk_write_file(dir, "config.json", bad[i][0]);
-        CHECK(model_preset("flux2-tiny", &mc) == ST_OK);
-        const st_status s = model_config_from_diffusers(dir, &mc);
-        CHECKF(s != ST_OK && strstr(st_error(), bad[i][1]) && !strchr(st_error(), '\n'), "%s: %s", bad[i][0],
-               st_error());
-    }
+    expect_json_refusals(dir, "config.json", "flux2-tiny", bad, sizeof bad / sizeof *bad, 0, false);
     tk_write_file(dir, "config.json", "{\"_class_name\": \"ChromaTransformer2DModel\", \"approximator_layers\": 3}");
     CHECK(model_preset("chroma-tiny", &mc) == ST_OK);
     mc.resolution = 128;
@@ -521,13 +525,7 @@ static void test_hunyuanvideo(void)
         {HV "\"rope_axes_dim\": [16, 56]}", "rope_axes_dim is not a list of 3 widths"},
     };
 #undef HV
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        tk_write_file(dir, "config.json", bad[i][0]);
-        CHECK(model_preset("hunyuanvideo-tiny", &mc) == ST_OK);
-        const st_status s = model_config_from_diffusers(dir, &mc);
-        CHECKF(s != ST_OK && strstr(st_error(), bad[i][1]) && !strchr(st_error(), '\n'), "%s: %s", bad[i][0],
-               st_error());
-    }
+    expect_json_refusals(dir, "config.json", "hunyuanvideo-tiny", bad, sizeof bad / sizeof *bad, 0, false);
     /* ACE-Step: its 1.5 flavours; base (its default, 1.0) refused with the reason */
     CHECK(from_json("{\"model_family\": \"ace_step\", \"model_flavour\": \"v15-sft\"}", &mc) == ST_OK &&
           !strcmp(mc.preset, "ace-step-1.5") && mc.frames % 2 == 0);
@@ -560,13 +558,7 @@ static void test_hunyuanvideo(void)
         {H15 "\"mlp_ratio\": 3.0}", "mlp_ratio is not 4"},
     };
 #undef H15
-    for (size_t i = 0; i < sizeof bad15 / sizeof *bad15; i++) {
-        tk_write_file(dir, "config.json", bad15[i][0]);
-        CHECK(model_preset("hunyuanvideo15-tiny", &mc) == ST_OK);
-        const st_status s = model_config_from_diffusers(dir, &mc);
-        CHECKF(s != ST_OK && strstr(st_error(), bad15[i][1]) && !strchr(st_error(), '\n'), "%s: %s", bad15[i][0],
-               st_error());
-    }
+    expect_json_refusals(dir, "config.json", "hunyuanvideo15-tiny", bad15, sizeof bad15 / sizeof *bad15, 0, false);
     remove(tk_path(dir, "config.json"));
     remove(dir);
 }
@@ -598,13 +590,7 @@ static void test_ltxvideo_json(void)
         {LTX "\"norm_eps\": 1e-5}", "norm_eps"},
     };
 #undef LTX
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        tk_write_file(dir, "config.json", bad[i][0]);
-        CHECK(model_preset("ltxvideo-tiny", &mc) == ST_OK);
-        const st_status s = model_config_from_diffusers(dir, &mc);
-        CHECKF(s != ST_OK && strstr(st_error(), bad[i][1]) && !strchr(st_error(), '\n'), "%s: %s", bad[i][0],
-               st_error());
-    }
+    expect_json_refusals(dir, "config.json", "ltxvideo-tiny", bad, sizeof bad / sizeof *bad, 0, false);
     remove(tk_path(dir, "config.json"));
     remove(dir);
 }
@@ -639,13 +625,7 @@ static void test_anima_json(void)
         {"{\"_class_name\": \"LLMAdapter\"}", "_class_name LLMAdapter"},
     };
 #undef TC
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        tk_write_file(dir, "text_conditioner/config.json", bad[i][0]);
-        CHECK(model_preset("anima-tiny", &mc) == ST_OK);
-        const st_status s = model_config_from_diffusers(dir, &mc);
-        CHECKF(s != ST_OK && strstr(st_error(), bad[i][1]) && strstr(st_error(), "text_conditioner/config.json") &&
-                   !strchr(st_error(), '\n'), "%s: %s", bad[i][0], st_error());
-    }
+    expect_json_refusals(dir, "text_conditioner/config.json", "anima-tiny", bad, sizeof bad / sizeof *bad, 0, true);
     remove(tk_path(dir, "text_conditioner/config.json"));
     CHECK(model_preset("anima-tiny", &mc) == ST_OK);
     CHECKF(model_config_from_diffusers(dir, &mc) != ST_OK && strstr(st_error(), "text_conditioner"), "%s", st_error());
