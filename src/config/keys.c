@@ -107,8 +107,9 @@ const cfg_key cfg_keys[] = {
              "backward (nothing is recomputed); applies even with `gradient_checkpointing` false."),
     BOOL_KEY("gradient_checkpointing_keep_attention_output", "false", SEC_CHECKPOINTING, NULL,
              "Checkpointed blocks keep their attention's output and log-sum-exp (tokens x hidden + heads x tokens "
-             "floats a block) so that their recompute skips attention, the most of it at long sequences; every "
-             "family with softmax attention has it. Not with attention offload or an -ffn backend."),
+             "floats a block) so that their recompute skips attention, the most of it at long sequences (the "
+             "cross-attention families keep their self-attention's; the cross-attention to the text runs again); "
+             "every family with softmax attention has it. Not with attention offload or an -ffn backend."),
     BOOL_KEY("gradient_checkpointing_offload_prefetch", "false", SEC_CHECKPOINTING, "=",
              "Bring offloaded tensors back ahead of their use in backward. segtrain's copy thread always does: "
              "the restore order is known from the plan, so nothing needs learning; either value gives the same "

@@ -94,7 +94,7 @@ static size_t ace_kept_bytes(const block *blk, keep_level keep)
     dims d = dims_of(b);
     if (keep == KEEP_NOTHING) return 0;
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss, &cs);
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss, NULL); /* the cross-attention runs again */
     /* modulations; self: q, raw q, o, out (D wide), k, raw k, v (K wide); cross: q, raw q, o, out over the latent's
        rows, k, raw k, v over the condition's */
     size_t floats = (size_t)(d.B * d.M + 4 * d.N * d.D + 3 * d.N * d.K + 4 * d.N * d.D + 3 * d.NL * d.K);
@@ -241,7 +241,7 @@ static st_status ace_forward(block *blk, const block_state *in, block_state *out
     if (!st) { /* y holds x1; the cross-attention on RMSNorm2(x1) */
         gated_residual_forward(y, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, d.M);
         if (!f.from_host && !(st = norm_modulate(b, h, NULL, y, b->norm2, NULL, 0, NULL)))
-            st = attention_forward_into(b, sv, CROSS, h, b->m->ctx.text, states);
+            st = attention_forward_into(b, sv, CROSS, h, b->m->ctx.text, states && keep != KEEP_ATTENTION_OUTPUT);
     }
     if (!st && f.to_host) st = side_send(sv);
     if (!st) st = fwd(b->m, &b->cout, sv->o2, sv->side[XO], d.N);

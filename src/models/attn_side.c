@@ -33,7 +33,7 @@ void side_take(frame *f, block_saved *sv, const int64_t *numel, int n_attn)
     memcpy(sv->side_n, numel, sizeof sv->side_n);
     sv->n_attn = n_attn;
     for (int i = 0; !f->from_host && i < SIDE_MAX; i++) {
-        const bool output = i == SO || i == XO;
+        const bool output = i == SO || (i == XO && f->keep_xo);
         if (!numel[i] || (output && f->reuse)) continue;
         if (output && f->keep == KEEP_ATTENTION_OUTPUT)
             sv->side[i] = scratch_take(&f->kept, numel[i], MEM_ACTIVATIONS, "attention output");
@@ -41,10 +41,10 @@ void side_take(frame *f, block_saved *sv, const int64_t *numel, int n_attn)
     }
 }
 
-size_t side_output_bytes(const attn_shape *self, const attn_shape *cross)
+size_t side_output_bytes(const attn_shape *first, const attn_shape *second)
 {
     size_t bytes = 0;
-    for (const attn_shape *s = self; s; s = s == self ? cross : NULL)
+    for (const attn_shape *s = first; s; s = s == first ? second : NULL)
         bytes += (size_t)(s->batch * s->tokens * s->heads * s->head_dim) * sizeof(float) + attention_kept_bytes(s);
     return bytes;
 }
@@ -81,7 +81,7 @@ st_status frame_end(frame *f, st_status st, block_saved *sv, block_saved **saved
         for (int s = 0; s < 2; s++) sv->mod[s] = sv->o[s] = NULL;
         sv->o2 = NULL;
         for (int i = 0; !sv->on_host && i < SIDE_MAX; i++)
-            if (f->keep == KEEP_NOTHING || (i != SO && i != XO)) sv->side[i] = NULL;
+            if (f->keep == KEEP_NOTHING || (i != SO && (i != XO || !f->keep_xo))) sv->side[i] = NULL;
     }
     sv->att_kept = f->keep == KEEP_ATTENTION_OUTPUT; /* a recompute has made the rest: KEEP_ALL's now */
     if (f->keep != KEEP_ALL)
@@ -200,7 +200,7 @@ st_status side_attention_forward(const side_attention *a, block_saved *sv, int a
     if (!st && wk) st = rmsnorm_forward(m->pool, side[SK], side[SKR], wk->w, nkv * K / w, w, a->eps, NULL);
     if (st) return st;
     if (a->rotate) a->rotate(a->block, side[SQ], false, false), a->rotate(a->block, side[SK], true, false);
-    if (sv->att_kept) return ST_OK; /* the recompute after KEEP_ATTENTION_OUTPUT: output and state are kept */
+    if (sv->att_kept && at == SQ) return ST_OK; /* a recompute after KEEP_ATTENTION_OUTPUT: output and state kept */
     return attention_forward_masked(m->pool, as, a->mask, rows_of(side[SO], T, D), rows_of(side[SQ], T, D),
                                     rows_of(side[SK], Tkv, K), rows_of(side[SV], Tkv, K),
                                     keep ? &sv->attn[at == XQ] : NULL);

@@ -35,6 +35,9 @@ typedef struct frame {
     keep_level keep;
     bool from_host, to_host;
     bool reuse; /* a recompute after KEEP_ATTENTION_OUTPUT: the attentions' outputs and states are sv's already */
+    /* KEEP_ATTENTION_OUTPUT keeps SO, and XO too when this is set (SD3.5's attn2, a self-attention of the image): a
+     * cross-attention to the text is cheap to run again (its keys are the text's few tokens), its output is not */
+    bool keep_xo;
     mem_tag kt, ft;
     scratch kept, tmp;
     scratch *ks, *fs;
@@ -80,8 +83,8 @@ typedef struct side_attention {
     bool k_bias_zero;    /* k's bias gradient is left exactly zero (its bias adds q . b to a query's every logit) */
 } side_attention;
 /* The projections of xq (the queries' input) and xkv (the keys' and values'), their norms and rotation, and the
- * attention into the side (its state kept when keep), but not in a recompute after KEEP_ATTENTION_OUTPUT, whose
- * output and state are kept; the output projection is the block's. */
+ * attention into the side (its state kept when keep), but not the self-attention (at SQ) in a recompute after
+ * KEEP_ATTENTION_OUTPUT, whose output and state are kept; the output projection is the block's. */
 st_status side_attention_forward(const side_attention *a, block_saved *sv, int at, const float *xq, const float *xkv,
                                  bool keep);
 /* From dout, dL/d(the output projection's output): the weights' gradients, and dxq (the queries' input) and dxkv (the
@@ -89,9 +92,9 @@ st_status side_attention_forward(const side_attention *a, block_saved *sv, int a
 st_status side_attention_backward(const side_attention *a, block_saved *sv, int at, const float *dout, const float *xq,
                                   const float *xkv, float *dxq, float *dxkv);
 
-/* What KEEP_ATTENTION_OUTPUT keeps of a block with these attentions (cross NULL: none): each one's output (queries x
- * heads x head width floats) and kept state. */
-size_t side_output_bytes(const attn_shape *self, const attn_shape *cross);
+/* What KEEP_ATTENTION_OUTPUT keeps of a block with these attentions (second NULL: only the first's): each one's output
+ * (queries x heads x head width floats) and kept state. */
+size_t side_output_bytes(const attn_shape *first, const attn_shape *second);
 
 /* block_kind's prefetch and release */
 st_status side_prefetch(block *b, block_saved *sv);

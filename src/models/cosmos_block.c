@@ -96,7 +96,7 @@ static size_t cosmos_kept_bytes(const block *blk, keep_level keep)
     dims d = dims_of(b);
     if (keep == KEEP_NOTHING) return 0;
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss, &cs);
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss, NULL); /* the cross-attention runs again */
     /* modulations; self: q, raw q, k, raw k, v, o, out; cross: q, raw q, o, out over the image rows, k, raw k, v
        over the text's */
     size_t floats = (size_t)(d.B * d.M + 7 * d.N * d.D + 4 * d.N * d.D + 3 * d.NL * d.D);
@@ -236,7 +236,7 @@ static st_status cosmos_forward(block *blk, const block_state *in, block_state *
     if (!st) { /* y holds x1; the cross-attention on LN(x1) modulated */
         gated_residual_forward(y, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, d.M);
         if (!f.from_host && !(st = ln_modulate(b, h, NULL, y, sv->mod[0], 1, NULL)))
-            st = attention_forward_into(b, sv, CROSS, h, b->m->ctx.text, states);
+            st = attention_forward_into(b, sv, CROSS, h, b->m->ctx.text, states && keep != KEEP_ATTENTION_OUTPUT);
     }
     if (!st && f.to_host) st = side_send(sv);
     if (!st) st = fwd(b->m, &b->cout, sv->o2, sv->side[XO], d.N);

@@ -258,6 +258,7 @@ static void take_side(frame *f, const mm_block *mb, block_saved *sv, const mm_di
     int64_t n[SIDE_MAX] = {0};
     for (int i = 0; i < SIDE_MAX; i++)
         if (side_used(mb, i)) n[i] = side_rows(d, i) * d->D;
+    f->keep_xo = mb->dual; /* attn2 is a self-attention of the image: KEEP_ATTENTION_OUTPUT keeps it */
     side_take(f, sv, n, 1 + mb->dual);
 }
 

@@ -106,7 +106,7 @@ static size_t xdit_kept_bytes(const block *blk, keep_level keep)
     dims d = dims_of(b);
     if (keep == KEEP_NOTHING) return 0;
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss, &cs);
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss, NULL); /* the cross-attention runs again */
     size_t floats = (size_t)(d.B * 6 * d.D) + attn_kept_floats(b, d.N, d.N, b->norm_q >= 0) +
                     attn_kept_floats(b, d.N, d.NL, b->cnorm_q >= 0);
     if (keep == KEEP_ALL) floats += (size_t)(d.N * d.F + d.N * d.D);
@@ -266,7 +266,7 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
     if (!st) { /* y holds x1; the cross-attention on c (into h) */
         gated_residual_forward(y, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, 6 * d.D);
         if (!f.from_host && !(st = cross_input(b, h, y, NULL)))
-            st = attention_forward_into(b, sv, CROSS, h, b->m->ctx.text, states);
+            st = attention_forward_into(b, sv, CROSS, h, b->m->ctx.text, states && keep != KEEP_ATTENTION_OUTPUT);
     }
     if (!st && f.to_host) st = side_send(sv);
     if (!st) st = fwd(b->m, &b->cout, sv->o2, sv->side[XO], d.N);
