@@ -94,7 +94,7 @@ static size_t ace_kept_bytes(const block *blk, keep_level keep)
     dims d = dims_of(b);
     if (keep == KEEP_NOTHING) return 0;
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss, NULL); /* the cross-attention runs again */
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss); /* the cross-attention runs again */
     /* modulations; self: q, raw q, o, out (D wide), k, raw k, v (K wide); cross: q, raw q, o, out over the latent's
        rows, k, raw k, v over the condition's */
     size_t floats = (size_t)(d.B * d.M + 4 * d.N * d.D + 3 * d.N * d.K + 4 * d.N * d.D + 3 * d.NL * d.K);

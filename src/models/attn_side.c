@@ -41,12 +41,10 @@ void side_take(frame *f, block_saved *sv, const int64_t *numel, int n_attn)
     }
 }
 
-size_t side_output_bytes(const attn_shape *first, const attn_shape *second)
+size_t side_output_bytes(const attn_shape *self)
 {
-    size_t bytes = 0;
-    for (const attn_shape *s = first; s; s = s == first ? second : NULL)
-        bytes += (size_t)(s->batch * s->tokens * s->heads * s->head_dim) * sizeof(float) + attention_kept_bytes(s);
-    return bytes;
+    return (size_t)(self->batch * self->tokens * self->heads * self->head_dim) * sizeof(float) +
+           attention_kept_bytes(self);
 }
 
 static void release_saved(block_saved *sv)

@@ -110,7 +110,7 @@ static size_t k5_kept_bytes(const block *blk, keep_level keep)
     dims d = dims_of(b);
     if (keep == KEEP_NOTHING) return 0;
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss, NULL); /* the cross-attention runs again */
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss); /* the cross-attention runs again */
     /* modulations; self: q, raw q, k, raw k, v, o, out; cross: q, raw q, o, out over the block's rows, k, raw k, v
        over the text's */
     size_t floats = (size_t)(d.B * d.M + 7 * d.N * d.D);

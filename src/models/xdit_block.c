@@ -106,7 +106,7 @@ static size_t xdit_kept_bytes(const block *blk, keep_level keep)
     dims d = dims_of(b);
     if (keep == KEEP_NOTHING) return 0;
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss, NULL); /* the cross-attention runs again */
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss); /* the cross-attention runs again */
     size_t floats = (size_t)(d.B * 6 * d.D) + attn_kept_floats(b, d.N, d.N, b->norm_q >= 0) +
                     attn_kept_floats(b, d.N, d.NL, b->cnorm_q >= 0);
     if (keep == KEEP_ALL) floats += (size_t)(d.N * d.F + d.N * d.D);
