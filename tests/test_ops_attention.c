@@ -861,14 +861,15 @@ static void check_shape_refusals(attention_mechanism mech)
 }
 
 /* The profile counts the products run: 4 T Tk hd a head forward, 8 (math) or 10 (flash) backward; with a
- * window, flash the tiles it visits. T = 600, window 100, 256-wide tiles: query tiles of 256, 256 and 88 rows see
- * keys [0, 356), [156, 600) and [412, 600), 221344 scores a head (backward's key tiles the same by symmetry); math
- * the whole 600^2. */
+ * window, flash the tiles it visits. T = 600, window 100: the forward's query tiles of 512 and 88 rows see keys
+ * [0, 600) and [412, 600), 323744 scores a head; the backward's 256-wide key tiles of 256, 256 and 88 keys are seen
+ * by queries [0, 356), [156, 600) and [412, 600), 221344; math the whole 600^2 both ways. */
 static void check_profile_flops(void)
 {
     const attn_shape shapes[] = {{2, 37, 3, 8, ATTN_MATH, 53, 0, 0}, {2, 37, 3, 8, ATTN_FLASH, 53, 1, 0},
                                  {1, 600, 2, 4, ATTN_FLASH, 0, 0, 100}, {1, 600, 2, 4, ATTN_MATH, 0, 0, 100}};
-    const double area[] = {37.0 * 53, 37.0 * 53, 221344, 600.0 * 600};
+    const double area[] = {37.0 * 53, 37.0 * 53, 221344, 600.0 * 600}, fwd_area[] = {37.0 * 53, 37.0 * 53, 323744,
+                                                                                       600.0 * 600};
     for (int i = 0; i < 4; i++) {
         const attn_shape *s = &shapes[i];
         data d = make_data(s, 3);
@@ -877,8 +878,8 @@ static void check_profile_flops(void)
         ops_profile_start();
         run_op(s, NULL, LAYOUT_CONTIG, d.q, d.k, d.v, d.w, NULL, &r);
         ops_profile_stop(&pr);
-        const double per = (double)s->batch * s->heads * s->head_dim * area[i];
-        const double want = (4.0 + (s->mechanism == ATTN_FLASH ? 10.0 : 8.0)) * per;
+        const double per = (double)s->batch * s->heads * s->head_dim;
+        const double want = (4.0 * fwd_area[i] + (s->mechanism == ATTN_FLASH ? 10.0 : 8.0) * area[i]) * per;
         CHECKF(pr.calls[OP_ATTENTION] == 2 && pr.flops[OP_ATTENTION] == want,
                "profile shape %d: %ld calls, %.0f FLOPs, want 2 and %.0f", i, pr.calls[OP_ATTENTION],
                pr.flops[OP_ATTENTION], want);

@@ -19,10 +19,10 @@
  *   math  forward : T*Tk per thread for P, but only when keep == NULL (with keep P is written straight
  *                   into the kept buffer and forward takes no workspace at all);
  *   math  backward: T*Tk per thread for dP/dS;
- *   flash forward : Br*Bc score tile, another for the rare rows whose scores are taken again, running max and sum
- *                   (2*Br), with or without keep;
+ *   flash forward : BrF*Bc score tile, another for the rare rows whose scores are taken again, running max and
+ *                   sum (2*BrF), with or without keep;
  *   flash backward: Br*Bc P tile + Br*Bc dP/dS tile + T floats of D = rowsum(dO*O).
- * attention_workspace_bytes states exactly what each pass takes. (Br is clipped to T and Bc to Tk, so small
+ * attention_workspace_bytes states exactly what each pass takes. (Br, BrF are clipped to T and Bc to Tk, so small
  * sequences take small tiles.)
  *
  * A mask (attn_mask) is a per-key bias, gated per query, added to the scores right after the score GEMM, in the
@@ -40,6 +40,9 @@
  * on dit-s2 64x256 ran at 125 GFLOP/s, 128x256 at 133, and 256x256 takes 5 % less time than 128x256). */
 static const int64_t Br = 256;
 static const int64_t Bc = 256;
+/* The forward's query tiles are twice as tall: each key and value tile is then packed for BLAS half as often, which
+ * a forward at head width 64 feels (docs/BENCHMARKS.md); backward keeps Br, its two tiles a thread staying in L2. */
+static const int64_t BrF = 512;
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -55,7 +58,7 @@ static size_t per_thread_floats(const attn_shape *s, attn_pass pass)
 {
     const int64_t T = s->tokens, Tk = kv_tokens(s);
     if (s->mechanism == ATTN_MATH) return pass == ATTN_FORWARD_KEEP ? 0 : round_floats((size_t)T * (size_t)Tk);
-    const size_t br = (size_t)min64(Br, T), bc = (size_t)min64(Bc, Tk);
+    const size_t br = (size_t)min64(pass != ATTN_BACKWARD ? BrF : Br, T), bc = (size_t)min64(Bc, Tk);
     if (pass != ATTN_BACKWARD) return round_floats(2 * br * bc + 2 * br);
     return round_floats(2 * br * bc + (size_t)T);
 }
@@ -105,7 +108,7 @@ static double score_area(const attn_shape *s, bool backward)
 {
     const int64_t T = s->tokens, Tk = kv_tokens(s);
     if (s->mechanism == ATTN_MATH || !s->window) return (double)T * (double)Tk;
-    const int64_t step = backward ? Bc : Br, n = backward ? Tk : T;
+    const int64_t step = backward ? Bc : BrF, n = backward ? Tk : T;
     double area = 0;
     for (int64_t i0 = 0; i0 < n; i0 += step) {
         int64_t lo, hi;
@@ -385,14 +388,14 @@ static void flash_forward_pair(const attn_shape *s, const attn_mask *mask, float
     const float *qg = mask ? mask_row(mask->query_gate, mask, b) : NULL;
     const int64_t T = s->tokens, Tk = kv_tokens(s), hd = s->head_dim, W = s->window;
     const int64_t g = h / (s->heads / kv_heads(s));
-    const int64_t bc_max = min64(Bc, Tk), br_max = min64(Br, T);
+    const int64_t bc_max = min64(Bc, Tk), br_max = min64(BrF, T);
     float *S = ws, *S2 = S + br_max * bc_max, *mrow = S2 + br_max * bc_max, *lrow = mrow + br_max;
     const float *qh = head_ptr(q, b, h, hd), *kh = head_ptr(k, b, g, hd), *vh = head_ptr(v, b, g, hd);
     float *oh = head_ptr(out, b, h, hd);
     const int64_t lq = q.token_stride, lk = k.token_stride, lv = v.token_stride, lo = out.token_stride;
 
-    for (int64_t i0 = 0; i0 < T; i0 += Br) {
-        const int64_t br = min64(Br, T - i0);
+    for (int64_t i0 = 0; i0 < T; i0 += BrF) {
+        const int64_t br = min64(BrF, T - i0);
         float *o = oh + i0 * lo;
         int64_t jlo, jhi;
         span(s, i0, br, Tk, &jlo, &jhi);
