@@ -41,10 +41,9 @@ void side_take(frame *f, block_saved *sv, const int64_t *numel, int n_attn)
     }
 }
 
-size_t side_output_bytes(const attn_shape *self)
+size_t side_output_bytes(const attn_shape *s)
 {
-    return (size_t)(self->batch * self->tokens * self->heads * self->head_dim) * sizeof(float) +
-           attention_kept_bytes(self);
+    return (size_t)(s->batch * s->tokens * s->heads * s->head_dim) * sizeof(float) + attention_kept_bytes(s);
 }
 
 static void release_saved(block_saved *sv)

@@ -92,9 +92,9 @@ st_status side_attention_forward(const side_attention *a, block_saved *sv, int a
 st_status side_attention_backward(const side_attention *a, block_saved *sv, int at, const float *dout, const float *xq,
                                   const float *xkv, float *dxq, float *dxkv);
 
-/* What KEEP_ATTENTION_OUTPUT keeps of a block whose self-attention this is: its output (queries x heads x head width
- * floats) and kept state. */
-size_t side_output_bytes(const attn_shape *self);
+/* What KEEP_ATTENTION_OUTPUT keeps of an attention of this shape: its output (queries x heads x head width floats)
+ * and kept state. */
+size_t side_output_bytes(const attn_shape *s);
 
 /* block_kind's prefetch and release */
 st_status side_prefetch(block *b, block_saved *sv);

@@ -157,19 +157,13 @@ static size_t side_bytes(const af_dims *d, const struct model *m)
     return (size_t)(6 * d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
 }
 
-/* What KEEP_ATTENTION_OUTPUT keeps: the attention's output and state. */
-static size_t output_bytes(const af_dims *d, const struct model *m)
-{
-    attn_shape as = joint_attn(d, m->shape.mechanism);
-    return (size_t)(d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
-}
-
 static size_t af_kept_bytes(const block *b, keep_level keep)
 {
     const af_block *ab = b->self;
     af_dims d = dims_of(ab);
     if (keep == KEEP_NOTHING) return 0;
-    if (keep == KEEP_ATTENTION_OUTPUT) return output_bytes(&d, ab->m);
+    const attn_shape as = joint_attn(&d, ab->m->shape.mechanism);
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&as);
     size_t floats = (size_t)(d.n * d.B * 6 * d.D + d.J * d.D); /* modulations, output projections */
     if (keep == KEEP_ALL) floats += (size_t)(d.J * (2 * d.F + d.D));
     return floats * sizeof(float) + side_bytes(&d, ab->m);

@@ -122,13 +122,6 @@ static size_t side_bytes(const mm_dims *d, const struct model *m)
     return (size_t)(6 * d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
 }
 
-/* What KEEP_ATTENTION_OUTPUT keeps: the attention's output and state. */
-static size_t output_bytes(const mm_dims *d, const struct model *m)
-{
-    attn_shape as = mm_joint_attn(d, m->shape.mechanism);
-    return (size_t)(d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
-}
-
 static size_t f2_offloaded_bytes(const block *b)
 {
     const f2_block *fb = b->self;
@@ -180,7 +173,8 @@ static size_t double_kept_bytes(const block *b, keep_level keep)
     const f2_block *fb = b->self;
     mm_dims d = mm_dims_of(fb->m);
     if (keep == KEEP_NOTHING) return 0;
-    if (keep == KEEP_ATTENTION_OUTPUT) return output_bytes(&d, fb->m);
+    const attn_shape as = mm_joint_attn(&d, fb->m->shape.mechanism);
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&as);
     size_t floats = (size_t)(d.J * d.D); /* the output projections */
     if (keep == KEEP_ALL) floats += (size_t)(d.J * (2 * ffn_width(d.D) + d.D));
     return floats * sizeof(float) + side_bytes(&d, fb->m);
@@ -353,7 +347,8 @@ static size_t single_kept_bytes(const block *b, keep_level keep)
     const f2_block *fb = b->self;
     mm_dims d = mm_dims_of(fb->m);
     if (keep == KEEP_NOTHING) return 0;
-    if (keep == KEEP_ATTENTION_OUTPUT) return output_bytes(&d, fb->m);
+    const attn_shape as = mm_joint_attn(&d, fb->m->shape.mechanism);
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&as);
     size_t floats = (size_t)(d.J * d.D); /* to_out's output */
     if (keep == KEEP_ALL) floats += (size_t)(d.J * 2 * ffn_width(d.D));
     return floats * sizeof(float) + side_bytes(&d, fb->m);

@@ -327,19 +327,13 @@ static size_t side_bytes(const hd_dims *d, const struct model *m)
     return (size_t)(6 * d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
 }
 
-/* What KEEP_ATTENTION_OUTPUT keeps: the attention's output and state. */
-static size_t output_bytes(const hd_dims *d, const struct model *m)
-{
-    attn_shape as = joint_attn(d, m->shape.mechanism);
-    return (size_t)(d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
-}
-
 static size_t hd_kept_bytes(const block *b, keep_level keep)
 {
     const hd_block *hb = b->self;
     hd_dims d = dims_of(hb);
     if (keep == KEEP_NOTHING) return 0;
-    if (keep == KEEP_ATTENTION_OUTPUT) return output_bytes(&d, hb->m);
+    const attn_shape as = joint_attn(&d, hb->m->shape.mechanism);
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&as);
     int64_t floats = d.B * d.MS; /* the modulation, the output projections */
     for (int s = 0; s < d.n; s++) floats += d.rows[s] * d.D;
     for (int s = 0; keep == KEEP_ALL && s < d.n; s++) {

@@ -232,11 +232,9 @@ static size_t side_bytes(const mm_block *mb, const mm_dims *d)
 /* What KEEP_ATTENTION_OUTPUT keeps: the joint attention's output and state, and attn2's. */
 static size_t output_bytes(const mm_block *mb, const mm_dims *d)
 {
-    const struct model *m = mb->m;
-    attn_shape as = mm_joint_attn(d, m->shape.mechanism), xs = image_attn(d, m->shape.mechanism);
-    size_t bytes = (size_t)(side_rows(d, SO) * d->D) * sizeof(float) + attention_kept_bytes(&as);
-    if (mb->dual) bytes += (size_t)(side_rows(d, XO) * d->D) * sizeof(float) + attention_kept_bytes(&xs);
-    return bytes;
+    const attention_mechanism mech = mb->m->shape.mechanism;
+    const attn_shape as = mm_joint_attn(d, mech), xs = image_attn(d, mech);
+    return side_output_bytes(&as) + (mb->dual ? side_output_bytes(&xs) : 0);
 }
 
 /* The joint attention of a block: from the side's q, k, v (rotated in place) into o, keeping attention's state
