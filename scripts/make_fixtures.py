@@ -365,6 +365,42 @@ LTX_PASSED = ("hidden_states = pack_ltx_latents(latents) (B, F*H*W, C) = (2, 128
               "num_frames = F, height = H, width = W; rope_interpolation_scale = [1 / (25 / 8), 32, 32] = [0.32, 32, "
               "32] (SimpleTuner, framerate 25); video_coords = None; pred = unpack_ltx_latents(output) (B, C, F, H, W)")
 
+LTX2_F = 2                      # latent frames
+LTX2_TA = (LTX2_F - 1) * 8 + 1  # audio latents: one per video frame at 25 fps (SimpleTuner's expected length)
+LTX2_NV = C * LTX2_F * H * W
+
+
+def ltx2_make(gen):
+    # The Gemma connectors' states for each stream (the transformer's encoder_hidden_states and
+    # audio_encoder_hidden_states) and their shared mask.
+    return {"encoder_hidden_states": randn(gen, B, L, JOINT), "audio_encoder_hidden_states": randn(gen, B, L, JOINT),
+            "encoder_attention_mask": torch.tensor(TEXT_MASK, dtype=torch.float64)}
+
+
+def ltx2_run(model, t):
+    # SimpleTuner's LTXVideo2.model_predict without IC-LoRA or intrinsic conditions: pack_ltx2_latents (patch 1),
+    # the audio latents packed (B, frames, channels), timestep 1000 sigma for both streams, the connectors' mask for
+    # both, fps 25; the sample is segtrain's layout, each sample's video latents then its audio latents.
+    v, a = t["latents"][:, :LTX2_NV].reshape(B, C, LTX2_F, H, W), t["latents"][:, LTX2_NV:].reshape(B, LTX2_TA, C)
+    timestep = (t["sigma"].float() * 1000).double()
+    out_v, out_a = model(ltx_pack(v), audio_hidden_states=a, encoder_hidden_states=t["encoder_hidden_states"],
+                         audio_encoder_hidden_states=t["audio_encoder_hidden_states"], timestep=timestep,
+                         encoder_attention_mask=t["encoder_attention_mask"],
+                         audio_encoder_attention_mask=t["encoder_attention_mask"], num_frames=LTX2_F, height=H, width=W,
+                         fps=25, audio_num_frames=LTX2_TA, return_dict=False)
+    out_v = out_v.reshape(B, LTX2_F, H, W, C).permute(0, 4, 1, 2, 3)
+    return torch.cat([out_v.reshape(B, -1), out_a.reshape(B, -1)], dim=1)
+
+
+LTX2_PASSED = ("latents (B, C F H W + TA C) = (2, 512 + 9 x 4): each sample's video latents (C, F, H, W) = "
+               "(4, 2, 8, 8), then its audio latents (TA, C) = (9, 4), channels last; hidden_states = "
+               "pack_ltx2_latents(video) (B, "
+               "F*H*W, C), audio_hidden_states = the audio latents; timestep = float32(sigma * 1000) for both streams; "
+               "encoder_hidden_states and audio_encoder_hidden_states (B, L, 24) each, encoder_attention_mask = "
+               "audio_encoder_attention_mask (B, L) float 1 = token (the model makes it the additive bias (1 - m) * "
+               "-10000); num_frames = F, height = H, width = W, fps = 25, audio_num_frames = TA; pred = the video "
+               "output unpacked to (B, C, F, H, W), then the audio output, per sample as latents")
+
 class _NearestResize:
     """transformers_cosmos resizes padding_mask with torchvision, which the reference venv lacks: a NEAREST resize to
     the size it already has is the identity, and that is the only case used (the mask is made at the latent size)."""
@@ -690,6 +726,15 @@ fixture("ltxvideo", "LTXVideoTransformer3DModel",
         dict(in_channels=C, out_channels=C, patch_size=1, patch_size_t=1, num_attention_heads=2, attention_head_dim=16,
              cross_attention_dim=32, num_layers=2, caption_channels=JOINT),
         masked_text_make, ltx_run, LTX_PASSED, shape=(B, C, 2, H, W))
+
+# LTX-2.0 (Lightricks/LTX-2's layout, diffusers' 2.0 conversion): two blocks, video 2 heads x 16, audio 2 x 8, 4 latent
+# channels in each stream (128 real), rope_type "split"; the connectors' width 24 (3840).
+fixture("ltxvideo2", "LTX2VideoTransformer3DModel",
+        dict(in_channels=C, out_channels=C, patch_size=1, patch_size_t=1, num_attention_heads=2, attention_head_dim=16,
+             cross_attention_dim=32, audio_in_channels=C, audio_out_channels=C, audio_num_attention_heads=2,
+             audio_attention_head_dim=8, audio_cross_attention_dim=16, num_layers=2, caption_channels=JOINT,
+             rope_type="split"),
+        ltx2_make, ltx2_run, LTX2_PASSED, shape=(B, LTX2_NV + LTX2_TA * C))
 
 # Cosmos 2 text-to-image (Cosmos-Predict2-2B-Text2Image's shape): two blocks, AdaLN-LoRA 16 wide (256 for 2048),
 # rope_scale (1, 4, 4), the padding-mask channel, no learnable positions; one latent frame.

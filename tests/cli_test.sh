@@ -253,6 +253,19 @@ expect 0 "ltxvideo trains on synthetic video with attention offload: num_frames 
   "$bin" train --config empty.json --set model_family=ltxvideo --set model_preset=ltxvideo-tiny \
   --set synthetic_data=true --set num_frames=9 --set max_train_steps=2 --set output_dir=ltx-synthetic \
   --set gradient_checkpointing=true --set gradient_checkpointing_offload_attention=true
+expect 0 "ltxvideo2 trains on synthetic video with attention offload; its audio stream runs on zero latents, masked" \
+  "trained 2 steps" -- \
+  "$bin" train --config empty.json --set model_family=ltxvideo2 --set model_preset=ltxvideo2-tiny \
+  --set synthetic_data=true --set num_frames=9 --set max_train_steps=2 --set output_dir=ltx2-synthetic \
+  --set gradient_checkpointing=true --set gradient_checkpointing_offload_attention=true
+lt2="--set model_family=ltxvideo2 --set model_preset=ltxvideo2-tiny --set num_frames=9"
+expect 0 "batch and grad of ltxvideo2: x0 is (B, S), each sample's video latents then its audio latents" \
+  "wrote loss and 108872 gradients" -- \
+  sh -c "'$bin' init --config empty.json $lt2 --out l2w.safetensors >/dev/null &&
+         '$bin' batch --config empty.json $lt2 --out l2b.safetensors >/dev/null &&
+         '$bin' grad --config empty.json $lt2 --weights l2w.safetensors --batch l2b.safetensors --out l2g.safetensors"
+expect 1 "ltxvideo2's 2.3 flavour is refused by name" "model_flavour 2.3-dev of ltxvideo2 .*gated attention" -- \
+  "$bin" plan --config empty.json --set model_family=ltxvideo2 --set model_flavour=2.3-dev
 expect 0 "kandinsky5-image tiny trains on synthetic data: text blocks then visual blocks, attention offload" \
   "trained 2 steps" -- \
   "$bin" train --config empty.json --set model_family=kandinsky5_image --set model_preset=kandinsky5-image-tiny \
@@ -314,6 +327,9 @@ expect 0 "num_frames: 49 frames of LTX-Video are 7 latent frames (its VAE is 8x 
   "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo-0.9.5-t2v.peft-lora.json" --set num_frames=49
 expect 1 "num_frames of LTX-Video not 8 k + 1 is refused with the rule" "num_frames: 21; this video family takes 8 k \\+ 1 frames" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo-0.9.5-t2v.peft-lora.json" --set num_frames=21
+expect 0 "SimpleTuner's ltxvideo2 example plans LTX-2.0 19B at 121 frames: 16 latent frames, one audio latent a frame" \
+  "model ltxvideo2-19b \\(ltxvideo2\\): 48 cross-attention blocks, width 4096, 32 heads, 3600 video \\+ 121 audio" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo2-19b-t2v.peft-lora.json" --set num_frames=121
 expect 0 "plan --parts lists HiDream's expert weights as one line per kind" \
   "double_stream_blocks\\.\\*\\.block\\.ff_i\\.experts\\.\\*\\.w1 " -- \
   "$bin" plan --config empty.json --set model_preset=hidream-tiny --parts

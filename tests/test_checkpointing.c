@@ -716,6 +716,7 @@ static const struct family_case {
     {"anima-tiny", "cosmos2's blocks reading its text conditioner's output, whose gradient they return", 3, 0, 0, 1,
      1, 1, 1, 0},
     {"ltxvideo-tiny", "video, RoPE over the width, RMSNorm norms", 0, 0, 0, 1, 0, 1, 1, 2},
+    {"ltxvideo2-tiny", "audio and video streams, six attentions a block, split RoPE", 3, 0, 0, 1, 1, 1, 1, 2},
     {"ace-step-tiny", "audio: GQA, a sliding window, conv1d patches", 0, 0, 0, 1, 1, 1, 1, 0},
     {"hunyuanvideo15-tiny", "video, ByT5 tokens, condition channels, double blocks only", 3, 0, 0, 0, 0, 1, 1, 2},
     {"qwen-image-tiny", "one sequence of double blocks, the text's key mask", 3, 0, 0, 1, 1, 1, 1, 0},

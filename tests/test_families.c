@@ -155,6 +155,14 @@ static void test_families(void)
     EXPECT_REFUSAL("{\"model_family\": \"ltxvideo\", \"num_frames\": 21}", ST_ERR_INVALID, "num_frames: 21",
                    "8 k + 1");
     CHECK(from_json("{\"model_family\": \"wan\", \"num_frames\": 81}", &mc) == ST_OK && mc.frames == 21);
+    /* LTX-2: dev (and its quantised files) is LTX-2.0's 19B; 121 frames are 16 latent frames and 121 audio latents */
+    CHECK(from_json("{\"model_family\": \"ltxvideo2\", \"num_frames\": 121}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "ltxvideo2-19b") && mc.frames == 16 && model_audio_tokens(&mc) == 121 &&
+          mc.audio_hidden == 2048 && mc.text_dim == 2 * 3840 && mc.text_len == 1024);
+    CHECK(from_json("{\"model_family\": \"ltxvideo2\", \"model_flavour\": \"dev-fp8\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "ltxvideo2-19b"));
+    EXPECT_REFUSAL("{\"model_family\": \"ltxvideo2\", \"model_flavour\": \"2.3-dev\"}", ST_ERR_UNSUPPORTED,
+                   "model_flavour 2.3-dev of ltxvideo2", "gated attention", "dev");
     CHECK(from_json("{\"model_family\": \"pixart\"}", &mc) == ST_OK && !strcmp(mc.family, "pixart_sigma") &&
           !strcmp(mc.preset, "pixart-900m-1024")); /* SimpleTuner's example folder's name, its default flavour */
     CHECK(from_json("{\"model_family\": \"wan\"}", &mc) == ST_OK && !strcmp(mc.preset, "wan-1.3b") &&
@@ -205,12 +213,18 @@ static void test_families(void)
                            !strcmp(name, "longcat_image") || !strcmp(name, "chroma") ||
                            !strcmp(name, "flux2") || !strcmp(name, "qwen_image") || !strcmp(name, "hidream") ||
                            !strcmp(name, "hunyuanvideo") || !strcmp(name, "pixart_sigma") || !strcmp(name, "wan") ||
-                           !strcmp(name, "ltxvideo") || !strcmp(name, "cosmos2image") ||
+                           !strcmp(name, "ltxvideo") || !strcmp(name, "ltxvideo2") || !strcmp(name, "cosmos2image") ||
                            !strcmp(name, "kandinsky5-image") || !strcmp(name, "kandinsky5-video") ||
                            !strcmp(name, "anima");
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
     CHECKF(n >= 40, "%d family names", n);
+    /* every preset is a value the model_preset key takes */
+    for (int i = 0; model_preset_name(i); i++) {
+        char json[128];
+        snprintf(json, sizeof json, "{\"model_preset\": \"%s\"}", model_preset_name(i));
+        CHECKF(from_json(json, &mc) == ST_OK && !strcmp(mc.preset, model_preset_name(i)), "%s: %s", json, st_error());
+    }
 }
 
 /* Each config text bad[i][0], written to dir/file over preset's sizes, is refused (with `want`; 0: any failure) in
@@ -595,6 +609,46 @@ static void test_ltxvideo_json(void)
     remove(dir);
 }
 
+/* LTX2VideoTransformer3DModel's config.json: LTX-2.0's (diffusers' conversion) reads as the preset; LTX-2.3's and
+ * 2.5's additions, the interleaved rotation and other fixed values are refused by name */
+static void test_ltxvideo2_json(void)
+{
+    char dir[] = "/tmp/segtrain-ltx2-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define LTX2 "{\"_class_name\": \"LTX2VideoTransformer3DModel\", \"rope_type\": \"split\", "
+    tk_write_file(dir, "config.json", LTX2 "\"activation_fn\": \"gelu-approximate\", \"attention_bias\": true, "
+                  "\"attention_head_dim\": 128, \"attention_out_bias\": true, \"audio_attention_head_dim\": 64, "
+                  "\"audio_cross_attention_dim\": 2048, \"audio_gated_attn\": false, \"audio_hop_length\": 160, "
+                  "\"audio_in_channels\": 128, \"audio_num_attention_heads\": 32, \"audio_out_channels\": 128, "
+                  "\"audio_sampling_rate\": 16000, \"caption_channels\": 3840, \"cross_attention_dim\": 4096, "
+                  "\"gated_attn\": false, \"in_channels\": 128, \"norm_eps\": 1e-06, \"num_attention_heads\": 32, "
+                  "\"num_layers\": 48, \"out_channels\": 128, \"vae_scale_factors\": [8, 32, 32], "
+                  "\"use_prompt_embeddings\": true, \"perturbed_attn\": false}");
+    model_config mc, want;
+    CHECK(model_preset("ltxvideo2-tiny", &mc) == ST_OK && model_preset("ltxvideo2-19b", &want) == ST_OK);
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.channels == want.channels && mc.audio_hidden == want.audio_hidden &&
+               mc.audio_heads == want.audio_heads && mc.audio_channels == want.audio_channels &&
+               mc.text_dim == want.text_dim,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {LTX2 "\"gated_attn\": true}", "gated_attn is not false"},
+        {LTX2 "\"cross_attn_mod\": true}", "LTX-2.3 and 2.5 set it"},
+        {LTX2 "\"use_prompt_embeddings\": false}", "use_prompt_embeddings is not true"},
+        {"{\"_class_name\": \"LTX2VideoTransformer3DModel\"}", "rope_type is not given"},
+        {"{\"_class_name\": \"LTX2VideoTransformer3DModel\", \"rope_type\": \"interleaved\"}", "\"split\""},
+        {LTX2 "\"audio_cross_attention_dim\": 1024}", "audio_cross_attention_dim 1024"},
+        {LTX2 "\"vae_scale_factors\": [4, 16, 16]}", "vae_scale_factors (4, 16, 16)"},
+        {LTX2 "\"audio_sampling_rate\": 24000}", "audio_sampling_rate"},
+        {LTX2 "\"use_keyframes_abs_pos_embedding\": true}", "use_keyframes_abs_pos_embedding"},
+    };
+#undef LTX2
+    expect_json_refusals(dir, "config.json", "ltxvideo2-tiny", bad, sizeof bad / sizeof *bad, ST_ERR_UNSUPPORTED,
+                         false);
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 /* Anima's pipeline folder: the transformer's config in transformer/, its conditioner's in text_conditioner/ beside
  * it; what the conditioner's reader does not build is refused in one line naming the file and the key. */
 static void test_anima_json(void)
@@ -646,6 +700,7 @@ int main(void)
     test_flux_folder_axes();
     test_qwen_json();
     test_ltxvideo_json();
+    test_ltxvideo2_json();
     test_anima_json();
     test_hunyuanvideo();
     test_hidream();

@@ -332,18 +332,19 @@ static void test_ids_dry(void)
     CHECK(pool_destroy(dry) == 0);
 }
 
-/* Rotate-half (Cosmos's layout): pair p of a head is (x[p], x[p + hd/2]) turned by the table's angle p. A double
- * reference from the table's own (cos, sin) on a strided view (rows 3 floats wider than the heads, one batch apart
- * by more): forward against it, backward against central differences of sum(w * reference(x)), and the
- * interleaved rotation is not it. */
+/* Rotate-half (Cosmos's layout): pair p of a head is (x[p], x[p + hd/2]) turned by the table's angle p; split
+ * (LTX-2's): the same pairs, head k by its own angles (t, k, p). A double reference from the table's own (cos, sin)
+ * on a strided view (rows 3 floats wider than the heads, one batch apart by more): forward against it, backward
+ * against central differences of sum(w * reference(x)), and the interleaved rotation is not it. */
 enum { HB = 2, HT = 5, HH = 2, HHD = 12, HRS = HH * HHD + 3, HBS = HT * HRS + 7 };
 
 typedef struct half_ctx {
     const float *table;
     double *x, *w;
+    bool split;
 } half_ctx;
 
-static void rope_half_ref(const float *table, double *y, const double *x)
+static void rope_half_ref(const float *table, bool split, double *y, const double *x)
 {
     const int64_t pairs = HHD / 2;
     for (int64_t b = 0; b < HB; b++)
@@ -351,7 +352,8 @@ static void rope_half_ref(const float *table, double *y, const double *x)
             for (int64_t k = 0; k < HH; k++)
                 for (int64_t p = 0; p < pairs; p++) {
                     const int64_t i = (b * HT + t) * HH * HHD + k * HHD + p;
-                    const double c = table[(t * pairs + p) * 2], s = table[(t * pairs + p) * 2 + 1];
+                    const int64_t e = split ? (t * HH + k) * pairs + p : t * pairs + p;
+                    const double c = table[e * 2], s = table[e * 2 + 1];
                     y[i] = x[i] * c - x[i + pairs] * s;
                     y[i + pairs] = x[i + pairs] * c + x[i] * s;
                 }
@@ -362,7 +364,7 @@ static double half_loss(void *p)
     half_ctx *r = p;
     const int64_t n = HB * HT * HH * HHD;
     double *y = dbuf(n), s = 0;
-    rope_half_ref(r->table, y, r->x);
+    rope_half_ref(r->table, r->split, y, r->x);
     for (int64_t i = 0; i < n; i++) s += r->w[i] * y[i];
     free(y);
     return s;
@@ -380,12 +382,13 @@ static void half_copy(float *view, float *dense, int to_view)
             }
 }
 
-static void test_half(void)
+static void test_half(bool split)
 {
-    const int64_t n = HB * HT * HH * HHD, nbuf = HB * HBS;
-    float *table = fbuf(HT * HHD), *x = fbuf(n), *w = fbuf(n), *buf = fbuf(nbuf), *orig = fbuf(nbuf), *got = fbuf(n);
+    const int64_t n = HB * HT * HH * HHD, nbuf = HB * HBS, angles = (split ? HH : 1) * HT * HHD / 2;
+    const char *what = split ? "rope_split" : "rope_half";
+    float *table = fbuf(2 * angles), *x = fbuf(n), *w = fbuf(n), *buf = fbuf(nbuf), *orig = fbuf(nbuf), *got = fbuf(n);
     double *xd = dbuf(n), *wd = dbuf(n), *want = dbuf(n), *g = dbuf(n);
-    for (int64_t i = 0; i < HT * HHD / 2; i++) { /* angles of every size, some past pi */
+    for (int64_t i = 0; i < angles; i++) { /* angles of every size, some past pi */
         const double a = 0.37 * (double)i - 1.9;
         table[2 * i] = (float)cos(a), table[2 * i + 1] = (float)sin(a);
     }
@@ -394,26 +397,34 @@ static void test_half(void)
     tk_fill(buf, nbuf, 73, -1.0f, 1.0f);
     tk_to_double(xd, x, n);
     tk_to_double(wd, w, n);
-    rope_half_ref(table, want, xd);
+    rope_half_ref(table, split, want, xd);
     half_copy(buf, x, 1);
     memcpy(orig, buf, (size_t)nbuf * sizeof(float));
-    rope_half_forward(buf, HB, HT, HH, HHD, HRS, HBS, table);
+    (split ? rope_split_forward : rope_half_forward)(buf, HB, HT, HH, HHD, HRS, HBS, table);
     half_copy(buf, got, 0);
-    tk_expect_close("rope_half_forward vs the double reference", got, want, n, FWD_TOL);
+    tk_expect_close(split ? "rope_split_forward vs the double reference" : "rope_half_forward vs the double reference",
+                    got, want, n, FWD_TOL);
     half_copy(orig, got, 0); /* orig's view is x again: everything outside must match orig */
     half_copy(orig, got, 1);
     int outside = 1;
     for (int64_t b = 0; b < HB; b++)
         for (int64_t t = 0; t < HT; t++)
             for (int64_t i = HH * HHD; i < HRS; i++) outside &= buf[b * HBS + t * HRS + i] == orig[b * HBS + t * HRS + i];
-    CHECKF(outside, "rope_half_forward wrote outside its view");
+    CHECKF(outside, "%s_forward wrote outside its view", what);
 
-    half_ctx ctx = {table, xd, wd};
+    half_ctx ctx = {table, xd, wd, split};
     tk_numeric_grad(half_loss, &ctx, xd, n, FD_H, g);
     half_copy(buf, w, 1);
-    rope_half_backward(buf, HB, HT, HH, HHD, HRS, HBS, table);
+    (split ? rope_split_backward : rope_half_backward)(buf, HB, HT, HH, HHD, HRS, HBS, table);
     half_copy(buf, got, 0);
-    tk_expect_close("rope_half_backward vs finite differences", got, g, n, GRAD_TOL);
+    tk_expect_close(split ? "rope_split_backward vs finite differences" : "rope_half_backward vs finite differences",
+                    got, g, n, GRAD_TOL);
+    if (split) { /* the heads' own angles matter: the shared-table rotation (head 0's angles for both) is not it */
+        memcpy(got, x, (size_t)n * sizeof(float));
+        rope_half_forward(got, HB, HT, HH, HHD, HH * HHD, HT * HH * HHD, table);
+        double rel = 0;
+        CHECKF(!tk_close(got, want, n, FWD_TOL, &rel) && rel > 1e-2, "rope_half matched rope_split (%.2g)", rel);
+    }
 
     memcpy(got, x, (size_t)n * sizeof(float)); /* the interleaved rotation is another function */
     rope_forward(got, HB, HT, HH, HHD, HH * HHD, HT * HH * HHD, table);
@@ -434,6 +445,7 @@ int main(void)
     test_ids_zero();
     test_ids_threads();
     test_ids_dry();
-    test_half();
+    test_half(false);
+    test_half(true);
     return tk_finish();
 }

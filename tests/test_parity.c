@@ -90,6 +90,59 @@ static fixture_run run(model *m, const ckpt_settings *cs, const float *x, const 
     return r;
 }
 
+/* The fixture's step unchecked and under torch-ffn with interval 2 and stride 2, into r[0] and r[1]. */
+static void run_both(model *m, const float *x, const float *ts, const float *cond, const float *target, int64_t B,
+                     fixture_run r[2])
+{
+    const ckpt_settings none = {.interval = 1, .stride = 1};
+    const ckpt_settings ckpt = {.enabled = true, .backend = BACKEND_TORCH_FFN, .interval = 2, .stride = 2};
+    r[0] = run(m, &none, x, ts, cond, target, B);
+    r[1] = run(m, &ckpt, x, ts, cond, target, B);
+}
+
+/* Both runs against the fixture: the prediction (pred[k]: run k's in the fixture's layout, n floats), the loss and
+ * every gradient to PARITY_TOL, a gradient diffusers leaves exactly zero exactly zero here too; then the two runs
+ * bitwise equal. */
+static void compare(const char *name, const sft_file *f, param_set *ps, const fixture_run r[2], const float *pred[2],
+                    const float *want_pred, float want_loss, int64_t n)
+{
+    for (int k = 0; k < 2; k++) {
+        const char *sched = k ? "torch-ffn, interval 2" : "none";
+        const double ep = rel_l2(pred[k], want_pred, n), el = fabs((double)r[k].loss - want_loss) / want_loss;
+        CHECKF(ep <= PARITY_TOL, "%s, %s: pred rel L2 %.2e", name, sched, ep);
+        CHECKF(el <= PARITY_TOL, "%s, %s: loss %.7f vs %.7f", name, sched, r[k].loss, want_loss);
+        double worst = 0;
+        const char *worst_name = "";
+        int64_t off = 0, compared = 0, zeros = 0;
+        for (int i = 0; i < ps->n; i++) {
+            const param *q = param_at(ps, i);
+            if (!q->trainable) continue;
+            float *want = fixture_grad(f, q);
+            const double e = rel_l2(r[k].grads + off, want, q->numel);
+            CHECKF(e <= PARITY_TOL, "%s, %s: %s rel L2 %.2e", name, sched, q->name, e);
+            /* a gradient diffusers leaves at exactly zero (SD3's last block drops its text queries' output) is
+             * exactly zero here too: no tolerance needed */
+            bool want_zero = true, got_zero = true;
+            for (int64_t j = 0; j < q->numel; j++)
+                want_zero &= want[j] == 0.0f, got_zero &= r[k].grads[off + j] == 0.0f;
+            CHECKF(!want_zero || got_zero, "%s, %s: %s is zero in diffusers, not here", name, sched, q->name);
+            zeros += want_zero;
+            if (e > worst) worst = e, worst_name = q->name;
+            off += q->numel, compared++;
+            free(want);
+        }
+        int grads_in_file = 0;
+        for (int i = 0; i < sft_count(f); i++)
+            grads_in_file += !strncmp(sft_at(f, i)->name, "grad.", 5) || !strncmp(sft_at(f, i)->name, "grad_dy.", 8);
+        CHECKF(compared == grads_in_file, "%s: %lld gradients compared, the fixture has %d", name, (long long)compared,
+               grads_in_file);
+        printf("     %s: loss %.7f (diffusers %.7f), pred rel L2 %.1e, worst of %lld gradients %.1e (%s), %lld exactly "
+               "zero\n", sched, r[k].loss, want_loss, ep, (long long)compared, worst, worst_name, (long long)zeros);
+    }
+    tk_expect_bitwise("gradients, checkpointed vs none", r[1].grads, r[0].grads, ps->grad_count);
+    tk_expect_bitwise("prediction, checkpointed vs none", r[1].pred, r[0].pred, n);
+}
+
 /* A fixture of a family whose conditioning is a text encoder's sequence, its pooled vector and, where the model
  * embeds it, the guidance value (model.h's layout), run on the family's preset resized by the fixture's own
  * config.json. */
@@ -180,43 +233,9 @@ static void test_fixture(const char *name, const char *preset)
             memcpy(cond + b * K + L * mc.text_dim + P, llama + b * nllama, (size_t)nllama * sizeof(float));
     }
 
-    const ckpt_settings none = {.interval = 1, .stride = 1};
-    const ckpt_settings ckpt = {.enabled = true, .backend = BACKEND_TORCH_FFN, .interval = 2, .stride = 2};
-    fixture_run r[2] = {run(m, &none, x, ts, cond, target, B), run(m, &ckpt, x, ts, cond, target, B)};
-    for (int k = 0; k < 2; k++) {
-        const char *sched = k ? "torch-ffn, interval 2" : "none";
-        const double ep = rel_l2(r[k].pred, want_pred, B * per), el = fabs((double)r[k].loss - want_loss[0]) / want_loss[0];
-        CHECKF(ep <= PARITY_TOL, "%s, %s: pred rel L2 %.2e", name, sched, ep);
-        CHECKF(el <= PARITY_TOL, "%s, %s: loss %.7f vs %.7f", name, sched, r[k].loss, want_loss[0]);
-        double worst = 0;
-        const char *worst_name = "";
-        int64_t off = 0, compared = 0, zeros = 0;
-        for (int i = 0; i < ps->n; i++) {
-            const param *q = param_at(ps, i);
-            if (!q->trainable) continue;
-            float *want = fixture_grad(f, q);
-            const double e = rel_l2(r[k].grads + off, want, q->numel);
-            CHECKF(e <= PARITY_TOL, "%s, %s: %s rel L2 %.2e", name, sched, q->name, e);
-            /* a gradient diffusers leaves at exactly zero (SD3's last block drops its text queries' output) is
-             * exactly zero here too: no tolerance needed */
-            bool want_zero = true, got_zero = true;
-            for (int64_t j = 0; j < q->numel; j++) want_zero &= want[j] == 0.0f, got_zero &= r[k].grads[off + j] == 0.0f;
-            CHECKF(!want_zero || got_zero, "%s, %s: %s is zero in diffusers, not here", name, sched, q->name);
-            zeros += want_zero;
-            if (e > worst) worst = e, worst_name = q->name;
-            off += q->numel, compared++;
-            free(want);
-        }
-        int grads_in_file = 0;
-        for (int i = 0; i < sft_count(f); i++)
-            grads_in_file += !strncmp(sft_at(f, i)->name, "grad.", 5) || !strncmp(sft_at(f, i)->name, "grad_dy.", 8);
-        CHECKF(compared == grads_in_file, "%s: %lld gradients compared, the fixture has %d", name, (long long)compared,
-               grads_in_file);
-        printf("     %s: loss %.7f (diffusers %.7f), pred rel L2 %.1e, worst of %lld gradients %.1e (%s), %lld exactly "
-               "zero\n", sched, r[k].loss, want_loss[0], ep, (long long)compared, worst, worst_name, (long long)zeros);
-    }
-    tk_expect_bitwise("gradients, checkpointed vs none", r[1].grads, r[0].grads, ps->grad_count);
-    tk_expect_bitwise("prediction, checkpointed vs none", r[1].pred, r[0].pred, B * per);
+    fixture_run r[2];
+    run_both(m, x, ts, cond, target, B, r);
+    compare(name, f, ps, r, (const float *[2]){r[0].pred, r[1].pred}, want_pred, want_loss[0], B * per);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(text), free(pooled), free(guidance);
     free(mask), free(llama), free(text2), free(mask2), free(qstates), free(t5), free(t5w);
@@ -275,41 +294,63 @@ static void test_ace_step(void)
         memcpy(cond + b * K, text + b * L * E, (size_t)(L * E) * sizeof(float));
         memcpy(cond + b * K + L * E, context + b * T * Cc, (size_t)(T * Cc) * sizeof(float));
     }
-    const ckpt_settings none = {.interval = 1, .stride = 1};
-    const ckpt_settings ckpt = {.enabled = true, .backend = BACKEND_TORCH_FFN, .interval = 2, .stride = 2};
-    fixture_run r[2] = {run(m, &none, x, ts, cond, target, B), run(m, &ckpt, x, ts, cond, target, B)};
-    for (int k = 0; k < 2; k++) {
-        const char *sched = k ? "torch-ffn, interval 2" : "none";
-        float *pred = transpose(r[k].pred, B, T, C, true);
-        const double ep = rel_l2(pred, pl, B * per), el = fabs((double)r[k].loss - want_loss[0]) / want_loss[0];
-        CHECKF(ep <= PARITY_TOL, "ace-step, %s: pred rel L2 %.2e", sched, ep);
-        CHECKF(el <= PARITY_TOL, "ace-step, %s: loss %.7f vs %.7f", sched, r[k].loss, want_loss[0]);
-        double worst = 0;
-        const char *worst_name = "";
-        int64_t off = 0, compared = 0;
-        for (int i = 0; i < ps->n; i++) {
-            const param *q = param_at(ps, i);
-            if (!q->trainable) continue;
-            float *want = fixture_grad(f, q);
-            const double e = rel_l2(r[k].grads + off, want, q->numel);
-            CHECKF(e <= PARITY_TOL, "ace-step, %s: %s rel L2 %.2e", sched, q->name, e);
-            if (e > worst) worst = e, worst_name = q->name;
-            off += q->numel, compared++;
-            free(want);
-        }
-        int grads_in_file = 0;
-        for (int i = 0; i < sft_count(f); i++) grads_in_file += !strncmp(sft_at(f, i)->name, "grad.", 5);
-        CHECKF(compared == grads_in_file, "ace-step: %lld gradients compared, the fixture has %d", (long long)compared,
-               grads_in_file);
-        printf("     %s: loss %.7f (diffusers %.7f), pred rel L2 %.1e, worst of %lld gradients %.1e (%s)\n", sched,
-               r[k].loss, want_loss[0], ep, (long long)compared, worst, worst_name);
-        free(pred);
-    }
-    tk_expect_bitwise("gradients, checkpointed vs none", r[1].grads, r[0].grads, ps->grad_count);
-    tk_expect_bitwise("prediction, checkpointed vs none", r[1].pred, r[0].pred, B * per);
+    fixture_run r[2];
+    run_both(m, x, ts, cond, target, B, r);
+    float *pred[2] = {transpose(r[0].pred, B, T, C, true), transpose(r[1].pred, B, T, C, true)};
+    compare("ace-step", f, ps, r, (const float *[2]){pred[0], pred[1]}, pl, want_loss[0], B * per);
+    free(pred[0]), free(pred[1]);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(xl), free(tl), free(pl), free(x), free(target), free(sigma), free(want_loss), free(text), free(context);
     free(cond);
+    sft_close(f);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
+/* LTX-2.0: a sample is its video latents then its audio latents (model.h's layout, the fixture's too); a token's
+ * conditioning row is the video connector's state then the audio one's, then the shared mask. */
+static void test_ltx2(void)
+{
+    printf("-- ltxvideo2: ltxvideo2-tiny's sizes from the fixture's config.json, diffusers' folder as saved\n");
+    const char *dir = FIXTURES "ltxvideo2";
+    sft_file *f;
+    CHECKF(sft_open(FIXTURES "ltxvideo2/parity.safetensors", &f) == ST_OK, "%s", st_error());
+    const sft_tensor *lat = sft_find(f, "latents"), *ehs = sft_find(f, "encoder_hidden_states");
+    CHECK(lat && lat->ndim == 2 && ehs && ehs->ndim == 3);
+    if (!lat || !ehs) return;
+    const int64_t B = lat->shape[0], L = ehs->shape[1], Ct = ehs->shape[2];
+    model_config mc;
+    CHECK(model_preset("ltxvideo2-tiny", &mc) == ST_OK);
+    mc.text_len = L, mc.frames = 2, mc.resolution = 8; /* the fixture's (2, 8, 8) latent frames */
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
+    const int64_t per = model_sample_numel(&mc), K = model_cond_len(&mc);
+    CHECK(mc.text_dim == 2 * Ct && mc.audio_hidden == 16 && mc.audio_heads == 2 && model_audio_tokens(&mc) == 9 &&
+          per == lat->shape[1] && K == L * (2 * Ct + 1));
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = NULL;
+    CHECKF(model_create(&mc, p, &m) == ST_OK, "%s", st_error());
+    param_set *ps = model_params(m);
+    CHECKF(param_set_load(ps, dir, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
+    float *x = tensor(f, "latents", B * per), *target = tensor(f, "target", B * per);
+    float *want = tensor(f, "pred", B * per), *sigma = tensor(f, "sigma", B), *want_loss = tensor(f, "loss", 1);
+    float *tv = tensor(f, "encoder_hidden_states", B * L * Ct);
+    float *ta = tensor(f, "audio_encoder_hidden_states", B * L * Ct);
+    float *mask = tensor(f, "encoder_attention_mask", B * L);
+    float *cond = malloc((size_t)(B * K) * sizeof(float)), ts[16];
+    CHECK(B <= 16);
+    for (int64_t b = 0; b < B; b++) {
+        ts[b] = 1000.0f * sigma[b];
+        for (int64_t l = 0; l < L; l++) {
+            memcpy(cond + b * K + l * 2 * Ct, tv + (b * L + l) * Ct, (size_t)Ct * sizeof(float));
+            memcpy(cond + b * K + l * 2 * Ct + Ct, ta + (b * L + l) * Ct, (size_t)Ct * sizeof(float));
+        }
+        memcpy(cond + b * K + L * 2 * Ct, mask + b * L, (size_t)L * sizeof(float));
+    }
+    fixture_run r[2];
+    run_both(m, x, ts, cond, target, B, r);
+    compare("ltxvideo2", f, ps, r, (const float *[2]){r[0].pred, r[1].pred}, want, want_loss[0], B * per);
+    for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
+    free(x), free(target), free(want), free(sigma), free(want_loss), free(tv), free(ta), free(mask), free(cond);
     sft_close(f);
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);
@@ -338,5 +379,6 @@ int main(void)
     test_fixture("wan", "wan-tiny"); /* video, 3D rotary, q/k RMSNorm across heads, norm2 */
     test_fixture("ltxvideo", "ltxvideo-tiny"); /* video, RoPE over the whole width, RMSNorm block norms, the key mask */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */
+    test_ltx2();     /* audio and video: six attentions a block, split RoPE, cross-modal rows */
     return tk_finish();
 }

@@ -111,7 +111,7 @@ void state_free(pool *p, block_state *st);
 
 /* Straight-line allocation for kernels: take many buffers, check the status once, free them all at the end.
  * After the first failure every further take returns NULL and the status keeps the first error. */
-#define SCRATCH_MAX 32
+#define SCRATCH_MAX 64 /* LTX-2's block keeps six attentions' sides, 36 buffers, with its other tensors */
 typedef struct scratch {
     pool *pool;
     st_status status;

@@ -51,6 +51,10 @@ typedef struct model_config {
                                       latents' channels (source latents and chunk mask, in_channels -
                                       audio_acoustic_hidden_dim) */
     int64_t image_dim;             /* hunyuanvideo15: the SigLIP image tokens' width (image_embed_dim) */
+    int64_t audio_hidden, audio_heads, audio_channels; /* ltxvideo2: the audio stream's width (audio_num_attention_heads
+                                      x audio_attention_head_dim), its heads, and its latents' channels
+                                      (audio_in_channels); 0 elsewhere. Its text_dim is twice caption_channels: a
+                                      token's video and audio connector states side by side */
     int64_t experts, experts_active, llama_len; /* hidream: num_routed_experts, num_activated_experts, and the Llama
                                       tokens per caption (each block reads its own Llama layer's) */
     int64_t approx_channels, approx_hidden, approx_layers; /* chroma: distilled_guidance_layer's input width
@@ -94,6 +98,12 @@ bool model_xattn(const model_config *mc);
 bool model_kandinsky5(const model_config *mc);
 /* Whether the family is audio (ace_step): latents (B, C, F, 1, 1), F the clip's latent frames. */
 bool model_audio(const model_config *mc);
+/* Whether the family is LTX-2 (ltxvideo2): audio and video in one model. A sample is its video latents (C, F, H, W)
+ * then its audio latents (model_audio_tokens, audio_channels), channels last as LTX-2 packs them. */
+bool model_ltx2(const model_config *mc);
+/* LTX-2's audio latents per sample: one per video frame, (F - 1) 8 + 1 (at SimpleTuner's 25 fps, the audio VAE's
+ * 16000 / 160 / 4 = 25 latents a second); 0 for the other families. */
+int64_t model_audio_tokens(const model_config *mc);
 /* Whether the family runs CosmosTransformer3DModel (cosmos2image, and anima with its text conditioner). */
 bool model_cosmos(const model_config *mc);
 /* Whether the family is anima: a sample's conditioning is its Qwen3 states (source_len, source_dim), its T5 ids
@@ -184,8 +194,12 @@ void model_null_condition(const model_config *mc, float *cond);
  * buffers by the batch before that. */
 st_status model_check_batch(const model *m, int64_t batch);
 
-/* The floats of one sample's latent: channels x frames x resolution^2. */
+/* The floats of one sample's latent: channels x frames x resolution^2 (LTX-2: and its audio latents). */
 int64_t model_sample_numel(const model_config *mc);
+/* The floats of a sample that a dataset gives and the loss reads: its first model_loss_numel; the rest (LTX-2's
+ * audio, when the data has none) is zero in x0, noised as the rest, and masked out of the loss, as SimpleTuner
+ * does for a batch without audio latents. */
+int64_t model_loss_numel(const model_config *mc);
 
 /* Predicts from x (batch, channels, frames, res, res) ((batch, channels, res, res) for images), timesteps (batch) and cond (batch x model_cond_len floats).
  * *pred (same shape as x) stays valid until model_backward or model_release. With train, forward keeps what

@@ -239,6 +239,12 @@ void rope_half_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, i
                        int64_t batch_stride, const float *table);
 void rope_half_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
                         int64_t batch_stride, const float *table);
+/* The same rotate-half pairs with each head's own angles (LTX-2's apply_split_rotary_emb): table (tokens, heads,
+ * head_dim/2, 2). */
+void rope_split_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+                        int64_t batch_stride, const float *table);
+void rope_split_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+                         int64_t batch_stride, const float *table);
 
 /* ---- embeddings, patches and fixed tables (ops/cpu/embed.c) ---- */
 

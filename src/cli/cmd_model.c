@@ -62,6 +62,10 @@ static const char grad_help[] =
 /* A batch of latents' shape (B, C, H, W), or (B, C, F, H, W) for a video model: its dimensions (shape may be NULL). */
 static int latent_shape(const model_config *mc, int64_t batch, int64_t *shape)
 {
+    if (model_ltx2(mc)) { /* (B, S): each sample's video latents, then its audio latents */
+        if (shape) shape[0] = batch, shape[1] = model_sample_numel(mc);
+        return 2;
+    }
     const int nd = mc->frames > 1 ? 5 : 4;
     if (shape) {
         int i = 0;
@@ -103,9 +107,10 @@ static st_status read_batch(const char *path, model *m, pool *dev, batch_data *b
     if (!x0 || x0->ndim != nd) {
         const int got = x0 ? x0->ndim : 0; /* read before the file goes */
         sft_close(f);
-        const char *want = nd == 4 ? "(B,C,H,W)" : "(B,C,F,H,W)";
-        if (got) return st_fail(ST_ERR_FORMAT, "%s: tensor 'x0' has %d dimensions; the model takes %s (num_frames %s)",
-                                path, got, want, nd == 4 ? "1: images" : "above 1: video");
+        const char *want = nd == 2 ? "(B,S)" : nd == 4 ? "(B,C,H,W)" : "(B,C,F,H,W)";
+        if (got) return st_fail(ST_ERR_FORMAT, "%s: tensor 'x0' has %d dimensions; the model takes %s (%s)", path, got,
+                                want, nd == 2 ? "a sample's video latents, then its audio latents"
+                                      : nd == 4 ? "num_frames 1: images" : "num_frames above 1: video");
         return st_fail(ST_ERR_FORMAT, "%s: tensor 'x0' %s is missing", path, want);
     }
     b->batch = x0->shape[0];

@@ -42,7 +42,7 @@ static size_t kept_of(const seq_plan *p, const block_seq *s, int b)
 static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
 {
     const model_config *mc = model_get_config(m);
-    char blocks[64], tokens[64], grid[96];
+    char blocks[64], tokens[80], grid[96];
     const long long image = (long long)(mc->frames / mc->patch_t * (mc->resolution / mc->patch) * (mc->resolution / mc->patch));
     if (model_reads_text(mc)) {
         if (model_xattn(mc)) snprintf(blocks, sizeof blocks, "%lld cross-attention blocks", (long long)mc->depth);
@@ -50,8 +50,12 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
             snprintf(blocks, sizeof blocks, "%lld double-stream + %lld single-stream blocks", (long long)mc->depth,
                      (long long)mc->single_depth);
         else snprintf(blocks, sizeof blocks, "%lld joint blocks", (long long)mc->depth); /* sd3 */
-        snprintf(tokens, sizeof tokens, "%lld %s + %lld text tokens", image, model_audio(mc) ? "audio" : "image",
-                 (long long)(mc->text_len + mc->text2_len));
+        if (model_ltx2(mc))
+            snprintf(tokens, sizeof tokens, "%lld video + %lld audio + %lld text tokens", image,
+                     (long long)model_audio_tokens(mc), (long long)mc->text_len);
+        else
+            snprintf(tokens, sizeof tokens, "%lld %s + %lld text tokens", image, model_audio(mc) ? "audio" : "image",
+                     (long long)(mc->text_len + mc->text2_len));
     } else {
         snprintf(blocks, sizeof blocks, "%lld blocks", (long long)mc->depth);
         snprintf(tokens, sizeof tokens, "%lld tokens", image);

@@ -32,6 +32,7 @@ void side_take(frame *f, block_saved *sv, const int64_t *numel, int n_attn)
 {
     memcpy(sv->side_n, numel, sizeof sv->side_n);
     sv->n_attn = n_attn;
+    sv->xo_kept = f->keep_xo;
     for (int i = 0; !f->from_host && i < SIDE_MAX; i++) {
         const bool output = i == SO || (i == XO && f->keep_xo);
         if (!numel[i] || (output && f->reuse)) continue;
@@ -59,6 +60,7 @@ static void release_saved(block_saved *sv)
         if (!sv->mod_borrowed) pool_free(p, sv->mod[s]);
     }
     pool_free(p, sv->o2);
+    for (int i = 0; i < 4; i++) pool_free(p, sv->o3[i]);
     for (int i = 0; i < SIDE_MAX; i++) pool_free(p, sv->side[i]);
     free(sv);
 }
@@ -76,7 +78,7 @@ st_status frame_end(frame *f, st_status st, block_saved *sv, block_saved **saved
     scratch_end(&f->tmp);
     if (f->keep == KEEP_NOTHING || f->keep == KEEP_ATTENTION_OUTPUT) {
         for (int s = 0; s < 2; s++) sv->mod[s] = sv->o[s] = NULL;
-        sv->o2 = NULL;
+        sv->o2 = sv->o3[0] = sv->o3[1] = sv->o3[2] = sv->o3[3] = NULL;
         for (int i = 0; !sv->on_host && i < SIDE_MAX; i++)
             if (f->keep == KEEP_NOTHING || (i != SO && (i != XO || !f->keep_xo))) sv->side[i] = NULL;
     }
@@ -197,10 +199,11 @@ st_status side_attention_forward(const side_attention *a, block_saved *sv, int a
     if (!st && wk) st = rmsnorm_forward(m->pool, side[SK], side[SKR], wk->w, nkv * K / w, w, a->eps, NULL);
     if (st) return st;
     if (a->rotate) a->rotate(a->block, side[SQ], false, false), a->rotate(a->block, side[SK], true, false);
-    if (sv->att_kept && at == SQ) return ST_OK; /* a recompute after KEEP_ATTENTION_OUTPUT: output and state kept */
+    if (sv->att_kept && (at == SQ || (at == XQ && sv->xo_kept)))
+        return ST_OK; /* a recompute after KEEP_ATTENTION_OUTPUT: output and state kept */
     return attention_forward_masked(m->pool, as, a->mask, rows_of(side[SO], T, D), rows_of(side[SQ], T, D),
                                     rows_of(side[SK], Tkv, K), rows_of(side[SV], Tkv, K),
-                                    keep ? &sv->attn[at == XQ] : NULL);
+                                    keep ? &sv->attn[at / SIDE_PER] : NULL);
 }
 
 st_status side_attention_backward(const side_attention *a, block_saved *sv, int at, const float *dout, const float *xq,
@@ -223,7 +226,7 @@ st_status side_attention_backward(const side_attention *a, block_saved *sv, int 
     s.status = attention_backward_masked(m->pool, as, a->mask, rows_of(dq, T, D), rows_of(dk, Tkv, K),
                                          rows_of(dv, Tkv, K), rows_of(datt, T, D), rows_of(side[SQ], T, D),
                                          rows_of(side[SK], Tkv, K), rows_of(side[SV], Tkv, K), rows_of(side[SO], T, D),
-                                         &sv->attn[at == XQ]);
+                                         &sv->attn[at / SIDE_PER]);
     if (s.status) return scratch_end(&s);
     if (a->rotate) a->rotate(a->block, dq, false, true), a->rotate(a->block, dk, true, true);
     if (!(s.status = norm_back(a, draw, dq, side[SQR], a->norm_q, nq, D))) s.status = bwd(m, a->q, dxq, draw, xq, nq);

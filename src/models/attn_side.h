@@ -6,9 +6,13 @@
 
 #include "internal.h"
 
-/* The side: joint q, k, v, o, q and k before their norm; then SD3.5's attn2's, on the image rows. */
-enum { SQ, SK, SV, SO, SQR, SKR, XQ, XK, XV, XO, XQR, XKR, SIDE_MAX };
-#define ATTN_N 2 /* the joint attention's kept state, attn2's */
+/* The side: an attention's q, k, v, o, q and k before their norm (SIDE_PER tensors), for up to ATTN_N attentions a
+ * block: the joint one's, then SD3.5's attn2's on the image rows (or a cross-attention's), then LTX-2's four more.
+ * Attention a's tensors start at a * SIDE_PER, and its kept state is attn[a]. */
+enum { SQ, SK, SV, SO, SQR, SKR, XQ, XK, XV, XO, XQR, XKR };
+#define SIDE_PER 6
+#define ATTN_N 6
+#define SIDE_MAX (SIDE_PER * ATTN_N)
 
 /* Every field a family leaves unused stays NULL. */
 struct block_saved {
@@ -18,12 +22,14 @@ struct block_saved {
     int n_attn;               /* attention states kept (set by side_take) */
     op_state attn[ATTN_N];
     float *o[2], *o2;         /* output projections per stream and attn2's (for the gates' gradients) */
+    float *o3[4];             /* LTX-2's further four attentions' */
     float *f1[2], *f2[2], *f3[2]; /* KEEP_ALL: the feed-forward's outputs */
     pool *pool;
     offload *off;
     bool on_host;
     bool mod_borrowed; /* mod points into the model's modulation rows (Chroma), not the block's own */
     bool att_kept;     /* a KEEP_ATTENTION_OUTPUT forward left the attentions' outputs and states, for its recompute */
+    bool xo_kept;      /* ... XO's among them (frame's keep_xo) */
     host_tensor h[SIDE_MAX + ATTN_N]; /* the side and the attention states, while on the host */
 };
 

@@ -467,6 +467,73 @@ static st_status ltxvideo_from_json(const cJSON *j, const char *file, model_conf
     return ST_OK;
 }
 
+/* LTX2VideoTransformer3DModel's config as diffusers converts LTX-2.0 (scripts/convert_ltx2_to_diffusers.py, version
+ * 2.0): the class's defaults, then the file's values. What LTX-2.0 does not vary is refused by name, the 2.3 and 2.5
+ * additions (gated attention, cross_attn_mod, no caption projection, perturbed attention) among it. rope_type must
+ * be given as "split" (the class's default is "interleaved", which no published LTX-2 uses). */
+static st_status ltx2_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 128, heads = 32, out = 128, cross = 4096, caption = 3840;
+    int64_t ahd = 64, aheads = 32, aout = 128, across = 2048, apatch = 1, apatch_t = 1;
+    int64_t scale[3] = {8, 32, 32};
+    mc->channels = 128, mc->depth = 48, mc->patch = 1, mc->patch_t = 1, mc->audio_channels = 128;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
+                {"out_channels", &out}, {"caption_channels", &caption}, {"cross_attention_dim", &cross},
+                {"num_layers", &mc->depth}, {"patch_size", &mc->patch}, {"patch_size_t", &mc->patch_t},
+                {"audio_num_attention_heads", &aheads}, {"audio_attention_head_dim", &ahd},
+                {"audio_in_channels", &mc->audio_channels}, {"audio_out_channels", &aout},
+                {"audio_cross_attention_dim", &across}, {"audio_patch_size", &apatch},
+                {"audio_patch_size_t", &apatch_t}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "vae_scale_factors", 3, scale);
+    const struct {
+        const char *key;
+        double want;
+    } fixed[] = {{"pos_embed_max_pos", 20},          {"base_height", 2048},        {"base_width", 2048},
+                 {"audio_scale_factor", 4},          {"audio_pos_embed_max_pos", 20}, {"audio_sampling_rate", 16000},
+                 {"audio_hop_length", 160},          {"norm_eps", 1e-6},           {"rope_theta", 10000},
+                 {"causal_offset", 1},               {"timestep_scale_multiplier", 1000},
+                 {"cross_attn_timestep_scale_multiplier", 1000}};
+    for (size_t i = 0; !st && i < sizeof fixed / sizeof *fixed; i++)
+        st = json_fixed(j, file, fixed[i].key, fixed[i].want, "LTX-2.0");
+    if (!st) st = json_fixed_text(j, file, "qk_norm", "rms_norm_across_heads", "LTX-2.0");
+    if (!st) st = json_fixed_text(j, file, "activation_fn", "gelu-approximate", "LTX-2.0");
+    if (st) return st;
+    const cJSON *rt = cJSON_GetObjectItemCaseSensitive(j, "rope_type");
+    if (!cJSON_IsString(rt) || strcmp(rt->valuestring, "split"))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: rope_type is %s; segtrain builds LTX-2's \"split\" rotation (the "
+                       "class's default, \"interleaved\", is no published LTX-2's)", file,
+                       cJSON_IsString(rt) ? rt->valuestring : "not given");
+    static const char *const flags[] = {"gated_attn", "cross_attn_mod", "audio_gated_attn", "audio_cross_attn_mod",
+                                        "norm_elementwise_affine", "attention_bias", "attention_out_bias",
+                                        "rope_double_precision", "use_prompt_embeddings", "perturbed_attn", "ff_bias",
+                                        "audio_ff_bias", "use_keyframes_abs_pos_embedding"};
+    static const bool want[] = {false, false, false, false, false, true, true, true, true, false, true, true, false};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, flags[i]);
+        if (x && !cJSON_IsNull(x) && (!cJSON_IsBool(x) || cJSON_IsTrue(x) != want[i]))
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is not %s, the only value segtrain builds LTX-2.0 with%s", file,
+                           flags[i], want[i] ? "true" : "false",
+                           i < 4 || i == 8 || i == 9 ? " (LTX-2.3 and 2.5 set it; their flavours are not built)" : "");
+    }
+    if (out != mc->channels || cross != hd * heads || aout != mc->audio_channels || across != ahd * aheads ||
+        apatch != 1 || apatch_t != 1 || scale[0] != 8 || scale[1] != 32 || scale[2] != 32)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, cross_attention_dim %lld, audio_out_channels %lld, "
+                       "audio_cross_attention_dim %lld, audio patches %lld x %lld, vae_scale_factors (%lld, %lld, "
+                       "%lld); segtrain builds LTX-2.0's: outputs as wide as inputs (%lld, %lld), cross-attention as "
+                       "wide as each stream (%lld, %lld), 1 x 1 audio patches and (8, 32, 32)", file, (long long)out,
+                       (long long)cross, (long long)aout, (long long)across, (long long)apatch, (long long)apatch_t,
+                       (long long)scale[0], (long long)scale[1], (long long)scale[2], (long long)mc->channels,
+                       (long long)mc->audio_channels, (long long)(hd * heads), (long long)(ahd * aheads));
+    mc->heads = heads, mc->hidden = hd * heads, mc->audio_heads = aheads, mc->audio_hidden = ahd * aheads;
+    mc->text_dim = 2 * caption, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    return ST_OK;
+}
+
 /* CosmosTransformer3DModel's config as Cosmos-Predict2's text-to-image models set it: its defaults, then the file's
  * values; what segtrain does not build (learnable positions, image context, controlnet, the cross-attention
  * projection, no padding-mask channel, other rope_scale, a temporal patch) is refused by name. */
@@ -700,6 +767,7 @@ static const struct {
     {"pixart_sigma", "PixArtTransformer2DModel", pixart_from_json},
     {"wan", "WanTransformer3DModel", wan_from_json},
     {"ltxvideo", "LTXVideoTransformer3DModel", ltxvideo_from_json},
+    {"ltxvideo2", "LTX2VideoTransformer3DModel", ltx2_from_json},
     {"hidream", "HiDreamImageTransformer2DModel", hidream_from_json},
     {"cosmos2image", "CosmosTransformer3DModel", cosmos_from_json},
     {"kandinsky5", "Kandinsky5Transformer3DModel", kandinsky5_from_json},

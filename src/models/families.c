@@ -77,7 +77,8 @@ static const struct st_family {
     {"ltxvideo", NULL, "LTXVideo", XATTN, "LTXVideoTransformer3DModel", "0.9.5|0.9.0",
      "0.9.5:ltxvideo-0.9.5|0.9.0:ltxvideo-0.9.5", "0.9.5"}, /* 0.9.0's transformer is 0.9.5's shape */
     {"ltxvideo2", NULL, "LTXVideo2", XATTN, "LTX2VideoTransformer3DModel",
-     "dev|dev-fp4|dev-fp8|2.3-dev|2.3-distilled|2.5-dev|2.5-distilled", NULL, NULL},
+     "dev|dev-fp4|dev-fp8|2.3-dev|2.3-distilled|2.5-dev|2.5-distilled",
+     "dev:ltxvideo2-19b|dev-fp4:ltxvideo2-19b|dev-fp8:ltxvideo2-19b", "dev"}, /* fp4 and fp8: dev's, quantised */
     {"lumina2", NULL, "Lumina-T2I", JOINT, "Lumina2Transformer2DModel", "2.0|neta-lumina", NULL, NULL},
     {"mageflow", NULL, "Mage-Flow", DUAL, "MageFlowTransformer2DModel",
      "base|default|turbo|edit-base|edit|edit-turbo", NULL, NULL},
@@ -125,6 +126,9 @@ static const struct {
     {"anima", "gazingstars123-2.9b is a single-file 2.9B checkpoint whose transformer sizes are not published as a "
               "diffusers config (SimpleTuner infers them from its tensors); give its converted folder as "
               "pretrained_model_name_or_path with a built flavour"},
+    {"ltxvideo2", "the 2.3 and 2.5 flavours add gated attention, timestep-modulated prompt cross-attention "
+                  "(cross_attn_mod, prompt_adaln) and per-modality connector projections; LTX-2.0's dev flavours are "
+                  "built"},
     {"kandinsky5-video", "the i2v flavours also take the first frame's latents and its mask in the visual_cond "
                          "channels, which are zero in text-to-video; segtrain's conditioning carries no reference "
                          "image"},

@@ -71,7 +71,7 @@ struct model {
 extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, auraflow_family, flux2_family,
     qwen_image_family, hunyuan_video_family, hidream_family, xdit_family, cosmos_family,
     ace_step_family;
-extern const model_family kandinsky5_family;
+extern const model_family kandinsky5_family, ltx2_family;
 
 /* The patches of a step's latents (m->shape.batch of them), and a patch's features (channels x patch_t x patch^2). */
 patch_shape model_patches(const model *m);
@@ -94,6 +94,7 @@ offload *model_offload(model *m);
 typedef struct temb {
     int w0, b0, w2, b2; /* parameter indices; a bias < 0: none (Flux.2's) */
     int64_t in;         /* linear_1's input width: DIT_FREQ_DIM timestep features, or a pooled text vector's */
+    int64_t out;        /* c's width: the D registered (hidden_size; LTX-2's audio paths: its audio width) */
     float *freq, *h, *hs, *c; /* freq: linear_1's input */
 } temb;
 void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,

@@ -68,7 +68,7 @@ static int64_t mod_stride(const mm_block *mb, int64_t width)
 
 static bool side_used(const mm_block *mb, int i)
 {
-    if (i >= XQ && !mb->dual) return false;
+    if (i > XKR || (i >= XQ && !mb->dual)) return false;
     return mb->qk_norm || (i != SQR && i != SKR && i != XQR && i != XKR);
 }
 

@@ -21,7 +21,14 @@ static bool xdit(const model_config *mc)
     return !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo");
 }
 
-bool model_xattn(const model_config *mc) { return xdit(mc) || model_kandinsky5(mc) || model_cosmos(mc) || model_audio(mc); }
+bool model_ltx2(const model_config *mc) { return !strcmp(mc->family, "ltxvideo2"); }
+
+int64_t model_audio_tokens(const model_config *mc) { return model_ltx2(mc) ? (mc->frames - 1) * 8 + 1 : 0; }
+
+bool model_xattn(const model_config *mc)
+{
+    return xdit(mc) || model_kandinsky5(mc) || model_cosmos(mc) || model_audio(mc) || model_ltx2(mc);
+}
 
 static const model_family *family_of(const model_config *mc)
 {
@@ -35,6 +42,7 @@ static const model_family *family_of(const model_config *mc)
     if (model_audio(mc)) return &ace_step_family;
     if (model_kandinsky5(mc)) return &kandinsky5_family;
     if (xdit(mc)) return &xdit_family;
+    if (model_ltx2(mc)) return &ltx2_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
@@ -51,16 +59,16 @@ bool model_reads_text(const model_config *mc) { return model_dual_stream(mc) || 
 
 bool model_video(const model_config *mc)
 {
-    return hunyuanvideo(mc) || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo") ||
+    return hunyuanvideo(mc) || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
            (model_kandinsky5(mc) && mc->cond_channels); /* Kandinsky 5's video models are its visual_cond ones */
 }
 
-int64_t model_vae_scale_t(const model_config *mc) { return !strcmp(mc->family, "ltxvideo") ? 8 : 4; }
+int64_t model_vae_scale_t(const model_config *mc) { return !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ? 8 : 4; }
 
 bool model_text_mask(const model_config *mc)
 {
     return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma") || hunyuanvideo(mc) ||
-           !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "ltxvideo");
+           !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc);
 }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
@@ -108,6 +116,8 @@ static st_status check_sizes(const model_config *c, int64_t *per_sample)
         !ck_mul(pixels, c->frames, lim, &pixels))
         return too_large("in_channels, resolution, num_frames", c);
     if (!ck_mul(D, DIT_FREQ_DIM, lim, &freq)) return too_large("hidden_size", c);
+    if (!ck_mul(model_audio_tokens(c) + 1, c->audio_channels + 8 * D, lim, &x)) /* LTX-2's audio rows */
+        return too_large("num_frames, audio_in_channels, hidden_size", c);
     if (!ck_mul(c->text2_len, c->text2_dim, lim, &x) || !ck_mul(c->text2_len + c->text2_dim + D, 2048, lim, &x) ||
         !ck_mul(c->image_dim, c->image_dim + D, lim, &x)) /* hunyuanvideo15's ByT5 projection is 2048 wide */
         return too_large("text_embed_2_dim, image_embed_dim, hidden_size", c);
@@ -364,7 +374,12 @@ void model_null_condition(const model_config *mc, float *cond) { model_condition
 
 #define BIAS(of, i) ((i) < 0 ? NULL : of(i))
 
-int64_t model_sample_numel(const model_config *mc) { return mc->channels * mc->frames * mc->resolution * mc->resolution; }
+int64_t model_loss_numel(const model_config *mc) { return mc->channels * mc->frames * mc->resolution * mc->resolution; }
+
+int64_t model_sample_numel(const model_config *mc)
+{
+    return model_loss_numel(mc) + model_audio_tokens(mc) * mc->audio_channels;
+}
 
 int64_t model_out_channels(const model_config *c) { return c->out_channels ? c->out_channels : c->channels; }
 
@@ -470,7 +485,7 @@ static void temb_add(param_set *s, temb *t, const char *linear_1, const char *li
                      bool trainable, bool bias)
 {
     char n[PARAM_NAME_MAX];
-    t->in = in;
+    t->in = in, t->out = D;
     t->b0 = t->b2 = -1;
     snprintf(n, sizeof n, "%s.weight", linear_1);
     t->w0 = param_add(s, n, 2, (int64_t[]){D, in}, trainable);
@@ -496,7 +511,7 @@ void temb_register_nobias(param_set *s, temb *t, const char *linear_1, const cha
 
 void temb_take_path(model *m, temb *t, st_status *st)
 {
-    const int64_t B = m->shape.batch, D = m->cfg.hidden;
+    const int64_t B = m->shape.batch, D = t->out;
     t->freq = model_take(m, st, B * t->in, "t_freq", false);
     t->h = model_take(m, st, B * D, "t_hidden", false);
     t->hs = model_take(m, st, B * D, "t_silu", false);
@@ -528,7 +543,7 @@ void temb_release(model *m, temb *t)
 
 void temb_mlp_forward(model *m, temb *t)
 {
-    const int64_t B = m->shape.batch, D = m->cfg.hidden;
+    const int64_t B = m->shape.batch, D = t->out;
     linear_forward(t->h, t->freq, W(t->w0), BIAS(W, t->b0), B, t->in, D);
     silu_forward(t->hs, t->h, B * D);
     linear_forward(t->c, t->hs, W(t->w2), BIAS(W, t->b2), B, D, D);
@@ -544,7 +559,7 @@ st_status temb_forward(model *m, temb *t, const float *timesteps)
 /* Workspace: two (B, D) buffers. */
 st_status temb_backward(model *m, temb *t, float *dc)
 {
-    const int64_t B = m->shape.batch, D = m->cfg.hidden;
+    const int64_t B = m->shape.batch, D = t->out;
     scratch k = {.pool = m->pool};
     float *dhs = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "temb.dsilu");
     float *dh = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "temb.dhidden");

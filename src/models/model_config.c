@@ -92,6 +92,11 @@ static const struct preset {
      * space (512 px: 16 x 16) and 8x in time; the tiny one is the fixture's. */
     {"ltxvideo-tiny", "ltxvideo", 2, 32, 2, 1, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
     {"ltxvideo-0.9.5", "ltxvideo", 28, 2048, 32, 1, 128, 16, 10, 0, 226, 4096, 0, false, false, 0, 0},
+    /* LTX-2 19B (Lightricks/LTX-2's transformer, diffusers' 2.0 conversion): 48 blocks of a video stream (32 heads x
+     * 128) and an audio stream (32 x 64, set in model_preset), both 128 latent channels; the Gemma 3 connectors'
+     * 3840-wide states for each stream side by side at 1024 tokens; a VAE of 32x in space, 8x in time. */
+    {"ltxvideo2-tiny", "ltxvideo2", 2, 32, 2, 1, 4, 8, 10, 0, 6, 48, 0, false, false, 0, 0},
+    {"ltxvideo2-19b", "ltxvideo2", 48, 4096, 32, 1, 128, 16, 10, 0, 1024, 7680, 0, false, false, 0, 0},
     /* Cosmos-Predict2-2B- and -14B-Text2Image's (nvidia/Cosmos-Predict2-*-Text2Image): 28 blocks of 16 heads and 36
      * of 40 (x 128), AdaLN-LoRA 256 wide, T5-11B's 1024 at 512 tokens, 16 latent channels in (1, 2, 2) patches; the
      * tiny one is the fixture's shape. */
@@ -196,7 +201,11 @@ st_status model_preset(const char *name, model_config *out)
         if (!strcmp(p->family, "anima"))
             out->source_len = tiny ? 5 : 512, out->source_dim = tiny ? 24 : 1024, out->text_min_len = tiny ? 8 : 512,
             out->refiner_depth = tiny ? 2 : 6, out->text_vocab = tiny ? 32 : 32128;
-        if (!strcmp(p->family, "ltxvideo")) out->frames = tiny ? 2 : 1, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 32;
+        if (!strcmp(p->family, "ltxvideo") || !strcmp(p->family, "ltxvideo2"))
+            out->frames = tiny ? 2 : 1, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 32;
+        if (!strcmp(p->family, "ltxvideo2"))
+            out->audio_hidden = tiny ? 16 : 2048, out->audio_heads = tiny ? 2 : 32,
+            out->audio_channels = tiny ? 4 : 128;
         if (!strcmp(p->family, "chroma")) { /* the tiny one's approximator is the fixture's shape, with 2 layers */
             out->approx_channels = tiny ? 32 : 64, out->approx_hidden = tiny ? 32 : 5120, out->approx_layers = tiny ? 2 : 5;
         }
@@ -319,6 +328,19 @@ st_status model_config_check(const model_config *mc)
                        (long long)mc->out_channels, ace ? "ace_step takes a divisor of num_heads, a window of at least "
                        "0, 0 to 65536 context channels, and audio's 1, 1 and 0 (= in_channels)"
                        : "only ace_step has them (0)");
+    const bool ltx2 = model_ltx2(mc);
+    if (ltx2 ? (mc->audio_heads < 1 || mc->audio_hidden < 1 || mc->audio_hidden > mc->hidden ||
+                mc->audio_hidden % (2 * mc->audio_heads) || mc->audio_hidden % (2 * mc->heads) ||
+                mc->audio_channels < 1 || mc->audio_channels > (1 << 16) || mc->text_dim % 2 || mc->patch != 1 ||
+                mc->patch_t != 1 || (mc->hidden / mc->heads) % 2 || mc->out_channels || mc->ffn_dim)
+             : (mc->audio_heads || mc->audio_hidden || mc->audio_channels))
+        return st_fail(ST_ERR_INVALID, "audio width %lld, audio heads %lld, audio channels %lld, caption width %lld, "
+                       "patch %lld x %lld; %s", (long long)mc->audio_hidden, (long long)mc->audio_heads,
+                       (long long)mc->audio_channels, (long long)mc->text_dim, (long long)mc->patch,
+                       (long long)mc->patch_t, ltx2 ? "ltxvideo2 takes an audio width of at most hidden_size that "
+                       "2 x each stream's heads divide (its cross-modal rotations split it by both), 1 to 65536 audio "
+                       "channels, two connector states per token (an even width), 1 x 1 patches and even head widths"
+                       : "only ltxvideo2 has an audio stream (0)");
     const bool k5 = model_kandinsky5(mc);
     const int64_t k5hd = mc->hidden / mc->heads;
     if (k5 ? (mc->text_blocks < 1 || mc->text_blocks > 4096 || mc->time_dim < 1 || mc->time_dim > (1 << 16) ||

@@ -23,12 +23,36 @@ float objective_weight(const model_config *mc, float t)
     return objective_edm(mc) ? (1.0f - t) * (1.0f - t) + t * t : 1.0f;
 }
 
+/* The mean squared error over each sample's first `used` of its `per` floats (model_loss_numel: all but LTX-2's
+ * audio latents, masked out as SimpleTuner masks a batch without audio), and its gradient. */
+static float loss_forward(const float *pred, const float *target, const float *weight, int64_t batch, int64_t per,
+                          int64_t used)
+{
+    if (used == per) return mse_forward(pred, target, weight, batch, per);
+    double sum = 0;
+    for (int64_t i = 0; i < batch; i++)
+        sum += mse_forward(pred + i * per, target + i * per, weight ? weight + i : NULL, 1, used);
+    return (float)(sum / (double)batch);
+}
+
+static void loss_backward(float *dpred, const float *pred, const float *target, const float *weight, int64_t batch,
+                          int64_t per, int64_t used, float scale)
+{
+    if (used == per) {
+        mse_backward(dpred, pred, target, weight, batch, per, scale);
+        return;
+    }
+    for (int64_t i = 0; i < batch; i++)
+        mse_backward(dpred + i * per, pred + i * per, target + i * per, weight ? weight + i : NULL, 1, used,
+                     scale / (float)batch);
+}
+
 st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
 {
     const model_config *c = model_get_config(m);
     st_status st = model_check_batch(m, b->batch); /* bounds the products below */
     if (st) return st;
-    const int64_t per = model_sample_numel(c), n = b->batch * per;
+    const int64_t per = model_sample_numel(c), used = model_loss_numel(c), n = b->batch * per;
     pool *p = model_params(m)->pool;
     float *xt = NULL, *target = NULL, *timesteps = NULL, *weight = NULL, *dpred = NULL;
     st = pool_alloc(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.x_t", (void **)&xt);
@@ -43,11 +67,11 @@ st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
         const float *pred;
         st = model_forward(m, xt, timesteps, b->cond, b->batch, backward, &pred);
         if (!st) {
-            *loss = mse_forward(pred, target, weight, b->batch, per);
+            *loss = loss_forward(pred, target, weight, b->batch, per, used);
             if (backward) {
                 const float scale = b->grad_scale ? b->grad_scale : 1.0f;
                 st = pool_alloc_zero(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.dpred", (void **)&dpred);
-                if (!st) mse_backward(dpred, pred, target, weight, b->batch, per, scale);
+                if (!st) loss_backward(dpred, pred, target, weight, b->batch, per, used, scale);
                 if (!st) st = model_backward(m, dpred);
             }
             model_release(m);

@@ -475,9 +475,19 @@ static void draw(trainer *t, int64_t micro, int64_t per)
     }
 }
 
-static void synthetic_batch(trainer *t, int64_t micro, int64_t per)
+/* A batch of `used` floats a sample (model_loss_numel, what data gives) spread to `per` (model_sample_numel) in place,
+ * the rest of each sample zero: LTX-2's audio latents, which the data has none of. */
+static void spread_samples(float *x, int64_t batch, int64_t used, int64_t per)
 {
-    rng_fill_normal(t->x0, t->batch * per, t->seed, rng_u64(t->seed, rng_stream("synthetic"), (uint64_t)micro), 0.0f,
+    for (int64_t i = batch - 1; used < per && i >= 0; i--) {
+        memmove(x + i * per, x + i * used, (size_t)used * sizeof(float));
+        memset(x + i * per + used, 0, (size_t)(per - used) * sizeof(float));
+    }
+}
+
+static void synthetic_batch(trainer *t, int64_t micro, int64_t used)
+{
+    rng_fill_normal(t->x0, t->batch * used, t->seed, rng_u64(t->seed, rng_stream("synthetic"), (uint64_t)micro), 0.0f,
                     1.0f);
     for (int64_t i = 0; i < t->batch; i++) {
         t->labels[i] = (micro * t->batch + i) % t->classes;
@@ -514,7 +524,7 @@ static st_status validate(trainer *t)
 st_status trainer_step(trainer *t, train_step_info *info)
 {
     const model_config *mc = model_get_config(t->run.m);
-    const int64_t per = model_sample_numel(mc);
+    const int64_t per = model_sample_numel(mc), used = model_loss_numel(mc);
     param_set *ps = model_params(t->run.m);
     const double t0 = clock_seconds();
     pool_reset_peak(t->run.device);
@@ -528,8 +538,9 @@ st_status trainer_step(trainer *t, train_step_info *info)
             st = data_iter_next_with_text(t->iter, t->batch, t->x0, t->labels, t->captions, NULL, t->cond,
                                           t->cond_len);
         else if (t->iter) st = data_iter_next_batch(t->iter, t->batch, t->x0, t->labels, t->captions, NULL);
-        else synthetic_batch(t, micro, per);
+        else synthetic_batch(t, micro, used);
         if (st) break;
+        spread_samples(t->x0, t->batch, used, per);
         for (int64_t i = 0; i < t->batch; i++)
             if (t->cached) cached_guidance(t, t->cond + i * t->cond_len);
             else model_condition(mc, t->labels[i], t->captions[i], t->cond + i * t->cond_len);

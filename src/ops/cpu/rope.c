@@ -65,13 +65,15 @@ static void rotate_row(float *xr, const float *cs, int64_t heads, int64_t pairs,
 }
 
 /* The same rotation on rotate-half pairs: pair p of a head is (x[p], x[p + pairs]), diffusers' apply_rotary_emb with
- * use_real_unbind_dim=-2 (x cos + cat(-x2, x1) sin, the table's angles repeated for both halves: Cosmos's). */
-static void rotate_row_half(float *xr, const float *cs, int64_t heads, int64_t pairs, float sign)
+ * use_real_unbind_dim=-2 (x cos + cat(-x2, x1) sin, the table's angles repeated for both halves: Cosmos's). Head k
+ * reads the table from cs + k * head_step: 0 when the heads share it, a head's pairs when each has its own (LTX-2). */
+static void rotate_row_half(float *xr, const float *cs, int64_t heads, int64_t pairs, float sign, int64_t head_step)
 {
     for (int64_t k = 0; k < heads; k++) {
         float *v = xr + k * pairs * 2, *w = v + pairs;
+        const float *e = cs + k * head_step;
         for (int64_t p = 0; p < pairs; p++) {
-            const float c = cs[2 * p], s = sign * cs[2 * p + 1], x0 = v[p], x1 = w[p];
+            const float c = e[2 * p], s = sign * e[2 * p + 1], x0 = v[p], x1 = w[p];
             const float x0c = x0 * c, nx1s = -x1 * s, x1c = x1 * c, x0s = x0 * s;
             v[p] = x0c + nx1s;
             w[p] = x1c + x0s;
@@ -79,8 +81,11 @@ static void rotate_row_half(float *xr, const float *cs, int64_t heads, int64_t p
     }
 }
 
+/* the pairs: rope_forward's, rope_half_forward's, rope_split_forward's */
+typedef enum pairing { INTERLEAVED, HALF, SPLIT } pairing;
+
 static void rope_run(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
-                     int64_t batch_stride, const float *table, bool inverse, bool half)
+                     int64_t batch_stride, const float *table, bool inverse, pairing how)
 {
     if (head_dim < 2 || head_dim % 2 != 0)
         st_panic("rope: head_dim %lld (need an even size >= 2)", (long long)head_dim);
@@ -89,39 +94,55 @@ static void rope_run(float *x, int64_t batch, int64_t tokens, int64_t heads, int
 #pragma omp parallel for schedule(static) if (rows * heads * head_dim >= PAR_MIN)
     for (int64_t r = 0; r < rows; r++) {
         const int64_t b = r / tokens, t = r % tokens;
-        (half ? rotate_row_half : rotate_row)(x + b * batch_stride + t * row_stride, table + t * pairs * 2, heads, pairs,
-                                              inverse ? -1.0f : 1.0f);
+        float *xr = x + b * batch_stride + t * row_stride;
+        const float sign = inverse ? -1.0f : 1.0f;
+        if (how == INTERLEAVED) rotate_row(xr, table + t * pairs * 2, heads, pairs, sign);
+        else if (how == HALF) rotate_row_half(xr, table + t * pairs * 2, heads, pairs, sign, 0);
+        else rotate_row_half(xr, table + t * heads * pairs * 2, heads, pairs, sign, pairs * 2);
     }
+}
+
+/* rope_run with the profiler's count: 8 flops a pair element */
+static void rope_timed(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+                       int64_t batch_stride, const float *table, bool inverse, pairing how)
+{
+    const double t0 = prof_now();
+    if (!op_dry(x)) rope_run(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, inverse, how);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * tokens * heads * head_dim);
 }
 
 void rope_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
                   int64_t batch_stride, const float *table)
 {
-    const double t0 = prof_now();
-    if (!op_dry(x)) rope_run(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, false, false);
-    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * tokens * heads * head_dim);
+    rope_timed(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, false, INTERLEAVED);
 }
 
 void rope_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
                    int64_t batch_stride, const float *table)
 {
-    const double t0 = prof_now();
-    if (!op_dry(dx)) rope_run(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table, true, false);
-    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * tokens * heads * head_dim);
+    rope_timed(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table, true, INTERLEAVED);
 }
 
 void rope_half_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
                        int64_t batch_stride, const float *table)
 {
-    const double t0 = prof_now();
-    if (!op_dry(x)) rope_run(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, false, true);
-    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * tokens * heads * head_dim);
+    rope_timed(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, false, HALF);
 }
 
 void rope_half_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
                         int64_t batch_stride, const float *table)
 {
-    const double t0 = prof_now();
-    if (!op_dry(dx)) rope_run(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table, true, true);
-    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * tokens * heads * head_dim);
+    rope_timed(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table, true, HALF);
+}
+
+void rope_split_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+                        int64_t batch_stride, const float *table)
+{
+    rope_timed(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, false, SPLIT);
+}
+
+void rope_split_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+                         int64_t batch_stride, const float *table)
+{
+    rope_timed(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table, true, SPLIT);
 }
