@@ -339,6 +339,26 @@ WAN_PASSED = ("hidden_states = latents (B, C, F, H, W) = (2, 4, 2, 8, 8) as is (
               "1's last 2 rows zero (the pipeline's zero padding; no mask: the padding rows are keys like any "
               "other); encoder_hidden_states_image = None (T2V); pred = output as is (B, C, F, H, W)")
 
+VACE_IN = 8  # vace_in_channels (96 real: the inactive and reactive videos' latents and the mask)
+
+
+def wan_vace_make(gen):
+    # Wan's text (zero padded as WanPipeline pads it) and VACE's control latents, random so that every weight of the
+    # control branch gets a gradient.
+    t = wan_make(gen)
+    t["control_hidden_states"] = randn(gen, B, VACE_IN, 2, H, W)
+    return t
+
+
+def wan_vace_run(model, t):
+    timestep = (t["sigma"].float() * 1000).double()
+    return model(hidden_states=t["latents"], timestep=timestep, encoder_hidden_states=t["encoder_hidden_states"],
+                 control_hidden_states=t["control_hidden_states"], return_dict=False)[0]
+
+
+WAN_VACE_PASSED = WAN_PASSED + ("; control_hidden_states (B, 8, F, H, W) N(0, 1), control_hidden_states_scale None "
+                                "(ones)")
+
 LTX_FRAMERATE = 25   # SimpleTuner's default --framerate for LTX-Video
 
 
@@ -720,6 +740,14 @@ fixture("wan", "WanTransformer3DModel",
              text_dim=JOINT, freq_dim=256, ffn_dim=64, num_layers=2, cross_attn_norm=True,
              qk_norm="rms_norm_across_heads", eps=1e-6),
         wan_make, wan_run, WAN_PASSED, shape=(B, C, 2, H, W))
+
+# Wan 2.1 VACE: the wan fixture's backbone with two VACE blocks (vace_layers [0, 1]: a hint after each main block; the
+# real 1.3B has 15, every 2nd of 30, the 14B 8, every 5th of 40) and 8 control channels (96 real).
+fixture("wan-vace", "WanVACETransformer3DModel",
+        dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=C, out_channels=C,
+             text_dim=JOINT, freq_dim=256, ffn_dim=64, num_layers=2, cross_attn_norm=True,
+             qk_norm="rms_norm_across_heads", eps=1e-6, vace_layers=[0, 1], vace_in_channels=VACE_IN),
+        wan_vace_make, wan_vace_run, WAN_VACE_PASSED, shape=(B, C, 2, H, W))
 
 # LTX-Video 0.9: two blocks, patch 1 x 1 x 1 (as the real 128-channel latents), cross_attention_dim = hidden.
 fixture("ltxvideo", "LTXVideoTransformer3DModel",

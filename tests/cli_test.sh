@@ -258,6 +258,15 @@ expect 0 "ltxvideo2 trains on synthetic video with attention offload; its audio 
   "$bin" train --config empty.json --set model_family=ltxvideo2 --set model_preset=ltxvideo2-tiny \
   --set synthetic_data=true --set num_frames=9 --set max_train_steps=2 --set output_dir=ltx2-synthetic \
   --set gradient_checkpointing=true --set gradient_checkpointing_offload_attention=true
+expect 0 "wan's vace flavour trains on synthetic video with attention offload: its control branch, then the blocks" \
+  "trained 2 steps" -- \
+  "$bin" train --config empty.json --set model_family=wan --set model_preset=wan-vace-tiny \
+  --set synthetic_data=true --set num_frames=5 --set max_train_steps=2 --set output_dir=vace-synthetic \
+  --set gradient_checkpointing=true --set gradient_checkpointing_offload_attention=true
+expect 0 "wan's vace-14b-2.1 plans both sequences: 8 VACE control blocks, then 40 main blocks" \
+  "40 cross-attention blocks \\+ 8 VACE control blocks.*plan vace_blocks: 0-7 ckpt in segments of 1.*plan blocks" -- \
+  sh -c "'$bin' plan --config empty.json --set model_family=wan --set model_flavour=vace-14b-2.1 \
+         --set num_frames=81 --set gradient_checkpointing=true | tr '\\n' ' '"
 lt2="--set model_family=ltxvideo2 --set model_preset=ltxvideo2-tiny --set num_frames=9"
 expect 0 "batch and grad of ltxvideo2: x0 is (B, S), each sample's video latents then its audio latents" \
   "wrote loss and 108872 gradients" -- \

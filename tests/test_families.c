@@ -155,6 +155,13 @@ static void test_families(void)
     EXPECT_REFUSAL("{\"model_family\": \"ltxvideo\", \"num_frames\": 21}", ST_ERR_INVALID, "num_frames: 21",
                    "8 k + 1");
     CHECK(from_json("{\"model_family\": \"wan\", \"num_frames\": 81}", &mc) == ST_OK && mc.frames == 21);
+    /* Wan's VACE flavours: the T2V backbone with its control branch (a hint every 5th block of 40 for the 14B) */
+    CHECK(from_json("{\"model_family\": \"wan\", \"model_flavour\": \"vace-14b-2.1\", \"num_frames\": 81}", &mc) ==
+              ST_OK && !strcmp(mc.preset, "wan-vace-14b") && mc.vace_count == 8 && mc.vace_every == 5 &&
+          mc.vace_channels == 96 && model_vace(&mc) &&
+          model_cond_len(&mc) == mc.text_len * mc.text_dim + 96 * 21 * mc.resolution * mc.resolution);
+    CHECK(from_json("{\"model_family\": \"wan\", \"model_flavour\": \"vace-1.3b-2.1\"}", &mc) == ST_OK &&
+          mc.vace_count == 15 && mc.vace_every == 2 && mc.hidden == 1536);
     /* LTX-2: dev (and its quantised files) is LTX-2.0's 19B; 121 frames are 16 latent frames and 121 audio latents */
     CHECK(from_json("{\"model_family\": \"ltxvideo2\", \"num_frames\": 121}", &mc) == ST_OK &&
           !strcmp(mc.preset, "ltxvideo2-19b") && mc.frames == 16 && model_audio_tokens(&mc) == 121 &&
@@ -649,6 +656,39 @@ static void test_ltxvideo2_json(void)
     remove(dir);
 }
 
+/* WanVACETransformer3DModel's config.json: Wan's keys and the control branch's; vace_layers must be 0, k, 2k, ...;
+ * a plain WanTransformer3DModel config has no branch; another family's class is refused naming both Wan classes */
+static void test_wan_vace_json(void)
+{
+    char dir[] = "/tmp/segtrain-vace-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define VACE "{\"_class_name\": \"WanVACETransformer3DModel\", \"num_attention_heads\": 12, \"num_layers\": 30, " \
+             "\"ffn_dim\": 8960, \"attention_head_dim\": 128, "
+    tk_write_file(dir, "config.json", VACE "\"vace_layers\": [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28], "
+                  "\"vace_in_channels\": 96}");
+    model_config mc, want;
+    CHECK(model_preset("wan-vace-tiny", &mc) == ST_OK && model_preset("wan-vace-1.3b", &want) == ST_OK);
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.vace_count == want.vace_count && mc.vace_every == want.vace_every &&
+               mc.vace_channels == want.vace_channels,
+           "%s", st_error());
+    tk_write_file(dir, "config.json", "{\"_class_name\": \"WanTransformer3DModel\"}");
+    CHECK(model_preset("wan-vace-tiny", &mc) == ST_OK && model_config_from_diffusers(dir, &mc) == ST_OK &&
+          !model_vace(&mc) && mc.vace_count == 0);
+    const char *bad[][2] = {
+        {VACE "\"vace_layers\": [0, 3, 5]}", "are not 0, k, 2k"},
+        {VACE "\"vace_layers\": [2, 4]}", "are not 0, k, 2k"},
+        {VACE "\"vace_layers\": [0, 10, 20, 30]}", "vace_layers: 4 blocks every 10"},
+        {VACE "\"vace_layers\": 5}", "vace_layers is not a list"},
+        {"{\"_class_name\": \"LTXVideoTransformer3DModel\"}",
+         "the wan family reads WanTransformer3DModel's or WanVACETransformer3DModel's"},
+    };
+#undef VACE
+    expect_json_refusals(dir, "config.json", "wan-vace-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 /* Anima's pipeline folder: the transformer's config in transformer/, its conditioner's in text_conditioner/ beside
  * it; what the conditioner's reader does not build is refused in one line naming the file and the key. */
 static void test_anima_json(void)
@@ -701,6 +741,7 @@ int main(void)
     test_qwen_json();
     test_ltxvideo_json();
     test_ltxvideo2_json();
+    test_wan_vace_json();
     test_anima_json();
     test_hunyuanvideo();
     test_hidream();

@@ -210,9 +210,13 @@ static void test_fixture(const char *name, const char *preset)
     float *text2 = L2 ? tensor(f, "encoder_hidden_states_2", B * L2 * E2) : NULL;
     float *mask2 = L2 ? tensor(f, "encoder_attention_mask_2", B * L2) : NULL;
     const int64_t at_guidance = at_text2 + L2 * (E2 + 1);
+    /* WanVACE's control latents, at the conditioning's end (model.h's layout) */
+    const int64_t Nc = model_vace(&mc) ? mc.vace_channels * F * R * R : 0;
+    float *control = Nc ? tensor(f, "control_hidden_states", B * Nc) : NULL;
     float *cond = malloc((size_t)(B * K) * sizeof(float)), ts[16];
     CHECK(B <= 16);
     for (int64_t b = 0; b < B; b++) {
+        if (control) memcpy(cond + b * K + K - Nc, control + b * Nc, (size_t)Nc * sizeof(float));
         /* cosmos2image's fixture holds EDM's sigma: the model's time is t = sigma / (sigma + 1), float as SimpleTuner's */
         ts[b] = 1000.0f * (model_cosmos(&mc) && !qwen ? sigma[b] / (sigma[b] + 1.0f) : sigma[b]);
         if (qwen) {
@@ -238,7 +242,7 @@ static void test_fixture(const char *name, const char *preset)
     compare(name, f, ps, r, (const float *[2]){r[0].pred, r[1].pred}, want_pred, want_loss[0], B * per);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(text), free(pooled), free(guidance);
-    free(mask), free(llama), free(text2), free(mask2), free(qstates), free(t5), free(t5w);
+    free(mask), free(llama), free(text2), free(mask2), free(qstates), free(t5), free(t5w), free(control);
     free(cond);
     sft_close(f);
     model_destroy(m);
@@ -377,6 +381,7 @@ int main(void)
     test_fixture("kandinsky5-video", "kandinsky5-video-tiny"); /* video, visual_cond's zero reference channels */
     test_fixture("anima", "anima-tiny"); /* cosmos's with its text conditioner, loaded from text_conditioner/ */
     test_fixture("wan", "wan-tiny"); /* video, 3D rotary, q/k RMSNorm across heads, norm2 */
+    test_fixture("wan-vace", "wan-vace-tiny"); /* wan's with VACE's control branch: a second sequence's hints */
     test_fixture("ltxvideo", "ltxvideo-tiny"); /* video, RoPE over the whole width, RMSNorm block norms, the key mask */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */
     test_ltx2();     /* audio and video: six attentions a block, split RoPE, cross-modal rows */

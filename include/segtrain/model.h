@@ -51,6 +51,9 @@ typedef struct model_config {
                                       latents' channels (source latents and chunk mask, in_channels -
                                       audio_acoustic_hidden_dim) */
     int64_t image_dim;             /* hunyuanvideo15: the SigLIP image tokens' width (image_embed_dim) */
+    int64_t vace_count, vace_every, vace_channels; /* wan's VACE flavours: the control branch's blocks
+                                      (len(vace_layers)), a hint every vace_every main blocks from block 0 (vace_layers
+                                      0, k, 2k, ...), and the control latents' channels (vace_in_channels); else 0 */
     int64_t audio_hidden, audio_heads, audio_channels; /* ltxvideo2: the audio stream's width (audio_num_attention_heads
                                       x audio_attention_head_dim), its heads, and its latents' channels
                                       (audio_in_channels); 0 elsewhere. Its text_dim is twice caption_channels: a
@@ -109,6 +112,9 @@ bool model_cosmos(const model_config *mc);
 /* Whether the family is anima: a sample's conditioning is its Qwen3 states (source_len, source_dim), its T5 ids
  * (text_len, as floats) and their weights (text_len), in that order. */
 bool model_anima(const model_config *mc);
+/* Whether the model is Wan with VACE's control branch (WanVACETransformer3DModel): after the text, a sample's
+ * conditioning holds its control latents (vace_channels, frames, resolution, resolution). */
+bool model_vace(const model_config *mc);
 /* Whether the family reads a text encoder's output (the dual-stream and cross-attention families), not labels. */
 bool model_reads_text(const model_config *mc);
 /* Whether the family's input is video (B, C, F, H, W): hunyuanvideo, hunyuanvideo15. */

@@ -42,10 +42,13 @@ static size_t kept_of(const seq_plan *p, const block_seq *s, int b)
 static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
 {
     const model_config *mc = model_get_config(m);
-    char blocks[64], tokens[80], grid[96];
+    char blocks[80], tokens[80], grid[96];
     const long long image = (long long)(mc->frames / mc->patch_t * (mc->resolution / mc->patch) * (mc->resolution / mc->patch));
     if (model_reads_text(mc)) {
-        if (model_xattn(mc)) snprintf(blocks, sizeof blocks, "%lld cross-attention blocks", (long long)mc->depth);
+        if (model_vace(mc))
+            snprintf(blocks, sizeof blocks, "%lld cross-attention blocks + %lld VACE control blocks",
+                     (long long)mc->depth, (long long)mc->vace_count);
+        else if (model_xattn(mc)) snprintf(blocks, sizeof blocks, "%lld cross-attention blocks", (long long)mc->depth);
         else if (mc->single_depth)
             snprintf(blocks, sizeof blocks, "%lld double-stream + %lld single-stream blocks", (long long)mc->depth,
                      (long long)mc->single_depth);

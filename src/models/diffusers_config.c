@@ -430,6 +430,32 @@ static st_status wan_from_json(const cJSON *j, const char *file, model_config *m
                        (long long)mc->channels);
     mc->heads = heads, mc->hidden = hd * heads, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
     if (mc->ffn_dim == 4 * mc->hidden) mc->ffn_dim = 0;
+    mc->vace_count = mc->vace_every = mc->vace_channels = 0;
+    return ST_OK;
+}
+
+/* WanVACETransformer3DModel's config: Wan's, then its control branch: vace_layers (its default, 0, 5, ..., 35, is
+ * the 14B's) must be 0, k, 2k, ... (every published VACE's is), vace_in_channels (96). */
+static st_status wan_vace_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = wan_from_json(j, file, mc);
+    int64_t layers[64] = {0, 5, 10, 15, 20, 25, 30, 35}, n = 8, channels = 96;
+    if (!st) st = json_int(j, file, "vace_in_channels", &channels);
+    if (st) return st;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "vace_layers");
+    if (v && (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 || cJSON_GetArraySize(v) > 64))
+        return st_fail(ST_ERR_FORMAT, "%s: vace_layers is not a list of 1 to 64 block indices", file);
+    if (v) {
+        n = cJSON_GetArraySize(v);
+        if ((st = json_axes(j, file, "vace_layers", (int)n, layers))) return st;
+    }
+    const int64_t every = n > 1 ? layers[1] : 1;
+    for (int64_t i = 0; i < n; i++)
+        if (layers[i] != i * every || every < 1)
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: vace_layers [%lld, %lld, ...] are not 0, k, 2k, ...; segtrain "
+                           "builds VACE's hints every k blocks from block 0, as every published VACE has them", file,
+                           (long long)layers[0], (long long)(n > 1 ? layers[1] : 0));
+    mc->vace_count = n, mc->vace_every = every, mc->vace_channels = channels;
     return ST_OK;
 }
 
@@ -766,6 +792,7 @@ static const struct {
     {"hunyuanvideo15", "HunyuanVideo15Transformer3DModel", hunyuanvideo15_from_json},
     {"pixart_sigma", "PixArtTransformer2DModel", pixart_from_json},
     {"wan", "WanTransformer3DModel", wan_from_json},
+    {"wan", "WanVACETransformer3DModel", wan_vace_from_json},
     {"ltxvideo", "LTXVideoTransformer3DModel", ltxvideo_from_json},
     {"ltxvideo2", "LTX2VideoTransformer3DModel", ltx2_from_json},
     {"hidream", "HiDreamImageTransformer2DModel", hidream_from_json},
@@ -792,14 +819,19 @@ st_status model_read_diffusers(const char *path, model_config *mc)
     const cJSON *cls = cJSON_GetObjectItemCaseSensitive(j, "_class_name");
     const char *name = cJSON_IsString(cls) ? cls->valuestring : "(none)";
     st = st_fail(ST_ERR_UNSUPPORTED, "%s: _class_name %s is not a class the %s family reads", file, name, mc->family);
-    for (size_t i = 0; i < sizeof diffusers_classes / sizeof *diffusers_classes; i++)
-        if (!strcmp(mc->family, diffusers_classes[i].family)) {
-            if (strcmp(name, diffusers_classes[i].diffusers))
-                st = st_fail(ST_ERR_UNSUPPORTED, "%s: _class_name %s; the %s family reads %s's", file, name, mc->family,
-                             diffusers_classes[i].diffusers);
-            else st = diffusers_classes[i].from_json(j, file, mc);
+    char classes[160] = ""; /* the family's, for the refusal */
+    for (size_t i = 0; i < sizeof diffusers_classes / sizeof *diffusers_classes; i++) {
+        if (strcmp(mc->family, diffusers_classes[i].family)) continue;
+        if (!strcmp(name, diffusers_classes[i].diffusers)) {
+            st = diffusers_classes[i].from_json(j, file, mc);
+            classes[0] = 0;
             break;
         }
+        snprintf(classes + strlen(classes), sizeof classes - strlen(classes), "%s%s's", classes[0] ? " or " : "",
+                 diffusers_classes[i].diffusers);
+    }
+    if (classes[0])
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: _class_name %s; the %s family reads %s", file, name, mc->family, classes);
     cJSON_Delete(j);
     return st;
 }

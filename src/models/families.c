@@ -104,7 +104,8 @@ static const struct st_family {
     {"wan", NULL, "Wan", XATTN, "WanTransformer3DModel",
      "t2v-480p-1.3b-2.1|t2v-480p-14b-2.1|i2v-14b-2.1|i2v-14b-2.1-720p|i2v-14b-2.2-high|i2v-14b-2.2-low|"
      "animegen-t2v-high|animegen-t2v-low|flf2v-14b-2.1|vace-1.3b-2.1|vace-14b-2.1|ti2v-5b-2.2",
-     "t2v-480p-1.3b-2.1:wan-1.3b|t2v-480p-14b-2.1:wan-14b|animegen-t2v-high:wan-14b|animegen-t2v-low:wan-14b",
+     "t2v-480p-1.3b-2.1:wan-1.3b|t2v-480p-14b-2.1:wan-14b|animegen-t2v-high:wan-14b|animegen-t2v-low:wan-14b|"
+     "vace-1.3b-2.1:wan-vace-1.3b|vace-14b-2.1:wan-vace-14b",
      "t2v-480p-1.3b-2.1"},
     {"wan_s2v", NULL, "WanS2V", XATTN, "WanS2VTransformer3DModel", "s2v-14b-2.2", NULL, NULL},
     {"z_image", NULL, "Z-Image", JOINT, "ZImageTransformer2DModel", "base|turbo|turbo-ostris-v2|ostris-de-turbo", NULL, NULL},
@@ -121,7 +122,7 @@ static const struct {
                      "image tokens; segtrain's conditioning carries no reference image"},
     {"ace_step", "base is ACE-Step 1.0, another transformer than 1.5's AceStepTransformer1DModel; the 1.5 flavours "
                  "(v15-turbo, v15-base, v15-sft) are built"},
-    {"wan", "the i2v, flf2v and vace flavours also take reference frames (CLIP image tokens, conditioning latents) and "
+    {"wan", "the i2v and flf2v flavours also take reference frames (CLIP image tokens, conditioning latents) and "
             "ti2v-5b-2.2 per-token timesteps and a 48-channel VAE; segtrain's conditioning carries no reference"},
     {"anima", "gazingstars123-2.9b is a single-file 2.9B checkpoint whose transformer sizes are not published as a "
               "diffusers config (SimpleTuner infers them from its tensors); give its converted folder as "

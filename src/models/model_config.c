@@ -87,6 +87,11 @@ static const struct preset {
     {"wan-tiny", "wan", 2, 64, 4, 2, 4, 8, 10, 0, 8, 32, 0, false, false, 0, 0},
     {"wan-1.3b", "wan", 30, 1536, 12, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
     {"wan-14b", "wan", 40, 5120, 40, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
+    /* Wan 2.1 VACE 1.3B and 14B (Wan-AI/Wan2.1-VACE-*-diffusers): the T2V backbones with a control branch of 15 blocks
+     * (a hint every 2nd block) and 8 (every 5th), 96 control channels; set in model_preset */
+    {"wan-vace-tiny", "wan", 2, 64, 4, 2, 4, 8, 10, 0, 8, 32, 0, false, false, 0, 0},
+    {"wan-vace-1.3b", "wan", 30, 1536, 12, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
+    {"wan-vace-14b", "wan", 40, 5120, 40, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
     /* LTX-Video 0.9.5 (Lightricks/LTX-Video-0.9.5's transformer, the same shape as 0.9.0's): 28 blocks of 32 heads x
      * 64, T5-XXL's 4096 at SimpleTuner's 226 tokens, 128 latent channels in 1 x 1 x 1 patches from a VAE of 32x in
      * space (512 px: 16 x 16) and 8x in time; the tiny one is the fixture's. */
@@ -188,6 +193,11 @@ st_status model_preset(const char *name, model_config *out)
             out->interpolation = tiny ? 1.0 : (double)(p->resolution / 64 > 1 ? p->resolution / 64 : 1);
         if (!strcmp(p->family, "wan"))
             out->ffn_dim = tiny ? 0 : strstr(name, "14b") ? 13824 : 8960, out->frames = tiny ? 2 : 1;
+        if (!strncmp(name, "wan-vace", 8)) {
+            const bool big = strstr(name, "14b") != NULL;
+            out->vace_count = tiny ? 2 : big ? 8 : 15, out->vace_every = tiny ? 1 : big ? 5 : 2;
+            out->vace_channels = tiny ? 8 : 96;
+        }
         if (!strcmp(p->family, "ace_step"))
             out->kv_heads = tiny ? 2 : 8, out->window = tiny ? 3 : 128, out->ffn_dim = tiny ? 64 : 6144,
             out->cond_channels = 2 * out->channels, out->patch_t = 2, out->frames = tiny ? 32 : 750;
@@ -328,6 +338,15 @@ st_status model_config_check(const model_config *mc)
                        (long long)mc->out_channels, ace ? "ace_step takes a divisor of num_heads, a window of at least "
                        "0, 0 to 65536 context channels, and audio's 1, 1 and 0 (= in_channels)"
                        : "only ace_step has them (0)");
+    const bool wan = !strcmp(mc->family, "wan");
+    if (wan ? (mc->vace_count < 0 || mc->vace_every < 0 || mc->vace_channels < 0 || mc->vace_channels > (1 << 16) ||
+               (mc->vace_count && (mc->vace_every < 1 || (mc->vace_count - 1) * mc->vace_every >= mc->depth ||
+                                   mc->vace_channels < 1)))
+            : (mc->vace_count || mc->vace_every || mc->vace_channels))
+        return st_fail(ST_ERR_INVALID, "vace_layers: %lld blocks every %lld, %lld control channels; %s",
+                       (long long)mc->vace_count, (long long)mc->vace_every, (long long)mc->vace_channels,
+                       wan ? "wan's VACE hints land on main blocks 0, k, 2k, ... inside its depth, with 1 to 65536 "
+                       "control channels" : "only wan's VACE flavours have a control branch (0)");
     const bool ltx2 = model_ltx2(mc);
     if (ltx2 ? (mc->audio_heads < 1 || mc->audio_hidden < 1 || mc->audio_hidden > mc->hidden ||
                 mc->audio_hidden % (2 * mc->audio_heads) || mc->audio_hidden % (2 * mc->heads) ||

@@ -15,8 +15,13 @@
  *   bias, blocks with RMSNorms for norm1 and norm2, RMSNorm-ed q and k (eps 1e-5) and LTX's rotary embedding over
  *   the whole width (ltx_rope_table), and the final layer as PixArt's.
  *
- * One block sequence (xdit_block.c); the text projection, t6 and the final modulation are made once per step and
- * shared by the blocks, their gradients gathered from them. */
+ * - wan with VACE (WanVACETransformer3DModel): Wan's, with a control branch run first as its own block sequence
+ *   (vace_blocks, Wan's blocks on the control stream c): c0 = vace_blocks.0.proj_in(vace_patch_embedding(the
+ *   control latents)) + x0, and VACE block k writes hint k = its proj_out(c); main block k vace_every adds hint k
+ *   to its output. The hints are the model's activations from the branch's forward to the main blocks' backward.
+ *
+ * One block sequence (xdit_block.c), or VACE's two; the text projection, t6 and the final modulation are made once
+ * per step and shared by the blocks, their gradients gathered from them. */
 #include "xdit.h"
 
 #include <math.h>
@@ -34,9 +39,20 @@
 #define LTX_FRAMERATE 25.0
 #define LTX_VAE_SPATIAL 32.0f
 
+#define VACE_MAX 64 /* hints: VACE's control blocks, at most */
+
 typedef struct xd_model {
     xdit_block *blocks;
     block *seq_blocks;
+    xdit_block *vblocks; /* VACE's control branch (vace_count of them), then its sequence's blocks */
+    block *vseq_blocks;
+    int main;            /* the main blocks' sequence: 1 behind VACE's branch, else 0 */
+    int p_cx_w, p_cx_b;  /* vace_patch_embedding */
+    lin_layer vace_in;   /* vace_blocks.0.proj_in */
+    float *hints[VACE_MAX], *dhints[VACE_MAX];
+    float *cpatches, *cemb, *c0;
+    block_state vlast;
+    seq_run *vrun;
     bool wan, ltx;
     int p_x_w, p_x_b, p_pos; /* the patch embedding; PixArt's sin-cos table (fixed, made here) */
     temb t;                  /* c = the timestep's embedding */
@@ -62,9 +78,14 @@ static st_status xd_create(model *m)
     const model_config *c = &m->cfg;
     xd_model *d = calloc(1, sizeof *d);
     m->impl = d;
-    const int n = (int)c->depth;
+    const int n = (int)c->depth, nv = (int)c->vace_count;
+    if (nv > VACE_MAX) return st_fail(ST_ERR_UNSUPPORTED, "vace_layers: %d VACE blocks; at most %d", nv, VACE_MAX);
     if (d) d->blocks = calloc((size_t)n, sizeof *d->blocks), d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
-    if (!d || !d->blocks || !d->seq_blocks) return st_host_oom("the cross-attention model");
+    if (d && nv)
+        d->vblocks = calloc((size_t)nv, sizeof *d->vblocks),
+        d->vseq_blocks = calloc((size_t)nv, sizeof *d->vseq_blocks);
+    if (!d || !d->blocks || !d->seq_blocks || (nv && (!d->vblocks || !d->vseq_blocks)))
+        return st_host_oom("the cross-attention model");
     d->wan = !strcmp(c->family, "wan"), d->ltx = !strcmp(c->family, "ltxvideo");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
@@ -78,6 +99,11 @@ static st_status xd_create(model *m)
                : d->ltx ? param_add(s, nw, 2, (int64_t[]){D, P}, full)
                         : param_add(s, nw, 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
     d->p_x_b = param_add(s, nb, 1, (int64_t[]){D}, full);
+    if (nv) {
+        const int64_t shape[5] = {D, c->vace_channels, c->patch_t, c->patch, c->patch};
+        d->p_cx_w = param_add(s, "vace_patch_embedding.weight", 5, shape, full);
+        d->p_cx_b = param_add(s, "vace_patch_embedding.bias", 1, (int64_t[]){D}, full);
+    }
     d->p_pos = d->wan || d->ltx ? -1 : param_add_fixed(s, "pos_embed.pos_embed", 3, (int64_t[]){1, T, D});
     if (d->ltx) {
         d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full);
@@ -95,15 +121,27 @@ static st_status xd_create(model *m)
         d->cap2 = lin_register(s, "condition_embedder.text_embedder.linear_2", D, D, true, 0, 0, full);
     }
     char prefix[64];
+    const xdit_block kind = {.m = m, .qk_norm = d->wan || d->ltx, .rope = d->wan || d->ltx, .rope_width = d->ltx,
+                             .rms_norms = d->ltx, .cross_norm = d->wan, .eps = d->ltx ? LTX_QK_EPS : XDIT_LN_EPS,
+                             .ffn = c->ffn_dim ? c->ffn_dim : 4 * D, .cross_w = -1, .cross_b = -1, .hint_in = -1,
+                             .hint_out = -1, .hints = d->hints, .dhints = d->dhints};
     for (int i = 0; i < n; i++) {
         xdit_block *b = &d->blocks[i];
-        *b = (xdit_block){.m = m, .qk_norm = d->wan || d->ltx, .rope = d->wan || d->ltx, .rope_width = d->ltx,
-                          .rms_norms = d->ltx, .cross_norm = d->wan, .eps = d->ltx ? LTX_QK_EPS : XDIT_LN_EPS,
-                          .ffn = c->ffn_dim ? c->ffn_dim : 4 * D, .cross_w = -1, .cross_b = -1};
+        *b = kind;
+        if (nv && i % c->vace_every == 0 && i / c->vace_every < nv) b->hint_in = (int)(i / c->vace_every);
         snprintf(prefix, sizeof prefix, "%s.%d", d->wan ? "blocks" : "transformer_blocks", i);
         xdit_block_register(s, b, prefix, d->wan ? "ffn" : "ff", d->wan ? 3 : 2, c);
         d->seq_blocks[i] = (block){.kind = &xdit_block_kind, .self = b, .index = i};
     }
+    for (int k = 0; k < nv; k++) {
+        xdit_block *b = &d->vblocks[k];
+        *b = kind;
+        b->hint_out = k;
+        snprintf(prefix, sizeof prefix, "vace_blocks.%d", k);
+        xdit_block_register(s, b, prefix, "ffn", 3, c);
+        d->vseq_blocks[k] = (block){.kind = &xdit_block_kind, .self = b, .index = k};
+    }
+    if (nv) d->vace_in = lin_register(s, "vace_blocks.0.proj_in", D, D, true, 0, 0, full);
     if (d->wan) {
         d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
         d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
@@ -123,9 +161,13 @@ static st_status xd_create(model *m)
     }
     d->final.ada_w = d->final.ada_b = -1, d->final.mod_row = 6, d->final.order = PATCH_DIT; /* shift, then scale */
     m->ctx.mod_rows = XDIT_MOD_ROWS;
-    m->n_seq = 1;
-    m->seq[0] = (block_seq){.name = d->wan ? "blocks" : "transformer_blocks", .n = n, .blocks = d->seq_blocks,
-                            .state_n = 1, .pool = m->pool};
+    d->main = nv ? 1 : 0;
+    m->n_seq = d->main + 1;
+    if (nv)
+        m->seq[0] = (block_seq){.name = "vace_blocks", .n = nv, .blocks = d->vseq_blocks, .state_n = 1,
+                                .pool = m->pool};
+    m->seq[d->main] = (block_seq){.name = d->wan ? "blocks" : "transformer_blocks", .n = n, .blocks = d->seq_blocks,
+                                  .state_n = 1, .pool = m->pool};
     return ST_OK;
 }
 
@@ -156,14 +198,14 @@ static void xd_fill_fixed(model *m)
 static void xd_destroy(model *m)
 {
     xd_model *d = xd_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks);
+    if (d) free(d->blocks), free(d->seq_blocks), free(d->vblocks), free(d->vseq_blocks);
     free(d);
 }
 
 static void xd_set_batch(model *m, int64_t batch)
 {
     m->shape.batch = batch;
-    m->seq[0].state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
+    for (int q = 0; q < m->n_seq; q++) m->seq[q].state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
 }
 
 static void xd_release(model *m)
@@ -171,8 +213,14 @@ static void xd_release(model *m)
     xd_model *d = xd_of(m);
     if (!d || !d->active) return;
     seq_release(d->run);
-    d->run = NULL;
+    seq_release(d->vrun);
+    d->run = d->vrun = NULL;
     state_free(m->pool, &d->last);
+    state_free(m->pool, &d->vlast);
+    for (int k = 0; k < VACE_MAX; k++) pool_free(m->pool, d->hints[k]), pool_free(m->pool, d->dhints[k]);
+    memset(d->hints, 0, sizeof d->hints), memset(d->dhints, 0, sizeof d->dhints);
+    pool_free(m->pool, d->cpatches), pool_free(m->pool, d->cemb), pool_free(m->pool, d->c0);
+    d->cpatches = d->cemb = d->c0 = NULL;
     final_release(m, &d->final);
     temb_release(m, &d->t);
     float **bufs[] = {&d->patches, &d->x0, &d->text_in, &d->cap_h, &d->cap_g, &d->key_bias, &d->t6buf,
@@ -214,8 +262,39 @@ static void ltx_rope_table(float *table, const model_config *c, int64_t F, int64
     }
 }
 
+/* VACE: c0 = vace_blocks.0.proj_in(vace_patch_embedding(the sample's control latents, after its text)) + x0, and
+ * the hints' buffers (with their gradients' when training). */
+static st_status vace_embed(model *m, patch_shape ps, const float *cond, bool train)
+{
+    xd_model *d = xd_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, N = B * m->shape.tokens, D = c->hidden, K = model_cond_len(c);
+    const int64_t Nc = c->vace_channels * c->frames * c->resolution * c->resolution;
+    ps.channels = c->vace_channels;
+    const int64_t Pc = c->vace_channels * c->patch_t * c->patch * c->patch;
+    st_status st = ST_OK;
+    d->cpatches = model_take(m, &st, N * Pc, "xdit.vace_patches", false);
+    d->cemb = model_take(m, &st, N * D, "xdit.vace_embedding", false);
+    d->c0 = model_take(m, &st, N * D, "xdit.vace_state", false);
+    for (int64_t k = 0; k < c->vace_count; k++) {
+        d->hints[k] = model_take(m, &st, N * D, "xdit.vace_hint", false);
+        if (train) d->dhints[k] = model_take(m, &st, N * D, "xdit.dvace_hint", true);
+    }
+    float *control = NULL;
+    if (!st)
+        st = pool_alloc(m->pool, (size_t)(B * Nc) * sizeof(float), MEM_WORKSPACE, "xdit.control", (void **)&control);
+    if (st) return st;
+    copy_rows(control, Nc, cond + K - Nc, K, B, Nc);
+    patchify_forward(d->cpatches, control, &ps);
+    pool_free(m->pool, control);
+    linear_forward(d->cemb, d->cpatches, PW(d->p_cx_w), PW(d->p_cx_b), N, Pc, D);
+    if ((st = lin_forward(m->params, m->pool, &d->vace_in, d->c0, d->cemb, N))) return st;
+    add_to(d->c0, d->x0, N * D);
+    return ST_OK;
+}
+
 /* The text tokens as the blocks read them, the key mask (PixArt), the rotary table (Wan), c, t6 and the final
- * modulation, and the image tokens into d->x0. */
+ * modulation, and the image tokens into d->x0 (and VACE's control stream into d->c0). */
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
 {
     xd_model *d = xd_of(m);
@@ -244,6 +323,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     patchify_forward(d->patches, x, &ps);
     linear_forward(d->x0, d->patches, PW(d->p_x_w), PW(d->p_x_b), N, P, D);
     for (int64_t b = 0; d->p_pos >= 0 && b < B; b++) add_to(d->x0 + b * T * D, PW(d->p_pos), T * D);
+    if (d->vblocks && (st = vace_embed(m, ps, cond, train))) return st;
     if (d->wan) { /* frame, row and column ids on (t, h, w) axes of widths hd - 4 (hd / 6), 2 (hd / 6), 2 (hd / 6) */
         float *ids = NULL;
         if ((st = pool_alloc(m->pool, (size_t)(T * 3) * sizeof(float), MEM_WORKSPACE, "xdit.position_ids",
@@ -293,10 +373,15 @@ static st_status xd_forward(model *m, const float *x, const float *timesteps, co
     if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
     d->active = true;
     st_status st = embed_forward(m, x, timesteps, cond, train);
+    if (!st && d->vblocks) { /* VACE's control branch first: its blocks write the hints the main blocks add */
+        block_state first = {.n = 1, .t = {d->c0}};
+        d->c0 = NULL; /* the executor owns it now */
+        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->vlast, &d->vrun);
+    }
     if (!st) {
         block_state first = {.n = 1, .t = {d->x0}};
-        d->x0 = NULL; /* the executor owns it now */
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
+        d->x0 = NULL;
+        st = seq_forward(&m->seq[d->main], &m->plan[d->main], model_offload(m), &first, train, &d->last, &d->run);
     }
     if (!st) st = final_forward(m, &d->final, d->last.t[0]);
     if (st) {
@@ -305,6 +390,33 @@ static st_status xd_forward(model *m, const float *x, const float *timesteps, co
     }
     *pred = d->final.pred;
     return ST_OK;
+}
+
+/* VACE's control branch back from the hints' gradients (its last state reaches nothing: a zero gradient) to c0:
+ * proj_in's and vace_patch_embedding's weights, and dx0 += dL/dc0. */
+static st_status vace_backward(model *m, float *dx0)
+{
+    xd_model *d = xd_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t N = m->shape.batch * m->shape.tokens, D = c->hidden;
+    const int64_t Pc = c->vace_channels * c->patch_t * c->patch * c->patch;
+    st_status st = ST_OK;
+    state_free(m->pool, &d->vlast);
+    block_state grad = {.n = 1, .t = {model_take(m, &st, N * D, "xdit.dvace_state", true)}};
+    if (!st) st = seq_backward(d->vrun, &grad, NULL);
+    else seq_release(d->vrun);
+    d->vrun = NULL;
+    float *dcemb = NULL;
+    if (!st) st = pool_alloc_zero(m->pool, (size_t)(N * D) * sizeof(float), MEM_WORKSPACE, "xdit.dvace_embedding",
+                                  (void **)&dcemb);
+    if (!st) st = lin_backward(m->params, m->pool, &d->vace_in, dcemb, grad.t[0], d->cemb, N);
+    if (!st) {
+        linear_backward(NULL, PG(d->p_cx_w), PG(d->p_cx_b), dcemb, d->cpatches, PW(d->p_cx_w), N, Pc, D);
+        add_to(dx0, grad.t[0], N * D);
+    }
+    pool_free(m->pool, dcemb);
+    state_free(m->pool, &grad);
+    return st;
 }
 
 static st_status xd_backward(model *m, const float *dpred)
@@ -323,6 +435,7 @@ static st_status xd_backward(model *m, const float *dpred)
         st = seq_backward(d->run, &grad, NULL);
         d->run = NULL;
     }
+    if (!st && d->vblocks) st = vace_backward(m, grad.t[0]);
     scratch k = {.pool = m->pool};
     float *dt6 = scratch_take(&k, B * 6 * D, MEM_WORKSPACE, "xdit.dt6");
     float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "xdit.dc");
@@ -363,6 +476,7 @@ static st_status xd_backward(model *m, const float *dpred)
  * at (1, 0), xavier linears elsewhere */
 static param_init xd_init_of(const char *name)
 {
+    if (!strncmp(name, "vace_blocks.", 12) && strstr(name, ".proj_out.")) return INIT_ZERO; /* hints start at zero */
     if (strstr(name, "scale_shift_table") || !strcmp(name, "proj_out.weight") || strstr(name, "adaln_single.linear") ||
         strstr(name, "time_embed.linear") ||
         strstr(name, "time_proj"))

@@ -26,10 +26,15 @@ typedef struct xdit_block {
     bool cross_norm; /* Wan: LayerNorm with weights of x1 before the cross-attention (cross_attn_norm) */
     float eps;       /* the q/k RMSNorm's */
     int64_t ffn;     /* the feed-forward's width */
+    /* WanVACE: a main block with hint_in >= 0 adds the control branch's hint hint_in to its output; a VACE block
+     * (hint_out >= 0) writes hint hint_out = proj_out(its output). hints and dhints are the model's, per step. */
+    int hint_in, hint_out;
+    lin_layer proj_out;
+    float **hints, **dhints;
 } xdit_block;
 
 /* Registers block weights under prefix ("transformer_blocks.3", "blocks.3"), the feed-forward under "<prefix>.<ff>"
- * (ff or ffn), the table with table_dims (2 or 3) dimensions. */
+ * (ff or ffn), the table with table_dims (2 or 3) dimensions, and a VACE block's proj_out. */
 void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const char *ff, int table_dims,
                          const model_config *c);
 

@@ -88,6 +88,7 @@ void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const 
     b->ff2 = lin_register(s, NAME(f2), b->ffn, D, true, rm, alpha, full);
     b->table = param_add(s, NAME("scale_shift_table"), table_dims, table_dims == 3 ? (int64_t[]){1, 6, D} : (int64_t[]){6, D},
                          full);
+    if (b->hint_out >= 0) b->proj_out = lin_register(s, NAME("proj_out"), D, D, true, 0, 0, full);
 #undef NAME
 }
 
@@ -276,6 +277,8 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
         st = ffn_compute(b, y, sv->mod[0], sv->f1[0], sv->f2[0]);
     }
     if (!st) gated_residual_forward(y, y, sv->mod[0] + 5 * d.D, sv->f2[0], d.B, d.T, d.D, 6 * d.D);
+    if (!st && b->hint_in >= 0) add_to(y, b->hints[b->hint_in], ND); /* WanVACE: the control branch's hint */
+    if (!st && b->hint_out >= 0) st = fwd(b->m, &b->proj_out, b->hints[b->hint_out], y, d.N);
     if (!st) *out = (block_state){.n = 1, .t = {y}};
     return frame_end(&f, st, sv, saved_io, &y, 1);
 }
@@ -315,6 +318,15 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
         sv->f2[0] = scratch_take(&s, ND, MEM_ACTIVATIONS, "xdit.ff2 (recomputed)");
         recomputed = true;
         if (s.status || (s.status = ffn_compute(b, x2, mod, sv->f1[0], sv->f2[0]))) goto done;
+    }
+    /* WanVACE: an added hint takes the output's gradient as it is; a written one adds proj_out's to it */
+    if (b->hint_in >= 0) add_to(b->dhints[b->hint_in], gx, ND);
+    if (b->hint_out >= 0) {
+        float *y = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.output");
+        if (s.status) goto done;
+        gated_residual_forward(y, x2, mod + 5 * D, sv->f2[0], B, T, D, 6 * D);
+        if ((s.status = bwd(b->m, &b->proj_out, gx, b->dhints[b->hint_out], y, N))) goto done;
+        scratch_drop(&s, y);
     }
     /* feed-forward: x3 = x2 + gate2 * ff2(gelu(ff0(h3))) */
     float *df2 = scratch_take_zero(&s, ND, MEM_WORKSPACE, "xdit.dff2");

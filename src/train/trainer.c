@@ -214,6 +214,7 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
                      : !strcmp(mc->family, "hidream")      ? "each block's Llama hidden states"
                      : model_audio(mc)                     ? "the context latents and their chunk mask"
                      : model_anima(mc)                     ? "the T5 ids and weights beside the Qwen3 states"
+                     : model_vace(mc)                      ? "VACE's control latents"
                                                            : "what the family reads beside them");
     if (!st && t->label_dropout > 0 && !dataset_null_text(t->data))
         st = st_fail(ST_ERR_INVALID, "caption_dropout_probability %g needs the empty prompt's embeddings: add "
