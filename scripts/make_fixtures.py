@@ -359,6 +359,21 @@ def wan_vace_run(model, t):
 WAN_VACE_PASSED = WAN_PASSED + ("; control_hidden_states (B, 8, F, H, W) N(0, 1), control_hidden_states_scale None "
                                 "(ones)")
 
+def anyflow_run(model, t):
+    # AnyFlowTransformer3DModel takes (B, F, C, H, W) and per-frame timesteps (B, F); segtrain's layout is (B, C, F, H,
+    # W) with one timestep a sample: every frame at 1000 sigma, and r = t (AnyFlow's diffusion intervals).
+    x = t["latents"].permute(0, 2, 1, 3, 4)
+    timestep = (t["sigma"].float() * 1000).double()[:, None].expand(B, x.shape[1])
+    out = model(hidden_states=x, timestep=timestep, r_timestep=timestep,
+                encoder_hidden_states=t["encoder_hidden_states"], return_dict=False)[0]
+    return out.permute(0, 2, 1, 3, 4)
+
+
+ANYFLOW_PASSED = ("hidden_states = latents permuted to (B, F, C, H, W) = (2, 2, 4, 8, 8) as the class takes them; "
+                  "timestep = r_timestep = float32(sigma * 1000) for every frame (B, F) (r = t: AnyFlow's diffusion "
+                  "intervals); encoder_hidden_states (B, L, 24) as wan's; pred = output permuted back to (B, C, F, H, "
+                  "W)")
+
 LTX_FRAMERATE = 25   # SimpleTuner's default --framerate for LTX-Video
 
 
@@ -748,6 +763,19 @@ fixture("wan-vace", "WanVACETransformer3DModel",
              text_dim=JOINT, freq_dim=256, ffn_dim=64, num_layers=2, cross_attn_norm=True,
              qk_norm="rms_norm_across_heads", eps=1e-6, vace_layers=[0, 1], vace_in_channels=VACE_IN),
         wan_vace_make, wan_vace_run, WAN_VACE_PASSED, shape=(B, C, 2, H, W))
+
+# AnyFlow (bidirectional T2V, NVIDIA's AnyFlow-Wan2.1-T2V): the wan fixture's backbone with the delta embedder,
+# gate_value 0.25 and deltatime_type "r" (its defaults).
+fixture("anyflow", "AnyFlowTransformer3DModel",
+        dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=C, out_channels=C,
+             text_dim=JOINT, freq_dim=256, ffn_dim=64, num_layers=2, cross_attn_norm=True, eps=1e-6),
+        wan_make, anyflow_run, ANYFLOW_PASSED, shape=(B, C, 2, H, W))
+# ... with deltatime_type "t-r" (the delta embedder reads t - r = 0 here) and gate_value 0.5.
+fixture("anyflow-interval", "AnyFlowTransformer3DModel",
+        dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=C, out_channels=C,
+             text_dim=JOINT, freq_dim=256, ffn_dim=64, num_layers=2, cross_attn_norm=True, eps=1e-6, gate_value=0.5,
+             deltatime_type="t-r"),
+        wan_make, anyflow_run, ANYFLOW_PASSED, shape=(B, C, 2, H, W))
 
 # LTX-Video 0.9: two blocks, patch 1 x 1 x 1 (as the real 128-channel latents), cross_attention_dim = hidden.
 fixture("ltxvideo", "LTXVideoTransformer3DModel",

@@ -267,6 +267,11 @@ expect 0 "wan's vace-14b-2.1 plans both sequences: 8 VACE control blocks, then 4
   "40 cross-attention blocks \\+ 8 VACE control blocks.*plan vace_blocks: 0-7 ckpt in segments of 1.*plan blocks" -- \
   sh -c "'$bin' plan --config empty.json --set model_family=wan --set model_flavour=vace-14b-2.1 \
          --set num_frames=81 --set gradient_checkpointing=true | tr '\\n' ' '"
+expect 0 "wan with AnyFlow's transformer (the fixture's folder) trains its diffusion intervals on synthetic video" \
+  "trained 2 steps" -- \
+  "$bin" train --config empty.json --set model_family=wan --set model_preset=wan-anyflow-tiny \
+  --set pretrained_model_name_or_path="$src/tests/fixtures/anyflow" --set synthetic_data=true --set num_frames=5 \
+  --set resolution=64 --set max_train_steps=2 --set output_dir=anyflow-synthetic --set gradient_checkpointing=true
 lt2="--set model_family=ltxvideo2 --set model_preset=ltxvideo2-tiny --set num_frames=9"
 expect 0 "batch and grad of ltxvideo2: x0 is (B, S), each sample's video latents then its audio latents" \
   "wrote loss and 108872 gradients" -- \

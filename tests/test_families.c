@@ -657,7 +657,8 @@ static void test_ltxvideo2_json(void)
 }
 
 /* WanVACETransformer3DModel's config.json: Wan's keys and the control branch's; vace_layers must be 0, k, 2k, ...;
- * a plain WanTransformer3DModel config has no branch; another family's class is refused naming both Wan classes */
+ * a plain WanTransformer3DModel config has no branch; AnyFlowTransformer3DModel's adds its gate and delta; another
+ * family's class is refused naming the three */
 static void test_wan_vace_json(void)
 {
     char dir[] = "/tmp/segtrain-vace-XXXXXX";
@@ -675,13 +676,21 @@ static void test_wan_vace_json(void)
     tk_write_file(dir, "config.json", "{\"_class_name\": \"WanTransformer3DModel\"}");
     CHECK(model_preset("wan-vace-tiny", &mc) == ST_OK && model_config_from_diffusers(dir, &mc) == ST_OK &&
           !model_vace(&mc) && mc.vace_count == 0);
+    /* AnyFlow's transformer: Wan's with the delta embedder's gate and kind of delta */
+    tk_write_file(dir, "config.json", "{\"_class_name\": \"AnyFlowTransformer3DModel\", \"gate_value\": 0.5, "
+                  "\"deltatime_type\": \"t-r\", \"num_layers\": 30, \"num_attention_heads\": 12, \"ffn_dim\": 8960}");
+    CHECK(model_preset("wan-anyflow-tiny", &mc) == ST_OK && model_config_from_diffusers(dir, &mc) == ST_OK &&
+          mc.anyflow && mc.anyflow_gate == 0.5 && mc.anyflow_interval && mc.depth == 30 && !model_vace(&mc));
     const char *bad[][2] = {
         {VACE "\"vace_layers\": [0, 3, 5]}", "are not 0, k, 2k"},
         {VACE "\"vace_layers\": [2, 4]}", "are not 0, k, 2k"},
         {VACE "\"vace_layers\": [0, 10, 20, 30]}", "vace_layers: 4 blocks every 10"},
         {VACE "\"vace_layers\": 5}", "vace_layers is not a list"},
         {"{\"_class_name\": \"LTXVideoTransformer3DModel\"}",
-         "the wan family reads WanTransformer3DModel's or WanVACETransformer3DModel's"},
+         "the wan family reads WanTransformer3DModel's or WanVACETransformer3DModel's or AnyFlowTransformer3DModel's"},
+        {"{\"_class_name\": \"AnyFlowTransformer3DModel\", \"deltatime_type\": \"r-t\"}", "deltatime_type"},
+        {"{\"_class_name\": \"AnyFlowTransformer3DModel\", \"gate_value\": 2}", "gate_value"},
+        {"{\"_class_name\": \"AnyFlowTransformer3DModel\", \"image_dim\": 1280}", "image_dim is set"},
     };
 #undef VACE
     expect_json_refusals(dir, "config.json", "wan-vace-tiny", bad, sizeof bad / sizeof *bad, 0, false);

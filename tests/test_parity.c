@@ -382,6 +382,8 @@ int main(void)
     test_fixture("anima", "anima-tiny"); /* cosmos's with its text conditioner, loaded from text_conditioner/ */
     test_fixture("wan", "wan-tiny"); /* video, 3D rotary, q/k RMSNorm across heads, norm2 */
     test_fixture("wan-vace", "wan-vace-tiny"); /* wan's with VACE's control branch: a second sequence's hints */
+    test_fixture("anyflow", "wan-anyflow-tiny"); /* wan's with AnyFlow's delta embedder, r = t */
+    test_fixture("anyflow-interval", "wan-anyflow-tiny"); /* its delta of t - r (= 0), gate 0.5 */
     test_fixture("ltxvideo", "ltxvideo-tiny"); /* video, RoPE over the whole width, RMSNorm block norms, the key mask */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */
     test_ltx2();     /* audio and video: six attentions a block, split RoPE, cross-modal rows */

@@ -54,6 +54,9 @@ typedef struct model_config {
     int64_t vace_count, vace_every, vace_channels; /* wan's VACE flavours: the control branch's blocks
                                       (len(vace_layers)), a hint every vace_every main blocks from block 0 (vace_layers
                                       0, k, 2k, ...), and the control latents' channels (vace_in_channels); else 0 */
+    double anyflow_gate;           /* wan as AnyFlowTransformer3DModel: the delta embedder's share of the time embedding
+                                      (gate_value; 0 with anyflow false) */
+    bool anyflow, anyflow_interval; /* ... and whether its delta is t - r (deltatime_type "t-r") rather than r */
     int64_t audio_hidden, audio_heads, audio_channels; /* ltxvideo2: the audio stream's width (audio_num_attention_heads
                                       x audio_attention_head_dim), its heads, and its latents' channels
                                       (audio_in_channels); 0 elsewhere. Its text_dim is twice caption_channels: a

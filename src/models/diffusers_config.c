@@ -431,6 +431,29 @@ static st_status wan_from_json(const cJSON *j, const char *file, model_config *m
     mc->heads = heads, mc->hidden = hd * heads, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
     if (mc->ffn_dim == 4 * mc->hidden) mc->ffn_dim = 0;
     mc->vace_count = mc->vace_every = mc->vace_channels = 0;
+    mc->anyflow = mc->anyflow_interval = false, mc->anyflow_gate = 0;
+    return ST_OK;
+}
+
+/* AnyFlowTransformer3DModel's config (NVIDIA's bidirectional AnyFlow-Wan2.1-T2V): Wan's, then gate_value (0.25) and
+ * deltatime_type ("r" or "t-r"). */
+static st_status anyflow_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = wan_from_json(j, file, mc);
+    if (st) return st;
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "gate_value");
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "deltatime_type");
+    mc->anyflow = true, mc->anyflow_gate = 0.25, mc->anyflow_interval = false;
+    if (g && !cJSON_IsNull(g)) {
+        if (!cJSON_IsNumber(g) || !(g->valuedouble >= 0 && g->valuedouble <= 1))
+            return st_fail(ST_ERR_FORMAT, "%s: gate_value is not a number from 0 to 1", file);
+        mc->anyflow_gate = g->valuedouble;
+    }
+    if (dt && !cJSON_IsNull(dt)) {
+        if (!cJSON_IsString(dt) || (strcmp(dt->valuestring, "r") && strcmp(dt->valuestring, "t-r")))
+            return st_fail(ST_ERR_FORMAT, "%s: deltatime_type is not \"r\" or \"t-r\"", file);
+        mc->anyflow_interval = !strcmp(dt->valuestring, "t-r");
+    }
     return ST_OK;
 }
 
@@ -793,6 +816,7 @@ static const struct {
     {"pixart_sigma", "PixArtTransformer2DModel", pixart_from_json},
     {"wan", "WanTransformer3DModel", wan_from_json},
     {"wan", "WanVACETransformer3DModel", wan_vace_from_json},
+    {"wan", "AnyFlowTransformer3DModel", anyflow_from_json},
     {"ltxvideo", "LTXVideoTransformer3DModel", ltxvideo_from_json},
     {"ltxvideo2", "LTX2VideoTransformer3DModel", ltx2_from_json},
     {"hidream", "HiDreamImageTransformer2DModel", hidream_from_json},
@@ -819,7 +843,7 @@ st_status model_read_diffusers(const char *path, model_config *mc)
     const cJSON *cls = cJSON_GetObjectItemCaseSensitive(j, "_class_name");
     const char *name = cJSON_IsString(cls) ? cls->valuestring : "(none)";
     st = st_fail(ST_ERR_UNSUPPORTED, "%s: _class_name %s is not a class the %s family reads", file, name, mc->family);
-    char classes[160] = ""; /* the family's, for the refusal */
+    char classes[256] = ""; /* the family's, for the refusal */
     for (size_t i = 0; i < sizeof diffusers_classes / sizeof *diffusers_classes; i++) {
         if (strcmp(mc->family, diffusers_classes[i].family)) continue;
         if (!strcmp(name, diffusers_classes[i].diffusers)) {

@@ -90,6 +90,10 @@ static const struct preset {
     /* Wan 2.1 VACE 1.3B and 14B (Wan-AI/Wan2.1-VACE-*-diffusers): the T2V backbones with a control branch of 15 blocks
      * (a hint every 2nd block) and 8 (every 5th), 96 control channels; set in model_preset */
     {"wan-vace-tiny", "wan", 2, 64, 4, 2, 4, 8, 10, 0, 8, 32, 0, false, false, 0, 0},
+    /* NVIDIA's AnyFlow-Wan2.1-T2V-1.3B and -14B: the T2V backbones with AnyFlow's delta embedder (gate 0.25) */
+    {"wan-anyflow-tiny", "wan", 2, 64, 4, 2, 4, 8, 10, 0, 8, 32, 0, false, false, 0, 0},
+    {"wan-anyflow-1.3b", "wan", 30, 1536, 12, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
+    {"wan-anyflow-14b", "wan", 40, 5120, 40, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
     {"wan-vace-1.3b", "wan", 30, 1536, 12, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
     {"wan-vace-14b", "wan", 40, 5120, 40, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
     /* LTX-Video 0.9.5 (Lightricks/LTX-Video-0.9.5's transformer, the same shape as 0.9.0's): 28 blocks of 32 heads x
@@ -193,6 +197,7 @@ st_status model_preset(const char *name, model_config *out)
             out->interpolation = tiny ? 1.0 : (double)(p->resolution / 64 > 1 ? p->resolution / 64 : 1);
         if (!strcmp(p->family, "wan"))
             out->ffn_dim = tiny ? 0 : strstr(name, "14b") ? 13824 : 8960, out->frames = tiny ? 2 : 1;
+        if (!strncmp(name, "wan-anyflow", 11)) out->anyflow = true, out->anyflow_gate = 0.25;
         if (!strncmp(name, "wan-vace", 8)) {
             const bool big = strstr(name, "14b") != NULL;
             out->vace_count = tiny ? 2 : big ? 8 : 15, out->vace_every = tiny ? 1 : big ? 5 : 2;
@@ -342,11 +347,12 @@ st_status model_config_check(const model_config *mc)
     if (wan ? (mc->vace_count < 0 || mc->vace_every < 0 || mc->vace_channels < 0 || mc->vace_channels > (1 << 16) ||
                (mc->vace_count && (mc->vace_every < 1 || (mc->vace_count - 1) * mc->vace_every >= mc->depth ||
                                    mc->vace_channels < 1)))
-            : (mc->vace_count || mc->vace_every || mc->vace_channels))
+            : (mc->vace_count || mc->vace_every || mc->vace_channels || mc->anyflow))
         return st_fail(ST_ERR_INVALID, "vace_layers: %lld blocks every %lld, %lld control channels; %s",
                        (long long)mc->vace_count, (long long)mc->vace_every, (long long)mc->vace_channels,
                        wan ? "wan's VACE hints land on main blocks 0, k, 2k, ... inside its depth, with 1 to 65536 "
-                       "control channels" : "only wan's VACE flavours have a control branch (0)");
+                       "control channels" : "only wan's VACE flavours have a control branch (0), and only wan reads "
+                       "AnyFlow's transformer");
     const bool ltx2 = model_ltx2(mc);
     if (ltx2 ? (mc->audio_heads < 1 || mc->audio_hidden < 1 || mc->audio_hidden > mc->hidden ||
                 mc->audio_hidden % (2 * mc->audio_heads) || mc->audio_hidden % (2 * mc->heads) ||

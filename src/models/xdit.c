@@ -20,6 +20,10 @@
  *   control latents)) + x0, and VACE block k writes hint k = its proj_out(c); main block k vace_every adds hint k
  *   to its output. The hints are the model's activations from the branch's forward to the main blocks' backward.
  *
+ * - wan as AnyFlowTransformer3DModel (NVIDIA's bidirectional AnyFlow-Wan2.1-T2V): Wan's, with c = (1 - g)
+ *   time_embedder(t) + g delta_embedder(r) (gate_value g; deltatime_type "t-r": of t - r). segtrain's step has one
+ *   time a sample, and r = t: AnyFlow's diffusion intervals (its frames all at t, as the class takes them per frame).
+ *
  * One block sequence (xdit_block.c), or VACE's two; the text projection, t6 and the final modulation are made once
  * per step and shared by the blocks, their gradients gathered from them. */
 #include "xdit.h"
@@ -56,6 +60,8 @@ typedef struct xd_model {
     bool wan, ltx;
     int p_x_w, p_x_b, p_pos; /* the patch embedding; PixArt's sin-cos table (fixed, made here) */
     temb t;                  /* c = the timestep's embedding */
+    temb delta;              /* AnyFlow's delta embedder; then c is the blend rt, in rt */
+    float *rt, *delta_in;
     lin_layer t6;            /* t6 = linear(SiLU(c)) */
     lin_layer cap1, cap2;    /* the text projection */
     int p_table;             /* the final layer's scale_shift_table */
@@ -116,6 +122,9 @@ static st_status xd_create(model *m)
     if (d->wan) {
         temb_register(s, &d->t, "condition_embedder.time_embedder.linear_1", "condition_embedder.time_embedder.linear_2",
                       DIT_FREQ_DIM, D, full);
+        if (c->anyflow)
+            temb_register(s, &d->delta, "condition_embedder.delta_embedder.linear_1",
+                          "condition_embedder.delta_embedder.linear_2", DIT_FREQ_DIM, D, full);
         d->t6 = lin_register(s, "condition_embedder.time_proj", D, 6 * D, true, 0, 0, full);
         d->cap1 = lin_register(s, "condition_embedder.text_embedder.linear_1", c->text_dim, D, true, 0, 0, full);
         d->cap2 = lin_register(s, "condition_embedder.text_embedder.linear_2", D, D, true, 0, 0, full);
@@ -223,6 +232,9 @@ static void xd_release(model *m)
     d->cpatches = d->cemb = d->c0 = NULL;
     final_release(m, &d->final);
     temb_release(m, &d->t);
+    if (m->cfg.anyflow) temb_release_path(m, &d->delta);
+    pool_free(m->pool, d->rt), pool_free(m->pool, d->delta_in);
+    d->rt = d->delta_in = NULL;
     float **bufs[] = {&d->patches, &d->x0, &d->text_in, &d->cap_h, &d->cap_g, &d->key_bias, &d->t6buf,
                       &m->ctx.mod, &m->ctx.dmod, &m->ctx.text, &m->ctx.dtext, &m->ctx.rope};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
@@ -315,6 +327,11 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         m->ctx.dmod = model_take(m, &st, B * R * D, "xdit.dmodulation", true);
     }
     temb_take(m, &d->t, &st, train);
+    if (c->anyflow) {
+        temb_take_path(m, &d->delta, &st);
+        d->rt = model_take(m, &st, B * D, "xdit.anyflow_rt", false);
+        d->delta_in = model_take(m, &st, B, "xdit.anyflow_delta_time", false);
+    }
     if (!d->wan && model_text_mask(c)) d->key_bias = model_take(m, &st, B * L, "xdit.key_bias", false);
     if (d->wan || d->ltx) m->ctx.rope = model_take(m, &st, T * (d->ltx ? D : D / c->heads), "xdit.rope", false);
     if (st) return st;
@@ -351,12 +368,22 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     }
     /* c, t6 = linear(SiLU(c)), the final layer's rows: its table + c */
     temb_forward(m, &d->t, timesteps);
-    silu_forward(m->ctx.cs, d->t.c, B * D);
+    const float *cv = d->t.c; /* c: the timestep's embedding, or AnyFlow's blend */
+    if (c->anyflow) { /* r = t: the delta is r itself, or t - r = 0 */
+        const float g = (float)c->anyflow_gate;
+        for (int64_t b = 0; !pool_is_dry_ptr(d->delta_in) && b < B; b++)
+            d->delta_in[b] = c->anyflow_interval ? 0.0f : timesteps[b];
+        temb_forward(m, &d->delta, d->delta_in);
+        for (int64_t i = 0; !pool_is_dry_ptr(d->rt) && i < B * D; i++)
+            d->rt[i] = (1.0f - g) * d->t.c[i] + g * d->delta.c[i];
+        cv = d->rt;
+    }
+    silu_forward(m->ctx.cs, cv, B * D);
     if ((st = lin_forward(m->params, m->pool, &d->t6, d->t6buf, m->ctx.cs, B))) return st;
     copy_rows(m->ctx.mod, R * D, d->t6buf, 6 * D, B, 6 * D);
     for (int64_t b = 0; b < B; b++) {
         float *rows = m->ctx.mod + (b * R + 6) * D;
-        copy_rows(rows, D, d->t.c + b * D, 0, 2, D);
+        copy_rows(rows, D, cv + b * D, 0, 2, D);
         add_to(rows, PW(d->p_table), 2 * D);
     }
     if (!train) { /* nothing reads them again */
@@ -390,6 +417,22 @@ static st_status xd_forward(model *m, const float *x, const float *timesteps, co
     }
     *pred = d->final.pred;
     return ST_OK;
+}
+
+/* AnyFlow: dL/drt to both embeddings, (1 - g) and g of it */
+static st_status anyflow_backward(model *m, const float *drt)
+{
+    xd_model *d = xd_of(m);
+    const int64_t n = m->shape.batch * m->cfg.hidden;
+    const float g = (float)m->cfg.anyflow_gate;
+    float *dc = NULL;
+    st_status st = pool_alloc(m->pool, (size_t)n * sizeof(float), MEM_WORKSPACE, "xdit.anyflow_dc", (void **)&dc);
+    for (int k = 0; !st && k < 2; k++) {
+        for (int64_t i = 0; !pool_is_dry_ptr(dc) && i < n; i++) dc[i] = (k ? g : 1.0f - g) * drt[i];
+        st = temb_backward(m, k ? &d->delta : &d->t, dc);
+    }
+    pool_free(m->pool, dc);
+    return st;
 }
 
 /* VACE's control branch back from the hints' gradients (its last state reaches nothing: a zero gradient) to c0:
@@ -456,14 +499,14 @@ static st_status xd_backward(model *m, const float *dpred)
         st = lin_backward(m->params, m->pool, &d->t6, m->ctx.dcs, dt6, m->ctx.cs, B);
     }
     if (!st) {
-        silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
+        silu_backward(dc, m->ctx.dcs, c->anyflow ? d->rt : d->t.c, B * D);
         for (int64_t b = 0; b < B; b++)
             for (int r = 6; r < 8; r++) {
                 const float *row = m->ctx.dmod + (b * R + r) * D;
                 add_to(dc + b * D, row, D);
                 if (PG(d->p_table)) add_to(PG(d->p_table) + (r - 6) * D, row, D);
             }
-        st = temb_backward(m, &d->t, dc);
+        st = c->anyflow ? anyflow_backward(m, dc) : temb_backward(m, &d->t, dc);
     }
     const st_status end = scratch_end(&k);
     state_free(m->pool, &grad);
