@@ -157,6 +157,69 @@ static void test_edm_objective(void)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* LTX-2 (ltxvideo2): without audio data the loss is the video's alone, as SimpleTuner masks a batch without audio
+ * latents: flow_loss equals the mean of the per-sample MSEs over each sample's video latents, and its gradients are
+ * those of a backward whose dL/dpred is zero on the audio latents. */
+static void test_ltx2_masks_audio(void)
+{
+    printf("-- ltxvideo2: the loss reads the video latents alone; the audio stream trains through the video's loss\n");
+    model_config mc;
+    CHECK(model_preset("ltxvideo2-tiny", &mc) == ST_OK);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = NULL;
+    CHECKF(model_create(&mc, p, &m) == ST_OK, "%s", st_error());
+    if (!m) return;
+    model_init(m, 9, true);
+    enum { B = 2 };
+    const int64_t per = model_sample_numel(&mc), used = model_loss_numel(&mc), K = model_cond_len(&mc);
+    CHECK(used < per);
+    float *x0 = calloc((size_t)(B * per), sizeof(float)), *e = calloc((size_t)(B * per), sizeof(float));
+    float *cond = calloc((size_t)(B * K), sizeof(float)), *xt = calloc((size_t)(B * per), sizeof(float));
+    float *target = calloc((size_t)(B * per), sizeof(float)), *dpred = calloc((size_t)(B * per), sizeof(float));
+    float t[B] = {0.3f, 0.8f}, ts[B];
+    tk_fill(x0, B * per, 31, -1.0f, 1.0f);
+    for (int b = 0; b < B; b++) memset(x0 + b * per + used, 0, (size_t)(per - used) * sizeof(float)); /* no audio */
+    tk_fill(e, B * per, 32, -1.0f, 1.0f);
+    for (int b = 0; b < B; b++) model_condition(&mc, 0, b ? "a red square" : "a blue circle", cond + b * K);
+    param_set *ps = model_params(m);
+    const flow_batch fb = {.batch = B, .x0 = x0, .noise = e, .t = t, .cond = cond};
+    float got = 0.0f;
+    param_set_zero_grads(ps);
+    CHECKF(flow_loss(m, &fb, true, &got) == ST_OK, "%s", st_error());
+    float *grads = malloc((size_t)ps->grad_count * sizeof(float));
+    memcpy(grads, ps->grads, (size_t)ps->grad_count * sizeof(float));
+    /* by hand: the same input, the video's MSE, and dL/dpred zero on the audio */
+    flow_interpolate(xt, target, ts, x0, e, t, B, per);
+    const float *pred;
+    param_set_zero_grads(ps);
+    CHECKF(model_forward(m, xt, ts, cond, B, true, &pred) == ST_OK, "%s", st_error());
+    double want = 0, all = 0;
+    for (int b = 0; b < B; b++) {
+        double sample = 0;
+        for (int64_t j = b * per; j < b * per + used; j++) {
+            sample += ((double)pred[j] - target[j]) * ((double)pred[j] - target[j]);
+            dpred[j] = 2.0f * (pred[j] - target[j]) / (float)used / (float)B;
+        }
+        for (int64_t j = b * per; j < (b + 1) * per; j++)
+            all += ((double)pred[j] - target[j]) * ((double)pred[j] - target[j]);
+        want += sample / (double)used / B;
+    }
+    all /= (double)(B * per);
+    CHECKF(model_backward(m, dpred) == ST_OK, "%s", st_error());
+    double worst = 0, gmax = 0;
+    for (int64_t i = 0; i < ps->grad_count; i++)
+        worst = fmax(worst, fabs((double)grads[i] - ps->grads[i])), gmax = fmax(gmax, fabs((double)ps->grads[i]));
+    printf("     flow_loss %.7f, the video's MSE %.7f (with the audio %.7f); gradients off by %.1e of %.1e\n", got, want,
+           all, worst, gmax);
+    CHECKF(fabs(got - want) <= 1e-6 * want && fabs(got - all) > 1e-3 * all, "flow_loss %.9g, video %.9g, all %.9g", got,
+           want, all);
+    CHECKF(gmax > 0 && worst <= 1e-5 * gmax, "gradients off by %g (largest %g)", worst, gmax);
+    if (fabs(got - want) <= 1e-6 * want && fabs(got - all) > 1e-3 * all && gmax > 0 && worst <= 1e-5 * gmax) tk_pass();
+    free(x0), free(e), free(cond), free(xt), free(target), free(dpred), free(grads);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
 /* Mean of red minus blue over the pixels of n images (3 x r x r each, [-1, 1]). */
 static double redness(const float *img, int n, int r)
 {
@@ -440,6 +503,7 @@ int main(void)
     if (!mkdtemp(root)) return 1;
     test_loss_comes_down();
     test_edm_objective();
+    test_ltx2_masks_audio();
     test_captions_steer_mmdit();
     test_resume_is_bitwise();
     test_resume_picks_the_newest();
