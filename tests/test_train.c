@@ -209,8 +209,8 @@ static void test_ltx2_masks_audio(void)
     double worst = 0, gmax = 0;
     for (int64_t i = 0; i < ps->grad_count; i++)
         worst = fmax(worst, fabs((double)grads[i] - ps->grads[i])), gmax = fmax(gmax, fabs((double)ps->grads[i]));
-    printf("     flow_loss %.7f, the video's MSE %.7f (with the audio %.7f); gradients off by %.1e of %.1e\n", got, want,
-           all, worst, gmax);
+    printf("     flow_loss %.7f, the video's MSE %.7f (with the audio %.7f); gradients off by %.1e of %.1e\n", got,
+           want, all, worst, gmax);
     CHECKF(fabs(got - want) <= 1e-6 * want && fabs(got - all) > 1e-3 * all, "flow_loss %.9g, video %.9g, all %.9g", got,
            want, all);
     CHECKF(gmax > 0 && worst <= 1e-5 * gmax, "gradients off by %g (largest %g)", worst, gmax);
