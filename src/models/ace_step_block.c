@@ -206,7 +206,7 @@ static void residuals(const ace_block *b, const float *x, const block_saved *sv,
 
 /* ---- the block ---- */
 
-/* attn_side.h's three cases, as cosmos_block.c's forward: a plain forward at a keep level; a first forward with
+/* attn_side.h's three cases, as gated_block.c's forward: a plain forward at a keep level; a first forward with
  * off, which sends both attentions' sides to the host; a recompute after it, which takes them back. */
 static st_status ace_forward(block *blk, const block_state *in, block_state *out, keep_level keep, offload *off,
                              block_saved **saved_io)

@@ -16,6 +16,8 @@
  *   tokens out in (ph, pw, pt, c) order: PATCH_DIT's with pt = 1, the only temporal patch built. */
 #include "cosmos.h"
 
+#include "attn_side.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +26,83 @@
 #define COSMOS_ROPE_THETA 10000.0
 #define COSMOS_TIME_PERIOD 10000.0
 
+/* A block's (gated_block.c) modulations: module i's (shift, scale, gate) = linear_2_i(linear_1_i(SiLU(e))) + temb
+ * (AdaLN-LoRA, no activation between the two linears), from m->ctx.cs = SiLU(e) (B, D) and m->ctx.mod's rows 0-2
+ * (temb); back into their weights, m->ctx.dcs and m->ctx.dmod's rows 0-2. */
+static st_status cosmos_modulate(const gated_block *b, float *mod)
+{
+    const model *m = b->m;
+    const int64_t B = m->shape.batch, D = m->shape.hidden, M = 9 * D;
+    scratch s = {.pool = m->pool};
+    float *h = scratch_take(&s, B * b->lora, MEM_WORKSPACE, "cosmos.adaln_lora");
+    float *o = scratch_take(&s, B * 3 * D, MEM_WORKSPACE, "cosmos.adaln");
+    for (int i = 0; i < 3 && !s.status; i++) {
+        if ((s.status = lin_forward(m->params, m->pool, &b->ada1[i], h, m->ctx.cs, B)) ||
+            (s.status = lin_forward(m->params, m->pool, &b->ada2[i], o, h, B)))
+            break;
+        for (int64_t r = 0; r < B; r++) add_to(o + r * 3 * D, m->ctx.mod + r * m->ctx.mod_rows * D, 3 * D);
+        copy_rows(mod + i * 3 * D, M, o, 3 * D, B, 3 * D);
+    }
+    return scratch_end(&s);
+}
+
+static st_status cosmos_modulate_back(const gated_block *b, const float *dmod)
+{
+    const model *m = b->m;
+    const int64_t B = m->shape.batch, D = m->shape.hidden, M = 9 * D;
+    scratch s = {.pool = m->pool};
+    float *h = scratch_take(&s, B * b->lora, MEM_WORKSPACE, "cosmos.adaln_lora");
+    float *dh = scratch_take(&s, B * b->lora, MEM_WORKSPACE, "cosmos.dadaln_lora");
+    float *dy = scratch_take(&s, B * 3 * D, MEM_WORKSPACE, "cosmos.dadaln");
+    for (int i = 0; i < 3 && !s.status; i++) {
+        copy_rows(dy, 3 * D, dmod + i * 3 * D, M, B, 3 * D);
+        for (int64_t r = 0; r < B; r++) add_to(m->ctx.dmod + r * m->ctx.mod_rows * D, dy + r * 3 * D, 3 * D);
+        zero_bytes(dh, (size_t)(B * b->lora) * sizeof(float));
+        if ((s.status = lin_forward(m->params, m->pool, &b->ada1[i], h, m->ctx.cs, B))) break;
+        if ((s.status = lin_backward(m->params, m->pool, &b->ada2[i], dh, dy, h, B))) break;
+        s.status = lin_backward(m->params, m->pool, &b->ada1[i], m->ctx.dcs, dh, m->ctx.cs, B);
+    }
+    return scratch_end(&s);
+}
+
+/* A block's weights in the state_dict's order: norm1, attn1, norm2, attn2, norm3, ff; no biases anywhere, the
+ * cross-attention's keys and values from the raw text (text_dim wide) */
+static void cosmos_block_register(param_set *s, gated_block *b, const char *prefix, const model_config *c)
+{
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, E = c->text_dim, hd = D / c->heads;
+    const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
+    const float alpha = (float)c->lora_alpha;
+    char n[PARAM_NAME_MAX];
+#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
+    for (int i = 0; i < 3; i++) {
+        char l1[32], l2[32];
+        snprintf(l1, sizeof l1, "norm%d.linear_1", i + 1), snprintf(l2, sizeof l2, "norm%d.linear_2", i + 1);
+        b->ada1[i] = lin_register(s, NAME(l1), D, b->lora, false, 0, 0, full);
+        b->ada2[i] = lin_register(s, NAME(l2), b->lora, 3 * D, false, 0, 0, full);
+        if (i == 0) {
+            b->norm_q = block_norm(s, prefix, "attn1.norm_q", hd, c);
+            b->norm_k = block_norm(s, prefix, "attn1.norm_k", hd, c);
+            b->q = lin_register(s, NAME("attn1.to_q"), D, D, false, ra, alpha, full);
+            b->k = lin_register(s, NAME("attn1.to_k"), D, D, false, ra, alpha, full);
+            b->v = lin_register(s, NAME("attn1.to_v"), D, D, false, ra, alpha, full);
+            b->out = lin_register(s, NAME("attn1.to_out.0"), D, D, false, ra, alpha, full);
+        } else if (i == 1) {
+            b->cnorm_q = block_norm(s, prefix, "attn2.norm_q", hd, c);
+            b->cnorm_k = block_norm(s, prefix, "attn2.norm_k", hd, c);
+            b->cq = lin_register(s, NAME("attn2.to_q"), D, D, false, ra, alpha, full);
+            b->ck = lin_register(s, NAME("attn2.to_k"), E, D, false, ra, alpha, full);
+            b->cv = lin_register(s, NAME("attn2.to_v"), E, D, false, ra, alpha, full);
+            b->cout = lin_register(s, NAME("attn2.to_out.0"), D, D, false, ra, alpha, full);
+        }
+    }
+    b->ff0 = lin_register(s, NAME("ff.net.0.proj"), D, b->ffn, false, rm, alpha, full);
+    b->ff2 = lin_register(s, NAME("ff.net.2"), b->ffn, D, false, rm, alpha, full);
+#undef NAME
+}
+
 typedef struct cos_model {
-    cosmos_block *blocks;
+    gated_block *blocks;
     block *seq_blocks;
     int p_x, p_t1, p_t2, p_norm, p_out;
     lin_layer t1, t2, f1, f2; /* time_embed.t_embedder, norm_out's linears */
@@ -67,11 +144,13 @@ static st_status co_create(model *m)
     d->p_norm = param_add(s, "time_embed.norm.weight", 1, (int64_t[]){D}, full);
     char prefix[64];
     for (int i = 0; i < n; i++) {
-        cosmos_block *b = &d->blocks[i];
-        *b = (cosmos_block){.m = m, .ffn = c->ffn_dim ? c->ffn_dim : 4 * D, .lora = r};
+        gated_block *b = &d->blocks[i];
+        *b = (gated_block){.m = m, .cross = true, .rotate_half = true, .ln_eps = COSMOS_LN_EPS,
+                           .qk_eps = COSMOS_QK_EPS, .rope = &m->ctx.rope, .ffn = c->ffn_dim ? c->ffn_dim : 4 * D,
+                           .modulate = cosmos_modulate, .modulate_back = cosmos_modulate_back, .lora = r};
         snprintf(prefix, sizeof prefix, "transformer_blocks.%d", i);
         cosmos_block_register(s, b, prefix, c);
-        d->seq_blocks[i] = (block){.kind = &cosmos_block_kind, .self = b, .index = i};
+        d->seq_blocks[i] = (block){.kind = &gated_block_kind, .self = b, .index = i};
     }
     d->f1 = lin_register(s, "norm_out.linear_1", D, r, false, 0, 0, full);
     d->f2 = lin_register(s, "norm_out.linear_2", r, 2 * D, false, 0, 0, full);

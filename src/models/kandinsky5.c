@@ -15,7 +15,9 @@
  *   float32 buffers hold them, the division and cos / sin in double.
  * - Out: (shift, scale) = modulation.out_layer(SiLU(time_embed)), LayerNorm (no affine, eps 1e-5), modulate,
  *   out_layer (with a bias), a token's outputs in (c, pt, ph, pw) order (PATCH_CONV). */
-#include "kandinsky5.h"
+#include "gated_block.h"
+
+#include "attn_side.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,8 +26,67 @@
 
 #define K5_PERIOD 10000.0
 
+#define K5_LN_EPS 1e-5f                       /* nn.LayerNorm's default, every LayerNorm of the model */
+#define K5_QK_EPS 1.1920928955078125e-07f     /* nn.RMSNorm(eps=None) on float32 q and k: finfo(float32).eps */
+
+/* A block's (gated_block.c) modulations: out_layer(SiLU(time_embed)) (6 D for a text block, 9 D for a visual one,
+ * with a bias), m->ctx.cs = SiLU(time_embed) (B, time_dim), and back into m->ctx.dcs */
+static st_status k5_modulate(const gated_block *b, float *mod)
+{
+    return lin_forward(b->m->params, b->m->pool, &b->mod, mod, b->m->ctx.cs, b->m->shape.batch);
+}
+
+static st_status k5_modulate_back(const gated_block *b, const float *dmod)
+{
+    return lin_backward(b->m->params, b->m->pool, &b->mod, b->m->ctx.dcs, dmod, b->m->ctx.cs, b->m->shape.batch);
+}
+
+/* an attention's to_query, to_key, to_value, query_norm, key_norm and out_layer, in the state_dict's order */
+static void attention_register(param_set *s, const char *prefix, const char *name, lin_layer *l, int *nq, int *nk,
+                               const model_config *c)
+{
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, ra = c->lora_attention ? c->lora_rank : 0;
+    const float alpha = (float)c->lora_alpha;
+    char n[PARAM_NAME_MAX], norm[64];
+    const char *lin[4] = {"to_query", "to_key", "to_value", "out_layer"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(n, sizeof n, "%s.%s.%s", prefix, name, lin[i]);
+        l[i] = lin_register(s, n, D, D, true, ra, alpha, full);
+    }
+    snprintf(norm, sizeof norm, "%s.query_norm", name);
+    *nq = block_norm(s, prefix, norm, c->hidden / c->heads, c);
+    snprintf(norm, sizeof norm, "%s.key_norm", name);
+    *nk = block_norm(s, prefix, norm, c->hidden / c->heads, c);
+    snprintf(n, sizeof n, "%s.%s.%s", prefix, name, lin[3]);
+    l[3] = lin_register(s, n, D, D, true, ra, alpha, full);
+}
+
+/* A text block (Kandinsky5TransformerEncoderBlock) or a visual one (Kandinsky5TransformerDecoderBlock): modulation,
+ * self-attention, (cross-attention,) feed-forward without biases, in the state_dict's order */
+static void k5_block_register(param_set *s, gated_block *b, const char *prefix, const model_config *c)
+{
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, rm = c->lora_mlp ? c->lora_rank : 0;
+    const float alpha = (float)c->lora_alpha;
+    char n[PARAM_NAME_MAX];
+    lin_layer l[4];
+#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
+    b->mod = lin_register(s, NAME(b->cross ? "visual_modulation.out_layer" : "text_modulation.out_layer"),
+                          c->time_dim, (b->cross ? 9 : 6) * D, true, 0, 0, full);
+    attention_register(s, prefix, "self_attention", l, &b->norm_q, &b->norm_k, c);
+    b->q = l[0], b->k = l[1], b->v = l[2], b->out = l[3];
+    if (b->cross) {
+        attention_register(s, prefix, "cross_attention", l, &b->cnorm_q, &b->cnorm_k, c);
+        b->cq = l[0], b->ck = l[1], b->cv = l[2], b->cout = l[3];
+    }
+    b->ff0 = lin_register(s, NAME("feed_forward.in_layer"), D, b->ffn, false, rm, alpha, full);
+    b->ff2 = lin_register(s, NAME("feed_forward.out_layer"), b->ffn, D, false, rm, alpha, full);
+#undef NAME
+}
+
 typedef struct k5_model {
-    k5_block *blocks;
+    gated_block *blocks;
     block *seq_blocks;
     lin_layer t_in, t_out, txt, pool_in, vis, out_mod, out;
     int txt_w, txt_b, pool_w, pool_b;
@@ -74,14 +135,14 @@ static st_status k5_create(model *m)
     d->vis = lin_register(s, "visual_embeddings.in_layer", in_dim(c), D, true, 0, 0, full);
     char prefix[64];
     for (int i = 0; i < n; i++) {
-        k5_block *b = &d->blocks[i];
+        gated_block *b = &d->blocks[i];
         const bool visual = i >= nt;
-        *b = (k5_block){.m = m, .visual = visual, .rope = visual ? &d->vrope : &d->trope,
-                        .ffn = c->ffn_dim ? c->ffn_dim : 4 * D, .tdim = Td};
+        *b = (gated_block){.m = m, .cross = visual, .text_rows = !visual, .ln_eps = K5_LN_EPS, .qk_eps = K5_QK_EPS,
+                           .rope = visual ? &d->vrope : &d->trope, .ffn = c->ffn_dim ? c->ffn_dim : 4 * D,
+                           .modulate = k5_modulate, .modulate_back = k5_modulate_back};
         snprintf(prefix, sizeof prefix, "%s_transformer_blocks.%d", visual ? "visual" : "text", visual ? i - nt : i);
         k5_block_register(s, b, prefix, c);
-        d->seq_blocks[i] = (block){.kind = visual ? &k5_visual_block_kind : &k5_text_block_kind, .self = b,
-                                   .index = visual ? i - nt : i};
+        d->seq_blocks[i] = (block){.kind = &gated_block_kind, .self = b, .index = visual ? i - nt : i};
     }
     d->out_mod = lin_register(s, "out_layer.modulation.out_layer", Td, 2 * D, true, 0, 0, full);
     d->out = lin_register(s, "out_layer.out_layer", D, P, true, 0, 0, full);
