@@ -108,7 +108,8 @@ static st_status check_sample(const dataset *ds, const char *dir, const char *fi
     if (!st && seq->shape[1] != D)
         st = bad(dir, ST_ERR_INVALID, "%s: prompt_embeds is %lld wide, the model's joint_attention_dim is %lld%s", file,
                  (long long)seq->shape[1], (long long)D,
-                 strcmp(family, "ltxvideo2") ? "" : " (LTX-2: a token's video and audio connector states side by side)");
+                 strcmp(family, "ltxvideo2") ? "" : " (LTX-2: a token's video and audio connectors' states side by "
+                                                    "side)");
     if (!st && (seq->shape[0] < 1 || seq->shape[0] > L))
         st = bad(dir, ST_ERR_INVALID, "%s: prompt_embeds has %lld tokens, the model reads 1 to %lld "
                  "(tokenizer_max_length; shorter ones are zero-padded)", file, (long long)seq->shape[0], (long long)L);
