@@ -353,6 +353,17 @@ static st_status json_fixed_text(const cJSON *j, const char *file, const char *k
     return ST_OK;
 }
 
+/* A boolean at key other than the only value segtrain builds, refused by name (absent or null: the class's default,
+ * which is that value). */
+static st_status json_fixed_bool(const cJSON *j, const char *file, const char *key, bool want, const char *what)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (x && !cJSON_IsNull(x) && (!cJSON_IsBool(x) || cJSON_IsTrue(x) != want))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is not %s, the only value segtrain builds %s with", file, key,
+                       want ? "true" : "false", what);
+    return ST_OK;
+}
+
 /* PixArtTransformer2DModel's config: its defaults (PixArt-Sigma-XL-2-1024-MS's), then the file's values; the
  * micro-conditions (use_additional_conditions) and other block kinds are refused by name. */
 static st_status pixart_from_json(const cJSON *j, const char *file, model_config *mc)
@@ -499,15 +510,10 @@ static st_status ltxvideo_from_json(const cJSON *j, const char *file, model_conf
     if (!st) st = json_fixed(j, file, "norm_eps", 1e-6, "LTX-Video");
     if (!st) st = json_fixed_text(j, file, "qk_norm", "rms_norm_across_heads", "LTX-Video");
     if (!st) st = json_fixed_text(j, file, "activation_fn", "gelu-approximate", "LTX-Video");
+    if (!st) st = json_fixed_bool(j, file, "norm_elementwise_affine", false, "LTX-Video");
+    if (!st) st = json_fixed_bool(j, file, "attention_bias", true, "LTX-Video");
+    if (!st) st = json_fixed_bool(j, file, "attention_out_bias", true, "LTX-Video");
     if (st) return st;
-    static const char *const flags[] = {"norm_elementwise_affine", "attention_bias", "attention_out_bias"};
-    static const bool want[] = {false, true, true};
-    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, flags[i]);
-        if (x && !cJSON_IsNull(x) && (!cJSON_IsBool(x) || cJSON_IsTrue(x) != want[i]))
-            return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is not %s, the only value segtrain builds LTX-Video with", file,
-                           flags[i], want[i] ? "true" : "false");
-    }
     if (out != mc->channels || cross != hd * heads)
         return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, cross_attention_dim %lld; segtrain builds LTX-Video's "
                        "with out_channels = in_channels (%lld) and cross_attention_dim = the width (%lld)", file,
@@ -557,18 +563,21 @@ static st_status ltx2_from_json(const cJSON *j, const char *file, model_config *
         return st_fail(ST_ERR_UNSUPPORTED, "%s: rope_type is %s; segtrain builds LTX-2's \"split\" rotation (the "
                        "class's default, \"interleaved\", is no published LTX-2's)", file,
                        cJSON_IsString(rt) ? rt->valuestring : "not given");
-    static const char *const flags[] = {"gated_attn", "cross_attn_mod", "audio_gated_attn", "audio_cross_attn_mod",
-                                        "norm_elementwise_affine", "attention_bias", "attention_out_bias",
-                                        "rope_double_precision", "use_prompt_embeddings", "perturbed_attn", "ff_bias",
-                                        "audio_ff_bias", "use_keyframes_abs_pos_embedding"};
-    static const bool want[] = {false, false, false, false, false, true, true, true, true, false, true, true, false};
-    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, flags[i]);
-        if (x && !cJSON_IsNull(x) && (!cJSON_IsBool(x) || cJSON_IsTrue(x) != want[i]))
-            return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is not %s, the only value segtrain builds LTX-2.0 with%s", file,
-                           flags[i], want[i] ? "true" : "false",
-                           i < 4 || i == 8 || i == 9 ? " (LTX-2.3 and 2.5 set it; their flavours are not built)" : "");
-    }
+    static const char *const later = "LTX-2.0 (LTX-2.3 and 2.5 set it; their flavours are not built)";
+    const struct {
+        const char *key;
+        bool want;
+        const char *what;
+    } flags[] = {{"gated_attn", false, later},           {"cross_attn_mod", false, later},
+                 {"audio_gated_attn", false, later},     {"audio_cross_attn_mod", false, later},
+                 {"use_prompt_embeddings", true, later}, {"perturbed_attn", false, later},
+                 {"norm_elementwise_affine", false, "LTX-2.0"}, {"attention_bias", true, "LTX-2.0"},
+                 {"attention_out_bias", true, "LTX-2.0"}, {"rope_double_precision", true, "LTX-2.0"},
+                 {"ff_bias", true, "LTX-2.0"},           {"audio_ff_bias", true, "LTX-2.0"},
+                 {"use_keyframes_abs_pos_embedding", false, "LTX-2.0"}};
+    for (size_t i = 0; !st && i < sizeof flags / sizeof *flags; i++)
+        st = json_fixed_bool(j, file, flags[i].key, flags[i].want, flags[i].what);
+    if (st) return st;
     if (out != mc->channels || cross != hd * heads || aout != mc->audio_channels || across != ahd * aheads ||
         apatch != 1 || apatch_t != 1 || scale[0] != 8 || scale[1] != 32 || scale[2] != 32)
         return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, cross_attention_dim %lld, audio_out_channels %lld, "
