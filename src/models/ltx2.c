@@ -156,9 +156,11 @@ static void lx_release(model *m)
         }
         float **bufs[] = {&d->in[s], &d->x0[s], &d->text_in[s], &d->cap_h[s], &d->cap_g[s], &d->fin_mod[s],
                           &d->fin_ln[s], &d->fin_h[s], &x->mod[s], &x->dmod[s], &x->ca[s], &x->dca[s], &x->text[s],
-                          &x->dtext[s], &x->self[s], &x->cross[s]};
+                          &x->dtext[s], &x->self[s]};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     }
+    pool_free(m->pool, x->cross[0]); /* cross[1] is self[1] */
+    x->cross[0] = x->cross[1] = NULL;
     pool_free(m->pool, d->key_bias), pool_free(m->pool, d->pred);
     d->key_bias = d->pred = NULL;
     x->mask = NULL;
@@ -235,7 +237,6 @@ static st_status rope_tables(model *m)
         rope_fill(x->self[0], gv, Tv, 3, c->hidden);
         rope_fill(x->self[1], ga, Ta, 1, c->audio_hidden);
         rope_fill(x->cross[0], gt, Tv, 1, c->audio_hidden);
-        rope_fill(x->cross[1], ga, Ta, 1, c->audio_hidden);
     }
     pool_free(m->pool, ga), pool_free(m->pool, gt), pool_free(m->pool, gv);
     return st;
@@ -274,8 +275,11 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
             d->rows[s][p] = model_take(m, &st, B * path_rows(p) * w, "ltx2.rows", false);
         }
         ctx->self[s] = model_take(m, &st, tokens(m, s) * width(m, s), "ltx2.rope", false);
-        ctx->cross[s] = model_take(m, &st, tokens(m, s) * c->audio_hidden, "ltx2.rope", false);
     }
+    /* the cross-modal tables: the video's time over the audio width; the audio's is its self-attention's (the same
+     * width, base grid and heads) */
+    ctx->cross[0] = model_take(m, &st, tokens(m, 0) * c->audio_hidden, "ltx2.rope", false);
+    ctx->cross[1] = ctx->self[1];
     d->key_bias = model_take(m, &st, B * L, "ltx2.key_bias", false);
     if (st || (st = rope_tables(m))) return st;
     /* the video's tokens from each sample's first Nvid floats; the audio's are its latents as they lie */
