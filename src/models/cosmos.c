@@ -37,9 +37,7 @@ static st_status cosmos_modulate(const gated_block *b, float *mod)
     float *h = scratch_take(&s, B * b->lora, MEM_WORKSPACE, "cosmos.adaln_lora");
     float *o = scratch_take(&s, B * 3 * D, MEM_WORKSPACE, "cosmos.adaln");
     for (int i = 0; i < 3 && !s.status; i++) {
-        if ((s.status = lin_forward(m->params, m->pool, &b->ada1[i], h, m->ctx.cs, B)) ||
-            (s.status = lin_forward(m->params, m->pool, &b->ada2[i], o, h, B)))
-            break;
+        if ((s.status = fwd(m, &b->ada1[i], h, m->ctx.cs, B)) || (s.status = fwd(m, &b->ada2[i], o, h, B))) break;
         for (int64_t r = 0; r < B; r++) add_to(o + r * 3 * D, m->ctx.mod + r * m->ctx.mod_rows * D, 3 * D);
         copy_rows(mod + i * 3 * D, M, o, 3 * D, B, 3 * D);
     }
@@ -58,9 +56,9 @@ static st_status cosmos_modulate_back(const gated_block *b, const float *dmod)
         copy_rows(dy, 3 * D, dmod + i * 3 * D, M, B, 3 * D);
         for (int64_t r = 0; r < B; r++) add_to(m->ctx.dmod + r * m->ctx.mod_rows * D, dy + r * 3 * D, 3 * D);
         zero_bytes(dh, (size_t)(B * b->lora) * sizeof(float));
-        if ((s.status = lin_forward(m->params, m->pool, &b->ada1[i], h, m->ctx.cs, B))) break;
-        if ((s.status = lin_backward(m->params, m->pool, &b->ada2[i], dh, dy, h, B))) break;
-        s.status = lin_backward(m->params, m->pool, &b->ada1[i], m->ctx.dcs, dh, m->ctx.cs, B);
+        if ((s.status = fwd(m, &b->ada1[i], h, m->ctx.cs, B))) break;
+        if ((s.status = bwd(m, &b->ada2[i], dh, dy, h, B))) break;
+        s.status = bwd(m, &b->ada1[i], m->ctx.dcs, dh, m->ctx.cs, B);
     }
     return scratch_end(&s);
 }

@@ -33,12 +33,12 @@
  * with a bias), m->ctx.cs = SiLU(time_embed) (B, time_dim), and back into m->ctx.dcs */
 static st_status k5_modulate(const gated_block *b, float *mod)
 {
-    return lin_forward(b->m->params, b->m->pool, &b->mod, mod, b->m->ctx.cs, b->m->shape.batch);
+    return fwd(b->m, &b->mod, mod, b->m->ctx.cs, b->m->shape.batch);
 }
 
 static st_status k5_modulate_back(const gated_block *b, const float *dmod)
 {
-    return lin_backward(b->m->params, b->m->pool, &b->mod, b->m->ctx.dcs, dmod, b->m->ctx.cs, b->m->shape.batch);
+    return bwd(b->m, &b->mod, b->m->ctx.dcs, dmod, b->m->ctx.cs, b->m->shape.batch);
 }
 
 /* an attention's to_query, to_key, to_value, query_norm, key_norm and out_layer, in the state_dict's order */
