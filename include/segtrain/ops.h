@@ -122,6 +122,44 @@ void gelu_erf_backward(float *dx, const float *dy, const float *x, int64_t n);
 void silu_forward(float *y, const float *x, int64_t n);
 void silu_backward(float *dx, const float *dy, const float *x, int64_t n);
 
+/* StyleGAN's fused bias and leaky ReLU over (n, c, inner): y = leaky_relu(x + b[c], slope) * scale; b may be NULL.
+ * Backward reads x and b. */
+void bias_leaky_relu_forward(float *y, const float *x, const float *b, float slope, float scale, int64_t n, int64_t c,
+                             int64_t inner);
+void bias_leaky_relu_backward(float *dx, float *db, const float *dy, const float *x, const float *b, float slope,
+                              float scale, int64_t n, int64_t c, int64_t inner);
+
+/* ---- convolution (ops/cpu/conv.c) ---- */
+
+/* x (batch, in, h, w) with weight (out, in, kh, kw), strides (sh, sw) and zero padding (ph, pw) on each side:
+ * y (batch, out, conv_out_h, conv_out_w). */
+typedef struct conv_shape {
+    int64_t batch, in, h, w, out, kh, kw, sh, sw, ph, pw;
+} conv_shape;
+int64_t conv_out_h(const conv_shape *s);
+int64_t conv_out_w(const conv_shape *s);
+/* One image's im2col columns (0 for a 1 x 1 convolution with stride 1 and no padding, which reads x itself). */
+size_t conv2d_workspace_bytes(const conv_shape *s);
+/* y = conv(x, w) + b (b may be NULL), one GEMM per image. Backward reads x and w. */
+st_status conv2d_forward(pool *p, float *y, const float *x, const float *w, const float *b, const conv_shape *s);
+st_status conv2d_backward(pool *p, float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                          const conv_shape *s);
+/* A fixed k x k filter (not trained) over each of `planes` h x w planes, zero-padded by (ph, pw): the depthwise
+ * convolution of StyleGAN's blur, y (planes, h + 2ph - k + 1, w + 2pw - k + 1). */
+void fir_forward(float *y, const float *x, const float *kernel, int64_t k, int64_t planes, int64_t h, int64_t w,
+                 int64_t ph, int64_t pw);
+void fir_backward(float *dx, const float *dy, const float *kernel, int64_t k, int64_t planes, int64_t h, int64_t w,
+                  int64_t ph, int64_t pw);
+
+/* ---- QR (ops/cpu/linalg.c) ---- */
+
+/* Q (m, n) of the thin QR of a (m, n), m >= n, by Householder reflections as LAPACK's geqrf and orgqr make it (R's
+ * diagonal -sign(alpha) |column|, so Q's signs are torch.linalg.qr's), in double. Backward (with dR = 0) reads a
+ * and q. Workspace: qr_workspace_bytes. */
+size_t qr_workspace_bytes(int64_t m, int64_t n);
+st_status qr_forward(pool *p, float *q, const float *a, int64_t m, int64_t n);
+st_status qr_backward(pool *p, float *da, const float *dq, const float *a, const float *q, int64_t m, int64_t n);
+
 /* ---- attention over heads (ops/cpu/attention.c) ---- */
 
 /* math:  S = q k^T / sqrt(hd), P = softmax(S) kept for backward, O = P v.

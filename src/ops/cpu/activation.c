@@ -127,3 +127,47 @@ void silu_backward(float *restrict dx, const float *restrict dy, const float *re
     if (!op_dry(dy)) silu_backward_run(dx, dy, x, n);
     prof_add(OP_POINTWISE, t0, 0, 12.0 * n);
 }
+
+/* StyleGAN's fused bias and leaky ReLU over (n, c, inner): y = leaky_relu(x + b[c], slope) * scale, the bias added
+ * first as torch adds it */
+void bias_leaky_relu_forward(float *y, const float *x, const float *b, float slope, float scale, int64_t n, int64_t c,
+                             int64_t inner)
+{
+    const double t0 = prof_now();
+    if (!op_dry(y))
+#pragma omp parallel for collapse(2) schedule(static) if (n * c * inner >= PAR_MIN)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t ch = 0; ch < c; ch++) {
+                const float bias = b ? b[ch] : 0.0f;
+                const float *xr = x + (i * c + ch) * inner;
+                float *yr = y + (i * c + ch) * inner;
+                for (int64_t k = 0; k < inner; k++) {
+                    const float v = xr[k] + bias;
+                    yr[k] = (v > 0.0f ? v : v * slope) * scale;
+                }
+            }
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * (double)(n * c * inner));
+}
+
+void bias_leaky_relu_backward(float *dx, float *db, const float *dy, const float *x, const float *b, float slope,
+                              float scale, int64_t n, int64_t c, int64_t inner)
+{
+    const double t0 = prof_now();
+    if (!op_dry(dy))
+#pragma omp parallel for schedule(static) if (n * c * inner >= PAR_MIN)
+        for (int64_t ch = 0; ch < c; ch++) { /* a channel's bias gradient: its rows in order, one thread */
+            const float bias = b ? b[ch] : 0.0f;
+            float acc = 0.0f;
+            for (int64_t i = 0; i < n; i++) {
+                const float *xr = x + (i * c + ch) * inner, *gr = dy + (i * c + ch) * inner;
+                float *dr = dx ? dx + (i * c + ch) * inner : NULL;
+                for (int64_t k = 0; k < inner; k++) {
+                    const float g = gr[k] * scale, v = g * (xr[k] + bias > 0.0f ? 1.0f : slope);
+                    if (dr) dr[k] += v;
+                    acc += v;
+                }
+            }
+            if (db) db[ch] += acc;
+        }
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * (double)(n * c * inner));
+}
