@@ -359,6 +359,39 @@ def wan_vace_run(model, t):
 WAN_VACE_PASSED = WAN_PASSED + ("; control_hidden_states (B, 8, F, H, W) N(0, 1), control_hidden_states_scale None "
                                 "(ones)")
 
+ANIMATE_F, ANIMATE_TEXT, ANIMATE_IMAGE, ANIMATE_FACE = 3, 512, (5, 16), 16  # latent frames (the reference and 2);
+# the class's 512 text tokens (its attention takes the context's last 512 as the text); CLIP tokens (257 x 1280 real);
+# the face frames' edge (512 real)
+
+
+def wan_animate_make(gen):
+    # The text zero padded after 300 tokens in sample 1 (WanPipeline's padding), the reference image's CLIP tokens,
+    # the condition latents (4 mask + C latent channels), the pose latents of the frames after the reference, and
+    # 4 F - 7 face frames, which the face encoder's two halvings bring to F - 1.
+    e = randn(gen, B, ANIMATE_TEXT, JOINT)
+    e[1, 300:] = 0
+    return {"encoder_hidden_states": e, "encoder_hidden_states_image": randn(gen, B, *ANIMATE_IMAGE),
+            "condition_latents": randn(gen, B, C + 4, ANIMATE_F, H, W),
+            "pose_hidden_states": randn(gen, B, C, ANIMATE_F - 1, H, W),
+            "face_pixel_values": randn(gen, B, 3, 4 * ANIMATE_F - 7, ANIMATE_FACE, ANIMATE_FACE)}
+
+
+def wan_animate_run(model, t):
+    timestep = (t["sigma"].float() * 1000).double()
+    return model(hidden_states=torch.cat([t["latents"], t["condition_latents"]], dim=1), timestep=timestep,
+                 encoder_hidden_states=t["encoder_hidden_states"],
+                 encoder_hidden_states_image=t["encoder_hidden_states_image"],
+                 pose_hidden_states=t["pose_hidden_states"], face_pixel_values=t["face_pixel_values"],
+                 return_dict=False)[0]
+
+
+WAN_ANIMATE_PASSED = ("hidden_states = cat(latents (B, C, F, H, W) = (2, 4, 3, 8, 8), condition_latents (B, C + 4, F, H, "
+                      "W)) on channels; timestep = float32(sigma * 1000) (B); encoder_hidden_states (B, 512, 24), "
+                      "sample 1's rows from 300 zero; encoder_hidden_states_image (B, 5, 16); pose_hidden_states (B, "
+                      "C, F - 1, H, W); face_pixel_values (B, 3, 4 F - 7, 16, 16), all N(0, 1); "
+                      "motion_encode_batch_size None (the config's 8); pred = output as is (B, C, F, H, W)")
+
+
 def anyflow_run(model, t):
     # AnyFlowTransformer3DModel takes (B, F, C, H, W) and per-frame timesteps (B, F); segtrain's layout is (B, C, F, H,
     # W) with one timestep a sample: every frame at 1000 sigma, and r = t (AnyFlow's diffusion intervals).
@@ -776,6 +809,19 @@ fixture("anyflow-interval", "AnyFlowTransformer3DModel",
              text_dim=JOINT, freq_dim=256, ffn_dim=64, num_layers=2, cross_attn_norm=True, eps=1e-6, gate_value=0.5,
              deltatime_type="t-r"),
         wan_make, anyflow_run, ANYFLOW_PASSED, shape=(B, C, 2, H, W))
+
+# Wan 2.2 Animate: the wan fixture's backbone with the image-to-video inputs (in_channels 2 C + 4, CLIP tokens 16 wide
+# through added keys and values of the hidden width), a face adapter after each block (5th real), the motion encoder
+# at 16 px (512 real: 7 halvings, here 2) with channels 4, 6, 8 at edges 16, 8, 4 (32 ... 512 real), style 16 (512),
+# motion_dim 4 (20), motion vectors 12 wide (512), the face encoder 8 wide (1024) with 2 heads (4).
+fixture("wan-animate", "WanAnimateTransformer3DModel",
+        dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=2 * C + 4,
+             latent_channels=C, out_channels=C, text_dim=JOINT, freq_dim=256, ffn_dim=64, num_layers=2,
+             cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6, image_dim=ANIMATE_IMAGE[1],
+             added_kv_proj_dim=32, motion_encoder_channel_sizes={"4": 8, "8": 6, "16": 4},
+             motion_encoder_size=ANIMATE_FACE, motion_style_dim=16, motion_dim=4, motion_encoder_dim=12,
+             face_encoder_hidden_dim=8, face_encoder_num_heads=2, inject_face_latents_blocks=1),
+        wan_animate_make, wan_animate_run, WAN_ANIMATE_PASSED, shape=(B, C, ANIMATE_F, H, W))
 
 # LTX-Video 0.9: two blocks, patch 1 x 1 x 1 (as the real 128-channel latents), cross_attention_dim = hidden.
 fixture("ltxvideo", "LTXVideoTransformer3DModel",

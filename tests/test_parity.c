@@ -311,6 +311,57 @@ static void test_ace_step(void)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* Wan Animate: after the text, a sample's conditioning holds the reference image's CLIP tokens, the condition
+ * latents, the pose latents and the face video (model.h's layout); the fixture's hidden_states are the latents and
+ * the condition latents concatenated on channels, which segtrain's model does itself. */
+static void test_wan_animate(void)
+{
+    printf("-- wan-animate: wan-animate-tiny's sizes from the fixture's config.json, diffusers' folder as saved\n");
+    const char *dir = FIXTURES "wan-animate";
+    sft_file *f;
+    CHECKF(sft_open(FIXTURES "wan-animate/parity.safetensors", &f) == ST_OK, "%s", st_error());
+    const sft_tensor *lat = sft_find(f, "latents"), *ehs = sft_find(f, "encoder_hidden_states");
+    const sft_tensor *img = sft_find(f, "encoder_hidden_states_image");
+    CHECK(lat && lat->ndim == 5 && ehs && ehs->ndim == 3 && img && img->ndim == 3);
+    if (!lat || !ehs || !img) return;
+    const int64_t B = lat->shape[0], C = lat->shape[1], F = lat->shape[2], R = lat->shape[4], L = ehs->shape[1];
+    model_config mc;
+    CHECK(model_preset("wan-animate-tiny", &mc) == ST_OK);
+    mc.resolution = R, mc.text_len = L, mc.frames = F, mc.image_tokens = img->shape[1];
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
+    CHECK(mc.channels == C && mc.text_dim == ehs->shape[2] && mc.image_dim == img->shape[2] && mc.face_every == 1 &&
+          mc.cond_channels == C + 4 && model_face_frames(&mc) == 4 * F - 7);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = NULL;
+    CHECKF(model_create(&mc, p, &m) == ST_OK, "%s", st_error());
+    param_set *ps = model_params(m);
+    CHECKF(param_set_load(ps, dir, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
+    const int64_t per = C * F * R * R, K = model_cond_len(&mc);
+    const char *parts[5] = {"encoder_hidden_states", "encoder_hidden_states_image", "condition_latents",
+                            "pose_hidden_states", "face_pixel_values"};
+    const int64_t sizes[5] = {L * mc.text_dim, mc.image_tokens * mc.image_dim, mc.cond_channels * F * R * R,
+                              C * (F - 1) * R * R, 3 * model_face_frames(&mc) * mc.face_size * mc.face_size};
+    CHECK(K == sizes[0] + sizes[1] + sizes[2] + sizes[3] + sizes[4]);
+    float *cond = malloc((size_t)(B * K) * sizeof(float)), ts[16];
+    CHECK(B <= 16);
+    for (int i = 0, at = 0; i < 5; at += (int)sizes[i], i++) {
+        float *t = tensor(f, parts[i], B * sizes[i]);
+        for (int64_t b = 0; b < B; b++) memcpy(cond + b * K + at, t + b * sizes[i], (size_t)sizes[i] * sizeof(float));
+        free(t);
+    }
+    float *x = tensor(f, "latents", B * per), *sigma = tensor(f, "sigma", B), *target = tensor(f, "target", B * per);
+    float *want_pred = tensor(f, "pred", B * per), *want_loss = tensor(f, "loss", 1);
+    for (int64_t b = 0; b < B; b++) ts[b] = 1000.0f * sigma[b];
+    fixture_run r[2];
+    run_both(m, x, ts, cond, target, B, r);
+    compare("wan-animate", f, ps, r, (const float *[2]){r[0].pred, r[1].pred}, want_pred, want_loss[0], B * per);
+    for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
+    free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(cond);
+    sft_close(f);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
 /* LTX-2.0: a sample is its video latents then its audio latents (model.h's layout, the fixture's too); a token's
  * conditioning row is the video connector's state then the audio one's, then the shared mask. */
 static void test_ltx2(void)
@@ -385,6 +436,7 @@ int main(void)
     test_fixture("anyflow", "wan-anyflow-tiny"); /* wan's with AnyFlow's delta embedder, r = t */
     test_fixture("anyflow-interval", "wan-anyflow-tiny"); /* its delta of t - r (= 0), gate 0.5 */
     test_fixture("ltxvideo", "ltxvideo-tiny"); /* video, RoPE over the whole width, RMSNorm block norms, the key mask */
+    test_wan_animate(); /* wan's image-to-video inputs, the motion and face encoders, the face adapters */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */
     test_ltx2();     /* audio and video: six attentions a block, split RoPE, cross-modal rows */
     return tk_finish();

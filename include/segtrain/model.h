@@ -57,6 +57,17 @@ typedef struct model_config {
     double anyflow_gate;           /* wan as AnyFlowTransformer3DModel: the delta embedder's share of the time embedding
                                       (gate_value; 0 with anyflow false) */
     bool anyflow, anyflow_interval; /* ... and whether its delta is t - r (deltatime_type "t-r") rather than r */
+    int64_t image_tokens;          /* wan as WanAnimateTransformer3DModel: the reference image's CLIP tokens (257, each
+                                      image_dim wide) that every attn2 also attends to; cond_channels is then its
+                                      condition latents' (in_channels - out_channels: 4 mask + the latents') */
+    int64_t face_every;            /* ... a face adapter after blocks 0, k, 2k, ... (inject_face_latents_blocks); 0:
+                                      not Animate */
+    int64_t face_size, motion_style, motion_dim, motion_out; /* its motion encoder: the face frames' edge
+                                      (motion_encoder_size), the style vector's width, the motion coefficients' and the
+                                      motion vector's (motion_encoder_dim) */
+    int64_t motion_channels[9];    /* ... its convolutions' channels at edges 4, 8, ..., 1024
+                                      (motion_encoder_channel_sizes) */
+    int64_t face_hidden, face_heads; /* its face encoder's width and heads (face_encoder_hidden_dim, _num_heads) */
     int64_t audio_hidden, audio_heads, audio_channels; /* ltxvideo2: the audio stream's width (audio_num_attention_heads
                                       x audio_attention_head_dim), its heads, and its latents' channels
                                       (audio_in_channels); 0 elsewhere. Its text_dim is twice caption_channels: a
@@ -118,6 +129,14 @@ bool model_anima(const model_config *mc);
 /* Whether the model is Wan with VACE's control branch (WanVACETransformer3DModel): after the text, a sample's
  * conditioning holds its control latents (vace_channels, frames, resolution, resolution). */
 bool model_vace(const model_config *mc);
+/* Whether the model is Wan Animate (WanAnimateTransformer3DModel): after the text, a sample's conditioning holds
+ * its reference image's CLIP tokens (image_tokens, image_dim), condition latents (cond_channels, frames, resolution,
+ * resolution), pose latents (channels, frames - 1, resolution, resolution) and face video (3, model_face_frames,
+ * face_size, face_size); its first latent frame is the reference one. */
+bool model_wan_animate(const model_config *mc);
+/* Wan Animate's face video frames per sample: 4 frames - 7, which its face encoder's two halvings bring to
+ * frames - 1 (77 for 21 latent frames, as diffusers' pipeline segments them); 0 for other models. */
+int64_t model_face_frames(const model_config *mc);
 /* Whether the family reads a text encoder's output (the dual-stream and cross-attention families), not labels. */
 bool model_reads_text(const model_config *mc);
 /* Whether the family's input is video (B, C, F, H, W): hunyuanvideo, hunyuanvideo15. */
@@ -212,7 +231,7 @@ int64_t model_loss_numel(const model_config *mc);
 
 /* Predicts from x (batch, channels, frames, res, res) ((batch, channels, res, res) for images), timesteps (batch) and cond (batch x model_cond_len floats).
  * *pred (same shape as x) stays valid until model_backward or model_release. With train, forward keeps what
- * backward needs. */
+ * backward needs, and cond must stay as it is until model_backward (Wan Animate's reads its face video again). */
 st_status model_forward(model *m, const float *x, const float *timesteps, const float *cond, int64_t batch,
                         bool train, const float **pred);
 /* Accumulates into the trainable gradients from dpred, then releases forward's state. */

@@ -216,13 +216,13 @@ st_status side_attention_backward(const side_attention *a, block_saved *sv, int 
     const int64_t nq = as->batch * T, nkv = as->batch * Tkv;
     float **side = sv->side + at;
     scratch s = {.pool = m->pool};
-    float *datt = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "attention.datt");
+    float *datt = a->out ? scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "attention.datt") : (float *)dout;
     float *dq = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "attention.dq");
     float *dk = scratch_take_zero(&s, nkv * K, MEM_WORKSPACE, "attention.dk");
     float *dv = scratch_take_zero(&s, nkv * K, MEM_WORKSPACE, "attention.dv");
     float *draw = scratch_take_zero(&s, nq * D > nkv * K ? nq * D : nkv * K, MEM_WORKSPACE, "attention.draw");
     if (s.status) return scratch_end(&s);
-    if ((s.status = bwd(m, a->out, datt, dout, side[SO], nq))) return scratch_end(&s);
+    if (a->out && (s.status = bwd(m, a->out, datt, dout, side[SO], nq))) return scratch_end(&s);
     s.status = attention_backward_masked(m->pool, as, a->mask, rows_of(dq, T, D), rows_of(dk, Tkv, K),
                                          rows_of(dv, Tkv, K), rows_of(datt, T, D), rows_of(side[SQ], T, D),
                                          rows_of(side[SK], Tkv, K), rows_of(side[SV], Tkv, K), rows_of(side[SO], T, D),

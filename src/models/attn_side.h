@@ -93,8 +93,9 @@ typedef struct side_attention {
  * KEEP_ATTENTION_OUTPUT, whose output and state are kept; the output projection is the block's. */
 st_status side_attention_forward(const side_attention *a, block_saved *sv, int at, const float *xq, const float *xkv,
                                  bool keep);
-/* From dout, dL/d(the output projection's output): the weights' gradients, and dxq (the queries' input) and dxkv (the
- * keys' and values' input; the same buffer for a self-attention) accumulated. */
+/* From dout, dL/d(the output projection's output), or with a NULL out dL/d(the attention's output): the weights'
+ * gradients, and dxq (the queries' input) and dxkv (the keys' and values' input; the same buffer for a
+ * self-attention) accumulated. */
 st_status side_attention_backward(const side_attention *a, block_saved *sv, int at, const float *dout, const float *xq,
                                   const float *xkv, float *dxq, float *dxkv);
 

@@ -24,6 +24,8 @@ static bool xdit(const model_config *mc)
 bool model_ltx2(const model_config *mc) { return !strcmp(mc->family, "ltxvideo2"); }
 
 bool model_vace(const model_config *mc) { return !strcmp(mc->family, "wan") && mc->vace_count > 0; }
+bool model_wan_animate(const model_config *mc) { return !strcmp(mc->family, "wan") && mc->face_every > 0; }
+int64_t model_face_frames(const model_config *mc) { return model_wan_animate(mc) ? 4 * mc->frames - 7 : 0; }
 
 int64_t model_audio_tokens(const model_config *mc) { return model_ltx2(mc) ? (mc->frames - 1) * 8 + 1 : 0; }
 
@@ -330,7 +332,11 @@ int64_t model_cond_len(const model_config *mc)
     if (!strcmp(mc->family, "hidream")) /* T5's, the pooled vector, each block's Llama states */
         return (mc->text_len + (mc->depth + mc->single_depth) * mc->llama_len) * mc->text_dim + mc->pooled_dim;
     if (model_audio(mc)) return mc->text_len * mc->text_dim + mc->frames * mc->cond_channels; /* the context latents */
-    const int64_t control = model_vace(mc) ? mc->vace_channels * mc->frames * mc->resolution * mc->resolution : 0;
+    const int64_t plane = mc->resolution * mc->resolution;
+    int64_t control = model_vace(mc) ? mc->vace_channels * mc->frames * plane : 0;
+    if (model_wan_animate(mc)) /* the reference image's tokens, condition and pose latents, the face video */
+        control = mc->image_tokens * mc->image_dim + (mc->cond_channels * mc->frames + mc->channels * (mc->frames - 1)) *
+                  plane + 3 * model_face_frames(mc) * mc->face_size * mc->face_size;
     return mc->text_len * (mc->text_dim + model_text_mask(mc)) + mc->pooled_dim + mc->text2_len * (mc->text2_dim + 1) +
            mc->guidance_embeds + control;
 }
@@ -365,8 +371,9 @@ void model_condition(const model_config *mc, int64_t label, const char *caption,
         for (int64_t f = 0; model_audio(mc) && f < mc->frames; f++) /* ace_step's context: zero source latents (the
                                                                         stand-in's silence), the chunk mask all ones */
             for (int64_t ch = 0; ch < mc->cond_channels; ch++) *rest++ = ch < mc->channels ? 0.0f : 1.0f;
-        if (model_vace(mc)) /* VACE's control latents: none (the stand-in has no control video) */
-            memset(rest, 0, (size_t)(mc->vace_channels * mc->frames * mc->resolution * mc->resolution) * sizeof *rest);
+        if (model_vace(mc) || model_wan_animate(mc)) /* VACE's control latents, Animate's reference, pose and face
+                                                         video: none (the stand-in has no video to read them from) */
+            memset(rest, 0, (size_t)(model_cond_len(mc) - (rest - cond)) * sizeof *rest);
     }
 }
 

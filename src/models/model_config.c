@@ -95,6 +95,11 @@ static const struct preset {
     {"wan-anyflow-1.3b", "wan", 30, 1536, 12, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
     {"wan-anyflow-14b", "wan", 40, 5120, 40, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
     {"wan-vace-1.3b", "wan", 30, 1536, 12, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
+    /* Wan 2.2 Animate 14B (Wan-AI/Wan2.2-Animate-14B-Diffusers): the 14B backbone with its image-to-video inputs, the
+     * motion and face encoders and a face adapter every 5th block, set in model_preset; 21 latent frames (a 77-frame
+     * segment and the reference). The tiny one is the fixture's, with the class's 512 text tokens. */
+    {"wan-animate-tiny", "wan", 2, 64, 4, 2, 4, 8, 10, 0, 512, 32, 0, false, false, 0, 0},
+    {"wan-animate-14b", "wan", 40, 5120, 40, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
     {"wan-vace-14b", "wan", 40, 5120, 40, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
     /* LTX-Video 0.9.5 (Lightricks/LTX-Video-0.9.5's transformer, the same shape as 0.9.0's): 28 blocks of 32 heads x
      * 64, T5-XXL's 4096 at SimpleTuner's 226 tokens, 128 latent channels in 1 x 1 x 1 patches from a VAE of 32x in
@@ -198,6 +203,14 @@ st_status model_preset(const char *name, model_config *out)
         if (!strcmp(p->family, "wan"))
             out->ffn_dim = tiny ? 0 : strstr(name, "14b") ? 13824 : 8960, out->frames = tiny ? 2 : 1;
         if (!strncmp(name, "wan-anyflow", 11)) out->anyflow = true, out->anyflow_gate = 0.25;
+        if (!strncmp(name, "wan-animate", 11)) {
+            static const int64_t real[9] = {512, 512, 512, 512, 256, 128, 64, 32, 16}, small[9] = {8, 6, 4};
+            memcpy(out->motion_channels, tiny ? small : real, sizeof real);
+            out->frames = 3 + !tiny * 18, out->image_tokens = tiny ? 5 : 257, out->image_dim = tiny ? 16 : 1280;
+            out->cond_channels = out->channels + 4, out->face_every = tiny ? 1 : 5, out->face_size = tiny ? 16 : 512;
+            out->motion_style = tiny ? 16 : 512, out->motion_dim = tiny ? 4 : 20, out->motion_out = tiny ? 12 : 512;
+            out->face_hidden = tiny ? 8 : 1024, out->face_heads = tiny ? 2 : 4;
+        }
         if (!strncmp(name, "wan-vace", 8)) {
             const bool big = strstr(name, "14b") != NULL;
             out->vace_count = tiny ? 2 : big ? 8 : 15, out->vace_every = tiny ? 1 : big ? 5 : 2;
@@ -232,6 +245,47 @@ st_status model_preset(const char *name, model_config *out)
     for (size_t i = 0; i < PRESET_COUNT; i++)
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", presets[i].name);
     return st_fail(ST_ERR_INVALID, "model_preset: '%s' is not one of %s", name, names);
+}
+
+/* Wan Animate's sizes (model_wan_animate), or none of them elsewhere */
+static st_status check_animate(const model_config *mc)
+{
+    const int64_t *ch = mc->motion_channels;
+    bool channels = true;
+    int64_t log = 2;
+    while (((int64_t)1 << log) < mc->face_size && log < 10) log++;
+    for (int64_t k = 0; k <= log - 2; k++) channels = channels && ch[k] >= 1 && ch[k] <= (1 << 16);
+    if (!model_wan_animate(mc)) {
+        bool none = !mc->face_every && !mc->image_tokens && !mc->face_size && !mc->motion_style && !mc->motion_dim && !mc->motion_out &&
+                    !mc->face_hidden && !mc->face_heads;
+        for (int k = 0; k < 9; k++) none = none && !ch[k];
+        return none ? ST_OK : st_fail(ST_ERR_INVALID, "the reference image's tokens, the motion and face encoders: "
+                                      "only wan as WanAnimateTransformer3DModel has them (0)");
+    }
+    const bool sizes = mc->image_tokens >= 1 && mc->image_tokens <= (1 << 16) && mc->image_dim >= 1 &&
+                       mc->image_dim <= (1 << 16) && mc->motion_style >= 1 && mc->motion_style <= (1 << 16) &&
+                       mc->motion_dim >= 1 && mc->motion_dim <= mc->motion_out && mc->motion_out <= (1 << 16) &&
+                       mc->face_hidden >= 1 && mc->face_hidden <= (1 << 16) && mc->face_heads >= 1 &&
+                       mc->face_heads <= 64;
+    if (!sizes || !channels || mc->face_size != ((int64_t)1 << log))
+        return st_fail(ST_ERR_INVALID, "Wan Animate: image tokens %lld of width %lld, motion_encoder_size %lld, "
+                       "motion_style_dim %lld, motion_dim %lld, motion_encoder_dim %lld, face encoder %lld wide with "
+                       "%lld heads; it takes 1 to 65536 of each (64 heads at most, motion_dim at most "
+                       "motion_encoder_dim), an edge that is a power of two from 4 to 1024, and channels for each of "
+                       "its edges", (long long)mc->image_tokens, (long long)mc->image_dim, (long long)mc->face_size,
+                       (long long)mc->motion_style, (long long)mc->motion_dim, (long long)mc->motion_out,
+                       (long long)mc->face_hidden, (long long)mc->face_heads);
+    if (mc->depth % mc->face_every || mc->frames < 2 || mc->patch_t != 1 || mc->cond_channels != mc->channels + 4 ||
+        mc->text_len != 512 || mc->out_channels)
+        return st_fail(ST_ERR_INVALID, "Wan Animate: %lld blocks with a face adapter every %lld, %lld latent frames, "
+                       "patch_size_t %lld, %lld condition channels over %lld latent ones, %lld text tokens, "
+                       "out_channels %lld; it takes a multiple of inject_face_latents_blocks, at least 2 frames (the "
+                       "reference and one more), 1, in_channels = 2 latent channels + 4, the 512 tokens its attention "
+                       "splits the context at, and 0 (= the latent channels)", (long long)mc->depth,
+                       (long long)mc->face_every, (long long)mc->frames, (long long)mc->patch_t,
+                       (long long)mc->cond_channels, (long long)mc->channels, (long long)mc->text_len,
+                       (long long)mc->out_channels);
+    return ST_OK;
 }
 
 st_status model_config_check(const model_config *mc)
@@ -388,8 +442,12 @@ st_status model_config_check(const model_config *mc)
                        (long long)mc->source_dim, (long long)mc->text_min_len, (long long)mc->refiner_depth,
                        (long long)mc->text_dim, (long long)mc->heads, anima ? "anima takes at least 1, 1, 0, 1 to "
                        "8 blocks, and an even head width" : "only anima has one (0, 0, 0)");
+    const st_status animate = check_animate(mc);
+    if (animate) return animate;
+    const bool anim = model_wan_animate(mc); /* its image_dim and condition channels are its own */
     if ((hv15 && (mc->text2_len < 1 || mc->text2_dim < 1 || mc->image_dim < 1 || mc->cond_channels < 0)) ||
-        (!hv15 && (mc->text2_len || mc->text2_dim || mc->image_dim || (mc->cond_channels && !ace && !k5))))
+        (!hv15 && (mc->text2_len || mc->text2_dim || (mc->image_dim && !anim) ||
+                   (mc->cond_channels && !ace && !k5 && !anim))))
         return st_fail(ST_ERR_INVALID, "text_embed_2_dim %lld, ByT5 tokens %lld, image_embed_dim %lld, condition "
                        "channels %lld; %s", (long long)mc->text2_dim, (long long)mc->text2_len, (long long)mc->image_dim,
                        (long long)mc->cond_channels, hv15 ? "hunyuanvideo15 takes at least 1 of the first three"
@@ -471,7 +529,9 @@ st_status model_config_from(const config *cfg, model_config *mc)
         return st_fail(ST_ERR_INVALID, "num_frames: %lld; %s %lld k + 1 frames (its VAE keeps the first and every "
                        "%lldth after it)", (long long)frames, model_video(mc) ? "this video family takes" :
                        "an image family takes 1, not", (long long)scale_t, (long long)scale_t);
-    if (model_video(mc)) mc->frames = 1 + (frames - 1) / scale_t; /* a preset's own frames are the tests' */
+    /* a preset's own frames are the tests'; Wan Animate keeps its preset's unless told (it takes at least 2) */
+    if (model_video(mc) && (!model_wan_animate(mc) || config_is_set(cfg, "num_frames")))
+        mc->frames = 1 + (frames - 1) / scale_t;
     const double resolution = config_float(cfg, "resolution");
     if (resolution > 0 && !model_audio(mc)) { /* audio has no edge: SimpleTuner's audio path ignores it too */
         const double edge = image_edge(resolution, config_string(cfg, "resolution_type"));

@@ -24,6 +24,12 @@
  *   time_embedder(t) + g delta_embedder(r) (gate_value g; deltatime_type "t-r": of t - r). segtrain's step has one
  *   time a sample, and r = t: AnyFlow's diffusion intervals (its frames all at t, as the class takes them per frame).
  *
+ * - wan as WanAnimateTransformer3DModel (Wan 2.2 Animate): Wan's image-to-video backbone (the condition latents
+ *   concatenated to the noisy latents' channels, the reference image's CLIP tokens attended through every attn2's
+ *   added keys and values), the pose latents' embedding added to the frames after the reference one, and a face
+ *   adapter after blocks 0, k, 2k, ...: a cross-attention of each latent frame's tokens to that frame's face tokens,
+ *   which the motion and face encoders make from the face video (wan_animate.c).
+ *
  * One block sequence (xdit_block.c), or VACE's two; the text projection, t6 and the final modulation are made once
  * per step and shared by the blocks, their gradients gathered from them. */
 #include "xdit.h"
@@ -57,6 +63,9 @@ typedef struct xd_model {
     float *cpatches, *cemb, *c0;
     block_state vlast;
     seq_run *vrun;
+    wan_animate *anim;   /* Animate's encoders, NULL elsewhere */
+    xdit_inputs in;      /* what its blocks read besides the text */
+    const float *cond;   /* the forward's conditioning, which Animate's backward reads again */
     bool wan, ltx;
     int p_x_w, p_x_b, p_pos; /* the patch embedding; PixArt's sin-cos table (fixed, made here) */
     temb t;                  /* c = the timestep's embedding */
@@ -96,12 +105,12 @@ static st_status xd_create(model *m)
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = model_patch_dim(c), Pout = P / c->channels * model_out_channels(c);
-    const int64_t T = m->shape.tokens;
+    const int64_t T = m->shape.tokens, Cin = c->channels + (d->wan ? c->cond_channels : 0); /* Animate's 16 + 20 */
     /* in the order of the classes' state_dicts */
     const char *x_name = d->wan ? "patch_embedding" : d->ltx ? "proj_in" : "pos_embed.proj";
     char nw[64], nb[64];
     snprintf(nw, sizeof nw, "%s.weight", x_name), snprintf(nb, sizeof nb, "%s.bias", x_name);
-    d->p_x_w = d->wan ? param_add(s, nw, 5, (int64_t[]){D, c->channels, c->patch_t, c->patch, c->patch}, full)
+    d->p_x_w = d->wan ? param_add(s, nw, 5, (int64_t[]){D, Cin, c->patch_t, c->patch, c->patch}, full)
                : d->ltx ? param_add(s, nw, 2, (int64_t[]){D, P}, full)
                         : param_add(s, nw, 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
     d->p_x_b = param_add(s, nb, 1, (int64_t[]){D}, full);
@@ -133,11 +142,13 @@ static st_status xd_create(model *m)
     const xdit_block kind = {.m = m, .qk_norm = d->wan || d->ltx, .rope = d->wan || d->ltx, .rope_width = d->ltx,
                              .rms_norms = d->ltx, .cross_norm = d->wan, .eps = d->ltx ? LTX_QK_EPS : XDIT_LN_EPS,
                              .ffn = c->ffn_dim ? c->ffn_dim : 4 * D, .cross_w = -1, .cross_b = -1, .hint_in = -1,
-                             .hint_out = -1, .hints = d->hints, .dhints = d->dhints};
+                             .hint_out = -1, .hints = d->hints, .dhints = d->dhints, .added_kv = c->image_tokens > 0,
+                             .face = -1, .in = &d->in};
     for (int i = 0; i < n; i++) {
         xdit_block *b = &d->blocks[i];
         *b = kind;
         if (nv && i % c->vace_every == 0 && i / c->vace_every < nv) b->hint_in = (int)(i / c->vace_every);
+        if (c->face_every && i % c->face_every == 0) b->face = (int)(i / c->face_every);
         snprintf(prefix, sizeof prefix, "%s.%d", d->wan ? "blocks" : "transformer_blocks", i);
         xdit_block_register(s, b, prefix, d->wan ? "ffn" : "ff", d->wan ? 3 : 2, c);
         d->seq_blocks[i] = (block){.kind = &xdit_block_kind, .self = b, .index = i};
@@ -151,6 +162,10 @@ static st_status xd_create(model *m)
         d->vseq_blocks[k] = (block){.kind = &xdit_block_kind, .self = b, .index = k};
     }
     if (nv) d->vace_in = lin_register(s, "vace_blocks.0.proj_in", D, D, true, 0, 0, full);
+    if (c->face_every) {
+        const st_status st = wan_animate_create(s, c, &d->anim);
+        if (st) return st;
+    }
     if (d->wan) {
         d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
         d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
@@ -207,7 +222,7 @@ static void xd_fill_fixed(model *m)
 static void xd_destroy(model *m)
 {
     xd_model *d = xd_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks), free(d->vblocks), free(d->vseq_blocks);
+    if (d) free(d->blocks), free(d->seq_blocks), free(d->vblocks), free(d->vseq_blocks), wan_animate_destroy(d->anim);
     free(d);
 }
 
@@ -230,6 +245,7 @@ static void xd_release(model *m)
     memset(d->hints, 0, sizeof d->hints), memset(d->dhints, 0, sizeof d->dhints);
     pool_free(m->pool, d->cpatches), pool_free(m->pool, d->cemb), pool_free(m->pool, d->c0);
     d->cpatches = d->cemb = d->c0 = NULL;
+    if (d->anim) wan_animate_release(m, d->anim, &d->in);
     final_release(m, &d->final);
     temb_release(m, &d->t);
     if (m->cfg.anyflow) temb_release_path(m, &d->delta);
@@ -305,6 +321,30 @@ static st_status vace_embed(model *m, patch_shape ps, const float *cond, bool tr
     return ST_OK;
 }
 
+/* d->patches: the latents' patches, or (Animate) those of the latents with the condition latents after their
+ * channels, which follow the text and the image tokens in a sample's conditioning */
+static st_status patch_input(model *m, patch_shape ps, const float *x, const float *cond)
+{
+    xd_model *d = xd_of(m);
+    const model_config *c = &m->cfg;
+    if (!c->cond_channels) {
+        patchify_forward(d->patches, x, &ps);
+        return ST_OK;
+    }
+    const int64_t vol = c->frames * c->resolution * c->resolution, n = c->channels * vol, nc = c->cond_channels * vol;
+    float *in = NULL;
+    st_status st = pool_alloc(m->pool, (size_t)(ps.batch * (n + nc)) * sizeof(float), MEM_WORKSPACE, "xdit.latents_in",
+                              (void **)&in);
+    if (st) return st;
+    copy_rows(in, n + nc, x, n, ps.batch, n);
+    copy_rows(in + n, n + nc, cond + c->text_len * c->text_dim + c->image_tokens * c->image_dim, model_cond_len(c),
+              ps.batch, nc);
+    ps.channels += c->cond_channels;
+    patchify_forward(d->patches, in, &ps);
+    pool_free(m->pool, in);
+    return ST_OK;
+}
+
 /* The text tokens as the blocks read them, the key mask (PixArt), the rotary table (Wan), c, t6 and the final
  * modulation, and the image tokens into d->x0 (and VACE's control stream into d->c0). */
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
@@ -312,7 +352,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     xd_model *d = xd_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, Dt = c->text_dim;
-    const int64_t N = B * T, P = model_patch_dim(c), K = model_cond_len(c), R = XDIT_MOD_ROWS;
+    const int64_t N = B * T, K = model_cond_len(c), R = XDIT_MOD_ROWS;
+    const int64_t P = model_patch_dim(c) / c->channels * (c->channels + c->cond_channels);
     st_status st = ST_OK;
     d->patches = model_take(m, &st, N * P, "xdit.patches", false);
     d->x0 = model_take(m, &st, N * D, "xdit.state", false);
@@ -337,8 +378,10 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     if (st) return st;
     /* image tokens */
     const patch_shape ps = model_patches(m);
-    patchify_forward(d->patches, x, &ps);
+    if ((st = patch_input(m, ps, x, cond))) return st;
     linear_forward(d->x0, d->patches, PW(d->p_x_w), PW(d->p_x_b), N, P, D);
+    d->cond = cond;
+    if (d->anim && (st = wan_animate_forward(m, d->anim, cond, d->x0, train, &d->in))) return st;
     for (int64_t b = 0; d->p_pos >= 0 && b < B; b++) add_to(d->x0 + b * T * D, PW(d->p_pos), T * D);
     if (d->vblocks && (st = vace_embed(m, ps, cond, train))) return st;
     if (d->wan) { /* frame, row and column ids on (t, h, w) axes of widths hd - 4 (hd / 6), 2 (hd / 6), 2 (hd / 6) */
@@ -486,10 +529,10 @@ static st_status xd_backward(model *m, const float *dpred)
     if (!st) st = k.status;
     if (!st) { /* the image tokens' weights */
         linear_backward(NULL, PG(d->p_x_w), PG(d->p_x_b), grad.t[0], d->patches, PW(d->p_x_w), B * T,
-                        model_patch_dim(c), D);
-        /* the text projection's */
-        st = lin_backward(m->params, m->pool, &d->cap2, dg, m->ctx.dtext, d->cap_g, B * L);
+                        model_patch_dim(c) / c->channels * (c->channels + c->cond_channels), D);
+        if (d->anim) st = wan_animate_backward(m, d->anim, d->cond, grad.t[0], &d->in);
     }
+    if (!st) st = lin_backward(m->params, m->pool, &d->cap2, dg, m->ctx.dtext, d->cap_g, B * L); /* the text's */
     if (!st) {
         gelu_backward(dg, dg, d->cap_h, B * L * D);
         st = lin_backward(m->params, m->pool, &d->cap1, NULL, dg, d->text_in, B * L);
@@ -524,7 +567,10 @@ static param_init xd_init_of(const char *name)
         strstr(name, "time_embed.linear") ||
         strstr(name, "time_proj"))
         return INIT_ZERO;
-    if (strstr(name, "norm_q") || strstr(name, "norm_k") || strstr(name, "norm2.weight")) return INIT_ONE;
+    if (strstr(name, "norm_q") || strstr(name, "norm_k") || strstr(name, "norm2.weight") ||
+        strstr(name, "norm_added_k") || !strcmp(name, "condition_embedder.image_embedder.norm1.weight"))
+        return INIT_ONE;
+    if (strstr(name, "padding_tokens")) return INIT_ZERO;
     if (strstr(name, "norm2.bias")) return INIT_ZERO;
     if (strstr(name, "timestep_embedder") || strstr(name, "time_embedder")) return INIT_NORMAL;
     return INIT_XAVIER;

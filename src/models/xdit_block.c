@@ -26,17 +26,21 @@
 
 /* block_saved is attn_side.h's: the self-attention's side in SQ .. SKR with state 0 and output projection o[0],
  * the cross-attention's in XQ .. XKR with state 1 and o2, the modulation in mod[0], the feed-forward's GEMM outputs
- * in f1[0] and f2[0]. Raw q and k (SQR, SKR, XQR, XKR) only where a norm follows them. */
-enum { SELF = 0, CROSS = XQ }; /* an attention's first side index */
+ * in f1[0] and f2[0]. Raw q and k (SQR, SKR, XQR, XKR) only where a norm follows them. The image attention of
+ * Wan's image-to-video cross-attention (added_kv) has the third side and state, the face adapter's the fourth. */
+enum { SELF = 0, CROSS = XQ, IMAGE = 2 * SIDE_PER, FACE = 3 * SIDE_PER }; /* an attention's first side index */
 
 typedef struct dims {
     int64_t B, T, L, D, N, NL, F; /* NL: the text's rows, B L */
+    int64_t NI, NF;               /* the image tokens' rows (added_kv) and the face tokens' (face), else 0 */
 } dims;
 
 static dims dims_of(const xdit_block *b)
 {
     const model_shape *s = &b->m->shape;
-    return (dims){s->batch, s->tokens, s->text, s->hidden, s->batch * s->tokens, s->batch * s->text, b->ffn};
+    const int64_t B = s->batch, NI = b->added_kv ? B * b->in->image_tokens : 0;
+    const int64_t NF = b->face >= 0 ? B * b->in->face_frames * b->in->face_tokens : 0;
+    return (dims){B, s->tokens, s->text, s->hidden, B * s->tokens, B * s->text, b->ffn, NI, NF};
 }
 
 #define W(i) (param_at(b->m->params, (i))->w)
@@ -53,6 +57,21 @@ static attn_shape cross_shape(const xdit_block *b)
 {
     attn_shape a = self_shape(b);
     a.kv_tokens = b->m->shape.text;
+    return a;
+}
+
+static attn_shape image_shape(const xdit_block *b)
+{
+    attn_shape a = self_shape(b);
+    a.kv_tokens = b->in->image_tokens;
+    return a;
+}
+
+/* Each latent frame's tokens attend to that frame's face tokens: a batch of B x frames */
+static attn_shape face_shape(const xdit_block *b)
+{
+    attn_shape a = self_shape(b);
+    a.batch *= b->in->face_frames, a.tokens /= b->in->face_frames, a.kv_tokens = b->in->face_tokens;
     return a;
 }
 
@@ -89,6 +108,24 @@ void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const 
     b->table = param_add(s, NAME("scale_shift_table"), table_dims, table_dims == 3 ? (int64_t[]){1, 6, D} : (int64_t[]){6, D},
                          full);
     if (b->hint_out >= 0) b->proj_out = lin_register(s, NAME("proj_out"), D, D, true, 0, 0, full);
+    if (b->added_kv) {
+        b->ak = lin_register(s, NAME("attn2.add_k_proj"), D, D, true, 0, 0, full);
+        b->av = lin_register(s, NAME("attn2.add_v_proj"), D, D, true, 0, 0, full);
+        b->norm_added_k = param_add(s, NAME("attn2.norm_added_k.weight"), 1, (int64_t[]){D}, full);
+    }
+    if (b->face >= 0) { /* PEFT's to_q, to_k, to_v match its projections; its output is to_out, not to_out.0 */
+        char fp[64];
+        snprintf(fp, sizeof fp, "face_adapter.%d", b->face);
+        const int64_t hd = D / c->heads;
+#define FNAME(suffix) (snprintf(n, sizeof n, "%s.%s", fp, suffix), n)
+        b->fq = lin_register(s, FNAME("to_q"), D, D, true, ra, alpha, full);
+        b->fk = lin_register(s, FNAME("to_k"), D, D, true, ra, alpha, full);
+        b->fv = lin_register(s, FNAME("to_v"), D, D, true, ra, alpha, full);
+        b->fout = lin_register(s, FNAME("to_out"), D, D, true, 0, 0, full);
+        b->fnorm_q = param_add(s, FNAME("norm_q.weight"), 1, (int64_t[]){hd}, full);
+        b->fnorm_k = param_add(s, FNAME("norm_k.weight"), 1, (int64_t[]){hd}, full);
+#undef FNAME
+    }
 #undef NAME
 }
 
@@ -107,11 +144,20 @@ static size_t xdit_kept_bytes(const block *blk, keep_level keep)
     dims d = dims_of(b);
     if (keep == KEEP_NOTHING) return 0;
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss); /* the cross-attention runs again */
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss); /* the cross-attentions run again */
     size_t floats = (size_t)(d.B * 6 * d.D) + attn_kept_floats(b, d.N, d.N, b->norm_q >= 0) +
                     attn_kept_floats(b, d.N, d.NL, b->cnorm_q >= 0);
     if (keep == KEEP_ALL) floats += (size_t)(d.N * d.F + d.N * d.D);
-    return floats * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
+    size_t bytes = floats * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
+    if (b->added_kv) {
+        const attn_shape is = image_shape(b);
+        bytes += attn_kept_floats(b, d.N, d.NI, true) * sizeof(float) + attention_kept_bytes(&is);
+    }
+    if (b->face >= 0) {
+        const attn_shape fs = face_shape(b);
+        bytes += attn_kept_floats(b, d.N, d.NF, true) * sizeof(float) + attention_kept_bytes(&fs);
+    }
+    return bytes;
 }
 
 /* the sides (q, k, v, attention output; raw q and k where a norm follows) and both attention states */
@@ -121,7 +167,16 @@ static size_t xdit_offloaded_bytes(const block *blk)
     dims d = dims_of(b);
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
     const int64_t qn = b->norm_q >= 0, self = (4 + 2 * qn) * d.N * d.D, cross = (2 + qn) * (d.N + d.NL) * d.D;
-    return (size_t)(self + cross) * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
+    size_t bytes = (size_t)(self + cross) * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
+    if (b->added_kv) { /* q, q raw and the output of the tokens; k, k raw and v of the image's */
+        const attn_shape is = image_shape(b);
+        bytes += (size_t)(3 * (d.N + d.NI) * d.D) * sizeof(float) + attention_kept_bytes(&is);
+    }
+    if (b->face >= 0) {
+        const attn_shape fs = face_shape(b);
+        bytes += (size_t)(3 * (d.N + d.NF) * d.D) * sizeof(float) + attention_kept_bytes(&fs);
+    }
+    return bytes;
 }
 
 /* ---- pieces run in forward and again in backward ---- */
@@ -182,6 +237,15 @@ static void rotate_side(const void *self, float *x, bool keys, bool back)
  * sum of dk over the keys, is zero (diffusers' to rounding) and is left exactly zero. */
 static side_attention attention_of(const xdit_block *b, int at)
 {
+    const int64_t D = b->m->shape.hidden;
+    if (at == IMAGE) /* the text attention's queries again; to_out is applied to the sum of both outputs */
+        return (side_attention){.m = b->m, .q = &b->cq, .k = &b->ak, .v = &b->av, .norm_q = b->cnorm_q,
+                                .norm_k = b->norm_added_k, .norm_width = D, .eps = b->eps, .shape = image_shape(b),
+                                .block = b};
+    if (at == FACE)
+        return (side_attention){.m = b->m, .q = &b->fq, .k = &b->fk, .v = &b->fv, .out = &b->fout,
+                                .norm_q = b->fnorm_q, .norm_k = b->fnorm_k, .norm_width = D / b->m->shape.heads,
+                                .eps = b->eps, .shape = face_shape(b), .block = b};
     const bool cross = at == CROSS;
     return (side_attention){.m = b->m, .q = cross ? &b->cq : &b->q, .k = cross ? &b->ck : &b->k,
                             .v = cross ? &b->cv : &b->v, .out = cross ? &b->cout : &b->out,
@@ -216,6 +280,41 @@ static st_status ffn_compute(const xdit_block *b, const float *x2, const float *
     return scratch_end(&s);
 }
 
+/* to_out's input: the text attention's output, plus the image attention's with added_kv (summed into tmp) */
+static const float *cross_out(const xdit_block *b, const block_saved *sv, float *tmp)
+{
+    if (!b->added_kv) return sv->side[XO];
+    dims d = dims_of(b);
+    copy_rows(tmp, d.D, sv->side[XO], d.D, d.N, d.D);
+    add_to(tmp, sv->side[IMAGE + SO], d.N * d.D);
+    return tmp;
+}
+
+/* The block's output before a face adapter: y = x2 + gate2 f2, and a VACE hint */
+static void block_output(const xdit_block *b, const block_saved *sv, const float *x2, float *y)
+{
+    dims d = dims_of(b);
+    gated_residual_forward(y, x2, sv->mod[0] + 5 * d.D, sv->f2[0], d.B, d.T, d.D, 6 * d.D);
+    if (b->hint_in >= 0) add_to(y, b->hints[b->hint_in], d.N * d.D);
+}
+
+/* Animate's face adapter on the block's output: y += to_out(attention(q of LN(y), k and v of the face tokens)),
+ * h a row buffer. An offloaded block sends its sides after this, the last attention. */
+static st_status face_forward(const xdit_block *b, frame *f, block_saved *sv, float *y, float *h, bool keep)
+{
+    dims d = dims_of(b);
+    st_status st = ST_OK;
+    if (!f->from_host) {
+        st = layernorm_forward(b->m->pool, h, y, NULL, NULL, d.N, d.D, XDIT_LN_EPS, NULL);
+        if (!st) st = attention_forward_into(b, sv, FACE, h, b->in->face, keep);
+    }
+    if (!st && f->to_host) st = side_send(sv);
+    if (!st) st = fwd(b->m, &b->fout, h, sv->side[FACE + SO], d.N);
+    if (!st && f->to_host) st = side_drop(sv, f->ks);
+    if (!st) add_to(y, h, d.N * d.D);
+    return st;
+}
+
 /* x1 = x + gate1 * out, x2 = x1 + out' from the kept tensors */
 static void residuals(const xdit_block *b, const float *x, const block_saved *sv, float *x1, float *x2)
 {
@@ -244,9 +343,13 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
     frame_init(&f, b->m, keep, off, sv);
     float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "xdit.state");
     sv->mod[0] = scratch_take(f.ks, d.B * 6 * d.D, f.kt, "xdit.mod");
-    const bool qn = b->norm_q >= 0;
-    side_take(&f, sv, (int64_t[SIDE_MAX]){ND, ND, ND, ND, qn ? ND : 0, qn ? ND : 0, ND, NLD, NLD, ND, qn ? ND : 0,
-                                          qn ? NLD : 0}, 2);
+    const bool qn = b->norm_q >= 0, late = b->face >= 0; /* late: the sides go to the host after the face adapter */
+    int64_t numel[SIDE_MAX] = {ND, ND, ND, ND, qn ? ND : 0, qn ? ND : 0, ND, NLD, NLD, ND, qn ? ND : 0, qn ? NLD : 0};
+    if (b->added_kv) memcpy(numel + IMAGE, (int64_t[SIDE_PER]){ND, d.NI * d.D, d.NI * d.D, ND, ND, d.NI * d.D},
+                            sizeof(int64_t[SIDE_PER]));
+    if (b->face >= 0) memcpy(numel + FACE, (int64_t[SIDE_PER]){ND, d.NF * d.D, d.NF * d.D, ND, ND, d.NF * d.D},
+                             sizeof(int64_t[SIDE_PER]));
+    side_take(&f, sv, numel, b->face >= 0 ? 4 : b->added_kv ? 3 : 2);
     sv->o[0] = scratch_take(f.ks, ND, f.kt, "xdit.attention_out");
     sv->o2 = scratch_take(f.ks, ND, f.kt, "xdit.cross_attention_out");
     sv->f1[0] = scratch_take(f.fs, d.N * d.F, f.ft, "xdit.ff0");
@@ -266,12 +369,14 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
     if (!st) st = fwd(b->m, &b->out, sv->o[0], sv->side[SQ + SO], d.N);
     if (!st) { /* y holds x1; the cross-attention on c (into h) */
         gated_residual_forward(y, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, 6 * d.D);
+        const bool kx = states && keep != KEEP_ATTENTION_OUTPUT;
         if (!f.from_host && !(st = cross_input(b, h, y, NULL)))
-            st = attention_forward_into(b, sv, CROSS, h, b->m->ctx.text, states && keep != KEEP_ATTENTION_OUTPUT);
+            st = attention_forward_into(b, sv, CROSS, h, b->m->ctx.text, kx);
+        if (!st && !f.from_host && b->added_kv) st = attention_forward_into(b, sv, IMAGE, h, b->in->image, kx);
     }
-    if (!st && f.to_host) st = side_send(sv);
-    if (!st) st = fwd(b->m, &b->cout, sv->o2, sv->side[XO], d.N);
-    if (!st && f.to_host) st = side_drop(sv, f.ks); /* the sides' last reader is done */
+    if (!st && f.to_host && !late) st = side_send(sv);
+    if (!st) st = fwd(b->m, &b->cout, sv->o2, cross_out(b, sv, h), d.N);
+    if (!st && f.to_host && !late) st = side_drop(sv, f.ks); /* the sides' last reader is done */
     if (!st) {
         add_to(y, sv->o2, ND); /* x2 */
         st = ffn_compute(b, y, sv->mod[0], sv->f1[0], sv->f2[0]);
@@ -279,6 +384,7 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
     if (!st) gated_residual_forward(y, y, sv->mod[0] + 5 * d.D, sv->f2[0], d.B, d.T, d.D, 6 * d.D);
     if (!st && b->hint_in >= 0) add_to(y, b->hints[b->hint_in], ND); /* WanVACE: the control branch's hint */
     if (!st && b->hint_out >= 0) st = fwd(b->m, &b->proj_out, b->hints[b->hint_out], y, d.N);
+    if (!st && b->face >= 0) st = face_forward(b, &f, sv, y, h, states && keep != KEEP_ATTENTION_OUTPUT);
     if (!st) *out = (block_state){.n = 1, .t = {y}};
     return frame_end(&f, st, sv, saved_io, &y, 1);
 }
@@ -290,6 +396,42 @@ static st_status attention_backward_from(const xdit_block *b, block_saved *sv, i
 {
     const side_attention a = attention_of(b, at);
     return side_attention_backward(&a, sv, at, dout, xq, xkv, dxq, dxkv);
+}
+
+/* gx holds dL/d(the block's output); it gains the face adapter's input gradient (y from x2 again) */
+static st_status face_backward(const xdit_block *b, block_saved *sv, const float *x2, float *gx)
+{
+    dims d = dims_of(b);
+    scratch s = {.pool = b->m->pool};
+    float *y = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "xdit.face_input");
+    float *h = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "xdit.face_ln");
+    float *dh = scratch_take_zero(&s, d.N * d.D, MEM_WORKSPACE, "xdit.dface_ln");
+    op_state stats = {0};
+    if (s.status) return scratch_end(&s);
+    block_output(b, sv, x2, y);
+    if (!(s.status = layernorm_forward(b->m->pool, h, y, NULL, NULL, d.N, d.D, XDIT_LN_EPS, &stats)))
+        s.status = attention_backward_from(b, sv, FACE, gx, h, b->in->face, dh, b->in->dface);
+    if (!s.status) layernorm_backward(gx, NULL, NULL, dh, y, NULL, d.N, d.D, &stats);
+    op_state_release(&stats);
+    return scratch_end(&s);
+}
+
+/* The cross-attention from gx = dL/d(to_out's output), c its queries' input: dc and the text's gradient; with
+ * added_kv, to_out's input is the sum of the text's and the image's attention outputs, each of which gets its
+ * gradient. */
+static st_status cross_backward(const xdit_block *b, block_saved *sv, const float *gx, const float *c, float *dc)
+{
+    if (!b->added_kv) return attention_backward_from(b, sv, CROSS, gx, c, b->m->ctx.text, dc, b->m->ctx.dtext);
+    dims d = dims_of(b);
+    scratch s = {.pool = b->m->pool};
+    float *sum = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "xdit.cross_out");
+    float *datt = scratch_take_zero(&s, d.N * d.D, MEM_WORKSPACE, "xdit.dcross_out");
+    if (s.status || (s.status = bwd(b->m, &b->cout, datt, gx, cross_out(b, sv, sum), d.N))) return scratch_end(&s);
+    side_attention text = attention_of(b, CROSS);
+    text.out = NULL;
+    s.status = side_attention_backward(&text, sv, CROSS, datt, c, b->m->ctx.text, dc, b->m->ctx.dtext);
+    if (!s.status) s.status = attention_backward_from(b, sv, IMAGE, datt, c, b->in->image, dc, b->in->dimage);
+    return scratch_end(&s);
 }
 
 /* grad->t[0] holds dL/dx3 on entry; the residual stream's gradient is accumulated in place, becoming dL/dx2,
@@ -319,12 +461,13 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
         recomputed = true;
         if (s.status || (s.status = ffn_compute(b, x2, mod, sv->f1[0], sv->f2[0]))) goto done;
     }
+    if (b->face >= 0 && (s.status = face_backward(b, sv, x2, gx))) goto done;
     /* WanVACE: an added hint takes the output's gradient as it is; a written one adds proj_out's to it */
     if (b->hint_in >= 0) add_to(b->dhints[b->hint_in], gx, ND);
     if (b->hint_out >= 0) {
         float *y = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.output");
         if (s.status) goto done;
-        gated_residual_forward(y, x2, mod + 5 * D, sv->f2[0], B, T, D, 6 * D);
+        block_output(b, sv, x2, y);
         if ((s.status = bwd(b->m, &b->proj_out, gx, b->dhints[b->hint_out], y, N))) goto done;
         scratch_drop(&s, y);
     }
@@ -359,7 +502,7 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     float *c = ln, *dc = dh; /* reused */
     zero_bytes(dc, (size_t)ND * sizeof(float));
     if ((s.status = cross_input(b, c, x1, b->cross_norm ? &stats : NULL))) goto done;
-    if ((s.status = attention_backward_from(b, sv, CROSS, gx, c, b->m->ctx.text, dc, b->m->ctx.dtext))) goto done;
+    if ((s.status = cross_backward(b, sv, gx, c, dc))) goto done;
     if (b->cross_norm) layernorm_backward(gx, G(b->cross_w), G(b->cross_b), dc, x1, W(b->cross_w), N, D, &stats);
     else add_to(gx, dc, ND);
     op_state_release(&stats);
