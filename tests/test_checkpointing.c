@@ -713,6 +713,8 @@ static const struct family_case {
     {"wan-vace-tiny", "VACE's control branch: a second sequence whose hints the main blocks add", 3, 0, 0, 1, 1, 1, 1,
      2},
     {"wan-anyflow-tiny", "AnyFlow's blend of the time and delta embeddings", 0, 0, 0, 0, 0, 0, 0, 2},
+    {"wan-animate-tiny", "Animate: the image tokens' added keys and values, a face adapter after each block reading "
+     "the motion and face encoders' output", 3, 0, 0, 1, 1, 1, 1, 3},
     {"cosmos2-tiny", "AdaLN-LoRA, rotate-half RoPE, no biases", 3, 0, 0, 1, 1, 1, 1, 0},
     {"kandinsky5-image-tiny", "text blocks, then visual blocks reading them", 3, 0, 3, 1, 1, 1, 1, 0},
     {"kandinsky5-video-tiny", "video, visual_cond's zero channels", 0, 0, 0, 0, 0, 1, 0, 2},

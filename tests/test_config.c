@@ -285,7 +285,7 @@ static void test_checkpointing_and_choices(void)
               "hunyuanvideo15-480p, hunyuanvideo15-720p, hidream-tiny, hidream-full, hidream-dev, hidream-fast, "
               "pixart-sigma-tiny, pixart-sigma-512, pixart-sigma-1024, pixart-sigma-2048, pixart-900m-1024, wan-tiny, "
               "wan-1.3b, wan-14b, wan-vace-tiny, wan-vace-1.3b, wan-vace-14b, wan-anyflow-tiny, wan-anyflow-1.3b, "
-              "wan-anyflow-14b, ltxvideo-tiny, ltxvideo-0.9.5, "
+              "wan-anyflow-14b, wan-animate-tiny, wan-animate-14b, ltxvideo-tiny, ltxvideo-0.9.5, "
               "ltxvideo2-tiny, ltxvideo2-19b, cosmos2-tiny, cosmos2-2b, cosmos2-14b, "
               "kandinsky5-image-tiny, kandinsky5-t2i-lite, kandinsky5-video-tiny, kandinsky5-t2v-lite, kandinsky5-t2v-pro, "
               "anima-tiny, anima, ace-step-tiny, ace-step-1.5");

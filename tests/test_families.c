@@ -681,19 +681,50 @@ static void test_wan_vace_json(void)
                   "\"deltatime_type\": \"t-r\", \"num_layers\": 30, \"num_attention_heads\": 12, \"ffn_dim\": 8960}");
     CHECK(model_preset("wan-anyflow-tiny", &mc) == ST_OK && model_config_from_diffusers(dir, &mc) == ST_OK &&
           mc.anyflow && mc.anyflow_gate == 0.5 && mc.anyflow_interval && mc.depth == 30 && !model_vace(&mc));
+    /* Wan Animate's: the published 14B's keys (Wan-AI/Wan2.2-Animate-14B-Diffusers), its preset's sizes */
+#define ANIMATE "{\"_class_name\": \"WanAnimateTransformer3DModel\", \"in_channels\": 36"
+#define ADDED ", \"added_kv_proj_dim\": 5120"
+    tk_write_file(dir, "config.json", ANIMATE ADDED ", \"image_dim\": 1280, \"motion_encoder_size\": 512}");
+    CHECK(model_preset("wan-animate-tiny", &mc) == ST_OK && model_preset("wan-animate-14b", &want) == ST_OK);
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && model_wan_animate(&mc) && mc.depth == want.depth &&
+               mc.hidden == want.hidden && mc.channels == 16 && mc.cond_channels == want.cond_channels &&
+               mc.image_dim == want.image_dim && mc.face_every == want.face_every && mc.face_size == want.face_size &&
+               mc.motion_style == want.motion_style && mc.motion_dim == want.motion_dim &&
+               mc.motion_out == want.motion_out && mc.face_hidden == want.face_hidden &&
+               mc.face_heads == want.face_heads &&
+               !memcmp(mc.motion_channels, want.motion_channels, sizeof mc.motion_channels),
+           "%s", st_error());
+    CHECK(model_preset("wan-14b", &mc) == ST_OK);
+    mc.frames = 21; /* Animate's reference frame and a segment's 20 */
+    CHECK(model_config_from_diffusers(dir, &mc) == ST_OK && mc.image_tokens == 257); /* CLIP's, unless mc says */
+    tk_write_file(dir, "config.json", "{\"_class_name\": \"WanTransformer3DModel\"}");
+    CHECK(model_preset("wan-animate-tiny", &mc) == ST_OK && model_config_from_diffusers(dir, &mc) == ST_OK &&
+          !model_wan_animate(&mc) && !mc.image_tokens && !mc.cond_channels && !mc.motion_channels[0]);
     const char *bad[][2] = {
+        {ANIMATE ", \"added_kv_proj_dim\": null}", "added_kv_proj_dim null"},
+        {ANIMATE ADDED ", \"image_dim\": null}", "image_dim null"},
+        {ANIMATE ADDED ", \"latent_channels\": 8}", "in_channels 36 is not 2 latent_channels (8) + 4"},
+        {ANIMATE ADDED ", \"motion_encoder_channel_sizes\": {\"4\": 0}}", "motion_encoder_channel_sizes[\"4\"]"},
+        {ANIMATE ADDED ", \"motion_encoder_channel_sizes\": [4]}", "not an object"},
+        {ANIMATE ADDED ", \"motion_encoder_channel_sizes\": {\"4\": 8}}", "channels for each of its edges"},
+        {ANIMATE ADDED ", \"motion_encoder_size\": 500}", "a power of two from 4 to 1024"},
+        {ANIMATE ADDED ", \"inject_face_latents_blocks\": 3}", "a multiple of inject_face_latents_blocks"},
+        {ANIMATE ADDED ", \"motion_dim\": 600}", "motion_dim at most motion_encoder_dim"},
         {VACE "\"vace_layers\": [0, 3, 5]}", "are not 0, k, 2k"},
         {VACE "\"vace_layers\": [2, 4]}", "are not 0, k, 2k"},
         {VACE "\"vace_layers\": [0, 10, 20, 30]}", "vace_layers: 4 blocks every 10"},
         {VACE "\"vace_layers\": 5}", "vace_layers is not a list"},
         {"{\"_class_name\": \"LTXVideoTransformer3DModel\"}",
-         "the wan family reads WanTransformer3DModel's or WanVACETransformer3DModel's or AnyFlowTransformer3DModel's"},
+         "the wan family reads WanTransformer3DModel's or WanVACETransformer3DModel's or AnyFlowTransformer3DModel's "
+         "or WanAnimateTransformer3DModel's"},
         {"{\"_class_name\": \"AnyFlowTransformer3DModel\", \"deltatime_type\": \"r-t\"}", "deltatime_type"},
         {"{\"_class_name\": \"AnyFlowTransformer3DModel\", \"gate_value\": 2}", "gate_value"},
         {"{\"_class_name\": \"AnyFlowTransformer3DModel\", \"image_dim\": 1280}", "image_dim is set"},
     };
 #undef VACE
-    expect_json_refusals(dir, "config.json", "wan-vace-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+#undef ANIMATE
+#undef ADDED
+    expect_json_refusals(dir, "config.json", "wan-animate-tiny", bad, sizeof bad / sizeof *bad, 0, false);
     remove(tk_path(dir, "config.json"));
     remove(dir);
 }

@@ -48,6 +48,9 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
         if (model_vace(mc))
             snprintf(blocks, sizeof blocks, "%lld cross-attention blocks + %lld VACE control blocks",
                      (long long)mc->depth, (long long)mc->vace_count);
+        else if (model_wan_animate(mc))
+            snprintf(blocks, sizeof blocks, "%lld cross-attention blocks, a face adapter every %lld",
+                     (long long)mc->depth, (long long)mc->face_every);
         else if (model_xattn(mc)) snprintf(blocks, sizeof blocks, "%lld cross-attention blocks", (long long)mc->depth);
         else if (mc->single_depth)
             snprintf(blocks, sizeof blocks, "%lld double-stream + %lld single-stream blocks", (long long)mc->depth,

@@ -479,10 +479,14 @@ static st_status wan_animate_from_json(const cJSON *j, const char *file, model_c
                 {"inject_face_latents_blocks", &every}};
     for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
     if (st) return st;
-    if (added != mc->hidden)
-        return st_fail(ST_ERR_UNSUPPORTED, "%s: added_kv_proj_dim %lld; segtrain builds Wan Animate with the image "
-                       "tokens' added keys and values of the hidden width %lld, as its published config has them",
-                       file, (long long)added, (long long)mc->hidden);
+    const cJSON *idim = cJSON_GetObjectItemCaseSensitive(j, "image_dim");
+    if (added != mc->hidden || (idim && cJSON_IsNull(idim))) {
+        char a[24] = "null";
+        if (added >= 0) snprintf(a, sizeof a, "%lld", (long long)added);
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: added_kv_proj_dim %s, image_dim %s; segtrain builds Wan Animate with "
+                       "the image tokens' added keys and values of the hidden width %lld, as its published config has "
+                       "them", file, a, idim && cJSON_IsNull(idim) ? "null" : "set", (long long)mc->hidden);
+    }
     memcpy(mc->motion_channels, real, sizeof real);
     const cJSON *ch = cJSON_GetObjectItemCaseSensitive(j, "motion_encoder_channel_sizes");
     if (ch && !cJSON_IsNull(ch)) {

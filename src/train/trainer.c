@@ -215,6 +215,8 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
                      : model_audio(mc)                     ? "the context latents and their chunk mask"
                      : model_anima(mc)                     ? "the T5 ids and weights beside the Qwen3 states"
                      : model_vace(mc)                      ? "VACE's control latents"
+                     : model_wan_animate(mc) ? "Animate's reference image tokens, condition and pose latents and face "
+                                               "video"
                                                            : "what the family reads beside them");
     if (!st && t->label_dropout > 0 && !dataset_null_text(t->data))
         st = st_fail(ST_ERR_INVALID, "caption_dropout_probability %g needs the empty prompt's embeddings: add "
