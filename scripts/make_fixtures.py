@@ -1122,6 +1122,87 @@ def verify(name, out):
     print("%-14s verified: reloaded pred relative L2 error %.2g" % (name, err))
 
 
+# ------------------------------------------------------------------ AnyFlow's MeanFlow objective
+# SimpleTuner's distillation_method "anyflow" (forward stage) at its defaults, written here from its description
+# (docs/OBJECTIVES.md) in float64 on the anyflow fixture's model, for 4 samples: by index 2 diffusion intervals (r =
+# t), 1 consistency (r = 0), 1 arbitrary. Stored in <out>/anyflow/meanflow.safetensors: the inputs (latents, noise,
+# the two uniforms of each sample, the text and the empty prompt's), t and r, the target, the loss and every gradient.
+MEANFLOW = dict(shift=3.0, diffusion_ratio=0.5, consistency_ratio=0.25, epsilon=0.005, guidance=3.0)
+MEANFLOW_B = 4
+
+
+def meanflow_reference(model, t):
+    mf = MEANFLOW
+    B = t["latents"].shape[0]
+    shift = lambda u: mf["shift"] * u / (1 + (mf["shift"] - 1) * u)
+    d, c = round(mf["diffusion_ratio"] * B), round(mf["consistency_ratio"] * B)   # Python's: ties to even
+    kind = ["diffusion" if i < d else "consistency" if i < d + c else "arbitrary" for i in range(B)]
+    tb, rb = torch.maximum(t["u1"], t["u2"]), torch.minimum(t["u1"], t["u2"])
+    rb = torch.stack([tb[i] if k == "diffusion" else rb[i] * 0 if k == "consistency" else rb[i]
+                      for i, k in enumerate(kind)])
+    ts, rs = rounded(shift(tb)), rounded(shift(rb))   # segtrain's times are float
+    col = lambda v: v[:, None, None, None, None]
+    x0, e = t["latents"], t["noise"]
+
+    def predict(sig, text):
+        x = ((1 - col(sig)) * x0 + col(sig) * e).permute(0, 2, 1, 3, 4)   # the class's (B, F, C, H, W)
+        tt, rr = (sig * 1000)[:, None].expand(B, x.shape[1]), (rs * 1000)[:, None].expand(B, x.shape[1])
+        return model(hidden_states=x, timestep=tt, r_timestep=rr, encoder_hidden_states=text,
+                     return_dict=False)[0].permute(0, 2, 1, 3, 4)
+
+    g = mf["guidance"]
+    with torch.no_grad():
+        plus, minus = ts + mf["epsilon"], ts - mf["epsilon"]
+        derivative = (predict(plus, t["encoder_hidden_states"]) - predict(minus, t["encoder_hidden_states"])) / \
+            col((plus - minus) * g)
+        target = (e - x0) - col(ts - rs) * derivative
+        unconditional = predict(ts, t["null_encoder_hidden_states"])
+    model.zero_grad(set_to_none=True)
+    fused = (predict(ts, t["encoder_hidden_states"]) - (1 - g) * unconditional) / g
+    per = ((fused - target) ** 2).flatten(1).mean(dim=1)
+    grid = shift(torch.linspace(1, 0, 1001, dtype=torch.float64)[:-1])
+    weight = ts * torch.sqrt((1 - ts).clamp_min(0)) * (1000 / (grid * torch.sqrt((1 - grid).clamp_min(0))).sum())
+    per = per * weight
+    diffusion = torch.tensor([k == "diffusion" for k in kind])
+    scale = torch.where(diffusion, torch.ones_like(per), per[diffusion].mean().detach() / (per.detach() + 1e-5))
+    loss = (per * scale).mean()
+    loss.backward()
+    return ts, rs, target, loss.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+
+
+def write_meanflow(out):
+    folder = os.path.join(out, "anyflow")
+    cls = model_class("anyflow")
+    keep, cls._keep_in_fp32_modules = cls._keep_in_fp32_modules, None   # as verify() loads
+    try:
+        model = cls.from_pretrained(folder, torch_dtype=torch.float32).to(torch.float64).train()
+    finally:
+        cls._keep_in_fp32_modules = keep
+    gen = torch.Generator().manual_seed(seed_of("anyflow-meanflow"))
+    B, shape = MEANFLOW_B, (MEANFLOW_B, C, 2, H, W)
+    text = randn(gen, B, L, JOINT)
+    text[1, 4:] = 0
+    t = {"latents": randn(gen, *shape), "noise": randn(gen, *shape),
+         "u1": torch.rand(B, generator=gen, dtype=torch.float64), "u2": torch.rand(B, generator=gen, dtype=torch.float64),
+         "encoder_hidden_states": text, "null_encoder_hidden_states": torch.zeros(B, L, JOINT, dtype=torch.float64)}
+    t = {k: rounded(v) for k, v in t.items()}
+    ts, rs, target, loss, grads = meanflow_reference(model, t)
+    if not 0.01 <= loss.item() <= 100:
+        raise SystemExit("anyflow-meanflow: loss %.6g is not O(1)" % loss.item())
+    tensors = dict(t, t=ts, r=rs, target=target, loss=loss.reshape(1))
+    tensors.update({"grad." + n: g for n, g in grads.items()})
+    tensors = {k: v.to(torch.float32).contiguous() for k, v in tensors.items()}
+    meta = dict(versions(), fixture="anyflow-meanflow", config=json.dumps(MEANFLOW, sort_keys=True),
+                seed=str(seed_of("anyflow-meanflow")), loss_f64=repr(loss.item()),
+                passed="distillation_config defaults of SimpleTuner's AnyFlow (forward stage, beta08, adaptive "
+                       "weighting, extrapolate) but for the ones in config; the empty prompt is zeros")
+    save_sorted(tensors, os.path.join(folder, "meanflow.safetensors"), meta)
+    print("%-14s AnyFlow's MeanFlow objective on anyflow's model: loss %.6f" % ("anyflow-meanflow", loss.item()))
+
+
+EXTRA = {"anyflow-meanflow": write_meanflow}   # written from an existing fixture's folder; no --verify of their own
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
@@ -1130,12 +1211,16 @@ def main():
     ap.add_argument("names", nargs="*", help="fixtures (default all): " + ", ".join(FIXTURES))
     a = ap.parse_args()
     for n in a.names:
-        if n not in FIXTURES:
-            sys.exit("make_fixtures.py: unknown fixture '%s' (valid: %s)" % (n, ", ".join(FIXTURES)))
+        if n not in FIXTURES and n not in EXTRA:
+            sys.exit("make_fixtures.py: unknown fixture '%s' (valid: %s)" % (n, ", ".join(list(FIXTURES) + list(EXTRA))))
     diffusers.utils.logging.set_verbosity_error()   # not the float32-modules warning of every .to(float64)
     torch.set_num_threads(1)   # one summation order: the same bytes on every run
     torch.use_deterministic_algorithms(True)
-    for n in a.names or list(FIXTURES):
+    for n in a.names or list(FIXTURES) + list(EXTRA):
+        if n in EXTRA:
+            if not a.verify:
+                EXTRA[n](a.out)
+            continue
         (verify if a.verify else write)(n, a.out)
 
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "segtrain/model.h"
+#include "segtrain/objective.h"
 #include "segtrain/ops.h"
 #include "segtrain/pool.h"
 #include "segtrain/safetensors.h"
@@ -100,6 +101,38 @@ static void run_both(model *m, const float *x, const float *ts, const float *con
     r[1] = run(m, &ckpt, x, ts, cond, target, B);
 }
 
+/* Every trainable gradient (grads, in parameter order) against the fixture's to PARITY_TOL, one diffusers leaves
+ * exactly zero exactly zero, and all the fixture's compared: the worst error, its parameter, how many were compared
+ * and how many are zero. */
+static double compare_grads(const char *name, const char *sched, const sft_file *f, param_set *ps, const float *grads,
+                            const char **worst_name, int64_t *compared, int64_t *zeros)
+{
+    double worst = 0;
+    int64_t off = 0;
+    for (int i = 0; i < ps->n; i++) {
+        const param *q = param_at(ps, i);
+        if (!q->trainable) continue;
+        float *want = fixture_grad(f, q);
+        const double e = rel_l2(grads + off, want, q->numel);
+        CHECKF(e <= PARITY_TOL, "%s, %s: %s rel L2 %.2e", name, sched, q->name, e);
+        /* a gradient diffusers leaves at exactly zero (SD3's last block drops its text queries' output) is exactly
+         * zero here too: no tolerance needed */
+        bool want_zero = true, got_zero = true;
+        for (int64_t j = 0; j < q->numel; j++) want_zero &= want[j] == 0.0f, got_zero &= grads[off + j] == 0.0f;
+        CHECKF(!want_zero || got_zero, "%s, %s: %s is zero in diffusers, not here", name, sched, q->name);
+        *zeros += want_zero;
+        if (e > worst) worst = e, *worst_name = q->name;
+        off += q->numel, (*compared)++;
+        free(want);
+    }
+    int grads_in_file = 0;
+    for (int i = 0; i < sft_count(f); i++)
+        grads_in_file += !strncmp(sft_at(f, i)->name, "grad.", 5) || !strncmp(sft_at(f, i)->name, "grad_dy.", 8);
+    CHECKF(*compared == grads_in_file, "%s: %lld gradients compared, the fixture has %d", name, (long long)*compared,
+           grads_in_file);
+    return worst;
+}
+
 /* Both runs against the fixture: the prediction (pred[k]: run k's in the fixture's layout, n floats), the loss and
  * every gradient to PARITY_TOL, a gradient diffusers leaves exactly zero exactly zero here too; then the two runs
  * bitwise equal. */
@@ -111,31 +144,9 @@ static void compare(const char *name, const sft_file *f, param_set *ps, const fi
         const double ep = rel_l2(pred[k], want_pred, n), el = fabs((double)r[k].loss - want_loss) / want_loss;
         CHECKF(ep <= PARITY_TOL, "%s, %s: pred rel L2 %.2e", name, sched, ep);
         CHECKF(el <= PARITY_TOL, "%s, %s: loss %.7f vs %.7f", name, sched, r[k].loss, want_loss);
-        double worst = 0;
         const char *worst_name = "";
-        int64_t off = 0, compared = 0, zeros = 0;
-        for (int i = 0; i < ps->n; i++) {
-            const param *q = param_at(ps, i);
-            if (!q->trainable) continue;
-            float *want = fixture_grad(f, q);
-            const double e = rel_l2(r[k].grads + off, want, q->numel);
-            CHECKF(e <= PARITY_TOL, "%s, %s: %s rel L2 %.2e", name, sched, q->name, e);
-            /* a gradient diffusers leaves at exactly zero (SD3's last block drops its text queries' output) is
-             * exactly zero here too: no tolerance needed */
-            bool want_zero = true, got_zero = true;
-            for (int64_t j = 0; j < q->numel; j++)
-                want_zero &= want[j] == 0.0f, got_zero &= r[k].grads[off + j] == 0.0f;
-            CHECKF(!want_zero || got_zero, "%s, %s: %s is zero in diffusers, not here", name, sched, q->name);
-            zeros += want_zero;
-            if (e > worst) worst = e, worst_name = q->name;
-            off += q->numel, compared++;
-            free(want);
-        }
-        int grads_in_file = 0;
-        for (int i = 0; i < sft_count(f); i++)
-            grads_in_file += !strncmp(sft_at(f, i)->name, "grad.", 5) || !strncmp(sft_at(f, i)->name, "grad_dy.", 8);
-        CHECKF(compared == grads_in_file, "%s: %lld gradients compared, the fixture has %d", name, (long long)compared,
-               grads_in_file);
+        int64_t compared = 0, zeros = 0;
+        const double worst = compare_grads(name, sched, f, ps, r[k].grads, &worst_name, &compared, &zeros);
         printf("     %s: loss %.7f (diffusers %.7f), pred rel L2 %.1e, worst of %lld gradients %.1e (%s), %lld exactly "
                "zero\n", sched, r[k].loss, want_loss, ep, (long long)compared, worst, worst_name, (long long)zeros);
     }
@@ -362,6 +373,76 @@ static void test_wan_animate(void)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* AnyFlow's MeanFlow objective (distillation_method anyflow at SimpleTuner's defaults) on the anyflow fixture's model:
+ * the times from the stored uniforms, then the loss and every gradient against the float64 reference
+ * (scripts/make_fixtures.py anyflow-meanflow), unchecked and checkpointed, and the two bitwise equal. */
+static void test_anyflow_meanflow(void)
+{
+    printf("-- anyflow-meanflow: distillation_method anyflow, SimpleTuner's defaults, on anyflow's model\n");
+    const char *dir = FIXTURES "anyflow";
+    sft_file *f;
+    CHECKF(sft_open(FIXTURES "anyflow/meanflow.safetensors", &f) == ST_OK, "%s", st_error());
+    const sft_tensor *lat = sft_find(f, "latents"), *ehs = sft_find(f, "encoder_hidden_states");
+    CHECK(lat && lat->ndim == 5 && ehs && ehs->ndim == 3);
+    if (!lat || !ehs) return;
+    const int64_t B = lat->shape[0], C = lat->shape[1], F = lat->shape[2], R = lat->shape[4], L = ehs->shape[1];
+    config *cfg = NULL;
+    CHECKF(config_parse("{\"distillation_method\": \"anyflow\"}", "test", &cfg) == ST_OK, "%s", st_error());
+    meanflow_config mf;
+    bool on = false;
+    CHECK(meanflow_from_config(cfg, &mf, &on) == ST_OK && on && mf.shift == 3 && mf.diffusion_ratio == 0.5 &&
+          mf.consistency_ratio == 0.25 && mf.epsilon == 0.005 && mf.guidance == 3 && mf.beta08 && mf.adaptive &&
+          !mf.clamp && mf.max_sigma == 1 && mf.loss_weight == 1);
+    config_free(cfg);
+    model_config mc;
+    CHECK(model_preset("wan-anyflow-tiny", &mc) == ST_OK);
+    mc.resolution = R, mc.text_len = L, mc.frames = F;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m = NULL;
+    CHECKF(model_create(&mc, p, &m) == ST_OK, "%s", st_error());
+    param_set *ps = model_params(m);
+    CHECKF(param_set_load(ps, dir, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
+    const int64_t n = B * C * F * R * R, K = model_cond_len(&mc);
+    CHECK(K == L * mc.text_dim);
+    float *x0 = tensor(f, "latents", n), *noise = tensor(f, "noise", n), *u1 = tensor(f, "u1", B);
+    float *u2 = tensor(f, "u2", B), *want_t = tensor(f, "t", B), *want_r = tensor(f, "r", B);
+    float *text = tensor(f, "encoder_hidden_states", B * K), *null = tensor(f, "null_encoder_hidden_states", B * K);
+    float *want_loss = tensor(f, "loss", 1), t[16], r[16];
+    CHECK(B <= 16);
+    meanflow_times(&mf, B, u1, u2, t, r);
+    for (int64_t i = 0; i < B; i++)
+        CHECKF(fabsf(t[i] - want_t[i]) <= 1e-6f && fabsf(r[i] - want_r[i]) <= 1e-6f, "sample %lld: (t, r) (%.7f, %.7f), "
+               "the reference's (%.7f, %.7f)", (long long)i, t[i], r[i], want_t[i], want_r[i]);
+    const flow_batch fb = {.batch = B, .x0 = x0, .noise = noise, .t = t, .cond = text, .meanflow = &mf, .r = r,
+                           .null_cond = null};
+    const ckpt_settings sched[2] = {{.interval = 1, .stride = 1},
+                                    {.enabled = true, .backend = BACKEND_TORCH_FFN, .interval = 2, .stride = 2}};
+    float *grads[2];
+    for (int k = 0; k < 2; k++) {
+        const char *name = k ? "torch-ffn, interval 2" : "none";
+        CHECKF(model_set_checkpointing(m, &sched[k], NULL, 0) == ST_OK, "%s", st_error());
+        param_set_zero_grads(ps);
+        float loss = 0;
+        CHECKF(flow_loss(m, &fb, true, &loss) == ST_OK, "%s", st_error());
+        grads[k] = malloc((size_t)ps->grad_count * sizeof(float));
+        memcpy(grads[k], ps->grads, (size_t)ps->grad_count * sizeof(float));
+        const double el = fabs((double)loss - want_loss[0]) / want_loss[0];
+        CHECKF(el <= PARITY_TOL, "anyflow-meanflow, %s: loss %.7f vs %.7f", name, loss, want_loss[0]);
+        const char *worst_name = "";
+        int64_t compared = 0, zeros = 0;
+        const double worst = compare_grads("anyflow-meanflow", name, f, ps, grads[k], &worst_name, &compared, &zeros);
+        printf("     %s: loss %.7f (reference %.7f), worst of %lld gradients %.1e (%s)\n", name, loss, want_loss[0],
+               (long long)compared, worst, worst_name);
+    }
+    tk_expect_bitwise("gradients, checkpointed vs none", grads[1], grads[0], ps->grad_count);
+    free(grads[0]), free(grads[1]), free(x0), free(noise), free(u1), free(u2), free(want_t), free(want_r), free(text);
+    free(null), free(want_loss);
+    sft_close(f);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
 /* LTX-2.0: a sample is its video latents then its audio latents (model.h's layout, the fixture's too); a token's
  * conditioning row is the video connector's state then the audio one's, then the shared mask. */
 static void test_ltx2(void)
@@ -436,6 +517,7 @@ int main(void)
     test_fixture("anyflow", "wan-anyflow-tiny"); /* wan's with AnyFlow's delta embedder, r = t */
     test_fixture("anyflow-interval", "wan-anyflow-tiny"); /* its delta of t - r (= 0), gate 0.5 */
     test_fixture("ltxvideo", "ltxvideo-tiny"); /* video, RoPE over the whole width, RMSNorm block norms, the key mask */
+    test_anyflow_meanflow(); /* AnyFlow's objective: a target from the model's own central difference in t */
     test_wan_animate(); /* wan's image-to-video inputs, the motion and face encoders, the face adapters */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */
     test_ltx2();     /* audio and video: six attentions a block, split RoPE, cross-modal rows */

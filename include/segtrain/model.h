@@ -234,6 +234,9 @@ int64_t model_loss_numel(const model_config *mc);
  * backward needs, and cond must stay as it is until model_backward (Wan Animate's reads its face video again). */
 st_status model_forward(model *m, const float *x, const float *timesteps, const float *cond, int64_t batch,
                         bool train, const float **pred);
+/* AnyFlow's second endpoint per sample, 1000 r as timesteps are 1000 t, for the forwards that follow (the caller keeps
+ * it until then); NULL (the default): r = t. Models without a delta embedder ignore it. */
+void model_set_r_timesteps(model *m, const float *r);
 /* Accumulates into the trainable gradients from dpred, then releases forward's state. */
 st_status model_backward(model *m, const float *dpred);
 /* Releases forward's state without a backward. */

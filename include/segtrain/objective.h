@@ -5,6 +5,28 @@
 #include "segtrain/model.h"
 #include "segtrain/model_run.h"
 
+/* AnyFlow's forward MeanFlow stage (SimpleTuner's distillation_method "anyflow"; docs/OBJECTIVES.md), the
+ * distillation_config keys it reads. */
+typedef struct meanflow_config {
+    double diffusion_ratio, consistency_ratio; /* a batch's first round(ratio B) samples are diffusion intervals (r =
+                                                  t), the next consistency intervals (r = 0), the rest arbitrary */
+    double epsilon;   /* central_difference_epsilon */
+    bool clamp;       /* central_difference_boundary_mode "clamp" */
+    double guidance;  /* fuse_guidance_scale */
+    bool beta08;      /* meanflow_weight_type "beta08", else "uniform" */
+    bool adaptive;    /* meanflow_adaptive_weighting */
+    double max_sigma; /* meanflow_non_diffusion_max_sigma */
+    double shift;     /* schedule_shift */
+    double loss_weight;
+} meanflow_config;
+
+/* *on: whether cfg asks for AnyFlow's objective, then its settings in *out. */
+st_status meanflow_from_config(const config *cfg, meanflow_config *out, bool *on);
+/* Each sample's sigmas t >= r of a batch from its two uniforms u1, u2 (by its index's interval kind), as
+ * SimpleTuner's AnyFlow draws them: the larger and the smaller, scaled for the non-diffusion intervals, r = t or
+ * 0 by kind, both shifted. t and r may be u1 and u2 themselves. */
+void meanflow_times(const meanflow_config *c, int64_t batch, const float *u1, const float *u2, float *t, float *r);
+
 /* One batch for the rectified-flow objective: data x0 and noise (batch, C, H, W), t in (0, 1) and the
  * conditioning (batch x model_cond_len floats: labels, or a text encoder's output). */
 typedef struct flow_batch {
@@ -12,6 +34,10 @@ typedef struct flow_batch {
     const float *x0, *noise, *t;
     const float *cond;
     float grad_scale; /* the loss's gradient is scaled by this (1/micro-batches when accumulating); 0 means 1 */
+    /* AnyFlow's objective instead (NULL: the rectified flow's): r (batch) the intervals' other ends, null_cond the
+     * empty prompt's conditioning per sample, for its unconditional pass (fuse_guidance_scale != 1) */
+    const meanflow_config *meanflow;
+    const float *r, *null_cond;
 } flow_batch;
 
 /* Whether the family trains with Cosmos 2's EDM objective (SimpleTuner's cosmos2image): x_t = x0 + sigma e, log sigma
@@ -26,12 +52,17 @@ float edm_t(double z);
 /* A sample's loss weight at t: 1, or EDM's (1 - t)^2 + t^2. */
 float objective_weight(const model_config *mc, float t);
 
-/* Computes the loss of the batch and, with backward, accumulates every trainable gradient. */
+/* Computes the loss of the batch and, with backward, accumulates every trainable gradient (b->meanflow: by
+ * meanflow_loss). */
 st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss);
+/* AnyFlow's loss at (t, r): the target from two no-gradient forwards at t +- epsilon (the derivative of the model's
+ * prediction in t, over g), the prediction fused with an unconditional no-gradient forward, each sample's squared
+ * error weighted and adaptively scaled. */
+st_status meanflow_loss(model *m, const flow_batch *b, bool backward, float *loss);
 
 /* A whole training step predicted by running it dry: the model of r on dry pools (model_run_open without
- * allocate), plus the optimizer's state and the batch (x0, noise, t and the conditioning) as the trainer holds
- * them, then flow_loss's forward and backward. *device and *host are the pools' stats over the step: their peaks
+ * allocate), plus the optimizer's state and the batch (x0, noise, t and the conditioning; AnyFlow's r and empty
+ * prompt too) as the trainer holds them, then flow_loss's forward and backward (the objective of r's config). *device and *host are the pools' stats over the step: their peaks
  * are the step's peaks, to the byte. Refuses (model_check_batch) a batch whose sizes would overflow. */
 st_status flow_step_dry(model_run *r, int64_t batch, size_t optimizer_bytes, pool_stats *device, pool_stats *host);
 

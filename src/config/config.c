@@ -725,6 +725,44 @@ static st_status put_override(cJSON *root, const char *assignment, reader *r)
     return ST_OK;
 }
 
+/* SimpleTuner's objects of settings (distillation_config: {"stage": ..., ...}, or the same as JSON text) become
+ * top-level members "distillation_config.stage", ..., which the registry has as rows: so their members are checked,
+ * documented, refused or warned about as any key, and --set reaches them by the dotted name. */
+static const char *const object_keys[] = {"distillation_config"};
+
+static st_status flatten_objects(cJSON *root, const char *src)
+{
+    for (size_t k = 0; k < sizeof object_keys / sizeof *object_keys; k++) {
+        cJSON *o = cJSON_DetachItemFromObjectCaseSensitive(root, object_keys[k]);
+        if (!o || cJSON_IsNull(o)) {
+            cJSON_Delete(o);
+            continue;
+        }
+        if (cJSON_IsString(o)) { /* SimpleTuner's command line passes it as JSON text */
+            cJSON *parsed = cJSON_Parse(o->valuestring);
+            cJSON_Delete(o);
+            o = parsed;
+        }
+        if (!cJSON_IsObject(o)) {
+            cJSON_Delete(o);
+            return st_fail(ST_ERR_INVALID, "%s: %s is not an object of settings ({\"name\": value, ...})", src,
+                           object_keys[k]);
+        }
+        for (cJSON *m = o->child, *next; m; m = next) {
+            next = m->next;
+            char name[128];
+            snprintf(name, sizeof name, "%s.%s", object_keys[k], m->string);
+            cJSON *item = cJSON_DetachItemViaPointer(o, m);
+            if (!cJSON_AddItemToObject(root, name, item)) {
+                cJSON_Delete(item), cJSON_Delete(o);
+                return oom();
+            }
+        }
+        cJSON_Delete(o);
+    }
+    return ST_OK;
+}
+
 /* On ST_ERR_INVALID (bad keys or values, the JSON itself fine), *partial (when not NULL) receives the config with
  * every bad value at its default. */
 static st_status parse_with(const char *json_text, const char *src, const char *const *sets, int n_sets,
@@ -741,6 +779,7 @@ static st_status parse_with(const char *json_text, const char *src, const char *
     }
     cJSON *root = NULL;
     st_status s = parse_json(json_text, src, &root);
+    if (!s) s = flatten_objects(root, src);
     for (int i = 0; !s && i < n_sets; i++) s = put_override(root, sets[i], &r);
     if (!s) s = apply_object(c, root, &r);
     cJSON_Delete(root);

@@ -220,6 +220,48 @@ const cfg_key cfg_keys[] = {
              "the classes) instead of a dataset: for sweeps and benchmarks, which measure time and memory."),
     INT_KEY("builtin_dataset_size", "4096", 1, 1073741824, SEC_TRAINING, NULL,
             "Samples in the built-in dataset (drawn on demand from `seed`, nothing is stored)."),
+    /* distillation: SimpleTuner's distillation_config object is read as these rows, its members as
+     * distillation_config.<name> (config.c flattens it) */
+    CHOICE_KEY("distillation_method", "none", "none|anyflow", SEC_TRAINING, "= (default none there)",
+               "`anyflow`: AnyFlow's forward MeanFlow stage (NVIDIA's AnyFlow, as SimpleTuner trains it) on Wan with "
+               "AnyFlow's transformer: each sample a (t, r) interval, the target from the model's own central "
+               "difference in t, guidance fused with an unconditional pass (docs/OBJECTIVES.md)."),
+    CHOICE_KEY("distillation_config.stage", "forward", "forward|meanflow|pretrain", SEC_TRAINING, "=",
+               "AnyFlow's stage: `forward` (its aliases `meanflow`, `pretrain`). The on-policy DMD stage is not built."),
+    FLOAT_KEY("distillation_config.gate_value", "0.25", 0, 1, SEC_TRAINING, "=",
+              "AnyFlow: the delta embedder's share of the time embedding; it replaces the transformer config's "
+              "gate_value, as SimpleTuner sets it."),
+    CHOICE_KEY("distillation_config.deltatime_type", "r", "r|t-r", SEC_TRAINING, "=",
+               "AnyFlow: what the delta embedder reads, r or t - r; it replaces the transformer config's."),
+    FLOAT_KEY("distillation_config.loss_weight", "1", 0, ANY_MAX, SEC_TRAINING, "=", "AnyFlow: the loss's factor."),
+    FLOAT_KEY("distillation_config.schedule_shift", "3", 1e-6, 1e6, SEC_TRAINING,
+              "= (default null there: its flow_schedule_shift, default 3)",
+              "AnyFlow: the shift s of both endpoints, sigma = s u / (1 + (s - 1) u) of a uniform u, and of the "
+              "loss weight's normalising grid."),
+    FLOAT_KEY("distillation_config.diffusion_ratio", "0.5", 0, 1, SEC_TRAINING, "=",
+              "AnyFlow: the share of a batch trained as diffusion intervals (r = t, the flow velocity target): its "
+              "first round(ratio x batch) samples, rounding half to even as Python does."),
+    FLOAT_KEY("distillation_config.consistency_ratio", "0.25", 0, 1, SEC_TRAINING, "=",
+              "AnyFlow: the share trained as consistency intervals (r = 0), the next samples; the rest are "
+              "arbitrary intervals (r < t). With diffusion_ratio, at most 1."),
+    FLOAT_KEY("distillation_config.central_difference_epsilon", "0.005", 1e-9, 0.5, SEC_TRAINING, "=",
+              "AnyFlow: the step of the central difference in t (two no-gradient forwards at t +- epsilon)."),
+    CHOICE_KEY("distillation_config.central_difference_boundary_mode", "extrapolate", "extrapolate|clamp",
+               SEC_TRAINING, "=", "AnyFlow: `clamp` keeps t +- epsilon inside [0, 1]; `extrapolate` does not."),
+    FLOAT_KEY("distillation_config.fuse_guidance_scale", "3", 1e-6, ANY_MAX, SEC_TRAINING, "=",
+              "AnyFlow: g of the guidance fused into the student, (prediction - (1 - g) unconditional) / g, the "
+              "unconditional prediction from the empty prompt's embeddings; 1: no unconditional pass."),
+    CHOICE_KEY("distillation_config.meanflow_weight_type", "beta08", "beta08|uniform", SEC_TRAINING, "=",
+               "AnyFlow: each sample's loss weight, `beta08` t sqrt(1 - t) normalised to mean 1 over the shifted "
+               "1000-step grid, or `uniform` 1."),
+    BOOL_KEY("distillation_config.meanflow_adaptive_weighting", "true", SEC_TRAINING, "=",
+             "AnyFlow: scale each non-diffusion sample's loss to the batch's mean diffusion loss (the scale not "
+             "differentiated), when the batch has a diffusion sample."),
+    FLOAT_KEY("distillation_config.meanflow_non_diffusion_max_sigma", "1", 1e-9, 1, SEC_TRAINING, "=",
+              "AnyFlow: the largest sigma of the consistency and arbitrary intervals (their uniforms scaled by the "
+              "shift's inverse of it)."),
+    CHOICE_KEY("distillation_config.diffusion_target", "flow", "flow", SEC_TRAINING, "=, more choices there",
+               "AnyFlow: the diffusion intervals' target, the flow velocity."),
 };
 
 const int cfg_key_count = (int)(sizeof cfg_keys / sizeof cfg_keys[0]);
@@ -260,6 +302,20 @@ const cfg_value_alias cfg_value_aliases[] = {
     {"sageattention_usage", "training+inference", NULL, "SageAttention's quantized attention in training is not "
                                                         "built; the nearest is inference (exact attention in training)"},
     QUANTIZED_ATTENTION("metal-flash-attention-int8"), QUANTIZED_ATTENTION("metal-flash-attention-int4"),
+    {"distillation_method", "lcm", NULL, "LCM distillation is not built; the distillation segtrain has is anyflow"},
+    {"distillation_method", "dcm", NULL, "DCM distillation is not built; the distillation segtrain has is anyflow"},
+    {"distillation_method", "dmd", NULL, "DMD distillation is not built; the distillation segtrain has is anyflow"},
+    {"distillation_method", "flow_dpo", NULL, "Flow-DPO is not built; the distillation segtrain has is anyflow"},
+    {"distillation_method", "h3_drift", NULL, "H3 drift is not built; the distillation segtrain has is anyflow"},
+    {"distillation_method", "perflow", NULL, "PeRFlow is not built; the distillation segtrain has is anyflow"},
+    {"distillation_method", "self_forcing", NULL, "Self Forcing is not built; the distillation segtrain has is anyflow"},
+    {"distillation_method", "self_transcendence", NULL,
+     "self-transcendence is not built; the distillation segtrain has is anyflow"},
+    {"distillation_config.stage", "onpolicy", NULL,
+     "AnyFlow's on-policy stage (DMD with rollouts and a discriminator adapter) is not built; the nearest is forward"},
+    {"distillation_config.diffusion_target", "base_prediction", NULL,
+     "the frozen base's prediction as the diffusion target (a forward without the adapters) is not built; the "
+     "nearest is flow"},
     {"attention_mechanism", "sla", NULL,
      "sparse-linear attention approximates softmax attention; the nearest segtrain takes is flash (exact)"},
 };

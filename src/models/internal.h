@@ -65,6 +65,7 @@ struct model {
     int *capture;   /* the captured blocks, in the order given */
     int n_capture;
     int64_t per_sample; /* elements of a sample's largest activation (model.c's check_sizes) */
+    const float *r_time; /* AnyFlow's second time per sample (model_set_r_timesteps), NULL: r = t */
     void *impl; /* the family's own */
 };
 

@@ -555,5 +555,16 @@ st_status model_config_from(const config *cfg, model_config *mc)
         mc->lora_attention = strcmp(target, "mlp") != 0;
         mc->lora_mlp = strcmp(target, "attention") != 0;
     }
+    if (!strcmp(config_string(cfg, "distillation_method"), "anyflow")) {
+        /* the delta embedder's gate and input are the distillation's, as SimpleTuner's
+         * enable_flowmap_time_conditioning sets them */
+        if (!mc->anyflow)
+            return st_fail(ST_ERR_UNSUPPORTED, "distillation_method anyflow: %s has no delta embedder; it needs "
+                           "AnyFlow's transformer (AnyFlowTransformer3DModel: a wan-anyflow preset, or its folder). "
+                           "SimpleTuner copies time_embedder into a new delta embedder on a plain Wan; segtrain "
+                           "does not", *mc->preset ? mc->preset : mc->family);
+        mc->anyflow_gate = config_float(cfg, "distillation_config.gate_value");
+        mc->anyflow_interval = !strcmp(config_string(cfg, "distillation_config.deltatime_type"), "t-r");
+    }
     return model_config_check(mc);
 }

@@ -17,7 +17,7 @@ st_status model_run_open(const config *cfg, bool allocate, model_run *out, char 
     out->device = allocate ? pool_create(POOL_DEVICE, device_cap) : pool_create_dry(POOL_DEVICE, 0);
     out->host = allocate ? pool_create(POOL_HOST, host_cap) : pool_create_dry(POOL_HOST, 0);
     if (!out->device || !out->host) st = st_host_oom("the pools");
-    out->cs = cs;
+    out->cs = cs, out->cfg = cfg;
     if (!st) st = model_create(&mc, out->device, &out->m);
     if (!st) st = model_set_checkpointing(out->m, &cs, capture, n_capture);
     if (!st) st = model_set_host_pool(out->m, out->host);

@@ -21,8 +21,9 @@
  *   to its output. The hints are the model's activations from the branch's forward to the main blocks' backward.
  *
  * - wan as AnyFlowTransformer3DModel (NVIDIA's bidirectional AnyFlow-Wan2.1-T2V): Wan's, with c = (1 - g)
- *   time_embedder(t) + g delta_embedder(r) (gate_value g; deltatime_type "t-r": of t - r). segtrain's step has one
- *   time a sample, and r = t: AnyFlow's diffusion intervals (its frames all at t, as the class takes them per frame).
+ *   time_embedder(t) + g delta_embedder(r) (gate_value g; deltatime_type "t-r": of t - r), r per sample from
+ *   model_set_r_timesteps (AnyFlow's objective), else r = t; every frame at the sample's times, as the class takes
+ *   them per frame.
  *
  * - wan as WanAnimateTransformer3DModel (Wan 2.2 Animate): Wan's image-to-video backbone (the condition latents
  *   concatenated to the noisy latents' channels, the reference image's CLIP tokens attended through every attn2's
@@ -412,10 +413,12 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     /* c, t6 = linear(SiLU(c)), the final layer's rows: its table + c */
     temb_forward(m, &d->t, timesteps);
     const float *cv = d->t.c; /* c: the timestep's embedding, or AnyFlow's blend */
-    if (c->anyflow) { /* r = t: the delta is r itself, or t - r = 0 */
+    if (c->anyflow) { /* the delta is r, or t - r; r = t unless the caller gave r */
         const float g = (float)c->anyflow_gate;
-        for (int64_t b = 0; !pool_is_dry_ptr(d->delta_in) && b < B; b++)
-            d->delta_in[b] = c->anyflow_interval ? 0.0f : timesteps[b];
+        for (int64_t b = 0; !pool_is_dry_ptr(d->delta_in) && b < B; b++) {
+            const float r = m->r_time ? m->r_time[b] : timesteps[b];
+            d->delta_in[b] = c->anyflow_interval ? timesteps[b] - r : r;
+        }
         temb_forward(m, &d->delta, d->delta_in);
         for (int64_t i = 0; !pool_is_dry_ptr(d->rt) && i < B * D; i++)
             d->rt[i] = (1.0f - g) * d->t.c[i] + g * d->delta.c[i];

@@ -49,6 +49,7 @@ static void loss_backward(float *dpred, const float *pred, const float *target, 
 
 st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
 {
+    if (b->meanflow) return meanflow_loss(m, b, backward, loss);
     const model_config *c = model_get_config(m);
     st_status st = model_check_batch(m, b->batch); /* bounds the products below */
     if (st) return st;
@@ -93,23 +94,29 @@ st_status flow_step_dry(model_run *r, int64_t batch, size_t optimizer_bytes, poo
     const model_config *c = model_get_config(m);
     st_status st = model_check_batch(m, batch); /* bounds the products below */
     if (st) return st;
-    const size_t n = (size_t)(batch * model_sample_numel(c));
+    const size_t n = (size_t)(batch * model_sample_numel(c)), nc = (size_t)(batch * model_cond_len(c));
+    meanflow_config mf;
+    bool anyflow = false;
+    if (r->cfg && (st = meanflow_from_config(r->cfg, &mf, &anyflow))) return st;
     pool_reset_peak(r->device);
     pool_reset_peak(r->host);
     /* what a training step holds besides the model: the optimizer's state and the batch, as the trainer has them */
-    void *opt = NULL, *x0 = NULL, *noise = NULL, *t = NULL, *cond = NULL;
+    void *opt = NULL, *x0 = NULL, *noise = NULL, *t = NULL, *cond = NULL, *rs = NULL, *null_cond = NULL;
     if (optimizer_bytes) st = pool_alloc(r->device, optimizer_bytes, MEM_OPTIMIZER, "optimizer state", &opt);
     if (!st) st = pool_alloc(r->device, n * sizeof(float), MEM_ACTIVATIONS, "batch.x0", &x0);
     if (!st) st = pool_alloc(r->device, n * sizeof(float), MEM_ACTIVATIONS, "batch.noise", &noise);
     if (!st) st = pool_alloc(r->device, (size_t)batch * sizeof(float), MEM_ACTIVATIONS, "batch.t", &t);
-    if (!st)
-        st = pool_alloc(r->device, (size_t)(batch * model_cond_len(c)) * sizeof(float), MEM_ACTIVATIONS,
-                        "batch.cond", &cond);
+    if (!st) st = pool_alloc(r->device, nc * sizeof(float), MEM_ACTIVATIONS, "batch.cond", &cond);
+    if (!st && anyflow) st = pool_alloc(r->device, (size_t)batch * sizeof(float), MEM_ACTIVATIONS, "batch.r", &rs);
+    if (!st && anyflow)
+        st = pool_alloc(r->device, nc * sizeof(float), MEM_ACTIVATIONS, "batch.null_cond", &null_cond);
     if (!st) {
-        const flow_batch fb = {.batch = batch, .x0 = x0, .noise = noise, .t = t, .cond = cond};
+        const flow_batch fb = {.batch = batch, .x0 = x0, .noise = noise, .t = t, .cond = cond,
+                               .meanflow = anyflow ? &mf : NULL, .r = rs, .null_cond = null_cond};
         float loss;
         st = flow_loss(m, &fb, true, &loss);
     }
+    pool_free(r->device, null_cond), pool_free(r->device, rs);
     pool_free(r->device, cond), pool_free(r->device, t), pool_free(r->device, noise), pool_free(r->device, x0);
     pool_free(r->device, opt);
     pool_get_stats(r->device, device);

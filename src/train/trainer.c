@@ -35,6 +35,9 @@ struct trainer {
     float label_dropout;
     float *x0, *noise, *t;      /* the batch, in the device pool */
     float *cond;                /* (batch, cond_len), in the device pool */
+    bool anyflow;               /* distillation_method anyflow: AnyFlow's objective (mf) */
+    meanflow_config mf;
+    float *r, *null_cond;       /* its intervals' other ends and the empty prompt's conditioning, in the device pool */
     int64_t *labels;            /* the loader's labels and captions, host-side */
     char (*captions)[CAPTION_MAX];
     pool_stats predicted, predicted_host;
@@ -353,6 +356,38 @@ static st_status plan_run(trainer *t)
     return ST_OK;
 }
 
+/* A cached sample's conditioning ends with the guidance value where the model embeds guidance, as
+ * model_condition's does: the cache holds only what the text encoders gave. */
+static void cached_guidance(trainer *t, float *cond)
+{
+    const model_config *mc = model_get_config(t->run.m);
+    if (mc->guidance_embeds) cond[dataset_text_floats(t->data)] = (float)mc->guidance;
+}
+
+/* AnyFlow's batch buffers, as flow_step_dry has them: r, and the empty prompt's conditioning for every sample (a
+ * cache's null.safetensors: it must be there when guidance is fused) */
+static st_status open_meanflow(trainer *t, const model_config *mc)
+{
+    pool *p = t->run.device;
+    st_status st = pool_alloc(p, (size_t)t->batch * sizeof(float), MEM_ACTIVATIONS, "batch.r", (void **)&t->r);
+    if (!st)
+        st = pool_alloc(p, (size_t)(t->batch * t->cond_len) * sizeof(float), MEM_ACTIVATIONS, "batch.null_cond",
+                        (void **)&t->null_cond);
+    if (!st && t->cached && !dataset_null_text(t->data) && t->mf.guidance != 1.0)
+        st = st_fail(ST_ERR_INVALID, "distillation_config.fuse_guidance_scale %g needs the empty prompt's embeddings: "
+                     "add %s/null.safetensors (scripts/make_cache.py writes it) or set it to 1", t->mf.guidance,
+                     config_string(t->cfg, "data_cache_dir"));
+    for (int64_t i = 0; !st && i < t->batch; i++) {
+        float *cond = t->null_cond + i * t->cond_len;
+        if (!t->cached) model_null_condition(mc, cond);
+        else if (dataset_null_text(t->data)) {
+            memcpy(cond, dataset_null_text(t->data), sizeof(float) * (size_t)dataset_text_floats(t->data));
+            cached_guidance(t, cond);
+        }
+    }
+    return st;
+}
+
 /* A resumed run goes on from its checkpoint's step: the log's lines of later steps (a run stopped after its last
  * checkpoint) are dropped, and a torn last line with them, by an atomic rewrite, so each step is logged once. */
 static st_status trim_log(const char *path, int64_t last)
@@ -417,6 +452,8 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
         if (!st)
             st = pool_alloc(p, (size_t)(t->batch * t->cond_len) * sizeof(float), MEM_ACTIVATIONS, "batch.cond",
                             (void **)&t->cond);
+        if (!st) st = meanflow_from_config(cfg, &t->mf, &t->anyflow);
+        if (!st && t->anyflow) st = open_meanflow(t, mc);
     }
     if (!st) {
         /* "latest": the newest checkpoint of output_dir; a folder: the newest of that folder; else a file */
@@ -453,14 +490,6 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     return ST_OK;
 }
 
-/* A cached sample's conditioning ends with the guidance value where the model embeds guidance, as
- * model_condition's does: the cache holds only what the text encoders gave. */
-static void cached_guidance(trainer *t, float *cond)
-{
-    const model_config *mc = model_get_config(t->run.m);
-    if (mc->guidance_embeds) cond[dataset_text_floats(t->data)] = (float)mc->guidance;
-}
-
 /* The noise, timesteps (EDM's for a family trained so) and label dropout of micro-batch `micro` of the run:
  * counter-based, so a resumed run draws exactly what the uninterrupted one did. */
 static void draw(trainer *t, int64_t micro, int64_t per)
@@ -471,11 +500,13 @@ static void draw(trainer *t, int64_t micro, int64_t per)
     for (int64_t i = 0; i < t->batch; i++) {
         t->t[i] = edm ? edm_t(rng_normal(t->seed, key ^ rng_stream("t"), (uint64_t)i))
                       : (float)rng_uniform(t->seed, key ^ rng_stream("t"), (uint64_t)i);
+        if (t->anyflow) t->r[i] = (float)rng_uniform(t->seed, key ^ rng_stream("r"), (uint64_t)i);
         float *cond = t->cond + i * t->cond_len;
         if (rng_uniform(t->seed, key ^ rng_stream("label_dropout"), (uint64_t)i) >= t->label_dropout) continue;
         if (!t->cached) model_null_condition(model_get_config(t->run.m), cond);
         else memcpy(cond, dataset_null_text(t->data), sizeof(float) * (size_t)dataset_text_floats(t->data));
     }
+    if (t->anyflow) meanflow_times(&t->mf, t->batch, t->t, t->r, t->t, t->r); /* the two uniforms, in place */
 }
 
 /* A batch of `used` floats a sample (model_loss_numel, what data gives) spread to `per` (model_sample_numel) in place,
@@ -549,7 +580,8 @@ st_status trainer_step(trainer *t, train_step_info *info)
             else model_condition(mc, t->labels[i], t->captions[i], t->cond + i * t->cond_len);
         draw(t, micro, per);
         const flow_batch fb = {.batch = t->batch, .x0 = t->x0, .noise = t->noise, .t = t->t, .cond = t->cond,
-                               .grad_scale = 1.0f / (float)t->accum};
+                               .grad_scale = 1.0f / (float)t->accum, .meanflow = t->anyflow ? &t->mf : NULL,
+                               .r = t->r, .null_cond = t->null_cond};
         float loss;
         st = flow_loss(t->run.m, &fb, true, &loss);
         loss_sum += loss;
@@ -615,6 +647,8 @@ void trainer_destroy(trainer *t)
     if (t->jsonl) fclose(t->jsonl);
     pool *p = t->run.device;
     if (p) {
+        pool_free(p, t->null_cond);
+        pool_free(p, t->r);
         pool_free(p, t->cond);
         pool_free(p, t->t);
         pool_free(p, t->noise);
