@@ -67,6 +67,17 @@ typedef struct fixture_run {
     float loss, *pred, *grads; /* grads: every trainable parameter's, in parameter order */
 } fixture_run;
 
+/* The model of mc (sized, and its architecture read from fixture folder dir) in a new pool *p, the folder's weights
+ * loaded as diffusers saved them */
+static model *fixture_model(const char *dir, const model_config *mc, pool **p)
+{
+    *p = pool_create(POOL_DEVICE, 0);
+    model *m = NULL;
+    CHECKF(model_create(mc, *p, &m) == ST_OK, "%s", st_error());
+    if (m) CHECKF(param_set_load(model_params(m), dir, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
+    return m;
+}
+
 /* One training forward and backward of the fixture's batch under cs. */
 static fixture_run run(model *m, const ckpt_settings *cs, const float *x, const float *ts, const float *cond,
                        const float *target, int64_t B)
@@ -291,11 +302,9 @@ static void test_ace_step(void)
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
     CHECK(mc.channels == C && mc.cond_channels == Cc && mc.text_dim == ehs->shape[2] && mc.window == 3 &&
           mc.kv_heads == 2);
-    pool *p = pool_create(POOL_DEVICE, 0);
-    model *m = NULL;
-    CHECKF(model_create(&mc, p, &m) == ST_OK, "%s", st_error());
+    pool *p = NULL;
+    model *m = fixture_model(dir, &mc, &p);
     param_set *ps = model_params(m);
-    CHECKF(param_set_load(ps, dir, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
     const int64_t per = C * T, K = model_cond_len(&mc), E = mc.text_dim;
     CHECK(K == L * E + T * Cc);
     float *xl = tensor(f, "latents", B * per), *tl = tensor(f, "target", B * per), *pl = tensor(f, "pred", B * per);
@@ -342,11 +351,9 @@ static void test_wan_animate(void)
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
     CHECK(mc.channels == C && mc.text_dim == ehs->shape[2] && mc.image_dim == img->shape[2] && mc.face_every == 1 &&
           mc.cond_channels == C + 4 && model_face_frames(&mc) == 4 * F - 7);
-    pool *p = pool_create(POOL_DEVICE, 0);
-    model *m = NULL;
-    CHECKF(model_create(&mc, p, &m) == ST_OK, "%s", st_error());
+    pool *p = NULL;
+    model *m = fixture_model(dir, &mc, &p);
     param_set *ps = model_params(m);
-    CHECKF(param_set_load(ps, dir, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
     const int64_t per = C * F * R * R, K = model_cond_len(&mc);
     const char *parts[5] = {"encoder_hidden_states", "encoder_hidden_states_image", "condition_latents",
                             "pose_hidden_states", "face_pixel_values"};
@@ -398,11 +405,9 @@ static void test_anyflow_meanflow(void)
     CHECK(model_preset("wan-anyflow-tiny", &mc) == ST_OK);
     mc.resolution = R, mc.text_len = L, mc.frames = F;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
-    pool *p = pool_create(POOL_DEVICE, 0);
-    model *m = NULL;
-    CHECKF(model_create(&mc, p, &m) == ST_OK, "%s", st_error());
+    pool *p = NULL;
+    model *m = fixture_model(dir, &mc, &p);
     param_set *ps = model_params(m);
-    CHECKF(param_set_load(ps, dir, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
     const int64_t n = B * C * F * R * R, K = model_cond_len(&mc);
     CHECK(K == L * mc.text_dim);
     float *x0 = tensor(f, "latents", n), *noise = tensor(f, "noise", n), *u1 = tensor(f, "u1", B);
@@ -462,11 +467,9 @@ static void test_ltx2(void)
     const int64_t per = model_sample_numel(&mc), K = model_cond_len(&mc);
     CHECK(mc.text_dim == 2 * Ct && mc.audio_hidden == 16 && mc.audio_heads == 2 && model_audio_tokens(&mc) == 9 &&
           per == lat->shape[1] && K == L * (2 * Ct + 1));
-    pool *p = pool_create(POOL_DEVICE, 0);
-    model *m = NULL;
-    CHECKF(model_create(&mc, p, &m) == ST_OK, "%s", st_error());
+    pool *p = NULL;
+    model *m = fixture_model(dir, &mc, &p);
     param_set *ps = model_params(m);
-    CHECKF(param_set_load(ps, dir, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
     float *x = tensor(f, "latents", B * per), *target = tensor(f, "target", B * per);
     float *want = tensor(f, "pred", B * per), *sigma = tensor(f, "sigma", B), *want_loss = tensor(f, "loss", 1);
     float *tv = tensor(f, "encoder_hidden_states", B * L * Ct);

@@ -8,7 +8,10 @@
  *
  * with Wan's and LTX's RMSNorm of q and k over the whole width (before the heads split) in both attentions and their
  * rotary embedding of the self-attention's q and k (LTX's over the whole width too), LTX's RMSNorms in place of the
- * LNs; the cross-attention's key mask is the model's (PixArt's and LTX's padding bias).
+ * LNs; the cross-attention's key mask is the model's (PixArt's and LTX's padding bias). Wan Animate's blocks add, in
+ * the cross-attention, an attention of the same q' to the reference image's tokens (added keys and values, k
+ * RMSNorm-ed), summed with the text's before out'; and after blocks 0, k, 2k, ... a face adapter,
+ *   y = x3 + fout(attention(RMSNorm per head of fq(LN(x3)), of fk and fv of the latent frame's face tokens)).
  *
  * Forward keeps the modulation, the attentions' inputs (q, k and v after their norms and rotation; the raw q and k
  * where a norm follows them), their outputs and states, the output projections, and with KEEP_ALL the
