@@ -43,6 +43,8 @@ st_status config_load(const char *path, config **out);
 st_status config_load_with(const char *path, const char *const *sets, int n_sets, config **out, config **partial);
 
 void config_free(config *c);
+/* A copy of c that lives on its own (NULL: out of memory). */
+config *config_copy(const config *c);
 
 /* Applies one command-line override "key=value" (key with or without "--"; an alias is fine). The value is
  * read as a string converted to the key's type, with the file's validation and messages (source "--set").

@@ -14,7 +14,7 @@ typedef struct model_run {
     model *m;
     pool *device, *host; /* dry pools when not allocated */
     ckpt_settings cs;    /* what the model is planned by, as ckpt_settings_from read the config */
-    const config *cfg;   /* the config it was opened from (the caller's, kept while the run is) */
+    config *cfg;         /* a copy of the config it was opened from, for what a step reads besides the model */
 } model_run;
 
 /* The model of a run configuration, planned by its checkpointing keys; with allocate, in new device and host

@@ -471,6 +471,28 @@ void config_free(config *c)
     free(c);
 }
 
+config *config_copy(const config *c)
+{
+    config *d = calloc(1, sizeof *d);
+    if (!d || !(d->v = calloc((size_t)cfg_key_count, sizeof *d->v)) ||
+        (c->warning && !(d->warning = strdup(c->warning)))) {
+        config_free(d);
+        return NULL;
+    }
+    for (int i = 0; i < cfg_key_count; i++) {
+        const value *v = &c->v[i];
+        d->v[i] = *v;
+        d->v[i].s = NULL, d->v[i].list = NULL;
+        if ((v->s && !(d->v[i].s = strdup(v->s))) ||
+            (v->list && !(d->v[i].list = malloc(v->n * sizeof *v->list)))) {
+            config_free(d);
+            return NULL;
+        }
+        if (v->list) memcpy(d->v[i].list, v->list, v->n * sizeof *v->list);
+    }
+    return d;
+}
+
 static config *config_with_defaults(void)
 {
     config *c = calloc(1, sizeof *c);

@@ -17,7 +17,8 @@ st_status model_run_open(const config *cfg, bool allocate, model_run *out, char 
     out->device = allocate ? pool_create(POOL_DEVICE, device_cap) : pool_create_dry(POOL_DEVICE, 0);
     out->host = allocate ? pool_create(POOL_HOST, host_cap) : pool_create_dry(POOL_HOST, 0);
     if (!out->device || !out->host) st = st_host_oom("the pools");
-    out->cs = cs, out->cfg = cfg;
+    out->cs = cs;
+    if (!st && !(out->cfg = config_copy(cfg))) st = st_host_oom("the run's config");
     if (!st) st = model_create(&mc, out->device, &out->m);
     if (!st) st = model_set_checkpointing(out->m, &cs, capture, n_capture);
     if (!st) st = model_set_host_pool(out->m, out->host);
@@ -28,6 +29,7 @@ st_status model_run_open(const config *cfg, bool allocate, model_run *out, char 
 size_t model_run_close(model_run *r)
 {
     model_destroy(r->m);
+    config_free(r->cfg);
     size_t leaks = 0;
     if (r->device) leaks += pool_destroy(r->device);
     if (r->host) leaks += pool_destroy(r->host);
