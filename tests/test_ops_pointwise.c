@@ -1,4 +1,4 @@
-/* Activations, adaLN modulation and the gated residual against independent double-precision references:
+/* Activations, gated linear units, adaLN modulation and the gated residual against independent double-precision references:
  * forward values, backward against central differences of sum(w * reference(inputs)), accumulation into
  * pre-filled gradients, NULL gradients, the in-place forms, and thread-count independence of the
  * reductions over tokens. */
@@ -351,6 +351,74 @@ static void test_thread_independence(void)
     ops_set_threads(saved);
 }
 
+/* ---- gated linear units ---- */
+
+typedef struct {
+    double (*act)(double);
+    double *f, *w, *y; /* f: rows of 2F (a then b, the fused layout) */
+    int64_t rows, F;
+} glu_ctx;
+
+static double glu_loss(void *c)
+{
+    glu_ctx *g = c;
+    double s = 0;
+    for (int64_t r = 0; r < g->rows; r++)
+        for (int64_t j = 0; j < g->F; j++)
+            s += g->w[r * g->F + j] * g->act(g->f[r * 2 * g->F + j]) * g->f[r * 2 * g->F + g->F + j];
+    return s;
+}
+
+/* Each kind on the fused layout (ld 2F) against act(a) b in double and central differences, gradients accumulated;
+ * on two separate projections (ld F) the same bits; and the bits of the separate ops it is made of (act's forward,
+ * then the product; backward (dy b) act'(a) and dy act(a), as the blocks composed them). */
+static void test_glu(const char *name, glu_kind k, double (*ref)(double),
+                     void (*act_fwd)(float *, const float *, int64_t),
+                     void (*act_bwd)(float *, const float *, const float *, int64_t))
+{
+    enum { R = 6, F = 9 };
+    float f[R * 2 * F], y[R * F], w[R * F], df[R * 2 * F], base[R * 2 * F], a[R * F], b[R * F], y2[R * F];
+    float da[R * F] = {0}, db[R * F] = {0}, act[R * F], dsa[R * F], da_parts[R * F] = {0};
+    tk_fill(f, R * 2 * F, 301 + k, -3, 3);
+    tk_fill(w, R * F, 311 + k, -1, 1);
+    tk_fill(base, R * 2 * F, 321 + k, -1, 1);
+    memcpy(df, base, sizeof df);
+    glu_ctx c = {.act = ref, .f = dbuf(R * 2 * F), .w = dbuf(R * F), .y = NULL, .rows = R, .F = F};
+    tk_to_double(c.f, f, R * 2 * F);
+    tk_to_double(c.w, w, R * F);
+    double *want = dbuf(R * F), *g = dbuf(R * 2 * F), *wg = dbuf(R * 2 * F);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < F; j++) want[r * F + j] = ref(c.f[r * 2 * F + j]) * c.f[r * 2 * F + F + j];
+    glu_forward(y, f, f + F, R, F, 2 * F, k);
+    char what[80];
+    snprintf(what, sizeof what, "glu %s forward", name);
+    tk_expect_close(what, y, want, R * F, FWD_TOL);
+    glu_backward(df, df + F, w, f, f + F, R, F, 2 * F, k);
+    tk_numeric_grad(glu_loss, &c, c.f, R * 2 * F, FD_H, g);
+    plus(wg, base, g, R * 2 * F);
+    snprintf(what, sizeof what, "glu %s backward (accumulated)", name);
+    tk_expect_close(what, df, wg, R * 2 * F, GRAD_TOL);
+    /* separate projections, and the parts */
+    for (int64_t r = 0; r < R; r++)
+        memcpy(a + r * F, f + r * 2 * F, F * sizeof(float)), memcpy(b + r * F, f + r * 2 * F + F, F * sizeof(float));
+    glu_forward(y2, a, b, R, F, F, k);
+    snprintf(what, sizeof what, "glu %s, two projections", name);
+    tk_expect_bitwise(what, y2, y, R * F);
+    act_fwd(act, a, R * F);
+    for (int64_t i = 0; i < R * F; i++) y2[i] = act[i] * b[i];
+    snprintf(what, sizeof what, "glu %s = its parts, forward", name);
+    tk_expect_bitwise(what, y, y2, R * F);
+    glu_backward(da, db, w, a, b, R, F, F, k);
+    for (int64_t i = 0; i < R * F; i++) dsa[i] = w[i] * b[i], y2[i] = w[i] * act[i];
+    act_bwd(da_parts, dsa, a, R * F);
+    snprintf(what, sizeof what, "glu %s = its parts, da", name);
+    tk_expect_bitwise(what, da, da_parts, R * F);
+    snprintf(what, sizeof what, "glu %s = its parts, db", name);
+    tk_expect_bitwise(what, db, y2, R * F);
+    glu_backward(NULL, NULL, w, a, b, R, F, F, k); /* nothing wanted: nothing written */
+    free(c.f), free(c.w), free(want), free(g), free(wg);
+}
+
 int main(void)
 {
     test_activation("gelu", gelu_ref, gelu_forward, gelu_backward);
@@ -360,5 +428,8 @@ int main(void)
     test_modulate();
     test_gated_residual();
     test_thread_independence();
+    test_glu("silu", GLU_SILU, silu_ref, silu_forward, silu_backward);
+    test_glu("gelu (erf)", GLU_GELU_ERF, gelu_erf_ref, gelu_erf_forward, gelu_erf_backward);
+    test_glu("gelu (tanh)", GLU_GELU_TANH, gelu_ref, gelu_forward, gelu_backward);
     return tk_finish();
 }

@@ -171,3 +171,48 @@ void bias_leaky_relu_backward(float *dx, float *db, const float *dy, const float
         }
     prof_add(OP_POINTWISE, t0, 0, 12.0 * (double)(n * c * inner));
 }
+
+/* ---- gated linear units: y = act(a) * b ---- */
+
+/* act(v) and act'(v), with silu's and the GELUs' own arithmetic above, so a GLU gives the bits of its parts */
+static inline float glu_act(glu_kind k, float v)
+{
+    if (k == GLU_SILU) return v / (1.0f + exp_f(-v));
+    if (k == GLU_GELU_TANH) return v / (1.0f + exp_f(-2.0f * (GELU_K * (v + GELU_C * v * v * v))));
+    return 0.5f * v * (1.0f + erff(v * SQRT1_2));
+}
+
+static inline float glu_act_grad(glu_kind k, float v)
+{
+    if (k == GLU_SILU) {
+        const float e = exp_f(-v), s = 1.0f / (1.0f + e);
+        return s * (1.0f + v * (e * s));
+    }
+    if (k == GLU_GELU_TANH) return gelu_grad(v);
+    return 0.5f * (1.0f + erff(v * SQRT1_2)) + v * INV_SQRT_2PI * expf(-0.5f * v * v);
+}
+
+void glu_forward(float *y, const float *a, const float *b, int64_t rows, int64_t F, int64_t ld, glu_kind k)
+{
+    const double t0 = prof_now();
+    if (!op_dry(y))
+#pragma omp parallel for schedule(static) if (rows * F >= PAR_MIN)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < F; j++) y[r * F + j] = glu_act(k, a[r * ld + j]) * b[r * ld + j];
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * (double)(rows * F));
+}
+
+void glu_backward(float *da, float *db, const float *dy, const float *a, const float *b, int64_t rows, int64_t F,
+                  int64_t ld, glu_kind k)
+{
+    const double t0 = prof_now();
+    if (!op_dry(dy))
+#pragma omp parallel for schedule(static) if (rows * F >= PAR_MIN)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < F; j++) {
+                const float g = dy[r * F + j], v = a[r * ld + j];
+                if (da) da[r * ld + j] += (g * b[r * ld + j]) * glu_act_grad(k, v);
+                if (db) db[r * ld + j] += g * glu_act(k, v);
+            }
+    prof_add(OP_POINTWISE, t0, 0, 20.0 * (double)(rows * F));
+}
