@@ -1,5 +1,5 @@
-/* Activations, gated linear units, adaLN modulation and the gated residual against independent double-precision references:
- * forward values, backward against central differences of sum(w * reference(inputs)), accumulation into
+/* Activations, gated linear units, adaLN modulation and the gated residual against independent double-precision
+ * references: forward values, backward against central differences of sum(w * reference(inputs)), accumulation into
  * pre-filled gradients, NULL gradients, the in-place forms, and thread-count independence of the
  * reductions over tokens. */
 #include <math.h>

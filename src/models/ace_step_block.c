@@ -113,13 +113,6 @@ static size_t ace_offloaded_bytes(const block *blk)
 
 /* ---- pieces run in forward and again in backward ---- */
 
-/* y = a * b elementwise (nothing on a dry buffer) */
-static void mul(float *y, const float *a, const float *c, int64_t n)
-{
-    if (pool_is_dry_ptr(y) || pool_is_dry_ptr(a)) return;
-    for (int64_t i = 0; i < n; i++) y[i] = a[i] * c[i];
-}
-
 /* mod (B, 6 D) = scale_shift_table + the model's timestep projection */
 static void modulations(const ace_block *b, float *mod)
 {
@@ -188,8 +181,7 @@ static st_status ffn_compute(const ace_block *b, const float *x2, const float *m
     scratch_drop(&s, h);
     float *a = scratch_take(&s, d.N * d.F, MEM_WORKSPACE, "ace.ffn.swiglu");
     if (!s.status) {
-        silu_forward(a, g, d.N * d.F);
-        mul(a, a, u, d.N * d.F);
+        glu_forward(a, g, u, d.N, d.F, d.F, GLU_SILU);
         s.status = fwd(b->m, &b->down, f, a, d.N);
     }
     return scratch_end(&s);
@@ -305,20 +297,17 @@ static st_status ace_backward(block *blk, const block_state *in, block_saved *sv
     }
     /* feed-forward: x3 = x2 + c_gate * down(silu(g) u) */
     float *df = scratch_take_zero(&s, ND, MEM_WORKSPACE, "ace.ddown");
-    float *sg = scratch_take(&s, NF, MEM_WORKSPACE, "ace.silu");
     float *a = scratch_take(&s, NF, MEM_WORKSPACE, "ace.swiglu");
     float *da = scratch_take_zero(&s, NF, MEM_WORKSPACE, "ace.dswiglu");
     if (s.status) goto done;
-    silu_forward(sg, sv->f1[0], NF);
-    mul(a, sg, sv->f3[0], NF);
+    glu_forward(a, sv->f1[0], sv->f3[0], N, d.F, d.F, GLU_SILU);
     gated_residual_backward(gx, dmod + 5 * D, df, gx, mod + 5 * D, sv->f2[0], B, T, D, M);
     if ((s.status = bwd(b->m, &b->down, da, df, a, N))) goto done;
     scratch_drop(&s, df);
-    float *dg = scratch_take_zero(&s, NF, MEM_WORKSPACE, "ace.dgate"); /* silu_backward accumulates */
+    float *dg = scratch_take_zero(&s, NF, MEM_WORKSPACE, "ace.dgate");
     if (s.status) goto done;
-    mul(a, da, sv->f3[0], NF);  /* dL/dsilu(g) */
-    silu_backward(dg, a, sv->f1[0], NF);
-    mul(a, da, sg, NF);         /* dL/du */
+    zero_bytes(a, (size_t)NF * sizeof(float)); /* a becomes dL/du */
+    glu_backward(dg, a, da, sv->f1[0], sv->f3[0], N, d.F, d.F, GLU_SILU);
     float *ln = scratch_take(&s, ND, MEM_WORKSPACE, "ace.ln");
     float *h = scratch_take(&s, ND, MEM_WORKSPACE, "ace.h");
     float *dh = scratch_take_zero(&s, ND, MEM_WORKSPACE, "ace.dh");

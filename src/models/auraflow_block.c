@@ -141,16 +141,6 @@ static st_status ln_modulate(const struct model *m, const af_dims *d, int s, flo
     return st;
 }
 
-/* The feed-forward's product g = silu(f1) * f2, as 0 + gate * h over rows of one token (the op layer's
- * elementwise product); sf receives silu(f1). */
-static void swiglu(const af_dims *d, int s, float *g, float *sf, const float *f1, const float *f2)
-{
-    const int64_t n = d->rows[s] * d->F;
-    silu_forward(sf, f1, n);
-    zero_bytes(g, (size_t)n * sizeof(float));
-    gated_residual_forward(g, g, sf, f2, d->rows[s], 1, d->F, d->F);
-}
-
 static size_t side_bytes(const af_dims *d, const struct model *m)
 {
     attn_shape as = joint_attn(d, m->shape.mechanism);
@@ -232,7 +222,6 @@ static st_status af_forward(block *b, const block_state *in, block_state *out, k
     }
     float *h = scratch_take(&f.tmp, d.Nmax * D, MEM_WORKSPACE, "auraflow.h");
     float *ln = scratch_take(&f.tmp, d.Nmax * D, MEM_WORKSPACE, "auraflow.ln");
-    float *sf = scratch_take(&f.tmp, d.Nmax * F, MEM_WORKSPACE, "auraflow.silu");
     float *g = scratch_take(&f.tmp, d.Nmax * F, MEM_WORKSPACE, "auraflow.swiglu");
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
 
@@ -253,7 +242,7 @@ static st_status af_forward(block *b, const block_state *in, block_state *out, k
         if (!st) st = fwd(m, &as->ff1, sv->f1[s], h, d.rows[s]);
         if (!st) st = fwd(m, &as->ff2, sv->f2[s], h, d.rows[s]);
         if (st) break;
-        swiglu(&d, s, g, sf, sv->f1[s], sv->f2[s]);
+        glu_forward(g, sv->f1[s], sv->f2[s], d.rows[s], F, F, GLU_SILU);
         st = fwd(m, &as->ff3, sv->f3[s], g, d.rows[s]);
         if (!st) gated_residual_forward(y[s], in->t[s], mod + 5 * D, sv->f3[s], d.B, d.len[s], D, 6 * D);
     }
@@ -284,10 +273,8 @@ static st_status af_backward(block *b, const block_state *in, block_saved *sv, b
     float *dh = scratch_take(&k, N * D, MEM_WORKSPACE, "auraflow.dh");
     float *dr = scratch_take(&k, N * D, MEM_WORKSPACE, "auraflow.dr");
     float *t = scratch_take(&k, N * D, MEM_WORKSPACE, "auraflow.t");
-    float *sf = scratch_take(&k, N * F, MEM_WORKSPACE, "auraflow.silu");
     float *g = scratch_take(&k, N * F, MEM_WORKSPACE, "auraflow.swiglu");
     float *dg = scratch_take(&k, N * F, MEM_WORKSPACE, "auraflow.dswiglu");
-    float *dsf = scratch_take(&k, N * F, MEM_WORKSPACE, "auraflow.dsilu");
     float *df1 = scratch_take(&k, N * F, MEM_WORKSPACE, "auraflow.dff1");
     float *df2 = scratch_take(&k, N * F, MEM_WORKSPACE, "auraflow.dff2");
     float *dside[4];
@@ -311,7 +298,7 @@ static st_status af_backward(block *b, const block_state *in, block_saved *sv, b
             if ((k.status = fwd(m, &ms->ff1, rf1, h, n)) || (k.status = fwd(m, &ms->ff2, rf2, h, n))) goto done;
             f1 = rf1, f2 = rf2;
         }
-        swiglu(&d, s, g, sf, f1, f2);
+        glu_forward(g, f1, f2, d.rows[s], F, F, GLU_SILU);
         if (ffn_recompute) {
             if ((k.status = fwd(m, &ms->ff3, rf3, g, n))) goto done;
             f3 = rf3;
@@ -320,11 +307,9 @@ static st_status af_backward(block *b, const block_state *in, block_saved *sv, b
         gated_residual_backward(gx, dmod[s] + 5 * D, t, gx, mod + 5 * D, f3, d.B, d.len[s], D, 6 * D);
         zero_bytes(dg, (size_t)NF * sizeof(float));
         if ((k.status = bwd(m, &ms->ff3, dg, t, g, n))) goto done;
-        zero_bytes(dsf, (size_t)NF * sizeof(float));
         zero_bytes(df1, (size_t)NF * sizeof(float));
         zero_bytes(df2, (size_t)NF * sizeof(float));
-        gated_residual_backward(NULL, dsf, df2, dg, sf, f2, n, 1, F, F);
-        silu_backward(df1, dsf, f1, NF);
+        glu_backward(df1, df2, dg, f1, f2, n, F, F, GLU_SILU);
         zero_bytes(dh, (size_t)ND * sizeof(float));
         if ((k.status = bwd(m, &ms->ff1, dh, df1, h, n)) || (k.status = bwd(m, &ms->ff2, dh, df2, h, n))) goto done;
         zero_bytes(dr, (size_t)ND * sizeof(float));

@@ -94,28 +94,6 @@ static st_status ln_modulate(const struct model *m, float *h, float *ln, const f
     return st;
 }
 
-/* g (n, F) = silu(f[:, :F]) * f[:, F:] of f (n, 2F), as the elementwise product f[:, F:] * sa of the op layer's
- * gated residual (0 + gate * h); a (n, F) receives the gate half, sa its SiLU (the backward reads both). */
-static void swiglu_forward(float *g, float *a, float *sa, const float *f, int64_t n, int64_t F)
-{
-    copy_rows(a, F, f, 2 * F, n, F);
-    silu_forward(sa, a, n * F);
-    zero_bytes(g, (size_t)(n * F) * sizeof(float));
-    gated_residual_forward(g, g, f + F, sa, n, 1, F, 2 * F);
-}
-
-/* df (n, 2F), zero on entry, receives the gradient through swiglu of dg (n, F), with a, sa from swiglu_forward;
- * t1, t2 are (n, F). */
-static void swiglu_backward(float *df, const float *dg, const float *f, const float *a, const float *sa, float *t1,
-                            float *t2, int64_t n, int64_t F)
-{
-    zero_bytes(t1, (size_t)(n * F) * sizeof(float));
-    gated_residual_backward(NULL, df + F, t1, dg, f + F, sa, n, 1, F, 2 * F); /* t1: d silu(a) */
-    zero_bytes(t2, (size_t)(n * F) * sizeof(float));
-    silu_backward(t2, t1, a, n * F);
-    copy_rows(df, 2 * F, t2, F, n, F);
-}
-
 static size_t side_bytes(const mm_dims *d, const struct model *m)
 {
     attn_shape as = mm_joint_attn(d, m->shape.mechanism);
@@ -201,8 +179,6 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     }
     float *a = scratch_take(&f.tmp, N * D, MEM_WORKSPACE, "flux2.h");
     float *g = scratch_take(&f.tmp, N * F, MEM_WORKSPACE, "flux2.swiglu");
-    float *ga = scratch_take(&f.tmp, N * F, MEM_WORKSPACE, "flux2.gate");
-    float *gs = scratch_take(&f.tmp, N * F, MEM_WORKSPACE, "flux2.silu");
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
 
     if (!st && f.from_host) st = side_back(sv);
@@ -231,7 +207,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
         const int64_t n = d.rows[s], t = mm_stream_len(&d, s);
         st = ln_modulate(m, a, a, y[s], mod + 3 * D, mod + 4 * D, d.B, t, 6 * D, NULL);
         if (!st) st = fwd(m, &fs->ff_in, sv->f1[s], a, n);
-        if (!st) swiglu_forward(g, ga, gs, sv->f1[s], n, F);
+        if (!st) glu_forward(g, sv->f1[s], sv->f1[s] + F, n, F, 2 * F, GLU_SILU);
         if (!st) st = fwd(m, &fs->ff_out, sv->f2[s], g, n);
         if (!st) gated_residual_forward(y[s], y[s], mod + 5 * D, sv->f2[s], d.B, t, D, 6 * D);
     }
@@ -258,11 +234,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
     float *dr = scratch_take(&k, N * D, MEM_WORKSPACE, "flux2.dr");
     float *gs = scratch_take(&k, N * D, MEM_WORKSPACE, "flux2.gs");
     float *g = scratch_take(&k, N * F, MEM_WORKSPACE, "flux2.swiglu");
-    float *ga = scratch_take(&k, N * F, MEM_WORKSPACE, "flux2.gate");
-    float *sa = scratch_take(&k, N * F, MEM_WORKSPACE, "flux2.silu");
     float *dg = scratch_take(&k, N * F, MEM_WORKSPACE, "flux2.dswiglu");
-    float *t1 = scratch_take(&k, N * F, MEM_WORKSPACE, "flux2.dsilu");
-    float *t2 = scratch_take(&k, N * F, MEM_WORKSPACE, "flux2.dgate");
     float *df = scratch_take(&k, N * 2 * F, MEM_WORKSPACE, "flux2.dff_in");
     float *dside[4]; /* joint dq, dk, dv, do */
     for (int i = 0; i < 4; i++) dside[i] = scratch_take_zero(&k, JD, MEM_WORKSPACE, "flux2.dside");
@@ -282,7 +254,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
         if ((k.status = ln_modulate(m, h, ln, x1, mod + 3 * D, mod + 4 * D, d.B, t, mw, &stats))) goto done;
         if (recompute && (k.status = fwd(m, &fs->ff_in, rf1, h, n))) goto done;
         if (recompute) f1 = rf1;
-        swiglu_forward(g, ga, sa, f1, n, F);
+        glu_forward(g, f1, f1 + F, n, F, 2 * F, GLU_SILU);
         if (recompute && (k.status = fwd(m, &fs->ff_out, rf2, g, n))) goto done;
         if (recompute) f2 = rf2;
         zero_bytes(dh, ND);
@@ -290,7 +262,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
         zero_bytes(dg, NF);
         if ((k.status = bwd(m, &fs->ff_out, dg, dh, g, n))) goto done;
         zero_bytes(df, 2 * NF);
-        swiglu_backward(df, dg, f1, ga, sa, t1, t2, n, F);
+        glu_backward(df, df + F, dg, f1, f1 + F, n, F, 2 * F, GLU_SILU);
         zero_bytes(dh, ND);
         if ((k.status = bwd(m, &fs->ff_in, dh, df, h, n))) goto done;
         zero_bytes(dr, ND);
@@ -392,8 +364,6 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
     float *h = scratch_take(&f.tmp, J * D, MEM_WORKSPACE, "flux2.h");
     float *p = scratch_take(&f.tmp, J * Wd, MEM_WORKSPACE, "flux2.qkv_mlp");
     float *g = scratch_take(&f.tmp, J * F, MEM_WORKSPACE, "flux2.swiglu");
-    float *ga = scratch_take(&f.tmp, J * F, MEM_WORKSPACE, "flux2.gate");
-    float *gs = scratch_take(&f.tmp, J * F, MEM_WORKSPACE, "flux2.silu");
     float *c = scratch_take(&f.tmp, J * (D + F), MEM_WORKSPACE, "flux2.concat");
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
 
@@ -409,7 +379,7 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
         if (!st && f.to_host) st = side_send(sv);
     }
     if (!st) {
-        swiglu_forward(g, ga, gs, sv->f1[0], J, F);
+        glu_forward(g, sv->f1[0], sv->f1[0] + F, J, F, 2 * F, GLU_SILU);
         concat_in(&d, c, sv->side[SO], g);
     }
     if (!st && f.to_host) st = side_drop(sv, f.ks);
@@ -440,11 +410,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     float *dr = scratch_take(&k, JD, MEM_WORKSPACE, "flux2.dr");
     float *r = scratch_take(&k, JD, MEM_WORKSPACE, "flux2.r");
     float *g = scratch_take(&k, J * F, MEM_WORKSPACE, "flux2.swiglu");
-    float *ga = scratch_take(&k, J * F, MEM_WORKSPACE, "flux2.gate");
-    float *sa = scratch_take(&k, J * F, MEM_WORKSPACE, "flux2.silu");
     float *dg = scratch_take(&k, J * F, MEM_WORKSPACE, "flux2.dswiglu");
-    float *t1 = scratch_take(&k, J * F, MEM_WORKSPACE, "flux2.dsilu");
-    float *t2 = scratch_take(&k, J * F, MEM_WORKSPACE, "flux2.dgate");
     float *c = scratch_take(&k, J * (D + F), MEM_WORKSPACE, "flux2.concat");
     float *dc = scratch_take_zero(&k, J * (D + F), MEM_WORKSPACE, "flux2.dconcat");
     float *dp = scratch_take(&k, J * Wd, MEM_WORKSPACE, "flux2.dqkv_mlp");
@@ -458,13 +424,13 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     op_state stats = {0};
     if (k.status || (k.status = ln_modulate(m, h, ln, x, mod, mod + D, d.B, d.S, 3 * D, &stats))) goto done;
     if (recompute && (k.status = fused_in(m, fs, &d, p, f1, h))) goto done;
-    swiglu_forward(g, ga, sa, f1, J, F);
+    glu_forward(g, f1, f1 + F, J, F, 2 * F, GLU_SILU);
     concat_in(&d, c, sv->side[SO], g);
     zero_bytes(dr, (size_t)JD * sizeof(float));
     gated_residual_backward(gx, dmod + 2 * D, dr, gx, mod + 2 * D, sv->o[0], d.B, d.S, D, 3 * D);
     if ((k.status = bwd(m, &fs->out, dc, dr, c, J))) goto done;
     copy_rows(dg, F, dc + D, D + F, J, F);
-    swiglu_backward(df, dg, f1, ga, sa, t1, t2, J, F);
+    glu_backward(df, df + F, dg, f1, f1 + F, J, F, 2 * F, GLU_SILU);
     copy_rows(dp + 3 * D, Wd, df, 2 * F, J, 2 * F);
     k.status = attention_backward(m->pool, &as, mm_jv(dq, &d), mm_jv(dk, &d), mm_jv(dv, &d),
                                   (attn_view){dc, D + F, d.S * (D + F)}, mm_jv(sv->side[SQ], &d), mm_jv(sv->side[SK], &d),

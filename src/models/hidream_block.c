@@ -182,50 +182,39 @@ static void ffn_parts(const hd_dims *d, int s, int64_t part[3])
     part[2] = n * d->D;
 }
 
-/* The feed-forward's transient floats: silu and product buffers, the routed rows' input and the shared
- * expert's output. */
+/* The feed-forward's transient floats: the SwiGLU's product, the routed rows' input and the shared expert's
+ * output. */
 static int64_t ffn_tmp(const hd_dims *d, int s)
 {
     const int64_t n = d->rows[s], nk = n * d->K;
-    if (!d->moe[s]) return 2 * n * d->F;
+    if (!d->moe[s]) return n * d->F;
     const int64_t w = nk * d->F > n * d->Fs ? nk * d->F : n * d->Fs;
-    return 2 * w + nk * d->D + n * d->D;
+    return w + nk * d->D + n * d->D;
 }
 
-/* g = silu(f1) * f3 over n rows of F; sf receives silu(f1) */
-static void swiglu(float *g, float *sf, const float *f1, const float *f3, int64_t n, int64_t F)
-{
-    silu_forward(sf, f1, n * F);
-    zero_bytes(g, (size_t)(n * F) * sizeof(float));
-    gated_residual_forward(g, g, sf, f3, n, 1, F, F);
-}
-
-static st_status swiglu_forward(const struct model *m, const hd_ffn *f, float *y, float *f1, float *f3, float *sf,
-                                float *g, const float *x, int64_t n, int64_t F)
+static st_status swiglu_forward(const struct model *m, const hd_ffn *f, float *y, float *f1, float *f3, float *g,
+                                const float *x, int64_t n, int64_t F)
 {
     st_status st = fwd(m, &f->w1, f1, x, n);
     if (!st) st = fwd(m, &f->w3, f3, x, n);
     if (st) return st;
-    swiglu(g, sf, f1, f3, n, F);
+    glu_forward(g, f1, f3, n, F, F, GLU_SILU);
     return fwd(m, &f->w2, y, g, n);
 }
 
-/* dx += the SwiGLU's input gradient from dy; w1's and w3's outputs given. Workspace 5 n F. */
+/* dx += the SwiGLU's input gradient from dy; w1's and w3's outputs given. Workspace 3 n F. */
 static st_status swiglu_backward(const struct model *m, const hd_ffn *f, float *dx, const float *dy, const float *x,
                                  const float *f1, const float *f3, int64_t n, int64_t F)
 {
     scratch k = {.pool = m->pool};
-    float *sf = scratch_take(&k, n * F, MEM_WORKSPACE, "hidream.silu");
     float *g = scratch_take(&k, n * F, MEM_WORKSPACE, "hidream.swiglu");
     float *dg = scratch_take_zero(&k, n * F, MEM_WORKSPACE, "hidream.dswiglu");
-    float *dsf = scratch_take_zero(&k, n * F, MEM_WORKSPACE, "hidream.dsilu");
     float *df = scratch_take_zero(&k, n * F, MEM_WORKSPACE, "hidream.dw1");
     if (k.status) return scratch_end(&k);
-    swiglu(g, sf, f1, f3, n, F);
+    glu_forward(g, f1, f3, n, F, F, GLU_SILU);
     if ((k.status = bwd(m, &f->w2, dg, dy, g, n))) return scratch_end(&k);
     zero_bytes(g, (size_t)(n * F) * sizeof(float)); /* g: dL/df3 now */
-    gated_residual_backward(NULL, dsf, g, dg, sf, f3, n, 1, F, F);
-    silu_backward(df, dsf, f1, n * F);
+    glu_backward(df, g, dg, f1, f3, n, F, F, GLU_SILU);
     if (!(k.status = bwd(m, &f->w1, dx, df, x, n))) k.status = bwd(m, &f->w3, dx, g, x, n);
     return scratch_end(&k);
 }
@@ -250,10 +239,10 @@ static st_status ffn_forward(const struct model *m, const hd_block *b, const hd_
                              float *f1, float *f2, float *tmp, const float *x)
 {
     const int64_t n = d->rows[s], nk = n * d->K, D = d->D;
-    if (!d->moe[s]) return swiglu_forward(m, &b->ff_t, y, f1, f2, tmp, tmp + n * d->F, x, n, d->F);
+    if (!d->moe[s]) return swiglu_forward(m, &b->ff_t, y, f1, f2, tmp, x, n, d->F);
     moe_parts p = moe_parts_of(d, s, f1, f2);
     const int64_t w = nk * d->F > n * d->Fs ? nk * d->F : n * d->Fs;
-    float *sf = tmp, *g = tmp + w, *xr = g + w, *ys = xr + nk * D;
+    float *g = tmp, *xr = g + w, *ys = xr + nk * D;
     moe_route_forward(&p.r, x, W(b->gate), D);
     moe_dispatch_forward(xr, x, &p.r, D);
     st_status st = ST_OK;
@@ -263,13 +252,13 @@ static st_status ffn_forward(const struct model *m, const hd_block *b, const hd_
         if (!st) st = fwd(m, &b->expert[e].w3, p.f3 + a * d->F, xr + a * D, r);
     }
     if (st) return st;
-    swiglu(g, sf, p.f1, p.f3, nk, d->F);
+    glu_forward(g, p.f1, p.f3, nk, d->F, d->F, GLU_SILU);
     for (int e = 0; e < d->E && !st; e++) {
         const int64_t a = moe_expert_start(&p.r, e), r = moe_expert_start(&p.r, e + 1) - a;
         st = fwd(m, &b->expert[e].w2, p.yr + a * D, g + a * d->F, r);
     }
     if (!st) moe_combine_forward(y, p.yr, &p.r, D);
-    if (!st) st = swiglu_forward(m, &b->shared, ys, p.s1, p.s3, sf, g, x, n, d->Fs);
+    if (!st) st = swiglu_forward(m, &b->shared, ys, p.s1, p.s3, g, x, n, d->Fs);
     if (!st) add_to(y, ys, n * D);
     return st;
 }
@@ -286,25 +275,22 @@ static st_status ffn_backward(const struct model *m, const hd_block *b, const hd
     float *dxr = scratch_take_zero(&k, nk * D, MEM_WORKSPACE, "hidream.moe.drows");
     float *dyr = scratch_take_zero(&k, nk * D, MEM_WORKSPACE, "hidream.moe.dout");
     float *dw = scratch_take_zero(&k, nk, MEM_WORKSPACE, "hidream.moe.dweight");
-    float *sf = scratch_take(&k, nk * F, MEM_WORKSPACE, "hidream.moe.silu");
     float *g = scratch_take(&k, nk * F, MEM_WORKSPACE, "hidream.moe.swiglu");
     float *dg = scratch_take_zero(&k, nk * F, MEM_WORKSPACE, "hidream.moe.dswiglu");
-    float *dsf = scratch_take_zero(&k, nk * F, MEM_WORKSPACE, "hidream.moe.dsilu");
     float *df1 = scratch_take_zero(&k, nk * F, MEM_WORKSPACE, "hidream.moe.dw1");
     if (k.status) return scratch_end(&k);
     k.status = swiglu_backward(m, &b->shared, dx, dy, x, p.s1, p.s3, n, d->Fs);
     if (k.status) return scratch_end(&k);
     moe_combine_backward(dyr, dw, dy, p.yr, &p.r, D);
     moe_dispatch_forward(xr, x, &p.r, D);
-    swiglu(g, sf, p.f1, p.f3, nk, F);
+    glu_forward(g, p.f1, p.f3, nk, F, F, GLU_SILU);
     for (int e = 0; e < d->E && !k.status; e++) {
         const int64_t a = moe_expert_start(&p.r, e), r = moe_expert_start(&p.r, e + 1) - a;
         k.status = bwd(m, &b->expert[e].w2, dg + a * F, dyr + a * D, g + a * F, r);
     }
     if (k.status) return scratch_end(&k);
     zero_bytes(g, (size_t)(nk * F) * sizeof(float)); /* g: dL/df3 now */
-    gated_residual_backward(NULL, dsf, g, dg, sf, p.f3, nk, 1, F, F);
-    silu_backward(df1, dsf, p.f1, nk * F);
+    glu_backward(df1, g, dg, p.f1, p.f3, nk, F, F, GLU_SILU);
     for (int e = 0; e < d->E && !k.status; e++) {
         const int64_t a = moe_expert_start(&p.r, e), r = moe_expert_start(&p.r, e + 1) - a;
         k.status = bwd(m, &b->expert[e].w1, dxr + a * D, df1 + a * F, xr + a * D, r);
