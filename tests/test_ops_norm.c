@@ -1,4 +1,4 @@
-/* LayerNorm and RMSNorm against double-precision references: forward, backward by central differences,
+/* LayerNorm, RMSNorm and zero-centred RMSNorm against double-precision references: forward, backward by central differences,
  * accumulation, NULL gradients, kept-state accounting against the pool, OOM, and thread-count independence. */
 #include <math.h>
 #include <stdio.h>
@@ -258,6 +258,48 @@ static void test_threads(norm_kind kind, int64_t n, int64_t d)
     free(x), free(w), free(b), free(dy);
 }
 
+/* The zero-centred RMSNorm: y = x r (1 + w) against the double reference (its weight 1 + w there), dx and dw by
+ * central differences, accumulated into non-zero buffers; its forward's bits are rmsnorm's with the weight 1 + w
+ * given; the kept state is rmsnorm's and the workspace (d floats) is gone after each call. */
+static void test_rmsnorm_zc(int64_t n, int64_t d, uint64_t seed)
+{
+    const int64_t nd = n * d;
+    const float eps = 1e-6f;
+    float *x = fbuf(nd), *w = fbuf(d), *w1 = fbuf(d), *dy = fbuf(nd), *y = fbuf(nd), *y1 = fbuf(nd);
+    float *dx = fbuf(nd), *dw = fbuf(d);
+    tk_fill(x, nd, seed, -2, 2);
+    tk_fill(w, d, seed + 1, -0.5f, 0.5f);
+    tk_fill(dy, nd, seed + 2, -1, 1);
+    for (int64_t j = 0; j < d; j++) w1[j] = w[j] + 1.0f;
+    norm_ctx c = {.kind = RMSNORM, .x = dbuf(nd), .w = dbuf(d), .lw = dbuf(nd), .y = dbuf(nd), .n = n, .d = d,
+                  .eps = eps};
+    tk_to_double(c.x, x, nd);
+    for (int64_t j = 0; j < d; j++) c.w[j] = (double)w[j] + 1.0; /* the reference's weight is 1 + w */
+    tk_to_double(c.lw, dy, nd);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    op_state keep = {0};
+    CHECK(rmsnorm_zc_forward(p, y, x, w, n, d, eps, &keep) == ST_OK);
+    CHECK(pool_live(p) == rmsnorm_kept_bytes(n) && pool_peak(p) == rmsnorm_kept_bytes(n) + (size_t)d * sizeof(float));
+    norm_ref(&c);
+    tk_expect_close("rmsnorm_zc fwd", y, c.y, nd, 1e-5);
+    CHECK(rmsnorm_forward(p, y1, x, w1, n, d, eps, NULL) == ST_OK);
+    tk_expect_bitwise("rmsnorm_zc fwd = rmsnorm with 1 + w", y, y1, nd);
+    for (int64_t i = 0; i < nd; i++) dx[i] = 0.5f;
+    for (int64_t j = 0; j < d; j++) dw[j] = 0.5f;
+    CHECK(rmsnorm_zc_backward(p, dx, dw, dy, x, w, n, d, &keep) == ST_OK && pool_live(p) == rmsnorm_kept_bytes(n));
+    for (int64_t i = 0; i < nd; i++) dx[i] -= 0.5f;
+    for (int64_t j = 0; j < d; j++) dw[j] -= 0.5f;
+    double *gx = dbuf(nd), *gw = dbuf(d);
+    tk_numeric_grad(norm_loss, &c, c.x, nd, 1e-6, gx);
+    tk_expect_close("rmsnorm_zc dx vs FD", dx, gx, nd, 1e-4);
+    tk_numeric_grad(norm_loss, &c, c.w, d, 1e-6, gw); /* d/dw = d/d(1 + w) */
+    tk_expect_close("rmsnorm_zc dw vs FD", dw, gw, d, 1e-4);
+    op_state_release(&keep);
+    CHECK(pool_destroy(p) == 0);
+    free(x), free(w), free(w1), free(dy), free(y), free(y1), free(dx), free(dw), free(gx), free(gw);
+    free(c.x), free(c.w), free(c.lw), free(c.y);
+}
+
 int main(void)
 {
     for (int k = 0; k < 2; k++) {
@@ -271,5 +313,7 @@ int main(void)
         test_threads(kind, 97, 384);
         test_threads(kind, 33, 45);
     }
+    test_rmsnorm_zc(5, 24, 501);
+    test_rmsnorm_zc(3, 384, 502);
     return tk_finish();
 }

@@ -109,6 +109,13 @@ st_status rmsnorm_forward(pool *p, float *y, const float *x, const float *w, int
 void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t n, int64_t d,
                       const op_state *keep);
 
+/* Zero-centred RMSNorm (Krea 2's): y = x / sqrt(mean(x^2) + eps) * (1 + w), 1 + w rounded to float first as
+ * F.rms_norm(x, weight=w + 1) has it. Kept state as rmsnorm's; d floats of workspace. */
+st_status rmsnorm_zc_forward(pool *p, float *y, const float *x, const float *w, int64_t n, int64_t d, float eps,
+                             op_state *keep);
+st_status rmsnorm_zc_backward(pool *p, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t n,
+                              int64_t d, const op_state *keep);
+
 /* ---- pointwise activations (ops/cpu/activation.c); backward reads x ---- */
 
 /* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). gelu_backward may run in place

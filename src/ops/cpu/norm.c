@@ -291,3 +291,32 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, con
     if (!op_dry(dy)) rmsnorm_backward_run(dx, dw, dy, x, w, n, d, keep);
     prof_add(OP_NORM, t0, 0, 16.0 * n * d);
 }
+
+/* Zero-centred RMSNorm: the weight is 1 + w, rounded to float before it scales, as F.rms_norm(x, weight=w + 1)
+ * takes it; d floats of workspace hold it. Its gradient is w's: d(1 + w)/dw = 1. */
+static st_status one_plus(pool *p, const float *w, int64_t d, float **w1)
+{
+    st_status st = pool_alloc(p, (size_t)d * sizeof(float), MEM_WORKSPACE, "rmsnorm 1 + w", (void **)w1);
+    for (int64_t j = 0; !st && !op_dry(*w1) && !op_dry(w) && j < d; j++) (*w1)[j] = w[j] + 1.0f;
+    return st;
+}
+
+st_status rmsnorm_zc_forward(pool *p, float *y, const float *x, const float *w, int64_t n, int64_t d, float eps,
+                             op_state *keep)
+{
+    float *w1 = NULL;
+    st_status st = one_plus(p, w, d, &w1);
+    if (!st) st = rmsnorm_forward(p, y, x, w1, n, d, eps, keep);
+    pool_free(p, w1);
+    return st;
+}
+
+st_status rmsnorm_zc_backward(pool *p, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t n,
+                              int64_t d, const op_state *keep)
+{
+    float *w1 = NULL;
+    st_status st = one_plus(p, w, d, &w1);
+    if (!st) rmsnorm_backward(dx, dw, dy, x, w1, n, d, keep);
+    pool_free(p, w1);
+    return st;
+}
