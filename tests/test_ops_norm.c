@@ -1,5 +1,6 @@
-/* LayerNorm, RMSNorm and zero-centred RMSNorm against double-precision references: forward, backward by central differences,
- * accumulation, NULL gradients, kept-state accounting against the pool, OOM, and thread-count independence. */
+/* LayerNorm, RMSNorm and zero-centred RMSNorm against double-precision references: forward, backward by central
+ * differences, accumulation, NULL gradients, kept-state accounting against the pool, OOM, and thread-count
+ * independence. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
