@@ -133,7 +133,7 @@ static mask_data make_mask_kv(int kind, int64_t B, int64_t T, int64_t Tk, int64_
         }
     }
     free(r1), free(r2);
-    d.m = (attn_mask){d.kb, d.qg, stride};
+    d.m = (attn_mask){.key_bias = d.kb, .query_gate = d.qg, .batch_stride = stride};
     d.kb_d = malloc((size_t)(B * Tk) * sizeof(double));
     d.qg_d = d.qg ? malloc((size_t)(B * T) * sizeof(double)) : NULL;
     for (int64_t b = 0; b < B; b++) {
@@ -681,7 +681,7 @@ static void check_plain_unchanged(attention_mechanism mech)
     attn_shape s = {B, T, H, hd, mech, 0, 0, 0};
     data d = make_data(&s, 71);
     float *zero = calloc((size_t)(B * T), sizeof(float));
-    const attn_mask zero_mask = {zero, NULL, T};
+    const attn_mask zero_mask = {.key_bias = zero, .batch_stride = T};
     result plain = alloc_result(d.n), got = alloc_result(d.n);
     run_op(&s, NULL, LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &plain);
     const char *nm[4] = {"out", "dq", "dk", "dv"};
@@ -727,7 +727,7 @@ static void check_refusals(attention_mechanism mech)
     enum { KB_NAN, KB_PLUS_INF, QG_INF, QG_NAN, ALL_EXCLUDED, NO_BIAS, NEG_STRIDE, OK_LAST, CASES };
     for (int c = 0; c < CASES; c++) {
         for (int i = 0; i < 12; i++) kb[i] = i % 2 ? -INFINITY : 0.5f, qg[i] = 1.0f;
-        attn_mask m = {kb, NULL, T};
+        attn_mask m = {.key_bias = kb, .batch_stride = T};
         if (c == KB_NAN) kb[7] = NAN;
         if (c == KB_PLUS_INF) kb[3] = INFINITY;
         if (c == QG_INF) m.query_gate = qg, qg[10] = -INFINITY;
@@ -744,7 +744,7 @@ static void check_refusals(attention_mechanism mech)
         /* the line names the entry and its value */
         static const char *names[CASES] = {"key_bias[1][1] is nan", "key_bias[0][3] is inf", "query_gate[1][4] is -inf",
                                            "query_gate[0][0] is nan", "sample 1 excludes all 6 keys",
-                                           "key_bias is NULL", "batch_stride -1", NULL};
+                                           "no key_bias, segment or causal", "batch_stride -1", NULL};
         if (names[c]) CHECKF(strstr(st_error(), names[c]), "refusal case %d said \"%s\"", c, st_error());
         CHECKF(pool_live(P) == keep.bytes, "%s refusal case %d: %zu bytes live", mech_name(mech), c, pool_live(P));
         op_state_release(&keep);
@@ -829,7 +829,7 @@ static void check_shape_refusals(attention_mechanism mech)
     static const char *said[CASES] = {"kv_heads 4 does not divide heads 6", "window -1", "kv_tokens -3",
                                       "window 2 with kv_tokens 8", "excludes every key within window 1 of query 3"};
     float kb[8] = {0, 0, -INFINITY, -INFINITY, -INFINITY, 0, 0, 0};
-    const attn_mask m = {kb, NULL, 0};
+    const attn_mask m = {.key_bias = kb};
     for (int c = 0; c < CASES; c++) {
         attn_shape s = {B, T, H, hd, mech, 0, 0, 0};
         if (c == HEADS_4) s.kv_heads = 4;

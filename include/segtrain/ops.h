@@ -224,7 +224,8 @@ st_status attention_forward(pool *p, const attn_shape *s, attn_view out, attn_vi
 st_status attention_backward(pool *p, const attn_shape *s, attn_view dq, attn_view dk, attn_view dv, attn_view dout,
                              attn_view q, attn_view k, attn_view v, attn_view out, const op_state *keep);
 
-/* A mask on the logits, per sample: logit(i, j) += query_gate[i] * key_bias[j] before the softmax.
+/* A mask on the logits, per sample: logit(i, j) += query_gate[i] * key_bias[j] before the softmax, and a structure
+ * (below) that hides keys from queries.
  * - key_bias (batch, kv tokens): finite, or -inf to exclude key j from every query's row, whatever the gate (an
  *   excluded key gets probability exactly 0, so nothing of its k or v reaches the output).
  * - query_gate (batch, tokens), or NULL for 1: finite; it scales the finite biases of query i's row.
@@ -239,6 +240,15 @@ st_status attention_backward(pool *p, const attn_shape *s, attn_view dq, attn_vi
 typedef struct attn_mask {
     const float *key_bias, *query_gate;
     int64_t batch_stride;
+    /* Structure, for self-attention without a window (NULL and false: none). segment (batch, tokens): query i sees
+     * key j only where segment[j] == segment[i] (Ideogram's block-diagonal packing); causal: only where j <= i; both:
+     * where j <= i or the segments match (Qwen-Image 2.1's block-causal sequence: causal text, each image block
+     * bidirectional). A hidden key is excluded from the query's row as a -inf key_bias would be; key_bias (may then
+     * be NULL) still applies. Every query must see at least one kept key (checked, ST_ERR_INVALID otherwise, as are
+     * non-finite segments). Neither is materialised: the flash tiles apply it as they go, visiting every tile (no
+     * skipping yet: the cost, and the profile's count, of the unmasked op). */
+    const float *segment;
+    bool causal;
 } attn_mask;
 
 st_status attention_forward_masked(pool *p, const attn_shape *s, const attn_mask *mask, attn_view out, attn_view q,

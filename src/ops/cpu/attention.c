@@ -31,6 +31,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "internal.h"
 
@@ -238,19 +239,85 @@ static void zero_excluded(float *row, int64_t n, const float *kb)
             if (kb[j] == -INFINITY) row[j] = 0.0f;
 }
 
-/* The mask as ops.h allows it (checked by forward; backward reads the same buffers): one error line naming the
- * entry, its value and what is valid, otherwise ST_OK. */
-static st_status check_mask(const attn_shape *s, const attn_mask *m)
+/* The mask's structure (ops.h): whether query i sees key j by their positions and segments, before any key_bias */
+static inline bool sees(const float *seg, bool causal, int64_t i, int64_t j)
 {
-    if (!m->key_bias)
-        return st_fail(ST_ERR_INVALID, "attention mask: key_bias is NULL; valid: a (batch, kv tokens) array "
+    return (causal && j <= i) || (seg && seg[i] == seg[j]);
+}
+
+static bool structured(const attn_mask *m) { return m && (m->segment || m->causal); }
+
+/* S's scores of queries i0 .. i0 + br and keys j0 .. j0 + bc (rows ld apart) that the structure hides become -inf;
+ * seg is the sample's row */
+static void add_structure(float *S, int64_t br, int64_t bc, int64_t ld, int64_t i0, int64_t j0, const float *seg,
+                          bool causal)
+{
+    for (int64_t r = 0; r < br; r++)
+        for (int64_t c = 0; c < bc; c++)
+            if (!sees(seg, causal, i0 + r, j0 + c)) S[r * ld + c] = -INFINITY;
+}
+
+/* After the exps, as zero_excluded: the hidden keys' entries of query i's row (keys j0 + a .. j0 + e) exactly 0 */
+static void zero_unseen(float *row, int64_t a, int64_t e, int64_t i, int64_t j0, const float *seg, bool causal)
+{
+    for (int64_t j = a; j < e; j++)
+        if (!sees(seg, causal, i, j0 + j)) row[j] = 0.0f;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Every query of sample b sees a kept key under the structure: causally the first kept key, or a kept key of its own
+ * segment (the kept keys' segments sorted in ids, tokens floats). */
+static st_status check_structure(const attn_shape *s, const attn_mask *m, int64_t b, const float *kb, float *ids)
+{
+    const int64_t T = s->tokens;
+    const float *seg = mask_row(m->segment, m, b);
+    int64_t first = T, n = 0;
+    for (int64_t j = 0; j < T; j++) {
+        if (seg && !isfinite(seg[j]))
+            return st_fail(ST_ERR_INVALID, "attention mask: segment[%lld][%lld] is %g; valid: finite", (long long)b,
+                           (long long)j, (double)seg[j]);
+        if (kb && kb[j] == -INFINITY) continue;
+        if (first == T) first = j;
+        if (seg) ids[n++] = seg[j];
+    }
+    if (seg) qsort(ids, (size_t)n, sizeof *ids, cmp_float);
+    for (int64_t i = 0; i < T; i++) {
+        const bool ok = (m->causal && i >= first) ||
+                        (seg && n && bsearch(&seg[i], ids, (size_t)n, sizeof *ids, cmp_float));
+        if (!ok)
+            return st_fail(ST_ERR_INVALID, "attention mask: query %lld of sample %lld sees no kept key (%s); valid: "
+                                           "at least one kept key that each query sees", (long long)i, (long long)b,
+                           seg ? "none of its segment, and none before it if causal" : "causal, none before it");
+    }
+    return ST_OK;
+}
+
+/* The mask as ops.h allows it (checked by forward; backward reads the same buffers): one error line naming the
+ * entry, its value and what is valid, otherwise ST_OK. ids: tokens floats for the structure's check. */
+static st_status check_mask(const attn_shape *s, const attn_mask *m, float *ids)
+{
+    if (!m->key_bias && !structured(m))
+        return st_fail(ST_ERR_INVALID, "attention mask: no key_bias, segment or causal; valid: at least one "
                                        "(pass no mask for plain attention)");
+    if (structured(m) && ((s->kv_tokens && s->kv_tokens != s->tokens) || s->window))
+        return st_fail(ST_ERR_INVALID, "attention mask: segment and causal are for self-attention without a window "
+                                       "(kv_tokens %lld, window %lld)", (long long)s->kv_tokens, (long long)s->window);
     if (m->batch_stride < 0)
         return st_fail(ST_ERR_INVALID, "attention mask: batch_stride %lld; valid: >= 0",
                        (long long)m->batch_stride);
     const int64_t T = s->tokens, Tk = kv_tokens(s), W = s->window;
     for (int64_t b = 0; b < s->batch; b++) {
         const float *kb = mask_row(m->key_bias, m, b), *qg = mask_row(m->query_gate, m, b);
+        if (structured(m)) {
+            const st_status st = check_structure(s, m, b, kb, ids);
+            if (st) return st;
+        }
+        if (!kb) continue;
         int64_t kept = 0;
         for (int64_t j = 0; j < Tk; j++) {
             if (!isfinite(kb[j]) && kb[j] != -INFINITY)
@@ -287,8 +354,9 @@ static void zero_outside(float *row, int64_t n, int64_t a, int64_t e)
 
 /* In place softmax of each of `rows` contiguous rows of length n (row r: query r, keys 0 .. n - 1, within the
  * window when there is one); kb: the mask's key bias (NULL: none), already added to the rows, whose excluded keys
- * get probability 0. */
-static void softmax_rows(float *x, int64_t rows, int64_t n, const float *kb, int64_t window)
+ * get probability 0, as do the keys the structure (seg, causal; already -inf in the rows) hides. */
+static void softmax_rows(float *x, int64_t rows, int64_t n, const float *kb, int64_t window, const float *seg,
+                         bool causal)
 {
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * n;
@@ -296,9 +364,10 @@ static void softmax_rows(float *x, int64_t rows, int64_t n, const float *kb, int
         band(window, r, 0, n, &a, &e);
         const float m = row_max(row + a, e - a);
         float sum;
-        if (kb) {
+        if (kb || seg || causal) {
             for (int64_t j = a; j < e; j++) row[j] = exp_f(row[j] - m);
             zero_excluded(row, n, kb);
+            if (seg || causal) zero_unseen(row, a, e, r, 0, seg, causal);
             sum = row_sum(row + a, e - a);
         } else {
             sum = exp_sum(row + a, e - a, m);
@@ -338,8 +407,11 @@ static void math_forward_pair(const attn_shape *s, const attn_mask *mask, float 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, Tk, hd, scale, head_ptr(q, b, h, hd), (int)q.token_stride,
                 head_ptr(k, b, g, hd), (int)k.token_stride, 0.0f, P, Tk);
     const float *kb = mask ? mask_row(mask->key_bias, mask, b) : NULL;
+    const float *seg = mask ? mask_row(mask->segment, mask, b) : NULL;
+    const bool causal = mask && mask->causal;
     if (kb) add_mask(P, T, Tk, Tk, kb, mask_row(mask->query_gate, mask, b));
-    softmax_rows(P, T, Tk, kb, s->window);
+    if (seg || causal) add_structure(P, T, Tk, Tk, 0, 0, seg, causal);
+    softmax_rows(P, T, Tk, kb, s->window, seg, causal);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, Tk, 1.0f, P, Tk, head_ptr(v, b, g, hd),
                 (int)v.token_stride, 0.0f, head_ptr(out, b, h, hd), (int)out.token_stride);
 }
@@ -386,6 +458,8 @@ static void flash_forward_pair(const attn_shape *s, const attn_mask *mask, float
 {
     const float *kb = mask ? mask_row(mask->key_bias, mask, b) : NULL;
     const float *qg = mask ? mask_row(mask->query_gate, mask, b) : NULL;
+    const float *seg = mask ? mask_row(mask->segment, mask, b) : NULL;
+    const bool causal = mask && mask->causal, hides = kb || seg || causal; /* some entries are excluded */
     const int64_t T = s->tokens, Tk = kv_tokens(s), hd = s->head_dim, W = s->window;
     const int64_t g = h / (s->heads / kv_heads(s));
     const int64_t bc_max = min64(Bc, Tk), br_max = min64(BrF, T);
@@ -405,6 +479,7 @@ static void flash_forward_pair(const attn_shape *s, const attn_mask *mask, float
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)hd, scale, qh + i0 * lq,
                         (int)lq, kh + j0 * lk, (int)lk, 0.0f, S, (int)bc);
             if (kb) add_mask(S, br, bc, bc, kb + j0, qg ? qg + i0 : NULL);
+            if (seg || causal) add_structure(S, br, bc, bc, i0, j0, seg, causal);
             bool again = false; /* S2 holds this tile's scores */
             for (int64_t r = 0; r < br; r++) {
                 float *row = S + r * bc;
@@ -419,14 +494,16 @@ static void flash_forward_pair(const attn_shape *s, const attn_mask *mask, float
                             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)hd, scale,
                                         qh + i0 * lq, (int)lq, kh + j0 * lk, (int)lk, 0.0f, S2, (int)bc);
                             if (kb) add_mask(S2, br, bc, bc, kb + j0, qg ? qg + i0 : NULL);
+                            if (seg || causal) add_structure(S2, br, bc, bc, i0, j0, seg, causal);
                             again = true;
                         }
                         memcpy(row + a, S2 + r * bc + a, (size_t)(e - a) * sizeof(float));
                         m_new = mx;
                         sum = exp_sum(row + a, e - a, m_new);
                     }
-                    if (kb) { /* the excluded keys' exps out of the row and its sum (row_sum: exp_sum's order) */
-                        zero_excluded(row + a, e - a, kb + j0 + a);
+                    if (hides) { /* the excluded keys' exps out of the row and its sum (row_sum: exp_sum's order) */
+                        zero_excluded(row + a, e - a, kb ? kb + j0 + a : NULL);
+                        if (seg || causal) zero_unseen(row, a, e, i0 + r, j0, seg, causal);
                         sum = row_sum(row + a, e - a);
                     }
                 } else {
@@ -436,9 +513,10 @@ static void flash_forward_pair(const attn_shape *s, const attn_mask *mask, float
                      * overwrites (or none are taken): the row's sum and output stay 0, and the first kept key's
                      * correction e^(-inf) = 0 keeps them so. */
                     m_new = first || mx > mrow[r] ? mx : mrow[r];
-                    if (kb) {
+                    if (hides) {
                         for (int64_t j = a; j < e; j++) row[j] = exp_f(row[j] - m_new);
-                        zero_excluded(row + a, e - a, kb + j0 + a);
+                        zero_excluded(row + a, e - a, kb ? kb + j0 + a : NULL);
+                        if (seg || causal) zero_unseen(row, a, e, i0 + r, j0, seg, causal);
                         sum = row_sum(row + a, e - a);
                     } else {
                         sum = exp_sum(row + a, e - a, m_new);
@@ -478,6 +556,8 @@ static void flash_backward_pair(const attn_shape *s, const attn_mask *mask, floa
 {
     const float *kb = mask ? mask_row(mask->key_bias, mask, b) : NULL;
     const float *qg = mask ? mask_row(mask->query_gate, mask, b) : NULL;
+    const float *seg = mask ? mask_row(mask->segment, mask, b) : NULL;
+    const bool causal = mask && mask->causal;
     const int64_t T = s->tokens, Tk = kv_tokens(s), hd = s->head_dim, W = s->window;
     const int64_t bc_max = min64(Bc, Tk), br_max = min64(Br, T);
     float *P = ws, *dP = ws + br_max * bc_max, *D = dP + br_max * bc_max;
@@ -517,6 +597,7 @@ static void flash_backward_pair(const attn_shape *s, const attn_mask *mask, floa
                 for (int64_t j = a; j < e; j++) row[j] = exp_f(row[j] - l);
                 zero_outside(row, bc, a, e);
                 zero_excluded(row, bc, kb ? kb + j0 : NULL);
+                if (seg || causal) zero_unseen(row, 0, bc, i0 + r, j0, seg, causal);
             }
             if (dvh)
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)bc, (int)hd, (int)br, 1.0f, P, (int)bc,
@@ -558,7 +639,12 @@ static st_status attention_forward_run(pool *p, const attn_shape *s, const attn_
         }
     }
     if (op_dry(out.data)) return pool_free(p, ws), ST_OK;
-    if (mask && (st = check_mask(s, mask)) != ST_OK) {
+    float *ids = NULL; /* the structure's check: a sample's kept segments */
+    if (structured(mask))
+        st = pool_alloc(p, (size_t)s->tokens * sizeof(float), MEM_WORKSPACE, "attention mask check", (void **)&ids);
+    if (!st && mask) st = check_mask(s, mask, ids);
+    pool_free(p, ids);
+    if (st != ST_OK) {
         pool_free(p, ws);
         if (keep) op_state_release(keep);
         return st;
