@@ -359,6 +359,22 @@ def wan_vace_run(model, t):
 WAN_VACE_PASSED = WAN_PASSED + ("; control_hidden_states (B, 8, F, H, W) N(0, 1), control_hidden_states_scale None "
                                 "(ones)")
 
+def lumina2_run(model, t):
+    # SimpleTuner's Lumina2._model_predict_single: latents as is, timestep 1 - timesteps / 1000 (Lumina's flow runs
+    # from noise at 0), the text with its mask as int32 (the caption's length per sample is the mask's ones), and the
+    # prediction is minus the output.
+    timestep = (1 - t["sigma"].float()).double()
+    out = model(hidden_states=t["latents"], timestep=timestep, encoder_hidden_states=t["encoder_hidden_states"],
+                encoder_attention_mask=t["encoder_attention_mask"].to(torch.int32), return_dict=False)[0]
+    return -out
+
+
+LUMINA2_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = 1 - float32(sigma) (B); "
+                  "encoder_hidden_states (B, L, 24) N(0, 1), padding rows too; encoder_attention_mask = "
+                  "int32([1 1 1 1 1 1], [1 1 1 1 0 0]) (captions of 6 and 4 tokens); pred = -output (SimpleTuner's "
+                  "lumina2 negates it)")
+
+
 ANIMATE_F, ANIMATE_TEXT, ANIMATE_IMAGE, ANIMATE_FACE = 3, 512, (5, 16), 16  # latent frames (the reference and 2);
 # the class's 512 text tokens (its attention takes the context's last 512 as the text); CLIP tokens (257 x 1280 real);
 # the face frames' edge (512 real)
@@ -822,6 +838,14 @@ fixture("wan-animate", "WanAnimateTransformer3DModel",
              motion_encoder_size=ANIMATE_FACE, motion_style_dim=16, motion_dim=4, motion_encoder_dim=12,
              face_encoder_hidden_dim=8, face_encoder_num_heads=2, inject_face_latents_blocks=1),
         wan_animate_make, wan_animate_run, WAN_ANIMATE_PASSED, shape=(B, C, ANIMATE_F, H, W))
+
+# Lumina-Image 2.0: one context and one noise refiner, two joint blocks, 2 heads x 24 with 1 kv head (24 x 96 and 8 kv
+# heads real), rotary axes (8, 8, 8) ((32, 32, 32)), the feed-forward 4 hidden (multiple_of 16: 192; 9216 real).
+fixture("lumina2", "Lumina2Transformer2DModel",
+        dict(sample_size=H, patch_size=2, in_channels=C, hidden_size=48, num_layers=2, num_refiner_layers=1,
+             num_attention_heads=2, num_kv_heads=1, multiple_of=16, norm_eps=1e-5, axes_dim_rope=(8, 8, 8),
+             axes_lens=(300, 512, 512), cap_feat_dim=JOINT),
+        masked_text_make, lumina2_run, LUMINA2_PASSED)
 
 # LTX-Video 0.9: two blocks, patch 1 x 1 x 1 (as the real 128-channel latents), cross_attention_dim = hidden.
 fixture("ltxvideo", "LTXVideoTransformer3DModel",

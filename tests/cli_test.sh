@@ -344,6 +344,13 @@ expect 1 "num_frames of LTX-Video not 8 k + 1 is refused with the rule" "num_fra
 expect 0 "SimpleTuner's ltxvideo2 example plans LTX-2.0 19B at 121 frames: 16 latent frames, one audio latent a frame" \
   "model ltxvideo2-19b \\(ltxvideo2\\): 48 cross-attention blocks, width 4096, 32 heads, 3600 video \\+ 121 audio" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo2-19b-t2v.peft-lora.json" --set num_frames=121
+expect 0 "SimpleTuner's lumina2 example plans Lumina-Image 2.0 at its real size, all three sequences" \
+  "plan noise_refiner: 0-1 ckpt in segments of 1" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/lumina2.peft-lora.json"
+expect 0 "lumina2 trains with SimpleTuner's objective (the model's time 1 - t, its output negated)" \
+  "trained 1 steps; weights in lumina-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=lumina2 --set model_preset=lumina2-tiny \
+  --set synthetic_data=true --set max_train_steps=1 --set output_dir=lumina-out
 expect 0 "plan --parts lists HiDream's expert weights as one line per kind" \
   "double_stream_blocks\\.\\*\\.block\\.ff_i\\.experts\\.\\*\\.w1 " -- \
   "$bin" plan --config empty.json --set model_preset=hidream-tiny --parts

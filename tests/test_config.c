@@ -288,7 +288,7 @@ static void test_checkpointing_and_choices(void)
               "wan-anyflow-14b, wan-animate-tiny, wan-animate-14b, ltxvideo-tiny, ltxvideo-0.9.5, "
               "ltxvideo2-tiny, ltxvideo2-19b, cosmos2-tiny, cosmos2-2b, cosmos2-14b, "
               "kandinsky5-image-tiny, kandinsky5-t2i-lite, kandinsky5-video-tiny, kandinsky5-t2v-lite, kandinsky5-t2v-pro, "
-              "anima-tiny, anima, ace-step-tiny, ace-step-1.5");
+              "anima-tiny, anima, ace-step-tiny, ace-step-1.5, lumina2-tiny, lumina2");
     VALUE_BAD("attention_mechanism", "\"sdpa\"", "one of math, flash");
     VALUE_OK("lr_scheduler", "\"cosine\"", "cosine");
 }
@@ -700,6 +700,15 @@ static void test_doc(const char *doc_path)
         char row[128];
         snprintf(row, sizeof row, "\n| `%s`", cfg_keys[i].name);
         CHECKF(strstr(want, row), "the reference lacks a row for %s", cfg_keys[i].name);
+        const char *start = strstr(want, row), *end = start ? strchr(start + 1, '\n') : NULL;
+        for (const char *c = cfg_keys[i].choices; c && end && *c;) { /* the whole list, however long it grows */
+            const size_t w = strcspn(c, "|");
+            char choice[128];
+            snprintf(choice, sizeof choice, "`%.*s`", (int)w, c);
+            const char *at = strstr(start, choice);
+            CHECKF(at && at < end, "the reference's %s row lacks %s", cfg_keys[i].name, choice);
+            c += w + (c[w] == '|');
+        }
     }
     for (int s = 0; s < SEC_COUNT; s++) {
         char heading[64];

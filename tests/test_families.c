@@ -204,7 +204,7 @@ static void test_families(void)
     CHECK(from_json("{\"model_family\": \"kandinsky5_image\"}", &mc) == ST_OK && !model_video(&mc));
     EXPECT_REFUSAL("{\"model_family\": \"sana\"}", ST_ERR_UNSUPPORTED, "linear-attention");
     EXPECT_REFUSAL("{\"model_family\": \"sdxl\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
-    EXPECT_REFUSAL("{\"model_family\": \"lumina2\"}", ST_ERR_UNSUPPORTED, "single-stream joint DiT");
+    EXPECT_REFUSAL("{\"model_family\": \"z_image\"}", ST_ERR_UNSUPPORTED, "single-stream joint DiT");
     EXPECT_REFUSAL("{\"model_family\": \"heartmula\"}", ST_ERR_UNSUPPORTED, "does not plan to build it");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_flavour\": \"pro\"}", ST_ERR_INVALID,
                    "model_flavour: \"pro\" is not a flavour of flux", "dev|krea|schnell");
@@ -222,7 +222,7 @@ static void test_families(void)
                            !strcmp(name, "hunyuanvideo") || !strcmp(name, "pixart_sigma") || !strcmp(name, "wan") ||
                            !strcmp(name, "ltxvideo") || !strcmp(name, "ltxvideo2") || !strcmp(name, "cosmos2image") ||
                            !strcmp(name, "kandinsky5-image") || !strcmp(name, "kandinsky5-video") ||
-                           !strcmp(name, "anima");
+                           !strcmp(name, "anima") || !strcmp(name, "lumina2");
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
     CHECKF(n >= 40, "%d family names", n);
@@ -769,6 +769,48 @@ static void test_anima_json(void)
     remove(dir);
 }
 
+/* Lumina2Transformer2DModel's config.json: Lumina-Image 2.0's (as published) reads as the lumina2 preset, a
+ * multiplier rounds the feed-forward up to multiple_of; what segtrain does not build is refused by name. */
+static void test_lumina2_json(void)
+{
+    char dir[] = "/tmp/segtrain-lumina2-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define LU "{\"_class_name\": \"Lumina2Transformer2DModel\", "
+    tk_write_file(dir, "config.json", LU "\"axes_dim_rope\": [32, 32, 32], \"axes_lens\": [300, 512, 512], "
+                  "\"cap_feat_dim\": 2304, \"ffn_dim_multiplier\": null, \"hidden_size\": 2304, \"in_channels\": 16, "
+                  "\"multiple_of\": 256, \"norm_eps\": 1e-05, \"num_attention_heads\": 24, \"num_kv_heads\": 8, "
+                  "\"num_layers\": 26, \"num_refiner_layers\": 2, \"out_channels\": null, \"patch_size\": 2, "
+                  "\"sample_size\": 128, \"scaling_factor\": 1.0}");
+    model_config mc, want;
+    CHECK(model_preset("lumina2-tiny", &mc) == ST_OK && model_preset("lumina2", &want) == ST_OK);
+    mc.resolution = want.resolution;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 26 && mc.refiner_depth == 2 &&
+               mc.hidden == want.hidden && mc.heads == want.heads && mc.kv_heads == want.kv_heads &&
+               mc.ffn_dim == want.ffn_dim && mc.ffn_dim == 9216 && mc.text_dim == want.text_dim &&
+               mc.norm_eps == want.norm_eps && mc.rope_axes[2] == 32 && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    tk_write_file(dir, "config.json", LU "\"hidden_size\": 48, \"num_attention_heads\": 2, \"num_kv_heads\": 1, "
+                  "\"axes_dim_rope\": [8, 8, 8], \"multiple_of\": 32, \"ffn_dim_multiplier\": 1.3}");
+    CHECK(model_preset("lumina2-tiny", &mc) == ST_OK);
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.ffn_dim == 256, "ffn %lld: %s", (long long)mc.ffn_dim,
+           st_error()); /* int(1.3 * 192) = 249, up to a multiple of 32 */
+    const char *bad[][2] = {
+        {LU "\"scaling_factor\": 0.5}", "scaling_factor"},
+        {LU "\"ffn_dim_multiplier\": 3}", "ffn_dim_multiplier"},
+        {LU "\"out_channels\": 32}", "out_channels 32"},
+        {LU "\"norm_eps\": \"small\"}", "norm_eps"},
+        {LU "\"axes_dim_rope\": [32, 32]}", "axes_dim_rope"},
+        {"{\"_class_name\": \"LuminaNextDiT2DModel\"}", "the lumina2 family reads Lumina2Transformer2DModel's"},
+    };
+#undef LU
+    expect_json_refusals(dir, "config.json", "lumina2-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    CHECK(from_json("{\"model_family\": \"lumina2\"}", &mc) == ST_OK && !strcmp(mc.preset, "lumina2"));
+    CHECK(from_json("{\"model_family\": \"lumina2\", \"model_flavour\": \"neta-lumina\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "lumina2"));
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 int main(void)
 {
     test_resolution();
@@ -783,6 +825,7 @@ int main(void)
     test_ltxvideo2_json();
     test_wan_vace_json();
     test_anima_json();
+    test_lumina2_json();
     test_hunyuanvideo();
     test_hidream();
     test_doc();

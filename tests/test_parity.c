@@ -520,6 +520,7 @@ int main(void)
     test_fixture("anyflow", "wan-anyflow-tiny"); /* wan's with AnyFlow's delta embedder, r = t */
     test_fixture("anyflow-interval", "wan-anyflow-tiny"); /* its delta of t - r (= 0), gate 0.5 */
     test_fixture("ltxvideo", "ltxvideo-tiny"); /* video, RoPE over the whole width, RMSNorm block norms, the key mask */
+    test_fixture("lumina2", "lumina2-tiny"); /* refiners, then joint rows laid out per caption length */
     test_anyflow_meanflow(); /* AnyFlow's objective: a target from the model's own central difference in t */
     test_wan_animate(); /* wan's image-to-video inputs, the motion and face encoders, the face adapters */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */

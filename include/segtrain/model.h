@@ -30,7 +30,8 @@ typedef struct model_config {
     int64_t text_dim, pooled_dim;  /* mmdit, flux: the text encoder's width (joint_attention_dim) and its pooled
                                       vector's (pooled_projection_dim) */
     bool guidance_embeds;          /* flux dev: a guidance embedding joins the timestep's */
-    int64_t refiner_depth;         /* hunyuanvideo: the token refiner's blocks (num_refiner_layers) */
+    int64_t refiner_depth;         /* hunyuanvideo: the token refiner's blocks (num_refiner_layers); lumina2: each of
+                                      its two refiners' (num_refiner_layers) */
     int64_t out_channels;          /* the output's channels when not in_channels (0): PixArt's 8, whose first 4 are the
                                       prediction */
     int64_t ffn_dim;               /* the feed-forward's width when not 4 hidden (0): Wan's */
@@ -68,6 +69,7 @@ typedef struct model_config {
     int64_t motion_channels[9];    /* ... its convolutions' channels at edges 4, 8, ..., 1024
                                       (motion_encoder_channel_sizes) */
     int64_t face_hidden, face_heads; /* its face encoder's width and heads (face_encoder_hidden_dim, _num_heads) */
+    double norm_eps;               /* lumina2: its RMSNorms' epsilon (norm_eps); 0 elsewhere */
     int64_t audio_hidden, audio_heads, audio_channels; /* ltxvideo2: the audio stream's width (audio_num_attention_heads
                                       x audio_attention_head_dim), its heads, and its latents' channels
                                       (audio_in_channels); 0 elsewhere. Its text_dim is twice caption_channels: a
@@ -137,6 +139,10 @@ bool model_wan_animate(const model_config *mc);
 /* Wan Animate's face video frames per sample: 4 frames - 7, which its face encoder's two halvings bring to
  * frames - 1 (77 for 21 latent frames, as diffusers' pipeline segments them); 0 for other models. */
 int64_t model_face_frames(const model_config *mc);
+/* Whether the family is Lumina-Image 2.0 (Lumina2Transformer2DModel): refiners of the caption's and the image's rows,
+ * then joint blocks; a sample's conditioning is its caption's states then its mask (ones for the caption's tokens,
+ * first). */
+bool model_lumina2(const model_config *mc);
 /* Whether the family reads a text encoder's output (the dual-stream and cross-attention families), not labels. */
 bool model_reads_text(const model_config *mc);
 /* Whether the family's input is video (B, C, F, H, W): hunyuanvideo, hunyuanvideo15. */

@@ -55,6 +55,9 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
         else if (mc->single_depth)
             snprintf(blocks, sizeof blocks, "%lld double-stream + %lld single-stream blocks", (long long)mc->depth,
                      (long long)mc->single_depth);
+        else if (model_lumina2(mc))
+            snprintf(blocks, sizeof blocks, "%lld + %lld refiner blocks, %lld joint blocks",
+                     (long long)mc->refiner_depth, (long long)mc->refiner_depth, (long long)mc->depth);
         else snprintf(blocks, sizeof blocks, "%lld joint blocks", (long long)mc->depth); /* sd3 */
         if (model_ltx2(mc))
             snprintf(tokens, sizeof tokens, "%lld video + %lld audio + %lld text tokens", image,

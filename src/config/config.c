@@ -204,24 +204,26 @@ void cfg_range_text(const cfg_key *k, char *buf, size_t n)
 }
 
 /* "a|b|c" -> "a, b, c" (with each name in backticks for Markdown) */
-void cfg_choices_text(const char *choices, bool markdown, char *buf, size_t n)
+size_t cfg_choices_text(const char *choices, bool markdown, char *buf, size_t n)
 {
     size_t len = 0;
-    buf[0] = '\0';
-    for (const char *p = choices; *p && len + 1 < n;) {
-        size_t w = strcspn(p, "|");
-        const char *q = markdown ? "`" : "";
-        int wrote = snprintf(buf + len, n - len, "%s%s%.*s%s", len ? ", " : "", q, (int)w, p, q);
+    const char *q = markdown ? "`" : "";
+    if (n) buf[0] = '\0';
+    for (const char *p = choices; *p;) {
+        const size_t w = strcspn(p, "|");
+        const int wrote = snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, "%s%s%.*s%s", len ? ", " : "",
+                                   q, (int)w, p, q);
         if (wrote < 0) break;
         len += (size_t)wrote;
         p += w + (p[w] == '|');
     }
+    return len;
 }
 
 /* What a valid value of k is, as the end of "<value> is not ...". */
 static void valid_text(const cfg_key *k, char *buf, size_t n)
 {
-    char range[64], list[1400]; /* every preset name */
+    char range[64], list[2048]; /* every preset name (the error line holds 4096) */
     cfg_range_text(k, range, sizeof range);
     switch (k->type) {
     case CFG_BOOL: snprintf(buf, n, "a bool (true, false, \"true\", \"false\", 1 or 0)"); break;
@@ -241,7 +243,7 @@ static void valid_text(const cfg_key *k, char *buf, size_t n)
 
 static st_status bad_value(const char *src, const cfg_key *k, const cJSON *item)
 {
-    char given[64], valid[1536];
+    char given[64], valid[2112]; /* "one of " and valid_text's list */
     show_value(item, given, sizeof given);
     valid_text(k, valid, sizeof valid);
     return st_fail(ST_ERR_INVALID, "%s: %s: %s is not %s", src, k->name, given, valid);

@@ -79,7 +79,8 @@ static const struct st_family {
     {"ltxvideo2", NULL, "LTXVideo2", XATTN, "LTX2VideoTransformer3DModel",
      "dev|dev-fp4|dev-fp8|2.3-dev|2.3-distilled|2.5-dev|2.5-distilled",
      "dev:ltxvideo2-19b|dev-fp4:ltxvideo2-19b|dev-fp8:ltxvideo2-19b", "dev"}, /* fp4 and fp8: dev's, quantised */
-    {"lumina2", NULL, "Lumina-T2I", JOINT, "Lumina2Transformer2DModel", "2.0|neta-lumina", NULL, NULL},
+    {"lumina2", NULL, "Lumina-T2I", JOINT, "Lumina2Transformer2DModel", "2.0|neta-lumina",
+     "2.0:lumina2|neta-lumina:lumina2", "2.0"}, /* Neta Lumina: a Lumina-Image 2.0 fine-tune, the same shape */
     {"mageflow", NULL, "Mage-Flow", DUAL, "MageFlowTransformer2DModel",
      "base|default|turbo|edit-base|edit|edit-turbo", NULL, NULL},
     {"minimaxh3", NULL, "MiniMax H3", JOINT, "MiniMaxH3Transformer3DModel",

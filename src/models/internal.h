@@ -11,7 +11,7 @@
 
 #define DIT_LN_EPS 1e-6f
 #define DIT_FREQ_DIM 256 /* timestep frequency embedding width */
-#define MODEL_SEQ_MAX 2
+#define MODEL_SEQ_MAX 3
 
 typedef struct model_shape {
     int64_t batch, tokens, hidden, heads; /* tokens: image tokens per sample */
@@ -72,7 +72,7 @@ struct model {
 extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, auraflow_family, flux2_family,
     qwen_image_family, hunyuan_video_family, hidream_family, xdit_family, cosmos_family,
     ace_step_family;
-extern const model_family kandinsky5_family, ltx2_family;
+extern const model_family kandinsky5_family, ltx2_family, lumina2_family;
 
 /* The patches of a step's latents (m->shape.batch of them), and a patch's features (channels x patch_t x patch^2). */
 patch_shape model_patches(const model *m);

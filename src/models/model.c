@@ -47,6 +47,7 @@ static const model_family *family_of(const model_config *mc)
     if (model_kandinsky5(mc)) return &kandinsky5_family;
     if (xdit(mc)) return &xdit_family;
     if (model_ltx2(mc)) return &ltx2_family;
+    if (model_lumina2(mc)) return &lumina2_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
@@ -59,7 +60,9 @@ bool model_dual_stream(const model_config *mc)
            hunyuanvideo(mc) || !strcmp(mc->family, "hidream");
 }
 
-bool model_reads_text(const model_config *mc) { return model_dual_stream(mc) || model_xattn(mc); }
+bool model_lumina2(const model_config *mc) { return !strcmp(mc->family, "lumina2"); }
+
+bool model_reads_text(const model_config *mc) { return model_dual_stream(mc) || model_xattn(mc) || model_lumina2(mc); }
 
 bool model_video(const model_config *mc)
 {
@@ -72,7 +75,8 @@ int64_t model_vae_scale_t(const model_config *mc) { return !strcmp(mc->family, "
 bool model_text_mask(const model_config *mc)
 {
     return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma") || hunyuanvideo(mc) ||
-           !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc);
+           !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
+           model_lumina2(mc);
 }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's

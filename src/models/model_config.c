@@ -143,6 +143,11 @@ static const struct preset {
      * the fixture's. */
     {"ace-step-tiny", "ace_step", 2, 32, 4, 1, 4, 1, 10, 0, 6, 24, 0, false, false, 0, 0},
     {"ace-step-1.5", "ace_step", 24, 2048, 16, 1, 64, 1, 10, 0, 589, 2048, 0, false, false, 0, 0},
+    /* Lumina-Image 2.0 (Alpha-VLLM/Lumina-Image-2.0's transformer): 26 joint blocks after 2 + 2 refiners, 24 heads x
+     * 96 with 8 kv heads, Gemma 2 2B's 2304-wide text at SimpleTuner's 256 tokens, 16 latent channels in 2 x 2
+     * patches (1024 px: 128 x 128); the rest in model_preset. The tiny one is the fixture's. */
+    {"lumina2-tiny", "lumina2", 2, 48, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"lumina2", "lumina2", 26, 2304, 24, 2, 16, 128, 10, 0, 256, 2304, 0, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -161,6 +166,10 @@ static void rope_axes_for(model_config *mc)
     if (!strcmp(mc->family, "flux2")) { /* Flux.2's four equal axes, (32, 32, 32, 32) at 128 */
         const int64_t q = 2 * (hd / 8);
         mc->rope_axes[0] = mc->rope_axes[1] = mc->rope_axes[2] = q, mc->rope_axes[3] = hd - 3 * q;
+        return;
+    }
+    if (!strcmp(mc->family, "lumina2")) { /* Lumina 2's three equal axes, (32, 32, 32) at 96 */
+        mc->rope_axes[1] = mc->rope_axes[2] = 2 * (hd / 6), mc->rope_axes[0] = hd - 4 * (hd / 6), mc->rope_axes[3] = 0;
         return;
     }
     if (!strcmp(mc->family, "hidream")) { /* HiDream's (64, 32, 32) at 128 */
@@ -203,6 +212,9 @@ st_status model_preset(const char *name, model_config *out)
         if (!strcmp(p->family, "wan"))
             out->ffn_dim = tiny ? 0 : strstr(name, "14b") ? 13824 : 8960, out->frames = tiny ? 2 : 1;
         if (!strncmp(name, "wan-anyflow", 11)) out->anyflow = true, out->anyflow_gate = 0.25;
+        if (!strcmp(p->family, "lumina2")) /* LuminaFeedForward's 4 D, rounded up to multiple_of 256 */
+            out->refiner_depth = tiny ? 1 : 2, out->kv_heads = tiny ? 1 : 8, out->norm_eps = 1e-5,
+            out->ffn_dim = tiny ? 4 * p->hidden : 9216;
         if (!strncmp(name, "wan-animate", 11)) {
             static const int64_t real[9] = {512, 512, 512, 512, 256, 128, 64, 32, 16}, small[9] = {8, 6, 4};
             memcpy(out->motion_channels, tiny ? small : real, sizeof real);
@@ -369,7 +381,7 @@ st_status model_config_check(const model_config *mc)
         return st_fail(ST_ERR_INVALID, "out_channels: %lld; %s", (long long)mc->out_channels,
                        xattn ? "at least in_channels (the prediction is the first in_channels)"
                              : "only pixart_sigma's output differs from its input (0)");
-    if (mc->ffn_dim < 0 || mc->ffn_dim > (1 << 20) || (mc->ffn_dim && !xattn))
+    if (mc->ffn_dim < 0 || mc->ffn_dim > (1 << 20) || (mc->ffn_dim && !xattn && !model_lumina2(mc)))
         return st_fail(ST_ERR_INVALID, "ffn_dim: %lld; wan's feed-forward is 1 to 2^20 wide (0: 4 hidden_size; other "
                        "families 0)", (long long)mc->ffn_dim);
     if (mc->single_depth < 0 || ((!mmdit || sd3 || qwen || hv15) && mc->single_depth))
@@ -388,9 +400,23 @@ st_status model_config_check(const model_config *mc)
                        (long long)mc->out_channels, model_cosmos(mc) ? "cosmos2image takes 1 to 65536, 1, 8 to 128 "
                        "and 0 (= in_channels)" : "only cosmos2image has AdaLN-LoRA (0)");
     const bool ace = model_audio(mc);
+    const bool lumina = model_lumina2(mc);
+    if (lumina ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->ffn_dim < 1 || mc->ffn_dim > 8 * mc->hidden ||
+                  !(mc->norm_eps > 0 && mc->norm_eps < 1) || mc->text_dim < 1 || mc->pooled_dim ||
+                  mc->rope_axes[0] + mc->rope_axes[1] + mc->rope_axes[2] != mc->hidden / mc->heads ||
+                  mc->rope_axes[0] % 2 || mc->rope_axes[1] % 2 || mc->rope_axes[2] % 2 || mc->rope_axes[3] ||
+                  mc->patch_t != 1 || mc->out_channels)
+               : mc->norm_eps != 0)
+        return st_fail(ST_ERR_INVALID, "num_kv_heads %lld of %lld heads, feed-forward %lld wide, norm_eps %g, "
+                       "cap_feat_dim %lld, rotary axes (%lld, %lld, %lld); %s", (long long)mc->kv_heads,
+                       (long long)mc->heads, (long long)mc->ffn_dim, mc->norm_eps, (long long)mc->text_dim,
+                       (long long)mc->rope_axes[0], (long long)mc->rope_axes[1], (long long)mc->rope_axes[2],
+                       lumina ? "lumina2 takes a divisor of the heads, 1 to 8 hidden_size, an eps in (0, 1), at least "
+                       "1, and three even axes summing to the head width (no pooled vector, out_channels 0)"
+                              : "only lumina2 has norm_eps (0)");
     if (ace ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->window < 0 || mc->cond_channels < 0 ||
                mc->cond_channels > (1 << 16) || mc->patch != 1 || mc->resolution != 1 || mc->out_channels)
-            : (mc->kv_heads || mc->window))
+            : ((mc->kv_heads && !lumina) || mc->window))
         return st_fail(ST_ERR_INVALID, "num_key_value_heads %lld, sliding_window %lld, context channels %lld, patch_size "
                        "%lld, resolution %lld, out_channels %lld; %s", (long long)mc->kv_heads, (long long)mc->window,
                        (long long)mc->cond_channels, (long long)mc->patch, (long long)mc->resolution,
@@ -452,10 +478,11 @@ st_status model_config_check(const model_config *mc)
                        "channels %lld; %s", (long long)mc->text2_dim, (long long)mc->text2_len, (long long)mc->image_dim,
                        (long long)mc->cond_channels, hv15 ? "hunyuanvideo15 takes at least 1 of the first three"
                                                           : "only hunyuanvideo15 has them (0)");
-    const bool refines = hv || anima; /* anima's text conditioner has its blocks too */
+    const bool refines = hv || anima || lumina; /* anima's text conditioner and lumina2's refiners have blocks too */
     if (mc->refiner_depth < (refines ? 1 : 0) || mc->refiner_depth > (refines ? MODEL_REFINER_MAX : 0))
         return st_fail(ST_ERR_INVALID, "num_refiner_layers: %lld; %s %d", (long long)mc->refiner_depth,
-                       refines ? "hunyuanvideo's token refiner and anima's text conditioner have from 1 block to"
+                       refines ? "hunyuanvideo's token refiner, anima's text conditioner and lumina2's refiners have "
+                                 "from 1 block to"
                                : "only hunyuanvideo has a token refiner (anima a text conditioner): blocks at most",
                        refines ? MODEL_REFINER_MAX : 0);
     if (mc->frames < 1 || mc->patch_t < 1 || mc->frames % mc->patch_t || (!model_video(mc) && !ace && mc->frames > 1))

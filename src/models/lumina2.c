@@ -1,0 +1,386 @@
+/* Lumina-Image 2.0 (docs/FAMILIES.md): diffusers' Lumina2Transformer2DModel, called as SimpleTuner's lumina2 calls
+ * it: the model's time is 1 - t (its flow runs from noise at 0 to data at 1) and the prediction is minus its output.
+ *
+ * - Three block sequences: context_refiner on the caption's rows (unmodulated, the caption's key mask),
+ *   noise_refiner on the image's (modulated), then layers on the joint rows, per sample [the caption's len tokens,
+ *   the image's T, padding] (len: the sample's mask's ones; the padding's keys masked).
+ * - time_caption_embed: timestep_embedder (Timesteps(256) of 1 - t, cosines first, linear_1, SiLU, linear_2: temb,
+ *   min(D, 1024) wide); caption_embedder (RMSNorm, linear) of the text.
+ * - x_embedder: a linear of 2 x 2 patches, features (row, column, channel).
+ * - Rotary positions per sample on three axes: a caption token j at (j, 0, 0), an image token at (len, row, column);
+ *   the caption's padding rows rotate by 0 in the context refiner (diffusers' zero table) and by identity in the
+ *   joint (its zero positions).
+ * - norm_out: LayerNorm (no affine) of the image rows, times 1 + linear_1(SiLU(temb)), then linear_2. */
+#include "lumina2.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LUMINA_FREQ 256
+#define LUMINA_THETA 10000.0
+#define LUMINA_OUT_EPS 1e-6f
+enum { CTX, NOISE, JOINT, NSEQ };
+
+typedef struct lm_model {
+    lumina_block *blocks[NSEQ];
+    block *seq_blocks[NSEQ];
+    temb t;
+    int cap_norm;
+    lin_layer cap, out1;
+    int x_w, x_b, out2_w, out2_b;
+    float *rope[NSEQ];                /* per-sample rotary tables, a step's */
+    attn_mask masks[NSEQ];
+    const attn_mask *maskp[NSEQ];     /* what the blocks read: &masks[q], or NULL */
+    /* a step */
+    bool active;
+    float *len;                       /* per sample: the caption's tokens */
+    float *tin, *patches, *cap_in, *cap_n, *kb[NSEQ], *img, *ln, *scale, *zero, *h, *out, *pred;
+    op_state cap_stats, out_stats;
+    block_state last;
+    seq_run *run[NSEQ];
+} lm_model;
+
+static lm_model *lm_of(model *m) { return m->impl; }
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+static int64_t joint_rows(const model *m) { return m->shape.text + m->shape.tokens; }
+static int64_t time_dim(const model_config *c) { return c->hidden < 1024 ? c->hidden : 1024; }
+
+static st_status lm_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    lm_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (!d) return st_host_oom("the Lumina 2 model");
+    const int n[NSEQ] = {(int)c->refiner_depth, (int)c->refiner_depth, (int)c->depth};
+    for (int q = 0; q < NSEQ; q++) {
+        d->blocks[q] = calloc((size_t)n[q], sizeof *d->blocks[q]);
+        d->seq_blocks[q] = calloc((size_t)n[q], sizeof *d->seq_blocks[q]);
+        if (!d->blocks[q] || !d->seq_blocks[q]) return st_host_oom("the Lumina 2 model");
+    }
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, Dt = time_dim(c), P = model_patch_dim(c);
+    const int64_t rows[NSEQ] = {c->text_len, m->shape.tokens, c->text_len + m->shape.tokens};
+    static const char *const names[NSEQ] = {"context_refiner", "noise_refiner", "layers"};
+    d->x_w = param_add(s, "x_embedder.weight", 2, (int64_t[]){D, P}, full);
+    d->x_b = param_add(s, "x_embedder.bias", 1, (int64_t[]){D}, full);
+    temb_register(s, &d->t, "time_caption_embed.timestep_embedder.linear_1",
+                  "time_caption_embed.timestep_embedder.linear_2", LUMINA_FREQ, Dt, full);
+    d->cap_norm = param_add(s, "time_caption_embed.caption_embedder.0.weight", 1, (int64_t[]){c->text_dim}, full);
+    d->cap = lin_register(s, "time_caption_embed.caption_embedder.1", c->text_dim, D, true, 0, 0, full);
+    char prefix[64];
+    for (int q = 0; q < NSEQ; q++) {
+        for (int i = 0; i < n[q]; i++) {
+            lumina_block *b = &d->blocks[q][i];
+            *b = (lumina_block){.m = m, .modulated = q != CTX, .rows = rows[q], .kv_heads = c->kv_heads,
+                                .ffn = c->ffn_dim, .eps = (float)c->norm_eps, .rope = &d->rope[q],
+                                .mask = &d->maskp[q]};
+            snprintf(prefix, sizeof prefix, "%s.%d", names[q], i);
+            lumina_block_register(s, b, prefix, c);
+            d->seq_blocks[q][i] = (block){.kind = &lumina_block_kind, .self = b, .index = i};
+        }
+        m->seq[q] = (block_seq){.name = names[q], .n = n[q], .blocks = d->seq_blocks[q], .state_n = 1,
+                                .pool = m->pool};
+    }
+    d->out1 = lin_register(s, "norm_out.linear_1", Dt, D, true, 0, 0, full);
+    d->out2_w = param_add(s, "norm_out.linear_2.weight", 2, (int64_t[]){P, D}, full);
+    d->out2_b = param_add(s, "norm_out.linear_2.bias", 1, (int64_t[]){P}, full);
+    m->n_seq = NSEQ;
+    return ST_OK;
+}
+
+static void lm_destroy(model *m)
+{
+    lm_model *d = lm_of(m);
+    for (int q = 0; d && q < NSEQ; q++) free(d->blocks[q]), free(d->seq_blocks[q]);
+    free(d);
+}
+
+static void lm_set_batch(model *m, int64_t batch)
+{
+    lm_model *d = lm_of(m);
+    m->shape.batch = batch;
+    for (int q = 0; q < NSEQ; q++) m->seq[q].state_numel[0] = batch * d->blocks[q][0].rows * m->shape.hidden;
+}
+
+static void lm_release(model *m)
+{
+    lm_model *d = lm_of(m);
+    if (!d || !d->active) return;
+    for (int q = 0; q < NSEQ; q++) {
+        seq_release(d->run[q]);
+        d->run[q] = NULL;
+        pool_free(m->pool, d->rope[q]), pool_free(m->pool, d->kb[q]);
+        d->rope[q] = d->kb[q] = NULL, d->maskp[q] = NULL;
+    }
+    state_free(m->pool, &d->last);
+    temb_release(m, &d->t);
+    op_state_release(&d->cap_stats), op_state_release(&d->out_stats);
+    float **bufs[] = {&d->len, &d->tin, &d->patches, &d->cap_in, &d->cap_n, &d->img, &d->ln, &d->scale, &d->zero,
+                      &d->h, &d->out, &d->pred};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    d->active = false;
+}
+
+/* Sample b's caption tokens (its mask's ones, as diffusers sums the mask) */
+static int64_t len_of(const lm_model *d, int64_t b) { return (int64_t)d->len[b]; }
+
+/* The per-sample rotary tables and key masks of the three sequences */
+static st_status positions(model *m, bool real)
+{
+    lm_model *d = lm_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, hd = c->hidden / c->heads;
+    const int64_t g = c->resolution / c->patch, rows[NSEQ] = {L, T, S};
+    st_status st = ST_OK;
+    for (int q = 0; q < NSEQ; q++) d->rope[q] = model_take(m, &st, B * rows[q] * hd, "lumina.rope", false);
+    d->kb[CTX] = model_take(m, &st, B * L, "lumina.caption_mask", false);
+    d->kb[JOINT] = model_take(m, &st, B * S, "lumina.joint_mask", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "lumina.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    for (int64_t b = 0; real && b < B; b++) {
+        const int64_t len = len_of(d, b);
+        for (int q = 0; q < NSEQ; q++) {
+            memset(ids, 0, (size_t)(S * 3) * sizeof(float));
+            for (int64_t r = 0; r < rows[q]; r++) {
+                const int64_t img = q == NOISE ? r : q == JOINT ? r - len : -1; /* the image token, or < 0 */
+                float *id = ids + r * 3;
+                if (q != NOISE && r < len) id[0] = (float)r;
+                else if (img >= 0 && img < T) id[0] = (float)len, id[1] = (float)(img / g), id[2] = (float)(img % g);
+            }
+            float *tab = d->rope[q] + b * rows[q] * hd;
+            rope_table(tab, ids, rows[q], 3, c->rope_axes, LUMINA_THETA);
+            if (q == CTX) memset(tab + len * hd, 0, (size_t)((L - len) * hd) * sizeof(float));
+        }
+        /* keys past the caption (past the image in the joint) are masked; an empty caption's refiner sees them all:
+         * its rows reach nothing */
+        for (int64_t j = 0; j < L; j++) d->kb[CTX][b * L + j] = j < len || !len ? 0.0f : -INFINITY;
+        for (int64_t j = 0; j < S; j++) d->kb[JOINT][b * S + j] = j < len + T ? 0.0f : -INFINITY;
+    }
+    pool_free(m->pool, ids);
+    d->masks[CTX] = (attn_mask){.key_bias = d->kb[CTX], .batch_stride = L};
+    d->masks[JOINT] = (attn_mask){.key_bias = d->kb[JOINT], .batch_stride = S};
+    d->maskp[CTX] = &d->masks[CTX], d->maskp[NOISE] = NULL, d->maskp[JOINT] = &d->masks[JOINT];
+    return ST_OK;
+}
+
+/* The caption's rows after caption_embedder (ctx0) and the image's after x_embedder (x0); temb and SiLU(temb) */
+static st_status embed(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                       float **ctx0, float **x0)
+{
+    lm_model *d = lm_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, Dc = c->text_dim;
+    const int64_t P = model_patch_dim(c), K = model_cond_len(c), Dt = time_dim(c);
+    st_status st = ST_OK;
+    d->len = model_take(m, &st, B, "lumina.caption_length", false);
+    d->tin = model_take(m, &st, B, "lumina.time", false);
+    d->patches = model_take(m, &st, B * T * P, "lumina.patches", true);
+    d->cap_in = model_take(m, &st, B * L * Dc, "lumina.caption_in", false);
+    d->cap_n = model_take(m, &st, B * L * Dc, "lumina.caption_norm", false);
+    *ctx0 = model_take(m, &st, B * L * D, "lumina.caption", false);
+    *x0 = model_take(m, &st, B * T * D, "lumina.image", false);
+    temb_take(m, &d->t, &st, train);
+    if (st) return st;
+    const bool real = !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond);
+    for (int64_t b = 0; b < B; b++) {
+        float n = (float)L; /* a dry step's: the sizes do not depend on it */
+        if (real) {
+            n = 0;
+            for (int64_t j = 0; j < L; j++) n += cond[b * K + L * Dc + j];
+        }
+        if (!pool_is_dry_ptr(d->len)) d->len[b] = n, d->tin[b] = 1.0f - timesteps[b] / 1000.0f;
+    }
+    if ((st = positions(m, real))) return st;
+    const patch_shape ps = model_patches(m); /* x_embedder's features: (row, column, channel), DiT's order */
+    unpatchify_backward(d->patches, x, &ps, PATCH_DIT);
+    linear_forward(*x0, d->patches, PW(d->x_w), PW(d->x_b), B * T, P, D);
+    copy_rows(d->cap_in, L * Dc, cond, K, B, L * Dc);
+    st = rmsnorm_forward(m->pool, d->cap_n, d->cap_in, PW(d->cap_norm), B * L, Dc, (float)c->norm_eps,
+                         train ? &d->cap_stats : NULL);
+    if (!st) st = lin_forward(m->params, m->pool, &d->cap, *ctx0, d->cap_n, B * L);
+    if (!st) st = temb_forward(m, &d->t, d->tin);
+    if (!st) silu_forward(m->ctx.cs, d->t.c, B * Dt);
+    return st;
+}
+
+/* The joint rows per sample: the caption's len refined rows, the image's, zero padding */
+static void join(model *m, float *joint, const float *ctx, const float *img)
+{
+    lm_model *d = lm_of(m);
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = m->shape.hidden;
+    if (pool_is_dry_ptr(joint) || pool_is_dry_ptr(d->len)) return;
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t len = len_of(d, b);
+        float *o = joint + b * S * D;
+        memcpy(o, ctx + b * L * D, (size_t)(len * D) * sizeof(float));
+        memcpy(o + len * D, img + b * T * D, (size_t)(T * D) * sizeof(float));
+        memset(o + (len + T) * D, 0, (size_t)((L - len) * D) * sizeof(float));
+    }
+}
+
+/* The image rows of the joint rows (back: their gradients into the joint's, the rest zero) */
+static void image_rows(model *m, float *img, const float *joint, bool back)
+{
+    lm_model *d = lm_of(m);
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = m->shape.hidden;
+    if (pool_is_dry_ptr(img) || pool_is_dry_ptr(joint) || pool_is_dry_ptr(d->len)) return;
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t len = len_of(d, b);
+        float *jr = (float *)joint + (b * S + len) * D;
+        if (back) memcpy(jr, img + b * T * D, (size_t)(T * D) * sizeof(float));
+        else memcpy(img + b * T * D, jr, (size_t)(T * D) * sizeof(float));
+    }
+}
+
+static st_status final_out(model *m, bool train)
+{
+    lm_model *d = lm_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T, P = model_patch_dim(c);
+    st_status st = ST_OK;
+    d->img = model_take(m, &st, N * D, "lumina.out_rows", false);
+    d->ln = model_take(m, &st, N * D, "lumina.out_ln", false);
+    d->scale = model_take(m, &st, B * D, "lumina.out_scale", false);
+    d->zero = model_take(m, &st, B * D, "lumina.out_shift", true);
+    d->h = model_take(m, &st, N * D, "lumina.out_h", false);
+    d->out = model_take(m, &st, N * P, "lumina.out", false);
+    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
+    if (st) return st;
+    image_rows(m, d->img, d->last.t[0], false);
+    if ((st = lin_forward(m->params, m->pool, &d->out1, d->scale, m->ctx.cs, B))) return st;
+    st = layernorm_forward(m->pool, d->ln, d->img, NULL, NULL, N, D, LUMINA_OUT_EPS, train ? &d->out_stats : NULL);
+    if (st) return st;
+    modulate_forward(d->h, d->ln, d->zero, d->scale, B, T, D, D);
+    linear_forward(d->out, d->h, PW(d->out2_w), PW(d->out2_b), N, D, P);
+    const patch_shape ps = model_patches(m);
+    unpatchify_forward(d->pred, d->out, &ps, PATCH_DIT);
+    scale_by(d->pred, B * model_sample_numel(c), -1.0f); /* SimpleTuner's lumina2 negates the output */
+    return ST_OK;
+}
+
+static st_status lm_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            const float **pred)
+{
+    lm_model *d = lm_of(m);
+    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    d->active = true;
+    const int64_t B = m->shape.batch, S = joint_rows(m), D = m->shape.hidden;
+    float *ctx0 = NULL, *x0 = NULL;
+    st_status st = embed(m, x, timesteps, cond, train, &ctx0, &x0);
+    block_state refined[2] = {{0}};
+    float *inputs[2] = {ctx0, x0};
+    for (int q = CTX; !st && q <= NOISE; q++) {
+        block_state first = {.n = 1, .t = {inputs[q]}};
+        inputs[q] = NULL; /* the executor owns it now */
+        st = seq_forward(&m->seq[q], &m->plan[q], model_offload(m), &first, train, &refined[q], &d->run[q]);
+    }
+    for (int q = 0; q < 2; q++) pool_free(m->pool, inputs[q]);
+    float *joint = model_take(m, &st, B * S * D, "lumina.joint", false);
+    if (!st) join(m, joint, refined[CTX].t[0], refined[NOISE].t[0]);
+    for (int q = 0; q < 2; q++) state_free(m->pool, &refined[q]);
+    if (!st) {
+        block_state first = {.n = 1, .t = {joint}};
+        joint = NULL;
+        st = seq_forward(&m->seq[JOINT], &m->plan[JOINT], model_offload(m), &first, train, &d->last, &d->run[JOINT]);
+    }
+    pool_free(m->pool, joint);
+    if (!st) st = final_out(m, train);
+    if (st) {
+        lm_release(m);
+        return st;
+    }
+    *pred = d->pred;
+    return ST_OK;
+}
+
+static st_status lm_backward(model *m, const float *dpred)
+{
+    lm_model *d = lm_of(m);
+    if (!d->active || !d->run[JOINT])
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
+    const int64_t P = model_patch_dim(c), Dt = time_dim(c), Dc = c->text_dim, n = B * model_sample_numel(c);
+    st_status st = ST_OK;
+    scratch k = {.pool = m->pool};
+    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "lumina.dout");
+    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "lumina.dout_h");
+    float *dscale = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "lumina.dout_scale");
+    float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "lumina.dout_rows");
+    float *neg = scratch_take(&k, n, MEM_WORKSPACE, "lumina.dpred");
+    if ((st = k.status)) goto done;
+    /* the final layer: pred = -unpatchify(linear_2(LN(rows) (1 + linear_1(SiLU(temb))))) */
+    if (!pool_is_dry_ptr(neg)) memcpy(neg, dpred, (size_t)n * sizeof(float));
+    scale_by(neg, n, -1.0f);
+    const patch_shape ps = model_patches(m);
+    unpatchify_backward(dout, neg, &ps, PATCH_DIT);
+    linear_backward(dh, PG(d->out2_w), PG(d->out2_b), dout, d->h, PW(d->out2_w), N, D, P);
+    modulate_backward(dh, NULL, dscale, dh, d->ln, d->scale, B, T, D, D);
+    if ((st = lin_backward(m->params, m->pool, &d->out1, m->ctx.dcs, dscale, m->ctx.cs, B))) goto done;
+    layernorm_backward(dimg, NULL, NULL, dh, d->img, NULL, N, D, &d->out_stats);
+    state_free(m->pool, &d->last);
+    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "lumina.djoint", true)}};
+    if (st) goto done;
+    image_rows(m, dimg, grad.t[0], true);
+    st = seq_backward(d->run[JOINT], &grad, NULL); /* releases the run whatever it returns */
+    d->run[JOINT] = NULL;
+    /* the joint rows' gradients back to the refiners' outputs */
+    block_state gctx = {.n = 1, .t = {model_take(m, &st, B * L * D, "lumina.dcaption", true)}};
+    block_state gimg = {.n = 1, .t = {model_take(m, &st, N * D, "lumina.dimage", true)}};
+    for (int64_t b = 0; !st && !pool_is_dry_ptr(gctx.t[0]) && b < B; b++) {
+        const int64_t len = len_of(d, b);
+        memcpy(gctx.t[0] + b * L * D, grad.t[0] + b * S * D, (size_t)(len * D) * sizeof(float));
+        memcpy(gimg.t[0] + b * T * D, grad.t[0] + (b * S + len) * D, (size_t)(T * D) * sizeof(float));
+    }
+    state_free(m->pool, &grad);
+    if (!st) st = seq_backward(d->run[NOISE], &gimg, NULL), d->run[NOISE] = NULL; /* else lm_release's */
+    if (!st) linear_backward(NULL, PG(d->x_w), PG(d->x_b), gimg.t[0], d->patches, PW(d->x_w), N, P, D);
+    if (!st) st = seq_backward(d->run[CTX], &gctx, NULL), d->run[CTX] = NULL;
+    float *dcap = st ? NULL : scratch_take_zero(&k, B * L * Dc, MEM_WORKSPACE, "lumina.dcaption_norm");
+    if (!st) st = k.status;
+    if (!st) st = lin_backward(m->params, m->pool, &d->cap, dcap, gctx.t[0], d->cap_n, B * L);
+    if (!st) rmsnorm_backward(NULL, PG(d->cap_norm), dcap, d->cap_in, PW(d->cap_norm), B * L, Dc, &d->cap_stats);
+    state_free(m->pool, &gctx), state_free(m->pool, &gimg);
+    if (!st) { /* SiLU(temb)'s gradient back to the timestep path */
+        float *dc = scratch_take_zero(&k, B * Dt, MEM_WORKSPACE, "lumina.dtemb");
+        if (!(st = k.status)) {
+            silu_backward(dc, m->ctx.dcs, d->t.c, B * Dt);
+            st = temb_backward(m, &d->t, dc);
+        }
+    }
+done:;
+    const st_status end = scratch_end(&k);
+    lm_release(m);
+    return st ? st : end;
+}
+
+/* segtrain's own initialisation, for training from scratch: the norms at 1, the modulations and the output at zero
+ * (the blocks start as identities), the timestep embedding N(0, 0.02), xavier linears elsewhere */
+static param_init lm_init_of(const char *name)
+{
+    const size_t n = strlen(name);
+    if (strstr(name, "norm1.linear") || strstr(name, "norm_out.linear_2")) return INIT_ZERO;
+    if (n > 7 && !strcmp(name + n - 7, ".weight") && (strstr(name, "norm") || strstr(name, "caption_embedder.0")))
+        return INIT_ONE; /* the RMSNorms' (1-D weights; the linears' are 2-D and start as xavier below) */
+    if (strstr(name, "timestep_embedder")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family lumina2_family = {
+    .name = "lumina2",
+    .create = lm_create,
+    .destroy = lm_destroy,
+    .set_batch = lm_set_batch,
+    .forward = lm_forward,
+    .backward = lm_backward,
+    .release = lm_release,
+    .init_of = lm_init_of,
+};

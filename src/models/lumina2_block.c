@@ -1,0 +1,356 @@
+/* Lumina-Image 2.0's block (lumina2.h): diffusers' Lumina2TransformerBlock, modulated (noise_refiner, layers) or not
+ * (context_refiner):
+ *
+ *   (scale1, gate1, scale2, gate2) = norm1.linear(SiLU(temb))                          (modulated)
+ *   x1 = x  + tanh(gate1) RMSNorm_2(out(attention(RMSNorm_1(x) (1 + scale1))))
+ *   x2 = x1 + tanh(gate2) RMSNorm_4(w2(silu(w1 h) * w3 h)),  h = RMSNorm_3(x1) (1 + scale2)
+ *
+ * (without modulation: no scales, gates of 1). The four norms are affine RMSNorms (norm_eps), two of them around the
+ * attention's and the feed-forward's outputs (sandwich norms); the attention has grouped queries (kv_heads), q and k
+ * RMSNorm-ed per head (1e-5), rotated by interleaved pairs per sample (Lumina's positions depend on each caption's
+ * length), the sequence's key mask, and no biases.
+ *
+ * Forward keeps the modulations (with the tanh of the gates), the attention's side (q, k and v after their norms and
+ * rotation, the raw q and k), its output, state and output projection, and with KEEP_ALL the feed-forward's three
+ * GEMM outputs; everything pointwise is recomputed from those and the block's input with the same kernels, so
+ * bitwise as forward made it. */
+#include "lumina2.h"
+
+#include "attn_side.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* block_saved is attn_side.h's: the attention's side in SQ .. SKR with state 0 and output projection o[0], the
+ * modulations (B, LUMINA_MOD D) in mod[0], the feed-forward's GEMM outputs in f1[0] (w1), f3[0] (w3), f2[0] (w2). */
+enum { SELF = 0 };
+
+typedef struct dims {
+    int64_t B, R, D, K, N, F, M, H, hd; /* R: rows per sample; K: k and v's width; M: a sample's modulations */
+} dims;
+
+static dims dims_of(const lumina_block *b)
+{
+    const model_shape *s = &b->m->shape;
+    const int64_t hd = s->hidden / s->heads;
+    return (dims){s->batch, b->rows, s->hidden, hd * b->kv_heads, s->batch * b->rows, b->ffn, LUMINA_MOD * s->hidden,
+                  s->heads, hd};
+}
+
+#define W(i) (param_at(b->m->params, (i))->w)
+#define G(i) (param_at(b->m->params, (i))->g)
+
+static attn_shape self_shape(const lumina_block *b)
+{
+    dims d = dims_of(b);
+    return (attn_shape){.batch = d.B, .tokens = d.R, .heads = d.H, .head_dim = d.hd,
+                        .mechanism = b->m->shape.mechanism, .kv_heads = b->kv_heads};
+}
+
+void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, const model_config *c)
+{
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, hd = D / c->heads, K = hd * b->kv_heads, Dt = D < 1024 ? D : 1024;
+    const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
+    const float alpha = (float)c->lora_alpha;
+    char n[PARAM_NAME_MAX];
+#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
+    b->q = lin_register(s, NAME("attn.to_q"), D, D, false, ra, alpha, full);
+    b->k = lin_register(s, NAME("attn.to_k"), D, K, false, ra, alpha, full);
+    b->v = lin_register(s, NAME("attn.to_v"), D, K, false, ra, alpha, full);
+    b->out = lin_register(s, NAME("attn.to_out.0"), D, D, false, ra, alpha, full);
+    b->norm_q = block_norm(s, prefix, "attn.norm_q", hd, c);
+    b->norm_k = block_norm(s, prefix, "attn.norm_k", hd, c);
+    b->w1 = lin_register(s, NAME("feed_forward.linear_1"), D, b->ffn, false, rm, alpha, full);
+    b->w2 = lin_register(s, NAME("feed_forward.linear_2"), b->ffn, D, false, rm, alpha, full);
+    b->w3 = lin_register(s, NAME("feed_forward.linear_3"), D, b->ffn, false, rm, alpha, full);
+    if (b->modulated) {
+        b->ada = lin_register(s, NAME("norm1.linear"), Dt, 4 * D, true, 0, 0, full);
+        b->norm1 = param_add(s, NAME("norm1.norm.weight"), 1, (int64_t[]){D}, full);
+    } else {
+        b->norm1 = param_add(s, NAME("norm1.weight"), 1, (int64_t[]){D}, full);
+    }
+    b->norm2 = param_add(s, NAME("norm2.weight"), 1, (int64_t[]){D}, full);
+    b->ffn_norm1 = param_add(s, NAME("ffn_norm1.weight"), 1, (int64_t[]){D}, full);
+    b->ffn_norm2 = param_add(s, NAME("ffn_norm2.weight"), 1, (int64_t[]){D}, full);
+#undef NAME
+}
+
+/* ---- sizes ---- */
+
+static size_t lb_kept_bytes(const block *blk, keep_level keep)
+{
+    const lumina_block *b = blk->self;
+    dims d = dims_of(b);
+    if (keep == KEEP_NOTHING) return 0;
+    const attn_shape ss = self_shape(b);
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss);
+    /* modulations; q, raw q, o and the output projection (D wide); k, raw k, v (K wide) */
+    size_t floats = (size_t)((b->modulated ? d.B * d.M : 0) + 4 * d.N * d.D + 3 * d.N * d.K);
+    if (keep == KEEP_ALL) floats += (size_t)(2 * d.N * d.F + d.N * d.D);
+    return floats * sizeof(float) + attention_kept_bytes(&ss);
+}
+
+static size_t lb_offloaded_bytes(const block *blk)
+{
+    const lumina_block *b = blk->self;
+    dims d = dims_of(b);
+    const attn_shape ss = self_shape(b);
+    return (size_t)(3 * d.N * d.D + 3 * d.N * d.K) * sizeof(float) + attention_kept_bytes(&ss);
+}
+
+/* ---- pieces run in forward and again in backward ---- */
+
+/* mod (B, M): a zero shift, scale1, tanh(gate1), scale2, tanh(gate2) from norm1.linear(SiLU(temb)) */
+static st_status modulations(const lumina_block *b, float *mod)
+{
+    dims d = dims_of(b);
+    scratch s = {.pool = b->m->pool};
+    float *raw = scratch_take(&s, d.B * 4 * d.D, MEM_WORKSPACE, "lumina.ada");
+    if (!s.status) s.status = fwd(b->m, &b->ada, raw, b->m->ctx.cs, d.B);
+    for (int64_t i = 0; !s.status && !pool_is_dry_ptr(mod) && i < d.B; i++) {
+        float *row = mod + i * d.M;
+        const float *r = raw + i * 4 * d.D;
+        memset(row, 0, (size_t)d.D * sizeof(float));
+        for (int64_t j = 0; j < d.D; j++)
+            row[d.D + j] = r[j], row[2 * d.D + j] = tanhf(r[d.D + j]), row[3 * d.D + j] = r[2 * d.D + j],
+                      row[4 * d.D + j] = tanhf(r[3 * d.D + j]);
+    }
+    return scratch_end(&s);
+}
+
+/* h = RMSNorm_w(x) (1 + the scale at chunk), or the norm alone without mod; ln, if not NULL, gets the norm's output;
+ * its stats kept when asked */
+static st_status norm_mod(const lumina_block *b, float *h, float *ln, const float *x, int w, const float *mod,
+                          int chunk, op_state *stats)
+{
+    dims d = dims_of(b);
+    float *y = ln ? ln : h;
+    st_status st = rmsnorm_forward(b->m->pool, y, x, W(w), d.N, d.D, b->eps, stats);
+    if (!st && mod) modulate_forward(h, y, mod, mod + chunk * d.D, d.B, d.R, d.D, d.M);
+    else if (!st && ln) copy_rows(h, d.D, ln, d.D, d.N, d.D);
+    return st;
+}
+
+/* dx += through h = RMSNorm_w(x) (1 + scale): dh (overwritten), the scale's gradient into dmod */
+static void norm_mod_back(const lumina_block *b, float *dx, float *dmod, float *dh, const float *ln, const float *x,
+                          int w, const float *mod, int chunk, const op_state *stats)
+{
+    dims d = dims_of(b);
+    if (mod) modulate_backward(dh, NULL, dmod + chunk * d.D, dh, ln, mod + chunk * d.D, d.B, d.R, d.D, d.M);
+    rmsnorm_backward(dx, G(w), dh, x, W(w), d.N, d.D, stats);
+}
+
+/* The per-sample rotation of q (the query heads) or k (the kv heads) */
+static void rotate_side(const void *self, float *x, bool keys, bool back)
+{
+    const lumina_block *b = self;
+    dims d = dims_of(b);
+    const int64_t heads = keys ? b->kv_heads : d.H, w = heads * d.hd;
+    for (int64_t i = 0; i < d.B; i++) {
+        float *xb = x + i * d.R * w;
+        const float *tab = *b->rope + i * d.R * d.hd;
+        if (back) rope_backward(xb, 1, d.R, heads, d.hd, w, d.R * w, tab);
+        else rope_forward(xb, 1, d.R, heads, d.hd, w, d.R * w, tab);
+    }
+}
+
+static side_attention attention_of(const lumina_block *b)
+{
+    return (side_attention){.m = b->m, .q = &b->q, .k = &b->k, .v = &b->v, .out = &b->out, .norm_q = b->norm_q,
+                            .norm_k = b->norm_k, .norm_width = dims_of(b).hd, .eps = LUMINA_QK_EPS,
+                            .shape = self_shape(b), .mask = *b->mask, .rotate = rotate_side, .block = b};
+}
+
+/* f1 = w1 h, f3 = w3 h, f2 = w2(silu(f1) f3), h = RMSNorm_3(x1) (1 + scale2) */
+static st_status ffn_compute(const lumina_block *b, const float *x1, const float *mod, float *f1, float *f3, float *f2)
+{
+    dims d = dims_of(b);
+    scratch s = {.pool = b->m->pool};
+    float *h = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "lumina.ffn.h");
+    if (!s.status) s.status = norm_mod(b, h, NULL, x1, b->ffn_norm1, mod, 3, NULL);
+    if (!s.status) s.status = fwd(b->m, &b->w1, f1, h, d.N);
+    if (!s.status) s.status = fwd(b->m, &b->w3, f3, h, d.N);
+    scratch_drop(&s, h);
+    float *a = scratch_take(&s, d.N * d.F, MEM_WORKSPACE, "lumina.ffn.swiglu");
+    if (!s.status) {
+        glu_forward(a, f1, f3, d.N, d.F, d.F, GLU_SILU);
+        s.status = fwd(b->m, &b->w2, f2, a, d.N);
+    }
+    return scratch_end(&s);
+}
+
+/* y = x + tanh(gate at chunk) r, or x + r without mod */
+static void residual(const lumina_block *b, float *y, const float *x, const float *r, const float *mod, int chunk)
+{
+    dims d = dims_of(b);
+    if (mod) {
+        gated_residual_forward(y, x, mod + chunk * d.D, r, d.B, d.R, d.D, d.M);
+        return;
+    }
+    if (y != x) copy_rows(y, d.D, x, d.D, d.N, d.D);
+    add_to(y, r, d.N * d.D);
+}
+
+/* ---- the block ---- */
+
+/* attn_side.h's three cases: a plain forward at a keep level; a first forward with off, which sends the attention's
+ * side to the host; a recompute after it, which takes it back. */
+static st_status lb_forward(block *blk, const block_state *in, block_state *out, keep_level keep, offload *off,
+                            block_saved **saved_io)
+{
+    lumina_block *b = blk->self;
+    dims d = dims_of(b);
+    const int64_t ND = d.N * d.D, NK = d.N * d.K;
+    const float *x = in->t[0];
+    blk->forward_runs++;
+    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
+    if (!sv) return st_host_oom("a block's saved tensors");
+    frame f;
+    frame_init(&f, b->m, keep, off, sv);
+    float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "lumina.state");
+    if (b->modulated) sv->mod[0] = scratch_take(f.ks, d.B * d.M, f.kt, "lumina.mod");
+    side_take(&f, sv, (int64_t[SIDE_MAX]){ND, NK, NK, ND, ND, NK}, 1);
+    sv->o[0] = scratch_take(f.ks, ND, f.kt, "lumina.attention_out");
+    sv->f1[0] = scratch_take(f.fs, d.N * d.F, f.ft, "lumina.linear_1");
+    sv->f3[0] = scratch_take(f.fs, d.N * d.F, f.ft, "lumina.linear_3");
+    sv->f2[0] = scratch_take(f.fs, ND, f.ft, "lumina.linear_2");
+    float *h = scratch_take(&f.tmp, ND, MEM_WORKSPACE, "lumina.h");
+    st_status st = f.kept.status ? f.kept.status : f.tmp.status;
+    const bool states = keep != KEEP_NOTHING || f.to_host;
+    const float *mod = sv->mod[0];
+    if (!st && b->modulated) st = modulations(b, sv->mod[0]);
+    if (!st && f.from_host) st = side_back(sv);
+    if (!st && !f.from_host) {
+        st = norm_mod(b, h, NULL, x, b->norm1, mod, 1, NULL);
+        const side_attention a = attention_of(b);
+        if (!st) st = side_attention_forward(&a, sv, SELF, h, h, states);
+    }
+    if (!st && f.to_host) st = side_send(sv);
+    if (!st) st = fwd(b->m, &b->out, sv->o[0], sv->side[SQ + SO], d.N);
+    if (!st && f.to_host) st = side_drop(sv, f.ks);
+    if (!st) st = rmsnorm_forward(b->m->pool, h, sv->o[0], W(b->norm2), d.N, d.D, b->eps, NULL);
+    if (!st) {
+        residual(b, y, x, h, mod, 2); /* x1 */
+        st = ffn_compute(b, y, mod, sv->f1[0], sv->f3[0], sv->f2[0]);
+    }
+    if (!st) st = rmsnorm_forward(b->m->pool, h, sv->f2[0], W(b->ffn_norm2), d.N, d.D, b->eps, NULL);
+    if (!st) residual(b, y, y, h, mod, 4);
+    if (!st) *out = (block_state){.n = 1, .t = {y}};
+    return frame_end(&f, st, sv, saved_io, &y, 1);
+}
+
+/* A residual's branch back: dr (zero on entry) = dL/dr from gx = dL/dy, and the gate's gradient into dmod; without
+ * mod, dr is gx itself (returned) */
+static const float *residual_back(const lumina_block *b, float *gx, float *dmod, float *dr, const float *r,
+                                  const float *mod, int chunk)
+{
+    dims d = dims_of(b);
+    if (!mod) return gx;
+    gated_residual_backward(gx, dmod + chunk * d.D, dr, gx, mod + chunk * d.D, r, d.B, d.R, d.D, d.M);
+    return dr;
+}
+
+/* grad->t[0] holds dL/dx2 on entry; the residual stream's gradient is accumulated in place, becoming dL/dx1 and
+ * dL/dx. */
+static st_status lb_backward(block *blk, const block_state *in, block_saved *sv, block_state *grad)
+{
+    lumina_block *b = blk->self;
+    dims d = dims_of(b);
+    const int64_t N = d.N, D = d.D, ND = N * D, NF = N * d.F;
+    const float *x = in->t[0], *mod = sv->mod[0];
+    float *gx = grad->t[0];
+    if (sv->on_host) {
+        st_status st = side_back(sv);
+        if (st) return st;
+    }
+    op_state stats = {0}, rstats = {0};
+    bool recomputed = false;
+    scratch s = {.pool = b->m->pool};
+    float *dmod = b->modulated ? scratch_take_zero(&s, d.B * d.M, MEM_WORKSPACE, "lumina.dmod") : NULL;
+    float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "lumina.x1");
+    float *r = scratch_take(&s, ND, MEM_WORKSPACE, "lumina.r");
+    float *dr = scratch_take_zero(&s, ND, MEM_WORKSPACE, "lumina.dr");
+    float *dy = scratch_take_zero(&s, ND, MEM_WORKSPACE, "lumina.dy");
+    if (s.status) goto done;
+    if ((s.status = rmsnorm_forward(b->m->pool, r, sv->o[0], W(b->norm2), N, D, b->eps, NULL))) goto done;
+    residual(b, x1, x, r, mod, 2);
+    if (!sv->f1[0]) { /* KEEP_ATTENTION: recompute the feed-forward's GEMM outputs from x1 */
+        sv->f1[0] = scratch_take(&s, NF, MEM_ACTIVATIONS, "lumina.linear_1 (recomputed)");
+        sv->f3[0] = scratch_take(&s, NF, MEM_ACTIVATIONS, "lumina.linear_3 (recomputed)");
+        sv->f2[0] = scratch_take(&s, ND, MEM_ACTIVATIONS, "lumina.linear_2 (recomputed)");
+        recomputed = true;
+        if (s.status || (s.status = ffn_compute(b, x1, mod, sv->f1[0], sv->f3[0], sv->f2[0]))) goto done;
+    }
+    /* feed-forward: x2 = x1 + tanh(gate2) RMSNorm_4(f2) */
+    if ((s.status = rmsnorm_forward(b->m->pool, r, sv->f2[0], W(b->ffn_norm2), N, D, b->eps, &rstats))) goto done;
+    const float *g = residual_back(b, gx, dmod, dr, r, mod, 4);
+    rmsnorm_backward(dy, G(b->ffn_norm2), g, sv->f2[0], W(b->ffn_norm2), N, D, &rstats); /* dy: dL/df2 */
+    op_state_release(&rstats);
+    float *a = scratch_take(&s, NF, MEM_WORKSPACE, "lumina.swiglu");
+    float *da = scratch_take_zero(&s, NF, MEM_WORKSPACE, "lumina.dswiglu");
+    float *df1 = scratch_take_zero(&s, NF, MEM_WORKSPACE, "lumina.dlinear_1");
+    if (s.status) goto done;
+    glu_forward(a, sv->f1[0], sv->f3[0], N, d.F, d.F, GLU_SILU);
+    if ((s.status = bwd(b->m, &b->w2, da, dy, a, N))) goto done;
+    zero_bytes(a, (size_t)NF * sizeof(float)); /* a becomes dL/df3 */
+    glu_backward(df1, a, da, sv->f1[0], sv->f3[0], N, d.F, d.F, GLU_SILU);
+    scratch_drop(&s, da);
+    float *ln = scratch_take(&s, ND, MEM_WORKSPACE, "lumina.ln");
+    float *h = scratch_take(&s, ND, MEM_WORKSPACE, "lumina.h");
+    float *dh = scratch_take_zero(&s, ND, MEM_WORKSPACE, "lumina.dh");
+    if (s.status || (s.status = norm_mod(b, h, ln, x1, b->ffn_norm1, mod, 3, &stats))) goto done;
+    if ((s.status = bwd(b->m, &b->w1, dh, df1, h, N)) || (s.status = bwd(b->m, &b->w3, dh, a, h, N))) goto done;
+    scratch_drop(&s, a), scratch_drop(&s, df1);
+    norm_mod_back(b, gx, dmod, dh, ln, x1, b->ffn_norm1, mod, 3, &stats);
+    op_state_release(&stats);
+    if (recomputed) {
+        scratch_drop(&s, sv->f1[0]), scratch_drop(&s, sv->f3[0]), scratch_drop(&s, sv->f2[0]);
+        sv->f1[0] = sv->f3[0] = sv->f2[0] = NULL;
+        recomputed = false;
+    }
+    /* attention: x1 = x + tanh(gate1) RMSNorm_2(o) */
+    if ((s.status = rmsnorm_forward(b->m->pool, r, sv->o[0], W(b->norm2), N, D, b->eps, &rstats))) goto done;
+    zero_bytes(dr, (size_t)ND * sizeof(float));
+    zero_bytes(dy, (size_t)ND * sizeof(float));
+    g = residual_back(b, gx, dmod, dr, r, mod, 2);
+    rmsnorm_backward(dy, G(b->norm2), g, sv->o[0], W(b->norm2), N, D, &rstats); /* dy: dL/do */
+    op_state_release(&rstats);
+    if ((s.status = norm_mod(b, h, ln, x, b->norm1, mod, 1, &stats))) goto done;
+    zero_bytes(dh, (size_t)ND * sizeof(float));
+    const side_attention at = attention_of(b);
+    if ((s.status = side_attention_backward(&at, sv, SELF, dy, h, h, dh, dh))) goto done;
+    norm_mod_back(b, gx, dmod, dh, ln, x, b->norm1, mod, 1, &stats);
+    if (b->modulated) { /* back to norm1.linear's output: the scales as they are, the gates through tanh */
+        float *draw = scratch_take(&s, d.B * 4 * D, MEM_WORKSPACE, "lumina.dada");
+        if (s.status) goto done;
+        for (int64_t i = 0; !pool_is_dry_ptr(draw) && i < d.B; i++) {
+            const float *dm = dmod + i * d.M, *m = mod + i * d.M;
+            float *o = draw + i * 4 * D;
+            for (int64_t j = 0; j < D; j++)
+                o[j] = dm[D + j], o[D + j] = dm[2 * D + j] * (1.0f - m[2 * D + j] * m[2 * D + j]),
+                o[2 * D + j] = dm[3 * D + j], o[3 * D + j] = dm[4 * D + j] * (1.0f - m[4 * D + j] * m[4 * D + j]);
+        }
+        s.status = bwd(b->m, &b->ada, b->m->ctx.dcs, draw, b->m->ctx.cs, d.B);
+    }
+done:
+    op_state_release(&stats);
+    op_state_release(&rstats);
+    if (recomputed) sv->f1[0] = sv->f2[0] = sv->f3[0] = NULL;
+    return scratch_end(&s);
+}
+
+const block_kind lumina_block_kind = {
+    .name = "lumina2",
+    .ffn_split = true,
+    .softmax_attention = true,
+    .keeps_attention_output = true,
+    .kept_bytes = lb_kept_bytes,
+    .offloaded_bytes = lb_offloaded_bytes,
+    .forward = lb_forward,
+    .prefetch = side_prefetch,
+    .backward = lb_backward,
+    .release = saved_release,
+};
