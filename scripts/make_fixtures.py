@@ -375,6 +375,38 @@ LUMINA2_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = 1 - fl
                   "lumina2 negates it)")
 
 
+def zimage_exact():
+    """ZImage's TimestepEmbedder computes its sinusoid in float32 (its own copy, not get_timestep_embedding): here
+    in float64 as exact_timestep_embedding, of t * t_scale rounded to float32 as SimpleTuner's float32 model has
+    it."""
+    import diffusers.models.transformers.transformer_z_image as zi
+
+    def embedding(t, dim, max_period=10000):
+        half = dim // 2
+        freqs = torch.exp(-math.log(max_period) * torch.arange(half, dtype=torch.float64) / half)
+        args = t.float().double()[:, None] * freqs[None]
+        return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+    zi.TimestepEmbedder.timestep_embedding = staticmethod(embedding)
+
+
+def zimage_run(model, t):
+    # SimpleTuner's ZImage._model_predict_single: each sample's latents as (C, 1, H, W), its caption's states where
+    # the mask is 1, timestep (1000 - timesteps) / 1000 in float32 (timesteps = 1000 sigma), and the prediction is
+    # minus the output.
+    zimage_exact()
+    mask = t["encoder_attention_mask"].bool()
+    caps = [t["encoder_hidden_states"][i][mask[i]] for i in range(mask.shape[0])]
+    timestep = ((1000 - t["sigma"].float() * 1000) / 1000).double()
+    out = model([x.unsqueeze(1) for x in t["latents"]], timestep, caps, return_dict=False)[0]
+    return -torch.stack(out).squeeze(2)
+
+
+ZIMAGE_PASSED = ("x = [latents[i] as (C, 1, H, W)]; t = float32((1000 - 1000 sigma) / 1000) (B), the sinusoid of "
+                 "float32(t * 1000) in float64; cap_feats = [encoder_hidden_states[i] "
+                 "where encoder_attention_mask[i] is 1] (captions of 6 and 4 tokens, (L, 24) N(0, 1)); pred = "
+                 "-stack(output) (SimpleTuner's z_image negates it)")
+
+
 ANIMATE_F, ANIMATE_TEXT, ANIMATE_IMAGE, ANIMATE_FACE = 3, 512, (5, 16), 16  # latent frames (the reference and 2);
 # the class's 512 text tokens (its attention takes the context's last 512 as the text); CLIP tokens (257 x 1280 real);
 # the face frames' edge (512 real)
@@ -846,6 +878,14 @@ fixture("lumina2", "Lumina2Transformer2DModel",
              num_attention_heads=2, num_kv_heads=1, multiple_of=16, norm_eps=1e-5, axes_dim_rope=(8, 8, 8),
              axes_lens=(300, 512, 512), cap_feat_dim=JOINT),
         masked_text_make, lumina2_run, LUMINA2_PASSED)
+
+# Z-Image: as lumina2's, 2 heads x 24 (30 x 128 real), the feed-forward int(48 / 3 * 8) = 128 (10240 real); 16 image
+# tokens, so 16 of the 32 image rows are x_pad_token, and each caption is padded to 32 rows with cap_pad_token.
+fixture("z-image", "ZImageTransformer2DModel",
+        dict(all_patch_size=(2,), all_f_patch_size=(1,), in_channels=C, dim=48, n_layers=2, n_refiner_layers=1,
+             n_heads=2, n_kv_heads=2, norm_eps=1e-5, qk_norm=True, cap_feat_dim=JOINT, rope_theta=256.0,
+             t_scale=1000.0, axes_dims=[8, 8, 8], axes_lens=[64, 32, 32]),
+        masked_text_make, zimage_run, ZIMAGE_PASSED)
 
 # LTX-Video 0.9: two blocks, patch 1 x 1 x 1 (as the real 128-channel latents), cross_attention_dim = hidden.
 fixture("ltxvideo", "LTXVideoTransformer3DModel",

@@ -351,6 +351,13 @@ expect 0 "lumina2 trains with SimpleTuner's objective (the model's time 1 - t, i
   "trained 1 steps; weights in lumina-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=lumina2 --set model_preset=lumina2-tiny \
   --set synthetic_data=true --set max_train_steps=1 --set output_dir=lumina-out
+expect 0 "SimpleTuner's z-image example plans Z-Image's 6B transformer at 1024 px area" \
+  "model z-image \\(z_image\\): 2 \\+ 2 refiner blocks, 30 joint blocks, width 3840, 30 heads, 4096 image \\+ 512" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/z-image.peft-lora.json"
+expect 0 "z_image trains (its base flavour) with SimpleTuner's objective" \
+  "trained 1 steps; weights in zimage-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=z_image --set model_flavour=base --set model_preset=z-image-tiny \
+  --set synthetic_data=true --set max_train_steps=1 --set output_dir=zimage-out
 expect 0 "plan --parts lists HiDream's expert weights as one line per kind" \
   "double_stream_blocks\\.\\*\\.block\\.ff_i\\.experts\\.\\*\\.w1 " -- \
   "$bin" plan --config empty.json --set model_preset=hidream-tiny --parts

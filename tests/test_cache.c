@@ -359,20 +359,28 @@ static void test_video_cache(void)
     CHECKF(st == ST_OK && isfinite(loss[0]) && isfinite(loss[2]), "%d %s", (int)st, st_error());
 }
 
-/* Lumina 2 reads one sequence and its mask: it trains on a cache of Gemma-wide rows, each sample's caption length
- * (its mask's ones: 8 and 5 here) laying out its own joint rows. */
+/* Lumina 2 and Z-Image read one sequence and its mask: each trains on a cache of masked captions, each sample's
+ * caption length (its mask's ones: 8 and 5 here) laying out its own joint rows. */
 static void test_lumina2_cache(void)
 {
-    printf("-- lumina2-tiny trains on a cache of masked captions\n");
-    variant v = good();
-    v.family = v.meta_family = "lumina2", v.pooled_dim = 0, v.no_pooled = true, v.text_dim = 24;
-    v.rows = 5;
-    const char *dir = make_cache("lumina2", &v);
-    float loss[3];
-    const char *sets = "model_family=lumina2;model_preset=lumina2-tiny;tokenizer_max_length=8;max_train_steps=3";
-    const st_status st = run("lumina2-out", dir, sets, 3, true, loss);
-    CHECKF(st == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)st, st_error());
-    if (st == ST_OK) printf("     3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
+    static const char *const families[][3] = {{"lumina2", "lumina2-tiny", "2.0"}, {"z_image", "z-image-tiny", "base"}};
+    for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
+        printf("-- %s trains on a cache of masked captions\n", families[f][1]);
+        variant v = good();
+        v.family = v.meta_family = families[f][0], v.pooled_dim = 0, v.no_pooled = true, v.text_dim = 24;
+        v.rows = 5;
+        const char *dir = make_cache(families[f][0], &v);
+        char sets[160];
+        snprintf(sets, sizeof sets, "model_family=%s;model_flavour=%s;model_preset=%s;tokenizer_max_length=8;"
+                 "max_train_steps=3", families[f][0], families[f][2], families[f][1]);
+        char out[64];
+        snprintf(out, sizeof out, "%s-out", families[f][0]);
+        float loss[3];
+        const st_status st = run(out, dir, sets, 3, true, loss);
+        CHECKF(st == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%s: %d %s",
+               families[f][0], (int)st, st_error());
+        if (st == ST_OK) printf("     3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
+    }
 }
 
 static void test_training(void)

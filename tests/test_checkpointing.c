@@ -732,6 +732,8 @@ static const struct family_case {
     {"chroma-tiny", "the approximator's modulation rows, the text's additive mask", 3, 0, 0, 1, 1, 1, 1, 0},
     {"lumina2-tiny", "three sequences (caption refiner, image refiner, joint), rows laid out per caption length, "
      "GQA, tanh gates, sandwich norms", 3, 0, 0, 1, 1, 1, 1, 0},
+    {"z-image-tiny", "lumina2's blocks, the image rows first, caption and image rows padded with learned tokens",
+     3, 0, 0, 1, 1, 1, 1, 0},
     {"hidream-tiny", "experts routed per token (the routing follows the data, no allocation does), each block's own "
      "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
 };

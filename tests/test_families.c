@@ -204,7 +204,7 @@ static void test_families(void)
     CHECK(from_json("{\"model_family\": \"kandinsky5_image\"}", &mc) == ST_OK && !model_video(&mc));
     EXPECT_REFUSAL("{\"model_family\": \"sana\"}", ST_ERR_UNSUPPORTED, "linear-attention");
     EXPECT_REFUSAL("{\"model_family\": \"sdxl\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
-    EXPECT_REFUSAL("{\"model_family\": \"z_image\"}", ST_ERR_UNSUPPORTED, "single-stream joint DiT");
+    EXPECT_REFUSAL("{\"model_family\": \"zlab_i1\"}", ST_ERR_UNSUPPORTED, "single-stream joint DiT");
     EXPECT_REFUSAL("{\"model_family\": \"heartmula\"}", ST_ERR_UNSUPPORTED, "does not plan to build it");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_flavour\": \"pro\"}", ST_ERR_INVALID,
                    "model_flavour: \"pro\" is not a flavour of flux", "dev|krea|schnell");
@@ -223,6 +223,7 @@ static void test_families(void)
                            !strcmp(name, "ltxvideo") || !strcmp(name, "ltxvideo2") || !strcmp(name, "cosmos2image") ||
                            !strcmp(name, "kandinsky5-image") || !strcmp(name, "kandinsky5-video") ||
                            !strcmp(name, "anima") || !strcmp(name, "lumina2");
+        /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
     CHECKF(n >= 40, "%d family names", n);
@@ -811,6 +812,45 @@ static void test_lumina2_json(void)
     remove(dir);
 }
 
+/* ZImageTransformer2DModel's config.json: Z-Image's (as published) reads as the z-image preset; SimpleTuner's
+ * z_image builds base, and refuses its default turbo-ostris-v2 (and the other turbo flavours) with the reason. */
+static void test_zimage_json(void)
+{
+    char dir[] = "/tmp/segtrain-zimage-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define ZI "{\"_class_name\": \"ZImageTransformer2DModel\", "
+    tk_write_file(dir, "config.json", ZI "\"all_f_patch_size\": [1], \"all_patch_size\": [2], \"axes_dims\": [32, 48, "
+                  "48], \"axes_lens\": [1536, 512, 512], \"cap_feat_dim\": 2560, \"dim\": 3840, \"in_channels\": 16, "
+                  "\"n_heads\": 30, \"n_kv_heads\": 30, \"n_layers\": 30, \"n_refiner_layers\": 2, "
+                  "\"norm_eps\": 1e-05, \"qk_norm\": true, \"rope_theta\": 256.0, \"t_scale\": 1000.0}");
+    model_config mc, want;
+    CHECK(model_preset("z-image-tiny", &mc) == ST_OK && model_preset("z-image", &want) == ST_OK);
+    mc.resolution = want.resolution;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 30 && mc.refiner_depth == 2 &&
+               mc.hidden == want.hidden && mc.heads == want.heads && mc.kv_heads == 30 && mc.ffn_dim == 10240 &&
+               mc.ffn_dim == want.ffn_dim && mc.text_dim == 2560 && mc.rope_axes[0] == 32 && mc.rope_axes[2] == 48 &&
+               mc.rope_axes[0] == want.rope_axes[0] && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {ZI "\"siglip_feat_dim\": 1152}", "siglip_feat_dim"},
+        {ZI "\"rope_theta\": 10000.0}", "rope_theta"},
+        {ZI "\"t_scale\": 1.0}", "t_scale"},
+        {ZI "\"qk_norm\": false}", "qk_norm"},
+        {ZI "\"all_f_patch_size\": [2]}", "all_f_patch_size [2]"},
+        {ZI "\"axes_dims\": [32, 48]}", "axes_dims"},
+    };
+#undef ZI
+    expect_json_refusals(dir, "config.json", "z-image-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    CHECK(from_json("{\"model_family\": \"z_image\", \"model_flavour\": \"base\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "z-image") && mc.ffn_dim == 10240);
+    EXPECT_REFUSAL("{\"model_family\": \"z_image\"}", ST_ERR_UNSUPPORTED, "model_flavour turbo-ostris-v2 of z_image",
+                   "assistant adapter", "base");
+    EXPECT_REFUSAL("{\"model_family\": \"z_image\", \"model_flavour\": \"turbo\"}", ST_ERR_UNSUPPORTED,
+                   "model_flavour turbo of z_image");
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 int main(void)
 {
     test_resolution();
@@ -826,6 +866,7 @@ int main(void)
     test_wan_vace_json();
     test_anima_json();
     test_lumina2_json();
+    test_zimage_json();
     test_hunyuanvideo();
     test_hidream();
     test_doc();

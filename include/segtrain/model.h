@@ -139,9 +139,9 @@ bool model_wan_animate(const model_config *mc);
 /* Wan Animate's face video frames per sample: 4 frames - 7, which its face encoder's two halvings bring to
  * frames - 1 (77 for 21 latent frames, as diffusers' pipeline segments them); 0 for other models. */
 int64_t model_face_frames(const model_config *mc);
-/* Whether the family is Lumina-Image 2.0 (Lumina2Transformer2DModel): refiners of the caption's and the image's rows,
- * then joint blocks; a sample's conditioning is its caption's states then its mask (ones for the caption's tokens,
- * first). */
+/* Whether the family is Lumina-Image 2.0 (Lumina2Transformer2DModel) or Z-Image (ZImageTransformer2DModel, its
+ * relative): refiners of the caption's and the image's rows, then joint blocks; a sample's conditioning is its
+ * caption's states then its mask (ones for the caption's tokens, first). */
 bool model_lumina2(const model_config *mc);
 /* Whether the family reads a text encoder's output (the dual-stream and cross-attention families), not labels. */
 bool model_reads_text(const model_config *mc);

@@ -159,7 +159,8 @@ st_status cli_load_config(const char *path, const cli_args *a, config **out)
     if (*weights && train_weights_path_check(weights)) fprintf(stderr, "segtrain: warning: %s\n", st_error());
     char flavour_preset[32];
     if (*config_string(*out, "model_flavour") &&
-        !model_family_preset(config_string(*out, "model_family"), "", flavour_preset, sizeof flavour_preset))
+        !model_family_preset(config_string(*out, "model_family"), config_string(*out, "model_flavour"), flavour_preset,
+                             sizeof flavour_preset))
         fprintf(stderr, "segtrain: warning: model_flavour %s is not used: segtrain's own %s family has no flavours "
                 "(sizes come from model_preset)\n", config_string(*out, "model_flavour"), mc.family);
     int64_t threads = config_int(*out, "num_threads");

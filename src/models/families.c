@@ -109,7 +109,8 @@ static const struct st_family {
      "vace-1.3b-2.1:wan-vace-1.3b|vace-14b-2.1:wan-vace-14b",
      "t2v-480p-1.3b-2.1"},
     {"wan_s2v", NULL, "WanS2V", XATTN, "WanS2VTransformer3DModel", "s2v-14b-2.2", NULL, NULL},
-    {"z_image", NULL, "Z-Image", JOINT, "ZImageTransformer2DModel", "base|turbo|turbo-ostris-v2|ostris-de-turbo", NULL, NULL},
+    {"z_image", NULL, "Z-Image", JOINT, "ZImageTransformer2DModel", "base|turbo|turbo-ostris-v2|ostris-de-turbo",
+     "base:z-image", "turbo-ostris-v2"},
     {"z_image_omni", NULL, "Z-Image Omni", JOINT, "ZImageOmniTransformer2DModel", "base|edit", NULL, NULL},
     {"zlab_i1", NULL, "zlab i1", JOINT, "ZlabI1Transformer2DModel", "3b", NULL, NULL},
 };
@@ -136,6 +137,9 @@ static const struct {
                          "image"},
     {"kandinsky5-image", "the i2i flavours also take a reference image's latents and mask as input channels "
                          "(visual_cond); segtrain's conditioning carries no reference image"},
+    {"z_image", "the turbo flavours (turbo, turbo-ostris-v2, its default, and ostris-de-turbo) train LoRA through an "
+                "assistant adapter (ostris's de-distillation LoRA) loaded beside it, which segtrain does not load; "
+                "base, the same transformer shape, is built"},
     {"qwen_image", "the edit flavours also take reference images' latents as image tokens (at RoPE frame 1 on), and "
                    "edit-v2+ and edit-v3 modulate those with a zero timestep (zero_cond_t); segtrain's conditioning "
                    "carries no reference image"},

@@ -95,11 +95,15 @@ offload *model_offload(model *m);
 typedef struct temb {
     int w0, b0, w2, b2; /* parameter indices; a bias < 0: none (Flux.2's) */
     int64_t in;         /* linear_1's input width: DIT_FREQ_DIM timestep features, or a pooled text vector's */
+    int64_t mid;        /* linear_1's output width: D, or temb_register_mid's */
     int64_t out;        /* c's width: the D registered (hidden_size; LTX-2's audio paths: its audio width) */
     float *freq, *h, *hs, *c; /* freq: linear_1's input */
 } temb;
 void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
                    bool trainable);
+/* One whose hidden width is not its output's (Z-Image's t_embedder: 1024 wide, out 256). */
+void temb_register_mid(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t mid,
+                       int64_t D, bool trainable);
 /* A TimestepEmbedding without biases (sample_proj_bias False, Flux.2's). */
 void temb_register_nobias(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
                           bool trainable);

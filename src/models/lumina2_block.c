@@ -1,4 +1,5 @@
-/* Lumina-Image 2.0's block (lumina2.h): diffusers' Lumina2TransformerBlock, modulated (noise_refiner, layers) or not
+/* Lumina-Image 2.0's block (lumina2.h): diffusers' Lumina2TransformerBlock, and ZImageTransformerBlock (the same
+ * computation under other names, its modulation from temb itself), modulated (noise_refiner, layers) or not
  * (context_refiner):
  *
  *   (scale1, gate1, scale2, gate2) = norm1.linear(SiLU(temb))                          (modulated)
@@ -49,32 +50,39 @@ static attn_shape self_shape(const lumina_block *b)
                         .mechanism = b->m->shape.mechanism, .kv_heads = b->kv_heads};
 }
 
+const lumina_names lumina2_names = {
+    "attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "attn.norm_q", "attn.norm_k", "feed_forward.linear_1",
+    "feed_forward.linear_2", "feed_forward.linear_3", "norm1.linear", "norm1.norm.weight", "norm1.weight",
+    "norm2.weight", "ffn_norm1.weight", "ffn_norm2.weight"};
+const lumina_names zimage_names = {
+    "attention.to_q", "attention.to_k", "attention.to_v", "attention.to_out.0", "attention.norm_q",
+    "attention.norm_k", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3", "adaLN_modulation.0",
+    "attention_norm1.weight", "attention_norm1.weight", "attention_norm2.weight", "ffn_norm1.weight",
+    "ffn_norm2.weight"};
+
 void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, const model_config *c)
 {
     const bool full = !c->lora_rank;
-    const int64_t D = c->hidden, hd = D / c->heads, K = hd * b->kv_heads, Dt = D < 1024 ? D : 1024;
+    const int64_t D = c->hidden, hd = D / c->heads, K = hd * b->kv_heads;
+    const lumina_names *nm = b->names;
     const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
     const float alpha = (float)c->lora_alpha;
     char n[PARAM_NAME_MAX];
 #define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
-    b->q = lin_register(s, NAME("attn.to_q"), D, D, false, ra, alpha, full);
-    b->k = lin_register(s, NAME("attn.to_k"), D, K, false, ra, alpha, full);
-    b->v = lin_register(s, NAME("attn.to_v"), D, K, false, ra, alpha, full);
-    b->out = lin_register(s, NAME("attn.to_out.0"), D, D, false, ra, alpha, full);
-    b->norm_q = block_norm(s, prefix, "attn.norm_q", hd, c);
-    b->norm_k = block_norm(s, prefix, "attn.norm_k", hd, c);
-    b->w1 = lin_register(s, NAME("feed_forward.linear_1"), D, b->ffn, false, rm, alpha, full);
-    b->w2 = lin_register(s, NAME("feed_forward.linear_2"), b->ffn, D, false, rm, alpha, full);
-    b->w3 = lin_register(s, NAME("feed_forward.linear_3"), D, b->ffn, false, rm, alpha, full);
-    if (b->modulated) {
-        b->ada = lin_register(s, NAME("norm1.linear"), Dt, 4 * D, true, 0, 0, full);
-        b->norm1 = param_add(s, NAME("norm1.norm.weight"), 1, (int64_t[]){D}, full);
-    } else {
-        b->norm1 = param_add(s, NAME("norm1.weight"), 1, (int64_t[]){D}, full);
-    }
-    b->norm2 = param_add(s, NAME("norm2.weight"), 1, (int64_t[]){D}, full);
-    b->ffn_norm1 = param_add(s, NAME("ffn_norm1.weight"), 1, (int64_t[]){D}, full);
-    b->ffn_norm2 = param_add(s, NAME("ffn_norm2.weight"), 1, (int64_t[]){D}, full);
+    b->q = lin_register(s, NAME(nm->q), D, D, false, ra, alpha, full);
+    b->k = lin_register(s, NAME(nm->k), D, K, false, ra, alpha, full);
+    b->v = lin_register(s, NAME(nm->v), D, K, false, ra, alpha, full);
+    b->out = lin_register(s, NAME(nm->out), D, D, false, ra, alpha, full);
+    b->norm_q = block_norm(s, prefix, nm->norm_q, hd, c);
+    b->norm_k = block_norm(s, prefix, nm->norm_k, hd, c);
+    b->w1 = lin_register(s, NAME(nm->w1), D, b->ffn, false, rm, alpha, full);
+    b->w2 = lin_register(s, NAME(nm->w2), b->ffn, D, false, rm, alpha, full);
+    b->w3 = lin_register(s, NAME(nm->w3), D, b->ffn, false, rm, alpha, full);
+    if (b->modulated) b->ada = lin_register(s, NAME(nm->ada), b->ada_in, 4 * D, true, 0, 0, full);
+    b->norm1 = param_add(s, NAME(b->modulated ? nm->norm1_modulated : nm->norm1), 1, (int64_t[]){D}, full);
+    b->norm2 = param_add(s, NAME(nm->norm2), 1, (int64_t[]){D}, full);
+    b->ffn_norm1 = param_add(s, NAME(nm->ffn_norm1), 1, (int64_t[]){D}, full);
+    b->ffn_norm2 = param_add(s, NAME(nm->ffn_norm2), 1, (int64_t[]){D}, full);
 #undef NAME
 }
 

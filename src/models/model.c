@@ -60,7 +60,7 @@ bool model_dual_stream(const model_config *mc)
            hunyuanvideo(mc) || !strcmp(mc->family, "hidream");
 }
 
-bool model_lumina2(const model_config *mc) { return !strcmp(mc->family, "lumina2"); }
+bool model_lumina2(const model_config *mc) { return !strcmp(mc->family, "lumina2") || !strcmp(mc->family, "z_image"); }
 
 bool model_reads_text(const model_config *mc) { return model_dual_stream(mc) || model_xattn(mc) || model_lumina2(mc); }
 
@@ -499,18 +499,18 @@ void final_release(model *m, final_layer *f)
 /* ---- the timestep path, and MLP embeddings like it ---- */
 
 /* Registers in state_dict order: linear_1's weight and bias, then linear_2's; without bias, indices -1. */
-static void temb_add(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
-                     bool trainable, bool bias)
+static void temb_add(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t mid,
+                     int64_t D, bool trainable, bool bias)
 {
     char n[PARAM_NAME_MAX];
-    t->in = in, t->out = D;
+    t->in = in, t->mid = mid, t->out = D;
     t->b0 = t->b2 = -1;
     snprintf(n, sizeof n, "%s.weight", linear_1);
-    t->w0 = param_add(s, n, 2, (int64_t[]){D, in}, trainable);
+    t->w0 = param_add(s, n, 2, (int64_t[]){mid, in}, trainable);
     snprintf(n, sizeof n, "%s.bias", linear_1);
-    if (bias) t->b0 = param_add(s, n, 1, (int64_t[]){D}, trainable);
+    if (bias) t->b0 = param_add(s, n, 1, (int64_t[]){mid}, trainable);
     snprintf(n, sizeof n, "%s.weight", linear_2);
-    t->w2 = param_add(s, n, 2, (int64_t[]){D, D}, trainable);
+    t->w2 = param_add(s, n, 2, (int64_t[]){D, mid}, trainable);
     snprintf(n, sizeof n, "%s.bias", linear_2);
     if (bias) t->b2 = param_add(s, n, 1, (int64_t[]){D}, trainable);
 }
@@ -518,21 +518,27 @@ static void temb_add(param_set *s, temb *t, const char *linear_1, const char *li
 void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
                    bool trainable)
 {
-    temb_add(s, t, linear_1, linear_2, in, D, trainable, true);
+    temb_add(s, t, linear_1, linear_2, in, D, D, trainable, true);
+}
+
+void temb_register_mid(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t mid,
+                       int64_t D, bool trainable)
+{
+    temb_add(s, t, linear_1, linear_2, in, mid, D, trainable, true);
 }
 
 void temb_register_nobias(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
                           bool trainable)
 {
-    temb_add(s, t, linear_1, linear_2, in, D, trainable, false);
+    temb_add(s, t, linear_1, linear_2, in, D, D, trainable, false);
 }
 
 void temb_take_path(model *m, temb *t, st_status *st)
 {
     const int64_t B = m->shape.batch, D = t->out;
     t->freq = model_take(m, st, B * t->in, "t_freq", false);
-    t->h = model_take(m, st, B * D, "t_hidden", false);
-    t->hs = model_take(m, st, B * D, "t_silu", false);
+    t->h = model_take(m, st, B * t->mid, "t_hidden", false);
+    t->hs = model_take(m, st, B * t->mid, "t_silu", false);
     t->c = model_take(m, st, B * D, "c", false);
 }
 
@@ -561,10 +567,10 @@ void temb_release(model *m, temb *t)
 
 void temb_mlp_forward(model *m, temb *t)
 {
-    const int64_t B = m->shape.batch, D = t->out;
-    linear_forward(t->h, t->freq, W(t->w0), BIAS(W, t->b0), B, t->in, D);
-    silu_forward(t->hs, t->h, B * D);
-    linear_forward(t->c, t->hs, W(t->w2), BIAS(W, t->b2), B, D, D);
+    const int64_t B = m->shape.batch, D = t->out, H = t->mid;
+    linear_forward(t->h, t->freq, W(t->w0), BIAS(W, t->b0), B, t->in, H);
+    silu_forward(t->hs, t->h, B * H);
+    linear_forward(t->c, t->hs, W(t->w2), BIAS(W, t->b2), B, H, D);
 }
 
 st_status temb_forward(model *m, temb *t, const float *timesteps)
@@ -577,13 +583,13 @@ st_status temb_forward(model *m, temb *t, const float *timesteps)
 /* Workspace: two (B, D) buffers. */
 st_status temb_backward(model *m, temb *t, float *dc)
 {
-    const int64_t B = m->shape.batch, D = t->out;
+    const int64_t B = m->shape.batch, D = t->out, H = t->mid;
     scratch k = {.pool = m->pool};
-    float *dhs = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "temb.dsilu");
-    float *dh = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "temb.dhidden");
+    float *dhs = scratch_take_zero(&k, B * H, MEM_WORKSPACE, "temb.dsilu");
+    float *dh = scratch_take_zero(&k, B * H, MEM_WORKSPACE, "temb.dhidden");
     if (k.status) return scratch_end(&k);
-    linear_backward(dhs, G(t->w2), BIAS(G, t->b2), dc, t->hs, W(t->w2), B, D, D);
-    silu_backward(dh, dhs, t->h, B * D);
-    linear_backward(NULL, G(t->w0), BIAS(G, t->b0), dh, t->freq, W(t->w0), B, t->in, D);
+    linear_backward(dhs, G(t->w2), BIAS(G, t->b2), dc, t->hs, W(t->w2), B, H, D);
+    silu_backward(dh, dhs, t->h, B * H);
+    linear_backward(NULL, G(t->w0), BIAS(G, t->b0), dh, t->freq, W(t->w0), B, t->in, H);
     return scratch_end(&k);
 }

@@ -148,6 +148,10 @@ static const struct preset {
      * patches (1024 px: 128 x 128); the rest in model_preset. The tiny one is the fixture's. */
     {"lumina2-tiny", "lumina2", 2, 48, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
     {"lumina2", "lumina2", 26, 2304, 24, 2, 16, 128, 10, 0, 256, 2304, 0, false, false, 0, 0},
+    /* Z-Image (Tongyi-MAI/Z-Image-Turbo's transformer, Z-Image's the same shape): 30 joint blocks after 2 + 2
+     * refiners, 30 heads x 128, Qwen3 4B's 2560-wide text at SimpleTuner's 512 tokens; the rest in model_preset. */
+    {"z-image-tiny", "z_image", 2, 48, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"z-image", "z_image", 30, 3840, 30, 2, 16, 128, 10, 0, 512, 2560, 0, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -166,6 +170,11 @@ static void rope_axes_for(model_config *mc)
     if (!strcmp(mc->family, "flux2")) { /* Flux.2's four equal axes, (32, 32, 32, 32) at 128 */
         const int64_t q = 2 * (hd / 8);
         mc->rope_axes[0] = mc->rope_axes[1] = mc->rope_axes[2] = q, mc->rope_axes[3] = hd - 3 * q;
+        return;
+    }
+    if (!strcmp(mc->family, "z_image")) { /* Z-Image's (32, 48, 48) at 128 */
+        mc->rope_axes[1] = mc->rope_axes[2] = 2 * (3 * hd / 16), mc->rope_axes[0] = hd - 4 * (3 * hd / 16);
+        mc->rope_axes[3] = 0;
         return;
     }
     if (!strcmp(mc->family, "lumina2")) { /* Lumina 2's three equal axes, (32, 32, 32) at 96 */
@@ -215,6 +224,9 @@ st_status model_preset(const char *name, model_config *out)
         if (!strcmp(p->family, "lumina2")) /* LuminaFeedForward's 4 D, rounded up to multiple_of 256 */
             out->refiner_depth = tiny ? 1 : 2, out->kv_heads = tiny ? 1 : 8, out->norm_eps = 1e-5,
             out->ffn_dim = tiny ? 4 * p->hidden : 9216;
+        if (!strcmp(p->family, "z_image")) /* its FeedForward's int(D / 3 * 8); its n_kv_heads is not used */
+            out->refiner_depth = tiny ? 1 : 2, out->kv_heads = p->heads, out->norm_eps = 1e-5,
+            out->ffn_dim = (int64_t)((double)p->hidden / 3.0 * 8.0);
         if (!strncmp(name, "wan-animate", 11)) {
             static const int64_t real[9] = {512, 512, 512, 512, 256, 128, 64, 32, 16}, small[9] = {8, 6, 4};
             memcpy(out->motion_channels, tiny ? small : real, sizeof real);
