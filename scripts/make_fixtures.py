@@ -407,6 +407,36 @@ ZIMAGE_PASSED = ("x = [latents[i] as (C, 1, H, W)]; t = float32((1000 - 1000 sig
                  "-stack(output) (SimpleTuner's z_image negates it)")
 
 
+def ernie_exact():
+    """ERNIE-Image's rope() computes its angles in float32 (its own, not get_timestep_embedding's): here in float64,
+    as segtrain's rope_table takes them, cos and sin then rounded once to float."""
+    import diffusers.models.transformers.transformer_ernie_image as te
+
+    def rope(pos, dim, theta):
+        omega = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+        return torch.einsum("...n,d->...nd", pos.double(), omega)
+    te.rope = rope
+
+
+def ernie_run(model, t):
+    # SimpleTuner's Ernie.model_predict: latents as they are, timesteps 1000 sigma (float32), each caption's rows where
+    # the mask is 1 zero-padded to the batch's longest (text_bth) with their counts (text_lens); the prediction is
+    # the output itself.
+    ernie_exact()
+    mask = t["encoder_attention_mask"].bool()
+    lens = mask.sum(dim=1)
+    text = torch.zeros(mask.shape[0], int(lens.max()), t["encoder_hidden_states"].shape[-1], dtype=torch.float64)
+    for i in range(mask.shape[0]):
+        text[i, :int(lens[i])] = t["encoder_hidden_states"][i][mask[i]]
+    timestep = (t["sigma"].float() * 1000).double()
+    return model(hidden_states=t["latents"], timestep=timestep, text_bth=text, text_lens=lens, return_dict=False)[0]
+
+
+ERNIE_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = float32(sigma * 1000); text_bth = each "
+                "caption's rows where encoder_attention_mask is 1 (6 and 4 of (L, 24) N(0, 1)), zero-padded to the "
+                "longest; text_lens = their counts; pred = output")
+
+
 ANIMATE_F, ANIMATE_TEXT, ANIMATE_IMAGE, ANIMATE_FACE = 3, 512, (5, 16), 16  # latent frames (the reference and 2);
 # the class's 512 text tokens (its attention takes the context's last 512 as the text); CLIP tokens (257 x 1280 real);
 # the face frames' edge (512 real)
@@ -886,6 +916,13 @@ fixture("z-image", "ZImageTransformer2DModel",
              n_heads=2, n_kv_heads=2, norm_eps=1e-5, qk_norm=True, cap_feat_dim=JOINT, rope_theta=256.0,
              t_scale=1000.0, axes_dims=[8, 8, 8], axes_lens=[64, 32, 32]),
         masked_text_make, zimage_run, ZIMAGE_PASSED)
+
+# ERNIE-Image: two blocks of 2 heads x 16 (32 x 128 real), the feed-forward 64 (12288), patch 1 as the real
+# 128-channel model (64 image tokens), rotary axes (4, 6, 6) ((32, 48, 48)), text_proj from 24 (3072).
+fixture("ernie", "ErnieImageTransformer2DModel",
+        dict(hidden_size=32, num_attention_heads=2, num_layers=2, ffn_hidden_size=64, in_channels=C, out_channels=C,
+             patch_size=1, text_in_dim=JOINT, rope_theta=256, rope_axes_dim=(4, 6, 6), eps=1e-6, qk_layernorm=True),
+        masked_text_make, ernie_run, ERNIE_PASSED)
 
 # LTX-Video 0.9: two blocks, patch 1 x 1 x 1 (as the real 128-channel latents), cross_attention_dim = hidden.
 fixture("ltxvideo", "LTXVideoTransformer3DModel",

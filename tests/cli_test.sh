@@ -354,6 +354,13 @@ expect 0 "lumina2 trains with SimpleTuner's objective (the model's time 1 - t, i
 expect 0 "SimpleTuner's z-image example plans Z-Image's 6B transformer at 1024 px area" \
   "model z-image \\(z_image\\): 2 \\+ 2 refiner blocks, 30 joint blocks, width 3840, 30 heads, 4096 image \\+ 512" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/z-image.peft-lora.json"
+expect 0 "SimpleTuner's ernie example plans ERNIE-Image's 8B transformer at 512 px" \
+  "model ernie-image \\(ernie\\): 36 joint blocks, width 4096, 32 heads, 1024 image \\+ 256 text tokens" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/ernie.peft-lora.json"
+expect 0 "ernie trains with SimpleTuner's objective" \
+  "trained 1 steps; weights in ernie-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=ernie --set model_preset=ernie-tiny \
+  --set synthetic_data=true --set max_train_steps=1 --set output_dir=ernie-out
 expect 0 "z_image trains (its base flavour) with SimpleTuner's objective" \
   "trained 1 steps; weights in zimage-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=z_image --set model_flavour=base --set model_preset=z-image-tiny \

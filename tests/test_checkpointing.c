@@ -734,6 +734,8 @@ static const struct family_case {
      "GQA, tanh gates, sandwich norms", 3, 0, 0, 1, 1, 1, 1, 0},
     {"z-image-tiny", "lumina2's blocks, the image rows first, caption and image rows padded with learned tokens",
      3, 0, 0, 1, 1, 1, 1, 0},
+    {"ernie-tiny", "lumina2's blocks without sandwich norms, GEGLU, one modulation every block reads and adds to",
+     3, 0, 0, 1, 1, 1, 1, 0},
     {"hidream-tiny", "experts routed per token (the routing follows the data, no allocation does), each block's own "
      "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
 };

@@ -222,7 +222,7 @@ static void test_families(void)
                            !strcmp(name, "hunyuanvideo") || !strcmp(name, "pixart_sigma") || !strcmp(name, "wan") ||
                            !strcmp(name, "ltxvideo") || !strcmp(name, "ltxvideo2") || !strcmp(name, "cosmos2image") ||
                            !strcmp(name, "kandinsky5-image") || !strcmp(name, "kandinsky5-video") ||
-                           !strcmp(name, "anima") || !strcmp(name, "lumina2");
+                           !strcmp(name, "anima") || !strcmp(name, "lumina2") || !strcmp(name, "ernie");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -813,7 +813,8 @@ static void test_lumina2_json(void)
 }
 
 /* ZImageTransformer2DModel's config.json: Z-Image's (as published) reads as the z-image preset; SimpleTuner's
- * z_image builds base, and refuses its default turbo-ostris-v2 (and the other turbo flavours) with the reason. */
+ * z_image builds base, and refuses its default turbo-ostris-v2 (and the other turbo flavours) with the reason. The
+ * same for ErnieImageTransformer2DModel's (baidu/ERNIE-Image's) and ernie's turbo. */
 static void test_zimage_json(void)
 {
     char dir[] = "/tmp/segtrain-zimage-XXXXXX";
@@ -847,6 +848,29 @@ static void test_zimage_json(void)
                    "assistant adapter", "base");
     EXPECT_REFUSAL("{\"model_family\": \"z_image\", \"model_flavour\": \"turbo\"}", ST_ERR_UNSUPPORTED,
                    "model_flavour turbo of z_image");
+#define ER "{\"_class_name\": \"ErnieImageTransformer2DModel\", "
+    tk_write_file(dir, "config.json", ER "\"eps\": 1e-06, \"ffn_hidden_size\": 12288, \"hidden_size\": 4096, "
+                  "\"in_channels\": 128, \"num_attention_heads\": 32, \"num_layers\": 36, \"out_channels\": 128, "
+                  "\"patch_size\": 1, \"qk_layernorm\": true, \"rope_axes_dim\": [32, 48, 48], \"rope_theta\": 256, "
+                  "\"text_in_dim\": 3072}"); /* baidu/ERNIE-Image's */
+    CHECK(model_preset("ernie-tiny", &mc) == ST_OK && model_preset("ernie-image", &want) == ST_OK);
+    mc.resolution = want.resolution, mc.vae_scale = want.vae_scale;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.ffn_dim == want.ffn_dim && mc.channels == want.channels &&
+               mc.text_dim == want.text_dim && mc.norm_eps == want.norm_eps && mc.rope_axes[1] == want.rope_axes[1] &&
+               model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *ernie_bad[][2] = {
+        {ER "\"rope_theta\": 10000}", "rope_theta"},
+        {ER "\"qk_layernorm\": false}", "qk_layernorm"},
+        {ER "\"out_channels\": 64}", "out_channels 64"},
+        {ER "\"eps\": 2}", "eps"},
+    };
+#undef ER
+    expect_json_refusals(dir, "config.json", "ernie-tiny", ernie_bad, sizeof ernie_bad / sizeof *ernie_bad, 0, false);
+    CHECK(from_json("{\"model_family\": \"ernie\"}", &mc) == ST_OK && !strcmp(mc.preset, "ernie-image"));
+    EXPECT_REFUSAL("{\"model_family\": \"ernie\", \"model_flavour\": \"turbo\"}", ST_ERR_UNSUPPORTED,
+                   "model_flavour turbo of ernie", "assistant adapter");
     remove(tk_path(dir, "config.json"));
     remove(dir);
 }

@@ -338,13 +338,16 @@ static void test_ids_dry(void)
  * against central differences of sum(w * reference(x)), and the interleaved rotation is not it. */
 enum { HB = 2, HT = 5, HH = 2, HHD = 12, HRS = HH * HHD + 3, HBS = HT * HRS + 7 };
 
+/* the rotate-half family: shared angles (rope_half), each head's own (rope_split), ERNIE's repeated angles */
+typedef enum half_mode { HALF_SHARED, HALF_SPLIT, HALF_REPEATED } half_mode;
+
 typedef struct half_ctx {
     const float *table;
     double *x, *w;
-    bool split;
+    half_mode mode;
 } half_ctx;
 
-static void rope_half_ref(const float *table, bool split, double *y, const double *x)
+static void rope_half_ref(const float *table, half_mode mode, double *y, const double *x)
 {
     const int64_t pairs = HHD / 2;
     for (int64_t b = 0; b < HB; b++)
@@ -352,10 +355,10 @@ static void rope_half_ref(const float *table, bool split, double *y, const doubl
             for (int64_t k = 0; k < HH; k++)
                 for (int64_t p = 0; p < pairs; p++) {
                     const int64_t i = (b * HT + t) * HH * HHD + k * HHD + p;
-                    const int64_t e = split ? (t * HH + k) * pairs + p : t * pairs + p;
-                    const double c = table[e * 2], s = table[e * 2 + 1];
-                    y[i] = x[i] * c - x[i + pairs] * s;
-                    y[i + pairs] = x[i + pairs] * c + x[i] * s;
+                    int64_t e0 = mode == HALF_SPLIT ? (t * HH + k) * pairs + p : t * pairs + p, e1 = e0;
+                    if (mode == HALF_REPEATED) e0 = t * pairs + p / 2, e1 = t * pairs + (p + pairs) / 2;
+                    y[i] = x[i] * table[e0 * 2] - x[i + pairs] * table[e0 * 2 + 1];
+                    y[i + pairs] = x[i + pairs] * table[e1 * 2] + x[i] * table[e1 * 2 + 1];
                 }
 }
 
@@ -364,7 +367,7 @@ static double half_loss(void *p)
     half_ctx *r = p;
     const int64_t n = HB * HT * HH * HHD;
     double *y = dbuf(n), s = 0;
-    rope_half_ref(r->table, r->split, y, r->x);
+    rope_half_ref(r->table, r->mode, y, r->x);
     for (int64_t i = 0; i < n; i++) s += r->w[i] * y[i];
     free(y);
     return s;
@@ -382,10 +385,16 @@ static void half_copy(float *view, float *dense, int to_view)
             }
 }
 
-static void test_half(bool split)
+typedef void (*rope_fn)(float *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float *);
+
+static void test_half(half_mode mode)
 {
+    static const char *const names[] = {"rope_half", "rope_split", "rope_repeated"};
+    static const rope_fn fwd[] = {rope_half_forward, rope_split_forward, rope_repeated_forward};
+    static const rope_fn bwd[] = {rope_half_backward, rope_split_backward, rope_repeated_backward};
+    const bool split = mode == HALF_SPLIT;
     const int64_t n = HB * HT * HH * HHD, nbuf = HB * HBS, angles = (split ? HH : 1) * HT * HHD / 2;
-    const char *what = split ? "rope_split" : "rope_half";
+    const char *what = names[mode];
     float *table = fbuf(2 * angles), *x = fbuf(n), *w = fbuf(n), *buf = fbuf(nbuf), *orig = fbuf(nbuf), *got = fbuf(n);
     double *xd = dbuf(n), *wd = dbuf(n), *want = dbuf(n), *g = dbuf(n);
     for (int64_t i = 0; i < angles; i++) { /* angles of every size, some past pi */
@@ -397,13 +406,14 @@ static void test_half(bool split)
     tk_fill(buf, nbuf, 73, -1.0f, 1.0f);
     tk_to_double(xd, x, n);
     tk_to_double(wd, w, n);
-    rope_half_ref(table, split, want, xd);
+    rope_half_ref(table, mode, want, xd);
     half_copy(buf, x, 1);
     memcpy(orig, buf, (size_t)nbuf * sizeof(float));
-    (split ? rope_split_forward : rope_half_forward)(buf, HB, HT, HH, HHD, HRS, HBS, table);
+    fwd[mode](buf, HB, HT, HH, HHD, HRS, HBS, table);
     half_copy(buf, got, 0);
-    tk_expect_close(split ? "rope_split_forward vs the double reference" : "rope_half_forward vs the double reference",
-                    got, want, n, FWD_TOL);
+    char label[96];
+    snprintf(label, sizeof label, "%s_forward vs the double reference", what);
+    tk_expect_close(label, got, want, n, FWD_TOL);
     half_copy(orig, got, 0); /* orig's view is x again: everything outside must match orig */
     half_copy(orig, got, 1);
     int outside = 1;
@@ -412,24 +422,24 @@ static void test_half(bool split)
             for (int64_t i = HH * HHD; i < HRS; i++) outside &= buf[b * HBS + t * HRS + i] == orig[b * HBS + t * HRS + i];
     CHECKF(outside, "%s_forward wrote outside its view", what);
 
-    half_ctx ctx = {table, xd, wd, split};
+    half_ctx ctx = {table, xd, wd, mode};
     tk_numeric_grad(half_loss, &ctx, xd, n, FD_H, g);
     half_copy(buf, w, 1);
-    (split ? rope_split_backward : rope_half_backward)(buf, HB, HT, HH, HHD, HRS, HBS, table);
+    bwd[mode](buf, HB, HT, HH, HHD, HRS, HBS, table);
     half_copy(buf, got, 0);
-    tk_expect_close(split ? "rope_split_backward vs finite differences" : "rope_half_backward vs finite differences",
-                    got, g, n, GRAD_TOL);
-    if (split) { /* the heads' own angles matter: the shared-table rotation (head 0's angles for both) is not it */
+    snprintf(label, sizeof label, "%s_backward vs finite differences", what);
+    tk_expect_close(label, got, g, n, GRAD_TOL);
+    if (mode != HALF_SHARED) { /* the angles' layout matters: the shared rotate-half (one angle a pair) is not it */
         memcpy(got, x, (size_t)n * sizeof(float));
         rope_half_forward(got, HB, HT, HH, HHD, HH * HHD, HT * HH * HHD, table);
         double rel = 0;
-        CHECKF(!tk_close(got, want, n, FWD_TOL, &rel) && rel > 1e-2, "rope_half matched rope_split (%.2g)", rel);
+        CHECKF(!tk_close(got, want, n, FWD_TOL, &rel) && rel > 1e-2, "rope_half matched %s (%.2g)", what, rel);
     }
 
     memcpy(got, x, (size_t)n * sizeof(float)); /* the interleaved rotation is another function */
     rope_forward(got, HB, HT, HH, HHD, HH * HHD, HT * HH * HHD, table);
     double rel = 0;
-    CHECKF(!tk_close(got, want, n, FWD_TOL, &rel) && rel > 1e-2, "interleaved rope matched rotate-half (%.2g)", rel);
+    CHECKF(!tk_close(got, want, n, FWD_TOL, &rel) && rel > 1e-2, "interleaved rope matched %s (%.2g)", what, rel);
     free(table), free(x), free(w), free(buf), free(orig), free(got), free(xd), free(wd), free(want), free(g);
 }
 
@@ -445,7 +455,8 @@ int main(void)
     test_ids_zero();
     test_ids_threads();
     test_ids_dry();
-    test_half(false);
-    test_half(true);
+    test_half(HALF_SHARED);
+    test_half(HALF_SPLIT);
+    test_half(HALF_REPEATED);
     return tk_finish();
 }

@@ -143,6 +143,9 @@ int64_t model_face_frames(const model_config *mc);
  * relative): refiners of the caption's and the image's rows, then joint blocks; a sample's conditioning is its
  * caption's states then its mask (ones for the caption's tokens, first). */
 bool model_lumina2(const model_config *mc);
+/* Whether the family is ERNIE-Image (ErnieImageTransformer2DModel): one joint sequence [image; caption] whose blocks
+ * share one modulation; its conditioning is lumina2's (the caption's states, then its mask). */
+bool model_ernie(const model_config *mc);
 /* Whether the family reads a text encoder's output (the dual-stream and cross-attention families), not labels. */
 bool model_reads_text(const model_config *mc);
 /* Whether the family's input is video (B, C, F, H, W): hunyuanvideo, hunyuanvideo15. */

@@ -309,6 +309,14 @@ void rope_split_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, 
                         int64_t batch_stride, const float *table);
 void rope_split_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
                          int64_t batch_stride, const float *table);
+/* ERNIE-Image's rotary embedding: rotate-half pairs (x[p], x[p + head_dim/2]) whose two elements take the table's
+ * angles of their own index halved (p / 2 and (p + head_dim/2) / 2: its frequencies repeated pairwise over the head).
+ * That is no rotation, so rope_repeated_backward applies the transpose (dx is dy's buffer, overwritten). Same table
+ * as rope_forward's. */
+void rope_repeated_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+                           int64_t batch_stride, const float *table);
+void rope_repeated_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim,
+                            int64_t row_stride, int64_t batch_stride, const float *table);
 
 /* ---- embeddings, patches and fixed tables (ops/cpu/embed.c) ---- */
 

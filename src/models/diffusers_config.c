@@ -560,13 +560,13 @@ static st_status wan_vace_from_json(const cJSON *j, const char *file, model_conf
 /* Lumina2Transformer2DModel's config: its class defaults (cap_feat_dim 1024: the published Lumina-Image 2.0's is 2304,
  * which the file says), then the file's; the feed-forward's width as LuminaFeedForward rounds it (4 hidden_size,
  * times ffn_dim_multiplier, up to a multiple of multiple_of). */
-/* norm_eps, when the file gives it: a number in (0, 1) */
-static st_status json_eps(const cJSON *j, const char *file, double *eps)
+/* An epsilon at key, when the file gives it: a number in (0, 1) */
+static st_status json_eps(const cJSON *j, const char *file, const char *key, double *eps)
 {
-    const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "norm_eps");
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, key);
     if (!e || cJSON_IsNull(e)) return ST_OK;
     if (!cJSON_IsNumber(e) || !(e->valuedouble > 0 && e->valuedouble < 1))
-        return st_fail(ST_ERR_FORMAT, "%s: norm_eps is not a number in (0, 1)", file);
+        return st_fail(ST_ERR_FORMAT, "%s: %s is not a number in (0, 1)", file, key);
     *eps = e->valuedouble;
     return ST_OK;
 }
@@ -587,7 +587,7 @@ static st_status lumina2_from_json(const cJSON *j, const char *file, model_confi
     for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
     if (!st) st = json_fixed(j, file, "scaling_factor", 1.0, "Lumina 2 (every published config's)");
     if (!st) st = json_axes(j, file, "axes_dim_rope", 3, axes);
-    if (!st) st = json_eps(j, file, &mc->norm_eps);
+    if (!st) st = json_eps(j, file, "norm_eps", &mc->norm_eps);
     if (st) return st;
     int64_t inner = 4 * mc->hidden;
     const cJSON *mult = cJSON_GetObjectItemCaseSensitive(j, "ffn_dim_multiplier");
@@ -628,7 +628,7 @@ static st_status zimage_from_json(const cJSON *j, const char *file, model_config
     if (!st) st = json_axes(j, file, "axes_dims", 3, axes);
     if (!st) st = json_axes(j, file, "all_patch_size", 1, patch);
     if (!st) st = json_axes(j, file, "all_f_patch_size", 1, patch_t);
-    if (!st) st = json_eps(j, file, &mc->norm_eps);
+    if (!st) st = json_eps(j, file, "norm_eps", &mc->norm_eps);
     if (st) return st;
     const cJSON *sig = cJSON_GetObjectItemCaseSensitive(j, "siglip_feat_dim");
     if (sig && !cJSON_IsNull(sig))
@@ -640,6 +640,37 @@ static st_status zimage_from_json(const cJSON *j, const char *file, model_config
     mc->patch = patch[0], mc->patch_t = 1, mc->heads = heads, mc->kv_heads = heads;
     mc->ffn_dim = (int64_t)((double)mc->hidden / 3.0 * 8.0); /* the class's int(dim / 3 * 8) */
     mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    for (int a = 0; a < 3; a++) mc->rope_axes[a] = axes[a];
+    mc->rope_axes[3] = 0;
+    return ST_OK;
+}
+
+/* ErnieImageTransformer2DModel's config: the class defaults, then the file's values (baidu/ERNIE-Image's: 36 layers
+ * of 4096); other rotary bases, out_channels and qk_layernorm false are refused by name. */
+static st_status ernie_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t heads = 24, out = 128, axes[3] = {32, 48, 48};
+    mc->hidden = 3072, mc->depth = 24, mc->ffn_dim = 8192, mc->channels = 128, mc->patch = 1, mc->text_dim = 2560;
+    mc->norm_eps = 1e-6;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"hidden_size", &mc->hidden}, {"num_attention_heads", &heads}, {"num_layers", &mc->depth},
+                {"ffn_hidden_size", &mc->ffn_dim}, {"in_channels", &mc->channels}, {"out_channels", &out},
+                {"patch_size", &mc->patch}, {"text_in_dim", &mc->text_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_fixed(j, file, "rope_theta", 256.0, "ERNIE-Image (every published config's)");
+    if (!st) st = json_fixed_bool(j, file, "qk_layernorm", true, "ERNIE-Image");
+    if (!st) st = json_axes(j, file, "rope_axes_dim", 3, axes);
+    if (!st) st = json_eps(j, file, "eps", &mc->norm_eps);
+    if (st) return st;
+    if (heads < 1 || out != mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: num_attention_heads %lld, out_channels %lld; segtrain builds "
+                       "ERNIE-Image with at least 1 and out_channels in_channels (%lld)", file, (long long)heads,
+                       (long long)out, (long long)mc->channels);
+    mc->heads = heads, mc->kv_heads = heads, mc->patch_t = 1;
+    mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false, mc->refiner_depth = 0;
     for (int a = 0; a < 3; a++) mc->rope_axes[a] = axes[a];
     mc->rope_axes[3] = 0;
     return ST_OK;
@@ -981,6 +1012,7 @@ static const struct {
     {"wan", "WanAnimateTransformer3DModel", wan_animate_from_json},
     {"lumina2", "Lumina2Transformer2DModel", lumina2_from_json},
     {"z_image", "ZImageTransformer2DModel", zimage_from_json},
+    {"ernie", "ErnieImageTransformer2DModel", ernie_from_json},
     {"ltxvideo", "LTXVideoTransformer3DModel", ltxvideo_from_json},
     {"ltxvideo2", "LTX2VideoTransformer3DModel", ltx2_from_json},
     {"hidream", "HiDreamImageTransformer2DModel", hidream_from_json},

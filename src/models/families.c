@@ -43,7 +43,7 @@ static const struct st_family {
     {"cosmos3", NULL, "Cosmos 3", JOINT, "Cosmos3OmniTransformer", "edge|nano|super|super-i2v|super-t2i", NULL, NULL},
     {"deepfloyd", NULL, "DeepFloyd IF", UNET, "UNet2DConditionModel",
      "i-medium-400m|i-large-900m|i-xlarge-4.3b|ii-medium-450m|ii-large-1.2b", NULL, NULL},
-    {"ernie", NULL, "ERNIE-Image", JOINT, "ErnieImageTransformer2DModel", "base|turbo", NULL, NULL},
+    {"ernie", NULL, "ERNIE-Image", JOINT, "ErnieImageTransformer2DModel", "base|turbo", "base:ernie-image", "base"},
     {"flux", NULL, "Flux.1", DUAL, "FluxTransformer2DModel", "dev|krea|schnell|kontext|fluxbooru|libreflux",
      "dev:flux-dev|krea:flux-dev|schnell:flux-schnell|fluxbooru:flux-dev", "krea"},
     {"flux2", NULL, "Flux.2", DUAL, "Flux2Transformer2DModel", "dev|klein-4b|klein-9b",
@@ -137,6 +137,8 @@ static const struct {
                          "image"},
     {"kandinsky5-image", "the i2i flavours also take a reference image's latents and mask as input channels "
                          "(visual_cond); segtrain's conditioning carries no reference image"},
+    {"ernie", "turbo trains LoRA through an assistant adapter loaded beside it, which segtrain does not load; base, "
+              "the same transformer shape, is built"},
     {"z_image", "the turbo flavours (turbo, turbo-ostris-v2, its default, and ostris-de-turbo) train LoRA through an "
                 "assistant adapter (ostris's de-distillation LoRA) loaded beside it, which segtrain does not load; "
                 "base, the same transformer shape, is built"},

@@ -120,7 +120,7 @@ static st_status lm_create(model *m)
             lumina_block *b = &d->blocks[q][i];
             *b = (lumina_block){.m = m, .modulated = q != CTX, .rows = rows[q], .kv_heads = c->kv_heads,
                                 .ffn = c->ffn_dim, .eps = (float)c->norm_eps, .rope = &d->rope[q],
-                                .mask = &d->maskp[q], .ada_in = Dt, .names = z ? &zimage_names : &lumina2_names};
+                                .mask = &d->maskp[q], .ada_in = Dt, .style = z ? &zimage_style : &lumina2_style};
             snprintf(prefix, sizeof prefix, "%s.%d", names[q], i);
             lumina_block_register(s, b, prefix, c);
             d->seq_blocks[q][i] = (block){.kind = &lumina_block_kind, .self = b, .index = i};

@@ -1,20 +1,29 @@
 /* Lumina-Image 2.0 (Lumina2Transformer2DModel) and Z-Image (ZImageTransformer2DModel), internal to src/models: the
- * block (lumina2_block.c) and the model (lumina2.c). */
+ * block (lumina2_block.c, also ERNIE-Image's) and the model (lumina2.c). */
 #ifndef SEGTRAIN_MODELS_LUMINA2_H
 #define SEGTRAIN_MODELS_LUMINA2_H
 
 #include "internal.h"
-
-#define LUMINA_QK_EPS 1e-5f /* the attention's per-head RMSNorms */
-/* a modulated block's modulation rows: a zero shift, scale_msa, tanh(gate_msa), scale_mlp, tanh(gate_mlp) */
-#define LUMINA_MOD 5
 
 /* A block's weight names below its prefix: Lumina2TransformerBlock's or ZImageTransformerBlock's */
 typedef struct lumina_names {
     const char *q, *k, *v, *out, *norm_q, *norm_k, *w1, *w2, *w3, *ada, *norm1_modulated, *norm1, *norm2, *ffn_norm1,
         *ffn_norm2;
 } lumina_names;
-extern const lumina_names lumina2_names, zimage_names;
+
+/* What sets the families' blocks apart */
+typedef struct lumina_style {
+    lumina_names names;
+    bool sandwich;      /* RMSNorms around the attention's and the feed-forward's outputs (Lumina 2, Z-Image) */
+    bool shared_mod;    /* every block reads the model's modulation (m->ctx.mod, gates as they are): ERNIE-Image's;
+                           else each has its own norm1.linear, gates through tanh */
+    bool repeated_rope; /* ERNIE-Image's rope_repeated_forward, else interleaved pairs */
+    glu_kind glu;       /* the feed-forward's activation of w1 (silu(w1 h) w3 h, or gelu) */
+    float qk_eps;       /* the per-head q and k RMSNorms' (0: the block's eps) */
+    int64_t mod_rows;   /* a sample's modulation rows of D */
+    int at[6];          /* the rows of shift1, scale1, gate1, shift2, scale2, gate2 */
+} lumina_style;
+extern const lumina_style lumina2_style, zimage_style, ernie_style;
 
 /* A block's weights and options. The model provides m->ctx.cs (B, min(D, 1024): SiLU of the timestep embedding)
  * with m->ctx.dcs, and per sequence *rope, the per-sample rotary tables (B, rows, head_dim / 2, 2), and *mask (the
@@ -26,9 +35,9 @@ typedef struct lumina_block {
     int64_t kv_heads, ffn;
     float eps;          /* norm_eps: the block's four RMSNorms */
     int64_t ada_in;     /* norm1.linear's input: m->ctx.cs's width (Lumina: SiLU(temb), Z-Image: temb) */
-    const lumina_names *names;
+    const lumina_style *style;
     lin_layer ada;      /* norm1.linear (modulated) */
-    int norm1, norm2, ffn_norm1, ffn_norm2; /* RMSNorm weights (D) */
+    int norm1, norm2, ffn_norm1, ffn_norm2; /* RMSNorm weights (D); norm2 and ffn_norm2 with sandwich norms */
     lin_layer q, k, v, out, w1, w2, w3;
     int norm_q, norm_k; /* per head */
     float *const *rope;

@@ -1,6 +1,5 @@
-/* Lumina-Image 2.0's block (lumina2.h): diffusers' Lumina2TransformerBlock, and ZImageTransformerBlock (the same
- * computation under other names, its modulation from temb itself), modulated (noise_refiner, layers) or not
- * (context_refiner):
+/* Lumina-Image 2.0's block (lumina2.h): diffusers' Lumina2TransformerBlock, modulated (noise_refiner, layers) or
+ * not (context_refiner):
  *
  *   (scale1, gate1, scale2, gate2) = norm1.linear(SiLU(temb))                          (modulated)
  *   x1 = x  + tanh(gate1) RMSNorm_2(out(attention(RMSNorm_1(x) (1 + scale1))))
@@ -10,6 +9,10 @@
  * attention's and the feed-forward's outputs (sandwich norms); the attention has grouped queries (kv_heads), q and k
  * RMSNorm-ed per head (1e-5), rotated by interleaved pairs per sample (Lumina's positions depend on each caption's
  * length), the sequence's key mask, and no biases.
+ *
+ * Its styles (lumina_style): ZImageTransformerBlock is the same computation under other names, its modulation from
+ * temb itself; ErnieImageSharedAdaLNBlock has no sandwich norms, shifts beside the scales, plain gates, all from one
+ * modulation the model makes for every block, GEGLU (gelu(w1 h) w3 h), and its own rotary layout.
  *
  * Forward keeps the modulations (with the tanh of the gates), the attention's side (q, k and v after their norms and
  * rotation, the raw q and k), its output, state and output projection, and with KEEP_ALL the feed-forward's three
@@ -36,8 +39,8 @@ static dims dims_of(const lumina_block *b)
 {
     const model_shape *s = &b->m->shape;
     const int64_t hd = s->hidden / s->heads;
-    return (dims){s->batch, b->rows, s->hidden, hd * b->kv_heads, s->batch * b->rows, b->ffn, LUMINA_MOD * s->hidden,
-                  s->heads, hd};
+    return (dims){s->batch, b->rows, s->hidden, hd * b->kv_heads, s->batch * b->rows, b->ffn,
+                  b->style->mod_rows * s->hidden, s->heads, hd};
 }
 
 #define W(i) (param_at(b->m->params, (i))->w)
@@ -50,21 +53,30 @@ static attn_shape self_shape(const lumina_block *b)
                         .mechanism = b->m->shape.mechanism, .kv_heads = b->kv_heads};
 }
 
-const lumina_names lumina2_names = {
-    "attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "attn.norm_q", "attn.norm_k", "feed_forward.linear_1",
-    "feed_forward.linear_2", "feed_forward.linear_3", "norm1.linear", "norm1.norm.weight", "norm1.weight",
-    "norm2.weight", "ffn_norm1.weight", "ffn_norm2.weight"};
-const lumina_names zimage_names = {
-    "attention.to_q", "attention.to_k", "attention.to_v", "attention.to_out.0", "attention.norm_q",
-    "attention.norm_k", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3", "adaLN_modulation.0",
-    "attention_norm1.weight", "attention_norm1.weight", "attention_norm2.weight", "ffn_norm1.weight",
-    "ffn_norm2.weight"};
+/* Lumina's and Z-Image's modulation rows: a zero shift for both, scale1, tanh(gate1), scale2, tanh(gate2) */
+const lumina_style lumina2_style = {
+    {"attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "attn.norm_q", "attn.norm_k", "feed_forward.linear_1",
+     "feed_forward.linear_2", "feed_forward.linear_3", "norm1.linear", "norm1.norm.weight", "norm1.weight",
+     "norm2.weight", "ffn_norm1.weight", "ffn_norm2.weight"},
+    true, false, false, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}};
+const lumina_style zimage_style = {
+    {"attention.to_q", "attention.to_k", "attention.to_v", "attention.to_out.0", "attention.norm_q",
+     "attention.norm_k", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3", "adaLN_modulation.0",
+     "attention_norm1.weight", "attention_norm1.weight", "attention_norm2.weight", "ffn_norm1.weight",
+     "ffn_norm2.weight"},
+    true, false, false, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}};
+/* ERNIE's: its adaLN_modulation's six chunks as they are */
+const lumina_style ernie_style = {
+    {"self_attention.to_q", "self_attention.to_k", "self_attention.to_v", "self_attention.to_out.0",
+     "self_attention.norm_q", "self_attention.norm_k", "mlp.gate_proj", "mlp.linear_fc2", "mlp.up_proj", NULL,
+     "adaLN_sa_ln.weight", "adaLN_sa_ln.weight", NULL, "adaLN_mlp_ln.weight", NULL},
+    false, true, true, GLU_GELU_ERF, 0, 6, {0, 1, 2, 3, 4, 5}};
 
 void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, const model_config *c)
 {
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, hd = D / c->heads, K = hd * b->kv_heads;
-    const lumina_names *nm = b->names;
+    const lumina_names *nm = &b->style->names;
     const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
     const float alpha = (float)c->lora_alpha;
     char n[PARAM_NAME_MAX];
@@ -78,11 +90,12 @@ void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, co
     b->w1 = lin_register(s, NAME(nm->w1), D, b->ffn, false, rm, alpha, full);
     b->w2 = lin_register(s, NAME(nm->w2), b->ffn, D, false, rm, alpha, full);
     b->w3 = lin_register(s, NAME(nm->w3), D, b->ffn, false, rm, alpha, full);
-    if (b->modulated) b->ada = lin_register(s, NAME(nm->ada), b->ada_in, 4 * D, true, 0, 0, full);
+    if (b->modulated && !b->style->shared_mod)
+        b->ada = lin_register(s, NAME(nm->ada), b->ada_in, 4 * D, true, 0, 0, full);
     b->norm1 = param_add(s, NAME(b->modulated ? nm->norm1_modulated : nm->norm1), 1, (int64_t[]){D}, full);
-    b->norm2 = param_add(s, NAME(nm->norm2), 1, (int64_t[]){D}, full);
+    if (b->style->sandwich) b->norm2 = param_add(s, NAME(nm->norm2), 1, (int64_t[]){D}, full);
     b->ffn_norm1 = param_add(s, NAME(nm->ffn_norm1), 1, (int64_t[]){D}, full);
-    b->ffn_norm2 = param_add(s, NAME(nm->ffn_norm2), 1, (int64_t[]){D}, full);
+    if (b->style->sandwich) b->ffn_norm2 = param_add(s, NAME(nm->ffn_norm2), 1, (int64_t[]){D}, full);
 #undef NAME
 }
 
@@ -96,7 +109,7 @@ static size_t lb_kept_bytes(const block *blk, keep_level keep)
     const attn_shape ss = self_shape(b);
     if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss);
     /* modulations; q, raw q, o and the output projection (D wide); k, raw k, v (K wide) */
-    size_t floats = (size_t)((b->modulated ? d.B * d.M : 0) + 4 * d.N * d.D + 3 * d.N * d.K);
+    size_t floats = (size_t)((b->modulated && !b->style->shared_mod ? d.B * d.M : 0) + 4 * d.N * d.D + 3 * d.N * d.K);
     if (keep == KEEP_ALL) floats += (size_t)(2 * d.N * d.F + d.N * d.D);
     return floats * sizeof(float) + attention_kept_bytes(&ss);
 }
@@ -129,25 +142,35 @@ static st_status modulations(const lumina_block *b, float *mod)
     return scratch_end(&s);
 }
 
-/* h = RMSNorm_w(x) (1 + the scale at chunk), or the norm alone without mod; ln, if not NULL, gets the norm's output;
- * its stats kept when asked */
+/* A modulation row of branch `which` (0: the attention's, 1: the feed-forward's; k: 0 shift, 1 scale, 2 gate) */
+static int64_t row_of(const lumina_block *b, int which, int k)
+{
+    return b->style->at[3 * which + k] * b->m->shape.hidden;
+}
+
+/* h = RMSNorm_w(x) (1 + scale) + shift of branch `which`, or the norm alone without mod; ln, if not NULL, gets the
+ * norm's output; its stats kept when asked */
 static st_status norm_mod(const lumina_block *b, float *h, float *ln, const float *x, int w, const float *mod,
-                          int chunk, op_state *stats)
+                          int which, op_state *stats)
 {
     dims d = dims_of(b);
     float *y = ln ? ln : h;
     st_status st = rmsnorm_forward(b->m->pool, y, x, W(w), d.N, d.D, b->eps, stats);
-    if (!st && mod) modulate_forward(h, y, mod, mod + chunk * d.D, d.B, d.R, d.D, d.M);
+    if (!st && mod)
+        modulate_forward(h, y, mod + row_of(b, which, 0), mod + row_of(b, which, 1), d.B, d.R, d.D, d.M);
     else if (!st && ln) copy_rows(h, d.D, ln, d.D, d.N, d.D);
     return st;
 }
 
-/* dx += through h = RMSNorm_w(x) (1 + scale): dh (overwritten), the scale's gradient into dmod */
+/* dx += through h = RMSNorm_w(x) (1 + scale) + shift: dh (overwritten), the scale's and shift's gradients into dmod
+ * (Lumina's shift row is a constant zero: what lands there is not used) */
 static void norm_mod_back(const lumina_block *b, float *dx, float *dmod, float *dh, const float *ln, const float *x,
-                          int w, const float *mod, int chunk, const op_state *stats)
+                          int w, const float *mod, int which, const op_state *stats)
 {
     dims d = dims_of(b);
-    if (mod) modulate_backward(dh, NULL, dmod + chunk * d.D, dh, ln, mod + chunk * d.D, d.B, d.R, d.D, d.M);
+    if (mod)
+        modulate_backward(dh, dmod + row_of(b, which, 0), dmod + row_of(b, which, 1), dh, ln,
+                          mod + row_of(b, which, 1), d.B, d.R, d.D, d.M);
     rmsnorm_backward(dx, G(w), dh, x, W(w), d.N, d.D, stats);
 }
 
@@ -160,46 +183,72 @@ static void rotate_side(const void *self, float *x, bool keys, bool back)
     for (int64_t i = 0; i < d.B; i++) {
         float *xb = x + i * d.R * w;
         const float *tab = *b->rope + i * d.R * d.hd;
-        if (back) rope_backward(xb, 1, d.R, heads, d.hd, w, d.R * w, tab);
-        else rope_forward(xb, 1, d.R, heads, d.hd, w, d.R * w, tab);
+        if (b->style->repeated_rope)
+            (back ? rope_repeated_backward : rope_repeated_forward)(xb, 1, d.R, heads, d.hd, w, d.R * w, tab);
+        else (back ? rope_backward : rope_forward)(xb, 1, d.R, heads, d.hd, w, d.R * w, tab);
     }
 }
 
 static side_attention attention_of(const lumina_block *b)
 {
     return (side_attention){.m = b->m, .q = &b->q, .k = &b->k, .v = &b->v, .out = &b->out, .norm_q = b->norm_q,
-                            .norm_k = b->norm_k, .norm_width = dims_of(b).hd, .eps = LUMINA_QK_EPS,
+                            .norm_k = b->norm_k, .norm_width = dims_of(b).hd,
+                            .eps = b->style->qk_eps ? b->style->qk_eps : b->eps,
                             .shape = self_shape(b), .mask = *b->mask, .rotate = rotate_side, .block = b};
 }
 
-/* f1 = w1 h, f3 = w3 h, f2 = w2(silu(f1) f3), h = RMSNorm_3(x1) (1 + scale2) */
+/* f1 = w1 h, f3 = w3 h, f2 = w2(act(f1) f3), h = RMSNorm_3(x1) (1 + scale2) + shift2 */
 static st_status ffn_compute(const lumina_block *b, const float *x1, const float *mod, float *f1, float *f3, float *f2)
 {
     dims d = dims_of(b);
     scratch s = {.pool = b->m->pool};
     float *h = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "lumina.ffn.h");
-    if (!s.status) s.status = norm_mod(b, h, NULL, x1, b->ffn_norm1, mod, 3, NULL);
+    if (!s.status) s.status = norm_mod(b, h, NULL, x1, b->ffn_norm1, mod, 1, NULL);
     if (!s.status) s.status = fwd(b->m, &b->w1, f1, h, d.N);
     if (!s.status) s.status = fwd(b->m, &b->w3, f3, h, d.N);
     scratch_drop(&s, h);
     float *a = scratch_take(&s, d.N * d.F, MEM_WORKSPACE, "lumina.ffn.swiglu");
     if (!s.status) {
-        glu_forward(a, f1, f3, d.N, d.F, d.F, GLU_SILU);
+        glu_forward(a, f1, f3, d.N, d.F, d.F, b->style->glu);
         s.status = fwd(b->m, &b->w2, f2, a, d.N);
     }
     return scratch_end(&s);
 }
 
-/* y = x + tanh(gate at chunk) r, or x + r without mod */
-static void residual(const lumina_block *b, float *y, const float *x, const float *r, const float *mod, int chunk)
+/* y = x + gate r (branch `which`'s gate: tanh-ed by modulations for Lumina's), or x + r without mod */
+static void residual(const lumina_block *b, float *y, const float *x, const float *r, const float *mod, int which)
 {
     dims d = dims_of(b);
     if (mod) {
-        gated_residual_forward(y, x, mod + chunk * d.D, r, d.B, d.R, d.D, d.M);
+        gated_residual_forward(y, x, mod + row_of(b, which, 2), r, d.B, d.R, d.D, d.M);
         return;
     }
     if (y != x) copy_rows(y, d.D, x, d.D, d.N, d.D);
     add_to(y, r, d.N * d.D);
+}
+
+/* The modulation a block reads: its own (saved), the model's shared one, or none */
+static const float *mod_of(const lumina_block *b, const block_saved *sv)
+{
+    return !b->modulated ? NULL : b->style->shared_mod ? b->m->ctx.mod : sv->mod[0];
+}
+
+/* A branch's output from o (the attention's output projection, or w2's): RMSNorm_w(o) into r with sandwich norms,
+ * else o itself; *out points at it */
+static st_status branch(const lumina_block *b, float *r, const float *o, int w, op_state *stats, const float **out)
+{
+    dims d = dims_of(b);
+    *out = b->style->sandwich ? r : o;
+    return b->style->sandwich ? rmsnorm_forward(b->m->pool, r, o, W(w), d.N, d.D, b->eps, stats) : ST_OK;
+}
+
+/* do += dL/do from g = dL/d(branch's output) */
+static void branch_back(const lumina_block *b, float *dout, const float *g, const float *o, int w,
+                        const op_state *stats)
+{
+    dims d = dims_of(b);
+    if (b->style->sandwich) rmsnorm_backward(dout, G(w), g, o, W(w), d.N, d.D, stats);
+    else add_to(dout, g, d.N * d.D);
 }
 
 /* ---- the block ---- */
@@ -219,7 +268,8 @@ static st_status lb_forward(block *blk, const block_state *in, block_state *out,
     frame f;
     frame_init(&f, b->m, keep, off, sv);
     float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "lumina.state");
-    if (b->modulated) sv->mod[0] = scratch_take(f.ks, d.B * d.M, f.kt, "lumina.mod");
+    const bool own_mod = b->modulated && !b->style->shared_mod;
+    if (own_mod) sv->mod[0] = scratch_take(f.ks, d.B * d.M, f.kt, "lumina.mod");
     side_take(&f, sv, (int64_t[SIDE_MAX]){ND, NK, NK, ND, ND, NK}, 1);
     sv->o[0] = scratch_take(f.ks, ND, f.kt, "lumina.attention_out");
     sv->f1[0] = scratch_take(f.fs, d.N * d.F, f.ft, "lumina.linear_1");
@@ -228,24 +278,25 @@ static st_status lb_forward(block *blk, const block_state *in, block_state *out,
     float *h = scratch_take(&f.tmp, ND, MEM_WORKSPACE, "lumina.h");
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
     const bool states = keep != KEEP_NOTHING || f.to_host;
-    const float *mod = sv->mod[0];
-    if (!st && b->modulated) st = modulations(b, sv->mod[0]);
+    const float *mod = mod_of(b, sv);
+    if (!st && own_mod) st = modulations(b, sv->mod[0]);
     if (!st && f.from_host) st = side_back(sv);
     if (!st && !f.from_host) {
-        st = norm_mod(b, h, NULL, x, b->norm1, mod, 1, NULL);
+        st = norm_mod(b, h, NULL, x, b->norm1, mod, 0, NULL);
         const side_attention a = attention_of(b);
         if (!st) st = side_attention_forward(&a, sv, SELF, h, h, states);
     }
     if (!st && f.to_host) st = side_send(sv);
     if (!st) st = fwd(b->m, &b->out, sv->o[0], sv->side[SQ + SO], d.N);
     if (!st && f.to_host) st = side_drop(sv, f.ks);
-    if (!st) st = rmsnorm_forward(b->m->pool, h, sv->o[0], W(b->norm2), d.N, d.D, b->eps, NULL);
+    const float *r = NULL;
+    if (!st) st = branch(b, h, sv->o[0], b->norm2, NULL, &r);
     if (!st) {
-        residual(b, y, x, h, mod, 2); /* x1 */
+        residual(b, y, x, r, mod, 0); /* x1 */
         st = ffn_compute(b, y, mod, sv->f1[0], sv->f3[0], sv->f2[0]);
     }
-    if (!st) st = rmsnorm_forward(b->m->pool, h, sv->f2[0], W(b->ffn_norm2), d.N, d.D, b->eps, NULL);
-    if (!st) residual(b, y, y, h, mod, 4);
+    if (!st) st = branch(b, h, sv->f2[0], b->ffn_norm2, NULL, &r);
+    if (!st) residual(b, y, y, r, mod, 1);
     if (!st) *out = (block_state){.n = 1, .t = {y}};
     return frame_end(&f, st, sv, saved_io, &y, 1);
 }
@@ -253,11 +304,11 @@ static st_status lb_forward(block *blk, const block_state *in, block_state *out,
 /* A residual's branch back: dr (zero on entry) = dL/dr from gx = dL/dy, and the gate's gradient into dmod; without
  * mod, dr is gx itself (returned) */
 static const float *residual_back(const lumina_block *b, float *gx, float *dmod, float *dr, const float *r,
-                                  const float *mod, int chunk)
+                                  const float *mod, int which)
 {
     dims d = dims_of(b);
     if (!mod) return gx;
-    gated_residual_backward(gx, dmod + chunk * d.D, dr, gx, mod + chunk * d.D, r, d.B, d.R, d.D, d.M);
+    gated_residual_backward(gx, dmod + row_of(b, which, 2), dr, gx, mod + row_of(b, which, 2), r, d.B, d.R, d.D, d.M);
     return dr;
 }
 
@@ -268,7 +319,7 @@ static st_status lb_backward(block *blk, const block_state *in, block_saved *sv,
     lumina_block *b = blk->self;
     dims d = dims_of(b);
     const int64_t N = d.N, D = d.D, ND = N * D, NF = N * d.F;
-    const float *x = in->t[0], *mod = sv->mod[0];
+    const float *x = in->t[0], *mod = mod_of(b, sv);
     float *gx = grad->t[0];
     if (sv->on_host) {
         st_status st = side_back(sv);
@@ -283,8 +334,9 @@ static st_status lb_backward(block *blk, const block_state *in, block_saved *sv,
     float *dr = scratch_take_zero(&s, ND, MEM_WORKSPACE, "lumina.dr");
     float *dy = scratch_take_zero(&s, ND, MEM_WORKSPACE, "lumina.dy");
     if (s.status) goto done;
-    if ((s.status = rmsnorm_forward(b->m->pool, r, sv->o[0], W(b->norm2), N, D, b->eps, NULL))) goto done;
-    residual(b, x1, x, r, mod, 2);
+    const float *br = NULL;
+    if ((s.status = branch(b, r, sv->o[0], b->norm2, NULL, &br))) goto done;
+    residual(b, x1, x, br, mod, 0);
     if (!sv->f1[0]) { /* KEEP_ATTENTION: recompute the feed-forward's GEMM outputs from x1 */
         sv->f1[0] = scratch_take(&s, NF, MEM_ACTIVATIONS, "lumina.linear_1 (recomputed)");
         sv->f3[0] = scratch_take(&s, NF, MEM_ACTIVATIONS, "lumina.linear_3 (recomputed)");
@@ -293,26 +345,25 @@ static st_status lb_backward(block *blk, const block_state *in, block_saved *sv,
         if (s.status || (s.status = ffn_compute(b, x1, mod, sv->f1[0], sv->f3[0], sv->f2[0]))) goto done;
     }
     /* feed-forward: x2 = x1 + tanh(gate2) RMSNorm_4(f2) */
-    if ((s.status = rmsnorm_forward(b->m->pool, r, sv->f2[0], W(b->ffn_norm2), N, D, b->eps, &rstats))) goto done;
-    const float *g = residual_back(b, gx, dmod, dr, r, mod, 4);
-    rmsnorm_backward(dy, G(b->ffn_norm2), g, sv->f2[0], W(b->ffn_norm2), N, D, &rstats); /* dy: dL/df2 */
+    if ((s.status = branch(b, r, sv->f2[0], b->ffn_norm2, &rstats, &br))) goto done;
+    branch_back(b, dy, residual_back(b, gx, dmod, dr, br, mod, 1), sv->f2[0], b->ffn_norm2, &rstats); /* dL/df2 */
     op_state_release(&rstats);
     float *a = scratch_take(&s, NF, MEM_WORKSPACE, "lumina.swiglu");
     float *da = scratch_take_zero(&s, NF, MEM_WORKSPACE, "lumina.dswiglu");
     float *df1 = scratch_take_zero(&s, NF, MEM_WORKSPACE, "lumina.dlinear_1");
     if (s.status) goto done;
-    glu_forward(a, sv->f1[0], sv->f3[0], N, d.F, d.F, GLU_SILU);
+    glu_forward(a, sv->f1[0], sv->f3[0], N, d.F, d.F, b->style->glu);
     if ((s.status = bwd(b->m, &b->w2, da, dy, a, N))) goto done;
     zero_bytes(a, (size_t)NF * sizeof(float)); /* a becomes dL/df3 */
-    glu_backward(df1, a, da, sv->f1[0], sv->f3[0], N, d.F, d.F, GLU_SILU);
+    glu_backward(df1, a, da, sv->f1[0], sv->f3[0], N, d.F, d.F, b->style->glu);
     scratch_drop(&s, da);
     float *ln = scratch_take(&s, ND, MEM_WORKSPACE, "lumina.ln");
     float *h = scratch_take(&s, ND, MEM_WORKSPACE, "lumina.h");
     float *dh = scratch_take_zero(&s, ND, MEM_WORKSPACE, "lumina.dh");
-    if (s.status || (s.status = norm_mod(b, h, ln, x1, b->ffn_norm1, mod, 3, &stats))) goto done;
+    if (s.status || (s.status = norm_mod(b, h, ln, x1, b->ffn_norm1, mod, 1, &stats))) goto done;
     if ((s.status = bwd(b->m, &b->w1, dh, df1, h, N)) || (s.status = bwd(b->m, &b->w3, dh, a, h, N))) goto done;
     scratch_drop(&s, a), scratch_drop(&s, df1);
-    norm_mod_back(b, gx, dmod, dh, ln, x1, b->ffn_norm1, mod, 3, &stats);
+    norm_mod_back(b, gx, dmod, dh, ln, x1, b->ffn_norm1, mod, 1, &stats);
     op_state_release(&stats);
     if (recomputed) {
         scratch_drop(&s, sv->f1[0]), scratch_drop(&s, sv->f3[0]), scratch_drop(&s, sv->f2[0]);
@@ -320,18 +371,18 @@ static st_status lb_backward(block *blk, const block_state *in, block_saved *sv,
         recomputed = false;
     }
     /* attention: x1 = x + tanh(gate1) RMSNorm_2(o) */
-    if ((s.status = rmsnorm_forward(b->m->pool, r, sv->o[0], W(b->norm2), N, D, b->eps, &rstats))) goto done;
+    if ((s.status = branch(b, r, sv->o[0], b->norm2, &rstats, &br))) goto done;
     zero_bytes(dr, (size_t)ND * sizeof(float));
     zero_bytes(dy, (size_t)ND * sizeof(float));
-    g = residual_back(b, gx, dmod, dr, r, mod, 2);
-    rmsnorm_backward(dy, G(b->norm2), g, sv->o[0], W(b->norm2), N, D, &rstats); /* dy: dL/do */
+    branch_back(b, dy, residual_back(b, gx, dmod, dr, br, mod, 0), sv->o[0], b->norm2, &rstats); /* dy: dL/do */
     op_state_release(&rstats);
-    if ((s.status = norm_mod(b, h, ln, x, b->norm1, mod, 1, &stats))) goto done;
+    if ((s.status = norm_mod(b, h, ln, x, b->norm1, mod, 0, &stats))) goto done;
     zero_bytes(dh, (size_t)ND * sizeof(float));
     const side_attention at = attention_of(b);
     if ((s.status = side_attention_backward(&at, sv, SELF, dy, h, h, dh, dh))) goto done;
-    norm_mod_back(b, gx, dmod, dh, ln, x, b->norm1, mod, 1, &stats);
-    if (b->modulated) { /* back to norm1.linear's output: the scales as they are, the gates through tanh */
+    norm_mod_back(b, gx, dmod, dh, ln, x, b->norm1, mod, 0, &stats);
+    if (b->modulated && b->style->shared_mod) add_to(b->m->ctx.dmod, dmod, d.B * d.M); /* the model's to take back */
+    else if (b->modulated) { /* back to norm1.linear's output: the scales as they are, the gates through tanh */
         float *draw = scratch_take(&s, d.B * 4 * D, MEM_WORKSPACE, "lumina.dada");
         if (s.status) goto done;
         for (int64_t i = 0; !pool_is_dry_ptr(draw) && i < d.B; i++) {

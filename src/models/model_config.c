@@ -152,6 +152,11 @@ static const struct preset {
      * refiners, 30 heads x 128, Qwen3 4B's 2560-wide text at SimpleTuner's 512 tokens; the rest in model_preset. */
     {"z-image-tiny", "z_image", 2, 48, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
     {"z-image", "z_image", 30, 3840, 30, 2, 16, 128, 10, 0, 512, 2560, 0, false, false, 0, 0},
+    /* ERNIE-Image (baidu/ERNIE-Image's transformer, Turbo's the same shape): 36 blocks of 32 heads x 128, its text
+     * encoder's 3072-wide states, Flux.2's VAE's 128 packed channels at 16x (1024 px: 64 x 64, patch 1); 256 caption
+     * tokens is segtrain's choice (SimpleTuner pads a batch to its longest caption). The rest in model_preset. */
+    {"ernie-tiny", "ernie", 2, 32, 2, 1, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"ernie-image", "ernie", 36, 4096, 32, 1, 128, 64, 10, 0, 256, 3072, 0, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -172,7 +177,7 @@ static void rope_axes_for(model_config *mc)
         mc->rope_axes[0] = mc->rope_axes[1] = mc->rope_axes[2] = q, mc->rope_axes[3] = hd - 3 * q;
         return;
     }
-    if (!strcmp(mc->family, "z_image")) { /* Z-Image's (32, 48, 48) at 128 */
+    if (!strcmp(mc->family, "z_image") || !strcmp(mc->family, "ernie")) { /* both (32, 48, 48) at 128 */
         mc->rope_axes[1] = mc->rope_axes[2] = 2 * (3 * hd / 16), mc->rope_axes[0] = hd - 4 * (3 * hd / 16);
         mc->rope_axes[3] = 0;
         return;
@@ -224,6 +229,9 @@ st_status model_preset(const char *name, model_config *out)
         if (!strcmp(p->family, "lumina2")) /* LuminaFeedForward's 4 D, rounded up to multiple_of 256 */
             out->refiner_depth = tiny ? 1 : 2, out->kv_heads = tiny ? 1 : 8, out->norm_eps = 1e-5,
             out->ffn_dim = tiny ? 4 * p->hidden : 9216;
+        if (!strcmp(p->family, "ernie")) /* full multi-head attention; eps 1e-6; SimpleTuner's packed latents at 16x */
+            out->kv_heads = p->heads, out->norm_eps = 1e-6, out->ffn_dim = tiny ? 2 * p->hidden : 12288,
+            out->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
         if (!strcmp(p->family, "z_image")) /* its FeedForward's int(D / 3 * 8); its n_kv_heads is not used */
             out->refiner_depth = tiny ? 1 : 2, out->kv_heads = p->heads, out->norm_eps = 1e-5,
             out->ffn_dim = (int64_t)((double)p->hidden / 3.0 * 8.0);
@@ -393,9 +401,9 @@ st_status model_config_check(const model_config *mc)
         return st_fail(ST_ERR_INVALID, "out_channels: %lld; %s", (long long)mc->out_channels,
                        xattn ? "at least in_channels (the prediction is the first in_channels)"
                              : "only pixart_sigma's output differs from its input (0)");
-    if (mc->ffn_dim < 0 || mc->ffn_dim > (1 << 20) || (mc->ffn_dim && !xattn && !model_lumina2(mc)))
-        return st_fail(ST_ERR_INVALID, "ffn_dim: %lld; wan's feed-forward is 1 to 2^20 wide (0: 4 hidden_size; other "
-                       "families 0)", (long long)mc->ffn_dim);
+    if (mc->ffn_dim < 0 || mc->ffn_dim > (1 << 20) || (mc->ffn_dim && !xattn && !model_lumina2(mc) && !model_ernie(mc)))
+        return st_fail(ST_ERR_INVALID, "ffn_dim: %lld; the feed-forward of wan (0: 4 hidden_size), lumina2, z_image "
+                       "and ernie is 1 to 2^20 wide (other families 0)", (long long)mc->ffn_dim);
     if (mc->single_depth < 0 || ((!mmdit || sd3 || qwen || hv15) && mc->single_depth))
         return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit, flux, flux2, "
                        "auraflow and hunyuanvideo only)",
@@ -412,8 +420,9 @@ st_status model_config_check(const model_config *mc)
                        (long long)mc->out_channels, model_cosmos(mc) ? "cosmos2image takes 1 to 65536, 1, 8 to 128 "
                        "and 0 (= in_channels)" : "only cosmos2image has AdaLN-LoRA (0)");
     const bool ace = model_audio(mc);
-    const bool lumina = model_lumina2(mc);
-    if (lumina ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->ffn_dim < 1 || mc->ffn_dim > 8 * mc->hidden ||
+    const bool lumina = model_lumina2(mc), ernie = model_ernie(mc);
+    if (lumina || ernie ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->ffn_dim < 1 ||
+                           mc->ffn_dim > 8 * mc->hidden ||
                   !(mc->norm_eps > 0 && mc->norm_eps < 1) || mc->text_dim < 1 || mc->pooled_dim ||
                   mc->rope_axes[0] + mc->rope_axes[1] + mc->rope_axes[2] != mc->hidden / mc->heads ||
                   mc->rope_axes[0] % 2 || mc->rope_axes[1] % 2 || mc->rope_axes[2] % 2 || mc->rope_axes[3] ||
@@ -423,12 +432,13 @@ st_status model_config_check(const model_config *mc)
                        "cap_feat_dim %lld, rotary axes (%lld, %lld, %lld); %s", (long long)mc->kv_heads,
                        (long long)mc->heads, (long long)mc->ffn_dim, mc->norm_eps, (long long)mc->text_dim,
                        (long long)mc->rope_axes[0], (long long)mc->rope_axes[1], (long long)mc->rope_axes[2],
-                       lumina ? "lumina2 takes a divisor of the heads, 1 to 8 hidden_size, an eps in (0, 1), at least "
-                       "1, and three even axes summing to the head width (no pooled vector, out_channels 0)"
-                              : "only lumina2 has norm_eps (0)");
+                       lumina || ernie ? "lumina2, z_image and ernie take a divisor of the heads, 1 to 8 "
+                                         "hidden_size, an eps in (0, 1), at least 1, and three even axes summing to "
+                                         "the head width (no pooled vector, out_channels 0)"
+                                       : "only lumina2, z_image and ernie have norm_eps (0)");
     if (ace ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->window < 0 || mc->cond_channels < 0 ||
                mc->cond_channels > (1 << 16) || mc->patch != 1 || mc->resolution != 1 || mc->out_channels)
-            : ((mc->kv_heads && !lumina) || mc->window))
+            : ((mc->kv_heads && !lumina && !ernie) || mc->window))
         return st_fail(ST_ERR_INVALID, "num_key_value_heads %lld, sliding_window %lld, context channels %lld, patch_size "
                        "%lld, resolution %lld, out_channels %lld; %s", (long long)mc->kv_heads, (long long)mc->window,
                        (long long)mc->cond_channels, (long long)mc->patch, (long long)mc->resolution,

@@ -81,8 +81,26 @@ static void rotate_row_half(float *xr, const float *cs, int64_t heads, int64_t p
     }
 }
 
-/* the pairs: rope_forward's, rope_half_forward's, rope_split_forward's */
-typedef enum pairing { INTERLEAVED, HALF, SPLIT } pairing;
+/* ERNIE-Image's: rotate-half pairs (x[p], x[p + pairs]) whose two elements turn by the table's angles of their own
+ * index halved (its frequencies repeated pairwise over the head, then applied by halves): y[p] = x[p] c_a - x[p+h] s_a,
+ * y[p+h] = x[p+h] c_b + x[p] s_b, a = p / 2, b = (p + h) / 2. Not a rotation (a != b), so the gradient is the
+ * transpose: dx[p] = dy[p] c_a + dy[p+h] s_b, dx[p+h] = dy[p+h] c_b - dy[p] s_a. Each product rounded, then the sum. */
+static void rotate_row_repeated(float *xr, const float *cs, int64_t heads, int64_t pairs, bool transpose)
+{
+    for (int64_t k = 0; k < heads; k++) {
+        float *v = xr + k * pairs * 2, *w = v + pairs;
+        for (int64_t p = 0; p < pairs; p++) {
+            const float *a = cs + 2 * (p / 2), *b = cs + 2 * ((p + pairs) / 2), x0 = v[p], x1 = w[p];
+            const float x0c = x0 * a[0], x1c = x1 * b[0];
+            const float m1 = transpose ? x1 * b[1] : -x1 * a[1], m0 = transpose ? -x0 * a[1] : x0 * b[1];
+            v[p] = x0c + m1;
+            w[p] = x1c + m0;
+        }
+    }
+}
+
+/* the pairs: rope_forward's, rope_half_forward's, rope_split_forward's, rope_repeated_forward's */
+typedef enum pairing { INTERLEAVED, HALF, SPLIT, REPEATED } pairing;
 
 static void rope_run(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
                      int64_t batch_stride, const float *table, bool inverse, pairing how)
@@ -98,6 +116,7 @@ static void rope_run(float *x, int64_t batch, int64_t tokens, int64_t heads, int
         const float sign = inverse ? -1.0f : 1.0f;
         if (how == INTERLEAVED) rotate_row(xr, table + t * pairs * 2, heads, pairs, sign);
         else if (how == HALF) rotate_row_half(xr, table + t * pairs * 2, heads, pairs, sign, 0);
+        else if (how == REPEATED) rotate_row_repeated(xr, table + t * pairs * 2, heads, pairs, inverse);
         else rotate_row_half(xr, table + t * heads * pairs * 2, heads, pairs, sign, pairs * 2);
     }
 }
@@ -145,4 +164,16 @@ void rope_split_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads
                          int64_t batch_stride, const float *table)
 {
     rope_timed(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table, true, SPLIT);
+}
+
+void rope_repeated_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+                           int64_t batch_stride, const float *table)
+{
+    rope_timed(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, false, REPEATED);
+}
+
+void rope_repeated_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim,
+                            int64_t row_stride, int64_t batch_stride, const float *table)
+{
+    rope_timed(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table, true, REPEATED);
 }

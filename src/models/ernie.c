@@ -1,0 +1,301 @@
+/* ERNIE-Image (docs/FAMILIES.md): diffusers' ErnieImageTransformer2DModel, called as SimpleTuner's ernie calls it
+ * (timesteps 1000 t as they are, the prediction the output itself).
+ *
+ * - One block sequence, `layers`, on the joint rows per sample [the image's T, the caption's L] (its caption's
+ *   padding keys masked: len, the sample's mask's ones); its blocks are lumina2_block.c's in ernie_style.
+ * - x_embedder: a Conv2d of p x p patches (features (channel, row, column)); text_proj: a linear without bias when
+ *   the text is not already D wide.
+ * - time: Timesteps(D) of t, sines first, then time_embedding (linear_1, SiLU, linear_2): c. One modulation for every
+ *   block, adaLN_modulation(SiLU(c)) = (shift, scale, gate) x 2, into m->ctx.mod.
+ * - Rotary positions on three axes: the image token at (len, row, column), caption token j at (j, 0, 0), every
+ *   head's frequencies repeated pairwise and applied by halves (rope_repeated_forward).
+ * - final_norm: LayerNorm (no affine) of the image rows times 1 + scale, plus shift, (scale, shift) =
+ *   final_norm.linear(c); then final_linear. */
+#include "lumina2.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ERNIE_MOD 6        /* shift, scale, gate of the attention, then of the feed-forward */
+#define ERNIE_THETA 256.0 /* every published config's rope_theta */
+
+typedef struct er_model {
+    lumina_block *blocks;
+    block *seq_blocks;
+    temb t;
+    lin_layer text, ada, fin; /* text.w < 0: no text_proj */
+    int x_w, x_b, out_w, out_b;
+    float *rope;       /* per-sample rotary tables, a step's */
+    float *kb;         /* per-sample key mask */
+    attn_mask mask;
+    const attn_mask *maskp;
+    /* a step */
+    bool active;
+    float *len, *patches, *text_in, *silu_c, *img, *ln, *mod2, *h, *out, *pred;
+    op_state out_stats;
+    block_state last;
+    seq_run *run;
+} er_model;
+
+static er_model *er_of(const model *m) { return m->impl; }
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+static int64_t rows_of(const model *m) { return m->shape.tokens + m->shape.text; }
+
+static st_status er_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    er_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (!d) return st_host_oom("the ERNIE-Image model");
+    d->blocks = calloc((size_t)c->depth, sizeof *d->blocks);
+    d->seq_blocks = calloc((size_t)c->depth, sizeof *d->seq_blocks);
+    if (!d->blocks || !d->seq_blocks) return st_host_oom("the ERNIE-Image model");
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, C = c->channels, p = c->patch, P = model_patch_dim(c);
+    d->x_w = param_add(s, "x_embedder.proj.weight", 4, (int64_t[]){D, C, p, p}, full);
+    d->x_b = param_add(s, "x_embedder.proj.bias", 1, (int64_t[]){D}, full);
+    d->text = c->text_dim != D ? lin_register(s, "text_proj", c->text_dim, D, false, 0, 0, full) : (lin_layer){.w = -1};
+    temb_register(s, &d->t, "time_embedding.linear_1", "time_embedding.linear_2", D, D, full);
+    d->ada = lin_register(s, "adaLN_modulation.1", D, ERNIE_MOD * D, true, 0, 0, full);
+    char prefix[64];
+    for (int i = 0; i < c->depth; i++) {
+        lumina_block *b = &d->blocks[i];
+        *b = (lumina_block){.m = m, .modulated = true, .rows = rows_of(m), .kv_heads = c->heads, .ffn = c->ffn_dim,
+                            .eps = (float)c->norm_eps, .rope = &d->rope, .mask = &d->maskp, .style = &ernie_style};
+        snprintf(prefix, sizeof prefix, "layers.%d", i);
+        lumina_block_register(s, b, prefix, c);
+        d->seq_blocks[i] = (block){.kind = &lumina_block_kind, .self = b, .index = i};
+    }
+    m->seq[0] = (block_seq){.name = "layers", .n = (int)c->depth, .blocks = d->seq_blocks, .state_n = 1,
+                            .pool = m->pool};
+    m->n_seq = 1;
+    d->fin = lin_register(s, "final_norm.linear", D, 2 * D, true, 0, 0, full);
+    d->out_w = param_add(s, "final_linear.weight", 2, (int64_t[]){P, D}, full);
+    d->out_b = param_add(s, "final_linear.bias", 1, (int64_t[]){P}, full);
+    return ST_OK;
+}
+
+static void er_destroy(model *m)
+{
+    er_model *d = er_of(m);
+    if (d) free(d->blocks), free(d->seq_blocks);
+    free(d);
+}
+
+static void er_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    m->seq[0].state_numel[0] = batch * rows_of(m) * m->shape.hidden;
+}
+
+static void er_release(model *m)
+{
+    er_model *d = er_of(m);
+    if (!d || !d->active) return;
+    seq_release(d->run);
+    d->run = NULL;
+    state_free(m->pool, &d->last);
+    temb_release(m, &d->t);
+    op_state_release(&d->out_stats);
+    float **bufs[] = {&d->rope, &d->kb, &d->len, &d->patches, &d->text_in, &d->silu_c, &d->img, &d->ln, &d->mod2,
+                      &d->h, &d->out, &d->pred, &m->ctx.mod, &m->ctx.dmod};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    d->maskp = NULL;
+    d->active = false;
+}
+
+/* Per sample: its caption's tokens (the mask's ones), its rotary table and key mask over [image; caption] */
+static st_status positions(model *m, const float *cond)
+{
+    er_model *d = er_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, hd = c->hidden / c->heads;
+    const int64_t Dc = c->text_dim, K = model_cond_len(c), g = c->resolution / c->patch;
+    st_status st = ST_OK;
+    d->len = model_take(m, &st, B, "ernie.caption_length", false);
+    d->rope = model_take(m, &st, B * S * hd, "ernie.rope", false);
+    d->kb = model_take(m, &st, B * S, "ernie.key_mask", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "ernie.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    for (int64_t b = 0; !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond) && b < B; b++) {
+        float n = 0;
+        for (int64_t j = 0; j < L; j++) n += cond[b * K + L * Dc + j];
+        d->len[b] = n;
+        for (int64_t r = 0; r < S; r++) {
+            float *id = ids + r * 3;
+            if (r < T) id[0] = n, id[1] = (float)(r / g), id[2] = (float)(r % g);
+            else id[0] = (float)(r - T), id[1] = id[2] = 0;
+            d->kb[b * S + r] = r < T + (int64_t)n ? 0.0f : -INFINITY;
+        }
+        rope_table(d->rope + b * S * hd, ids, S, 3, c->rope_axes, ERNIE_THETA);
+    }
+    pool_free(m->pool, ids);
+    d->mask = (attn_mask){.key_bias = d->kb, .batch_stride = S};
+    d->maskp = &d->mask;
+    return ST_OK;
+}
+
+/* The joint rows: x_embedder's image rows, then text_proj's caption rows, per sample */
+static st_status embed(model *m, const float *x, const float *timesteps, const float *cond, bool train, float **x0)
+{
+    er_model *d = er_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden;
+    const int64_t Dc = c->text_dim, P = model_patch_dim(c), K = model_cond_len(c), half = D / 2;
+    st_status st = ST_OK;
+    d->patches = model_take(m, &st, B * T * P, "ernie.patches", false);
+    d->text_in = model_take(m, &st, B * L * Dc, "ernie.caption_in", false);
+    *x0 = model_take(m, &st, B * S * D, "ernie.rows", false);
+    temb_take(m, &d->t, &st, train);
+    m->ctx.mod = model_take(m, &st, B * ERNIE_MOD * D, "ernie.modulation", false);
+    if (train) m->ctx.dmod = model_take(m, &st, B * ERNIE_MOD * D, "ernie.dmodulation", true);
+    if (!st) st = positions(m, cond);
+    if (st) return st;
+    const patch_shape ps = model_patches(m);
+    patchify_forward(d->patches, x, &ps); /* a Conv weight's feature order */
+    copy_rows(d->text_in, L * Dc, cond, K, B, L * Dc);
+    for (int64_t b = 0; !st && b < B; b++) {
+        float *rows = *x0 + b * S * D;
+        linear_forward(rows, d->patches + b * T * P, PW(d->x_w), PW(d->x_b), T, P, D);
+        if (d->text.w >= 0) st = lin_forward(m->params, m->pool, &d->text, rows + T * D, d->text_in + b * L * Dc, L);
+        else copy_rows(rows + T * D, D, d->text_in + b * L * Dc, D, L, D);
+    }
+    if (st) return st;
+    timestep_embedding(d->t.freq, timesteps, B, D, 10000.0); /* cosines first: Timesteps(flip_sin_to_cos False) */
+    for (int64_t b = 0; !pool_is_dry_ptr(d->t.freq) && b < B; b++) /* wants sines first */
+        for (int64_t j = 0; j < half; j++) {
+            float *f = d->t.freq + b * D;
+            const float cs = f[j];
+            f[j] = f[half + j], f[half + j] = cs;
+        }
+    temb_mlp_forward(m, &d->t);
+    silu_forward(m->ctx.cs, d->t.c, B * D);
+    return lin_forward(m->params, m->pool, &d->ada, m->ctx.mod, m->ctx.cs, B);
+}
+
+static st_status final_out(model *m, bool train)
+{
+    er_model *d = er_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, S = rows_of(m), D = c->hidden, N = B * T;
+    const int64_t P = model_patch_dim(c);
+    st_status st = ST_OK;
+    d->img = model_take(m, &st, N * D, "ernie.out_rows", false);
+    d->ln = model_take(m, &st, N * D, "ernie.out_ln", false);
+    d->mod2 = model_take(m, &st, B * 2 * D, "ernie.out_modulation", false);
+    d->h = model_take(m, &st, N * D, "ernie.out_h", false);
+    d->out = model_take(m, &st, N * P, "ernie.out", false);
+    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
+    if (st) return st;
+    for (int64_t b = 0; b < B; b++) copy_rows(d->img + b * T * D, D, d->last.t[0] + b * S * D, D, T, D);
+    if ((st = lin_forward(m->params, m->pool, &d->fin, d->mod2, d->t.c, B))) return st;
+    st = layernorm_forward(m->pool, d->ln, d->img, NULL, NULL, N, D, (float)c->norm_eps, train ? &d->out_stats : NULL);
+    if (st) return st;
+    modulate_forward(d->h, d->ln, d->mod2 + D, d->mod2, B, T, D, 2 * D); /* (scale, shift) */
+    linear_forward(d->out, d->h, PW(d->out_w), PW(d->out_b), N, D, P);
+    const patch_shape ps = model_patches(m);
+    unpatchify_forward(d->pred, d->out, &ps, PATCH_DIT);
+    return ST_OK;
+}
+
+static st_status er_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            const float **pred)
+{
+    er_model *d = er_of(m);
+    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    d->active = true;
+    float *x0 = NULL;
+    st_status st = embed(m, x, timesteps, cond, train, &x0);
+    if (!st) {
+        block_state first = {.n = 1, .t = {x0}};
+        x0 = NULL; /* the executor owns it now */
+        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
+    }
+    pool_free(m->pool, x0);
+    if (!st) st = final_out(m, train);
+    if (st) {
+        er_release(m);
+        return st;
+    }
+    *pred = d->pred;
+    return ST_OK;
+}
+
+static st_status er_backward(model *m, const float *dpred)
+{
+    er_model *d = er_of(m);
+    if (!d->active || !d->run)
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden, N = B * T;
+    const int64_t P = model_patch_dim(c), Dc = c->text_dim;
+    st_status st = ST_OK;
+    scratch k = {.pool = m->pool};
+    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "ernie.dout");
+    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "ernie.dout_h");
+    float *dmod2 = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "ernie.dout_modulation");
+    float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "ernie.dout_rows");
+    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "ernie.dtemb");
+    if ((st = k.status)) goto done;
+    const patch_shape ps = model_patches(m);
+    unpatchify_backward(dout, dpred, &ps, PATCH_DIT);
+    linear_backward(dh, PG(d->out_w), PG(d->out_b), dout, d->h, PW(d->out_w), N, D, P);
+    modulate_backward(dh, dmod2 + D, dmod2, dh, d->ln, d->mod2, B, T, D, 2 * D); /* (scale, shift) */
+    if ((st = lin_backward(m->params, m->pool, &d->fin, dc, dmod2, d->t.c, B))) goto done;
+    layernorm_backward(dimg, NULL, NULL, dh, d->img, NULL, N, D, &d->out_stats);
+    state_free(m->pool, &d->last);
+    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "ernie.drows", true)}};
+    if (st) goto done;
+    for (int64_t b = 0; !pool_is_dry_ptr(grad.t[0]) && b < B; b++)
+        copy_rows(grad.t[0] + b * S * D, D, dimg + b * T * D, D, T, D);
+    st = seq_backward(d->run, &grad, NULL); /* releases the run whatever it returns */
+    d->run = NULL;
+    for (int64_t b = 0; !st && b < B; b++) {
+        const float *g = grad.t[0] + b * S * D;
+        linear_backward(NULL, PG(d->x_w), PG(d->x_b), g, d->patches + b * T * P, PW(d->x_w), T, P, D);
+        if (d->text.w >= 0)
+            st = lin_backward(m->params, m->pool, &d->text, NULL, g + T * D, d->text_in + b * L * Dc, L);
+    }
+    state_free(m->pool, &grad);
+    /* the blocks' shared modulation back through adaLN_modulation, SiLU, then the time path (sines first) */
+    if (!st) st = lin_backward(m->params, m->pool, &d->ada, m->ctx.dcs, m->ctx.dmod, m->ctx.cs, B);
+    if (!st) {
+        silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
+        st = temb_backward(m, &d->t, dc);
+    }
+done:;
+    const st_status end = scratch_end(&k);
+    er_release(m);
+    return st ? st : end;
+}
+
+/* segtrain's own initialisation, for training from scratch: the norms at 1, the modulation and the output at zero
+ * (as the class initialises them), the timestep embedding N(0, 0.02), xavier linears elsewhere */
+static param_init er_init_of(const char *name)
+{
+    if (strstr(name, "adaLN_modulation") || strstr(name, "final_linear")) return INIT_ZERO;
+    const size_t n = strlen(name);
+    if (n > 7 && !strcmp(name + n - 7, ".weight") && (strstr(name, "_ln.") || strstr(name, "norm_")))
+        return INIT_ONE; /* the RMSNorms' (1-D weights) */
+    if (strstr(name, "time_embedding")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family ernie_family = {
+    .name = "ernie",
+    .create = er_create,
+    .destroy = er_destroy,
+    .set_batch = er_set_batch,
+    .forward = er_forward,
+    .backward = er_backward,
+    .release = er_release,
+    .init_of = er_init_of,
+};
