@@ -437,6 +437,70 @@ ERNIE_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = float32(
                 "longest; text_lens = their counts; pred = output")
 
 
+IDEOGRAM_THETA, IDEOGRAM_OFFSET = 5_000_000, 65536   # every published config's; SimpleTuner's IMAGE_POSITION_OFFSET
+
+
+def ideogram_exact():
+    """Ideogram 4 computes its MRoPE angles and its time sinusoid (of 10^4 t) in float32, its own copies of both: here
+    in float64, as segtrain takes them (cos and sin, and the sinusoid, rounded once to float)."""
+    import diffusers.models.transformers.transformer_ideogram4 as ti
+
+    def mrope(self, position_ids):
+        pos = position_ids.permute(2, 0, 1).to(torch.float64)
+        inv = 1.0 / (IDEOGRAM_THETA ** (torch.arange(0, self.head_dim, 2, dtype=torch.float64) / self.head_dim))
+        freqs = pos[..., None] * inv
+        f = freqs[0].clone()
+        for axis in (1, 2):
+            idx = torch.arange(axis, self.mrope_section[axis] * 3, 3)
+            f[..., idx] = freqs[axis][..., idx]
+        emb = torch.cat((f, f), dim=-1)
+        return emb.cos(), emb.sin()
+
+    def embed_scalar(self, x):
+        scaled = 1e4 * (x.to(torch.float64) - self.range_min) / (self.range_max - self.range_min)
+        half = self.dim // 2
+        freq = torch.exp(torch.arange(half, dtype=torch.float64) * -(math.log(1e4) / (half - 1)))
+        arg = scaled.unsqueeze(-1) * freq
+        emb = torch.cat([torch.sin(arg), torch.cos(arg)], dim=-1).to(self.mlp_in.weight.dtype)
+        return self.mlp_out(torch.nn.functional.silu(self.mlp_in(emb)))
+    ti.Ideogram4MRoPE.forward = mrope
+    ti.Ideogram4EmbedScalar.forward = embed_scalar
+
+
+def ideogram_run(model, t):
+    # SimpleTuner's Ideogram._model_predict_single: per sample [the caption's L tokens, the packed latents' tokens];
+    # position ids (j, j, j) for caption token j and (0, row, column) + 65536 for the image; segment ids the caption's
+    # mask then ones; indicator 3 (text) then 2 (image); llm features the text then zeros; the input zeros then the
+    # latents channels last; time 1 - timesteps / 1000 (float32); the prediction minus the image rows' output.
+    ideogram_exact()
+    lat = t["latents"]
+    b, c, h, w = lat.shape
+    mask = t["encoder_attention_mask"]
+    n = mask.shape[1]
+    text_pos = torch.arange(n).view(1, n, 1).expand(b, n, 3)
+    rows = torch.arange(h).view(h, 1).expand(h, w).reshape(-1)
+    cols = torch.arange(w).view(1, w).expand(h, w).reshape(-1)
+    image_pos = torch.stack([torch.zeros_like(rows), rows, cols], dim=1) + IDEOGRAM_OFFSET
+    image_pos = image_pos.unsqueeze(0).expand(b, -1, -1)
+    position_ids = torch.cat([text_pos, image_pos], dim=1)
+    segment_ids = torch.cat([mask.long(), torch.ones(b, h * w, dtype=torch.long)], dim=1)
+    indicator = torch.cat([torch.full((b, n), 3), torch.full((b, h * w), 2)], dim=1)
+    feats = t["encoder_hidden_states"]
+    llm = torch.cat([feats, torch.zeros(b, h * w, feats.shape[-1], dtype=feats.dtype)], dim=1)
+    x = torch.cat([torch.zeros(b, n, c, dtype=lat.dtype), lat.permute(0, 2, 3, 1).reshape(b, h * w, c)], dim=1)
+    timestep = (1.0 - t["sigma"].float() * 1000 / 1000.0).double()
+    out = model(hidden_states=x, timestep=timestep, encoder_hidden_states=llm, position_ids=position_ids,
+                segment_ids=segment_ids, indicator=indicator, return_dict=False)[0]
+    return -out[:, n:].reshape(b, h, w, c).permute(0, 3, 1, 2)
+
+
+IDEOGRAM_PASSED = ("per sample [caption; image]: hidden_states = zeros (L, C) then latents channels last (H W, C); "
+                   "encoder_hidden_states = the text (L, 24) N(0, 1) then zeros; position_ids (j, j, j) then (0, row, "
+                   "col) + 65536; segment_ids = encoder_attention_mask ([1 1 1 1 1 1], [1 1 1 1 0 0]) then ones; "
+                   "indicator 3 then 2; timestep = 1 - float32(1000 sigma) / 1000 (float32); pred = -output's image "
+                   "rows as (B, C, H, W)")
+
+
 ANIMATE_F, ANIMATE_TEXT, ANIMATE_IMAGE, ANIMATE_FACE = 3, 512, (5, 16), 16  # latent frames (the reference and 2);
 # the class's 512 text tokens (its attention takes the context's last 512 as the text); CLIP tokens (257 x 1280 real);
 # the face frames' edge (512 real)
@@ -923,6 +987,13 @@ fixture("ernie", "ErnieImageTransformer2DModel",
         dict(hidden_size=32, num_attention_heads=2, num_layers=2, ffn_hidden_size=64, in_channels=C, out_channels=C,
              patch_size=1, text_in_dim=JOINT, rope_theta=256, rope_axes_dim=(4, 6, 6), eps=1e-6, qk_layernorm=True),
         masked_text_make, ernie_run, ERNIE_PASSED)
+
+# Ideogram 4: two blocks of 2 heads x 16 (18 x 256 real), the feed-forward 64 (12288), adaln_dim 16 (512),
+# mrope_section (2, 2, 2) of 8 frequencies ((24, 20, 20) of 128), text 24 wide (53248), patch 1 (64 image tokens).
+fixture("ideogram", "Ideogram4Transformer2DModel",
+        dict(in_channels=C, num_layers=2, attention_head_dim=16, num_attention_heads=2, intermediate_size=64,
+             adaln_dim=16, llm_features_dim=JOINT, rope_theta=IDEOGRAM_THETA, mrope_section=(2, 2, 2), norm_eps=1e-5),
+        masked_text_make, ideogram_run, IDEOGRAM_PASSED)
 
 # LTX-Video 0.9: two blocks, patch 1 x 1 x 1 (as the real 128-channel latents), cross_attention_dim = hidden.
 fixture("ltxvideo", "LTXVideoTransformer3DModel",

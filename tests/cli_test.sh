@@ -357,6 +357,13 @@ expect 0 "SimpleTuner's z-image example plans Z-Image's 6B transformer at 1024 p
 expect 0 "SimpleTuner's ernie example plans ERNIE-Image's 8B transformer at 512 px" \
   "model ernie-image \\(ernie\\): 36 joint blocks, width 4096, 32 heads, 1024 image \\+ 256 text tokens" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/ernie.peft-lora.json"
+expect 0 "SimpleTuner's ideogram example plans Ideogram 4 at 1024 px area" \
+  "model ideogram-4 \\(ideogram\\): 34 joint blocks, width 4608, 18 heads, 4096 image \\+ 256 text tokens" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/ideogram-fp8.peft-lora.json"
+expect 0 "ideogram trains with SimpleTuner's objective" \
+  "trained 1 steps; weights in ideogram-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=ideogram --set model_preset=ideogram-tiny \
+  --set synthetic_data=true --set max_train_steps=1 --set output_dir=ideogram-out
 expect 0 "ernie trains with SimpleTuner's objective" \
   "trained 1 steps; weights in ernie-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=ernie --set model_preset=ernie-tiny \

@@ -359,12 +359,12 @@ static void test_video_cache(void)
     CHECKF(st == ST_OK && isfinite(loss[0]) && isfinite(loss[2]), "%d %s", (int)st, st_error());
 }
 
-/* Lumina 2, Z-Image and ERNIE-Image read one sequence and its mask: each trains on a cache of masked captions, each
- * sample's caption length (its mask's ones: 8 and 5 here) laying out its own joint rows. */
+/* Lumina 2, Z-Image, ERNIE-Image and Ideogram 4 read one sequence and its mask: each trains on a cache of masked
+ * captions, each sample's caption length (its mask's ones: 8 and 5 here) laying out its own joint rows. */
 static void test_lumina2_cache(void)
 {
     static const char *const families[][3] = {{"lumina2", "lumina2-tiny", "2.0"}, {"z_image", "z-image-tiny", "base"},
-                                              {"ernie", "ernie-tiny", "base"}};
+                                              {"ernie", "ernie-tiny", "base"}, {"ideogram", "ideogram-tiny", "fp8"}};
     for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
         printf("-- %s trains on a cache of masked captions\n", families[f][1]);
         variant v = good();

@@ -222,7 +222,8 @@ static void test_families(void)
                            !strcmp(name, "hunyuanvideo") || !strcmp(name, "pixart_sigma") || !strcmp(name, "wan") ||
                            !strcmp(name, "ltxvideo") || !strcmp(name, "ltxvideo2") || !strcmp(name, "cosmos2image") ||
                            !strcmp(name, "kandinsky5-image") || !strcmp(name, "kandinsky5-video") ||
-                           !strcmp(name, "anima") || !strcmp(name, "lumina2") || !strcmp(name, "ernie");
+                           !strcmp(name, "anima") || !strcmp(name, "lumina2") || !strcmp(name, "ernie") ||
+                           !strcmp(name, "ideogram");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -869,6 +870,24 @@ static void test_zimage_json(void)
 #undef ER
     expect_json_refusals(dir, "config.json", "ernie-tiny", ernie_bad, sizeof ernie_bad / sizeof *ernie_bad, 0, false);
     CHECK(from_json("{\"model_family\": \"ernie\"}", &mc) == ST_OK && !strcmp(mc.preset, "ernie-image"));
+    /* Ideogram 4: the class defaults are the published checkpoints' (its config.json gives a few of them) */
+    tk_write_file(dir, "config.json", "{\"_class_name\": \"Ideogram4Transformer2DModel\", \"num_layers\": 34, "
+                  "\"attention_head_dim\": 256, \"mrope_section\": [24, 20, 20]}");
+    CHECK(model_preset("ideogram-tiny", &mc) == ST_OK && model_preset("ideogram-4", &want) == ST_OK);
+    mc.resolution = want.resolution, mc.vae_scale = want.vae_scale;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.ffn_dim == want.ffn_dim && mc.time_dim == want.time_dim &&
+               mc.text_dim == want.text_dim && mc.channels == want.channels &&
+               !memcmp(mc.rope_axes, want.rope_axes, sizeof mc.rope_axes) && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *ideo_bad[][2] = {
+        {"{\"_class_name\": \"Ideogram4Transformer2DModel\", \"rope_theta\": 10000}", "rope_theta"},
+        {"{\"_class_name\": \"Ideogram4Transformer2DModel\", \"mrope_section\": [24, 20]}", "mrope_section"},
+        {"{\"_class_name\": \"Ideogram4Transformer2DModel\", \"mrope_section\": [64, 64, 64]}", "mrope_section"},
+        {"{\"_class_name\": \"Ideogram4Transformer2DModel\", \"attention_head_dim\": 15}", "attention_head_dim 15"},
+    };
+    expect_json_refusals(dir, "config.json", "ideogram-tiny", ideo_bad, sizeof ideo_bad / sizeof *ideo_bad, 0, false);
+    CHECK(from_json("{\"model_family\": \"ideogram\"}", &mc) == ST_OK && !strcmp(mc.preset, "ideogram-4"));
     EXPECT_REFUSAL("{\"model_family\": \"ernie\", \"model_flavour\": \"turbo\"}", ST_ERR_UNSUPPORTED,
                    "model_flavour turbo of ernie", "assistant adapter");
     remove(tk_path(dir, "config.json"));

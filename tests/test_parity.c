@@ -523,6 +523,7 @@ int main(void)
     test_fixture("lumina2", "lumina2-tiny"); /* refiners, then joint rows laid out per caption length */
     test_fixture("z-image", "z-image-tiny"); /* lumina2's, image rows first, padded rows of learned tokens */
     test_fixture("ernie", "ernie-tiny"); /* lumina2's blocks without sandwich norms, one modulation for all */
+    test_fixture("ideogram", "ideogram-tiny"); /* lumina2's blocks on [caption; image], MRoPE in halves */
     test_anyflow_meanflow(); /* AnyFlow's objective: a target from the model's own central difference in t */
     test_wan_animate(); /* wan's image-to-video inputs, the motion and face encoders, the face adapters */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */

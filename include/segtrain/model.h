@@ -36,7 +36,8 @@ typedef struct model_config {
                                       prediction */
     int64_t ffn_dim;               /* the feed-forward's width when not 4 hidden (0): Wan's */
     int64_t text_blocks, time_dim; /* kandinsky5: the text blocks before the visual ones (num_text_blocks; depth:
-                                      num_visual_blocks) and the time embedding's width (time_dim); 0 elsewhere */
+                                      num_visual_blocks) and the time embedding's width (time_dim); ideogram: its
+                                      adaLN input's (adaln_dim); 0 elsewhere */
     int64_t kv_heads, window;      /* ace_step: k and v's heads (num_key_value_heads) and the sliding layers' window
                                       (|i - j| <= window); 0 elsewhere */
     int64_t adaln_lora;            /* cosmos2image, anima: the blocks' AdaLN-LoRA width (adaln_lora_dim); 0 elsewhere */
@@ -80,7 +81,8 @@ typedef struct model_config {
                                       (approximator_num_channels), width and residual layers */
     double guidance;               /* the value model_condition gives it (SimpleTuner's flux_guidance_value) */
     int64_t rope_axes[4];          /* mmdit, flux: head pairs per position axis (axes_dims_rope): Flux's (16, 56, 56);
-                                      flux2: four, (32, 32, 32, 32) */
+                                      flux2: four, (32, 32, 32, 32); ideogram: its mrope_section, frequencies per
+                                      axis, interleaved (24, 20, 20) */
     int64_t time_channels;         /* flux2: the timestep and guidance sinusoids' width (timestep_guidance_channels) */
     bool qk_norm;                  /* sd3: RMSNorm of q and k per head (qk_norm "rms_norm", SD3.5; Flux always has it) */
     int64_t dual_attention;        /* sd3: blocks 0 .. n-1 add an image-only attention (SD3.5 medium's 13) */
@@ -146,6 +148,9 @@ bool model_lumina2(const model_config *mc);
 /* Whether the family is ERNIE-Image (ErnieImageTransformer2DModel): one joint sequence [image; caption] whose blocks
  * share one modulation; its conditioning is lumina2's (the caption's states, then its mask). */
 bool model_ernie(const model_config *mc);
+/* Whether the family is Ideogram 4 (Ideogram4Transformer2DModel): one joint sequence [caption; image], MRoPE; its
+ * conditioning is lumina2's. */
+bool model_ideogram(const model_config *mc);
 /* Whether the family reads a text encoder's output (the dual-stream and cross-attention families), not labels. */
 bool model_reads_text(const model_config *mc);
 /* Whether the family's input is video (B, C, F, H, W): hunyuanvideo, hunyuanvideo15. */

@@ -22,21 +22,13 @@
 #define ERNIE_THETA 256.0 /* every published config's rope_theta */
 
 typedef struct er_model {
-    lumina_block *blocks;
-    block *seq_blocks;
+    lumina_joint j;
     temb t;
     lin_layer text, ada, fin; /* text.w < 0: no text_proj */
     int x_w, x_b, out_w, out_b;
-    float *rope;       /* per-sample rotary tables, a step's */
-    float *kb;         /* per-sample key mask */
-    attn_mask mask;
-    const attn_mask *maskp;
     /* a step */
-    bool active;
-    float *len, *patches, *text_in, *silu_c, *img, *ln, *mod2, *h, *out, *pred;
+    float *len, *patches, *text_in, *img, *ln, *mod2, *h, *out, *pred;
     op_state out_stats;
-    block_state last;
-    seq_run *run;
 } er_model;
 
 static er_model *er_of(const model *m) { return m->impl; }
@@ -52,9 +44,6 @@ static st_status er_create(model *m)
     er_model *d = calloc(1, sizeof *d);
     m->impl = d;
     if (!d) return st_host_oom("the ERNIE-Image model");
-    d->blocks = calloc((size_t)c->depth, sizeof *d->blocks);
-    d->seq_blocks = calloc((size_t)c->depth, sizeof *d->seq_blocks);
-    if (!d->blocks || !d->seq_blocks) return st_host_oom("the ERNIE-Image model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, C = c->channels, p = c->patch, P = model_patch_dim(c);
@@ -63,18 +52,8 @@ static st_status er_create(model *m)
     d->text = c->text_dim != D ? lin_register(s, "text_proj", c->text_dim, D, false, 0, 0, full) : (lin_layer){.w = -1};
     temb_register(s, &d->t, "time_embedding.linear_1", "time_embedding.linear_2", D, D, full);
     d->ada = lin_register(s, "adaLN_modulation.1", D, ERNIE_MOD * D, true, 0, 0, full);
-    char prefix[64];
-    for (int i = 0; i < c->depth; i++) {
-        lumina_block *b = &d->blocks[i];
-        *b = (lumina_block){.m = m, .modulated = true, .rows = rows_of(m), .kv_heads = c->heads, .ffn = c->ffn_dim,
-                            .eps = (float)c->norm_eps, .rope = &d->rope, .mask = &d->maskp, .style = &ernie_style};
-        snprintf(prefix, sizeof prefix, "layers.%d", i);
-        lumina_block_register(s, b, prefix, c);
-        d->seq_blocks[i] = (block){.kind = &lumina_block_kind, .self = b, .index = i};
-    }
-    m->seq[0] = (block_seq){.name = "layers", .n = (int)c->depth, .blocks = d->seq_blocks, .state_n = 1,
-                            .pool = m->pool};
-    m->n_seq = 1;
+    st_status st = lumina_joint_create(m, &d->j, &ernie_style, rows_of(m), D);
+    if (st) return st;
     d->fin = lin_register(s, "final_norm.linear", D, 2 * D, true, 0, 0, full);
     d->out_w = param_add(s, "final_linear.weight", 2, (int64_t[]){P, D}, full);
     d->out_b = param_add(s, "final_linear.bias", 1, (int64_t[]){P}, full);
@@ -84,30 +63,22 @@ static st_status er_create(model *m)
 static void er_destroy(model *m)
 {
     er_model *d = er_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks);
+    if (d) lumina_joint_destroy(&d->j);
     free(d);
 }
 
-static void er_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    m->seq[0].state_numel[0] = batch * rows_of(m) * m->shape.hidden;
-}
+static void er_set_batch(model *m, int64_t batch) { lumina_joint_set_batch(m, &er_of(m)->j, batch); }
 
 static void er_release(model *m)
 {
     er_model *d = er_of(m);
-    if (!d || !d->active) return;
-    seq_release(d->run);
-    d->run = NULL;
-    state_free(m->pool, &d->last);
+    if (!d || !d->j.active) return;
+    lumina_joint_release(m, &d->j);
     temb_release(m, &d->t);
     op_state_release(&d->out_stats);
-    float **bufs[] = {&d->rope, &d->kb, &d->len, &d->patches, &d->text_in, &d->silu_c, &d->img, &d->ln, &d->mod2,
-                      &d->h, &d->out, &d->pred, &m->ctx.mod, &m->ctx.dmod};
+    float **bufs[] = {&d->len, &d->patches, &d->text_in, &d->img, &d->ln,
+                      &d->mod2, &d->h,      &d->out,     &d->pred,   &m->ctx.mod, &m->ctx.dmod};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
-    d->maskp = NULL;
-    d->active = false;
 }
 
 /* Per sample: its caption's tokens (the mask's ones), its rotary table and key mask over [image; caption] */
@@ -119,8 +90,8 @@ static st_status positions(model *m, const float *cond)
     const int64_t Dc = c->text_dim, K = model_cond_len(c), g = c->resolution / c->patch;
     st_status st = ST_OK;
     d->len = model_take(m, &st, B, "ernie.caption_length", false);
-    d->rope = model_take(m, &st, B * S * hd, "ernie.rope", false);
-    d->kb = model_take(m, &st, B * S, "ernie.key_mask", false);
+    d->j.rope = model_take(m, &st, B * S * hd, "ernie.rope", false);
+    d->j.kb = model_take(m, &st, B * S, "ernie.key_mask", false);
     float *ids = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "ernie.position_ids",
                              (void **)&ids);
@@ -133,13 +104,13 @@ static st_status positions(model *m, const float *cond)
             float *id = ids + r * 3;
             if (r < T) id[0] = n, id[1] = (float)(r / g), id[2] = (float)(r % g);
             else id[0] = (float)(r - T), id[1] = id[2] = 0;
-            d->kb[b * S + r] = r < T + (int64_t)n ? 0.0f : -INFINITY;
+            d->j.kb[b * S + r] = r < T + (int64_t)n ? 0.0f : -INFINITY;
         }
-        rope_table(d->rope + b * S * hd, ids, S, 3, c->rope_axes, ERNIE_THETA);
+        rope_table(d->j.rope + b * S * hd, ids, S, 3, c->rope_axes, ERNIE_THETA);
     }
     pool_free(m->pool, ids);
-    d->mask = (attn_mask){.key_bias = d->kb, .batch_stride = S};
-    d->maskp = &d->mask;
+    d->j.mask = (attn_mask){.key_bias = d->j.kb, .batch_stride = S};
+    d->j.maskp = &d->j.mask;
     return ST_OK;
 }
 
@@ -195,7 +166,7 @@ static st_status final_out(model *m, bool train)
     d->out = model_take(m, &st, N * P, "ernie.out", false);
     d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
     if (st) return st;
-    for (int64_t b = 0; b < B; b++) copy_rows(d->img + b * T * D, D, d->last.t[0] + b * S * D, D, T, D);
+    for (int64_t b = 0; b < B; b++) copy_rows(d->img + b * T * D, D, d->j.last.t[0] + b * S * D, D, T, D);
     if ((st = lin_forward(m->params, m->pool, &d->fin, d->mod2, d->t.c, B))) return st;
     st = layernorm_forward(m->pool, d->ln, d->img, NULL, NULL, N, D, (float)c->norm_eps, train ? &d->out_stats : NULL);
     if (st) return st;
@@ -210,15 +181,11 @@ static st_status er_forward(model *m, const float *x, const float *timesteps, co
                             const float **pred)
 {
     er_model *d = er_of(m);
-    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    d->active = true;
+    st_status st = lumina_joint_begin(&d->j);
+    if (st) return st;
     float *x0 = NULL;
-    st_status st = embed(m, x, timesteps, cond, train, &x0);
-    if (!st) {
-        block_state first = {.n = 1, .t = {x0}};
-        x0 = NULL; /* the executor owns it now */
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
-    }
+    st = embed(m, x, timesteps, cond, train, &x0);
+    if (!st) st = lumina_joint_run(m, &d->j, x0, train), x0 = NULL;
     pool_free(m->pool, x0);
     if (!st) st = final_out(m, train);
     if (st) {
@@ -232,7 +199,7 @@ static st_status er_forward(model *m, const float *x, const float *timesteps, co
 static st_status er_backward(model *m, const float *dpred)
 {
     er_model *d = er_of(m);
-    if (!d->active || !d->run)
+    if (!d->j.active || !d->j.run)
         return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden, N = B * T;
@@ -251,13 +218,13 @@ static st_status er_backward(model *m, const float *dpred)
     modulate_backward(dh, dmod2 + D, dmod2, dh, d->ln, d->mod2, B, T, D, 2 * D); /* (scale, shift) */
     if ((st = lin_backward(m->params, m->pool, &d->fin, dc, dmod2, d->t.c, B))) goto done;
     layernorm_backward(dimg, NULL, NULL, dh, d->img, NULL, N, D, &d->out_stats);
-    state_free(m->pool, &d->last);
+    state_free(m->pool, &d->j.last);
     block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "ernie.drows", true)}};
     if (st) goto done;
     for (int64_t b = 0; !pool_is_dry_ptr(grad.t[0]) && b < B; b++)
         copy_rows(grad.t[0] + b * S * D, D, dimg + b * T * D, D, T, D);
-    st = seq_backward(d->run, &grad, NULL); /* releases the run whatever it returns */
-    d->run = NULL;
+    st = seq_backward(d->j.run, &grad, NULL); /* releases the run whatever it returns */
+    d->j.run = NULL;
     for (int64_t b = 0; !st && b < B; b++) {
         const float *g = grad.t[0] + b * S * D;
         linear_backward(NULL, PG(d->x_w), PG(d->x_b), g, d->patches + b * T * P, PW(d->x_w), T, P, D);

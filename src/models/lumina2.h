@@ -11,19 +11,23 @@ typedef struct lumina_names {
         *ffn_norm2;
 } lumina_names;
 
+/* How a block's q and k turn: rope_forward's interleaved pairs, rope_half_forward's halves (Ideogram 4's MRoPE),
+ * rope_repeated_forward's (ERNIE-Image's) */
+typedef enum lumina_rope { ROPE_INTERLEAVED, ROPE_HALF, ROPE_REPEATED } lumina_rope;
+
 /* What sets the families' blocks apart */
 typedef struct lumina_style {
     lumina_names names;
     bool sandwich;      /* RMSNorms around the attention's and the feed-forward's outputs (Lumina 2, Z-Image) */
     bool shared_mod;    /* every block reads the model's modulation (m->ctx.mod, gates as they are): ERNIE-Image's;
                            else each has its own norm1.linear, gates through tanh */
-    bool repeated_rope; /* ERNIE-Image's rope_repeated_forward, else interleaved pairs */
+    lumina_rope rope;
     glu_kind glu;       /* the feed-forward's activation of w1 (silu(w1 h) w3 h, or gelu) */
     float qk_eps;       /* the per-head q and k RMSNorms' (0: the block's eps) */
     int64_t mod_rows;   /* a sample's modulation rows of D */
     int at[6];          /* the rows of shift1, scale1, gate1, shift2, scale2, gate2 */
 } lumina_style;
-extern const lumina_style lumina2_style, zimage_style, ernie_style;
+extern const lumina_style lumina2_style, zimage_style, ernie_style, ideogram_style;
 
 /* A block's weights and options. The model provides m->ctx.cs (B, min(D, 1024): SiLU of the timestep embedding)
  * with m->ctx.dcs, and per sequence *rope, the per-sample rotary tables (B, rows, head_dim / 2, 2), and *mask (the
@@ -47,5 +51,28 @@ typedef struct lumina_block {
 void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, const model_config *c);
 
 extern const block_kind lumina_block_kind;
+
+/* ERNIE-Image's and Ideogram 4's skeleton (lumina_joint.c): sequence 0, `layers`, of cfg.depth blocks in one style
+ * over `rows` joint rows a sample, reading the model's rotary tables and key mask */
+typedef struct lumina_joint {
+    lumina_block *blocks;
+    block *seq_blocks;
+    float *rope, *kb;       /* a step's per-sample rotary tables (B, rows, head_dim / 2, 2) and key bias (B, rows) */
+    attn_mask mask;
+    const attn_mask *maskp; /* what the blocks read: &mask once the step's is made */
+    bool active;            /* from a forward to its release */
+    block_state last;       /* the sequence's output */
+    seq_run *run;
+} lumina_joint;
+
+st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *style, int64_t rows, int64_t ada_in);
+void lumina_joint_destroy(lumina_joint *j);
+void lumina_joint_set_batch(model *m, const lumina_joint *j, int64_t batch);
+/* A forward's start: refused while the previous one is not released */
+st_status lumina_joint_begin(lumina_joint *j);
+/* The blocks from x0 (B x rows x D), which the executor then owns whatever the status; output in j->last */
+st_status lumina_joint_run(model *m, lumina_joint *j, float *x0, bool train);
+/* The step's run, output, tables and mask */
+void lumina_joint_release(model *m, lumina_joint *j);
 
 #endif

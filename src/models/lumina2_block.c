@@ -58,19 +58,26 @@ const lumina_style lumina2_style = {
     {"attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "attn.norm_q", "attn.norm_k", "feed_forward.linear_1",
      "feed_forward.linear_2", "feed_forward.linear_3", "norm1.linear", "norm1.norm.weight", "norm1.weight",
      "norm2.weight", "ffn_norm1.weight", "ffn_norm2.weight"},
-    true, false, false, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}};
+    true, false, ROPE_INTERLEAVED, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}};
 const lumina_style zimage_style = {
     {"attention.to_q", "attention.to_k", "attention.to_v", "attention.to_out.0", "attention.norm_q",
      "attention.norm_k", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3", "adaLN_modulation.0",
      "attention_norm1.weight", "attention_norm1.weight", "attention_norm2.weight", "ffn_norm1.weight",
      "ffn_norm2.weight"},
-    true, false, false, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}};
+    true, false, ROPE_INTERLEAVED, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}};
+/* Ideogram 4's: Z-Image's computation under its names, rotate-half pairs (its MRoPE) */
+const lumina_style ideogram_style = {
+    {"attention.to_q", "attention.to_k", "attention.to_v", "attention.to_out.0", "attention.norm_q",
+     "attention.norm_k", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3", "adaln_modulation",
+     "attention_norm1.weight", "attention_norm1.weight", "attention_norm2.weight", "ffn_norm1.weight",
+     "ffn_norm2.weight"},
+    true, false, ROPE_HALF, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}};
 /* ERNIE's: its adaLN_modulation's six chunks as they are */
 const lumina_style ernie_style = {
     {"self_attention.to_q", "self_attention.to_k", "self_attention.to_v", "self_attention.to_out.0",
      "self_attention.norm_q", "self_attention.norm_k", "mlp.gate_proj", "mlp.linear_fc2", "mlp.up_proj", NULL,
      "adaLN_sa_ln.weight", "adaLN_sa_ln.weight", NULL, "adaLN_mlp_ln.weight", NULL},
-    false, true, true, GLU_GELU_ERF, 0, 6, {0, 1, 2, 3, 4, 5}};
+    false, true, ROPE_REPEATED, GLU_GELU_ERF, 0, 6, {0, 1, 2, 3, 4, 5}};
 
 void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, const model_config *c)
 {
@@ -183,9 +190,11 @@ static void rotate_side(const void *self, float *x, bool keys, bool back)
     for (int64_t i = 0; i < d.B; i++) {
         float *xb = x + i * d.R * w;
         const float *tab = *b->rope + i * d.R * d.hd;
-        if (b->style->repeated_rope)
-            (back ? rope_repeated_backward : rope_repeated_forward)(xb, 1, d.R, heads, d.hd, w, d.R * w, tab);
-        else (back ? rope_backward : rope_forward)(xb, 1, d.R, heads, d.hd, w, d.R * w, tab);
+        static void (*const turn[3][2])(float *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                         const float *) = {{rope_forward, rope_backward},
+                                                           {rope_half_forward, rope_half_backward},
+                                                           {rope_repeated_forward, rope_repeated_backward}};
+        turn[b->style->rope][back](xb, 1, d.R, heads, d.hd, w, d.R * w, tab);
     }
 }
 

@@ -49,6 +49,7 @@ static const model_family *family_of(const model_config *mc)
     if (model_ltx2(mc)) return &ltx2_family;
     if (model_lumina2(mc)) return &lumina2_family;
     if (model_ernie(mc)) return &ernie_family;
+    if (model_ideogram(mc)) return &ideogram_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
@@ -64,10 +65,11 @@ bool model_dual_stream(const model_config *mc)
 bool model_lumina2(const model_config *mc) { return !strcmp(mc->family, "lumina2") || !strcmp(mc->family, "z_image"); }
 
 bool model_ernie(const model_config *mc) { return !strcmp(mc->family, "ernie"); }
+bool model_ideogram(const model_config *mc) { return !strcmp(mc->family, "ideogram"); }
 
 bool model_reads_text(const model_config *mc)
 {
-    return model_dual_stream(mc) || model_xattn(mc) || model_lumina2(mc) || model_ernie(mc);
+    return model_dual_stream(mc) || model_xattn(mc) || model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc);
 }
 
 bool model_video(const model_config *mc)
@@ -82,7 +84,7 @@ bool model_text_mask(const model_config *mc)
 {
     return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma") || hunyuanvideo(mc) ||
            !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
-           model_lumina2(mc) || model_ernie(mc);
+           model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc);
 }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's

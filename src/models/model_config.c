@@ -157,6 +157,12 @@ static const struct preset {
      * tokens is segtrain's choice (SimpleTuner pads a batch to its longest caption). The rest in model_preset. */
     {"ernie-tiny", "ernie", 2, 32, 2, 1, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
     {"ernie-image", "ernie", 36, 4096, 32, 1, 128, 64, 10, 0, 256, 3072, 0, false, false, 0, 0},
+    /* Ideogram 4 (Ideogram4Transformer2DModel's defaults, the published checkpoints' shape): 34 blocks of 18 heads x
+     * 256, 13 Qwen3-VL layers' states side by side (53248 wide) per caption token, packed 128-channel latents at 16x
+     * (patch 1); 256 caption tokens is segtrain's choice (SimpleTuner pads a batch to its longest). The rest in
+     * model_preset. */
+    {"ideogram-tiny", "ideogram", 2, 32, 2, 1, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"ideogram-4", "ideogram", 34, 4608, 18, 1, 128, 64, 10, 0, 256, 53248, 0, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -229,6 +235,12 @@ st_status model_preset(const char *name, model_config *out)
         if (!strcmp(p->family, "lumina2")) /* LuminaFeedForward's 4 D, rounded up to multiple_of 256 */
             out->refiner_depth = tiny ? 1 : 2, out->kv_heads = tiny ? 1 : 8, out->norm_eps = 1e-5,
             out->ffn_dim = tiny ? 4 * p->hidden : 9216;
+        if (!strcmp(p->family, "ideogram")) { /* adaln_dim, mrope_section (24, 20, 20) of 128 frequencies */
+            out->kv_heads = p->heads, out->norm_eps = 1e-5, out->ffn_dim = tiny ? 64 : 12288;
+            out->time_dim = tiny ? 16 : 512, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
+            const int64_t sections[4] = {tiny ? 2 : 24, tiny ? 2 : 20, tiny ? 2 : 20, 0};
+            memcpy(out->rope_axes, sections, sizeof sections);
+        }
         if (!strcmp(p->family, "ernie")) /* full multi-head attention; eps 1e-6; SimpleTuner's packed latents at 16x */
             out->kv_heads = p->heads, out->norm_eps = 1e-6, out->ffn_dim = tiny ? 2 * p->hidden : 12288,
             out->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
@@ -401,7 +413,8 @@ st_status model_config_check(const model_config *mc)
         return st_fail(ST_ERR_INVALID, "out_channels: %lld; %s", (long long)mc->out_channels,
                        xattn ? "at least in_channels (the prediction is the first in_channels)"
                              : "only pixart_sigma's output differs from its input (0)");
-    if (mc->ffn_dim < 0 || mc->ffn_dim > (1 << 20) || (mc->ffn_dim && !xattn && !model_lumina2(mc) && !model_ernie(mc)))
+    if (mc->ffn_dim < 0 || mc->ffn_dim > (1 << 20) ||
+        (mc->ffn_dim && !xattn && !model_lumina2(mc) && !model_ernie(mc) && !model_ideogram(mc)))
         return st_fail(ST_ERR_INVALID, "ffn_dim: %lld; the feed-forward of wan (0: 4 hidden_size), lumina2, z_image "
                        "and ernie is 1 to 2^20 wide (other families 0)", (long long)mc->ffn_dim);
     if (mc->single_depth < 0 || ((!mmdit || sd3 || qwen || hv15) && mc->single_depth))
@@ -420,25 +433,32 @@ st_status model_config_check(const model_config *mc)
                        (long long)mc->out_channels, model_cosmos(mc) ? "cosmos2image takes 1 to 65536, 1, 8 to 128 "
                        "and 0 (= in_channels)" : "only cosmos2image has AdaLN-LoRA (0)");
     const bool ace = model_audio(mc);
-    const bool lumina = model_lumina2(mc), ernie = model_ernie(mc);
-    if (lumina || ernie ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->ffn_dim < 1 ||
+    const bool lumina = model_lumina2(mc), ernie = model_ernie(mc), ideo = model_ideogram(mc);
+    const int64_t axes_sum = mc->rope_axes[0] + mc->rope_axes[1] + mc->rope_axes[2], hd = mc->hidden / mc->heads;
+    if (ideo && (mc->time_dim < 1 || mc->time_dim > (1 << 16) || axes_sum > hd / 2 || hd % 2 || mc->rope_axes[3]))
+        return st_fail(ST_ERR_INVALID, "adaln_dim %lld, mrope_section (%lld, %lld, %lld), head width %lld; ideogram "
+                       "takes 1 to 65536 and sections of at most half the (even) head width", (long long)mc->time_dim,
+                       (long long)mc->rope_axes[0], (long long)mc->rope_axes[1], (long long)mc->rope_axes[2],
+                       (long long)hd);
+    if (lumina || ernie || ideo ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->ffn_dim < 1 ||
                            mc->ffn_dim > 8 * mc->hidden ||
                   !(mc->norm_eps > 0 && mc->norm_eps < 1) || mc->text_dim < 1 || mc->pooled_dim ||
-                  mc->rope_axes[0] + mc->rope_axes[1] + mc->rope_axes[2] != mc->hidden / mc->heads ||
-                  mc->rope_axes[0] % 2 || mc->rope_axes[1] % 2 || mc->rope_axes[2] % 2 || mc->rope_axes[3] ||
+                  (!ideo && (axes_sum != hd || mc->rope_axes[0] % 2 || mc->rope_axes[1] % 2 ||
+                             mc->rope_axes[2] % 2 || mc->rope_axes[3])) ||
                   mc->patch_t != 1 || mc->out_channels)
                : mc->norm_eps != 0)
         return st_fail(ST_ERR_INVALID, "num_kv_heads %lld of %lld heads, feed-forward %lld wide, norm_eps %g, "
                        "cap_feat_dim %lld, rotary axes (%lld, %lld, %lld); %s", (long long)mc->kv_heads,
                        (long long)mc->heads, (long long)mc->ffn_dim, mc->norm_eps, (long long)mc->text_dim,
                        (long long)mc->rope_axes[0], (long long)mc->rope_axes[1], (long long)mc->rope_axes[2],
-                       lumina || ernie ? "lumina2, z_image and ernie take a divisor of the heads, 1 to 8 "
-                                         "hidden_size, an eps in (0, 1), at least 1, and three even axes summing to "
-                                         "the head width (no pooled vector, out_channels 0)"
-                                       : "only lumina2, z_image and ernie have norm_eps (0)");
+                       lumina || ernie || ideo ? "lumina2, z_image, ernie and ideogram take a divisor of the heads, 1 "
+                                                 "to 8 hidden_size, an eps in (0, 1), at least 1, and (but ideogram) "
+                                                 "three even axes summing to the head width (no pooled vector, "
+                                                 "out_channels 0)"
+                                       : "only lumina2, z_image, ernie and ideogram have norm_eps (0)");
     if (ace ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->window < 0 || mc->cond_channels < 0 ||
                mc->cond_channels > (1 << 16) || mc->patch != 1 || mc->resolution != 1 || mc->out_channels)
-            : ((mc->kv_heads && !lumina && !ernie) || mc->window))
+            : ((mc->kv_heads && !lumina && !ernie && !ideo) || mc->window))
         return st_fail(ST_ERR_INVALID, "num_key_value_heads %lld, sliding_window %lld, context channels %lld, patch_size "
                        "%lld, resolution %lld, out_channels %lld; %s", (long long)mc->kv_heads, (long long)mc->window,
                        (long long)mc->cond_channels, (long long)mc->patch, (long long)mc->resolution,
@@ -473,7 +493,7 @@ st_status model_config_check(const model_config *mc)
     if (k5 ? (mc->text_blocks < 1 || mc->text_blocks > 4096 || mc->time_dim < 1 || mc->time_dim > (1 << 16) ||
               mc->pooled_dim < 1 || mc->patch_t != 1 || k5hd % 16 || k5hd > 256 || mc->out_channels ||
               (mc->cond_channels && mc->cond_channels != mc->channels + 1))
-           : (mc->text_blocks || mc->time_dim))
+           : (mc->text_blocks || (mc->time_dim && !model_ideogram(mc))))
         return st_fail(ST_ERR_INVALID, "num_text_blocks %lld, time_dim %lld, in_text_dim2 %lld, patch_size_t %lld, head "
                        "width %lld, out_visual_dim %lld, visual_cond channels %lld; %s", (long long)mc->text_blocks,
                        (long long)mc->time_dim, (long long)mc->pooled_dim, (long long)mc->patch_t, (long long)k5hd,
