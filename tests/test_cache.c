@@ -382,6 +382,15 @@ static void test_lumina2_cache(void)
                families[f][0], (int)st, st_error());
         if (st == ST_OK) printf("     3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
     }
+    /* a mask with a hole (sample 1's first token masked) would lay the rows out wrong: refused, naming it */
+    variant v = good();
+    v.family = v.meta_family = "lumina2", v.pooled_dim = 0, v.no_pooled = true, v.text_dim = 24, v.mask = 0.0f;
+    const st_status st = run("lumina2-hole-out", make_cache("lumina2-hole", &v),
+                             "model_family=lumina2;model_preset=lumina2-tiny;tokenizer_max_length=8;max_train_steps=3",
+                             3, false, NULL);
+    CHECKF(st == ST_ERR_INVALID && strstr(st_error(), "caption mask") && strstr(st_error(), "tokens first"), "%d %s",
+           (int)st, st_error());
+    printf("     a mask with a hole: %s\n", st_error());
 }
 
 static void test_training(void)

@@ -87,7 +87,7 @@ static st_status positions(model *m, const float *cond)
     er_model *d = er_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, hd = c->hidden / c->heads;
-    const int64_t Dc = c->text_dim, K = model_cond_len(c), g = c->resolution / c->patch;
+    const int64_t g = c->resolution / c->patch;
     st_status st = ST_OK;
     d->len = model_take(m, &st, B, "ernie.caption_length", false);
     d->j.rope = model_take(m, &st, B * S * hd, "ernie.rope", false);
@@ -96,9 +96,9 @@ static st_status positions(model *m, const float *cond)
     if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "ernie.position_ids",
                              (void **)&ids);
     if (st) return st;
-    for (int64_t b = 0; !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond) && b < B; b++) {
+    for (int64_t b = 0; !st && !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond) && b < B; b++) {
         float n = 0;
-        for (int64_t j = 0; j < L; j++) n += cond[b * K + L * Dc + j];
+        if ((st = model_caption_length(m, cond, b, &n))) break;
         d->len[b] = n;
         for (int64_t r = 0; r < S; r++) {
             float *id = ids + r * 3;
@@ -111,7 +111,7 @@ static st_status positions(model *m, const float *cond)
     pool_free(m->pool, ids);
     d->j.mask = (attn_mask){.key_bias = d->j.kb, .batch_stride = S};
     d->j.maskp = &d->j.mask;
-    return ST_OK;
+    return st;
 }
 
 /* The joint rows: x_embedder's image rows, then text_proj's caption rows, per sample */
@@ -180,20 +180,11 @@ static st_status final_out(model *m, bool train)
 static st_status er_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
                             const float **pred)
 {
+    static const lumina_joint_parts parts = {embed, final_out, er_release};
     er_model *d = er_of(m);
-    st_status st = lumina_joint_begin(&d->j);
-    if (st) return st;
-    float *x0 = NULL;
-    st = embed(m, x, timesteps, cond, train, &x0);
-    if (!st) st = lumina_joint_run(m, &d->j, x0, train), x0 = NULL;
-    pool_free(m->pool, x0);
-    if (!st) st = final_out(m, train);
-    if (st) {
-        er_release(m);
-        return st;
-    }
-    *pred = d->pred;
-    return ST_OK;
+    const st_status st = lumina_joint_forward(m, &d->j, &parts, x, timesteps, cond, train);
+    if (!st) *pred = d->pred;
+    return st;
 }
 
 static st_status er_backward(model *m, const float *dpred)

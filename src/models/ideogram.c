@@ -101,7 +101,7 @@ static st_status positions(model *m, const float *cond)
     id_model *d = id_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m), hd = c->hidden / c->heads;
-    const int64_t Dc = c->text_dim, K = model_cond_len(c), g = c->resolution / c->patch;
+    const int64_t g = c->resolution / c->patch;
     st_status st = ST_OK;
     d->len = model_take(m, &st, B, "ideogram.caption_length", false);
     d->j.rope = model_take(m, &st, B * S * hd, "ideogram.rope", false);
@@ -109,7 +109,7 @@ static st_status positions(model *m, const float *cond)
     if (st) return st;
     for (int64_t b = 0; !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond) && b < B; b++) {
         float n = 0;
-        for (int64_t j = 0; j < L; j++) n += cond[b * K + L * Dc + j];
+        if ((st = model_caption_length(m, cond, b, &n))) return st;
         d->len[b] = n;
         for (int64_t r = 0; r < S; r++) {
             const int64_t i = r - L, o = IDEO_IMAGE_OFFSET;
@@ -204,20 +204,11 @@ static st_status final_out(model *m, bool train)
 static st_status id_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
                             const float **pred)
 {
+    static const lumina_joint_parts parts = {embed, final_out, id_release};
     id_model *d = id_of(m);
-    st_status st = lumina_joint_begin(&d->j);
-    if (st) return st;
-    float *x0 = NULL;
-    st = embed(m, x, timesteps, cond, train, &x0);
-    if (!st) st = lumina_joint_run(m, &d->j, x0, train), x0 = NULL;
-    pool_free(m->pool, x0);
-    if (!st) st = final_out(m, train);
-    if (st) {
-        id_release(m);
-        return st;
-    }
-    *pred = d->pred;
-    return ST_OK;
+    const st_status st = lumina_joint_forward(m, &d->j, &parts, x, timesteps, cond, train);
+    if (!st) *pred = d->pred;
+    return st;
 }
 
 static st_status id_backward(model *m, const float *dpred)

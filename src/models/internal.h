@@ -82,6 +82,9 @@ int64_t model_out_channels(const model_config *c);
 
 /* A training forward's activation buffer from the model's pool (nothing once *st is set). */
 float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero);
+/* Sample b's caption length from its conditioning's mask (after the text's L x text_dim: ones for its tokens, first,
+ * then zeros), for the families that lay each sample's rows out by it; a mask of another form is refused. */
+st_status model_caption_length(const model *m, const float *cond, int64_t b, float *len);
 /* diffusers_config.c: whether the family's architecture can come from a diffusers config.json, and reading one
  * (a model folder, a pipeline's transformer/, or the file) over mc, unchecked. */
 bool model_reads_diffusers(const model_config *mc);

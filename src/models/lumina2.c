@@ -288,10 +288,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     const bool real = !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond);
     for (int64_t b = 0; b < B; b++) {
         float n = (float)L; /* a dry step's: the sizes do not depend on it */
-        if (real) {
-            n = 0;
-            for (int64_t j = 0; j < L; j++) n += cond[b * K + L * Dc + j];
-        }
+        if (real && (st = model_caption_length(m, cond, b, &n))) return st;
         if (pool_is_dry_ptr(d->len)) continue;
         d->len[b] = n, d->tin[b] = 1.0f - timesteps[b] / 1000.0f;
         if (d->z) /* SimpleTuner's (1000 - t) / 1000, times t_scale in the model, in float32 */

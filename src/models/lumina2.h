@@ -68,10 +68,17 @@ typedef struct lumina_joint {
 st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *style, int64_t rows, int64_t ada_in);
 void lumina_joint_destroy(lumina_joint *j);
 void lumina_joint_set_batch(model *m, const lumina_joint *j, int64_t batch);
-/* A forward's start: refused while the previous one is not released */
-st_status lumina_joint_begin(lumina_joint *j);
-/* The blocks from x0 (B x rows x D), which the executor then owns whatever the status; output in j->last */
-st_status lumina_joint_run(model *m, lumina_joint *j, float *x0, bool train);
+/* A family's parts around the blocks: embed makes the step's rows x0 (B x rows x D, with the tables and mask), final
+ * the prediction from j->last; release frees the step (the family's and lumina_joint_release) */
+typedef struct lumina_joint_parts {
+    st_status (*embed)(model *m, const float *x, const float *timesteps, const float *cond, bool train, float **x0);
+    st_status (*final)(model *m, bool train);
+    void (*release)(model *m);
+} lumina_joint_parts;
+/* A forward: embed, the blocks, final; a failed one released. Refused while the previous forward is not released
+ * (which it leaves as it is). */
+st_status lumina_joint_forward(model *m, lumina_joint *j, const lumina_joint_parts *parts, const float *x,
+                               const float *timesteps, const float *cond, bool train);
 /* The step's run, output, tables and mask */
 void lumina_joint_release(model *m, lumina_joint *j);
 

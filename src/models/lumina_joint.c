@@ -40,17 +40,22 @@ void lumina_joint_set_batch(model *m, const lumina_joint *j, int64_t batch)
     m->seq[0].state_numel[0] = batch * j->blocks[0].rows * m->shape.hidden;
 }
 
-st_status lumina_joint_begin(lumina_joint *j)
+st_status lumina_joint_forward(model *m, lumina_joint *j, const lumina_joint_parts *parts, const float *x,
+                               const float *timesteps, const float *cond, bool train)
 {
     if (j->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
     j->active = true;
-    return ST_OK;
-}
-
-st_status lumina_joint_run(model *m, lumina_joint *j, float *x0, bool train)
-{
-    block_state first = {.n = 1, .t = {x0}}; /* the executor owns it now */
-    return seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &j->last, &j->run);
+    float *x0 = NULL;
+    st_status st = parts->embed(m, x, timesteps, cond, train, &x0);
+    if (!st) {
+        block_state first = {.n = 1, .t = {x0}};
+        x0 = NULL; /* the executor owns it now */
+        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &j->last, &j->run);
+    }
+    pool_free(m->pool, x0);
+    if (!st) st = parts->final(m, train);
+    if (st) parts->release(m);
+    return st;
 }
 
 void lumina_joint_release(model *m, lumina_joint *j)

@@ -339,6 +339,22 @@ float *model_take(model *m, st_status *st, int64_t floats, const char *what, boo
     return p;
 }
 
+st_status model_caption_length(const model *m, const float *cond, int64_t b, float *len)
+{
+    const int64_t L = m->shape.text;
+    const float *mask = cond + b * model_cond_len(&m->cfg) + L * m->cfg.text_dim;
+    int64_t n = 0;
+    while (n < L && mask[n] == 1.0f) n++;
+    for (int64_t j = n; j < L; j++)
+        if (mask[j] != 0.0f)
+            return st_fail(ST_ERR_INVALID, "the batch's sample %lld: its caption mask is %g at token %lld after %lld "
+                           "ones: %s lays out a sample's rows by its caption's length, and takes a mask of its tokens "
+                           "first, then padding (ones, then zeros)", (long long)b, mask[j], (long long)j, (long long)n,
+                           m->cfg.family);
+    *len = (float)n;
+    return ST_OK;
+}
+
 int64_t model_cond_len(const model_config *mc)
 {
     if (!model_reads_text(mc)) return 1;
