@@ -364,6 +364,9 @@ expect 0 "ideogram trains with SimpleTuner's objective" \
   "trained 1 steps; weights in ideogram-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=ideogram --set model_preset=ideogram-tiny \
   --set synthetic_data=true --set max_train_steps=1 --set output_dir=ideogram-out
+expect 0 "planning ernie says its caption length is segtrain's choice, and which key sets it" \
+  "warning: SimpleTuner pads each ernie batch's captions to its longest, .* at 256 tokens \\(tokenizer_max_length" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/ernie.peft-lora.json"
 expect 0 "ernie trains with SimpleTuner's objective" \
   "trained 1 steps; weights in ernie-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=ernie --set model_preset=ernie-tiny \
