@@ -29,9 +29,9 @@ typedef struct lumina_style {
 } lumina_style;
 extern const lumina_style lumina2_style, zimage_style, ernie_style, ideogram_style;
 
-/* A block's weights and options. The model provides m->ctx.cs (B, min(D, 1024): SiLU of the timestep embedding)
- * with m->ctx.dcs, and per sequence *rope, the per-sample rotary tables (B, rows, head_dim / 2, 2), and *mask (the
- * sequence's key mask, or NULL). */
+/* A block's weights and options. The model provides what its modulation reads: m->ctx.cs (B, ada_in) with
+ * m->ctx.dcs, or for a shared_mod style m->ctx.mod (B, mod_rows D) with m->ctx.dmod; and per sequence *rope, the
+ * per-sample rotary tables (B, rows, head_dim / 2, 2), and *mask (the sequence's key mask, or NULL). */
 typedef struct lumina_block {
     struct model *m;
     bool modulated;     /* noise_refiner and layers: norm1 is LuminaRMSNormZero (scale and tanh gates from temb) */
