@@ -443,6 +443,31 @@ static void test_half(half_mode mode)
     free(table), free(x), free(w), free(buf), free(orig), free(got), free(xd), free(wd), free(want), free(g);
 }
 
+/* MRoPE's table against a double reference written from Ideogram 4's definition (each frequency's axis chosen by its
+ * interleaved section), at positions past 65536 as Ideogram's image tokens sit; and the sections matter. */
+static void test_mrope_table(void)
+{
+    enum { TOK = 5, HD = 16, PAIRS = HD / 2 };
+    const int64_t sections[3] = {2, 2, 2};
+    const float ids[TOK * 3] = {0, 0, 0, 3, 3, 3, 65536, 65536, 65539, 65536, 65538, 65536, 65536, 65541, 65543};
+    float got[TOK * PAIRS * 2], flat[TOK * PAIRS * 2];
+    double want[TOK * PAIRS * 2];
+    for (int t = 0; t < TOK; t++)
+        for (int p = 0; p < PAIRS; p++) {
+            int axis = 0; /* diffusers: freqs_t[..., arange(1, 3 s1, 3)] from axis 1, arange(2, 3 s2, 3) from axis 2 */
+            for (int k = 1; k < 3 * sections[1]; k += 3) axis = k == p ? 1 : axis;
+            for (int k = 2; k < 3 * sections[2]; k += 3) axis = k == p ? 2 : axis;
+            const double a = (double)ids[t * 3 + axis] / pow(5e6, 2.0 * p / HD);
+            want[(t * PAIRS + p) * 2] = cos(a), want[(t * PAIRS + p) * 2 + 1] = sin(a);
+        }
+    rope_table_mrope(got, ids, TOK, HD, sections, 5e6);
+    tk_expect_close("rope_table_mrope vs the double reference", got, want, TOK * PAIRS * 2, FWD_TOL);
+    rope_table_mrope(flat, ids, TOK, HD, (const int64_t[3]){PAIRS, 0, 0}, 5e6); /* every frequency on axis 0 */
+    double rel = 0;
+    CHECKF(!tk_close(flat, want, TOK * PAIRS * 2, FWD_TOL, &rel) && rel > 1e-3, "the sections changed nothing (%.2g)",
+           rel);
+}
+
 int main(void)
 {
     const id_case flux = flux_case(), odd = odd_case();
@@ -458,5 +483,6 @@ int main(void)
     test_half(HALF_SHARED);
     test_half(HALF_SPLIT);
     test_half(HALF_REPEATED);
+    test_mrope_table();
     return tk_finish();
 }

@@ -286,6 +286,12 @@ void gated_residual_backward(float *dx, float *dgate, float *dh, const float *dy
  * head_dim), and its pair j turns by angle ids[t][a] / theta^(2j/axes_dim[a]), taken in double and rounded
  * once to float. Flux's text tokens have ids 0 (no rotation), its image token at row r, column c (0, r, c). */
 void rope_table(float *table, const float *ids, int64_t tokens, int n_axes, const int64_t *axes_dim, double theta);
+/* Multi-axis RoPE with interleaved sections (Ideogram 4's, Qwen2-VL's MRoPE): the same table from ids (tokens, 3),
+ * every pair p of the head at its own frequency 1 / theta^(2p / head_dim), turned by the position on axis 1 when
+ * p % 3 == 1 and p < 3 sections[1], on axis 2 when p % 3 == 2 and p < 3 sections[2], else on axis 0 (sections[0]
+ * is the rest). Angles in double, cos and sin rounded once to float. */
+void rope_table_mrope(float *table, const float *ids, int64_t tokens, int64_t head_dim, const int64_t *sections,
+                      double theta);
 /* Rotates every head of every token in place: pair p = (x[2p], x[2p+1]) of a head of token t becomes
  * (x0 c - x1 s, x1 c + x0 s) with (c, s) = table[t][p], in float as torch does in fp32. x is viewed with a row
  * stride and a batch stride (floats; heads * head_dim contiguous from a row's start), so q or k are rotated

@@ -85,16 +85,6 @@ static void id_release(model *m)
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
 }
 
-/* Row r's MRoPE angles into tab (head_dim / 2 (cos, sin)): frequency p turns by the position on its axis */
-static void mrope_row(float *tab, const double pos[3], const int64_t *sections, int64_t hd)
-{
-    for (int64_t p = 0; p < hd / 2; p++) {
-        const int axis = p % 3 == 1 && p < 3 * sections[1] ? 1 : p % 3 == 2 && p < 3 * sections[2] ? 2 : 0;
-        const double a = pos[axis] * pow(IDEO_THETA, -2.0 * (double)p / (double)hd);
-        tab[2 * p] = (float)cos(a), tab[2 * p + 1] = (float)sin(a);
-    }
-}
-
 /* Per sample: its caption's tokens (the mask's ones), its rotary table and key mask over [caption; image] */
 static st_status positions(model *m, const float *cond)
 {
@@ -106,21 +96,26 @@ static st_status positions(model *m, const float *cond)
     d->len = model_take(m, &st, B, "ideogram.caption_length", false);
     d->j.rope = model_take(m, &st, B * S * hd, "ideogram.rope", false);
     d->j.kb = model_take(m, &st, B * S, "ideogram.key_mask", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "ideogram.position_ids",
+                             (void **)&ids);
     if (st) return st;
-    for (int64_t b = 0; !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond) && b < B; b++) {
-        float n = 0;
-        if ((st = model_caption_length(m, cond, b, &n))) return st;
-        d->len[b] = n;
-        for (int64_t r = 0; r < S; r++) {
-            const int64_t i = r - L, o = IDEO_IMAGE_OFFSET;
-            const double pos[3] = {r < L ? r : o, r < L ? r : o + i / g, r < L ? r : o + i % g};
-            mrope_row(d->j.rope + (b * S + r) * hd, pos, c->rope_axes, hd);
-            d->j.kb[b * S + r] = r < (int64_t)n || r >= L ? 0.0f : -INFINITY;
-        }
+    for (int64_t r = 0; r < S && !pool_is_dry_ptr(ids); r++) { /* (j, j, j), then (0, row, col) + the offset */
+        const int64_t i = r - L, o = IDEO_IMAGE_OFFSET;
+        ids[r * 3] = (float)(r < L ? r : o), ids[r * 3 + 1] = (float)(r < L ? r : o + i / g);
+        ids[r * 3 + 2] = (float)(r < L ? r : o + i % g);
     }
+    for (int64_t b = 0; !st && !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond) && b < B; b++) {
+        float n = 0;
+        if ((st = model_caption_length(m, cond, b, &n))) break;
+        d->len[b] = n;
+        rope_table_mrope(d->j.rope + b * S * hd, ids, S, hd, c->rope_axes, IDEO_THETA);
+        for (int64_t r = 0; r < S; r++) d->j.kb[b * S + r] = r < (int64_t)n || r >= L ? 0.0f : -INFINITY;
+    }
+    pool_free(m->pool, ids);
     d->j.mask = (attn_mask){.key_bias = d->j.kb, .batch_stride = S};
     d->j.maskp = &d->j.mask;
-    return ST_OK;
+    return st;
 }
 
 /* t_embedding's sinusoid of 10^4 t: sines then cosines, frequencies 10^(-4 j / (half - 1)) */

@@ -435,9 +435,12 @@ st_status model_config_check(const model_config *mc)
     const bool ace = model_audio(mc);
     const bool lumina = model_lumina2(mc), ernie = model_ernie(mc), ideo = model_ideogram(mc);
     const int64_t axes_sum = mc->rope_axes[0] + mc->rope_axes[1] + mc->rope_axes[2], hd = mc->hidden / mc->heads;
-    if (ideo && (mc->time_dim < 1 || mc->time_dim > (1 << 16) || axes_sum > hd / 2 || hd % 2 || mc->rope_axes[3]))
+    if (ideo && (mc->time_dim < 1 || mc->time_dim > (1 << 16) || hd % 2 || mc->rope_axes[0] < 0 ||
+                 mc->rope_axes[1] < 0 || mc->rope_axes[2] < 0 || 3 * mc->rope_axes[1] > hd / 2 + 1 ||
+                 3 * mc->rope_axes[2] > hd / 2 || mc->rope_axes[3]))
         return st_fail(ST_ERR_INVALID, "adaln_dim %lld, mrope_section (%lld, %lld, %lld), head width %lld; ideogram "
-                       "takes 1 to 65536 and sections of at most half the (even) head width", (long long)mc->time_dim,
+                       "takes 1 to 65536 and sections whose interleaved frequencies lie within the (even) head's "
+                       "(3 sections[1] <= head/2 + 1, 3 sections[2] <= head/2)", (long long)mc->time_dim,
                        (long long)mc->rope_axes[0], (long long)mc->rope_axes[1], (long long)mc->rope_axes[2],
                        (long long)hd);
     if (lumina || ernie || ideo ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->ffn_dim < 1 ||

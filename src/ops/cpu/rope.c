@@ -37,6 +37,27 @@ static void rope_table_run(float *table, const float *ids, int64_t tokens, int n
     }
 }
 
+void rope_table_mrope(float *table, const float *ids, int64_t tokens, int64_t head_dim, const int64_t *sections,
+                      double theta)
+{
+    const double t0 = prof_now();
+    const int64_t pairs = head_dim / 2;
+    if (head_dim < 2 || head_dim % 2 || !(theta > 0) || sections[0] < 0 || sections[1] < 0 || sections[2] < 0 ||
+        3 * sections[1] > pairs + 1 || 3 * sections[2] > pairs) /* their last frequencies within the head */
+        st_panic("rope_table_mrope: head_dim %lld, sections (%lld, %lld, %lld), theta %g", (long long)head_dim,
+                 (long long)sections[0], (long long)sections[1], (long long)sections[2], theta);
+    if (!op_dry(table))
+#pragma omp parallel for schedule(static) if (tokens * pairs >= ((int64_t)1 << 12))
+        for (int64_t t = 0; t < tokens; t++)
+            for (int64_t p = 0; p < pairs; p++) { /* frequency p on axis 1 or 2 where its section interleaves it */
+                const int axis = p % 3 == 1 && p < 3 * sections[1] ? 1 : p % 3 == 2 && p < 3 * sections[2] ? 2 : 0;
+                const double ang = ids[t * 3 + axis] * (1.0 / pow(theta, (double)(2 * p) / (double)head_dim));
+                table[(t * pairs + p) * 2] = (float)cos(ang);
+                table[(t * pairs + p) * 2 + 1] = (float)sin(ang);
+            }
+    prof_add(OP_POINTWISE, t0, 0, 30.0 * tokens * pairs);
+}
+
 void rope_table(float *table, const float *ids, int64_t tokens, int n_axes, const int64_t *axes_dim, double theta)
 {
     const double t0 = prof_now();
