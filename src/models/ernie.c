@@ -24,11 +24,11 @@
 typedef struct er_model {
     lumina_joint j;
     temb t;
-    lin_layer text, ada, fin; /* text.w < 0: no text_proj */
-    int x_w, x_b, out_w, out_b;
+    lin_layer text, ada; /* text.w < 0: no text_proj */
+    lumina_final fin;
+    int x_w, x_b;
     /* a step */
-    float *len, *patches, *text_in, *img, *ln, *mod2, *h, *out, *pred;
-    op_state out_stats;
+    float *len, *patches, *text_in;
 } er_model;
 
 static er_model *er_of(const model *m) { return m->impl; }
@@ -54,9 +54,10 @@ static st_status er_create(model *m)
     d->ada = lin_register(s, "adaLN_modulation.1", D, ERNIE_MOD * D, true, 0, 0, full);
     st_status st = lumina_joint_create(m, &d->j, &ernie_style, rows_of(m), D);
     if (st) return st;
-    d->fin = lin_register(s, "final_norm.linear", D, 2 * D, true, 0, 0, full);
-    d->out_w = param_add(s, "final_linear.weight", 2, (int64_t[]){P, D}, full);
-    d->out_b = param_add(s, "final_linear.bias", 1, (int64_t[]){P}, full);
+    d->fin = (lumina_final){.mod = lin_register(s, "final_norm.linear", D, 2 * D, true, 0, 0, full),
+                            .shift = true, .sign = 1.0f, .eps = (float)c->norm_eps}; /* (scale, shift) of c, no SiLU */
+    d->fin.out_w = param_add(s, "final_linear.weight", 2, (int64_t[]){P, D}, full);
+    d->fin.out_b = param_add(s, "final_linear.bias", 1, (int64_t[]){P}, full);
     return ST_OK;
 }
 
@@ -75,9 +76,8 @@ static void er_release(model *m)
     if (!d || !d->j.active) return;
     lumina_joint_release(m, &d->j);
     temb_release(m, &d->t);
-    op_state_release(&d->out_stats);
-    float **bufs[] = {&d->len, &d->patches, &d->text_in, &d->img, &d->ln,
-                      &d->mod2, &d->h,      &d->out,     &d->pred,   &m->ctx.mod, &m->ctx.dmod};
+    lumina_final_release(m, &d->fin);
+    float **bufs[] = {&d->len, &d->patches, &d->text_in, &m->ctx.mod, &m->ctx.dmod};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
 }
 
@@ -152,29 +152,17 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     return lin_forward(m->params, m->pool, &d->ada, m->ctx.mod, m->ctx.cs, B);
 }
 
+/* The image tokens' rows: each sample's first T joint rows */
+static void final_rows(model *m, float *img)
+{
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = m->shape.hidden;
+    for (int64_t b = 0; b < B; b++) copy_rows(img + b * T * D, D, er_of(m)->j.last.t[0] + b * rows_of(m) * D, D, T, D);
+}
+
 static st_status final_out(model *m, bool train)
 {
     er_model *d = er_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, S = rows_of(m), D = c->hidden, N = B * T;
-    const int64_t P = model_patch_dim(c);
-    st_status st = ST_OK;
-    d->img = model_take(m, &st, N * D, "ernie.out_rows", false);
-    d->ln = model_take(m, &st, N * D, "ernie.out_ln", false);
-    d->mod2 = model_take(m, &st, B * 2 * D, "ernie.out_modulation", false);
-    d->h = model_take(m, &st, N * D, "ernie.out_h", false);
-    d->out = model_take(m, &st, N * P, "ernie.out", false);
-    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
-    if (st) return st;
-    for (int64_t b = 0; b < B; b++) copy_rows(d->img + b * T * D, D, d->j.last.t[0] + b * S * D, D, T, D);
-    if ((st = lin_forward(m->params, m->pool, &d->fin, d->mod2, d->t.c, B))) return st;
-    st = layernorm_forward(m->pool, d->ln, d->img, NULL, NULL, N, D, (float)c->norm_eps, train ? &d->out_stats : NULL);
-    if (st) return st;
-    modulate_forward(d->h, d->ln, d->mod2 + D, d->mod2, B, T, D, 2 * D); /* (scale, shift) */
-    linear_forward(d->out, d->h, PW(d->out_w), PW(d->out_b), N, D, P);
-    const patch_shape ps = model_patches(m);
-    unpatchify_forward(d->pred, d->out, &ps, PATCH_DIT);
-    return ST_OK;
+    return lumina_final_forward(m, &d->fin, final_rows, d->t.c, train);
 }
 
 static st_status er_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
@@ -183,7 +171,7 @@ static st_status er_forward(model *m, const float *x, const float *timesteps, co
     static const lumina_joint_parts parts = {embed, final_out, er_release};
     er_model *d = er_of(m);
     const st_status st = lumina_joint_forward(m, &d->j, &parts, x, timesteps, cond, train);
-    if (!st) *pred = d->pred;
+    if (!st) *pred = d->fin.pred;
     return st;
 }
 
@@ -197,18 +185,9 @@ static st_status er_backward(model *m, const float *dpred)
     const int64_t P = model_patch_dim(c), Dc = c->text_dim;
     st_status st = ST_OK;
     scratch k = {.pool = m->pool};
-    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "ernie.dout");
-    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "ernie.dout_h");
-    float *dmod2 = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "ernie.dout_modulation");
     float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "ernie.dout_rows");
     float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "ernie.dtemb");
-    if ((st = k.status)) goto done;
-    const patch_shape ps = model_patches(m);
-    unpatchify_backward(dout, dpred, &ps, PATCH_DIT);
-    linear_backward(dh, PG(d->out_w), PG(d->out_b), dout, d->h, PW(d->out_w), N, D, P);
-    modulate_backward(dh, dmod2 + D, dmod2, dh, d->ln, d->mod2, B, T, D, 2 * D); /* (scale, shift) */
-    if ((st = lin_backward(m->params, m->pool, &d->fin, dc, dmod2, d->t.c, B))) goto done;
-    layernorm_backward(dimg, NULL, NULL, dh, d->img, NULL, N, D, &d->out_stats);
+    if ((st = k.status) || (st = lumina_final_backward(m, &d->fin, &k, dpred, d->t.c, dc, dimg))) goto done;
     state_free(m->pool, &d->j.last);
     block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "ernie.drows", true)}};
     if (st) goto done;

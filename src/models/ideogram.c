@@ -26,11 +26,12 @@
 typedef struct id_model {
     lumina_joint j;
     temb t;
-    lin_layer text, ada, fin;
-    int text_norm, x_w, x_b, role, out_w, out_b;
+    lin_layer text, ada;
+    lumina_final fin;
+    int text_norm, x_w, x_b, role;
     /* a step */
-    float *len, *tin, *patches, *text_in, *text_n, *ada_raw, *fin_c, *img, *ln, *scale, *zero, *h, *out, *pred;
-    op_state text_stats, out_stats;
+    float *len, *tin, *patches, *text_in, *text_n, *ada_raw, *fin_c;
+    op_state text_stats;
 } id_model;
 
 static id_model *id_of(const model *m) { return m->impl; }
@@ -58,9 +59,10 @@ static st_status id_create(model *m)
     d->role = param_add(s, "embed_image_indicator.weight", 2, (int64_t[]){2, D}, full);
     st_status st = lumina_joint_create(m, &d->j, &ideogram_style, rows_of(m), A);
     if (st) return st;
-    d->out_w = param_add(s, "final_layer.linear.weight", 2, (int64_t[]){P, D}, full);
-    d->out_b = param_add(s, "final_layer.linear.bias", 1, (int64_t[]){P}, full);
-    d->fin = lin_register(s, "final_layer.adaln_modulation", A, D, true, 0, 0, full);
+    d->fin.out_w = param_add(s, "final_layer.linear.weight", 2, (int64_t[]){P, D}, full);
+    d->fin.out_b = param_add(s, "final_layer.linear.bias", 1, (int64_t[]){P}, full);
+    d->fin.mod = lin_register(s, "final_layer.adaln_modulation", A, D, true, 0, 0, full);
+    d->fin.sign = -1.0f, d->fin.eps = IDEO_OUT_EPS; /* SimpleTuner's ideogram negates the output */
     return ST_OK;
 }
 
@@ -79,9 +81,9 @@ static void id_release(model *m)
     if (!d || !d->j.active) return;
     lumina_joint_release(m, &d->j);
     temb_release(m, &d->t);
-    op_state_release(&d->text_stats), op_state_release(&d->out_stats);
-    float **bufs[] = {&d->len, &d->tin, &d->patches, &d->text_in, &d->text_n, &d->ada_raw, &d->fin_c,
-                      &d->img, &d->ln,  &d->scale,   &d->zero,    &d->h,      &d->out,     &d->pred};
+    op_state_release(&d->text_stats);
+    lumina_final_release(m, &d->fin);
+    float **bufs[] = {&d->len, &d->tin, &d->patches, &d->text_in, &d->text_n, &d->ada_raw, &d->fin_c};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
 }
 
@@ -169,31 +171,18 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     return ST_OK;
 }
 
+/* The image tokens' rows: each sample's joint rows after its L caption rows */
+static void final_rows(model *m, float *img)
+{
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = m->shape.hidden;
+    for (int64_t b = 0; b < B; b++)
+        copy_rows(img + b * T * D, D, id_of(m)->j.last.t[0] + (b * rows_of(m) + L) * D, D, T, D);
+}
+
 static st_status final_out(model *m, bool train)
 {
     id_model *d = id_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = rows_of(m), D = c->hidden;
-    const int64_t N = B * T, P = model_patch_dim(c);
-    st_status st = ST_OK;
-    d->img = model_take(m, &st, N * D, "ideogram.out_rows", false);
-    d->ln = model_take(m, &st, N * D, "ideogram.out_ln", false);
-    d->scale = model_take(m, &st, B * D, "ideogram.out_scale", false);
-    d->zero = model_take(m, &st, B * D, "ideogram.out_shift", true);
-    d->h = model_take(m, &st, N * D, "ideogram.out_h", false);
-    d->out = model_take(m, &st, N * P, "ideogram.out", false);
-    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
-    if (st) return st;
-    for (int64_t b = 0; b < B; b++) copy_rows(d->img + b * T * D, D, d->j.last.t[0] + (b * S + L) * D, D, T, D);
-    if ((st = lin_forward(m->params, m->pool, &d->fin, d->scale, d->fin_c, B))) return st;
-    st = layernorm_forward(m->pool, d->ln, d->img, NULL, NULL, N, D, IDEO_OUT_EPS, train ? &d->out_stats : NULL);
-    if (st) return st;
-    modulate_forward(d->h, d->ln, d->zero, d->scale, B, T, D, D);
-    linear_forward(d->out, d->h, PW(d->out_w), PW(d->out_b), N, D, P);
-    const patch_shape ps = model_patches(m);
-    unpatchify_forward(d->pred, d->out, &ps, PATCH_DIT);
-    scale_by(d->pred, B * model_sample_numel(c), -1.0f); /* SimpleTuner's ideogram negates the output */
-    return ST_OK;
+    return lumina_final_forward(m, &d->fin, final_rows, d->fin_c, train);
 }
 
 static st_status id_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
@@ -202,7 +191,7 @@ static st_status id_forward(model *m, const float *x, const float *timesteps, co
     static const lumina_joint_parts parts = {embed, final_out, id_release};
     id_model *d = id_of(m);
     const st_status st = lumina_joint_forward(m, &d->j, &parts, x, timesteps, cond, train);
-    if (!st) *pred = d->pred;
+    if (!st) *pred = d->fin.pred;
     return st;
 }
 
@@ -213,24 +202,12 @@ static st_status id_backward(model *m, const float *dpred)
         return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden, N = B * T;
-    const int64_t P = model_patch_dim(c), Dc = c->text_dim, A = c->time_dim, n = B * model_sample_numel(c);
+    const int64_t P = model_patch_dim(c), Dc = c->text_dim, A = c->time_dim;
     st_status st = ST_OK;
     scratch k = {.pool = m->pool};
-    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "ideogram.dout");
-    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "ideogram.dout_h");
-    float *dscale = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "ideogram.dout_scale");
     float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "ideogram.dout_rows");
     float *dfin = scratch_take_zero(&k, B * A, MEM_WORKSPACE, "ideogram.dsilu_adaln_input");
-    float *neg = scratch_take(&k, n, MEM_WORKSPACE, "ideogram.dpred");
-    if ((st = k.status)) goto done;
-    if (!pool_is_dry_ptr(neg)) memcpy(neg, dpred, (size_t)n * sizeof(float));
-    scale_by(neg, n, -1.0f);
-    const patch_shape ps = model_patches(m);
-    unpatchify_backward(dout, neg, &ps, PATCH_DIT);
-    linear_backward(dh, PG(d->out_w), PG(d->out_b), dout, d->h, PW(d->out_w), N, D, P);
-    modulate_backward(dh, NULL, dscale, dh, d->ln, d->scale, B, T, D, D);
-    if ((st = lin_backward(m->params, m->pool, &d->fin, dfin, dscale, d->fin_c, B))) goto done;
-    layernorm_backward(dimg, NULL, NULL, dh, d->img, NULL, N, D, &d->out_stats);
+    if ((st = k.status) || (st = lumina_final_backward(m, &d->fin, &k, dpred, d->fin_c, dfin, dimg))) goto done;
     state_free(m->pool, &d->j.last);
     block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "ideogram.drows", true)}};
     if (st) goto done;

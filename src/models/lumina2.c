@@ -41,17 +41,18 @@ typedef struct lm_model {
     block *seq_blocks[NSEQ];
     temb t;
     int cap_norm;
-    lin_layer cap, out1;
-    int x_w, x_b, out2_w, out2_b, x_pad, cap_pad; /* the pad tokens: Z-Image's */
+    lin_layer cap;
+    lumina_final fin;
+    int x_w, x_b, x_pad, cap_pad; /* the pad tokens: Z-Image's */
     float *rope[NSEQ];                /* per-sample rotary tables, a step's */
     attn_mask masks[NSEQ];
     const attn_mask *maskp[NSEQ];     /* what the blocks read: &masks[q], or NULL */
     /* a step */
     bool active;
     float *len;                       /* per sample: the caption's tokens */
-    float *tin, *patches, *cap_in, *cap_n, *kb[NSEQ], *img, *ln, *scale, *zero, *h, *out, *pred;
+    float *tin, *patches, *cap_in, *cap_n, *kb[NSEQ];
     float *final_c; /* the final layer's input: SiLU(temb), Z-Image's own (Lumina's blocks read it as m->ctx.cs) */
-    op_state cap_stats, out_stats;
+    op_state cap_stats;
     block_state last;
     seq_run *run[NSEQ];
 } lm_model;
@@ -131,11 +132,12 @@ static st_status lm_create(model *m)
     char fin[64];
     snprintf(fin, sizeof fin, z ? "all_final_layer.%s" : "norm_out", key);
     snprintf(n1, sizeof n1, z ? "%s.adaLN_modulation.1" : "%s.linear_1", fin);
-    d->out1 = lin_register(s, n1, Dt, D, true, 0, 0, full);
+    d->fin = (lumina_final){.mod = lin_register(s, n1, Dt, D, true, 0, 0, full), .sign = -1.0f,
+                            .eps = LUMINA_OUT_EPS}; /* SimpleTuner's lumina2 and z_image negate the output */
     snprintf(n1, sizeof n1, z ? "%s.linear.weight" : "%s.linear_2.weight", fin);
     snprintf(n2, sizeof n2, z ? "%s.linear.bias" : "%s.linear_2.bias", fin);
-    d->out2_w = param_add(s, n1, 2, (int64_t[]){P, D}, full);
-    d->out2_b = param_add(s, n2, 1, (int64_t[]){P}, full);
+    d->fin.out_w = param_add(s, n1, 2, (int64_t[]){P, D}, full);
+    d->fin.out_b = param_add(s, n2, 1, (int64_t[]){P}, full);
     m->n_seq = NSEQ;
     return ST_OK;
 }
@@ -166,9 +168,9 @@ static void lm_release(model *m)
     }
     state_free(m->pool, &d->last);
     temb_release(m, &d->t);
-    op_state_release(&d->cap_stats), op_state_release(&d->out_stats);
-    float **bufs[] = {&d->len, &d->tin, &d->patches, &d->cap_in, &d->cap_n, &d->img, &d->ln, &d->scale, &d->zero,
-                      &d->h, &d->out, &d->pred, &d->final_c};
+    op_state_release(&d->cap_stats);
+    lumina_final_release(m, &d->fin);
+    float **bufs[] = {&d->len, &d->tin, &d->patches, &d->cap_in, &d->cap_n, &d->final_c};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     d->active = false;
 }
@@ -347,30 +349,12 @@ static void image_rows(model *m, float *img, const float *joint, bool back)
     }
 }
 
+static void final_rows(model *m, float *img) { image_rows(m, img, lm_of(m)->last.t[0], false); }
+
 static st_status final_out(model *m, bool train)
 {
     lm_model *d = lm_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T, P = model_patch_dim(c);
-    st_status st = ST_OK;
-    d->img = model_take(m, &st, N * D, "lumina.out_rows", false);
-    d->ln = model_take(m, &st, N * D, "lumina.out_ln", false);
-    d->scale = model_take(m, &st, B * D, "lumina.out_scale", false);
-    d->zero = model_take(m, &st, B * D, "lumina.out_shift", true);
-    d->h = model_take(m, &st, N * D, "lumina.out_h", false);
-    d->out = model_take(m, &st, N * P, "lumina.out", false);
-    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
-    if (st) return st;
-    image_rows(m, d->img, d->last.t[0], false);
-    if ((st = lin_forward(m->params, m->pool, &d->out1, d->scale, d->z ? d->final_c : m->ctx.cs, B))) return st;
-    st = layernorm_forward(m->pool, d->ln, d->img, NULL, NULL, N, D, LUMINA_OUT_EPS, train ? &d->out_stats : NULL);
-    if (st) return st;
-    modulate_forward(d->h, d->ln, d->zero, d->scale, B, T, D, D);
-    linear_forward(d->out, d->h, PW(d->out2_w), PW(d->out2_b), N, D, P);
-    const patch_shape ps = model_patches(m);
-    unpatchify_forward(d->pred, d->out, &ps, PATCH_DIT);
-    scale_by(d->pred, B * model_sample_numel(c), -1.0f); /* SimpleTuner's lumina2 negates the output */
-    return ST_OK;
+    return lumina_final_forward(m, &d->fin, final_rows, d->z ? d->final_c : m->ctx.cs, train);
 }
 
 static st_status lm_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
@@ -404,7 +388,7 @@ static st_status lm_forward(model *m, const float *x, const float *timesteps, co
         lm_release(m);
         return st;
     }
-    *pred = d->pred;
+    *pred = d->fin.pred;
     return ST_OK;
 }
 
@@ -415,27 +399,15 @@ static st_status lm_backward(model *m, const float *dpred)
         return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = joint_rows(m), D = c->hidden;
-    const int64_t N = B * T, P = model_patch_dim(c), Dt = time_dim(c), Dc = c->text_dim, n = B * model_sample_numel(c);
+    const int64_t N = B * T, P = model_patch_dim(c), Dt = time_dim(c), Dc = c->text_dim;
     const int64_t Lr = text_rows(m), Tr = image_rows_of(m);
     st_status st = ST_OK;
     scratch k = {.pool = m->pool};
-    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "lumina.dout");
-    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "lumina.dout_h");
-    float *dscale = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "lumina.dout_scale");
     float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "lumina.dout_rows");
-    float *neg = scratch_take(&k, n, MEM_WORKSPACE, "lumina.dpred");
-    if ((st = k.status)) goto done;
-    /* the final layer: pred = -unpatchify(linear_2(LN(rows) (1 + linear_1(SiLU(temb))))) */
-    if (!pool_is_dry_ptr(neg)) memcpy(neg, dpred, (size_t)n * sizeof(float));
-    scale_by(neg, n, -1.0f);
-    const patch_shape ps = model_patches(m);
-    unpatchify_backward(dout, neg, &ps, PATCH_DIT);
-    linear_backward(dh, PG(d->out2_w), PG(d->out2_b), dout, d->h, PW(d->out2_w), N, D, P);
-    modulate_backward(dh, NULL, dscale, dh, d->ln, d->scale, B, T, D, D);
     float *dfinal = d->z ? scratch_take_zero(&k, B * Dt, MEM_WORKSPACE, "zimage.dsilu_temb") : m->ctx.dcs;
     if ((st = k.status)) goto done;
-    if ((st = lin_backward(m->params, m->pool, &d->out1, dfinal, dscale, d->z ? d->final_c : m->ctx.cs, B))) goto done;
-    layernorm_backward(dimg, NULL, NULL, dh, d->img, NULL, N, D, &d->out_stats);
+    st = lumina_final_backward(m, &d->fin, &k, dpred, d->z ? d->final_c : m->ctx.cs, dfinal, dimg);
+    if (st) goto done;
     state_free(m->pool, &d->last);
     block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "lumina.djoint", true)}};
     if (st) goto done;

@@ -82,4 +82,25 @@ st_status lumina_joint_forward(model *m, lumina_joint *j, const lumina_joint_par
 /* The step's run, output, tables and mask */
 void lumina_joint_release(model *m, lumina_joint *j);
 
+/* The final layer of Lumina 2, Z-Image, ERNIE-Image and Ideogram 4 (lumina_joint.c): pred = sign unpatchify(out(
+ * LN(rows) (1 + scale) + shift)), the LayerNorm unaffine, (scale) or (scale, shift) = mod(c). The family registers
+ * mod, out_w and out_b under its names and sets the options; the rest is a step's. */
+typedef struct lumina_final {
+    lin_layer mod;
+    int out_w, out_b;
+    bool shift;  /* mod gives the shift after the scale (ERNIE's), else it is zero */
+    float sign;  /* -1: SimpleTuner negates the output (Lumina 2, Z-Image, Ideogram 4) */
+    float eps;
+    float *img, *ln, *mods, *zero, *h, *out, *pred; /* img: the image tokens' rows (B T, D) */
+    op_state stats;
+} lumina_final;
+/* Takes the step's buffers, has rows fill img from the blocks' output, and makes pred from c (B, mod.in) */
+st_status lumina_final_forward(model *m, lumina_final *f, void (*rows)(model *m, float *img), const float *c,
+                               bool train);
+/* From dpred: the weights' gradients, dc += dL/dc, drows += dL/d(rows); its workspace taken from k (the caller's,
+ * alive to its end) */
+st_status lumina_final_backward(model *m, lumina_final *f, scratch *k, const float *dpred, const float *c, float *dc,
+                                float *drows);
+void lumina_final_release(model *m, lumina_final *f);
+
 #endif

@@ -1,10 +1,11 @@
 /* One sequence of lumina2_block.c's blocks over each sample's joint rows: ERNIE-Image's and Ideogram 4's skeleton
  * (lumina2.h). The families make the rows, the rotary tables and the key mask; this owns the blocks and the step's
- * run of them. */
+ * run of them. Also the final layer the four families on lumina2_block.c share. */
 #include "lumina2.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *style, int64_t rows, int64_t ada_in)
 {
@@ -66,4 +67,65 @@ void lumina_joint_release(model *m, lumina_joint *j)
     pool_free(m->pool, j->rope), pool_free(m->pool, j->kb);
     j->rope = j->kb = NULL, j->maskp = NULL;
     j->active = false;
+}
+
+/* ---- the final layer ---- */
+
+st_status lumina_final_forward(model *m, lumina_final *f, void (*rows)(model *m, float *img), const float *c,
+                               bool train)
+{
+    const model_config *mc = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = mc->hidden, N = B * T, P = model_patch_dim(mc);
+    const int64_t M = f->shift ? 2 * D : D, n = B * model_sample_numel(mc);
+    st_status st = ST_OK;
+    f->img = model_take(m, &st, N * D, "final.rows", false);
+    f->ln = model_take(m, &st, N * D, "final.ln", false);
+    f->mods = model_take(m, &st, B * M, "final.modulation", false);
+    if (!f->shift) f->zero = model_take(m, &st, B * D, "final.shift", true);
+    f->h = model_take(m, &st, N * D, "final.h", false);
+    f->out = model_take(m, &st, N * P, "final.out", false);
+    f->pred = model_take(m, &st, n, "pred", false);
+    if (st) return st;
+    rows(m, f->img);
+    if ((st = lin_forward(m->params, m->pool, &f->mod, f->mods, c, B))) return st;
+    if ((st = layernorm_forward(m->pool, f->ln, f->img, NULL, NULL, N, D, f->eps, train ? &f->stats : NULL))) return st;
+    modulate_forward(f->h, f->ln, f->shift ? f->mods + D : f->zero, f->mods, B, T, D, M);
+    linear_forward(f->out, f->h, param_at(m->params, f->out_w)->w, param_at(m->params, f->out_b)->w, N, D, P);
+    const patch_shape ps = model_patches(m);
+    unpatchify_forward(f->pred, f->out, &ps, PATCH_DIT);
+    if (f->sign != 1.0f) scale_by(f->pred, n, f->sign);
+    return ST_OK;
+}
+
+st_status lumina_final_backward(model *m, lumina_final *f, scratch *k, const float *dpred, const float *c, float *dc,
+                                float *drows)
+{
+    const model_config *mc = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = mc->hidden, N = B * T, P = model_patch_dim(mc);
+    const int64_t M = f->shift ? 2 * D : D, n = B * model_sample_numel(mc);
+    float *dout = scratch_take_zero(k, N * P, MEM_WORKSPACE, "final.dout");
+    float *dh = scratch_take_zero(k, N * D, MEM_WORKSPACE, "final.dh");
+    float *dmods = scratch_take_zero(k, B * M, MEM_WORKSPACE, "final.dmodulation");
+    float *signed_dpred = f->sign != 1.0f ? scratch_take(k, n, MEM_WORKSPACE, "final.dpred") : NULL;
+    if (k->status) return k->status;
+    if (signed_dpred) {
+        if (!pool_is_dry_ptr(signed_dpred)) memcpy(signed_dpred, dpred, (size_t)n * sizeof(float));
+        scale_by(signed_dpred, n, f->sign);
+        dpred = signed_dpred;
+    }
+    const patch_shape ps = model_patches(m);
+    const param *w = param_at(m->params, f->out_w), *b = param_at(m->params, f->out_b);
+    unpatchify_backward(dout, dpred, &ps, PATCH_DIT);
+    linear_backward(dh, w->g, b->g, dout, f->h, w->w, N, D, P);
+    modulate_backward(dh, f->shift ? dmods + D : NULL, dmods, dh, f->ln, f->mods, B, T, D, M);
+    const st_status st = lin_backward(m->params, m->pool, &f->mod, dc, dmods, c, B);
+    if (!st) layernorm_backward(drows, NULL, NULL, dh, f->img, NULL, N, D, &f->stats);
+    return st;
+}
+
+void lumina_final_release(model *m, lumina_final *f)
+{
+    op_state_release(&f->stats);
+    float **bufs[] = {&f->img, &f->ln, &f->mods, &f->zero, &f->h, &f->out, &f->pred};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
 }
