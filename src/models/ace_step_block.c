@@ -176,14 +176,7 @@ static st_status ffn_compute(const ace_block *b, const float *x2, const float *m
     scratch s = {.pool = b->m->pool};
     float *h = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "ace.ffn.h");
     if (!s.status) s.status = norm_modulate(b, h, NULL, x2, b->norm3, mod, 1, NULL);
-    if (!s.status) s.status = fwd(b->m, &b->gate, g, h, d.N);
-    if (!s.status) s.status = fwd(b->m, &b->up, u, h, d.N);
-    scratch_drop(&s, h);
-    float *a = scratch_take(&s, d.N * d.F, MEM_WORKSPACE, "ace.ffn.swiglu");
-    if (!s.status) {
-        glu_forward(a, g, u, d.N, d.F, d.F, GLU_SILU);
-        s.status = fwd(b->m, &b->down, f, a, d.N);
-    }
+    glu_ffn_forward(&s, b->m, &b->gate, &b->up, &b->down, h, d.N, d.F, GLU_SILU, g, u, f, "ace.ffn.swiglu");
     return scratch_end(&s);
 }
 

@@ -213,14 +213,7 @@ static st_status ffn_compute(const lumina_block *b, const float *x1, const float
     scratch s = {.pool = b->m->pool};
     float *h = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "lumina.ffn.h");
     if (!s.status) s.status = norm_mod(b, h, NULL, x1, b->ffn_norm1, mod, 1, NULL);
-    if (!s.status) s.status = fwd(b->m, &b->w1, f1, h, d.N);
-    if (!s.status) s.status = fwd(b->m, &b->w3, f3, h, d.N);
-    scratch_drop(&s, h);
-    float *a = scratch_take(&s, d.N * d.F, MEM_WORKSPACE, "lumina.ffn.swiglu");
-    if (!s.status) {
-        glu_forward(a, f1, f3, d.N, d.F, d.F, b->style->glu);
-        s.status = fwd(b->m, &b->w2, f2, a, d.N);
-    }
+    glu_ffn_forward(&s, b->m, &b->w1, &b->w3, &b->w2, h, d.N, d.F, b->style->glu, f1, f3, f2, "lumina.ffn.swiglu");
     return scratch_end(&s);
 }
 
