@@ -111,7 +111,8 @@ static st_status positions(model *m, const float *cond)
         float n = 0;
         if ((st = model_caption_length(m, cond, b, &n))) break;
         d->len[b] = n;
-        rope_table_mrope(d->j.rope + b * S * hd, ids, S, hd, c->rope_axes, IDEO_THETA);
+        if (!b) rope_table_mrope(d->j.rope, ids, S, hd, c->rope_axes, IDEO_THETA); /* no sample's positions differ */
+        else copy_rows(d->j.rope + b * S * hd, S * hd, d->j.rope, S * hd, 1, S * hd);
         for (int64_t r = 0; r < S; r++) d->j.kb[b * S + r] = r < (int64_t)n || r >= L ? 0.0f : -INFINITY;
     }
     pool_free(m->pool, ids);
