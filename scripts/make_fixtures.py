@@ -501,6 +501,63 @@ IDEOGRAM_PASSED = ("per sample [caption; image]: hidden_states = zeros (L, C) th
                    "rows as (B, C, H, W)")
 
 
+# OmniGen's prompts are token ids: (B, L, 1) floats as segtrain's conditioning holds them, with the mask of the
+# captions of 6 and 4 tokens. Sample 0 holds pad_token_id 5, whose embedding row gets no gradient (padding_idx).
+OMNIGEN_IDS = [[1, 17, 5, 40, 9, 33], [1, 22, 8, 63, 0, 0]]
+OMNIGEN_FACTORS = dict(short_factor=[1 + 0.125 * i for i in range(8)], long_factor=[1 + 0.5 * i for i in range(8)])
+
+
+def omnigen_make(gen):
+    return {"encoder_hidden_states": torch.tensor(OMNIGEN_IDS, dtype=torch.float64)[..., None],
+            "encoder_attention_mask": torch.tensor(TEXT_MASK, dtype=torch.float64)}
+
+
+def omnigen_exact():
+    """OmniGen's su-scaled rotary embedding computes its angles, cos and sin in float32: here in float64, as segtrain's
+    table takes them (cos and sin, times the scaling factor, rounded once to float)."""
+    import diffusers.models.transformers.transformer_omnigen as to
+
+    def forward(self, hidden_states, position_ids):
+        long = int(torch.max(position_ids)) + 1 > self.original_max_position_embeddings
+        ext = torch.tensor(self.long_factor if long else self.short_factor, dtype=torch.float64)
+        inv = 1.0 / (ext * self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float64) / self.dim))
+        freqs = position_ids[:, :, None].to(torch.float64) * inv
+        emb = torch.cat((freqs, freqs), dim=-1)[0]
+        scale = self.max_position_embeddings / self.original_max_position_embeddings
+        f = 1.0 if scale <= 1.0 else math.sqrt(1 + math.log(scale) / math.log(self.original_max_position_embeddings))
+        return emb.cos() * f, emb.sin() * f
+    to.OmniGenSuScaledRotaryEmbedding.forward = forward
+
+
+def omnigen_run(model, t):
+    # SimpleTuner's OmniGen._model_predict_single with its collator (diffusers' OmniGenCollator.process_mllm_input, as
+    # OmniGenTrainingCollator calls it): each prompt's ids (its mask's ones) left-padded with id 2 to the longest, the
+    # collator's position ids and mask (prompt and time token causal, the image bidirectional); timestep = SimpleTuner's
+    # t = 1 - sigma (float32); no input images; the prediction is minus the output.
+    from diffusers.pipelines.omnigen.processor_omnigen import OmniGenCollator
+    omnigen_exact()
+    lat = t["latents"]
+    b, _, h, w = lat.shape
+    ids = [[int(v) for v, m in zip(t["encoder_hidden_states"][i, :, 0], t["encoder_attention_mask"][i]) if m]
+           for i in range(b)]
+    collator = OmniGenCollator(pad_token_id=2, hidden_size=model.config.hidden_size)
+    padded, position_ids, mask, _, _, _ = collator.process_mllm_input(
+        [{"input_ids": x, "pixel_values": None, "image_sizes": None} for x in ids], [[h * 8, w * 8]] * b)
+    timestep = (1 - t["sigma"].float()).double()
+    out = model(hidden_states=lat, timestep=timestep, input_ids=padded, input_img_latents=[], input_image_sizes={},
+                attention_mask=mask.to(torch.float64), position_ids=position_ids, return_dict=False)[0]
+    return -out
+
+
+OMNIGEN_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = 1 - float32(sigma); input_ids, position_ids "
+                  "and attention_mask from OmniGenCollator(pad_token_id=2).process_mllm_input of the prompts' ids "
+                  "(encoder_hidden_states (B, L, 1) where encoder_attention_mask is 1: 6 and 4 tokens, left-padded) "
+                  "and output images of H 8 x W 8 px; input_img_latents [] and input_image_sizes {}; pred = -output "
+                  "(SimpleTuner's omnigen target is latents - noise)")
+OMNIGEN_ZERO = {r"patch_embedding\.input_image_proj\.(weight|bias)":
+                "it embeds an editing task's input images; text-to-image has none"}
+
+
 ANIMATE_F, ANIMATE_TEXT, ANIMATE_IMAGE, ANIMATE_FACE = 3, 512, (5, 16), 16  # latent frames (the reference and 2);
 # the class's 512 text tokens (its attention takes the context's last 512 as the text); CLIP tokens (257 x 1280 real);
 # the face frames' edge (512 real)
@@ -994,6 +1051,16 @@ fixture("ideogram", "Ideogram4Transformer2DModel",
         dict(in_channels=C, num_layers=2, attention_head_dim=16, num_attention_heads=2, intermediate_size=64,
              adaln_dim=16, llm_features_dim=JOINT, rope_theta=IDEOGRAM_THETA, mrope_section=(2, 2, 2), norm_eps=1e-5),
         masked_text_make, ideogram_run, IDEOGRAM_PASSED)
+
+# OmniGen: two Phi-3 blocks of 2 heads x 16 (32 x 96 real) with 1 key-value head (32), the feed-forward 64 (8192),
+# 64 token ids (32064), the sine-cosine table 16 wide (192); original_max_position_embeddings 20 (4096), so the
+# 23-position sequence takes the long factors; max_position_embeddings 160 (131072).
+fixture("omnigen", "OmniGenTransformer2DModel",
+        dict(in_channels=C, patch_size=2, hidden_size=32, rms_norm_eps=1e-5, num_attention_heads=2,
+             num_key_value_heads=1, intermediate_size=64, num_layers=2, pad_token_id=5, vocab_size=64,
+             max_position_embeddings=160, original_max_position_embeddings=20, rope_base=10000,
+             rope_scaling=OMNIGEN_FACTORS, pos_embed_max_size=16),
+        omnigen_make, omnigen_run, OMNIGEN_PASSED, zero=OMNIGEN_ZERO)
 
 # LTX-Video 0.9: two blocks, patch 1 x 1 x 1 (as the real 128-channel latents), cross_attention_dim = hidden.
 fixture("ltxvideo", "LTXVideoTransformer3DModel",

@@ -360,6 +360,13 @@ expect 0 "SimpleTuner's ernie example plans ERNIE-Image's 8B transformer at 512 
 expect 0 "SimpleTuner's ideogram example plans Ideogram 4 at 1024 px area" \
   "model ideogram-4 \\(ideogram\\): 34 joint blocks, width 4608, 18 heads, 4096 image \\+ 256 text tokens" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/ideogram-fp8.peft-lora.json"
+expect 0 "SimpleTuner's omnigen example plans OmniGen v1 (Phi-3's 32 blocks) at 1024 px" \
+  "model omnigen-v1 \\(omnigen\\): 32 joint blocks, width 3072, 32 heads, 4096 image \\+ 128 text tokens" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/omnigen.lycoris-lokr.json"
+expect 0 "omnigen trains with SimpleTuner's objective on the stand-in's token ids" \
+  "trained 1 steps; weights in omnigen-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=omnigen --set model_preset=omnigen-tiny \
+  --set synthetic_data=true --set max_train_steps=1 --set output_dir=omnigen-out
 expect 0 "ideogram trains with SimpleTuner's objective" \
   "trained 1 steps; weights in ideogram-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=ideogram --set model_preset=ideogram-tiny \

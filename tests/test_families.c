@@ -223,7 +223,7 @@ static void test_families(void)
                            !strcmp(name, "ltxvideo") || !strcmp(name, "ltxvideo2") || !strcmp(name, "cosmos2image") ||
                            !strcmp(name, "kandinsky5-image") || !strcmp(name, "kandinsky5-video") ||
                            !strcmp(name, "anima") || !strcmp(name, "lumina2") || !strcmp(name, "ernie") ||
-                           !strcmp(name, "ideogram");
+                           !strcmp(name, "ideogram") || !strcmp(name, "omnigen");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -894,6 +894,58 @@ static void test_zimage_json(void)
     remove(dir);
 }
 
+/* OmniGenTransformer2DModel's config.json: Shitao/OmniGen-v1-diffusers's shape reads as the omnigen preset, with its
+ * rope_scaling's factors; what the class cannot be built without, or segtrain does not build, is refused by name. */
+static void test_omnigen_json(void)
+{
+    char dir[] = "/tmp/segtrain-omnigen-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char factors[2][512] = {"", ""};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 48; i++)
+            snprintf(factors[k] + strlen(factors[k]), sizeof factors[k] - strlen(factors[k]), "%s%g", i ? ", " : "",
+                     k ? 1.0 + 0.5 * i : 1.0 + 0.01 * i);
+    char text[2048];
+#define OG "{\"_class_name\": \"OmniGenTransformer2DModel\", "
+    snprintf(text, sizeof text, OG "\"hidden_size\": 3072, \"num_attention_heads\": 32, \"num_key_value_heads\": 32, "
+             "\"intermediate_size\": 8192, \"num_layers\": 32, \"vocab_size\": 32064, \"pad_token_id\": 32000, "
+             "\"max_position_embeddings\": 131072, \"original_max_position_embeddings\": 4096, \"rope_base\": 10000, "
+             "\"patch_size\": 2, \"in_channels\": 4, \"pos_embed_max_size\": 192, \"rms_norm_eps\": 1e-05, "
+             "\"rope_scaling\": {\"short_factor\": [%s], \"long_factor\": [%s], \"type\": \"su\"}}",
+             factors[0], factors[1]);
+    tk_write_file(dir, "config.json", text);
+    model_config mc, want;
+    CHECK(model_preset("omnigen-tiny", &mc) == ST_OK && model_preset("omnigen-v1", &want) == ST_OK);
+    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.kv_heads == want.kv_heads && mc.ffn_dim == want.ffn_dim &&
+               mc.text_vocab == want.text_vocab && mc.text_pad == want.text_pad && mc.text_dim == 1 &&
+               mc.rope_max == want.rope_max && mc.rope_original == want.rope_original &&
+               mc.pos_embed_max == want.pos_embed_max && mc.sample_size == want.sample_size &&
+               mc.rope_short[47] == (float)1.47 && mc.rope_long[47] == 24.5f && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {OG "\"rope_scaling\": null}", "rope_scaling is not an object"},
+        {OG "\"num_attention_heads\": 32, \"hidden_size\": 3072, \"rope_scaling\": {\"short_factor\": [1], "
+            "\"long_factor\": [1]}}", "rope_scaling.short_factor is not a list of 48"},
+        {OG "\"rope_base\": 500000}", "rope_base"},
+        {OG "\"timestep_activation_fn\": \"gelu\"}", "timestep_activation_fn"},
+        {OG "\"flip_sin_to_cos\": false}", "flip_sin_to_cos"},
+        {OG "\"hidden_size\": 3072, \"num_attention_heads\": 1024}", "even head width"},
+    };
+#undef OG
+    expect_json_refusals(dir, "config.json", "omnigen-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    /* a factor of 0 would divide by zero: refused by model_config_check too, naming the family's rule */
+    CHECK(model_preset("omnigen-tiny", &mc) == ST_OK);
+    mc.rope_long[3] = 0.0f;
+    CHECKF(model_config_check(&mc) == ST_ERR_INVALID && strstr(st_error(), "positive rotary factors"), "%s",
+           st_error());
+    CHECK(from_json("{\"model_family\": \"omnigen\"}", &mc) == ST_OK && !strcmp(mc.preset, "omnigen-v1") &&
+          mc.text_dim == 1 && mc.text_vocab == 32064);
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 int main(void)
 {
     test_resolution();
@@ -910,6 +962,7 @@ int main(void)
     test_anima_json();
     test_lumina2_json();
     test_zimage_json();
+    test_omnigen_json();
     test_hunyuanvideo();
     test_hidream();
     test_doc();

@@ -14,6 +14,7 @@
 #include "segtrain/plan.h"
 
 #define MODEL_REFINER_MAX 8 /* hunyuanvideo's token refiner blocks, at most */
+#define MODEL_ROPE_FACTORS 64 /* omnigen: rotary frequencies a head, at most (head_dim 128) */
 
 typedef struct model_config {
     char family[16]; /* "dit", "skipdit", or a dual-stream family: "mmdit", "flux" (FluxTransformer2DModel's layout),
@@ -71,6 +72,13 @@ typedef struct model_config {
                                       (motion_encoder_channel_sizes) */
     int64_t face_hidden, face_heads; /* its face encoder's width and heads (face_encoder_hidden_dim, _num_heads) */
     double norm_eps;               /* lumina2: its RMSNorms' epsilon (norm_eps); 0 elsewhere */
+    int64_t text_pad;              /* omnigen: the token whose embedding row gets no gradient (pad_token_id) */
+    int64_t rope_original, rope_max; /* omnigen: Phi-3's su-scaled rotary positions: the trained context
+                                      (original_max_position_embeddings) and the extended one
+                                      (max_position_embeddings); 0 elsewhere */
+    float rope_short[MODEL_ROPE_FACTORS], rope_long[MODEL_ROPE_FACTORS]; /* ... each frequency's divisor up to
+                                      rope_original positions and past them (rope_scaling's short_factor and
+                                      long_factor; head_dim / 2 of them) */
     int64_t audio_hidden, audio_heads, audio_channels; /* ltxvideo2: the audio stream's width (audio_num_attention_heads
                                       x audio_attention_head_dim), its heads, and its latents' channels
                                       (audio_in_channels); 0 elsewhere. Its text_dim is twice caption_channels: a
@@ -151,6 +159,9 @@ bool model_ernie(const model_config *mc);
 /* Whether the family is Ideogram 4 (Ideogram4Transformer2DModel): one joint sequence [caption; image], MRoPE; its
  * conditioning is lumina2's. */
 bool model_ideogram(const model_config *mc);
+/* Whether the family is OmniGen (OmniGenTransformer2DModel): one sequence [prompt tokens; time token; image] of
+ * Phi-3 blocks; its conditioning is the prompt's token ids (text_len floats, text_dim 1), then their mask. */
+bool model_omnigen(const model_config *mc);
 /* Whether the family reads a text encoder's output (the dual-stream and cross-attention families), not labels. */
 bool model_reads_text(const model_config *mc);
 /* Whether the family's input is video (B, C, F, H, W): hunyuanvideo, hunyuanvideo15. */

@@ -245,10 +245,10 @@ void glu_ffn_forward(scratch *s, const struct model *m, const lin_layer *w1, con
                      float *h, int64_t n, int64_t F, glu_kind kind, float *f1, float *f3, float *f2, const char *what)
 {
     if (!s->status) s->status = fwd(m, w1, f1, h, n);
-    if (!s->status) s->status = fwd(m, w3, f3, h, n);
+    if (!s->status && w3) s->status = fwd(m, w3, f3, h, n);
     scratch_drop(s, h);
     float *a = scratch_take(s, n * F, MEM_WORKSPACE, what);
     if (s->status) return;
-    glu_forward(a, f1, f3, n, F, F, kind);
+    glu_forward(a, f1, w3 ? f3 : f1 + F, n, F, w3 ? F : 2 * F, kind);
     s->status = fwd(m, w2, f2, a, n);
 }

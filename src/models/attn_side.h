@@ -103,7 +103,8 @@ st_status side_attention_backward(const side_attention *a, block_saved *sv, int 
  * and kept state. */
 size_t side_output_bytes(const attn_shape *s);
 
-/* A gated feed-forward of two input projections (SwiGLU, GEGLU): f1 = w1 h, f3 = w3 h, f2 = w2(act(f1) f3). h is
+/* A gated feed-forward of two input projections (SwiGLU, GEGLU): f1 = w1 h, f3 = w3 h, f2 = w2(act(f1) f3); w3 NULL:
+ * w1 is both, fused (gate rows first), and f1 (n, 2F) holds f1 and f3 side by side. h is
  * s's and is dropped once w1 and w3 have read it, before the activation's buffer (named `what`) is taken, so the two
  * are never live together; nothing runs once s has failed. */
 void glu_ffn_forward(scratch *s, const struct model *m, const lin_layer *w1, const lin_layer *w3, const lin_layer *w2,

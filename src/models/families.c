@@ -87,7 +87,7 @@ static const struct st_family {
     {"minimaxh3", NULL, "MiniMax H3", JOINT, "MiniMaxH3Transformer3DModel",
      "fl2va|ref2va|convrot-int8|convrot-int4|nvfp4|fp8-e4m3fn", NULL, NULL},
     {"minimaxmusic", NULL, "MiniMax Music 3", AUDIO_LM, "MiniMaxMusic3Transformer1DModel", "music3", NULL, NULL},
-    {"omnigen", NULL, "OmniGen", JOINT, "OmniGenTransformer2DModel", "v1", NULL, NULL},
+    {"omnigen", NULL, "OmniGen", JOINT, "OmniGenTransformer2DModel", "v1", "v1:omnigen-v1", "v1"},
     {"pixart_sigma", "pixart", "PixArt Sigma", XATTN, "PixArtTransformer2DModel",
      "900M-1024-v0.6|900M-1024-v0.7-stage1|900M-1024-v0.7-stage2|600M-512|600M-1024|600M-2048",
      "900M-1024-v0.6:pixart-900m-1024|900M-1024-v0.7-stage1:pixart-900m-1024|900M-1024-v0.7-stage2:pixart-900m-1024|"

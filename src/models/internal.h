@@ -72,7 +72,8 @@ struct model {
 extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, auraflow_family, flux2_family,
     qwen_image_family, hunyuan_video_family, hidream_family, xdit_family, cosmos_family,
     ace_step_family;
-extern const model_family kandinsky5_family, ltx2_family, lumina2_family, ernie_family, ideogram_family;
+extern const model_family kandinsky5_family, ltx2_family, lumina2_family, ernie_family, ideogram_family,
+    omnigen_family;
 
 /* The patches of a step's latents (m->shape.batch of them), and a patch's features (channels x patch_t x patch^2). */
 patch_shape model_patches(const model *m);
@@ -140,12 +141,21 @@ st_status final_backward(model *m, final_layer *f, const float *x, const float *
 void final_backward_done(model *m, final_layer *f);
 void final_release(model *m, final_layer *f);
 
+/* SD3's and OmniGen's fixed 2D sine-cosine table (E^2, D), E = pos_embed_max: diffusers' get_2d_sincos_pos_embed(D, E,
+ * base_size = sample_size / patch). Position k of an edge is k / (E / base) (in float32, as torch divides), the
+ * column's sin-cos in the first half of a row, the row's in the second, each half sines then cosines of frequencies
+ * 10000^(-j / (D/4)). A checkpoint's own table replaces this one when it is loaded; a dry one is left as it is. */
+void sincos_table_fill(const model_config *c, float *t);
+
 /* The built-in stand-in for a text encoder (tokenizer.c), for a caption: its words (ASCII letters and digits,
  * lowercased) hashed into rows 1 .. vocab-1; seq (len, dim) holds each word's row vector (N(0, 1) values) in
  * order, zero rows for padding; pooled (pooled_dim) the mean of the words' own pooled vectors (zero without
  * words). Returns the number of words placed (they fill rows 0 .. words - 1). */
 int64_t encode_caption(const char *caption, int64_t vocab, int64_t len, int64_t dim, int64_t pooled_dim, float *seq,
                        float *pooled);
+/* The words of parts[0 .. n_parts), in order, as their rows' ids (floats) in ids[0 .. len), 0 after them; returns how
+ * many were placed. */
+int64_t encode_caption_ids(const char *const *parts, int n_parts, int64_t vocab, int64_t len, float *ids);
 
 /* The DiT block (dit_block.c): adaLN-Zero attention and MLP, reading m->shape and m->ctx. */
 typedef struct dit_block {

@@ -349,7 +349,11 @@ static void image_rows(model *m, float *img, const float *joint, bool back)
     }
 }
 
-static void final_rows(model *m, float *img) { image_rows(m, img, lm_of(m)->last.t[0], false); }
+static st_status final_rows(model *m, float *img)
+{
+    image_rows(m, img, lm_of(m)->last.t[0], false);
+    return ST_OK;
+}
 
 static st_status final_out(model *m, bool train)
 {

@@ -27,7 +27,7 @@ typedef struct lumina_style {
     int64_t mod_rows;   /* a sample's modulation rows of D */
     int at[6];          /* the rows of shift1, scale1, gate1, shift2, scale2, gate2 */
 } lumina_style;
-extern const lumina_style lumina2_style, zimage_style, ernie_style, ideogram_style;
+extern const lumina_style lumina2_style, zimage_style, ernie_style, ideogram_style, omnigen_style;
 
 /* A block's weights and options. The model provides what its modulation reads: m->ctx.cs (B, ada_in) with
  * m->ctx.dcs, or for a shared_mod style m->ctx.mod (B, mod_rows D) with m->ctx.dmod; and per sequence *rope, the
@@ -52,8 +52,8 @@ void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, co
 
 extern const block_kind lumina_block_kind;
 
-/* ERNIE-Image's and Ideogram 4's skeleton (lumina_joint.c): sequence 0, `layers`, of cfg.depth blocks in one style
- * over `rows` joint rows a sample, reading the model's rotary tables and key mask */
+/* ERNIE-Image's, Ideogram 4's and OmniGen's skeleton (lumina_joint.c): sequence 0, `layers`, of cfg.depth blocks in
+ * one style over `rows` joint rows a sample, reading the model's rotary tables and key mask */
 typedef struct lumina_joint {
     lumina_block *blocks;
     block *seq_blocks;
@@ -65,6 +65,7 @@ typedef struct lumina_joint {
     seq_run *run;
 } lumina_joint;
 
+/* ada_in: the modulation's input width (m->ctx.cs's); 0: the blocks are not modulated (OmniGen's) */
 st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *style, int64_t rows, int64_t ada_in);
 void lumina_joint_destroy(lumina_joint *j);
 void lumina_joint_set_batch(model *m, const lumina_joint *j, int64_t batch);
@@ -82,20 +83,21 @@ st_status lumina_joint_forward(model *m, lumina_joint *j, const lumina_joint_par
 /* The step's run, output, tables and mask */
 void lumina_joint_release(model *m, lumina_joint *j);
 
-/* The final layer of Lumina 2, Z-Image, ERNIE-Image and Ideogram 4 (lumina_joint.c): pred = sign unpatchify(out(
- * LN(rows) (1 + scale) + shift)), the LayerNorm unaffine, (scale) or (scale, shift) = mod(c). The family registers
- * mod, out_w and out_b under its names and sets the options; the rest is a step's. */
+/* The final layer of Lumina 2, Z-Image, ERNIE-Image, Ideogram 4 and OmniGen (lumina_joint.c): pred = sign
+ * unpatchify(out(LN(rows) (1 + scale) + shift)), the LayerNorm unaffine, (scale), (scale, shift) or (shift, scale) =
+ * mod(c). The family registers mod, out_w and out_b under its names and sets the options; the rest is a step's. */
 typedef struct lumina_final {
     lin_layer mod;
     int out_w, out_b;
     bool shift;  /* mod gives the shift after the scale (ERNIE's), else it is zero */
+    bool shift_first; /* ... the shift before the scale (OmniGen's AdaLayerNorm with chunk_dim 1) */
     float sign;  /* -1: SimpleTuner negates the output (Lumina 2, Z-Image, Ideogram 4) */
     float eps;
     float *img, *ln, *mods, *zero, *h, *out, *pred; /* img: the image tokens' rows (B T, D) */
     op_state stats;
 } lumina_final;
 /* Takes the step's buffers, has rows fill img from the blocks' output, and makes pred from c (B, mod.in) */
-st_status lumina_final_forward(model *m, lumina_final *f, void (*rows)(model *m, float *img), const float *c,
+st_status lumina_final_forward(model *m, lumina_final *f, st_status (*rows)(model *m, float *img), const float *c,
                                bool train);
 /* From dpred: the weights' gradients, dc += dL/dc, drows += dL/d(rows); its workspace taken from k (the caller's,
  * alive to its end) */

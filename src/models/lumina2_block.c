@@ -78,6 +78,11 @@ const lumina_style ernie_style = {
      "self_attention.norm_q", "self_attention.norm_k", "mlp.gate_proj", "mlp.linear_fc2", "mlp.up_proj", NULL,
      "adaLN_sa_ln.weight", "adaLN_sa_ln.weight", NULL, "adaLN_mlp_ln.weight", NULL},
     false, true, ROPE_REPEATED, GLU_GELU_ERF, 0, 6, {0, 1, 2, 3, 4, 5}};
+/* OmniGen's Phi-3 block: no modulation, no q/k norms, rotate-half pairs, gate and up fused in one projection */
+const lumina_style omnigen_style = {
+    {"self_attn.to_q", "self_attn.to_k", "self_attn.to_v", "self_attn.to_out.0", NULL, NULL, "mlp.gate_up_proj",
+     "mlp.down_proj", NULL, NULL, NULL, "input_layernorm.weight", NULL, "post_attention_layernorm.weight", NULL},
+    false, false, ROPE_HALF, GLU_SILU, 0, 0, {0}};
 
 void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, const model_config *c)
 {
@@ -92,11 +97,11 @@ void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, co
     b->k = lin_register(s, NAME(nm->k), D, K, false, ra, alpha, full);
     b->v = lin_register(s, NAME(nm->v), D, K, false, ra, alpha, full);
     b->out = lin_register(s, NAME(nm->out), D, D, false, ra, alpha, full);
-    b->norm_q = block_norm(s, prefix, nm->norm_q, hd, c);
-    b->norm_k = block_norm(s, prefix, nm->norm_k, hd, c);
-    b->w1 = lin_register(s, NAME(nm->w1), D, b->ffn, false, rm, alpha, full);
+    b->norm_q = nm->norm_q ? block_norm(s, prefix, nm->norm_q, hd, c) : -1;
+    b->norm_k = nm->norm_k ? block_norm(s, prefix, nm->norm_k, hd, c) : -1;
+    b->w1 = lin_register(s, NAME(nm->w1), D, nm->w3 ? b->ffn : 2 * b->ffn, false, rm, alpha, full);
     b->w2 = lin_register(s, NAME(nm->w2), b->ffn, D, false, rm, alpha, full);
-    b->w3 = lin_register(s, NAME(nm->w3), D, b->ffn, false, rm, alpha, full);
+    b->w3 = nm->w3 ? lin_register(s, NAME(nm->w3), D, b->ffn, false, rm, alpha, full) : (lin_layer){.w = -1};
     if (b->modulated && !b->style->shared_mod)
         b->ada = lin_register(s, NAME(nm->ada), b->ada_in, 4 * D, true, 0, 0, full);
     b->norm1 = param_add(s, NAME(b->modulated ? nm->norm1_modulated : nm->norm1), 1, (int64_t[]){D}, full);
@@ -115,8 +120,10 @@ static size_t lb_kept_bytes(const block *blk, keep_level keep)
     if (keep == KEEP_NOTHING) return 0;
     const attn_shape ss = self_shape(b);
     if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss);
-    /* modulations; q, raw q, o and the output projection (D wide); k, raw k, v (K wide) */
-    size_t floats = (size_t)((b->modulated && !b->style->shared_mod ? d.B * d.M : 0) + 4 * d.N * d.D + 3 * d.N * d.K);
+    /* modulations; q, raw q (with q's norm), o and the output projection (D wide); k, raw k (with k's norm), v */
+    const int64_t raw = b->norm_q >= 0;
+    size_t floats = (size_t)((b->modulated && !b->style->shared_mod ? d.B * d.M : 0) + (3 + raw) * d.N * d.D +
+                             (2 + raw) * d.N * d.K);
     if (keep == KEEP_ALL) floats += (size_t)(2 * d.N * d.F + d.N * d.D);
     return floats * sizeof(float) + attention_kept_bytes(&ss);
 }
@@ -126,7 +133,8 @@ static size_t lb_offloaded_bytes(const block *blk)
     const lumina_block *b = blk->self;
     dims d = dims_of(b);
     const attn_shape ss = self_shape(b);
-    return (size_t)(3 * d.N * d.D + 3 * d.N * d.K) * sizeof(float) + attention_kept_bytes(&ss);
+    const int64_t raw = b->norm_q >= 0;
+    return (size_t)((2 + raw) * d.N * d.D + (2 + raw) * d.N * d.K) * sizeof(float) + attention_kept_bytes(&ss);
 }
 
 /* ---- pieces run in forward and again in backward ---- */
@@ -213,7 +221,8 @@ static st_status ffn_compute(const lumina_block *b, const float *x1, const float
     scratch s = {.pool = b->m->pool};
     float *h = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "lumina.ffn.h");
     if (!s.status) s.status = norm_mod(b, h, NULL, x1, b->ffn_norm1, mod, 1, NULL);
-    glu_ffn_forward(&s, b->m, &b->w1, &b->w3, &b->w2, h, d.N, d.F, b->style->glu, f1, f3, f2, "lumina.ffn.swiglu");
+    glu_ffn_forward(&s, b->m, &b->w1, b->w3.w < 0 ? NULL : &b->w3, &b->w2, h, d.N, d.F, b->style->glu, f1, f3, f2,
+                    "lumina.ffn.swiglu");
     return scratch_end(&s);
 }
 
@@ -272,10 +281,11 @@ static st_status lb_forward(block *blk, const block_state *in, block_state *out,
     float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "lumina.state");
     const bool own_mod = b->modulated && !b->style->shared_mod;
     if (own_mod) sv->mod[0] = scratch_take(f.ks, d.B * d.M, f.kt, "lumina.mod");
-    side_take(&f, sv, (int64_t[SIDE_MAX]){ND, NK, NK, ND, ND, NK}, 1);
+    const bool raw = b->norm_q >= 0, fused = b->w3.w < 0;
+    side_take(&f, sv, (int64_t[SIDE_MAX]){ND, NK, NK, ND, raw ? ND : 0, raw ? NK : 0}, 1);
     sv->o[0] = scratch_take(f.ks, ND, f.kt, "lumina.attention_out");
-    sv->f1[0] = scratch_take(f.fs, d.N * d.F, f.ft, "lumina.linear_1");
-    sv->f3[0] = scratch_take(f.fs, d.N * d.F, f.ft, "lumina.linear_3");
+    sv->f1[0] = scratch_take(f.fs, (1 + fused) * d.N * d.F, f.ft, "lumina.linear_1");
+    sv->f3[0] = fused ? NULL : scratch_take(f.fs, d.N * d.F, f.ft, "lumina.linear_3");
     sv->f2[0] = scratch_take(f.fs, ND, f.ft, "lumina.linear_2");
     float *h = scratch_take(&f.tmp, ND, MEM_WORKSPACE, "lumina.h");
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
@@ -339,9 +349,12 @@ static st_status lb_backward(block *blk, const block_state *in, block_saved *sv,
     const float *br = NULL;
     if ((s.status = branch(b, r, sv->o[0], b->norm2, NULL, &br))) goto done;
     residual(b, x1, x, br, mod, 0);
+    /* the feed-forward's gate and up inputs: w1's and w3's outputs, or the halves of a fused w1's rows */
+    const bool fused = b->w3.w < 0;
+    const int64_t ld = fused ? 2 * d.F : d.F;
     if (!sv->f1[0]) { /* KEEP_ATTENTION: recompute the feed-forward's GEMM outputs from x1 */
-        sv->f1[0] = scratch_take(&s, NF, MEM_ACTIVATIONS, "lumina.linear_1 (recomputed)");
-        sv->f3[0] = scratch_take(&s, NF, MEM_ACTIVATIONS, "lumina.linear_3 (recomputed)");
+        sv->f1[0] = scratch_take(&s, (1 + fused) * NF, MEM_ACTIVATIONS, "lumina.linear_1 (recomputed)");
+        if (!fused) sv->f3[0] = scratch_take(&s, NF, MEM_ACTIVATIONS, "lumina.linear_3 (recomputed)");
         sv->f2[0] = scratch_take(&s, ND, MEM_ACTIVATIONS, "lumina.linear_2 (recomputed)");
         recomputed = true;
         if (s.status || (s.status = ffn_compute(b, x1, mod, sv->f1[0], sv->f3[0], sv->f2[0]))) goto done;
@@ -350,25 +363,31 @@ static st_status lb_backward(block *blk, const block_state *in, block_saved *sv,
     if ((s.status = branch(b, r, sv->f2[0], b->ffn_norm2, &rstats, &br))) goto done;
     branch_back(b, dy, residual_back(b, gx, dmod, dr, br, mod, 1), sv->f2[0], b->ffn_norm2, &rstats); /* dL/df2 */
     op_state_release(&rstats);
+    const float *gate = sv->f1[0], *up = fused ? sv->f1[0] + d.F : sv->f3[0];
     float *a = scratch_take(&s, NF, MEM_WORKSPACE, "lumina.swiglu");
     float *da = scratch_take_zero(&s, NF, MEM_WORKSPACE, "lumina.dswiglu");
-    float *df1 = scratch_take_zero(&s, NF, MEM_WORKSPACE, "lumina.dlinear_1");
     if (s.status) goto done;
-    glu_forward(a, sv->f1[0], sv->f3[0], N, d.F, d.F, b->style->glu);
+    glu_forward(a, gate, up, N, d.F, ld, b->style->glu);
     if ((s.status = bwd(b->m, &b->w2, da, dy, a, N))) goto done;
-    zero_bytes(a, (size_t)NF * sizeof(float)); /* a becomes dL/df3 */
-    glu_backward(df1, a, da, sv->f1[0], sv->f3[0], N, d.F, d.F, b->style->glu);
+    if (fused) scratch_drop(&s, a), a = NULL;
+    else zero_bytes(a, (size_t)NF * sizeof(float)); /* a becomes dL/df3 */
+    float *df1 = scratch_take_zero(&s, (1 + fused) * NF, MEM_WORKSPACE, "lumina.dlinear_1"); /* fused: both halves */
+    if (s.status) goto done;
+    glu_backward(df1, fused ? df1 + d.F : a, da, gate, up, N, d.F, ld, b->style->glu);
     scratch_drop(&s, da);
     float *ln = scratch_take(&s, ND, MEM_WORKSPACE, "lumina.ln");
     float *h = scratch_take(&s, ND, MEM_WORKSPACE, "lumina.h");
     float *dh = scratch_take_zero(&s, ND, MEM_WORKSPACE, "lumina.dh");
     if (s.status || (s.status = norm_mod(b, h, ln, x1, b->ffn_norm1, mod, 1, &stats))) goto done;
-    if ((s.status = bwd(b->m, &b->w1, dh, df1, h, N)) || (s.status = bwd(b->m, &b->w3, dh, a, h, N))) goto done;
-    scratch_drop(&s, a), scratch_drop(&s, df1);
+    if ((s.status = bwd(b->m, &b->w1, dh, df1, h, N)) || (!fused && (s.status = bwd(b->m, &b->w3, dh, a, h, N))))
+        goto done;
+    if (a) scratch_drop(&s, a);
+    scratch_drop(&s, df1);
     norm_mod_back(b, gx, dmod, dh, ln, x1, b->ffn_norm1, mod, 1, &stats);
     op_state_release(&stats);
     if (recomputed) {
-        scratch_drop(&s, sv->f1[0]), scratch_drop(&s, sv->f3[0]), scratch_drop(&s, sv->f2[0]);
+        scratch_drop(&s, sv->f1[0]), scratch_drop(&s, sv->f2[0]);
+        if (sv->f3[0]) scratch_drop(&s, sv->f3[0]);
         sv->f1[0] = sv->f3[0] = sv->f2[0] = NULL;
         recomputed = false;
     }

@@ -16,7 +16,8 @@ st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *sty
     char prefix[64];
     for (int i = 0; i < c->depth; i++) {
         lumina_block *b = &j->blocks[i];
-        *b = (lumina_block){.m = m, .modulated = true, .rows = rows, .kv_heads = c->heads, .ffn = c->ffn_dim,
+        *b = (lumina_block){.m = m, .modulated = ada_in > 0, .rows = rows, .ffn = c->ffn_dim,
+                            .kv_heads = c->kv_heads ? c->kv_heads : c->heads,
                             .eps = (float)c->norm_eps, .rope = &j->rope, .mask = &j->maskp, .ada_in = ada_in,
                             .style = style};
         snprintf(prefix, sizeof prefix, "layers.%d", i);
@@ -71,7 +72,7 @@ void lumina_joint_release(model *m, lumina_joint *j)
 
 /* ---- the final layer ---- */
 
-st_status lumina_final_forward(model *m, lumina_final *f, void (*rows)(model *m, float *img), const float *c,
+st_status lumina_final_forward(model *m, lumina_final *f, st_status (*rows)(model *m, float *img), const float *c,
                                bool train)
 {
     const model_config *mc = &m->cfg;
@@ -86,10 +87,11 @@ st_status lumina_final_forward(model *m, lumina_final *f, void (*rows)(model *m,
     f->out = model_take(m, &st, N * P, "final.out", false);
     f->pred = model_take(m, &st, n, "pred", false);
     if (st) return st;
-    rows(m, f->img);
+    if ((st = rows(m, f->img))) return st;
     if ((st = lin_forward(m->params, m->pool, &f->mod, f->mods, c, B))) return st;
     if ((st = layernorm_forward(m->pool, f->ln, f->img, NULL, NULL, N, D, f->eps, train ? &f->stats : NULL))) return st;
-    modulate_forward(f->h, f->ln, f->shift ? f->mods + D : f->zero, f->mods, B, T, D, M);
+    const int64_t sc = f->shift_first ? D : 0, sh = D - sc; /* the scale's and the shift's rows in mods */
+    modulate_forward(f->h, f->ln, f->shift ? f->mods + sh : f->zero, f->mods + sc, B, T, D, M);
     linear_forward(f->out, f->h, param_at(m->params, f->out_w)->w, param_at(m->params, f->out_b)->w, N, D, P);
     const patch_shape ps = model_patches(m);
     unpatchify_forward(f->pred, f->out, &ps, PATCH_DIT);
@@ -117,7 +119,8 @@ st_status lumina_final_backward(model *m, lumina_final *f, scratch *k, const flo
     const param *w = param_at(m->params, f->out_w), *b = param_at(m->params, f->out_b);
     unpatchify_backward(dout, dpred, &ps, PATCH_DIT);
     linear_backward(dh, w->g, b->g, dout, f->h, w->w, N, D, P);
-    modulate_backward(dh, f->shift ? dmods + D : NULL, dmods, dh, f->ln, f->mods, B, T, D, M);
+    const int64_t sc = f->shift_first ? D : 0, sh = D - sc;
+    modulate_backward(dh, f->shift ? dmods + sh : NULL, dmods + sc, dh, f->ln, f->mods + sc, B, T, D, M);
     const st_status st = lin_backward(m->params, m->pool, &f->mod, dc, dmods, c, B);
     if (!st) layernorm_backward(drows, NULL, NULL, dh, f->img, NULL, N, D, &f->stats);
     return st;

@@ -50,6 +50,7 @@ static const model_family *family_of(const model_config *mc)
     if (model_lumina2(mc)) return &lumina2_family;
     if (model_ernie(mc)) return &ernie_family;
     if (model_ideogram(mc)) return &ideogram_family;
+    if (model_omnigen(mc)) return &omnigen_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
@@ -66,10 +67,12 @@ bool model_lumina2(const model_config *mc) { return !strcmp(mc->family, "lumina2
 
 bool model_ernie(const model_config *mc) { return !strcmp(mc->family, "ernie"); }
 bool model_ideogram(const model_config *mc) { return !strcmp(mc->family, "ideogram"); }
+bool model_omnigen(const model_config *mc) { return !strcmp(mc->family, "omnigen"); }
 
 bool model_reads_text(const model_config *mc)
 {
-    return model_dual_stream(mc) || model_xattn(mc) || model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc);
+    return model_dual_stream(mc) || model_xattn(mc) || model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) ||
+           model_omnigen(mc);
 }
 
 bool model_video(const model_config *mc)
@@ -84,7 +87,7 @@ bool model_text_mask(const model_config *mc)
 {
     return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma") || hunyuanvideo(mc) ||
            !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
-           model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc);
+           model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) || model_omnigen(mc);
 }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
@@ -380,6 +383,11 @@ void model_condition(const model_config *mc, int64_t label, const char *caption,
         float *ids = cond + mc->source_len * mc->source_dim, *w = ids + mc->text_len;
         for (int64_t l = 0; l < mc->text_len; l++)
             ids[l] = l < words ? (float)(1 + l % (mc->text_vocab - 1)) : 0.0f, w[l] = l < words ? 1.0f : 0.0f;
+    } else if (model_omnigen(mc)) { /* the words' ids inside OmniGen's instruction template, then their mask */
+        const char *const parts[] = {"<|user|> Generate an image according to the following instructions",
+                                     caption ? caption : "", "<|end|> <|assistant|> <|diffusion|>"};
+        const int64_t n = encode_caption_ids(parts, 3, mc->text_vocab, mc->text_len, cond);
+        for (int64_t l = 0; l < mc->text_len; l++) cond[mc->text_len + l] = l < n ? 1.0f : 0.0f;
     } else {
         float *pooled = cond + mc->text_len * mc->text_dim, *rest = pooled + mc->pooled_dim;
         const int64_t words = encode_caption(caption ? caption : "", mc->text_vocab, mc->text_len, mc->text_dim,
@@ -616,4 +624,21 @@ st_status temb_backward(model *m, temb *t, float *dc)
     silu_backward(dh, dhs, t->h, B * H);
     linear_backward(NULL, G(t->w0), BIAS(G, t->b0), dh, t->freq, W(t->w0), B, t->in, H);
     return scratch_end(&k);
+}
+
+void sincos_table_fill(const model_config *c, float *t)
+{
+    const int64_t E = c->pos_embed_max, D = c->hidden, q = D / 4;
+    const float step = (float)((double)E / (double)(c->sample_size / c->patch));
+    if (pool_is_dry_ptr(t)) return; /* a dry model plans; it has no data */
+    for (int64_t k = 0; k < E * E; k++)
+        for (int half = 0; half < 2; half++) {
+            const double pos = (double)((float)(half ? k / E : k % E) / step);
+            float *row = t + k * D + half * 2 * q;
+            for (int64_t j = 0; j < q; j++) {
+                const double arg = pos / pow(10000.0, (double)j / (double)q);
+                row[j] = (float)sin(arg);
+                row[q + j] = (float)cos(arg);
+            }
+        }
 }

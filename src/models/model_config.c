@@ -163,6 +163,12 @@ static const struct preset {
      * model_preset. */
     {"ideogram-tiny", "ideogram", 2, 32, 2, 1, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
     {"ideogram-4", "ideogram", 34, 4608, 18, 1, 128, 64, 10, 0, 256, 53248, 0, false, false, 0, 0},
+    /* OmniGen (Shitao/OmniGen-v1-diffusers's transformer): Phi-3 mini's 32 layers of 32 heads x 96 on the prompt's
+     * token ids (its 32064-row table, text_dim 1: an id a token), SDXL's VAE's 4 channels in 2 x 2 patches, the 2D
+     * sine-cosine table 192 wide; 128 prompt tokens is segtrain's choice (SimpleTuner pads a batch to its longest).
+     * The rest in model_preset; the real rotary factors come with a checkpoint's config.json. */
+    {"omnigen-tiny", "omnigen", 2, 32, 2, 2, 4, 8, 10, 0, 6, 1, 0, false, false, 0, 16},
+    {"omnigen-v1", "omnigen", 32, 3072, 32, 2, 4, 128, 10, 0, 128, 1, 0, false, false, 0, 192},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -240,6 +246,14 @@ st_status model_preset(const char *name, model_config *out)
             out->time_dim = tiny ? 16 : 512, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
             const int64_t sections[4] = {tiny ? 2 : 24, tiny ? 2 : 20, tiny ? 2 : 20, 0};
             memcpy(out->rope_axes, sections, sizeof sections);
+        }
+        if (!strcmp(p->family, "omnigen")) { /* the tiny one's is the fixture's: GQA, and past its original context */
+            out->kv_heads = tiny ? 1 : 32, out->ffn_dim = tiny ? 64 : 8192, out->norm_eps = 1e-5;
+            out->text_vocab = tiny ? 64 : 32064, out->text_pad = tiny ? 5 : 32000, out->sample_size = 64 * p->patch;
+            out->rope_original = tiny ? 20 : 4096, out->rope_max = tiny ? 160 : 131072;
+            for (int64_t f = 0; f < p->hidden / p->heads / 2; f++)
+                out->rope_short[f] = tiny ? 1.0f + 0.125f * (float)f : 1.0f,
+                out->rope_long[f] = tiny ? 1.0f + 0.5f * (float)f : 1.0f;
         }
         if (!strcmp(p->family, "ernie")) /* full multi-head attention; eps 1e-6; SimpleTuner's packed latents at 16x */
             out->kv_heads = p->heads, out->norm_eps = 1e-6, out->ffn_dim = tiny ? 2 * p->hidden : 12288,
@@ -414,7 +428,7 @@ st_status model_config_check(const model_config *mc)
                        xattn ? "at least in_channels (the prediction is the first in_channels)"
                              : "only pixart_sigma's output differs from its input (0)");
     if (mc->ffn_dim < 0 || mc->ffn_dim > (1 << 20) ||
-        (mc->ffn_dim && !xattn && !model_lumina2(mc) && !model_ernie(mc) && !model_ideogram(mc)))
+        (mc->ffn_dim && !xattn && !model_lumina2(mc) && !model_ernie(mc) && !model_ideogram(mc) && !model_omnigen(mc)))
         return st_fail(ST_ERR_INVALID, "ffn_dim: %lld; the feed-forward of wan (0: 4 hidden_size), lumina2, z_image "
                        "and ernie is 1 to 2^20 wide (other families 0)", (long long)mc->ffn_dim);
     if (mc->single_depth < 0 || ((!mmdit || sd3 || qwen || hv15) && mc->single_depth))
@@ -433,7 +447,7 @@ st_status model_config_check(const model_config *mc)
                        (long long)mc->out_channels, model_cosmos(mc) ? "cosmos2image takes 1 to 65536, 1, 8 to 128 "
                        "and 0 (= in_channels)" : "only cosmos2image has AdaLN-LoRA (0)");
     const bool ace = model_audio(mc);
-    const bool lumina = model_lumina2(mc), ernie = model_ernie(mc), ideo = model_ideogram(mc);
+    const bool lumina = model_lumina2(mc), ernie = model_ernie(mc), ideo = model_ideogram(mc), omni = model_omnigen(mc);
     const int64_t axes_sum = mc->rope_axes[0] + mc->rope_axes[1] + mc->rope_axes[2], hd = mc->hidden / mc->heads;
     if (ideo && (mc->time_dim < 1 || mc->time_dim > (1 << 16) || hd % 2 || mc->rope_axes[0] < 0 ||
                  mc->rope_axes[1] < 0 || mc->rope_axes[2] < 0 || 3 * mc->rope_axes[1] > hd / 2 + 1 ||
@@ -443,10 +457,10 @@ st_status model_config_check(const model_config *mc)
                        "(3 sections[1] <= head/2 + 1, 3 sections[2] <= head/2)", (long long)mc->time_dim,
                        (long long)mc->rope_axes[0], (long long)mc->rope_axes[1], (long long)mc->rope_axes[2],
                        (long long)hd);
-    if (lumina || ernie || ideo ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->ffn_dim < 1 ||
+    if (lumina || ernie || ideo || omni ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->ffn_dim < 1 ||
                            mc->ffn_dim > 8 * mc->hidden ||
                   !(mc->norm_eps > 0 && mc->norm_eps < 1) || mc->text_dim < 1 || mc->pooled_dim ||
-                  (!ideo && (axes_sum != hd || mc->rope_axes[0] % 2 || mc->rope_axes[1] % 2 ||
+                  (!ideo && !omni && (axes_sum != hd || mc->rope_axes[0] % 2 || mc->rope_axes[1] % 2 ||
                              mc->rope_axes[2] % 2 || mc->rope_axes[3])) ||
                   mc->patch_t != 1 || mc->out_channels)
                : mc->norm_eps != 0)
@@ -454,14 +468,30 @@ st_status model_config_check(const model_config *mc)
                        "cap_feat_dim %lld, rotary axes (%lld, %lld, %lld); %s", (long long)mc->kv_heads,
                        (long long)mc->heads, (long long)mc->ffn_dim, mc->norm_eps, (long long)mc->text_dim,
                        (long long)mc->rope_axes[0], (long long)mc->rope_axes[1], (long long)mc->rope_axes[2],
-                       lumina || ernie || ideo ? "lumina2, z_image, ernie and ideogram take a divisor of the heads, 1 "
-                                                 "to 8 hidden_size, an eps in (0, 1), at least 1, and (but ideogram) "
-                                                 "three even axes summing to the head width (no pooled vector, "
-                                                 "out_channels 0)"
-                                       : "only lumina2, z_image, ernie and ideogram have norm_eps (0)");
+                       lumina || ernie || ideo || omni
+                           ? "lumina2, z_image, ernie, ideogram and omnigen take a divisor of the heads, 1 to 8 "
+                             "hidden_size, an eps in (0, 1), at least 1, and (but ideogram and omnigen) three even "
+                             "axes summing to the head width (no pooled vector, out_channels 0)"
+                           : "only lumina2, z_image, ernie, ideogram and omnigen have norm_eps (0)");
+    bool factors = true;
+    for (int64_t i = 0; omni && i < hd / 2 && i < MODEL_ROPE_FACTORS; i++)
+        factors &= mc->rope_short[i] > 0 && mc->rope_short[i] < 1e6f && mc->rope_long[i] > 0 && mc->rope_long[i] < 1e6f;
+    if (omni ? (mc->text_dim != 1 || hd % 2 || hd > 2 * MODEL_ROPE_FACTORS || !factors || mc->rope_original < 1 ||
+                mc->rope_max < 1 || mc->rope_original > (1 << 30) || mc->rope_max > (1 << 30) || mc->text_pad < 0 ||
+                mc->text_vocab >= (1 << 24) || mc->resolution / mc->patch > mc->pos_embed_max ||
+                mc->sample_size < mc->patch)
+             : (mc->rope_original || mc->rope_max || mc->text_pad))
+        return st_fail(ST_ERR_INVALID, "text_dim %lld, head width %lld, original_max_position_embeddings %lld, "
+                       "max_position_embeddings %lld, pad_token_id %lld, vocab_size %lld, pos_embed_max_size %lld; %s",
+                       (long long)mc->text_dim, (long long)hd, (long long)mc->rope_original, (long long)mc->rope_max,
+                       (long long)mc->text_pad, (long long)mc->text_vocab, (long long)mc->pos_embed_max,
+                       omni ? "omnigen takes token ids (text_dim 1), an even head width of at most 128 with positive "
+                              "rotary factors, 1 to 2^30 positions, a pad token of at least 0, fewer than 2^24 ids "
+                              "(they travel as floats), and a table covering the patch grid"
+                            : "only omnigen has them (0)");
     if (ace ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->window < 0 || mc->cond_channels < 0 ||
                mc->cond_channels > (1 << 16) || mc->patch != 1 || mc->resolution != 1 || mc->out_channels)
-            : ((mc->kv_heads && !lumina && !ernie && !ideo) || mc->window))
+            : ((mc->kv_heads && !lumina && !ernie && !ideo && !omni) || mc->window))
         return st_fail(ST_ERR_INVALID, "num_key_value_heads %lld, sliding_window %lld, context channels %lld, patch_size "
                        "%lld, resolution %lld, out_channels %lld; %s", (long long)mc->kv_heads, (long long)mc->window,
                        (long long)mc->cond_channels, (long long)mc->patch, (long long)mc->resolution,

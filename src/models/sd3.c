@@ -58,28 +58,7 @@ static st_status sd3_create(model *m)
     return ST_OK;
 }
 
-/* diffusers' get_2d_sincos_pos_embed(D, E, base_size = sample_size / patch): position k of an edge is
- * k / (E / base) (in float32, as torch divides), the column's sin-cos in the first half of a row, the row's in the
- * second, each half sines then cosines of frequencies 10000^(-j / (D/4)). pos_embed_2d is DiT's at whole
- * positions; a checkpoint's own table replaces this one when it is loaded. */
-static void sd3_fill_fixed(model *m)
-{
-    const model_config *c = &m->cfg;
-    const int64_t E = c->pos_embed_max, D = c->hidden, q = D / 4;
-    const float step = (float)((double)E / (double)(c->sample_size / c->patch));
-    float *t = param_at(m->params, sd3_of(m)->p_pos)->w;
-    if (pool_is_dry_ptr(t)) return; /* a dry model plans; it has no data */
-    for (int64_t k = 0; k < E * E; k++)
-        for (int half = 0; half < 2; half++) {
-            const double pos = (double)((float)(half ? k / E : k % E) / step);
-            float *row = t + k * D + half * 2 * q;
-            for (int64_t j = 0; j < q; j++) {
-                const double arg = pos / pow(10000.0, (double)j / (double)q);
-                row[j] = (float)sin(arg);
-                row[q + j] = (float)cos(arg);
-            }
-        }
-}
+static void sd3_fill_fixed(model *m) { sincos_table_fill(&m->cfg, param_at(m->params, sd3_of(m)->p_pos)->w); }
 
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)

@@ -38,3 +38,16 @@ int64_t encode_caption(const char *caption, int64_t vocab, int64_t len, int64_t 
     for (int64_t j = 0; j < pooled_dim && words; j++) pooled[j] /= (float)words;
     return words;
 }
+
+int64_t encode_caption_ids(const char *const *parts, int n_parts, int64_t vocab, int64_t len, float *ids)
+{
+    int64_t l = 0;
+    for (int k = 0; k < n_parts; k++)
+        for (const unsigned char *p = (const unsigned char *)parts[k]; l < len;) {
+            const int64_t id = next_word(&p, vocab);
+            if (!id) break;
+            ids[l++] = (float)id;
+        }
+    for (int64_t j = l; j < len; j++) ids[j] = 0.0f;
+    return l;
+}
