@@ -83,12 +83,13 @@ typedef struct variant {
     bool no_pooled, no_null, truncate, no_index, missing_file;
     float seq_value, latent_value, null_value; /* fill values: to tell caches apart in training */
     int frames;                                /* video latents (C, frames, H, W) when above 1 */
+    bool ids;                                  /* prompt_embeds holds token ids (OmniGen's): 1 .. 60 */
 } variant;
 
 static variant good(void)
 {
     return (variant){"flux", "flux", 1, 3, L, D, P, {C, E, E}, E, L, false, 1.0f, false, false, false, false, false,
-                     0.5f, 0.25f, -0.75f, 1};
+                     0.5f, 0.25f, -0.75f, 1, false};
 }
 
 static void write_sample(const char *dir, const char *name, const variant *v, int rows, bool bf16, bool latents,
@@ -100,7 +101,8 @@ static void write_sample(const char *dir, const char *name, const variant *v, in
     int64_t imask[L + 8];
     uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n_seq);
     for (int i = 0; i < n_lat; i++) lat[i] = v->latent_value * (float)((i + k) % 7 - 3);
-    for (int i = 0; i < n_seq; i++) seq[i] = seqv * (float)((i + 2 * k) % 5 - 2) + (float)k;
+    for (int i = 0; i < n_seq; i++)
+        seq[i] = v->ids ? (float)((7 * i + 3 * k) % 60 + 1) : seqv * (float)((i + 2 * k) % 5 - 2) + (float)k;
     for (int i = 0; i < P; i++) pooled[i] = seqv * (float)(i % 3 - 1) - (float)k;
     for (int i = 0; i < rows; i++) mask[i] = i < rows - 1 ? 1.0f : 0.0f, imask[i] = i < rows - 1;
     if (k == 1) mask[0] = v->mask, imask[0] = (int64_t)v->mask;
@@ -359,16 +361,19 @@ static void test_video_cache(void)
     CHECKF(st == ST_OK && isfinite(loss[0]) && isfinite(loss[2]), "%d %s", (int)st, st_error());
 }
 
-/* Lumina 2, Z-Image, ERNIE-Image and Ideogram 4 read one sequence and its mask: each trains on a cache of masked
- * captions, each sample's caption length (its mask's ones: 8 and 5 here) laying out its own joint rows. */
+/* Lumina 2, Z-Image, ERNIE-Image, Ideogram 4 and OmniGen read one sequence and its mask: each trains on a cache of
+ * masked captions, each sample's caption length (its mask's ones: 8 and 5 here) laying out its own joint rows;
+ * OmniGen's sequence is token ids, (L, 1). */
 static void test_lumina2_cache(void)
 {
     static const char *const families[][3] = {{"lumina2", "lumina2-tiny", "2.0"}, {"z_image", "z-image-tiny", "base"},
-                                              {"ernie", "ernie-tiny", "base"}, {"ideogram", "ideogram-tiny", "fp8"}};
+                                              {"ernie", "ernie-tiny", "base"}, {"ideogram", "ideogram-tiny", "fp8"},
+                                              {"omnigen", "omnigen-tiny", "v1"}};
     for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
         printf("-- %s trains on a cache of masked captions\n", families[f][1]);
         variant v = good();
-        v.family = v.meta_family = families[f][0], v.pooled_dim = 0, v.no_pooled = true, v.text_dim = 24;
+        v.ids = !strcmp(families[f][0], "omnigen");
+        v.family = v.meta_family = families[f][0], v.pooled_dim = 0, v.no_pooled = true, v.text_dim = v.ids ? 1 : 24;
         v.rows = 5;
         const char *dir = make_cache(families[f][0], &v);
         char sets[160];
@@ -391,6 +396,15 @@ static void test_lumina2_cache(void)
     CHECKF(st == ST_ERR_INVALID && strstr(st_error(), "caption mask") && strstr(st_error(), "tokens first"), "%d %s",
            (int)st, st_error());
     printf("     a mask with a hole: %s\n", st_error());
+    /* OmniGen's rows are token ids: a cache of other numbers is refused when the step reads them, naming the value */
+    variant w = good();
+    w.family = w.meta_family = "omnigen", w.pooled_dim = 0, w.no_pooled = true, w.text_dim = 1, w.rows = 5;
+    const st_status sw = run("omnigen-float-out", make_cache("omnigen-float", &w),
+                             "model_family=omnigen;model_preset=omnigen-tiny;tokenizer_max_length=8;max_train_steps=3",
+                             3, false, NULL);
+    CHECKF(sw == ST_ERR_INVALID && strstr(st_error(), "embedding index") && strstr(st_error(), "64 rows"), "%d %s",
+           (int)sw, st_error());
+    printf("     a cache of numbers that are not token ids: %s\n", st_error());
 }
 
 static void test_training(void)

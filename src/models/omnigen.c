@@ -185,7 +185,13 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     patchify_forward(d->patches, x, &ps); /* a Conv weight's feature order */
     for (int64_t b = 0; !st && b < B; b++) {
         float *rows = *x0 + b * S * D, *img = rows + (L + 1) * D;
-        if (!pool_is_dry_ptr(rows)) st = embedding_forward(rows, PW(d->embed), d->ids + b * L, L, c->text_vocab, D);
+        if (!pool_is_dry_ptr(rows) && embedding_forward(rows, PW(d->embed), d->ids + b * L, L, c->text_vocab, D)) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", st_error());
+            st = st_fail(ST_ERR_INVALID, "the batch's sample %lld: %s; OmniGen's conditioning is the prompt's token "
+                         "ids (whole numbers below vocab_size %lld), not a text encoder's states", (long long)b, why,
+                         (long long)c->text_vocab);
+        }
         linear_forward(img, d->patches + b * T * P, PW(d->x_w), PW(d->x_b), T, P, D);
         add_to(img, crop, T * D);
     }
