@@ -558,6 +558,54 @@ OMNIGEN_ZERO = {r"patch_embedding\.input_image_proj\.(weight|bias)":
                 "it embeds an editing task's input images; text-to-image has none"}
 
 
+KREA2_LAYERS, KREA2_WIDTH = 3, 8   # num_text_layers, text_hidden_dim: segtrain's text_dim is their product (JOINT)
+
+
+def krea2_exact():
+    """Krea2TimestepEmbedding computes its sinusoid of 1000 t in float32 (its own, not get_timestep_embedding's), and
+    Krea2RMSNorm normalises in float32: here both in float64 (segtrain's sinusoid is float64's, rounded once)."""
+    import diffusers.models.transformers.transformer_krea2 as tk
+
+    def forward(self, timestep, dtype):
+        half = self.embed_dim // 2
+        freqs = torch.exp(-math.log(1e4) * torch.arange(half, dtype=torch.float64) / half)
+        args = (timestep.to(torch.float64) * 1e3)[:, None, None] * freqs
+        emb = torch.cat([torch.cos(args), torch.sin(args)], dim=-1).to(dtype)
+        return self.linear_2(torch.nn.functional.gelu(self.linear_1(emb), approximate="tanh"))
+
+    def norm(self, hidden_states):   # the class upcasts to float32 only: the reference stays in float64
+        return torch.nn.functional.rms_norm(hidden_states, (self.dim,), weight=self.weight + 1.0, eps=self.eps)
+    tk.Krea2TimestepEmbedding.forward = forward
+    tk.Krea2RMSNorm.forward = norm
+
+
+def krea2_run(model, t):
+    # SimpleTuner's Krea2._model_predict_single: the latents packed in 2 x 2 patches (_pack_latents: features
+    # (channel, row, column)), encoder_hidden_states = each token's stacked layers (B, L, layers, width), its mask,
+    # timestep = timesteps / 1000 (float32), position ids from _position_ids_for_grids (the text at 0, the image at
+    # (0, row, column)); the prediction is the output unpacked.
+    krea2_exact()
+    lat = t["latents"]
+    b, c, h, w = lat.shape
+    packed = flux_pack(lat)   # Flux's packing, as SimpleTuner's _pack_latents
+    text = t["encoder_hidden_states"]
+    ehs = text.view(b, text.shape[1], KREA2_LAYERS, KREA2_WIDTH)
+    ids = torch.zeros(text.shape[1] + (h // 2) * (w // 2), 3, dtype=torch.float64)
+    grid = ids[text.shape[1]:].view(h // 2, w // 2, 3)
+    grid[..., 1] = torch.arange(h // 2, dtype=torch.float64)[:, None]
+    grid[..., 2] = torch.arange(w // 2, dtype=torch.float64)[None, :]
+    timestep = ((t["sigma"].float() * 1000) / 1000.0).double()
+    out = model(hidden_states=packed, encoder_hidden_states=ehs, timestep=timestep, position_ids=ids,
+                encoder_attention_mask=t["encoder_attention_mask"].bool(), return_dict=False)[0]
+    return flux_unpack(out, h, w)
+
+
+KREA2_PASSED = ("hidden_states = latents packed 2 x 2 (B, H/2 W/2, 4C), features (channel, row, column); "
+                "encoder_hidden_states (B, L, 24) N(0, 1) viewed as (B, L, 3 layers, 8); encoder_attention_mask = "
+                "bool([1 1 1 1 1 1], [1 1 1 1 0 0]); timestep = float32(1000 sigma) / 1000; position_ids (L + H/2 "
+                "W/2, 3): zeros for the text, (0, row, column) for the image; pred = output unpacked (B, C, H, W)")
+
+
 ANIMATE_F, ANIMATE_TEXT, ANIMATE_IMAGE, ANIMATE_FACE = 3, 512, (5, 16), 16  # latent frames (the reference and 2);
 # the class's 512 text tokens (its attention takes the context's last 512 as the text); CLIP tokens (257 x 1280 real);
 # the face frames' edge (512 real)
@@ -1062,6 +1110,17 @@ fixture("omnigen", "OmniGenTransformer2DModel",
              rope_scaling=OMNIGEN_FACTORS, pos_embed_max_size=16),
         omnigen_make, omnigen_run, OMNIGEN_PASSED, zero=OMNIGEN_ZERO)
 
+# Krea 2: two blocks of 2 heads x 16 (48 x 128 real) with 1 key-value head (12), the feed-forward 64 (16384); the text
+# fusion on 3 tapped layers of 8 (12 of 2560), 2 heads with 1 key-value head (20, 20), feed-forward 48 (6912), 2
+# layerwise and 1 refiner block (2 and 2); rotary axes (4, 6, 6) ((32, 48, 48)).
+fixture("krea2", "Krea2Transformer2DModel",
+        dict(in_channels=4 * C, num_layers=2, attention_head_dim=16, num_attention_heads=2, num_key_value_heads=1,
+             intermediate_size=64, timestep_embed_dim=256, text_hidden_dim=KREA2_WIDTH, num_text_layers=KREA2_LAYERS,
+             text_num_attention_heads=2, text_num_key_value_heads=1, text_intermediate_size=48,
+             num_layerwise_text_blocks=2, num_refiner_text_blocks=1, axes_dims_rope=(4, 6, 6), rope_theta=1000.0,
+             norm_eps=1e-5),
+        masked_text_make, krea2_run, KREA2_PASSED)
+
 # LTX-Video 0.9: two blocks, patch 1 x 1 x 1 (as the real 128-channel latents), cross_attention_dim = hidden.
 fixture("ltxvideo", "LTXVideoTransformer3DModel",
         dict(in_channels=C, out_channels=C, patch_size=1, patch_size_t=1, num_attention_heads=2, attention_head_dim=16,
@@ -1158,7 +1217,8 @@ def seed_of(name):
 
 def randomize(model, gen):
     """Every parameter random, scaled so activations stay O(1): linears and convs N(0, 1/fan_in), biases
-    N(0, 0.1^2), 1-D weights (norm scales) 1 + N(0, 0.1^2), transposed convs N(0, 1/in_channels), embeddings
+    N(0, 0.1^2), 1-D weights (norm scales) 1 + N(0, 0.1^2) (a zero-centred norm's, whose scale is 1 + weight,
+    N(0, 0.1^2)), transposed convs N(0, 1/in_channels), embeddings
     N(0, 1), other tensors N(0, 0.5^2).
     Rounded to float32: the stored weights are exactly the ones the float64 reference uses."""
     owner = {}
@@ -1171,6 +1231,8 @@ def randomize(model, gen):
             mod = owner[name]
             if leaf == "bias":
                 v = randn(gen, *p.shape, std=0.1)
+            elif p.ndim == 1 and leaf == "weight" and type(mod).__name__ == "Krea2RMSNorm":
+                v = randn(gen, *p.shape, std=0.1)   # zero-centred: its scale is 1 + weight
             elif p.ndim == 1 and leaf == "weight":
                 v = 1 + randn(gen, *p.shape, std=0.1)
             elif isinstance(mod, (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)):

@@ -361,19 +361,20 @@ static void test_video_cache(void)
     CHECKF(st == ST_OK && isfinite(loss[0]) && isfinite(loss[2]), "%d %s", (int)st, st_error());
 }
 
-/* Lumina 2, Z-Image, ERNIE-Image, Ideogram 4 and OmniGen read one sequence and its mask: each trains on a cache of
- * masked captions, each sample's caption length (its mask's ones: 8 and 5 here) laying out its own joint rows;
- * OmniGen's sequence is token ids, (L, 1). */
+/* Lumina 2, Z-Image, ERNIE-Image, Ideogram 4, OmniGen and Krea 2 read one sequence and its mask: each trains on a
+ * cache of masked captions, each sample's caption length (its mask's ones: 8 and 5 here) laying out its own joint
+ * rows; OmniGen's sequence is token ids, (L, 1), Krea 2's each token's tapped layers side by side. */
 static void test_lumina2_cache(void)
 {
     static const char *const families[][3] = {{"lumina2", "lumina2-tiny", "2.0"}, {"z_image", "z-image-tiny", "base"},
                                               {"ernie", "ernie-tiny", "base"}, {"ideogram", "ideogram-tiny", "fp8"},
-                                              {"omnigen", "omnigen-tiny", "v1"}};
+                                              {"omnigen", "omnigen-tiny", "v1"}, {"krea2", "krea2-tiny", "raw"}};
     for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
         printf("-- %s trains on a cache of masked captions\n", families[f][1]);
         variant v = good();
         v.ids = !strcmp(families[f][0], "omnigen");
         v.family = v.meta_family = families[f][0], v.pooled_dim = 0, v.no_pooled = true, v.text_dim = v.ids ? 1 : 24;
+        if (!strcmp(families[f][0], "krea2")) v.text_dim = 72; /* its 3 tapped layers of 24, side by side */
         v.rows = 5;
         const char *dir = make_cache(families[f][0], &v);
         char sets[160];

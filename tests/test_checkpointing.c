@@ -739,6 +739,8 @@ static const struct family_case {
     {"ideogram-tiny", "lumina2's blocks on [caption; image], MRoPE on rotate-half pairs", 3, 0, 0, 1, 1, 1, 1, 0},
     {"omnigen-tiny", "Phi-3 blocks (no modulation, no q/k norms, fused gate and up) on [prompt ids; time; image], "
      "block-causal mask, su-scaled RoPE", 3, 0, 0, 1, 1, 1, 1, 0},
+    {"krea2-tiny", "three sequences (text layers per token, text refiner, joint), zero-centred norms, gated attention, "
+     "a modulation table per block", 3, 0, 0, 1, 1, 1, 1, 0},
     {"hidream-tiny", "experts routed per token (the routing follows the data, no allocation does), each block's own "
      "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
 };

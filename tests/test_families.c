@@ -204,6 +204,8 @@ static void test_families(void)
     CHECK(from_json("{\"model_family\": \"kandinsky5_image\"}", &mc) == ST_OK && !model_video(&mc));
     EXPECT_REFUSAL("{\"model_family\": \"sana\"}", ST_ERR_UNSUPPORTED, "linear-attention");
     EXPECT_REFUSAL("{\"model_family\": \"sdxl\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
+    /* the refusal lists every built family, the last (alphabetically) too: the list is not cut short */
+    EXPECT_REFUSAL("{\"model_family\": \"kolors\"}", ST_ERR_UNSUPPORTED, "krea2", "wan, z_image; --set");
     EXPECT_REFUSAL("{\"model_family\": \"zlab_i1\"}", ST_ERR_UNSUPPORTED, "single-stream joint DiT");
     EXPECT_REFUSAL("{\"model_family\": \"heartmula\"}", ST_ERR_UNSUPPORTED, "does not plan to build it");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_flavour\": \"pro\"}", ST_ERR_INVALID,
@@ -223,7 +225,7 @@ static void test_families(void)
                            !strcmp(name, "ltxvideo") || !strcmp(name, "ltxvideo2") || !strcmp(name, "cosmos2image") ||
                            !strcmp(name, "kandinsky5-image") || !strcmp(name, "kandinsky5-video") ||
                            !strcmp(name, "anima") || !strcmp(name, "lumina2") || !strcmp(name, "ernie") ||
-                           !strcmp(name, "ideogram") || !strcmp(name, "omnigen");
+                           !strcmp(name, "ideogram") || !strcmp(name, "omnigen") || !strcmp(name, "krea2");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -946,6 +948,54 @@ static void test_omnigen_json(void)
     remove(dir);
 }
 
+/* Krea2Transformer2DModel's config.json: krea/Krea-2-Raw's (the class defaults) reads as the krea2 preset, text_dim
+ * the tapped layers' widths side by side; what segtrain does not build is refused by name, and sizes that do not fit
+ * together by model_config_check naming the text fusion's keys. */
+static void test_krea2_json(void)
+{
+    char dir[] = "/tmp/segtrain-krea2-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define KR "{\"_class_name\": \"Krea2Transformer2DModel\", "
+    tk_write_file(dir, "config.json", KR "\"in_channels\": 64, \"num_layers\": 28, \"attention_head_dim\": 128, "
+                  "\"num_attention_heads\": 48, \"num_key_value_heads\": 12, \"intermediate_size\": 16384, "
+                  "\"timestep_embed_dim\": 256, \"text_hidden_dim\": 2560, \"num_text_layers\": 12, "
+                  "\"text_num_attention_heads\": 20, \"text_num_key_value_heads\": 20, "
+                  "\"text_intermediate_size\": 6912, \"num_layerwise_text_blocks\": 2, \"num_refiner_text_blocks\": 2, "
+                  "\"axes_dims_rope\": [32, 48, 48], \"rope_theta\": 1000.0, \"norm_eps\": 1e-05}");
+    model_config mc, want;
+    CHECK(model_preset("krea2-tiny", &mc) == ST_OK && model_preset("krea2", &want) == ST_OK);
+    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.kv_heads == want.kv_heads && mc.ffn_dim == want.ffn_dim &&
+               mc.channels == want.channels && mc.patch == 2 && mc.text_dim == want.text_dim &&
+               mc.text_layers == want.text_layers && mc.text_heads == want.text_heads &&
+               mc.text_kv_heads == want.text_kv_heads && mc.text_ffn == want.text_ffn &&
+               mc.text_blocks == want.text_blocks && mc.refiner_depth == want.refiner_depth &&
+               !memcmp(mc.rope_axes, want.rope_axes, sizeof mc.rope_axes) && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {KR "\"rope_theta\": 10000}", "rope_theta"},
+        {KR "\"timestep_embed_dim\": 128}", "timestep_embed_dim"},
+        {KR "\"in_channels\": 30}", "in_channels 30"},
+        {KR "\"axes_dims_rope\": [32, 48]}", "axes_dims_rope"},
+        {KR "\"norm_eps\": 0}", "norm_eps"},
+    };
+#undef KR
+    expect_json_refusals(dir, "config.json", "krea2-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    CHECK(model_preset("krea2-tiny", &mc) == ST_OK);
+    mc.text_heads = 5; /* does not divide the text layers' width (24) */
+    CHECKF(model_config_check(&mc) == ST_ERR_INVALID && strstr(st_error(), "text_num_attention_heads 5"), "%s",
+           st_error());
+    CHECK(model_preset("krea2-tiny", &mc) == ST_OK);
+    mc.text_dim = 70; /* not a multiple of its 3 layers */
+    CHECKF(model_config_check(&mc) == ST_ERR_INVALID && strstr(st_error(), "num_text_layers 3 (text_dim 70)"), "%s",
+           st_error());
+    CHECK(from_json("{\"model_family\": \"krea2\", \"model_flavour\": \"turbo\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "krea2") && mc.text_dim == 30720);
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 int main(void)
 {
     test_resolution();
@@ -963,6 +1013,7 @@ int main(void)
     test_lumina2_json();
     test_zimage_json();
     test_omnigen_json();
+    test_krea2_json();
     test_hunyuanvideo();
     test_hidream();
     test_doc();

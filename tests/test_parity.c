@@ -538,6 +538,7 @@ int main(void)
     test_fixture("z-image", "z-image-tiny"); /* lumina2's, image rows first, padded rows of learned tokens */
     test_fixture("ernie", "ernie-tiny"); /* lumina2's blocks without sandwich norms, one modulation for all */
     test_fixture("omnigen", "omnigen-tiny"); /* Phi-3 blocks on token ids, the time token and the image */
+    test_fixture("krea2", "krea2-tiny"); /* a text fusion (layerwise, refiner), then gated joint blocks */
     test_fixture("ideogram", "ideogram-tiny"); /* lumina2's blocks on [caption; image], MRoPE in halves */
     test_anyflow_meanflow(); /* AnyFlow's objective: a target from the model's own central difference in t */
     test_wan_animate(); /* wan's image-to-video inputs, the motion and face encoders, the face adapters */

@@ -73,6 +73,11 @@ typedef struct model_config {
     int64_t face_hidden, face_heads; /* its face encoder's width and heads (face_encoder_hidden_dim, _num_heads) */
     double norm_eps;               /* lumina2: its RMSNorms' epsilon (norm_eps); 0 elsewhere */
     int64_t text_pad;              /* omnigen: the token whose embedding row gets no gradient (pad_token_id) */
+    int64_t text_layers, text_heads, text_kv_heads, text_ffn; /* krea2: its text fusion's tapped encoder layers a token
+                                      (num_text_layers; text_dim is all of them side by side, num_text_layers x
+                                      text_hidden_dim), and its blocks' heads, key-value heads and feed-forward width
+                                      (text_num_attention_heads, ...); text_blocks is its layerwise blocks' count,
+                                      refiner_depth its refiner blocks'; 0 elsewhere */
     int64_t rope_original, rope_max; /* omnigen: Phi-3's su-scaled rotary positions: the trained context
                                       (original_max_position_embeddings) and the extended one
                                       (max_position_embeddings); 0 elsewhere */
@@ -159,6 +164,10 @@ bool model_ernie(const model_config *mc);
 /* Whether the family is Ideogram 4 (Ideogram4Transformer2DModel): one joint sequence [caption; image], MRoPE; its
  * conditioning is lumina2's. */
 bool model_ideogram(const model_config *mc);
+/* Whether the family is Krea 2 (Krea2Transformer2DModel): a text fusion (layerwise blocks across each token's tapped
+ * encoder layers, a projector, refiner blocks), then one joint sequence [text; image]; a sample's conditioning is
+ * its tokens' stacked layers (text_len, text_dim) then their mask. */
+bool model_krea2(const model_config *mc);
 /* Whether the family is OmniGen (OmniGenTransformer2DModel): one sequence [prompt tokens; time token; image] of
  * Phi-3 blocks; its conditioning is the prompt's token ids (text_len floats, text_dim 1), then their mask. */
 bool model_omnigen(const model_config *mc);

@@ -132,8 +132,9 @@ void silu_backward(float *dx, const float *dy, const float *x, int64_t n);
 /* Gated linear units over rows: y (rows, F) = act(a) b elementwise, a and b read from rows ld floats apart (the two
  * halves of a fused projection (rows, 2F): ld 2F and b = a + F; two projections: ld F). GLU_SILU is SwiGLU,
  * GLU_GELU_ERF and GLU_GELU_TANH GEGLU with the exact or the tanh GELU, each computed as the activation ops above
- * compute it. Backward accumulates da and db (rows ld apart; either may be NULL) and reads a and b. */
-typedef enum glu_kind { GLU_SILU, GLU_GELU_ERF, GLU_GELU_TANH } glu_kind;
+ * compute it; GLU_SIGMOID is an output gate, sigmoid(a) b (Krea 2's attention). Backward accumulates da and db (rows
+ * ld apart; either may be NULL) and reads a and b. */
+typedef enum glu_kind { GLU_SILU, GLU_GELU_ERF, GLU_GELU_TANH, GLU_SIGMOID } glu_kind;
 void glu_forward(float *y, const float *a, const float *b, int64_t rows, int64_t F, int64_t ld, glu_kind k);
 void glu_backward(float *da, float *db, const float *dy, const float *a, const float *b, int64_t rows, int64_t F,
                   int64_t ld, glu_kind k);

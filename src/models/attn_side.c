@@ -172,8 +172,13 @@ static st_status norm_back(const side_attention *a, float *draw, const float *dy
     float *tmp = scratch_take(&s, n * total, MEM_WORKSPACE, "attention.norm");
     op_state stats = {0};
     param *p = param_at(m->params, w);
-    if (!s.status) s.status = rmsnorm_forward(m->pool, tmp, raw, p->w, rows, a->norm_width, a->eps, &stats);
-    if (!s.status) rmsnorm_backward(draw, p->g, dy, raw, p->w, rows, a->norm_width, &stats);
+    if (!s.status && a->zero_centred) {
+        s.status = rmsnorm_zc_forward(m->pool, tmp, raw, p->w, rows, a->norm_width, a->eps, &stats);
+        if (!s.status) s.status = rmsnorm_zc_backward(m->pool, draw, p->g, dy, raw, p->w, rows, a->norm_width, &stats);
+    } else if (!s.status) {
+        s.status = rmsnorm_forward(m->pool, tmp, raw, p->w, rows, a->norm_width, a->eps, &stats);
+        if (!s.status) rmsnorm_backward(draw, p->g, dy, raw, p->w, rows, a->norm_width, &stats);
+    }
     op_state_release(&stats);
     return scratch_end(&s);
 }
@@ -195,8 +200,10 @@ st_status side_attention_forward(const side_attention *a, block_saved *sv, int a
     if (!st) st = fwd(m, a->k, wk ? side[SKR] : side[SK], xkv, nkv);
     if (!st) st = fwd(m, a->v, side[SV], xkv, nkv);
     const int64_t w = a->norm_width;
-    if (!st && wq) st = rmsnorm_forward(m->pool, side[SQ], side[SQR], wq->w, nq * D / w, w, a->eps, NULL);
-    if (!st && wk) st = rmsnorm_forward(m->pool, side[SK], side[SKR], wk->w, nkv * K / w, w, a->eps, NULL);
+    st_status (*const norm)(pool *, float *, const float *, const float *, int64_t, int64_t, float, op_state *) =
+        a->zero_centred ? rmsnorm_zc_forward : rmsnorm_forward;
+    if (!st && wq) st = norm(m->pool, side[SQ], side[SQR], wq->w, nq * D / w, w, a->eps, NULL);
+    if (!st && wk) st = norm(m->pool, side[SK], side[SKR], wk->w, nkv * K / w, w, a->eps, NULL);
     if (st) return st;
     if (a->rotate) a->rotate(a->block, side[SQ], false, false), a->rotate(a->block, side[SK], true, false);
     if (sv->att_kept && (at == SQ || (at == XQ && sv->xo_kept)))

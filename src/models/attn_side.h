@@ -21,7 +21,8 @@ struct block_saved {
     int64_t side_n[SIDE_MAX]; /* floats of each side tensor, 0: unused (set by side_take) */
     int n_attn;               /* attention states kept (set by side_take) */
     op_state attn[ATTN_N];
-    float *o[2], *o2;         /* output projections per stream and attn2's (for the gates' gradients) */
+    float *o[2], *o2;         /* output projections per stream and attn2's (for the gates' gradients); lumina2_block.c's
+                                 o2 is Krea 2's attention output gate, to_gate's output */
     float *o3[4];             /* LTX-2's further four attentions' */
     float *f1[2], *f2[2], *f3[2]; /* KEEP_ALL: the feed-forward's outputs */
     pool *pool;
@@ -81,6 +82,7 @@ typedef struct side_attention {
     int norm_q, norm_k;  /* RMSNorm weights of q and k; < 0: none */
     int64_t norm_width;  /* the norms' row: a head's width, or the whole width */
     float eps;
+    bool zero_centred;   /* the norms scale by 1 + weight (Krea 2's, rmsnorm_zc_forward) */
     attn_shape shape;
     const attn_mask *mask;
     /* the self-attention's rotation of q (keys false) or k in place, back: its gradient's; NULL: none */

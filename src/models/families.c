@@ -71,7 +71,7 @@ static const struct st_family {
      "t2v-pro-sft-5s-hd:kandinsky5-t2v-pro|t2v-pro-sft-10s-hd:kandinsky5-t2v-pro|"
      "t2v-pro-pretrain-5s-hd:kandinsky5-t2v-pro|t2v-pro-pretrain-10s-hd:kandinsky5-t2v-pro", "t2v-lite-sft-5s"},
     {"kolors", NULL, "Kwai Kolors", UNET, "UNet2DConditionModel", "1.0", NULL, NULL},
-    {"krea2", NULL, "Krea 2", JOINT, "Krea2Transformer2DModel", "raw|turbo", NULL, NULL},
+    {"krea2", NULL, "Krea 2", JOINT, "Krea2Transformer2DModel", "raw|turbo", "raw:krea2|turbo:krea2", "raw"},
     {"longcat_image", NULL, "LongCat-Image", DUAL, "LongCatImageTransformer2DModel", "final|dev|edit",
      "final:longcat-image|dev:longcat-image", "final"},
     {"longcat_video", NULL, "LongCat-Video", XATTN, "LongCatVideoTransformer3DModel", "final", NULL, NULL},
@@ -230,7 +230,7 @@ st_status model_family_check(const char *family, const char *flavour)
         return st_fail(ST_ERR_UNSUPPORTED, "model_family %s (%s): needs %s (%s); segtrain trains diffusion "
                        "transformers and does not plan to build it", f->name, f->title, topology_text[f->topology],
                        f->diffusers);
-    char built_list[256] = "dit, mmdit, skipdit";
+    char built_list[1024] = "dit, mmdit, skipdit";
     for (int i = 0; i < ST_FAMILY_COUNT; i++)
         if (st_families[i].built)
             snprintf(built_list + strlen(built_list), sizeof built_list - strlen(built_list), ", %s", st_families[i].name);

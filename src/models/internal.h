@@ -73,7 +73,7 @@ extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, 
     qwen_image_family, hunyuan_video_family, hidream_family, xdit_family, cosmos_family,
     ace_step_family;
 extern const model_family kandinsky5_family, ltx2_family, lumina2_family, ernie_family, ideogram_family,
-    omnigen_family;
+    omnigen_family, krea2_family;
 
 /* The patches of a step's latents (m->shape.batch of them), and a patch's features (channels x patch_t x patch^2). */
 patch_shape model_patches(const model *m);
@@ -101,6 +101,7 @@ typedef struct temb {
     int64_t in;         /* linear_1's input width: DIT_FREQ_DIM timestep features, or a pooled text vector's */
     int64_t mid;        /* linear_1's output width: D, or temb_register_mid's */
     int64_t out;        /* c's width: the D registered (hidden_size; LTX-2's audio paths: its audio width) */
+    bool gelu;          /* GELU (tanh) between the linears, not SiLU (Krea 2's time_embed) */
     float *freq, *h, *hs, *c; /* freq: linear_1's input */
 } temb;
 void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,

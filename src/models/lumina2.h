@@ -9,6 +9,7 @@
 typedef struct lumina_names {
     const char *q, *k, *v, *out, *norm_q, *norm_k, *w1, *w2, *w3, *ada, *norm1_modulated, *norm1, *norm2, *ffn_norm1,
         *ffn_norm2;
+    const char *gate, *table; /* Krea 2's attention output gate and modulation table; NULL: none */
 } lumina_names;
 
 /* How a block's q and k turn: rope_forward's interleaved pairs, rope_half_forward's halves (Ideogram 4's MRoPE),
@@ -26,24 +27,30 @@ typedef struct lumina_style {
     float qk_eps;       /* the per-head q and k RMSNorms' (0: the block's eps) */
     int64_t mod_rows;   /* a sample's modulation rows of D */
     int at[6];          /* the rows of shift1, scale1, gate1, shift2, scale2, gate2 */
+    bool zero_centred;  /* every RMSNorm scales by 1 + weight (Krea 2's) */
+    bool mod_table;     /* with shared_mod: each block adds its own table (mod_rows, D) to the model's modulation */
 } lumina_style;
-extern const lumina_style lumina2_style, zimage_style, ernie_style, ideogram_style, omnigen_style;
+extern const lumina_style lumina2_style, zimage_style, ernie_style, ideogram_style, omnigen_style, krea2_style;
 
 /* A block's weights and options. The model provides what its modulation reads: m->ctx.cs (B, ada_in) with
  * m->ctx.dcs, or for a shared_mod style m->ctx.mod (B, mod_rows D) with m->ctx.dmod; and per sequence *rope, the
- * per-sample rotary tables (B, rows, head_dim / 2, 2), and *mask (the sequence's key mask, or NULL). */
+ * per-sample rotary tables (B, rows, head_dim / 2, 2; NULL: no rotation), and *mask (the sequence's key mask, or
+ * NULL). */
 typedef struct lumina_block {
     struct model *m;
     bool modulated;     /* noise_refiner and layers: norm1 is LuminaRMSNormZero (scale and tanh gates from temb) */
     int64_t rows;       /* per sample: the sequence's (the caption's L, the image's T, the joint L + T) */
+    int64_t width, heads; /* the rows' width and the attention's heads; 0: the model's hidden_size and num_heads */
+    int64_t attn_rows;  /* the rows each attention runs over, in turn (Krea 2's text layers of a token); 0: all */
     int64_t kv_heads, ffn;
     float eps;          /* norm_eps: the block's four RMSNorms */
     int64_t ada_in;     /* norm1.linear's input: m->ctx.cs's width (Lumina: SiLU(temb), Z-Image: temb) */
     const lumina_style *style;
     lin_layer ada;      /* norm1.linear (modulated) */
     int norm1, norm2, ffn_norm1, ffn_norm2; /* RMSNorm weights (D); norm2 and ffn_norm2 with sandwich norms */
-    lin_layer q, k, v, out, w1, w2, w3;
+    lin_layer q, k, v, out, w1, w2, w3, gate; /* gate.w < 0: no output gate */
     int norm_q, norm_k; /* per head */
+    int table;          /* the modulation table (mod_table); < 0: none */
     float *const *rope;
     const attn_mask *const *mask;
 } lumina_block;

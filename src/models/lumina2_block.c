@@ -38,10 +38,12 @@ typedef struct dims {
 static dims dims_of(const lumina_block *b)
 {
     const model_shape *s = &b->m->shape;
-    const int64_t hd = s->hidden / s->heads;
-    return (dims){s->batch, b->rows, s->hidden, hd * b->kv_heads, s->batch * b->rows, b->ffn,
-                  b->style->mod_rows * s->hidden, s->heads, hd};
+    const int64_t D = b->width ? b->width : s->hidden, H = b->heads ? b->heads : s->heads, hd = D / H;
+    return (dims){s->batch, b->rows, D, hd * b->kv_heads, s->batch * b->rows, b->ffn, b->style->mod_rows * D, H, hd};
 }
+
+/* Whether the block makes its own modulation rows (from temb, or the model's plus its table), kept with its state */
+static bool own_mod(const lumina_block *b) { return b->modulated && (!b->style->shared_mod || b->style->mod_table); }
 
 #define W(i) (param_at(b->m->params, (i))->w)
 #define G(i) (param_at(b->m->params, (i))->g)
@@ -49,7 +51,8 @@ static dims dims_of(const lumina_block *b)
 static attn_shape self_shape(const lumina_block *b)
 {
     dims d = dims_of(b);
-    return (attn_shape){.batch = d.B, .tokens = d.R, .heads = d.H, .head_dim = d.hd,
+    const int64_t group = b->attn_rows ? b->attn_rows : d.R; /* each group of rows attends within itself */
+    return (attn_shape){.batch = d.B * (d.R / group), .tokens = group, .heads = d.H, .head_dim = d.hd,
                         .mechanism = b->m->shape.mechanism, .kv_heads = b->kv_heads};
 }
 
@@ -57,37 +60,44 @@ static attn_shape self_shape(const lumina_block *b)
 const lumina_style lumina2_style = {
     {"attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "attn.norm_q", "attn.norm_k", "feed_forward.linear_1",
      "feed_forward.linear_2", "feed_forward.linear_3", "norm1.linear", "norm1.norm.weight", "norm1.weight",
-     "norm2.weight", "ffn_norm1.weight", "ffn_norm2.weight"},
-    true, false, ROPE_INTERLEAVED, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}};
+     "norm2.weight", "ffn_norm1.weight", "ffn_norm2.weight", NULL, NULL},
+    true, false, ROPE_INTERLEAVED, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}, false, false};
 const lumina_style zimage_style = {
     {"attention.to_q", "attention.to_k", "attention.to_v", "attention.to_out.0", "attention.norm_q",
      "attention.norm_k", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3", "adaLN_modulation.0",
      "attention_norm1.weight", "attention_norm1.weight", "attention_norm2.weight", "ffn_norm1.weight",
-     "ffn_norm2.weight"},
-    true, false, ROPE_INTERLEAVED, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}};
+     "ffn_norm2.weight", NULL, NULL},
+    true, false, ROPE_INTERLEAVED, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}, false, false};
 /* Ideogram 4's: Z-Image's computation under its names, rotate-half pairs (its MRoPE) */
 const lumina_style ideogram_style = {
     {"attention.to_q", "attention.to_k", "attention.to_v", "attention.to_out.0", "attention.norm_q",
      "attention.norm_k", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3", "adaln_modulation",
      "attention_norm1.weight", "attention_norm1.weight", "attention_norm2.weight", "ffn_norm1.weight",
-     "ffn_norm2.weight"},
-    true, false, ROPE_HALF, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}};
+     "ffn_norm2.weight", NULL, NULL},
+    true, false, ROPE_HALF, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}, false, false};
 /* ERNIE's: its adaLN_modulation's six chunks as they are */
 const lumina_style ernie_style = {
     {"self_attention.to_q", "self_attention.to_k", "self_attention.to_v", "self_attention.to_out.0",
      "self_attention.norm_q", "self_attention.norm_k", "mlp.gate_proj", "mlp.linear_fc2", "mlp.up_proj", NULL,
-     "adaLN_sa_ln.weight", "adaLN_sa_ln.weight", NULL, "adaLN_mlp_ln.weight", NULL},
-    false, true, ROPE_REPEATED, GLU_GELU_ERF, 0, 6, {0, 1, 2, 3, 4, 5}};
+     "adaLN_sa_ln.weight", "adaLN_sa_ln.weight", NULL, "adaLN_mlp_ln.weight", NULL, NULL, NULL},
+    false, true, ROPE_REPEATED, GLU_GELU_ERF, 0, 6, {0, 1, 2, 3, 4, 5}, false, false};
 /* OmniGen's Phi-3 block: no modulation, no q/k norms, rotate-half pairs, gate and up fused in one projection */
 const lumina_style omnigen_style = {
     {"self_attn.to_q", "self_attn.to_k", "self_attn.to_v", "self_attn.to_out.0", NULL, NULL, "mlp.gate_up_proj",
-     "mlp.down_proj", NULL, NULL, NULL, "input_layernorm.weight", NULL, "post_attention_layernorm.weight", NULL},
-    false, false, ROPE_HALF, GLU_SILU, 0, 0, {0}};
+     "mlp.down_proj", NULL, NULL, NULL, "input_layernorm.weight", NULL, "post_attention_layernorm.weight", NULL, NULL,
+     NULL},
+    false, false, ROPE_HALF, GLU_SILU, 0, 0, {0}, false, false};
+/* Krea 2's: zero-centred RMSNorms, an output gate on the attention, and a table per block over the model's
+ * modulation (prescale, preshift, pregate, postscale, postshift, postgate) */
+const lumina_style krea2_style = {
+    {"attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "attn.norm_q", "attn.norm_k", "ff.gate", "ff.down",
+     "ff.up", NULL, "norm1.weight", "norm1.weight", NULL, "norm2.weight", NULL, "attn.to_gate", "scale_shift_table"},
+    false, true, ROPE_INTERLEAVED, GLU_SILU, 0, 6, {1, 0, 2, 4, 3, 5}, true, true};
 
 void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, const model_config *c)
 {
     const bool full = !c->lora_rank;
-    const int64_t D = c->hidden, hd = D / c->heads, K = hd * b->kv_heads;
+    const int64_t D = b->width ? b->width : c->hidden, hd = D / (b->heads ? b->heads : c->heads), K = hd * b->kv_heads;
     const lumina_names *nm = &b->style->names;
     const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
     const float alpha = (float)c->lora_alpha;
@@ -104,6 +114,9 @@ void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, co
     b->w3 = nm->w3 ? lin_register(s, NAME(nm->w3), D, b->ffn, false, rm, alpha, full) : (lin_layer){.w = -1};
     if (b->modulated && !b->style->shared_mod)
         b->ada = lin_register(s, NAME(nm->ada), b->ada_in, 4 * D, true, 0, 0, full);
+    b->gate = nm->gate ? lin_register(s, NAME(nm->gate), D, D, false, 0, 0, full) : (lin_layer){.w = -1};
+    b->table = b->modulated && b->style->mod_table
+                   ? param_add(s, NAME(nm->table), 2, (int64_t[]){b->style->mod_rows, D}, full) : -1;
     b->norm1 = param_add(s, NAME(b->modulated ? nm->norm1_modulated : nm->norm1), 1, (int64_t[]){D}, full);
     if (b->style->sandwich) b->norm2 = param_add(s, NAME(nm->norm2), 1, (int64_t[]){D}, full);
     b->ffn_norm1 = param_add(s, NAME(nm->ffn_norm1), 1, (int64_t[]){D}, full);
@@ -121,9 +134,8 @@ static size_t lb_kept_bytes(const block *blk, keep_level keep)
     const attn_shape ss = self_shape(b);
     if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss);
     /* modulations; q, raw q (with q's norm), o and the output projection (D wide); k, raw k (with k's norm), v */
-    const int64_t raw = b->norm_q >= 0;
-    size_t floats = (size_t)((b->modulated && !b->style->shared_mod ? d.B * d.M : 0) + (3 + raw) * d.N * d.D +
-                             (2 + raw) * d.N * d.K);
+    const int64_t raw = b->norm_q >= 0, gate = b->gate.w >= 0; /* the output gate's pre-activation (N, D) */
+    size_t floats = (size_t)((own_mod(b) ? d.B * d.M : 0) + (3 + raw + gate) * d.N * d.D + (2 + raw) * d.N * d.K);
     if (keep == KEEP_ALL) floats += (size_t)(2 * d.N * d.F + d.N * d.D);
     return floats * sizeof(float) + attention_kept_bytes(&ss);
 }
@@ -139,10 +151,17 @@ static size_t lb_offloaded_bytes(const block *blk)
 
 /* ---- pieces run in forward and again in backward ---- */
 
-/* mod (B, M): a zero shift, scale1, tanh(gate1), scale2, tanh(gate2) from norm1.linear(SiLU(temb)) */
+/* mod (B, M): a zero shift, scale1, tanh(gate1), scale2, tanh(gate2) from norm1.linear(SiLU(temb)); with a table,
+ * the model's modulation plus the block's table */
 static st_status modulations(const lumina_block *b, float *mod)
 {
     dims d = dims_of(b);
+    if (b->style->mod_table) {
+        const float *shared = b->m->ctx.mod, *t = W(b->table);
+        for (int64_t i = 0; !pool_is_dry_ptr(mod) && i < d.B; i++)
+            for (int64_t j = 0; j < d.M; j++) mod[i * d.M + j] = shared[i * d.M + j] + t[j];
+        return ST_OK;
+    }
     scratch s = {.pool = b->m->pool};
     float *raw = scratch_take(&s, d.B * 4 * d.D, MEM_WORKSPACE, "lumina.ada");
     if (!s.status) s.status = fwd(b->m, &b->ada, raw, b->m->ctx.cs, d.B);
@@ -170,7 +189,8 @@ static st_status norm_mod(const lumina_block *b, float *h, float *ln, const floa
 {
     dims d = dims_of(b);
     float *y = ln ? ln : h;
-    st_status st = rmsnorm_forward(b->m->pool, y, x, W(w), d.N, d.D, b->eps, stats);
+    st_status st = (b->style->zero_centred ? rmsnorm_zc_forward : rmsnorm_forward)(b->m->pool, y, x, W(w), d.N, d.D,
+                                                                                  b->eps, stats);
     if (!st && mod)
         modulate_forward(h, y, mod + row_of(b, which, 0), mod + row_of(b, which, 1), d.B, d.R, d.D, d.M);
     else if (!st && ln) copy_rows(h, d.D, ln, d.D, d.N, d.D);
@@ -179,14 +199,16 @@ static st_status norm_mod(const lumina_block *b, float *h, float *ln, const floa
 
 /* dx += through h = RMSNorm_w(x) (1 + scale) + shift: dh (overwritten), the scale's and shift's gradients into dmod
  * (Lumina's shift row is a constant zero: what lands there is not used) */
-static void norm_mod_back(const lumina_block *b, float *dx, float *dmod, float *dh, const float *ln, const float *x,
-                          int w, const float *mod, int which, const op_state *stats)
+static st_status norm_mod_back(const lumina_block *b, float *dx, float *dmod, float *dh, const float *ln,
+                               const float *x, int w, const float *mod, int which, const op_state *stats)
 {
     dims d = dims_of(b);
     if (mod)
         modulate_backward(dh, dmod + row_of(b, which, 0), dmod + row_of(b, which, 1), dh, ln,
                           mod + row_of(b, which, 1), d.B, d.R, d.D, d.M);
+    if (b->style->zero_centred) return rmsnorm_zc_backward(b->m->pool, dx, G(w), dh, x, W(w), d.N, d.D, stats);
     rmsnorm_backward(dx, G(w), dh, x, W(w), d.N, d.D, stats);
+    return ST_OK;
 }
 
 /* The per-sample rotation of q (the query heads) or k (the kv heads) */
@@ -211,7 +233,8 @@ static side_attention attention_of(const lumina_block *b)
     return (side_attention){.m = b->m, .q = &b->q, .k = &b->k, .v = &b->v, .out = &b->out, .norm_q = b->norm_q,
                             .norm_k = b->norm_k, .norm_width = dims_of(b).hd,
                             .eps = b->style->qk_eps ? b->style->qk_eps : b->eps,
-                            .shape = self_shape(b), .mask = *b->mask, .rotate = rotate_side, .block = b};
+                            .zero_centred = b->style->zero_centred, .shape = self_shape(b), .mask = *b->mask,
+                            .rotate = *b->rope ? rotate_side : NULL, .block = b};
 }
 
 /* f1 = w1 h, f3 = w3 h, f2 = w2(act(f1) f3), h = RMSNorm_3(x1) (1 + scale2) + shift2 */
@@ -241,7 +264,7 @@ static void residual(const lumina_block *b, float *y, const float *x, const floa
 /* The modulation a block reads: its own (saved), the model's shared one, or none */
 static const float *mod_of(const lumina_block *b, const block_saved *sv)
 {
-    return !b->modulated ? NULL : b->style->shared_mod ? b->m->ctx.mod : sv->mod[0];
+    return !b->modulated ? NULL : own_mod(b) ? sv->mod[0] : b->m->ctx.mod;
 }
 
 /* A branch's output from o (the attention's output projection, or w2's): RMSNorm_w(o) into r with sandwich norms,
@@ -279,27 +302,35 @@ static st_status lb_forward(block *blk, const block_state *in, block_state *out,
     frame f;
     frame_init(&f, b->m, keep, off, sv);
     float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "lumina.state");
-    const bool own_mod = b->modulated && !b->style->shared_mod;
-    if (own_mod) sv->mod[0] = scratch_take(f.ks, d.B * d.M, f.kt, "lumina.mod");
+    if (own_mod(b)) sv->mod[0] = scratch_take(f.ks, d.B * d.M, f.kt, "lumina.mod");
     const bool raw = b->norm_q >= 0, fused = b->w3.w < 0;
     side_take(&f, sv, (int64_t[SIDE_MAX]){ND, NK, NK, ND, raw ? ND : 0, raw ? NK : 0}, 1);
     sv->o[0] = scratch_take(f.ks, ND, f.kt, "lumina.attention_out");
     sv->f1[0] = scratch_take(f.fs, (1 + fused) * d.N * d.F, f.ft, "lumina.linear_1");
     sv->f3[0] = fused ? NULL : scratch_take(f.fs, d.N * d.F, f.ft, "lumina.linear_3");
     sv->f2[0] = scratch_take(f.fs, ND, f.ft, "lumina.linear_2");
+    const bool gated = b->gate.w >= 0;
+    if (gated) sv->o2 = scratch_take(f.ks, ND, f.kt, "lumina.to_gate");
     float *h = scratch_take(&f.tmp, ND, MEM_WORKSPACE, "lumina.h");
+    float *ga = gated ? scratch_take(&f.tmp, ND, MEM_WORKSPACE, "lumina.gated") : NULL;
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
     const bool states = keep != KEEP_NOTHING || f.to_host;
     const float *mod = mod_of(b, sv);
-    if (!st && own_mod) st = modulations(b, sv->mod[0]);
+    if (!st && own_mod(b)) st = modulations(b, sv->mod[0]);
     if (!st && f.from_host) st = side_back(sv);
+    if (!st && (!f.from_host || gated)) st = norm_mod(b, h, NULL, x, b->norm1, mod, 0, NULL); /* the gate reads it */
     if (!st && !f.from_host) {
-        st = norm_mod(b, h, NULL, x, b->norm1, mod, 0, NULL);
         const side_attention a = attention_of(b);
-        if (!st) st = side_attention_forward(&a, sv, SELF, h, h, states);
+        st = side_attention_forward(&a, sv, SELF, h, h, states);
     }
     if (!st && f.to_host) st = side_send(sv);
-    if (!st) st = fwd(b->m, &b->out, sv->o[0], sv->side[SQ + SO], d.N);
+    const float *att = sv->side[SQ + SO];
+    if (!st && gated) { /* Krea 2: the attention's output times sigmoid(to_gate(h)) */
+        st = fwd(b->m, &b->gate, sv->o2, h, d.N);
+        glu_forward(ga, sv->o2, att, d.N, d.D, d.D, GLU_SIGMOID);
+        att = ga;
+    }
+    if (!st) st = fwd(b->m, &b->out, sv->o[0], att, d.N);
     if (!st && f.to_host) st = side_drop(sv, f.ks);
     const float *r = NULL;
     if (!st) st = branch(b, h, sv->o[0], b->norm2, NULL, &r);
@@ -383,7 +414,7 @@ static st_status lb_backward(block *blk, const block_state *in, block_saved *sv,
         goto done;
     if (a) scratch_drop(&s, a);
     scratch_drop(&s, df1);
-    norm_mod_back(b, gx, dmod, dh, ln, x1, b->ffn_norm1, mod, 1, &stats);
+    if ((s.status = norm_mod_back(b, gx, dmod, dh, ln, x1, b->ffn_norm1, mod, 1, &stats))) goto done;
     op_state_release(&stats);
     if (recomputed) {
         scratch_drop(&s, sv->f1[0]), scratch_drop(&s, sv->f2[0]);
@@ -399,10 +430,27 @@ static st_status lb_backward(block *blk, const block_state *in, block_saved *sv,
     op_state_release(&rstats);
     if ((s.status = norm_mod(b, h, ln, x, b->norm1, mod, 0, &stats))) goto done;
     zero_bytes(dh, (size_t)ND * sizeof(float));
-    const side_attention at = attention_of(b);
+    side_attention at = attention_of(b);
+    if (b->gate.w >= 0) { /* back through to_out, then the gate: dy becomes dL/d(the attention's output) */
+        float *ga = scratch_take(&s, ND, MEM_WORKSPACE, "lumina.gated");
+        float *dga = scratch_take_zero(&s, ND, MEM_WORKSPACE, "lumina.dgated");
+        float *dg = scratch_take_zero(&s, ND, MEM_WORKSPACE, "lumina.dto_gate");
+        if (s.status) goto done;
+        glu_forward(ga, sv->o2, sv->side[SO], N, D, D, GLU_SIGMOID);
+        if ((s.status = bwd(b->m, &b->out, dga, dy, ga, N))) goto done;
+        zero_bytes(dy, (size_t)ND * sizeof(float));
+        glu_backward(dg, dy, dga, sv->o2, sv->side[SO], N, D, D, GLU_SIGMOID);
+        if ((s.status = bwd(b->m, &b->gate, dh, dg, h, N))) goto done;
+        scratch_drop(&s, dg), scratch_drop(&s, dga), scratch_drop(&s, ga);
+        at.out = NULL;
+    }
     if ((s.status = side_attention_backward(&at, sv, SELF, dy, h, h, dh, dh))) goto done;
-    norm_mod_back(b, gx, dmod, dh, ln, x, b->norm1, mod, 0, &stats);
-    if (b->modulated && b->style->shared_mod) add_to(b->m->ctx.dmod, dmod, d.B * d.M); /* the model's to take back */
+    if ((s.status = norm_mod_back(b, gx, dmod, dh, ln, x, b->norm1, mod, 0, &stats))) goto done;
+    if (b->modulated && b->style->shared_mod) { /* the model's to take back; a table's, summed over the batch */
+        add_to(b->m->ctx.dmod, dmod, d.B * d.M);
+        float *dt = b->table >= 0 ? G(b->table) : NULL;
+        for (int64_t i = 0; dt && !pool_is_dry_ptr(dmod) && i < d.B; i++) add_to(dt, dmod + i * d.M, d.M);
+    }
     else if (b->modulated) { /* back to norm1.linear's output: the scales as they are, the gates through tanh */
         float *draw = scratch_take(&s, d.B * 4 * D, MEM_WORKSPACE, "lumina.dada");
         if (s.status) goto done;

@@ -51,6 +51,7 @@ static const model_family *family_of(const model_config *mc)
     if (model_ernie(mc)) return &ernie_family;
     if (model_ideogram(mc)) return &ideogram_family;
     if (model_omnigen(mc)) return &omnigen_family;
+    if (model_krea2(mc)) return &krea2_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
@@ -68,11 +69,12 @@ bool model_lumina2(const model_config *mc) { return !strcmp(mc->family, "lumina2
 bool model_ernie(const model_config *mc) { return !strcmp(mc->family, "ernie"); }
 bool model_ideogram(const model_config *mc) { return !strcmp(mc->family, "ideogram"); }
 bool model_omnigen(const model_config *mc) { return !strcmp(mc->family, "omnigen"); }
+bool model_krea2(const model_config *mc) { return !strcmp(mc->family, "krea2"); }
 
 bool model_reads_text(const model_config *mc)
 {
     return model_dual_stream(mc) || model_xattn(mc) || model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) ||
-           model_omnigen(mc);
+           model_omnigen(mc) || model_krea2(mc);
 }
 
 bool model_video(const model_config *mc)
@@ -87,7 +89,7 @@ bool model_text_mask(const model_config *mc)
 {
     return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma") || hunyuanvideo(mc) ||
            !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
-           model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) || model_omnigen(mc);
+           model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) || model_omnigen(mc) || model_krea2(mc);
 }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
@@ -392,8 +394,10 @@ void model_condition(const model_config *mc, int64_t label, const char *caption,
         float *pooled = cond + mc->text_len * mc->text_dim, *rest = pooled + mc->pooled_dim;
         const int64_t words = encode_caption(caption ? caption : "", mc->text_vocab, mc->text_len, mc->text_dim,
                                              mc->pooled_dim, cond, pooled);
-        if (model_text_mask(mc)) { /* the words fill the first tokens; ChromaPipeline keeps one padding token too */
-            const int64_t kept = words + !strcmp(mc->family, "chroma");
+        if (model_text_mask(mc)) { /* the words fill the first tokens; ChromaPipeline keeps one padding token too, and
+                                      Krea 2's text attends within itself: its empty caption keeps one token (a real
+                                      one's chat template always has some) */
+            const int64_t kept = words + (!strcmp(mc->family, "chroma") || (model_krea2(mc) && !words));
             for (int64_t l = 0; l < mc->text_len; l++) *rest++ = l < kept ? 1.0f : 0.0f;
         }
         if (mc->text2_len) { /* hunyuanvideo15's ByT5 glyph tokens: the caption's words again, and their mask */
@@ -535,7 +539,7 @@ static void temb_add(param_set *s, temb *t, const char *linear_1, const char *li
                      int64_t D, bool trainable, bool bias)
 {
     char n[PARAM_NAME_MAX];
-    t->in = in, t->mid = mid, t->out = D;
+    t->in = in, t->mid = mid, t->out = D, t->gelu = false;
     t->b0 = t->b2 = -1;
     snprintf(n, sizeof n, "%s.weight", linear_1);
     t->w0 = param_add(s, n, 2, (int64_t[]){mid, in}, trainable);
@@ -601,7 +605,7 @@ void temb_mlp_forward(model *m, temb *t)
 {
     const int64_t B = m->shape.batch, D = t->out, H = t->mid;
     linear_forward(t->h, t->freq, W(t->w0), BIAS(W, t->b0), B, t->in, H);
-    silu_forward(t->hs, t->h, B * H);
+    (t->gelu ? gelu_forward : silu_forward)(t->hs, t->h, B * H);
     linear_forward(t->c, t->hs, W(t->w2), BIAS(W, t->b2), B, H, D);
 }
 
@@ -621,7 +625,7 @@ st_status temb_backward(model *m, temb *t, float *dc)
     float *dh = scratch_take_zero(&k, B * H, MEM_WORKSPACE, "temb.dhidden");
     if (k.status) return scratch_end(&k);
     linear_backward(dhs, G(t->w2), BIAS(G, t->b2), dc, t->hs, W(t->w2), B, H, D);
-    silu_backward(dh, dhs, t->h, B * H);
+    (t->gelu ? gelu_backward : silu_backward)(dh, dhs, t->h, B * H);
     linear_backward(NULL, G(t->w0), BIAS(G, t->b0), dh, t->freq, W(t->w0), B, t->in, H);
     return scratch_end(&k);
 }

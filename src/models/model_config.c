@@ -169,6 +169,12 @@ static const struct preset {
      * The rest in model_preset; the real rotary factors come with a checkpoint's config.json. */
     {"omnigen-tiny", "omnigen", 2, 32, 2, 2, 4, 8, 10, 0, 6, 1, 0, false, false, 0, 16},
     {"omnigen-v1", "omnigen", 32, 3072, 32, 2, 4, 128, 10, 0, 128, 1, 0, false, false, 0, 192},
+    /* Krea 2 (krea/Krea-2-Raw's transformer, Krea2Transformer2DModel's defaults): 28 blocks of 48 heads x 128 with 12
+     * key-value heads, feed-forward 16384, over 16 latent channels (Qwen-Image's VAE, 8x) in 2 x 2 patches; its text
+     * fusion reads 12 tapped Qwen3-VL layers of 2560 a token (text_dim 30720) at the pipeline's 512 tokens. The rest
+     * in model_preset; the tiny one is the fixture's. */
+    {"krea2-tiny", "krea2", 2, 32, 2, 2, 4, 8, 10, 0, 6, 72, 0, false, false, 0, 0},
+    {"krea2", "krea2", 28, 6144, 48, 2, 16, 128, 10, 0, 512, 30720, 0, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -189,7 +195,8 @@ static void rope_axes_for(model_config *mc)
         mc->rope_axes[0] = mc->rope_axes[1] = mc->rope_axes[2] = q, mc->rope_axes[3] = hd - 3 * q;
         return;
     }
-    if (!strcmp(mc->family, "z_image") || !strcmp(mc->family, "ernie")) { /* both (32, 48, 48) at 128 */
+    if (!strcmp(mc->family, "z_image") || !strcmp(mc->family, "ernie") || !strcmp(mc->family, "krea2")) {
+        /* (32, 48, 48) at 128 */
         mc->rope_axes[1] = mc->rope_axes[2] = 2 * (3 * hd / 16), mc->rope_axes[0] = hd - 4 * (3 * hd / 16);
         mc->rope_axes[3] = 0;
         return;
@@ -255,6 +262,10 @@ st_status model_preset(const char *name, model_config *out)
                 out->rope_short[f] = tiny ? 1.0f + 0.125f * (float)f : 1.0f,
                 out->rope_long[f] = tiny ? 1.0f + 0.5f * (float)f : 1.0f;
         }
+        if (!strcmp(p->family, "krea2")) /* the text fusion: text_dim is its tapped layers' widths side by side */
+            out->kv_heads = tiny ? 1 : 12, out->ffn_dim = tiny ? 64 : 16384, out->norm_eps = 1e-5,
+            out->text_layers = tiny ? 3 : 12, out->text_heads = tiny ? 2 : 20, out->text_kv_heads = tiny ? 1 : 20,
+            out->text_ffn = tiny ? 48 : 6912, out->text_blocks = 2, out->refiner_depth = tiny ? 1 : 2;
         if (!strcmp(p->family, "ernie")) /* full multi-head attention; eps 1e-6; SimpleTuner's packed latents at 16x */
             out->kv_heads = p->heads, out->norm_eps = 1e-6, out->ffn_dim = tiny ? 2 * p->hidden : 12288,
             out->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
@@ -428,7 +439,8 @@ st_status model_config_check(const model_config *mc)
                        xattn ? "at least in_channels (the prediction is the first in_channels)"
                              : "only pixart_sigma's output differs from its input (0)");
     if (mc->ffn_dim < 0 || mc->ffn_dim > (1 << 20) ||
-        (mc->ffn_dim && !xattn && !model_lumina2(mc) && !model_ernie(mc) && !model_ideogram(mc) && !model_omnigen(mc)))
+        (mc->ffn_dim && !xattn && !model_lumina2(mc) && !model_ernie(mc) && !model_ideogram(mc) && !model_omnigen(mc) &&
+         !model_krea2(mc)))
         return st_fail(ST_ERR_INVALID, "ffn_dim: %lld; the feed-forward of wan (0: 4 hidden_size), lumina2, z_image "
                        "and ernie is 1 to 2^20 wide (other families 0)", (long long)mc->ffn_dim);
     if (mc->single_depth < 0 || ((!mmdit || sd3 || qwen || hv15) && mc->single_depth))
@@ -448,6 +460,7 @@ st_status model_config_check(const model_config *mc)
                        "and 0 (= in_channels)" : "only cosmos2image has AdaLN-LoRA (0)");
     const bool ace = model_audio(mc);
     const bool lumina = model_lumina2(mc), ernie = model_ernie(mc), ideo = model_ideogram(mc), omni = model_omnigen(mc);
+    const bool krea = model_krea2(mc);
     const int64_t axes_sum = mc->rope_axes[0] + mc->rope_axes[1] + mc->rope_axes[2], hd = mc->hidden / mc->heads;
     if (ideo && (mc->time_dim < 1 || mc->time_dim > (1 << 16) || hd % 2 || mc->rope_axes[0] < 0 ||
                  mc->rope_axes[1] < 0 || mc->rope_axes[2] < 0 || 3 * mc->rope_axes[1] > hd / 2 + 1 ||
@@ -457,7 +470,7 @@ st_status model_config_check(const model_config *mc)
                        "(3 sections[1] <= head/2 + 1, 3 sections[2] <= head/2)", (long long)mc->time_dim,
                        (long long)mc->rope_axes[0], (long long)mc->rope_axes[1], (long long)mc->rope_axes[2],
                        (long long)hd);
-    if (lumina || ernie || ideo || omni ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->ffn_dim < 1 ||
+    if (lumina || ernie || ideo || omni || krea ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->ffn_dim < 1 ||
                            mc->ffn_dim > 8 * mc->hidden ||
                   !(mc->norm_eps > 0 && mc->norm_eps < 1) || mc->text_dim < 1 || mc->pooled_dim ||
                   (!ideo && !omni && (axes_sum != hd || mc->rope_axes[0] % 2 || mc->rope_axes[1] % 2 ||
@@ -468,11 +481,26 @@ st_status model_config_check(const model_config *mc)
                        "cap_feat_dim %lld, rotary axes (%lld, %lld, %lld); %s", (long long)mc->kv_heads,
                        (long long)mc->heads, (long long)mc->ffn_dim, mc->norm_eps, (long long)mc->text_dim,
                        (long long)mc->rope_axes[0], (long long)mc->rope_axes[1], (long long)mc->rope_axes[2],
-                       lumina || ernie || ideo || omni
-                           ? "lumina2, z_image, ernie, ideogram and omnigen take a divisor of the heads, 1 to 8 "
+                       lumina || ernie || ideo || omni || krea
+                           ? "lumina2, z_image, ernie, ideogram, omnigen and krea2 take a divisor of the heads, 1 to 8 "
                              "hidden_size, an eps in (0, 1), at least 1, and (but ideogram and omnigen) three even "
                              "axes summing to the head width (no pooled vector, out_channels 0)"
-                           : "only lumina2, z_image, ernie, ideogram and omnigen have norm_eps (0)");
+                           : "only lumina2, z_image, ernie, ideogram, omnigen and krea2 have norm_eps (0)");
+    const int64_t th = mc->text_layers ? mc->text_dim / mc->text_layers : 0; /* krea2's text_hidden_dim */
+    if (krea ? (mc->text_layers < 1 || mc->text_layers > 1024 || mc->text_dim % mc->text_layers || mc->text_heads < 1 ||
+                th % mc->text_heads || mc->text_kv_heads < 1 || mc->text_heads % mc->text_kv_heads ||
+                mc->text_ffn < 1 || mc->text_ffn > 8 * th || mc->text_blocks < 1 || mc->text_blocks > 64 ||
+                mc->refiner_depth < 1 || mc->refiner_depth > MODEL_REFINER_MAX)
+             : (mc->text_layers || mc->text_heads || mc->text_kv_heads || mc->text_ffn))
+        return st_fail(ST_ERR_INVALID, "num_text_layers %lld (text_dim %lld), text_num_attention_heads %lld, "
+                       "text_num_key_value_heads %lld, text_intermediate_size %lld, %lld layerwise and %lld refiner "
+                       "text blocks; %s", (long long)mc->text_layers, (long long)mc->text_dim,
+                       (long long)mc->text_heads, (long long)mc->text_kv_heads, (long long)mc->text_ffn,
+                       (long long)mc->text_blocks, (long long)mc->refiner_depth,
+                       krea ? "krea2 takes 1 to 1024 layers dividing text_dim, heads dividing their width and divided "
+                              "by the key-value heads, a feed-forward of 1 to 8 widths, 1 to 64 layerwise and 1 to 8 "
+                              "refiner blocks"
+                            : "only krea2 has a text fusion (0)");
     bool factors = true;
     for (int64_t i = 0; omni && i < hd / 2 && i < MODEL_ROPE_FACTORS; i++)
         factors &= mc->rope_short[i] > 0 && mc->rope_short[i] < 1e6f && mc->rope_long[i] > 0 && mc->rope_long[i] < 1e6f;
@@ -491,7 +519,7 @@ st_status model_config_check(const model_config *mc)
                             : "only omnigen has them (0)");
     if (ace ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->window < 0 || mc->cond_channels < 0 ||
                mc->cond_channels > (1 << 16) || mc->patch != 1 || mc->resolution != 1 || mc->out_channels)
-            : ((mc->kv_heads && !lumina && !ernie && !ideo && !omni) || mc->window))
+            : ((mc->kv_heads && !lumina && !ernie && !ideo && !omni && !krea) || mc->window))
         return st_fail(ST_ERR_INVALID, "num_key_value_heads %lld, sliding_window %lld, context channels %lld, patch_size "
                        "%lld, resolution %lld, out_channels %lld; %s", (long long)mc->kv_heads, (long long)mc->window,
                        (long long)mc->cond_channels, (long long)mc->patch, (long long)mc->resolution,
@@ -526,7 +554,7 @@ st_status model_config_check(const model_config *mc)
     if (k5 ? (mc->text_blocks < 1 || mc->text_blocks > 4096 || mc->time_dim < 1 || mc->time_dim > (1 << 16) ||
               mc->pooled_dim < 1 || mc->patch_t != 1 || k5hd % 16 || k5hd > 256 || mc->out_channels ||
               (mc->cond_channels && mc->cond_channels != mc->channels + 1))
-           : (mc->text_blocks || (mc->time_dim && !model_ideogram(mc))))
+           : ((mc->text_blocks && !model_krea2(mc)) || (mc->time_dim && !model_ideogram(mc))))
         return st_fail(ST_ERR_INVALID, "num_text_blocks %lld, time_dim %lld, in_text_dim2 %lld, patch_size_t %lld, head "
                        "width %lld, out_visual_dim %lld, visual_cond channels %lld; %s", (long long)mc->text_blocks,
                        (long long)mc->time_dim, (long long)mc->pooled_dim, (long long)mc->patch_t, (long long)k5hd,
@@ -554,7 +582,8 @@ st_status model_config_check(const model_config *mc)
                        (long long)mc->cond_channels, hv15 ? "hunyuanvideo15 takes at least 1 of the first three"
                                                           : "only hunyuanvideo15 has them (0)");
     const bool refines = hv || anima || lumina; /* anima's text conditioner and lumina2's refiners have blocks too */
-    if (mc->refiner_depth < (refines ? 1 : 0) || mc->refiner_depth > (refines ? MODEL_REFINER_MAX : 0))
+    if (!model_krea2(mc) && /* its refiner blocks are checked with its text fusion */
+        (mc->refiner_depth < (refines ? 1 : 0) || mc->refiner_depth > (refines ? MODEL_REFINER_MAX : 0)))
         return st_fail(ST_ERR_INVALID, "num_refiner_layers: %lld; %s %d", (long long)mc->refiner_depth,
                        refines ? "hunyuanvideo's token refiner, anima's text conditioner and lumina2's refiners have "
                                  "from 1 block to"

@@ -179,6 +179,7 @@ static inline float glu_act(glu_kind k, float v)
 {
     if (k == GLU_SILU) return v / (1.0f + exp_f(-v));
     if (k == GLU_GELU_TANH) return v / (1.0f + exp_f(-2.0f * (GELU_K * (v + GELU_C * v * v * v))));
+    if (k == GLU_SIGMOID) return 1.0f / (1.0f + exp_f(-v));
     return 0.5f * v * (1.0f + erff(v * SQRT1_2));
 }
 
@@ -189,6 +190,10 @@ static inline float glu_act_grad(glu_kind k, float v)
         return s * (1.0f + v * (e * s));
     }
     if (k == GLU_GELU_TANH) return gelu_grad(v);
+    if (k == GLU_SIGMOID) {
+        const float e = exp_f(-v), s = 1.0f / (1.0f + e);
+        return s * (e * s); /* s (1 - s), 1 - s without cancellation */
+    }
     return 0.5f * (1.0f + erff(v * SQRT1_2)) + v * INV_SQRT_2PI * expf(-0.5f * v * v);
 }
 
