@@ -175,6 +175,27 @@ FLUX2_PASSED = ("hidden_states = _pack_latents(_patchify_latents(latents)) (B, H
                 "(0, row, col, 0); txt_ids (L, 4) = (0, 0, 0, k); pred = _unpatchify_latents(_unpack_latents_with_ids("
                 "output, img_ids))")
 
+def flux3_make(gen):
+    # Flux.2's ids (t, h, w, l), as Flux2Pipeline makes them: diffusers 0.42.1 has no Flux.3 pipeline
+    t = flux2_make(gen)
+    return {k: t[k] for k in ("encoder_hidden_states", "txt_ids", "img_ids")}
+
+
+def flux3_run(model, t):
+    # As the class documents it and Flux2Pipeline calls Flux.2: Flux.1's packing, timestep = sigma (the class scales
+    # it by 1000 itself), no reference image; the prediction the output unpacked.
+    out = model(hidden_states=flux_pack(t["latents"]), encoder_hidden_states=t["encoder_hidden_states"],
+                timestep=t["sigma"], img_ids=t["img_ids"], txt_ids=t["txt_ids"], return_dict=False)[0]
+    return flux_unpack(out, H, W)
+
+
+FLUX3_PASSED = ("hidden_states = Flux.1's packing of latents (B, H/2*W/2, 4C); encoder_hidden_states (B, L, 24) "
+                "N(0, 1); timestep = sigma (the class multiplies by 1000); img_ids (T, 4) = (0, row, col, 0), txt_ids "
+                "(L, 4) = (0, 0, 0, k), Flux2Pipeline's; no image_cond_hidden_states; pred = the output unpacked")
+FLUX3_ZERO = {r"(mode_blocks\.image_cond|(early|single)_stream_modulations\.image_cond|x_embedders\.image_cond)\..*":
+              "the reference image's mode (image to image): text to image has no reference image"}
+
+
 def hunyuanvideo_make(gen):
     # HunyuanVideoPipeline's prompt mask: the text tokens first, then padding (the model assumes that order).
     return {"encoder_hidden_states": randn(gen, B, L, JOINT), "pooled_projections": randn(gen, B, POOLED),
@@ -1120,6 +1141,14 @@ fixture("krea2", "Krea2Transformer2DModel",
              num_layerwise_text_blocks=2, num_refiner_text_blocks=1, axes_dims_rope=(4, 6, 6), rope_theta=1000.0,
              norm_eps=1e-5),
         masked_text_make, krea2_run, KREA2_PASSED)
+
+# Flux.3: two mode blocks a mode and two single blocks of 2 heads x 16 (24 x 128 real), rotary axes (4, 4, 4, 4)
+# ((32, 32, 32, 32)), the text 24 wide (20480), 4 C = 16 packed channels (128).
+fixture("flux3", "Flux3Transformer2DModel",
+        dict(in_channels=4 * C, cond_in_channels=4 * C, num_layers=2, num_single_layers=2, attention_head_dim=16,
+             num_attention_heads=2, joint_attention_dim=JOINT, timestep_channels=256, mlp_ratio=3.0,
+             axes_dims_rope=(4, 4, 4, 4), rope_theta=10000, eps=1e-6),
+        flux3_make, flux3_run, FLUX3_PASSED, zero=FLUX3_ZERO)
 
 # LTX-Video 0.9: two blocks, patch 1 x 1 x 1 (as the real 128-channel latents), cross_attention_dim = hidden.
 fixture("ltxvideo", "LTXVideoTransformer3DModel",

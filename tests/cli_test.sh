@@ -368,12 +368,16 @@ expect 0 "omnigen trains with SimpleTuner's objective on the stand-in's token id
   "$bin" train --config empty.json --set model_family=omnigen --set model_preset=omnigen-tiny \
   --set synthetic_data=true --set max_train_steps=1 --set output_dir=omnigen-out
 expect 0 "SimpleTuner's krea2 example plans Krea 2 Raw at 1024 px: two text fusion sequences, then the joint one" \
-  "model krea2 \\(krea2\\): 28 joint blocks, width 6144, 48 heads, 4096 image \\+ 512 text tokens" -- \
+  "model krea2 \\(krea2\\): 2 \\+ 2 text fusion blocks, 28 joint blocks, width 6144, 48 heads, 4096 image" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/krea2.peft-lora.json"
 expect 0 "krea2 trains with SimpleTuner's objective" \
   "trained 1 steps; weights in krea2-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=krea2 --set model_preset=krea2-tiny \
   --set synthetic_data=true --set max_train_steps=1 --set output_dir=krea2-out
+expect 0 "flux3_image trains with the rectified-flow objective" \
+  "trained 1 steps; weights in flux3-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=flux3_image --set model_preset=flux3-tiny \
+  --set synthetic_data=true --set max_train_steps=1 --set output_dir=flux3-out
 expect 0 "ideogram trains with SimpleTuner's objective" \
   "trained 1 steps; weights in ideogram-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=ideogram --set model_preset=ideogram-tiny \

@@ -363,12 +363,14 @@ static void test_video_cache(void)
 
 /* Lumina 2, Z-Image, ERNIE-Image, Ideogram 4, OmniGen and Krea 2 read one sequence and its mask: each trains on a
  * cache of masked captions, each sample's caption length (its mask's ones: 8 and 5 here) laying out its own joint
- * rows; OmniGen's sequence is token ids, (L, 1), Krea 2's each token's tapped layers side by side. */
+ * rows; OmniGen's sequence is token ids, (L, 1), Krea 2's each token's tapped layers side by side. Flux.3 reads the
+ * sequence alone (its padding tokens attended, as the class has it). */
 static void test_lumina2_cache(void)
 {
     static const char *const families[][3] = {{"lumina2", "lumina2-tiny", "2.0"}, {"z_image", "z-image-tiny", "base"},
                                               {"ernie", "ernie-tiny", "base"}, {"ideogram", "ideogram-tiny", "fp8"},
-                                              {"omnigen", "omnigen-tiny", "v1"}, {"krea2", "krea2-tiny", "raw"}};
+                                              {"omnigen", "omnigen-tiny", "v1"}, {"krea2", "krea2-tiny", "raw"},
+                                              {"flux3_image", "flux3-tiny", ""}};
     for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
         printf("-- %s trains on a cache of masked captions\n", families[f][1]);
         variant v = good();

@@ -741,6 +741,8 @@ static const struct family_case {
      "block-causal mask, su-scaled RoPE", 3, 0, 0, 1, 1, 1, 1, 0},
     {"krea2-tiny", "three sequences (text layers per token, text refiner, joint), zero-centred norms, gated attention, "
      "a modulation table per block", 3, 0, 0, 1, 1, 1, 1, 0},
+    {"flux3-tiny", "per-mode blocks for the text and the image, then single blocks whose text and image rows read two "
+     "modulation sets; attention and feed-forward in parallel", 3, 2, 0, 1, 1, 1, 1, 0},
     {"hidream-tiny", "experts routed per token (the routing follows the data, no allocation does), each block's own "
      "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
 };

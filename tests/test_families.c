@@ -225,7 +225,8 @@ static void test_families(void)
                            !strcmp(name, "ltxvideo") || !strcmp(name, "ltxvideo2") || !strcmp(name, "cosmos2image") ||
                            !strcmp(name, "kandinsky5-image") || !strcmp(name, "kandinsky5-video") ||
                            !strcmp(name, "anima") || !strcmp(name, "lumina2") || !strcmp(name, "ernie") ||
-                           !strcmp(name, "ideogram") || !strcmp(name, "omnigen") || !strcmp(name, "krea2");
+                           !strcmp(name, "ideogram") || !strcmp(name, "omnigen") || !strcmp(name, "krea2") ||
+                           !strcmp(name, "flux3_image");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -996,6 +997,41 @@ static void test_krea2_json(void)
     remove(dir);
 }
 
+/* Flux3Transformer2DModel's config.json: the class defaults read as the flux3-klein preset; the flow-map models, a
+ * reference mode of other channels and other fixed options are refused by name. */
+static void test_flux3_json(void)
+{
+    char dir[] = "/tmp/segtrain-flux3-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define F3 "{\"_class_name\": \"Flux3Transformer2DModel\", "
+    tk_write_file(dir, "config.json", F3 "\"in_channels\": 128, \"cond_in_channels\": 128, \"num_layers\": 5, "
+                  "\"num_single_layers\": 28, \"attention_head_dim\": 128, \"num_attention_heads\": 24, "
+                  "\"joint_attention_dim\": 20480, \"timestep_channels\": 256, \"mlp_ratio\": 3.0, "
+                  "\"axes_dims_rope\": [32, 32, 32, 32], \"rope_theta\": 10000, \"eps\": 1e-06, \"flow_map\": false}");
+    model_config mc, want;
+    CHECK(model_preset("flux3-tiny", &mc) == ST_OK && model_preset("flux3-klein", &want) == ST_OK);
+    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth &&
+               mc.single_depth == want.single_depth && mc.hidden == want.hidden && mc.heads == want.heads &&
+               mc.channels == want.channels && mc.patch == 2 && mc.text_dim == want.text_dim &&
+               mc.time_channels == want.time_channels && !memcmp(mc.rope_axes, want.rope_axes, sizeof mc.rope_axes) &&
+               model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {F3 "\"flow_map\": true}", "flow_map"},
+        {F3 "\"cond_in_channels\": 64}", "cond_in_channels 64"},
+        {F3 "\"mlp_ratio\": 4.0}", "mlp_ratio"},
+        {F3 "\"rope_theta\": 2000}", "rope_theta"},
+        {F3 "\"axes_dims_rope\": [32, 32, 32]}", "axes_dims_rope"},
+        {F3 "\"num_single_layers\": 0}", "num_single_layers: 0"},
+    };
+#undef F3
+    expect_json_refusals(dir, "config.json", "flux3-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    CHECK(from_json("{\"model_family\": \"flux3_image\"}", &mc) == ST_OK && !strcmp(mc.preset, "flux3-klein"));
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 int main(void)
 {
     test_resolution();
@@ -1014,6 +1050,7 @@ int main(void)
     test_zimage_json();
     test_omnigen_json();
     test_krea2_json();
+    test_flux3_json();
     test_hunyuanvideo();
     test_hidream();
     test_doc();

@@ -164,6 +164,10 @@ bool model_ernie(const model_config *mc);
 /* Whether the family is Ideogram 4 (Ideogram4Transformer2DModel): one joint sequence [caption; image], MRoPE; its
  * conditioning is lumina2's. */
 bool model_ideogram(const model_config *mc);
+/* Whether the family is Flux.3 (Flux3Transformer2DModel, SimpleTuner's flux3_image): per-mode blocks for the text
+ * (depth of them) and the image (depth), then single blocks (single_depth) on [text; image]; a sample's conditioning
+ * is its text encoder's sequence (text_len, text_dim), no mask. */
+bool model_flux3(const model_config *mc);
 /* Whether the family is Krea 2 (Krea2Transformer2DModel): a text fusion (layerwise blocks across each token's tapped
  * encoder layers, a projector, refiner blocks), then one joint sequence [text; image]; a sample's conditioning is
  * its tokens' stacked layers (text_len, text_dim) then their mask. */

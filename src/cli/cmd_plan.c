@@ -52,9 +52,15 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
             snprintf(blocks, sizeof blocks, "%lld cross-attention blocks, a face adapter every %lld",
                      (long long)mc->depth, (long long)mc->face_every);
         else if (model_xattn(mc)) snprintf(blocks, sizeof blocks, "%lld cross-attention blocks", (long long)mc->depth);
+        else if (model_flux3(mc))
+            snprintf(blocks, sizeof blocks, "%lld text + %lld image mode blocks, %lld single blocks",
+                     (long long)mc->depth, (long long)mc->depth, (long long)mc->single_depth);
         else if (mc->single_depth)
             snprintf(blocks, sizeof blocks, "%lld double-stream + %lld single-stream blocks", (long long)mc->depth,
                      (long long)mc->single_depth);
+        else if (model_krea2(mc))
+            snprintf(blocks, sizeof blocks, "%lld + %lld text fusion blocks, %lld joint blocks",
+                     (long long)mc->text_blocks, (long long)mc->refiner_depth, (long long)mc->depth);
         else if (model_lumina2(mc))
             snprintf(blocks, sizeof blocks, "%lld + %lld refiner blocks, %lld joint blocks",
                      (long long)mc->refiner_depth, (long long)mc->refiner_depth, (long long)mc->depth);

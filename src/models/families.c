@@ -48,7 +48,7 @@ static const struct st_family {
      "dev:flux-dev|krea:flux-dev|schnell:flux-schnell|fluxbooru:flux-dev", "krea"},
     {"flux2", NULL, "Flux.2", DUAL, "Flux2Transformer2DModel", "dev|klein-4b|klein-9b",
      "dev:flux2-dev|klein-4b:flux2-klein-4b|klein-9b:flux2-klein-9b", "klein-9b"},
-    {"flux3_image", NULL, "Flux.3 Klein", JOINT, "Flux3Transformer2DModel", "", NULL, NULL},
+    {"flux3_image", NULL, "Flux.3 Klein", JOINT, "Flux3Transformer2DModel", "", ":flux3-klein", ""},
     {"heartmula", NULL, "HeartMuLa", AUDIO_LM, "HeartMuLaModel", "3b", NULL, NULL},
     {"hidream", NULL, "HiDream", DUAL, "HiDreamImageTransformer2DModel", "dev|full|fast",
      "full:hidream-full|dev:hidream-dev|fast:hidream-fast", "full"},

@@ -52,6 +52,7 @@ static const model_family *family_of(const model_config *mc)
     if (model_ideogram(mc)) return &ideogram_family;
     if (model_omnigen(mc)) return &omnigen_family;
     if (model_krea2(mc)) return &krea2_family;
+    if (model_flux3(mc)) return &flux3_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
@@ -70,11 +71,12 @@ bool model_ernie(const model_config *mc) { return !strcmp(mc->family, "ernie"); 
 bool model_ideogram(const model_config *mc) { return !strcmp(mc->family, "ideogram"); }
 bool model_omnigen(const model_config *mc) { return !strcmp(mc->family, "omnigen"); }
 bool model_krea2(const model_config *mc) { return !strcmp(mc->family, "krea2"); }
+bool model_flux3(const model_config *mc) { return !strcmp(mc->family, "flux3_image"); }
 
 bool model_reads_text(const model_config *mc)
 {
     return model_dual_stream(mc) || model_xattn(mc) || model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) ||
-           model_omnigen(mc) || model_krea2(mc);
+           model_omnigen(mc) || model_krea2(mc) || model_flux3(mc);
 }
 
 bool model_video(const model_config *mc)

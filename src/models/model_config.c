@@ -175,6 +175,11 @@ static const struct preset {
      * in model_preset; the tiny one is the fixture's. */
     {"krea2-tiny", "krea2", 2, 32, 2, 2, 4, 8, 10, 0, 6, 72, 0, false, false, 0, 0},
     {"krea2", "krea2", 28, 6144, 48, 2, 16, 128, 10, 0, 512, 30720, 0, false, false, 0, 0},
+    /* Flux.3 Klein (Flux3Transformer2DModel's defaults; no published config was at hand): 5 mode blocks for the text
+     * and for the image, then 28 single blocks, of 24 heads x 128; Flux.2's VAE (32 channels, 8x) in 2 x 2 patches;
+     * stacked Qwen3-VL states 20480 wide at 512 tokens (segtrain's choice, Flux.2's). The tiny one is the fixture's. */
+    {"flux3-tiny", "flux3_image", 2, 32, 2, 2, 4, 8, 10, 2, 6, 24, 0, false, false, 0, 0},
+    {"flux3-klein", "flux3_image", 5, 3072, 24, 2, 32, 128, 10, 28, 512, 20480, 0, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -190,7 +195,8 @@ static const struct preset {
 static void rope_axes_for(model_config *mc)
 {
     const int64_t hd = mc->hidden / mc->heads, a = 2 * (7 * hd / 32);
-    if (!strcmp(mc->family, "flux2")) { /* Flux.2's four equal axes, (32, 32, 32, 32) at 128 */
+    if (!strcmp(mc->family, "flux2") || !strcmp(mc->family, "flux3_image")) { /* four equal axes, (32, 32, 32, 32) at
+                                                                               128 */
         const int64_t q = 2 * (hd / 8);
         mc->rope_axes[0] = mc->rope_axes[1] = mc->rope_axes[2] = q, mc->rope_axes[3] = hd - 3 * q;
         return;
@@ -226,7 +232,9 @@ st_status model_preset(const char *name, model_config *out)
                               .pooled_dim = p->pooled_dim, .guidance_embeds = p->guidance_embeds, .guidance = 1.0,
                               .vae_scale = FAMILY_VAE_SCALE, .mechanism = ATTN_FLASH, .frames = 1, .patch_t = 1,
                               .qk_norm = p->qk_norm, .dual_attention = p->dual_attention,
-                              .time_channels = strcmp(p->family, "flux2") ? 0 : 256, /* Flux.2's timestep_guidance_channels */
+                              .time_channels = strcmp(p->family, "flux2") && strcmp(p->family, "flux3_image")
+                                                   ? 0 : 256, /* Flux.2's timestep_guidance_channels, Flux.3's
+                                                                 timestep_channels */
                               .pos_embed_max = p->pos_embed_max, .sample_size = p->pos_embed_max ? p->resolution : 0};
         snprintf(out->family, sizeof out->family, "%s", p->family);
         snprintf(out->preset, sizeof out->preset, "%s", name);
@@ -389,23 +397,25 @@ st_status model_config_check(const model_config *mc)
     if (mc->hidden % 4)
         return st_fail(ST_ERR_INVALID, "hidden_size: %lld must be a multiple of 4 (the 2D sine-cosine table)",
                        (long long)mc->hidden);
-    if (mmdit && !sd3 && !aura) {
+    const bool flux3 = model_flux3(mc), four = flux2 || flux3; /* Flux.2 and Flux.3 rotate on four axes */
+    if ((mmdit && !sd3 && !aura) || flux3) {
         const int64_t hd = mc->hidden / mc->heads, *a = mc->rope_axes;
-        const int n = flux2 ? 4 : 3; /* Flux.2 rotates on four axes */
+        const int n = four ? 4 : 3;
         int64_t sum = 0;
         bool even = true;
         for (int i = 0; i < n; i++) sum += a[i], even &= a[i] >= 0 && a[i] % 2 == 0;
         if (!even || sum != hd)
             return st_fail(ST_ERR_INVALID, "axes_dims_rope: (%lld, %lld, %lld%s%.0lld) must be even widths that add up "
                            "to the head width %lld (hidden_size / num_heads)", (long long)a[0], (long long)a[1],
-                           (long long)a[2], flux2 ? ", " : "", flux2 ? (long long)a[3] : 0LL, (long long)hd);
+                           (long long)a[2], four ? ", " : "", four ? (long long)a[3] : 0LL, (long long)hd);
     }
-    if (flux2 && mc->pooled_dim)
-        return st_fail(ST_ERR_INVALID, "pooled_projection_dim: %lld; flux2 has no pooled text vector (0)",
-                       (long long)mc->pooled_dim);
-    if (flux2 && (mc->time_channels < 2 || mc->time_channels % 2 || mc->time_channels > 65536))
-        return st_fail(ST_ERR_INVALID, "timestep_guidance_channels: %lld must be even, 2 to 65536",
-                       (long long)mc->time_channels);
+    if (four && (mc->pooled_dim || (mc->guidance_embeds && flux3)))
+        return st_fail(ST_ERR_INVALID, "pooled_projection_dim: %lld, guidance_embeds %d; %s has no pooled text vector "
+                       "(0)%s", (long long)mc->pooled_dim, (int)mc->guidance_embeds, mc->family,
+                       flux3 ? " and no guidance embedding (false)" : "");
+    if (four && (mc->time_channels < 2 || mc->time_channels % 2 || mc->time_channels > 65536))
+        return st_fail(ST_ERR_INVALID, "timestep_guidance_channels (Flux.3: timestep_channels): %lld must be even, 2 "
+                       "to 65536", (long long)mc->time_channels);
     if (mc->classes >= (1 << 24))
         return st_fail(ST_ERR_INVALID, "num_classes: %lld; at most %d (labels travel as floats)", (long long)mc->classes,
                        (1 << 24) - 1);
@@ -443,9 +453,10 @@ st_status model_config_check(const model_config *mc)
          !model_krea2(mc)))
         return st_fail(ST_ERR_INVALID, "ffn_dim: %lld; the feed-forward of wan (0: 4 hidden_size), lumina2, z_image "
                        "and ernie is 1 to 2^20 wide (other families 0)", (long long)mc->ffn_dim);
-    if (mc->single_depth < 0 || ((!mmdit || sd3 || qwen || hv15) && mc->single_depth))
+    if (mc->single_depth < 0 || ((!mmdit || sd3 || qwen || hv15) && !flux3 && mc->single_depth) ||
+        (flux3 && mc->single_depth < 1))
         return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit, flux, flux2, "
-                       "auraflow and hunyuanvideo only)",
+                       "auraflow and hunyuanvideo; flux3_image has at least 1)",
                        (long long)mc->single_depth);
     if (mc->resolution % mc->patch)
         return st_fail(ST_ERR_INVALID, "patch_size: %lld does not divide resolution %lld", (long long)mc->patch,
