@@ -200,11 +200,9 @@ static st_status ace_forward(block *blk, const block_state *in, block_state *out
     dims d = dims_of(b);
     const int64_t ND = d.N * d.D, NK = d.N * d.K, NLK = d.NL * d.K;
     const float *x = in->t[0];
-    blk->forward_runs++;
-    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
-    if (!sv) return st_host_oom("a block's saved tensors");
     frame f;
-    frame_init(&f, b->m, keep, off, sv);
+    block_saved *sv = frame_begin(&f, blk, b->m, keep, off, saved_io);
+    if (!sv) return st_host_oom("a block's saved tensors");
     float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "ace.state");
     sv->mod[0] = scratch_take(f.ks, d.B * d.M, f.kt, "ace.mod");
     side_take(&f, sv, (int64_t[SIDE_MAX]){ND, NK, NK, ND, ND, NK, ND, NLK, NLK, ND, ND, NLK}, 2);

@@ -14,7 +14,7 @@ int block_norm(param_set *ps, const char *prefix, const char *name, int64_t hd, 
 
 static bool in_use(const block_saved *sv, int i) { return i < SIDE_MAX ? sv->side_n[i] > 0 : i - SIDE_MAX < sv->n_attn; }
 
-void frame_init(frame *f, const struct model *m, keep_level keep, offload *off, block_saved *sv)
+static void frame_init(frame *f, const struct model *m, keep_level keep, offload *off, block_saved *sv)
 {
     *f = (frame){.keep = keep, .from_host = sv->on_host, .to_host = off && !sv->on_host, .reuse = sv->att_kept};
     const bool first = keep == KEEP_NOTHING || keep == KEEP_ATTENTION_OUTPUT; /* a checkpointed block's first */
@@ -26,6 +26,15 @@ void frame_init(frame *f, const struct model *m, keep_level keep, offload *off, 
     f->fs = keep == KEEP_ALL ? &f->kept : &f->tmp;
     sv->pool = m->pool;
     if (f->to_host) sv->off = off;
+}
+
+block_saved *frame_begin(frame *f, block *b, const struct model *m, keep_level keep, offload *off,
+                         block_saved **saved_io)
+{
+    b->forward_runs++;
+    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
+    if (sv) frame_init(f, m, keep, off, sv);
+    return sv;
 }
 
 void side_take(frame *f, block_saved *sv, const int64_t *numel, int n_attn)

@@ -49,7 +49,10 @@ typedef struct frame {
     scratch kept, tmp;
     scratch *ks, *fs;
 } frame;
-void frame_init(frame *f, const struct model *m, keep_level keep, offload *off, block_saved *sv);
+/* A block's forward begins: counts the run, takes the saved tensors a recompute brings back (*saved_io) or new ones,
+ * and sets up f for them; NULL when the host is out of memory. */
+block_saved *frame_begin(frame *f, block *b, const struct model *m, keep_level keep, offload *off,
+                         block_saved **saved_io);
 /* Records the side's sizes (numel[SIDE_MAX], 0: unused) and attention states, and takes its buffers unless they
  * come back from the host (or, the attentions' outputs, are kept from a KEEP_ATTENTION_OUTPUT forward). */
 void side_take(frame *f, block_saved *sv, const int64_t *numel, int n_attn);

@@ -107,11 +107,9 @@ static size_t f2_offloaded_bytes(const block *b)
     return side_bytes(&d, fb->m);
 }
 
-/* The forward's frame, and the side: six (J, D) tensors and the attention state. */
-static void f2_frame_init(frame *f, const struct model *m, const mm_dims *d, keep_level keep, offload *off,
-                          block_saved *sv)
+/* The side: six (J, D) tensors and the attention state. */
+static void f2_side_take(frame *f, const mm_dims *d, block_saved *sv)
 {
-    frame_init(f, m, keep, off, sv);
     const int64_t JD = d->J * d->D;
     side_take(f, sv, (int64_t[SIDE_MAX]){JD, JD, JD, JD, JD, JD}, 1);
 }
@@ -165,11 +163,10 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     const struct model *m = fb->m;
     mm_dims d = mm_dims_of(m);
     const int64_t D = d.D, F = ffn_width(D), N = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1];
-    b->forward_runs++;
-    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
-    if (!sv) return st_host_oom("a block's saved tensors");
     frame f;
-    f2_frame_init(&f, m, &d, keep, off, sv);
+    block_saved *sv = frame_begin(&f, b, m, keep, off, saved_io);
+    if (!sv) return st_host_oom("a block's saved tensors");
+    f2_side_take(&f, &d, sv);
     float *y[2];
     for (int s = 0; s < 2; s++) {
         y[s] = scratch_take(&f.kept, d.rows[s] * D, MEM_ACTIVATIONS, "flux2.state");
@@ -353,11 +350,10 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
     mm_dims d = mm_dims_of(m);
     const int64_t D = d.D, F = ffn_width(D), J = d.J, Wd = 3 * D + 2 * F;
     const float *x = in->t[0], *mod = fb->sh->mod[F2_MOD_SINGLE];
-    b->forward_runs++;
-    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
-    if (!sv) return st_host_oom("a block's saved tensors");
     frame f;
-    f2_frame_init(&f, m, &d, keep, off, sv);
+    block_saved *sv = frame_begin(&f, b, m, keep, off, saved_io);
+    if (!sv) return st_host_oom("a block's saved tensors");
+    f2_side_take(&f, &d, sv);
     float *y = scratch_take(&f.kept, J * D, MEM_ACTIVATIONS, "flux2.state");
     sv->o[0] = scratch_take(f.ks, J * D, f.kt, "flux2.out");
     sv->f1[0] = scratch_take(f.fs, J * 2 * F, f.ft, "flux2.ff_in");

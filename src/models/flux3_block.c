@@ -155,11 +155,9 @@ static st_status fb_forward(block *blk, const block_state *in, block_state *out,
     const dims d = dims_of(b);
     const int64_t ND = d.N * d.D;
     const float *x = in->t[0];
-    blk->forward_runs++;
-    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
-    if (!sv) return st_host_oom("a block's saved tensors");
     frame f;
-    frame_init(&f, b->m, keep, off, sv);
+    block_saved *sv = frame_begin(&f, blk, b->m, keep, off, saved_io);
+    if (!sv) return st_host_oom("a block's saved tensors");
     float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "flux3.state");
     side_take(&f, sv, (int64_t[SIDE_MAX]){ND, ND, ND, ND, ND, ND}, 1);
     sv->o[0] = scratch_take(f.ks, ND, f.kt, "flux3.attention_out");

@@ -403,11 +403,9 @@ static st_status hd_forward(block *b, const block_state *in, block_state *out, k
     const struct model *m = hb->m;
     hd_dims d = dims_of(hb);
     const int64_t D = d.D, N = d.Nmax;
-    b->forward_runs++;
-    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
-    if (!sv) return st_host_oom("a block's saved tensors");
     frame f;
-    frame_init(&f, m, keep, off, sv);
+    block_saved *sv = frame_begin(&f, b, m, keep, off, saved_io);
+    if (!sv) return st_host_oom("a block's saved tensors");
     float *y[2] = {0};
     for (int s = 0; s < d.n; s++) y[s] = scratch_take(&f.kept, d.rows[s] * D, MEM_ACTIVATIONS, "hidream.state");
     side_take(&f, sv, (int64_t[SIDE_MAX]){d.J * D, d.J * D, d.J * D, d.J * D, d.J * D, d.J * D}, 1);

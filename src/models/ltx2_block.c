@@ -311,11 +311,9 @@ static st_status ltx2_forward(block *blk, const block_state *in, block_state *ou
     ltx2_block *b = blk->self;
     const dims d = dims_of(b);
     const ltx2_ctx *ctx = b->ctx;
-    blk->forward_runs++;
-    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
-    if (!sv) return st_host_oom("a block's saved tensors");
     frame f;
-    frame_init(&f, b->m, keep, off, sv);
+    block_saved *sv = frame_begin(&f, blk, b->m, keep, off, saved_io);
+    if (!sv) return st_host_oom("a block's saved tensors");
     float *y[2], *h[2], *nrm[2], *xin[4];
     int64_t n[SIDE_MAX];
     side_sizes(&d, n);

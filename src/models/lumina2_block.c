@@ -296,11 +296,9 @@ static st_status lb_forward(block *blk, const block_state *in, block_state *out,
     dims d = dims_of(b);
     const int64_t ND = d.N * d.D, NK = d.N * d.K;
     const float *x = in->t[0];
-    blk->forward_runs++;
-    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
-    if (!sv) return st_host_oom("a block's saved tensors");
     frame f;
-    frame_init(&f, b->m, keep, off, sv);
+    block_saved *sv = frame_begin(&f, blk, b->m, keep, off, saved_io);
+    if (!sv) return st_host_oom("a block's saved tensors");
     float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "lumina.state");
     if (own_mod(b)) sv->mod[0] = scratch_take(f.ks, d.B * d.M, f.kt, "lumina.mod");
     const bool raw = b->norm_q >= 0, fused = b->w3.w < 0;

@@ -329,11 +329,9 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     mm_dims d = mm_dims_of(m);
     const int64_t D = d.D, Nmax = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1];
     const int ns = outputs(mb);
-    b->forward_runs++;
-    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
-    if (!sv) return st_host_oom("a block's saved tensors");
     frame f;
-    frame_init(&f, m, keep, off, sv);
+    block_saved *sv = frame_begin(&f, b, m, keep, off, saved_io);
+    if (!sv) return st_host_oom("a block's saved tensors");
     float *y[2] = {NULL, NULL};
     for (int s = 0; s < ns; s++) y[s] = scratch_take(&f.kept, d.rows[s] * D, MEM_ACTIVATIONS, "mmdit.state");
     take_side(&f, mb, sv, &d);
@@ -568,11 +566,9 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
     mm_dims d = mm_dims_of(m);
     const int64_t D = d.D, J = d.J;
     const float *x = in->t[0];
-    b->forward_runs++;
-    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
-    if (!sv) return st_host_oom("a block's saved tensors");
     frame f;
-    frame_init(&f, m, keep, off, sv);
+    block_saved *sv = frame_begin(&f, b, m, keep, off, saved_io);
+    if (!sv) return st_host_oom("a block's saved tensors");
     float *y = scratch_take(&f.kept, J * D, MEM_ACTIVATIONS, "mmdit.state");
     take_side(&f, mb, sv, &d);
     const int64_t ms3 = mod_stride(mb, 3);

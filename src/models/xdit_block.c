@@ -339,11 +339,9 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
     dims d = dims_of(b);
     const int64_t ND = d.N * d.D, NLD = d.NL * d.D;
     const float *x = in->t[0];
-    blk->forward_runs++;
-    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
-    if (!sv) return st_host_oom("a block's saved tensors");
     frame f;
-    frame_init(&f, b->m, keep, off, sv);
+    block_saved *sv = frame_begin(&f, blk, b->m, keep, off, saved_io);
+    if (!sv) return st_host_oom("a block's saved tensors");
     float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "xdit.state");
     sv->mod[0] = scratch_take(f.ks, d.B * 6 * d.D, f.kt, "xdit.mod");
     const bool qn = b->norm_q >= 0, late = b->face >= 0; /* late: the sides go to the host after the face adapter */
