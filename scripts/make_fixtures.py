@@ -196,6 +196,51 @@ FLUX3_ZERO = {r"(mode_blocks\.image_cond|(early|single)_stream_modulations\.imag
               "the reference image's mode (image to image): text to image has no reference image"}
 
 
+def qwen21_exact(model):
+    """QwenImage21TemporalTimesteps computes its sinusoid of 1000 t in float32, and QwenImage21Rope its angles in
+    float32 (at construction): here both in float64, as segtrain takes them."""
+    import diffusers.models.transformers.transformer_qwenimage21 as tq
+
+    def sinusoid(self, timestep):
+        half = self.timestep_dim // 2
+        freqs = torch.exp(-math.log(10000) * torch.arange(half, dtype=torch.float64) / half)
+        args = (self.time_factor * timestep.to(torch.float64))[:, None] * freqs[None]
+        return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+
+    def rope_params(self, index, dim, theta=10000):
+        inv = 1.0 / torch.pow(theta, torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+        freqs = torch.outer(index.to(torch.float64), inv)
+        return torch.polar(torch.ones_like(freqs), freqs)
+    tq.QwenImage21TemporalTimesteps.forward = sinusoid
+    tq.QwenImage21Rope.rope_params = rope_params
+    pe = model.pos_embed
+    pos, neg = torch.arange(8192), torch.arange(1024).flip(0) * -1 - 1
+    pe.freqs = [torch.cat([pe.rope_params(pos, dim, pe.theta), pe.rope_params(neg, dim, pe.theta)])
+                for dim in pe.axes_dim]
+
+
+def qwen21_run(model, t):
+    # As SimpleTuner calls Qwen-Image (its time t = sigma, Flux's 2 x 2 packing, the text with its mask) in the class's
+    # text-to-image layout: img_shapes [(1, H/2, W/2)], img_mask the target's T/4 slots after the L text slots;
+    # causal_condition (the class default); the prediction the image rows of the output, unpacked.
+    qwen21_exact(model)
+    lat = t["latents"]
+    b, _, h, w = lat.shape
+    n = t["encoder_hidden_states"].shape[1]
+    slots = (h // 2) * (w // 2) // 4
+    img_mask = torch.cat([torch.zeros(b, n, dtype=torch.bool), torch.ones(b, slots, dtype=torch.bool)], dim=1)
+    out = model(hidden_states=flux_pack(lat), encoder_hidden_states=t["encoder_hidden_states"], timestep=t["sigma"],
+                img_shapes=[[(1, h // 2, w // 2)]] * b, img_mask=img_mask,
+                encoder_hidden_states_mask=t["encoder_attention_mask"].bool(), return_dict=False)[0]
+    return flux_unpack(out[:, n:], h, w)
+
+
+QWEN21_PASSED = ("hidden_states = Flux.1's packing of latents (B, H/2*W/2, 4C); encoder_hidden_states (B, L, 24) "
+                 "N(0, 1), encoder_hidden_states_mask = bool([1 1 1 1 1 1], [1 1 1 1 0 0]); timestep = sigma; img_shapes = "
+                 "[[(1, H/2, W/2)]] * B; img_mask = L text slots then (H/2 W/2) / 4 image slots; pred = the output's "
+                 "image rows, unpacked")
+
+
 def hunyuanvideo_make(gen):
     # HunyuanVideoPipeline's prompt mask: the text tokens first, then padding (the model assumes that order).
     return {"encoder_hidden_states": randn(gen, B, L, JOINT), "pooled_projections": randn(gen, B, POOLED),
@@ -1149,6 +1194,14 @@ fixture("flux3", "Flux3Transformer2DModel",
              num_attention_heads=2, joint_attention_dim=JOINT, timestep_channels=256, mlp_ratio=3.0,
              axes_dims_rope=(4, 4, 4, 4), rope_theta=10000, eps=1e-6),
         flux3_make, flux3_run, FLUX3_PASSED, zero=FLUX3_ZERO)
+
+# Qwen-Image 2.1: two blocks of 2 heads x 16 (32 x 128 real), rotary axes (4, 6, 6) ((16, 56, 56)), the text 24 wide
+# (4096), 4 C = 16 packed channels (64), 16 image tokens (4 encoder slots).
+fixture("qwen-image-2.1", "QwenImage21Transformer2DModel",
+        dict(patch_size=1, in_channels=4 * C, out_channels=4 * C, num_layers=2, attention_head_dim=16,
+             num_attention_heads=2, context_in_dim=JOINT, mlp_ratio=3, axes_dims_rope=(4, 6, 6), eps=1e-6,
+             causal_condition=True),
+        masked_text_make, qwen21_run, QWEN21_PASSED)
 
 # LTX-Video 0.9: two blocks, patch 1 x 1 x 1 (as the real 128-channel latents), cross_attention_dim = hidden.
 fixture("ltxvideo", "LTXVideoTransformer3DModel",

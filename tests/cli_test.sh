@@ -378,6 +378,10 @@ expect 0 "flux3_image trains with the rectified-flow objective" \
   "trained 1 steps; weights in flux3-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=flux3_image --set model_preset=flux3-tiny \
   --set synthetic_data=true --set max_train_steps=1 --set output_dir=flux3-out
+expect 0 "qwen_image's v2.1 (segtrain's flavour) trains Qwen-Image 2.1 with SimpleTuner's objective" \
+  "trained 1 steps; weights in qwen21-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=qwen_image --set model_flavour=v2.1 \
+  --set model_preset=qwen-image-2.1-tiny --set synthetic_data=true --set max_train_steps=1 --set output_dir=qwen21-out
 expect 0 "ideogram trains with SimpleTuner's objective" \
   "trained 1 steps; weights in ideogram-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=ideogram --set model_preset=ideogram-tiny \

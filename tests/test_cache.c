@@ -370,20 +370,22 @@ static void test_lumina2_cache(void)
     static const char *const families[][3] = {{"lumina2", "lumina2-tiny", "2.0"}, {"z_image", "z-image-tiny", "base"},
                                               {"ernie", "ernie-tiny", "base"}, {"ideogram", "ideogram-tiny", "fp8"},
                                               {"omnigen", "omnigen-tiny", "v1"}, {"krea2", "krea2-tiny", "raw"},
-                                              {"flux3_image", "flux3-tiny", ""}};
+                                              {"flux3_image", "flux3-tiny", ""},
+                                              {"qwen_image", "qwen-image-2.1-tiny", "v2.1"}};
     for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
         printf("-- %s trains on a cache of masked captions\n", families[f][1]);
         variant v = good();
         v.ids = !strcmp(families[f][0], "omnigen");
         v.family = v.meta_family = families[f][0], v.pooled_dim = 0, v.no_pooled = true, v.text_dim = v.ids ? 1 : 24;
         if (!strcmp(families[f][0], "krea2")) v.text_dim = 72; /* its 3 tapped layers of 24, side by side */
+        if (!strcmp(families[f][2], "v2.1")) v.family = v.meta_family = "qwen_image21"; /* the model's own family */
         v.rows = 5;
-        const char *dir = make_cache(families[f][0], &v);
+        const char *dir = make_cache(families[f][1], &v);
         char sets[160];
         snprintf(sets, sizeof sets, "model_family=%s;model_flavour=%s;model_preset=%s;tokenizer_max_length=8;"
                  "max_train_steps=3", families[f][0], families[f][2], families[f][1]);
         char out[64];
-        snprintf(out, sizeof out, "%s-out", families[f][0]);
+        snprintf(out, sizeof out, "%s-out", families[f][1]);
         float loss[3];
         const st_status st = run(out, dir, sets, 3, true, loss);
         CHECKF(st == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%s: %d %s",

@@ -743,6 +743,8 @@ static const struct family_case {
      "a modulation table per block", 3, 0, 0, 1, 1, 1, 1, 0},
     {"flux3-tiny", "per-mode blocks for the text and the image, then single blocks whose text and image rows read two "
      "modulation sets; attention and feed-forward in parallel", 3, 2, 0, 1, 1, 1, 1, 0},
+    {"qwen-image-2.1-tiny", "[text; image] under the block-causal mask, the text modulated from t = 0, attention then "
+     "feed-forward", 3, 0, 0, 1, 1, 1, 1, 0},
     {"hidream-tiny", "experts routed per token (the routing follows the data, no allocation does), each block's own "
      "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
 };

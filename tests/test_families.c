@@ -1032,6 +1032,43 @@ static void test_flux3_json(void)
     remove(dir);
 }
 
+/* QwenImage21Transformer2DModel's config.json (the class defaults) reads as the qwen-image-2.1 preset, SimpleTuner's
+ * qwen_image at segtrain's flavour v2.1; what segtrain does not build is refused by name. */
+static void test_qwen21_json(void)
+{
+    char dir[] = "/tmp/segtrain-qwen21-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define Q21 "{\"_class_name\": \"QwenImage21Transformer2DModel\", "
+    tk_write_file(dir, "config.json", Q21 "\"patch_size\": 1, \"in_channels\": 64, \"out_channels\": 64, "
+                  "\"num_layers\": 32, \"attention_head_dim\": 128, \"num_attention_heads\": 32, "
+                  "\"context_in_dim\": 4096, \"mlp_ratio\": 3, \"axes_dims_rope\": [16, 56, 56], \"eps\": 1e-06, "
+                  "\"causal_condition\": true}");
+    model_config mc, want;
+    CHECK(model_preset("qwen-image-2.1-tiny", &mc) == ST_OK && model_preset("qwen-image-2.1", &want) == ST_OK);
+    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.channels == want.channels && mc.patch == 2 &&
+               mc.text_dim == want.text_dim && !memcmp(mc.rope_axes, want.rope_axes, sizeof mc.rope_axes) &&
+               model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {Q21 "\"causal_condition\": false}", "causal_condition"},
+        {Q21 "\"patch_size\": 2}", "patch_size 2"},
+        {Q21 "\"mlp_ratio\": 4}", "mlp_ratio"},
+        {Q21 "\"axes_dims_rope\": [16, 56]}", "axes_dims_rope"},
+    };
+#undef Q21
+    expect_json_refusals(dir, "config.json", "qwen-image-2.1-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    /* its image rows fill encoder slots of 2 x 2 tokens: a grid of an odd number of tokens is refused */
+    CHECK(model_preset("qwen-image-2.1-tiny", &mc) == ST_OK);
+    mc.resolution = 6;
+    CHECKF(model_config_check(&mc) == ST_ERR_INVALID && strstr(st_error(), "multiple of 4"), "%s", st_error());
+    CHECK(from_json("{\"model_family\": \"qwen_image\", \"model_flavour\": \"v2.1\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "qwen-image-2.1") && !strcmp(mc.family, "qwen_image21"));
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 int main(void)
 {
     test_resolution();
@@ -1051,6 +1088,7 @@ int main(void)
     test_omnigen_json();
     test_krea2_json();
     test_flux3_json();
+    test_qwen21_json();
     test_hunyuanvideo();
     test_hidream();
     test_doc();

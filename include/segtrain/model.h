@@ -168,6 +168,10 @@ bool model_ideogram(const model_config *mc);
  * (depth of them) and the image (depth), then single blocks (single_depth) on [text; image]; a sample's conditioning
  * is its text encoder's sequence (text_len, text_dim), no mask. */
 bool model_flux3(const model_config *mc);
+/* Whether the family is Qwen-Image 2.1 (QwenImage21Transformer2DModel; SimpleTuner's qwen_image at segtrain's flavour
+ * v2.1): one sequence [text; image] under a block-causal mask; a sample's conditioning is its text encoder's
+ * sequence then its mask. */
+bool model_qwen_image21(const model_config *mc);
 /* Whether the family is Krea 2 (Krea2Transformer2DModel): a text fusion (layerwise blocks across each token's tapped
  * encoder layers, a projector, refiner blocks), then one joint sequence [text; image]; a sample's conditioning is
  * its tokens' stacked layers (text_len, text_dim) then their mask. */

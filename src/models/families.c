@@ -92,8 +92,10 @@ static const struct st_family {
      "900M-1024-v0.6|900M-1024-v0.7-stage1|900M-1024-v0.7-stage2|600M-512|600M-1024|600M-2048",
      "900M-1024-v0.6:pixart-900m-1024|900M-1024-v0.7-stage1:pixart-900m-1024|900M-1024-v0.7-stage2:pixart-900m-1024|"
      "600M-512:pixart-sigma-512|600M-1024:pixart-sigma-1024|600M-2048:pixart-sigma-2048", "900M-1024-v0.6"},
+    /* "v2.1" is segtrain's name for Qwen-Image 2.1 (QwenImage21Transformer2DModel), which SimpleTuner lists not yet */
     {"qwen_image", NULL, "Qwen-Image", DUAL, "QwenImageTransformer2DModel",
-     "v1.0|v2.0|edit-v1|edit-v2|edit-v2+|edit-v3", "v1.0:qwen-image|v2.0:qwen-image", "v2.0"},
+     "v1.0|v2.0|edit-v1|edit-v2|edit-v2+|edit-v3|v2.1", "v1.0:qwen-image|v2.0:qwen-image|v2.1:qwen-image-2.1",
+     "v2.0"},
     {"sana", NULL, "Sana", LINEAR, "SanaTransformer2DModel",
      "sana1.5-4.8b-1024|sana1.5-1.6b-1024|sana1.0-1.6b-2048|sana1.0-1.6b-1024|sana1.0-600m-1024|sana1.0-600m-512", NULL, NULL},
     {"sanavideo", NULL, "SanaVideo", LINEAR, "SanaVideoTransformer3DModel", "2b-480p", NULL, NULL},

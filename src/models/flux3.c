@@ -32,12 +32,12 @@ enum { MODE_IMAGE, MODE_COND, MODE_TXT, NMODE }; /* the modulation heads, in the
 typedef struct f3_model {
     f3_block *blocks[NSEQ], *cond_blocks;
     block *seq_blocks[NSEQ];
-    temb t, z; /* timestep_embedder of 1000 t, and of 0 (the same weights) */
+    time_pair tp; /* timestep_embedder of 1000 t and of 0 */
     lin_layer early[NMODE], single[NMODE], x_img, ctx, norm_out, proj_out;
     float *mod[NSEQ], *dmod[NSEQ], *rope[NSEQ];
     /* a step */
     bool active;
-    float *zero, *zs, *dzs, *patches, *text_in, *fin_ln, *fin_mod, *fin_h, *fin_out, *img_rows, *pred;
+    float *patches, *text_in, *fin_ln, *fin_mod, *fin_h, *fin_out, *img_rows, *pred;
     op_state fin_stats;
     block_state out[NSEQ];
     seq_run *run[NSEQ];
@@ -72,9 +72,8 @@ static st_status f3_create(model *m)
     static const char *const modes[NMODE] = {"image", "image_cond", "txt"};
     char name[128];
     /* in the order of Flux3Transformer2DModel's state_dict */
-    temb_register_nobias(s, &d->t, "timestep_embedder.linear_1", "timestep_embedder.linear_2", c->time_channels, D,
-                         full);
-    d->z = d->t;
+    time_pair_register(s, &d->tp, "timestep_embedder.linear_1", "timestep_embedder.linear_2", c->time_channels, D,
+                       full);
     for (int k = 0; k < NMODE; k++) {
         snprintf(name, sizeof name, "early_stream_modulations.%s.linear", modes[k]);
         d->early[k] = lin_register(s, name, D, 3 * D, false, 0, 0, full && k != MODE_COND);
@@ -133,12 +132,57 @@ static void f3_release(model *m)
         float **bufs[] = {&d->mod[q], &d->dmod[q], &d->rope[q]};
         for (size_t i = 0; i < 3; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     }
-    temb_release(m, &d->t), temb_release_path(m, &d->z);
+    time_pair_release(m, &d->tp);
     op_state_release(&d->fin_stats);
-    float **bufs[] = {&d->zero, &d->zs, &d->dzs, &d->patches, &d->text_in, &d->fin_ln, &d->fin_mod, &d->fin_h,
+    float **bufs[] = {&d->patches, &d->text_in, &d->fin_ln, &d->fin_mod, &d->fin_h,
                       &d->fin_out, &d->img_rows, &d->pred};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     d->active = false;
+}
+
+void time_pair_register(param_set *s, time_pair *p, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
+                        bool trainable)
+{
+    temb_register_nobias(s, &p->t, linear_1, linear_2, in, D, trainable);
+    p->z = p->t; /* the same parameters, its own buffers */
+}
+
+st_status time_pair_forward(model *m, time_pair *p, const float *timesteps, bool train)
+{
+    const int64_t B = m->shape.batch, D = m->shape.hidden;
+    st_status st = ST_OK;
+    temb_take(m, &p->t, &st, train);
+    temb_take_path(m, &p->z, &st);
+    p->zero = model_take(m, &st, B, "time.zero", true);
+    p->zs = model_take(m, &st, B * D, "time.silu_zero_temb", false);
+    if (train) p->dzs = model_take(m, &st, B * D, "time.dsilu_zero_temb", true);
+    if (!st) st = temb_forward(m, &p->t, timesteps);
+    if (!st) st = temb_forward(m, &p->z, p->zero);
+    if (!st) silu_forward(m->ctx.cs, p->t.c, B * D), silu_forward(p->zs, p->z.c, B * D);
+    return st;
+}
+
+st_status time_pair_backward(model *m, time_pair *p, scratch *k)
+{
+    const int64_t B = m->shape.batch, D = m->shape.hidden;
+    float *dc = scratch_take_zero(k, B * D, MEM_WORKSPACE, "time.dtemb");
+    if (k->status) return k->status;
+    silu_backward(dc, m->ctx.dcs, p->t.c, B * D);
+    st_status st = temb_backward(m, &p->t, dc);
+    if (!st) {
+        zero_bytes(dc, (size_t)(B * D) * sizeof(float));
+        silu_backward(dc, p->dzs, p->z.c, B * D);
+        st = temb_backward(m, &p->z, dc);
+    }
+    scratch_drop(k, dc);
+    return st;
+}
+
+void time_pair_release(model *m, time_pair *p)
+{
+    temb_release(m, &p->t), temb_release_path(m, &p->z);
+    float **bufs[] = {&p->zero, &p->zs, &p->dzs};
+    for (size_t i = 0; i < 3; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
 }
 
 /* The sequences' rotary tables: the joint rows' [text (0, 0, 0, k); image (0, row, column, 0)] per sample, and each
@@ -183,7 +227,7 @@ static st_status modulations(model *m, bool train)
     if (!st) st = pool_alloc(m->pool, (size_t)(B * 3 * D) * sizeof(float), MEM_WORKSPACE, "flux3.single_mod",
                              (void **)&tmp);
     if (st) return st;
-    const float *is = m->ctx.cs, *zs = d->zs;
+    const float *is = m->ctx.cs, *zs = d->tp.zs;
     st = lin_forward(m->params, m->pool, &d->early[MODE_TXT], d->mod[TXT], zs, B);
     if (!st) st = lin_forward(m->params, m->pool, &d->early[MODE_IMAGE], d->mod[IMG], is, B);
     for (int k = 0; k < 2 && !st; k++) { /* set 0 the text's, set 1 the image's */
@@ -203,12 +247,12 @@ static st_status modulations_backward(model *m)
     st_status st = pool_alloc(m->pool, (size_t)(B * 3 * D) * sizeof(float), MEM_WORKSPACE, "flux3.dsingle_mod",
                               (void **)&tmp);
     if (st) return st;
-    st = lin_backward(m->params, m->pool, &d->early[MODE_TXT], d->dzs, d->dmod[TXT], d->zs, B);
+    st = lin_backward(m->params, m->pool, &d->early[MODE_TXT], d->tp.dzs, d->dmod[TXT], d->tp.zs, B);
     if (!st) st = lin_backward(m->params, m->pool, &d->early[MODE_IMAGE], m->ctx.dcs, d->dmod[IMG], m->ctx.cs, B);
     for (int k = 0; k < 2 && !st; k++) {
         copy_rows(tmp, 3 * D, d->dmod[JOINT] + k * 3 * D, 6 * D, B, 3 * D);
-        st = lin_backward(m->params, m->pool, &d->single[k ? MODE_IMAGE : MODE_TXT], k ? m->ctx.dcs : d->dzs, tmp,
-                          k ? m->ctx.cs : d->zs, B);
+        st = lin_backward(m->params, m->pool, &d->single[k ? MODE_IMAGE : MODE_TXT], k ? m->ctx.dcs : d->tp.dzs, tmp,
+                          k ? m->ctx.cs : d->tp.zs, B);
     }
     pool_free(m->pool, tmp);
     return st;
@@ -258,23 +302,13 @@ static st_status f3_forward(model *m, const float *x, const float *timesteps, co
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, S = L + T;
     const int64_t P = model_patch_dim(c), K = model_cond_len(c), Dc = c->text_dim;
     st_status st = ST_OK;
-    temb_take(m, &d->t, &st, train);
-    temb_take_path(m, &d->z, &st);
-    d->zero = model_take(m, &st, B, "flux3.zero_time", true);
-    d->zs = model_take(m, &st, B * D, "flux3.silu_zero_temb", false);
-    if (train) d->dzs = model_take(m, &st, B * D, "flux3.dsilu_zero_temb", true);
     d->patches = model_take(m, &st, B * T * P, "flux3.patches", false);
     d->text_in = model_take(m, &st, B * L * Dc, "flux3.text", false);
     float *x0[2] = {model_take(m, &st, B * L * D, "flux3.text_rows", false),
                     model_take(m, &st, B * T * D, "flux3.image_rows", false)};
     if (!st) st = tables(m);
-    if (!st) st = temb_forward(m, &d->t, timesteps); /* the class's 1000 t: segtrain's timesteps */
-    if (!st) st = temb_forward(m, &d->z, d->zero);
-    if (!st) {
-        silu_forward(m->ctx.cs, d->t.c, B * D);
-        silu_forward(d->zs, d->z.c, B * D);
-        st = modulations(m, train);
-    }
+    if (!st) st = time_pair_forward(m, &d->tp, timesteps, train);
+    if (!st) st = modulations(m, train);
     if (!st) {
         copy_rows(d->text_in, L * Dc, cond, K, B, L * Dc);
         const patch_shape ps = model_patches(m);
@@ -347,15 +381,7 @@ static st_status f3_backward(model *m, const float *dpred)
     if (!st) st = lin_backward(m->params, m->pool, &d->ctx, NULL, part[TXT].t[0], d->text_in, B * L);
     state_free(m->pool, &part[0]), state_free(m->pool, &part[1]);
     if (!st) st = modulations_backward(m);
-    float *dc = st ? NULL : scratch_take_zero(&k, B * D, MEM_WORKSPACE, "flux3.dtemb");
-    if (!st && !(st = k.status)) { /* both embeddings through SiLU to timestep_embedder */
-        silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
-        if (!(st = temb_backward(m, &d->t, dc))) {
-            zero_bytes(dc, (size_t)(B * D) * sizeof(float));
-            silu_backward(dc, d->dzs, d->z.c, B * D);
-            st = temb_backward(m, &d->z, dc);
-        }
-    }
+    if (!st) st = time_pair_backward(m, &d->tp, &k);
 done:;
     const st_status end = scratch_end(&k);
     f3_release(m);

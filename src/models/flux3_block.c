@@ -1,16 +1,23 @@
-/* Flux.3's blocks (flux3.h): diffusers' Flux3ModeTransformerBlock and Flux3SingleTransformerBlock, one computation
- * over a sequence's rows, attention and feed-forward in parallel from the same modulated input:
+/* Flux.3's and Qwen-Image 2.1's blocks (flux3.h): LayerNorm-modulated attention and SwiGLU over a sequence's rows,
+ * with the modulation the model gives each set of rows. Flux.3's (Flux3ModeTransformerBlock and
+ * Flux3SingleTransformerBlock) run attention and feed-forward in parallel from the same modulated input:
  *
- *   h = LN(x) (1 + scale) + shift;   y = x + gate (to_out(attention(h)) + linear_out(swiglu(linear_in h)))
+ *   h = LN(x) (1 + scale) + shift;   y = x + gate (to_out(attention(h)) + ff(h))
+ *
+ * Qwen-Image 2.1's (QwenImage21TransformerBlock, `sequential`) one after the other, each on its own LayerNorm:
+ *
+ *   x1 = x + gate1 to_out(attention(LN(x) (1 + scale1) + shift1));   y = x1 + gate2 ff(LN(x1) (1 + scale2) + shift2)
  *
  * LN is a LayerNorm without affine (eps); q and k are RMSNorm-ed per head (with weights) and turned by the
- * sequence's interleaved 4-axis rotary table; swiglu(f) = silu(f[:F]) f[F:]; nothing has a bias. (shift, scale,
- * gate) come from the model (per sample, the rows of a modulation set): a mode block's rows all read one set, a single
- * block's text rows (the first `split`) its text set and the rest its content set.
+ * sequence's interleaved rotary table; the attention takes the sequence's mask, if any; ff is a SwiGLU (Flux.3's
+ * linear_in fused, its gate half first; Qwen-Image 2.1's gate_layer and proj apart); nothing has a bias. A set's
+ * modulation rows are (shift, scale, gate), twice when sequential; the model makes them (Qwen-Image 2.1's shifts are
+ * zero and its gates already tanh-ed). A block's rows all read one set, or with `split` its first rows (the text)
+ * set 0 and the rest set 1.
  *
  * Kept (unless KEEP_NOTHING): the attention side (q, k, v after norm and rotation, the raw q and k, the attention's
- * output and state) and to_out's output; with KEEP_ALL also linear_in's and linear_out's outputs, which torch-ffn
- * recomputes from h. Recompute runs the same kernels on the same inputs, so it is bitwise forward's. */
+ * output and state) and to_out's output; with KEEP_ALL also the feed-forward's GEMM outputs, which torch-ffn
+ * recomputes. Recompute runs the same kernels on the same inputs, so it is bitwise forward's. */
 #include "flux3.h"
 
 #include "attn_side.h"
@@ -22,16 +29,17 @@
 enum { SELF = 0 };
 
 typedef struct dims {
-    int64_t B, R, D, N, F, H, hd;
+    int64_t B, R, D, N, F, H, hd, W; /* W: a set's modulation width */
 } dims;
 
 static dims dims_of(const f3_block *b)
 {
     const model_shape *s = &b->m->shape;
-    return (dims){s->batch, b->rows, s->hidden, s->batch * b->rows, b->ffn, s->heads, s->hidden / s->heads};
+    return (dims){s->batch, b->rows, s->hidden, s->batch * b->rows, b->ffn, s->heads, s->hidden / s->heads,
+                  (b->sequential ? 6 : 3) * s->hidden};
 }
 
-#define W(i) (param_at(b->m->params, (i))->w)
+static bool fused(const f3_block *b) { return b->ff_up.w < 0; }
 
 void f3_block_register(param_set *s, f3_block *b, const char *prefix, const model_config *c, bool used)
 {
@@ -47,8 +55,15 @@ void f3_block_register(param_set *s, f3_block *b, const char *prefix, const mode
     b->norm_q = param_add(s, NAME("attn.norm_q.weight"), 1, (int64_t[]){hd}, trainable);
     b->norm_k = param_add(s, NAME("attn.norm_k.weight"), 1, (int64_t[]){hd}, trainable);
     b->out = lin_register(s, NAME("attn.to_out.0"), D, D, false, ra, alpha, trainable);
-    b->ff_in = lin_register(s, NAME("ff.linear_in"), D, 2 * F, false, rm, alpha, trainable);
-    b->ff_out = lin_register(s, NAME("ff.linear_out"), F, D, false, rm, alpha, trainable);
+    if (b->sequential) { /* QwenImage21SwiGLUFeedForward: out(silu(gate_layer h) proj h) */
+        b->ff_up = lin_register(s, NAME("img_mlp.proj"), D, F, false, rm, alpha, trainable);
+        b->ff_out = lin_register(s, NAME("img_mlp.out"), F, D, false, rm, alpha, trainable);
+        b->ff_in = lin_register(s, NAME("img_mlp.gate_layer"), D, F, false, rm, alpha, trainable);
+    } else {
+        b->ff_in = lin_register(s, NAME("ff.linear_in"), D, 2 * F, false, rm, alpha, trainable);
+        b->ff_out = lin_register(s, NAME("ff.linear_out"), F, D, false, rm, alpha, trainable);
+        b->ff_up = (lin_layer){.w = -1};
+    }
 #undef NAME
 }
 
@@ -83,7 +98,7 @@ static size_t fb_offloaded_bytes(const block *blk)
 
 /* ---- the modulation, set by set ---- */
 
-/* A set's rows of sample i, [r0, r1), and where its (shift, scale, gate) start in the (B, sets, 3D) modulation */
+/* A set's rows of sample i, [r0, r1), and where its rows start in the (B, sets, W) modulation */
 typedef struct group {
     int64_t r0, r1, at;
 } group;
@@ -94,13 +109,14 @@ static int groups_of(const f3_block *b, int64_t i, group g[2])
 {
     const dims d = dims_of(b);
     const int sets = sets_of(b);
-    g[0] = (group){0, b->split ? b->split : d.R, i * sets * 3 * d.D};
-    if (sets == 2) g[1] = (group){b->split, d.R, (i * sets + 1) * 3 * d.D};
+    g[0] = (group){0, b->split ? b->split : d.R, i * sets * d.W};
+    if (sets == 2) g[1] = (group){b->split, d.R, (i * sets + 1) * d.W};
     return sets;
 }
 
-/* h = LN(x) (1 + scale) + shift, ln = LN(x) (its statistics kept when asked) */
-static st_status norm_mod(const f3_block *b, float *h, float *ln, const float *x, op_state *stats)
+/* h = LN(x) (1 + scale) + shift of branch `which` (0: the attention's, 1: the feed-forward's), ln = LN(x) (its
+ * statistics kept when asked) */
+static st_status norm_mod(const f3_block *b, float *h, float *ln, const float *x, int which, op_state *stats)
 {
     const dims d = dims_of(b);
     st_status st = layernorm_forward(b->m->pool, ln, x, NULL, NULL, d.N, d.D, b->eps, stats);
@@ -108,23 +124,53 @@ static st_status norm_mod(const f3_block *b, float *h, float *ln, const float *x
         group g[2];
         for (int k = 0, n = groups_of(b, i, g); k < n; k++) {
             const int64_t at = (i * d.R + g[k].r0) * d.D;
-            const float *m = *b->mod + g[k].at;
+            const float *m = *b->mod + g[k].at + which * 3 * d.D;
             modulate_forward(h + at, ln + at, m, m + d.D, 1, g[k].r1 - g[k].r0, d.D, 3 * d.D);
         }
     }
     return st;
 }
 
-/* y = x + gate r, set by set */
-static void residual(const f3_block *b, float *y, const float *x, const float *r)
+/* dx += through h = LN(x) (1 + scale) + shift of branch `which`: dh (overwritten), the shifts' and scales' gradients
+ * into dmod */
+static void norm_mod_back(const f3_block *b, float *dx, float *dmod, float *dh, const float *ln, const float *x,
+                          int which, const op_state *stats)
+{
+    const dims d = dims_of(b);
+    for (int64_t i = 0; i < d.B; i++) {
+        group g[2];
+        for (int k = 0, n = groups_of(b, i, g); k < n; k++) {
+            const int64_t at = (i * d.R + g[k].r0) * d.D, m = g[k].at + which * 3 * d.D;
+            modulate_backward(dh + at, dmod + m, dmod + m + d.D, dh + at, ln + at, *b->mod + m + d.D, 1,
+                              g[k].r1 - g[k].r0, d.D, 3 * d.D);
+        }
+    }
+    layernorm_backward(dx, NULL, NULL, dh, x, NULL, d.N, d.D, stats);
+}
+
+/* y = x + gate r of branch `which`, set by set; back: dr += gate dy, the gates' gradients into dmod (dy passes) */
+static void residual(const f3_block *b, float *y, const float *x, const float *r, int which)
 {
     const dims d = dims_of(b);
     for (int64_t i = 0; i < d.B; i++) {
         group g[2];
         for (int k = 0, n = groups_of(b, i, g); k < n; k++) {
             const int64_t at = (i * d.R + g[k].r0) * d.D;
-            gated_residual_forward(y + at, x + at, *b->mod + g[k].at + 2 * d.D, r + at, 1, g[k].r1 - g[k].r0, d.D,
-                                   3 * d.D);
+            gated_residual_forward(y + at, x + at, *b->mod + g[k].at + which * 3 * d.D + 2 * d.D, r + at, 1,
+                                   g[k].r1 - g[k].r0, d.D, 3 * d.D);
+        }
+    }
+}
+
+static void residual_back(const f3_block *b, float *dy, float *dmod, float *dr, const float *r, int which)
+{
+    const dims d = dims_of(b);
+    for (int64_t i = 0; i < d.B; i++) {
+        group g[2];
+        for (int k = 0, n = groups_of(b, i, g); k < n; k++) {
+            const int64_t at = (i * d.R + g[k].r0) * d.D, gate = g[k].at + which * 3 * d.D + 2 * d.D;
+            gated_residual_backward(dy + at, dmod + gate, dr + at, dy + at, *b->mod + gate, r + at, 1,
+                                    g[k].r1 - g[k].r0, d.D, 3 * d.D);
         }
     }
 }
@@ -143,7 +189,35 @@ static side_attention attention_of(const f3_block *b)
 {
     return (side_attention){.m = b->m, .q = &b->q, .k = &b->k, .v = &b->v, .out = &b->out, .norm_q = b->norm_q,
                             .norm_k = b->norm_k, .norm_width = dims_of(b).hd, .eps = b->eps, .shape = self_shape(b),
-                            .rotate = rotate_side, .block = b};
+                            .mask = b->mask ? *b->mask : NULL, .rotate = rotate_side, .block = b};
+}
+
+/* f1 (the gate half, then the up half when fused) and f3 (the up half apart), f2 = ff_out(swiglu); h is s's and is
+ * dropped */
+static void ffn_forward(const f3_block *b, scratch *s, float *h, float *f1, float *f3, float *f2)
+{
+    glu_ffn_forward(s, b->m, &b->ff_in, fused(b) ? NULL : &b->ff_up, &b->ff_out, h, dims_of(b).N, b->ffn, GLU_SILU,
+                    f1, f3, f2, "flux3.swiglu");
+}
+
+/* dh += dL/dh from dr = dL/d(the feed-forward's output) */
+static st_status ffn_backward(const f3_block *b, scratch *s, const float *dr, const float *f1, const float *f3,
+                              const float *h, float *dh)
+{
+    const dims d = dims_of(b);
+    const int64_t NF = d.N * d.F, ld = fused(b) ? 2 * d.F : d.F;
+    const float *up = fused(b) ? f1 + d.F : f3;
+    float *a = scratch_take(s, NF, MEM_WORKSPACE, "flux3.swiglu");
+    float *da = scratch_take_zero(s, NF, MEM_WORKSPACE, "flux3.dswiglu");
+    float *df = scratch_take_zero(s, 2 * NF, MEM_WORKSPACE, "flux3.dff_in"); /* d gate then d up (ld apart) */
+    if (s->status) return s->status;
+    glu_forward(a, f1, up, d.N, d.F, ld, GLU_SILU);
+    st_status st = bwd(b->m, &b->ff_out, da, dr, a, d.N);
+    if (!st) glu_backward(df, fused(b) ? df + d.F : df + NF, da, f1, up, d.N, d.F, ld, GLU_SILU);
+    if (!st) st = bwd(b->m, &b->ff_in, dh, df, h, d.N);
+    if (!st && !fused(b)) st = bwd(b->m, &b->ff_up, dh, df + NF, h, d.N);
+    scratch_drop(s, df), scratch_drop(s, da), scratch_drop(s, a);
+    return st;
 }
 
 /* ---- the block ---- */
@@ -161,13 +235,13 @@ static st_status fb_forward(block *blk, const block_state *in, block_state *out,
     float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "flux3.state");
     side_take(&f, sv, (int64_t[SIDE_MAX]){ND, ND, ND, ND, ND, ND}, 1);
     sv->o[0] = scratch_take(f.ks, ND, f.kt, "flux3.attention_out");
-    sv->f1[0] = scratch_take(f.fs, 2 * d.N * d.F, f.ft, "flux3.linear_in");
-    sv->f2[0] = scratch_take(f.fs, ND, f.ft, "flux3.linear_out");
+    sv->f1[0] = scratch_take(f.fs, (fused(b) ? 2 : 1) * d.N * d.F, f.ft, "flux3.ff_in");
+    sv->f3[0] = fused(b) ? NULL : scratch_take(f.fs, d.N * d.F, f.ft, "flux3.ff_up");
+    sv->f2[0] = scratch_take(f.fs, ND, f.ft, "flux3.ff_out");
     float *ln = scratch_take(&f.tmp, ND, MEM_WORKSPACE, "flux3.ln");
     float *h = scratch_take(&f.tmp, ND, MEM_WORKSPACE, "flux3.h");
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
-    if (!st) st = norm_mod(b, h, ln, x, NULL);
-    if (!st) scratch_drop(&f.tmp, ln);
+    if (!st) st = norm_mod(b, h, ln, x, 0, NULL);
     if (!st && f.from_host) st = side_back(sv);
     if (!st && !f.from_host) {
         const side_attention a = attention_of(b);
@@ -176,14 +250,18 @@ static st_status fb_forward(block *blk, const block_state *in, block_state *out,
     if (!st && f.to_host) st = side_send(sv);
     if (!st) st = fwd(b->m, &b->out, sv->o[0], sv->side[SO], d.N);
     if (!st && f.to_host) st = side_drop(sv, f.ks);
-    if (!st) glu_ffn_forward(&f.tmp, b->m, &b->ff_in, NULL, &b->ff_out, h, d.N, d.F, GLU_SILU, sv->f1[0], NULL,
-                             sv->f2[0], "flux3.swiglu"); /* drops h */
-    if (!st) st = f.tmp.status;
-    if (!st) {
-        add_to(sv->f2[0], sv->o[0], ND); /* attention + feed-forward: what the gate scales */
-        residual(b, y, x, sv->f2[0]);
-        *out = (block_state){.n = 1, .t = {y}};
+    if (!st && b->sequential) { /* x1 = x + gate1 o, then the feed-forward on its own norm */
+        residual(b, y, x, sv->o[0], 0);
+        st = norm_mod(b, h, ln, y, 1, NULL);
     }
+    if (!st) ffn_forward(b, &f.tmp, h, sv->f1[0], sv->f3[0], sv->f2[0]); /* drops h */
+    if (!st) st = f.tmp.status;
+    if (!st && b->sequential) residual(b, y, y, sv->f2[0], 1);
+    if (!st && !b->sequential) {
+        add_to(sv->f2[0], sv->o[0], ND); /* attention + feed-forward: what the gate scales */
+        residual(b, y, x, sv->f2[0], 0);
+    }
+    if (!st) *out = (block_state){.n = 1, .t = {y}};
     return frame_end(&f, st, sv, saved_io, &y, 1);
 }
 
@@ -199,69 +277,63 @@ static st_status fb_backward(block *blk, const block_state *in, block_saved *sv,
         st_status st = side_back(sv);
         if (st) return st;
     }
-    op_state stats = {0};
+    op_state stats = {0}, stats2 = {0};
     scratch s = {.pool = b->m->pool};
     float *ln = scratch_take(&s, ND, MEM_WORKSPACE, "flux3.ln");
     float *h = scratch_take(&s, ND, MEM_WORKSPACE, "flux3.h");
-    float *r = scratch_take(&s, ND, MEM_WORKSPACE, "flux3.branches");
-    float *dr = scratch_take_zero(&s, ND, MEM_WORKSPACE, "flux3.dbranches");
-    float *dmod = scratch_take_zero(&s, d.B * sets_of(b) * 3 * D, MEM_WORKSPACE, "flux3.dmod");
-    if (s.status || (s.status = norm_mod(b, h, ln, x, &stats))) goto done;
-    /* the feed-forward's outputs: kept (KEEP_ALL), or computed again from h; r = attention + feed-forward */
+    float *r = scratch_take(&s, ND, MEM_WORKSPACE, "flux3.branch");
+    float *dr = scratch_take_zero(&s, ND, MEM_WORKSPACE, "flux3.dbranch");
+    float *dh = scratch_take_zero(&s, ND, MEM_WORKSPACE, "flux3.dh");
+    float *dmod = scratch_take_zero(&s, d.B * sets_of(b) * d.W, MEM_WORKSPACE, "flux3.dmod");
+    float *x1 = b->sequential ? scratch_take(&s, ND, MEM_WORKSPACE, "flux3.x1") : NULL;
+    float *ln2 = b->sequential ? scratch_take(&s, ND, MEM_WORKSPACE, "flux3.ln2") : NULL;
+    float *h2 = b->sequential ? scratch_take(&s, ND, MEM_WORKSPACE, "flux3.h2") : NULL;
+    if (s.status || (s.status = norm_mod(b, h, ln, x, 0, &stats))) goto done;
+    if (b->sequential) {
+        residual(b, x1, x, sv->o[0], 0);
+        if ((s.status = norm_mod(b, h2, ln2, x1, 1, &stats2))) goto done;
+    }
+    const float *hf = b->sequential ? h2 : h; /* the feed-forward's input */
+    /* the feed-forward's outputs: kept (KEEP_ALL), or computed again from its input */
     const bool recompute = !sv->f1[0];
-    float *f1 = recompute ? scratch_take(&s, 2 * NF, MEM_ACTIVATIONS, "flux3.linear_in (recomputed)") : sv->f1[0];
+    float *f1 = recompute ? scratch_take(&s, (fused(b) ? 2 : 1) * NF, MEM_ACTIVATIONS, "flux3.ff_in (recomputed)")
+                          : sv->f1[0];
+    float *f3 = fused(b) ? NULL : recompute ? scratch_take(&s, NF, MEM_ACTIVATIONS, "flux3.ff_up (recomputed)")
+                                            : sv->f3[0];
     float *f2 = recompute ? r : sv->f2[0];
     if (s.status) goto done;
     if (recompute) {
         float *hc = scratch_take(&s, ND, MEM_WORKSPACE, "flux3.h (copy)");
         if (s.status) goto done;
-        copy_rows(hc, D, h, D, N, D);
-        glu_ffn_forward(&s, b->m, &b->ff_in, NULL, &b->ff_out, hc, N, d.F, GLU_SILU, f1, NULL, f2, "flux3.swiglu");
+        copy_rows(hc, D, hf, D, N, D);
+        ffn_forward(b, &s, hc, f1, f3, f2);
         if (s.status) goto done;
-        add_to(r, sv->o[0], ND);
+        if (!b->sequential) add_to(r, sv->o[0], ND);
     } else {
-        copy_rows(r, D, f2, D, N, D); /* forward left attention + feed-forward in f2 */
+        copy_rows(r, D, f2, D, N, D); /* parallel: forward left attention + feed-forward in f2 */
     }
-    /* y = x + gate r: dr and the gates' gradients; gx passes through */
-    const float *mod = *b->mod;
-    for (int64_t i = 0; i < d.B; i++) {
-        group g[2];
-        for (int k = 0, n = groups_of(b, i, g); k < n; k++) {
-            const int64_t at = (i * d.R + g[k].r0) * D, gate = g[k].at + 2 * D;
-            gated_residual_backward(gx + at, dmod + gate, dr + at, gx + at, mod + gate, r + at, 1, g[k].r1 - g[k].r0,
-                                    D, 3 * D);
-        }
+    if (b->sequential) {
+        /* y = x1 + gate2 ff: the feed-forward back to x1 (gx becomes dL/dx1), then x1 = x + gate1 o */
+        residual_back(b, gx, dmod, dr, r, 1);
+        if ((s.status = ffn_backward(b, &s, dr, f1, f3, h2, dh))) goto done;
+        norm_mod_back(b, gx, dmod, dh, ln2, x1, 1, &stats2);
+        zero_bytes(dr, (size_t)ND * sizeof(float)), zero_bytes(dh, (size_t)ND * sizeof(float));
+        residual_back(b, gx, dmod, dr, sv->o[0], 0);
+    } else {
+        /* y = x + gate (o + ff): both branches from dr */
+        residual_back(b, gx, dmod, dr, r, 0);
+        if ((s.status = ffn_backward(b, &s, dr, f1, f3, h, dh))) goto done;
     }
-    /* the feed-forward, then the attention, both into dh */
-    float *dh = scratch_take_zero(&s, ND, MEM_WORKSPACE, "flux3.dh");
-    float *a = scratch_take(&s, NF, MEM_WORKSPACE, "flux3.swiglu");
-    float *da = scratch_take_zero(&s, NF, MEM_WORKSPACE, "flux3.dswiglu");
-    if (s.status) goto done;
-    glu_forward(a, f1, f1 + d.F, N, d.F, 2 * d.F, GLU_SILU);
-    if ((s.status = bwd(b->m, &b->ff_out, da, dr, a, N))) goto done;
-    scratch_drop(&s, a);
-    float *df1 = scratch_take_zero(&s, 2 * NF, MEM_WORKSPACE, "flux3.dlinear_in");
-    if (s.status) goto done;
-    glu_backward(df1, df1 + d.F, da, f1, f1 + d.F, N, d.F, 2 * d.F, GLU_SILU);
-    scratch_drop(&s, da);
-    if ((s.status = bwd(b->m, &b->ff_in, dh, df1, h, N))) goto done;
-    scratch_drop(&s, df1);
-    if (recompute) scratch_drop(&s, f1);
+    if (recompute) {
+        scratch_drop(&s, f1);
+        if (f3) scratch_drop(&s, f3);
+    }
     const side_attention attn = attention_of(b);
     if ((s.status = side_attention_backward(&attn, sv, SELF, dr, h, h, dh, dh))) goto done;
-    /* h = LN(x) (1 + scale) + shift, set by set, then the LayerNorm */
-    for (int64_t i = 0; i < d.B; i++) {
-        group g[2];
-        for (int k = 0, n = groups_of(b, i, g); k < n; k++) {
-            const int64_t at = (i * d.R + g[k].r0) * D;
-            modulate_backward(dh + at, dmod + g[k].at, dmod + g[k].at + D, dh + at, ln + at, mod + g[k].at + D, 1,
-                              g[k].r1 - g[k].r0, D, 3 * D);
-        }
-    }
-    layernorm_backward(gx, NULL, NULL, dh, x, NULL, N, D, &stats);
-    add_to(*b->dmod, dmod, d.B * sets_of(b) * 3 * D); /* the model's to take back */
+    norm_mod_back(b, gx, dmod, dh, ln, x, 0, &stats);
+    add_to(*b->dmod, dmod, d.B * sets_of(b) * d.W); /* the model's to take back */
 done:
-    op_state_release(&stats);
+    op_state_release(&stats), op_state_release(&stats2);
     return scratch_end(&s);
 }
 

@@ -53,6 +53,7 @@ static const model_family *family_of(const model_config *mc)
     if (model_omnigen(mc)) return &omnigen_family;
     if (model_krea2(mc)) return &krea2_family;
     if (model_flux3(mc)) return &flux3_family;
+    if (model_qwen_image21(mc)) return &qwen_image21_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
@@ -72,11 +73,12 @@ bool model_ideogram(const model_config *mc) { return !strcmp(mc->family, "ideogr
 bool model_omnigen(const model_config *mc) { return !strcmp(mc->family, "omnigen"); }
 bool model_krea2(const model_config *mc) { return !strcmp(mc->family, "krea2"); }
 bool model_flux3(const model_config *mc) { return !strcmp(mc->family, "flux3_image"); }
+bool model_qwen_image21(const model_config *mc) { return !strcmp(mc->family, "qwen_image21"); }
 
 bool model_reads_text(const model_config *mc)
 {
     return model_dual_stream(mc) || model_xattn(mc) || model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) ||
-           model_omnigen(mc) || model_krea2(mc) || model_flux3(mc);
+           model_omnigen(mc) || model_krea2(mc) || model_flux3(mc) || model_qwen_image21(mc);
 }
 
 bool model_video(const model_config *mc)
@@ -91,7 +93,8 @@ bool model_text_mask(const model_config *mc)
 {
     return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma") || hunyuanvideo(mc) ||
            !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
-           model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) || model_omnigen(mc) || model_krea2(mc);
+           model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) || model_omnigen(mc) || model_krea2(mc) ||
+           model_qwen_image21(mc);
 }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
@@ -399,7 +402,8 @@ void model_condition(const model_config *mc, int64_t label, const char *caption,
         if (model_text_mask(mc)) { /* the words fill the first tokens; ChromaPipeline keeps one padding token too, and
                                       Krea 2's text attends within itself: its empty caption keeps one token (a real
                                       one's chat template always has some) */
-            const int64_t kept = words + (!strcmp(mc->family, "chroma") || (model_krea2(mc) && !words));
+            const int64_t kept = words + (!strcmp(mc->family, "chroma") ||
+                                          ((model_krea2(mc) || model_qwen_image21(mc)) && !words));
             for (int64_t l = 0; l < mc->text_len; l++) *rest++ = l < kept ? 1.0f : 0.0f;
         }
         if (mc->text2_len) { /* hunyuanvideo15's ByT5 glyph tokens: the caption's words again, and their mask */

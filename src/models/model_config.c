@@ -180,6 +180,11 @@ static const struct preset {
      * stacked Qwen3-VL states 20480 wide at 512 tokens (segtrain's choice, Flux.2's). The tiny one is the fixture's. */
     {"flux3-tiny", "flux3_image", 2, 32, 2, 2, 4, 8, 10, 2, 6, 24, 0, false, false, 0, 0},
     {"flux3-klein", "flux3_image", 5, 3072, 24, 2, 32, 128, 10, 28, 512, 20480, 0, false, false, 0, 0},
+    /* Qwen-Image 2.1 (QwenImage21Transformer2DModel's defaults; no published config was at hand): 32 single-stream
+     * blocks of 32 heads x 128 on 16 latent channels in 2 x 2 patches, its encoder's 4096-wide states at Qwen-Image's
+     * 1024 tokens. The tiny one is the fixture's. */
+    {"qwen-image-2.1-tiny", "qwen_image21", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"qwen-image-2.1", "qwen_image21", 32, 4096, 32, 2, 16, 128, 10, 0, 1024, 4096, 0, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -372,7 +377,8 @@ st_status model_config_check(const model_config *mc)
     const bool aura = !strcmp(mc->family, "auraflow"), flux2 = !strcmp(mc->family, "flux2");
     const bool chroma = !strcmp(mc->family, "chroma"), qwen = !strcmp(mc->family, "qwen_image");
     const bool hv15 = !strcmp(mc->family, "hunyuanvideo15");
-    const bool unpooled = aura || !strcmp(mc->family, "longcat_image") || chroma || qwen || hv15 || (xattn && !model_kandinsky5(mc)); /* no pooled text */
+    const bool unpooled = aura || !strcmp(mc->family, "longcat_image") || chroma || qwen || hv15 ||
+                          (xattn && !model_kandinsky5(mc)) || model_qwen_image21(mc); /* no pooled text */
     if (!text && !skipdit && strcmp(mc->family, "dit"))
         return st_fail(ST_ERR_INVALID, "model_family: '%s' is not one of dit, mmdit, skipdit, flux, sd3, auraflow, "
                        "qwen_image", mc->family);
@@ -398,7 +404,8 @@ st_status model_config_check(const model_config *mc)
         return st_fail(ST_ERR_INVALID, "hidden_size: %lld must be a multiple of 4 (the 2D sine-cosine table)",
                        (long long)mc->hidden);
     const bool flux3 = model_flux3(mc), four = flux2 || flux3; /* Flux.2 and Flux.3 rotate on four axes */
-    if ((mmdit && !sd3 && !aura) || flux3) {
+    const bool q21 = model_qwen_image21(mc);
+    if ((mmdit && !sd3 && !aura) || flux3 || q21) {
         const int64_t hd = mc->hidden / mc->heads, *a = mc->rope_axes;
         const int n = four ? 4 : 3;
         int64_t sum = 0;
@@ -458,6 +465,11 @@ st_status model_config_check(const model_config *mc)
         return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit, flux, flux2, "
                        "auraflow and hunyuanvideo; flux3_image has at least 1)",
                        (long long)mc->single_depth);
+    if (q21 && (mc->resolution / mc->patch) * (mc->resolution / mc->patch) % 4)
+        return st_fail(ST_ERR_INVALID, "resolution %lld, patch_size %lld: Qwen-Image 2.1's image takes its encoder's "
+                       "slots of 2 x 2 latent tokens each, so its %lld tokens must be a multiple of 4",
+                       (long long)mc->resolution, (long long)mc->patch,
+                       (long long)((mc->resolution / mc->patch) * (mc->resolution / mc->patch)));
     if (mc->resolution % mc->patch)
         return st_fail(ST_ERR_INVALID, "patch_size: %lld does not divide resolution %lld", (long long)mc->patch,
                        (long long)mc->resolution);
