@@ -1,0 +1,36 @@
+/* What diffusers_config.c's readers share, internal to src/models: the config.json value readers (each names the
+ * file and the key in its refusal) and the readers kept in diffusers_xattn.c and diffusers_joint.c. */
+#ifndef SEGTRAIN_MODELS_DIFFUSERS_JSON_H
+#define SEGTRAIN_MODELS_DIFFUSERS_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "segtrain/model.h"
+
+/* config.json of a diffusers model folder, of a pipeline folder's transformer/, or the file itself, parsed into *out
+ * (the caller's to cJSON_Delete); resolved gets the file's path for messages. ST_ERR_IO / ST_ERR_FORMAT naming it. */
+st_status json_read_config(const char *path, char *resolved, size_t n, cJSON **out);
+/* A whole number at key, or ST_ERR_FORMAT naming it; absent keys keep *v (diffusers' default is the caller's). */
+st_status json_int(const cJSON *j, const char *file, const char *key, int64_t *v);
+/* The rotary axes at key, when the file has them: a list of n whole widths; absent, *axes keeps the defaults. */
+st_status json_axes(const cJSON *j, const char *file, const char *key, int n, int64_t *axes);
+/* A number, string or boolean at key other than the only value segtrain builds, refused by name (absent or null:
+ * the class's default, which is that value). */
+st_status json_fixed(const cJSON *j, const char *file, const char *key, double want, const char *what);
+st_status json_fixed_text(const cJSON *j, const char *file, const char *key, const char *want, const char *what);
+st_status json_fixed_bool(const cJSON *j, const char *file, const char *key, bool want, const char *what);
+/* An epsilon at key, when the file gives it: a number in (0, 1) */
+st_status json_eps(const cJSON *j, const char *file, const char *key, double *eps);
+
+/* A class's config over mc (the family's defaults, then the file's values), unchecked */
+typedef st_status diffusers_reader(const cJSON *j, const char *file, model_config *mc);
+diffusers_reader pixart_from_json, wan_from_json, wan_animate_from_json, anyflow_from_json, wan_vace_from_json,
+    ltxvideo_from_json, ltx2_from_json, cosmos_from_json, ace_step_from_json, kandinsky5_from_json, anima_from_json;
+diffusers_reader lumina2_from_json, zimage_from_json, ernie_from_json, omnigen_from_json, krea2_from_json,
+    flux3_from_json, qwen21_from_json, ideogram_from_json;
+
+#endif
