@@ -1,5 +1,6 @@
 /* Lumina-Image 2.0 (Lumina2Transformer2DModel) and Z-Image (ZImageTransformer2DModel), internal to src/models: the
- * block (lumina2_block.c, also ERNIE-Image's) and the model (lumina2.c). */
+ * block (lumina2_block.c, also ERNIE-Image's, Ideogram 4's, OmniGen's and Krea 2's, in their styles), the model
+ * (lumina2.c), and the one-sequence skeleton and final layer the others share (lumina_joint.c). */
 #ifndef SEGTRAIN_MODELS_LUMINA2_H
 #define SEGTRAIN_MODELS_LUMINA2_H
 

@@ -12,12 +12,15 @@
  *
  * Its styles (lumina_style): ZImageTransformerBlock is the same computation under other names, its modulation from
  * temb itself; ErnieImageSharedAdaLNBlock has no sandwich norms, shifts beside the scales, plain gates, all from one
- * modulation the model makes for every block, GEGLU (gelu(w1 h) w3 h), and its own rotary layout.
+ * modulation the model makes for every block, GEGLU (gelu(w1 h) w3 h), and its own rotary layout. OmniGen's Phi-3
+ * layer has no modulation, no q/k norms, and w1 and w3 fused in one projection; Krea 2's has zero-centred norms (a
+ * scale of 1 + weight), an output gate sigmoid(to_gate(h)) on the attention before out, its own table added to the
+ * model's modulation, and (in its text fusion) a width, heads and attention groups of rows of its own.
  *
  * Forward keeps the modulations (with the tanh of the gates), the attention's side (q, k and v after their norms and
- * rotation, the raw q and k), its output, state and output projection, and with KEEP_ALL the feed-forward's three
- * GEMM outputs; everything pointwise is recomputed from those and the block's input with the same kernels, so
- * bitwise as forward made it. */
+ * rotation, the raw q and k where norms need them), its output, state and output projection (and the output gate's
+ * pre-activation), and with KEEP_ALL the feed-forward's GEMM outputs; everything pointwise is recomputed from those
+ * and the block's input with the same kernels, so bitwise as forward made it. */
 #include "lumina2.h"
 
 #include "attn_side.h"
