@@ -1175,6 +1175,10 @@ fixture("omnigen", "OmniGenTransformer2DModel",
              max_position_embeddings=160, original_max_position_embeddings=20, rope_base=10000,
              rope_scaling=OMNIGEN_FACTORS, pos_embed_max_size=16),
         omnigen_make, omnigen_run, OMNIGEN_PASSED, zero=OMNIGEN_ZERO)
+# ... and within its original context (original_max_position_embeddings 64): the short factors
+fixture("omnigen-short", "OmniGenTransformer2DModel",
+        dict(FIXTURES["omnigen"]["kw"], original_max_position_embeddings=64),
+        omnigen_make, omnigen_run, OMNIGEN_PASSED, zero=OMNIGEN_ZERO)
 
 # Krea 2: two blocks of 2 heads x 16 (48 x 128 real) with 1 key-value head (12), the feed-forward 64 (16384); the text
 # fusion on 3 tapped layers of 8 (12 of 2560), 2 heads with 1 key-value head (20, 20), feed-forward 48 (6912), 2

@@ -538,6 +538,7 @@ int main(void)
     test_fixture("z-image", "z-image-tiny"); /* lumina2's, image rows first, padded rows of learned tokens */
     test_fixture("ernie", "ernie-tiny"); /* lumina2's blocks without sandwich norms, one modulation for all */
     test_fixture("omnigen", "omnigen-tiny"); /* Phi-3 blocks on token ids, the time token and the image */
+    test_fixture("omnigen-short", "omnigen-tiny"); /* the same within its original context: the short factors */
     test_fixture("krea2", "krea2-tiny"); /* a text fusion (layerwise, refiner), then gated joint blocks */
     test_fixture("flux3", "flux3-tiny"); /* per-mode blocks, then single blocks of two modulation sets */
     test_fixture("qwen-image-2.1", "qwen-image-2.1-tiny"); /* block-causal joint rows, modulation from t and 0 */
