@@ -363,6 +363,10 @@ expect 0 "SimpleTuner's ideogram example plans Ideogram 4 at 1024 px area" \
 expect 0 "SimpleTuner's omnigen example plans OmniGen v1 (Phi-3's 32 blocks) at 1024 px" \
   "model omnigen-v1 \\(omnigen\\): 32 joint blocks, width 3072, 32 heads, 4096 image \\+ 128 text tokens" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/omnigen.lycoris-lokr.json"
+expect 1 "a run whose plan needs more memory than this machine has is refused before it allocates, not killed" \
+  "the plan's peak is .* but this machine has .* available: the system would kill the run mid-step" -- \
+  "$bin" train --config empty.json --set model_preset=dit-xl2 --set resolution=4096 --set train_batch_size=16 \
+  --set output_dir=huge-out
 expect 0 "omnigen trains with SimpleTuner's objective on the stand-in's token ids" \
   "trained 1 steps; weights in omnigen-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=omnigen --set model_preset=omnigen-tiny \

@@ -91,6 +91,10 @@ size_t pool_peak_parts(pool *p, pool_part *out, size_t max);
 
 size_t pool_capacity(const pool *p);
 void pool_set_capacity(pool *p, size_t capacity);
+/* What this machine can still give without swapping (Linux's MemAvailable), in bytes; 0 when it does not say. The
+ * system grants more than it has (overcommit) and kills the process that touches too much, so a plan past this is
+ * refused before it allocates, not left to the kernel. */
+size_t pool_system_available(void);
 pool_kind pool_get_kind(const pool *p);
 
 const char *mem_tag_name(mem_tag tag);

@@ -377,3 +377,15 @@ void pool_set_capacity(pool *p, size_t capacity)
 
 pool_kind pool_get_kind(const pool *p) { return p->kind; }
 
+
+size_t pool_system_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[128];
+    unsigned long long kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+    fclose(f);
+    return (size_t)kib * 1024;
+}

@@ -353,6 +353,16 @@ static st_status plan_run(trainer *t)
     if (host && t->predicted_host.peak > host)
         return st_fail(ST_ERR_HOST_OOM, "host_memory: the plan's host peak is %s but the budget is %s",
                        st_bytes(b[0], t->predicted_host.peak), st_bytes(b[1], host));
+    /* the CPU backend's device pool is this machine's memory, as the host pool is */
+    const size_t avail = pool_system_available(), need = t->predicted.peak + t->predicted_host.peak;
+    if (avail && need > avail) {
+        char c[2][24];
+        return st_fail(ST_ERR_HOST_OOM, "the plan's peak is %s (device %s, host %s) but this machine has %s available: "
+                       "the system would kill the run mid-step. Checkpointing, a smaller train_batch_size or "
+                       "resolution, or LoRA lower the peak (segtrain plan shows it)", st_bytes(b[0], need),
+                       st_bytes(b[1], t->predicted.peak), st_bytes(c[0], t->predicted_host.peak),
+                       st_bytes(c[1], avail));
+    }
     return ST_OK;
 }
 
