@@ -2,14 +2,15 @@
 """Writes a segtrain cache (docs/CACHE.md): VAE latents and text-encoder embeddings of an image folder, made with
 the user's local diffusers pipeline the way its pipeline makes them, for `segtrain train` with data_cache_dir.
 
-  make_cache.py --images DIR --pipeline DIR --out DIR [--family flux|sd3|chroma|auraflow|wan] [--flavour NAME]
-                [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
+  make_cache.py --images DIR --pipeline DIR --out DIR [--family flux|sd3|chroma|auraflow|wan|omnigen]
+                [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
                 [--max_sequence_length N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR]   (tiny random encoders: tests)
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/;
-Chroma's, AuraFlow's and Wan's: vae/, text_encoder/, tokenizer/); nothing is downloaded. For the video family
+Chroma's, AuraFlow's and Wan's: vae/, text_encoder/, tokenizer/; OmniGen's: vae/, tokenizer/, its prompt being
+token ids the transformer embeds itself); nothing is downloaded. For the video family
 (wan) with --num_frames N above 1, each sample is a folder of N or more frames (image files, sorted by name; the
 first N taken) instead of an image, its caption the folder's name or, with textfile, <folder>.txt beside it; the
 latents are (C, 1 + (N - 1) / 4, H, W). The text is encoded as each
@@ -235,6 +236,33 @@ class AuraFlowEncoders:
         return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0]}
 
 
+class OmniGenTokens:
+    """OmniGen reads token ids, not a text encoder's states: OmniGenMultiModalProcessor.process_multi_modal_prompt
+    (no input images) wraps the prompt in its instruction template (add_prefix_instruction) and tokenizes it; the
+    ids, as floats (L, 1), are prompt_embeds, padded with 0 after them, and the mask marks them. A prompt whose ids
+    pass --max_sequence_length is refused (cutting it would drop the template's end). No model runs."""
+    TEMPLATE = ("<|user|>\nGenerate an image according to the following instructions\n{}<|end|>\n<|assistant|>\n"
+                "<|diffusion|>")
+
+    def __init__(self, pipe, label, device, max_seq):
+        self.max_seq = max_seq
+        self.tok = load_tok(pipe, "tokenizer")
+        self.names = [f"{label}/tokenizer ({type(self.tok).__name__}; OmniGen embeds the ids itself)"]
+
+    def encode(self, caption):
+        import torch
+
+        ids = self.tok(self.TEMPLATE.format(caption)).input_ids
+        if len(ids) > self.max_seq:
+            fail(f"the prompt \"{caption}\" is {len(ids)} tokens in OmniGen's template; --max_sequence_length is "
+                 f"{self.max_seq}")
+        seq = torch.zeros(self.max_seq, 1)
+        seq[:len(ids), 0] = torch.tensor(ids, dtype=torch.float32)
+        mask = torch.zeros(self.max_seq, dtype=torch.int64)
+        mask[:len(ids)] = 1
+        return {"prompt_embeds": seq, "attention_mask": mask}
+
+
 class Vae:
     """AutoencoderKL's latent_dist.sample(), then (x - shift_factor) * scaling_factor, as the pipelines prepare
     image latents and SimpleTuner's VAE cache stores them (Flux's and Chroma's VAE: shift 0.1159, scale 0.3611;
@@ -325,6 +353,7 @@ FAMILIES = {
                      vae=(None, 0.13025)),
     "wan": dict(enc=WanEncoders, subs=("text_encoder", "tokenizer"), seq={"t2v-480p-1.3b-2.1": 512}, tiny_seq=8,
                 vae=None, video=True),
+    "omnigen": dict(enc=OmniGenTokens, subs=("tokenizer",), seq={"v1": 128}, tiny_seq=40, vae=(None, 0.13025)),
 }
 
 
@@ -396,6 +425,8 @@ def build_tiny_pipeline(folder, family, seed):
         clip("text_encoder", "tokenizer", 8, 8, 4, 1)
         clip("text_encoder_2", "tokenizer_2", 16, 8, 4, 2)
         t5("text_encoder_3", "tokenizer_3", 32, 3)
+    elif family == "omnigen":  # a tokenizer alone: OmniGen embeds the ids itself
+        tokenizer("tokenizer", "t5", 512)
     else:
         t5("text_encoder", "tokenizer", 24 if family == "auraflow" else 32, 1, umt5=family == "auraflow")
 
@@ -425,7 +456,8 @@ def main():
     ap.add_argument("--caption_strategy", default="filename", choices=["filename", "textfile"])
     ap.add_argument("--max_sequence_length", type=int,
                     help="T5 tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 after CLIP's 77, "
-                         "chroma 512, auraflow 120; tiny: 8, sd3 4 after CLIP's 4)")
+                         "chroma 512, auraflow 120, omnigen 128 with its template; tiny: 8, sd3 4 after CLIP's 4, "
+                         "omnigen 40)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--seed", type=int, default=0, help="seeds the VAE's latent sample (and --tiny-random)")
     ap.add_argument("--device", default="cpu")
@@ -459,6 +491,9 @@ def main():
     edge = a.resolution or 1024
     max_seq = a.max_sequence_length or fam["seq"].get(a.flavour, next(iter(fam["seq"].values())))
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[a.dtype]
+    if a.family == "omnigen" and dtype != torch.float32:
+        fail("--dtype bfloat16: OmniGen's prompt_embeds are token ids (up to 32063), which bfloat16 does not hold "
+             "exactly; use float32")
 
     video = bool(fam.get("video"))
     if a.num_frames < 1 or (a.num_frames - 1) % 4 or (a.num_frames > 1 and not video):

@@ -410,6 +410,13 @@ static void test_lumina2_cache(void)
     CHECKF(sw == ST_ERR_INVALID && strstr(st_error(), "embedding index") && strstr(st_error(), "64 rows"), "%d %s",
            (int)sw, st_error());
     printf("     a cache of numbers that are not token ids: %s\n", st_error());
+    /* the committed one make_cache.py --tiny-random --family omnigen wrote: the prompts' ids in OmniGen's template */
+    float loss[3];
+    const st_status so = run("omnigen-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-omnigen-tiny",
+                             "model_family=omnigen;model_preset=omnigen-tiny;tokenizer_max_length=40;"
+                             "max_train_steps=3", 3, true, loss);
+    CHECKF(so == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)so, st_error());
+    if (so == ST_OK) printf("     the committed omnigen cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
 }
 
 static void test_training(void)
