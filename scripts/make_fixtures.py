@@ -241,6 +241,78 @@ QWEN21_PASSED = ("hidden_states = Flux.1's packing of latents (B, H/2*W/2, 4C); 
                  "image rows, unpacked")
 
 
+def minimax_layout(n_text, frames, h, w):
+    """SimpleTuner's packing.build_packed_sequence for [text | target video] (its video target mode: no keyframe,
+    no audio rows): (t, h, w) positions in float64, modality tags (text 1, video 0), video and text row indices."""
+    rows = (h // 2) * (w // 2)
+    seq = n_text + frames * rows
+    pos = torch.zeros(seq, 3, dtype=torch.float64)
+    pos[:n_text, 0] = torch.arange(n_text, dtype=torch.float64)
+    sqrt_area = numpy.sqrt(h * w)
+
+    def grid(dim):
+        ratio = dim / sqrt_area
+        left = (1.0 - ratio) / 2.0
+        return torch.from_numpy(numpy.linspace(left, left + ratio, dim // 2, endpoint=False) * 32)
+    plane = torch.stack([g.reshape(-1) for g in torch.meshgrid(grid(h), grid(w), indexing="ij")], -1)
+    spans = torch.tensor([5.0 / 3.0 * (1, 4, 4, 4, 4)[i % 5] for i in range(frames)], dtype=torch.float64)
+    times = float(n_text) + torch.cat([torch.zeros(1, dtype=torch.float64), spans[:-1].cumsum(0)])
+    video = torch.empty(frames, rows, 3, dtype=torch.float64)
+    video[:, :, 0], video[:, :, 1:] = times[:, None], plane[None]
+    pos[n_text:] = video.reshape(-1, 3)
+    tags = torch.cat([torch.ones(n_text, dtype=torch.long), torch.zeros(frames * rows, dtype=torch.long)])
+    return pos, tags, torch.arange(n_text, seq), torch.arange(n_text)
+
+
+def minimax_exact(model):
+    """MiniMaxH3RotaryPosEmbed takes its angles in float32: here in float64 from the float32 positions, as segtrain
+    takes them."""
+    import diffusers.models.transformers.transformer_minimax_h3 as tm
+    theta = model.config.rope_theta
+
+    def rope(self, position_ids):
+        f = self.rope_freq_dim
+        inv = 1.0 / theta ** (torch.arange(0, 2 * f, 2, dtype=torch.float64) / (2 * f))
+        freqs = position_ids.to(torch.float32).to(torch.float64).unsqueeze(-1) * inv.view(1, 1, -1)
+        freqs = torch.cat(freqs.unbind(dim=1), dim=-1)
+        freqs = torch.cat((freqs, freqs), dim=-1)
+        return freqs.cos(), freqs.sin()
+    tm.MiniMaxH3RotaryPosEmbed.forward = rope
+
+
+def minimax_run(model, t):
+    # SimpleTuner's MiniMaxH3._model_predict_for_prepared_batch in its video target mode, a sample at a time (the class
+    # shares one layout and one timestep across its batch): the caption cut to its tokens (SimpleTuner trims the
+    # padding and keeps what remains from the live rows), timestep 1 - sigma (segtrain's float 1 - (1000 sigma) /
+    # 1000), packing.py's [text | video] layout; pred = -(the video rows unpatchified): SimpleTuner's target is
+    # x0 - noise.
+    minimax_exact(model)
+    lat = t["latents"]
+    b, c, f, h, w = lat.shape
+    preds = []
+    for i in range(b):
+        n = int(t["encoder_attention_mask"][i].sum().item())
+        pos, tags, vid, txt = minimax_layout(n, f, h, w)
+        rows = lat[i:i + 1].reshape(1, c, f, h // 2, 2, w // 2, 2).permute(0, 2, 3, 5, 1, 4, 6).reshape(1, -1, 4 * c)
+        ts = t["sigma"][i:i + 1].float() * 1000
+        out = model(hidden_states=rows, audio_hidden_states=rows.new_zeros(1, 0, model.config.audio_in_channels),
+                    encoder_hidden_states=t["encoder_hidden_states"][i:i + 1, :n], timestep=(1 - ts / 1000).double(),
+                    timestep_indices=torch.zeros(len(tags), dtype=torch.long), token_tags=tags, position_ids=pos,
+                    video_indices=vid, audio_indices=torch.zeros(0, dtype=torch.long), text_indices=txt,
+                    return_dict=False)[0]
+        out = out.reshape(1, f, h // 2, w // 2, c, 2, 2).permute(0, 4, 1, 2, 5, 3, 6).reshape(1, c, f, h, w)
+        preds.append(-out)
+    return torch.cat(preds)
+
+
+MINIMAX_PASSED = ("per sample: hidden_states = the latents' (1, 2, 2) patches, channel-major (SimpleTuner's "
+                  "patchify_video_latents); audio_hidden_states (1, 0, audio_in_channels); encoder_hidden_states "
+                  "(B, L, 24) N(0, 1) cut to the mask's tokens ([1 1 1 1 1 1], [1 1 1 1 0 0]); timestep = "
+                  "float32(1 - float32(1000 sigma) / 1000); packing.py's [text | video] layout (positions, tags, "
+                  "indices); pred = -(the output unpatchified)")
+MINIMAX_ZERO = {r"audio_proj_(in|out)\..*": "SimpleTuner's video target mode has no audio rows"}
+
+
 def hunyuanvideo_make(gen):
     # HunyuanVideoPipeline's prompt mask: the text tokens first, then padding (the model assumes that order).
     return {"encoder_hidden_states": randn(gen, B, L, JOINT), "pooled_projections": randn(gen, B, POOLED),
@@ -1206,6 +1278,15 @@ fixture("qwen-image-2.1", "QwenImage21Transformer2DModel",
              num_attention_heads=2, context_in_dim=JOINT, mlp_ratio=3, axes_dims_rope=(4, 6, 6), eps=1e-6,
              causal_condition=True),
         masked_text_make, qwen21_run, QWEN21_PASSED)
+
+# MiniMax-H3: two blocks and one refiner block of 2 heads x 24 over a 32-wide stream (56 x 128 over 5376 real: heads x
+# head wider than the stream), the feed-forward 64 (14336), rope_freq_dim 2 (16; 12 of 24 channels turn, 96 of 128),
+# freq_dim 32 (256), the time MLP 48 -> 16 (5376 -> 2688), the text 24 wide (5120), 2 latent frames (5 n + 2).
+fixture("minimaxh3", "MiniMaxH3Transformer3DModel",
+        dict(num_attention_heads=2, attention_head_dim=24, hidden_size=32, num_layers=2, num_refiner_layers=1,
+             ffn_dim=64, in_channels=C, audio_in_channels=8, patch_size=(1, 2, 2), text_dim=JOINT, freq_dim=32,
+             time_embed_hidden_dim=48, time_embed_dim=16, rope_freq_dim=2, rope_theta=10000.0),
+        masked_text_make, minimax_run, MINIMAX_PASSED, zero=MINIMAX_ZERO, shape=(B, C, 2, H, W))
 
 # LTX-Video 0.9: two blocks, patch 1 x 1 x 1 (as the real 128-channel latents), cross_attention_dim = hidden.
 fixture("ltxvideo", "LTXVideoTransformer3DModel",

@@ -386,6 +386,17 @@ expect 0 "qwen_image's v2.1 (segtrain's flavour) trains Qwen-Image 2.1 with Simp
   "trained 1 steps; weights in qwen21-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=qwen_image --set model_flavour=v2.1 \
   --set model_preset=qwen-image-2.1-tiny --set synthetic_data=true --set max_train_steps=1 --set output_dir=qwen21-out
+expect 0 "minimaxh3 trains with SimpleTuner's objective (its time 1 - sigma, its output negated)" \
+  "trained 1 steps; weights in minimax-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=minimaxh3 --set model_preset=minimaxh3-tiny \
+  --set synthetic_data=true --set max_train_steps=1 --set output_dir=minimax-out
+expect 1 "minimaxh3 takes num_frames of its VAE's chunks, 17 k + 5" \
+  "num_frames: 41; MiniMax-H3 takes 1 or 17 k \\+ 5" -- \
+  "$bin" plan --config empty.json --set model_family=minimaxh3 --set num_frames=41
+expect 0 "minimaxh3 plans MiniMax-H3 at 39 frames of 480 px: 12 latent frames" \
+  "2700 image \\+ 512 text tokens of 39-frame 480 px video \\(12 x 30 x 30 latent" -- \
+  "$bin" plan --config empty.json --set model_family=minimaxh3 --set num_frames=39 --set resolution=480 \
+  --set model_type=lora --set lora_rank=16
 expect 0 "ideogram trains with SimpleTuner's objective" \
   "trained 1 steps; weights in ideogram-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=ideogram --set model_preset=ideogram-tiny \

@@ -745,6 +745,8 @@ static const struct family_case {
      "modulation sets; attention and feed-forward in parallel", 3, 2, 0, 1, 1, 1, 1, 0},
     {"qwen-image-2.1-tiny", "[text; image] under the block-causal mask, the text modulated from t = 0, attention then "
      "feed-forward", 3, 0, 0, 1, 1, 1, 1, 0},
+    {"minimaxh3-tiny", "a token refiner without modulation, then [text; video] whose rows read their modality's "
+     "modulation; heads x head wider than the stream, RoPE on part of each head", 3, 0, 0, 1, 1, 1, 1, 2},
     {"hidream-tiny", "experts routed per token (the routing follows the data, no allocation does), each block's own "
      "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
 };

@@ -226,7 +226,7 @@ static void test_families(void)
                            !strcmp(name, "kandinsky5-image") || !strcmp(name, "kandinsky5-video") ||
                            !strcmp(name, "anima") || !strcmp(name, "lumina2") || !strcmp(name, "ernie") ||
                            !strcmp(name, "ideogram") || !strcmp(name, "omnigen") || !strcmp(name, "krea2") ||
-                           !strcmp(name, "flux3_image");
+                           !strcmp(name, "flux3_image") || !strcmp(name, "minimaxh3");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -1069,6 +1069,53 @@ static void test_qwen21_json(void)
     remove(dir);
 }
 
+/* MiniMaxH3Transformer3DModel's config.json (the class defaults) reads as the minimaxh3 preset, SimpleTuner's
+ * minimaxh3 (fl2va); what segtrain does not build is refused by name, and num_frames follows its VAE's chunks. */
+static void test_minimax_json(void)
+{
+    char dir[] = "/tmp/segtrain-minimax-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define MH "{\"_class_name\": \"MiniMaxH3Transformer3DModel\", "
+    tk_write_file(dir, "config.json", MH "\"num_attention_heads\": 56, \"attention_head_dim\": 128, "
+                  "\"hidden_size\": 5376, \"num_layers\": 50, \"num_refiner_layers\": 2, \"ffn_dim\": 14336, "
+                  "\"in_channels\": 24, \"audio_in_channels\": 32, \"patch_size\": [1, 2, 2], \"text_dim\": 5120, "
+                  "\"freq_dim\": 256, \"time_embed_hidden_dim\": 5376, \"time_embed_dim\": 2688, "
+                  "\"rope_freq_dim\": 16, \"rope_theta\": 10000.0, \"norm_eps\": 1e-05, \"qk_norm_eps\": 1e-05, "
+                  "\"final_norm_eps\": 1e-05}");
+    model_config mc, want;
+    CHECK(model_preset("minimaxh3-tiny", &mc) == ST_OK && model_preset("minimaxh3", &want) == ST_OK);
+    mc.resolution = want.resolution, mc.text_len = want.text_len, mc.frames = want.frames;
+    mc.vae_scale = want.vae_scale;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.head_dim == want.head_dim && mc.refiner_depth == want.refiner_depth &&
+               mc.ffn_dim == want.ffn_dim && mc.channels == want.channels && mc.text_dim == want.text_dim &&
+               mc.audio_channels == want.audio_channels && mc.time_channels == want.time_channels &&
+               mc.time_hidden == want.time_hidden && mc.time_dim == want.time_dim && mc.norm_eps == want.norm_eps &&
+               !memcmp(mc.rope_axes, want.rope_axes, sizeof mc.rope_axes) && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {MH "\"patch_size\": [1, 4, 4]}", "patch_size (1, 4, 4)"},
+        {MH "\"rope_theta\": 500.0}", "rope_theta"},
+        {MH "\"qk_norm_eps\": 1e-06}", "one epsilon"},
+        {MH "\"rope_freq_dim\": 32}", "rotary"}, /* 3 x 64 channels turn, more than the head's 128 */
+        {MH "\"attention_head_dim\": 127}", "even head width"},
+    };
+#undef MH
+    expect_json_refusals(dir, "config.json", "minimaxh3-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    CHECK(from_json("{\"model_family\": \"minimaxh3\"}", &mc) == ST_OK && !strcmp(mc.preset, "minimaxh3") &&
+          !strcmp(mc.family, "minimaxh3") && mc.frames == 1);
+    CHECK(from_json("{\"model_family\": \"minimaxh3\", \"num_frames\": 39}", &mc) == ST_OK && mc.frames == 12 &&
+          model_pixel_frames(&mc) == 39);
+    CHECKF(from_json("{\"model_family\": \"minimaxh3\", \"num_frames\": 41}", &mc) == ST_ERR_INVALID &&
+               strstr(st_error(), "17 k + 5"),
+           "%s", st_error());
+    CHECKF(from_json("{\"model_family\": \"minimaxh3\", \"model_flavour\": \"ref2va\"}", &mc) != ST_OK &&
+               strstr(st_error(), "transformer_ref"),
+           "%s", st_error());
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 int main(void)
 {
     test_resolution();
@@ -1089,6 +1136,7 @@ int main(void)
     test_krea2_json();
     test_flux3_json();
     test_qwen21_json();
+    test_minimax_json();
     test_hunyuanvideo();
     test_hidream();
     test_doc();

@@ -88,6 +88,9 @@ typedef struct model_config {
                                       x audio_attention_head_dim), its heads, and its latents' channels
                                       (audio_in_channels); 0 elsewhere. Its text_dim is twice caption_channels: a
                                       token's video and audio connector states side by side */
+    int64_t head_dim, time_hidden; /* minimaxh3: attention_head_dim, its heads x it wider than hidden_size, and its
+                                      time MLP's hidden width (time_embed_hidden_dim; time_dim its output's,
+                                      time_channels its sinusoids'); 0 elsewhere */
     int64_t experts, experts_active, llama_len; /* hidream: num_routed_experts, num_activated_experts, and the Llama
                                       tokens per caption (each block reads its own Llama layer's) */
     int64_t approx_channels, approx_hidden, approx_layers; /* chroma: distilled_guidance_layer's input width
@@ -172,6 +175,8 @@ bool model_flux3(const model_config *mc);
  * v2.1): one sequence [text; image] under a block-causal mask; a sample's conditioning is its text encoder's
  * sequence then its mask. */
 bool model_qwen_image21(const model_config *mc);
+/* Whether the family is MiniMax-H3 (minimaxh3): text and video rows in one packed sequence. */
+bool model_minimax_h3(const model_config *mc);
 /* Whether the family is Krea 2 (Krea2Transformer2DModel): a text fusion (layerwise blocks across each token's tapped
  * encoder layers, a projector, refiner blocks), then one joint sequence [text; image]; a sample's conditioning is
  * its tokens' stacked layers (text_len, text_dim) then their mask. */
@@ -185,6 +190,8 @@ bool model_reads_text(const model_config *mc);
 bool model_video(const model_config *mc);
 /* A video family's VAE's temporal compression: num_frames = 1 + this x (latent frames - 1); LTX-Video's 8, else 4. */
 int64_t model_vae_scale_t(const model_config *mc);
+/* The pixel frames of a video family's latent frames (MiniMax-H3's VAE: 5 k + 2 latent frames from 17 k + 5). */
+int64_t model_pixel_frames(const model_config *mc);
 /* Whether the family reads a text mask in its conditioning (qwen_image: padding keys are excluded from attention;
  * chroma: the padding's additive attention mask). */
 bool model_text_mask(const model_config *mc);

@@ -64,6 +64,9 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
         else if (model_lumina2(mc))
             snprintf(blocks, sizeof blocks, "%lld + %lld refiner blocks, %lld joint blocks",
                      (long long)mc->refiner_depth, (long long)mc->refiner_depth, (long long)mc->depth);
+        else if (model_minimax_h3(mc))
+            snprintf(blocks, sizeof blocks, "%lld text refiner + %lld joint blocks, heads %lld wide",
+                     (long long)mc->refiner_depth, (long long)mc->depth, (long long)mc->head_dim);
         else snprintf(blocks, sizeof blocks, "%lld joint blocks", (long long)mc->depth); /* sd3 */
         if (model_ltx2(mc))
             snprintf(tokens, sizeof tokens, "%lld video + %lld audio + %lld text tokens", image,
@@ -78,9 +81,13 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
     const long long edge = (long long)mc->resolution, px = (long long)(mc->resolution * mc->vae_scale);
     if (model_audio(mc)) snprintf(grid, sizeof grid, "a clip of %lld latent frames", (long long)mc->frames);
     else if (mc->vae_scale == 1) snprintf(grid, sizeof grid, "%lld px images in pixel space", px);
+    else if (model_minimax_h3(mc)) /* its VAE: 17 k + 5 frames to 5 k + 2 */
+        snprintf(grid, sizeof grid, "%lld-frame %lld px video (%lld x %lld x %lld latent, VAE /%lld, 17 k + 5 frames "
+                 "to 5 k + 2)", (long long)model_pixel_frames(mc), px, (long long)mc->frames, edge, edge,
+                 (long long)mc->vae_scale);
     else if (model_video(mc)) /* num_frames = 1 + scale_t (latent frames - 1) */
         snprintf(grid, sizeof grid, "%lld-frame %lld px video (%lld x %lld x %lld latent, VAE /%lld, /%lld in time)",
-                 (long long)(1 + model_vae_scale_t(mc) * (mc->frames - 1)), px, (long long)mc->frames, edge, edge,
+                 (long long)model_pixel_frames(mc), px, (long long)mc->frames, edge, edge,
                  (long long)mc->vae_scale, (long long)model_vae_scale_t(mc));
     else snprintf(grid, sizeof grid, "%lld px images (%lld x %lld latent, VAE /%lld)", px, edge, edge,
                   (long long)mc->vae_scale);

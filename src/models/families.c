@@ -85,7 +85,8 @@ static const struct st_family {
     {"mageflow", NULL, "Mage-Flow", DUAL, "MageFlowTransformer2DModel",
      "base|default|turbo|edit-base|edit|edit-turbo", NULL, NULL},
     {"minimaxh3", NULL, "MiniMax H3", JOINT, "MiniMaxH3Transformer3DModel",
-     "fl2va|ref2va|convrot-int8|convrot-int4|nvfp4|fp8-e4m3fn", NULL, NULL},
+     "fl2va|ref2va|convrot-int8|convrot-int4|nvfp4|fp8-e4m3fn",
+     "fl2va:minimaxh3|convrot-int8:minimaxh3|convrot-int4:minimaxh3|nvfp4:minimaxh3|fp8-e4m3fn:minimaxh3", "fl2va"},
     {"minimaxmusic", NULL, "MiniMax Music 3", AUDIO_LM, "MiniMaxMusic3Transformer1DModel", "music3", NULL, NULL},
     {"omnigen", NULL, "OmniGen", JOINT, "OmniGenTransformer2DModel", "v1", "v1:omnigen-v1", "v1"},
     {"pixart_sigma", "pixart", "PixArt Sigma", XATTN, "PixArtTransformer2DModel",
@@ -132,6 +133,8 @@ static const struct {
     {"anima", "gazingstars123-2.9b is a single-file 2.9B checkpoint whose transformer sizes are not published as a "
               "diffusers config (SimpleTuner infers them from its tensors); give its converted folder as "
               "pretrained_model_name_or_path with a built flavour"},
+    {"minimaxh3", "ref2va is the reference-to-video-and-audio transformer (SimpleTuner's transformer_ref, with "
+                  "reference rows in its sequence); segtrain's conditioning carries no reference"},
     {"ltxvideo2", "the 2.3 and 2.5 flavours add gated attention, timestep-modulated prompt cross-attention "
                   "(cross_attn_mod, prompt_adaln) and per-modality connector projections; LTX-2.0's dev flavours are "
                   "built"},

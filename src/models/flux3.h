@@ -18,6 +18,18 @@ typedef struct f3_block {
     const attn_mask *const *mask;
     lin_layer q, k, v, out, ff_in, ff_up, ff_out; /* ff_up.w < 0: ff_in is fused, D -> 2F, its gate half first */
     int norm_q, norm_k;
+    /* MiniMax-H3's blocks (sequential; every field below zero for Flux.3 and Qwen-Image 2.1): */
+    bool minimax;      /* RMSNorms with weights (norm1, norm2) for the LayerNorms; ff_in (ff.net.0.proj) fused, its
+                          value half first; q, k, v D -> inner and to_out back */
+    bool plain;        /* ... no modulation: h = norm(x), y = x + r (its token refiner's blocks) */
+    bool tagged;       /* ... its own adaln_proj.linear from m->ctx.cs (B rows) gives 3 sets a sample, one a modality
+                          (video, text, audio): the text rows read set 1, the rest set 0 */
+    int64_t inner;     /* heads x head width (0: hidden_size) */
+    int64_t rot;       /* rotate-half pairs on each head's first rot channels, per-sample tables (rows, rot / 2, 2);
+                          0: interleaved pairs over the whole head */
+    float qk_eps;      /* the q/k norms' (0: eps) */
+    int norm1, norm2;
+    lin_layer ada;
 } f3_block;
 
 /* The timestep embedding run for t and for 0 through the same weights (Flux.3's text mode, Qwen-Image 2.1's

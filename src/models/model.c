@@ -54,6 +54,7 @@ static const model_family *family_of(const model_config *mc)
     if (model_krea2(mc)) return &krea2_family;
     if (model_flux3(mc)) return &flux3_family;
     if (model_qwen_image21(mc)) return &qwen_image21_family;
+    if (model_minimax_h3(mc)) return &minimax_h3_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
@@ -74,27 +75,35 @@ bool model_omnigen(const model_config *mc) { return !strcmp(mc->family, "omnigen
 bool model_krea2(const model_config *mc) { return !strcmp(mc->family, "krea2"); }
 bool model_flux3(const model_config *mc) { return !strcmp(mc->family, "flux3_image"); }
 bool model_qwen_image21(const model_config *mc) { return !strcmp(mc->family, "qwen_image21"); }
+bool model_minimax_h3(const model_config *mc) { return !strcmp(mc->family, "minimaxh3"); }
 
 bool model_reads_text(const model_config *mc)
 {
     return model_dual_stream(mc) || model_xattn(mc) || model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) ||
-           model_omnigen(mc) || model_krea2(mc) || model_flux3(mc) || model_qwen_image21(mc);
+           model_omnigen(mc) || model_krea2(mc) || model_flux3(mc) || model_qwen_image21(mc) || model_minimax_h3(mc);
 }
 
 bool model_video(const model_config *mc)
 {
     return hunyuanvideo(mc) || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
-           (model_kandinsky5(mc) && mc->cond_channels); /* Kandinsky 5's video models are its visual_cond ones */
+           (model_kandinsky5(mc) && mc->cond_channels) || /* Kandinsky 5's video models are its visual_cond ones */
+           model_minimax_h3(mc);
 }
 
 int64_t model_vae_scale_t(const model_config *mc) { return !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ? 8 : 4; }
+
+int64_t model_pixel_frames(const model_config *mc)
+{
+    if (model_minimax_h3(mc)) return mc->frames > 1 ? (mc->frames - 2) / 5 * 17 + 5 : 1;
+    return 1 + model_vae_scale_t(mc) * (mc->frames - 1);
+}
 
 bool model_text_mask(const model_config *mc)
 {
     return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma") || hunyuanvideo(mc) ||
            !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
            model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) || model_omnigen(mc) || model_krea2(mc) ||
-           model_qwen_image21(mc);
+           model_qwen_image21(mc) || model_minimax_h3(mc);
 }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's

@@ -185,6 +185,11 @@ static const struct preset {
      * 1024 tokens. The tiny one is the fixture's. */
     {"qwen-image-2.1-tiny", "qwen_image21", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
     {"qwen-image-2.1", "qwen_image21", 32, 4096, 32, 2, 16, 128, 10, 0, 1024, 4096, 0, false, false, 0, 0},
+    /* MiniMaxH3Transformer3DModel's defaults (MiniMaxAI/MiniMax-H3): 50 blocks of 56 heads x 128 over a 5376-wide
+     * stream, Qwen3-VL's 5120-wide states (SimpleTuner's 512 tokens), 24 latent channels through a 16x VAE; the
+     * release's 768 px short edge, and 12 latent frames (SimpleTuner's example: 39 frames at 24 fps) */
+    {"minimaxh3-tiny", "minimaxh3", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"minimaxh3", "minimaxh3", 50, 5376, 56, 2, 24, 48, 10, 0, 512, 5120, 0, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -318,6 +323,15 @@ st_status model_preset(const char *name, model_config *out)
             out->audio_channels = tiny ? 4 : 128;
         if (!strcmp(p->family, "chroma")) { /* the tiny one's approximator is the fixture's shape, with 2 layers */
             out->approx_channels = tiny ? 32 : 64, out->approx_hidden = tiny ? 32 : 5120, out->approx_layers = tiny ? 2 : 5;
+        }
+        if (!strcmp(p->family, "minimaxh3")) { /* the tiny one is the fixture's: heads x head_dim wider than the
+                                                   stream, the rotary pairs on a half of each head */
+            out->head_dim = tiny ? 24 : 128, out->refiner_depth = tiny ? 1 : 2, out->ffn_dim = tiny ? 64 : 14336;
+            out->time_channels = tiny ? 32 : 256, out->time_hidden = tiny ? 48 : 5376, out->time_dim = tiny ? 16 : 2688;
+            out->norm_eps = 1e-5, out->audio_channels = tiny ? 8 : 32, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
+            out->frames = tiny ? 2 : 12;
+            const int64_t axes[4] = {tiny ? 4 : 32, tiny ? 4 : 32, tiny ? 4 : 32, 0}; /* 2 rope_freq_dim each */
+            memcpy(out->rope_axes, axes, sizeof axes);
         }
         if (!strcmp(p->family, "hidream")) /* the tiny one is the fixture's */
             out->experts = strstr(name, "tiny") ? 3 : 4, out->experts_active = 2, out->llama_len = strstr(name, "tiny") ? 3 : 128;
@@ -457,7 +471,7 @@ st_status model_config_check(const model_config *mc)
                              : "only pixart_sigma's output differs from its input (0)");
     if (mc->ffn_dim < 0 || mc->ffn_dim > (1 << 20) ||
         (mc->ffn_dim && !xattn && !model_lumina2(mc) && !model_ernie(mc) && !model_ideogram(mc) && !model_omnigen(mc) &&
-         !model_krea2(mc)))
+         !model_krea2(mc) && !model_minimax_h3(mc)))
         return st_fail(ST_ERR_INVALID, "ffn_dim: %lld; the feed-forward of wan (0: 4 hidden_size), lumina2, z_image "
                        "and ernie is 1 to 2^20 wide (other families 0)", (long long)mc->ffn_dim);
     if (mc->single_depth < 0 || ((!mmdit || sd3 || qwen || hv15) && !flux3 && mc->single_depth) ||
@@ -483,7 +497,7 @@ st_status model_config_check(const model_config *mc)
                        "and 0 (= in_channels)" : "only cosmos2image has AdaLN-LoRA (0)");
     const bool ace = model_audio(mc);
     const bool lumina = model_lumina2(mc), ernie = model_ernie(mc), ideo = model_ideogram(mc), omni = model_omnigen(mc);
-    const bool krea = model_krea2(mc);
+    const bool krea = model_krea2(mc), mh = model_minimax_h3(mc);
     const int64_t axes_sum = mc->rope_axes[0] + mc->rope_axes[1] + mc->rope_axes[2], hd = mc->hidden / mc->heads;
     if (ideo && (mc->time_dim < 1 || mc->time_dim > (1 << 16) || hd % 2 || mc->rope_axes[0] < 0 ||
                  mc->rope_axes[1] < 0 || mc->rope_axes[2] < 0 || 3 * mc->rope_axes[1] > hd / 2 + 1 ||
@@ -499,7 +513,7 @@ st_status model_config_check(const model_config *mc)
                   (!ideo && !omni && (axes_sum != hd || mc->rope_axes[0] % 2 || mc->rope_axes[1] % 2 ||
                              mc->rope_axes[2] % 2 || mc->rope_axes[3])) ||
                   mc->patch_t != 1 || mc->out_channels)
-               : mc->norm_eps != 0)
+               : mc->norm_eps != 0 && !mh)
         return st_fail(ST_ERR_INVALID, "num_kv_heads %lld of %lld heads, feed-forward %lld wide, norm_eps %g, "
                        "cap_feat_dim %lld, rotary axes (%lld, %lld, %lld); %s", (long long)mc->kv_heads,
                        (long long)mc->heads, (long long)mc->ffn_dim, mc->norm_eps, (long long)mc->text_dim,
@@ -508,7 +522,27 @@ st_status model_config_check(const model_config *mc)
                            ? "lumina2, z_image, ernie, ideogram, omnigen and krea2 take a divisor of the heads, 1 to 8 "
                              "hidden_size, an eps in (0, 1), at least 1, and (but ideogram and omnigen) three even "
                              "axes summing to the head width (no pooled vector, out_channels 0)"
-                           : "only lumina2, z_image, ernie, ideogram, omnigen and krea2 have norm_eps (0)");
+                           : "only lumina2, z_image, ernie, ideogram, omnigen, krea2 and minimaxh3 have norm_eps (0)");
+    const int64_t mh_rot = mc->rope_axes[0] + mc->rope_axes[1] + mc->rope_axes[2];
+    if (mh ? (mc->head_dim < 2 || mc->head_dim > 1024 || mc->head_dim % 2 || mh_rot < 6 || mh_rot > mc->head_dim ||
+              mc->rope_axes[0] % 2 || mc->rope_axes[1] != mc->rope_axes[0] || mc->rope_axes[2] != mc->rope_axes[0] ||
+              mc->rope_axes[3] || mc->time_channels < 2 || mc->time_channels % 2 || mc->time_channels > 65536 ||
+              mc->time_hidden < 1 || mc->time_hidden > (1 << 20) || mc->time_dim < 1 || mc->time_dim > (1 << 20) ||
+              mc->ffn_dim < 1 || mc->audio_channels < 1 || mc->audio_channels > (1 << 16) ||
+              !(mc->norm_eps > 0 && mc->norm_eps < 1) || mc->patch_t != 1 || mc->out_channels || mc->pooled_dim ||
+              mc->guidance_embeds)
+           : (mc->head_dim || mc->time_hidden))
+        return st_fail(ST_ERR_INVALID, "attention_head_dim %lld, rotary pairs (%lld, %lld, %lld), freq_dim %lld, "
+                       "time_embed_hidden_dim %lld, time_embed_dim %lld, ffn_dim %lld, audio_in_channels %lld, "
+                       "norm_eps %g, patch_size_t %lld; %s", (long long)mc->head_dim, (long long)mc->rope_axes[0],
+                       (long long)mc->rope_axes[1], (long long)mc->rope_axes[2], (long long)mc->time_channels,
+                       (long long)mc->time_hidden, (long long)mc->time_dim, (long long)mc->ffn_dim,
+                       (long long)mc->audio_channels, mc->norm_eps, (long long)mc->patch_t,
+                       mh ? "minimaxh3 takes an even head width of 2 to 1024 holding its three equal even rotary "
+                            "axes (2 rope_freq_dim each), even sinusoids of 2 to 65536, widths of 1 to 2^20, 1 to "
+                            "65536 audio channels, an eps in (0, 1) and 1 (no pooled vector, no guidance, "
+                            "out_channels 0)"
+                          : "only minimaxh3 has them (0)");
     const int64_t th = mc->text_layers ? mc->text_dim / mc->text_layers : 0; /* krea2's text_hidden_dim */
     if (krea ? (mc->text_layers < 1 || mc->text_layers > 1024 || mc->text_dim % mc->text_layers || mc->text_heads < 1 ||
                 th % mc->text_heads || mc->text_kv_heads < 1 || mc->text_heads % mc->text_kv_heads ||
@@ -564,7 +598,7 @@ st_status model_config_check(const model_config *mc)
                 mc->audio_hidden % (2 * mc->audio_heads) || mc->audio_hidden % (2 * mc->heads) ||
                 mc->audio_channels < 1 || mc->audio_channels > (1 << 16) || mc->text_dim % 2 || mc->patch != 1 ||
                 mc->patch_t != 1 || (mc->hidden / mc->heads) % 2 || mc->out_channels || mc->ffn_dim)
-             : (mc->audio_heads || mc->audio_hidden || mc->audio_channels))
+             : (mc->audio_heads || mc->audio_hidden || (mc->audio_channels && !mh)))
         return st_fail(ST_ERR_INVALID, "audio width %lld, audio heads %lld, audio channels %lld, caption width %lld, "
                        "patch %lld x %lld; %s", (long long)mc->audio_hidden, (long long)mc->audio_heads,
                        (long long)mc->audio_channels, (long long)mc->text_dim, (long long)mc->patch,
@@ -577,7 +611,7 @@ st_status model_config_check(const model_config *mc)
     if (k5 ? (mc->text_blocks < 1 || mc->text_blocks > 4096 || mc->time_dim < 1 || mc->time_dim > (1 << 16) ||
               mc->pooled_dim < 1 || mc->patch_t != 1 || k5hd % 16 || k5hd > 256 || mc->out_channels ||
               (mc->cond_channels && mc->cond_channels != mc->channels + 1))
-           : ((mc->text_blocks && !model_krea2(mc)) || (mc->time_dim && !model_ideogram(mc))))
+           : ((mc->text_blocks && !model_krea2(mc)) || (mc->time_dim && !model_ideogram(mc) && !mh)))
         return st_fail(ST_ERR_INVALID, "num_text_blocks %lld, time_dim %lld, in_text_dim2 %lld, patch_size_t %lld, head "
                        "width %lld, out_visual_dim %lld, visual_cond channels %lld; %s", (long long)mc->text_blocks,
                        (long long)mc->time_dim, (long long)mc->pooled_dim, (long long)mc->patch_t, (long long)k5hd,
@@ -604,7 +638,8 @@ st_status model_config_check(const model_config *mc)
                        "channels %lld; %s", (long long)mc->text2_dim, (long long)mc->text2_len, (long long)mc->image_dim,
                        (long long)mc->cond_channels, hv15 ? "hunyuanvideo15 takes at least 1 of the first three"
                                                           : "only hunyuanvideo15 has them (0)");
-    const bool refines = hv || anima || lumina; /* anima's text conditioner and lumina2's refiners have blocks too */
+    const bool refines = hv || anima || lumina || mh; /* anima's text conditioner, lumina2's and minimaxh3's refiners
+                                                         have blocks too */
     if (!model_krea2(mc) && /* its refiner blocks are checked with its text fusion */
         (mc->refiner_depth < (refines ? 1 : 0) || mc->refiner_depth > (refines ? MODEL_REFINER_MAX : 0)))
         return st_fail(ST_ERR_INVALID, "num_refiner_layers: %lld; %s %d", (long long)mc->refiner_depth,
@@ -679,12 +714,17 @@ st_status model_config_from(const config *cfg, model_config *mc)
     /* a video VAE keeps the first frame and one in every scale_t after it (HunyuanVideo's and Wan's 4, LTX's 8) */
     const int64_t frames = config_int(cfg, "num_frames"), scale_t = model_vae_scale_t(mc);
     if (model_audio(mc) && config_is_set(cfg, "num_frames")) mc->frames = frames; /* audio: the clip's latent frames; else the preset's */
-    if (frames > 1 && !model_audio(mc) && (!model_video(mc) || (frames - 1) % scale_t))
+    if (model_minimax_h3(mc)) { /* its VAE: chunks of 17 frames to 5 latent ones, 17 k + 5 frames to 5 k + 2 */
+        if (frames > 1 && frames % 17 != 5)
+            return st_fail(ST_ERR_INVALID, "num_frames: %lld; MiniMax-H3 takes 1 or 17 k + 5 frames (its VAE encodes "
+                           "17 frames a chunk into 5 latent ones, 17 k + 5 into 5 k + 2)", (long long)frames);
+        mc->frames = frames > 1 ? (frames - 5) / 17 * 5 + 2 : 1;
+    } else if (frames > 1 && !model_audio(mc) && (!model_video(mc) || (frames - 1) % scale_t))
         return st_fail(ST_ERR_INVALID, "num_frames: %lld; %s %lld k + 1 frames (its VAE keeps the first and every "
                        "%lldth after it)", (long long)frames, model_video(mc) ? "this video family takes" :
                        "an image family takes 1, not", (long long)scale_t, (long long)scale_t);
     /* a preset's own frames are the tests'; Wan Animate keeps its preset's unless told (it takes at least 2) */
-    if (model_video(mc) && (!model_wan_animate(mc) || config_is_set(cfg, "num_frames")))
+    if (model_video(mc) && !model_minimax_h3(mc) && (!model_wan_animate(mc) || config_is_set(cfg, "num_frames")))
         mc->frames = 1 + (frames - 1) / scale_t;
     const double resolution = config_float(cfg, "resolution");
     if (resolution > 0 && !model_audio(mc)) { /* audio has no edge: SimpleTuner's audio path ignores it too */
