@@ -130,6 +130,83 @@ static void test_gradients(void)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* h3_drift's term (objective.h) on MiniMax-H3 with adapters: adapters at the identity leave the base's prediction the
+ * model's, so the loss and every gradient are the flow loss's, bit for bit; adapters away from it give the distance
+ * between two forwards (adapters on, then off), and gradients that match central differences. */
+static void test_drift(void)
+{
+    printf("-- h3_drift on minimaxh3-tiny: the identity's bits, the distance, its gradients\n");
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model_config mc;
+    CHECK(model_preset("minimaxh3-tiny", &mc) == ST_OK);
+    mc.lora_rank = 4, mc.lora_alpha = 8, mc.lora_attention = mc.lora_mlp = true;
+    model *m;
+    CHECK(model_create(&mc, p, &m) == ST_OK);
+    model_init(m, 3, false);
+    param_set *ps = model_params(m);
+    tk_batch tb = tk_random_batch(&mc, 2, 4);
+    flow_batch fb = tk_flow(&tb);
+    const drift_config half = {.sft_weight = 1.0, .weight = 0.5}, only = {.sft_weight = 0.0, .weight = 1.0};
+    float l0, l1;
+    float *g0 = malloc((size_t)ps->grad_count * sizeof(float));
+    param_set_zero_grads(ps);
+    CHECK(flow_loss(m, &fb, true, &l0) == ST_OK);
+    memcpy(g0, ps->grads, (size_t)ps->grad_count * sizeof(float));
+    fb.drift = &half;
+    param_set_zero_grads(ps);
+    CHECK(flow_loss(m, &fb, true, &l1) == ST_OK);
+    CHECKF(isfinite(l0) && !memcmp(&l0, &l1, sizeof l0), "identity adapters: loss %.9g with the drift term, %.9g "
+           "without", l1, l0);
+    tk_expect_bitwise("identity adapters: gradients with the drift term", ps->grads, g0, ps->grad_count);
+
+    model_init(m, 5, true); /* B non-zero: the adapters move the prediction */
+    const int64_t per = model_sample_numel(&mc), n = 2 * per;
+    float *xt = malloc((size_t)n * sizeof(float)), *target = malloc((size_t)n * sizeof(float)), ts[2];
+    float *on = malloc((size_t)n * sizeof(float));
+    flow_interpolate(xt, target, ts, tb.x0, tb.noise, tb.t, 2, per);
+    const float *pred;
+    CHECK(model_forward(m, xt, ts, tb.y, 2, false, &pred) == ST_OK);
+    memcpy(on, pred, (size_t)n * sizeof(float));
+    model_release(m);
+    ps->adapters_off = true;
+    CHECK(model_forward(m, xt, ts, tb.y, 2, false, &pred) == ST_OK);
+    ps->adapters_off = false;
+    double want = 0;
+    for (int64_t i = 0; i < n; i++) want += ((double)on[i] - pred[i]) * ((double)on[i] - pred[i]);
+    want /= (double)n;
+    model_release(m);
+    fb.drift = &only;
+    float got;
+    param_set_zero_grads(ps);
+    CHECK(flow_loss(m, &fb, true, &got) == ST_OK);
+    CHECKF(want > 1e-4 && fabs(got - want) <= 1e-5 * want, "the drift term %.9g, the distance %.9g", got, want);
+    printf("     the drift term %.6g, the distance of two forwards %.6g\n", got, want);
+    int checked = 0;
+    for (int i = 0; i < ps->n && checked < 6; i++) {
+        param *q = param_at(ps, i);
+        if (!q->trainable || (i % 5)) continue;
+        int64_t at = 0;
+        for (int64_t j = 0; j < q->numel; j++)
+            if (fabs(q->g[j]) > fabs(q->g[at])) at = j;
+        float *w = &q->w[at], saved = *w, h = 1e-2f;
+        *w = saved + h;
+        const double up = eval_loss(m, &fb);
+        *w = saved - h;
+        const double down = eval_loss(m, &fb);
+        *w = saved;
+        const double fd = (up - down) / (2.0 * h), err = fabs(fd - q->g[at]);
+        const bool ok = q->g[at] != 0.0f && err <= 2e-2 * fabs(q->g[at]) + 2e-5;
+        printf("%s %-48s fd %.5e grad %.5e\n", ok ? "ok  " : "FAIL", q->name, fd, q->g[at]);
+        CHECKF(ok, "%s", q->name);
+        checked++;
+    }
+    CHECK(checked == 6);
+    free(xt), free(target), free(on), free(g0);
+    tk_free_batch(&tb);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
 static void test_checkpointing_with_adapters(void)
 {
     printf("-- schedules with adapters: the same bits, the predicted peak\n");
@@ -169,5 +246,6 @@ int main(void)
     test_structure_and_identity();
     test_gradients();
     test_checkpointing_with_adapters();
+    test_drift();
     return tk_finish();
 }

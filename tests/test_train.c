@@ -477,6 +477,20 @@ static void test_lora_keeps_the_base(void)
  * and with attention offload, every step's peak the plan's (the dry step runs the same objective: the central
  * difference's forwards, the unconditional one, r and the empty prompt in the batch), a finite loss; guidance 1 (no
  * unconditional pass) and a batch too small for every kind of interval train too; what is not built is refused. */
+/* Each config (bad[i][0]) refused when the trainer opens, its message holding bad[i][1] */
+static void expect_refusals(const char *const (*bad)[2], size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        config *c = NULL;
+        st_status st = config_parse(bad[i][0], "test", &c);
+        trainer *t = NULL;
+        if (!st) st = trainer_create(c, NULL, &t);
+        CHECKF(st != ST_OK && strstr(st_error(), bad[i][1]), "%s: %s", bad[i][0], st_error());
+        if (t) trainer_destroy(t);
+        config_free(c);
+    }
+}
+
 static void test_anyflow_objective(void)
 {
     printf("-- distillation_method anyflow: AnyFlow's MeanFlow objective trains, its peak as planned\n");
@@ -517,15 +531,55 @@ static void test_anyflow_objective(void)
          "\"anyflow\", \"distillation_config\": {\"diffusion_ratio\": 0.8, \"consistency_ratio\": 0.4}, "
          "\"synthetic_data\": true}", "sum to more than 1"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    expect_refusals(bad, sizeof bad / sizeof *bad);
+}
+
+/* distillation_method h3_drift as SimpleTuner's MiniMax-H3 examples set it (its settings under the method's name):
+ * MiniMax-H3 LoRA on the fixture's weights trains with the drift term, its first step's peak the plan's (the reference
+ * forward included). The adapters start as the identity, so the first step's loss and update are the plain run's, and
+ * the second step's loss exceeds it by the drift term; what SimpleTuner refuses is refused. */
+static void test_h3_drift_objective(void)
+{
+    printf("-- distillation_method h3_drift: MiniMax-H3 LoRA held near its base, its peak as planned\n");
+    const char *runs[][2] = {{"drift0", "{\"h3_drift\": {\"audio_weight\": 1.0, \"balance\": \"token\", "
+                                        "\"loss_weight\": 0.5, \"sft_loss_weight\": 1.0, \"video_weight\": 1.0}}"},
+                             {"drift1", "{\"loss_weight\": 2.0, \"balance\": \"modality\"}"},
+                             {"plain", NULL}};
+    double first[3], second[3];
+    for (size_t i = 0; i < 3; i++) {
+        char json[1024];
+        snprintf(json, sizeof json, "{\"model_family\": \"minimaxh3\", \"model_preset\": \"minimaxh3-tiny\", "
+                 "\"pretrained_model_name_or_path\": \"" SEGTRAIN_SOURCE_DIR "/tests/fixtures/minimaxh3\", "
+                 "\"num_frames\": 5, \"synthetic_data\": true, \"train_batch_size\": 2, \"max_train_steps\": 3, "
+                 "\"model_type\": \"lora\", \"lora_rank\": 4, \"learning_rate\": 1e-2, %s%s%s%s "
+                 "\"gradient_checkpointing\": %s, \"validation_steps\": 0, \"checkpoint_step_interval\": 0, "
+                 "\"output_dir\": \"%s/%s\"}", runs[i][1] ? "\"distillation_method\": \"h3_drift\", " : "",
+                 runs[i][1] ? "\"distillation_config\": " : "", runs[i][1] ? runs[i][1] : "",
+                 runs[i][1] ? "," : "", i == 1 ? "true" : "false", root, runs[i][0]);
         config *c = NULL;
-        st_status st = config_parse(bad[i][0], "test", &c);
-        trainer *t = NULL;
-        if (!st) st = trainer_create(c, NULL, &t);
-        CHECKF(st != ST_OK && strstr(st_error(), bad[i][1]), "%s: %s", bad[i][0], st_error());
-        if (t) trainer_destroy(t);
+        CHECKF(config_parse(json, "test", &c) == ST_OK, "%s", st_error());
+        CHECKF(run(c, 3, true) == ST_OK, "%s: %s", runs[i][0], st_error());
+        first[i] = read_losses(runs[i][0], 1, 1), second[i] = read_losses(runs[i][0], 2, 2);
+        const double loss = read_losses(runs[i][0], 1, 3);
+        CHECKF(isfinite(loss) && loss > 0, "%s: mean loss %g", runs[i][0], loss);
+        printf("     %s: losses %.7g, %.7g, mean of 3 steps %.6f\n", runs[i][0], first[i], second[i], loss);
         config_free(c);
     }
+    CHECKF(first[0] == first[2] && first[1] == first[2], "the adapters start as the identity: first losses %.9g, "
+           "%.9g, %.9g", first[0], first[1], first[2]);
+    CHECKF(second[0] > second[2] && second[1] > second[0], "the second step's loss adds the drift term (weights 0.5 "
+           "and 2): %.9g, %.9g against %.9g", second[0], second[1], second[2]);
+    const char *bad[][2] = {
+        {"{\"model_family\": \"minimaxh3\", \"distillation_method\": \"h3_drift\"}", "without LoRA"},
+        {"{\"model_preset\": \"flux-tiny\", \"model_type\": \"lora\", \"distillation_method\": \"h3_drift\"}",
+         "regularises MiniMax-H3's LoRA"},
+        {"{\"model_family\": \"minimaxh3\", \"model_type\": \"lora\", \"distillation_method\": \"h3_drift\", "
+         "\"distillation_config\": {\"h3_drift\": {\"video_weight\": 0}}}", "positive weight"},
+        {"{\"model_family\": \"minimaxh3\", \"model_type\": \"lora\", \"distillation_method\": \"h3_drift\", "
+         "\"distillation_config\": {\"h3_drift\": {\"inner_distillation_method\": \"anyflow\"}}}",
+         "inner_distillation_method"},
+    };
+    expect_refusals(bad, sizeof bad / sizeof *bad);
 }
 
 static void test_failures(void)
@@ -565,6 +619,7 @@ int main(void)
     test_sizes_that_overflow();
     test_lora_keeps_the_base();
     test_anyflow_objective();
+    test_h3_drift_objective();
     test_failures();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);

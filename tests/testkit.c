@@ -264,7 +264,7 @@ double tk_max_diff(const float *got, const double *want, int n)
 
 tk_batch tk_random_batch(const model_config *mc, int64_t n, uint64_t seed)
 {
-    tk_batch b = {.n = n, .per = mc->channels * mc->resolution * mc->resolution};
+    tk_batch b = {.n = n, .per = model_sample_numel(mc)}; /* video: its frames too */
     const int64_t L = model_cond_len(mc);
     b.x0 = malloc((size_t)(n * b.per) * sizeof(float));
     b.noise = malloc((size_t)(n * b.per) * sizeof(float));

@@ -27,6 +27,17 @@ st_status meanflow_from_config(const config *cfg, meanflow_config *out, bool *on
  * 0 by kind, both shifted. t and r may be u1 and u2 themselves. */
 void meanflow_times(const meanflow_config *c, int64_t batch, const float *u1, const float *u2, float *t, float *r);
 
+/* SimpleTuner's h3_drift (docs/OBJECTIVES.md): MiniMax-H3's LoRA training held near the frozen base. The loss is
+ * sft_weight x the flow loss + weight x the mean squared distance of the prediction from the base's (the same inputs,
+ * every adapter off, no gradient); over video rows alone its token or modality balance and its modality weights give
+ * that mean. */
+typedef struct drift_config {
+    double sft_weight, weight;
+} drift_config;
+/* *on: whether cfg asks for it, then its settings in *out; refused, as SimpleTuner refuses it, but for MiniMax-H3
+ * under LoRA. */
+st_status drift_from_config(const config *cfg, const model_config *mc, drift_config *out, bool *on);
+
 /* One batch for the rectified-flow objective: data x0 and noise (batch, C, H, W), t in (0, 1) and the
  * conditioning (batch x model_cond_len floats: labels, or a text encoder's output). */
 typedef struct flow_batch {
@@ -38,6 +49,7 @@ typedef struct flow_batch {
      * empty prompt's conditioning per sample, for its unconditional pass (fuse_guidance_scale != 1) */
     const meanflow_config *meanflow;
     const float *r, *null_cond;
+    const drift_config *drift; /* h3_drift's (NULL: none) */
 } flow_batch;
 
 /* Whether the family trains with Cosmos 2's EDM objective (SimpleTuner's cosmos2image): x_t = x0 + sigma e, log sigma
@@ -53,7 +65,8 @@ float edm_t(double z);
 float objective_weight(const model_config *mc, float t);
 
 /* Computes the loss of the batch and, with backward, accumulates every trainable gradient (b->meanflow: by
- * meanflow_loss). */
+ * meanflow_loss; b->drift: the base's prediction first, from a no-gradient forward released before the step's own,
+ * which SimpleTuner runs after it: the same loss, a lower peak). */
 st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss);
 /* AnyFlow's loss at (t, r): the target from two no-gradient forwards at t +- epsilon (the derivative of the model's
  * prediction in t, over g), the prediction fused with an unconditional no-gradient forward, each sample's squared
@@ -62,7 +75,8 @@ st_status meanflow_loss(model *m, const flow_batch *b, bool backward, float *los
 
 /* A whole training step predicted by running it dry: the model of r on dry pools (model_run_open without
  * allocate), plus the optimizer's state and the batch (x0, noise, t and the conditioning; AnyFlow's r and empty
- * prompt too) as the trainer holds them, then flow_loss's forward and backward (the objective of r's config). *device and *host are the pools' stats over the step: their peaks
+ * prompt too) as the trainer holds them, then flow_loss's forward and backward (the objective of r's config, h3_drift's
+ * reference forward included). *device and *host are the pools' stats over the step: their peaks
  * are the step's peaks, to the byte. Refuses (model_check_batch) a batch whose sizes would overflow. */
 st_status flow_step_dry(model_run *r, int64_t batch, size_t optimizer_bytes, pool_stats *device, pool_stats *host);
 

@@ -31,6 +31,7 @@ typedef struct param_set {
     int64_t weight_count, grad_count; /* floats, counted as parameters are registered */
     int too_large; /* 1 + the index of the first parameter that took a size or the total past CK_MAX_ELEMENTS */
     bool oom;      /* the list could not grow: param_add returned -1 from then on */
+    bool adapters_off; /* lin_forward skips every LoRA adapter (h3_drift's frozen-base forward) */
 } param_set;
 
 /* Registers a parameter (before param_set_alloc) and returns its index; -1 when out of memory, which

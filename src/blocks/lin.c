@@ -34,7 +34,7 @@ static float *g_of(param_set *s, int i) { return i < 0 ? NULL : param_at(s, i)->
 st_status lin_forward(param_set *s, pool *p, const lin_layer *l, float *y, const float *x, int64_t n)
 {
     linear_forward(y, x, w_of(s, l->w), w_of(s, l->b), n, l->in, l->out);
-    if (l->lora_a < 0) return ST_OK;
+    if (l->lora_a < 0 || s->adapters_off) return ST_OK;
     float *t;
     st_status st = pool_alloc(p, (size_t)(n * l->rank) * sizeof(float), MEM_WORKSPACE, "lora.xA", (void **)&t);
     if (st) return st;

@@ -194,8 +194,12 @@ int cmd_grad(int argc, char **argv)
         param_set_zero_grads(model_params(m));
         pool_reset_peak(cm.device);
         pool_reset_peak(cm.host);
-        flow_batch fb = {.batch = b.batch, .x0 = b.x0, .noise = b.noise, .t = b.t, .cond = b.y};
-        st = flow_loss(m, &fb, true, &loss);
+        drift_config drift;
+        bool drifts = false;
+        st = drift_from_config(cfg, model_get_config(m), &drift, &drifts); /* as the dry step read it */
+        flow_batch fb = {.batch = b.batch, .x0 = b.x0, .noise = b.noise, .t = b.t, .cond = b.y,
+                         .drift = drifts ? &drift : NULL};
+        if (!st) st = flow_loss(m, &fb, true, &loss);
         if (!st && !isfinite(loss)) /* the gradients of a non-finite loss are no gradients: write none */
             st = st_fail(ST_ERR_NUMERIC, "the loss is %g: the weights (%s) or the batch (%s) hold non-finite or "
                          "too large values; nothing was written", loss, weights, batch);

@@ -749,7 +749,8 @@ static st_status put_override(cJSON *root, const char *assignment, reader *r)
     return ST_OK;
 }
 
-/* SimpleTuner's objects of settings (distillation_config: {"stage": ..., ...}, or the same as JSON text) become
+/* SimpleTuner's objects of settings (distillation_config: {"stage": ..., ...}, or the same as JSON text, or such an
+ * object under the method's name, {"anyflow": {...}}) become
  * top-level members "distillation_config.stage", ..., which the registry has as rows: so their members are checked,
  * documented, refused or warned about as any key, and --set reaches them by the dotted name. */
 static const char *const object_keys[] = {"distillation_config"};
@@ -771,6 +772,14 @@ static st_status flatten_objects(cJSON *root, const char *src)
             cJSON_Delete(o);
             return st_fail(ST_ERR_INVALID, "%s: %s is not an object of settings ({\"name\": value, ...})", src,
                            object_keys[k]);
+        }
+        /* SimpleTuner reads the member named by the method when it has one ({"h3_drift": {...}}), else the object */
+        const cJSON *method = cJSON_GetObjectItemCaseSensitive(root, "distillation_method");
+        cJSON *own = cJSON_IsString(method) ? cJSON_GetObjectItemCaseSensitive(o, method->valuestring) : NULL;
+        if (cJSON_IsObject(own)) {
+            cJSON_DetachItemViaPointer(o, own);
+            cJSON_Delete(o);
+            o = own;
         }
         for (cJSON *m = o->child, *next; m; m = next) {
             next = m->next;

@@ -222,12 +222,14 @@ const cfg_key cfg_keys[] = {
              "the classes) instead of a dataset: for sweeps and benchmarks, which measure time and memory."),
     INT_KEY("builtin_dataset_size", "4096", 1, 1073741824, SEC_TRAINING, NULL,
             "Samples in the built-in dataset (drawn on demand from `seed`, nothing is stored)."),
-    /* distillation: SimpleTuner's distillation_config object is read as these rows, its members as
-     * distillation_config.<name> (config.c flattens it) */
-    CHOICE_KEY("distillation_method", "none", "none|anyflow", SEC_TRAINING, "= (default none there)",
+    /* distillation: SimpleTuner's distillation_config object is read as these rows, its members (or those of its
+     * member named by distillation_method) as distillation_config.<name> (config.c flattens it) */
+    CHOICE_KEY("distillation_method", "none", "none|anyflow|h3_drift", SEC_TRAINING, "= (default none there)",
                "`anyflow`: AnyFlow's forward MeanFlow stage (NVIDIA's AnyFlow, as SimpleTuner trains it) on Wan with "
                "AnyFlow's transformer: each sample a (t, r) interval, the target from the model's own central "
-               "difference in t, guidance fused with an unconditional pass (docs/OBJECTIVES.md)."),
+               "difference in t, guidance fused with an unconditional pass. `h3_drift`: MiniMax-H3's LoRA drift "
+               "regulariser, the flow loss plus the prediction's distance from the frozen base's "
+               "(docs/OBJECTIVES.md)."),
     CHOICE_KEY("distillation_config.stage", "forward", "forward|meanflow|pretrain", SEC_TRAINING, "=",
                "AnyFlow's stage: `forward` (its aliases `meanflow`, `pretrain`). The on-policy DMD stage is not built."),
     FLOAT_KEY("distillation_config.gate_value", "0.25", 0, 1, SEC_TRAINING, "=",
@@ -235,7 +237,19 @@ const cfg_key cfg_keys[] = {
               "gate_value, as SimpleTuner sets it."),
     CHOICE_KEY("distillation_config.deltatime_type", "r", "r|t-r", SEC_TRAINING, "=",
                "AnyFlow: what the delta embedder reads, r or t - r; it replaces the transformer config's."),
-    FLOAT_KEY("distillation_config.loss_weight", "1", 0, ANY_MAX, SEC_TRAINING, "=", "AnyFlow: the loss's factor."),
+    FLOAT_KEY("distillation_config.loss_weight", "1", 0, ANY_MAX, SEC_TRAINING, "=",
+              "AnyFlow: the loss's factor. H3 drift: the drift term's (0: no reference forward)."),
+    FLOAT_KEY("distillation_config.sft_loss_weight", "1", 0, ANY_MAX, SEC_TRAINING, "=",
+              "H3 drift: the flow loss's factor."),
+    CHOICE_KEY("distillation_config.balance", "token", "token|modality", SEC_TRAINING, "=",
+               "H3 drift: how the video and audio terms are combined, per element or per modality; the same with "
+               "video rows alone, as segtrain trains MiniMax-H3."),
+    FLOAT_KEY("distillation_config.video_weight", "1", 0, ANY_MAX, SEC_TRAINING, "=",
+              "H3 drift: the video term's weight (video alone: any positive value gives the same loss)."),
+    FLOAT_KEY("distillation_config.audio_weight", "1", 0, ANY_MAX, SEC_TRAINING, "=",
+              "H3 drift: the audio term's weight (no audio rows in the video target mode)."),
+    CHOICE_KEY("distillation_config.inner_distillation_method", "none", "none", SEC_TRAINING, "=, more choices there",
+               "H3 drift: a distiller it wraps; none is built."),
     FLOAT_KEY("distillation_config.schedule_shift", "3", 1e-6, 1e6, SEC_TRAINING,
               "= (default null there: its flow_schedule_shift, default 3)",
               "AnyFlow: the shift s of both endpoints, sigma = s u / (1 + (s - 1) u) of a uniform u, and of the "
@@ -275,6 +289,8 @@ const int cfg_key_count = (int)(sizeof cfg_keys / sizeof cfg_keys[0]);
 
 /* SimpleTuner uses SageAttention only where sageattention_usage says, by default inference (validation): its
  * training runs exact attention, as segtrain's does. */
+#define UNBUILT_DISTILLATION(v, what)                                                                          \
+    {"distillation_method", v, NULL, what " is not built; the distillations segtrain has are anyflow and h3_drift"}
 #define SAGE_ATTENTION(v)                                                                                      \
     {"attention_mechanism", v, "flash",                                                                         \
      "is read as flash: SimpleTuner trains with exact attention under its default sageattention_usage "         \
@@ -304,15 +320,10 @@ const cfg_value_alias cfg_value_aliases[] = {
     {"sageattention_usage", "training+inference", NULL, "SageAttention's quantized attention in training is not "
                                                         "built; the nearest is inference (exact attention in training)"},
     QUANTIZED_ATTENTION("metal-flash-attention-int8"), QUANTIZED_ATTENTION("metal-flash-attention-int4"),
-    {"distillation_method", "lcm", NULL, "LCM distillation is not built; the distillation segtrain has is anyflow"},
-    {"distillation_method", "dcm", NULL, "DCM distillation is not built; the distillation segtrain has is anyflow"},
-    {"distillation_method", "dmd", NULL, "DMD distillation is not built; the distillation segtrain has is anyflow"},
-    {"distillation_method", "flow_dpo", NULL, "Flow-DPO is not built; the distillation segtrain has is anyflow"},
-    {"distillation_method", "h3_drift", NULL, "H3 drift is not built; the distillation segtrain has is anyflow"},
-    {"distillation_method", "perflow", NULL, "PeRFlow is not built; the distillation segtrain has is anyflow"},
-    {"distillation_method", "self_forcing", NULL, "Self Forcing is not built; the distillation segtrain has is anyflow"},
-    {"distillation_method", "self_transcendence", NULL,
-     "self-transcendence is not built; the distillation segtrain has is anyflow"},
+    UNBUILT_DISTILLATION("lcm", "LCM distillation"), UNBUILT_DISTILLATION("dcm", "DCM distillation"),
+    UNBUILT_DISTILLATION("dmd", "DMD distillation"), UNBUILT_DISTILLATION("flow_dpo", "Flow-DPO"),
+    UNBUILT_DISTILLATION("perflow", "PeRFlow"), UNBUILT_DISTILLATION("self_forcing", "Self Forcing"),
+    UNBUILT_DISTILLATION("self_transcendence", "self-transcendence"),
     {"distillation_config.stage", "onpolicy", NULL,
      "AnyFlow's on-policy stage (DMD with rollouts and a discriminator adapter) is not built; the nearest is forward"},
     {"distillation_config.diffusion_target", "base_prediction", NULL,

@@ -4,6 +4,7 @@
 #include "segtrain/objective.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "segtrain/ops.h"
 
@@ -47,6 +48,40 @@ static void loss_backward(float *dpred, const float *pred, const float *target, 
                      scale / (float)batch);
 }
 
+st_status drift_from_config(const config *cfg, const model_config *mc, drift_config *out, bool *on)
+{
+    *on = !strcmp(config_string(cfg, "distillation_method"), "h3_drift");
+    if (!*on) return ST_OK;
+    if (!model_minimax_h3(mc) || !mc->lora_rank)
+        return st_fail(ST_ERR_INVALID, "distillation_method h3_drift: it regularises MiniMax-H3's LoRA training "
+                       "against the frozen base, and this is %s%s", *mc->preset ? mc->preset : mc->family,
+                       mc->lora_rank ? "" : " without LoRA (model_type lora, as SimpleTuner requires)");
+    *out = (drift_config){.sft_weight = config_float(cfg, "distillation_config.sft_loss_weight"),
+                          .weight = config_float(cfg, "distillation_config.loss_weight")};
+    if (config_float(cfg, "distillation_config.video_weight") <= 0.0)
+        return st_fail(ST_ERR_INVALID, "distillation_config.video_weight: %g; h3_drift's video term is segtrain's "
+                       "whole drift term (no audio rows), so it takes a positive weight",
+                       config_float(cfg, "distillation_config.video_weight"));
+    return ST_OK;
+}
+
+/* The frozen base's prediction at the step's inputs: every adapter off, no gradient, released at once */
+static st_status drift_reference(model *m, const flow_batch *b, const float *xt, const float *timesteps, int64_t n,
+                                 float **ref)
+{
+    param_set *ps = model_params(m);
+    st_status st = pool_alloc(ps->pool, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "h3_drift.reference", (void **)ref);
+    if (st) return st;
+    const float *pred;
+    ps->adapters_off = true;
+    st = model_forward(m, xt, timesteps, b->cond, b->batch, false, &pred);
+    ps->adapters_off = false;
+    if (st) return st;
+    if (!pool_is_dry_ptr(*ref)) memcpy(*ref, pred, (size_t)n * sizeof(float));
+    model_release(m);
+    return ST_OK;
+}
+
 st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
 {
     if (b->meanflow) return meanflow_loss(m, b, backward, loss);
@@ -55,7 +90,7 @@ st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
     if (st) return st;
     const int64_t per = model_sample_numel(c), used = model_loss_numel(c), n = b->batch * per;
     pool *p = model_params(m)->pool;
-    float *xt = NULL, *target = NULL, *timesteps = NULL, *weight = NULL, *dpred = NULL;
+    float *xt = NULL, *target = NULL, *timesteps = NULL, *weight = NULL, *dpred = NULL, *ref = NULL;
     st = pool_alloc(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.x_t", (void **)&xt);
     if (!st) st = pool_alloc(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.target", (void **)&target);
     if (!st) st = pool_alloc(p, (size_t)b->batch * sizeof(float), MEM_ACTIVATIONS, "flow.timesteps", (void **)&timesteps);
@@ -65,20 +100,29 @@ st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
         flow_interpolate(xt, target, timesteps, b->x0, b->noise, b->t, b->batch, per);
         for (int64_t i = 0; weight && !pool_is_dry_ptr(weight) && i < b->batch; i++)
             weight[i] = objective_weight(c, b->t[i]);
+        if (b->drift && b->drift->weight != 0.0) st = drift_reference(m, b, xt, timesteps, n, &ref);
         const float *pred;
-        st = model_forward(m, xt, timesteps, b->cond, b->batch, backward, &pred);
+        if (!st) st = model_forward(m, xt, timesteps, b->cond, b->batch, backward, &pred);
         if (!st) {
             *loss = loss_forward(pred, target, weight, b->batch, per, used);
+            if (b->drift) /* sft_weight x the flow loss + weight x the distance from the base */
+                *loss = (float)(b->drift->sft_weight * *loss +
+                                (ref ? b->drift->weight * loss_forward(pred, ref, NULL, b->batch, per, used) : 0.0));
             if (backward) {
                 const float scale = b->grad_scale ? b->grad_scale : 1.0f;
                 st = pool_alloc_zero(p, (size_t)n * sizeof(float), MEM_ACTIVATIONS, "flow.dpred", (void **)&dpred);
-                if (!st) loss_backward(dpred, pred, target, weight, b->batch, per, used, scale);
+                if (!st)
+                    loss_backward(dpred, pred, target, weight, b->batch, per, used,
+                                  b->drift ? scale * (float)b->drift->sft_weight : scale);
+                if (!st && ref)
+                    loss_backward(dpred, pred, ref, NULL, b->batch, per, used, scale * (float)b->drift->weight);
                 if (!st) st = model_backward(m, dpred);
             }
             model_release(m);
         }
     }
     pool_free(p, dpred);
+    pool_free(p, ref);
     pool_free(p, weight);
     pool_free(p, timesteps);
     pool_free(p, target);
@@ -96,8 +140,10 @@ st_status flow_step_dry(model_run *r, int64_t batch, size_t optimizer_bytes, poo
     if (st) return st;
     const size_t n = (size_t)(batch * model_sample_numel(c)), nc = (size_t)(batch * model_cond_len(c));
     meanflow_config mf;
-    bool anyflow = false;
+    drift_config drift;
+    bool anyflow = false, drifts = false;
     if (r->cfg && (st = meanflow_from_config(r->cfg, &mf, &anyflow))) return st;
+    if (r->cfg && (st = drift_from_config(r->cfg, c, &drift, &drifts))) return st;
     pool_reset_peak(r->device);
     pool_reset_peak(r->host);
     /* what a training step holds besides the model: the optimizer's state and the batch, as the trainer has them */
@@ -112,7 +158,8 @@ st_status flow_step_dry(model_run *r, int64_t batch, size_t optimizer_bytes, poo
         st = pool_alloc(r->device, nc * sizeof(float), MEM_ACTIVATIONS, "batch.null_cond", &null_cond);
     if (!st) {
         const flow_batch fb = {.batch = batch, .x0 = x0, .noise = noise, .t = t, .cond = cond,
-                               .meanflow = anyflow ? &mf : NULL, .r = rs, .null_cond = null_cond};
+                               .meanflow = anyflow ? &mf : NULL, .r = rs, .null_cond = null_cond,
+                               .drift = drifts ? &drift : NULL};
         float loss;
         st = flow_loss(m, &fb, true, &loss);
     }

@@ -37,6 +37,8 @@ struct trainer {
     float *cond;                /* (batch, cond_len), in the device pool */
     bool anyflow;               /* distillation_method anyflow: AnyFlow's objective (mf) */
     meanflow_config mf;
+    bool drifts;                /* distillation_method h3_drift: the drift term (drift) */
+    drift_config drift;
     float *r, *null_cond;       /* its intervals' other ends and the empty prompt's conditioning, in the device pool */
     int64_t *labels;            /* the loader's labels and captions, host-side */
     char (*captions)[CAPTION_MAX];
@@ -464,6 +466,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
                             (void **)&t->cond);
         if (!st) st = meanflow_from_config(cfg, &t->mf, &t->anyflow);
         if (!st && t->anyflow) st = open_meanflow(t, mc);
+        if (!st) st = drift_from_config(cfg, mc, &t->drift, &t->drifts);
     }
     if (!st) {
         /* "latest": the newest checkpoint of output_dir; a folder: the newest of that folder; else a file */
@@ -591,7 +594,7 @@ st_status trainer_step(trainer *t, train_step_info *info)
         draw(t, micro, per);
         const flow_batch fb = {.batch = t->batch, .x0 = t->x0, .noise = t->noise, .t = t->t, .cond = t->cond,
                                .grad_scale = 1.0f / (float)t->accum, .meanflow = t->anyflow ? &t->mf : NULL,
-                               .r = t->r, .null_cond = t->null_cond};
+                               .r = t->r, .null_cond = t->null_cond, .drift = t->drifts ? &t->drift : NULL};
         float loss;
         st = flow_loss(t->run.m, &fb, true, &loss);
         loss_sum += loss;
