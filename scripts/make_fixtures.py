@@ -313,6 +313,61 @@ MINIMAX_PASSED = ("per sample: hidden_states = the latents' (1, 2, 2) patches, c
 MINIMAX_ZERO = {r"audio_proj_(in|out)\..*": "SimpleTuner's video target mode has no audio rows"}
 
 
+def cosmos3_exact():
+    """Cosmos3VLTextRotaryEmbedding takes its angles in float32: here in float64 from the positions, as segtrain takes
+    them."""
+    import diffusers.models.transformers.transformer_cosmos3 as tc
+
+    def forward(self, position_ids, device, dtype):
+        hd = 2 * self.inv_freq.shape[0]
+        inv = 1.0 / COSMOS3_THETA ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+        freqs = position_ids.to(torch.float32).to(torch.float64)[..., None] * inv   # [3, B, N, hd/2]
+        freqs = self.apply_interleaved_mrope(freqs, self.rope_axes_dim)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+    tc.Cosmos3VLTextRotaryEmbedding.forward = forward
+
+
+def cosmos3_run(model, t):
+    # Cosmos3OmniPipeline's text-to-image call, a sample at a time (the class takes one packed sequence): the prompt's
+    # ids (cut to its mask's tokens) at the start, und_len their count; the latents as one noisy frame after them;
+    # position_ids the pipeline's (text arange on the three axes, the vision at len + margin with its row and column,
+    # spatial ids reset, float as enable_fps_modulation makes them); vision_timesteps 1000 sigma in float32 for every
+    # patch; pred = the vision output as is (the velocity).
+    cosmos3_exact()
+    lat = t["latents"]
+    b, c, h, w = lat.shape
+    ph, pw = h // 2, w // 2
+    preds = []
+    for i in range(b):
+        n = int(t["encoder_attention_mask"][i].sum().item())
+        ids = t["encoder_hidden_states"][i, :n, 0].long()
+        rows = torch.arange(ph, dtype=torch.float32).repeat_interleave(pw)
+        cols = torch.arange(pw, dtype=torch.float32).repeat(ph)
+        text = torch.arange(n, dtype=torch.float32).expand(3, -1)
+        vision = torch.stack([torch.full((ph * pw,), n + 15000.0), rows, cols])
+        ts = t["sigma"][i:i + 1].float() * 1000
+        out = model(input_ids=ids, text_indexes=torch.arange(n), position_ids=torch.cat([text, vision], dim=1),
+                    und_len=n, sequence_length=n + ph * pw, vision_tokens=[lat[i:i + 1, :, None]],
+                    vision_token_shapes=[(1, ph, pw)], vision_sequence_indexes=torch.arange(n, n + ph * pw),
+                    vision_mse_loss_indexes=torch.arange(n, n + ph * pw), vision_timesteps=ts.expand(ph * pw),
+                    vision_noisy_frame_indexes=[torch.tensor([0])], return_dict=False)[0]
+        preds.append(out[0][:, :, 0])
+    return torch.cat(preds)
+
+
+COSMOS3_THETA = 5000000.0
+COSMOS3_PASSED = ("per sample: input_ids = encoder_hidden_states[..., 0] (token ids) cut to the mask's tokens "
+                  "([1 1 1 1 1 1], [1 1 1 1 0 0]), und_len their count; vision_tokens [latents (1, C, 1, H, W)], one "
+                  "noisy frame; position_ids (3, S) as Cosmos3OmniPipeline makes them; vision_timesteps = "
+                  "float32(1000 sigma) per patch; pred = the vision output")
+COSMOS3_ZERO = {r"lm_head\.weight": "text generation's head: the diffusion loss never reads it",
+                r"norm\.weight": "the understanding stream's final norm: its rows never reach the vision output",
+                r"layers\.1\.(mlp\..*|post_attention_layernorm\.weight|self_attn\.(to_out|to_q|norm_q)\.weight)":
+                "the last layer's understanding-stream queries and output: no later layer reads them",
+                r"audio_(proj_in|proj_out)\..*|audio_modality_embed": "the sound head: text to image has no sound"}
+
+
 def hunyuanvideo_make(gen):
     # HunyuanVideoPipeline's prompt mask: the text tokens first, then padding (the model assumes that order).
     return {"encoder_hidden_states": randn(gen, B, L, JOINT), "pooled_projections": randn(gen, B, POOLED),
@@ -1287,6 +1342,16 @@ fixture("minimaxh3", "MiniMaxH3Transformer3DModel",
              ffn_dim=64, in_channels=C, audio_in_channels=8, patch_size=(1, 2, 2), text_dim=JOINT, freq_dim=32,
              time_embed_hidden_dim=48, time_embed_dim=16, rope_freq_dim=2, rope_theta=10000.0),
         masked_text_make, minimax_run, MINIMAX_PASSED, zero=MINIMAX_ZERO, shape=(B, C, 2, H, W))
+
+# Cosmos 3: two mixture-of-transformers layers of 2 heads x 16 with 1 key-value head over a 32-wide stream (32 x 128
+# with 8 over 4096: Cosmos3-Nano's), the SwiGLU 64 (12288), 64 token ids (151936), rope_axes_dim (2, 2, 2) of 8
+# frequencies ((24, 20, 20) of 64), 4 latent channels patched 2 x 2 (48), a sound head of 8 (loaded, untrained).
+fixture("cosmos3", "Cosmos3OmniTransformer",
+        dict(head_dim=16, hidden_size=32, intermediate_size=64, latent_channel=C, latent_patch_size=2,
+             num_attention_heads=2, num_hidden_layers=2, num_key_value_heads=1, patch_latent_dim=4 * C,
+             rms_norm_eps=1e-6, rope_theta=COSMOS3_THETA, vocab_size=64, rope_axes_dim=[2, 2, 2], sound_gen=True,
+             sound_dim=8),
+        omnigen_make, cosmos3_run, COSMOS3_PASSED, zero=COSMOS3_ZERO)
 
 # LTX-Video 0.9: two blocks, patch 1 x 1 x 1 (as the real 128-channel latents), cross_attention_dim = hidden.
 fixture("ltxvideo", "LTXVideoTransformer3DModel",

@@ -386,6 +386,13 @@ expect 0 "qwen_image's v2.1 (segtrain's flavour) trains Qwen-Image 2.1 with Simp
   "trained 1 steps; weights in qwen21-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=qwen_image --set model_flavour=v2.1 \
   --set model_preset=qwen-image-2.1-tiny --set synthetic_data=true --set max_train_steps=1 --set output_dir=qwen21-out
+expect 0 "cosmos3 trains: the prompt's ids and the latents through their own weights, one attention" \
+  "trained 1 steps; weights in cosmos3-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=cosmos3 --set model_preset=cosmos3-tiny \
+  --set synthetic_data=true --set max_train_steps=1 --set output_dir=cosmos3-out
+expect 0 "SimpleTuner's cosmos3 image example plans Cosmos3-Nano at 1024 px: 1024 latent + 512 prompt rows" \
+  "model cosmos3-nano \\(cosmos3\\): 36 mixture-of-transformers layers, heads 128 wide, 8 kv heads, width 4096" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/cosmos3-image.lycoris-lokr.json"
 expect 0 "minimaxh3 trains with SimpleTuner's objective (its time 1 - sigma, its output negated)" \
   "trained 1 steps; weights in minimax-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=minimaxh3 --set model_preset=minimaxh3-tiny \

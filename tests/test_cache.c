@@ -361,11 +361,11 @@ static void test_video_cache(void)
     CHECKF(st == ST_OK && isfinite(loss[0]) && isfinite(loss[2]), "%d %s", (int)st, st_error());
 }
 
-/* Lumina 2, Z-Image, ERNIE-Image, Ideogram 4, OmniGen, Krea 2 and MiniMax-H3 read one sequence and its mask: each
- * trains on a cache of masked captions, each sample's caption length (its mask's ones: 8 and 5 here) laying out its
- * own joint rows (MiniMax-H3's: its video's rotary clock); OmniGen's sequence is token ids, (L, 1), Krea 2's each
- * token's tapped layers side by side. Flux.3 reads the sequence alone (its padding tokens attended, as the class has
- * it). MiniMax-H3's cache holds video latents of 2 frames (num_frames 5). */
+/* Lumina 2, Z-Image, ERNIE-Image, Ideogram 4, OmniGen, Krea 2, MiniMax-H3 and Cosmos 3 read one sequence and its
+ * mask: each trains on a cache of masked captions, each sample's caption length (its mask's ones: 8 and 5 here)
+ * laying out its own joint rows (MiniMax-H3's: its video's rotary clock); OmniGen's and Cosmos 3's sequence is
+ * token ids, (L, 1), Krea 2's each token's tapped layers side by side. Flux.3 reads the sequence alone (its padding
+ * tokens attended, as the class has it). MiniMax-H3's cache holds video latents of 2 frames (num_frames 5). */
 static void test_lumina2_cache(void)
 {
     static const char *const families[][3] = {{"lumina2", "lumina2-tiny", "2.0"}, {"z_image", "z-image-tiny", "base"},
@@ -373,11 +373,12 @@ static void test_lumina2_cache(void)
                                               {"omnigen", "omnigen-tiny", "v1"}, {"krea2", "krea2-tiny", "raw"},
                                               {"flux3_image", "flux3-tiny", ""},
                                               {"qwen_image", "qwen-image-2.1-tiny", "v2.1"},
-                                              {"minimaxh3", "minimaxh3-tiny", "fl2va"}};
+                                              {"minimaxh3", "minimaxh3-tiny", "fl2va"},
+                                              {"cosmos3", "cosmos3-tiny", "nano"}};
     for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
         printf("-- %s trains on a cache of masked captions\n", families[f][1]);
         variant v = good();
-        v.ids = !strcmp(families[f][0], "omnigen");
+        v.ids = !strcmp(families[f][0], "omnigen") || !strcmp(families[f][0], "cosmos3");
         v.family = v.meta_family = families[f][0], v.pooled_dim = 0, v.no_pooled = true, v.text_dim = v.ids ? 1 : 24;
         if (!strcmp(families[f][0], "krea2")) v.text_dim = 72; /* its 3 tapped layers of 24, side by side */
         if (!strcmp(families[f][2], "v2.1")) v.family = v.meta_family = "qwen_image21"; /* the model's own family */

@@ -747,6 +747,8 @@ static const struct family_case {
      "feed-forward", 3, 0, 0, 1, 1, 1, 1, 0},
     {"minimaxh3-tiny", "a token refiner without modulation, then [text; video] whose rows read their modality's "
      "modulation; heads x head wider than the stream, RoPE on part of each head", 3, 0, 0, 1, 1, 1, 1, 2},
+    {"cosmos3-tiny", "a mixture of transformers: the prompt's rows and the latents' through their own weights, one "
+     "attention (the prompt causal), grouped queries, MRoPE", 3, 0, 0, 1, 1, 1, 1, 0},
     {"hidream-tiny", "experts routed per token (the routing follows the data, no allocation does), each block's own "
      "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
 };

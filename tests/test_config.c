@@ -290,7 +290,8 @@ static void test_checkpointing_and_choices(void)
               "kandinsky5-image-tiny, kandinsky5-t2i-lite, kandinsky5-video-tiny, kandinsky5-t2v-lite, kandinsky5-t2v-pro, "
               "anima-tiny, anima, ace-step-tiny, ace-step-1.5, lumina2-tiny, lumina2, z-image-tiny, z-image, "
               "ernie-tiny, ernie-image, ideogram-tiny, ideogram-4, omnigen-tiny, omnigen-v1, krea2-tiny, krea2, "
-              "flux3-tiny, flux3-klein, qwen-image-2.1-tiny, qwen-image-2.1, minimaxh3-tiny, minimaxh3");
+              "flux3-tiny, flux3-klein, qwen-image-2.1-tiny, qwen-image-2.1, minimaxh3-tiny, minimaxh3, "
+              "cosmos3-tiny, cosmos3-nano");
     VALUE_BAD("attention_mechanism", "\"sdpa\"", "one of math, flash");
     VALUE_OK("lr_scheduler", "\"cosine\"", "cosine");
 }

@@ -226,7 +226,7 @@ static void test_families(void)
                            !strcmp(name, "kandinsky5-image") || !strcmp(name, "kandinsky5-video") ||
                            !strcmp(name, "anima") || !strcmp(name, "lumina2") || !strcmp(name, "ernie") ||
                            !strcmp(name, "ideogram") || !strcmp(name, "omnigen") || !strcmp(name, "krea2") ||
-                           !strcmp(name, "flux3_image") || !strcmp(name, "minimaxh3");
+                           !strcmp(name, "flux3_image") || !strcmp(name, "minimaxh3") || !strcmp(name, "cosmos3");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -1116,6 +1116,59 @@ static void test_minimax_json(void)
     remove(dir);
 }
 
+/* Cosmos3OmniTransformer's config.json (the class defaults, Cosmos3-Nano's) reads as the cosmos3-nano preset,
+ * SimpleTuner's cosmos3 nano; its sound head is read to be loaded; what segtrain does not build is refused by name. */
+static void test_cosmos3_json(void)
+{
+    char dir[] = "/tmp/segtrain-cosmos3-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define C3 "{\"_class_name\": \"Cosmos3OmniTransformer\", "
+    tk_write_file(dir, "config.json", C3 "\"attention_bias\": false, \"attention_dropout\": 0.0, \"head_dim\": 128, "
+                  "\"hidden_size\": 4096, \"intermediate_size\": 12288, \"base_fps\": 24, "
+                  "\"enable_fps_modulation\": true, \"latent_channel\": 48, "
+                  "\"unified_3d_mrope_reset_spatial_ids\": true, \"unified_3d_mrope_temporal_modality_margin\": 15000, "
+                  "\"latent_patch_size\": 2, \"num_attention_heads\": 32, \"num_hidden_layers\": 36, "
+                  "\"num_key_value_heads\": 8, \"patch_latent_dim\": 192, \"rms_norm_eps\": 1e-06, "
+                  "\"rope_scaling\": {\"mrope_section\": [24, 20, 20]}, \"rope_theta\": 5000000.0, "
+                  "\"action_dim\": null, \"action_gen\": false, \"sound_dim\": null, \"sound_gen\": false, "
+                  "\"timestep_scale\": 0.001, \"vocab_size\": 151936, \"hidden_act\": \"silu\", "
+                  "\"qk_norm_for_text\": true, \"use_und_k_norm_for_gen\": false}");
+    model_config mc, want;
+    CHECK(model_preset("cosmos3-tiny", &mc) == ST_OK && model_preset("cosmos3-nano", &want) == ST_OK);
+    mc.resolution = want.resolution, mc.text_len = want.text_len, mc.vae_scale = want.vae_scale;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.kv_heads == want.kv_heads && mc.head_dim == want.head_dim &&
+               mc.ffn_dim == want.ffn_dim && mc.channels == want.channels && mc.patch == want.patch &&
+               mc.text_vocab == want.text_vocab && mc.text_dim == 1 && mc.norm_eps == want.norm_eps &&
+               !mc.audio_channels && !mc.action_dim && !memcmp(mc.rope_axes, want.rope_axes, sizeof mc.rope_axes) &&
+               model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    tk_write_file(dir, "config.json", C3 "\"sound_gen\": true, \"sound_dim\": 64, \"action_gen\": true, "
+                  "\"action_dim\": 32, \"num_embodiment_domains\": 16}");
+    CHECK(model_preset("cosmos3-tiny", &mc) == ST_OK);
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.audio_channels == 64 && mc.action_dim == 32 &&
+               mc.action_domains == 16 && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {C3 "\"hidden_act\": \"relu2\"}", "hidden_act"},
+        {C3 "\"attention_bias\": true}", "attention_bias"},
+        {C3 "\"rope_theta\": 10000.0}", "rope_theta"},
+        {C3 "\"qk_norm_for_text\": false}", "qk_norm_for_text"},
+        {C3 "\"unified_3d_mrope_reset_spatial_ids\": false}", "reset_spatial_ids"},
+        {C3 "\"patch_latent_dim\": 100}", "patch_latent_dim 100"},
+        {C3 "\"sound_gen\": true}", "sound_gen 1"},
+    };
+#undef C3
+    expect_json_refusals(dir, "config.json", "cosmos3-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    CHECK(from_json("{\"model_family\": \"cosmos3\"}", &mc) == ST_OK && !strcmp(mc.preset, "cosmos3-nano") &&
+          !strcmp(mc.family, "cosmos3"));
+    CHECKF(from_json("{\"model_family\": \"cosmos3\", \"model_flavour\": \"edge\"}", &mc) == ST_ERR_UNSUPPORTED &&
+               strstr(st_error(), "pretrained_model_name_or_path"),
+           "%s", st_error());
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 int main(void)
 {
     test_resolution();
@@ -1137,6 +1190,7 @@ int main(void)
     test_flux3_json();
     test_qwen21_json();
     test_minimax_json();
+    test_cosmos3_json();
     test_hunyuanvideo();
     test_hidream();
     test_doc();

@@ -544,6 +544,7 @@ int main(void)
     test_fixture("qwen-image-2.1", "qwen-image-2.1-tiny"); /* block-causal joint rows, modulation from t and 0 */
     test_fixture("ideogram", "ideogram-tiny"); /* lumina2's blocks on [caption; image], MRoPE in halves */
     test_fixture("minimaxh3", "minimaxh3-tiny"); /* [text; video] packed, per-modality modulation, partial RoPE */
+    test_fixture("cosmos3", "cosmos3-tiny"); /* mixture of transformers: prompt ids causal, the latents after them */
     test_anyflow_meanflow(); /* AnyFlow's objective: a target from the model's own central difference in t */
     test_wan_animate(); /* wan's image-to-video inputs, the motion and face encoders, the face adapters */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */

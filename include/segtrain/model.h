@@ -90,7 +90,9 @@ typedef struct model_config {
                                       token's video and audio connector states side by side */
     int64_t head_dim, time_hidden; /* minimaxh3: attention_head_dim, its heads x it wider than hidden_size, and its
                                       time MLP's hidden width (time_embed_hidden_dim; time_dim its output's,
-                                      time_channels its sinusoids'); 0 elsewhere */
+                                      time_channels its sinusoids'); cosmos3: head_dim; 0 elsewhere */
+    int64_t action_dim, action_domains; /* cosmos3's action heads, loaded and saved untrained (action_dim,
+                                      num_embodiment_domains; 0: action_gen false); audio_channels its sound_dim */
     int64_t experts, experts_active, llama_len; /* hidream: num_routed_experts, num_activated_experts, and the Llama
                                       tokens per caption (each block reads its own Llama layer's) */
     int64_t approx_channels, approx_hidden, approx_layers; /* chroma: distilled_guidance_layer's input width
@@ -177,6 +179,9 @@ bool model_flux3(const model_config *mc);
 bool model_qwen_image21(const model_config *mc);
 /* Whether the family is MiniMax-H3 (minimaxh3): text and video rows in one packed sequence. */
 bool model_minimax_h3(const model_config *mc);
+/* Whether the family is Cosmos 3 (cosmos3): the prompt's token ids and the latents in one sequence of
+ * mixture-of-transformers layers. */
+bool model_cosmos3(const model_config *mc);
 /* Whether the family is Krea 2 (Krea2Transformer2DModel): a text fusion (layerwise blocks across each token's tapped
  * encoder layers, a projector, refiner blocks), then one joint sequence [text; image]; a sample's conditioning is
  * its tokens' stacked layers (text_len, text_dim) then their mask. */

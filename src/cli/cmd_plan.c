@@ -64,6 +64,9 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
         else if (model_lumina2(mc))
             snprintf(blocks, sizeof blocks, "%lld + %lld refiner blocks, %lld joint blocks",
                      (long long)mc->refiner_depth, (long long)mc->refiner_depth, (long long)mc->depth);
+        else if (model_cosmos3(mc))
+            snprintf(blocks, sizeof blocks, "%lld mixture-of-transformers layers, heads %lld wide, %lld kv heads",
+                     (long long)mc->depth, (long long)mc->head_dim, (long long)mc->kv_heads);
         else if (model_minimax_h3(mc))
             snprintf(blocks, sizeof blocks, "%lld text refiner + %lld joint blocks, heads %lld wide",
                      (long long)mc->refiner_depth, (long long)mc->depth, (long long)mc->head_dim);

@@ -43,7 +43,7 @@ const cfg_key cfg_keys[] = {
                "kandinsky5-image-tiny|kandinsky5-t2i-lite|kandinsky5-video-tiny|kandinsky5-t2v-lite|kandinsky5-t2v-pro|"
                "anima-tiny|anima|ace-step-tiny|ace-step-1.5|lumina2-tiny|lumina2|z-image-tiny|z-image|ernie-tiny|"
                "ernie-image|ideogram-tiny|ideogram-4|omnigen-tiny|omnigen-v1|krea2-tiny|krea2|flux3-tiny|flux3-klein|"
-               "qwen-image-2.1-tiny|qwen-image-2.1|minimaxh3-tiny|minimaxh3",
+               "qwen-image-2.1-tiny|qwen-image-2.1|minimaxh3-tiny|minimaxh3|cosmos3-tiny|cosmos3-nano",
                SEC_MODEL, NULL,
                "Named size, which also names the family (see ../shared/spec/dit.md and docs/FAMILIES.md); given "
                "model_family alone, a SimpleTuner family's flavour's real sizes (`flux` `dev` is `flux-dev`), or "

@@ -194,6 +194,67 @@ static st_status norm_back(const side_attention *a, float *draw, const float *dy
 
 static attn_view rows_of(float *x, int64_t tokens, int64_t width) { return (attn_view){x, width, tokens * width}; }
 
+/* A run of rows under one set of weights: all rows, or with a->gen a sample's rows before the split (a's) or from it
+ * (gen's) */
+typedef struct side_run {
+    const side_attention *w;
+    int64_t r0, n;
+} side_run;
+
+static int64_t runs_of(const side_attention *a) { return a->gen ? 2 * a->shape.batch : 1; }
+
+static side_run run_at(const side_attention *a, int64_t i, int64_t rows)
+{
+    if (!a->gen) return (side_run){a, 0, rows};
+    const int64_t T = a->shape.tokens, b = i / 2;
+    return i % 2 ? (side_run){a->gen, b * T + a->split, T - a->split} : (side_run){a, b * T, a->split};
+}
+
+/* The projection `which` (0 q, 1 k, 2 v, 3 out) of a run's set */
+static const lin_layer *layer_of(const side_attention *w, int which)
+{
+    return which == 0 ? w->q : which == 1 ? w->k : which == 2 ? w->v : w->out;
+}
+
+/* y = l(x) over `rows` rows, run by run; back: dx += and the weights' gradients from dy */
+static st_status proj(const side_attention *a, int which, float *y, const float *x, int64_t rows, bool back, float *dx,
+                      const float *dy, bool k_bias_zero)
+{
+    st_status st = ST_OK;
+    for (int64_t i = 0; !st && i < runs_of(a); i++) {
+        const side_run r = run_at(a, i, rows);
+        lin_layer l = *layer_of(r.w, which);
+        if (k_bias_zero) l.b = -1;
+        const int64_t in = r.r0 * l.in, out = r.r0 * l.out;
+        st = back ? bwd(a->m, &l, dx ? dx + in : NULL, dy + out, x + in, r.n) : fwd(a->m, &l, y + out, x + in, r.n);
+    }
+    return st;
+}
+
+st_status side_out_forward(const side_attention *a, float *y, const float *att)
+{
+    return proj(a, 3, y, att, a->shape.batch * a->shape.tokens, false, NULL, NULL, false);
+}
+
+/* The per-head RMSNorm `which` (0 of q, 1 of k) of a run's set; < 0: none */
+static int qk_norm_of(const side_attention *w, int which) { return which ? w->norm_k : w->norm_q; }
+
+/* y = RMSNorm(raw) per head over `rows` rows of `width`, run by run */
+static st_status qk_norm(const side_attention *a, int which, float *y, const float *raw, int64_t rows, int64_t width)
+{
+    st_status (*const norm)(pool *, float *, const float *, const float *, int64_t, int64_t, float, op_state *) =
+        a->zero_centred ? rmsnorm_zc_forward : rmsnorm_forward;
+    const int64_t w = a->norm_width;
+    st_status st = ST_OK;
+    for (int64_t i = 0; !st && i < runs_of(a); i++) {
+        const side_run r = run_at(a, i, rows);
+        const int n = qk_norm_of(r.w, which);
+        st = norm(a->m->pool, y + r.r0 * width, raw + r.r0 * width, param_at(a->m->params, n)->w, r.n * width / w, w,
+                  a->eps, NULL);
+    }
+    return st;
+}
+
 st_status side_attention_forward(const side_attention *a, block_saved *sv, int at, const float *xq, const float *xkv,
                                  bool keep)
 {
@@ -203,16 +264,12 @@ st_status side_attention_forward(const side_attention *a, block_saved *sv, int a
     const int64_t D = as->heads * as->head_dim, K = (as->kv_heads ? as->kv_heads : as->heads) * as->head_dim;
     const int64_t nq = as->batch * T, nkv = as->batch * Tkv;
     float **side = sv->side + at;
-    param *wq = a->norm_q < 0 ? NULL : param_at(m->params, a->norm_q);
-    param *wk = a->norm_k < 0 ? NULL : param_at(m->params, a->norm_k);
-    st_status st = fwd(m, a->q, wq ? side[SQR] : side[SQ], xq, nq);
-    if (!st) st = fwd(m, a->k, wk ? side[SKR] : side[SK], xkv, nkv);
-    if (!st) st = fwd(m, a->v, side[SV], xkv, nkv);
-    const int64_t w = a->norm_width;
-    st_status (*const norm)(pool *, float *, const float *, const float *, int64_t, int64_t, float, op_state *) =
-        a->zero_centred ? rmsnorm_zc_forward : rmsnorm_forward;
-    if (!st && wq) st = norm(m->pool, side[SQ], side[SQR], wq->w, nq * D / w, w, a->eps, NULL);
-    if (!st && wk) st = norm(m->pool, side[SK], side[SKR], wk->w, nkv * K / w, w, a->eps, NULL);
+    const bool nq_on = a->norm_q >= 0, nk_on = a->norm_k >= 0;
+    st_status st = proj(a, 0, nq_on ? side[SQR] : side[SQ], xq, nq, false, NULL, NULL, false);
+    if (!st) st = proj(a, 1, nk_on ? side[SKR] : side[SK], xkv, nkv, false, NULL, NULL, false);
+    if (!st) st = proj(a, 2, side[SV], xkv, nkv, false, NULL, NULL, false);
+    if (!st && nq_on) st = qk_norm(a, 0, side[SQ], side[SQR], nq, D);
+    if (!st && nk_on) st = qk_norm(a, 1, side[SK], side[SKR], nkv, K);
     if (st) return st;
     if (a->rotate) a->rotate(a->block, side[SQ], false, false), a->rotate(a->block, side[SK], true, false);
     if (sv->att_kept && (at == SQ || (at == XQ && sv->xo_kept)))
@@ -238,22 +295,25 @@ st_status side_attention_backward(const side_attention *a, block_saved *sv, int 
     float *dv = scratch_take_zero(&s, nkv * K, MEM_WORKSPACE, "attention.dv");
     float *draw = scratch_take_zero(&s, nq * D > nkv * K ? nq * D : nkv * K, MEM_WORKSPACE, "attention.draw");
     if (s.status) return scratch_end(&s);
-    if (a->out && (s.status = bwd(m, a->out, datt, dout, side[SO], nq))) return scratch_end(&s);
+    if (a->out && (s.status = proj(a, 3, NULL, side[SO], nq, true, datt, dout, false))) return scratch_end(&s);
     s.status = attention_backward_masked(m->pool, as, a->mask, rows_of(dq, T, D), rows_of(dk, Tkv, K),
                                          rows_of(dv, Tkv, K), rows_of(datt, T, D), rows_of(side[SQ], T, D),
                                          rows_of(side[SK], Tkv, K), rows_of(side[SV], Tkv, K), rows_of(side[SO], T, D),
                                          &sv->attn[at / SIDE_PER]);
     if (s.status) return scratch_end(&s);
     if (a->rotate) a->rotate(a->block, dq, false, true), a->rotate(a->block, dk, true, true);
-    if (!(s.status = norm_back(a, draw, dq, side[SQR], a->norm_q, nq, D))) s.status = bwd(m, a->q, dxq, draw, xq, nq);
-    if (!s.status) {
-        zero_bytes(draw, (size_t)(nkv * K) * sizeof(float));
-        s.status = norm_back(a, draw, dk, side[SKR], a->norm_k, nkv, K);
+    for (int64_t i = 0; !s.status && i < runs_of(a); i++) {
+        const side_run r = run_at(a, i, nq);
+        s.status = norm_back(a, draw + r.r0 * D, dq + r.r0 * D, side[SQR] + r.r0 * D, r.w->norm_q, r.n, D);
     }
-    lin_layer keys = *a->k;
-    if (a->k_bias_zero) keys.b = -1;
-    if (!s.status) s.status = bwd(m, &keys, dxkv, draw, xkv, nkv);
-    if (!s.status) s.status = bwd(m, a->v, dxkv, dv, xkv, nkv);
+    if (!s.status) s.status = proj(a, 0, NULL, xq, nq, true, dxq, draw, false);
+    if (!s.status) zero_bytes(draw, (size_t)(nkv * K) * sizeof(float));
+    for (int64_t i = 0; !s.status && i < runs_of(a); i++) {
+        const side_run r = run_at(a, i, nkv);
+        s.status = norm_back(a, draw + r.r0 * K, dk + r.r0 * K, side[SKR] + r.r0 * K, r.w->norm_k, r.n, K);
+    }
+    if (!s.status) s.status = proj(a, 1, NULL, xkv, nkv, true, dxkv, draw, a->k_bias_zero);
+    if (!s.status) s.status = proj(a, 2, NULL, xkv, nkv, true, dxkv, dv, false);
     return scratch_end(&s);
 }
 

@@ -92,6 +92,10 @@ typedef struct side_attention {
     void (*rotate)(const void *self, float *x, bool keys, bool back);
     const void *block;
     bool k_bias_zero;    /* k's bias gradient is left exactly zero (its bias adds q . b to a query's every logit) */
+    /* A mixture of transformers (Cosmos 3's self-attention): each sample's rows from `split` on are projected and
+     * normed by gen's q, k, v, out, norm_q and norm_k, the rows before it by these; NULL: one set for all rows */
+    const struct side_attention *gen;
+    int64_t split;
 } side_attention;
 /* The projections of xq (the queries' input) and xkv (the keys' and values'), their norms and rotation, and the
  * attention into the side (its state kept when keep), but not the self-attention (at SQ) in a recompute after
@@ -103,6 +107,9 @@ st_status side_attention_forward(const side_attention *a, block_saved *sv, int a
  * self-attention) accumulated. */
 st_status side_attention_backward(const side_attention *a, block_saved *sv, int at, const float *dout, const float *xq,
                                   const float *xkv, float *dxq, float *dxkv);
+
+/* y = out(att) over the queries' rows, each row by its set's output projection (a->gen's past the split) */
+st_status side_out_forward(const side_attention *a, float *y, const float *att);
 
 /* What KEEP_ATTENTION_OUTPUT keeps of an attention of this shape: its output (queries x heads x head width floats)
  * and kept state. */

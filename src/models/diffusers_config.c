@@ -438,6 +438,7 @@ static const struct {
     {"flux3_image", "Flux3Transformer2DModel", flux3_from_json},
     {"qwen_image21", "QwenImage21Transformer2DModel", qwen21_from_json},
     {"minimaxh3", "MiniMaxH3Transformer3DModel", minimax_from_json},
+    {"cosmos3", "Cosmos3OmniTransformer", cosmos3_from_json},
     {"ltxvideo", "LTXVideoTransformer3DModel", ltxvideo_from_json},
     {"ltxvideo2", "LTX2VideoTransformer3DModel", ltx2_from_json},
     {"hidream", "HiDreamImageTransformer2DModel", hidream_from_json},

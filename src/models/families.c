@@ -40,7 +40,8 @@ static const struct st_family {
      "base:chroma|hd:chroma|flash:chroma", "base"},
     {"cosmos2image", "cosmos", "Cosmos 2 (T2I)", XATTN, "CosmosTransformer3DModel", "2b|14b",
      "2b:cosmos2-2b|14b:cosmos2-14b", "2b"},
-    {"cosmos3", NULL, "Cosmos 3", JOINT, "Cosmos3OmniTransformer", "edge|nano|super|super-i2v|super-t2i", NULL, NULL},
+    {"cosmos3", NULL, "Cosmos 3", JOINT, "Cosmos3OmniTransformer", "edge|nano|super|super-i2v|super-t2i",
+     "nano:cosmos3-nano", "nano"},
     {"deepfloyd", NULL, "DeepFloyd IF", UNET, "UNet2DConditionModel",
      "i-medium-400m|i-large-900m|i-xlarge-4.3b|ii-medium-450m|ii-large-1.2b", NULL, NULL},
     {"ernie", NULL, "ERNIE-Image", JOINT, "ErnieImageTransformer2DModel", "base|turbo", "base:ernie-image", "base"},
@@ -133,6 +134,9 @@ static const struct {
     {"anima", "gazingstars123-2.9b is a single-file 2.9B checkpoint whose transformer sizes are not published as a "
               "diffusers config (SimpleTuner infers them from its tensors); give its converted folder as "
               "pretrained_model_name_or_path with a built flavour"},
+    {"cosmos3", "edge, super and super-t2i are other transformer sizes (4 B and 65 B) whose configs were not at hand "
+                "to verify; give the checkpoint's folder as pretrained_model_name_or_path with flavour nano. "
+                "super-i2v also takes a first frame's latents, which segtrain's conditioning does not carry"},
     {"minimaxh3", "ref2va is the reference-to-video-and-audio transformer (SimpleTuner's transformer_ref, with "
                   "reference rows in its sequence); segtrain's conditioning carries no reference"},
     {"ltxvideo2", "the 2.3 and 2.5 flavours add gated attention, timestep-modulated prompt cross-attention "

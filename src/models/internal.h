@@ -74,7 +74,7 @@ extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, 
     ace_step_family;
 extern const model_family kandinsky5_family, ltx2_family, lumina2_family, ernie_family, ideogram_family,
     omnigen_family, krea2_family, flux3_family, qwen_image21_family,
-    minimax_h3_family;
+    minimax_h3_family, cosmos3_family;
 
 /* The patches of a step's latents (m->shape.batch of them), and a patch's features (channels x patch_t x patch^2). */
 patch_shape model_patches(const model *m);

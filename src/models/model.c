@@ -55,6 +55,7 @@ static const model_family *family_of(const model_config *mc)
     if (model_flux3(mc)) return &flux3_family;
     if (model_qwen_image21(mc)) return &qwen_image21_family;
     if (model_minimax_h3(mc)) return &minimax_h3_family;
+    if (model_cosmos3(mc)) return &cosmos3_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
@@ -76,18 +77,20 @@ bool model_krea2(const model_config *mc) { return !strcmp(mc->family, "krea2"); 
 bool model_flux3(const model_config *mc) { return !strcmp(mc->family, "flux3_image"); }
 bool model_qwen_image21(const model_config *mc) { return !strcmp(mc->family, "qwen_image21"); }
 bool model_minimax_h3(const model_config *mc) { return !strcmp(mc->family, "minimaxh3"); }
+bool model_cosmos3(const model_config *mc) { return !strcmp(mc->family, "cosmos3"); }
 
 bool model_reads_text(const model_config *mc)
 {
     return model_dual_stream(mc) || model_xattn(mc) || model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) ||
-           model_omnigen(mc) || model_krea2(mc) || model_flux3(mc) || model_qwen_image21(mc) || model_minimax_h3(mc);
+           model_omnigen(mc) || model_krea2(mc) || model_flux3(mc) || model_qwen_image21(mc) || model_minimax_h3(mc) ||
+           model_cosmos3(mc);
 }
 
 bool model_video(const model_config *mc)
 {
     return hunyuanvideo(mc) || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
            (model_kandinsky5(mc) && mc->cond_channels) || /* Kandinsky 5's video models are its visual_cond ones */
-           model_minimax_h3(mc);
+           model_minimax_h3(mc) || model_cosmos3(mc);
 }
 
 int64_t model_vae_scale_t(const model_config *mc) { return !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ? 8 : 4; }
@@ -103,7 +106,7 @@ bool model_text_mask(const model_config *mc)
     return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma") || hunyuanvideo(mc) ||
            !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
            model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) || model_omnigen(mc) || model_krea2(mc) ||
-           model_qwen_image21(mc) || model_minimax_h3(mc);
+           model_qwen_image21(mc) || model_minimax_h3(mc) || model_cosmos3(mc);
 }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
@@ -399,10 +402,14 @@ void model_condition(const model_config *mc, int64_t label, const char *caption,
         float *ids = cond + mc->source_len * mc->source_dim, *w = ids + mc->text_len;
         for (int64_t l = 0; l < mc->text_len; l++)
             ids[l] = l < words ? (float)(1 + l % (mc->text_vocab - 1)) : 0.0f, w[l] = l < words ? 1.0f : 0.0f;
-    } else if (model_omnigen(mc)) { /* the words' ids inside OmniGen's instruction template, then their mask */
-        const char *const parts[] = {"<|user|> Generate an image according to the following instructions",
-                                     caption ? caption : "", "<|end|> <|assistant|> <|diffusion|>"};
-        const int64_t n = encode_caption_ids(parts, 3, mc->text_vocab, mc->text_len, cond);
+    } else if (model_omnigen(mc) || model_cosmos3(mc)) { /* the words' ids inside the model's template, then their
+                                                            mask (OmniGen's instruction; Cosmos 3's chat turn) */
+        const char *const omnigen[] = {"<|user|> Generate an image according to the following instructions",
+                                       caption ? caption : "", "<|end|> <|assistant|> <|diffusion|>"};
+        const char *const cosmos3[] = {"<|im_start|> user", caption ? caption : "",
+                                       "<|im_end|> <|im_start|> assistant <|endoftext|> <|start_of_generation|>"};
+        const int64_t n = encode_caption_ids(model_omnigen(mc) ? omnigen : cosmos3, 3, mc->text_vocab, mc->text_len,
+                                             cond);
         for (int64_t l = 0; l < mc->text_len; l++) cond[mc->text_len + l] = l < n ? 1.0f : 0.0f;
     } else {
         float *pooled = cond + mc->text_len * mc->text_dim, *rest = pooled + mc->pooled_dim;

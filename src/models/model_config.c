@@ -190,6 +190,11 @@ static const struct preset {
      * release's 768 px short edge, and 12 latent frames (SimpleTuner's example: 39 frames at 24 fps) */
     {"minimaxh3-tiny", "minimaxh3", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
     {"minimaxh3", "minimaxh3", 50, 5376, 56, 2, 24, 48, 10, 0, 512, 5120, 0, false, false, 0, 0},
+    /* Cosmos3OmniTransformer's defaults, which are Cosmos3-Nano's 16 B (36 layers a stream of 32 heads x 128 with 8
+     * key-value heads over 4096, Qwen3's 151936 tokens), 48 latent channels through the 16x VAE, 1024 px, 512 prompt
+     * tokens (segtrain's choice) */
+    {"cosmos3-tiny", "cosmos3", 2, 32, 2, 2, 4, 8, 10, 0, 6, 1, 0, false, false, 0, 0},
+    {"cosmos3-nano", "cosmos3", 36, 4096, 32, 2, 48, 64, 10, 0, 512, 1, 0, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -333,6 +338,14 @@ st_status model_preset(const char *name, model_config *out)
             const int64_t axes[4] = {tiny ? 4 : 32, tiny ? 4 : 32, tiny ? 4 : 32, 0}; /* 2 rope_freq_dim each */
             memcpy(out->rope_axes, axes, sizeof axes);
         }
+        if (!strcmp(p->family, "cosmos3")) { /* the tiny one is the fixture's: grouped queries, MRoPE (2, 2, 2) of 8,
+                                                 a sound head loaded untrained */
+            out->head_dim = tiny ? 16 : 128, out->kv_heads = tiny ? 1 : 8, out->ffn_dim = tiny ? 64 : 12288;
+            out->text_vocab = tiny ? 64 : 151936, out->norm_eps = 1e-6, out->audio_channels = tiny ? 8 : 0;
+            out->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
+            const int64_t sections[4] = {tiny ? 2 : 24, tiny ? 2 : 20, tiny ? 2 : 20, 0};
+            memcpy(out->rope_axes, sections, sizeof sections);
+        }
         if (!strcmp(p->family, "hidream")) /* the tiny one is the fixture's */
             out->experts = strstr(name, "tiny") ? 3 : 4, out->experts_active = 2, out->llama_len = strstr(name, "tiny") ? 3 : 128;
         return ST_OK;
@@ -471,7 +484,7 @@ st_status model_config_check(const model_config *mc)
                              : "only pixart_sigma's output differs from its input (0)");
     if (mc->ffn_dim < 0 || mc->ffn_dim > (1 << 20) ||
         (mc->ffn_dim && !xattn && !model_lumina2(mc) && !model_ernie(mc) && !model_ideogram(mc) && !model_omnigen(mc) &&
-         !model_krea2(mc) && !model_minimax_h3(mc)))
+         !model_krea2(mc) && !model_minimax_h3(mc) && !model_cosmos3(mc)))
         return st_fail(ST_ERR_INVALID, "ffn_dim: %lld; the feed-forward of wan (0: 4 hidden_size), lumina2, z_image "
                        "and ernie is 1 to 2^20 wide (other families 0)", (long long)mc->ffn_dim);
     if (mc->single_depth < 0 || ((!mmdit || sd3 || qwen || hv15) && !flux3 && mc->single_depth) ||
@@ -497,7 +510,7 @@ st_status model_config_check(const model_config *mc)
                        "and 0 (= in_channels)" : "only cosmos2image has AdaLN-LoRA (0)");
     const bool ace = model_audio(mc);
     const bool lumina = model_lumina2(mc), ernie = model_ernie(mc), ideo = model_ideogram(mc), omni = model_omnigen(mc);
-    const bool krea = model_krea2(mc), mh = model_minimax_h3(mc);
+    const bool krea = model_krea2(mc), mh = model_minimax_h3(mc), c3 = model_cosmos3(mc);
     const int64_t axes_sum = mc->rope_axes[0] + mc->rope_axes[1] + mc->rope_axes[2], hd = mc->hidden / mc->heads;
     if (ideo && (mc->time_dim < 1 || mc->time_dim > (1 << 16) || hd % 2 || mc->rope_axes[0] < 0 ||
                  mc->rope_axes[1] < 0 || mc->rope_axes[2] < 0 || 3 * mc->rope_axes[1] > hd / 2 + 1 ||
@@ -513,7 +526,7 @@ st_status model_config_check(const model_config *mc)
                   (!ideo && !omni && (axes_sum != hd || mc->rope_axes[0] % 2 || mc->rope_axes[1] % 2 ||
                              mc->rope_axes[2] % 2 || mc->rope_axes[3])) ||
                   mc->patch_t != 1 || mc->out_channels)
-               : mc->norm_eps != 0 && !mh)
+               : mc->norm_eps != 0 && !mh && !c3)
         return st_fail(ST_ERR_INVALID, "num_kv_heads %lld of %lld heads, feed-forward %lld wide, norm_eps %g, "
                        "cap_feat_dim %lld, rotary axes (%lld, %lld, %lld); %s", (long long)mc->kv_heads,
                        (long long)mc->heads, (long long)mc->ffn_dim, mc->norm_eps, (long long)mc->text_dim,
@@ -522,7 +535,30 @@ st_status model_config_check(const model_config *mc)
                            ? "lumina2, z_image, ernie, ideogram, omnigen and krea2 take a divisor of the heads, 1 to 8 "
                              "hidden_size, an eps in (0, 1), at least 1, and (but ideogram and omnigen) three even "
                              "axes summing to the head width (no pooled vector, out_channels 0)"
-                           : "only lumina2, z_image, ernie, ideogram, omnigen, krea2 and minimaxh3 have norm_eps (0)");
+                           : "only lumina2, z_image, ernie, ideogram, omnigen, krea2, minimaxh3 and cosmos3 have "
+                             "norm_eps (0)");
+    const int64_t c3hd = mc->head_dim;
+    if (c3 ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || c3hd < 2 || c3hd > 1024 || c3hd % 2 || mc->ffn_dim < 1 ||
+              mc->ffn_dim > (1 << 20) || !(mc->norm_eps > 0 && mc->norm_eps < 1) || mc->text_dim != 1 ||
+              mc->text_vocab >= (1 << 24) || mc->rope_axes[0] < 0 || mc->rope_axes[1] < 0 || mc->rope_axes[2] < 0 ||
+              3 * mc->rope_axes[1] > c3hd / 2 + 1 || 3 * mc->rope_axes[2] > c3hd / 2 || mc->rope_axes[3] ||
+              mc->audio_channels < 0 || mc->audio_channels > (1 << 16) || mc->action_dim < 0 ||
+              mc->action_dim > (1 << 16) || mc->action_domains < (mc->action_dim ? 1 : 0) ||
+              mc->action_domains > (1 << 16) || mc->patch_t != 1 || mc->out_channels || mc->pooled_dim ||
+              mc->guidance_embeds)
+           : (mc->action_dim || mc->action_domains))
+        return st_fail(ST_ERR_INVALID, "num_key_value_heads %lld of %lld heads, head_dim %lld, intermediate_size %lld, "
+                       "rms_norm_eps %g, text_dim %lld, vocab_size %lld, rope_axes_dim (%lld, %lld, %lld), sound_dim "
+                       "%lld, action_dim %lld over %lld domains; %s", (long long)mc->kv_heads, (long long)mc->heads,
+                       (long long)c3hd, (long long)mc->ffn_dim, mc->norm_eps, (long long)mc->text_dim,
+                       (long long)mc->text_vocab, (long long)mc->rope_axes[0], (long long)mc->rope_axes[1],
+                       (long long)mc->rope_axes[2], (long long)mc->audio_channels, (long long)mc->action_dim,
+                       (long long)mc->action_domains,
+                       c3 ? "cosmos3 takes a divisor of the heads, an even head width of 2 to 1024, 1 to 2^20, an eps "
+                            "in (0, 1), token ids (text_dim 1) below 2^24, sections whose interleaved frequencies lie "
+                            "within the head (3 sections[1] <= head/2 + 1, 3 sections[2] <= head/2), and heads of at "
+                            "most 65536 (an action head over at least 1 domain)"
+                          : "only cosmos3 has action heads (0)");
     const int64_t mh_rot = mc->rope_axes[0] + mc->rope_axes[1] + mc->rope_axes[2];
     if (mh ? (mc->head_dim < 2 || mc->head_dim > 1024 || mc->head_dim % 2 || mh_rot < 6 || mh_rot > mc->head_dim ||
               mc->rope_axes[0] % 2 || mc->rope_axes[1] != mc->rope_axes[0] || mc->rope_axes[2] != mc->rope_axes[0] ||
@@ -531,7 +567,7 @@ st_status model_config_check(const model_config *mc)
               mc->ffn_dim < 1 || mc->audio_channels < 1 || mc->audio_channels > (1 << 16) ||
               !(mc->norm_eps > 0 && mc->norm_eps < 1) || mc->patch_t != 1 || mc->out_channels || mc->pooled_dim ||
               mc->guidance_embeds)
-           : (mc->head_dim || mc->time_hidden))
+           : ((mc->head_dim && !c3) || mc->time_hidden))
         return st_fail(ST_ERR_INVALID, "attention_head_dim %lld, rotary pairs (%lld, %lld, %lld), freq_dim %lld, "
                        "time_embed_hidden_dim %lld, time_embed_dim %lld, ffn_dim %lld, audio_in_channels %lld, "
                        "norm_eps %g, patch_size_t %lld; %s", (long long)mc->head_dim, (long long)mc->rope_axes[0],
@@ -576,7 +612,7 @@ st_status model_config_check(const model_config *mc)
                             : "only omnigen has them (0)");
     if (ace ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->window < 0 || mc->cond_channels < 0 ||
                mc->cond_channels > (1 << 16) || mc->patch != 1 || mc->resolution != 1 || mc->out_channels)
-            : ((mc->kv_heads && !lumina && !ernie && !ideo && !omni && !krea) || mc->window))
+            : ((mc->kv_heads && !lumina && !ernie && !ideo && !omni && !krea && !c3) || mc->window))
         return st_fail(ST_ERR_INVALID, "num_key_value_heads %lld, sliding_window %lld, context channels %lld, patch_size "
                        "%lld, resolution %lld, out_channels %lld; %s", (long long)mc->kv_heads, (long long)mc->window,
                        (long long)mc->cond_channels, (long long)mc->patch, (long long)mc->resolution,
@@ -598,7 +634,7 @@ st_status model_config_check(const model_config *mc)
                 mc->audio_hidden % (2 * mc->audio_heads) || mc->audio_hidden % (2 * mc->heads) ||
                 mc->audio_channels < 1 || mc->audio_channels > (1 << 16) || mc->text_dim % 2 || mc->patch != 1 ||
                 mc->patch_t != 1 || (mc->hidden / mc->heads) % 2 || mc->out_channels || mc->ffn_dim)
-             : (mc->audio_heads || mc->audio_hidden || (mc->audio_channels && !mh)))
+             : (mc->audio_heads || mc->audio_hidden || (mc->audio_channels && !mh && !c3)))
         return st_fail(ST_ERR_INVALID, "audio width %lld, audio heads %lld, audio channels %lld, caption width %lld, "
                        "patch %lld x %lld; %s", (long long)mc->audio_hidden, (long long)mc->audio_heads,
                        (long long)mc->audio_channels, (long long)mc->text_dim, (long long)mc->patch,
