@@ -350,6 +350,83 @@ static void test_qr_signs(void)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* ---- the depthwise 3 x 3 convolution, channels last ---- */
+
+typedef struct dw_ctx {
+    int64_t B, H, W, C;
+    double *x, *w, *b, *lw, *y;
+} dw_ctx;
+
+static void dw_ref(dw_ctx *c)
+{
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t i = 0; i < c->H; i++)
+            for (int64_t j = 0; j < c->W; j++)
+                for (int64_t ch = 0; ch < c->C; ch++) {
+                    double acc = c->b[ch];
+                    for (int a = 0; a < 3; a++)
+                        for (int e = 0; e < 3; e++) {
+                            const int64_t ii = i + a - 1, jj = j + e - 1;
+                            if (ii >= 0 && ii < c->H && jj >= 0 && jj < c->W)
+                                acc += c->w[ch * 9 + a * 3 + e] * c->x[((b * c->H + ii) * c->W + jj) * c->C + ch];
+                        }
+                    c->y[((b * c->H + i) * c->W + j) * c->C + ch] = acc;
+                }
+}
+
+static double dw_loss(void *ctx)
+{
+    dw_ctx *c = ctx;
+    dw_ref(c);
+    double l = 0;
+    for (int64_t k = 0; k < c->B * c->H * c->W * c->C; k++) l += c->lw[k] * c->y[k];
+    return l;
+}
+
+/* against the double reference and central differences, every gradient accumulated onto what was there, the same
+ * bits at 1 and 2 threads; channels past one 64-channel block */
+static void test_depthwise(int64_t B, int64_t H, int64_t W, int64_t C, uint64_t seed)
+{
+    char what[128];
+    const int64_t n = B * H * W * C;
+    float *x = fbuf(n), *w = fbuf(9 * C), *b = fbuf(C), *dy = fbuf(n), *y = fbuf(n), *dx = fbuf(n), *dw = fbuf(9 * C);
+    float *db = fbuf(C);
+    tk_fill(x, n, seed, -1, 1), tk_fill(w, 9 * C, seed + 1, -1, 1), tk_fill(b, C, seed + 2, -1, 1);
+    tk_fill(dy, n, seed + 3, -1, 1);
+    dw_ctx c = {B, H, W, C, dbuf(n), dbuf(9 * C), dbuf(C), dbuf(n), dbuf(n)};
+    tk_to_double(c.x, x, n), tk_to_double(c.w, w, 9 * C), tk_to_double(c.b, b, C), tk_to_double(c.lw, dy, n);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    CHECK(depthwise3x3_forward(p, y, x, w, b, B, H, W, C) == ST_OK && pool_live(p) == 0);
+    dw_ref(&c);
+    snprintf(what, sizeof what, "depthwise 3x3 %lldx%lldx%lld forward", (long long)H, (long long)W, (long long)C);
+    tk_expect_close(what, y, c.y, n, FWD_TOL);
+    fill_pre(dx, n), fill_pre(dw, 9 * C), fill_pre(db, C);
+    CHECK(depthwise3x3_backward(p, dx, dw, db, dy, x, w, B, H, W, C) == ST_OK && pool_live(p) == 0);
+    minus_pre(dx, n), minus_pre(dw, 9 * C), minus_pre(db, C);
+    double *g = dbuf(n > 9 * C ? n : 9 * C);
+    double *const in[3] = {c.x, c.w, c.b};
+    const float *got[3] = {dx, dw, db};
+    const int64_t sizes[3] = {n, 9 * C, C};
+    const char *names[3] = {"dx", "dw", "db"};
+    for (int k = 0; k < 3; k++) {
+        tk_numeric_grad(dw_loss, &c, in[k], sizes[k], FD_H, g);
+        snprintf(what, sizeof what, "depthwise 3x3 %s", names[k]);
+        tk_expect_close(what, got[k], g, sizes[k], GRAD_TOL);
+    }
+    float *dx1 = fbuf(n), *dw1 = fbuf(9 * C), *dx2 = fbuf(n), *dw2 = fbuf(9 * C);
+    const int threads = ops_threads();
+    ops_set_threads(1);
+    CHECK(depthwise3x3_backward(p, dx1, dw1, NULL, dy, x, w, B, H, W, C) == ST_OK);
+    ops_set_threads(2);
+    CHECK(depthwise3x3_backward(p, dx2, dw2, NULL, dy, x, w, B, H, W, C) == ST_OK);
+    ops_set_threads(threads);
+    tk_expect_bitwise("depthwise 3x3 dx at 1 and 2 threads", dx1, dx2, n);
+    tk_expect_bitwise("depthwise 3x3 dw at 1 and 2 threads", dw1, dw2, 9 * C);
+    CHECK(pool_destroy(p) == 0);
+    free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(g), free(dx1), free(dw1);
+    free(dx2), free(dw2), free(c.x), free(c.w), free(c.b), free(c.lw), free(c.y);
+}
+
 int main(void)
 {
     const conv_shape base = {.batch = 2, .in = 3, .h = 5, .w = 6, .out = 4, .kh = 3, .kw = 3, .sh = 1, .sw = 1};
@@ -369,6 +446,8 @@ int main(void)
     s = base, s.h = 6, s.w = 5, s.ph = 2, s.pw = 1, s.sh = 2;
     test_conv("3x3 stride (2, 1) pad (2, 1)", s, true, 71);
     test_conv_dry();
+    test_depthwise(2, 4, 5, 6, 101);
+    test_depthwise(1, 3, 3, 70, 111);
     test_fir(3, 6, 6, 2, 2, 81);
     test_fir(2, 5, 7, 1, 1, 91);
     test_fir(2, 4, 4, 2, 1, 101);

@@ -168,6 +168,15 @@ void fir_forward(float *y, const float *x, const float *kernel, int64_t k, int64
 void fir_backward(float *dx, const float *dy, const float *kernel, int64_t k, int64_t planes, int64_t h, int64_t w,
                   int64_t ph, int64_t pw);
 
+/* A depthwise 3 x 3 convolution with weights, stride 1, zero padding 1, over tokens laid out channels last (Sana's
+ * GLUMBConv conv_depth, a Conv2d with groups = channels): x and y (batch, h, w, c), weight (c, 1, 3, 3), bias (c) or
+ * NULL; y[b, i, j, ch] = bias[ch] + sum_{a, e} weight[ch, a, e] x[b, i + a - 1, j + e - 1, ch]. Backward accumulates
+ * dx, dw and db (each may be NULL); every sum runs in a fixed order, whatever the threads. Workspace: 9 c floats. */
+st_status depthwise3x3_forward(pool *p, float *y, const float *x, const float *weight, const float *bias,
+                               int64_t batch, int64_t h, int64_t w, int64_t c);
+st_status depthwise3x3_backward(pool *p, float *dx, float *dw, float *db, const float *dy, const float *x,
+                                const float *weight, int64_t batch, int64_t h, int64_t w, int64_t c);
+
 /* ---- QR (ops/cpu/linalg.c) ---- */
 
 /* Q (m, n) of the thin QR of a (m, n), m >= n, by Householder reflections as LAPACK's geqrf and orgqr make it (R's
@@ -181,8 +190,11 @@ st_status qr_backward(pool *p, float *da, const float *dq, const float *a, const
 
 /* math:  S = q k^T / sqrt(hd), P = softmax(S) kept for backward, O = P v.
  * flash: tiled with an online softmax; keeps only the log-sum-exp per row, recomputes P tile by tile in
- *        backward. Same results to fp32 rounding. Non-causal, over all keys unless a window or a mask (below) says. */
-typedef enum attention_mechanism { ATTN_MATH, ATTN_FLASH } attention_mechanism;
+ *        backward. Same results to fp32 rounding. Non-causal, over all keys unless a window or a mask (below) says.
+ * linear: another attention, Sana's: with a = relu(q), c = relu(k), O_t = a_t (c^T v) / (a_t . sum_s c_s + 1e-15)
+ *        per head (diffusers' SanaLinearAttnProcessor2_0), no softmax and no scale; keeps c^T v and sum_s c_s
+ *        (hd (hd + 1) floats a head). Self-attention only: no mask, kv_tokens, kv_heads or window. */
+typedef enum attention_mechanism { ATTN_MATH, ATTN_FLASH, ATTN_LINEAR } attention_mechanism;
 
 /* tokens and heads are the queries'. The fields after mechanism are 0 for plain self-attention:
  * - kv_tokens: keys and values per sample when they are not the queries' tokens (cross-attention: image queries,
@@ -198,7 +210,8 @@ typedef enum attention_mechanism { ATTN_MATH, ATTN_FLASH } attention_mechanism;
  * Refused (ST_ERR_INVALID, one line): a negative field, kv_heads not dividing heads, a window with kv_tokens.
  * Profile FLOPs count the products run: 4 tokens kv_tokens head_dim a head forward (8 math backward, 10 flash
  * backward, which recomputes the scores); with a window, flash counts the tiles it visits (each 256-row tile's
- * keys within the window of any of its rows, so about 256 + 2 window a row), math the whole square. */
+ * keys within the window of any of its rows, so about 256 + 2 window a row), math the whole square; linear 4 tokens
+ * head_dim^2 forward, 8 backward. */
 typedef struct attn_shape {
     int64_t batch, tokens, heads, head_dim;
     attention_mechanism mechanism;

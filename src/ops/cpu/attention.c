@@ -58,6 +58,7 @@ static size_t round_floats(size_t n) { return (n + 15) / 16 * 16; }
 static size_t per_thread_floats(const attn_shape *s, attn_pass pass)
 {
     const int64_t T = s->tokens, Tk = kv_tokens(s);
+    if (s->mechanism == ATTN_LINEAR) return linear_attention_thread_floats(s, pass == ATTN_BACKWARD);
     if (s->mechanism == ATTN_MATH) return pass == ATTN_FORWARD_KEEP ? 0 : round_floats((size_t)T * (size_t)Tk);
     const size_t br = (size_t)min64(pass != ATTN_BACKWARD ? BrF : Br, T), bc = (size_t)min64(Bc, Tk);
     if (pass != ATTN_BACKWARD) return round_floats(2 * br * bc + 2 * br);
@@ -81,6 +82,10 @@ static st_status check_shape(const attn_shape *s)
         return st_fail(ST_ERR_INVALID, "attention: window %lld with kv_tokens %lld; valid: a sliding window on "
                                        "self-attention only (kv_tokens 0)", (long long)s->window,
                        (long long)s->kv_tokens);
+    if (s->mechanism == ATTN_LINEAR && (s->kv_tokens || s->kv_heads || s->window))
+        return st_fail(ST_ERR_INVALID, "attention: linear with kv_tokens %lld, kv_heads %lld, window %lld; valid: "
+                                       "linear attention is self-attention over every key (0 each)",
+                       (long long)s->kv_tokens, (long long)s->kv_heads, (long long)s->window);
     return ST_OK;
 }
 
@@ -122,6 +127,7 @@ static double score_area(const attn_shape *s, bool backward)
 size_t attention_kept_bytes(const attn_shape *s)
 {
     if (empty(s)) return 0;
+    if (s->mechanism == ATTN_LINEAR) return linear_attention_kept_floats(s) * sizeof(float);
     const size_t rows = (size_t)s->batch * (size_t)s->heads * (size_t)s->tokens;
     return (s->mechanism == ATTN_MATH ? rows * (size_t)kv_tokens(s) : rows) * sizeof(float);
 }
@@ -639,6 +645,11 @@ static st_status attention_forward_run(pool *p, const attn_shape *s, const attn_
         }
     }
     if (op_dry(out.data)) return pool_free(p, ws), ST_OK;
+    if (mask && s->mechanism == ATTN_LINEAR) {
+        pool_free(p, ws);
+        if (keep) op_state_release(keep);
+        return st_fail(ST_ERR_INVALID, "attention: linear attention takes no mask");
+    }
     float *ids = NULL; /* the structure's check: a sample's kept segments */
     if (structured(mask))
         st = pool_alloc(p, (size_t)s->tokens * sizeof(float), MEM_WORKSPACE, "attention mask check", (void **)&ids);
@@ -653,6 +664,17 @@ static st_status attention_forward_run(pool *p, const attn_shape *s, const attn_
     const size_t kept_pair = (size_t)T * (size_t)(math ? kv_tokens(s) : 1);
     const float scale = attn_scale(s);
     float *kept = keep ? keep->data : NULL;
+    if (s->mechanism == ATTN_LINEAR) { /* its sums, kept or in the workspace's tail */
+        const size_t state = (size_t)(s->head_dim * (s->head_dim + 1));
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (int64_t bh = 0; bh < pairs; bh++) {
+            float *mine = ws + (size_t)omp_get_thread_num() * per;
+            linear_forward_pair(s, bh / H, bh % H, mine, kept ? kept + (size_t)bh * state : mine + per - state, out,
+                                q, k, v);
+        }
+        pool_free(p, ws);
+        return ST_OK;
+    }
 
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t bh = 0; bh < pairs; bh++) {
@@ -683,6 +705,16 @@ static st_status attention_backward_run(pool *p, const attn_shape *s, const attn
                     (void **)&ws);
     if (st != ST_OK) return st;
     if (op_dry(dout.data)) return pool_free(p, ws), ST_OK;
+    if (s->mechanism == ATTN_LINEAR) {
+        if (mask) return pool_free(p, ws), st_fail(ST_ERR_INVALID, "attention: linear attention takes no mask");
+        const size_t state = (size_t)(s->head_dim * (s->head_dim + 1));
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (int64_t bh = 0; bh < s->batch * s->heads; bh++)
+            linear_backward_pair(s, bh / s->heads, bh % s->heads, ws + (size_t)omp_get_thread_num() * per,
+                                 (const float *)keep->data + (size_t)bh * state, dq, dk, dv, dout, q, k, v, out);
+        pool_free(p, ws);
+        return ST_OK;
+    }
     const bool math = s->mechanism == ATTN_MATH;
     /* one (batch, kv head) pair a thread: its group's query heads all accumulate into its dk and dv */
     const int64_t H = s->heads, KVH = kv_heads(s), G = H / KVH, pairs = s->batch * KVH;
@@ -714,7 +746,8 @@ st_status attention_forward_masked(pool *p, const attn_shape *s, const attn_mask
 {
     const double t0 = prof_now();
     const st_status r = attention_forward_run(p, s, mask, out, q, k, v, keep);
-    prof_add(OP_ATTENTION, t0, 4.0 * s->batch * s->heads * s->head_dim * score_area(s, false), 0);
+    const double area = s->mechanism == ATTN_LINEAR ? (double)s->tokens * s->head_dim : score_area(s, false);
+    prof_add(OP_ATTENTION, t0, 4.0 * s->batch * s->heads * s->head_dim * area, 0);
     return r;
 }
 
@@ -725,7 +758,9 @@ st_status attention_backward_masked(pool *p, const attn_shape *s, const attn_mas
     const double t0 = prof_now();
     const st_status r = attention_backward_run(p, s, mask, dq, dk, dv, dout, q, k, v, out, keep);
     prof_add(OP_ATTENTION, t0,
-             (s->mechanism == ATTN_FLASH ? 10.0 : 8.0) * s->batch * s->heads * s->head_dim * score_area(s, true), 0);
+             (s->mechanism == ATTN_FLASH ? 10.0 : 8.0) * s->batch * s->heads * s->head_dim *
+                 (s->mechanism == ATTN_LINEAR ? (double)s->tokens * s->head_dim : score_area(s, true)),
+             0);
     return r;
 }
 

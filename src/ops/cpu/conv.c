@@ -167,3 +167,88 @@ void fir_backward(float *dx, const float *dy, const float *kernel, int64_t k, in
         }
     prof_add(OP_POINTWISE, t0, 0, 8.0 * (double)(planes * (h * w + oh * ow)));
 }
+
+/* ---- the depthwise 3 x 3 convolution, channels last ---- */
+
+/* taps (9, c): the weight (c, 1, 3, 3) tap-major, so that the channel loops read it contiguously; flipped (tap 8 - t):
+ * the transposed convolution's, which takes dx from dy */
+static st_status taps_of(pool *p, const float *weight, int64_t c, bool flip, float **taps)
+{
+    st_status st = pool_alloc(p, (size_t)(9 * c) * sizeof(float), MEM_WORKSPACE, "depthwise taps", (void **)taps);
+    for (int64_t ch = 0; !st && !op_dry(*taps) && !op_dry(weight) && ch < c; ch++)
+        for (int t = 0; t < 9; t++) (*taps)[(flip ? 8 - t : t) * c + ch] = weight[ch * 9 + t];
+    return st;
+}
+
+/* Position (i + a - 1, j + e - 1) of image b's (h, w, c) grid, the tap (a, e) of position (i, j); NULL outside */
+static const float *tap_at(const float *x, int64_t b, int64_t i, int64_t j, int a, int e, int64_t h, int64_t w,
+                           int64_t c)
+{
+    const int64_t ii = i + a - 1, jj = j + e - 1;
+    return ii < 0 || ii >= h || jj < 0 || jj >= w ? NULL : x + ((b * h + ii) * w + jj) * c;
+}
+
+/* y[i, j] += sum over the taps (a, e) of taps[a, e] x[i + a - 1, j + e - 1], zero outside the grid */
+static void depthwise_add(float *y, const float *x, const float *taps, int64_t batch, int64_t h, int64_t w, int64_t c)
+{
+#pragma omp parallel for schedule(static) if (batch * h * w * c * 9 >= PAR_MIN)
+    for (int64_t r = 0; r < batch * h; r++) {
+        const int64_t b = r / h, i = r % h;
+        for (int64_t j = 0; j < w; j++) {
+            float *yo = y + ((b * h + i) * w + j) * c;
+            for (int t = 0; t < 9; t++) {
+                const float *xi = tap_at(x, b, i, j, t / 3, t % 3, h, w, c), *tp = taps + t * c;
+                for (int64_t ch = 0; xi && ch < c; ch++) yo[ch] += tp[ch] * xi[ch];
+            }
+        }
+    }
+}
+
+st_status depthwise3x3_forward(pool *p, float *y, const float *x, const float *weight, const float *bias,
+                               int64_t batch, int64_t h, int64_t w, int64_t c)
+{
+    const double t0 = prof_now();
+    float *taps = NULL;
+    st_status st = taps_of(p, weight, c, false, &taps);
+    if (!st && !op_dry(y)) {
+        for (int64_t r = 0; r < batch * h * w; r++)
+            for (int64_t ch = 0; ch < c; ch++) y[r * c + ch] = bias ? bias[ch] : 0.0f;
+        depthwise_add(y, x, taps, batch, h, w, c);
+    }
+    pool_free(p, taps);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * (double)(batch * h * w * c));
+    return st;
+}
+
+st_status depthwise3x3_backward(pool *p, float *dx, float *dw, float *db, const float *dy, const float *x,
+                                const float *weight, int64_t batch, int64_t h, int64_t w, int64_t c)
+{
+    const double t0 = prof_now();
+    float *taps = NULL;
+    st_status st = dx ? taps_of(p, weight, c, true, &taps) : ST_OK;
+    if (!st && dx && !op_dry(dy)) depthwise_add(dx, dy, taps, batch, h, w, c);
+    pool_free(p, taps);
+    enum { CB = 64 }; /* channels a task: its sums stay in registers and L1, its reads contiguous */
+    if (!st && (dw || db) && !op_dry(dy)) /* over every position, channels in blocks: a thread owns its block's sums */
+#pragma omp parallel for schedule(static) if (batch * h * w * c * 9 >= PAR_MIN)
+        for (int64_t c0 = 0; c0 < c; c0 += CB) {
+            const int64_t n = c - c0 < CB ? c - c0 : CB;
+            float acc[9][CB] = {{0}}, bacc[CB] = {0};
+            for (int64_t b = 0; b < batch; b++)
+                for (int64_t i = 0; i < h; i++)
+                    for (int64_t j = 0; j < w; j++) {
+                        const float *g = dy + ((b * h + i) * w + j) * c + c0;
+                        for (int64_t k = 0; k < n; k++) bacc[k] += g[k];
+                        for (int t = 0; t < 9; t++) {
+                            const float *xi = tap_at(x, b, i, j, t / 3, t % 3, h, w, c);
+                            for (int64_t k = 0; xi && k < n; k++) acc[t][k] += g[k] * xi[c0 + k];
+                        }
+                    }
+            for (int64_t k = 0; k < n; k++) {
+                for (int t = 0; dw && t < 9; t++) dw[(c0 + k) * 9 + t] += acc[t][k];
+                if (db) db[c0 + k] += bacc[k];
+            }
+        }
+    prof_add(OP_POINTWISE, t0, 0, 16.0 * (double)(batch * h * w * c));
+    return st;
+}
