@@ -4,9 +4,10 @@
  * measured right before each row (DiT-S/2's fc1 GEMM, as `segtrain selfcheck` does) so that the machine's drift
  * hits both alike, and each rate is the median of the row's repetitions; beside it the rate of the flash forward's
  * two tile products alone (the ceiling of the tiled structure). FLOPs are the op's own profile count, the
- * matrix products it runs: forward 4 T^2 hd a head, flash backward 10 T^2 hd (the scores recomputed).
+ * matrix products it runs: forward 4 T^2 hd a head, flash backward 10 T^2 hd (the scores recomputed); linear
+ * (Sana's) forward 4 T hd^2, backward 8 T hd^2.
  *
- *   build/bench_attention [--tokens T] [--head-dim HD] [--heads H] [--threads N] [--mechanism math|flash]
+ *   build/bench_attention [--tokens T] [--head-dim HD] [--heads H] [--threads N] [--mechanism math|flash|linear]
  *                         [--window W] [--seconds S]
  */
 #include <omp.h>
@@ -135,8 +136,8 @@ int main(int argc, char **argv)
                               {"--mechanism", .text = &mech},
                               {0}};
     if (bench_args(argc, argv, "bench_attention", flags)) return 2;
-    if (strcmp(mech, "flash") && strcmp(mech, "math"))
-        return fprintf(stderr, "bench_attention: --mechanism '%s'; valid: flash, math\n", mech), 2;
+    if (strcmp(mech, "flash") && strcmp(mech, "math") && strcmp(mech, "linear"))
+        return fprintf(stderr, "bench_attention: --mechanism '%s'; valid: flash, math, linear\n", mech), 2;
     ops_set_threads((int)threads);
     const int64_t all_tokens[] = {1024, 4096, 16384, 32768}, all_hd[] = {64, 128};
     const int nt = tokens ? 1 : 4, nh = head_dim ? 1 : 2;
@@ -152,7 +153,8 @@ int main(int argc, char **argv)
                             .tokens = tokens ? tokens : all_tokens[it],
                             .heads = heads ? heads : threads,
                             .head_dim = head_dim ? head_dim : all_hd[ih],
-                            .mechanism = strcmp(mech, "math") ? ATTN_FLASH : ATTN_MATH,
+                            .mechanism = !strcmp(mech, "math") ? ATTN_MATH : !strcmp(mech, "linear") ? ATTN_LINEAR
+                                                                                                : ATTN_FLASH,
                             .window = window};
             const double g = gemm_rate(0.5), tg = tile_gemm_rate(s.head_dim, ops_threads(), 0.5);
             double f, b;

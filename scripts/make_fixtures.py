@@ -368,6 +368,22 @@ COSMOS3_ZERO = {r"lm_head\.weight": "text generation's head: the diffusion loss 
                 r"audio_(proj_in|proj_out)\..*|audio_modality_embed": "the sound head: text to image has no sound"}
 
 
+def sana_run(model, t):
+    # SimpleTuner's Sana._model_predict_single: latents as is, timestep = the scheduler's (1000 sigma), the T5-like
+    # Gemma states with their mask (1 = token, the model's -10000 bias); pred = the output (the flow velocity).
+    timestep = (t["sigma"].float() * 1000).double()
+    return model(t["latents"], encoder_hidden_states=t["encoder_hidden_states"], timestep=timestep,
+                 encoder_attention_mask=t["encoder_attention_mask"], return_dict=False)[0]
+
+
+SANA_PASSED = ("hidden_states = latents (B, C, H, W) as is (1 x 1 patches); timestep = float32(sigma * 1000); "
+               "encoder_hidden_states (B, L, 24) and encoder_attention_mask (B, L) float, 1 = token (the model's "
+               "additive (1 - m) * -10000 key bias); pred = the output")
+SANA_ZERO = {r"transformer_blocks\.\d+\.attn2\.to_k\.bias":
+             "the cross-attention has no qk norm: a key bias adds the same q . b to every logit of a query (softmax "
+             "invariant, the -10000 mask bias included); autograd gives ~1e-17, stored as exact 0"}
+
+
 def hunyuanvideo_make(gen):
     # HunyuanVideoPipeline's prompt mask: the text tokens first, then padding (the model assumes that order).
     return {"encoder_hidden_states": randn(gen, B, L, JOINT), "pooled_projections": randn(gen, B, POOLED),
@@ -1221,6 +1237,17 @@ fixture("pixart-sigma", "PixArtTransformer2DModel",
         zero={r"transformer_blocks\.\d+\.attn[12]\.to_k\.bias":
               "no qk norm in either attention: a key bias adds the same q . b to every logit of a query (softmax "
               "invariant, the -10000 mask bias included); autograd gives ~1e-17, stored as exact 0"})
+
+# Sana 1.0: two blocks, linear self-attention of 4 heads x 8 (70 x 32), the cross-attention of 2 heads x 16 (20 x 112),
+# GLUMBConv 80 wide (int(2.5 D)), the text 24 wide (2304), 1 x 1 patches of an 8 x 8 latent (DC-AE's 32 channels: 4).
+fixture("sana", "SanaTransformer2DModel",
+        dict(in_channels=C, out_channels=C, num_attention_heads=4, attention_head_dim=8, num_layers=2,
+             num_cross_attention_heads=2, cross_attention_head_dim=16, cross_attention_dim=32, caption_channels=JOINT,
+             mlp_ratio=2.5, sample_size=H, patch_size=1),
+        masked_text_make, sana_run, SANA_PASSED, zero=SANA_ZERO)
+# ... and Sana 1.5's q and k RMSNorm-ed across the heads (its keys' biases then reach the loss)
+fixture("sana-1.5", "SanaTransformer2DModel", dict(FIXTURES["sana"]["kw"], qk_norm="rms_norm_across_heads"),
+        masked_text_make, sana_run, SANA_PASSED)
 
 # Wan 2.1 text-to-video: two blocks, ffn 64 wide (1.3B: 8960 for 1536).
 fixture("wan", "WanTransformer3DModel",

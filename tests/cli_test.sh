@@ -386,6 +386,13 @@ expect 0 "qwen_image's v2.1 (segtrain's flavour) trains Qwen-Image 2.1 with Simp
   "trained 1 steps; weights in qwen21-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=qwen_image --set model_flavour=v2.1 \
   --set model_preset=qwen-image-2.1-tiny --set synthetic_data=true --set max_train_steps=1 --set output_dir=qwen21-out
+expect 0 "sana trains: linear self-attention, the cross-attention, GLUMBConv" \
+  "trained 1 steps; weights in sana-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=sana --set model_flavour=sana1.0-600m-1024 \
+  --set model_preset=sana-tiny --set synthetic_data=true --set max_train_steps=1 --set output_dir=sana-out
+expect 0 "SimpleTuner's sana example plans its default flavour, Sana 1.5 4.8B, at 1024 px" \
+  "model sana-1.5-4.8b-1024 \\(sana\\): 60 cross-attention blocks, width 2240, 70 heads, 1024 image \\+ 300 text" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/sana.lycoris-lokr.json"
 expect 0 "cosmos3 trains: the prompt's ids and the latents through their own weights, one attention" \
   "trained 1 steps; weights in cosmos3-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=cosmos3 --set model_preset=cosmos3-tiny \

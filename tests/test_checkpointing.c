@@ -749,6 +749,9 @@ static const struct family_case {
      "modulation; heads x head wider than the stream, RoPE on part of each head", 3, 0, 0, 1, 1, 1, 1, 2},
     {"cosmos3-tiny", "a mixture of transformers: the prompt's rows and the latents' through their own weights, one "
      "attention (the prompt causal), grouped queries, MRoPE", 3, 0, 0, 1, 1, 1, 1, 0},
+    {"sana-tiny", "linear self-attention (its state hd x hd a head), the cross-attention over its own heads, GLUMBConv "
+     "on the token grid", 3, 0, 0, 1, 1, 1, 1, 0},
+    {"sana-1.5-tiny", "Sana's block with q and k RMSNorm-ed across the heads", 0, 0, 0, 0, 1, 0, 0, 0},
     {"hidream-tiny", "experts routed per token (the routing follows the data, no allocation does), each block's own "
      "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
 };

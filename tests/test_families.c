@@ -202,7 +202,7 @@ static void test_families(void)
     EXPECT_REFUSAL("{\"model_family\": \"kandinsky5_video\", \"model_flavour\": \"i2v-lite-5s\"}", ST_ERR_UNSUPPORTED,
                    "model_flavour i2v-lite-5s of kandinsky5-video", "first frame");
     CHECK(from_json("{\"model_family\": \"kandinsky5_image\"}", &mc) == ST_OK && !model_video(&mc));
-    EXPECT_REFUSAL("{\"model_family\": \"sana\"}", ST_ERR_UNSUPPORTED, "linear-attention");
+    EXPECT_REFUSAL("{\"model_family\": \"sanavideo\"}", ST_ERR_UNSUPPORTED, "linear-attention");
     EXPECT_REFUSAL("{\"model_family\": \"sdxl\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
     /* the refusal lists every built family, the last (alphabetically) too: the list is not cut short */
     EXPECT_REFUSAL("{\"model_family\": \"kolors\"}", ST_ERR_UNSUPPORTED, "krea2", "wan, z_image; --set");
@@ -226,7 +226,8 @@ static void test_families(void)
                            !strcmp(name, "kandinsky5-image") || !strcmp(name, "kandinsky5-video") ||
                            !strcmp(name, "anima") || !strcmp(name, "lumina2") || !strcmp(name, "ernie") ||
                            !strcmp(name, "ideogram") || !strcmp(name, "omnigen") || !strcmp(name, "krea2") ||
-                           !strcmp(name, "flux3_image") || !strcmp(name, "minimaxh3") || !strcmp(name, "cosmos3");
+                           !strcmp(name, "flux3_image") || !strcmp(name, "minimaxh3") || !strcmp(name, "cosmos3") ||
+                           !strcmp(name, "sana");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -1169,6 +1170,49 @@ static void test_cosmos3_json(void)
     remove(dir);
 }
 
+/* SanaTransformer2DModel's config.json (the class defaults, Sana_1600M_1024px's) reads as the sana-1.6b-1024 preset
+ * and Sana 1.5's q/k norm as sana-1.5's; what segtrain does not build is refused by name. */
+static void test_sana_json(void)
+{
+    char dir[] = "/tmp/segtrain-sana-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define SANA "{\"_class_name\": \"SanaTransformer2DModel\", "
+    tk_write_file(dir, "config.json", SANA "\"in_channels\": 32, \"out_channels\": 32, \"num_attention_heads\": 70, "
+                  "\"attention_head_dim\": 32, \"num_layers\": 20, \"num_cross_attention_heads\": 20, "
+                  "\"cross_attention_head_dim\": 112, \"cross_attention_dim\": 2240, \"caption_channels\": 2304, "
+                  "\"mlp_ratio\": 2.5, \"dropout\": 0.0, \"attention_bias\": false, \"sample_size\": 32, "
+                  "\"patch_size\": 1, \"norm_elementwise_affine\": false, \"norm_eps\": 1e-06, "
+                  "\"interpolation_scale\": null, \"guidance_embeds\": false, \"qk_norm\": null}");
+    model_config mc, want;
+    CHECK(model_preset("sana-tiny", &mc) == ST_OK && model_preset("sana-1.6b-1024", &want) == ST_OK);
+    mc.resolution = want.resolution, mc.text_len = want.text_len, mc.vae_scale = want.vae_scale;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.cross_heads == want.cross_heads && mc.ffn_dim == want.ffn_dim &&
+               mc.channels == want.channels && mc.text_dim == want.text_dim && mc.patch == 1 && !mc.qk_norm &&
+               model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    tk_write_file(dir, "config.json", SANA "\"num_layers\": 60, \"qk_norm\": \"rms_norm_across_heads\"}");
+    CHECK(model_preset("sana-tiny", &mc) == ST_OK && model_preset("sana-1.5-4.8b-1024", &want) == ST_OK);
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.qk_norm && mc.depth == want.depth &&
+               want.qk_norm && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {SANA "\"qk_norm\": \"layer_norm\"}", "qk_norm"},
+        {SANA "\"guidance_embeds\": true}", "guidance_embeds"},
+        {SANA "\"interpolation_scale\": 1}", "interpolation_scale"},
+        {SANA "\"attention_bias\": true}", "attention_bias"},
+        {SANA "\"cross_attention_dim\": 1024}", "cross_attention_dim 1024"},
+        {SANA "\"timestep_scale\": 1000}", "timestep_scale"},
+    };
+#undef SANA
+    expect_json_refusals(dir, "config.json", "sana-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    CHECK(from_json("{\"model_family\": \"sana\"}", &mc) == ST_OK && !strcmp(mc.preset, "sana-1.5-4.8b-1024"));
+    CHECK(from_json("{\"model_family\": \"sana\", \"model_flavour\": \"sana1.0-600m-512\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "sana-600m-512") && mc.hidden == 1152 && mc.cross_heads == 16 && mc.ffn_dim == 2880);
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 int main(void)
 {
     test_resolution();
@@ -1191,6 +1235,7 @@ int main(void)
     test_qwen21_json();
     test_minimax_json();
     test_cosmos3_json();
+    test_sana_json();
     test_hunyuanvideo();
     test_hidream();
     test_doc();

@@ -95,7 +95,10 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
     else snprintf(grid, sizeof grid, "%lld px images (%lld x %lld latent, VAE /%lld)", px, edge, edge,
                   (long long)mc->vae_scale);
     printf("model %s (%s): %s, width %lld, %lld heads, %s of %s, %s attention; batch %lld\n", mc->preset, mc->family,
-           blocks, (long long)mc->hidden, (long long)mc->heads, tokens, grid, mc->mechanism == ATTN_MATH ? "math" : "flash",
+           blocks, (long long)mc->hidden, (long long)mc->heads, tokens, grid,
+           model_sana(mc) ? (mc->mechanism == ATTN_MATH ? "linear self- and math cross-"
+                                                        : "linear self- and flash cross-")
+                          : mc->mechanism == ATTN_MATH ? "math" : "flash",
            (long long)r->batch);
     if (cs->enabled)
         printf("checkpointing %s, interval %d, stride %d%s\n", ckpt_backend_name(cs->backend), cs->interval, cs->stride,

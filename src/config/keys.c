@@ -43,7 +43,9 @@ const cfg_key cfg_keys[] = {
                "kandinsky5-image-tiny|kandinsky5-t2i-lite|kandinsky5-video-tiny|kandinsky5-t2v-lite|kandinsky5-t2v-pro|"
                "anima-tiny|anima|ace-step-tiny|ace-step-1.5|lumina2-tiny|lumina2|z-image-tiny|z-image|ernie-tiny|"
                "ernie-image|ideogram-tiny|ideogram-4|omnigen-tiny|omnigen-v1|krea2-tiny|krea2|flux3-tiny|flux3-klein|"
-               "qwen-image-2.1-tiny|qwen-image-2.1|minimaxh3-tiny|minimaxh3|cosmos3-tiny|cosmos3-nano",
+               "qwen-image-2.1-tiny|qwen-image-2.1|minimaxh3-tiny|minimaxh3|cosmos3-tiny|cosmos3-nano|sana-tiny|"
+               "sana-1.6b-1024|sana-1.6b-2048|sana-600m-1024|sana-600m-512|sana-1.5-tiny|sana-1.5-4.8b-1024|"
+               "sana-1.5-1.6b-1024",
                SEC_MODEL, NULL,
                "Named size, which also names the family (see ../shared/spec/dit.md and docs/FAMILIES.md); given "
                "model_family alone, a SimpleTuner family's flavour's real sizes (`flux` `dev` is `flux-dev`), or "

@@ -483,3 +483,60 @@ st_status anima_from_json(const cJSON *j, const char *file, model_config *mc)
     mc->source_dim = source, mc->refiner_depth = layers, mc->text_vocab = vocab, mc->text_min_len = min_len;
     return ST_OK;
 }
+
+/* SanaTransformer2DModel's config: the class defaults (Sana_1600M_1024px's), then the file's values. What segtrain does
+ * not build is refused by name: q/k norms other than Sana 1.5's, guidance embeds (Sana Sprint's), a position table
+ * (interpolation_scale), a cross-attention narrower or wider than the stream, affine or other norms, a timestep_scale
+ * other than 1, attention biases. */
+st_status sana_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 32, heads = 70, cross_hd = 112, cross = 2240, out = 32;
+    double ratio = 2.5;
+    mc->channels = 32, mc->depth = 20, mc->cross_heads = 20, mc->text_dim = 2304, mc->patch = 1, mc->sample_size = 32;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &mc->channels}, {"out_channels", &out}, {"num_attention_heads", &heads},
+                {"attention_head_dim", &hd}, {"num_layers", &mc->depth},
+                {"num_cross_attention_heads", &mc->cross_heads},
+                {"cross_attention_head_dim", &cross_hd}, {"cross_attention_dim", &cross},
+                {"caption_channels", &mc->text_dim}, {"sample_size", &mc->sample_size}, {"patch_size", &mc->patch}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, keys[i].key);
+        if (!cJSON_IsNull(x)) st = json_int(j, file, keys[i].key, keys[i].v); /* out_channels: null */
+    }
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "mlp_ratio");
+    if (!st && r && !cJSON_IsNull(r)) {
+        if (!cJSON_IsNumber(r) || !(r->valuedouble > 0 && r->valuedouble <= 64))
+            return st_fail(ST_ERR_FORMAT, "%s: mlp_ratio is not a number in (0, 64]", file);
+        ratio = r->valuedouble;
+    }
+    static const char *const absent[][2] = {{"interpolation_scale", "a sin-cos position table"}};
+    const cJSON *qk = cJSON_GetObjectItemCaseSensitive(j, "qk_norm");
+    if (!st && qk && !cJSON_IsNull(qk) && !(cJSON_IsString(qk) && !strcmp(qk->valuestring, "rms_norm_across_heads")))
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is not null or \"rms_norm_across_heads\" (Sana 1.5's), the "
+                     "norms segtrain builds Sana with", file);
+    mc->qk_norm = cJSON_IsString(qk);
+    for (size_t i = 0; !st && i < sizeof absent / sizeof *absent; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, absent[i][0]);
+        if (x && !cJSON_IsNull(x))
+            st = st_fail(ST_ERR_UNSUPPORTED, "%s: %s is set: %s, which segtrain does not build (Sana 1.0's is null)",
+                         file, absent[i][0], absent[i][1]);
+    }
+    if (!st) st = json_fixed_bool(j, file, "guidance_embeds", false, "Sana 1.0 (Sprint's guidance is not built)");
+    if (!st) st = json_fixed_bool(j, file, "attention_bias", false, "Sana (the class default)");
+    if (!st) st = json_fixed_bool(j, file, "norm_elementwise_affine", false, "Sana (the class default)");
+    if (!st) st = json_fixed(j, file, "norm_eps", 1e-6, "Sana (the class default)");
+    if (!st) st = json_fixed(j, file, "timestep_scale", 1.0, "Sana (the class default)");
+    if (!st) st = json_fixed(j, file, "dropout", 0, "training");
+    if (st) return st;
+    if (cross != hd * heads || cross_hd * mc->cross_heads != cross || out != mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: cross_attention_dim %lld, %lld cross heads x %lld, out_channels %lld; "
+                       "segtrain builds Sana's cross-attention as wide as the stream (%lld) and an output of "
+                       "in_channels", file, (long long)cross, (long long)mc->cross_heads, (long long)cross_hd,
+                       (long long)out, (long long)(hd * heads));
+    mc->heads = heads, mc->hidden = hd * heads, mc->ffn_dim = (int64_t)(ratio * (double)mc->hidden);
+    mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false, mc->out_channels = 0;
+    return ST_OK;
+}

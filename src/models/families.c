@@ -99,7 +99,10 @@ static const struct st_family {
      "v1.0|v2.0|edit-v1|edit-v2|edit-v2+|edit-v3|v2.1", "v1.0:qwen-image|v2.0:qwen-image|v2.1:qwen-image-2.1",
      "v2.0"},
     {"sana", NULL, "Sana", LINEAR, "SanaTransformer2DModel",
-     "sana1.5-4.8b-1024|sana1.5-1.6b-1024|sana1.0-1.6b-2048|sana1.0-1.6b-1024|sana1.0-600m-1024|sana1.0-600m-512", NULL, NULL},
+     "sana1.5-4.8b-1024|sana1.5-1.6b-1024|sana1.0-1.6b-2048|sana1.0-1.6b-1024|sana1.0-600m-1024|sana1.0-600m-512",
+     "sana1.5-4.8b-1024:sana-1.5-4.8b-1024|sana1.5-1.6b-1024:sana-1.5-1.6b-1024|sana1.0-1.6b-2048:sana-1.6b-2048|"
+     "sana1.0-1.6b-1024:sana-1.6b-1024|sana1.0-600m-1024:sana-600m-1024|sana1.0-600m-512:sana-600m-512",
+     "sana1.5-4.8b-1024"},
     {"sanavideo", NULL, "SanaVideo", LINEAR, "SanaVideoTransformer3DModel", "2b-480p", NULL, NULL},
     {"sd1x", NULL, "Stable Diffusion 1.x", UNET, "UNet2DConditionModel", "1.5|1.4|dreamshaper|realvis", NULL, NULL},
     {"sd2x", NULL, "Stable Diffusion 2.x", UNET, "UNet2DConditionModel", "", NULL, NULL},

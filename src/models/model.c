@@ -18,7 +18,8 @@ static bool hunyuanvideo(const model_config *mc)
 /* the families of xdit.c */
 static bool xdit(const model_config *mc)
 {
-    return !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo");
+    return !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo") ||
+           model_sana(mc);
 }
 
 bool model_ltx2(const model_config *mc) { return !strcmp(mc->family, "ltxvideo2"); }
@@ -78,6 +79,7 @@ bool model_flux3(const model_config *mc) { return !strcmp(mc->family, "flux3_ima
 bool model_qwen_image21(const model_config *mc) { return !strcmp(mc->family, "qwen_image21"); }
 bool model_minimax_h3(const model_config *mc) { return !strcmp(mc->family, "minimaxh3"); }
 bool model_cosmos3(const model_config *mc) { return !strcmp(mc->family, "cosmos3"); }
+bool model_sana(const model_config *mc) { return !strcmp(mc->family, "sana"); }
 
 bool model_reads_text(const model_config *mc)
 {
@@ -106,7 +108,7 @@ bool model_text_mask(const model_config *mc)
     return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma") || hunyuanvideo(mc) ||
            !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
            model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) || model_omnigen(mc) || model_krea2(mc) ||
-           model_qwen_image21(mc) || model_minimax_h3(mc) || model_cosmos3(mc);
+           model_qwen_image21(mc) || model_minimax_h3(mc) || model_cosmos3(mc) || model_sana(mc);
 }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's

@@ -84,6 +84,18 @@ static const struct preset {
     {"pixart-sigma-1024", "pixart_sigma", 28, 1152, 16, 2, 4, 128, 10, 0, 300, 4096, 0, false, false, 0, 0},
     {"pixart-sigma-2048", "pixart_sigma", 28, 1152, 16, 2, 4, 256, 10, 0, 300, 4096, 0, false, false, 0, 0},
     {"pixart-900m-1024", "pixart_sigma", 42, 1152, 16, 2, 4, 128, 10, 0, 300, 4096, 0, false, false, 0, 0},
+    /* Sana 1.0's: SanaTransformer2DModel's defaults are Sana_1600M_1024px's (20 blocks of 70 heads x 32, the
+     * cross-attention 20 x 112, Gemma 2's 2304-wide states at SimpleTuner's 300 tokens, mlp_ratio 2.5), 600M's 28 of
+     * 36 x 32 and 16 x 72; 32 latent channels through DC-AE's 32x, 1 x 1 patches */
+    {"sana-tiny", "sana", 2, 32, 4, 1, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"sana-1.6b-1024", "sana", 20, 2240, 70, 1, 32, 32, 10, 0, 300, 2304, 0, false, false, 0, 0},
+    {"sana-1.6b-2048", "sana", 20, 2240, 70, 1, 32, 64, 10, 0, 300, 2304, 0, false, false, 0, 0},
+    {"sana-600m-1024", "sana", 28, 1152, 36, 1, 32, 32, 10, 0, 300, 2304, 0, false, false, 0, 0},
+    {"sana-600m-512", "sana", 28, 1152, 36, 1, 32, 16, 10, 0, 300, 2304, 0, false, false, 0, 0},
+    /* Sana 1.5's: q and k RMSNorm-ed across the heads; 4.8B is 60 blocks of 1.6B's width (the paper's depth growth) */
+    {"sana-1.5-tiny", "sana", 2, 32, 4, 1, 4, 8, 10, 0, 6, 24, 0, false, true, 0, 0},
+    {"sana-1.5-4.8b-1024", "sana", 60, 2240, 70, 1, 32, 32, 10, 0, 300, 2304, 0, false, true, 0, 0},
+    {"sana-1.5-1.6b-1024", "sana", 20, 2240, 70, 1, 32, 32, 10, 0, 300, 2304, 0, false, true, 0, 0},
     {"wan-tiny", "wan", 2, 64, 4, 2, 4, 8, 10, 0, 8, 32, 0, false, false, 0, 0},
     {"wan-1.3b", "wan", 30, 1536, 12, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
     {"wan-14b", "wan", 40, 5120, 40, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
@@ -262,6 +274,9 @@ st_status model_preset(const char *name, model_config *out)
             out->text2_len = tiny ? 4 : 256, out->text2_dim = tiny ? 12 : 1472, out->image_dim = tiny ? 8 : 1152;
             out->cond_channels = out->channels + 1, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
         }
+        if (!strcmp(p->family, "sana")) /* GLUMBConv's int(2.5 D) */
+            out->cross_heads = tiny ? 2 : p->hidden == 2240 ? 20 : 16, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 32,
+            out->ffn_dim = (int64_t)(2.5 * (double)p->hidden);
         if (!strcmp(p->family, "pixart_sigma")) /* learned variance; the table's base grid and interpolation */
             out->out_channels = 2 * out->channels, out->sample_size = p->resolution,
             out->interpolation = tiny ? 1.0 : (double)(p->resolution / 64 > 1 ? p->resolution / 64 : 1);
@@ -537,6 +552,16 @@ st_status model_config_check(const model_config *mc)
                              "axes summing to the head width (no pooled vector, out_channels 0)"
                            : "only lumina2, z_image, ernie, ideogram, omnigen, krea2, minimaxh3 and cosmos3 have "
                              "norm_eps (0)");
+    const bool sana = model_sana(mc);
+    if (sana ? (mc->cross_heads < 1 || mc->hidden % mc->cross_heads || mc->ffn_dim < 1 || mc->frames != 1 ||
+                mc->out_channels || mc->pooled_dim)
+             : mc->cross_heads)
+        return st_fail(ST_ERR_INVALID, "num_cross_attention_heads %lld of hidden_size %lld, GLUMBConv %lld wide, %lld "
+                       "frames, out_channels %lld; %s", (long long)mc->cross_heads, (long long)mc->hidden,
+                       (long long)mc->ffn_dim, (long long)mc->frames, (long long)mc->out_channels,
+                       sana ? "sana takes cross-attention heads dividing hidden_size, a feed-forward of at least 1, "
+                              "images (1 frame) and out_channels 0 (= in_channels)"
+                            : "only sana has them (0)");
     const int64_t c3hd = mc->head_dim;
     if (c3 ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || c3hd < 2 || c3hd > 1024 || c3hd % 2 || mc->ffn_dim < 1 ||
               mc->ffn_dim > (1 << 20) || !(mc->norm_eps > 0 && mc->norm_eps < 1) || mc->text_dim != 1 ||

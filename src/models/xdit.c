@@ -14,6 +14,10 @@
  *   time_embed and caption_projection as PixArt's adaln_single and caption_projection, the T5 padding as PixArt's
  *   bias, blocks with RMSNorms for norm1 and norm2, RMSNorm-ed q and k (eps 1e-5) and LTX's rotary embedding over
  *   the whole width (ltx_rope_table), and the final layer as PixArt's.
+
+ * - sana: SanaTransformer2DModel (1.0, and 1.5 with q/k norms). PixArt's, with 1 x 1 patches through patch_embed.proj
+ *   (no position table), time_embed as LTX's, caption_norm (an RMSNorm with weights) after caption_projection, and
+ *   blocks with linear self-attention, the cross-attention over its own heads and GLUMBConv (xdit_block.c).
  *
  * - wan with VACE (WanVACETransformer3DModel): Wan's, with a control branch run first as its own block sequence
  *   (vace_blocks, Wan's blocks on the control stream c): c0 = vace_blocks.0.proj_in(vace_patch_embedding(the
@@ -42,9 +46,10 @@
 
 #define XDIT_MOD_ROWS 8 /* m->ctx.mod: t6's six rows, then the final layer's shift and scale */
 #define PIXART_MASK_BIAS -10000.0f
+#define SANA_CAPTION_EPS 1e-5f
 #define WAN_ROPE_THETA 10000.0
 #define LTX_ROPE_THETA 10000.0
-#define LTX_QK_EPS 1e-5f /* torch.nn.RMSNorm's in LTXAttention */
+#define LTX_QK_EPS 1e-5f /* torch.nn.RMSNorm's in LTXAttention, and Sana 1.5's Attention's */
 /* SimpleTuner's rope_interpolation_scale (1 / (framerate / 8), 32, 32): its default framerate 25 and the VAE's 32x
  * spatial compression; over LTXVideoRotaryPosEmbed's base grid (20, 2048, 2048) */
 #define LTX_FRAMERATE 25.0
@@ -67,18 +72,20 @@ typedef struct xd_model {
     wan_animate *anim;   /* Animate's encoders, NULL elsewhere */
     xdit_inputs in;      /* what its blocks read besides the text */
     const float *cond;   /* the forward's conditioning, which Animate's backward reads again */
-    bool wan, ltx;
+    bool wan, ltx, sana;
     int p_x_w, p_x_b, p_pos; /* the patch embedding; PixArt's sin-cos table (fixed, made here) */
     temb t;                  /* c = the timestep's embedding */
     temb delta;              /* AnyFlow's delta embedder; then c is the blend rt, in rt */
     float *rt, *delta_in;
     lin_layer t6;            /* t6 = linear(SiLU(c)) */
     lin_layer cap1, cap2;    /* the text projection */
+    int p_cap_norm;          /* Sana's caption_norm after it (RMSNorm with weights); < 0: none */
     int p_table;             /* the final layer's scale_shift_table */
     final_layer final;
     /* a step */
     bool active;
-    float *patches, *x0, *text_in, *cap_h, *cap_g, *key_bias, *t6buf;
+    float *patches, *x0, *text_in, *cap_h, *cap_g, *cap_o, *key_bias, *t6buf;
+    op_state cap_stats;
     attn_mask mask;
     block_state last;
     seq_run *run;
@@ -102,13 +109,17 @@ static st_status xd_create(model *m)
         d->vseq_blocks = calloc((size_t)nv, sizeof *d->vseq_blocks);
     if (!d || !d->blocks || !d->seq_blocks || (nv && (!d->vblocks || !d->vseq_blocks)))
         return st_host_oom("the cross-attention model");
-    d->wan = !strcmp(c->family, "wan"), d->ltx = !strcmp(c->family, "ltxvideo");
+    d->wan = !strcmp(c->family, "wan"), d->ltx = !strcmp(c->family, "ltxvideo"), d->sana = !strcmp(c->family, "sana");
+    d->p_cap_norm = -1;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = model_patch_dim(c), Pout = P / c->channels * model_out_channels(c);
     const int64_t T = m->shape.tokens, Cin = c->channels + (d->wan ? c->cond_channels : 0); /* Animate's 16 + 20 */
     /* in the order of the classes' state_dicts */
-    const char *x_name = d->wan ? "patch_embedding" : d->ltx ? "proj_in" : "pos_embed.proj";
+    const char *x_name = d->wan    ? "patch_embedding"
+                         : d->ltx  ? "proj_in"
+                         : d->sana ? "patch_embed.proj"
+                                   : "pos_embed.proj";
     char nw[64], nb[64];
     snprintf(nw, sizeof nw, "%s.weight", x_name), snprintf(nb, sizeof nb, "%s.bias", x_name);
     d->p_x_w = d->wan ? param_add(s, nw, 5, (int64_t[]){D, Cin, c->patch_t, c->patch, c->patch}, full)
@@ -120,14 +131,15 @@ static st_status xd_create(model *m)
         d->p_cx_w = param_add(s, "vace_patch_embedding.weight", 5, shape, full);
         d->p_cx_b = param_add(s, "vace_patch_embedding.bias", 1, (int64_t[]){D}, full);
     }
-    d->p_pos = d->wan || d->ltx ? -1 : param_add_fixed(s, "pos_embed.pos_embed", 3, (int64_t[]){1, T, D});
-    if (d->ltx) {
-        d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full);
+    d->p_pos = d->wan || d->ltx || d->sana ? -1 : param_add_fixed(s, "pos_embed.pos_embed", 3, (int64_t[]){1, T, D});
+    if (d->ltx || d->sana) { /* LTX's table comes first in its state_dict, Sana's after the blocks */
+        if (d->ltx) d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full);
         temb_register(s, &d->t, "time_embed.emb.timestep_embedder.linear_1", "time_embed.emb.timestep_embedder.linear_2",
                       DIT_FREQ_DIM, D, full);
         d->t6 = lin_register(s, "time_embed.linear", D, 6 * D, true, 0, 0, full);
         d->cap1 = lin_register(s, "caption_projection.linear_1", c->text_dim, D, true, 0, 0, full);
         d->cap2 = lin_register(s, "caption_projection.linear_2", D, D, true, 0, 0, full);
+        if (d->sana) d->p_cap_norm = param_add(s, "caption_norm.weight", 1, (int64_t[]){D}, full);
     }
     if (d->wan) {
         temb_register(s, &d->t, "condition_embedder.time_embedder.linear_1", "condition_embedder.time_embedder.linear_2",
@@ -140,8 +152,10 @@ static st_status xd_create(model *m)
         d->cap2 = lin_register(s, "condition_embedder.text_embedder.linear_2", D, D, true, 0, 0, full);
     }
     char prefix[64];
-    const xdit_block kind = {.m = m, .qk_norm = d->wan || d->ltx, .rope = d->wan || d->ltx, .rope_width = d->ltx,
-                             .rms_norms = d->ltx, .cross_norm = d->wan, .eps = d->ltx ? LTX_QK_EPS : XDIT_LN_EPS,
+    const xdit_block kind = {.m = m, .qk_norm = d->wan || d->ltx || (d->sana && c->qk_norm), .rope = d->wan || d->ltx,
+                             .rope_width = d->ltx, .sana = d->sana, .cross_heads = c->cross_heads,
+                             .rms_norms = d->ltx, .cross_norm = d->wan,
+                             .eps = d->ltx || d->sana ? LTX_QK_EPS : XDIT_LN_EPS, /* torch's RMSNorm 1e-5 */
                              .ffn = c->ffn_dim ? c->ffn_dim : 4 * D, .cross_w = -1, .cross_b = -1, .hint_in = -1,
                              .hint_out = -1, .hints = d->hints, .dhints = d->dhints, .added_kv = c->image_tokens > 0,
                              .face = -1, .in = &d->in};
@@ -174,6 +188,10 @@ static st_status xd_create(model *m)
     } else if (d->ltx) {
         d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
         d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
+    } else if (d->sana) {
+        d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full);
+        d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
+        d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
     } else {
         d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full);
         d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
@@ -203,7 +221,7 @@ static void xd_fill_fixed(model *m)
 {
     xd_model *d = xd_of(m);
     const model_config *c = &m->cfg;
-    if (d->wan || d->ltx) return;
+    if (d->p_pos < 0) return; /* no position table (Wan, LTX, Sana) */
     const int64_t G = c->resolution / c->patch, D = c->hidden, q = D / 4;
     const float step = (float)((double)G / (double)(c->sample_size / c->patch)), interp = (float)c->interpolation;
     float *t = PW(d->p_pos);
@@ -252,7 +270,8 @@ static void xd_release(model *m)
     if (m->cfg.anyflow) temb_release_path(m, &d->delta);
     pool_free(m->pool, d->rt), pool_free(m->pool, d->delta_in);
     d->rt = d->delta_in = NULL;
-    float **bufs[] = {&d->patches, &d->x0, &d->text_in, &d->cap_h, &d->cap_g, &d->key_bias, &d->t6buf,
+    op_state_release(&d->cap_stats);
+    float **bufs[] = {&d->patches, &d->x0, &d->text_in, &d->cap_h, &d->cap_g, &d->cap_o, &d->key_bias, &d->t6buf,
                       &m->ctx.mod, &m->ctx.dmod, &m->ctx.text, &m->ctx.dtext, &m->ctx.rope};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     m->ctx.mask = NULL;
@@ -361,6 +380,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     d->text_in = model_take(m, &st, B * L * Dt, "xdit.text_in", false);
     d->cap_h = model_take(m, &st, B * L * D, "xdit.text_projection", false);
     d->cap_g = model_take(m, &st, B * L * D, "xdit.text_projection", false);
+    if (d->p_cap_norm >= 0) d->cap_o = model_take(m, &st, B * L * D, "sana.text_projection", false);
     d->t6buf = model_take(m, &st, B * 6 * D, "xdit.t6", false);
     m->ctx.text = model_take(m, &st, B * L * D, "xdit.text", false);
     m->ctx.mod = model_take(m, &st, B * R * D, "xdit.modulation", false);
@@ -401,7 +421,10 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     copy_rows(d->text_in, L * Dt, cond, K, B, L * Dt);
     if ((st = lin_forward(m->params, m->pool, &d->cap1, d->cap_h, d->text_in, B * L))) return st;
     gelu_forward(d->cap_g, d->cap_h, B * L * D);
-    if ((st = lin_forward(m->params, m->pool, &d->cap2, m->ctx.text, d->cap_g, B * L))) return st;
+    if ((st = lin_forward(m->params, m->pool, &d->cap2, d->cap_o ? d->cap_o : m->ctx.text, d->cap_g, B * L))) return st;
+    if (d->cap_o && (st = rmsnorm_forward(m->pool, m->ctx.text, d->cap_o, PW(d->p_cap_norm), B * L, D, SANA_CAPTION_EPS,
+                                          train ? &d->cap_stats : NULL)))
+        return st;
     if (d->key_bias) {
         if (!pool_is_dry_ptr(d->key_bias) && !pool_is_dry_ptr(cond))
             for (int64_t b = 0; b < B; b++)
@@ -433,7 +456,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         add_to(rows, PW(d->p_table), 2 * D);
     }
     if (!train) { /* nothing reads them again */
-        float **bufs[] = {&d->patches, &d->text_in, &d->cap_h, &d->cap_g, &d->t6buf};
+        float **bufs[] = {&d->patches, &d->text_in, &d->cap_h, &d->cap_g, &d->cap_o, &d->t6buf};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     }
     return ST_OK;
@@ -535,7 +558,10 @@ static st_status xd_backward(model *m, const float *dpred)
                         model_patch_dim(c) / c->channels * (c->channels + c->cond_channels), D);
         if (d->anim) st = wan_animate_backward(m, d->anim, d->cond, grad.t[0], &d->in);
     }
-    if (!st) st = lin_backward(m->params, m->pool, &d->cap2, dg, m->ctx.dtext, d->cap_g, B * L); /* the text's */
+    float *dnorm = d->cap_o && !st ? scratch_take_zero(&k, B * L * D, MEM_WORKSPACE, "sana.dtext_projection") : NULL;
+    if (!st && d->cap_o && !(st = k.status)) /* Sana's caption_norm */
+        rmsnorm_backward(dnorm, PG(d->p_cap_norm), m->ctx.dtext, d->cap_o, PW(d->p_cap_norm), B * L, D, &d->cap_stats);
+    if (!st) st = lin_backward(m->params, m->pool, &d->cap2, dg, dnorm ? dnorm : m->ctx.dtext, d->cap_g, B * L);
     if (!st) {
         gelu_backward(dg, dg, d->cap_h, B * L * D);
         st = lin_backward(m->params, m->pool, &d->cap1, NULL, dg, d->text_in, B * L);

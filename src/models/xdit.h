@@ -35,6 +35,13 @@ typedef struct xdit_block {
     bool cross_norm; /* Wan: LayerNorm with weights of x1 before the cross-attention (cross_attn_norm) */
     float eps;       /* the q/k RMSNorm's */
     int64_t ffn;     /* the feed-forward's width */
+    /* Sana's (SanaTransformerBlock): linear self-attention (ATTN_LINEAR) without q/k/v biases, the cross-attention
+     * over cross_heads, and GLUMBConv for the feed-forward on the model's h x w token grid: ff0 is conv_inverted
+     * (D -> 2F), SiLU, conv_depth (depthwise 3 x 3) into (hidden, gate), hidden SiLU(gate), ff2 conv_point (F -> D,
+     * no bias); no adapters on the convolutions */
+    bool sana;
+    int64_t cross_heads;
+    int conv_w, conv_b; /* conv_depth's weight (2F, 1, 3, 3) and bias */
     /* WanVACE: a main block with hint_in >= 0 adds the control branch's hint hint_in to its output; a VACE block
      * (hint_out >= 0) writes hint hint_out = proj_out(its output). hints and dhints are the model's, per step. */
     int hint_in, hint_out;

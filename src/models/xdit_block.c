@@ -6,6 +6,7 @@
  *   x2 = x1 + out'(cross_attention(q' of c, k' and v' of the text)),  c = x1, or Wan's LayerNorm of it with weights
  *   x3 = x2 + gate2 * ff2(gelu(ff0(LN(x2) (1 + scale2) + shift2)))
  *
+ * Sana's: linear self-attention, the cross-attention over its own heads, and GLUMBConv for ff0 .. ff2 (xdit.h);
  * with Wan's and LTX's RMSNorm of q and k over the whole width (before the heads split) in both attentions and their
  * rotary embedding of the self-attention's q and k (LTX's over the whole width too), LTX's RMSNorms in place of the
  * LNs; the cross-attention's key mask is the model's (PixArt's and LTX's padding bias). Wan Animate's blocks add, in
@@ -23,6 +24,7 @@
 
 #include "attn_side.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,13 +55,14 @@ static attn_shape self_shape(const xdit_block *b)
 {
     const model_shape *s = &b->m->shape;
     return (attn_shape){.batch = s->batch, .tokens = s->tokens, .heads = s->heads, .head_dim = s->hidden / s->heads,
-                        .mechanism = s->mechanism};
+                        .mechanism = b->sana ? ATTN_LINEAR : s->mechanism};
 }
 
 static attn_shape cross_shape(const xdit_block *b)
 {
     attn_shape a = self_shape(b);
-    a.kv_tokens = b->m->shape.text;
+    a.kv_tokens = b->m->shape.text, a.mechanism = b->m->shape.mechanism;
+    if (b->sana) a.heads = b->cross_heads, a.head_dim = b->m->shape.hidden / b->cross_heads;
     return a;
 }
 
@@ -87,9 +90,9 @@ void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const 
     char n[PARAM_NAME_MAX];
 #define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
     const bool wan = b->qk_norm;
-    b->q = lin_register(s, NAME("attn1.to_q"), D, D, true, ra, alpha, full);
-    b->k = lin_register(s, NAME("attn1.to_k"), D, D, true, ra, alpha, full);
-    b->v = lin_register(s, NAME("attn1.to_v"), D, D, true, ra, alpha, full);
+    b->q = lin_register(s, NAME("attn1.to_q"), D, D, !b->sana, ra, alpha, full);
+    b->k = lin_register(s, NAME("attn1.to_k"), D, D, !b->sana, ra, alpha, full);
+    b->v = lin_register(s, NAME("attn1.to_v"), D, D, !b->sana, ra, alpha, full);
     b->out = lin_register(s, NAME("attn1.to_out.0"), D, D, true, ra, alpha, full);
     b->norm_q = wan ? param_add(s, NAME("attn1.norm_q.weight"), 1, (int64_t[]){D}, full) : -1;
     b->norm_k = wan ? param_add(s, NAME("attn1.norm_k.weight"), 1, (int64_t[]){D}, full) : -1;
@@ -104,10 +107,21 @@ void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const 
         b->cross_b = param_add(s, NAME("norm2.bias"), 1, (int64_t[]){D}, full);
     }
     char f0[64], f2[64];
-    snprintf(f0, sizeof f0, "%s.net.0.proj", ff);
-    snprintf(f2, sizeof f2, "%s.net.2", ff);
-    b->ff0 = lin_register(s, NAME(f0), D, b->ffn, true, rm, alpha, full);
-    b->ff2 = lin_register(s, NAME(f2), b->ffn, D, true, rm, alpha, full);
+    if (b->sana) { /* GLUMBConv's 1 x 1 convolutions are linears over the tokens, their weights kept 4-D */
+        const int64_t F = b->ffn;
+        b->ff0 = (lin_layer){.w = param_add(s, NAME("ff.conv_inverted.weight"), 4, (int64_t[]){2 * F, D, 1, 1}, full),
+                             .b = param_add(s, NAME("ff.conv_inverted.bias"), 1, (int64_t[]){2 * F}, full),
+                             .lora_a = -1, .lora_b = -1, .in = D, .out = 2 * F};
+        b->conv_w = param_add(s, NAME("ff.conv_depth.weight"), 4, (int64_t[]){2 * F, 1, 3, 3}, full);
+        b->conv_b = param_add(s, NAME("ff.conv_depth.bias"), 1, (int64_t[]){2 * F}, full);
+        b->ff2 = (lin_layer){.w = param_add(s, NAME("ff.conv_point.weight"), 4, (int64_t[]){D, F, 1, 1}, full),
+                             .b = -1, .lora_a = -1, .lora_b = -1, .in = F, .out = D};
+    } else {
+        snprintf(f0, sizeof f0, "%s.net.0.proj", ff);
+        snprintf(f2, sizeof f2, "%s.net.2", ff);
+        b->ff0 = lin_register(s, NAME(f0), D, b->ffn, true, rm, alpha, full);
+        b->ff2 = lin_register(s, NAME(f2), b->ffn, D, true, rm, alpha, full);
+    }
     b->table = param_add(s, NAME("scale_shift_table"), table_dims, table_dims == 3 ? (int64_t[]){1, 6, D} : (int64_t[]){6, D},
                          full);
     if (b->hint_out >= 0) b->proj_out = lin_register(s, NAME("proj_out"), D, D, true, 0, 0, full);
@@ -150,7 +164,7 @@ static size_t xdit_kept_bytes(const block *blk, keep_level keep)
     if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss); /* the cross-attentions run again */
     size_t floats = (size_t)(d.B * 6 * d.D) + attn_kept_floats(b, d.N, d.N, b->norm_q >= 0) +
                     attn_kept_floats(b, d.N, d.NL, b->cnorm_q >= 0);
-    if (keep == KEEP_ALL) floats += (size_t)(d.N * d.F + d.N * d.D);
+    if (keep == KEEP_ALL) floats += (size_t)((b->sana ? 2 : 1) * d.N * d.F + d.N * d.D);
     size_t bytes = floats * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
     if (b->added_kv) {
         const attn_shape is = image_shape(b);
@@ -256,7 +270,7 @@ static side_attention attention_of(const xdit_block *b, int at)
                             .norm_width = b->m->shape.hidden, .eps = b->eps,
                             .shape = cross ? cross_shape(b) : self_shape(b), .mask = cross ? b->m->ctx.mask : NULL,
                             .rotate = !cross && b->rope ? rotate_side : NULL, .block = b,
-                            .k_bias_zero = (cross ? b->cnorm_k : b->norm_k) < 0};
+                            .k_bias_zero = (cross ? b->cnorm_k : b->norm_k) < 0 && (cross || !b->sana)};
 }
 
 static st_status attention_forward_into(const xdit_block *b, block_saved *sv, int at, const float *xq,
@@ -266,7 +280,20 @@ static st_status attention_forward_into(const xdit_block *b, block_saved *sv, in
     return side_attention_forward(&a, sv, at, xq, xkv, keep);
 }
 
-/* The feed-forward's GEMM outputs from x2: f1 = ff0(LN(x2) (1 + scale2) + shift2), f2 = ff2(gelu(f1)) */
+/* GLUMBConv between ff0's output f1 (N, 2F) and ff2's input a (N, F): s1 = SiLU(f1), c = conv_depth(s1) (bias
+ * added), a = c[:, :F] SiLU(c[:, F:]); s1 and c are left for backward when given */
+static st_status glumb_forward(const xdit_block *b, float *a, const float *f1, float *s1, float *c)
+{
+    dims d = dims_of(b);
+    const int64_t g = d.T, side = (int64_t)sqrt((double)g); /* the square token grid */
+    silu_forward(s1, f1, d.N * 2 * d.F);
+    st_status st = depthwise3x3_forward(b->m->pool, c, s1, W(b->conv_w), W(b->conv_b), d.B, side, g / side, 2 * d.F);
+    if (!st) glu_forward(a, c + d.F, c, d.N, d.F, 2 * d.F, GLU_SILU);
+    return st;
+}
+
+/* The feed-forward's GEMM outputs from x2: f1 = ff0(LN(x2) (1 + scale2) + shift2), f2 = ff2(act(f1)) with GELU or
+ * GLUMBConv's act */
 static st_status ffn_compute(const xdit_block *b, const float *x2, const float *mod, float *f1, float *f2)
 {
     dims d = dims_of(b);
@@ -276,10 +303,15 @@ static st_status ffn_compute(const xdit_block *b, const float *x2, const float *
     if (!s.status) s.status = fwd(b->m, &b->ff0, f1, h, d.N);
     scratch_drop(&s, h);
     float *g = scratch_take(&s, d.N * d.F, MEM_WORKSPACE, "xdit.ffn.gelu");
-    if (!s.status) {
+    if (!s.status && b->sana) {
+        float *s1 = scratch_take(&s, 2 * d.N * d.F, MEM_WORKSPACE, "sana.ffn.silu");
+        float *c = scratch_take(&s, 2 * d.N * d.F, MEM_WORKSPACE, "sana.ffn.conv_depth");
+        if (!s.status) s.status = glumb_forward(b, g, f1, s1, c);
+        scratch_drop(&s, c), scratch_drop(&s, s1);
+    } else if (!s.status) {
         gelu_forward(g, f1, d.N * d.F);
-        s.status = fwd(b->m, &b->ff2, f2, g, d.N);
     }
+    if (!s.status) s.status = fwd(b->m, &b->ff2, f2, g, d.N);
     return scratch_end(&s);
 }
 
@@ -353,7 +385,7 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
     side_take(&f, sv, numel, b->face >= 0 ? 4 : b->added_kv ? 3 : 2);
     sv->o[0] = scratch_take(f.ks, ND, f.kt, "xdit.attention_out");
     sv->o2 = scratch_take(f.ks, ND, f.kt, "xdit.cross_attention_out");
-    sv->f1[0] = scratch_take(f.fs, d.N * d.F, f.ft, "xdit.ff0");
+    sv->f1[0] = scratch_take(f.fs, (b->sana ? 2 : 1) * d.N * d.F, f.ft, "xdit.ff0");
     sv->f2[0] = scratch_take(f.fs, ND, f.ft, "xdit.ff2");
     float *h = scratch_take(&f.tmp, ND, MEM_WORKSPACE, "xdit.h");
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
@@ -457,7 +489,7 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     if (s.status) goto done;
     residuals(b, x, sv, x1, x2);
     if (!sv->f1[0]) { /* KEEP_ATTENTION: recompute the feed-forward's GEMM outputs from x2 */
-        sv->f1[0] = scratch_take(&s, N * d.F, MEM_ACTIVATIONS, "xdit.ff0 (recomputed)");
+        sv->f1[0] = scratch_take(&s, (b->sana ? 2 : 1) * N * d.F, MEM_ACTIVATIONS, "xdit.ff0 (recomputed)");
         sv->f2[0] = scratch_take(&s, ND, MEM_ACTIVATIONS, "xdit.ff2 (recomputed)");
         recomputed = true;
         if (s.status || (s.status = ffn_compute(b, x2, mod, sv->f1[0], sv->f2[0]))) goto done;
@@ -472,17 +504,35 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
         if ((s.status = bwd(b->m, &b->proj_out, gx, b->dhints[b->hint_out], y, N))) goto done;
         scratch_drop(&s, y);
     }
-    /* feed-forward: x3 = x2 + gate2 * ff2(gelu(ff0(h3))) */
+    /* feed-forward: x3 = x2 + gate2 * ff2(act(ff0(h3))) */
+    const int64_t F1 = (b->sana ? 2 : 1) * N * d.F; /* ff0's output */
     float *df2 = scratch_take_zero(&s, ND, MEM_WORKSPACE, "xdit.dff2");
     float *g = scratch_take(&s, N * d.F, MEM_WORKSPACE, "xdit.gelu");
-    float *dg = scratch_take_zero(&s, N * d.F, MEM_WORKSPACE, "xdit.dgelu");
+    float *dg = scratch_take_zero(&s, F1, MEM_WORKSPACE, "xdit.dgelu");
+    float *s1 = b->sana ? scratch_take(&s, F1, MEM_WORKSPACE, "sana.ffn.silu") : NULL;
+    float *cd = b->sana ? scratch_take(&s, F1, MEM_WORKSPACE, "sana.ffn.conv_depth") : NULL;
     if (s.status) goto done;
-    gelu_forward(g, sv->f1[0], N * d.F);
+    if (b->sana) s.status = glumb_forward(b, g, sv->f1[0], s1, cd);
+    else gelu_forward(g, sv->f1[0], N * d.F);
     gated_residual_backward(gx, dmod + 5 * D, df2, gx, mod + 5 * D, sv->f2[0], B, T, D, 6 * D);
-    if ((s.status = bwd(b->m, &b->ff2, dg, df2, g, N))) goto done;
+    if (s.status || (s.status = bwd(b->m, &b->ff2, dg, df2, g, N))) goto done;
     scratch_drop(&s, g);
     scratch_drop(&s, df2);
-    gelu_backward(dg, dg, sv->f1[0], N * d.F); /* in place: dg becomes d ff0's output */
+    if (b->sana) { /* back through the gate, the depthwise convolution and the SiLU: dg becomes d ff0's output */
+        const int64_t side = (int64_t)sqrt((double)T);
+        float *dc = scratch_take_zero(&s, F1, MEM_WORKSPACE, "sana.ffn.dconv_depth");
+        float *ds = scratch_take_zero(&s, F1, MEM_WORKSPACE, "sana.ffn.dsilu");
+        if (s.status) goto done;
+        glu_backward(dc + d.F, dc, dg, cd + d.F, cd, N, d.F, 2 * d.F, GLU_SILU); /* dg holds d a (N, F) */
+        if ((s.status = depthwise3x3_backward(b->m->pool, ds, G(b->conv_w), G(b->conv_b), dc, s1, W(b->conv_w), B,
+                                              side, T / side, 2 * d.F)))
+            goto done;
+        zero_bytes(dg, (size_t)F1 * sizeof(float));
+        silu_backward(dg, ds, sv->f1[0], F1);
+        scratch_drop(&s, ds), scratch_drop(&s, dc), scratch_drop(&s, cd), scratch_drop(&s, s1);
+    } else {
+        gelu_backward(dg, dg, sv->f1[0], N * d.F); /* in place: dg becomes d ff0's output */
+    }
     float *ln = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.ln");
     float *h = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.h");
     float *dh = scratch_take_zero(&s, ND, MEM_WORKSPACE, "xdit.dh");
