@@ -2,15 +2,15 @@
 """Writes a segtrain cache (docs/CACHE.md): VAE latents and text-encoder embeddings of an image folder, made with
 the user's local diffusers pipeline the way its pipeline makes them, for `segtrain train` with data_cache_dir.
 
-  make_cache.py --images DIR --pipeline DIR --out DIR [--family flux|sd3|chroma|auraflow|wan|omnigen]
+  make_cache.py --images DIR --pipeline DIR --out DIR [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen]
                 [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
                 [--max_sequence_length N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR]   (tiny random encoders: tests)
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/;
-Chroma's, AuraFlow's and Wan's: vae/, text_encoder/, tokenizer/; OmniGen's: vae/, tokenizer/, its prompt being
-token ids the transformer embeds itself); nothing is downloaded. For the video family
+Chroma's, PixArt Sigma's, AuraFlow's and Wan's: vae/, text_encoder/, tokenizer/; OmniGen's: vae/, tokenizer/, its
+prompt being token ids the transformer embeds itself); nothing is downloaded. For the video family
 (wan) with --num_frames N above 1, each sample is a folder of N or more frames (image files, sorted by name; the
 first N taken) instead of an image, its caption the folder's name or, with textfile, <folder>.txt beside it; the
 latents are (C, 1 + (N - 1) / 4, H, W). The text is encoded as each
@@ -216,6 +216,20 @@ class ChromaEncoders:
         return {"prompt_embeds": seq, "attention_mask": (torch.arange(seq.shape[0]) <= n).to(torch.int64)}
 
 
+class PixArtEncoders(ChromaEncoders):
+    """PixArtSigmaPipeline.encode_prompt: T5 at max_sequence_length (SimpleTuner's 300), run with the tokenizer's
+    mask, which is stored as it is (its tokens, then padding). No pooled vector. The caption is encoded as given:
+    SimpleTuner asks for clean_caption, which diffusers applies only where bs4 and ftfy are installed."""
+
+    def encode(self, caption):
+        import torch
+
+        with torch.no_grad():
+            t = tokens(self.tok, caption, self.max_seq)
+            seq = self.t5(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device))[0][0]
+        return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0].to(torch.int64)}
+
+
 class AuraFlowEncoders:
     """AuraFlowPipeline.encode_prompt: its UMT5 (Pile-T5) at max_sequence_length, run with the tokenizer's mask,
     the outputs multiplied by the mask (padding rows zero). No pooled vector."""
@@ -349,6 +363,8 @@ FAMILIES = {
                 seq={"medium": 154, "large": 154}, tiny_seq=4, vae=(0.0609, 1.5305)),
     "chroma": dict(enc=ChromaEncoders, subs=("text_encoder", "tokenizer"), seq={"base": 512}, tiny_seq=8,
                    vae=(0.1159, 0.3611)),
+    "pixart_sigma": dict(enc=PixArtEncoders, subs=("text_encoder", "tokenizer"), seq={"900M-1024-v0.6": 300},
+                         tiny_seq=8, vae=(None, 0.13025)),
     "auraflow": dict(enc=AuraFlowEncoders, subs=("text_encoder", "tokenizer"), seq={"v0.3": 120}, tiny_seq=8,
                      vae=(None, 0.13025)),
     "wan": dict(enc=WanEncoders, subs=("text_encoder", "tokenizer"), seq={"t2v-480p-1.3b-2.1": 512}, tiny_seq=8,
@@ -456,8 +472,8 @@ def main():
     ap.add_argument("--caption_strategy", default="filename", choices=["filename", "textfile"])
     ap.add_argument("--max_sequence_length", type=int,
                     help="T5 tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 after CLIP's 77, "
-                         "chroma 512, auraflow 120, omnigen 128 with its template; tiny: 8, sd3 4 after CLIP's 4, "
-                         "omnigen 40)")
+                         "chroma 512, pixart_sigma 300, auraflow 120, omnigen 128 with its template; tiny: 8, sd3 4 "
+                         "after CLIP's 4, omnigen 40)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--seed", type=int, default=0, help="seeds the VAE's latent sample (and --tiny-random)")
     ap.add_argument("--device", default="cpu")

@@ -422,6 +422,12 @@ static void test_lumina2_cache(void)
                              "max_train_steps=3", 3, true, loss);
     CHECKF(so == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)so, st_error());
     if (so == ST_OK) printf("     the committed omnigen cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
+    /* and the committed one make_cache.py --tiny-random --family pixart_sigma wrote: T5's states with its mask */
+    const st_status sp = run("pixart-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-pixart-tiny",
+                             "model_family=pixart_sigma;model_preset=pixart-sigma-tiny;max_train_steps=3", 3, true,
+                             loss);
+    CHECKF(sp == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sp, st_error());
+    if (sp == ST_OK) printf("     the committed pixart_sigma cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
 }
 
 static void test_training(void)

@@ -66,8 +66,10 @@ void linear_forward_pair(const attn_shape *s, int64_t b, int64_t h, float *ws, f
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)hd, 1.0f, a, (int)hd, S, (int)hd,
                 0.0f, oh, (int)out.token_stride);
     denominators(den, a, z, T, hd);
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t j = 0; j < hd; j++) oh[t * out.token_stride + j] /= den[t];
+    for (int64_t t = 0; t < T; t++) {
+        float *ot = oh + t * out.token_stride;
+        for (int64_t j = 0; j < hd; j++) ot[j] /= den[t];
+    }
 }
 
 void linear_backward_pair(const attn_shape *s, int64_t b, int64_t h, float *ws, const float *kept, attn_view dq,
@@ -83,22 +85,21 @@ void linear_backward_pair(const attn_shape *s, int64_t b, int64_t h, float *ws, 
     denominators(den, a, z, T, hd);
     const float *go = dout.data + b * dout.batch_stride + h * hd, *oh = out.data + b * out.batch_stride + h * hd;
     for (int64_t t = 0; t < T; t++) {
+        const float *gt = go + t * dout.token_stride, *ot = oh + t * out.token_stride, inv = 1.0f / den[t];
         float dot = 0.0f;
-        for (int64_t j = 0; j < hd; j++) {
-            const float gj = go[t * dout.token_stride + j];
-            g[t * hd + j] = gj / den[t];
-            dot += gj * oh[t * out.token_stride + j];
-        }
-        e[t] = -dot / den[t];
+        for (int64_t j = 0; j < hd; j++) g[t * hd + j] = gt[j] * inv, dot += gt[j] * ot[j];
+        e[t] = -dot * inv;
     }
     /* da = g S^T + e z^T, into dc's buffer for now; dq += da where q > 0 */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)hd, (int)hd, 1.0f, g, (int)hd, S, (int)hd, 0.0f,
                 dc, (int)hd);
     const float *qh = q.data + b * q.batch_stride + h * hd;
     float *dqh = dq.data + b * dq.batch_stride + h * hd;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < hd; i++)
-            if (qh[t * q.token_stride + i] > 0.0f) dqh[t * dq.token_stride + i] += dc[t * hd + i] + e[t] * z[i];
+    for (int64_t t = 0; t < T; t++) { /* branch-free, so that the loop vectorises: q's sign is data */
+        const float *qt = qh + t * q.token_stride, *da = dc + t * hd;
+        float *dqt = dqh + t * dq.token_stride;
+        for (int64_t i = 0; i < hd; i++) dqt[i] += (qt[i] > 0.0f ? 1.0f : 0.0f) * (da[i] + e[t] * z[i]);
+    }
     /* dS = a^T g, dz = a^T e */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)hd, (int)hd, (int)T, 1.0f, a, (int)hd, g, (int)hd, 0.0f,
                 dS, (int)hd);
@@ -112,7 +113,9 @@ void linear_backward_pair(const attn_shape *s, int64_t b, int64_t h, float *ws, 
                 1.0f, dvh, (int)dv.token_stride);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)hd, (int)hd, 1.0f, vh, (int)v.token_stride, dS,
                 (int)hd, 0.0f, dc, (int)hd);
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < hd; i++)
-            if (kh[t * k.token_stride + i] > 0.0f) dkh[t * dk.token_stride + i] += dc[t * hd + i] + dz[i];
+    for (int64_t t = 0; t < T; t++) {
+        const float *kt = kh + t * k.token_stride, *dct = dc + t * hd;
+        float *dkt = dkh + t * dk.token_stride;
+        for (int64_t i = 0; i < hd; i++) dkt[i] += (kt[i] > 0.0f ? 1.0f : 0.0f) * (dct[i] + dz[i]);
+    }
 }
