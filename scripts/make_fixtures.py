@@ -1249,6 +1249,19 @@ fixture("sana", "SanaTransformer2DModel",
 fixture("sana-1.5", "SanaTransformer2DModel", dict(FIXTURES["sana"]["kw"], qk_norm="rms_norm_across_heads"),
         masked_text_make, sana_run, SANA_PASSED)
 
+# Sana-Video: two blocks of 2 heads x 16 (20 x 112), the cross-attention the same, GLUMBTempConv 96 wide (mlp_ratio 3,
+# 2B's), q/k RMSNorms; (1, 2, 2) patches of 3 latent frames of 8 x 8 (Wan's VAE's 16 channels: 4), so that the
+# temporal convolution takes every tap and both ends.
+SANAVIDEO_PASSED = ("hidden_states = latents (B, C, F, H, W) = (2, 4, 3, 8, 8) as is (Conv3d patch (1, 2, 2), tokens "
+                    "(frame, row, col)); timestep = float32(sigma * 1000) (B); encoder_hidden_states (B, L, 24) and "
+                    "encoder_attention_mask (B, L) float, 1 = token (the model's additive (1 - m) * -10000 key bias); "
+                    "pred = the output (B, C, F, H, W)")
+fixture("sanavideo", "SanaVideoTransformer3DModel",
+        dict(in_channels=C, out_channels=C, num_attention_heads=2, attention_head_dim=16, num_layers=2,
+             num_cross_attention_heads=2, cross_attention_head_dim=16, cross_attention_dim=32, caption_channels=JOINT,
+             mlp_ratio=3.0, sample_size=H, patch_size=[1, 2, 2], qk_norm="rms_norm_across_heads", rope_max_seq_len=32),
+        masked_text_make, sana_run, SANAVIDEO_PASSED, shape=(B, C, 3, H, W))
+
 # Wan 2.1 text-to-video: two blocks, ffn 64 wide (1.3B: 8960 for 1536).
 fixture("wan", "WanTransformer3DModel",
         dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=C, out_channels=C,

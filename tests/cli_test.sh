@@ -393,6 +393,13 @@ expect 0 "sana trains: linear self-attention, the cross-attention, GLUMBConv" \
 expect 0 "SimpleTuner's sana example plans its default flavour, Sana 1.5 4.8B, at 1024 px" \
   "model sana-1.5-4.8b-1024 \\(sana\\): 60 cross-attention blocks, width 2240, 70 heads, 1024 image \\+ 300 text" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/sana.lycoris-lokr.json"
+expect 0 "sanavideo trains: Sana's blocks over video frames, the temporal convolution" \
+  "trained 1 steps; weights in sanavideo-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=sanavideo --set model_preset=sanavideo-tiny \
+  --set num_frames=9 --set synthetic_data=true --set max_train_steps=1 --set output_dir=sanavideo-out
+expect 0 "SimpleTuner's sanavideo example plans SANA-Video 2B at 480 px" \
+  "model sanavideo-2b-480p \\(sanavideo\\): 20 cross-attention blocks, width 2240, 20 heads, 900 image \\+ 300" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/sanavideo-2b-480p.peft-lora.json"
 expect 0 "cosmos3 trains: the prompt's ids and the latents through their own weights, one attention" \
   "trained 1 steps; weights in cosmos3-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=cosmos3 --set model_preset=cosmos3-tiny \

@@ -752,6 +752,8 @@ static const struct family_case {
     {"sana-tiny", "linear self-attention (its state hd x hd a head), the cross-attention over its own heads, GLUMBConv "
      "on the token grid", 3, 0, 0, 1, 1, 1, 1, 0},
     {"sana-1.5-tiny", "Sana's block with q and k RMSNorm-ed across the heads", 0, 0, 0, 0, 1, 0, 0, 0},
+    {"sanavideo-tiny", "Sana's block over video: the linear attention's features rotated, a convolution over the "
+     "frames after GLUMBConv", 3, 0, 0, 1, 1, 1, 1, 3},
     {"hidream-tiny", "experts routed per token (the routing follows the data, no allocation does), each block's own "
      "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
 };

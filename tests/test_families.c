@@ -202,7 +202,8 @@ static void test_families(void)
     EXPECT_REFUSAL("{\"model_family\": \"kandinsky5_video\", \"model_flavour\": \"i2v-lite-5s\"}", ST_ERR_UNSUPPORTED,
                    "model_flavour i2v-lite-5s of kandinsky5-video", "first frame");
     CHECK(from_json("{\"model_family\": \"kandinsky5_image\"}", &mc) == ST_OK && !model_video(&mc));
-    EXPECT_REFUSAL("{\"model_family\": \"sanavideo\"}", ST_ERR_UNSUPPORTED, "linear-attention");
+    CHECK(from_json("{\"model_family\": \"sanavideo\"}", &mc) == ST_OK && !strcmp(mc.preset, "sanavideo-2b-480p") &&
+          model_video(&mc) && model_sanavideo(&mc));
     EXPECT_REFUSAL("{\"model_family\": \"sdxl\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
     /* the refusal lists every built family, the last (alphabetically) too: the list is not cut short */
     EXPECT_REFUSAL("{\"model_family\": \"kolors\"}", ST_ERR_UNSUPPORTED, "krea2", "wan, z_image; --set");
@@ -227,7 +228,7 @@ static void test_families(void)
                            !strcmp(name, "anima") || !strcmp(name, "lumina2") || !strcmp(name, "ernie") ||
                            !strcmp(name, "ideogram") || !strcmp(name, "omnigen") || !strcmp(name, "krea2") ||
                            !strcmp(name, "flux3_image") || !strcmp(name, "minimaxh3") || !strcmp(name, "cosmos3") ||
-                           !strcmp(name, "sana");
+                           !strcmp(name, "sana") || !strcmp(name, "sanavideo");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -1213,6 +1214,44 @@ static void test_sana_json(void)
     remove(dir);
 }
 
+/* SanaVideoTransformer3DModel's config.json (diffusers' conversion of SANA-Video 2B 480p) reads as the
+ * sanavideo-2b-480p preset; what segtrain does not build is refused by name. */
+static void test_sanavideo_json(void)
+{
+    char dir[] = "/tmp/segtrain-sanavideo-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define SV "{\"_class_name\": \"SanaVideoTransformer3DModel\", "
+    tk_write_file(dir, "config.json", SV "\"in_channels\": 16, \"out_channels\": 16, \"num_attention_heads\": 20, "
+                  "\"attention_head_dim\": 112, \"num_layers\": 20, \"num_cross_attention_heads\": 20, "
+                  "\"cross_attention_head_dim\": 112, \"cross_attention_dim\": 2240, \"caption_channels\": 2304, "
+                  "\"mlp_ratio\": 3.0, \"dropout\": 0.0, \"attention_bias\": false, \"sample_size\": 30, "
+                  "\"patch_size\": [1, 2, 2], \"norm_elementwise_affine\": false, \"norm_eps\": 1e-06, "
+                  "\"interpolation_scale\": null, \"guidance_embeds\": false, \"guidance_embeds_scale\": 0.1, "
+                  "\"qk_norm\": \"rms_norm_across_heads\", \"rope_max_seq_len\": 1024}");
+    model_config mc, want;
+    CHECK(model_preset("sanavideo-tiny", &mc) == ST_OK && model_preset("sanavideo-2b-480p", &want) == ST_OK);
+    mc.resolution = want.resolution, mc.text_len = want.text_len, mc.vae_scale = want.vae_scale, mc.frames = 1;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.cross_heads == want.cross_heads && mc.ffn_dim == want.ffn_dim &&
+               mc.channels == want.channels && mc.text_dim == want.text_dim && mc.patch == 2 && mc.patch_t == 1 &&
+               mc.qk_norm && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    tk_write_file(dir, "config.json", SV "\"qk_norm\": null}"); /* the class defaults, without the norms */
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && !mc.qk_norm && mc.ffn_dim == 5600 && mc.patch == 2,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {SV "\"guidance_embeds\": true}", "guidance_embeds"},
+        {SV "\"attention_bias\": true}", "attention_bias"},
+        {SV "\"patch_size\": [1, 2, 1]}", "patch_size's height and width differ"},
+        {SV "\"cross_attention_dim\": 1024}", "cross_attention_dim 1024"},
+        {SV "\"qk_norm\": \"layer_norm\"}", "qk_norm"},
+    };
+#undef SV
+    expect_json_refusals(dir, "config.json", "sanavideo-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 int main(void)
 {
     test_resolution();
@@ -1236,6 +1275,7 @@ int main(void)
     test_minimax_json();
     test_cosmos3_json();
     test_sana_json();
+    test_sanavideo_json();
     test_hunyuanvideo();
     test_hidream();
     test_doc();

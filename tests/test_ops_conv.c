@@ -427,6 +427,81 @@ static void test_depthwise(int64_t B, int64_t H, int64_t W, int64_t C, uint64_t 
     free(dx2), free(dw2), free(c.x), free(c.w), free(c.b), free(c.lw), free(c.y);
 }
 
+/* ---- the temporal convolution over frames, channels last ---- */
+
+typedef struct tc_ctx {
+    int64_t B, F, P, D;
+    double *x, *w, *lw, *y;
+} tc_ctx;
+
+static void tc_ref(tc_ctx *c)
+{
+    const int64_t D = c->D;
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t f = 0; f < c->F; f++)
+            for (int64_t q = 0; q < c->P; q++)
+                for (int64_t o = 0; o < D; o++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < 3; j++)
+                        for (int64_t i = 0; f + j - 1 >= 0 && f + j - 1 < c->F && i < D; i++)
+                            acc += c->w[(o * D + i) * 3 + j] * c->x[((b * c->F + f + j - 1) * c->P + q) * D + i];
+                    c->y[((b * c->F + f) * c->P + q) * D + o] = acc;
+                }
+}
+
+static double tc_loss(void *ctx)
+{
+    tc_ctx *c = ctx;
+    tc_ref(c);
+    double l = 0;
+    for (int64_t k = 0; k < c->B * c->F * c->P * c->D; k++) l += c->lw[k] * c->y[k];
+    return l;
+}
+
+/* against the double reference and central differences, the gradients accumulated onto what was there, the same bits
+ * at 1 and 2 threads */
+static void test_temporal(int64_t B, int64_t F, int64_t P, int64_t D, uint64_t seed)
+{
+    char what[128];
+    const int64_t n = B * F * P * D, nw = 3 * D * D;
+    float *x = fbuf(n), *w = fbuf(nw), *dy = fbuf(n), *y = fbuf(n), *dx = fbuf(n), *dw = fbuf(nw);
+    tk_fill(x, n, seed, -1, 1), tk_fill(w, nw, seed + 1, -1, 1), tk_fill(dy, n, seed + 2, -1, 1);
+    tc_ctx c = {B, F, P, D, dbuf(n), dbuf(nw), dbuf(n), dbuf(n)};
+    tk_to_double(c.x, x, n), tk_to_double(c.w, w, nw), tk_to_double(c.lw, dy, n);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    CHECK(temporal_conv3_forward(p, y, x, w, B, F, P, D) == ST_OK && pool_live(p) == 0);
+    tc_ref(&c);
+    snprintf(what, sizeof what, "temporal conv %lld frames x %lld x %lld forward", (long long)F, (long long)P,
+             (long long)D);
+    tk_expect_close(what, y, c.y, n, FWD_TOL);
+    fill_pre(dx, n), fill_pre(dw, nw);
+    CHECK(temporal_conv3_backward(p, dx, dw, dy, x, w, B, F, P, D) == ST_OK && pool_live(p) == 0);
+    minus_pre(dx, n), minus_pre(dw, nw);
+    double *g = dbuf(n > nw ? n : nw);
+    double *const in[2] = {c.x, c.w};
+    const float *got[2] = {dx, dw};
+    const int64_t sizes[2] = {n, nw};
+    const char *names[2] = {"dx", "dw"};
+    for (int k = 0; k < 2; k++) {
+        tk_numeric_grad(tc_loss, &c, in[k], sizes[k], FD_H, g);
+        snprintf(what, sizeof what, "temporal conv %lld frames x %lld x %lld %s", (long long)F, (long long)P,
+                 (long long)D, names[k]);
+        tk_expect_close(what, got[k], g, sizes[k], GRAD_TOL);
+    }
+    float *dx1 = fbuf(n), *dw1 = fbuf(nw), *dx2 = fbuf(n), *dw2 = fbuf(nw);
+    const int threads = ops_threads();
+    ops_set_threads(1);
+    CHECK(temporal_conv3_backward(p, dx1, dw1, dy, x, w, B, F, P, D) == ST_OK);
+    ops_set_threads(2);
+    CHECK(temporal_conv3_backward(p, dx2, dw2, dy, x, w, B, F, P, D) == ST_OK);
+    ops_set_threads(threads);
+    tk_expect_bitwise("temporal conv dx at 1 and 2 threads", dx1, dx2, n);
+    tk_expect_bitwise("temporal conv dw at 1 and 2 threads", dw1, dw2, nw);
+    CHECK(pool_destroy(p) == 0);
+    free(x), free(w), free(dy), free(y), free(dx), free(dw), free(g), free(dx1), free(dw1), free(dx2), free(dw2);
+    free(c.x), free(c.w), free(c.lw), free(c.y);
+}
+
 int main(void)
 {
     const conv_shape base = {.batch = 2, .in = 3, .h = 5, .w = 6, .out = 4, .kh = 3, .kw = 3, .sh = 1, .sw = 1};
@@ -448,6 +523,9 @@ int main(void)
     test_conv_dry();
     test_depthwise(2, 4, 5, 6, 101);
     test_depthwise(1, 3, 3, 70, 111);
+    test_temporal(2, 3, 5, 4, 121);
+    test_temporal(1, 3, 400, 2, 131); /* 1200 rows: two GEMM chunks, the second starting inside a frame */
+    test_temporal(1, 1, 6, 3, 141);   /* one frame: only the middle tap */
     test_fir(3, 6, 6, 2, 2, 81);
     test_fir(2, 5, 7, 1, 1, 91);
     test_fir(2, 4, 4, 2, 1, 101);

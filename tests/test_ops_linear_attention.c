@@ -1,5 +1,6 @@
 /* Linear attention (ATTN_LINEAR, ops/cpu/attention_linear.c) against an independent double-precision reference and
- * central finite differences, in a contiguous and a packed-qkv layout, at 1 and 2 threads (bitwise the same); its
+ * central finite differences, plain and with a rotary table (Sana-Video's), over one chunk of tokens and several, in a
+ * contiguous and a packed-qkv layout, at 1 and 2 threads (bitwise the same); its
  * kept state is hd (hd + 1) floats a head whatever the tokens; what it does not take is refused. */
 #include <math.h>
 #include <stdio.h>
@@ -13,35 +14,48 @@
 typedef struct ref {
     int64_t B, T, H, hd;
     double *q, *k, *v, *w, *o;
+    const float *rope; /* (T, hd/2, 2) or NULL */
 } ref;
+
+/* x (hd) = relu(in), then turned by token t's rows of the table when there is one */
+static void ref_features(double *x, const double *in, const float *rope, int64_t t, int64_t hd)
+{
+    for (int64_t i = 0; i < hd; i++) x[i] = in[i] > 0 ? in[i] : 0;
+    for (int64_t p = 0; rope && p < hd / 2; p++) {
+        const double c = rope[(t * hd / 2 + p) * 2], s = rope[(t * hd / 2 + p) * 2 + 1], x0 = x[2 * p],
+                     x1 = x[2 * p + 1];
+        x[2 * p] = x0 * c - x1 * s, x[2 * p + 1] = x1 * c + x0 * s;
+    }
+}
 
 static void ref_forward(ref *r)
 {
     const int64_t D = r->H * r->hd, hd = r->hd;
     double *S = malloc((size_t)(hd * hd) * sizeof(double)), *z = malloc((size_t)hd * sizeof(double));
+    double *x = malloc((size_t)hd * sizeof(double));
     for (int64_t b = 0; b < r->B; b++)
         for (int64_t h = 0; h < r->H; h++) {
             memset(S, 0, (size_t)(hd * hd) * sizeof(double)), memset(z, 0, (size_t)hd * sizeof(double));
             for (int64_t s = 0; s < r->T; s++) {
                 const double *k = r->k + (b * r->T + s) * D + h * hd, *v = r->v + (b * r->T + s) * D + h * hd;
-                for (int64_t i = 0; i < hd; i++) {
-                    const double c = k[i] > 0 ? k[i] : 0;
-                    z[i] += c;
-                    for (int64_t j = 0; j < hd; j++) S[i * hd + j] += c * v[j];
-                }
+                for (int64_t i = 0; i < hd; i++) z[i] += k[i] > 0 ? k[i] : 0;
+                ref_features(x, k, r->rope, s, hd);
+                for (int64_t i = 0; i < hd; i++)
+                    for (int64_t j = 0; j < hd; j++) S[i * hd + j] += x[i] * v[j];
             }
             for (int64_t t = 0; t < r->T; t++) {
                 const double *q = r->q + (b * r->T + t) * D + h * hd;
                 double *o = r->o + (b * r->T + t) * D + h * hd, den = 1e-15;
                 for (int64_t i = 0; i < hd; i++) den += (q[i] > 0 ? q[i] : 0) * z[i];
+                ref_features(x, q, r->rope, t, hd);
                 for (int64_t j = 0; j < hd; j++) {
                     double num = 0;
-                    for (int64_t i = 0; i < hd; i++) num += (q[i] > 0 ? q[i] : 0) * S[i * hd + j];
+                    for (int64_t i = 0; i < hd; i++) num += x[i] * S[i * hd + j];
                     o[j] = num / den;
                 }
             }
         }
-    free(S), free(z);
+    free(S), free(z), free(x);
 }
 
 static double ref_loss(void *ctx)
@@ -59,8 +73,8 @@ typedef struct run_out {
     size_t kept;
 } run_out;
 
-static run_out run(const attn_shape *s, bool packed, int threads, const float *q, const float *k, const float *v,
-                   const float *w)
+static run_out run(const attn_shape *s, const attn_mask *m, bool packed, int threads, const float *q, const float *k,
+                   const float *v, const float *w)
 {
     const int64_t D = s->heads * s->head_dim, N = s->batch * s->tokens, ld = packed ? 3 * D : D;
     float *x = calloc((size_t)(N * ld * (packed ? 1 : 3)), sizeof(float)), *g = calloc((size_t)(N * ld * (packed ? 1 : 3)),
@@ -77,11 +91,11 @@ static run_out run(const attn_shape *s, bool packed, int threads, const float *q
     op_state keep = {0};
     const int64_t T = s->tokens;
     const attn_view vo = {o.o, D, T * D}, vq = {xq, ld, T * ld}, vk = {xk, ld, T * ld}, vv = {xv, ld, T * ld};
-    CHECK(attention_forward(p, s, vo, vq, vk, vv, &keep) == ST_OK);
+    CHECK(attention_forward_masked(p, s, m, vo, vq, vk, vv, &keep) == ST_OK);
     o.kept = keep.bytes;
-    CHECK(attention_backward(p, s, (attn_view){gq, ld, T * ld}, (attn_view){gk, ld, T * ld},
-                             (attn_view){gv, ld, T * ld}, (attn_view){(float *)w, D, T * D}, vq, vk, vv, vo,
-                             &keep) == ST_OK);
+    CHECK(attention_backward_masked(p, s, m, (attn_view){gq, ld, T * ld}, (attn_view){gk, ld, T * ld},
+                                    (attn_view){gv, ld, T * ld}, (attn_view){(float *)w, D, T * D}, vq, vk, vv, vo,
+                                    &keep) == ST_OK);
     op_state_release(&keep);
     CHECK(pool_destroy(p) == 0);
     for (int64_t r = 0; r < N; r++)
@@ -93,18 +107,29 @@ static run_out run(const attn_shape *s, bool packed, int threads, const float *q
 
 static void free_run(run_out *o) { free(o->o), free(o->dq), free(o->dk), free(o->dv); }
 
-static void test_shape(int64_t B, int64_t T, int64_t H, int64_t hd, uint64_t seed)
+/* rotated: with a rotary table of random angles (Sana-Video's form) */
+static void test_shape(int64_t B, int64_t T, int64_t H, int64_t hd, bool rotated, uint64_t seed)
 {
-    printf("-- linear attention B=%lld T=%lld H=%lld hd=%lld\n", (long long)B, (long long)T, (long long)H,
-           (long long)hd);
+    printf("-- linear attention B=%lld T=%lld H=%lld hd=%lld%s\n", (long long)B, (long long)T, (long long)H,
+           (long long)hd, rotated ? ", rotated" : "");
     const attn_shape s = {.batch = B, .tokens = T, .heads = H, .head_dim = hd, .mechanism = ATTN_LINEAR};
     const int64_t n = B * T * H * hd;
+    float *rope = rotated ? malloc((size_t)(T * hd) * sizeof(float)) : NULL;
+    if (rope) {
+        tk_fill(rope, T * hd, seed + 4, -3, 3); /* angles, then their (cos, sin) */
+        for (int64_t i = 0; i < T * hd; i += 2) {
+            const float a = rope[i];
+            rope[i] = cosf(a), rope[i + 1] = sinf(a);
+        }
+    }
+    const attn_mask mask = {.linear_rope = rope}, *m = rope ? &mask : NULL;
     float *q = malloc((size_t)n * sizeof(float)), *k = malloc((size_t)n * sizeof(float));
     float *v = malloc((size_t)n * sizeof(float)), *w = malloc((size_t)n * sizeof(float));
     tk_fill(q, n, seed, -1, 1), tk_fill(k, n, seed + 1, -0.5f, 1), tk_fill(v, n, seed + 2, -1, 1);
     tk_fill(w, n, seed + 3, -1, 1);
     ref r = {B, T, H, hd, malloc((size_t)n * sizeof(double)), malloc((size_t)n * sizeof(double)),
-             malloc((size_t)n * sizeof(double)), malloc((size_t)n * sizeof(double)), malloc((size_t)n * sizeof(double))};
+             malloc((size_t)n * sizeof(double)), malloc((size_t)n * sizeof(double)), malloc((size_t)n * sizeof(double)),
+             rope};
     tk_to_double(r.q, q, n), tk_to_double(r.k, k, n), tk_to_double(r.v, v, n), tk_to_double(r.w, w, n);
     ref_forward(&r);
     double *o_ref = malloc((size_t)n * sizeof(double)), *fd[3];
@@ -114,11 +139,11 @@ static void test_shape(int64_t B, int64_t T, int64_t H, int64_t hd, uint64_t see
         fd[g] = malloc((size_t)n * sizeof(double));
         tk_numeric_grad(ref_loss, &r, xs[g], n, 1e-6, fd[g]);
     }
-    run_out base = run(&s, false, 1, q, k, v, w);
+    run_out base = run(&s, m, false, 1, q, k, v, w);
     CHECKF(base.kept == (size_t)(B * H * hd * (hd + 1)) * sizeof(float), "kept %zu bytes", base.kept);
     for (int layout = 0; layout < 2; layout++)
         for (int threads = 1; threads <= 2; threads++) {
-            run_out o = run(&s, layout == 1, threads, q, k, v, w);
+            run_out o = run(&s, m, layout == 1, threads, q, k, v, w);
             char what[96];
             snprintf(what, sizeof what, "%s, %d thread%s: forward", layout ? "packed" : "contig", threads,
                      threads > 1 ? "s" : "");
@@ -137,7 +162,7 @@ static void test_shape(int64_t B, int64_t T, int64_t H, int64_t hd, uint64_t see
         }
     free_run(&base);
     for (int g = 0; g < 3; g++) free(fd[g]);
-    free(o_ref), free(r.q), free(r.k), free(r.v), free(r.w), free(r.o), free(q), free(k), free(v), free(w);
+    free(o_ref), free(r.q), free(r.k), free(r.v), free(r.w), free(r.o), free(q), free(k), free(v), free(w), free(rope);
 }
 
 /* masks, cross-attention, grouped queries and windows are the softmax mechanisms' */
@@ -158,16 +183,25 @@ static void test_refusals(void)
                "%s", st_error());
     const attn_shape ok = {.batch = 1, .tokens = 4, .heads = 2, .head_dim = 2, .mechanism = ATTN_LINEAR};
     const float kb[4] = {0};
-    const attn_mask m = {.key_bias = kb};
-    CHECKF(attention_forward_masked(p, &ok, &m, x, x, x, x, NULL) == ST_ERR_INVALID && strstr(st_error(), "no mask"),
+    const attn_mask m = {.key_bias = kb}, causal = {.causal = true, .linear_rope = kb};
+    CHECKF(attention_forward_masked(p, &ok, &m, x, x, x, x, NULL) == ST_ERR_INVALID && strstr(st_error(), "key_bias"),
            "%s", st_error());
+    CHECKF(attention_forward_masked(p, &ok, &causal, x, x, x, x, NULL) == ST_ERR_INVALID &&
+               strstr(st_error(), "causal"), "%s", st_error());
+    const attn_shape flash = {.batch = 1, .tokens = 4, .heads = 2, .head_dim = 2, .mechanism = ATTN_FLASH};
+    const attn_mask rot = {.linear_rope = kb};
+    CHECKF(attention_forward_masked(p, &flash, &rot, x, x, x, x, NULL) == ST_ERR_INVALID &&
+               strstr(st_error(), "linear_rope"), "%s", st_error());
     CHECK(pool_destroy(p) == 0);
 }
 
 int main(void)
 {
-    test_shape(2, 7, 2, 4, 11);
-    test_shape(1, 33, 3, 8, 12);
+    test_shape(2, 7, 2, 4, false, 11);
+    test_shape(1, 33, 3, 8, false, 12);
+    test_shape(1, 600, 1, 4, false, 13); /* three chunks of tokens, the last short */
+    test_shape(2, 7, 2, 4, true, 14);
+    test_shape(1, 300, 2, 6, true, 15);
     test_refusals();
     return tk_finish();
 }

@@ -547,6 +547,7 @@ int main(void)
     test_fixture("cosmos3", "cosmos3-tiny"); /* mixture of transformers: prompt ids causal, the latents after them */
     test_fixture("sana", "sana-tiny"); /* linear self-attention, the cross-attention's own heads, GLUMBConv */
     test_fixture("sana-1.5", "sana-1.5-tiny"); /* the same with q and k RMSNorm-ed across the heads */
+    test_fixture("sanavideo", "sanavideo-tiny"); /* Sana's over video: rotated linear attention, conv over frames */
     test_anyflow_meanflow(); /* AnyFlow's objective: a target from the model's own central difference in t */
     test_wan_animate(); /* wan's image-to-video inputs, the motion and face encoders, the face adapters */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */

@@ -91,8 +91,8 @@ typedef struct model_config {
     int64_t head_dim, time_hidden; /* minimaxh3: attention_head_dim, its heads x it wider than hidden_size, and its
                                       time MLP's hidden width (time_embed_hidden_dim; time_dim its output's,
                                       time_channels its sinusoids'); cosmos3: head_dim; 0 elsewhere */
-    int64_t cross_heads;           /* sana: the cross-attention's heads (num_cross_attention_heads), its head width
-                                      hidden_size / them; 0 elsewhere */
+    int64_t cross_heads;           /* sana, sanavideo: the cross-attention's heads (num_cross_attention_heads), its
+                                      head width hidden_size / them; 0 elsewhere */
     int64_t action_dim, action_domains; /* cosmos3's action heads, loaded and saved untrained (action_dim,
                                       num_embodiment_domains; 0: action_gen false); audio_channels its sound_dim */
     int64_t experts, experts_active, llama_len; /* hidream: num_routed_experts, num_activated_experts, and the Llama
@@ -184,8 +184,11 @@ bool model_minimax_h3(const model_config *mc);
 /* Whether the family is Cosmos 3 (cosmos3): the prompt's token ids and the latents in one sequence of
  * mixture-of-transformers layers. */
 bool model_cosmos3(const model_config *mc);
-/* Whether the family is Sana (sana): PixArt's cross-attention DiT with linear self-attention and GLUMBConv. */
+/* Whether the family is Sana (sana) or Sana-Video (sanavideo): PixArt's cross-attention DiT with linear
+ * self-attention and GLUMBConv; Sana-Video's over video tokens, with Wan's rotary table in the linear attention and a
+ * temporal convolution after GLUMBConv. */
 bool model_sana(const model_config *mc);
+bool model_sanavideo(const model_config *mc);
 /* Whether the family is Krea 2 (Krea2Transformer2DModel): a text fusion (layerwise blocks across each token's tapped
  * encoder layers, a projector, refiner blocks), then one joint sequence [text; image]; a sample's conditioning is
  * its tokens' stacked layers (text_len, text_dim) then their mask. */

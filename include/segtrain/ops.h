@@ -177,6 +177,17 @@ st_status depthwise3x3_forward(pool *p, float *y, const float *x, const float *w
 st_status depthwise3x3_backward(pool *p, float *dx, float *dw, float *db, const float *dy, const float *x,
                                 const float *weight, int64_t batch, int64_t h, int64_t w, int64_t c);
 
+/* Sana-Video's temporal mixing (GLUMBTempConv's conv_temp: a Conv2d of kernel (3, 1), padding (1, 0), no bias, over
+ * each sample's (d, frames, plane) view), over tokens laid out channels last: x and y (batch, frames, plane, d), w
+ * (d, d, 3, 1) as the checkpoint stores it; y[b, f, p, :] = sum_j w[:, :, j] x[b, f + j - 1, p, :] over j = 0, 1, 2,
+ * zero beyond a sample's first and last frame. One BLAS GEMM per chunk of token rows over their frame columns
+ * (workspace: 3 d floats a row of the chunk). Backward accumulates dx and dw (either may be NULL); every sum runs in
+ * a fixed order, whatever the threads. */
+st_status temporal_conv3_forward(pool *p, float *y, const float *x, const float *w, int64_t batch, int64_t frames,
+                                 int64_t plane, int64_t d);
+st_status temporal_conv3_backward(pool *p, float *dx, float *dw, const float *dy, const float *x, const float *w,
+                                  int64_t batch, int64_t frames, int64_t plane, int64_t d);
+
 /* ---- QR (ops/cpu/linalg.c) ---- */
 
 /* Q (m, n) of the thin QR of a (m, n), m >= n, by Householder reflections as LAPACK's geqrf and orgqr make it (R's
@@ -193,7 +204,8 @@ st_status qr_backward(pool *p, float *da, const float *dq, const float *a, const
  *        backward. Same results to fp32 rounding. Non-causal, over all keys unless a window or a mask (below) says.
  * linear: another attention, Sana's: with a = relu(q), c = relu(k), O_t = a_t (c^T v) / (a_t . sum_s c_s + 1e-15)
  *        per head (diffusers' SanaLinearAttnProcessor2_0), no softmax and no scale; keeps c^T v and sum_s c_s
- *        (hd (hd + 1) floats a head). Self-attention only: no mask, kv_tokens, kv_heads or window. */
+ *        (hd (hd + 1) floats a head). Self-attention only: no kv_tokens, kv_heads or window, and of a mask only its
+ *        rotary table (attn_mask.linear_rope, Sana-Video's). */
 typedef enum attention_mechanism { ATTN_MATH, ATTN_FLASH, ATTN_LINEAR } attention_mechanism;
 
 /* tokens and heads are the queries'. The fields after mechanism are 0 for plain self-attention:
@@ -263,6 +275,10 @@ typedef struct attn_mask {
      * skipping yet: the cost, and the profile's count, of the unmasked op). */
     const float *segment;
     bool causal;
+    /* Linear attention's only entry (the others refuse it): a rotary table (tokens, head_dim/2, 2) as rope_forward's,
+     * turning relu(q) and relu(k) in the numerator only (diffusers' SanaLinearAttnProcessor3_0): with a = relu(q),
+     * c = relu(k), O_t = rot(a_t) (rot(c)^T v) / (a_t . sum_s c_s + 1e-15). */
+    const float *linear_rope;
 } attn_mask;
 
 st_status attention_forward_masked(pool *p, const attn_shape *s, const attn_mask *mask, attn_view out, attn_view q,

@@ -426,6 +426,7 @@ static const struct {
     {"hunyuanvideo15", "HunyuanVideo15Transformer3DModel", hunyuanvideo15_from_json},
     {"pixart_sigma", "PixArtTransformer2DModel", pixart_from_json},
     {"sana", "SanaTransformer2DModel", sana_from_json},
+    {"sanavideo", "SanaVideoTransformer3DModel", sanavideo_from_json},
     {"wan", "WanTransformer3DModel", wan_from_json},
     {"wan", "WanVACETransformer3DModel", wan_vace_from_json},
     {"wan", "AnyFlowTransformer3DModel", anyflow_from_json},

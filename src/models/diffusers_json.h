@@ -30,7 +30,7 @@ st_status json_eps(const cJSON *j, const char *file, const char *key, double *ep
 typedef st_status diffusers_reader(const cJSON *j, const char *file, model_config *mc);
 diffusers_reader pixart_from_json, wan_from_json, wan_animate_from_json, anyflow_from_json, wan_vace_from_json,
     ltxvideo_from_json, ltx2_from_json, cosmos_from_json, ace_step_from_json, kandinsky5_from_json, anima_from_json,
-    sana_from_json;
+    sana_from_json, sanavideo_from_json;
 diffusers_reader lumina2_from_json, zimage_from_json, ernie_from_json, omnigen_from_json, krea2_from_json,
     flux3_from_json, qwen21_from_json, ideogram_from_json, minimax_from_json, cosmos3_from_json;
 

@@ -40,6 +40,26 @@ st_status pixart_from_json(const cJSON *j, const char *file, model_config *mc)
     return ST_OK;
 }
 
+/* patch_size as a list (frames, height, width), when given, into patch_t and patch */
+static st_status patch_3d(const cJSON *j, const char *file, model_config *mc)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "patch_size");
+    if (p && (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 3))
+        return st_fail(ST_ERR_FORMAT, "%s: patch_size is not a list of 3 (frames, height, width)", file);
+    for (int i = 0; p && i < 3; i++) {
+        const cJSON *x = cJSON_GetArrayItem(p, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > 64 || x->valuedouble != floor(x->valuedouble))
+            return st_fail(ST_ERR_FORMAT, "%s: patch_size[%d] is not a whole number 1 to 64", file, i);
+    }
+    if (!p) return ST_OK;
+    mc->patch_t = (int64_t)cJSON_GetArrayItem(p, 0)->valuedouble;
+    mc->patch = (int64_t)cJSON_GetArrayItem(p, 1)->valuedouble;
+    if (cJSON_GetArrayItem(p, 2)->valuedouble != (double)mc->patch)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size's height and width differ; segtrain's patches are square",
+                       file);
+    return ST_OK;
+}
+
 /* WanTransformer3DModel's config: its defaults (Wan 2.1 T2V 14B's), then the file's values; the image-to-video
  * branches (image_dim, added_kv_proj_dim) and what the published text-to-video configs do not vary are refused. */
 /* Wan's keys; with animate, WanAnimateTransformer3DModel's defaults and in_channels = 2 latent_channels + 4 */
@@ -59,21 +79,7 @@ static st_status wan_read(const cJSON *j, const char *file, model_config *mc, bo
     if (!st) st = json_fixed(j, file, "eps", 1e-6, "Wan");
     if (!st) st = json_fixed_text(j, file, "qk_norm", "rms_norm_across_heads", "Wan");
     if (st) return st;
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "patch_size");
-    if (p && (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 3))
-        return st_fail(ST_ERR_FORMAT, "%s: patch_size is not a list of 3 (frames, height, width)", file);
-    for (int i = 0; p && i < 3; i++) {
-        const cJSON *x = cJSON_GetArrayItem(p, i);
-        if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > 64 || x->valuedouble != floor(x->valuedouble))
-            return st_fail(ST_ERR_FORMAT, "%s: patch_size[%d] is not a whole number 1 to 64", file, i);
-    }
-    if (p) {
-        mc->patch_t = (int64_t)cJSON_GetArrayItem(p, 0)->valuedouble;
-        mc->patch = (int64_t)cJSON_GetArrayItem(p, 1)->valuedouble;
-        if (cJSON_GetArrayItem(p, 2)->valuedouble != (double)mc->patch)
-            return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size's height and width differ; segtrain's patches are square",
-                           file);
-    }
+    if ((st = patch_3d(j, file, mc))) return st;
     static const char *const branches[] = {"image_dim", "added_kv_proj_dim", "pos_embed_seq_len"};
     for (size_t i = animate ? 2 : 0; i < sizeof branches / sizeof *branches; i++) {
         const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, branches[i]);
@@ -484,16 +490,18 @@ st_status anima_from_json(const cJSON *j, const char *file, model_config *mc)
     return ST_OK;
 }
 
-/* SanaTransformer2DModel's config: the class defaults (Sana_1600M_1024px's), then the file's values. What segtrain does
- * not build is refused by name: q/k norms other than Sana 1.5's, guidance embeds (Sana Sprint's), a position table
- * (interpolation_scale), a cross-attention narrower or wider than the stream, affine or other norms, a timestep_scale
- * other than 1, attention biases. */
-st_status sana_from_json(const cJSON *j, const char *file, model_config *mc)
+/* SanaTransformer2DModel's config (video false) or SanaVideoTransformer3DModel's (true): the class defaults
+ * (Sana_1600M_1024px's; SANA-Video 2B's but mlp_ratio 2.5), then the file's values. What segtrain does not build is
+ * refused by name: q/k norms other than rms_norm_across_heads, guidance embeds (Sana Sprint's, Sana-Video's
+ * guidance_embeds), Sana's position table (interpolation_scale), a cross-attention narrower or wider than the
+ * stream, affine or other norms, a timestep_scale other than 1, attention biases. */
+static st_status sana_read(const cJSON *j, const char *file, model_config *mc, bool video)
 {
     st_status st = ST_OK;
-    int64_t hd = 32, heads = 70, cross_hd = 112, cross = 2240, out = 32;
+    int64_t hd = video ? 112 : 32, heads = video ? 20 : 70, cross_hd = 112, cross = 2240, out = video ? 16 : 32;
     double ratio = 2.5;
-    mc->channels = 32, mc->depth = 20, mc->cross_heads = 20, mc->text_dim = 2304, mc->patch = 1, mc->sample_size = 32;
+    mc->channels = out, mc->depth = 20, mc->cross_heads = 20, mc->text_dim = 2304, mc->patch = video ? 2 : 1;
+    mc->patch_t = 1, mc->sample_size = video ? 30 : 32;
     const struct {
         const char *key;
         int64_t *v;
@@ -501,34 +509,35 @@ st_status sana_from_json(const cJSON *j, const char *file, model_config *mc)
                 {"attention_head_dim", &hd}, {"num_layers", &mc->depth},
                 {"num_cross_attention_heads", &mc->cross_heads},
                 {"cross_attention_head_dim", &cross_hd}, {"cross_attention_dim", &cross},
-                {"caption_channels", &mc->text_dim}, {"sample_size", &mc->sample_size}, {"patch_size", &mc->patch}};
+                {"caption_channels", &mc->text_dim}, {"sample_size", &mc->sample_size}};
     for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) {
         const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, keys[i].key);
         if (!cJSON_IsNull(x)) st = json_int(j, file, keys[i].key, keys[i].v); /* out_channels: null */
     }
+    if (!st) st = video ? patch_3d(j, file, mc) : json_int(j, file, "patch_size", &mc->patch);
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "mlp_ratio");
     if (!st && r && !cJSON_IsNull(r)) {
         if (!cJSON_IsNumber(r) || !(r->valuedouble > 0 && r->valuedouble <= 64))
             return st_fail(ST_ERR_FORMAT, "%s: mlp_ratio is not a number in (0, 64]", file);
         ratio = r->valuedouble;
     }
-    static const char *const absent[][2] = {{"interpolation_scale", "a sin-cos position table"}};
     const cJSON *qk = cJSON_GetObjectItemCaseSensitive(j, "qk_norm");
     if (!st && qk && !cJSON_IsNull(qk) && !(cJSON_IsString(qk) && !strcmp(qk->valuestring, "rms_norm_across_heads")))
-        st = st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is not null or \"rms_norm_across_heads\" (Sana 1.5's), the "
-                     "norms segtrain builds Sana with", file);
-    mc->qk_norm = cJSON_IsString(qk);
-    for (size_t i = 0; !st && i < sizeof absent / sizeof *absent; i++) {
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, absent[i][0]);
-        if (x && !cJSON_IsNull(x))
-            st = st_fail(ST_ERR_UNSUPPORTED, "%s: %s is set: %s, which segtrain does not build (Sana 1.0's is null)",
-                         file, absent[i][0], absent[i][1]);
-    }
-    if (!st) st = json_fixed_bool(j, file, "guidance_embeds", false, "Sana 1.0 (Sprint's guidance is not built)");
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is not null or \"rms_norm_across_heads\" (Sana 1.5's and "
+                     "Sana-Video's), the norms segtrain builds Sana with", file);
+    mc->qk_norm = cJSON_IsString(qk) || (video && !qk); /* Sana-Video's default has them */
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, "interpolation_scale"); /* Sana-Video's class ignores it */
+    if (!st && !video && x && !cJSON_IsNull(x))
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: interpolation_scale is set: a sin-cos position table, which segtrain "
+                     "does not build (Sana 1.0's is null)", file);
+    if (!st)
+        st = json_fixed_bool(j, file, "guidance_embeds", false,
+                             video ? "Sana-Video (its guidance embedding is not built)"
+                                   : "Sana 1.0 (Sprint's guidance is not built)");
     if (!st) st = json_fixed_bool(j, file, "attention_bias", false, "Sana (the class default)");
     if (!st) st = json_fixed_bool(j, file, "norm_elementwise_affine", false, "Sana (the class default)");
     if (!st) st = json_fixed(j, file, "norm_eps", 1e-6, "Sana (the class default)");
-    if (!st) st = json_fixed(j, file, "timestep_scale", 1.0, "Sana (the class default)");
+    if (!st && !video) st = json_fixed(j, file, "timestep_scale", 1.0, "Sana (the class default)");
     if (!st) st = json_fixed(j, file, "dropout", 0, "training");
     if (st) return st;
     if (cross != hd * heads || cross_hd * mc->cross_heads != cross || out != mc->channels)
@@ -539,4 +548,11 @@ st_status sana_from_json(const cJSON *j, const char *file, model_config *mc)
     mc->heads = heads, mc->hidden = hd * heads, mc->ffn_dim = (int64_t)(ratio * (double)mc->hidden);
     mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false, mc->out_channels = 0;
     return ST_OK;
+}
+
+st_status sana_from_json(const cJSON *j, const char *file, model_config *mc) { return sana_read(j, file, mc, false); }
+
+st_status sanavideo_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    return sana_read(j, file, mc, true);
 }

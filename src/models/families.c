@@ -103,7 +103,8 @@ static const struct st_family {
      "sana1.5-4.8b-1024:sana-1.5-4.8b-1024|sana1.5-1.6b-1024:sana-1.5-1.6b-1024|sana1.0-1.6b-2048:sana-1.6b-2048|"
      "sana1.0-1.6b-1024:sana-1.6b-1024|sana1.0-600m-1024:sana-600m-1024|sana1.0-600m-512:sana-600m-512",
      "sana1.5-4.8b-1024"},
-    {"sanavideo", NULL, "SanaVideo", LINEAR, "SanaVideoTransformer3DModel", "2b-480p", NULL, NULL},
+    {"sanavideo", NULL, "SanaVideo", LINEAR, "SanaVideoTransformer3DModel", "2b-480p", "2b-480p:sanavideo-2b-480p",
+     "2b-480p"},
     {"sd1x", NULL, "Stable Diffusion 1.x", UNET, "UNet2DConditionModel", "1.5|1.4|dreamshaper|realvis", NULL, NULL},
     {"sd2x", NULL, "Stable Diffusion 2.x", UNET, "UNet2DConditionModel", "", NULL, NULL},
     {"sd3", NULL, "Stable Diffusion 3.x", DUAL, "SD3Transformer2DModel", "medium|large",

@@ -79,7 +79,8 @@ bool model_flux3(const model_config *mc) { return !strcmp(mc->family, "flux3_ima
 bool model_qwen_image21(const model_config *mc) { return !strcmp(mc->family, "qwen_image21"); }
 bool model_minimax_h3(const model_config *mc) { return !strcmp(mc->family, "minimaxh3"); }
 bool model_cosmos3(const model_config *mc) { return !strcmp(mc->family, "cosmos3"); }
-bool model_sana(const model_config *mc) { return !strcmp(mc->family, "sana"); }
+bool model_sana(const model_config *mc) { return !strcmp(mc->family, "sana") || model_sanavideo(mc); }
+bool model_sanavideo(const model_config *mc) { return !strcmp(mc->family, "sanavideo"); }
 
 bool model_reads_text(const model_config *mc)
 {
@@ -92,7 +93,7 @@ bool model_video(const model_config *mc)
 {
     return hunyuanvideo(mc) || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
            (model_kandinsky5(mc) && mc->cond_channels) || /* Kandinsky 5's video models are its visual_cond ones */
-           model_minimax_h3(mc) || model_cosmos3(mc);
+           model_minimax_h3(mc) || model_cosmos3(mc) || model_sanavideo(mc);
 }
 
 int64_t model_vae_scale_t(const model_config *mc) { return !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ? 8 : 4; }

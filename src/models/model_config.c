@@ -96,6 +96,11 @@ static const struct preset {
     {"sana-1.5-tiny", "sana", 2, 32, 4, 1, 4, 8, 10, 0, 6, 24, 0, false, true, 0, 0},
     {"sana-1.5-4.8b-1024", "sana", 60, 2240, 70, 1, 32, 32, 10, 0, 300, 2304, 0, false, true, 0, 0},
     {"sana-1.5-1.6b-1024", "sana", 20, 2240, 70, 1, 32, 32, 10, 0, 300, 2304, 0, false, true, 0, 0},
+    /* Sana-Video 2B (Efficient-Large-Model/SANA-Video_2B_480p_diffusers, as diffusers' conversion script makes it):
+     * 20 blocks of 20 heads x 112, the cross-attention the same, Gemma 2's 2304 at 300 tokens, mlp_ratio 3, q/k
+     * RMSNorms; Wan's VAE (16 channels, 8x, 4 frames a latent one), (1, 2, 2) patches */
+    {"sanavideo-tiny", "sanavideo", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, true, 0, 0},
+    {"sanavideo-2b-480p", "sanavideo", 20, 2240, 20, 2, 16, 60, 10, 0, 300, 2304, 0, false, true, 0, 0},
     {"wan-tiny", "wan", 2, 64, 4, 2, 4, 8, 10, 0, 8, 32, 0, false, false, 0, 0},
     {"wan-1.3b", "wan", 30, 1536, 12, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
     {"wan-14b", "wan", 40, 5120, 40, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
@@ -277,6 +282,9 @@ st_status model_preset(const char *name, model_config *out)
         if (!strcmp(p->family, "sana")) /* GLUMBConv's int(2.5 D) */
             out->cross_heads = tiny ? 2 : p->hidden == 2240 ? 20 : 16, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 32,
             out->ffn_dim = (int64_t)(2.5 * (double)p->hidden);
+        if (!strcmp(p->family, "sanavideo")) /* GLUMBTempConv's int(3 D); the tiny one's 3 frames take every tap */
+            out->cross_heads = p->heads, out->vae_scale = tiny ? FAMILY_VAE_SCALE : 8, out->frames = tiny ? 3 : 1,
+            out->ffn_dim = 3 * p->hidden;
         if (!strcmp(p->family, "pixart_sigma")) /* learned variance; the table's base grid and interpolation */
             out->out_channels = 2 * out->channels, out->sample_size = p->resolution,
             out->interpolation = tiny ? 1.0 : (double)(p->resolution / 64 > 1 ? p->resolution / 64 : 1);
@@ -553,15 +561,15 @@ st_status model_config_check(const model_config *mc)
                            : "only lumina2, z_image, ernie, ideogram, omnigen, krea2, minimaxh3 and cosmos3 have "
                              "norm_eps (0)");
     const bool sana = model_sana(mc);
-    if (sana ? (mc->cross_heads < 1 || mc->hidden % mc->cross_heads || mc->ffn_dim < 1 || mc->frames != 1 ||
-                mc->out_channels || mc->pooled_dim)
+    if (sana ? (mc->cross_heads < 1 || mc->hidden % mc->cross_heads || mc->ffn_dim < 1 ||
+                (mc->frames != 1 && !model_sanavideo(mc)) || mc->out_channels || mc->pooled_dim)
              : mc->cross_heads)
         return st_fail(ST_ERR_INVALID, "num_cross_attention_heads %lld of hidden_size %lld, GLUMBConv %lld wide, %lld "
                        "frames, out_channels %lld; %s", (long long)mc->cross_heads, (long long)mc->hidden,
                        (long long)mc->ffn_dim, (long long)mc->frames, (long long)mc->out_channels,
-                       sana ? "sana takes cross-attention heads dividing hidden_size, a feed-forward of at least 1, "
-                              "images (1 frame) and out_channels 0 (= in_channels)"
-                            : "only sana has them (0)");
+                       sana ? "sana and sanavideo take cross-attention heads dividing hidden_size, a feed-forward of "
+                              "at least 1, out_channels 0 (= in_channels), and sana images (1 frame)"
+                            : "only sana and sanavideo have them (0)");
     const int64_t c3hd = mc->head_dim;
     if (c3 ? (mc->kv_heads < 1 || mc->heads % mc->kv_heads || c3hd < 2 || c3hd > 1024 || c3hd % 2 || mc->ffn_dim < 1 ||
               mc->ffn_dim > (1 << 20) || !(mc->norm_eps > 0 && mc->norm_eps < 1) || mc->text_dim != 1 ||

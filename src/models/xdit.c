@@ -19,6 +19,11 @@
  *   (no position table), time_embed as LTX's, caption_norm (an RMSNorm with weights) after caption_projection, and
  *   blocks with linear self-attention, the cross-attention over its own heads and GLUMBConv (xdit_block.c).
  *
+ * - sanavideo: SanaVideoTransformer3DModel. Sana's, over video latents in (1, 2, 2) patches through patch_embedding (a
+ *   Conv3d, as Wan's), Wan's rotary table turning the linear self-attention's features in its numerator
+ *   (SanaLinearAttnProcessor3_0), and GLUMBTempConv (GLUMBConv per frame, then a (3, 1) convolution over the frames
+ *   added to its output).
+ *
  * - wan with VACE (WanVACETransformer3DModel): Wan's, with a control branch run first as its own block sequence
  *   (vace_blocks, Wan's blocks on the control stream c): c0 = vace_blocks.0.proj_in(vace_patch_embedding(the
  *   control latents)) + x0, and VACE block k writes hint k = its proj_out(c); main block k vace_every adds hint k
@@ -72,7 +77,8 @@ typedef struct xd_model {
     wan_animate *anim;   /* Animate's encoders, NULL elsewhere */
     xdit_inputs in;      /* what its blocks read besides the text */
     const float *cond;   /* the forward's conditioning, which Animate's backward reads again */
-    bool wan, ltx, sana;
+    bool wan, ltx, sana, svid; /* sana: Sana or Sana-Video; svid: Sana-Video */
+    attn_mask self_mask;       /* Sana-Video's linear attention's: the rotary table */
     int p_x_w, p_x_b, p_pos; /* the patch embedding; PixArt's sin-cos table (fixed, made here) */
     temb t;                  /* c = the timestep's embedding */
     temb delta;              /* AnyFlow's delta embedder; then c is the blend rt, in rt */
@@ -109,20 +115,21 @@ static st_status xd_create(model *m)
         d->vseq_blocks = calloc((size_t)nv, sizeof *d->vseq_blocks);
     if (!d || !d->blocks || !d->seq_blocks || (nv && (!d->vblocks || !d->vseq_blocks)))
         return st_host_oom("the cross-attention model");
-    d->wan = !strcmp(c->family, "wan"), d->ltx = !strcmp(c->family, "ltxvideo"), d->sana = !strcmp(c->family, "sana");
+    d->wan = !strcmp(c->family, "wan"), d->ltx = !strcmp(c->family, "ltxvideo"), d->sana = model_sana(c);
+    d->svid = model_sanavideo(c);
     d->p_cap_norm = -1;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = model_patch_dim(c), Pout = P / c->channels * model_out_channels(c);
     const int64_t T = m->shape.tokens, Cin = c->channels + (d->wan ? c->cond_channels : 0); /* Animate's 16 + 20 */
     /* in the order of the classes' state_dicts */
-    const char *x_name = d->wan    ? "patch_embedding"
-                         : d->ltx  ? "proj_in"
-                         : d->sana ? "patch_embed.proj"
-                                   : "pos_embed.proj";
+    const char *x_name = d->wan || d->svid ? "patch_embedding"
+                         : d->ltx          ? "proj_in"
+                         : d->sana         ? "patch_embed.proj"
+                                           : "pos_embed.proj";
     char nw[64], nb[64];
     snprintf(nw, sizeof nw, "%s.weight", x_name), snprintf(nb, sizeof nb, "%s.bias", x_name);
-    d->p_x_w = d->wan ? param_add(s, nw, 5, (int64_t[]){D, Cin, c->patch_t, c->patch, c->patch}, full)
+    d->p_x_w = d->wan || d->svid ? param_add(s, nw, 5, (int64_t[]){D, Cin, c->patch_t, c->patch, c->patch}, full)
                : d->ltx ? param_add(s, nw, 2, (int64_t[]){D, P}, full)
                         : param_add(s, nw, 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
     d->p_x_b = param_add(s, nb, 1, (int64_t[]){D}, full);
@@ -158,7 +165,8 @@ static st_status xd_create(model *m)
                              .eps = d->ltx || d->sana ? LTX_QK_EPS : XDIT_LN_EPS, /* torch's RMSNorm 1e-5 */
                              .ffn = c->ffn_dim ? c->ffn_dim : 4 * D, .cross_w = -1, .cross_b = -1, .hint_in = -1,
                              .hint_out = -1, .hints = d->hints, .dhints = d->dhints, .added_kv = c->image_tokens > 0,
-                             .face = -1, .in = &d->in};
+                             .face = -1, .in = &d->in, .self_mask = d->svid ? &d->self_mask : NULL,
+                             .conv_temp = -1};
     for (int i = 0; i < n; i++) {
         xdit_block *b = &d->blocks[i];
         *b = kind;
@@ -275,6 +283,7 @@ static void xd_release(model *m)
                       &m->ctx.mod, &m->ctx.dmod, &m->ctx.text, &m->ctx.dtext, &m->ctx.rope};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     m->ctx.mask = NULL;
+    d->self_mask.linear_rope = NULL;
     d->active = false;
 }
 
@@ -395,7 +404,9 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         d->delta_in = model_take(m, &st, B, "xdit.anyflow_delta_time", false);
     }
     if (!d->wan && model_text_mask(c)) d->key_bias = model_take(m, &st, B * L, "xdit.key_bias", false);
-    if (d->wan || d->ltx) m->ctx.rope = model_take(m, &st, T * (d->ltx ? D : D / c->heads), "xdit.rope", false);
+    if (d->wan || d->ltx || d->svid)
+        m->ctx.rope = model_take(m, &st, T * (d->ltx ? D : D / c->heads), "xdit.rope", false);
+    d->self_mask.linear_rope = m->ctx.rope;
     if (st) return st;
     /* image tokens */
     const patch_shape ps = model_patches(m);
@@ -405,7 +416,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     if (d->anim && (st = wan_animate_forward(m, d->anim, cond, d->x0, train, &d->in))) return st;
     for (int64_t b = 0; d->p_pos >= 0 && b < B; b++) add_to(d->x0 + b * T * D, PW(d->p_pos), T * D);
     if (d->vblocks && (st = vace_embed(m, ps, cond, train))) return st;
-    if (d->wan) { /* frame, row and column ids on (t, h, w) axes of widths hd - 4 (hd / 6), 2 (hd / 6), 2 (hd / 6) */
+    if (d->wan || d->svid) { /* frame, row and column ids on axes of widths hd - 4 (hd / 6), 2 (hd / 6), 2 (hd / 6) */
         float *ids = NULL;
         if ((st = pool_alloc(m->pool, (size_t)(T * 3) * sizeof(float), MEM_WORKSPACE, "xdit.position_ids",
                              (void **)&ids)))

@@ -42,6 +42,11 @@ typedef struct xdit_block {
     bool sana;
     int64_t cross_heads;
     int conv_w, conv_b; /* conv_depth's weight (2F, 1, 3, 3) and bias */
+    /* Sana-Video's (SanaVideoTransformerBlock): the linear attention's mask carries the model's rotary table
+     * (attn_mask.linear_rope), and GLUMBTempConv adds conv_temp(f2) to conv_point's output f2, a (3, 1) convolution
+     * over the frames (conv_temp: its weight (D, D, 3, 1), no bias; < 0 elsewhere) */
+    const attn_mask *self_mask;
+    int conv_temp;
     /* WanVACE: a main block with hint_in >= 0 adds the control branch's hint hint_in to its output; a VACE block
      * (hint_out >= 0) writes hint hint_out = proj_out(its output). hints and dhints are the model's, per step. */
     int hint_in, hint_out;

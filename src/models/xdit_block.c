@@ -116,6 +116,7 @@ void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const 
         b->conv_b = param_add(s, NAME("ff.conv_depth.bias"), 1, (int64_t[]){2 * F}, full);
         b->ff2 = (lin_layer){.w = param_add(s, NAME("ff.conv_point.weight"), 4, (int64_t[]){D, F, 1, 1}, full),
                              .b = -1, .lora_a = -1, .lora_b = -1, .in = F, .out = D};
+        if (b->self_mask) b->conv_temp = param_add(s, NAME("ff.conv_temp.weight"), 4, (int64_t[]){D, D, 3, 1}, full);
     } else {
         snprintf(f0, sizeof f0, "%s.net.0.proj", ff);
         snprintf(f2, sizeof f2, "%s.net.2", ff);
@@ -268,7 +269,8 @@ static side_attention attention_of(const xdit_block *b, int at)
                             .v = cross ? &b->cv : &b->v, .out = cross ? &b->cout : &b->out,
                             .norm_q = cross ? b->cnorm_q : b->norm_q, .norm_k = cross ? b->cnorm_k : b->norm_k,
                             .norm_width = b->m->shape.hidden, .eps = b->eps,
-                            .shape = cross ? cross_shape(b) : self_shape(b), .mask = cross ? b->m->ctx.mask : NULL,
+                            .shape = cross ? cross_shape(b) : self_shape(b),
+                            .mask = cross ? b->m->ctx.mask : b->self_mask,
                             .rotate = !cross && b->rope ? rotate_side : NULL, .block = b,
                             .k_bias_zero = (cross ? b->cnorm_k : b->norm_k) < 0 && (cross || !b->sana)};
 }
@@ -280,14 +282,23 @@ static st_status attention_forward_into(const xdit_block *b, block_saved *sv, in
     return side_attention_forward(&a, sv, at, xq, xkv, keep);
 }
 
+/* The token grid: frames of plane = side x side tokens (a square image's: 1 frame) */
+static void token_grid(const xdit_block *b, int64_t *frames, int64_t *plane, int64_t *side)
+{
+    *frames = b->m->cfg.frames / b->m->cfg.patch_t, *plane = b->m->shape.tokens / *frames;
+    *side = (int64_t)sqrt((double)*plane);
+}
+
 /* GLUMBConv between ff0's output f1 (N, 2F) and ff2's input a (N, F): s1 = SiLU(f1), c = conv_depth(s1) (bias
- * added), a = c[:, :F] SiLU(c[:, F:]); s1 and c are left for backward when given */
+ * added, each frame's grid on its own), a = c[:, :F] SiLU(c[:, F:]); s1 and c are left for backward when given */
 static st_status glumb_forward(const xdit_block *b, float *a, const float *f1, float *s1, float *c)
 {
     dims d = dims_of(b);
-    const int64_t g = d.T, side = (int64_t)sqrt((double)g); /* the square token grid */
+    int64_t frames, plane, side;
+    token_grid(b, &frames, &plane, &side);
     silu_forward(s1, f1, d.N * 2 * d.F);
-    st_status st = depthwise3x3_forward(b->m->pool, c, s1, W(b->conv_w), W(b->conv_b), d.B, side, g / side, 2 * d.F);
+    st_status st = depthwise3x3_forward(b->m->pool, c, s1, W(b->conv_w), W(b->conv_b), d.B * frames, side,
+                                        plane / side, 2 * d.F);
     if (!st) glu_forward(a, c + d.F, c, d.N, d.F, 2 * d.F, GLU_SILU);
     return st;
 }
@@ -312,6 +323,14 @@ static st_status ffn_compute(const xdit_block *b, const float *x2, const float *
         gelu_forward(g, f1, d.N * d.F);
     }
     if (!s.status) s.status = fwd(b->m, &b->ff2, f2, g, d.N);
+    if (!s.status && b->conv_temp >= 0) { /* Sana-Video: f2 += conv_temp(f2) */
+        int64_t frames, plane, side;
+        token_grid(b, &frames, &plane, &side);
+        scratch_drop(&s, g);
+        float *t = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "sanavideo.ffn.conv_temp");
+        if (!s.status) s.status = temporal_conv3_forward(b->m->pool, t, f2, W(b->conv_temp), d.B, frames, plane, d.D);
+        if (!s.status) add_to(f2, t, d.N * d.D);
+    }
     return scratch_end(&s);
 }
 
@@ -515,17 +534,32 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     if (b->sana) s.status = glumb_forward(b, g, sv->f1[0], s1, cd);
     else gelu_forward(g, sv->f1[0], N * d.F);
     gated_residual_backward(gx, dmod + 5 * D, df2, gx, mod + 5 * D, sv->f2[0], B, T, D, 6 * D);
+    if (!s.status && b->conv_temp >= 0) { /* Sana-Video: df2 (of f2 + conv_temp(f2)) becomes conv_point's output's */
+        int64_t frames, plane, side;
+        token_grid(b, &frames, &plane, &side);
+        float *pre = scratch_take(&s, ND, MEM_WORKSPACE, "sanavideo.ffn.conv_point");
+        float *dpre = scratch_take(&s, ND, MEM_WORKSPACE, "sanavideo.ffn.dconv_point");
+        if (!s.status) s.status = fwd(b->m, &b->ff2, pre, g, N); /* conv_point's output again, from the same g */
+        if (!s.status) {
+            copy_rows(dpre, D, df2, D, N, D);
+            s.status = temporal_conv3_backward(b->m->pool, dpre, G(b->conv_temp), df2, pre, W(b->conv_temp), B,
+                                               frames, plane, D);
+        }
+        if (!s.status) copy_rows(df2, D, dpre, D, N, D);
+        scratch_drop(&s, dpre), scratch_drop(&s, pre);
+    }
     if (s.status || (s.status = bwd(b->m, &b->ff2, dg, df2, g, N))) goto done;
     scratch_drop(&s, g);
     scratch_drop(&s, df2);
     if (b->sana) { /* back through the gate, the depthwise convolution and the SiLU: dg becomes d ff0's output */
-        const int64_t side = (int64_t)sqrt((double)T);
+        int64_t frames, plane, side;
+        token_grid(b, &frames, &plane, &side);
         float *dc = scratch_take_zero(&s, F1, MEM_WORKSPACE, "sana.ffn.dconv_depth");
         float *ds = scratch_take_zero(&s, F1, MEM_WORKSPACE, "sana.ffn.dsilu");
         if (s.status) goto done;
         glu_backward(dc + d.F, dc, dg, cd + d.F, cd, N, d.F, 2 * d.F, GLU_SILU); /* dg holds d a (N, F) */
-        if ((s.status = depthwise3x3_backward(b->m->pool, ds, G(b->conv_w), G(b->conv_b), dc, s1, W(b->conv_w), B,
-                                              side, T / side, 2 * d.F)))
+        if ((s.status = depthwise3x3_backward(b->m->pool, ds, G(b->conv_w), G(b->conv_b), dc, s1, W(b->conv_w),
+                                              B * frames, side, plane / side, 2 * d.F)))
             goto done;
         zero_bytes(dg, (size_t)F1 * sizeof(float));
         silu_backward(dg, ds, sv->f1[0], F1);

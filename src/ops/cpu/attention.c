@@ -624,10 +624,23 @@ static void flash_backward_pair(const attn_shape *s, const attn_mask *mask, floa
 
 /* ---- entry points ---- */
 
+/* What a mask may hold for the mechanism (ops.h): linear attention takes only linear_rope, the others all but it. */
+static st_status check_mask_kind(const attn_shape *s, const attn_mask *m)
+{
+    if (!m) return ST_OK;
+    if (s->mechanism != ATTN_LINEAR && m->linear_rope)
+        return st_fail(ST_ERR_INVALID, "attention mask: linear_rope is for linear attention only");
+    if (s->mechanism == ATTN_LINEAR && (m->key_bias || m->query_gate || structured(m)))
+        return st_fail(ST_ERR_INVALID, "attention: linear attention takes no key_bias, query_gate, segment or causal "
+                                       "mask (only linear_rope)");
+    return ST_OK;
+}
+
 static st_status attention_forward_run(pool *p, const attn_shape *s, const attn_mask *mask, attn_view out, attn_view q,
                                        attn_view k, attn_view v, op_state *keep)
 {
     st_status st = check_shape(s);
+    if (st == ST_OK) st = check_mask_kind(s, mask);
     if (st != ST_OK) return st;
     if ((st = op_state_alloc(keep, p, attention_kept_bytes(s), "attention kept state")) != ST_OK) return st;
     if (empty(s)) return ST_OK;
@@ -645,15 +658,11 @@ static st_status attention_forward_run(pool *p, const attn_shape *s, const attn_
         }
     }
     if (op_dry(out.data)) return pool_free(p, ws), ST_OK;
-    if (mask && s->mechanism == ATTN_LINEAR) {
-        pool_free(p, ws);
-        if (keep) op_state_release(keep);
-        return st_fail(ST_ERR_INVALID, "attention: linear attention takes no mask");
-    }
+    const bool linear = s->mechanism == ATTN_LINEAR;
     float *ids = NULL; /* the structure's check: a sample's kept segments */
     if (structured(mask))
         st = pool_alloc(p, (size_t)s->tokens * sizeof(float), MEM_WORKSPACE, "attention mask check", (void **)&ids);
-    if (!st && mask) st = check_mask(s, mask, ids);
+    if (!st && mask && !linear) st = check_mask(s, mask, ids);
     pool_free(p, ids);
     if (st != ST_OK) {
         pool_free(p, ws);
@@ -669,8 +678,8 @@ static st_status attention_forward_run(pool *p, const attn_shape *s, const attn_
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (int64_t bh = 0; bh < pairs; bh++) {
             float *mine = ws + (size_t)omp_get_thread_num() * per;
-            linear_forward_pair(s, bh / H, bh % H, mine, kept ? kept + (size_t)bh * state : mine + per - state, out,
-                                q, k, v);
+            linear_forward_pair(s, bh / H, bh % H, mine, kept ? kept + (size_t)bh * state : mine + per - state,
+                                mask ? mask->linear_rope : NULL, out, q, k, v);
         }
         pool_free(p, ws);
         return ST_OK;
@@ -694,6 +703,7 @@ static st_status attention_backward_run(pool *p, const attn_shape *s, const attn
                                         attn_view out, const op_state *keep)
 {
     st_status st = check_shape(s);
+    if (st == ST_OK) st = check_mask_kind(s, mask);
     if (st != ST_OK || empty(s)) return st;
     if (!keep || !keep->data)
         return st_fail(ST_ERR_INVALID, "attention_backward: the forward kept nothing (keep was NULL)");
@@ -706,12 +716,12 @@ static st_status attention_backward_run(pool *p, const attn_shape *s, const attn
     if (st != ST_OK) return st;
     if (op_dry(dout.data)) return pool_free(p, ws), ST_OK;
     if (s->mechanism == ATTN_LINEAR) {
-        if (mask) return pool_free(p, ws), st_fail(ST_ERR_INVALID, "attention: linear attention takes no mask");
         const size_t state = (size_t)(s->head_dim * (s->head_dim + 1));
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (int64_t bh = 0; bh < s->batch * s->heads; bh++)
             linear_backward_pair(s, bh / s->heads, bh % s->heads, ws + (size_t)omp_get_thread_num() * per,
-                                 (const float *)keep->data + (size_t)bh * state, dq, dk, dv, dout, q, k, v, out);
+                                 (const float *)keep->data + (size_t)bh * state, mask ? mask->linear_rope : NULL, dq,
+                                 dk, dv, dout, q, k, v, out);
         pool_free(p, ws);
         return ST_OK;
     }

@@ -252,3 +252,76 @@ st_status depthwise3x3_backward(pool *p, float *dx, float *dw, float *db, const 
     prof_add(OP_POINTWISE, t0, 0, 16.0 * (double)(batch * h * w * c));
     return st;
 }
+
+/* ---- the temporal convolution over frames, channels last ---- */
+
+#define TCONV_ROWS 1024 /* token rows a GEMM: the columns' workspace stays TCONV_ROWS x 3 d */
+
+/* cols (n, 3 d) for rows r0 .. r0 + n of x (batch, frames, plane, d): cols[r][i 3 + j] = x[row + (j - 1) plane][i],
+ * zero where that frame is outside its sample (the weight's (d, d, 3, 1) layout, so one GEMM takes every tap) */
+static void frame_cols(float *cols, const float *x, int64_t r0, int64_t n, int64_t frames, int64_t plane, int64_t d)
+{
+#pragma omp parallel for schedule(static) if (n * d * 3 >= PAR_MIN)
+    for (int64_t r = 0; r < n; r++) {
+        const int64_t row = r0 + r, f = row / plane % frames;
+        float *o = cols + r * 3 * d;
+        for (int64_t j = 0; j < 3; j++) {
+            const bool in = f + j - 1 >= 0 && f + j - 1 < frames;
+            const float *xi = x + (row + (j - 1) * plane) * d;
+            for (int64_t i = 0; i < d; i++) o[i * 3 + j] = in ? xi[i] : 0.0f;
+        }
+    }
+}
+
+st_status temporal_conv3_forward(pool *p, float *y, const float *x, const float *w, int64_t batch, int64_t frames,
+                                 int64_t plane, int64_t d)
+{
+    const double t0 = prof_now();
+    const int64_t rows = batch * frames * plane, R = rows < TCONV_ROWS ? rows : TCONV_ROWS;
+    float *cols = NULL;
+    st_status st = pool_alloc(p, (size_t)(R * 3 * d) * sizeof(float), MEM_WORKSPACE, "temporal conv columns",
+                              (void **)&cols);
+    for (int64_t r0 = 0; !st && !op_dry(y) && r0 < rows; r0 += R) {
+        const int64_t n = rows - r0 < R ? rows - r0 : R;
+        frame_cols(cols, x, r0, n, frames, plane, d);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)d, (int)(3 * d), 1.0f, cols, (int)(3 * d), w,
+                    (int)(3 * d), 0.0f, y + r0 * d, (int)d);
+    }
+    pool_free(p, cols);
+    prof_add(OP_GEMM, t0, 6.0 * (double)(rows * d * d), 0);
+    return st;
+}
+
+st_status temporal_conv3_backward(pool *p, float *dx, float *dw, const float *dy, const float *x, const float *w,
+                                  int64_t batch, int64_t frames, int64_t plane, int64_t d)
+{
+    const double t0 = prof_now();
+    const int64_t rows = batch * frames * plane, R = rows < TCONV_ROWS ? rows : TCONV_ROWS;
+    float *cols = NULL;
+    st_status st = pool_alloc(p, (size_t)(R * 3 * d) * sizeof(float), MEM_WORKSPACE, "temporal conv columns",
+                              (void **)&cols);
+    for (int64_t r0 = 0; !st && !op_dry(dy) && r0 < rows; r0 += R) {
+        const int64_t n = rows - r0 < R ? rows - r0 : R;
+        const float *g = dy + r0 * d;
+        if (dw) { /* dw (d, 3 d) += dy^T cols, the chunks in order */
+            frame_cols(cols, x, r0, n, frames, plane, d);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)d, (int)(3 * d), (int)n, 1.0f, g, (int)d, cols,
+                        (int)(3 * d), 1.0f, dw, (int)(3 * d));
+        }
+        if (!dx) continue;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)(3 * d), (int)d, 1.0f, g, (int)d, w,
+                    (int)(3 * d), 0.0f, cols, (int)(3 * d));
+        for (int64_t j = 0; j < 3; j++) /* a tap at a time, so that no two rows of a pass write the same row of dx */
+#pragma omp parallel for schedule(static) if (n * d >= PAR_MIN)
+            for (int64_t r = 0; r < n; r++) {
+                const int64_t row = r0 + r, f = row / plane % frames;
+                if (f + j - 1 < 0 || f + j - 1 >= frames) continue;
+                float *o = dx + (row + (j - 1) * plane) * d;
+                const float *c = cols + r * 3 * d + j;
+                for (int64_t i = 0; i < d; i++) o[i] += c[i * 3];
+            }
+    }
+    pool_free(p, cols);
+    prof_add(OP_GEMM, t0, 6.0 * (double)(rows * d * d) * ((dx != NULL) + (dw != NULL)), 0);
+    return st;
+}
