@@ -1,6 +1,7 @@
 /* Linear attention (ATTN_LINEAR, ops/cpu/attention_linear.c) against an independent double-precision reference and
- * central finite differences, plain and with a rotary table (Sana-Video's), over one chunk of tokens and several, in a
- * contiguous and a packed-qkv layout, at 1 and 2 threads (bitwise the same); its
+ * central finite differences, plain and with a rotary table (Sana-Video's), over one chunk of tokens and several, one
+ * segment and several, one group of heads and several, in a contiguous and a packed-qkv layout, at 1 and 2 threads
+ * (bitwise the same); its
  * kept state is hd (hd + 1) floats a head whatever the tokens; what it does not take is refused. */
 #include <math.h>
 #include <stdio.h>
@@ -107,8 +108,29 @@ static run_out run(const attn_shape *s, const attn_mask *m, bool packed, int thr
 
 static void free_run(run_out *o) { free(o->o), free(o->dq), free(o->dk), free(o->dv); }
 
-/* rotated: with a rotary table of random angles (Sana-Video's form) */
-static void test_shape(int64_t B, int64_t T, int64_t H, int64_t hd, bool rotated, uint64_t seed)
+/* Central differences of ref_loss at picks elements of x spread over its rows and every head (every element when
+ * picks is 0): their indices go to at, the differences to grad. Returns how many. */
+static int64_t central_differences(ref *r, double *x, int64_t n, int64_t picks, int64_t *at, double *grad)
+{
+    if (!picks) {
+        for (int64_t i = 0; i < n; i++) at[i] = i;
+        tk_numeric_grad(ref_loss, r, x, n, 1e-6, grad);
+        return n;
+    }
+    for (int64_t j = 0; j < picks; j++) {
+        const int64_t D = r->H * r->hd, i = at[j] = j * (n / D) / picks * D + j % r->H * r->hd + j * 5 % r->hd;
+        const double x0 = x[i];
+        x[i] = x0 + 1e-6;
+        const double up = ref_loss(r);
+        x[i] = x0 - 1e-6;
+        grad[j] = (up - ref_loss(r)) / 2e-6;
+        x[i] = x0;
+    }
+    return picks;
+}
+
+/* rotated: with a rotary table of random angles (Sana-Video's form); picks: as central_differences */
+static void test_shape(int64_t B, int64_t T, int64_t H, int64_t hd, bool rotated, int64_t picks, uint64_t seed)
 {
     printf("-- linear attention B=%lld T=%lld H=%lld hd=%lld%s\n", (long long)B, (long long)T, (long long)H,
            (long long)hd, rotated ? ", rotated" : "");
@@ -135,9 +157,11 @@ static void test_shape(int64_t B, int64_t T, int64_t H, int64_t hd, bool rotated
     double *o_ref = malloc((size_t)n * sizeof(double)), *fd[3];
     memcpy(o_ref, r.o, (size_t)n * sizeof(double));
     double *xs[3] = {r.q, r.k, r.v};
+    int64_t *at = malloc((size_t)n * sizeof(int64_t)), picked_n = 0;
+    float *picked = malloc((size_t)n * sizeof(float));
     for (int g = 0; g < 3; g++) {
         fd[g] = malloc((size_t)n * sizeof(double));
-        tk_numeric_grad(ref_loss, &r, xs[g], n, 1e-6, fd[g]);
+        picked_n = central_differences(&r, xs[g], n, picks, at, fd[g]);
     }
     run_out base = run(&s, m, false, 1, q, k, v, w);
     CHECKF(base.kept == (size_t)(B * H * hd * (hd + 1)) * sizeof(float), "kept %zu bytes", base.kept);
@@ -153,7 +177,8 @@ static void test_shape(int64_t B, int64_t T, int64_t H, int64_t hd, bool rotated
             for (int g = 0; g < 3; g++) {
                 snprintf(what, sizeof what, "%s, %d thread%s: %s against central differences",
                          layout ? "packed" : "contig", threads, threads > 1 ? "s" : "", names[g]);
-                tk_expect_close(what, got[g], fd[g], n, 2e-4);
+                for (int64_t j = 0; j < picked_n; j++) picked[j] = got[g][at[j]];
+                tk_expect_close(what, picked, fd[g], picked_n, 2e-4);
             }
             snprintf(what, sizeof what, "%s, %d thread%s: the same bits as contig at 1 thread",
                      layout ? "packed" : "contig", threads, threads > 1 ? "s" : "");
@@ -163,6 +188,7 @@ static void test_shape(int64_t B, int64_t T, int64_t H, int64_t hd, bool rotated
     free_run(&base);
     for (int g = 0; g < 3; g++) free(fd[g]);
     free(o_ref), free(r.q), free(r.k), free(r.v), free(r.w), free(r.o), free(q), free(k), free(v), free(w), free(rope);
+    free(at), free(picked);
 }
 
 /* masks, cross-attention, grouped queries and windows are the softmax mechanisms' */
@@ -197,11 +223,12 @@ static void test_refusals(void)
 
 int main(void)
 {
-    test_shape(2, 7, 2, 4, false, 11);
-    test_shape(1, 33, 3, 8, false, 12);
-    test_shape(1, 600, 1, 4, false, 13); /* three chunks of tokens, the last short */
-    test_shape(2, 7, 2, 4, true, 14);
-    test_shape(1, 300, 2, 6, true, 15);
+    test_shape(2, 7, 2, 4, false, 0, 11);
+    test_shape(1, 33, 3, 8, false, 0, 12);
+    test_shape(1, 600, 1, 4, false, 0, 13); /* two segments of tokens, the last short, in chunks, the last short */
+    test_shape(2, 7, 2, 4, true, 0, 14);
+    test_shape(1, 300, 2, 6, true, 0, 15);
+    test_shape(1, 520, 9, 64, true, 18, 16); /* two groups of heads (8 and 1) by two segments */
     test_refusals();
     return tk_finish();
 }

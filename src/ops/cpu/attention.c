@@ -58,7 +58,6 @@ static size_t round_floats(size_t n) { return (n + 15) / 16 * 16; }
 static size_t per_thread_floats(const attn_shape *s, attn_pass pass)
 {
     const int64_t T = s->tokens, Tk = kv_tokens(s);
-    if (s->mechanism == ATTN_LINEAR) return linear_attention_thread_floats(s, pass == ATTN_BACKWARD);
     if (s->mechanism == ATTN_MATH) return pass == ATTN_FORWARD_KEEP ? 0 : round_floats((size_t)T * (size_t)Tk);
     const size_t br = (size_t)min64(pass != ATTN_BACKWARD ? BrF : Br, T), bc = (size_t)min64(Bc, Tk);
     if (pass != ATTN_BACKWARD) return round_floats(2 * br * bc + 2 * br);
@@ -136,6 +135,7 @@ size_t attention_workspace_bytes(const attn_shape *s, int threads, attn_pass pas
 {
     if (empty(s)) return 0;
     if (threads < 1) threads = 1;
+    if (s->mechanism == ATTN_LINEAR) return linear_attention_workspace_floats(s, threads, pass) * sizeof(float);
     return (size_t)threads * per_thread_floats(s, pass) * sizeof(float);
 }
 
@@ -647,11 +647,11 @@ static st_status attention_forward_run(pool *p, const attn_shape *s, const attn_
 
     const int threads = ops_threads();
     const bool math = s->mechanism == ATTN_MATH;
-    const size_t per = per_thread_floats(s, keep ? ATTN_FORWARD_KEEP : ATTN_FORWARD);
+    const attn_pass pass = keep ? ATTN_FORWARD_KEEP : ATTN_FORWARD;
+    const size_t per = per_thread_floats(s, pass), bytes = attention_workspace_bytes(s, threads, pass);
     float *ws = NULL;
-    if (per) {
-        st = pool_alloc(p, (size_t)threads * per * sizeof(float), MEM_WORKSPACE, "attention forward workspace",
-                        (void **)&ws);
+    if (bytes) {
+        st = pool_alloc(p, bytes, MEM_WORKSPACE, "attention forward workspace", (void **)&ws);
         if (st != ST_OK) {
             if (keep) op_state_release(keep);
             return st;
@@ -673,14 +673,8 @@ static st_status attention_forward_run(pool *p, const attn_shape *s, const attn_
     const size_t kept_pair = (size_t)T * (size_t)(math ? kv_tokens(s) : 1);
     const float scale = attn_scale(s);
     float *kept = keep ? keep->data : NULL;
-    if (s->mechanism == ATTN_LINEAR) { /* its sums, kept or in the workspace's tail */
-        const size_t state = (size_t)(s->head_dim * (s->head_dim + 1));
-#pragma omp parallel for schedule(static) num_threads(threads)
-        for (int64_t bh = 0; bh < pairs; bh++) {
-            float *mine = ws + (size_t)omp_get_thread_num() * per;
-            linear_forward_pair(s, bh / H, bh % H, mine, kept ? kept + (size_t)bh * state : mine + per - state,
-                                mask ? mask->linear_rope : NULL, out, q, k, v);
-        }
+    if (s->mechanism == ATTN_LINEAR) {
+        linear_attention_forward(s, threads, ws, kept, mask ? mask->linear_rope : NULL, out, q, k, v);
         pool_free(p, ws);
         return ST_OK;
     }
@@ -711,17 +705,13 @@ static st_status attention_backward_run(pool *p, const attn_shape *s, const attn
     const int threads = ops_threads();
     const size_t per = per_thread_floats(s, ATTN_BACKWARD);
     float *ws = NULL;
-    st = pool_alloc(p, (size_t)threads * per * sizeof(float), MEM_WORKSPACE, "attention backward workspace",
-                    (void **)&ws);
+    st = pool_alloc(p, attention_workspace_bytes(s, threads, ATTN_BACKWARD), MEM_WORKSPACE,
+                    "attention backward workspace", (void **)&ws);
     if (st != ST_OK) return st;
     if (op_dry(dout.data)) return pool_free(p, ws), ST_OK;
     if (s->mechanism == ATTN_LINEAR) {
-        const size_t state = (size_t)(s->head_dim * (s->head_dim + 1));
-#pragma omp parallel for schedule(static) num_threads(threads)
-        for (int64_t bh = 0; bh < s->batch * s->heads; bh++)
-            linear_backward_pair(s, bh / s->heads, bh % s->heads, ws + (size_t)omp_get_thread_num() * per,
-                                 (const float *)keep->data + (size_t)bh * state, mask ? mask->linear_rope : NULL, dq,
-                                 dk, dv, dout, q, k, v, out);
+        linear_attention_backward(s, threads, ws, keep->data, mask ? mask->linear_rope : NULL, dq, dk, dv, dout, q, k,
+                                  v, out);
         pool_free(p, ws);
         return ST_OK;
     }

@@ -71,15 +71,15 @@ static inline float exp_f(float x)
     return p * scale;
 }
 
-/* Linear attention (attention_linear.c), the ATTN_LINEAR mechanism of the attention ops: a (batch, head) pair's kept
- * state is its hd x hd sum and hd normaliser; a thread's workspace holds a chunk of the pair's feature maps. rope:
- * the mask's linear_rope, or NULL. */
+/* Linear attention (attention_linear.c), the ATTN_LINEAR mechanism of the attention ops: a sample's kept state is
+ * its heads' hd x hd sums and hd normalisers. The workspace holds the token segments' sums and each thread's chunk
+ * buffers. rope: the mask's linear_rope, or NULL. */
 size_t linear_attention_kept_floats(const attn_shape *s);
-size_t linear_attention_thread_floats(const attn_shape *s, bool backward);
-void linear_forward_pair(const attn_shape *s, int64_t b, int64_t h, float *ws, float *kept, const float *rope,
-                         attn_view out, attn_view q, attn_view k, attn_view v);
-void linear_backward_pair(const attn_shape *s, int64_t b, int64_t h, float *ws, const float *kept, const float *rope,
-                          attn_view dq, attn_view dk, attn_view dv, attn_view dout, attn_view q, attn_view k,
-                          attn_view v, attn_view out);
+size_t linear_attention_workspace_floats(const attn_shape *s, int threads, attn_pass pass);
+void linear_attention_forward(const attn_shape *s, int threads, float *ws, float *kept, const float *rope,
+                              attn_view out, attn_view q, attn_view k, attn_view v);
+void linear_attention_backward(const attn_shape *s, int threads, float *ws, const float *kept, const float *rope,
+                               attn_view dq, attn_view dk, attn_view dv, attn_view dout, attn_view q, attn_view k,
+                               attn_view v, attn_view out);
 
 #endif
