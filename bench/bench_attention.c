@@ -19,40 +19,6 @@
 
 #define REPS_MAX 15
 
-static int by_value(const void *a, const void *b) { return bench_by_value(a, b); }
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static void fill(float *x, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = (float)((seed >> 8) * (1.0 / 16777216.0) - 0.5);
-    }
-}
-
-/* GFLOP/s of DiT-S/2's fc1 GEMM at batch 8 (2048 tokens, 384 -> 1536) over `seconds`. */
-static double gemm_rate(double seconds)
-{
-    const int64_t n = 2048, in = 384, out = 1536;
-    float *x = malloc((size_t)(n * in) * sizeof(float)), *w = malloc((size_t)(out * in) * sizeof(float));
-    float *y = malloc((size_t)(n * out) * sizeof(float));
-    fill(x, (size_t)(n * in), 1), fill(w, (size_t)(out * in), 2);
-    linear_forward(y, x, w, NULL, n, in, out); /* warm-up */
-    int reps = 0;
-    double t0 = clock_seconds(), t;
-    do {
-        linear_forward(y, x, w, NULL, n, in, out);
-        reps++;
-    } while ((t = clock_seconds() - t0) < seconds);
-    free(x), free(w), free(y);
-    return 2.0 * n * in * out * reps / t * 1e-9;
-}
-
 /* GFLOP/s of the flash forward's two products alone, on one 256 x 256 tile per thread as the op runs them (each
  * thread its own single-threaded GEMMs): S = q k^T (256 x 256 x hd), O += S v (256 x hd x 256). The ceiling of the
  * op's structure: what it would reach if its softmax passes took no time. */
@@ -64,7 +30,7 @@ static double tile_gemm_rate(int64_t hd, int threads, double seconds)
     {
         float *q = malloc((size_t)(t * hd) * sizeof(float)), *k = malloc((size_t)(t * hd) * sizeof(float));
         float *S = malloc((size_t)(t * t) * sizeof(float)), *o = malloc((size_t)(t * hd) * sizeof(float));
-        fill(q, (size_t)(t * hd), 3 + (unsigned)omp_get_thread_num()), fill(k, (size_t)(t * hd), 4);
+        bench_fill(q, (size_t)(t * hd), 3 + (unsigned)omp_get_thread_num()), bench_fill(k, (size_t)(t * hd), 4);
         memset(o, 0, (size_t)(t * hd) * sizeof(float));
         int reps = 0;
         double t0 = clock_seconds(), dt;
@@ -88,7 +54,7 @@ static int attention_rates(pool *p, const attn_shape *s, double seconds, double 
     const int64_t T = s->tokens, D = s->heads * s->head_dim, n = s->batch * T * D;
     float *buf = malloc((size_t)(8 * n) * sizeof(float));
     if (!buf) return fprintf(stderr, "out of memory\n"), 0;
-    fill(buf, (size_t)(5 * n), 7);
+    bench_fill(buf, (size_t)(5 * n), 7);
     memset(buf + 5 * n, 0, (size_t)(3 * n) * sizeof(float));
     attn_view q = {buf, D, T * D}, k = {buf + n, D, T * D}, v = {buf + 2 * n, D, T * D}, dO = {buf + 3 * n, D, T * D},
               o = {buf + 4 * n, D, T * D}, dq = {buf + 5 * n, D, T * D}, dk = {buf + 6 * n, D, T * D},
@@ -116,8 +82,8 @@ static int attention_rates(pool *p, const attn_shape *s, double seconds, double 
         tf[reps] = t1 - t0, tb[reps] = t3 - t2, reps++;
         if (reps >= 2 && clock_seconds() - start > seconds) break;
     }
-    *fwd = flop[0] / median(tf, reps) * 1e-9;
-    *bwd = flop[1] / median(tb, reps) * 1e-9;
+    *fwd = flop[0] / bench_median(tf, reps) * 1e-9;
+    *bwd = flop[1] / bench_median(tb, reps) * 1e-9;
     free(buf);
     return 1;
 }
@@ -156,7 +122,7 @@ int main(int argc, char **argv)
                             .mechanism = !strcmp(mech, "math") ? ATTN_MATH : !strcmp(mech, "linear") ? ATTN_LINEAR
                                                                                                 : ATTN_FLASH,
                             .window = window};
-            const double g = gemm_rate(0.5), tg = tile_gemm_rate(s.head_dim, ops_threads(), 0.5);
+            const double g = bench_gemm_rate(0.5), tg = tile_gemm_rate(s.head_dim, ops_threads(), 0.5);
             double f, b;
             if (!attention_rates(p, &s, seconds, &f, &b)) return 1;
             printf("| %lld | %lld | %.1f | %.1f | %.1f | %.2f | %.1f | %.2f |\n", (long long)s.tokens,

@@ -68,12 +68,6 @@ static st_status predict(const config *cfg, const cost_rates *rates, double *sec
     return st;
 }
 
-static double median(double *x, int n)
-{
-    qsort(x, (size_t)n, sizeof *x, bench_by_value);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
 /* Row m in lockstep with `none`: the medians of both sides' step times and the row's predicted time from the
  * calibration side's profile. */
 static st_status measure_row(const char *config_path, const sweep_mode *none, const sweep_mode *row, int warmup,
@@ -103,7 +97,7 @@ static st_status measure_row(const char *config_path, const sweep_mode *none, co
     if (!st) {
         for (int k = 0; k < OP_KIND_COUNT; k++)
             sum.seconds[k] /= steps, sum.flops[k] /= steps, sum.bytes[k] /= steps, sum.calls[k] /= steps;
-        *t_none = median(a, steps), *t_row = median(b, steps);
+        *t_none = bench_median(a, steps), *t_row = bench_median(b, steps);
         const cost_rates rates = cost_calibrate(&sum, *t_none);
         st = predict(run.cfg, &rates, predicted);
     }

@@ -12,12 +12,6 @@
 #include "benchkit.h"
 #include "segtrain/executor.h"
 
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, bench_by_value);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 typedef struct row {
     const char *name;
     ckpt_settings cs;
@@ -113,7 +107,7 @@ int main(int argc, char **argv)
         }
     }
     double med[NROWS + 2];
-    for (int k = 0; k < NROWS + 2; k++) med[k] = median(sec[k], rounds);
+    for (int k = 0; k < NROWS + 2; k++) med[k] = bench_median(sec[k], rounds);
     block_seq *seq;
     model_sequences(m, &seq);
     const double fwd = med[NROWS], fwd_last = med[NROWS + 1];

@@ -10,7 +10,9 @@
 #include "cli.h" /* args_parse, cli_number: the tool's own flag and number reading */
 #include "segtrain/model.h"
 #include "segtrain/objective.h"
+#include "segtrain/ops.h"
 #include "segtrain/rng.h"
+#include "segtrain/status.h"
 
 typedef struct bench_model {
     pool *dev, *host;
@@ -58,6 +60,41 @@ static inline int bench_by_value(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* The median of v's n values (v is sorted) */
+static inline double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_by_value);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* x[0..n) uniform in [-0.5, 0.5), a linear congruential sequence from seed */
+static inline void bench_fill(float *x, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)((seed >> 8) * (1.0 / 16777216.0) - 0.5);
+    }
+}
+
+/* GFLOP/s of DiT-S/2's fc1 GEMM at batch 8 (2048 tokens, 384 -> 1536) over `seconds`, as `segtrain selfcheck`
+ * measures the machine's: the reference an op's rate is read against. */
+static inline double bench_gemm_rate(double seconds)
+{
+    const int64_t n = 2048, in = 384, out = 1536;
+    float *x = malloc((size_t)(n * in) * sizeof(float)), *w = malloc((size_t)(out * in) * sizeof(float));
+    float *y = malloc((size_t)(n * out) * sizeof(float));
+    bench_fill(x, (size_t)(n * in), 1), bench_fill(w, (size_t)(out * in), 2);
+    linear_forward(y, x, w, NULL, n, in, out); /* warm-up */
+    int reps = 0;
+    double t0 = clock_seconds(), t;
+    do {
+        linear_forward(y, x, w, NULL, n, in, out);
+        reps++;
+    } while ((t = clock_seconds() - t0) < seconds);
+    free(x), free(w), free(y);
+    return 2.0 * n * in * out * reps / t * 1e-9;
 }
 
 /* Reads argv against flags (NULL-terminated, as args_parse takes them); 0, or 2 after a usage line. Config keys are

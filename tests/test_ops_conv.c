@@ -1,6 +1,7 @@
-/* Convolution, the FIR filter, the fused bias and leaky ReLU, and the thin QR against double-precision references:
- * forward values, backward by central differences of the reference (accumulated into non-zero gradients), the
- * workspace each op states as its pool peak, the same bits at 1 and 2 threads, and nothing computed on dry buffers.
+/* Convolution, nearest upsampling, the FIR filter, the fused bias and leaky ReLU, and the thin QR against
+ * double-precision references: forward values, backward by central differences of the reference (accumulated into
+ * non-zero gradients), the workspace each op states as its pool peak, the same bits at 1 and 2 threads, and nothing
+ * computed on dry buffers.
  * The QR's Q is checked against Gram-Schmidt up to the columns' signs, and its signs against LAPACK's convention on
  * a matrix whose signs are known by hand. */
 #include <math.h>
@@ -135,6 +136,44 @@ static void test_conv(const char *name, conv_shape s, bool bias, uint64_t seed)
     free(dx2), free(dw2), free(c.x), free(c.w), free(c.b), free(c.lw), free(c.y);
 }
 
+/* An image whose columns take several bands (the workspace says so): forward against the reference, backward against
+ * the double-precision transposed convolution and weight correlation (central differences over 262144 inputs would
+ * take minutes; the small shapes above check the same code by them) */
+static void test_conv_bands(void)
+{
+    const conv_shape s = {.batch = 1, .in = 64, .h = 64, .w = 64, .out = 2, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+                          .ph = 1, .pw = 1};
+    const int64_t nx = 64 * 64 * 64, nw = 2 * 64 * 9, ny = 2 * 64 * 64, K = 64 * 9;
+    CHECKF(conv2d_workspace_bytes(&s) < (size_t)(K * 64 * 64) * sizeof(float), "one band: %zu bytes",
+           conv2d_workspace_bytes(&s));
+    float *x = fbuf(nx), *w = fbuf(nw), *dy = fbuf(ny), *y = fbuf(ny), *dx = fbuf(nx), *dw = fbuf(nw);
+    tk_fill(x, nx, 171, -1, 1), tk_fill(w, nw, 172, -1, 1), tk_fill(dy, ny, 173, -1, 1);
+    conv_ctx c = {.s = s, .x = dbuf(nx), .w = dbuf(nw), .y = dbuf(ny)};
+    tk_to_double(c.x, x, nx), tk_to_double(c.w, w, nw);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    CHECK(conv2d_forward(p, y, x, w, NULL, &s) == ST_OK);
+    conv_ref(&c);
+    tk_expect_close("conv2d in bands forward", y, c.y, ny, FWD_TOL);
+    CHECK(conv2d_backward(p, dx, dw, NULL, dy, x, w, &s) == ST_OK && pool_peak(p) == conv2d_workspace_bytes(&s));
+    double *gx = dbuf(nx), *gw = dbuf(nw);
+    for (int64_t o = 0; o < 2; o++)
+        for (int64_t ci = 0; ci < 64; ci++)
+            for (int64_t i = 0; i < 3; i++)
+                for (int64_t j = 0; j < 3; j++)
+                    for (int64_t oy = 0; oy < 64; oy++)
+                        for (int64_t ox = 0; ox < 64; ox++) {
+                            const int64_t yy = oy - 1 + i, xx = ox - 1 + j;
+                            if (yy < 0 || yy >= 64 || xx < 0 || xx >= 64) continue;
+                            const double g = dy[(o * 64 + oy) * 64 + ox];
+                            gw[((o * 64 + ci) * 3 + i) * 3 + j] += g * c.x[(ci * 64 + yy) * 64 + xx];
+                            gx[(ci * 64 + yy) * 64 + xx] += g * c.w[((o * 64 + ci) * 3 + i) * 3 + j];
+                        }
+    tk_expect_close("conv2d in bands dx", dx, gx, nx, GRAD_TOL);
+    tk_expect_close("conv2d in bands dw", dw, gw, nw, GRAD_TOL);
+    CHECK(pool_destroy(p) == 0);
+    free(x), free(w), free(dy), free(y), free(dx), free(dw), free(gx), free(gw), free(c.x), free(c.w), free(c.y);
+}
+
 /* On a dry pool: the columns are allocated (the peak a plan reads) and nothing is computed */
 static void test_conv_dry(void)
 {
@@ -150,6 +189,50 @@ static void test_conv_dry(void)
     CHECK(pool_peak(p) == live + conv2d_workspace_bytes(&s) && pool_live(p) == live);
     pool_free(p, x), pool_free(p, w), pool_free(p, y);
     CHECK(pool_destroy(p) == 0);
+}
+
+/* ---- nearest upsampling ---- */
+
+typedef struct up_ctx {
+    int64_t planes, h, w, f;
+    double *x, *lw;
+} up_ctx;
+
+static double up_loss(void *ctx)
+{
+    up_ctx *c = ctx;
+    const int64_t oh = c->h * c->f, ow = c->w * c->f;
+    double l = 0;
+    for (int64_t p = 0; p < c->planes; p++)
+        for (int64_t i = 0; i < oh; i++)
+            for (int64_t j = 0; j < ow; j++)
+                l += c->lw[(p * oh + i) * ow + j] * c->x[(p * c->h + i / c->f) * c->w + j / c->f];
+    return l;
+}
+
+static void test_upsample(int64_t planes, int64_t h, int64_t w, int64_t f, uint64_t seed)
+{
+    char what[96];
+    const int64_t nx = planes * h * w, ny = nx * f * f, oh = h * f, ow = w * f;
+    float *x = fbuf(nx), *y = fbuf(ny), *dy = fbuf(ny), *dx = fbuf(nx);
+    tk_fill(x, nx, seed, -1, 1), tk_fill(dy, ny, seed + 1, -1, 1);
+    up_ctx c = {planes, h, w, f, dbuf(nx), dbuf(ny)};
+    tk_to_double(c.x, x, nx), tk_to_double(c.lw, dy, ny);
+    upsample_nearest_forward(y, x, planes, h, w, f);
+    double *want = dbuf(ny);
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t i = 0; i < oh; i++)
+            for (int64_t j = 0; j < ow; j++) want[(p * oh + i) * ow + j] = c.x[(p * h + i / f) * w + j / f];
+    snprintf(what, sizeof what, "upsample x%lld %lldx%lld forward", (long long)f, (long long)h, (long long)w);
+    tk_expect_close(what, y, want, ny, 0);
+    fill_pre(dx, nx);
+    upsample_nearest_backward(dx, dy, planes, h, w, f);
+    minus_pre(dx, nx);
+    double *g = dbuf(nx);
+    tk_numeric_grad(up_loss, &c, c.x, nx, FD_H, g);
+    snprintf(what, sizeof what, "upsample x%lld %lldx%lld dx", (long long)f, (long long)h, (long long)w);
+    tk_expect_close(what, dx, g, nx, GRAD_TOL);
+    free(x), free(y), free(dy), free(dx), free(want), free(g), free(c.x), free(c.lw);
 }
 
 /* ---- the FIR filter ---- */
@@ -520,12 +603,15 @@ int main(void)
     test_conv("4x4 over 4x4", s, false, 61);
     s = base, s.h = 6, s.w = 5, s.ph = 2, s.pw = 1, s.sh = 2;
     test_conv("3x3 stride (2, 1) pad (2, 1)", s, true, 71);
+    test_conv_bands();
     test_conv_dry();
     test_depthwise(2, 4, 5, 6, 101);
     test_depthwise(1, 3, 3, 70, 111);
     test_temporal(2, 3, 5, 4, 121);
     test_temporal(1, 3, 400, 2, 131); /* 1200 rows: two GEMM chunks, the second starting inside a frame */
     test_temporal(1, 1, 6, 3, 141);   /* one frame: only the middle tap */
+    test_upsample(3, 4, 5, 2, 151);
+    test_upsample(2, 3, 2, 3, 161);
     test_fir(3, 6, 6, 2, 2, 81);
     test_fir(2, 5, 7, 1, 1, 91);
     test_fir(2, 4, 4, 2, 1, 101);

@@ -1,5 +1,5 @@
-/* LayerNorm, RMSNorm and zero-centred RMSNorm against double-precision references: forward, backward by central
- * differences, accumulation, NULL gradients, kept-state accounting against the pool, OOM, and thread-count
+/* LayerNorm, RMSNorm, zero-centred RMSNorm and GroupNorm against double-precision references: forward, backward by
+ * central differences, accumulation, NULL gradients, kept-state accounting against the pool, OOM, and thread-count
  * independence. */
 #include <math.h>
 #include <stdio.h>
@@ -301,6 +301,95 @@ static void test_rmsnorm_zc(int64_t n, int64_t d, uint64_t seed)
     free(c.x), free(c.w), free(c.lw), free(c.y);
 }
 
+/* ---- GroupNorm, channels first ---- */
+
+typedef struct gn_ctx {
+    int64_t n, c, inner, groups;
+    double *x, *w, *b, *lw, *y;
+} gn_ctx;
+
+static void gn_ref(gn_ctx *g)
+{
+    const int64_t cg = g->c / g->groups, m = cg * g->inner;
+    for (int64_t ig = 0; ig < g->n * g->groups; ig++) {
+        const double *x = g->x + ig * m;
+        double mu = 0, v = 0;
+        for (int64_t k = 0; k < m; k++) mu += x[k];
+        mu /= (double)m;
+        for (int64_t k = 0; k < m; k++) v += (x[k] - mu) * (x[k] - mu);
+        const double r = 1.0 / sqrt(v / (double)m + 1e-5);
+        for (int64_t k = 0; k < m; k++) {
+            const int64_t ch = ig % g->groups * cg + k / g->inner;
+            g->y[ig * m + k] = (x[k] - mu) * r * g->w[ch] + g->b[ch];
+        }
+    }
+}
+
+static double gn_loss(void *ctx)
+{
+    gn_ctx *g = ctx;
+    gn_ref(g);
+    double l = 0;
+    for (int64_t k = 0; k < g->n * g->c * g->inner; k++) l += g->lw[k] * g->y[k];
+    return l;
+}
+
+/* against the reference and central differences (gradients added onto what was there), the kept state as stated,
+ * the same bits at 1 and 2 threads, groups that do not divide the channels refused */
+static void test_groupnorm(int64_t n, int64_t c, int64_t inner, int64_t groups, float xlo, float xhi, uint64_t seed)
+{
+    char what[128];
+    const int64_t total = n * c * inner;
+    float *x = fbuf(total), *w = fbuf(c), *b = fbuf(c), *dy = fbuf(total), *y = fbuf(total), *dx = fbuf(total);
+    float *dw = fbuf(c), *db = fbuf(c);
+    tk_fill(x, total, seed, xlo, xhi), tk_fill(w, c, seed + 1, 0.5f, 1.5f), tk_fill(b, c, seed + 2, -1, 1);
+    tk_fill(dy, total, seed + 3, -1, 1);
+    gn_ctx g = {n, c, inner, groups, dbuf(total), dbuf(c), dbuf(c), dbuf(total), dbuf(total)};
+    tk_to_double(g.x, x, total), tk_to_double(g.w, w, c), tk_to_double(g.b, b, c), tk_to_double(g.lw, dy, total);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    op_state keep = {0};
+    CHECK(groupnorm_forward(p, y, x, w, b, n, c, inner, groups, 1e-5f, &keep) == ST_OK);
+    CHECK(keep.bytes == groupnorm_kept_bytes(n, groups) && pool_live(p) == keep.bytes);
+    gn_ref(&g);
+    snprintf(what, sizeof what, "groupnorm n=%lld c=%lld inner=%lld groups=%lld forward", (long long)n, (long long)c,
+             (long long)inner, (long long)groups);
+    tk_expect_close(what, y, g.y, total, 1e-5);
+    for (int64_t k = 0; k < total; k++) dx[k] = 0.25f;
+    for (int64_t k = 0; k < c; k++) dw[k] = db[k] = 0.25f;
+    groupnorm_backward(dx, dw, db, dy, x, w, n, c, inner, groups, &keep);
+    for (int64_t k = 0; k < total; k++) dx[k] -= 0.25f;
+    for (int64_t k = 0; k < c; k++) dw[k] -= 0.25f, db[k] -= 0.25f;
+    double *fd = dbuf(total);
+    double *const in[3] = {g.x, g.w, g.b};
+    const float *got[3] = {dx, dw, db};
+    const int64_t sizes[3] = {total, c, c};
+    const char *names[3] = {"dx", "dw", "db"};
+    for (int k = 0; k < 3; k++) {
+        tk_numeric_grad(gn_loss, &g, in[k], sizes[k], 1e-6, fd);
+        snprintf(what, sizeof what, "groupnorm groups=%lld %s", (long long)groups, names[k]);
+        tk_expect_close(what, got[k], fd, sizes[k], 2e-4);
+    }
+    float *d1[3] = {fbuf(total), fbuf(c), fbuf(c)}, *d2[3] = {fbuf(total), fbuf(c), fbuf(c)};
+    const int threads = ops_threads();
+    ops_set_threads(1);
+    groupnorm_backward(d1[0], d1[1], d1[2], dy, x, w, n, c, inner, groups, &keep);
+    ops_set_threads(2);
+    groupnorm_backward(d2[0], d2[1], d2[2], dy, x, w, n, c, inner, groups, &keep);
+    ops_set_threads(threads);
+    for (int k = 0; k < 3; k++) {
+        snprintf(what, sizeof what, "groupnorm %s at 1 and 2 threads", names[k]);
+        tk_expect_bitwise(what, d1[k], d2[k], sizes[k]);
+        free(d1[k]), free(d2[k]);
+    }
+    op_state_release(&keep);
+    CHECKF(groupnorm_forward(p, y, x, w, b, n, c, inner, c + 1, 1e-5f, NULL) == ST_ERR_INVALID &&
+               strstr(st_error(), "groups dividing c"),
+           "groups that do not divide the channels: %s", st_error());
+    CHECK(pool_destroy(p) == 0);
+    free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(fd);
+    free(g.x), free(g.w), free(g.b), free(g.lw), free(g.y);
+}
+
 int main(void)
 {
     for (int k = 0; k < 2; k++) {
@@ -316,5 +405,8 @@ int main(void)
     }
     test_rmsnorm_zc(5, 24, 501);
     test_rmsnorm_zc(3, 384, 502);
+    test_groupnorm(2, 6, 5, 3, -1, 1, 601);
+    test_groupnorm(1, 8, 9, 1, 2, 4, 602); /* one group (LayerNorm over the image), an offset mean */
+    test_groupnorm(3, 4, 17, 4, -1, 1, 603); /* a group a channel (InstanceNorm), inner past the lanes */
     return tk_finish();
 }

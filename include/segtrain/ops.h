@@ -116,6 +116,16 @@ st_status rmsnorm_zc_forward(pool *p, float *y, const float *x, const float *w, 
 st_status rmsnorm_zc_backward(pool *p, float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t n,
                               int64_t d, const op_state *keep);
 
+/* GroupNorm (torch.nn.GroupNorm) over x (n, c, inner), channels first: each sample's c channels in `groups` groups
+ * of c / groups, each group normalised over its channels and inner positions (biased variance), then
+ * y = xhat w[ch] + b[ch] (w and b may be NULL). Keeps mean and 1/std per (sample, group). Backward accumulates dx,
+ * dw and db (each may be NULL) and reads x and w; every sum runs in a fixed order, whatever the threads. */
+size_t groupnorm_kept_bytes(int64_t n, int64_t groups);
+st_status groupnorm_forward(pool *p, float *y, const float *x, const float *w, const float *b, int64_t n, int64_t c,
+                            int64_t inner, int64_t groups, float eps, op_state *keep);
+void groupnorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
+                        int64_t c, int64_t inner, int64_t groups, const op_state *keep);
+
 /* ---- pointwise activations (ops/cpu/activation.c); backward reads x ---- */
 
 /* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). gelu_backward may run in place
@@ -155,9 +165,10 @@ typedef struct conv_shape {
 } conv_shape;
 int64_t conv_out_h(const conv_shape *s);
 int64_t conv_out_w(const conv_shape *s);
-/* One image's im2col columns (0 for a 1 x 1 convolution with stride 1 and no padding, which reads x itself). */
+/* A band of one image's im2col columns, at most 8 MiB unless one output row's take more (0 for a 1 x 1 convolution
+ * with stride 1 and no padding, which reads x itself). */
 size_t conv2d_workspace_bytes(const conv_shape *s);
-/* y = conv(x, w) + b (b may be NULL), one GEMM per image. Backward reads x and w. */
+/* y = conv(x, w) + b (b may be NULL), one GEMM per band of output rows of an image. Backward reads x and w. */
 st_status conv2d_forward(pool *p, float *y, const float *x, const float *w, const float *b, const conv_shape *s);
 st_status conv2d_backward(pool *p, float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
                           const conv_shape *s);
@@ -167,6 +178,12 @@ void fir_forward(float *y, const float *x, const float *kernel, int64_t k, int64
                  int64_t ph, int64_t pw);
 void fir_backward(float *dx, const float *dy, const float *kernel, int64_t k, int64_t planes, int64_t h, int64_t w,
                   int64_t ph, int64_t pw);
+
+/* Nearest-neighbour upsampling by a whole factor f (diffusers' Upsample2D, F.interpolate(scale_factor=2,
+ * mode="nearest")): x (planes, h, w) to y (planes, h f, w f), y[p, i, j] = x[p, i / f, j / f]. Backward adds each
+ * pixel's f x f copies of dy to dx, in a fixed order. */
+void upsample_nearest_forward(float *y, const float *x, int64_t planes, int64_t h, int64_t w, int64_t f);
+void upsample_nearest_backward(float *dx, const float *dy, int64_t planes, int64_t h, int64_t w, int64_t f);
 
 /* A depthwise 3 x 3 convolution with weights, stride 1, zero padding 1, over tokens laid out channels last (Sana's
  * GLUMBConv conv_depth, a Conv2d with groups = channels): x and y (batch, h, w, c), weight (c, 1, 3, 3), bias (c) or

@@ -1,7 +1,7 @@
-/* 2-D convolution through im2col and one BLAS GEMM per image, forward and backward; and the depthwise FIR filter
- * (StyleGAN's blur), direct. Each image's columns are made, multiplied and dropped before the next, so the
- * workspace is one image's columns; weight gradients sum the images in order, so no result depends on the thread
- * count. */
+/* 2-D convolution through im2col and BLAS GEMMs, forward and backward; nearest upsampling; and the depthwise FIR
+ * filter (StyleGAN's blur), direct. An image's columns are made a band of output rows at a time, multiplied and
+ * dropped before the next band, so the workspace is one band's columns; weight gradients sum the images and bands in
+ * order, so no result depends on the thread count. */
 #include <string.h>
 
 #include "internal.h"
@@ -12,46 +12,61 @@ int64_t conv_out_h(const conv_shape *s) { return (s->h + 2 * s->ph - s->kh) / s-
 int64_t conv_out_w(const conv_shape *s) { return (s->w + 2 * s->pw - s->kw) / s->sw + 1; }
 
 /* A 1 x 1 convolution with stride 1 and no padding reads its input as the columns */
-static bool direct(const conv_shape *s) { return s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && !s->ph && !s->pw; }
+static bool direct(const conv_shape *s)
+{
+    return s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && !s->ph && !s->pw;
+}
+
+/* Output rows a band of columns covers: about COLS floats of them, so that they stay in cache between being made
+ * and being multiplied, and the workspace stays small whatever the image. */
+#define COLS ((int64_t)1 << 21)
+
+static int64_t band_rows(const conv_shape *s)
+{
+    const int64_t per_row = s->in * s->kh * s->kw * conv_out_w(s), rows = COLS / (per_row ? per_row : 1);
+    return rows < 1 ? 1 : rows > conv_out_h(s) ? conv_out_h(s) : rows;
+}
 
 size_t conv2d_workspace_bytes(const conv_shape *s)
 {
-    return direct(s) ? 0 : (size_t)(s->in * s->kh * s->kw * conv_out_h(s) * conv_out_w(s)) * sizeof(float);
+    return direct(s) ? 0 : (size_t)(s->in * s->kh * s->kw * band_rows(s) * conv_out_w(s)) * sizeof(float);
 }
 
-/* cols (in kh kw, oh ow): row (c, i, j) holds x[c][oy sh - ph + i][ox sw - pw + j], zero outside the image */
-static void im2col(float *cols, const float *x, const conv_shape *s)
+/* cols (in kh kw, rows ow) for output rows oy0 .. oy0 + rows: row (c, i, j) holds x[c][oy sh - ph + i][ox sw - pw + j],
+ * zero outside the image */
+static void im2col(float *cols, const float *x, const conv_shape *s, int64_t oy0, int64_t rows)
 {
-    const int64_t oh = conv_out_h(s), ow = conv_out_w(s), rows = s->in * s->kh * s->kw;
-#pragma omp parallel for schedule(static) if (rows * oh * ow >= PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
+    const int64_t ow = conv_out_w(s), K = s->in * s->kh * s->kw, n = rows * ow;
+#pragma omp parallel for schedule(static) if (K * n >= PAR_MIN)
+    for (int64_t r = 0; r < K; r++) {
         const int64_t c = r / (s->kh * s->kw), i = r / s->kw % s->kh, j = r % s->kw;
-        float *o = cols + r * oh * ow;
-        for (int64_t oy = 0; oy < oh; oy++) {
+        float *o = cols + r * n;
+        for (int64_t oy = oy0; oy < oy0 + rows; oy++) {
             const int64_t y = oy * s->sh - s->ph + i;
             for (int64_t ox = 0; ox < ow; ox++) {
                 const int64_t xx = ox * s->sw - s->pw + j;
-                o[oy * ow + ox] = y >= 0 && y < s->h && xx >= 0 && xx < s->w ? x[(c * s->h + y) * s->w + xx] : 0.0f;
+                o[(oy - oy0) * ow + ox] =
+                    y >= 0 && y < s->h && xx >= 0 && xx < s->w ? x[(c * s->h + y) * s->w + xx] : 0.0f;
             }
         }
     }
 }
 
-/* dx += the columns' gradient scattered back; each input channel's pixels are one thread's, its taps in order */
-static void col2im(float *dx, const float *dcols, const conv_shape *s)
+/* dx += the band's columns' gradient scattered back; each input channel's pixels are one thread's, its taps in order */
+static void col2im(float *dx, const float *dcols, const conv_shape *s, int64_t oy0, int64_t rows)
 {
-    const int64_t oh = conv_out_h(s), ow = conv_out_w(s);
-#pragma omp parallel for schedule(static) if (s->in * s->kh * s->kw * oh * ow >= PAR_MIN)
+    const int64_t ow = conv_out_w(s), n = rows * ow;
+#pragma omp parallel for schedule(static) if (s->in * s->kh * s->kw * n >= PAR_MIN)
     for (int64_t c = 0; c < s->in; c++)
         for (int64_t i = 0; i < s->kh; i++)
             for (int64_t j = 0; j < s->kw; j++) {
-                const float *g = dcols + ((c * s->kh + i) * s->kw + j) * oh * ow;
-                for (int64_t oy = 0; oy < oh; oy++) {
+                const float *g = dcols + ((c * s->kh + i) * s->kw + j) * n;
+                for (int64_t oy = oy0; oy < oy0 + rows; oy++) {
                     const int64_t y = oy * s->sh - s->ph + i;
                     if (y < 0 || y >= s->h) continue;
                     for (int64_t ox = 0; ox < ow; ox++) {
                         const int64_t xx = ox * s->sw - s->pw + j;
-                        if (xx >= 0 && xx < s->w) dx[(c * s->h + y) * s->w + xx] += g[oy * ow + ox];
+                        if (xx >= 0 && xx < s->w) dx[(c * s->h + y) * s->w + xx] += g[(oy - oy0) * ow + ox];
                     }
                 }
             }
@@ -61,16 +76,25 @@ st_status conv2d_forward(pool *p, float *y, const float *x, const float *w, cons
 {
     const double t0 = prof_now();
     const int64_t oh = conv_out_h(s), ow = conv_out_w(s), P = oh * ow, K = s->in * s->kh * s->kw;
+    const int64_t band = band_rows(s);
     float *cols = NULL;
     const size_t ws = conv2d_workspace_bytes(s);
     st_status st = ws ? pool_alloc(p, ws, MEM_WORKSPACE, "conv2d.columns", (void **)&cols) : ST_OK;
     for (int64_t n = 0; !st && !op_dry(y) && n < s->batch; n++) {
         const float *xi = x + n * s->in * s->h * s->w;
         float *yi = y + n * s->out * P;
-        if (cols) im2col(cols, xi, s);
         for (int64_t o = 0; b && o < s->out; o++)
             for (int64_t q = 0; q < P; q++) yi[o * P + q] = b[o];
-        gemm(false, false, s->out, P, K, 1.0f, w, cols ? cols : xi, b ? 1.0f : 0.0f, yi);
+        if (!cols) {
+            blas_gemm(false, false, s->out, P, K, 1.0f, w, xi, b ? 1.0f : 0.0f, yi);
+            continue;
+        }
+        for (int64_t oy = 0; oy < oh; oy += band) {
+            const int64_t rows = oh - oy < band ? oh - oy : band;
+            im2col(cols, xi, s, oy, rows);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->out, (int)(rows * ow), (int)K, 1.0f, w,
+                        (int)K, cols, (int)(rows * ow), b ? 1.0f : 0.0f, yi + oy * ow, (int)P);
+        }
     }
     pool_free(p, cols);
     prof_add(OP_GEMM, t0, 2.0 * (double)(s->batch * s->out * P * K), 0);
@@ -82,6 +106,7 @@ st_status conv2d_backward(pool *p, float *dx, float *dw, float *db, const float 
 {
     const double t0 = prof_now();
     const int64_t oh = conv_out_h(s), ow = conv_out_w(s), P = oh * ow, K = s->in * s->kh * s->kw;
+    const int64_t band = band_rows(s);
     float *cols = NULL;
     const size_t ws = conv2d_workspace_bytes(s);
     st_status st = ws ? pool_alloc(p, ws, MEM_WORKSPACE, "conv2d.columns", (void **)&cols) : ST_OK;
@@ -93,21 +118,63 @@ st_status conv2d_backward(pool *p, float *dx, float *dw, float *db, const float 
             for (int64_t q = 0; q < P; q++) acc += gi[o * P + q];
             db[o] += acc;
         }
-        if (dw) {
-            if (cols) im2col(cols, xi, s);
-            gemm(false, true, s->out, K, P, 1.0f, gi, cols ? cols : xi, 1.0f, dw);
-        }
-        if (!dxi) continue;
-        if (!cols) { /* 1 x 1: the columns' gradient is the input's */
-            gemm(true, false, K, P, s->out, 1.0f, w, gi, 1.0f, dxi);
+        if (!cols) { /* 1 x 1: the input is the columns, its gradient theirs */
+            if (dw) blas_gemm(false, true, s->out, K, P, 1.0f, gi, xi, 1.0f, dw);
+            if (dxi) blas_gemm(true, false, K, P, s->out, 1.0f, w, gi, 1.0f, dxi);
             continue;
         }
-        gemm(true, false, K, P, s->out, 1.0f, w, gi, 0.0f, cols);
-        col2im(dxi, cols, s);
+        for (int64_t oy = 0; oy < oh && (dw || dxi); oy += band) {
+            const int64_t rows = oh - oy < band ? oh - oy : band, m = rows * ow;
+            if (dw) {
+                im2col(cols, xi, s, oy, rows);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)s->out, (int)K, (int)m, 1.0f, gi + oy * ow,
+                            (int)P, cols, (int)m, 1.0f, dw, (int)K);
+            }
+            if (!dxi) continue;
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)m, (int)s->out, 1.0f, w, (int)K,
+                        gi + oy * ow, (int)P, 0.0f, cols, (int)m);
+            col2im(dxi, cols, s, oy, rows);
+        }
     }
     pool_free(p, cols);
     prof_add(OP_GEMM, t0, 2.0 * (double)(s->batch * s->out * P * K) * ((dx != NULL) + (dw != NULL)), 0);
     return st;
+}
+
+/* ---- nearest upsampling ---- */
+
+void upsample_nearest_forward(float *y, const float *x, int64_t planes, int64_t h, int64_t w, int64_t f)
+{
+    const double t0 = prof_now();
+    const int64_t ow = w * f;
+#pragma omp parallel for schedule(static) if (planes * h * w * f * f >= PAR_MIN)
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t i = 0; i < h; i++) {
+            const float *xr = x + (p * h + i) * w;
+            float *yr = y + (p * h + i) * f * ow;
+            for (int64_t j = 0; j < ow; j++) yr[j] = xr[j / f];
+            for (int64_t a = 1; a < f; a++) memcpy(yr + a * ow, yr, (size_t)ow * sizeof(float));
+        }
+    prof_add(OP_POINTWISE, t0, 0, 4.0 * (double)(planes * h * w) * (double)(1 + f * f));
+}
+
+void upsample_nearest_backward(float *dx, const float *dy, int64_t planes, int64_t h, int64_t w, int64_t f)
+{
+    const double t0 = prof_now();
+    const int64_t ow = w * f;
+#pragma omp parallel for schedule(static) if (planes * h * w * f * f >= PAR_MIN)
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t i = 0; i < h; i++) {
+            const float *g = dy + (p * h + i) * f * ow;
+            float *d = dx + (p * h + i) * w;
+            for (int64_t j = 0; j < w; j++) {
+                float acc = 0.0f;
+                for (int64_t a = 0; a < f; a++)
+                    for (int64_t e = 0; e < f; e++) acc += g[a * ow + j * f + e];
+                d[j] += acc;
+            }
+        }
+    prof_add(OP_POINTWISE, t0, 0, 4.0 * (double)(planes * h * w) * (double)(2 + f * f));
 }
 
 /* ---- the depthwise FIR filter ---- */

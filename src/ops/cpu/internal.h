@@ -71,6 +71,10 @@ static inline float exp_f(float x)
     return p * scale;
 }
 
+/* gemm (ops.h) without the profile's record, for ops that record their own (linear.c) */
+void blas_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b,
+               float beta, float *c);
+
 /* Linear attention (attention_linear.c), the ATTN_LINEAR mechanism of the attention ops: a sample's kept state is
  * its heads' hd x hd sums and hd normalisers. The workspace holds the token segments' sums and each thread's chunk
  * buffers. rope: the mask's linear_rope, or NULL. */

@@ -144,8 +144,8 @@ static st_status gated_linear_backward_run(pool *p, float *dx, float *dw, float 
     return ST_OK;
 }
 
-static void gemm_run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b,
-          float beta, float *c)
+void blas_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b,
+               float beta, float *c)
 {
     if (m <= 0 || n <= 0 || k <= 0) return;
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n,
@@ -227,7 +227,7 @@ void linear_backward(float *dx, float *dw, float *db, const float *dy, const flo
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b, float beta, float *c)
 {
     const double t0 = prof_now();
-    if (!op_dry(c)) gemm_run(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+    if (!op_dry(c)) blas_gemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
     prof_add(OP_GEMM, t0, 2.0 * m * n * k, 0);
 }
 

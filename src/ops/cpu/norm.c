@@ -1,4 +1,4 @@
-/* LayerNorm and RMSNorm over the last dimension.
+/* LayerNorm and RMSNorm over the last dimension, and GroupNorm over channel groups.
  *
  * Rows are independent, so forward and the input gradient run parallel over rows and do not depend on the
  * thread count. Row reductions use LANES float accumulators folded in a fixed order: vectorisable without
@@ -319,4 +319,105 @@ st_status rmsnorm_zc_backward(pool *p, float *dx, float *dw, const float *dy, co
     if (!st) rmsnorm_backward(dx, dw, dy, x, w1, n, d, keep);
     pool_free(p, w1);
     return st;
+}
+
+/* ---- GroupNorm: a (sample, group) is a contiguous run of m = c / groups * inner floats, normalised as a row ---- */
+
+size_t groupnorm_kept_bytes(int64_t n, int64_t groups) { return 2 * (size_t)(n * groups) * sizeof(float); }
+
+static st_status groupnorm_check(int64_t n, int64_t c, int64_t inner, int64_t groups)
+{
+    if (n < 0 || c < 1 || inner < 1 || groups < 1 || c % groups)
+        return st_fail(ST_ERR_INVALID, "groupnorm: n=%lld c=%lld inner=%lld groups=%lld; valid: groups dividing c, "
+                                       "each at least 1", (long long)n, (long long)c, (long long)inner,
+                       (long long)groups);
+    return ST_OK;
+}
+
+static st_status groupnorm_forward_run(pool *p, float *y, const float *x, const float *w, const float *b, int64_t n,
+                                       int64_t c, int64_t inner, int64_t groups, float eps, op_state *keep)
+{
+    st_status s = groupnorm_check(n, c, inner, groups);
+    if (s == ST_OK) s = op_state_alloc(keep, p, groupnorm_kept_bytes(n, groups), "groupnorm mean/rstd");
+    if (s != ST_OK || op_dry(y)) return s;
+    const int64_t cg = c / groups, m = cg * inner;
+    float *mean_out = keep ? keep->data : NULL, *rstd_out = keep ? (float *)keep->data + n * groups : NULL;
+#pragma omp parallel for schedule(static)
+    for (int64_t ig = 0; ig < n * groups; ig++) {
+        const float *xr = x + ig * m;
+        const float mu = row_sum(xr, m) / (float)m, r = 1.0f / sqrtf(row_sq_dev(xr, mu, m) / (float)m + eps);
+        if (mean_out) mean_out[ig] = mu, rstd_out[ig] = r;
+        for (int64_t k = 0; k < cg; k++) {
+            const int64_t ch = ig % groups * cg + k;
+            const float sc = w ? w[ch] * r : r, bc = b ? b[ch] : 0.0f;
+            const float *xc = xr + k * inner;
+            float *yc = y + ig * m + k * inner;
+            for (int64_t j = 0; j < inner; j++) yc[j] = (xc[j] - mu) * sc + bc;
+        }
+    }
+    return ST_OK;
+}
+
+/* As LayerNorm's with g = dy w[ch]: each channel's sums of dy and dy xhat, weighted by w[ch], make the group's */
+static void groupnorm_backward_run(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                                   int64_t n, int64_t c, int64_t inner, int64_t groups, const op_state *keep)
+{
+    if (n <= 0 || (!dx && !dw && !db)) return;
+    require_kept(keep, groupnorm_kept_bytes(n, groups), "groupnorm");
+    const int64_t cg = c / groups, m = cg * inner;
+    const float *mean = keep->data, *rstd = (const float *)keep->data + n * groups;
+#pragma omp parallel
+    {
+        if (dx) {
+#pragma omp for schedule(static) nowait
+            for (int64_t ig = 0; ig < n * groups; ig++) {
+                const float mu = mean[ig], r = rstd[ig];
+                float s1 = 0.0f, s2 = 0.0f;
+                for (int64_t k = 0; k < cg; k++) {
+                    const float wc = w ? w[ig % groups * cg + k] : 1.0f;
+                    float a, e;
+                    grad_row_sums(dy + ig * m + k * inner, x + ig * m + k * inner, NULL, mu, r, inner, false, &a, &e);
+                    s1 += wc * a, s2 += wc * e;
+                }
+                s1 /= (float)m, s2 /= (float)m;
+                for (int64_t k = 0; k < cg; k++) {
+                    const float wc = w ? w[ig % groups * cg + k] : 1.0f;
+                    const float *dyc = dy + ig * m + k * inner, *xc = x + ig * m + k * inner;
+                    float *dxc = dx + ig * m + k * inner;
+                    for (int64_t j = 0; j < inner; j++) dxc[j] += r * (wc * dyc[j] - s1 - (xc[j] - mu) * r * s2);
+                }
+            }
+        }
+        if (dw || db) {
+#pragma omp for schedule(static)
+            for (int64_t ch = 0; ch < c; ch++) {
+                float aw = 0.0f, ab = 0.0f;
+                for (int64_t i = 0; i < n; i++) { /* samples in order */
+                    const int64_t ig = i * groups + ch / cg, at = (i * c + ch) * inner;
+                    float a, e;
+                    grad_row_sums(dy + at, x + at, NULL, mean[ig], rstd[ig], inner, false, &a, &e);
+                    ab += a, aw += e;
+                }
+                if (dw) dw[ch] += aw;
+                if (db) db[ch] += ab;
+            }
+        }
+    }
+}
+
+st_status groupnorm_forward(pool *p, float *y, const float *x, const float *w, const float *b, int64_t n, int64_t c,
+                            int64_t inner, int64_t groups, float eps, op_state *keep)
+{
+    const double t0 = prof_now();
+    const st_status r = groupnorm_forward_run(p, y, x, w, b, n, c, inner, groups, eps, keep);
+    prof_add(OP_NORM, t0, 0, 8.0 * n * c * inner);
+    return r;
+}
+
+void groupnorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
+                        int64_t c, int64_t inner, int64_t groups, const op_state *keep)
+{
+    const double t0 = prof_now();
+    if (!op_dry(dy)) groupnorm_backward_run(dx, dw, db, dy, x, w, n, c, inner, groups, keep);
+    prof_add(OP_NORM, t0, 0, 16.0 * n * c * inner);
 }
