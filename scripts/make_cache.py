@@ -2,15 +2,16 @@
 """Writes a segtrain cache (docs/CACHE.md): VAE latents and text-encoder embeddings of an image folder, made with
 the user's local diffusers pipeline the way its pipeline makes them, for `segtrain train` with data_cache_dir.
 
-  make_cache.py --images DIR --pipeline DIR --out DIR [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen]
-                [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
+  make_cache.py --images DIR --pipeline DIR --out DIR
+                [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana] [--flavour NAME]
+                [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
                 [--max_sequence_length N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR]   (tiny random encoders: tests)
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/;
-Chroma's, PixArt Sigma's, AuraFlow's and Wan's: vae/, text_encoder/, tokenizer/; OmniGen's: vae/, tokenizer/, its
-prompt being token ids the transformer embeds itself); nothing is downloaded. For the video family
+Chroma's, PixArt Sigma's, AuraFlow's, Wan's and Sana's: vae/, text_encoder/, tokenizer/; OmniGen's: vae/,
+tokenizer/, its prompt being token ids the transformer embeds itself); nothing is downloaded. For the video family
 (wan) with --num_frames N above 1, each sample is a folder of N or more frames (image files, sorted by name; the
 first N taken) instead of an image, its caption the folder's name or, with textfile, <folder>.txt beside it; the
 latents are (C, 1 + (N - 1) / 4, H, W). The text is encoded as each
@@ -277,6 +278,73 @@ class OmniGenTokens:
         return {"prompt_embeds": seq, "attention_mask": mask}
 
 
+class SanaEncoders:
+    """SanaPipeline.encode_prompt as SimpleTuner's Sana calls it (max_sequence_length 300, its default complex human
+    instruction: the field's lines stripped and joined by newlines): the caption lowercased and stripped, the
+    instruction before it, Gemma 2 run with the tokenizer's mask (right padding) over the instruction's tokens plus
+    max_sequence_length - 2, then the first position (BOS) and the last max_sequence_length - 1 kept, states and
+    mask alike. No pooled vector."""
+    INSTRUCTION = [
+        "Given a user prompt, generate an 'Enhanced prompt' that provides detailed visual descriptions suitable for "
+        "image generation. Evaluate the level of detail in the user prompt:",
+        "- If the prompt is simple, focus on adding specifics about colors, shapes, sizes, textures, and spatial "
+        "relationships to create vivid and concrete scenes.",
+        "- Do not add detail that is not in the original prompt! Do not mention colors if the User Prompt does not!",
+        "- If the prompt is already detailed, refine and enhance the existing details slightly without "
+        "overcomplicating.",
+        "- If the prompt contains explicit material, do not remove this information from the output, which would "
+        "damage the performance of downstream classifiers.",
+        "Here are examples of how to transform or refine prompts:",
+        "- User Prompt: A cat sleeping -> Enhanced: A cat sleeping peacefully, showcasing the joy of pet ownership. "
+        "Cute floof kitty cat gatto.",
+        "- User Prompt: A busy city street -> Enhanced: A bustling city street scene featuring a crowd of people.",
+        "Please generate only the enhanced description for the prompt below and avoid including any additional "
+        "commentary or evaluations:",
+        "User Prompt:",
+    ]
+
+    def __init__(self, pipe, label, device, max_seq):
+        self.device, self.max_seq = device, max_seq
+        self.tok = load_tok(pipe, "tokenizer")
+        self.tok.padding_side = "right"
+        self.gemma = load_model("Gemma2Model", pipe, "text_encoder", device)
+        self.names = [f"{label}/text_encoder ({type(self.gemma).__name__})"]
+
+    def encode(self, caption):
+        import torch
+
+        chi = "\n".join(self.INSTRUCTION)
+        n = len(self.tok.encode(chi)) + self.max_seq - 2
+        t = self.tok([chi + caption.lower().strip()], padding="max_length", max_length=n, truncation=True,
+                     add_special_tokens=True, return_tensors="pt")
+        with torch.no_grad():
+            seq = self.gemma(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device))[0][0]
+        keep = [0] + list(range(-self.max_seq + 1, 0))
+        return {"prompt_embeds": seq[keep], "attention_mask": t.attention_mask[0, keep].to(torch.int64)}
+
+
+class DcVae:
+    """AutoencoderDC (Sana's DC-AE, 32x): encode(x).latent times scaling_factor (0.41407), as SimpleTuner's VAE cache
+    stores it, then times SimpleTuner's LATENT_RESCALE (0.5), which its Sana prepare_batch applies to every training
+    batch: the cache holds the latents as the model trains on them."""
+    LATENT_RESCALE = 0.5
+
+    def __init__(self, pipe, label, device):
+        from diffusers import AutoencoderDC
+
+        self.device = device
+        self.vae = AutoencoderDC.from_pretrained(os.path.join(pipe, "vae")).to(device).eval()
+        self.scale_factor = 2 ** (len(self.vae.config.encoder_block_out_channels) - 1)
+        self.name = f"{label}/vae (AutoencoderDC)"
+
+    def encode(self, image, generator):
+        import torch
+
+        with torch.no_grad():
+            z = self.vae.encode(image[None].to(self.device)).latent[0]
+        return z * self.vae.config.scaling_factor * self.LATENT_RESCALE
+
+
 class Vae:
     """AutoencoderKL's latent_dist.sample(), then (x - shift_factor) * scaling_factor, as the pipelines prepare
     image latents and SimpleTuner's VAE cache stores them (Flux's and Chroma's VAE: shift 0.1159, scale 0.3611;
@@ -370,6 +438,8 @@ FAMILIES = {
     "wan": dict(enc=WanEncoders, subs=("text_encoder", "tokenizer"), seq={"t2v-480p-1.3b-2.1": 512}, tiny_seq=8,
                 vae=None, video=True),
     "omnigen": dict(enc=OmniGenTokens, subs=("tokenizer",), seq={"v1": 128}, tiny_seq=40, vae=(None, 0.13025)),
+    "sana": dict(enc=SanaEncoders, subs=("text_encoder", "tokenizer"), seq={"sana1.5-4.8b-1024": 300}, tiny_seq=6,
+                 vae=(None, 0.41407), dc_ae=True),
 }
 
 
@@ -392,7 +462,8 @@ def build_tiny_pipeline(folder, family, seed):
         specials, template, pad = {
             "clip": (["<unk>", "<|startoftext|>", "<|endoftext|>"], "<|startoftext|> $A <|endoftext|>",
                      "<|endoftext|>"),
-            "t5": (["<pad>", "</s>", "<unk>"], "$A </s>", "<pad>")}[kind]
+            "t5": (["<pad>", "</s>", "<unk>"], "$A </s>", "<pad>"),
+            "gemma": (["<pad>", "<eos>", "<bos>", "<unk>"], "<bos> $A", "<pad>")}[kind]
         vocab = {w: i for i, w in enumerate(specials + words)}
         t = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
         t.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -422,6 +493,22 @@ def build_tiny_pipeline(folder, family, seed):
 
     shift, scale = FAMILIES[family]["vae"] or (None, 1.0)
     torch.manual_seed(seed)
+    if family == "sana":  # a 2-level DC-AE (16 px -> 4 x 8 x 8) and a one-layer Gemma 2, 24 wide, as sana-tiny reads
+        from diffusers import AutoencoderDC
+
+        AutoencoderDC(latent_channels=4, attention_head_dim=4, encoder_block_types=("ResBlock", "EfficientViTBlock"),
+                      decoder_block_types=("ResBlock", "EfficientViTBlock"), encoder_block_out_channels=(8, 8),
+                      decoder_block_out_channels=(8, 8), encoder_layers_per_block=(1, 1),
+                      decoder_layers_per_block=(1, 1), encoder_qkv_multiscales=((), (5,)),
+                      decoder_qkv_multiscales=((), (5,)), scaling_factor=scale).save_pretrained(
+                          os.path.join(folder, "vae"))
+        v = tokenizer("tokenizer", "gemma", 4096)
+        torch.manual_seed(seed + 1)
+        tf.Gemma2Model(tf.Gemma2Config(vocab_size=len(v), hidden_size=24, intermediate_size=48, num_hidden_layers=1,
+                                       num_attention_heads=2, num_key_value_heads=1, head_dim=12,
+                                       max_position_embeddings=512, pad_token_id=v["<pad>"], bos_token_id=v["<bos>"],
+                                       eos_token_id=v["<eos>"])).save_pretrained(os.path.join(folder, "text_encoder"))
+        return
     if family == "wan":  # 4 latent channels, 8x spatial and 4x temporal as the real one, 8 wide
         from diffusers import AutoencoderKLWan
 
@@ -472,8 +559,8 @@ def main():
     ap.add_argument("--caption_strategy", default="filename", choices=["filename", "textfile"])
     ap.add_argument("--max_sequence_length", type=int,
                     help="T5 tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 after CLIP's 77, "
-                         "chroma 512, pixart_sigma 300, auraflow 120, omnigen 128 with its template; tiny: 8, sd3 4 "
-                         "after CLIP's 4, omnigen 40)")
+                         "chroma 512, pixart_sigma 300, auraflow 120, omnigen 128 with its template, sana 300; tiny: "
+                         "8, sd3 4 after CLIP's 4, omnigen 40, sana 6)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--seed", type=int, default=0, help="seeds the VAE's latent sample (and --tiny-random)")
     ap.add_argument("--device", default="cpu")
@@ -528,7 +615,7 @@ def main():
 
     # how the files name the models: the pipeline folder's name (a temporary tiny one is "tiny-random")
     label = "tiny-random" if tmp else os.path.basename(os.path.abspath(a.pipeline))
-    vae = (WanVae if video else Vae)(a.pipeline, label, a.device)
+    vae = (WanVae if video else DcVae if fam.get("dc_ae") else Vae)(a.pipeline, label, a.device)
     enc = fam["enc"](a.pipeline, label, a.device, max_seq)
     if edge % vae.scale_factor:
         fail(f"--resolution {edge}: not a multiple of the VAE's scale factor {vae.scale_factor}")

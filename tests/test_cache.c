@@ -428,6 +428,11 @@ static void test_lumina2_cache(void)
                              loss);
     CHECKF(sp == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sp, st_error());
     if (sp == ST_OK) printf("     the committed pixart_sigma cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
+    /* and the --family sana one: Gemma 2's states after Sana's instruction, with its mask, DC-AE latents */
+    const st_status sn = run("sana-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-sana-tiny",
+                             "model_family=sana;model_preset=sana-tiny;max_train_steps=3", 3, true, loss);
+    CHECKF(sn == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sn, st_error());
+    if (sn == ST_OK) printf("     the committed sana cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
 }
 
 static void test_training(void)
