@@ -3,22 +3,22 @@
 the user's local diffusers pipeline the way its pipeline makes them, for `segtrain train` with data_cache_dir.
 
   make_cache.py --images DIR --pipeline DIR --out DIR
-                [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana] [--flavour NAME]
+                [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo] [--flavour NAME]
                 [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
                 [--max_sequence_length N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR]   (tiny random encoders: tests)
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
-(CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/;
-Chroma's, PixArt Sigma's, AuraFlow's, Wan's and Sana's: vae/, text_encoder/, tokenizer/; OmniGen's: vae/,
-tokenizer/, its prompt being token ids the transformer embeds itself); nothing is downloaded. For the video family
-(wan) with --num_frames N above 1, each sample is a folder of N or more frames (image files, sorted by name; the
-first N taken) instead of an image, its caption the folder's name or, with textfile, <folder>.txt beside it; the
-latents are (C, 1 + (N - 1) / 4, H, W). The text is encoded as each
-family's diffusers 0.42.1 pipeline encodes it. --tiny-random builds such a folder from small configs and seeded
-random weights (into --pipeline when given, else a temporary folder) at the family's -tiny preset's shapes and
-then runs exactly the path a real pipeline takes: it tests the tool end to end and makes the committed fixture
-tests/fixtures/cache-flux-tiny (flux-tiny's shapes: 4 latent channels, text_len 8, text_dim 32, pooled 16).
+(CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/; Chroma's,
+PixArt Sigma's, AuraFlow's, Wan's, Sana's and SanaVideo's: vae/, text_encoder/, tokenizer/; OmniGen's: vae/,
+tokenizer/, its prompt being token ids the transformer embeds itself); nothing is downloaded. For the video families
+(wan, sanavideo) with --num_frames N above 1, each sample is a folder of N or more frames (image files, sorted by
+name; the first N taken) instead of an image, its caption the folder's name or, with textfile, <folder>.txt beside
+it; the latents are (C, 1 + (N - 1) / 4, H, W). The text is encoded as each family's diffusers 0.42.1 pipeline
+encodes it. --tiny-random builds such a folder from small configs and seeded random weights (into --pipeline when
+given, else a temporary folder) at the family's -tiny preset's shapes and then runs exactly the path a real pipeline
+takes: it tests the tool end to end and makes the committed fixture tests/fixtures/cache-flux-tiny (flux-tiny's
+shapes: 4 latent channels, text_len 8, text_dim 32, pooled 16).
 
 Needs torch, diffusers and transformers (scripts/reference-venv.sh); `make test` never runs this.
 """
@@ -314,6 +314,7 @@ class SanaEncoders:
         import torch
 
         chi = "\n".join(self.INSTRUCTION)
+        caption = self.prompt(caption)
         n = len(self.tok.encode(chi)) + self.max_seq - 2
         t = self.tok([chi + caption.lower().strip()], padding="max_length", max_length=n, truncation=True,
                      add_special_tokens=True, return_tensors="pt")
@@ -321,6 +322,37 @@ class SanaEncoders:
             seq = self.gemma(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device))[0][0]
         keep = [0] + list(range(-self.max_seq + 1, 0))
         return {"prompt_embeds": seq[keep], "attention_mask": t.attention_mask[0, keep].to(torch.int64)}
+
+    def prompt(self, caption):
+        return caption
+
+
+class SanaVideoEncoders(SanaEncoders):
+    """SanaVideoPipeline.encode_prompt (the same path as Sana's) as SimpleTuner's SanaVideo calls it: its own video
+    instruction (COMPLEX_HUMAN_INSTRUCTION, used as written), and with --motion_score (SimpleTuner's
+    sana_motion_score, unset by default) " motion score: N." after every caption, the empty one included."""
+    INSTRUCTION = [
+        "Given a user prompt, generate an 'Enhanced prompt' that provides detailed visual descriptions suitable for "
+        "video generation. Evaluate the level of detail in the user prompt:",
+        "- If the prompt is simple, focus on adding specifics about colors, shapes, sizes, textures, motion, and "
+        "temporal relationships to create vivid and dynamic scenes.",
+        "- If the prompt is already detailed, refine and enhance the existing details slightly without "
+        "overcomplicating.",
+        "Here are examples of how to transform or refine prompts:",
+        "- User Prompt: A cat sleeping -> Enhanced: A small, fluffy white cat slowly settling into a curled position, "
+        "peacefully falling asleep on a warm sunny windowsill, with gentle sunlight filtering through surrounding pots "
+        "of blooming red flowers.",
+        "- User Prompt: A busy city street -> Enhanced: A bustling city street scene at dusk, featuring glowing street "
+        "lamps gradually lighting up, a diverse crowd of people in colorful clothing walking past, and a double-decker "
+        "bus smoothly passing by towering glass skyscrapers.",
+        "Please generate only the enhanced description for the prompt below and avoid including any additional "
+        "commentary or evaluations:",
+        "User Prompt: ",
+    ]
+    motion_score = None
+
+    def prompt(self, caption):
+        return caption if self.motion_score is None else f"{caption} motion score: {self.motion_score}."
 
 
 class DcVae:
@@ -440,6 +472,8 @@ FAMILIES = {
     "omnigen": dict(enc=OmniGenTokens, subs=("tokenizer",), seq={"v1": 128}, tiny_seq=40, vae=(None, 0.13025)),
     "sana": dict(enc=SanaEncoders, subs=("text_encoder", "tokenizer"), seq={"sana1.5-4.8b-1024": 300}, tiny_seq=6,
                  vae=(None, 0.41407), dc_ae=True),
+    "sanavideo": dict(enc=SanaVideoEncoders, subs=("text_encoder", "tokenizer"), seq={"2b-480p": 300}, tiny_seq=6,
+                      vae=None, video=True),
 }
 
 
@@ -493,7 +527,15 @@ def build_tiny_pipeline(folder, family, seed):
 
     shift, scale = FAMILIES[family]["vae"] or (None, 1.0)
     torch.manual_seed(seed)
-    if family == "sana":  # a 2-level DC-AE (16 px -> 4 x 8 x 8) and a one-layer Gemma 2, 24 wide, as sana-tiny reads
+    def gemma2():  # one layer, 24 wide, as sana-tiny and sanavideo-tiny read it
+        v = tokenizer("tokenizer", "gemma", 4096)
+        torch.manual_seed(seed + 1)
+        tf.Gemma2Model(tf.Gemma2Config(vocab_size=len(v), hidden_size=24, intermediate_size=48, num_hidden_layers=1,
+                                       num_attention_heads=2, num_key_value_heads=1, head_dim=12,
+                                       max_position_embeddings=512, pad_token_id=v["<pad>"], bos_token_id=v["<bos>"],
+                                       eos_token_id=v["<eos>"])).save_pretrained(os.path.join(folder, "text_encoder"))
+
+    if family == "sana":  # a 2-level DC-AE: 16 px -> 4 x 8 x 8
         from diffusers import AutoencoderDC
 
         AutoencoderDC(latent_channels=4, attention_head_dim=4, encoder_block_types=("ResBlock", "EfficientViTBlock"),
@@ -502,20 +544,18 @@ def build_tiny_pipeline(folder, family, seed):
                       decoder_layers_per_block=(1, 1), encoder_qkv_multiscales=((), (5,)),
                       decoder_qkv_multiscales=((), (5,)), scaling_factor=scale).save_pretrained(
                           os.path.join(folder, "vae"))
-        v = tokenizer("tokenizer", "gemma", 4096)
-        torch.manual_seed(seed + 1)
-        tf.Gemma2Model(tf.Gemma2Config(vocab_size=len(v), hidden_size=24, intermediate_size=48, num_hidden_layers=1,
-                                       num_attention_heads=2, num_key_value_heads=1, head_dim=12,
-                                       max_position_embeddings=512, pad_token_id=v["<pad>"], bos_token_id=v["<bos>"],
-                                       eos_token_id=v["<eos>"])).save_pretrained(os.path.join(folder, "text_encoder"))
+        gemma2()
         return
-    if family == "wan":  # 4 latent channels, 8x spatial and 4x temporal as the real one, 8 wide
+    if family in ("wan", "sanavideo"):  # 4 latent channels, 8x spatial and 4x temporal as the real one, 8 wide
         from diffusers import AutoencoderKLWan
 
         AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
                          temperal_downsample=[False, True, True], latents_mean=[0.1, -0.2, 0.3, 0.0],
                          latents_std=[1.5, 0.5, 2.0, 1.0]).save_pretrained(os.path.join(folder, "vae"))
-        t5("text_encoder", "tokenizer", 32, 1, umt5=True)
+        if family == "wan":
+            t5("text_encoder", "tokenizer", 32, 1, umt5=True)
+        else:
+            gemma2()
         return
     AutoencoderKL(in_channels=3, out_channels=3, down_block_types=("DownEncoderBlock2D",) * 2,
                   up_block_types=("UpDecoderBlock2D",) * 2, block_out_channels=(8, 8), layers_per_block=1,
@@ -553,14 +593,17 @@ def main():
     ap.add_argument("--pipeline", help="local diffusers pipeline folder (with --tiny-random: where to build one)")
     ap.add_argument("--family", default="flux", choices=sorted(FAMILIES), help="SimpleTuner's model_family")
     ap.add_argument("--flavour", help="SimpleTuner's model_flavour (flux: dev or schnell; recorded for the others)")
-    ap.add_argument("--resolution", type=int, help="square image edge in pixels (default 1024; tiny: 16, wan's 64)")
+    ap.add_argument("--resolution", type=int,
+                    help="square image edge in pixels (default 1024; tiny: 16, the video families' 64)")
     ap.add_argument("--num_frames", type=int, default=1,
-                    help="wan: frames per sample, 4 k + 1 (above 1, each sample is a folder of frames)")
+                    help="wan, sanavideo: frames per sample, 4 k + 1 (above 1, each sample is a folder of frames)")
     ap.add_argument("--caption_strategy", default="filename", choices=["filename", "textfile"])
     ap.add_argument("--max_sequence_length", type=int,
                     help="T5 tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 after CLIP's 77, "
-                         "chroma 512, pixart_sigma 300, auraflow 120, omnigen 128 with its template, sana 300; tiny: "
-                         "8, sd3 4 after CLIP's 4, omnigen 40, sana 6)")
+                         "chroma 512, pixart_sigma 300, auraflow 120, omnigen 128 with its template, sana and "
+                         "sanavideo 300; tiny: 8, sd3 4 after CLIP's 4, omnigen 40, sana and sanavideo 6)")
+    ap.add_argument("--motion_score", type=int, help="sanavideo: SimpleTuner's sana_motion_score, appended to each "
+                    "caption as ' motion score: N.' (default: none)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--seed", type=int, default=0, help="seeds the VAE's latent sample (and --tiny-random)")
     ap.add_argument("--device", default="cpu")
@@ -617,6 +660,10 @@ def main():
     label = "tiny-random" if tmp else os.path.basename(os.path.abspath(a.pipeline))
     vae = (WanVae if video else DcVae if fam.get("dc_ae") else Vae)(a.pipeline, label, a.device)
     enc = fam["enc"](a.pipeline, label, a.device, max_seq)
+    if a.motion_score is not None:
+        if a.family != "sanavideo":
+            fail(f"--motion_score: a sanavideo option; {a.family} takes none")
+        enc.motion_score = a.motion_score
     if edge % vae.scale_factor:
         fail(f"--resolution {edge}: not a multiple of the VAE's scale factor {vae.scale_factor}")
     common = {"format": f"{FORMAT}-{VERSION}", "family": a.family, "flavour": a.flavour, "vae": vae.name,

@@ -433,6 +433,12 @@ static void test_lumina2_cache(void)
                              "model_family=sana;model_preset=sana-tiny;max_train_steps=3", 3, true, loss);
     CHECKF(sn == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sn, st_error());
     if (sn == ST_OK) printf("     the committed sana cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
+    /* and the --family sanavideo one, from the 5-frame folders: Wan's VAE latents of 2 frames */
+    const st_status sv = run("sanavideo-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-sanavideo-tiny",
+                             "model_family=sanavideo;model_preset=sanavideo-tiny;num_frames=5;max_train_steps=3", 3,
+                             true, loss);
+    CHECKF(sv == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sv, st_error());
+    if (sv == ST_OK) printf("     the committed sanavideo cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
 }
 
 static void test_training(void)
