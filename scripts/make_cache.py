@@ -3,18 +3,18 @@
 the user's local diffusers pipeline the way its pipeline makes them, for `segtrain train` with data_cache_dir.
 
   make_cache.py --images DIR --pipeline DIR --out DIR
-                [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo] [--flavour NAME]
-                [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
+                [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image]
+                [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
                 [--max_sequence_length N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR]   (tiny random encoders: tests)
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/; Chroma's,
-PixArt Sigma's, AuraFlow's, Wan's, Sana's and SanaVideo's: vae/, text_encoder/, tokenizer/; OmniGen's: vae/,
-tokenizer/, its prompt being token ids the transformer embeds itself); nothing is downloaded. For the video families
-(wan, sanavideo) with --num_frames N above 1, each sample is a folder of N or more frames (image files, sorted by
-name; the first N taken) instead of an image, its caption the folder's name or, with textfile, <folder>.txt beside
-it; the latents are (C, 1 + (N - 1) / 4, H, W). The text is encoded as each family's diffusers 0.42.1 pipeline
+PixArt Sigma's, AuraFlow's, Wan's, Sana's, SanaVideo's and Cosmos 2's: vae/, text_encoder/, tokenizer/; OmniGen's:
+vae/, tokenizer/, its prompt being token ids the transformer embeds itself); nothing is downloaded. For the video
+families (wan, sanavideo) with --num_frames N above 1, each sample is a folder of N or more frames (image files,
+sorted by name; the first N taken) instead of an image, its caption the folder's name or, with textfile, <folder>.txt
+beside it; the latents are (C, 1 + (N - 1) / 4, H, W). The text is encoded as each family's diffusers 0.42.1 pipeline
 encodes it. --tiny-random builds such a folder from small configs and seeded random weights (into --pipeline when
 given, else a temporary folder) at the family's -tiny preset's shapes and then runs exactly the path a real pipeline
 takes: it tests the tool end to end and makes the committed fixture tests/fixtures/cache-flux-tiny (flux-tiny's
@@ -234,11 +234,12 @@ class PixArtEncoders(ChromaEncoders):
 class AuraFlowEncoders:
     """AuraFlowPipeline.encode_prompt: its UMT5 (Pile-T5) at max_sequence_length, run with the tokenizer's mask,
     the outputs multiplied by the mask (padding rows zero). No pooled vector."""
+    MODEL = "UMT5EncoderModel"
 
     def __init__(self, pipe, label, device, max_seq):
         self.device, self.max_seq = device, max_seq
         self.tok = load_tok(pipe, "tokenizer")
-        self.t5 = load_model("UMT5EncoderModel", pipe, "text_encoder", device)
+        self.t5 = load_model(self.MODEL, pipe, "text_encoder", device)
         self.names = [f"{label}/text_encoder ({type(self.t5).__name__})"]
 
     def encode(self, caption):
@@ -249,6 +250,22 @@ class AuraFlowEncoders:
             mask = t.attention_mask.to(self.device)
             seq = self.t5(input_ids=t.input_ids.to(self.device), attention_mask=mask)[0][0] * mask[0, :, None]
         return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0]}
+
+
+class CosmosEncoders(AuraFlowEncoders):
+    """SimpleTuner's Cosmos 2 _encode_prompts (its own, not the pipeline's): T5 at tokenizer_max_length (512 by
+    default) run with the tokenizer's mask, the rows past each caption's length set to zero; the mask stored for
+    reference (the model reads none). No pooled vector."""
+    MODEL = "T5EncoderModel"
+
+    def encode(self, caption):
+        import torch
+
+        with torch.no_grad():
+            t = tokens(self.tok, caption, self.max_seq)
+            seq = self.t5(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device))[0][0]
+        seq[int(t.attention_mask[0].sum()):] = 0
+        return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0].to(torch.int64)}
 
 
 class OmniGenTokens:
@@ -447,8 +464,19 @@ class WanVae:
         c = self.vae.config
         mean = torch.tensor(c.latents_mean, dtype=z.dtype).view(-1, 1, 1, 1)
         std = torch.tensor(c.latents_std, dtype=z.dtype).view(-1, 1, 1, 1)
-        z = (z - mean) / std
+        z = self.normalise(z, mean, std)
         return z[:, 0] if z.shape[1] == 1 else z
+
+    def normalise(self, z, mean, std):
+        return (z - mean) / std
+
+
+class WanVaeRaw(WanVae):
+    """Cosmos 2's use of Wan's VAE: the image a one-frame clip, its latent sample stored as it is, (C, H, W)
+    (SimpleTuner's VAE cache normalises Wan's latents only for its Wan-style families, and Cosmos 2 is not one)."""
+
+    def normalise(self, z, mean, std):
+        return z
 
 
 # ------------------------------------------------------------------ the families
@@ -474,6 +502,8 @@ FAMILIES = {
                  vae=(None, 0.41407), dc_ae=True),
     "sanavideo": dict(enc=SanaVideoEncoders, subs=("text_encoder", "tokenizer"), seq={"2b-480p": 300}, tiny_seq=6,
                       vae=None, video=True),
+    "cosmos2image": dict(enc=CosmosEncoders, subs=("text_encoder", "tokenizer"), seq={"2b": 512, "14b": 512},
+                         tiny_seq=6, vae=None, wan_vae=True),
 }
 
 
@@ -546,7 +576,7 @@ def build_tiny_pipeline(folder, family, seed):
                           os.path.join(folder, "vae"))
         gemma2()
         return
-    if family in ("wan", "sanavideo"):  # 4 latent channels, 8x spatial and 4x temporal as the real one, 8 wide
+    if family in ("wan", "sanavideo", "cosmos2image"):  # 4 latent channels, 8x and 4x as the real one, 8 wide
         from diffusers import AutoencoderKLWan
 
         AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
@@ -554,6 +584,8 @@ def build_tiny_pipeline(folder, family, seed):
                          latents_std=[1.5, 0.5, 2.0, 1.0]).save_pretrained(os.path.join(folder, "vae"))
         if family == "wan":
             t5("text_encoder", "tokenizer", 32, 1, umt5=True)
+        elif family == "cosmos2image":
+            t5("text_encoder", "tokenizer", 24, 1)
         else:
             gemma2()
         return
@@ -601,7 +633,8 @@ def main():
     ap.add_argument("--max_sequence_length", type=int,
                     help="T5 tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 after CLIP's 77, "
                          "chroma 512, pixart_sigma 300, auraflow 120, omnigen 128 with its template, sana and "
-                         "sanavideo 300; tiny: 8, sd3 4 after CLIP's 4, omnigen 40, sana and sanavideo 6)")
+                         "sanavideo 300, cosmos2image 512; tiny: 8, sd3 4 after CLIP's 4, omnigen 40, sana, "
+                         "sanavideo and cosmos2image 6)")
     ap.add_argument("--motion_score", type=int, help="sanavideo: SimpleTuner's sana_motion_score, appended to each "
                     "caption as ' motion score: N.' (default: none)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
@@ -626,7 +659,7 @@ def main():
             tmp = tempfile.TemporaryDirectory()
             a.pipeline = tmp.name
         build_tiny_pipeline(a.pipeline, a.family, a.seed)
-        a.resolution = a.resolution or (64 if fam.get("video") else 16)
+        a.resolution = a.resolution or (64 if fam.get("video") or fam.get("wan_vae") else 16)
         a.max_sequence_length = a.max_sequence_length or fam["tiny_seq"]
     subs = ("vae",) + fam["subs"]
     if not a.pipeline:
@@ -658,7 +691,8 @@ def main():
 
     # how the files name the models: the pipeline folder's name (a temporary tiny one is "tiny-random")
     label = "tiny-random" if tmp else os.path.basename(os.path.abspath(a.pipeline))
-    vae = (WanVae if video else DcVae if fam.get("dc_ae") else Vae)(a.pipeline, label, a.device)
+    vae = (WanVae if video else WanVaeRaw if fam.get("wan_vae") else DcVae if fam.get("dc_ae") else Vae)(
+        a.pipeline, label, a.device)
     enc = fam["enc"](a.pipeline, label, a.device, max_seq)
     if a.motion_score is not None:
         if a.family != "sanavideo":
@@ -677,7 +711,7 @@ def main():
             image, (w, h) = load_frames(os.path.join(a.images, rel), a.num_frames, edge)
         else:
             image, (w, h) = load_square(os.path.join(a.images, rel), edge)
-            image = image[:, None] if video else image  # a one-frame video
+            image = image[:, None] if video or fam.get("wan_vae") else image  # a one-frame video
         gen = torch.Generator(device="cpu").manual_seed(a.seed * 1000003 + i)
         latents = vae.encode(image, gen)
         shape = list(latents.shape)

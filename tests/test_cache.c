@@ -439,6 +439,11 @@ static void test_lumina2_cache(void)
                              true, loss);
     CHECKF(sv == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sv, st_error());
     if (sv == ST_OK) printf("     the committed sanavideo cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
+    /* and the --family cosmos2image one: T5's states with their padding zeroed, Wan's VAE on one-frame clips */
+    const st_status sc = run("cosmos2-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-cosmos2-tiny",
+                             "model_family=cosmos2image;model_preset=cosmos2-tiny;max_train_steps=3", 3, true, loss);
+    CHECKF(sc == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sc, st_error());
+    if (sc == ST_OK) printf("     the committed cosmos2image cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
 }
 
 static void test_training(void)
