@@ -3,22 +3,22 @@
 the user's local diffusers pipeline the way its pipeline makes them, for `segtrain train` with data_cache_dir.
 
   make_cache.py --images DIR --pipeline DIR --out DIR
-                [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image]
+                [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image|ltxvideo]
                 [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
                 [--max_sequence_length N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR]   (tiny random encoders: tests)
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/; Chroma's,
-PixArt Sigma's, AuraFlow's, Wan's, Sana's, SanaVideo's and Cosmos 2's: vae/, text_encoder/, tokenizer/; OmniGen's:
-vae/, tokenizer/, its prompt being token ids the transformer embeds itself); nothing is downloaded. For the video
-families (wan, sanavideo) with --num_frames N above 1, each sample is a folder of N or more frames (image files,
-sorted by name; the first N taken) instead of an image, its caption the folder's name or, with textfile, <folder>.txt
-beside it; the latents are (C, 1 + (N - 1) / 4, H, W). The text is encoded as each family's diffusers 0.42.1 pipeline
-encodes it. --tiny-random builds such a folder from small configs and seeded random weights (into --pipeline when
-given, else a temporary folder) at the family's -tiny preset's shapes and then runs exactly the path a real pipeline
-takes: it tests the tool end to end and makes the committed fixture tests/fixtures/cache-flux-tiny (flux-tiny's
-shapes: 4 latent channels, text_len 8, text_dim 32, pooled 16).
+PixArt Sigma's, AuraFlow's, Wan's, Sana's, SanaVideo's, Cosmos 2's and LTX-Video's: vae/, text_encoder/, tokenizer/;
+OmniGen's: vae/, tokenizer/, its prompt being token ids the transformer embeds itself); nothing is downloaded. For
+the video families (wan, sanavideo, ltxvideo) with --num_frames N above 1, each sample is a folder of N or more
+frames (image files, sorted by name; the first N taken) instead of an image, its caption the folder's name or, with
+textfile, <folder>.txt beside it; the latents are (C, 1 + (N - 1) / 4, H, W) (LTX-Video's: / 8). The text is encoded
+as each family's diffusers 0.42.1 pipeline encodes it. --tiny-random builds such a folder from small configs and
+seeded random weights (into --pipeline when given, else a temporary folder) at the family's -tiny preset's shapes and
+then runs exactly the path a real pipeline takes: it tests the tool end to end and makes the committed fixture
+tests/fixtures/cache-flux-tiny (flux-tiny's shapes: 4 latent channels, text_len 8, text_dim 32, pooled 16).
 
 Needs torch, diffusers and transformers (scripts/reference-venv.sh); `make test` never runs this.
 """
@@ -443,6 +443,41 @@ class WanEncoders:
         return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0]}
 
 
+class LtxEncoders(ChromaEncoders):
+    """LTXPipeline._get_t5_prompt_embeds, as SimpleTuner's LTX-Video calls encode_prompt (its default
+    max_sequence_length, 128): T5 run without a mask; the tokenizer's mask stored beside it, which the model reads."""
+
+    def encode(self, caption):
+        import torch
+
+        with torch.no_grad():
+            t = tokens(self.tok, caption, self.max_seq)
+            seq = self.t5(t.input_ids.to(self.device))[0][0]
+        return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0].to(torch.int64)}
+
+
+class LtxVae:
+    """AutoencoderKLLTXVideo's latent_dist.sample() of the frames (3, F, H, W) in [-1, 1], then per channel
+    (z - latents_mean) / latents_std with the VAE's own buffers, as SimpleTuner's normalize_ltx_latents stores them
+    (its scaling_factor left at 1); (C, 1 + (F - 1) / 8, H / 32, W / 32) for the real VAE, (C, H, W) for one frame."""
+
+    def __init__(self, pipe, label, device):
+        from diffusers import AutoencoderKLLTXVideo
+
+        self.device = device
+        self.vae = AutoencoderKLLTXVideo.from_pretrained(os.path.join(pipe, "vae")).to(device).eval()
+        self.scale_factor = self.vae.spatial_compression_ratio
+        self.name = f"{label}/vae (AutoencoderKLLTXVideo)"
+
+    def encode(self, frames, generator):
+        import torch
+
+        with torch.no_grad():
+            z = self.vae.encode(frames[None].to(self.device)).latent_dist.sample(generator=generator)[0]
+        z = (z - self.vae.latents_mean.view(-1, 1, 1, 1)) / self.vae.latents_std.view(-1, 1, 1, 1)
+        return z[:, 0] if z.shape[1] == 1 else z
+
+
 class WanVae:
     """AutoencoderKLWan's latent_dist.sample() of the frames (3, F, H, W) in [-1, 1], then per channel
     (z - latents_mean) / latents_std, as WanPipeline normalises latents; (C, F', H, W) with F' = 1 + (F - 1) / 4, and
@@ -502,6 +537,8 @@ FAMILIES = {
                  vae=(None, 0.41407), dc_ae=True),
     "sanavideo": dict(enc=SanaVideoEncoders, subs=("text_encoder", "tokenizer"), seq={"2b-480p": 300}, tiny_seq=6,
                       vae=None, video=True),
+    "ltxvideo": dict(enc=LtxEncoders, subs=("text_encoder", "tokenizer"), seq={"0.9.5": 128}, tiny_seq=6,
+                     vae=None, video=True, frames_per_latent=8, ltx_vae=True),
     "cosmos2image": dict(enc=CosmosEncoders, subs=("text_encoder", "tokenizer"), seq={"2b": 512, "14b": 512},
                          tiny_seq=6, vae=None, wan_vae=True),
 }
@@ -576,6 +613,17 @@ def build_tiny_pipeline(folder, family, seed):
                           os.path.join(folder, "vae"))
         gemma2()
         return
+    if family == "ltxvideo":  # 4 latent channels, 8x in space and in time (the real one: 32x and 8x), 8 wide
+        from diffusers import AutoencoderKLLTXVideo
+
+        vae = AutoencoderKLLTXVideo(latent_channels=4, block_out_channels=(8, 8, 8, 8),
+                                    decoder_block_out_channels=(8, 8, 8, 8), layers_per_block=(1, 1, 1, 1, 1),
+                                    decoder_layers_per_block=(1, 1, 1, 1, 1), patch_size=1)
+        vae.latents_mean.copy_(torch.tensor([0.1, -0.2, 0.3, 0.0]))
+        vae.latents_std.copy_(torch.tensor([1.5, 0.5, 2.0, 1.0]))
+        vae.save_pretrained(os.path.join(folder, "vae"))
+        t5("text_encoder", "tokenizer", 24, 1)
+        return
     if family in ("wan", "sanavideo", "cosmos2image"):  # 4 latent channels, 8x and 4x as the real one, 8 wide
         from diffusers import AutoencoderKLWan
 
@@ -628,13 +676,14 @@ def main():
     ap.add_argument("--resolution", type=int,
                     help="square image edge in pixels (default 1024; tiny: 16, the video families' 64)")
     ap.add_argument("--num_frames", type=int, default=1,
-                    help="wan, sanavideo: frames per sample, 4 k + 1 (above 1, each sample is a folder of frames)")
+                    help="wan, sanavideo: frames per sample, 4 k + 1; ltxvideo: 8 k + 1 (above 1, each sample is a "
+                         "folder of frames)")
     ap.add_argument("--caption_strategy", default="filename", choices=["filename", "textfile"])
     ap.add_argument("--max_sequence_length", type=int,
                     help="T5 tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 after CLIP's 77, "
                          "chroma 512, pixart_sigma 300, auraflow 120, omnigen 128 with its template, sana and "
-                         "sanavideo 300, cosmos2image 512; tiny: 8, sd3 4 after CLIP's 4, omnigen 40, sana, "
-                         "sanavideo and cosmos2image 6)")
+                         "sanavideo 300, cosmos2image 512, ltxvideo 128; tiny: 8, sd3 4 after CLIP's 4, omnigen 40, "
+                         "6 for sana, sanavideo, cosmos2image and ltxvideo)")
     ap.add_argument("--motion_score", type=int, help="sanavideo: SimpleTuner's sana_motion_score, appended to each "
                     "caption as ' motion score: N.' (default: none)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
@@ -675,8 +724,9 @@ def main():
              "exactly; use float32")
 
     video = bool(fam.get("video"))
-    if a.num_frames < 1 or (a.num_frames - 1) % 4 or (a.num_frames > 1 and not video):
-        fail(f"--num_frames {a.num_frames}: {'4 k + 1' if video else 'the ' + a.family + ' family takes images: 1'}")
+    k = fam.get("frames_per_latent", 4)
+    if a.num_frames < 1 or (a.num_frames - 1) % k or (a.num_frames > 1 and not video):
+        fail(f"--num_frames {a.num_frames}: {f'{k} k + 1' if video else 'the ' + a.family + ' family takes images: 1'}")
     rels = list_sequences(a.images, a.num_frames) if a.num_frames > 1 else list_images(a.images)
     if not rels:
         fail(f"--images {a.images}: no {'frame folder' if a.num_frames > 1 else 'image'} ({', '.join(IMAGE_EXTS)})")
@@ -691,8 +741,8 @@ def main():
 
     # how the files name the models: the pipeline folder's name (a temporary tiny one is "tiny-random")
     label = "tiny-random" if tmp else os.path.basename(os.path.abspath(a.pipeline))
-    vae = (WanVae if video else WanVaeRaw if fam.get("wan_vae") else DcVae if fam.get("dc_ae") else Vae)(
-        a.pipeline, label, a.device)
+    vae = (LtxVae if fam.get("ltx_vae") else WanVae if video else WanVaeRaw if fam.get("wan_vae") else
+           DcVae if fam.get("dc_ae") else Vae)(a.pipeline, label, a.device)
     enc = fam["enc"](a.pipeline, label, a.device, max_seq)
     if a.motion_score is not None:
         if a.family != "sanavideo":

@@ -444,6 +444,12 @@ static void test_lumina2_cache(void)
                              "model_family=cosmos2image;model_preset=cosmos2-tiny;max_train_steps=3", 3, true, loss);
     CHECKF(sc == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sc, st_error());
     if (sc == ST_OK) printf("     the committed cosmos2image cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
+    /* and the --family ltxvideo one, from 9-frame folders: LTX's VAE (8x in time) gives 2 latent frames */
+    const st_status sl = run("ltxvideo-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-ltxvideo-tiny",
+                             "model_family=ltxvideo;model_preset=ltxvideo-tiny;num_frames=9;max_train_steps=3", 3,
+                             true, loss);
+    CHECKF(sl == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sl, st_error());
+    if (sl == ST_OK) printf("     the committed ltxvideo cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
 }
 
 static void test_training(void)
