@@ -3,21 +3,22 @@
 the user's local diffusers pipeline the way its pipeline makes them, for `segtrain train` with data_cache_dir.
 
   make_cache.py --images DIR --pipeline DIR --out DIR
-                [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image|ltxvideo]
+                [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image|ltxvideo|
+                          lumina2]
                 [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
                 [--max_sequence_length N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR]   (tiny random encoders: tests)
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/; Chroma's,
-PixArt Sigma's, AuraFlow's, Wan's, Sana's, SanaVideo's, Cosmos 2's and LTX-Video's: vae/, text_encoder/, tokenizer/;
-OmniGen's: vae/, tokenizer/, its prompt being token ids the transformer embeds itself); nothing is downloaded. For
-the video families (wan, sanavideo, ltxvideo) with --num_frames N above 1, each sample is a folder of N or more
-frames (image files, sorted by name; the first N taken) instead of an image, its caption the folder's name or, with
-textfile, <folder>.txt beside it; the latents are (C, 1 + (N - 1) / 4, H, W) (LTX-Video's: / 8). The text is encoded
-as each family's diffusers 0.42.1 pipeline encodes it. --tiny-random builds such a folder from small configs and
-seeded random weights (into --pipeline when given, else a temporary folder) at the family's -tiny preset's shapes and
-then runs exactly the path a real pipeline takes: it tests the tool end to end and makes the committed fixture
+PixArt Sigma's, AuraFlow's, Wan's, Sana's, SanaVideo's, Cosmos 2's, LTX-Video's and Lumina 2's: vae/, text_encoder/,
+tokenizer/; OmniGen's: vae/, tokenizer/, its prompt being token ids the transformer embeds itself); nothing is
+downloaded. For the video families (wan, sanavideo, ltxvideo) with --num_frames N above 1, each sample is a folder of
+N or more frames (image files, sorted by name; the first N taken) instead of an image, its caption the folder's name
+or, with textfile, <folder>.txt beside it; the latents are (C, 1 + (N - 1) / 4, H, W) (LTX-Video's: / 8). The text is
+encoded as each family's diffusers 0.42.1 pipeline encodes it. --tiny-random builds such a folder from small configs
+and seeded random weights (into --pipeline when given, else a temporary folder) at the family's -tiny preset's shapes
+and then runs exactly the path a real pipeline takes: it tests the tool end to end and makes the committed fixture
 tests/fixtures/cache-flux-tiny (flux-tiny's shapes: 4 latent channels, text_len 8, text_dim 32, pooled 16).
 
 Needs torch, diffusers and transformers (scripts/reference-venv.sh); `make test` never runs this.
@@ -250,6 +251,30 @@ class AuraFlowEncoders:
             mask = t.attention_mask.to(self.device)
             seq = self.t5(input_ids=t.input_ids.to(self.device), attention_mask=mask)[0][0] * mask[0, :, None]
         return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0]}
+
+
+class Lumina2Encoders:
+    """Lumina2Pipeline._get_gemma_prompt_embeds as SimpleTuner's Lumina 2 calls it: its system prompt,
+    " <Prompt Start> " and the caption, padded and truncated to tokenizer_max_length (256 by default), Gemma 2 run
+    with the mask, the second-to-last layer's states and the mask stored (a tokenizer that pads on the left makes
+    masks segtrain refuses: its captions' tokens must come first). No pooled vector."""
+    SYSTEM_PROMPT = ("You are an assistant designed to generate superior images with the superior degree of image-text "
+                     "alignment based on textual prompts or user prompts.")
+
+    def __init__(self, pipe, label, device, max_seq):
+        self.device, self.max_seq = device, max_seq
+        self.tok = load_tok(pipe, "tokenizer")
+        self.gemma = load_model("Gemma2Model", pipe, "text_encoder", device)
+        self.names = [f"{label}/text_encoder ({type(self.gemma).__name__})"]
+
+    def encode(self, caption):
+        import torch
+
+        t = tokens(self.tok, self.SYSTEM_PROMPT + " <Prompt Start> " + caption, self.max_seq)
+        with torch.no_grad():
+            out = self.gemma(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device),
+                             output_hidden_states=True)
+        return {"prompt_embeds": out.hidden_states[-2][0], "attention_mask": t.attention_mask[0].to(torch.int64)}
 
 
 class CosmosEncoders(AuraFlowEncoders):
@@ -537,6 +562,8 @@ FAMILIES = {
                  vae=(None, 0.41407), dc_ae=True),
     "sanavideo": dict(enc=SanaVideoEncoders, subs=("text_encoder", "tokenizer"), seq={"2b-480p": 300}, tiny_seq=6,
                       vae=None, video=True),
+    "lumina2": dict(enc=Lumina2Encoders, subs=("text_encoder", "tokenizer"), seq={"2.0": 256}, tiny_seq=48,
+                    vae=(0.1159, 0.3611)),
     "ltxvideo": dict(enc=LtxEncoders, subs=("text_encoder", "tokenizer"), seq={"0.9.5": 128}, tiny_seq=6,
                      vae=None, video=True, frames_per_latent=8, ltx_vae=True),
     "cosmos2image": dict(enc=CosmosEncoders, subs=("text_encoder", "tokenizer"), seq={"2b": 512, "14b": 512},
@@ -650,6 +677,8 @@ def build_tiny_pipeline(folder, family, seed):
         t5("text_encoder_3", "tokenizer_3", 32, 3)
     elif family == "omnigen":  # a tokenizer alone: OmniGen embeds the ids itself
         tokenizer("tokenizer", "t5", 512)
+    elif family == "lumina2":
+        gemma2()
     else:
         t5("text_encoder", "tokenizer", 24 if family == "auraflow" else 32, 1, umt5=family == "auraflow")
 
@@ -682,8 +711,8 @@ def main():
     ap.add_argument("--max_sequence_length", type=int,
                     help="T5 tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 after CLIP's 77, "
                          "chroma 512, pixart_sigma 300, auraflow 120, omnigen 128 with its template, sana and "
-                         "sanavideo 300, cosmos2image 512, ltxvideo 128; tiny: 8, sd3 4 after CLIP's 4, omnigen 40, "
-                         "6 for sana, sanavideo, cosmos2image and ltxvideo)")
+                         "sanavideo 300, cosmos2image 512, ltxvideo 128, lumina2 256; tiny: 8, sd3 4 after CLIP's 4, "
+                         "omnigen 40, lumina2 48, 6 for sana, sanavideo, cosmos2image and ltxvideo)")
     ap.add_argument("--motion_score", type=int, help="sanavideo: SimpleTuner's sana_motion_score, appended to each "
                     "caption as ' motion score: N.' (default: none)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])

@@ -450,6 +450,12 @@ static void test_lumina2_cache(void)
                              true, loss);
     CHECKF(sl == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sl, st_error());
     if (sl == ST_OK) printf("     the committed ltxvideo cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
+    /* and the --family lumina2 one: Gemma 2's second-to-last states after Lumina 2's system prompt (48 tokens) */
+    const st_status su = run("lumina2-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-lumina2-tiny",
+                             "model_family=lumina2;model_preset=lumina2-tiny;tokenizer_max_length=48;max_train_steps=3",
+                             3, true, loss);
+    CHECKF(su == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)su, st_error());
+    if (su == ST_OK) printf("     the committed lumina2 cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
 }
 
 static void test_training(void)
