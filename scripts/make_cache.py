@@ -4,22 +4,23 @@ the user's local diffusers pipeline the way its pipeline makes them, for `segtra
 
   make_cache.py --images DIR --pipeline DIR --out DIR
                 [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image|ltxvideo|
-                          lumina2]
+                          lumina2|z_image]
                 [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
                 [--max_sequence_length N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR]   (tiny random encoders: tests)
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/; Chroma's,
-PixArt Sigma's, AuraFlow's, Wan's, Sana's, SanaVideo's, Cosmos 2's, LTX-Video's and Lumina 2's: vae/, text_encoder/,
-tokenizer/; OmniGen's: vae/, tokenizer/, its prompt being token ids the transformer embeds itself); nothing is
-downloaded. For the video families (wan, sanavideo, ltxvideo) with --num_frames N above 1, each sample is a folder of
-N or more frames (image files, sorted by name; the first N taken) instead of an image, its caption the folder's name
-or, with textfile, <folder>.txt beside it; the latents are (C, 1 + (N - 1) / 4, H, W) (LTX-Video's: / 8). The text is
-encoded as each family's diffusers 0.42.1 pipeline encodes it. --tiny-random builds such a folder from small configs
-and seeded random weights (into --pipeline when given, else a temporary folder) at the family's -tiny preset's shapes
-and then runs exactly the path a real pipeline takes: it tests the tool end to end and makes the committed fixture
-tests/fixtures/cache-flux-tiny (flux-tiny's shapes: 4 latent channels, text_len 8, text_dim 32, pooled 16).
+PixArt Sigma's, AuraFlow's, Wan's, Sana's, SanaVideo's, Cosmos 2's, LTX-Video's, Lumina 2's and Z-Image's: vae/,
+text_encoder/, tokenizer/; OmniGen's: vae/, tokenizer/, its prompt being token ids the transformer embeds itself);
+nothing is downloaded. For the video families (wan, sanavideo, ltxvideo) with --num_frames N above 1, each sample is
+a folder of N or more frames (image files, sorted by name; the first N taken) instead of an image, its caption the
+folder's name or, with textfile, <folder>.txt beside it; the latents are (C, 1 + (N - 1) / 4, H, W) (LTX-Video's: /
+8). The text is encoded as each family's diffusers 0.42.1 pipeline encodes it. --tiny-random builds such a folder
+from small configs and seeded random weights (into --pipeline when given, else a temporary folder) at the family's
+-tiny preset's shapes and then runs exactly the path a real pipeline takes: it tests the tool end to end and makes
+the committed fixture tests/fixtures/cache-flux-tiny (flux-tiny's shapes: 4 latent channels, text_len 8, text_dim 32,
+pooled 16).
 
 Needs torch, diffusers and transformers (scripts/reference-venv.sh); `make test` never runs this.
 """
@@ -274,6 +275,30 @@ class Lumina2Encoders:
         with torch.no_grad():
             out = self.gemma(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device),
                              output_hidden_states=True)
+        return {"prompt_embeds": out.hidden_states[-2][0], "attention_mask": t.attention_mask[0].to(torch.int64)}
+
+
+class ZImageEncoders:
+    """SimpleTuner's Z-Image _encode_prompts (ZImagePipeline._encode_prompt's path): the caption as one user turn
+    through the tokenizer's chat template (add_generation_prompt, enable_thinking), padded and truncated to
+    tokenizer_max_length (512 by default), Qwen3 run with the mask, the second-to-last layer's states and the mask
+    stored. No pooled vector."""
+
+    def __init__(self, pipe, label, device, max_seq):
+        self.device, self.max_seq = device, max_seq
+        self.tok = load_tok(pipe, "tokenizer")
+        self.qwen = load_model("Qwen3Model", pipe, "text_encoder", device)
+        self.names = [f"{label}/text_encoder ({type(self.qwen).__name__})"]
+
+    def encode(self, caption):
+        import torch
+
+        text = self.tok.apply_chat_template([{"role": "user", "content": caption}], tokenize=False,
+                                            add_generation_prompt=True, enable_thinking=True)
+        t = tokens(self.tok, text, self.max_seq)
+        with torch.no_grad():
+            out = self.qwen(input_ids=t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device),
+                            output_hidden_states=True)
         return {"prompt_embeds": out.hidden_states[-2][0], "attention_mask": t.attention_mask[0].to(torch.int64)}
 
 
@@ -564,6 +589,8 @@ FAMILIES = {
                       vae=None, video=True),
     "lumina2": dict(enc=Lumina2Encoders, subs=("text_encoder", "tokenizer"), seq={"2.0": 256}, tiny_seq=48,
                     vae=(0.1159, 0.3611)),
+    "z_image": dict(enc=ZImageEncoders, subs=("text_encoder", "tokenizer"), seq={"base": 512}, tiny_seq=16,
+                    vae=(0.1159, 0.3611)),
     "ltxvideo": dict(enc=LtxEncoders, subs=("text_encoder", "tokenizer"), seq={"0.9.5": 128}, tiny_seq=6,
                      vae=None, video=True, frames_per_latent=8, ltx_vae=True),
     "cosmos2image": dict(enc=CosmosEncoders, subs=("text_encoder", "tokenizer"), seq={"2b": 512, "14b": 512},
@@ -591,14 +618,22 @@ def build_tiny_pipeline(folder, family, seed):
             "clip": (["<unk>", "<|startoftext|>", "<|endoftext|>"], "<|startoftext|> $A <|endoftext|>",
                      "<|endoftext|>"),
             "t5": (["<pad>", "</s>", "<unk>"], "$A </s>", "<pad>"),
-            "gemma": (["<pad>", "<eos>", "<bos>", "<unk>"], "<bos> $A", "<pad>")}[kind]
+            "gemma": (["<pad>", "<eos>", "<bos>", "<unk>"], "<bos> $A", "<pad>"),
+            "qwen": (["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>"], "$A", "<|endoftext|>")}[kind]
         vocab = {w: i for i, w in enumerate(specials + words)}
         t = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
         t.pre_tokenizer = pre_tokenizers.Whitespace()
         t.post_processor = processors.TemplateProcessing(
             single=template, special_tokens=[(s, vocab[s]) for s in specials if s in template])
-        tf.PreTrainedTokenizerFast(tokenizer_object=t, unk_token="<unk>", pad_token=pad,
-                                   model_max_length=max_len).save_pretrained(os.path.join(folder, sub))
+        fast = tf.PreTrainedTokenizerFast(tokenizer_object=t, unk_token="<unk>", pad_token=pad,
+                                          model_max_length=max_len)
+        if kind == "qwen":  # Qwen3's chat markers, matched whole, and its template for one user turn
+            fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+            fast.chat_template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+                                  "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+                                  "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
+                                  "{% endif %}{% endif %}")
+        fast.save_pretrained(os.path.join(folder, sub))
         return vocab
 
     def clip(sub, tok_sub, width, proj, max_len, seed_off):
@@ -679,6 +714,13 @@ def build_tiny_pipeline(folder, family, seed):
         tokenizer("tokenizer", "t5", 512)
     elif family == "lumina2":
         gemma2()
+    elif family == "z_image":  # Qwen3, one layer 24 wide
+        v = tokenizer("tokenizer", "qwen", 4096)
+        torch.manual_seed(seed + 1)
+        tf.Qwen3Model(tf.Qwen3Config(vocab_size=len(v), hidden_size=24, intermediate_size=48, num_hidden_layers=2,
+                                     num_attention_heads=2, num_key_value_heads=1, head_dim=12,
+                                     max_position_embeddings=512, pad_token_id=v["<|endoftext|>"])).save_pretrained(
+                                         os.path.join(folder, "text_encoder"))
     else:
         t5("text_encoder", "tokenizer", 24 if family == "auraflow" else 32, 1, umt5=family == "auraflow")
 
@@ -709,10 +751,11 @@ def main():
                          "folder of frames)")
     ap.add_argument("--caption_strategy", default="filename", choices=["filename", "textfile"])
     ap.add_argument("--max_sequence_length", type=int,
-                    help="T5 tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 after CLIP's 77, "
-                         "chroma 512, pixart_sigma 300, auraflow 120, omnigen 128 with its template, sana and "
-                         "sanavideo 300, cosmos2image 512, ltxvideo 128, lumina2 256; tiny: 8, sd3 4 after CLIP's 4, "
-                         "omnigen 40, lumina2 48, 6 for sana, sanavideo, cosmos2image and ltxvideo)")
+                    help="the text encoder's tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 "
+                         "after CLIP's 77, chroma 512, pixart_sigma 300, auraflow 120, omnigen 128 with its template, "
+                         "sana and sanavideo 300, cosmos2image 512, ltxvideo 128, lumina2 256, z_image 512; tiny: 8, "
+                         "sd3 4 after CLIP's 4, omnigen 40, lumina2 48, z_image 16, 6 for sana, sanavideo, "
+                         "cosmos2image and ltxvideo)")
     ap.add_argument("--motion_score", type=int, help="sanavideo: SimpleTuner's sana_motion_score, appended to each "
                     "caption as ' motion score: N.' (default: none)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])

@@ -456,6 +456,12 @@ static void test_lumina2_cache(void)
                              3, true, loss);
     CHECKF(su == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)su, st_error());
     if (su == ST_OK) printf("     the committed lumina2 cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
+    /* and the --family z_image one: Qwen3's second-to-last states of the caption in its chat template (16 tokens) */
+    const st_status sz = run("z-image-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-z-image-tiny",
+                             "model_family=z_image;model_flavour=base;model_preset=z-image-tiny;"
+                             "tokenizer_max_length=16;max_train_steps=3", 3, true, loss);
+    CHECKF(sz == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sz, st_error());
+    if (sz == ST_OK) printf("     the committed z_image cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
 }
 
 static void test_training(void)
