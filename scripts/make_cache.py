@@ -771,6 +771,8 @@ def main():
     if not os.path.isdir(a.images):
         fail(f"--images {a.images}: not a folder")
     fam = FAMILIES[a.family]
+    if a.motion_score is not None and a.family != "sanavideo":
+        fail(f"--motion_score: a sanavideo option; {a.family} takes none")
     a.flavour = a.flavour or next(iter(fam["seq"]))
     if a.flavour not in fam["seq"] and a.family == "flux":
         fail(f"--flavour {a.flavour}: flux's are {', '.join(fam['seq'])}")
@@ -817,8 +819,6 @@ def main():
            DcVae if fam.get("dc_ae") else Vae)(a.pipeline, label, a.device)
     enc = fam["enc"](a.pipeline, label, a.device, max_seq)
     if a.motion_score is not None:
-        if a.family != "sanavideo":
-            fail(f"--motion_score: a sanavideo option; {a.family} takes none")
         enc.motion_score = a.motion_score
     if edge % vae.scale_factor:
         fail(f"--resolution {edge}: not a multiple of the VAE's scale factor {vae.scale_factor}")
