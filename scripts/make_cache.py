@@ -4,7 +4,7 @@ the user's local diffusers pipeline the way its pipeline makes them, for `segtra
 
   make_cache.py --images DIR --pipeline DIR --out DIR
                 [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image|ltxvideo|
-                          lumina2|z_image]
+                          lumina2|z_image|cosmos3]
                 [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
                 [--max_sequence_length N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR]   (tiny random encoders: tests)
@@ -12,15 +12,15 @@ the user's local diffusers pipeline the way its pipeline makes them, for `segtra
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/; Chroma's,
 PixArt Sigma's, AuraFlow's, Wan's, Sana's, SanaVideo's, Cosmos 2's, LTX-Video's, Lumina 2's and Z-Image's: vae/,
-text_encoder/, tokenizer/; OmniGen's: vae/, tokenizer/, its prompt being token ids the transformer embeds itself);
-nothing is downloaded. For the video families (wan, sanavideo, ltxvideo) with --num_frames N above 1, each sample is
-a folder of N or more frames (image files, sorted by name; the first N taken) instead of an image, its caption the
-folder's name or, with textfile, <folder>.txt beside it; the latents are (C, 1 + (N - 1) / 4, H, W) (LTX-Video's: /
-8). The text is encoded as each family's diffusers 0.42.1 pipeline encodes it. --tiny-random builds such a folder
-from small configs and seeded random weights (into --pipeline when given, else a temporary folder) at the family's
--tiny preset's shapes and then runs exactly the path a real pipeline takes: it tests the tool end to end and makes
-the committed fixture tests/fixtures/cache-flux-tiny (flux-tiny's shapes: 4 latent channels, text_len 8, text_dim 32,
-pooled 16).
+text_encoder/, tokenizer/; OmniGen's: vae/, tokenizer/, its prompt being token ids the transformer embeds itself;
+Cosmos 3's: vae/, text_tokenizer/, likewise); nothing is downloaded. For the video families (wan, sanavideo,
+ltxvideo) with --num_frames N above 1, each sample is a folder of N or more frames (image files, sorted by name; the
+first N taken) instead of an image, its caption the folder's name or, with textfile, <folder>.txt beside it; the
+latents are (C, 1 + (N - 1) / 4, H, W) (LTX-Video's: / 8). The text is encoded as each family's diffusers 0.42.1
+pipeline encodes it. --tiny-random builds such a folder from small configs and seeded random weights (into --pipeline
+when given, else a temporary folder) at the family's -tiny preset's shapes and then runs exactly the path a real
+pipeline takes: it tests the tool end to end and makes the committed fixture tests/fixtures/cache-flux-tiny
+(flux-tiny's shapes: 4 latent channels, text_len 8, text_dim 32, pooled 16).
 
 Needs torch, diffusers and transformers (scripts/reference-venv.sh); `make test` never runs this.
 """
@@ -302,6 +302,33 @@ class ZImageEncoders:
         return {"prompt_embeds": out.hidden_states[-2][0], "attention_mask": t.attention_mask[0].to(torch.int64)}
 
 
+class Cosmos3Tokens:
+    """Cosmos3OmniPipeline's text-to-image prompt, as its tokenize_prompt makes it for one image: the system prompt
+    (default_use_system_prompt), the caption with the resolution template after it ("This image is of HxW
+    resolution.", joined as the pipeline joins them), through the text tokenizer's chat template with the
+    generation prompt, then its eos and <|vision_start|> (the start of generation). The ids, as floats (L, 1), are
+    prompt_embeds, padded with 0 after them, and the mask marks them; a prompt of more ids than
+    --max_sequence_length is refused rather than cut. No model runs."""
+    SYSTEM = "You are a helpful assistant who will generate images from a give prompt."
+    TEMPLATE = "This image is of {height}x{width} resolution."
+    resolution = 1024
+
+    def __init__(self, pipe, label, device, max_seq):
+        self.max_seq = max_seq
+        self.tok = load_tok(pipe, "text_tokenizer")
+        self.names = [f"{label}/text_tokenizer ({type(self.tok).__name__}; Cosmos 3 embeds the ids itself)"]
+
+    def encode(self, caption):
+        base = caption.rstrip(".")
+        addition = self.TEMPLATE.format(height=self.resolution, width=self.resolution)
+        turns = [{"role": "system", "content": self.SYSTEM},
+                 {"role": "user", "content": f"{base}. {addition}" if base else addition}]
+        ids = self.tok.apply_chat_template(turns, tokenize=True, add_generation_prompt=True, add_vision_id=False,
+                                           return_dict=True)["input_ids"]
+        ids = list(ids) + [self.tok.eos_token_id, self.tok.convert_tokens_to_ids("<|vision_start|>")]
+        return token_ids(ids, self.max_seq, caption, "Cosmos 3")
+
+
 class CosmosEncoders(AuraFlowEncoders):
     """SimpleTuner's Cosmos 2 _encode_prompts (its own, not the pipeline's): T5 at tokenizer_max_length (512 by
     default) run with the tokenizer's mask, the rows past each caption's length set to zero; the mask stored for
@@ -318,6 +345,21 @@ class CosmosEncoders(AuraFlowEncoders):
         return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0].to(torch.int64)}
 
 
+def token_ids(ids, max_seq, caption, family):
+    """A prompt that is token ids (OmniGen's, Cosmos 3's): the ids as floats (max_seq, 1), 0 after them, and the mask
+    that marks them; more ids than max_seq are refused rather than cut (that would drop the template's end)."""
+    import torch
+
+    if len(ids) > max_seq:
+        fail(f"the prompt \"{caption}\" is {len(ids)} tokens in {family}'s template; --max_sequence_length is "
+             f"{max_seq}")
+    seq = torch.zeros(max_seq, 1)
+    seq[:len(ids), 0] = torch.tensor(ids, dtype=torch.float32)
+    mask = torch.zeros(max_seq, dtype=torch.int64)
+    mask[:len(ids)] = 1
+    return {"prompt_embeds": seq, "attention_mask": mask}
+
+
 class OmniGenTokens:
     """OmniGen reads token ids, not a text encoder's states: OmniGenMultiModalProcessor.process_multi_modal_prompt
     (no input images) wraps the prompt in its instruction template (add_prefix_instruction) and tokenizes it; the
@@ -332,17 +374,7 @@ class OmniGenTokens:
         self.names = [f"{label}/tokenizer ({type(self.tok).__name__}; OmniGen embeds the ids itself)"]
 
     def encode(self, caption):
-        import torch
-
-        ids = self.tok(self.TEMPLATE.format(caption)).input_ids
-        if len(ids) > self.max_seq:
-            fail(f"the prompt \"{caption}\" is {len(ids)} tokens in OmniGen's template; --max_sequence_length is "
-                 f"{self.max_seq}")
-        seq = torch.zeros(self.max_seq, 1)
-        seq[:len(ids), 0] = torch.tensor(ids, dtype=torch.float32)
-        mask = torch.zeros(self.max_seq, dtype=torch.int64)
-        mask[:len(ids)] = 1
-        return {"prompt_embeds": seq, "attention_mask": mask}
+        return token_ids(self.tok(self.TEMPLATE.format(caption)).input_ids, self.max_seq, caption, "OmniGen")
 
 
 class SanaEncoders:
@@ -564,6 +596,14 @@ class WanVaeRaw(WanVae):
         return z
 
 
+class Cosmos3Vae(WanVae):
+    """Cosmos 3's use of Wan 2.2's VAE, as Cosmos3OmniPipeline normalises latents: the image a one-frame clip,
+    (z - latents_mean) times 1 / latents_std, (C, H, W)."""
+
+    def normalise(self, z, mean, std):
+        return (z - mean) * (1.0 / std)
+
+
 # ------------------------------------------------------------------ the families
 
 # what each family's pipeline folder holds, its tokens (SimpleTuner's lengths: Flux 512 for dev, 256 for schnell;
@@ -591,6 +631,8 @@ FAMILIES = {
                     vae=(0.1159, 0.3611)),
     "z_image": dict(enc=ZImageEncoders, subs=("text_encoder", "tokenizer"), seq={"base": 512}, tiny_seq=16,
                     vae=(0.1159, 0.3611)),
+    "cosmos3": dict(enc=Cosmos3Tokens, subs=("text_tokenizer",), seq={"nano": 512}, tiny_seq=48, vae=None,
+                    wan_vae=True, cosmos3=True),
     "ltxvideo": dict(enc=LtxEncoders, subs=("text_encoder", "tokenizer"), seq={"0.9.5": 128}, tiny_seq=6,
                      vae=None, video=True, frames_per_latent=8, ltx_vae=True),
     "cosmos2image": dict(enc=CosmosEncoders, subs=("text_encoder", "tokenizer"), seq={"2b": 512, "14b": 512},
@@ -627,8 +669,10 @@ def build_tiny_pipeline(folder, family, seed):
             single=template, special_tokens=[(s, vocab[s]) for s in specials if s in template])
         fast = tf.PreTrainedTokenizerFast(tokenizer_object=t, unk_token="<unk>", pad_token=pad,
                                           model_max_length=max_len)
-        if kind == "qwen":  # Qwen3's chat markers, matched whole, and its template for one user turn
-            fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+        if kind == "qwen":  # Qwen3's chat markers, matched whole, and its chat template
+            extra = ["<|vision_start|>"] if sub == "text_tokenizer" else []  # Cosmos 3's start of generation
+            fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"] + extra,
+                                     **({"eos_token": "<|im_end|>"} if extra else {})})
             fast.chat_template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
                                   "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
                                   "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
@@ -686,7 +730,7 @@ def build_tiny_pipeline(folder, family, seed):
         vae.save_pretrained(os.path.join(folder, "vae"))
         t5("text_encoder", "tokenizer", 24, 1)
         return
-    if family in ("wan", "sanavideo", "cosmos2image"):  # 4 latent channels, 8x and 4x as the real one, 8 wide
+    if family in ("wan", "sanavideo", "cosmos2image", "cosmos3"):  # 4 latent channels, 8x and 4x as the real one
         from diffusers import AutoencoderKLWan
 
         AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
@@ -694,6 +738,8 @@ def build_tiny_pipeline(folder, family, seed):
                          latents_std=[1.5, 0.5, 2.0, 1.0]).save_pretrained(os.path.join(folder, "vae"))
         if family == "wan":
             t5("text_encoder", "tokenizer", 32, 1, umt5=True)
+        elif family == "cosmos3":  # a tokenizer alone: Cosmos 3 embeds the ids itself
+            tokenizer("text_tokenizer", "qwen", 4096)
         elif family == "cosmos2image":
             t5("text_encoder", "tokenizer", 24, 1)
         else:
@@ -753,9 +799,9 @@ def main():
     ap.add_argument("--max_sequence_length", type=int,
                     help="the text encoder's tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 "
                          "after CLIP's 77, chroma 512, pixart_sigma 300, auraflow 120, omnigen 128 with its template, "
-                         "sana and sanavideo 300, cosmos2image 512, ltxvideo 128, lumina2 256, z_image 512; tiny: 8, "
-                         "sd3 4 after CLIP's 4, omnigen 40, lumina2 48, z_image 16, 6 for sana, sanavideo, "
-                         "cosmos2image and ltxvideo)")
+                         "sana and sanavideo 300, cosmos2image 512, ltxvideo 128, lumina2 256, z_image 512, cosmos3 "
+                         "512; tiny: 8, sd3 4 after CLIP's 4, omnigen 40, lumina2 and cosmos3 48, z_image 16, 6 for "
+                         "sana, sanavideo, cosmos2image and ltxvideo)")
     ap.add_argument("--motion_score", type=int, help="sanavideo: SimpleTuner's sana_motion_score, appended to each "
                     "caption as ' motion score: N.' (default: none)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
@@ -793,9 +839,9 @@ def main():
     edge = a.resolution or 1024
     max_seq = a.max_sequence_length or fam["seq"].get(a.flavour, next(iter(fam["seq"].values())))
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[a.dtype]
-    if a.family == "omnigen" and dtype != torch.float32:
-        fail("--dtype bfloat16: OmniGen's prompt_embeds are token ids (up to 32063), which bfloat16 does not hold "
-             "exactly; use float32")
+    if a.family in ("omnigen", "cosmos3") and dtype != torch.float32:
+        fail(f"--dtype bfloat16: {a.family}'s prompt_embeds are token ids, which bfloat16 does not hold exactly past "
+             "256; use float32")
 
     video = bool(fam.get("video"))
     k = fam.get("frames_per_latent", 4)
@@ -815,11 +861,12 @@ def main():
 
     # how the files name the models: the pipeline folder's name (a temporary tiny one is "tiny-random")
     label = "tiny-random" if tmp else os.path.basename(os.path.abspath(a.pipeline))
-    vae = (LtxVae if fam.get("ltx_vae") else WanVae if video else WanVaeRaw if fam.get("wan_vae") else
-           DcVae if fam.get("dc_ae") else Vae)(a.pipeline, label, a.device)
+    vae = (LtxVae if fam.get("ltx_vae") else WanVae if video else Cosmos3Vae if fam.get("cosmos3") else
+           WanVaeRaw if fam.get("wan_vae") else DcVae if fam.get("dc_ae") else Vae)(a.pipeline, label, a.device)
     enc = fam["enc"](a.pipeline, label, a.device, max_seq)
     if a.motion_score is not None:
         enc.motion_score = a.motion_score
+    enc.resolution = edge  # Cosmos 3's prompt names it
     if edge % vae.scale_factor:
         fail(f"--resolution {edge}: not a multiple of the VAE's scale factor {vae.scale_factor}")
     common = {"format": f"{FORMAT}-{VERSION}", "family": a.family, "flavour": a.flavour, "vae": vae.name,

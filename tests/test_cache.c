@@ -462,6 +462,12 @@ static void test_lumina2_cache(void)
                              "tokenizer_max_length=16;max_train_steps=3", 3, true, loss);
     CHECKF(sz == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sz, st_error());
     if (sz == ST_OK) printf("     the committed z_image cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
+    /* and the --family cosmos3 one: the ids of Cosmos3OmniPipeline's prompt (system turn, resolution template) */
+    const st_status s3 = run("cosmos3-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-cosmos3-tiny",
+                             "model_family=cosmos3;model_preset=cosmos3-tiny;tokenizer_max_length=48;"
+                             "max_train_steps=3", 3, true, loss);
+    CHECKF(s3 == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)s3, st_error());
+    if (s3 == ST_OK) printf("     the committed cosmos3 cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
 }
 
 static void test_training(void)
