@@ -4,23 +4,23 @@ the user's local diffusers pipeline the way its pipeline makes them, for `segtra
 
   make_cache.py --images DIR --pipeline DIR --out DIR
                 [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image|ltxvideo|
-                          lumina2|z_image|cosmos3]
+                          lumina2|z_image|cosmos3|ernie]
                 [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
                 [--max_sequence_length N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR]   (tiny random encoders: tests)
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/; Chroma's,
-PixArt Sigma's, AuraFlow's, Wan's, Sana's, SanaVideo's, Cosmos 2's, LTX-Video's, Lumina 2's and Z-Image's: vae/,
-text_encoder/, tokenizer/; OmniGen's: vae/, tokenizer/, its prompt being token ids the transformer embeds itself;
-Cosmos 3's: vae/, text_tokenizer/, likewise); nothing is downloaded. For the video families (wan, sanavideo,
-ltxvideo) with --num_frames N above 1, each sample is a folder of N or more frames (image files, sorted by name; the
-first N taken) instead of an image, its caption the folder's name or, with textfile, <folder>.txt beside it; the
-latents are (C, 1 + (N - 1) / 4, H, W) (LTX-Video's: / 8). The text is encoded as each family's diffusers 0.42.1
-pipeline encodes it. --tiny-random builds such a folder from small configs and seeded random weights (into --pipeline
-when given, else a temporary folder) at the family's -tiny preset's shapes and then runs exactly the path a real
-pipeline takes: it tests the tool end to end and makes the committed fixture tests/fixtures/cache-flux-tiny
-(flux-tiny's shapes: 4 latent channels, text_len 8, text_dim 32, pooled 16).
+PixArt Sigma's, AuraFlow's, Wan's, Sana's, SanaVideo's, Cosmos 2's, LTX-Video's, Lumina 2's, Z-Image's and
+ERNIE-Image's: vae/, text_encoder/, tokenizer/; OmniGen's: vae/, tokenizer/, its prompt being token ids the
+transformer embeds itself; Cosmos 3's: vae/, text_tokenizer/, likewise); nothing is downloaded. For the video
+families (wan, sanavideo, ltxvideo) with --num_frames N above 1, each sample is a folder of N or more frames (image
+files, sorted by name; the first N taken) instead of an image, its caption the folder's name or, with textfile,
+<folder>.txt beside it; the latents are (C, 1 + (N - 1) / 4, H, W) (LTX-Video's: / 8). The text is encoded as each
+family's diffusers 0.42.1 pipeline encodes it. --tiny-random builds such a folder from small configs and seeded
+random weights (into --pipeline when given, else a temporary folder) at the family's -tiny preset's shapes and then
+runs exactly the path a real pipeline takes: it tests the tool end to end and makes the committed fixture
+tests/fixtures/cache-flux-tiny (flux-tiny's shapes: 4 latent channels, text_len 8, text_dim 32, pooled 16).
 
 Needs torch, diffusers and transformers (scripts/reference-venv.sh); `make test` never runs this.
 """
@@ -329,6 +329,38 @@ class Cosmos3Tokens:
         return token_ids(ids, self.max_seq, caption, "Cosmos 3")
 
 
+class ErnieEncoders:
+    """SimpleTuner's ERNIE-Image _encode_prompts: the caption alone, unpadded, with the tokenizer's special tokens and
+    truncated at tokenizer_max_length, through the text encoder (AutoModel; a vision-language one's language model
+    on its input embeddings), the second-to-last layer's states; SimpleTuner pads a batch's captions with zeros to
+    the longest, so the cache pads them to --max_sequence_length with zeros and a mask. No pooled vector."""
+
+    def __init__(self, pipe, label, device, max_seq):
+        self.device, self.max_seq = device, max_seq
+        self.tok = load_tok(pipe, "tokenizer")
+        self.enc = load_model("AutoModel", pipe, "text_encoder", device)
+        self.names = [f"{label}/text_encoder ({type(self.enc).__name__})"]
+
+    def encode(self, caption):
+        import torch
+
+        t = self.tok([caption], add_special_tokens=True, padding=False, truncation=True, max_length=self.max_seq,
+                     return_tensors="pt")
+        ids, mask = t.input_ids.to(self.device), t.attention_mask.to(self.device).bool()
+        with torch.no_grad():
+            if hasattr(self.enc, "language_model") and hasattr(self.enc, "get_input_embeddings"):
+                out = self.enc.language_model(inputs_embeds=self.enc.get_input_embeddings()(ids), attention_mask=mask,
+                                              output_hidden_states=True, return_dict=True)
+            else:
+                out = self.enc(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        states = out.hidden_states[-2][0]
+        seq = torch.zeros(self.max_seq, states.shape[1], dtype=states.dtype)
+        seq[:states.shape[0]] = states
+        m = torch.zeros(self.max_seq, dtype=torch.int64)
+        m[:states.shape[0]] = 1
+        return {"prompt_embeds": seq, "attention_mask": m}
+
+
 class CosmosEncoders(AuraFlowEncoders):
     """SimpleTuner's Cosmos 2 _encode_prompts (its own, not the pipeline's): T5 at tokenizer_max_length (512 by
     default) run with the tokenizer's mask, the rows past each caption's length set to zero; the mask stored for
@@ -560,6 +592,31 @@ class LtxVae:
         return z[:, 0] if z.shape[1] == 1 else z
 
 
+class Flux2Vae:
+    """ERNIE-Image's use of Flux.2's VAE (AutoencoderKLFlux2), as SimpleTuner's post_vae_encode_transform_sample does:
+    latent_dist.mode(), 2 x 2 patches folded into channels (c, 2, 2), then normalised by the VAE's batch norm running
+    statistics, (z - mean) / sqrt(var + batch_norm_eps): (4 C, H / 2, W / 2)."""
+
+    def __init__(self, pipe, label, device):
+        from diffusers import AutoencoderKLFlux2
+
+        self.device = device
+        self.vae = AutoencoderKLFlux2.from_pretrained(os.path.join(pipe, "vae")).to(device).eval()
+        self.scale_factor = 2 ** len(self.vae.config.block_out_channels)  # the VAE's 2^(levels - 1), then the patch
+        self.name = f"{label}/vae (AutoencoderKLFlux2)"
+
+    def encode(self, image, generator):
+        import torch
+
+        with torch.no_grad():
+            z = self.vae.encode(image[None].to(self.device)).latent_dist.mode()[0]
+        c, h, w = z.shape
+        z = z.view(c, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3).reshape(c * 4, h // 2, w // 2)
+        bn = self.vae.bn
+        return (z - bn.running_mean.view(-1, 1, 1)) / torch.sqrt(bn.running_var.view(-1, 1, 1) +
+                                                                 self.vae.config.batch_norm_eps)
+
+
 class WanVae:
     """AutoencoderKLWan's latent_dist.sample() of the frames (3, F, H, W) in [-1, 1], then per channel
     (z - latents_mean) / latents_std, as WanPipeline normalises latents; (C, F', H, W) with F' = 1 + (F - 1) / 4, and
@@ -633,6 +690,8 @@ FAMILIES = {
                     vae=(0.1159, 0.3611)),
     "cosmos3": dict(enc=Cosmos3Tokens, subs=("text_tokenizer",), seq={"nano": 512}, tiny_seq=48, vae=None,
                     wan_vae=True, cosmos3=True),
+    "ernie": dict(enc=ErnieEncoders, subs=("text_encoder", "tokenizer"), seq={"base": 256}, tiny_seq=6, vae=None,
+                  flux2_vae=True),
     "ltxvideo": dict(enc=LtxEncoders, subs=("text_encoder", "tokenizer"), seq={"0.9.5": 128}, tiny_seq=6,
                      vae=None, video=True, frames_per_latent=8, ltx_vae=True),
     "cosmos2image": dict(enc=CosmosEncoders, subs=("text_encoder", "tokenizer"), seq={"2b": 512, "14b": 512},
@@ -708,6 +767,13 @@ def build_tiny_pipeline(folder, family, seed):
                                        max_position_embeddings=512, pad_token_id=v["<pad>"], bos_token_id=v["<bos>"],
                                        eos_token_id=v["<eos>"])).save_pretrained(os.path.join(folder, "text_encoder"))
 
+    def qwen3(v, pad):  # two layers, 24 wide, as z-image-tiny and ernie-tiny read it
+        torch.manual_seed(seed + 1)
+        tf.Qwen3Model(tf.Qwen3Config(vocab_size=len(v), hidden_size=24, intermediate_size=48, num_hidden_layers=2,
+                                     num_attention_heads=2, num_key_value_heads=1, head_dim=12,
+                                     max_position_embeddings=512, pad_token_id=v[pad])).save_pretrained(
+                                         os.path.join(folder, "text_encoder"))
+
     if family == "sana":  # a 2-level DC-AE: 16 px -> 4 x 8 x 8
         from diffusers import AutoencoderDC
 
@@ -718,6 +784,17 @@ def build_tiny_pipeline(folder, family, seed):
                       decoder_qkv_multiscales=((), (5,)), scaling_factor=scale).save_pretrained(
                           os.path.join(folder, "vae"))
         gemma2()
+        return
+    if family == "ernie":  # Flux.2's VAE with one latent channel (4 after the 2 x 2 patches) and a Qwen3 24 wide
+        from diffusers import AutoencoderKLFlux2
+
+        vae = AutoencoderKLFlux2(block_out_channels=(8, 8), down_block_types=("DownEncoderBlock2D",) * 2,
+                                 up_block_types=("UpDecoderBlock2D",) * 2, layers_per_block=1, latent_channels=1,
+                                 norm_num_groups=4, sample_size=32, use_quant_conv=False, use_post_quant_conv=False)
+        vae.bn.running_mean.copy_(torch.tensor([0.1, -0.2, 0.3, 0.0]))
+        vae.bn.running_var.copy_(torch.tensor([2.25, 0.25, 4.0, 1.0]))
+        vae.save_pretrained(os.path.join(folder, "vae"))
+        qwen3(tokenizer("tokenizer", "gemma", 4096), "<pad>")  # a start token, so that "" has one
         return
     if family == "ltxvideo":  # 4 latent channels, 8x in space and in time (the real one: 32x and 8x), 8 wide
         from diffusers import AutoencoderKLLTXVideo
@@ -760,13 +837,8 @@ def build_tiny_pipeline(folder, family, seed):
         tokenizer("tokenizer", "t5", 512)
     elif family == "lumina2":
         gemma2()
-    elif family == "z_image":  # Qwen3, one layer 24 wide
-        v = tokenizer("tokenizer", "qwen", 4096)
-        torch.manual_seed(seed + 1)
-        tf.Qwen3Model(tf.Qwen3Config(vocab_size=len(v), hidden_size=24, intermediate_size=48, num_hidden_layers=2,
-                                     num_attention_heads=2, num_key_value_heads=1, head_dim=12,
-                                     max_position_embeddings=512, pad_token_id=v["<|endoftext|>"])).save_pretrained(
-                                         os.path.join(folder, "text_encoder"))
+    elif family == "z_image":
+        qwen3(tokenizer("tokenizer", "qwen", 4096), "<|endoftext|>")
     else:
         t5("text_encoder", "tokenizer", 24 if family == "auraflow" else 32, 1, umt5=family == "auraflow")
 
@@ -800,8 +872,8 @@ def main():
                     help="the text encoder's tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 "
                          "after CLIP's 77, chroma 512, pixart_sigma 300, auraflow 120, omnigen 128 with its template, "
                          "sana and sanavideo 300, cosmos2image 512, ltxvideo 128, lumina2 256, z_image 512, cosmos3 "
-                         "512; tiny: 8, sd3 4 after CLIP's 4, omnigen 40, lumina2 and cosmos3 48, z_image 16, 6 for "
-                         "sana, sanavideo, cosmos2image and ltxvideo)")
+                         "512, ernie 256; tiny: 8, sd3 4 after CLIP's 4, omnigen 40, lumina2 and cosmos3 48, z_image "
+                         "16, 6 for sana, sanavideo, cosmos2image, ltxvideo and ernie)")
     ap.add_argument("--motion_score", type=int, help="sanavideo: SimpleTuner's sana_motion_score, appended to each "
                     "caption as ' motion score: N.' (default: none)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
@@ -828,7 +900,8 @@ def main():
             tmp = tempfile.TemporaryDirectory()
             a.pipeline = tmp.name
         build_tiny_pipeline(a.pipeline, a.family, a.seed)
-        a.resolution = a.resolution or (64 if fam.get("video") or fam.get("wan_vae") else 16)
+        a.resolution = a.resolution or (64 if fam.get("video") or fam.get("wan_vae") else
+                                        32 if fam.get("flux2_vae") else 16)  # 8 x 8 latents
         a.max_sequence_length = a.max_sequence_length or fam["tiny_seq"]
     subs = ("vae",) + fam["subs"]
     if not a.pipeline:
@@ -861,7 +934,8 @@ def main():
 
     # how the files name the models: the pipeline folder's name (a temporary tiny one is "tiny-random")
     label = "tiny-random" if tmp else os.path.basename(os.path.abspath(a.pipeline))
-    vae = (LtxVae if fam.get("ltx_vae") else WanVae if video else Cosmos3Vae if fam.get("cosmos3") else
+    vae = (LtxVae if fam.get("ltx_vae") else Flux2Vae if fam.get("flux2_vae") else WanVae if video else
+           Cosmos3Vae if fam.get("cosmos3") else
            WanVaeRaw if fam.get("wan_vae") else DcVae if fam.get("dc_ae") else Vae)(a.pipeline, label, a.device)
     enc = fam["enc"](a.pipeline, label, a.device, max_seq)
     if a.motion_score is not None:

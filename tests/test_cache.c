@@ -468,6 +468,12 @@ static void test_lumina2_cache(void)
                              "max_train_steps=3", 3, true, loss);
     CHECKF(s3 == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)s3, st_error());
     if (s3 == ST_OK) printf("     the committed cosmos3 cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
+    /* and the --family ernie one: unpadded captions' second-to-last states, Flux.2's patched, normalised latents */
+    const st_status se = run("ernie-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-ernie-tiny",
+                             "model_family=ernie;model_flavour=base;model_preset=ernie-tiny;max_train_steps=3", 3,
+                             true, loss);
+    CHECKF(se == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)se, st_error());
+    if (se == ST_OK) printf("     the committed ernie cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
 }
 
 static void test_training(void)
