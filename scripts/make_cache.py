@@ -4,15 +4,15 @@ the user's local diffusers pipeline the way its pipeline makes them, for `segtra
 
   make_cache.py --images DIR --pipeline DIR --out DIR
                 [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image|ltxvideo|
-                          lumina2|z_image|cosmos3|ernie]
+                          lumina2|z_image|cosmos3|ernie|qwen_image]
                 [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
                 [--max_sequence_length N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR]   (tiny random encoders: tests)
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/; Chroma's,
-PixArt Sigma's, AuraFlow's, Wan's, Sana's, SanaVideo's, Cosmos 2's, LTX-Video's, Lumina 2's, Z-Image's and
-ERNIE-Image's: vae/, text_encoder/, tokenizer/; OmniGen's: vae/, tokenizer/, its prompt being token ids the
+PixArt Sigma's, AuraFlow's, Wan's, Sana's, SanaVideo's, Cosmos 2's, LTX-Video's, Lumina 2's, Z-Image's, ERNIE-Image's
+and Qwen-Image's: vae/, text_encoder/, tokenizer/; OmniGen's: vae/, tokenizer/, its prompt being token ids the
 transformer embeds itself; Cosmos 3's: vae/, text_tokenizer/, likewise); nothing is downloaded. For the video
 families (wan, sanavideo, ltxvideo) with --num_frames N above 1, each sample is a folder of N or more frames (image
 files, sorted by name; the first N taken) instead of an image, its caption the folder's name or, with textfile,
@@ -361,6 +361,39 @@ class ErnieEncoders:
         return {"prompt_embeds": seq, "attention_mask": m}
 
 
+class QwenImageEncoders:
+    """QwenImagePipeline._get_qwen_prompt_embeds and encode_prompt (SimpleTuner's Qwen-Image pipeline inherits them):
+    the caption in the pipeline's chat template, tokenized to max_sequence_length + 34 and truncated, Qwen2.5-VL
+    run with the mask, the last layer's states of the caption's tokens after the template's 34-token system prefix,
+    cut to max_sequence_length (1024 by default) and zero-padded with a mask. No pooled vector."""
+    TEMPLATE = ("<|im_start|>system\nDescribe the image by detailing the color, shape, size, texture, quantity, text, "
+                "spatial relationships of the objects and background:<|im_end|>\n<|im_start|>user\n{}<|im_end|>\n"
+                "<|im_start|>assistant\n")
+    DROP = 34
+
+    def __init__(self, pipe, label, device, max_seq):
+        self.device, self.max_seq = device, max_seq
+        self.tok = load_tok(pipe, "tokenizer")
+        self.enc = load_model("Qwen2_5_VLForConditionalGeneration", pipe, "text_encoder", device)
+        self.names = [f"{label}/text_encoder ({type(self.enc).__name__})"]
+
+    def encode(self, caption):
+        import torch
+
+        t = self.tok([self.TEMPLATE.format(caption)], max_length=self.max_seq + self.DROP, padding=True,
+                     truncation=True, return_tensors="pt")
+        mask = t.attention_mask.to(self.device)
+        with torch.no_grad():
+            states = self.enc(input_ids=t.input_ids.to(self.device), attention_mask=mask,
+                              output_hidden_states=True).hidden_states[-1][0]
+        rows = states[mask[0].bool()][self.DROP:][:self.max_seq]
+        seq = torch.zeros(self.max_seq, rows.shape[1], dtype=rows.dtype)
+        seq[:rows.shape[0]] = rows
+        m = torch.zeros(self.max_seq, dtype=torch.int64)
+        m[:rows.shape[0]] = 1
+        return {"prompt_embeds": seq, "attention_mask": m}
+
+
 class CosmosEncoders(AuraFlowEncoders):
     """SimpleTuner's Cosmos 2 _encode_prompts (its own, not the pipeline's): T5 at tokenizer_max_length (512 by
     default) run with the tokenizer's mask, the rows past each caption's length set to zero; the mask stored for
@@ -622,13 +655,15 @@ class WanVae:
     (z - latents_mean) / latents_std, as WanPipeline normalises latents; (C, F', H, W) with F' = 1 + (F - 1) / 4, and
     (C, H, W) for one frame."""
 
+    CLASS = "AutoencoderKLWan"
+
     def __init__(self, pipe, label, device):
-        from diffusers import AutoencoderKLWan
+        import diffusers
 
         self.device = device
-        self.vae = AutoencoderKLWan.from_pretrained(os.path.join(pipe, "vae")).to(device).eval()
+        self.vae = getattr(diffusers, self.CLASS).from_pretrained(os.path.join(pipe, "vae")).to(device).eval()
         self.scale_factor = 2 ** sum(1 for _ in self.vae.config.dim_mult[1:])
-        self.name = f"{label}/vae (AutoencoderKLWan)"
+        self.name = f"{label}/vae ({self.CLASS})"
 
     def encode(self, frames, generator):
         import torch
@@ -651,6 +686,15 @@ class WanVaeRaw(WanVae):
 
     def normalise(self, z, mean, std):
         return z
+
+
+class QwenImageVae(WanVae):
+    """Qwen-Image's AutoencoderKLQwenImage as SimpleTuner's post_vae_encode_transform_sample uses it: the image a
+    one-frame clip, latent_dist.sample(), (z - latents_mean) times 1 / latents_std, (C, H, W)."""
+    CLASS = "AutoencoderKLQwenImage"
+
+    def normalise(self, z, mean, std):
+        return (z - mean) * (1.0 / std)
 
 
 class Cosmos3Vae(WanVae):
@@ -692,6 +736,8 @@ FAMILIES = {
                     wan_vae=True, cosmos3=True),
     "ernie": dict(enc=ErnieEncoders, subs=("text_encoder", "tokenizer"), seq={"base": 256}, tiny_seq=6, vae=None,
                   flux2_vae=True),
+    "qwen_image": dict(enc=QwenImageEncoders, subs=("text_encoder", "tokenizer"), seq={"v2.0": 1024, "v1.0": 1024},
+                       tiny_seq=8, vae=None, wan_vae=True, qwen_vae=True),
     "ltxvideo": dict(enc=LtxEncoders, subs=("text_encoder", "tokenizer"), seq={"0.9.5": 128}, tiny_seq=6,
                      vae=None, video=True, frames_per_latent=8, ltx_vae=True),
     "cosmos2image": dict(enc=CosmosEncoders, subs=("text_encoder", "tokenizer"), seq={"2b": 512, "14b": 512},
@@ -708,7 +754,7 @@ def build_tiny_pipeline(folder, family, seed):
     T5 32 wide at 4 (8 in all); chroma T5 32 wide, auraflow UMT5 24 wide, 8 tokens."""
     import torch
     from diffusers import AutoencoderKL
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, processors
     import transformers as tf
 
     words = ("a an the on of in red green blue yellow magenta cyan orange white black gray navy brown dark "
@@ -720,14 +766,21 @@ def build_tiny_pipeline(folder, family, seed):
                      "<|endoftext|>"),
             "t5": (["<pad>", "</s>", "<unk>"], "$A </s>", "<pad>"),
             "gemma": (["<pad>", "<eos>", "<bos>", "<unk>"], "<bos> $A", "<pad>"),
-            "qwen": (["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>"], "$A", "<|endoftext|>")}[kind]
+            "qwen": (["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>"], "$A", "<|endoftext|>"),
+            "qwenvl": (["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>", "\n"], "$A", "<|endoftext|>")}[kind]
         vocab = {w: i for i, w in enumerate(specials + words)}
         t = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
         t.pre_tokenizer = pre_tokenizers.Whitespace()
+        if kind == "qwenvl":  # newlines are tokens, as in Qwen's: Qwen-Image's system prefix is then its 34
+            t.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Split(Regex(r" "), behavior="removed"),
+                pre_tokenizers.Split(Regex(r"\n|\w+|[^\w\s]+"), behavior="isolated")])
         t.post_processor = processors.TemplateProcessing(
             single=template, special_tokens=[(s, vocab[s]) for s in specials if s in template])
         fast = tf.PreTrainedTokenizerFast(tokenizer_object=t, unk_token="<unk>", pad_token=pad,
                                           model_max_length=max_len)
+        if kind == "qwenvl":
+            fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
         if kind == "qwen":  # Qwen3's chat markers, matched whole, and its chat template
             extra = ["<|vision_start|>"] if sub == "text_tokenizer" else []  # Cosmos 3's start of generation
             fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"] + extra,
@@ -807,6 +860,24 @@ def build_tiny_pipeline(folder, family, seed):
         vae.save_pretrained(os.path.join(folder, "vae"))
         t5("text_encoder", "tokenizer", 24, 1)
         return
+    if family == "qwen_image":  # Qwen-Image's VAE (Wan's form), 8x, 4 channels; Qwen2.5-VL's text model 32 wide
+        from diffusers import AutoencoderKLQwenImage
+
+        AutoencoderKLQwenImage(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
+                               latents_mean=[0.1, -0.2, 0.3, 0.0], latents_std=[1.5, 0.5, 2.0, 1.0]).save_pretrained(
+                                   os.path.join(folder, "vae"))
+        v = tokenizer("tokenizer", "qwenvl", 4096)
+        torch.manual_seed(seed + 1)
+        pad = v["<|endoftext|>"]
+        tf.Qwen2_5_VLForConditionalGeneration(tf.Qwen2_5_VLConfig(
+            text_config=dict(vocab_size=len(v), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                             num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
+                             rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]}, bos_token_id=pad,
+                             eos_token_id=pad, pad_token_id=pad),
+            vision_config=dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=32,
+                               fullatt_block_indexes=[0]),
+            bos_token_id=pad, eos_token_id=pad)).save_pretrained(os.path.join(folder, "text_encoder"))
+        return
     if family in ("wan", "sanavideo", "cosmos2image", "cosmos3"):  # 4 latent channels, 8x and 4x as the real one
         from diffusers import AutoencoderKLWan
 
@@ -872,8 +943,8 @@ def main():
                     help="the text encoder's tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 "
                          "after CLIP's 77, chroma 512, pixart_sigma 300, auraflow 120, omnigen 128 with its template, "
                          "sana and sanavideo 300, cosmos2image 512, ltxvideo 128, lumina2 256, z_image 512, cosmos3 "
-                         "512, ernie 256; tiny: 8, sd3 4 after CLIP's 4, omnigen 40, lumina2 and cosmos3 48, z_image "
-                         "16, 6 for sana, sanavideo, cosmos2image, ltxvideo and ernie)")
+                         "512, ernie 256, qwen_image 1024; tiny: 8, sd3 4 after CLIP's 4, omnigen 40, lumina2 and "
+                         "cosmos3 48, z_image 16, 6 for sana, sanavideo, cosmos2image, ltxvideo and ernie)")
     ap.add_argument("--motion_score", type=int, help="sanavideo: SimpleTuner's sana_motion_score, appended to each "
                     "caption as ' motion score: N.' (default: none)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
@@ -935,7 +1006,7 @@ def main():
     # how the files name the models: the pipeline folder's name (a temporary tiny one is "tiny-random")
     label = "tiny-random" if tmp else os.path.basename(os.path.abspath(a.pipeline))
     vae = (LtxVae if fam.get("ltx_vae") else Flux2Vae if fam.get("flux2_vae") else WanVae if video else
-           Cosmos3Vae if fam.get("cosmos3") else
+           Cosmos3Vae if fam.get("cosmos3") else QwenImageVae if fam.get("qwen_vae") else
            WanVaeRaw if fam.get("wan_vae") else DcVae if fam.get("dc_ae") else Vae)(a.pipeline, label, a.device)
     enc = fam["enc"](a.pipeline, label, a.device, max_seq)
     if a.motion_score is not None:

@@ -474,6 +474,11 @@ static void test_lumina2_cache(void)
                              true, loss);
     CHECKF(se == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)se, st_error());
     if (se == ST_OK) printf("     the committed ernie cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
+    /* and the --family qwen_image one: Qwen2.5-VL's last states after the template's 34-token system prefix */
+    const st_status sq = run("qwen-image-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-qwen-image-tiny",
+                             "model_family=qwen_image;model_preset=qwen-image-tiny;max_train_steps=3", 3, true, loss);
+    CHECKF(sq == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sq, st_error());
+    if (sq == ST_OK) printf("     the committed qwen_image cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
 }
 
 static void test_training(void)
