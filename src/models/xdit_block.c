@@ -303,6 +303,42 @@ static st_status glumb_forward(const xdit_block *b, float *a, const float *f1, f
     return st;
 }
 
+/* GLUMBConv's backward: *dg holds d a (N, F) in an (N, 2F) buffer and becomes d f1, a new buffer (the old one freed).
+ * s1 and c are remade (a SiLU and a depthwise pass, cheap beside the GEMMs) and every (N, 2F) tensor is freed once
+ * read for the last time, so at most three are live (at 81 frames of 480 px each is 1.7 GiB). */
+static st_status glumb_backward(const xdit_block *b, scratch *s, const float *f1, float **dg)
+{
+    dims d = dims_of(b);
+    int64_t frames, plane, side;
+    token_grid(b, &frames, &plane, &side);
+    const int64_t n = 2 * d.N * d.F;
+    float *s1 = scratch_take(s, n, MEM_WORKSPACE, "sana.ffn.silu");
+    float *c = scratch_take(s, n, MEM_WORKSPACE, "sana.ffn.conv_depth");
+    if (s->status) return s->status;
+    silu_forward(s1, f1, n);
+    st_status st = depthwise3x3_forward(b->m->pool, c, s1, W(b->conv_w), W(b->conv_b), d.B * frames, side,
+                                        plane / side, 2 * d.F);
+    scratch_drop(s, s1);
+    float *dc = st ? NULL : scratch_take_zero(s, n, MEM_WORKSPACE, "sana.ffn.dconv_depth");
+    if (st || s->status) return st ? st : s->status;
+    glu_backward(dc + d.F, dc, *dg, c + d.F, c, d.N, d.F, 2 * d.F, GLU_SILU);
+    scratch_drop(s, c);
+    float *ds = *dg; /* d a is spent: the SiLU's output gradient goes there */
+    zero_bytes(ds, (size_t)n * sizeof(float));
+    s1 = scratch_take(s, n, MEM_WORKSPACE, "sana.ffn.silu");
+    if (s->status) return s->status;
+    silu_forward(s1, f1, n);
+    if ((st = depthwise3x3_backward(b->m->pool, ds, G(b->conv_w), G(b->conv_b), dc, s1, W(b->conv_w),
+                                    d.B * frames, side, plane / side, 2 * d.F)))
+        return st;
+    scratch_drop(s, dc), scratch_drop(s, s1);
+    *dg = scratch_take_zero(s, n, MEM_WORKSPACE, "sana.ffn.dff0");
+    if (s->status) return s->status;
+    silu_backward(*dg, ds, f1, n);
+    scratch_drop(s, ds);
+    return ST_OK;
+}
+
 /* The feed-forward's GEMM outputs from x2: f1 = ff0(LN(x2) (1 + scale2) + shift2), f2 = ff2(act(f1)) with GELU or
  * GLUMBConv's act */
 static st_status ffn_compute(const xdit_block *b, const float *x2, const float *mod, float *f1, float *f2)
@@ -527,12 +563,15 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     const int64_t F1 = (b->sana ? 2 : 1) * N * d.F; /* ff0's output */
     float *df2 = scratch_take_zero(&s, ND, MEM_WORKSPACE, "xdit.dff2");
     float *g = scratch_take(&s, N * d.F, MEM_WORKSPACE, "xdit.gelu");
-    float *dg = scratch_take_zero(&s, F1, MEM_WORKSPACE, "xdit.dgelu");
-    float *s1 = b->sana ? scratch_take(&s, F1, MEM_WORKSPACE, "sana.ffn.silu") : NULL;
-    float *cd = b->sana ? scratch_take(&s, F1, MEM_WORKSPACE, "sana.ffn.conv_depth") : NULL;
     if (s.status) goto done;
-    if (b->sana) s.status = glumb_forward(b, g, sv->f1[0], s1, cd);
-    else gelu_forward(g, sv->f1[0], N * d.F);
+    if (b->sana) { /* GLUMBConv's inner tensors are remade when its backward needs them, not held till then */
+        float *s1 = scratch_take(&s, F1, MEM_WORKSPACE, "sana.ffn.silu");
+        float *cd = scratch_take(&s, F1, MEM_WORKSPACE, "sana.ffn.conv_depth");
+        if (!s.status) s.status = glumb_forward(b, g, sv->f1[0], s1, cd);
+        scratch_drop(&s, cd), scratch_drop(&s, s1);
+    } else {
+        gelu_forward(g, sv->f1[0], N * d.F);
+    }
     gated_residual_backward(gx, dmod + 5 * D, df2, gx, mod + 5 * D, sv->f2[0], B, T, D, 6 * D);
     if (!s.status && b->conv_temp >= 0) { /* Sana-Video: df2 (of f2 + conv_temp(f2)) becomes conv_point's output's */
         int64_t frames, plane, side;
@@ -548,22 +587,12 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
         if (!s.status) copy_rows(df2, D, dpre, D, N, D);
         scratch_drop(&s, dpre), scratch_drop(&s, pre);
     }
+    float *dg = scratch_take_zero(&s, F1, MEM_WORKSPACE, "xdit.dgelu");
     if (s.status || (s.status = bwd(b->m, &b->ff2, dg, df2, g, N))) goto done;
     scratch_drop(&s, g);
     scratch_drop(&s, df2);
-    if (b->sana) { /* back through the gate, the depthwise convolution and the SiLU: dg becomes d ff0's output */
-        int64_t frames, plane, side;
-        token_grid(b, &frames, &plane, &side);
-        float *dc = scratch_take_zero(&s, F1, MEM_WORKSPACE, "sana.ffn.dconv_depth");
-        float *ds = scratch_take_zero(&s, F1, MEM_WORKSPACE, "sana.ffn.dsilu");
-        if (s.status) goto done;
-        glu_backward(dc + d.F, dc, dg, cd + d.F, cd, N, d.F, 2 * d.F, GLU_SILU); /* dg holds d a (N, F) */
-        if ((s.status = depthwise3x3_backward(b->m->pool, ds, G(b->conv_w), G(b->conv_b), dc, s1, W(b->conv_w),
-                                              B * frames, side, plane / side, 2 * d.F)))
-            goto done;
-        zero_bytes(dg, (size_t)F1 * sizeof(float));
-        silu_backward(dg, ds, sv->f1[0], F1);
-        scratch_drop(&s, ds), scratch_drop(&s, dc), scratch_drop(&s, cd), scratch_drop(&s, s1);
+    if (b->sana) {
+        if ((s.status = glumb_backward(b, &s, sv->f1[0], &dg))) goto done;
     } else {
         gelu_backward(dg, dg, sv->f1[0], N * d.F); /* in place: dg becomes d ff0's output */
     }
