@@ -6,8 +6,9 @@ the user's local diffusers pipeline the way its pipeline makes them, for `segtra
                 [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image|ltxvideo|
                           lumina2|z_image|cosmos3|ernie|qwen_image]
                 [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
-                [--max_sequence_length N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
-  make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR]   (tiny random encoders: tests)
+                [--max_sequence_length N] [--motion_score N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
+                [--check]
+  make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR] [--check]   (tests)
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/; Chroma's,
@@ -130,6 +131,17 @@ def load_tok(pipe, sub):
 def load_model(cls_name, pipe, sub, device):
     import transformers
     return getattr(transformers, cls_name).from_pretrained(os.path.join(pipe, sub)).to(device).eval()
+
+
+def pipeline_stub(cls_name, **parts):
+    """A diffusers pipeline object holding only the given parts (no __init__, no other models loaded): enough to call
+    its prompt-encoding methods, which --check compares each family's encoder against."""
+    import diffusers
+
+    p = getattr(diffusers, cls_name).__new__(getattr(diffusers, cls_name))
+    for k, v in parts.items():
+        object.__setattr__(p, k, v)
+    return p
 
 
 def tokens(tok, caption, n):
@@ -277,6 +289,12 @@ class Lumina2Encoders:
                              output_hidden_states=True)
         return {"prompt_embeds": out.hidden_states[-2][0], "attention_mask": t.attention_mask[0].to(torch.int64)}
 
+    def reference(self, caption):
+        p = pipeline_stub("Lumina2Pipeline", tokenizer=self.tok, text_encoder=self.gemma, transformer=None)
+        seq, mask = p._get_gemma_prompt_embeds(self.SYSTEM_PROMPT + " <Prompt Start> " + caption,
+                                               device=self.gemma.device, max_sequence_length=self.max_seq)
+        return seq[0], mask[0]
+
 
 class ZImageEncoders:
     """SimpleTuner's Z-Image _encode_prompts (ZImagePipeline._encode_prompt's path): the caption as one user turn
@@ -300,6 +318,10 @@ class ZImageEncoders:
             out = self.qwen(input_ids=t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device),
                             output_hidden_states=True)
         return {"prompt_embeds": out.hidden_states[-2][0], "attention_mask": t.attention_mask[0].to(torch.int64)}
+
+    def reference(self, caption):
+        p = pipeline_stub("ZImagePipeline", tokenizer=self.tok, text_encoder=self.qwen)
+        return p._encode_prompt(caption, device=self.qwen.device, max_sequence_length=self.max_seq)[0], None
 
 
 class Cosmos3Tokens:
@@ -327,6 +349,18 @@ class Cosmos3Tokens:
                                            return_dict=True)["input_ids"]
         ids = list(ids) + [self.tok.eos_token_id, self.tok.convert_tokens_to_ids("<|vision_start|>")]
         return token_ids(ids, self.max_seq, caption, "Cosmos 3")
+
+    def reference(self, caption):
+        from diffusers.configuration_utils import FrozenDict
+
+        p = pipeline_stub("Cosmos3OmniPipeline", text_tokenizer=self.tok,
+                          _internal_dict=FrozenDict(default_use_system_prompt=True),
+                          llm_special_tokens={"eos_token_id": self.tok.eos_token_id, "start_of_generation":
+                                              self.tok.convert_tokens_to_ids("<|vision_start|>")},
+                          image_resolution_template=self.TEMPLATE,
+                          inverse_image_resolution_template="This image is not of {height}x{width} resolution.")
+        ids, _ = p.tokenize_prompt(caption, num_frames=1, height=self.resolution, width=self.resolution)
+        return token_ids(ids, self.max_seq, caption, "Cosmos 3")["prompt_embeds"], None
 
 
 class ErnieEncoders:
@@ -392,6 +426,13 @@ class QwenImageEncoders:
         m = torch.zeros(self.max_seq, dtype=torch.int64)
         m[:rows.shape[0]] = 1
         return {"prompt_embeds": seq, "attention_mask": m}
+
+    def reference(self, caption):
+        p = pipeline_stub("QwenImagePipeline", tokenizer=self.tok, text_encoder=self.enc,
+                          prompt_template_encode=self.TEMPLATE, prompt_template_encode_start_idx=self.DROP,
+                          tokenizer_max_length=self.max_seq)
+        seq, _ = p.encode_prompt(caption, device=self.enc.device, max_sequence_length=self.max_seq)
+        return seq[0], None
 
 
 class CosmosEncoders(AuraFlowEncoders):
@@ -490,6 +531,15 @@ class SanaEncoders:
     def prompt(self, caption):
         return caption
 
+    PIPELINE = "SanaPipeline"
+
+    def reference(self, caption):
+        p = pipeline_stub(self.PIPELINE, tokenizer=self.tok, text_encoder=self.gemma, transformer=None)
+        seq, mask, _, _ = p.encode_prompt(self.prompt(caption), do_classifier_free_guidance=False,
+                                          device=self.gemma.device, max_sequence_length=self.max_seq,
+                                          complex_human_instruction=self.INSTRUCTION)
+        return seq[0], mask[0]
+
 
 class SanaVideoEncoders(SanaEncoders):
     """SanaVideoPipeline.encode_prompt (the same path as Sana's) as SimpleTuner's SanaVideo calls it: its own video
@@ -514,6 +564,7 @@ class SanaVideoEncoders(SanaEncoders):
         "User Prompt: ",
     ]
     motion_score = None
+    PIPELINE = "SanaVideoPipeline"
 
     def prompt(self, caption):
         return caption if self.motion_score is None else f"{caption} motion score: {self.motion_score}."
@@ -601,6 +652,12 @@ class LtxEncoders(ChromaEncoders):
             t = tokens(self.tok, caption, self.max_seq)
             seq = self.t5(t.input_ids.to(self.device))[0][0]
         return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0].to(torch.int64)}
+
+    def reference(self, caption):
+        p = pipeline_stub("LTXPipeline", tokenizer=self.tok, text_encoder=self.t5)
+        seq, mask = p._get_t5_prompt_embeds(caption, max_sequence_length=self.max_seq, device=self.t5.device,
+                                            dtype=self.t5.dtype)
+        return seq[0], mask[0]
 
 
 class LtxVae:
@@ -914,6 +971,23 @@ def build_tiny_pipeline(folder, family, seed):
         t5("text_encoder", "tokenizer", 24 if family == "auraflow" else 32, 1, umt5=family == "auraflow")
 
 
+def check_encoding(enc, caption, got):
+    """--check: the caption encoded again through the diffusers pipeline method the family's encoder follows; stops
+    unless its rows (and mask, where the method returns one) are bit-equal to what the cache gets."""
+    import torch
+
+    with torch.no_grad():
+        seq, mask = enc.reference(caption)
+    n = seq.shape[0]
+    same = torch.equal(got["prompt_embeds"][:n].to(seq.dtype), seq)
+    if mask is not None:
+        same = same and torch.equal(got["attention_mask"][:n].to(torch.int64), mask.to(torch.int64))
+    if not same:
+        diff = (got["prompt_embeds"][:n].to(seq.dtype) - seq).abs().max().item()
+        fail(f"--check: \"{caption}\" differs from the pipeline's encoding (max |diff| {diff:.3g} over {n} rows)")
+    print(f"  check: \"{caption}\": {n} rows bit-equal to the pipeline's")
+
+
 # ------------------------------------------------------------------ writing
 
 def write_sample(path, tensors, meta, dtype):
@@ -951,6 +1025,10 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="seeds the VAE's latent sample (and --tiny-random)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--tiny-random", action="store_true", help="build a tiny random pipeline first (tests)")
+    ap.add_argument("--check", action="store_true",
+                    help="encode every caption again through the diffusers pipeline method the family's encoder "
+                         "follows and stop unless they are bit-equal (sana, sanavideo, ltxvideo, lumina2, z_image, "
+                         "cosmos3, qwen_image)")
     a = ap.parse_args()
 
     import torch
@@ -1012,6 +1090,8 @@ def main():
     if a.motion_score is not None:
         enc.motion_score = a.motion_score
     enc.resolution = edge  # Cosmos 3's prompt names it
+    if a.check and not hasattr(enc, "reference"):
+        fail(f"--check: {a.family}'s encoder follows no single diffusers pipeline method to compare against")
     if edge % vae.scale_factor:
         fail(f"--resolution {edge}: not a multiple of the VAE's scale factor {vae.scale_factor}")
     common = {"format": f"{FORMAT}-{VERSION}", "family": a.family, "flavour": a.flavour, "vae": vae.name,
@@ -1030,14 +1110,18 @@ def main():
         latents = vae.encode(image, gen)
         shape = list(latents.shape)
         t = enc.encode(caption)
+        if a.check:
+            check_encoding(enc, caption, t)
         t["latents"] = latents
         write_sample(os.path.join(a.out, name), t, dict(common, caption=caption, image=rel,
                                                         image_size=f"{w}x{h}"), dtype)
         print(f"{rel} -> {name}: latents {tuple(latents.shape)}, \"{caption}\"")
     # the empty prompt's embeddings: what caption_dropout_probability trains with
-    write_sample(os.path.join(a.out, NULL_FILE), enc.encode(""), dict(common, caption=""), dtype)
-
     null = enc.encode("")
+    if a.check:
+        check_encoding(enc, "", null)
+    write_sample(os.path.join(a.out, NULL_FILE), null, dict(common, caption=""), dtype)
+
     seq, pooled = null["prompt_embeds"], null.get("pooled_prompt_embeds")
     index = {
         "format": FORMAT, "version": VERSION, "family": a.family, "flavour": a.flavour,
