@@ -4,7 +4,7 @@ the user's local diffusers pipeline the way its pipeline makes them, for `segtra
 
   make_cache.py --images DIR --pipeline DIR --out DIR
                 [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image|ltxvideo|
-                          lumina2|z_image|cosmos3|ernie|qwen_image]
+                          lumina2|z_image|cosmos3|ernie|qwen_image|krea2]
                 [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
                 [--max_sequence_length N] [--motion_score N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
                 [--check]
@@ -12,15 +12,15 @@ the user's local diffusers pipeline the way its pipeline makes them, for `segtra
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/; Chroma's,
-PixArt Sigma's, AuraFlow's, Wan's, Sana's, SanaVideo's, Cosmos 2's, LTX-Video's, Lumina 2's, Z-Image's, ERNIE-Image's
-and Qwen-Image's: vae/, text_encoder/, tokenizer/; OmniGen's: vae/, tokenizer/, its prompt being token ids the
-transformer embeds itself; Cosmos 3's: vae/, text_tokenizer/, likewise); nothing is downloaded. For the video
-families (wan, sanavideo, ltxvideo) with --num_frames N above 1, each sample is a folder of N or more frames (image
-files, sorted by name; the first N taken) instead of an image, its caption the folder's name or, with textfile,
-<folder>.txt beside it; the latents are (C, 1 + (N - 1) / 4, H, W) (LTX-Video's: / 8). The text is encoded as each
-family's diffusers 0.42.1 pipeline encodes it. --tiny-random builds such a folder from small configs and seeded
-random weights (into --pipeline when given, else a temporary folder) at the family's -tiny preset's shapes and then
-runs exactly the path a real pipeline takes: it tests the tool end to end and makes the committed fixture
+PixArt Sigma's, AuraFlow's, Wan's, Sana's, SanaVideo's, Cosmos 2's, LTX-Video's, Lumina 2's, Z-Image's,
+ERNIE-Image's, Qwen-Image's and Krea 2's: vae/, text_encoder/, tokenizer/; OmniGen's: vae/, tokenizer/, its prompt
+being token ids the transformer embeds itself; Cosmos 3's: vae/, text_tokenizer/, likewise); nothing is downloaded.
+For the video families (wan, sanavideo, ltxvideo) with --num_frames N above 1, each sample is a folder of N or more
+frames (image files, sorted by name; the first N taken) instead of an image, its caption the folder's name or, with
+textfile, <folder>.txt beside it; the latents are (C, 1 + (N - 1) / 4, H, W) (LTX-Video's: / 8). The text is encoded
+as each family's diffusers 0.42.1 pipeline encodes it. --tiny-random builds such a folder from small configs and
+seeded random weights (into --pipeline when given, else a temporary folder) at the family's -tiny preset's shapes and
+then runs exactly the path a real pipeline takes: it tests the tool end to end and makes the committed fixture
 tests/fixtures/cache-flux-tiny (flux-tiny's shapes: 4 latent channels, text_len 8, text_dim 32, pooled 16).
 
 Needs torch, diffusers and transformers (scripts/reference-venv.sh); `make test` never runs this.
@@ -435,6 +435,51 @@ class QwenImageEncoders:
         return seq[0], None
 
 
+class Krea2Encoders:
+    """Krea2Pipeline.get_text_hidden_states, as SimpleTuner's Krea 2 calls encode_prompt for text to image: Qwen-Image's
+    chat template split around the caption, the prefix and caption padded and truncated to max_sequence_length + 34
+    - 5 tokens and the 5 suffix tokens after the padding ([prefix | caption | PAD | suffix]); Qwen3-VL run with the
+    mask and positions that count only real tokens; each token's tapped layers side by side (text_dim = layers x
+    width), the 34 prefix rows dropped. The mask keeps its hole between the caption and the suffix, which krea2 reads
+    as a key mask. The tapped layers are the pipeline's text_encoder_select_layers (its model_index.json), Krea 2's
+    (2, 5, ..., 35) when the folder names none. No pooled vector."""
+    PREFIX = ("<|im_start|>system\nDescribe the image by detailing the color, shape, size, texture, quantity, text, "
+              "spatial relationships of the objects and background:<|im_end|>\n<|im_start|>user\n")
+    SUFFIX = "<|im_end|>\n<|im_start|>assistant\n"
+    DROP, SUFFIX_TOKENS = 34, 5
+
+    def __init__(self, pipe, label, device, max_seq):
+        self.device, self.max_seq = device, max_seq
+        self.tok = load_tok(pipe, "tokenizer")
+        self.enc = load_model("Qwen3VLModel", pipe, "text_encoder", device)
+        index = os.path.join(pipe, "model_index.json")
+        layers = json.load(open(index)).get("text_encoder_select_layers") if os.path.exists(index) else None
+        self.layers = tuple(layers or range(2, 36, 3))
+        self.names = [f"{label}/text_encoder ({type(self.enc).__name__}, layers {list(self.layers)})"]
+
+    def encode(self, caption):
+        import torch
+
+        t = self.tok([self.PREFIX + caption], truncation=True, padding="max_length",
+                     max_length=self.max_seq + self.DROP - self.SUFFIX_TOKENS, return_tensors="pt")
+        u = self.tok([self.SUFFIX], return_tensors="pt")
+        ids = torch.cat([t.input_ids, u.input_ids], 1).to(self.device)
+        mask = torch.cat([t.attention_mask, u.attention_mask], 1).bool().to(self.device)
+        pos = (mask.long().cumsum(-1) - 1).clamp(min=0).unsqueeze(0).expand(3, -1, -1)
+        with torch.no_grad():
+            out = self.enc(input_ids=ids, attention_mask=mask, position_ids=pos, output_hidden_states=True)
+        states = torch.stack([out.hidden_states[i][0] for i in self.layers], 1)[self.DROP:]
+        return {"prompt_embeds": states.reshape(states.shape[0], -1), "attention_mask": mask[0, self.DROP:].long()}
+
+    def reference(self, caption):
+        p = pipeline_stub("Krea2Pipeline", tokenizer=self.tok, text_encoder=self.enc,
+                          text_encoder_select_layers=self.layers, prompt_template_encode_prefix=self.PREFIX,
+                          prompt_template_encode_suffix=self.SUFFIX, prompt_template_encode_start_idx=self.DROP,
+                          prompt_template_encode_num_suffix_tokens=self.SUFFIX_TOKENS)
+        seq, mask = p.get_text_hidden_states(caption, self.max_seq, self.enc.device)
+        return seq[0].reshape(seq.shape[1], -1), mask[0]
+
+
 class CosmosEncoders(AuraFlowEncoders):
     """SimpleTuner's Cosmos 2 _encode_prompts (its own, not the pipeline's): T5 at tokenizer_max_length (512 by
     default) run with the tokenizer's mask, the rows past each caption's length set to zero; the mask stored for
@@ -795,6 +840,8 @@ FAMILIES = {
                   flux2_vae=True),
     "qwen_image": dict(enc=QwenImageEncoders, subs=("text_encoder", "tokenizer"), seq={"v2.0": 1024, "v1.0": 1024},
                        tiny_seq=8, vae=None, wan_vae=True, qwen_vae=True),
+    "krea2": dict(enc=Krea2Encoders, subs=("text_encoder", "tokenizer"), seq={"raw": 512, "turbo": 512}, tiny_seq=16,
+                  vae=None, wan_vae=True, qwen_vae=True),
     "ltxvideo": dict(enc=LtxEncoders, subs=("text_encoder", "tokenizer"), seq={"0.9.5": 128}, tiny_seq=6,
                      vae=None, video=True, frames_per_latent=8, ltx_vae=True),
     "cosmos2image": dict(enc=CosmosEncoders, subs=("text_encoder", "tokenizer"), seq={"2b": 512, "14b": 512},
@@ -917,7 +964,7 @@ def build_tiny_pipeline(folder, family, seed):
         vae.save_pretrained(os.path.join(folder, "vae"))
         t5("text_encoder", "tokenizer", 24, 1)
         return
-    if family == "qwen_image":  # Qwen-Image's VAE (Wan's form), 8x, 4 channels; Qwen2.5-VL's text model 32 wide
+    if family in ("qwen_image", "krea2"):  # Qwen-Image's VAE (Wan's form), 8x, 4 channels, and a Qwen-VL
         from diffusers import AutoencoderKLQwenImage
 
         AutoencoderKLQwenImage(base_dim=8, z_dim=4, dim_mult=[1, 1, 1, 1], num_res_blocks=1,
@@ -925,6 +972,18 @@ def build_tiny_pipeline(folder, family, seed):
                                    os.path.join(folder, "vae"))
         v = tokenizer("tokenizer", "qwenvl", 4096)
         torch.manual_seed(seed + 1)
+        if family == "krea2":  # Qwen3-VL 24 wide, three layers, all tapped (krea2-tiny's text_dim 72 = 3 x 24)
+            tf.Qwen3VLModel(tf.Qwen3VLConfig(
+                text_config=dict(vocab_size=len(v), hidden_size=24, intermediate_size=48, num_hidden_layers=3,
+                                 num_attention_heads=2, num_key_value_heads=1, head_dim=12, max_position_embeddings=512,
+                                 rope_parameters={"rope_type": "default", "rope_theta": 5000000.0,
+                                                  "mrope_section": [2, 2, 2], "mrope_interleaved": True}),
+                vision_config=dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=24,
+                                   deepstack_visual_indexes=[0], num_position_embeddings=16))).save_pretrained(
+                                       os.path.join(folder, "text_encoder"))
+            with open(os.path.join(folder, "model_index.json"), "w") as f:
+                json.dump({"_class_name": "Krea2Pipeline", "text_encoder_select_layers": [1, 2, 3]}, f)
+            return
         pad = v["<|endoftext|>"]
         tf.Qwen2_5_VLForConditionalGeneration(tf.Qwen2_5_VLConfig(
             text_config=dict(vocab_size=len(v), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -1017,8 +1076,9 @@ def main():
                     help="the text encoder's tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 "
                          "after CLIP's 77, chroma 512, pixart_sigma 300, auraflow 120, omnigen 128 with its template, "
                          "sana and sanavideo 300, cosmos2image 512, ltxvideo 128, lumina2 256, z_image 512, cosmos3 "
-                         "512, ernie 256, qwen_image 1024; tiny: 8, sd3 4 after CLIP's 4, omnigen 40, lumina2 and "
-                         "cosmos3 48, z_image 16, 6 for sana, sanavideo, cosmos2image, ltxvideo and ernie)")
+                         "512, ernie 256, qwen_image 1024, krea2 512; tiny: 8, sd3 4 after CLIP's 4, omnigen 40, "
+                         "lumina2 and cosmos3 48, z_image and krea2 16, 6 for sana, sanavideo, cosmos2image, "
+                         "ltxvideo and ernie)")
     ap.add_argument("--motion_score", type=int, help="sanavideo: SimpleTuner's sana_motion_score, appended to each "
                     "caption as ' motion score: N.' (default: none)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
@@ -1028,7 +1088,7 @@ def main():
     ap.add_argument("--check", action="store_true",
                     help="encode every caption again through the diffusers pipeline method the family's encoder "
                          "follows and stop unless they are bit-equal (sana, sanavideo, ltxvideo, lumina2, z_image, "
-                         "cosmos3, qwen_image)")
+                         "cosmos3, qwen_image, krea2)")
     a = ap.parse_args()
 
     import torch

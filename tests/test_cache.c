@@ -479,6 +479,12 @@ static void test_lumina2_cache(void)
                              "model_family=qwen_image;model_preset=qwen-image-tiny;max_train_steps=3", 3, true, loss);
     CHECKF(sq == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sq, st_error());
     if (sq == ST_OK) printf("     the committed qwen_image cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
+    /* and the --family krea2 one: 3 tapped Qwen3-VL layers a token, its mask with the template's hole */
+    const st_status sk = run("krea2-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-krea2-tiny",
+                             "model_family=krea2;model_flavour=raw;model_preset=krea2-tiny;tokenizer_max_length=16;"
+                             "max_train_steps=3", 3, true, loss);
+    CHECKF(sk == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sk, st_error());
+    if (sk == ST_OK) printf("     the committed krea2 cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
 }
 
 static void test_training(void)
