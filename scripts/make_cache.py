@@ -4,24 +4,25 @@ the user's local diffusers pipeline the way its pipeline makes them, for `segtra
 
   make_cache.py --images DIR --pipeline DIR --out DIR
                 [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image|ltxvideo|
-                          lumina2|z_image|cosmos3|ernie|qwen_image|krea2]
+                          lumina2|z_image|cosmos3|ernie|qwen_image|krea2|flux2]
                 [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
-                [--max_sequence_length N] [--motion_score N] [--dtype float32|bfloat16] [--seed 0] [--device cpu]
-                [--check]
+                [--max_sequence_length N] [--motion_score N] [--text_encoder_layers L,L,...]
+                [--dtype float32|bfloat16] [--seed 0] [--device cpu] [--check]
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR] [--check]   (tests)
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/; Chroma's,
 PixArt Sigma's, AuraFlow's, Wan's, Sana's, SanaVideo's, Cosmos 2's, LTX-Video's, Lumina 2's, Z-Image's,
-ERNIE-Image's, Qwen-Image's and Krea 2's: vae/, text_encoder/, tokenizer/; OmniGen's: vae/, tokenizer/, its prompt
-being token ids the transformer embeds itself; Cosmos 3's: vae/, text_tokenizer/, likewise); nothing is downloaded.
-For the video families (wan, sanavideo, ltxvideo) with --num_frames N above 1, each sample is a folder of N or more
-frames (image files, sorted by name; the first N taken) instead of an image, its caption the folder's name or, with
-textfile, <folder>.txt beside it; the latents are (C, 1 + (N - 1) / 4, H, W) (LTX-Video's: / 8). The text is encoded
-as each family's diffusers 0.42.1 pipeline encodes it. --tiny-random builds such a folder from small configs and
-seeded random weights (into --pipeline when given, else a temporary folder) at the family's -tiny preset's shapes and
-then runs exactly the path a real pipeline takes: it tests the tool end to end and makes the committed fixture
-tests/fixtures/cache-flux-tiny (flux-tiny's shapes: 4 latent channels, text_len 8, text_dim 32, pooled 16).
+ERNIE-Image's, Qwen-Image's, Krea 2's and FLUX.2 Klein's: vae/, text_encoder/, tokenizer/; OmniGen's: vae/,
+tokenizer/, its prompt being token ids the transformer embeds itself; Cosmos 3's: vae/, text_tokenizer/, likewise);
+nothing is downloaded. For the video families (wan, sanavideo, ltxvideo) with --num_frames N above 1, each sample is
+a folder of N or more frames (image files, sorted by name; the first N taken) instead of an image, its caption the
+folder's name or, with textfile, <folder>.txt beside it; the latents are (C, 1 + (N - 1) / 4, H, W) (LTX-Video's: /
+8). The text is encoded as each family's diffusers 0.42.1 pipeline encodes it. --tiny-random builds such a folder
+from small configs and seeded random weights (into --pipeline when given, else a temporary folder) at the family's
+-tiny preset's shapes and then runs exactly the path a real pipeline takes: it tests the tool end to end and makes
+the committed fixture tests/fixtures/cache-flux-tiny (flux-tiny's shapes: 4 latent channels, text_len 8, text_dim 32,
+pooled 16).
 
 Needs torch, diffusers and transformers (scripts/reference-venv.sh); `make test` never runs this.
 """
@@ -300,28 +301,30 @@ class ZImageEncoders:
     """SimpleTuner's Z-Image _encode_prompts (ZImagePipeline._encode_prompt's path): the caption as one user turn
     through the tokenizer's chat template (add_generation_prompt, enable_thinking), padded and truncated to
     tokenizer_max_length (512 by default), Qwen3 run with the mask, the second-to-last layer's states and the mask
-    stored. No pooled vector."""
+    stored. No pooled vector. FLUX.2 Klein's encoder is the same with thinking off and several layers."""
+    thinking, layers = True, (-2,)
 
     def __init__(self, pipe, label, device, max_seq):
         self.device, self.max_seq = device, max_seq
         self.tok = load_tok(pipe, "tokenizer")
-        self.qwen = load_model("Qwen3Model", pipe, "text_encoder", device)
-        self.names = [f"{label}/text_encoder ({type(self.qwen).__name__})"]
+        self.enc = load_model("AutoModel", pipe, "text_encoder", device)
+        self.names = [f"{label}/text_encoder ({type(self.enc).__name__})"]
 
     def encode(self, caption):
         import torch
 
         text = self.tok.apply_chat_template([{"role": "user", "content": caption}], tokenize=False,
-                                            add_generation_prompt=True, enable_thinking=True)
+                                            add_generation_prompt=True, enable_thinking=self.thinking)
         t = tokens(self.tok, text, self.max_seq)
         with torch.no_grad():
-            out = self.qwen(input_ids=t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device),
-                            output_hidden_states=True)
-        return {"prompt_embeds": out.hidden_states[-2][0], "attention_mask": t.attention_mask[0].to(torch.int64)}
+            out = self.enc(input_ids=t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device),
+                           output_hidden_states=True, use_cache=False)
+        states = torch.stack([out.hidden_states[k][0] for k in self.layers], 1)  # each token's layers side by side
+        return {"prompt_embeds": states.reshape(states.shape[0], -1), "attention_mask": t.attention_mask[0].long()}
 
     def reference(self, caption):
-        p = pipeline_stub("ZImagePipeline", tokenizer=self.tok, text_encoder=self.qwen)
-        return p._encode_prompt(caption, device=self.qwen.device, max_sequence_length=self.max_seq)[0], None
+        p = pipeline_stub("ZImagePipeline", tokenizer=self.tok, text_encoder=self.enc)
+        return p._encode_prompt(caption, device=self.enc.device, max_sequence_length=self.max_seq)[0], None
 
 
 class Cosmos3Tokens:
@@ -478,6 +481,22 @@ class Krea2Encoders:
                           prompt_template_encode_num_suffix_tokens=self.SUFFIX_TOKENS)
         seq, mask = p.get_text_hidden_states(caption, self.max_seq, self.enc.device)
         return seq[0].reshape(seq.shape[1], -1), mask[0]
+
+
+class Flux2KleinEncoders(ZImageEncoders):
+    """FLUX.2 Klein's Qwen3 encoder as SimpleTuner's Flux 2 runs it (_encode_prompts_qwen3, the same as diffusers'
+    Flux2KleinPipeline._get_qwen3_prompt_embeds): Z-Image's path with thinking off, padded and truncated to 512, the
+    tapped layers' states side by side per token (Klein's (9, 18, 27), or --text_encoder_layers as SimpleTuner's
+    custom_text_encoder_intermediary_layers) and the mask. No pooled vector."""
+    thinking, layers = False, (9, 18, 27)
+
+    def reference(self, caption):
+        import diffusers
+
+        seq = diffusers.Flux2KleinPipeline._get_qwen3_prompt_embeds(self.enc, self.tok, caption,
+                                                                    max_sequence_length=self.max_seq,
+                                                                    hidden_states_layers=self.layers)
+        return seq[0], None
 
 
 class CosmosEncoders(AuraFlowEncoders):
@@ -842,6 +861,8 @@ FAMILIES = {
                        tiny_seq=8, vae=None, wan_vae=True, qwen_vae=True),
     "krea2": dict(enc=Krea2Encoders, subs=("text_encoder", "tokenizer"), seq={"raw": 512, "turbo": 512}, tiny_seq=16,
                   vae=None, wan_vae=True, qwen_vae=True),
+    "flux2": dict(enc=Flux2KleinEncoders, subs=("text_encoder", "tokenizer"), seq={"klein-9b": 512, "klein-4b": 512},
+                  tiny_seq=8, vae=None, flux2_vae=True),
     "ltxvideo": dict(enc=LtxEncoders, subs=("text_encoder", "tokenizer"), seq={"0.9.5": 128}, tiny_seq=6,
                      vae=None, video=True, frames_per_latent=8, ltx_vae=True),
     "cosmos2image": dict(enc=CosmosEncoders, subs=("text_encoder", "tokenizer"), seq={"2b": 512, "14b": 512},
@@ -924,12 +945,12 @@ def build_tiny_pipeline(folder, family, seed):
                                        max_position_embeddings=512, pad_token_id=v["<pad>"], bos_token_id=v["<bos>"],
                                        eos_token_id=v["<eos>"])).save_pretrained(os.path.join(folder, "text_encoder"))
 
-    def qwen3(v, pad):  # two layers, 24 wide, as z-image-tiny and ernie-tiny read it
+    def qwen3(v, pad, width=24):  # two layers, 24 wide as z-image-tiny and ernie-tiny read it (flux2-tiny: 16)
         torch.manual_seed(seed + 1)
-        tf.Qwen3Model(tf.Qwen3Config(vocab_size=len(v), hidden_size=24, intermediate_size=48, num_hidden_layers=2,
-                                     num_attention_heads=2, num_key_value_heads=1, head_dim=12,
-                                     max_position_embeddings=512, pad_token_id=v[pad])).save_pretrained(
-                                         os.path.join(folder, "text_encoder"))
+        tf.Qwen3Model(tf.Qwen3Config(vocab_size=len(v), hidden_size=width, intermediate_size=2 * width,
+                                     num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                                     head_dim=width // 2, max_position_embeddings=512,
+                                     pad_token_id=v[pad])).save_pretrained(os.path.join(folder, "text_encoder"))
 
     if family == "sana":  # a 2-level DC-AE: 16 px -> 4 x 8 x 8
         from diffusers import AutoencoderDC
@@ -942,7 +963,7 @@ def build_tiny_pipeline(folder, family, seed):
                           os.path.join(folder, "vae"))
         gemma2()
         return
-    if family == "ernie":  # Flux.2's VAE with one latent channel (4 after the 2 x 2 patches) and a Qwen3 24 wide
+    if family in ("ernie", "flux2"):  # Flux.2's VAE, one latent channel (4 after the 2 x 2 patches), and a Qwen3
         from diffusers import AutoencoderKLFlux2
 
         vae = AutoencoderKLFlux2(block_out_channels=(8, 8), down_block_types=("DownEncoderBlock2D",) * 2,
@@ -951,7 +972,10 @@ def build_tiny_pipeline(folder, family, seed):
         vae.bn.running_mean.copy_(torch.tensor([0.1, -0.2, 0.3, 0.0]))
         vae.bn.running_var.copy_(torch.tensor([2.25, 0.25, 4.0, 1.0]))
         vae.save_pretrained(os.path.join(folder, "vae"))
-        qwen3(tokenizer("tokenizer", "gemma", 4096), "<pad>")  # a start token, so that "" has one
+        if family == "flux2":  # two layers 16 wide, both tapped: flux2-tiny's text_dim 32
+            qwen3(tokenizer("tokenizer", "qwen", 4096), "<|endoftext|>", 16)
+        else:
+            qwen3(tokenizer("tokenizer", "gemma", 4096), "<pad>")  # a start token, so that "" has one
         return
     if family == "ltxvideo":  # 4 latent channels, 8x in space and in time (the real one: 32x and 8x), 8 wide
         from diffusers import AutoencoderKLLTXVideo
@@ -1076,9 +1100,12 @@ def main():
                     help="the text encoder's tokens (default SimpleTuner's: flux dev 512, schnell 256, sd3 154 "
                          "after CLIP's 77, chroma 512, pixart_sigma 300, auraflow 120, omnigen 128 with its template, "
                          "sana and sanavideo 300, cosmos2image 512, ltxvideo 128, lumina2 256, z_image 512, cosmos3 "
-                         "512, ernie 256, qwen_image 1024, krea2 512; tiny: 8, sd3 4 after CLIP's 4, omnigen 40, "
-                         "lumina2 and cosmos3 48, z_image and krea2 16, 6 for sana, sanavideo, cosmos2image, "
+                         "512, ernie 256, qwen_image 1024, krea2 and flux2 512; tiny: 8, sd3 4 after CLIP's 4, omnigen "
+                         "40, lumina2 and cosmos3 48, z_image and krea2 16, 6 for sana, sanavideo, cosmos2image, "
                          "ltxvideo and ernie)")
+    ap.add_argument("--text_encoder_layers",
+                    help="flux2: the tapped layers, comma-separated (SimpleTuner's "
+                         "custom_text_encoder_intermediary_layers; default Klein's 9,18,27; tiny: 1,2)")
     ap.add_argument("--motion_score", type=int, help="sanavideo: SimpleTuner's sana_motion_score, appended to each "
                     "caption as ' motion score: N.' (default: none)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
@@ -1088,7 +1115,7 @@ def main():
     ap.add_argument("--check", action="store_true",
                     help="encode every caption again through the diffusers pipeline method the family's encoder "
                          "follows and stop unless they are bit-equal (sana, sanavideo, ltxvideo, lumina2, z_image, "
-                         "cosmos3, qwen_image, krea2)")
+                         "cosmos3, qwen_image, krea2, flux2)")
     a = ap.parse_args()
 
     import torch
@@ -1100,6 +1127,10 @@ def main():
     fam = FAMILIES[a.family]
     if a.motion_score is not None and a.family != "sanavideo":
         fail(f"--motion_score: a sanavideo option; {a.family} takes none")
+    if a.text_encoder_layers is not None and a.family != "flux2":
+        fail(f"--text_encoder_layers: a flux2 option; {a.family} takes none")
+    if a.family == "flux2" and a.flavour == "dev":
+        fail("--flavour dev: FLUX.2 dev's Mistral 3 encoder is not written yet; klein-4b and klein-9b (Qwen3) are")
     a.flavour = a.flavour or next(iter(fam["seq"]))
     if a.flavour not in fam["seq"] and a.family == "flux":
         fail(f"--flavour {a.flavour}: flux's are {', '.join(fam['seq'])}")
@@ -1149,6 +1180,12 @@ def main():
     enc = fam["enc"](a.pipeline, label, a.device, max_seq)
     if a.motion_score is not None:
         enc.motion_score = a.motion_score
+    layers = a.text_encoder_layers or ("1,2" if a.tiny_random and a.family == "flux2" else None)
+    if layers:
+        try:
+            enc.layers = tuple(int(x) for x in layers.split(","))
+        except ValueError:
+            fail(f"--text_encoder_layers {layers}: whole numbers separated by commas")
     enc.resolution = edge  # Cosmos 3's prompt names it
     if a.check and not hasattr(enc, "reference"):
         fail(f"--check: {a.family}'s encoder follows no single diffusers pipeline method to compare against")

@@ -485,6 +485,12 @@ static void test_lumina2_cache(void)
                              "max_train_steps=3", 3, true, loss);
     CHECKF(sk == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sk, st_error());
     if (sk == ST_OK) printf("     the committed krea2 cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
+    /* and the --family flux2 one: FLUX.2 Klein's Qwen3, two tapped layers a token (flux2-tiny's 32 = 2 x 16) */
+    const st_status sf = run("flux2-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-flux2-tiny",
+                             "model_family=flux2;model_flavour=klein-9b;model_preset=flux2-tiny;max_train_steps=3", 3,
+                             true, loss);
+    CHECKF(sf == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)sf, st_error());
+    if (sf == ST_OK) printf("     the committed flux2 cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
 }
 
 static void test_training(void)
