@@ -356,7 +356,11 @@ static void test_groupnorm(int64_t n, int64_t c, int64_t inner, int64_t groups, 
     tk_expect_close(what, y, g.y, total, 1e-5);
     for (int64_t k = 0; k < total; k++) dx[k] = 0.25f;
     for (int64_t k = 0; k < c; k++) dw[k] = db[k] = 0.25f;
-    groupnorm_backward(dx, dw, db, dy, x, w, n, c, inner, groups, &keep);
+    pool_reset_peak(p);
+    const size_t live = pool_live(p);
+    CHECK(groupnorm_backward(p, dx, dw, db, dy, x, w, n, c, inner, groups, &keep) == ST_OK);
+    CHECKF(pool_peak(p) == live + groupnorm_workspace_bytes(n, c) && pool_live(p) == live, "backward's peak %zu",
+           pool_peak(p) - live);
     for (int64_t k = 0; k < total; k++) dx[k] -= 0.25f;
     for (int64_t k = 0; k < c; k++) dw[k] -= 0.25f, db[k] -= 0.25f;
     double *fd = dbuf(total);
@@ -372,9 +376,9 @@ static void test_groupnorm(int64_t n, int64_t c, int64_t inner, int64_t groups, 
     float *d1[3] = {fbuf(total), fbuf(c), fbuf(c)}, *d2[3] = {fbuf(total), fbuf(c), fbuf(c)};
     const int threads = ops_threads();
     ops_set_threads(1);
-    groupnorm_backward(d1[0], d1[1], d1[2], dy, x, w, n, c, inner, groups, &keep);
+    CHECK(groupnorm_backward(p, d1[0], d1[1], d1[2], dy, x, w, n, c, inner, groups, &keep) == ST_OK);
     ops_set_threads(2);
-    groupnorm_backward(d2[0], d2[1], d2[2], dy, x, w, n, c, inner, groups, &keep);
+    CHECK(groupnorm_backward(p, d2[0], d2[1], d2[2], dy, x, w, n, c, inner, groups, &keep) == ST_OK);
     ops_set_threads(threads);
     for (int k = 0; k < 3; k++) {
         snprintf(what, sizeof what, "groupnorm %s at 1 and 2 threads", names[k]);

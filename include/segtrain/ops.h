@@ -119,12 +119,14 @@ st_status rmsnorm_zc_backward(pool *p, float *dx, float *dw, const float *dy, co
 /* GroupNorm (torch.nn.GroupNorm) over x (n, c, inner), channels first: each sample's c channels in `groups` groups
  * of c / groups, each group normalised over its channels and inner positions (biased variance), then
  * y = xhat w[ch] + b[ch] (w and b may be NULL). Keeps mean and 1/std per (sample, group). Backward accumulates dx,
- * dw and db (each may be NULL) and reads x and w; every sum runs in a fixed order, whatever the threads. */
+ * dw and db (each may be NULL) and reads x and w; its workspace holds two sums a (sample, channel); every sum runs in
+ * a fixed order, whatever the threads. */
 size_t groupnorm_kept_bytes(int64_t n, int64_t groups);
+size_t groupnorm_workspace_bytes(int64_t n, int64_t c);
 st_status groupnorm_forward(pool *p, float *y, const float *x, const float *w, const float *b, int64_t n, int64_t c,
                             int64_t inner, int64_t groups, float eps, op_state *keep);
-void groupnorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
-                        int64_t c, int64_t inner, int64_t groups, const op_state *keep);
+st_status groupnorm_backward(pool *p, float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                             int64_t n, int64_t c, int64_t inner, int64_t groups, const op_state *keep);
 
 /* ---- pointwise activations (ops/cpu/activation.c); backward reads x ---- */
 

@@ -358,16 +358,28 @@ static st_status groupnorm_forward_run(pool *p, float *y, const float *x, const 
     return ST_OK;
 }
 
-/* As LayerNorm's with g = dy w[ch]: each channel's sums of dy and dy xhat, weighted by w[ch], make the group's */
-static void groupnorm_backward_run(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
-                                   int64_t n, int64_t c, int64_t inner, int64_t groups, const op_state *keep)
+/* As LayerNorm's with g = dy w[ch]. Each (sample, channel)'s sums of dy and of dy xhat are taken once, into the
+ * workspace: weighted by w[ch] and added over a group's channels they give dx, added over the samples in order they
+ * are db and dw. */
+static st_status groupnorm_backward_run(pool *p, float *dx, float *dw, float *db, const float *dy, const float *x,
+                                        const float *w, int64_t n, int64_t c, int64_t inner, int64_t groups,
+                                        const op_state *keep)
 {
-    if (n <= 0 || (!dx && !dw && !db)) return;
+    if (n <= 0 || (!dx && !dw && !db)) return ST_OK;
     require_kept(keep, groupnorm_kept_bytes(n, groups), "groupnorm");
+    float *sums = NULL; /* (sample, channel): sum dy, sum dy xhat */
+    st_status st = pool_alloc(p, groupnorm_workspace_bytes(n, c), MEM_WORKSPACE, "groupnorm sums", (void **)&sums);
+    if (st != ST_OK || op_dry(dy)) return pool_free(p, sums), st;
     const int64_t cg = c / groups, m = cg * inner;
     const float *mean = keep->data, *rstd = (const float *)keep->data + n * groups;
 #pragma omp parallel
     {
+#pragma omp for schedule(static)
+        for (int64_t ic = 0; ic < n * c; ic++) {
+            const int64_t ig = ic / c * groups + ic % c / cg;
+            grad_row_sums(dy + ic * inner, x + ic * inner, NULL, mean[ig], rstd[ig], inner, false, &sums[2 * ic],
+                          &sums[2 * ic + 1]);
+        }
         if (dx) {
 #pragma omp for schedule(static) nowait
             for (int64_t ig = 0; ig < n * groups; ig++) {
@@ -375,9 +387,7 @@ static void groupnorm_backward_run(float *dx, float *dw, float *db, const float 
                 float s1 = 0.0f, s2 = 0.0f;
                 for (int64_t k = 0; k < cg; k++) {
                     const float wc = w ? w[ig % groups * cg + k] : 1.0f;
-                    float a, e;
-                    grad_row_sums(dy + ig * m + k * inner, x + ig * m + k * inner, NULL, mu, r, inner, false, &a, &e);
-                    s1 += wc * a, s2 += wc * e;
+                    s1 += wc * sums[2 * (ig * cg + k)], s2 += wc * sums[2 * (ig * cg + k) + 1];
                 }
                 s1 /= (float)m, s2 /= (float)m;
                 for (int64_t k = 0; k < cg; k++) {
@@ -392,18 +402,18 @@ static void groupnorm_backward_run(float *dx, float *dw, float *db, const float 
 #pragma omp for schedule(static)
             for (int64_t ch = 0; ch < c; ch++) {
                 float aw = 0.0f, ab = 0.0f;
-                for (int64_t i = 0; i < n; i++) { /* samples in order */
-                    const int64_t ig = i * groups + ch / cg, at = (i * c + ch) * inner;
-                    float a, e;
-                    grad_row_sums(dy + at, x + at, NULL, mean[ig], rstd[ig], inner, false, &a, &e);
-                    ab += a, aw += e;
-                }
+                for (int64_t i = 0; i < n; i++) /* samples in order */
+                    ab += sums[2 * (i * c + ch)], aw += sums[2 * (i * c + ch) + 1];
                 if (dw) dw[ch] += aw;
                 if (db) db[ch] += ab;
             }
         }
     }
+    pool_free(p, sums);
+    return ST_OK;
 }
+
+size_t groupnorm_workspace_bytes(int64_t n, int64_t c) { return 2 * (size_t)(n * c) * sizeof(float); }
 
 st_status groupnorm_forward(pool *p, float *y, const float *x, const float *w, const float *b, int64_t n, int64_t c,
                             int64_t inner, int64_t groups, float eps, op_state *keep)
@@ -414,10 +424,11 @@ st_status groupnorm_forward(pool *p, float *y, const float *x, const float *w, c
     return r;
 }
 
-void groupnorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
-                        int64_t c, int64_t inner, int64_t groups, const op_state *keep)
+st_status groupnorm_backward(pool *p, float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                             int64_t n, int64_t c, int64_t inner, int64_t groups, const op_state *keep)
 {
     const double t0 = prof_now();
-    if (!op_dry(dy)) groupnorm_backward_run(dx, dw, db, dy, x, w, n, c, inner, groups, keep);
+    const st_status st = groupnorm_backward_run(p, dx, dw, db, dy, x, w, n, c, inner, groups, keep);
     prof_add(OP_NORM, t0, 0, 16.0 * n * c * inner);
+    return st;
 }
