@@ -211,23 +211,30 @@ class Sd3Encoders:
                 "attention_mask": torch.cat([clip_mask, t.attention_mask[0]], 0)}
 
 
-class ChromaEncoders:
-    """ChromaPipeline._get_t5_prompt_embeds: T5 at max_sequence_length, run with the tokenizer's mask; the mask
-    returned (and stored, since chroma reads it) keeps the first padding token (index <= the real length), as
-    Chroma's pipeline lets the model attend to one </s>-like padding position. No pooled vector."""
+class TextEncoder:
+    """What most families' encoders share: the pipeline's tokenizer/ and its one text_encoder/ (a transformers class
+    named by MODEL), on the device, its name for the cache's index."""
+    MODEL = "AutoModel"
 
     def __init__(self, pipe, label, device, max_seq):
         self.device, self.max_seq = device, max_seq
         self.tok = load_tok(pipe, "tokenizer")
-        self.t5 = load_model("T5EncoderModel", pipe, "text_encoder", device)
-        self.names = [f"{label}/text_encoder ({type(self.t5).__name__})"]
+        self.enc = load_model(self.MODEL, pipe, "text_encoder", device)
+        self.names = [f"{label}/text_encoder ({type(self.enc).__name__})"]
+
+
+class ChromaEncoders(TextEncoder):
+    """ChromaPipeline._get_t5_prompt_embeds: T5 at max_sequence_length, run with the tokenizer's mask; the mask
+    returned (and stored, since chroma reads it) keeps the first padding token (index <= the real length), as
+    Chroma's pipeline lets the model attend to one </s>-like padding position. No pooled vector."""
+    MODEL = "T5EncoderModel"
 
     def encode(self, caption):
         import torch
 
         with torch.no_grad():
             t = tokens(self.tok, caption, self.max_seq)
-            seq = self.t5(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device))[0][0]
+            seq = self.enc(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device))[0][0]
         n = int(t.attention_mask[0].sum())
         return {"prompt_embeds": seq, "attention_mask": (torch.arange(seq.shape[0]) <= n).to(torch.int64)}
 
@@ -242,20 +249,14 @@ class PixArtEncoders(ChromaEncoders):
 
         with torch.no_grad():
             t = tokens(self.tok, caption, self.max_seq)
-            seq = self.t5(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device))[0][0]
+            seq = self.enc(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device))[0][0]
         return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0].to(torch.int64)}
 
 
-class AuraFlowEncoders:
+class AuraFlowEncoders(TextEncoder):
     """AuraFlowPipeline.encode_prompt: its UMT5 (Pile-T5) at max_sequence_length, run with the tokenizer's mask,
     the outputs multiplied by the mask (padding rows zero). No pooled vector."""
     MODEL = "UMT5EncoderModel"
-
-    def __init__(self, pipe, label, device, max_seq):
-        self.device, self.max_seq = device, max_seq
-        self.tok = load_tok(pipe, "tokenizer")
-        self.t5 = load_model(self.MODEL, pipe, "text_encoder", device)
-        self.names = [f"{label}/text_encoder ({type(self.t5).__name__})"]
 
     def encode(self, caption):
         import torch
@@ -263,52 +264,41 @@ class AuraFlowEncoders:
         with torch.no_grad():
             t = tokens(self.tok, caption, self.max_seq)
             mask = t.attention_mask.to(self.device)
-            seq = self.t5(input_ids=t.input_ids.to(self.device), attention_mask=mask)[0][0] * mask[0, :, None]
+            seq = self.enc(input_ids=t.input_ids.to(self.device), attention_mask=mask)[0][0] * mask[0, :, None]
         return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0]}
 
 
-class Lumina2Encoders:
+class Lumina2Encoders(TextEncoder):
     """Lumina2Pipeline._get_gemma_prompt_embeds as SimpleTuner's Lumina 2 calls it: its system prompt,
     " <Prompt Start> " and the caption, padded and truncated to tokenizer_max_length (256 by default), Gemma 2 run
     with the mask, the second-to-last layer's states and the mask stored (a tokenizer that pads on the left makes
     masks segtrain refuses: its captions' tokens must come first). No pooled vector."""
     SYSTEM_PROMPT = ("You are an assistant designed to generate superior images with the superior degree of image-text "
                      "alignment based on textual prompts or user prompts.")
-
-    def __init__(self, pipe, label, device, max_seq):
-        self.device, self.max_seq = device, max_seq
-        self.tok = load_tok(pipe, "tokenizer")
-        self.gemma = load_model("Gemma2Model", pipe, "text_encoder", device)
-        self.names = [f"{label}/text_encoder ({type(self.gemma).__name__})"]
+    MODEL = "Gemma2Model"
 
     def encode(self, caption):
         import torch
 
         t = tokens(self.tok, self.SYSTEM_PROMPT + " <Prompt Start> " + caption, self.max_seq)
         with torch.no_grad():
-            out = self.gemma(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device),
-                             output_hidden_states=True)
+            out = self.enc(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device),
+                           output_hidden_states=True)
         return {"prompt_embeds": out.hidden_states[-2][0], "attention_mask": t.attention_mask[0].to(torch.int64)}
 
     def reference(self, caption):
-        p = pipeline_stub("Lumina2Pipeline", tokenizer=self.tok, text_encoder=self.gemma, transformer=None)
+        p = pipeline_stub("Lumina2Pipeline", tokenizer=self.tok, text_encoder=self.enc, transformer=None)
         seq, mask = p._get_gemma_prompt_embeds(self.SYSTEM_PROMPT + " <Prompt Start> " + caption,
-                                               device=self.gemma.device, max_sequence_length=self.max_seq)
+                                               device=self.enc.device, max_sequence_length=self.max_seq)
         return seq[0], mask[0]
 
 
-class ZImageEncoders:
+class ZImageEncoders(TextEncoder):
     """SimpleTuner's Z-Image _encode_prompts (ZImagePipeline._encode_prompt's path): the caption as one user turn
     through the tokenizer's chat template (add_generation_prompt, enable_thinking), padded and truncated to
     tokenizer_max_length (512 by default), Qwen3 run with the mask, the second-to-last layer's states and the mask
     stored. No pooled vector. FLUX.2 Klein's encoder is the same with thinking off and several layers."""
     thinking, layers = True, (-2,)
-
-    def __init__(self, pipe, label, device, max_seq):
-        self.device, self.max_seq = device, max_seq
-        self.tok = load_tok(pipe, "tokenizer")
-        self.enc = load_model("AutoModel", pipe, "text_encoder", device)
-        self.names = [f"{label}/text_encoder ({type(self.enc).__name__})"]
 
     def encode(self, caption):
         import torch
@@ -366,17 +356,11 @@ class Cosmos3Tokens:
         return token_ids(ids, self.max_seq, caption, "Cosmos 3")["prompt_embeds"], None
 
 
-class ErnieEncoders:
+class ErnieEncoders(TextEncoder):
     """SimpleTuner's ERNIE-Image _encode_prompts: the caption alone, unpadded, with the tokenizer's special tokens and
     truncated at tokenizer_max_length, through the text encoder (AutoModel; a vision-language one's language model
     on its input embeddings), the second-to-last layer's states; SimpleTuner pads a batch's captions with zeros to
     the longest, so the cache pads them to --max_sequence_length with zeros and a mask. No pooled vector."""
-
-    def __init__(self, pipe, label, device, max_seq):
-        self.device, self.max_seq = device, max_seq
-        self.tok = load_tok(pipe, "tokenizer")
-        self.enc = load_model("AutoModel", pipe, "text_encoder", device)
-        self.names = [f"{label}/text_encoder ({type(self.enc).__name__})"]
 
     def encode(self, caption):
         import torch
@@ -398,7 +382,7 @@ class ErnieEncoders:
         return {"prompt_embeds": seq, "attention_mask": m}
 
 
-class QwenImageEncoders:
+class QwenImageEncoders(TextEncoder):
     """QwenImagePipeline._get_qwen_prompt_embeds and encode_prompt (SimpleTuner's Qwen-Image pipeline inherits them):
     the caption in the pipeline's chat template, tokenized to max_sequence_length + 34 and truncated, Qwen2.5-VL
     run with the mask, the last layer's states of the caption's tokens after the template's 34-token system prefix,
@@ -408,11 +392,7 @@ class QwenImageEncoders:
                 "<|im_start|>assistant\n")
     DROP = 34
 
-    def __init__(self, pipe, label, device, max_seq):
-        self.device, self.max_seq = device, max_seq
-        self.tok = load_tok(pipe, "tokenizer")
-        self.enc = load_model("Qwen2_5_VLForConditionalGeneration", pipe, "text_encoder", device)
-        self.names = [f"{label}/text_encoder ({type(self.enc).__name__})"]
+    MODEL = "Qwen2_5_VLForConditionalGeneration"
 
     def encode(self, caption):
         import torch
@@ -438,7 +418,7 @@ class QwenImageEncoders:
         return seq[0], None
 
 
-class Krea2Encoders:
+class Krea2Encoders(TextEncoder):
     """Krea2Pipeline.get_text_hidden_states, as SimpleTuner's Krea 2 calls encode_prompt for text to image: Qwen-Image's
     chat template split around the caption, the prefix and caption padded and truncated to max_sequence_length + 34
     - 5 tokens and the 5 suffix tokens after the padding ([prefix | caption | PAD | suffix]); Qwen3-VL run with the
@@ -451,10 +431,10 @@ class Krea2Encoders:
     SUFFIX = "<|im_end|>\n<|im_start|>assistant\n"
     DROP, SUFFIX_TOKENS = 34, 5
 
+    MODEL = "Qwen3VLModel"
+
     def __init__(self, pipe, label, device, max_seq):
-        self.device, self.max_seq = device, max_seq
-        self.tok = load_tok(pipe, "tokenizer")
-        self.enc = load_model("Qwen3VLModel", pipe, "text_encoder", device)
+        super().__init__(pipe, label, device, max_seq)
         index = os.path.join(pipe, "model_index.json")
         layers = json.load(open(index)).get("text_encoder_select_layers") if os.path.exists(index) else None
         self.layers = tuple(layers or range(2, 36, 3))
@@ -510,7 +490,7 @@ class CosmosEncoders(AuraFlowEncoders):
 
         with torch.no_grad():
             t = tokens(self.tok, caption, self.max_seq)
-            seq = self.t5(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device))[0][0]
+            seq = self.enc(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device))[0][0]
         seq[int(t.attention_mask[0].sum()):] = 0
         return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0].to(torch.int64)}
 
@@ -547,7 +527,7 @@ class OmniGenTokens:
         return token_ids(self.tok(self.TEMPLATE.format(caption)).input_ids, self.max_seq, caption, "OmniGen")
 
 
-class SanaEncoders:
+class SanaEncoders(TextEncoder):
     """SanaPipeline.encode_prompt as SimpleTuner's Sana calls it (max_sequence_length 300, its default complex human
     instruction: the field's lines stripped and joined by newlines): the caption lowercased and stripped, the
     instruction before it, Gemma 2 run with the tokenizer's mask (right padding) over the instruction's tokens plus
@@ -572,12 +552,11 @@ class SanaEncoders:
         "User Prompt:",
     ]
 
+    MODEL = "Gemma2Model"
+
     def __init__(self, pipe, label, device, max_seq):
-        self.device, self.max_seq = device, max_seq
-        self.tok = load_tok(pipe, "tokenizer")
+        super().__init__(pipe, label, device, max_seq)
         self.tok.padding_side = "right"
-        self.gemma = load_model("Gemma2Model", pipe, "text_encoder", device)
-        self.names = [f"{label}/text_encoder ({type(self.gemma).__name__})"]
 
     def encode(self, caption):
         import torch
@@ -588,7 +567,7 @@ class SanaEncoders:
         t = self.tok([chi + caption.lower().strip()], padding="max_length", max_length=n, truncation=True,
                      add_special_tokens=True, return_tensors="pt")
         with torch.no_grad():
-            seq = self.gemma(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device))[0][0]
+            seq = self.enc(t.input_ids.to(self.device), attention_mask=t.attention_mask.to(self.device))[0][0]
         keep = [0] + list(range(-self.max_seq + 1, 0))
         return {"prompt_embeds": seq[keep], "attention_mask": t.attention_mask[0, keep].to(torch.int64)}
 
@@ -598,9 +577,9 @@ class SanaEncoders:
     PIPELINE = "SanaPipeline"
 
     def reference(self, caption):
-        p = pipeline_stub(self.PIPELINE, tokenizer=self.tok, text_encoder=self.gemma, transformer=None)
+        p = pipeline_stub(self.PIPELINE, tokenizer=self.tok, text_encoder=self.enc, transformer=None)
         seq, mask, _, _ = p.encode_prompt(self.prompt(caption), do_classifier_free_guidance=False,
-                                          device=self.gemma.device, max_sequence_length=self.max_seq,
+                                          device=self.enc.device, max_sequence_length=self.max_seq,
                                           complex_human_instruction=self.INSTRUCTION)
         return seq[0], mask[0]
 
@@ -634,19 +613,32 @@ class SanaVideoEncoders(SanaEncoders):
         return caption if self.motion_score is None else f"{caption} motion score: {self.motion_score}."
 
 
-class DcVae:
+class VaeBase:
+    """What the VAE wrappers share: the pipeline's vae/ as the diffusers class CLASS, on the device, and
+    scale_factor, its image pixels per latent pixel along an edge (AutoencoderKL's: a halving a level after the
+    first)."""
+    CLASS = "AutoencoderKL"
+
+    def __init__(self, pipe, label, device):
+        import diffusers
+
+        self.device = device
+        self.vae = getattr(diffusers, self.CLASS).from_pretrained(os.path.join(pipe, "vae")).to(device).eval()
+        self.scale_factor = self.spatial_scale()
+        self.name = f"{label}/vae ({self.CLASS})"
+
+    def spatial_scale(self):
+        return 2 ** (len(self.vae.config.block_out_channels) - 1)
+
+
+class DcVae(VaeBase):
     """AutoencoderDC (Sana's DC-AE, 32x): encode(x).latent times scaling_factor (0.41407), as SimpleTuner's VAE cache
     stores it, then times SimpleTuner's LATENT_RESCALE (0.5), which its Sana prepare_batch applies to every training
     batch: the cache holds the latents as the model trains on them."""
-    LATENT_RESCALE = 0.5
+    CLASS, LATENT_RESCALE = "AutoencoderDC", 0.5
 
-    def __init__(self, pipe, label, device):
-        from diffusers import AutoencoderDC
-
-        self.device = device
-        self.vae = AutoencoderDC.from_pretrained(os.path.join(pipe, "vae")).to(device).eval()
-        self.scale_factor = 2 ** (len(self.vae.config.encoder_block_out_channels) - 1)
-        self.name = f"{label}/vae (AutoencoderDC)"
+    def spatial_scale(self):
+        return 2 ** (len(self.vae.config.encoder_block_out_channels) - 1)
 
     def encode(self, image, generator):
         import torch
@@ -656,18 +648,10 @@ class DcVae:
         return z * self.vae.config.scaling_factor * self.LATENT_RESCALE
 
 
-class Vae:
+class Vae(VaeBase):
     """AutoencoderKL's latent_dist.sample(), then (x - shift_factor) * scaling_factor, as the pipelines prepare
     image latents and SimpleTuner's VAE cache stores them (Flux's and Chroma's VAE: shift 0.1159, scale 0.3611;
     SD3's: 0.0609, 1.5305; AuraFlow's SDXL VAE: no shift, 0.13025)."""
-
-    def __init__(self, pipe, label, device):
-        from diffusers import AutoencoderKL
-
-        self.device = device
-        self.vae = AutoencoderKL.from_pretrained(os.path.join(pipe, "vae")).to(device).eval()
-        self.scale_factor = 2 ** (len(self.vae.config.block_out_channels) - 1)
-        self.name = f"{label}/vae (AutoencoderKL)"
 
     def encode(self, image, generator):
         import torch
@@ -680,16 +664,11 @@ class Vae:
         return (z - shift) * cfg.scaling_factor
 
 
-class WanEncoders:
+class WanEncoders(TextEncoder):
     """WanPipeline._get_t5_prompt_embeds: UMT5 at max_sequence_length with the tokenizer's mask (the prompt
     whitespace-cleaned), each sequence cut to its tokens and zero-padded back: wan reads the zeros unmasked; the mask
     is stored for reference. No pooled vector."""
-
-    def __init__(self, pipe, label, device, max_seq):
-        self.device, self.max_seq = device, max_seq
-        self.tok = load_tok(pipe, "tokenizer")
-        self.t5 = load_model("UMT5EncoderModel", pipe, "text_encoder", device)
-        self.names = [f"{label}/text_encoder ({type(self.t5).__name__})"]
+    MODEL = "UMT5EncoderModel"
 
     def encode(self, caption):
         import re
@@ -699,7 +678,7 @@ class WanEncoders:
         with torch.no_grad():
             t = tokens(self.tok, caption, self.max_seq)
             mask = t.attention_mask.to(self.device)
-            seq = self.t5(t.input_ids.to(self.device), mask).last_hidden_state[0]
+            seq = self.enc(t.input_ids.to(self.device), mask).last_hidden_state[0]
         n = int(t.attention_mask[0].sum())
         seq = torch.cat([seq[:n], seq.new_zeros(seq.shape[0] - n, seq.shape[1])])
         return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0]}
@@ -714,28 +693,24 @@ class LtxEncoders(ChromaEncoders):
 
         with torch.no_grad():
             t = tokens(self.tok, caption, self.max_seq)
-            seq = self.t5(t.input_ids.to(self.device))[0][0]
+            seq = self.enc(t.input_ids.to(self.device))[0][0]
         return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0].to(torch.int64)}
 
     def reference(self, caption):
-        p = pipeline_stub("LTXPipeline", tokenizer=self.tok, text_encoder=self.t5)
-        seq, mask = p._get_t5_prompt_embeds(caption, max_sequence_length=self.max_seq, device=self.t5.device,
-                                            dtype=self.t5.dtype)
+        p = pipeline_stub("LTXPipeline", tokenizer=self.tok, text_encoder=self.enc)
+        seq, mask = p._get_t5_prompt_embeds(caption, max_sequence_length=self.max_seq, device=self.enc.device,
+                                            dtype=self.enc.dtype)
         return seq[0], mask[0]
 
 
-class LtxVae:
+class LtxVae(VaeBase):
     """AutoencoderKLLTXVideo's latent_dist.sample() of the frames (3, F, H, W) in [-1, 1], then per channel
     (z - latents_mean) / latents_std with the VAE's own buffers, as SimpleTuner's normalize_ltx_latents stores them
     (its scaling_factor left at 1); (C, 1 + (F - 1) / 8, H / 32, W / 32) for the real VAE, (C, H, W) for one frame."""
+    CLASS = "AutoencoderKLLTXVideo"
 
-    def __init__(self, pipe, label, device):
-        from diffusers import AutoencoderKLLTXVideo
-
-        self.device = device
-        self.vae = AutoencoderKLLTXVideo.from_pretrained(os.path.join(pipe, "vae")).to(device).eval()
-        self.scale_factor = self.vae.spatial_compression_ratio
-        self.name = f"{label}/vae (AutoencoderKLLTXVideo)"
+    def spatial_scale(self):
+        return self.vae.spatial_compression_ratio
 
     def encode(self, frames, generator):
         import torch
@@ -746,18 +721,14 @@ class LtxVae:
         return z[:, 0] if z.shape[1] == 1 else z
 
 
-class Flux2Vae:
+class Flux2Vae(VaeBase):
     """ERNIE-Image's use of Flux.2's VAE (AutoencoderKLFlux2), as SimpleTuner's post_vae_encode_transform_sample does:
     latent_dist.mode(), 2 x 2 patches folded into channels (c, 2, 2), then normalised by the VAE's batch norm running
     statistics, (z - mean) / sqrt(var + batch_norm_eps): (4 C, H / 2, W / 2)."""
+    CLASS = "AutoencoderKLFlux2"
 
-    def __init__(self, pipe, label, device):
-        from diffusers import AutoencoderKLFlux2
-
-        self.device = device
-        self.vae = AutoencoderKLFlux2.from_pretrained(os.path.join(pipe, "vae")).to(device).eval()
-        self.scale_factor = 2 ** len(self.vae.config.block_out_channels)  # the VAE's 2^(levels - 1), then the patch
-        self.name = f"{label}/vae (AutoencoderKLFlux2)"
+    def spatial_scale(self):  # the VAE's 2^(levels - 1), then the 2 x 2 patch
+        return 2 ** len(self.vae.config.block_out_channels)
 
     def encode(self, image, generator):
         import torch
@@ -771,20 +742,14 @@ class Flux2Vae:
                                                                  self.vae.config.batch_norm_eps)
 
 
-class WanVae:
+class WanVae(VaeBase):
     """AutoencoderKLWan's latent_dist.sample() of the frames (3, F, H, W) in [-1, 1], then per channel
     (z - latents_mean) / latents_std, as WanPipeline normalises latents; (C, F', H, W) with F' = 1 + (F - 1) / 4, and
     (C, H, W) for one frame."""
-
     CLASS = "AutoencoderKLWan"
 
-    def __init__(self, pipe, label, device):
-        import diffusers
-
-        self.device = device
-        self.vae = getattr(diffusers, self.CLASS).from_pretrained(os.path.join(pipe, "vae")).to(device).eval()
-        self.scale_factor = 2 ** sum(1 for _ in self.vae.config.dim_mult[1:])
-        self.name = f"{label}/vae ({self.CLASS})"
+    def spatial_scale(self):
+        return 2 ** sum(1 for _ in self.vae.config.dim_mult[1:])
 
     def encode(self, frames, generator):
         import torch
@@ -809,21 +774,18 @@ class WanVaeRaw(WanVae):
         return z
 
 
-class QwenImageVae(WanVae):
-    """Qwen-Image's AutoencoderKLQwenImage as SimpleTuner's post_vae_encode_transform_sample uses it: the image a
-    one-frame clip, latent_dist.sample(), (z - latents_mean) times 1 / latents_std, (C, H, W)."""
-    CLASS = "AutoencoderKLQwenImage"
-
-    def normalise(self, z, mean, std):
-        return (z - mean) * (1.0 / std)
-
-
 class Cosmos3Vae(WanVae):
     """Cosmos 3's use of Wan 2.2's VAE, as Cosmos3OmniPipeline normalises latents: the image a one-frame clip,
     (z - latents_mean) times 1 / latents_std, (C, H, W)."""
 
     def normalise(self, z, mean, std):
         return (z - mean) * (1.0 / std)
+
+
+class QwenImageVae(Cosmos3Vae):
+    """Qwen-Image's AutoencoderKLQwenImage as SimpleTuner's post_vae_encode_transform_sample uses it: normalised as
+    Cosmos 3's (the image a one-frame clip, latent_dist.sample(), (z - latents_mean) times 1 / latents_std)."""
+    CLASS = "AutoencoderKLQwenImage"
 
 
 # ------------------------------------------------------------------ the families
