@@ -1453,6 +1453,66 @@ fixture("anima", "CosmosTransformer3DModel",
                                          num_attention_heads=2, mlp_ratio=4.0, target_vocab_size=ANIMA_VOCAB,
                                          min_sequence_length=ANIMA_MIN_LEN))})
 
+# ------------------------------------------------------------------ U-Nets (issue 21)
+def unet_make(gen):
+    # CLIP's last hidden states, every token a key (SD's UNet takes no text mask)
+    return {"encoder_hidden_states": randn(gen, B, L, JOINT)}
+
+
+def unet_run(model, t):
+    timestep = (t["sigma"].float() * 1000).double()
+    return model(t["latents"], timestep, encoder_hidden_states=t["encoder_hidden_states"], return_dict=False)[0]
+
+
+UNET_PASSED = ("sample = latents (B, C, H, W) = (2, 4, 8, 8) as is; timestep = float32(sigma * 1000) (B); "
+               "encoder_hidden_states (B, L, 24) as stored (no mask); pred = output as is")
+
+# Stable Diffusion 1.5's shape, three levels (four real): CrossAttnDownBlock2D x 2 then DownBlock2D, 1 ResnetBlock2D a
+# down block (2 real), 2 heads (8 real), channels 8, 16, 24 (320, 640, 1280, 1280) in 4 groups (32), proj_in and
+# proj_out as 1 x 1 convolutions (use_linear_projection False), CLIP-L's width 24 (768).
+fixture("sd1x", "UNet2DConditionModel",
+        dict(sample_size=H, in_channels=C, out_channels=C, block_out_channels=[8, 16, 24],
+             down_block_types=["CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"],
+             up_block_types=["UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"], layers_per_block=1,
+             norm_num_groups=4, attention_head_dim=2, cross_attention_dim=JOINT),
+        unet_make, unet_run, UNET_PASSED)
+
+SDXL_TIME = 8   # addition_time_embed_dim (256 real)
+
+
+def sdxl_make(gen):
+    # CLIP-L's and OpenCLIP-G's states side by side, OpenCLIP-G's pooled vector, and the six size ids SimpleTuner
+    # gives (original height and width, crop top and left, target height and width, in pixels)
+    t = unet_make(gen)
+    t["text_embeds"] = randn(gen, B, POOLED)
+    t["time_ids"] = torch.tensor([[64.0, 64.0, 0.0, 0.0, 64.0, 64.0], [80.0, 48.0, 8.0, 0.0, 64.0, 64.0]],
+                                 dtype=torch.float64)
+    return t
+
+
+def sdxl_run(model, t):
+    timestep = (t["sigma"].float() * 1000).double()
+    cond = {"text_embeds": t["text_embeds"], "time_ids": t["time_ids"]}
+    return model(t["latents"], timestep, encoder_hidden_states=t["encoder_hidden_states"], added_cond_kwargs=cond,
+                 return_dict=False)[0]
+
+
+SDXL_PASSED = UNET_PASSED + ("; added_cond_kwargs = text_embeds (B, 20), the pooled text, and time_ids (B, 6): "
+                             "original size, crop top-left, target size in pixels")
+
+# Stable Diffusion XL's shape, three levels as the real one: DownBlock2D then CrossAttnDownBlock2D x 2 with 1 and 2
+# transformer blocks (2 and 10 real), 1 ResnetBlock2D a down block (2), 2 heads (5, 10, 20), channels 8, 16, 24 (320,
+# 640, 1280) in 4 groups (32), proj_in and proj_out as Linear (use_linear_projection), the text 24 wide (2048), the
+# pooled text 20 (1280) and the size ids' sinusoids 8 (256).
+fixture("sdxl", "UNet2DConditionModel",
+        dict(sample_size=H, in_channels=C, out_channels=C, block_out_channels=[8, 16, 24],
+             down_block_types=["DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"],
+             up_block_types=["CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"], layers_per_block=1,
+             transformer_layers_per_block=[1, 1, 2], norm_num_groups=4, attention_head_dim=[2, 2, 2],
+             cross_attention_dim=JOINT, use_linear_projection=True, addition_embed_type="text_time",
+             addition_time_embed_dim=SDXL_TIME, projection_class_embeddings_input_dim=POOLED + 6 * SDXL_TIME),
+        sdxl_make, sdxl_run, SDXL_PASSED)
+
 # ------------------------------------------------------------------ exact timestep embedding
 def exact_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
                              max_period=10000):

@@ -393,6 +393,20 @@ expect 0 "sana trains: linear self-attention, the cross-attention, GLUMBConv" \
 expect 0 "SimpleTuner's sana example plans its default flavour, Sana 1.5 4.8B, at 1024 px" \
   "model sana-1.5-4.8b-1024 \\(sana\\): 60 cross-attention blocks, width 2240, 70 heads, 1024 image \\+ 300 text" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/sana.lycoris-lokr.json"
+expect 0 "sd1x trains: the U-Net's micro-blocks, skips from the down path to the up path" \
+  "trained 1 steps; weights in sd1x-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=sd1x --set model_preset=sd1x-tiny --set synthetic_data=true \
+  --set max_train_steps=1 --set output_dir=sd1x-out
+expect 0 "SimpleTuner's sd1x example plans Dreamshaper 8 (SD 1.5's U-Net) at 512 px" \
+  "model sd15 \\(sd1x\\): U-Net of 45 micro-blocks, levels of 320, 640, 1280, 1280 \\(no attention\\) channels" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/sd1x-dreamshaper.peft-lora.json"
+expect 0 "sdxl trains: SDXL's U-Net, its pooled text and size ids" \
+  "trained 1 steps; weights in sdxl-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=sdxl --set model_preset=sdxl-tiny --set synthetic_data=true \
+  --set max_train_steps=1 --set output_dir=sdxl-out
+expect 0 "SimpleTuner's sdxl example plans SDXL base 1.0 at 1024 px" \
+  "model sdxl \\(sdxl\\): U-Net of 33 micro-blocks, levels of 320 \\(no attention\\), 640, 1280 channels" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/sdxl.lycoris-lokr.json"
 expect 0 "sanavideo trains: Sana's blocks over video frames, the temporal convolution" \
   "trained 1 steps; weights in sanavideo-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=sanavideo --set model_preset=sanavideo-tiny \

@@ -202,10 +202,13 @@ static const schedule schedules[] = {
 };
 
 /* Activation memory after each unit's backward, less the state gradient's tensors after the first: a skip's
- * gradient (skipdit) lives from its out-block to the in-block that made the skip, which no schedule avoids. */
+ * gradient (skipdit) lives from its out-block to the in-block that made the skip, which no schedule avoids; and less
+ * the attention sides of the next unit, which attention offload brings back one unit ahead (blocks whose sides differ
+ * in size, a U-Net's, would otherwise seem to rise). */
 typedef struct watch {
     pool *pool;
     const block_seq *seq;
+    const seq_plan *plan;
     size_t last;
     bool rose;
     int calls;
@@ -220,6 +223,9 @@ static void after_backward(void *ctx, int first)
     block_state_map(w->seq, first, &map);
     size_t held = s.live_by_tag[MEM_ACTIVATIONS] + s.live_by_tag[MEM_BOUNDARIES];
     for (int k = 1; k < map.n_in; k++) held -= (size_t)map.in_numel[k] * sizeof(float);
+    const segment next = first > 0 ? seq_plan_unit(w->plan, first - 1) : (segment){0, -1};
+    for (int j = next.first; w->plan->attention_offload && j <= next.last; j++)
+        held -= w->seq->blocks[j].kind->offloaded_bytes(&w->seq->blocks[j]);
     if (w->calls++ && held > w->last) w->rose = true;
     w->last = held;
 }
@@ -257,7 +263,7 @@ static step_result run_step(pool *p, model *m, const schedule *sc, const flow_ba
     long runs[SEQ_MAX][64];
     watch w[SEQ_MAX]; /* per sequence */
     for (int q = 0; q < n_seq; q++) {
-        w[q] = (watch){.pool = p, .seq = &seqs[q]};
+        w[q] = (watch){.pool = p, .seq = &seqs[q], .plan = model_plan(m, q)};
         for (int i = 0; i < seqs[q].n; i++) runs[q][i] = seqs[q].blocks[i].forward_runs;
         seqs[q].after_backward = after_backward;
         seqs[q].after_backward_ctx = &w[q];
@@ -394,10 +400,15 @@ static void test_bitwise(const model_config *mc, const char *label, int threads)
     block_seq *seqs;
     const int n_seqs = model_sequences(m, &seqs);
     for (size_t i = 1; i < sizeof schedules / sizeof *schedules; i++) {
-        bool keeps = true; /* every sequence's blocks can keep their attention output */
-        for (int q = 0; q < n_seqs; q++) keeps &= seqs[q].blocks[0].kind->keeps_attention_output;
-        if ((seq_shares_tensors(&seqs[0]) && strstr(schedules[i].json, "unsloth")) || /* refused: test_skipdit.c */
-            (!keeps && strstr(schedules[i].json, "keep_attention_output"))) {
+        bool keeps = true, split = true, softmax = true; /* what every sequence's blocks can do */
+        for (int q = 0; q < n_seqs; q++) {
+            const block_kind *k = seqs[q].blocks[0].kind;
+            keeps &= k->keeps_attention_output, split &= k->ffn_split, softmax &= k->softmax_attention;
+        }
+        const char *json = schedules[i].json;
+        if ((seq_shares_tensors(&seqs[0]) && strstr(json, "unsloth")) || /* refused: test_skipdit.c */
+            (!keeps && strstr(json, "keep_attention_output")) || (!split && strstr(json, "-ffn")) ||
+            (!softmax && strstr(json, "offload_attention\": true"))) {
             ckpt_settings cs;
             char warning[256];
             CHECK(settings_of(schedules[i].json, &cs, warning) == ST_OK);
@@ -754,6 +765,10 @@ static const struct family_case {
     {"sana-1.5-tiny", "Sana's block with q and k RMSNorm-ed across the heads", 0, 0, 0, 0, 1, 0, 0, 0},
     {"sanavideo-tiny", "Sana's block over video: the linear attention's features rotated, a convolution over the "
      "frames after GLUMBConv", 3, 0, 0, 1, 1, 1, 1, 3},
+    {"sd1x-tiny", "U-Net micro-blocks: conv_in, ResnetBlock2Ds, Transformer2DModels, samplers; skips of different "
+     "shapes passed from the down path to the up path", 0, 0, 0, 1, 1, 1, 1, 0},
+    {"sdxl-tiny", "SDXL's U-Net: Linear projections, two transformer blocks a micro-block, the pooled text and size "
+     "ids", 0, 0, 0, 0, 1, 1, 0, 0},
     {"hidream-tiny", "experts routed per token (the routing follows the data, no allocation does), each block's own "
      "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
 };

@@ -204,7 +204,7 @@ static void test_families(void)
     CHECK(from_json("{\"model_family\": \"kandinsky5_image\"}", &mc) == ST_OK && !model_video(&mc));
     CHECK(from_json("{\"model_family\": \"sanavideo\"}", &mc) == ST_OK && !strcmp(mc.preset, "sanavideo-2b-480p") &&
           model_video(&mc) && model_sanavideo(&mc));
-    EXPECT_REFUSAL("{\"model_family\": \"sdxl\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
+    EXPECT_REFUSAL("{\"model_family\": \"sd2x\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
     /* the refusal lists every built family, the last (alphabetically) too: the list is not cut short */
     EXPECT_REFUSAL("{\"model_family\": \"kolors\"}", ST_ERR_UNSUPPORTED, "krea2", "wan, z_image; --set");
     EXPECT_REFUSAL("{\"model_family\": \"zlab_i1\"}", ST_ERR_UNSUPPORTED, "single-stream joint DiT");
@@ -228,7 +228,8 @@ static void test_families(void)
                            !strcmp(name, "anima") || !strcmp(name, "lumina2") || !strcmp(name, "ernie") ||
                            !strcmp(name, "ideogram") || !strcmp(name, "omnigen") || !strcmp(name, "krea2") ||
                            !strcmp(name, "flux3_image") || !strcmp(name, "minimaxh3") || !strcmp(name, "cosmos3") ||
-                           !strcmp(name, "sana") || !strcmp(name, "sanavideo");
+                           !strcmp(name, "sana") || !strcmp(name, "sanavideo") || !strcmp(name, "sd1x") ||
+                           !strcmp(name, "sdxl");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -1171,6 +1172,86 @@ static void test_cosmos3_json(void)
     remove(dir);
 }
 
+/* UNet2DConditionModel's config.json, stable-diffusion-v1-5's and stable-diffusion-xl-base-1.0's unet/ as published,
+ * reads as the sd15 and sdxl presets; the micro-blocks are counted from it; what segtrain does not build is refused
+ * by name. */
+static void test_unet_json(void)
+{
+    char dir[] = "/tmp/segtrain-unet-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define U "{\"_class_name\": \"UNet2DConditionModel\", "
+    tk_write_file(dir, "config.json", U "\"_diffusers_version\": \"0.6.0\", \"act_fn\": \"silu\", "
+                  "\"attention_head_dim\": 8, \"block_out_channels\": [320, 640, 1280, 1280], "
+                  "\"center_input_sample\": false, \"cross_attention_dim\": 768, \"down_block_types\": "
+                  "[\"CrossAttnDownBlock2D\", \"CrossAttnDownBlock2D\", \"CrossAttnDownBlock2D\", \"DownBlock2D\"], "
+                  "\"downsample_padding\": 1, \"flip_sin_to_cos\": true, \"freq_shift\": 0, \"in_channels\": 4, "
+                  "\"layers_per_block\": 2, \"mid_block_scale_factor\": 1, \"norm_eps\": 1e-05, "
+                  "\"norm_num_groups\": 32, \"out_channels\": 4, \"sample_size\": 64, \"up_block_types\": "
+                  "[\"UpBlock2D\", \"CrossAttnUpBlock2D\", \"CrossAttnUpBlock2D\", \"CrossAttnUpBlock2D\"]}");
+    model_config mc, want;
+    CHECK(model_preset("sd1x-tiny", &mc) == ST_OK && model_preset("sd15", &want) == ST_OK);
+    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.depth == 45 &&
+               mc.hidden == want.hidden && mc.channels == want.channels && mc.text_dim == want.text_dim &&
+               mc.unet_levels == 4 && mc.unet_layers == 2 && mc.unet_mid == 1 && mc.norm_groups == 32 &&
+               !memcmp(mc.unet_channels, want.unet_channels, sizeof mc.unet_channels) &&
+               !memcmp(mc.unet_heads, want.unet_heads, sizeof mc.unet_heads) &&
+               !memcmp(mc.unet_attn, want.unet_attn, sizeof mc.unet_attn) && !mc.unet_linear &&
+               mc.norm_eps == want.norm_eps && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {U "\"down_block_types\": [\"CrossAttnDownBlock2D\", \"AttnDownBlock2D\", \"DownBlock2D\", \"DownBlock2D\"]}",
+         "down_block_types[1] is \"AttnDownBlock2D\""},
+        {U "\"up_block_types\": [\"CrossAttnUpBlock2D\", \"CrossAttnUpBlock2D\", \"CrossAttnUpBlock2D\", "
+         "\"CrossAttnUpBlock2D\"]}", "up_block_types[0]"},
+        {U "\"block_out_channels\": [320, 640, 1280, 1280, 1280]}", "block_out_channels"},
+        {U "\"block_out_channels\": [32, 64], \"attention_head_dim\": [2, 2, 2]}", "attention_head_dim has 3"},
+        {U "\"addition_embed_type\": \"text_time\"}", "addition_embed_type"},
+        {U "\"encoder_hid_dim\": 4096}", "encoder_hid_dim"},
+        {U "\"class_embed_type\": \"timestep\"}", "class_embed_type"},
+        {U "\"resnet_time_scale_shift\": \"scale_shift\"}", "resnet_time_scale_shift"},
+        {U "\"out_channels\": 8}", "out_channels 8"},
+        {U "\"flip_sin_to_cos\": false}", "flip_sin_to_cos"},
+        {U "\"only_cross_attention\": true}", "only_cross_attention"},
+        {U "\"time_cond_proj_dim\": 256}", "time_cond_proj_dim"},
+    };
+    expect_json_refusals(dir, "config.json", "sd1x-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    CHECK(from_json("{\"model_family\": \"sd1x\"}", &mc) == ST_OK && !strcmp(mc.preset, "sd15"));
+    /* stable-diffusion-xl-base-1.0's unet/config.json as published reads as the sdxl preset */
+#define XL U "\"addition_embed_type\": \"text_time\", \"addition_time_embed_dim\": 256, "
+    tk_write_file(dir, "config.json", XL "\"attention_head_dim\": [5, 10, 20], \"block_out_channels\": [320, 640, "
+                  "1280], \"cross_attention_dim\": 2048, \"down_block_types\": [\"DownBlock2D\", "
+                  "\"CrossAttnDownBlock2D\", \"CrossAttnDownBlock2D\"], \"layers_per_block\": 2, \"norm_eps\": 1e-05, "
+                  "\"norm_num_groups\": 32, \"num_attention_heads\": null, \"projection_class_embeddings_input_dim\": "
+                  "2816, \"sample_size\": 128, \"transformer_layers_per_block\": [1, 2, 10], \"up_block_types\": "
+                  "[\"CrossAttnUpBlock2D\", \"CrossAttnUpBlock2D\", \"UpBlock2D\"], \"upcast_attention\": null, "
+                  "\"use_linear_projection\": true}");
+    CHECK(model_preset("sdxl-tiny", &mc) == ST_OK && model_preset("sdxl", &want) == ST_OK);
+    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.text_dim == 2048 && mc.pooled_dim == 1280 && mc.time_channels == 256 && mc.unet_levels == 3 &&
+               mc.unet_mid == 10 && mc.unet_linear && want.unet_linear && mc.pooled_dim == want.pooled_dim &&
+               mc.time_channels == want.time_channels && mc.unet_mid == want.unet_mid &&
+               !memcmp(mc.unet_channels, want.unet_channels, sizeof mc.unet_channels) &&
+               !memcmp(mc.unet_heads, want.unet_heads, sizeof mc.unet_heads) &&
+               !memcmp(mc.unet_attn, want.unet_attn, sizeof mc.unet_attn) && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *xl_bad[][2] = {
+        {U "\"block_out_channels\": [384, 768, 1536, 1536], \"cross_attention_dim\": 1280, "
+         "\"addition_embed_type\": \"text_time\", \"addition_time_embed_dim\": 256, "
+         "\"projection_class_embeddings_input_dim\": 2560}", "SDXL's refiner"},
+        {U "\"block_out_channels\": [320, 640, 1280]}", "addition_embed_type is null"},
+        {XL "\"block_out_channels\": [320, 640, 1280], \"projection_class_embeddings_input_dim\": 1000}",
+         "projection_class_embeddings_input_dim 1000"},
+    };
+#undef XL
+#undef U
+    expect_json_refusals(dir, "config.json", "sdxl-tiny", xl_bad, sizeof xl_bad / sizeof *xl_bad, 0, false);
+    CHECK(from_json("{\"model_family\": \"sdxl\"}", &mc) == ST_OK && !strcmp(mc.preset, "sdxl"));
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 /* SanaTransformer2DModel's config.json (the class defaults, Sana_1600M_1024px's) reads as the sana-1.6b-1024 preset
  * and Sana 1.5's q/k norm as sana-1.5's; what segtrain does not build is refused by name. */
 static void test_sana_json(void)
@@ -1274,6 +1355,7 @@ int main(void)
     test_qwen21_json();
     test_minimax_json();
     test_cosmos3_json();
+    test_unet_json();
     test_sana_json();
     test_sanavideo_json();
     test_hunyuanvideo();

@@ -233,8 +233,11 @@ static void test_fixture(const char *name, const char *preset)
     const int64_t Q = qwen ? mc.source_len * mc.source_dim : 0; /* model.h's anima layout: Qwen's, ids, weights */
     float *qstates = qwen ? tensor(f, "qwen_hidden_states", B * Q) : NULL;
     float *t5 = qwen ? tensor(f, "t5xxl_ids", B * L) : NULL, *t5w = qwen ? tensor(f, "t5xxl_weights", B * L) : NULL;
-    float *pooled = P ? tensor(f, "pooled_projections", B * P) : NULL;
+    float *pooled = P && !sft_find(f, "time_ids") ? tensor(f, "pooled_projections", B * P) : NULL;
     float *guidance = mc.guidance_embeds ? tensor(f, "guidance", B) : NULL;
+    const bool size_ids = sft_find(f, "time_ids") != NULL; /* SDXL's six, after the pooled text */
+    float *sizes = size_ids ? tensor(f, "time_ids", B * 6) : NULL;
+    if (size_ids) pooled = tensor(f, "text_embeds", B * P);
     /* the text mask where the family reads one, after the pooled vector (model.h's layout) */
     const char *mask_name = sft_find(f, "attention_mask")           ? "attention_mask"
                             : sft_find(f, "encoder_attention_mask") ? "encoder_attention_mask" /* HunyuanVideo's */
@@ -269,6 +272,7 @@ static void test_fixture(const char *name, const char *preset)
             memcpy(cond + b * K + at_text2 + L2 * E2, mask2 + b * L2, (size_t)L2 * sizeof(float));
         }
         if (guidance) cond[b * K + at_guidance] = guidance[b];
+        if (sizes) memcpy(cond + b * K + L * mc.text_dim + P, sizes + b * 6, 6 * sizeof(float));
         if (llama) /* after the pooled vector, each block's Llama states (model.h's layout) */
             memcpy(cond + b * K + L * mc.text_dim + P, llama + b * nllama, (size_t)nllama * sizeof(float));
     }
@@ -278,7 +282,7 @@ static void test_fixture(const char *name, const char *preset)
     compare(name, f, ps, r, (const float *[2]){r[0].pred, r[1].pred}, want_pred, want_loss[0], B * per);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(text), free(pooled), free(guidance);
-    free(mask), free(llama), free(text2), free(mask2), free(qstates), free(t5), free(t5w), free(control);
+    free(mask), free(llama), free(text2), free(mask2), free(qstates), free(t5), free(t5w), free(control), free(sizes);
     free(cond);
     sft_close(f);
     model_destroy(m);
@@ -548,6 +552,8 @@ int main(void)
     test_fixture("sana", "sana-tiny"); /* linear self-attention, the cross-attention's own heads, GLUMBConv */
     test_fixture("sana-1.5", "sana-1.5-tiny"); /* the same with q and k RMSNorm-ed across the heads */
     test_fixture("sanavideo", "sanavideo-tiny"); /* Sana's over video: rotated linear attention, conv over frames */
+    test_fixture("sd1x", "sd1x-tiny"); /* U-Net micro-blocks: ResnetBlock2D, Transformer2DModel, samplers, skips */
+    test_fixture("sdxl", "sdxl-tiny"); /* the same with Linear projections, deeper transformers, size ids */
     test_anyflow_meanflow(); /* AnyFlow's objective: a target from the model's own central difference in t */
     test_wan_animate(); /* wan's image-to-video inputs, the motion and face encoders, the face adapters */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */

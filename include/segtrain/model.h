@@ -15,6 +15,7 @@
 
 #define MODEL_REFINER_MAX 8 /* hunyuanvideo's token refiner blocks, at most */
 #define MODEL_ROPE_FACTORS 64 /* omnigen: rotary frequencies a head, at most (head_dim 128) */
+#define UNET_LEVELS_MAX 4 /* sd1x's block_out_channels (320, 640, 1280, 1280) */
 
 typedef struct model_config {
     char family[16]; /* "dit", "skipdit", or a dual-stream family: "mmdit", "flux" (FluxTransformer2DModel's layout),
@@ -91,6 +92,17 @@ typedef struct model_config {
     int64_t head_dim, time_hidden; /* minimaxh3: attention_head_dim, its heads x it wider than hidden_size, and its
                                       time MLP's hidden width (time_embed_hidden_dim; time_dim its output's,
                                       time_channels its sinusoids'); cosmos3: head_dim; 0 elsewhere */
+    /* sd1x, sdxl (UNet2DConditionModel): the levels (len(block_out_channels), at most UNET_LEVELS_MAX), each level's
+     * channels (block_out_channels), its attentions' heads (num_attention_heads, or attention_head_dim as diffusers
+     * reads it) and transformer blocks (transformer_layers_per_block; 0: DownBlock2D / UpBlock2D, no attention), the
+     * ResnetBlock2Ds of a down block (layers_per_block; an up block has one more), the mid block's transformer blocks,
+     * GroupNorm's groups (norm_num_groups), and use_linear_projection (proj_in / proj_out as Linear, not 1 x 1 Conv2d).
+     * hidden_size is the time embedding's width (4 x block_out_channels[0]), text_dim cross_attention_dim, norm_eps
+     * the ResnetBlock2Ds' GroupNorm epsilon; sdxl's added conditions: pooled_dim the pooled text's width and
+     * time_channels each size id's sinusoids (addition_time_embed_dim); 0 elsewhere. */
+    int64_t unet_levels, unet_channels[UNET_LEVELS_MAX], unet_heads[UNET_LEVELS_MAX], unet_attn[UNET_LEVELS_MAX];
+    int64_t unet_layers, unet_mid, norm_groups;
+    bool unet_linear;
     int64_t cross_heads;           /* sana, sanavideo: the cross-attention's heads (num_cross_attention_heads), its
                                       head width hidden_size / them; 0 elsewhere */
     int64_t action_dim, action_domains; /* cosmos3's action heads, loaded and saved untrained (action_dim,
@@ -184,6 +196,10 @@ bool model_minimax_h3(const model_config *mc);
 /* Whether the family is Cosmos 3 (cosmos3): the prompt's token ids and the latents in one sequence of
  * mixture-of-transformers layers. */
 bool model_cosmos3(const model_config *mc);
+/* Whether the family is a U-Net (sd1x, sdxl: UNet2DConditionModel), one sequence of micro-blocks (unet.c); a
+ * sample's conditioning is its text encoders' sequence (text_len, text_dim), and for sdxl then the pooled text
+ * (pooled_dim) and six size ids (original height and width, crop top and left, target height and width, in pixels). */
+bool model_unet(const model_config *mc);
 /* Whether the family is Sana (sana) or Sana-Video (sanavideo): PixArt's cross-attention DiT with linear
  * self-attention and GLUMBConv; Sana-Video's over video tokens, with Wan's rotary table in the linear attention and a
  * temporal convolution after GLUMBConv. */

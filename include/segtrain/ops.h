@@ -432,6 +432,15 @@ void add_row(float *y, const float *row, int64_t rows, int64_t n);
 void copy_bytes(void *dst, const void *src, size_t n);
 /* x *= s over n floats. */
 void scale_by(float *x, int64_t n, float s);
+/* x = 0 over n floats (a buffer reused within a kernel). */
+void zero_floats(float *x, int64_t n);
+/* y[b] (cols, rows) = x[b] (rows, cols) transposed, for each of `batch` matrices: a U-Net's channels-first planes
+ * (C, H W) to tokens (H W, C) and back. */
+void transpose_batched(float *y, const float *x, int64_t batch, int64_t rows, int64_t cols);
+/* y (planes, inner) += v[p] on plane p (a per-channel vector broadcast over a feature map: ResnetBlock2D's time
+ * embedding). Backward: dv[p] += the sum of dy's plane p, in order, in double. */
+void plane_add_forward(float *y, const float *v, int64_t planes, int64_t inner);
+void plane_add_backward(float *dv, const float *dy, int64_t planes, int64_t inner);
 
 /* ---- mixture-of-experts routing (ops/cpu/moe.c) ---- */
 

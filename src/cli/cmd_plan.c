@@ -94,12 +94,23 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
                  (long long)mc->vae_scale, (long long)model_vae_scale_t(mc));
     else snprintf(grid, sizeof grid, "%lld px images (%lld x %lld latent, VAE /%lld)", px, edge, edge,
                   (long long)mc->vae_scale);
-    printf("model %s (%s): %s, width %lld, %lld heads, %s of %s, %s attention; batch %lld\n", mc->preset, mc->family,
-           blocks, (long long)mc->hidden, (long long)mc->heads, tokens, grid,
-           model_sana(mc) ? (mc->mechanism == ATTN_MATH ? "linear self- and math cross-"
-                                                        : "linear self- and flash cross-")
-                          : mc->mechanism == ATTN_MATH ? "math" : "flash",
-           (long long)r->batch);
+    if (model_unet(mc)) { /* a U-Net's levels instead of one width */
+        char levels[160] = "";
+        for (int64_t l = 0, at = 0; l < mc->unet_levels; l++)
+            at += snprintf(levels + at, sizeof levels - (size_t)at, "%s%lld%s", l ? ", " : "",
+                           (long long)mc->unet_channels[l], mc->unet_attn[l] ? "" : " (no attention)");
+        printf("model %s (%s): U-Net of %lld micro-blocks, levels of %s channels, %lld ResnetBlock2Ds a down block; "
+               "%lld text tokens of %lld, %s, %s attention; batch %lld\n", mc->preset, mc->family,
+               (long long)mc->depth, levels, (long long)mc->unet_layers, (long long)mc->text_len,
+               (long long)mc->text_dim, grid, mc->mechanism == ATTN_MATH ? "math" : "flash", (long long)r->batch);
+    } else {
+        printf("model %s (%s): %s, width %lld, %lld heads, %s of %s, %s attention; batch %lld\n", mc->preset,
+               mc->family, blocks, (long long)mc->hidden, (long long)mc->heads, tokens, grid,
+               model_sana(mc) ? (mc->mechanism == ATTN_MATH ? "linear self- and math cross-"
+                                                            : "linear self- and flash cross-")
+                              : mc->mechanism == ATTN_MATH ? "math" : "flash",
+               (long long)r->batch);
+    }
     if (cs->enabled)
         printf("checkpointing %s, interval %d, stride %d%s\n", ckpt_backend_name(cs->backend), cs->interval, cs->stride,
                cs->keep_attention_output ? ", checkpointed blocks keep attention's output" : "");

@@ -448,6 +448,8 @@ static const struct {
     {"kandinsky5", "Kandinsky5Transformer3DModel", kandinsky5_from_json},
     {"ace_step", "AceStepTransformer1DModel", ace_step_from_json},
     {"anima", "CosmosTransformer3DModel", anima_from_json},
+    {"sd1x", "UNet2DConditionModel", unet_from_json},
+    {"sdxl", "UNet2DConditionModel", unet_from_json},
 };
 
 bool model_reads_diffusers(const model_config *mc)

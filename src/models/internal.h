@@ -74,7 +74,11 @@ extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, 
     ace_step_family;
 extern const model_family kandinsky5_family, ltx2_family, lumina2_family, ernie_family, ideogram_family,
     omnigen_family, krea2_family, flux3_family, qwen_image21_family,
-    minimax_h3_family, cosmos3_family;
+    minimax_h3_family, cosmos3_family, unet_family;
+
+/* unet.c: the U-Net's micro-blocks, counted from its config (conv_in, the ResnetBlock2Ds, Transformer2DModels and
+ * samplers of every block). */
+int64_t unet_depth(const model_config *c);
 
 /* The patches of a step's latents (m->shape.batch of them), and a patch's features (channels x patch_t x patch^2). */
 patch_shape model_patches(const model *m);

@@ -57,6 +57,7 @@ static const model_family *family_of(const model_config *mc)
     if (model_qwen_image21(mc)) return &qwen_image21_family;
     if (model_minimax_h3(mc)) return &minimax_h3_family;
     if (model_cosmos3(mc)) return &cosmos3_family;
+    if (model_unet(mc)) return &unet_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
@@ -86,7 +87,7 @@ bool model_reads_text(const model_config *mc)
 {
     return model_dual_stream(mc) || model_xattn(mc) || model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) ||
            model_omnigen(mc) || model_krea2(mc) || model_flux3(mc) || model_qwen_image21(mc) || model_minimax_h3(mc) ||
-           model_cosmos3(mc);
+           model_cosmos3(mc) || model_unet(mc);
 }
 
 bool model_video(const model_config *mc)
@@ -392,8 +393,9 @@ int64_t model_cond_len(const model_config *mc)
     if (model_wan_animate(mc)) /* the reference image's tokens, condition and pose latents, the face video */
         control = mc->image_tokens * mc->image_dim + (mc->cond_channels * mc->frames + mc->channels * (mc->frames - 1)) *
                   plane + 3 * model_face_frames(mc) * mc->face_size * mc->face_size;
+    const int64_t size_ids = !strcmp(mc->family, "sdxl") ? 6 : 0; /* SDXL's original size, crop, target size */
     return mc->text_len * (mc->text_dim + model_text_mask(mc)) + mc->pooled_dim + mc->text2_len * (mc->text2_dim + 1) +
-           mc->guidance_embeds + control;
+           mc->guidance_embeds + control + size_ids;
 }
 
 void model_condition(const model_config *mc, int64_t label, const char *caption, float *cond)
@@ -432,6 +434,11 @@ void model_condition(const model_config *mc, int64_t label, const char *caption,
             for (int64_t l = 0; l < mc->text2_len; l++) *rest++ = l < glyphs ? 1.0f : 0.0f;
         }
         if (mc->guidance_embeds) *rest = (float)mc->guidance;
+        if (!strcmp(mc->family, "sdxl")) { /* SDXL's size ids: the image uncropped at the training resolution */
+            const float px = (float)(mc->resolution * mc->vae_scale);
+            const float ids[6] = {px, px, 0.0f, 0.0f, px, px};
+            memcpy(rest, ids, sizeof ids);
+        }
         for (int64_t i = 0; !strcmp(mc->family, "hidream") && i < mc->depth + mc->single_depth; i++) /* Llama's */
             encode_caption(caption ? caption : "", mc->text_vocab, mc->llama_len, mc->text_dim, mc->pooled_dim,
                            rest + i * mc->llama_len * mc->text_dim, pooled);

@@ -212,6 +212,16 @@ static const struct preset {
      * tokens (segtrain's choice) */
     {"cosmos3-tiny", "cosmos3", 2, 32, 2, 2, 4, 8, 10, 0, 6, 1, 0, false, false, 0, 0},
     {"cosmos3-nano", "cosmos3", 36, 4096, 32, 2, 48, 64, 10, 0, 512, 1, 0, false, false, 0, 0},
+    /* Stable Diffusion 1.x (stable-diffusion-v1-5's unet/config.json): levels of 320, 640, 1280, 1280 channels (the
+     * last without attention), 2 ResnetBlock2Ds a down block, 8 heads, CLIP-L's 768 at 77 tokens, 512 px (64 x 64
+     * latents); hidden_size is the time embedding's 1280. The rest in model_preset; the tiny one is the fixture's. */
+    {"sd1x-tiny", "sd1x", 0, 32, 1, 1, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"sd15", "sd1x", 0, 1280, 1, 1, 4, 64, 10, 0, 77, 768, 0, false, false, 0, 0},
+    /* Stable Diffusion XL base 1.0 (stabilityai/stable-diffusion-xl-base-1.0's unet/config.json): levels of 320, 640,
+     * 1280 channels (the first without attention) with 2 and 10 transformer blocks, heads of 64, the two CLIPs'
+     * 2048 at 77 tokens, the pooled 1280 and six size ids (addition_time_embed_dim 256), 1024 px (128 x 128). */
+    {"sdxl-tiny", "sdxl", 0, 32, 1, 1, 4, 8, 10, 0, 6, 24, 20, false, false, 0, 0},
+    {"sdxl", "sdxl", 0, 1280, 1, 1, 4, 128, 10, 0, 77, 2048, 1280, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -318,6 +328,20 @@ st_status model_preset(const char *name, model_config *out)
         if (!strcmp(p->family, "z_image")) /* its FeedForward's int(D / 3 * 8); its n_kv_heads is not used */
             out->refiner_depth = tiny ? 1 : 2, out->kv_heads = p->heads, out->norm_eps = 1e-5,
             out->ffn_dim = (int64_t)((double)p->hidden / 3.0 * 8.0);
+        if (model_unet(out)) { /* the tiny ones are the fixtures' */
+            const bool xl = !strcmp(p->family, "sdxl");
+            static const int64_t ch[4][UNET_LEVELS_MAX] = {{320, 640, 1280, 1280}, {8, 16, 24}, {320, 640, 1280},
+                                                           {8, 16, 24}};
+            static const int64_t at[4][UNET_LEVELS_MAX] = {{1, 1, 1, 0}, {1, 1, 0}, {0, 2, 10}, {0, 1, 2}};
+            static const int64_t heads[4][UNET_LEVELS_MAX] = {{8, 8, 8, 8}, {2, 2, 2}, {5, 10, 20}, {2, 2, 2}};
+            const int k = 2 * xl + tiny;
+            out->unet_levels = xl || tiny ? 3 : 4, out->unet_layers = tiny ? 1 : 2, out->unet_mid = at[k][2] + !xl;
+            out->norm_groups = tiny ? 4 : 32, out->norm_eps = 1e-5, out->unet_linear = xl;
+            out->time_channels = xl ? (tiny ? 8 : 256) : 0;
+            for (int l = 0; l < UNET_LEVELS_MAX; l++)
+                out->unet_channels[l] = ch[k][l], out->unet_attn[l] = at[k][l], out->unet_heads[l] = heads[k][l];
+            out->depth = unet_depth(out);
+        }
         if (!strncmp(name, "wan-animate", 11)) {
             static const int64_t real[9] = {512, 512, 512, 512, 256, 128, 64, 32, 16}, small[9] = {8, 6, 4};
             memcpy(out->motion_channels, tiny ? small : real, sizeof real);
@@ -380,6 +404,42 @@ st_status model_preset(const char *name, model_config *out)
 }
 
 /* Wan Animate's sizes (model_wan_animate), or none of them elsewhere */
+/* The U-Net's sizes: what unet.c builds */
+static st_status check_unet(const model_config *mc)
+{
+    const bool unet = model_unet(mc);
+    const int64_t L = mc->unet_levels, g = mc->norm_groups;
+    if (!unet) {
+        if (L || mc->unet_layers || mc->unet_mid || g || mc->unet_linear)
+            return st_fail(ST_ERR_INVALID, "block_out_channels: %lld levels; only sd1x and sdxl are U-Nets (0)",
+                           (long long)L);
+        return ST_OK;
+    }
+    bool ok = L >= 1 && L <= UNET_LEVELS_MAX && mc->unet_layers >= 1 && mc->unet_layers <= 8 && mc->unet_mid >= 0 &&
+              mc->unet_mid <= 64 && g >= 1 && mc->norm_eps > 0 && mc->norm_eps < 1 && mc->patch == 1 &&
+              mc->frames == 1 && !mc->out_channels && mc->hidden == 4 * mc->unet_channels[0] &&
+              mc->resolution % ((int64_t)1 << (L - 1)) == 0 &&
+              (strcmp(mc->family, "sdxl") ? !mc->pooled_dim && !mc->time_channels
+                                          : mc->pooled_dim >= 1 && mc->time_channels >= 2 &&
+                                                mc->time_channels % 2 == 0 && mc->time_channels <= 65536);
+    for (int64_t i = 0; ok && i < L; i++)
+        ok = mc->unet_channels[i] >= 1 && mc->unet_channels[i] <= (1 << 16) && mc->unet_channels[i] % g == 0 &&
+             mc->unet_heads[i] >= 1 && mc->unet_channels[i] % mc->unet_heads[i] == 0 && mc->unet_attn[i] >= 0 &&
+             mc->unet_attn[i] <= 64;
+    if (ok) return ST_OK;
+    return st_fail(ST_ERR_INVALID, "block_out_channels: %lld levels (%lld, %lld, %lld, %lld) with heads (%lld, %lld, "
+                   "%lld, %lld), layers_per_block %lld, norm_num_groups %lld, norm_eps %g, resolution %lld; %s takes 1 "
+                   "to %d levels of 1 to 65536 channels that the groups and each level's heads divide, 1 to 8 layers "
+                   "a block, 0 to 64 transformer blocks an attention, an eps in (0, 1), a latent edge that halves "
+                   "evenly at every level, time_embed_dim 4 x block_out_channels[0], 1 x 1 patches, 1 frame (sdxl: a "
+                   "pooled text of at least 1 and even size-id sinusoids of 2 to 65536; sd1x: neither)",
+                   (long long)L, (long long)mc->unet_channels[0], (long long)mc->unet_channels[1],
+                   (long long)mc->unet_channels[2], (long long)mc->unet_channels[3], (long long)mc->unet_heads[0],
+                   (long long)mc->unet_heads[1], (long long)mc->unet_heads[2], (long long)mc->unet_heads[3],
+                   (long long)mc->unet_layers, (long long)g, mc->norm_eps, (long long)mc->resolution, mc->family,
+                   UNET_LEVELS_MAX);
+}
+
 static st_status check_animate(const model_config *mc)
 {
     const int64_t *ch = mc->motion_channels;
@@ -549,7 +609,7 @@ st_status model_config_check(const model_config *mc)
                   (!ideo && !omni && (axes_sum != hd || mc->rope_axes[0] % 2 || mc->rope_axes[1] % 2 ||
                              mc->rope_axes[2] % 2 || mc->rope_axes[3])) ||
                   mc->patch_t != 1 || mc->out_channels)
-               : mc->norm_eps != 0 && !mh && !c3)
+               : mc->norm_eps != 0 && !mh && !c3 && !model_unet(mc))
         return st_fail(ST_ERR_INVALID, "num_kv_heads %lld of %lld heads, feed-forward %lld wide, norm_eps %g, "
                        "cap_feat_dim %lld, rotary axes (%lld, %lld, %lld); %s", (long long)mc->kv_heads,
                        (long long)mc->heads, (long long)mc->ffn_dim, mc->norm_eps, (long long)mc->text_dim,
@@ -699,6 +759,8 @@ st_status model_config_check(const model_config *mc)
                        "8 blocks, and an even head width" : "only anima has one (0, 0, 0)");
     const st_status animate = check_animate(mc);
     if (animate) return animate;
+    const st_status unet = check_unet(mc);
+    if (unet) return unet;
     const bool anim = model_wan_animate(mc); /* its image_dim and condition channels are its own */
     if ((hv15 && (mc->text2_len < 1 || mc->text2_dim < 1 || mc->image_dim < 1 || mc->cond_channels < 0)) ||
         (!hv15 && (mc->text2_len || mc->text2_dim || (mc->image_dim && !anim) ||

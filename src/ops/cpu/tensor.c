@@ -42,3 +42,54 @@ void scale_by(float *x, int64_t n, float s)
     if (!op_dry(x))
         for (int64_t i = 0; i < n; i++) x[i] *= s;
 }
+
+void transpose_batched(float *restrict y, const float *restrict x, int64_t batch, int64_t rows, int64_t cols)
+{
+    const double t0 = prof_now();
+    if (!op_dry(y)) {
+        enum { TILE = 32 }; /* a tile of each side stays in cache */
+#pragma omp parallel for collapse(2) schedule(static) if (batch * rows * cols >= PAR_ROWS * 1024)
+        for (int64_t b = 0; b < batch; b++)
+            for (int64_t r0 = 0; r0 < rows; r0 += TILE) {
+                const float *xb = x + b * rows * cols;
+                float *yb = y + b * rows * cols;
+                const int64_t r1 = r0 + TILE < rows ? r0 + TILE : rows;
+                for (int64_t c0 = 0; c0 < cols; c0 += TILE) {
+                    const int64_t c1 = c0 + TILE < cols ? c0 + TILE : cols;
+                    for (int64_t r = r0; r < r1; r++)
+                        for (int64_t c = c0; c < c1; c++) yb[c * rows + r] = xb[r * cols + c];
+                }
+            }
+    }
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * rows * cols);
+}
+
+void plane_add_forward(float *restrict y, const float *restrict v, int64_t planes, int64_t inner)
+{
+    const double t0 = prof_now();
+    if (!op_dry(y)) {
+#pragma omp parallel for schedule(static) if (planes >= PAR_ROWS)
+        for (int64_t p = 0; p < planes; p++)
+            for (int64_t i = 0; i < inner; i++) y[p * inner + i] += v[p];
+    }
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * planes * inner);
+}
+
+void plane_add_backward(float *restrict dv, const float *restrict dy, int64_t planes, int64_t inner)
+{
+    const double t0 = prof_now();
+    if (!op_dry(dv)) {
+#pragma omp parallel for schedule(static) if (planes >= PAR_ROWS)
+        for (int64_t p = 0; p < planes; p++) {
+            double s = 0; /* in order, in double: the same sum whatever the threads */
+            for (int64_t i = 0; i < inner; i++) s += dy[p * inner + i];
+            dv[p] += (float)s;
+        }
+    }
+    prof_add(OP_POINTWISE, t0, 0, 4.0 * planes * inner);
+}
+
+void zero_floats(float *x, int64_t n)
+{
+    if (!op_dry(x) && n > 0) memset(x, 0, (size_t)n * sizeof(float));
+}
