@@ -1513,6 +1513,12 @@ fixture("sdxl", "UNet2DConditionModel",
              addition_time_embed_dim=SDXL_TIME, projection_class_embeddings_input_dim=POOLED + 6 * SDXL_TIME),
         sdxl_make, sdxl_run, SDXL_PASSED)
 
+# Kolors: the sdxl fixture's U-Net reading ChatGLM3's states (24 wide here, 4096 real) through encoder_hid_proj to
+# cross_attention_dim 16 (2048), its pooled vector 20 (4096) and the size ids.
+fixture("kolors", "UNet2DConditionModel",
+        dict(FIXTURES["sdxl"]["kw"], cross_attention_dim=16, encoder_hid_dim=JOINT, encoder_hid_dim_type="text_proj"),
+        sdxl_make, sdxl_run, SDXL_PASSED)
+
 # ------------------------------------------------------------------ exact timestep embedding
 def exact_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
                              max_period=10000):

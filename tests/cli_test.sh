@@ -407,6 +407,9 @@ expect 0 "sdxl trains: SDXL's U-Net, its pooled text and size ids" \
 expect 0 "SimpleTuner's sdxl example plans SDXL base 1.0 at 1024 px" \
   "model sdxl \\(sdxl\\): U-Net of 33 micro-blocks, levels of 320 \\(no attention\\), 640, 1280 channels" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/sdxl.lycoris-lokr.json"
+expect 0 "SimpleTuner's kolors example plans Kolors 1.0 at 1024 px: ChatGLM3's text projected to 2048" \
+  "model kolors \\(kolors\\): U-Net of 33 micro-blocks, levels of 320 \\(no attention\\), 640, 1280 channels" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/kolors.peft-lora.json"
 expect 0 "sanavideo trains: Sana's blocks over video frames, the temporal convolution" \
   "trained 1 steps; weights in sanavideo-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=sanavideo --set model_preset=sanavideo-tiny \

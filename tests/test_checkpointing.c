@@ -769,6 +769,8 @@ static const struct family_case {
      "shapes passed from the down path to the up path", 0, 0, 0, 1, 1, 1, 1, 0},
     {"sdxl-tiny", "SDXL's U-Net: Linear projections, two transformer blocks a micro-block, the pooled text and size "
      "ids", 0, 0, 0, 0, 1, 1, 0, 0},
+    {"kolors-tiny", "Kolors: SDXL's U-Net reading its text through a trained projection, whose gradient every "
+     "cross-attention adds to", 0, 0, 0, 0, 0, 1, 0, 0},
     {"hidream-tiny", "experts routed per token (the routing follows the data, no allocation does), each block's own "
      "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
 };

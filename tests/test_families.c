@@ -206,7 +206,7 @@ static void test_families(void)
           model_video(&mc) && model_sanavideo(&mc));
     EXPECT_REFUSAL("{\"model_family\": \"sd2x\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
     /* the refusal lists every built family, the last (alphabetically) too: the list is not cut short */
-    EXPECT_REFUSAL("{\"model_family\": \"kolors\"}", ST_ERR_UNSUPPORTED, "krea2", "wan, z_image; --set");
+    EXPECT_REFUSAL("{\"model_family\": \"sd2x\"}", ST_ERR_UNSUPPORTED, "krea2", "wan, z_image; --set");
     EXPECT_REFUSAL("{\"model_family\": \"zlab_i1\"}", ST_ERR_UNSUPPORTED, "single-stream joint DiT");
     EXPECT_REFUSAL("{\"model_family\": \"heartmula\"}", ST_ERR_UNSUPPORTED, "does not plan to build it");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_flavour\": \"pro\"}", ST_ERR_INVALID,
@@ -229,7 +229,7 @@ static void test_families(void)
                            !strcmp(name, "ideogram") || !strcmp(name, "omnigen") || !strcmp(name, "krea2") ||
                            !strcmp(name, "flux3_image") || !strcmp(name, "minimaxh3") || !strcmp(name, "cosmos3") ||
                            !strcmp(name, "sana") || !strcmp(name, "sanavideo") || !strcmp(name, "sd1x") ||
-                           !strcmp(name, "sdxl");
+                           !strcmp(name, "sdxl") || !strcmp(name, "kolors");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -1244,10 +1244,34 @@ static void test_unet_json(void)
         {XL "\"block_out_channels\": [320, 640, 1280], \"projection_class_embeddings_input_dim\": 1000}",
          "projection_class_embeddings_input_dim 1000"},
     };
-#undef XL
-#undef U
     expect_json_refusals(dir, "config.json", "sdxl-tiny", xl_bad, sizeof xl_bad / sizeof *xl_bad, 0, false);
     CHECK(from_json("{\"model_family\": \"sdxl\"}", &mc) == ST_OK && !strcmp(mc.preset, "sdxl"));
+    /* Kolors-diffusers' unet/config.json: SDXL's with ChatGLM3's text through encoder_hid_proj */
+    tk_write_file(dir, "config.json", XL "\"attention_head_dim\": [5, 10, 20], \"block_out_channels\": [320, 640, "
+                  "1280], \"cross_attention_dim\": 2048, \"down_block_types\": [\"DownBlock2D\", "
+                  "\"CrossAttnDownBlock2D\", \"CrossAttnDownBlock2D\"], \"encoder_hid_dim\": 4096, "
+                  "\"encoder_hid_dim_type\": \"text_proj\", \"layers_per_block\": 2, "
+                  "\"projection_class_embeddings_input_dim\": 5632, \"sample_size\": 128, "
+                  "\"transformer_layers_per_block\": [1, 2, 10], \"up_block_types\": [\"CrossAttnUpBlock2D\", "
+                  "\"CrossAttnUpBlock2D\", \"UpBlock2D\"], \"use_linear_projection\": true}");
+    CHECK(model_preset("kolors-tiny", &mc) == ST_OK && model_preset("kolors", &want) == ST_OK);
+    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.text_dim == 4096 &&
+               mc.unet_cross == 2048 && mc.pooled_dim == 4096 && mc.text_dim == want.text_dim &&
+               mc.unet_cross == want.unet_cross && mc.pooled_dim == want.pooled_dim &&
+               !memcmp(mc.unet_attn, want.unet_attn, sizeof mc.unet_attn) && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *kolors_bad[][2] = {
+        {XL "\"block_out_channels\": [320, 640, 1280], \"projection_class_embeddings_input_dim\": 2816}",
+         "encoder_hid_dim 0"},
+        {XL "\"block_out_channels\": [320, 640, 1280], \"encoder_hid_dim\": 4096, \"encoder_hid_dim_type\": "
+         "\"image_proj\", \"projection_class_embeddings_input_dim\": 2816}", "image_proj"},
+    };
+    expect_json_refusals(dir, "config.json", "kolors-tiny", kolors_bad, sizeof kolors_bad / sizeof *kolors_bad, 0,
+                         false);
+    CHECK(from_json("{\"model_family\": \"kolors\"}", &mc) == ST_OK && !strcmp(mc.preset, "kolors"));
+#undef XL
+#undef U
     remove(tk_path(dir, "config.json"));
     remove(dir);
 }

@@ -554,6 +554,7 @@ int main(void)
     test_fixture("sanavideo", "sanavideo-tiny"); /* Sana's over video: rotated linear attention, conv over frames */
     test_fixture("sd1x", "sd1x-tiny"); /* U-Net micro-blocks: ResnetBlock2D, Transformer2DModel, samplers, skips */
     test_fixture("sdxl", "sdxl-tiny"); /* the same with Linear projections, deeper transformers, size ids */
+    test_fixture("kolors", "kolors-tiny"); /* SDXL's, reading the text through encoder_hid_proj */
     test_anyflow_meanflow(); /* AnyFlow's objective: a target from the model's own central difference in t */
     test_wan_animate(); /* wan's image-to-video inputs, the motion and face encoders, the face adapters */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */

@@ -103,6 +103,8 @@ typedef struct model_config {
     int64_t unet_levels, unet_channels[UNET_LEVELS_MAX], unet_heads[UNET_LEVELS_MAX], unet_attn[UNET_LEVELS_MAX];
     int64_t unet_layers, unet_mid, norm_groups;
     bool unet_linear;
+    int64_t unet_cross; /* kolors: cross_attention_dim, the text being projected to it from text_dim (encoder_hid_dim,
+                           its encoder_hid_proj); 0 elsewhere (the text is cross-attended as it is) */
     int64_t cross_heads;           /* sana, sanavideo: the cross-attention's heads (num_cross_attention_heads), its
                                       head width hidden_size / them; 0 elsewhere */
     int64_t action_dim, action_domains; /* cosmos3's action heads, loaded and saved untrained (action_dim,
@@ -196,9 +198,10 @@ bool model_minimax_h3(const model_config *mc);
 /* Whether the family is Cosmos 3 (cosmos3): the prompt's token ids and the latents in one sequence of
  * mixture-of-transformers layers. */
 bool model_cosmos3(const model_config *mc);
-/* Whether the family is a U-Net (sd1x, sdxl: UNet2DConditionModel), one sequence of micro-blocks (unet.c); a
- * sample's conditioning is its text encoders' sequence (text_len, text_dim), and for sdxl then the pooled text
- * (pooled_dim) and six size ids (original height and width, crop top and left, target height and width, in pixels). */
+/* Whether the family is a U-Net (sd1x, sdxl, kolors: UNet2DConditionModel), one sequence of micro-blocks (unet.c); a
+ * sample's conditioning is its text encoders' sequence (text_len, text_dim), and for sdxl and kolors then the pooled
+ * text (pooled_dim) and six size ids (original height and width, crop top and left, target height and width, in
+ * pixels). */
 bool model_unet(const model_config *mc);
 /* Whether the family is Sana (sana) or Sana-Video (sanavideo): PixArt's cross-attention DiT with linear
  * self-attention and GLUMBConv; Sana-Video's over video tokens, with Wan's rotary table in the linear attention and a

@@ -450,6 +450,7 @@ static const struct {
     {"anima", "CosmosTransformer3DModel", anima_from_json},
     {"sd1x", "UNet2DConditionModel", unet_from_json},
     {"sdxl", "UNet2DConditionModel", unet_from_json},
+    {"kolors", "UNet2DConditionModel", unet_from_json},
 };
 
 bool model_reads_diffusers(const model_config *mc)

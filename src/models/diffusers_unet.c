@@ -66,10 +66,11 @@ static st_status block_types(const cJSON *j, const char *file, model_config *mc,
     return ST_OK;
 }
 
-/* sd1x reads it without added conditions; sdxl with SDXL's text_time ones (the pooled text and six size ids) */
+/* sd1x reads it without added conditions; sdxl and kolors with SDXL's text_time ones (the pooled text and six size
+ * ids), kolors with its text projection too */
 st_status unet_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    const bool xl = !strcmp(mc->family, "sdxl");
+    const bool xl = strcmp(mc->family, "sd1x") != 0;
     int64_t ch[UNET_LEVELS_MAX] = {320, 640, 1280, 1280}, heads[UNET_LEVELS_MAX] = {8, 8, 8, 8};
     int64_t layers[UNET_LEVELS_MAX] = {1, 1, 1, 1}, out = 4, cross = 1280, groups = 32, per = 2;
     int64_t time_dim = 0, proj_in = 0;
@@ -118,18 +119,29 @@ st_status unet_from_json(const cJSON *j, const char *file, model_config *mc)
     if (!st) st = json_fixed(j, file, "resnet_out_scale_factor", 1, U);
     if (!st) st = json_fixed(j, file, "conv_in_kernel", 3, U);
     if (!st) st = json_fixed(j, file, "conv_out_kernel", 3, U);
-    static const char *const nulls[] = {"class_embed_type", "num_class_embeds", "encoder_hid_dim",
-                                        "encoder_hid_dim_type", "time_cond_proj_dim", "time_embedding_dim",
-                                        "time_embedding_act_fn", "timestep_post_act", "cross_attention_norm",
+    const bool kolors = !strcmp(mc->family, "kolors");
+    int64_t hid = 0;
+    if (!st) st = json_int(j, file, "encoder_hid_dim", &hid);
+    const cJSON *hid_type = cJSON_GetObjectItemCaseSensitive(j, "encoder_hid_dim_type");
+    const bool text_proj = hid && cJSON_IsString(hid_type) && !strcmp(hid_type->valuestring, "text_proj");
+    if (!st && (kolors ? !text_proj : hid || (hid_type && !cJSON_IsNull(hid_type))))
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: encoder_hid_dim %lld, encoder_hid_dim_type %s; the %s family builds %s",
+                     file, (long long)hid, cJSON_IsString(hid_type) ? hid_type->valuestring : "null", mc->family,
+                     kolors ? "Kolors' \"text_proj\" (a Linear from the text encoder's width)"
+                            : "none (kolors reads Kolors' text projection)");
+    static const char *const nulls[] = {"class_embed_type", "num_class_embeds", "time_cond_proj_dim",
+                                        "time_embedding_dim", "time_embedding_act_fn", "timestep_post_act",
+                                        "cross_attention_norm",
                                         "reverse_transformer_layers_per_block", "mid_block_only_cross_attention"};
     for (size_t i = 0; !st && i < sizeof nulls / sizeof *nulls; i++)
-        st = must_be_null(j, file, nulls[i], "Kolors' text projection, class labels and other variants are not built");
+        st = must_be_null(j, file, nulls[i], "class labels, LCM's condition and other variants are not built");
     const cJSON *add = cJSON_GetObjectItemCaseSensitive(j, "addition_embed_type");
     const bool text_time = cJSON_IsString(add) && !strcmp(add->valuestring, "text_time");
     if (!st && (xl ? !text_time : add && !cJSON_IsNull(add)))
         st = st_fail(ST_ERR_UNSUPPORTED, "%s: addition_embed_type is %s; the %s family builds %s", file,
                      cJSON_IsString(add) ? add->valuestring : "null", mc->family,
-                     xl ? "SDXL's \"text_time\" (the pooled text and six size ids)" : "none (null; sdxl reads SDXL's)");
+                     xl ? "SDXL's \"text_time\" (the pooled text and six size ids)"
+                        : "none (null; sdxl and kolors read SDXL's)");
     if (!st && xl && (time_dim < 2 || time_dim % 2 || proj_in <= 6 * time_dim))
         st = st_fail(ST_ERR_UNSUPPORTED, "%s: addition_time_embed_dim %lld, projection_class_embeddings_input_dim "
                      "%lld; SDXL's added conditions take an even width and the pooled text's width plus six of them",
@@ -150,7 +162,8 @@ st_status unet_from_json(const cJSON *j, const char *file, model_config *mc)
         mc->unet_attn[i] = i < L && attn[i] ? layers[i] : 0;
     }
     mc->unet_mid = layers[L - 1], mc->unet_layers = per, mc->norm_groups = groups, mc->unet_linear = cJSON_IsTrue(lin);
-    mc->hidden = 4 * ch[0], mc->heads = 1, mc->patch = 1, mc->patch_t = 1, mc->out_channels = 0, mc->text_dim = cross;
+    mc->hidden = 4 * ch[0], mc->heads = 1, mc->patch = 1, mc->patch_t = 1, mc->out_channels = 0;
+    mc->text_dim = kolors ? hid : cross, mc->unet_cross = kolors ? cross : 0;
     mc->time_channels = xl ? time_dim : 0, mc->pooled_dim = xl ? proj_in - 6 * time_dim : 0;
     mc->depth = unet_depth(mc);
     return ST_OK;

@@ -71,7 +71,7 @@ static const struct st_family {
      "t2v-lite-sft-10s:kandinsky5-t2v-lite|t2v-lite-pretrain-10s:kandinsky5-t2v-lite|"
      "t2v-pro-sft-5s-hd:kandinsky5-t2v-pro|t2v-pro-sft-10s-hd:kandinsky5-t2v-pro|"
      "t2v-pro-pretrain-5s-hd:kandinsky5-t2v-pro|t2v-pro-pretrain-10s-hd:kandinsky5-t2v-pro", "t2v-lite-sft-5s"},
-    {"kolors", NULL, "Kwai Kolors", UNET, "UNet2DConditionModel", "1.0", NULL, NULL},
+    {"kolors", NULL, "Kwai Kolors", UNET, "UNet2DConditionModel", "1.0", "1.0:kolors", "1.0"},
     {"krea2", NULL, "Krea 2", JOINT, "Krea2Transformer2DModel", "raw|turbo", "raw:krea2|turbo:krea2", "raw"},
     {"longcat_image", NULL, "LongCat-Image", DUAL, "LongCatImageTransformer2DModel", "final|dev|edit",
      "final:longcat-image|dev:longcat-image", "final"},

@@ -222,6 +222,10 @@ static const struct preset {
      * 2048 at 77 tokens, the pooled 1280 and six size ids (addition_time_embed_dim 256), 1024 px (128 x 128). */
     {"sdxl-tiny", "sdxl", 0, 32, 1, 1, 4, 8, 10, 0, 6, 24, 20, false, false, 0, 0},
     {"sdxl", "sdxl", 0, 1280, 1, 1, 4, 128, 10, 0, 77, 2048, 1280, false, false, 0, 0},
+    /* Kolors (Kwai-Kolors/Kolors-diffusers' unet/config.json): SDXL's U-Net reading ChatGLM3's 4096-wide states at
+     * SimpleTuner's 77 tokens through encoder_hid_proj (to 2048), its pooled 4096 and the six size ids. */
+    {"kolors-tiny", "kolors", 0, 32, 1, 1, 4, 8, 10, 0, 6, 24, 20, false, false, 0, 0},
+    {"kolors", "kolors", 0, 1280, 1, 1, 4, 128, 10, 0, 77, 4096, 4096, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -329,7 +333,7 @@ st_status model_preset(const char *name, model_config *out)
             out->refiner_depth = tiny ? 1 : 2, out->kv_heads = p->heads, out->norm_eps = 1e-5,
             out->ffn_dim = (int64_t)((double)p->hidden / 3.0 * 8.0);
         if (model_unet(out)) { /* the tiny ones are the fixtures' */
-            const bool xl = !strcmp(p->family, "sdxl");
+            const bool xl = strcmp(p->family, "sd1x") != 0;
             static const int64_t ch[4][UNET_LEVELS_MAX] = {{320, 640, 1280, 1280}, {8, 16, 24}, {320, 640, 1280},
                                                            {8, 16, 24}};
             static const int64_t at[4][UNET_LEVELS_MAX] = {{1, 1, 1, 0}, {1, 1, 0}, {0, 2, 10}, {0, 1, 2}};
@@ -338,6 +342,7 @@ st_status model_preset(const char *name, model_config *out)
             out->unet_levels = xl || tiny ? 3 : 4, out->unet_layers = tiny ? 1 : 2, out->unet_mid = at[k][2] + !xl;
             out->norm_groups = tiny ? 4 : 32, out->norm_eps = 1e-5, out->unet_linear = xl;
             out->time_channels = xl ? (tiny ? 8 : 256) : 0;
+            out->unet_cross = strcmp(p->family, "kolors") ? 0 : tiny ? 16 : 2048;
             for (int l = 0; l < UNET_LEVELS_MAX; l++)
                 out->unet_channels[l] = ch[k][l], out->unet_attn[l] = at[k][l], out->unet_heads[l] = heads[k][l];
             out->depth = unet_depth(out);
@@ -410,8 +415,8 @@ static st_status check_unet(const model_config *mc)
     const bool unet = model_unet(mc);
     const int64_t L = mc->unet_levels, g = mc->norm_groups;
     if (!unet) {
-        if (L || mc->unet_layers || mc->unet_mid || g || mc->unet_linear)
-            return st_fail(ST_ERR_INVALID, "block_out_channels: %lld levels; only sd1x and sdxl are U-Nets (0)",
+        if (L || mc->unet_layers || mc->unet_mid || g || mc->unet_linear || mc->unet_cross)
+            return st_fail(ST_ERR_INVALID, "block_out_channels: %lld levels; only sd1x, sdxl and kolors are U-Nets (0)",
                            (long long)L);
         return ST_OK;
     }
@@ -419,9 +424,10 @@ static st_status check_unet(const model_config *mc)
               mc->unet_mid <= 64 && g >= 1 && mc->norm_eps > 0 && mc->norm_eps < 1 && mc->patch == 1 &&
               mc->frames == 1 && !mc->out_channels && mc->hidden == 4 * mc->unet_channels[0] &&
               mc->resolution % ((int64_t)1 << (L - 1)) == 0 &&
-              (strcmp(mc->family, "sdxl") ? !mc->pooled_dim && !mc->time_channels
-                                          : mc->pooled_dim >= 1 && mc->time_channels >= 2 &&
-                                                mc->time_channels % 2 == 0 && mc->time_channels <= 65536);
+              (!strcmp(mc->family, "sd1x") ? !mc->pooled_dim && !mc->time_channels
+                                           : mc->pooled_dim >= 1 && mc->time_channels >= 2 &&
+                                                 mc->time_channels % 2 == 0 && mc->time_channels <= 65536) &&
+              (strcmp(mc->family, "kolors") ? !mc->unet_cross : mc->unet_cross >= 1 && mc->unet_cross <= (1 << 20));
     for (int64_t i = 0; ok && i < L; i++)
         ok = mc->unet_channels[i] >= 1 && mc->unet_channels[i] <= (1 << 16) && mc->unet_channels[i] % g == 0 &&
              mc->unet_heads[i] >= 1 && mc->unet_channels[i] % mc->unet_heads[i] == 0 && mc->unet_attn[i] >= 0 &&
@@ -431,8 +437,9 @@ static st_status check_unet(const model_config *mc)
                    "%lld, %lld), layers_per_block %lld, norm_num_groups %lld, norm_eps %g, resolution %lld; %s takes 1 "
                    "to %d levels of 1 to 65536 channels that the groups and each level's heads divide, 1 to 8 layers "
                    "a block, 0 to 64 transformer blocks an attention, an eps in (0, 1), a latent edge that halves "
-                   "evenly at every level, time_embed_dim 4 x block_out_channels[0], 1 x 1 patches, 1 frame (sdxl: a "
-                   "pooled text of at least 1 and even size-id sinusoids of 2 to 65536; sd1x: neither)",
+                   "evenly at every level, time_embed_dim 4 x block_out_channels[0], 1 x 1 patches, 1 frame (sdxl, "
+                   "kolors: a pooled text of at least 1 and even size-id sinusoids of 2 to 65536, sd1x neither; "
+                   "kolors: a text projection to 1 to 2^20)",
                    (long long)L, (long long)mc->unet_channels[0], (long long)mc->unet_channels[1],
                    (long long)mc->unet_channels[2], (long long)mc->unet_channels[3], (long long)mc->unet_heads[0],
                    (long long)mc->unet_heads[1], (long long)mc->unet_heads[2], (long long)mc->unet_heads[3],

@@ -24,7 +24,9 @@ typedef struct unet_model {
     block *seq_blocks;
     int n_blocks;
     temb t;
-    temb add; /* sdxl: add_embedding, of the pooled text and the size ids' sinusoids */
+    temb add;          /* sdxl, kolors: add_embedding, of the pooled text and the size ids' sinusoids */
+    lin_layer text_proj; /* kolors: encoder_hid_proj */
+    float *raw_text;     /* kolors: the text as given, text_proj's input */
     int out_norm_w, out_norm_b, out_w, out_b;
     int64_t widest; /* floats a sample of the widest stream on any boundary (the gradient buffer's) */
     unet_step step;
@@ -32,12 +34,15 @@ typedef struct unet_model {
 
 static unet_model *unet_of(model *m) { return m->impl; }
 
-bool model_unet(const model_config *mc) { return !strcmp(mc->family, "sd1x") || !strcmp(mc->family, "sdxl"); }
+bool model_unet(const model_config *mc)
+{
+    return !strcmp(mc->family, "sd1x") || !strcmp(mc->family, "sdxl") || !strcmp(mc->family, "kolors");
+}
 
 /* sdxl's size ids a sample: original size, crop top-left, target size (each height, width), in pixels */
 #define UNET_TIME_IDS 6
 
-static bool added_conditions(const model_config *c) { return !strcmp(c->family, "sdxl"); }
+static bool added_conditions(const model_config *c) { return strcmp(c->family, "sd1x") != 0; }
 
 /* "<prefix>.<name>" into buf; a name past the buffer is cut, and param_add refuses it as too long */
 static const char *join(char *buf, size_t n, const char *prefix, const char *name)
@@ -107,8 +112,9 @@ static void reg_attn(param_set *s, unet_block *u, const char *prefix, const mode
         LIN(q, "attn1.to_q", C, C, false, ra), LIN(k, "attn1.to_k", C, C, false, ra);
         LIN(v, "attn1.to_v", C, C, false, ra), LIN(o, "attn1.to_out.0", C, C, true, ra);
         reg_norm(s, join(name, sizeof name, p, "norm2"), C, full, &x->n2w, &x->n2b);
-        LIN(q2, "attn2.to_q", C, C, false, ra), LIN(k2, "attn2.to_k", c->text_dim, C, false, ra);
-        LIN(v2, "attn2.to_v", c->text_dim, C, false, ra), LIN(o2, "attn2.to_out.0", C, C, true, ra);
+        const int64_t X = c->unet_cross ? c->unet_cross : c->text_dim; /* what the cross-attention reads */
+        LIN(q2, "attn2.to_q", C, C, false, ra), LIN(k2, "attn2.to_k", X, C, false, ra);
+        LIN(v2, "attn2.to_v", X, C, false, ra), LIN(o2, "attn2.to_out.0", C, C, true, ra);
         reg_norm(s, join(name, sizeof name, p, "norm3"), C, full, &x->n3w, &x->n3b);
         LIN(ff1, "ff.net.0.proj", C, 8 * C, true, rm), LIN(ff2, "ff.net.2", 4 * C, C, true, rm);
 #undef LIN
@@ -246,6 +252,8 @@ static st_status unet_create(model *m)
     if (added_conditions(c))
         temb_register(s, &d->add, "add_embedding.linear_1", "add_embedding.linear_2",
                       c->pooled_dim + UNET_TIME_IDS * c->time_channels, c->hidden, full);
+    if (c->unet_cross)
+        d->text_proj = lin_register(s, "encoder_hid_proj", c->text_dim, c->unet_cross, true, 0, 0.0f, full);
     builder b = {.cfg = c, .d = d, .m = m, .s = s};
     build(&b);
     d->n_blocks = b.n;
@@ -288,9 +296,9 @@ static void unet_release(model *m)
     seq_release(s->run);
     state_free(m->pool, &s->last);
     op_state_release(&s->gn);
-    void *bufs[] = {s->n, s->pred, m->ctx.text};
+    void *bufs[] = {s->n, s->pred, m->ctx.text, m->ctx.dtext, d->raw_text};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
-    m->ctx.text = NULL;
+    m->ctx.text = m->ctx.dtext = d->raw_text = NULL;
     temb_release(m, &d->t);
     if (added_conditions(&m->cfg)) temb_release_path(m, &d->add);
     *s = (unet_step){0};
@@ -374,17 +382,23 @@ static st_status unet_forward(model *m, const float *x, const float *timesteps, 
     if (s->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
     s->active = true;
     const int64_t B = m->shape.batch, L = c->text_len, E = c->text_dim, K = model_cond_len(c);
-    const int64_t nx = B * c->channels * c->resolution * c->resolution;
+    const int64_t nx = B * c->channels * c->resolution * c->resolution, X = c->unet_cross ? c->unet_cross : E;
     st_status st = ST_OK;
     float *first = model_take(m, &st, nx, "unet.latents", false);
-    m->ctx.text = model_take(m, &st, B * L * E, "unet.text", false);
+    m->ctx.text = model_take(m, &st, B * L * X, "unet.text", false);
+    if (c->unet_cross) { /* Kolors' projected text; its gradient only where the projection trains */
+        d->raw_text = model_take(m, &st, B * L * E, "unet.text (encoder's)", false);
+        if (train && lin_trains_weight(m->params, &d->text_proj))
+            m->ctx.dtext = model_take(m, &st, B * L * X, "unet.dtext", true);
+    }
     temb_take(m, &d->t, &st, train);
     if (added_conditions(c)) temb_take_path(m, &d->add, &st);
     if (!st) {
         copy_rows(first, nx, x, nx, 1, nx);
-        copy_rows(m->ctx.text, L * E, cond, K, B, L * E);
-        temb_forward(m, &d->t, timesteps);
-        if (added_conditions(c)) st = added_forward(m, cond);
+        copy_rows(d->raw_text ? d->raw_text : m->ctx.text, L * E, cond, K, B, L * E);
+        if (d->raw_text) st = lin_forward(m->params, m->pool, &d->text_proj, m->ctx.text, d->raw_text, B * L);
+        if (!st) temb_forward(m, &d->t, timesteps);
+        if (!st && added_conditions(c)) st = added_forward(m, cond);
     }
     if (!st) {
         silu_forward(m->ctx.cs, d->t.c, B * c->hidden);
@@ -425,6 +439,9 @@ static st_status unet_backward(model *m, const float *dpred)
         if (!k.status) silu_backward(dc, m->ctx.dcs, d->t.c, B * m->cfg.hidden);
         if (!k.status) k.status = temb_backward(m, &d->t, dc);
         if (!k.status && added_conditions(&m->cfg)) k.status = temb_backward(m, &d->add, dc);
+        if (!k.status && m->ctx.dtext) /* Kolors' projection, from every cross-attention's keys and values */
+            k.status = lin_backward(m->params, m->pool, &d->text_proj, NULL, m->ctx.dtext, d->raw_text,
+                                    B * m->cfg.text_len);
         st = scratch_end(&k);
     }
     pool_free(m->pool, dh);

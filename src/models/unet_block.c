@@ -332,8 +332,8 @@ static st_status xf_backward(const unet_block *u, const float *x, const xf_regio
                                    view(dO, d.T, d.I), view(a[Q2], d.T, d.I), view(a[K2], d.L, d.I),
                                    view(a[V2], d.L, d.I), view(a[O2], d.T, d.I), layer_state(st, l, S_ATT2));
         }
-        if (!r) r = lin_backward(ps, p, &xl->k2, NULL, dk2, m->ctx.text, d.B * d.L);
-        if (!r) r = lin_backward(ps, p, &xl->v2, NULL, dv2, m->ctx.text, d.B * d.L);
+        if (!r) r = lin_backward(ps, p, &xl->k2, m->ctx.dtext, dk2, m->ctx.text, d.B * d.L);
+        if (!r) r = lin_backward(ps, p, &xl->v2, m->ctx.dtext, dv2, m->ctx.text, d.B * d.L);
         if (!r) zero_floats(dln, NI), r = lin_backward(ps, p, &xl->q2, dln, dq, t[LN2], d.N);
         if (!r) layernorm_backward(dh, G(xl->n2w), G(xl->n2b), dln, t[H1], W(xl->n2w), d.N, d.I,
                                    layer_state(st, l, S_LN2));
