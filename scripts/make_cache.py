@@ -3,7 +3,7 @@
 the user's local diffusers pipeline the way its pipeline makes them, for `segtrain train` with data_cache_dir.
 
   make_cache.py --images DIR --pipeline DIR --out DIR
-                [--family flux|sd3|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image|ltxvideo|
+                [--family flux|sd3|sdxl|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image|ltxvideo|
                           lumina2|z_image|cosmos3|ernie|qwen_image|krea2|flux2]
                 [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
                 [--max_sequence_length N] [--motion_score N] [--text_encoder_layers L,L,...]
@@ -209,6 +209,54 @@ class Sd3Encoders:
             clip_seq = torch.nn.functional.pad(torch.cat(hidden, -1), (0, t5.shape[-1] - sum(h.shape[-1] for h in hidden)))
         return {"prompt_embeds": torch.cat([clip_seq, t5], 0), "pooled_prompt_embeds": torch.cat(pooled, -1),
                 "attention_mask": torch.cat([clip_mask, t.attention_mask[0]], 0)}
+
+
+class SdxlEncoders:
+    """StableDiffusionXLPipeline.encode_prompt: CLIP-L's (text_encoder/, CLIPTextModel) and OpenCLIP-G's
+    (text_encoder_2/, CLIPTextModelWithProjection) penultimate hidden states, each tokenized at its tokenizer's
+    model_max_length (77), side by side (768 + 1280 = 2048); the pooled vector OpenCLIP-G's projected output (1280).
+    The U-Net attends to every token; CLIP-L's mask is stored for reference. The six size ids are the image's
+    (main)."""
+
+    def __init__(self, pipe, label, device, max_seq):
+        self.device = device
+        self.toks = [load_tok(pipe, s) for s in ("tokenizer", "tokenizer_2")]
+        self.clips = [load_model("CLIPTextModel", pipe, "text_encoder", device),
+                      load_model("CLIPTextModelWithProjection", pipe, "text_encoder_2", device)]
+        self.names = [f"{label}/{s} ({type(m).__name__})" for s, m in zip(("text_encoder", "text_encoder_2"),
+                                                                          self.clips)]
+
+    def encode(self, caption):
+        import torch
+
+        with torch.no_grad():
+            hidden = []
+            for tok, clip in zip(self.toks, self.clips):
+                t = tokens(tok, caption, tok.model_max_length)
+                out = clip(t.input_ids.to(self.device), output_hidden_states=True)
+                hidden.append(out.hidden_states[-2][0])
+                if tok is self.toks[0]:
+                    mask = t.attention_mask[0]
+            pooled = out[0][0]  # OpenCLIP-G's text_embeds
+        return {"prompt_embeds": torch.cat(hidden, -1), "pooled_prompt_embeds": pooled, "attention_mask": mask}
+
+    def reference(self, caption):
+        from diffusers.configuration_utils import FrozenDict
+
+        p = pipeline_stub("StableDiffusionXLPipeline", tokenizer=self.toks[0], tokenizer_2=self.toks[1],
+                          text_encoder=self.clips[0], text_encoder_2=self.clips[1],
+                          _internal_dict=FrozenDict(force_zeros_for_empty_prompt=True))
+        seq = p.encode_prompt(caption, device=self.device, num_images_per_prompt=1,
+                              do_classifier_free_guidance=False)[0]
+        return seq[0], None
+
+
+def size_ids(w, h, edge):
+    """SDXL's add_time_ids as SimpleTuner gives them for a square crop: the original size (height, width), the crop's
+    top-left corner in the frame resized so that its shorter side is the edge, and the target size (edge, edge)."""
+    s = min(w, h)
+    top, left = round((h - s) // 2 * edge / s), round((w - s) // 2 * edge / s)
+    return [float(h), float(w), float(top), float(left), float(edge), float(edge)]
 
 
 class TextEncoder:
@@ -798,6 +846,8 @@ FAMILIES = {
     "sd3": dict(enc=Sd3Encoders, subs=("text_encoder", "text_encoder_2", "text_encoder_3", "tokenizer",
                                        "tokenizer_2", "tokenizer_3"),
                 seq={"medium": 154, "large": 154}, tiny_seq=4, vae=(0.0609, 1.5305)),
+    "sdxl": dict(enc=SdxlEncoders, subs=("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"),
+                 seq={"base-1.0": 77}, tiny_seq=6, vae=(None, 0.13025), size_ids=True),
     "chroma": dict(enc=ChromaEncoders, subs=("text_encoder", "tokenizer"), seq={"base": 512}, tiny_seq=8,
                    vae=(0.1159, 0.3611)),
     "pixart_sigma": dict(enc=PixArtEncoders, subs=("text_encoder", "tokenizer"), seq={"900M-1024-v0.6": 300},
@@ -1006,6 +1056,9 @@ def build_tiny_pipeline(folder, family, seed):
         clip("text_encoder", "tokenizer", 8, 8, 4, 1)
         clip("text_encoder_2", "tokenizer_2", 16, 8, 4, 2)
         t5("text_encoder_3", "tokenizer_3", 32, 3)
+    elif family == "sdxl":  # CLIP-L 8 and OpenCLIP-G 16 wide (text_dim 24), the projection 20 (pooled), 6 tokens
+        clip("text_encoder", "tokenizer", 8, 0, 6, 1)
+        clip("text_encoder_2", "tokenizer_2", 16, 20, 6, 2)
     elif family == "omnigen":  # a tokenizer alone: OmniGen embeds the ids itself
         tokenizer("tokenizer", "t5", 512)
     elif family == "lumina2":
@@ -1172,6 +1225,8 @@ def main():
         if a.check:
             check_encoding(enc, caption, t)
         t["latents"] = latents
+        if fam.get("size_ids"):
+            t["add_time_ids"] = torch.tensor(size_ids(w, h, edge))
         write_sample(os.path.join(a.out, name), t, dict(common, caption=caption, image=rel,
                                                         image_size=f"{w}x{h}"), dtype)
         print(f"{rel} -> {name}: latents {tuple(latents.shape)}, \"{caption}\"")

@@ -18,7 +18,7 @@
 enum { C = 4, E = 8, L = 8, D = 32, P = 16, TEXT = L * D + P };
 
 static char root[256];
-static const cache_want flux_tiny = {"flux", C, E, 1, L, D, P, false};
+static const cache_want flux_tiny = {"flux", C, E, 1, L, D, P, false, 0};
 
 /* ---- the committed fixture ---- */
 
@@ -254,8 +254,8 @@ static void test_refusals(void)
     refused("latents of another edge", &v, NULL, ST_ERR_INVALID, "4 x 16 x 16", "4 x 8 x 8");
     v = good(), v.file_edge = 4;
     refused("a file's latents", &v, NULL, ST_ERR_INVALID, "a.safetensors: latents are 4 x 4 x 4", "4 x 8 x 8");
-    const cache_want wide = {"flux", C, E, 1, L, 64, P, false}, nopool = {"flux", C, E, 1, L, D, 8, false},
-                     longer = {"flux", C, E, 1, 4, D, P, false};
+    const cache_want wide = {"flux", C, E, 1, L, 64, P, false, 0}, nopool = {"flux", C, E, 1, L, D, 8, false, 0},
+                     longer = {"flux", C, E, 1, 4, D, P, false, 0};
     v = good();
     refused("text_dim", &v, &wide, ST_ERR_INVALID, "text_dim 32", "joint_attention_dim is 64");
     refused("pooled_dim", &v, &nopool, ST_ERR_INVALID, "pooled_dim 16", "pooled_projection_dim is 8");
@@ -322,6 +322,45 @@ static bool same_file(const char *a, const char *b)
     if (fa) fclose(fa);
     if (fb) fclose(fb);
     return same;
+}
+
+/* SDXL's cache (make_cache.py --family sdxl): both CLIPs' states, OpenCLIP-G's pooled vector and each sample's six
+ * size ids, which caption dropout leaves as they are (the empty prompt has none); a cache without them is refused. */
+static void test_sdxl_cache(void)
+{
+    printf("-- sdxl-tiny trains on the committed cache, with its size ids, half its captions dropped\n");
+    float loss[3];
+    const st_status st = run("sdxl-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-sdxl-tiny",
+                             "model_family=sdxl;model_preset=sdxl-tiny;caption_dropout_probability=0.5;"
+                             "max_train_steps=3", 3, true, loss);
+    CHECKF(st == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)st, st_error());
+    if (st == ST_OK) printf("     3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
+    dataset *ds = NULL;
+    const cache_want want = {"sdxl", 4, 8, 1, 6, 24, 20, false, 6};
+    CHECKF(dataset_open_cache(SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-sdxl-tiny", &want, &ds) == ST_OK, "%s",
+           st_error());
+    const int64_t n = dataset_text_floats(ds);
+    float *cond = malloc(sizeof(float) * (size_t)(n + 6));
+    data_iter *it = NULL;
+    bool seen = false; /* red_circle.png is 20 x 16: its crop 2 px from the left, at 16 px */
+    CHECK(data_iter_create(ds, 5, &it) == ST_OK);
+    for (int k = 0; k < 5 && it; k++) {
+        char caption[1][CAPTION_MAX];
+        CHECK(data_iter_next_with_text(it, 1, NULL, NULL, caption, NULL, cond, n + 6) == ST_OK);
+        const float want_ids[6] = {16, 20, 0, 2, 16, 16};
+        if (strstr(caption[0], "red circle")) seen = !memcmp(cond + n, want_ids, sizeof want_ids);
+    }
+    CHECK(seen);
+    data_iter_destroy(it);
+    dataset_close(ds);
+    free(cond);
+    variant v = good();
+    v.family = v.meta_family = "sdxl", v.text_dim = 24, v.rows = 6; /* its pooled vector is 16 wide */
+    const st_status sn = run("sdxl-noids-out", make_cache("sdxl-noids", &v),
+                             "model_family=sdxl;model_preset=sdxl-tiny;tokenizer_max_length=8;pooled_projection_dim=16;"
+                             "max_train_steps=1", 1, false, NULL);
+    CHECKF(sn == ST_ERR_FORMAT && strstr(st_error(), "add_time_ids"), "%d %s", (int)sn, st_error());
+    printf("     a cache without size ids: %s\n", st_error());
 }
 
 /* A cache of a family whose conditioning the format does not hold all of (hunyuanvideo15's ByT5 tokens) is refused
@@ -585,6 +624,7 @@ int main(void)
     test_unheld_conditioning();
     test_video_cache();
     test_lumina2_cache();
+    test_sdxl_cache();
     test_training();
     test_what_training_reads();
     char cmd[300];

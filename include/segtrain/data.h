@@ -61,12 +61,14 @@ typedef struct cache_want {
     int64_t frames;                         /* video: latents (channels, frames, edge, edge); 1 (or 0): images */
     int64_t text_len, text_dim, pooled_dim; /* the model's conditioning: (text_len, text_dim), then pooled_dim */
     bool mask;                              /* then the text mask (text_len), where the model reads one */
+    int64_t size_ids;                       /* then SDXL's size ids (each sample file's add_time_ids), or 0 */
 } cache_want;
 
 /* The cache folder dir (docs/CACHE.md): cache.json, checked against want (format and version, family, latent shape,
  * text_dim, pooled_dim, a text_len no longer than want's, count, a non-empty sample list), then every sample file
  * listed, opened and checked the same way (latents, prompt_embeds of 1 to text_len rows, pooled_prompt_embeds where
- * pooled_dim > 0, a 1/0 attention_mask per token; F32, BF16 or F16), and null.safetensors, the empty prompt's
+ * pooled_dim > 0, a 1/0 attention_mask per token, add_time_ids where size_ids > 0; F32, BF16 or F16), and
+ * null.safetensors, the empty prompt's
  * conditioning, when the folder has it. One class (named after the folder); captions from the files' metadata.
  * Every error is one line starting "data_cache_dir <dir>:" and naming the file. */
 st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **out);

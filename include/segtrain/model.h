@@ -203,6 +203,8 @@ bool model_cosmos3(const model_config *mc);
  * text (pooled_dim) and six size ids (original height and width, crop top and left, target height and width, in
  * pixels). */
 bool model_unet(const model_config *mc);
+/* The size ids a sample's conditioning ends with: SDXL's six (sdxl, kolors), else 0. */
+int64_t model_size_ids(const model_config *mc);
 /* Whether the family is Sana (sana) or Sana-Video (sanavideo): PixArt's cross-attention DiT with linear
  * self-attention and GLUMBConv; Sana-Video's over video tokens, with Wan's rotary table in the linear attention and a
  * temporal convolution after GLUMBConv. */

@@ -393,9 +393,8 @@ int64_t model_cond_len(const model_config *mc)
     if (model_wan_animate(mc)) /* the reference image's tokens, condition and pose latents, the face video */
         control = mc->image_tokens * mc->image_dim + (mc->cond_channels * mc->frames + mc->channels * (mc->frames - 1)) *
                   plane + 3 * model_face_frames(mc) * mc->face_size * mc->face_size;
-    const int64_t size_ids = model_unet(mc) && mc->pooled_dim ? 6 : 0; /* SDXL's original size, crop, target size */
     return mc->text_len * (mc->text_dim + model_text_mask(mc)) + mc->pooled_dim + mc->text2_len * (mc->text2_dim + 1) +
-           mc->guidance_embeds + control + size_ids;
+           mc->guidance_embeds + control + model_size_ids(mc);
 }
 
 void model_condition(const model_config *mc, int64_t label, const char *caption, float *cond)
@@ -434,7 +433,7 @@ void model_condition(const model_config *mc, int64_t label, const char *caption,
             for (int64_t l = 0; l < mc->text2_len; l++) *rest++ = l < glyphs ? 1.0f : 0.0f;
         }
         if (mc->guidance_embeds) *rest = (float)mc->guidance;
-        if (model_unet(mc) && mc->pooled_dim) { /* SDXL's size ids: the image uncropped at the training resolution */
+        if (model_size_ids(mc)) { /* SDXL's size ids: the image uncropped at the training resolution */
             const float px = (float)(mc->resolution * mc->vae_scale);
             const float ids[6] = {px, px, 0.0f, 0.0f, px, px};
             memcpy(rest, ids, sizeof ids);

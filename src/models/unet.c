@@ -42,6 +42,8 @@ bool model_unet(const model_config *mc)
 /* sdxl's size ids a sample: original size, crop top-left, target size (each height, width), in pixels */
 #define UNET_TIME_IDS 6
 
+int64_t model_size_ids(const model_config *mc) { return model_unet(mc) && mc->pooled_dim ? UNET_TIME_IDS : 0; }
+
 static bool added_conditions(const model_config *c) { return strcmp(c->family, "sd1x") != 0; }
 
 /* "<prefix>.<name>" into buf; a name past the buffer is cut, and param_add refuses it as too long */

@@ -139,6 +139,12 @@ static st_status check_sample(const dataset *ds, const char *dir, const char *fi
         free(m);
         free(mi);
     }
+    if (!st && with_latents && ds->size_ids && !float_tensor(dir, file, f, "add_time_ids", 1, &st) && !st)
+        st = bad(dir, ST_ERR_FORMAT, "%s: no add_time_ids tensor (the family reads SDXL's six size ids)", file);
+    if (!st && with_latents && ds->size_ids && sft_find(f, "add_time_ids")->shape[0] != ds->size_ids)
+        st = bad(dir, ST_ERR_FORMAT, "%s: add_time_ids holds %lld values; SDXL's are %lld (original height and width, "
+                 "crop top and left, target height and width)", file, (long long)sft_find(f, "add_time_ids")->shape[0],
+                 (long long)ds->size_ids);
     if (!st && !(*caption = strdup(meta_caption ? meta_caption : ""))) st = data_oom();
     sft_close(f);
     return st;
@@ -146,8 +152,8 @@ static st_status check_sample(const dataset *ds, const char *dir, const char *fi
 
 /* The sample file `path`'s latents (into x when not NULL) and its conditioning (into text when not NULL): the
  * sequence zero-padded to text_len rows, then the pooled vector, then where the model reads it the mask, 0 on the
- * padded rows (model.h's layout). */
-st_status cache_read(const dataset *ds, const char *path, float *x, float *text)
+ * padded rows, then with ids the size ids (model.h's layout). */
+st_status cache_read(const dataset *ds, const char *path, float *x, float *text, bool ids)
 {
     sft_file *f;
     st_status st = sft_open(path, &f);
@@ -166,6 +172,8 @@ st_status cache_read(const dataset *ds, const char *path, float *x, float *text)
         if (!st && ds->pooled_dim)
             st = sft_read_f32(f, "pooled_prompt_embeds", 1, &ds->pooled_dim, text + ds->text_len * D);
         if (!st && ds->mask) st = read_mask(f, rows, text + ds->text_len * D + ds->pooled_dim, ds->text_len);
+        if (!st && ids && ds->size_ids)
+            st = sft_read_f32(f, "add_time_ids", 1, &ds->size_ids, text + dataset_text_floats(ds));
     }
     sft_close(f);
     return st;
@@ -260,6 +268,7 @@ st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **
         ds->text_dim = want->text_dim;
         ds->pooled_dim = want->pooled_dim;
         ds->mask = want->mask;
+        ds->size_ids = want->size_ids;
         ds->classes = 1;
         ds->class_names = calloc(1, sizeof(char *));
         const char *slash = strrchr(dir, '/');
@@ -289,7 +298,7 @@ st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **
         st = check_sample(ds, dir, CACHE_NULL, family, false, &null_caption);
         if (!st && !(ds->null_text = malloc(sizeof(float) * (size_t)dataset_text_floats(ds))))
             st = data_oom();
-        if (!st) st = cache_read(ds, null_path, NULL, ds->null_text);
+        if (!st) st = cache_read(ds, null_path, NULL, ds->null_text, false); /* the ids stay each sample's */
     }
     free(null_caption);
     free(null_path);

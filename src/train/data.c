@@ -676,7 +676,7 @@ static st_status get_sample(const dataset *ds, int64_t index, int64_t epoch, flo
         end = strchr(text, '\n');
         copy_caption_n(caption, text, end ? (size_t)(end - text) : strlen(text));
     }
-    if (ds->kind == KIND_CACHE) return image || cond ? cache_read(ds, e->path, image, cond) : ST_OK;
+    if (ds->kind == KIND_CACHE) return image || cond ? cache_read(ds, e->path, image, cond, true) : ST_OK;
     if (!image) return ST_OK;
     unsigned char *px;
     int w, h;

@@ -39,6 +39,7 @@ struct dataset {
     int64_t frames;    /* cache: the latents' frames (1: images, (C, H, W); more: video, (C, F, H, W)) */
     int64_t text_len, text_dim, pooled_dim; /* cache: the conditioning the model reads */
     bool mask;         /* cache: the model reads the text mask after the pooled vector */
+    int64_t size_ids;  /* cache: then SDXL's size ids, each sample's own (not the null prompt's) */
     float *null_text;  /* cache: null.safetensors' conditioning, NULL when the cache has none */
 };
 
@@ -59,6 +60,6 @@ char *data_read_small(const char *path, size_t max, size_t *n);
 size_t data_fold_space(char *s, size_t n);
 st_status data_add_item(scan *sc, char *path, char *caption, int label);
 st_status data_check_png(scan *sc, const char *path, const char *name, bool *ok);
-st_status cache_read(const dataset *ds, const char *path, float *x, float *text);
+st_status cache_read(const dataset *ds, const char *path, float *x, float *text, bool ids);
 
 #endif

@@ -207,10 +207,11 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
     if (!model_reads_text(mc))
         return st_fail(ST_ERR_INVALID, "data_cache_dir: a cache holds text-encoder embeddings, which model_family %s "
                        "does not read (the dual-stream families do: flux, mmdit)", mc->family);
-    const cache_want want = {mc->family,   mc->channels,   mc->resolution, mc->frames, mc->text_len,
-                             mc->text_dim, mc->pooled_dim, model_text_mask(mc)};
+    const cache_want want = {mc->family,   mc->channels,   mc->resolution,      mc->frames, mc->text_len,
+                             mc->text_dim, mc->pooled_dim, model_text_mask(mc), model_size_ids(mc)};
     st_status st = dataset_open_cache(cache, &want, &t->data);
-    const int64_t held = st ? 0 : dataset_text_floats(t->data) + mc->guidance_embeds, wanted = model_cond_len(mc);
+    const int64_t held = st ? 0 : dataset_text_floats(t->data) + mc->guidance_embeds + want.size_ids;
+    const int64_t wanted = model_cond_len(mc);
     if (!st && held != wanted) /* what the families read besides one sequence, pooled vector and mask */
         st = st_fail(ST_ERR_UNSUPPORTED, "data_cache_dir: a cache holds a text encoder's sequence, pooled vector and "
                      "mask (docs/CACHE.md): %lld of the %lld floats model_family %s conditions on; the rest (%s) is "
