@@ -1270,6 +1270,10 @@ static void test_unet_json(void)
     expect_json_refusals(dir, "config.json", "kolors-tiny", kolors_bad, sizeof kolors_bad / sizeof *kolors_bad, 0,
                          false);
     CHECK(from_json("{\"model_family\": \"kolors\"}", &mc) == ST_OK && !strcmp(mc.preset, "kolors"));
+    EXPECT_REFUSAL("{\"model_family\": \"sd1x\", \"model_flavour\": \"realvis\"}", ST_ERR_UNSUPPORTED, "RealVisXL",
+                   "model_family sdxl");
+    EXPECT_REFUSAL("{\"model_family\": \"sdxl\", \"model_flavour\": \"refiner-1.0\"}", ST_ERR_UNSUPPORTED,
+                   "aesthetic score", "base-1.0:sdxl");
 #undef XL
 #undef U
     remove(tk_path(dir, "config.json"));

@@ -158,6 +158,9 @@ static const struct {
     {"z_image", "the turbo flavours (turbo, turbo-ostris-v2, its default, and ostris-de-turbo) train LoRA through an "
                 "assistant adapter (ostris's de-distillation LoRA) loaded beside it, which segtrain does not load; "
                 "base, the same transformer shape, is built"},
+    {"sd1x", "realvis is RealVisXL (SG161222/RealVisXL_V5.0), an SDXL checkpoint: plan it with model_family sdxl"},
+    {"sdxl", "the refiners read OpenCLIP-G's text alone and five size ids, one of them an aesthetic score; the base "
+             "flavours are built"},
     {"qwen_image", "the edit flavours also take reference images' latents as image tokens (at RoPE frame 1 on), and "
                    "edit-v2+ and edit-v3 modulate those with a zero timestep (zero_cond_t); segtrain's conditioning "
                    "carries no reference image"},
