@@ -1,7 +1,7 @@
-/* Convolution, nearest upsampling, the FIR filter, the fused bias and leaky ReLU, and the thin QR against
- * double-precision references: forward values, backward by central differences of the reference (accumulated into
- * non-zero gradients), the workspace each op states as its pool peak, the same bits at 1 and 2 threads, and nothing
- * computed on dry buffers.
+/* Convolution, the transposed 2 x 2 convolution, nearest upsampling, the FIR filter, the fused bias and leaky ReLU,
+ * and the thin QR against double-precision references: forward values, backward by central differences of the
+ * reference (accumulated into non-zero gradients), the workspace each op states as its pool peak, the same bits at 1
+ * and 2 threads, and nothing computed on dry buffers.
  * The QR's Q is checked against Gram-Schmidt up to the columns' signs, and its signs against LAPACK's convention on
  * a matrix whose signs are known by hand. */
 #include <math.h>
@@ -188,6 +188,131 @@ static void test_conv_dry(void)
     CHECK(conv2d_forward(p, y, x, w, NULL, &s) == ST_OK && conv2d_backward(p, x, w, NULL, y, x, w, &s) == ST_OK);
     CHECK(pool_peak(p) == live + conv2d_workspace_bytes(&s) && pool_live(p) == live);
     pool_free(p, x), pool_free(p, w), pool_free(p, y);
+    CHECK(pool_destroy(p) == 0);
+}
+
+/* ---- the transposed 2 x 2 convolution of stride 2 ---- */
+
+typedef struct ct_ctx {
+    int64_t batch, in, out, h, w;
+    double *x, *wt, *b, *lw, *y; /* b may be NULL */
+} ct_ctx;
+
+static void ct_ref(ct_ctx *c)
+{
+    const int64_t oh = 2 * c->h, ow = 2 * c->w;
+    for (int64_t n = 0; n < c->batch; n++)
+        for (int64_t o = 0; o < c->out; o++)
+            for (int64_t yy = 0; yy < oh; yy++)
+                for (int64_t xx = 0; xx < ow; xx++) {
+                    const int64_t i = yy / 2, a = yy % 2, j = xx / 2, e = xx % 2;
+                    double acc = c->b ? c->b[o] : 0;
+                    for (int64_t ci = 0; ci < c->in; ci++)
+                        acc += c->x[((n * c->in + ci) * c->h + i) * c->w + j] *
+                               c->wt[((ci * c->out + o) * 2 + a) * 2 + e];
+                    c->y[((n * c->out + o) * oh + yy) * ow + xx] = acc;
+                }
+}
+
+static double ct_loss(void *ctx)
+{
+    ct_ctx *c = ctx;
+    ct_ref(c);
+    return dot(c->lw, c->y, c->batch * c->out * 4 * c->h * c->w);
+}
+
+/* against the double reference and central differences (gradients added onto what was there), the workspace as stated
+ * as the pool's peak, the same bits at 1 and 2 threads, each gradient alone the full call's bits */
+static void test_conv_transpose(int64_t batch, int64_t in, int64_t out, int64_t h, int64_t w, bool bias,
+                                uint64_t seed)
+{
+    char what[128], tag[64];
+    snprintf(tag, sizeof tag, "conv_transpose2x2 %lldx%lld->%lld %lldx%lld%s", (long long)batch, (long long)in,
+             (long long)out, (long long)h, (long long)w, bias ? "" : " no bias");
+    const int64_t nx = batch * in * h * w, nw = in * out * 4, ny = batch * out * 4 * h * w;
+    const size_t ws = conv_transpose2x2_workspace_bytes(in, out, h, w);
+    float *x = fbuf(nx), *wt = fbuf(nw), *b = bias ? fbuf(out) : NULL, *dy = fbuf(ny), *y = fbuf(ny);
+    float *dx = fbuf(nx), *dw = fbuf(nw), *db = fbuf(out);
+    tk_fill(x, nx, seed, -1, 1), tk_fill(wt, nw, seed + 1, -1, 1), tk_fill(dy, ny, seed + 3, -1, 1);
+    if (b) tk_fill(b, out, seed + 2, -1, 1);
+    ct_ctx c = {batch, in, out, h, w, dbuf(nx), dbuf(nw), b ? dbuf(out) : NULL, dbuf(ny), dbuf(ny)};
+    tk_to_double(c.x, x, nx), tk_to_double(c.wt, wt, nw), tk_to_double(c.lw, dy, ny);
+    if (b) tk_to_double(c.b, b, out);
+
+    pool *p = pool_create(POOL_DEVICE, 0);
+    CHECK(conv_transpose2x2_forward(p, y, x, wt, b, batch, in, out, h, w) == ST_OK);
+    CHECKF(pool_peak(p) == ws && pool_live(p) == 0, "%s: forward's peak %zu, stated %zu", tag, pool_peak(p), ws);
+    ct_ref(&c);
+    snprintf(what, sizeof what, "%s forward", tag);
+    tk_expect_close(what, y, c.y, ny, FWD_TOL);
+
+    fill_pre(dx, nx), fill_pre(dw, nw), fill_pre(db, out);
+    pool_reset_peak(p);
+    CHECK(conv_transpose2x2_backward(p, dx, dw, bias ? db : NULL, dy, x, wt, batch, in, out, h, w) == ST_OK);
+    CHECKF(pool_peak(p) == ws && pool_live(p) == 0, "%s: backward's peak %zu, stated %zu", tag, pool_peak(p), ws);
+    minus_pre(dx, nx), minus_pre(dw, nw), minus_pre(db, out);
+    double *g = dbuf(nx > nw ? nx : nw);
+    tk_numeric_grad(ct_loss, &c, c.x, nx, FD_H, g);
+    snprintf(what, sizeof what, "%s dx", tag);
+    tk_expect_close(what, dx, g, nx, GRAD_TOL);
+    tk_numeric_grad(ct_loss, &c, c.wt, nw, FD_H, g);
+    snprintf(what, sizeof what, "%s dw", tag);
+    tk_expect_close(what, dw, g, nw, GRAD_TOL);
+    if (b) {
+        tk_numeric_grad(ct_loss, &c, c.b, out, FD_H, g);
+        snprintf(what, sizeof what, "%s db", tag);
+        tk_expect_close(what, db, g, out, GRAD_TOL);
+    }
+
+    /* 1 and 2 threads: the same bits; each gradient alone (db alone takes no workspace): the full call's bits */
+    float *y1 = fbuf(ny), *y2 = fbuf(ny), *d1[3] = {fbuf(nx), fbuf(nw), fbuf(out)};
+    float *d2[3] = {fbuf(nx), fbuf(nw), fbuf(out)}, *alone[3] = {fbuf(nx), fbuf(nw), fbuf(out)};
+    const int64_t sizes[3] = {nx, nw, out};
+    const char *names[3] = {"dx", "dw", "db"};
+    const int threads = ops_threads();
+    ops_set_threads(1);
+    CHECK(conv_transpose2x2_forward(p, y1, x, wt, b, batch, in, out, h, w) == ST_OK);
+    CHECK(conv_transpose2x2_backward(p, d1[0], d1[1], d1[2], dy, x, wt, batch, in, out, h, w) == ST_OK);
+    ops_set_threads(2);
+    CHECK(conv_transpose2x2_forward(p, y2, x, wt, b, batch, in, out, h, w) == ST_OK);
+    CHECK(conv_transpose2x2_backward(p, d2[0], d2[1], d2[2], dy, x, wt, batch, in, out, h, w) == ST_OK);
+    CHECK(conv_transpose2x2_backward(p, alone[0], NULL, NULL, dy, x, wt, batch, in, out, h, w) == ST_OK);
+    CHECK(conv_transpose2x2_backward(p, NULL, alone[1], NULL, dy, x, wt, batch, in, out, h, w) == ST_OK);
+    pool_reset_peak(p);
+    CHECK(conv_transpose2x2_backward(p, NULL, NULL, alone[2], dy, x, wt, batch, in, out, h, w) == ST_OK);
+    CHECK(pool_peak(p) == 0);
+    ops_set_threads(threads);
+    snprintf(what, sizeof what, "%s forward at 1 and 2 threads", tag);
+    tk_expect_bitwise(what, y1, y2, ny);
+    for (int k = 0; k < 3; k++) {
+        snprintf(what, sizeof what, "%s %s at 1 and 2 threads", tag, names[k]);
+        tk_expect_bitwise(what, d1[k], d2[k], sizes[k]);
+        snprintf(what, sizeof what, "%s %s alone == full", tag, names[k]);
+        tk_expect_bitwise(what, alone[k], d2[k], sizes[k]);
+        free(d1[k]), free(d2[k]), free(alone[k]);
+    }
+    CHECKF(conv_transpose2x2_forward(p, y, x, wt, b, batch, in, 0, h, w) == ST_ERR_INVALID &&
+               strstr(st_error(), "conv_transpose2x2:"),
+           "no output channels: %s", st_error());
+    CHECK(pool_destroy(p) == 0);
+    free(x), free(wt), free(b), free(dy), free(y), free(dx), free(dw), free(db), free(g), free(y1), free(y2);
+    free(c.x), free(c.wt), free(c.b), free(c.lw), free(c.y);
+}
+
+/* On a dry pool: the workspace is allocated as stated and nothing is computed */
+static void test_conv_transpose_dry(void)
+{
+    const int64_t batch = 2, in = 3, out = 4, h = 5, w = 6;
+    pool *p = pool_create_dry(POOL_DEVICE, 0);
+    float *x, *wt, *y;
+    CHECK(pool_alloc(p, (size_t)(batch * in * h * w) * 4, MEM_ACTIVATIONS, "x", (void **)&x) == ST_OK);
+    CHECK(pool_alloc(p, (size_t)(in * out * 4) * 4, MEM_WEIGHTS, "w", (void **)&wt) == ST_OK);
+    CHECK(pool_alloc(p, (size_t)(batch * out * 4 * h * w) * 4, MEM_ACTIVATIONS, "y", (void **)&y) == ST_OK);
+    const size_t live = pool_live(p);
+    CHECK(conv_transpose2x2_forward(p, y, x, wt, wt, batch, in, out, h, w) == ST_OK &&
+          conv_transpose2x2_backward(p, x, wt, wt, y, x, wt, batch, in, out, h, w) == ST_OK);
+    CHECK(pool_peak(p) == live + conv_transpose2x2_workspace_bytes(in, out, h, w) && pool_live(p) == live);
+    pool_free(p, x), pool_free(p, wt), pool_free(p, y);
     CHECK(pool_destroy(p) == 0);
 }
 
@@ -610,6 +735,11 @@ int main(void)
     test_temporal(2, 3, 5, 4, 121);
     test_temporal(1, 3, 400, 2, 131); /* 1200 rows: two GEMM chunks, the second starting inside a frame */
     test_temporal(1, 1, 6, 3, 141);   /* one frame: only the middle tap */
+    test_conv_transpose(1, 3, 4, 3, 3, true, 181);
+    test_conv_transpose(2, 5, 3, 3, 4, false, 191); /* batch 2, non-square, no bias */
+    test_conv_transpose(2, 4, 6, 2, 5, true, 201);
+    test_conv_transpose(1, 2, 8, 16, 64, true, 211); /* the scatter and gather past PAR_MIN: threaded */
+    test_conv_transpose_dry();
     test_upsample(3, 4, 5, 2, 151);
     test_upsample(2, 3, 2, 3, 161);
     test_fir(3, 6, 6, 2, 2, 81);

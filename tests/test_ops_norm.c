@@ -1,6 +1,6 @@
-/* LayerNorm, RMSNorm, zero-centred RMSNorm and GroupNorm against double-precision references: forward, backward by
- * central differences, accumulation, NULL gradients, kept-state accounting against the pool, OOM, and thread-count
- * independence. */
+/* LayerNorm, RMSNorm, zero-centred RMSNorm, GroupNorm and GlobalResponseNorm against double-precision references:
+ * forward, backward by central differences, accumulation, NULL gradients, kept-state accounting against the pool, OOM,
+ * and thread-count independence. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -394,6 +394,158 @@ static void test_groupnorm(int64_t n, int64_t c, int64_t inner, int64_t groups, 
     free(g.x), free(g.w), free(g.b), free(g.lw), free(g.y);
 }
 
+/* ---- GlobalResponseNorm, channels last ---- */
+
+typedef struct grn_ctx {
+    int64_t batch, tokens, c;
+    double *x, *gamma, *beta, *lw, *y, *a; /* a: scratch, one sample's norms */
+} grn_ctx;
+
+static void grn_ref(grn_ctx *g)
+{
+    const int64_t T = g->tokens, C = g->c;
+    for (int64_t b = 0; b < g->batch; b++) {
+        const double *x = g->x + b * T * C;
+        double m = 0;
+        for (int64_t ch = 0; ch < C; ch++) {
+            double s = 0;
+            for (int64_t t = 0; t < T; t++) s += x[t * C + ch] * x[t * C + ch];
+            g->a[ch] = sqrt(s), m += g->a[ch];
+        }
+        m /= (double)C;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t ch = 0; ch < C; ch++) {
+                const double v = x[t * C + ch];
+                g->y[(b * T + t) * C + ch] = g->gamma[ch] * v * (g->a[ch] / (m + 1e-6)) + g->beta[ch] + v;
+            }
+    }
+}
+
+static double grn_loss(void *ctx)
+{
+    grn_ctx *g = ctx;
+    grn_ref(g);
+    double l = 0;
+    for (int64_t k = 0; k < g->batch * g->tokens * g->c; k++) l += g->lw[k] * g->y[k];
+    return l;
+}
+
+/* against the reference and central differences (gradients added onto what was there), the kept state and workspace
+ * as stated, keep = NULL the same bits, each gradient alone the full call's bits, the same bits at 1 and 2 threads.
+ * The last sample is offset by `offset`; with zero_channel, sample 0's channel 1 is all zero (a = 0 there). */
+static void test_grn(int64_t batch, int64_t tokens, int64_t c, float offset, bool zero_channel, uint64_t seed)
+{
+    char what[128], tag[64];
+    snprintf(tag, sizeof tag, "grn %lldx%lldx%lld", (long long)batch, (long long)tokens, (long long)c);
+    const int64_t total = batch * tokens * c, last = (batch - 1) * tokens * c;
+    float *x = fbuf(total), *gm = fbuf(c), *bt = fbuf(c), *dy = fbuf(total), *y = fbuf(total), *y2 = fbuf(total);
+    float *dx = fbuf(total), *dg = fbuf(c), *db = fbuf(c);
+    tk_fill(x, total, seed, -1, 1), tk_fill(gm, c, seed + 1, -1, 1), tk_fill(bt, c, seed + 2, -1, 1);
+    tk_fill(dy, total, seed + 3, -1, 1);
+    for (int64_t k = last; k < total; k++) x[k] += offset;
+    for (int64_t t = 0; zero_channel && t < tokens; t++) x[t * c + 1] = 0.0f;
+    grn_ctx g = {batch, tokens, c, dbuf(total), dbuf(c), dbuf(c), dbuf(total), dbuf(total), dbuf(c)};
+    tk_to_double(g.x, x, total), tk_to_double(g.gamma, gm, c), tk_to_double(g.beta, bt, c);
+    tk_to_double(g.lw, dy, total);
+    pool *p = pool_create(POOL_DEVICE, 0);
+
+    /* forward with kept state: exactly the stated bytes, as activations, nothing transient on top */
+    op_state keep = {0};
+    CHECK(grn_forward(p, y, x, gm, bt, batch, tokens, c, &keep) == ST_OK);
+    CHECKF(keep.bytes == grn_kept_bytes(batch, c) && keep.pool == p && pool_live(p) == keep.bytes &&
+               pool_peak(p) == keep.bytes, "%s: kept %zu bytes (live %zu, peak %zu), states %zu", tag, keep.bytes,
+           pool_live(p), pool_peak(p), grn_kept_bytes(batch, c));
+    grn_ref(&g);
+    snprintf(what, sizeof what, "%s forward", tag);
+    tk_expect_close(what, y, g.y, total, 1e-5);
+
+    /* without kept state: the same bits, the state's bytes as workspace, freed */
+    const size_t live = pool_live(p);
+    pool_reset_peak(p);
+    CHECK(grn_forward(p, y2, x, gm, bt, batch, tokens, c, NULL) == ST_OK);
+    CHECKF(pool_live(p) == live && pool_peak(p) == live + grn_kept_bytes(batch, c), "%s keep=NULL: peak %zu", tag,
+           pool_peak(p) - live);
+    snprintf(what, sizeof what, "%s forward keep=NULL same bits", tag);
+    tk_expect_bitwise(what, y2, y, total);
+
+    /* backward, accumulated onto 0.25, against central differences */
+    for (int64_t k = 0; k < total; k++) dx[k] = 0.25f;
+    for (int64_t k = 0; k < c; k++) dg[k] = db[k] = 0.25f;
+    pool_reset_peak(p);
+    CHECK(grn_backward(p, dx, dg, db, dy, x, gm, batch, tokens, c, &keep) == ST_OK);
+    CHECKF(pool_peak(p) == live + grn_workspace_bytes(batch, c) && pool_live(p) == live, "%s backward's peak %zu",
+           tag, pool_peak(p) - live);
+    for (int64_t k = 0; k < total; k++) dx[k] -= 0.25f;
+    for (int64_t k = 0; k < c; k++) dg[k] -= 0.25f, db[k] -= 0.25f;
+    double *fd = dbuf(total);
+    double *const in[3] = {g.x, g.gamma, g.beta};
+    const float *got[3] = {dx, dg, db};
+    const int64_t sizes[3] = {total, c, c};
+    const char *names[3] = {"dx", "dgamma", "dbeta"};
+    for (int k = 0; k < 3; k++) {
+        tk_numeric_grad(grn_loss, &g, in[k], sizes[k], 1e-6, fd);
+        snprintf(what, sizeof what, "%s %s vs FD", tag, names[k]);
+        tk_expect_close(what, got[k], fd, sizes[k], 2e-4);
+    }
+
+    /* 1 and 2 threads: the same bits, forward and every gradient; each gradient alone: the full call's bits */
+    float *y1 = fbuf(total), *d1[3] = {fbuf(total), fbuf(c), fbuf(c)}, *d2[3] = {fbuf(total), fbuf(c), fbuf(c)};
+    float *alone[3] = {fbuf(total), fbuf(c), fbuf(c)};
+    const int threads = ops_threads();
+    ops_set_threads(1);
+    CHECK(grn_forward(p, y1, x, gm, bt, batch, tokens, c, NULL) == ST_OK);
+    CHECK(grn_backward(p, d1[0], d1[1], d1[2], dy, x, gm, batch, tokens, c, &keep) == ST_OK);
+    ops_set_threads(2);
+    CHECK(grn_forward(p, y2, x, gm, bt, batch, tokens, c, NULL) == ST_OK);
+    CHECK(grn_backward(p, d2[0], d2[1], d2[2], dy, x, gm, batch, tokens, c, &keep) == ST_OK);
+    CHECK(grn_backward(p, alone[0], NULL, NULL, dy, x, gm, batch, tokens, c, &keep) == ST_OK);
+    CHECK(grn_backward(p, NULL, alone[1], NULL, dy, x, NULL, batch, tokens, c, &keep) == ST_OK); /* gamma unread */
+    CHECK(grn_backward(p, NULL, NULL, alone[2], dy, x, NULL, batch, tokens, c, &keep) == ST_OK);
+    CHECK(grn_backward(p, NULL, NULL, NULL, dy, x, gm, batch, tokens, c, &keep) == ST_OK);
+    ops_set_threads(threads);
+    snprintf(what, sizeof what, "%s y at 1 and 2 threads", tag);
+    tk_expect_bitwise(what, y1, y2, total);
+    for (int k = 0; k < 3; k++) {
+        snprintf(what, sizeof what, "%s %s at 1 and 2 threads", tag, names[k]);
+        tk_expect_bitwise(what, d1[k], d2[k], sizes[k]);
+        snprintf(what, sizeof what, "%s %s alone == full", tag, names[k]);
+        tk_expect_bitwise(what, alone[k], d2[k], sizes[k]);
+        free(d1[k]), free(d2[k]), free(alone[k]);
+    }
+
+    op_state_release(&keep);
+    CHECK(pool_live(p) == 0 && keep.data == NULL);
+    CHECKF(grn_forward(p, y, x, gm, bt, batch, 0, c, NULL) == ST_ERR_INVALID && strstr(st_error(), "grn:"),
+           "no tokens: %s", st_error());
+    CHECKF(pool_destroy(p) == 0, "%s: pool leaks", tag);
+    free(x), free(gm), free(bt), free(dy), free(y), free(y2), free(y1), free(dx), free(dg), free(db), free(fd);
+    free(g.x), free(g.gamma), free(g.beta), free(g.lw), free(g.y), free(g.a);
+}
+
+/* On dry pools: the kept state, then the workspace, allocated as stated and nothing computed */
+static void test_grn_dry(void)
+{
+    const int64_t batch = 2, tokens = 9, c = 24, total = batch * tokens * c;
+    pool *p = pool_create_dry(POOL_DEVICE, 0);
+    float *x, *g, *y;
+    CHECK(pool_alloc(p, (size_t)total * 4, MEM_ACTIVATIONS, "x", (void **)&x) == ST_OK);
+    CHECK(pool_alloc(p, (size_t)c * 4, MEM_WEIGHTS, "gamma", (void **)&g) == ST_OK);
+    CHECK(pool_alloc(p, (size_t)total * 4, MEM_ACTIVATIONS, "y", (void **)&y) == ST_OK);
+    const size_t live = pool_live(p);
+    op_state keep = {0};
+    CHECK(grn_forward(p, y, x, g, g, batch, tokens, c, NULL) == ST_OK && pool_live(p) == live);
+    CHECK(pool_peak(p) == live + grn_kept_bytes(batch, c));
+    CHECK(grn_forward(p, y, x, g, g, batch, tokens, c, &keep) == ST_OK);
+    CHECK(keep.bytes == grn_kept_bytes(batch, c) && pool_live(p) == live + keep.bytes);
+    pool_reset_peak(p);
+    CHECK(grn_backward(p, x, g, g, y, x, g, batch, tokens, c, &keep) == ST_OK);
+    CHECK(pool_peak(p) == live + keep.bytes + grn_workspace_bytes(batch, c));
+    op_state_release(&keep);
+    CHECK(pool_live(p) == live);
+    pool_free(p, x), pool_free(p, g), pool_free(p, y);
+    CHECK(pool_destroy(p) == 0);
+}
+
 int main(void)
 {
     for (int k = 0; k < 2; k++) {
@@ -412,5 +564,10 @@ int main(void)
     test_groupnorm(2, 6, 5, 3, -1, 1, 601);
     test_groupnorm(1, 8, 9, 1, 2, 4, 602); /* one group (LayerNorm over the image), an offset mean */
     test_groupnorm(3, 4, 17, 4, -1, 1, 603); /* a group a channel (InstanceNorm), inner past the lanes */
+    test_grn(2, 5, 6, 2.0f, true, 701);      /* sample 1 offset from zero, a zero channel in sample 0 */
+    test_grn(1, 37, 40, 0.0f, false, 702);   /* tokens past the lanes; one channel block at 1 thread, two at 2 */
+    test_grn(3, 20, 70, -1.5f, false, 703);  /* three samples, the last offset */
+    test_grn(2, 3, 600, 1.0f, false, 704);   /* channels past a block's 512 */
+    test_grn_dry();
     return tk_finish();
 }

@@ -128,6 +128,19 @@ st_status groupnorm_forward(pool *p, float *y, const float *x, const float *w, c
 st_status groupnorm_backward(pool *p, float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
                              int64_t n, int64_t c, int64_t inner, int64_t groups, const op_state *keep);
 
+/* GlobalResponseNorm (ConvNeXt-V2's, diffusers' GlobalResponseNorm in Stable Cascade's ResBlock) over x (batch, tokens,
+ * c), channels last: a[b, ch] = sqrt(sum over tokens of x[b, t, ch]^2), s[b, ch] = a[b, ch] / (mean over ch of
+ * a[b, :] + 1e-6), y = gamma[ch] x s[b, ch] + beta[ch] + x. The sums run in double, each in a fixed order whatever the
+ * threads. Keeps a and the per-sample means (grn_kept_bytes); with keep NULL they live in as much workspace instead.
+ * Backward accumulates dx, dgamma and dbeta (each may be NULL) and reads x, gamma (only for dx) and the kept state;
+ * its workspace (grn_workspace_bytes) holds each (sample, channel)'s sums over the tokens. */
+size_t grn_kept_bytes(int64_t batch, int64_t c);
+size_t grn_workspace_bytes(int64_t batch, int64_t c);
+st_status grn_forward(pool *p, float *y, const float *x, const float *gamma, const float *beta, int64_t batch,
+                      int64_t tokens, int64_t c, op_state *keep);
+st_status grn_backward(pool *p, float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                       const float *gamma, int64_t batch, int64_t tokens, int64_t c, const op_state *keep);
+
 /* ---- pointwise activations (ops/cpu/activation.c); backward reads x ---- */
 
 /* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). gelu_backward may run in place
@@ -174,6 +187,17 @@ size_t conv2d_workspace_bytes(const conv_shape *s);
 st_status conv2d_forward(pool *p, float *y, const float *x, const float *w, const float *b, const conv_shape *s);
 st_status conv2d_backward(pool *p, float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
                           const conv_shape *s);
+/* torch.nn.ConvTranspose2d(in, out, kernel_size=2, stride=2) (a U-Net's learned upsampling): x (batch, in, h, w) to
+ * y (batch, out, 2h, 2w), y[b, o, 2i + a, 2j + e] = bias[o] + sum_c x[b, c, i, j] w[c, o, a, e], weight (in, out, 2, 2)
+ * as the checkpoint stores it, bias (out) or NULL. One GEMM per image, W^T (4 out, in) X_b (in, h w), into a
+ * workspace of conv_transpose2x2_workspace_bytes, scattered into y. Backward gathers dy into the same layout:
+ * dx_b += W dY_b, dw += X_b dY_b^T with the images in order, db[o] += the sum of dy's plane o in double, in order;
+ * each may be NULL (the workspace is taken only for dx or dw). Backward reads x and w. */
+size_t conv_transpose2x2_workspace_bytes(int64_t in, int64_t out, int64_t h, int64_t w);
+st_status conv_transpose2x2_forward(pool *p, float *y, const float *x, const float *w, const float *b, int64_t batch,
+                                    int64_t in, int64_t out, int64_t h, int64_t wd);
+st_status conv_transpose2x2_backward(pool *p, float *dx, float *dw, float *db, const float *dy, const float *x,
+                                     const float *w, int64_t batch, int64_t in, int64_t out, int64_t h, int64_t wd);
 /* A fixed k x k filter (not trained) over each of `planes` h x w planes, zero-padded by (ph, pw): the depthwise
  * convolution of StyleGAN's blur, y (planes, h + 2ph - k + 1, w + 2pw - k + 1). */
 void fir_forward(float *y, const float *x, const float *kernel, int64_t k, int64_t planes, int64_t h, int64_t w,
@@ -441,6 +465,13 @@ void transpose_batched(float *y, const float *x, int64_t batch, int64_t rows, in
  * embedding). Backward: dv[p] += the sum of dy's plane p, in order, in double. */
 void plane_add_forward(float *y, const float *v, int64_t planes, int64_t inner);
 void plane_add_backward(float *dv, const float *dy, int64_t planes, int64_t inner);
+/* y (planes, inner) = x (1 + scale[p]) + shift[p] on plane p (Stable Cascade's TimestepBlock). Backward: dscale[p] and
+ * dshift[p] += the plane's sums of dy x and dy (in order, in double; either may be NULL), dx += dy (1 + scale[p]), or
+ * with dx == dy, dy becomes dx in place. */
+void plane_scale_shift_forward(float *y, const float *x, const float *scale, const float *shift, int64_t planes,
+                               int64_t inner);
+void plane_scale_shift_backward(float *dx, float *dscale, float *dshift, const float *dy, const float *x,
+                                const float *scale, int64_t planes, int64_t inner);
 
 /* ---- mixture-of-experts routing (ops/cpu/moe.c) ---- */
 

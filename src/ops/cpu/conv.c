@@ -1,7 +1,8 @@
-/* 2-D convolution through im2col and BLAS GEMMs, forward and backward; nearest upsampling; and the depthwise FIR
- * filter (StyleGAN's blur), direct. An image's columns are made a band of output rows at a time, multiplied and
- * dropped before the next band, so the workspace is one band's columns; weight gradients sum the images and bands in
- * order, so no result depends on the thread count. */
+/* 2-D convolution through im2col and BLAS GEMMs, forward and backward; the transposed 2 x 2 convolution of stride 2,
+ * a GEMM per image; nearest upsampling; and the depthwise FIR filter (StyleGAN's blur), direct. An image's columns are
+ * made a band of output rows at a time, multiplied and dropped before the next band, so the workspace is one band's
+ * columns; weight gradients sum the images and bands in order, so no result depends on the thread count. */
+#include <limits.h>
 #include <string.h>
 
 #include "internal.h"
@@ -138,6 +139,98 @@ st_status conv2d_backward(pool *p, float *dx, float *dw, float *db, const float 
     }
     pool_free(p, cols);
     prof_add(OP_GEMM, t0, 2.0 * (double)(s->batch * s->out * P * K) * ((dx != NULL) + (dw != NULL)), 0);
+    return st;
+}
+
+/* ---- the transposed 2 x 2 convolution of stride 2: each input pixel owns its own 2 x 2 output block ---- */
+
+/* One image's GEMM product (4 out, h w): row (o, a, e) holds the taps (a, e) of output plane o, read like x's planes */
+size_t conv_transpose2x2_workspace_bytes(int64_t in, int64_t out, int64_t h, int64_t w)
+{
+    return (size_t)(4 * out * h * w) * sizeof(float);
+}
+
+static st_status convt_check(int64_t batch, int64_t in, int64_t out, int64_t h, int64_t wd)
+{
+    if (batch < 0 || in < 1 || out < 1 || h < 1 || wd < 1 || in > INT_MAX || out > INT_MAX / 4 || h > INT_MAX / wd)
+        return st_fail(ST_ERR_INVALID, "conv_transpose2x2: batch=%lld in=%lld out=%lld h=%lld w=%lld; valid: "
+                       "batch >= 0, the rest at least 1, in, 4 out and h w within int", (long long)batch,
+                       (long long)in, (long long)out, (long long)h, (long long)wd);
+    return ST_OK;
+}
+
+/* y (out, 2h, 2w) of an image from its product cols (4 out, h w), plus the bias (or not); an output row a task */
+static void convt_scatter(float *y, const float *cols, const float *bias, int64_t out, int64_t h, int64_t wd)
+{
+    const int64_t hw = h * wd, ow = 2 * wd;
+#pragma omp parallel for schedule(static) if (4 * out * hw >= PAR_MIN)
+    for (int64_t r = 0; r < out * 2 * h; r++) { /* plane o, row 2i + a */
+        const int64_t o = r / (2 * h), i = r % (2 * h) / 2, a = r % 2;
+        const float *c0 = cols + (o * 4 + a * 2) * hw + i * wd, *c1 = c0 + hw;
+        const float bo = bias ? bias[o] : 0.0f;
+        float *yr = y + r * ow;
+        for (int64_t j = 0; j < wd; j++) yr[2 * j] = c0[j] + bo, yr[2 * j + 1] = c1[j] + bo;
+    }
+}
+
+/* cols (4 out, h w) from an image's dy (out, 2h, 2w): convt_scatter's inverse, without the bias */
+static void convt_gather(float *cols, const float *dy, int64_t out, int64_t h, int64_t wd)
+{
+    const int64_t hw = h * wd, ow = 2 * wd;
+#pragma omp parallel for schedule(static) if (4 * out * hw >= PAR_MIN)
+    for (int64_t r = 0; r < out * 2 * h; r++) {
+        const int64_t o = r / (2 * h), i = r % (2 * h) / 2, a = r % 2;
+        float *c0 = cols + (o * 4 + a * 2) * hw + i * wd, *c1 = c0 + hw;
+        const float *g = dy + r * ow;
+        for (int64_t j = 0; j < wd; j++) c0[j] = g[2 * j], c1[j] = g[2 * j + 1];
+    }
+}
+
+st_status conv_transpose2x2_forward(pool *p, float *y, const float *x, const float *w, const float *b, int64_t batch,
+                                    int64_t in, int64_t out, int64_t h, int64_t wd)
+{
+    const double t0 = prof_now();
+    const int64_t hw = h * wd;
+    float *cols = NULL;
+    st_status st = convt_check(batch, in, out, h, wd);
+    if (!st)
+        st = pool_alloc(p, conv_transpose2x2_workspace_bytes(in, out, h, wd), MEM_WORKSPACE,
+                        "conv_transpose2x2.product", (void **)&cols);
+    for (int64_t n = 0; !st && !op_dry(y) && n < batch; n++) {
+        blas_gemm(true, false, 4 * out, hw, in, 1.0f, w, x + n * in * hw, 0.0f, cols);
+        convt_scatter(y + n * 4 * out * hw, cols, b, out, h, wd);
+    }
+    pool_free(p, cols);
+    prof_add(OP_GEMM, t0, 2.0 * (double)(batch * 4 * out * hw * in), 0);
+    return st;
+}
+
+st_status conv_transpose2x2_backward(pool *p, float *dx, float *dw, float *db, const float *dy, const float *x,
+                                     const float *w, int64_t batch, int64_t in, int64_t out, int64_t h, int64_t wd)
+{
+    const double t0 = prof_now();
+    const int64_t hw = h * wd;
+    float *cols = NULL;
+    st_status st = convt_check(batch, in, out, h, wd);
+    if (!st && (dx || dw))
+        st = pool_alloc(p, conv_transpose2x2_workspace_bytes(in, out, h, wd), MEM_WORKSPACE,
+                        "conv_transpose2x2.product", (void **)&cols);
+    for (int64_t n = 0; !st && !op_dry(dy) && n < batch; n++) {
+        const float *gi = dy + n * 4 * out * hw, *xi = x + n * in * hw;
+        if (db)
+#pragma omp parallel for schedule(static) if (4 * out * hw >= PAR_MIN)
+            for (int64_t o = 0; o < out; o++) {
+                double acc = 0;
+                for (int64_t q = 0; q < 4 * hw; q++) acc += gi[o * 4 * hw + q];
+                db[o] += (float)acc;
+            }
+        if (!cols) continue;
+        convt_gather(cols, gi, out, h, wd);
+        if (dx) blas_gemm(false, false, in, hw, 4 * out, 1.0f, w, cols, 1.0f, dx + n * in * hw);
+        if (dw) blas_gemm(false, true, in, 4 * out, hw, 1.0f, xi, cols, 1.0f, dw);
+    }
+    pool_free(p, cols);
+    prof_add(OP_GEMM, t0, 2.0 * (double)(batch * 4 * out * hw * in) * ((dx != NULL) + (dw != NULL)), 0);
     return st;
 }
 

@@ -1,4 +1,4 @@
-/* LayerNorm and RMSNorm over the last dimension, and GroupNorm over channel groups.
+/* LayerNorm and RMSNorm over the last dimension, GroupNorm over channel groups, and GlobalResponseNorm over tokens.
  *
  * Rows are independent, so forward and the input gradient run parallel over rows and do not depend on the
  * thread count. Row reductions use LANES float accumulators folded in a fixed order: vectorisable without
@@ -430,5 +430,171 @@ st_status groupnorm_backward(pool *p, float *dx, float *dw, float *db, const flo
     const double t0 = prof_now();
     const st_status st = groupnorm_backward_run(p, dx, dw, db, dy, x, w, n, c, inner, groups, keep);
     prof_add(OP_NORM, t0, 0, 16.0 * n * c * inner);
+    return st;
+}
+
+/* ---- GlobalResponseNorm, channels last: each (sample, channel)'s sums over the tokens are one task's, in token order,
+ * whatever the partition; rows are independent given them ---- */
+
+size_t grn_kept_bytes(int64_t batch, int64_t c) { return (size_t)(batch * c + batch) * sizeof(float); }
+
+/* (sample, channel): sum dy x and sum dy (doubles), then each sample's dm (doubles), then (sample, channel): the
+ * coefficients of dy and of x in dx (floats) */
+size_t grn_workspace_bytes(int64_t batch, int64_t c)
+{
+    return (size_t)(2 * batch * c + batch) * sizeof(double) + (size_t)(2 * batch * c) * sizeof(float);
+}
+
+static st_status grn_check(int64_t batch, int64_t tokens, int64_t c)
+{
+    if (batch < 0 || tokens < 1 || c < 1)
+        return st_fail(ST_ERR_INVALID, "grn: batch=%lld tokens=%lld c=%lld; valid: batch >= 0, tokens and c at least 1",
+                       (long long)batch, (long long)tokens, (long long)c);
+    return ST_OK;
+}
+
+/* Channels a (sample, block) task of the enclosing team sums: enough blocks for every thread, whole cache lines, at
+ * most COL_MAX. */
+static int64_t grn_width(int64_t batch, int64_t c)
+{
+    const int64_t threads = omp_get_num_threads(), per = batch > 0 ? (threads + batch - 1) / batch : 1;
+    int64_t width = (c + per - 1) / per;
+    width = (width + COL_ALIGN - 1) / COL_ALIGN * COL_ALIGN;
+    return width > COL_MAX ? COL_MAX : width;
+}
+
+/* a (batch, c) and mean (batch) of x, then y; s rounded as torch's float division has it */
+static void grn_apply(float *y, const float *x, const float *gamma, const float *beta, float *a, float *mean,
+                      int64_t batch, int64_t tokens, int64_t c)
+{
+#pragma omp parallel
+    {
+        const int64_t width = grn_width(batch, c), blocks = (c + width - 1) / width;
+#pragma omp for schedule(static)
+        for (int64_t task = 0; task < batch * blocks; task++) {
+            const int64_t b = task / blocks, c0 = task % blocks * width, n = c - c0 < width ? c - c0 : width;
+            double acc[COL_MAX] = {0};
+            for (int64_t t = 0; t < tokens; t++) {
+                const float *restrict xr = x + (b * tokens + t) * c + c0;
+                for (int64_t j = 0; j < n; j++) acc[j] += (double)xr[j] * xr[j];
+            }
+            for (int64_t j = 0; j < n; j++) a[b * c + c0 + j] = (float)sqrt(acc[j]);
+        }
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < batch; b++) {
+            double m = 0;
+            for (int64_t ch = 0; ch < c; ch++) m += a[b * c + ch];
+            mean[b] = (float)(m / (double)c);
+        }
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < batch * tokens; r++) {
+            const float *restrict xr = x + r * c, *restrict ab = a + r / tokens * c;
+            const float den = mean[r / tokens] + 1e-6f;
+            float *restrict yr = y + r * c;
+            for (int64_t ch = 0; ch < c; ch++) yr[ch] = gamma[ch] * (xr[ch] * (ab[ch] / den)) + beta[ch] + xr[ch];
+        }
+    }
+}
+
+static st_status grn_forward_run(pool *p, float *y, const float *x, const float *gamma, const float *beta,
+                                 int64_t batch, int64_t tokens, int64_t c, op_state *keep)
+{
+    st_status s = grn_check(batch, tokens, c);
+    if (s == ST_OK) s = op_state_alloc(keep, p, grn_kept_bytes(batch, c), "grn norms/means");
+    if (s != ST_OK) {
+        if (keep) *keep = (op_state){0};
+        return s;
+    }
+    float *stats = keep ? keep->data : NULL; /* a (batch, c), then the means (batch) */
+    if (!keep) s = pool_alloc(p, grn_kept_bytes(batch, c), MEM_WORKSPACE, "grn norms/means", (void **)&stats);
+    if (s == ST_OK && !op_dry(y)) grn_apply(y, x, gamma, beta, stats, stats + batch * c, batch, tokens, c);
+    if (!keep) pool_free(p, stats);
+    return s;
+}
+
+/* With P = sum_t dy x and r = 1 / (m + 1e-6) per (sample, channel): dbeta = sum dy, dgamma = sum P s, and with
+ * G = gamma P: da = G r + dm / c, dm = -sum_c G a r^2; dx = dy (1 + gamma s) + x da / a (no last term where a = 0). */
+static st_status grn_backward_run(pool *p, float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                                  const float *gamma, int64_t batch, int64_t tokens, int64_t c, const op_state *keep)
+{
+    st_status st = grn_check(batch, tokens, c);
+    if (st != ST_OK || batch == 0 || (!dx && !dgamma && !dbeta)) return st;
+    require_kept(keep, grn_kept_bytes(batch, c), "grn");
+    double *ws = NULL;
+    st = pool_alloc(p, grn_workspace_bytes(batch, c), MEM_WORKSPACE, "grn sums", (void **)&ws);
+    if (st != ST_OK || op_dry(dy)) return pool_free(p, ws), st;
+    const int64_t bc = batch * c;
+    double *sxy = ws, *sdy = ws + bc, *dm = ws + 2 * bc;
+    float *k_dy = (float *)(dm + batch), *k_x = k_dy + bc;
+    const float *a = keep->data, *mean = (const float *)keep->data + bc;
+#pragma omp parallel
+    {
+        const int64_t width = grn_width(batch, c), blocks = (c + width - 1) / width;
+#pragma omp for schedule(static)
+        for (int64_t task = 0; task < batch * blocks; task++) {
+            const int64_t b = task / blocks, c0 = task % blocks * width, n = c - c0 < width ? c - c0 : width;
+            double axy[COL_MAX] = {0}, ady[COL_MAX] = {0};
+            for (int64_t t = 0; t < tokens; t++) {
+                const int64_t at = (b * tokens + t) * c + c0;
+                const float *restrict dyr = dy + at, *restrict xr = x + at;
+                for (int64_t j = 0; j < n; j++) axy[j] += (double)dyr[j] * xr[j], ady[j] += dyr[j];
+            }
+            for (int64_t j = 0; j < n; j++) sxy[b * c + c0 + j] = axy[j], sdy[b * c + c0 + j] = ady[j];
+        }
+        if (dgamma || dbeta) {
+#pragma omp for schedule(static) nowait
+            for (int64_t ch = 0; ch < c; ch++) {
+                double ag = 0, ab = 0;
+                for (int64_t b = 0; b < batch; b++) { /* samples in order */
+                    ag += (double)(a[b * c + ch] / (mean[b] + 1e-6f)) * sxy[b * c + ch];
+                    ab += sdy[b * c + ch];
+                }
+                if (dgamma) dgamma[ch] += (float)ag;
+                if (dbeta) dbeta[ch] += (float)ab;
+            }
+        }
+        if (dx) {
+#pragma omp for schedule(static)
+            for (int64_t b = 0; b < batch; b++) {
+                const double r = 1.0 / (double)(mean[b] + 1e-6f);
+                double acc = 0;
+                for (int64_t ch = 0; ch < c; ch++) acc += gamma[ch] * sxy[b * c + ch] * a[b * c + ch];
+                dm[b] = -acc * r * r;
+            }
+#pragma omp for schedule(static)
+            for (int64_t k = 0; k < bc; k++) {
+                const int64_t b = k / c, ch = k % c;
+                const double r = 1.0 / (double)(mean[b] + 1e-6f), da = gamma[ch] * sxy[k] * r + dm[b] / (double)c;
+                k_dy[k] = 1.0f + gamma[ch] * (a[k] / (mean[b] + 1e-6f));
+                k_x[k] = a[k] > 0.0f ? (float)(da / a[k]) : 0.0f;
+            }
+#pragma omp for schedule(static)
+            for (int64_t row = 0; row < batch * tokens; row++) {
+                const float *restrict dyr = dy + row * c, *restrict xr = x + row * c;
+                const float *restrict kd = k_dy + row / tokens * c, *restrict kx = k_x + row / tokens * c;
+                float *restrict dxr = dx + row * c;
+                for (int64_t ch = 0; ch < c; ch++) dxr[ch] += dyr[ch] * kd[ch] + xr[ch] * kx[ch];
+            }
+        }
+    }
+    pool_free(p, ws);
+    return ST_OK;
+}
+
+st_status grn_forward(pool *p, float *y, const float *x, const float *gamma, const float *beta, int64_t batch,
+                      int64_t tokens, int64_t c, op_state *keep)
+{
+    const double t0 = prof_now();
+    const st_status r = grn_forward_run(p, y, x, gamma, beta, batch, tokens, c, keep);
+    prof_add(OP_NORM, t0, 0, 8.0 * batch * tokens * c);
+    return r;
+}
+
+st_status grn_backward(pool *p, float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                       const float *gamma, int64_t batch, int64_t tokens, int64_t c, const op_state *keep)
+{
+    const double t0 = prof_now();
+    const st_status st = grn_backward_run(p, dx, dgamma, dbeta, dy, x, gamma, batch, tokens, c, keep);
+    prof_add(OP_NORM, t0, 0, 16.0 * batch * tokens * c);
     return st;
 }
