@@ -1519,6 +1519,58 @@ fixture("kolors", "UNet2DConditionModel",
         dict(FIXTURES["sdxl"]["kw"], cross_attention_dim=16, encoder_hid_dim=JOINT, encoder_hid_dim_type="text_proj"),
         sdxl_make, sdxl_run, SDXL_PASSED)
 
+# Stable Cascade's stage C: two levels of 16 and 24 channels (2048 real), 1 and 2 [ResBlock, TimestepBlock, AttnBlock]
+# layers (8 and 24), 2 heads (32), conditioning 16 wide (2048) from the text 24 (1280), the pooled vector 20 (1280)
+# and the image embedding 8 (768), 2 tokens each (4), time sinusoids 8 (64), switch_level [False] (one resolution, 1 x 1
+# mappings) as stage C has it; dropout 0 (the checkpoint's 0.1: segtrain trains without it).
+CASCADE_IMG = 8
+
+
+def cascade_make(gen):
+    # CLIP-G's sequence and pooled vector; the image embedding is zero, as SimpleTuner passes it without one
+    return {"encoder_hidden_states": randn(gen, B, L, JOINT), "pooled_projections": randn(gen, B, POOLED)}
+
+
+def cascade_exact():
+    """StableCascadeUNet.get_timestep_ratio_embedding in float64 (the class takes its frequencies in float32)."""
+    cls = diffusers.StableCascadeUNet
+
+    def embedding(self, timestep_ratio, max_positions=10000):
+        r = timestep_ratio.to(torch.float64) * max_positions
+        half = self.config.timestep_ratio_embedding_dim // 2
+        f = torch.exp(-torch.arange(half, dtype=torch.float64) * (math.log(max_positions) / (half - 1)))
+        e = r[:, None] * f[None, :]
+        return torch.cat([e.sin(), e.cos()], dim=1)
+
+    cls.get_timestep_ratio_embedding = embedding
+
+
+def cascade_run(model, t):
+    # SimpleTuner's StableCascade._model_predict_single: timestep_ratio = the noise level (its timesteps / 999 there,
+    # sigma here), the pooled vector as one token, the image embedding zero (B, 1, 768)
+    cascade_exact()
+    b = t["latents"].shape[0]
+    return model(t["latents"], timestep_ratio=t["sigma"], clip_text_pooled=t["pooled_projections"][:, None],
+                 clip_text=t["encoder_hidden_states"], clip_img=torch.zeros(b, 1, CASCADE_IMG, dtype=torch.float64),
+                 return_dict=False)[0]
+
+
+CASCADE_PASSED = ("sample = latents (B, C, H, W) = (2, 4, 8, 8) as is; timestep_ratio = sigma (B); clip_text = "
+                  "encoder_hidden_states (B, L, 24); clip_text_pooled = pooled_projections[:, None] (B, 1, 20); "
+                  "clip_img = zeros (B, 1, 8); sca, crp = None (zero); pred = output as is")
+
+fixture("stable-cascade", "StableCascadeUNet",
+        dict(in_channels=C, out_channels=C, timestep_ratio_embedding_dim=8, patch_size=1, conditioning_dim=16,
+             block_out_channels=[16, 24], num_attention_heads=[2, 2], down_num_layers_per_block=[1, 2],
+             up_num_layers_per_block=[2, 1], down_blocks_repeat_mappers=[1, 1], up_blocks_repeat_mappers=[1, 1],
+             block_types_per_layer=[["SDCascadeResBlock", "SDCascadeTimestepBlock", "SDCascadeAttnBlock"]] * 2,
+             clip_text_in_channels=JOINT, clip_text_pooled_in_channels=POOLED, clip_image_in_channels=CASCADE_IMG,
+             clip_seq=2, kernel_size=3, dropout=[0.0, 0.0], self_attn=True, timestep_conditioning_type=["sca", "crp"],
+             switch_level=[False]),
+        cascade_make, cascade_run, CASCADE_PASSED,
+        zero={r"clip_img_mapper\.weight": "its input, the CLIP image embedding, is zero (text to image)",
+              r".*attention\.to_k\.bias": "the softmax cancels a key bias (every query sees every key)"})
+
 # ------------------------------------------------------------------ exact timestep embedding
 def exact_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
                              max_period=10000):

@@ -410,6 +410,13 @@ expect 0 "SimpleTuner's sdxl example plans SDXL base 1.0 at 1024 px" \
 expect 0 "SimpleTuner's kolors example plans Kolors 1.0 at 1024 px: ChatGLM3's text projected to 2048" \
   "model kolors \\(kolors\\): U-Net of 33 micro-blocks, levels of 320 \\(no attention\\), 640, 1280 channels" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/kolors.peft-lora.json"
+expect 0 "stable_cascade trains: stage C's ResBlocks, timestep and attention blocks" \
+  "trained 1 steps; weights in cascade-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=stable_cascade --set model_preset=stable-cascade-tiny \
+  --set synthetic_data=true --set max_train_steps=1 --set output_dir=cascade-out
+expect 0 "SimpleTuner's stable_cascade example plans stage C at 1024 px: 195 micro-blocks" \
+  "model stable-cascade-c \\(stable_cascade\\): 195 micro-blocks, levels of \\[ResBlock, TimestepBlock" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/cascade-stage-c.lycoris-lokr.json"
 expect 0 "sanavideo trains: Sana's blocks over video frames, the temporal convolution" \
   "trained 1 steps; weights in sanavideo-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=sanavideo --set model_preset=sanavideo-tiny \

@@ -771,6 +771,8 @@ static const struct family_case {
      "ids", 0, 0, 0, 0, 1, 1, 0, 0},
     {"kolors-tiny", "Kolors: SDXL's U-Net reading its text through a trained projection, whose gradient every "
      "cross-attention adds to", 0, 0, 0, 0, 0, 1, 0, 0},
+    {"stable-cascade-tiny", "Stable Cascade's stage C: ResBlocks (depthwise convolution, GRN), timestep and attention "
+     "blocks, a level's output skipped to the up path", 0, 0, 0, 1, 1, 1, 1, 0},
     {"hidream-tiny", "experts routed per token (the routing follows the data, no allocation does), each block's own "
      "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
 };

@@ -293,7 +293,8 @@ static void test_checkpointing_and_choices(void)
               "flux3-tiny, flux3-klein, qwen-image-2.1-tiny, qwen-image-2.1, minimaxh3-tiny, minimaxh3, "
               "cosmos3-tiny, cosmos3-nano, sana-tiny, sana-1.6b-1024, sana-1.6b-2048, sana-600m-1024, sana-600m-512, "
               "sana-1.5-tiny, sana-1.5-4.8b-1024, sana-1.5-1.6b-1024, sanavideo-tiny, sanavideo-2b-480p, "
-              "sd1x-tiny, sd15, sdxl-tiny, sdxl, kolors-tiny, kolors");
+              "sd1x-tiny, sd15, sdxl-tiny, sdxl, kolors-tiny, kolors, stable-cascade-tiny, stable-cascade-c, "
+              "stable-cascade-c-lite");
     VALUE_BAD("attention_mechanism", "\"sdpa\"", "one of math, flash");
     VALUE_OK("lr_scheduler", "\"cosine\"", "cosine");
 }

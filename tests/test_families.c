@@ -229,7 +229,7 @@ static void test_families(void)
                            !strcmp(name, "ideogram") || !strcmp(name, "omnigen") || !strcmp(name, "krea2") ||
                            !strcmp(name, "flux3_image") || !strcmp(name, "minimaxh3") || !strcmp(name, "cosmos3") ||
                            !strcmp(name, "sana") || !strcmp(name, "sanavideo") || !strcmp(name, "sd1x") ||
-                           !strcmp(name, "sdxl") || !strcmp(name, "kolors");
+                           !strcmp(name, "sdxl") || !strcmp(name, "kolors") || !strcmp(name, "stable_cascade");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -1280,6 +1280,60 @@ static void test_unet_json(void)
     remove(dir);
 }
 
+/* StableCascadeUNet's config.json, stable-cascade-prior's prior/ as published, reads as the stable-cascade-c preset
+ * once its dropout is 0; what segtrain does not build is refused by name, its dropout among them. */
+static void test_cascade_json(void)
+{
+    char dir[] = "/tmp/segtrain-cascade-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define SC "{\"_class_name\": \"StableCascadeUNet\", "
+#define SC_LAYER "[\"SDCascadeResBlock\", \"SDCascadeTimestepBlock\", \"SDCascadeAttnBlock\"]"
+#define SC_C SC "\"block_out_channels\": [2048, 2048], \"block_types_per_layer\": [" SC_LAYER ", " SC_LAYER "], " \
+             "\"clip_image_in_channels\": 768, \"clip_seq\": 4, \"clip_text_in_channels\": 1280, " \
+             "\"clip_text_pooled_in_channels\": 1280, \"conditioning_dim\": 2048, " \
+             "\"down_blocks_repeat_mappers\": [1, 1], \"down_num_layers_per_block\": [8, 24], " \
+             "\"effnet_in_channels\": null, \"in_channels\": 16, \"kernel_size\": 3, " \
+             "\"num_attention_heads\": [32, 32], \"out_channels\": 16, \"patch_size\": 1, " \
+             "\"pixel_mapper_in_channels\": null, \"self_attn\": true, \"switch_level\": [false], " \
+             "\"timestep_conditioning_type\": [\"sca\", \"crp\"], \"timestep_ratio_embedding_dim\": 64, " \
+             "\"up_blocks_repeat_mappers\": [1, 1], \"up_num_layers_per_block\": [24, 8], "
+    tk_write_file(dir, "config.json", SC_C "\"dropout\": [0.0, 0.0]}");
+    model_config mc, want;
+    CHECK(model_preset("stable-cascade-tiny", &mc) == ST_OK && model_preset("stable-cascade-c", &want) == ST_OK);
+    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.depth == 195 &&
+               mc.hidden == want.hidden && mc.channels == 16 && mc.text_dim == 1280 && mc.pooled_dim == 1280 &&
+               mc.image_dim == 768 && mc.unet_cross == 2048 && mc.clip_seq == 4 && mc.time_channels == 64 &&
+               !mc.cascade_resample && !memcmp(mc.unet_channels, want.unet_channels, sizeof mc.unet_channels) &&
+               !memcmp(mc.unet_heads, want.unet_heads, sizeof mc.unet_heads) &&
+               !memcmp(mc.unet_attn, want.unet_attn, sizeof mc.unet_attn) && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {SC_C "\"dropout\": [0.1, 0.1]}", "dropout is not 0"},
+        {SC "\"dropout\": 0.0, \"clip_text_in_channels\": 1280, \"clip_image_in_channels\": 768, "
+            "\"effnet_in_channels\": 16}", "effnet_in_channels"},
+        {SC "\"dropout\": 0.0, \"clip_image_in_channels\": 768}", "clip_text_in_channels 0"},
+        {SC "\"dropout\": 0.0, \"clip_text_in_channels\": 1280, \"clip_image_in_channels\": 768, "
+            "\"switch_level\": [true]}", "switch_level holds true"},
+        {SC "\"dropout\": 0.0, \"clip_text_in_channels\": 1280, \"clip_image_in_channels\": 768, "
+            "\"up_num_layers_per_block\": [8, 24]}", "up_num_layers_per_block[0] is 8"},
+        {SC "\"dropout\": 0.0, \"clip_text_in_channels\": 1280, \"clip_image_in_channels\": 768, "
+            "\"down_blocks_repeat_mappers\": [2, 1]}", "down_blocks_repeat_mappers[0] is 2"},
+        {SC "\"dropout\": 0.0, \"clip_text_in_channels\": 1280, \"clip_image_in_channels\": 768, "
+            "\"block_types_per_layer\": [[\"SDCascadeResBlock\"], [\"SDCascadeResBlock\"]]}",
+         "block_types_per_layer[0]"},
+    };
+#undef SC_C
+#undef SC_LAYER
+#undef SC
+    expect_json_refusals(dir, "config.json", "stable-cascade-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    CHECK(from_json("{\"model_family\": \"stable_cascade\"}", &mc) == ST_OK && !strcmp(mc.preset, "stable-cascade-c"));
+    CHECK(from_json("{\"model_family\": \"stable_cascade\", \"model_flavour\": \"stage-c-lite\"}", &mc) == ST_OK &&
+          !strcmp(mc.preset, "stable-cascade-c-lite") && mc.hidden == 1536 && mc.unet_attn[1] == 12);
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 /* SanaTransformer2DModel's config.json (the class defaults, Sana_1600M_1024px's) reads as the sana-1.6b-1024 preset
  * and Sana 1.5's q/k norm as sana-1.5's; what segtrain does not build is refused by name. */
 static void test_sana_json(void)
@@ -1384,6 +1438,7 @@ int main(void)
     test_minimax_json();
     test_cosmos3_json();
     test_unet_json();
+    test_cascade_json();
     test_sana_json();
     test_sanavideo_json();
     test_hunyuanvideo();

@@ -555,6 +555,7 @@ int main(void)
     test_fixture("sd1x", "sd1x-tiny"); /* U-Net micro-blocks: ResnetBlock2D, Transformer2DModel, samplers, skips */
     test_fixture("sdxl", "sdxl-tiny"); /* the same with Linear projections, deeper transformers, size ids */
     test_fixture("kolors", "kolors-tiny"); /* SDXL's, reading the text through encoder_hid_proj */
+    test_fixture("stable-cascade", "stable-cascade-tiny"); /* ResBlocks with GRN, timestep and attention blocks */
     test_anyflow_meanflow(); /* AnyFlow's objective: a target from the model's own central difference in t */
     test_wan_animate(); /* wan's image-to-video inputs, the motion and face encoders, the face adapters */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */

@@ -104,7 +104,14 @@ typedef struct model_config {
     int64_t unet_layers, unet_mid, norm_groups;
     bool unet_linear;
     int64_t unet_cross; /* kolors: cross_attention_dim, the text being projected to it from text_dim (encoder_hid_dim,
-                           its encoder_hid_proj); 0 elsewhere (the text is cross-attended as it is) */
+                           its encoder_hid_proj); stable_cascade: conditioning_dim; 0 elsewhere (the text is
+                           cross-attended as it is) */
+    int64_t clip_seq;   /* stable_cascade: the tokens each pooled vector maps to (clip_seq); unet_attn[] is then each
+                           level's [ResBlock, TimestepBlock, AttnBlock] layers (down_num_layers_per_block, the up
+                           path's mirrored), time_channels timestep_ratio_embedding_dim, image_dim
+                           clip_image_in_channels; 0 elsewhere */
+    bool cascade_resample;  /* stable_cascade: switch_level null, the scalers 2 x 2 stride-2 convolutions (Conv2d down,
+                               ConvTranspose2d up); false: switch_level [false], 1 x 1 mappings at one resolution */
     int64_t cross_heads;           /* sana, sanavideo: the cross-attention's heads (num_cross_attention_heads), its
                                       head width hidden_size / them; 0 elsewhere */
     int64_t action_dim, action_domains; /* cosmos3's action heads, loaded and saved untrained (action_dim,
@@ -203,6 +210,9 @@ bool model_cosmos3(const model_config *mc);
  * text (pooled_dim) and six size ids (original height and width, crop top and left, target height and width, in
  * pixels). */
 bool model_unet(const model_config *mc);
+/* Whether the family is Stable Cascade's stage C (stable_cascade: StableCascadeUNet, cascade.c); a sample's
+ * conditioning is CLIP-G's sequence (text_len, text_dim), then its pooled vector (pooled_dim). */
+bool model_cascade(const model_config *mc);
 /* The size ids a sample's conditioning ends with: SDXL's six (sdxl, kolors), else 0. */
 int64_t model_size_ids(const model_config *mc);
 /* Whether the family is Sana (sana) or Sana-Video (sanavideo): PixArt's cross-attention DiT with linear

@@ -94,7 +94,16 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
                  (long long)mc->vae_scale, (long long)model_vae_scale_t(mc));
     else snprintf(grid, sizeof grid, "%lld px images (%lld x %lld latent, VAE /%lld)", px, edge, edge,
                   (long long)mc->vae_scale);
-    if (model_unet(mc)) { /* a U-Net's levels instead of one width */
+    if (model_cascade(mc)) { /* its levels' widths and layers */
+        char levels[160] = "";
+        for (int64_t l = 0, at = 0; l < mc->unet_levels; l++)
+            at += snprintf(levels + at, sizeof levels - (size_t)at, "%s%lld x %lld", l ? ", " : "",
+                           (long long)mc->unet_attn[l], (long long)mc->unet_channels[l]);
+        printf("model %s (%s): %lld micro-blocks, levels of [ResBlock, TimestepBlock, AttnBlock] layers %s wide; "
+               "%lld + %lld conditioning tokens, %s, %s attention; batch %lld\n", mc->preset, mc->family,
+               (long long)mc->depth, levels, (long long)mc->text_len, (long long)(2 * mc->clip_seq), grid,
+               mc->mechanism == ATTN_MATH ? "math" : "flash", (long long)r->batch);
+    } else if (model_unet(mc)) { /* a U-Net's levels instead of one width */
         char levels[160] = "";
         for (int64_t l = 0, at = 0; l < mc->unet_levels; l++)
             at += snprintf(levels + at, sizeof levels - (size_t)at, "%s%lld%s", l ? ", " : "",

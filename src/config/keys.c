@@ -45,7 +45,8 @@ const cfg_key cfg_keys[] = {
                "ernie-image|ideogram-tiny|ideogram-4|omnigen-tiny|omnigen-v1|krea2-tiny|krea2|flux3-tiny|flux3-klein|"
                "qwen-image-2.1-tiny|qwen-image-2.1|minimaxh3-tiny|minimaxh3|cosmos3-tiny|cosmos3-nano|sana-tiny|"
                "sana-1.6b-1024|sana-1.6b-2048|sana-600m-1024|sana-600m-512|sana-1.5-tiny|sana-1.5-4.8b-1024|"
-               "sana-1.5-1.6b-1024|sanavideo-tiny|sanavideo-2b-480p|sd1x-tiny|sd15|sdxl-tiny|sdxl|kolors-tiny|kolors",
+               "sana-1.5-1.6b-1024|sanavideo-tiny|sanavideo-2b-480p|sd1x-tiny|sd15|sdxl-tiny|sdxl|kolors-tiny|kolors|"
+               "stable-cascade-tiny|stable-cascade-c|stable-cascade-c-lite",
                SEC_MODEL, NULL,
                "Named size, which also names the family (see ../shared/spec/dit.md and docs/FAMILIES.md); given "
                "model_family alone, a SimpleTuner family's flavour's real sizes (`flux` `dev` is `flux-dev`), or "

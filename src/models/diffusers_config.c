@@ -451,6 +451,7 @@ static const struct {
     {"sd1x", "UNet2DConditionModel", unet_from_json},
     {"sdxl", "UNet2DConditionModel", unet_from_json},
     {"kolors", "UNet2DConditionModel", unet_from_json},
+    {"stable_cascade", "StableCascadeUNet", cascade_from_json},
 };
 
 bool model_reads_diffusers(const model_config *mc)

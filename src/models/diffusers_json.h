@@ -33,6 +33,6 @@ diffusers_reader pixart_from_json, wan_from_json, wan_animate_from_json, anyflow
     sana_from_json, sanavideo_from_json;
 diffusers_reader lumina2_from_json, zimage_from_json, ernie_from_json, omnigen_from_json, krea2_from_json,
     flux3_from_json, qwen21_from_json, ideogram_from_json, minimax_from_json, cosmos3_from_json;
-diffusers_reader unet_from_json; /* diffusers_unet.c */
+diffusers_reader unet_from_json, cascade_from_json; /* diffusers_unet.c */
 
 #endif

@@ -112,7 +112,8 @@ static const struct st_family {
      "medium:sd35-medium|large:sd35-large", "medium"},
     {"sdxl", NULL, "Stable Diffusion XL", UNET, "UNet2DConditionModel", "base-1.0|refiner-1.0|base-0.9|refiner-0.9",
      "base-1.0:sdxl|base-0.9:sdxl", "base-1.0"},
-    {"stable_cascade", NULL, "Stable Cascade (Stage C)", UNET, "StableCascadeUNet", "stage-c|stage-c-lite", NULL, NULL},
+    {"stable_cascade", NULL, "Stable Cascade (Stage C)", UNET, "StableCascadeUNet", "stage-c|stage-c-lite",
+     "stage-c:stable-cascade-c|stage-c-lite:stable-cascade-c-lite", "stage-c"},
     {"wan", NULL, "Wan", XATTN, "WanTransformer3DModel",
      "t2v-480p-1.3b-2.1|t2v-480p-14b-2.1|i2v-14b-2.1|i2v-14b-2.1-720p|i2v-14b-2.2-high|i2v-14b-2.2-low|"
      "animegen-t2v-high|animegen-t2v-low|flf2v-14b-2.1|vace-1.3b-2.1|vace-14b-2.1|ti2v-5b-2.2",

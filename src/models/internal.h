@@ -74,11 +74,29 @@ extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, 
     ace_step_family;
 extern const model_family kandinsky5_family, ltx2_family, lumina2_family, ernie_family, ideogram_family,
     omnigen_family, krea2_family, flux3_family, qwen_image21_family,
-    minimax_h3_family, cosmos3_family, unet_family;
+    minimax_h3_family, cosmos3_family, unet_family, cascade_family;
+
+/* skip_path.c: a U-Net micro-block's states (unet_block.c, cascade_block.c). The input state is the stream, then the
+ * live skips, oldest first; a block that reads a skip takes the newest (and passes the others on), one whose output
+ * is also a skip lists it twice. Sizes are a sample's floats. */
+typedef struct skip_io {
+    int skips;                   /* skips in the input state */
+    bool reads, emit;            /* reads the newest skip; its output is also a new skip */
+    int64_t in_numel, out_numel; /* the stream's in and out */
+    const int64_t *skip_numel;   /* input slot k's (1 .. skips) */
+} skip_io;
+void micro_skip_states(const skip_io *io, int64_t batch, state_map *out);
+/* The output state of y: y, the skips passed on, and y again when it is a new skip. */
+void micro_skip_output(const skip_io *io, const block_state *in, float *y, block_state *out);
+/* Backward's first step for a block whose output is also a skip: the gradient of that slot (the gradient state's
+ * last) is added to the stream's and freed. */
+void micro_skip_grad_join(const skip_io *io, int64_t batch, pool *p, block_state *grad);
 
 /* unet.c: the U-Net's micro-blocks, counted from its config (conv_in, the ResnetBlock2Ds, Transformer2DModels and
  * samplers of every block). */
 int64_t unet_depth(const model_config *c);
+/* cascade.c: Stable Cascade's micro-blocks, counted from its config. */
+int64_t cascade_depth(const model_config *c);
 
 /* The patches of a step's latents (m->shape.batch of them), and a patch's features (channels x patch_t x patch^2). */
 patch_shape model_patches(const model *m);

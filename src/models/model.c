@@ -58,6 +58,7 @@ static const model_family *family_of(const model_config *mc)
     if (model_minimax_h3(mc)) return &minimax_h3_family;
     if (model_cosmos3(mc)) return &cosmos3_family;
     if (model_unet(mc)) return &unet_family;
+    if (model_cascade(mc)) return &cascade_family;
     if (model_dual_stream(mc)) return &mmdit_family;
     return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
 }
@@ -87,7 +88,7 @@ bool model_reads_text(const model_config *mc)
 {
     return model_dual_stream(mc) || model_xattn(mc) || model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) ||
            model_omnigen(mc) || model_krea2(mc) || model_flux3(mc) || model_qwen_image21(mc) || model_minimax_h3(mc) ||
-           model_cosmos3(mc) || model_unet(mc);
+           model_cosmos3(mc) || model_unet(mc) || model_cascade(mc);
 }
 
 bool model_video(const model_config *mc)

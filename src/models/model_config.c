@@ -226,6 +226,14 @@ static const struct preset {
      * SimpleTuner's 77 tokens through encoder_hid_proj (to 2048), its pooled 4096 and the six size ids. */
     {"kolors-tiny", "kolors", 0, 32, 1, 1, 4, 8, 10, 0, 6, 24, 20, false, false, 0, 0},
     {"kolors", "kolors", 0, 1280, 1, 1, 4, 128, 10, 0, 77, 4096, 4096, false, false, 0, 0},
+    /* Stable Cascade's stage C (stabilityai/stable-cascade-prior's prior/config.json, and prior_lite/ for lite): two
+     * levels of 2048 channels (1536), 8 and 24 [ResBlock, TimestepBlock, AttnBlock] layers (4 and 12) of 32 heads (24),
+     * one resolution (switch_level [false]), conditioning 2048 wide from CLIP-G's 1280 at 77 tokens, its pooled 1280
+     * and a zero CLIP image embedding 768, 4 tokens each; 16 latent channels, 24 x 24 at 1024 px (42.67 px a latent
+     * pixel: vae_scale 42). The rest in model_preset; the tiny one is the fixture's. */
+    {"stable-cascade-tiny", "stable_cascade", 0, 16, 1, 1, 4, 8, 10, 0, 6, 24, 20, false, false, 0, 0},
+    {"stable-cascade-c", "stable_cascade", 0, 2048, 1, 1, 16, 24, 10, 0, 77, 1280, 1280, false, false, 0, 0},
+    {"stable-cascade-c-lite", "stable_cascade", 0, 1536, 1, 1, 16, 24, 10, 0, 77, 1280, 1280, false, false, 0, 0},
     {"skipdit-tiny", "skipdit", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
     {"skipdit-s", "skipdit", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
@@ -332,6 +340,16 @@ st_status model_preset(const char *name, model_config *out)
         if (!strcmp(p->family, "z_image")) /* its FeedForward's int(D / 3 * 8); its n_kv_heads is not used */
             out->refiner_depth = tiny ? 1 : 2, out->kv_heads = p->heads, out->norm_eps = 1e-5,
             out->ffn_dim = (int64_t)((double)p->hidden / 3.0 * 8.0);
+        if (model_cascade(out)) {
+            const bool lite = strstr(name, "lite") != NULL;
+            const int64_t C = p->hidden;
+            out->unet_levels = 2, out->unet_cross = tiny ? 16 : 2048, out->clip_seq = tiny ? 2 : 4;
+            out->time_channels = tiny ? 8 : 64, out->image_dim = tiny ? 8 : 768, out->vae_scale = tiny ? 8 : 42;
+            const int64_t ch[2] = {C, tiny ? 24 : C}, n[2] = {tiny ? 1 : lite ? 4 : 8, tiny ? 2 : lite ? 12 : 24};
+            for (int l = 0; l < 2; l++)
+                out->unet_channels[l] = ch[l], out->unet_attn[l] = n[l], out->unet_heads[l] = tiny ? 2 : C / 64;
+            out->depth = cascade_depth(out);
+        }
         if (model_unet(out)) { /* the tiny ones are the fixtures' */
             const bool xl = strcmp(p->family, "sd1x") != 0;
             static const int64_t ch[4][UNET_LEVELS_MAX] = {{320, 640, 1280, 1280}, {8, 16, 24}, {320, 640, 1280},
@@ -410,8 +428,37 @@ st_status model_preset(const char *name, model_config *out)
 
 /* Wan Animate's sizes (model_wan_animate), or none of them elsewhere */
 /* The U-Net's sizes: what unet.c builds */
+/* Stable Cascade's sizes: what cascade.c builds */
+static st_status check_cascade(const model_config *mc)
+{
+    const int64_t L = mc->unet_levels;
+    bool ok = L >= 1 && L <= UNET_LEVELS_MAX && mc->clip_seq >= 1 && mc->clip_seq <= 64 && mc->unet_cross >= 1 &&
+              mc->unet_cross <= (1 << 20) && mc->time_channels >= 2 && mc->time_channels <= 65536 &&
+              mc->time_channels % 2 == 0 && mc->pooled_dim >= 1 && mc->image_dim >= 1 && mc->patch == 1 &&
+              mc->frames == 1 && !mc->out_channels && mc->hidden == mc->unet_channels[0] &&
+              (!mc->cascade_resample || mc->resolution % ((int64_t)1 << (L - 1)) == 0);
+    for (int64_t i = 0; ok && i < L; i++)
+        ok = mc->unet_channels[i] >= 1 && mc->unet_channels[i] <= (1 << 16) && mc->unet_heads[i] >= 1 &&
+             mc->unet_channels[i] % mc->unet_heads[i] == 0 && mc->unet_attn[i] >= 1 && mc->unet_attn[i] <= 64;
+    if (ok) return ST_OK;
+    return st_fail(ST_ERR_INVALID, "block_out_channels: %lld levels (%lld, %lld, %lld, %lld) with heads (%lld, %lld, "
+                   "%lld, %lld), conditioning_dim %lld, clip_seq %lld, timestep_ratio_embedding_dim %lld, resolution "
+                   "%lld; stable_cascade takes 1 to %d levels of 1 to 65536 channels that each level's heads divide, 1 "
+                   "to 64 layers a level, conditioning of 1 to 2^20, 1 to 64 clip tokens, even time sinusoids of 2 to "
+                   "65536, pooled and image widths of at least 1, hidden_size block_out_channels[0], 1 x 1 patches, "
+                   "1 frame, and with resampling scalers a latent edge that halves evenly", (long long)L,
+                   (long long)mc->unet_channels[0], (long long)mc->unet_channels[1], (long long)mc->unet_channels[2],
+                   (long long)mc->unet_channels[3], (long long)mc->unet_heads[0], (long long)mc->unet_heads[1],
+                   (long long)mc->unet_heads[2], (long long)mc->unet_heads[3], (long long)mc->unet_cross,
+                   (long long)mc->clip_seq, (long long)mc->time_channels, (long long)mc->resolution, UNET_LEVELS_MAX);
+}
+
 static st_status check_unet(const model_config *mc)
 {
+    if (model_cascade(mc)) return check_cascade(mc);
+    if (mc->clip_seq || mc->cascade_resample)
+        return st_fail(ST_ERR_INVALID, "clip_seq: %lld; only stable_cascade has conditioning tokens of pooled vectors "
+                       "(0)", (long long)mc->clip_seq);
     const bool unet = model_unet(mc);
     const int64_t L = mc->unet_levels, g = mc->norm_groups;
     if (!unet) {
@@ -770,7 +817,7 @@ st_status model_config_check(const model_config *mc)
     if (unet) return unet;
     const bool anim = model_wan_animate(mc); /* its image_dim and condition channels are its own */
     if ((hv15 && (mc->text2_len < 1 || mc->text2_dim < 1 || mc->image_dim < 1 || mc->cond_channels < 0)) ||
-        (!hv15 && (mc->text2_len || mc->text2_dim || (mc->image_dim && !anim) ||
+        (!hv15 && (mc->text2_len || mc->text2_dim || (mc->image_dim && !anim && !model_cascade(mc)) ||
                    (mc->cond_channels && !ace && !k5 && !anim))))
         return st_fail(ST_ERR_INVALID, "text_embed_2_dim %lld, ByT5 tokens %lld, image_embed_dim %lld, condition "
                        "channels %lld; %s", (long long)mc->text2_dim, (long long)mc->text2_len, (long long)mc->image_dim,

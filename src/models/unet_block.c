@@ -400,6 +400,13 @@ static st_status conv_backward(const unet_block *u, const float *x, block_state 
 
 /* ---- the block kind ---- */
 
+static skip_io io_of(const unet_block *u)
+{
+    return (skip_io){.skips = u->skips, .reads = u->cskip > 0, .emit = u->emit, .in_numel = u->cin * u->h * u->w,
+                     .out_numel = u->cout * out_edge(u, u->h) * out_edge(u, u->w), .skip_numel = u->skip_numel};
+}
+
+
 /* What a forward kept. ResnetBlock2D: its arena (main) and its two GroupNorms' states. Transformer2DModel: the
  * three regions and its states; the attention side may be on the host between forward and backward. */
 typedef struct unet_saved {
@@ -561,10 +568,8 @@ static st_status unet_forward(block *b, const block_state *in, block_state *out,
     if (saved_io) *saved_io = (block_saved *)sv;
     else unet_release(b, (block_saved *)sv);
     /* (y, the skips passed on, and y again when it is a new skip) */
-    const int passed = u->skips - (u->cskip > 0);
-    *out = (block_state){.n = 1 + passed, .t = {y}};
-    for (int k = 1; k <= passed; k++) out->t[k] = in->t[k];
-    if (u->emit) out->t[out->n++] = y;
+    const skip_io io = io_of(u);
+    micro_skip_output(&io, in, y, out);
     return ST_OK;
 }
 
@@ -572,12 +577,8 @@ static st_status unet_backward(block *b, const block_state *in, block_saved *sav
 {
     unet_block *u = b->self;
     unet_saved *sv = (unet_saved *)saved;
-    if (u->emit) { /* the output's two slots of y: their gradients add up */
-        float *dskip = grad->t[grad->n - 1];
-        add_to(grad->t[0], dskip, batch_of(u) * u->cout * out_edge(u, u->h) * out_edge(u, u->w));
-        pool_free(u->m->pool, dskip);
-        grad->t[--grad->n] = NULL;
-    }
+    const skip_io io = io_of(u);
+    micro_skip_grad_join(&io, batch_of(u), u->m->pool, grad);
     if (main_of(u) && !sv) return st_fail(ST_ERR_INTERNAL, "U-Net block %d: backward without its forward's", b->index);
     scratch s = {.pool = u->m->pool};
     st_status r = ST_OK;
@@ -599,15 +600,8 @@ static st_status unet_backward(block *b, const block_state *in, block_saved *sav
 static void unet_states(const block *b, state_map *out)
 {
     const unet_block *u = b->self;
-    const int64_t B = batch_of(u);
-    const int passed = u->skips - (u->cskip > 0);
-    *out = (state_map){.n_in = 1 + u->skips, .n_out = 1 + passed + u->emit};
-    out->in_numel[0] = B * u->cin * u->h * u->w;
-    for (int k = 1; k <= u->skips; k++) out->in_numel[k] = B * u->skip_numel[k];
-    out->out_numel[0] = B * u->cout * out_edge(u, u->h) * out_edge(u, u->w);
-    out->out_from[0] = -1;
-    for (int k = 1; k <= passed; k++) out->out_numel[k] = out->in_numel[k], out->out_from[k] = k;
-    if (u->emit) out->out_numel[out->n_out - 1] = out->out_numel[0], out->out_from[out->n_out - 1] = -1;
+    const skip_io io = io_of(u);
+    micro_skip_states(&io, batch_of(u), out);
 }
 
 const block_kind unet_block_kind = {
