@@ -8,9 +8,11 @@
  * that makes a skip lists its output twice (the stream, and the newest skip); its backward adds the two gradients.
  * A block that reads one appends the skip's gradient to the gradient state, which travels back to its maker.
  *
- * What a kept forward keeps is one arena of floats (every intermediate its backward reads) and the ops' states; a
- * checkpointed block's first forward takes the same arena as workspace and keeps nothing. Downsample2D, Upsample2D
- * and conv_in keep nothing at all: their backward reads the input state (and makes the upsampled map again). */
+ * What a kept forward keeps is arenas of floats (every intermediate its backward reads) and the ops' states: one for a
+ * ResnetBlock2D, three regions for a Transformer2DModel (main, the attention side, the feed-forward's); a checkpointed
+ * block's first forward takes them as workspace and keeps nothing. Downsample2D, Upsample2D and conv_in keep nothing
+ * at all: their backward reads the input state (and makes the upsampled map again). The skips' bookkeeping is
+ * skip_path.c's. */
 #include "unet.h"
 
 #include <stdlib.h>
