@@ -424,6 +424,60 @@ static void test_glu(const char *name, glu_kind k, double (*ref)(double),
     free(c.f), free(c.w), free(want), free(g), free(wg);
 }
 
+/* ---- per-plane glue of the U-Nets: y = x (1 + scale[p]) + shift[p], and y += v[p] (planes P = B D of T each) ---- */
+
+typedef struct plane_ctx {
+    double *x, *scale, *shift, *w;
+} plane_ctx;
+
+static double plane_loss(void *c)
+{
+    plane_ctx *g = c;
+    double s = 0;
+    for (int p = 0; p < B * D; p++)
+        for (int t = 0; t < T; t++) s += g->w[p * T + t] * (g->x[p * T + t] * (1 + g->scale[p]) + g->shift[p]);
+    return s;
+}
+
+static void test_plane_ops(void)
+{
+    enum { P = B * D };
+    float x[N], sc[P], sh[P], w[N], y[N], dx[N], dsc[P], dsh[P];
+    double xd[N], scd[P], shd[P], wd[N], gx[N], gsc[P], gsh[P], yr[N];
+    tk_fill(x, N, 31, -2.0f, 2.0f), tk_fill(sc, P, 32, -0.5f, 0.5f), tk_fill(sh, P, 33, -1.0f, 1.0f);
+    tk_fill(w, N, 34, -1.0f, 1.0f);
+    tk_to_double(xd, x, N), tk_to_double(scd, sc, P), tk_to_double(shd, sh, P), tk_to_double(wd, w, N);
+    plane_scale_shift_forward(y, x, sc, sh, P, T);
+    for (int i = 0; i < N; i++) yr[i] = xd[i] * (1 + scd[i / T]) + shd[i / T];
+    tk_expect_close("plane_scale_shift forward", y, yr, N, FWD_TOL);
+    plane_ctx c = {xd, scd, shd, wd};
+    tk_numeric_grad(plane_loss, &c, xd, N, FD_H, gx);
+    tk_numeric_grad(plane_loss, &c, scd, P, FD_H, gsc);
+    tk_numeric_grad(plane_loss, &c, shd, P, FD_H, gsh);
+    memset(dx, 0, sizeof dx), memset(dsc, 0, sizeof dsc), memset(dsh, 0, sizeof dsh);
+    plane_scale_shift_backward(dx, dsc, dsh, w, x, sc, P, T);
+    tk_expect_close("plane_scale_shift dx", dx, gx, N, GRAD_TOL);
+    tk_expect_close("plane_scale_shift dscale", dsc, gsc, P, GRAD_TOL);
+    tk_expect_close("plane_scale_shift dshift", dsh, gsh, P, GRAD_TOL);
+    float ip[N], ipsc[P] = {0}, ipsh[P] = {0}; /* in place: dy becomes dx, the sums read dy first */
+    memcpy(ip, w, sizeof ip);
+    plane_scale_shift_backward(ip, ipsc, ipsh, ip, x, sc, P, T);
+    tk_expect_bitwise("plane_scale_shift backward in place (dx == dy)", ip, dx, N);
+    tk_expect_bitwise("plane_scale_shift dscale in place", ipsc, dsc, P);
+    float dv[P] = {0}, yv[N];
+    memcpy(yv, x, sizeof yv);
+    plane_add_forward(yv, sh, P, T);
+    for (int i = 0; i < N; i++) yr[i] = xd[i] + shd[i / T];
+    tk_expect_close("plane_add forward", yv, yr, N, FWD_TOL);
+    plane_add_backward(dv, w, P, T); /* y += v: dv is dshift's part of the same loss */
+    tk_expect_close("plane_add dv", dv, gsh, P, GRAD_TOL);
+    float tr[N], back[N]; /* (B, D, T) to (B, T, D) and back */
+    transpose_batched(tr, x, B, D, T);
+    transpose_batched(back, tr, B, T, D);
+    CHECK(tr[(1 * T + 2) * D + 3] == x[(1 * D + 3) * T + 2]);
+    tk_expect_bitwise("transpose_batched there and back", back, x, N);
+}
+
 int main(void)
 {
     test_activation("gelu", gelu_ref, gelu_forward, gelu_backward);
@@ -433,6 +487,7 @@ int main(void)
     test_modulate();
     test_gated_residual();
     test_thread_independence();
+    test_plane_ops();
     test_glu("silu", GLU_SILU, silu_ref, silu_forward, silu_backward);
     test_glu("gelu (erf)", GLU_GELU_ERF, gelu_erf_ref, gelu_erf_forward, gelu_erf_backward);
     test_glu("gelu (tanh)", GLU_GELU_TANH, gelu_ref, gelu_forward, gelu_backward);
