@@ -815,6 +815,24 @@ int main(void)
     af.depth = 3; /* joint and single sequences of different lengths */
     mm.depth = 3; /* double and single sequences of different lengths, each segmented on its own */
     CHECK(model_preset("skipdit-tiny", &skip) == ST_OK);
+    { /* Stable Cascade's dropout: the recompute draws the step's masks again, and they change the loss */
+        model_config sc;
+        CHECK(model_preset("stable-cascade-tiny", &sc) == ST_OK);
+        sc.cascade_dropout[0] = sc.cascade_dropout[1] = 0.25f;
+        test_bitwise(&sc, "stable-cascade-tiny dropout 0.25", 2);
+        float loss[2];
+        for (int k = 0; k < 2; k++) {
+            pool *p = pool_create(POOL_DEVICE, 0);
+            model *m = make_model(p, &sc);
+            test_batch *b = make_batch(&sc, 2, 3, (float[]){0.3f, 0.8f}, (int64_t[]){1, sc.classes});
+            model_set_dropout_seed(m, (uint64_t)k);
+            CHECK(flow_loss(m, &b->fb, true, &loss[k]) == ST_OK);
+            free_batch(b);
+            model_destroy(m);
+            CHECK(pool_destroy(p) == 0);
+        }
+        CHECKF(loss[0] != loss[1], "dropout applies: seeds 0 and 1 give losses %.7g and %.7g", loss[0], loss[1]);
+    }
     skip13 = skip;
     skip13.depth = 13; /* 6 skips alive at the middle; no interval but 1 divides it */
     skip13.hidden = 32;

@@ -1280,8 +1280,8 @@ static void test_unet_json(void)
     remove(dir);
 }
 
-/* StableCascadeUNet's config.json, stable-cascade-prior's prior/ as published, reads as the stable-cascade-c preset
- * once its dropout is 0; what segtrain does not build is refused by name, its dropout among them. */
+/* StableCascadeUNet's config.json, stable-cascade-prior's prior/ as published (dropout 0.1), reads as the
+ * stable-cascade-c preset; what segtrain does not build is refused by name. */
 static void test_cascade_json(void)
 {
     char dir[] = "/tmp/segtrain-cascade-XXXXXX";
@@ -1308,8 +1308,13 @@ static void test_cascade_json(void)
                !memcmp(mc.unet_heads, want.unet_heads, sizeof mc.unet_heads) &&
                !memcmp(mc.unet_attn, want.unet_attn, sizeof mc.unet_attn) && model_config_check(&mc) == ST_OK,
            "%s", st_error());
+    tk_write_file(dir, "config.json", SC_C "\"dropout\": [0.1, 0.1]}"); /* as published */
+    CHECK(model_preset("stable-cascade-tiny", &mc) == ST_OK);
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.cascade_dropout[0] == 0.1f &&
+               mc.cascade_dropout[1] == 0.1f && mc.cascade_dropout[0] == want.cascade_dropout[0],
+           "%s", st_error());
     const char *bad[][2] = {
-        {SC_C "\"dropout\": [0.1, 0.1]}", "dropout is not 0"},
+        {SC_C "\"dropout\": [0.1, 1.0]}", "dropout is not a number in [0, 1)"},
         {SC "\"dropout\": 0.0, \"clip_text_in_channels\": 1280, \"clip_image_in_channels\": 768, "
             "\"effnet_in_channels\": 16}", "effnet_in_channels"},
         {SC "\"dropout\": 0.0, \"clip_image_in_channels\": 768}", "clip_text_in_channels 0"},

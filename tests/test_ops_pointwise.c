@@ -478,6 +478,55 @@ static void test_plane_ops(void)
     tk_expect_bitwise("transpose_batched there and back", back, x, N);
 }
 
+/* ---- dropout: a counter-based mask, the same in backward, at any thread count ---- */
+
+typedef struct drop_ctx {
+    double *x, *w;
+    const float *mask; /* the mask times 1 / (1 - p), as the op draws it */
+} drop_ctx;
+
+static double drop_loss(void *c)
+{
+    drop_ctx *g = c;
+    double s = 0;
+    for (int i = 0; i < N; i++) s += g->w[i] * g->x[i] * g->mask[i];
+    return s;
+}
+
+static void test_dropout(void)
+{
+    const float p = 0.25f;
+    const uint64_t seed = 7, stream = 11;
+    float x[N], w[N], ones[N], mask[N], y[N], dx[N];
+    double xd[N], wd[N], gx[N];
+    tk_fill(x, N, 41, -2.0f, 2.0f), tk_fill(w, N, 42, -1.0f, 1.0f);
+    tk_to_double(xd, x, N), tk_to_double(wd, w, N);
+    for (int i = 0; i < N; i++) ones[i] = 1.0f;
+    dropout_forward(mask, ones, N, p, seed, stream);
+    int kept = 0, scaled = 1;
+    for (int i = 0; i < N; i++) kept += mask[i] != 0, scaled &= mask[i] == 0 || mask[i] == 1.0f / (1.0f - p);
+    CHECKF(scaled && kept > N / 2 && kept < N, "dropout p=0.25: %d of %d kept, each scaled by 1 / (1 - p)", kept, N);
+    dropout_forward(y, x, N, p, seed, stream);
+    double yr[N];
+    for (int i = 0; i < N; i++) yr[i] = xd[i] * mask[i];
+    tk_expect_close("dropout forward", y, yr, N, FWD_TOL);
+    drop_ctx c = {xd, wd, mask};
+    tk_numeric_grad(drop_loss, &c, xd, N, FD_H, gx);
+    memset(dx, 0, sizeof dx);
+    dropout_backward(dx, w, N, p, seed, stream);
+    tk_expect_close("dropout dx", dx, gx, N, GRAD_TOL);
+    float ip[N];
+    memcpy(ip, w, sizeof ip);
+    dropout_backward(ip, ip, N, p, seed, stream);
+    tk_expect_bitwise("dropout backward in place (dx == dy)", ip, dx, N);
+    float other[N];
+    dropout_forward(other, ones, N, p, seed, stream + 1);
+    CHECKF(memcmp(other, mask, sizeof mask) != 0, "another stream draws another mask");
+    float none[N];
+    dropout_forward(none, x, N, 0.0f, seed, stream);
+    tk_expect_bitwise("dropout p=0 is the identity", none, x, N);
+}
+
 int main(void)
 {
     test_activation("gelu", gelu_ref, gelu_forward, gelu_backward);
@@ -488,6 +537,7 @@ int main(void)
     test_gated_residual();
     test_thread_independence();
     test_plane_ops();
+    test_dropout();
     test_glu("silu", GLU_SILU, silu_ref, silu_forward, silu_backward);
     test_glu("gelu (erf)", GLU_GELU_ERF, gelu_erf_ref, gelu_erf_forward, gelu_erf_backward);
     test_glu("gelu (tanh)", GLU_GELU_TANH, gelu_ref, gelu_forward, gelu_backward);

@@ -110,6 +110,8 @@ typedef struct model_config {
                            level's [ResBlock, TimestepBlock, AttnBlock] layers (down_num_layers_per_block, the up
                            path's mirrored), time_channels timestep_ratio_embedding_dim, image_dim
                            clip_image_in_channels; 0 elsewhere */
+    float cascade_dropout[UNET_LEVELS_MAX]; /* stable_cascade: each level's dropout (after the ResBlocks' GRN and the
+                               AttnBlocks' output projection, in training; masks per step: model_set_dropout_seed) */
     bool cascade_resample;  /* stable_cascade: switch_level null, the scalers 2 x 2 stride-2 convolutions (Conv2d down,
                                ConvTranspose2d up); false: switch_level [false], 1 x 1 mappings at one resolution */
     int64_t cross_heads;           /* sana, sanavideo: the cross-attention's heads (num_cross_attention_heads), its
@@ -329,6 +331,9 @@ st_status model_forward(model *m, const float *x, const float *timesteps, const 
 /* AnyFlow's second endpoint per sample, 1000 r as timesteps are 1000 t, for the forwards that follow (the caller keeps
  * it until then); NULL (the default): r = t. Models without a delta embedder ignore it. */
 void model_set_r_timesteps(model *m, const float *r);
+/* The seed of a training step's dropout masks (stable_cascade's, where its config has dropout): the trainer sets one
+ * a micro-step; a recompute draws the same masks. 0 after model_create. */
+void model_set_dropout_seed(model *m, uint64_t seed);
 /* Accumulates into the trainable gradients from dpred, then releases forward's state. */
 st_status model_backward(model *m, const float *dpred);
 /* Releases forward's state without a backward. */

@@ -154,6 +154,12 @@ void gelu_erf_backward(float *dx, const float *dy, const float *x, int64_t n);
 void silu_forward(float *y, const float *x, int64_t n);
 void silu_backward(float *dx, const float *dy, const float *x, int64_t n);
 
+/* Dropout with a counter-based mask: element i is kept, times 1 / (1 - p), where rng_uniform(seed, stream, i) >= p,
+ * else zeroed, so that a recompute, any thread count and a dry run draw the same mask; p in [0, 1). y may be x.
+ * Backward: dx += dy times the same mask, or with dx == dy, dy becomes dx in place. */
+void dropout_forward(float *y, const float *x, int64_t n, float p, uint64_t seed, uint64_t stream);
+void dropout_backward(float *dx, const float *dy, int64_t n, float p, uint64_t seed, uint64_t stream);
+
 /* Gated linear units over rows: y (rows, F) = act(a) b elementwise, a and b read from rows ld floats apart (the two
  * halves of a fused projection (rows, 2F): ld 2F and b = a + F; two projections: ld F). GLU_SILU is SwiGLU,
  * GLU_GELU_ERF and GLU_GELU_TANH GEGLU with the exact or the tanh GELU, each computed as the activation ops above

@@ -7,6 +7,7 @@
  * kv_mapper reads, and the head (a LayerNorm over the channels, a 1 x 1 convolution). Interval and stride count
  * micro-blocks, as SimpleTuner's Stable Cascade applies them to its Res / Timestep / Attention blocks. */
 #include "cascade.h"
+#include "segtrain/rng.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -102,6 +103,8 @@ static void layers(builder *b, const char *prefix, int i, bool reads, bool emit)
             cascade_block *u = push(b, t == 0 ? SC_RES : t == 1 ? SC_TIME : SC_ATTN, C, reads && j == 0 && t == 0,
                                     emit && last);
             if (!u) continue;
+            u->dropout = c->cascade_dropout[i];
+            u->stream = rng_stream("cascade.dropout") + (uint64_t)(b->n - 1);
             param_set *s = b->s;
             if (t == 0) {
                 u->dw_w = param_add(s, join(name, sizeof name, p, "depthwise.weight"), 4, (int64_t[]){C, 1, 3, 3},
@@ -385,7 +388,7 @@ static st_status cascade_forward(model *m, const float *x, const float *timestep
     float *first = model_take(m, &st, nx, "cascade.latents", false);
     if (!st) {
         ratio_embedding(s->r_embed, timesteps, B, c->time_channels);
-        d->cx.r_embed = s->r_embed;
+        d->cx.r_embed = s->r_embed, d->cx.train = train, d->cx.dropout_seed = m->dropout_seed;
         copy_rows(first, nx, x, nx, 1, nx);
         st = clip_forward(m, cond, train);
     }

@@ -17,6 +17,8 @@ typedef struct cascade_ctx {
     const float *clip_s;
     float *dclip_s;
     int64_t tokens;
+    bool train;            /* a training forward: dropout applies */
+    uint64_t dropout_seed; /* the step's masks */
 } cascade_ctx;
 
 typedef struct cascade_block {
@@ -29,6 +31,8 @@ typedef struct cascade_block {
     int skips;
     int64_t skip_numel[STATE_MAX];
     int64_t heads;
+    float dropout;                 /* its level's (ResBlock: after GRN; AttnBlock: after the output projection) */
+    uint64_t stream;               /* its dropout masks' stream (its place in the sequence) */
     int dw_w, dw_b, gamma, beta;   /* SDCascadeResBlock: depthwise, GlobalResponseNorm */
     lin_layer l1, l2;              /* ... channelwise.0, channelwise.4 */
     lin_layer map[CASCADE_TIME_CONDS]; /* SDCascadeTimestepBlock: mapper, mapper_sca, mapper_crp */

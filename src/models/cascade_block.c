@@ -22,6 +22,9 @@ static int64_t out_edge(const cascade_block *u, int64_t e)
     return u->role == SC_DOWN ? e / 2 : u->role == SC_UP ? 2 * e : e;
 }
 
+/* Dropout applies in a training forward (and its recompute, which draws the same masks), at the level's rate */
+static bool dropping(const cascade_block *u) { return u->dropout > 0 && u->cx->train; }
+
 static st_status lin_f(const cascade_block *u, const lin_layer *l, float *y, const float *x, int64_t n)
 {
     return lin_forward(u->m->params, u->m->pool, l, y, x, n);
@@ -111,6 +114,7 @@ static st_status res_forward(const cascade_block *u, const block_state *in, floa
     }
     if (!e) e = lin_f(u, &u->l1, h1, cat, N);
     if (!e) e = res_act(u, g, r, h1, st ? &st[1] : NULL);
+    if (!e && dropping(u)) dropout_forward(r, r, N * F, u->dropout, u->cx->dropout_seed, u->stream);
     if (!e) e = lin_f(u, &u->l2, t, r, N); /* t: channelwise's output (N, C) */
     if (e) return e;
     transpose_batched(y, t, B, T, C);
@@ -135,7 +139,9 @@ static st_status res_backward(const cascade_block *u, const block_state *in, flo
     pool *p = u->m->pool;
     transpose_batched(t, dy, B, C, T); /* t: dL/d(channelwise's output) */
     st_status e = res_act(u, g, r, h1, NULL);
+    if (!e && dropping(u)) dropout_forward(r, r, N * F, u->dropout, u->cx->dropout_seed, u->stream);
     if (!e) e = lin_b(u, &u->l2, dr, t, r, N);
+    if (!e && dropping(u)) dropout_backward(dr, dr, N * F, u->dropout, u->cx->dropout_seed, u->stream);
     float *dg = r, *dh1 = g; /* r and g are dead once read: their buffers take the gradients */
     if (!e) {
         zero_floats(dg, N * F);
@@ -288,6 +294,7 @@ static st_status attn_forward(const cascade_block *u, const float *x, float *y, 
                               att);
     if (!e) e = lin_f(u, &u->o, t, o, d.N);
     if (e) return e;
+    if (dropping(u)) dropout_forward(t, t, d.N * d.C, u->dropout, u->cx->dropout_seed, u->stream);
     transpose_batched(y, t, d.B, d.T, d.C);
     add_to(y, x, d.N * d.C);
     return ST_OK;
@@ -310,6 +317,7 @@ static st_status attn_backward(const cascade_block *u, const float *x, float *ar
     pool *p = u->m->pool;
     const attn_shape as = attn_shape_of(u);
     transpose_batched(t, dy, d.B, d.C, d.T);
+    if (dropping(u)) dropout_backward(t, t, d.N * d.C, u->dropout, u->cx->dropout_seed, u->stream);
     st_status e = lin_b(u, &u->o, dO, t, o, d.N);
     if (!e) e = attention_backward(p, &as, view(dq, d.T, d.C), view(dk, d.K, d.C), view(dv, d.K, d.C),
                                    view(dO, d.T, d.C), view(q, d.T, d.C), view(k, d.K, d.C), view(v, d.K, d.C),

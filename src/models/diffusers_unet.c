@@ -186,7 +186,7 @@ static st_status all_equal(const cJSON *j, const char *file, const char *key, in
 }
 
 /* StableCascadeUNet's config.json: the class defaults (stage C's), then the file's values; stage B's inputs, other
- * block layouts, dropout and bilinear resampling are refused by name */
+ * block layouts and bilinear resampling are refused by name */
 st_status cascade_from_json(const cJSON *j, const char *file, model_config *mc)
 {
     const char *U = "StableCascadeUNet";
@@ -233,13 +233,17 @@ st_status cascade_from_json(const cJSON *j, const char *file, model_config *mc)
     }
     if (!st && types && !cJSON_IsNull(types) && (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != L))
         st = st_fail(ST_ERR_FORMAT, "%s: block_types_per_layer is not a list of %d layers", file, L);
+    /* dropout: a number for every level, or one each; the class's default (0.1, 0.1) */
+    double dropout[UNET_LEVELS_MAX] = {0.1, 0.1, 0.1, 0.1};
     const cJSON *drop = cJSON_GetObjectItemCaseSensitive(j, "dropout");
-    for (int i = 0; !st && drop && i < (cJSON_IsArray(drop) ? cJSON_GetArraySize(drop) : 1); i++) {
+    if (!st && drop && !cJSON_IsNull(drop) && cJSON_IsArray(drop) && cJSON_GetArraySize(drop) != L)
+        st = st_fail(ST_ERR_FORMAT, "%s: dropout has %d entries; block_out_channels has %d levels", file,
+                     cJSON_GetArraySize(drop), L);
+    for (int i = 0; !st && drop && !cJSON_IsNull(drop) && i < L; i++) {
         const cJSON *x = cJSON_IsArray(drop) ? cJSON_GetArrayItem(drop, i) : drop;
-        if (!cJSON_IsNumber(x) || x->valuedouble != 0)
-            st = st_fail(ST_ERR_UNSUPPORTED, "%s: dropout is not 0; segtrain trains StableCascadeUNet without dropout "
-                         "(its recompute must reproduce the forward bit for bit); set dropout to 0 in the file to "
-                         "train without it", file);
+        if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0 && x->valuedouble < 1))
+            st = st_fail(ST_ERR_FORMAT, "%s: dropout is not a number in [0, 1) or a list of them", file);
+        else dropout[i] = x->valuedouble;
     }
     if (!st) st = json_fixed_bool(j, file, "self_attn", true, U);
     if (!st) st = json_fixed(j, file, "patch_size", 1, U);
@@ -274,6 +278,7 @@ st_status cascade_from_json(const cJSON *j, const char *file, model_config *mc)
     mc->hidden = ch[0], mc->heads = 1, mc->patch = 1, mc->patch_t = 1, mc->out_channels = 0, mc->text_dim = text;
     mc->pooled_dim = pooled, mc->image_dim = image, mc->unet_cross = cond, mc->clip_seq = seq;
     mc->time_channels = ratio, mc->cascade_resample = resample;
+    for (int i = 0; i < UNET_LEVELS_MAX; i++) mc->cascade_dropout[i] = i < L ? (float)dropout[i] : 0.0f;
     mc->depth = cascade_depth(mc);
     return ST_OK;
 }

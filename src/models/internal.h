@@ -66,6 +66,7 @@ struct model {
     int n_capture;
     int64_t per_sample; /* elements of a sample's largest activation (model.c's check_sizes) */
     const float *r_time; /* AnyFlow's second time per sample (model_set_r_timesteps), NULL: r = t */
+    uint64_t dropout_seed; /* model_set_dropout_seed's */
     void *impl; /* the family's own */
 };
 

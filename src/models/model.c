@@ -356,6 +356,8 @@ void model_set_batch(model *m, int64_t batch) { m->family->set_batch(m, batch); 
 
 void model_set_r_timesteps(model *m, const float *r) { m->r_time = r; }
 
+void model_set_dropout_seed(model *m, uint64_t seed) { m->dropout_seed = seed; }
+
 st_status model_backward(model *m, const float *dpred) { return m->family->backward(m, dpred); }
 
 float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero)

@@ -346,8 +346,9 @@ st_status model_preset(const char *name, model_config *out)
             out->unet_levels = 2, out->unet_cross = tiny ? 16 : 2048, out->clip_seq = tiny ? 2 : 4;
             out->time_channels = tiny ? 8 : 64, out->image_dim = tiny ? 8 : 768, out->vae_scale = tiny ? 8 : 42;
             const int64_t ch[2] = {C, tiny ? 24 : C}, n[2] = {tiny ? 1 : lite ? 4 : 8, tiny ? 2 : lite ? 12 : 24};
-            for (int l = 0; l < 2; l++)
-                out->unet_channels[l] = ch[l], out->unet_attn[l] = n[l], out->unet_heads[l] = tiny ? 2 : C / 64;
+            for (int l = 0; l < 2; l++) /* the published dropout; the fixture's 0 */
+                out->unet_channels[l] = ch[l], out->unet_attn[l] = n[l], out->unet_heads[l] = tiny ? 2 : C / 64,
+                out->cascade_dropout[l] = tiny ? 0.0f : 0.1f;
             out->depth = cascade_depth(out);
         }
         if (model_unet(out)) { /* the tiny ones are the fixtures' */
@@ -438,13 +439,15 @@ static st_status check_cascade(const model_config *mc)
               mc->frames == 1 && !mc->out_channels && mc->hidden == mc->unet_channels[0] &&
               (!mc->cascade_resample || mc->resolution % ((int64_t)1 << (L - 1)) == 0);
     for (int64_t i = 0; ok && i < L; i++)
-        ok = mc->unet_channels[i] >= 1 && mc->unet_channels[i] <= (1 << 16) && mc->unet_heads[i] >= 1 &&
+        ok = mc->cascade_dropout[i] >= 0 && mc->cascade_dropout[i] < 1 && mc->unet_channels[i] >= 1 &&
+             mc->unet_channels[i] <= (1 << 16) && mc->unet_heads[i] >= 1 &&
              mc->unet_channels[i] % mc->unet_heads[i] == 0 && mc->unet_attn[i] >= 1 && mc->unet_attn[i] <= 64;
     if (ok) return ST_OK;
     return st_fail(ST_ERR_INVALID, "block_out_channels: %lld levels (%lld, %lld, %lld, %lld) with heads (%lld, %lld, "
                    "%lld, %lld), conditioning_dim %lld, clip_seq %lld, timestep_ratio_embedding_dim %lld, resolution "
                    "%lld; stable_cascade takes 1 to %d levels of 1 to 65536 channels that each level's heads divide, 1 "
-                   "to 64 layers a level, conditioning of 1 to 2^20, 1 to 64 clip tokens, even time sinusoids of 2 to "
+                   "to 64 layers a level, dropout in [0, 1), conditioning of 1 to 2^20, 1 to 64 clip tokens, even time "
+                   "sinusoids of 2 to "
                    "65536, pooled and image widths of at least 1, hidden_size block_out_channels[0], 1 x 1 patches, "
                    "1 frame, and with resampling scalers a latent edge that halves evenly", (long long)L,
                    (long long)mc->unet_channels[0], (long long)mc->unet_channels[1], (long long)mc->unet_channels[2],
@@ -456,7 +459,9 @@ static st_status check_cascade(const model_config *mc)
 static st_status check_unet(const model_config *mc)
 {
     if (model_cascade(mc)) return check_cascade(mc);
-    if (mc->clip_seq || mc->cascade_resample)
+    bool dropout = false;
+    for (int i = 0; i < UNET_LEVELS_MAX; i++) dropout |= mc->cascade_dropout[i] != 0;
+    if (mc->clip_seq || mc->cascade_resample || dropout)
         return st_fail(ST_ERR_INVALID, "clip_seq: %lld; only stable_cascade has conditioning tokens of pooled vectors "
                        "(0)", (long long)mc->clip_seq);
     const bool unet = model_unet(mc);

@@ -597,6 +597,7 @@ st_status trainer_step(trainer *t, train_step_info *info)
                                .grad_scale = 1.0f / (float)t->accum, .meanflow = t->anyflow ? &t->mf : NULL,
                                .r = t->r, .null_cond = t->null_cond, .drift = t->drifts ? &t->drift : NULL};
         float loss;
+        model_set_dropout_seed(t->run.m, rng_u64(t->seed, rng_stream("train.dropout"), (uint64_t)micro));
         st = flow_loss(t->run.m, &fb, true, &loss);
         loss_sum += loss;
     }

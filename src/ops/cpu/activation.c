@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "segtrain/rng.h"
 
 /* Below this many elements a parallel region costs more than it saves. */
 #define PAR_MIN ((int64_t)1 << 15)
@@ -220,4 +221,35 @@ void glu_backward(float *da, float *db, const float *dy, const float *a, const f
                 if (db) db[r * ld + j] += g * glu_act(k, v);
             }
     prof_add(OP_POINTWISE, t0, 0, 20.0 * (double)(rows * F));
+}
+
+/* ---- dropout: the mask is a pure function of (seed, stream, index) ---- */
+
+static float dropout_scale(float p, uint64_t seed, uint64_t stream, int64_t i)
+{
+    return rng_uniform(seed, stream, (uint64_t)i) >= (double)p ? 1.0f / (1.0f - p) : 0.0f;
+}
+
+void dropout_forward(float *y, const float *x, int64_t n, float p, uint64_t seed, uint64_t stream)
+{
+    const double t0 = prof_now();
+    if (!op_dry(y))
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+        for (int64_t i = 0; i < n; i++) { /* a dropped element is +0, whatever its sign */
+            const float k = dropout_scale(p, seed, stream, i);
+            y[i] = k != 0.0f ? x[i] * k : 0.0f;
+        }
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * n);
+}
+
+void dropout_backward(float *dx, const float *dy, int64_t n, float p, uint64_t seed, uint64_t stream)
+{
+    const double t0 = prof_now();
+    if (dx && !op_dry(dy))
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            const float k = dropout_scale(p, seed, stream, i), v = k != 0.0f ? dy[i] * k : 0.0f;
+            dx[i] = dx == dy ? v : dx[i] + v;
+        }
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * n);
 }
