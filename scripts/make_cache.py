@@ -3,8 +3,8 @@
 the user's local diffusers pipeline the way its pipeline makes them, for `segtrain train` with data_cache_dir.
 
   make_cache.py --images DIR --pipeline DIR --out DIR
-                [--family flux|sd3|sdxl|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image|ltxvideo|
-                          lumina2|z_image|cosmos3|ernie|qwen_image|krea2|flux2]
+                [--family flux|sd3|sd1x|sdxl|chroma|pixart_sigma|auraflow|wan|omnigen|sana|sanavideo|cosmos2image|
+                          ltxvideo|lumina2|z_image|cosmos3|ernie|qwen_image|krea2|flux2]
                 [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
                 [--max_sequence_length N] [--motion_score N] [--text_encoder_layers L,L,...]
                 [--dtype float32|bfloat16] [--seed 0] [--device cpu] [--check]
@@ -246,6 +246,32 @@ class SdxlEncoders:
         p = pipeline_stub("StableDiffusionXLPipeline", tokenizer=self.toks[0], tokenizer_2=self.toks[1],
                           text_encoder=self.clips[0], text_encoder_2=self.clips[1],
                           _internal_dict=FrozenDict(force_zeros_for_empty_prompt=True))
+        seq = p.encode_prompt(caption, device=self.device, num_images_per_prompt=1,
+                              do_classifier_free_guidance=False)[0]
+        return seq[0], None
+
+
+class Sd1xEncoders(SdxlEncoders):
+    """StableDiffusionPipeline.encode_prompt (clip_skip None): CLIP-L's (text_encoder/, CLIPTextModel) last hidden
+    state at its tokenizer's model_max_length (77), 768 wide, no pooled vector; the mask stored for reference (the
+    U-Net attends to every token)."""
+
+    def __init__(self, pipe, label, device, max_seq):
+        self.device = device
+        self.toks = [load_tok(pipe, "tokenizer")]
+        self.clips = [load_model("CLIPTextModel", pipe, "text_encoder", device)]
+        self.names = [f"{label}/text_encoder ({type(self.clips[0]).__name__})"]
+
+    def encode(self, caption):
+        import torch
+
+        with torch.no_grad():
+            t = tokens(self.toks[0], caption, self.toks[0].model_max_length)
+            seq = self.clips[0](t.input_ids.to(self.device))[0][0]
+        return {"prompt_embeds": seq, "attention_mask": t.attention_mask[0]}
+
+    def reference(self, caption):
+        p = pipeline_stub("StableDiffusionPipeline", tokenizer=self.toks[0], text_encoder=self.clips[0])
         seq = p.encode_prompt(caption, device=self.device, num_images_per_prompt=1,
                               do_classifier_free_guidance=False)[0]
         return seq[0], None
@@ -846,6 +872,8 @@ FAMILIES = {
     "sd3": dict(enc=Sd3Encoders, subs=("text_encoder", "text_encoder_2", "text_encoder_3", "tokenizer",
                                        "tokenizer_2", "tokenizer_3"),
                 seq={"medium": 154, "large": 154}, tiny_seq=4, vae=(0.0609, 1.5305)),
+    "sd1x": dict(enc=Sd1xEncoders, subs=("text_encoder", "tokenizer"), seq={"1.5": 77}, tiny_seq=6,
+                 vae=(None, 0.18215)),
     "sdxl": dict(enc=SdxlEncoders, subs=("text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"),
                  seq={"base-1.0": 77}, tiny_seq=6, vae=(None, 0.13025), size_ids=True),
     "chroma": dict(enc=ChromaEncoders, subs=("text_encoder", "tokenizer"), seq={"base": 512}, tiny_seq=8,
@@ -1056,6 +1084,8 @@ def build_tiny_pipeline(folder, family, seed):
         clip("text_encoder", "tokenizer", 8, 8, 4, 1)
         clip("text_encoder_2", "tokenizer_2", 16, 8, 4, 2)
         t5("text_encoder_3", "tokenizer_3", 32, 3)
+    elif family == "sd1x":  # CLIP-L 24 wide (text_dim 24), 6 tokens
+        clip("text_encoder", "tokenizer", 24, 0, 6, 1)
     elif family == "sdxl":  # CLIP-L 8 and OpenCLIP-G 16 wide (text_dim 24), the projection 20 (pooled), 6 tokens
         clip("text_encoder", "tokenizer", 8, 0, 6, 1)
         clip("text_encoder_2", "tokenizer_2", 16, 20, 6, 2)

@@ -325,7 +325,8 @@ static bool same_file(const char *a, const char *b)
 }
 
 /* SDXL's cache (make_cache.py --family sdxl): both CLIPs' states, OpenCLIP-G's pooled vector and each sample's six
- * size ids, which caption dropout leaves as they are (the empty prompt has none); a cache without them is refused. */
+ * size ids, which caption dropout leaves as they are (the empty prompt has none); a cache without them is refused.
+ * Then SD 1.x's. */
 static void test_sdxl_cache(void)
 {
     printf("-- sdxl-tiny trains on the committed cache, with its size ids, half its captions dropped\n");
@@ -361,6 +362,11 @@ static void test_sdxl_cache(void)
                              "max_train_steps=1", 1, false, NULL);
     CHECKF(sn == ST_ERR_FORMAT && strstr(st_error(), "add_time_ids"), "%d %s", (int)sn, st_error());
     printf("     a cache without size ids: %s\n", st_error());
+    /* and SD 1.x's (make_cache.py --family sd1x): CLIP-L's last hidden state alone */
+    const st_status s1 = run("sd1x-committed", SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-sd1x-tiny",
+                             "model_family=sd1x;model_preset=sd1x-tiny;max_train_steps=3", 3, true, loss);
+    CHECKF(s1 == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)s1, st_error());
+    if (s1 == ST_OK) printf("     the committed sd1x cache: 3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
 }
 
 /* A cache of a family whose conditioning the format does not hold all of (hunyuanvideo15's ByT5 tokens) is refused
