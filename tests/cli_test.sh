@@ -397,6 +397,14 @@ expect 0 "sd1x trains: the U-Net's micro-blocks, skips from the down path to the
   "trained 1 steps; weights in sd1x-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=sd1x --set model_preset=sd1x-tiny --set synthetic_data=true \
   --set max_train_steps=1 --set output_dir=sd1x-out
+expect 0 "sd1x LoRA trains: its adapters saved under unet., as diffusers' U-Net pipelines load them" \
+  "trained 1 steps; weights in sd1x-lora/pytorch_lora_weights.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=sd1x --set model_preset=sd1x-tiny --set synthetic_data=true \
+  --set max_train_steps=1 --set model_type=lora --set lora_rank=4 --set output_dir=sd1x-lora
+expect 0 "the sd1x LoRA file names its adapters and metadata under unet." \
+  "unet.down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.lora_A.weight" -- \
+  grep -a -o -m1 "unet.down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.lora_A.weight" \
+  sd1x-lora/pytorch_lora_weights.safetensors
 expect 0 "SimpleTuner's sd1x example plans Dreamshaper 8 (SD 1.5's U-Net) at 512 px" \
   "model sd15 \\(sd1x\\): U-Net of 45 micro-blocks, levels of 320, 640, 1280, 1280 \\(no attention\\) channels" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/sd1x-dreamshaper.peft-lora.json"

@@ -351,6 +351,26 @@ static void test_lora(void)
     const char *t = targets_of(file, &r, &alpha);
     CHECKF(!strcmp(t, "to_out.0 to_q") && r == 2 && alpha == 4, "target_modules '%s', r %g, alpha %g", t, r, alpha);
 
+    /* a U-Net's: under "unet.", its metadata keys too; read back by a set of that component, refused by another */
+    const char *ufile = tk_path(dir, "unet_lora.safetensors");
+    src.lora_component = "unet";
+    CHECKF(param_set_save_lora(&src, ufile, 4.0, NULL, 0) == ST_OK, "%s", st_error());
+    src.lora_component = NULL;
+    CHECKF(sft_open(ufile, &f) == ST_OK, "%s", st_error());
+    if (f) {
+        CHECK(sft_find(f, "unet.transformer_blocks.1.attn.to_out.0.lora_B.weight") != NULL);
+        const char *meta = sft_metadata(f, "lora_adapter_metadata");
+        CHECKF(meta && strstr(meta, "\"unet.r\"") && strstr(meta, "\"unet.target_modules\""), "%s", meta ? meta : "");
+        sft_close(f);
+    }
+    dst.lora_component = "unet";
+    CHECKF(param_set_load_lora(&dst, ufile, 4.0) == ST_OK, "%s", st_error());
+    CHECK(same_adapters(&src, &dst));
+    dst.lora_component = NULL;
+    expect_error("a U-Net's LoRA file read as a transformer's", param_set_load_lora(&dst, ufile, 4.0), ST_ERR_FORMAT,
+                 "unet.transformer_blocks", "unet_lora.safetensors");
+    memset(dst.weights, 0, (size_t)dst.weight_count * 4);
+
     /* round trip, by the file and by its folder */
     CHECKF(param_set_load_lora(&dst, file, 4.0) == ST_OK, "%s", st_error());
     CHECK(same_adapters(&src, &dst));

@@ -32,6 +32,7 @@ typedef struct param_set {
     int too_large; /* 1 + the index of the first parameter that took a size or the total past CK_MAX_ELEMENTS */
     bool oom;      /* the list could not grow: param_add returned -1 from then on */
     bool adapters_off; /* lin_forward skips every LoRA adapter (h3_drift's frozen-base forward) */
+    const char *lora_component; /* the pipeline component its LoRA file names ("unet" for a U-Net); NULL: transformer */
 } param_set;
 
 /* Registers a parameter (before param_set_alloc) and returns its index; -1 when out of memory, which
@@ -87,17 +88,18 @@ st_status param_set_save(param_set *s, const char *path, param_part part, bool g
                          int n_extra, const char *const *meta, int n_meta);
 
 /* LoRA adapters as diffusers' save_lora_weights writes them (SimpleTuner's pytorch_lora_weights.safetensors):
- * each adapter "<module>.lora_A.weight" / ".lora_B.weight" under "transformer.", and the metadata "format": "pt"
+ * each adapter "<module>.lora_A.weight" / ".lora_B.weight" under "transformer." (the set's lora_component's name:
+ * "unet." for the U-Nets, as diffusers' and SimpleTuner's U-Net pipelines name them), and the metadata "format": "pt"
  * and "lora_adapter_metadata": JSON {"transformer.lora_alpha", "transformer.r", "transformer.target_modules"}, the
  * fields of PEFT's LoraConfig; target_modules are the adapted modules' last names ("to_q", "to_out.0"), or the full
  * name where the last one would also select a module without an adapter. meta: more pairs, as param_set_save.
  * Every trainable parameter must be an adapter, all of one rank. Atomic. */
 st_status param_set_save_lora(param_set *s, const char *path, double alpha, const char *const *meta, int n_meta);
 /* Reads the trainable parameters (the adapters) from a LoRA file, or from SFT_LORA_FILE in a folder, under
- * segtrain's names, with "transformer." before them, or PEFT's ".lora_A.default.weight" form. When the file carries
- * lora_adapter_metadata, its r and lora_alpha must be the model's (alpha: the config's lora_alpha, the rank when
- * unset), and per-module ranks, rsLoRA and DoRA are refused. Missing, unexpected, duplicate (one adapter under two
- * names) and misshapen tensors are one error line each. */
+ * segtrain's names, with "transformer." (the component's name) before them, or PEFT's ".lora_A.default.weight"
+ * form. When the file carries lora_adapter_metadata, its r and lora_alpha must be the model's (alpha: the config's
+ * lora_alpha, the rank when unset), and per-module ranks, rsLoRA and DoRA are refused. Missing, unexpected, duplicate
+ * (one adapter under two names) and misshapen tensors are one error line each. */
 st_status param_set_load_lora(param_set *s, const char *path, double alpha);
 
 #endif

@@ -405,7 +405,12 @@ st_status param_set_save(param_set *s, const char *path, param_part part, bool g
 
 /* ---- LoRA under PEFT's names ---- */
 
-#define LORA_PREFIX "transformer."
+/* "<component>." before every adapter and metadata key: the set's lora_component, "transformer" by default */
+static const char *lora_prefix(const param_set *s, char out[32])
+{
+    snprintf(out, 32, "%s.", s->lora_component ? s->lora_component : "transformer");
+    return out;
+}
 #define LORA_METADATA_KEY "lora_adapter_metadata" /* diffusers' LORA_ADAPTER_METADATA_KEY */
 
 static bool ends_with(const char *s, size_t n, const char *tail)
@@ -502,20 +507,23 @@ st_status param_set_save_lora(param_set *s, const char *path, double alpha, cons
                          path, q->name, (long long)q->shape[ends_with(q->name, n, ".lora_B.weight")], (long long)rank);
     }
     if (st) return st;
-    /* diffusers' save_lora_weights: the transformer's LoraConfig fields, each key after the component's prefix */
+    /* diffusers' save_lora_weights: the component's LoraConfig fields, each key after the component's prefix */
+    char prefix[32], key[64];
+    lora_prefix(s, prefix);
     cJSON *config = cJSON_CreateObject();
-    cJSON *list = cJSON_AddArrayToObject(config, LORA_PREFIX "target_modules");
+    cJSON *list = cJSON_AddArrayToObject(config, (snprintf(key, sizeof key, "%starget_modules", prefix), key));
     char *json = NULL;
     const char **all = calloc((size_t)n_meta + 2, 2 * sizeof *all);
-    if (!config || !list || !all || !cJSON_AddNumberToObject(config, LORA_PREFIX "lora_alpha", alpha) ||
-        !cJSON_AddNumberToObject(config, LORA_PREFIX "r", (double)rank))
+    if (!config || !list || !all ||
+        !cJSON_AddNumberToObject(config, (snprintf(key, sizeof key, "%slora_alpha", prefix), key), alpha) ||
+        !cJSON_AddNumberToObject(config, (snprintf(key, sizeof key, "%sr", prefix), key), (double)rank))
         st = st_host_oom("the LoRA metadata of %s", path);
     if (!st) st = target_modules(s, path, list);
     if (!st && !(json = cJSON_Print(config))) st = st_host_oom("the LoRA metadata of %s", path);
     if (!st) {
         all[0] = "format", all[1] = "pt", all[2] = LORA_METADATA_KEY, all[3] = json;
         if (n_meta) memcpy(all + 4, meta, (size_t)n_meta * 2 * sizeof *all);
-        st = save(s, path, PARAMS_TRAINABLE, false, LORA_PREFIX, NULL, 0, all, n_meta + 2);
+        st = save(s, path, PARAMS_TRAINABLE, false, prefix, NULL, 0, all, n_meta + 2);
     }
     free(all);
     free(json);
@@ -523,24 +531,25 @@ st_status param_set_save_lora(param_set *s, const char *path, double alpha, cons
     return st;
 }
 
-/* A LoRA config value: "transformer.<key>" (diffusers' pipeline file) or "<key>" (PEFT's own save). */
-static const cJSON *config_value(const cJSON *config, const char *key)
+/* A LoRA config value: "<component>.<key>" (diffusers' pipeline file) or "<key>" (PEFT's own save). */
+static const cJSON *config_value(const cJSON *config, const char *prefix, const char *key)
 {
-    char full[64];
-    snprintf(full, sizeof full, LORA_PREFIX "%s", key);
+    char full[96];
+    snprintf(full, sizeof full, "%s%s", prefix, key);
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, full);
     return v ? v : cJSON_GetObjectItemCaseSensitive(config, key);
 }
 
 /* The adapter config the file carries, if any, against the model's rank and alpha; what segtrain's adapters
  * cannot be (per-module ranks, rsLoRA's scale, DoRA) is refused by name. */
-static st_status check_lora_config(const sft_file *f, int64_t rank, double alpha)
+static st_status check_lora_config(const sft_file *f, const char *prefix, int64_t rank, double alpha)
 {
     const char *raw = sft_metadata(f, LORA_METADATA_KEY), *path = sft_path(f);
     if (!raw) return ST_OK;
     cJSON *config = cJSON_Parse(raw);
-    const cJSON *r = config_value(config, "r"), *a = config_value(config, "lora_alpha");
-    const cJSON *ranks = config_value(config, "rank_pattern"), *alphas = config_value(config, "alpha_pattern");
+    const cJSON *r = config_value(config, prefix, "r"), *a = config_value(config, prefix, "lora_alpha");
+    const cJSON *ranks = config_value(config, prefix, "rank_pattern");
+    const cJSON *alphas = config_value(config, prefix, "alpha_pattern");
     st_status st = ST_OK;
     if (!cJSON_IsObject(config))
         st = st_fail(ST_ERR_FORMAT, "%s: metadata %s is not a JSON object", path, LORA_METADATA_KEY);
@@ -553,17 +562,18 @@ static st_status check_lora_config(const sft_file *f, int64_t rank, double alpha
     else if ((cJSON_IsObject(ranks) && ranks->child) || (cJSON_IsObject(alphas) && alphas->child))
         st = st_fail(ST_ERR_UNSUPPORTED, "%s: per-module ranks or alphas (rank_pattern, alpha_pattern): segtrain's "
                      "adapters share one rank and alpha", path);
-    else if (cJSON_IsTrue(config_value(config, "use_rslora")) || cJSON_IsTrue(config_value(config, "use_dora")))
+    else if (cJSON_IsTrue(config_value(config, prefix, "use_rslora")) ||
+             cJSON_IsTrue(config_value(config, prefix, "use_dora")))
         st = st_fail(ST_ERR_UNSUPPORTED, "%s: use_rslora or use_dora is set: segtrain's adapters are plain LoRA "
                      "(scale alpha / r)", path);
     cJSON_Delete(config);
     return st;
 }
 
-/* segtrain's name for a file's adapter name: "transformer." dropped, PEFT's ".default" adapter name dropped. */
-static void own_name(const char *name, char out[PARAM_NAME_MAX + 16])
+/* segtrain's name for a file's adapter name: "<component>." dropped, PEFT's ".default" adapter name dropped. */
+static void own_name(const char *name, const char *prefix, char out[PARAM_NAME_MAX + 16])
 {
-    if (!strncmp(name, LORA_PREFIX, strlen(LORA_PREFIX))) name += strlen(LORA_PREFIX);
+    if (!strncmp(name, prefix, strlen(prefix))) name += strlen(prefix);
     snprintf(out, PARAM_NAME_MAX + 16, "%s", name);
     char *d = strstr(out, ".default.weight");
     size_t n = strlen(out);
@@ -582,12 +592,14 @@ st_status param_set_load_lora(param_set *s, const char *path, double alpha)
     if (!st) st = lora_rank(s, path, &rank);
     sft_file *f = NULL;
     if (!st) st = sft_open(file, &f);
-    if (!st) st = check_lora_config(f, rank, alpha);
+    char prefix[32];
+    lora_prefix(s, prefix);
+    if (!st) st = check_lora_config(f, prefix, rank, alpha);
     int *from = st ? NULL : calloc((size_t)s->n + 1, sizeof *from); /* 1 + the file's tensor of each parameter */
     if (!st && !from) st = st_host_oom("the tensor list of %s", file);
     for (int i = 0; !st && i < sft_count(f); i++) {
         const sft_tensor *t = sft_at(f, i);
-        own_name(t->name, name);
+        own_name(t->name, prefix, name);
         param *q = param_find(s, name);
         if (!q || !q->trainable) st = unexpected(file, t->name, q, PARAMS_TRAINABLE);
         else if (from[q - s->items])
@@ -599,7 +611,7 @@ st_status param_set_load_lora(param_set *s, const char *path, double alpha)
     for (int i = 0; !st && i < s->n; i++)
         if (s->items[i].trainable && !from[i])
             st = st_fail(ST_ERR_FORMAT, "%s: tensor '%s%s' is missing (or under segtrain's name, '%s')", file,
-                         LORA_PREFIX, s->items[i].name, s->items[i].name);
+                         prefix, s->items[i].name, s->items[i].name);
     free(from);
     sft_close(f);
     return st;

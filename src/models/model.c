@@ -202,6 +202,8 @@ st_status model_create(const model_config *mc, pool *device, model **out)
     m->shape = (model_shape){.tokens = mc->frames / mc->patch_t * G * G, .hidden = mc->hidden, .heads = mc->heads,
                              .text = mc->text_len + mc->text2_len,
                              .mechanism = mc->mechanism};
+    /* the U-Nets' LoRA files name their adapters under "unet.", as diffusers' and SimpleTuner's U-Net pipelines do */
+    if (model_unet(mc) || model_cascade(mc)) m->own_params.lora_component = "unet";
     st = m->family->create(m);
     if (!st) st = param_set_check(m->params);
     const ckpt_settings none = {.interval = 1, .stride = 1};
