@@ -1,9 +1,10 @@
-/* The U-Net families (sd1x, sdxl): diffusers' UNet2DConditionModel as one sequence of micro-blocks (unet_block.c),
- * conv_in first, then each down block's ResnetBlock2Ds and Transformer2DModels and its Downsample2D, the mid block's,
- * then each up block's (one ResnetBlock2D more, each reading a skip) and its Upsample2D. Around the sequence: the
- * time embedding (Timesteps with cosines first, TimestepEmbedding), whose SiLU every ResnetBlock2D's time_emb_proj
- * reads, and the head (conv_norm_out, SiLU, conv_out). Checkpointing's interval and stride count micro-blocks, as
- * SimpleTuner's Stable Cascade counts its Res / Timestep / Attention blocks. */
+/* The U-Net families (sd1x, sdxl, kolors): diffusers' UNet2DConditionModel as one sequence of micro-blocks
+ * (unet_block.c), conv_in first, then each down block's ResnetBlock2Ds and Transformer2DModels and its
+ * Downsample2D, the mid block's, then each up block's (one ResnetBlock2D more, each reading a skip) and its
+ * Upsample2D. Around the sequence: the time embedding (Timesteps with cosines first, TimestepEmbedding; SDXL's and
+ * Kolors' added conditions added to it), whose SiLU every ResnetBlock2D's time_emb_proj reads, Kolors' text
+ * projection, and the head (conv_norm_out, SiLU, conv_out). Checkpointing's interval and stride count micro-blocks,
+ * as SimpleTuner's Stable Cascade counts its Res / Timestep / Attention blocks. */
 #include "unet.h"
 
 #include <stdio.h>
