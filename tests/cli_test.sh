@@ -405,6 +405,10 @@ expect 0 "the sd1x LoRA file names its adapters and metadata under unet." \
   "unet.down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.lora_A.weight" -- \
   grep -a -o -m1 "unet.down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.lora_A.weight" \
   sd1x-lora/pytorch_lora_weights.safetensors
+expect 1 "advise names what a U-Net refuses (boundary offload: skips) instead of a peak; nothing fits 1 MiB" \
+  "unsloth interval 1 +unsupported: this family refuses it" -- \
+  "$bin" advise --config empty.json --set model_family=sd1x --set model_preset=sd1x-tiny --set synthetic_data=true \
+  --device-memory 1MiB --steps 1
 expect 0 "SimpleTuner's sd1x example plans Dreamshaper 8 (SD 1.5's U-Net) at 512 px" \
   "model sd15 \\(sd1x\\): U-Net of 45 micro-blocks, levels of 320, 640, 1280, 1280 \\(no attention\\) channels" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/sd1x-dreamshaper.peft-lora.json"

@@ -27,6 +27,7 @@ typedef struct schedule {
     double sec;     /* predicted */
     size_t peak_device, peak_host;
     bool fits;
+    bool refused; /* the family refuses it (model_set_checkpointing's reason, e.g. skips read after boundary offload) */
 } schedule;
 
 /* Seconds per unit of work for each kind of op (per FLOP, or per byte for memory-bound kinds), and fixed seconds. */

@@ -40,8 +40,10 @@ static config *make_config(void *p, const char *sets)
 
 static void print_schedule(const char *label, const schedule *s)
 {
-    printf("%s%-44s peak %9.2f MiB  %-14s %7.3f s/step (predicted)\n", label, s->name, s->peak_device / 1048576.0,
-           s->fits ? "fits" : "does not fit", s->sec);
+    if (s->refused) printf("%s%-44s unsupported: this family refuses it (segtrain plan says why)\n", label, s->name);
+    else
+        printf("%s%-44s peak %9.2f MiB  %-14s %7.3f s/step (predicted)\n", label, s->name, s->peak_device / 1048576.0,
+               s->fits ? "fits" : "does not fit", s->sec);
 }
 
 int cmd_advise(int argc, char **argv)

@@ -49,6 +49,10 @@ static st_status measure(config_factory make, void *ctx, ckpt_settings cs, FILE 
         return st;
     }
     sweep_cell cell = {0};
+    if (progress) { /* a real model's steps on this machine take minutes: say so before they start */
+        fprintf(progress, "calibration: %s, 1 warm-up and 2 measured steps at this config's size...\n", s.name);
+        fflush(progress);
+    }
     sweep_run_cell(cfg, 1, 2, &cell);
     config_free(cfg);
     remove_scratch(tmpdir);
@@ -95,7 +99,8 @@ static void predict(model_run *r, int64_t batch, size_t optimizer, const advice 
 {
     schedule_describe(s);
     s->fits = false;
-    if (model_set_checkpointing(r->m, &s->cs, NULL, 0)) return; /* refused: never fits */
+    s->refused = model_set_checkpointing(r->m, &s->cs, NULL, 0) != ST_OK; /* never fits */
+    if (s->refused) return;
     pool_stats dev, host;
     if (cost_of_dry_step(r, batch, optimizer, &a->rates, &dev, &host, &s->sec)) return; /* too large: never fits */
     s->peak_device = dev.peak;
