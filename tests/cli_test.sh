@@ -405,6 +405,9 @@ expect 0 "the sd1x LoRA file names its adapters and metadata under unet." \
   "unet.down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.lora_A.weight" -- \
   grep -a -o -m1 "unet.down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.lora_A.weight" \
   sd1x-lora/pytorch_lora_weights.safetensors
+expect 1 "advise refuses to calibrate with a step bigger than the machine's memory, in one line" \
+  "needs [0-9.]+ GiB; this machine has [0-9.]+ GiB of memory" -- \
+  "$bin" advise --config empty.json --set model_family=wan --set train_batch_size=4096 --device-memory 80GiB
 expect 1 "advise names what a U-Net refuses (boundary offload: skips) instead of a peak; nothing fits 1 MiB" \
   "unsloth interval 1 +unsupported: this family refuses it" -- \
   "$bin" advise --config empty.json --set model_family=sd1x --set model_preset=sd1x-tiny --set synthetic_data=true \

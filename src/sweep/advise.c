@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "segtrain/model_run.h"
@@ -127,8 +128,22 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
     for (int q = 0, nq = model_sequences(r.m, &seqs); q < nq; q++)
         keeps &= seqs[q].blocks[0].kind->keeps_attention_output;
 
-    /* calibration: one real step without checkpointing gives this machine's rates */
+    /* calibration: one real step without checkpointing gives this machine's rates; refused, rather than run into
+     * swap or the OOM killer, where that step needs more memory than the machine has */
     const ckpt_settings none = {.interval = 1, .stride = 1};
+    pool_stats dev, host;
+    const double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    st = model_set_checkpointing(r.m, &none, NULL, 0);
+    if (!st) st = flow_step_dry(&r, batch, optimizer, &dev, &host);
+    if (!st && have > 0 && (double)(dev.peak + host.peak) > have)
+        st = st_fail(ST_ERR_UNSUPPORTED, "advise calibrates this machine's rates with a real step of the config "
+                     "without checkpointing, which needs %.2f GiB; this machine has %.2f GiB of memory (the dry "
+                     "numbers of every schedule, without times: segtrain plan, or bench_plan)",
+                     (double)(dev.peak + host.peak) / 1073741824.0, have / 1073741824.0);
+    if (st) {
+        model_run_close(&r);
+        return st;
+    }
     op_profile measured;
     st = measure(make, ctx, none, progress, &a->t_none, &measured);
     if (st) {
