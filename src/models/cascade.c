@@ -32,20 +32,12 @@ typedef struct cascade_model {
     cascade_ctx cx;
     lin_layer txt, pooled, img; /* clip_txt_mapper, clip_txt_pooled_mapper, clip_img_mapper */
     int clf_w, clf_b;
-    int64_t widest; /* floats a sample of the widest stream on any boundary */
     cascade_step step;
 } cascade_model;
 
 static cascade_model *cascade_of(model *m) { return m->impl; }
 
 bool model_cascade(const model_config *mc) { return !strcmp(mc->family, "stable_cascade"); }
-
-/* "<prefix>.<name>" into buf (cut at the buffer; param_add refuses a name that long) */
-static const char *join(char *buf, size_t n, const char *prefix, const char *name)
-{
-    if (snprintf(buf, n, "%s.%s", prefix, name) >= (int)n) buf[n - 1] = '\0';
-    return buf;
-}
 
 typedef struct builder {
     const model_config *cfg;
@@ -82,8 +74,8 @@ static void reg_conv(builder *b, cascade_block *u, const char *prefix, int64_t i
     const bool full = !b->cfg->lora_rank;
     /* Conv2d (out, in, k, k); ConvTranspose2d (in, out, k, k) */
     const int64_t shape[4] = {t ? in : out, t ? out : in, k, k};
-    u->conv_w = param_add(b->s, join(name, sizeof name, prefix, "weight"), 4, shape, full);
-    u->conv_b = param_add(b->s, join(name, sizeof name, prefix, "bias"), 1, (int64_t[]){out}, full);
+    u->conv_w = param_add(b->s, micro_name(name, sizeof name, prefix, "weight"), 4, shape, full);
+    u->conv_b = param_add(b->s, micro_name(name, sizeof name, prefix, "bias"), 1, (int64_t[]){out}, full);
 }
 
 /* level i's [ResBlock, TimestepBlock, AttnBlock] layers, blocks `<prefix>.<k>`; reads: the first ResBlock reads a
@@ -107,29 +99,31 @@ static void layers(builder *b, const char *prefix, int i, bool reads, bool emit)
             u->stream = rng_stream("cascade.dropout") + (uint64_t)(b->n - 1);
             param_set *s = b->s;
             if (t == 0) {
-                u->dw_w = param_add(s, join(name, sizeof name, p, "depthwise.weight"), 4, (int64_t[]){C, 1, 3, 3},
+                u->dw_w = param_add(s, micro_name(name, sizeof name, p, "depthwise.weight"), 4, (int64_t[]){C, 1, 3, 3},
                                     full);
-                u->dw_b = param_add(s, join(name, sizeof name, p, "depthwise.bias"), 1, (int64_t[]){C}, full);
-                u->l1 = lin_register(s, join(name, sizeof name, p, "channelwise.0"), C + u->cskip, 4 * C, true, rm,
-                                     alpha, full);
-                u->gamma = param_add(s, join(name, sizeof name, p, "channelwise.2.gamma"), 4,
+                u->dw_b = param_add(s, micro_name(name, sizeof name, p, "depthwise.bias"), 1, (int64_t[]){C}, full);
+                u->l1 = lin_register(s, micro_name(name, sizeof name, p, "channelwise.0"), C + u->cskip, 4 * C, true,
+                                     rm, alpha, full);
+                u->gamma = param_add(s, micro_name(name, sizeof name, p, "channelwise.2.gamma"), 4,
                                      (int64_t[]){1, 1, 1, 4 * C}, full);
-                u->beta = param_add(s, join(name, sizeof name, p, "channelwise.2.beta"), 4,
+                u->beta = param_add(s, micro_name(name, sizeof name, p, "channelwise.2.beta"), 4,
                                     (int64_t[]){1, 1, 1, 4 * C}, full);
-                u->l2 = lin_register(s, join(name, sizeof name, p, "channelwise.4"), 4 * C, C, true, rm, alpha, full);
+                u->l2 = lin_register(s, micro_name(name, sizeof name, p, "channelwise.4"), 4 * C, C, true, rm, alpha,
+                                     full);
             } else if (t == 1) {
                 static const char *const mappers[CASCADE_TIME_CONDS] = {"mapper", "mapper_sca", "mapper_crp"};
                 for (int k = 0; k < CASCADE_TIME_CONDS; k++)
-                    u->map[k] = lin_register(s, join(name, sizeof name, p, mappers[k]), c->time_channels, 2 * C,
+                    u->map[k] = lin_register(s, micro_name(name, sizeof name, p, mappers[k]), c->time_channels, 2 * C,
                                              true, 0, 0.0f, full);
             } else {
                 u->heads = c->unet_heads[i];
-                u->kv = lin_register(s, join(name, sizeof name, p, "kv_mapper.1"), c->unet_cross, C, true, 0, 0.0f,
-                                     full);
-                u->q = lin_register(s, join(name, sizeof name, p, "attention.to_q"), C, C, true, ra, alpha, full);
-                u->k = lin_register(s, join(name, sizeof name, p, "attention.to_k"), C, C, true, ra, alpha, full);
-                u->v = lin_register(s, join(name, sizeof name, p, "attention.to_v"), C, C, true, ra, alpha, full);
-                u->o = lin_register(s, join(name, sizeof name, p, "attention.to_out.0"), C, C, true, ra, alpha, full);
+                u->kv = lin_register(s, micro_name(name, sizeof name, p, "kv_mapper.1"), c->unet_cross, C, true, 0,
+                                     0.0f, full);
+                u->q = lin_register(s, micro_name(name, sizeof name, p, "attention.to_q"), C, C, true, ra, alpha, full);
+                u->k = lin_register(s, micro_name(name, sizeof name, p, "attention.to_k"), C, C, true, ra, alpha, full);
+                u->v = lin_register(s, micro_name(name, sizeof name, p, "attention.to_v"), C, C, true, ra, alpha, full);
+                u->o = lin_register(s, micro_name(name, sizeof name, p, "attention.to_out.0"), C, C, true, ra, alpha,
+                                    full);
             }
         }
 }
@@ -193,14 +187,6 @@ static st_status cascade_create(model *m)
     d->n_blocks = b.n;
     d->clf_w = param_add(s, "clf.1.weight", 4, (int64_t[]){c->channels, c->unet_channels[0], 1, 1}, full);
     d->clf_b = param_add(s, "clf.1.bias", 1, (int64_t[]){c->channels}, full);
-    for (int i = 0; i < b.n; i++) {
-        const cascade_block *u = &d->blocks[i];
-        const int64_t e = c->cascade_resample && u->role == SC_UP ? 2 * u->h : c->cascade_resample && u->role == SC_DOWN
-                                                                                  ? u->h / 2 : u->h;
-        const int64_t in = u->cin * u->h * u->w, out = u->cout * e * e;
-        d->widest = d->widest > in ? d->widest : in;
-        d->widest = d->widest > out ? d->widest : out;
-    }
     d->cx.tokens = c->text_len + 2 * S;
     m->n_seq = 1;
     m->seq[0] = (block_seq){.name = "micro-blocks", .n = b.n, .blocks = d->seq_blocks, .state_n = 1, .pool = m->pool};
@@ -382,22 +368,15 @@ static st_status cascade_forward(model *m, const float *x, const float *timestep
     const model_config *c = &m->cfg;
     if (s->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
     s->active = true;
-    const int64_t B = m->shape.batch, nx = B * c->channels * c->resolution * c->resolution;
+    const int64_t B = m->shape.batch;
     st_status st = ST_OK;
     s->r_embed = model_take(m, &st, B * CASCADE_TIME_CONDS * c->time_channels, "cascade.time embeddings", false);
-    float *first = model_take(m, &st, nx, "cascade.latents", false);
     if (!st) {
         ratio_embedding(s->r_embed, timesteps, B, c->time_channels);
         d->cx.r_embed = s->r_embed, d->cx.train = train, d->cx.dropout_seed = m->dropout_seed;
-        copy_rows(first, nx, x, nx, 1, nx);
         st = clip_forward(m, cond, train);
     }
-    if (!st) {
-        block_state in = {.n = 1, .t = {first}};
-        first = NULL; /* the executor's now */
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &in, train, &s->last, &s->run);
-    }
-    pool_free(m->pool, first);
+    if (!st) st = micro_seq_forward(m, x, train, &s->last, &s->run);
     if (!st) st = head_forward(m, s->last.t[0]);
     if (st) {
         cascade_release(m);
@@ -413,16 +392,11 @@ static st_status cascade_backward(model *m, const float *dpred)
     cascade_step *s = &d->step;
     if (!s->active || !s->run)
         return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
-    float *dh = NULL;
-    st_status st = pool_alloc_zero(m->pool, (size_t)(m->shape.batch * d->widest) * sizeof(float), MEM_ACTIVATIONS,
-                                   "cascade.dstate", (void **)&dh);
+    float *dh;
+    st_status st = micro_grad_buffer(m, &dh);
     if (!st) st = head_backward(m, s->last.t[0], dpred, dh);
     state_free(m->pool, &s->last);
-    if (!st) {
-        block_state grad = {.n = 1, .t = {dh}};
-        st = seq_backward(s->run, &grad, NULL);
-        s->run = NULL;
-    }
+    if (!st) st = micro_seq_backward(&s->run, dh);
     if (!st) st = clip_backward(m);
     pool_free(m->pool, dh);
     cascade_release(m);

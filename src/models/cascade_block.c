@@ -418,11 +418,10 @@ static skip_io io_of(const cascade_block *u)
  * forward and backward under attention offload), and the ops' states: ResBlock's norm and GRN, AttnBlock's norm and
  * attention. recompute: a ResBlock under torch-ffn kept nothing, and its backward runs its forward again first. */
 typedef struct cascade_saved {
-    float *arena, *side;
+    float *arena;
+    host_side side;
     op_state st[2];
-    offload *off;
-    bool on_host, recompute;
-    host_tensor h_side;
+    bool recompute;
 } cascade_saved;
 
 static int64_t arena_of(const cascade_block *u)
@@ -451,25 +450,16 @@ static void cascade_release(block *b, block_saved *saved)
     cascade_saved *sv = (cascade_saved *)saved;
     if (!sv) return;
     pool *p = ((cascade_block *)b->self)->m->pool;
-    if (sv->off) host_tensor_release(sv->off, &sv->h_side);
+    host_side_release(&sv->side, p);
     op_state_release(&sv->st[0]), op_state_release(&sv->st[1]);
-    pool_free(p, sv->arena), pool_free(p, sv->side);
+    pool_free(p, sv->arena);
     free(sv);
-}
-
-static st_status side_back(cascade_saved *sv)
-{
-    if (!sv->on_host) return ST_OK;
-    const st_status st = host_tensor_wait(sv->off, &sv->h_side);
-    if (!st) sv->side = sv->h_side.dev, sv->h_side.dev = NULL, sv->on_host = false;
-    return st;
 }
 
 static st_status cascade_prefetch(block *b, block_saved *saved)
 {
     (void)b;
-    cascade_saved *sv = (cascade_saved *)saved;
-    return sv && sv->on_host ? host_tensor_fetch(sv->off, &sv->h_side) : ST_OK;
+    return saved ? host_side_fetch(&((cascade_saved *)saved)->side) : ST_OK;
 }
 
 /* An AttnBlock's forward: what is kept goes through keep_s, the rest through s; with off, the side goes to the host
@@ -477,13 +467,13 @@ static st_status cascade_prefetch(block *b, block_saved *saved)
 static st_status attn_block_forward(const cascade_block *u, const float *x, float *y, keep_level keep, offload *off,
                                     cascade_saved *sv, scratch *s)
 {
-    const bool from_host = sv->on_host, to_host = off && !from_host, kept = keep != KEEP_NOTHING;
+    const bool from_host = sv->side.on_host, to_host = off && !from_host, kept = keep != KEEP_NOTHING;
     scratch keep_s = {.pool = u->m->pool};
     float *arena = scratch_take(kept ? &keep_s : s, attn_arena(u), kept ? MEM_ACTIVATIONS : MEM_WORKSPACE,
                                 "cascade.attention");
     st_status r = keep_s.status ? keep_s.status : s->status;
-    if (!r && from_host) r = side_back(sv);
-    float *side = from_host ? sv->side
+    if (!r && from_host) r = host_side_back(&sv->side);
+    float *side = from_host ? sv->side.dev
                             : scratch_take(kept || to_host ? &keep_s : s, attn_side(u),
                                            kept || to_host ? MEM_ACTIVATIONS : MEM_WORKSPACE, "cascade.attention side");
     if (!r) r = keep_s.status ? keep_s.status : s->status;
@@ -491,23 +481,17 @@ static st_status attn_block_forward(const cascade_block *u, const float *x, floa
         r = attn_forward(u, x, y, arena, side, kept ? &sv->st[0] : NULL, kept || to_host ? &sv->st[1] : NULL,
                          from_host, s);
     if (!r && to_host) {
-        sv->off = off;
-        r = host_tensor_offload(off, &sv->h_side, side, (size_t)attn_side(u) * sizeof(float), MEM_ACTIVATIONS,
-                                "cascade.attention side (host)");
-        if (!r) { /* its last reader is done: the device copy goes once the host has it */
-            scratch_forget(&keep_s, side);
-            sv->on_host = true;
-            r = host_tensor_drop_device(off, &sv->h_side);
-            side = NULL;
-        }
+        r = host_side_send(&sv->side, off, &keep_s, side, (size_t)attn_side(u) * sizeof(float),
+                           "cascade.attention side (host)");
+        side = NULL;
     }
     if (r) {
-        if (sv->off) host_tensor_release(sv->off, &sv->h_side);
+        if (sv->side.off) host_tensor_release(sv->side.off, &sv->side.h);
         scratch_end(&keep_s);
         return r;
     }
     if (kept) scratch_forget(&keep_s, arena), sv->arena = arena;
-    if (side && !from_host && kept) scratch_forget(&keep_s, side), sv->side = side;
+    if (side && !from_host && kept) scratch_forget(&keep_s, side), sv->side.dev = side;
     return scratch_end(&keep_s);
 }
 
@@ -544,7 +528,7 @@ static st_status cascade_forward(block *b, const block_state *in, block_state *o
         if (saved_io) *saved_io = NULL;
         return r;
     }
-    if (!sv->arena && !sv->side && !sv->on_host && !sv->recompute) { /* nothing kept */
+    if (!sv->arena && !sv->side.dev && !sv->side.on_host && !sv->recompute) { /* nothing kept */
         cascade_release(b, (block_saved *)sv);
         sv = NULL;
     }
@@ -582,7 +566,8 @@ static st_status cascade_backward(block *b, const block_state *in, block_saved *
     if (u->role == SC_RES)
         r = sv->recompute ? res_again_backward(u, in, sv, grad, &s) : res_backward(u, in, sv->arena, sv->st, grad, &s);
     else if (u->role == SC_ATTN)
-        r = (r = side_back(sv)) ? r : attn_backward(u, in->t[0], sv->arena, sv->side, sv->st, grad->t[0], &s);
+        r = (r = host_side_back(&sv->side)) ? r : attn_backward(u, in->t[0], sv->arena, sv->side.dev, sv->st,
+                                                                grad->t[0], &s);
     else if (u->role == SC_TIME)
         r = time_backward(u, in->t[0], grad->t[0], &s);
     else

@@ -29,7 +29,6 @@ typedef struct unet_model {
     lin_layer text_proj; /* kolors: encoder_hid_proj */
     float *raw_text;     /* kolors: the text as given, text_proj's input */
     int out_norm_w, out_norm_b, out_w, out_b;
-    int64_t widest; /* floats a sample of the widest stream on any boundary (the gradient buffer's) */
     unet_step step;
 } unet_model;
 
@@ -47,17 +46,10 @@ int64_t model_size_ids(const model_config *mc) { return model_unet(mc) && mc->po
 
 static bool added_conditions(const model_config *c) { return strcmp(c->family, "sd1x") != 0; }
 
-/* "<prefix>.<name>" into buf; a name past the buffer is cut, and param_add refuses it as too long */
-static const char *join(char *buf, size_t n, const char *prefix, const char *name)
-{
-    if (snprintf(buf, n, "%s.%s", prefix, name) >= (int)n) buf[n - 1] = '\0';
-    return buf;
-}
-
 static int add(param_set *s, const char *prefix, const char *name, int ndim, const int64_t *shape, bool trainable)
 {
     char full[2 * PARAM_NAME_MAX];
-    return param_add(s, join(full, sizeof full, prefix, name), ndim, shape, trainable);
+    return param_add(s, micro_name(full, sizeof full, prefix, name), ndim, shape, trainable);
 }
 
 /* "<prefix>.weight" (out, in, k, k) and its bias */
@@ -87,14 +79,15 @@ static void reg_res(param_set *s, unet_block *u, const char *prefix, const model
 {
     char name[2 * PARAM_NAME_MAX];
     const int64_t ci = u->cin + u->cskip, co = u->cout;
-    reg_norm(s, join(name, sizeof name, prefix, "norm1"), ci, full, &u->norm1_w, &u->norm1_b);
-    reg_conv(s, join(name, sizeof name, prefix, "conv1"), ci, co, 3, full, &u->conv1_w, &u->conv1_b);
-    u->temb = lin_register(s, join(name, sizeof name, prefix, "time_emb_proj"), c->hidden, co, true, 0, 0.0f, full);
-    reg_norm(s, join(name, sizeof name, prefix, "norm2"), co, full, &u->norm2_w, &u->norm2_b);
-    reg_conv(s, join(name, sizeof name, prefix, "conv2"), co, co, 3, full, &u->conv2_w, &u->conv2_b);
+    reg_norm(s, micro_name(name, sizeof name, prefix, "norm1"), ci, full, &u->norm1_w, &u->norm1_b);
+    reg_conv(s, micro_name(name, sizeof name, prefix, "conv1"), ci, co, 3, full, &u->conv1_w, &u->conv1_b);
+    u->temb =
+        lin_register(s, micro_name(name, sizeof name, prefix, "time_emb_proj"), c->hidden, co, true, 0, 0.0f, full);
+    reg_norm(s, micro_name(name, sizeof name, prefix, "norm2"), co, full, &u->norm2_w, &u->norm2_b);
+    reg_conv(s, micro_name(name, sizeof name, prefix, "conv2"), co, co, 3, full, &u->conv2_w, &u->conv2_b);
     u->short_w = u->short_b = -1;
     if (ci != co)
-        reg_conv(s, join(name, sizeof name, prefix, "conv_shortcut"), ci, co, 1, full, &u->short_w, &u->short_b);
+        reg_conv(s, micro_name(name, sizeof name, prefix, "conv_shortcut"), ci, co, 1, full, &u->short_w, &u->short_b);
 }
 
 static void reg_attn(param_set *s, unet_block *u, const char *prefix, const model_config *c, bool full)
@@ -103,26 +96,26 @@ static void reg_attn(param_set *s, unet_block *u, const char *prefix, const mode
     const int64_t C = u->cin, r = c->lora_rank;
     const float alpha = (float)c->lora_alpha;
     const int64_t ra = c->lora_attention ? r : 0, rm = c->lora_mlp ? r : 0;
-    reg_norm(s, join(name, sizeof name, prefix, "norm"), C, full, &u->norm_w, &u->norm_b);
-    u->proj_in = reg_proj(s, join(name, sizeof name, prefix, "proj_in"), C, c->unet_linear, full);
+    reg_norm(s, micro_name(name, sizeof name, prefix, "norm"), C, full, &u->norm_w, &u->norm_b);
+    u->proj_in = reg_proj(s, micro_name(name, sizeof name, prefix, "proj_in"), C, c->unet_linear, full);
     for (int64_t l = 0; l < u->layers; l++) {
         xformer_layer *x = &u->xl[l];
         char p[PARAM_NAME_MAX + 32];
 #define LIN(field, sub, in, out, bias, rank)                                                                           \
-    (x->field = lin_register(s, join(name, sizeof name, p, sub), in, out, bias, rank, alpha, !r))
+    (x->field = lin_register(s, micro_name(name, sizeof name, p, sub), in, out, bias, rank, alpha, !r))
         if (snprintf(p, sizeof p, "%s.transformer_blocks.%lld", prefix, (long long)l) >= (int)sizeof p) p[0] = '\0';
-        reg_norm(s, join(name, sizeof name, p, "norm1"), C, full, &x->n1w, &x->n1b);
+        reg_norm(s, micro_name(name, sizeof name, p, "norm1"), C, full, &x->n1w, &x->n1b);
         LIN(q, "attn1.to_q", C, C, false, ra), LIN(k, "attn1.to_k", C, C, false, ra);
         LIN(v, "attn1.to_v", C, C, false, ra), LIN(o, "attn1.to_out.0", C, C, true, ra);
-        reg_norm(s, join(name, sizeof name, p, "norm2"), C, full, &x->n2w, &x->n2b);
+        reg_norm(s, micro_name(name, sizeof name, p, "norm2"), C, full, &x->n2w, &x->n2b);
         const int64_t X = c->unet_cross ? c->unet_cross : c->text_dim; /* what the cross-attention reads */
         LIN(q2, "attn2.to_q", C, C, false, ra), LIN(k2, "attn2.to_k", X, C, false, ra);
         LIN(v2, "attn2.to_v", X, C, false, ra), LIN(o2, "attn2.to_out.0", C, C, true, ra);
-        reg_norm(s, join(name, sizeof name, p, "norm3"), C, full, &x->n3w, &x->n3b);
+        reg_norm(s, micro_name(name, sizeof name, p, "norm3"), C, full, &x->n3w, &x->n3b);
         LIN(ff1, "ff.net.0.proj", C, 8 * C, true, rm), LIN(ff2, "ff.net.2", 4 * C, C, true, rm);
 #undef LIN
     }
-    u->proj_out = reg_proj(s, join(name, sizeof name, prefix, "proj_out"), C, c->unet_linear, full);
+    u->proj_out = reg_proj(s, micro_name(name, sizeof name, prefix, "proj_out"), C, c->unet_linear, full);
 }
 
 /* The micro-blocks in order, sizes and skips included; with s, their parameters too (state_dict order does not
@@ -219,20 +212,6 @@ int64_t unet_depth(const model_config *c)
     return b.n;
 }
 
-static int64_t widest_stream(const unet_model *d, int n)
-{
-    int64_t w = 0;
-    for (int i = 0; i < n; i++) {
-        const unet_block *u = &d->blocks[i];
-        const int64_t in = u->cin * u->h * u->w, e = u->role == UNET_DOWN ? (u->h + 1) / 2
-                                                    : u->role == UNET_UP  ? 2 * u->h
-                                                                          : u->h;
-        const int64_t out = u->cout * e * e;
-        w = w > in ? w : in, w = w > out ? w : out;
-    }
-    return w;
-}
-
 static st_status unet_create(model *m)
 {
     const model_config *c = &m->cfg;
@@ -262,7 +241,6 @@ static st_status unet_create(model *m)
     d->n_blocks = b.n;
     reg_norm(s, "conv_norm_out", c->unet_channels[0], full, &d->out_norm_w, &d->out_norm_b);
     reg_conv(s, "conv_out", c->unet_channels[0], c->channels, 3, full, &d->out_w, &d->out_b);
-    d->widest = widest_stream(d, b.n);
     m->n_seq = 1;
     m->seq[0] = (block_seq){.name = "micro-blocks", .n = b.n, .blocks = d->seq_blocks, .state_n = 1, .pool = m->pool};
     m->seq[0].state_names[0] = "the latents (conv_in's input)";
@@ -385,9 +363,8 @@ static st_status unet_forward(model *m, const float *x, const float *timesteps, 
     if (s->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
     s->active = true;
     const int64_t B = m->shape.batch, L = c->text_len, E = c->text_dim, K = model_cond_len(c);
-    const int64_t nx = B * c->channels * c->resolution * c->resolution, X = c->unet_cross ? c->unet_cross : E;
+    const int64_t X = c->unet_cross ? c->unet_cross : E;
     st_status st = ST_OK;
-    float *first = model_take(m, &st, nx, "unet.latents", false);
     m->ctx.text = model_take(m, &st, B * L * X, "unet.text", false);
     if (c->unet_cross) { /* Kolors' projected text; its gradient only where the projection trains */
         d->raw_text = model_take(m, &st, B * L * E, "unet.text (encoder's)", false);
@@ -397,19 +374,13 @@ static st_status unet_forward(model *m, const float *x, const float *timesteps, 
     temb_take(m, &d->t, &st, train);
     if (added_conditions(c)) temb_take_path(m, &d->add, &st);
     if (!st) {
-        copy_rows(first, nx, x, nx, 1, nx);
         copy_rows(d->raw_text ? d->raw_text : m->ctx.text, L * E, cond, K, B, L * E);
         if (d->raw_text) st = lin_forward(m->params, m->pool, &d->text_proj, m->ctx.text, d->raw_text, B * L);
         if (!st) temb_forward(m, &d->t, timesteps);
         if (!st && added_conditions(c)) st = added_forward(m, cond);
     }
-    if (!st) {
-        silu_forward(m->ctx.cs, d->t.c, B * c->hidden);
-        block_state in = {.n = 1, .t = {first}};
-        first = NULL; /* the executor's now */
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &in, train, &s->last, &s->run);
-    }
-    pool_free(m->pool, first);
+    if (!st) silu_forward(m->ctx.cs, d->t.c, B * c->hidden);
+    if (!st) st = micro_seq_forward(m, x, train, &s->last, &s->run);
     if (!st) st = head_forward(m, s->last.t[0]);
     if (st) {
         unet_release(m);
@@ -426,16 +397,11 @@ static st_status unet_backward(model *m, const float *dpred)
     if (!s->active || !s->run)
         return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const int64_t B = m->shape.batch;
-    float *dh = NULL;
-    st_status st = pool_alloc_zero(m->pool, (size_t)(B * d->widest) * sizeof(float), MEM_ACTIVATIONS, "unet.dstate",
-                                   (void **)&dh);
+    float *dh;
+    st_status st = micro_grad_buffer(m, &dh);
     if (!st) st = head_backward(m, s->last.t[0], dpred, dh);
     state_free(m->pool, &s->last);
-    if (!st) {
-        block_state grad = {.n = 1, .t = {dh}};
-        st = seq_backward(s->run, &grad, NULL);
-        s->run = NULL;
-    }
+    if (!st) st = micro_seq_backward(&s->run, dh);
     if (!st) { /* dL/dc through SiLU, into the time embedding */
         scratch k = {.pool = m->pool};
         float *dc = scratch_take_zero(&k, B * m->cfg.hidden, MEM_WORKSPACE, "unet.dc");

@@ -12,7 +12,7 @@
  * ResnetBlock2D, three regions for a Transformer2DModel (main, the attention side, the feed-forward's); a checkpointed
  * block's first forward takes them as workspace and keeps nothing. Downsample2D, Upsample2D and conv_in keep nothing
  * at all: their backward reads the input state (and makes the upsampled map again). The skips' bookkeeping is
- * skip_path.c's. */
+ * micro_seq.c's. */
 #include "unet.h"
 
 #include <stdlib.h>
@@ -412,12 +412,10 @@ static skip_io io_of(const unet_block *u)
 /* What a forward kept. ResnetBlock2D: its arena (main) and its two GroupNorms' states. Transformer2DModel: the
  * three regions and its states; the attention side may be on the host between forward and backward. */
 typedef struct unet_saved {
-    float *main, *side, *ffn;
+    float *main, *ffn;
+    host_side side;
     op_state *st;
     int n_st;
-    offload *off;
-    bool on_host;
-    host_tensor h_side;
 } unet_saved;
 
 static bool is_xf(const unet_block *u) { return u->role == UNET_ATTN; }
@@ -465,28 +463,17 @@ static void unet_release(block *b, block_saved *saved)
     unet_saved *sv = (unet_saved *)saved;
     if (!sv) return;
     pool *p = ((unet_block *)b->self)->m->pool;
-    if (sv->off) host_tensor_release(sv->off, &sv->h_side);
+    host_side_release(&sv->side, p);
     for (int k = 0; k < sv->n_st; k++) op_state_release(&sv->st[k]);
-    pool_free(p, sv->main), pool_free(p, sv->side), pool_free(p, sv->ffn);
+    pool_free(p, sv->main), pool_free(p, sv->ffn);
     free(sv->st);
     free(sv);
-}
-
-/* Waits for an offloaded attention side; it is sv's again */
-static st_status side_back(unet_saved *sv)
-{
-    if (!sv->on_host) return ST_OK;
-    const st_status st = host_tensor_wait(sv->off, &sv->h_side);
-    if (st) return st;
-    sv->side = sv->h_side.dev, sv->h_side.dev = NULL, sv->on_host = false;
-    return ST_OK;
 }
 
 static st_status unet_prefetch(block *b, block_saved *saved)
 {
     (void)b;
-    unet_saved *sv = (unet_saved *)saved;
-    return sv && sv->on_host ? host_tensor_fetch(sv->off, &sv->h_side) : ST_OK;
+    return saved ? host_side_fetch(&((unet_saved *)saved)->side) : ST_OK;
 }
 
 /* A Transformer2DModel's forward. Three cases beside the plain one: a first forward with off sends the attention
@@ -496,7 +483,7 @@ static st_status xf_block_forward(const unet_block *u, const float *x, float *y,
                                   unet_saved *sv, scratch *s)
 {
     const xf_dims d = xf_of(u);
-    const bool from_host = sv->on_host, to_host = off && !from_host;
+    const bool from_host = sv->side.on_host, to_host = off && !from_host;
     const bool kept = keep != KEEP_NOTHING, keep_ffn = keep == KEEP_ALL;
     scratch keep_s = {.pool = u->m->pool};
     scratch *ks = kept ? &keep_s : s, *ss = kept || to_host ? &keep_s : s;
@@ -506,28 +493,23 @@ static st_status xf_block_forward(const unet_block *u, const float *x, float *y,
                                      : scratch_take(s, ffn_floats(&d), MEM_WORKSPACE, "unet.ffn"),
                      .ffn_stride = keep_ffn ? ffn_floats(&d) : 0};
     st_status r = keep_s.status ? keep_s.status : s->status;
-    if (!r && from_host) r = side_back(sv);
-    rg.side = from_host ? sv->side : scratch_take(ss, u->layers * side_floats(&d), st_, "unet.attention side");
+    if (!r && from_host) r = host_side_back(&sv->side);
+    rg.side = from_host ? sv->side.dev : scratch_take(ss, u->layers * side_floats(&d), st_, "unet.attention side");
     if (!r) r = keep_s.status ? keep_s.status : s->status;
     if (!r) r = xf_forward(u, x, y, &rg, sv->st, kept, keep_ffn, kept || to_host, from_host, s);
-    if (!r && to_host) sv->off = off;
-    if (!r && to_host)
-        r = host_tensor_offload(off, &sv->h_side, rg.side, (size_t)(u->layers * side_floats(&d)) * sizeof(float),
-                                MEM_ACTIVATIONS, "unet.attention side (host)");
-    if (!r && to_host) { /* its last reader is done: the device copy goes once the host has it */
-        scratch_forget(ss, rg.side);
-        sv->on_host = true;
-        r = host_tensor_drop_device(off, &sv->h_side);
+    if (!r && to_host) {
+        r = host_side_send(&sv->side, off, ss, rg.side, (size_t)(u->layers * side_floats(&d)) * sizeof(float),
+                           "unet.attention side (host)");
         rg.side = NULL;
     }
     if (r) {
-        if (sv->off) host_tensor_release(sv->off, &sv->h_side);
+        if (sv->side.off) host_tensor_release(sv->side.off, &sv->side.h);
         scratch_end(&keep_s);
         return r;
     }
     for (int k = 0; k < keep_s.n; k++) scratch_forget(&keep_s, keep_s.ptr[k]);
     sv->main = kept ? rg.main : NULL, sv->ffn = keep_ffn ? rg.ffn : NULL;
-    if (!from_host) sv->side = kept ? rg.side : NULL;
+    if (!from_host) sv->side.dev = kept ? rg.side : NULL;
     return ST_OK;
 }
 
@@ -563,7 +545,7 @@ static st_status unet_forward(block *b, const block_state *in, block_state *out,
         if (saved_io) *saved_io = NULL;
         return r;
     }
-    if (keep == KEEP_NOTHING && !sv->on_host) { /* nothing kept: no states were taken either */
+    if (keep == KEEP_NOTHING && !sv->side.on_host) { /* nothing kept: no states were taken either */
         unet_release(b, (block_saved *)sv);
         sv = NULL;
     }
@@ -588,8 +570,8 @@ static st_status unet_backward(block *b, const block_state *in, block_saved *sav
         const xf_dims d = xf_of(u);
         xf_regions rg = {.main = sv->main, .ffn = sv->ffn, .ffn_stride = sv->ffn ? ffn_floats(&d) : 0};
         if (!sv->ffn) rg.ffn = scratch_take(&s, ffn_floats(&d), MEM_WORKSPACE, "unet.ffn (again)");
-        r = s.status ? s.status : side_back(sv);
-        rg.side = sv->side;
+        r = s.status ? s.status : host_side_back(&sv->side);
+        rg.side = sv->side.dev;
         if (!r) r = xf_backward(u, in->t[0], &rg, sv->st, grad->t[0], &s);
     } else if (u->role == UNET_RES)
         r = res_backward(u, in, sv->main, sv->st, grad, &s);
