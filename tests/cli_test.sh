@@ -153,9 +153,22 @@ expect 1 "skipdit refuses unsloth" "share skip tensors" -- "$bin" plan --config 
 # the advisor: a budget between layer's and none's peaks on a small model
 out=$("$bin" advise --config tiny.json --set train_batch_size=8 --device-memory 6.5MiB --verify 2>&1)
 grep -q "fastest that fits:.*fits" <<<"$out" && ok "advise finds a schedule that fits" || bad "advise: $out"
-grep -q "peak      measured .*(+0.00%)" <<<"$out" && ok "advise --verify: the measured peak is the predicted one" ||
-  bad "advise --verify: $out"
+verified=$(grep -c "sec/step measured" <<<"$out")
+[ "$verified" -ge 1 ] && [ "$(grep -c "peak measured .*(+0.00%)" <<<"$out")" = "$verified" ] &&
+  ok "advise --verify: each measured peak is the predicted one" || bad "advise --verify: $out"
 grep -q "^  -> " <<<"$out" && ok "advise walks the decision rule" || bad "advise rule: $out"
+# the per-block planner's answer: a plan that fits, which `plan` reads back as printed and `train` runs
+grep -q "^  per-block plan .* fits " <<<"$out" && ok "advise: the per-block planner finds a plan" || bad "planner: $out"
+bp=$(sed -n 's/^  gradient_checkpointing_plan: //p' <<<"$out")
+got=$("$bin" plan --config tiny.json --set gradient_checkpointing=true --set "gradient_checkpointing_plan=$bp" 2>&1)
+grep -qF "plan ${bp/: /: }" <<<"$got" && ok "plan reads the planner's plan back as printed" || bad "plan of [$bp]: $got"
+expect 0 "train runs a per-block plan" "trained 2 steps" -- "$bin" train --set model_preset=dit-tiny \
+  --set in_channels=3 --set vae_scale_factor=1 --set resolution=8 --set num_classes=8 --set max_train_steps=2 \
+  --set validation_steps=0 --set output_dir=plan-run --set gradient_checkpointing=true \
+  --set "gradient_checkpointing_plan=$bp"
+expect 1 "a plan beside an interval is refused" "gradient_checkpointing_interval: 2 would mean nothing" -- \
+  "$bin" plan --config tiny.json --set gradient_checkpointing=true --set gradient_checkpointing_interval=2 \
+  --set "gradient_checkpointing_plan=$bp"
 
 # ---- issue 15, bad input: sizes that overflow, outputs, exit codes, empty folders ----
 # a size whose products overflow is one line naming the key, in every command, given by --set or in the file

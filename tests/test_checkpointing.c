@@ -142,6 +142,66 @@ static void test_refusals(void)
     CHECK(settings_of("{\"gradient_checkpointing_keep_attention_output\": true}", &cs, kw) == ST_OK &&
           strstr(kw, "gradient_checkpointing_keep_attention_output does nothing"));
 
+    /* per-block plans: what they say, and one line for each way of getting one wrong */
+    cs = (ckpt_settings){.enabled = true, .interval = 1, .stride = 1};
+    snprintf(cs.plan, sizeof cs.plan, "blocks: 0-3 ckpt in segments of 3 + host");
+    CHECK(plan_check_sequences(cs.plan, &seq, 1) == ST_OK && plan_sequence(&cs, &seq, "linear", NULL, &p) == ST_OK);
+    CHECKF(p.n_segments == 2 && p.segments[0].first == 0 && p.segments[0].last == 2 && p.segments[1].first == 3 &&
+               p.host_input[0] && !p.host_input[1] && p.host_input[3] && p.mode[3] == MODE_CKPT,
+           "a plan's segments: %d", p.n_segments);
+    char line[256];
+    seq_plan_format(&p, line, sizeof line);
+    CHECKF(!strcmp(line, "0-2 ckpt + host | 3 ckpt + host"), "printed as %s", line);
+    seq_plan_free(&p);
+    const bool captured[4] = {true, false, false, false};
+    const struct {
+        const char *plan, *frag1, *frag2;
+        st_status want;
+    } bad[] = {
+        {"0-1 ffn | 2-3 keep", "linear family's blocks refuse ffn", "no attention/feed-forward split",
+         ST_ERR_UNSUPPORTED},
+        {"0-3 keep + attention-offload", "refuse + attention-offload", "no softmax attention", ST_ERR_UNSUPPORTED},
+        {"0-1 ckpt | 3 keep", "a block between runs has no mode", "blocks 0-3", ST_ERR_INVALID},
+        {"0-1 ckpt | 1-3 keep", "runs overlap", "in order", ST_ERR_INVALID},
+        {"0-2 ckpt", "blocks 3-3 have no mode", "blocks 0-3", ST_ERR_INVALID},
+        {"0-3 kept", "\"0-3 kept\" is not a run", "keep, ckpt or ffn", ST_ERR_INVALID},
+        {"3-0 keep", "\"3-0 keep\" is not a run", "\"i-j\"", ST_ERR_INVALID},
+        {"0-3 keep + host", "\"host\" is not understood", "\"+ host\" for ckpt and ffn", ST_ERR_INVALID},
+        {"0-5 keep", "names block 5", "blocks 0-3", ST_ERR_INVALID},
+        {"0-3 ckpt in segments of none", "expected \"in segments of N\"", "from 1", ST_ERR_INVALID},
+        {"0-3 ckpt in segments of 2", "block 0's output after forward", "a segment that ends at block 0",
+         ST_ERR_UNSUPPORTED},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(cs.plan, sizeof cs.plan, "%s", bad[i].plan);
+        const st_status st = plan_sequence(&cs, &seq, "linear", i + 1 == sizeof bad / sizeof *bad ? captured : NULL, &p);
+        CHECKF(st == bad[i].want && strstr(st_error(), "gradient_checkpointing_plan") &&
+                   strstr(st_error(), bad[i].frag1) && strstr(st_error(), bad[i].frag2),
+               "plan \"%s\" -> %s", bad[i].plan, st_error());
+        printf("     plan \"%s\" -> %s\n", bad[i].plan, st_error());
+    }
+    block_seq two[2] = {seq, seq};
+    two[1].name = "single_blocks";
+    const char *bad_names[][3] = {{"others: 0-3 keep", "\"others\" is not a block sequence", "valid: blocks"},
+                                  {"blocks: 0-3 keep", "gives no runs for single_blocks", "\"single_blocks: runs\""},
+                                  {"blocks: 0-3 keep / blocks: 0-3 ckpt", "blocks is given twice", "twice"},
+                                  {"0-3 keep / single_blocks: 0-3 keep", "the clause \"0-3 keep\" names no block sequence", "has several"}};
+    for (int i = 0; i < 4; i++) {
+        CHECKF(plan_check_sequences(bad_names[i][0], two, 2) == ST_ERR_INVALID && strstr(st_error(), bad_names[i][1]) &&
+                   strstr(st_error(), bad_names[i][2]),
+               "plan \"%s\" -> %s", bad_names[i][0], st_error());
+        printf("     plan \"%s\" -> %s\n", bad_names[i][0], st_error());
+    }
+    CHECK(plan_check_sequences("blocks: 0-3 keep / single_blocks: 0-3 ffn", two, 2) == ST_OK);
+    expect_refusal("{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 2, "
+                   "\"gradient_checkpointing_plan\": \"0-3 keep\"}",
+                   "gradient_checkpointing_interval: 2 would mean nothing", "a plan's runs say");
+    expect_refusal("{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"unsloth\", "
+                   "\"gradient_checkpointing_plan\": \"0-3 keep\"}",
+                   "gradient_checkpointing_backend: unsloth would mean nothing", "defaults");
+    CHECK(settings_of("{\"gradient_checkpointing_plan\": \"0-3 ckpt\"}", &cs, kw) == ST_OK &&
+          strstr(kw, "gradient_checkpointing_plan does nothing while gradient_checkpointing is false"));
+
     /* checkpointing off: interval, stride and backend do nothing, and a warning says so */
     char warning[256];
     CHECK(settings_of("{\"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_backend\": \"torch-ffn\"}",
@@ -224,8 +284,8 @@ static void after_backward(void *ctx, int first)
     size_t held = s.live_by_tag[MEM_ACTIVATIONS] + s.live_by_tag[MEM_BOUNDARIES];
     for (int k = 1; k < map.n_in; k++) held -= (size_t)map.in_numel[k] * sizeof(float);
     const segment next = first > 0 ? seq_plan_unit(w->plan, first - 1) : (segment){0, -1};
-    for (int j = next.first; w->plan->attention_offload && j <= next.last; j++)
-        held -= w->seq->blocks[j].kind->offloaded_bytes(&w->seq->blocks[j]);
+    for (int j = next.first; j <= next.last; j++)
+        if (w->plan->attention_offload[j]) held -= w->seq->blocks[j].kind->offloaded_bytes(&w->seq->blocks[j]);
     if (w->calls++ && held > w->last) w->rose = true;
     w->last = held;
 }
@@ -388,6 +448,66 @@ static void test_memory_ignores_data(const model_config *mc, const char *label)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* A per-block plan that mixes every mode and flag the model's sequences allow, run by run: segments of 2 in a
+ * run of 3, FFN-only blocks with and without their input on the host, kept blocks with and without attention
+ * offload, a segment with its boundary on the host and its attention offloaded. */
+static void mixed_plan(model *m, char *json, size_t size)
+{
+    block_seq *seqs;
+    const int n_seq = model_sequences(m, &seqs);
+    size_t at = (size_t)snprintf(json, size, "{\"gradient_checkpointing\": true, \"gradient_checkpointing_plan\": \"");
+    for (int q = 0; q < n_seq; q++) {
+        const block_kind *k = seqs[q].blocks[0].kind;
+        const bool host = !seq_shares_tensors(&seqs[q]), ffn = k->ffn_split, att = k->softmax_attention;
+        at += (size_t)snprintf(json + at, size - at, "%s%s: ", q ? " / " : "", seqs[q].name);
+        for (int i = 0, r = q; i < seqs[q].n; r++) {
+            const int left = seqs[q].n - i;
+            char run[96];
+            int width = 1;
+            switch (r % 6) {
+            case 0: width = left < 3 ? left : 3, snprintf(run, sizeof run, "ckpt in segments of 2"); break;
+            case 1: snprintf(run, sizeof run, ffn ? "ffn%s" : "ckpt%s", host ? " + host" : ""); break;
+            case 2: snprintf(run, sizeof run, "keep%s", att ? " + attention-offload" : ""); break;
+            case 3:
+                width = left < 2 ? left : 2;
+                snprintf(run, sizeof run, "ckpt%s%s", host ? " + host" : "", att ? " + attention-offload" : "");
+                break;
+            case 4: snprintf(run, sizeof run, ffn ? "ffn" : "keep"); break;
+            default: snprintf(run, sizeof run, "keep");
+            }
+            if (width > 1) at += (size_t)snprintf(json + at, size - at, "%s%d-%d %s", i ? " | " : "", i, i + width - 1, run);
+            else at += (size_t)snprintf(json + at, size - at, "%s%d %s", i ? " | " : "", i, run);
+            i += width;
+        }
+    }
+    snprintf(json + at, size - at, "\"}");
+}
+
+/* The plan the model holds, as it prints, reads back as the same plan. */
+static void expect_plan_round_trip(model *m, const char *label)
+{
+    char text[PLAN_TEXT_MAX], again[PLAN_TEXT_MAX];
+    model_plan_text(m, text, sizeof text);
+    ckpt_settings cs = {.enabled = true, .interval = 1, .stride = 1};
+    snprintf(cs.plan, sizeof cs.plan, "%s", text);
+    block_seq *seqs;
+    const int n_seq = model_sequences(m, &seqs);
+    bool same = n_seq <= 3;
+    for (int q = 0; same && q < n_seq; q++) {
+        const seq_plan *a = model_plan(m, q);
+        seq_plan b;
+        same = plan_sequence(&cs, &seqs[q], "test", NULL, &b) == ST_OK && b.n_segments == a->n_segments &&
+               !memcmp(b.mode, a->mode, (size_t)a->n * sizeof *a->mode) &&
+               !memcmp(b.segments, a->segments, (size_t)a->n_segments * sizeof *a->segments) &&
+               !memcmp(b.host_input, a->host_input, (size_t)a->n * sizeof *a->host_input) &&
+               !memcmp(b.attention_offload, a->attention_offload, (size_t)a->n * sizeof *a->attention_offload);
+        seq_plan_free(&b);
+    }
+    CHECK(model_set_checkpointing(m, &cs, NULL, 0) == ST_OK);
+    model_plan_text(m, again, sizeof again);
+    CHECKF(same && !strcmp(text, again), "%s: the plan \"%s\" reads back as itself (\"%s\")", label, text, again);
+}
+
 static void test_bitwise(const model_config *mc, const char *label, int threads)
 {
     printf("-- %s at %d thread%s: every schedule against no checkpointing\n", label, threads, threads > 1 ? "s" : "");
@@ -422,6 +542,16 @@ static void test_bitwise(const model_config *mc, const char *label, int threads)
         tk_expect_bitwise(what, r.grads, base.grads, base.n);
         free(r.grads);
     }
+    char json[PLAN_TEXT_MAX + 128];
+    mixed_plan(m, json, sizeof json);
+    const schedule mixed = {"a per-block plan", json};
+    step_result r = run_step(p, m, &mixed, &fb, label);
+    char what[160];
+    snprintf(what, sizeof what, "%s %s: loss and gradients", label, mixed.name);
+    CHECKF(!memcmp(&r.loss, &base.loss, sizeof r.loss), "%s: loss %.9g vs %.9g", what, r.loss, base.loss);
+    tk_expect_bitwise(what, r.grads, base.grads, base.n);
+    free(r.grads);
+    expect_plan_round_trip(m, label);
     free(base.grads);
     free_batch(b);
     model_destroy(m);

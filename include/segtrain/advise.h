@@ -23,7 +23,7 @@ typedef config *(*config_factory)(void *ctx, const char *sets);
 typedef struct schedule {
     ckpt_settings cs;
     char name[96];  /* "torch interval 2 stride 4 + attention offload" */
-    char sets[320]; /* the same as key=value overrides */
+    char sets[CKPT_TEXT_MAX]; /* the same as key=value overrides */
     double sec;     /* predicted */
     size_t peak_device, peak_host;
     bool fits;
@@ -45,6 +45,19 @@ double cost_predict(const cost_rates *r, const op_profile *work);
 st_status cost_of_dry_step(model_run *r, int64_t batch, size_t optimizer_bytes, const cost_rates *rates,
                            pool_stats *dev, pool_stats *host, double *sec);
 
+/* Every uniform schedule (backend x interval x stride x attention offload or kept attention output) predicted
+ * by a dry step at the rates: the fastest that fits device_budget in *best (*found), and how many were tried. */
+void search_uniform(model_run *r, int64_t batch, size_t optimizer_bytes, const cost_rates *rates,
+                    size_t device_budget, schedule *best, bool *found, int *searched);
+/* The per-block planner (planner.c): a gradient_checkpointing_plan in which each block keeps, recomputes its
+ * feed-forward or sits in a checkpointed segment, found by dynamic programming for the least predicted time whose
+ * dry-run peak fits device_budget (0: unlimited). It probes every block with a dry step, then searches the
+ * program's memory allowance until the dry peak, which is exact, fits. seed (may be NULL), a uniform schedule
+ * that fits, is a candidate in its plan's words, so that the answer is never predicted slower than it. *found is
+ * false when no plan fits; the model is left planned by *out's plan when one does. */
+st_status plan_blocks(model_run *r, int64_t batch, size_t optimizer_bytes, const cost_rates *rates,
+                      size_t device_budget, const schedule *seed, FILE *progress, schedule *out, bool *found);
+
 typedef struct advice {
     double t_none;    /* the calibration step: no checkpointing, measured */
     cost_rates rates; /* and what it measured */
@@ -54,10 +67,13 @@ typedef struct advice {
     schedule best;           /* the search's answer (valid when found) */
     bool found;
     int searched;
+    schedule planned; /* the per-block planner's answer (valid when planned_found) */
+    bool planned_found;
 } advice;
 
-/* Calibrates (one schedule run here, a few steps), walks the decision rule and searches every schedule
- * (backend x interval x stride x attention offload) for the fastest predicted to fit device_budget. */
+/* Calibrates (one schedule run here, a few steps), walks the decision rule, searches every schedule
+ * (backend x interval x stride x attention offload) for the fastest predicted to fit device_budget, and runs the
+ * per-block planner for the same budget. */
 st_status advise(config_factory make, void *ctx, size_t device_budget, FILE *progress, advice *out);
 /* Removes a scratch output folder made for measuring runs (it holds only their step log). */
 void remove_scratch(const char *dir);

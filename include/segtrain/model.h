@@ -248,6 +248,11 @@ st_status model_family_check(const char *family, const char *flavour);
 /* The preset of a built SimpleTuner family's flavour (its default flavour's when flavour is ""), written into
  * preset; NULL when the family or flavour is not built (model_family_check says why). */
 const char *model_family_preset(const char *family, const char *flavour, char *preset, size_t n);
+/* The i-th built flavour of SimpleTuner's family (in its table's order; "" for a family without flavours), written
+ * into flavour; NULL past the last, or when the family is not one of SimpleTuner's or has none built. */
+const char *model_family_built_flavour(const char *family, int i, char *flavour, size_t n);
+/* SimpleTuner's title of the family ("Flux.1"), NULL when it is not one of SimpleTuner's. */
+const char *model_family_title(const char *family);
 /* Whether a built flavour of SimpleTuner's family `family` runs on segtrain's family `topology` (SimpleTuner's
  * hunyuanvideo is HunyuanVideo 1.5's hunyuanvideo15, and its 1.0 flavour hunyuanvideo). */
 bool model_family_builds(const char *family, const char *topology);
@@ -274,6 +279,8 @@ int model_sequences(model *m, block_seq **seqs);
  * segments fall back to single blocks. Refusals name the family and what it supports. */
 st_status model_set_checkpointing(model *m, const ckpt_settings *cs, const int64_t *capture, size_t n_capture);
 const seq_plan *model_plan(const model *m, int sequence);
+/* Every sequence's plan as a gradient_checkpointing_plan value ("name: runs / name: runs"), which plans the same. */
+void model_plan_text(const model *m, char *buf, size_t size);
 
 /* The captured output of the k-th capture_hidden_states block after a training forward, and a zeroed buffer
  * for its gradient that the caller fills before model_backward (an auxiliary loss). */

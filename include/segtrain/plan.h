@@ -1,8 +1,9 @@
 /* Segmented checkpointing: the settings, the schedule, and the plan of each block sequence
  * (../shared/spec/checkpointing.md).
  *
- * plan_segments() is the one place that decides which blocks are checkpointed and how they group into
- * segments. Everything else (the executor, the memory prediction, the printed plan) reads its result. */
+ * plan_sequence() is the one place that decides what each block does: by plan_segments(), the uniform schedule
+ * of interval and stride, or by an explicit per-block plan (gradient_checkpointing_plan, in seq_plan_format's
+ * words). Everything else (the executor, the memory prediction, the printed plan) reads its result. */
 #ifndef SEGTRAIN_PLAN_H
 #define SEGTRAIN_PLAN_H
 
@@ -12,23 +13,29 @@
 #include "segtrain/block.h"
 #include "segtrain/config.h"
 
+#define PLAN_TEXT_MAX 4096
+
 typedef enum ckpt_backend { BACKEND_TORCH, BACKEND_TORCH_FFN, BACKEND_UNSLOTH, BACKEND_UNSLOTH_FFN } ckpt_backend;
 
-/* The five gradient_checkpointing* keys, and segtrain's gradient_checkpointing_keep_attention_output, validated. */
+/* The five gradient_checkpointing* keys, and segtrain's gradient_checkpointing_keep_attention_output and
+ * gradient_checkpointing_plan, validated. */
 typedef struct ckpt_settings {
     bool enabled;
     ckpt_backend backend;
     int interval, stride; /* stride already resolved (0 in the config means = interval) */
     bool offload_attention;
     bool keep_attention_output; /* checkpointed blocks keep attention's output and state: recompute skips attention */
+    char plan[PLAN_TEXT_MAX];   /* gradient_checkpointing_plan: every block's mode, per sequence; "" = the schedule */
 } ckpt_settings;
 
 /* The one decode: reads and validates the keys. Refusals (stride < interval, and anything this build cannot
  * apply) are one line naming the key, the value and what is valid. When checkpointing is off but interval, stride
  * or backend were given, *warning (if not NULL) is set to a line saying they do nothing, else to "". */
 st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warning, size_t warning_size);
-/* The one encode: all six keys as the "key=value;key=value" assignments config_set_all takes, so that nothing
- * of a config's own schedule survives them; ckpt_settings_from reads back the same settings. 320 bytes hold it. */
+/* The one encode: all seven keys as the "key=value;key=value" assignments config_set_all takes, so that nothing
+ * of a config's own schedule survives them; ckpt_settings_from reads back the same settings. CKPT_TEXT_MAX bytes
+ * hold it. */
+#define CKPT_TEXT_MAX (PLAN_TEXT_MAX + 384)
 void ckpt_settings_text(const ckpt_settings *cs, char *buf, size_t size);
 const char *ckpt_backend_name(ckpt_backend b);
 
@@ -54,18 +61,20 @@ typedef struct seq_plan {
     block_mode *mode;   /* per block */
     int n_segments;     /* checkpointed segments (MODE_CKPT) */
     segment *segments;
-    bool *host_input;   /* per block: its input state waits in host memory for its backward (unsloth: the
-                           boundaries; unsloth-ffn: the inputs the feed-forward recompute starts from) */
-    mem_tag host_input_tag;
-    bool attention_offload; /* every block's attention side waits in host memory */
+    bool *host_input;   /* per block: its input state waits in host memory for its backward (a checkpointed
+                           segment's first block: its boundary; an FFN-only block: the input its recompute starts
+                           from) */
+    bool *attention_offload; /* per block: its attention side waits in host memory (one value per segment) */
     bool attention_output;  /* checkpointed blocks keep their attention's output and state (KEEP_ATTENTION_OUTPUT) */
     char fallback[256]; /* why segments fell back to single blocks, or "" */
 } seq_plan;
 
-/* The plan of a sequence under the settings. captured (per block, may be NULL) marks blocks whose own output
- * must exist after forward (hidden-state capture): segments then fall back to single blocks. Refuses what the
- * sequence's block kind cannot do, naming the family and what it supports; that includes the unsloth backends
- * on sequences whose states share tensors (skips stay on the device for the blocks that read them). */
+/* The plan of a sequence under the settings: cs->plan's clause for the sequence when a plan is given, else the
+ * uniform schedule. captured (per block, may be NULL) marks blocks whose own output must exist after forward
+ * (hidden-state capture): a schedule's segments then fall back to single blocks, and a plan must end a segment
+ * at each. Refuses what the sequence's block kind cannot do, naming the family and what it supports; that
+ * includes host copies of states on sequences whose states share tensors (skips stay on the device for the
+ * blocks that read them). */
 st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const char *family, const bool *captured,
                         seq_plan *out);
 void seq_plan_free(seq_plan *p);
@@ -77,8 +86,20 @@ segment seq_plan_unit(const seq_plan *p, int i);
 /* What block i's first forward keeps under the plan. */
 keep_level seq_plan_keep(const seq_plan *p, int i);
 
-/* "blocks 0-1 ckpt | 2-3 keep | ..." */
+/* The plan in gradient_checkpointing_plan's words, which plan_sequence reads back to the same plan:
+ * "0-3 ckpt in segments of 2 + host | 4-5 keep + attention-offload | 6-9 ffn". A run is a range of blocks and
+ * what they do: keep (their activations), ckpt (recomputed from their segment's boundary: the run is one segment,
+ * or segments of the given width, the last cut at the run's end) or ffn (keep the attention side, recompute the
+ * feed-forward); "+ host" puts a segment's boundary (ckpt) or the feed-forward's input (ffn) in host memory until
+ * backward, "+ attention-offload" the attention side's saved tensors. */
 void seq_plan_format(const seq_plan *p, char *buf, size_t size);
+/* Whether any block of the plan offloads its attention side. */
+bool seq_plan_offloads_attention(const seq_plan *p);
+/* The pool tag of block i's host input (boundaries for a segment's, activations for an FFN-only block's). */
+mem_tag seq_plan_host_tag(const seq_plan *p, int i);
+/* Checks that every "name:" clause of a gradient_checkpointing_plan names one of the n sequences, and that a
+ * model of several sequences names each; a one-line refusal naming the valid names otherwise. */
+st_status plan_check_sequences(const char *plan, const block_seq *seqs, int n);
 
 /* The boundary of checkpointed segment `which` (the state at its first block, as the executor holds it): its
  * bytes, each tensor once, and in desc what it is, e.g. "stream 64.0 KiB (also block 1's skip) + skip of block

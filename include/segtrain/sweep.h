@@ -8,9 +8,12 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "segtrain/advise.h"
 #include "segtrain/config.h"
 #include "segtrain/ops.h"
 #include "segtrain/status.h"
+
+typedef struct cJSON cJSON;
 
 #define SWEEP_NAME_MAX 64
 #define SWEEP_TEXT_MAX 512
@@ -57,6 +60,7 @@ typedef struct sweep_result {
     char config[SWEEP_TEXT_MAX]; /* the config path (or "defaults") */
     char preset[SWEEP_NAME_MAX];
     int warmup, steps;
+    bool predicted; /* no step ran: times from the cost model, peaks from a dry step (the family sweep's half) */
     machine_info machine;
     int n_modes, n_budgets;
     sweep_mode *modes;
@@ -72,6 +76,9 @@ st_status sweep_measured_config(config *cfg, int steps, const char *output_dir);
  * for warmup + steps steps in a scratch output folder, measuring the last `steps`. The prediction and the plan are
  * filled in whatever happens; refusals and budgets become statuses, not errors. */
 void sweep_run_cell(const config *cfg, int warmup, int steps, sweep_cell *cell);
+/* A cell predicted, not run: the plan, a dry step's peaks (as peak_device and peak_host: exact for this engine)
+ * and the cost model's seconds at rates (as sec_median); a refusal is its status. The budget is the caller's. */
+void sweep_predict_cell(const config *cfg, const cost_rates *rates, sweep_cell *cell);
 /* A cell as one JSON object and back: how a child process hands its cell to the sweep. */
 char *sweep_cell_to_json(const sweep_cell *c);
 st_status sweep_cell_from_json(const char *text, sweep_cell *c);
@@ -80,7 +87,64 @@ void sweep_mark_identical_plans(sweep_result *r);
 
 /* Writes sweep.md, sweep.json, sweep.csv and sweep.svg into dir. */
 st_status sweep_write_reports(const sweep_result *r, const char *dir);
-/* The Markdown table alone (what the terminal shows at the end). */
+/* The Markdown report (what the terminal shows at the end), and its table alone. */
 void sweep_write_markdown(const sweep_result *r, FILE *f);
+void sweep_write_markdown_table(const sweep_result *r, FILE *f);
+/* The result as sweep.json's object (NULL: out of memory); sweep_print_json prints and frees one. */
+cJSON *sweep_result_json(const sweep_result *r);
+st_status sweep_print_json(cJSON *root, FILE *f, const char *what);
+/* sweep.csv's rows, each led by n_lead fields (lead_values; lead_names in the header, written when asked). */
+void sweep_write_csv(const sweep_result *r, FILE *f, const char *const *lead_names, const char *const *lead_values,
+                     int n_lead, bool header);
+st_status sweep_write_svg(const sweep_result *r, FILE *f);
+/* dir/name written atomically by writer(ctx, f). */
+typedef st_status (*sweep_writer)(const void *ctx, FILE *f);
+st_status sweep_write_file(const char *dir, const char *name, sweep_writer writer, const void *ctx);
+/* A cell as the table shows it ("0.41 s / 2.3 GiB", "OOM (needs 31 GiB)", ...), and a size ("24 GiB", "1.50 GiB"). */
+void sweep_cell_text(const sweep_cell *c, char *buf, size_t n);
+void sweep_size_text(char *buf, size_t n, size_t bytes);
+
+/* ---- the family sweep (`segtrain sweep --families`) ----------------------------------------------------------
+ * SimpleTuner's matrix for each family: the modes measured on its tiny preset (cells in fresh processes, as
+ * above) and predicted at its real preset and example config's shape (dry steps priced by advise.h's cost model
+ * at this machine's rates) against device-memory budgets. */
+
+typedef struct family_sweep {
+    char family[SWEEP_NAME_MAX], flavour[SWEEP_NAME_MAX]; /* SimpleTuner's names */
+    char skipped[1024];            /* why nothing of it runs (model_family_check's line), else "" */
+    char note[SWEEP_TEXT_MAX];     /* what the report should say about the choices made (flavour, example), or "" */
+    char example[SWEEP_TEXT_MAX];  /* the example config predicted from, "" for none */
+    char shape[SWEEP_TEXT_MAX];    /* what the prediction is at: "1024 px images, batch 1" */
+    char tiny_config[SWEEP_TEXT_MAX]; /* the measured half's config file, "" when it cannot run */
+    config *real;                  /* the predicted half's config (NULL when it cannot run) */
+    sweep_result measured, predicted;
+} family_sweep;
+
+typedef struct family_report {
+    char command[2048]; /* the exact command line */
+    machine_info machine;
+    cost_rates rates;   /* the predictions' (fixed = 0: see calibration) */
+    char calibration[SWEEP_TEXT_MAX]; /* how the rates were measured, and what they leave out */
+    int n_families;
+    family_sweep *families;
+} family_report;
+
+/* The families of a --families list: "all" (every SimpleTuner family with a built flavour) or a comma list of
+ * SimpleTuner names; an unknown name is ST_ERR_INVALID in one line listing the valid ones. *out: calloc'd. */
+st_status family_sweep_select(const char *list, family_sweep **out, int *n);
+/* Chooses the flavour, the tiny and the real config (examples: the folder of SimpleTuner's example configs), writes
+ * the measured half's config into dir, and sizes both halves' results (modes, and budgets: the predicted half
+ * gets an unlimited column before them). A family that cannot run gets `skipped` and unsupported cells. */
+st_status family_sweep_prepare(family_sweep *f, const char *examples, const char *dir, const char *const *sets,
+                               int n_sets, const sweep_mode *modes, int n_modes, const size_t *budgets, int n_budgets);
+/* This machine's rates: one real step of a mid-size preset without checkpointing, measured in this process. */
+st_status family_sweep_calibrate(family_report *rep);
+/* The predicted half: one dry step per mode, each budget column fits or OOM. */
+void family_sweep_predict(family_sweep *f, const cost_rates *rates);
+/* Writes families.md, families.json and families.csv into dir, and each family's sweep reports (with their
+ * charts) into dir/FAMILY/measured and dir/FAMILY/predicted. */
+st_status family_sweep_write_reports(const family_report *rep, const char *dir);
+/* Frees what family_sweep_prepare allocated, and the array. */
+void family_sweep_free(family_sweep *f, int n);
 
 #endif

@@ -87,7 +87,7 @@ static st_status input_to_host(seq_run *run, int i, const block_state *in)
     st_status st = ST_OK;
     for (int k = 0; k < in->n && !st; k++)
         st = host_tensor_offload(run->off, &run->host_in[i][k], in->t[k], (size_t)map.in_numel[k] * sizeof(float),
-                                 run->plan->host_input_tag, "input state (host)");
+                                 seq_plan_host_tag(run->plan, i), "input state (host)");
     return st;
 }
 
@@ -107,7 +107,7 @@ st_status seq_forward(block_seq *s, const seq_plan *plan, offload *off, block_st
                       block_state *out, seq_run **run_out)
 {
     *run_out = NULL;
-    if (train && (plan->attention_offload || seq_plan_offload_bytes(plan, s)) && !off) {
+    if (train && (seq_plan_offloads_attention(plan) || seq_plan_offload_bytes(plan, s)) && !off) {
         state_free(s->pool, in);
         return st_fail(ST_ERR_INTERNAL, "seq_forward: the plan moves tensors to the host but no host pool was given");
     }
@@ -129,7 +129,7 @@ st_status seq_forward(block_seq *s, const seq_plan *plan, offload *off, block_st
         block_state next = {0};
         if (!st)
             st = b->kind->forward(b, &cur, &next, train ? seq_plan_keep(plan, i) : KEEP_NOTHING,
-                                  train && plan->attention_offload ? off : NULL, train ? &run->saved[i] : NULL);
+                                  train && plan->attention_offload[i] ? off : NULL, train ? &run->saved[i] : NULL);
         if (held) run->inputs[i] = cur;
         else drop_state(s->pool, run, &cur, &next); /* what the block passed on lives on in next */
         if (!st && to_host) st = input_drop_device(run, i);
@@ -198,7 +198,7 @@ static st_status fetch_unit(seq_run *run, segment u)
         for (int k = 0; run->plan->host_input[j] && k < run->inputs[j].n && !st; k++)
             st = host_tensor_fetch(run->off, &run->host_in[j][k]);
         block *b = &run->seq->blocks[j];
-        if (!st && run->plan->attention_offload && run->saved[j]) st = b->kind->prefetch(b, run->saved[j]);
+        if (!st && run->plan->attention_offload[j] && run->saved[j]) st = b->kind->prefetch(b, run->saved[j]);
     }
     return st;
 }

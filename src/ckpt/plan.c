@@ -1,6 +1,7 @@
 /* The checkpoint settings, the schedule and the plan of a block sequence. */
 #include "segtrain/plan.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,7 +17,8 @@ const char *ckpt_backend_name(ckpt_backend b)
 st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warning, size_t warning_size)
 {
     const char *keys[] = {"gradient_checkpointing_interval", "gradient_checkpointing_segment_stride",
-                          "gradient_checkpointing_backend", "gradient_checkpointing_keep_attention_output"};
+                          "gradient_checkpointing_backend", "gradient_checkpointing_keep_attention_output",
+                          "gradient_checkpointing_plan"};
     for (int i = 0; i < 2; i++) /* the schedule is int arithmetic, where a larger value would wrap */
         if (config_int(cfg, keys[i]) > INT_MAX)
             return st_fail(ST_ERR_INVALID, "%s: %lld is too large (valid: up to %d)", keys[i],
@@ -30,6 +32,24 @@ st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warnin
         if (!strcmp(backend, ckpt_backend_name(b))) c.backend = b;
     const int stride = (int)config_int(cfg, keys[1]);
     c.stride = stride ? stride : c.interval;
+    const char *plan = config_string(cfg, keys[4]);
+    if (strlen(plan) >= sizeof c.plan)
+        return st_fail(ST_ERR_INVALID, "%s: %zu characters is too long (valid: up to %zu)", keys[4], strlen(plan),
+                       sizeof c.plan - 1);
+    snprintf(c.plan, sizeof c.plan, "%s", plan);
+    if (c.plan[0] && c.enabled) { /* the plan says it all, per block: a uniform key beside it would mean nothing */
+        char beside[96] = "";
+        if (c.interval != 1) snprintf(beside, sizeof beside, "%s: %d", keys[0], c.interval);
+        else if (c.stride != 1) snprintf(beside, sizeof beside, "%s: %d", keys[1], c.stride);
+        else if (c.backend != BACKEND_TORCH) snprintf(beside, sizeof beside, "%s: %s", keys[2], backend);
+        else if (c.keep_attention_output) snprintf(beside, sizeof beside, "%s: true", keys[3]);
+        else if (c.offload_attention) snprintf(beside, sizeof beside, "gradient_checkpointing_offload_attention: true");
+        if (beside[0])
+            return st_fail(ST_ERR_UNSUPPORTED, "gradient_checkpointing_plan gives every block's mode, and %s would "
+                           "mean nothing beside it (valid with a plan: the interval, stride, backend, attention "
+                           "offload and kept attention output at their defaults; a plan's runs say \"+ host\" and "
+                           "\"+ attention-offload\" themselves)", beside);
+    }
     if (c.stride < c.interval)
         return st_fail(ST_ERR_UNSUPPORTED,
                        "gradient_checkpointing_segment_stride: %d is smaller than gradient_checkpointing_interval %d, "
@@ -46,7 +66,7 @@ st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warnin
     if (warning) {
         warning[0] = 0;
         size_t at = 0;
-        for (int i = 0; i < 4 && !c.enabled; i++)
+        for (int i = 0; i < 5 && !c.enabled; i++)
             if (config_is_set(cfg, keys[i]) && at < warning_size)
                 at += (size_t)snprintf(warning + at, warning_size - at, "%s%s", at ? ", " : "", keys[i]);
         if (at && at < warning_size)
@@ -62,9 +82,9 @@ void ckpt_settings_text(const ckpt_settings *cs, char *buf, size_t size)
     snprintf(buf, size,
              "gradient_checkpointing=%s;gradient_checkpointing_backend=%s;gradient_checkpointing_interval=%d;"
              "gradient_checkpointing_segment_stride=%d;gradient_checkpointing_offload_attention=%s;"
-             "gradient_checkpointing_keep_attention_output=%s",
+             "gradient_checkpointing_keep_attention_output=%s;gradient_checkpointing_plan=%s",
              cs->enabled ? "true" : "false", ckpt_backend_name(cs->backend), cs->interval, cs->stride,
-             cs->offload_attention ? "true" : "false", cs->keep_attention_output ? "true" : "false");
+             cs->offload_attention ? "true" : "false", cs->keep_attention_output ? "true" : "false", cs->plan);
 }
 
 int plan_segments(int n, int k, int s, bool per_block, segment *out)
@@ -85,11 +105,13 @@ void seq_plan_free(seq_plan *p)
     free(p->mode);
     free(p->segments);
     free(p->host_input);
+    free(p->attention_offload);
     *p = (seq_plan){0};
 }
 
 /* A family's state maps must chain (each block's output is the next one's input) and end in distinct new
- * tensors: the caller frees the last state on its own, and gives its gradient as tensors no block frees. The fixed signature (no states hook) chains by construction. */
+ * tensors: the caller frees the last state on its own, and gives its gradient as tensors no block frees. The
+ * fixed signature (no states hook) chains by construction. */
 static st_status check_states(const block_seq *seq)
 {
     bool described = false;
@@ -108,61 +130,198 @@ static st_status check_states(const block_seq *seq)
     return ST_OK;
 }
 
-st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const char *family, const bool *captured,
-                        seq_plan *out)
+/* ---- gradient_checkpointing_plan: "name: runs / name: runs", each run "0-3 ckpt in segments of 2 + host" ---- */
+
+#define PLAN_SEQ_MAX 8 /* more sequences than any model has */
+
+/* The text from s to end, without surrounding blanks. */
+static void trim(const char **s, const char **end)
 {
-    *out = (seq_plan){.n = seq->n};
-    out->mode = calloc((size_t)(seq->n ? seq->n : 1), sizeof *out->mode);
-    out->segments = calloc((size_t)(seq->n ? seq->n : 1), sizeof *out->segments);
-    out->host_input = calloc((size_t)(seq->n ? seq->n : 1), sizeof *out->host_input);
-    if (!out->mode || !out->segments || !out->host_input) {
-        seq_plan_free(out);
-        return st_host_oom("the checkpoint plan of %s", seq->name);
+    while (*s < *end && isspace((unsigned char)**s)) (*s)++;
+    while (*end > *s && isspace((unsigned char)(*end)[-1])) (*end)--;
+}
+
+/* The next clause of a plan from *at: its sequence name (or an empty one) and its runs. False past the last. */
+static bool next_clause(const char **at, const char **name, size_t *name_len, const char **runs, size_t *runs_len)
+{
+    if (!**at) return false;
+    const char *end = strchr(*at, '/'), *colon;
+    if (!end) end = *at + strlen(*at);
+    const char *start = *at, *stop = end;
+    *at = *end ? end + 1 : end;
+    colon = memchr(start, ':', (size_t)(stop - start));
+    const char *n = start, *n_end = colon ? colon : start;
+    trim(&n, &n_end);
+    const char *r = colon ? colon + 1 : start;
+    trim(&r, &stop);
+    *name = n, *name_len = (size_t)(n_end - n), *runs = r, *runs_len = (size_t)(stop - r);
+    return true;
+}
+
+st_status plan_check_sequences(const char *plan, const block_seq *seqs, int n)
+{
+    if (!plan[0]) return ST_OK;
+    char names[512] = "";
+    size_t at = 0;
+    for (int q = 0; q < n && at < sizeof names; q++)
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", q ? ", " : "", seqs[q].name);
+    int clauses = 0, given[PLAN_SEQ_MAX] = {0};
+    const char *cursor = plan, *name, *runs;
+    size_t name_len, runs_len;
+    while (next_clause(&cursor, &name, &name_len, &runs, &runs_len)) {
+        clauses++;
+        int q = 0;
+        while (q < n && (strlen(seqs[q].name) != name_len || strncmp(seqs[q].name, name, name_len))) q++;
+        if (!name_len && n == 1) q = 0;
+        if (q == n || q >= PLAN_SEQ_MAX) {
+            if (!name_len)
+                return st_fail(ST_ERR_INVALID, "gradient_checkpointing_plan: the clause \"%.*s\" names no block "
+                               "sequence, and this model has several (valid: %s, each as \"name: runs\" and "
+                               "separated by \"/\")", (int)runs_len, runs, names);
+            return st_fail(ST_ERR_INVALID, "gradient_checkpointing_plan: \"%.*s\" is not a block sequence of this "
+                           "model (valid: %s, each as \"name: runs\" and separated by \"/\")", (int)name_len, name,
+                           names);
+        }
+        if (given[q]++)
+            return st_fail(ST_ERR_INVALID, "gradient_checkpointing_plan: %s is given twice", seqs[q].name);
     }
-    if (seq->n == 0) return ST_OK;
-    st_status st = check_states(seq);
-    if (st) {
-        seq_plan_free(out);
-        return st;
+    for (int q = 0; q < n && q < PLAN_SEQ_MAX; q++)
+        if (!given[q])
+            return st_fail(ST_ERR_INVALID, "gradient_checkpointing_plan: gives no runs for %s (valid: a clause "
+                           "\"%s: runs\" for each of %s, separated by \"/\")", seqs[q].name, seqs[q].name, names);
+    return clauses ? ST_OK : st_fail(ST_ERR_INVALID, "gradient_checkpointing_plan: is empty");
+}
+
+/* One run of a clause, read. */
+typedef struct plan_run {
+    int first, last, width; /* width: segments' (ckpt), 0 = the whole run */
+    block_mode mode;
+    bool host, attention;
+} plan_run;
+
+static st_status parse_run(const char *text, size_t len, const char *seq, int n, plan_run *r)
+{
+    char buf[256], *save = NULL;
+    snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf - 1 ? len : sizeof buf - 1), text);
+    *r = (plan_run){0};
+    char *tok = strtok_r(buf, " \t\n", &save), *end = NULL;
+    long a = tok ? strtol(tok, &end, 10) : -1, b = a;
+    if (tok && *end == '-') b = strtol(end + 1, &end, 10);
+    const char *mode = strtok_r(NULL, " \t\n", &save);
+    static const char *word[] = {"keep", "ckpt", "ffn"};
+    int m = 0;
+    while (mode && m < 3 && strcmp(mode, word[m])) m++;
+    if (!tok || *end || a < 0 || b < a || !mode || m == 3)
+        return st_fail(ST_ERR_INVALID, "gradient_checkpointing_plan: %s: \"%.*s\" is not a run (valid: blocks, as "
+                       "\"i\" or \"i-j\", then keep, ckpt or ffn, e.g. \"0-3 ckpt in segments of 2 + host\")", seq,
+                       (int)len, text);
+    if (b >= n)
+        return st_fail(ST_ERR_INVALID, "gradient_checkpointing_plan: %s: \"%.*s\" names block %ld, and %s has "
+                       "blocks 0-%d", seq, (int)len, text, b, seq, n - 1);
+    *r = (plan_run){.first = (int)a, .last = (int)b, .mode = (block_mode)m};
+    for (tok = strtok_r(NULL, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save)) {
+        if (!strcmp(tok, "in") && r->mode == MODE_CKPT && !r->width) {
+            const char *s1 = strtok_r(NULL, " \t\n", &save), *s2 = strtok_r(NULL, " \t\n", &save);
+            const char *w = strtok_r(NULL, " \t\n", &save);
+            long width = w ? strtol(w, &end, 10) : 0;
+            if (!s1 || !s2 || strcmp(s1, "segments") || strcmp(s2, "of") || !w || *end || width < 1 || width > INT_MAX)
+                return st_fail(ST_ERR_INVALID, "gradient_checkpointing_plan: %s: \"%.*s\": expected \"in segments "
+                               "of N\", N a whole number from 1", seq, (int)len, text);
+            r->width = (int)width;
+            continue;
+        }
+        const char *flag = !strcmp(tok, "+") ? strtok_r(NULL, " \t\n", &save) : tok[0] == '+' ? tok + 1 : NULL;
+        if (flag && !strcmp(flag, "host") && r->mode != MODE_KEEP) r->host = true;
+        else if (flag && !strcmp(flag, "attention-offload")) r->attention = true;
+        else
+            return st_fail(ST_ERR_INVALID, "gradient_checkpointing_plan: %s: \"%.*s\": \"%s\" is not understood "
+                           "(valid after the mode: \"in segments of N\" for ckpt, \"+ host\" for ckpt and ffn, "
+                           "\"+ attention-offload\")", seq, (int)len, text, flag ? flag : tok);
     }
+    return ST_OK;
+}
+
+/* Fills out from the sequence's clause of the plan (plan_check_sequences has matched the names). */
+static st_status plan_from_text(const char *plan, const block_seq *seq, const char *family, const bool *captured,
+                                seq_plan *out)
+{
+    const char *cursor = plan, *name, *runs = NULL;
+    size_t name_len, runs_len = 0;
+    bool found = false;
+    while (!found && next_clause(&cursor, &name, &name_len, &runs, &runs_len))
+        found = !name_len || (strlen(seq->name) == name_len && !strncmp(seq->name, name, name_len));
+    if (!found)
+        return st_fail(ST_ERR_INVALID, "gradient_checkpointing_plan: gives no runs for %s (valid: a clause \"%s: "
+                       "runs\")", seq->name, seq->name);
     const block_kind *kind = seq->blocks[0].kind;
-    if (cs->offload_attention && !kind->softmax_attention) {
-        seq_plan_free(out);
-        return st_fail(ST_ERR_UNSUPPORTED,
-                       "gradient_checkpointing_offload_attention: true moves softmax attention's saved tensors, but "
-                       "the %s family's %s have no softmax attention (valid for %s: false)",
-                       family, seq->name, family);
+    int next = 0;
+    for (const char *at = runs, *stop = runs + runs_len; at < stop;) {
+        const char *bar = memchr(at, '|', (size_t)(stop - at)), *end = bar ? bar : stop;
+        plan_run r;
+        st_status st = parse_run(at, (size_t)(end - at), seq->name, seq->n, &r);
+        if (st) return st;
+        at = bar ? bar + 1 : stop;
+        if (r.first != next)
+            return st_fail(ST_ERR_INVALID, "gradient_checkpointing_plan: %s: %s (valid: runs that give blocks 0-%d "
+                           "a mode each, in order)", seq->name,
+                           r.first > next ? "a block between runs has no mode" : "runs overlap", seq->n - 1);
+        next = r.last + 1;
+        const char *refused = r.mode == MODE_FFN && !kind->ffn_split ? "ffn: its blocks have no attention/feed-forward split"
+                              : r.attention && !kind->softmax_attention ? "+ attention-offload: its blocks have no softmax attention"
+                              : r.host && seq_shares_tensors(seq) ? "+ host: its states share skip tensors that later blocks still read on the device"
+                                                                   : NULL;
+        if (refused)
+            return st_fail(ST_ERR_UNSUPPORTED, "gradient_checkpointing_plan: the %s family's %s refuse %s", family,
+                           seq->name, refused);
+        for (int i = r.first; i <= r.last; i++) {
+            out->mode[i] = r.mode;
+            out->attention_offload[i] = r.attention;
+            out->host_input[i] = r.host && r.mode == MODE_FFN;
+        }
+        for (int f = r.first; r.mode == MODE_CKPT && f <= r.last; f += r.width ? r.width : r.last - r.first + 1) {
+            segment g = {f, r.width && f + r.width - 1 < r.last ? f + r.width - 1 : r.last};
+            for (int i = g.first; captured && i < g.last; i++)
+                if (captured[i])
+                    return st_fail(ST_ERR_UNSUPPORTED, "gradient_checkpointing_plan: %s: capture_hidden_states needs "
+                                   "block %d's output after forward, and the segment of blocks %d-%d recomputes it "
+                                   "(valid: a segment that ends at block %d)", seq->name, i, g.first, g.last, i);
+            out->segments[out->n_segments++] = g;
+            out->host_input[g.first] = r.host;
+        }
     }
-    out->attention_offload = cs->offload_attention; /* applies with checkpointing off too */
-    if (!cs->enabled) return ST_OK;                  /* every block MODE_KEEP */
-    if (cs->keep_attention_output && !kind->keeps_attention_output) {
-        seq_plan_free(out);
+    if (next != seq->n)
+        return st_fail(ST_ERR_INVALID, "gradient_checkpointing_plan: %s: blocks %d-%d have no mode (valid: runs that "
+                       "give blocks 0-%d a mode each, in order)", seq->name, next, seq->n - 1, seq->n - 1);
+    return ST_OK;
+}
+
+/* Fills out from the uniform schedule of interval and stride. */
+static st_status plan_uniform(const ckpt_settings *cs, const block_seq *seq, const char *family, const bool *captured,
+                              seq_plan *out)
+{
+    const block_kind *kind = seq->blocks[0].kind;
+    if (cs->keep_attention_output && !kind->keeps_attention_output)
         return st_fail(ST_ERR_UNSUPPORTED,
                        "gradient_checkpointing_keep_attention_output: true keeps softmax attention's output, but "
                        "the %s family's %s do not keep theirs (valid for %s: false)",
                        family, seq->name, family);
-    }
     out->attention_output = cs->keep_attention_output;
     const bool ffn = cs->backend == BACKEND_TORCH_FFN || cs->backend == BACKEND_UNSLOTH_FFN;
-    if (ffn && !kind->ffn_split) {
-        seq_plan_free(out);
+    if (ffn && !kind->ffn_split)
         return st_fail(ST_ERR_UNSUPPORTED,
                        "gradient_checkpointing_backend: \"%s\" recomputes a block's feed-forward half, but the %s "
                        "family's %s have no attention/feed-forward split (valid for %s: torch, unsloth)",
                        ckpt_backend_name(cs->backend), family, seq->name, family);
-    }
     /* a host copy of a state is only worth its device bytes if nothing reads them meanwhile; skips are read by
      * blocks far later */
     const bool to_host = cs->backend == BACKEND_UNSLOTH || cs->backend == BACKEND_UNSLOTH_FFN;
-    if (to_host && seq_shares_tensors(seq)) {
-        seq_plan_free(out);
+    if (to_host && seq_shares_tensors(seq))
         return st_fail(ST_ERR_UNSUPPORTED,
                        "gradient_checkpointing_backend: \"%s\" moves %s to host memory, but the %s family's %s share "
                        "skip tensors that later blocks still read on the device (valid for %s: torch, torch-ffn)",
                        ckpt_backend_name(cs->backend),
                        cs->backend == BACKEND_UNSLOTH ? "segment boundaries" : "feed-forward inputs", family, seq->name,
                        family);
-    }
     /* hidden-state capture needs each captured block's output to exist after forward: only segment edges do */
     char which[96] = "";
     size_t at = 0;
@@ -178,11 +337,43 @@ st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const cha
         for (int g = 0; g < n_segs; g++) out->host_input[segs[g].first] = true;
     if (cs->backend == BACKEND_UNSLOTH_FFN)
         for (int i = 0; i < seq->n; i++) out->host_input[i] = out->mode[i] == MODE_FFN;
-    out->host_input_tag = cs->backend == BACKEND_UNSLOTH ? MEM_BOUNDARIES : MEM_ACTIVATIONS;
     if (per_block)
         snprintf(out->fallback, sizeof out->fallback,
                  "fell back to single-block segments: capture_hidden_states needs the outputs of blocks %s", which);
     return ST_OK;
+}
+
+st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const char *family, const bool *captured,
+                        seq_plan *out)
+{
+    const size_t n = (size_t)(seq->n ? seq->n : 1);
+    *out = (seq_plan){.n = seq->n, .mode = calloc(n, sizeof *out->mode), .segments = calloc(n, sizeof *out->segments),
+                      .host_input = calloc(n, sizeof *out->host_input),
+                      .attention_offload = calloc(n, sizeof *out->attention_offload)};
+    if (!out->mode || !out->segments || !out->host_input || !out->attention_offload) {
+        seq_plan_free(out);
+        return st_host_oom("the checkpoint plan of %s", seq->name);
+    }
+    if (seq->n == 0) return ST_OK;
+    st_status st = check_states(seq);
+    if (!st && cs->offload_attention && !seq->blocks[0].kind->softmax_attention)
+        st = st_fail(ST_ERR_UNSUPPORTED,
+                     "gradient_checkpointing_offload_attention: true moves softmax attention's saved tensors, but "
+                     "the %s family's %s have no softmax attention (valid for %s: false)",
+                     family, seq->name, family);
+    for (int i = 0; i < seq->n; i++) out->attention_offload[i] = cs->offload_attention; /* with checkpointing off too */
+    if (!st && cs->enabled)
+        st = cs->plan[0] ? plan_from_text(cs->plan, seq, family, captured, out)
+                         : plan_uniform(cs, seq, family, captured, out);
+    if (st) seq_plan_free(out);
+    return st;
+}
+
+/* Whether block i's host copy is on: a checkpointed block's is its segment's boundary's. */
+static bool block_host(const seq_plan *p, int i)
+{
+    const segment *g = p->mode[i] == MODE_CKPT ? seq_plan_segment(p, i) : NULL;
+    return p->host_input[g ? g->first : i];
 }
 
 void seq_plan_format(const seq_plan *p, char *buf, size_t size)
@@ -192,27 +383,43 @@ void seq_plan_format(const seq_plan *p, char *buf, size_t size)
     buf[0] = 0;
     for (int i = 0; i < p->n && at < size;) {
         int j = i, width = 0;
+        const bool host = block_host(p, i), attention = p->attention_offload[i];
         if (p->mode[i] == MODE_CKPT) {
-            /* adjacent segments of one width print as one run */
-            const segment *g = NULL;
-            for (int k = 0; k < p->n_segments; k++)
-                if (p->segments[k].first == i) g = &p->segments[k];
+            /* adjacent segments of one width and the same flags print as one run */
+            const segment *g = seq_plan_segment(p, i);
             width = g->last - g->first + 1;
             j = g->last;
             for (const segment *h = g + 1; h < p->segments + p->n_segments && h->first == j + 1 &&
-                                           h->last - h->first + 1 == width;
+                                           h->last - h->first + 1 == width && block_host(p, h->first) == host &&
+                                           p->attention_offload[h->first] == attention;
                  h++)
                 j = h->last;
         } else {
-            while (j + 1 < p->n && p->mode[j + 1] == p->mode[i]) j++;
+            while (j + 1 < p->n && p->mode[j + 1] == p->mode[i] && block_host(p, j + 1) == host &&
+                   p->attention_offload[j + 1] == attention)
+                j++;
         }
         at += (size_t)snprintf(buf + at, size - at, i ? " | " : "");
         if (at < size && i == j) at += (size_t)snprintf(buf + at, size - at, "%d %s", i, word[p->mode[i]]);
         else if (at < size) at += (size_t)snprintf(buf + at, size - at, "%d-%d %s", i, j, word[p->mode[i]]);
         if (at < size && width && j - i + 1 > width)
             at += (size_t)snprintf(buf + at, size - at, " in segments of %d", width);
+        if (at < size && host) at += (size_t)snprintf(buf + at, size - at, " + host");
+        if (at < size && attention) at += (size_t)snprintf(buf + at, size - at, " + attention-offload");
         i = j + 1;
     }
+}
+
+bool seq_plan_offloads_attention(const seq_plan *p)
+{
+    for (int i = 0; i < p->n; i++)
+        if (p->attention_offload[i]) return true;
+    return false;
+}
+
+mem_tag seq_plan_host_tag(const seq_plan *p, int i)
+{
+    return p->mode[i] == MODE_CKPT ? MEM_BOUNDARIES : MEM_ACTIVATIONS;
 }
 
 keep_level seq_plan_keep(const seq_plan *p, int i)
@@ -245,7 +452,7 @@ size_t seq_plan_offload_bytes(const seq_plan *p, const block_seq *seq)
     size_t bytes = 0;
     for (int i = 0; i < p->n; i++) {
         if (p->host_input[i]) bytes += input_bytes(seq, i); /* never a sharing sequence: plan_sequence refuses */
-        if (p->attention_offload) bytes += seq->blocks[i].kind->offloaded_bytes(&seq->blocks[i]);
+        if (p->attention_offload[i]) bytes += seq->blocks[i].kind->offloaded_bytes(&seq->blocks[i]);
     }
     return bytes;
 }

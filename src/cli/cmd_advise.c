@@ -17,9 +17,13 @@ static const char advise_help[] =
     "  - walks SimpleTuner's manual rule: no checkpointing if the run fits; otherwise torch-ffn, then torch, then\n"
     "    unsloth-ffn, then unsloth; then a wider interval while it still fits, for speed;\n"
     "  - searches every schedule (backend x interval x stride x attention offload) for the fastest predicted to\n"
-    "    fit.\n"
-    "Peaks are the dry step's (exact); times are the cost model's. --verify runs the chosen schedule for N measured\n"
-    "steps (default 3) and prints the measured figures beside the predicted ones.\n";
+    "    fit;\n"
+    "  - runs the per-block planner: each block keeps, recomputes only its feed-forward, or sits in a checkpointed\n"
+    "    segment of any width, chosen by dynamic programming for the least predicted time that fits; its answer is\n"
+    "    a gradient_checkpointing_plan (docs/CONFIG.md), which train, plan, grad and sweep take as it is.\n"
+    "The advice is the faster of the uniform search's and the planner's answers.\n"
+    "Peaks are the dry step's (exact); times are the cost model's. --verify runs both answers, one after the other,\n"
+    "for N measured steps each (default 3) and prints the measured figures beside the predicted ones.\n";
 
 typedef struct factory_ctx {
     const char *path;
@@ -85,35 +89,57 @@ int cmd_advise(int argc, char **argv)
     if (adv.rule_choice >= 0) printf("  -> %s\n\n", adv.rule[adv.rule_choice].name);
     else printf("  -> nothing in the rule fits\n\n");
     printf("search over %d schedules:\n", adv.searched);
-    if (!adv.found) {
-        printf("  nothing fits %s: lower train_batch_size or the resolution\n", st_bytes(b, budget));
+    if (adv.found) print_schedule("  fastest that fits: ", &adv.best);
+    else printf("  none fits %s\n", st_bytes(b, budget));
+    printf("\nper-block planner:\n");
+    if (adv.planned_found) {
+        print_schedule("  ", &adv.planned);
+        if (adv.found)
+            printf("  %+.1f%% time against the fastest uniform schedule, %+.2f MiB peak\n",
+                   100.0 * (adv.planned.sec - adv.best.sec) / adv.best.sec,
+                   ((double)adv.planned.peak_device - (double)adv.best.peak_device) / 1048576.0);
+        printf("  gradient_checkpointing_plan: %s\n", adv.planned.cs.plan);
+    } else {
+        printf("  no plan of kept, FFN-only and checkpointed blocks fits %s\n", st_bytes(b, budget));
+    }
+    if (!adv.found && !adv.planned_found) {
+        printf("\nnothing fits %s: lower train_batch_size or the resolution\n", st_bytes(b, budget));
         return 1;
     }
-    print_schedule("  fastest that fits: ", &adv.best);
-    printf("  as config keys: %s\n", adv.best.sets);
+    /* the answer: the faster of the two (the uniform one on a tie: a plan anyone can read) */
+    const bool plan_wins = adv.planned_found && (!adv.found || adv.planned.sec < adv.best.sec - 1e-9);
+    const schedule *pick = plan_wins ? &adv.planned : &adv.best;
+    printf("\nadvice: %s, %.3f s/step, peak %.2f MiB (predicted)\n", pick->name, pick->sec,
+           pick->peak_device / 1048576.0);
+    printf("  as config keys: %s\n", pick->sets);
     if (!verify) return 0;
 
-    char tmpdir[] = "/tmp/segtrain-advise-XXXXXX";
-    if (!mkdtemp(tmpdir)) return fprintf(stderr, "segtrain advise: cannot create a scratch folder in /tmp\n"), 1;
-    config *cfg = make_config(&ctx, adv.best.sets);
-    if (!cfg || sweep_measured_config(cfg, (int)steps + 1, tmpdir)) {
+    /* both answers measured side by side, in this run */
+    const schedule *measured[2] = {adv.found ? &adv.best : NULL, adv.planned_found ? &adv.planned : NULL};
+    printf("\nverified (%lld measured steps each, one after the other):\n", steps);
+    for (int k = 0; k < 2; k++) {
+        const schedule *s = measured[k];
+        if (!s) continue;
+        char tmpdir[] = "/tmp/segtrain-advise-XXXXXX";
+        if (!mkdtemp(tmpdir)) return fprintf(stderr, "segtrain advise: cannot create a scratch folder in /tmp\n"), 1;
+        config *cfg = make_config(&ctx, s->sets);
+        if (!cfg || sweep_measured_config(cfg, (int)steps + 1, tmpdir)) {
+            config_free(cfg);
+            remove_scratch(tmpdir);
+            return cli_error("advise");
+        }
+        sweep_cell cell = {0};
+        sweep_run_cell(cfg, 1, (int)steps, &cell);
         config_free(cfg);
         remove_scratch(tmpdir);
-        return cli_error("advise");
+        if (cell.status != CELL_OK) {
+            fprintf(stderr, "segtrain advise: --verify: %s: %s\n", s->name, cell.error);
+            return 1;
+        }
+        printf("  %-34s sec/step measured %.3f, predicted %.3f (%+.1f%%); peak measured %.2f MiB, predicted "
+               "%.2f MiB (%+.2f%%)\n", s->name, cell.sec_median, s->sec, 100.0 * (cell.sec_median - s->sec) / s->sec,
+               cell.peak_device / 1048576.0, s->peak_device / 1048576.0,
+               100.0 * ((double)cell.peak_device - (double)s->peak_device) / (double)s->peak_device);
     }
-    sweep_cell cell = {0};
-    sweep_run_cell(cfg, 1, (int)steps, &cell);
-    config_free(cfg);
-    remove_scratch(tmpdir);
-    if (cell.status != CELL_OK) {
-        fprintf(stderr, "segtrain advise: --verify: %s\n", cell.error);
-        return 1;
-    }
-    printf("\nverified (%lld measured steps):\n", steps);
-    printf("  sec/step  measured %.3f, predicted %.3f (%+.1f%%)\n", cell.sec_median, adv.best.sec,
-           100.0 * (cell.sec_median - adv.best.sec) / adv.best.sec);
-    printf("  peak      measured %.2f MiB, predicted %.2f MiB (%+.2f%%)\n", cell.peak_device / 1048576.0,
-           adv.best.peak_device / 1048576.0,
-           100.0 * ((double)cell.peak_device - (double)adv.best.peak_device) / (double)adv.best.peak_device);
     return 0;
 }

@@ -173,14 +173,18 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
         const size_t moved = seq_plan_offload_bytes(p, &seqs[i]);
         if (!moved) continue;
         printf("  %s to host memory:", seqs[i].name);
-        if (p->attention_offload) {
-            printf(" every block's attention side (qkv, output, attention state, ");
+        int offloading = 0;
+        for (int b = 0; b < p->n; b++) offloading += p->attention_offload[b];
+        if (offloading) {
+            printf(" %s attention side (qkv, output, attention state, ", offloading == p->n ? "every block's" : "the");
             print_bytes(stdout, seqs[i].blocks[0].kind->offloaded_bytes(&seqs[i].blocks[0]));
             printf(" each)");
+            if (offloading < p->n) printf(" of %d blocks", offloading);
         }
         for (int b = 0, first = 1; b < p->n; b++)
             if (p->host_input[b]) {
-                printf("%s%d", first ? (p->attention_offload ? "; the input states of blocks " : " the input states of blocks ") : ",", b);
+                printf("%s%d", first ? (offloading ? "; the input states of blocks " : " the input states of blocks ")
+                                     : ",", b);
                 first = 0;
             }
         printf("; ");

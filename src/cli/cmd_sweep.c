@@ -17,6 +17,7 @@
 static const char sweep_help[] =
     "usage: segtrain sweep [--config C] [--modes LIST] [--warmup W] [--steps N] [--device-memory SIZE,SIZE...]\n"
     "                      [--out DIR] [--timeout SECONDS] [--set key=value ...]\n"
+    "       segtrain sweep --families all|NAME,NAME... [--examples DIR] [--device-memory SIZE,SIZE...] [...]\n"
     "\n"
     "Measures the configured model under each checkpointing mode and device-memory budget: every cell trains\n"
     "W warm-up and N measured steps (synthetic batches of the model's shape) in a fresh process, so that its peak\n"
@@ -29,13 +30,33 @@ static const char sweep_help[] =
     "                        torch-ffn, unsloth, unsloth-ffn, activation-offload, seg2-stride4-offload; the\n"
     "                        default is all of them) and your own as name:key=value,key=value, e.g.\n"
     "                        --modes none,layer,'wide:gradient_checkpointing=true,gradient_checkpointing_interval=4'\n"
+    "  --families LIST       the family sweep (below): all (every SimpleTuner family with a built flavour)\n"
+    "                        or SimpleTuner names, e.g. flux,sdxl,wan; instead of --config\n"
+    "  --examples DIR        its SimpleTuner example configs (default tests/fixtures/simpletuner)\n"
     "  --warmup W            unmeasured steps first (default 1)\n"
-    "  --steps N             measured steps (default 3)\n"
+    "  --steps N             measured steps (default 3; 2 with --families)\n"
     "  --device-memory LIST  budget columns, e.g. unlimited,24GiB,80GiB (default: one unlimited column)\n"
     "  --out DIR             where sweep.md, sweep.json, sweep.csv and sweep.svg go (default sweep-report)\n"
     "  --timeout SECONDS     a cell still running after this is killed and marked failed (default 1800)\n"
     "\n"
-    "With no --config the model is dit-s2 at batch 8 (the built-in default).\n";
+    "With no --config the model is dit-s2 at batch 8 (the built-in default).\n"
+    "\n"
+    "The family sweep (--families) builds SimpleTuner's matrix: for each family, a row per mode in two halves.\n"
+    "  predicted  at the family's real preset and the shape (resolution, frames, batch) of its SimpleTuner example\n"
+    "             config (--examples DIR, default tests/fixtures/simpletuner: run from the repository root); a\n"
+    "             family without one takes its default flavour's preset at batch 1, and the report says so. One\n"
+    "             dry step per mode (nothing is allocated) gives the exact peak device and host memory; the time\n"
+    "             is advise's cost model at this machine's op rates, measured once per run by one real step of\n"
+    "             dit-s2 (the report prints them): seconds predicted on this CPU. Columns: unlimited, then each\n"
+    "             --device-memory budget (default 24GiB,48GiB,80GiB), where a mode that does not fit is OOM with\n"
+    "             what it needs; per family and budget, the fastest mode that fits.\n"
+    "  measured   on the family's tiny preset, each cell in a fresh process as above (default --warmup 1\n"
+    "             --steps 2): milliseconds of a toy model, to show that each mode runs and what it refuses.\n"
+    "A mode the family refuses is unsupported, with its reason; a family not built says why. --set applies to\n"
+    "both halves. --out gets families.md, families.json, families.csv, and per family FAMILY/predicted/ and\n"
+    "FAMILY/measured/ with the sweep's four reports (sweep.svg: the chart). Ctrl-C leaves the rest not run and\n"
+    "still writes the reports. Example:\n"
+    "  segtrain sweep --families flux,sdxl,wan --device-memory 24GiB,48GiB,80GiB --out family-sweep\n";
 
 static const char *self_path;
 static volatile sig_atomic_t interrupted;
@@ -162,11 +183,123 @@ static void print_cell(const sweep_cell *c)
     }
 }
 
+/* Every cell of r (modes x budgets), each in a fresh process, a progress line each; once interrupted, the cells
+ * left are not run. The sweep and the family sweep's measured half both run their cells here. */
+static void run_matrix(const cli_args *a, const char *config_path, sweep_result *r, int timeout, const char *cell_dir,
+                       const char *indent)
+{
+    const int total = r->n_modes * r->n_budgets;
+    for (int b = 0, k = 0; b < r->n_budgets; b++)
+        for (int m = 0; m < r->n_modes; m++, k++) {
+            sweep_cell *c = &r->cells[m * r->n_budgets + b];
+            *c = (sweep_cell){.mode = m, .device_memory = r->budgets[b], .status = CELL_NOT_RUN, .same_plan_as = -1};
+            if (interrupted) continue;
+            char budget[32] = "unlimited";
+            if (r->budgets[b]) snprintf(budget, sizeof budget, "%.2f GiB", r->budgets[b] / 1073741824.0);
+            fprintf(stderr, "%s[%d/%d] %-22s %-10s ... ", indent, k + 1, total, r->modes[m].name, budget);
+            fflush(stderr);
+            run_cell(a, config_path, &r->modes[m], r->budgets[b], r->warmup, r->steps, timeout, cell_dir, k, c);
+            c->mode = m, c->device_memory = r->budgets[b];
+            print_cell(c);
+        }
+}
+
+/* The command line as it was typed (/proc/self/cmdline), arguments with spaces or quotes quoted. */
+static void command_line(int argc, char **argv, char *out, size_t n)
+{
+    char *text = NULL;
+    size_t len = 0, at = 0;
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    if (f) {
+        text = malloc(65536);
+        len = text ? fread(text, 1, 65535, f) : 0;
+        fclose(f);
+    }
+    out[0] = 0;
+    for (size_t i = 0; text && i < len && at < n; i += strlen(text + i) + 1) {
+        const char *arg = text + i;
+        const bool quote = !*arg || strpbrk(arg, " \t\"'$`\\|&;<>()*?[]{}!#~");
+        at += (size_t)snprintf(out + at, n - at, quote ? "%s'%s'" : "%s%s", at ? " " : "", arg);
+    }
+    free(text);
+    for (int i = 0; !len && i < argc && at < n; i++) /* no /proc: the command's own arguments */
+        at += (size_t)snprintf(out + at, n - at, "%s%s", at ? " " : "segtrain ", argv[i]);
+}
+
+/* `segtrain sweep --families`: per family, the measured half (cells in fresh processes) and the predicted one. */
+static int sweep_families(const cli_args *a, const char *list, const char *examples, sweep_mode *modes, int n_modes,
+                          const size_t *budgets, int n_budgets, int warmup, int steps, int timeout, const char *out,
+                          int argc, char **argv)
+{
+    family_report rep = {0};
+    struct stat sb;
+    st_status st = family_sweep_select(list, &rep.families, &rep.n_families);
+    if (!st && (stat(examples, &sb) || !S_ISDIR(sb.st_mode)))
+        st = st_fail(ST_ERR_INVALID, "--examples: %s is not a folder (SimpleTuner's example configs: run from the "
+                     "repository root, or give --examples DIR)", examples);
+    if (st) return cli_error("sweep");
+    if (mkdir(out, 0755) && errno != EEXIST) {
+        family_sweep_free(rep.families, rep.n_families);
+        fprintf(stderr, "segtrain sweep: cannot create %s: %s\n", out, strerror(errno));
+        return 1;
+    }
+    command_line(argc, argv, rep.command, sizeof rep.command);
+    machine_describe(&rep.machine);
+    signal(SIGINT, on_interrupt);
+    fprintf(stderr, "calibrating this machine's op rates: one step of dit-s2 at batch 4 without checkpointing...\n");
+    st = family_sweep_calibrate(&rep);
+    if (!st) fprintf(stderr, "rates: %s\n", rep.calibration);
+    int ran = 0;
+    for (int i = 0; i < rep.n_families && !st; i++) {
+        family_sweep *f = &rep.families[i];
+        char dir[1024], cells[1100];
+        snprintf(dir, sizeof dir, "%s/%s", out, f->family);
+        st = family_sweep_prepare(f, examples, dir, a->sets, a->n_sets, modes, n_modes, budgets, n_budgets);
+        if (st) break;
+        f->measured.warmup = warmup, f->measured.steps = steps;
+        if (interrupted) continue; /* its cells stay not run; the reports still come */
+        if (f->skipped[0]) {
+            fprintf(stderr, "family %d/%d %s: not run: %s\n", i + 1, rep.n_families, f->family, f->skipped);
+            continue;
+        }
+        fprintf(stderr, "family %d/%d %s: predicted at %s, %s: %d dry steps\n", i + 1, rep.n_families, f->family,
+                f->predicted.preset[0] ? f->predicted.preset : "?", f->shape[0] ? f->shape : "?", n_modes);
+        family_sweep_predict(f, &rep.rates);
+        snprintf(cells, sizeof cells, "%s/cells", dir);
+        if (!f->tiny_config[0]) {
+            fprintf(stderr, "family %d/%d %s: measured half not run: %s\n", i + 1, rep.n_families, f->family,
+                    f->measured.cells[0].error);
+        } else if (!interrupted) {
+            fprintf(stderr, "family %d/%d %s: measured on %s, %d cells in fresh processes\n", i + 1, rep.n_families,
+                    f->family, f->measured.preset, n_modes);
+            if (mkdir(cells, 0755) && errno != EEXIST) st = st_fail(ST_ERR_IO, "cannot create %s: %s", cells,
+                                                                     strerror(errno));
+            else run_matrix(a, f->tiny_config, &f->measured, timeout, cells, "  ");
+            sweep_mark_identical_plans(&f->measured);
+        }
+        for (int k = 0; k < n_modes * f->measured.n_budgets; k++) ran += f->measured.cells[k].status == CELL_OK;
+        for (int k = 0; k < n_modes * f->predicted.n_budgets; k++) ran += f->predicted.cells[k].status == CELL_OK;
+    }
+    signal(SIGINT, SIG_DFL);
+    if (interrupted) fprintf(stderr, "interrupted: the cells left are not run; writing the reports\n");
+    if (!st) st = family_sweep_write_reports(&rep, out);
+    if (!st) printf("reports: %s/families.md, families.json, families.csv; charts: %s/FAMILY/{predicted,measured}/"
+                    "sweep.svg\n", out, out);
+    family_sweep_free(rep.families, rep.n_families);
+    if (st) return cli_error("sweep");
+    if (interrupted) return 130;
+    if (!ran) fprintf(stderr, "segtrain sweep: no cell ran or was predicted (see %s/families.md)\n", out);
+    return ran ? 0 : 1;
+}
+
 int cmd_sweep(int argc, char **argv)
 {
-    const char *config_file = NULL, *mode_list = NULL, *memory = NULL, *out = "sweep-report";
-    long long warmup = 1, steps = 3, timeout = 1800;
+    const char *config_file = NULL, *mode_list = NULL, *memory = NULL, *out = "sweep-report", *families = NULL;
+    const char *examples = "tests/fixtures/simpletuner";
+    long long warmup = -1, steps = -1, timeout = 1800; /* -1: the defaults of the sweep asked for */
     const cli_flag flags[] = {{"--config", .text = &config_file},
+                              {"--families", .text = &families},
+                              {"--examples", .text = &examples},
                               {"--modes", .text = &mode_list},
                               {"--warmup", .whole = &warmup, .min = 0, .max = CLI_STEPS_MAX},
                               {"--steps", .whole = &steps, .min = 1, .max = CLI_STEPS_MAX},
@@ -185,6 +318,14 @@ int cmd_sweep(int argc, char **argv)
     }
     self[len] = 0;
     self_path = self;
+    if (families && config_file) {
+        fprintf(stderr, "segtrain sweep: --families predicts from each family's example config and measures its tiny "
+                "preset; give it without --config\n");
+        return 2;
+    }
+    if (warmup < 0) warmup = 1;
+    if (steps < 0) steps = families ? 2 : 3; /* a family's tiny cells: seconds for the whole family */
+    if (families && !memory) memory = "24GiB,48GiB,80GiB";
 
     sweep_result r = {.warmup = (int)warmup, .steps = (int)steps};
     sweep_mode modes[64];
@@ -217,6 +358,9 @@ int cmd_sweep(int argc, char **argv)
             st = parse_size(b, &budgets[r.n_budgets++]);
     }
     if (st) return cli_error("sweep"); /* before any folder is made: a refused command leaves none */
+    if (families)
+        return sweep_families(&a, families, examples, modes, r.n_modes, budgets, r.n_budgets, (int)warmup, (int)steps,
+                              (int)timeout, out, argc, argv);
     char cell_dir[512], default_config[600] = "";
     snprintf(cell_dir, sizeof cell_dir, "%s/cells", out);
     const bool made_out = mkdir(out, 0755) == 0;
@@ -250,19 +394,7 @@ int cmd_sweep(int argc, char **argv)
     r.budgets = budgets;
     signal(SIGINT, on_interrupt);
     const int total = r.n_modes * r.n_budgets;
-    for (int b = 0, k = 0; b < r.n_budgets; b++)
-        for (int m = 0; m < r.n_modes; m++, k++) {
-            sweep_cell *c = &r.cells[m * r.n_budgets + b];
-            *c = (sweep_cell){.mode = m, .device_memory = budgets[b], .status = CELL_NOT_RUN, .same_plan_as = -1};
-            if (interrupted) continue;
-            char budget[32] = "unlimited";
-            if (budgets[b]) snprintf(budget, sizeof budget, "%.2f GiB", budgets[b] / 1073741824.0);
-            fprintf(stderr, "[%d/%d] %-22s %-10s ... ", k + 1, total, modes[m].name, budget);
-            fflush(stderr);
-            run_cell(&a, config_path, &modes[m], budgets[b], r.warmup, r.steps, (int)timeout, cell_dir, k, c);
-            c->mode = m, c->device_memory = budgets[b];
-            print_cell(c);
-        }
+    run_matrix(&a, config_path, &r, (int)timeout, cell_dir, "");
     signal(SIGINT, SIG_DFL);
     sweep_mark_identical_plans(&r);
     st = sweep_write_reports(&r, out);

@@ -118,6 +118,16 @@ const cfg_key cfg_keys[] = {
              "floats a block) so that their recompute skips attention, the most of it at long sequences (the "
              "cross-attention families keep their self-attention's; the cross-attention to the text runs again); "
              "every family with softmax attention has it. Not with attention offload or an -ffn backend."),
+    TEXT_KEY("gradient_checkpointing_plan", "", SEC_CHECKPOINTING, NULL,
+             "Every block's mode, per block sequence, in place of the uniform interval and stride: "
+             "`name: runs / name: runs` (the name may go for a one-sequence model), each run a range of blocks and "
+             "what they do, separated by `|`, e.g. `transformer_blocks: 0-7 ckpt in segments of 4 | 8-15 ffn | "
+             "16-18 keep + attention-offload`. `keep` keeps activations; `ckpt` recomputes from the segment's "
+             "boundary (the run is one segment, or `in segments of N`); `ffn` recomputes only the feed-forward; "
+             "`+ host` keeps a ckpt segment's boundary or an ffn block's feed-forward input in host memory (as the "
+             "unsloth backends do); `+ attention-offload` moves the attention side's saved tensors to the host. "
+             "`segtrain advise` writes one (its per-block planner); `segtrain plan` prints every plan in these words. "
+             "Needs `gradient_checkpointing` true and the uniform keys at their defaults."),
     BOOL_KEY("gradient_checkpointing_offload_prefetch", "false", SEC_CHECKPOINTING, "=",
              "Bring offloaded tensors back ahead of their use in backward. segtrain's copy thread always does: "
              "the restore order is known from the plan, so nothing needs learning; either value gives the same "

@@ -278,3 +278,23 @@ const char *model_family_preset(const char *family, const char *flavour, char *p
     const struct st_family *f = find_family(family);
     return f ? built_preset(f, flavour, preset, n) : NULL;
 }
+
+const char *model_family_built_flavour(const char *family, int i, char *flavour, size_t n)
+{
+    const struct st_family *f = find_family(family);
+    for (const char *p = f && f->built ? f->built : ""; *p; i--) {
+        const size_t w = strcspn(p, "|"), k = strcspn(p, ":");
+        if (i == 0) {
+            snprintf(flavour, n, "%.*s", (int)(k < w ? k : w), p);
+            return flavour;
+        }
+        p += w + (p[w] == '|');
+    }
+    return NULL;
+}
+
+const char *model_family_title(const char *family)
+{
+    const struct st_family *f = find_family(family);
+    return f ? f->title : NULL;
+}

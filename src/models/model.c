@@ -255,6 +255,7 @@ st_status model_set_checkpointing(model *m, const ckpt_settings *cs, const int64
                          (long long)capture[k], n - 1);
         else captured[capture[k]] = true, list[k] = (int)capture[k];
     }
+    if (!st && cs->enabled && cs->plan[0]) st = plan_check_sequences(cs->plan, m->seq, m->n_seq);
     int planned = 0;
     for (; planned < m->n_seq && !st; planned++)
         st = plan_sequence(cs, &m->seq[planned], m->cfg.family, planned ? NULL : captured, &plans[planned]);
@@ -272,6 +273,17 @@ st_status model_set_checkpointing(model *m, const ckpt_settings *cs, const int64
     m->capture = list;
     m->n_capture = (int)n_capture;
     return ST_OK;
+}
+
+void model_plan_text(const model *m, char *buf, size_t size)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < m->n_seq && at < size; i++) {
+        at += (size_t)snprintf(buf + at, size - at, "%s%s: ", i ? " / " : "", m->seq[i].name);
+        if (at < size) seq_plan_format(&m->plan[i], buf + at, size - at);
+        at += strlen(buf + at);
+    }
 }
 
 const seq_plan *model_plan(const model *m, int sequence)

@@ -15,6 +15,7 @@ void schedule_describe(schedule *s)
     const ckpt_settings *c = &s->cs;
     size_t at = 0;
     if (!c->enabled) at = (size_t)snprintf(s->name, sizeof s->name, "none");
+    else if (c->plan[0]) at = (size_t)snprintf(s->name, sizeof s->name, "per-block plan");
     else {
         at = (size_t)snprintf(s->name, sizeof s->name, "%s interval %d", ckpt_backend_name(c->backend), c->interval);
         if (c->stride != c->interval) at += (size_t)snprintf(s->name + at, sizeof s->name - at, " stride %d", c->stride);
@@ -96,17 +97,49 @@ st_status cost_of_dry_step(model_run *r, int64_t batch, size_t optimizer_bytes, 
 }
 
 /* Fills a schedule's predicted peaks (a dry step) and time. */
-static void predict(model_run *r, int64_t batch, size_t optimizer, const advice *a, size_t budget, schedule *s)
+static void predict(model_run *r, int64_t batch, size_t optimizer, const cost_rates *rates, size_t budget,
+                    schedule *s)
 {
     schedule_describe(s);
     s->fits = false;
     s->refused = model_set_checkpointing(r->m, &s->cs, NULL, 0) != ST_OK; /* never fits */
     if (s->refused) return;
     pool_stats dev, host;
-    if (cost_of_dry_step(r, batch, optimizer, &a->rates, &dev, &host, &s->sec)) return; /* too large: never fits */
+    if (cost_of_dry_step(r, batch, optimizer, rates, &dev, &host, &s->sec)) return; /* too large: never fits */
     s->peak_device = dev.peak;
     s->peak_host = host.peak;
     s->fits = !budget || dev.peak <= budget;
+}
+
+void search_uniform(model_run *r, int64_t batch, size_t optimizer, const cost_rates *rates, size_t budget,
+                    schedule *best, bool *found, int *searched)
+{
+    block_seq *seqs;
+    int n = 0;
+    bool softmax = true, keeps = true; /* every sequence's blocks have softmax attention, can keep its output */
+    for (int q = 0, nq = model_sequences(r->m, &seqs); q < nq; q++) {
+        n += seqs[q].n;
+        softmax &= !seqs[q].n || seqs[q].blocks[0].kind->softmax_attention;
+        keeps &= !seqs[q].n || seqs[q].blocks[0].kind->keeps_attention_output;
+    }
+    *found = false, *searched = 0;
+    for (int enabled = 0; enabled <= 1; enabled++)
+        for (int b = 0; b < (enabled ? 4 : 1); b++)
+            for (int k = 1; k <= (enabled ? n : 1); k++)
+                for (int stride = k; stride <= (enabled ? n : 1); stride++)
+                    for (int o = 0; o <= (softmax ? 1 + keeps : 0); o++) { /* nothing, offload, keep output */
+                        const bool ffn = b == BACKEND_TORCH_FFN || b == BACKEND_UNSLOTH_FFN;
+                        if (o == 2 && (!enabled || ffn)) continue; /* refused, or nothing to keep */
+                        schedule s = {.cs = {.enabled = enabled, .backend = (ckpt_backend)b, .interval = k,
+                                             .stride = stride, .offload_attention = o == 1,
+                                             .keep_attention_output = o == 2}};
+                        predict(r, batch, optimizer, rates, budget, &s);
+                        (*searched)++;
+                        if (!s.fits) continue;
+                        if (!*found || s.sec < best->sec - 1e-9 ||
+                            (s.sec <= best->sec + 1e-9 && s.peak_device < best->peak_device))
+                            *best = s, *found = true;
+                    }
 }
 
 st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, advice *a)
@@ -123,10 +156,6 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
     if (st) return st;
     block_seq *seqs;
     for (int q = 0, nq = model_sequences(r.m, &seqs); q < nq; q++) a->n_blocks += seqs[q].n;
-    const bool softmax = a->n_blocks && seqs[0].blocks[0].kind->softmax_attention;
-    bool keeps = a->n_blocks > 0; /* every sequence's blocks can keep their attention output */
-    for (int q = 0, nq = model_sequences(r.m, &seqs); q < nq; q++)
-        keeps &= seqs[q].blocks[0].kind->keeps_attention_output;
 
     /* calibration: one real step without checkpointing gives this machine's rates; refused, rather than run into
      * swap or the OOM killer, where that step needs more memory than the machine has */
@@ -156,12 +185,12 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
     /* SimpleTuner's decision rule: none; torch-ffn, torch, unsloth-ffn, unsloth; then a wider interval while it fits */
     const ckpt_backend order[] = {BACKEND_TORCH_FFN, BACKEND_TORCH, BACKEND_UNSLOTH_FFN, BACKEND_UNSLOTH};
     schedule s = {.cs = none};
-    predict(&r, batch, optimizer, a, budget, &s);
+    predict(&r, batch, optimizer, &a->rates, budget, &s);
     a->rule[a->n_rule++] = s;
     if (s.fits) a->rule_choice = 0;
     for (int i = 0; i < 4 && a->rule_choice < 0; i++) {
         s = (schedule){.cs = {.enabled = true, .backend = order[i], .interval = 1, .stride = 1}};
-        predict(&r, batch, optimizer, a, budget, &s);
+        predict(&r, batch, optimizer, &a->rates, budget, &s);
         a->rule[a->n_rule++] = s;
         if (s.fits) a->rule_choice = a->n_rule - 1;
     }
@@ -169,30 +198,15 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
         schedule wider = a->rule[a->rule_choice];
         if (wider.cs.backend == BACKEND_TORCH_FFN || wider.cs.backend == BACKEND_UNSLOTH_FFN) break; /* no segments */
         wider.cs.interval = wider.cs.stride = k;
-        predict(&r, batch, optimizer, a, budget, &wider);
+        predict(&r, batch, optimizer, &a->rates, budget, &wider);
         a->rule[a->n_rule++] = wider;
         if (!wider.fits) break;
         a->rule_choice = a->n_rule - 1;
     }
 
-    /* the search */
-    for (int enabled = 0; enabled <= 1; enabled++)
-        for (int b = 0; b < (enabled ? 4 : 1); b++)
-            for (int k = 1; k <= (enabled ? n : 1); k++)
-                for (int stride = k; stride <= (enabled ? n : 1); stride++)
-                    for (int o = 0; o <= (softmax ? 1 + keeps : 0); o++) { /* nothing, offload, keep output */
-                        const bool ffn = b == BACKEND_TORCH_FFN || b == BACKEND_UNSLOTH_FFN;
-                        if (o == 2 && (!enabled || ffn)) continue; /* refused, or nothing to keep */
-                        s = (schedule){.cs = {.enabled = enabled, .backend = (ckpt_backend)b, .interval = k,
-                                              .stride = stride, .offload_attention = o == 1,
-                                              .keep_attention_output = o == 2}};
-                        predict(&r, batch, optimizer, a, budget, &s);
-                        a->searched++;
-                        if (!s.fits) continue;
-                        if (!a->found || s.sec < a->best.sec - 1e-9 ||
-                            (s.sec <= a->best.sec + 1e-9 && s.peak_device < a->best.peak_device))
-                            a->best = s, a->found = true;
-                    }
+    search_uniform(&r, batch, optimizer, &a->rates, budget, &a->best, &a->found, &a->searched);
+    st = plan_blocks(&r, batch, optimizer, &a->rates, budget, a->found ? &a->best : NULL, progress, &a->planned,
+                     &a->planned_found);
     model_run_close(&r);
-    return ST_OK;
+    return st;
 }

@@ -48,8 +48,7 @@ static void sig3(char *buf, size_t n, double x)
     snprintf(buf, n, "%.*f", dec, x);
 }
 
-/* A byte count in the largest binary unit it reaches: "24 GiB", "512 MiB", "1.50 GiB", "100 B". */
-static void human_size(char *buf, size_t n, size_t bytes)
+void sweep_size_text(char *buf, size_t n, size_t bytes)
 {
     static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     uint64_t v = bytes;
@@ -68,7 +67,7 @@ static void human_size(char *buf, size_t n, size_t bytes)
 static void budget_name(char *buf, size_t n, size_t budget)
 {
     if (budget == 0) snprintf(buf, n, "unlimited");
-    else human_size(buf, n, budget);
+    else sweep_size_text(buf, n, budget);
 }
 
 static const sweep_cell *cell_at(const sweep_result *r, int m, int b)
@@ -93,8 +92,7 @@ static int cell_same_plan(const sweep_result *r, int m, const sweep_cell *c)
     return (k >= 0 && k < r->n_modes && k != m) ? k : -1;
 }
 
-/* The cell text of the spec's "Measurement" section. */
-static void cell_text(const sweep_cell *c, char *buf, size_t n)
+void sweep_cell_text(const sweep_cell *c, char *buf, size_t n)
 {
     char a[40], g[40];
     switch (c->status) {
@@ -167,7 +165,7 @@ static void md_cell(const sweep_result *r, int m, int b, char *buf, size_t n)
     if (m < 0 && b < 0) snprintf(buf, n, "mode");
     else if (m < 0) budget_name(buf, n, r->budgets[b]);
     else if (b < 0) row_name(r, m, buf, n);
-    else cell_text(cell_at(r, m, b), buf, n);
+    else sweep_cell_text(cell_at(r, m, b), buf, n);
 }
 
 static void md_one_line(FILE *f, const char *s)
@@ -175,12 +173,8 @@ static void md_one_line(FILE *f, const char *s)
     for (; *s; s++) fputc((unsigned char)*s < 0x20 ? ' ' : *s, f);
 }
 
-void sweep_write_markdown(const sweep_result *r, FILE *f)
+void sweep_write_markdown_table(const sweep_result *r, FILE *f)
 {
-    fprintf(f, "# segtrain sweep: %s (config: ", r->preset[0] ? r->preset : "?");
-    md_one_line(f, r->config[0] ? r->config : "defaults");
-    fprintf(f, ")\n\n");
-
     /* Columns padded to their widest entry, so the table also reads as plain text in a terminal. */
     char buf[MD_CELL_MAX];
     int *widths = calloc((size_t)r->n_budgets + 1, sizeof *widths); /* NULL: the table unpadded */
@@ -211,9 +205,20 @@ void sweep_write_markdown(const sweep_result *r, FILE *f)
         }
     }
     free(widths);
+}
 
-    fprintf(f, "\nEach cell: median seconds per optimizer step after the warm-up / peak device memory of the measured "
-               "steps.\n");
+void sweep_write_markdown(const sweep_result *r, FILE *f)
+{
+    fprintf(f, "# segtrain sweep: %s (config: ", r->preset[0] ? r->preset : "?");
+    md_one_line(f, r->config[0] ? r->config : "defaults");
+    fprintf(f, ")\n\n");
+    sweep_write_markdown_table(r, f);
+    if (r->predicted)
+        fprintf(f, "\nEach cell: predicted seconds per step (the cost model at this machine's rates) / predicted peak "
+                   "device memory (a dry step: exact for this engine).\n");
+    else
+        fprintf(f, "\nEach cell: median seconds per optimizer step after the warm-up / peak device memory of the "
+                   "measured steps.\n");
 
     bool any = false;
     for (int m = 0; m < r->n_modes; m++) {
@@ -226,7 +231,7 @@ void sweep_write_markdown(const sweep_result *r, FILE *f)
             any = true;
             char budget[48], text[64];
             budget_name(budget, sizeof budget, r->budgets[b]);
-            cell_text(c, text, sizeof text);
+            sweep_cell_text(c, text, sizeof text);
             fputs("- ", f);
             md_one_line(f, r->modes[m].name);
             fprintf(f, ", %s: %s: ", budget, text);
@@ -240,7 +245,8 @@ void sweep_write_markdown(const sweep_result *r, FILE *f)
     md_one_line(f, mi->cpu[0] ? mi->cpu : "unknown CPU");
     fprintf(f, ", %d cores, %d threads, BLAS: ", mi->cores, mi->threads);
     md_one_line(f, mi->blas[0] ? mi->blas : "unknown");
-    fprintf(f, ". %d warm-up steps, then %d measured steps per cell.\n", r->warmup, r->steps);
+    if (r->predicted) fprintf(f, ". Predicted: no step ran.\n");
+    else fprintf(f, ". %d warm-up steps, then %d measured steps per cell.\n", r->warmup, r->steps);
 }
 
 /* ---- sweep.json ---------------------------------------------------------------------------------------------- */
@@ -249,12 +255,14 @@ static bool j_num(cJSON *o, const char *k, double v) { return cJSON_AddNumberToO
 static bool j_str(cJSON *o, const char *k, const char *v) { return cJSON_AddStringToObject(o, k, v) != NULL; }
 static bool j_null(cJSON *o, const char *k) { return cJSON_AddNullToObject(o, k) != NULL; }
 
-static st_status write_json(const sweep_result *r, FILE *f)
+cJSON *sweep_result_json(const sweep_result *r)
 {
     cJSON *root = cJSON_CreateObject();
     bool ok = root != NULL;
     ok = ok && j_str(root, "config", r->config) && j_str(root, "preset", r->preset);
     ok = ok && j_num(root, "warmup", r->warmup) && j_num(root, "steps", r->steps);
+    if (r->predicted) /* no step ran: its times are the cost model's, its peaks a dry step's */
+        ok = ok && cJSON_AddTrueToObject(root, "predicted");
     cJSON *mach = ok ? cJSON_AddObjectToObject(root, "machine") : NULL;
     ok = ok && mach && j_str(mach, "cpu", r->machine.cpu) && j_num(mach, "cores", r->machine.cores) &&
          j_num(mach, "threads", r->machine.threads) && j_str(mach, "blas", r->machine.blas);
@@ -302,13 +310,24 @@ static st_status write_json(const sweep_result *r, FILE *f)
             ok = ok && (k >= 0 ? j_str(o, "same_plan_as", r->modes[k].name) : j_null(o, "same_plan_as"));
         }
     }
-    char *text = ok ? cJSON_Print(root) : NULL;
+    if (!ok) cJSON_Delete(root);
+    return ok ? root : NULL;
+}
+
+st_status sweep_print_json(cJSON *root, FILE *f, const char *what)
+{
+    char *text = root ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
-    if (!text) return st_host_oom("building sweep.json");
+    if (!text) return st_host_oom("building %s", what);
     fputs(text, f);
     fputc('\n', f);
     free(text);
     return ST_OK;
+}
+
+static st_status write_json(const void *r, FILE *f)
+{
+    return sweep_print_json(sweep_result_json(r), f, "sweep.json");
 }
 
 /* ---- sweep.csv ----------------------------------------------------------------------------------------------- */
@@ -340,17 +359,20 @@ static void csv_sec(FILE *f, const sweep_cell *c, double v)
     fputc(',', f);
 }
 
-static st_status write_csv(const sweep_result *r, FILE *f)
+void sweep_write_csv(const sweep_result *r, FILE *f, const char *const *lead_names, const char *const *lead_values,
+                     int n_lead, bool header)
 {
-    static const char *const header[] = {
+    static const char *const names[] = {
         "mode", "device_memory", "status", "error", "sec_per_step_median", "sec_per_step_min", "sec_per_step_max",
         "steps", "peak_device_bytes", "peak_host_bytes", "predicted_peak_device_bytes", "predicted_peak_host_bytes",
         "bytes_to_host_per_step", "bytes_to_device_per_step", "plan", "same_plan_as"};
-    int nh = (int)(sizeof header / sizeof header[0]);
-    for (int i = 0; i < nh; i++) csv_field(f, header[i], i == nh - 1);
+    int nh = (int)(sizeof names / sizeof names[0]);
+    for (int i = 0; header && i < n_lead; i++) csv_field(f, lead_names[i], false);
+    for (int i = 0; header && i < nh; i++) csv_field(f, names[i], i == nh - 1);
     for (int m = 0; m < r->n_modes; m++) {
         for (int b = 0; b < r->n_budgets; b++) {
             const sweep_cell *c = cell_at(r, m, b);
+            for (int i = 0; i < n_lead; i++) csv_field(f, lead_values[i], false);
             csv_field(f, r->modes[m].name, false);
             csv_size(f, r->budgets[b]);
             csv_field(f, cell_status_name(c->status), false);
@@ -370,6 +392,11 @@ static st_status write_csv(const sweep_result *r, FILE *f)
             csv_field(f, k >= 0 ? r->modes[k].name : "", true);
         }
     }
+}
+
+static st_status write_csv(const void *r, FILE *f)
+{
+    sweep_write_csv(r, f, NULL, NULL, 0, true);
     return ST_OK;
 }
 
@@ -535,7 +562,7 @@ static void group_label(const sweep_result *r, const int *group, int g, FILE *f)
     }
 }
 
-static st_status write_svg(const sweep_result *r, FILE *f)
+st_status sweep_write_svg(const sweep_result *r, FILE *f)
 {
     int nm = r->n_modes;
     int *group = malloc(sizeof(int) * (size_t)(nm > 0 ? nm : 1));
@@ -605,7 +632,8 @@ static st_status write_svg(const sweep_result *r, FILE *f)
     xml_text(f, r->machine.blas[0] ? r->machine.blas : "unknown", 40);
     fprintf(f, "</text>\n<text x=\"%d\" y=\"65\" font-size=\"12\" fill=\"#444444\">config: ", PLOT_L);
     xml_text(f, r->config[0] ? r->config : "defaults", 60);
-    fprintf(f, "; %d warm-up + %d measured steps per cell</text>\n", r->warmup, r->steps);
+    if (r->predicted) fprintf(f, "; predicted on this CPU: dry-step peaks, cost-model times</text>\n");
+    else fprintf(f, "; %d warm-up + %d measured steps per cell</text>\n", r->warmup, r->steps);
 
     /* Grid, ticks and axes. */
     fprintf(f, "<g font-size=\"11\" fill=\"#333333\">\n");
@@ -632,8 +660,8 @@ static st_status write_svg(const sweep_result *r, FILE *f)
             (PLOT_L + PLOT_R) / 2, PLOT_B + 40, unit);
     fprintf(f,
             "<text x=\"24\" y=\"%d\" font-size=\"13\" text-anchor=\"middle\" transform=\"rotate(-90 24 %d)\">"
-            "seconds per step (median)</text>\n",
-            (PLOT_T + PLOT_B) / 2, (PLOT_T + PLOT_B) / 2);
+            "seconds per step (%s)</text>\n",
+            (PLOT_T + PLOT_B) / 2, (PLOT_T + PLOT_B) / 2, r->predicted ? "predicted" : "median");
 
     /* Points and their labels. */
     if (ng == 0)
@@ -704,15 +732,15 @@ static st_status write_svg(const sweep_result *r, FILE *f)
 
 /* ---- the four files ------------------------------------------------------------------------------------------ */
 
-static st_status write_md(const sweep_result *r, FILE *f)
+static st_status write_md(const void *r, FILE *f)
 {
     sweep_write_markdown(r, f);
     return ST_OK;
 }
 
-typedef st_status (*report_writer)(const sweep_result *r, FILE *f);
+static st_status write_svg(const void *r, FILE *f) { return sweep_write_svg(r, f); }
 
-static st_status write_one(const sweep_result *r, const char *dir, const char *name, report_writer writer)
+st_status sweep_write_file(const char *dir, const char *name, sweep_writer writer, const void *ctx)
 {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *path = malloc(n);
@@ -721,7 +749,7 @@ static st_status write_one(const sweep_result *r, const char *dir, const char *n
     atomic_file af;
     st_status s = atomic_file_open(&af, path);
     if (s == ST_OK) {
-        s = writer(r, af.fp);
+        s = writer(ctx, af.fp);
         if (s == ST_OK && ferror(af.fp)) s = st_fail(ST_ERR_IO, "%s: cannot write", path);
         if (s == ST_OK) s = atomic_file_commit(&af);
         else atomic_file_abort(&af);
@@ -739,11 +767,11 @@ st_status sweep_write_reports(const sweep_result *r, const char *dir)
                        r->n_budgets);
     static const struct {
         const char *name;
-        report_writer writer;
+        sweep_writer writer;
     } files[] = {
         {"sweep.md", write_md}, {"sweep.json", write_json}, {"sweep.csv", write_csv}, {"sweep.svg", write_svg}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        st_status s = write_one(r, dir, files[i].name, files[i].writer);
+        st_status s = sweep_write_file(dir, files[i].name, files[i].writer, r);
         if (s != ST_OK) return s;
     }
     return ST_OK;

@@ -121,7 +121,10 @@ static st_status predict(const config *cfg, sweep_cell *cell)
     const int64_t batch = config_int(cfg, "train_batch_size");
     const size_t opt = train_optimizer_bytes(cfg, model_params(r.m)->grad_count);
     pool_stats dev, host;
-    if ((st = flow_step_dry(&r, batch, opt, &dev, &host))) {
+    ops_profile_start(); /* the dry step's work: what the cost model prices (sweep_predict_cell) */
+    st = flow_step_dry(&r, batch, opt, &dev, &host);
+    ops_profile_stop(&cell->work);
+    if (st) {
         model_run_close(&r);
         return st;
     }
@@ -133,13 +136,8 @@ static st_status predict(const config *cfg, sweep_cell *cell)
     for (int i = 0; i < n && at < sizeof cell->plan; i++) {
         char line[SWEEP_TEXT_MAX];
         seq_plan_format(model_plan(r.m, i), line, sizeof line);
-        at += (size_t)snprintf(cell->plan + at, sizeof cell->plan - at, "%s%s: %s%s", i ? "; " : "", seqs[i].name,
-                               line, model_plan(r.m, i)->attention_offload ? " + attention offload" : "");
-        for (int b = 0; b < model_plan(r.m, i)->n && at < sizeof cell->plan; b++)
-            if (model_plan(r.m, i)->host_input[b]) {
-                at += (size_t)snprintf(cell->plan + at, sizeof cell->plan - at, " + inputs to host");
-                break;
-            }
+        at += (size_t)snprintf(cell->plan + at, sizeof cell->plan - at, "%s%s: %s", i ? "; " : "", seqs[i].name,
+                               line);
     }
     model_run_close(&r);
     return ST_OK;
@@ -160,6 +158,20 @@ st_status sweep_measured_config(config *cfg, int steps, const char *output_dir)
         free(out);
     }
     return st;
+}
+
+void sweep_predict_cell(const config *cfg, const cost_rates *rates, sweep_cell *cell)
+{
+    cell->status = CELL_OK;
+    cell->error[0] = 0;
+    const st_status st = predict(cfg, cell);
+    if (st) {
+        fail(cell, st);
+        return;
+    }
+    cell->sec_median = cell->sec_min = cell->sec_max = cost_predict(rates, &cell->work);
+    cell->peak_device = cell->predicted_device;
+    cell->peak_host = cell->predicted_host;
 }
 
 void sweep_run_cell(const config *cfg, int warmup, int steps, sweep_cell *cell)

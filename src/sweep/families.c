@@ -1,0 +1,625 @@
+/* The family sweep: SimpleTuner's matrix (a row per checkpointing mode, for every family), measured on each
+ * family's tiny preset and predicted at its real preset and example config's shape. Which family reads which
+ * example config, its predicted half, this machine's rates, and the reports that hold every family. */
+#include "segtrain/sweep.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "segtrain/model.h"
+
+#define GIB_F (1024.0 * 1024.0 * 1024.0)
+
+/* Each family's SimpleTuner example config (tests/fixtures/simpletuner, copied unchanged) and the tiny preset its
+ * measured half runs. A family missing here predicts from its default flavour alone and finds its tiny preset by
+ * name (tiny_preset_of): a family that lands works before it is added, and the report says what was chosen. */
+static const struct {
+    const char *family, *example, *tiny;
+} family_examples[] = {
+    {"ace_step", NULL, "ace-step-tiny"},
+    {"anima", "anima.peft-lora.json", "anima-tiny"},
+    {"auraflow", "auraflow.peft-lora.json", "auraflow-tiny"},
+    {"chroma", NULL, "chroma-tiny"},
+    {"cosmos2image", "cosmos2image.lycoris-lokr.json", "cosmos2-tiny"},
+    {"cosmos3", "cosmos3-image.lycoris-lokr.json", "cosmos3-tiny"},
+    {"ernie", "ernie.peft-lora.json", "ernie-tiny"},
+    {"flux", "flux.peft-lora.json", "flux-tiny"},
+    {"flux2", "flux2.peft-lora.json", "flux2-tiny"},
+    {"flux3_image", NULL, "flux3-tiny"},
+    {"hidream", "hidream.peft-lora.json", "hidream-tiny"},
+    {"hunyuanvideo", "hunyuanvideo-1.5-t2v.peft-lora.json", "hunyuanvideo15-tiny"},
+    {"ideogram", "ideogram-fp8.peft-lora.json", "ideogram-tiny"},
+    {"kandinsky5-image", "kandinsky5-image-6b-t2i.lycoris-lokr.json", "kandinsky5-image-tiny"},
+    {"kandinsky5-video", "kandinsky5-video-2b-t2v.peft-lora.json", "kandinsky5-video-tiny"},
+    {"kolors", "kolors.peft-lora.json", "kolors-tiny"},
+    {"krea2", "krea2.peft-lora.json", "krea2-tiny"},
+    {"longcat_image", NULL, "longcat-image-tiny"},
+    {"ltxvideo", "ltxvideo-0.9.5-t2v.peft-lora.json", "ltxvideo-tiny"},
+    {"ltxvideo2", "ltxvideo2-19b-t2v.peft-lora.json", "ltxvideo2-tiny"},
+    {"lumina2", "lumina2.peft-lora.json", "lumina2-tiny"},
+    {"minimaxh3", "minimaxh3-fl2va-convrot-int8-48g.peft-lora.json", "minimaxh3-tiny"},
+    {"omnigen", "omnigen.lycoris-lokr.json", "omnigen-tiny"},
+    {"pixart_sigma", "pixart.lycoris-lokr.json", "pixart-sigma-tiny"},
+    {"qwen_image", "qwen_image.peft-lora.json", "qwen-image-tiny"},
+    {"sana", "sana.lycoris-lokr.json", "sana-1.5-tiny"},
+    {"sanavideo", "sanavideo-2b-480p.peft-lora.json", "sanavideo-tiny"},
+    {"sd1x", "sd1x-dreamshaper.peft-lora.json", "sd1x-tiny"},
+    {"sd3", "sd3.peft-lora.json", "sd3-tiny"},
+    {"sdxl", "sdxl.lycoris-lokr.json", "sdxl-tiny"},
+    {"stable_cascade", "cascade-stage-c.lycoris-lokr.json", "stable-cascade-tiny"},
+    {"wan", "wan-1.3b.peft-lora+TREAD.json", "wan-tiny"},
+    {"z_image", "z-image.peft-lora.json", "z-image-tiny"},
+};
+#define N_EXAMPLES ((int)(sizeof family_examples / sizeof *family_examples))
+
+static int example_index(const char *family)
+{
+    for (int i = 0; i < N_EXAMPLES; i++)
+        if (!strcmp(family, family_examples[i].family)) return i;
+    return -1;
+}
+
+/* ---- which families ------------------------------------------------------------------------------------------ */
+
+/* SimpleTuner's family names (segtrain's own topologies have no title), NULL past the last. */
+static const char *st_family_name(int i)
+{
+    for (int k = 0, seen = 0; model_family_name(k); k++)
+        if (model_family_title(model_family_name(k)) && seen++ == i) return model_family_name(k);
+    return NULL;
+}
+
+static bool family_is_built(const char *family)
+{
+    char flavour[SWEEP_NAME_MAX];
+    return model_family_built_flavour(family, 0, flavour, sizeof flavour) != NULL;
+}
+
+static st_status unknown_family(const char *name)
+{
+    const char *names[256];
+    char valid[4096] = "all";
+    int n = 0;
+    for (const char *f; n < 256 && (f = st_family_name(n)); n++) {
+        names[n] = f;
+        snprintf(valid + strlen(valid), sizeof valid - strlen(valid), ", %s", f);
+    }
+    return st_fail(ST_ERR_INVALID, "--families: \"%s\" is not a SimpleTuner family (did you mean %s?); valid: %s", name,
+                   config_nearest(name, names, n), valid);
+}
+
+st_status family_sweep_select(const char *list, family_sweep **out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    int most = 1;
+    for (const char *p = list; *p; p++) most += *p == ',';
+    for (int i = 0; st_family_name(i); i++) most++; /* "all" */
+    family_sweep *f = calloc((size_t)most, sizeof *f);
+    if (!f) return st_host_oom("the list of %d families", most);
+    char names[4096], *save = NULL;
+    snprintf(names, sizeof names, "%s", list);
+    for (char *tok = strtok_r(names, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+        const bool all = !strcmp(tok, "all");
+        bool known = all;
+        for (int i = 0; st_family_name(i); i++) {
+            const char *name = st_family_name(i);
+            if (all ? !family_is_built(name) : strcmp(tok, name)) continue;
+            known = true;
+            bool twice = false; /* "flux,all" lists flux once */
+            for (int k = 0; k < *n; k++) twice |= !strcmp(f[k].family, name);
+            if (!twice && *n < most) snprintf(f[(*n)++].family, sizeof f->family, "%s", name);
+        }
+        if (!known) {
+            free(f);
+            *n = 0;
+            return unknown_family(tok);
+        }
+    }
+    if (!*n) {
+        free(f);
+        return st_fail(ST_ERR_INVALID, "--families: no family named; give all or a comma list (e.g. flux,sdxl,wan)");
+    }
+    *out = f;
+    return ST_OK;
+}
+
+/* ---- one family's two halves --------------------------------------------------------------------------------- */
+
+/* The tiny preset of the real preset's family whose name shares the longest start with the real preset's, or NULL. */
+static const char *tiny_preset_of(const char *real)
+{
+    model_config want, mc;
+    if (model_preset(real, &want)) return NULL;
+    const char *best = NULL;
+    size_t best_len = 0;
+    for (int i = 0; model_preset_name(i); i++) {
+        const char *p = model_preset_name(i);
+        if (!strstr(p, "tiny") || model_preset(p, &mc) || strcmp(mc.family, want.family)) continue;
+        size_t k = 0;
+        while (p[k] && p[k] == real[k]) k++;
+        if (!best || k > best_len) best = p, best_len = k;
+    }
+    return best;
+}
+
+static void shape_text(const model_config *mc, int64_t batch, char *buf, size_t n)
+{
+    const long long px = (long long)(mc->resolution * mc->vae_scale);
+    if (model_audio(mc)) snprintf(buf, n, "a clip of %lld latent frames, batch %lld", (long long)mc->frames,
+                                  (long long)batch);
+    else if (model_video(mc))
+        snprintf(buf, n, "%lld-frame %lld px video, batch %lld", (long long)model_pixel_frames(mc), px,
+                 (long long)batch);
+    else snprintf(buf, n, "%lld px images, batch %lld", px, (long long)batch);
+}
+
+/* Every cell of a half the same: not run (to be filled), or what stops the whole half. */
+static void fill_half(sweep_result *r, cell_status status, const char *why)
+{
+    for (int m = 0; m < r->n_modes; m++)
+        for (int b = 0; b < r->n_budgets; b++)
+            r->cells[m * r->n_budgets + b] = (sweep_cell){.mode = m, .device_memory = r->budgets[b], .status = status,
+                                                          .same_plan_as = -1};
+    for (int k = 0; why && k < r->n_modes * r->n_budgets; k++)
+        snprintf(r->cells[k].error, sizeof r->cells[k].error, "%s", why);
+}
+
+static st_status size_half(sweep_result *r, const sweep_mode *modes, int n_modes, const size_t *budgets, int n_budgets)
+{
+    r->modes = (sweep_mode *)modes;
+    r->n_modes = n_modes;
+    r->budgets = calloc((size_t)n_budgets + 1, sizeof *r->budgets);
+    r->cells = calloc((size_t)(n_modes * (n_budgets + 1)), sizeof *r->cells);
+    if (!r->budgets || !r->cells) return st_host_oom("the cells of a family's sweep");
+    r->n_budgets = 1; /* unlimited first: every mode's own numbers, whatever the budgets */
+    for (int b = 0; b < n_budgets; b++)
+        if (budgets[b]) r->budgets[r->n_budgets++] = budgets[b];
+    fill_half(r, CELL_NOT_RUN, NULL);
+    return ST_OK;
+}
+
+/* The real config: the family's example as it is, or (without one) the family and flavour alone at batch 1, written
+ * into dir so that the report names a file that plans the same. */
+static st_status load_real(family_sweep *f, const char *examples, const char *dir, const char *const *sets,
+                           int n_sets, config **out)
+{
+    const int e = example_index(f->family);
+    char path[SWEEP_TEXT_MAX];
+    size_t at = strlen(f->note); /* after what prepare said of the flavour */
+    if (e >= 0 && family_examples[e].example) {
+        snprintf(path, sizeof path, "%s/%s", examples, family_examples[e].example);
+        if (!access(path, R_OK)) {
+            snprintf(f->example, sizeof f->example, "%s", path);
+            return config_load_with(path, sets, n_sets, out, NULL);
+        }
+        snprintf(f->note + at, sizeof f->note - at, "its example %s is not in %s: ", family_examples[e].example,
+                 examples);
+    } else {
+        snprintf(f->note + at, sizeof f->note - at, "no SimpleTuner example config is at hand: ");
+    }
+    snprintf(path, sizeof path, "%s/real-config.json", dir);
+    FILE *cf = fopen(path, "w");
+    if (!cf) return st_fail(ST_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    fprintf(cf, "{\"model_family\": \"%s\", \"model_flavour\": \"%s\", \"train_batch_size\": 1}\n", f->family,
+            f->flavour);
+    fclose(cf);
+    at = strlen(f->note);
+    snprintf(f->note + at, sizeof f->note - at, "predicted at %s%s's preset at its own resolution, batch 1, full "
+             "training (segtrain's default model_type; the examples train LoRA) (%s)",
+             f->flavour[0] ? "flavour " : "the default flavour", f->flavour, path);
+    return config_load_with(path, sets, n_sets, out, NULL);
+}
+
+st_status family_sweep_prepare(family_sweep *f, const char *examples, const char *dir, const char *const *sets,
+                               int n_sets, const sweep_mode *modes, int n_modes, const size_t *budgets, int n_budgets)
+{
+    static const size_t unlimited = 0;
+    st_status st = size_half(&f->measured, modes, n_modes, &unlimited, 1);
+    if (!st) st = size_half(&f->predicted, modes, n_modes, budgets, n_budgets);
+    if (st) return st;
+    f->predicted.predicted = true;
+    if (mkdir(dir, 0755) && errno != EEXIST) return st_fail(ST_ERR_IO, "cannot create %s: %s", dir, strerror(errno));
+
+    /* the flavour: the default one where it is built, else the first built (the report says so) */
+    const st_status check = model_family_check(f->family, "");
+    if (check) {
+        const bool invalid = check == ST_ERR_INVALID;
+        snprintf(f->skipped, sizeof f->skipped, "%s", st_error());
+        if (invalid || !model_family_built_flavour(f->family, 0, f->flavour, sizeof f->flavour)) {
+            fill_half(&f->measured, CELL_UNSUPPORTED, f->skipped);
+            fill_half(&f->predicted, CELL_UNSUPPORTED, f->skipped);
+            return ST_OK;
+        }
+        snprintf(f->note, sizeof f->note, "its default flavour is not built, so flavour %s; ", f->flavour);
+        f->skipped[0] = 0;
+    }
+    const size_t noted = strlen(f->note);
+    config *real = NULL;
+    model_config mc;
+    st = load_real(f, examples, dir, sets, n_sets, &real);
+    if (!st) st = model_config_from(real, &mc);
+    if (st) { /* the example itself refused: a finding for the report, not a reason to stop the sweep */
+        fill_half(&f->predicted, st == ST_ERR_UNSUPPORTED ? CELL_UNSUPPORTED : CELL_FAILED, st_error());
+        config_free(real);
+        real = NULL;
+    } else {
+        if (f->example[0] && *config_string(real, "model_flavour"))
+            snprintf(f->flavour, sizeof f->flavour, "%s", config_string(real, "model_flavour"));
+        shape_text(&mc, config_int(real, "train_batch_size"), f->shape, sizeof f->shape);
+        snprintf(f->predicted.preset, sizeof f->predicted.preset, "%s", mc.preset);
+        snprintf(f->predicted.config, sizeof f->predicted.config, "%s", f->example[0] ? f->example : "no example");
+    }
+    if (f->note[0] && strlen(f->note) == noted) /* only the flavour's part: end its sentence */
+        snprintf(f->note + noted, sizeof f->note - noted, "predicted from %s", f->example[0] ? f->example : "it");
+    f->real = real;
+
+    /* the measured half: the tiny preset of the family, in a config file the cells read */
+    const int e = example_index(f->family);
+    char real_preset[SWEEP_NAME_MAX];
+    const char *tiny = e >= 0 ? family_examples[e].tiny : NULL;
+    if (!tiny && model_family_preset(f->family, f->flavour, real_preset, sizeof real_preset))
+        tiny = tiny_preset_of(real_preset);
+    if (!tiny) {
+        fill_half(&f->measured, CELL_UNSUPPORTED, "no tiny preset of this family to measure");
+        return ST_OK;
+    }
+    snprintf(f->measured.preset, sizeof f->measured.preset, "%s", tiny);
+    snprintf(f->tiny_config, sizeof f->tiny_config, "%s/tiny-config.json", dir);
+    snprintf(f->measured.config, sizeof f->measured.config, "%s", f->tiny_config);
+    FILE *cf = fopen(f->tiny_config, "w");
+    if (!cf) return st_fail(ST_ERR_IO, "cannot write %s: %s", f->tiny_config, strerror(errno));
+    fprintf(cf, "{\"model_family\": \"%s\", \"model_flavour\": \"%s\", \"model_preset\": \"%s\"}\n", f->family,
+            f->flavour, tiny);
+    fclose(cf);
+    config *c = NULL; /* checked once here: a config every cell would refuse is one line, not nine failures */
+    st = config_load_with(f->tiny_config, sets, n_sets, &c, NULL);
+    if (!st) st = model_config_from(c, &mc);
+    config_free(c);
+    if (st) {
+        fill_half(&f->measured, st == ST_ERR_UNSUPPORTED ? CELL_UNSUPPORTED : CELL_FAILED, st_error());
+        f->tiny_config[0] = 0;
+    }
+    return ST_OK;
+}
+
+void family_sweep_predict(family_sweep *f, const cost_rates *rates)
+{
+    sweep_result *r = &f->predicted;
+    for (int m = 0; f->real && m < r->n_modes; m++) {
+        sweep_cell cell = {.mode = m, .same_plan_as = -1};
+        config *c = NULL;
+        st_status st = sweep_check_mode(&r->modes[m]); /* a key segtrain does not have: unsupported, as in sweep */
+        if (!st) st = (c = config_copy(f->real)) ? config_set_all(c, r->modes[m].sets) : st_host_oom("a config");
+        if (st) {
+            cell.status = st == ST_ERR_UNSUPPORTED ? CELL_UNSUPPORTED : CELL_FAILED;
+            snprintf(cell.error, sizeof cell.error, "%s", st_error());
+        } else {
+            sweep_predict_cell(c, rates, &cell);
+        }
+        config_free(c);
+        for (int b = 0; b < r->n_budgets; b++) { /* one prediction; each budget column fits it or not */
+            sweep_cell *at = &r->cells[m * r->n_budgets + b];
+            *at = cell;
+            at->device_memory = r->budgets[b];
+            if (at->status != CELL_OK || !at->device_memory || at->peak_device <= at->device_memory) continue;
+            char need[40], have[40];
+            sweep_size_text(need, sizeof need, at->peak_device);
+            sweep_size_text(have, sizeof have, at->device_memory);
+            at->status = CELL_OOM;
+            snprintf(at->error, sizeof at->error, "predicted peak %s exceeds device_memory %s", need, have);
+        }
+    }
+    sweep_mark_identical_plans(r);
+}
+
+void family_sweep_free(family_sweep *f, int n)
+{
+    for (int i = 0; f && i < n; i++) {
+        free(f[i].measured.budgets), free(f[i].measured.cells);
+        free(f[i].predicted.budgets), free(f[i].predicted.cells);
+        config_free(f[i].real);
+    }
+    free(f);
+}
+
+/* ---- this machine's rates ------------------------------------------------------------------------------------ */
+
+st_status family_sweep_calibrate(family_report *rep)
+{
+    /* DiT-S/2 at batch 4: GEMMs at the shape selfcheck rates, in a real step's mix of forward and backward */
+    static const char calibration[] = "{\"model_preset\": \"dit-s2\", \"train_batch_size\": 4}";
+    char tmpdir[] = "/tmp/segtrain-family-sweep-XXXXXX";
+    if (!mkdtemp(tmpdir)) return st_fail(ST_ERR_IO, "cannot create a scratch folder in /tmp");
+    sweep_mode none;
+    sweep_parse_mode("none", &none);
+    config *cfg = NULL;
+    st_status st = config_parse(calibration, "the calibration", &cfg);
+    if (!st) st = config_set_all(cfg, none.sets);
+    if (!st) st = sweep_measured_config(cfg, 2, tmpdir);
+    sweep_cell cell = {0};
+    if (!st) sweep_run_cell(cfg, 1, 1, &cell);
+    config_free(cfg);
+    remove_scratch(tmpdir);
+    if (st) return st;
+    if (cell.status != CELL_OK) return st_fail(ST_ERR_INTERNAL, "calibrating with dit-s2: %s", cell.error);
+    rep->rates = cost_calibrate(&cell.work, cell.sec_median);
+    snprintf(rep->calibration, sizeof rep->calibration,
+             "one real step of dit-s2 at batch 4 without checkpointing, after one warm-up: %.3f s, of which %.3f s "
+             "outside the four kinds of op (the optimizer, bookkeeping) is left out of every prediction, as are "
+             "waits for copies to and from host memory", cell.sec_median, rep->rates.fixed);
+    rep->rates.fixed = 0; /* dit-s2's optimizer and bookkeeping say nothing of another model's */
+    return ST_OK;
+}
+
+/* A rate as the report prints it: GFLOP/s for GEMMs and attention, GB/s for the memory-bound kinds. */
+static double rate_of(const cost_rates *r, op_kind k)
+{
+    return r->per_unit[k] > 0 ? 1e-9 / r->per_unit[k] : 0;
+}
+
+/* ---- the reports --------------------------------------------------------------------------------------------- */
+
+/* The mode of column b predicted fastest among those that fit (ties: the smaller peak), or -1. */
+static int fastest_fitting(const sweep_result *r, int b)
+{
+    int best = -1;
+    for (int m = 0; m < r->n_modes; m++) {
+        const sweep_cell *c = &r->cells[m * r->n_budgets + b];
+        const sweep_cell *o = best >= 0 ? &r->cells[best * r->n_budgets + b] : NULL;
+        if (c->status != CELL_OK) continue;
+        if (!o || c->sec_median < o->sec_median || (c->sec_median == o->sec_median && c->peak_device < o->peak_device))
+            best = m;
+    }
+    return best;
+}
+
+/* The mode whose predicted peak is the smallest (whatever the budgets), or -1. */
+static int smallest_need(const sweep_result *r)
+{
+    int best = -1;
+    for (int m = 0; m < r->n_modes; m++) {
+        const sweep_cell *c = &r->cells[m * r->n_budgets];
+        if ((c->status == CELL_OK || c->status == CELL_OOM) && c->peak_device &&
+            (best < 0 || c->peak_device < r->cells[best * r->n_budgets].peak_device))
+            best = m;
+    }
+    return best;
+}
+
+/* "unsloth (2410 s / 46.9 GiB)" or "nothing fits (the smallest need: 46.9 GiB, unsloth)". */
+static void fastest_text(const sweep_result *r, int b, char *buf, size_t n)
+{
+    const int m = fastest_fitting(r, b), s = smallest_need(r);
+    char size[40];
+    if (m >= 0) {
+        char cell[SWEEP_NAME_MAX];
+        sweep_cell_text(&r->cells[m * r->n_budgets + b], cell, sizeof cell);
+        snprintf(buf, n, "%s (%s)", r->modes[m].name, cell);
+    } else if (s >= 0) {
+        sweep_size_text(size, sizeof size, r->cells[s * r->n_budgets].peak_device);
+        snprintf(buf, n, "nothing fits (the smallest need: %s, %s)", size, r->modes[s].name);
+    } else {
+        snprintf(buf, n, "nothing was predicted");
+    }
+}
+
+static void md_rates(const family_report *rep, FILE *f)
+{
+    const cost_rates *r = &rep->rates;
+    fprintf(f, "Rates of this machine (the cost model's, advise.h): GEMM %.1f GFLOP/s, attention %.1f GFLOP/s, "
+               "normalization %.2f GB/s, elementwise %.2f GB/s; measured by %s.\n\n",
+            rate_of(r, OP_GEMM), rate_of(r, OP_ATTENTION), rate_of(r, OP_NORM), rate_of(r, OP_POINTWISE),
+            rep->calibration);
+}
+
+static bool refused(const sweep_cell *c) { return c->status == CELL_UNSUPPORTED || c->status == CELL_FAILED; }
+
+/* What the family refuses or failed at, once per mode (and once for both halves where they say the same). */
+static void md_refusals(const family_sweep *fs, FILE *f)
+{
+    const sweep_result *p = &fs->predicted, *m = &fs->measured;
+    bool any = false;
+    for (int k = 0; k < p->n_modes; k++) {
+        const sweep_cell *pc = &p->cells[k * p->n_budgets], *mc = &m->cells[k * m->n_budgets];
+        const bool same = refused(pc) && refused(mc) && pc->status == mc->status && !strcmp(pc->error, mc->error);
+        for (int h = 0; h < 2; h++) {
+            const sweep_cell *c = h ? mc : pc;
+            if (!refused(c) || (h && same)) continue;
+            if (!any) fprintf(f, "Refused or failed, and why:\n\n");
+            any = true;
+            fprintf(f, "- %s (%s): %s: %s\n", p->modes[k].name, same ? "both halves" : h ? "measured" : "predicted",
+                    cell_status_name(c->status), c->error[0] ? c->error : "(no reason recorded)");
+        }
+    }
+    if (any) fputc('\n', f);
+}
+
+static bool any_same_plan(const sweep_result *r)
+{
+    for (int k = 0; k < r->n_modes * r->n_budgets; k++)
+        if (r->cells[k].same_plan_as >= 0) return true;
+    return false;
+}
+
+static void md_family(const family_report *rep, const family_sweep *fs, FILE *f)
+{
+    const char *title = model_family_title(fs->family);
+    fprintf(f, "## %s (%s)\n\n", fs->family, title ? title : "?");
+    if (fs->skipped[0]) {
+        fprintf(f, "Not run: %s\n\n", fs->skipped);
+        return;
+    }
+    if (fs->note[0]) fprintf(f, "Note: %s.\n\n", fs->note);
+    const sweep_result *p = &fs->predicted, *m = &fs->measured;
+    fprintf(f, "**Predicted** at %s, %s (%s):\n\n", p->preset[0] ? p->preset : "?", fs->shape[0] ? fs->shape : "?",
+            fs->example[0] ? fs->example : "no example config");
+    sweep_write_markdown_table(p, f);
+    fputc('\n', f);
+    for (int b = 1; b < p->n_budgets; b++) {
+        char size[40], text[SWEEP_TEXT_MAX];
+        sweep_size_text(size, sizeof size, p->budgets[b]);
+        fastest_text(p, b, text, sizeof text);
+        fprintf(f, "- Fastest that fits %s: %s\n", size, text);
+    }
+    fprintf(f, "\n**Measured** on %s (%d warm-up + %d measured steps a cell, each in a fresh process):\n\n",
+            m->preset[0] ? m->preset : "?", m->warmup, m->steps);
+    sweep_write_markdown_table(m, f);
+    fputc('\n', f);
+    md_refusals(fs, f);
+    if (any_same_plan(p) || any_same_plan(m))
+        fprintf(f, "Rows marked \"same plan as\" plan exactly as that row here: identical numbers usually mean the "
+                   "option was not applied (for this family, it changes nothing).\n\n");
+    fprintf(f, "Charts: %s/predicted/sweep.svg, %s/measured/sweep.svg\n\n", fs->family, fs->family);
+}
+
+static st_status write_md(const void *ctx, FILE *f)
+{
+    const family_report *rep = ctx;
+    const machine_info *mi = &rep->machine;
+    fprintf(f, "# segtrain family sweep\n\nCommand: `%s`\n\n", rep->command);
+    fprintf(f, "Machine: %s, %d cores, %d threads, BLAS: %s.\n\n", mi->cpu, mi->cores, mi->threads, mi->blas);
+    md_rates(rep, f);
+    fprintf(f, "**Predicted** cells: each family at its real preset and its SimpleTuner example config's shape, one "
+               "dry step a mode (nothing is allocated): the peak device memory is exact for this engine, the seconds a "
+               "step are the cost model's at the rates above, predicted on this CPU. A budget column a mode does not "
+               "fit reads OOM with what it needs; the unlimited column is every mode's own numbers.\n\n"
+               "**Measured** cells: each family's tiny preset, every mode in a fresh process: the times are "
+               "milliseconds of a toy model, to show that each mode runs and what it refuses, not what the real "
+               "model takes.\n\n");
+    if (rep->n_families && rep->families[0].predicted.n_budgets > 1) {
+        const sweep_result *p0 = &rep->families[0].predicted;
+        fprintf(f, "## Fastest predicted schedule that fits\n\n| family |");
+        for (int b = 1; b < p0->n_budgets; b++) {
+            char size[40];
+            sweep_size_text(size, sizeof size, p0->budgets[b]);
+            fprintf(f, " %s |", size);
+        }
+        fprintf(f, "\n|---|");
+        for (int b = 1; b < p0->n_budgets; b++) fprintf(f, "---|");
+        fputc('\n', f);
+        for (int i = 0; i < rep->n_families; i++) {
+            const family_sweep *fs = &rep->families[i];
+            if (fs->predicted.preset[0]) fprintf(f, "| %s (%s, %s) |", fs->family, fs->predicted.preset, fs->shape);
+            else fprintf(f, "| %s |", fs->family);
+            for (int b = 1; b < p0->n_budgets; b++) {
+                char text[SWEEP_TEXT_MAX];
+                if (fs->skipped[0]) snprintf(text, sizeof text, "not run");
+                else fastest_text(&fs->predicted, b, text, sizeof text);
+                fprintf(f, " %s |", text);
+            }
+            fputc('\n', f);
+        }
+        fputc('\n', f);
+    }
+    for (int i = 0; i < rep->n_families; i++) md_family(rep, &rep->families[i], f);
+    return ST_OK;
+}
+
+static cJSON *family_json(const family_sweep *fs, const machine_info *mi)
+{
+    cJSON *o = cJSON_CreateObject();
+    sweep_result m = fs->measured, p = fs->predicted;
+    m.machine = p.machine = *mi;
+    const char *title = model_family_title(fs->family);
+    bool ok = o && cJSON_AddStringToObject(o, "family", fs->family) &&
+              cJSON_AddStringToObject(o, "title", title ? title : "") &&
+              cJSON_AddStringToObject(o, "flavour", fs->flavour) &&
+              (fs->skipped[0] ? cJSON_AddStringToObject(o, "skipped", fs->skipped)
+                              : cJSON_AddNullToObject(o, "skipped")) &&
+              cJSON_AddStringToObject(o, "note", fs->note) && cJSON_AddStringToObject(o, "example", fs->example) &&
+              cJSON_AddStringToObject(o, "shape", fs->shape);
+    for (int h = 0; ok && h < 2; h++) {
+        cJSON *half = sweep_result_json(h ? &p : &m);
+        ok = half && cJSON_AddItemToObject(o, h ? "predicted" : "measured", half);
+        if (!ok) cJSON_Delete(half);
+    }
+    cJSON *fastest = ok ? cJSON_AddArrayToObject(o, "fastest_that_fits") : NULL;
+    ok = ok && fastest;
+    for (int b = 1; ok && b < p.n_budgets; b++) {
+        const int k = fastest_fitting(&p, b), s = smallest_need(&p);
+        cJSON *e = cJSON_CreateObject();
+        ok = e && cJSON_AddItemToArray(fastest, e);
+        if (!ok) cJSON_Delete(e);
+        ok = ok && cJSON_AddNumberToObject(e, "device_memory", (double)p.budgets[b]) &&
+             (k >= 0 ? cJSON_AddStringToObject(e, "mode", p.modes[k].name) : cJSON_AddNullToObject(e, "mode")) &&
+             cJSON_AddNumberToObject(e, "sec_per_step", k >= 0 ? p.cells[k * p.n_budgets + b].sec_median : 0) &&
+             cJSON_AddNumberToObject(e, "peak_device_bytes", k >= 0 ? (double)p.cells[k * p.n_budgets + b].peak_device
+                                                                    : 0) &&
+             cJSON_AddNumberToObject(e, "smallest_need_bytes",
+                                     s >= 0 ? (double)p.cells[s * p.n_budgets].peak_device : 0);
+    }
+    if (!ok) cJSON_Delete(o);
+    return ok ? o : NULL;
+}
+
+static st_status write_json(const void *ctx, FILE *f)
+{
+    const family_report *rep = ctx;
+    cJSON *root = cJSON_CreateObject(), *mach = NULL, *rates = NULL, *list = NULL;
+    bool ok = root && cJSON_AddStringToObject(root, "command", rep->command) &&
+              (mach = cJSON_AddObjectToObject(root, "machine")) && (rates = cJSON_AddObjectToObject(root, "rates")) &&
+              (list = cJSON_AddArrayToObject(root, "families"));
+    ok = ok && cJSON_AddStringToObject(mach, "cpu", rep->machine.cpu) &&
+         cJSON_AddNumberToObject(mach, "cores", rep->machine.cores) &&
+         cJSON_AddNumberToObject(mach, "threads", rep->machine.threads) &&
+         cJSON_AddStringToObject(mach, "blas", rep->machine.blas);
+    ok = ok && cJSON_AddNumberToObject(rates, "gemm_gflops", rate_of(&rep->rates, OP_GEMM)) &&
+         cJSON_AddNumberToObject(rates, "attention_gflops", rate_of(&rep->rates, OP_ATTENTION)) &&
+         cJSON_AddNumberToObject(rates, "norm_gbytes_per_s", rate_of(&rep->rates, OP_NORM)) &&
+         cJSON_AddNumberToObject(rates, "pointwise_gbytes_per_s", rate_of(&rep->rates, OP_POINTWISE)) &&
+         cJSON_AddStringToObject(rates, "calibration", rep->calibration);
+    for (int i = 0; ok && i < rep->n_families; i++) {
+        cJSON *o = family_json(&rep->families[i], &rep->machine);
+        ok = o && cJSON_AddItemToArray(list, o);
+        if (!ok) cJSON_Delete(o);
+    }
+    if (!ok) cJSON_Delete(root);
+    return sweep_print_json(ok ? root : NULL, f, "families.json");
+}
+
+static st_status write_csv(const void *ctx, FILE *f)
+{
+    const family_report *rep = ctx;
+    static const char *const names[] = {"family", "half"};
+    for (int i = 0; i < rep->n_families; i++) {
+        const char *measured[] = {rep->families[i].family, "measured"}, *predicted[] = {rep->families[i].family,
+                                                                                         "predicted"};
+        sweep_write_csv(&rep->families[i].measured, f, names, measured, 2, i == 0);
+        sweep_write_csv(&rep->families[i].predicted, f, names, predicted, 2, false);
+    }
+    return ST_OK;
+}
+
+/* dir/family/half/sweep.*: the single sweep's reports and chart of one half. */
+static st_status write_half(const char *dir, const char *family, const char *half, const sweep_result *r,
+                            const machine_info *mi)
+{
+    char path[SWEEP_TEXT_MAX + 2 * SWEEP_NAME_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, family);
+    if (mkdir(path, 0755) && errno != EEXIST) return st_fail(ST_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+    snprintf(path, sizeof path, "%s/%s/%s", dir, family, half);
+    if (mkdir(path, 0755) && errno != EEXIST) return st_fail(ST_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+    sweep_result copy = *r;
+    copy.machine = *mi;
+    return sweep_write_reports(&copy, path);
+}
+
+st_status family_sweep_write_reports(const family_report *rep, const char *dir)
+{
+    st_status st = ST_OK;
+    for (int i = 0; i < rep->n_families && !st; i++) {
+        const family_sweep *fs = &rep->families[i];
+        if (fs->skipped[0]) continue; /* its reason is in families.md; nothing to chart */
+        st = write_half(dir, fs->family, "measured", &fs->measured, &rep->machine);
+        if (!st) st = write_half(dir, fs->family, "predicted", &fs->predicted, &rep->machine);
+    }
+    if (!st) st = sweep_write_file(dir, "families.md", write_md, rep);
+    if (!st) st = sweep_write_file(dir, "families.json", write_json, rep);
+    if (!st) st = sweep_write_file(dir, "families.csv", write_csv, rep);
+    return st;
+}
