@@ -166,6 +166,12 @@ expect 0 "train runs a per-block plan" "trained 2 steps" -- "$bin" train --set m
   --set in_channels=3 --set vae_scale_factor=1 --set resolution=8 --set num_classes=8 --set max_train_steps=2 \
   --set validation_steps=0 --set output_dir=plan-run --set gradient_checkpointing=true \
   --set "gradient_checkpointing_plan=$bp"
+echo '{"model_preset": "dit-tiny", "train_batch_size": 2, "gradient_checkpointing": true,
+  "gradient_checkpointing_plan": "0-1 ckpt | 2 ffn | 3 keep + attention-offload"}' > planned.json
+expect 0 "sweep runs the config's own plan as a row of its own" "^\| plan +\| [0-9.]+ s / " -- "$bin" sweep \
+  --config planned.json --modes none,plan --steps 1 --warmup 0 --out plan-sweep
+expect 1 "sweep --modes plan needs a plan in the config" "tiny.json has none" -- "$bin" sweep --config tiny.json \
+  --modes plan --out never-sweep
 expect 1 "a plan beside an interval is refused" "gradient_checkpointing_interval: 2 would mean nothing" -- \
   "$bin" plan --config tiny.json --set gradient_checkpointing=true --set gradient_checkpointing_interval=2 \
   --set "gradient_checkpointing_plan=$bp"

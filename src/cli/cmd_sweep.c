@@ -30,6 +30,8 @@ static const char sweep_help[] =
     "                        torch-ffn, unsloth, unsloth-ffn, activation-offload, seg2-stride4-offload; the\n"
     "                        default is all of them) and your own as name:key=value,key=value, e.g.\n"
     "                        --modes none,layer,'wide:gradient_checkpointing=true,gradient_checkpointing_interval=4'\n"
+    "                        and plan, the config's own gradient_checkpointing_plan (a row of the default list\n"
+    "                        when the config has one; `segtrain advise` writes one)\n"
     "  --families LIST       the family sweep (below): all (every SimpleTuner family with a built flavour)\n"
     "                        or SimpleTuner names, e.g. flux,sdxl,wan; instead of --config\n"
     "  --examples DIR        its SimpleTuner example configs (default tests/fixtures/simpletuner)\n"
@@ -342,6 +344,8 @@ int cmd_sweep(int argc, char **argv)
                 strlen(last->sets) + strlen(tok) + 2 < sizeof last->sets) {
                 strcat(last->sets, ";");
                 strcat(last->sets, tok);
+            } else if (r.n_modes < 64 && !strcmp(tok, "plan")) {
+                modes[r.n_modes++] = (sweep_mode){.name = "plan"}; /* the config's own keys: its plan */
             } else if (r.n_modes < 64) {
                 st = sweep_parse_mode(tok, &modes[r.n_modes++]);
             }
@@ -378,6 +382,13 @@ int cmd_sweep(int argc, char **argv)
     }
     config *cfg = NULL;
     st = cli_load_config(config_path, &a, &cfg); /* validates the config once, up front */
+    bool plan_row = false;
+    for (int m = 0; m < r.n_modes; m++) plan_row |= !strcmp(modes[m].name, "plan") && !modes[m].sets[0];
+    const bool has_plan = !st && config_string(cfg, "gradient_checkpointing_plan")[0];
+    if (!st && plan_row && !has_plan)
+        st = st_fail(ST_ERR_INVALID, "--modes: the row plan runs the config's own gradient_checkpointing_plan, and "
+                     "%s has none (`segtrain advise` writes one)", config_file ? config_file : "the default config");
+    if (!st && has_plan && !mode_list && r.n_modes < 64) modes[r.n_modes++] = (sweep_mode){.name = "plan"};
     if (!st && !(r.cells = calloc((size_t)(r.n_modes * r.n_budgets), sizeof *r.cells)))
         st = st_host_oom("the sweep's %d cells", r.n_modes * r.n_budgets);
     if (st) { /* nothing was measured: what this run made goes (rmdir keeps a folder that holds anything else) */
