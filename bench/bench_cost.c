@@ -63,7 +63,7 @@ static st_status predict(const config *cfg, const cost_rates *rates, double *sec
     pool_stats dev, host;
     if (!st)
         st = cost_of_dry_step(&r, config_int(cfg, "train_batch_size"),
-                              train_optimizer_bytes(cfg, model_params(r.m)->grad_count), rates, &dev, &host, sec);
+                              train_optimizer_bytes(cfg, model_params(r.m)->grad_count, 1), rates, &dev, &host, sec);
     model_run_close(&r);
     return st;
 }

@@ -62,7 +62,7 @@ int main(int argc, char **argv)
         if (!st) st = model_run_open(cfg, false, &r, warning);
         if (!st)
             st = flow_step_dry(&r, config_int(cfg, "train_batch_size"),
-                               train_optimizer_bytes(cfg, model_params(r.m)->grad_count), &dev, &host);
+                               train_optimizer_bytes(cfg, model_params(r.m)->grad_count, 1), &dev, &host);
         const double sec = clock_seconds() - t0;
         model_run_close(&r);
         config_free(cfg);

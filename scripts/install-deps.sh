@@ -13,6 +13,8 @@ packages=(
   libopenblas-openmp-dev     # GEMMs; the OpenMP build shares our OpenMP thread pool
   libcjson-dev               # configs, safetensors headers
   libpng-dev                 # image folders, sample grids (brings zlib1g-dev, which CMake's FindPNG needs)
+  libopenmpi-dev             # data-parallel training (mpi.h); without it segtrain builds single-process
+  openmpi-bin                # mpirun, for `mpirun -np N segtrain train` and the 2-rank tests
 )
 fuzz_packages=(
   clang                      # libFuzzer targets are built with clang

@@ -74,6 +74,16 @@ double optim_lr_at(const optim_settings *s, int64_t step);
  * is the pool's (ST_ERR_OOM, ...). `ps` must outlive the optimizer. */
 st_status optim_create(param_set *ps, const optim_settings *s, optimizer **out);
 
+/* ZeRO-1: an optimizer of the trainable floats first .. first + count - 1 of the gradient block alone (a
+ * data-parallel rank's shard): its state holds count floats a moment, optim_sum_squares and optim_clip_by see
+ * only those gradients, optim_step updates only those weights, and optim_state_restore takes its part of a whole
+ * state. optim_create is the shard of the whole block. */
+st_status optim_create_shard(param_set *ps, const optim_settings *s, int64_t first, int64_t count, optimizer **out);
+int64_t optim_shard_first(const optimizer *o);
+/* The sum of squares of the shard's gradients (in double, in fixed chunks in order), and the clipping optim_clip
+ * does, by a norm given (a sharded run's global norm). */
+double optim_sum_squares(optimizer *o);
+void optim_clip_by(optimizer *o, double norm);
 /* Frees the state back to the pool. NULL is a no-op. */
 void optim_destroy(optimizer *o);
 
@@ -98,16 +108,17 @@ int64_t optim_steps_taken(const optimizer *o);
 st_status optim_set_steps(optimizer *o, int64_t steps);
 
 /* The state as named float buffers for the checkpoint writer: AdamW "optimizer.m", "optimizer.v"; Lion
- * "optimizer.m". Each holds optim_state_size() = grad_count floats, 1-D, in the gradient block's order.
+ * "optimizer.m". Each holds optim_state_size() floats (grad_count; a shard's count), 1-D, in the gradient
+ * block's order.
  * optim_state_data returns the live buffer (write it only through optim_state_restore to get checks). */
 int optim_state_count(const optimizer *o);
 const char *optim_state_name(const optimizer *o, int i);
 float *optim_state_data(optimizer *o, int i);
 int64_t optim_state_size(const optimizer *o, int i);
 
-/* Copies n floats into the state buffer called `name`. An unknown name (e.g. "optimizer.v" into Lion) or a size
- * other than optim_state_size is ST_ERR_FORMAT with a line naming the buffer and both sizes; the state is then
- * unchanged. */
+/* Copies a whole state buffer called `name` (n = grad_count floats; a shard keeps its part). An unknown name
+ * (e.g. "optimizer.v" into Lion) or another size is ST_ERR_FORMAT with a line naming the buffer and both sizes;
+ * the state is then unchanged. */
 st_status optim_state_restore(optimizer *o, const char *name, const float *data, int64_t n);
 
 #endif

@@ -16,5 +16,7 @@ uint64_t rng_stream(const char *name);
 
 void rng_fill_uniform(float *x, int64_t n, uint64_t seed, uint64_t stream, float lo, float hi);
 void rng_fill_normal(float *x, int64_t n, uint64_t seed, uint64_t stream, float mean, float std);
+/* Elements first .. first + n - 1 of the stream rng_fill_normal fills from 0: a data-parallel rank's share. */
+void rng_fill_normal_at(float *x, int64_t n, uint64_t seed, uint64_t stream, int64_t first, float mean, float std);
 
 #endif

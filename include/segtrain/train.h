@@ -18,8 +18,9 @@
  * folder is ST_ERR_INVALID with a line saying which file to give instead; a missing file is left to the loader. */
 st_status train_weights_path_check(const char *path);
 
-/* Bytes of optimizer state the config's optimizer keeps for grad_count trainable floats. */
-size_t train_optimizer_bytes(const config *cfg, int64_t grad_count);
+/* Bytes of optimizer state the config's optimizer keeps for grad_count trainable floats on each of `ranks`
+ * data-parallel ranks: the whole state, or with zero_stage 1 the largest rank's share (ZeRO-1). */
+size_t train_optimizer_bytes(const config *cfg, int64_t grad_count, int ranks);
 
 typedef struct trainer trainer;
 
@@ -28,6 +29,7 @@ typedef struct train_step_info {
     float loss;   /* mean over the step's micro-batches */
     double lr, grad_norm, seconds;
     double optimizer_seconds; /* clipping and the update, part of seconds */
+    double comm_seconds;      /* the gradients' reduction over the ranks, part of seconds (0 for one rank) */
     size_t peak_device, peak_host; /* of this step */
     const char *checkpoint;        /* the file written after this step, or NULL */
     const char *validation;        /* the grid written after this step, or NULL */

@@ -11,7 +11,7 @@
 #include "segtrain/train.h"
 
 static const char plan_help[] =
-    "usage: segtrain plan --config C [--json] [--parts] [--set key=value ...]\n"
+    "usage: segtrain plan --config C [--json] [--parts] [--ranks N] [--set key=value ...]\n"
     "\n"
     "Prints the checkpoint plan of every block sequence of the configured model, as\n"
     "  blocks 0-1 ckpt | 2-3 keep | 4-5 ckpt ...\n"
@@ -20,7 +20,9 @@ static const char plan_help[] =
     "device memory of one training step at train_batch_size, by what it holds. Nothing is allocated or run.\n"
     "--json prints the same for machines. --parts also lists the weights by part (block indices as *: every\n"
     "block's expert weights as one line) and what was live at the predicted peak, by name and tag (a mixture\n"
-    "of experts' routing state, a boundary, an attention's kept state).\n";
+    "of experts' routing state, a boundary, an attention's kept state). --ranks N gives one rank's memory in a\n"
+    "data-parallel run of N ranks (mpirun -np N segtrain train): with zero_stage 1 its optimizer state is its\n"
+    "share, and the line says what that saves; the gradients' reduction adds its scratch in host memory.\n";
 
 #define PARTS_SHOWN 100
 
@@ -28,6 +30,7 @@ typedef struct plan_report {
     int64_t batch;
     size_t optimizer_bytes;
     pool_stats sim, host; /* the dry step's */
+    op_profile work;      /* and the work its ops counted */
 } plan_report;
 
 static size_t boundary_bytes(const seq_plan *p, const block_seq *s) { return seq_plan_boundary_bytes(p, s); }
@@ -191,6 +194,8 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
         print_bytes(stdout, moved);
         printf(" each way per step\n");
     }
+    printf("work of a training step: %.4g TFLOP in GEMMs, %.4g TFLOP in attention (the dry step's count)\n",
+           r->work.flops[OP_GEMM] * 1e-12, r->work.flops[OP_ATTENTION] * 1e-12);
     print_peak(stdout, "predicted peak device memory of a training step", &r->sim);
     if (r->host.peak) print_peak(stdout, "predicted peak host memory of a training step", &r->host);
 }
@@ -247,6 +252,8 @@ static void print_json(model *m, const plan_report *r)
     for (int i = 0; i < n; i++) moved += seq_plan_offload_bytes(model_plan(m, i), &seqs[i]);
     cJSON_AddNumberToObject(root, "bytes_to_host_per_step", (double)moved);
     cJSON_AddNumberToObject(root, "bytes_to_device_per_step", (double)moved);
+    cJSON_AddNumberToObject(root, "gemm_flops_per_step", r->work.flops[OP_GEMM]);
+    cJSON_AddNumberToObject(root, "attention_flops_per_step", r->work.flops[OP_ATTENTION]);
     cJSON *peak = cJSON_AddObjectToObject(root, "predicted_peak_device_bytes");
     cJSON_AddNumberToObject(peak, "total", (double)r->sim.peak);
     for (int t = 0; t < MEM_TAG_COUNT; t++) cJSON_AddNumberToObject(peak, mem_tag_name(t), (double)r->sim.at_peak_by_tag[t]);
@@ -319,8 +326,9 @@ int cmd_plan(int argc, char **argv)
 {
     const char *config_path = NULL;
     bool json = false, parts = false;
+    long long ranks = 1;
     const cli_flag flags[] = {{"--config", .text = &config_path}, {"--json", .on = &json}, {"--parts", .on = &parts},
-                              {0}};
+                              {"--ranks", .whole = &ranks, .min = 1, .max = 1 << 20}, {0}};
     cli_args a;
     int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(plan_help, stdout), 0) : rc;
@@ -330,11 +338,23 @@ int cmd_plan(int argc, char **argv)
     if (!st) st = cli_open_model(cfg, false, &cm);
     if (!st) {
         plan_report r = {.batch = config_int(cfg, "train_batch_size")};
-        r.optimizer_bytes = train_optimizer_bytes(cfg, model_params(cm.m)->grad_count);
+        const int64_t grads = model_params(cm.m)->grad_count;
+        r.optimizer_bytes = train_optimizer_bytes(cfg, grads, (int)ranks);
         if (parts) pool_record_peak_parts(cm.device, true);
+        ops_profile_start();
         st = flow_step_dry(&cm, r.batch, r.optimizer_bytes, &r.sim, &r.host);
+        ops_profile_stop(&r.work);
         if (!st && json) print_json(cm.m, &r);
         else if (!st) print_text(&cm.cs, cm.m, &r);
+        if (!st && !json && ranks > 1) {
+            const size_t whole = train_optimizer_bytes(cfg, grads, 1);
+            char b[4][24];
+            printf("data-parallel over %lld ranks, per rank: optimizer state %s (the whole state is %s%s%s); "
+                   "the gradients' reduction adds %s of host scratch\n", ranks, st_bytes(b[0], r.optimizer_bytes),
+                   st_bytes(b[1], whole), config_int(cfg, "zero_stage") == 1 ? ": ZeRO-1 saves " : "; zero_stage 1 "
+                   "would keep a share", config_int(cfg, "zero_stage") == 1 ? st_bytes(b[2], whole - r.optimizer_bytes)
+                   : "", st_bytes(b[3], (size_t)grads * sizeof(float)));
+        }
         if (!st && parts && !json) print_parts(cm.m, cm.device);
     }
     cli_close_model(&cm);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "segtrain/dist.h"
 #include "segtrain/train.h"
 
 static const char train_help[] =
@@ -22,6 +23,12 @@ static const char train_help[] =
     "  train_log.jsonl                step, loss, lr, grad_norm, sec_per_step, peak_device_bytes per step\n"
     "  model.safetensors              the final weights (pytorch_lora_weights.safetensors: the adapters under PEFT's names, for model_type lora)\n"
     "A loss or gradient that is not finite stops the run, naming the step; the last good checkpoint is kept.\n"
+    "\n"
+    "Data-parallel: `mpirun -np N segtrain train ...` trains on N ranks (a build with MPI: libopenmpi-dev). Each\n"
+    "rank trains train_batch_size samples of every global batch of N x train_batch_size, the same samples one\n"
+    "process with that batch would; gradients are summed in rank order (bitwise repeatable for a given N) and\n"
+    "every rank steps the same weights. Rank 0 prints and writes every file; give each rank one thread\n"
+    "(OMP_NUM_THREADS=1, or --threads 1) where ranks share cores.\n"
     "\n"
     "example:\n"
     "  segtrain train --config c.json --set model_preset=dit-tiny --set in_channels=3 \\\n"
@@ -60,11 +67,15 @@ int cmd_train(int argc, char **argv)
     cli_args a;
     int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(train_help, stdout), 0) : rc;
-    config *cfg;
+    config *cfg = NULL;
     trainer *t = NULL;
-    st_status st = cli_load_config(config_path, &a, &cfg);
-    if (!st) st = trainer_create(cfg, stderr, &t);
-    if (!st) {
+    st_status st = dist_init(&argc, &argv); /* a rank of `mpirun -np N segtrain train`, or a single process */
+    if (!st && dist_rank()) { /* rank 0 speaks for the job; the others say only what goes wrong */
+        if (!freopen("/dev/null", "w", stdout)) st = st_fail(ST_ERR_IO, "rank %d: cannot silence stdout", dist_rank());
+    }
+    if (!st) st = cli_load_config(config_path, &a, &cfg);
+    if (!st) st = trainer_create(cfg, dist_rank() ? NULL : stderr, &t);
+    if (!st && !dist_rank()) {
         print_plans(stderr, trainer_model(t));
         print_peak(stderr, "predicted peak device memory per step", trainer_predicted(t, false));
         if (trainer_predicted(t, true)->peak) print_peak(stderr, "predicted peak host memory per step", trainer_predicted(t, true));
@@ -79,6 +90,7 @@ int cmd_train(int argc, char **argv)
         if (st) break;
         if (in.step > 1 || total == 1) spent += in.seconds, timed++; /* the first step warms caches up */
         const double avg = timed ? spent / (double)timed : in.seconds;
+        if (dist_rank()) continue;
         if (tty || in.step % every == 0 || in.step == total || in.checkpoint || in.validation) progress(&in, total, avg, tty);
         if (in.checkpoint || in.validation) {
             if (tty) fputc('\n', stderr);
@@ -86,11 +98,13 @@ int cmd_train(int argc, char **argv)
             if (in.validation) fprintf(stderr, "sampled %s\n", in.validation);
         }
     }
-    if (tty && total) fputc('\n', stderr);
+    if (tty && total && !dist_rank()) fputc('\n', stderr);
     const char *weights = NULL;
     if (!st) st = trainer_finish(t, &weights);
     if (!st) printf("trained %lld steps; weights in %s\n", (long long)trainer_steps_done(t), weights);
     trainer_destroy(t);
     config_free(cfg);
-    return st ? cli_error("train") : 0;
+    const int code = st ? cli_error("train") : 0;
+    if (!st) dist_finalize(); /* after an error the job ends without the others: MPI_Finalize would wait for them */
+    return code;
 }

@@ -151,6 +151,11 @@ const cfg_key cfg_keys[] = {
     INT_KEY("gradient_accumulation_steps", "1", 1, 1048576, SEC_TRAINING, "=",
             "Micro-batches whose gradients are summed before one optimizer step."),
     INT_KEY("max_train_steps", "100", 1, ANY_MAX, SEC_TRAINING, "=", "Optimizer steps to run."),
+    INT_KEY("zero_stage", "0", 0, 1, SEC_TRAINING, NULL,
+            "Data-parallel runs (`mpirun -np N segtrain train`): 1 shards the optimizer state over the ranks "
+            "(ZeRO-1: each rank holds and updates 1/N of it, then the updated weights are all-gathered); 0 keeps "
+            "the whole state on every rank. Checkpoints hold the whole state either way, and resume with any N. "
+            "`segtrain plan --ranks N` shows a rank's memory."),
     INT_KEY("seed", "0", 0, ANY_MAX, SEC_TRAINING, "=", "Seed of every random stream (init, data, noise, timesteps)."),
     FLOAT_KEY("learning_rate", "1e-4", 0, ANY_MAX, SEC_TRAINING, "= (default 4e-7 there)",
               "Peak learning rate, reached after the warm-up."),

@@ -40,7 +40,12 @@ void rng_fill_uniform(float *x, int64_t n, uint64_t seed, uint64_t stream, float
     for (int64_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * rng_uniform(seed, stream, (uint64_t)i));
 }
 
+void rng_fill_normal_at(float *x, int64_t n, uint64_t seed, uint64_t stream, int64_t first, float mean, float std)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(mean + std * rng_normal(seed, stream, (uint64_t)(first + i)));
+}
+
 void rng_fill_normal(float *x, int64_t n, uint64_t seed, uint64_t stream, float mean, float std)
 {
-    for (int64_t i = 0; i < n; i++) x[i] = (float)(mean + std * rng_normal(seed, stream, (uint64_t)i));
+    rng_fill_normal_at(x, n, seed, stream, 0, mean, std);
 }

@@ -21,8 +21,9 @@ struct optimizer {
     optim_settings s;
     int64_t t; /* completed updates */
     int moments;
-    float *state[2]; /* m, v (AdamW); m (Lion) */
-    double *partial; /* one sum of squares per NORM_CHUNK gradients */
+    float *state[2]; /* m, v (AdamW); m (Lion): `count` floats each, for gradients first .. first + count - 1 */
+    int64_t first, count;
+    double *partial; /* one sum of squares per NORM_CHUNK gradients of the shard */
     int64_t chunks;
 };
 
@@ -98,21 +99,30 @@ static st_status check_settings(const optim_settings *s)
 
 st_status optim_create(param_set *ps, const optim_settings *s, optimizer **out)
 {
+    return optim_create_shard(ps, s, 0, ps->grad_count, out);
+}
+
+st_status optim_create_shard(param_set *ps, const optim_settings *s, int64_t first, int64_t count, optimizer **out)
+{
     *out = NULL;
     st_status st = check_settings(s);
     if (st) return st;
     if (!ps->pool || !ps->grads || ps->grad_count <= 0)
         return st_fail(ST_ERR_INVALID, "optimizer: the parameter set has no allocated trainable parameters");
+    if (first < 0 || count < 0 || first + count > ps->grad_count)
+        return st_fail(ST_ERR_INVALID, "optimizer: the shard %lld + %lld is outside the %lld trainable floats",
+                       (long long)first, (long long)count, (long long)ps->grad_count);
     optimizer *o = calloc(1, sizeof *o);
-    const int64_t chunks = (ps->grad_count + NORM_CHUNK - 1) / NORM_CHUNK;
-    double *partial = malloc((size_t)chunks * sizeof *partial);
+    const int64_t chunks = (count + NORM_CHUNK - 1) / NORM_CHUNK;
+    double *partial = malloc((size_t)(chunks ? chunks : 1) * sizeof *partial);
     if (!o || !partial) {
         free(o);
         free(partial);
         return st_host_oom("the optimizer's bookkeeping");
     }
-    *o = (optimizer){.ps = ps, .s = *s, .moments = moments_of(s->kind), .partial = partial, .chunks = chunks};
-    const size_t bytes = (size_t)ps->grad_count * sizeof(float);
+    *o = (optimizer){.ps = ps, .s = *s, .moments = moments_of(s->kind), .first = first, .count = count,
+                     .partial = partial, .chunks = chunks};
+    const size_t bytes = (size_t)(count ? count : 1) * sizeof(float);
     for (int i = 0; i < o->moments && !st; i++)
         st = pool_alloc_zero(ps->pool, bytes, MEM_OPTIMIZER, state_names[i], (void **)&o->state[i]);
     if (st) {
@@ -142,10 +152,10 @@ static double sum_squares(const float *restrict g, int64_t n)
     return s;
 }
 
-double optim_clip(optimizer *o)
+double optim_sum_squares(optimizer *o)
 {
-    float *restrict g = o->ps->grads;
-    const int64_t n = o->ps->grad_count, chunks = o->chunks;
+    const float *restrict g = o->ps->grads + o->first;
+    const int64_t n = o->count, chunks = o->chunks;
     double *part = o->partial;
 #pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
     for (int64_t c = 0; c < chunks; c++) {
@@ -154,13 +164,26 @@ double optim_clip(optimizer *o)
     }
     double sum = 0;
     for (int64_t c = 0; c < chunks; c++) sum += part[c];
-    const double norm = sqrt(sum);
-    if (!isfinite(norm) || !(o->s.max_grad_norm > 0)) return norm;
+    return sum;
+}
+
+double optim_clip(optimizer *o)
+{
+    const double norm = sqrt(optim_sum_squares(o));
+    optim_clip_by(o, norm);
+    return norm;
+}
+
+void optim_clip_by(optimizer *o, double norm)
+{
+    float *restrict g = o->ps->grads + o->first;
+    const int64_t n = o->count;
+    if (!isfinite(norm) || !(o->s.max_grad_norm > 0)) return;
     if (o->s.clip_by_value) {
         const float hi = (float)o->s.max_grad_norm;
 #pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
         for (int64_t i = 0; i < n; i++) g[i] = fminf(fmaxf(g[i], -hi), hi);
-        return norm;
+        return;
     }
     const double coef = o->s.max_grad_norm / (norm + 1e-6);
     if (coef < 1) {
@@ -168,7 +191,6 @@ double optim_clip(optimizer *o)
 #pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
         for (int64_t i = 0; i < n; i++) g[i] *= f;
     }
-    return norm;
 }
 
 typedef struct coefs {
@@ -226,12 +248,17 @@ st_status optim_step(optimizer *o, double *lr_used)
         for (int i = 0; i < ps->n; i++) {
             const param *q = &ps->items[i];
             if (!q->trainable || !q->g) continue;
-            const int64_t off = q->g - ps->grads, lo = q->numel * tid / nt, hi = q->numel * (tid + 1) / nt;
+            /* the part of the parameter inside the shard, split by thread */
+            const int64_t at = q->g - ps->grads, from = at > o->first ? at : o->first,
+                          to = at + q->numel < o->first + o->count ? at + q->numel : o->first + o->count;
+            if (to <= from) continue;
+            const int64_t lo = from - at + (to - from) * tid / nt, hi = from - at + (to - from) * (tid + 1) / nt;
             if (hi <= lo) continue;
+            const int64_t st = at + lo - o->first; /* the state's index */
             if (s->kind == OPTIM_ADAMW)
-                adamw_span(q->w + lo, q->g + lo, m + off + lo, v + off + lo, hi - lo, &k);
+                adamw_span(q->w + lo, q->g + lo, m + st, v + st, hi - lo, &k);
             else
-                lion_span(q->w + lo, q->g + lo, m + off + lo, hi - lo, &k);
+                lion_span(q->w + lo, q->g + lo, m + st, hi - lo, &k);
         }
     }
     o->t = t;
@@ -254,7 +281,8 @@ const char *optim_state_name(const optimizer *o, int i) { return i >= 0 && i < o
 
 float *optim_state_data(optimizer *o, int i) { return i >= 0 && i < o->moments ? o->state[i] : NULL; }
 
-int64_t optim_state_size(const optimizer *o, int i) { return i >= 0 && i < o->moments ? o->ps->grad_count : 0; }
+int64_t optim_state_size(const optimizer *o, int i) { return i >= 0 && i < o->moments ? o->count : 0; }
+int64_t optim_shard_first(const optimizer *o) { return o->first; }
 
 st_status optim_state_restore(optimizer *o, const char *name, const float *data, int64_t n)
 {
@@ -268,6 +296,6 @@ st_status optim_state_restore(optimizer *o, const char *name, const float *data,
                        "optimizer state '%s' has %lld floats, but the trainable parameters have %lld (a checkpoint "
                        "of another model or training setup?)",
                        name, (long long)n, (long long)o->ps->grad_count);
-    memcpy(o->state[i], data, (size_t)n * sizeof(float));
+    memcpy(o->state[i], data + o->first, (size_t)o->count * sizeof(float)); /* a shard takes its part */
     return ST_OK;
 }

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "segtrain/data.h"
+#include "segtrain/dist.h"
 #include "segtrain/fileio.h"
 #include "segtrain/model_run.h"
 #include "segtrain/objective.h"
@@ -42,6 +44,13 @@ struct trainer {
     float *r, *null_cond;       /* its intervals' other ends and the empty prompt's conditioning, in the device pool */
     int64_t *labels;            /* the loader's labels and captions, host-side */
     char (*captions)[CAPTION_MAX];
+    /* data-parallel: this process is rank `rank` of `ranks`, and trains samples first .. first + batch - 1 of
+     * each global batch of ranks x batch; comm is dist_sum's scratch in the host pool */
+    int rank, ranks;
+    bool zero; /* ZeRO-1: the optimizer state is sharded over the ranks */
+    int64_t first;
+    float *comm;
+    float *stage_x0, *stage_cond; /* a loader's global batch, of which this rank keeps its share (ranks > 1) */
     pool_stats predicted, predicted_host;
     FILE *jsonl;
     char dir[DIR_MAX], checkpoint[PATH_MAX_LEN], validation[PATH_MAX_LEN], final[PATH_MAX_LEN];
@@ -49,6 +58,7 @@ struct trainer {
 
 static void note(trainer *t, const char *fmt, const char *a, const char *b)
 {
+    if (t->rank) return; /* rank 0 speaks for the job */
     if (t->log) fprintf(t->log, fmt, a, b), fputc('\n', t->log);
 }
 
@@ -119,13 +129,16 @@ static void checkpoint_path(const char *dir, int64_t step, char *out, size_t n)
     snprintf(out, n, "%s/checkpoint-%06lld.safetensors", dir, (long long)step);
 }
 
-static st_status save_checkpoint(trainer *t)
+/* Writes the checkpoint: the trainable weights and the optimizer state (whole[i]: a sharded run's, gathered;
+ * NULL: the optimizer's own). */
+static st_status save_checkpoint(trainer *t, float *const *whole)
 {
     const int k = optim_state_count(t->opt);
     named_floats extra[4];
     for (int i = 0; i < k && i < 4; i++)
         extra[i] = (named_floats){.name = optim_state_name(t->opt, i), .ndim = 1,
-                                  .shape = {optim_state_size(t->opt, i)}, .data = optim_state_data(t->opt, i)};
+                                  .shape = {whole ? model_params(t->run.m)->grad_count : optim_state_size(t->opt, i)},
+                                  .data = whole ? whole[i] : optim_state_data(t->opt, i)};
     const data_position pos = t->iter ? data_iter_position(t->iter) : (data_position){0};
     char step[32], epoch[32], index[32], seed[32];
     snprintf(step, sizeof step, "%lld", (long long)t->steps_done);
@@ -152,6 +165,24 @@ static st_status save_checkpoint(trainer *t)
         unlink(old);
     }
     return ST_OK;
+}
+
+/* Every rank calls it: a sharded run gathers its optimizer state to rank 0 first (in the host pool, for the
+ * write); rank 0 writes one checkpoint of the same format as a single process's. */
+static st_status checkpoint(trainer *t)
+{
+    if (!t->zero) return t->rank ? ST_OK : save_checkpoint(t, NULL);
+    const int64_t n = model_params(t->run.m)->grad_count;
+    float *whole[2] = {NULL, NULL};
+    st_status st = ST_OK;
+    const int k = optim_state_count(t->opt);
+    for (int i = 0; i < k && !st && !t->rank; i++)
+        st = pool_alloc(t->run.host, (size_t)n * sizeof(float), MEM_OPTIMIZER, "checkpoint.optimizer_state",
+                        (void **)&whole[i]);
+    for (int i = 0; i < k && !st; i++) st = dist_gather_root(optim_state_data(t->opt, i), n, whole[i]);
+    if (!st && !t->rank) st = save_checkpoint(t, whole);
+    for (int i = 0; i < k; i++) pool_free(t->run.host, whole[i]);
+    return st;
 }
 
 static st_status meta_int(const sft_file *f, const char *key, int64_t *out)
@@ -295,7 +326,10 @@ static st_status open_optimizer(trainer *t)
     s.lr_end = config_float(c, "lr_end");
     s.power = config_float(c, "lr_power");
     s.cycles = config_int(c, "lr_num_cycles");
-    return optim_create(model_params(t->run.m), &s, &t->opt);
+    param_set *ps = model_params(t->run.m);
+    int64_t first = 0, count = ps->grad_count;
+    if (t->zero) dist_share(ps->grad_count, &first, &count); /* ZeRO-1: this rank's share of the state */
+    return optim_create_shard(ps, &s, first, count, &t->opt);
 }
 
 st_status train_weights_path_check(const char *path)
@@ -328,9 +362,17 @@ static st_status load_weights(trainer *t)
     return st ? st : param_set_load(model_params(t->run.m), path, lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
 }
 
-size_t train_optimizer_bytes(const config *cfg, int64_t grad_count)
+size_t train_optimizer_bytes(const config *cfg, int64_t grad_count, int ranks)
 {
-    return optim_state_bytes(strcmp(config_string(cfg, "optimizer"), "lion") ? OPTIM_ADAMW : OPTIM_LION, grad_count);
+    int64_t shard = grad_count;
+    if (config_int(cfg, "zero_stage") == 1 && ranks > 1) { /* ZeRO-1: the largest share, as dist_share splits */
+        shard = 0;
+        for (int r = 0; r < ranks; r++) {
+            const int64_t count = grad_count * (r + 1) / ranks - grad_count * r / ranks;
+            shard = count > shard ? count : shard;
+        }
+    }
+    return optim_state_bytes(strcmp(config_string(cfg, "optimizer"), "lion") ? OPTIM_ADAMW : OPTIM_LION, shard);
 }
 
 /* Predicts a step's peaks by running it dry and refuses a run that cannot fit, before allocating anything. */
@@ -343,7 +385,8 @@ static st_status plan_run(trainer *t)
     if (!st) st = config_bytes(t->cfg, "device_memory", &dev);
     if (!st) st = config_bytes(t->cfg, "host_memory", &host);
     if (!st)
-        st = flow_step_dry(&r, t->batch, train_optimizer_bytes(t->cfg, model_params(r.m)->grad_count), &t->predicted,
+        st = flow_step_dry(&r, t->batch, train_optimizer_bytes(t->cfg, model_params(r.m)->grad_count, t->ranks),
+                           &t->predicted,
                            &t->predicted_host);
     model_run_close(&r);
     if (st) return st;
@@ -425,6 +468,28 @@ static st_status trim_log(const char *path, int64_t last)
     return st || !dropped ? st : atomic_file_commit(&af);
 }
 
+/* Data-parallel: the gradient reduction's scratch and a loader's global batch, in the host pool (persistent, so
+ * they add to the predicted host peak as they are); the job's global batch, said first. */
+static st_status open_ranks(trainer *t, const model_config *mc)
+{
+    const int64_t global = t->batch * t->ranks, comm = dist_scratch_floats(model_params(t->run.m)->grad_count);
+    const int64_t x0 = t->iter ? global * model_loss_numel(mc) : 0, cond = t->cached ? global * t->cond_len : 0;
+    st_status st = pool_alloc(t->run.host, (size_t)comm * sizeof(float), MEM_WORKSPACE, "dist.scratch",
+                              (void **)&t->comm);
+    if (!st && x0) st = pool_alloc(t->run.host, (size_t)x0 * sizeof(float), MEM_WORKSPACE, "dist.batch.x0",
+                                   (void **)&t->stage_x0);
+    if (!st && cond) st = pool_alloc(t->run.host, (size_t)cond * sizeof(float), MEM_WORKSPACE, "dist.batch.cond",
+                                     (void **)&t->stage_cond);
+    const size_t extra = (size_t)(comm + x0 + cond) * sizeof(float);
+    t->predicted_host.peak += extra, t->predicted_host.at_peak_by_tag[MEM_WORKSPACE] += extra;
+    char line[160];
+    snprintf(line, sizeof line, "%d ranks x train_batch_size %lld = a global batch of %lld", t->ranks,
+             (long long)t->batch, (long long)global);
+    note(t, "segtrain: data-parallel over MPI: %s%s (each rank trains its share; gradients summed in rank order)",
+         line, "");
+    return st;
+}
+
 st_status trainer_create(const config *cfg, FILE *log, trainer **out)
 {
     *out = NULL;
@@ -437,6 +502,9 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     t->accum = config_int(cfg, "gradient_accumulation_steps");
     t->total_steps = config_int(cfg, "max_train_steps");
     t->label_dropout = (float)config_float(cfg, "caption_dropout_probability");
+    t->rank = dist_rank(), t->ranks = dist_size();
+    t->zero = t->ranks > 1 && config_int(cfg, "zero_stage") == 1;
+    t->first = t->rank * t->batch;
     char warning[256];
     st_status st = ST_OK;
     if (strlen(config_string(cfg, "output_dir")) >= DIR_MAX)
@@ -444,7 +512,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     snprintf(t->dir, sizeof t->dir, "%.*s", DIR_MAX - 1, config_string(cfg, "output_dir"));
     if (!st) st = plan_run(t);
     char created[PATH_MAX_LEN] = "";
-    if (!st) st = make_dir(t->dir, created);
+    if (!st && !t->rank) st = make_dir(t->dir, created); /* rank 0 writes every file of the run */
     if (!st) st = model_run_open(cfg, true, &t->run, warning);
     const model_config *mc = st ? NULL : model_get_config(t->run.m);
     if (!st) st = open_data(t, mc); /* before any other note: the built-in data is said on the first line */
@@ -454,8 +522,9 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st) {
         t->classes = t->data ? dataset_classes(t->data) : mc->classes;
         t->cond_len = model_cond_len(mc);
-        t->labels = calloc((size_t)t->batch, sizeof *t->labels);
-        t->captions = calloc((size_t)t->batch, sizeof *t->captions);
+        const int64_t global = t->batch * t->ranks; /* labels and captions are indexed by the global batch */
+        t->labels = calloc((size_t)global, sizeof *t->labels);
+        t->captions = calloc((size_t)global, sizeof *t->captions);
         if (!t->labels || !t->captions) st = st_host_oom("a batch's labels and captions");
         const size_t n = (size_t)(t->batch * model_sample_numel(mc));
         pool *p = t->run.device;
@@ -465,6 +534,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
         if (!st)
             st = pool_alloc(p, (size_t)(t->batch * t->cond_len) * sizeof(float), MEM_ACTIVATIONS, "batch.cond",
                             (void **)&t->cond);
+        if (!st && t->ranks > 1) st = open_ranks(t, mc);
         if (!st) st = meanflow_from_config(cfg, &t->mf, &t->anyflow);
         if (!st && t->anyflow) st = open_meanflow(t, mc);
         if (!st) st = drift_from_config(cfg, mc, &t->drift, &t->drifts);
@@ -491,12 +561,13 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st) {
         char path[PATH_MAX_LEN + 32];
         snprintf(path, sizeof path, "%s/train_log.jsonl", t->dir);
-        if (t->steps_done) st = trim_log(path, t->steps_done);
+        if (t->rank) snprintf(path, sizeof path, "/dev/null"); /* rank 0 logs the job's steps */
+        else if (t->steps_done) st = trim_log(path, t->steps_done);
         if (!st && !(t->jsonl = fopen(path, t->steps_done ? "a" : "w")))
             st = st_fail(ST_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     }
     if (st) {
-        remove_made(t->dir, created);
+        if (!t->rank) remove_made(t->dir, created);
         trainer_destroy(t);
         return st;
     }
@@ -510,13 +581,14 @@ static void draw(trainer *t, int64_t micro, int64_t per)
 {
     const uint64_t key = rng_u64(t->seed, rng_stream("train.step"), (uint64_t)micro);
     const bool edm = objective_edm(model_get_config(t->run.m));
-    rng_fill_normal(t->noise, t->batch * per, t->seed, key ^ rng_stream("noise"), 0.0f, 1.0f);
+    rng_fill_normal_at(t->noise, t->batch * per, t->seed, key ^ rng_stream("noise"), t->first * per, 0.0f, 1.0f);
     for (int64_t i = 0; i < t->batch; i++) {
-        t->t[i] = edm ? edm_t(rng_normal(t->seed, key ^ rng_stream("t"), (uint64_t)i))
-                      : (float)rng_uniform(t->seed, key ^ rng_stream("t"), (uint64_t)i);
-        if (t->anyflow) t->r[i] = (float)rng_uniform(t->seed, key ^ rng_stream("r"), (uint64_t)i);
+        const uint64_t g = (uint64_t)(t->first + i); /* the sample's index in the global batch */
+        t->t[i] = edm ? edm_t(rng_normal(t->seed, key ^ rng_stream("t"), g))
+                      : (float)rng_uniform(t->seed, key ^ rng_stream("t"), g);
+        if (t->anyflow) t->r[i] = (float)rng_uniform(t->seed, key ^ rng_stream("r"), g);
         float *cond = t->cond + i * t->cond_len;
-        if (rng_uniform(t->seed, key ^ rng_stream("label_dropout"), (uint64_t)i) >= t->label_dropout) continue;
+        if (rng_uniform(t->seed, key ^ rng_stream("label_dropout"), g) >= t->label_dropout) continue;
         if (!t->cached) model_null_condition(model_get_config(t->run.m), cond);
         else memcpy(cond, dataset_null_text(t->data), sizeof(float) * (size_t)dataset_text_floats(t->data));
     }
@@ -535,10 +607,10 @@ static void spread_samples(float *x, int64_t batch, int64_t used, int64_t per)
 
 static void synthetic_batch(trainer *t, int64_t micro, int64_t used)
 {
-    rng_fill_normal(t->x0, t->batch * used, t->seed, rng_u64(t->seed, rng_stream("synthetic"), (uint64_t)micro), 0.0f,
-                    1.0f);
-    for (int64_t i = 0; i < t->batch; i++) {
-        t->labels[i] = (micro * t->batch + i) % t->classes;
+    rng_fill_normal_at(t->x0, t->batch * used, t->seed, rng_u64(t->seed, rng_stream("synthetic"), (uint64_t)micro),
+                       t->first * used, 0.0f, 1.0f);
+    for (int64_t i = t->first; i < t->first + t->batch; i++) {
+        t->labels[i] = (micro * t->batch * t->ranks + i) % t->classes;
         t->captions[i][0] = 0;
     }
 }
@@ -569,6 +641,27 @@ static st_status validate(trainer *t)
     return st;
 }
 
+/* ZeRO-1: every rank's share of the trainable weights, to every rank (through the gradient block's order). */
+static st_status gather_weights(trainer *t)
+{
+    param_set *ps = model_params(t->run.m);
+    float *flat = t->comm; /* dist_scratch_floats(n) >= n */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < ps->n; i++) {
+            const param *q = &ps->items[i];
+            if (!q->trainable || !q->g) continue;
+            float *at = flat + (q->g - ps->grads);
+            if (pass == 0) memcpy(at, q->w, (size_t)q->numel * sizeof(float));
+            else memcpy(q->w, at, (size_t)q->numel * sizeof(float));
+        }
+        if (pass == 0) {
+            st_status st = dist_allgather(flat, ps->grad_count);
+            if (st) return st;
+        }
+    }
+    return ST_OK;
+}
+
 st_status trainer_step(trainer *t, train_step_info *info)
 {
     const model_config *mc = model_get_config(t->run.m);
@@ -582,53 +675,78 @@ st_status trainer_step(trainer *t, train_step_info *info)
     st_status st = ST_OK;
     for (int64_t k = 0; k < t->accum && !st; k++) {
         const int64_t micro = t->steps_done * t->accum + k;
+        /* a loader gives every rank the global batch, of which each keeps its share */
+        const int64_t global = t->batch * t->ranks;
+        float *x0 = t->ranks > 1 ? t->stage_x0 : t->x0, *cond = t->ranks > 1 ? t->stage_cond : t->cond;
         if (t->cached)
-            st = data_iter_next_with_text(t->iter, t->batch, t->x0, t->labels, t->captions, NULL, t->cond,
-                                          t->cond_len);
-        else if (t->iter) st = data_iter_next_batch(t->iter, t->batch, t->x0, t->labels, t->captions, NULL);
+            st = data_iter_next_with_text(t->iter, global, x0, t->labels, t->captions, NULL, cond, t->cond_len);
+        else if (t->iter) st = data_iter_next_batch(t->iter, global, x0, t->labels, t->captions, NULL);
         else synthetic_batch(t, micro, used);
         if (st) break;
+        if (t->iter && t->ranks > 1)
+            memcpy(t->x0, x0 + t->first * used, (size_t)(t->batch * used) * sizeof(float));
+        if (t->cached && t->ranks > 1)
+            memcpy(t->cond, cond + t->first * t->cond_len, (size_t)(t->batch * t->cond_len) * sizeof(float));
         spread_samples(t->x0, t->batch, used, per);
         for (int64_t i = 0; i < t->batch; i++)
             if (t->cached) cached_guidance(t, t->cond + i * t->cond_len);
-            else model_condition(mc, t->labels[i], t->captions[i], t->cond + i * t->cond_len);
+            else model_condition(mc, t->labels[t->first + i], t->captions[t->first + i], t->cond + i * t->cond_len);
         draw(t, micro, per);
         const flow_batch fb = {.batch = t->batch, .x0 = t->x0, .noise = t->noise, .t = t->t, .cond = t->cond,
-                               .grad_scale = 1.0f / (float)t->accum, .meanflow = t->anyflow ? &t->mf : NULL,
+                               .grad_scale = 1.0f / (float)(t->accum * t->ranks),
+                               .meanflow = t->anyflow ? &t->mf : NULL,
                                .r = t->r, .null_cond = t->null_cond, .drift = t->drifts ? &t->drift : NULL};
         float loss;
         model_set_dropout_seed(t->run.m, rng_u64(t->seed, rng_stream("train.dropout"), (uint64_t)micro));
         st = flow_loss(t->run.m, &fb, true, &loss);
         loss_sum += loss;
     }
+    /* the fault test's dead rank: SEGTRAIN_FAULT=kill-rank-R-step-S dies before step S's reduction */
+    const char *fault = getenv("SEGTRAIN_FAULT");
+    int fault_rank, fault_step;
+    if (fault && sscanf(fault, "kill-rank-%d-step-%d", &fault_rank, &fault_step) == 2 && fault_rank == t->rank &&
+        fault_step == t->steps_done + 1)
+        raise(SIGKILL);
+    /* every rank's gradients (each already scaled by 1 / ranks) summed, and the loss averaged, in rank order */
+    double loss = loss_sum / (double)t->accum;
+    if (!st && t->ranks > 1) /* ZeRO-1 needs only its own share of the sum */
+        st = t->zero ? dist_reduce_scatter(ps->grads, ps->grad_count, t->comm)
+                     : dist_sum(ps->grads, ps->grad_count, t->comm);
+    if (!st && t->ranks > 1 && !(st = dist_sum_double(&loss))) loss /= t->ranks;
     if (st) return st;
-    *info = (train_step_info){.step = t->steps_done + 1, .loss = (float)(loss_sum / (double)t->accum)};
+    *info = (train_step_info){.step = t->steps_done + 1, .loss = (float)loss};
     if (!isfinite(info->loss))
         return st_fail(ST_ERR_NUMERIC, "the loss is %g at step %lld: stopping; nothing of this step was saved",
                        info->loss, (long long)info->step);
     const double t_opt = clock_seconds();
-    info->grad_norm = optim_clip(t->opt);
+    double squares = optim_sum_squares(t->opt); /* a shard's: summed over the ranks in rank order */
+    if (t->zero && (st = dist_sum_double(&squares))) return st;
+    info->grad_norm = sqrt(squares);
     if (!isfinite(info->grad_norm))
         return st_fail(ST_ERR_NUMERIC, "the gradient norm is %g at step %lld: stopping; nothing of this step was saved",
                        info->grad_norm, (long long)info->step);
+    optim_clip_by(t->opt, info->grad_norm);
     if ((st = optim_step(t->opt, &info->lr))) return st;
+    if (t->zero) st = gather_weights(t); /* each rank updated its share of the trainable weights */
+    if (st) return st;
     info->optimizer_seconds = clock_seconds() - t_opt;
+    info->comm_seconds = dist_take_seconds();
     t->steps_done++;
     info->seconds = clock_seconds() - t0;
     info->peak_device = pool_peak(t->run.device);
     info->peak_host = pool_peak(t->run.host);
     fprintf(t->jsonl,
             "{\"step\": %lld, \"loss\": %.7g, \"lr\": %.6g, \"grad_norm\": %.6g, \"sec_per_step\": %.4f, "
-            "\"peak_device_bytes\": %zu, \"peak_host_bytes\": %zu}\n",
+            "\"peak_device_bytes\": %zu, \"peak_host_bytes\": %zu, \"ranks\": %d, \"allreduce_seconds\": %.4f}\n",
             (long long)info->step, info->loss, info->lr, info->grad_norm, info->seconds, info->peak_device,
-            info->peak_host);
+            info->peak_host, t->ranks, info->comm_seconds);
     fflush(t->jsonl);
     const int64_t every = config_int(t->cfg, "checkpoint_step_interval"), val = config_int(t->cfg, "validation_steps");
-    if (every && t->steps_done % every == 0) {
-        if ((st = save_checkpoint(t))) return st;
-        info->checkpoint = t->checkpoint;
+    if (every && t->steps_done % every == 0) { /* rank 0 writes it */
+        if ((st = checkpoint(t))) return st;
+        info->checkpoint = t->rank ? NULL : t->checkpoint;
     }
-    if (val && t->steps_done % val == 0 && mc->channels == 3 && !t->cached) { /* grids of images: no VAE */
+    if (val && t->steps_done % val == 0 && mc->channels == 3 && !t->cached && !t->rank) { /* images: no VAE */
         if ((st = validate(t))) return st;
         info->validation = t->validation;
     }
@@ -647,11 +765,13 @@ st_status trainer_finish(trainer *t, const char **path)
     snprintf(t->final, sizeof t->final, "%s/%s", t->dir, lora ? SFT_LORA_FILE : "model.safetensors");
     /* LoRA under PEFT's names, as SimpleTuner and diffusers' save_lora_weights write it */
     const char *meta[] = {"format", "pt", "segtrain.model_type", lora ? "lora" : "full"};
-    st_status st = lora ? param_set_save_lora(model_params(t->run.m), t->final, model_get_config(t->run.m)->lora_alpha,
-                                              meta + 2, 1)
-                        : param_set_save(model_params(t->run.m), t->final, PARAMS_ALL, false, NULL, 0, meta, 2);
+    *path = t->final;
+    st_status st = t->rank ? ST_OK /* rank 0 writes */
+                   : lora ? param_set_save_lora(model_params(t->run.m), t->final,
+                                                model_get_config(t->run.m)->lora_alpha, meta + 2, 1)
+                          : param_set_save(model_params(t->run.m), t->final, PARAMS_ALL, false, NULL, 0, meta, 2);
     const int64_t every = config_int(t->cfg, "checkpoint_step_interval");
-    if (!st && every && t->steps_done % every) st = save_checkpoint(t);
+    if (!st && every && t->steps_done % every) st = checkpoint(t);
     *path = t->final;
     return st;
 }
@@ -661,6 +781,11 @@ void trainer_destroy(trainer *t)
     if (!t) return;
     if (t->jsonl) fclose(t->jsonl);
     pool *p = t->run.device;
+    if (t->run.host) {
+        pool_free(t->run.host, t->stage_cond);
+        pool_free(t->run.host, t->stage_x0);
+        pool_free(t->run.host, t->comm);
+    }
     if (p) {
         pool_free(p, t->null_cond);
         pool_free(p, t->r);
