@@ -122,7 +122,7 @@ int main(void)
     if (!mkdtemp(dir)) return 1;
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cd %s && %s sweep --families sd1x,flux --steps 1 --warmup 0 --device-memory 1GiB,80GiB "
-                              "--examples %s/tests/fixtures/simpletuner --out report > out.txt 2> err.txt",
+                              "--planner --examples %s/tests/fixtures/simpletuner --out report > out.txt 2> err.txt",
              dir, SEGTRAIN_BIN, SEGTRAIN_SOURCE_DIR);
     CHECKF(run(cmd) == 0, "the family sweep runs (see %s/err.txt)", dir);
 
@@ -144,6 +144,22 @@ int main(void)
            "both families, in the order asked");
     const cJSON *fam;
     cJSON_ArrayForEach(fam, families) check_family(fam, md);
+
+    /* --planner: at 80 GiB each family has a per-block plan, predicted no slower than the fastest mode and within
+     * the budget; at 1 GiB none fits */
+    cJSON_ArrayForEach(fam, families)
+    {
+        const cJSON *fits = at(fam, "fastest_that_fits"), *small = cJSON_GetArrayItem(fits, 0);
+        const cJSON *big = cJSON_GetArrayItem(fits, 1), *plan = at(big, "per_block_plan");
+        const double sec = cJSON_GetNumberValue(at(plan, "sec_per_step"));
+        CHECKF(plan && !at(small, "per_block_plan") && sec > 0 && sec <= cJSON_GetNumberValue(at(big, "sec_per_step")) &&
+                   cJSON_GetNumberValue(at(plan, "peak_device_bytes")) <= 80.0 * 1073741824 &&
+                   strchr(text_of(plan, "gradient_checkpointing_plan"), ':'),
+               "%s: the planner's plan at 80 GiB (%.4g s) is no slower than the fastest mode (%.4g s)",
+               text_of(fam, "family"), sec, cJSON_GetNumberValue(at(big, "sec_per_step")));
+    }
+    CHECKF(md && strstr(md, "; per-block plan ") && strstr(md, "no per-block plan fits"),
+           "families.md gives the planner's answer beside the fastest mode");
 
     /* sd1x refuses the unsloth backends in both halves, and the report says why */
     const cJSON *sd1x = cJSON_GetArrayItem(families, 0);

@@ -11,6 +11,7 @@
 #include "segtrain/advise.h"
 #include "segtrain/config.h"
 #include "segtrain/ops.h"
+#include "segtrain/plan.h"
 #include "segtrain/status.h"
 
 typedef struct cJSON cJSON;
@@ -109,6 +110,8 @@ void sweep_size_text(char *buf, size_t n, size_t bytes);
  * above) and predicted at its real preset and example config's shape (dry steps priced by advise.h's cost model
  * at this machine's rates) against device-memory budgets. */
 
+#define FAMILY_BUDGETS_MAX 16
+
 typedef struct family_sweep {
     char family[SWEEP_NAME_MAX], flavour[SWEEP_NAME_MAX]; /* SimpleTuner's names */
     char skipped[1024];            /* why nothing of it runs (model_family_check's line), else "" */
@@ -118,6 +121,12 @@ typedef struct family_sweep {
     char tiny_config[SWEEP_TEXT_MAX]; /* the measured half's config file, "" when it cannot run */
     config *real;                  /* the predicted half's config (NULL when it cannot run) */
     sweep_result measured, predicted;
+    struct family_plan {           /* the per-block planner's answer for budget column b (b >= 1; --planner) */
+        bool run, found;
+        double sec;
+        size_t peak;
+        char plan[PLAN_TEXT_MAX];
+    } planned[FAMILY_BUDGETS_MAX];
 } family_sweep;
 
 typedef struct family_report {
@@ -141,6 +150,8 @@ st_status family_sweep_prepare(family_sweep *f, const char *examples, const char
 st_status family_sweep_calibrate(family_report *rep);
 /* The predicted half: one dry step per mode, each budget column fits or OOM. */
 void family_sweep_predict(family_sweep *f, const cost_rates *rates);
+/* The per-block planner (advise.h) at each budget column, seeded with the fastest mode that fits it. */
+void family_sweep_plan(family_sweep *f, const cost_rates *rates);
 /* Writes families.md, families.json and families.csv into dir, and each family's sweep reports (with their
  * charts) into dir/FAMILY/measured and dir/FAMILY/predicted. */
 st_status family_sweep_write_reports(const family_report *rep, const char *dir);

@@ -17,7 +17,7 @@
 static const char sweep_help[] =
     "usage: segtrain sweep [--config C] [--modes LIST] [--warmup W] [--steps N] [--device-memory SIZE,SIZE...]\n"
     "                      [--out DIR] [--timeout SECONDS] [--set key=value ...]\n"
-    "       segtrain sweep --families all|NAME,NAME... [--examples DIR] [--device-memory SIZE,SIZE...] [...]\n"
+    "       segtrain sweep --families all|NAME,NAME... [--examples DIR] [--planner] [--device-memory SIZE,...] [...]\n"
     "\n"
     "Measures the configured model under each checkpointing mode and device-memory budget: every cell trains\n"
     "W warm-up and N measured steps (synthetic batches of the model's shape) in a fresh process, so that its peak\n"
@@ -35,6 +35,8 @@ static const char sweep_help[] =
     "  --families LIST       the family sweep (below): all (every SimpleTuner family with a built flavour)\n"
     "                        or SimpleTuner names, e.g. flux,sdxl,wan; instead of --config\n"
     "  --examples DIR        its SimpleTuner example configs (default tests/fixtures/simpletuner)\n"
+    "  --planner             the family sweep also runs the per-block planner (segtrain advise's) at each\n"
+    "                        budget, seeded with the fastest mode that fits, and reports its plan beside it\n"
     "  --warmup W            unmeasured steps first (default 1)\n"
     "  --steps N             measured steps (default 3; 2 with --families)\n"
     "  --device-memory LIST  budget columns, e.g. unlimited,24GiB,80GiB (default: one unlimited column)\n"
@@ -61,6 +63,7 @@ static const char sweep_help[] =
     "  segtrain sweep --families flux,sdxl,wan --device-memory 24GiB,48GiB,80GiB --out family-sweep\n";
 
 static const char *self_path;
+static bool run_planner; /* --planner: the family sweep also runs the per-block planner at each budget */
 static volatile sig_atomic_t interrupted;
 static void on_interrupt(int sig) { interrupted = sig; }
 
@@ -267,6 +270,11 @@ static int sweep_families(const cli_args *a, const char *list, const char *examp
         fprintf(stderr, "family %d/%d %s: predicted at %s, %s: %d dry steps\n", i + 1, rep.n_families, f->family,
                 f->predicted.preset[0] ? f->predicted.preset : "?", f->shape[0] ? f->shape : "?", n_modes);
         family_sweep_predict(f, &rep.rates);
+        if (run_planner) {
+            fprintf(stderr, "family %d/%d %s: the per-block planner at %d budgets\n", i + 1, rep.n_families, f->family,
+                    f->predicted.n_budgets - 1);
+            family_sweep_plan(f, &rep.rates);
+        }
         snprintf(cells, sizeof cells, "%s/cells", dir);
         if (!f->tiny_config[0]) {
             fprintf(stderr, "family %d/%d %s: measured half not run: %s\n", i + 1, rep.n_families, f->family,
@@ -302,6 +310,7 @@ int cmd_sweep(int argc, char **argv)
     const cli_flag flags[] = {{"--config", .text = &config_file},
                               {"--families", .text = &families},
                               {"--examples", .text = &examples},
+                              {"--planner", .on = &run_planner},
                               {"--modes", .text = &mode_list},
                               {"--warmup", .whole = &warmup, .min = 0, .max = CLI_STEPS_MAX},
                               {"--steps", .whole = &steps, .min = 1, .max = CLI_STEPS_MAX},
