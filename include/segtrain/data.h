@@ -112,6 +112,11 @@ st_status data_iter_next_batch(data_iter *it, int64_t batch, float *images, int6
  * same samples as data_iter_next_batch would give. For a cache. */
 st_status data_iter_next_with_text(data_iter *it, int64_t batch, float *images, int64_t *labels,
                                    char (*captions)[CAPTION_MAX], int64_t *indices, float *text, int64_t text_stride);
+/* A data-parallel rank's share of the next batch: the batch's samples first .. first + count - 1, written from
+ * index 0 of each output (text may be NULL), with the position moved past the whole batch, as every rank's is. */
+st_status data_iter_next_share(data_iter *it, int64_t batch, int64_t first, int64_t count, float *images,
+                               int64_t *labels, char (*captions)[CAPTION_MAX], int64_t *indices, float *text,
+                               int64_t text_stride);
 
 /* Writes n images (channels 1 or 3, h x w, CHW, [-1, 1] mapped to 0..255 and clamped) as one PNG, tiled row-major
  * into cols columns with a 2-pixel white gap between tiles (empty cells white), atomically. */

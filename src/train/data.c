@@ -743,25 +743,38 @@ st_status data_iter_seek(data_iter *it, data_position pos)
     return ST_OK;
 }
 
-st_status data_iter_next_with_text(data_iter *it, int64_t batch, float *images, int64_t *labels,
-                                   char (*captions)[CAPTION_MAX], int64_t *indices, float *text, int64_t text_stride)
+st_status data_iter_next_share(data_iter *it, int64_t batch, int64_t first, int64_t count, float *images,
+                               int64_t *labels, char (*captions)[CAPTION_MAX], int64_t *indices, float *text,
+                               int64_t text_stride)
 {
     if (batch < 1) return st_fail(ST_ERR_INVALID, "data: batch size must be >= 1, got %lld", (long long)batch);
+    if (first < 0 || count < 0 || first + count > batch)
+        return st_fail(ST_ERR_INVALID, "data: the share %lld + %lld is outside a batch of %lld", (long long)first,
+                       (long long)count, (long long)batch);
     const dataset *ds = it->ds;
     const int64_t n = ds->count, per = (int64_t)dataset_channels(ds) * (ds->frames > 1 ? ds->frames : 1) *
                                       ds->resolution * ds->resolution;
     data_position pos = it->pos;
-    for (int64_t b = 0; b < batch; b++) {
+    for (int64_t g = 0; g < batch; g++) { /* every position of the batch passes; only the share is read */
         if (pos.epoch != it->perm_epoch) shuffle(it, pos.epoch);
-        const int64_t index = it->perm[pos.index];
-        st_status st = get_sample(ds, index, pos.epoch, images ? images + b * per : NULL, labels ? labels + b : NULL,
-                                  captions ? captions[b] : NULL, text ? text + b * text_stride : NULL);
-        if (st) return st; /* it->pos untouched: the same batch is tried again */
-        if (indices) indices[b] = index;
+        const int64_t index = it->perm[pos.index], b = g - first;
+        if (b >= 0 && b < count) {
+            st_status st = get_sample(ds, index, pos.epoch, images ? images + b * per : NULL,
+                                      labels ? labels + b : NULL, captions ? captions[b] : NULL,
+                                      text ? text + b * text_stride : NULL);
+            if (st) return st; /* it->pos untouched: the same batch is tried again */
+            if (indices) indices[b] = index;
+        }
         if (++pos.index == n) pos = (data_position){pos.epoch + 1, 0};
     }
     it->pos = pos;
     return ST_OK;
+}
+
+st_status data_iter_next_with_text(data_iter *it, int64_t batch, float *images, int64_t *labels,
+                                   char (*captions)[CAPTION_MAX], int64_t *indices, float *text, int64_t text_stride)
+{
+    return data_iter_next_share(it, batch, 0, batch, images, labels, captions, indices, text, text_stride);
 }
 
 st_status data_iter_next_batch(data_iter *it, int64_t batch, float *images, int64_t *labels,

@@ -50,7 +50,6 @@ struct trainer {
     bool zero; /* ZeRO-1: the optimizer state is sharded over the ranks */
     int64_t first;
     float *comm;
-    float *stage_x0, *stage_cond; /* a loader's global batch, of which this rank keeps its share (ranks > 1) */
     pool_stats predicted, predicted_host;
     FILE *jsonl;
     char dir[DIR_MAX], checkpoint[PATH_MAX_LEN], validation[PATH_MAX_LEN], final[PATH_MAX_LEN];
@@ -468,19 +467,14 @@ static st_status trim_log(const char *path, int64_t last)
     return st || !dropped ? st : atomic_file_commit(&af);
 }
 
-/* Data-parallel: the gradient reduction's scratch and a loader's global batch, in the host pool (persistent, so
- * they add to the predicted host peak as they are); the job's global batch, said first. */
-static st_status open_ranks(trainer *t, const model_config *mc)
+/* Data-parallel: the gradient reduction's scratch, in the host pool (persistent, so it adds to the predicted host
+ * peak as it is); the job's global batch, said first. */
+static st_status open_ranks(trainer *t)
 {
     const int64_t global = t->batch * t->ranks, comm = dist_scratch_floats(model_params(t->run.m)->grad_count);
-    const int64_t x0 = t->iter ? global * model_loss_numel(mc) : 0, cond = t->cached ? global * t->cond_len : 0;
     st_status st = pool_alloc(t->run.host, (size_t)comm * sizeof(float), MEM_WORKSPACE, "dist.scratch",
                               (void **)&t->comm);
-    if (!st && x0) st = pool_alloc(t->run.host, (size_t)x0 * sizeof(float), MEM_WORKSPACE, "dist.batch.x0",
-                                   (void **)&t->stage_x0);
-    if (!st && cond) st = pool_alloc(t->run.host, (size_t)cond * sizeof(float), MEM_WORKSPACE, "dist.batch.cond",
-                                     (void **)&t->stage_cond);
-    const size_t extra = (size_t)(comm + x0 + cond) * sizeof(float);
+    const size_t extra = (size_t)comm * sizeof(float);
     t->predicted_host.peak += extra, t->predicted_host.at_peak_by_tag[MEM_WORKSPACE] += extra;
     char line[160];
     snprintf(line, sizeof line, "%d ranks x train_batch_size %lld = a global batch of %lld", t->ranks,
@@ -534,7 +528,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
         if (!st)
             st = pool_alloc(p, (size_t)(t->batch * t->cond_len) * sizeof(float), MEM_ACTIVATIONS, "batch.cond",
                             (void **)&t->cond);
-        if (!st && t->ranks > 1) st = open_ranks(t, mc);
+        if (!st && t->ranks > 1) st = open_ranks(t);
         if (!st) st = meanflow_from_config(cfg, &t->mf, &t->anyflow);
         if (!st && t->anyflow) st = open_meanflow(t, mc);
         if (!st) st = drift_from_config(cfg, mc, &t->drift, &t->drifts);
@@ -675,18 +669,12 @@ st_status trainer_step(trainer *t, train_step_info *info)
     st_status st = ST_OK;
     for (int64_t k = 0; k < t->accum && !st; k++) {
         const int64_t micro = t->steps_done * t->accum + k;
-        /* a loader gives every rank the global batch, of which each keeps its share */
-        const int64_t global = t->batch * t->ranks;
-        float *x0 = t->ranks > 1 ? t->stage_x0 : t->x0, *cond = t->ranks > 1 ? t->stage_cond : t->cond;
-        if (t->cached)
-            st = data_iter_next_with_text(t->iter, global, x0, t->labels, t->captions, NULL, cond, t->cond_len);
-        else if (t->iter) st = data_iter_next_batch(t->iter, global, x0, t->labels, t->captions, NULL);
+        /* a loader reads this rank's share of the global batch, and every rank's position passes all of it */
+        if (t->iter)
+            st = data_iter_next_share(t->iter, t->batch * t->ranks, t->first, t->batch, t->x0, t->labels + t->first,
+                                      t->captions + t->first, NULL, t->cached ? t->cond : NULL, t->cond_len);
         else synthetic_batch(t, micro, used);
         if (st) break;
-        if (t->iter && t->ranks > 1)
-            memcpy(t->x0, x0 + t->first * used, (size_t)(t->batch * used) * sizeof(float));
-        if (t->cached && t->ranks > 1)
-            memcpy(t->cond, cond + t->first * t->cond_len, (size_t)(t->batch * t->cond_len) * sizeof(float));
         spread_samples(t->x0, t->batch, used, per);
         for (int64_t i = 0; i < t->batch; i++)
             if (t->cached) cached_guidance(t, t->cond + i * t->cond_len);
@@ -781,11 +769,7 @@ void trainer_destroy(trainer *t)
     if (!t) return;
     if (t->jsonl) fclose(t->jsonl);
     pool *p = t->run.device;
-    if (t->run.host) {
-        pool_free(t->run.host, t->stage_cond);
-        pool_free(t->run.host, t->stage_x0);
-        pool_free(t->run.host, t->comm);
-    }
+    if (t->run.host) pool_free(t->run.host, t->comm);
     if (p) {
         pool_free(p, t->null_cond);
         pool_free(p, t->r);
