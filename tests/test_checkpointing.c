@@ -136,7 +136,7 @@ static void test_refusals(void)
            "%s", st_error());
     printf("     keep attention output on a block without it -> %s\n", st_error());
     cs.enabled = false;
-    CHECK(plan_sequence(&cs, &seq, "linear-attention", NULL, &p) == ST_OK && !p.attention_output);
+    CHECK(plan_sequence(&cs, &seq, "linear-attention", NULL, &p) == ST_OK && !p.attention_output[0]);
     seq_plan_free(&p);
     char kw[256];
     CHECK(settings_of("{\"gradient_checkpointing_keep_attention_output\": true}", &cs, kw) == ST_OK &&
@@ -161,6 +161,9 @@ static void test_refusals(void)
         {"0-1 ffn | 2-3 keep", "linear family's blocks refuse ffn", "no attention/feed-forward split",
          ST_ERR_UNSUPPORTED},
         {"0-3 keep + attention-offload", "refuse + attention-offload", "no softmax attention", ST_ERR_UNSUPPORTED},
+        {"0-3 ckpt + attention-output", "refuse + attention-output", "do not keep", ST_ERR_UNSUPPORTED},
+        {"0-3 ckpt + attention-output + attention-offload", "moves it to the host", "one of them", ST_ERR_UNSUPPORTED},
+        {"0-3 ffn + attention-output", "\"attention-output\" is not understood", "for ckpt", ST_ERR_INVALID},
         {"0-1 ckpt | 3 keep", "a block between runs has no mode", "blocks 0-3", ST_ERR_INVALID},
         {"0-1 ckpt | 1-3 keep", "runs overlap", "in order", ST_ERR_INVALID},
         {"0-2 ckpt", "blocks 3-3 have no mode", "blocks 0-3", ST_ERR_INVALID},
@@ -459,13 +462,17 @@ static void mixed_plan(model *m, char *json, size_t size)
     for (int q = 0; q < n_seq; q++) {
         const block_kind *k = seqs[q].blocks[0].kind;
         const bool host = !seq_shares_tensors(&seqs[q]), ffn = k->ffn_split, att = k->softmax_attention;
+        const bool output = k->keeps_attention_output;
         at += (size_t)snprintf(json + at, size - at, "%s%s: ", q ? " / " : "", seqs[q].name);
         for (int i = 0, r = q; i < seqs[q].n; r++) {
             const int left = seqs[q].n - i;
             char run[96];
             int width = 1;
             switch (r % 6) {
-            case 0: width = left < 3 ? left : 3, snprintf(run, sizeof run, "ckpt in segments of 2"); break;
+            case 0:
+                width = left < 3 ? left : 3;
+                snprintf(run, sizeof run, "ckpt in segments of 2%s", output ? " + attention-output" : "");
+                break;
             case 1: snprintf(run, sizeof run, ffn ? "ffn%s" : "ckpt%s", host ? " + host" : ""); break;
             case 2: snprintf(run, sizeof run, "keep%s", att ? " + attention-offload" : ""); break;
             case 3:
@@ -500,7 +507,8 @@ static void expect_plan_round_trip(model *m, const char *label)
                !memcmp(b.mode, a->mode, (size_t)a->n * sizeof *a->mode) &&
                !memcmp(b.segments, a->segments, (size_t)a->n_segments * sizeof *a->segments) &&
                !memcmp(b.host_input, a->host_input, (size_t)a->n * sizeof *a->host_input) &&
-               !memcmp(b.attention_offload, a->attention_offload, (size_t)a->n * sizeof *a->attention_offload);
+               !memcmp(b.attention_offload, a->attention_offload, (size_t)a->n * sizeof *a->attention_offload) &&
+               !memcmp(b.attention_output, a->attention_output, (size_t)a->n * sizeof *a->attention_output);
         seq_plan_free(&b);
     }
     CHECK(model_set_checkpointing(m, &cs, NULL, 0) == ST_OK);

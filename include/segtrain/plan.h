@@ -65,7 +65,8 @@ typedef struct seq_plan {
                            segment's first block: its boundary; an FFN-only block: the input its recompute starts
                            from) */
     bool *attention_offload; /* per block: its attention side waits in host memory (one value per segment) */
-    bool attention_output;  /* checkpointed blocks keep their attention's output and state (KEEP_ATTENTION_OUTPUT) */
+    bool *attention_output;  /* per block: a checkpointed block keeps its attention's output and state
+                                (KEEP_ATTENTION_OUTPUT), so that its recompute skips attention */
     char fallback[256]; /* why segments fell back to single blocks, or "" */
 } seq_plan;
 
@@ -91,7 +92,8 @@ keep_level seq_plan_keep(const seq_plan *p, int i);
  * what they do: keep (their activations), ckpt (recomputed from their segment's boundary: the run is one segment,
  * or segments of the given width, the last cut at the run's end) or ffn (keep the attention side, recompute the
  * feed-forward); "+ host" puts a segment's boundary (ckpt) or the feed-forward's input (ffn) in host memory until
- * backward, "+ attention-offload" the attention side's saved tensors. */
+ * backward, "+ attention-offload" the attention side's saved tensors; "+ attention-output" has checkpointed blocks
+ * keep their attention's output and state (gradient_checkpointing_keep_attention_output, per run). */
 void seq_plan_format(const seq_plan *p, char *buf, size_t size);
 /* Whether any block of the plan offloads its attention side. */
 bool seq_plan_offloads_attention(const seq_plan *p);

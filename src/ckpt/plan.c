@@ -106,6 +106,7 @@ void seq_plan_free(seq_plan *p)
     free(p->segments);
     free(p->host_input);
     free(p->attention_offload);
+    free(p->attention_output);
     *p = (seq_plan){0};
 }
 
@@ -196,7 +197,7 @@ st_status plan_check_sequences(const char *plan, const block_seq *seqs, int n)
 typedef struct plan_run {
     int first, last, width; /* width: segments' (ckpt), 0 = the whole run */
     block_mode mode;
-    bool host, attention;
+    bool host, attention, output;
 } plan_run;
 
 static st_status parse_run(const char *text, size_t len, const char *seq, int n, plan_run *r)
@@ -233,11 +234,17 @@ static st_status parse_run(const char *text, size_t len, const char *seq, int n,
         const char *flag = !strcmp(tok, "+") ? strtok_r(NULL, " \t\n", &save) : tok[0] == '+' ? tok + 1 : NULL;
         if (flag && !strcmp(flag, "host") && r->mode != MODE_KEEP) r->host = true;
         else if (flag && !strcmp(flag, "attention-offload")) r->attention = true;
+        else if (flag && !strcmp(flag, "attention-output") && r->mode == MODE_CKPT) r->output = true;
         else
             return st_fail(ST_ERR_INVALID, "gradient_checkpointing_plan: %s: \"%.*s\": \"%s\" is not understood "
                            "(valid after the mode: \"in segments of N\" for ckpt, \"+ host\" for ckpt and ffn, "
-                           "\"+ attention-offload\")", seq, (int)len, text, flag ? flag : tok);
+                           "\"+ attention-offload\", \"+ attention-output\" for ckpt)", seq, (int)len, text,
+                           flag ? flag : tok);
     }
+    if (r->output && r->attention)
+        return st_fail(ST_ERR_UNSUPPORTED, "gradient_checkpointing_plan: %s: \"%.*s\": + attention-output keeps "
+                       "attention's output on the device and + attention-offload moves it to the host (valid: one of "
+                       "them)", seq, (int)len, text);
     return ST_OK;
 }
 
@@ -266,16 +273,21 @@ static st_status plan_from_text(const char *plan, const block_seq *seq, const ch
                            "a mode each, in order)", seq->name,
                            r.first > next ? "a block between runs has no mode" : "runs overlap", seq->n - 1);
         next = r.last + 1;
-        const char *refused = r.mode == MODE_FFN && !kind->ffn_split ? "ffn: its blocks have no attention/feed-forward split"
-                              : r.attention && !kind->softmax_attention ? "+ attention-offload: its blocks have no softmax attention"
-                              : r.host && seq_shares_tensors(seq) ? "+ host: its states share skip tensors that later blocks still read on the device"
-                                                                   : NULL;
+        const char *refused =
+            r.mode == MODE_FFN && !kind->ffn_split ? "ffn: its blocks have no attention/feed-forward split"
+            : r.attention && !kind->softmax_attention ? "+ attention-offload: its blocks have no softmax attention"
+            : r.output && !kind->keeps_attention_output
+                ? "+ attention-output: its blocks do not keep their attention's output"
+            : r.host && seq_shares_tensors(seq) ? "+ host: its states share skip tensors that later blocks still read"
+                                                  " on the device"
+                                                : NULL;
         if (refused)
             return st_fail(ST_ERR_UNSUPPORTED, "gradient_checkpointing_plan: the %s family's %s refuse %s", family,
                            seq->name, refused);
         for (int i = r.first; i <= r.last; i++) {
             out->mode[i] = r.mode;
             out->attention_offload[i] = r.attention;
+            out->attention_output[i] = r.output;
             out->host_input[i] = r.host && r.mode == MODE_FFN;
         }
         for (int f = r.first; r.mode == MODE_CKPT && f <= r.last; f += r.width ? r.width : r.last - r.first + 1) {
@@ -305,7 +317,6 @@ static st_status plan_uniform(const ckpt_settings *cs, const block_seq *seq, con
                        "gradient_checkpointing_keep_attention_output: true keeps softmax attention's output, but "
                        "the %s family's %s do not keep theirs (valid for %s: false)",
                        family, seq->name, family);
-    out->attention_output = cs->keep_attention_output;
     const bool ffn = cs->backend == BACKEND_TORCH_FFN || cs->backend == BACKEND_UNSLOTH_FFN;
     if (ffn && !kind->ffn_split)
         return st_fail(ST_ERR_UNSUPPORTED,
@@ -333,6 +344,7 @@ static st_status plan_uniform(const ckpt_settings *cs, const block_seq *seq, con
     for (int g = 0; g < n_segs; g++)
         for (int i = segs[g].first; i <= segs[g].last; i++) out->mode[i] = ffn ? MODE_FFN : MODE_CKPT;
     out->n_segments = ffn ? 0 : n_segs;
+    for (int i = 0; i < seq->n; i++) out->attention_output[i] = cs->keep_attention_output && out->mode[i] == MODE_CKPT;
     if (cs->backend == BACKEND_UNSLOTH)
         for (int g = 0; g < n_segs; g++) out->host_input[segs[g].first] = true;
     if (cs->backend == BACKEND_UNSLOTH_FFN)
@@ -349,8 +361,9 @@ st_status plan_sequence(const ckpt_settings *cs, const block_seq *seq, const cha
     const size_t n = (size_t)(seq->n ? seq->n : 1);
     *out = (seq_plan){.n = seq->n, .mode = calloc(n, sizeof *out->mode), .segments = calloc(n, sizeof *out->segments),
                       .host_input = calloc(n, sizeof *out->host_input),
-                      .attention_offload = calloc(n, sizeof *out->attention_offload)};
-    if (!out->mode || !out->segments || !out->host_input || !out->attention_offload) {
+                      .attention_offload = calloc(n, sizeof *out->attention_offload),
+                      .attention_output = calloc(n, sizeof *out->attention_output)};
+    if (!out->mode || !out->segments || !out->host_input || !out->attention_offload || !out->attention_output) {
         seq_plan_free(out);
         return st_host_oom("the checkpoint plan of %s", seq->name);
     }
@@ -383,7 +396,7 @@ void seq_plan_format(const seq_plan *p, char *buf, size_t size)
     buf[0] = 0;
     for (int i = 0; i < p->n && at < size;) {
         int j = i, width = 0;
-        const bool host = block_host(p, i), attention = p->attention_offload[i];
+        const bool host = block_host(p, i), attention = p->attention_offload[i], output = p->attention_output[i];
         if (p->mode[i] == MODE_CKPT) {
             /* adjacent segments of one width and the same flags print as one run */
             const segment *g = seq_plan_segment(p, i);
@@ -391,12 +404,13 @@ void seq_plan_format(const seq_plan *p, char *buf, size_t size)
             j = g->last;
             for (const segment *h = g + 1; h < p->segments + p->n_segments && h->first == j + 1 &&
                                            h->last - h->first + 1 == width && block_host(p, h->first) == host &&
-                                           p->attention_offload[h->first] == attention;
+                                           p->attention_offload[h->first] == attention &&
+                                           p->attention_output[h->first] == output;
                  h++)
                 j = h->last;
         } else {
             while (j + 1 < p->n && p->mode[j + 1] == p->mode[i] && block_host(p, j + 1) == host &&
-                   p->attention_offload[j + 1] == attention)
+                   p->attention_offload[j + 1] == attention && p->attention_output[j + 1] == output)
                 j++;
         }
         at += (size_t)snprintf(buf + at, size - at, i ? " | " : "");
@@ -406,6 +420,7 @@ void seq_plan_format(const seq_plan *p, char *buf, size_t size)
             at += (size_t)snprintf(buf + at, size - at, " in segments of %d", width);
         if (at < size && host) at += (size_t)snprintf(buf + at, size - at, " + host");
         if (at < size && attention) at += (size_t)snprintf(buf + at, size - at, " + attention-offload");
+        if (at < size && output) at += (size_t)snprintf(buf + at, size - at, " + attention-output");
         i = j + 1;
     }
 }
@@ -427,7 +442,7 @@ keep_level seq_plan_keep(const seq_plan *p, int i)
     const block_mode m = p->mode[i];
     return m == MODE_KEEP  ? KEEP_ALL
            : m == MODE_FFN ? KEEP_ATTENTION
-                           : p->attention_output ? KEEP_ATTENTION_OUTPUT : KEEP_NOTHING;
+                           : p->attention_output[i] ? KEEP_ATTENTION_OUTPUT : KEEP_NOTHING;
 }
 
 const segment *seq_plan_segment(const seq_plan *p, int i)

@@ -125,7 +125,9 @@ const cfg_key cfg_keys[] = {
              "16-18 keep + attention-offload`. `keep` keeps activations; `ckpt` recomputes from the segment's "
              "boundary (the run is one segment, or `in segments of N`); `ffn` recomputes only the feed-forward; "
              "`+ host` keeps a ckpt segment's boundary or an ffn block's feed-forward input in host memory (as the "
-             "unsloth backends do); `+ attention-offload` moves the attention side's saved tensors to the host. "
+             "unsloth backends do); `+ attention-offload` moves the attention side's saved tensors to the host; "
+             "`+ attention-output` has a ckpt run's blocks keep their attention's output and state, so that their "
+             "recompute skips attention (as gradient_checkpointing_keep_attention_output). "
              "`segtrain advise` writes one (its per-block planner); `segtrain plan` prints every plan in these words. "
              "Needs `gradient_checkpointing` true and the uniform keys at their defaults."),
     BOOL_KEY("gradient_checkpointing_offload_prefetch", "false", SEC_CHECKPOINTING, "=",

@@ -11,7 +11,8 @@
  *            block alone checkpointed, or FFN-only, priced by the cost model).
  * K, F and B are the block kinds' own byte counts; a host copy (+ host: the boundary or the feed-forward's input,
  * + attention-offload: the attention side A) takes its bytes off what the block holds, and attention offload takes
- * attention off a segment's recompute. What the model leaves out (the transients of each op, the skips a segment
+ * attention off a segment's recompute, as + attention-output does at the cost of each segment block holding its
+ * attention's output O. What the model leaves out (the transients of each op, the skips a segment
  * recomputes, the unit whose host copies come back while the one after it runs backward) the dry run of the chosen
  * plan measures: the allowance M is searched by bisection so that the dry run's peak, which is exact, fits the
  * budget. A copy costs no time in the cost model: the copy thread hides it behind compute (BENCHMARKS.md, offload). */
@@ -26,8 +27,10 @@
 typedef struct chain_block {
     int seq, index;
     size_t keep, ffn, boundary, attention; /* device bytes held until its backward: K, F, B; A its attention side */
-    double t_ckpt, t_ckpt_att, t_ffn;      /* seconds its recompute adds: whole, whole but attention, feed-forward */
-    bool can_ffn, can_host, can_att;
+    size_t output;                         /* what a checkpointed block keeps of its attention (+ attention-output) */
+    double t_ckpt, t_ckpt_att, t_ckpt_out, t_ffn; /* seconds its recompute adds: whole, whole but attention (its
+                                                     side offloaded, or its output kept), feed-forward */
+    bool can_ffn, can_host, can_att, can_out;
 } chain_block;
 
 typedef struct planner {
@@ -106,12 +109,15 @@ static st_status measure_blocks(planner *p, double *t_none)
         cb->can_host = !seq_shares_tensors(s);
         cb->ffn = cb->boundary + (cb->can_ffn ? blk->kind->kept_bytes(blk, KEEP_ATTENTION) : 0);
         cb->attention = cb->can_att ? blk->kind->offloaded_bytes(blk) : 0;
+        cb->can_out = blk->kind->keeps_attention_output;
+        cb->output = cb->can_out ? blk->kind->kept_bytes(blk, KEEP_ATTENTION_OUTPUT) : 0;
         const struct {
             bool on;
             const char *word;
             double *sec;
         } probe[] = {{true, "ckpt", &cb->t_ckpt},
                      {cb->can_att, "ckpt + attention-offload", &cb->t_ckpt_att},
+                     {cb->can_out, "ckpt + attention-output", &cb->t_ckpt_out},
                      {cb->can_ffn, "ffn", &cb->t_ffn}};
         for (size_t k = 0; k < sizeof probe / sizeof *probe && !st; k++) {
             if (!probe[k].on) continue;
@@ -121,6 +127,7 @@ static st_status measure_blocks(planner *p, double *t_none)
             *probe[k].sec = fmax(0, sec - *t_none);
         }
         if (!cb->can_att) cb->t_ckpt_att = cb->t_ckpt;
+        if (!cb->can_out) cb->t_ckpt_out = cb->t_ckpt;
     }
     return st;
 }
@@ -143,7 +150,8 @@ static const single_option singles[] = {{MODE_KEEP, false, false}, {MODE_KEEP, f
 
 typedef struct step_from {
     int c, h;  /* the state it came from */
-    int unit;  /* -1 - k: singles[k]; e * 4 + flags >= 0: a segment c..e (flags: 1 host, 2 attention offload) */
+    int unit;  /* -1 - k: singles[k]; e * 8 + flags >= 0: a segment c..e (flags: 1 host, 2 attention offload,
+                  4 attention output) */
 } step_from;
 
 /* Device bytes a block holds until its backward as singles[k], and whether it may; its recompute's seconds. */
@@ -160,7 +168,7 @@ static bool single_hold(const chain_block *b, int k, size_t *hold, double *cost)
 /* A unit of the program's answer, as a run: its blocks and what they do ("ffn + host", "ckpt"). */
 typedef struct unit_run {
     int seq, first, last, width; /* width: a segment's, 0 for a single block */
-    char word[48];
+    char word[64];
 } unit_run;
 
 static unit_run unit_of(const planner *p, const step_from *f)
@@ -173,10 +181,11 @@ static unit_run unit_of(const planner *p, const step_from *f)
                  o.att ? " + attention-offload" : "");
         return u;
     }
-    const int e = f->unit / 4, flags = f->unit % 4;
+    const int e = f->unit / 8, flags = f->unit % 8;
     u.last = p->b[e].index;
     u.width = u.last - u.first + 1;
-    snprintf(u.word, sizeof u.word, "ckpt%s%s", flags & 1 ? " + host" : "", flags & 2 ? " + attention-offload" : "");
+    snprintf(u.word, sizeof u.word, "ckpt%s%s%s", flags & 1 ? " + host" : "", flags & 2 ? " + attention-offload" : "",
+             flags & 4 ? " + attention-output" : "");
     return u;
 }
 
@@ -234,15 +243,19 @@ static bool program(const planner *p, double allowance, char *text, size_t size)
                 const int nh = single_hold(b, k, &hold, &cost) ? h + (int)ceil((double)hold / q) : BUCKETS + 1;
                 if (nh <= BUCKETS) RELAX(c + 1, nh, t + cost, -1 - k);
             }
-            for (int flags = 0; flags < 4; flags++) {
-                if (((flags & 1) && !b->can_host) || ((flags & 2) && !b->can_att)) continue;
-                const int nh = h + (flags & 1 ? 0 : (int)ceil((double)b->boundary / q));
-                double need = held, cost = t;
-                for (int e = c; e < n && e < c + SEGMENT_MAX && p->b[e].seq == b->seq && nh <= BUCKETS; e++) {
-                    need += (double)p->b[e].keep;
-                    cost += flags & 2 ? p->b[e].t_ckpt_att : p->b[e].t_ckpt;
-                    if (need > allowance) break;
-                    RELAX(e + 1, nh, cost, e * 4 + flags);
+            for (int flags = 0; flags < 8; flags++) {
+                if (((flags & 1) && !b->can_host) || ((flags & 2) && !b->can_att) || ((flags & 4) && !b->can_out) ||
+                    (flags & 6) == 6)
+                    continue;
+                double need = held, cost = t, hold = flags & 1 ? 0 : (double)b->boundary;
+                for (int e = c; e < n && e < c + SEGMENT_MAX && p->b[e].seq == b->seq; e++) {
+                    const chain_block *be = &p->b[e];
+                    need += (double)be->keep;
+                    cost += flags & 2 ? be->t_ckpt_att : flags & 4 ? be->t_ckpt_out : be->t_ckpt;
+                    hold += flags & 4 ? (double)be->output : 0; /* every block of it keeps its attention's output */
+                    const int nh = h + (int)ceil(hold / q);
+                    if (need > allowance || nh > BUCKETS) break;
+                    RELAX(e + 1, nh, cost, e * 8 + flags);
                 }
             }
         }
@@ -306,7 +319,7 @@ st_status plan_blocks(model_run *r, int64_t batch, size_t optimizer, const cost_
         if (fits) lo = mid;
         else hi = mid;
     }
-    if (!st && seed && seed->fits && !seed->cs.keep_attention_output && seed->cs.enabled) {
+    if (!st && seed && seed->fits && seed->cs.enabled) {
         /* the uniform seed, in a plan's words, is a candidate too: the planner never answers slower than it */
         pool_stats dev;
         double sec;
