@@ -75,8 +75,6 @@ typedef struct advice {
  * (backend x interval x stride x attention offload) for the fastest predicted to fit device_budget, and runs the
  * per-block planner for the same budget. */
 st_status advise(config_factory make, void *ctx, size_t device_budget, FILE *progress, advice *out);
-/* Removes a scratch output folder made for measuring runs (it holds only their step log). */
-void remove_scratch(const char *dir);
 /* The schedule's name and overrides, from its settings. */
 void schedule_describe(schedule *s);
 

@@ -72,6 +72,12 @@ typedef struct sweep_result {
 /* What a measured run sets on top of its config: synthetic data, no checkpoint files and no validation, `steps`
  * steps in all, and its output in output_dir (unless NULL). */
 st_status sweep_measured_config(config *cfg, int steps, const char *output_dir);
+/* Removes a scratch output folder made for measuring runs (it holds only their step log). */
+void remove_scratch(const char *dir);
+/* A measured run in this process, start to end: a scratch output folder, cfg made a measured run's there
+ * (sweep_measured_config), warmup + steps steps (sweep_run_cell, measuring the last `steps`), the folder removed.
+ * The status says what kept it from running (the folder, the config); how the run went is the cell's. */
+st_status sweep_measure(config *cfg, int warmup, int steps, sweep_cell *cell);
 
 /* Runs one cell in this process: the config (with the mode's overrides and the budget already applied) trained
  * for warmup + steps steps in a scratch output folder, measuring the last `steps`. The prediction and the plan are

@@ -124,18 +124,11 @@ int cmd_advise(int argc, char **argv)
     for (int k = 0; k < 2; k++) {
         const schedule *s = measured[k];
         if (!s) continue;
-        char tmpdir[] = "/tmp/segtrain-advise-XXXXXX";
-        if (!mkdtemp(tmpdir)) return fprintf(stderr, "segtrain advise: cannot create a scratch folder in /tmp\n"), 1;
         config *cfg = make_config(&ctx, s->sets);
-        if (!cfg || sweep_measured_config(cfg, (int)steps + 1, tmpdir)) {
-            config_free(cfg);
-            remove_scratch(tmpdir);
-            return cli_error("advise");
-        }
         sweep_cell cell = {0};
-        sweep_run_cell(cfg, 1, (int)steps, &cell);
+        const st_status ran = cfg ? sweep_measure(cfg, 1, (int)steps, &cell) : ST_ERR_INVALID;
         config_free(cfg);
-        remove_scratch(tmpdir);
+        if (ran) return cli_error("advise");
         if (cell.status != CELL_OK) {
             fprintf(stderr, "segtrain advise: --verify: %s: %s\n", s->name, cell.error);
             return 1;

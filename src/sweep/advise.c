@@ -26,38 +26,22 @@ void schedule_describe(schedule *s)
     ckpt_settings_text(c, s->sets, sizeof s->sets);
 }
 
-/* A scratch output folder holds only the run's step log. */
-void remove_scratch(const char *dir)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/train_log.jsonl", dir);
-    remove(path);
-    remove(dir);
-}
-
 /* Measures one schedule: the median seconds of a few steps, and their op profile. */
 static st_status measure(config_factory make, void *ctx, ckpt_settings cs, FILE *progress, double *sec,
                          op_profile *work)
 {
     schedule s = {.cs = cs};
     schedule_describe(&s);
-    char tmpdir[] = "/tmp/segtrain-advise-XXXXXX";
-    if (!mkdtemp(tmpdir)) return st_fail(ST_ERR_IO, "cannot create a scratch folder in /tmp");
     config *cfg = make(ctx, s.sets);
-    st_status st = cfg ? sweep_measured_config(cfg, 3, tmpdir) : ST_ERR_INVALID;
-    if (st) {
-        config_free(cfg);
-        remove_scratch(tmpdir);
-        return st;
-    }
-    sweep_cell cell = {0};
+    if (!cfg) return ST_ERR_INVALID;
     if (progress) { /* a real model's steps on this machine take minutes: say so before they start */
         fprintf(progress, "calibration: %s, 1 warm-up and 2 measured steps at this config's size...\n", s.name);
         fflush(progress);
     }
-    sweep_run_cell(cfg, 1, 2, &cell);
+    sweep_cell cell = {0};
+    const st_status st = sweep_measure(cfg, 1, 2, &cell);
     config_free(cfg);
-    remove_scratch(tmpdir);
+    if (st) return st;
     if (cell.status != CELL_OK) return st_fail(ST_ERR_INTERNAL, "calibrating with %s: %s", s.name, cell.error);
     *sec = cell.sec_median;
     *work = cell.work;

@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -222,6 +223,24 @@ void sweep_run_cell(const config *cfg, int warmup, int steps, sweep_cell *cell)
     }
     free(sec);
     trainer_destroy(t);
+}
+
+void remove_scratch(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/train_log.jsonl", dir);
+    remove(path);
+    remove(dir);
+}
+
+st_status sweep_measure(config *cfg, int warmup, int steps, sweep_cell *cell)
+{
+    char tmpdir[] = "/tmp/segtrain-measure-XXXXXX";
+    if (!mkdtemp(tmpdir)) return st_fail(ST_ERR_IO, "cannot create a scratch folder in /tmp");
+    const st_status st = sweep_measured_config(cfg, warmup + steps, tmpdir);
+    if (!st) sweep_run_cell(cfg, warmup, steps, cell);
+    remove_scratch(tmpdir);
+    return st;
 }
 
 char *sweep_cell_to_json(const sweep_cell *c)
