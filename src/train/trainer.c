@@ -363,14 +363,9 @@ static st_status load_weights(trainer *t)
 
 size_t train_optimizer_bytes(const config *cfg, int64_t grad_count, int ranks)
 {
-    int64_t shard = grad_count;
-    if (config_int(cfg, "zero_stage") == 1 && ranks > 1) { /* ZeRO-1: the largest share, as dist_share splits */
-        shard = 0;
-        for (int r = 0; r < ranks; r++) {
-            const int64_t count = grad_count * (r + 1) / ranks - grad_count * r / ranks;
-            shard = count > shard ? count : shard;
-        }
-    }
+    /* ZeRO-1: the largest share dist_share gives (its shares differ by at most one float) */
+    const int64_t shard = config_int(cfg, "zero_stage") == 1 && ranks > 1 ? (grad_count + ranks - 1) / ranks
+                                                                           : grad_count;
     return optim_state_bytes(strcmp(config_string(cfg, "optimizer"), "lion") ? OPTIM_ADAMW : OPTIM_LION, shard);
 }
 
@@ -635,25 +630,26 @@ static st_status validate(trainer *t)
     return st;
 }
 
-/* ZeRO-1: every rank's share of the trainable weights, to every rank (through the gradient block's order). */
+/* The trainable weights to (or from) one flat buffer in the gradient block's order. */
+static void flat_weights(param_set *ps, float *flat, bool to_flat)
+{
+    for (int i = 0; i < ps->n; i++) {
+        const param *q = &ps->items[i];
+        if (!q->trainable || !q->g) continue;
+        float *at = flat + (q->g - ps->grads);
+        memcpy(to_flat ? at : q->w, to_flat ? q->w : at, (size_t)q->numel * sizeof(float));
+    }
+}
+
+/* ZeRO-1: every rank's share of the trainable weights, to every rank. */
 static st_status gather_weights(trainer *t)
 {
     param_set *ps = model_params(t->run.m);
     float *flat = t->comm; /* dist_scratch_floats(n) >= n */
-    for (int pass = 0; pass < 2; pass++) {
-        for (int i = 0; i < ps->n; i++) {
-            const param *q = &ps->items[i];
-            if (!q->trainable || !q->g) continue;
-            float *at = flat + (q->g - ps->grads);
-            if (pass == 0) memcpy(at, q->w, (size_t)q->numel * sizeof(float));
-            else memcpy(q->w, at, (size_t)q->numel * sizeof(float));
-        }
-        if (pass == 0) {
-            st_status st = dist_allgather(flat, ps->grad_count);
-            if (st) return st;
-        }
-    }
-    return ST_OK;
+    flat_weights(ps, flat, true);
+    const st_status st = dist_allgather(flat, ps->grad_count);
+    if (!st) flat_weights(ps, flat, false);
+    return st;
 }
 
 st_status trainer_step(trainer *t, train_step_info *info)
