@@ -284,13 +284,7 @@ static void test_conv_transpose(int64_t batch, int64_t in, int64_t out, int64_t 
     ops_set_threads(threads);
     snprintf(what, sizeof what, "%s forward at 1 and 2 threads", tag);
     tk_expect_bitwise(what, y1, y2, ny);
-    for (int k = 0; k < 3; k++) {
-        snprintf(what, sizeof what, "%s %s at 1 and 2 threads", tag, names[k]);
-        tk_expect_bitwise(what, d1[k], d2[k], sizes[k]);
-        snprintf(what, sizeof what, "%s %s alone == full", tag, names[k]);
-        tk_expect_bitwise(what, alone[k], d2[k], sizes[k]);
-        free(d1[k]), free(d2[k]), free(alone[k]);
-    }
+    tk_expect_grads_agree(tag, names, sizes, d1, d2, alone);
     CHECKF(conv_transpose2x2_forward(p, y, x, wt, b, batch, in, 0, h, w) == ST_ERR_INVALID &&
                strstr(st_error(), "conv_transpose2x2:"),
            "no output channels: %s", st_error());

@@ -380,11 +380,7 @@ static void test_groupnorm(int64_t n, int64_t c, int64_t inner, int64_t groups, 
     ops_set_threads(2);
     CHECK(groupnorm_backward(p, d2[0], d2[1], d2[2], dy, x, w, n, c, inner, groups, &keep) == ST_OK);
     ops_set_threads(threads);
-    for (int k = 0; k < 3; k++) {
-        snprintf(what, sizeof what, "groupnorm %s at 1 and 2 threads", names[k]);
-        tk_expect_bitwise(what, d1[k], d2[k], sizes[k]);
-        free(d1[k]), free(d2[k]);
-    }
+    tk_expect_grads_agree("groupnorm", names, sizes, d1, d2, NULL);
     op_state_release(&keep);
     CHECKF(groupnorm_forward(p, y, x, w, b, n, c, inner, c + 1, 1e-5f, NULL) == ST_ERR_INVALID &&
                strstr(st_error(), "groups dividing c"),
@@ -505,13 +501,7 @@ static void test_grn(int64_t batch, int64_t tokens, int64_t c, float offset, boo
     ops_set_threads(threads);
     snprintf(what, sizeof what, "%s y at 1 and 2 threads", tag);
     tk_expect_bitwise(what, y1, y2, total);
-    for (int k = 0; k < 3; k++) {
-        snprintf(what, sizeof what, "%s %s at 1 and 2 threads", tag, names[k]);
-        tk_expect_bitwise(what, d1[k], d2[k], sizes[k]);
-        snprintf(what, sizeof what, "%s %s alone == full", tag, names[k]);
-        tk_expect_bitwise(what, alone[k], d2[k], sizes[k]);
-        free(d1[k]), free(d2[k]), free(alone[k]);
-    }
+    tk_expect_grads_agree(tag, names, sizes, d1, d2, alone);
 
     op_state_release(&keep);
     CHECK(pool_live(p) == 0 && keep.data == NULL);

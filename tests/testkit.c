@@ -127,6 +127,22 @@ bool tk_expect_bitwise(const char *what, const float *got, const float *want, in
     return diff == 0;
 }
 
+void tk_expect_grads_agree(const char *tag, const char *const names[3], const int64_t sizes[3], float *one[3],
+                           float *two[3], float *alone[3])
+{
+    char what[256];
+    for (int k = 0; k < 3; k++) {
+        snprintf(what, sizeof what, "%s %s at 1 and 2 threads", tag, names[k]);
+        tk_expect_bitwise(what, one[k], two[k], sizes[k]);
+        if (alone) {
+            snprintf(what, sizeof what, "%s %s alone == full", tag, names[k]);
+            tk_expect_bitwise(what, alone[k], two[k], sizes[k]);
+            free(alone[k]);
+        }
+        free(one[k]), free(two[k]);
+    }
+}
+
 const char *tk_path(const char *dir, const char *name)
 {
     static char buf[8][512];

@@ -45,6 +45,11 @@ bool tk_close(const float *got, const double *want, int64_t n, double tol, doubl
 
 /* Bitwise equality of two float arrays; counts and prints like tk_expect_close. */
 bool tk_expect_bitwise(const char *what, const float *got, const float *want, int64_t n);
+/* An op's three gradients (names[k], sizes[k] floats) taken at 1 thread (one) and at 2 (two) are the same bits,
+ * and, with alone (may be NULL), each asked for by itself is the full call's: checked as "tag name ...", then all
+ * the buffers freed. */
+void tk_expect_grads_agree(const char *tag, const char *const names[3], const int64_t sizes[3], float *one[3],
+                           float *two[3], float *alone[3]);
 
 /* "dir/name" in one of 8 rotating buffers, so that a few can be live in one call. */
 const char *tk_path(const char *dir, const char *name);
