@@ -23,9 +23,11 @@ incs=(-I"$tree/include")
 for d in "$@"; do incs+=(-I"$d"); done
 
 # The <...> headers that the C and C++ files under the given folders include, one a line (fuzz/'s corpora are
-# data, whatever they hold).
+# data, whatever they hold). The CUDA backend's (src/ops/cuda) come from the CUDA toolkit, which the build uses
+# only where it finds nvcc (docs/CUDA.md): no Debian package is expected for them.
 headers() {
-  (cd "$tree" && for d in "$@"; do [ -d "$d" ] && grep -rhoE --include='*.[ch]' --include='*.[ch]pp' --include='*.cc' \
+  (cd "$tree" && for d in "$@"; do [ -d "$d" ] && grep -rhoE --exclude-dir=cuda \
+    --include='*.[ch]' --include='*.[ch]pp' --include='*.cc' \
     '^[[:space:]]*#[[:space:]]*include[[:space:]]*<[^>]+>' "$d"; done) |
     sed -E 's/.*<([^>]+)>.*/\1/' | sort -u
 }

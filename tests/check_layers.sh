@@ -44,7 +44,7 @@ while IFS= read -r f; do
     elif [ "$l" -gt "$own" ]; then echo "FAIL $f (layer $own) includes $inc (layer $l)"; bad=$((bad + 1)); fi
   done < <(sed -n 's/^#include "\(segtrain\/[^"]*\)".*/\1/p' "$f")
   if grep -q '^#include "\.\./' "$f"; then echo "FAIL $f includes across folders by relative path"; bad=$((bad + 1)); fi
-done < <(find src include -name '*.[ch]' | sort)
+done < <(find src include -name '*.[ch]' -o -name '*.cu' | sort)
 
 echo "$((checked - bad)) passed, $bad failed"
 [ "$bad" -eq 0 ]

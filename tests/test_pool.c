@@ -1,7 +1,9 @@
 /* The pools are the ground truth for every reported peak: their arithmetic must be exact. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "segtrain/pool.h"
 #include "testkit.h"
@@ -182,6 +184,81 @@ static void test_dry_pools(void)
     CHECK(pool_destroy(leaky) == 1);
 }
 
+/* An arena stands in for a GPU's memory: mapped with no access, so that the pool touching it (a header, a memset)
+ * faults at once. */
+typedef struct arena_log {
+    int released;
+    size_t zeroed;
+} arena_log;
+static void arena_release(void *base, void *ctx) { ((arena_log *)ctx)->released++; }
+static void arena_zero(void *ptr, size_t bytes, void *ctx) { ((arena_log *)ctx)->zeroed += bytes; }
+
+static void test_arena_pools(void)
+{
+    enum { UNIT = 256, UNITS = 16 << 10 }; /* 4 MiB */
+    char *base = mmap(NULL, (size_t)UNIT * UNITS, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(base != MAP_FAILED);
+    arena_log log = {0};
+    const pool_arena_ops ops = {.release = arena_release, .zero = arena_zero, .ctx = &log};
+    CHECK(!pool_create_arena(POOL_DEVICE, base + 64, (size_t)UNIT * 8, UNIT, &ops)); /* base not aligned */
+    CHECK(!pool_create_arena(POOL_DEVICE, base, (size_t)UNIT * 8, 3 * UNIT, &ops));  /* not a power of two */
+    pool *arena = pool_create_arena(POOL_DEVICE, base, (size_t)UNIT * UNITS, UNIT, &ops);
+    pool *heap = pool_create(POOL_DEVICE, (size_t)UNIT * UNITS);
+    CHECK(arena && pool_capacity(arena) == (size_t)UNIT * UNITS && !pool_is_dry(arena));
+
+    /* the accounting is the heap pool's, byte for byte */
+    void *ha, *aa;
+    replay(heap, &ha);
+    replay(arena, &aa);
+    pool_stats hs, as;
+    pool_get_stats(heap, &hs), pool_get_stats(arena, &as);
+    CHECKF(memcmp(&hs, &as, sizeof hs) == 0, "arena stats differ: peak %zu vs %zu", as.peak, hs.peak);
+    CHECK(log.zeroed == 3u << 20); /* replay's pool_alloc_zero went to the arena's zero, not memset */
+    zero_bytes((char *)aa + UNIT, 100);
+    CHECK(log.zeroed == (3u << 20) + 100);
+    pool_free(heap, ha);
+    pool_free(arena, aa);
+    CHECK(pool_live(arena) == 0);
+
+    /* aligned ranges inside the arena, found by address; a freed range is reused by the smallest fit */
+    void *a, *b, *c, *d, *e;
+    CHECK(pool_alloc(arena, 3 * UNIT, MEM_WEIGHTS, "a", &a) == ST_OK);
+    CHECK(pool_alloc(arena, 1, MEM_ACTIVATIONS, "b", &b) == ST_OK);
+    CHECK(pool_alloc(arena, 2 * UNIT + 1, MEM_ACTIVATIONS, "c", &c) == ST_OK);
+    CHECK(pool_alloc(arena, UNIT, MEM_ACTIVATIONS, "d", &d) == ST_OK);
+    CHECK(a == base && b == base + 3 * UNIT && c == base + 4 * UNIT && d == base + 7 * UNIT);
+    CHECK(pool_size_of(c) == 2 * UNIT + 1 && pool_size_of(b) == 1);
+    CHECK(pool_arena_high(arena) >= 8 * UNIT && pool_arena_high(heap) == 0);
+    pool_free(arena, a); /* a hole of 3 units at the start, and one of 3 after c */
+    pool_free(arena, b);
+    pool_free(arena, d);
+    CHECK(pool_alloc(arena, 2 * UNIT, MEM_WORKSPACE, "e", &e) == ST_OK && e == base); /* the 4-unit hole before c */
+    pool_free(arena, e);
+    pool_free(arena, c);
+
+    /* fragmentation refuses what the capacity allows, says so, and leaves the pool as it was */
+    CHECK(!pool_create_arena(POOL_HOST, base + UNIT, 4 * UNIT, UNIT, NULL)); /* inside the live arena */
+    char *other = mmap(NULL, 4 * UNIT, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    pool *small = pool_create_arena(POOL_HOST, other, 4 * UNIT, UNIT, NULL);
+    void *u[4], *big;
+    for (int i = 0; i < 4; i++) CHECK(pool_alloc(small, UNIT, MEM_BOUNDARIES, "u", &u[i]) == ST_OK);
+    pool_free(small, u[0]);
+    pool_free(small, u[2]);
+    CHECK(pool_alloc(small, 2 * UNIT, MEM_BOUNDARIES, "two units", &big) == ST_ERR_HOST_OOM && !big);
+    CHECKF(strstr(st_error(), "fragmented") && strstr(st_error(), "two units"), "%s", st_error());
+    CHECK(pool_live(small) == 2 * UNIT && pool_alloc(small, UNIT, MEM_BOUNDARIES, "u", &u[0]) == ST_OK);
+    CHECK(u[0] == other);
+    pool_free(small, u[0]), pool_free(small, u[1]), pool_free(small, u[3]);
+    CHECK(pool_destroy(small) == 0);
+    munmap(other, 4 * UNIT);
+
+    /* a leak is reported as in any pool; the arena goes back to its owner once */
+    CHECK(pool_alloc(arena, 10, MEM_OPTIMIZER, "m (deliberate leak)", &a) == ST_OK);
+    CHECK(pool_destroy(arena) == 1 && log.released == 1);
+    CHECK(pool_destroy(heap) == 0);
+    munmap(base, (size_t)UNIT * UNITS);
+}
+
 /* What was live at the peak, by name: recorded only when asked, merged by name and tag, largest first, and the
  * later, lower live sets leave it as it was at the peak. */
 static void test_peak_parts(void)
@@ -216,5 +293,6 @@ int main(void)
     test_concurrent_use();
     test_sizes_read_well();
     test_peak_parts();
+    test_arena_pools();
     return tk_finish();
 }

@@ -44,6 +44,19 @@ int ops_threads(void);
 /* The BLAS library's own description ("OpenBLAS 0.3.21 ... MAX_THREADS=..."). */
 const char *ops_blas_info(void);
 
+/* ---- the backend's memory (ops/cpu/common.c; the CUDA backend's ops/cuda/runtime.cu) ---- */
+
+/* The pools a training step runs in: device memory of `capacity` bytes (0: all the backend has), and the host
+ * memory that offload copies go to (0: unlimited). The CPU backend's are heap pools. The CUDA backend's sub-allocate
+ * one arena each (pool_create_arena): managed device memory, which host code may touch between ops, and pinned host
+ * memory, which copies overlap with compute from. A status when the memory cannot be had. */
+st_status ops_device_pool_create(size_t capacity, pool **out);
+st_status ops_host_pool_create(size_t capacity, pool **out);
+/* The device's memory in use by every process, as the GPU reports it (cudaMemGetInfo); 0 on the CPU backend. */
+size_t ops_device_bytes_in_use(void);
+/* "cpu", or the GPU a CUDA build runs on, or why it runs on the CPU ("cuda: no GPU (...), ops on the CPU"). */
+const char *ops_backend_name(void);
+
 /* ---- profile: time and FLOPs per kind of op, off unless started (`segtrain profile`) ---- */
 
 typedef enum op_kind { OP_GEMM, OP_ATTENTION, OP_NORM, OP_POINTWISE, OP_KIND_COUNT } op_kind;
@@ -528,5 +541,16 @@ void flow_interpolate(float *xt, float *target, float *timesteps, const float *x
 float mse_forward(const float *pred, const float *target, const float *weight, int64_t batch, int64_t per);
 void mse_backward(float *dpred, const float *pred, const float *target, const float *weight, int64_t batch, int64_t per,
                   float dloss);
+
+/* ---- optimizer updates (ops/cpu/optim_update.c): elementwise, so the same bits at any split of the elements ---- */
+
+typedef struct optim_coefs {
+    float decay, b1, omb1, b2, omb2; /* decay = 1 - lr * weight_decay; omb = 1 - beta */
+    float step, inv_bc2_sqrt, eps;   /* AdamW: lr / (1 - b1^t), 1 / sqrt(1 - b2^t); Lion: step = lr */
+} optim_coefs;
+/* torch.optim.AdamW (single-tensor): w *= decay; m, v updated; w += -step * (m / (sqrt(v) / sqrt(bc2) + eps)). */
+void adamw_update(float *w, const float *g, float *m, float *v, int64_t n, const optim_coefs *k);
+/* Lion (lion-pytorch): w *= decay; w += -lr * sign(b1 m + (1 - b1) g); then m = b2 m + (1 - b2) g. */
+void lion_update(float *w, const float *g, float *m, int64_t n, const optim_coefs *k);
 
 #endif

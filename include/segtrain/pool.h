@@ -44,6 +44,23 @@ pool *pool_create(pool_kind kind, size_t capacity);
  * on dry pools measures its memory without its memory or its arithmetic. */
 pool *pool_create_dry(pool_kind kind, size_t capacity);
 bool pool_is_dry(const pool *p);
+
+/* A pool that sub-allocates one block of memory it is given, [base, base + bytes), which it never reads or writes (a
+ * GPU's memory): the same tags and accounting, with capacity = bytes, each allocation aligned to align (a power of two
+ * dividing base's address) and placed in the smallest free range that holds it. Headers live in a host-side table.
+ * Alignment and fragmentation can refuse an allocation that the capacity would allow: ST_ERR_OOM (or HOST_OOM) that
+ * says so. ops (may be NULL, as may each function): release(base) at pool_destroy, and zero(ptr, bytes), which
+ * zero_bytes and pool_alloc_zero call for the arena's memory instead of a memset. NULL on bad arguments or no host
+ * memory for the table, and when the range overlaps a live arena pool's; at most 16 live at once. */
+typedef struct pool_arena_ops {
+    void (*release)(void *base, void *ctx);
+    void (*zero)(void *ptr, size_t bytes, void *ctx);
+    void *ctx;
+} pool_arena_ops;
+pool *pool_create_arena(pool_kind kind, void *base, size_t bytes, size_t align, const pool_arena_ops *ops);
+/* An arena pool's footprint: the end of the highest range it ever handed out, from base (0 for other pools). It is
+ * peak plus what alignment and fragmentation cost, the arena size a step needs. */
+size_t pool_arena_high(pool *p);
 /* Whether ptr (NULL: no) lies in the address range dry pools hand out: an allocation or a view into one. */
 bool pool_is_dry_ptr(const void *ptr);
 
@@ -57,8 +74,9 @@ st_status pool_alloc(pool *p, size_t bytes, mem_tag tag, const char *what, void 
 
 /* As pool_alloc, zero-filled. */
 st_status pool_alloc_zero(pool *p, size_t bytes, mem_tag tag, const char *what, void **out);
-/* memset(ptr, 0, bytes) (nothing for a dry ptr), with every OpenMP thread for large buffers: a lone memset of a backward's gradient
- * buffers leaves the other cores waiting (3.7 % of a dit-s2 step, twice that in wall time on 2 cores). */
+/* memset(ptr, 0, bytes) (nothing for a dry ptr, the arena's zero for an arena's), with every OpenMP thread for
+ * large buffers: a lone memset of a backward's gradient buffers leaves the other cores waiting (3.7 % of a dit-s2
+ * step, twice that in wall time on 2 cores). */
 void zero_bytes(void *ptr, size_t bytes);
 
 /* Frees a pointer returned by pool_alloc on this pool. NULL is a no-op. */

@@ -45,7 +45,7 @@ st_status st_host_oom(const char *what_fmt, ...) __attribute__((format(printf, 1
 
 /* A contract violation (see above): prints "segtrain: internal error at file:line: <message>" and aborts. */
 #define st_panic(...) st_panic_at(__FILE__, __LINE__, __VA_ARGS__)
-_Noreturn void st_panic_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void st_panic_at(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
 
 /* The calling thread's last error message ("" if none). */
 const char *st_error(void);

@@ -215,6 +215,13 @@ int cmd_grad(int argc, char **argv)
             print_peak(stdout, "peak host memory,   measured ", &measured_host);
             print_peak(stdout, "peak host memory,   predicted", &predicted_host);
         }
+        const size_t in_use = ops_device_bytes_in_use();
+        if (in_use) { /* a GPU's: the arena the pool sub-allocates is part of what the device says is in use */
+            char n[3][24];
+            printf("device memory in use %s (cudaMemGetInfo), of which the pool's arena %s, its highest byte %s\n",
+                   st_bytes(n[0], in_use), st_bytes(n[1], pool_capacity(cm.device)),
+                   st_bytes(n[2], pool_arena_high(cm.device)));
+        }
         const named_floats extra = {.name = "loss", .ndim = 1, .shape = {1}, .data = &loss};
         const char *meta[] = {"format", "pt"};
         st = param_set_save(model_params(m), out, PARAMS_TRAINABLE, true, &extra, 1, meta, 1);

@@ -81,6 +81,7 @@ int cmd_selfcheck(int argc, char **argv)
     printf("segtrain %s\n", SEGTRAIN_VERSION);
     printf("threads  %d (OpenMP, shared with BLAS)\n", ops_threads());
     printf("blas     %s\n", ops_blas_info());
+    printf("backend  %s\n", ops_backend_name());
 
     pool *p = pool_create(POOL_DEVICE, 0);
     double gflops = 0, diff = 0;

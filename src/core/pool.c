@@ -4,7 +4,11 @@
  *
  * A dry pool's allocation is its header alone, and its address a slot of a reserved, inaccessible address
  * range: unique and non-NULL, and any access to it faults at once instead of corrupting real memory. A table
- * from slot to header stands in for "the header in front", so that every other function treats both alike. */
+ * from slot to header stands in for "the header in front", so that every other function treats both alike.
+ *
+ * An arena pool's allocations are ranges of one block of memory it was given (a GPU's, which the host may not be
+ * able to write a header into): headers live on the host, in a table sorted by address that also tells the free
+ * ranges between allocations. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include "segtrain/pool.h"
 
@@ -26,15 +30,24 @@ typedef struct header {
     const char *what;
     struct pool *owner;
     struct header *prev, *next;
-    void *dry_at; /* a dry allocation's address (its slot); NULL for real ones */
+    void *at;     /* a dry allocation's slot or an arena allocation's address; NULL for heap ones */
     mem_tag tag;
 } header;
 _Static_assert(sizeof(header) <= ALIGNMENT, "pool header must fit in one alignment unit");
+
+typedef struct arena {
+    char *base;
+    size_t bytes, align, high; /* high: the end of the highest range ever taken, from base */
+    header **by_addr;          /* live allocations in address order */
+    size_t n, cap;
+    pool_arena_ops ops;
+} arena;
 
 struct pool {
     pthread_mutex_t lock;
     pool_kind kind;
     bool dry;
+    arena *arena; /* NULL: allocations come from the heap */
     size_t capacity;
     pool_stats stats;
     header *live_list;
@@ -67,9 +80,113 @@ static bool in_dry_range(const void *ptr)
 
 bool pool_is_dry_ptr(const void *ptr) { return ptr && in_dry_range(ptr); }
 
+/* ---- arenas ---- */
+
+/* Every arena pool, so that a pointer finds its header without its pool (pool_size_of); few exist at once. */
+#define ARENAS_MAX 16
+static struct {
+    pthread_mutex_t lock;
+    pool *pools[ARENAS_MAX];
+} arenas = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* The bytes an allocation takes in an arena: its size rounded up to the alignment (a zero-byte one has an address
+ * too, so it takes one unit). */
+static size_t arena_span(const arena *a, size_t bytes)
+{
+    return bytes ? (bytes + a->align - 1) / a->align * a->align : a->align;
+}
+
+/* The index of the first live allocation at or above ptr (the lock held). */
+static size_t arena_find(const arena *a, const char *ptr)
+{
+    size_t lo = 0, hi = a->n;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if ((char *)a->by_addr[mid]->at < ptr) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The arena pool whose arena holds ptr, or NULL. */
+static pool *arena_holding(const void *ptr)
+{
+    pool *p = NULL;
+    pthread_mutex_lock(&arenas.lock);
+    for (int i = 0; i < ARENAS_MAX && !p; i++) {
+        pool *q = arenas.pools[i];
+        if (q && (const char *)ptr >= q->arena->base && (const char *)ptr < q->arena->base + q->arena->bytes) p = q;
+    }
+    pthread_mutex_unlock(&arenas.lock);
+    return p;
+}
+
+/* The arena pool holding ptr and, read under its lock, the header of the allocation that starts there (NULL if none
+ * does). */
+static pool *arena_pool_of(const void *ptr, header **h)
+{
+    pool *p = arena_holding(ptr);
+    if (!p) return NULL;
+    pthread_mutex_lock(&p->lock);
+    const size_t i = arena_find(p->arena, ptr);
+    *h = i < p->arena->n && p->arena->by_addr[i]->at == ptr ? p->arena->by_addr[i] : NULL;
+    pthread_mutex_unlock(&p->lock);
+    return p;
+}
+
+/* Takes the smallest free range that fits h, so that the large buffers of a step do not split the ranges
+ * they will need again; records h in address order. False when no free range is large enough (the lock held). */
+static bool arena_take(arena *a, header *h)
+{
+    const size_t span = arena_span(a, h->bytes);
+    size_t best = SIZE_MAX, best_at = 0, best_i = 0, from = 0;
+    for (size_t i = 0; i <= a->n; i++) {
+        const size_t to = i < a->n ? (size_t)((char *)a->by_addr[i]->at - a->base) : a->bytes;
+        if (to - from >= span && to - from < best) best = to - from, best_at = from, best_i = i;
+        if (i < a->n) from = to + arena_span(a, a->by_addr[i]->bytes);
+    }
+    if (best == SIZE_MAX) return false;
+    if (a->n == a->cap) {
+        const size_t cap = a->cap ? 2 * a->cap : 256;
+        header **grown = realloc(a->by_addr, cap * sizeof *grown);
+        if (!grown) return false;
+        a->by_addr = grown, a->cap = cap;
+    }
+    memmove(a->by_addr + best_i + 1, a->by_addr + best_i, (a->n - best_i) * sizeof *a->by_addr);
+    a->by_addr[best_i] = h;
+    a->n++;
+    h->at = a->base + best_at;
+    if (best_at + span > a->high) a->high = best_at + span;
+    return true;
+}
+
+/* The largest free range (the lock held), for an out-of-memory report. */
+static size_t arena_largest_free(const arena *a)
+{
+    size_t largest = 0, from = 0;
+    for (size_t i = 0; i <= a->n; i++) {
+        const size_t to = i < a->n ? (size_t)((char *)a->by_addr[i]->at - a->base) : a->bytes;
+        if (to - from > largest) largest = to - from;
+        if (i < a->n) from = to + arena_span(a, a->by_addr[i]->bytes);
+    }
+    return largest;
+}
+
+static void arena_give_back(arena *a, header *h)
+{
+    const size_t i = arena_find(a, h->at);
+    memmove(a->by_addr + i, a->by_addr + i + 1, (a->n - i - 1) * sizeof *a->by_addr);
+    a->n--;
+}
+
 static header *header_of(const void *ptr)
 {
     if (in_dry_range(ptr)) return dry.slot[(uintptr_t)((const char *)ptr - dry.base) / DRY_STRIDE];
+    header *h = NULL;
+    if (arena_pool_of(ptr, &h)) {
+        if (!h) st_panic("a pointer inside a pool's arena that no allocation starts at");
+        return h;
+    }
     return (header *)((char *)ptr - ALIGNMENT);
 }
 
@@ -111,12 +228,14 @@ static void dry_give_back(const void *ptr)
     pthread_mutex_unlock(&dry.lock);
 }
 
-/* Frees an allocation's header and, for a dry one, its slot. */
-static void free_header(header *h)
+/* Frees an allocation's header and its place: a dry slot, a range of an arena (the pool's lock held), or the heap
+ * block it heads. */
+static void free_header(pool *p, header *h)
 {
-    if (h->dry_at) dry_give_back(h->dry_at);
     h->magic = 0;
-    free(h);
+    if (p->dry) dry_give_back(h->at);
+    else if (p->arena) arena_give_back(p->arena, h);
+    free(h); /* a heap allocation's header heads its data's block: one free for both */
 }
 
 
@@ -145,6 +264,43 @@ pool *pool_create_dry(pool_kind kind, size_t capacity)
 }
 
 bool pool_is_dry(const pool *p) { return p->dry; }
+
+pool *pool_create_arena(pool_kind kind, void *base, size_t bytes, size_t align, const pool_arena_ops *ops)
+{
+    if (!base || !align || (align & (align - 1)) || (uintptr_t)base % align) return NULL;
+    pool *p = pool_create(kind, bytes);
+    arena *a = p ? calloc(1, sizeof *a) : NULL;
+    if (!a) {
+        free(p);
+        return NULL;
+    }
+    *a = (arena){.base = base, .bytes = bytes, .align = align, .ops = ops ? *ops : (pool_arena_ops){0}};
+    p->arena = a;
+    pthread_mutex_lock(&arenas.lock);
+    int i = 0, free_at = ARENAS_MAX;
+    for (; i < ARENAS_MAX; i++) { /* a pointer must tell its arena: no two overlap */
+        const arena *b = arenas.pools[i] ? arenas.pools[i]->arena : NULL;
+        if (!b && free_at == ARENAS_MAX) free_at = i;
+        if (b && a->base < b->base + b->bytes && b->base < a->base + a->bytes) break;
+    }
+    const bool ok = i == ARENAS_MAX && free_at < ARENAS_MAX;
+    if (ok) arenas.pools[free_at] = p;
+    pthread_mutex_unlock(&arenas.lock);
+    if (!ok) { /* the caller keeps its memory: release is not called */
+        free(a);
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+size_t pool_arena_high(pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    const size_t high = p->arena ? p->arena->high : 0;
+    pthread_mutex_unlock(&p->lock);
+    return high;
+}
 
 pool *pool_create(pool_kind kind, size_t capacity)
 {
@@ -227,9 +383,18 @@ size_t pool_destroy(pool *p)
         fprintf(stderr, "segtrain: %s pool leak: %zu bytes (%s) for '%s'\n",
                 p->kind == POOL_DEVICE ? "device" : "host", h->bytes, mem_tag_name(h->tag),
                 h->what ? h->what : "?");
-        free_header(h);
+        free_header(p, h);
         h = next;
         leaks++;
+    }
+    if (p->arena) {
+        pthread_mutex_lock(&arenas.lock);
+        for (int i = 0; i < ARENAS_MAX; i++)
+            if (arenas.pools[i] == p) arenas.pools[i] = NULL;
+        pthread_mutex_unlock(&arenas.lock);
+        if (p->arena->ops.release) p->arena->ops.release(p->arena->base, p->arena->ops.ctx);
+        free(p->arena->by_addr);
+        free(p->arena);
     }
     pthread_mutex_destroy(&p->lock);
     free(p);
@@ -257,16 +422,29 @@ st_status pool_alloc(pool *p, size_t bytes, mem_tag tag, const char *what, void 
                        st_bytes(b[2], p->capacity));
     }
     size_t rounded = (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
-    header *h = p->dry ? malloc(sizeof *h) : aligned_alloc(ALIGNMENT, ALIGNMENT + rounded);
-    void *dry_at = h && p->dry ? dry_take(h) : NULL;
-    if (!h || (p->dry && !dry_at)) {
+    header *h = p->dry || p->arena ? malloc(sizeof *h) : aligned_alloc(ALIGNMENT, ALIGNMENT + rounded);
+    if (h) *h = (header){.magic = HEADER_MAGIC, .bytes = bytes, .what = what, .owner = p, .tag = tag};
+    if (h && p->arena) {
+        if (!arena_take(p->arena, h)) {
+            const size_t live = s->live, largest = arena_largest_free(p->arena);
+            pthread_mutex_unlock(&p->lock);
+            free(h);
+            char b[4][24];
+            return st_fail(oom,
+                           "out of %s memory: %s for '%s' (%s): %s live of the arena's %s, but no free range that large"
+                           " (the largest is %s): the arena is fragmented",
+                           device ? "device" : "host", st_bytes(b[0], bytes), what, mem_tag_name(tag),
+                           st_bytes(b[1], live), st_bytes(b[2], p->arena->bytes), st_bytes(b[3], largest));
+        }
+    }
+    if (h && p->dry) h->at = dry_take(h);
+    if (!h || (p->dry && !h->at)) {
         pthread_mutex_unlock(&p->lock);
         free(h);
         char b[24];
         return st_fail(oom, "the system refused %s for '%s' (%s)%s", st_bytes(b, bytes), what, mem_tag_name(tag),
                        p->dry ? " in a dry pool: no address left" : "");
     }
-    *h = (header){.magic = HEADER_MAGIC, .bytes = bytes, .what = what, .owner = p, .dry_at = dry_at, .tag = tag};
     h->next = p->live_list;
     if (p->live_list) p->live_list->prev = h;
     p->live_list = h;
@@ -280,13 +458,19 @@ st_status pool_alloc(pool *p, size_t bytes, mem_tag tag, const char *what, void 
         snapshot(p);
     }
     pthread_mutex_unlock(&p->lock);
-    *out = dry_at ? dry_at : (char *)h + ALIGNMENT;
+    *out = h->at ? h->at : (char *)h + ALIGNMENT;
     return ST_OK;
 }
 
 void zero_bytes(void *ptr, size_t bytes)
 {
     if (pool_is_dry_ptr(ptr)) return;
+    const pool *in = arena_holding(ptr);
+    if (in) {
+        if (in->arena->ops.zero) in->arena->ops.zero(ptr, bytes, in->arena->ops.ctx);
+        else memset(ptr, 0, bytes);
+        return;
+    }
     enum { CHUNK = 1 << 18 }; /* below one chunk, a parallel region costs more than it saves */
     const int64_t chunks = (int64_t)((bytes + CHUNK - 1) / CHUNK);
 #pragma omp parallel for schedule(static) if (chunks > 1)
@@ -316,8 +500,8 @@ void pool_free(pool *p, void *ptr)
     p->stats.live -= h->bytes;
     p->stats.live_by_tag[h->tag] -= h->bytes;
     p->stats.allocations--;
+    free_header(p, h);
     pthread_mutex_unlock(&p->lock);
-    free_header(h);
 }
 
 void pool_retag(pool *p, void *ptr, mem_tag tag)

@@ -28,7 +28,7 @@ st_status st_host_oom(const char *what_fmt, ...)
     return ST_ERR_HOST_OOM;
 }
 
-_Noreturn void st_panic_at(const char *file, int line, const char *fmt, ...)
+void st_panic_at(const char *file, int line, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;

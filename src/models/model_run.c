@@ -14,9 +14,11 @@ st_status model_run_open(const config *cfg, bool allocate, model_run *out, char 
     if (!st) st = config_bytes(cfg, "host_memory", &host_cap);
     if (st) return st;
     /* dry pools have no budget: a plan reports the peak, whatever it is, and the caller compares */
-    out->device = allocate ? pool_create(POOL_DEVICE, device_cap) : pool_create_dry(POOL_DEVICE, 0);
-    out->host = allocate ? pool_create(POOL_HOST, host_cap) : pool_create_dry(POOL_HOST, 0);
-    if (!out->device || !out->host) st = st_host_oom("the pools");
+    if (allocate) {
+        st = ops_device_pool_create(device_cap, &out->device);
+        if (!st) st = ops_host_pool_create(host_cap, &out->host);
+    } else if (!(out->device = pool_create_dry(POOL_DEVICE, 0)) || !(out->host = pool_create_dry(POOL_HOST, 0)))
+        st = st_host_oom("the pools");
     out->cs = cs;
     if (!st && !(out->cfg = config_copy(cfg))) st = st_host_oom("the run's config");
     if (!st) st = model_create(&mc, out->device, &out->m);

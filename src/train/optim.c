@@ -1,6 +1,7 @@
 /* AdamW and Lion with torch's formulas, diffusers' schedules and torch's global-norm clipping. Updates run in
  * float like torch's; per-step coefficients are computed once in double. */
 #include "segtrain/optim.h"
+#include "segtrain/ops.h"
 
 #include <math.h>
 #include <omp.h>
@@ -193,47 +194,18 @@ void optim_clip_by(optimizer *o, double norm)
     }
 }
 
-typedef struct coefs {
-    float decay, b1, omb1, b2, omb2; /* decay = 1 - lr * weight_decay; omb = 1 - beta */
-    float step, inv_bc2_sqrt, eps;   /* AdamW: lr / (1 - b1^t), 1 / sqrt(1 - b2^t); Lion: step = lr */
-} coefs;
-
-/* torch.optim.AdamW (single-tensor): w *= decay; m, v updated; w += -step * (m / (sqrt(v) / sqrt(bc2) + eps)). */
-static void adamw_span(float *restrict w, const float *restrict g, float *restrict m, float *restrict v, int64_t n,
-                       const coefs *k)
-{
-    const float decay = k->decay, b1 = k->b1, omb1 = k->omb1, b2 = k->b2, omb2 = k->omb2;
-    const float step = k->step, ibc2 = k->inv_bc2_sqrt, eps = k->eps;
-    for (int64_t i = 0; i < n; i++) {
-        const float gi = g[i];
-        const float mi = b1 * m[i] + omb1 * gi;
-        const float vi = b2 * v[i] + omb2 * (gi * gi);
-        m[i] = mi;
-        v[i] = vi;
-        w[i] = w[i] * decay - step * (mi / (sqrtf(vi) * ibc2 + eps));
-    }
-}
-
-/* Lion (lion-pytorch): w *= decay; w += -lr * sign(b1 m + (1 - b1) g); then m = b2 m + (1 - b2) g. */
-static void lion_span(float *restrict w, const float *restrict g, float *restrict m, int64_t n, const coefs *k)
-{
-    const float decay = k->decay, b1 = k->b1, omb1 = k->omb1, b2 = k->b2, omb2 = k->omb2, lr = k->step;
-    for (int64_t i = 0; i < n; i++) {
-        const float gi = g[i], mi = m[i];
-        const float c = b1 * mi + omb1 * gi;
-        const float sign = (float)(c > 0.0f) - (float)(c < 0.0f);
-        w[i] = w[i] * decay - lr * sign;
-        m[i] = b2 * mi + omb2 * gi;
-    }
-}
-
 st_status optim_step(optimizer *o, double *lr_used)
 {
     const optim_settings *s = &o->s;
     const double lr = optim_lr_at(s, o->t);
     const int64_t t = o->t + 1;
-    coefs k = {.decay = (float)(1.0 - lr * s->weight_decay), .b1 = (float)s->beta1, .omb1 = (float)(1.0 - s->beta1),
-               .b2 = (float)s->beta2, .omb2 = (float)(1.0 - s->beta2), .step = (float)lr, .eps = (float)s->eps};
+    optim_coefs k = {.decay = (float)(1.0 - lr * s->weight_decay),
+                     .b1 = (float)s->beta1,
+                     .omb1 = (float)(1.0 - s->beta1),
+                     .b2 = (float)s->beta2,
+                     .omb2 = (float)(1.0 - s->beta2),
+                     .step = (float)lr,
+                     .eps = (float)s->eps};
     if (s->kind == OPTIM_ADAMW) {
         k.step = (float)(lr / (1.0 - pow(s->beta1, (double)t)));
         k.inv_bc2_sqrt = (float)(1.0 / sqrt(1.0 - pow(s->beta2, (double)t)));
@@ -256,9 +228,9 @@ st_status optim_step(optimizer *o, double *lr_used)
             if (hi <= lo) continue;
             const int64_t st = at + lo - o->first; /* the state's index */
             if (s->kind == OPTIM_ADAMW)
-                adamw_span(q->w + lo, q->g + lo, m + st, v + st, hi - lo, &k);
+                adamw_update(q->w + lo, q->g + lo, m + st, v + st, hi - lo, &k);
             else
-                lion_span(q->w + lo, q->g + lo, m + st, hi - lo, &k);
+                lion_update(q->w + lo, q->g + lo, m + st, hi - lo, &k);
         }
     }
     o->t = t;

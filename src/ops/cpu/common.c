@@ -23,6 +23,20 @@ int ops_threads(void) { return omp_get_max_threads(); }
 
 const char *ops_blas_info(void) { return openblas_get_config(); }
 
+st_status ops_device_pool_create(size_t capacity, pool **out)
+{
+    return (*out = pool_create(POOL_DEVICE, capacity)) ? ST_OK : st_host_oom("the device pool");
+}
+
+st_status ops_host_pool_create(size_t capacity, pool **out)
+{
+    return (*out = pool_create(POOL_HOST, capacity)) ? ST_OK : st_host_oom("the host pool");
+}
+
+const char *ops_backend_name(void) { return "cpu"; }
+
+size_t ops_device_bytes_in_use(void) { return 0; }
+
 int ops_profiling;
 static op_profile profile;
 
