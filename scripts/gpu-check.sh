@@ -11,7 +11,8 @@
 #
 # The checks: the backend is a GPU; every ported op against the CPU (test_cuda_ops); for dit-s2 and flux-tiny,
 # gradients bitwise equal across checkpointing schedules, against the CPU backend at 1e-4, and the measured peak
-# equal to the predicted one; a sweep of both; a timed dit-xl2 step (256 px, batch 32) with its TFLOP/s.
+# equal to the predicted one; the same for a LoRA with its frozen base in bf16; a sweep of both; a timed dit-xl2
+# step (256 px, batch 32) with its TFLOP/s.
 set -uo pipefail
 
 if [ "${1:-}" = "--bundle" ]; then
@@ -115,7 +116,27 @@ for model in dit-s2:4 flux-tiny:2; do
   else fail "$preset: GPU vs CPU $r"; fi
 done
 
-# 4. the sweep users read, of both
+# 4. LoRA with the frozen base in bf16 (mixed_precision bf16): the peak as predicted, the CPU's gradients
+dir=$logs/flux-tiny-bf16
+mkdir -p "$dir"
+lora=(--set model_preset=flux-tiny --set train_batch_size=2 --set model_type=lora --set lora_target=all
+      --set mixed_precision=bf16 --set device_memory=8GiB --set host_memory=4GiB)
+if "$bin" init "${lora[@]}" --random --out "$dir/w.safetensors" >"$dir/init.log" 2>&1 &&
+   "$bin" batch "${lora[@]}" --out "$dir/b.safetensors" >>"$dir/init.log" 2>&1 &&
+   "$bin" grad "${lora[@]}" --weights "$dir/w.safetensors" --batch "$dir/b.safetensors" --out "$dir/g.safetensors" \
+     >"$dir/grad.log" 2>&1 &&
+   SEGTRAIN_BACKEND=cpu "$bin" grad "${lora[@]}" --weights "$dir/w.safetensors" --batch "$dir/b.safetensors" \
+     --out "$dir/g-cpu.safetensors" >"$dir/grad-cpu.log" 2>&1; then
+  measured=$(sed -n 's/^peak device memory, measured  *//p' "$dir/grad.log")
+  predicted=$(sed -n 's/^peak device memory, predicted  *//p' "$dir/grad.log")
+  what="flux-tiny LoRA bf16 base"
+  if [ -n "$measured" ] && [ "$measured" = "$predicted" ]; then pass "$what: peak $measured as predicted"
+  else fail "$what: peak measured '$measured', predicted '$predicted'"; fi
+  if r=$(compare "$dir/g.safetensors" "$dir/g-cpu.safetensors" 2>&1); then pass "$what: GPU vs CPU $r"
+  else fail "$what: GPU vs CPU $r"; fi
+else fail "flux-tiny LoRA bf16 base: a run failed (flux-tiny-bf16/*.log)"; fi
+
+# 5. the sweep users read, of both
 for preset in dit-s2 flux-tiny; do
   if timeout 240 "$bin" sweep --set "model_preset=$preset" --set host_memory=4GiB --device-memory 16GiB \
       --warmup 1 --steps 2 --timeout 60 --out "$logs/sweep-$preset" >"$logs/sweep-$preset.log" 2>&1; then
@@ -123,7 +144,7 @@ for preset in dit-s2 flux-tiny; do
   else fail "sweep $preset (sweep-$preset.log)"; fi
 done
 
-# 5. a timed dit-xl2 step: 256 px (a 32 x 32 latent), batch 32; fp32 until bf16 is built (docs/CUDA.md)
+# 6. a timed dit-xl2 step: 256 px (a 32 x 32 latent), batch 32; fp32 until bf16 is built (docs/CUDA.md)
 if timeout 240 "$bin" profile --set model_preset=dit-xl2 --set train_batch_size=32 --set device_memory=100GiB \
     --warmup 1 --steps 3 >"$logs/dit-xl2.log" 2>&1; then
   pass "dit-xl2 batch 32 step: $(grep -iE 'step|TFLOP|GFLOP' "$logs/dit-xl2.log" | head -3 | tr '\n' ' ')"

@@ -5,10 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "segtrain/model.h"
 #include "segtrain/objective.h"
+#include "segtrain/ops.h"
 #include "segtrain/rng.h"
+#include "segtrain/safetensors.h"
 #include "testkit.h"
 #include "testkit_batch.h"
 
@@ -241,11 +244,152 @@ static void test_checkpointing_with_adapters(void)
     CHECK(pool_destroy(p) == 0 && pool_destroy(host) == 0);
 }
 
+/* Whether q is the base weight of an adapted linear (mixed_precision bf16 holds those in bf16, and the other frozen
+ * linear weights). */
+static bool adapted_base(param_set *ps, const param *q)
+{
+    char name[PARAM_NAME_MAX + 16];
+    const size_t n = strlen(q->name);
+    if (n < 7 || strcmp(q->name + n - 7, ".weight")) return false;
+    snprintf(name, sizeof name, "%.*s.lora_A.weight", (int)(n - 7), q->name);
+    return param_find(ps, name) != NULL;
+}
+
+/* mixed_precision bf16: frozen linear weights in bf16 (every adapted base among them), accounted at 2 bytes each,
+ * and the arithmetic of the float model holding those values: loss and adapter gradients bit for bit under every
+ * schedule, each peak as predicted; the weights saved as BF16 and read back unchanged. */
+static void test_bf16_base(void)
+{
+    printf("-- mixed_precision bf16: the frozen base in bf16, the float model's bits on the rounded weights\n");
+    pool *pf = pool_create(POOL_DEVICE, 0), *p = pool_create(POOL_DEVICE, 0), *host = pool_create(POOL_HOST, 0);
+    model_config mc = lora_config(true), mc16 = mc;
+    mc16.bf16_base = true;
+    model *m, *m16;
+    CHECK(model_create(&mc, pf, &m) == ST_OK && model_create(&mc16, p, &m16) == ST_OK);
+    CHECK(model_set_host_pool(m, host) == ST_OK && model_set_host_pool(m16, host) == ST_OK);
+    CHECK(model_init(m16, 11, true) == ST_OK);
+    param_set *ps = model_params(m), *ps16 = model_params(m16);
+    int64_t n16 = 0;
+    int misplaced = 0;
+    for (int i = 0; i < ps16->n; i++) {
+        param *q = param_at(ps16, i), *f = param_find(ps, q->name);
+        misplaced += (q->bf16 && (q->trainable || q->ndim != 2)) || (adapted_base(ps16, q) && !q->bf16) ||
+                     (q->bf16 ? !q->w16 || q->w : !q->w || q->w16);
+        n16 += q->bf16 ? q->numel : 0;
+        if (q->bf16) bf16_to_float(f->w, q->w16, q->numel); /* exact: the float model holds the rounded values */
+        else memcpy(f->w, q->w, (size_t)q->numel * sizeof(float));
+    }
+    CHECKF(!misplaced && n16 > 0, "%d parameters held in the wrong precision; %lld values in bf16", misplaced,
+           (long long)n16);
+    const param *qkv = param_find(ps16, "blocks.0.attn.qkv.weight");
+    CHECK(qkv && qkv->bf16 && (qkv->w16[0] & 0x7fff) && (float)qkv->w16[0] != 0); /* random init reached it */
+
+    const ckpt_settings rows[] = {
+        {.interval = 1, .stride = 1},
+        {.enabled = true, .backend = BACKEND_TORCH, .interval = 2, .stride = 2},
+        {.enabled = true, .backend = BACKEND_UNSLOTH, .interval = 1, .stride = 1, .offload_attention = true},
+    };
+    batch b = make_batch(&mc, 12);
+    float *want = malloc((size_t)ps->grad_count * sizeof(float));
+    float loss, loss16;
+    param_set_zero_grads(ps);
+    CHECK(flow_loss(m, &b.fb, true, &loss) == ST_OK);
+    memcpy(want, ps->grads, (size_t)ps->grad_count * sizeof(float));
+    for (int r = 0; r < 3; r++) {
+        pool_stats dry, dry16, dry_host;
+        tk_dry_loss(&mc, &rows[r], 2, &dry, &dry_host);
+        tk_dry_loss(&mc16, &rows[r], 2, &dry16, &dry_host);
+        CHECKF(dry.at_peak_by_tag[MEM_WEIGHTS] - dry16.at_peak_by_tag[MEM_WEIGHTS] == 2 * (size_t)n16,
+               "row %d: weights %zu in float, %zu with the base in bf16, for %lld bf16 values", r,
+               dry.at_peak_by_tag[MEM_WEIGHTS], dry16.at_peak_by_tag[MEM_WEIGHTS], (long long)n16);
+        CHECK(model_set_checkpointing(m16, &rows[r], NULL, 0) == ST_OK);
+        param_set_zero_grads(ps16);
+        pool_reset_peak(p);
+        CHECK(flow_loss(m16, &b.fb, true, &loss16) == ST_OK);
+        CHECKF(pool_peak(p) == dry16.peak, "row %d: measured %zu, predicted %zu", r, pool_peak(p), dry16.peak);
+        CHECKF(!memcmp(&loss, &loss16, sizeof loss), "row %d: loss %.9g in bf16, %.9g in float", r, loss16, loss);
+        tk_expect_bitwise("adapter gradients, bf16 base against float", ps16->grads, want, ps->grad_count);
+    }
+
+    /* saved as BF16, as torch saves a bf16 model; read back into a bf16 model unchanged, into a float one widened */
+    char dir[] = "/tmp/segtrain-bf16-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    const char *path = tk_path(dir, "base.safetensors");
+    CHECK(param_set_save(ps16, path, PARAMS_ALL, false, NULL, 0, NULL, 0) == ST_OK);
+    sft_file *f;
+    CHECK(sft_open(path, &f) == ST_OK);
+    CHECK(sft_find(f, "blocks.0.attn.qkv.weight")->dtype == SFT_BF16 &&
+          sft_find(f, "blocks.0.attn.qkv.lora_A.weight")->dtype == SFT_F32);
+    sft_close(f);
+    model *back;
+    CHECK(model_create(&mc16, pf, &back) == ST_OK);
+    CHECK(param_set_load(model_params(back), path, PARAMS_ALL, NULL) == ST_OK);
+    CHECK(!memcmp(model_params(back)->weights16, ps16->weights16, (size_t)n16 * sizeof(uint16_t)));
+    CHECK(param_set_load(ps, path, PARAMS_ALL, NULL) == ST_OK);
+    float first;
+    bf16_to_float(&first, qkv->w16, 1);
+    CHECK(!memcmp(&first, param_find(ps, "blocks.0.attn.qkv.weight")->w, sizeof first));
+    unlink(path);
+    rmdir(dir);
+    model_destroy(back);
+
+    free(want), free(b.x0), free(b.noise);
+    model_destroy(m16);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0 && pool_destroy(pf) == 0 && pool_destroy(host) == 0);
+}
+
+/* Every preset with adapters on every linear, its adapted bases in bf16: a training step runs and its peak is the
+ * predicted one. A model that read such a weight as float (param->w, NULL there) would crash here. */
+static void test_bf16_every_family(void)
+{
+    printf("-- mixed_precision bf16 under LoRA in every family\n");
+    const ckpt_settings layer = {.enabled = true, .backend = BACKEND_TORCH, .interval = 1, .stride = 1};
+    int families = 0;
+    for (int i = 0; model_preset_name(i); i++) {
+        const char *name = model_preset_name(i);
+        if (!strstr(name, "-tiny")) continue;
+        model_config mc;
+        CHECK(model_preset(name, &mc) == ST_OK);
+        mc.lora_rank = 2, mc.lora_alpha = 2, mc.lora_attention = true, mc.lora_mlp = i % 2, mc.bf16_base = true;
+        pool *p = pool_create(POOL_DEVICE, 0), *host = pool_create(POOL_HOST, 0);
+        model *m;
+        st_status st = model_create(&mc, p, &m);
+        CHECKF(st == ST_OK, "%s: %s", name, st_error());
+        if (st) {
+            pool_destroy(p), pool_destroy(host);
+            continue;
+        }
+        int64_t n16 = 0;
+        for (int k = 0; k < model_params(m)->n; k++) n16 += param_at(model_params(m), k)->bf16;
+        CHECK(model_set_host_pool(m, host) == ST_OK && model_set_checkpointing(m, &layer, NULL, 0) == ST_OK);
+        CHECK(model_init(m, 1, true) == ST_OK);
+        tk_batch b = tk_random_batch(&mc, 2, 3);
+        flow_batch fb = tk_flow(&b);
+        pool_stats dry, dry_host;
+        tk_dry_loss(&mc, &layer, 2, &dry, &dry_host);
+        pool_reset_peak(p);
+        float loss;
+        st = flow_loss(m, &fb, true, &loss);
+        CHECKF(st == ST_OK && isfinite(loss) && pool_peak(p) == dry.peak && n16 > 0,
+               "%s: %s, loss %g, peak %zu predicted %zu, %lld bf16 weights", name, st ? st_error() : "ok", loss,
+               pool_peak(p), dry.peak, (long long)n16);
+        tk_free_batch(&b);
+        model_destroy(m);
+        CHECK(pool_destroy(p) == 0 && pool_destroy(host) == 0);
+        families++;
+    }
+    printf("   %d presets\n", families);
+    CHECK(families >= 40);
+}
+
 int main(void)
 {
     test_structure_and_identity();
     test_gradients();
     test_checkpointing_with_adapters();
     test_drift();
+    test_bf16_base();
+    test_bf16_every_family();
     return tk_finish();
 }

@@ -15,7 +15,9 @@ typedef struct lin_layer {
 
 /* Registers "<name>.weight", "<name>.bias" and, with rank > 0, "<name>.lora_A.weight" (r, in) and
  * "<name>.lora_B.weight" (out, r): the adapters name the weight they adapt. With an adapter, the base weight and
- * bias are frozen. */
+ * bias are frozen. A frozen weight is held in bf16 under the set's bf16_base (params.h): lin_forward and
+ * lin_backward widen it into workspace (as many floats as the weight) around each GEMM, so that only the layer's
+ * own code reads it. */
 lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, bool bias, int64_t rank, float alpha,
                        bool trainable);
 

@@ -135,6 +135,7 @@ typedef struct model_config {
     attention_mechanism mechanism;
     int64_t lora_rank;                /* 0: full training; else LoRA of this rank, the base frozen */
     double lora_alpha;                /* the adapters' scale is alpha / rank */
+    bool bf16_base;                   /* mixed_precision bf16 under LoRA: frozen linear layers' weights in bf16 */
     bool lora_attention, lora_mlp;    /* which linears get adapters */
 } model_config;
 
@@ -297,8 +298,9 @@ copy_engine *model_copy_engine(model *m);
 void model_set_batch(model *m, int64_t batch);
 
 /* The family's own initialisation (DiT: xavier linears, zero adaLN), or, with random_all, seeded non-zero
- * values in every tensor, so that every gradient is non-zero (for gradient checks). */
-void model_init(model *m, uint64_t seed, bool random_all);
+ * values in every tensor, so that every gradient is non-zero (for gradient checks). A bf16 weight is the float
+ * model's, rounded (drawn in a host buffer of its size: ST_ERR_HOST_OOM without one). */
+st_status model_init(model *m, uint64_t seed, bool random_all);
 
 /* Conditioning: model_cond_len floats per sample. dit and skipdit read the class label (`classes` is the null
  * label; labels stay below 2^24, exact in a float). The dual-stream families read a text encoder's output as a

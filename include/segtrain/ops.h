@@ -477,6 +477,9 @@ void copy_bytes(void *dst, const void *src, size_t n);
 void scale_by(float *x, int64_t n, float s);
 /* x = 0 over n floats (a buffer reused within a kernel). */
 void zero_floats(float *x, int64_t n);
+/* y = x widened from bfloat16 (the high half of a float's bits) to float: exact, so a bf16 weight widened before its
+ * GEMM gives the bits of the same rounded weight held in float. */
+void bf16_to_float(float *y, const uint16_t *x, int64_t n);
 /* y[b] (cols, rows) = x[b] (rows, cols) transposed, for each of `batch` matrices: a U-Net's channels-first planes
  * (C, H W) to tokens (H W, C) and back. */
 void transpose_batched(float *y, const float *x, int64_t batch, int64_t rows, int64_t cols);

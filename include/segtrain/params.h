@@ -17,10 +17,12 @@ typedef struct param {
     int ndim;
     int64_t shape[PARAM_MAX_DIMS];
     int64_t numel;
-    float *w;
+    float *w;       /* NULL when the weight is held in bf16 */
+    uint16_t *w16;  /* the weight in bfloat16, for a bf16 parameter (below); else NULL */
     float *g;       /* NULL for a frozen parameter */
     bool trainable; /* has a gradient and optimizer state */
     bool fixed;     /* a fixed buffer (pos_embed): saved with the weights, loaded only if a file has it */
+    bool bf16;      /* held in bf16: a frozen linear layer's weight (lin.h) under the set's bf16_base */
 } param;
 
 typedef struct param_set {
@@ -28,7 +30,11 @@ typedef struct param_set {
     param *items;
     pool *pool;
     float *weights, *grads;
-    int64_t weight_count, grad_count; /* floats, counted as parameters are registered */
+    uint16_t *weights16;              /* the bf16 parameters' block (MEM_WEIGHTS, "weights (bf16)") */
+    int64_t weight_count, grad_count; /* values, counted as parameters are registered */
+    /* mixed_precision bf16 under LoRA: the weight of every frozen linear layer (lin.h) is held in bf16, the adapted
+     * bases among them. Set before registration. Only those: other weights are read as float where they are read. */
+    bool bf16_base;
     int too_large; /* 1 + the index of the first parameter that took a size or the total past CK_MAX_ELEMENTS */
     bool oom;      /* the list could not grow: param_add returned -1 from then on */
     bool adapters_off; /* lin_forward skips every LoRA adapter (h3_drift's frozen-base forward) */
@@ -45,11 +51,15 @@ param *param_find(param_set *s, const char *name);
 /* ST_ERR_HOST_OOM if a registration ran out of memory; else ST_ERR_INVALID naming the first parameter whose
  * size, or the parameters' total, exceeds CK_MAX_ELEMENTS. */
 st_status param_set_check(const param_set *s);
-/* Allocates weights and gradients from the pool and points every parameter into them (after param_set_check). */
+/* Allocates weights (one float block, and one bf16 block when a parameter is bf16) and gradients from the pool and
+ * points every parameter into them (after param_set_check). */
 st_status param_set_alloc(param_set *s, pool *p);
 void param_set_free(param_set *s);
 
 void param_set_zero_grads(param_set *s);
+/* Writes n floats into a bf16 parameter, each rounded to the nearest bf16 (ties to even), as torch's .to(bfloat16).
+ * A dry parameter takes nothing. */
+void param_store_bf16(param *q, const float *values);
 
 /* Which parameters a file holds: all of them, the trainable ones (LoRA adapters when training LoRA), or the
  * frozen ones (the base model under LoRA). */

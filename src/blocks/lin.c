@@ -13,6 +13,7 @@ lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, 
     lin_layer l = {.b = -1, .lora_a = -1, .lora_b = -1, .in = in, .out = out};
     snprintf(n, sizeof n, "%s.weight", name);
     l.w = param_add(s, n, 2, (int64_t[]){out, in}, trainable && !adapted);
+    if (l.w >= 0) param_at(s, l.w)->bf16 = !(trainable && !adapted) && s->bf16_base; /* frozen */
     if (bias) {
         snprintf(n, sizeof n, "%s.bias", name);
         l.b = param_add(s, n, 1, (int64_t[]){out}, trainable && !adapted);
@@ -31,12 +32,30 @@ lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, 
 static float *w_of(param_set *s, int i) { return i < 0 ? NULL : param_at(s, i)->w; }
 static float *g_of(param_set *s, int i) { return i < 0 ? NULL : param_at(s, i)->g; }
 
+/* The layer's base weight as float: itself, or a bf16 one widened into workspace (*tmp, for release_weight). */
+static st_status base_weight(param_set *s, pool *p, const lin_layer *l, const float **w, float **tmp)
+{
+    const param *q = param_at(s, l->w);
+    *tmp = NULL;
+    *w = q->w;
+    if (!q->bf16) return ST_OK;
+    st_status st = pool_alloc(p, (size_t)q->numel * sizeof(float), MEM_WORKSPACE, "bf16 weight as float", (void **)tmp);
+    if (!st) bf16_to_float(*tmp, q->w16, q->numel);
+    *w = *tmp;
+    return st;
+}
+
 st_status lin_forward(param_set *s, pool *p, const lin_layer *l, float *y, const float *x, int64_t n)
 {
-    linear_forward(y, x, w_of(s, l->w), w_of(s, l->b), n, l->in, l->out);
+    const float *w;
+    float *widened;
+    st_status st = base_weight(s, p, l, &w, &widened);
+    if (st) return st;
+    linear_forward(y, x, w, w_of(s, l->b), n, l->in, l->out);
+    pool_free(p, widened);
     if (l->lora_a < 0 || s->adapters_off) return ST_OK;
     float *t;
-    st_status st = pool_alloc(p, (size_t)(n * l->rank) * sizeof(float), MEM_WORKSPACE, "lora.xA", (void **)&t);
+    st = pool_alloc(p, (size_t)(n * l->rank) * sizeof(float), MEM_WORKSPACE, "lora.xA", (void **)&t);
     if (st) return st;
     linear_forward(t, x, w_of(s, l->lora_a), NULL, n, l->in, l->rank);
     gemm(false, true, n, l->out, l->rank, l->scale, t, w_of(s, l->lora_b), 1.0f, y); /* y += scale t B^T */
@@ -47,11 +66,16 @@ st_status lin_forward(param_set *s, pool *p, const lin_layer *l, float *y, const
 st_status lin_backward(param_set *s, pool *p, const lin_layer *l, float *dx, const float *dy, const float *x,
                        int64_t n)
 {
-    linear_backward(dx, g_of(s, l->w), g_of(s, l->b), dy, x, w_of(s, l->w), n, l->in, l->out);
+    const float *w = w_of(s, l->w);
+    float *widened = NULL;
+    st_status st = dx ? base_weight(s, p, l, &w, &widened) : ST_OK; /* only dx reads a frozen base */
+    if (st) return st;
+    linear_backward(dx, g_of(s, l->w), g_of(s, l->b), dy, x, w, n, l->in, l->out);
+    pool_free(p, widened);
     if (l->lora_a < 0) return ST_OK;
     const int64_t r = l->rank;
     float *t, *u;
-    st_status st = pool_alloc(p, (size_t)(n * r) * sizeof(float), MEM_WORKSPACE, "lora.xA", (void **)&t);
+    st = pool_alloc(p, (size_t)(n * r) * sizeof(float), MEM_WORKSPACE, "lora.xA", (void **)&t);
     if (st) return st;
     st = pool_alloc(p, (size_t)(n * r) * sizeof(float), MEM_WORKSPACE, "lora.dyB", (void **)&u);
     if (st) {

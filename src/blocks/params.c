@@ -78,9 +78,14 @@ param *param_find(param_set *s, const char *name)
 st_status param_set_alloc(param_set *s, pool *p)
 {
     s->pool = p;
+    int64_t n16 = 0;
+    for (int i = 0; i < s->n; i++) n16 += s->items[i].bf16 ? s->items[i].numel : 0;
     st_status st = param_set_check(s);
     if (!st)
-        st = pool_alloc_zero(p, (size_t)s->weight_count * sizeof(float), MEM_WEIGHTS, "weights", (void **)&s->weights);
+        st = pool_alloc_zero(p, (size_t)(s->weight_count - n16) * sizeof(float), MEM_WEIGHTS, "weights",
+                             (void **)&s->weights);
+    if (!st && n16)
+        st = pool_alloc_zero(p, (size_t)n16 * sizeof(uint16_t), MEM_WEIGHTS, "weights (bf16)", (void **)&s->weights16);
     if (!st && s->grad_count)
         st = pool_alloc_zero(p, (size_t)s->grad_count * sizeof(float), MEM_GRADIENTS, "gradients",
                              (void **)&s->grads);
@@ -88,11 +93,12 @@ st_status param_set_alloc(param_set *s, pool *p)
         param_set_free(s);
         return st;
     }
-    int64_t w = 0, g = 0;
+    int64_t w = 0, w16 = 0, g = 0;
     for (int i = 0; i < s->n; i++) {
         param *q = &s->items[i];
-        q->w = s->weights + w;
-        w += q->numel;
+        q->w = q->bf16 ? NULL : s->weights + w;
+        q->w16 = q->bf16 ? s->weights16 + w16 : NULL;
+        *(q->bf16 ? &w16 : &w) += q->numel;
         q->g = q->trainable ? s->grads + g : NULL;
         if (q->trainable) g += q->numel;
     }
@@ -104,6 +110,7 @@ void param_set_free(param_set *s)
     if (s->pool) {
         pool_free(s->pool, s->grads);
         pool_free(s->pool, s->weights);
+        pool_free(s->pool, s->weights16);
     }
     free(s->items);
     *s = (param_set){0};
@@ -112,6 +119,25 @@ void param_set_free(param_set *s)
 void param_set_zero_grads(param_set *s)
 {
     if (s->grads) zero_bytes(s->grads, (size_t)s->grad_count * sizeof(float));
+}
+
+void param_store_bf16(param *q, const float *values)
+{
+    if (pool_is_dry_ptr(q->w16)) return;
+    for (int64_t i = 0; i < q->numel; i++) q->w16[i] = sft_f32_to_bf16(values[i]);
+}
+
+/* Reads tensor `name` of f into q: as float, or for a bf16 parameter through a float copy rounded to bf16 (what
+ * torch's load into a bf16 model does; a BF16 file's values come through unchanged). */
+static st_status read_param(const sft_file *f, const char *name, param *q)
+{
+    if (!q->bf16) return sft_read_f32(f, name, q->ndim, q->shape, q->w);
+    float *values = malloc((size_t)q->numel * sizeof(float));
+    if (!values) return st_host_oom("a copy of %s to round to bf16", q->name);
+    st_status st = sft_read_f32(f, name, q->ndim, q->shape, values);
+    if (!st) param_store_bf16(q, values);
+    free(values);
+    return st;
 }
 
 static bool in_part(const param *q, param_part part)
@@ -298,7 +324,7 @@ static st_status read_params(param_set *s, const tensor_source *src, param_part 
         if (!in_part(q, part) || (skip_prefix && !strncmp(q->name, skip_prefix, strlen(skip_prefix)))) continue;
         sft_file *f = source_find(src, q->name);
         if (!f && q->fixed) continue;
-        st = f ? sft_read_f32(f, q->name, q->ndim, q->shape, q->w)
+        st = f ? read_param(f, q->name, q)
                : st_fail(ST_ERR_FORMAT, "%s: tensor '%s' is missing", src->path, q->name);
     }
     return st;
@@ -337,7 +363,7 @@ static st_status read_part(param_set *s, const char *folder, param_part part)
         param *q = &s->items[i];
         if (!in_part(q, part) || strncmp(q->name, PART_PREFIX, k)) continue;
         sft_file *f = source_find(&src, q->name + k);
-        st = f ? sft_read_f32(f, q->name + k, q->ndim, q->shape, q->w)
+        st = f ? read_param(f, q->name + k, q)
                : st_fail(ST_ERR_FORMAT, "%s: tensor '%s' (the model's %s) is missing", src.path, q->name + k, q->name);
     }
     char full[PARAM_NAME_MAX + 32];
@@ -383,7 +409,8 @@ static st_status save(param_set *s, const char *path, param_part part, bool grad
         if (!in_part(q, part) || (grads && !q->trainable)) continue;
         char *name = names + (size_t)n * (PARAM_NAME_MAX + strlen(prefix));
         sprintf(name, "%s%s", prefix, q->name);
-        e[n] = (sft_entry){.name = name, .dtype = SFT_F32, .ndim = q->ndim, .data = grads ? q->g : q->w};
+        e[n] = (sft_entry){.name = name, .dtype = grads || !q->bf16 ? SFT_F32 : SFT_BF16, .ndim = q->ndim,
+                           .data = grads ? (const void *)q->g : q->bf16 ? (const void *)q->w16 : q->w};
         memcpy(e[n].shape, q->shape, sizeof q->shape);
         n++;
     }

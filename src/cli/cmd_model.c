@@ -33,8 +33,8 @@ int cmd_init(int argc, char **argv)
     st_status st = cli_load_config(config_path, &a, &cfg);
     if (!st) st = cli_open_model(cfg, true, &cm);
     model *m = cm.m;
+    if (!st) st = model_init(m, (uint64_t)config_int(cfg, "seed"), random_fill);
     if (!st) {
-        model_init(m, (uint64_t)config_int(cfg, "seed"), random_fill);
         const model_config *mc = model_get_config(m);
         char seed[32];
         snprintf(seed, sizeof seed, "%" PRId64, config_int(cfg, "seed"));

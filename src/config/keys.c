@@ -147,6 +147,11 @@ const cfg_key cfg_keys[] = {
              "an allocation past it is an out-of-memory status, never a crash."),
     SIZE_KEY("host_memory", SEC_MEMORY, NULL, "Host memory budget for offloaded state, e.g. `\"64GiB\"`."),
     INT_KEY("num_threads", "0", 0, 1024, SEC_MEMORY, NULL, "Threads for ops and BLAS; 0 = all cores."),
+    CHOICE_KEY("mixed_precision", "no", "no|bf16|fp16|fp8", SEC_MEMORY, "=",
+               "`bf16` under LoRA holds the weight of every frozen linear layer (the adapted bases among them) in "
+               "bfloat16, half its memory, widened to float for its GEMM; other weights (norms, embeddings, "
+               "convolutions), the adapters, activations and arithmetic stay float. Without adapters nothing is "
+               "frozen and it changes nothing. `fp16` and `fp8` are refused."),
 
     /* training */
     INT_KEY("train_batch_size", "1", 1, 65536, SEC_TRAINING, "= (default 4 there)", "Samples per step."),

@@ -204,6 +204,7 @@ st_status model_create(const model_config *mc, pool *device, model **out)
                              .mechanism = mc->mechanism};
     /* the U-Nets' LoRA files name their adapters under "unet.", as diffusers' and SimpleTuner's U-Net pipelines do */
     if (model_unet(mc) || model_cascade(mc)) m->own_params.lora_component = "unet";
+    m->own_params.bf16_base = mc->bf16_base;
     st = m->family->create(m);
     if (!st) st = param_set_check(m->params);
     const ckpt_settings none = {.interval = 1, .stride = 1};
@@ -305,47 +306,62 @@ st_status model_set_host_pool(model *m, pool *host)
 copy_engine *model_copy_engine(model *m) { return m->off.engine; }
 offload *model_offload(model *m) { return m->off.host ? &m->off : NULL; }
 
-/* xavier-uniform weights (a conv kernel as a (out, in k k) matrix), N(0, 0.02) embedding tables and timestep
- * MLPs, zero adaLN modulations and output layers (adaLN-Zero), as the family says; LoRA A as PEFT's
- * kaiming-uniform(a = sqrt 5), B zero. */
-void model_init(model *m, uint64_t seed, bool random_all)
+/* p's initial values into w (p->w, or a float copy of a bf16 weight): xavier-uniform weights (a conv kernel as a
+ * (out, in k k) matrix), N(0, 0.02) embedding tables and timestep MLPs, zero adaLN modulations and output layers
+ * (adaLN-Zero), as the family says; LoRA A as PEFT's kaiming-uniform(a = sqrt 5), B zero. */
+static void init_param(model *m, const param *p, float *w, uint64_t seed, bool random_all)
+{
+    const uint64_t stream = rng_stream(p->name);
+    const int64_t fan_out = p->shape[0], fan_in = p->ndim > 1 ? p->numel / p->shape[0] : 1;
+    if (random_all) { /* every value non-zero and of a scale that keeps activations O(1) (gradient checks) */
+        float a = p->ndim > 1 ? (float)(1.0 / sqrt((double)fan_in)) : 0.1f;
+        rng_fill_uniform(w, p->numel, seed, stream, -a, a);
+        if (m->family->init_of(p->name) == INIT_ONE)
+            for (int64_t k = 0; k < p->numel; k++) w[k] += 1.0f;
+        return;
+    }
+    memset(w, 0, (size_t)p->numel * sizeof(float));
+    if (strstr(p->name, "lora_A")) {
+        float a = (float)(1.0 / sqrt((double)fan_in));
+        rng_fill_uniform(w, p->numel, seed, stream, -a, a);
+        return;
+    }
+    if (strstr(p->name, "lora_B")) return;
+    switch (m->family->init_of(p->name)) {
+    case INIT_ZERO: break;
+    case INIT_ONE:
+        for (int64_t k = 0; k < p->numel; k++) w[k] = 1.0f;
+        break;
+    case INIT_NORMAL: /* tables and weights; biases start at zero */
+        if (p->ndim > 1) rng_fill_normal(w, p->numel, seed, stream, 0.0f, 0.02f);
+        break;
+    case INIT_XAVIER:
+        if (p->ndim > 1) {
+            float a = (float)sqrt(6.0 / (double)(fan_in + fan_out));
+            rng_fill_uniform(w, p->numel, seed, stream, -a, a);
+        }
+        break;
+    }
+}
+
+st_status model_init(model *m, uint64_t seed, bool random_all)
 {
     param_set *s = m->params;
     for (int i = 0; i < s->n; i++) {
         param *p = param_at(s, i);
         if (p->fixed) continue;
-        const uint64_t stream = rng_stream(p->name);
-        const int64_t fan_out = p->shape[0], fan_in = p->ndim > 1 ? p->numel / p->shape[0] : 1;
-        if (random_all) { /* every value non-zero and of a scale that keeps activations O(1) (gradient checks) */
-            float a = p->ndim > 1 ? (float)(1.0 / sqrt((double)fan_in)) : 0.1f;
-            rng_fill_uniform(p->w, p->numel, seed, stream, -a, a);
-            if (m->family->init_of(p->name) == INIT_ONE)
-                for (int64_t k = 0; k < p->numel; k++) p->w[k] += 1.0f;
+        if (!p->bf16) {
+            init_param(m, p, p->w, seed, random_all);
             continue;
         }
-        memset(p->w, 0, (size_t)p->numel * sizeof(float));
-        if (strstr(p->name, "lora_A")) {
-            float a = (float)(1.0 / sqrt((double)fan_in));
-            rng_fill_uniform(p->w, p->numel, seed, stream, -a, a);
-            continue;
-        }
-        if (strstr(p->name, "lora_B")) continue;
-        switch (m->family->init_of(p->name)) {
-        case INIT_ZERO: break;
-        case INIT_ONE:
-            for (int64_t k = 0; k < p->numel; k++) p->w[k] = 1.0f;
-            break;
-        case INIT_NORMAL: /* tables and weights; biases start at zero */
-            if (p->ndim > 1) rng_fill_normal(p->w, p->numel, seed, stream, 0.0f, 0.02f);
-            break;
-        case INIT_XAVIER:
-            if (p->ndim > 1) {
-                float a = (float)sqrt(6.0 / (double)(fan_in + fan_out));
-                rng_fill_uniform(p->w, p->numel, seed, stream, -a, a);
-            }
-            break;
-        }
+        /* a bf16 weight is drawn in float as any other and rounded: the float model's weight, rounded */
+        float *w = malloc((size_t)p->numel * sizeof(float));
+        if (!w) return st_host_oom("a float copy of %s to initialise", p->name);
+        init_param(m, p, w, seed, random_all);
+        param_store_bf16(p, w);
+        free(w);
     }
+    return ST_OK;
 }
 
 void model_release(model *m) { m->family->release(m); }

@@ -351,13 +351,14 @@ static st_status load_weights(trainer *t)
 {
     const char *path = config_string(t->cfg, "pretrained_model_name_or_path");
     const bool lora = !strcmp(config_string(t->cfg, "model_type"), "lora");
-    model_init(t->run.m, t->seed, false);
+    st_status st = model_init(t->run.m, t->seed, false);
+    if (st) return st;
     if (!path[0]) {
         if (lora) note(t, "segtrain: warning: model_type lora without pretrained_model_name_or_path adapts a freshly "
                           "initialised model%s%s", "", "");
         return ST_OK;
     }
-    st_status st = train_weights_path_check(path);
+    st = train_weights_path_check(path);
     return st ? st : param_set_load(model_params(t->run.m), path, lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
 }
 

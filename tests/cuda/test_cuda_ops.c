@@ -265,6 +265,16 @@ static void test_activations(int64_t n)
     agree(y, n, TOL, "add_to n=%lld", (long long)n);
     agree(s, n, TOL, "scale_by n=%lld", (long long)n);
     agree(z, n, 0, "zero_floats n=%lld", (long long)n);
+    uint16_t *h = (uint16_t *)alloc_f((n + 1) / 2); /* bf16 values: the high halves of random floats */
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &x[i], sizeof bits);
+        h[i] = (uint16_t)(bits >> 16);
+    }
+    float *wide[3];
+    three(wide, NULL, n);
+    EACH_SIDE(i) OP(i, bf16_to_float)(wide[i], h, n);
+    agree(wide, n, 0, "bf16_to_float n=%lld", (long long)n); /* exact */
     release_all();
 }
 

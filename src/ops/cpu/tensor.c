@@ -94,6 +94,18 @@ void zero_floats(float *x, int64_t n)
     if (!op_dry(x) && n > 0) memset(x, 0, (size_t)n * sizeof(float));
 }
 
+void bf16_to_float(float *restrict y, const uint16_t *restrict x, int64_t n)
+{
+    if (op_dry(y)) return;
+    const double t0 = prof_now();
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t bits = (uint32_t)x[i] << 16;
+        memcpy(&y[i], &bits, sizeof bits);
+    }
+    prof_add(OP_POINTWISE, t0, 0, 6.0 * (double)n);
+}
+
 void plane_scale_shift_forward(float *restrict y, const float *restrict x, const float *restrict scale,
                                const float *restrict shift, int64_t planes, int64_t inner)
 {

@@ -315,6 +315,22 @@ extern "C" void scale_by(float *x, int64_t n, float s)
     op_done_unprofiled("scale_by");
 }
 
+__global__ void bf16_to_float_kernel(float *y, const uint16_t *x, int64_t n)
+{
+    FOR_EACH(i, n) y[i] = __uint_as_float((uint32_t)x[i] << 16);
+}
+
+extern "C" void bf16_to_float(float *y, const uint16_t *x, int64_t n)
+{
+    if (!cu_on_device(y, x)) {
+        cpu_bf16_to_float(y, x, n);
+        return;
+    }
+    const double t0 = cu_op_start();
+    if (n > 0) bf16_to_float_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(y, x, n);
+    cu_op_done(OP_POINTWISE, t0, 0, 6.0 * n, "bf16_to_float");
+}
+
 extern "C" void zero_floats(float *x, int64_t n)
 {
     if (!cu_on_device(x)) {
