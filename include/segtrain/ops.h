@@ -1,8 +1,9 @@
 /* The op layer: every differentiable computation of a training step, forward and backward side by side.
  *
  * This header is the whole interface between models/executor and kernels. The CPU backend (src/ops/cpu)
- * implements it with OpenMP and BLAS; a CUDA backend would implement the same functions on device
- * pointers, so models and the checkpoint executor never change.
+ * implements it with OpenMP and BLAS; the CUDA backend (src/ops/cuda, docs/CUDA.md) implements the same
+ * functions on device pointers, each falling back to the CPU's for what its kernels do not serve, so models
+ * and the checkpoint executor never change.
  *
  * Conventions
  * - fp32, row-major, dense unless a view says otherwise. Sizes are int64_t element counts.

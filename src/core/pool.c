@@ -135,41 +135,32 @@ static pool *arena_pool_of(const void *ptr, header **h)
 }
 
 /* Takes the smallest free range that fits h, so that the large buffers of a step do not split the ranges
- * they will need again; records h in address order. False when no free range is large enough (the lock held). */
-static bool arena_take(arena *a, header *h)
+ * they will need again, and records h in address order (the lock held). ST_ERR_OOM when no free range is large
+ * enough (*largest: the largest there is), ST_ERR_HOST_OOM when the table cannot grow. */
+static st_status arena_take(arena *a, header *h, size_t *largest)
 {
-    const size_t span = arena_span(a, h->bytes);
-    size_t best = SIZE_MAX, best_at = 0, best_i = 0, from = 0;
-    for (size_t i = 0; i <= a->n; i++) {
-        const size_t to = i < a->n ? (size_t)((char *)a->by_addr[i]->at - a->base) : a->bytes;
-        if (to - from >= span && to - from < best) best = to - from, best_at = from, best_i = i;
-        if (i < a->n) from = to + arena_span(a, a->by_addr[i]->bytes);
-    }
-    if (best == SIZE_MAX) return false;
     if (a->n == a->cap) {
         const size_t cap = a->cap ? 2 * a->cap : 256;
         header **grown = realloc(a->by_addr, cap * sizeof *grown);
-        if (!grown) return false;
+        if (!grown) return ST_ERR_HOST_OOM;
         a->by_addr = grown, a->cap = cap;
     }
+    const size_t span = arena_span(a, h->bytes);
+    size_t best = SIZE_MAX, best_at = 0, best_i = 0, from = 0;
+    *largest = 0;
+    for (size_t i = 0; i <= a->n; i++) { /* the gaps between allocations, and after the last */
+        const size_t to = i < a->n ? (size_t)((char *)a->by_addr[i]->at - a->base) : a->bytes;
+        if (to - from >= span && to - from < best) best = to - from, best_at = from, best_i = i;
+        if (to - from > *largest) *largest = to - from;
+        if (i < a->n) from = to + arena_span(a, a->by_addr[i]->bytes);
+    }
+    if (best == SIZE_MAX) return ST_ERR_OOM;
     memmove(a->by_addr + best_i + 1, a->by_addr + best_i, (a->n - best_i) * sizeof *a->by_addr);
     a->by_addr[best_i] = h;
     a->n++;
     h->at = a->base + best_at;
     if (best_at + span > a->high) a->high = best_at + span;
-    return true;
-}
-
-/* The largest free range (the lock held), for an out-of-memory report. */
-static size_t arena_largest_free(const arena *a)
-{
-    size_t largest = 0, from = 0;
-    for (size_t i = 0; i <= a->n; i++) {
-        const size_t to = i < a->n ? (size_t)((char *)a->by_addr[i]->at - a->base) : a->bytes;
-        if (to - from > largest) largest = to - from;
-        if (i < a->n) from = to + arena_span(a, a->by_addr[i]->bytes);
-    }
-    return largest;
+    return ST_OK;
 }
 
 static void arena_give_back(arena *a, header *h)
@@ -424,18 +415,19 @@ st_status pool_alloc(pool *p, size_t bytes, mem_tag tag, const char *what, void 
     size_t rounded = (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
     header *h = p->dry || p->arena ? malloc(sizeof *h) : aligned_alloc(ALIGNMENT, ALIGNMENT + rounded);
     if (h) *h = (header){.magic = HEADER_MAGIC, .bytes = bytes, .what = what, .owner = p, .tag = tag};
-    if (h && p->arena) {
-        if (!arena_take(p->arena, h)) {
-            const size_t live = s->live, largest = arena_largest_free(p->arena);
-            pthread_mutex_unlock(&p->lock);
-            free(h);
-            char b[4][24];
-            return st_fail(oom,
-                           "out of %s memory: %s for '%s' (%s): %s live of the arena's %s, but no free range that large"
-                           " (the largest is %s): the arena is fragmented",
-                           device ? "device" : "host", st_bytes(b[0], bytes), what, mem_tag_name(tag),
-                           st_bytes(b[1], live), st_bytes(b[2], p->arena->bytes), st_bytes(b[3], largest));
-        }
+    size_t largest = 0;
+    const st_status taken = h && p->arena ? arena_take(p->arena, h, &largest) : ST_OK;
+    if (taken) {
+        const size_t live = s->live;
+        pthread_mutex_unlock(&p->lock);
+        free(h);
+        if (taken == ST_ERR_HOST_OOM) return st_host_oom("the allocation table of a pool's arena");
+        char b[4][24];
+        return st_fail(oom,
+                       "out of %s memory: %s for '%s' (%s): %s live of the arena's %s, but no free range that large "
+                       "(the largest is %s): the arena is fragmented",
+                       device ? "device" : "host", st_bytes(b[0], bytes), what, mem_tag_name(tag),
+                       st_bytes(b[1], live), st_bytes(b[2], p->arena->bytes), st_bytes(b[3], largest));
     }
     if (h && p->dry) h->at = dry_take(h);
     if (!h || (p->dry && !h->at)) {

@@ -187,13 +187,12 @@ extern "C" st_status ops_host_pool_create(size_t capacity, pool **out)
     const size_t available = pool_system_available();
     if (!capacity && available && bytes > available / 2) bytes = available / 2;
     void *base = NULL;
-    char b[2][24];
     if (cudaHostAlloc(&base, bytes, cudaHostAllocPortable) != cudaSuccess) {
         (void)cudaGetLastError();
+        char b[24];
         return st_fail(ST_ERR_HOST_OOM, "the system refused %s of pinned host memory for offload (set host_memory)",
-                       st_bytes(b[0], bytes));
+                       st_bytes(b, bytes));
     }
-    (void)b;
     const pool_arena_ops ops = {release_host, NULL, NULL}; /* pinned memory is the host's: zeroed by memset */
     if (!(*out = pool_create_arena(POOL_HOST, base, bytes, ARENA_ALIGN, &ops))) {
         cudaFreeHost(base);
