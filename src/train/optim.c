@@ -212,26 +212,19 @@ st_status optim_step(optimizer *o, double *lr_used)
     }
     param_set *ps = o->ps;
     float *m = o->state[0], *v = o->state[1];
-    /* One region over all parameters; each parameter split statically by element (no barrier between them:
-     * elements are independent), so every element gets the same arithmetic at any thread count. */
-#pragma omp parallel if (ps->grad_count >= OPTIM_PAR_MIN)
-    {
-        const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
-        for (int i = 0; i < ps->n; i++) {
-            const param *q = &ps->items[i];
-            if (!q->trainable || !q->g) continue;
-            /* the part of the parameter inside the shard, split by thread */
-            const int64_t at = q->g - ps->grads, from = at > o->first ? at : o->first,
-                          to = at + q->numel < o->first + o->count ? at + q->numel : o->first + o->count;
-            if (to <= from) continue;
-            const int64_t lo = from - at + (to - from) * tid / nt, hi = from - at + (to - from) * (tid + 1) / nt;
-            if (hi <= lo) continue;
-            const int64_t st = at + lo - o->first; /* the state's index */
-            if (s->kind == OPTIM_ADAMW)
-                adamw_update(q->w + lo, q->g + lo, m + st, v + st, hi - lo, &k);
-            else
-                lion_update(q->w + lo, q->g + lo, m + st, hi - lo, &k);
-        }
+    /* one update a parameter (its part inside the shard): the backend spreads it over its threads or its GPU, and
+     * elements are independent, so the bits do not depend on how */
+    for (int i = 0; i < ps->n; i++) {
+        const param *q = &ps->items[i];
+        if (!q->trainable || !q->g) continue;
+        const int64_t at = q->g - ps->grads, from = at > o->first ? at : o->first,
+                      to = at + q->numel < o->first + o->count ? at + q->numel : o->first + o->count;
+        if (to <= from) continue;
+        const int64_t lo = from - at, st = from - o->first; /* the parameter's index and the state's */
+        if (s->kind == OPTIM_ADAMW)
+            adamw_update(q->w + lo, q->g + lo, m + st, v + st, to - from, &k);
+        else
+            lion_update(q->w + lo, q->g + lo, m + st, to - from, &k);
     }
     o->t = t;
     if (lr_used) *lr_used = lr;

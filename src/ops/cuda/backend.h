@@ -68,6 +68,9 @@ void cu_check_blas(cublasStatus_t s, const char *what);
  * records the profile (flops for GEMMs and attention, bytes for memory-bound ops, as the CPU ops count them). */
 static inline double cu_op_start(void) { return ops_profiling ? prof_clock() : 0; }
 void cu_op_done(op_kind kind, double t0, double flops, double bytes, const char *what);
+/* cu_op_done without the profile, for the ops the CPU backend does not profile either (scale_by, zero_floats, the
+ * optimizer updates), so that both backends' profiles count the same calls. */
+void cu_op_done_unprofiled(const char *what);
 
 /* A launch grid of at most 65535 * 32 blocks of `threads` covering n items with a grid-stride loop. */
 static inline unsigned cu_blocks(int64_t n, int threads)

@@ -31,15 +31,6 @@ __global__ void lion_kernel(float *w, const float *g, float *m, int64_t n, float
     }
 }
 
-/* The CPU updates record no profile, and the optimizer calls them from every thread of an OpenMP region (each its
- * slice of a parameter), where cu_op_done's record would race on the profile's counters: so its check and wait
- * alone. Launches and waits on one stream from several host threads are thread-safe. */
-void op_done_unprofiled(const char *what)
-{
-    cu_check(cudaGetLastError(), what);
-    cu_check(cudaStreamSynchronize(cu_compute_stream()), what);
-}
-
 } // namespace
 
 extern "C" void adamw_update(float *w, const float *g, float *m, float *v, int64_t n, const optim_coefs *k)
@@ -51,7 +42,7 @@ extern "C" void adamw_update(float *w, const float *g, float *m, float *v, int64
     if (n > 0)
         adamw_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(
             w, g, m, v, n, k->decay, k->b1, k->omb1, k->b2, k->omb2, k->step, k->inv_bc2_sqrt, k->eps);
-    op_done_unprofiled("adamw_update");
+    cu_op_done_unprofiled("adamw_update");
 }
 
 extern "C" void lion_update(float *w, const float *g, float *m, int64_t n, const optim_coefs *k)
@@ -63,5 +54,5 @@ extern "C" void lion_update(float *w, const float *g, float *m, int64_t n, const
     if (n > 0)
         lion_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(w, g, m, n, k->decay, k->b1, k->omb1,
                                                                                 k->b2, k->omb2, k->step);
-    op_done_unprofiled("lion_update");
+    cu_op_done_unprofiled("lion_update");
 }

@@ -180,13 +180,6 @@ dim3 token_sum_grid(int64_t batch, int64_t d)
     return dim3((unsigned)((d + COLS - 1) / COLS), (unsigned)(batch < 65535 ? batch : 65535));
 }
 
-/* The end of an op the CPU backend does not profile (scale_by, zero_floats): cu_op_done's check and wait without
- * its record, so that the profile counts the ops of either backend alike. */
-void op_done_unprofiled(const char *what)
-{
-    cu_check(cudaGetLastError(), what);
-    cu_check(cudaStreamSynchronize(cu_compute_stream()), what);
-}
 
 } // namespace
 
@@ -312,7 +305,7 @@ extern "C" void scale_by(float *x, int64_t n, float s)
         return;
     }
     if (n > 0) scale_by_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(x, n, s);
-    op_done_unprofiled("scale_by");
+    cu_op_done_unprofiled("scale_by");
 }
 
 __global__ void bf16_to_float_kernel(float *y, const uint16_t *x, int64_t n)
@@ -338,5 +331,5 @@ extern "C" void zero_floats(float *x, int64_t n)
         return;
     }
     if (n > 0) cu_check(cudaMemsetAsync(x, 0, (size_t)n * sizeof(float), cu_compute_stream()), "zero_floats");
-    op_done_unprofiled("zero_floats");
+    cu_op_done_unprofiled("zero_floats");
 }

@@ -89,10 +89,15 @@ void cu_check_blas(cublasStatus_t s, const char *what)
     if (s != CUBLAS_STATUS_SUCCESS) st_panic("cuBLAS error in %s: %s", what, cublasGetStatusString(s));
 }
 
-void cu_op_done(op_kind kind, double t0, double flops, double bytes, const char *what)
+void cu_op_done_unprofiled(const char *what)
 {
     cu_check(cudaGetLastError(), what);
     cu_check(cudaStreamSynchronize(cu.compute), what); /* the device is idle between ops (backend.h) */
+}
+
+void cu_op_done(op_kind kind, double t0, double flops, double bytes, const char *what)
+{
+    cu_op_done_unprofiled(what);
     if (ops_profiling) prof_record(kind, t0, flops, bytes);
 }
 
