@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The CUDA backend's checks on a GPU machine (docs/CUDA.md), in one run of a few minutes:
 #
-#   scripts/gpu-check.sh LOG_DIR [BUILD_DIR]      on the GPU machine, from the repository root
-#   scripts/gpu-check.sh --bundle BUILD_DIR       here: build BUILD_DIR for carrying, with its libraries in lib/
+#   scripts/gpu-check.sh --bundle [FILE]              here: build segtrain-cuda and test_cuda_ops in build-gpu and
+#                                                     pack them with their libraries (default gpu-bundle/gpu.tar.xz)
+#   scripts/gpu-check.sh LOG_DIR [BUILD_DIR|FILE]     on the GPU machine, from the repository root
 #
-# BUILD_DIR (default build-gpu) holds segtrain-cuda and test_cuda_ops. A GPU machine without OpenBLAS, cJSON and
-# libpng runs a bundle carried from a build machine (its BUILD_DIR/lib goes on LD_LIBRARY_PATH); where BUILD_DIR
-# has no segtrain-cuda, it is built here. Each check writes LOG_DIR/<check>.log; LOG_DIR/summary.txt has one
-# PASS or FAIL line a check, and the exit status is 1 when any failed.
+# A GPU machine without OpenBLAS, cJSON and libpng runs the bundle (about 6 MiB: what travels to it is limited, and
+# the repository is most of that), unpacked into a temporary folder whose lib/ goes on LD_LIBRARY_PATH. Given a
+# folder (default build-gpu) without segtrain-cuda, the script builds there. Each check writes LOG_DIR/<check>.log;
+# LOG_DIR/summary.txt has one PASS or FAIL line a check, and the exit status is 1 when any failed.
 #
 # The checks: the backend is a GPU; every ported op against the CPU (test_cuda_ops); for dit-s2 and flux-tiny,
 # gradients bitwise equal across checkpointing schedules, against the CPU backend at 1e-4, and the measured peak
@@ -16,7 +17,7 @@
 set -uo pipefail
 
 if [ "${1:-}" = "--bundle" ]; then
-  build=${2:?usage: scripts/gpu-check.sh --bundle BUILD_DIR}
+  bundle=${2:-gpu-bundle/gpu.tar.xz} build=build-gpu
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSEGTRAIN_MPI=OFF -DSEGTRAIN_NATIVE=OFF >/dev/null || exit 1
   cmake --build "$build" -j "$(nproc)" --target segtrain-cuda test_cuda_ops || exit 1
   mkdir -p "$build/lib"
@@ -24,12 +25,20 @@ if [ "${1:-}" = "--bundle" ]; then
   ldd "$build/segtrain-cuda" | awk '$3 ~ /^\// {print $3}' |
     grep -Ev '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda[^/]*|libcublas[^/]*)\.so' |
     xargs -r cp -L -t "$build/lib"
-  du -sh "$build/lib"
+  mkdir -p "$(dirname "$bundle")"
+  tar -C "$build" -cJf "$bundle" segtrain-cuda test_cuda_ops lib || exit 1
+  du -h "$bundle"
   exit 0
 fi
 
-logs=${1:?usage: scripts/gpu-check.sh LOG_DIR [BUILD_DIR]}
+logs=${1:?usage: scripts/gpu-check.sh LOG_DIR [BUILD_DIR|BUNDLE.tar.xz]}
 build=${2:-build-gpu}
+if [ -f "$build" ]; then # a bundle: tar's xz where it has one, else Python's
+  dir=$(mktemp -d)
+  tar -C "$dir" -xJf "$build" 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$build" "$dir" || exit 1
+  build=$dir
+fi
 mkdir -p "$logs"
 logs=$(cd "$logs" && pwd)
 summary=$logs/summary.txt

@@ -556,5 +556,10 @@ typedef struct optim_coefs {
 void adamw_update(float *w, const float *g, float *m, float *v, int64_t n, const optim_coefs *k);
 /* Lion (lion-pytorch): w *= decay; w += -lr * sign(b1 m + (1 - b1) g); then m = b2 m + (1 - b2) g. */
 void lion_update(float *w, const float *g, float *m, int64_t n, const optim_coefs *k);
+/* The sum of x's squares in double (the gradient norm's), the same bits whatever the threads: each backend sums in
+ * an order of its own that nothing but n decides. */
+double sum_squares(const float *x, int64_t n);
+/* x = min(max(x, -hi), hi) elementwise: torch's clip_grad_value_. */
+void clamp_abs(float *x, int64_t n, float hi);
 
 #endif

@@ -4,14 +4,9 @@
 #include "segtrain/ops.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Below this many trainable floats a parallel region costs more than it saves. */
-#define OPTIM_PAR_MIN 16384
-/* The norm's partial sums: fixed-size chunks, summed in order, so the norm does not depend on the thread count. */
-#define NORM_CHUNK 8192
 /* M_PI is not in C11. */
 #define OPTIM_PI 3.14159265358979323846
 
@@ -24,8 +19,6 @@ struct optimizer {
     int moments;
     float *state[2]; /* m, v (AdamW); m (Lion): `count` floats each, for gradients first .. first + count - 1 */
     int64_t first, count;
-    double *partial; /* one sum of squares per NORM_CHUNK gradients of the shard */
-    int64_t chunks;
 };
 
 static int moments_of(optim_kind kind) { return kind == OPTIM_LION ? 1 : 2; }
@@ -114,15 +107,8 @@ st_status optim_create_shard(param_set *ps, const optim_settings *s, int64_t fir
         return st_fail(ST_ERR_INVALID, "optimizer: the shard %lld + %lld is outside the %lld trainable floats",
                        (long long)first, (long long)count, (long long)ps->grad_count);
     optimizer *o = calloc(1, sizeof *o);
-    const int64_t chunks = (count + NORM_CHUNK - 1) / NORM_CHUNK;
-    double *partial = malloc((size_t)(chunks ? chunks : 1) * sizeof *partial);
-    if (!o || !partial) {
-        free(o);
-        free(partial);
-        return st_host_oom("the optimizer's bookkeeping");
-    }
-    *o = (optimizer){.ps = ps, .s = *s, .moments = moments_of(s->kind), .first = first, .count = count,
-                     .partial = partial, .chunks = chunks};
+    if (!o) return st_host_oom("the optimizer's bookkeeping");
+    *o = (optimizer){.ps = ps, .s = *s, .moments = moments_of(s->kind), .first = first, .count = count};
     const size_t bytes = (size_t)(count ? count : 1) * sizeof(float);
     for (int i = 0; i < o->moments && !st; i++)
         st = pool_alloc_zero(ps->pool, bytes, MEM_OPTIMIZER, state_names[i], (void **)&o->state[i]);
@@ -138,35 +124,12 @@ void optim_destroy(optimizer *o)
 {
     if (!o) return;
     for (int i = 0; i < o->moments; i++) pool_free(o->ps->pool, o->state[i]);
-    free(o->partial);
     free(o);
 }
 
 const optim_settings *optim_get_settings(const optimizer *o) { return &o->s; }
 
-/* simd reduction: the lane order is fixed by the compiled code, never by the thread count */
-static double sum_squares(const float *restrict g, int64_t n)
-{
-    double s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < n; i++) s += (double)g[i] * (double)g[i];
-    return s;
-}
-
-double optim_sum_squares(optimizer *o)
-{
-    const float *restrict g = o->ps->grads + o->first;
-    const int64_t n = o->count, chunks = o->chunks;
-    double *part = o->partial;
-#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
-    for (int64_t c = 0; c < chunks; c++) {
-        const int64_t lo = c * NORM_CHUNK, len = n - lo < NORM_CHUNK ? n - lo : NORM_CHUNK;
-        part[c] = sum_squares(g + lo, len);
-    }
-    double sum = 0;
-    for (int64_t c = 0; c < chunks; c++) sum += part[c];
-    return sum;
-}
+double optim_sum_squares(optimizer *o) { return sum_squares(o->ps->grads + o->first, o->count); }
 
 double optim_clip(optimizer *o)
 {
@@ -177,21 +140,14 @@ double optim_clip(optimizer *o)
 
 void optim_clip_by(optimizer *o, double norm)
 {
-    float *restrict g = o->ps->grads + o->first;
-    const int64_t n = o->count;
+    float *g = o->ps->grads + o->first;
     if (!isfinite(norm) || !(o->s.max_grad_norm > 0)) return;
     if (o->s.clip_by_value) {
-        const float hi = (float)o->s.max_grad_norm;
-#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) g[i] = fminf(fmaxf(g[i], -hi), hi);
+        clamp_abs(g, o->count, (float)o->s.max_grad_norm);
         return;
     }
     const double coef = o->s.max_grad_norm / (norm + 1e-6);
-    if (coef < 1) {
-        const float f = (float)coef;
-#pragma omp parallel for schedule(static) if (n >= OPTIM_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) g[i] *= f;
-    }
+    if (coef < 1) scale_by(g, o->count, (float)coef);
 }
 
 st_status optim_step(optimizer *o, double *lr_used)

@@ -398,6 +398,17 @@ static void test_optimizers(int64_t n, int steps)
     agree(v, n, TOL, "adamw_update v n=%lld steps=%d", (long long)n, steps);
     agree(lw, n, TOL, "lion_update  w n=%lld steps=%d", (long long)n, steps);
     agree(lm, n, TOL, "lion_update  m n=%lld steps=%d", (long long)n, steps);
+    /* the gradient norm's sum (double, in each backend's own fixed order) and clip_grad_value_ */
+    const float *g = rnd(n, -2, 2);
+    float *c[3];
+    three(c, g, n);
+    double sum[3];
+    EACH_SIDE(i) sum[i] = OP(i, sum_squares)(g, n), OP(i, clamp_abs)(c[i], n, 0.5f);
+    const double e = fabs(sum[1] - sum[0]) / sum[0];
+    printf("%-64s rel %.1e%s\n", "sum_squares", e, memcmp(&sum[1], &sum[2], sizeof sum[1]) ? "  RUNS DIFFER" : "");
+    CHECKF(e <= (gpu ? 1e-12 : 0) && !memcmp(&sum[1], &sum[2], sizeof sum[1]), "sum_squares: %.17g, %.17g, %.17g",
+           sum[0], sum[1], sum[2]);
+    agree(c, n, 0, "clamp_abs n=%lld", (long long)n); /* exact */
     release_all();
 }
 

@@ -39,8 +39,9 @@ void copy_bytes(void *dst, const void *src, size_t n)
 
 void scale_by(float *x, int64_t n, float s)
 {
-    if (!op_dry(x))
-        for (int64_t i = 0; i < n; i++) x[i] *= s;
+    if (op_dry(x)) return;
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 16))
+    for (int64_t i = 0; i < n; i++) x[i] *= s;
 }
 
 void transpose_batched(float *restrict y, const float *restrict x, int64_t batch, int64_t rows, int64_t cols)
