@@ -265,6 +265,17 @@ static void test_activations(int64_t n)
     agree(y, n, TOL, "add_to n=%lld", (long long)n);
     agree(s, n, TOL, "scale_by n=%lld", (long long)n);
     agree(z, n, 0, "zero_floats n=%lld", (long long)n);
+    const int64_t cols = 37, rows = n / 64; /* a strided block of rows and a row broadcast */
+    float *r[3], *cr[3], *cb[3];
+    three(r, x, rows * cols), three(cr, dy, n), three(cb, NULL, n);
+    EACH_SIDE(i) {
+        OP(i, add_row)(r[i], dy, rows, cols);
+        OP(i, copy_rows)(cr[i] + 3, 64, x, 50, rows, cols);
+        OP(i, copy_bytes)(cb[i], dy, (size_t)n * sizeof(float));
+    }
+    agree(r, rows * cols, TOL, "add_row rows=%lld n=%lld", (long long)rows, (long long)cols);
+    agree(cr, n, 0, "copy_rows rows=%lld cols=%lld lds 50 -> 64", (long long)rows, (long long)cols);
+    agree(cb, n, 0, "copy_bytes n=%lld floats", (long long)n);
     uint16_t *h = (uint16_t *)alloc_f((n + 1) / 2); /* bf16 values: the high halves of random floats */
     for (int64_t i = 0; i < n; i++) {
         uint32_t bits;
@@ -377,6 +388,15 @@ static void test_mse(int64_t batch, int64_t per, bool weighted)
     const char *tag = weighted ? "weighted  " : "unweighted";
     agree(vp, 1, TOL_EXACT, "mse_forward  %s B=%lld per=%lld", tag, (long long)batch, (long long)per);
     agree(dp, batch * per, TOL_EXACT, "mse_backward %s B=%lld per=%lld", tag, (long long)batch, (long long)per);
+    if (!weighted) { /* the objective's inputs: exact, the products rounded apart as on the CPU */
+        const float *t = rnd(batch, 0, 1);
+        float *xt[3], *tg[3], *ts[3];
+        three(xt, NULL, batch * per), three(tg, NULL, batch * per), three(ts, NULL, batch);
+        EACH_SIDE(i) OP(i, flow_interpolate)(xt[i], tg[i], ts[i], pred, target, t, batch, per);
+        agree(xt, batch * per, 0, "flow_interpolate xt B=%lld per=%lld", (long long)batch, (long long)per);
+        agree(tg, batch * per, 0, "flow_interpolate target B=%lld per=%lld", (long long)batch, (long long)per);
+        agree(ts, batch, 0, "flow_interpolate timesteps B=%lld", (long long)batch);
+    }
     release_all();
 }
 
@@ -452,6 +472,20 @@ static void test_attention(int64_t B, int64_t T, int64_t H, int64_t hd, int64_t 
     agree_view(dkv, ok, B * Tk, Dk, ldkv, tol, "attention_backward dk %s", shape);
     agree_view(dkv, ov, B * Tk, Dk, ldkv, tol, "attention_backward dv %s", shape);
     EACH_SIDE(i) op_state_release(&keep[i]);
+
+    /* the masked entry without a mask is the plain op, bit for bit, on each backend */
+    float *plain[3], *masked[3];
+    three(plain, NULL, B * T * D), three(masked, NULL, B * T * D);
+    for (int i = 0; i < 2; i++) {
+        op_state kp = {0}, km = {0};
+        CHECK(OP(i, attention_forward)(P, &s, (attn_view){plain[i], D, T * D}, q, k, v, &kp) == ST_OK);
+        CHECK(OP(i, attention_forward_masked)(P, &s, NULL, (attn_view){masked[i], D, T * D}, q, k, v, &km) == ST_OK);
+        CHECKF(!memcmp(plain[i], masked[i], (size_t)(B * T * D) * sizeof(float)) && kp.bytes == km.bytes &&
+                   !memcmp(kp.data, km.data, kp.bytes),
+               "attention_forward_masked without a mask differs from attention_forward (%s, %s)",
+               i ? "cuda" : "cpu", shape);
+        op_state_release(&kp), op_state_release(&km);
+    }
     release_all();
 }
 

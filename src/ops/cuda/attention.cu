@@ -457,4 +457,21 @@ st_status attention_backward(pool *p, const attn_shape *s, attn_view dq, attn_vi
     return ST_OK;
 }
 
+/* The masked entries with a NULL mask are the plain ops, bit for bit (ops.h): the dual-stream families call them so
+ * when no caption is padded. A mask, even an empty one (which the CPU refuses), runs the CPU code. */
+st_status attention_forward_masked(pool *p, const attn_shape *s, const attn_mask *mask, attn_view out, attn_view q,
+                                   attn_view k, attn_view v, op_state *keep)
+{
+    if (!mask) return attention_forward(p, s, out, q, k, v, keep);
+    return cpu_attention_forward_masked(p, s, mask, out, q, k, v, keep);
+}
+
+st_status attention_backward_masked(pool *p, const attn_shape *s, const attn_mask *mask, attn_view dq, attn_view dk,
+                                    attn_view dv, attn_view dout, attn_view q, attn_view k, attn_view v, attn_view out,
+                                    const op_state *keep)
+{
+    if (!mask) return attention_backward(p, s, dq, dk, dv, dout, q, k, v, out, keep);
+    return cpu_attention_backward_masked(p, s, mask, dq, dk, dv, dout, q, k, v, out, keep);
+}
+
 } // extern "C"

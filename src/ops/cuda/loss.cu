@@ -16,6 +16,20 @@ constexpr int MSE_THREADS = 1024;
 constexpr int SLOTS = MSE_THREADS / LANES; /* chunks the block sums at a time */
 constexpr int THREADS = 256;
 
+/* x_t = (1 - t) x0 + t e and target = e - x0 with sample i's t (one thread an element), timesteps = 1000 t; the
+ * products rounded apart as loss.c's (__fmul_rn), so that the inputs of the step are the CPU's to the bit. */
+__global__ void flow_interpolate_kernel(float *xt, float *target, float *timesteps, const float *x0, const float *noise,
+                                        const float *t, int64_t batch, int64_t per)
+{
+    const int64_t n = batch * per;
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += (int64_t)gridDim.x * blockDim.x) {
+        const float ti = t[j / per];
+        xt[j] = __fadd_rn(__fmul_rn(1.0f - ti, x0[j]), __fmul_rn(ti, noise[j]));
+        target[j] = noise[j] - x0[j];
+        if (j % per == 0) timesteps[j / per] = 1000.0f * ti;
+    }
+}
+
 /* The sum of w_b (pred - target)^2, copied back by mse_forward (one loss at a time: the trainer's single thread). */
 __device__ double mse_total;
 
@@ -101,4 +115,18 @@ extern "C" void mse_backward(float *dpred, const float *pred, const float *targe
         mse_backward_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(dpred, pred, target, weight,
                                                                                         per, n, dloss);
     cu_op_done(OP_POINTWISE, t0, 0, 16.0 * (double)(batch * per), "mse_backward");
+}
+
+extern "C" void flow_interpolate(float *xt, float *target, float *timesteps, const float *x0, const float *noise,
+                                 const float *t, int64_t batch, int64_t per)
+{
+    if (!cu_on_device(xt, target, timesteps, x0, noise, t)) {
+        cpu_flow_interpolate(xt, target, timesteps, x0, noise, t, batch, per);
+        return;
+    }
+    const double t0 = cu_op_start();
+    if (batch > 0 && per > 0)
+        flow_interpolate_kernel<<<cu_blocks(batch * per, THREADS), THREADS, 0, cu_compute_stream()>>>(
+            xt, target, timesteps, x0, noise, t, batch, per);
+    cu_op_done(OP_POINTWISE, t0, 0, 20.0 * batch * per, "flow_interpolate");
 }

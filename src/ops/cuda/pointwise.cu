@@ -170,6 +170,12 @@ __global__ void add_to_kernel(float *y, const float *x, int64_t n)
     FOR_EACH(i, n) y[i] += x[i];
 }
 
+/* y (rows, n) += row on every row */
+__global__ void add_row_kernel(float *y, const float *row, int64_t rows, int64_t n)
+{
+    FOR_EACH(i, rows * n) y[i] += row[i % n];
+}
+
 __global__ void scale_by_kernel(float *x, int64_t n, float s)
 {
     FOR_EACH(i, n) x[i] *= s;
@@ -296,6 +302,44 @@ extern "C" void add_to(float *y, const float *x, int64_t n)
     const double t0 = cu_op_start();
     if (n > 0) add_to_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(y, x, n);
     cu_op_done(OP_POINTWISE, t0, 0, 12.0 * n, "add_to");
+}
+
+extern "C" void add_row(float *y, const float *row, int64_t rows, int64_t n)
+{
+    if (!cu_on_device(y, row)) {
+        cpu_add_row(y, row, rows, n);
+        return;
+    }
+    const double t0 = cu_op_start();
+    if (rows > 0 && n > 0)
+        add_row_kernel<<<cu_blocks(rows * n, THREADS), THREADS, 0, cu_compute_stream()>>>(y, row, rows, n);
+    cu_op_done(OP_POINTWISE, t0, 0, 8.0 * rows * n, "add_row");
+}
+
+/* copies as the copy engine of the device does them, on the compute stream between the ops that read and write */
+extern "C" void copy_rows(float *dst, int64_t dst_ld, const float *src, int64_t src_ld, int64_t rows, int64_t cols)
+{
+    if (!cu_on_device(dst, src)) {
+        cpu_copy_rows(dst, dst_ld, src, src_ld, rows, cols);
+        return;
+    }
+    const double t0 = cu_op_start();
+    if (rows > 0 && cols > 0)
+        cu_check(cudaMemcpy2DAsync(dst, (size_t)dst_ld * sizeof(float), src, (size_t)src_ld * sizeof(float),
+                                   (size_t)cols * sizeof(float), (size_t)rows, cudaMemcpyDeviceToDevice,
+                                   cu_compute_stream()),
+                 "copy_rows");
+    cu_op_done(OP_POINTWISE, t0, 0, 8.0 * rows * cols, "copy_rows");
+}
+
+extern "C" void copy_bytes(void *dst, const void *src, size_t n)
+{
+    if (!cu_on_device(dst, src)) {
+        cpu_copy_bytes(dst, src, n);
+        return;
+    }
+    if (n) cu_check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, cu_compute_stream()), "copy_bytes");
+    cu_op_done_unprofiled("copy_bytes");
 }
 
 extern "C" void scale_by(float *x, int64_t n, float s)

@@ -164,8 +164,11 @@ extern "C" st_status ops_device_pool_create(size_t capacity, pool **out)
                        st_bytes(b[1], free_bytes));
     }
     cudaMemLocation gpu = {cudaMemLocationTypeDevice, cu.device};
-    cu_check(cudaMemAdvise(base, bytes, cudaMemAdviseSetPreferredLocation, gpu), "placing the device arena");
-    cu_check(cudaMemPrefetchAsync(base, bytes, gpu, 0, cu.compute), "placing the device arena");
+    /* hints: a device without concurrent managed access (some virtual machines) refuses them, and pages then move
+     * on first touch instead */
+    if (cudaMemAdvise(base, bytes, cudaMemAdviseSetPreferredLocation, gpu) != cudaSuccess ||
+        cudaMemPrefetchAsync(base, bytes, gpu, 0, cu.compute) != cudaSuccess)
+        (void)cudaGetLastError();
     cu_check(cudaStreamSynchronize(cu.compute), "placing the device arena");
     int slot = -1;
     {
