@@ -3,7 +3,8 @@
  * op runs three times from identical inputs and initial gradients: once as cpu_X (side 0), twice as X (sides 1 and
  * 2). Checked: side 1 against side 0 by relative L2 error (||a - b|| / max(||b||, tiny)) within a tolerance stated
  * per op, and side 2 equal to side 1 bit for bit (determinism). Backward ops read the same inputs on every side (the
- * CPU forward's output and kept state), and accumulate into the same nonzero initial gradients.
+ * CPU forward's output and kept state), and accumulate into the same nonzero initial gradients. The copy engine
+ * (the copy stream and its events on a GPU) moves host tensors out and back, several in flight.
  *
  * Without a GPU the program exits 77 (skipped), unless SEGTRAIN_TEST_CPU_FALLBACK=1: then both sides run the CPU
  * code through the fallback, every comparison must be exact, and the largest attention shapes are left out. That
@@ -489,6 +490,54 @@ static void test_attention(int64_t B, int64_t T, int64_t H, int64_t hd, int64_t 
     release_all();
 }
 
+/* ---- the copy engine (a GPU's: its copy stream and events) ---- */
+
+/* Offload and fetch through host tensors, several copies in flight at once, each waited for on its own event: the
+ * bytes arrive whole, the host pool (pinned on a GPU) and the device pool account them, the statistics count them,
+ * and an injected failure is the waiting caller's status. */
+static void test_copies(int64_t n)
+{
+    pool *host;
+    copy_engine *e;
+    CHECK(ops_host_pool_create((size_t)64 << 20, &host) == ST_OK && copy_engine_create(&e) == ST_OK);
+    offload o = {.engine = e, .device = P, .host = host};
+    enum { IN_FLIGHT = 4 };
+    host_tensor t[IN_FLIGHT];
+    float *src[IN_FLIGHT];
+    for (int i = 0; i < IN_FLIGHT; i++) {
+        float *d;
+        CHECK(pool_alloc(P, (size_t)n * sizeof(float), MEM_BOUNDARIES, "offloaded", (void **)&d) == ST_OK);
+        src[i] = rnd(n, -1, 1);
+        copy_rows(d, n, src[i], n, 1, n); /* on the device, as the op that produced it would */
+        CHECK(host_tensor_offload(&o, &t[i], d, (size_t)n * sizeof(float), MEM_BOUNDARIES, "offloaded") == ST_OK);
+    }
+    for (int i = 0; i < IN_FLIGHT; i++) CHECK(host_tensor_drop_device(&o, &t[i]) == ST_OK);
+    for (int i = 0; i < IN_FLIGHT; i++) CHECK(host_tensor_fetch(&o, &t[i]) == ST_OK);
+    int whole = 0;
+    for (int i = 0; i < IN_FLIGHT; i++) {
+        CHECK(host_tensor_wait(&o, &t[i]) == ST_OK);
+        whole += !memcmp(t[i].dev, src[i], (size_t)n * sizeof(float));
+        host_tensor_release(&o, &t[i]);
+    }
+    copy_stats s;
+    copy_engine_stats(e, &s);
+    printf("%-64s %d of %d whole\n", "copies out and back, 4 in flight", whole, IN_FLIGHT);
+    CHECKF(whole == IN_FLIGHT && s.copies[COPY_TO_HOST] == IN_FLIGHT && s.copies[COPY_TO_DEVICE] == IN_FLIGHT &&
+               s.bytes[COPY_TO_HOST] == (size_t)(IN_FLIGHT * n) * sizeof(float),
+           "%d whole; %zu and %zu copies", whole, s.copies[COPY_TO_HOST], s.copies[COPY_TO_DEVICE]);
+    CHECK(pool_live(host) == 0);
+
+    float *d;
+    CHECK(pool_alloc(P, 64, MEM_BOUNDARIES, "failing", (void **)&d) == ST_OK);
+    copy_engine_fail_nth(e, 1);
+    CHECK(host_tensor_offload(&o, &t[0], d, 64, MEM_BOUNDARIES, "failing") == ST_OK);
+    CHECKF(host_tensor_drop_device(&o, &t[0]) == ST_ERR_IO, "an injected copy failure is the waiter's status");
+    host_tensor_release(&o, &t[0]);
+    copy_engine_destroy(e);
+    CHECK(pool_destroy(host) == 0);
+    release_all();
+}
+
 int main(void)
 {
     const char *backend = ops_backend_name(), *fallback = getenv("SEGTRAIN_TEST_CPU_FALLBACK");
@@ -518,6 +567,7 @@ int main(void)
     test_patches((patch_shape){1, 3, 5, 8, 6, 2, 2});  /* video, patch_t 2, a last frame left alone */
     test_mse(3, 5000, true), test_mse(2, 9001, false);
     test_optimizers(4099, 3);
+    test_copies(100000);
 
     /* flash self-attention: 1e-5, but 1e-4 at 4096 tokens, whose sums run over 4x the keys (GPU only: the CPU
      * fallback mode would spend most of its time there) */
