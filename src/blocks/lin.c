@@ -39,7 +39,8 @@ static st_status base_weight(param_set *s, pool *p, const lin_layer *l, const fl
     *tmp = NULL;
     *w = q->w;
     if (!q->bf16) return ST_OK;
-    st_status st = pool_alloc(p, (size_t)q->numel * sizeof(float), MEM_WORKSPACE, "bf16 weight as float", (void **)tmp);
+    st_status st =
+        pool_alloc(p, (size_t)q->numel * sizeof(float), MEM_WORKSPACE, "bf16 weight as float", (void **)tmp);
     if (!st) bf16_to_float(*tmp, q->w16, q->numel);
     *w = *tmp;
     return st;

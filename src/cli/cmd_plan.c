@@ -300,7 +300,8 @@ static void print_parts(model *m, pool *device)
         int j = 0;
         while (j < n && strcmp(w[j].name, name)) j++;
         if (j == n) snprintf(w[n++].name, sizeof w->name, "%s", name);
-        w[j].bytes += (size_t)param_at(ps, i)->numel * sizeof(float), w[j].tensors++;
+        const param *q = param_at(ps, i);
+        w[j].bytes += (size_t)q->numel * (q->bf16 ? sizeof(uint16_t) : sizeof(float)), w[j].tensors++;
     }
     qsort(w, (size_t)n, sizeof *w, by_bytes_desc);
     printf("weights by part (%d parts; block and expert indices as *):\n", n);
