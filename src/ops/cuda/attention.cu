@@ -30,6 +30,7 @@ constexpr int BQ = 64, BK = 64;   /* queries and keys a tile */
 constexpr int THREADS = 256;      /* 16 x 16 */
 constexpr int PLD = BK + 1;       /* row stride of the probability tiles (P, dS) */
 constexpr int ROWS = 4, COLS = 4; /* a thread's share of a 64 x 64 tile: 16-strided rows and columns */
+static_assert(BQ == BK, "the tiles are square: tile_product sums a transposed tile over its rows");
 
 /* Shared memory of each kernel, in floats. */
 template <int DMAX> __host__ __device__ constexpr int tile_floats() { return 64 * (DMAX + 1); }
@@ -120,13 +121,35 @@ __device__ __forceinline__ void row_dots(float *D, const float *doh, int64_t ldo
     }
 }
 
+/* acc += S X over one tile, the product every kernel here accumulates (P V, dS K, P^T dO, dS^T Q): acc is a thread's
+ * ROWS x DMAX/16 share (rows ty + 16 i, head columns tx + 16 c); S's element (row, kk) is S[row s_row + kk s_col]
+ * (s_col PLD: S read transposed, its BQ query rows then summed over, hence BQ == BK); X holds BK rows of a head,
+ * DMAX + 1 floats apart. Each element adds its BK products in order, one fmaf each. */
+template <int DMAX>
+__device__ __forceinline__ void tile_product(float (&acc)[ROWS][DMAX / 16], const float *S, int s_row, int s_col,
+                                             const float *X, int tx, int ty)
+{
+    constexpr int LD = DMAX + 1, NC = DMAX / 16;
+    for (int kk = 0; kk < BK; kk++) {
+        float x[NC];
+#pragma unroll
+        for (int c = 0; c < NC; c++) x[c] = X[kk * LD + tx + 16 * c];
+#pragma unroll
+        for (int i = 0; i < ROWS; i++) {
+            const float sv = S[(ty + 16 * i) * s_row + kk * s_col];
+#pragma unroll
+            for (int c = 0; c < NC; c++) acc[i][c] = fmaf(sv, x[c], acc[i][c]);
+        }
+    }
+}
+
 /* Block (b H + h, query tile): out rows of the tile, and their lse when kept (lse NULL: not). */
 template <int DMAX>
 __global__ void __launch_bounds__(THREADS)
     flash_forward_kernel(attn_view out, attn_view q, attn_view k, attn_view v, float *lse, int64_t T, int64_t H,
                          int hd, float scale)
 {
-    constexpr int LD = DMAX + 1, NC = DMAX / 16;
+    constexpr int NC = DMAX / 16;
     extern __shared__ float smem[];
     float *Qs = smem, *KVs = Qs + tile_floats<DMAX>(), *Ps = KVs + tile_floats<DMAX>();
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -172,17 +195,7 @@ __global__ void __launch_bounds__(THREADS)
         __syncthreads(); /* P written; K no longer read: V takes its place */
         load_tile<DMAX>(KVs, vh, v.token_stride, j0, T, hd);
         __syncthreads();
-        for (int kk = 0; kk < BK; kk++) {
-            float vv[NC];
-#pragma unroll
-            for (int c = 0; c < NC; c++) vv[c] = KVs[kk * LD + tx + 16 * c];
-#pragma unroll
-            for (int i = 0; i < ROWS; i++) {
-                const float p = Ps[(ty + 16 * i) * PLD + kk];
-#pragma unroll
-                for (int c = 0; c < NC; c++) o[i][c] = fmaf(p, vv[c], o[i][c]);
-            }
-        }
+        tile_product<DMAX>(o, Ps, PLD, 1, KVs, tx, ty);
         __syncthreads(); /* before the next tile overwrites K/V and P */
     }
 #pragma unroll
@@ -205,7 +218,7 @@ __global__ void __launch_bounds__(THREADS)
     flash_backward_kv_kernel(attn_view dk, attn_view dv, attn_view dout, attn_view q, attn_view k, attn_view v,
                              attn_view out, const float *lse, int64_t T, int64_t H, int hd, float scale)
 {
-    constexpr int LD = DMAX + 1, NC = DMAX / 16;
+    constexpr int NC = DMAX / 16;
     extern __shared__ float smem[];
     float *Ks = smem, *Vs = Ks + tile_floats<DMAX>(), *Qs = Vs + tile_floats<DMAX>(), *dOs = Qs + tile_floats<DMAX>();
     float *Ps = dOs + tile_floats<DMAX>(), *dSs = Ps + BQ * PLD, *Ls = dSs + BQ * PLD, *Ds = Ls + BQ;
@@ -251,30 +264,8 @@ __global__ void __launch_bounds__(THREADS)
         }
         __syncthreads();
         /* the products over this tile's queries, in order; now rows are keys, columns the head */
-        for (int r = 0; r < BQ; r++) {
-            if (want_dv) {
-                float dov[NC];
-#pragma unroll
-                for (int c = 0; c < NC; c++) dov[c] = dOs[r * LD + tx + 16 * c];
-#pragma unroll
-                for (int i = 0; i < ROWS; i++) {
-                    const float p = Ps[r * PLD + ty + 16 * i];
-#pragma unroll
-                    for (int c = 0; c < NC; c++) acc_v[i][c] = fmaf(p, dov[c], acc_v[i][c]);
-                }
-            }
-            if (want_dk) {
-                float qv[NC];
-#pragma unroll
-                for (int c = 0; c < NC; c++) qv[c] = Qs[r * LD + tx + 16 * c];
-#pragma unroll
-                for (int i = 0; i < ROWS; i++) {
-                    const float ds = dSs[r * PLD + ty + 16 * i];
-#pragma unroll
-                    for (int c = 0; c < NC; c++) acc_k[i][c] = fmaf(ds, qv[c], acc_k[i][c]);
-                }
-            }
-        }
+        if (want_dv) tile_product<DMAX>(acc_v, Ps, 1, PLD, dOs, tx, ty);
+        if (want_dk) tile_product<DMAX>(acc_k, dSs, 1, PLD, Qs, tx, ty);
         __syncthreads(); /* before the next query tile overwrites Q, dO, P, dS */
     }
 #pragma unroll
@@ -299,7 +290,7 @@ __global__ void __launch_bounds__(THREADS)
     flash_backward_q_kernel(attn_view dq, attn_view dout, attn_view q, attn_view k, attn_view v, attn_view out,
                             const float *lse, int64_t T, int64_t H, int hd, float scale)
 {
-    constexpr int LD = DMAX + 1, NC = DMAX / 16;
+    constexpr int NC = DMAX / 16;
     extern __shared__ float smem[];
     float *Qs = smem, *dOs = Qs + tile_floats<DMAX>(), *Ks = dOs + tile_floats<DMAX>(), *Vs = Ks + tile_floats<DMAX>();
     float *dSs = Vs + tile_floats<DMAX>(), *Ls = dSs + BQ * PLD, *Ds = Ls + BQ;
@@ -334,17 +325,7 @@ __global__ void __launch_bounds__(THREADS)
                 dSs[(ty + 16 * i) * PLD + tx + 16 * j] = p * (dp[i][j] - Ds[ty + 16 * i]);
             }
         __syncthreads();
-        for (int kk = 0; kk < BK; kk++) {
-            float kv[NC];
-#pragma unroll
-            for (int c = 0; c < NC; c++) kv[c] = Ks[kk * LD + tx + 16 * c];
-#pragma unroll
-            for (int i = 0; i < ROWS; i++) {
-                const float ds = dSs[(ty + 16 * i) * PLD + kk];
-#pragma unroll
-                for (int c = 0; c < NC; c++) acc[i][c] = fmaf(ds, kv[c], acc[i][c]);
-            }
-        }
+        tile_product<DMAX>(acc, dSs, PLD, 1, Ks, tx, ty);
         __syncthreads(); /* before the next key tile overwrites K, V and dS */
     }
 #pragma unroll
