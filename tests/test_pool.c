@@ -205,6 +205,7 @@ static void test_arena_pools(void)
     pool *arena = pool_create_arena(POOL_DEVICE, base, (size_t)UNIT * UNITS, UNIT, &ops);
     pool *heap = pool_create(POOL_DEVICE, (size_t)UNIT * UNITS);
     CHECK(arena && pool_capacity(arena) == (size_t)UNIT * UNITS && !pool_is_dry(arena));
+    CHECK(pool_arena_of(base + 12345) == arena && !pool_arena_of(base + (size_t)UNIT * UNITS) && !pool_arena_of(heap));
 
     /* the accounting is the heap pool's, byte for byte */
     void *ha, *aa;
@@ -255,6 +256,7 @@ static void test_arena_pools(void)
     /* a leak is reported as in any pool; the arena goes back to its owner once */
     CHECK(pool_alloc(arena, 10, MEM_OPTIMIZER, "m (deliberate leak)", &a) == ST_OK);
     CHECK(pool_destroy(arena) == 1 && log.released == 1);
+    CHECK(!pool_arena_of(base + 12345)); /* gone with its pool */
     CHECK(pool_destroy(heap) == 0);
     munmap(base, (size_t)UNIT * UNITS);
 }

@@ -58,6 +58,9 @@ typedef struct pool_arena_ops {
     void *ctx;
 } pool_arena_ops;
 pool *pool_create_arena(pool_kind kind, void *base, size_t bytes, size_t align, const pool_arena_ops *ops);
+/* The arena pool whose block holds ptr (anywhere inside an allocation or between them), or NULL: how a backend tells
+ * its device memory from the host's without a registry of its own. Cheap when no arena pool exists. */
+pool *pool_arena_of(const void *ptr);
 /* An arena pool's footprint: the end of the highest range it ever handed out, from base (0 for other pools). It is
  * peak plus what alignment and fragmentation cost, the arena size a step needs. */
 size_t pool_arena_high(pool *p);

@@ -82,11 +82,13 @@ bool pool_is_dry_ptr(const void *ptr) { return ptr && in_dry_range(ptr); }
 
 /* ---- arenas ---- */
 
-/* Every arena pool, so that a pointer finds its header without its pool (pool_size_of); few exist at once. */
+/* Every arena pool, so that a pointer finds its header without its pool (pool_size_of); few exist at once. `live`
+ * counts them, so that with none (the CPU backend) a lookup takes no lock. */
 #define ARENAS_MAX 16
 static struct {
     pthread_mutex_t lock;
     pool *pools[ARENAS_MAX];
+    atomic_int live;
 } arenas = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* The bytes an allocation takes in an arena: its size rounded up to the alignment (a zero-byte one has an address
@@ -108,9 +110,9 @@ static size_t arena_find(const arena *a, const char *ptr)
     return lo;
 }
 
-/* The arena pool whose arena holds ptr, or NULL. */
-static pool *arena_holding(const void *ptr)
+pool *pool_arena_of(const void *ptr)
 {
+    if (!atomic_load_explicit(&arenas.live, memory_order_acquire)) return NULL;
     pool *p = NULL;
     pthread_mutex_lock(&arenas.lock);
     for (int i = 0; i < ARENAS_MAX && !p; i++) {
@@ -125,7 +127,7 @@ static pool *arena_holding(const void *ptr)
  * does). */
 static pool *arena_pool_of(const void *ptr, header **h)
 {
-    pool *p = arena_holding(ptr);
+    pool *p = pool_arena_of(ptr);
     if (!p) return NULL;
     pthread_mutex_lock(&p->lock);
     const size_t i = arena_find(p->arena, ptr);
@@ -275,7 +277,7 @@ pool *pool_create_arena(pool_kind kind, void *base, size_t bytes, size_t align, 
         if (b && a->base < b->base + b->bytes && b->base < a->base + a->bytes) break;
     }
     const bool ok = i == ARENAS_MAX && free_at < ARENAS_MAX;
-    if (ok) arenas.pools[free_at] = p;
+    if (ok) arenas.pools[free_at] = p, atomic_fetch_add(&arenas.live, 1);
     pthread_mutex_unlock(&arenas.lock);
     if (!ok) { /* the caller keeps its memory: release is not called */
         free(a);
@@ -381,7 +383,7 @@ size_t pool_destroy(pool *p)
     if (p->arena) {
         pthread_mutex_lock(&arenas.lock);
         for (int i = 0; i < ARENAS_MAX; i++)
-            if (arenas.pools[i] == p) arenas.pools[i] = NULL;
+            if (arenas.pools[i] == p) arenas.pools[i] = NULL, atomic_fetch_sub(&arenas.live, 1);
         pthread_mutex_unlock(&arenas.lock);
         if (p->arena->ops.release) p->arena->ops.release(p->arena->base, p->arena->ops.ctx);
         free(p->arena->by_addr);
@@ -457,7 +459,7 @@ st_status pool_alloc(pool *p, size_t bytes, mem_tag tag, const char *what, void 
 void zero_bytes(void *ptr, size_t bytes)
 {
     if (pool_is_dry_ptr(ptr)) return;
-    const pool *in = arena_holding(ptr);
+    const pool *in = pool_arena_of(ptr);
     if (in) {
         if (in->arena->ops.zero) in->arena->ops.zero(ptr, bytes, in->arena->ops.ctx);
         else memset(ptr, 0, bytes);

@@ -103,33 +103,15 @@ void cu_op_done(op_kind kind, double t0, double flops, double bytes, const char 
 
 /* ---- arenas ---- */
 
-/* The device arenas' ranges, for cu_in_arena, which every op asks of each pointer. */
-#define ARENAS_MAX 8
-static struct {
-    std::mutex lock;
-    const char *base[ARENAS_MAX];
-    size_t bytes[ARENAS_MAX];
-} arenas;
-
+/* Device memory is what a device pool's arena holds (the host pool's pinned arena is the host's). */
 bool cu_in_arena(const void *p)
 {
     if (!p) return true;
-    std::lock_guard<std::mutex> hold(arenas.lock);
-    for (int i = 0; i < ARENAS_MAX; i++)
-        if (arenas.base[i] && (const char *)p >= arenas.base[i] && (const char *)p < arenas.base[i] + arenas.bytes[i])
-            return true;
-    return false;
+    const pool *in = pool_arena_of(p);
+    return in && pool_get_kind(in) == POOL_DEVICE;
 }
 
-static void release_device(void *base, void *ctx)
-{
-    {
-        std::lock_guard<std::mutex> hold(arenas.lock);
-        for (int i = 0; i < ARENAS_MAX; i++)
-            if (arenas.base[i] == base) arenas.base[i] = NULL;
-    }
-    cu_check(cudaFree(base), "freeing the device arena");
-}
+static void release_device(void *base, void *ctx) { cu_check(cudaFree(base), "freeing the device arena"); }
 
 static void zero_device(void *ptr, size_t bytes, void *ctx)
 {
@@ -170,19 +152,10 @@ extern "C" st_status ops_device_pool_create(size_t capacity, pool **out)
         cudaMemPrefetchAsync(base, bytes, gpu, 0, cu.compute) != cudaSuccess)
         (void)cudaGetLastError();
     cu_check(cudaStreamSynchronize(cu.compute), "placing the device arena");
-    int slot = -1;
-    {
-        std::lock_guard<std::mutex> hold(arenas.lock);
-        for (int i = 0; i < ARENAS_MAX && slot < 0; i++)
-            if (!arenas.base[i]) slot = i, arenas.base[i] = (const char *)base, arenas.bytes[i] = bytes;
-    }
     const pool_arena_ops ops = {release_device, zero_device, NULL};
-    if (slot >= 0) *out = pool_create_arena(POOL_DEVICE, base, bytes, ARENA_ALIGN, &ops);
-    if (!*out) {
-        if (slot >= 0) release_device(base, NULL);
-        else cudaFree(base);
-        return slot < 0 ? st_fail(ST_ERR_INVALID, "more than %d device pools at once", ARENAS_MAX)
-                        : st_host_oom("the device pool");
+    if (!(*out = pool_create_arena(POOL_DEVICE, base, bytes, ARENA_ALIGN, &ops))) {
+        cudaFree(base);
+        return st_fail(ST_ERR_HOST_OOM, "no table for the device pool's arena (or 16 arena pools live already)");
     }
     return ST_OK;
 }
