@@ -74,8 +74,9 @@ typedef struct run_out {
     size_t kept;
 } run_out;
 
+/* With poison_out, backward is handed NaNs for the forward's output: the linear mechanism does not read it. */
 static run_out run(const attn_shape *s, const attn_mask *m, bool packed, int threads, const float *q, const float *k,
-                   const float *v, const float *w)
+                   const float *v, const float *w, bool poison_out)
 {
     const int64_t D = s->heads * s->head_dim, N = s->batch * s->tokens, ld = packed ? 3 * D : D;
     float *x = calloc((size_t)(N * ld * (packed ? 1 : 3)), sizeof(float)), *g = calloc((size_t)(N * ld * (packed ? 1 : 3)),
@@ -94,9 +95,12 @@ static run_out run(const attn_shape *s, const attn_mask *m, bool packed, int thr
     const attn_view vo = {o.o, D, T * D}, vq = {xq, ld, T * ld}, vk = {xk, ld, T * ld}, vv = {xv, ld, T * ld};
     CHECK(attention_forward_masked(p, s, m, vo, vq, vk, vv, &keep) == ST_OK);
     o.kept = keep.bytes;
+    float *poison = poison_out ? malloc((size_t)(N * D) * sizeof(float)) : NULL;
+    for (int64_t i = 0; poison && i < N * D; i++) poison[i] = NAN;
     CHECK(attention_backward_masked(p, s, m, (attn_view){gq, ld, T * ld}, (attn_view){gk, ld, T * ld},
-                                    (attn_view){gv, ld, T * ld}, (attn_view){(float *)w, D, T * D}, vq, vk, vv, vo,
-                                    &keep) == ST_OK);
+                                    (attn_view){gv, ld, T * ld}, (attn_view){(float *)w, D, T * D}, vq, vk, vv,
+                                    poison ? (attn_view){poison, D, T * D} : vo, &keep) == ST_OK);
+    free(poison);
     op_state_release(&keep);
     CHECK(pool_destroy(p) == 0);
     for (int64_t r = 0; r < N; r++)
@@ -163,11 +167,11 @@ static void test_shape(int64_t B, int64_t T, int64_t H, int64_t hd, bool rotated
         fd[g] = malloc((size_t)n * sizeof(double));
         picked_n = central_differences(&r, xs[g], n, picks, at, fd[g]);
     }
-    run_out base = run(&s, m, false, 1, q, k, v, w);
+    run_out base = run(&s, m, false, 1, q, k, v, w, false);
     CHECKF(base.kept == (size_t)(B * H * hd * (hd + 1)) * sizeof(float), "kept %zu bytes", base.kept);
     for (int layout = 0; layout < 2; layout++)
         for (int threads = 1; threads <= 2; threads++) {
-            run_out o = run(&s, m, layout == 1, threads, q, k, v, w);
+            run_out o = run(&s, m, layout == 1, threads, q, k, v, w, false);
             char what[96];
             snprintf(what, sizeof what, "%s, %d thread%s: forward", layout ? "packed" : "contig", threads,
                      threads > 1 ? "s" : "");
@@ -185,6 +189,11 @@ static void test_shape(int64_t B, int64_t T, int64_t H, int64_t hd, bool rotated
             tk_expect_bitwise(what, o.dq, base.dq, n);
             free_run(&o);
         }
+    run_out blind = run(&s, m, false, 1, q, k, v, w, true);
+    tk_expect_bitwise("backward with NaNs for the forward's output: dq unchanged", blind.dq, base.dq, n);
+    tk_expect_bitwise("backward with NaNs for the forward's output: dk unchanged", blind.dk, base.dk, n);
+    tk_expect_bitwise("backward with NaNs for the forward's output: dv unchanged", blind.dv, base.dv, n);
+    free_run(&blind);
     free_run(&base);
     for (int g = 0; g < 3; g++) free(fd[g]);
     free(o_ref), free(r.q), free(r.k), free(r.v), free(r.w), free(r.o), free(q), free(k), free(v), free(w), free(rope);

@@ -711,7 +711,7 @@ static st_status attention_backward_run(pool *p, const attn_shape *s, const attn
     if (op_dry(dout.data)) return pool_free(p, ws), ST_OK;
     if (s->mechanism == ATTN_LINEAR) {
         linear_attention_backward(s, threads, ws, keep->data, mask ? mask->linear_rope : NULL, dq, dk, dv, dout, q, k,
-                                  v, out);
+                                  v);
         pool_free(p, ws);
         return ST_OK;
     }

@@ -6,10 +6,10 @@
  * and, with a rotary table (SanaLinearAttnProcessor3_0, Sana-Video's), the numerator's features rotated after the
  * ReLU while the normaliser keeps them unrotated: S = rot(c)^T v, out_t = (rot(a_t) S) / (a_t . z + 1e-15).
  * Memory and work are linear in tokens. A sample's S and z are its kept state (hd (hd + 1) floats a head, not
- * T x T); backward recomputes a and c and reads the forward's output:
+ * T x T); backward recomputes a and c, and not the forward's output either: with y = rot^T(g S^T),
  *
- *   g_t = dout_t / den_t,  e_t = -(dout_t . out_t) / den_t,
- *   da = rot^T(g S^T) + e z^T,  dS = rot(a)^T g,  dz = a^T e,  dv = rot(c) dS,  dc = rot^T(v dS^T) + 1 dz^T,
+ *   g_t = dout_t / den_t,  e_t = -(dout_t . out_t) / den_t = -(a_t . y_t) / den_t,
+ *   da = y + e z^T,  dS = rot(a)^T g,  dz = a^T e,  dv = rot(c) dS,  dc = rot^T(v dS^T) + 1 dz^T,
  *   dq = da [q > 0],  dk = dc [k > 0].
  *
  * At a head width of 32 the products do 8 to 16 flops a byte of q, k and v, so the op runs as fast as it streams
@@ -115,12 +115,16 @@ static void scatter_add(attn_view x, const float *buf, const layout *L, const un
     }
 }
 
+/* Eight running sums added in a tree written out: gcc's own epilogue for a vector reduction adds the lanes one after
+ * another through memory, a long chain at every row of every head. */
 static float dot(const float *a, const float *b, int64_t n)
 {
-    float d = 0.0f;
-#pragma omp simd reduction(+ : d)
-    for (int64_t i = 0; i < n; i++) d += a[i] * b[i];
-    return d;
+    float d[8] = {0};
+    int64_t i0 = 0;
+    for (; i0 + 8 <= n; i0 += 8)
+        for (int i = 0; i < 8; i++) d[i] += a[i0 + i] * b[i0 + i];
+    for (int i = 0; i0 + i < n; i++) d[i] += a[i0 + i] * b[i0 + i];
+    return ((d[0] + d[4]) + (d[1] + d[5])) + ((d[2] + d[6]) + (d[3] + d[7]));
 }
 
 /* Rotates one head's n rows of x (ld apart) by the table's rows (rope_forward's interleaved pairs, rope_backward's
@@ -194,7 +198,7 @@ static void queries_forward(const layout *L, const unit *w, float *ws, const flo
 
 /* The unit's rows of dq, and its share of its segment's dS += rot(a)^T g and dz += a^T e */
 static void queries_backward(const layout *L, const unit *w, float *ws, const float *sums, float *part,
-                             const float *rope, attn_view dq, attn_view dout, attn_view q, attn_view out)
+                             const float *rope, attn_view dq, attn_view dout, attn_view q)
 {
     const int64_t hd = L->hd, R = L->R, W = L->W;
     float *x = ws, *g = x + R * W, *y = g + R * W, *e = y + R * W; /* e: head j's row t at j R + t */
@@ -205,27 +209,27 @@ static void queries_backward(const layout *L, const unit *w, float *ws, const fl
         const int64_t n = min64(R, w->t1 - t0);
         gather(x, q, L, w, t0, n, true, NULL);
         gather(g, dout, L, w, t0, n, false, NULL);
-        for (int64_t t = 0; t < n; t++) { /* g = dout / den, e = -(dout . out) / den */
-            const float *o = row_of(out, w, t0 + t, hd);
+        for (int64_t t = 0; t < n; t++) /* g = dout / den, and e = 1 / den for now */
             for (int64_t j = 0; j < w->n; j++) {
-                const int64_t h = w->h0 + j;
                 float *gt = g + t * W + j * hd;
-                const float inv = 1.0f / (dot(x + t * W + j * hd, z + h * hd, hd) + LINEAR_EPS);
-                e[j * R + t] = -dot(gt, o + j * hd, hd) * inv;
+                const float inv = 1.0f / (dot(x + t * W + j * hd, z + (w->h0 + j) * hd, hd) + LINEAR_EPS);
+                e[j * R + t] = inv;
                 for (int64_t i = 0; i < hd; i++) gt[i] *= inv;
             }
-        }
         for (int64_t j = 0; j < w->n; j++) {
             const int64_t h = w->h0 + j;
-            float *a = x + j * hd, *gj = g + j * hd, *da = y + j * hd;
-            const float *ej = e + j * R, *zj = z + h * hd;
-            cblas_sgemv(CblasRowMajor, CblasTrans, (int)n, (int)hd, 1.0f, a, (int)W, ej, 1, 1.0f, dz + h * hd, 1);
+            float *a = x + j * hd, *gj = g + j * hd, *da = y + j * hd, *ej = e + j * R;
+            const float *zj = z + h * hd;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)hd, (int)hd, 1.0f, gj, (int)W,
                         S + h * hd * hd, (int)hd, 0.0f, da, (int)W);
             if (rope) rotate_rows(da, W, rope + t0 * hd, n, hd, true);
-            for (int64_t t = 0; t < n; t++) /* branch-free, so that the loop vectorises: a's sign is data */
-                for (int64_t i = 0; i < hd; i++)
-                    da[t * W + i] = (a[t * W + i] > 0.0f ? 1.0f : 0.0f) * (da[t * W + i] + ej[t] * zj[i]);
+            for (int64_t t = 0; t < n; t++) {
+                const float et = -dot(a + t * W, da + t * W, hd) * ej[t]; /* a local: the loop below vectorises */
+                ej[t] = et;
+                for (int64_t i = 0; i < hd; i++) /* branch-free, so that the loop vectorises: a's sign is data */
+                    da[t * W + i] = (a[t * W + i] > 0.0f ? 1.0f : 0.0f) * (da[t * W + i] + et * zj[i]);
+            }
+            cblas_sgemv(CblasRowMajor, CblasTrans, (int)n, (int)hd, 1.0f, a, (int)W, ej, 1, 1.0f, dz + h * hd, 1);
             if (rope) rotate_rows(a, W, rope + t0 * hd, n, hd, false);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)hd, (int)hd, (int)n, 1.0f, a, (int)W, gj,
                         (int)W, t0 > w->t0 ? 1.0f : 0.0f, dS + h * hd * hd, (int)hd);
@@ -292,7 +296,7 @@ void linear_attention_forward(const attn_shape *s, int threads, float *ws, float
 
 void linear_attention_backward(const attn_shape *s, int threads, float *ws, const float *kept, const float *rope,
                                attn_view dq, attn_view dk, attn_view dv, attn_view dout, attn_view q, attn_view k,
-                               attn_view v, attn_view out)
+                               attn_view v)
 {
     const layout L = layout_of(s);
     const int64_t units = L.B * L.segs * L.groups;
@@ -305,7 +309,7 @@ void linear_attention_backward(const attn_shape *s, int threads, float *ws, cons
 #pragma omp for schedule(dynamic, 1)
         for (int64_t u = 0; u < units; u++) {
             const unit w = unit_of(&L, u);
-            queries_backward(&L, &w, mine, kept, part, rope, dq, dout, q, out);
+            queries_backward(&L, &w, mine, kept, part, rope, dq, dout, q);
         }
 #pragma omp for schedule(static)
         for (int64_t b = 0; b < L.B; b++) sum_segments(&L, dsums + (size_t)b * L.state, part, b);

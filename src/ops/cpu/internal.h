@@ -84,6 +84,6 @@ void linear_attention_forward(const attn_shape *s, int threads, float *ws, float
                               attn_view out, attn_view q, attn_view k, attn_view v);
 void linear_attention_backward(const attn_shape *s, int threads, float *ws, const float *kept, const float *rope,
                                attn_view dq, attn_view dk, attn_view dv, attn_view dout, attn_view q, attn_view k,
-                               attn_view v, attn_view out);
+                               attn_view v);
 
 #endif
