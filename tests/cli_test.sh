@@ -21,6 +21,17 @@ echo '{"--model_preset": "dit-tiny", "train_batch_size": 3, "seed": 5,}' > tiny.
 
 expect 0 "help lists the commands" "grad" -- "$bin" --help
 for c in init batch grad selfcheck version; do expect 0 "$c --help" "usage: segtrain" -- "$bin" "$c" --help; done
+# selfcheck names kernels that suit the CPU better than the ones OpenBLAS was told to load, and only then
+avx512=yes
+for f in avx512f avx512cd avx512bw avx512dq avx512vl; do grep -qw "$f" /proc/cpuinfo || avx512=no; done
+note=$(OPENBLAS_CORETYPE=Haswell "$bin" selfcheck 2>&1 | grep '^note')
+if { [ $avx512 = yes ] && grep -q "holds OpenBLAS to older kernels than this CPU takes (SkylakeX" <<<"$note"; } ||
+  { [ $avx512 = no ] && [ -z "$note" ]; }; then ok "selfcheck: AVX-512 $avx512, Haswell kernels: '$note'"
+else bad "selfcheck: AVX-512 $avx512, Haswell kernels, but: '$note'"; fi
+if [ $avx512 = yes ]; then
+  note=$(OPENBLAS_CORETYPE=SkylakeX "$bin" selfcheck 2>&1 | grep '^note')
+  [ -z "$note" ] && ok "selfcheck: no note with the SkylakeX kernels" || bad "selfcheck, SkylakeX kernels: '$note'"
+fi
 expect 0 "version prints the version" "^segtrain [0-9]+\.[0-9]+\.[0-9]+$" -- "$bin" version
 expect 2 "version takes no argument" "unexpected argument 'now'" -- "$bin" version now
 expect 2 "unknown command" "unknown command" -- "$bin" frobnicate

@@ -3,6 +3,7 @@
  * against), and checks that the two attention mechanisms agree, all through the engine's own pools. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -74,13 +75,19 @@ int cmd_selfcheck(int argc, char **argv)
 {
     if (argc > 1) {
         printf("usage: segtrain [--threads N] selfcheck\n\n"
-               "Prints the engine's version, BLAS and thread count, measures the GEMM rate on DiT-S/2 shapes and\n"
-               "checks that the math and flash attention mechanisms agree. Exits 1 if a check fails.\n");
+               "Prints the engine's version, BLAS and thread count (with a note where the CPU takes faster OpenBLAS\n"
+               "kernels than the ones loaded), measures the GEMM rate on DiT-S/2 shapes and checks that the math and\n"
+               "flash attention mechanisms agree. Exits 1 if a check fails.\n");
         return strcmp(argv[1], "--help") && strcmp(argv[1], "-h") ? 2 : 0;
     }
     printf("segtrain %s\n", SEGTRAIN_VERSION);
     printf("threads  %d (OpenMP, shared with BLAS)\n", ops_threads());
-    printf("blas     %s\n", ops_blas_info());
+    const char *chosen = getenv("OPENBLAS_CORETYPE"), *better = ops_blas_better_core();
+    printf("blas     %s%s%s\n", ops_blas_info(), chosen ? ", OPENBLAS_CORETYPE=" : "", chosen ? chosen : "");
+    if (better)
+        printf(chosen ? "note     OPENBLAS_CORETYPE holds OpenBLAS to older kernels than this CPU takes (%s: faster GEMMs)\n"
+                      : "note     OpenBLAS does not know this CPU: OPENBLAS_CORETYPE=%s gives faster GEMMs\n",
+               better);
     printf("backend  %s\n", ops_backend_name());
 
     pool *p = pool_create(POOL_DEVICE, 0);

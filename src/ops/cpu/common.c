@@ -1,6 +1,7 @@
 /* Threads and kept state, shared by every CPU op. */
 #include <cblas.h>
 #include <omp.h>
+#include <strings.h>
 
 #include "internal.h"
 
@@ -22,6 +23,21 @@ void ops_set_threads(int n)
 int ops_threads(void) { return omp_get_max_threads(); }
 
 const char *ops_blas_info(void) { return openblas_get_config(); }
+
+const char *ops_blas_better_core(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    const char *core = openblas_get_corename();
+    if (!core || (strcasecmp(core, "Haswell") && strcasecmp(core, "Zen"))) return NULL;
+    __builtin_cpu_init();
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                        __builtin_cpu_supports("avx512vl"); /* what OpenBLAS's SkylakeX kernels use */
+    return avx512 ? "SkylakeX" : NULL;
+#else
+    return NULL;
+#endif
+}
 
 st_status ops_device_pool_create(size_t capacity, pool **out)
 {
