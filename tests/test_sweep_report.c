@@ -489,6 +489,9 @@ static void test_stacked_labels(const char *dir)
     }
     sweep_result r = {.n_modes = 3, .n_budgets = 1, .modes = m3, .budgets = b1, .cells = c3, .warmup = 1, .steps = 2};
     CHECK(sweep_write_reports(&r, dir) == ST_OK);
+    char *md = tk_read_file(dir, "sweep.md");
+    CHECK(md && strstr(md, " 1 warm-up step, then 2 measured steps per cell."));
+    free(md);
     char *svg = tk_read_file(dir, "sweep.svg");
     CHECK(svg != NULL);
     if (!svg) return;

@@ -246,7 +246,9 @@ void sweep_write_markdown(const sweep_result *r, FILE *f)
     fprintf(f, ", %d cores, %d threads, BLAS: ", mi->cores, mi->threads);
     md_one_line(f, mi->blas[0] ? mi->blas : "unknown");
     if (r->predicted) fprintf(f, ". Predicted: no step ran.\n");
-    else fprintf(f, ". %d warm-up steps, then %d measured steps per cell.\n", r->warmup, r->steps);
+    else
+        fprintf(f, ". %d warm-up step%s, then %d measured step%s per cell.\n", r->warmup, r->warmup == 1 ? "" : "s",
+                r->steps, r->steps == 1 ? "" : "s");
 }
 
 /* ---- sweep.json ---------------------------------------------------------------------------------------------- */
