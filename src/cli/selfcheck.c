@@ -85,7 +85,8 @@ int cmd_selfcheck(int argc, char **argv)
     const char *chosen = getenv("OPENBLAS_CORETYPE"), *better = ops_blas_better_core();
     printf("blas     %s%s%s\n", ops_blas_info(), chosen ? ", OPENBLAS_CORETYPE=" : "", chosen ? chosen : "");
     if (better)
-        printf(chosen ? "note     OPENBLAS_CORETYPE holds OpenBLAS to older kernels than this CPU takes (%s: faster GEMMs)\n"
+        printf(chosen ? "note     OPENBLAS_CORETYPE holds OpenBLAS to older kernels than this CPU takes "
+                        "(%s: faster GEMMs)\n"
                       : "note     OpenBLAS does not know this CPU: OPENBLAS_CORETYPE=%s gives faster GEMMs\n",
                better);
     printf("backend  %s\n", ops_backend_name());

@@ -1,4 +1,4 @@
-/* Threads and kept state, shared by every CPU op. */
+/* Threads, the BLAS underneath and kept state, shared by every CPU op. */
 #include <cblas.h>
 #include <omp.h>
 #include <strings.h>
