@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "ops/matmul_products.h"
 
 /* The bias gradient sums columns over rows, each column's rows added in order, so the partition into column
  * blocks changes no bit and may follow the thread count. Blocks are wide (whole cache lines, up to
@@ -177,37 +178,11 @@ static void batched_sgemm(bool trans_x, bool trans_y, int64_t batch, int64_t M, 
 }
 
 static void matmul_forward_run(float *c, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k,
-                    bool trans_a, bool trans_b)
+                               bool trans_a, bool trans_b)
 {
     if (batch <= 0 || m <= 0 || n <= 0) return;
-    if (k <= 0) {
-        memset(c, 0, (size_t)(batch * m * n) * sizeof(float));
-        return;
-    }
-    /* A stored (m,k) or, transposed, (k,m); B stored (k,n) or, transposed, (n,k) */
-    const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
-    batched_sgemm(trans_a, trans_b, batch, m, n, k, a, lda, m * k, b, ldb, k * n, 0.0f, c, m * n);
-}
-
-/* With Am = op(A) (m,k) and Bm = op(B) (k,n): dAm = dC Bm^T and dBm = Am^T dC. A stored transposed receives
- * dAm^T = Bm dC^T; B stored transposed receives dBm^T = dC^T Am. */
-static void matmul_backward_run(float *da, float *db, const float *dc, const float *a, const float *b, int64_t batch, int64_t m,
-                     int64_t n, int64_t k, bool trans_a, bool trans_b)
-{
-    if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return;
-    const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
-    if (da) {
-        if (!trans_a) /* dA (m,k) += dC (m,n) Bm^T; B stored (n,k) is Bm^T already */
-            batched_sgemm(false, !trans_b, batch, m, k, n, dc, n, m * n, b, ldb, k * n, 1.0f, da, m * k);
-        else /* dA (k,m) += Bm (k,n) dC^T */
-            batched_sgemm(trans_b, true, batch, k, m, n, b, ldb, k * n, dc, n, m * n, 1.0f, da, m * k);
-    }
-    if (db) {
-        if (!trans_b) /* dB (k,n) += Am^T (k,m) dC; A stored (k,m) is Am^T already */
-            batched_sgemm(!trans_a, false, batch, k, n, m, a, lda, m * k, dc, n, m * n, 1.0f, db, k * n);
-        else /* dB (n,k) += dC^T (n,m) Am */
-            batched_sgemm(true, trans_a, batch, n, k, m, dc, n, m * n, a, lda, m * k, 1.0f, db, k * n);
-    }
+    if (k <= 0) memset(c, 0, (size_t)(batch * m * n) * sizeof(float));
+    else matmul_forward_products(batched_sgemm, c, a, b, batch, m, n, k, trans_a, trans_b);
 }
 
 void linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in, int64_t out)
@@ -241,7 +216,8 @@ void matmul_forward(float *c, const float *a, const float *b, int64_t batch, int
 void matmul_backward(float *da, float *db, const float *dc, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b)
 {
     const double t0 = prof_now();
-    if (!op_dry(dc)) matmul_backward_run(da, db, dc, a, b, batch, m, n, k, trans_a, trans_b);
+    if (!op_dry(dc) && batch > 0 && m > 0 && n > 0 && k > 0)
+        matmul_backward_products(batched_sgemm, da, db, dc, a, b, batch, m, n, k, trans_a, trans_b);
     prof_add(OP_GEMM, t0, 2.0 * batch * m * n * k * ((da != NULL) + (db != NULL)), 0);
 }
 

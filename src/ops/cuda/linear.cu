@@ -6,6 +6,7 @@
  * CUBLAS_COMPUTE_32F_FAST_TF32: TF32 keeps 10 mantissa bits, far off the 1e-5 the CPU backend is checked against.
  * (The handle's math mode is runtime.cu's default one, which does not turn TF32 on either.) */
 #include "backend.h"
+#include "ops/matmul_products.h"
 
 namespace {
 
@@ -172,16 +173,13 @@ void matmul_forward(float *c, const float *a, const float *b, int64_t batch, int
         if (k <= 0) {
             cu_check(cudaMemsetAsync(c, 0, (size_t)(batch * m * n) * sizeof(float), cu_compute_stream()),
                      "matmul_forward memset");
-        } else { /* A stored (m,k) or, transposed, (k,m); B stored (k,n) or, transposed, (n,k) */
-            const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
-            rm_gemm_batched(trans_a, trans_b, batch, m, n, k, a, lda, m * k, b, ldb, k * n, 0.0f, c, m * n);
+        } else {
+            matmul_forward_products(rm_gemm_batched, c, a, b, batch, m, n, k, trans_a, trans_b);
         }
     }
     cu_op_done(OP_GEMM, t0, 2.0 * batch * m * n * k, 0, "matmul_forward");
 }
 
-/* With Am = op(A) (m,k) and Bm = op(B) (k,n): dAm = dC Bm^T and dBm = Am^T dC. A stored transposed receives
- * dAm^T = Bm dC^T; B stored transposed receives dBm^T = dC^T Am (the CPU's matmul_backward, product for product). */
 void matmul_backward(float *da, float *db, const float *dc, const float *a, const float *b, int64_t batch, int64_t m,
                      int64_t n, int64_t k, bool trans_a, bool trans_b)
 {
@@ -190,21 +188,8 @@ void matmul_backward(float *da, float *db, const float *dc, const float *a, cons
         return;
     }
     const double t0 = cu_op_start();
-    if (batch > 0 && m > 0 && n > 0 && k > 0) {
-        const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
-        if (da) {
-            if (!trans_a) /* dA (m,k) += dC (m,n) Bm^T; B stored (n,k) is Bm^T already */
-                rm_gemm_batched(false, !trans_b, batch, m, k, n, dc, n, m * n, b, ldb, k * n, 1.0f, da, m * k);
-            else /* dA (k,m) += Bm (k,n) dC^T */
-                rm_gemm_batched(trans_b, true, batch, k, m, n, b, ldb, k * n, dc, n, m * n, 1.0f, da, m * k);
-        }
-        if (db) {
-            if (!trans_b) /* dB (k,n) += Am^T (k,m) dC; A stored (k,m) is Am^T already */
-                rm_gemm_batched(!trans_a, false, batch, k, n, m, a, lda, m * k, dc, n, m * n, 1.0f, db, k * n);
-            else /* dB (n,k) += dC^T (n,m) Am */
-                rm_gemm_batched(true, trans_a, batch, n, k, m, dc, n, m * n, a, lda, m * k, 1.0f, db, k * n);
-        }
-    }
+    if (batch > 0 && m > 0 && n > 0 && k > 0)
+        matmul_backward_products(rm_gemm_batched, da, db, dc, a, b, batch, m, n, k, trans_a, trans_b);
     cu_op_done(OP_GEMM, t0, 2.0 * batch * m * n * k * ((da != NULL) + (db != NULL)), 0, "matmul_backward");
 }
 

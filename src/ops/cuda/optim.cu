@@ -1,8 +1,9 @@
-/* The optimizers' elementwise updates on the device (ops/cpu/optim_update.c): one thread an element, the formulas
- * of the CPU code in its order, the coefficients passed by value from the caller's host struct. And the gradient
- * norm's sum of squares, in an order fixed by n alone: SQUARES_BLOCKS blocks each own a contiguous range, their
- * threads take strided elements and meet in a fixed tree, and one thread adds the blocks' sums in order. */
+/* The optimizers' elementwise updates on the device: one thread an element, the CPU's formulas (ops/optim_element.h),
+ * the coefficients passed by value from the caller's host struct. And the gradient norm's sum of squares, in an
+ * order fixed by n alone: SQUARES_BLOCKS blocks each own a contiguous range, their threads take strided elements and
+ * meet in a fixed tree, and one thread adds the blocks' sums in order. */
 #include "backend.h"
+#include "ops/optim_element.h"
 
 namespace {
 
@@ -41,29 +42,16 @@ __global__ void clamp_kernel(float *x, int64_t n, float hi)
         x[i] = fminf(fmaxf(x[i], -hi), hi);
 }
 
-__global__ void adamw_kernel(float *w, const float *g, float *m, float *v, int64_t n, float decay, float b1,
-                             float omb1, float b2, float omb2, float step, float ibc2, float eps)
+__global__ void adamw_kernel(float *w, const float *g, float *m, float *v, int64_t n, optim_coefs k)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const float gi = g[i];
-        const float mi = b1 * m[i] + omb1 * gi;
-        const float vi = b2 * v[i] + omb2 * (gi * gi);
-        m[i] = mi;
-        v[i] = vi;
-        w[i] = w[i] * decay - step * (mi / (sqrtf(vi) * ibc2 + eps));
-    }
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        adamw_element(&w[i], &m[i], &v[i], g[i], k);
 }
 
-__global__ void lion_kernel(float *w, const float *g, float *m, int64_t n, float decay, float b1, float omb1, float b2,
-                            float omb2, float lr)
+__global__ void lion_kernel(float *w, const float *g, float *m, int64_t n, optim_coefs k)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const float gi = g[i], mi = m[i];
-        const float c = b1 * mi + omb1 * gi;
-        const float sign = (float)(c > 0.0f) - (float)(c < 0.0f);
-        w[i] = w[i] * decay - lr * sign;
-        m[i] = b2 * mi + omb2 * gi;
-    }
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        lion_element(&w[i], &m[i], g[i], k);
 }
 
 } // namespace
@@ -75,8 +63,7 @@ extern "C" void adamw_update(float *w, const float *g, float *m, float *v, int64
         return;
     }
     if (n > 0)
-        adamw_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(
-            w, g, m, v, n, k->decay, k->b1, k->omb1, k->b2, k->omb2, k->step, k->inv_bc2_sqrt, k->eps);
+        adamw_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(w, g, m, v, n, *k);
     cu_op_done_unprofiled("adamw_update");
 }
 
@@ -87,8 +74,7 @@ extern "C" void lion_update(float *w, const float *g, float *m, int64_t n, const
         return;
     }
     if (n > 0)
-        lion_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(w, g, m, n, k->decay, k->b1, k->omb1,
-                                                                                k->b2, k->omb2, k->step);
+        lion_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(w, g, m, n, *k);
     cu_op_done_unprofiled("lion_update");
 }
 
