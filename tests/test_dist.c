@@ -168,10 +168,10 @@ int main(void)
     printf("     a rank's peak: %lld bytes measured = %lld predicted with ZeRO-1, %lld without (optimizer state %lld "
            "against %lld)\n", measured, predicted, whole, opt_zero, opt_whole);
 
-    /* resume with another number of ranks: the step-2 checkpoint of the 2-rank ZeRO-1 run, continued by one
-     * process of batch 4 and by 2 unsharded ranks, reaches the uninterrupted run's step 3 */
-    rc = run("mkdir -p from1 from2 && cp zero/checkpoint-000002.safetensors from1/ && "
-             "cp zero/checkpoint-000002.safetensors from2/");
+    /* resume: the step-2 checkpoint of the 2-rank ZeRO-1 run, continued by 2 ZeRO-1 ranks, by 2 unsharded ranks
+     * and by one process of batch 4, reaches the uninterrupted run's step 3 */
+    rc = run("mkdir -p from1 from2 fromz && cp zero/checkpoint-000002.safetensors from1/ && "
+             "cp zero/checkpoint-000002.safetensors from2/ && cp zero/checkpoint-000002.safetensors fromz/");
     rc |= run(SEGTRAIN_BIN TRAIN "--set train_batch_size=4 --set output_dir=from1 --set resume_from_checkpoint=latest");
     CHECKF(rc == 0, "one process resumes the 2-rank checkpoint (exit %d)", rc);
     rc = run(MPIRUN SEGTRAIN_BIN TRAIN "--set train_batch_size=2 --set output_dir=from2 "
@@ -179,6 +179,11 @@ int main(void)
     CHECKF(rc == 0, "2 ranks resume it (exit %d)", rc);
     worst = compare("from2/model.safetensors", "two/model.safetensors", &same);
     CHECKF(same, "2 ranks resumed at step 2 end bitwise where the uninterrupted 2-rank run did (%.3g)", worst);
+    rc = run(MPIRUN SEGTRAIN_BIN TRAIN "--set train_batch_size=2 --set output_dir=fromz --set zero_stage=1 "
+                    "--set resume_from_checkpoint=latest");
+    CHECKF(rc == 0, "2 ZeRO-1 ranks resume it, each taking its share of the state (exit %d)", rc);
+    worst = compare("fromz/model.safetensors", "zero/model.safetensors", &same);
+    CHECKF(same, "2 ZeRO-1 ranks resumed at step 2 end bitwise where the uninterrupted ZeRO-1 run did (%.3g)", worst);
     worst = compare("from1/model.safetensors", "two/model.safetensors", &same);
     CHECKF(worst <= 1e-5, "one process resumed at step 2 ends within 1e-5 of the 2-rank run: %.3g", worst);
     printf("     resumed at step 2: 2 ranks bitwise, 1 process within %.3g of the uninterrupted 2-rank run\n", worst);
