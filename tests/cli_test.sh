@@ -105,6 +105,26 @@ expect 0 "resume after the crash" "resumed from run/checkpoint-000002.safetensor
 cmp -s run/model.safetensors straight.safetensors && ok "the resumed run ends on the straight run's bytes" ||
   bad "resumed weights differ from the straight run"
 ls run | grep -q tmp && bad "a temporary file was left behind" || ok "no temporary file is left behind"
+# an interrupt lets the step under way finish and writes its checkpoint, whatever the interval (0: none); the run
+# resumed from it ends on a straight run's bytes (a constant learning rate: the totals differ)
+long="$tr --set lr_scheduler=constant --set checkpoint_step_interval=0"
+for sig in INT TERM; do
+  rm -rf intr
+  "$bin" train $long --set max_train_steps=1000000 --set output_dir=intr >intr.out 2>&1 & pid=$!
+  for i in $(seq 600); do [ -s intr/train_log.jsonl ] && break; sleep 0.05; done
+  kill -$sig $pid; wait $pid; rc=$?
+  n=$(wc -l <intr/train_log.jsonl) ck=$(printf 'intr/checkpoint-%06d.safetensors' "$(wc -l <intr/train_log.jsonl)")
+  [ $rc -eq $((128 + $(kill -l $sig))) ] && [ -f "$ck" ] && [ "$(ls intr | wc -l)" -eq 2 ] &&
+    grep -q "stopped by SIG$sig after step $n of 1000000: $ck holds it" intr.out &&
+    ok "SIG$sig: step $n finishes, its checkpoint is written, exit $rc" ||
+    bad "SIG$sig (exit $rc): $(tail -n 2 intr.out)"
+done
+long="$long --set max_train_steps=$((n + 2))"
+"$bin" train $long --set output_dir=intr --set resume_from_checkpoint=latest >/dev/null 2>&1
+"$bin" train $long --set output_dir=straight >/dev/null 2>&1
+cmp -s intr/model.safetensors straight/model.safetensors &&
+  ok "the interrupted run resumed ends on the straight run's bytes" ||
+  bad "the interrupted run resumed differs from the straight run"
 expect 1 "the built-in data needs 3 channels" "in_channels" -- "$bin" train --set max_train_steps=1 --set output_dir=run2
 expect 0 "train --help teaches" "resume_from_checkpoint" -- "$bin" train --help
 

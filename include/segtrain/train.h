@@ -47,6 +47,10 @@ int64_t trainer_total_steps(const trainer *t);
 const pool_stats *trainer_predicted(const trainer *t, bool host);
 /* Writes the final weights (and a final checkpoint when checkpointing is on); *path receives the weights file. */
 st_status trainer_finish(trainer *t, const char **path);
+/* Makes sure the steps done have a checkpoint, whatever checkpoint_step_interval says: writes one unless the newest
+ * step already has one (written by this run or resumed from). Every rank calls it; *path (may be NULL) receives the
+ * file on rank 0. An interrupted run keeps its progress this way. */
+st_status trainer_checkpoint(trainer *t, const char **path);
 void trainer_destroy(trainer *t);
 model *trainer_model(trainer *t);
 

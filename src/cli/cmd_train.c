@@ -1,6 +1,7 @@
 /* `segtrain train`: the daily command. A progress bar on a terminal, plain lines otherwise; the memory plan
  * before the first step; the run's files in output_dir. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,6 +24,9 @@ static const char train_help[] =
     "  train_log.jsonl                step, loss, lr, grad_norm, sec_per_step, peak_device_bytes per step\n"
     "  model.safetensors              the final weights (pytorch_lora_weights.safetensors: the adapters under PEFT's names, for model_type lora)\n"
     "A loss or gradient that is not finite stops the run, naming the step; the last good checkpoint is kept.\n"
+    "Ctrl-C or SIGTERM (a scheduler taking the machine back) lets the step under way finish, writes its\n"
+    "checkpoint whatever checkpoint_step_interval says, and exits with 130 or 143; resume_from_checkpoint=latest\n"
+    "then continues the same run. A second one stops at once.\n"
     "\n"
     "Data-parallel: `mpirun -np N segtrain train ...` trains on N ranks (a build with MPI: libopenmpi-dev). Each\n"
     "rank trains train_batch_size samples of every global batch of N x train_batch_size, the same samples one\n"
@@ -33,6 +37,37 @@ static const char train_help[] =
     "example:\n"
     "  segtrain train --config c.json --set model_preset=dit-tiny --set in_channels=3 \\\n"
     "      --set vae_scale_factor=1 --set resolution=32\n";
+
+/* SIGINT and SIGTERM set stop_signal and restore the default action (SA_RESETHAND), so that a second one ends
+ * the process at once; SA_RESTART keeps the data loader's reads and the checkpoint's writes going. */
+static volatile sig_atomic_t stop_signal;
+static bool quiet_rank;
+
+static void on_stop(int sig)
+{
+    static const char said[] = "\nsegtrain train: interrupted: finishing this step, then writing its checkpoint "
+                               "(again to stop at once)\n";
+    stop_signal = sig;
+    if (!quiet_rank) (void)!write(2, said, sizeof said - 1);
+}
+
+static void catch_stops(void)
+{
+    quiet_rank = dist_rank() != 0;
+    struct sigaction sa = {.sa_handler = on_stop, .sa_flags = SA_RESTART | SA_RESETHAND};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Whether the run stops here: a signal reached this process, or with several ranks any of them, so that every
+ * rank stops after the same step. */
+static bool stop_agreed(st_status *st)
+{
+    double stop = stop_signal != 0;
+    if (dist_size() > 1) *st = dist_sum_double(&stop);
+    return !*st && stop > 0;
+}
 
 static void format_time(char *buf, size_t n, double s)
 {
@@ -83,8 +118,10 @@ int cmd_train(int argc, char **argv)
     const bool tty = isatty(2);
     const int64_t total = st ? 0 : trainer_total_steps(t), every = total >= 20 ? total / 20 : 1;
     double spent = 0;
-    int64_t timed = 0;
-    while (!st && !trainer_done(t)) {
+    int64_t timed = 0, first = st ? 0 : trainer_steps_done(t);
+    bool stopped = false;
+    if (!st) catch_stops(); /* set up: from here on an interrupt loses nothing */
+    while (!st && !trainer_done(t) && !(stopped = stop_agreed(&st))) {
         train_step_info in;
         st = trainer_step(t, &in);
         if (st) break;
@@ -99,12 +136,18 @@ int cmd_train(int argc, char **argv)
         }
     }
     if (tty && total && !dist_rank()) fputc('\n', stderr);
-    const char *weights = NULL;
-    if (!st) st = trainer_finish(t, &weights);
-    if (!st) printf("trained %lld steps; weights in %s\n", (long long)trainer_steps_done(t), weights);
+    const int sig = stop_signal ? stop_signal : SIGTERM; /* another rank's, when this one had none */
+    const char *weights = NULL, *saved = NULL;
+    if (!st && stopped && trainer_steps_done(t) > first) st = trainer_checkpoint(t, &saved);
+    if (!st && stopped && !dist_rank())
+        fprintf(stderr, "stopped by %s after step %lld of %lld: %s%s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                (long long)trainer_steps_done(t), (long long)total, saved ? saved : "no step was done",
+                saved ? " holds it; resume_from_checkpoint=latest continues the run" : "");
+    if (!st && !stopped) st = trainer_finish(t, &weights);
+    if (!st && !stopped) printf("trained %lld steps; weights in %s\n", (long long)trainer_steps_done(t), weights);
     trainer_destroy(t);
     config_free(cfg);
-    const int code = st ? cli_error("train") : 0;
+    const int code = st ? cli_error("train") : stopped ? 128 + sig : 0;
     if (!st) dist_finalize(); /* after an error the job ends without the others: MPI_Finalize would wait for them */
     return code;
 }

@@ -32,6 +32,7 @@ struct trainer {
     data_iter *iter;
     optimizer *opt;
     int64_t batch, accum, steps_done, total_steps, classes, cond_len;
+    int64_t saved_step;         /* the step of the newest checkpoint this run wrote or resumed from; -1: none */
     bool cached;                /* data_cache_dir: x0 and cond come from the cache */
     uint64_t seed;
     float label_dropout;
@@ -166,11 +167,10 @@ static st_status save_checkpoint(trainer *t, float *const *whole)
     return ST_OK;
 }
 
-/* Every rank calls it: a sharded run gathers its optimizer state to rank 0 first (in the host pool, for the
- * write); rank 0 writes one checkpoint of the same format as a single process's. */
-static st_status checkpoint(trainer *t)
+/* A sharded run's checkpoint: every rank calls it; the optimizer state is gathered to rank 0 (in the host pool, for
+ * the write), which writes one checkpoint of the same format as a single process's. */
+static st_status save_sharded(trainer *t)
 {
-    if (!t->zero) return t->rank ? ST_OK : save_checkpoint(t, NULL);
     const int64_t n = model_params(t->run.m)->grad_count;
     float *whole[2] = {NULL, NULL};
     st_status st = ST_OK;
@@ -181,6 +181,14 @@ static st_status checkpoint(trainer *t)
     for (int i = 0; i < k && !st; i++) st = dist_gather_root(optim_state_data(t->opt, i), n, whole[i]);
     if (!st && !t->rank) st = save_checkpoint(t, whole);
     for (int i = 0; i < k; i++) pool_free(t->run.host, whole[i]);
+    return st;
+}
+
+/* Every rank calls it, and every rank then knows the steps done have a checkpoint; rank 0 writes it. */
+static st_status checkpoint(trainer *t)
+{
+    const st_status st = t->zero ? save_sharded(t) : t->rank ? ST_OK : save_checkpoint(t, NULL);
+    if (!st) t->saved_step = t->steps_done;
     return st;
 }
 
@@ -228,7 +236,8 @@ static st_status resume(trainer *t, const char *path)
     if (!st) st = optim_set_steps(t->opt, step);
     if (!st && t->iter) st = data_iter_seek(t->iter, pos);
     sft_close(f);
-    if (!st) t->steps_done = step;
+    if (!st) t->steps_done = t->saved_step = step;
+    if (!st) snprintf(t->checkpoint, sizeof t->checkpoint, "%s", path);
     return st;
 }
 
@@ -494,6 +503,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!t) return st_host_oom("the trainer");
     t->cfg = cfg;
     t->log = log;
+    t->saved_step = -1;
     t->seed = (uint64_t)config_int(cfg, "seed");
     t->batch = config_int(cfg, "train_batch_size");
     t->accum = config_int(cfg, "gradient_accumulation_steps");
@@ -762,9 +772,15 @@ st_status trainer_finish(trainer *t, const char **path)
                    : lora ? param_set_save_lora(model_params(t->run.m), t->final,
                                                 model_get_config(t->run.m)->lora_alpha, meta + 2, 1)
                           : param_set_save(model_params(t->run.m), t->final, PARAMS_ALL, false, NULL, 0, meta, 2);
-    const int64_t every = config_int(t->cfg, "checkpoint_step_interval");
-    if (!st && every && t->steps_done % every) st = checkpoint(t);
+    if (!st && config_int(t->cfg, "checkpoint_step_interval")) st = trainer_checkpoint(t, NULL);
     *path = t->final;
+    return st;
+}
+
+st_status trainer_checkpoint(trainer *t, const char **path)
+{
+    st_status st = t->saved_step == t->steps_done ? ST_OK : checkpoint(t);
+    if (path) *path = t->rank || st ? NULL : t->checkpoint;
     return st;
 }
 
