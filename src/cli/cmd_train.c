@@ -141,7 +141,7 @@ int cmd_train(int argc, char **argv)
     if (!st && stopped && trainer_steps_done(t) > first) st = trainer_checkpoint(t, &saved);
     if (!st && stopped && !dist_rank())
         fprintf(stderr, "stopped by %s after step %lld of %lld: %s%s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
-                (long long)trainer_steps_done(t), (long long)total, saved ? saved : "no step was done",
+                (long long)trainer_steps_done(t), (long long)total, saved ? saved : "nothing new to save",
                 saved ? " holds it; resume_from_checkpoint=latest continues the run" : "");
     if (!st && !stopped) st = trainer_finish(t, &weights);
     if (!st && !stopped) printf("trained %lld steps; weights in %s\n", (long long)trainer_steps_done(t), weights);
