@@ -125,6 +125,22 @@ long="$long --set max_train_steps=$((n + 2))"
 cmp -s intr/model.safetensors straight/model.safetensors &&
   ok "the interrupted run resumed ends on the straight run's bytes" ||
   bad "the interrupted run resumed differs from the straight run"
+# num_train_epochs when max_train_steps is 0 or not given, as SimpleTuner counts it: 30 samples in global batches of
+# 4 are 8 batches an epoch, 4 steps with 2 accumulated; both given, both 0, or epochs without a dataset are refused
+ep="$tr --set builtin_dataset_size=30 --set checkpoint_step_interval=0 --set output_dir=ep"
+expect 0 "2 epochs of 30 samples in batches of 4 are 16 steps" \
+  "num_train_epochs 2: 16 steps, 8 an epoch \(30 samples, a global batch of 4, 1 accumulated\)" -- \
+  "$bin" train $ep --set max_train_steps=0 --set num_train_epochs=2
+[ "$(grep -c . ep/train_log.jsonl)" -eq 16 ] && ok "... and the log has 16 steps" ||
+  bad "epochs: $(grep -c . ep/train_log.jsonl) steps logged"
+expect 0 "1.5 epochs with 2 accumulated: 6 steps" "num_train_epochs 1.5: 6 steps, 4 an epoch" -- \
+  "$bin" train $ep --set max_train_steps=0 --set num_train_epochs=1.5 --set gradient_accumulation_steps=2
+expect 1 "steps and epochs both given are refused" "max_train_steps 4 and num_train_epochs 2 are both set" -- \
+  "$bin" train $ep --set num_train_epochs=2
+expect 1 "steps and epochs both 0 are refused" "max_train_steps and num_train_epochs are both 0" -- \
+  "$bin" train $ep --set max_train_steps=0
+expect 1 "epochs of synthetic data are refused" "synthetic_data has no dataset to pass over" -- \
+  "$bin" train $ep --set max_train_steps=0 --set num_train_epochs=1 --set synthetic_data=true
 expect 1 "the built-in data needs 3 channels" "in_channels" -- "$bin" train --set max_train_steps=1 --set output_dir=run2
 expect 0 "train --help teaches" "resume_from_checkpoint" -- "$bin" train --help
 

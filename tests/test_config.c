@@ -590,6 +590,7 @@ static void check_simpletuner(const config *c)
     CHECK(strcmp(config_string(c, "resume_from_checkpoint"), "latest") == 0);
     CHECK(config_int(c, "seed") == 42 && config_int(c, "lora_rank") == 64);
     CHECK(config_int(c, "max_train_steps") == 10000 && config_int(c, "checkpoint_step_interval") == 500);
+    CHECK(config_float(c, "num_train_epochs") == 0 && config_is_set(c, "num_train_epochs")); /* read: steps count */
     CHECK(config_int(c, "checkpoints_total_limit") == 5 && config_int(c, "lr_warmup_steps") == 100);
     CHECK(strcmp(config_string(c, "model_type"), "lora") == 0);
     CHECK(strcmp(config_string(c, "mixed_precision"), "bf16") == 0); /* read, as SimpleTuner means it */
@@ -600,9 +601,9 @@ static void check_simpletuner(const config *c)
     CHECK(config_int(c, "validation_steps") == 250 && strcmp(config_string(c, "output_dir"), "output/models") == 0);
     CHECK(strcmp(config_string(c, "data_backend_config"), "config/multidatabackend.json") == 0);
     const char *w = config_warning(c);
-    const char *unused[] = {"--aspect_bucket_rounding", "--lora_type", "--num_train_epochs",
-                            "--report_to",           "--validation_prompt",
-                            "--base_model_precision", "--disable_benchmark",     "--push_to_hub"};
+    const char *unused[] = {"--aspect_bucket_rounding", "--lora_type",         "--report_to",
+                            "--validation_prompt",      "--base_model_precision", "--disable_benchmark",
+                            "--push_to_hub"};
     for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++)
         CHECKF(w && strstr(w, unused[i]), "warning lacks %s: %s", unused[i], w ? w : "(none)");
     CHECKF(w && !strstr(w, "did you mean"), "no SimpleTuner key here is a typo: %s", w ? w : "(none)");

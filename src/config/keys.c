@@ -157,7 +157,13 @@ const cfg_key cfg_keys[] = {
     INT_KEY("train_batch_size", "1", 1, 65536, SEC_TRAINING, "= (default 4 there)", "Samples per step."),
     INT_KEY("gradient_accumulation_steps", "1", 1, 1048576, SEC_TRAINING, "=",
             "Micro-batches whose gradients are summed before one optimizer step."),
-    INT_KEY("max_train_steps", "100", 1, ANY_MAX, SEC_TRAINING, "=", "Optimizer steps to run."),
+    INT_KEY("max_train_steps", "100", 0, ANY_MAX, SEC_TRAINING, "= (default none there)",
+            "Optimizer steps to run; 0 = count `num_train_epochs` instead."),
+    FLOAT_KEY("num_train_epochs", "0", 0, 1e6, SEC_TRAINING, "= (default 1 there)",
+              "Passes over the dataset to train, when `max_train_steps` is 0 or not given: each is ceil(ceil(samples "
+              "/ (train_batch_size x ranks)) / gradient_accumulation_steps) steps, samples counting repeats "
+              "(SimpleTuner rounds up per backend and aspect bucket); the run takes ceil(epochs x that). Giving "
+              "both above 0 is refused, as SimpleTuner refuses it; 0 = count `max_train_steps`."),
     INT_KEY("zero_stage", "0", 0, 1, SEC_TRAINING, NULL,
             "Data-parallel runs (`mpirun -np N segtrain train`): 1 shards the optimizer state over the ranks "
             "(ZeRO-1: each rank holds and updates 1/N of it, then the updated weights are all-gathered); 0 keeps "

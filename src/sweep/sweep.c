@@ -147,8 +147,9 @@ static st_status predict(const config *cfg, sweep_cell *cell)
 st_status sweep_measured_config(config *cfg, int steps, const char *output_dir)
 {
     char total[64];
-    snprintf(total, sizeof total, "max_train_steps=%d", steps);
-    st_status st = config_set_all(cfg, "synthetic_data=true;checkpoint_step_interval=0;validation_steps=0");
+    snprintf(total, sizeof total, "max_train_steps=%d", steps); /* steps, not the config's epochs */
+    st_status st =
+        config_set_all(cfg, "synthetic_data=true;checkpoint_step_interval=0;validation_steps=0;num_train_epochs=0");
     if (!st) st = config_set(cfg, total);
     if (!st && output_dir) {
         const size_t n = strlen(output_dir) + sizeof "output_dir=";

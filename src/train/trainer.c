@@ -324,6 +324,35 @@ static st_status open_data(trainer *t, const model_config *mc)
     return data_iter_create(t->data, t->seed, &t->iter);
 }
 
+/* The run's length: max_train_steps, or with num_train_epochs (max_train_steps 0 or not given) that many passes
+ * over the dataset, counted as SimpleTuner counts them. */
+static st_status count_steps(trainer *t)
+{
+    const double epochs = config_float(t->cfg, "num_train_epochs");
+    const int64_t steps = config_int(t->cfg, "max_train_steps");
+    const bool by_steps = !epochs || (config_is_set(t->cfg, "max_train_steps") && steps);
+    if (by_steps && epochs)
+        return st_fail(ST_ERR_INVALID, "max_train_steps %lld and num_train_epochs %g are both set: set "
+                       "num_train_epochs to 0 to count steps, or max_train_steps to 0 to count epochs (SimpleTuner "
+                       "refuses both too)", (long long)steps, epochs);
+    if (by_steps && !steps)
+        return st_fail(ST_ERR_INVALID, "max_train_steps and num_train_epochs are both 0: set one above 0");
+    if (by_steps) return t->total_steps = steps, ST_OK;
+    if (!t->data)
+        return st_fail(ST_ERR_INVALID, "num_train_epochs %g: synthetic_data has no dataset to pass over: give "
+                       "max_train_steps", epochs);
+    const int64_t global = t->batch * t->ranks, batches = (dataset_size(t->data) + global - 1) / global;
+    const int64_t per_epoch = (batches + t->accum - 1) / t->accum;
+    t->total_steps = (int64_t)ceil(epochs * (double)per_epoch);
+    char given[32], what[160];
+    snprintf(given, sizeof given, "%g", epochs);
+    snprintf(what, sizeof what, "%lld steps, %lld an epoch (%lld samples, a global batch of %lld, %lld accumulated)",
+             (long long)t->total_steps, (long long)per_epoch, (long long)dataset_size(t->data), (long long)global,
+             (long long)t->accum);
+    note(t, "segtrain: num_train_epochs %s: %s", given, what);
+    return ST_OK;
+}
+
 static st_status open_optimizer(trainer *t)
 {
     const config *c = t->cfg;
@@ -507,7 +536,6 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     t->seed = (uint64_t)config_int(cfg, "seed");
     t->batch = config_int(cfg, "train_batch_size");
     t->accum = config_int(cfg, "gradient_accumulation_steps");
-    t->total_steps = config_int(cfg, "max_train_steps");
     t->label_dropout = (float)config_float(cfg, "caption_dropout_probability");
     t->rank = dist_rank(), t->ranks = dist_size();
     t->zero = t->ranks > 1 && config_int(cfg, "zero_stage") == 1;
@@ -523,6 +551,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st) st = model_run_open(cfg, true, &t->run, warning);
     const model_config *mc = st ? NULL : model_get_config(t->run.m);
     if (!st) st = open_data(t, mc); /* before any other note: the built-in data is said on the first line */
+    if (!st) st = count_steps(t);
     if (!st && warning[0]) note(t, "segtrain: warning: %s%s", warning, "");
     if (!st) st = load_weights(t);
     if (!st) st = open_optimizer(t);
