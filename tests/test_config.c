@@ -443,8 +443,8 @@ static void test_alias(void)
 
 static void test_unknown_keys(void)
 {
-    config *c = PARSE_OK("{\"lerning_rate\": 1e-4, \"--base_model_precision\": \"no_change\", \"report_to\": \"none\", "
-                         "\"sed\": 3, \"new\\nline\": 1}");
+    config *c = PARSE_OK("{\"lerning_rate\": 1e-4, \"--base_model_precision\": \"int8-quanto\", "
+                         "\"report_to\": \"none\", \"sed\": 3, \"new\\nline\": 1}");
     if (c) {
         const char *w = config_warning(c);
         CHECKF(w && strncmp(w, "config.json: ", 13) == 0, "warning: %s", w ? w : "(none)");
@@ -601,12 +601,30 @@ static void check_simpletuner(const config *c)
     CHECK(config_int(c, "validation_steps") == 250 && strcmp(config_string(c, "output_dir"), "output/models") == 0);
     CHECK(strcmp(config_string(c, "data_backend_config"), "config/multidatabackend.json") == 0);
     const char *w = config_warning(c);
-    const char *unused[] = {"--aspect_bucket_rounding", "--lora_type",         "--report_to",
-                            "--validation_prompt",      "--base_model_precision", "--disable_benchmark",
-                            "--push_to_hub"};
+    const char *unused[] = {"--aspect_bucket_rounding", "--report_to", "--validation_prompt", "--base_model_precision",
+                            "--disable_benchmark", "--push_to_hub"};
     for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++)
         CHECKF(w && strstr(w, unused[i]), "warning lacks %s: %s", unused[i], w ? w : "(none)");
+    CHECKF(w && !strstr(w, "lora_type"), "lora_type standard is segtrain's LoRA, no warning: %s", w ? w : "(none)");
     CHECKF(w && !strstr(w, "did you mean"), "no SimpleTuner key here is a typo: %s", w ? w : "(none)");
+}
+
+/* A SimpleTuner key at the value with which it does what segtrain does anyway is not in the warning; at any other
+ * value it is, bools given as strings alike */
+static void test_neutral_values(void)
+{
+    config *c = NULL;
+    CHECK(config_parse("{\"use_ema\": false, \"loss_type\": \"l2\", \"lora_type\": \"standard\", "
+                       "\"minimum_image_size\": 0, \"disable_bucket_pruning\": \"true\"}", "n.json", &c) == ST_OK);
+    CHECKF(c && !config_warning(c), "neutral values warn: %s", c && config_warning(c) ? config_warning(c) : "");
+    config_free(c);
+    CHECK(config_parse("{\"use_ema\": \"true\", \"loss_type\": \"huber\", \"lora_type\": \"lycoris\", "
+                       "\"minimum_image_size\": 512, \"disable_bucket_pruning\": false}", "n.json", &c) == ST_OK);
+    const char *w = c ? config_warning(c) : NULL;
+    const char *named[] = {"use_ema", "loss_type", "lora_type", "minimum_image_size", "disable_bucket_pruning"};
+    for (size_t i = 0; i < sizeof named / sizeof *named; i++)
+        CHECKF(w && strstr(w, named[i]), "the warning lacks %s: %s", named[i], w ? w : "(none)");
+    config_free(c);
 }
 
 static char *write_temp(const char *text, size_t len)
@@ -763,6 +781,7 @@ int main(int argc, char **argv)
     test_defaults();
     test_registry();
     test_dashes_and_duplicates();
+    test_neutral_values();
     test_trailing_commas();
     test_malformed();
     test_typed_values();

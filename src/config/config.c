@@ -612,13 +612,28 @@ static bool key_listed(const char *const *list, const char *bare)
     return false;
 }
 
-static st_status unknown_key(reader *r, const char *src, const char *spelled)
+/* Whether `it` is the value at which SimpleTuner does what segtrain does anyway (cfg_neutral_values); a bool may
+ * come as a string, as SimpleTuner's command line passes it. */
+static bool neutral_value(const char *bare, const cJSON *it)
 {
-    const char *bare = strip_dashes(spelled);
+    char text[32];
+    if (cJSON_IsBool(it)) snprintf(text, sizeof text, "%s", cJSON_IsTrue(it) ? "true" : "false");
+    else if (cJSON_IsNumber(it)) snprintf(text, sizeof text, "%g", it->valuedouble);
+    else if (cJSON_IsString(it)) snprintf(text, sizeof text, "%s", it->valuestring);
+    else return false;
+    for (const cfg_neutral *n = cfg_neutral_values; n->key; n++)
+        if (!strcmp(bare, n->key)) return !strcasecmp(text, n->value);
+    return false;
+}
+
+static st_status unknown_key(reader *r, const char *src, const cJSON *m)
+{
+    const char *spelled = m->string, *bare = strip_dashes(spelled);
     if (strncmp(bare, GC_PREFIX, strlen(GC_PREFIX)) == 0)
         return collect(r, st_fail(ST_ERR_INVALID,
                                   "%s: unknown key \"%s\" (did you mean %s?): checkpointing keys are never ignored",
                                   src, spelled, nearest_key(bare, true)));
+    if (neutral_value(bare, m)) return ST_OK;
     strbuf *b = &r->unknown[key_listed(cfg_report_only_keys, bare) ? 2 : key_listed(cfg_speed_only_keys, bare)];
     sb_add(b, "%s", b->len ? ", " : "");
     for (const char *p = spelled; *p; p++) /* keep it one line whatever the key holds */
@@ -660,7 +675,7 @@ static st_status apply_member(config *c, const cJSON *m, reader *r)
 {
     const char *src = member_src(r, m), *bare = strip_dashes(m->string);
     int i = find_key(bare);
-    if (i < 0) return unknown_key(r, src, m->string);
+    if (i < 0) return unknown_key(r, src, m);
     const cfg_key *k = &cfg_keys[i];
     int as_alias = strcmp(k->name, bare) != 0;
     const cJSON *twin = r->given[2 * i + as_alias], *other = r->given[2 * i + !as_alias];

@@ -374,6 +374,19 @@ const char *const cfg_speed_only_keys[] = {
     "allow_dataset_oversubscription", "aspect_bucket_worker_count", "dataloader_*", "gradient_precision",
     "cache_dir", "cache_dir_text", "cache_dir_vae", NULL};
 
+const cfg_neutral cfg_neutral_values[] = {
+    {"use_ema", "false"},                  /* no EMA copy of the weights */
+    {"controlnet", "false"},               /* no ControlNet beside the model */
+    {"strict_epoch_limit", "false"},       /* counting steps it does nothing; counting epochs SimpleTuner sets it */
+    {"loss_type", "l2"},                   /* the mean squared error */
+    {"lora_type", "standard"},             /* PEFT's LoRA, not LyCORIS */
+    {"base_model_precision", "no_change"}, /* no quantised base */
+    {"minimum_image_size", "0"},           /* no image left out for its size */
+    {"disable_bucket_pruning", "true"},    /* no sample left out of a short bucket */
+    {"flow_schedule_auto_shift", "false"}, /* no shift by resolution */
+    {"hidream_use_load_balancing_loss", "false"},
+    {NULL, NULL}};
+
 const char *const cfg_report_only_keys[] = {
     "validation_*", "num_validation_images", "num_eval_images", "eval_*", "evaluation_type", "hub_model_id",
     "push_to_hub", "push_to_hub_background", "push_checkpoints_to_hub", "report_to", "tracker_*", "logging_dir",

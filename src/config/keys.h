@@ -48,6 +48,13 @@ extern const int cfg_value_alias_count;
  * Unknown keys in neither list are taken to change the result: the safe side for a warning. */
 extern const char *const cfg_speed_only_keys[];  /* only SimpleTuner's speed or memory (NULL-terminated) */
 extern const char *const cfg_report_only_keys[]; /* only what is reported or published (NULL-terminated) */
+/* SimpleTuner keys segtrain does not read, and the value at which SimpleTuner does what segtrain does anyway
+ * ("false", "l2", ...; a number as %g writes it): given with that value, ignoring the key changes nothing, so the
+ * warning leaves it out. {NULL, NULL} ends the table. */
+typedef struct cfg_neutral {
+    const char *key, *value;
+} cfg_neutral;
+extern const cfg_neutral cfg_neutral_values[];
 extern const char *const cfg_section_names[SEC_COUNT];
 
 /* What config.c's messages and doc.c's docs/CONFIG.md both write about a key (config.c): */
