@@ -125,6 +125,12 @@ long="$long --set max_train_steps=$((n + 2))"
 cmp -s intr/model.safetensors straight/model.safetensors &&
   ok "the interrupted run resumed ends on the straight run's bytes" ||
   bad "the interrupted run resumed differs from the straight run"
+# use_ema with LoRA: the average of the adapters goes to ema/ under PEFT's names; at ema_decay 0 it is the last ones
+expect 0 "use_ema with LoRA trains" "trained 3 steps" -- "$bin" train $tr --set model_type=lora --set use_ema=true \
+  --set ema_decay=0 --set max_train_steps=3 --set output_dir=emal
+cmp -s emal/pytorch_lora_weights.safetensors emal/ema/pytorch_lora_weights.safetensors &&
+  ok "ema/pytorch_lora_weights.safetensors at ema_decay 0 is the final adapters' file" ||
+  bad "ema/: $(ls emal emal/ema 2>&1 | tr '\n' ' ')"
 # num_train_epochs when max_train_steps is 0 or not given, as SimpleTuner counts it: 30 samples in global batches of
 # 4 are 8 batches an epoch, 4 steps with 2 accumulated; both given, both 0, or epochs without a dataset are refused
 ep="$tr --set builtin_dataset_size=30 --set checkpoint_step_interval=0 --set output_dir=ep"

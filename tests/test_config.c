@@ -614,14 +614,14 @@ static void check_simpletuner(const config *c)
 static void test_neutral_values(void)
 {
     config *c = NULL;
-    CHECK(config_parse("{\"use_ema\": false, \"loss_type\": \"l2\", \"lora_type\": \"standard\", "
+    CHECK(config_parse("{\"controlnet\": false, \"loss_type\": \"l2\", \"lora_type\": \"standard\", "
                        "\"minimum_image_size\": 0, \"disable_bucket_pruning\": \"true\"}", "n.json", &c) == ST_OK);
     CHECKF(c && !config_warning(c), "neutral values warn: %s", c && config_warning(c) ? config_warning(c) : "");
     config_free(c);
-    CHECK(config_parse("{\"use_ema\": \"true\", \"loss_type\": \"huber\", \"lora_type\": \"lycoris\", "
+    CHECK(config_parse("{\"controlnet\": \"true\", \"loss_type\": \"huber\", \"lora_type\": \"lycoris\", "
                        "\"minimum_image_size\": 512, \"disable_bucket_pruning\": false}", "n.json", &c) == ST_OK);
     const char *w = c ? config_warning(c) : NULL;
-    const char *named[] = {"use_ema", "loss_type", "lora_type", "minimum_image_size", "disable_bucket_pruning"};
+    const char *named[] = {"controlnet", "loss_type", "lora_type", "minimum_image_size", "disable_bucket_pruning"};
     for (size_t i = 0; i < sizeof named / sizeof *named; i++)
         CHECKF(w && strstr(w, named[i]), "the warning lacks %s: %s", named[i], w ? w : "(none)");
     config_free(c);

@@ -280,7 +280,8 @@ static void test_resume_is_bitwise(void)
 {
     printf("-- 6 steps straight == 3 steps, a resume, 3 more\n");
     const char *extra = "max_train_steps=6;checkpoint_step_interval=3;gradient_accumulation_steps=2;"
-                        "lr_scheduler=cosine;train_batch_size=3;builtin_dataset_size=10";
+                        "lr_scheduler=cosine;train_batch_size=3;builtin_dataset_size=10;use_ema=true;"
+                        "ema_update_interval=2;ema_decay=0.9";
     config *straight = make_config("straight", extra);
     CHECKF(run(straight, 1000, true) == ST_OK, "%s", st_error());
     config *first = make_config("resumed", extra);
@@ -295,7 +296,10 @@ static void test_resume_is_bitwise(void)
     CHECKF(same_file(a, b), "the resumed run's final weights are the straight run's, byte for byte");
     snprintf(a, sizeof a, "%s/straight/checkpoint-000006.safetensors", root);
     snprintf(b, sizeof b, "%s/resumed/checkpoint-000006.safetensors", root);
-    CHECKF(same_file(a, b), "and so are the checkpoints at step 6 (weights, optimizer state, position)");
+    CHECKF(same_file(a, b), "and so are the checkpoints at step 6 (weights, optimizer state, EMA, position)");
+    snprintf(a, sizeof a, "%s/straight/ema/model.safetensors", root);
+    snprintf(b, sizeof b, "%s/resumed/ema/model.safetensors", root);
+    CHECKF(same_file(a, b), "and so are the EMA weights");
     /* the log has each step once, in order: the killed run's steps 4 and 5 were dropped at the resume */
     char *log = tk_read_file(tk_path(root, "resumed"), "train_log.jsonl");
     int steps[16], n = 0;
@@ -308,6 +312,62 @@ static void test_resume_is_bitwise(void)
     free(log);
 
     config_free(straight), config_free(first), config_free(second);
+}
+
+/* use_ema: the average written to ema/ is SimpleTuner's EMAModel update applied after each step to the weights the
+ * step left (recomputed here from them, in float as the trainer does), with its decay ramp, cap and warm-up */
+static void test_ema_follows_the_weights(void)
+{
+    printf("-- use_ema: the average of the weights, step by step\n");
+    const char *runs[][2] = {{"ema", "ema_decay=0.2"}, {"ema_warmup", "ema_decay=0.6;ema_warmup_steps=3"}};
+    for (int r = 0; r < 2; r++) {
+        char sets[256];
+        snprintf(sets, sizeof sets, "max_train_steps=5;use_ema=true;%s", runs[r][1]);
+        config *c = make_config(runs[r][0], sets);
+        trainer *t = NULL;
+        CHECKF(c && trainer_create(c, NULL, &t) == ST_OK, "%s", st_error());
+        param_set *ps = t ? model_params(trainer_model(t)) : NULL;
+        float *want = ps ? malloc((size_t)ps->grad_count * sizeof(float)) : NULL;
+        for (int i = 0; want && i < ps->n; i++)
+            if (ps->items[i].trainable)
+                memcpy(want + (ps->items[i].g - ps->grads), ps->items[i].w, (size_t)ps->items[i].numel * sizeof(float));
+        for (int64_t k = 1; want && !trainer_done(t); k++) {
+            train_step_info in;
+            CHECKF(trainer_step(t, &in) == ST_OK, "%s", st_error());
+            const double cap = r ? 0.6 : 0.2, ramp = k == 1 ? 0.0 : (double)k / (double)(k + 9);
+            const double d = r ? (k < 3 ? 0.0 : cap) : (ramp < cap ? ramp : cap);
+            const float a = (float)(1.0 - d);
+            for (int i = 0; i < ps->n; i++) {
+                const param *q = &ps->items[i];
+                float *e = q->trainable ? want + (q->g - ps->grads) : NULL;
+                for (int64_t j = 0; e && j < q->numel; j++) e[j] -= a * (e[j] - q->w[j]);
+            }
+        }
+        const char *path;
+        CHECKF(t && trainer_finish(t, &path) == ST_OK, "%s", st_error());
+        char file[512];
+        snprintf(file, sizeof file, "%s/%s/ema/model.safetensors", root, runs[r][0]);
+        sft_file *f = NULL;
+        CHECKF(sft_open(file, &f) == ST_OK, "%s", st_error());
+        int same = 0, trainable = 0, moved = 0;
+        for (int i = 0; f && want && i < ps->n; i++) {
+            const param *q = &ps->items[i];
+            if (!q->trainable) continue;
+            float *got = malloc((size_t)q->numel * sizeof(float));
+            trainable++;
+            if (got && sft_read_f32(f, q->name, q->ndim, q->shape, got) == ST_OK)
+                same += !memcmp(got, want + (q->g - ps->grads), (size_t)q->numel * sizeof(float)),
+                    moved += memcmp(got, q->w, (size_t)q->numel * sizeof(float)) != 0;
+            free(got);
+        }
+        CHECKF(trainable && same == trainable, "%s: %d of %d trainable tensors of ema/ are the average, bit for bit",
+               runs[r][1], same, trainable);
+        CHECKF(moved > 0, "%s: the average is not the last weights", runs[r][1]);
+        sft_close(f);
+        free(want);
+        trainer_destroy(t);
+        config_free(c);
+    }
 }
 
 static void copy_file(const char *from, const char *to)
@@ -615,6 +675,7 @@ int main(void)
     test_ltx2_masks_audio();
     test_captions_steer_mmdit();
     test_resume_is_bitwise();
+    test_ema_follows_the_weights();
     test_resume_picks_the_newest();
     test_sizes_that_overflow();
     test_lora_keeps_the_base();

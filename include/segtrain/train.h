@@ -4,7 +4,8 @@
  *   checkpoint-<step>.safetensors  trainable weights, optimizer state, step and data position (atomic)
  *   train_log.jsonl                one line of figures per step
  *   validation/step-<step>.png     sample grids, every validation_steps
- *   model.safetensors / pytorch_lora_weights.safetensors  the final weights (LoRA under PEFT's names) */
+ *   model.safetensors / pytorch_lora_weights.safetensors  the final weights (LoRA under PEFT's names)
+ *   ema/  the same, averaged (use_ema) */
 #ifndef SEGTRAIN_TRAIN_H
 #define SEGTRAIN_TRAIN_H
 

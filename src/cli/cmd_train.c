@@ -23,6 +23,7 @@ static const char train_help[] =
     "  validation/step-<step>.png     a sample grid every validation_steps, one row per class\n"
     "  train_log.jsonl                step, loss, lr, grad_norm, sec_per_step, peak_device_bytes per step\n"
     "  model.safetensors              the final weights (pytorch_lora_weights.safetensors: the adapters under PEFT's names, for model_type lora)\n"
+    "  ema/                           with use_ema, the average of the weights, under the same name\n"
     "A loss or gradient that is not finite stops the run, naming the step; the last good checkpoint is kept.\n"
     "Ctrl-C or SIGTERM (a scheduler taking the machine back) lets the step under way finish, writes its\n"
     "checkpoint whatever checkpoint_step_interval says, and exits with 130 or 143; resume_from_checkpoint=latest\n"

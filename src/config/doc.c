@@ -57,7 +57,7 @@ static const char doc_intro[] =
     "and the nearest value segtrain takes. Keys segtrain does not use are listed in the warning, one line for\n"
     "those that would change SimpleTuner's result, one for those that only change its speed or memory, one for\n"
     "those that only report or publish, with the nearest known key suggested for a likely typo (a key given at\n"
-    "the value with which SimpleTuner does what segtrain does anyway, as `use_ema: false`, `loss_type: l2` or\n"
+    "the value with which SimpleTuner does what segtrain does anyway, as `controlnet: false`, `loss_type: l2` or\n"
     "`lora_type: standard`, is left out: ignoring it changes nothing); but an unknown\n"
     "key starting with `gradient_checkpointing` is an error, because a checkpointing setting must never\n"
     "silently do nothing (an unknown key given with `--set` is an error too). `model_family` takes\n"

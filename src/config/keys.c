@@ -248,6 +248,19 @@ const cfg_key cfg_keys[] = {
              "SimpleTuner's `cache_dir`, `cache_dir_text` and `cache_dir_vae` name folders of SimpleTuner's .pt "
              "caches, which segtrain does not read, so they keep that meaning and are ignored. Empty = images "
              "(`data_backend_config`, `data_dir` or the built-in dataset)."),
+    BOOL_KEY("use_ema", "false", SEC_TRAINING, "=",
+             "Keep an exponential moving average of the trainable weights, as SimpleTuner's EMAModel: after "
+             "optimizer step k (every `ema_update_interval`), ema -= (1 - d) (ema - w) with d = 0 before "
+             "`ema_warmup_steps` and `ema_decay` after it, or without a warm-up min(k / (k + 9), `ema_decay`) (0 at "
+             "step 1). It is held beside the optimizer state (tag optimizer: SimpleTuner's "
+             "`ema_device` cpu keeps it in host memory), saved in checkpoints, and written at the end to "
+             "`output_dir/ema/` under the final weights' name."),
+    FLOAT_KEY("ema_decay", "0.995", 0, 1, SEC_TRAINING, "=", "`use_ema`: the decay the average settles at."),
+    INT_KEY("ema_update_interval", "1", 1, ANY_MAX, SEC_TRAINING, "=",
+            "`use_ema`: update the average after every this many optimizer steps."),
+    INT_KEY("ema_warmup_steps", "0", 0, ANY_MAX, SEC_TRAINING, "=",
+            "`use_ema`: before this step the average copies the weights, then decays by `ema_decay`; 0 = the "
+            "gradual decay above."),
     BOOL_KEY("synthetic_data", "false", SEC_TRAINING, NULL,
              "Train on seeded random batches (standard-normal images of the model's shape, labels cycling through "
              "the classes) instead of a dataset: for sweeps and benchmarks, which measure time and memory."),
@@ -370,12 +383,12 @@ const char *const cfg_speed_only_keys[] = {
     "offload_during_startup", "quantize_via", "compress_disk_cache", "disable_benchmark", "dynamo_*",
     "ramtorch*", "musubi_blocks_to_swap", "enable_group_offload", "group_offload_*", "num_processes",
     "context_parallel_*", "find_unused_parameters", "skip_file_discovery", "delete_problematic_images",
-    "trust_remote_code", "fuse_qkv_projections", "ema_cpu_only", "ema_device", "sdnq_compile_mode",
+    "trust_remote_code", "fuse_qkv_projections", "ema_cpu_only", "ema_device", "ema_foreach_disable",
+    "sdnq_compile_mode",
     "allow_dataset_oversubscription", "aspect_bucket_worker_count", "dataloader_*", "gradient_precision",
     "cache_dir", "cache_dir_text", "cache_dir_vae", NULL};
 
 const cfg_neutral cfg_neutral_values[] = {
-    {"use_ema", "false"},                  /* no EMA copy of the weights */
     {"controlnet", "false"},               /* no ControlNet beside the model */
     {"strict_epoch_limit", "false"},       /* counting steps it does nothing; counting epochs SimpleTuner sets it */
     {"loss_type", "l2"},                   /* the mean squared error */

@@ -43,6 +43,7 @@ struct trainer {
     bool drifts;                /* distillation_method h3_drift: the drift term (drift) */
     drift_config drift;
     float *r, *null_cond;       /* its intervals' other ends and the empty prompt's conditioning, in the device pool */
+    float *ema;                 /* use_ema: the average of the trainable weights, in the gradient block's order */
     int64_t *labels;            /* the loader's labels and captions, host-side */
     char (*captions)[CAPTION_MAX];
     /* data-parallel: this process is rank `rank` of `ranks`, and trains samples first .. first + batch - 1 of
@@ -133,12 +134,15 @@ static void checkpoint_path(const char *dir, int64_t step, char *out, size_t n)
  * NULL: the optimizer's own). */
 static st_status save_checkpoint(trainer *t, float *const *whole)
 {
-    const int k = optim_state_count(t->opt);
+    int k = optim_state_count(t->opt);
     named_floats extra[4];
     for (int i = 0; i < k && i < 4; i++)
         extra[i] = (named_floats){.name = optim_state_name(t->opt, i), .ndim = 1,
                                   .shape = {whole ? model_params(t->run.m)->grad_count : optim_state_size(t->opt, i)},
                                   .data = whole ? whole[i] : optim_state_data(t->opt, i)};
+    if (t->ema) /* every rank holds the whole average */
+        extra[k++] = (named_floats){.name = "optimizer.ema", .ndim = 1,
+                                    .shape = {model_params(t->run.m)->grad_count}, .data = t->ema};
     const data_position pos = t->iter ? data_iter_position(t->iter) : (data_position){0};
     char step[32], epoch[32], index[32], seed[32];
     snprintf(step, sizeof step, "%lld", (long long)t->steps_done);
@@ -228,6 +232,9 @@ static st_status resume(trainer *t, const char *path)
         if (!st) st = optim_state_restore(t->opt, name, whole, n);
     }
     pool_free(t->run.host, whole);
+    if (!st && t->ema && sft_find(f, "optimizer.ema")) st = sft_read_f32(f, "optimizer.ema", 1, &n, t->ema);
+    else if (!st && t->ema) note(t, "segtrain: %s holds no EMA (use_ema was off): the average starts from its "
+                                 "weights%s", path, "");
     int64_t step = 0;
     data_position pos = {0};
     if (!st) st = meta_int(f, "segtrain.step", &step);
@@ -376,6 +383,68 @@ static st_status open_optimizer(trainer *t)
     return optim_create_shard(ps, &s, first, count, &t->opt);
 }
 
+/* The trainable weights to (or from) one flat buffer in the gradient block's order. */
+static void flat_weights(param_set *ps, float *flat, bool to_flat)
+{
+    for (int i = 0; i < ps->n; i++) {
+        const param *q = &ps->items[i];
+        if (!q->trainable || !q->g) continue;
+        float *at = flat + (q->g - ps->grads);
+        memcpy(to_flat ? at : q->w, to_flat ? q->w : at, (size_t)q->numel * sizeof(float));
+    }
+}
+
+/* use_ema: the average starts as the trainable weights (a resume then reads the checkpoint's) */
+static st_status open_ema(trainer *t)
+{
+    if (!config_bool(t->cfg, "use_ema")) return ST_OK;
+    param_set *ps = model_params(t->run.m);
+    const st_status st =
+        pool_alloc(t->run.device, (size_t)ps->grad_count * sizeof(float), MEM_OPTIMIZER, "ema", (void **)&t->ema);
+    if (!st) flat_weights(ps, t->ema, true);
+    return st;
+}
+
+/* SimpleTuner's EMAModel.get_decay after optimizer step k, with its defaults (update_after_step 0, min_decay 0, no
+ * inverse-gamma warm-up) */
+static double ema_decay_at(const config *cfg, int64_t k)
+{
+    const double decay = config_float(cfg, "ema_decay");
+    const int64_t warmup = config_int(cfg, "ema_warmup_steps"), s = k - 1;
+    if (warmup > 0) return k < warmup ? 0.0 : decay;
+    if (s <= 0) return 0.0;
+    const double d = (double)(1 + s) / (double)(10 + s);
+    return d < decay ? d : decay;
+}
+
+/* ema -= (1 - d) (ema - w) over the trainable weights, as torch._foreach_sub_ with alpha 1 - d does in float */
+static void ema_update(trainer *t, double decay)
+{
+    param_set *ps = model_params(t->run.m);
+    const float a = (float)(1.0 - decay);
+    for (int i = 0; i < ps->n; i++) {
+        const param *q = &ps->items[i];
+        if (!q->trainable || !q->g) continue;
+        float *e = t->ema + (q->g - ps->grads);
+        for (int64_t j = 0; j < q->numel; j++) e[j] -= a * (e[j] - q->w[j]);
+    }
+}
+
+/* Exchanges the trainable weights and the average, to write the average with the weights' writer and back. */
+static void swap_ema(trainer *t)
+{
+    param_set *ps = model_params(t->run.m);
+    for (int i = 0; i < ps->n; i++) {
+        const param *q = &ps->items[i];
+        if (!q->trainable || !q->g) continue;
+        float *e = t->ema + (q->g - ps->grads);
+        for (int64_t j = 0; j < q->numel; j++) {
+            const float w = q->w[j];
+            q->w[j] = e[j], e[j] = w;
+        }
+    }
+}
+
 st_status train_weights_path_check(const char *path)
 {
     static const char which[] = "segtrain reads local weights: a .safetensors file, a diffusers index "
@@ -412,7 +481,8 @@ size_t train_optimizer_bytes(const config *cfg, int64_t grad_count, int ranks)
     /* ZeRO-1: the largest share dist_share gives (its shares differ by at most one float) */
     const int64_t shard = config_int(cfg, "zero_stage") == 1 && ranks > 1 ? (grad_count + ranks - 1) / ranks
                                                                            : grad_count;
-    return optim_state_bytes(strcmp(config_string(cfg, "optimizer"), "lion") ? OPTIM_ADAMW : OPTIM_LION, shard);
+    const size_t ema = config_bool(cfg, "use_ema") ? (size_t)grad_count * sizeof(float) : 0; /* whole on every rank */
+    return optim_state_bytes(strcmp(config_string(cfg, "optimizer"), "lion") ? OPTIM_ADAMW : OPTIM_LION, shard) + ema;
 }
 
 /* Predicts a step's peaks by running it dry and refuses a run that cannot fit, before allocating anything. */
@@ -555,6 +625,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st && warning[0]) note(t, "segtrain: warning: %s%s", warning, "");
     if (!st) st = load_weights(t);
     if (!st) st = open_optimizer(t);
+    if (!st) st = open_ema(t);
     if (!st) {
         t->classes = t->data ? dataset_classes(t->data) : mc->classes;
         t->cond_len = model_cond_len(mc);
@@ -677,17 +748,6 @@ static st_status validate(trainer *t)
     return st;
 }
 
-/* The trainable weights to (or from) one flat buffer in the gradient block's order. */
-static void flat_weights(param_set *ps, float *flat, bool to_flat)
-{
-    for (int i = 0; i < ps->n; i++) {
-        const param *q = &ps->items[i];
-        if (!q->trainable || !q->g) continue;
-        float *at = flat + (q->g - ps->grads);
-        memcpy(to_flat ? at : q->w, to_flat ? q->w : at, (size_t)q->numel * sizeof(float));
-    }
-}
-
 /* ZeRO-1: every rank's share of the trainable weights, to every rank. */
 static st_status gather_weights(trainer *t)
 {
@@ -763,6 +823,8 @@ st_status trainer_step(trainer *t, train_step_info *info)
     info->optimizer_seconds = clock_seconds() - t_opt;
     info->comm_seconds = dist_take_seconds();
     t->steps_done++;
+    const int64_t every_ema = config_int(t->cfg, "ema_update_interval");
+    if (t->ema && t->steps_done % every_ema == 0) ema_update(t, ema_decay_at(t->cfg, t->steps_done));
     info->seconds = clock_seconds() - t0;
     info->peak_device = pool_peak(t->run.device);
     info->peak_host = pool_peak(t->run.host);
@@ -790,17 +852,32 @@ int64_t trainer_total_steps(const trainer *t) { return t->total_steps; }
 model *trainer_model(trainer *t) { return t->run.m; }
 const pool_stats *trainer_predicted(const trainer *t, bool host) { return host ? &t->predicted_host : &t->predicted; }
 
-st_status trainer_finish(trainer *t, const char **path)
+/* The model's weights as a run's result: the LoRA adapters under PEFT's names, as SimpleTuner and diffusers'
+ * save_lora_weights write them, or every weight. */
+static st_status save_weights(trainer *t, const char *path)
 {
     const bool lora = !strcmp(config_string(t->cfg, "model_type"), "lora");
-    snprintf(t->final, sizeof t->final, "%s/%s", t->dir, lora ? SFT_LORA_FILE : "model.safetensors");
-    /* LoRA under PEFT's names, as SimpleTuner and diffusers' save_lora_weights write it */
     const char *meta[] = {"format", "pt", "segtrain.model_type", lora ? "lora" : "full"};
+    param_set *ps = model_params(t->run.m);
+    return lora ? param_set_save_lora(ps, path, model_get_config(t->run.m)->lora_alpha, meta + 2, 1)
+                : param_set_save(ps, path, PARAMS_ALL, false, NULL, 0, meta, 2);
+}
+
+st_status trainer_finish(trainer *t, const char **path)
+{
+    const char *name = strcmp(config_string(t->cfg, "model_type"), "lora") ? "model.safetensors" : SFT_LORA_FILE;
+    snprintf(t->final, sizeof t->final, "%s/%s", t->dir, name);
     *path = t->final;
-    st_status st = t->rank ? ST_OK /* rank 0 writes */
-                   : lora ? param_set_save_lora(model_params(t->run.m), t->final,
-                                                model_get_config(t->run.m)->lora_alpha, meta + 2, 1)
-                          : param_set_save(model_params(t->run.m), t->final, PARAMS_ALL, false, NULL, 0, meta, 2);
+    st_status st = t->rank ? ST_OK : save_weights(t, t->final); /* rank 0 writes */
+    if (!st && t->ema && !t->rank) { /* the average beside them, in ema/, as SimpleTuner writes it */
+        char dir[PATH_MAX_LEN], file[PATH_MAX_LEN + 64];
+        snprintf(dir, sizeof dir, "%s/ema", t->dir);
+        snprintf(file, sizeof file, "%s/%s", dir, name);
+        st = make_dir(dir, NULL);
+        swap_ema(t);
+        if (!st) st = save_weights(t, file);
+        swap_ema(t);
+    }
     if (!st && config_int(t->cfg, "checkpoint_step_interval")) st = trainer_checkpoint(t, NULL);
     *path = t->final;
     return st;
@@ -820,6 +897,7 @@ void trainer_destroy(trainer *t)
     pool *p = t->run.device;
     if (t->run.host) pool_free(t->run.host, t->comm);
     if (p) {
+        pool_free(p, t->ema);
         pool_free(p, t->null_cond);
         pool_free(p, t->r);
         pool_free(p, t->cond);
