@@ -113,7 +113,8 @@ for sig in INT TERM; do
   "$bin" train $long --set max_train_steps=1000000 --set output_dir=intr >intr.out 2>&1 & pid=$!
   for i in $(seq 600); do [ -s intr/train_log.jsonl ] && break; sleep 0.05; done
   kill -$sig $pid; wait $pid; rc=$?
-  n=$(wc -l <intr/train_log.jsonl) ck=$(printf 'intr/checkpoint-%06d.safetensors' "$(wc -l <intr/train_log.jsonl)")
+  n=$(wc -l <intr/train_log.jsonl)
+  ck=$(printf 'intr/checkpoint-%06d.safetensors' "$n")
   [ $rc -eq $((128 + $(kill -l $sig))) ] && [ -f "$ck" ] && [ "$(ls intr | wc -l)" -eq 2 ] &&
     grep -q "stopped by SIG$sig after step $n of 1000000: $ck holds it" intr.out &&
     ok "SIG$sig: step $n finishes, its checkpoint is written, exit $rc" ||
