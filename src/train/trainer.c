@@ -21,6 +21,8 @@
 #include "segtrain/safetensors.h"
 #include "segtrain/sample.h"
 
+#include "ema.h"
+
 #define DIR_MAX 512 /* output_dir; file names inside it have room to spare */
 #define PATH_MAX_LEN 1024
 
@@ -405,46 +407,6 @@ static st_status open_ema(trainer *t)
     return st;
 }
 
-/* SimpleTuner's EMAModel.get_decay after optimizer step k, with its defaults (update_after_step 0, min_decay 0, no
- * inverse-gamma warm-up) */
-static double ema_decay_at(const config *cfg, int64_t k)
-{
-    const double decay = config_float(cfg, "ema_decay");
-    const int64_t warmup = config_int(cfg, "ema_warmup_steps"), s = k - 1;
-    if (warmup > 0) return k < warmup ? 0.0 : decay;
-    if (s <= 0) return 0.0;
-    const double d = (double)(1 + s) / (double)(10 + s);
-    return d < decay ? d : decay;
-}
-
-/* ema -= (1 - d) (ema - w) over the trainable weights, as torch._foreach_sub_ with alpha 1 - d does in float */
-static void ema_update(trainer *t, double decay)
-{
-    param_set *ps = model_params(t->run.m);
-    const float a = (float)(1.0 - decay);
-    for (int i = 0; i < ps->n; i++) {
-        const param *q = &ps->items[i];
-        if (!q->trainable || !q->g) continue;
-        float *e = t->ema + (q->g - ps->grads);
-        for (int64_t j = 0; j < q->numel; j++) e[j] -= a * (e[j] - q->w[j]);
-    }
-}
-
-/* Exchanges the trainable weights and the average, to write the average with the weights' writer and back. */
-static void swap_ema(trainer *t)
-{
-    param_set *ps = model_params(t->run.m);
-    for (int i = 0; i < ps->n; i++) {
-        const param *q = &ps->items[i];
-        if (!q->trainable || !q->g) continue;
-        float *e = t->ema + (q->g - ps->grads);
-        for (int64_t j = 0; j < q->numel; j++) {
-            const float w = q->w[j];
-            q->w[j] = e[j], e[j] = w;
-        }
-    }
-}
-
 st_status train_weights_path_check(const char *path)
 {
     static const char which[] = "segtrain reads local weights: a .safetensors file, a diffusers index "
@@ -824,7 +786,11 @@ st_status trainer_step(trainer *t, train_step_info *info)
     info->comm_seconds = dist_take_seconds();
     t->steps_done++;
     const int64_t every_ema = config_int(t->cfg, "ema_update_interval");
-    if (t->ema && t->steps_done % every_ema == 0) ema_update(t, ema_decay_at(t->cfg, t->steps_done));
+    if (t->ema && t->steps_done % every_ema == 0) {
+        const double d = ema_decay(config_float(t->cfg, "ema_decay"), config_int(t->cfg, "ema_warmup_steps"),
+                                   t->steps_done);
+        ema_update(model_params(t->run.m), t->ema, d);
+    }
     info->seconds = clock_seconds() - t0;
     info->peak_device = pool_peak(t->run.device);
     info->peak_host = pool_peak(t->run.host);
@@ -874,9 +840,9 @@ st_status trainer_finish(trainer *t, const char **path)
         snprintf(dir, sizeof dir, "%s/ema", t->dir);
         snprintf(file, sizeof file, "%s/%s", dir, name);
         st = make_dir(dir, NULL);
-        swap_ema(t);
+        ema_swap(model_params(t->run.m), t->ema);
         if (!st) st = save_weights(t, file);
-        swap_ema(t);
+        ema_swap(model_params(t->run.m), t->ema);
     }
     if (!st && config_int(t->cfg, "checkpoint_step_interval")) st = trainer_checkpoint(t, NULL);
     *path = t->final;
