@@ -478,6 +478,16 @@ expect 0 "the sd1x LoRA file names its adapters and metadata under unet." \
   "unet.down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.lora_A.weight" -- \
   grep -a -o -m1 "unet.down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.lora_A.weight" \
   sd1x-lora/pytorch_lora_weights.safetensors
+# fine-tuning an epsilon-prediction family's checkpoint says that segtrain's objective is the rectified flow
+"$bin" init --config empty.json --set model_family=sd1x --set model_preset=sd1x-tiny --out sd1x-w.safetensors >/dev/null
+expect 0 "training sd1x from a checkpoint warns that SimpleTuner's objective for it is epsilon-prediction" \
+  "SimpleTuner trains sd1x as DDPM epsilon-prediction.*retrains what sd1x-w.safetensors predicts" -- \
+  "$bin" train --config empty.json --set model_family=sd1x --set model_preset=sd1x-tiny --set synthetic_data=true \
+  --set max_train_steps=1 --set output_dir=sd1x-ft --set pretrained_model_name_or_path=sd1x-w.safetensors
+out=$("$bin" train --config empty.json --set model_family=sd1x --set model_preset=sd1x-tiny --set synthetic_data=true \
+  --set max_train_steps=1 --set output_dir=sd1x-fresh 2>&1)
+grep -q "epsilon" <<<"$out" && bad "a freshly initialised sd1x warns of epsilon-prediction" ||
+  ok "a freshly initialised sd1x has no prediction to retrain: no warning"
 expect 1 "advise refuses to calibrate with a step bigger than the machine's memory, in one line" \
   "needs [0-9.]+ GiB; this machine has [0-9.]+ GiB of memory" -- \
   "$bin" advise --config empty.json --set model_family=wan --set train_batch_size=4096 --device-memory 80GiB

@@ -59,6 +59,10 @@ typedef struct flow_batch {
  * error weighted by (sigma^2 + 1) / (sigma + 1)^2 = (1 - t)^2 + t^2: flow_loss applies that weight for such a model,
  * and the trainer draws t with edm_t. */
 bool objective_edm(const model_config *mc);
+/* Whether SimpleTuner trains the family as DDPM epsilon-prediction (sd1x, sdxl, kolors, pixart_sigma,
+ * stable_cascade): their checkpoints predict noise, and segtrain trains them with the rectified flow like every other
+ * family, so fine-tuning one of their checkpoints here retrains what it predicts (the trainer warns). */
+bool objective_upstream_epsilon(const model_config *mc);
 /* EDM's t = sigma / (sigma + 1) for a standard normal draw z = log sigma. */
 float edm_t(double z);
 /* A sample's loss weight at t: 1, or EDM's (1 - t)^2 + t^2. */

@@ -13,6 +13,14 @@
 
 bool objective_edm(const model_config *mc) { return model_cosmos(mc) && !model_anima(mc); }
 
+bool objective_upstream_epsilon(const model_config *mc)
+{
+    static const char *const epsilon[] = {"sd1x", "sdxl", "kolors", "pixart_sigma", "stable_cascade"};
+    for (size_t i = 0; i < sizeof epsilon / sizeof *epsilon; i++)
+        if (!strcmp(mc->family, epsilon[i])) return true;
+    return false;
+}
+
 float edm_t(double z)
 {
     const double sigma = fmin(fmax(exp(z), EDM_SIGMA_MIN), EDM_SIGMA_MAX);

@@ -435,7 +435,12 @@ static st_status load_weights(trainer *t)
         return ST_OK;
     }
     st = train_weights_path_check(path);
-    return st ? st : param_set_load(model_params(t->run.m), path, lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
+    if (!st) st = param_set_load(model_params(t->run.m), path, lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
+    if (!st && objective_upstream_epsilon(model_get_config(t->run.m)))
+        note(t, "segtrain: warning: SimpleTuner trains %s as DDPM epsilon-prediction, and its checkpoints predict "
+                "noise; segtrain trains every family with the rectified flow, so this run retrains what %s predicts "
+                "(docs/OBJECTIVES.md)", model_get_config(t->run.m)->family, path);
+    return st;
 }
 
 size_t train_optimizer_bytes(const config *cfg, int64_t grad_count, int ranks)
