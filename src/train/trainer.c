@@ -222,16 +222,17 @@ static st_status resume(trainer *t, const char *path)
     else if (!type || strcmp(type, config_string(t->cfg, "model_type")))
         st = st_fail(ST_ERR_FORMAT, "%s: written by a model_type %s run; this config is %s", path, type ? type : "(none)",
                      config_string(t->cfg, "model_type"));
-    /* a checkpoint holds the whole state, whoever wrote it; a ZeRO-1 rank keeps its share */
+    /* a checkpoint holds the whole state, whoever wrote it: a whole optimizer reads it in place, and a ZeRO-1 rank
+     * reads it into the host pool (as the checkpoint's own gather holds it) to keep its share */
     const int64_t n = ps->grad_count;
     float *whole = NULL;
-    if (!st)
+    if (!st && t->zero)
         st = pool_alloc(t->run.host, (size_t)n * sizeof(float), MEM_OPTIMIZER, "resume.optimizer_state",
                         (void **)&whole);
     for (int i = 0; !st && i < optim_state_count(t->opt); i++) {
         const char *name = optim_state_name(t->opt, i);
-        st = sft_read_f32(f, name, 1, &n, whole);
-        if (!st) st = optim_state_restore(t->opt, name, whole, n);
+        st = sft_read_f32(f, name, 1, &n, whole ? whole : optim_state_data(t->opt, i));
+        if (!st && whole) st = optim_state_restore(t->opt, name, whole, n);
     }
     pool_free(t->run.host, whole);
     if (!st && t->ema && sft_find(f, "optimizer.ema")) st = sft_read_f32(f, "optimizer.ema", 1, &n, t->ema);
