@@ -169,7 +169,8 @@ static st_status check_png_chunks(const char *path, FILE *fp)
     const long size = fseek(fp, 0, SEEK_END) ? -1 : ftell(fp);
     long at = 8; /* after the signature */
     unsigned char h[8];
-    while (at + 12 <= size && !fseek(fp, at, SEEK_SET) && fread(h, 1, 8, fp) == 8) {
+    /* A header with no room for its CRC is still read: a chunk in the last 8-11 bytes is allocated all the same. */
+    while (at + 8 <= size && !fseek(fp, at, SEEK_SET) && fread(h, 1, 8, fp) == 8) {
         const long len = (long)((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3]);
         bool letters = true; /* else libpng refuses the chunk type before it allocates */
         for (int i = 4; i < 8; i++) letters = letters && (h[i] | 32) >= 'a' && (h[i] | 32) <= 'z';
