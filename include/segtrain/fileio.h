@@ -22,4 +22,11 @@ st_status atomic_file_commit(atomic_file *af);
 /* Abandons the write: removes the temporary file. */
 void atomic_file_abort(atomic_file *af);
 
+/* Every input file is opened through these: path opened to read, refused with one line naming it unless it is a
+ * regular file (after symlinks). The open itself never blocks: a FIFO would block open() until a writer came.
+ * On failure *fd is -1 (*fp NULL) and errno is open()'s (ENOENT for a missing file), or EINVAL for a path that is
+ * not a regular file. Configs are the exception (config_load reads pipes and /dev/stdin on purpose). */
+st_status file_open_regular(const char *path, int *fd);
+st_status file_fopen_regular(const char *path, FILE **fp);
+
 #endif

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "segtrain/checked.h"
+#include "segtrain/fileio.h"
 #include "segtrain/safetensors.h"
 
 #define PATH_MAX_LEN 4096
@@ -198,10 +199,10 @@ static st_status join(char *out, const char *dir, const char *name)
 static st_status read_text(const char *path, char **out)
 {
     *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return st_fail(ST_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *fp;
+    st_status s = file_fopen_regular(path, &fp);
+    if (s) return s;
     struct stat st;
-    st_status s = ST_OK;
     if (fstat(fileno(fp), &st) != 0 || st.st_size > INDEX_MAX_BYTES)
         s = st_fail(ST_ERR_FORMAT, "%s: cannot read, or larger than %d MiB (not a diffusers index)", path,
                     INDEX_MAX_BYTES >> 20);

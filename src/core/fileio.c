@@ -120,3 +120,42 @@ void atomic_file_abort(atomic_file *af)
     free(af->path);
     *af = (atomic_file){0};
 }
+
+st_status file_open_regular(const char *path, int *fd)
+{
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0) {
+        const int err = errno;
+        st_status s = st_fail(ST_ERR_IO, "%s: cannot open: %s", path, strerror(err));
+        errno = err;
+        return s;
+    }
+    struct stat st;
+    st_status s = ST_OK;
+    if (fstat(*fd, &st) != 0) s = st_fail(ST_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        s = st_fail(ST_ERR_IO, "%s: is %s, not a regular file; only regular files are read", path, kind_of(st.st_mode));
+    else if (fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK) != 0)
+        s = st_fail(ST_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (s) {
+        close(*fd);
+        *fd = -1;
+        errno = EINVAL;
+    }
+    return s;
+}
+
+st_status file_fopen_regular(const char *path, FILE **fp)
+{
+    int fd;
+    *fp = NULL;
+    st_status s = file_open_regular(path, &fd);
+    if (s) return s;
+    if (!(*fp = fdopen(fd, "rb"))) {
+        const int err = errno;
+        s = err == ENOMEM ? st_host_oom("reading %s", path) : st_fail(ST_ERR_IO, "%s: cannot open: %s", path, strerror(err));
+        close(fd);
+        errno = err;
+    }
+    return s;
+}

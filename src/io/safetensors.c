@@ -1,4 +1,5 @@
 #include "segtrain/safetensors.h"
+#include "segtrain/fileio.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -170,16 +171,14 @@ st_status sft_open(const char *path, sft_file **out)
         free(f);
         return st_host_oom("reading %s", path);
     }
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        st_status s = st_fail(ST_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    st_status s = file_open_regular(path, &fd);
+    if (s) {
         sft_close(f);
         return s;
     }
     struct stat st;
-    st_status s = ST_OK;
     if (fstat(fd, &st) != 0) s = st_fail(ST_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode)) s = st_fail(ST_ERR_IO, "%s: not a regular file", path);
     else if ((f->map_size = (size_t)st.st_size) > 0) {
         void *m = mmap(NULL, f->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) s = st_fail(ST_ERR_IO, "%s: cannot map: %s", path, strerror(errno));

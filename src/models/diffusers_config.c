@@ -15,6 +15,7 @@
 #include "diffusers_json.h"
 #include "internal.h"
 #include "segtrain/config.h"
+#include "segtrain/fileio.h"
 #include "segtrain/model.h"
 
 /* config.json of a diffusers model folder, or of a pipeline folder's transformer/, or the file itself. */
@@ -26,8 +27,12 @@ st_status json_read_config(const char *path, char *resolved, size_t n, cJSON **o
         snprintf(resolved, n, "%s/config.json", path);
         if (access(resolved, R_OK)) snprintf(resolved, n, "%s/transformer/config.json", path);
     }
-    FILE *f = fopen(resolved, "rb");
-    if (!f) return st_fail(ST_ERR_IO, "%s: cannot read a diffusers config.json there (%s)", path, strerror(errno));
+    FILE *f;
+    if (file_fopen_regular(resolved, &f)) {
+        char why[512]; /* st_fail writes where st_error() reads */
+        snprintf(why, sizeof why, "%s", st_error());
+        return st_fail(ST_ERR_IO, "%s: cannot read a diffusers config.json there (%s)", path, why);
+    }
     char buf[1 << 16];
     const size_t len = fread(buf, 1, sizeof buf - 1, f);
     const bool whole = feof(f);

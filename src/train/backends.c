@@ -292,10 +292,12 @@ static st_status make_caption(const where *w, const spec *sp, const char *path, 
         if (!txt) return data_oom();
         memcpy(txt, path, stem);
         memcpy(txt + stem, ".txt", 5);
-        text = data_read_small(txt, CAPTION_FILE_MAX, &n);
-        if (!text) {
-            st_status st = errno == ENOMEM ? data_oom() : refuse(w, ST_ERR_IO, "caption_strategy textfile: %s has no "
-                                                            "caption file %s (%s)", path, txt, strerror(errno));
+        st_status st = data_read_small(txt, CAPTION_FILE_MAX, &text, &n);
+        if (st) {
+            if (errno != ENOMEM)
+                st = errno == ENOENT ? refuse(w, ST_ERR_IO, "caption_strategy textfile: %s has no caption file %s (%s)",
+                                              path, txt, strerror(ENOENT))
+                                     : refuse(w, ST_ERR_IO, "caption_strategy textfile: %s", st_error());
             free(txt);
             return st;
         }
@@ -413,8 +415,13 @@ st_status dataset_open_backends(const char *path, int resolution, uint64_t seed,
     st_status st = data_check_resolution(resolution);
     if (st) return st;
     size_t n;
-    char *text = data_read_small(path, BACKEND_FILE_MAX, &n);
-    if (!text) return st_fail(ST_ERR_IO, "data_backend_config %s: cannot read: %s", path, strerror(errno));
+    char *text;
+    if ((st = data_read_small(path, BACKEND_FILE_MAX, &text, &n))) {
+        if (errno == ENOMEM) return st;
+        char why[512]; /* st_fail writes where st_error() reads */
+        snprintf(why, sizeof why, "%s", st_error());
+        return st_fail(ST_ERR_IO, "data_backend_config %s", why);
+    }
     cJSON *root = NULL;
     if (n == BACKEND_FILE_MAX)
         st = st_fail(ST_ERR_FORMAT, "data_backend_config %s: over %d MiB, too large for a list of backends", path,

@@ -244,10 +244,12 @@ st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **
     *out = NULL;
     char *index = data_join_path(dir, "cache.json");
     size_t n = 0;
-    char *text = index ? data_read_small(index, CACHE_INDEX_MAX, &n) : NULL;
+    char *text = NULL;
+    const st_status read = index ? data_read_small(index, CACHE_INDEX_MAX, &text, &n) : ST_OK;
     const int err = errno;
     free(index);
     if (!text && (!index || err == ENOMEM)) return data_oom();
+    if (!text && err != ENOENT) return bad(dir, read, "%s", st_error());
     if (!text)
         return bad(dir, ST_ERR_IO, "no cache.json there (%s): a cache is made by scripts/make_cache.py (docs/CACHE.md)",
                    strerror(err));

@@ -191,12 +191,13 @@ static st_status check_png_chunks(const char *path, FILE *fp)
 static st_status load_png(const char *path, unsigned char **pixels, int *width, int *height)
 {
     *pixels = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return st_fail(ST_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *fp;
+    st_status st = file_fopen_regular(path, &fp);
+    if (st) return st;
     png_image img;
     memset(&img, 0, sizeof img);
     img.version = PNG_IMAGE_VERSION;
-    st_status st = check_png_chunks(path, fp);
+    st = check_png_chunks(path, fp);
     unsigned char *buf = NULL;
     if (!st && !png_image_begin_read_from_stdio(&img, fp)) {
         st = st_fail(ST_ERR_FORMAT, "%s: not a readable PNG (%s)", path, img.message);
@@ -397,19 +398,31 @@ bool data_is_dir(const char *path)
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-/* The first `max` bytes of a file, NUL-terminated (*n: their count, which is max when there may be more); NULL
- * with errno set if unreadable. */
-char *data_read_small(const char *path, size_t max, size_t *n)
+/* *out: the first `max` bytes of a file, NUL-terminated (*n: their count, which is max when there may be more).
+ * On failure *out is NULL, errno says why (ENOENT: no such file) and the status's line names the path. */
+st_status data_read_small(const char *path, size_t max, char **out, size_t *n)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
+    FILE *fp;
+    *out = NULL;
+    *n = 0;
+    st_status st = file_fopen_regular(path, &fp);
+    if (st) return st;
     char *buf = malloc(max + 1);
     *n = buf ? fread(buf, 1, max, fp) : 0;
     const bool failed = buf && ferror(fp);
     fclose(fp);
-    if (buf && failed) free(buf), buf = NULL, errno = EIO;
-    if (buf) buf[*n] = 0;
-    return buf;
+    if (!buf) {
+        errno = ENOMEM;
+        return data_oom();
+    }
+    if (failed) {
+        free(buf);
+        errno = EIO;
+        return st_fail(ST_ERR_IO, "%s: cannot read: %s", path, strerror(EIO));
+    }
+    buf[*n] = 0;
+    *out = buf;
+    return ST_OK;
 }
 
 /* Folds every whitespace run of s[0, n) to one space and trims both ends, in place; returns the new length. */
@@ -427,14 +440,16 @@ size_t data_fold_space(char *s, size_t n)
     return o;
 }
 
-/* Reads a caption file as one folded line, cut to CAPTION_MAX; NULL if unreadable. */
-/* *out: the caption file's text, folded; NULL when it cannot be read (the default caption applies). */
+/* *out: the caption file's text, folded to one line cut to CAPTION_MAX; NULL when there is none (the default
+ * caption applies). One that exists but cannot be read (a FIFO, no permission) is an error: its caption would be
+ * lost. */
 static st_status read_caption(const char *path, char **out)
 {
     size_t n;
-    char *buf = data_read_small(path, CAPTION_FILE_MAX, &n);
+    char *buf;
     *out = NULL;
-    if (!buf) return errno == ENOMEM ? data_oom() : ST_OK;
+    st_status st = data_read_small(path, CAPTION_FILE_MAX, &buf, &n);
+    if (st) return errno == ENOENT ? ST_OK : st;
     data_fold_space(buf, n);
     char caption[CAPTION_MAX];
     copy_caption(caption, buf);
