@@ -49,5 +49,43 @@ mkfifo backends.json
 expect 1 "data_backend_config FIFO" "data_backend_config .*backends.json: is a FIFO" -- \
   "$bin" train $tr --set output_dir=run-db --set data_backend_config=backends.json
 
+# checkpoint metadata: every integer is checked for its form and its range before a resume uses it
+set_meta() { # set_meta IN KEY VALUE OUT: IN with its metadata KEY set to VALUE (the safetensors header rewritten)
+  local n h m
+  n=$(od -An -t u8 -N8 "$1" | tr -d ' ')
+  h=$(head -c $((8 + n)) "$1" | tail -c "$n" | LC_ALL=C sed -E "s/\"$2\":\"[^\"]*\"/\"$2\":\"$3\"/")
+  while [ $((${#h} % 8)) -ne 0 ]; do h="$h "; done
+  m=${#h}
+  { printf "$(printf '\\x%02x' $((m & 255)) $((m >> 8 & 255)) $((m >> 16 & 255)) $((m >> 24 & 255)) 0 0 0 0)"
+    printf '%s' "$h"; tail -c +$((9 + n)) "$1"; } >"$4"
+}
+"$bin" train $tr --set max_train_steps=4 --set output_dir=meta >/dev/null 2>&1
+ck=meta/checkpoint-000002.safetensors
+set_meta $ck segtrain.step 3 edited.safetensors
+expect 0 "an edited checkpoint in range resumes at its step" "resumed from edited.safetensors at step 3" -- \
+  "$bin" train $tr --set max_train_steps=4 --set output_dir=meta-ok --set resume_from_checkpoint=edited.safetensors
+for v in "" "99999999999999999999999" "-9223372036854775809" " 2" "+2" "2x" "0x2" "2.0"; do
+  set_meta $ck segtrain.step "$v" edited.safetensors
+  expect 1 "segtrain.step \"$v\" is refused" "edited.safetensors: metadata 'segtrain.step' is \"${v//+/\\+}\", not an integer in \[0, 4\]" -- \
+    "$bin" train $tr --set max_train_steps=4 --set output_dir=meta-bad --set resume_from_checkpoint=edited.safetensors
+done
+for v in 5 9223372036854775807 -1; do
+  set_meta $ck segtrain.step "$v" edited.safetensors
+  expect 1 "segtrain.step $v is out of range" "metadata 'segtrain.step' is $v, outside \[0, 4\].*max_train_steps" -- \
+    "$bin" train $tr --set max_train_steps=4 --set output_dir=meta-bad --set resume_from_checkpoint=edited.safetensors
+done
+for v in 9223372036854775807 2147483648 -1; do
+  set_meta $ck segtrain.data_epoch "$v" edited.safetensors
+  expect 1 "segtrain.data_epoch $v is out of range" "metadata 'segtrain.data_epoch' is $v, outside \[0, 2147483647\]" -- \
+    "$bin" train $tr --set max_train_steps=4 --set output_dir=meta-bad --set resume_from_checkpoint=edited.safetensors
+done
+set_meta $ck segtrain.data_index 1001 edited.safetensors
+expect 1 "segtrain.data_index past the dataset is refused" "metadata 'segtrain.data_index' is 1001, outside \[0, 1000\]" -- \
+  "$bin" train $tr --set max_train_steps=4 --set builtin_dataset_size=1000 --set output_dir=meta-bad \
+  --set resume_from_checkpoint=edited.safetensors
+set_meta $ck segtrain.data_index "" edited.safetensors
+expect 1 "an empty segtrain.data_index is refused" "metadata 'segtrain.data_index' is \"\", not an integer" -- \
+  "$bin" train $tr --set max_train_steps=4 --set output_dir=meta-bad --set resume_from_checkpoint=edited.safetensors
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,6 +1,7 @@
 /* The trainer (train.h): set-up from the config, one optimizer step at a time, checkpoints and resume. */
 #include "segtrain/train.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -198,12 +199,22 @@ static st_status checkpoint(trainer *t)
     return st;
 }
 
-static st_status meta_int(const sft_file *f, const char *key, int64_t *out)
+/* A checkpoint's integer metadata: decimal digits (an optional '-'), nothing else, within [lo, hi] (`range` says
+ * what the bounds are). A file edited or corrupted by hand must not resume at a step of its own invention. */
+static st_status meta_int(const sft_file *f, const char *key, int64_t lo, int64_t hi, const char *range, int64_t *out)
 {
     const char *v = sft_metadata(f, key);
+    if (!v) return st_fail(ST_ERR_FORMAT, "%s: metadata '%s' is missing", sft_path(f), key);
     char *end;
-    if (v) *out = strtoll(v, &end, 10);
-    if (!v || *end) return st_fail(ST_ERR_FORMAT, "%s: metadata '%s' is missing or not a number", sft_path(f), key);
+    errno = 0;
+    const long long x = strtoll(v, &end, 10);
+    if (!isdigit((unsigned char)v[v[0] == '-']) || *end || errno == ERANGE)
+        return st_fail(ST_ERR_FORMAT, "%s: metadata '%s' is \"%.40s\", not an integer in [%lld, %lld] (%s)",
+                       sft_path(f), key, v, (long long)lo, (long long)hi, range);
+    if (x < lo || x > hi)
+        return st_fail(ST_ERR_FORMAT, "%s: metadata '%s' is %lld, outside [%lld, %lld] (%s)", sft_path(f), key, x,
+                       (long long)lo, (long long)hi, range);
+    *out = x;
     return ST_OK;
 }
 
@@ -240,9 +251,13 @@ static st_status resume(trainer *t, const char *path)
                                  "weights%s", path, "");
     int64_t step = 0;
     data_position pos = {0};
-    if (!st) st = meta_int(f, "segtrain.step", &step);
-    if (!st) st = meta_int(f, "segtrain.data_epoch", &pos.epoch);
-    if (!st) st = meta_int(f, "segtrain.data_index", &pos.index);
+    /* the data position: an epoch count that could overflow as the run goes on is no run's; an index is at most
+     * the dataset's size (its end) */
+    const int64_t samples = t->iter ? dataset_size(t->data) : INT64_MAX;
+    if (!st) st = meta_int(f, "segtrain.step", 0, t->total_steps, "the steps of this run: raise max_train_steps "
+                           "to train on from a later checkpoint", &step);
+    if (!st) st = meta_int(f, "segtrain.data_epoch", 0, INT32_MAX, "epochs", &pos.epoch);
+    if (!st) st = meta_int(f, "segtrain.data_index", 0, samples, "the samples of the dataset", &pos.index);
     if (!st) st = optim_set_steps(t->opt, step);
     if (!st && t->iter) st = data_iter_seek(t->iter, pos);
     sft_close(f);
