@@ -87,5 +87,39 @@ set_meta $ck segtrain.data_index "" edited.safetensors
 expect 1 "an empty segtrain.data_index is refused" "metadata 'segtrain.data_index' is \"\", not an integer" -- \
   "$bin" train $tr --set max_train_steps=4 --set output_dir=meta-bad --set resume_from_checkpoint=edited.safetensors
 
+# train_log.jsonl: a line that cannot be written stops the run like a checkpoint that cannot, and leaves whole
+# lines only; a resume repairs a log left torn or spliced
+steps() { grep -o '"step": [0-9]*' "$1" | tr -d '"step: ' | tr '\n' ' '; }
+whole() { ! grep -qv '^{"step": [0-9]*, "loss": .*"allreduce_seconds": [0-9.]*}$' "$1"; }
+for s in 1 3 4; do
+  rm -rf log
+  expect 1 "a log line that cannot be written at step $s stops the run" \
+    "log/train_log.jsonl: cannot write the line of step $s: No space left on device; stopping \(the part written was cut off again" -- \
+    env SEGTRAIN_FAULT=log-full-step-$s "$bin" train $tr --set max_train_steps=6 --set checkpoint_step_interval=2 --set output_dir=log
+  [ "$(steps log/train_log.jsonl)" = "$(seq 1 $((s - 1)) | tr '\n' ' ')" ] && whole log/train_log.jsonl &&
+    ok "... and the log holds the steps before it, whole" || bad "log after a failed write at step $s: $(cat log/train_log.jsonl)"
+  expect 0 "... and a resume does step $s again" "trained 6 steps" -- \
+    "$bin" train $tr --set max_train_steps=6 --set checkpoint_step_interval=2 --set output_dir=log --set resume_from_checkpoint=latest
+  [ "$(steps log/train_log.jsonl)" = "1 2 3 4 5 6 " ] && whole log/train_log.jsonl &&
+    ok "... which logs each step once" || bad "log after the resume: $(cat log/train_log.jsonl)"
+done
+mkdir -p full && ln -s /dev/full full/train_log.jsonl
+expect 1 "a log on a full device stops the run at step 1" "full/train_log.jsonl: cannot write the line of step 1: No space left on device" -- \
+  "$bin" train $tr --set output_dir=full
+# a log torn in its last line and one with a line spliced from two (as an older segtrain left on a disk that filled)
+rm -rf log && "$bin" train $tr --set max_train_steps=4 --set checkpoint_step_interval=2 --set output_dir=log >/dev/null 2>&1
+rm log/checkpoint-000004.safetensors
+head -c -20 log/train_log.jsonl > torn && cp torn log/train_log.jsonl
+expect 0 "a torn last line is dropped at the resume" "dropped 1 torn or spliced line" -- \
+  "$bin" train $tr --set max_train_steps=4 --set output_dir=log --set resume_from_checkpoint=latest
+[ "$(steps log/train_log.jsonl)" = "1 2 3 4 " ] && whole log/train_log.jsonl && ok "... and the log is whole" ||
+  bad "log after repairing a torn line: $(cat log/train_log.jsonl)"
+{ sed -n 1p log/train_log.jsonl | head -c 30; sed -n 2p log/train_log.jsonl; sed -n '3,4p' log/train_log.jsonl; } > spliced
+cp spliced log/train_log.jsonl && rm log/checkpoint-000004.safetensors
+expect 0 "a spliced line is dropped at the resume" "dropped 1 torn or spliced line" -- \
+  "$bin" train $tr --set max_train_steps=4 --set output_dir=log --set resume_from_checkpoint=latest
+[ "$(steps log/train_log.jsonl)" = "3 4 " ] && whole log/train_log.jsonl && ok "... and the log is whole" ||
+  bad "log after repairing a spliced line: $(cat log/train_log.jsonl)"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,8 +1,10 @@
 /* The trainer (train.h): set-up from the config, one optimizer step at a time, checkpoints and resume. */
 #include "segtrain/train.h"
 
+#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -56,8 +58,8 @@ struct trainer {
     int64_t first;
     float *comm;
     pool_stats predicted, predicted_host;
-    FILE *jsonl;
-    char dir[DIR_MAX], checkpoint[PATH_MAX_LEN], validation[PATH_MAX_LEN], final[PATH_MAX_LEN];
+    int log_fd; /* train_log.jsonl, appended a whole line at a time */
+    char log_path[PATH_MAX_LEN + 32], dir[DIR_MAX], checkpoint[PATH_MAX_LEN], validation[PATH_MAX_LEN], final[PATH_MAX_LEN];
 };
 
 static void note(trainer *t, const char *fmt, const char *a, const char *b)
@@ -537,12 +539,25 @@ static st_status open_meanflow(trainer *t, const model_config *mc)
     return st;
 }
 
-/* A resumed run goes on from its checkpoint's step: the log's lines of later steps (a run stopped after its last
- * checkpoint) are dropped, and a torn last line with them, by an atomic rewrite, so each step is logged once. */
-static st_status trim_log(const char *path, int64_t last)
+/* A line of the log as the trainer writes it: one JSON object with the step, then a newline. */
+static bool whole_line(const char *line, size_t len, long long *step)
 {
-    FILE *in = fopen(path, "r");
-    if (!in) return errno == ENOENT ? ST_OK : st_fail(ST_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    if (!len || line[len - 1] != '\n' || sscanf(line, "{\"step\": %lld,", step) != 1) return false;
+    cJSON *j = cJSON_ParseWithLength(line, len);
+    const bool ok = cJSON_IsObject(j) && cJSON_IsNumber(cJSON_GetObjectItem(j, "step"));
+    cJSON_Delete(j);
+    return ok;
+}
+
+/* A resumed run goes on from its checkpoint's step: the log's lines of later steps (a run stopped after its last
+ * checkpoint) are dropped, and a torn last line (a crash in its write) or one spliced from two (a log written by
+ * an older segtrain on a disk that filled) with them, by an atomic rewrite, so that each step is logged once and
+ * every line is whole. *spoilt counts the torn and spliced lines dropped. */
+static st_status trim_log(const char *path, int64_t last, int *spoilt)
+{
+    *spoilt = 0;
+    FILE *in;
+    if (file_fopen_regular(path, &in)) return errno == ENOENT ? ST_OK : ST_ERR_IO;
     atomic_file af;
     st_status st = atomic_file_open(&af, path);
     char *line = NULL;
@@ -551,7 +566,9 @@ static st_status trim_log(const char *path, int64_t last)
     bool dropped = false;
     while (!st && (len = getline(&line, &cap, in)) > 0) {
         long long step;
-        if (line[len - 1] != '\n' || sscanf(line, "{\"step\": %lld", &step) != 1 || step > last) dropped = true;
+        const bool whole = whole_line(line, (size_t)len, &step);
+        *spoilt += !whole;
+        if (!whole || step > last) dropped = true;
         else if (fputs(line, af.fp) == EOF) st = st_fail(ST_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     }
     if (!st && ferror(in)) st = st_fail(ST_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
@@ -583,6 +600,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     *out = NULL;
     trainer *t = calloc(1, sizeof *t);
     if (!t) return st_host_oom("the trainer");
+    t->log_fd = -1;
     t->cfg = cfg;
     t->log = log;
     t->saved_step = -1;
@@ -649,11 +667,17 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
         }
     }
     if (!st) {
-        char path[PATH_MAX_LEN + 32];
-        snprintf(path, sizeof path, "%s/train_log.jsonl", t->dir);
-        if (t->rank) snprintf(path, sizeof path, "/dev/null"); /* rank 0 logs the job's steps */
-        else if (t->steps_done) st = trim_log(path, t->steps_done);
-        if (!st && !(t->jsonl = fopen(path, t->steps_done ? "a" : "w")))
+        char *path = t->log_path;
+        int spoilt = 0;
+        snprintf(path, sizeof t->log_path, "%s/train_log.jsonl", t->dir);
+        if (t->rank) snprintf(path, sizeof t->log_path, "/dev/null"); /* rank 0 logs the job's steps */
+        else if (t->steps_done) st = trim_log(path, t->steps_done, &spoilt);
+        char count[24];
+        snprintf(count, sizeof count, "%d", spoilt);
+        if (spoilt) note(t, "segtrain: %s: dropped %s torn or spliced line(s), of steps logged before the resume", path,
+                         count);
+        if (!st && (t->log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (t->steps_done ? 0 : O_TRUNC),
+                                     0644)) < 0)
             st = st_fail(ST_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     }
     if (st) {
@@ -742,6 +766,26 @@ static st_status gather_weights(trainer *t)
     return st;
 }
 
+/* Appends one line of the log in one write. A write that fails, or writes part of the line (a full disk), is an
+ * error like a checkpoint's: the run stops, and the part written is cut off again so that the log holds whole lines
+ * only (the step is done again by a resume from the last checkpoint, which comes after its line).
+ * SEGTRAIN_FAULT=log-full-step-S writes half of step S's line and fails as a full disk would (tests). */
+static st_status log_line(trainer *t, const char *line, size_t n, int64_t step)
+{
+    const off_t end = lseek(t->log_fd, 0, SEEK_END);
+    const char *fault = getenv("SEGTRAIN_FAULT");
+    long long full = -1;
+    if (fault) sscanf(fault, "log-full-step-%lld", &full);
+    const ssize_t wrote = write(t->log_fd, line, full == step ? n / 2 : n);
+    if (wrote == (ssize_t)n) return ST_OK;
+    const int err = wrote < 0 ? errno : ENOSPC; /* a short write: what the next one would say */
+    const bool cut = end >= 0 && wrote > 0 && ftruncate(t->log_fd, end) == 0;
+    return st_fail(ST_ERR_IO, "%s: cannot write the line of step %lld: %s; stopping (%s; a resume from the last "
+                   "checkpoint does the step again)", t->log_path, (long long)step, strerror(err),
+                   wrote <= 0 ? "nothing of it was written" : cut ? "the part written was cut off again"
+                                                                : "the part written could not be cut off");
+}
+
 st_status trainer_step(trainer *t, train_step_info *info)
 {
     const model_config *mc = model_get_config(t->run.m);
@@ -815,12 +859,14 @@ st_status trainer_step(trainer *t, train_step_info *info)
     info->seconds = clock_seconds() - t0;
     info->peak_device = pool_peak(t->run.device);
     info->peak_host = pool_peak(t->run.host);
-    fprintf(t->jsonl,
-            "{\"step\": %lld, \"loss\": %.7g, \"lr\": %.6g, \"grad_norm\": %.6g, \"sec_per_step\": %.4f, "
-            "\"peak_device_bytes\": %zu, \"peak_host_bytes\": %zu, \"ranks\": %d, \"allreduce_seconds\": %.4f}\n",
-            (long long)info->step, info->loss, info->lr, info->grad_norm, info->seconds, info->peak_device,
-            info->peak_host, t->ranks, info->comm_seconds);
-    fflush(t->jsonl);
+    char line[512];
+    const int n = snprintf(line, sizeof line,
+                           "{\"step\": %lld, \"loss\": %.7g, \"lr\": %.6g, \"grad_norm\": %.6g, \"sec_per_step\": %.4f, "
+                           "\"peak_device_bytes\": %zu, \"peak_host_bytes\": %zu, \"ranks\": %d, "
+                           "\"allreduce_seconds\": %.4f}\n",
+                           (long long)info->step, info->loss, info->lr, info->grad_norm, info->seconds,
+                           info->peak_device, info->peak_host, t->ranks, info->comm_seconds);
+    if ((st = log_line(t, line, (size_t)n, info->step))) return st;
     const int64_t every = config_int(t->cfg, "checkpoint_step_interval"), val = config_int(t->cfg, "validation_steps");
     if (every && t->steps_done % every == 0) { /* rank 0 writes it */
         if ((st = checkpoint(t))) return st;
@@ -880,7 +926,7 @@ st_status trainer_checkpoint(trainer *t, const char **path)
 void trainer_destroy(trainer *t)
 {
     if (!t) return;
-    if (t->jsonl) fclose(t->jsonl);
+    if (t->log_fd >= 0) close(t->log_fd);
     pool *p = t->run.device;
     if (t->run.host) pool_free(t->run.host, t->comm);
     if (p) {
