@@ -227,17 +227,36 @@ static void test_typed_values(void)
 
     VALUE_OK("learning_rate", "1e-4", "0.0001"), VALUE_OK("learning_rate", "\"1e-4\"", "0.0001");
     VALUE_OK("learning_rate", "\"0.0003\"", "0.0003"), VALUE_OK("learning_rate", "3", "3");
-    VALUE_BAD("learning_rate", "\"fast\"", "a number >= 0");
-    VALUE_BAD("learning_rate", "\"nan\"", "a number >= 0");
-    VALUE_BAD("learning_rate", "\"inf\"", "a number >= 0");
-    VALUE_BAD("learning_rate", "-1", "a number >= 0");
+    VALUE_BAD("learning_rate", "\"fast\"", "a number > 0");
+    VALUE_BAD("learning_rate", "\"nan\"", "a number > 0");
+    VALUE_BAD("learning_rate", "\"inf\"", "a number > 0");
+    VALUE_BAD("learning_rate", "-1", "a number > 0");
+    /* one rule for number and integer keys given as text: decimal only, the whole string */
+    static const char *const not_decimal[] = {"\"0x10\"", "\"0X1p-3\"", "\"infinity\"", "\"-nan\"", "\"1e\"",
+                                              "\"1e-4 \"", "\" 1e-4\"", "\".\"", "\"\"", "\"4x\"", "\"1,5\""};
+    for (size_t i = 0; i < sizeof not_decimal / sizeof *not_decimal; i++) {
+        VALUE_BAD("learning_rate", not_decimal[i], "a number > 0");
+        VALUE_BAD("lr_power", not_decimal[i], "a number in [0, 1000]");
+        VALUE_BAD("train_batch_size", not_decimal[i], "an integer in [1, 65536]");
+    }
+    VALUE_OK("learning_rate", "\"+2e-4\"", "0.0002"), VALUE_OK("learning_rate", "\".5\"", "0.5");
+    VALUE_OK("learning_rate", "\"5.\"", "5"), VALUE_OK("learning_rate", "\"1E+2\"", "100");
+    VALUE_OK("lr_power", "\"0\"", "0"), VALUE_OK("lr_power", "\"-0\"", "-0");
+    /* optimizer numbers whose bound would divide by zero: refused at the bound, taken just inside it */
+    VALUE_BAD("adam_epsilon", "0", "a number > 0"), VALUE_BAD("adam_epsilon", "\"0.0\"", "a number > 0");
+    VALUE_BAD("adam_epsilon", "-1", "a number > 0"), VALUE_OK("adam_epsilon", "1e-30", "1e-30");
+    VALUE_BAD("learning_rate", "0", "a number > 0"), VALUE_OK("learning_rate", "1e-12", "1e-12");
+    VALUE_BAD("adam_beta1", "1", "a number in [0, 1)"), VALUE_BAD("adam_beta2", "\"1.0\"", "a number in [0, 1)");
+    VALUE_OK("adam_beta1", "0", "0"), VALUE_OK("adam_beta2", "0.9999", "0.9999");
+    VALUE_BAD("adam_weight_decay", "-0.01", "a number >= 0"), VALUE_OK("adam_weight_decay", "0", "0");
+    EXPECT_FAIL(parse_bad("{\"optimizer_beta2\": 1}"), ST_ERR_INVALID, "adam_beta2: 1 is not a number in [0, 1)");
     /* JSON numbers past a double's range: cJSON reads them as inf and would print null */
     EXPECT_FAIL(parse_bad("{\"train_batch_size\": 1e400}"), ST_ERR_INVALID,
                 "train_batch_size: a number too large for a double is not an integer in [1, 65536]");
     EXPECT_FAIL(parse_bad("{\"learning_rate\": 1e999}"), ST_ERR_INVALID, "learning_rate: a number too large");
     EXPECT_FAIL(parse_bad("{\"learning_rate\": \"1e999\"}"), ST_ERR_INVALID, "learning_rate: \"1e999\" is not");
-    VALUE_BAD("adam_beta1", "1.5", "a number in [0, 1]");
-    VALUE_BAD("adam_beta2", "\"-0.1\"", "a number in [0, 1]");
+    VALUE_BAD("adam_beta1", "1.5", "a number in [0, 1)");
+    VALUE_BAD("adam_beta2", "\"-0.1\"", "a number in [0, 1)");
 
     VALUE_OK("output_dir", "\"runs/a\"", "runs/a");
     VALUE_BAD("output_dir", "5", "a string");

@@ -197,9 +197,10 @@ static void show_value(const cJSON *item, char *buf, size_t n)
 void cfg_range_text(const cfg_key *k, char *buf, size_t n)
 {
     bool lo = isfinite(k->min), hi = isfinite(k->max);
-    if (lo && hi) snprintf(buf, n, " in [%g, %g]", k->min, k->max);
-    else if (lo) snprintf(buf, n, " >= %g", k->min);
-    else if (hi) snprintf(buf, n, " <= %g", k->max);
+    bool open_lo = k->open & CFG_OPEN_MIN, open_hi = k->open & CFG_OPEN_MAX;
+    if (lo && hi) snprintf(buf, n, " in %c%g, %g%c", open_lo ? '(' : '[', k->min, k->max, open_hi ? ')' : ']');
+    else if (lo) snprintf(buf, n, " %s %g", open_lo ? ">" : ">=", k->min);
+    else if (hi) snprintf(buf, n, " %s %g", open_hi ? "<" : "<=", k->max);
     else buf[0] = '\0';
 }
 
@@ -273,12 +274,29 @@ static bool int_of(const cJSON *it, int64_t *out)
     return true;
 }
 
+/* Whether s is a decimal number as JSON writes one (a sign, digits, a point, an exponent): strtod alone would also
+ * take "0x10", "inf" and "nan", which an integer key refuses, so a number key refuses them too. */
+static bool decimal_text(const char *s)
+{
+    bool digits = false;
+    if (*s == '+' || *s == '-') s++;
+    for (; isdigit((unsigned char)*s); s++) digits = true;
+    if (*s == '.')
+        for (s++; isdigit((unsigned char)*s); s++) digits = true;
+    if (digits && (*s == 'e' || *s == 'E')) {
+        s += s[1] == '+' || s[1] == '-' ? 2 : 1;
+        if (!isdigit((unsigned char)*s)) return false;
+        while (isdigit((unsigned char)*s)) s++;
+    }
+    return digits && !*s;
+}
+
 static bool float_of(const cJSON *it, double *out)
 {
     if (cJSON_IsNumber(it)) return *out = it->valuedouble, isfinite(*out); /* 1e999 parses as inf */
     if (!cJSON_IsString(it)) return false;
     const char *s = it->valuestring;
-    if (!*s || isspace((unsigned char)*s)) return false;
+    if (!decimal_text(s)) return false;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -298,7 +316,10 @@ static bool bool_of(const cJSON *it, bool *out)
     return false;
 }
 
-static bool in_range(const cfg_key *k, double v) { return v >= k->min && v <= k->max; }
+static bool in_range(const cfg_key *k, double v)
+{
+    return (k->open & CFG_OPEN_MIN ? v > k->min : v >= k->min) && (k->open & CFG_OPEN_MAX ? v < k->max : v <= k->max);
+}
 
 static bool is_choice(const char *choices, const char *s)
 {
