@@ -435,7 +435,7 @@ expect 0 "SimpleTuner's ideogram example plans Ideogram 4 at 1024 px area" \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/ideogram-fp8.peft-lora.json"
 expect 0 "SimpleTuner's omnigen example plans OmniGen v1 (Phi-3's 32 blocks) at 1024 px" \
   "model omnigen-v1 \\(omnigen\\): 32 joint blocks, width 3072, 32 heads, 4096 image \\+ 128 text tokens" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/omnigen.lycoris-lokr.json"
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/omnigen.lycoris-lokr.json" --set lora_type=standard
 expect 1 "a run whose plan needs more memory than this machine has is refused before it allocates, not killed" \
   "the plan's peak is .* but this machine has .* available: the system would kill the run mid-step" -- \
   "$bin" train --config empty.json --set model_preset=dit-xl2 --set resolution=4096 --set train_batch_size=16 \
@@ -465,7 +465,7 @@ expect 0 "sana trains: linear self-attention, the cross-attention, GLUMBConv" \
   --set model_preset=sana-tiny --set synthetic_data=true --set max_train_steps=1 --set output_dir=sana-out
 expect 0 "SimpleTuner's sana example plans its default flavour, Sana 1.5 4.8B, at 1024 px" \
   "model sana-1.5-4.8b-1024 \\(sana\\): 60 cross-attention blocks, width 2240, 70 heads, 1024 image \\+ 300 text" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/sana.lycoris-lokr.json"
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/sana.lycoris-lokr.json" --set lora_type=standard
 expect 0 "sd1x trains: the U-Net's micro-blocks, skips from the down path to the up path" \
   "trained 1 steps; weights in sd1x-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=sd1x --set model_preset=sd1x-tiny --set synthetic_data=true \
@@ -504,7 +504,7 @@ expect 0 "sdxl trains: SDXL's U-Net, its pooled text and size ids" \
   --set max_train_steps=1 --set output_dir=sdxl-out
 expect 0 "SimpleTuner's sdxl example plans SDXL base 1.0 at 1024 px" \
   "model sdxl \\(sdxl\\): U-Net of 33 micro-blocks, levels of 320 \\(no attention\\), 640, 1280 channels" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/sdxl.lycoris-lokr.json"
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/sdxl.lycoris-lokr.json" --set lora_type=standard
 expect 0 "SimpleTuner's kolors example plans Kolors 1.0 at 1024 px: ChatGLM3's text projected to 2048" \
   "model kolors \\(kolors\\): U-Net of 33 micro-blocks, levels of 320 \\(no attention\\), 640, 1280 channels" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/kolors.peft-lora.json"
@@ -514,7 +514,7 @@ expect 0 "stable_cascade trains: stage C's ResBlocks, timestep and attention blo
   --set synthetic_data=true --set max_train_steps=1 --set output_dir=cascade-out
 expect 0 "SimpleTuner's stable_cascade example plans stage C at 1024 px: 195 micro-blocks" \
   "model stable-cascade-c \\(stable_cascade\\): 195 micro-blocks, levels of \\[ResBlock, TimestepBlock" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/cascade-stage-c.lycoris-lokr.json"
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/cascade-stage-c.lycoris-lokr.json" --set lora_type=standard
 expect 0 "sanavideo trains: Sana's blocks over video frames, the temporal convolution" \
   "trained 1 steps; weights in sanavideo-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=sanavideo --set model_preset=sanavideo-tiny \
@@ -528,7 +528,7 @@ expect 0 "cosmos3 trains: the prompt's ids and the latents through their own wei
   --set synthetic_data=true --set max_train_steps=1 --set output_dir=cosmos3-out
 expect 0 "SimpleTuner's cosmos3 image example plans Cosmos3-Nano at 1024 px: 1024 latent + 512 prompt rows" \
   "model cosmos3-nano \\(cosmos3\\): 36 mixture-of-transformers layers, heads 128 wide, 8 kv heads, width 4096" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/cosmos3-image.lycoris-lokr.json"
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/cosmos3-image.lycoris-lokr.json" --set lora_type=standard
 expect 0 "minimaxh3 trains with SimpleTuner's objective (its time 1 - sigma, its output negated)" \
   "trained 1 steps; weights in minimax-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=minimaxh3 --set model_preset=minimaxh3-tiny \

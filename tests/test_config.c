@@ -637,12 +637,21 @@ static void test_neutral_values(void)
                        "\"minimum_image_size\": 0, \"disable_bucket_pruning\": \"true\"}", "n.json", &c) == ST_OK);
     CHECKF(c && !config_warning(c), "neutral values warn: %s", c && config_warning(c) ? config_warning(c) : "");
     config_free(c);
-    CHECK(config_parse("{\"controlnet\": \"true\", \"loss_type\": \"huber\", \"lora_type\": \"lycoris\", "
+    CHECK(config_parse("{\"controlnet\": \"true\", \"loss_type\": \"huber\", "
                        "\"minimum_image_size\": 512, \"disable_bucket_pruning\": false}", "n.json", &c) == ST_OK);
     const char *w = c ? config_warning(c) : NULL;
-    const char *named[] = {"controlnet", "loss_type", "lora_type", "minimum_image_size", "disable_bucket_pruning"};
+    const char *named[] = {"controlnet", "loss_type", "minimum_image_size", "disable_bucket_pruning"};
     for (size_t i = 0; i < sizeof named / sizeof *named; i++)
         CHECKF(w && strstr(w, named[i]), "the warning lacks %s: %s", named[i], w ? w : "(none)");
+    config_free(c);
+    /* LyCORIS is not built: refused by name, never trained as a plain LoRA */
+    EXPECT_FAIL(parse_bad("{\"model_type\": \"lora\", \"lora_type\": \"lycoris\", \"lycoris_config\": \"l.json\"}"),
+                ST_ERR_INVALID, "config.json: lora_type: \"lycoris\" is refused: lora_type lycoris is not built yet; "
+                "use lora_type standard");
+    EXPECT_FAIL(parse_bad("{\"--lora_type\": \"lycoris\"}"), ST_ERR_INVALID, "lora_type lycoris is not built yet");
+    EXPECT_FAIL(parse_bad("{\"lora_type\": \"loha\"}"), ST_ERR_INVALID, "lora_type: \"loha\" is not one of standard");
+    c = PARSE_OK("{\"lora_type\": \"standard\"}");
+    CHECKF(c && !config_warning(c) && !strcmp(config_string(c, "lora_type"), "standard"), "lora_type standard");
     config_free(c);
 }
 

@@ -207,6 +207,8 @@ const cfg_key cfg_keys[] = {
                "max_grad_norm (clip_grad_norm_)."),
     CHOICE_KEY("model_type", "full", "full|lora", SEC_TRAINING, "=, more choices there",
                "Train every weight (`full`) or low-rank adapters only (`lora`)."),
+    CHOICE_KEY("lora_type", "standard", "standard", SEC_TRAINING, "=; `lycoris` is refused until LyCORIS is built",
+               "The kind of adapter: `standard`, PEFT's LoRA (low-rank update matrices)."),
     INT_KEY("lora_rank", "16", 1, 65536, SEC_TRAINING, "=", "Rank of the LoRA update matrices."),
     FLOAT_KEY("lora_alpha", "0", 0, ANY_MAX, SEC_TRAINING, "= (default none there, meaning the rank)",
               "LoRA scale numerator (the update is scaled by alpha / rank); 0 = the rank."),
@@ -379,6 +381,8 @@ const cfg_value_alias cfg_value_aliases[] = {
     {"distillation_config.diffusion_target", "base_prediction", NULL,
      "the frozen base's prediction as the diffusion target (a forward without the adapters) is not built; the "
      "nearest is flow"},
+    {"lora_type", "lycoris", NULL,
+     "lora_type lycoris is not built yet; use lora_type standard (a LoRA of lora_rank, not LyCORIS's LoKr or LoHa)"},
     {"attention_mechanism", "sla", NULL,
      "sparse-linear attention approximates softmax attention; the nearest segtrain takes is flash (exact)"},
 };
@@ -398,7 +402,6 @@ const cfg_neutral cfg_neutral_values[] = {
     {"controlnet", "false"},               /* no ControlNet beside the model */
     {"strict_epoch_limit", "false"},       /* counting steps it does nothing; counting epochs SimpleTuner sets it */
     {"loss_type", "l2"},                   /* the mean squared error */
-    {"lora_type", "standard"},             /* PEFT's LoRA, not LyCORIS */
     {"base_model_precision", "no_change"}, /* no quantised base */
     {"minimum_image_size", "0"},           /* no image left out for its size */
     {"disable_bucket_pruning", "true"},    /* no sample left out of a short bucket */
