@@ -160,6 +160,42 @@ static int key_distance(const char *given, const char *known, bool loose)
     return d;
 }
 
+int config_distance(const char *a, const char *b) { return levenshtein(a, b); }
+
+/* Whether a and b differ by exactly one insertion, deletion, substitution or swap of neighbours. */
+static bool one_edit(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > lb) {
+        const char *t = a;
+        a = b, b = t;
+        size_t n = la;
+        la = lb, lb = n;
+    }
+    if (lb - la > 1) return false;
+    size_t i = 0;
+    while (i < la && a[i] == b[i]) i++;
+    if (la < lb) return strcmp(a + i, b + i + 1) == 0;
+    if (i == la) return false; /* the same */
+    if (strcmp(a + i + 1, b + i + 1) == 0) return true;
+    return i + 1 < la && a[i] == b[i + 1] && a[i + 1] == b[i] && strcmp(a + i + 2, b + i + 2) == 0;
+}
+
+/* The known name one edit from `given`, or NULL: such a key is a typo far more often than a SimpleTuner key. */
+static const char *typo_of(const char *given)
+{
+    for (int i = 0; i < cfg_key_count; i++) {
+        if (one_edit(given, cfg_keys[i].name)) return cfg_keys[i].name;
+        if (cfg_keys[i].alias && one_edit(given, cfg_keys[i].alias)) return cfg_keys[i].alias;
+    }
+    return NULL;
+}
+
+static bool lenient; /* --lenient: typos of keys are warnings */
+
+void config_set_lenient(bool on) { lenient = on; }
+bool config_is_lenient(void) { return lenient; }
+
 /* The known name (canonical or alias) nearest to `given`, or NULL unless `always` or it is close enough to be
  * a likely typo. */
 static const char *nearest_key(const char *given, bool always)
@@ -655,6 +691,11 @@ static st_status unknown_key(reader *r, const char *src, const cJSON *m)
                                   "%s: unknown key \"%s\" (did you mean %s?): checkpointing keys are never ignored",
                                   src, spelled, nearest_key(bare, true)));
     if (neutral_value(bare, m)) return ST_OK;
+    const char *typo = lenient ? NULL : typo_of(bare);
+    if (typo)
+        return collect(r, st_fail(ST_ERR_INVALID, "%s: unknown key \"%s\" (did you mean %s?): one edit from a "
+                                  "key segtrain reads, so taken for a typo (segtrain --lenient makes it a warning)",
+                                  src, spelled, typo));
     strbuf *b = &r->unknown[key_listed(cfg_report_only_keys, bare) ? 2 : key_listed(cfg_speed_only_keys, bare)];
     sb_add(b, "%s", b->len ? ", " : "");
     for (const char *p = spelled; *p; p++) /* keep it one line whatever the key holds */
@@ -749,6 +790,12 @@ static st_status apply_object(config *c, const cJSON *root, reader *r)
 
 /* "key=value" (key with or without "--", an alias fine): the key's row and where the value starts. An unknown
  * key is an error here: a typo on the command line is never meant. */
+const char *config_close_key(const char *given)
+{
+    const char *bare = strip_dashes(given);
+    return nearest_key(bare, strncmp(bare, GC_PREFIX, strlen(GC_PREFIX)) == 0);
+}
+
 static st_status parse_assignment(const char *assignment, int *row, const char **text)
 {
     const char *eq = strchr(assignment, '=');
@@ -759,7 +806,7 @@ static st_status parse_assignment(const char *assignment, int *row, const char *
     *row = find_key(bare), *text = eq + 1;
     st_status s = ST_OK;
     if (*row < 0) {
-        const char *near = nearest_key(bare, strncmp(bare, GC_PREFIX, strlen(GC_PREFIX)) == 0);
+        const char *near = config_close_key(bare);
         s = st_fail(ST_ERR_INVALID, "--set: unknown key \"%s\"%s%s%s", bare, near ? " (did you mean " : "",
                     near ? near : "", near ? "?)" : "");
     }
