@@ -196,7 +196,7 @@ static void value_ok(int line, const char *key, const char *json_value, const ch
 
 static void value_bad(int line, const char *key, const char *json_value, const char *valid)
 {
-    char json[512], want[1600];
+    char json[512], want[4096];
     snprintf(json, sizeof json, "{\"%s\": %s}", key, json_value);
     snprintf(want, sizeof want, "config.json: %s: %s is not %s", key, json_value, valid);
     st_status s = parse_bad(json);
@@ -296,7 +296,8 @@ static void test_checkpointing_and_choices(void)
 
     VALUE_BAD("optimizer", "\"adam\"", "one of adamw, lion");
     VALUE_OK("model_family", "\"flux\"", "flux"); /* a SimpleTuner family: the model layer says what it needs */
-    VALUE_BAD("model_preset", "\"dit-l2\"", "one of dit-tiny, dit-s2, dit-b2, dit-xl2, mmdit-tiny, mmdit-s, skipdit-tiny, "
+    VALUE_BAD("model_preset", "\"dit-l2\"", "one of its 107 choices; nearest: dit-s2, dit-b2, dit-xl2 (all: "
+              "dit-tiny, dit-s2, dit-b2, dit-xl2, mmdit-tiny, mmdit-s, skipdit-tiny, "
               "skipdit-s, flux-tiny, flux-dev, flux-schnell, flux2-tiny, flux2-dev, flux2-klein-4b, flux2-klein-9b, "
               "sd3-tiny, sd3-medium, sd35-large, sd35-medium, "
               "auraflow-tiny, auraflow, longcat-image-tiny, longcat-image, chroma-tiny, chroma, "
@@ -313,7 +314,7 @@ static void test_checkpointing_and_choices(void)
               "cosmos3-tiny, cosmos3-nano, sana-tiny, sana-1.6b-1024, sana-1.6b-2048, sana-600m-1024, sana-600m-512, "
               "sana-1.5-tiny, sana-1.5-4.8b-1024, sana-1.5-1.6b-1024, sanavideo-tiny, sanavideo-2b-480p, "
               "sd1x-tiny, sd15, sdxl-tiny, sdxl, kolors-tiny, kolors, stable-cascade-tiny, stable-cascade-c, "
-              "stable-cascade-c-lite");
+              "stable-cascade-c-lite)");
     VALUE_BAD("attention_mechanism", "\"sdpa\"", "one of math, flash");
     VALUE_OK("lr_scheduler", "\"cosine\"", "cosine");
 }
@@ -564,6 +565,43 @@ static void test_set(void)
     EXPECT_FAIL(config_set(c, "seed"), ST_ERR_INVALID, "--set: \"seed\" is not key=value");
     EXPECT_FAIL(config_set(c, "=5"), ST_ERR_INVALID, "is not key=value");
     config_free(c);
+}
+
+/* A choice key with a long list: the nearest names first, then all of them; "--set key=" clears a choice key */
+static void test_choices_nearest_and_clear(void)
+{
+    EXPECT_FAIL(parse_bad("{\"model_preset\": \"dit-s3\"}"), ST_ERR_INVALID,
+                "config.json: model_preset: \"dit-s3\" is not one of its ", " choices; nearest: dit-s2, ",
+                "(all: dit-tiny, dit-s2,", "stable-cascade-c-lite)");
+    EXPECT_FAIL(parse_bad("{\"model_preset\": \"flux-dve\"}"), ST_ERR_INVALID, "nearest: flux-dev, ");
+    EXPECT_FAIL(parse_bad("{\"model_preset\": \"sdxl_tiny\"}"), ST_ERR_INVALID, "nearest: sdxl-tiny, ");
+    EXPECT_FAIL(parse_bad("{\"model_preset\": 5}"), ST_ERR_INVALID, "model_preset: 5 is not one of dit-tiny,");
+    /* a short list stays as it was */
+    VALUE_BAD("optimizer", "\"sgd\"", "one of adamw, lion");
+
+    const char *json = "{\"model_preset\": \"dit-s2\", \"optimizer\": \"lion\", \"model_family\": \"dit\"}";
+    char *path = write_temp(json, strlen(json));
+    if (!path) return;
+    config *c = NULL;
+    const char *clear[] = {"model_preset=", "--optimizer="};
+    CHECKF(config_load_with(path, clear, 2, &c, NULL) == ST_OK && c, "%s", st_error());
+    if (c) {
+        CHECK(!config_is_set(c, "model_preset") && !strcmp(config_string(c, "model_preset"), "dit-tiny"));
+        CHECK(!config_is_set(c, "optimizer") && !strcmp(config_string(c, "optimizer"), "adamw"));
+        CHECK(config_is_set(c, "model_family"));
+        CHECK(config_set(c, "model_preset=dit-b2") == ST_OK && config_is_set(c, "model_preset"));
+        CHECK(config_set(c, "model_preset=") == ST_OK && !config_is_set(c, "model_preset") &&
+              !strcmp(config_string(c, "model_preset"), "dit-tiny"));
+        config_free(c);
+    }
+    unlink(path);
+    /* "" clears only a choice key: elsewhere it is a value, judged as any */
+    c = PARSE_OK("{}");
+    if (c) {
+        EXPECT_FAIL(config_set(c, "train_batch_size="), ST_ERR_INVALID, "train_batch_size: \"\" is not an integer");
+        CHECK(config_set(c, "output_dir=") == ST_OK && !strcmp(config_string(c, "output_dir"), ""));
+        config_free(c);
+    }
 }
 
 static void test_bytes(void)
@@ -846,6 +884,7 @@ int main(int argc, char **argv)
     test_alias();
     test_unknown_keys();
     test_set();
+    test_choices_nearest_and_clear();
     test_bytes();
     test_load();
     for (int which = 0; which < 5; which++) expect_abort(which);

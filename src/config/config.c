@@ -278,11 +278,45 @@ static void valid_text(const cfg_key *k, char *buf, size_t n)
     }
 }
 
+#define NEAREST_SHOWN 3
+#define LONG_CHOICES 8 /* past this many choices, the nearest come first: nobody reads a hundred names for a typo */
+
+/* The NEAREST_SHOWN choices nearest to `given` by edit distance, ", "-separated (ties in the table's order). */
+static void nearest_choices(const char *choices, const char *given, char *buf, size_t n)
+{
+    const char *best[NEAREST_SHOWN] = {0};
+    int best_len[NEAREST_SHOWN] = {0}, best_d[NEAREST_SHOWN];
+    for (int i = 0; i < NEAREST_SHOWN; i++) best_d[i] = 1 << 30;
+    for (const char *p = choices; *p;) {
+        const size_t w = strcspn(p, "|");
+        char name[MAX_KEY_LEN + 1];
+        snprintf(name, sizeof name, "%.*s", (int)w, p);
+        int d = levenshtein(given, name), at = NEAREST_SHOWN;
+        while (at > 0 && d < best_d[at - 1]) at--;
+        for (int j = NEAREST_SHOWN - 1; j > at; j--)
+            best[j] = best[j - 1], best_len[j] = best_len[j - 1], best_d[j] = best_d[j - 1];
+        if (at < NEAREST_SHOWN) best[at] = p, best_len[at] = (int)w, best_d[at] = d;
+        p += w + (p[w] == '|');
+    }
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < NEAREST_SHOWN && best[i] && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%.*s", i ? ", " : "", best_len[i], best[i]);
+}
+
 static st_status bad_value(const char *src, const cfg_key *k, const cJSON *item)
 {
     char given[64], valid[2112]; /* "one of " and valid_text's list */
     show_value(item, given, sizeof given);
     valid_text(k, valid, sizeof valid);
+    int count = 1;
+    for (const char *p = k->choices; p && *p; p++) count += *p == '|';
+    if (k->choices && count > LONG_CHOICES && cJSON_IsString(item)) {
+        char near[3 * (MAX_KEY_LEN + 2)];
+        nearest_choices(k->choices, item->valuestring, near, sizeof near);
+        return st_fail(ST_ERR_INVALID, "%s: %s: %s is not one of its %d choices; nearest: %s (all: %s)", src, k->name,
+                       given, count, near, valid + strlen("one of "));
+    }
     return st_fail(ST_ERR_INVALID, "%s: %s: %s is not %s", src, k->name, given, valid);
 }
 
@@ -814,6 +848,8 @@ static st_status parse_assignment(const char *assignment, int *row, const char *
     return s;
 }
 
+static bool clears(int row, const char *text) { return !*text && cfg_keys[row].choices; }
+
 static st_status put_override(cJSON *root, const char *assignment, reader *r)
 {
     int i;
@@ -826,7 +862,9 @@ static st_status put_override(cJSON *root, const char *assignment, reader *r)
         next = m->next;
         if (find_key(strip_dashes(m->string)) == i) cJSON_Delete(cJSON_DetachItemViaPointer(root, m));
     }
-    cJSON *item = cJSON_CreateString(text);
+    /* "key=" of a choice key, where "" is never a choice, clears it as null does in a file: back to the default,
+     * not given (an unset model_preset comes from model_family) */
+    cJSON *item = clears(i, text) ? cJSON_CreateNull() : cJSON_CreateString(text);
     if (!item || !cJSON_AddItemToObject(root, cfg_keys[i].name, item)) return cJSON_Delete(item), oom();
     r->from_set[r->n_from_set++] = item;
     return ST_OK;
@@ -962,8 +1000,15 @@ st_status config_set(config *c, const char *assignment)
     const char *text;
     st_status s = parse_assignment(assignment, &i, &text);
     if (s) return s;
-    cJSON item = string_item(text);
     value v;
+    if (clears(i, text)) {
+        cJSON def = string_item(cfg_keys[i].def);
+        if (convert(&cfg_keys[i], &def, false, &v) != CV_OK) return oom(); /* the default converted at creation */
+        value_free(&c->v[i]);
+        c->v[i] = v; /* not set */
+        return ST_OK;
+    }
+    cJSON item = string_item(text);
     s = convert_value("--set", &cfg_keys[i], &item, &v, NULL);
     if (!s) store(c, i, &v);
     return s;
