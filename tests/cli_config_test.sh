@@ -48,6 +48,10 @@ for v in 0x10 0X1p3 inf nan infinity 1e-4x " 1"; do
   expect 1 "learning_rate '$v' refused" "learning_rate: \"$v\" is not a number > 0" -- "$bin" plan --set "learning_rate=$v"
   expect 1 "seed '$v' refused" "seed: \"$v\" is not an integer >= 0" -- "$bin" plan --set "seed=$v"
 done
+for v in 0x10 0X1p3 inf nan 2x; do # a command's own number options: the same rule
+  expect 2 "sample --guidance '$v' refused" "^segtrain sample: --guidance takes a number >= 0, got '$v'$" -- \
+    "$bin" sample --config missing.json --weights w.safetensors --out never.png --guidance "$v"
+done
 echo '{"learning_rate": "0x10", "lr_power": "nan"}' > hex.json
 expect 1 "hex and nan in a file: both reported" "2 errors in the config" -- "$bin" plan --config hex.json
 

@@ -58,7 +58,8 @@ int cli_number(const char *who, const cli_flag *f, const char *text)
         if (ok) *f->whole = v;
     } else {
         const double v = strtod(text, &end);
-        ok = ok && !errno && !*end && isfinite(v) && v >= (double)f->min && v <= (double)f->max;
+        /* decimal only, as a config's number keys: strtod alone would take "0x10" */
+        ok = ok && !strpbrk(text, "xX") && !errno && !*end && isfinite(v) && v >= (double)f->min && v <= (double)f->max;
         if (ok) *f->real = v;
     }
     if (ok) return 0;
