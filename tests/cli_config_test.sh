@@ -70,6 +70,10 @@ expect 0 "SimpleTuner keys segtrain does not read stay a warning" "warning: .*ig
 expect 1 "a checkpointing typo is an error even with --lenient" "did you mean gradient_checkpointing_interval\?" -- \
   "$bin" --lenient plan --config <(echo '{"gradient_checkpointing_intervall": 2}')
 expect 0 "--help names --lenient" "--lenient" -- "$bin" --help
+# a sweep's cells run in child processes: --lenient reaches them
+"$bin" --threads 1 --lenient sweep --config typo.json --modes none --warmup 0 --steps 1 --out sw > /dev/null 2>&1
+grep -qE "^\| none \| [0-9.]+ s / " sw/sweep.md 2>/dev/null && ok "--lenient reaches the sweep's cells" ||
+  bad "--lenient sweep: $(cat sw/sweep.md sw/cells/* 2>&1 | head -20)"
 
 # the command line: a did-you-mean for a typo, and global options placed after the command
 expect 2 "a config key's typo as an option" \
