@@ -822,14 +822,14 @@ static st_status apply_object(config *c, const cJSON *root, reader *r)
     return s;
 }
 
-/* "key=value" (key with or without "--", an alias fine): the key's row and where the value starts. An unknown
- * key is an error here: a typo on the command line is never meant. */
 const char *config_close_key(const char *given)
 {
     const char *bare = strip_dashes(given);
     return nearest_key(bare, strncmp(bare, GC_PREFIX, strlen(GC_PREFIX)) == 0);
 }
 
+/* "key=value" (key with or without "--", an alias fine): the key's row and where the value starts. An unknown
+ * key is an error here: a typo on the command line is never meant. */
 static st_status parse_assignment(const char *assignment, int *row, const char **text)
 {
     const char *eq = strchr(assignment, '=');
