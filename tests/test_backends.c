@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "segtrain/data.h"
 #include "testkit.h"
@@ -301,7 +302,38 @@ static void test_backends_refusals(void)
                    "\"disabled\": true}, {\"id\": \"b\", \"instance_data_dir\": \"@/bk/a\", \"disable\": true}, "
                    "{\"id\": \"v\", \"dataset_type\": \"image_embeds\"}]", ST_ERR_INVALID, "no enabled image backend",
                    "3 entries", NULL);
-    dataset *ds = (dataset *)1;
+    /* ids: two enabled entries may not share one (a disabled one may, as SimpleTuner skips it first) */
+    expect_refusal("a duplicate id", "[{\"id\": \"a\", \"instance_data_dir\": \"@/bk/a\"}, {\"id\": \"b\", "
+                   "\"instance_data_dir\": \"@/bk/a\"}, {\"id\": \"a\", \"instance_data_dir\": \"@/bk/a\"}]",
+                   ST_ERR_INVALID, "id 'a'", "entries 0 and 2", NULL);
+    expect_refusal("a cache with an image backend's id", "[{\"id\": \"te\", \"dataset_type\": \"text_embeds\"}, "
+                   "{\"id\": \"te\", \"instance_data_dir\": \"@/bk/a\"}]", ST_ERR_INVALID, "id 'te'",
+                   "entries 0 and 1", NULL);
+    dataset *ds = NULL;
+    st_status st = open_json("[{\"id\": \"a\", \"instance_data_dir\": \"@/bk/a\"}, {\"id\": \"a\", "
+                             "\"instance_data_dir\": \"@/bk/a\", \"disabled\": true}]", 8, &ds);
+    CHECKF(st == ST_OK, "a disabled twin: %s", st_error());
+    if (!st) dataset_close(ds);
+    /* instance_prompt: a list with nothing to pick from */
+    expect_refusal("an empty instance_prompt list", "[{\"id\": \"p\", \"instance_data_dir\": \"@/bk/a\", "
+                   "\"caption_strategy\": \"instanceprompt\", \"instance_prompt\": []}]", ST_ERR_INVALID,
+                   "backend 'p'", "instance_prompt []", "no non-empty prompt");
+    expect_refusal("a list of blank prompts", "[{\"id\": \"p\", \"instance_data_dir\": \"@/bk/a\", "
+                   "\"instance_prompt\": [\"\", \"  \"]}]", ST_ERR_INVALID, "backend 'p'", "no non-empty prompt",
+                   NULL);
+    /* walks that would wander: a pseudo-filesystem (/proc/self leads to / again), a folder too deep */
+    if (!access("/proc/self", R_OK))
+        expect_refusal("a backend in /proc", "[{\"id\": \"pr\", \"instance_data_dir\": \"/proc/self\"}]",
+                       ST_ERR_INVALID, "backend 'pr'", "proc pseudo-filesystem", NULL);
+    if (!access("/sys/kernel", R_OK))
+        expect_refusal("a backend in /sys", "[{\"id\": \"sy\", \"instance_data_dir\": \"/sys\"}]",
+                       ST_ERR_INVALID, "sysfs pseudo-filesystem", NULL, NULL);
+    char deep[512] = "bk/deep";
+    make_dir(deep);
+    for (int d = 0; d < 33; d++) strcat(deep, "/d"), make_dir(deep);
+    expect_refusal("folders nested too deep", "[{\"id\": \"dp\", \"instance_data_dir\": \"@/bk/deep\"}]",
+                   ST_ERR_INVALID, "more than 32 levels", "bk/deep", NULL);
+    ds = (dataset *)1;
     CHECK(dataset_open_backends(tk_path(root, "no-such.json"), 8, 1, &ds) == ST_ERR_IO && ds == NULL &&
           strstr(st_error(), "no-such.json"));
 }

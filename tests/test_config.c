@@ -196,7 +196,7 @@ static void value_ok(int line, const char *key, const char *json_value, const ch
 
 static void value_bad(int line, const char *key, const char *json_value, const char *valid)
 {
-    char json[512], want[1600];
+    char json[512], want[4096];
     snprintf(json, sizeof json, "{\"%s\": %s}", key, json_value);
     snprintf(want, sizeof want, "config.json: %s: %s is not %s", key, json_value, valid);
     st_status s = parse_bad(json);
@@ -227,17 +227,36 @@ static void test_typed_values(void)
 
     VALUE_OK("learning_rate", "1e-4", "0.0001"), VALUE_OK("learning_rate", "\"1e-4\"", "0.0001");
     VALUE_OK("learning_rate", "\"0.0003\"", "0.0003"), VALUE_OK("learning_rate", "3", "3");
-    VALUE_BAD("learning_rate", "\"fast\"", "a number >= 0");
-    VALUE_BAD("learning_rate", "\"nan\"", "a number >= 0");
-    VALUE_BAD("learning_rate", "\"inf\"", "a number >= 0");
-    VALUE_BAD("learning_rate", "-1", "a number >= 0");
+    VALUE_BAD("learning_rate", "\"fast\"", "a number > 0");
+    VALUE_BAD("learning_rate", "\"nan\"", "a number > 0");
+    VALUE_BAD("learning_rate", "\"inf\"", "a number > 0");
+    VALUE_BAD("learning_rate", "-1", "a number > 0");
+    /* one rule for number and integer keys given as text: decimal only, the whole string */
+    static const char *const not_decimal[] = {"\"0x10\"", "\"0X1p-3\"", "\"infinity\"", "\"-nan\"", "\"1e\"",
+                                              "\"1e-4 \"", "\" 1e-4\"", "\".\"", "\"\"", "\"4x\"", "\"1,5\""};
+    for (size_t i = 0; i < sizeof not_decimal / sizeof *not_decimal; i++) {
+        VALUE_BAD("learning_rate", not_decimal[i], "a number > 0");
+        VALUE_BAD("lr_power", not_decimal[i], "a number in [0, 1000]");
+        VALUE_BAD("train_batch_size", not_decimal[i], "an integer in [1, 65536]");
+    }
+    VALUE_OK("learning_rate", "\"+2e-4\"", "0.0002"), VALUE_OK("learning_rate", "\".5\"", "0.5");
+    VALUE_OK("learning_rate", "\"5.\"", "5"), VALUE_OK("learning_rate", "\"1E+2\"", "100");
+    VALUE_OK("lr_power", "\"0\"", "0"), VALUE_OK("lr_power", "\"-0\"", "-0");
+    /* optimizer numbers whose bound would divide by zero: refused at the bound, taken just inside it */
+    VALUE_BAD("adam_epsilon", "0", "a number > 0"), VALUE_BAD("adam_epsilon", "\"0.0\"", "a number > 0");
+    VALUE_BAD("adam_epsilon", "-1", "a number > 0"), VALUE_OK("adam_epsilon", "1e-30", "1e-30");
+    VALUE_BAD("learning_rate", "0", "a number > 0"), VALUE_OK("learning_rate", "1e-12", "1e-12");
+    VALUE_BAD("adam_beta1", "1", "a number in [0, 1)"), VALUE_BAD("adam_beta2", "\"1.0\"", "a number in [0, 1)");
+    VALUE_OK("adam_beta1", "0", "0"), VALUE_OK("adam_beta2", "0.9999", "0.9999");
+    VALUE_BAD("adam_weight_decay", "-0.01", "a number >= 0"), VALUE_OK("adam_weight_decay", "0", "0");
+    EXPECT_FAIL(parse_bad("{\"optimizer_beta2\": 1}"), ST_ERR_INVALID, "adam_beta2: 1 is not a number in [0, 1)");
     /* JSON numbers past a double's range: cJSON reads them as inf and would print null */
     EXPECT_FAIL(parse_bad("{\"train_batch_size\": 1e400}"), ST_ERR_INVALID,
                 "train_batch_size: a number too large for a double is not an integer in [1, 65536]");
     EXPECT_FAIL(parse_bad("{\"learning_rate\": 1e999}"), ST_ERR_INVALID, "learning_rate: a number too large");
     EXPECT_FAIL(parse_bad("{\"learning_rate\": \"1e999\"}"), ST_ERR_INVALID, "learning_rate: \"1e999\" is not");
-    VALUE_BAD("adam_beta1", "1.5", "a number in [0, 1]");
-    VALUE_BAD("adam_beta2", "\"-0.1\"", "a number in [0, 1]");
+    VALUE_BAD("adam_beta1", "1.5", "a number in [0, 1)");
+    VALUE_BAD("adam_beta2", "\"-0.1\"", "a number in [0, 1)");
 
     VALUE_OK("output_dir", "\"runs/a\"", "runs/a");
     VALUE_BAD("output_dir", "5", "a string");
@@ -277,7 +296,8 @@ static void test_checkpointing_and_choices(void)
 
     VALUE_BAD("optimizer", "\"adam\"", "one of adamw, lion");
     VALUE_OK("model_family", "\"flux\"", "flux"); /* a SimpleTuner family: the model layer says what it needs */
-    VALUE_BAD("model_preset", "\"dit-l2\"", "one of dit-tiny, dit-s2, dit-b2, dit-xl2, mmdit-tiny, mmdit-s, skipdit-tiny, "
+    VALUE_BAD("model_preset", "\"dit-l2\"", "one of its 107 choices; nearest: dit-s2, dit-b2, dit-xl2 (all: "
+              "dit-tiny, dit-s2, dit-b2, dit-xl2, mmdit-tiny, mmdit-s, skipdit-tiny, "
               "skipdit-s, flux-tiny, flux-dev, flux-schnell, flux2-tiny, flux2-dev, flux2-klein-4b, flux2-klein-9b, "
               "sd3-tiny, sd3-medium, sd35-large, sd35-medium, "
               "auraflow-tiny, auraflow, longcat-image-tiny, longcat-image, chroma-tiny, chroma, "
@@ -294,7 +314,7 @@ static void test_checkpointing_and_choices(void)
               "cosmos3-tiny, cosmos3-nano, sana-tiny, sana-1.6b-1024, sana-1.6b-2048, sana-600m-1024, sana-600m-512, "
               "sana-1.5-tiny, sana-1.5-4.8b-1024, sana-1.5-1.6b-1024, sanavideo-tiny, sanavideo-2b-480p, "
               "sd1x-tiny, sd15, sdxl-tiny, sdxl, kolors-tiny, kolors, stable-cascade-tiny, stable-cascade-c, "
-              "stable-cascade-c-lite");
+              "stable-cascade-c-lite)");
     VALUE_BAD("attention_mechanism", "\"sdpa\"", "one of math, flash");
     VALUE_OK("lr_scheduler", "\"cosine\"", "cosine");
 }
@@ -443,7 +463,29 @@ static void test_alias(void)
 
 static void test_unknown_keys(void)
 {
-    config *c = PARSE_OK("{\"lerning_rate\": 1e-4, \"--base_model_precision\": \"int8-quanto\", "
+    /* one edit from a known key (inserted, dropped, changed or swapped letters, alias included): a typo, refused,
+     * every one in the report */
+    EXPECT_FAIL(parse_bad("{\"learning_rte\": 3e-4}"), ST_ERR_INVALID,
+                "config.json: unknown key \"learning_rte\" (did you mean learning_rate?)", "typo", "--lenient");
+    EXPECT_FAIL(parse_bad("{\"--lerning_rate\": 1e-4, \"sed\": 3, \"report_to\": \"none\"}"), ST_ERR_INVALID,
+                "2 errors in the config:", "\"--lerning_rate\" (did you mean learning_rate?)",
+                "\"sed\" (did you mean seed?)");
+    EXPECT_FAIL(parse_bad("{\"lerning_rate\": 1e-4}"), ST_ERR_INVALID, "did you mean learning_rate?");
+    EXPECT_FAIL(parse_bad("{\"learning_rata\": 1e-4}"), ST_ERR_INVALID, "did you mean learning_rate?");
+    EXPECT_FAIL(parse_bad("{\"leanring_rate\": 1e-4}"), ST_ERR_INVALID, "did you mean learning_rate?");
+    EXPECT_FAIL(parse_bad("{\"learning_rates\": 1e-4}"), ST_ERR_INVALID, "did you mean learning_rate?");
+    EXPECT_FAIL(parse_bad("{\"optimiser_beta1\": 0.8}"), ST_ERR_INVALID, "did you mean optimizer_beta1?");
+    EXPECT_FAIL(parse_bad("{\"trian_batch_size\": 2}"), ST_ERR_INVALID, "did you mean train_batch_size?");
+    /* two edits away, or a SimpleTuner key segtrain does not read: the warning, as before */
+    config *c = PARSE_OK("{\"lerning_rte\": 1e-4, \"lora_dropout\": 0.1, \"validation_prompt\": \"a cat\"}");
+    if (c) {
+        const char *w = config_warning(c);
+        CHECKF(w && strstr(w, "lerning_rte (did you mean learning_rate?)") && strstr(w, "lora_dropout"), "warning: %s",
+               w ? w : "(none)");
+        config_free(c);
+    }
+    config_set_lenient(true);
+    c = PARSE_OK("{\"lerning_rate\": 1e-4, \"--base_model_precision\": \"int8-quanto\", "
                          "\"report_to\": \"none\", \"sed\": 3, \"new\\nline\": 1}");
     if (c) {
         const char *w = config_warning(c);
@@ -462,6 +504,10 @@ static void test_unknown_keys(void)
         CHECK(config_float(c, "learning_rate") == 1e-4 && !config_is_set(c, "learning_rate"));
         config_free(c);
     }
+    /* lenient or not, a checkpointing key is never ignored */
+    EXPECT_FAIL(parse_bad("{\"gradient_checkpointing_intervall\": 2}"), ST_ERR_INVALID,
+                "did you mean gradient_checkpointing_interval?");
+    config_set_lenient(false);
     EXPECT_FAIL(parse_bad("{\"gradient_checkpointing_intervall\": 2}"), ST_ERR_INVALID,
                 "config.json: unknown key \"gradient_checkpointing_intervall\"",
                 "did you mean gradient_checkpointing_interval?");
@@ -519,6 +565,43 @@ static void test_set(void)
     EXPECT_FAIL(config_set(c, "seed"), ST_ERR_INVALID, "--set: \"seed\" is not key=value");
     EXPECT_FAIL(config_set(c, "=5"), ST_ERR_INVALID, "is not key=value");
     config_free(c);
+}
+
+/* A choice key with a long list: the nearest names first, then all of them; "--set key=" clears a choice key */
+static void test_choices_nearest_and_clear(void)
+{
+    EXPECT_FAIL(parse_bad("{\"model_preset\": \"dit-s3\"}"), ST_ERR_INVALID,
+                "config.json: model_preset: \"dit-s3\" is not one of its ", " choices; nearest: dit-s2, ",
+                "(all: dit-tiny, dit-s2,", "stable-cascade-c-lite)");
+    EXPECT_FAIL(parse_bad("{\"model_preset\": \"flux-dve\"}"), ST_ERR_INVALID, "nearest: flux-dev, ");
+    EXPECT_FAIL(parse_bad("{\"model_preset\": \"sdxl_tiny\"}"), ST_ERR_INVALID, "nearest: sdxl-tiny, ");
+    EXPECT_FAIL(parse_bad("{\"model_preset\": 5}"), ST_ERR_INVALID, "model_preset: 5 is not one of dit-tiny,");
+    /* a short list stays as it was */
+    VALUE_BAD("optimizer", "\"sgd\"", "one of adamw, lion");
+
+    const char *json = "{\"model_preset\": \"dit-s2\", \"optimizer\": \"lion\", \"model_family\": \"dit\"}";
+    char *path = write_temp(json, strlen(json));
+    if (!path) return;
+    config *c = NULL;
+    const char *clear[] = {"model_preset=", "--optimizer="};
+    CHECKF(config_load_with(path, clear, 2, &c, NULL) == ST_OK && c, "%s", st_error());
+    if (c) {
+        CHECK(!config_is_set(c, "model_preset") && !strcmp(config_string(c, "model_preset"), "dit-tiny"));
+        CHECK(!config_is_set(c, "optimizer") && !strcmp(config_string(c, "optimizer"), "adamw"));
+        CHECK(config_is_set(c, "model_family"));
+        CHECK(config_set(c, "model_preset=dit-b2") == ST_OK && config_is_set(c, "model_preset"));
+        CHECK(config_set(c, "model_preset=") == ST_OK && !config_is_set(c, "model_preset") &&
+              !strcmp(config_string(c, "model_preset"), "dit-tiny"));
+        config_free(c);
+    }
+    unlink(path);
+    /* "" clears only a choice key: elsewhere it is a value, judged as any */
+    c = PARSE_OK("{}");
+    if (c) {
+        EXPECT_FAIL(config_set(c, "train_batch_size="), ST_ERR_INVALID, "train_batch_size: \"\" is not an integer");
+        CHECK(config_set(c, "output_dir=") == ST_OK && !strcmp(config_string(c, "output_dir"), ""));
+        config_free(c);
+    }
 }
 
 static void test_bytes(void)
@@ -618,12 +701,21 @@ static void test_neutral_values(void)
                        "\"minimum_image_size\": 0, \"disable_bucket_pruning\": \"true\"}", "n.json", &c) == ST_OK);
     CHECKF(c && !config_warning(c), "neutral values warn: %s", c && config_warning(c) ? config_warning(c) : "");
     config_free(c);
-    CHECK(config_parse("{\"controlnet\": \"true\", \"loss_type\": \"huber\", \"lora_type\": \"lycoris\", "
+    CHECK(config_parse("{\"controlnet\": \"true\", \"loss_type\": \"huber\", "
                        "\"minimum_image_size\": 512, \"disable_bucket_pruning\": false}", "n.json", &c) == ST_OK);
     const char *w = c ? config_warning(c) : NULL;
-    const char *named[] = {"controlnet", "loss_type", "lora_type", "minimum_image_size", "disable_bucket_pruning"};
+    const char *named[] = {"controlnet", "loss_type", "minimum_image_size", "disable_bucket_pruning"};
     for (size_t i = 0; i < sizeof named / sizeof *named; i++)
         CHECKF(w && strstr(w, named[i]), "the warning lacks %s: %s", named[i], w ? w : "(none)");
+    config_free(c);
+    /* LyCORIS is not built: refused by name, never trained as a plain LoRA */
+    EXPECT_FAIL(parse_bad("{\"model_type\": \"lora\", \"lora_type\": \"lycoris\", \"lycoris_config\": \"l.json\"}"),
+                ST_ERR_INVALID, "config.json: lora_type: \"lycoris\" is refused: lora_type lycoris is not built yet; "
+                "use lora_type standard");
+    EXPECT_FAIL(parse_bad("{\"--lora_type\": \"lycoris\"}"), ST_ERR_INVALID, "lora_type lycoris is not built yet");
+    EXPECT_FAIL(parse_bad("{\"lora_type\": \"loha\"}"), ST_ERR_INVALID, "lora_type: \"loha\" is not one of standard");
+    c = PARSE_OK("{\"lora_type\": \"standard\"}");
+    CHECKF(c && !config_warning(c) && !strcmp(config_string(c, "lora_type"), "standard"), "lora_type standard");
     config_free(c);
 }
 
@@ -792,6 +884,7 @@ int main(int argc, char **argv)
     test_alias();
     test_unknown_keys();
     test_set();
+    test_choices_nearest_and_clear();
     test_bytes();
     test_load();
     for (int which = 0; which < 5; which++) expect_abort(which);

@@ -211,6 +211,13 @@ static void test_families(void)
     EXPECT_REFUSAL("{\"model_family\": \"heartmula\"}", ST_ERR_UNSUPPORTED, "does not plan to build it");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_flavour\": \"pro\"}", ST_ERR_INVALID,
                    "model_flavour: \"pro\" is not a flavour of flux", "dev|krea|schnell");
+    /* a flavour that is one of segtrain's preset sizes points at the preset */
+    EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_flavour\": \"tiny\"}", ST_ERR_INVALID,
+                   "model_flavour: \"tiny\" is not a flavour of flux", "give model_preset: flux-tiny");
+    EXPECT_REFUSAL("{\"model_family\": \"pixart_sigma\", \"model_flavour\": \"tiny\"}", ST_ERR_INVALID,
+                   "give model_preset: pixart-sigma-tiny");
+    EXPECT_REFUSAL("{\"model_family\": \"qwen_image\", \"model_flavour\": \"tiny\"}", ST_ERR_INVALID,
+                   "give model_preset: qwen-image-tiny");
     EXPECT_REFUSAL("{\"model_family\": \"flx\"}", ST_ERR_INVALID, "model_family: \"flx\"", "did you mean flux?");
     EXPECT_REFUSAL("{\"model_family\": \"Flux\"}", ST_ERR_INVALID, "did you mean flux?");
     /* every name model_family takes is refused or built, never unknown */

@@ -8,7 +8,7 @@
  *   hands config values on as command-line strings; null means "use the default";
  * - keys segtrain does not use are collected into the warning (config_warning), by what ignoring them costs,
  *   except unknown keys starting with "gradient_checkpointing", which are an error: a checkpointing setting must
- *   never be ignored;
+ *   never be ignored, and keys one edit from a known key (a typo), which are an error unless config_set_lenient;
  * - SimpleTuner's own values of choice keys are read as segtrain's where they mean the same ("torch-adamw" is
  *   "adamw"), with a note where they differ, or refused with the reason and the nearest value.
  * Every error is one line (st_error()) naming the source, the key, the value given and what is valid; a file
@@ -58,6 +58,15 @@ bool config_key_known(const char *name, bool *is_bool);
 
 /* The name of names[0..n) nearest to `given` by edit distance, for "did you mean" lines (NULL when n is 0). */
 const char *config_nearest(const char *given, const char *const *names, int n);
+/* The edit (Levenshtein) distance of two names of up to 64 characters. */
+int config_distance(const char *a, const char *b);
+/* The key (with or without "--") nearest to `given` when it is close enough to be meant, else NULL. */
+const char *config_close_key(const char *given);
+
+/* Process-wide, set by the global option --lenient: an unknown key one edit from a known one ("learning_rte") is
+ * then a warning like any unknown key; by default it is an error, since the run would silently use the default. */
+void config_set_lenient(bool on);
+bool config_is_lenient(void);
 
 /* Typed getters: the value given, or the key's default. key is a canonical name from docs/CONFIG.md; an
  * unregistered key or a getter of the wrong type is a programming error and aborts with a message. */

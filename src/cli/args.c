@@ -58,7 +58,8 @@ int cli_number(const char *who, const cli_flag *f, const char *text)
         if (ok) *f->whole = v;
     } else {
         const double v = strtod(text, &end);
-        ok = ok && !errno && !*end && isfinite(v) && v >= (double)f->min && v <= (double)f->max;
+        /* decimal only, as a config's number keys: strtod alone would take "0x10" */
+        ok = ok && !strpbrk(text, "xX") && !errno && !*end && isfinite(v) && v >= (double)f->min && v <= (double)f->max;
         if (ok) *f->real = v;
     }
     if (ok) return 0;
@@ -66,6 +67,40 @@ int cli_number(const char *who, const cli_flag *f, const char *text)
     if (f->max == LLONG_MAX) fprintf(stderr, ">= %lld", f->min);
     else fprintf(stderr, "from %lld to %lld", f->min, f->max);
     fprintf(stderr, ", got '%s'\n", text);
+    return 2;
+}
+
+/* The one line for argv[i], which is neither the command's option nor a config key: a global option in the wrong
+ * place, or the nearest option or key when it is close, or where the valid ones are listed. */
+static int unknown_option(char **argv, int i, int argc, const cli_flag *flags, size_t name_len)
+{
+    const char *f = argv[i], *cmd = argv[0];
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", (int)(name_len < sizeof name ? name_len : sizeof name - 1), f);
+    if (!strcmp(name, "--threads") || !strcmp(name, "--lenient")) {
+        const bool threads = !strcmp(name, "--threads");
+        const char *n = !threads ? "" : strchr(f, '=') ? strchr(f, '=') + 1 : i + 1 < argc ? argv[i + 1] : "N";
+        fprintf(stderr, "segtrain %s: %s is a global option: it goes before the command (segtrain %s%s%s %s ...)\n",
+                cmd, name, name, threads ? " " : "", n, cmd);
+        return 2;
+    }
+    const char *near = NULL;
+    if (!strncmp(name, "--", 2)) {
+        int best = 1 << 30;
+        for (int k = 0; k < CLI_MAX_FLAGS && flags[k].name; k++) {
+            const int d = config_distance(name, flags[k].name);
+            if (d < best) best = d, near = flags[k].name;
+        }
+        if (best > 2 || 4 * best > (int)strlen(name)) near = NULL; /* a typo is a letter or two */
+        const char *key = config_close_key(name);
+        if (key && (!near || config_distance(name + 2, key) < best)) near = key;
+    }
+    if (near)
+        fprintf(stderr, "segtrain %s: unknown option '%s' (did you mean %s%s?)\n", cmd, f,
+                strncmp(near, "--", 2) ? "--" : "", near);
+    else
+        fprintf(stderr, "segtrain %s: unknown option '%s': neither an option of segtrain %s (see segtrain %s --help) "
+                "nor a config key (docs/CONFIG.md; given as --key value or --set key=value)\n", cmd, f, cmd, cmd);
     return 2;
 }
 
@@ -96,11 +131,7 @@ int args_parse(int argc, char **argv, const cli_flag *flags, cli_args *a)
             if (r == 2) return 2;
             if (r == 1) a->n_spelled++, known = 1;
         }
-        if (!known) {
-            fprintf(stderr, "segtrain %s: unknown option '%s' (config keys are given as --set key=value; see segtrain "
-                            "%s --help)\n", argv[0], f, argv[0]);
-            return 2;
-        }
+        if (!known) return unknown_option(argv, i, argc, flags, name_len);
         continue;
     missing:
         fprintf(stderr, "segtrain %s: %s needs a value\n", argv[0], f);

@@ -128,6 +128,7 @@ static void run_cell(const cli_args *a, const char *config_path, const sweep_mod
     argv[n++] = self_path;
     argv[n++] = "--threads";
     argv[n++] = threads;
+    if (config_is_lenient()) argv[n++] = "--lenient";
     argv[n++] = "sweep-cell";
     if (config_path) argv[n++] = "--config", argv[n++] = config_path;
     for (int i = 0; i < a->n_sets; i++) argv[n++] = "--set", argv[n++] = a->sets[i];

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "segtrain/config.h"
 #include "segtrain/ops.h"
 
 static const struct command {
@@ -30,7 +31,7 @@ static void usage(FILE *to)
     fprintf(to,
             "segtrain %s: trains diffusion transformers with segmented activation checkpointing\n"
             "\n"
-            "usage: segtrain [--threads N] COMMAND [options]\n"
+            "usage: segtrain [--threads N] [--lenient] COMMAND [options]\n"
             "\n"
             "commands:\n",
             SEGTRAIN_VERSION);
@@ -51,6 +52,7 @@ static void usage(FILE *to)
                 "\n"
                 "global options:\n"
                 "  --threads N   OpenMP threads for every op and for BLAS (default: all cores)\n"
+                "  --lenient     a config key one edit from a known one (learning_rte) is a warning, not an error\n"
                 "  -h, --help    this help; `segtrain COMMAND --help` explains a command\n");
 }
 
@@ -76,6 +78,8 @@ int main(int argc, char **argv)
             return 0;
         } else if (!strcmp(argv[i], "--version")) {
             return cmd_version(0, NULL);
+        } else if (!strcmp(argv[i], "--lenient")) {
+            config_set_lenient(true);
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             long long n;
             const cli_flag threads = {"--threads", .whole = &n, .min = 1, .max = 1024};

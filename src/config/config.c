@@ -160,6 +160,42 @@ static int key_distance(const char *given, const char *known, bool loose)
     return d;
 }
 
+int config_distance(const char *a, const char *b) { return levenshtein(a, b); }
+
+/* Whether a and b differ by exactly one insertion, deletion, substitution or swap of neighbours. */
+static bool one_edit(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > lb) {
+        const char *t = a;
+        a = b, b = t;
+        size_t n = la;
+        la = lb, lb = n;
+    }
+    if (lb - la > 1) return false;
+    size_t i = 0;
+    while (i < la && a[i] == b[i]) i++;
+    if (la < lb) return strcmp(a + i, b + i + 1) == 0;
+    if (i == la) return false; /* the same */
+    if (strcmp(a + i + 1, b + i + 1) == 0) return true;
+    return i + 1 < la && a[i] == b[i + 1] && a[i + 1] == b[i] && strcmp(a + i + 2, b + i + 2) == 0;
+}
+
+/* The known name one edit from `given`, or NULL: such a key is a typo far more often than a SimpleTuner key. */
+static const char *typo_of(const char *given)
+{
+    for (int i = 0; i < cfg_key_count; i++) {
+        if (one_edit(given, cfg_keys[i].name)) return cfg_keys[i].name;
+        if (cfg_keys[i].alias && one_edit(given, cfg_keys[i].alias)) return cfg_keys[i].alias;
+    }
+    return NULL;
+}
+
+static bool lenient; /* --lenient: typos of keys are warnings */
+
+void config_set_lenient(bool on) { lenient = on; }
+bool config_is_lenient(void) { return lenient; }
+
 /* The known name (canonical or alias) nearest to `given`, or NULL unless `always` or it is close enough to be
  * a likely typo. */
 static const char *nearest_key(const char *given, bool always)
@@ -197,9 +233,10 @@ static void show_value(const cJSON *item, char *buf, size_t n)
 void cfg_range_text(const cfg_key *k, char *buf, size_t n)
 {
     bool lo = isfinite(k->min), hi = isfinite(k->max);
-    if (lo && hi) snprintf(buf, n, " in [%g, %g]", k->min, k->max);
-    else if (lo) snprintf(buf, n, " >= %g", k->min);
-    else if (hi) snprintf(buf, n, " <= %g", k->max);
+    bool open_lo = k->open & CFG_OPEN_MIN, open_hi = k->open & CFG_OPEN_MAX;
+    if (lo && hi) snprintf(buf, n, " in %c%g, %g%c", open_lo ? '(' : '[', k->min, k->max, open_hi ? ')' : ']');
+    else if (lo) snprintf(buf, n, " %s %g", open_lo ? ">" : ">=", k->min);
+    else if (hi) snprintf(buf, n, " %s %g", open_hi ? "<" : "<=", k->max);
     else buf[0] = '\0';
 }
 
@@ -241,11 +278,45 @@ static void valid_text(const cfg_key *k, char *buf, size_t n)
     }
 }
 
+#define NEAREST_SHOWN 3
+#define LONG_CHOICES 8 /* past this many choices, the nearest come first: nobody reads a hundred names for a typo */
+
+/* The NEAREST_SHOWN choices nearest to `given` by edit distance, ", "-separated (ties in the table's order). */
+static void nearest_choices(const char *choices, const char *given, char *buf, size_t n)
+{
+    const char *best[NEAREST_SHOWN] = {0};
+    int best_len[NEAREST_SHOWN] = {0}, best_d[NEAREST_SHOWN];
+    for (int i = 0; i < NEAREST_SHOWN; i++) best_d[i] = 1 << 30;
+    for (const char *p = choices; *p;) {
+        const size_t w = strcspn(p, "|");
+        char name[MAX_KEY_LEN + 1];
+        snprintf(name, sizeof name, "%.*s", (int)w, p);
+        int d = levenshtein(given, name), at = NEAREST_SHOWN;
+        while (at > 0 && d < best_d[at - 1]) at--;
+        for (int j = NEAREST_SHOWN - 1; j > at; j--)
+            best[j] = best[j - 1], best_len[j] = best_len[j - 1], best_d[j] = best_d[j - 1];
+        if (at < NEAREST_SHOWN) best[at] = p, best_len[at] = (int)w, best_d[at] = d;
+        p += w + (p[w] == '|');
+    }
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < NEAREST_SHOWN && best[i] && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%.*s", i ? ", " : "", best_len[i], best[i]);
+}
+
 static st_status bad_value(const char *src, const cfg_key *k, const cJSON *item)
 {
     char given[64], valid[2112]; /* "one of " and valid_text's list */
     show_value(item, given, sizeof given);
     valid_text(k, valid, sizeof valid);
+    int count = 1;
+    for (const char *p = k->choices; p && *p; p++) count += *p == '|';
+    if (k->choices && count > LONG_CHOICES && cJSON_IsString(item)) {
+        char near[3 * (MAX_KEY_LEN + 2)];
+        nearest_choices(k->choices, item->valuestring, near, sizeof near);
+        return st_fail(ST_ERR_INVALID, "%s: %s: %s is not one of its %d choices; nearest: %s (all: %s)", src, k->name,
+                       given, count, near, valid + strlen("one of "));
+    }
     return st_fail(ST_ERR_INVALID, "%s: %s: %s is not %s", src, k->name, given, valid);
 }
 
@@ -273,12 +344,29 @@ static bool int_of(const cJSON *it, int64_t *out)
     return true;
 }
 
+/* Whether s is a decimal number as JSON writes one (a sign, digits, a point, an exponent): strtod alone would also
+ * take "0x10", "inf" and "nan", which an integer key refuses, so a number key refuses them too. */
+static bool decimal_text(const char *s)
+{
+    bool digits = false;
+    if (*s == '+' || *s == '-') s++;
+    for (; isdigit((unsigned char)*s); s++) digits = true;
+    if (*s == '.')
+        for (s++; isdigit((unsigned char)*s); s++) digits = true;
+    if (digits && (*s == 'e' || *s == 'E')) {
+        s += s[1] == '+' || s[1] == '-' ? 2 : 1;
+        if (!isdigit((unsigned char)*s)) return false;
+        while (isdigit((unsigned char)*s)) s++;
+    }
+    return digits && !*s;
+}
+
 static bool float_of(const cJSON *it, double *out)
 {
     if (cJSON_IsNumber(it)) return *out = it->valuedouble, isfinite(*out); /* 1e999 parses as inf */
     if (!cJSON_IsString(it)) return false;
     const char *s = it->valuestring;
-    if (!*s || isspace((unsigned char)*s)) return false;
+    if (!decimal_text(s)) return false;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -298,7 +386,10 @@ static bool bool_of(const cJSON *it, bool *out)
     return false;
 }
 
-static bool in_range(const cfg_key *k, double v) { return v >= k->min && v <= k->max; }
+static bool in_range(const cfg_key *k, double v)
+{
+    return (k->open & CFG_OPEN_MIN ? v > k->min : v >= k->min) && (k->open & CFG_OPEN_MAX ? v < k->max : v <= k->max);
+}
 
 static bool is_choice(const char *choices, const char *s)
 {
@@ -634,6 +725,11 @@ static st_status unknown_key(reader *r, const char *src, const cJSON *m)
                                   "%s: unknown key \"%s\" (did you mean %s?): checkpointing keys are never ignored",
                                   src, spelled, nearest_key(bare, true)));
     if (neutral_value(bare, m)) return ST_OK;
+    const char *typo = lenient ? NULL : typo_of(bare);
+    if (typo)
+        return collect(r, st_fail(ST_ERR_INVALID, "%s: unknown key \"%s\" (did you mean %s?): one edit from a "
+                                  "key segtrain reads, so taken for a typo (segtrain --lenient makes it a warning)",
+                                  src, spelled, typo));
     strbuf *b = &r->unknown[key_listed(cfg_report_only_keys, bare) ? 2 : key_listed(cfg_speed_only_keys, bare)];
     sb_add(b, "%s", b->len ? ", " : "");
     for (const char *p = spelled; *p; p++) /* keep it one line whatever the key holds */
@@ -726,6 +822,12 @@ static st_status apply_object(config *c, const cJSON *root, reader *r)
     return s;
 }
 
+const char *config_close_key(const char *given)
+{
+    const char *bare = strip_dashes(given);
+    return nearest_key(bare, strncmp(bare, GC_PREFIX, strlen(GC_PREFIX)) == 0);
+}
+
 /* "key=value" (key with or without "--", an alias fine): the key's row and where the value starts. An unknown
  * key is an error here: a typo on the command line is never meant. */
 static st_status parse_assignment(const char *assignment, int *row, const char **text)
@@ -738,13 +840,15 @@ static st_status parse_assignment(const char *assignment, int *row, const char *
     *row = find_key(bare), *text = eq + 1;
     st_status s = ST_OK;
     if (*row < 0) {
-        const char *near = nearest_key(bare, strncmp(bare, GC_PREFIX, strlen(GC_PREFIX)) == 0);
+        const char *near = config_close_key(bare);
         s = st_fail(ST_ERR_INVALID, "--set: unknown key \"%s\"%s%s%s", bare, near ? " (did you mean " : "",
                     near ? near : "", near ? "?)" : "");
     }
     free(key);
     return s;
 }
+
+static bool clears(int row, const char *text) { return !*text && cfg_keys[row].choices; }
 
 static st_status put_override(cJSON *root, const char *assignment, reader *r)
 {
@@ -758,7 +862,9 @@ static st_status put_override(cJSON *root, const char *assignment, reader *r)
         next = m->next;
         if (find_key(strip_dashes(m->string)) == i) cJSON_Delete(cJSON_DetachItemViaPointer(root, m));
     }
-    cJSON *item = cJSON_CreateString(text);
+    /* "key=" of a choice key, where "" is never a choice, clears it as null does in a file: back to the default,
+     * not given (an unset model_preset comes from model_family) */
+    cJSON *item = clears(i, text) ? cJSON_CreateNull() : cJSON_CreateString(text);
     if (!item || !cJSON_AddItemToObject(root, cfg_keys[i].name, item)) return cJSON_Delete(item), oom();
     r->from_set[r->n_from_set++] = item;
     return ST_OK;
@@ -894,8 +1000,15 @@ st_status config_set(config *c, const char *assignment)
     const char *text;
     st_status s = parse_assignment(assignment, &i, &text);
     if (s) return s;
-    cJSON item = string_item(text);
     value v;
+    if (clears(i, text)) {
+        cJSON def = string_item(cfg_keys[i].def);
+        if (convert(&cfg_keys[i], &def, false, &v) != CV_OK) return oom(); /* the default converted at creation */
+        value_free(&c->v[i]);
+        c->v[i] = v; /* not set */
+        return ST_OK;
+    }
+    cJSON item = string_item(text);
     s = convert_value("--set", &cfg_keys[i], &item, &v, NULL);
     if (!s) store(c, i, &v);
     return s;

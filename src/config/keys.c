@@ -11,12 +11,14 @@
 
 /* One macro per kind of row keeps the table readable: name, default, [choices | bounds], section, SimpleTuner
  * counterpart, doc. */
-#define BOOL_KEY(n, d, sec, st, doc) {n, NULL, CFG_BOOL, d, NULL, ANY_MIN, ANY_MAX, sec, st, doc}
-#define INT_KEY(n, d, lo, hi, sec, st, doc) {n, NULL, CFG_INT, d, NULL, lo, hi, sec, st, doc}
-#define FLOAT_KEY(n, d, lo, hi, sec, st, doc) {n, NULL, CFG_FLOAT, d, NULL, lo, hi, sec, st, doc}
-#define CHOICE_KEY(n, d, ch, sec, st, doc) {n, NULL, CFG_STRING, d, ch, ANY_MIN, ANY_MAX, sec, st, doc}
-#define TEXT_KEY(n, d, sec, st, doc) {n, NULL, CFG_STRING, d, NULL, ANY_MIN, ANY_MAX, sec, st, doc}
-#define SIZE_KEY(n, sec, st, doc) {n, NULL, CFG_SIZE, "", NULL, ANY_MIN, ANY_MAX, sec, st, doc}
+#define BOOL_KEY(n, d, sec, st, doc) {n, NULL, CFG_BOOL, d, NULL, ANY_MIN, ANY_MAX, sec, st, doc, 0}
+#define INT_KEY(n, d, lo, hi, sec, st, doc) {n, NULL, CFG_INT, d, NULL, lo, hi, sec, st, doc, 0}
+#define FLOAT_KEY(n, d, lo, hi, sec, st, doc) {n, NULL, CFG_FLOAT, d, NULL, lo, hi, sec, st, doc, 0}
+#define CHOICE_KEY(n, d, ch, sec, st, doc) {n, NULL, CFG_STRING, d, ch, ANY_MIN, ANY_MAX, sec, st, doc, 0}
+#define TEXT_KEY(n, d, sec, st, doc) {n, NULL, CFG_STRING, d, NULL, ANY_MIN, ANY_MAX, sec, st, doc, 0}
+#define SIZE_KEY(n, sec, st, doc) {n, NULL, CFG_SIZE, "", NULL, ANY_MIN, ANY_MAX, sec, st, doc, 0}
+/* A number whose bound itself breaks the arithmetic: a zero epsilon or learning rate, a beta of 1 */
+#define POSITIVE_KEY(n, d, sec, st, doc) {n, NULL, CFG_FLOAT, d, NULL, 0, ANY_MAX, sec, st, doc, CFG_OPEN_MIN}
 
 const char *const cfg_section_names[SEC_COUNT] = {"Model", "Checkpointing", "Memory", "Training"};
 
@@ -139,7 +141,7 @@ const cfg_key cfg_keys[] = {
             "arena sized by the plan, so any value gives the same step and the same host peak."),
     {"capture_hidden_states", NULL, CFG_INT_LIST, "", NULL, 0, ANY_MAX, SEC_CHECKPOINTING, NULL,
      "Block indices whose output hidden states are captured, e.g. `[3, 7]` or `\"3,7\"`; capturing makes "
-     "checkpointed segments fall back to single blocks."},
+     "checkpointed segments fall back to single blocks.", 0},
 
     /* memory */
     SIZE_KEY("device_memory", SEC_MEMORY, NULL,
@@ -170,8 +172,8 @@ const cfg_key cfg_keys[] = {
             "the whole state on every rank. Checkpoints hold the whole state either way, and resume with any N. "
             "`segtrain plan --ranks N` shows a rank's memory."),
     INT_KEY("seed", "0", 0, ANY_MAX, SEC_TRAINING, "=", "Seed of every random stream (init, data, noise, timesteps)."),
-    FLOAT_KEY("learning_rate", "1e-4", 0, ANY_MAX, SEC_TRAINING, "= (default 4e-7 there)",
-              "Peak learning rate, reached after the warm-up."),
+    POSITIVE_KEY("learning_rate", "1e-4", SEC_TRAINING, "= (default 4e-7 there)",
+                 "Peak learning rate, reached after the warm-up."),
     CHOICE_KEY("optimizer", "adamw", "adamw|lion", SEC_TRAINING,
                "=; `torch-adamw`, `optimi-adamw`, `adamw_bf16` are read as `adamw` (the last with float32 "
                "weights), `optimi-lion` as `lion`",
@@ -188,11 +190,15 @@ const cfg_key cfg_keys[] = {
     INT_KEY("lr_warmup_steps", "0", 0, ANY_MAX, SEC_TRAINING, "= (default 500 there)",
             "Steps of linear warm-up from 0 to the learning rate."),
     {"adam_beta1", "optimizer_beta1", CFG_FLOAT, "0.9", NULL, 0, 1, SEC_TRAINING,
-     "= (`optimizer_beta1` there too, accepted as an alias)", "First-moment decay (AdamW; Lion's interpolation)."},
+     "= (`optimizer_beta1` there too, accepted as an alias)",
+     "First-moment decay (AdamW; Lion's interpolation); below 1, since AdamW divides by 1 - beta^step.",
+     CFG_OPEN_MAX},
     {"adam_beta2", "optimizer_beta2", CFG_FLOAT, "0.999", NULL, 0, 1, SEC_TRAINING,
-     "= (`optimizer_beta2` there too, accepted as an alias)", "Second-moment decay (AdamW; Lion's momentum)."},
+     "= (`optimizer_beta2` there too, accepted as an alias)",
+     "Second-moment decay (AdamW; Lion's momentum); below 1, since AdamW divides by 1 - beta^step.", CFG_OPEN_MAX},
     FLOAT_KEY("adam_weight_decay", "1e-2", 0, ANY_MAX, SEC_TRAINING, "=", "Decoupled weight decay."),
-    FLOAT_KEY("adam_epsilon", "1e-8", 0, ANY_MAX, SEC_TRAINING, "=", "AdamW's denominator epsilon."),
+    POSITIVE_KEY("adam_epsilon", "1e-8", SEC_TRAINING, "=",
+                 "AdamW's denominator epsilon; above 0, since a zero one divides by zero where a gradient is 0."),
     FLOAT_KEY("max_grad_norm", "2.0", 0, ANY_MAX, SEC_TRAINING, "=",
               "The clipping threshold `grad_clip_method` applies; 0 = no clipping."),
     CHOICE_KEY("grad_clip_method", "value", "value|norm", SEC_TRAINING, "=",
@@ -201,6 +207,8 @@ const cfg_key cfg_keys[] = {
                "max_grad_norm (clip_grad_norm_)."),
     CHOICE_KEY("model_type", "full", "full|lora", SEC_TRAINING, "=, more choices there",
                "Train every weight (`full`) or low-rank adapters only (`lora`)."),
+    CHOICE_KEY("lora_type", "standard", "standard", SEC_TRAINING, "=; `lycoris` is refused until LyCORIS is built",
+               "The kind of adapter: `standard`, PEFT's LoRA (low-rank update matrices)."),
     INT_KEY("lora_rank", "16", 1, 65536, SEC_TRAINING, "=", "Rank of the LoRA update matrices."),
     FLOAT_KEY("lora_alpha", "0", 0, ANY_MAX, SEC_TRAINING, "= (default none there, meaning the rank)",
               "LoRA scale numerator (the update is scaled by alpha / rank); 0 = the rank."),
@@ -210,7 +218,7 @@ const cfg_key cfg_keys[] = {
              "Folder for checkpoints, reports and the final weights."),
     {"checkpoint_step_interval", "checkpointing_steps", CFG_INT, "500", NULL, 0, ANY_MAX, SEC_TRAINING,
      "`checkpointing_steps`, accepted here as an alias",
-     "Save a training-state checkpoint every this many steps; 0 = never."},
+     "Save a training-state checkpoint every this many steps; 0 = never.", 0},
     INT_KEY("checkpoints_total_limit", "0", 0, ANY_MAX, SEC_TRAINING, "=",
             "Keep at most this many checkpoints, deleting the oldest; 0 = keep all."),
     TEXT_KEY("resume_from_checkpoint", "", SEC_TRAINING, "= (default `latest` there)",
@@ -373,6 +381,8 @@ const cfg_value_alias cfg_value_aliases[] = {
     {"distillation_config.diffusion_target", "base_prediction", NULL,
      "the frozen base's prediction as the diffusion target (a forward without the adapters) is not built; the "
      "nearest is flow"},
+    {"lora_type", "lycoris", NULL,
+     "lora_type lycoris is not built yet; use lora_type standard (a LoRA of lora_rank, not LyCORIS's LoKr or LoHa)"},
     {"attention_mechanism", "sla", NULL,
      "sparse-linear attention approximates softmax attention; the nearest segtrain takes is flash (exact)"},
 };
@@ -392,7 +402,6 @@ const cfg_neutral cfg_neutral_values[] = {
     {"controlnet", "false"},               /* no ControlNet beside the model */
     {"strict_epoch_limit", "false"},       /* counting steps it does nothing; counting epochs SimpleTuner sets it */
     {"loss_type", "l2"},                   /* the mean squared error */
-    {"lora_type", "standard"},             /* PEFT's LoRA, not LyCORIS */
     {"base_model_precision", "no_change"}, /* no quantised base */
     {"minimum_image_size", "0"},           /* no image left out for its size */
     {"disable_bucket_pruning", "true"},    /* no sample left out of a short bucket */

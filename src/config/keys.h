@@ -29,7 +29,11 @@ typedef struct cfg_key {
     const char *st;      /* SimpleTuner counterpart: NULL none; "=" same name, "=..." same name plus a note;
                           * else Markdown text */
     const char *doc;     /* one or two sentences: what it does, and what a special default means */
+    unsigned open;       /* CFG_OPEN_MIN, CFG_OPEN_MAX: that bound itself is refused (0 < epsilon, beta < 1) */
 } cfg_key;
+
+#define CFG_OPEN_MIN 1u
+#define CFG_OPEN_MAX 2u
 
 extern const cfg_key cfg_keys[];
 extern const int cfg_key_count;
@@ -59,7 +63,7 @@ extern const char *const cfg_section_names[SEC_COUNT];
 
 /* What config.c's messages and doc.c's docs/CONFIG.md both write about a key (config.c): */
 const char *cfg_type_name(cfg_type t);
-void cfg_range_text(const cfg_key *k, char *buf, size_t n); /* " in [a, b]", " >= a", " <= b" or "" */
+void cfg_range_text(const cfg_key *k, char *buf, size_t n); /* " in [a, b)", " > a", " <= b" or "" */
 /* "a, b, c" (with backticks: markdown); returns the whole text's length, as snprintf does (it fits when < n) */
 size_t cfg_choices_text(const char *choices, bool markdown, char *buf, size_t n);
 

@@ -233,9 +233,18 @@ st_status model_family_check(const char *family, const char *flavour)
         return st_fail(ST_ERR_INVALID, "model_family: \"%s\" is neither one of segtrain's topologies (dit, mmdit, "
                        "skipdit) nor a SimpleTuner family (did you mean %s? docs/FAMILIES.md lists them)", family, near);
     }
-    if (*flavour && !in_list(f->flavours, flavour))
-        return st_fail(ST_ERR_INVALID, "model_flavour: \"%s\" is not a flavour of %s (%s)", flavour, f->name,
-                       *f->flavours ? f->flavours : "none known");
+    if (*flavour && !in_list(f->flavours, flavour)) {
+        /* segtrain's own sizes of a family ("tiny") are presets named after it: "flux" "tiny" is flux-tiny */
+        char preset[64], pointer[160] = "";
+        model_config mc;
+        snprintf(preset, sizeof preset, "%s-%s", f->name, flavour);
+        for (char *p = preset; *p; p++) *p = *p == '_' ? '-' : *p;
+        if (model_preset(preset, &mc) == ST_OK)
+            snprintf(pointer, sizeof pointer, "; segtrain's %s size of %s is a preset: give model_preset: %s (and "
+                     "no model_flavour)", flavour, f->name, preset);
+        return st_fail(ST_ERR_INVALID, "model_flavour: \"%s\" is not a flavour of %s (%s)%s", flavour, f->name,
+                       *f->flavours ? f->flavours : "none known", pointer);
+    }
     char preset[32];
     if (built_preset(f, flavour, preset, sizeof preset)) return ST_OK;
     if (!*flavour && f->fallback) flavour = f->fallback; /* the messages name the default flavour taken */

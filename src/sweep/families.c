@@ -197,7 +197,15 @@ static st_status load_real(family_sweep *f, const char *examples, const char *di
         snprintf(path, sizeof path, "%s/%s", examples, family_examples[e].example);
         if (!access(path, R_OK)) {
             snprintf(f->example, sizeof f->example, "%s", path);
-            return config_load_with(path, sets, n_sets, out, NULL);
+            if (!strstr(path, ".lycoris-")) return config_load_with(path, sets, n_sets, out, NULL);
+            /* config refuses lora_type lycoris (not built): its shape is predicted as a LoRA, and the report says so */
+            const char *with[CONFIG_MAX_SETS];
+            if (n_sets >= CONFIG_MAX_SETS) return st_fail(ST_ERR_INVALID, "--set: more than %d overrides", n_sets);
+            with[0] = "lora_type=standard";
+            for (int i = 0; i < n_sets; i++) with[i + 1] = sets[i];
+            snprintf(f->note + at, sizeof f->note - at, "predicted from %s as a standard LoRA of its rank (its "
+                     "lora_type lycoris is not built)", path);
+            return config_load_with(path, with, n_sets + 1, out, NULL);
         }
         snprintf(f->note + at, sizeof f->note - at, "its example %s is not in %s: ", family_examples[e].example,
                  examples);

@@ -12,10 +12,18 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <linux/magic.h>
+#include <sys/vfs.h>
+#endif
 
 #define BACKEND_FILE_MAX (16 << 20) /* a backend list is a few KiB; this refuses a wrong file early */
 #define REPEATS_MAX 1000000
 #define SAMPLES_MAX (1ll << 26) /* the iterator keeps the order of every sample: 512 MiB at this many */
+/* A dataset's folders nest a few deep and number hundreds at most; past these a walk has wandered off (a link to
+ * the root) and would take hours, so it stops with an error. */
+#define WALK_DEPTH_MAX 32
+#define WALK_FOLDERS_MAX 100000
 
 enum { CAP_FILENAME, CAP_TEXTFILE, CAP_INSTANCEPROMPT };
 enum { RES_PIXEL, RES_AREA, RES_PIXEL_AREA };
@@ -126,6 +134,13 @@ static st_status get_prompt(const where *w, const cJSON *e, char **out)
     }
     if (o) o--; /* the last newline */
     s[o] = 0;
+    if (!o && cJSON_IsArray(v)) { /* a list is a choice of prompts: none to choose from is a mistake */
+        free(s);
+        char b[64];
+        shown(v, b, sizeof b);
+        return refuse(w, ST_ERR_INVALID, "instance_prompt %s holds no non-empty prompt; give a string or a list with "
+                      "at least one", b);
+    }
     *out = s;
     return ST_OK;
 }
@@ -337,13 +352,43 @@ typedef struct seen {
     int n, cap;
 } seen;
 
+/* The name of a kernel's pseudo-filesystem dir is on (/proc, /sys, ...), or NULL: they hold no images, and /proc
+ * leads to the whole tree again through every process's root and cwd. */
+static const char *pseudo_fs(const char *dir)
+{
+#ifdef __linux__
+    static const struct { unsigned long magic; const char *name; } fs[] = {
+        {PROC_SUPER_MAGIC, "proc"},      {SYSFS_MAGIC, "sysfs"},         {DEBUGFS_MAGIC, "debugfs"},
+        {TRACEFS_MAGIC, "tracefs"},      {CGROUP_SUPER_MAGIC, "cgroup"}, {CGROUP2_SUPER_MAGIC, "cgroup2"},
+        {SECURITYFS_MAGIC, "securityfs"}, {DEVPTS_SUPER_MAGIC, "devpts"}, {BPF_FS_MAGIC, "bpf"},
+        {PSTOREFS_MAGIC, "pstore"},      {EFIVARFS_MAGIC, "efivarfs"}};
+    struct statfs sf;
+    if (statfs(dir, &sf)) return NULL; /* opening it reports the error */
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
+        if ((unsigned long)sf.f_type == fs[i].magic) return fs[i].name;
+#else
+    (void)dir;
+#endif
+    return NULL;
+}
+
 /* Adds the usable PNGs under dir (recursively, hidden entries skipped, in name order) as samples of label. */
-static st_status walk(scan *sc, seen *sn, const where *w, const spec *sp, const char *dir, int label)
+static st_status walk(scan *sc, seen *sn, const where *w, const spec *sp, const char *dir, int label, int depth)
 {
     struct stat sb;
     if (stat(dir, &sb)) return refuse(w, ST_ERR_IO, "%s: cannot read folder: %s", dir, strerror(errno));
     for (int i = 0; i < sn->n; i++)
         if (sn->dev[i] == sb.st_dev && sn->ino[i] == sb.st_ino) return ST_OK;
+    const char *pseudo = pseudo_fs(dir);
+    if (pseudo)
+        return refuse(w, ST_ERR_INVALID, "%s is on the kernel's %s pseudo-filesystem, which holds no images; "
+                      "instance_data_dir must be a folder of image files", dir, pseudo);
+    if (depth > WALK_DEPTH_MAX || sn->n >= WALK_FOLDERS_MAX)
+        return refuse(w, ST_ERR_INVALID, "%s: more than %d %s under instance_data_dir %s (a link to a folder above "
+                      "it?); segtrain walks at most %d levels and %d folders", dir,
+                      depth > WALK_DEPTH_MAX ? WALK_DEPTH_MAX : WALK_FOLDERS_MAX,
+                      depth > WALK_DEPTH_MAX ? "levels of folders" : "folders", sp->dir, WALK_DEPTH_MAX,
+                      WALK_FOLDERS_MAX);
     if (sn->n == sn->cap) {
         sn->cap = sn->cap ? 2 * sn->cap : 16;
         dev_t *d = realloc(sn->dev, sizeof(dev_t) * (size_t)sn->cap);
@@ -360,7 +405,7 @@ static st_status walk(scan *sc, seen *sn, const where *w, const spec *sp, const 
         char *path = data_join_path(dir, names[i]), *caption = NULL;
         bool ok = false;
         if (!path) st = data_oom();
-        else if (data_is_dir(path)) st = walk(sc, sn, w, sp, path, label);
+        else if (data_is_dir(path)) st = walk(sc, sn, w, sp, path, label, depth + 1);
         else if ((data_is_png(names[i]) || data_is_other_image(names[i])) &&
                  !(st = data_check_png(sc, path, names[i], &ok)) && ok && !(st = make_caption(w, sp, path, &caption))) {
             st = data_add_item(sc, path, caption, label);
@@ -369,6 +414,42 @@ static st_status walk(scan *sc, seen *sn, const where *w, const spec *sp, const 
         free(path);
     }
     if (names) data_free_names(names, n);
+    return st;
+}
+
+typedef struct named {
+    const char *id;
+    int entry;
+} named;
+
+static int cmp_named(const void *a, const void *b)
+{
+    const named *x = a, *y = b;
+    const int c = strcmp(x->id, y->id);
+    return c ? c : (x->entry > y->entry) - (x->entry < y->entry);
+}
+
+/* Every enabled entry's id is its own, caches included: SimpleTuner keys its backends by id (skipping disabled
+ * ones first), so a second entry with one would stand for the first. Sorted, so that a long list costs n log n. */
+static st_status check_unique_ids(const char *file, const cJSON *root)
+{
+    const int n = cJSON_GetArraySize(root);
+    named *ids = calloc((size_t)n + 1, sizeof *ids);
+    if (!ids) return data_oom();
+    int k = 0, i = 0;
+    for (const cJSON *e = root->child; e; e = e->next, i++) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
+        const bool off = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "disabled")) ||
+                         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "disable"));
+        if (cJSON_IsString(id) && !off) ids[k++] = (named){id->valuestring, i};
+    }
+    qsort(ids, (size_t)k, sizeof *ids, cmp_named);
+    st_status st = ST_OK;
+    for (int j = 1; j < k && !st; j++)
+        if (!strcmp(ids[j - 1].id, ids[j].id))
+            st = st_fail(ST_ERR_INVALID, "data_backend_config %s: id '%s' is given to entries %d and %d; each backend "
+                         "needs an id of its own", file, ids[j].id, ids[j - 1].entry, ids[j].entry);
+    free(ids);
     return st;
 }
 
@@ -441,6 +522,7 @@ st_status dataset_open_backends(const char *path, int resolution, uint64_t seed,
         st = read_entry(path, i, e, &specs[nspecs], skipped[i], sizeof skipped[i]);
         if (!st && specs[nspecs].id) nspecs++;
     }
+    if (!st) st = check_unique_ids(path, root);
     if (!st && !nspecs)
         st = st_fail(ST_ERR_INVALID, "data_backend_config %s: no enabled image backend (%d entr%s: disabled or "
                      "caches); segtrain trains on local image folders (type local, instance_data_dir)", path, entries,
@@ -463,7 +545,7 @@ st_status dataset_open_backends(const char *path, int resolution, uint64_t seed,
                         missing ? strerror(errno) : "not a folder", sp->given_dir[0] == '/' ? "" : " (a relative "
                         "instance_data_dir is taken from the working directory, as SimpleTuner takes it)");
         sn.n = 0; /* a folder under two backends is read by both */
-        if (!st) st = walk(&sc, &sn, &w, sp, sp->dir, b);
+        if (!st) st = walk(&sc, &sn, &w, sp, sp->dir, b, 0);
         if (!st && sc.n == first)
             st = refuse(&w, ST_ERR_FORMAT, "no usable PNG image in %s (%lld skipped)", sp->dir,
                         (long long)(sc.skipped - skipped_before));

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The config front door from the command line: refused values and keys get one line that names them and what is
+# accepted, typos a did-you-mean, and --lenient (a global option) turns key typos into warnings.
+# Usage: cli_config_test.sh path/to/segtrain path/to/source
+set -u
+bin=$1 src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; }
+# expect RC DESCRIPTION PATTERN -- COMMAND...: exit code RC and PATTERN somewhere in stdout+stderr
+expect() {
+  local rc=$1 what=$2 pattern=$3; shift 4
+  local out; out=$("$@" 2>&1); local got=$?
+  if [ "$got" -eq "$rc" ] && grep -qE -- "$pattern" <<<"$out"; then ok "$what"; else bad "$what (exit $got): $out"; fi
+}
+# lacks RC DESCRIPTION PATTERN -- COMMAND...: exit code RC and PATTERN nowhere in stdout+stderr
+lacks() {
+  local rc=$1 what=$2 pattern=$3; shift 4
+  local out; out=$("$@" 2>&1); local got=$?
+  if [ "$got" -eq "$rc" ] && ! grep -qE -- "$pattern" <<<"$out"; then ok "$what"; else bad "$what (exit $got): $out"; fi
+}
+# one_line DESCRIPTION -- COMMAND...: the command fails (exit 1) with exactly one line
+one_line() {
+  local what=$1; shift 2
+  local out; out=$("$@" 2>&1); local got=$?
+  if [ "$got" -eq 1 ] && [ "$(wc -l <<<"$out")" -eq 1 ]; then ok "$what"; else bad "$what (exit $got): $out"; fi
+}
+
+# optimizer numbers that made the loss NaN at step 2, from a file and from --set, and their neighbours that work
+echo '{"adam_epsilon": 0}' > eps0.json
+expect 1 "adam_epsilon 0 in a file" "eps0.json: adam_epsilon: 0 is not a number > 0" -- "$bin" plan --config eps0.json
+one_line "adam_epsilon 0: one line" -- "$bin" plan --config eps0.json
+expect 1 "adam_epsilon 0 by --set" "--set: adam_epsilon: \"0\" is not a number > 0" -- "$bin" plan --set adam_epsilon=0
+expect 1 "adam_beta2 1" "adam_beta2: \"1\" is not a number in \[0, 1\)" -- "$bin" plan --set adam_beta2=1
+expect 1 "optimizer_beta1 1 (the alias)" "adam_beta1: \"1.0\" is not a number in \[0, 1\)" -- \
+  "$bin" plan --optimizer_beta1 1.0
+expect 1 "learning_rate 0" "learning_rate: \"0\" is not a number > 0" -- "$bin" plan --set learning_rate=0
+expect 1 "adam_weight_decay below 0" "adam_weight_decay: \"-1\" is not a number >= 0" -- \
+  "$bin" plan --set adam_weight_decay=-1
+expect 0 "a tiny epsilon and beta2 0.9999 plan" "^model dit-tiny" -- \
+  "$bin" plan --set adam_epsilon=1e-30 --set adam_beta2=0.9999 --set learning_rate=1e-9
+
+# numbers as text: decimal only, for number and integer keys alike
+for v in 0x10 0X1p3 inf nan infinity 1e-4x " 1"; do
+  expect 1 "learning_rate '$v' refused" "learning_rate: \"$v\" is not a number > 0" -- "$bin" plan --set "learning_rate=$v"
+  expect 1 "seed '$v' refused" "seed: \"$v\" is not an integer >= 0" -- "$bin" plan --set "seed=$v"
+done
+for v in 0x10 0X1p3 inf nan 2x; do # a command's own number options: the same rule
+  expect 2 "sample --guidance '$v' refused" "^segtrain sample: --guidance takes a number >= 0, got '$v'$" -- \
+    "$bin" sample --config missing.json --weights w.safetensors --out never.png --guidance "$v"
+done
+echo '{"learning_rate": "0x10", "lr_power": "nan"}' > hex.json
+expect 1 "hex and nan in a file: both reported" "2 errors in the config" -- "$bin" plan --config hex.json
+
+# a key one edit from a known one is a typo: an error, unless --lenient
+echo '{"learning_rte": 3e-4, "report_to": "none"}' > typo.json
+expect 1 "learning_rte in a file is an error" "typo.json: unknown key \"learning_rte\" \(did you mean learning_rate\?\)" -- \
+  "$bin" plan --config typo.json
+one_line "learning_rte: one line" -- "$bin" plan --config typo.json
+expect 1 "the error says how to get a warning instead" "segtrain --lenient" -- "$bin" plan --config typo.json
+expect 0 "--lenient makes it a warning" "warning: .*ignoring keys.*learning_rte \(did you mean learning_rate\?\)" -- \
+  "$bin" --lenient plan --config typo.json
+echo '{"trian_batch_size": 2, "leanring_rate": 1e-4}' > typo2.json
+expect 1 "every typo reported, swaps too" "2 errors in the config" -- "$bin" plan --config typo2.json
+echo '{"lora_dropout": 0.1, "validation_prompt": "a cat"}' > st.json
+expect 0 "SimpleTuner keys segtrain does not read stay a warning" "warning: .*ignoring keys" -- "$bin" plan --config st.json
+expect 1 "a checkpointing typo is an error even with --lenient" "did you mean gradient_checkpointing_interval\?" -- \
+  "$bin" --lenient plan --config <(echo '{"gradient_checkpointing_intervall": 2}')
+expect 0 "--help names --lenient" "--lenient" -- "$bin" --help
+# a sweep's cells run in child processes: --lenient reaches them
+"$bin" --threads 1 --lenient sweep --config typo.json --modes none --warmup 0 --steps 1 --out sw > /dev/null 2>&1
+grep -qE "^\| none \| [0-9.]+ s / " sw/sweep.md 2>/dev/null && ok "--lenient reaches the sweep's cells" ||
+  bad "--lenient sweep: $(cat sw/sweep.md sw/cells/* 2>&1 | head -20)"
+
+# the command line: a did-you-mean for a typo, and global options placed after the command
+expect 2 "a config key's typo as an option" \
+  "^segtrain plan: unknown option '--gradient_checkpointing_intervall' \(did you mean --gradient_checkpointing_interval\?\)$" -- \
+  "$bin" plan --gradient_checkpointing_intervall 2
+lacks 2 "no hint that the key needs --set" "--set key=value" -- "$bin" plan --gradient_checkpointing_intervall 2
+expect 2 "an option's typo" "unknown option '--confg' \(did you mean --config\?\)" -- "$bin" plan --confg x.json
+expect 2 "an unknown option, far from any" "unknown option '--frobnicate': neither an option of segtrain plan" -- \
+  "$bin" plan --frobnicate 3
+expect 2 "--threads after the command" \
+  "^segtrain plan: --threads is a global option: it goes before the command \(segtrain --threads 1 plan \.\.\.\)$" -- \
+  "$bin" plan --threads 1
+expect 2 "--threads=2 after the command" "segtrain --threads 2 train" -- "$bin" train --threads=2
+expect 2 "--lenient after the command" "--lenient is a global option: it goes before the command \(segtrain --lenient plan" -- \
+  "$bin" plan --config typo.json --lenient
+
+# presets and flavours
+echo '{"model_family": "flux", "model_flavour": "tiny"}' > ftiny.json
+expect 1 "flavour tiny points at the preset" "\"tiny\" is not a flavour of flux .*give model_preset: flux-tiny" -- \
+  "$bin" plan --config ftiny.json
+expect 1 "a misspelt preset: the nearest first" "model_preset: \"dit-s3\" is not one of its [0-9]+ choices; nearest: dit-s2, " -- \
+  "$bin" plan --set model_preset=dit-s3
+echo '{"model_family": "dit", "model_preset": "dit-s2"}' > s2.json
+expect 0 "the file's preset" "^model dit-s2 " -- "$bin" plan --config s2.json
+expect 0 "--set model_preset= clears the file's preset" "^model dit-tiny " -- "$bin" plan --config s2.json --set model_preset=
+echo '{"model_family": "flux", "model_preset": "flux-tiny"}' > f.json
+expect 0 "cleared, the preset comes from the family" "^model flux-dev " -- "$bin" plan --config f.json --set model_preset=
+
+# LyCORIS is not built: refused by name, not trained as a LoRA
+expect 1 "lora_type lycoris is refused" "lora_type lycoris is not built yet; use lora_type standard" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/sdxl.lycoris-lokr.json"
+one_line "lora_type lycoris: one line" -- "$bin" plan --config <(echo '{"model_type": "lora", "lora_type": "lycoris"}')
+expect 0 "lora_type standard plans" "^model " -- "$bin" plan --set model_type=lora --set lora_type=standard
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
