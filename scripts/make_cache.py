@@ -1163,9 +1163,13 @@ def main():
                          "cosmos3, qwen_image, krea2, flux2)")
     a = ap.parse_args()
 
-    import torch
-    import diffusers
-    import transformers
+    try:
+        import torch
+        import diffusers
+        import transformers
+    except ImportError as e:  # one line that says how to get them, not a traceback
+        fail(f"{e.msg}: this script needs torch, diffusers and transformers; make the reference venv with "
+             f"scripts/reference-venv.sh ../segtrain-venv and run it as ../segtrain-venv/bin/python {sys.argv[0]} ...")
 
     if not os.path.isdir(a.images):
         fail(f"--images {a.images}: not a folder")

@@ -260,6 +260,23 @@ static void test_refusals(void)
     refused("text_dim", &v, &wide, ST_ERR_INVALID, "text_dim 32", "joint_attention_dim is 64");
     refused("pooled_dim", &v, &nopool, ST_ERR_INVALID, "pooled_dim 16", "pooled_projection_dim is 8");
     refused("text_len", &v, &longer, ST_ERR_INVALID, "text_len 8", "model's 4 tokens");
+    /* a cache made for another model: every way it differs, in one run */
+    v = good(), v.family = "sd3", v.latents[1] = v.latents[2] = 16;
+    const char *dir2 = make_cache("others", &v);
+    st_status st = dataset_open_cache(dir2, &wide, &ds);
+    const char *msg = st_error();
+    CHECKF(st == ST_ERR_INVALID && !ds && strstr(msg, "data_cache_dir") && strstr(msg, "3 mismatches with the model") &&
+               strstr(msg, "\n  written for model_family sd3") && strstr(msg, "\n  latents are 4 x 16 x 16") &&
+               strstr(msg, "\n  text_dim 32, the model's joint_attention_dim is 64"),
+           "three mismatches: got %d: %s", (int)st, msg);
+    v = good(), v.latents[0] = 16;
+    dir2 = make_cache("others2", &v);
+    st = dataset_open_cache(dir2, &nopool, &ds);
+    msg = st_error();
+    CHECKF(st == ST_ERR_INVALID && strstr(msg, "2 mismatches") && strstr(msg, "16 x 8 x 8") &&
+               strstr(msg, "pooled_dim 16") && !strstr(msg, "model_family"),
+           "two mismatches: got %d: %s", (int)st, msg);
+    printf("     a cache for another model: %s\n", msg);
     v = good(), v.rows = 9;
     refused("a sample's sequence too long", &v, NULL, ST_ERR_INVALID, "sub/b.safetensors", "9 tokens");
     v = good(), v.no_pooled = true;

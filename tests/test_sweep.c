@@ -189,6 +189,36 @@ int main(void)
     free(err), free(json);
     cJSON_Delete(root);
 
+    /* a budget that binds nothing is not measured again: its cells are the earlier column's runs, and say so */
+    snprintf(cmd, sizeof cmd, "cd %s && %s sweep --config c.json --warmup 1 --steps 1 --out reuse "
+                              "--device-memory 1GiB,0,3MiB --modes none,layer > out3.txt 2> err3.txt", dir, SEGTRAIN_BIN);
+    CHECKF(system(cmd) == 0, "the sweep with a budget binding nothing runs (see %s/err3.txt)", dir);
+    json = tk_read_file(tk_path(dir, "reuse"), "sweep.json");
+    root = json ? cJSON_Parse(json) : NULL;
+    cells = cJSON_GetObjectItem(root, "cells");
+    for (int i = 0; i < 2; i++) {
+        const cJSON *first = cell(cells, modes[i], 1073741824.0), *again = cell(cells, modes[i], 0),
+                    *small = cell(cells, modes[i], 3 * 1048576.0);
+        const cJSON *from = cJSON_GetObjectItem(again, "reused_from_device_memory");
+        CHECKF(!strcmp(str(first, "status"), "ok") && !strcmp(str(again, "status"), "ok") && cJSON_IsNumber(from) &&
+                   from->valuedouble == 1073741824.0 && num(again, "sec_per_step_median") == num(first, "sec_per_step_median") &&
+                   !strcmp(str(again, "plan"), str(first, "plan")),
+               "%s unlimited: the 1 GiB column's run, reused (%s)", modes[i], str(again, "status"));
+        CHECKF(cJSON_IsNull(cJSON_GetObjectItem(first, "reused_from_device_memory")) &&
+                   cJSON_IsNull(cJSON_GetObjectItem(small, "reused_from_device_memory")) &&
+                   !strcmp(str(small, "status"), "oom"),
+               "%s: measured at 1 GiB, and 3 MiB, which binds, is its own cell (%s)", modes[i], str(small, "status"));
+    }
+    err = tk_read_file(dir, "err3.txt");
+    md = tk_read_file(tk_path(dir, "reuse"), "sweep.md");
+    CHECKF(err && strstr(err, "reused, the budget binds nothing: the 1.00 GiB column's run"), "the progress says so: %s",
+           err ? err : "");
+    CHECKF(md && strstr(md, "Not measured again, the budget unlimited binding nothing (the 1 GiB column's runs): none, "
+                            "layer."),
+           "sweep.md says so: %s", md ? md : "");
+    free(err), free(md), free(json);
+    cJSON_Delete(root);
+
     /* a sweep refused at once leaves no output folder */
     const char *refused[] = {"--config missing.json", "--config c.json --device-memory lots",
                              "--config c.json --modes nonsense"};

@@ -396,7 +396,8 @@ static void check_json(const char *text, const sweep_result *r)
         const cJSON *o = cJSON_GetArrayItem(jc, i);
         const sweep_cell *c = &r->cells[i];
         int m = i / 2, b = i % 2;
-        CHECKF(cJSON_GetArraySize(o) == 16, "cell %d has %d fields", i, cJSON_GetArraySize(o));
+        CHECKF(cJSON_GetArraySize(o) == 17, "cell %d has %d fields", i, cJSON_GetArraySize(o));
+        CHECKF(cJSON_IsNull(cJSON_GetObjectItem(o, "reused_from_device_memory")), "cell %d was measured", i);
         CHECKF(is_str(o, "mode", r->modes[m].name), "cell %d mode", i);
         CHECKF(is_num(o, "device_memory", (double)r->budgets[b]), "cell %d device_memory", i);
         CHECKF(is_str(o, "status", status_names[c->status]), "cell %d status", i);

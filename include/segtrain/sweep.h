@@ -48,6 +48,8 @@ typedef struct sweep_cell {
     char plan[SWEEP_TEXT_MAX];               /* the printed plan of every sequence, "; "-joined */
     op_profile work; /* the ops' profile of one measured step, averaged (in-process runs: not in the cell's JSON) */
     int same_plan_as;                        /* index of an earlier mode with an identical plan, or -1 */
+    int reused_from; /* 1 + the budget column whose run this cell is, not measured again (its budget binds nothing:
+                      * the same config, plan and steps); 0: measured here */
 } sweep_cell;
 
 typedef struct machine_info {

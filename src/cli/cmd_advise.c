@@ -53,6 +53,26 @@ static void print_schedule(const char *label, const schedule *s)
                s->fits ? "fits" : "does not fit", s->sec);
 }
 
+/* The schedule's keys (a;b;c, config_set_all's list) as options to paste after any command: one --set each, in
+ * single quotes where the shell would split or expand the value (a plan's spaces and |). Left out: empty values
+ * and, without checkpointing, the keys that then do nothing (the config would warn about them). */
+static void print_as_options(const char *sets)
+{
+    const bool off = !strncmp(sets, "gradient_checkpointing=false;", 29);
+    static const char *const idle[] = {"gradient_checkpointing_backend=", "gradient_checkpointing_interval=",
+                                       "gradient_checkpointing_segment_stride=",
+                                       "gradient_checkpointing_keep_attention_output="};
+    for (const char *kv = sets; *kv;) {
+        const size_t n = strcspn(kv, ";");
+        bool skip = kv[n - 1] == '=';
+        for (size_t i = 0; off && i < sizeof idle / sizeof *idle; i++) skip |= !strncmp(kv, idle[i], strlen(idle[i]));
+        const char *q = strcspn(kv, " |&;<>()*?$\"\\`#~![]{}") < n ? "'" : "";
+        if (!skip) printf(" --set %s%.*s%s", q, (int)n, kv, q);
+        kv += n + (kv[n] == ';');
+    }
+    putchar('\n');
+}
+
 int cmd_advise(int argc, char **argv)
 {
     const char *config_path = NULL, *memory = NULL;
@@ -115,7 +135,8 @@ int cmd_advise(int argc, char **argv)
     const schedule *pick = plan_wins ? &adv.planned : &adv.best;
     printf("\nadvice: %s, %.3f s/step, peak %.2f MiB (predicted)\n", pick->name, pick->sec,
            pick->peak_device / 1048576.0);
-    printf("  as config keys: %s\n", pick->sets);
+    printf("  as options:");
+    print_as_options(pick->sets);
     if (!verify) return 0;
 
     /* both answers measured side by side, in this run */

@@ -1,5 +1,6 @@
 /* `segtrain sample`: a grid of images from trained weights, one row per class (src/train/sample.c). */
 #include <limits.h>
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,8 +35,9 @@ static const char sample_help[] =
     "  --seed S       seed of the starting noise (default: validation_seed, 0)\n"
     "  --per-class K  images per class, the grid's columns (default: validation_samples_per_class, 4)\n"
     "  --classes N    classes 0 .. N-1, the grid's rows (default: the model's classes, at most 8)\n"
-    "  --prompt P     mmdit: captions separated by '|', one row each (default: a caption of each of the\n"
-    "                 built-in dataset's 8 classes, e.g. \"a red circle on a navy background\")\n"
+    "  --prompt P     mmdit: captions separated by '|', one row each, spaces and quotes around each dropped\n"
+    "                 (default: a caption of each of the built-in dataset's 8 classes, e.g. \"a red circle on\n"
+    "                 a navy background\")\n"
     "\n"
     "Images are decoded as the model's [-1, 1] pixels (no VAE), so the model needs in_channels 1 (gray) or 3 (RGB).\n"
     "The whole grid is sampled as one batch, within device_memory like any other run.\n";
@@ -43,15 +45,20 @@ static const char sample_help[] =
 #define ROWS_MAX 64
 
 /* The grid's captions: the --prompt list (checked to hold at most ROWS_MAX), or a caption of each built-in
- * class. Returns the row count. */
+ * class. Returns the row count. Each caption loses the spaces around it and one pair of double quotes, so that
+ * "a|b", "a" | "b" and '"a"|"b"' caption the same rows (quotes copied from a shell line are not words). */
 static int caption_rows(const char *prompt, int resolution, char (*buf)[CAPTION_MAX], const char **rows)
 {
     int n = 0;
     if (prompt) {
         for (const char *p = prompt; n < ROWS_MAX; n++) {
             const char *bar = strchr(p, '|');
-            const size_t len = bar ? (size_t)(bar - p) : strlen(p);
-            snprintf(buf[n], CAPTION_MAX, "%.*s", (int)(len < CAPTION_MAX - 1 ? len : CAPTION_MAX - 1), p);
+            size_t len = bar ? (size_t)(bar - p) : strlen(p);
+            const char *c = p;
+            while (len && isspace((unsigned char)*c)) c++, len--;
+            while (len && isspace((unsigned char)c[len - 1])) len--;
+            if (len >= 2 && c[0] == '"' && c[len - 1] == '"') c++, len -= 2;
+            snprintf(buf[n], CAPTION_MAX, "%.*s", (int)(len < CAPTION_MAX - 1 ? len : CAPTION_MAX - 1), c);
             rows[n] = buf[n];
             if (!bar) return n + 1;
             p = bar + 1;

@@ -24,7 +24,8 @@ static const char sweep_help[] =
     "and its failure are its own. A cell reads `sec/step / peak GiB` (the median seconds per optimizer step and\n"
     "the peak device memory of the measured steps), or OOM (with what the plan needs), failed (the error is in\n"
     "sweep.json), unsupported (the option was refused, with its message) or not run (the sweep was interrupted).\n"
-    "Modes whose plans are identical are marked so in every report.\n"
+    "Modes whose plans are identical are marked so in every report. A cell whose budget binds nothing (above the\n"
+    "peaks of the same mode's cell in an earlier column) is that cell's run, not measured again; the reports say so.\n"
     "\n"
     "  --modes LIST          comma-separated rows: the standard ones (none, layer, interval2, seg2-stride4,\n"
     "                        torch-ffn, unsloth, unsloth-ffn, activation-offload, seg2-stride4-offload; the\n"
@@ -189,6 +190,28 @@ static void print_cell(const sweep_cell *c)
     }
 }
 
+/* An earlier column whose cell of mode m ran whole within budget b, or -1: the budget is the only key that differs
+ * between the two cells and it changes no plan, so under a budget above both peaks (the plan's, which a run is
+ * refused against, and the measured one, which the pool enforces) the same steps would run again. */
+static int binding_nothing(const sweep_result *r, int m, int b)
+{
+    const size_t budget = r->budgets[b];
+    for (int e = 0; e < b; e++) {
+        const sweep_cell *c = &r->cells[m * r->n_budgets + e];
+        if (c->status == CELL_OK && (!budget || (c->predicted_device <= budget && c->peak_device <= budget)))
+            return e;
+    }
+    return -1;
+}
+
+static const char *budget_text(size_t budget)
+{
+    static char text[32];
+    if (budget) snprintf(text, sizeof text, "%.2f GiB", budget / 1073741824.0);
+    else snprintf(text, sizeof text, "unlimited");
+    return text;
+}
+
 /* Every cell of r (modes x budgets), each in a fresh process, a progress line each; once interrupted, the cells
  * left are not run. The sweep and the family sweep's measured half both run their cells here. */
 static void run_matrix(const cli_args *a, const char *config_path, sweep_result *r, int timeout, const char *cell_dir,
@@ -200,11 +223,18 @@ static void run_matrix(const cli_args *a, const char *config_path, sweep_result 
             sweep_cell *c = &r->cells[m * r->n_budgets + b];
             *c = (sweep_cell){.mode = m, .device_memory = r->budgets[b], .status = CELL_NOT_RUN, .same_plan_as = -1};
             if (interrupted) continue;
-            char budget[32] = "unlimited";
-            if (r->budgets[b]) snprintf(budget, sizeof budget, "%.2f GiB", r->budgets[b] / 1073741824.0);
-            fprintf(stderr, "%s[%d/%d] %-22s %-10s ... ", indent, k + 1, total, r->modes[m].name, budget);
+            fprintf(stderr, "%s[%d/%d] %-22s %-10s ... ", indent, k + 1, total, r->modes[m].name,
+                    budget_text(r->budgets[b]));
             fflush(stderr);
-            run_cell(a, config_path, &r->modes[m], r->budgets[b], r->warmup, r->steps, timeout, cell_dir, k, c);
+            const int e = binding_nothing(r, m, b);
+            if (e >= 0) {
+                *c = r->cells[m * r->n_budgets + e];
+                if (!c->reused_from) c->reused_from = e + 1;
+                fprintf(stderr, "reused, the budget binds nothing: the %s column's run: ",
+                        budget_text(r->budgets[c->reused_from - 1]));
+            } else {
+                run_cell(a, config_path, &r->modes[m], r->budgets[b], r->warmup, r->steps, timeout, cell_dir, k, c);
+            }
             c->mode = m, c->device_memory = r->budgets[b];
             print_cell(c);
         }

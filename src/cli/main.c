@@ -53,7 +53,7 @@ static void usage(FILE *to)
                 "global options:\n"
                 "  --threads N   OpenMP threads for every op and for BLAS (default: all cores)\n"
                 "  --lenient     a config key one edit from a known one (learning_rte) is a warning, not an error\n"
-                "  -h, --help    this help; `segtrain COMMAND --help` explains a command\n");
+                "  -h, --help    this help; `segtrain help COMMAND` or `segtrain COMMAND --help` explains a command\n");
 }
 
 int cmd_version(int argc, char **argv)
@@ -94,8 +94,22 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    /* `segtrain help [COMMAND]`, as git and pip take it: the same text as --help */
+    const bool help = !strcmp(argv[i], "help");
+    if (help && i + 1 == argc) {
+        usage(stdout);
+        return 0;
+    }
+    if (help && i + 2 < argc) {
+        fprintf(stderr, "segtrain help: takes one command, not '%s' too (see segtrain --help)\n", argv[i + 2]);
+        return 2;
+    }
+    const char *name = argv[i + help];
     for (size_t c = 0; c < sizeof commands / sizeof *commands; c++)
-        if (!strcmp(argv[i], commands[c].name)) return commands[c].run(argc - i, argv + i);
-    fprintf(stderr, "segtrain: unknown command '%s' (see segtrain --help)\n", argv[i]);
+        if (!strcmp(name, commands[c].name)) {
+            char *help_argv[] = {argv[i + 1], "--help", NULL};
+            return help ? commands[c].run(2, help_argv) : commands[c].run(argc - i, argv + i);
+        }
+    fprintf(stderr, "segtrain: unknown command '%s' (see segtrain --help)\n", name);
     return 2;
 }

@@ -240,6 +240,22 @@ void sweep_write_markdown(const sweep_result *r, FILE *f)
         }
     }
 
+    /* a budget that binds nothing runs the same steps: those cells are the earlier column's runs, said once */
+    for (int b = 0; b < r->n_budgets; b++) {
+        int n = 0;
+        for (int m = 0; m < r->n_modes; m++) {
+            const int from = cell_at(r, m, b)->reused_from - 1;
+            if (from < 0 || from >= r->n_budgets) continue;
+            char budget[48], other[48];
+            budget_name(budget, sizeof budget, r->budgets[b]);
+            budget_name(other, sizeof other, r->budgets[from]);
+            if (!n++) fprintf(f, "\nNot measured again, the budget %s binding nothing (the %s column's runs): ", budget, other);
+            else fputs(", ", f);
+            md_one_line(f, r->modes[m].name);
+        }
+        if (n) fputs(".\n", f);
+    }
+
     const machine_info *mi = &r->machine;
     fprintf(f, "\nMachine: ");
     md_one_line(f, mi->cpu[0] ? mi->cpu : "unknown CPU");
@@ -310,6 +326,9 @@ cJSON *sweep_result_json(const sweep_result *r)
                  j_num(o, "bytes_to_device_per_step", (double)c->to_device) && j_str(o, "plan", c->plan);
             int k = cell_same_plan(r, m, c);
             ok = ok && (k >= 0 ? j_str(o, "same_plan_as", r->modes[k].name) : j_null(o, "same_plan_as"));
+            const int from = c->reused_from - 1; /* the column whose run this cell is (its budget binds nothing) */
+            ok = ok && (from >= 0 && from < r->n_budgets ? j_num(o, "reused_from_device_memory", (double)r->budgets[from])
+                                                         : j_null(o, "reused_from_device_memory"));
         }
     }
     if (!ok) cJSON_Delete(root);

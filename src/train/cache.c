@@ -21,7 +21,7 @@
 static st_status bad(const char *dir, st_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static st_status bad(const char *dir, st_status code, const char *fmt, ...)
 {
-    char msg[768];
+    char msg[2048]; /* check_index's mismatches, all of them */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -179,13 +179,36 @@ st_status cache_read(const dataset *ds, const char *path, float *x, float *text,
     return st;
 }
 
-/* cache.json's header fields, checked against `want`. */
+/* The ways a cache.json disagrees with the model, gathered so that one run names them all (a cache made for another
+ * model usually differs in several), one line each, as the config reports its errors. */
+typedef struct mismatches {
+    char text[1536];
+    int n;
+} mismatches;
+
+static void mismatch(mismatches *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void mismatch(mismatches *m, const char *fmt, ...)
+{
+    const size_t used = strlen(m->text);
+    if (used + 4 < sizeof m->text) {
+        snprintf(m->text + used, sizeof m->text - used, "\n  ");
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(m->text + used + 3, sizeof m->text - used - 3, fmt, ap);
+        va_end(ap);
+    }
+    m->n++;
+}
+
+/* cache.json's header fields, checked against `want`: a malformed field stops at once, a value the model does not
+ * take is gathered with the others. */
 static st_status check_index(const char *dir, const cJSON *root, const cache_want *want, const cJSON **samples)
 {
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
     const cJSON *family = cJSON_GetObjectItemCaseSensitive(root, "family");
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(root, "latent_shape");
     int64_t version = 0, text_len = 0, text_dim = 0, pooled = 0, count = 0, dims[4] = {0};
+    mismatches m = {{0}, 0};
     if (!cJSON_IsString(format) || strcmp(format->valuestring, CACHE_FORMAT))
         return bad(dir, ST_ERR_FORMAT, "cache.json: format must be \"%s\" (docs/CACHE.md)", CACHE_FORMAT);
     st_status st = index_int(dir, root, "version", 0, &version);
@@ -194,8 +217,7 @@ static st_status check_index(const char *dir, const cJSON *root, const cache_wan
                  CACHE_VERSION);
     if (!st && !cJSON_IsString(family)) st = bad(dir, ST_ERR_FORMAT, "cache.json: family must be a string");
     if (!st && strcmp(family->valuestring, want->family))
-        st = bad(dir, ST_ERR_INVALID, "written for model_family %s; the model is %s", family->valuestring,
-                 want->family);
+        mismatch(&m, "written for model_family %s; the model is %s", family->valuestring, want->family);
     const int nd = want->frames > 1 ? 4 : 3;
     const int64_t wanted[4] = {want->channels, nd == 4 ? want->frames : want->edge, want->edge, want->edge};
     if (!st && (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != nd))
@@ -214,22 +236,25 @@ static st_status check_index(const char *dir, const cJSON *root, const cache_wan
         char got_s[96], want_s[96];
         dims_text(got_s, sizeof got_s, dims, nd);
         dims_text(want_s, sizeof want_s, wanted, nd);
-        st = bad(dir, ST_ERR_INVALID, "latents are %s, the model takes %s (in_channels,%s and resolution / "
-                 "vae_scale_factor as the edge)", got_s, want_s, nd == 4 ? " the latent frames of num_frames," : "");
+        mismatch(&m, "latents are %s, the model takes %s (in_channels,%s and resolution / vae_scale_factor as the "
+                 "edge)", got_s, want_s, nd == 4 ? " the latent frames of num_frames," : "");
     }
     if (!st) st = index_int(dir, root, "text_len", 1, &text_len);
     if (!st) st = index_int(dir, root, "text_dim", 1, &text_dim);
     if (!st) st = index_int(dir, root, "pooled_dim", 0, &pooled);
     if (!st && text_dim != want->text_dim)
-        st = bad(dir, ST_ERR_INVALID, "text_dim %lld, the model's joint_attention_dim is %lld", (long long)text_dim,
+        mismatch(&m, "text_dim %lld, the model's joint_attention_dim is %lld", (long long)text_dim,
                  (long long)want->text_dim);
     if (!st && pooled != want->pooled_dim)
-        st = bad(dir, ST_ERR_INVALID, "pooled_dim %lld, the model's pooled_projection_dim is %lld", (long long)pooled,
+        mismatch(&m, "pooled_dim %lld, the model's pooled_projection_dim is %lld", (long long)pooled,
                  (long long)want->pooled_dim);
     if (!st && text_len > want->text_len)
-        st = bad(dir, ST_ERR_INVALID, "text_len %lld is longer than the model's %lld tokens (tokenizer_max_length)",
+        mismatch(&m, "text_len %lld is longer than the model's %lld tokens (tokenizer_max_length)",
                  (long long)text_len, (long long)want->text_len);
-    if (!st) st = index_int(dir, root, "count", 0, &count);
+    if (st) return st;
+    if (m.n == 1) return bad(dir, ST_ERR_INVALID, "%s", m.text + 3);
+    if (m.n) return bad(dir, ST_ERR_INVALID, "%d mismatches with the model:%s", m.n, m.text);
+    st = index_int(dir, root, "count", 0, &count);
     *samples = cJSON_GetObjectItemCaseSensitive(root, "samples");
     if (!st && !cJSON_IsArray(*samples)) st = bad(dir, ST_ERR_FORMAT, "cache.json: samples must be a list of files");
     if (!st && cJSON_GetArraySize(*samples) != count)

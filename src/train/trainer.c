@@ -449,7 +449,10 @@ static st_status load_weights(trainer *t)
     if (st) return st;
     if (!path[0]) {
         if (lora) note(t, "segtrain: warning: model_type lora without pretrained_model_name_or_path adapts a freshly "
-                          "initialised model%s%s", "", "");
+                          "initialised model: where the family zero-initialises its output layer (DiT's adaLN-zero "
+                          "final layer, ...), that frozen layer passes no gradient back, so grad_norm stays 0 and the "
+                          "adapters learn nothing; give the base weights in pretrained_model_name_or_path, or train "
+                          "model_type full%s%s", "", "");
         return ST_OK;
     }
     st = train_weights_path_check(path);
@@ -470,6 +473,19 @@ size_t train_optimizer_bytes(const config *cfg, int64_t grad_count, int ranks)
     return optim_state_bytes(strcmp(config_string(cfg, "optimizer"), "lion") ? OPTIM_ADAMW : OPTIM_LION, shard) + ema;
 }
 
+/* What lowers the peak that the config does not already do, for the refusals below: naming checkpointing to a run
+ * that checkpoints sends the user nowhere. */
+static const char *peak_remedies(const config *cfg, char *buf, size_t size)
+{
+    snprintf(buf, size, "what lowers it: %s%s%sa smaller %sresolution; segtrain advise --device-memory SIZE finds the "
+             "fastest schedule that fits",
+             config_bool(cfg, "gradient_checkpointing") ? "" : "gradient_checkpointing, ",
+             config_bool(cfg, "gradient_checkpointing_offload_attention") ? "" : "gradient_checkpointing_offload_attention, ",
+             strcmp(config_string(cfg, "model_type"), "lora") ? "LoRA (model_type lora), " : "",
+             config_int(cfg, "train_batch_size") > 1 ? "train_batch_size or " : "");
+    return buf;
+}
+
 /* Predicts a step's peaks by running it dry and refuses a run that cannot fit, before allocating anything. */
 static st_status plan_run(trainer *t)
 {
@@ -485,12 +501,10 @@ static st_status plan_run(trainer *t)
                            &t->predicted_host);
     model_run_close(&r);
     if (st) return st;
-    char b[2][24];
+    char b[2][24], hint[320];
     if (dev && t->predicted.peak > dev)
-        return st_fail(ST_ERR_OOM,
-                       "device_memory: the plan's peak is %s but the budget is %s (checkpointing, a smaller "
-                       "train_batch_size or offload lower the peak; see segtrain plan)",
-                       st_bytes(b[0], t->predicted.peak), st_bytes(b[1], dev));
+        return st_fail(ST_ERR_OOM, "device_memory: the plan's peak is %s but the budget is %s (%s)",
+                       st_bytes(b[0], t->predicted.peak), st_bytes(b[1], dev), peak_remedies(t->cfg, hint, sizeof hint));
     if (host && t->predicted_host.peak > host)
         return st_fail(ST_ERR_HOST_OOM, "host_memory: the plan's host peak is %s but the budget is %s",
                        st_bytes(b[0], t->predicted_host.peak), st_bytes(b[1], host));
@@ -499,10 +513,9 @@ static st_status plan_run(trainer *t)
     if (avail && need > avail) {
         char c[2][24];
         return st_fail(ST_ERR_HOST_OOM, "the plan's peak is %s (device %s, host %s) but this machine has %s available: "
-                       "the system would kill the run mid-step. Checkpointing, a smaller train_batch_size or "
-                       "resolution, or LoRA lower the peak (segtrain plan shows it)", st_bytes(b[0], need),
+                       "the system would kill the run mid-step (%s)", st_bytes(b[0], need),
                        st_bytes(b[1], t->predicted.peak), st_bytes(c[0], t->predicted_host.peak),
-                       st_bytes(c[1], avail));
+                       st_bytes(c[1], avail), peak_remedies(t->cfg, hint, sizeof hint));
     }
     return ST_OK;
 }
