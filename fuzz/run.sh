@@ -18,7 +18,7 @@ fi
 # Inputs larger than the committed seeds need are only slower; -malloc_limit_mb makes one allocation of more than
 # 256 MiB a finding (the 64 MiB budgets the targets force are far below it), -rss_limit_mb 1 GiB resident (the
 # committed inputs stay under 20 MB without ASan; ASan's shadow and quarantine add a few hundred).
-declare -A max_len=([safetensors]=4096 [batch]=8192 [config]=1024 [png]=2048)
+declare -A max_len=([safetensors]=4096 [batch]=8192 [config]=1024 [png]=2048 [diffusers_config]=4096)
 failed=()
 scratch=
 trap 'rm -rf "$scratch"' EXIT

@@ -43,13 +43,43 @@ st_status json_read_config(const char *path, char *resolved, size_t n, cJSON **o
     return ST_OK;
 }
 
-/* A whole number at key, or ST_ERR_FORMAT naming it; absent keys keep *v (diffusers' default is the caller's). */
+/* The range of the sizes that every family's model divides by or builds one of per unit, by the classes' own key
+ * names: checked as each is read, so that no zero divides and no huge count is walked before model_config_check
+ * (other keys: 0 to 10^9, and that check). */
+static const struct {
+    const char *key;
+    int64_t min, max;
+} json_ranges[] = {
+    {"num_attention_heads", 1, 4096}, {"n_heads", 1, 4096}, {"num_key_value_heads", 1, 4096},
+    {"num_kv_heads", 1, 4096}, {"text_num_attention_heads", 1, 4096}, {"text_num_key_value_heads", 1, 4096},
+    {"num_cross_attention_heads", 1, 4096}, {"face_encoder_num_heads", 1, 4096},
+    {"audio_num_attention_heads", 1, 4096}, {"attention_head_dim", 1, 4096}, {"head_dim", 1, 4096},
+    {"cross_attention_head_dim", 1, 4096}, {"audio_attention_head_dim", 1, 4096},
+    {"num_layers", 1, 1024}, {"n_layers", 1, 1024}, {"num_hidden_layers", 1, 1024}, {"num_single_layers", 0, 1024},
+    {"num_mmdit_layers", 0, 1024}, {"num_single_dit_layers", 0, 1024}, {"num_refiner_layers", 0, 1024},
+    {"n_refiner_layers", 0, 1024}, {"num_text_layers", 0, 1024}, {"num_text_blocks", 0, 1024},
+    {"num_visual_blocks", 0, 1024}, {"inject_face_latents_blocks", 1, 1024},
+    {"in_channels", 1, 65536}, {"out_channels", 0, 65536}, {"patch_size", 1, 64}, {"patch_size_t", 1, 64},
+    {"hidden_size", 1, 65536}, {"dim", 1, 65536}, {"model_dim", 1, 65536},
+};
+
+/* A whole number at key, or ST_ERR_FORMAT naming it and its range; absent keys keep *v (diffusers' default is the
+ * caller's). */
 st_status json_int(const cJSON *j, const char *file, const char *key, int64_t *v)
 {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
     if (!x || cJSON_IsNull(x)) return ST_OK;
-    if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble > 1e9)
-        return st_fail(ST_ERR_FORMAT, "%s: %s is not a whole number of at most 10^9", file, key);
+    int64_t min = 0, max = 1000000000;
+    for (size_t i = 0; i < sizeof json_ranges / sizeof *json_ranges; i++)
+        if (!strcmp(key, json_ranges[i].key)) min = json_ranges[i].min, max = json_ranges[i].max;
+    if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < (double)min ||
+        x->valuedouble > (double)max) {
+        char got[64];
+        if (cJSON_IsNumber(x)) snprintf(got, sizeof got, "%.17g", x->valuedouble);
+        else snprintf(got, sizeof got, "not a number");
+        return st_fail(ST_ERR_FORMAT, "%s: %s is %s; it takes a whole number from %lld to %lld", file, key, got,
+                       (long long)min, (long long)max);
+    }
     *v = (int64_t)x->valuedouble;
     return ST_OK;
 }
@@ -102,6 +132,16 @@ st_status json_fixed_bool(const cJSON *j, const char *file, const char *key, boo
     return ST_OK;
 }
 
+/* A boolean at key into *v, or ST_ERR_FORMAT naming it; absent or null keeps *v (the class's default). */
+static st_status json_bool(const cJSON *j, const char *file, const char *key, bool *v)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!x || cJSON_IsNull(x)) return ST_OK;
+    if (!cJSON_IsBool(x)) return st_fail(ST_ERR_FORMAT, "%s: %s is not true or false", file, key);
+    *v = cJSON_IsTrue(x);
+    return ST_OK;
+}
+
 /* An epsilon at key, when the file gives it: a number in (0, 1) */
 st_status json_eps(const cJSON *j, const char *file, const char *key, double *eps)
 {
@@ -119,7 +159,7 @@ static st_status flux_keys(const cJSON *j, const char *file, model_config *mc, i
     st_status st = ST_OK;
     int64_t in = 64, out = 0, patch = 1, hd = 128, heads = 24, axes[3] = {16, 56, 56};
     mc->depth = 19, mc->single_depth = 38, mc->text_dim = text_dim, mc->pooled_dim = 768;
-    int64_t guidance = 0;
+    bool guidance = false;
     const struct {
         const char *key;
         int64_t *v;
@@ -128,8 +168,7 @@ static st_status flux_keys(const cJSON *j, const char *file, model_config *mc, i
                 {"attention_head_dim", &hd},   {"num_attention_heads", &heads}, {"joint_attention_dim", &mc->text_dim},
                 {"pooled_projection_dim", &mc->pooled_dim}};
     for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
-    const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "guidance_embeds");
-    if (cJSON_IsBool(g)) guidance = cJSON_IsTrue(g);
+    if (!st) st = json_bool(j, file, "guidance_embeds", &guidance);
     if (!st) st = json_axes(j, file, "axes_dims_rope", 3, axes);
     if (st) return st;
     /* the pipeline packs 2x2 latent patches into in_channels: segtrain patchifies the latent itself */
@@ -184,8 +223,8 @@ static st_status flux2_from_json(const cJSON *j, const char *file, model_config 
         return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size %lld, in_channels %lld, out_channels %lld; segtrain reads "
                        "Flux.2's packing (patch_size 1, in_channels 4 C, out_channels as in_channels)", file,
                        (long long)patch, (long long)in, (long long)out);
-    const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "guidance_embeds");
-    mc->guidance_embeds = !g || !cJSON_IsBool(g) || cJSON_IsTrue(g); /* the class's default: true */
+    mc->guidance_embeds = true; /* the class's default */
+    if ((st = json_bool(j, file, "guidance_embeds", &mc->guidance_embeds))) return st;
     mc->channels = in / 4, mc->patch = 2, mc->heads = heads, mc->hidden = hd * heads, mc->pooled_dim = 0;
     for (int i = 0; i < 4; i++) mc->rope_axes[i] = axes[i];
     return ST_OK;
@@ -334,8 +373,8 @@ static st_status hunyuanvideo_from_json(const cJSON *j, const char *file, model_
     if (out && out != mc->channels)
         return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld; segtrain reads HunyuanVideo's with out_channels = "
                        "in_channels (%lld)", file, (long long)out, (long long)mc->channels);
-    const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "guidance_embeds");
-    mc->guidance_embeds = !g || !cJSON_IsBool(g) || cJSON_IsTrue(g); /* the class's default: true */
+    mc->guidance_embeds = true; /* the class's default */
+    if ((st = json_bool(j, file, "guidance_embeds", &mc->guidance_embeds))) return st;
     mc->heads = heads, mc->hidden = hd * heads;
     for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
     return ST_OK;

@@ -157,6 +157,14 @@ st_status unet_from_json(const cJSON *j, const char *file, model_config *mc)
         st = st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, in_channels %lld; segtrain builds a U-Net whose "
                      "prediction is its input's shape", file, (long long)out, (long long)mc->channels);
     if (st) return st;
+    /* unet_depth walks every block these counts make: they are checked before it, not only by model_config_check */
+    if (per < 1 || per > 8)
+        return st_fail(ST_ERR_INVALID, "%s: layers_per_block is %lld; segtrain builds 1 to 8 ResnetBlock2Ds a level",
+                       file, (long long)per);
+    for (int i = 0; i < L; i++)
+        if (layers[i] > 64)
+            return st_fail(ST_ERR_INVALID, "%s: transformer_layers_per_block is %lld at level %d; segtrain builds 0 "
+                           "to 64 transformer blocks an attention", file, (long long)layers[i], i);
     for (int i = 0; i < UNET_LEVELS_MAX; i++) {
         mc->unet_channels[i] = i < L ? ch[i] : 0, mc->unet_heads[i] = i < L ? heads[i] : 0;
         mc->unet_attn[i] = i < L && attn[i] ? layers[i] : 0;
@@ -214,6 +222,10 @@ st_status cascade_from_json(const cJSON *j, const char *file, model_config *mc)
                 {"clip_image_in_channels", &image}, {"conditioning_dim", &cond}, {"clip_seq", &seq},
                 {"timestep_ratio_embedding_dim", &ratio}};
     for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    for (int i = 0; !st && i < L; i++)
+        if (down[i] < 1 || down[i] > 64) /* cascade_depth walks them: checked before it */
+            st = st_fail(ST_ERR_INVALID, "%s: down_num_layers_per_block is %lld at level %d; segtrain builds 1 to 64 "
+                         "layers a level", file, (long long)down[i], i);
     for (int i = 0; !st && i < L; i++)
         if (up[i] != down[L - 1 - i])
             st = st_fail(ST_ERR_UNSUPPORTED, "%s: up_num_layers_per_block[%d] is %lld; segtrain builds the mirror of "

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# A diffusers folder's config.json and the weights path as `plan` and the other commands meet them: every bad field
+# of every family's reader is one line naming it and exit 1 (no signal, no hang), a config.json that disagrees with
+# itself is refused, and a missing folder or a hub name is an error in every command.
+# Usage: cli_models_test.sh path/to/segtrain path/to/source
+set -u
+bin=$1 src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+export OMP_WAIT_POLICY=passive
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; }
+# expect RC DESCRIPTION PATTERN -- COMMAND...: exit code RC and PATTERN somewhere in stdout+stderr, in 20 s
+expect() {
+  local rc=$1 what=$2 pattern=$3; shift 4
+  local out; out=$(timeout 20 "$@" 2>&1); local got=$?
+  if [ "$got" -eq "$rc" ] && grep -qE -- "$pattern" <<<"$out"; then ok "$what"; else bad "$what (exit $got): $out"; fi
+}
+fix=$src/tests/fixtures
+
+# folder PRESET FIXTURE KEY VALUE: a copy of the fixture's config.json with KEY set to VALUE (JSON), in ./f
+folder() {
+  rm -rf f && mkdir f
+  python3 -c 'import json, sys
+c = json.load(open(sys.argv[1])); c[sys.argv[2]] = json.loads(sys.argv[3]); json.dump(c, open("f/config.json", "w"))' \
+    "$fix/$2/config.json" "$3" "$4"
+  echo "{\"model_preset\": \"$1\", \"pretrained_model_name_or_path\": \"$tmp/f\", \"resolution\": 64}" > f.json
+}
+
+# Every family whose reader divides by its heads or walks its layers: 0, negative, huge and fractional values of
+# the keys it reads are one line naming the key (exit 1); a signal is 128 and more, a hang 124.
+for row in flux-tiny:flux-dev chroma-tiny:chroma flux2-tiny:flux2 hidream-tiny:hidream \
+  hunyuanvideo15-tiny:hunyuanvideo15 longcat-image-tiny:longcat-image qwen-image-tiny:qwen-image; do
+  preset=${row%%:*} fixture=${row#*:}
+  for key in num_attention_heads attention_head_dim num_layers in_channels; do
+    for v in 0 -2 1e12 2.5; do
+      folder "$preset" "$fixture" "$key" "$v"
+      expect 1 "$fixture: $key $v is refused by name" "$key" -- "$bin" plan --config f.json
+    done
+  done
+  folder "$preset" "$fixture" attention_head_dim 24 # a head width that the file's (or the class's) axes do not fill
+  expect 1 "$fixture: 24-wide heads that the rotary axes do not fill are refused" "axes|head width" -- \
+    "$bin" plan --config f.json
+done
+# A U-Net's counts are checked before its blocks are walked: plan finishes at once
+for v in 0 9 1000000000; do
+  folder sd1x-tiny sd1x layers_per_block "$v"
+  expect 1 "sd1x: layers_per_block $v is refused by name, at once" "layers_per_block is $v" -- \
+    "$bin" plan --config f.json
+done
+folder sd1x-tiny sd1x transformer_layers_per_block 1000000
+expect 1 "sd1x: transformer_layers_per_block 10^6 is refused by name, at once" "transformer_layers_per_block" -- \
+  "$bin" plan --config f.json
+folder stable-cascade-tiny stable-cascade down_num_layers_per_block "[1000000, 1000000]"
+expect 1 "stable_cascade: down_num_layers_per_block 10^6 is refused by name, at once" "down_num_layers_per_block" -- \
+  "$bin" plan --config f.json
+# A config.json whose flags are not booleans is refused, not read as the class's default
+folder flux-tiny flux-dev guidance_embeds '"yes"'
+expect 1 "flux: guidance_embeds \"yes\" is refused by name" "guidance_embeds is not true or false" -- \
+  "$bin" plan --config f.json
+
+# A Flux folder's rotary axes must fill its heads: a wrong axes_dims_rope is refused, not replaced by computed ones
+folder flux-tiny flux-dev axes_dims_rope "[4, 6, 8]"
+expect 1 "flux: axes_dims_rope (4, 6, 8) over 16-wide heads is refused by name" \
+  "axes_dims_rope: \\(4, 6, 8\\) must be even widths that add up to the head width 16" -- "$bin" plan --config f.json
+folder flux2-tiny flux2 axes_dims_rope "[4, 4, 4, 2]"
+expect 1 "flux2: axes_dims_rope that do not fill the heads are refused by name" "axes_dims_rope: \\(4, 4, 4, 2\\)" -- \
+  "$bin" plan --config f.json
+folder flux-tiny flux-dev axes_dims_rope "[4, 6, 6]"
+expect 0 "flux: the fixture's own axes plan" "model flux-tiny \\(flux\\): 2 double-stream" -- "$bin" plan --config f.json
+expect 0 "flux: a num_heads key over the folder takes axes that fill the new heads" "width 32, 4 heads" -- \
+  "$bin" plan --config f.json --set num_heads=4
+
+echo "passed $passed, failed $failed"
+[ "$failed" -eq 0 ]
