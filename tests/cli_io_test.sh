@@ -45,9 +45,12 @@ expect 0 "a .png FIFO in data_dir is skipped, naming it" "data: skipped .*img/b.
 mkdir -p cap && cp s.png cap/a.png && mkfifo cap/a.txt
 expect 1 "a caption FIFO in data_dir is refused" "cap/a.txt: is a FIFO, not a regular file" -- \
   "$bin" train $tr --set output_dir=run-cap --set data_dir=cap
-mkfifo backends.json
-expect 1 "data_backend_config FIFO" "data_backend_config .*backends.json: is a FIFO" -- \
+# a config and data_backend_config may be pipes (<(...), /dev/stdin): a FIFO nobody writes to reads as empty
+mkfifo backends.json config.json
+expect 1 "data_backend_config FIFO without a writer" "data_backend_config backends.json:1:1: malformed JSON" -- \
   "$bin" train $tr --set output_dir=run-db --set data_backend_config=backends.json
+expect 1 "--config FIFO without a writer" "config.json:1:1: malformed JSON" -- "$bin" train --config config.json
+expect 0 "--config from a pipe" "wrote" -- "$bin" init --config <(cat tiny.json) --out w-pipe.safetensors
 
 # checkpoint metadata: every integer is checked for its form and its range before a resume uses it
 set_meta() { # set_meta IN KEY VALUE OUT: IN with its metadata KEY set to VALUE (the safetensors header rewritten)
