@@ -124,5 +124,25 @@ expect 0 "a spliced line is dropped at the resume" "dropped 1 torn or spliced li
 [ "$(steps log/train_log.jsonl)" = "3 4 " ] && whole log/train_log.jsonl && ok "... and the log is whole" ||
   bad "log after repairing a spliced line: $(cat log/train_log.jsonl)"
 
+# two runs on one output_dir: the second is refused, naming the first's pid; a killed run's lock does not block
+"$bin" train $tr --set max_train_steps=1000000 --set checkpoint_step_interval=0 --set output_dir=busy >busy.out 2>&1 &
+first=$!
+for i in $(seq 600); do [ -s busy/train_log.jsonl ] && break; sleep 0.05; done
+expect 1 "a second run on a live run's output_dir is refused" \
+  "output_dir busy is in use by another run \(pid $first, which holds busy/.segtrain.lock\)" -- \
+  "$bin" train $tr --set output_dir=busy --set resume_from_checkpoint=latest
+expect 1 "... also with another seed and no resume" "output_dir busy is in use by another run \(pid $first" -- \
+  "$bin" train $tr --set output_dir=busy --set seed=7
+kill -0 $first 2>/dev/null && ok "... and the first run goes on" || bad "the first run died: $(tail -n 2 busy.out)"
+kill -KILL $first; wait $first 2>/dev/null
+[ -f busy/.segtrain.lock ] || bad "the killed run left no lock file (the stale case is not tested)"
+sleep 0 & wait $!; dead=$!
+touch "busy/checkpoint-000009.safetensors.tmp.$$" "busy/checkpoint-000009.safetensors.tmp.$dead"
+expect 0 "a killed run's lock does not block the next" "trained 2 steps" -- \
+  "$bin" train $tr --set output_dir=busy --set resume_from_checkpoint=latest
+[ -f "busy/checkpoint-000009.safetensors.tmp.$$" ] && [ ! -f "busy/checkpoint-000009.safetensors.tmp.$dead" ] &&
+  ok "the tidy-up removes a dead pid's temporary file and keeps a live one's" || bad "tidy-up: $(ls busy)"
+expect 0 "runs one after another share an output_dir" "trained 2 steps" -- "$bin" train $tr --set output_dir=busy
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
