@@ -144,5 +144,32 @@ expect 0 "a killed run's lock does not block the next" "trained 2 steps" -- \
   ok "the tidy-up removes a dead pid's temporary file and keeps a live one's" || bad "tidy-up: $(ls busy)"
 expect 0 "runs one after another share an output_dir" "trained 2 steps" -- "$bin" train $tr --set output_dir=busy
 
+# an output that cannot be written is found before the work, and the error names the user's path
+mkdir -p outdir
+for out in nodir/g.safetensors outdir /dev/null; do
+  o=$(timeout 20 "$bin" grad --config tiny.json --weights w.safetensors --batch b.safetensors --out "$out" 2>&1); rc=$?
+  [ $rc -eq 1 ] && grep -q "segtrain grad: $out: " <<<"$o" && ! grep -q "tmp\.\|^loss\|peak device" <<<"$o" &&
+    ok "grad --out $out: refused before the step, naming it" || bad "grad --out $out (exit $rc): $o"
+  png=${out/g.safetensors/s.png}
+  o=$(timeout 20 "$bin" sample --config tiny.json --set in_channels=3 --weights w3.safetensors --out "$png" \
+    --steps 1 --per-class 1 2>&1); rc=$?
+  [ $rc -eq 1 ] && grep -q "segtrain sample: $png: " <<<"$o" && ! grep -q "tmp\.\|^wrote" <<<"$o" &&
+    ok "sample --out $png: refused, naming it" || bad "sample --out $png (exit $rc): $o"
+done
+# the output is checked before anything is loaded or computed: its error comes before a missing input's
+expect 1 "sample checks --out before it loads the weights" "segtrain sample: outdir: is a folder" -- \
+  "$bin" sample --config tiny.json --set in_channels=3 --weights missing.safetensors --out outdir --steps 1 --per-class 1
+expect 1 "grad checks --out before it loads the weights" "segtrain grad: outdir: is a folder" -- \
+  "$bin" grad --config tiny.json --weights missing.safetensors --batch b.safetensors --out outdir
+expect 1 "grad --out in a missing folder names the folder's error" "nodir/g.safetensors: cannot write there: No such file" -- \
+  "$bin" grad --config tiny.json --weights w.safetensors --batch b.safetensors --out nodir/g.safetensors
+if [ "$(id -u)" != 0 ]; then
+  mkdir -p ro && chmod 555 ro
+  expect 1 "sample --out in a read-only folder" "ro/s.png: cannot write there: Permission denied" -- \
+    "$bin" sample --config tiny.json --set in_channels=3 --weights w3.safetensors --out ro/s.png --steps 1 --per-class 1
+  chmod 755 ro
+fi
+ls | grep -q '\.tmp\.' && bad "a temporary file was left: $(ls | grep '\.tmp\.')" || ok "the checks leave no temporary file"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

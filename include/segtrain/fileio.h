@@ -21,6 +21,9 @@ st_status atomic_file_open(atomic_file *af, const char *path);
 st_status atomic_file_commit(atomic_file *af);
 /* Abandons the write: removes the temporary file. */
 void atomic_file_abort(atomic_file *af);
+/* Whether path can be written as atomic_file_open writes it (a temporary file made and removed again): for a
+ * command to find out before the work whose result goes there, not after. */
+st_status atomic_file_check(const char *path);
 
 /* Every input file is opened through these: path opened to read, refused with one line naming it unless it is a
  * regular file (after symlinks). The open itself never blocks: a FIFO would block open() until a writer came.

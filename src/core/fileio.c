@@ -66,7 +66,7 @@ st_status atomic_file_open(atomic_file *af, const char *path)
     }
     af->fp = fopen(tmp, "wb");
     if (!af->fp) {
-        st_status s = st_fail(ST_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+        st_status s = st_fail(ST_ERR_IO, "%s: cannot write there: %s", path, strerror(errno));
         free(tmp);
         atomic_file_abort(af);
         return s;
@@ -102,13 +102,21 @@ st_status atomic_file_commit(atomic_file *af)
     const char *fault = getenv("SEGTRAIN_FAULT");
     if (s == ST_OK && fault && !strcmp(fault, "crash-before-rename")) raise(SIGKILL);
     if (s == ST_OK && rename(af->tmp_path, af->path) != 0)
-        s = st_fail(ST_ERR_IO, "%s: cannot rename %s into place: %s", af->path, af->tmp_path, strerror(errno));
+        s = st_fail(ST_ERR_IO, "%s: cannot put the new file in place: %s", af->path, strerror(errno));
     if (s == ST_OK) {
         fsync_folder_of(af->path);
         free(af->tmp_path);
         af->tmp_path = NULL;
     }
     atomic_file_abort(af);
+    return s;
+}
+
+st_status atomic_file_check(const char *path)
+{
+    atomic_file af;
+    st_status s = atomic_file_open(&af, path);
+    if (!s) atomic_file_abort(&af);
     return s;
 }
 
