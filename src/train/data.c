@@ -413,13 +413,15 @@ st_status data_read_small(const char *path, size_t max, bool pipes, char **out, 
     const bool failed = buf && ferror(fp);
     fclose(fp);
     if (!buf) {
-        errno = ENOMEM;
-        return data_oom();
+        st = data_oom();
+        errno = ENOMEM; /* what the callers test, whatever the message's formatting left there */
+        return st;
     }
     if (failed) {
         free(buf);
+        st = st_fail(ST_ERR_IO, "%s: cannot read: %s", path, strerror(EIO));
         errno = EIO;
-        return st_fail(ST_ERR_IO, "%s: cannot read: %s", path, strerror(EIO));
+        return st;
     }
     buf[*n] = 0;
     *out = buf;

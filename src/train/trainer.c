@@ -4,8 +4,8 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
-#include <fcntl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
