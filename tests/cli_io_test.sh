@@ -45,9 +45,12 @@ expect 0 "a .png FIFO in data_dir is skipped, naming it" "data: skipped .*img/b.
 mkdir -p cap && cp s.png cap/a.png && mkfifo cap/a.txt
 expect 1 "a caption FIFO in data_dir is refused" "cap/a.txt: is a FIFO, not a regular file" -- \
   "$bin" train $tr --set output_dir=run-cap --set data_dir=cap
-mkfifo backends.json
-expect 1 "data_backend_config FIFO" "data_backend_config .*backends.json: is a FIFO" -- \
+# a config and data_backend_config may be pipes (<(...), /dev/stdin): a FIFO nobody writes to reads as empty
+mkfifo backends.json config.json
+expect 1 "data_backend_config FIFO without a writer" "data_backend_config backends.json:1:1: malformed JSON" -- \
   "$bin" train $tr --set output_dir=run-db --set data_backend_config=backends.json
+expect 1 "--config FIFO without a writer" "config.json:1:1: malformed JSON" -- "$bin" train --config config.json
+expect 0 "--config from a pipe" "wrote" -- "$bin" init --config <(cat tiny.json) --out w-pipe.safetensors
 
 # checkpoint metadata: every integer is checked for its form and its range before a resume uses it
 set_meta() { # set_meta IN KEY VALUE OUT: IN with its metadata KEY set to VALUE (the safetensors header rewritten)
@@ -120,6 +123,53 @@ expect 0 "a spliced line is dropped at the resume" "dropped 1 torn or spliced li
   "$bin" train $tr --set max_train_steps=4 --set output_dir=log --set resume_from_checkpoint=latest
 [ "$(steps log/train_log.jsonl)" = "3 4 " ] && whole log/train_log.jsonl && ok "... and the log is whole" ||
   bad "log after repairing a spliced line: $(cat log/train_log.jsonl)"
+
+# two runs on one output_dir: the second is refused, naming the first's pid; a killed run's lock does not block
+"$bin" train $tr --set max_train_steps=1000000 --set checkpoint_step_interval=0 --set output_dir=busy >busy.out 2>&1 &
+first=$!
+for i in $(seq 600); do [ -s busy/train_log.jsonl ] && break; sleep 0.05; done
+expect 1 "a second run on a live run's output_dir is refused" \
+  "output_dir busy is in use by another run \(pid $first, which holds busy/.segtrain.lock\)" -- \
+  "$bin" train $tr --set output_dir=busy --set resume_from_checkpoint=latest
+expect 1 "... also with another seed and no resume" "output_dir busy is in use by another run \(pid $first" -- \
+  "$bin" train $tr --set output_dir=busy --set seed=7
+kill -0 $first 2>/dev/null && ok "... and the first run goes on" || bad "the first run died: $(tail -n 2 busy.out)"
+kill -KILL $first; wait $first 2>/dev/null
+[ -f busy/.segtrain.lock ] || bad "the killed run left no lock file (the stale case is not tested)"
+sleep 0 & wait $!; dead=$!
+touch "busy/checkpoint-000009.safetensors.tmp.$$" "busy/checkpoint-000009.safetensors.tmp.$dead"
+expect 0 "a killed run's lock does not block the next" "trained 2 steps" -- \
+  "$bin" train $tr --set output_dir=busy --set resume_from_checkpoint=latest
+[ -f "busy/checkpoint-000009.safetensors.tmp.$$" ] && [ ! -f "busy/checkpoint-000009.safetensors.tmp.$dead" ] &&
+  ok "the tidy-up removes a dead pid's temporary file and keeps a live one's" || bad "tidy-up: $(ls busy)"
+expect 0 "runs one after another share an output_dir" "trained 2 steps" -- "$bin" train $tr --set output_dir=busy
+
+# an output that cannot be written is found before the work, and the error names the user's path
+mkdir -p outdir
+for out in nodir/g.safetensors outdir /dev/null; do
+  o=$(timeout 20 "$bin" grad --config tiny.json --weights w.safetensors --batch b.safetensors --out "$out" 2>&1); rc=$?
+  [ $rc -eq 1 ] && grep -q "segtrain grad: $out: " <<<"$o" && ! grep -q "tmp\.\|^loss\|peak device" <<<"$o" &&
+    ok "grad --out $out: refused before the step, naming it" || bad "grad --out $out (exit $rc): $o"
+  png=${out/g.safetensors/s.png}
+  o=$(timeout 20 "$bin" sample --config tiny.json --set in_channels=3 --weights w3.safetensors --out "$png" \
+    --steps 1 --per-class 1 2>&1); rc=$?
+  [ $rc -eq 1 ] && grep -q "segtrain sample: $png: " <<<"$o" && ! grep -q "tmp\.\|^wrote" <<<"$o" &&
+    ok "sample --out $png: refused, naming it" || bad "sample --out $png (exit $rc): $o"
+done
+# the output is checked before anything is loaded or computed: its error comes before a missing input's
+expect 1 "sample checks --out before it loads the weights" "segtrain sample: outdir: is a folder" -- \
+  "$bin" sample --config tiny.json --set in_channels=3 --weights missing.safetensors --out outdir --steps 1 --per-class 1
+expect 1 "grad checks --out before it loads the weights" "segtrain grad: outdir: is a folder" -- \
+  "$bin" grad --config tiny.json --weights missing.safetensors --batch b.safetensors --out outdir
+expect 1 "grad --out in a missing folder names the folder's error" "nodir/g.safetensors: cannot write there: No such file" -- \
+  "$bin" grad --config tiny.json --weights w.safetensors --batch b.safetensors --out nodir/g.safetensors
+if [ "$(id -u)" != 0 ]; then
+  mkdir -p ro && chmod 555 ro
+  expect 1 "sample --out in a read-only folder" "ro/s.png: cannot write there: Permission denied" -- \
+    "$bin" sample --config tiny.json --set in_channels=3 --weights w3.safetensors --out ro/s.png --steps 1 --per-class 1
+  chmod 755 ro
+fi
+ls | grep -q '\.tmp\.' && bad "a temporary file was left: $(ls | grep '\.tmp\.')" || ok "the checks leave no temporary file"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

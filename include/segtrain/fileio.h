@@ -21,12 +21,18 @@ st_status atomic_file_open(atomic_file *af, const char *path);
 st_status atomic_file_commit(atomic_file *af);
 /* Abandons the write: removes the temporary file. */
 void atomic_file_abort(atomic_file *af);
+/* Whether path can be written as atomic_file_open writes it (a temporary file made and removed again): for a
+ * command to find out before the work whose result goes there, not after. */
+st_status atomic_file_check(const char *path);
 
 /* Every input file is opened through these: path opened to read, refused with one line naming it unless it is a
  * regular file (after symlinks). The open itself never blocks: a FIFO would block open() until a writer came.
  * On failure *fd is -1 (*fp NULL) and errno is open()'s (ENOENT for a missing file), or EINVAL for a path that is
- * not a regular file. Configs are the exception (config_load reads pipes and /dev/stdin on purpose). */
+ * not a regular file. */
 st_status file_open_regular(const char *path, int *fd);
 st_status file_fopen_regular(const char *path, FILE **fp);
+/* As file_fopen_regular, and a pipe or FIFO too, for the small text inputs that a shell's <(...) or /dev/stdin
+ * may give (a config, data_backend_config). Still never blocks: a FIFO that no writer holds open reads as empty. */
+st_status file_fopen_stream(const char *path, FILE **fp);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "segtrain/fileio.h"
 #include "segtrain/model.h"
 #include "segtrain/objective.h"
 #include "segtrain/rng.h"
@@ -179,6 +180,7 @@ int cmd_grad(int argc, char **argv)
     batch_data b = {0};
     float loss = 0;
     st_status st = cli_load_config(config_path, &a, &cfg);
+    if (!st) st = atomic_file_check(out); /* before the step, not after it */
     if (!st) st = cli_open_model(cfg, true, &cm);
     model *m = cm.m;
     if (!st) st = param_set_load(model_params(m), weights, PARAMS_ALL, NULL);

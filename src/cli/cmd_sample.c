@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "segtrain/data.h"
+#include "segtrain/fileio.h"
 #include "segtrain/model.h"
 #include "segtrain/sample.h"
 
@@ -137,7 +138,8 @@ int cmd_sample(int argc, char **argv)
     cli_model cm = {0};
     const sample_settings s = {.steps = (int)steps, .guidance = (float)guidance, .seed = (uint64_t)seed};
     const double t0 = clock_seconds();
-    st = cli_open_model(cfg, true, &cm);
+    st = atomic_file_check(out); /* before the sampling, not after it */
+    if (!st) st = cli_open_model(cfg, true, &cm);
     const bool lora = !st && model_get_config(cm.m)->lora_rank > 0;
     if (!st && lora && !lora_path)
         st = st_fail(ST_ERR_INVALID, "the config trains LoRA (model_type lora): give the adapters with --lora");

@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "keys.h"
+#include "segtrain/fileio.h"
 
 typedef struct value {
     bool set; /* given explicitly */
@@ -950,11 +951,13 @@ st_status config_parse(const char *json_text, const char *source_name, config **
     return parse_with(json_text, source_name ? source_name : "config", NULL, 0, out, NULL);
 }
 
-/* The whole file; fread in a loop so that pipes and /dev/stdin work too. */
+/* The whole file; fread in a loop so that pipes and /dev/stdin work too (a FIFO without a writer reads as empty
+ * rather than blocking). */
 static st_status read_text(const char *path, char **text, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return st_fail(ST_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    FILE *f;
+    st_status st = file_fopen_stream(path, &f);
+    if (st) return st;
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     while (buf) {

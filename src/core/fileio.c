@@ -66,7 +66,7 @@ st_status atomic_file_open(atomic_file *af, const char *path)
     }
     af->fp = fopen(tmp, "wb");
     if (!af->fp) {
-        st_status s = st_fail(ST_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+        st_status s = st_fail(ST_ERR_IO, "%s: cannot write there: %s", path, strerror(errno));
         free(tmp);
         atomic_file_abort(af);
         return s;
@@ -102,13 +102,21 @@ st_status atomic_file_commit(atomic_file *af)
     const char *fault = getenv("SEGTRAIN_FAULT");
     if (s == ST_OK && fault && !strcmp(fault, "crash-before-rename")) raise(SIGKILL);
     if (s == ST_OK && rename(af->tmp_path, af->path) != 0)
-        s = st_fail(ST_ERR_IO, "%s: cannot rename %s into place: %s", af->path, af->tmp_path, strerror(errno));
+        s = st_fail(ST_ERR_IO, "%s: cannot put the new file in place: %s", af->path, strerror(errno));
     if (s == ST_OK) {
         fsync_folder_of(af->path);
         free(af->tmp_path);
         af->tmp_path = NULL;
     }
     atomic_file_abort(af);
+    return s;
+}
+
+st_status atomic_file_check(const char *path)
+{
+    atomic_file af;
+    st_status s = atomic_file_open(&af, path);
+    if (!s) atomic_file_abort(&af);
     return s;
 }
 
@@ -121,7 +129,7 @@ void atomic_file_abort(atomic_file *af)
     *af = (atomic_file){0};
 }
 
-st_status file_open_regular(const char *path, int *fd)
+static st_status open_input(const char *path, bool pipes, int *fd)
 {
     *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (*fd < 0) {
@@ -133,8 +141,9 @@ st_status file_open_regular(const char *path, int *fd)
     struct stat st;
     st_status s = ST_OK;
     if (fstat(*fd, &st) != 0) s = st_fail(ST_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        s = st_fail(ST_ERR_IO, "%s: is %s, not a regular file; only regular files are read", path, kind_of(st.st_mode));
+    else if (!S_ISREG(st.st_mode) && !(pipes && S_ISFIFO(st.st_mode)))
+        s = st_fail(ST_ERR_IO, "%s: is %s, not a regular file; only regular files%s are read", path,
+                    kind_of(st.st_mode), pipes ? " and pipes" : "");
     else if (fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK) != 0)
         s = st_fail(ST_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     if (s) {
@@ -145,11 +154,13 @@ st_status file_open_regular(const char *path, int *fd)
     return s;
 }
 
-st_status file_fopen_regular(const char *path, FILE **fp)
+st_status file_open_regular(const char *path, int *fd) { return open_input(path, false, fd); }
+
+static st_status fopen_input(const char *path, bool pipes, FILE **fp)
 {
     int fd;
     *fp = NULL;
-    st_status s = file_open_regular(path, &fd);
+    st_status s = open_input(path, pipes, &fd);
     if (s) return s;
     if (!(*fp = fdopen(fd, "rb"))) {
         const int err = errno;
@@ -159,3 +170,6 @@ st_status file_fopen_regular(const char *path, FILE **fp)
     }
     return s;
 }
+
+st_status file_fopen_regular(const char *path, FILE **fp) { return fopen_input(path, false, fp); }
+st_status file_fopen_stream(const char *path, FILE **fp) { return fopen_input(path, true, fp); }

@@ -307,7 +307,7 @@ static st_status make_caption(const where *w, const spec *sp, const char *path, 
         if (!txt) return data_oom();
         memcpy(txt, path, stem);
         memcpy(txt + stem, ".txt", 5);
-        st_status st = data_read_small(txt, CAPTION_FILE_MAX, &text, &n);
+        st_status st = data_read_small(txt, CAPTION_FILE_MAX, false, &text, &n);
         if (st) {
             if (errno != ENOMEM)
                 st = errno == ENOENT ? refuse(w, ST_ERR_IO, "caption_strategy textfile: %s has no caption file %s (%s)",
@@ -497,7 +497,7 @@ st_status dataset_open_backends(const char *path, int resolution, uint64_t seed,
     if (st) return st;
     size_t n;
     char *text;
-    if ((st = data_read_small(path, BACKEND_FILE_MAX, &text, &n))) {
+    if ((st = data_read_small(path, BACKEND_FILE_MAX, true, &text, &n))) {
         if (errno == ENOMEM) return st;
         char why[512]; /* st_fail writes where st_error() reads */
         snprintf(why, sizeof why, "%s", st_error());

@@ -270,7 +270,7 @@ st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **
     char *index = data_join_path(dir, "cache.json");
     size_t n = 0;
     char *text = NULL;
-    const st_status read = index ? data_read_small(index, CACHE_INDEX_MAX, &text, &n) : ST_OK;
+    const st_status read = index ? data_read_small(index, CACHE_INDEX_MAX, false, &text, &n) : ST_OK;
     const int err = errno;
     free(index);
     if (!text && (!index || err == ENOMEM)) return data_oom();

@@ -399,26 +399,29 @@ bool data_is_dir(const char *path)
 }
 
 /* *out: the first `max` bytes of a file, NUL-terminated (*n: their count, which is max when there may be more).
- * On failure *out is NULL, errno says why (ENOENT: no such file) and the status's line names the path. */
-st_status data_read_small(const char *path, size_t max, char **out, size_t *n)
+ * With pipes, a pipe or FIFO is read too (file_fopen_stream). On failure *out is NULL, errno says why (ENOENT: no
+ * such file) and the status's line names the path. */
+st_status data_read_small(const char *path, size_t max, bool pipes, char **out, size_t *n)
 {
     FILE *fp;
     *out = NULL;
     *n = 0;
-    st_status st = file_fopen_regular(path, &fp);
+    st_status st = pipes ? file_fopen_stream(path, &fp) : file_fopen_regular(path, &fp);
     if (st) return st;
     char *buf = malloc(max + 1);
     *n = buf ? fread(buf, 1, max, fp) : 0;
     const bool failed = buf && ferror(fp);
     fclose(fp);
     if (!buf) {
-        errno = ENOMEM;
-        return data_oom();
+        st = data_oom();
+        errno = ENOMEM; /* what the callers test, whatever the message's formatting left there */
+        return st;
     }
     if (failed) {
         free(buf);
+        st = st_fail(ST_ERR_IO, "%s: cannot read: %s", path, strerror(EIO));
         errno = EIO;
-        return st_fail(ST_ERR_IO, "%s: cannot read: %s", path, strerror(EIO));
+        return st;
     }
     buf[*n] = 0;
     *out = buf;
@@ -448,7 +451,7 @@ static st_status read_caption(const char *path, char **out)
     size_t n;
     char *buf;
     *out = NULL;
-    st_status st = data_read_small(path, CAPTION_FILE_MAX, &buf, &n);
+    st_status st = data_read_small(path, CAPTION_FILE_MAX, false, &buf, &n);
     if (st) return errno == ENOENT ? ST_OK : st;
     data_fold_space(buf, n);
     char caption[CAPTION_MAX];

@@ -56,7 +56,7 @@ bool data_is_other_image(const char *name);
 void data_free_names(char **names, int n);
 st_status data_list_dir(const char *dir, char ***out, int *count);
 bool data_is_dir(const char *path);
-st_status data_read_small(const char *path, size_t max, char **out, size_t *n);
+st_status data_read_small(const char *path, size_t max, bool pipes, char **out, size_t *n);
 size_t data_fold_space(char *s, size_t n);
 st_status data_add_item(scan *sc, char *path, char *caption, int label);
 st_status data_check_png(scan *sc, const char *path, const char *name, bool *ok);

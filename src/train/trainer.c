@@ -4,13 +4,14 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
-#include <fcntl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,7 +59,8 @@ struct trainer {
     int64_t first;
     float *comm;
     pool_stats predicted, predicted_host;
-    int log_fd; /* train_log.jsonl, appended a whole line at a time */
+    int log_fd;  /* train_log.jsonl, appended a whole line at a time */
+    int lock_fd; /* output_dir/.segtrain.lock, flock'd while the run lives */
     char log_path[PATH_MAX_LEN + 32], dir[DIR_MAX], checkpoint[PATH_MAX_LEN], validation[PATH_MAX_LEN], final[PATH_MAX_LEN];
 };
 
@@ -99,6 +101,35 @@ static void remove_made(const char *path, const char *created)
     }
 }
 
+/* Keeps other runs out of output_dir while this one lives: an exclusive flock on dir/.segtrain.lock, which holds
+ * the pid of its holder. Two runs on one folder would delete each other's temporary files and overwrite each
+ * other's checkpoints and log. The kernel drops the lock when its holder dies, so a lock file left by a run that
+ * was killed does not block the next. */
+static st_status lock_output_dir(trainer *t)
+{
+    char path[PATH_MAX_LEN + 32];
+    snprintf(path, sizeof path, "%s/.segtrain.lock", t->dir);
+    if ((t->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
+        return st_fail(ST_ERR_IO, "%s: cannot create the output_dir's lock file: %s", path, strerror(errno));
+    if (flock(t->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        char holder[32] = "";
+        const ssize_t n = pread(t->lock_fd, holder, sizeof holder - 1, 0);
+        holder[n > 0 ? n : 0] = 0;
+        holder[strcspn(holder, "\n")] = 0;
+        close(t->lock_fd);
+        t->lock_fd = -1;
+        if (err != EWOULDBLOCK) return st_fail(ST_ERR_IO, "%s: cannot lock: %s", path, strerror(err));
+        return st_fail(ST_ERR_INVALID, "output_dir %s is in use by another run (pid %s, which holds %s): give each run "
+                       "its own output_dir, or wait until that one ends", t->dir, holder[0] ? holder : "unknown", path);
+    }
+    char pid[32];
+    const int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(t->lock_fd, 0) != 0 || pwrite(t->lock_fd, pid, (size_t)n, 0) != n)
+        return st_fail(ST_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    return ST_OK;
+}
+
 /* The steps of the checkpoint-<step>.safetensors files in dir, newest first: the newest `max` of them, whatever
  * order the folder lists them in. Other files are skipped; with tidy (the run's own folder) leftovers of
  * interrupted writes (<file>.tmp.<pid>, fileio's temporaries) are removed. Returns the count (at most max). */
@@ -112,7 +143,9 @@ static int list_checkpoints(const char *dir, bool tidy, int64_t *steps, int max)
         long long step;
         char name[64];
         const char *tmp = strstr(e->d_name, ".tmp.");
-        if (tidy && tmp && tmp[5] && strspn(tmp + 5, "0123456789") == strlen(tmp + 5)) {
+        /* the pid's process is gone (the output_dir lock keeps other runs out; this guards the rest) */
+        if (tidy && tmp && tmp[5] && strspn(tmp + 5, "0123456789") == strlen(tmp + 5) &&
+            kill((pid_t)atoll(tmp + 5), 0) != 0 && errno == ESRCH) {
             char p[PATH_MAX_LEN * 2];
             snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
             unlink(p);
@@ -613,7 +646,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     *out = NULL;
     trainer *t = calloc(1, sizeof *t);
     if (!t) return st_host_oom("the trainer");
-    t->log_fd = -1;
+    t->log_fd = t->lock_fd = -1;
     t->cfg = cfg;
     t->log = log;
     t->saved_step = -1;
@@ -632,6 +665,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st) st = plan_run(t);
     char created[PATH_MAX_LEN] = "";
     if (!st && !t->rank) st = make_dir(t->dir, created); /* rank 0 writes every file of the run */
+    if (!st && !t->rank) st = lock_output_dir(t);
     if (!st) st = model_run_open(cfg, true, &t->run, warning);
     const model_config *mc = st ? NULL : model_get_config(t->run.m);
     if (!st) st = open_data(t, mc); /* before any other note: the built-in data is said on the first line */
@@ -694,6 +728,11 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
             st = st_fail(ST_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     }
     if (st) {
+        if (!t->rank && created[0] && t->lock_fd >= 0) { /* a folder this run made holds nothing of any other */
+            char lock[PATH_MAX_LEN + 32];
+            snprintf(lock, sizeof lock, "%s/.segtrain.lock", t->dir);
+            unlink(lock);
+        }
         if (!t->rank) remove_made(t->dir, created);
         trainer_destroy(t);
         return st;
@@ -940,6 +979,7 @@ void trainer_destroy(trainer *t)
 {
     if (!t) return;
     if (t->log_fd >= 0) close(t->log_fd);
+    if (t->lock_fd >= 0) close(t->lock_fd); /* the file stays: removing it would race with a run opening it */
     pool *p = t->run.device;
     if (t->run.host) pool_free(t->run.host, t->comm);
     if (p) {
