@@ -10,6 +10,7 @@ set -euo pipefail
 packages=(
   build-essential            # gcc, make, libc's headers
   cmake                      # the build
+  ninja-build                # its generator (the Makefile's): a build with nothing to do takes 0.2 s
   libopenblas-openmp-dev     # GEMMs; the OpenMP build shares our OpenMP thread pool
   libcjson-dev               # configs, safetensors headers
   libpng-dev                 # image folders, sample grids (brings zlib1g-dev, which CMake's FindPNG needs)

@@ -23,3 +23,12 @@ if [ "$first" != "$second" ]; then
   exit 1
 fi
 echo "ok   a second configure leaves every generated file alone ($(wc -l <<<"$first") files)"
+# and `make build` on a generated folder does not configure it again (cmake --build does when something changed)
+if command -v make >/dev/null; then
+  recipe=$(make -n -C "$src" build BUILD="$tmp/b" 2>&1)
+  if grep -q "cmake -S" <<<"$recipe" || ! grep -q "cmake --build $tmp/b" <<<"$recipe"; then
+    echo "FAIL make build configures a generated folder again: $recipe"
+    exit 1
+  fi
+  echo "ok   make build on a generated folder only builds it"
+fi
