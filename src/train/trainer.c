@@ -297,17 +297,36 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
     return data_iter_create(t->data, t->seed, &t->iter);
 }
 
+st_status train_data_check(const config *cfg, const model_config *mc)
+{
+    if (*config_string(cfg, "data_cache_dir") || config_bool(cfg, "synthetic_data")) return ST_OK;
+    if (mc->frames > 1)
+        return st_fail(ST_ERR_UNSUPPORTED, "num_frames %lld: the model takes %lld latent frames, but segtrain's image "
+                       "datasets hold images (one frame): train a video family on them with num_frames 1, on a cache "
+                       "of video latents (data_cache_dir) or on synthetic_data",
+                       (long long)config_int(cfg, "num_frames"), (long long)mc->frames);
+    if (mc->channels == 3 && mc->vae_scale == 1) return ST_OK;
+    /* a diffusers folder's config.json counts the channels of the pipeline's 2 x 2 packed patches: say both */
+    const char *weights = config_string(cfg, "pretrained_model_name_or_path");
+    struct stat sb;
+    char folder[4200] = "";
+    if (model_packed_channels(mc) != mc->channels && *weights && !stat(weights, &sb) && S_ISDIR(sb.st_mode))
+        snprintf(folder, sizeof folder, " (%s's config.json: in_channels %lld, the pipeline's 2 x 2 packed patches "
+                 "of %lld latent channels)", weights, (long long)model_packed_channels(mc), (long long)mc->channels);
+    return st_fail(ST_ERR_INVALID, "in_channels %lld, vae_scale_factor %lld%s: segtrain has no VAE, so it trains on "
+                   "images in pixel space (in_channels 3, vae_scale_factor 1: resolution is then the image edge) or on "
+                   "a cache of the VAE's latents (data_cache_dir)", (long long)mc->channels, (long long)mc->vae_scale,
+                   folder);
+}
+
 /* The run's images: data_backend_config, data_dir, or (said on the run's first line) the built-in scenes. They
  * are RGB pixels: segtrain has no VAE, so the model must take 3 channels at vae_scale_factor 1. Or a cache. */
 static st_status open_data(trainer *t, const model_config *mc)
 {
     const char *cache = config_string(t->cfg, "data_cache_dir");
     const bool synthetic = config_bool(t->cfg, "synthetic_data");
-    if (mc->frames > 1 && !synthetic && !cache[0])
-        return st_fail(ST_ERR_UNSUPPORTED, "num_frames %lld: the model takes %lld latent frames, but segtrain's image "
-                       "datasets hold images (one frame): train a video family on them with num_frames 1, on a cache "
-                       "of video latents (data_cache_dir) or on synthetic_data",
-                       (long long)config_int(t->cfg, "num_frames"), (long long)mc->frames);
+    st_status st = train_data_check(t->cfg, mc);
+    if (st) return st;
     if (cache[0]) return open_cache(t, mc, cache);
     if (synthetic) return ST_OK; /* batches are drawn in trainer_step */
     const char *dir = config_string(t->cfg, "data_dir"), *backends = config_string(t->cfg, "data_backend_config");
@@ -318,13 +337,9 @@ static st_status open_data(trainer *t, const model_config *mc)
         note(t, "segtrain: training on the built-in dataset of procedurally drawn shapes: no data_dir or "
                 "data_backend_config given (data_backend_config: a SimpleTuner multidatabackend.json of local image "
                 "folders; data_dir: one folder of PNGs)%s%s", "", "");
-    if (mc->channels != 3 || mc->vae_scale != 1)
-        return st_fail(ST_ERR_INVALID, "in_channels %lld, vae_scale_factor %lld: segtrain has no VAE, so it trains on "
-                       "images in pixel space: set in_channels 3 and vae_scale_factor 1 (resolution is then the image "
-                       "edge)", (long long)mc->channels, (long long)mc->vae_scale);
     const int edge = mc->resolution > DATA_MAX_RESOLUTION ? DATA_MAX_RESOLUTION + 1 : (int)mc->resolution;
     const int64_t builtin = config_int(t->cfg, "builtin_dataset_size");
-    st_status st = backends[0] ? dataset_open_backends(backends, edge, t->seed, &t->data)
+    st = backends[0] ? dataset_open_backends(backends, edge, t->seed, &t->data)
                    : dir[0]    ? dataset_open_folder(dir, edge, &t->data)
                                : dataset_open_builtin(edge, builtin, t->seed, &t->data);
     if (st) return st;
@@ -415,12 +430,13 @@ st_status train_weights_path_check(const char *path)
                                 "folder";
     struct stat st;
     if (stat(path, &st) == 0) return ST_OK;
+    const int err = errno;
     const char *slash = strchr(path, '/');
     if (slash && slash != path && path[0] != '.' && !strchr(slash + 1, '/') && !strstr(path, ".safetensors") &&
         !strstr(path, ".json"))
         return st_fail(ST_ERR_INVALID, "pretrained_model_name_or_path: \"%s\" is a Hugging Face hub name, and "
                        "segtrain downloads nothing: %s", path, which);
-    return ST_OK;
+    return st_fail(ST_ERR_INVALID, "pretrained_model_name_or_path: \"%s\": %s; %s", path, strerror(err), which);
 }
 
 /* The model's starting weights: a file, or the family's initialisation. With LoRA the file holds the base. */
