@@ -579,6 +579,65 @@ static st_status open_ranks(trainer *t)
     return st;
 }
 
+/* The identity of a weights file, or of a diffusers folder's config and weights: sizes and first MiB, a hash. */
+static uint64_t weights_identity(const char *path)
+{
+    static const char *const names[] = {"", "/config.json", "/diffusion_pytorch_model.safetensors",
+                                        "/diffusion_pytorch_model.safetensors.index.json", "/transformer/config.json",
+                                        "/transformer/diffusion_pytorch_model.safetensors",
+                                        "/transformer/diffusion_pytorch_model.safetensors.index.json"};
+    uint64_t h = 0xcbf29ce484222325ull;
+    static unsigned char head[1 << 20];
+    for (size_t i = 0; *path && i < sizeof names / sizeof *names; i++) {
+        char file[PATH_MAX_LEN];
+        snprintf(file, sizeof file, "%s%s", path, names[i]);
+        struct stat sb;
+        FILE *f = !stat(file, &sb) && S_ISREG(sb.st_mode) ? fopen(file, "rb") : NULL;
+        if (!f) continue;
+        const size_t n = fread(head, 1, sizeof head, f);
+        fclose(f);
+        const int64_t size = (int64_t)sb.st_size;
+        for (size_t k = 0; k < sizeof size; k++) h = (h ^ ((const unsigned char *)&size)[k]) * 0x100000001b3ull;
+        for (size_t k = 0; k < n; k++) h = (h ^ head[k]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Every rank of a data-parallel run resolves the same config and reads the same weights, or the job stops here,
+ * naming the first key that differs: a rank with other steps, sizes or intervals would hang or corrupt the
+ * collectives, one with another seed or learning rate would train silently apart. Counts are compared first, so
+ * that no collective sees another rank's count. */
+static st_status same_config_on_ranks(const config *cfg)
+{
+    if (dist_size() == 1) return ST_OK;
+    int n = 0, index, rank;
+    for (uint64_t h; config_key_hash(cfg, n, &h);) n++;
+    const uint64_t count = (uint64_t)n;
+    st_status st = dist_compare(&count, 1, &index, &rank);
+    if (!st && index >= 0)
+        return st_fail(ST_ERR_INVALID, "rank %d runs another segtrain than rank 0 (%d config keys here): start every "
+                       "rank with the same build", rank, n);
+    uint64_t *h = st ? NULL : malloc((size_t)n * sizeof *h);
+    if (!st && !h) return st_host_oom("the config's hashes");
+    for (int i = 0; !st && i < n; i++) {
+        const char *key = config_key_hash(cfg, i, &h[i]);
+        if (!strcmp(key, "num_threads")) h[i] = 0; /* each host's own */
+        if (!strcmp(key, "pretrained_model_name_or_path")) /* the files, wherever each host keeps them */
+            h[i] = weights_identity(config_string(cfg, key));
+    }
+    if (!st) st = dist_compare(h, n, &index, &rank);
+    free(h);
+    uint64_t unused;
+    const char *key = st || index < 0 ? NULL : config_key_hash(cfg, index, &unused);
+    if (key && !strcmp(key, "pretrained_model_name_or_path"))
+        return st_fail(ST_ERR_INVALID, "pretrained_model_name_or_path: rank %d reads other weights than rank 0 (their "
+                       "sizes or first bytes differ): every rank must read the same files", rank);
+    if (key)
+        return st_fail(ST_ERR_INVALID, "%s: rank %d's value differs from rank 0's: every rank of a data-parallel run "
+                       "must be given the same config", key, rank);
+    return st;
+}
+
 st_status trainer_create(const config *cfg, FILE *log, trainer **out)
 {
     *out = NULL;
@@ -595,8 +654,8 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     t->zero = t->ranks > 1 && config_int(cfg, "zero_stage") == 1;
     t->first = t->rank * t->batch;
     char warning[256];
-    st_status st = ST_OK;
-    if (strlen(config_string(cfg, "output_dir")) >= DIR_MAX)
+    st_status st = same_config_on_ranks(cfg);
+    if (!st && strlen(config_string(cfg, "output_dir")) >= DIR_MAX)
         st = st_fail(ST_ERR_INVALID, "output_dir: longer than %d characters", DIR_MAX - 1);
     snprintf(t->dir, sizeof t->dir, "%.*s", DIR_MAX - 1, config_string(cfg, "output_dir"));
     if (!st) st = plan_run(t);
