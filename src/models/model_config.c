@@ -111,8 +111,8 @@ static st_status check_animate(const model_config *mc)
                        "its edges", (long long)mc->image_tokens, (long long)mc->image_dim, (long long)mc->face_size,
                        (long long)mc->motion_style, (long long)mc->motion_dim, (long long)mc->motion_out,
                        (long long)mc->face_hidden, (long long)mc->face_heads);
-    if (mc->face_every < 1 || mc->depth % mc->face_every || mc->frames < 2 || mc->patch_t != 1 || mc->cond_channels != mc->channels + 4 ||
-        mc->text_len != 512 || mc->out_channels)
+    if (mc->face_every < 1 || mc->depth % mc->face_every || mc->frames < 2 || mc->patch_t != 1 ||
+        mc->cond_channels != mc->channels + 4 || mc->text_len != 512 || mc->out_channels)
         return st_fail(ST_ERR_INVALID, "Wan Animate: %lld blocks with a face adapter every %lld, %lld latent frames, "
                        "patch_size_t %lld, %lld condition channels over %lld latent ones, %lld text tokens, "
                        "out_channels %lld; it takes a multiple of inject_face_latents_blocks, at least 2 frames (the "
