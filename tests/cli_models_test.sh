@@ -44,6 +44,15 @@ for row in flux-tiny:flux-dev chroma-tiny:chroma flux2-tiny:flux2 hidream-tiny:h
   expect 1 "$fixture: 24-wide heads that the rotary axes do not fill are refused" "axes|head width" -- \
     "$bin" plan --config f.json
 done
+# Values that do not divide as the class packs them: Flux's, Flux.2's and LongCat's in_channels hold 2 x 2 patches
+# (4 C), Qwen-Image's out_channels x patch_size^2, HunyuanVideo 1.5's the latent's and the condition's
+for row in flux-tiny:flux-dev:18:"in_channels 18" flux2-tiny:flux2:130:"in_channels 130" \
+  longcat-image-tiny:longcat-image:66:"in_channels 66" qwen-image-tiny:qwen-image:66:"in_channels 66" \
+  hunyuanvideo15-tiny:hunyuanvideo15:3:"in_channels 3 below out_channels"; do
+  IFS=: read -r preset fixture v said <<<"$row"
+  folder "$preset" "$fixture" in_channels "$v"
+  expect 1 "$fixture: in_channels $v is refused by name" "$said" -- "$bin" plan --config f.json
+done
 # A U-Net's counts are checked before its blocks are walked: plan finishes at once
 for v in 0 9 1000000000; do
   folder sd1x-tiny sd1x layers_per_block "$v"
