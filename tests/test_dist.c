@@ -188,6 +188,35 @@ int main(void)
     CHECKF(worst <= 1e-5, "one process resumed at step 2 ends within 1e-5 of the 2-rank run: %.3g", worst);
     printf("     resumed at step 2: 2 ranks bitwise, 1 process within %.3g of the uninterrupted 2-rank run\n", worst);
 
+    /* ranks given different configs (mpirun's MPMD form, one config per rank): the job stops at once, every rank
+     * naming the first key that differs, before any collective of the run; the same weights under another path
+     * are the same weights */
+    static const char *const differ[][2] = {
+        {"max_train_steps", "--set max_train_steps=4"},  {"zero_stage", "--set zero_stage=1"},
+        {"checkpoint_step_interval", "--set checkpoint_step_interval=3"}, {"hidden_size", "--set hidden_size=128"},
+        {"seed", "--set seed=12"},                       {"optimizer", "--set optimizer=lion"},
+        {"learning_rate", "--set learning_rate=2e-3"},   {"train_batch_size", "--set train_batch_size=3"},
+        {"gradient_accumulation_steps", "--set gradient_accumulation_steps=2"},
+        {"pretrained_model_name_or_path: rank 1 reads other weights", "--set pretrained_model_name_or_path=w2.safetensors"},
+    };
+    rc = run("(" SEGTRAIN_BIN " init --config c.json --out w1.safetensors && " SEGTRAIN_BIN
+             " init --config c.json --set seed=2 --out w2.safetensors)");
+    CHECKF(rc == 0, "init of two weight files (exit %d)", rc);
+#define MPMD "timeout 120 mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS=1 -np 1 "
+#define RANK TRAIN "--set train_batch_size=2 --set output_dir=mixed --set pretrained_model_name_or_path=w1.safetensors "
+    for (size_t i = 0; i < sizeof differ / sizeof *differ; i++) {
+        char cmd[1500];
+        snprintf(cmd, sizeof cmd, MPMD SEGTRAIN_BIN RANK " : -np 1 " SEGTRAIN_BIN RANK "%s", differ[i][1]);
+        const time_t t0 = time(NULL);
+        rc = run(cmd);
+        snprintf(line, sizeof line, "cd %s && test $(grep -c '^segtrain train: %s' out.txt) -eq 2", dir, differ[i][0]);
+        CHECKF(rc != 0 && rc != 124 && system(line) == 0 && difftime(time(NULL), t0) < 60,
+               "ranks differing in %s: the job exits %d, both ranks naming it", differ[i][0], rc);
+        if (system(line)) show_output();
+    }
+    rc = run(MPMD SEGTRAIN_BIN RANK " : -np 1 " SEGTRAIN_BIN RANK "--set pretrained_model_name_or_path=./w1.safetensors");
+    CHECKF(rc == 0, "the same weights under another path train (exit %d)", rc);
+
     /* a rank killed in step 3: the other exits within seconds, and the step-2 checkpoint stays whole */
     const time_t start = time(NULL);
     rc = run(MPIRUN "-x SEGTRAIN_FAULT=kill-rank-1-step-3 " SEGTRAIN_BIN TRAIN

@@ -78,6 +78,9 @@ const char *config_string(const config *c, const char *key); /* string keys and 
 const int64_t *config_int_list(const config *c, const char *key, size_t *count);
 /* Whether the key was given explicitly (in the file, under any of its names, or by config_set). */
 bool config_is_set(const config *c, const char *key);
+/* The i-th key's name and a hash of its value in c (given or the default), NULL past the last: two configs whose
+ * keys hash alike resolve alike (the ranks of a data-parallel run compare them). */
+const char *config_key_hash(const config *c, int i, uint64_t *hash);
 
 /* A size key in bytes: "24GiB", "512MiB", "80GB", "1.5GiB" or a plain byte count; KiB/MiB/GiB/TiB are powers
  * of 1024, KB/MB/GB/TB powers of 1000. The empty default means unlimited and gives *out = 0. */

@@ -34,6 +34,9 @@ st_status dist_gather_root(const float *mine, int64_t n, float *all);
 int64_t dist_scratch_floats(int64_t n);
 /* The sum over ranks of one double, added in rank order. */
 st_status dist_sum_double(double *v);
+/* Whether every rank holds rank 0's n values (n the same on every rank): *index -1 when all do, else the lowest index
+ * at which a rank differs, and *rank the lowest rank that differs there (the same answer on every rank). */
+st_status dist_compare(const uint64_t *v, int n, int *index, int *rank);
 /* Seconds spent in dist_sum since the last call (for the step's log). */
 double dist_take_seconds(void);
 

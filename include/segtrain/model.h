@@ -154,6 +154,9 @@ st_status model_config_from(const config *cfg, model_config *out);
  * AuraFlowTransformer2DModel's. A class the family does not read, or a value segtrain does not build, is
  * ST_ERR_UNSUPPORTED naming it. */
 st_status model_config_from_diffusers(const char *path, model_config *mc);
+/* in_channels as the family's diffusers config.json counts them: Flux's, Flux.2's, Chroma's, LongCat's and
+ * Qwen-Image's pipelines pack 2 x 2 latent patches into the channels (4 in_channels); in_channels elsewhere. */
+int64_t model_packed_channels(const model_config *mc);
 /* Whether the family runs dual-stream blocks on a text encoder's output (mmdit, flux, sd3, auraflow, qwen_image). */
 bool model_dual_stream(const model_config *mc);
 /* Whether the family's blocks cross-attend to a text encoder's output: pixart_sigma, wan, ltxvideo, cosmos2image. */

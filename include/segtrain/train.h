@@ -15,12 +15,15 @@
 #include "segtrain/config.h"
 #include "segtrain/model.h"
 
-/* pretrained_model_name_or_path as segtrain reads it: one local .safetensors file. A hub name or a diffusers
- * folder is ST_ERR_INVALID with a line saying which file to give instead; a missing file is left to the loader. */
+/* pretrained_model_name_or_path as segtrain reads it: a local file or folder. A hub name, or a path that does not
+ * exist, is ST_ERR_INVALID with a line saying what to give instead (every command checks it, cli_load_config). */
 st_status train_weights_path_check(const char *path);
 
 /* Bytes of optimizer state the config's optimizer keeps for grad_count trainable floats on each of `ranks`
  * data-parallel ranks: the whole state, or with zero_stage 1 the largest rank's share (ZeRO-1). */
+/* What train refuses of a run's data before opening any (plan says it too): image datasets of a video family's
+ * frames, or of a model that does not take RGB pixels (segtrain has no VAE); a cache or synthetic data pass. */
+st_status train_data_check(const config *cfg, const model_config *mc);
 size_t train_optimizer_bytes(const config *cfg, int64_t grad_count, int ranks);
 
 typedef struct trainer trainer;

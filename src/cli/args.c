@@ -175,6 +175,9 @@ st_status cli_load_config(const char *path, const cli_args *a, config **out)
     if (partial) st = with_family_error(partial, st), config_free(partial);
     model_config mc;
     if (!st) st = model_config_from(*out, &mc);
+    /* every command: a folder that is not there would otherwise plan the preset's sizes, not the folder's */
+    const char *weights = st ? "" : config_string(*out, "pretrained_model_name_or_path");
+    if (*weights) st = train_weights_path_check(weights);
     if (st) {
         config_free(*out);
         *out = NULL;
@@ -186,8 +189,6 @@ st_status cli_load_config(const char *path, const cli_args *a, config **out)
         fprintf(stderr, "segtrain: warning: %.*s\n", (int)n, line);
         line += n + (line[n] == '\n');
     }
-    const char *weights = config_string(*out, "pretrained_model_name_or_path");
-    if (*weights && train_weights_path_check(weights)) fprintf(stderr, "segtrain: warning: %s\n", st_error());
     char flavour_preset[32];
     if (*config_string(*out, "model_flavour") &&
         !model_family_preset(config_string(*out, "model_family"), config_string(*out, "model_flavour"), flavour_preset,

@@ -76,6 +76,23 @@ static const value *get(const config *c, const char *key, unsigned type_mask, co
     return &c->v[i];
 }
 
+static uint64_t fnv(uint64_t h, const void *data, size_t n)
+{
+    for (size_t k = 0; k < n; k++) h = (h ^ ((const unsigned char *)data)[k]) * 0x100000001b3ull;
+    return h;
+}
+
+const char *config_key_hash(const config *c, int i, uint64_t *hash)
+{
+    if (i < 0 || i >= cfg_key_count) return NULL;
+    const value *v = &c->v[i]; /* whether it was given explicitly is not its value */
+    uint64_t h = fnv(0xcbf29ce484222325ull, &v->b, sizeof v->b);
+    h = fnv(h, &v->i, sizeof v->i), h = fnv(h, &v->f, sizeof v->f);
+    h = fnv(h, v->s ? v->s : "", v->s ? strlen(v->s) + 1 : 0), h = fnv(h, &v->n, sizeof v->n);
+    *hash = v->list ? fnv(h, v->list, v->n * sizeof *v->list) : h;
+    return cfg_keys[i].name;
+}
+
 /* ---- a growable string, for the warning line ------------------------------------------------------------ */
 
 typedef struct strbuf {

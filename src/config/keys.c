@@ -239,7 +239,8 @@ const cfg_key cfg_keys[] = {
               "`null.safetensors`, which must then be there."),
     TEXT_KEY("pretrained_model_name_or_path", "", SEC_TRAINING, "= (a hub name or folder there)",
              "A local safetensors file of the model's weights to start from (and, with LoRA, to adapt); empty = "
-             "the family's initialisation from `seed`. segtrain reads local files only: a hub name is refused."),
+             "the family's initialisation from `seed`. segtrain reads local files only: a hub name, or a path that "
+             "is not there, is refused by every command."),
     TEXT_KEY("data_dir", "", SEC_TRAINING, NULL,
              "Folder of training data (PNG images, optional same-named .txt captions, or class subfolders); "
              "empty = the built-in dataset of procedurally drawn shapes."),

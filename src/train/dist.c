@@ -147,9 +147,34 @@ st_status dist_sum_double(double *v)
     return ST_OK;
 }
 
+st_status dist_compare(const uint64_t *v, int n, int *index, int *rank)
+{
+    *index = -1, *rank = 0;
+    if (size_ == 1 || n < 1) return ST_OK;
+    uint64_t *root = malloc((size_t)n * sizeof *root);
+    if (!root) return st_host_oom("the ranks' comparison");
+    if (!rank_) memcpy(root, v, (size_t)n * sizeof *root);
+    int rc = MPI_Bcast(root, n, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    int mine = n, all[size_];
+    for (int i = 0; i < n && mine == n; i++)
+        if (root[i] != v[i]) mine = i;
+    free(root);
+    if (rc == MPI_SUCCESS) rc = MPI_Allgather(&mine, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "the ranks' comparison of their configs");
+    for (int r = 0; r < size_; r++)
+        if (all[r] < n && (*index < 0 || all[r] < *index)) *index = all[r], *rank = r;
+    return ST_OK;
+}
+
 #else
 
 bool dist_built(void) { return false; }
+st_status dist_compare(const uint64_t *v, int n, int *index, int *rank)
+{
+    (void)v, (void)n;
+    *index = -1, *rank = 0;
+    return ST_OK;
+}
 st_status dist_init(int *argc, char ***argv)
 {
     (void)argc, (void)argv;

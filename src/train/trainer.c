@@ -347,17 +347,36 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
     return data_iter_create(t->data, t->seed, &t->iter);
 }
 
+st_status train_data_check(const config *cfg, const model_config *mc)
+{
+    if (*config_string(cfg, "data_cache_dir") || config_bool(cfg, "synthetic_data")) return ST_OK;
+    if (mc->frames > 1)
+        return st_fail(ST_ERR_UNSUPPORTED, "num_frames %lld: the model takes %lld latent frames, but segtrain's image "
+                       "datasets hold images (one frame): train a video family on them with num_frames 1, on a cache "
+                       "of video latents (data_cache_dir) or on synthetic_data",
+                       (long long)config_int(cfg, "num_frames"), (long long)mc->frames);
+    if (mc->channels == 3 && mc->vae_scale == 1) return ST_OK;
+    /* a diffusers folder's config.json counts the channels of the pipeline's 2 x 2 packed patches: say both */
+    const char *weights = config_string(cfg, "pretrained_model_name_or_path");
+    struct stat sb;
+    char folder[4200] = "";
+    if (model_packed_channels(mc) != mc->channels && *weights && !stat(weights, &sb) && S_ISDIR(sb.st_mode))
+        snprintf(folder, sizeof folder, " (%s's config.json: in_channels %lld, the pipeline's 2 x 2 packed patches "
+                 "of %lld latent channels)", weights, (long long)model_packed_channels(mc), (long long)mc->channels);
+    return st_fail(ST_ERR_INVALID, "in_channels %lld, vae_scale_factor %lld%s: segtrain has no VAE, so it trains on "
+                   "images in pixel space (in_channels 3, vae_scale_factor 1: resolution is then the image edge) or on "
+                   "a cache of the VAE's latents (data_cache_dir)", (long long)mc->channels, (long long)mc->vae_scale,
+                   folder);
+}
+
 /* The run's images: data_backend_config, data_dir, or (said on the run's first line) the built-in scenes. They
  * are RGB pixels: segtrain has no VAE, so the model must take 3 channels at vae_scale_factor 1. Or a cache. */
 static st_status open_data(trainer *t, const model_config *mc)
 {
     const char *cache = config_string(t->cfg, "data_cache_dir");
     const bool synthetic = config_bool(t->cfg, "synthetic_data");
-    if (mc->frames > 1 && !synthetic && !cache[0])
-        return st_fail(ST_ERR_UNSUPPORTED, "num_frames %lld: the model takes %lld latent frames, but segtrain's image "
-                       "datasets hold images (one frame): train a video family on them with num_frames 1, on a cache "
-                       "of video latents (data_cache_dir) or on synthetic_data",
-                       (long long)config_int(t->cfg, "num_frames"), (long long)mc->frames);
+    st_status st = train_data_check(t->cfg, mc);
+    if (st) return st;
     if (cache[0]) return open_cache(t, mc, cache);
     if (synthetic) return ST_OK; /* batches are drawn in trainer_step */
     const char *dir = config_string(t->cfg, "data_dir"), *backends = config_string(t->cfg, "data_backend_config");
@@ -368,13 +387,9 @@ static st_status open_data(trainer *t, const model_config *mc)
         note(t, "segtrain: training on the built-in dataset of procedurally drawn shapes: no data_dir or "
                 "data_backend_config given (data_backend_config: a SimpleTuner multidatabackend.json of local image "
                 "folders; data_dir: one folder of PNGs)%s%s", "", "");
-    if (mc->channels != 3 || mc->vae_scale != 1)
-        return st_fail(ST_ERR_INVALID, "in_channels %lld, vae_scale_factor %lld: segtrain has no VAE, so it trains on "
-                       "images in pixel space: set in_channels 3 and vae_scale_factor 1 (resolution is then the image "
-                       "edge)", (long long)mc->channels, (long long)mc->vae_scale);
     const int edge = mc->resolution > DATA_MAX_RESOLUTION ? DATA_MAX_RESOLUTION + 1 : (int)mc->resolution;
     const int64_t builtin = config_int(t->cfg, "builtin_dataset_size");
-    st_status st = backends[0] ? dataset_open_backends(backends, edge, t->seed, &t->data)
+    st = backends[0] ? dataset_open_backends(backends, edge, t->seed, &t->data)
                    : dir[0]    ? dataset_open_folder(dir, edge, &t->data)
                                : dataset_open_builtin(edge, builtin, t->seed, &t->data);
     if (st) return st;
@@ -465,12 +480,13 @@ st_status train_weights_path_check(const char *path)
                                 "folder";
     struct stat st;
     if (stat(path, &st) == 0) return ST_OK;
+    const int err = errno;
     const char *slash = strchr(path, '/');
     if (slash && slash != path && path[0] != '.' && !strchr(slash + 1, '/') && !strstr(path, ".safetensors") &&
         !strstr(path, ".json"))
         return st_fail(ST_ERR_INVALID, "pretrained_model_name_or_path: \"%s\" is a Hugging Face hub name, and "
                        "segtrain downloads nothing: %s", path, which);
-    return ST_OK;
+    return st_fail(ST_ERR_INVALID, "pretrained_model_name_or_path: \"%s\": %s; %s", path, strerror(err), which);
 }
 
 /* The model's starting weights: a file, or the family's initialisation. With LoRA the file holds the base. */
@@ -641,6 +657,65 @@ static st_status open_ranks(trainer *t)
     return st;
 }
 
+/* The identity of a weights file, or of a diffusers folder's config and weights: sizes and first MiB, a hash. */
+static uint64_t weights_identity(const char *path)
+{
+    static const char *const names[] = {"", "/config.json", "/diffusion_pytorch_model.safetensors",
+                                        "/diffusion_pytorch_model.safetensors.index.json", "/transformer/config.json",
+                                        "/transformer/diffusion_pytorch_model.safetensors",
+                                        "/transformer/diffusion_pytorch_model.safetensors.index.json"};
+    uint64_t h = 0xcbf29ce484222325ull;
+    static unsigned char head[1 << 20];
+    for (size_t i = 0; *path && i < sizeof names / sizeof *names; i++) {
+        char file[PATH_MAX_LEN];
+        snprintf(file, sizeof file, "%s%s", path, names[i]);
+        struct stat sb;
+        FILE *f = !stat(file, &sb) && S_ISREG(sb.st_mode) ? fopen(file, "rb") : NULL;
+        if (!f) continue;
+        const size_t n = fread(head, 1, sizeof head, f);
+        fclose(f);
+        const int64_t size = (int64_t)sb.st_size;
+        for (size_t k = 0; k < sizeof size; k++) h = (h ^ ((const unsigned char *)&size)[k]) * 0x100000001b3ull;
+        for (size_t k = 0; k < n; k++) h = (h ^ head[k]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Every rank of a data-parallel run resolves the same config and reads the same weights, or the job stops here,
+ * naming the first key that differs: a rank with other steps, sizes or intervals would hang or corrupt the
+ * collectives, one with another seed or learning rate would train silently apart. Counts are compared first, so
+ * that no collective sees another rank's count. */
+static st_status same_config_on_ranks(const config *cfg)
+{
+    if (dist_size() == 1) return ST_OK;
+    int n = 0, index, rank;
+    for (uint64_t h; config_key_hash(cfg, n, &h);) n++;
+    const uint64_t count = (uint64_t)n;
+    st_status st = dist_compare(&count, 1, &index, &rank);
+    if (!st && index >= 0)
+        return st_fail(ST_ERR_INVALID, "rank %d runs another segtrain than rank 0 (%d config keys here): start every "
+                       "rank with the same build", rank, n);
+    uint64_t *h = st ? NULL : malloc((size_t)n * sizeof *h);
+    if (!st && !h) return st_host_oom("the config's hashes");
+    for (int i = 0; !st && i < n; i++) {
+        const char *key = config_key_hash(cfg, i, &h[i]);
+        if (!strcmp(key, "num_threads")) h[i] = 0; /* each host's own */
+        if (!strcmp(key, "pretrained_model_name_or_path")) /* the files, wherever each host keeps them */
+            h[i] = weights_identity(config_string(cfg, key));
+    }
+    if (!st) st = dist_compare(h, n, &index, &rank);
+    free(h);
+    uint64_t unused;
+    const char *key = st || index < 0 ? NULL : config_key_hash(cfg, index, &unused);
+    if (key && !strcmp(key, "pretrained_model_name_or_path"))
+        return st_fail(ST_ERR_INVALID, "pretrained_model_name_or_path: rank %d reads other weights than rank 0 (their "
+                       "sizes or first bytes differ): every rank must read the same files", rank);
+    if (key)
+        return st_fail(ST_ERR_INVALID, "%s: rank %d's value differs from rank 0's: every rank of a data-parallel run "
+                       "must be given the same config", key, rank);
+    return st;
+}
+
 st_status trainer_create(const config *cfg, FILE *log, trainer **out)
 {
     *out = NULL;
@@ -658,8 +733,8 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     t->zero = t->ranks > 1 && config_int(cfg, "zero_stage") == 1;
     t->first = t->rank * t->batch;
     char warning[256];
-    st_status st = ST_OK;
-    if (strlen(config_string(cfg, "output_dir")) >= DIR_MAX)
+    st_status st = same_config_on_ranks(cfg);
+    if (!st && strlen(config_string(cfg, "output_dir")) >= DIR_MAX)
         st = st_fail(ST_ERR_INVALID, "output_dir: longer than %d characters", DIR_MAX - 1);
     snprintf(t->dir, sizeof t->dir, "%.*s", DIR_MAX - 1, config_string(cfg, "output_dir"));
     if (!st) st = plan_run(t);
