@@ -33,7 +33,7 @@ done
 awk 'length > 120 { exit 1 }' <<<"$out" && ok "train --help fits 120 columns" || bad "train --help has a line over 120"
 
 # ---- advise's answer pastes after any command: the same schedule, no warning
-echo '{"model_preset": "dit-tiny", "train_batch_size": 8, "depth": 8}' > a.json
+echo '{"model_preset": "dit-tiny", "train_batch_size": 8, "depth": 8, "synthetic_data": true}' > a.json
 for budget in 12MiB 11MiB 10.5MiB; do
   out=$("$bin" --threads 1 advise --config a.json --device-memory $budget --steps 1 2>&1)
   opts=$(sed -n 's/^  as options: //p' <<<"$out")
