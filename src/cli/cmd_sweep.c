@@ -182,7 +182,11 @@ static void run_cell(const cli_args *a, const char *config_path, const sweep_mod
 static void print_cell(const sweep_cell *c)
 {
     switch (c->status) {
-    case CELL_OK: fprintf(stderr, "%.3f s/step, peak %.3f GiB\n", c->sec_median, c->peak_device / 1073741824.0); break;
+    case CELL_OK:
+        fprintf(stderr, "%.3f s/step, peak %.3f GiB", c->sec_median, c->peak_device / 1073741824.0);
+        if (sweep_cell_noisy(c)) fprintf(stderr, " (noisy: steps took %.3f to %.3f s)", c->sec_min, c->sec_max);
+        fputc('\n', stderr);
+        break;
     case CELL_OOM: fprintf(stderr, "OOM (needs %.3f GiB)\n", c->peak_device / 1073741824.0); break;
     default: fprintf(stderr, "%s: %s\n", cell_status_name(c->status), c->error);
     }
