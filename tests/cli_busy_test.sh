@@ -41,6 +41,14 @@ grep -qE "^load     (quiet \(load average [0-9.]+ on [0-9]+ cores\)|the machine 
 grep -q "the better of 2 readings" <<<"$out" && ok "selfcheck: two GEMM readings" || bad "selfcheck: $out"
 out=$(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT SEGTRAIN_OMP_DEFAULTS=1 "$bin" selfcheck 2>&1)
 grep -q "waits: libgomp's default, spinning" <<<"$out" && ok "selfcheck names spinning waits" || bad "selfcheck: $out"
+# OpenBLAS's pre-AVX2 kernels (what 0.3.21 loads by itself on a CPU it does not know: Prescott, at about a fifth
+# of the GEMM rate) get the note naming faster ones, as AVX2 kernels on an AVX-512 CPU do (cli_test.sh)
+has() { for f in "$@"; do grep -qw "$f" /proc/cpuinfo || return 1; done; }
+want=; has avx2 fma && want=Haswell; has avx512f avx512cd avx512bw avx512dq avx512vl && want=SkylakeX
+note=$(OPENBLAS_CORETYPE=Prescott "$bin" selfcheck 2>&1 | grep '^note')
+if { [ -n "$want" ] && grep -q "holds OpenBLAS to older kernels than this CPU takes ($want" <<<"$note"; } ||
+  { [ -z "$want" ] && [ -z "$note" ]; }; then ok "selfcheck: Prescott kernels: '$note'"
+else bad "selfcheck: Prescott kernels, want '$want': '$note'"; fi
 # under mpirun the rank starts itself again too, with MPI's environment, and runs
 if command -v mpirun >/dev/null; then
   root=(); [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
