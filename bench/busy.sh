@@ -68,6 +68,7 @@ PY
 
 echo "segtrain busy-machine bench: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
 echo "$("$BIN" --version), default threads: $(nproc); README's dit q.json, warmup $WARMUP, $STEPS measured steps, $ROUNDS rounds"
+env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$BIN" selfcheck 2>&1 | grep -E '^(blas|note|load) ' || true
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A SEC
 for n in ${BUSY//,/ }; do
