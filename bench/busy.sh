@@ -4,13 +4,15 @@
 # thread count and at --threads 1, side by side in one run; and the default as it was before issue 39
 # (SEGTRAIN_OMP_DEFAULTS=1: libgomp's own spinning waits) for the quiet-machine comparison.
 #
-#   bench/busy.sh [--bin build/segtrain] [--rounds R] [--warmup W] [--steps N] [--busy LIST]
+#   bench/busy.sh [--bin build/segtrain] [--rounds R] [--warmup W] [--steps N] [--busy LIST] [--spincount S]
 #
 # Each cell is one fresh `segtrain train` of W + N steps (default 1 + 4) with OMP_WAIT_POLICY and GOMP_SPINCOUNT
 # unset; its figure is the median sec_per_step of the last N steps in train_log.jsonl. The three variants run one
 # after another under the same busy processes, the order rotating from round to round, and each cell is the median
 # over R rounds (default 3). Ratios: default / --threads 1 (the goal: at most 1.3 with one busy process) and
-# default / before (the goal: no loss on a quiet machine, 0 busy). Builds nothing: needs build/segtrain.
+# default / before (the goal: no loss on a quiet machine, 0 busy). --spincount S adds a fourth variant, the default
+# threads with GOMP_SPINCOUNT=S (a short spin before sleeping), and its ratio to the default. Builds nothing: needs
+# build/segtrain.
 set -euo pipefail
 
 BIN=build/segtrain
@@ -18,6 +20,7 @@ ROUNDS=3
 WARMUP=1
 STEPS=4
 BUSY="0,1,2"
+SPINCOUNT=
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) BIN="${2:?}"; shift 2 ;;
@@ -25,7 +28,8 @@ while [ $# -gt 0 ]; do
         --warmup) WARMUP="${2:?}"; shift 2 ;;
         --steps) STEPS="${2:?}"; shift 2 ;;
         --busy) BUSY="${2:?}"; shift 2 ;;
-        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --spincount) SPINCOUNT="${2:?}"; shift 2 ;;
+        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench/busy.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -47,6 +51,7 @@ cat > "$WORK/q.json" <<'JSON'
 JSON
 
 VARIANTS=(before default threads1)
+[ -n "$SPINCOUNT" ] && VARIANTS+=(spin)
 # one cell: prints the median sec_per_step of the measured steps
 cell() {
     local out="$WORK/out" pre=() glob=()
@@ -54,6 +59,7 @@ cell() {
     case "$1" in
         before) pre=(SEGTRAIN_OMP_DEFAULTS=1) ;;
         threads1) glob=(--threads 1) ;;
+        spin) pre=(GOMP_SPINCOUNT="$SPINCOUNT") ;;
     esac
     env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u SEGTRAIN_OMP_DEFAULTS "${pre[@]}" "$BIN" "${glob[@]}" train \
         --config "$WORK/q.json" --set max_train_steps=$((WARMUP + STEPS)) --set output_dir="$out" \
@@ -77,29 +83,34 @@ for n in ${BUSY//,/ }; do
         SPINNERS+=($!)
     done
     for ((r = 0; r < ROUNDS; r++)); do
-        for ((v = 0; v < 3; v++)); do
-            name=${VARIANTS[$(((v + r) % 3))]}
+        for ((v = 0; v < ${#VARIANTS[@]}; v++)); do
+            name=${VARIANTS[$(((v + r) % ${#VARIANTS[@]}))]}
             SEC[$n,$name]="${SEC[$n,$name]:-} $(cell "$name")"
         done
     done
     stop_busy
 done
 
-python3 - "$BUSY" <<PY
+python3 - "$BUSY" "$SPINCOUNT" <<PY
 import statistics, sys
+spin = sys.argv[2]
 sec = {}
 $(for k in "${!SEC[@]}"; do echo "sec['$k'] = [float(x) for x in '${SEC[$k]}'.split()]"; done)
 med = lambda k: statistics.median(sec[k])
 print()
-print("| busy processes | before (libgomp default), s/step | default, s/step | --threads 1, s/step | default / --threads 1 | default / before |")
-print("|---:|---:|---:|---:|---:|---:|")
+extra = " GOMP_SPINCOUNT=%s, s/step | it / default |" % spin if spin else ""
+print("| busy processes | before (libgomp default), s/step | default, s/step | --threads 1, s/step | default / --threads 1 | default / before |" + extra)
+print("|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if spin else ""))
 for n in sys.argv[1].split(","):
     b, d, t = med(n + ",before"), med(n + ",default"), med(n + ",threads1")
-    print("| %s | %.3f | %.3f | %.3f | %.2f | %.2f |" % (n, b, d, t, d / t, d / b))
+    row = "| %s | %.3f | %.3f | %.3f | %.2f | %.2f |" % (n, b, d, t, d / t, d / b)
+    if spin:
+        row += " %.3f | %.2f |" % (med(n + ",spin"), med(n + ",spin") / d)
+    print(row)
 print()
 print("each cell: the median over rounds of each run's median s/step; the rounds' figures:")
 for n in sys.argv[1].split(","):
     print("  %s busy: " % n + "; ".join("%s %s" % (v, " ".join("%.3f" % x for x in sec[n + "," + v]))
-                                       for v in ("before", "default", "threads1")))
+                                       for v in ("before", "default", "threads1") + (("spin",) if spin else ())))
 PY
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
