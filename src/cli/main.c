@@ -72,7 +72,7 @@ int cmd_version(int argc, char **argv)
 
 /* OpenMP threads that wait by spinning hold their core while the thread they wait for has lost its own to another
  * process: on a busy 2-core machine a step took 10-30x as long as at --threads 1 (docs/BENCHMARKS.md, "A busy
- * machine"). Passive waits cost nothing measurable on a quiet one. libgomp reads OMP_WAIT_POLICY once, when it
+ * machine"; its 0-busy row is what passive waits cost on a quiet one). libgomp reads OMP_WAIT_POLICY once, when it
  * loads, before main runs, so the only way to set it for this process is to start it again with the variable set:
  * the same pid, argv and environment (mpirun's included), once, since the second start finds it set. A policy or
  * spin count the user set wins; SEGTRAIN_OMP_DEFAULTS=1 keeps libgomp's own (spinning) default, for comparison. */
