@@ -396,7 +396,7 @@ static void check_json(const char *text, const sweep_result *r)
         const cJSON *o = cJSON_GetArrayItem(jc, i);
         const sweep_cell *c = &r->cells[i];
         int m = i / 2, b = i % 2;
-        CHECKF(cJSON_GetArraySize(o) == 17, "cell %d has %d fields", i, cJSON_GetArraySize(o));
+        CHECKF(cJSON_GetArraySize(o) == 18, "cell %d has %d fields", i, cJSON_GetArraySize(o));
         CHECKF(cJSON_IsNull(cJSON_GetObjectItem(o, "reused_from_device_memory")), "cell %d was measured", i);
         CHECKF(is_str(o, "mode", r->modes[m].name), "cell %d mode", i);
         CHECKF(is_num(o, "device_memory", (double)r->budgets[b]), "cell %d device_memory", i);
@@ -432,7 +432,7 @@ static void check_csv(const char *text, const sweep_result *r)
     bool parsed = csv_parse(text, &t);
     CHECK(parsed);
     CHECK(t.rows == 9);
-    for (int row = 0; row < t.rows; row++) CHECKF(t.fields[row] == 16, "csv row %d has %d fields", row, t.fields[row]);
+    for (int row = 0; row < t.rows; row++) CHECKF(t.fields[row] == 17, "csv row %d has %d fields", row, t.fields[row]);
     if (parsed && t.rows == 9) {
         CHECK(!strcmp(t.cell[0][0], "mode") && !strcmp(t.cell[0][2], "status") &&
               !strcmp(t.cell[0][15], "same_plan_as"));

@@ -59,7 +59,9 @@ st_status plan_blocks(model_run *r, int64_t batch, size_t optimizer_bytes, const
                       size_t device_budget, const schedule *seed, FILE *progress, schedule *out, bool *found);
 
 typedef struct advice {
-    double t_none;    /* the calibration step: no checkpointing, measured */
+    double t_none;    /* the calibration step: no checkpointing, measured (the median of its steps) */
+    double t_none_min, t_none_max; /* its fastest and slowest steps */
+    bool noisy;       /* they differ by more than a sweep cell may (sweep_cell_noisy): every rate is suspect */
     cost_rates rates; /* and what it measured */
     int n_blocks;
     schedule rule[16]; /* the decision rule's walk, in order */

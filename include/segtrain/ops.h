@@ -45,8 +45,9 @@ int ops_threads(void);
 /* The BLAS library's own description ("OpenBLAS 0.3.21 ... Haswell MAX_THREADS=..."). */
 const char *ops_blas_info(void);
 /* The name of OpenBLAS kernels that suit this CPU better than the ones it loaded, or NULL: "SkylakeX" where OpenBLAS
- * runs its AVX2 kernels (Haswell, Zen) on a CPU with AVX-512, because OPENBLAS_CORETYPE says so or because OpenBLAS
- * is older than the CPU. `segtrain selfcheck` says so: OpenBLAS reads OPENBLAS_CORETYPE only when it loads. */
+ * runs kernels without AVX-512 (Haswell, Zen, Prescott, ...) on a CPU with AVX-512, "Haswell" where it runs kernels
+ * older than AVX2 on a CPU with AVX2, because OPENBLAS_CORETYPE says so or because OpenBLAS is older than the CPU.
+ * `segtrain selfcheck` says so: OpenBLAS reads OPENBLAS_CORETYPE only when it loads. */
 const char *ops_blas_better_core(void);
 
 /* ---- the backend's memory (ops/cpu/common.c; the CUDA backend's ops/cuda/runtime.cu) ---- */

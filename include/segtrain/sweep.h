@@ -52,12 +52,23 @@ typedef struct sweep_cell {
                       * the same config, plan and steps); 0: measured here */
 } sweep_cell;
 
+/* A measured cell whose slowest step took more than SWEEP_NOISY_SPREAD times its fastest: something else had the
+ * cores while it ran (steps of one schedule on a quiet machine differ by a few per cent), so its median is not a
+ * result. The reports mark it and say that the machine was busy. */
+#define SWEEP_NOISY_SPREAD 1.5
+bool sweep_cell_noisy(const sweep_cell *c);
 typedef struct machine_info {
     char cpu[128], blas[256];
     int cores, threads;
 } machine_info;
 
 void machine_describe(machine_info *out);
+/* The 1-minute load average (/proc/loadavg), or -1 where it cannot be read. */
+double machine_load_average(void);
+/* Whether the machine looks loaded, with one line saying why in note (else note is ""): a 1-minute load average
+ * (load1 < 0: unknown) over a quarter of the cores (others' processes then take cores the threads wait on), or two
+ * GEMM rates measured back to back that differ by more than a quarter (rate <= 0: not measured). */
+bool machine_load_note(double load1, int cores, double rate1, double rate2, char *note, size_t n);
 
 typedef struct sweep_result {
     char config[SWEEP_TEXT_MAX]; /* the config path (or "defaults") */
@@ -70,6 +81,9 @@ typedef struct sweep_result {
     size_t *budgets;    /* n_budgets columns; 0 = unlimited */
     sweep_cell *cells;  /* n_modes * n_budgets, row-major */
 } sweep_result;
+
+/* How many of r's cells are noisy (sweep_cell_noisy). */
+int sweep_noisy_cells(const sweep_result *r);
 
 /* What a measured run sets on top of its config: synthetic data, no checkpoint files and no validation, `steps`
  * steps in all, and its output in output_dir (unless NULL). */

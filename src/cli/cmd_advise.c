@@ -106,6 +106,10 @@ int cmd_advise(int argc, char **argv)
            c->per_unit[OP_ATTENTION] > 0 ? 1e-9 / c->per_unit[OP_ATTENTION] : 0,
            c->per_unit[OP_NORM] > 0 ? 1e-9 / c->per_unit[OP_NORM] : 0,
            c->per_unit[OP_POINTWISE] > 0 ? 1e-9 / c->per_unit[OP_POINTWISE] : 0, c->fixed);
+    if (adv.noisy)
+        printf("noisy: the calibration's steps took %.3f to %.3f s: the machine was busy, so these rates and every "
+               "time below are suspect (the peaks are not); advise again on a quiet machine\n\n",
+               adv.t_none_min, adv.t_none_max);
     char b[24];
     printf("decision rule (budget %s):\n", st_bytes(b, budget));
     for (int i = 0; i < adv.n_rule; i++) print_schedule("  ", &adv.rule[i]);
@@ -133,8 +137,8 @@ int cmd_advise(int argc, char **argv)
      * on dit-s2, BENCHMARKS.md); else the uniform schedule, which anyone can read */
     const bool plan_wins = adv.planned_found && (!adv.found || adv.planned.sec < adv.best.sec * (1 - PLAN_MARGIN));
     const schedule *pick = plan_wins ? &adv.planned : &adv.best;
-    printf("\nadvice: %s, %.3f s/step, peak %.2f MiB (predicted)\n", pick->name, pick->sec,
-           pick->peak_device / 1048576.0);
+    printf("\nadvice: %s, %.3f s/step, peak %.2f MiB (predicted%s)\n", pick->name, pick->sec,
+           pick->peak_device / 1048576.0, adv.noisy ? "; the times from a busy machine's rates" : "");
     printf("  as options:");
     print_as_options(pick->sets);
     if (!verify) return 0;
@@ -158,6 +162,9 @@ int cmd_advise(int argc, char **argv)
                "%.2f MiB (%+.2f%%)\n", s->name, cell.sec_median, s->sec, 100.0 * (cell.sec_median - s->sec) / s->sec,
                cell.peak_device / 1048576.0, s->peak_device / 1048576.0,
                100.0 * ((double)cell.peak_device - (double)s->peak_device) / (double)s->peak_device);
+        if (sweep_cell_noisy(&cell))
+            printf("  %-34s noisy: its steps took %.3f to %.3f s (the machine was busy)\n", "", cell.sec_min,
+                   cell.sec_max);
     }
     return 0;
 }

@@ -26,6 +26,8 @@ static const char sweep_help[] =
     "sweep.json), unsupported (the option was refused, with its message) or not run (the sweep was interrupted).\n"
     "Modes whose plans are identical are marked so in every report. A cell whose budget binds nothing (above the\n"
     "peaks of the same mode's cell in an earlier column) is that cell's run, not measured again; the reports say so.\n"
+    "A cell whose slowest measured step took over 1.5x its fastest is marked (noisy) (sweep.json: \"noisy\",\n"
+    "\"machine_busy\"): something else had the cores, and the report says the machine was busy.\n"
     "\n"
     "  --modes LIST          comma-separated rows: the standard ones (none, layer, interval2, seg2-stride4,\n"
     "                        torch-ffn, unsloth, unsloth-ffn, activation-offload, seg2-stride4-offload; the\n"
@@ -184,7 +186,11 @@ static void run_cell(const cli_args *a, const char *config_path, const sweep_mod
 static void print_cell(const sweep_cell *c)
 {
     switch (c->status) {
-    case CELL_OK: fprintf(stderr, "%.3f s/step, peak %.3f GiB\n", c->sec_median, c->peak_device / 1073741824.0); break;
+    case CELL_OK:
+        fprintf(stderr, "%.3f s/step, peak %.3f GiB", c->sec_median, c->peak_device / 1073741824.0);
+        if (sweep_cell_noisy(c)) fprintf(stderr, " (noisy: steps took %.3f to %.3f s)", c->sec_min, c->sec_max);
+        fputc('\n', stderr);
+        break;
     case CELL_OOM: fprintf(stderr, "OOM (needs %.3f GiB)\n", c->peak_device / 1073741824.0); break;
     default: fprintf(stderr, "%s: %s\n", cell_status_name(c->status), c->error);
     }

@@ -1,7 +1,9 @@
 /* segtrain: the command-line front end. Each command is one function in this folder; main only dispatches. */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "segtrain/config.h"
@@ -51,7 +53,8 @@ static void usage(FILE *to)
                 "presets, and what is refused and why.\n"
                 "\n"
                 "global options:\n"
-                "  --threads N   OpenMP threads for every op and for BLAS (default: all cores)\n"
+                "  --threads N   OpenMP threads for every op and for BLAS (default: all cores; they wait passively,\n"
+                "                yielding their core, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set)\n"
                 "  --lenient     a config key one edit from a known one (learning_rte) is a warning, not an error\n"
                 "  -h, --help    this help; `segtrain help COMMAND` or `segtrain COMMAND --help` explains a command\n");
 }
@@ -69,8 +72,23 @@ int cmd_version(int argc, char **argv)
     return 0;
 }
 
+/* OpenMP threads that wait by spinning hold their core while the thread they wait for has lost its own to another
+ * process: on a busy 2-core machine a step took 10-30x as long as at --threads 1 (docs/BENCHMARKS.md, "A busy
+ * machine"; its 0-busy row is what passive waits cost on a quiet one). libgomp reads OMP_WAIT_POLICY once, when it
+ * loads, before main runs, so the only way to set it for this process is to start it again with the variable set:
+ * the same pid, argv and environment (mpirun's included), once, since the second start finds it set. A policy or
+ * spin count the user set wins; SEGTRAIN_OMP_DEFAULTS=1 keeps libgomp's own (spinning) default, for comparison. */
+static void wait_passively(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("SEGTRAIN_OMP_DEFAULTS")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1)) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY"); /* no /proc: run on as before, and say nothing that is not so */
+}
+
 int main(int argc, char **argv)
 {
+    wait_passively(argv);
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {

@@ -28,7 +28,7 @@ void schedule_describe(schedule *s)
 
 /* Measures one schedule: the median seconds of a few steps, and their op profile. */
 static st_status measure(config_factory make, void *ctx, ckpt_settings cs, FILE *progress, double *sec,
-                         op_profile *work)
+                         op_profile *work, sweep_cell *out)
 {
     schedule s = {.cs = cs};
     schedule_describe(&s);
@@ -45,6 +45,7 @@ static st_status measure(config_factory make, void *ctx, ckpt_settings cs, FILE 
     if (cell.status != CELL_OK) return st_fail(ST_ERR_INTERNAL, "calibrating with %s: %s", s.name, cell.error);
     *sec = cell.sec_median;
     *work = cell.work;
+    *out = cell;
     if (progress) fprintf(progress, "calibration: %-40s %.3f s/step (measured)\n", s.name, *sec);
     return ST_OK;
 }
@@ -158,11 +159,14 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
         return st;
     }
     op_profile measured;
-    st = measure(make, ctx, none, progress, &a->t_none, &measured);
+    sweep_cell calibration;
+    st = measure(make, ctx, none, progress, &a->t_none, &measured, &calibration);
     if (st) {
         model_run_close(&r);
         return st;
     }
+    a->t_none_min = calibration.sec_min, a->t_none_max = calibration.sec_max;
+    a->noisy = sweep_cell_noisy(&calibration);
     a->rates = cost_calibrate(&measured, a->t_none);
     const int n = a->n_blocks ? a->n_blocks : 1;
 

@@ -92,6 +92,18 @@ static int cell_same_plan(const sweep_result *r, int m, const sweep_cell *c)
     return (k >= 0 && k < r->n_modes && k != m) ? k : -1;
 }
 
+bool sweep_cell_noisy(const sweep_cell *c)
+{
+    return c->status == CELL_OK && c->steps >= 2 && c->sec_min > 0 && c->sec_max > c->sec_min * SWEEP_NOISY_SPREAD;
+}
+
+int sweep_noisy_cells(const sweep_result *r)
+{
+    int n = 0;
+    for (int i = 0; i < r->n_modes * r->n_budgets; i++) n += sweep_cell_noisy(&r->cells[i]);
+    return n;
+}
+
 void sweep_cell_text(const sweep_cell *c, char *buf, size_t n)
 {
     char a[40], g[40];
@@ -165,7 +177,11 @@ static void md_cell(const sweep_result *r, int m, int b, char *buf, size_t n)
     if (m < 0 && b < 0) snprintf(buf, n, "mode");
     else if (m < 0) budget_name(buf, n, r->budgets[b]);
     else if (b < 0) row_name(r, m, buf, n);
-    else sweep_cell_text(cell_at(r, m, b), buf, n);
+    else {
+        const sweep_cell *c = cell_at(r, m, b);
+        sweep_cell_text(c, buf, n);
+        if (sweep_cell_noisy(c)) snprintf(buf + strlen(buf), n - strlen(buf), " (noisy)");
+    }
 }
 
 static void md_one_line(FILE *f, const char *s)
@@ -220,12 +236,19 @@ void sweep_write_markdown(const sweep_result *r, FILE *f)
         fprintf(f, "\nEach cell: median seconds per optimizer step after the warm-up / peak device memory of the "
                    "measured steps.\n");
 
+    const int noisy = sweep_noisy_cells(r);
+    if (noisy)
+        fprintf(f, "\n**The machine was busy**: in %d cell%s marked (noisy), the slowest measured step took more than "
+                   "%.1fx the fastest, so something else had the cores; those times are not results, and the order of "
+                   "the modes may be wrong. Rerun on a quiet machine (`segtrain selfcheck` says when it is loaded).\n",
+                noisy, noisy == 1 ? "" : "s", SWEEP_NOISY_SPREAD);
+
     bool any = false;
     for (int m = 0; m < r->n_modes; m++) {
         for (int b = 0; b < r->n_budgets; b++) {
             const sweep_cell *c = cell_at(r, m, b);
             bool noted = c->status == CELL_OOM || c->status == CELL_FAILED || c->status == CELL_UNSUPPORTED ||
-                         (c->status != CELL_OK && c->error[0]);
+                         (c->status != CELL_OK && c->error[0]) || sweep_cell_noisy(c);
             if (!noted) continue;
             if (!any) fprintf(f, "\nNotes:\n\n");
             any = true;
@@ -235,7 +258,14 @@ void sweep_write_markdown(const sweep_result *r, FILE *f)
             fputs("- ", f);
             md_one_line(f, r->modes[m].name);
             fprintf(f, ", %s: %s: ", budget, text);
-            md_one_line(f, c->error[0] ? c->error : "(no reason recorded)");
+            if (c->status == CELL_OK) {
+                char lo[40], hi[40];
+                sig3(lo, sizeof lo, c->sec_min);
+                sig3(hi, sizeof hi, c->sec_max);
+                fprintf(f, "noisy: its steps took %s to %s s (%.1fx)", lo, hi, c->sec_max / c->sec_min);
+            } else {
+                md_one_line(f, c->error[0] ? c->error : "(no reason recorded)");
+            }
             fputc('\n', f);
         }
     }
@@ -281,6 +311,8 @@ cJSON *sweep_result_json(const sweep_result *r)
     ok = ok && j_num(root, "warmup", r->warmup) && j_num(root, "steps", r->steps);
     if (r->predicted) /* no step ran: its times are the cost model's, its peaks a dry step's */
         ok = ok && cJSON_AddTrueToObject(root, "predicted");
+    ok = ok && cJSON_AddBoolToObject(root, "machine_busy", sweep_noisy_cells(r) > 0) &&
+         j_num(root, "noisy_spread", SWEEP_NOISY_SPREAD);
     cJSON *mach = ok ? cJSON_AddObjectToObject(root, "machine") : NULL;
     ok = ok && mach && j_str(mach, "cpu", r->machine.cpu) && j_num(mach, "cores", r->machine.cores) &&
          j_num(mach, "threads", r->machine.threads) && j_str(mach, "blas", r->machine.blas);
@@ -329,6 +361,7 @@ cJSON *sweep_result_json(const sweep_result *r)
             const int from = c->reused_from - 1; /* the column whose run this cell is (its budget binds nothing) */
             ok = ok && (from >= 0 && from < r->n_budgets ? j_num(o, "reused_from_device_memory", (double)r->budgets[from])
                                                          : j_null(o, "reused_from_device_memory"));
+            ok = ok && cJSON_AddBoolToObject(o, "noisy", sweep_cell_noisy(c));
         }
     }
     if (!ok) cJSON_Delete(root);
@@ -386,7 +419,7 @@ void sweep_write_csv(const sweep_result *r, FILE *f, const char *const *lead_nam
     static const char *const names[] = {
         "mode", "device_memory", "status", "error", "sec_per_step_median", "sec_per_step_min", "sec_per_step_max",
         "steps", "peak_device_bytes", "peak_host_bytes", "predicted_peak_device_bytes", "predicted_peak_host_bytes",
-        "bytes_to_host_per_step", "bytes_to_device_per_step", "plan", "same_plan_as"};
+        "bytes_to_host_per_step", "bytes_to_device_per_step", "plan", "same_plan_as", "noisy"};
     int nh = (int)(sizeof names / sizeof names[0]);
     for (int i = 0; header && i < n_lead; i++) csv_field(f, lead_names[i], false);
     for (int i = 0; header && i < nh; i++) csv_field(f, names[i], i == nh - 1);
@@ -410,7 +443,8 @@ void sweep_write_csv(const sweep_result *r, FILE *f, const char *const *lead_nam
             csv_size(f, c->to_device);
             csv_field(f, c->plan, false);
             int k = cell_same_plan(r, m, c);
-            csv_field(f, k >= 0 ? r->modes[k].name : "", true);
+            csv_field(f, k >= 0 ? r->modes[k].name : "", false);
+            csv_field(f, sweep_cell_noisy(c) ? "1" : "0", true);
         }
     }
 }
@@ -655,6 +689,10 @@ st_status sweep_write_svg(const sweep_result *r, FILE *f)
     xml_text(f, r->config[0] ? r->config : "defaults", 60);
     if (r->predicted) fprintf(f, "; predicted on this CPU: dry-step peaks, cost-model times</text>\n");
     else fprintf(f, "; %d warm-up + %d measured steps per cell</text>\n", r->warmup, r->steps);
+    if (sweep_noisy_cells(r))
+        fprintf(f, "<text x=\"%d\" y=\"82\" font-size=\"12\" fill=\"#c0392b\">The machine was busy: hollow points "
+                   "are noisy cells (slowest step over %.1fx the fastest), not results.</text>\n",
+                PLOT_L, SWEEP_NOISY_SPREAD);
 
     /* Grid, ticks and axes. */
     fprintf(f, "<g font-size=\"11\" fill=\"#333333\">\n");
@@ -702,12 +740,19 @@ st_status sweep_write_svg(const sweep_result *r, FILE *f)
         char sec[40], mem[40];
         sig3(sec, sizeof sec, p->y);
         sig3(mem, sizeof mem, p->x);
-        fprintf(f,
-                "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"#1f77b4\" stroke=\"#ffffff\" "
-                "stroke-width=\"1\"><title>",
-                p->px, p->py);
+        const sweep_cell *c = cell_at(r, p->rep, plotted_column(r, p->rep));
+        const bool noisy = sweep_cell_noisy(c);
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"%s\" stroke=\"%s\" stroke-width=\"%s\"><title>",
+                p->px, p->py, noisy ? "#ffffff" : "#1f77b4", noisy ? "#c0392b" : "#ffffff", noisy ? "2" : "1");
         group_label(r, group, g, f);
-        fprintf(f, ": %s s/step, %s %s</title></circle>\n", sec, mem, unit);
+        fprintf(f, ": %s s/step, %s %s", sec, mem, unit);
+        if (noisy) {
+            char lo[40], hi[40];
+            sig3(lo, sizeof lo, c->sec_min);
+            sig3(hi, sizeof hi, c->sec_max);
+            fprintf(f, "; noisy: steps took %s to %s s", lo, hi);
+        }
+        fprintf(f, "</title></circle>\n");
     }
     for (int g = 0; g < ng; g++) {
         const svg_point *p = &pt[g];

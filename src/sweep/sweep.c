@@ -98,6 +98,31 @@ void machine_describe(machine_info *m)
     snprintf(m->blas, sizeof m->blas, "%s", ops_blas_info());
 }
 
+double machine_load_average(void)
+{
+    double load = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f && fscanf(f, "%lf", &load) != 1) load = -1;
+    if (f) fclose(f);
+    return load;
+}
+
+bool machine_load_note(double load1, int cores, double rate1, double rate2, char *note, size_t n)
+{
+    note[0] = 0;
+    const double lo = fmin(rate1, rate2), hi = fmax(rate1, rate2);
+    const bool loaded = cores > 0 && load1 > 0.25 * cores, disagree = lo > 0 && hi > 1.25 * lo;
+    if (!loaded && !disagree) return false;
+    char why[160] = "";
+    if (loaded) snprintf(why, sizeof why, "load average %.2f on %d core%s", load1, cores, cores == 1 ? "" : "s");
+    if (disagree)
+        snprintf(why + strlen(why), sizeof why - strlen(why), "%sGEMM rates %.1f and %.1f GFLOP/s back to back",
+                 loaded ? ", " : "", rate1, rate2);
+    snprintf(note, n, "the machine is busy (%s): other processes take cores the threads wait on, so speeds "
+             "measured now are low and noisy", why);
+    return true;
+}
+
 static int by_value(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A shared machine (issue 39): segtrain's OpenMP threads wait passively unless the user chose otherwise, and
+# selfcheck says whether the machine is loaded. Usage: cli_busy_test.sh path/to/segtrain path/to/source
+set -u
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; }
+# what libgomp settled on, as it prints it (OMP_DISPLAY_ENV=verbose, at load): the last process's values
+spin_of() { grep -o "GOMP_SPINCOUNT = '[0-9]*'" | tail -1 | tr -dc 0-9; }
+plain() { env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u SEGTRAIN_OMP_DEFAULTS OMP_DISPLAY_ENV=verbose "$@"; }
+
+# no policy set: segtrain starts itself again with OMP_WAIT_POLICY=passive (spin count 0) before any work
+out=$(plain "$bin" version 2>&1); rc=$?
+spins=$(spin_of <<<"$out")
+[ "$rc" = 0 ] && [ "$spins" = 0 ] && [ "$(grep -c '^segtrain ' <<<"$out")" = 1 ] &&
+  ok "unset: passive waits, the command run once" || bad "unset: exit $rc, spin count '$spins': $out"
+# the user's choice wins, and then nothing is started again (one display of the environment)
+for set in OMP_WAIT_POLICY=active:30000000000 OMP_WAIT_POLICY=passive:0 GOMP_SPINCOUNT=5000:5000 \
+  SEGTRAIN_OMP_DEFAULTS=1:300000; do
+  out=$(plain env "${set%:*}" "$bin" version 2>&1)
+  spins=$(spin_of <<<"$out")
+  [ "$spins" = "${set##*:}" ] && [ "$(grep -c 'GOMP_SPINCOUNT' <<<"$out")" = 1 ] &&
+    ok "${set%:*}: spin count $spins, started once" || bad "${set%:*}: spin count '$spins', want ${set##*:}: $out"
+done
+# the second start keeps argv (global options, spaces), the environment and the exit code
+out=$(plain "$bin" version "two words" 2>&1); rc=$?
+[ "$rc" = 2 ] && grep -q "unexpected argument 'two words'" <<<"$out" && [ "$(spin_of <<<"$out")" = 0 ] &&
+  ok "argv and exit code kept" || bad "argv and exit code: exit $rc: $out"
+out=$(plain env OPENBLAS_CORETYPE=Haswell "$bin" --threads 1 selfcheck 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -q "^threads  1 (OpenMP, shared with BLAS; waits: OMP_WAIT_POLICY=passive)" <<<"$out" &&
+  grep -q "OPENBLAS_CORETYPE=Haswell" <<<"$out" && ok "selfcheck: --threads and the environment kept" ||
+  bad "selfcheck after the second start: exit $rc: $out"
+# selfcheck says whether the machine is loaded (load average, two GEMM readings); what it says depends on the
+# machine, its form does not (the rule itself: test_sweep_noise)
+grep -qE "^load     (quiet \(load average [0-9.]+ on [0-9]+ cores\)|the machine is busy \(.*\): .*)$" <<<"$out" &&
+  ok "selfcheck: a load line" || bad "selfcheck: no load line: $out"
+grep -q "the better of 2 readings" <<<"$out" && ok "selfcheck: two GEMM readings" || bad "selfcheck: $out"
+out=$(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT SEGTRAIN_OMP_DEFAULTS=1 "$bin" selfcheck 2>&1)
+grep -q "waits: libgomp's default, spinning" <<<"$out" && ok "selfcheck names spinning waits" || bad "selfcheck: $out"
+# OpenBLAS's pre-AVX2 kernels (what 0.3.21 loads by itself on a CPU it does not know: Prescott, at about a fifth
+# of the GEMM rate) get the note naming faster ones, as AVX2 kernels on an AVX-512 CPU do (cli_test.sh)
+has() { for f in "$@"; do grep -qw "$f" /proc/cpuinfo || return 1; done; }
+want=; has avx2 fma && want=Haswell; has avx512f avx512cd avx512bw avx512dq avx512vl && want=SkylakeX
+note=$(OPENBLAS_CORETYPE=Prescott "$bin" selfcheck 2>&1 | grep '^note')
+if { [ -n "$want" ] && grep -q "holds OpenBLAS to older kernels than this CPU takes ($want" <<<"$note"; } ||
+  { [ -z "$want" ] && [ -z "$note" ]; }; then ok "selfcheck: Prescott kernels: '$note'"
+else bad "selfcheck: Prescott kernels, want '$want': '$note'"; fi
+# under mpirun the rank starts itself again too, with MPI's environment, and runs
+if command -v mpirun >/dev/null; then
+  root=(); [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
+  out=$(plain mpirun "${root[@]}" --oversubscribe -np 1 "$bin" version 2>&1); rc=$?
+  [ "$rc" = 0 ] && [ "$(spin_of <<<"$out")" = 0 ] && ok "under mpirun: passive" || bad "mpirun: exit $rc: $out"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
