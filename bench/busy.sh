@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # A training step on a busy machine (issue 39): README's dit example (q.json, dit-tiny at batch 32) trained with 0, 1
-# and 2 busy processes beside it (each a shell loop spinning on one core, started and killed here), at the default
-# thread count and at --threads 1, side by side in one run; and the default as it was before issue 39
-# (SEGTRAIN_OMP_DEFAULTS=1: libgomp's own spinning waits) for the quiet-machine comparison.
+# and 2 busy processes beside it (each a shell loop spinning on one core, started and killed here), side by side in
+# one run, four ways: before issue 39 (SEGTRAIN_OMP_DEFAULTS=1 SEGTRAIN_BLAS_DEFAULTS=1 OMP_NUM_THREADS=cores:
+# libgomp's spinning waits, OpenBLAS's own kernels, a thread per core), spinning (the same with the kernels as now:
+# what passive waits and taking only the free cores change), the default, and --threads 1.
 #
 #   bench/busy.sh [--bin build/segtrain] [--rounds R] [--warmup W] [--steps N] [--busy LIST] [--spincount S]
 #
 # Each cell is one fresh `segtrain train` of W + N steps (default 1 + 4) with OMP_WAIT_POLICY and GOMP_SPINCOUNT
-# unset; its figure is the median sec_per_step of the last N steps in train_log.jsonl. The three variants run one
-# after another under the same busy processes, the order rotating from round to round, and each cell is the median
-# over R rounds (default 3). Ratios: default / --threads 1 (the goal: at most 1.3 with one busy process) and
-# default / before (the goal: no loss on a quiet machine, 0 busy). --spincount S adds a fourth variant, the default
-# threads with GOMP_SPINCOUNT=S (a short spin before sleeping), and its ratio to the default. Builds nothing: needs
-# build/segtrain.
+# unset; its figure is the median sec_per_step of the last N steps in train_log.jsonl. The variants run one after
+# another under the same busy processes, the order rotating from round to round, and each cell is the median over R
+# rounds (default 3). Ratios: default / --threads 1 (the goal: at most 1.3 with one busy process), default /
+# spinning (what passive waits cost or gain) and default / before (the goal: no loss on a quiet machine, 0 busy).
+# --spincount S adds a variant, the default threads with GOMP_SPINCOUNT=S (a short spin before sleeping), and its
+# ratio to the default. Builds nothing: needs build/segtrain.
 set -euo pipefail
 
 BIN=build/segtrain
@@ -50,18 +51,20 @@ cat > "$WORK/q.json" <<'JSON'
  "lr_warmup_steps": 50, "output_dir": "q", "checkpoint_step_interval": 2000, "validation_steps": 2000}
 JSON
 
-VARIANTS=(before default threads1)
+VARIANTS=(before spinning default threads1)
 [ -n "$SPINCOUNT" ] && VARIANTS+=(spin)
 # one cell: prints the median sec_per_step of the measured steps
 cell() {
     local out="$WORK/out" pre=() glob=()
     rm -rf "$out"
     case "$1" in
-        before) pre=(SEGTRAIN_OMP_DEFAULTS=1) ;;
+        before) pre=(SEGTRAIN_OMP_DEFAULTS=1 SEGTRAIN_BLAS_DEFAULTS=1 OMP_NUM_THREADS=$(nproc)) ;;
+        spinning) pre=(SEGTRAIN_OMP_DEFAULTS=1 OMP_NUM_THREADS=$(nproc)) ;;
         threads1) glob=(--threads 1) ;;
         spin) pre=(GOMP_SPINCOUNT="$SPINCOUNT") ;;
     esac
-    env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u SEGTRAIN_OMP_DEFAULTS "${pre[@]}" "$BIN" "${glob[@]}" train \
+    env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u SEGTRAIN_OMP_DEFAULTS -u SEGTRAIN_BLAS_DEFAULTS -u OMP_NUM_THREADS \
+        "${pre[@]}" "$BIN" "${glob[@]}" train \
         --config "$WORK/q.json" --set max_train_steps=$((WARMUP + STEPS)) --set output_dir="$out" \
         --set checkpoint_step_interval=0 --set validation_steps=0 >"$WORK/log" 2>&1 ||
         { echo "bench/busy.sh: the $1 run failed:" >&2; tail -3 "$WORK/log" >&2; exit 1; }
@@ -74,6 +77,7 @@ PY
 
 echo "segtrain busy-machine bench: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
 echo "$("$BIN" --version), default threads: $(nproc); README's dit q.json, warmup $WARMUP, $STEPS measured steps, $ROUNDS rounds"
+env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT SEGTRAIN_BLAS_DEFAULTS=1 "$BIN" selfcheck 2>&1 | grep -E '^(blas|note) ' | sed 's/^/before: /' || true
 env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$BIN" selfcheck 2>&1 | grep -E '^(blas|note|load) ' || true
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A SEC
@@ -99,11 +103,11 @@ $(for k in "${!SEC[@]}"; do echo "sec['$k'] = [float(x) for x in '${SEC[$k]}'.sp
 med = lambda k: statistics.median(sec[k])
 print()
 extra = " GOMP_SPINCOUNT=%s, s/step | it / default |" % spin if spin else ""
-print("| busy processes | before (libgomp default), s/step | default, s/step | --threads 1, s/step | default / --threads 1 | default / before |" + extra)
-print("|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if spin else ""))
+print("| busy processes | before, s/step | spinning waits, s/step | default, s/step | --threads 1, s/step | default / --threads 1 | default / spinning | default / before |" + extra)
+print("|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if spin else ""))
 for n in sys.argv[1].split(","):
-    b, d, t = med(n + ",before"), med(n + ",default"), med(n + ",threads1")
-    row = "| %s | %.3f | %.3f | %.3f | %.2f | %.2f |" % (n, b, d, t, d / t, d / b)
+    b, w, d, t = med(n + ",before"), med(n + ",spinning"), med(n + ",default"), med(n + ",threads1")
+    row = "| %s | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f | %.2f |" % (n, b, w, d, t, d / t, d / w, d / b)
     if spin:
         row += " %.3f | %.2f |" % (med(n + ",spin"), med(n + ",spin") / d)
     print(row)
@@ -111,6 +115,6 @@ print()
 print("each cell: the median over rounds of each run's median s/step; the rounds' figures:")
 for n in sys.argv[1].split(","):
     print("  %s busy: " % n + "; ".join("%s %s" % (v, " ".join("%.3f" % x for x in sec[n + "," + v]))
-                                       for v in ("before", "default", "threads1") + (("spin",) if spin else ())))
+                                       for v in ("before", "spinning", "default", "threads1") + (("spin",) if spin else ())))
 PY
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

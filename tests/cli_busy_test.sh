@@ -18,14 +18,41 @@ out=$(plain "$bin" version 2>&1); rc=$?
 spins=$(spin_of <<<"$out")
 [ "$rc" = 0 ] && [ "$spins" = 0 ] && [ "$(grep -c '^segtrain ' <<<"$out")" = 1 ] &&
   ok "unset: passive waits, the command run once" || bad "unset: exit $rc, spin count '$spins': $out"
-# the user's choice wins, and then nothing is started again (one display of the environment)
+# the user's choice wins, and then nothing is started again (one display of the environment; OpenBLAS's own
+# kernels kept, else a CPU newer than OpenBLAS would start it again for those)
 for set in OMP_WAIT_POLICY=active:30000000000 OMP_WAIT_POLICY=passive:0 GOMP_SPINCOUNT=5000:5000 \
   SEGTRAIN_OMP_DEFAULTS=1:300000; do
-  out=$(plain env "${set%:*}" "$bin" version 2>&1)
+  out=$(plain env SEGTRAIN_BLAS_DEFAULTS=1 "${set%:*}" "$bin" version 2>&1)
   spins=$(spin_of <<<"$out")
   [ "$spins" = "${set##*:}" ] && [ "$(grep -c 'GOMP_SPINCOUNT' <<<"$out")" = 1 ] &&
     ok "${set%:*}: spin count $spins, started once" || bad "${set%:*}: spin count '$spins', want ${set##*:}: $out"
 done
+# OpenBLAS's kernels: where it loads older ones than the CPU takes, segtrain starts with better ones (selfcheck's
+# note is gone) unless OPENBLAS_CORETYPE or SEGTRAIN_BLAS_DEFAULTS=1 says otherwise; on a CPU OpenBLAS knows there is
+# nothing to change and no note either way
+own=$(plain env -u OPENBLAS_CORETYPE SEGTRAIN_BLAS_DEFAULTS=1 "$bin" selfcheck 2>&1)
+out=$(plain env -u OPENBLAS_CORETYPE "$bin" selfcheck 2>&1)
+if grep -q "^note .*gives faster GEMMs" <<<"$own"; then
+  better=$(sed -n 's/^note .*OPENBLAS_CORETYPE=\([A-Za-z0-9]*\) gives faster GEMMs/\1/p' <<<"$own")
+  ! grep -q "^note .*faster GEMMs" <<<"$out" && grep -q "^blas .* $better MAX_THREADS" <<<"$out" &&
+    ok "older kernels than the CPU takes: started with $better" || bad "kernels not changed: $out"
+else
+  ! grep -q "^note .*faster GEMMs" <<<"$out" && ok "OpenBLAS knows this CPU: its kernels kept" || bad "kernels: $out"
+fi
+# with no --threads, the threads take the cores that other processes leave free: beside a spinning process there
+# are fewer than all; --threads and OMP_NUM_THREADS still say how many
+cores=$(nproc)
+if [ "$cores" -gt 1 ]; then
+  sh -c 'while :; do :; done' & spinner=$!
+  sleep 0.3
+  threads_of() { "$@" selfcheck 2>&1 | sed -n 's/^threads  \([0-9]*\) .*/\1/p'; }
+  free=$(threads_of "$bin") given=$(threads_of "$bin" --threads "$cores") env_given=$(OMP_NUM_THREADS=$cores threads_of "$bin")
+  kill $spinner; wait $spinner 2>/dev/null
+  [ -n "$free" ] && [ "$free" -lt "$cores" ] && ok "beside a busy process: $free of $cores threads" ||
+    bad "beside a busy process: '$free' threads of $cores"
+  [ "$given" = "$cores" ] && [ "$env_given" = "$cores" ] && ok "--threads and OMP_NUM_THREADS win" ||
+    bad "--threads $cores gave '$given', OMP_NUM_THREADS=$cores gave '$env_given'"
+fi
 # the second start keeps argv (global options, spaces), the environment and the exit code
 out=$(plain "$bin" version "two words" 2>&1); rc=$?
 [ "$rc" = 2 ] && grep -q "unexpected argument 'two words'" <<<"$out" && [ "$(spin_of <<<"$out")" = 0 ] &&
@@ -34,9 +61,9 @@ out=$(plain env OPENBLAS_CORETYPE=Haswell "$bin" --threads 1 selfcheck 2>&1); rc
 [ "$rc" = 0 ] && grep -q "^threads  1 (OpenMP, shared with BLAS; waits: OMP_WAIT_POLICY=passive)" <<<"$out" &&
   grep -q "OPENBLAS_CORETYPE=Haswell" <<<"$out" && ok "selfcheck: --threads and the environment kept" ||
   bad "selfcheck after the second start: exit $rc: $out"
-# selfcheck says whether the machine is loaded (load average, two GEMM readings); what it says depends on the
+# selfcheck says whether the machine is loaded (other processes running, two GEMM readings); what it says depends on the
 # machine, its form does not (the rule itself: test_sweep_noise)
-grep -qE "^load     (quiet \(load average [0-9.]+ on [0-9]+ cores\)|the machine is busy \(.*\): .*)$" <<<"$out" &&
+grep -qE "^load     (quiet \([0-9]+ other process(es)? running on [0-9]+ cores\)|the machine is busy \(.*\): .*)$" <<<"$out" &&
   ok "selfcheck: a load line" || bad "selfcheck: no load line: $out"
 grep -q "the better of 2 readings" <<<"$out" && ok "selfcheck: two GEMM readings" || bad "selfcheck: $out"
 out=$(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT SEGTRAIN_OMP_DEFAULTS=1 "$bin" selfcheck 2>&1)

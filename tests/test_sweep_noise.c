@@ -57,16 +57,16 @@ static void test_load_note(void)
     } cases[] = {
         {0.10, 2, 190, 185, false, NULL},     /* quiet */
         {0.50, 2, 190, 185, false, NULL},     /* a quarter of the cores: not yet */
-        {0.51, 2, 0, 0, true, "load average 0.51 on 2 cores"},
-        {2.98, 2, 190, 200, true, "load average 2.98 on 2 cores"},
-        {3.90, 16, 190, 185, false, NULL},    /* the same load on more cores */
-        {4.10, 16, 190, 185, true, "load average 4.10 on 16 cores"},
-        {0.20, 1, 190, 185, false, NULL},
-        {0.30, 1, 190, 185, true, "on 1 core)"},
+        {1, 2, 0, 0, true, "1 other process running on 2 cores"},
+        {3, 2, 190, 200, true, "3 other processes running on 2 cores"},
+        {4, 16, 190, 185, false, NULL},    /* the same load on more cores */
+        {5, 16, 190, 185, true, "5 other processes running on 16 cores"},
+        {0, 1, 190, 185, false, NULL},
+        {1, 1, 190, 185, true, "on 1 core)"},
         {-1, 2, 190, 152.1, false, NULL},     /* no load average; readings within a quarter */
         {-1, 2, 190, 151.9, true, "GEMM rates 190.0 and 151.9 GFLOP/s"},
         {-1, 2, 57, 158, true, "GEMM rates 57.0 and 158.0"},
-        {3.0, 2, 57, 158, true, "load average 3.00 on 2 cores, GEMM rates 57.0 and 158.0"},
+        {3.0, 2, 57, 158, true, "3 other processes running on 2 cores, GEMM rates 57.0 and 158.0"},
         {0.1, 2, 0, 158, false, NULL},        /* a reading missing: nothing to compare */
         {0.1, 0, 190, 185, false, NULL},      /* cores unknown */
     };
@@ -78,8 +78,8 @@ static void test_load_note(void)
             CHECKF(strstr(note, "the machine is busy") && strstr(note, cases[i].says), "case %zu: '%s'", i, note);
         else CHECKF(note[0] == 0, "case %zu: a note on a quiet machine: '%s'", i, note);
     }
-    const double load = machine_load_average(); /* this machine's: a number, or -1 without /proc */
-    CHECKF(load >= 0 || (load == -1 && access("/proc/loadavg", R_OK)), "load average %g", load);
+    const double others = machine_others_running(); /* this machine's: a count, or -1 without /proc */
+    CHECKF(others >= 0 || (others == -1 && access("/proc/loadavg", R_OK)), "others running %g", others);
 }
 
 /* 3 modes x 2 budgets; the cells named in noisy[] (mode * 2 + budget) get a spread of 4x, the rest 1.05x. */

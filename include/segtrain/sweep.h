@@ -63,12 +63,13 @@ typedef struct machine_info {
 } machine_info;
 
 void machine_describe(machine_info *out);
-/* The 1-minute load average (/proc/loadavg), or -1 where it cannot be read. */
-double machine_load_average(void);
-/* Whether the machine looks loaded, with one line saying why in note (else note is ""): a 1-minute load average
- * (load1 < 0: unknown) over a quarter of the cores (others' processes then take cores the threads wait on), or two
+/* How many other tasks are running or runnable now (/proc/loadavg, sampled over 8 ms), or -1 where it cannot be
+ * read. */
+double machine_others_running(void);
+/* Whether the machine looks loaded, with one line saying why in note (else note is ""): other running tasks
+ * (others < 0: unknown) over a quarter of the cores (they take cores the threads wait on), or two
  * GEMM rates measured back to back that differ by more than a quarter (rate <= 0: not measured). */
-bool machine_load_note(double load1, int cores, double rate1, double rate2, char *note, size_t n);
+bool machine_load_note(double others, int cores, double rate1, double rate2, char *note, size_t n);
 
 typedef struct sweep_result {
     char config[SWEEP_TEXT_MAX]; /* the config path (or "defaults") */

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "segtrain/config.h"
 #include "segtrain/ops.h"
+#include "segtrain/sweep.h"
 
 static const struct command {
     const char *name;
@@ -53,8 +54,8 @@ static void usage(FILE *to)
                 "presets, and what is refused and why.\n"
                 "\n"
                 "global options:\n"
-                "  --threads N   OpenMP threads for every op and for BLAS (default: all cores; they wait passively,\n"
-                "                yielding their core, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set)\n"
+                "  --threads N   OpenMP threads for every op and for BLAS (default: the cores that other processes leave\n"
+                "                free at start; they wait passively unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set)\n"
                 "  --lenient     a config key one edit from a known one (learning_rte) is a warning, not an error\n"
                 "  -h, --help    this help; `segtrain help COMMAND` or `segtrain COMMAND --help` explains a command\n");
 }
@@ -72,23 +73,42 @@ int cmd_version(int argc, char **argv)
     return 0;
 }
 
-/* OpenMP threads that wait by spinning hold their core while the thread they wait for has lost its own to another
- * process: on a busy 2-core machine a step took 10-30x as long as at --threads 1 (docs/BENCHMARKS.md, "A busy
- * machine"; its 0-busy row is what passive waits cost on a quiet one). libgomp reads OMP_WAIT_POLICY once, when it
- * loads, before main runs, so the only way to set it for this process is to start it again with the variable set:
- * the same pid, argv and environment (mpirun's included), once, since the second start finds it set. A policy or
- * spin count the user set wins; SEGTRAIN_OMP_DEFAULTS=1 keeps libgomp's own (spinning) default, for comparison. */
-static void wait_passively(char **argv)
+/* Two settings that the OpenMP runtime and OpenBLAS read once, when they load, before main runs; the only way to
+ * change them for this process is to start it again with the variables set: the same pid, argv and environment
+ * (mpirun's included), once, since the second start finds nothing left to set. A value the user set wins.
+ * - Waits: OpenMP threads that spin hold their core while the thread they wait for has lost its own to another
+ *   process: on a busy 2-core machine a step took 10-30x as long as at --threads 1. OMP_WAIT_POLICY=passive unless
+ *   OMP_WAIT_POLICY or GOMP_SPINCOUNT is set; SEGTRAIN_OMP_DEFAULTS=1 keeps libgomp's spinning default.
+ * - Kernels: an OpenBLAS older than the CPU loads kernels older than the CPU takes (SSE3 ones on an AVX-512 CPU, a
+ *   third of the step's speed): OPENBLAS_CORETYPE names the better ones unless it is set; SEGTRAIN_BLAS_DEFAULTS=1
+ *   keeps OpenBLAS's own choice. (docs/BENCHMARKS.md, "A busy machine", measures both.) */
+static void restart_with_runtime_settings(char **argv)
 {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("SEGTRAIN_OMP_DEFAULTS")) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1)) return;
+    bool again = false, waits = false, kernels = false;
+    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT") && !getenv("SEGTRAIN_OMP_DEFAULTS"))
+        again = waits = !setenv("OMP_WAIT_POLICY", "passive", 1);
+    const char *better = getenv("OPENBLAS_CORETYPE") || getenv("SEGTRAIN_BLAS_DEFAULTS") ? NULL : ops_blas_better_core();
+    if (better && !setenv("OPENBLAS_CORETYPE", better, 1)) again = kernels = true;
+    if (!again) return;
     execv("/proc/self/exe", argv);
-    unsetenv("OMP_WAIT_POLICY"); /* no /proc: run on as before, and say nothing that is not so */
+    /* no /proc: run on as before, and say nothing that is not so */
+    if (waits) unsetenv("OMP_WAIT_POLICY");
+    if (kernels) unsetenv("OPENBLAS_CORETYPE");
+}
+
+/* With no --threads or OMP_NUM_THREADS, the threads take the cores that other processes leave free when the command
+ * starts: a thread that shares its core with a busy process stalls every barrier of the step, passive waits or not
+ * (docs/BENCHMARKS.md, "A busy machine"). A sweep passes its count on to its cells. */
+static void take_free_cores(void)
+{
+    const int cores = ops_threads(), others = (int)machine_others_running();
+    if (others >= 1 && cores > 1) ops_set_threads(cores - others > 1 ? cores - others : 1);
 }
 
 int main(int argc, char **argv)
 {
-    wait_passively(argv);
+    restart_with_runtime_settings(argv);
+    bool threads_given = getenv("OMP_NUM_THREADS") != NULL;
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -103,6 +123,7 @@ int main(int argc, char **argv)
             const cli_flag threads = {"--threads", .whole = &n, .min = 1, .max = 1024};
             if (cli_number("segtrain", &threads, argv[++i])) return 2;
             ops_set_threads((int)n);
+            threads_given = true;
         } else {
             fprintf(stderr, "segtrain: unknown option '%s' (see segtrain --help)\n", argv[i]);
             return 2;
@@ -112,6 +133,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (!threads_given) take_free_cores();
     /* `segtrain help [COMMAND]`, as git and pip take it: the same text as --help */
     const bool help = !strcmp(argv[i], "help");
     if (help && i + 1 == argc) {

@@ -79,9 +79,9 @@ int cmd_selfcheck(int argc, char **argv)
         printf("usage: segtrain [--threads N] selfcheck\n\n"
                "Prints the engine's version, BLAS and thread count (with a note where the CPU takes faster OpenBLAS\n"
                "kernels than the ones loaded), measures the GEMM rate on DiT-S/2 shapes and checks that the math and\n"
-               "flash attention mechanisms agree. Says when the machine is busy (a load average over a quarter of the\n"
-               "cores, or two GEMM readings that differ by more than a quarter): speeds measured then are not the\n"
-               "machine's. Exits 1 if a check fails.\n");
+               "flash attention mechanisms agree. Says when the machine is busy (other processes running, more than a\n"
+               "quarter of the cores' worth, or two GEMM readings that differ by more than a quarter): speeds measured\n"
+               "then are not the machine's. Exits 1 if a check fails.\n");
         return strcmp(argv[1], "--help") && strcmp(argv[1], "-h") ? 2 : 0;
     }
     printf("segtrain %s\n", SEGTRAIN_VERSION);
@@ -89,7 +89,7 @@ int cmd_selfcheck(int argc, char **argv)
     printf("threads  %d (OpenMP, shared with BLAS; waits: %s%s)\n", ops_threads(),
            policy ? "OMP_WAIT_POLICY=" : spins ? "GOMP_SPINCOUNT=" : "libgomp's default, spinning",
            policy ? policy : spins ? spins : "");
-    const double load = machine_load_average(); /* before our own threads add to it */
+    const double others = machine_others_running(); /* before our own threads run */
     const char *chosen = getenv("OPENBLAS_CORETYPE"), *better = ops_blas_better_core();
     printf("blas     %s%s%s\n", ops_blas_info(), chosen ? ", OPENBLAS_CORETYPE=" : "", chosen ? chosen : "");
     if (better)
@@ -115,8 +115,8 @@ int cmd_selfcheck(int argc, char **argv)
            fmax(gflops, again));
     char busy[400];
     const int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (machine_load_note(load, cores, gflops, again, busy, sizeof busy)) printf("load     %s\n", busy);
-    else if (load >= 0) printf("load     quiet (load average %.2f on %d cores)\n", load, cores);
+    if (machine_load_note(others, cores, gflops, again, busy, sizeof busy)) printf("load     %s\n", busy);
+    else if (others >= 0) printf("load     quiet (%.0f other process%s running on %d cores)\n", others, others == 1 ? "" : "es", cores);
     printf("attention math vs flash: max |diff| %.2e (tol %.0e); kept for backward: math %.2f MiB, flash %.3f MiB\n",
            diff, tol, kept[0] / 1048576.0, kept[1] / 1048576.0);
     printf("pool     peak %.2f MiB, %zu leaked allocations\n", peak / 1048576.0, leaks);

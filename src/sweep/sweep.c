@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "segtrain/model_run.h"
@@ -98,35 +99,46 @@ void machine_describe(machine_info *m)
     snprintf(m->blas, sizeof m->blas, "%s", ops_blas_info());
 }
 
-double machine_load_average(void)
+static int by_value(const void *a, const void *b)
 {
-    double load = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f && fscanf(f, "%lf", &load) != 1) load = -1;
-    if (f) fclose(f);
-    return load;
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }
 
-bool machine_load_note(double load1, int cores, double rate1, double rate2, char *note, size_t n)
+double machine_others_running(void)
+{
+    /* /proc/loadavg's fourth field counts the tasks running or runnable now, this thread among them; the load
+     * average itself trails by a minute (a build that just ended would read as load). The median of 5 readings
+     * 2 ms apart rides over a kernel thread's blip. */
+    double seen[5];
+    int n = 0;
+    for (int i = 0; i < 5; i++) {
+        FILE *f = fopen("/proc/loadavg", "r");
+        int running = 0;
+        if (f && fscanf(f, "%*f %*f %*f %d/", &running) == 1 && running >= 1) seen[n++] = running - 1;
+        if (f) fclose(f);
+        if (i < 4) nanosleep(&(struct timespec){.tv_nsec = 2 * 1000 * 1000}, NULL);
+    }
+    if (!n) return -1;
+    qsort(seen, (size_t)n, sizeof *seen, by_value);
+    return seen[n / 2];
+}
+
+bool machine_load_note(double others, int cores, double rate1, double rate2, char *note, size_t n)
 {
     note[0] = 0;
     const double lo = fmin(rate1, rate2), hi = fmax(rate1, rate2);
-    const bool loaded = cores > 0 && load1 > 0.25 * cores, disagree = lo > 0 && hi > 1.25 * lo;
+    const bool loaded = cores > 0 && others > 0.25 * cores, disagree = lo > 0 && hi > 1.25 * lo;
     if (!loaded && !disagree) return false;
     char why[160] = "";
-    if (loaded) snprintf(why, sizeof why, "load average %.2f on %d core%s", load1, cores, cores == 1 ? "" : "s");
+    if (loaded) snprintf(why, sizeof why, "%.0f other process%s running on %d core%s", others, others == 1 ? "" : "es", cores,
+                             cores == 1 ? "" : "s");
     if (disagree)
         snprintf(why + strlen(why), sizeof why - strlen(why), "%sGEMM rates %.1f and %.1f GFLOP/s back to back",
                  loaded ? ", " : "", rate1, rate2);
     snprintf(note, n, "the machine is busy (%s): other processes take cores the threads wait on, so speeds "
              "measured now are low and noisy", why);
     return true;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static void fail(sweep_cell *cell, st_status st)
