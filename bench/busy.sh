@@ -3,7 +3,7 @@
 # and 2 busy processes beside it (each a shell loop spinning on one core, started and killed here), side by side in
 # one run, four ways: before issue 39 (SEGTRAIN_OMP_DEFAULTS=1 SEGTRAIN_BLAS_DEFAULTS=1 OMP_NUM_THREADS=cores:
 # libgomp's spinning waits, OpenBLAS's own kernels, a thread per core), spinning (the same with the kernels as now:
-# what passive waits and taking only the free cores change), the default, and --threads 1.
+# what the short spin and taking only the free cores change), the default, and --threads 1.
 #
 #   bench/busy.sh [--bin build/segtrain] [--rounds R] [--warmup W] [--steps N] [--busy LIST] [--spincount S]
 #
@@ -11,7 +11,7 @@
 # unset; its figure is the median sec_per_step of the last N steps in train_log.jsonl. The variants run one after
 # another under the same busy processes, the order rotating from round to round, and each cell is the median over R
 # rounds (default 3). Ratios: default / --threads 1 (the goal: at most 1.3 with one busy process), default /
-# spinning (what passive waits cost or gain) and default / before (the goal: no loss on a quiet machine, 0 busy).
+# spinning (what the short spin and the free cores cost or gain) and default / before (the goal: no loss on a quiet machine, 0 busy).
 # --spincount S adds a variant, the default threads with GOMP_SPINCOUNT=S (a short spin before sleeping), and its
 # ratio to the default. Builds nothing: needs build/segtrain.
 set -euo pipefail

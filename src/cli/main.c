@@ -55,7 +55,8 @@ static void usage(FILE *to)
                 "\n"
                 "global options:\n"
                 "  --threads N   OpenMP threads for every op and for BLAS (default: the cores that other processes leave\n"
-                "                free at start; they wait passively unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set)\n"
+                "                free at start; a waiting thread spins briefly, then sleeps: GOMP_SPINCOUNT=1000 unless\n"
+                "                OMP_WAIT_POLICY or GOMP_SPINCOUNT is set)\n"
                 "  --lenient     a config key one edit from a known one (learning_rte) is a warning, not an error\n"
                 "  -h, --help    this help; `segtrain help COMMAND` or `segtrain COMMAND --help` explains a command\n");
 }
@@ -77,27 +78,30 @@ int cmd_version(int argc, char **argv)
  * change them for this process is to start it again with the variables set: the same pid, argv and environment
  * (mpirun's included), once, since the second start finds nothing left to set. A value the user set wins.
  * - Waits: OpenMP threads that spin hold their core while the thread they wait for has lost its own to another
- *   process: on a busy 2-core machine a step took 10-30x as long as at --threads 1. OMP_WAIT_POLICY=passive unless
- *   OMP_WAIT_POLICY or GOMP_SPINCOUNT is set; SEGTRAIN_OMP_DEFAULTS=1 keeps libgomp's spinning default.
+ *   process: on a busy 2-core machine a step took 10-30x as long as at --threads 1 with libgomp's 300,000 spins.
+ *   GOMP_SPINCOUNT=1000 (a few microseconds, then sleep) is as fast as passive waits there and as fast as the long
+ *   spin on a quiet machine, where passive waits cost a third of a small step. Unless OMP_WAIT_POLICY or
+ *   GOMP_SPINCOUNT is set; SEGTRAIN_OMP_DEFAULTS=1 keeps libgomp's default.
  * - Kernels: an OpenBLAS older than the CPU loads kernels older than the CPU takes (SSE3 ones on an AVX-512 CPU, a
  *   third of the step's speed): OPENBLAS_CORETYPE names the better ones unless it is set; SEGTRAIN_BLAS_DEFAULTS=1
  *   keeps OpenBLAS's own choice. (docs/BENCHMARKS.md, "A busy machine", measures both.) */
+#define WAIT_SPINS "1000"
 static void restart_with_runtime_settings(char **argv)
 {
     bool again = false, waits = false, kernels = false;
     if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT") && !getenv("SEGTRAIN_OMP_DEFAULTS"))
-        again = waits = !setenv("OMP_WAIT_POLICY", "passive", 1);
+        again = waits = !setenv("GOMP_SPINCOUNT", WAIT_SPINS, 1);
     const char *better = getenv("OPENBLAS_CORETYPE") || getenv("SEGTRAIN_BLAS_DEFAULTS") ? NULL : ops_blas_better_core();
     if (better && !setenv("OPENBLAS_CORETYPE", better, 1)) again = kernels = true;
     if (!again) return;
     execv("/proc/self/exe", argv);
     /* no /proc: run on as before, and say nothing that is not so */
-    if (waits) unsetenv("OMP_WAIT_POLICY");
+    if (waits) unsetenv("GOMP_SPINCOUNT");
     if (kernels) unsetenv("OPENBLAS_CORETYPE");
 }
 
 /* With no --threads or OMP_NUM_THREADS, the threads take the cores that other processes leave free when the command
- * starts: a thread that shares its core with a busy process stalls every barrier of the step, passive waits or not
+ * starts: a thread that shares its core with a busy process stalls every barrier of the step, however it waits
  * (docs/BENCHMARKS.md, "A busy machine"). A sweep passes its count on to its cells. */
 static void take_free_cores(void)
 {
