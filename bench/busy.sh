@@ -11,7 +11,8 @@
 # unset; its figure is the median sec_per_step of the last N steps in train_log.jsonl. The variants run one after
 # another under the same busy processes, the order rotating from round to round, and each cell is the median over R
 # rounds (default 3). Ratios: default / --threads 1 (the goal: at most 1.3 with one busy process), default /
-# spinning (what the short spin and the free cores cost or gain) and default / before (the goal: no loss on a quiet machine, 0 busy).
+# spinning (what the short spin and the free cores cost or gain) and default / before (the goal: no loss on a quiet
+# machine, 0 busy).
 # --spincount S adds a variant, the default threads with GOMP_SPINCOUNT=S (a short spin before sleeping), and its
 # ratio to the default. Builds nothing: needs build/segtrain.
 set -euo pipefail

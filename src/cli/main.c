@@ -91,7 +91,8 @@ static void restart_with_runtime_settings(char **argv)
     bool again = false, waits = false, kernels = false;
     if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT") && !getenv("SEGTRAIN_OMP_DEFAULTS"))
         again = waits = !setenv("GOMP_SPINCOUNT", WAIT_SPINS, 1);
-    const char *better = getenv("OPENBLAS_CORETYPE") || getenv("SEGTRAIN_BLAS_DEFAULTS") ? NULL : ops_blas_better_core();
+    const bool own_kernels = getenv("OPENBLAS_CORETYPE") || getenv("SEGTRAIN_BLAS_DEFAULTS");
+    const char *better = own_kernels ? NULL : ops_blas_better_core();
     if (better && !setenv("OPENBLAS_CORETYPE", better, 1)) again = kernels = true;
     if (!again) return;
     execv("/proc/self/exe", argv);

@@ -131,8 +131,9 @@ bool machine_load_note(double others, int cores, double rate1, double rate2, cha
     const bool loaded = cores > 0 && others > 0.25 * cores, disagree = lo > 0 && hi > 1.25 * lo;
     if (!loaded && !disagree) return false;
     char why[160] = "";
-    if (loaded) snprintf(why, sizeof why, "%.0f other process%s running on %d core%s", others, others == 1 ? "" : "es", cores,
-                             cores == 1 ? "" : "s");
+    if (loaded)
+        snprintf(why, sizeof why, "%.0f other process%s running on %d core%s", others, others == 1 ? "" : "es",
+                 cores, cores == 1 ? "" : "s");
     if (disagree)
         snprintf(why + strlen(why), sizeof why - strlen(why), "%sGEMM rates %.1f and %.1f GFLOP/s back to back",
                  loaded ? ", " : "", rate1, rate2);
