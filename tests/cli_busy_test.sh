@@ -1,14 +1,8 @@
 #!/usr/bin/env bash
 # A shared machine (issue 39): segtrain's OpenMP threads spin briefly, then sleep, unless the user chose otherwise, and
 # selfcheck says whether the machine is loaded. Usage: cli_busy_test.sh path/to/segtrain path/to/source
-set -u
-bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; }
+bin=$1 src=$2
+. "$src/tests/clikit.sh"
 # what libgomp settled on, as it prints it (OMP_DISPLAY_ENV=verbose, at load): the last process's values
 spin_of() { grep -o "GOMP_SPINCOUNT = '[0-9]*'" | tail -1 | tr -dc 0-9; }
 plain() { env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u SEGTRAIN_OMP_DEFAULTS OMP_DISPLAY_ENV=verbose "$@"; }
@@ -98,5 +92,4 @@ if command -v mpirun >/dev/null; then
   [ "$rc" = 0 ] && [ "$(spin_of <<<"$out")" = 1000 ] && ok "under mpirun: 1000 spins" || bad "mpirun: exit $rc: $out"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -2,20 +2,8 @@
 # The config front door from the command line: refused values and keys get one line that names them and what is
 # accepted, typos a did-you-mean, and --lenient (a global option) turns key typos into warnings.
 # Usage: cli_config_test.sh path/to/segtrain path/to/source
-set -u
 bin=$1 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; }
-# expect RC DESCRIPTION PATTERN -- COMMAND...: exit code RC and PATTERN somewhere in stdout+stderr
-expect() {
-  local rc=$1 what=$2 pattern=$3; shift 4
-  local out; out=$("$@" 2>&1); local got=$?
-  if [ "$got" -eq "$rc" ] && grep -qE -- "$pattern" <<<"$out"; then ok "$what"; else bad "$what (exit $got): $out"; fi
-}
+. "$src/tests/clikit.sh"
 # lacks RC DESCRIPTION PATTERN -- COMMAND...: exit code RC and PATTERN nowhere in stdout+stderr
 lacks() {
   local rc=$1 what=$2 pattern=$3; shift 4
@@ -108,5 +96,4 @@ expect 1 "lora_type lycoris is refused" "lora_type lycoris is not built yet; use
 one_line "lora_type lycoris: one line" -- "$bin" plan --config <(echo '{"model_type": "lora", "lora_type": "lycoris"}')
 expect 0 "lora_type standard plans" "^model " -- "$bin" plan --set model_type=lora --set lora_type=standard
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

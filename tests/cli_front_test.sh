@@ -1,20 +1,8 @@
 #!/usr/bin/env bash
 # The front door as a newcomer meets it: help however it is asked for, advice that pastes, README's caption form,
 # and messages that say what the run itself can change. Usage: cli_front_test.sh path/to/segtrain path/to/source
-set -u
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") src=$(cd "$2" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; }
-# expect RC DESCRIPTION PATTERN -- COMMAND...: exit code RC and PATTERN somewhere in stdout+stderr
-expect() {
-  local rc=$1 what=$2 pattern=$3; shift 4
-  local out; out=$("$@" 2>&1); local got=$?
-  if [ "$got" -eq "$rc" ] && grep -qE -- "$pattern" <<<"$out"; then ok "$what"; else bad "$what (exit $got): $out"; fi
-}
+. "$src/tests/clikit.sh"
 
 # ---- help, however it is asked for
 expect 0 "segtrain help lists the commands" "^  train " -- "$bin" help
@@ -77,5 +65,4 @@ if command -v python3 >/dev/null && ! python3 -c 'import torch' 2>/dev/null; the
   else bad "make_cache.py without torch (exit $rc): $out"; fi
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -3,20 +3,9 @@
 # log that cannot be written, two runs on one output_dir, checkpoint metadata out of range, outputs that cannot be
 # written. Each case is one clear line and a non-zero exit, under `timeout` so that a hang fails instead of
 # blocking the suite. Usage: cli_io_test.sh path/to/segtrain path/to/source
-set -u
 bin=$1 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; }
-# expect RC DESCRIPTION PATTERN -- COMMAND...: exit code RC and PATTERN somewhere in stdout+stderr, within 20 s
-expect() {
-  local rc=$1 what=$2 pattern=$3; shift 4
-  local out; out=$(timeout 20 "$@" 2>&1); local got=$?
-  if [ "$got" -eq "$rc" ] && grep -qE -- "$pattern" <<<"$out"; then ok "$what"; else bad "$what (exit $got): $out"; fi
-}
+EXPECT_TIMEOUT=20
+. "$src/tests/clikit.sh"
 
 echo '{"model_preset": "dit-tiny", "train_batch_size": 3, "seed": 5}' > tiny.json
 "$bin" init --config tiny.json --out w.safetensors >/dev/null
@@ -171,5 +160,4 @@ if [ "$(id -u)" != 0 ]; then
 fi
 ls | grep -q '\.tmp\.' && bad "a temporary file was left: $(ls | grep '\.tmp\.')" || ok "the checks leave no temporary file"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -3,21 +3,10 @@
 # of every family's reader is one line naming it and exit 1 (no signal, no hang), a config.json that disagrees with
 # itself is refused, and a missing folder or a hub name is an error in every command.
 # Usage: cli_models_test.sh path/to/segtrain path/to/source
-set -u
 bin=$1 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
+EXPECT_TIMEOUT=20
+. "$src/tests/clikit.sh"
 export OMP_WAIT_POLICY=passive
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; }
-# expect RC DESCRIPTION PATTERN -- COMMAND...: exit code RC and PATTERN somewhere in stdout+stderr, in 20 s
-expect() {
-  local rc=$1 what=$2 pattern=$3; shift 4
-  local out; out=$(timeout 20 "$@" 2>&1); local got=$?
-  if [ "$got" -eq "$rc" ] && grep -qE -- "$pattern" <<<"$out"; then ok "$what"; else bad "$what (exit $got): $out"; fi
-}
 fix=$src/tests/fixtures
 
 # folder PRESET FIXTURE KEY VALUE: a copy of the fixture's config.json with KEY set to VALUE (JSON), in ./f
@@ -117,5 +106,4 @@ out=$("$bin" plan --config tiny.json --set in_channels=3 --set vae_scale_factor=
 out=$("$bin" plan --config fd.json --set synthetic_data=true 2>&1)
 ! grep -q "train refuses" <<<"$out" && ok "plan: nothing said on synthetic data" || bad "plan warned: $out"
 
-echo "passed $passed, failed $failed"
-[ "$failed" -eq 0 ]
+finish

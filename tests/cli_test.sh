@@ -1,20 +1,8 @@
 #!/usr/bin/env bash
 # The command-line tool as a user meets it: commands that work, and bad input that gets one clear line and a
 # non-zero exit. Usage: cli_test.sh path/to/segtrain path/to/source
-set -u
 bin=$1 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; }
-# expect RC DESCRIPTION PATTERN -- COMMAND...: exit code RC and PATTERN somewhere in stdout+stderr
-expect() {
-  local rc=$1 what=$2 pattern=$3; shift 4
-  local out; out=$("$@" 2>&1); local got=$?
-  if [ "$got" -eq "$rc" ] && grep -qE -- "$pattern" <<<"$out"; then ok "$what"; else bad "$what (exit $got): $out"; fi
-}
+. "$src/tests/clikit.sh"
 
 fix=$src/tests/fixtures
 echo '{"--model_preset": "dit-tiny", "train_batch_size": 3, "seed": 5,}' > tiny.json
@@ -612,5 +600,4 @@ expect 2 "a number given as --flag=value is read the same way" "^segtrain profil
 expect 2 "sample: --classes against the model's classes" "^segtrain sample: --classes takes a whole number from 1 to 10, got '11'$" -- \
   "$bin" sample --config tiny.json --weights w.safetensors --out never.png --classes 11
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
