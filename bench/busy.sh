@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
         --steps) STEPS="${2:?}"; shift 2 ;;
         --busy) BUSY="${2:?}"; shift 2 ;;
         --spincount) SPINCOUNT="${2:?}"; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;; # the header comment
         *) echo "bench/busy.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done

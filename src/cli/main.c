@@ -106,8 +106,10 @@ static void restart_with_runtime_settings(char **argv)
  * (docs/BENCHMARKS.md, "A busy machine"). A sweep passes its count on to its cells. */
 static void take_free_cores(void)
 {
-    const int cores = ops_threads(), others = (int)machine_others_running();
-    if (others >= 1 && cores > 1) ops_set_threads(cores - others > 1 ? cores - others : 1);
+    const int cores = ops_threads();
+    if (cores == 1) return; /* nothing to give up: no need to look */
+    const int others = (int)machine_others_running();
+    if (others >= 1) ops_set_threads(cores - others > 1 ? cores - others : 1);
 }
 
 int main(int argc, char **argv)
