@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lower layers never include higher ones (docs/ARCHITECTURE.md). Each public header and each source folder has a
 # layer number; a file may include only headers of its own layer or below. A header missing from the table fails
-# too, so a new header has to be placed in the stack on purpose.
+# too, so a new header has to be placed in the stack on purpose. Inside src/models, a topology folder includes only
+# models/core and itself.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -44,6 +45,17 @@ while IFS= read -r f; do
     elif [ "$l" -gt "$own" ]; then echo "FAIL $f (layer $own) includes $inc (layer $l)"; bad=$((bad + 1)); fi
   done < <(sed -n 's/^#include "\(segtrain\/[^"]*\)".*/\1/p' "$f")
   if grep -q '^#include "\.\./' "$f"; then echo "FAIL $f includes across folders by relative path"; bad=$((bad + 1)); fi
+  # Inside the models layer: a family's topology folder sees the model core and its own folder; the core sees no
+  # topology, so that a topology (and a family in it) can be added or removed without touching the others.
+  case "$f" in src/models/*/*)
+    own_dir=$(basename "$(dirname "$f")")
+    while IFS= read -r dir; do
+      checked=$((checked + 1))
+      if [ "$dir" != core ] && [ "$dir" != "$own_dir" ]; then
+        echo "FAIL $f (models/$own_dir) includes a header of models/$dir"; bad=$((bad + 1))
+      fi
+    done < <(sed -n 's/^#include "models\/\([^/"]*\)\/.*/\1/p' "$f")
+  esac
 done < <(find src include -name '*.[ch]' -o -name '*.cu' | sort)
 
 echo "$((checked - bad)) passed, $bad failed"

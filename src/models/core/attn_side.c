@@ -1,0 +1,330 @@
+/* The dual-stream blocks' saved tensors and their attention side's trip to the host (attn_side.h). */
+#include "models/core/attn_side.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int block_norm(param_set *ps, const char *prefix, const char *name, int64_t hd, const model_config *c)
+{
+    char n[PARAM_NAME_MAX];
+    snprintf(n, sizeof n, "%.64s.%.40s.weight", prefix, name);
+    return param_add(ps, n, 1, (int64_t[]){hd}, !c->lora_rank);
+}
+
+static bool in_use(const block_saved *sv, int i) { return i < SIDE_MAX ? sv->side_n[i] > 0 : i - SIDE_MAX < sv->n_attn; }
+
+static void frame_init(frame *f, const struct model *m, keep_level keep, offload *off, block_saved *sv)
+{
+    *f = (frame){.keep = keep, .from_host = sv->on_host, .to_host = off && !sv->on_host, .reuse = sv->att_kept};
+    const bool first = keep == KEEP_NOTHING || keep == KEEP_ATTENTION_OUTPUT; /* a checkpointed block's first */
+    f->kt = first ? MEM_WORKSPACE : MEM_ACTIVATIONS;
+    f->ft = keep == KEEP_ALL ? MEM_ACTIVATIONS : MEM_WORKSPACE;
+    f->kept = (scratch){.pool = m->pool};
+    f->tmp = (scratch){.pool = m->pool};
+    f->ks = first ? &f->tmp : &f->kept;
+    f->fs = keep == KEEP_ALL ? &f->kept : &f->tmp;
+    sv->pool = m->pool;
+    if (f->to_host) sv->off = off;
+}
+
+block_saved *frame_begin(frame *f, block *b, const struct model *m, keep_level keep, offload *off,
+                         block_saved **saved_io)
+{
+    b->forward_runs++;
+    block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
+    if (sv) frame_init(f, m, keep, off, sv);
+    return sv;
+}
+
+void side_take(frame *f, block_saved *sv, const int64_t *numel, int n_attn)
+{
+    memcpy(sv->side_n, numel, sizeof sv->side_n);
+    sv->n_attn = n_attn;
+    sv->xo_kept = f->keep_xo;
+    for (int i = 0; !f->from_host && i < SIDE_MAX; i++) {
+        const bool output = i == SO || (i == XO && f->keep_xo);
+        if (!numel[i] || (output && f->reuse)) continue;
+        if (output && f->keep == KEEP_ATTENTION_OUTPUT)
+            sv->side[i] = scratch_take(&f->kept, numel[i], MEM_ACTIVATIONS, "attention output");
+        else sv->side[i] = scratch_take(f->ks, numel[i], f->kt, "attention side");
+    }
+}
+
+size_t side_output_bytes(const attn_shape *s)
+{
+    return (size_t)(s->batch * s->tokens * s->heads * s->head_dim) * sizeof(float) + attention_kept_bytes(s);
+}
+
+static void release_saved(block_saved *sv)
+{
+    pool *p = sv->pool;
+    for (int i = 0; sv->off && i < SIDE_MAX + ATTN_N; i++) host_tensor_release(sv->off, &sv->h[i]);
+    for (int a = 0; a < ATTN_N; a++) op_state_release(&sv->attn[a]);
+    for (int s = 0; s < 2; s++) {
+        pool_free(p, sv->f3[s]);
+        pool_free(p, sv->f2[s]);
+        pool_free(p, sv->f1[s]);
+        pool_free(p, sv->o[s]);
+        if (!sv->mod_borrowed) pool_free(p, sv->mod[s]);
+    }
+    pool_free(p, sv->o2);
+    for (int i = 0; i < 4; i++) pool_free(p, sv->o3[i]);
+    for (int i = 0; i < SIDE_MAX; i++) pool_free(p, sv->side[i]);
+    free(sv);
+}
+
+void saved_release(block *b, block_saved *sv)
+{
+    (void)b;
+    if (sv) release_saved(sv);
+}
+
+st_status frame_end(frame *f, st_status st, block_saved *sv, block_saved **saved_io, float **outs, int n_out)
+{
+    for (int i = 0; st && sv->off && i < SIDE_MAX + ATTN_N; i++) /* copies in flight read what scratch_end frees: they finish */
+        host_tensor_release(sv->off, &sv->h[i]);
+    scratch_end(&f->tmp);
+    if (f->keep == KEEP_NOTHING || f->keep == KEEP_ATTENTION_OUTPUT) {
+        for (int s = 0; s < 2; s++) sv->mod[s] = sv->o[s] = NULL;
+        sv->o2 = sv->o3[0] = sv->o3[1] = sv->o3[2] = sv->o3[3] = NULL;
+        for (int i = 0; !sv->on_host && i < SIDE_MAX; i++)
+            if (f->keep == KEEP_NOTHING || (i != SO && (i != XO || !f->keep_xo))) sv->side[i] = NULL;
+    }
+    sv->att_kept = f->keep == KEEP_ATTENTION_OUTPUT; /* a recompute has made the rest: KEEP_ALL's now */
+    if (f->keep != KEEP_ALL)
+        for (int s = 0; s < 2; s++) sv->f1[s] = sv->f2[s] = sv->f3[s] = NULL;
+    if (st) { /* the output state is the caller's to free no more; what was kept is sv's */
+        for (int i = 0; i < n_out; i++) pool_free(sv->pool, outs[i]);
+        release_saved(sv);
+        if (saved_io) *saved_io = NULL;
+        return st;
+    }
+    if (f->keep == KEEP_NOTHING && !sv->on_host) {
+        free(sv);
+        sv = NULL;
+    }
+    if (saved_io) *saved_io = sv;
+    return ST_OK;
+}
+
+st_status side_send(block_saved *sv)
+{
+    st_status st = ST_OK;
+    for (int i = 0; i < SIDE_MAX && !st; i++)
+        if (in_use(sv, i))
+            st = host_tensor_offload(sv->off, &sv->h[i], sv->side[i], (size_t)sv->side_n[i] * sizeof(float),
+                                     MEM_ACTIVATIONS, "attention side (host)");
+    for (int a = 0; a < sv->n_attn && !st; a++)
+        st = host_tensor_offload(sv->off, &sv->h[SIDE_MAX + a], sv->attn[a].data, sv->attn[a].bytes, MEM_ACTIVATIONS,
+                                 "attention state (host)");
+    return st;
+}
+
+st_status side_drop(block_saved *sv, scratch *owner)
+{
+    st_status st = ST_OK;
+    for (int i = 0; i < SIDE_MAX; i++) {
+        if (!in_use(sv, i)) continue;
+        scratch_forget(owner, sv->side[i]);
+        st_status si = host_tensor_drop_device(sv->off, &sv->h[i]);
+        st = st ? st : si;
+        sv->side[i] = NULL;
+    }
+    for (int a = 0; a < sv->n_attn; a++) {
+        st_status sa = host_tensor_drop_device(sv->off, &sv->h[SIDE_MAX + a]);
+        st = st ? st : sa;
+        sv->attn[a] = (op_state){0};
+    }
+    sv->on_host = true;
+    return st;
+}
+
+st_status side_back(block_saved *sv)
+{
+    st_status st = ST_OK;
+    for (int i = 0; i < SIDE_MAX + ATTN_N && !st; i++)
+        if (in_use(sv, i)) st = host_tensor_wait(sv->off, &sv->h[i]);
+    if (st) return st;
+    for (int i = 0; i < SIDE_MAX; i++)
+        if (in_use(sv, i)) sv->side[i] = sv->h[i].dev, sv->h[i].dev = NULL;
+    for (int a = 0; a < sv->n_attn; a++) {
+        host_tensor *h = &sv->h[SIDE_MAX + a];
+        sv->attn[a] = (op_state){.pool = sv->pool, .data = h->dev, .bytes = h->bytes};
+        h->dev = NULL;
+    }
+    sv->on_host = false;
+    return ST_OK;
+}
+
+st_status side_prefetch(block *b, block_saved *sv)
+{
+    (void)b;
+    st_status st = ST_OK;
+    for (int i = 0; sv && sv->on_host && i < SIDE_MAX + ATTN_N && !st; i++)
+        if (in_use(sv, i)) st = host_tensor_fetch(sv->off, &sv->h[i]);
+    return st;
+}
+
+/* draw += dL/draw from dy, the gradient after an RMSNorm over rows of `width` (its statistics recomputed); no norm:
+ * dy itself. n rows of `total` floats. */
+static st_status norm_back(const side_attention *a, float *draw, const float *dy, const float *raw, int w, int64_t n,
+                           int64_t total)
+{
+    if (w < 0) {
+        add_to(draw, dy, n * total);
+        return ST_OK;
+    }
+    const model *m = a->m;
+    const int64_t rows = n * total / a->norm_width;
+    scratch s = {.pool = m->pool};
+    float *tmp = scratch_take(&s, n * total, MEM_WORKSPACE, "attention.norm");
+    op_state stats = {0};
+    param *p = param_at(m->params, w);
+    if (!s.status && a->zero_centred) {
+        s.status = rmsnorm_zc_forward(m->pool, tmp, raw, p->w, rows, a->norm_width, a->eps, &stats);
+        if (!s.status) s.status = rmsnorm_zc_backward(m->pool, draw, p->g, dy, raw, p->w, rows, a->norm_width, &stats);
+    } else if (!s.status) {
+        s.status = rmsnorm_forward(m->pool, tmp, raw, p->w, rows, a->norm_width, a->eps, &stats);
+        if (!s.status) rmsnorm_backward(draw, p->g, dy, raw, p->w, rows, a->norm_width, &stats);
+    }
+    op_state_release(&stats);
+    return scratch_end(&s);
+}
+
+static attn_view rows_of(float *x, int64_t tokens, int64_t width) { return (attn_view){x, width, tokens * width}; }
+
+/* A run of rows under one set of weights: all rows, or with a->gen a sample's rows before the split (a's) or from it
+ * (gen's) */
+typedef struct side_run {
+    const side_attention *w;
+    int64_t r0, n;
+} side_run;
+
+static int64_t runs_of(const side_attention *a) { return a->gen ? 2 * a->shape.batch : 1; }
+
+static side_run run_at(const side_attention *a, int64_t i, int64_t rows)
+{
+    if (!a->gen) return (side_run){a, 0, rows};
+    const int64_t T = a->shape.tokens, b = i / 2;
+    return i % 2 ? (side_run){a->gen, b * T + a->split, T - a->split} : (side_run){a, b * T, a->split};
+}
+
+/* The projection `which` (0 q, 1 k, 2 v, 3 out) of a run's set */
+static const lin_layer *layer_of(const side_attention *w, int which)
+{
+    return which == 0 ? w->q : which == 1 ? w->k : which == 2 ? w->v : w->out;
+}
+
+/* y = l(x) over `rows` rows, run by run; back: dx += and the weights' gradients from dy */
+static st_status proj(const side_attention *a, int which, float *y, const float *x, int64_t rows, bool back, float *dx,
+                      const float *dy, bool k_bias_zero)
+{
+    st_status st = ST_OK;
+    for (int64_t i = 0; !st && i < runs_of(a); i++) {
+        const side_run r = run_at(a, i, rows);
+        lin_layer l = *layer_of(r.w, which);
+        if (k_bias_zero) l.b = -1;
+        const int64_t in = r.r0 * l.in, out = r.r0 * l.out;
+        st = back ? bwd(a->m, &l, dx ? dx + in : NULL, dy + out, x + in, r.n) : fwd(a->m, &l, y + out, x + in, r.n);
+    }
+    return st;
+}
+
+st_status side_out_forward(const side_attention *a, float *y, const float *att)
+{
+    return proj(a, 3, y, att, a->shape.batch * a->shape.tokens, false, NULL, NULL, false);
+}
+
+/* The per-head RMSNorm `which` (0 of q, 1 of k) of a run's set; < 0: none */
+static int qk_norm_of(const side_attention *w, int which) { return which ? w->norm_k : w->norm_q; }
+
+/* y = RMSNorm(raw) per head over `rows` rows of `width`, run by run */
+static st_status qk_norm(const side_attention *a, int which, float *y, const float *raw, int64_t rows, int64_t width)
+{
+    st_status (*const norm)(pool *, float *, const float *, const float *, int64_t, int64_t, float, op_state *) =
+        a->zero_centred ? rmsnorm_zc_forward : rmsnorm_forward;
+    const int64_t w = a->norm_width;
+    st_status st = ST_OK;
+    for (int64_t i = 0; !st && i < runs_of(a); i++) {
+        const side_run r = run_at(a, i, rows);
+        const int n = qk_norm_of(r.w, which);
+        st = norm(a->m->pool, y + r.r0 * width, raw + r.r0 * width, param_at(a->m->params, n)->w, r.n * width / w, w,
+                  a->eps, NULL);
+    }
+    return st;
+}
+
+st_status side_attention_forward(const side_attention *a, block_saved *sv, int at, const float *xq, const float *xkv,
+                                 bool keep)
+{
+    const model *m = a->m;
+    const attn_shape *as = &a->shape;
+    const int64_t T = as->tokens, Tkv = as->kv_tokens ? as->kv_tokens : T;
+    const int64_t D = as->heads * as->head_dim, K = (as->kv_heads ? as->kv_heads : as->heads) * as->head_dim;
+    const int64_t nq = as->batch * T, nkv = as->batch * Tkv;
+    float **side = sv->side + at;
+    const bool nq_on = a->norm_q >= 0, nk_on = a->norm_k >= 0;
+    st_status st = proj(a, 0, nq_on ? side[SQR] : side[SQ], xq, nq, false, NULL, NULL, false);
+    if (!st) st = proj(a, 1, nk_on ? side[SKR] : side[SK], xkv, nkv, false, NULL, NULL, false);
+    if (!st) st = proj(a, 2, side[SV], xkv, nkv, false, NULL, NULL, false);
+    if (!st && nq_on) st = qk_norm(a, 0, side[SQ], side[SQR], nq, D);
+    if (!st && nk_on) st = qk_norm(a, 1, side[SK], side[SKR], nkv, K);
+    if (st) return st;
+    if (a->rotate) a->rotate(a->block, side[SQ], false, false), a->rotate(a->block, side[SK], true, false);
+    if (sv->att_kept && (at == SQ || (at == XQ && sv->xo_kept)))
+        return ST_OK; /* a recompute after KEEP_ATTENTION_OUTPUT: output and state kept */
+    return attention_forward_masked(m->pool, as, a->mask, rows_of(side[SO], T, D), rows_of(side[SQ], T, D),
+                                    rows_of(side[SK], Tkv, K), rows_of(side[SV], Tkv, K),
+                                    keep ? &sv->attn[at / SIDE_PER] : NULL);
+}
+
+st_status side_attention_backward(const side_attention *a, block_saved *sv, int at, const float *dout, const float *xq,
+                                  const float *xkv, float *dxq, float *dxkv)
+{
+    const model *m = a->m;
+    const attn_shape *as = &a->shape;
+    const int64_t T = as->tokens, Tkv = as->kv_tokens ? as->kv_tokens : T;
+    const int64_t D = as->heads * as->head_dim, K = (as->kv_heads ? as->kv_heads : as->heads) * as->head_dim;
+    const int64_t nq = as->batch * T, nkv = as->batch * Tkv;
+    float **side = sv->side + at;
+    scratch s = {.pool = m->pool};
+    float *datt = a->out ? scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "attention.datt") : (float *)dout;
+    float *dq = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "attention.dq");
+    float *dk = scratch_take_zero(&s, nkv * K, MEM_WORKSPACE, "attention.dk");
+    float *dv = scratch_take_zero(&s, nkv * K, MEM_WORKSPACE, "attention.dv");
+    float *draw = scratch_take_zero(&s, nq * D > nkv * K ? nq * D : nkv * K, MEM_WORKSPACE, "attention.draw");
+    if (s.status) return scratch_end(&s);
+    if (a->out && (s.status = proj(a, 3, NULL, side[SO], nq, true, datt, dout, false))) return scratch_end(&s);
+    s.status = attention_backward_masked(m->pool, as, a->mask, rows_of(dq, T, D), rows_of(dk, Tkv, K),
+                                         rows_of(dv, Tkv, K), rows_of(datt, T, D), rows_of(side[SQ], T, D),
+                                         rows_of(side[SK], Tkv, K), rows_of(side[SV], Tkv, K), rows_of(side[SO], T, D),
+                                         &sv->attn[at / SIDE_PER]);
+    if (s.status) return scratch_end(&s);
+    if (a->rotate) a->rotate(a->block, dq, false, true), a->rotate(a->block, dk, true, true);
+    for (int64_t i = 0; !s.status && i < runs_of(a); i++) {
+        const side_run r = run_at(a, i, nq);
+        s.status = norm_back(a, draw + r.r0 * D, dq + r.r0 * D, side[SQR] + r.r0 * D, r.w->norm_q, r.n, D);
+    }
+    if (!s.status) s.status = proj(a, 0, NULL, xq, nq, true, dxq, draw, false);
+    if (!s.status) zero_bytes(draw, (size_t)(nkv * K) * sizeof(float));
+    for (int64_t i = 0; !s.status && i < runs_of(a); i++) {
+        const side_run r = run_at(a, i, nkv);
+        s.status = norm_back(a, draw + r.r0 * K, dk + r.r0 * K, side[SKR] + r.r0 * K, r.w->norm_k, r.n, K);
+    }
+    if (!s.status) s.status = proj(a, 1, NULL, xkv, nkv, true, dxkv, draw, a->k_bias_zero);
+    if (!s.status) s.status = proj(a, 2, NULL, xkv, nkv, true, dxkv, dv, false);
+    return scratch_end(&s);
+}
+
+void glu_ffn_forward(scratch *s, const struct model *m, const lin_layer *w1, const lin_layer *w3, const lin_layer *w2,
+                     float *h, int64_t n, int64_t F, glu_kind kind, float *f1, float *f3, float *f2, const char *what)
+{
+    if (!s->status) s->status = fwd(m, w1, f1, h, n);
+    if (!s->status && w3) s->status = fwd(m, w3, f3, h, n);
+    scratch_drop(s, h);
+    float *a = scratch_take(s, n * F, MEM_WORKSPACE, what);
+    if (s->status) return;
+    glu_forward(a, f1, w3 ? f3 : f1 + F, n, F, w3 ? F : 2 * F, kind);
+    s->status = fwd(m, w2, f2, a, n);
+}

@@ -1,0 +1,129 @@
+/* What the dual-stream blocks (mmdit_block.c, flux2_block.c, auraflow_block.c) share, internal to src/models:
+ * one layout of a block's saved tensors, the attention side's trip to the host, and the forward's frame (which
+ * scratch a buffer comes from, by keep level, and what a forward leaves in block_saved). */
+#ifndef SEGTRAIN_MODELS_ATTN_SIDE_H
+#define SEGTRAIN_MODELS_ATTN_SIDE_H
+
+#include "models/core/internal.h"
+
+/* The side: an attention's q, k, v, o, q and k before their norm (SIDE_PER tensors), for up to ATTN_N attentions a
+ * block: the joint one's, then SD3.5's attn2's on the image rows (or a cross-attention's), then LTX-2's four more.
+ * Attention a's tensors start at a * SIDE_PER, and its kept state is attn[a]. */
+enum { SQ, SK, SV, SO, SQR, SKR, XQ, XK, XV, XO, XQR, XKR };
+#define SIDE_PER 6
+#define ATTN_N 6
+#define SIDE_MAX (SIDE_PER * ATTN_N)
+
+/* Every field a family leaves unused stays NULL. */
+struct block_saved {
+    float *mod[2];            /* the streams' modulations (B, wD), w the modulation's width */
+    float *side[SIDE_MAX];    /* the side; raw q/k hold the streams one after another */
+    int64_t side_n[SIDE_MAX]; /* floats of each side tensor, 0: unused (set by side_take) */
+    int n_attn;               /* attention states kept (set by side_take) */
+    op_state attn[ATTN_N];
+    float *o[2], *o2;         /* output projections per stream and attn2's (for the gates' gradients); lumina2_block.c's
+                                 o2 is Krea 2's attention output gate, to_gate's output */
+    float *o3[4];             /* LTX-2's further four attentions' */
+    float *f1[2], *f2[2], *f3[2]; /* KEEP_ALL: the feed-forward's outputs */
+    pool *pool;
+    offload *off;
+    bool on_host;
+    bool mod_borrowed; /* mod points into the model's modulation rows (Chroma), not the block's own */
+    bool att_kept;     /* a KEEP_ATTENTION_OUTPUT forward left the attentions' outputs and states, for its recompute */
+    bool xo_kept;      /* ... XO's among them (frame's keep_xo) */
+    host_tensor h[SIDE_MAX + ATTN_N]; /* the side and the attention states, while on the host */
+};
+
+/* The forward's common frame: what is kept, tagged by keep level, and the cases of the attention side. What is
+ * kept goes through `kept` (tagged activations), what is transient through `tmp` (workspace); with KEEP_NOTHING
+ * the side, modulations and projections are transient (ks, kt), and only KEEP_ALL keeps the feed-forward's
+ * outputs (fs, ft). */
+typedef struct frame {
+    keep_level keep;
+    bool from_host, to_host;
+    bool reuse; /* a recompute after KEEP_ATTENTION_OUTPUT: the attentions' outputs and states are sv's already */
+    /* KEEP_ATTENTION_OUTPUT keeps SO, and XO too when this is set (SD3.5's attn2, a self-attention of the image): a
+     * cross-attention to the text is cheap to run again (its keys are the text's few tokens), its output is not */
+    bool keep_xo;
+    mem_tag kt, ft;
+    scratch kept, tmp;
+    scratch *ks, *fs;
+} frame;
+/* A block's forward begins: counts the run, takes the saved tensors a recompute brings back (*saved_io) or new ones,
+ * and sets up f for them; NULL when the host is out of memory. */
+block_saved *frame_begin(frame *f, block *b, const struct model *m, keep_level keep, offload *off,
+                         block_saved **saved_io);
+/* Records the side's sizes (numel[SIDE_MAX], 0: unused) and attention states, and takes its buffers unless they
+ * come back from the host (or, the attentions' outputs, are kept from a KEEP_ATTENTION_OUTPUT forward). */
+void side_take(frame *f, block_saved *sv, const int64_t *numel, int n_attn);
+/* Ends a forward: transient buffers go, sv keeps what the keep level says; on failure outs[0 .. n_out) and sv go. */
+st_status frame_end(frame *f, st_status st, block_saved *sv, block_saved **saved_io, float **outs, int n_out);
+
+/* The side's trip: send queues the copies to the host; drop frees the device copies once their last reader is
+ * done (the scratch that allocated them forgets them); back waits for the copies from the host. */
+st_status side_send(block_saved *sv);
+st_status side_drop(block_saved *sv, scratch *owner);
+st_status side_back(block_saved *sv);
+/* A block's per-head norm weight `prefix.name.weight` (hd), trained unless LoRA trains. */
+int block_norm(param_set *ps, const char *prefix, const char *name, int64_t hd, const model_config *c);
+/* A block's linear layers on the model's parameters and pool */
+static inline st_status fwd(const struct model *m, const lin_layer *l, float *y, const float *x, int64_t n)
+{
+    return lin_forward(m->params, m->pool, l, y, x, n);
+}
+static inline st_status bwd(const struct model *m, const lin_layer *l, float *dx, const float *dy, const float *x,
+                            int64_t n)
+{
+    return lin_backward(m->params, m->pool, l, dx, dy, x, n);
+}
+
+/* One attention of a block (the side's tensors at `at`: SQ or XQ). The sizes come from shape: the queries' tokens
+ * and heads, kv_tokens for a cross-attention, kv_heads for grouped queries. */
+typedef struct side_attention {
+    const struct model *m;
+    const lin_layer *q, *k, *v, *out;
+    int norm_q, norm_k;  /* RMSNorm weights of q and k; < 0: none */
+    int64_t norm_width;  /* the norms' row: a head's width, or the whole width */
+    float eps;
+    bool zero_centred;   /* the norms scale by 1 + weight (Krea 2's, rmsnorm_zc_forward) */
+    attn_shape shape;
+    const attn_mask *mask;
+    /* the self-attention's rotation of q (keys false) or k in place, back: its gradient's; NULL: none */
+    void (*rotate)(const void *self, float *x, bool keys, bool back);
+    const void *block;
+    bool k_bias_zero;    /* k's bias gradient is left exactly zero (its bias adds q . b to a query's every logit) */
+    /* A mixture of transformers (Cosmos 3's self-attention): each sample's rows from `split` on are projected and
+     * normed by gen's q, k, v, out, norm_q and norm_k, the rows before it by these; NULL: one set for all rows */
+    const struct side_attention *gen;
+    int64_t split;
+} side_attention;
+/* The projections of xq (the queries' input) and xkv (the keys' and values'), their norms and rotation, and the
+ * attention into the side (its state kept when keep), but not the self-attention (at SQ) in a recompute after
+ * KEEP_ATTENTION_OUTPUT, whose output and state are kept; the output projection is the block's. */
+st_status side_attention_forward(const side_attention *a, block_saved *sv, int at, const float *xq, const float *xkv,
+                                 bool keep);
+/* From dout, dL/d(the output projection's output), or with a NULL out dL/d(the attention's output): the weights'
+ * gradients, and dxq (the queries' input) and dxkv (the keys' and values' input; the same buffer for a
+ * self-attention) accumulated. */
+st_status side_attention_backward(const side_attention *a, block_saved *sv, int at, const float *dout, const float *xq,
+                                  const float *xkv, float *dxq, float *dxkv);
+
+/* y = out(att) over the queries' rows, each row by its set's output projection (a->gen's past the split) */
+st_status side_out_forward(const side_attention *a, float *y, const float *att);
+
+/* What KEEP_ATTENTION_OUTPUT keeps of an attention of this shape: its output (queries x heads x head width floats)
+ * and kept state. */
+size_t side_output_bytes(const attn_shape *s);
+
+/* A gated feed-forward of two input projections (SwiGLU, GEGLU): f1 = w1 h, f3 = w3 h, f2 = w2(act(f1) f3); w3 NULL:
+ * w1 is both, fused (gate rows first), and f1 (n, 2F) holds f1 and f3 side by side. h is
+ * s's and is dropped once w1 and w3 have read it, before the activation's buffer (named `what`) is taken, so the two
+ * are never live together; nothing runs once s has failed. */
+void glu_ffn_forward(scratch *s, const struct model *m, const lin_layer *w1, const lin_layer *w3, const lin_layer *w2,
+                     float *h, int64_t n, int64_t F, glu_kind kind, float *f1, float *f3, float *f2, const char *what);
+
+/* block_kind's prefetch and release */
+st_status side_prefetch(block *b, block_saved *sv);
+void saved_release(block *b, block_saved *sv);
+
+#endif

@@ -1,0 +1,712 @@
+/* The model object's generic half: families (dit.c, mmdit.c) supply embeddings, head and blocks through
+ * model_family; everything that only needs block sequences and their plans lives here. */
+#include "models/core/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "segtrain/checked.h"
+#include "segtrain/rng.h"
+
+static bool hunyuanvideo(const model_config *mc)
+{
+    return !strcmp(mc->family, "hunyuanvideo") || !strcmp(mc->family, "hunyuanvideo15");
+}
+
+/* the families of xdit.c */
+static bool xdit(const model_config *mc)
+{
+    return !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo") ||
+           model_sana(mc);
+}
+
+bool model_ltx2(const model_config *mc) { return !strcmp(mc->family, "ltxvideo2"); }
+
+bool model_vace(const model_config *mc) { return !strcmp(mc->family, "wan") && mc->vace_count > 0; }
+bool model_wan_animate(const model_config *mc) { return !strcmp(mc->family, "wan") && mc->face_every > 0; }
+int64_t model_face_frames(const model_config *mc) { return model_wan_animate(mc) ? 4 * mc->frames - 7 : 0; }
+
+int64_t model_audio_tokens(const model_config *mc) { return model_ltx2(mc) ? (mc->frames - 1) * 8 + 1 : 0; }
+
+bool model_xattn(const model_config *mc)
+{
+    return xdit(mc) || model_kandinsky5(mc) || model_cosmos(mc) || model_audio(mc) || model_ltx2(mc);
+}
+
+static const model_family *family_of(const model_config *mc)
+{
+    if (!strcmp(mc->family, "sd3")) return &sd3_family;
+    if (!strcmp(mc->family, "auraflow")) return &auraflow_family;
+    if (!strcmp(mc->family, "qwen_image")) return &qwen_image_family;
+    if (!strcmp(mc->family, "flux2")) return &flux2_family;
+    if (!strcmp(mc->family, "hidream")) return &hidream_family;
+    if (hunyuanvideo(mc)) return &hunyuan_video_family;
+    if (model_cosmos(mc)) return &cosmos_family;
+    if (model_audio(mc)) return &ace_step_family;
+    if (model_kandinsky5(mc)) return &kandinsky5_family;
+    if (xdit(mc)) return &xdit_family;
+    if (model_ltx2(mc)) return &ltx2_family;
+    if (model_lumina2(mc)) return &lumina2_family;
+    if (model_ernie(mc)) return &ernie_family;
+    if (model_ideogram(mc)) return &ideogram_family;
+    if (model_omnigen(mc)) return &omnigen_family;
+    if (model_krea2(mc)) return &krea2_family;
+    if (model_flux3(mc)) return &flux3_family;
+    if (model_qwen_image21(mc)) return &qwen_image21_family;
+    if (model_minimax_h3(mc)) return &minimax_h3_family;
+    if (model_cosmos3(mc)) return &cosmos3_family;
+    if (model_unet(mc)) return &unet_family;
+    if (model_cascade(mc)) return &cascade_family;
+    if (model_dual_stream(mc)) return &mmdit_family;
+    return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
+}
+
+bool model_dual_stream(const model_config *mc)
+{
+    return !strcmp(mc->family, "mmdit") || !strcmp(mc->family, "flux") || !strcmp(mc->family, "sd3") ||
+           !strcmp(mc->family, "auraflow") || !strcmp(mc->family, "longcat_image") ||
+           !strcmp(mc->family, "chroma") || !strcmp(mc->family, "flux2") || !strcmp(mc->family, "qwen_image") ||
+           hunyuanvideo(mc) || !strcmp(mc->family, "hidream");
+}
+
+bool model_lumina2(const model_config *mc) { return !strcmp(mc->family, "lumina2") || !strcmp(mc->family, "z_image"); }
+
+bool model_ernie(const model_config *mc) { return !strcmp(mc->family, "ernie"); }
+bool model_ideogram(const model_config *mc) { return !strcmp(mc->family, "ideogram"); }
+bool model_omnigen(const model_config *mc) { return !strcmp(mc->family, "omnigen"); }
+bool model_krea2(const model_config *mc) { return !strcmp(mc->family, "krea2"); }
+bool model_flux3(const model_config *mc) { return !strcmp(mc->family, "flux3_image"); }
+bool model_qwen_image21(const model_config *mc) { return !strcmp(mc->family, "qwen_image21"); }
+bool model_minimax_h3(const model_config *mc) { return !strcmp(mc->family, "minimaxh3"); }
+bool model_cosmos3(const model_config *mc) { return !strcmp(mc->family, "cosmos3"); }
+bool model_sana(const model_config *mc) { return !strcmp(mc->family, "sana") || model_sanavideo(mc); }
+bool model_sanavideo(const model_config *mc) { return !strcmp(mc->family, "sanavideo"); }
+
+bool model_reads_text(const model_config *mc)
+{
+    return model_dual_stream(mc) || model_xattn(mc) || model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) ||
+           model_omnigen(mc) || model_krea2(mc) || model_flux3(mc) || model_qwen_image21(mc) || model_minimax_h3(mc) ||
+           model_cosmos3(mc) || model_unet(mc) || model_cascade(mc);
+}
+
+bool model_video(const model_config *mc)
+{
+    return hunyuanvideo(mc) || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
+           (model_kandinsky5(mc) && mc->cond_channels) || /* Kandinsky 5's video models are its visual_cond ones */
+           model_minimax_h3(mc) || model_cosmos3(mc) || model_sanavideo(mc);
+}
+
+int64_t model_vae_scale_t(const model_config *mc) { return !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ? 8 : 4; }
+
+int64_t model_pixel_frames(const model_config *mc)
+{
+    if (model_minimax_h3(mc)) return mc->frames > 1 ? (mc->frames - 2) / 5 * 17 + 5 : 1;
+    return 1 + model_vae_scale_t(mc) * (mc->frames - 1);
+}
+
+bool model_text_mask(const model_config *mc)
+{
+    return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma") || hunyuanvideo(mc) ||
+           !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
+           model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) || model_omnigen(mc) || model_krea2(mc) ||
+           model_qwen_image21(mc) || model_minimax_h3(mc) || model_cosmos3(mc) || model_sana(mc);
+}
+
+/* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
+ * 7D), one of the terms below, or the batch times a sample's term (model_check_batch). Checking the terms once
+ * here keeps every product in the families inside int64_t; params.c checks the parameters' total. A sample's
+ * terms: its rows S (image tokens, plus caption tokens for mmdit and AuraFlow's 8 register tokens) times the
+ * widest row (8 D, or a LoRA rank), the attention probabilities H S^2 (kept by math; checked for flash too), its
+ * pixels and the timestep features. */
+static int64_t blocks_of(const model_config *c) { return c->depth + c->single_depth; }
+
+static st_status too_large(const char *keys, const model_config *c)
+{
+    return st_fail(ST_ERR_INVALID, "%s: these sizes make a tensor of more than 2^57 elements (depth %lld, hidden_size "
+                   "%lld, num_heads %lld, patch_size %lld, in_channels %lld, resolution %lld, num_classes %lld, "
+                   "tokenizer_max_length %lld, text_vocab_size %lld, lora_rank %lld)", keys, (long long)c->depth,
+                   (long long)c->hidden, (long long)c->heads, (long long)c->patch, (long long)c->channels,
+                   (long long)c->resolution, (long long)c->classes, (long long)c->text_len, (long long)c->text_vocab,
+                   (long long)c->lora_rank);
+}
+
+static st_status check_sizes(const model_config *c, int64_t *per_sample)
+{
+    const int64_t lim = CK_MAX_ELEMENTS, D = c->hidden, G = c->resolution / c->patch;
+    const int64_t L = model_reads_text(c) ? c->text_len + c->text2_len + 8 * !strcmp(c->family, "auraflow") +
+                                                 (c->depth + c->single_depth + 1) * c->llama_len : 0; /* hidream's */
+    const int64_t wide = D > c->lora_rank ? D : c->lora_rank;
+    int64_t W, P, S, x, rows, attn, pixels, freq;
+    if (!ck_add(c->depth, c->single_depth, INT32_MAX / 4, &x)) /* block counts are ints */
+        return st_fail(ST_ERR_INVALID, "depth, num_single_layers: %lld + %lld blocks; at most %d in all",
+                       (long long)c->depth, (long long)c->single_depth, INT32_MAX / 4);
+    if (!ck_mul(wide, 8, lim, &W) || !ck_mul(D, W, lim, &x)) return too_large("hidden_size, lora_rank", c);
+    if (!ck_mul(c->channels, c->patch, lim, &P) || !ck_mul(P, c->patch, lim, &P) || !ck_mul(P, c->patch_t, lim, &P) ||
+        !ck_mul(P, D, lim, &x))
+        return too_large("in_channels, patch_size, hidden_size", c);
+    if (!ck_add(c->classes, 1, lim, &x) || !ck_mul(x, D, lim, &x)) return too_large("num_classes, hidden_size", c);
+    if (!ck_mul(c->text_dim, D, lim, &x) || !ck_mul(c->pooled_dim, D, lim, &x) || !ck_mul(L, c->text_dim, lim, &x) ||
+        !ck_add(x, c->pooled_dim, lim, &x))
+        return too_large("joint_attention_dim, pooled_projection_dim, tokenizer_max_length, hidden_size", c);
+    if (!ck_mul(G, G, lim, &S) || !ck_mul(S, c->frames / c->patch_t, lim, &S) || !ck_add(S, L, lim, &S) ||
+        !ck_mul(S, W, lim, &rows))
+        return too_large("resolution, num_frames, patch_size, tokenizer_max_length, hidden_size", c);
+    if (!ck_mul(c->heads, S, lim, &attn) || !ck_mul(attn, S, lim, &attn))
+        return too_large("num_heads, resolution, patch_size, tokenizer_max_length", c);
+    if (!ck_mul(c->channels, c->resolution, lim, &pixels) || !ck_mul(pixels, c->resolution, lim, &pixels) ||
+        !ck_mul(pixels, c->frames, lim, &pixels))
+        return too_large("in_channels, resolution, num_frames", c);
+    if (!ck_mul(D, DIT_FREQ_DIM, lim, &freq)) return too_large("hidden_size", c);
+    if (!ck_mul(model_audio_tokens(c) + 1, c->audio_channels + 8 * D, lim, &x)) /* LTX-2's audio rows */
+        return too_large("num_frames, audio_in_channels, hidden_size", c);
+    if (!ck_mul(c->text2_len, c->text2_dim, lim, &x) || !ck_mul(c->text2_len + c->text2_dim + D, 2048, lim, &x) ||
+        !ck_mul(c->image_dim, c->image_dim + D, lim, &x)) /* hunyuanvideo15's ByT5 projection is 2048 wide */
+        return too_large("text_embed_2_dim, image_embed_dim, hidden_size", c);
+    if (!ck_mul(c->pos_embed_max, c->pos_embed_max, lim, &x) || !ck_mul(x, D, lim, &x)) /* sd3's table */
+        return too_large("pos_embed_max_size, hidden_size", c);
+    *per_sample = rows > attn ? rows : attn;
+    *per_sample = *per_sample > pixels ? *per_sample : pixels;
+    *per_sample = *per_sample > freq ? *per_sample : freq;
+    return ST_OK;
+}
+
+st_status model_check_batch(const model *m, int64_t batch)
+{
+    if (batch < 1) return st_fail(ST_ERR_INVALID, "train_batch_size: %lld must be at least 1", (long long)batch);
+    /* a step holds at most about 16 sample-sized tensors per block and as many again outside the blocks */
+    int64_t x;
+    if (!ck_mul(batch, m->per_sample, CK_MAX_ELEMENTS, &x) || !ck_mul(x, 16 * (blocks_of(&m->cfg) + 8), INT64_MAX / 64, &x))
+        return st_fail(ST_ERR_INVALID, "train_batch_size: %lld samples of this model need more than 2^57 floats (%lld "
+                       "in a sample's largest tensor, %lld blocks)", (long long)batch, (long long)m->per_sample,
+                       (long long)blocks_of(&m->cfg));
+    return ST_OK;
+}
+
+st_status model_create(const model_config *mc, pool *device, model **out)
+{
+    *out = NULL;
+    int64_t per_sample = 0;
+    st_status st = model_config_check(mc);
+    if (!st) st = check_sizes(mc, &per_sample);
+    if (st) return st;
+    model *m = calloc(1, sizeof *m);
+    if (!m) return st_host_oom("the model");
+    m->cfg = *mc;
+    m->family = family_of(mc);
+    m->pool = device;
+    m->params = &m->own_params;
+    m->per_sample = per_sample;
+    const int64_t G = mc->resolution / mc->patch;
+    m->shape = (model_shape){.tokens = mc->frames / mc->patch_t * G * G, .hidden = mc->hidden, .heads = mc->heads,
+                             .text = mc->text_len + mc->text2_len,
+                             .mechanism = mc->mechanism};
+    /* the U-Nets' LoRA files name their adapters under "unet.", as diffusers' and SimpleTuner's U-Net pipelines do */
+    if (model_unet(mc) || model_cascade(mc)) m->own_params.lora_component = "unet";
+    m->own_params.bf16_base = mc->bf16_base;
+    st = m->family->create(m);
+    if (!st) st = param_set_check(m->params);
+    const ckpt_settings none = {.interval = 1, .stride = 1};
+    if (!st) st = model_set_checkpointing(m, &none, NULL, 0);
+    if (!st && device && !(st = param_set_alloc(m->params, device)) && m->family->fill_fixed) m->family->fill_fixed(m);
+    if (st) {
+        model_destroy(m);
+        return st;
+    }
+    *out = m;
+    return ST_OK;
+}
+
+void model_destroy(model *m)
+{
+    if (!m) return;
+    model_release(m);
+    copy_engine_destroy(m->off.engine);
+    param_set_free(&m->own_params);
+    for (int i = 0; i < m->n_seq; i++) seq_plan_free(&m->plan[i]);
+    free(m->captured);
+    free(m->capture);
+    m->family->destroy(m);
+    free(m);
+}
+
+const model_config *model_get_config(const model *m) { return &m->cfg; }
+param_set *model_params(model *m) { return m->params; }
+
+int model_sequences(model *m, block_seq **seqs)
+{
+    *seqs = m->seq;
+    return m->n_seq;
+}
+
+st_status model_set_checkpointing(model *m, const ckpt_settings *cs, const int64_t *capture, size_t n_capture)
+{
+    if (n_capture && !m->family->hidden)
+        return st_fail(ST_ERR_UNSUPPORTED, "capture_hidden_states: the %s family does not support it (dit, skipdit do)",
+                       m->cfg.family);
+    const int n = m->seq[0].n;
+    bool *captured = calloc((size_t)(n ? n : 1), sizeof *captured);
+    int *list = calloc(n_capture ? n_capture : 1, sizeof *list);
+    seq_plan plans[MODEL_SEQ_MAX] = {0};
+    st_status st = captured && list ? ST_OK : st_host_oom("the list of captured blocks");
+    for (size_t k = 0; k < n_capture && !st; k++) {
+        if (capture[k] < 0 || capture[k] >= n)
+            st = st_fail(ST_ERR_INVALID, "capture_hidden_states: block %lld does not exist (blocks 0-%d)",
+                         (long long)capture[k], n - 1);
+        else captured[capture[k]] = true, list[k] = (int)capture[k];
+    }
+    if (!st && cs->enabled && cs->plan[0]) st = plan_check_sequences(cs->plan, m->seq, m->n_seq);
+    int planned = 0;
+    for (; planned < m->n_seq && !st; planned++)
+        st = plan_sequence(cs, &m->seq[planned], m->cfg.family, planned ? NULL : captured, &plans[planned]);
+    if (st) {
+        for (int i = 0; i < planned; i++) seq_plan_free(&plans[i]);
+        free(captured), free(list);
+        return st;
+    }
+    for (int i = 0; i < m->n_seq; i++) {
+        seq_plan_free(&m->plan[i]);
+        m->plan[i] = plans[i];
+    }
+    free(m->captured), free(m->capture);
+    m->captured = captured;
+    m->capture = list;
+    m->n_capture = (int)n_capture;
+    return ST_OK;
+}
+
+void model_plan_text(const model *m, char *buf, size_t size)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < m->n_seq && at < size; i++) {
+        at += (size_t)snprintf(buf + at, size - at, "%s%s: ", i ? " / " : "", m->seq[i].name);
+        if (at < size) seq_plan_format(&m->plan[i], buf + at, size - at);
+        at += strlen(buf + at);
+    }
+}
+
+const seq_plan *model_plan(const model *m, int sequence)
+{
+    return sequence >= 0 && sequence < m->n_seq ? &m->plan[sequence] : NULL;
+}
+
+st_status model_set_host_pool(model *m, pool *host)
+{
+    if (!m->off.engine) {
+        st_status st = copy_engine_create(&m->off.engine);
+        if (st) return st;
+    }
+    m->off.device = m->pool;
+    m->off.host = host;
+    return ST_OK;
+}
+
+copy_engine *model_copy_engine(model *m) { return m->off.engine; }
+offload *model_offload(model *m) { return m->off.host ? &m->off : NULL; }
+
+/* p's initial values into w (p->w, or a float copy of a bf16 weight): xavier-uniform weights (a conv kernel as a
+ * (out, in k k) matrix), N(0, 0.02) embedding tables and timestep MLPs, zero adaLN modulations and output layers
+ * (adaLN-Zero), as the family says; LoRA A as PEFT's kaiming-uniform(a = sqrt 5), B zero. */
+static void init_param(model *m, const param *p, float *w, uint64_t seed, bool random_all)
+{
+    const uint64_t stream = rng_stream(p->name);
+    const int64_t fan_out = p->shape[0], fan_in = p->ndim > 1 ? p->numel / p->shape[0] : 1;
+    if (random_all) { /* every value non-zero and of a scale that keeps activations O(1) (gradient checks) */
+        float a = p->ndim > 1 ? (float)(1.0 / sqrt((double)fan_in)) : 0.1f;
+        rng_fill_uniform(w, p->numel, seed, stream, -a, a);
+        if (m->family->init_of(p->name) == INIT_ONE)
+            for (int64_t k = 0; k < p->numel; k++) w[k] += 1.0f;
+        return;
+    }
+    memset(w, 0, (size_t)p->numel * sizeof(float));
+    if (strstr(p->name, "lora_A")) {
+        float a = (float)(1.0 / sqrt((double)fan_in));
+        rng_fill_uniform(w, p->numel, seed, stream, -a, a);
+        return;
+    }
+    if (strstr(p->name, "lora_B")) return;
+    switch (m->family->init_of(p->name)) {
+    case INIT_ZERO: break;
+    case INIT_ONE:
+        for (int64_t k = 0; k < p->numel; k++) w[k] = 1.0f;
+        break;
+    case INIT_NORMAL: /* tables and weights; biases start at zero */
+        if (p->ndim > 1) rng_fill_normal(w, p->numel, seed, stream, 0.0f, 0.02f);
+        break;
+    case INIT_XAVIER:
+        if (p->ndim > 1) {
+            float a = (float)sqrt(6.0 / (double)(fan_in + fan_out));
+            rng_fill_uniform(w, p->numel, seed, stream, -a, a);
+        }
+        break;
+    }
+}
+
+st_status model_init(model *m, uint64_t seed, bool random_all)
+{
+    param_set *s = m->params;
+    for (int i = 0; i < s->n; i++) {
+        param *p = param_at(s, i);
+        if (p->fixed) continue;
+        if (!p->bf16) {
+            init_param(m, p, p->w, seed, random_all);
+            continue;
+        }
+        /* a bf16 weight is drawn in float as any other and rounded: the float model's weight, rounded */
+        float *w = malloc((size_t)p->numel * sizeof(float));
+        if (!w) return st_host_oom("a float copy of %s to initialise", p->name);
+        init_param(m, p, w, seed, random_all);
+        param_store_bf16(p, w);
+        free(w);
+    }
+    return ST_OK;
+}
+
+void model_release(model *m) { m->family->release(m); }
+
+st_status model_hidden(model *m, int k, const float **h, float **dh)
+{
+    if (!m->family->hidden) return st_fail(ST_ERR_INVALID, "model_hidden: the %s family captures nothing", m->cfg.family);
+    return m->family->hidden(m, k, h, dh);
+}
+
+st_status model_forward(model *m, const float *x, const float *timesteps, const float *cond, int64_t batch,
+                        bool train, const float **pred)
+{
+    *pred = NULL;
+    st_status st = model_check_batch(m, batch);
+    if (st) return st;
+    m->family->set_batch(m, batch);
+    return m->family->forward(m, x, timesteps, cond, train, pred);
+}
+
+void model_set_batch(model *m, int64_t batch) { m->family->set_batch(m, batch); }
+
+void model_set_r_timesteps(model *m, const float *r) { m->r_time = r; }
+
+void model_set_dropout_seed(model *m, uint64_t seed) { m->dropout_seed = seed; }
+
+st_status model_backward(model *m, const float *dpred) { return m->family->backward(m, dpred); }
+
+float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero)
+{
+    void *p = NULL;
+    if (!*st)
+        *st = (zero ? pool_alloc_zero : pool_alloc)(m->pool, (size_t)floats * sizeof(float), MEM_ACTIVATIONS, what, &p);
+    return p;
+}
+
+st_status model_caption_length(const model *m, const float *cond, int64_t b, float *len)
+{
+    const int64_t L = m->shape.text;
+    const float *mask = cond + b * model_cond_len(&m->cfg) + L * m->cfg.text_dim;
+    int64_t n = 0;
+    while (n < L && mask[n] == 1.0f) n++;
+    for (int64_t j = n; j < L; j++)
+        if (mask[j] != 0.0f)
+            return st_fail(ST_ERR_INVALID, "the batch's sample %lld: its caption mask is %g at token %lld after %lld "
+                           "ones: %s lays out a sample's rows by its caption's length, and takes a mask of its tokens "
+                           "first, then padding (ones, then zeros)", (long long)b, mask[j], (long long)j, (long long)n,
+                           m->cfg.family);
+    *len = (float)n;
+    return ST_OK;
+}
+
+int64_t model_cond_len(const model_config *mc)
+{
+    if (!model_reads_text(mc)) return 1;
+    if (model_anima(mc)) return mc->source_len * mc->source_dim + 2 * mc->text_len; /* Qwen's, T5 ids, weights */
+    if (!strcmp(mc->family, "hidream")) /* T5's, the pooled vector, each block's Llama states */
+        return (mc->text_len + (mc->depth + mc->single_depth) * mc->llama_len) * mc->text_dim + mc->pooled_dim;
+    if (model_audio(mc)) return mc->text_len * mc->text_dim + mc->frames * mc->cond_channels; /* the context latents */
+    const int64_t plane = mc->resolution * mc->resolution;
+    int64_t control = model_vace(mc) ? mc->vace_channels * mc->frames * plane : 0;
+    if (model_wan_animate(mc)) /* the reference image's tokens, condition and pose latents, the face video */
+        control = mc->image_tokens * mc->image_dim + (mc->cond_channels * mc->frames + mc->channels * (mc->frames - 1)) *
+                  plane + 3 * model_face_frames(mc) * mc->face_size * mc->face_size;
+    return mc->text_len * (mc->text_dim + model_text_mask(mc)) + mc->pooled_dim + mc->text2_len * (mc->text2_dim + 1) +
+           mc->guidance_embeds + control + model_size_ids(mc);
+}
+
+void model_condition(const model_config *mc, int64_t label, const char *caption, float *cond)
+{
+    if (!model_reads_text(mc)) cond[0] = (float)label;
+    else if (model_anima(mc)) { /* Qwen's states from the caption's words; as many T5 ids (1, 2, ...), weight 1 */
+        const int64_t words = encode_caption(caption ? caption : "", mc->text_vocab, mc->source_len, mc->source_dim, 0,
+                                             cond, NULL);
+        float *ids = cond + mc->source_len * mc->source_dim, *w = ids + mc->text_len;
+        for (int64_t l = 0; l < mc->text_len; l++)
+            ids[l] = l < words ? (float)(1 + l % (mc->text_vocab - 1)) : 0.0f, w[l] = l < words ? 1.0f : 0.0f;
+    } else if (model_omnigen(mc) || model_cosmos3(mc)) { /* the words' ids inside the model's template, then their
+                                                            mask (OmniGen's instruction; Cosmos 3's chat turn) */
+        const char *const omnigen[] = {"<|user|> Generate an image according to the following instructions",
+                                       caption ? caption : "", "<|end|> <|assistant|> <|diffusion|>"};
+        const char *const cosmos3[] = {"<|im_start|> user", caption ? caption : "",
+                                       "<|im_end|> <|im_start|> assistant <|endoftext|> <|start_of_generation|>"};
+        const int64_t n = encode_caption_ids(model_omnigen(mc) ? omnigen : cosmos3, 3, mc->text_vocab, mc->text_len,
+                                             cond);
+        for (int64_t l = 0; l < mc->text_len; l++) cond[mc->text_len + l] = l < n ? 1.0f : 0.0f;
+    } else {
+        float *pooled = cond + mc->text_len * mc->text_dim, *rest = pooled + mc->pooled_dim;
+        const int64_t words = encode_caption(caption ? caption : "", mc->text_vocab, mc->text_len, mc->text_dim,
+                                             mc->pooled_dim, cond, pooled);
+        if (model_text_mask(mc)) { /* the words fill the first tokens; ChromaPipeline keeps one padding token too, and
+                                      Krea 2's text attends within itself: its empty caption keeps one token (a real
+                                      one's chat template always has some) */
+            const int64_t kept = words + (!strcmp(mc->family, "chroma") ||
+                                          ((model_krea2(mc) || model_qwen_image21(mc)) && !words));
+            for (int64_t l = 0; l < mc->text_len; l++) *rest++ = l < kept ? 1.0f : 0.0f;
+        }
+        if (mc->text2_len) { /* hunyuanvideo15's ByT5 glyph tokens: the caption's words again, and their mask */
+            const int64_t glyphs = encode_caption(caption ? caption : "", mc->text_vocab, mc->text2_len, mc->text2_dim,
+                                                  0, rest, NULL);
+            rest += mc->text2_len * mc->text2_dim;
+            for (int64_t l = 0; l < mc->text2_len; l++) *rest++ = l < glyphs ? 1.0f : 0.0f;
+        }
+        if (mc->guidance_embeds) *rest = (float)mc->guidance;
+        if (model_size_ids(mc)) { /* SDXL's size ids: the image uncropped at the training resolution */
+            const float px = (float)(mc->resolution * mc->vae_scale);
+            const float ids[6] = {px, px, 0.0f, 0.0f, px, px};
+            memcpy(rest, ids, sizeof ids);
+        }
+        for (int64_t i = 0; !strcmp(mc->family, "hidream") && i < mc->depth + mc->single_depth; i++) /* Llama's */
+            encode_caption(caption ? caption : "", mc->text_vocab, mc->llama_len, mc->text_dim, mc->pooled_dim,
+                           rest + i * mc->llama_len * mc->text_dim, pooled);
+        for (int64_t f = 0; model_audio(mc) && f < mc->frames; f++) /* ace_step's context: zero source latents (the
+                                                                        stand-in's silence), the chunk mask all ones */
+            for (int64_t ch = 0; ch < mc->cond_channels; ch++) *rest++ = ch < mc->channels ? 0.0f : 1.0f;
+        if (model_vace(mc) || model_wan_animate(mc)) /* VACE's control latents, Animate's reference, pose and face
+                                                         video: none (the stand-in has no video to read them from) */
+            memset(rest, 0, (size_t)(model_cond_len(mc) - (rest - cond)) * sizeof *rest);
+    }
+}
+
+void model_null_condition(const model_config *mc, float *cond) { model_condition(mc, mc->classes, "", cond); }
+
+#define W(i) (param_at(m->params, (i))->w)
+#define G(i) (param_at(m->params, (i))->g)
+
+/* ---- the final layer ---- */
+
+#define BIAS(of, i) ((i) < 0 ? NULL : of(i))
+
+int64_t model_loss_numel(const model_config *mc) { return mc->channels * mc->frames * mc->resolution * mc->resolution; }
+
+int64_t model_sample_numel(const model_config *mc)
+{
+    return model_loss_numel(mc) + model_audio_tokens(mc) * mc->audio_channels;
+}
+
+int64_t model_out_channels(const model_config *c) { return c->out_channels ? c->out_channels : c->channels; }
+
+int64_t model_patch_dim(const model_config *c) { return c->channels * c->patch_t * c->patch * c->patch; }
+
+patch_shape model_patches(const model *m)
+{
+    const model_config *c = &m->cfg;
+    return (patch_shape){m->shape.batch, c->channels, c->frames, c->resolution, c->resolution, c->patch_t, c->patch};
+}
+
+/* The output's patches as the prediction: unpatchified, and where the output has more channels than the input
+ * (PixArt's learned variance), only the input's first channels. */
+static patch_shape out_patches(const model *m)
+{
+    patch_shape ps = model_patches(m);
+    ps.channels = model_out_channels(&m->cfg);
+    return ps;
+}
+
+st_status final_forward(model *m, final_layer *f, const float *x)
+{
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
+    const int64_t Cout = model_out_channels(c), P = model_patch_dim(c) / c->channels * Cout;
+    const int64_t per = model_sample_numel(c), per_out = per / c->channels * Cout;
+    st_status st = ST_OK;
+    const bool own = f->ada_w >= 0; /* else the modulation is rows of the model's (Chroma, the cross-attention DiTs) */
+    if (own) f->mod = model_take(m, &st, B * 2 * D, "final.mod", false);
+    if (!f->no_norm) f->ln = model_take(m, &st, N * D, "final.ln", false);
+    f->h = model_take(m, &st, N * D, "final.h", false);
+    f->pred = model_take(m, &st, B * per, "pred", false);
+    float *out = NULL, *full = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(N * P) * sizeof(float), MEM_WORKSPACE, "final.out", (void **)&out);
+    if (!st && Cout != c->channels)
+        st = pool_alloc(m->pool, (size_t)(B * per_out) * sizeof(float), MEM_WORKSPACE, "final.output", (void **)&full);
+    if (!st && !f->no_norm) st = layernorm_forward(m->pool, f->ln, x, NULL, NULL, N, D, DIT_LN_EPS, &f->stats);
+    if (!st) {
+        const float *mod = own ? f->mod : m->ctx.mod + f->mod_row * D;
+        const int64_t stride = own ? 2 * D : m->ctx.mod_rows * D;
+        const float *shift = mod + (f->scale_first ? D : 0), *scale = mod + (f->scale_first ? 0 : D);
+        if (own) linear_forward(f->mod, m->ctx.cs, W(f->ada_w), BIAS(W, f->ada_b), B, D, 2 * D);
+        modulate_forward(f->h, f->no_norm ? x : f->ln, shift, scale, B, T, D, stride);
+        linear_forward(out, f->h, W(f->out_w), BIAS(W, f->out_b), N, D, P);
+        if (f->negate) scale_by(out, N * P, -1.0f);
+        const patch_shape ps = out_patches(m);
+        unpatchify_forward(full ? full : f->pred, out, &ps, f->order);
+        if (full) copy_rows(f->pred, per, full, per_out, B, per); /* channels lead a sample's latent */
+    }
+    pool_free(m->pool, full);
+    pool_free(m->pool, out);
+    return st;
+}
+
+st_status final_backward(model *m, final_layer *f, const float *x, const float *dpred, float *dx)
+{
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
+    const int64_t Cout = model_out_channels(c), P = model_patch_dim(c) / c->channels * Cout;
+    const int64_t per = model_sample_numel(c), per_out = per / c->channels * Cout;
+    const patch_shape ps = out_patches(m);
+    scratch k = {.pool = m->pool};
+    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "final.dout");
+    float *dfull = Cout != c->channels ? scratch_take_zero(&k, B * per_out, MEM_WORKSPACE, "final.doutput") : NULL;
+    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "final.dh");
+    float *dln = f->no_norm ? dx : scratch_take_zero(&k, N * D, MEM_WORKSPACE, "final.dln");
+    const bool own = f->ada_w >= 0;
+    float *dmod = own ? scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "final.dmod") : m->ctx.dmod + f->mod_row * D;
+    const float *mod = own ? f->mod : m->ctx.mod + f->mod_row * D;
+    const int64_t stride = own ? 2 * D : m->ctx.mod_rows * D;
+    if (k.status) return scratch_end(&k);
+    const int64_t shift = f->scale_first ? D : 0, scale = f->scale_first ? 0 : D;
+    if (dfull) copy_rows(dfull, per_out, dpred, per, B, per); /* the extra channels reach no loss */
+    unpatchify_backward(dout, dfull ? dfull : dpred, &ps, f->order);
+    if (f->negate) scale_by(dout, N * P, -1.0f);
+    linear_backward(dh, G(f->out_w), BIAS(G, f->out_b), dout, f->h, W(f->out_w), N, D, P);
+    modulate_backward(dln, dmod + shift, dmod + scale, dh, f->no_norm ? x : f->ln, mod + scale, B, T, D, stride);
+    if (!f->no_norm) layernorm_backward(dx, NULL, NULL, dln, x, NULL, N, D, &f->stats);
+    if (own) linear_backward(m->ctx.dcs, G(f->ada_w), BIAS(G, f->ada_b), dmod, m->ctx.cs, W(f->ada_w), B, D, 2 * D);
+    return scratch_end(&k);
+}
+
+void final_backward_done(model *m, final_layer *f)
+{
+    op_state_release(&f->stats);
+    pool_free(m->pool, f->h);
+    pool_free(m->pool, f->ln);
+    f->h = f->ln = NULL;
+}
+
+void final_release(model *m, final_layer *f)
+{
+    final_backward_done(m, f);
+    pool_free(m->pool, f->pred);
+    pool_free(m->pool, f->mod);
+    f->pred = f->mod = NULL;
+}
+
+/* ---- the timestep path, and MLP embeddings like it ---- */
+
+/* Registers in state_dict order: linear_1's weight and bias, then linear_2's; without bias, indices -1. */
+static void temb_add(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t mid,
+                     int64_t D, bool trainable, bool bias)
+{
+    char n[PARAM_NAME_MAX];
+    t->in = in, t->mid = mid, t->out = D, t->gelu = false;
+    t->b0 = t->b2 = -1;
+    snprintf(n, sizeof n, "%s.weight", linear_1);
+    t->w0 = param_add(s, n, 2, (int64_t[]){mid, in}, trainable);
+    snprintf(n, sizeof n, "%s.bias", linear_1);
+    if (bias) t->b0 = param_add(s, n, 1, (int64_t[]){mid}, trainable);
+    snprintf(n, sizeof n, "%s.weight", linear_2);
+    t->w2 = param_add(s, n, 2, (int64_t[]){D, mid}, trainable);
+    snprintf(n, sizeof n, "%s.bias", linear_2);
+    if (bias) t->b2 = param_add(s, n, 1, (int64_t[]){D}, trainable);
+}
+
+void temb_register(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
+                   bool trainable)
+{
+    temb_add(s, t, linear_1, linear_2, in, D, D, trainable, true);
+}
+
+void temb_register_mid(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t mid,
+                       int64_t D, bool trainable)
+{
+    temb_add(s, t, linear_1, linear_2, in, mid, D, trainable, true);
+}
+
+void temb_register_nobias(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
+                          bool trainable)
+{
+    temb_add(s, t, linear_1, linear_2, in, D, D, trainable, false);
+}
+
+void temb_take_path(model *m, temb *t, st_status *st)
+{
+    const int64_t B = m->shape.batch, D = t->out;
+    t->freq = model_take(m, st, B * t->in, "t_freq", false);
+    t->h = model_take(m, st, B * t->mid, "t_hidden", false);
+    t->hs = model_take(m, st, B * t->mid, "t_silu", false);
+    t->c = model_take(m, st, B * D, "c", false);
+}
+
+void temb_take(model *m, temb *t, st_status *st, bool train)
+{
+    const int64_t B = m->shape.batch, D = m->cfg.hidden;
+    temb_take_path(m, t, st);
+    m->ctx.cs = model_take(m, st, B * D, "silu_c", false);
+    if (train) m->ctx.dcs = model_take(m, st, B * D, "dsilu_c", true);
+}
+
+void temb_release_path(model *m, temb *t)
+{
+    void *bufs[] = {t->c, t->hs, t->h, t->freq};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
+    t->c = t->hs = t->h = t->freq = NULL;
+}
+
+void temb_release(model *m, temb *t)
+{
+    pool_free(m->pool, m->ctx.dcs);
+    pool_free(m->pool, m->ctx.cs);
+    m->ctx.cs = m->ctx.dcs = NULL;
+    temb_release_path(m, t);
+}
+
+void temb_mlp_forward(model *m, temb *t)
+{
+    const int64_t B = m->shape.batch, D = t->out, H = t->mid;
+    linear_forward(t->h, t->freq, W(t->w0), BIAS(W, t->b0), B, t->in, H);
+    (t->gelu ? gelu_forward : silu_forward)(t->hs, t->h, B * H);
+    linear_forward(t->c, t->hs, W(t->w2), BIAS(W, t->b2), B, H, D);
+}
+
+st_status temb_forward(model *m, temb *t, const float *timesteps)
+{
+    timestep_embedding(t->freq, timesteps, m->shape.batch, t->in, 10000.0);
+    temb_mlp_forward(m, t);
+    return ST_OK;
+}
+
+/* Workspace: two (B, D) buffers. */
+st_status temb_backward(model *m, temb *t, float *dc)
+{
+    const int64_t B = m->shape.batch, D = t->out, H = t->mid;
+    scratch k = {.pool = m->pool};
+    float *dhs = scratch_take_zero(&k, B * H, MEM_WORKSPACE, "temb.dsilu");
+    float *dh = scratch_take_zero(&k, B * H, MEM_WORKSPACE, "temb.dhidden");
+    if (k.status) return scratch_end(&k);
+    linear_backward(dhs, G(t->w2), BIAS(G, t->b2), dc, t->hs, W(t->w2), B, H, D);
+    (t->gelu ? gelu_backward : silu_backward)(dh, dhs, t->h, B * H);
+    linear_backward(NULL, G(t->w0), BIAS(G, t->b0), dh, t->freq, W(t->w0), B, t->in, H);
+    return scratch_end(&k);
+}
+
+void sincos_table_fill(const model_config *c, float *t)
+{
+    const int64_t E = c->pos_embed_max, D = c->hidden, q = D / 4;
+    const float step = (float)((double)E / (double)(c->sample_size / c->patch));
+    if (pool_is_dry_ptr(t)) return; /* a dry model plans; it has no data */
+    for (int64_t k = 0; k < E * E; k++)
+        for (int half = 0; half < 2; half++) {
+            const double pos = (double)((float)(half ? k / E : k % E) / step);
+            float *row = t + k * D + half * 2 * q;
+            for (int64_t j = 0; j < q; j++) {
+                const double arg = pos / pow(10000.0, (double)j / (double)q);
+                row[j] = (float)sin(arg);
+                row[q + j] = (float)cos(arg);
+            }
+        }
+}

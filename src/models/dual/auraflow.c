@@ -1,0 +1,157 @@
+/* AuraFlow, in diffusers' AuraFlowTransformer2DModel's names and layouts (docs/FAMILIES.md): the image's patches
+ * (pos_embed.proj, plus the learned position table's rows of the grid, cropped from the table's centre) and the
+ * text as 8 learned register tokens followed by the text encoder's tokens through context_embedder, as two
+ * streams through `depth` joint blocks, then [text; image] as one sequence through `single_depth` single blocks,
+ * and the image rows through norm_out (a modulation without LayerNorm) and proj_out (rows in DiT's (i, j, c)
+ * order). No rotary embedding and no pooled text: the conditioning vector is the timestep's embedding alone.
+ * Nothing but pos_embed.proj and the timestep MLP has a bias. */
+#include "models/dual/auraflow.h"
+#include "models/dual/mmdit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AF_REGISTERS 8
+
+typedef struct af_model {
+    dual_model b;
+    temb t;
+    int p_reg, p_pos, p_x_w, p_x_b, p_ctx_w;
+} af_model;
+
+static af_model *af_of(model *m) { return m->impl; }
+
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train);
+static st_status embed_backward(model *m, float *dimg, const float *dtxt);
+static void release_own(model *m);
+
+/* The table's (row, column) of the grid's top-left token: AuraFlowPatchEmbed centres the grid in it. */
+static int64_t table_start(const model_config *c) { return c->pos_embed_max / 2 - c->resolution / c->patch / 2; }
+
+static st_status af_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    if (c->single_depth < 1)
+        return st_fail(ST_ERR_INVALID, "num_single_dit_layers: %lld; auraflow needs at least 1 single block",
+                       (long long)c->single_depth);
+    const int nd = (int)c->depth, ns = (int)c->single_depth;
+    af_model *d = dual_alloc(m, sizeof *d, nd + ns, sizeof(af_block));
+    if (!d) return st_host_oom("the AuraFlow model");
+    af_block *blocks = d->b.blocks;
+    m->shape.text = c->text_len + AF_REGISTERS;
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
+    /* in the order of AuraFlowTransformer2DModel's state_dict */
+    d->p_reg = param_add(s, "register_tokens", 3, (int64_t[]){1, AF_REGISTERS, D}, full);
+    d->p_pos = param_add(s, "pos_embed.pos_embed", 3, (int64_t[]){1, c->pos_embed_max * c->pos_embed_max, D}, full);
+    d->p_x_w = param_add(s, "pos_embed.proj.weight", 2, (int64_t[]){D, P}, full);
+    d->p_x_b = param_add(s, "pos_embed.proj.bias", 1, (int64_t[]){D}, full);
+    d->p_ctx_w = param_add(s, "context_embedder.weight", 2, (int64_t[]){D, c->text_dim}, full);
+    temb_register(s, &d->t, "time_step_proj.linear_1", "time_step_proj.linear_2", DIT_FREQ_DIM, D, full);
+    for (int i = 0; i < nd; i++) af_joint_register(s, &blocks[i], i, c);
+    for (int i = 0; i < ns; i++) af_single_register(s, &blocks[nd + i], i, c);
+    d->b.final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
+                             .ada_b = -1,
+                             .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
+                             .out_b = -1,
+                             .scale_first = true, .no_norm = true, .order = PATCH_DIT};
+    for (int i = 0; i < nd + ns; i++) blocks[i].m = m;
+    dual_sequences(m, "joint_transformer_blocks", nd, &af_joint_kind, ns, &af_single_kind, sizeof *blocks);
+    d->b.embed = embed_forward, d->b.embed_backward = embed_backward, d->b.release_own = release_own;
+    return ST_OK;
+}
+
+/* adaLN-Zero (every modulation and the final projection zero), N(0, 0.02) embedding MLPs, position table and
+ * register tokens, xavier-uniform elsewhere. */
+static param_init af_init_of(const char *name)
+{
+    if (strstr(name, "norm1.linear") || strstr(name, "norm1_context.linear") || strstr(name, "norm_out.linear") ||
+        !strcmp(name, "proj_out.weight"))
+        return INIT_ZERO;
+    if (strstr(name, "time_step_proj.") || !strcmp(name, "register_tokens") || !strcmp(name, "pos_embed.pos_embed"))
+        return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+#define PW(name) (param_at(m->params, d->name)->w)
+#define PG(name) (param_at(m->params, d->name)->g)
+
+static void release_own(model *m) { temb_release(m, &af_of(m)->t); }
+
+/* The position table's rows of the grid, added to (or, backward, accumulated from) each sample's image rows:
+ * grid row r is table row (r0 + r) from column r0 on, one run of `grid` rows. */
+static void pos_rows(model *m, float *img, float *table, bool backward)
+{
+    const model_config *c = &m->cfg;
+    const int64_t D = c->hidden, grid = c->resolution / c->patch, r0 = table_start(c), T = grid * grid;
+    for (int64_t b = 0; b < m->shape.batch; b++)
+        for (int64_t r = 0; r < grid; r++) {
+            float *x = img + (b * T + r * grid) * D, *t = table + ((r0 + r) * c->pos_embed_max + r0) * D;
+            if (backward) add_to(t, x, grid * D);
+            else add_to(x, t, grid * D);
+        }
+}
+
+/* The image tokens with their positions, the register and text tokens, and c = the timestep's embedding. */
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
+{
+    af_model *d = af_of(m);
+    dual_step *s = &d->b.step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, Lt = c->text_len, L = m->shape.text, D = c->hidden, Dt = c->text_dim;
+    const int64_t K = model_cond_len(c);
+    st_status st = ST_OK;
+    dual_take_tokens(m, &st, Lt);
+    dual_take_c(m, &st, train, &d->t, NULL, NULL);
+    float *ctx = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(B * Lt * D) * sizeof(float), MEM_WORKSPACE, "auraflow.context",
+                             (void **)&ctx);
+    if (st) return st;
+    copy_rows(s->text_in, Lt * Dt, cond, K, B, Lt * Dt);
+    linear_forward(ctx, s->text_in, PW(p_ctx_w), NULL, B * Lt, Dt, D);
+    copy_rows(s->txt, L * D, PW(p_reg), 0, B, AF_REGISTERS * D);
+    copy_rows(s->txt + AF_REGISTERS * D, L * D, ctx, Lt * D, B, Lt * D);
+    pool_free(m->pool, ctx);
+    if (!train || !PG(p_ctx_w)) { /* only context_embedder's weight gradient reads it again */
+        pool_free(m->pool, s->text_in);
+        s->text_in = NULL;
+    }
+    dual_embed_image(m, x, d->p_x_w, d->p_x_b);
+    pos_rows(m, s->img, PW(p_pos), false);
+    dual_c_forward(m, timesteps, cond, &d->t, NULL, NULL);
+    return ST_OK;
+}
+
+static st_status embed_backward(model *m, float *dimg, const float *dtxt)
+{
+    af_model *d = af_of(m);
+    dual_step *s = &d->b.step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, Lt = c->text_len, L = m->shape.text, D = c->hidden, N = B * m->shape.tokens;
+    const int64_t P = c->channels * c->patch * c->patch;
+    linear_backward(NULL, PG(p_x_w), PG(p_x_b), dimg, s->patches, PW(p_x_w), N, P, D);
+    if (PG(p_pos)) pos_rows(m, dimg, PG(p_pos), true);
+    for (int64_t b = 0; PG(p_reg) && b < B; b++) add_to(PG(p_reg), dtxt + b * L * D, AF_REGISTERS * D);
+    scratch k = {.pool = m->pool};
+    float *dctx = s->text_in ? scratch_take(&k, B * Lt * D, MEM_WORKSPACE, "auraflow.dcontext") : NULL;
+    if (k.status) return scratch_end(&k);
+    if (s->text_in) {
+        copy_rows(dctx, Lt * D, dtxt + AF_REGISTERS * D, L * D, B, Lt * D);
+        linear_backward(NULL, PG(p_ctx_w), NULL, dctx, s->text_in, PW(p_ctx_w), B * Lt, c->text_dim, D);
+    }
+    k.status = dual_c_backward(m, &d->t, NULL, NULL);
+    return scratch_end(&k);
+}
+
+const model_family auraflow_family = {
+    .name = "auraflow",
+    .create = af_create,
+    .destroy = dual_destroy,
+    .set_batch = dual_set_batch,
+    .forward = dual_forward,
+    .backward = dual_backward,
+    .release = dual_release,
+    .init_of = af_init_of,
+};

@@ -1,0 +1,256 @@
+/* The dual-stream models' skeleton (mmdit.h): the image and text streams through the double (joint) blocks, with
+ * single blocks [text; image] joined through those, and the image rows through the final layer. The families
+ * (mmdit.c, sd3.c, qwen_image.c, flux2.c, auraflow.c) supply their weights, embeddings and blocks. */
+#include "models/dual/mmdit.h"
+
+#include <stdlib.h>
+
+static dual_model *dual_of(model *m) { return m->impl; }
+
+void *dual_alloc(model *m, size_t size, int n, size_t block_size)
+{
+    dual_model *d = calloc(1, size);
+    m->impl = d;
+    if (d) d->blocks = calloc((size_t)n, block_size);
+    if (d && d->blocks) d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
+    return d && d->seq_blocks ? d : NULL;
+}
+
+void dual_sequences(model *m, const char *name, int nd, const block_kind *dk, int ns, const block_kind *sk,
+                    size_t block_size)
+{
+    dual_model *d = dual_of(m);
+    for (int i = 0; i < nd + ns; i++)
+        d->seq_blocks[i] = (block){.kind = i < nd ? dk : sk, .self = (char *)d->blocks + (size_t)i * block_size,
+                                   .index = i < nd ? i : i - nd};
+    m->n_seq = ns ? 2 : 1;
+    m->seq[0] = (block_seq){.name = name, .n = nd, .blocks = d->seq_blocks, .state_n = 2, .pool = m->pool,
+                            .state_names = {"image stream", "text stream"}};
+    if (ns)
+        m->seq[1] = (block_seq){
+            .name = "single_transformer_blocks", .n = ns, .blocks = d->seq_blocks + nd, .state_n = 1, .pool = m->pool};
+}
+
+void dual_destroy(model *m)
+{
+    dual_model *d = dual_of(m);
+    if (d) free(d->blocks), free(d->seq_blocks);
+    free(d);
+}
+
+void dual_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    const int64_t D = m->shape.hidden;
+    m->seq[0].state_numel[0] = batch * m->shape.tokens * D;
+    m->seq[0].state_numel[1] = batch * m->shape.text * D;
+    if (m->n_seq == 2) m->seq[1].state_numel[0] = batch * (m->shape.tokens + m->shape.text) * D;
+}
+
+void dual_release(model *m)
+{
+    dual_model *d = dual_of(m);
+    if (!d || !d->step.active) return;
+    dual_step *s = &d->step;
+    seq_release(s->run[1]);
+    seq_release(s->run[0]);
+    state_free(m->pool, &s->last);
+    final_release(m, &d->final);
+    if (d->release_own) d->release_own(m);
+    pool_free(m->pool, m->ctx.rope);
+    m->ctx.rope = NULL;
+    m->ctx.mask = NULL;
+    void *bufs[] = {s->xh, s->guidance, s->txt, s->img, s->patches, s->text_in};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
+    *s = (dual_step){0};
+}
+
+st_status dual_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                       const float **pred)
+{
+    dual_model *d = dual_of(m);
+    dual_step *s = &d->step;
+    if (s->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    s->active = true;
+    mm_dims dm = mm_dims_of(m);
+    const bool single = m->n_seq == 2;
+    st_status st = d->embed(m, x, timesteps, cond, train);
+    block_state streams = {0};
+    if (!st) {
+        block_state first = {.n = 2, .t = {s->img, s->txt}};
+        s->img = s->txt = NULL; /* the executor owns the first state now */
+        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, single ? &streams : &s->last,
+                         &s->run[0]);
+    }
+    if (single) {
+        float *joint = NULL;
+        if (!st) joint = model_take(m, &st, dm.J * dm.D, "dual.joint", false);
+        if (!st) {
+            mm_to_joint(&dm, 0, joint, streams.t[0]);
+            mm_to_joint(&dm, 1, joint, streams.t[1]);
+        }
+        state_free(m->pool, &streams);
+        if (!st) {
+            block_state first = {.n = 1, .t = {joint}};
+            st = seq_forward(&m->seq[1], &m->plan[1], model_offload(m), &first, train, &s->last, &s->run[1]);
+        }
+        if (!st) s->xh = model_take(m, &st, dm.rows[0] * dm.D, "dual.final.x", false);
+        if (!st) { /* the final layer reads the image rows of the last state: those are copied out and the state goes */
+            mm_from_joint(&dm, 0, s->xh, s->last.t[0]);
+            state_free(m->pool, &s->last);
+        }
+    }
+    if (!st) st = final_forward(m, &d->final, single ? s->xh : s->last.t[0]);
+    if (st) {
+        dual_release(m);
+        return st;
+    }
+    *pred = d->final.pred;
+    return ST_OK;
+}
+
+/* Back through the single blocks (unless st): the final layer's dx into the joint gradient, and the streams'
+ * out of it. */
+static st_status single_backward(model *m, const mm_dims *dm, float *dx, block_state *grad, st_status st)
+{
+    dual_step *s = &dual_of(m)->step;
+    float *dj = model_take(m, &st, dm->J * dm->D, "dual.djoint", true);
+    if (!st) mm_to_joint(dm, 0, dj, dx);
+    pool_free(m->pool, dx);
+    if (!st) { /* seq_backward releases the run, whatever it returns; dual_release does otherwise */
+        st = seq_backward(s->run[1], &(block_state){.n = 1, .t = {dj}}, NULL);
+        s->run[1] = NULL;
+    }
+    float *dimg = model_take(m, &st, dm->rows[0] * dm->D, "dual.dimage", false);
+    float *dtxt = model_take(m, &st, dm->rows[1] * dm->D, "dual.dtext", false);
+    if (!st) {
+        mm_from_joint(dm, 0, dimg, dj);
+        mm_from_joint(dm, 1, dtxt, dj);
+    }
+    pool_free(m->pool, dj);
+    *grad = (block_state){.n = 2, .t = {dimg, dtxt}};
+    return st;
+}
+
+st_status dual_backward(model *m, const float *dpred)
+{
+    dual_model *d = dual_of(m);
+    dual_step *s = &d->step;
+    if (!s->active || !s->run[0]) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    mm_dims dm = mm_dims_of(m);
+    const bool single = m->n_seq == 2;
+    st_status st = d->backward_begin ? d->backward_begin(m) : ST_OK;
+    float *dx = model_take(m, &st, dm.rows[0] * dm.D, "dual.dstate", true);
+    if (!st) st = final_backward(m, &d->final, single ? s->xh : s->last.t[0], dpred, dx);
+    final_backward_done(m, &d->final);
+    block_state grad = {0};
+    if (single) {
+        pool_free(m->pool, s->xh);
+        s->xh = NULL;
+        st = single_backward(m, &dm, dx, &grad, st);
+    } else { /* a last block with a text output gets its zero gradient (the output reaches nothing) */
+        const int n = s->last.n;
+        state_free(m->pool, &s->last);
+        grad = (block_state){.n = n, .t = {dx, n == 2 ? model_take(m, &st, dm.rows[1] * dm.D, "dual.dtext", true) : NULL}};
+    }
+    if (!st) { /* seq_backward releases the run whatever it returns */
+        st = seq_backward(s->run[0], &grad, NULL);
+        s->run[0] = NULL;
+    }
+    if (!st) st = d->embed_backward(m, grad.t[0], grad.t[1]);
+    state_free(m->pool, &grad);
+    dual_release(m);
+    return st;
+}
+
+#define W(i) (param_at(m->params, (i))->w)
+#define G(i) (param_at(m->params, (i))->g)
+#define BIAS(of, i) ((i) < 0 ? NULL : of(i))
+
+void dual_take_tokens(model *m, st_status *st, int64_t text_rows)
+{
+    dual_step *s = &dual_of(m)->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, N = B * m->shape.tokens, P = model_patch_dim(c), D = c->hidden;
+    s->text_in = model_take(m, st, B * text_rows * c->text_dim, "dual.text_in", false);
+    s->patches = model_take(m, st, N * P, "dual.patches", false);
+    s->img = model_take(m, st, N * D, "dual.image", false);
+    s->txt = model_take(m, st, B * m->shape.text * D, "dual.text", false);
+}
+
+void dual_take_c(model *m, st_status *st, bool train, temb *t, temb *g, temb *p)
+{
+    dual_step *s = &dual_of(m)->step;
+    if (t) temb_take(m, t, st, train);
+    if (g) {
+        s->guidance = model_take(m, st, m->shape.batch, "dual.guidance", false);
+        temb_take_path(m, g, st);
+    }
+    if (p) temb_take_path(m, p, st);
+}
+
+void dual_c_forward(model *m, const float *timesteps, const float *cond, temb *t, temb *g, temb *p)
+{
+    dual_step *s = &dual_of(m)->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, BD = B * c->hidden, K = model_cond_len(c);
+    temb_forward(m, t, timesteps);
+    if (g) { /* 1000 g in float, as Flux scales it */
+        copy_rows(s->guidance, 1, cond + K - 1, K, B, 1);
+        scale_by(s->guidance, B, 1000.0f);
+        temb_forward(m, g, s->guidance);
+        add_to(t->c, g->c, BD);
+    }
+    if (p) {
+        copy_rows(p->freq, c->pooled_dim, cond + m->shape.text * c->text_dim, K, B, c->pooled_dim);
+        temb_mlp_forward(m, p);
+        add_to(t->c, p->c, BD);
+    }
+    silu_forward(m->ctx.cs, t->c, BD);
+}
+
+void dual_embed_image(model *m, const float *x, int w, int b)
+{
+    dual_step *s = &dual_of(m)->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, P = model_patch_dim(c);
+    const patch_shape ps = model_patches(m);
+    patchify_forward(s->patches, x, &ps);
+    linear_forward(s->img, s->patches, W(w), BIAS(W, b), B * m->shape.tokens, P, c->hidden);
+}
+
+void dual_embed_text(model *m, const float *cond, bool train, int w, int b)
+{
+    dual_step *s = &dual_of(m)->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, Dt = c->text_dim;
+    copy_rows(s->text_in, L * Dt, cond, model_cond_len(c), B, L * Dt);
+    linear_forward(s->txt, s->text_in, W(w), BIAS(W, b), B * L, Dt, c->hidden);
+    if (!train || !G(w)) { /* only the weight's gradient reads it again */
+        pool_free(m->pool, s->text_in);
+        s->text_in = NULL;
+    }
+}
+
+void dual_tokens_backward(model *m, const float *dimg, const float *dtxt, int x_w, int x_b, int ctx_w, int ctx_b)
+{
+    dual_step *s = &dual_of(m)->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, D = c->hidden, P = model_patch_dim(c);
+    linear_backward(NULL, G(x_w), BIAS(G, x_b), dimg, s->patches, W(x_w), B * m->shape.tokens, P, D);
+    if (s->text_in)
+        linear_backward(NULL, G(ctx_w), BIAS(G, ctx_b), dtxt, s->text_in, W(ctx_w), B * m->shape.text, c->text_dim, D);
+}
+
+st_status dual_c_backward(model *m, temb *t, temb *g, temb *p)
+{
+    const int64_t BD = m->shape.batch * m->cfg.hidden;
+    scratch k = {.pool = m->pool};
+    float *dc = scratch_take_zero(&k, BD, MEM_WORKSPACE, "dual.dc");
+    if (k.status) return scratch_end(&k);
+    silu_backward(dc, m->ctx.dcs, t->c, BD);
+    k.status = temb_backward(m, t, dc);
+    if (!k.status && g) k.status = temb_backward(m, g, dc);
+    if (!k.status && p) k.status = temb_backward(m, p, dc);
+    return scratch_end(&k);
+}

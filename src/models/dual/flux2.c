@@ -1,0 +1,145 @@
+/* Flux.2, in diffusers' Flux2Transformer2DModel's names and layouts (docs/FAMILIES.md): the text encoder's tokens
+ * (context_embedder) and the latent's 2x2 patches (x_embedder, Flux's packing) as two streams through `depth` double
+ * blocks, then [text; image] as one sequence through `single_depth` single blocks, and the image rows through
+ * norm_out (AdaLayerNormContinuous: scale, shift) and proj_out (rows in the packing's (c, i, j) order). No bias
+ * anywhere. c = timestep_embedder(1000 t) + guidance_embedder(1000 g) (dev: guidance_embeds), each a
+ * Linear-SiLU-Linear on `time_channels` sinusoidal features; from SiLU(c) the model makes the three shared
+ * modulations once (flux2.h), which every block reads. Rotary embedding by 4-axis position ids (t, h, w, l) at
+ * theta 2000: text token k at (0, 0, 0, k), image token (r, q) at (0, r, q, 0). */
+#include "models/dual/flux2.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct f2_model {
+    dual_model b;
+    temb t, g; /* the timestep's and (guidance_embeds) the guidance's embeddings */
+    int p_mod[F2_MOD_N], p_x_w, p_ctx_w;
+    f2_shared sh;
+} f2_model;
+
+static f2_model *f2_of(model *m) { return m->impl; }
+
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train);
+static st_status embed_backward(model *m, float *dimg, const float *dtxt);
+static void release_own(model *m);
+
+static const char *const mod_names[F2_MOD_N] = {"double_stream_modulation_img.linear.weight",
+                                                "double_stream_modulation_txt.linear.weight",
+                                                "single_stream_modulation.linear.weight"};
+static const int64_t mod_width[F2_MOD_N] = {6, 6, 3}; /* in D */
+
+static st_status f2_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    if (c->single_depth < 1)
+        return st_fail(ST_ERR_INVALID, "num_single_layers: %lld; flux2 needs at least 1 single block",
+                       (long long)c->single_depth);
+    const int nd = (int)c->depth, ns = (int)c->single_depth;
+    f2_model *d = dual_alloc(m, sizeof *d, nd + ns, sizeof(f2_block));
+    if (!d) return st_host_oom("the Flux.2 model");
+    f2_block *blocks = d->b.blocks;
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
+    /* in the order of Flux2Transformer2DModel's state_dict */
+    temb_register_nobias(s, &d->t, "time_guidance_embed.timestep_embedder.linear_1",
+                         "time_guidance_embed.timestep_embedder.linear_2", c->time_channels, D, full);
+    if (c->guidance_embeds)
+        temb_register_nobias(s, &d->g, "time_guidance_embed.guidance_embedder.linear_1",
+                             "time_guidance_embed.guidance_embedder.linear_2", c->time_channels, D, full);
+    for (int i = 0; i < F2_MOD_N; i++) d->p_mod[i] = param_add(s, mod_names[i], 2, (int64_t[]){mod_width[i] * D, D}, full);
+    d->p_x_w = param_add(s, "x_embedder.weight", 2, (int64_t[]){D, P}, full);
+    d->p_ctx_w = param_add(s, "context_embedder.weight", 2, (int64_t[]){D, c->text_dim}, full);
+    for (int i = 0; i < nd; i++) f2_double_register(s, &blocks[i], i, c);
+    for (int i = 0; i < ns; i++) f2_single_register(s, &blocks[nd + i], i, c);
+    d->b.final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
+                             .ada_b = -1,
+                             .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
+                             .out_b = -1,
+                             .scale_first = true, .order = PATCH_CONV};
+    for (int i = 0; i < nd + ns; i++) blocks[i].m = m, blocks[i].sh = &d->sh;
+    dual_sequences(m, "transformer_blocks", nd, &f2_double_kind, ns, &f2_single_kind, sizeof *blocks);
+    d->b.embed = embed_forward, d->b.embed_backward = embed_backward, d->b.release_own = release_own;
+    return ST_OK;
+}
+
+/* Zero modulations and final projection (adaLN-Zero), RMSNorm weights one, N(0, 0.02) embedding MLPs,
+ * xavier-uniform elsewhere. */
+static param_init f2_init_of(const char *name)
+{
+    if (strstr(name, "_modulation_") || strstr(name, "single_stream_modulation") || strstr(name, "norm_out.linear") ||
+        !strcmp(name, "proj_out.weight"))
+        return INIT_ZERO;
+    if (strstr(name, ".norm_")) return INIT_ONE;
+    if (strstr(name, "time_guidance_embed.")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+#define PW(name) (param_at(m->params, d->name)->w)
+#define PG(name) (param_at(m->params, d->name)->g)
+
+static void release_own(model *m)
+{
+    f2_model *d = f2_of(m);
+    for (int i = 0; i < F2_MOD_N; i++) {
+        pool_free(m->pool, d->sh.dmod[i]);
+        pool_free(m->pool, d->sh.mod[i]);
+        d->sh.mod[i] = d->sh.dmod[i] = NULL;
+    }
+    temb_release_path(m, &d->g);
+    temb_release(m, &d->t);
+}
+
+/* The image and text tokens, the rotary table of their positions, c = timestep + guidance embeddings,
+ * cs = SiLU(c) and the shared modulations of cs. */
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
+{
+    f2_model *d = f2_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, hd = D / c->heads;
+    const int64_t grid = c->resolution / c->patch;
+    st_status st = ST_OK;
+    dual_take_tokens(m, &st, L);
+    dual_take_c(m, &st, train, &d->t, c->guidance_embeds ? &d->g : NULL, NULL);
+    for (int i = 0; i < F2_MOD_N; i++) {
+        d->sh.mod[i] = model_take(m, &st, B * mod_width[i] * D, "flux2.modulation", false);
+        if (train) d->sh.dmod[i] = model_take(m, &st, B * mod_width[i] * D, "flux2.dmodulation", true);
+    }
+    m->ctx.rope = model_take(m, &st, (L + T) * hd, "flux2.rope", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)((L + T) * 4) * sizeof(float), MEM_WORKSPACE, "flux2.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    position_ids_flux2(ids, L, grid, grid);
+    rope_table(m->ctx.rope, ids, L + T, 4, c->rope_axes, F2_ROPE_THETA);
+    pool_free(m->pool, ids);
+
+    dual_embed_text(m, cond, train, d->p_ctx_w, -1);
+    dual_embed_image(m, x, d->p_x_w, -1);
+    dual_c_forward(m, timesteps, cond, &d->t, c->guidance_embeds ? &d->g : NULL, NULL);
+    for (int i = 0; i < F2_MOD_N; i++) linear_forward(d->sh.mod[i], m->ctx.cs, PW(p_mod[i]), NULL, B, D, mod_width[i] * D);
+    return ST_OK;
+}
+
+static st_status embed_backward(model *m, float *dimg, const float *dtxt)
+{
+    f2_model *d = f2_of(m);
+    const int64_t B = m->shape.batch, D = m->cfg.hidden;
+    dual_tokens_backward(m, dimg, dtxt, d->p_x_w, -1, d->p_ctx_w, -1);
+    for (int i = 0; i < F2_MOD_N; i++) /* every block's modulation gradient is in: on to SiLU(c) */
+        linear_backward(m->ctx.dcs, PG(p_mod[i]), NULL, d->sh.dmod[i], m->ctx.cs, PW(p_mod[i]), B, D, mod_width[i] * D);
+    return dual_c_backward(m, &d->t, m->cfg.guidance_embeds ? &d->g : NULL, NULL);
+}
+
+const model_family flux2_family = {
+    .name = "flux2",
+    .create = f2_create,
+    .destroy = dual_destroy,
+    .set_batch = dual_set_batch,
+    .forward = dual_forward,
+    .backward = dual_backward,
+    .release = dual_release,
+    .init_of = f2_init_of,
+};

@@ -1,0 +1,212 @@
+/* HiDream, in diffusers' HiDreamImageTransformer2DModel's names and layouts (docs/FAMILIES.md). The latent's 2x2
+ * patches in DiT's (i, j, c) order through x_embedder; the text as caption_projection (a bias-free linear per
+ * block, and the last one for T5) of T5's tokens and of each block's own Llama hidden states; c =
+ * t_embedder(timestep) + p_embedder(pooled CLIP vector). The double blocks carry the image and the initial text
+ * [T5; the last block's Llama tokens] as two streams, each block's own Llama tokens joining the text as keys and
+ * values only; the single blocks carry [initial text; image] likewise; then final_layer (LayerNorm, (shift, scale),
+ * linear in DiT's order) on the image rows. The rotary embedding turns image token (r, c) at ids (0, r, c) over
+ * axes_dims_rope (text ids 0: unrotated). The prediction is the negated output, as HiDreamImagePipeline and
+ * SimpleTuner read it (the model was trained to predict the negated velocity). */
+#include "models/dual/hidream.h"
+#include "models/dual/mmdit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HD_ROPE_THETA 10000.0
+
+typedef struct hd_model {
+    dual_model b;
+    temb t, p;
+    int p_x_w, p_x_b, *p_cap; /* caption_projection.{i}: block i's Llama tokens, the last T5's */
+    float *llama_in;          /* (blocks, B Ll, text_dim): the Llama states, kept while their projections train */
+    float *llama, *dllama;    /* (blocks, B Ll, D): their projections and gradients */
+} hd_model;
+
+static hd_model *hd_of(const model *m) { return m->impl; }
+static int64_t blocks_of(const model_config *c) { return c->depth + c->single_depth; }
+
+float *hd_llama(const struct model *m, int index, bool grad)
+{
+    hd_model *d = hd_of(m);
+    float *base = grad ? d->dllama : d->llama;
+    return base ? base + (int64_t)index * m->shape.batch * m->cfg.llama_len * m->cfg.hidden : NULL;
+}
+
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train);
+static st_status embed_backward(model *m, float *dimg, const float *dtxt);
+static void release_own(model *m);
+
+static st_status hd_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    if (c->single_depth < 1 || c->experts < 1 || c->experts > HD_EXPERTS_MAX || c->experts_active < 1 ||
+        c->experts_active > c->experts || c->llama_len < 1)
+        return st_fail(ST_ERR_INVALID, "num_single_layers %lld, num_routed_experts %lld, num_activated_experts %lld, "
+                       "llama tokens %lld: hidream needs at least 1 single block, 1 to %d experts with 1 to all of "
+                       "them active, and at least 1 Llama token", (long long)c->single_depth, (long long)c->experts,
+                       (long long)c->experts_active, (long long)c->llama_len, HD_EXPERTS_MAX);
+    const int nd = (int)c->depth, ns = (int)c->single_depth, nb = nd + ns;
+    hd_model *d = dual_alloc(m, sizeof *d, nb, sizeof(hd_block));
+    if (d) d->p_cap = calloc((size_t)nb + 1, sizeof *d->p_cap);
+    if (!d || !d->p_cap) return st_host_oom("the HiDream model");
+    hd_block *blocks = d->b.blocks;
+    m->shape.text = c->text_len + c->llama_len;
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
+    /* in the order of HiDreamImageTransformer2DModel's state_dict */
+    temb_register(s, &d->t, "t_embedder.timestep_embedder.linear_1", "t_embedder.timestep_embedder.linear_2",
+                  DIT_FREQ_DIM, D, full);
+    temb_register(s, &d->p, "p_embedder.pooled_embedder.linear_1", "p_embedder.pooled_embedder.linear_2",
+                  c->pooled_dim, D, full);
+    d->p_x_w = param_add(s, "x_embedder.proj.weight", 2, (int64_t[]){D, P}, full);
+    d->p_x_b = param_add(s, "x_embedder.proj.bias", 1, (int64_t[]){D}, full);
+    for (int i = 0; i < nd; i++) hd_double_register(s, &blocks[i], i, c);
+    for (int i = 0; i < ns; i++) hd_single_register(s, &blocks[nd + i], i, c);
+    d->b.final = (final_layer){
+        .ada_w = param_add(s, "final_layer.adaLN_modulation.1.weight", 2, (int64_t[]){2 * D, D}, full),
+        .ada_b = param_add(s, "final_layer.adaLN_modulation.1.bias", 1, (int64_t[]){2 * D}, full),
+        .out_w = param_add(s, "final_layer.linear.weight", 2, (int64_t[]){P, D}, full),
+        .out_b = param_add(s, "final_layer.linear.bias", 1, (int64_t[]){P}, full),
+        .order = PATCH_DIT, .negate = true};
+    for (int i = 0; i <= nb; i++) {
+        char n[PARAM_NAME_MAX];
+        snprintf(n, sizeof n, "caption_projection.%d.linear.weight", i);
+        d->p_cap[i] = param_add(s, n, 2, (int64_t[]){D, c->text_dim}, full);
+    }
+    for (int i = 0; i < nb; i++) blocks[i].m = m;
+    dual_sequences(m, "double_stream_blocks", nd, &hd_double_kind, ns, &hd_single_kind, sizeof *blocks);
+    m->seq[1].name = "single_stream_blocks";
+    d->b.embed = embed_forward, d->b.embed_backward = embed_backward, d->b.release_own = release_own;
+    return ST_OK;
+}
+
+static void hd_destroy(model *m)
+{
+    if (m->impl) free(hd_of(m)->p_cap);
+    dual_destroy(m);
+}
+
+/* adaLN-Zero (every modulation and the final projection zero), RMSNorm weights one, N(0, 0.02) embedding MLPs,
+ * xavier-uniform elsewhere. */
+static param_init hd_init_of(const char *name)
+{
+    if (strstr(name, "adaLN_modulation") || !strcmp(name, "final_layer.linear.weight")) return INIT_ZERO;
+    if (strstr(name, "rms_norm")) return INIT_ONE;
+    if (strstr(name, "t_embedder.") || strstr(name, "p_embedder.")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+static void release_own(model *m)
+{
+    hd_model *d = hd_of(m);
+    temb_release(m, &d->t);
+    temb_release_path(m, &d->p);
+    pool_free(m->pool, d->dllama);
+    pool_free(m->pool, d->llama);
+    pool_free(m->pool, d->llama_in);
+    d->llama = d->dllama = d->llama_in = NULL;
+}
+
+/* The image's patches in (i, j, c) order (DiT's, as HiDream's patchify lays them), the text's projections, c and
+ * the rotary table of the image tokens. The conditioning: T5's tokens (text_len, text_dim), the pooled vector,
+ * then each block's Llama states (blocks, llama_len, text_dim). */
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
+{
+    hd_model *d = hd_of(m);
+    dual_step *s = &d->b.step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, Lt = c->text_len, Ll = c->llama_len, L0 = m->shape.text, D = c->hidden;
+    const int64_t Dt = c->text_dim, K = model_cond_len(c), nb = blocks_of(c), T = m->shape.tokens;
+    const int64_t P = c->channels * c->patch * c->patch, hd = D / c->heads, grid = c->resolution / c->patch;
+    const int64_t llama_at = Lt * Dt + c->pooled_dim, BL = B * Ll;
+    const bool cap_trains = train && PG(d->p_cap[0]);
+    st_status st = ST_OK;
+    dual_take_tokens(m, &st, Lt);
+    dual_take_c(m, &st, train, &d->t, NULL, &d->p);
+    d->llama = model_take(m, &st, nb * BL * D, "hidream.llama", false);
+    if (cap_trains) d->dllama = model_take(m, &st, nb * BL * D, "hidream.dllama", true);
+    d->llama_in = model_take(m, &st, nb * BL * Dt, "hidream.llama_in", false);
+    m->ctx.rope = model_take(m, &st, T * hd, "hidream.rope", false);
+    float *ctx = NULL, *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(B * Lt * D) * sizeof(float), MEM_WORKSPACE, "hidream.t5", (void **)&ctx);
+    if (!st) st = pool_alloc(m->pool, (size_t)(T * 3) * sizeof(float), MEM_WORKSPACE, "hidream.ids", (void **)&ids);
+    if (st) {
+        pool_free(m->pool, ids);
+        pool_free(m->pool, ctx);
+        return st;
+    }
+    /* the image */
+    zero_bytes(s->patches, (size_t)(B * T * P) * sizeof(float));
+    const patch_shape ps = model_patches(m);
+    unpatchify_backward(s->patches, x, &ps, PATCH_DIT);
+    linear_forward(s->img, s->patches, PW(d->p_x_w), PW(d->p_x_b), B * T, P, D);
+    position_ids_grid(ids, 0, 1, grid, grid);
+    rope_table(m->ctx.rope, ids, T, 3, c->rope_axes, HD_ROPE_THETA);
+    pool_free(m->pool, ids);
+    /* the text: the initial [T5; the last block's Llama tokens], and every block's Llama tokens */
+    copy_rows(s->text_in, Lt * Dt, cond, K, B, Lt * Dt);
+    linear_forward(ctx, s->text_in, PW(d->p_cap[nb]), NULL, B * Lt, Dt, D);
+    for (int64_t i = 0; i < nb; i++) {
+        float *in = d->llama_in + i * BL * Dt;
+        copy_rows(in, Ll * Dt, cond + llama_at + i * Ll * Dt, K, B, Ll * Dt);
+        linear_forward(d->llama + i * BL * D, in, PW(d->p_cap[i]), NULL, BL, Dt, D);
+    }
+    copy_rows(s->txt, L0 * D, ctx, Lt * D, B, Lt * D);
+    copy_rows(s->txt + Lt * D, L0 * D, d->llama + (nb - 1) * BL * D, Ll * D, B, Ll * D);
+    pool_free(m->pool, ctx);
+    if (!cap_trains) { /* only the projections' weight gradients read them again */
+        pool_free(m->pool, s->text_in);
+        pool_free(m->pool, d->llama_in);
+        s->text_in = d->llama_in = NULL;
+    }
+    /* c = t_embedder(t) + p_embedder(pooled), cs = SiLU(c) */
+    temb_forward(m, &d->t, timesteps);
+    copy_rows(d->p.freq, c->pooled_dim, cond + Lt * Dt, K, B, c->pooled_dim);
+    temb_mlp_forward(m, &d->p);
+    add_to(d->t.c, d->p.c, B * D);
+    silu_forward(m->ctx.cs, d->t.c, B * D);
+    return ST_OK;
+}
+
+static st_status embed_backward(model *m, float *dimg, const float *dtxt)
+{
+    hd_model *d = hd_of(m);
+    dual_step *s = &d->b.step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, Lt = c->text_len, Ll = c->llama_len, L0 = m->shape.text, D = c->hidden;
+    const int64_t Dt = c->text_dim, nb = blocks_of(c), BL = B * Ll, T = m->shape.tokens;
+    const int64_t P = model_patch_dim(c);
+    linear_backward(NULL, PG(d->p_x_w), PG(d->p_x_b), dimg, s->patches, PW(d->p_x_w), B * T, P, D);
+    scratch k = {.pool = m->pool};
+    float *dctx = s->text_in ? scratch_take(&k, B * (Lt > Ll ? Lt : Ll) * D, MEM_WORKSPACE, "hidream.dtext") : NULL;
+    if (k.status) return scratch_end(&k);
+    if (s->text_in) { /* the initial text's rows: T5's, then the last block's Llama tokens' */
+        copy_rows(dctx, Lt * D, dtxt, L0 * D, B, Lt * D);
+        linear_backward(NULL, PG(d->p_cap[nb]), NULL, dctx, s->text_in, PW(d->p_cap[nb]), B * Lt, Dt, D);
+        float *dl = d->dllama + (nb - 1) * BL * D;
+        copy_rows(dctx, Ll * D, dtxt + Lt * D, L0 * D, B, Ll * D);
+        add_to(dl, dctx, BL * D);
+        for (int64_t i = 0; i < nb; i++)
+            linear_backward(NULL, PG(d->p_cap[i]), NULL, d->dllama + i * BL * D, d->llama_in + i * BL * Dt,
+                            PW(d->p_cap[i]), BL, Dt, D);
+    }
+    k.status = dual_c_backward(m, &d->t, NULL, &d->p);
+    return scratch_end(&k);
+}
+
+const model_family hidream_family = {
+    .name = "hidream",
+    .create = hd_create,
+    .destroy = hd_destroy,
+    .set_batch = dual_set_batch,
+    .forward = dual_forward,
+    .backward = dual_backward,
+    .release = dual_release,
+    .init_of = hd_init_of,
+};

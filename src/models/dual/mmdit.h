@@ -1,0 +1,137 @@
+/* The dual-stream families, internal to src/models: Flux's two block kinds (mmdit_block.c), what the models
+ * (mmdit.c: Flux; sd3.c, qwen_image.c; flux2.c and auraflow.c with their own blocks) share with them, and the
+ * models' common skeleton (dual.c). */
+#ifndef SEGTRAIN_MODELS_MMDIT_H
+#define SEGTRAIN_MODELS_MMDIT_H
+
+#include "models/core/internal.h"
+
+#define MMDIT_RMS_EPS 1e-6f
+#define MMDIT_ROPE_THETA 10000.0 /* Flux.1's */
+
+/* One stream's weights. Double blocks have an image stream [0] and a text stream [1], each with its own adaLN
+ * (6D: shift, scale, gate of attention, then of the MLP), q/k/v, RMSNorm of q and k per head, output projection
+ * and MLP. A single block has one: adaLN of 3D (shift, scale, gate), q/k/v, proj_mlp as mlp1 and proj_out
+ * (attention and MLP outputs concatenated, 5D -> D) as out; mlp2 unused. */
+typedef struct mm_stream {
+    lin_layer ada, q, k, v, out, mlp1, mlp2;
+    int norm_q, norm_k; /* RMSNorm weights (head_dim); < 0 without qk_norm */
+} mm_stream;
+
+/* A block's weights, and what SD3's joint blocks add to Flux's double block (set before registering):
+ * - no qk_norm: q and k enter attention as projected (SD3; Flux and SD3.5 normalise them);
+ * - dual: SD3.5's second, image-only self-attention `attn2` (x: q, k, v, out and norms), its input modulated by
+ *   the image adaLN's extra (shift, scale, gate) (9D), its gated output added after attention's;
+ * - context_pre_only (SD3's last block): the text stream only gives q, k, v to the joint attention, its adaLN is
+ *   AdaLayerNormContinuous (2D: scale, shift), and the block outputs the image stream alone. */
+/* A double block's weight names under transformer_blocks.{i}, per stream (image, text, attn2): modulation, q, k, v,
+ * output projection, MLP in and out, q and k norms. */
+typedef struct mm_names {
+    const char *stream[3][9];
+} mm_names;
+extern const mm_names mm_qwen_names; /* QwenImageTransformerBlock's (img_mod.1, img_mlp, txt_mod.1, txt_mlp) */
+
+typedef struct mm_block {
+    struct model *m;
+    mm_stream s[2];
+    mm_stream x;
+    bool qk_norm, dual, context_pre_only;
+    /* Chroma: the modulation vectors are rows mod_row[s] .. of the model's m->ctx.mod (the approximator's output),
+     * not an adaLN linear of the block's own (set before registering) */
+    bool model_mod;
+    int64_t mod_row[2];
+    const mm_names *names; /* NULL: Flux's and SD3's (norm1.linear, ff, norm1_context.linear, ff_context) */
+} mm_block;
+
+/* Sizes of a step: image tokens T and text tokens L per sample; the joint sequence is text first, S = L + T. */
+typedef struct mm_dims {
+    int64_t B, T, L, S, D, H, hd;
+    int64_t J;         /* B * S rows of the joint sequence */
+    int64_t rows[2];   /* a stream's rows: image B*T, text B*L */
+    int64_t offset[2]; /* where a stream's tokens start within a sample's joint rows: image L, text 0 */
+} mm_dims;
+
+mm_dims mm_dims_of(const struct model *m);
+/* Copies a stream's rows (rows[s], D) into / out of the joint (J, D) layout. */
+void mm_to_joint(const mm_dims *d, int s, float *joint, const float *x);
+void mm_from_joint(const mm_dims *d, int s, float *x, const float *joint);
+int64_t mm_stream_len(const mm_dims *d, int s); /* tokens per sample: image T, text L */
+attn_shape mm_joint_attn(const mm_dims *d, attention_mechanism mech);
+attn_view mm_jv(float *x, const mm_dims *d); /* a (J, D) tensor as the joint attention's view */
+/* Rotary embedding of joint q or k, every token by its position ids; none without a table (SD3). */
+void mm_rope_joint(const struct model *m, const mm_dims *d, float *x, bool backward);
+/* dL/draw += RMSNorm (eps 1e-6, weight w: per head) backward over rows (rows, D) of g, the gradient after the norm
+ * (w < 0: no norm, g itself); tmp is a (rows, D) buffer. */
+st_status mm_rms_back(const struct model *m, const mm_dims *d, int64_t rows, float *draw, const float *g, const float *raw,
+                      int w, float *tmp);
+
+/* Registers block i's weights by diffusers' names (b->names), for b's options (qk_norm, dual, context_pre_only). */
+void mm_double_register(param_set *ps, mm_block *b, int i, const model_config *c);
+void mm_single_register(param_set *ps, mm_block *b, int i, const model_config *c);
+
+extern const block_kind mm_double_kind, mm_single_kind;
+
+/* adaLN-Zero (every modulation and the final projection zero), RMSNorm weights one, N(0, 0.02) embedding MLPs,
+ * xavier-uniform elsewhere: Flux's and SD3's names alike. */
+param_init mm_init_of(const char *name);
+
+/* ---- the models' skeleton (dual.c) ---- */
+
+/* What every dual-stream model keeps for a step. */
+typedef struct dual_step {
+    bool active;
+    float *text_in;             /* (B L, text_dim): the text embedder's input, kept while its weight trains */
+    float *patches, *img, *txt; /* (N, C p p); the first state (N, D), (B L, D) until the executor takes it */
+    block_state last;           /* the last sequence's output */
+    seq_run *run[2];
+    float *xh; /* with single blocks: the image rows of the last state (N, D), the final layer's input */
+    float *guidance; /* (B): 1000 * the guidance value, as Flux embeds it */
+} dual_step;
+
+/* The first member of a dual-stream model's impl: its blocks, final layer and step, and what the family does. */
+typedef struct dual_model {
+    void *blocks; /* the family's: double (joint), then single */
+    block *seq_blocks;
+    final_layer final;
+    dual_step step;
+    /* the step's embeddings: step.img, step.txt, m->ctx.cs and whatever else the blocks read */
+    st_status (*embed)(model *m, const float *x, const float *timesteps, const float *cond, bool train);
+    /* the embeddings' weight gradients from the first state's */
+    st_status (*embed_backward)(model *m, float *dimg, const float *dtxt);
+    st_status (*backward_begin)(model *m); /* NULL: none; before the head's backward */
+    void (*release_own)(model *m);          /* NULL: none; the family's own buffers of a step */
+} dual_model;
+
+/* Allocates m->impl (size bytes, a dual_model first) and n blocks of block_size bytes; NULL: out of memory. */
+void *dual_alloc(model *m, size_t size, int n, size_t block_size);
+/* Sequence 0, named name, of the nd double blocks of kind dk (two streams); with ns > 0, the
+ * single_transformer_blocks sequence of kind sk after them. Block i is blocks + i * block_size. */
+void dual_sequences(model *m, const char *name, int nd, const block_kind *dk, int ns, const block_kind *sk,
+                    size_t block_size);
+/* model_family's: the streams through sequence 0, with single blocks joined through sequence 1, then the image
+ * rows through the final layer; backward mirrors it. */
+void dual_destroy(model *m);
+void dual_set_batch(model *m, int64_t batch);
+st_status dual_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                       const float **pred);
+st_status dual_backward(model *m, const float *dpred);
+void dual_release(model *m);
+
+/* The embeddings' common pieces; w, b are parameter indices, a bias < 0: none. take_tokens takes the step's
+ * text_in (B, text_rows, text_dim), patches, img and txt (nothing once *st is set); embed_image makes
+ * img = x_embedder(patchify(x)); embed_text txt = context_embedder(the conditioning's text sequence), text_in
+ * staying only while that weight trains; tokens_backward accumulates both embedders' weight gradients (the text's
+ * while text_in stays); c_backward takes dL/dc from the blocks' dL/dcs (cs = SiLU(c), c = t->c) and goes back
+ * through each path that is not NULL. */
+void dual_take_tokens(model *m, st_status *st, int64_t text_rows);
+/* The conditioning: c = t's embedding of the timesteps + g's of 1000 times the conditioning's last value (Flux's
+ * guidance) + p's of the pooled text vector, cs = SiLU(c); g and p may be NULL (take_c: t too, for Chroma's own).
+ * take_c takes their buffers, t's with the context's (cs, and dcs to train). */
+void dual_take_c(model *m, st_status *st, bool train, temb *t, temb *g, temb *p);
+void dual_c_forward(model *m, const float *timesteps, const float *cond, temb *t, temb *g, temb *p);
+void dual_embed_image(model *m, const float *x, int w, int b);
+void dual_embed_text(model *m, const float *cond, bool train, int w, int b);
+void dual_tokens_backward(model *m, const float *dimg, const float *dtxt, int x_w, int x_b, int ctx_w, int ctx_b);
+st_status dual_c_backward(model *m, temb *t, temb *g, temb *p);
+
+#endif

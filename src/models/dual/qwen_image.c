@@ -1,0 +1,173 @@
+/* The qwen_image family: diffusers' QwenImageTransformer2DModel (Qwen-Image 1.0) in its names and layouts
+ * (docs/FAMILIES.md). The text encoder's tokens (txt_norm, an RMSNorm over joint_attention_dim, then txt_in) and
+ * the image's 2x2 patches in Flux's packing (img_in) as two streams through one sequence of double blocks
+ * (mmdit_block.c's, under Qwen's names: img_mod / txt_mod, img_mlp / txt_mlp), then the image rows through
+ * norm_out (scale, shift) and proj_out in the packing's (c, i, j) order. No single-stream blocks and no pooled
+ * vector: c = timestep_embedder(Timesteps(scale 1000)), given here as 1000 sigma. Rotary embedding by centred
+ * position ids (position_ids_centred) on three axes, and the text's padding keys are excluded from every query's
+ * attention by the conditioning's mask (image keys always kept). The last block's text output reaches nothing:
+ * its gradient is zero, as in diffusers. */
+#include "models/dual/mmdit.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct qw_model {
+    dual_model b;
+    temb t;
+    int p_norm, p_txt_w, p_txt_b, p_img_w, p_img_b;
+    float *normed;       /* (B L, text_dim): txt_in's input, kept while its weight trains */
+    op_state norm_stats; /* txt_norm's 1/rms per token, kept with the step's text_in */
+    float *key_bias;     /* (B, L + T): 0 for a kept key, -inf for a padding token's */
+    attn_mask mask;
+} qw_model;
+
+static qw_model *qw_of(model *m) { return m->impl; }
+
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train);
+static st_status embed_backward(model *m, float *dimg, const float *dtxt);
+static void release_own(model *m);
+
+static st_status qw_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    const int n = (int)c->depth;
+    qw_model *d = dual_alloc(m, sizeof *d, n, sizeof(mm_block));
+    if (!d) return st_host_oom("the Qwen Image model");
+    mm_block *blocks = d->b.blocks;
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
+    /* in the order of QwenImageTransformer2DModel's state_dict */
+    temb_register(s, &d->t, "time_text_embed.timestep_embedder.linear_1", "time_text_embed.timestep_embedder.linear_2",
+                  DIT_FREQ_DIM, D, full);
+    d->p_norm = param_add(s, "txt_norm.weight", 1, (int64_t[]){c->text_dim}, full);
+    d->p_img_w = param_add(s, "img_in.weight", 2, (int64_t[]){D, P}, full);
+    d->p_img_b = param_add(s, "img_in.bias", 1, (int64_t[]){D}, full);
+    d->p_txt_w = param_add(s, "txt_in.weight", 2, (int64_t[]){D, c->text_dim}, full);
+    d->p_txt_b = param_add(s, "txt_in.bias", 1, (int64_t[]){D}, full);
+    for (int i = 0; i < n; i++) {
+        blocks[i] = (mm_block){.m = m, .qk_norm = true, .names = &mm_qwen_names};
+        mm_double_register(s, &blocks[i], i, c);
+    }
+    d->b.final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
+                               .ada_b = param_add(s, "norm_out.linear.bias", 1, (int64_t[]){2 * D}, full),
+                               .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
+                               .out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full),
+                               .scale_first = true, .order = PATCH_CONV};
+    d->b.embed = embed_forward, d->b.embed_backward = embed_backward, d->b.release_own = release_own;
+    dual_sequences(m, "transformer_blocks", n, &mm_double_kind, 0, NULL, sizeof *blocks);
+    return ST_OK;
+}
+
+/* adaLN-Zero (img_mod, txt_mod) and RMSNorm weights of one, as Flux's otherwise */
+static param_init qw_init_of(const char *name)
+{
+    if (strstr(name, "_mod.1.")) return INIT_ZERO;
+    if (!strcmp(name, "txt_norm.weight")) return INIT_ONE;
+    return mm_init_of(name);
+}
+
+#define PW(name) (param_at(m->params, d->name)->w)
+#define PG(name) (param_at(m->params, d->name)->g)
+
+static void release_own(model *m)
+{
+    qw_model *d = qw_of(m);
+    temb_release(m, &d->t);
+    op_state_release(&d->norm_stats);
+    pool_free(m->pool, d->key_bias);
+    pool_free(m->pool, d->normed);
+    d->key_bias = d->normed = NULL;
+}
+
+/* The joint attention's key bias from the conditioning's text mask (nonzero: a token, as diffusers' bool()), the
+ * image keys always kept; the rotary table of the centred positions. */
+static st_status context_forward(model *m, const float *cond)
+{
+    qw_model *d = qw_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, hd = c->hidden / c->heads;
+    const int64_t K = model_cond_len(c), at = L * c->text_dim + c->pooled_dim, grid = c->resolution / c->patch;
+    st_status st = ST_OK;
+    d->key_bias = model_take(m, &st, B * S, "qwen_image.key_bias", false);
+    m->ctx.rope = model_take(m, &st, S * hd, "qwen_image.rope", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "qwen_image.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    position_ids_centred(ids, L, grid, grid);
+    rope_table(m->ctx.rope, ids, S, 3, c->rope_axes, MMDIT_ROPE_THETA);
+    pool_free(m->pool, ids);
+    if (!pool_is_dry_ptr(d->key_bias) && !pool_is_dry_ptr(cond))
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < S; j++)
+                d->key_bias[b * S + j] = j >= L || cond[b * K + at + j] != 0.0f ? 0.0f : -INFINITY;
+    d->mask = (attn_mask){.key_bias = d->key_bias, .batch_stride = S};
+    m->ctx.mask = &d->mask;
+    return ST_OK;
+}
+
+/* The image tokens, the text tokens (txt_in of txt_norm of the encoder's sequence), and c = the timestep's
+ * embedding, cs = SiLU(c). */
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
+{
+    qw_model *d = qw_of(m);
+    dual_step *s = &d->b.step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, Dt = c->text_dim, K = model_cond_len(c);
+    st_status st = ST_OK;
+    dual_take_tokens(m, &st, L);
+    d->normed = model_take(m, &st, B * L * Dt, "qwen_image.txt_norm", false);
+    dual_take_c(m, &st, train, &d->t, NULL, NULL);
+    if (!st) st = context_forward(m, cond);
+    if (st) return st;
+
+    const bool norm_trains = train && PG(p_norm), txt_trains = train && PG(p_txt_w);
+    copy_rows(s->text_in, L * Dt, cond, K, B, L * Dt);
+    st = rmsnorm_forward(m->pool, d->normed, s->text_in, PW(p_norm), B * L, Dt, MMDIT_RMS_EPS,
+                         norm_trains ? &d->norm_stats : NULL);
+    if (st) return st;
+    linear_forward(s->txt, d->normed, PW(p_txt_w), PW(p_txt_b), B * L, Dt, D);
+    if (!norm_trains) { /* only the weights' gradients read them again */
+        pool_free(m->pool, s->text_in);
+        s->text_in = NULL;
+    }
+    if (!txt_trains) {
+        pool_free(m->pool, d->normed);
+        d->normed = NULL;
+    }
+    dual_embed_image(m, x, d->p_img_w, d->p_img_b);
+    dual_c_forward(m, timesteps, cond, &d->t, NULL, NULL);
+    return ST_OK;
+}
+
+static st_status embed_backward(model *m, float *dimg, const float *dtxt)
+{
+    qw_model *d = qw_of(m);
+    dual_step *s = &d->b.step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, N = B * m->shape.tokens, Dt = c->text_dim;
+    const int64_t P = c->channels * c->patch * c->patch;
+    linear_backward(NULL, PG(p_img_w), PG(p_img_b), dimg, s->patches, PW(p_img_w), N, P, D);
+    scratch k = {.pool = m->pool};
+    float *dnormed = s->text_in ? scratch_take_zero(&k, B * L * Dt, MEM_WORKSPACE, "qwen_image.dtxt_norm") : NULL;
+    if (k.status) return scratch_end(&k);
+    if (d->normed || dnormed) /* txt_in's x is read only for its weight's gradient */
+        linear_backward(dnormed, PG(p_txt_w), PG(p_txt_b), dtxt, d->normed, PW(p_txt_w), B * L, Dt, D);
+    if (dnormed) rmsnorm_backward(NULL, PG(p_norm), dnormed, s->text_in, PW(p_norm), B * L, Dt, &d->norm_stats);
+    k.status = dual_c_backward(m, &d->t, NULL, NULL);
+    return scratch_end(&k);
+}
+
+const model_family qwen_image_family = {
+    .name = "qwen_image",
+    .create = qw_create,
+    .destroy = dual_destroy,
+    .set_batch = dual_set_batch,
+    .forward = dual_forward,
+    .backward = dual_backward,
+    .release = dual_release,
+    .init_of = qw_init_of,
+};

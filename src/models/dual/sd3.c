@@ -1,0 +1,115 @@
+/* The sd3 family: diffusers' SD3Transformer2DModel in its names and layouts (docs/FAMILIES.md). The image's
+ * patches (pos_embed.proj, a Conv2d read as patchify + linear) plus the centre crop of a fixed 2D sine-cosine
+ * table (pos_embed.pos_embed), and the text encoder's tokens (context_embedder), as two streams through one
+ * sequence of joint blocks (mmdit_block.c's double block: qk_norm for SD3.5, attn2 in the first dual_attention
+ * blocks, the last block context_pre_only), then the image rows through norm_out (scale, shift) and proj_out, whose
+ * rows are in DiT's (i, j, c) order. No rotary embedding. c = timestep_embedder(t) + text_embedder(pooled); the
+ * timestep is given as diffusers takes it, 1000 sigma. */
+#include "models/dual/mmdit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct sd3_model {
+    dual_model b;
+    temb t, p; /* the timestep's and the pooled text's embeddings */
+    int p_ctx_w, p_ctx_b, p_x_w, p_x_b, p_pos;
+} sd3_model;
+
+static sd3_model *sd3_of(model *m) { return m->impl; }
+
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train);
+static st_status embed_backward(model *m, float *dimg, const float *dtxt);
+static void release_own(model *m);
+
+static st_status sd3_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    const int n = (int)c->depth;
+    sd3_model *d = dual_alloc(m, sizeof *d, n, sizeof(mm_block));
+    if (!d) return st_host_oom("the SD3 model");
+    mm_block *blocks = d->b.blocks;
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, P = c->channels * c->patch * c->patch, E = c->pos_embed_max;
+    /* in the order of SD3Transformer2DModel's state_dict */
+    d->p_x_w = param_add(s, "pos_embed.proj.weight", 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
+    d->p_x_b = param_add(s, "pos_embed.proj.bias", 1, (int64_t[]){D}, full);
+    d->p_pos = param_add_fixed(s, "pos_embed.pos_embed", 3, (int64_t[]){1, E * E, D});
+    temb_register(s, &d->t, "time_text_embed.timestep_embedder.linear_1", "time_text_embed.timestep_embedder.linear_2",
+                  DIT_FREQ_DIM, D, full);
+    temb_register(s, &d->p, "time_text_embed.text_embedder.linear_1", "time_text_embed.text_embedder.linear_2",
+                  c->pooled_dim, D, full);
+    d->p_ctx_w = param_add(s, "context_embedder.weight", 2, (int64_t[]){D, c->text_dim}, full);
+    d->p_ctx_b = param_add(s, "context_embedder.bias", 1, (int64_t[]){D}, full);
+    for (int i = 0; i < n; i++) {
+        blocks[i] = (mm_block){.m = m, .qk_norm = c->qk_norm, .dual = i < c->dual_attention, .context_pre_only = i == n - 1};
+        mm_double_register(s, &blocks[i], i, c);
+    }
+    d->b.final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
+                               .ada_b = param_add(s, "norm_out.linear.bias", 1, (int64_t[]){2 * D}, full),
+                               .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
+                               .out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full),
+                               .scale_first = true, .order = PATCH_DIT};
+    d->b.embed = embed_forward, d->b.embed_backward = embed_backward, d->b.release_own = release_own;
+    dual_sequences(m, "transformer_blocks", n, &mm_double_kind, 0, NULL, sizeof *blocks);
+    return ST_OK;
+}
+
+static void sd3_fill_fixed(model *m) { sincos_table_fill(&m->cfg, param_at(m->params, sd3_of(m)->p_pos)->w); }
+
+#define PW(name) (param_at(m->params, d->name)->w)
+#define PG(name) (param_at(m->params, d->name)->g)
+
+static void release_own(model *m)
+{
+    sd3_model *d = sd3_of(m);
+    temb_release_path(m, &d->p);
+    temb_release(m, &d->t);
+}
+
+/* The image tokens with their positions, the text tokens from the encoder's sequence, and the conditioning
+ * c = timestep + pooled-text embeddings, cs = SiLU(c). */
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
+{
+    sd3_model *d = sd3_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden;
+    const int64_t G = c->resolution / c->patch, E = c->pos_embed_max, top = (E - G) / 2;
+    st_status st = ST_OK;
+    dual_take_tokens(m, &st, L);
+    dual_take_c(m, &st, train, &d->t, NULL, &d->p);
+    float *pos = NULL; /* the table's centre G x G, as PatchEmbed.cropped_pos_embed takes it */
+    if (!st) st = pool_alloc(m->pool, (size_t)(T * D) * sizeof(float), MEM_WORKSPACE, "sd3.pos_embed (cropped)",
+                             (void **)&pos);
+    if (st) return st;
+    copy_rows(pos, G * D, PW(p_pos) + (top * E + top) * D, E * D, G, G * D);
+
+    dual_embed_text(m, cond, train, d->p_ctx_w, d->p_ctx_b);
+    dual_embed_image(m, x, d->p_x_w, d->p_x_b);
+    add_row(d->b.step.img, pos, B, T * D);
+    pool_free(m->pool, pos);
+    dual_c_forward(m, timesteps, cond, &d->t, NULL, &d->p);
+    return ST_OK;
+}
+
+static st_status embed_backward(model *m, float *dimg, const float *dtxt)
+{
+    sd3_model *d = sd3_of(m);
+    dual_tokens_backward(m, dimg, dtxt, d->p_x_w, d->p_x_b, d->p_ctx_w, d->p_ctx_b);
+    return dual_c_backward(m, &d->t, NULL, &d->p);
+}
+
+const model_family sd3_family = {
+    .name = "sd3",
+    .create = sd3_create,
+    .fill_fixed = sd3_fill_fixed,
+    .destroy = dual_destroy,
+    .set_batch = dual_set_batch,
+    .forward = dual_forward,
+    .backward = dual_backward,
+    .release = dual_release,
+    .init_of = mm_init_of,
+};

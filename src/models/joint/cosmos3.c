@@ -1,0 +1,314 @@
+/* Cosmos 3 (docs/FAMILIES.md): diffusers' Cosmos3OmniTransformer, text to image (and video), called as
+ * Cosmos3OmniPipeline calls it: one packed sequence a sample, [the prompt's token ids (the understanding stream,
+ * causal); the latents' patches (the generation stream)], through layers of mot_block.c's block.
+ *
+ * - The prompt: embed_tokens of its ids (the conditioning holds them as floats, text_dim 1, with their mask); its
+ *   padding rows come after its tokens, hidden from the generated rows by a key bias (the causal prompt rows never
+ *   see them).
+ * - The latents: 2 x 2 patches, features (row, column, channel) as the class's einsum packs them (PATCH_DIT), through
+ *   proj_in, plus the time embedding: time_embedder(time_proj(t)) with t = 1000 sigma x timestep_scale (0.001), the
+ *   pipeline's per-token timesteps, every frame noisy.
+ * - The mask: a prompt row sees the prompt rows up to it, a generated row every prompt token and every generated row.
+ * - Rotary: interleaved MRoPE (sections rope_axes_dim) on rotate-half pairs over the whole head at rope_theta: a
+ *   prompt row j at (j, j, j), a latent patch of frame u, row r, column c at (len + margin + u, r, c), len the
+ *   sample's prompt length and margin unified_3d_mrope_temporal_modality_margin (the pipeline's layout at its
+ *   base_fps, with its spatial ids reset).
+ * - The output: norm_moe_gen of the generated rows, proj_out, unpatchified: the velocity noise - x0 (the pipeline's
+ *   UniPC flow prediction), segtrain's target as it is.
+ * - Loaded and saved as they are, never trained: lm_head and the prompt stream's final `norm` (text generation's),
+ *   and the sound and action heads of the omni checkpoints (sound_gen, action_gen). */
+#include "models/joint/cosmos3.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define C3_THETA 5000000.0
+#define C3_MARGIN 15000.0
+#define C3_TIME_SCALE 0.001f
+
+typedef struct c3_model {
+    mot_block *blocks;
+    block *seq_blocks;
+    temb te;
+    lin_layer proj_in, proj_out, lm_head, audio_in, audio_out;
+    int embed, norm_und, norm_gen, audio_embed, action_in[2], action_out[2], action_embed;
+    float *rope, *kb, *seg;
+    attn_mask mask;
+    const attn_mask *maskp;
+    /* a step */
+    bool active;
+    float *ids, *tin, *patches, *gen_rows, *fin_n, *fin_out, *pred;
+    op_state fin_stats;
+    block_state last;
+    seq_run *run;
+} c3_model;
+
+static c3_model *c3_of(const model *m) { return m->impl; }
+static int64_t rows_of(const model *m) { return m->shape.text + m->shape.tokens; }
+static float *pw(const model *m, int i) { return param_at(m->params, i)->w; }
+static float *pg(const model *m, int i) { return param_at(m->params, i)->g; }
+
+static st_status c3_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    c3_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (!d) return st_host_oom("the Cosmos 3 model");
+    d->blocks = calloc((size_t)c->depth, sizeof *d->blocks);
+    d->seq_blocks = calloc((size_t)c->depth, sizeof *d->seq_blocks);
+    if (!d->blocks || !d->seq_blocks) return st_host_oom("the Cosmos 3 model");
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, P = model_patch_dim(c);
+    /* in the order of Cosmos3OmniTransformer's state_dict */
+    d->embed = param_add(s, "embed_tokens.weight", 2, (int64_t[]){c->text_vocab, D}, full);
+    char name[64];
+    for (int i = 0; i < c->depth; i++) {
+        mot_block *b = &d->blocks[i];
+        *b = (mot_block){.m = m, .rows = rows_of(m), .split = m->shape.text, .ffn = c->ffn_dim,
+                         .kv_heads = c->kv_heads, .head_dim = c->head_dim, .eps = (float)c->norm_eps, .rope = &d->rope,
+                         .mask = &d->maskp};
+        snprintf(name, sizeof name, "layers.%d", i);
+        mot_block_register(s, b, name, c);
+        d->seq_blocks[i] = (block){.kind = &mot_block_kind, .self = b, .index = i};
+    }
+    m->seq[0] = (block_seq){.name = "layers", .n = (int)c->depth, .blocks = d->seq_blocks, .state_n = 1,
+                            .pool = m->pool};
+    m->n_seq = 1;
+    d->norm_und = param_add(s, "norm.weight", 1, (int64_t[]){D}, false);
+    d->norm_gen = param_add(s, "norm_moe_gen.weight", 1, (int64_t[]){D}, full);
+    d->lm_head = lin_register(s, "lm_head", D, c->text_vocab, false, 0, 0, false);
+    d->proj_in = lin_register(s, "proj_in", P, D, true, 0, 0, full);
+    d->proj_out = lin_register(s, "proj_out", D, P, true, 0, 0, full);
+    temb_register(s, &d->te, "time_embedder.linear_1", "time_embedder.linear_2", DIT_FREQ_DIM, D, full);
+    if (c->action_dim) { /* DomainAwareLinear: one (in x out) matrix and bias a domain, as embedding rows */
+        const int64_t A = c->action_dim, K = c->action_domains;
+        d->action_in[0] = param_add(s, "action_proj_in.fc.weight", 2, (int64_t[]){K, D * A}, false);
+        d->action_in[1] = param_add(s, "action_proj_in.bias.weight", 2, (int64_t[]){K, D}, false);
+        d->action_out[0] = param_add(s, "action_proj_out.fc.weight", 2, (int64_t[]){K, A * D}, false);
+        d->action_out[1] = param_add(s, "action_proj_out.bias.weight", 2, (int64_t[]){K, A}, false);
+        d->action_embed = param_add(s, "action_modality_embed", 1, (int64_t[]){D}, false);
+    }
+    if (c->audio_channels) {
+        d->audio_in = lin_register(s, "audio_proj_in", c->audio_channels, D, true, 0, 0, false);
+        d->audio_out = lin_register(s, "audio_proj_out", D, c->audio_channels, true, 0, 0, false);
+        d->audio_embed = param_add(s, "audio_modality_embed", 1, (int64_t[]){D}, false);
+    }
+    return ST_OK;
+}
+
+static void c3_destroy(model *m)
+{
+    c3_model *d = c3_of(m);
+    if (d) free(d->blocks), free(d->seq_blocks);
+    free(d);
+}
+
+static void c3_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    m->seq[0].state_numel[0] = batch * rows_of(m) * m->shape.hidden;
+}
+
+static void c3_release(model *m)
+{
+    c3_model *d = c3_of(m);
+    if (!d || !d->active) return;
+    seq_release(d->run), d->run = NULL;
+    state_free(m->pool, &d->last);
+    temb_release_path(m, &d->te);
+    op_state_release(&d->fin_stats);
+    float **bufs[] = {&d->rope, &d->kb, &d->seg, &d->ids, &d->tin, &d->patches, &d->gen_rows, &d->fin_n, &d->fin_out,
+                      &d->pred};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    d->maskp = NULL;
+    d->active = false;
+}
+
+/* Each sample's prompt ids, rotary table and mask (the prompt's padding keys hidden) */
+static st_status positions(model *m, const float *cond)
+{
+    c3_model *d = c3_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m), hd = c->head_dim, K = model_cond_len(c);
+    const int64_t n = c->resolution / c->patch, grid = n * n;
+    st_status st = ST_OK;
+    d->ids = model_take(m, &st, B * L, "cosmos3.ids", false);
+    d->rope = model_take(m, &st, B * S * hd, "cosmos3.rope", false);
+    d->kb = model_take(m, &st, B * S, "cosmos3.key_mask", false);
+    d->seg = model_take(m, &st, B * S, "cosmos3.segments", false);
+    float *pos = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "cosmos3.position_ids",
+                             (void **)&pos);
+    if (st) return st;
+    for (int64_t b = 0; !st && !pool_is_dry_ptr(d->rope) && !pool_is_dry_ptr(cond) && b < B; b++) {
+        float len = 0.0f;
+        if ((st = model_caption_length(m, cond, b, &len))) break;
+        if (len < 1.0f) {
+            st = st_fail(ST_ERR_INVALID, "the batch's sample %lld: its prompt has no tokens; Cosmos 3's prompt always "
+                         "holds its chat template's", (long long)b);
+            break;
+        }
+        copy_rows(d->ids + b * L, L, cond + b * K, K, 1, L);
+        for (int64_t r = 0; r < S; r++) {
+            const int64_t v = r - L, u = v / grid, i = v % grid;
+            pos[r * 3] = r < L ? (float)r : (float)((double)len + C3_MARGIN + (double)u);
+            pos[r * 3 + 1] = (float)(r < L ? r : i / n);
+            pos[r * 3 + 2] = (float)(r < L ? r : i % n);
+            d->kb[b * S + r] = r < L && r >= (int64_t)len ? -INFINITY : 0.0f;
+            d->seg[b * S + r] = r < L ? -1.0f - (float)r : 1.0f; /* each prompt row alone; the generated rows one */
+        }
+        rope_table_mrope(d->rope + b * S * hd, pos, S, hd, c->rope_axes, C3_THETA);
+    }
+    pool_free(m->pool, pos);
+    d->mask = (attn_mask){.key_bias = d->kb, .segment = d->seg, .causal = true, .batch_stride = S};
+    d->maskp = &d->mask;
+    return st;
+}
+
+/* The first state: the prompt's embedded ids, then the patches through proj_in plus the time embedding */
+static st_status embed(model *m, const float *x, const float *timesteps, float *x0)
+{
+    c3_model *d = c3_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden;
+    const int64_t P = model_patch_dim(c);
+    st_status st = ST_OK;
+    for (int64_t b = 0; !pool_is_dry_ptr(d->tin) && !pool_is_dry_ptr(timesteps) && b < B; b++)
+        d->tin[b] = timesteps[b] * C3_TIME_SCALE; /* the pipeline's 1000 sigma times timestep_scale, in float */
+    timestep_embedding(d->te.freq, d->tin, B, DIT_FREQ_DIM, 10000.0);
+    temb_mlp_forward(m, &d->te);
+    const patch_shape ps = model_patches(m);
+    zero_bytes(d->patches, (size_t)(B * T * P) * sizeof(float));
+    unpatchify_backward(d->patches, x, &ps, PATCH_DIT); /* patchify, features (row, column, channel) */
+    for (int64_t b = 0; !st && b < B; b++) {
+        float *rows = x0 + b * S * D, *gen = rows + L * D;
+        if (!pool_is_dry_ptr(rows) && embedding_forward(rows, pw(m, d->embed), d->ids + b * L, L, c->text_vocab, D)) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", st_error());
+            st = st_fail(ST_ERR_INVALID, "the batch's sample %lld: %s; Cosmos 3's conditioning is the prompt's token "
+                         "ids (whole numbers below vocab_size %lld), not a text encoder's states", (long long)b, why,
+                         (long long)c->text_vocab);
+        }
+        if (!st) st = lin_forward(m->params, m->pool, &d->proj_in, gen, d->patches + b * T * P, T);
+        if (!st) add_row(gen, d->te.c + b * D, T, D);
+    }
+    return st;
+}
+
+static st_status final_out(model *m, bool train)
+{
+    c3_model *d = c3_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T, S = L + T;
+    const int64_t P = model_patch_dim(c);
+    st_status st = ST_OK;
+    d->gen_rows = model_take(m, &st, N * D, "cosmos3.final.rows", false);
+    d->fin_n = model_take(m, &st, N * D, "cosmos3.final.norm", false);
+    d->fin_out = model_take(m, &st, N * P, "cosmos3.final.out", false);
+    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
+    if (st) return st;
+    for (int64_t b = 0; b < B; b++) copy_rows(d->gen_rows + b * T * D, D, d->last.t[0] + (b * S + L) * D, D, T, D);
+    st = rmsnorm_forward(m->pool, d->fin_n, d->gen_rows, pw(m, d->norm_gen), N, D, (float)c->norm_eps,
+                         train ? &d->fin_stats : NULL);
+    if (!st) st = lin_forward(m->params, m->pool, &d->proj_out, d->fin_out, d->fin_n, N);
+    if (st) return st;
+    const patch_shape ps = model_patches(m);
+    unpatchify_forward(d->pred, d->fin_out, &ps, PATCH_DIT);
+    return ST_OK;
+}
+
+static st_status c3_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            const float **pred)
+{
+    c3_model *d = c3_of(m);
+    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    d->active = true;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden;
+    st_status st = ST_OK;
+    d->tin = model_take(m, &st, B, "cosmos3.t", false);
+    d->patches = model_take(m, &st, B * T * model_patch_dim(c), "cosmos3.patches", false);
+    temb_take_path(m, &d->te, &st);
+    float *x0 = model_take(m, &st, B * rows_of(m) * D, "cosmos3.rows", false);
+    if (!st) st = positions(m, cond);
+    if (!st) st = embed(m, x, timesteps, x0);
+    if (!st) {
+        block_state first = {.n = 1, .t = {x0}};
+        x0 = NULL; /* the executor owns it now */
+        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
+    }
+    pool_free(m->pool, x0);
+    if (!st) st = final_out(m, train);
+    if (st) {
+        c3_release(m);
+        return st;
+    }
+    *pred = d->pred;
+    return ST_OK;
+}
+
+static st_status c3_backward(model *m, const float *dpred)
+{
+    c3_model *d = c3_of(m);
+    if (!d->active || !d->run) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
+    const int64_t P = model_patch_dim(c);
+    st_status st = ST_OK;
+    scratch k = {.pool = m->pool};
+    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "cosmos3.final.dout");
+    float *dn = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "cosmos3.final.dnorm");
+    float *dgen = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "cosmos3.final.drows");
+    if ((st = k.status)) goto done;
+    const patch_shape ps = model_patches(m);
+    unpatchify_backward(dout, dpred, &ps, PATCH_DIT);
+    if ((st = lin_backward(m->params, m->pool, &d->proj_out, dn, dout, d->fin_n, N))) goto done;
+    rmsnorm_backward(dgen, pg(m, d->norm_gen), dn, d->gen_rows, pw(m, d->norm_gen), N, D, &d->fin_stats);
+    state_free(m->pool, &d->last);
+    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "cosmos3.drows", true)}};
+    if (st) goto done;
+    for (int64_t b = 0; b < B; b++) copy_rows(grad.t[0] + (b * S + L) * D, D, dgen + b * T * D, D, T, D);
+    st = seq_backward(d->run, &grad, NULL); /* releases the run whatever it returns */
+    d->run = NULL;
+    float *dc = st ? NULL : scratch_take_zero(&k, B * D, MEM_WORKSPACE, "cosmos3.dtemb");
+    if (!st) st = k.status;
+    for (int64_t b = 0; !st && b < B; b++) {
+        const float *g = grad.t[0] + b * S * D;
+        float *embed_g = pg(m, d->embed);
+        if (embed_g) embedding_backward(embed_g, g, d->ids + b * L, L, D);
+        st = lin_backward(m->params, m->pool, &d->proj_in, NULL, g + L * D, d->patches + b * T * P, T);
+        for (int64_t r = 0; !st && !pool_is_dry_ptr(dc) && r < T; r++) add_to(dc + b * D, g + (L + r) * D, D);
+    }
+    state_free(m->pool, &grad);
+    if (!st) st = temb_backward(m, &d->te, dc);
+done:;
+    const st_status end = scratch_end(&k);
+    c3_release(m);
+    return st ? st : end;
+}
+
+/* segtrain's own initialisation, for training from scratch: the norms at 1, the output at zero, the time embedder
+ * and the token table N(0, 0.02), xavier linears elsewhere */
+static param_init c3_init_of(const char *name)
+{
+    const size_t n = strlen(name);
+    if (strstr(name, "proj_out")) return INIT_ZERO;
+    if (n > 7 && !strcmp(name + n - 7, ".weight") && (strstr(name, "norm") || strstr(name, "layernorm")))
+        return INIT_ONE;
+    if (strstr(name, "time_embedder") || strstr(name, "embed_tokens")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family cosmos3_family = {
+    .name = "cosmos3",
+    .create = c3_create,
+    .destroy = c3_destroy,
+    .set_batch = c3_set_batch,
+    .forward = c3_forward,
+    .backward = c3_backward,
+    .release = c3_release,
+    .init_of = c3_init_of,
+};

@@ -1,0 +1,239 @@
+/* ERNIE-Image (docs/FAMILIES.md): diffusers' ErnieImageTransformer2DModel, called as SimpleTuner's ernie calls it
+ * (timesteps 1000 t as they are, the prediction the output itself).
+ *
+ * - One block sequence, `layers`, on the joint rows per sample [the image's T, the caption's L] (its caption's
+ *   padding keys masked: len, the sample's mask's ones); its blocks are lumina2_block.c's in ernie_style.
+ * - x_embedder: a Conv2d of p x p patches (features (channel, row, column)); text_proj: a linear without bias when
+ *   the text is not already D wide.
+ * - time: Timesteps(D) of t, sines first, then time_embedding (linear_1, SiLU, linear_2): c. One modulation for every
+ *   block, adaLN_modulation(SiLU(c)) = (shift, scale, gate) x 2, into m->ctx.mod.
+ * - Rotary positions on three axes: the image token at (len, row, column), caption token j at (j, 0, 0), every
+ *   head's frequencies repeated pairwise and applied by halves (rope_repeated_forward).
+ * - final_norm: LayerNorm (no affine) of the image rows times 1 + scale, plus shift, (scale, shift) =
+ *   final_norm.linear(c); then final_linear. */
+#include "models/joint/lumina2.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ERNIE_MOD 6        /* shift, scale, gate of the attention, then of the feed-forward */
+#define ERNIE_THETA 256.0 /* every published config's rope_theta */
+
+typedef struct er_model {
+    lumina_joint j;
+    temb t;
+    lin_layer text, ada; /* text.w < 0: no text_proj */
+    lumina_final fin;
+    int x_w, x_b;
+    /* a step */
+    float *len, *patches, *text_in;
+} er_model;
+
+static er_model *er_of(const model *m) { return m->impl; }
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+static int64_t rows_of(const model *m) { return m->shape.tokens + m->shape.text; }
+
+static st_status er_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    er_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (!d) return st_host_oom("the ERNIE-Image model");
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, C = c->channels, p = c->patch, P = model_patch_dim(c);
+    d->x_w = param_add(s, "x_embedder.proj.weight", 4, (int64_t[]){D, C, p, p}, full);
+    d->x_b = param_add(s, "x_embedder.proj.bias", 1, (int64_t[]){D}, full);
+    d->text = c->text_dim != D ? lin_register(s, "text_proj", c->text_dim, D, false, 0, 0, full) : (lin_layer){.w = -1};
+    temb_register(s, &d->t, "time_embedding.linear_1", "time_embedding.linear_2", D, D, full);
+    d->ada = lin_register(s, "adaLN_modulation.1", D, ERNIE_MOD * D, true, 0, 0, full);
+    st_status st = lumina_joint_create(m, &d->j, &ernie_style, rows_of(m), D);
+    if (st) return st;
+    d->fin = (lumina_final){.mod = lin_register(s, "final_norm.linear", D, 2 * D, true, 0, 0, full),
+                            .shift = true, .sign = 1.0f, .eps = (float)c->norm_eps}; /* (scale, shift) of c, no SiLU */
+    d->fin.out_w = param_add(s, "final_linear.weight", 2, (int64_t[]){P, D}, full);
+    d->fin.out_b = param_add(s, "final_linear.bias", 1, (int64_t[]){P}, full);
+    return ST_OK;
+}
+
+static void er_destroy(model *m)
+{
+    er_model *d = er_of(m);
+    if (d) lumina_joint_destroy(&d->j);
+    free(d);
+}
+
+static void er_set_batch(model *m, int64_t batch) { lumina_joint_set_batch(m, &er_of(m)->j, batch); }
+
+static void er_release(model *m)
+{
+    er_model *d = er_of(m);
+    if (!d || !d->j.active) return;
+    lumina_joint_release(m, &d->j);
+    temb_release(m, &d->t);
+    lumina_final_release(m, &d->fin);
+    float **bufs[] = {&d->len, &d->patches, &d->text_in, &m->ctx.mod, &m->ctx.dmod};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+}
+
+/* Per sample: its caption's tokens (the mask's ones), its rotary table and key mask over [image; caption] */
+static st_status positions(model *m, const float *cond)
+{
+    er_model *d = er_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, hd = c->hidden / c->heads;
+    const int64_t g = c->resolution / c->patch;
+    st_status st = ST_OK;
+    d->len = model_take(m, &st, B, "ernie.caption_length", false);
+    d->j.rope = model_take(m, &st, B * S * hd, "ernie.rope", false);
+    d->j.kb = model_take(m, &st, B * S, "ernie.key_mask", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "ernie.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    for (int64_t b = 0; !st && !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond) && b < B; b++) {
+        float n = 0;
+        if ((st = model_caption_length(m, cond, b, &n))) break;
+        d->len[b] = n;
+        for (int64_t r = 0; r < S; r++) {
+            float *id = ids + r * 3;
+            if (r < T) id[0] = n, id[1] = (float)(r / g), id[2] = (float)(r % g);
+            else id[0] = (float)(r - T), id[1] = id[2] = 0;
+            d->j.kb[b * S + r] = r < T + (int64_t)n ? 0.0f : -INFINITY;
+        }
+        rope_table(d->j.rope + b * S * hd, ids, S, 3, c->rope_axes, ERNIE_THETA);
+    }
+    pool_free(m->pool, ids);
+    d->j.mask = (attn_mask){.key_bias = d->j.kb, .batch_stride = S};
+    d->j.maskp = &d->j.mask;
+    return st;
+}
+
+/* The joint rows: x_embedder's image rows, then text_proj's caption rows, per sample */
+static st_status embed(model *m, const float *x, const float *timesteps, const float *cond, bool train, float **x0)
+{
+    er_model *d = er_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden;
+    const int64_t Dc = c->text_dim, P = model_patch_dim(c), K = model_cond_len(c), half = D / 2;
+    st_status st = ST_OK;
+    d->patches = model_take(m, &st, B * T * P, "ernie.patches", false);
+    d->text_in = model_take(m, &st, B * L * Dc, "ernie.caption_in", false);
+    *x0 = model_take(m, &st, B * S * D, "ernie.rows", false);
+    temb_take(m, &d->t, &st, train);
+    m->ctx.mod = model_take(m, &st, B * ERNIE_MOD * D, "ernie.modulation", false);
+    if (train) m->ctx.dmod = model_take(m, &st, B * ERNIE_MOD * D, "ernie.dmodulation", true);
+    if (!st) st = positions(m, cond);
+    if (st) return st;
+    const patch_shape ps = model_patches(m);
+    patchify_forward(d->patches, x, &ps); /* a Conv weight's feature order */
+    copy_rows(d->text_in, L * Dc, cond, K, B, L * Dc);
+    for (int64_t b = 0; !st && b < B; b++) {
+        float *rows = *x0 + b * S * D;
+        linear_forward(rows, d->patches + b * T * P, PW(d->x_w), PW(d->x_b), T, P, D);
+        if (d->text.w >= 0) st = lin_forward(m->params, m->pool, &d->text, rows + T * D, d->text_in + b * L * Dc, L);
+        else copy_rows(rows + T * D, D, d->text_in + b * L * Dc, D, L, D);
+    }
+    if (st) return st;
+    timestep_embedding(d->t.freq, timesteps, B, D, 10000.0); /* cosines first: Timesteps(flip_sin_to_cos False) */
+    for (int64_t b = 0; !pool_is_dry_ptr(d->t.freq) && b < B; b++) /* wants sines first */
+        for (int64_t j = 0; j < half; j++) {
+            float *f = d->t.freq + b * D;
+            const float cs = f[j];
+            f[j] = f[half + j], f[half + j] = cs;
+        }
+    temb_mlp_forward(m, &d->t);
+    silu_forward(m->ctx.cs, d->t.c, B * D);
+    return lin_forward(m->params, m->pool, &d->ada, m->ctx.mod, m->ctx.cs, B);
+}
+
+/* The image tokens' rows: each sample's first T joint rows */
+static st_status final_rows(model *m, float *img)
+{
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = m->shape.hidden;
+    for (int64_t b = 0; b < B; b++) copy_rows(img + b * T * D, D, er_of(m)->j.last.t[0] + b * rows_of(m) * D, D, T, D);
+    return ST_OK;
+}
+
+static st_status final_out(model *m, bool train)
+{
+    er_model *d = er_of(m);
+    return lumina_final_forward(m, &d->fin, final_rows, d->t.c, train);
+}
+
+static st_status er_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            const float **pred)
+{
+    static const lumina_joint_parts parts = {embed, final_out, er_release};
+    er_model *d = er_of(m);
+    const st_status st = lumina_joint_forward(m, &d->j, &parts, x, timesteps, cond, train);
+    if (!st) *pred = d->fin.pred;
+    return st;
+}
+
+static st_status er_backward(model *m, const float *dpred)
+{
+    er_model *d = er_of(m);
+    if (!d->j.active || !d->j.run)
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden, N = B * T;
+    const int64_t P = model_patch_dim(c), Dc = c->text_dim;
+    st_status st = ST_OK;
+    scratch k = {.pool = m->pool};
+    float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "ernie.dout_rows");
+    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "ernie.dtemb");
+    if ((st = k.status) || (st = lumina_final_backward(m, &d->fin, &k, dpred, d->t.c, dc, dimg))) goto done;
+    state_free(m->pool, &d->j.last);
+    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "ernie.drows", true)}};
+    if (st) goto done;
+    for (int64_t b = 0; !pool_is_dry_ptr(grad.t[0]) && b < B; b++)
+        copy_rows(grad.t[0] + b * S * D, D, dimg + b * T * D, D, T, D);
+    st = seq_backward(d->j.run, &grad, NULL); /* releases the run whatever it returns */
+    d->j.run = NULL;
+    for (int64_t b = 0; !st && b < B; b++) {
+        const float *g = grad.t[0] + b * S * D;
+        linear_backward(NULL, PG(d->x_w), PG(d->x_b), g, d->patches + b * T * P, PW(d->x_w), T, P, D);
+        if (d->text.w >= 0)
+            st = lin_backward(m->params, m->pool, &d->text, NULL, g + T * D, d->text_in + b * L * Dc, L);
+    }
+    state_free(m->pool, &grad);
+    /* the blocks' shared modulation back through adaLN_modulation, SiLU, then the time path (sines first) */
+    if (!st) st = lin_backward(m->params, m->pool, &d->ada, m->ctx.dcs, m->ctx.dmod, m->ctx.cs, B);
+    if (!st) {
+        silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
+        st = temb_backward(m, &d->t, dc);
+    }
+done:;
+    const st_status end = scratch_end(&k);
+    er_release(m);
+    return st ? st : end;
+}
+
+/* segtrain's own initialisation, for training from scratch: the norms at 1, the modulation and the output at zero
+ * (as the class initialises them), the timestep embedding N(0, 0.02), xavier linears elsewhere */
+static param_init er_init_of(const char *name)
+{
+    if (strstr(name, "adaLN_modulation") || strstr(name, "final_linear")) return INIT_ZERO;
+    const size_t n = strlen(name);
+    if (n > 7 && !strcmp(name + n - 7, ".weight") && (strstr(name, "_ln.") || strstr(name, "norm_")))
+        return INIT_ONE; /* the RMSNorms' (1-D weights) */
+    if (strstr(name, "time_embedding")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family ernie_family = {
+    .name = "ernie",
+    .create = er_create,
+    .destroy = er_destroy,
+    .set_batch = er_set_batch,
+    .forward = er_forward,
+    .backward = er_backward,
+    .release = er_release,
+    .init_of = er_init_of,
+};

@@ -1,0 +1,410 @@
+/* Flux.3 (docs/FAMILIES.md): diffusers' Flux3Transformer2DModel, text to image: the noisy image and the text, each
+ * through its own mode blocks, then together through the single blocks. diffusers 0.42.1 has no Flux.3 pipeline and
+ * SimpleTuner's snapshot no flux3_image model, so it is called as the class documents and as Flux2Pipeline calls
+ * Flux.2: its time is t (1 is noise), which it scales by 1000 itself; the latents packed in 2 x 2 patches
+ * (features (channel, row, column)); position ids (t, h, w, l) of the text (0, 0, 0, k) and the image
+ * (0, row, column, 0); the prediction the output itself.
+ *
+ * - Three block sequences of flux3_block.c's block: txt_mode_blocks on the text's rows, mode_blocks.image on the
+ *   image's, then single_transformer_blocks on the joint rows [text; image]. The reference-image mode
+ *   (mode_blocks.image_cond, x_embedders.image_cond, the image_cond modulations) is image-to-image's: text-to-image
+ *   never runs it, so its weights are loaded and saved as they are, frozen.
+ * - time: timestep_embedder (Timesteps(256), cosines first; linear_1, SiLU, linear_2, no biases) of 1000 t for the
+ *   image and of 0 for the text (the same weights); SiLU of each feeds its modulations: early_stream_modulations.
+ *   {image, txt} for the mode blocks, single_stream_modulations.{txt, image} for the single blocks' two row sets.
+ * - context_embedder and x_embedders.image: linears without bias; rotary tables on four axes (rope_table, theta
+ *   10000), interleaved pairs.
+ * - norm_out: LayerNorm (no affine) of the image rows times 1 + scale plus shift, (scale, shift) =
+ *   norm_out.linear(SiLU(image temb)); proj_out, unpacked. */
+#include "models/joint/flux3.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define F3_EPS 1e-6f
+#define F3_THETA 10000.0
+#define F3_MLP_RATIO 3
+enum { TXT, IMG, JOINT, NSEQ };
+enum { MODE_IMAGE, MODE_COND, MODE_TXT, NMODE }; /* the modulation heads, in the class's order */
+
+typedef struct f3_model {
+    f3_block *blocks[NSEQ], *cond_blocks;
+    block *seq_blocks[NSEQ];
+    time_pair tp; /* timestep_embedder of 1000 t and of 0 */
+    lin_layer early[NMODE], single[NMODE], x_img, ctx, norm_out, proj_out;
+    float *mod[NSEQ], *dmod[NSEQ], *rope[NSEQ];
+    /* a step */
+    bool active;
+    float *patches, *text_in, *fin_ln, *fin_mod, *fin_h, *fin_out, *img_rows, *pred;
+    op_state fin_stats;
+    block_state out[NSEQ];
+    seq_run *run[NSEQ];
+} f3_model;
+
+static f3_model *f3_of(const model *m) { return m->impl; }
+
+#define PW(i) (param_at(m->params, (i))->w)
+
+static int64_t rows_of(const model *m, int q)
+{
+    return q == TXT ? m->shape.text : q == IMG ? m->shape.tokens : m->shape.text + m->shape.tokens;
+}
+
+static st_status f3_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    f3_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (!d) return st_host_oom("the Flux.3 model");
+    const int n[NSEQ] = {(int)c->depth, (int)c->depth, (int)c->single_depth};
+    for (int q = 0; q < NSEQ; q++) {
+        d->blocks[q] = calloc((size_t)n[q], sizeof *d->blocks[q]);
+        d->seq_blocks[q] = calloc((size_t)n[q], sizeof *d->seq_blocks[q]);
+        if (!d->blocks[q] || !d->seq_blocks[q]) return st_host_oom("the Flux.3 model");
+    }
+    d->cond_blocks = calloc((size_t)c->depth, sizeof *d->cond_blocks);
+    if (!d->cond_blocks) return st_host_oom("the Flux.3 model");
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, P = model_patch_dim(c), F = F3_MLP_RATIO * D;
+    static const char *const modes[NMODE] = {"image", "image_cond", "txt"};
+    char name[128];
+    /* in the order of Flux3Transformer2DModel's state_dict */
+    time_pair_register(s, &d->tp, "timestep_embedder.linear_1", "timestep_embedder.linear_2", c->time_channels, D,
+                       full);
+    for (int k = 0; k < NMODE; k++) {
+        snprintf(name, sizeof name, "early_stream_modulations.%s.linear", modes[k]);
+        d->early[k] = lin_register(s, name, D, 3 * D, false, 0, 0, full && k != MODE_COND);
+    }
+    for (int k = 0; k < NMODE; k++) {
+        snprintf(name, sizeof name, "single_stream_modulations.%s.linear", modes[k]);
+        d->single[k] = lin_register(s, name, D, 3 * D, false, 0, 0, full && k != MODE_COND);
+    }
+    d->x_img = lin_register(s, "x_embedders.image", P, D, false, 0, 0, full);
+    lin_register(s, "x_embedders.image_cond", P, D, false, 0, 0, false);
+    d->ctx = lin_register(s, "context_embedder", c->text_dim, D, false, 0, 0, full);
+    static const char *const names[NSEQ] = {"txt_mode_blocks", "mode_blocks.image", "single_transformer_blocks"};
+    static const int order[NSEQ + 1] = {IMG, -1, TXT, JOINT}; /* the state_dict's; -1: mode_blocks.image_cond */
+    for (int o = 0; o <= NSEQ; o++) {
+        const int q = order[o];
+        for (int i = 0; i < (q < 0 ? n[IMG] : n[q]); i++) {
+            f3_block *b = q < 0 ? &d->cond_blocks[i] : &d->blocks[q][i];
+            if (q < 0) *b = (f3_block){.m = m, .ffn = F};
+            else *b = (f3_block){.m = m, .rows = rows_of(m, q), .split = q == JOINT ? m->shape.text : 0, .ffn = F,
+                                 .eps = F3_EPS, .mod = &d->mod[q], .dmod = &d->dmod[q], .rope = &d->rope[q]};
+            snprintf(name, sizeof name, "%s.%d", q < 0 ? "mode_blocks.image_cond" : names[q], i);
+            f3_block_register(s, b, name, c, q >= 0);
+            if (q >= 0) d->seq_blocks[q][i] = (block){.kind = &f3_block_kind, .self = b, .index = i};
+        }
+    }
+    for (int q = 0; q < NSEQ; q++)
+        m->seq[q] = (block_seq){.name = names[q], .n = n[q], .blocks = d->seq_blocks[q], .state_n = 1,
+                                .pool = m->pool};
+    m->n_seq = NSEQ;
+    d->norm_out = lin_register(s, "norm_out.linear", D, 2 * D, false, 0, 0, full);
+    d->proj_out = lin_register(s, "proj_out", D, P, false, 0, 0, full);
+    return ST_OK;
+}
+
+static void f3_destroy(model *m)
+{
+    f3_model *d = f3_of(m);
+    for (int q = 0; d && q < NSEQ; q++) free(d->blocks[q]), free(d->seq_blocks[q]);
+    if (d) free(d->cond_blocks);
+    free(d);
+}
+
+static void f3_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    for (int q = 0; q < NSEQ; q++) m->seq[q].state_numel[0] = batch * rows_of(m, q) * m->shape.hidden;
+}
+
+static void f3_release(model *m)
+{
+    f3_model *d = f3_of(m);
+    if (!d || !d->active) return;
+    for (int q = 0; q < NSEQ; q++) {
+        seq_release(d->run[q]), d->run[q] = NULL;
+        state_free(m->pool, &d->out[q]);
+        float **bufs[] = {&d->mod[q], &d->dmod[q], &d->rope[q]};
+        for (size_t i = 0; i < 3; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    }
+    time_pair_release(m, &d->tp);
+    op_state_release(&d->fin_stats);
+    float **bufs[] = {&d->patches, &d->text_in, &d->fin_ln, &d->fin_mod, &d->fin_h,
+                      &d->fin_out, &d->img_rows, &d->pred};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    d->active = false;
+}
+
+void time_pair_register(param_set *s, time_pair *p, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
+                        bool trainable)
+{
+    temb_register_nobias(s, &p->t, linear_1, linear_2, in, D, trainable);
+    p->z = p->t; /* the same parameters, its own buffers */
+}
+
+st_status time_pair_forward(model *m, time_pair *p, const float *timesteps, bool train)
+{
+    const int64_t B = m->shape.batch, D = m->shape.hidden;
+    st_status st = ST_OK;
+    temb_take(m, &p->t, &st, train);
+    temb_take_path(m, &p->z, &st);
+    p->zero = model_take(m, &st, B, "time.zero", true);
+    p->zs = model_take(m, &st, B * D, "time.silu_zero_temb", false);
+    if (train) p->dzs = model_take(m, &st, B * D, "time.dsilu_zero_temb", true);
+    if (!st) st = temb_forward(m, &p->t, timesteps);
+    if (!st) st = temb_forward(m, &p->z, p->zero);
+    if (!st) silu_forward(m->ctx.cs, p->t.c, B * D), silu_forward(p->zs, p->z.c, B * D);
+    return st;
+}
+
+st_status time_pair_backward(model *m, time_pair *p, scratch *k)
+{
+    const int64_t B = m->shape.batch, D = m->shape.hidden;
+    float *dc = scratch_take_zero(k, B * D, MEM_WORKSPACE, "time.dtemb");
+    if (k->status) return k->status;
+    silu_backward(dc, m->ctx.dcs, p->t.c, B * D);
+    st_status st = temb_backward(m, &p->t, dc);
+    if (!st) {
+        zero_bytes(dc, (size_t)(B * D) * sizeof(float));
+        silu_backward(dc, p->dzs, p->z.c, B * D);
+        st = temb_backward(m, &p->z, dc);
+    }
+    scratch_drop(k, dc);
+    return st;
+}
+
+void time_pair_release(model *m, time_pair *p)
+{
+    temb_release(m, &p->t), temb_release_path(m, &p->z);
+    float **bufs[] = {&p->zero, &p->zs, &p->dzs};
+    for (size_t i = 0; i < 3; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+}
+
+/* The sequences' rotary tables: the joint rows' [text (0, 0, 0, k); image (0, row, column, 0)] per sample, and each
+ * mode's part of them */
+static st_status tables(model *m)
+{
+    f3_model *d = f3_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m, JOINT), hd = c->hidden / c->heads;
+    const int64_t g = c->resolution / c->patch;
+    st_status st = ST_OK;
+    for (int q = 0; q < NSEQ; q++) d->rope[q] = model_take(m, &st, B * rows_of(m, q) * hd, "flux3.rope", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 4) * sizeof(float), MEM_WORKSPACE, "flux3.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    if (!pool_is_dry_ptr(d->rope[JOINT])) {
+        position_ids_flux2(ids, L, g, g);
+        rope_table(d->rope[JOINT], ids, S, 4, c->rope_axes, F3_THETA);
+        for (int64_t b = 0; b < B; b++) {
+            if (b) memcpy(d->rope[JOINT] + b * S * hd, d->rope[JOINT], (size_t)(S * hd) * sizeof(float));
+            memcpy(d->rope[TXT] + b * L * hd, d->rope[JOINT], (size_t)(L * hd) * sizeof(float));
+            memcpy(d->rope[IMG] + b * (S - L) * hd, d->rope[JOINT] + L * hd, (size_t)((S - L) * hd) * sizeof(float));
+        }
+    }
+    pool_free(m->pool, ids);
+    return ST_OK;
+}
+
+/* The modulations: the mode blocks' from SiLU of their temb, the single blocks' two sets side by side per sample */
+static st_status modulations(model *m, bool train)
+{
+    f3_model *d = f3_of(m);
+    const int64_t B = m->shape.batch, D = m->shape.hidden;
+    st_status st = ST_OK;
+    for (int q = 0; q < NSEQ; q++) {
+        const int64_t w = (q == JOINT ? 2 : 1) * 3 * D;
+        d->mod[q] = model_take(m, &st, B * w, "flux3.modulation", false);
+        if (train) d->dmod[q] = model_take(m, &st, B * w, "flux3.dmodulation", true);
+    }
+    float *tmp = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(B * 3 * D) * sizeof(float), MEM_WORKSPACE, "flux3.single_mod",
+                             (void **)&tmp);
+    if (st) return st;
+    const float *is = m->ctx.cs, *zs = d->tp.zs;
+    st = lin_forward(m->params, m->pool, &d->early[MODE_TXT], d->mod[TXT], zs, B);
+    if (!st) st = lin_forward(m->params, m->pool, &d->early[MODE_IMAGE], d->mod[IMG], is, B);
+    for (int k = 0; k < 2 && !st; k++) { /* set 0 the text's, set 1 the image's */
+        st = lin_forward(m->params, m->pool, &d->single[k ? MODE_IMAGE : MODE_TXT], tmp, k ? is : zs, B);
+        if (!st) copy_rows(d->mod[JOINT] + k * 3 * D, 6 * D, tmp, 3 * D, B, 3 * D);
+    }
+    pool_free(m->pool, tmp);
+    return st;
+}
+
+/* back from the modulations' gradients to dL/d SiLU(temb) of the image (m->ctx.dcs) and of 0 (d->dzs) */
+static st_status modulations_backward(model *m)
+{
+    f3_model *d = f3_of(m);
+    const int64_t B = m->shape.batch, D = m->shape.hidden;
+    float *tmp = NULL;
+    st_status st = pool_alloc(m->pool, (size_t)(B * 3 * D) * sizeof(float), MEM_WORKSPACE, "flux3.dsingle_mod",
+                              (void **)&tmp);
+    if (st) return st;
+    st = lin_backward(m->params, m->pool, &d->early[MODE_TXT], d->tp.dzs, d->dmod[TXT], d->tp.zs, B);
+    if (!st) st = lin_backward(m->params, m->pool, &d->early[MODE_IMAGE], m->ctx.dcs, d->dmod[IMG], m->ctx.cs, B);
+    for (int k = 0; k < 2 && !st; k++) {
+        copy_rows(tmp, 3 * D, d->dmod[JOINT] + k * 3 * D, 6 * D, B, 3 * D);
+        st = lin_backward(m->params, m->pool, &d->single[k ? MODE_IMAGE : MODE_TXT], k ? m->ctx.dcs : d->tp.dzs, tmp,
+                          k ? m->ctx.cs : d->tp.zs, B);
+    }
+    pool_free(m->pool, tmp);
+    return st;
+}
+
+/* A sequence's output state rows into the joint rows (text first), or the image rows out of them */
+static void joint_rows(model *m, float *joint, const float *part, bool image)
+{
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = m->shape.hidden, S = L + T;
+    for (int64_t b = 0; b < B; b++)
+        copy_rows(joint + (b * S + (image ? L : 0)) * D, D, part + b * (image ? T : L) * D, D, image ? T : L, D);
+}
+
+static st_status final_out(model *m, bool train)
+{
+    f3_model *d = f3_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T;
+    const int64_t P = model_patch_dim(c), S = L + T;
+    st_status st = ST_OK;
+    d->img_rows = model_take(m, &st, N * D, "flux3.final.rows", false);
+    d->fin_ln = model_take(m, &st, N * D, "flux3.final.ln", false);
+    d->fin_mod = model_take(m, &st, B * 2 * D, "flux3.final.modulation", false);
+    d->fin_h = model_take(m, &st, N * D, "flux3.final.h", false);
+    d->fin_out = model_take(m, &st, N * P, "flux3.final.out", false);
+    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
+    if (st) return st;
+    for (int64_t b = 0; b < B; b++)
+        copy_rows(d->img_rows + b * T * D, D, d->out[JOINT].t[0] + (b * S + L) * D, D, T, D);
+    if ((st = lin_forward(m->params, m->pool, &d->norm_out, d->fin_mod, m->ctx.cs, B))) return st;
+    st = layernorm_forward(m->pool, d->fin_ln, d->img_rows, NULL, NULL, N, D, F3_EPS, train ? &d->fin_stats : NULL);
+    if (st) return st;
+    modulate_forward(d->fin_h, d->fin_ln, d->fin_mod + D, d->fin_mod, B, T, D, 2 * D); /* (scale, shift) */
+    if ((st = lin_forward(m->params, m->pool, &d->proj_out, d->fin_out, d->fin_h, N))) return st;
+    const patch_shape ps = model_patches(m);
+    unpatchify_forward(d->pred, d->fin_out, &ps, PATCH_CONV);
+    return ST_OK;
+}
+
+static st_status f3_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            const float **pred)
+{
+    f3_model *d = f3_of(m);
+    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    d->active = true;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, S = L + T;
+    const int64_t P = model_patch_dim(c), K = model_cond_len(c), Dc = c->text_dim;
+    st_status st = ST_OK;
+    d->patches = model_take(m, &st, B * T * P, "flux3.patches", false);
+    d->text_in = model_take(m, &st, B * L * Dc, "flux3.text", false);
+    float *x0[2] = {model_take(m, &st, B * L * D, "flux3.text_rows", false),
+                    model_take(m, &st, B * T * D, "flux3.image_rows", false)};
+    if (!st) st = tables(m);
+    if (!st) st = time_pair_forward(m, &d->tp, timesteps, train);
+    if (!st) st = modulations(m, train);
+    if (!st) {
+        copy_rows(d->text_in, L * Dc, cond, K, B, L * Dc);
+        const patch_shape ps = model_patches(m);
+        patchify_forward(d->patches, x, &ps);
+        st = lin_forward(m->params, m->pool, &d->ctx, x0[0], d->text_in, B * L);
+    }
+    if (!st) st = lin_forward(m->params, m->pool, &d->x_img, x0[1], d->patches, B * T);
+    for (int q = TXT; q <= IMG; q++) {
+        block_state first = {.n = 1, .t = {x0[q]}};
+        x0[q] = NULL; /* the executor owns it now, even when st is set */
+        if (!st) st = seq_forward(&m->seq[q], &m->plan[q], model_offload(m), &first, train, &d->out[q], &d->run[q]);
+        else pool_free(m->pool, first.t[0]);
+    }
+    float *joint = model_take(m, &st, B * S * D, "flux3.joint", false);
+    if (!st) joint_rows(m, joint, d->out[TXT].t[0], false), joint_rows(m, joint, d->out[IMG].t[0], true);
+    for (int q = TXT; q <= IMG; q++) state_free(m->pool, &d->out[q]);
+    if (!st) {
+        block_state first = {.n = 1, .t = {joint}};
+        joint = NULL;
+        st = seq_forward(&m->seq[JOINT], &m->plan[JOINT], model_offload(m), &first, train, &d->out[JOINT],
+                         &d->run[JOINT]);
+    }
+    pool_free(m->pool, joint);
+    if (!st) st = final_out(m, train);
+    if (st) {
+        f3_release(m);
+        return st;
+    }
+    *pred = d->pred;
+    return ST_OK;
+}
+
+static st_status f3_backward(model *m, const float *dpred)
+{
+    f3_model *d = f3_of(m);
+    if (!d->active || !d->run[JOINT])
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
+    const int64_t P = model_patch_dim(c);
+    st_status st = ST_OK;
+    scratch k = {.pool = m->pool};
+    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "flux3.final.dout");
+    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "flux3.final.dh");
+    float *dfmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "flux3.final.dmodulation");
+    float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "flux3.final.drows");
+    if ((st = k.status)) goto done;
+    const patch_shape ps = model_patches(m);
+    unpatchify_backward(dout, dpred, &ps, PATCH_CONV);
+    if ((st = lin_backward(m->params, m->pool, &d->proj_out, dh, dout, d->fin_h, N))) goto done;
+    modulate_backward(dh, dfmod + D, dfmod, dh, d->fin_ln, d->fin_mod, B, T, D, 2 * D);
+    if ((st = lin_backward(m->params, m->pool, &d->norm_out, m->ctx.dcs, dfmod, m->ctx.cs, B))) goto done;
+    layernorm_backward(dimg, NULL, NULL, dh, d->img_rows, NULL, N, D, &d->fin_stats);
+    state_free(m->pool, &d->out[JOINT]);
+    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "flux3.djoint", true)}};
+    if (st) goto done;
+    for (int64_t b = 0; b < B; b++) copy_rows(grad.t[0] + (b * S + L) * D, D, dimg + b * T * D, D, T, D);
+    st = seq_backward(d->run[JOINT], &grad, NULL);
+    d->run[JOINT] = NULL;
+    block_state part[2] = {{.n = 1, .t = {model_take(m, &st, B * L * D, "flux3.dtext_rows", false)}},
+                           {.n = 1, .t = {model_take(m, &st, B * T * D, "flux3.dimage_rows", false)}}};
+    for (int64_t b = 0; !st && b < B; b++) {
+        copy_rows(part[0].t[0] + b * L * D, D, grad.t[0] + b * S * D, D, L, D);
+        copy_rows(part[1].t[0] + b * T * D, D, grad.t[0] + (b * S + L) * D, D, T, D);
+    }
+    state_free(m->pool, &grad);
+    for (int q = IMG; q >= TXT; q--)
+        if (!st) st = seq_backward(d->run[q], &part[q], NULL), d->run[q] = NULL; /* else f3_release's */
+    if (!st) st = lin_backward(m->params, m->pool, &d->x_img, NULL, part[IMG].t[0], d->patches, N);
+    if (!st) st = lin_backward(m->params, m->pool, &d->ctx, NULL, part[TXT].t[0], d->text_in, B * L);
+    state_free(m->pool, &part[0]), state_free(m->pool, &part[1]);
+    if (!st) st = modulations_backward(m);
+    if (!st) st = time_pair_backward(m, &d->tp, &k);
+done:;
+    const st_status end = scratch_end(&k);
+    f3_release(m);
+    return st ? st : end;
+}
+
+/* segtrain's own initialisation, for training from scratch: the modulations and the output at zero (the blocks start
+ * as identities), the q/k norms at 1, the time path N(0, 0.02), xavier linears elsewhere */
+static param_init f3_init_of(const char *name)
+{
+    if (strstr(name, "modulations") || strstr(name, "norm_out") || strstr(name, "proj_out")) return INIT_ZERO;
+    if (strstr(name, "norm_q") || strstr(name, "norm_k")) return INIT_ONE;
+    if (strstr(name, "timestep_embedder")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family flux3_family = {
+    .name = "flux3_image",
+    .create = f3_create,
+    .destroy = f3_destroy,
+    .set_batch = f3_set_batch,
+    .forward = f3_forward,
+    .backward = f3_backward,
+    .release = f3_release,
+    .init_of = f3_init_of,
+};

@@ -1,0 +1,270 @@
+/* Ideogram 4 (docs/FAMILIES.md): diffusers' Ideogram4Transformer2DModel, called as SimpleTuner's ideogram calls it:
+ * the model's time is 1 - t (1 is clean data) and the prediction is minus its output.
+ *
+ * - One block sequence, `layers`, on the joint rows per sample [the caption's L, the image's T]: the caption's rows
+ *   llm_cond_proj(llm_cond_norm(text)), the image's input_proj of its packed latents (patch 1), each plus its role's
+ *   row of embed_image_indicator (0: text, 1: image). The caption's padding keys are masked (SimpleTuner's segment
+ *   ids: 1 for a real token and the image, 0 for padding); its blocks are lumina2_block.c's in ideogram_style.
+ * - time: t_embedding (sin then cos of 10^4 t at frequencies 10^(-4 j / (D/2 - 1)), mlp_in, SiLU, mlp_out), then
+ *   adaln_input = SiLU(adaln_proj(.)), time_dim wide: what every block's adaln_modulation reads (m->ctx.cs).
+ * - MRoPE: a caption token j at (j, j, j), an image token at (O, O + row, O + column), O = 65536; frequency p of the
+ *   head (theta^(-2p / head_dim)) turns by the position on axis 1 when p % 3 == 1 and p < 3 sections[1], on axis 2
+ *   when p % 3 == 2 and p < 3 sections[2], else on axis 0; rotate-half pairs.
+ * - final_layer: LayerNorm (no affine) of the image rows times 1 + adaln_modulation(SiLU(adaln_input)), then linear. */
+#include "models/joint/lumina2.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define IDEO_THETA 5000000.0    /* every published config's rope_theta */
+#define IDEO_IMAGE_OFFSET 65536 /* SimpleTuner's IMAGE_POSITION_OFFSET */
+#define IDEO_TEXT_EPS 1e-6f     /* llm_cond_norm's */
+#define IDEO_OUT_EPS 1e-6f
+
+typedef struct id_model {
+    lumina_joint j;
+    temb t;
+    lin_layer text, ada;
+    lumina_final fin;
+    int text_norm, x_w, x_b, role;
+    /* a step */
+    float *len, *tin, *patches, *text_in, *text_n, *ada_raw, *fin_c;
+    op_state text_stats;
+} id_model;
+
+static id_model *id_of(const model *m) { return m->impl; }
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+static int64_t rows_of(const model *m) { return m->shape.text + m->shape.tokens; }
+
+static st_status id_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    id_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (!d) return st_host_oom("the Ideogram 4 model");
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, A = c->time_dim, P = model_patch_dim(c);
+    d->x_w = param_add(s, "input_proj.weight", 2, (int64_t[]){D, P}, full);
+    d->x_b = param_add(s, "input_proj.bias", 1, (int64_t[]){D}, full);
+    d->text_norm = param_add(s, "llm_cond_norm.weight", 1, (int64_t[]){c->text_dim}, full);
+    d->text = lin_register(s, "llm_cond_proj", c->text_dim, D, true, 0, 0, full);
+    temb_register(s, &d->t, "t_embedding.mlp_in", "t_embedding.mlp_out", D, D, full);
+    d->ada = lin_register(s, "adaln_proj", D, A, true, 0, 0, full);
+    d->role = param_add(s, "embed_image_indicator.weight", 2, (int64_t[]){2, D}, full);
+    st_status st = lumina_joint_create(m, &d->j, &ideogram_style, rows_of(m), A);
+    if (st) return st;
+    d->fin.out_w = param_add(s, "final_layer.linear.weight", 2, (int64_t[]){P, D}, full);
+    d->fin.out_b = param_add(s, "final_layer.linear.bias", 1, (int64_t[]){P}, full);
+    d->fin.mod = lin_register(s, "final_layer.adaln_modulation", A, D, true, 0, 0, full);
+    d->fin.sign = -1.0f, d->fin.eps = IDEO_OUT_EPS; /* SimpleTuner's ideogram negates the output */
+    return ST_OK;
+}
+
+static void id_destroy(model *m)
+{
+    id_model *d = id_of(m);
+    if (d) lumina_joint_destroy(&d->j);
+    free(d);
+}
+
+static void id_set_batch(model *m, int64_t batch) { lumina_joint_set_batch(m, &id_of(m)->j, batch); }
+
+static void id_release(model *m)
+{
+    id_model *d = id_of(m);
+    if (!d || !d->j.active) return;
+    lumina_joint_release(m, &d->j);
+    temb_release(m, &d->t);
+    op_state_release(&d->text_stats);
+    lumina_final_release(m, &d->fin);
+    float **bufs[] = {&d->len, &d->tin, &d->patches, &d->text_in, &d->text_n, &d->ada_raw, &d->fin_c};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+}
+
+/* Per sample: its caption's tokens (the mask's ones), its rotary table and key mask over [caption; image] */
+static st_status positions(model *m, const float *cond)
+{
+    id_model *d = id_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m), hd = c->hidden / c->heads;
+    const int64_t g = c->resolution / c->patch;
+    st_status st = ST_OK;
+    d->len = model_take(m, &st, B, "ideogram.caption_length", false);
+    d->j.rope = model_take(m, &st, B * S * hd, "ideogram.rope", false);
+    d->j.kb = model_take(m, &st, B * S, "ideogram.key_mask", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "ideogram.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    for (int64_t r = 0; r < S && !pool_is_dry_ptr(ids); r++) { /* (j, j, j), then (0, row, col) + the offset */
+        const int64_t i = r - L, o = IDEO_IMAGE_OFFSET;
+        ids[r * 3] = (float)(r < L ? r : o), ids[r * 3 + 1] = (float)(r < L ? r : o + i / g);
+        ids[r * 3 + 2] = (float)(r < L ? r : o + i % g);
+    }
+    for (int64_t b = 0; !st && !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond) && b < B; b++) {
+        float n = 0;
+        if ((st = model_caption_length(m, cond, b, &n))) break;
+        d->len[b] = n;
+        if (!b) rope_table_mrope(d->j.rope, ids, S, hd, c->rope_axes, IDEO_THETA); /* no sample's positions differ */
+        else copy_rows(d->j.rope + b * S * hd, S * hd, d->j.rope, S * hd, 1, S * hd);
+        for (int64_t r = 0; r < S; r++) d->j.kb[b * S + r] = r < (int64_t)n || r >= L ? 0.0f : -INFINITY;
+    }
+    pool_free(m->pool, ids);
+    d->j.mask = (attn_mask){.key_bias = d->j.kb, .batch_stride = S};
+    d->j.maskp = &d->j.mask;
+    return st;
+}
+
+/* t_embedding's sinusoid of 10^4 t: sines then cosines, frequencies 10^(-4 j / (half - 1)) */
+static void time_sinusoid(float *freq, const float *t, int64_t B, int64_t dim)
+{
+    const int64_t half = dim / 2;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < half; j++) {
+            const double a = 1e4 * (double)t[b] * exp(-(double)j * log(1e4) / (double)(half - 1));
+            freq[b * dim + j] = (float)sin(a), freq[b * dim + half + j] = (float)cos(a);
+        }
+}
+
+/* The joint rows: the caption's, then the image's, each plus its role's embedding */
+static st_status embed(model *m, const float *x, const float *timesteps, const float *cond, bool train, float **x0)
+{
+    id_model *d = id_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden;
+    const int64_t Dc = c->text_dim, P = model_patch_dim(c), K = model_cond_len(c), A = c->time_dim;
+    st_status st = ST_OK;
+    d->tin = model_take(m, &st, B, "ideogram.time", false);
+    d->patches = model_take(m, &st, B * T * P, "ideogram.patches", false);
+    d->text_in = model_take(m, &st, B * L * Dc, "ideogram.caption_in", false);
+    d->text_n = model_take(m, &st, B * L * Dc, "ideogram.caption_norm", false);
+    *x0 = model_take(m, &st, B * S * D, "ideogram.rows", false);
+    temb_take(m, &d->t, &st, train);
+    d->ada_raw = model_take(m, &st, B * A, "ideogram.adaln_proj", false);
+    d->fin_c = model_take(m, &st, B * A, "ideogram.silu_adaln_input", false);
+    if (!st) st = positions(m, cond);
+    if (st) return st;
+    const patch_shape ps = model_patches(m);
+    patchify_forward(d->patches, x, &ps);
+    copy_rows(d->text_in, L * Dc, cond, K, B, L * Dc);
+    st = rmsnorm_forward(m->pool, d->text_n, d->text_in, PW(d->text_norm), B * L, Dc, IDEO_TEXT_EPS,
+                         train ? &d->text_stats : NULL);
+    for (int64_t b = 0; !st && b < B; b++) {
+        float *rows = *x0 + b * S * D;
+        st = lin_forward(m->params, m->pool, &d->text, rows, d->text_n + b * L * Dc, L);
+        linear_forward(rows + L * D, d->patches + b * T * P, PW(d->x_w), PW(d->x_b), T, P, D);
+        add_row(rows, PW(d->role), L, D);              /* text: row 0 */
+        add_row(rows + L * D, PW(d->role) + D, T, D); /* image: row 1 */
+    }
+    if (st) return st;
+    for (int64_t b = 0; !pool_is_dry_ptr(d->tin) && b < B; b++) d->tin[b] = 1.0f - timesteps[b] / 1000.0f;
+    if (!pool_is_dry_ptr(d->t.freq)) time_sinusoid(d->t.freq, d->tin, B, D);
+    temb_mlp_forward(m, &d->t);
+    if ((st = lin_forward(m->params, m->pool, &d->ada, d->ada_raw, d->t.c, B))) return st;
+    silu_forward(m->ctx.cs, d->ada_raw, B * A); /* adaln_input */
+    silu_forward(d->fin_c, m->ctx.cs, B * A);   /* the final layer's SiLU of it */
+    return ST_OK;
+}
+
+/* The image tokens' rows: each sample's joint rows after its L caption rows */
+static st_status final_rows(model *m, float *img)
+{
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = m->shape.hidden;
+    for (int64_t b = 0; b < B; b++)
+        copy_rows(img + b * T * D, D, id_of(m)->j.last.t[0] + (b * rows_of(m) + L) * D, D, T, D);
+    return ST_OK;
+}
+
+static st_status final_out(model *m, bool train)
+{
+    id_model *d = id_of(m);
+    return lumina_final_forward(m, &d->fin, final_rows, d->fin_c, train);
+}
+
+static st_status id_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            const float **pred)
+{
+    static const lumina_joint_parts parts = {embed, final_out, id_release};
+    id_model *d = id_of(m);
+    const st_status st = lumina_joint_forward(m, &d->j, &parts, x, timesteps, cond, train);
+    if (!st) *pred = d->fin.pred;
+    return st;
+}
+
+static st_status id_backward(model *m, const float *dpred)
+{
+    id_model *d = id_of(m);
+    if (!d->j.active || !d->j.run)
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden, N = B * T;
+    const int64_t P = model_patch_dim(c), Dc = c->text_dim, A = c->time_dim;
+    st_status st = ST_OK;
+    scratch k = {.pool = m->pool};
+    float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "ideogram.dout_rows");
+    float *dfin = scratch_take_zero(&k, B * A, MEM_WORKSPACE, "ideogram.dsilu_adaln_input");
+    if ((st = k.status) || (st = lumina_final_backward(m, &d->fin, &k, dpred, d->fin_c, dfin, dimg))) goto done;
+    state_free(m->pool, &d->j.last);
+    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "ideogram.drows", true)}};
+    if (st) goto done;
+    for (int64_t b = 0; !pool_is_dry_ptr(grad.t[0]) && b < B; b++)
+        copy_rows(grad.t[0] + (b * S + L) * D, D, dimg + b * T * D, D, T, D);
+    st = seq_backward(d->j.run, &grad, NULL); /* releases the run whatever it returns */
+    d->j.run = NULL;
+    float *dtext = st ? NULL : scratch_take_zero(&k, B * L * Dc, MEM_WORKSPACE, "ideogram.dcaption_norm");
+    float *role = st ? NULL : scratch_take(&k, S, MEM_WORKSPACE, "ideogram.role"); /* each row's indicator row */
+    if (!st) st = k.status;
+    for (int64_t r = 0; !st && !pool_is_dry_ptr(role) && r < S; r++) role[r] = r < L ? 0.0f : 1.0f;
+    for (int64_t b = 0; !st && b < B; b++) {
+        const float *g = grad.t[0] + b * S * D;
+        linear_backward(NULL, PG(d->x_w), PG(d->x_b), g + L * D, d->patches + b * T * P, PW(d->x_w), T, P, D);
+        embedding_backward(PG(d->role), g, role, S, D);
+        st = lin_backward(m->params, m->pool, &d->text, dtext + b * L * Dc, g, d->text_n + b * L * Dc, L);
+    }
+    state_free(m->pool, &grad);
+    if (!st) rmsnorm_backward(NULL, PG(d->text_norm), dtext, d->text_in, PW(d->text_norm), B * L, Dc, &d->text_stats);
+    if (!st) { /* back through adaln_input's two SiLUs (the blocks' and the final layer's), adaln_proj, t_embedding */
+        float *dcs = scratch_take(&k, B * A, MEM_WORKSPACE, "ideogram.dadaln_input");
+        float *draw = scratch_take_zero(&k, B * A, MEM_WORKSPACE, "ideogram.dadaln_proj");
+        float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "ideogram.dtemb");
+        if (!(st = k.status)) {
+            if (!pool_is_dry_ptr(dcs)) memcpy(dcs, m->ctx.dcs, (size_t)(B * A) * sizeof(float));
+            silu_backward(dcs, dfin, m->ctx.cs, B * A);
+            silu_backward(draw, dcs, d->ada_raw, B * A);
+            st = lin_backward(m->params, m->pool, &d->ada, dc, draw, d->t.c, B);
+            if (!st) st = temb_backward(m, &d->t, dc);
+        }
+    }
+done:;
+    const st_status end = scratch_end(&k);
+    id_release(m);
+    return st ? st : end;
+}
+
+/* segtrain's own initialisation, for training from scratch: the norms at 1, the modulations and the output at zero
+ * (the blocks start as identities), the time embedding N(0, 0.02), xavier linears elsewhere */
+static param_init id_init_of(const char *name)
+{
+    if (strstr(name, "adaln_modulation") || strstr(name, "final_layer.linear")) return INIT_ZERO;
+    const size_t n = strlen(name);
+    if (n > 7 && !strcmp(name + n - 7, ".weight") && strstr(name, "norm")) return INIT_ONE; /* the RMSNorms' */
+    if (strstr(name, "t_embedding") || strstr(name, "embed_image_indicator")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family ideogram_family = {
+    .name = "ideogram",
+    .create = id_create,
+    .destroy = id_destroy,
+    .set_batch = id_set_batch,
+    .forward = id_forward,
+    .backward = id_backward,
+    .release = id_release,
+    .init_of = id_init_of,
+};

@@ -1,0 +1,412 @@
+/* Krea 2 (docs/FAMILIES.md): diffusers' Krea2Transformer2DModel, called as SimpleTuner's krea2 calls it: its time t
+ * (1 is noise) as the class takes it, the latents packed in 2 x 2 patches (features (channel, row, column)), the
+ * prediction the output itself.
+ *
+ * - Three block sequences of lumina2_block.c's block in Krea 2's style (krea2_style: zero-centred RMSNorms, q and k
+ *   RMSNorm-ed per head, grouped queries, an output gate sigmoid(to_gate(h)) on the attention, SwiGLU):
+ *   text_fusion.layerwise_blocks over each token's tapped encoder layers (attending across the layers, token by
+ *   token; no rotation, no mask), then, after text_fusion.projector (a weighted sum over the layers),
+ *   text_fusion.refiner_blocks over the tokens (the text's key mask); then transformer_blocks over the joint rows
+ *   [text; image] per sample (the text's padding keys masked), modulated by time_mod_proj's rows plus each block's
+ *   scale_shift_table.
+ * - time_embed: Timesteps(256) of 1000 t, cosines first, linear_1, GELU (tanh), linear_2: temb; time_mod_proj(
+ *   GELU(temb)) is what every joint block reads (kept in m->ctx.mod; m->ctx.cs holds GELU(temb)).
+ * - txt_in: the refined text through a zero-centred RMSNorm, linear_1, GELU (tanh), linear_2; img_in: a linear of
+ *   the packed patches.
+ * - Rotary positions on three axes (t, h, w), interleaved pairs at theta 1000: the text rows at 0, the image's at
+ *   (0, row, column), as SimpleTuner's _position_ids_for_grids makes them.
+ * - final_layer: zero-centred RMSNorm of the image rows, times 1 + (temb + table[0]), plus temb + table[1], then its
+ *   linear, unpacked. */
+#include "models/joint/lumina2.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KREA2_FREQ 256
+#define KREA2_THETA 1000.0
+#define KREA2_MOD 6 /* prescale, preshift, pregate, postscale, postshift, postgate */
+enum { LAYERWISE, REFINER, JOINT, NSEQ };
+
+typedef struct kr_model {
+    lumina_block *blocks[NSEQ];
+    block *seq_blocks[NSEQ];
+    temb t;
+    lin_layer mod, txt1, txt2, img, out;
+    int proj, txt_norm, fin_table, fin_norm;
+    float *rope;    /* the joint rows' per-sample rotary tables, a step's */
+    float *no_rope; /* what the text's blocks read: NULL, no rotation */
+    attn_mask masks[NSEQ];
+    const attn_mask *maskp[NSEQ];
+    /* a step */
+    bool active;
+    float *kb[NSEQ], *patches, *txt_n, *txt_a, *txt_g, *img_rows, *fin_n, *fin_mod, *fin_h, *fin_out, *pred;
+    op_state txt_stats, fin_stats;
+    block_state lw_out, ref_out, last;
+    seq_run *run[NSEQ];
+} kr_model;
+
+static kr_model *kr_of(const model *m) { return m->impl; }
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+static int64_t text_width(const model_config *c) { return c->text_dim / c->text_layers; } /* text_hidden_dim */
+static int64_t joint_rows(const model *m) { return m->shape.text + m->shape.tokens; }
+
+static st_status kr_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    kr_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (!d) return st_host_oom("the Krea 2 model");
+    const int n[NSEQ] = {(int)c->text_blocks, (int)c->refiner_depth, (int)c->depth};
+    for (int q = 0; q < NSEQ; q++) {
+        d->blocks[q] = calloc((size_t)(n[q] ? n[q] : 1), sizeof *d->blocks[q]);
+        d->seq_blocks[q] = calloc((size_t)(n[q] ? n[q] : 1), sizeof *d->seq_blocks[q]);
+        if (!d->blocks[q] || !d->seq_blocks[q]) return st_host_oom("the Krea 2 model");
+    }
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, P = model_patch_dim(c), Dt = text_width(c), L = m->shape.text, nl = c->text_layers;
+    const int64_t rows[NSEQ] = {L * nl, L, joint_rows(m)};
+    static const char *const names[NSEQ] = {"text_fusion.layerwise_blocks", "text_fusion.refiner_blocks",
+                                            "transformer_blocks"};
+    /* in the order of Krea2Transformer2DModel's state_dict */
+    d->img = lin_register(s, "img_in", P, D, true, 0, 0, full);
+    temb_register(s, &d->t, "time_embed.linear_1", "time_embed.linear_2", KREA2_FREQ, D, full);
+    d->t.gelu = true;
+    d->mod = lin_register(s, "time_mod_proj", D, KREA2_MOD * D, true, 0, 0, full);
+    char prefix[96];
+    for (int q = 0; q < NSEQ; q++) {
+        if (q == REFINER) d->proj = param_add(s, "text_fusion.projector.weight", 2, (int64_t[]){1, nl}, full);
+        if (q == JOINT) {
+            d->txt_norm = param_add(s, "txt_in.norm.weight", 1, (int64_t[]){Dt}, full);
+            d->txt1 = lin_register(s, "txt_in.linear_1", Dt, D, true, 0, 0, full);
+            d->txt2 = lin_register(s, "txt_in.linear_2", D, D, true, 0, 0, full);
+        }
+        const bool text = q != JOINT;
+        for (int i = 0; i < n[q]; i++) {
+            lumina_block *b = &d->blocks[q][i];
+            *b = (lumina_block){.m = m, .modulated = !text, .rows = rows[q], .width = text ? Dt : 0,
+                                .heads = text ? c->text_heads : 0, .kv_heads = text ? c->text_kv_heads : c->kv_heads,
+                                .ffn = text ? c->text_ffn : c->ffn_dim, .attn_rows = q == LAYERWISE ? nl : 0,
+                                .eps = (float)c->norm_eps, .rope = text ? &d->no_rope : &d->rope,
+                                .mask = &d->maskp[q], .style = &krea2_style};
+            snprintf(prefix, sizeof prefix, "%s.%d", names[q], i);
+            lumina_block_register(s, b, prefix, c);
+            d->seq_blocks[q][i] = (block){.kind = &lumina_block_kind, .self = b, .index = i};
+        }
+        m->seq[q] = (block_seq){.name = names[q], .n = n[q], .blocks = d->seq_blocks[q], .state_n = 1,
+                                .pool = m->pool};
+    }
+    m->n_seq = NSEQ;
+    d->fin_table = param_add(s, "final_layer.scale_shift_table", 2, (int64_t[]){2, D}, full);
+    d->fin_norm = param_add(s, "final_layer.norm.weight", 1, (int64_t[]){D}, full);
+    d->out = lin_register(s, "final_layer.linear", D, P, true, 0, 0, full);
+    return ST_OK;
+}
+
+static void kr_destroy(model *m)
+{
+    kr_model *d = kr_of(m);
+    for (int q = 0; d && q < NSEQ; q++) free(d->blocks[q]), free(d->seq_blocks[q]);
+    free(d);
+}
+
+static void kr_set_batch(model *m, int64_t batch)
+{
+    const model_config *c = &m->cfg;
+    const int64_t L = m->shape.text, Dt = text_width(c);
+    m->shape.batch = batch;
+    m->seq[LAYERWISE].state_numel[0] = batch * L * c->text_layers * Dt;
+    m->seq[REFINER].state_numel[0] = batch * L * Dt;
+    m->seq[JOINT].state_numel[0] = batch * joint_rows(m) * m->shape.hidden;
+}
+
+static void kr_release(model *m)
+{
+    kr_model *d = kr_of(m);
+    if (!d || !d->active) return;
+    for (int q = 0; q < NSEQ; q++) seq_release(d->run[q]), d->run[q] = NULL;
+    state_free(m->pool, &d->lw_out), state_free(m->pool, &d->ref_out), state_free(m->pool, &d->last);
+    temb_release(m, &d->t);
+    op_state_release(&d->txt_stats), op_state_release(&d->fin_stats);
+    float **bufs[] = {&d->kb[REFINER], &d->kb[JOINT], &d->rope, &d->patches, &d->txt_n, &d->txt_a, &d->txt_g,
+                      &d->img_rows, &d->fin_n, &d->fin_mod, &d->fin_h, &d->fin_out, &d->pred, &m->ctx.mod,
+                      &m->ctx.dmod};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    for (int q = 0; q < NSEQ; q++) d->maskp[q] = NULL;
+    d->active = false;
+}
+
+/* The text's key masks (the refiner's and the joint rows') and the joint rows' rotary tables */
+static st_status positions(model *m, const float *cond)
+{
+    kr_model *d = kr_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, S = joint_rows(m), hd = c->hidden / c->heads;
+    const int64_t K = model_cond_len(c), g = c->resolution / c->patch;
+    st_status st = ST_OK;
+    d->kb[REFINER] = model_take(m, &st, B * L, "krea2.text_key_mask", false);
+    d->kb[JOINT] = model_take(m, &st, B * S, "krea2.key_mask", false);
+    d->rope = model_take(m, &st, B * S * hd, "krea2.rope", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "krea2.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    if (!pool_is_dry_ptr(d->rope)) {
+        for (int64_t r = 0; r < S; r++) { /* the text at 0, the image at (0, row, column) */
+            const int64_t i = r - L;
+            ids[r * 3] = 0.0f;
+            ids[r * 3 + 1] = r < L ? 0.0f : (float)(i / g), ids[r * 3 + 2] = r < L ? 0.0f : (float)(i % g);
+        }
+        rope_table(d->rope, ids, S, 3, c->rope_axes, KREA2_THETA);
+        for (int64_t b = 1; b < B; b++) memcpy(d->rope + b * S * hd, d->rope, (size_t)(S * hd) * sizeof(float));
+    }
+    pool_free(m->pool, ids);
+    for (int64_t b = 0; !pool_is_dry_ptr(d->kb[JOINT]) && !pool_is_dry_ptr(cond) && b < B; b++) {
+        const float *mask = cond + b * K + L * c->text_dim;
+        for (int64_t r = 0; r < S; r++) {
+            const float kb = r < L && mask[r] == 0.0f ? -INFINITY : 0.0f;
+            if (r < L && mask[r] != 0.0f && mask[r] != 1.0f)
+                return st_fail(ST_ERR_INVALID, "the batch's sample %lld: its text mask is %g at token %lld; Krea 2 "
+                               "takes 1 for a token and 0 for padding", (long long)b, mask[r], (long long)r);
+            if (r < L) d->kb[REFINER][b * L + r] = kb;
+            d->kb[JOINT][b * S + r] = kb;
+        }
+    }
+    d->masks[REFINER] = (attn_mask){.key_bias = d->kb[REFINER], .batch_stride = L};
+    d->masks[JOINT] = (attn_mask){.key_bias = d->kb[JOINT], .batch_stride = S};
+    d->maskp[LAYERWISE] = NULL, d->maskp[REFINER] = &d->masks[REFINER], d->maskp[JOINT] = &d->masks[JOINT];
+    return ST_OK;
+}
+
+/* text_fusion.projector: out (B L, Dt) = sum over k of w[k] times layer k's rows; back: dw and dlayers from dout */
+static void project(model *m, float *out, const float *layers, bool back, float *dlayers, const float *dout)
+{
+    const model_config *c = &m->cfg;
+    const int64_t n = m->shape.batch * m->shape.text, nl = c->text_layers, Dt = text_width(c);
+    const float *w = PW(kr_of(m)->proj);
+    float *dw = PG(kr_of(m)->proj);
+    if (pool_is_dry_ptr(layers)) return;
+    for (int64_t t = 0; t < n; t++) {
+        const float *h = layers + t * nl * Dt;
+        if (!back) {
+            float *o = out + t * Dt;
+            for (int64_t j = 0; j < Dt; j++) o[j] = 0.0f;
+            for (int64_t k = 0; k < nl; k++)
+                for (int64_t j = 0; j < Dt; j++) o[j] += h[k * Dt + j] * w[k];
+            continue;
+        }
+        const float *g = dout + t * Dt;
+        for (int64_t k = 0; k < nl; k++) {
+            float *dh = dlayers + (t * nl + k) * Dt;
+            double acc = 0;
+            for (int64_t j = 0; j < Dt; j++) dh[j] += g[j] * w[k], acc += (double)g[j] * h[k * Dt + j];
+            if (dw) dw[k] += (float)acc;
+        }
+    }
+}
+
+/* The text's and the image's rows of the joint sequence (B, S, D), from txt_in's output or img_in's, or back */
+static void joint_part(model *m, float *joint, float *part, bool image, bool back)
+{
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = m->shape.hidden, S = L + T;
+    const int64_t n = image ? T : L, at = image ? L : 0;
+    for (int64_t b = 0; b < B; b++) {
+        float *rows = joint + (b * S + at) * D, *p = part + b * n * D;
+        if (back) copy_rows(p, D, rows, D, n, D);
+        else copy_rows(rows, D, p, D, n, D);
+    }
+}
+
+static st_status final_out(model *m, bool train)
+{
+    kr_model *d = kr_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T, P = model_patch_dim(c);
+    st_status st = ST_OK;
+    d->img_rows = model_take(m, &st, N * D, "krea2.final.rows", false);
+    d->fin_n = model_take(m, &st, N * D, "krea2.final.norm", false);
+    d->fin_mod = model_take(m, &st, B * 2 * D, "krea2.final.modulation", false);
+    d->fin_h = model_take(m, &st, N * D, "krea2.final.h", false);
+    d->fin_out = model_take(m, &st, N * P, "krea2.final.out", false);
+    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
+    if (st) return st;
+    joint_part(m, d->last.t[0], d->img_rows, true, true);
+    st = rmsnorm_zc_forward(m->pool, d->fin_n, d->img_rows, PW(d->fin_norm), N, D, (float)c->norm_eps,
+                            train ? &d->fin_stats : NULL);
+    const float *table = PW(d->fin_table);
+    for (int64_t b = 0; !st && !pool_is_dry_ptr(d->fin_mod) && b < B; b++) /* (scale, shift) = temb + table */
+        for (int64_t j = 0; j < 2 * D; j++) d->fin_mod[b * 2 * D + j] = d->t.c[b * D + j % D] + table[j];
+    if (!st) modulate_forward(d->fin_h, d->fin_n, d->fin_mod + D, d->fin_mod, B, T, D, 2 * D);
+    if (!st) st = lin_forward(m->params, m->pool, &d->out, d->fin_out, d->fin_h, N);
+    const patch_shape ps = model_patches(m);
+    if (!st) unpatchify_forward(d->pred, d->fin_out, &ps, PATCH_CONV);
+    return st;
+}
+
+static st_status kr_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            const float **pred)
+{
+    kr_model *d = kr_of(m);
+    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    d->active = true;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden;
+    const int64_t Dt = text_width(c), K = model_cond_len(c), P = model_patch_dim(c), BL = B * L;
+    st_status st = ST_OK;
+    temb_take(m, &d->t, &st, train);
+    m->ctx.mod = model_take(m, &st, B * KREA2_MOD * D, "krea2.modulation", false);
+    if (train) m->ctx.dmod = model_take(m, &st, B * KREA2_MOD * D, "krea2.dmodulation", true);
+    d->patches = model_take(m, &st, B * T * P, "krea2.patches", false);
+    float *lw0 = model_take(m, &st, BL * c->text_dim, "krea2.text_layers", false);
+    if (!st) st = positions(m, cond);
+    if (st) goto fail;
+    copy_rows(lw0, L * c->text_dim, cond, K, B, L * c->text_dim);
+    if ((st = temb_forward(m, &d->t, timesteps))) goto fail; /* the class's 1000 t: segtrain's timesteps */
+    gelu_forward(m->ctx.cs, d->t.c, B * D);
+    if ((st = lin_forward(m->params, m->pool, &d->mod, m->ctx.mod, m->ctx.cs, B))) goto fail;
+    /* the text fusion */
+    block_state first = {.n = 1, .t = {lw0}};
+    lw0 = NULL; /* the executor owns it now */
+    st = seq_forward(&m->seq[LAYERWISE], &m->plan[LAYERWISE], model_offload(m), &first, train, &d->lw_out,
+                     &d->run[LAYERWISE]);
+    float *ref0 = st ? NULL : model_take(m, &st, BL * Dt, "krea2.text_projected", false);
+    if (st) goto fail;
+    project(m, ref0, d->lw_out.t[0], false, NULL, NULL);
+    first = (block_state){.n = 1, .t = {ref0}};
+    st = seq_forward(&m->seq[REFINER], &m->plan[REFINER], model_offload(m), &first, train, &d->ref_out,
+                     &d->run[REFINER]);
+    /* txt_in and img_in into the joint rows */
+    d->txt_n = model_take(m, &st, BL * Dt, "krea2.txt_in.norm", false);
+    d->txt_a = model_take(m, &st, BL * D, "krea2.txt_in.linear_1", false);
+    d->txt_g = model_take(m, &st, BL * D, "krea2.txt_in.gelu", false);
+    float *part = model_take(m, &st, B * (L > T ? L : T) * D, "krea2.rows", false);
+    float *joint = model_take(m, &st, B * S * D, "krea2.joint", false);
+    if (!st) st = rmsnorm_zc_forward(m->pool, d->txt_n, d->ref_out.t[0], PW(d->txt_norm), BL, Dt, (float)c->norm_eps,
+                                     train ? &d->txt_stats : NULL);
+    if (!st) st = lin_forward(m->params, m->pool, &d->txt1, d->txt_a, d->txt_n, BL);
+    if (!st) gelu_forward(d->txt_g, d->txt_a, BL * D);
+    if (!st) st = lin_forward(m->params, m->pool, &d->txt2, part, d->txt_g, BL);
+    if (!st) joint_part(m, joint, part, false, false);
+    const patch_shape ps = model_patches(m);
+    if (!st) patchify_forward(d->patches, x, &ps);
+    if (!st) st = lin_forward(m->params, m->pool, &d->img, part, d->patches, B * T);
+    if (!st) joint_part(m, joint, part, true, false);
+    pool_free(m->pool, part);
+    if (!st) {
+        first = (block_state){.n = 1, .t = {joint}};
+        joint = NULL;
+        st = seq_forward(&m->seq[JOINT], &m->plan[JOINT], model_offload(m), &first, train, &d->last, &d->run[JOINT]);
+    }
+    pool_free(m->pool, joint);
+    if (!st) st = final_out(m, train);
+    if (!st) {
+        *pred = d->pred;
+        return ST_OK;
+    }
+fail:
+    pool_free(m->pool, lw0);
+    kr_release(m);
+    return st;
+}
+
+static st_status kr_backward(model *m, const float *dpred)
+{
+    kr_model *d = kr_of(m);
+    if (!d->active || !d->run[JOINT])
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
+    const int64_t P = model_patch_dim(c), Dt = text_width(c), BL = B * L;
+    st_status st = ST_OK;
+    scratch k = {.pool = m->pool};
+    float *dtemb = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "krea2.dtemb");
+    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "krea2.final.dout");
+    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "krea2.final.dh");
+    float *dfmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "krea2.final.dmodulation");
+    float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "krea2.final.drows");
+    if ((st = k.status)) goto done;
+    /* the final layer */
+    const patch_shape ps = model_patches(m);
+    unpatchify_backward(dout, dpred, &ps, PATCH_CONV);
+    if ((st = lin_backward(m->params, m->pool, &d->out, dh, dout, d->fin_h, N))) goto done;
+    modulate_backward(dh, dfmod + D, dfmod, dh, d->fin_n, d->fin_mod, B, T, D, 2 * D);
+    float *dtable = PG(d->fin_table);
+    for (int64_t b = 0; !pool_is_dry_ptr(dfmod) && b < B; b++) {
+        add_to(dtemb + b * D, dfmod + b * 2 * D, D), add_to(dtemb + b * D, dfmod + b * 2 * D + D, D);
+        if (dtable) add_to(dtable, dfmod + b * 2 * D, 2 * D);
+    }
+    if ((st = rmsnorm_zc_backward(m->pool, dimg, PG(d->fin_norm), dh, d->img_rows, PW(d->fin_norm), N, D,
+                                  &d->fin_stats)))
+        goto done;
+    scratch_drop(&k, dh), scratch_drop(&k, dout);
+    /* the joint blocks */
+    state_free(m->pool, &d->last);
+    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "krea2.djoint", true)}};
+    if (st) goto done;
+    joint_part(m, grad.t[0], dimg, true, false);
+    st = seq_backward(d->run[JOINT], &grad, NULL); /* releases the run whatever it returns */
+    d->run[JOINT] = NULL;
+    float *part = st ? NULL : scratch_take(&k, B * (L > T ? L : T) * D, MEM_WORKSPACE, "krea2.drows");
+    float *dtg = st ? NULL : scratch_take_zero(&k, BL * D, MEM_WORKSPACE, "krea2.txt_in.dgelu");
+    float *dta = st ? NULL : scratch_take_zero(&k, BL * D, MEM_WORKSPACE, "krea2.txt_in.dlinear_1");
+    float *dtn = st ? NULL : scratch_take_zero(&k, BL * Dt, MEM_WORKSPACE, "krea2.txt_in.dnorm");
+    if (!st) st = k.status;
+    if (!st) { /* img_in, then txt_in back to the refined text */
+        joint_part(m, grad.t[0], part, true, true);
+        st = lin_backward(m->params, m->pool, &d->img, NULL, part, d->patches, N);
+    }
+    if (!st) {
+        joint_part(m, grad.t[0], part, false, true);
+        st = lin_backward(m->params, m->pool, &d->txt2, dtg, part, d->txt_g, BL);
+    }
+    state_free(m->pool, &grad);
+    if (!st) gelu_backward(dta, dtg, d->txt_a, BL * D);
+    if (!st) st = lin_backward(m->params, m->pool, &d->txt1, dtn, dta, d->txt_n, BL);
+    block_state gref = {.n = 1, .t = {st ? NULL : model_take(m, &st, BL * Dt, "krea2.drefined", true)}};
+    if (!st) st = rmsnorm_zc_backward(m->pool, gref.t[0], PG(d->txt_norm), dtn, d->ref_out.t[0], PW(d->txt_norm), BL,
+                                      Dt, &d->txt_stats);
+    state_free(m->pool, &d->ref_out);
+    if (!st) st = seq_backward(d->run[REFINER], &gref, NULL), d->run[REFINER] = NULL; /* else kr_release's */
+    block_state glw = {.n = 1, .t = {st ? NULL : model_take(m, &st, BL * c->text_dim, "krea2.dtext_layers", true)}};
+    if (!st) project(m, NULL, d->lw_out.t[0], true, glw.t[0], gref.t[0]);
+    state_free(m->pool, &gref), state_free(m->pool, &d->lw_out);
+    if (!st) st = seq_backward(d->run[LAYERWISE], &glw, NULL), d->run[LAYERWISE] = NULL;
+    state_free(m->pool, &glw);
+    /* the blocks' modulation back through time_mod_proj and GELU, with the final layer's, to time_embed */
+    if (!st) st = lin_backward(m->params, m->pool, &d->mod, m->ctx.dcs, m->ctx.dmod, m->ctx.cs, B);
+    if (!st) {
+        gelu_backward(dtemb, m->ctx.dcs, d->t.c, B * D);
+        st = temb_backward(m, &d->t, dtemb);
+    }
+done:;
+    const st_status end = scratch_end(&k);
+    kr_release(m);
+    return st ? st : end;
+}
+
+/* segtrain's own initialisation, for training from scratch: the zero-centred norms and the tables at zero (as the
+ * class initialises them: a scale of 1, no change), the output linear at zero, the time path N(0, 0.02), xavier
+ * linears elsewhere */
+static param_init kr_init_of(const char *name)
+{
+    if (strstr(name, "norm") || strstr(name, "scale_shift_table") || strstr(name, "final_layer.linear"))
+        return INIT_ZERO;
+    if (strstr(name, "time_embed")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family krea2_family = {
+    .name = "krea2",
+    .create = kr_create,
+    .destroy = kr_destroy,
+    .set_batch = kr_set_batch,
+    .forward = kr_forward,
+    .backward = kr_backward,
+    .release = kr_release,
+    .init_of = kr_init_of,
+};

@@ -1,0 +1,477 @@
+/* Lumina-Image 2.0 (docs/FAMILIES.md): diffusers' Lumina2Transformer2DModel, called as SimpleTuner's lumina2 calls
+ * it: the model's time is 1 - t (its flow runs from noise at 0 to data at 1) and the prediction is minus its output.
+ *
+ * - Three block sequences: context_refiner on the caption's rows (unmodulated, the caption's key mask),
+ *   noise_refiner on the image's (modulated), then layers on the joint rows, per sample [the caption's len tokens,
+ *   the image's T, padding] (len: the sample's mask's ones; the padding's keys masked).
+ * - time_caption_embed: timestep_embedder (Timesteps(256) of 1 - t, cosines first, linear_1, SiLU, linear_2: temb,
+ *   min(D, 1024) wide); caption_embedder (RMSNorm, linear) of the text.
+ * - x_embedder: a linear of 2 x 2 patches, features (row, column, channel).
+ * - Rotary positions per sample on three axes: a caption token j at (j, 0, 0), an image token at (len, row, column);
+ *   the caption's padding rows rotate by 0 in the context refiner (diffusers' zero table) and by identity in the
+ *   joint (its zero positions).
+ * - norm_out: LayerNorm (no affine) of the image rows, times 1 + linear_1(SiLU(temb)), then linear_2.
+ *
+ * Z-Image (diffusers' ZImageTransformer2DModel, SimpleTuner's z_image, called the same way) is the same model with
+ * other names and these differences: the joint rows are [the image's, the caption's, padding]; the caption's rows
+ * and the image's are each padded to a multiple of 32 with a learned pad token (x_pad_token, cap_pad_token), and
+ * the caption's padding rows are attended, not masked; a caption token j sits at (1 + j, 0, 0), an image token at
+ * (1 + the padded caption length, row, column), a pad token of the image at (0, 0, 0); rotary theta 256; the time
+ * is (1 - t) 1000 through t_embedder (256 -> 1024 -> min(D, 256)), the blocks' modulations take temb itself (no
+ * SiLU) and only the final layer SiLU(temb). */
+#include "models/joint/lumina2.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LUMINA_FREQ 256
+#define LUMINA_THETA 10000.0
+#define LUMINA_OUT_EPS 1e-6f
+#define ZIMAGE_THETA 256.0
+#define ZIMAGE_ROWS 32 /* its caption and image rows are padded to a multiple of this (SEQ_MULTI_OF) */
+#define ZIMAGE_T_SCALE 1000.0f
+#define ZIMAGE_TIME_MID 1024
+enum { CTX, NOISE, JOINT, NSEQ };
+
+typedef struct lm_model {
+    bool z; /* Z-Image */
+    lumina_block *blocks[NSEQ];
+    block *seq_blocks[NSEQ];
+    temb t;
+    int cap_norm;
+    lin_layer cap;
+    lumina_final fin;
+    int x_w, x_b, x_pad, cap_pad; /* the pad tokens: Z-Image's */
+    float *rope[NSEQ];                /* per-sample rotary tables, a step's */
+    attn_mask masks[NSEQ];
+    const attn_mask *maskp[NSEQ];     /* what the blocks read: &masks[q], or NULL */
+    /* a step */
+    bool active;
+    float *len;                       /* per sample: the caption's tokens */
+    float *tin, *patches, *cap_in, *cap_n, *kb[NSEQ];
+    float *final_c; /* the final layer's input: SiLU(temb), Z-Image's own (Lumina's blocks read it as m->ctx.cs) */
+    op_state cap_stats;
+    block_state last;
+    seq_run *run[NSEQ];
+} lm_model;
+
+static lm_model *lm_of(const model *m) { return m->impl; }
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+static int64_t round_up(int64_t n, int64_t k) { return (n + k - 1) / k * k; }
+static bool zimage(const model_config *c) { return !strcmp(c->family, "z_image"); }
+/* The caption refiner's rows and the image refiner's per sample */
+static int64_t text_rows(const model *m)
+{
+    return zimage(&m->cfg) ? round_up(m->shape.text, ZIMAGE_ROWS) : m->shape.text;
+}
+static int64_t image_rows_of(const model *m)
+{
+    return zimage(&m->cfg) ? round_up(m->shape.tokens, ZIMAGE_ROWS) : m->shape.tokens;
+}
+static int64_t joint_rows(const model *m) { return text_rows(m) + image_rows_of(m); }
+static int64_t time_dim(const model_config *c)
+{
+    const int64_t cap = zimage(c) ? 256 : 1024; /* ADALN_EMBED_DIM, Lumina's min(D, 1024) */
+    return c->hidden < cap ? c->hidden : cap;
+}
+
+static st_status lm_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    lm_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (!d) return st_host_oom("the Lumina 2 model");
+    const int n[NSEQ] = {(int)c->refiner_depth, (int)c->refiner_depth, (int)c->depth};
+    for (int q = 0; q < NSEQ; q++) {
+        d->blocks[q] = calloc((size_t)n[q], sizeof *d->blocks[q]);
+        d->seq_blocks[q] = calloc((size_t)n[q], sizeof *d->seq_blocks[q]);
+        if (!d->blocks[q] || !d->seq_blocks[q]) return st_host_oom("the Lumina 2 model");
+    }
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank, z = d->z = zimage(c);
+    const int64_t D = c->hidden, Dt = time_dim(c), P = model_patch_dim(c);
+    const int64_t rows[NSEQ] = {text_rows(m), image_rows_of(m), joint_rows(m)};
+    static const char *const names[NSEQ] = {"context_refiner", "noise_refiner", "layers"};
+    char prefix[64], n1[96], n2[96], key[32];
+    snprintf(key, sizeof key, "%lld-%lld", (long long)c->patch, (long long)c->patch_t); /* Z-Image's patch key */
+    snprintf(n1, sizeof n1, z ? "all_x_embedder.%s.weight" : "x_embedder.weight", key);
+    snprintf(n2, sizeof n2, z ? "all_x_embedder.%s.bias" : "x_embedder.bias", key);
+    d->x_w = param_add(s, n1, 2, (int64_t[]){D, P}, full);
+    d->x_b = param_add(s, n2, 1, (int64_t[]){D}, full);
+    if (z) {
+        temb_register_mid(s, &d->t, "t_embedder.mlp.0", "t_embedder.mlp.2", LUMINA_FREQ, ZIMAGE_TIME_MID, Dt, full);
+        d->x_pad = param_add(s, "x_pad_token", 2, (int64_t[]){1, D}, full);
+        d->cap_pad = param_add(s, "cap_pad_token", 2, (int64_t[]){1, D}, full);
+    } else {
+        temb_register(s, &d->t, "time_caption_embed.timestep_embedder.linear_1",
+                      "time_caption_embed.timestep_embedder.linear_2", LUMINA_FREQ, Dt, full);
+    }
+    const char *cap = z ? "cap_embedder" : "time_caption_embed.caption_embedder";
+    snprintf(n1, sizeof n1, "%s.0.weight", cap);
+    snprintf(n2, sizeof n2, "%s.1", cap);
+    d->cap_norm = param_add(s, n1, 1, (int64_t[]){c->text_dim}, full);
+    d->cap = lin_register(s, n2, c->text_dim, D, true, 0, 0, full);
+    for (int q = 0; q < NSEQ; q++) {
+        for (int i = 0; i < n[q]; i++) {
+            lumina_block *b = &d->blocks[q][i];
+            *b = (lumina_block){.m = m, .modulated = q != CTX, .rows = rows[q], .kv_heads = c->kv_heads,
+                                .ffn = c->ffn_dim, .eps = (float)c->norm_eps, .rope = &d->rope[q],
+                                .mask = &d->maskp[q], .ada_in = Dt, .style = z ? &zimage_style : &lumina2_style};
+            snprintf(prefix, sizeof prefix, "%s.%d", names[q], i);
+            lumina_block_register(s, b, prefix, c);
+            d->seq_blocks[q][i] = (block){.kind = &lumina_block_kind, .self = b, .index = i};
+        }
+        m->seq[q] = (block_seq){.name = names[q], .n = n[q], .blocks = d->seq_blocks[q], .state_n = 1,
+                                .pool = m->pool};
+    }
+    char fin[64];
+    snprintf(fin, sizeof fin, z ? "all_final_layer.%s" : "norm_out", key);
+    snprintf(n1, sizeof n1, z ? "%s.adaLN_modulation.1" : "%s.linear_1", fin);
+    d->fin = (lumina_final){.mod = lin_register(s, n1, Dt, D, true, 0, 0, full), .sign = -1.0f,
+                            .eps = LUMINA_OUT_EPS}; /* SimpleTuner's lumina2 and z_image negate the output */
+    snprintf(n1, sizeof n1, z ? "%s.linear.weight" : "%s.linear_2.weight", fin);
+    snprintf(n2, sizeof n2, z ? "%s.linear.bias" : "%s.linear_2.bias", fin);
+    d->fin.out_w = param_add(s, n1, 2, (int64_t[]){P, D}, full);
+    d->fin.out_b = param_add(s, n2, 1, (int64_t[]){P}, full);
+    m->n_seq = NSEQ;
+    return ST_OK;
+}
+
+static void lm_destroy(model *m)
+{
+    lm_model *d = lm_of(m);
+    for (int q = 0; d && q < NSEQ; q++) free(d->blocks[q]), free(d->seq_blocks[q]);
+    free(d);
+}
+
+static void lm_set_batch(model *m, int64_t batch)
+{
+    lm_model *d = lm_of(m);
+    m->shape.batch = batch;
+    for (int q = 0; q < NSEQ; q++) m->seq[q].state_numel[0] = batch * d->blocks[q][0].rows * m->shape.hidden;
+}
+
+static void lm_release(model *m)
+{
+    lm_model *d = lm_of(m);
+    if (!d || !d->active) return;
+    for (int q = 0; q < NSEQ; q++) {
+        seq_release(d->run[q]);
+        d->run[q] = NULL;
+        pool_free(m->pool, d->rope[q]), pool_free(m->pool, d->kb[q]);
+        d->rope[q] = d->kb[q] = NULL, d->maskp[q] = NULL;
+    }
+    state_free(m->pool, &d->last);
+    temb_release(m, &d->t);
+    op_state_release(&d->cap_stats);
+    lumina_final_release(m, &d->fin);
+    float **bufs[] = {&d->len, &d->tin, &d->patches, &d->cap_in, &d->cap_n, &d->final_c};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    d->active = false;
+}
+
+/* Sample b's caption tokens (its mask's ones, as diffusers sums the mask) */
+static int64_t len_of(const lm_model *d, int64_t b) { return (int64_t)d->len[b]; }
+/* ... and its caption's rows in the joint sequence (Z-Image's: padded) */
+static int64_t cap_rows(const lm_model *d, int64_t b)
+{
+    return d->z ? round_up(len_of(d, b), ZIMAGE_ROWS) : len_of(d, b);
+}
+/* Where sample b's image rows start in the joint rows, and its caption's */
+static int64_t image_at(const model *m, int64_t b) { return lm_of(m)->z ? 0 : len_of(lm_of(m), b); }
+static int64_t caption_at(const model *m) { return lm_of(m)->z ? image_rows_of(m) : 0; }
+
+/* The position (3 axes) of row r of sequence q for sample b: len its caption's tokens, lr its caption's rows; a row
+ * with no position returns false (its rotary table stays zero, as diffusers pads it) */
+static bool position_of(const model *m, int q, int64_t r, int64_t len, int64_t lr, float id[3])
+{
+    const int64_t T = m->shape.tokens, Tr = image_rows_of(m), g = m->cfg.resolution / m->cfg.patch;
+    id[0] = id[1] = id[2] = 0;
+    if (!lm_of(m)->z) { /* caption j at (j, 0, 0), image i at (len, row, column); the joint's padding at 0 */
+        const int64_t img = q == NOISE ? r : q == JOINT ? r - len : -1;
+        if (q != NOISE && r < len) id[0] = (float)r;
+        else if (img >= 0 && img < T) id[0] = (float)len, id[1] = (float)(img / g), id[2] = (float)(img % g);
+        return q != CTX || r < len;
+    }
+    const int64_t cap = q == CTX ? r : q == JOINT ? r - Tr : -1, img = q == CTX || r >= Tr ? -1 : r;
+    if (cap >= 0) id[0] = (float)(1 + cap);
+    else if (img >= 0 && img < T) id[0] = (float)(lr + 1), id[1] = (float)(img / g), id[2] = (float)(img % g);
+    return cap >= 0 ? cap < lr : img >= 0; /* an image pad token at (0, 0, 0) */
+}
+
+/* The per-sample rotary tables and key masks of the three sequences */
+static st_status positions(model *m, bool real)
+{
+    lm_model *d = lm_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = text_rows(m), T = image_rows_of(m), S = L + T, hd = c->hidden / c->heads;
+    const int64_t rows[NSEQ] = {L, T, S};
+    const double theta = d->z ? ZIMAGE_THETA : LUMINA_THETA;
+    st_status st = ST_OK;
+    for (int q = 0; q < NSEQ; q++) d->rope[q] = model_take(m, &st, B * rows[q] * hd, "lumina.rope", false);
+    d->kb[CTX] = model_take(m, &st, B * L, "lumina.caption_mask", false);
+    d->kb[JOINT] = model_take(m, &st, B * S, "lumina.joint_mask", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "lumina.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    for (int64_t b = 0; real && b < B; b++) {
+        const int64_t len = len_of(d, b), lr = cap_rows(d, b);
+        for (int q = 0; q < NSEQ; q++) {
+            float *tab = d->rope[q] + b * rows[q] * hd, unused[3];
+            for (int64_t r = 0; r < rows[q]; r++) position_of(m, q, r, len, lr, ids + r * 3);
+            rope_table(tab, ids, rows[q], 3, c->rope_axes, theta);
+            for (int64_t r = 0; r < rows[q]; r++)
+                if (!position_of(m, q, r, len, lr, unused)) memset(tab + r * hd, 0, (size_t)hd * sizeof(float));
+        }
+        /* keys past the caption's rows (past the image's and the caption's in the joint) are masked; an empty
+         * caption's refiner sees them all: its rows reach nothing */
+        for (int64_t j = 0; j < L; j++) d->kb[CTX][b * L + j] = j < lr || !lr ? 0.0f : -INFINITY;
+        for (int64_t j = 0; j < S; j++) d->kb[JOINT][b * S + j] = j < lr + T ? 0.0f : -INFINITY;
+    }
+    pool_free(m->pool, ids);
+    d->masks[CTX] = (attn_mask){.key_bias = d->kb[CTX], .batch_stride = L};
+    d->masks[JOINT] = (attn_mask){.key_bias = d->kb[JOINT], .batch_stride = S};
+    d->maskp[CTX] = &d->masks[CTX], d->maskp[NOISE] = NULL, d->maskp[JOINT] = &d->masks[JOINT];
+    return ST_OK;
+}
+
+/* Z-Image's pad tokens: a sample's caption rows past its tokens (to its padded length; zero after) and its image
+ * rows past the image's tokens. back: their gradients (the rows of ctx and img) summed into the tokens' (when they
+ * train), and those rows of ctx zeroed (they reach no caption weight). */
+static void pad_rows(model *m, float *ctx, float *img, bool back)
+{
+    lm_model *d = lm_of(m);
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = m->shape.hidden, Lr = text_rows(m);
+    const int64_t Tr = image_rows_of(m);
+    if (pool_is_dry_ptr(ctx) || pool_is_dry_ptr(d->len)) return;
+    float *xp = back ? PG(d->x_pad) : PW(d->x_pad), *cp = back ? PG(d->cap_pad) : PW(d->cap_pad);
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t len = len_of(d, b), lr = cap_rows(d, b);
+        for (int64_t r = len; r < Lr; r++) {
+            float *row = ctx + (b * Lr + r) * D;
+            if (back && r < lr && cp) add_to(cp, row, D); /* no gradient when frozen (LoRA) */
+            if (back || r >= lr) memset(row, 0, (size_t)D * sizeof(float));
+            else memcpy(row, cp, (size_t)D * sizeof(float));
+        }
+        for (int64_t r = T; r < Tr; r++) {
+            float *row = img + (b * Tr + r) * D;
+            if (!back) memcpy(row, xp, (size_t)D * sizeof(float));
+            else if (xp) add_to(xp, row, D);
+        }
+    }
+}
+
+/* The caption's rows after caption_embedder (ctx0) and the image's after x_embedder (x0); temb and SiLU(temb) */
+static st_status embed(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                       float **ctx0, float **x0)
+{
+    lm_model *d = lm_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, Dc = c->text_dim;
+    const int64_t P = model_patch_dim(c), K = model_cond_len(c), Dt = time_dim(c);
+    st_status st = ST_OK;
+    d->len = model_take(m, &st, B, "lumina.caption_length", false);
+    d->tin = model_take(m, &st, B, "lumina.time", false);
+    d->patches = model_take(m, &st, B * T * P, "lumina.patches", true);
+    d->cap_in = model_take(m, &st, B * L * Dc, "lumina.caption_in", false);
+    d->cap_n = model_take(m, &st, B * L * Dc, "lumina.caption_norm", false);
+    const int64_t Lr = text_rows(m), Tr = image_rows_of(m);
+    *ctx0 = model_take(m, &st, B * Lr * D, "lumina.caption", false);
+    *x0 = model_take(m, &st, B * Tr * D, "lumina.image", false);
+    temb_take(m, &d->t, &st, train);
+    if (d->z) d->final_c = model_take(m, &st, B * Dt, "zimage.silu_temb", false);
+    if (st) return st;
+    const bool real = !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond);
+    for (int64_t b = 0; b < B; b++) {
+        float n = (float)L; /* a dry step's: the sizes do not depend on it */
+        if (real && (st = model_caption_length(m, cond, b, &n))) return st;
+        if (pool_is_dry_ptr(d->len)) continue;
+        d->len[b] = n, d->tin[b] = 1.0f - timesteps[b] / 1000.0f;
+        if (d->z) /* SimpleTuner's (1000 - t) / 1000, times t_scale in the model, in float32 */
+            d->tin[b] = (1000.0f - timesteps[b]) / 1000.0f * ZIMAGE_T_SCALE;
+    }
+    if ((st = positions(m, real))) return st;
+    const patch_shape ps = model_patches(m); /* x_embedder's features: (row, column, channel), DiT's order */
+    unpatchify_backward(d->patches, x, &ps, PATCH_DIT);
+    for (int64_t b = 0; b < B; b++) /* per sample: Z-Image's rows are padded */
+        linear_forward(*x0 + b * Tr * D, d->patches + b * T * P, PW(d->x_w), PW(d->x_b), T, P, D);
+    copy_rows(d->cap_in, L * Dc, cond, K, B, L * Dc);
+    st = rmsnorm_forward(m->pool, d->cap_n, d->cap_in, PW(d->cap_norm), B * L, Dc, (float)c->norm_eps,
+                         train ? &d->cap_stats : NULL);
+    for (int64_t b = 0; !st && b < B; b++)
+        st = lin_forward(m->params, m->pool, &d->cap, *ctx0 + b * Lr * D, d->cap_n + b * L * Dc, L);
+    if (!st && d->z) pad_rows(m, *ctx0, *x0, false);
+    if (!st) st = temb_forward(m, &d->t, d->tin);
+    if (!st && d->z) copy_rows(m->ctx.cs, Dt, d->t.c, Dt, B, Dt), silu_forward(d->final_c, d->t.c, B * Dt);
+    else if (!st) silu_forward(m->ctx.cs, d->t.c, B * Dt);
+    return st;
+}
+
+/* The joint rows per sample from the refiners' rows: the caption's (its cap_rows) and the image's at their places,
+ * zero padding after; back: the joint's gradients split into the refiners' (their other rows zero). */
+static void join(model *m, float *joint, float *ctx, float *img, bool back)
+{
+    lm_model *d = lm_of(m);
+    const int64_t B = m->shape.batch, L = text_rows(m), T = image_rows_of(m), S = L + T, D = m->shape.hidden;
+    if (pool_is_dry_ptr(joint) || pool_is_dry_ptr(d->len)) return;
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t lr = cap_rows(d, b);
+        float *o = joint + b * S * D, *oc = o + caption_at(m) * D, *oi = o + image_at(m, b) * D;
+        float *c = ctx + b * L * D, *i = img + b * T * D;
+        if (back) {
+            memcpy(c, oc, (size_t)(lr * D) * sizeof(float));
+            memset(c + lr * D, 0, (size_t)((L - lr) * D) * sizeof(float));
+            memcpy(i, oi, (size_t)(T * D) * sizeof(float));
+            continue;
+        }
+        memcpy(oc, c, (size_t)(lr * D) * sizeof(float));
+        memcpy(oi, i, (size_t)(T * D) * sizeof(float));
+        memset(o + (lr + T) * D, 0, (size_t)((L - lr) * D) * sizeof(float));
+    }
+}
+
+/* The image tokens' rows of the joint rows (back: their gradients into the joint's, the rest zero) */
+static void image_rows(model *m, float *img, const float *joint, bool back)
+{
+    lm_model *d = lm_of(m);
+    const int64_t B = m->shape.batch, T = m->shape.tokens, S = joint_rows(m), D = m->shape.hidden;
+    if (pool_is_dry_ptr(img) || pool_is_dry_ptr(joint) || pool_is_dry_ptr(d->len)) return;
+    for (int64_t b = 0; b < B; b++) {
+        float *jr = (float *)joint + (b * S + image_at(m, b)) * D;
+        if (back) memcpy(jr, img + b * T * D, (size_t)(T * D) * sizeof(float));
+        else memcpy(img + b * T * D, jr, (size_t)(T * D) * sizeof(float));
+    }
+}
+
+static st_status final_rows(model *m, float *img)
+{
+    image_rows(m, img, lm_of(m)->last.t[0], false);
+    return ST_OK;
+}
+
+static st_status final_out(model *m, bool train)
+{
+    lm_model *d = lm_of(m);
+    return lumina_final_forward(m, &d->fin, final_rows, d->z ? d->final_c : m->ctx.cs, train);
+}
+
+static st_status lm_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            const float **pred)
+{
+    lm_model *d = lm_of(m);
+    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    d->active = true;
+    const int64_t B = m->shape.batch, S = joint_rows(m), D = m->shape.hidden;
+    float *ctx0 = NULL, *x0 = NULL;
+    st_status st = embed(m, x, timesteps, cond, train, &ctx0, &x0);
+    block_state refined[2] = {{0}};
+    float *inputs[2] = {ctx0, x0};
+    for (int q = CTX; !st && q <= NOISE; q++) {
+        block_state first = {.n = 1, .t = {inputs[q]}};
+        inputs[q] = NULL; /* the executor owns it now */
+        st = seq_forward(&m->seq[q], &m->plan[q], model_offload(m), &first, train, &refined[q], &d->run[q]);
+    }
+    for (int q = 0; q < 2; q++) pool_free(m->pool, inputs[q]);
+    float *joint = model_take(m, &st, B * S * D, "lumina.joint", false);
+    if (!st) join(m, joint, refined[CTX].t[0], refined[NOISE].t[0], false);
+    for (int q = 0; q < 2; q++) state_free(m->pool, &refined[q]);
+    if (!st) {
+        block_state first = {.n = 1, .t = {joint}};
+        joint = NULL;
+        st = seq_forward(&m->seq[JOINT], &m->plan[JOINT], model_offload(m), &first, train, &d->last, &d->run[JOINT]);
+    }
+    pool_free(m->pool, joint);
+    if (!st) st = final_out(m, train);
+    if (st) {
+        lm_release(m);
+        return st;
+    }
+    *pred = d->fin.pred;
+    return ST_OK;
+}
+
+static st_status lm_backward(model *m, const float *dpred)
+{
+    lm_model *d = lm_of(m);
+    if (!d->active || !d->run[JOINT])
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = joint_rows(m), D = c->hidden;
+    const int64_t N = B * T, P = model_patch_dim(c), Dt = time_dim(c), Dc = c->text_dim;
+    const int64_t Lr = text_rows(m), Tr = image_rows_of(m);
+    st_status st = ST_OK;
+    scratch k = {.pool = m->pool};
+    float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "lumina.dout_rows");
+    float *dfinal = d->z ? scratch_take_zero(&k, B * Dt, MEM_WORKSPACE, "zimage.dsilu_temb") : m->ctx.dcs;
+    if ((st = k.status)) goto done;
+    st = lumina_final_backward(m, &d->fin, &k, dpred, d->z ? d->final_c : m->ctx.cs, dfinal, dimg);
+    if (st) goto done;
+    state_free(m->pool, &d->last);
+    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "lumina.djoint", true)}};
+    if (st) goto done;
+    image_rows(m, dimg, grad.t[0], true);
+    st = seq_backward(d->run[JOINT], &grad, NULL); /* releases the run whatever it returns */
+    d->run[JOINT] = NULL;
+    /* the joint rows' gradients back to the refiners' outputs */
+    block_state gctx = {.n = 1, .t = {model_take(m, &st, B * Lr * D, "lumina.dcaption", false)}};
+    block_state gimg = {.n = 1, .t = {model_take(m, &st, B * Tr * D, "lumina.dimage", false)}};
+    if (!st) join(m, grad.t[0], gctx.t[0], gimg.t[0], true);
+    state_free(m->pool, &grad);
+    if (!st) st = seq_backward(d->run[NOISE], &gimg, NULL), d->run[NOISE] = NULL; /* else lm_release's */
+    if (!st) st = seq_backward(d->run[CTX], &gctx, NULL), d->run[CTX] = NULL;
+    if (!st && d->z) pad_rows(m, gctx.t[0], gimg.t[0], true);
+    for (int64_t b = 0; !st && b < B; b++)
+        linear_backward(NULL, PG(d->x_w), PG(d->x_b), gimg.t[0] + b * Tr * D, d->patches + b * T * P, PW(d->x_w), T, P,
+                        D);
+    float *dcap = st ? NULL : scratch_take_zero(&k, B * L * Dc, MEM_WORKSPACE, "lumina.dcaption_norm");
+    if (!st) st = k.status;
+    for (int64_t b = 0; !st && b < B; b++)
+        st = lin_backward(m->params, m->pool, &d->cap, dcap + b * L * Dc, gctx.t[0] + b * Lr * D, d->cap_n + b * L * Dc,
+                          L);
+    if (!st) rmsnorm_backward(NULL, PG(d->cap_norm), dcap, d->cap_in, PW(d->cap_norm), B * L, Dc, &d->cap_stats);
+    state_free(m->pool, &gctx), state_free(m->pool, &gimg);
+    if (!st) { /* back to temb: through SiLU from the final layer (and Lumina's blocks), directly from Z-Image's */
+        float *dc = scratch_take_zero(&k, B * Dt, MEM_WORKSPACE, "lumina.dtemb");
+        if (!(st = k.status)) {
+            if (d->z) add_to(dc, m->ctx.dcs, B * Dt);
+            silu_backward(dc, dfinal, d->t.c, B * Dt);
+            st = temb_backward(m, &d->t, dc);
+        }
+    }
+done:;
+    const st_status end = scratch_end(&k);
+    lm_release(m);
+    return st ? st : end;
+}
+
+/* segtrain's own initialisation, for training from scratch: the norms at 1, the modulations, the output and Z-Image's
+ * pad tokens at zero (the blocks start as identities), the timestep embedding N(0, 0.02), xavier linears elsewhere */
+static param_init lm_init_of(const char *name)
+{
+    const size_t n = strlen(name);
+    if (strstr(name, "norm1.linear") || strstr(name, "norm_out.linear_2") || strstr(name, ".adaLN_modulation.0") ||
+        (strstr(name, "all_final_layer") && strstr(name, ".linear.")) || strstr(name, "pad_token"))
+        return INIT_ZERO;
+    if (n > 7 && !strcmp(name + n - 7, ".weight") &&
+        (strstr(name, "norm") || strstr(name, "caption_embedder.0") || strstr(name, "cap_embedder.0")))
+        return INIT_ONE; /* the RMSNorms' (1-D weights; the linears' are 2-D and start as xavier below) */
+    if (strstr(name, "timestep_embedder") || strstr(name, "t_embedder")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family lumina2_family = {
+    .name = "lumina2",
+    .create = lm_create,
+    .destroy = lm_destroy,
+    .set_batch = lm_set_batch,
+    .forward = lm_forward,
+    .backward = lm_backward,
+    .release = lm_release,
+    .init_of = lm_init_of,
+};

@@ -1,0 +1,116 @@
+/* Lumina-Image 2.0 (Lumina2Transformer2DModel) and Z-Image (ZImageTransformer2DModel), internal to src/models: the
+ * block (lumina2_block.c, also ERNIE-Image's, Ideogram 4's, OmniGen's and Krea 2's, in their styles), the model
+ * (lumina2.c), and the one-sequence skeleton and final layer the others share (lumina_joint.c). */
+#ifndef SEGTRAIN_MODELS_LUMINA2_H
+#define SEGTRAIN_MODELS_LUMINA2_H
+
+#include "models/core/internal.h"
+
+/* A block's weight names below its prefix: Lumina2TransformerBlock's or ZImageTransformerBlock's */
+typedef struct lumina_names {
+    const char *q, *k, *v, *out, *norm_q, *norm_k, *w1, *w2, *w3, *ada, *norm1_modulated, *norm1, *norm2, *ffn_norm1,
+        *ffn_norm2;
+    const char *gate, *table; /* Krea 2's attention output gate and modulation table; NULL: none */
+} lumina_names;
+
+/* How a block's q and k turn: rope_forward's interleaved pairs, rope_half_forward's halves (Ideogram 4's MRoPE),
+ * rope_repeated_forward's (ERNIE-Image's) */
+typedef enum lumina_rope { ROPE_INTERLEAVED, ROPE_HALF, ROPE_REPEATED } lumina_rope;
+
+/* What sets the families' blocks apart */
+typedef struct lumina_style {
+    lumina_names names;
+    bool sandwich;      /* RMSNorms around the attention's and the feed-forward's outputs (Lumina 2, Z-Image) */
+    bool shared_mod;    /* every block reads the model's modulation (m->ctx.mod, gates as they are): ERNIE-Image's;
+                           else each has its own norm1.linear, gates through tanh */
+    lumina_rope rope;
+    glu_kind glu;       /* the feed-forward's activation of w1 (silu(w1 h) w3 h, or gelu) */
+    float qk_eps;       /* the per-head q and k RMSNorms' (0: the block's eps) */
+    int64_t mod_rows;   /* a sample's modulation rows of D */
+    int at[6];          /* the rows of shift1, scale1, gate1, shift2, scale2, gate2 */
+    bool zero_centred;  /* every RMSNorm scales by 1 + weight (Krea 2's) */
+    bool mod_table;     /* with shared_mod: each block adds its own table (mod_rows, D) to the model's modulation */
+} lumina_style;
+extern const lumina_style lumina2_style, zimage_style, ernie_style, ideogram_style, omnigen_style, krea2_style;
+
+/* A block's weights and options. The model provides what its modulation reads: m->ctx.cs (B, ada_in) with
+ * m->ctx.dcs, or for a shared_mod style m->ctx.mod (B, mod_rows D) with m->ctx.dmod; and per sequence *rope, the
+ * per-sample rotary tables (B, rows, head_dim / 2, 2; NULL: no rotation), and *mask (the sequence's key mask, or
+ * NULL). */
+typedef struct lumina_block {
+    struct model *m;
+    bool modulated;     /* noise_refiner and layers: norm1 is LuminaRMSNormZero (scale and tanh gates from temb) */
+    int64_t rows;       /* per sample: the sequence's (the caption's L, the image's T, the joint L + T) */
+    int64_t width, heads; /* the rows' width and the attention's heads; 0: the model's hidden_size and num_heads */
+    int64_t attn_rows;  /* the rows each attention runs over, in turn (Krea 2's text layers of a token); 0: all */
+    int64_t kv_heads, ffn;
+    float eps;          /* norm_eps: the block's four RMSNorms */
+    int64_t ada_in;     /* norm1.linear's input: m->ctx.cs's width (Lumina: SiLU(temb), Z-Image: temb) */
+    const lumina_style *style;
+    lin_layer ada;      /* norm1.linear (modulated) */
+    int norm1, norm2, ffn_norm1, ffn_norm2; /* RMSNorm weights (D); norm2 and ffn_norm2 with sandwich norms */
+    lin_layer q, k, v, out, w1, w2, w3, gate; /* gate.w < 0: no output gate */
+    int norm_q, norm_k; /* per head */
+    int table;          /* the modulation table (mod_table); < 0: none */
+    float *const *rope;
+    const attn_mask *const *mask;
+} lumina_block;
+
+void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, const model_config *c);
+
+extern const block_kind lumina_block_kind;
+
+/* ERNIE-Image's, Ideogram 4's and OmniGen's skeleton (lumina_joint.c): sequence 0, `layers`, of cfg.depth blocks in
+ * one style over `rows` joint rows a sample, reading the model's rotary tables and key mask */
+typedef struct lumina_joint {
+    lumina_block *blocks;
+    block *seq_blocks;
+    float *rope, *kb;       /* a step's per-sample rotary tables (B, rows, head_dim / 2, 2) and key bias (B, rows) */
+    attn_mask mask;
+    const attn_mask *maskp; /* what the blocks read: &mask once the step's is made */
+    bool active;            /* from a forward to its release */
+    block_state last;       /* the sequence's output */
+    seq_run *run;
+} lumina_joint;
+
+/* ada_in: the modulation's input width (m->ctx.cs's); 0: the blocks are not modulated (OmniGen's) */
+st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *style, int64_t rows, int64_t ada_in);
+void lumina_joint_destroy(lumina_joint *j);
+void lumina_joint_set_batch(model *m, const lumina_joint *j, int64_t batch);
+/* A family's parts around the blocks: embed makes the step's rows x0 (B x rows x D, with the tables and mask), final
+ * the prediction from j->last; release frees the step (the family's and lumina_joint_release) */
+typedef struct lumina_joint_parts {
+    st_status (*embed)(model *m, const float *x, const float *timesteps, const float *cond, bool train, float **x0);
+    st_status (*final)(model *m, bool train);
+    void (*release)(model *m);
+} lumina_joint_parts;
+/* A forward: embed, the blocks, final; a failed one released. Refused while the previous forward is not released
+ * (which it leaves as it is). */
+st_status lumina_joint_forward(model *m, lumina_joint *j, const lumina_joint_parts *parts, const float *x,
+                               const float *timesteps, const float *cond, bool train);
+/* The step's run, output, tables and mask */
+void lumina_joint_release(model *m, lumina_joint *j);
+
+/* The final layer of Lumina 2, Z-Image, ERNIE-Image, Ideogram 4 and OmniGen (lumina_joint.c): pred = sign
+ * unpatchify(out(LN(rows) (1 + scale) + shift)), the LayerNorm unaffine, (scale), (scale, shift) or (shift, scale) =
+ * mod(c). The family registers mod, out_w and out_b under its names and sets the options; the rest is a step's. */
+typedef struct lumina_final {
+    lin_layer mod;
+    int out_w, out_b;
+    bool shift;  /* mod gives the shift after the scale (ERNIE's), else it is zero */
+    bool shift_first; /* ... the shift before the scale (OmniGen's AdaLayerNorm with chunk_dim 1) */
+    float sign;  /* -1: SimpleTuner negates the output (Lumina 2, Z-Image, Ideogram 4) */
+    float eps;
+    float *img, *ln, *mods, *zero, *h, *out, *pred; /* img: the image tokens' rows (B T, D) */
+    op_state stats;
+} lumina_final;
+/* Takes the step's buffers, has rows fill img from the blocks' output, and makes pred from c (B, mod.in) */
+st_status lumina_final_forward(model *m, lumina_final *f, st_status (*rows)(model *m, float *img), const float *c,
+                               bool train);
+/* From dpred: the weights' gradients, dc += dL/dc, drows += dL/d(rows); its workspace taken from k (the caller's,
+ * alive to its end) */
+st_status lumina_final_backward(model *m, lumina_final *f, scratch *k, const float *dpred, const float *c, float *dc,
+                                float *drows);
+void lumina_final_release(model *m, lumina_final *f);
+
+#endif

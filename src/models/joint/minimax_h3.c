@@ -1,0 +1,339 @@
+/* MiniMax-H3 (docs/FAMILIES.md): diffusers' MiniMaxH3Transformer3DModel, trained as SimpleTuner's minimaxh3 trains
+ * it in its default target mode, video: one packed sequence a sample, [the text's L rows; the target video's T rows]
+ * (packing.py's layout without keyframe or audio rows), the loss on the video rows' prediction.
+ *
+ * - context_embedder (text_dim -> D), then token_refiner: its refiner_blocks (sequence 0: flux3_block.c's `plain`
+ *   MiniMax blocks over the L text rows, no modulation and no rotation) and final_norm.
+ * - proj_in: the video latents' 1 x 2 x 2 patches, features channel-major (PATCH_CONV), -> D.
+ * - transformer_blocks (sequence 1, `tagged` MiniMax blocks over the L + T rows): each block's adaln_proj.linear of
+ *   SiLU(temb) gives a set of (shift, scale, gate) twice per modality; the text rows read the text's, the video rows
+ *   the video's, both at the sample's one timestep.
+ * - The time is t = 1 - sigma, unscaled (SimpleTuner's timesteps, 1 - sigmas): sinusoids (time_proj, cosines first),
+ *   then time_embedder (linear_1, SiLU, linear_2). Every modulation reads SiLU(temb).
+ * - Rotary: rotate-half pairs on each head's first 6 f channels (f = rope_freq_dim), angles of the axes (t, h, w), f
+ *   frequencies each at theta^(-j / f). Text row j sits at (j, 0, 0); video frame u's rows at time len + tau_u (tau
+ *   the sum of 5/3 (1, 4, 4, 4, 4)[k % 5] over k < u, len the sample's caption length, as SimpleTuner shifts a
+ *   padded sample's media clock) and at height and width 32 i / n on the n x n patch grid (packing.py's
+ *   aspect-normalised grid of a square canvas).
+ * - norm_out: RMSNorm of the video rows, (1 + scale) + shift from norm_out.linear(SiLU(temb)) = (shift, scale), then
+ *   proj_out. SimpleTuner's target is x0 - noise (flow_matching_target_direction -1): the output is negated into
+ *   segtrain's noise - x0.
+ * - The text's padding keys are hidden from every attention, the refiner's and the blocks': SimpleTuner's
+ *   packed_valid_mask keeps them out of the live rows' attention too (padding rows never reach the loss).
+ * - audio_proj_in and audio_proj_out are loaded and saved as they are: the video mode has no audio rows. */
+#include "models/joint/flux3.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MH_THETA 10000.0
+#define MH_FRAME_RESCALE (5.0 / 3.0)
+#define MH_SPATIAL_SCALE 32.0
+
+enum { REF, MAIN, NSEQ };
+
+typedef struct mh_model {
+    f3_block *blocks[NSEQ];
+    block *seq_blocks[NSEQ];
+    temb te;
+    lin_layer proj_in, audio_in, ctx, norm_out, proj_out, audio_out;
+    int ref_norm, out_norm; /* token_refiner.final_norm, norm_out.norm */
+    float *rope, *kb, *kbt; /* the joint rows' rotary tables (B, S, rot / 2, 2) and key bias (B, S); the text's (B, L) */
+    attn_mask mask[NSEQ];
+    const attn_mask *maskp[NSEQ];
+    /* a step */
+    bool active;
+    float *t1, *patches, *text_in, *text_n, *vid_rows, *fin_ln, *fin_mod, *fin_h, *fin_out, *pred;
+    op_state ref_stats, fin_stats;
+    block_state refined, last;
+    seq_run *run[NSEQ];
+} mh_model;
+
+static mh_model *mh_of(const model *m) { return m->impl; }
+
+static int64_t rows_of(const model *m, int q) { return m->shape.text + (q == MAIN ? m->shape.tokens : 0); }
+static int64_t rot_of(const model_config *c) { return c->rope_axes[0] + c->rope_axes[1] + c->rope_axes[2]; }
+static float *pw(const model *m, int i) { return param_at(m->params, i)->w; }
+static float *pg(const model *m, int i) { return param_at(m->params, i)->g; }
+
+static st_status mh_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    mh_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (!d) return st_host_oom("the MiniMax-H3 model");
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, P = model_patch_dim(c);
+    /* in the order of MiniMaxH3Transformer3DModel's state_dict */
+    d->proj_in = lin_register(s, "proj_in", P, D, true, 0, 0, full);
+    d->audio_in = lin_register(s, "audio_proj_in", c->audio_channels, D, true, 0, 0, false);
+    d->ctx = lin_register(s, "context_embedder", c->text_dim, D, true, 0, 0, full);
+    temb_register_mid(s, &d->te, "time_embedder.linear_1", "time_embedder.linear_2", c->time_channels, c->time_hidden,
+                      c->time_dim, full);
+    static const char *const names[NSEQ] = {"token_refiner.refiner_blocks", "transformer_blocks"};
+    char name[96];
+    for (int q = 0; q < NSEQ; q++) {
+        const int64_t n = q == REF ? c->refiner_depth : c->depth;
+        d->blocks[q] = calloc((size_t)n, sizeof *d->blocks[q]);
+        d->seq_blocks[q] = calloc((size_t)n, sizeof *d->seq_blocks[q]);
+        if (!d->blocks[q] || !d->seq_blocks[q]) return st_host_oom("the MiniMax-H3 model");
+        for (int i = 0; i < n; i++) {
+            f3_block *b = &d->blocks[q][i];
+            *b = (f3_block){.m = m, .rows = rows_of(m, q), .split = q == MAIN ? m->shape.text : 0, .ffn = c->ffn_dim,
+                            .eps = (float)c->norm_eps, .sequential = true, .minimax = true, .plain = q == REF,
+                            .tagged = q == MAIN, .inner = c->heads * c->head_dim, .rot = q == MAIN ? rot_of(c) : 0,
+                            .rope = q == MAIN ? &d->rope : NULL, .mask = &d->maskp[q]};
+            snprintf(name, sizeof name, "%s.%d", names[q], i);
+            f3_block_register(s, b, name, c, true);
+            d->seq_blocks[q][i] = (block){.kind = &f3_block_kind, .self = b, .index = i};
+        }
+        m->seq[q] = (block_seq){.name = names[q], .n = (int)n, .blocks = d->seq_blocks[q], .state_n = 1,
+                                .pool = m->pool};
+        if (q == REF) d->ref_norm = param_add(s, "token_refiner.final_norm.weight", 1, (int64_t[]){D}, full);
+    }
+    m->n_seq = NSEQ;
+    d->out_norm = param_add(s, "norm_out.norm.weight", 1, (int64_t[]){D}, full);
+    d->norm_out = lin_register(s, "norm_out.linear", c->time_dim, 2 * D, true, 0, 0, full);
+    d->proj_out = lin_register(s, "proj_out", D, P, true, 0, 0, full);
+    d->audio_out = lin_register(s, "audio_proj_out", D, c->audio_channels, true, 0, 0, false);
+    return ST_OK;
+}
+
+static void mh_destroy(model *m)
+{
+    mh_model *d = mh_of(m);
+    for (int q = 0; d && q < NSEQ; q++) free(d->blocks[q]), free(d->seq_blocks[q]);
+    free(d);
+}
+
+static void mh_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    for (int q = 0; q < NSEQ; q++) m->seq[q].state_numel[0] = batch * rows_of(m, q) * m->shape.hidden;
+}
+
+static void mh_release(model *m)
+{
+    mh_model *d = mh_of(m);
+    if (!d || !d->active) return;
+    for (int q = 0; q < NSEQ; q++) seq_release(d->run[q]), d->run[q] = NULL;
+    state_free(m->pool, &d->refined), state_free(m->pool, &d->last);
+    temb_release_path(m, &d->te);
+    op_state_release(&d->ref_stats), op_state_release(&d->fin_stats);
+    float **bufs[] = {&m->ctx.cs, &m->ctx.dcs, &d->rope, &d->kb, &d->kbt, &d->t1, &d->patches, &d->text_in, &d->text_n,
+                      &d->vid_rows, &d->fin_ln, &d->fin_mod, &d->fin_h, &d->fin_out, &d->pred};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    d->maskp[REF] = d->maskp[MAIN] = NULL;
+    d->active = false;
+}
+
+/* Each sample's rotary table and key biases: its caption's padding keys hidden, but for the refiner's an empty
+ * caption's (its rows are all padding, whose values reach no live row) */
+static st_status positions(model *m, const float *cond)
+{
+    mh_model *d = mh_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m, MAIN), rot = rot_of(c);
+    const int64_t n = c->resolution / c->patch, grid = n * n;
+    st_status st = ST_OK;
+    d->rope = model_take(m, &st, B * S * rot, "minimax.rope", false);
+    d->kb = model_take(m, &st, B * S, "minimax.key_mask", false);
+    d->kbt = model_take(m, &st, B * L, "minimax.text_key_mask", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "minimax.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    for (int64_t b = 0; !st && !pool_is_dry_ptr(d->rope) && !pool_is_dry_ptr(cond) && b < B; b++) {
+        float len = 0.0f;
+        if ((st = model_caption_length(m, cond, b, &len))) break;
+        double tau = 0.0; /* frame u's time after the text: packing.py's cumulative (1, 4, 4, 4, 4) 5/3 spans */
+        for (int64_t r = 0; r < S; r++) {
+            const int64_t v = r - L, u = v / grid, i = v % grid;
+            if (r >= L && i == 0 && u > 0) tau += MH_FRAME_RESCALE * (u % 5 == 1 ? 1.0 : 4.0);
+            /* numpy's linspace(0, 1, n, endpoint=False): i (1 / n), times 32 */
+            ids[r * 3] = (float)(r < L ? (double)r : ((double)L + tau) + (double)((int64_t)len - L));
+            ids[r * 3 + 1] = (float)(r < L ? 0.0 : (double)(i / n) * (1.0 / (double)n) * MH_SPATIAL_SCALE);
+            ids[r * 3 + 2] = (float)(r < L ? 0.0 : (double)(i % n) * (1.0 / (double)n) * MH_SPATIAL_SCALE);
+            d->kb[b * S + r] = r < L && r >= (int64_t)len ? -INFINITY : 0.0f;
+            if (r < L) d->kbt[b * L + r] = len > 0.0f ? d->kb[b * S + r] : 0.0f;
+        }
+        rope_table(d->rope + b * S * rot, ids, S, 3, c->rope_axes, MH_THETA);
+    }
+    pool_free(m->pool, ids);
+    d->mask[REF] = (attn_mask){.key_bias = d->kbt, .batch_stride = L};
+    d->mask[MAIN] = (attn_mask){.key_bias = d->kb, .batch_stride = S};
+    d->maskp[REF] = &d->mask[REF], d->maskp[MAIN] = &d->mask[MAIN];
+    return st;
+}
+
+/* The video rows of the blocks' output through norm_out and proj_out into the prediction */
+static st_status final_out(model *m, bool train)
+{
+    mh_model *d = mh_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T, S = L + T;
+    const int64_t P = model_patch_dim(c);
+    st_status st = ST_OK;
+    d->vid_rows = model_take(m, &st, N * D, "minimax.final.rows", false);
+    d->fin_ln = model_take(m, &st, N * D, "minimax.final.norm", false);
+    d->fin_mod = model_take(m, &st, B * 2 * D, "minimax.final.modulation", false);
+    d->fin_h = model_take(m, &st, N * D, "minimax.final.h", false);
+    d->fin_out = model_take(m, &st, N * P, "minimax.final.out", false);
+    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
+    if (st) return st;
+    for (int64_t b = 0; b < B; b++) copy_rows(d->vid_rows + b * T * D, D, d->last.t[0] + (b * S + L) * D, D, T, D);
+    if ((st = lin_forward(m->params, m->pool, &d->norm_out, d->fin_mod, m->ctx.cs, B))) return st;
+    st = rmsnorm_forward(m->pool, d->fin_ln, d->vid_rows, pw(m, d->out_norm), N, D, (float)c->norm_eps,
+                         train ? &d->fin_stats : NULL);
+    if (st) return st;
+    modulate_forward(d->fin_h, d->fin_ln, d->fin_mod, d->fin_mod + D, B, T, D, 2 * D);
+    if ((st = lin_forward(m->params, m->pool, &d->proj_out, d->fin_out, d->fin_h, N))) return st;
+    if (!pool_is_dry_ptr(d->fin_out)) scale_by(d->fin_out, N * P, -1.0f);
+    const patch_shape ps = model_patches(m);
+    unpatchify_forward(d->pred, d->fin_out, &ps, PATCH_CONV);
+    return ST_OK;
+}
+
+static st_status mh_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            const float **pred)
+{
+    mh_model *d = mh_of(m);
+    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    d->active = true;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, S = L + T;
+    const int64_t P = model_patch_dim(c), K = model_cond_len(c), Dc = c->text_dim, BL = B * L, Dt = c->time_dim;
+    const float eps = (float)c->norm_eps;
+    st_status st = ST_OK;
+    d->t1 = model_take(m, &st, B, "minimax.t", false);
+    d->patches = model_take(m, &st, B * T * P, "minimax.patches", false);
+    d->text_in = model_take(m, &st, BL * Dc, "minimax.text", false);
+    d->text_n = model_take(m, &st, BL * D, "minimax.refined", false);
+    temb_take_path(m, &d->te, &st);
+    m->ctx.cs = model_take(m, &st, B * Dt, "silu_temb", false);
+    if (train) m->ctx.dcs = model_take(m, &st, B * Dt, "dsilu_temb", true);
+    if (!st) st = positions(m, cond);
+    if (!st) { /* SimpleTuner's timesteps: 1 - sigma */
+        for (int64_t b = 0; !pool_is_dry_ptr(d->t1) && !pool_is_dry_ptr(timesteps) && b < B; b++)
+            d->t1[b] = 1.0f - timesteps[b] / 1000.0f;
+        timestep_embedding(d->te.freq, d->t1, B, c->time_channels, 10000.0);
+        temb_mlp_forward(m, &d->te);
+        silu_forward(m->ctx.cs, d->te.c, B * Dt);
+    }
+    float *x0 = model_take(m, &st, BL * D, "minimax.caption", false);
+    if (!st) {
+        copy_rows(d->text_in, L * Dc, cond, K, B, L * Dc);
+        st = lin_forward(m->params, m->pool, &d->ctx, x0, d->text_in, BL);
+    }
+    if (!st) {
+        block_state first = {.n = 1, .t = {x0}};
+        x0 = NULL; /* the executor owns it now */
+        st = seq_forward(&m->seq[REF], &m->plan[REF], model_offload(m), &first, train, &d->refined, &d->run[REF]);
+    }
+    pool_free(m->pool, x0);
+    if (!st) st = rmsnorm_forward(m->pool, d->text_n, d->refined.t[0], pw(m, d->ref_norm), BL, D, eps,
+                                  train ? &d->ref_stats : NULL);
+    if (!st && !train) state_free(m->pool, &d->refined);
+    float *vid = model_take(m, &st, B * T * D, "minimax.video", false);
+    float *joint = model_take(m, &st, B * S * D, "minimax.joint", false);
+    const patch_shape ps = model_patches(m);
+    if (!st) patchify_forward(d->patches, x, &ps);
+    if (!st) st = lin_forward(m->params, m->pool, &d->proj_in, vid, d->patches, B * T);
+    for (int64_t b = 0; !st && b < B; b++) {
+        copy_rows(joint + b * S * D, D, d->text_n + b * L * D, D, L, D);
+        copy_rows(joint + (b * S + L) * D, D, vid + b * T * D, D, T, D);
+    }
+    pool_free(m->pool, vid);
+    if (!st) {
+        block_state first = {.n = 1, .t = {joint}};
+        joint = NULL;
+        st = seq_forward(&m->seq[MAIN], &m->plan[MAIN], model_offload(m), &first, train, &d->last, &d->run[MAIN]);
+    }
+    pool_free(m->pool, joint);
+    if (!st) st = final_out(m, train);
+    if (st) {
+        mh_release(m);
+        return st;
+    }
+    *pred = d->pred;
+    return ST_OK;
+}
+
+static st_status mh_backward(model *m, const float *dpred)
+{
+    mh_model *d = mh_of(m);
+    if (!d->active || !d->run[MAIN])
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
+    const int64_t P = model_patch_dim(c), BL = B * L, Dt = c->time_dim;
+    st_status st = ST_OK;
+    scratch k = {.pool = m->pool};
+    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "minimax.final.dout");
+    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "minimax.final.dh");
+    float *dmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "minimax.final.dmodulation");
+    float *dvid = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "minimax.final.drows");
+    if ((st = k.status)) goto done;
+    const patch_shape ps = model_patches(m);
+    unpatchify_backward(dout, dpred, &ps, PATCH_CONV);
+    if (!pool_is_dry_ptr(dout)) scale_by(dout, N * P, -1.0f);
+    if ((st = lin_backward(m->params, m->pool, &d->proj_out, dh, dout, d->fin_h, N))) goto done;
+    modulate_backward(dh, dmod, dmod + D, dh, d->fin_ln, d->fin_mod + D, B, T, D, 2 * D);
+    if ((st = lin_backward(m->params, m->pool, &d->norm_out, m->ctx.dcs, dmod, m->ctx.cs, B))) goto done;
+    rmsnorm_backward(dvid, pg(m, d->out_norm), dh, d->vid_rows, pw(m, d->out_norm), N, D, &d->fin_stats);
+    state_free(m->pool, &d->last);
+    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "minimax.djoint", true)}};
+    if (st) goto done;
+    for (int64_t b = 0; b < B; b++) copy_rows(grad.t[0] + (b * S + L) * D, D, dvid + b * T * D, D, T, D);
+    st = seq_backward(d->run[MAIN], &grad, NULL); /* releases the run whatever it returns */
+    d->run[MAIN] = NULL;
+    float *part = st ? NULL : scratch_take(&k, B * (L > T ? L : T) * D, MEM_WORKSPACE, "minimax.drows");
+    block_state gref = {.n = 1, .t = {model_take(m, &st, BL * D, "minimax.dcaption", true)}};
+    if (!st) st = k.status;
+    for (int64_t b = 0; !st && b < B; b++) copy_rows(part + b * T * D, D, grad.t[0] + (b * S + L) * D, D, T, D);
+    if (!st) st = lin_backward(m->params, m->pool, &d->proj_in, NULL, part, d->patches, N);
+    for (int64_t b = 0; !st && b < B; b++) copy_rows(part + b * L * D, D, grad.t[0] + b * S * D, D, L, D);
+    state_free(m->pool, &grad);
+    if (!st) rmsnorm_backward(gref.t[0], pg(m, d->ref_norm), part, d->refined.t[0], pw(m, d->ref_norm), BL, D,
+                              &d->ref_stats);
+    state_free(m->pool, &d->refined);
+    if (!st) st = seq_backward(d->run[REF], &gref, NULL), d->run[REF] = NULL; /* else mh_release's */
+    if (!st) st = lin_backward(m->params, m->pool, &d->ctx, NULL, gref.t[0], d->text_in, BL);
+    state_free(m->pool, &gref);
+    if (!st) {
+        float *dc = scratch_take_zero(&k, B * Dt, MEM_WORKSPACE, "minimax.dtemb");
+        if (!(st = k.status)) {
+            silu_backward(dc, m->ctx.dcs, d->te.c, B * Dt);
+            st = temb_backward(m, &d->te, dc);
+        }
+    }
+done:;
+    const st_status end = scratch_end(&k);
+    mh_release(m);
+    return st ? st : end;
+}
+
+/* segtrain's own initialisation, for training from scratch: the norms at 1, the modulations and the output at zero
+ * (the blocks start as identities), the time embedder N(0, 0.02), xavier linears elsewhere */
+static param_init mh_init_of(const char *name)
+{
+    const size_t n = strlen(name);
+    if (strstr(name, "adaln_proj") || strstr(name, "norm_out.linear") || strstr(name, "proj_out")) return INIT_ZERO;
+    if (n > 7 && !strcmp(name + n - 7, ".weight") && strstr(name, "norm")) return INIT_ONE;
+    if (strstr(name, "time_embedder")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family minimax_h3_family = {
+    .name = "minimaxh3",
+    .create = mh_create,
+    .destroy = mh_destroy,
+    .set_batch = mh_set_batch,
+    .forward = mh_forward,
+    .backward = mh_backward,
+    .release = mh_release,
+    .init_of = mh_init_of,
+};

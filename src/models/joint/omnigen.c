@@ -1,0 +1,306 @@
+/* OmniGen (docs/FAMILIES.md): diffusers' OmniGenTransformer2DModel, called as SimpleTuner's omnigen calls it: the
+ * model's time is 1 - t (its flow runs from noise at 0 to data at 1) and the prediction is minus its output.
+ *
+ * - One block sequence, `layers`, of Phi-3 blocks (lumina2_block.c in omnigen_style) on the rows per sample
+ *   [the prompt's L tokens, the time token, the image's T tokens].
+ * - The prompt: embed_tokens' rows of its ids (a padding position reads row 0 and is never attended); the row of
+ *   pad_token_id gets no gradient, as nn.Embedding's padding_idx.
+ * - The time token: time_token (linear_1, SiLU, linear_2) of Timesteps(256) of the time, cosines first.
+ * - The image: patch_embedding.output_image_proj (a Conv2d of p x p patches) plus the centre crop of the fixed
+ *   sine-cosine table patch_embedding.pos_embed. input_image_proj embeds an editing task's input images: text-to-
+ *   image training never reads it, so it is loaded and saved as it is, frozen.
+ * - The mask, as OmniGenCollator makes it: the prompt and the time token causal, each image row seeing the prompt, the
+ *   time token and every image row; padding keys hidden. SimpleTuner pads prompts on the left and segtrain on the
+ *   right: the attended rows and their positions are the same.
+ * - Rotary positions by rotate-half pairs with Phi-3's su scaling: frequency i is 10000^(-2i / hd) / factor_i, the
+ *   long factors once the batch's longest sequence passes original_max_position_embeddings, and cos and sin are
+ *   scaled by sqrt(1 + ln(max / original) / ln(original)). As diffusers does (the [0] in
+ *   OmniGenSuScaledRotaryEmbedding), every sample turns by the first sample's positions: prompt token j at j, the
+ *   time token at n, image token i at n + 1 + i (n: its tokens), each row of another sample taking the position at
+ *   its left-padded index; with prompts of different lengths the others' are off, as in diffusers.
+ * - norm (RMSNorm) of the image rows, then norm_out: LayerNorm (no affine, 1e-6) times 1 + scale plus shift,
+ *   (shift, scale) = norm_out.linear(SiLU(t_embedder(time))), and proj_out, unpatchified (row, column, channel). */
+#include "models/joint/lumina2.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OMNIGEN_FREQ 256   /* time_step_dim */
+#define OMNIGEN_THETA 10000.0
+
+typedef struct og_model {
+    lumina_joint j;
+    temb tok, t;           /* time_token (a row of the sequence), t_embedder (the final layer's) */
+    lumina_final fin;
+    int embed, x_w, x_b, pos, norm;
+    /* a step */
+    float *len, *ids, *seg, *tin, *patches, *raw; /* raw: the image rows before norm (B T, D) */
+    op_state norm_stats;
+} og_model;
+
+static og_model *og_of(const model *m) { return m->impl; }
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+static int64_t rows_of(const model *m) { return m->shape.text + 1 + m->shape.tokens; }
+
+static st_status og_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    og_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (!d) return st_host_oom("the OmniGen model");
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, C = c->channels, p = c->patch, P = model_patch_dim(c), E = c->pos_embed_max;
+    /* in the order of OmniGenTransformer2DModel's state_dict */
+    d->x_w = param_add(s, "patch_embedding.output_image_proj.weight", 4, (int64_t[]){D, C, p, p}, full);
+    d->x_b = param_add(s, "patch_embedding.output_image_proj.bias", 1, (int64_t[]){D}, full);
+    param_add(s, "patch_embedding.input_image_proj.weight", 4, (int64_t[]){D, C, p, p}, false);
+    param_add(s, "patch_embedding.input_image_proj.bias", 1, (int64_t[]){D}, false);
+    d->pos = param_add_fixed(s, "patch_embedding.pos_embed", 3, (int64_t[]){1, E * E, D});
+    temb_register(s, &d->tok, "time_token.linear_1", "time_token.linear_2", OMNIGEN_FREQ, D, full);
+    temb_register(s, &d->t, "t_embedder.linear_1", "t_embedder.linear_2", OMNIGEN_FREQ, D, full);
+    d->embed = param_add(s, "embed_tokens.weight", 2, (int64_t[]){c->text_vocab, D}, full);
+    st_status st = lumina_joint_create(m, &d->j, &omnigen_style, rows_of(m), 0);
+    if (st) return st;
+    d->norm = param_add(s, "norm.weight", 1, (int64_t[]){D}, full);
+    d->fin = (lumina_final){.mod = lin_register(s, "norm_out.linear", D, 2 * D, true, 0, 0, full), .shift = true,
+                            .shift_first = true, .sign = -1.0f, .eps = 1e-6f};
+    d->fin.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full);
+    d->fin.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full);
+    return ST_OK;
+}
+
+static void og_fill_fixed(model *m) { sincos_table_fill(&m->cfg, PW(og_of(m)->pos)); }
+
+static void og_destroy(model *m)
+{
+    og_model *d = og_of(m);
+    if (d) lumina_joint_destroy(&d->j);
+    free(d);
+}
+
+static void og_set_batch(model *m, int64_t batch) { lumina_joint_set_batch(m, &og_of(m)->j, batch); }
+
+static void og_release(model *m)
+{
+    og_model *d = og_of(m);
+    if (!d || !d->j.active) return;
+    lumina_joint_release(m, &d->j);
+    temb_release(m, &d->t);
+    temb_release_path(m, &d->tok);
+    lumina_final_release(m, &d->fin);
+    op_state_release(&d->norm_stats);
+    float **bufs[] = {&d->len, &d->ids, &d->seg, &d->tin, &d->patches, &d->raw};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+}
+
+/* The rotary table of positions pos (S), su-scaled: (S, hd / 2, (cos, sin)) */
+static void su_table(const model *m, float *tab, const float *pos, int64_t S, bool long_factors)
+{
+    const model_config *c = &m->cfg;
+    const int64_t hd = c->hidden / c->heads, half = hd / 2;
+    const double ratio = (double)c->rope_max / (double)c->rope_original;
+    const double scale = ratio <= 1.0 ? 1.0 : sqrt(1.0 + log(ratio) / log((double)c->rope_original));
+    const float *factor = long_factors ? c->rope_long : c->rope_short;
+    for (int64_t i = 0; i < half; i++) {
+        const double inv = 1.0 / ((double)factor[i] * pow(OMNIGEN_THETA, (double)(2 * i) / (double)hd));
+        for (int64_t r = 0; r < S; r++) {
+            const double a = (double)pos[r] * inv;
+            tab[(r * half + i) * 2] = (float)(cos(a) * scale);
+            tab[(r * half + i) * 2 + 1] = (float)(sin(a) * scale);
+        }
+    }
+}
+
+/* Per sample: its prompt's tokens (the mask's ones, at least one), its ids, rotary table and mask */
+static st_status positions(model *m, const float *cond)
+{
+    og_model *d = og_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = L + 1 + T, hd = c->hidden / c->heads;
+    const int64_t K = model_cond_len(c);
+    st_status st = ST_OK;
+    d->len = model_take(m, &st, B, "omnigen.prompt_length", false);
+    d->ids = model_take(m, &st, B * L, "omnigen.ids", false);
+    d->j.rope = model_take(m, &st, B * S * hd, "omnigen.rope", false);
+    d->j.kb = model_take(m, &st, B * S, "omnigen.key_mask", false);
+    d->seg = model_take(m, &st, B * S, "omnigen.segments", false);
+    float *pos = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)S * sizeof(float), MEM_WORKSPACE, "omnigen.position_ids", (void **)&pos);
+    if (st) return st;
+    const bool wet = !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond);
+    int64_t longest = 0;
+    for (int64_t b = 0; !st && wet && b < B; b++) {
+        float n = 0;
+        if ((st = model_caption_length(m, cond, b, &n))) break;
+        if (n < 1)
+            st = st_fail(ST_ERR_INVALID, "the batch's sample %lld: its prompt has no tokens; OmniGen's prompt holds at "
+                         "least its instruction template's", (long long)b);
+        d->len[b] = n, longest = (int64_t)n > longest ? (int64_t)n : longest;
+        for (int64_t l = 0; l < L; l++) d->ids[b * L + l] = l < (int64_t)n ? cond[b * K + l] : 0.0f;
+    }
+    /* torch.max(position_ids) + 1 over the batch picks the factors; sample 0's positions turn every sample */
+    const bool long_factors = longest + T + 1 > c->rope_original;
+    for (int64_t b = 0; !st && wet && b < B; b++) {
+        const int64_t n = (int64_t)d->len[b], n0 = (int64_t)d->len[0];
+        for (int64_t r = 0; r < S; r++) {
+            const int64_t at = r < n ? r + n0 - n : r < L ? 0 : n0 + r - L;
+            pos[r] = (float)(at > 0 ? at : 0);
+            d->j.kb[b * S + r] = r >= n && r < L ? -INFINITY : 0.0f;
+            d->seg[b * S + r] = r <= L ? -1.0f - (float)r : 1.0f; /* each prompt row alone; the image rows one */
+        }
+        su_table(m, d->j.rope + b * S * hd, pos, S, long_factors);
+    }
+    pool_free(m->pool, pos);
+    d->j.mask = (attn_mask){.key_bias = d->j.kb, .segment = d->seg, .causal = true, .batch_stride = S};
+    d->j.maskp = &d->j.mask;
+    return st;
+}
+
+/* The rows: the prompt's embeddings, the time token, the image's patches plus their positions, per sample */
+static st_status embed(model *m, const float *x, const float *timesteps, const float *cond, bool train, float **x0)
+{
+    og_model *d = og_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = L + 1 + T, D = c->hidden;
+    const int64_t P = model_patch_dim(c), G = c->resolution / c->patch, E = c->pos_embed_max, top = (E - G) / 2;
+    st_status st = ST_OK;
+    d->patches = model_take(m, &st, B * T * P, "omnigen.patches", false);
+    d->tin = model_take(m, &st, B, "omnigen.time", false);
+    *x0 = model_take(m, &st, B * S * D, "omnigen.rows", false);
+    temb_take(m, &d->t, &st, train);
+    temb_take_path(m, &d->tok, &st);
+    if (!st) st = positions(m, cond);
+    float *crop = NULL; /* the table's centre G x G, as OmniGenPatchEmbed._cropped_pos_embed takes it */
+    if (!st) st = pool_alloc(m->pool, (size_t)(T * D) * sizeof(float), MEM_WORKSPACE, "omnigen.pos_embed (cropped)",
+                             (void **)&crop);
+    if (st) return st;
+    copy_rows(crop, G * D, PW(d->pos) + (top * E + top) * D, E * D, G, G * D);
+    const patch_shape ps = model_patches(m);
+    patchify_forward(d->patches, x, &ps); /* a Conv weight's feature order */
+    for (int64_t b = 0; !st && b < B; b++) {
+        float *rows = *x0 + b * S * D, *img = rows + (L + 1) * D;
+        if (!pool_is_dry_ptr(rows) && embedding_forward(rows, PW(d->embed), d->ids + b * L, L, c->text_vocab, D)) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", st_error());
+            st = st_fail(ST_ERR_INVALID, "the batch's sample %lld: %s; OmniGen's conditioning is the prompt's token "
+                         "ids (whole numbers below vocab_size %lld), not a text encoder's states", (long long)b, why,
+                         (long long)c->text_vocab);
+        }
+        linear_forward(img, d->patches + b * T * P, PW(d->x_w), PW(d->x_b), T, P, D);
+        add_to(img, crop, T * D);
+    }
+    pool_free(m->pool, crop);
+    if (st) return st;
+    for (int64_t b = 0; !pool_is_dry_ptr(d->tin) && b < B; b++) d->tin[b] = 1.0f - timesteps[b] / 1000.0f;
+    if ((st = temb_forward(m, &d->tok, d->tin)) || (st = temb_forward(m, &d->t, d->tin))) return st;
+    for (int64_t b = 0; b < B; b++) copy_rows(*x0 + (b * S + L) * D, D, d->tok.c + b * D, D, 1, D);
+    silu_forward(m->ctx.cs, d->t.c, B * D);
+    return ST_OK;
+}
+
+/* The image rows through norm: each sample's last T rows */
+static st_status final_rows(model *m, float *img)
+{
+    og_model *d = og_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, N = B * T;
+    for (int64_t b = 0; b < B; b++)
+        copy_rows(d->raw + b * T * D, D, d->j.last.t[0] + (b * rows_of(m) + L + 1) * D, D, T, D);
+    return rmsnorm_forward(m->pool, img, d->raw, PW(d->norm), N, D, (float)c->norm_eps, &d->norm_stats);
+}
+
+static st_status final_out(model *m, bool train)
+{
+    og_model *d = og_of(m);
+    st_status st = ST_OK;
+    d->raw = model_take(m, &st, m->shape.batch * m->shape.tokens * m->cfg.hidden, "omnigen.image_rows", false);
+    return st ? st : lumina_final_forward(m, &d->fin, final_rows, m->ctx.cs, train);
+}
+
+static st_status og_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            const float **pred)
+{
+    static const lumina_joint_parts parts = {embed, final_out, og_release};
+    og_model *d = og_of(m);
+    const st_status st = lumina_joint_forward(m, &d->j, &parts, x, timesteps, cond, train);
+    if (!st) *pred = d->fin.pred;
+    return st;
+}
+
+/* dL/d(embed_tokens) from the prompt rows' gradients, none to pad_token_id's row (padding_idx) */
+static void embed_backward(model *m, const float *g, const float *ids)
+{
+    const model_config *c = &m->cfg;
+    float *dtable = PG(og_of(m)->embed);
+    for (int64_t l = 0; dtable && !pool_is_dry_ptr(ids) && l < m->shape.text; l++)
+        if (ids[l] != (float)c->text_pad) embedding_backward(dtable, g + l * c->hidden, ids + l, 1, c->hidden);
+}
+
+static st_status og_backward(model *m, const float *dpred)
+{
+    og_model *d = og_of(m);
+    if (!d->j.active || !d->j.run)
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = L + 1 + T, D = c->hidden, N = B * T;
+    const int64_t P = model_patch_dim(c);
+    st_status st = ST_OK;
+    scratch k = {.pool = m->pool};
+    float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "omnigen.dnorm");
+    float *draw = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "omnigen.dimage_rows");
+    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "omnigen.dtemb");
+    float *dtok = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "omnigen.dtime_token");
+    if ((st = k.status) || (st = lumina_final_backward(m, &d->fin, &k, dpred, m->ctx.cs, m->ctx.dcs, dimg))) goto done;
+    rmsnorm_backward(draw, PG(d->norm), dimg, d->raw, PW(d->norm), N, D, &d->norm_stats);
+    state_free(m->pool, &d->j.last);
+    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "omnigen.drows", true)}};
+    if (st) goto done;
+    for (int64_t b = 0; !pool_is_dry_ptr(grad.t[0]) && b < B; b++)
+        copy_rows(grad.t[0] + (b * S + L + 1) * D, D, draw + b * T * D, D, T, D);
+    st = seq_backward(d->j.run, &grad, NULL); /* releases the run whatever it returns */
+    d->j.run = NULL;
+    for (int64_t b = 0; !st && b < B; b++) {
+        const float *g = grad.t[0] + b * S * D;
+        embed_backward(m, g, d->ids + b * L);
+        copy_rows(dtok + b * D, D, g + L * D, D, 1, D); /* the time token's row */
+        linear_backward(NULL, PG(d->x_w), PG(d->x_b), g + (L + 1) * D, d->patches + b * T * P, PW(d->x_w), T, P, D);
+    }
+    state_free(m->pool, &grad);
+    if (!st) st = temb_backward(m, &d->tok, dtok);
+    if (!st) { /* the final layer's modulation back through SiLU to t_embedder */
+        silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
+        st = temb_backward(m, &d->t, dc);
+    }
+done:;
+    const st_status end = scratch_end(&k);
+    og_release(m);
+    return st ? st : end;
+}
+
+/* segtrain's own initialisation, for training from scratch: the norms at 1, the output's modulation and projection
+ * at zero, the time paths and the token table N(0, 0.02), xavier linears elsewhere */
+static param_init og_init_of(const char *name)
+{
+    if (strstr(name, "norm_out") || strstr(name, "proj_out")) return INIT_ZERO;
+    if (strstr(name, "layernorm") || !strcmp(name, "norm.weight")) return INIT_ONE;
+    if (strstr(name, "time_token") || strstr(name, "t_embedder") || strstr(name, "embed_tokens")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family omnigen_family = {
+    .name = "omnigen",
+    .create = og_create,
+    .fill_fixed = og_fill_fixed,
+    .destroy = og_destroy,
+    .set_batch = og_set_batch,
+    .forward = og_forward,
+    .backward = og_backward,
+    .release = og_release,
+    .init_of = og_init_of,
+};

@@ -1,0 +1,354 @@
+/* Qwen-Image 2.1 (docs/FAMILIES.md): diffusers' QwenImage21Transformer2DModel, text to image. Its text and the
+ * target image's tokens share one sequence of single-stream blocks under a block-causal mask. diffusers 0.42.1 has
+ * the transformer but no 2.1 pipeline, and SimpleTuner's snapshot no 2.1 flavour: segtrain calls the class as
+ * SimpleTuner calls Qwen-Image (its time t = sigma, the latents in Flux's 2 x 2 packing, the prediction the image
+ * rows' output), with the class's own t2i layout: img_shapes [(1, H/2, W/2)], img_mask the target's slots (a 2 x 2
+ * group of latent tokens each) after the text, causal_condition as the class defaults.
+ *
+ * - One block sequence, transformer_blocks, of flux3_block.c's block (sequential) on the rows per sample [the text's
+ *   L; the image's T]. The mask: each text row sees the text rows up to it (causal), the image rows every row of the
+ *   text and the image; the text's padding keys hidden.
+ * - The modulation: modulation.1(SiLU(temb)) = (scale1, gate1, scale2, gate2), from the image's time for the image
+ *   rows and from t = 0 for the text's (causal_condition); the gates through tanh, no shifts.
+ * - time_text_embed: sinusoids of 1000 t, cosines first; its timestep_embedder (linear_1, SiLU, linear_2, no biases).
+ * - txt_in: a zero-centred RMSNorm, in_layer, GELU (tanh), out_layer; img_in a linear; no biases anywhere.
+ * - Rotary pairs (complex, interleaved) on three axes (16, 56, 56) at theta 10000: text token j at (j, j, j), an
+ *   image token at (L, row, column) with rows and columns centred on zero (-(H - H/2) .. H/2 - 1).
+ * - norm_out: LayerNorm (no affine) of the image rows times 1 + norm_out.linear(SiLU(temb)); proj_out. */
+#include "models/joint/flux3.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define Q21_EPS 1e-6f
+#define Q21_THETA 10000.0
+#define Q21_MLP_RATIO 3
+
+typedef struct q21_model {
+    f3_block *blocks;
+    block *seq_blocks;
+    time_pair tp; /* timestep_embedder of 1000 t and of 0 */
+    lin_layer mod, txt1, txt2, img, norm_out, proj_out;
+    int txt_norm;
+    float *mod_rows, *dmod_rows, *rope, *kb, *seg; /* the blocks' modulation (B, 2, 6D) and its gradient; the mask */
+    attn_mask mask;
+    const attn_mask *maskp;
+    /* a step */
+    bool active;
+    float *raw, *patches, *text_in, *txt_n, *txt_a, *txt_g, *img_rows, *fin_ln, *fin_mod, *fin_zero,
+        *fin_h, *fin_out, *pred;
+    op_state txt_stats, fin_stats;
+    block_state last;
+    seq_run *run;
+} q21_model;
+
+static q21_model *q21_of(const model *m) { return m->impl; }
+
+static int64_t rows_of(const model *m) { return m->shape.text + m->shape.tokens; }
+
+static st_status q21_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    q21_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (!d) return st_host_oom("the Qwen-Image 2.1 model");
+    d->blocks = calloc((size_t)c->depth, sizeof *d->blocks);
+    d->seq_blocks = calloc((size_t)c->depth, sizeof *d->seq_blocks);
+    if (!d->blocks || !d->seq_blocks) return st_host_oom("the Qwen-Image 2.1 model");
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, P = model_patch_dim(c);
+    /* in the order of QwenImage21Transformer2DModel's state_dict */
+    time_pair_register(s, &d->tp, "time_text_embed.timestep_embedder.linear_1",
+                       "time_text_embed.timestep_embedder.linear_2", DIT_FREQ_DIM, D, full);
+    d->txt_norm = param_add(s, "txt_in.text_norm.weight", 1, (int64_t[]){c->text_dim}, full);
+    d->txt1 = lin_register(s, "txt_in.in_layer", c->text_dim, D, false, 0, 0, full);
+    d->txt2 = lin_register(s, "txt_in.out_layer", D, D, false, 0, 0, full);
+    d->img = lin_register(s, "img_in", P, D, false, 0, 0, full);
+    d->mod = lin_register(s, "modulation.1", D, 4 * D, false, 0, 0, full);
+    char name[96];
+    for (int i = 0; i < c->depth; i++) {
+        f3_block *b = &d->blocks[i];
+        *b = (f3_block){.m = m, .rows = rows_of(m), .split = m->shape.text, .ffn = Q21_MLP_RATIO * D, .eps = Q21_EPS,
+                        .sequential = true, .mod = &d->mod_rows, .dmod = &d->dmod_rows, .rope = &d->rope,
+                        .mask = &d->maskp};
+        snprintf(name, sizeof name, "transformer_blocks.%d", i);
+        f3_block_register(s, b, name, c, true);
+        d->seq_blocks[i] = (block){.kind = &f3_block_kind, .self = b, .index = i};
+    }
+    m->seq[0] = (block_seq){.name = "transformer_blocks", .n = (int)c->depth, .blocks = d->seq_blocks, .state_n = 1,
+                            .pool = m->pool};
+    m->n_seq = 1;
+    d->norm_out = lin_register(s, "norm_out.linear", D, D, false, 0, 0, full);
+    d->proj_out = lin_register(s, "proj_out", D, P, false, 0, 0, full);
+    return ST_OK;
+}
+
+static void q21_destroy(model *m)
+{
+    q21_model *d = q21_of(m);
+    if (d) free(d->blocks), free(d->seq_blocks);
+    free(d);
+}
+
+static void q21_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    m->seq[0].state_numel[0] = batch * rows_of(m) * m->shape.hidden;
+}
+
+static void q21_release(model *m)
+{
+    q21_model *d = q21_of(m);
+    if (!d || !d->active) return;
+    seq_release(d->run), d->run = NULL;
+    state_free(m->pool, &d->last);
+    time_pair_release(m, &d->tp);
+    op_state_release(&d->txt_stats), op_state_release(&d->fin_stats);
+    float **bufs[] = {&d->mod_rows, &d->dmod_rows, &d->rope, &d->kb, &d->seg, &d->raw,
+                      &d->patches, &d->text_in, &d->txt_n, &d->txt_a, &d->txt_g, &d->img_rows, &d->fin_ln,
+                      &d->fin_mod, &d->fin_zero, &d->fin_h, &d->fin_out, &d->pred};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    d->maskp = NULL;
+    d->active = false;
+}
+
+/* The rotary table (the same for every sample) and the block-causal mask with the text's padding keys hidden */
+static st_status positions(model *m, const float *cond)
+{
+    q21_model *d = q21_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m), hd = c->hidden / c->heads;
+    const int64_t g = c->resolution / c->patch, K = model_cond_len(c);
+    st_status st = ST_OK;
+    d->rope = model_take(m, &st, B * S * hd, "qwen21.rope", false);
+    d->kb = model_take(m, &st, B * S, "qwen21.key_mask", false);
+    d->seg = model_take(m, &st, B * S, "qwen21.segments", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "qwen21.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    if (!pool_is_dry_ptr(d->rope)) {
+        for (int64_t r = 0; r < S; r++) {
+            const int64_t i = r - L;
+            ids[r * 3] = (float)(r < L ? r : L);
+            ids[r * 3 + 1] = (float)(r < L ? r : i / g - (g - g / 2));
+            ids[r * 3 + 2] = (float)(r < L ? r : i % g - (g - g / 2));
+        }
+        rope_table(d->rope, ids, S, 3, c->rope_axes, Q21_THETA);
+        for (int64_t b = 1; b < B; b++) memcpy(d->rope + b * S * hd, d->rope, (size_t)(S * hd) * sizeof(float));
+    }
+    pool_free(m->pool, ids);
+    for (int64_t b = 0; !pool_is_dry_ptr(d->kb) && !pool_is_dry_ptr(cond) && b < B; b++) {
+        const float *mask = cond + b * K + L * c->text_dim;
+        for (int64_t r = 0; r < S; r++) {
+            if (r < L && mask[r] != 0.0f && mask[r] != 1.0f)
+                return st_fail(ST_ERR_INVALID, "the batch's sample %lld: its text mask is %g at token %lld; "
+                               "Qwen-Image 2.1 takes 1 for a token and 0 for padding", (long long)b, mask[r],
+                               (long long)r);
+            d->kb[b * S + r] = r < L && mask[r] == 0.0f ? -INFINITY : 0.0f;
+            d->seg[b * S + r] = r < L ? -1.0f - (float)r : 1.0f; /* each text row alone; the image one block */
+        }
+    }
+    d->mask = (attn_mask){.key_bias = d->kb, .segment = d->seg, .causal = true, .batch_stride = S};
+    d->maskp = &d->mask;
+    return ST_OK;
+}
+
+/* The blocks' modulation (B, 2 sets, 6D): set 0 (the text's) from t = 0, set 1 (the image's) from t, each
+ * (0, scale1, tanh gate1, 0, scale2, tanh gate2) of modulation.1's (scale1, gate1, scale2, gate2); raw keeps those
+ * (2, B, 4D), zero's then the image's */
+static st_status modulations(model *m, bool train)
+{
+    q21_model *d = q21_of(m);
+    const int64_t B = m->shape.batch, D = m->shape.hidden;
+    st_status st = ST_OK;
+    d->raw = model_take(m, &st, 2 * B * 4 * D, "qwen21.modulation_raw", false);
+    d->mod_rows = model_take(m, &st, B * 2 * 6 * D, "qwen21.modulation", true);
+    if (train) d->dmod_rows = model_take(m, &st, B * 2 * 6 * D, "qwen21.dmodulation", true);
+    if (!st) st = lin_forward(m->params, m->pool, &d->mod, d->raw, d->tp.zs, B);
+    if (!st) st = lin_forward(m->params, m->pool, &d->mod, d->raw + B * 4 * D, m->ctx.cs, B);
+    for (int64_t i = 0; !st && !pool_is_dry_ptr(d->raw) && i < B; i++)
+        for (int k = 0; k < 2; k++) {
+            const float *r = d->raw + (k * B + i) * 4 * D;
+            float *o = d->mod_rows + (i * 2 + k) * 6 * D;
+            for (int64_t j = 0; j < D; j++)
+                o[D + j] = r[j], o[2 * D + j] = tanhf(r[D + j]), o[4 * D + j] = r[2 * D + j],
+                o[5 * D + j] = tanhf(r[3 * D + j]);
+        }
+    return st;
+}
+
+/* From the blocks' modulation gradient back through modulation.1 to dL/d SiLU(temb), the image's (m->ctx.dcs) and
+ * t = 0's (d->tp.dzs) */
+static st_status modulations_backward(model *m)
+{
+    q21_model *d = q21_of(m);
+    const int64_t B = m->shape.batch, D = m->shape.hidden;
+    float *draw = NULL;
+    st_status st = pool_alloc(m->pool, (size_t)(2 * B * 4 * D) * sizeof(float), MEM_WORKSPACE, "qwen21.dmod_raw",
+                              (void **)&draw);
+    if (st) return st;
+    for (int64_t i = 0; !pool_is_dry_ptr(draw) && i < B; i++)
+        for (int k = 0; k < 2; k++) {
+            const float *g = d->dmod_rows + (i * 2 + k) * 6 * D, *o = d->mod_rows + (i * 2 + k) * 6 * D;
+            float *r = draw + (k * B + i) * 4 * D;
+            for (int64_t j = 0; j < D; j++)
+                r[j] = g[D + j], r[D + j] = g[2 * D + j] * (1.0f - o[2 * D + j] * o[2 * D + j]),
+                r[2 * D + j] = g[4 * D + j], r[3 * D + j] = g[5 * D + j] * (1.0f - o[5 * D + j] * o[5 * D + j]);
+        }
+    st = lin_backward(m->params, m->pool, &d->mod, d->tp.dzs, draw, d->tp.zs, B);
+    if (!st) st = lin_backward(m->params, m->pool, &d->mod, m->ctx.dcs, draw + B * 4 * D, m->ctx.cs, B);
+    pool_free(m->pool, draw);
+    return st;
+}
+
+static st_status final_out(model *m, bool train)
+{
+    q21_model *d = q21_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T, S = L + T;
+    const int64_t P = model_patch_dim(c);
+    st_status st = ST_OK;
+    d->img_rows = model_take(m, &st, N * D, "qwen21.final.rows", false);
+    d->fin_ln = model_take(m, &st, N * D, "qwen21.final.ln", false);
+    d->fin_mod = model_take(m, &st, B * D, "qwen21.final.scale", false);
+    d->fin_zero = model_take(m, &st, B * D, "qwen21.final.shift", true); /* it has none */
+    d->fin_h = model_take(m, &st, N * D, "qwen21.final.h", false);
+    d->fin_out = model_take(m, &st, N * P, "qwen21.final.out", false);
+    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
+    if (st) return st;
+    for (int64_t b = 0; b < B; b++)
+        copy_rows(d->img_rows + b * T * D, D, d->last.t[0] + (b * S + L) * D, D, T, D);
+    if ((st = lin_forward(m->params, m->pool, &d->norm_out, d->fin_mod, m->ctx.cs, B))) return st;
+    st = layernorm_forward(m->pool, d->fin_ln, d->img_rows, NULL, NULL, N, D, Q21_EPS, train ? &d->fin_stats : NULL);
+    if (st) return st;
+    modulate_forward(d->fin_h, d->fin_ln, d->fin_zero, d->fin_mod, B, T, D, D);
+    if ((st = lin_forward(m->params, m->pool, &d->proj_out, d->fin_out, d->fin_h, N))) return st;
+    const patch_shape ps = model_patches(m);
+    unpatchify_forward(d->pred, d->fin_out, &ps, PATCH_CONV);
+    return ST_OK;
+}
+
+static st_status q21_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                             const float **pred)
+{
+    q21_model *d = q21_of(m);
+    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    d->active = true;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, S = L + T;
+    const int64_t P = model_patch_dim(c), K = model_cond_len(c), Dc = c->text_dim, BL = B * L;
+    st_status st = ST_OK;
+    d->patches = model_take(m, &st, B * T * P, "qwen21.patches", false);
+    d->text_in = model_take(m, &st, BL * Dc, "qwen21.text", false);
+    d->txt_n = model_take(m, &st, BL * Dc, "qwen21.txt_in.norm", false);
+    d->txt_a = model_take(m, &st, BL * D, "qwen21.txt_in.in_layer", false);
+    d->txt_g = model_take(m, &st, BL * D, "qwen21.txt_in.gelu", false);
+    float *part = model_take(m, &st, B * (L > T ? L : T) * D, "qwen21.rows", false);
+    float *joint = model_take(m, &st, B * S * D, "qwen21.joint", false);
+    if (!st) st = positions(m, cond);
+    if (!st) st = time_pair_forward(m, &d->tp, timesteps, train);
+    if (!st) st = modulations(m, train);
+    if (!st) {
+        copy_rows(d->text_in, L * Dc, cond, K, B, L * Dc);
+        st = rmsnorm_zc_forward(m->pool, d->txt_n, d->text_in, param_at(m->params, d->txt_norm)->w, BL, Dc, Q21_EPS,
+                                train ? &d->txt_stats : NULL);
+    }
+    if (!st) st = lin_forward(m->params, m->pool, &d->txt1, d->txt_a, d->txt_n, BL);
+    if (!st) gelu_forward(d->txt_g, d->txt_a, BL * D);
+    if (!st) st = lin_forward(m->params, m->pool, &d->txt2, part, d->txt_g, BL);
+    for (int64_t b = 0; !st && b < B; b++) copy_rows(joint + b * S * D, D, part + b * L * D, D, L, D);
+    const patch_shape ps = model_patches(m);
+    if (!st) patchify_forward(d->patches, x, &ps);
+    if (!st) st = lin_forward(m->params, m->pool, &d->img, part, d->patches, B * T);
+    for (int64_t b = 0; !st && b < B; b++) copy_rows(joint + (b * S + L) * D, D, part + b * T * D, D, T, D);
+    pool_free(m->pool, part);
+    if (!st) {
+        block_state first = {.n = 1, .t = {joint}};
+        joint = NULL;
+        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
+    }
+    pool_free(m->pool, joint);
+    if (!st) st = final_out(m, train);
+    if (st) {
+        q21_release(m);
+        return st;
+    }
+    *pred = d->pred;
+    return ST_OK;
+}
+
+static st_status q21_backward(model *m, const float *dpred)
+{
+    q21_model *d = q21_of(m);
+    if (!d->active || !d->run)
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
+    const int64_t P = model_patch_dim(c), Dc = c->text_dim, BL = B * L;
+    st_status st = ST_OK;
+    scratch k = {.pool = m->pool};
+    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "qwen21.final.dout");
+    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "qwen21.final.dh");
+    float *dscale = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "qwen21.final.dscale");
+    float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "qwen21.final.drows");
+    if ((st = k.status)) goto done;
+    const patch_shape ps = model_patches(m);
+    unpatchify_backward(dout, dpred, &ps, PATCH_CONV);
+    if ((st = lin_backward(m->params, m->pool, &d->proj_out, dh, dout, d->fin_h, N))) goto done;
+    modulate_backward(dh, NULL, dscale, dh, d->fin_ln, d->fin_mod, B, T, D, D);
+    if ((st = lin_backward(m->params, m->pool, &d->norm_out, m->ctx.dcs, dscale, m->ctx.cs, B))) goto done;
+    layernorm_backward(dimg, NULL, NULL, dh, d->img_rows, NULL, N, D, &d->fin_stats);
+    state_free(m->pool, &d->last);
+    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "qwen21.djoint", true)}};
+    if (st) goto done;
+    for (int64_t b = 0; b < B; b++) copy_rows(grad.t[0] + (b * S + L) * D, D, dimg + b * T * D, D, T, D);
+    st = seq_backward(d->run, &grad, NULL); /* releases the run whatever it returns */
+    d->run = NULL;
+    float *part = st ? NULL : scratch_take(&k, B * (L > T ? L : T) * D, MEM_WORKSPACE, "qwen21.drows");
+    float *dtg = st ? NULL : scratch_take_zero(&k, BL * D, MEM_WORKSPACE, "qwen21.txt_in.dgelu");
+    float *dta = st ? NULL : scratch_take_zero(&k, BL * D, MEM_WORKSPACE, "qwen21.txt_in.din_layer");
+    float *dtn = st ? NULL : scratch_take_zero(&k, BL * Dc, MEM_WORKSPACE, "qwen21.txt_in.dnorm");
+    if (!st) st = k.status;
+    for (int64_t b = 0; !st && b < B; b++) copy_rows(part + b * T * D, D, grad.t[0] + (b * S + L) * D, D, T, D);
+    if (!st) st = lin_backward(m->params, m->pool, &d->img, NULL, part, d->patches, N);
+    for (int64_t b = 0; !st && b < B; b++) copy_rows(part + b * L * D, D, grad.t[0] + b * S * D, D, L, D);
+    if (!st) st = lin_backward(m->params, m->pool, &d->txt2, dtg, part, d->txt_g, BL);
+    state_free(m->pool, &grad);
+    if (!st) gelu_backward(dta, dtg, d->txt_a, BL * D);
+    if (!st) st = lin_backward(m->params, m->pool, &d->txt1, dtn, dta, d->txt_n, BL);
+    if (!st) st = rmsnorm_zc_backward(m->pool, NULL, param_at(m->params, d->txt_norm)->g, dtn, d->text_in,
+                                      param_at(m->params, d->txt_norm)->w, BL, Dc, &d->txt_stats);
+    if (!st) st = modulations_backward(m);
+    if (!st) st = time_pair_backward(m, &d->tp, &k);
+done:;
+    const st_status end = scratch_end(&k);
+    q21_release(m);
+    return st ? st : end;
+}
+
+/* segtrain's own initialisation, for training from scratch: the modulation and the output at zero (the blocks start
+ * as identities), the zero-centred text norm at zero (a scale of 1), the q/k norms at 1, the time path N(0, 0.02),
+ * xavier linears elsewhere */
+static param_init q21_init_of(const char *name)
+{
+    if (strstr(name, "modulation") || strstr(name, "norm_out") || strstr(name, "proj_out") || strstr(name, "text_norm"))
+        return INIT_ZERO;
+    if (strstr(name, "norm_q") || strstr(name, "norm_k")) return INIT_ONE;
+    if (strstr(name, "timestep_embedder")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family qwen_image21_family = {
+    .name = "qwen_image21",
+    .create = q21_create,
+    .destroy = q21_destroy,
+    .set_batch = q21_set_batch,
+    .forward = q21_forward,
+    .backward = q21_backward,
+    .release = q21_release,
+    .init_of = q21_init_of,
+};

@@ -1,0 +1,415 @@
+/* Stable Cascade's stage C (stable_cascade): diffusers' StableCascadeUNet as one sequence of micro-blocks
+ * (cascade_block.c): the embedding; each down level's scaler (from the second on) and its [ResBlock, TimestepBlock,
+ * AttnBlock] layers, a level's output a skip for the up path; each up level's layers, its first ResBlock reading the
+ * skip of its level, then its scaler. Around the sequence: the time embeddings (the timestep ratio's sinusoids, then
+ * sca's and crp's, which SimpleTuner leaves at zero), the conditioning tokens (CLIP-G's sequence, its pooled vector
+ * and a zero CLIP image embedding, each through its mapper, then a LayerNorm), whose SiLU every AttnBlock's
+ * kv_mapper reads, and the head (a LayerNorm over the channels, a 1 x 1 convolution). Interval and stride count
+ * micro-blocks, as SimpleTuner's Stable Cascade applies them to its Res / Timestep / Attention blocks. */
+#include "models/unet/cascade.h"
+#include "segtrain/rng.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cascade_step {
+    bool active;
+    float *r_embed, *text, *pooled, *zero_img; /* the inputs as the mappers read them */
+    float *raw, *clip, *clip_s, *dclip_s;      /* the tokens before and after clip_norm, SiLU of them, its gradient */
+    op_state clip_ln;
+    float *n, *pred; /* the head's norm output and the prediction */
+    op_state head_ln;
+    block_state last;
+    seq_run *run;
+} cascade_step;
+
+typedef struct cascade_model {
+    cascade_block *blocks;
+    block *seq_blocks;
+    int n_blocks;
+    cascade_ctx cx;
+    lin_layer txt, pooled, img; /* clip_txt_mapper, clip_txt_pooled_mapper, clip_img_mapper */
+    int clf_w, clf_b;
+    cascade_step step;
+} cascade_model;
+
+static cascade_model *cascade_of(model *m) { return m->impl; }
+
+bool model_cascade(const model_config *mc) { return !strcmp(mc->family, "stable_cascade"); }
+
+typedef struct builder {
+    const model_config *cfg;
+    cascade_model *d; /* NULL: only count */
+    model *m;
+    param_set *s;
+    int n;
+    int64_t c, h;
+    int skips;
+    int64_t skip_c[STATE_MAX], skip_h[STATE_MAX];
+} builder;
+
+static cascade_block *push(builder *b, cascade_role role, int64_t cout, bool reads_skip, bool emit)
+{
+    cascade_block *u = b->d ? &b->d->blocks[b->n] : NULL;
+    const int64_t cskip = reads_skip && b->skips ? b->skip_c[b->skips - 1] : 0;
+    if (u) {
+        *u = (cascade_block){.m = b->m, .cx = &b->d->cx, .role = role, .cin = b->c, .cout = cout, .h = b->h,
+                             .w = b->h, .cskip = cskip, .emit = emit, .skips = b->skips};
+        for (int k = 0; k < b->skips; k++) u->skip_numel[k + 1] = b->skip_c[k] * b->skip_h[k] * b->skip_h[k];
+        b->d->seq_blocks[b->n] = (block){.kind = &cascade_block_kind, .self = u, .index = b->n};
+    }
+    b->n++;
+    if (reads_skip && b->skips) b->skips--;
+    b->c = cout;
+    if (b->cfg->cascade_resample) b->h = role == SC_DOWN ? b->h / 2 : role == SC_UP ? 2 * b->h : b->h;
+    if (emit && b->skips < STATE_MAX - 1) b->skip_c[b->skips] = b->c, b->skip_h[b->skips] = b->h, b->skips++;
+    return u;
+}
+
+static void reg_conv(builder *b, cascade_block *u, const char *prefix, int64_t in, int64_t out, int64_t k, bool t)
+{
+    char name[2 * PARAM_NAME_MAX];
+    const bool full = !b->cfg->lora_rank;
+    /* Conv2d (out, in, k, k); ConvTranspose2d (in, out, k, k) */
+    const int64_t shape[4] = {t ? in : out, t ? out : in, k, k};
+    u->conv_w = param_add(b->s, micro_name(name, sizeof name, prefix, "weight"), 4, shape, full);
+    u->conv_b = param_add(b->s, micro_name(name, sizeof name, prefix, "bias"), 1, (int64_t[]){out}, full);
+}
+
+/* level i's [ResBlock, TimestepBlock, AttnBlock] layers, blocks `<prefix>.<k>`; reads: the first ResBlock reads a
+ * skip; emit: the last block's output is one */
+static void layers(builder *b, const char *prefix, int i, bool reads, bool emit)
+{
+    const model_config *c = b->cfg;
+    const int64_t C = c->unet_channels[i], n = c->unet_attn[i], r = c->lora_rank;
+    const bool full = !r;
+    const float alpha = (float)c->lora_alpha;
+    const int64_t ra = c->lora_attention ? r : 0, rm = c->lora_mlp ? r : 0;
+    char p[96], name[2 * PARAM_NAME_MAX];
+    for (int64_t j = 0; j < n; j++)
+        for (int t = 0; t < 3; t++) {
+            const bool last = j == n - 1 && t == 2;
+            snprintf(p, sizeof p, "%s.%lld", prefix, (long long)(3 * j + t));
+            cascade_block *u = push(b, t == 0 ? SC_RES : t == 1 ? SC_TIME : SC_ATTN, C, reads && j == 0 && t == 0,
+                                    emit && last);
+            if (!u) continue;
+            u->dropout = c->cascade_dropout[i];
+            u->stream = rng_stream("cascade.dropout") + (uint64_t)(b->n - 1);
+            param_set *s = b->s;
+            if (t == 0) {
+                u->dw_w = param_add(s, micro_name(name, sizeof name, p, "depthwise.weight"), 4, (int64_t[]){C, 1, 3, 3},
+                                    full);
+                u->dw_b = param_add(s, micro_name(name, sizeof name, p, "depthwise.bias"), 1, (int64_t[]){C}, full);
+                u->l1 = lin_register(s, micro_name(name, sizeof name, p, "channelwise.0"), C + u->cskip, 4 * C, true,
+                                     rm, alpha, full);
+                u->gamma = param_add(s, micro_name(name, sizeof name, p, "channelwise.2.gamma"), 4,
+                                     (int64_t[]){1, 1, 1, 4 * C}, full);
+                u->beta = param_add(s, micro_name(name, sizeof name, p, "channelwise.2.beta"), 4,
+                                    (int64_t[]){1, 1, 1, 4 * C}, full);
+                u->l2 = lin_register(s, micro_name(name, sizeof name, p, "channelwise.4"), 4 * C, C, true, rm, alpha,
+                                     full);
+            } else if (t == 1) {
+                static const char *const mappers[CASCADE_TIME_CONDS] = {"mapper", "mapper_sca", "mapper_crp"};
+                for (int k = 0; k < CASCADE_TIME_CONDS; k++)
+                    u->map[k] = lin_register(s, micro_name(name, sizeof name, p, mappers[k]), c->time_channels, 2 * C,
+                                             true, 0, 0.0f, full);
+            } else {
+                u->heads = c->unet_heads[i];
+                u->kv = lin_register(s, micro_name(name, sizeof name, p, "kv_mapper.1"), c->unet_cross, C, true, 0,
+                                     0.0f, full);
+                u->q = lin_register(s, micro_name(name, sizeof name, p, "attention.to_q"), C, C, true, ra, alpha, full);
+                u->k = lin_register(s, micro_name(name, sizeof name, p, "attention.to_k"), C, C, true, ra, alpha, full);
+                u->v = lin_register(s, micro_name(name, sizeof name, p, "attention.to_v"), C, C, true, ra, alpha, full);
+                u->o = lin_register(s, micro_name(name, sizeof name, p, "attention.to_out.0"), C, C, true, ra, alpha,
+                                    full);
+            }
+        }
+}
+
+/* a scaler: LayerNorm then the convolution (its names: switch_level's UpDownBlock2d mapping, or a plain conv) */
+static void scaler(builder *b, cascade_role role, int index, int64_t cout)
+{
+    const bool resample = b->cfg->cascade_resample, up = role == SC_UP;
+    char p[96];
+    if (resample) snprintf(p, sizeof p, "%s.%d.1", up ? "up_upscalers" : "down_downscalers", index);
+    else snprintf(p, sizeof p, "%s.%d.1.blocks.%d", up ? "up_upscalers" : "down_downscalers", index, up);
+    const int64_t cin = b->c;
+    cascade_block *u = push(b, role, cout, false, false);
+    if (u) reg_conv(b, u, p, cin, cout, resample ? 2 : 1, resample && up);
+}
+
+static void build(builder *b)
+{
+    const model_config *c = b->cfg;
+    const int L = (int)c->unet_levels;
+    char p[64];
+    b->c = c->channels, b->h = c->resolution;
+    cascade_block *e = push(b, SC_EMBED, c->unet_channels[0], false, false);
+    if (e) reg_conv(b, e, "embedding.1", c->channels, c->unet_channels[0], 1, false);
+    for (int i = 0; i < L; i++) {
+        if (i > 0) scaler(b, SC_DOWN, i, c->unet_channels[i]);
+        snprintf(p, sizeof p, "down_blocks.%d", i), layers(b, p, i, false, i < L - 1);
+    }
+    for (int u = 0; u < L; u++) {
+        const int r = L - 1 - u;
+        snprintf(p, sizeof p, "up_blocks.%d", u), layers(b, p, r, r < L - 1, false);
+        if (r > 0) scaler(b, SC_UP, u, c->unet_channels[r - 1]);
+    }
+}
+
+int64_t cascade_depth(const model_config *c)
+{
+    builder b = {.cfg = c};
+    build(&b);
+    return b.n;
+}
+
+static st_status cascade_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    cascade_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (!d) return st_host_oom("the Stable Cascade model");
+    const int n = (int)cascade_depth(c);
+    d->blocks = calloc((size_t)n, sizeof *d->blocks);
+    d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
+    if (!d->blocks || !d->seq_blocks) return st_host_oom("%d Stable Cascade blocks", n);
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t Cc = c->unet_cross, S = c->clip_seq;
+    d->pooled = lin_register(s, "clip_txt_pooled_mapper", c->pooled_dim, Cc * S, true, 0, 0.0f, full);
+    d->txt = lin_register(s, "clip_txt_mapper", c->text_dim, Cc, true, 0, 0.0f, full);
+    d->img = lin_register(s, "clip_img_mapper", c->image_dim, Cc * S, true, 0, 0.0f, full);
+    builder b = {.cfg = c, .d = d, .m = m, .s = s};
+    build(&b);
+    d->n_blocks = b.n;
+    d->clf_w = param_add(s, "clf.1.weight", 4, (int64_t[]){c->channels, c->unet_channels[0], 1, 1}, full);
+    d->clf_b = param_add(s, "clf.1.bias", 1, (int64_t[]){c->channels}, full);
+    d->cx.tokens = c->text_len + 2 * S;
+    m->n_seq = 1;
+    m->seq[0] = (block_seq){.name = "micro-blocks", .n = b.n, .blocks = d->seq_blocks, .state_n = 1, .pool = m->pool};
+    m->seq[0].state_names[0] = "the latents (the embedding's input)";
+    return ST_OK;
+}
+
+static void cascade_destroy(model *m)
+{
+    cascade_model *d = cascade_of(m);
+    if (d) free(d->blocks), free(d->seq_blocks);
+    free(d);
+}
+
+static void cascade_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    m->seq[0].state_numel[0] = batch * m->cfg.channels * m->cfg.resolution * m->cfg.resolution;
+}
+
+/* StableCascadeUNet._init_weights: xavier-uniform linears and convolutions, zero biases; GRN's gamma and beta zero */
+static param_init cascade_init_of(const char *name)
+{
+    return strstr(name, ".gamma") || strstr(name, ".beta") ? INIT_ZERO : INIT_XAVIER;
+}
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+static void cascade_release(model *m)
+{
+    cascade_model *d = cascade_of(m);
+    if (!d || !d->step.active) return;
+    cascade_step *s = &d->step;
+    seq_release(s->run);
+    state_free(m->pool, &s->last);
+    op_state_release(&s->clip_ln), op_state_release(&s->head_ln);
+    void *bufs[] = {s->r_embed, s->text, s->pooled, s->zero_img, s->raw, s->clip, s->clip_s, s->dclip_s, s->n, s->pred};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
+    *s = (cascade_step){0};
+    d->cx = (cascade_ctx){.tokens = d->cx.tokens};
+}
+
+/* get_timestep_ratio_embedding: r = ratio x 10000, half = D / 2, frequencies exp(-k log(10000) / (half - 1)),
+ * [sin(r f), cos(r f)]; the ratio's, then sca's and crp's (0: sines 0, cosines 1). In double, as the fixtures'
+ * reference computes it. */
+static void ratio_embedding(float *e, const float *timesteps, int64_t B, int64_t D)
+{
+    if (pool_is_dry_ptr(e)) return;
+    const int64_t half = D / 2;
+    for (int64_t b = 0; b < B; b++)
+        for (int k = 0; k < CASCADE_TIME_CONDS; k++) {
+            const double r = k ? 0.0 : (double)timesteps[b] / 1000.0 * 10000.0; /* segtrain's timesteps are 1000 t */
+            float *row = e + (b * CASCADE_TIME_CONDS + k) * D;
+            for (int64_t j = 0; j < half; j++) {
+                const double f = exp(-(double)j * log(10000.0) / (double)(half - 1));
+                row[j] = (float)sin(r * f), row[half + j] = (float)cos(r * f);
+            }
+            if (D % 2) row[D - 1] = 0.0f;
+        }
+}
+
+/* the conditioning tokens (B, L + 2 S, Cc): [clip_txt_mapper(text); clip_txt_pooled_mapper(pooled) as S tokens;
+ * clip_img_mapper(0) as S tokens], clip_norm, SiLU */
+static st_status clip_forward(model *m, const float *cond, bool train)
+{
+    cascade_model *d = cascade_of(m);
+    cascade_step *s = &d->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = c->text_len, E = c->text_dim, P = c->pooled_dim, K = model_cond_len(c);
+    const int64_t Cc = c->unet_cross, S = c->clip_seq, T = d->cx.tokens;
+    st_status st = ST_OK;
+    s->text = model_take(m, &st, B * L * E, "cascade.clip text", false);
+    s->pooled = model_take(m, &st, B * P, "cascade.clip pooled", false);
+    s->zero_img = model_take(m, &st, B * c->image_dim, "cascade.clip image (zero)", true);
+    s->raw = model_take(m, &st, B * T * Cc, "cascade.clip tokens", false);
+    s->clip = model_take(m, &st, B * T * Cc, "cascade.clip normed", false);
+    s->clip_s = model_take(m, &st, B * T * Cc, "cascade.clip silu", false);
+    if (train) s->dclip_s = model_take(m, &st, B * T * Cc, "cascade.dclip silu", true);
+    scratch k = {.pool = m->pool};
+    float *txt = scratch_take(&k, B * L * Cc, MEM_WORKSPACE, "cascade.clip text mapped");
+    float *pool_map = scratch_take(&k, B * S * Cc, MEM_WORKSPACE, "cascade.clip pooled mapped");
+    if (!st) st = k.status;
+    if (!st) {
+        copy_rows(s->text, L * E, cond, K, B, L * E);
+        copy_rows(s->pooled, P, cond + L * E, K, B, P);
+        st = lin_forward(m->params, m->pool, &d->txt, txt, s->text, B * L);
+    }
+    if (!st) copy_rows(s->raw, T * Cc, txt, L * Cc, B, L * Cc);
+    if (!st) st = lin_forward(m->params, m->pool, &d->pooled, pool_map, s->pooled, B);
+    if (!st) copy_rows(s->raw + L * Cc, T * Cc, pool_map, S * Cc, B, S * Cc);
+    if (!st) st = lin_forward(m->params, m->pool, &d->img, pool_map, s->zero_img, B);
+    if (!st) copy_rows(s->raw + (L + S) * Cc, T * Cc, pool_map, S * Cc, B, S * Cc);
+    if (!st) st = layernorm_forward(m->pool, s->clip, s->raw, NULL, NULL, B * T, Cc, CASCADE_EPS, &s->clip_ln);
+    if (!st) silu_forward(s->clip_s, s->clip, B * T * Cc);
+    const st_status e = scratch_end(&k);
+    d->cx.clip_s = s->clip_s, d->cx.dclip_s = s->dclip_s;
+    return st ? st : e;
+}
+
+static st_status clip_backward(model *m)
+{
+    cascade_model *d = cascade_of(m);
+    cascade_step *s = &d->step;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = c->text_len, Cc = c->unet_cross, S = c->clip_seq, T = d->cx.tokens;
+    scratch k = {.pool = m->pool};
+    float *dclip = scratch_take_zero(&k, B * T * Cc, MEM_WORKSPACE, "cascade.dclip");
+    float *draw = scratch_take_zero(&k, B * T * Cc, MEM_WORKSPACE, "cascade.dclip tokens");
+    float *part = scratch_take(&k, B * (L > S ? L : S) * Cc, MEM_WORKSPACE, "cascade.dclip part");
+    if (k.status) return scratch_end(&k);
+    silu_backward(dclip, s->dclip_s, s->clip, B * T * Cc);
+    layernorm_backward(draw, NULL, NULL, dclip, s->raw, NULL, B * T, Cc, &s->clip_ln);
+    copy_rows(part, L * Cc, draw, T * Cc, B, L * Cc);
+    k.status = lin_backward(m->params, m->pool, &d->txt, NULL, part, s->text, B * L);
+    copy_rows(part, S * Cc, draw + L * Cc, T * Cc, B, S * Cc);
+    if (!k.status) k.status = lin_backward(m->params, m->pool, &d->pooled, NULL, part, s->pooled, B);
+    copy_rows(part, S * Cc, draw + (L + S) * Cc, T * Cc, B, S * Cc);
+    if (!k.status) k.status = lin_backward(m->params, m->pool, &d->img, NULL, part, s->zero_img, B);
+    return scratch_end(&k);
+}
+
+static conv_shape head_conv(const model *m)
+{
+    const model_config *c = &m->cfg;
+    return (conv_shape){.batch = m->shape.batch, .in = c->unet_channels[0], .h = c->resolution, .w = c->resolution,
+                        .out = c->channels, .kh = 1, .kw = 1, .sh = 1, .sw = 1};
+}
+
+/* clf: the norm over the channels (kept: its output, which the convolution's backward reads, and statistics) */
+static st_status head_forward(model *m, const float *h)
+{
+    cascade_model *d = cascade_of(m);
+    cascade_step *s = &d->step;
+    const conv_shape cs = head_conv(m);
+    const int64_t B = cs.batch, C = cs.in, HW = cs.h * cs.w, N = B * HW;
+    st_status st = ST_OK;
+    s->n = model_take(m, &st, N * C, "cascade.clf norm", false);
+    s->pred = model_take(m, &st, B * cs.out * HW, "cascade.pred", false);
+    scratch k = {.pool = m->pool};
+    float *t = scratch_take(&k, N * C, MEM_WORKSPACE, "cascade.clf tokens");
+    float *n = scratch_take(&k, N * C, MEM_WORKSPACE, "cascade.clf normed tokens");
+    if (!st) st = k.status;
+    if (!st) transpose_batched(t, h, B, C, HW);
+    if (!st) st = layernorm_forward(m->pool, n, t, NULL, NULL, N, C, CASCADE_EPS, &s->head_ln);
+    if (!st) transpose_batched(s->n, n, B, HW, C);
+    if (!st) st = conv2d_forward(m->pool, s->pred, s->n, PW(d->clf_w), PW(d->clf_b), &cs);
+    const st_status e = scratch_end(&k);
+    return st ? st : e;
+}
+
+static st_status head_backward(model *m, const float *h, const float *dpred, float *dh)
+{
+    cascade_model *d = cascade_of(m);
+    cascade_step *s = &d->step;
+    const conv_shape cs = head_conv(m);
+    const int64_t B = cs.batch, C = cs.in, HW = cs.h * cs.w, N = B * HW;
+    scratch k = {.pool = m->pool};
+    float *dn = scratch_take_zero(&k, N * C, MEM_WORKSPACE, "cascade.dclf norm");
+    float *t = scratch_take(&k, N * C, MEM_WORKSPACE, "cascade.clf tokens");
+    float *g = scratch_take(&k, N * C, MEM_WORKSPACE, "cascade.dclf tokens");
+    float *dt = scratch_take_zero(&k, N * C, MEM_WORKSPACE, "cascade.dclf input");
+    if (k.status) return scratch_end(&k);
+    k.status = conv2d_backward(m->pool, dn, PG(d->clf_w), PG(d->clf_b), dpred, s->n, PW(d->clf_w), &cs);
+    if (!k.status) {
+        transpose_batched(t, h, B, C, HW);
+        transpose_batched(g, dn, B, C, HW);
+        layernorm_backward(dt, NULL, NULL, g, t, NULL, N, C, &s->head_ln);
+        transpose_batched(dh, dt, B, HW, C);
+    }
+    return scratch_end(&k);
+}
+
+static st_status cascade_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                                 const float **pred)
+{
+    cascade_model *d = cascade_of(m);
+    cascade_step *s = &d->step;
+    const model_config *c = &m->cfg;
+    if (s->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    s->active = true;
+    const int64_t B = m->shape.batch;
+    st_status st = ST_OK;
+    s->r_embed = model_take(m, &st, B * CASCADE_TIME_CONDS * c->time_channels, "cascade.time embeddings", false);
+    if (!st) {
+        ratio_embedding(s->r_embed, timesteps, B, c->time_channels);
+        d->cx.r_embed = s->r_embed, d->cx.train = train, d->cx.dropout_seed = m->dropout_seed;
+        st = clip_forward(m, cond, train);
+    }
+    if (!st) st = micro_seq_forward(m, x, train, &s->last, &s->run);
+    if (!st) st = head_forward(m, s->last.t[0]);
+    if (st) {
+        cascade_release(m);
+        return st;
+    }
+    *pred = s->pred;
+    return ST_OK;
+}
+
+static st_status cascade_backward(model *m, const float *dpred)
+{
+    cascade_model *d = cascade_of(m);
+    cascade_step *s = &d->step;
+    if (!s->active || !s->run)
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    float *dh;
+    st_status st = micro_grad_buffer(m, &dh);
+    if (!st) st = head_backward(m, s->last.t[0], dpred, dh);
+    state_free(m->pool, &s->last);
+    if (!st) st = micro_seq_backward(&s->run, dh);
+    if (!st) st = clip_backward(m);
+    pool_free(m->pool, dh);
+    cascade_release(m);
+    return st;
+}
+
+const model_family cascade_family = {
+    .name = "stable_cascade",
+    .create = cascade_create,
+    .destroy = cascade_destroy,
+    .set_batch = cascade_set_batch,
+    .forward = cascade_forward,
+    .backward = cascade_backward,
+    .release = cascade_release,
+    .init_of = cascade_init_of,
+};

@@ -1,0 +1,430 @@
+/* The U-Net families (sd1x, sdxl, kolors): diffusers' UNet2DConditionModel as one sequence of micro-blocks
+ * (unet_block.c), conv_in first, then each down block's ResnetBlock2Ds and Transformer2DModels and its
+ * Downsample2D, the mid block's, then each up block's (one ResnetBlock2D more, each reading a skip) and its
+ * Upsample2D. Around the sequence: the time embedding (Timesteps with cosines first, TimestepEmbedding; SDXL's and
+ * Kolors' added conditions added to it), whose SiLU every ResnetBlock2D's time_emb_proj reads, Kolors' text
+ * projection, and the head (conv_norm_out, SiLU, conv_out). Checkpointing's interval and stride count micro-blocks,
+ * as SimpleTuner's Stable Cascade counts its Res / Timestep / Attention blocks. */
+#include "models/unet/unet.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct unet_step {
+    bool active;
+    float *n, *pred;    /* the head's GroupNorm output (kept) and the prediction */
+    op_state gn;        /* the head's GroupNorm statistics */
+    block_state last;
+    seq_run *run;
+} unet_step;
+
+typedef struct unet_model {
+    unet_block *blocks;
+    xformer_layer *layers;
+    block *seq_blocks;
+    int n_blocks;
+    temb t;
+    temb add;          /* sdxl, kolors: add_embedding, of the pooled text and the size ids' sinusoids */
+    lin_layer text_proj; /* kolors: encoder_hid_proj */
+    float *raw_text;     /* kolors: the text as given, text_proj's input */
+    int out_norm_w, out_norm_b, out_w, out_b;
+    unet_step step;
+} unet_model;
+
+static unet_model *unet_of(model *m) { return m->impl; }
+
+bool model_unet(const model_config *mc)
+{
+    return !strcmp(mc->family, "sd1x") || !strcmp(mc->family, "sdxl") || !strcmp(mc->family, "kolors");
+}
+
+/* sdxl's size ids a sample: original size, crop top-left, target size (each height, width), in pixels */
+#define UNET_TIME_IDS 6
+
+int64_t model_size_ids(const model_config *mc) { return model_unet(mc) && mc->pooled_dim ? UNET_TIME_IDS : 0; }
+
+static bool added_conditions(const model_config *c) { return strcmp(c->family, "sd1x") != 0; }
+
+static int add(param_set *s, const char *prefix, const char *name, int ndim, const int64_t *shape, bool trainable)
+{
+    char full[2 * PARAM_NAME_MAX];
+    return param_add(s, micro_name(full, sizeof full, prefix, name), ndim, shape, trainable);
+}
+
+/* "<prefix>.weight" (out, in, k, k) and its bias */
+static void reg_conv(param_set *s, const char *prefix, int64_t in, int64_t out, int64_t k, bool trainable, int *w,
+                     int *b)
+{
+    *w = add(s, prefix, "weight", 4, (int64_t[]){out, in, k, k}, trainable);
+    *b = add(s, prefix, "bias", 1, (int64_t[]){out}, trainable);
+}
+
+static void reg_norm(param_set *s, const char *prefix, int64_t c, bool trainable, int *w, int *b)
+{
+    *w = add(s, prefix, "weight", 1, (int64_t[]){c}, trainable);
+    *b = add(s, prefix, "bias", 1, (int64_t[]){c}, trainable);
+}
+
+/* proj_in / proj_out: a Linear, or a 1 x 1 Conv2d (the same matrix) without use_linear_projection */
+static lin_layer reg_proj(param_set *s, const char *prefix, int64_t c, bool linear, bool trainable)
+{
+    if (linear) return lin_register(s, prefix, c, c, true, 0, 0.0f, trainable);
+    lin_layer l = {.lora_a = -1, .lora_b = -1, .in = c, .out = c};
+    reg_conv(s, prefix, c, c, 1, trainable, &l.w, &l.b);
+    return l;
+}
+
+static void reg_res(param_set *s, unet_block *u, const char *prefix, const model_config *c, bool full)
+{
+    char name[2 * PARAM_NAME_MAX];
+    const int64_t ci = u->cin + u->cskip, co = u->cout;
+    reg_norm(s, micro_name(name, sizeof name, prefix, "norm1"), ci, full, &u->norm1_w, &u->norm1_b);
+    reg_conv(s, micro_name(name, sizeof name, prefix, "conv1"), ci, co, 3, full, &u->conv1_w, &u->conv1_b);
+    u->temb =
+        lin_register(s, micro_name(name, sizeof name, prefix, "time_emb_proj"), c->hidden, co, true, 0, 0.0f, full);
+    reg_norm(s, micro_name(name, sizeof name, prefix, "norm2"), co, full, &u->norm2_w, &u->norm2_b);
+    reg_conv(s, micro_name(name, sizeof name, prefix, "conv2"), co, co, 3, full, &u->conv2_w, &u->conv2_b);
+    u->short_w = u->short_b = -1;
+    if (ci != co)
+        reg_conv(s, micro_name(name, sizeof name, prefix, "conv_shortcut"), ci, co, 1, full, &u->short_w, &u->short_b);
+}
+
+static void reg_attn(param_set *s, unet_block *u, const char *prefix, const model_config *c, bool full)
+{
+    char name[2 * PARAM_NAME_MAX];
+    const int64_t C = u->cin, r = c->lora_rank;
+    const float alpha = (float)c->lora_alpha;
+    const int64_t ra = c->lora_attention ? r : 0, rm = c->lora_mlp ? r : 0;
+    reg_norm(s, micro_name(name, sizeof name, prefix, "norm"), C, full, &u->norm_w, &u->norm_b);
+    u->proj_in = reg_proj(s, micro_name(name, sizeof name, prefix, "proj_in"), C, c->unet_linear, full);
+    for (int64_t l = 0; l < u->layers; l++) {
+        xformer_layer *x = &u->xl[l];
+        char p[PARAM_NAME_MAX + 32];
+#define LIN(field, sub, in, out, bias, rank)                                                                           \
+    (x->field = lin_register(s, micro_name(name, sizeof name, p, sub), in, out, bias, rank, alpha, !r))
+        if (snprintf(p, sizeof p, "%s.transformer_blocks.%lld", prefix, (long long)l) >= (int)sizeof p) p[0] = '\0';
+        reg_norm(s, micro_name(name, sizeof name, p, "norm1"), C, full, &x->n1w, &x->n1b);
+        LIN(q, "attn1.to_q", C, C, false, ra), LIN(k, "attn1.to_k", C, C, false, ra);
+        LIN(v, "attn1.to_v", C, C, false, ra), LIN(o, "attn1.to_out.0", C, C, true, ra);
+        reg_norm(s, micro_name(name, sizeof name, p, "norm2"), C, full, &x->n2w, &x->n2b);
+        const int64_t X = c->unet_cross ? c->unet_cross : c->text_dim; /* what the cross-attention reads */
+        LIN(q2, "attn2.to_q", C, C, false, ra), LIN(k2, "attn2.to_k", X, C, false, ra);
+        LIN(v2, "attn2.to_v", X, C, false, ra), LIN(o2, "attn2.to_out.0", C, C, true, ra);
+        reg_norm(s, micro_name(name, sizeof name, p, "norm3"), C, full, &x->n3w, &x->n3b);
+        LIN(ff1, "ff.net.0.proj", C, 8 * C, true, rm), LIN(ff2, "ff.net.2", 4 * C, C, true, rm);
+#undef LIN
+    }
+    u->proj_out = reg_proj(s, micro_name(name, sizeof name, prefix, "proj_out"), C, c->unet_linear, full);
+}
+
+/* The micro-blocks in order, sizes and skips included; with s, their parameters too (state_dict order does not
+ * matter: files load by name). Returns the count. */
+typedef struct builder {
+    const model_config *cfg;
+    unet_model *d; /* NULL: only count */
+    model *m;
+    param_set *s;
+    int n;
+    int64_t c, h;                          /* the stream's channels and edge */
+    int skips;                             /* skips on the stack */
+    int64_t skip_c[STATE_MAX], skip_h[STATE_MAX];
+    int64_t layers_used;
+    bool overflow;
+} builder;
+
+static unet_block *push(builder *b, unet_role role, int64_t cout, bool reads_skip, bool emit)
+{
+    unet_block *u = b->d ? &b->d->blocks[b->n] : NULL;
+    const int64_t cskip = reads_skip && b->skips ? b->skip_c[b->skips - 1] : 0;
+    if (u) {
+        *u = (unet_block){.m = b->m, .role = role, .cin = b->c, .cout = cout, .h = b->h, .w = b->h, .cskip = cskip,
+                          .emit = emit, .skips = b->skips};
+        for (int k = 0; k < b->skips; k++) u->skip_numel[k + 1] = b->skip_c[k] * b->skip_h[k] * b->skip_h[k];
+        b->d->seq_blocks[b->n] = (block){.kind = &unet_block_kind, .self = u, .index = b->n};
+    }
+    b->n++;
+    if (reads_skip && b->skips) b->skips--;
+    b->c = cout;
+    b->h = role == UNET_DOWN ? (b->h + 1) / 2 : role == UNET_UP ? 2 * b->h : b->h;
+    if (emit) {
+        if (b->skips == STATE_MAX - 1) b->overflow = true;
+        else b->skip_c[b->skips] = b->c, b->skip_h[b->skips] = b->h, b->skips++;
+    }
+    return u;
+}
+
+static void res(builder *b, const char *prefix, int64_t cout, bool reads_skip, bool emit)
+{
+    unet_block *u = push(b, UNET_RES, cout, reads_skip, emit);
+    if (u) reg_res(b->s, u, prefix, &b->m->cfg, !b->m->cfg.lora_rank);
+}
+
+static void attn(builder *b, const char *prefix, int64_t heads, int64_t layers, bool emit)
+{
+    unet_block *u = push(b, UNET_ATTN, b->c, false, emit);
+    if (u) {
+        u->heads = heads, u->layers = layers, u->xl = b->d->layers + b->layers_used;
+        reg_attn(b->s, u, prefix, &b->m->cfg, !b->m->cfg.lora_rank);
+    }
+    b->layers_used += layers;
+}
+
+static void conv(builder *b, unet_role role, const char *prefix, int64_t cout, bool emit)
+{
+    unet_block *u = push(b, role, cout, false, emit);
+    if (u) reg_conv(b->s, prefix, u->cin, cout, 3, !b->m->cfg.lora_rank, &u->conv1_w, &u->conv1_b);
+}
+
+static void build(builder *b)
+{
+    const model_config *c = b->cfg;
+    const int L = (int)c->unet_levels, n = (int)c->unet_layers;
+    const int64_t *ch = c->unet_channels, *heads = c->unet_heads, *at = c->unet_attn;
+    char p[64];
+    b->c = c->channels, b->h = c->resolution;
+    conv(b, UNET_CONV_IN, "conv_in", ch[0], true);
+    for (int i = 0; i < L; i++) {
+        for (int j = 0; j < n; j++) {
+            snprintf(p, sizeof p, "down_blocks.%d.resnets.%d", i, j), res(b, p, ch[i], false, !at[i]);
+            if (at[i]) snprintf(p, sizeof p, "down_blocks.%d.attentions.%d", i, j), attn(b, p, heads[i], at[i], true);
+        }
+        if (i < L - 1)
+            snprintf(p, sizeof p, "down_blocks.%d.downsamplers.0.conv", i), conv(b, UNET_DOWN, p, ch[i], true);
+    }
+    res(b, "mid_block.resnets.0", ch[L - 1], false, false);
+    if (c->unet_mid) attn(b, "mid_block.attentions.0", heads[L - 1], c->unet_mid, false);
+    res(b, "mid_block.resnets.1", ch[L - 1], false, false);
+    for (int i = 0; i < L; i++) {
+        const int r = L - 1 - i;
+        for (int j = 0; j <= n; j++) {
+            snprintf(p, sizeof p, "up_blocks.%d.resnets.%d", i, j), res(b, p, ch[r], true, false);
+            if (at[r]) snprintf(p, sizeof p, "up_blocks.%d.attentions.%d", i, j), attn(b, p, heads[r], at[r], false);
+        }
+        if (i < L - 1) snprintf(p, sizeof p, "up_blocks.%d.upsamplers.0.conv", i), conv(b, UNET_UP, p, ch[r], false);
+    }
+}
+
+int64_t unet_depth(const model_config *c)
+{
+    builder b = {.cfg = c};
+    build(&b);
+    return b.n;
+}
+
+static st_status unet_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    unet_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    if (!d) return st_host_oom("the U-Net");
+    builder count = {.cfg = c};
+    build(&count);
+    if (count.overflow || count.skips)
+        return st_fail(ST_ERR_UNSUPPORTED, "block_out_channels, layers_per_block: %lld levels of %lld ResnetBlock2Ds "
+                       "hold more than %d skips at once (or leave some unread)", (long long)c->unet_levels,
+                       (long long)c->unet_layers, STATE_MAX - 1);
+    d->blocks = calloc((size_t)count.n, sizeof *d->blocks);
+    d->seq_blocks = calloc((size_t)count.n, sizeof *d->seq_blocks);
+    d->layers = calloc((size_t)(count.layers_used ? count.layers_used : 1), sizeof *d->layers);
+    if (!d->blocks || !d->seq_blocks || !d->layers) return st_host_oom("%d U-Net blocks", count.n);
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    temb_register(s, &d->t, "time_embedding.linear_1", "time_embedding.linear_2", c->unet_channels[0], c->hidden, full);
+    if (added_conditions(c))
+        temb_register(s, &d->add, "add_embedding.linear_1", "add_embedding.linear_2",
+                      c->pooled_dim + UNET_TIME_IDS * c->time_channels, c->hidden, full);
+    if (c->unet_cross)
+        d->text_proj = lin_register(s, "encoder_hid_proj", c->text_dim, c->unet_cross, true, 0, 0.0f, full);
+    builder b = {.cfg = c, .d = d, .m = m, .s = s};
+    build(&b);
+    d->n_blocks = b.n;
+    reg_norm(s, "conv_norm_out", c->unet_channels[0], full, &d->out_norm_w, &d->out_norm_b);
+    reg_conv(s, "conv_out", c->unet_channels[0], c->channels, 3, full, &d->out_w, &d->out_b);
+    m->n_seq = 1;
+    m->seq[0] = (block_seq){.name = "micro-blocks", .n = b.n, .blocks = d->seq_blocks, .state_n = 1, .pool = m->pool};
+    m->seq[0].state_names[0] = "the latents (conv_in's input)";
+    return ST_OK;
+}
+
+static void unet_destroy(model *m)
+{
+    unet_model *d = unet_of(m);
+    if (d) free(d->blocks), free(d->seq_blocks), free(d->layers);
+    free(d);
+}
+
+static void unet_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    m->seq[0].state_numel[0] = batch * m->cfg.channels * m->cfg.resolution * m->cfg.resolution;
+}
+
+static param_init unet_init_of(const char *name)
+{
+    const char *leaf = strrchr(name, '.');
+    return strstr(name, "norm") && leaf && !strcmp(leaf, ".weight") ? INIT_ONE : INIT_XAVIER;
+}
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+static void unet_release(model *m)
+{
+    unet_model *d = unet_of(m);
+    if (!d || !d->step.active) return;
+    unet_step *s = &d->step;
+    seq_release(s->run);
+    state_free(m->pool, &s->last);
+    op_state_release(&s->gn);
+    void *bufs[] = {s->n, s->pred, m->ctx.text, m->ctx.dtext, d->raw_text};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
+    m->ctx.text = m->ctx.dtext = d->raw_text = NULL;
+    temb_release(m, &d->t);
+    if (added_conditions(&m->cfg)) temb_release_path(m, &d->add);
+    *s = (unet_step){0};
+}
+
+static conv_shape head_conv(const model *m)
+{
+    const model_config *c = &m->cfg;
+    return (conv_shape){.batch = m->shape.batch, .in = c->unet_channels[0], .h = c->resolution, .w = c->resolution,
+                        .out = c->channels, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .ph = 1, .pw = 1};
+}
+
+/* pred = conv_out(SiLU(conv_norm_out(h))); keeps the norm's output and statistics */
+static st_status head_forward(model *m, const float *h)
+{
+    unet_model *d = unet_of(m);
+    const model_config *c = &m->cfg;
+    const conv_shape cs = head_conv(m);
+    const int64_t HW = c->resolution * c->resolution, n = cs.batch * cs.in * HW;
+    st_status st = ST_OK;
+    d->step.n = model_take(m, &st, n, "unet.out_norm", false);
+    d->step.pred = model_take(m, &st, cs.batch * cs.out * HW, "unet.pred", false);
+    scratch k = {.pool = m->pool};
+    float *a = scratch_take(&k, n, MEM_WORKSPACE, "unet.out_silu");
+    if (!st) st = k.status;
+    if (!st) st = groupnorm_forward(m->pool, d->step.n, h, PW(d->out_norm_w), PW(d->out_norm_b), cs.batch, cs.in, HW,
+                                    c->norm_groups, (float)c->norm_eps, &d->step.gn);
+    if (!st) silu_forward(a, d->step.n, n);
+    if (!st) st = conv2d_forward(m->pool, d->step.pred, a, PW(d->out_w), PW(d->out_b), &cs);
+    const st_status e = scratch_end(&k);
+    return st ? st : e;
+}
+
+static st_status head_backward(model *m, const float *h, const float *dpred, float *dh)
+{
+    unet_model *d = unet_of(m);
+    const model_config *c = &m->cfg;
+    const conv_shape cs = head_conv(m);
+    const int64_t HW = c->resolution * c->resolution, n = cs.batch * cs.in * HW;
+    scratch k = {.pool = m->pool};
+    float *a = scratch_take(&k, n, MEM_WORKSPACE, "unet.out_silu");
+    float *da = scratch_take_zero(&k, n, MEM_WORKSPACE, "unet.dout_silu");
+    float *dn = scratch_take_zero(&k, n, MEM_WORKSPACE, "unet.dout_norm");
+    if (k.status) return scratch_end(&k);
+    silu_forward(a, d->step.n, n);
+    st_status st = conv2d_backward(m->pool, da, PG(d->out_w), PG(d->out_b), dpred, a, PW(d->out_w), &cs);
+    if (!st) silu_backward(dn, da, d->step.n, n);
+    if (!st) st = groupnorm_backward(m->pool, dh, PG(d->out_norm_w), PG(d->out_norm_b), dn, h, PW(d->out_norm_w),
+                                     cs.batch, cs.in, HW, c->norm_groups, &d->step.gn);
+    const st_status e = scratch_end(&k);
+    return st ? st : e;
+}
+
+/* SDXL's aug_emb, added to the time embedding: add_embedding([text_embeds, add_time_proj(time_ids)]), the pooled
+ * text and the size ids after the text in each sample's conditioning */
+static st_status added_forward(model *m, const float *cond)
+{
+    unet_model *d = unet_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, P = c->pooled_dim, F = c->time_channels, K = model_cond_len(c);
+    const int64_t at = c->text_len * c->text_dim, in = P + UNET_TIME_IDS * F;
+    scratch k = {.pool = m->pool};
+    float *ids = scratch_take(&k, B * UNET_TIME_IDS, MEM_WORKSPACE, "unet.time_ids");
+    float *sin = scratch_take(&k, B * UNET_TIME_IDS * F, MEM_WORKSPACE, "unet.time_ids sinusoids");
+    if (k.status) return scratch_end(&k);
+    copy_rows(ids, UNET_TIME_IDS, cond + at + P, K, B, UNET_TIME_IDS);
+    timestep_embedding(sin, ids, B * UNET_TIME_IDS, F, 10000.0);
+    copy_rows(d->add.freq, in, cond + at, K, B, P);
+    copy_rows(d->add.freq + P, in, sin, UNET_TIME_IDS * F, B, UNET_TIME_IDS * F);
+    temb_mlp_forward(m, &d->add);
+    add_to(d->t.c, d->add.c, B * c->hidden);
+    return scratch_end(&k);
+}
+
+static st_status unet_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                              const float **pred)
+{
+    unet_model *d = unet_of(m);
+    unet_step *s = &d->step;
+    const model_config *c = &m->cfg;
+    if (s->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    s->active = true;
+    const int64_t B = m->shape.batch, L = c->text_len, E = c->text_dim, K = model_cond_len(c);
+    const int64_t X = c->unet_cross ? c->unet_cross : E;
+    st_status st = ST_OK;
+    m->ctx.text = model_take(m, &st, B * L * X, "unet.text", false);
+    if (c->unet_cross) { /* Kolors' projected text; its gradient only where the projection trains */
+        d->raw_text = model_take(m, &st, B * L * E, "unet.text (encoder's)", false);
+        if (train && lin_trains_weight(m->params, &d->text_proj))
+            m->ctx.dtext = model_take(m, &st, B * L * X, "unet.dtext", true);
+    }
+    temb_take(m, &d->t, &st, train);
+    if (added_conditions(c)) temb_take_path(m, &d->add, &st);
+    if (!st) {
+        copy_rows(d->raw_text ? d->raw_text : m->ctx.text, L * E, cond, K, B, L * E);
+        if (d->raw_text) st = lin_forward(m->params, m->pool, &d->text_proj, m->ctx.text, d->raw_text, B * L);
+        if (!st) temb_forward(m, &d->t, timesteps);
+        if (!st && added_conditions(c)) st = added_forward(m, cond);
+    }
+    if (!st) silu_forward(m->ctx.cs, d->t.c, B * c->hidden);
+    if (!st) st = micro_seq_forward(m, x, train, &s->last, &s->run);
+    if (!st) st = head_forward(m, s->last.t[0]);
+    if (st) {
+        unet_release(m);
+        return st;
+    }
+    *pred = s->pred;
+    return ST_OK;
+}
+
+static st_status unet_backward(model *m, const float *dpred)
+{
+    unet_model *d = unet_of(m);
+    unet_step *s = &d->step;
+    if (!s->active || !s->run)
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const int64_t B = m->shape.batch;
+    float *dh;
+    st_status st = micro_grad_buffer(m, &dh);
+    if (!st) st = head_backward(m, s->last.t[0], dpred, dh);
+    state_free(m->pool, &s->last);
+    if (!st) st = micro_seq_backward(&s->run, dh);
+    if (!st) { /* dL/dc through SiLU, into the time embedding */
+        scratch k = {.pool = m->pool};
+        float *dc = scratch_take_zero(&k, B * m->cfg.hidden, MEM_WORKSPACE, "unet.dc");
+        if (!k.status) silu_backward(dc, m->ctx.dcs, d->t.c, B * m->cfg.hidden);
+        if (!k.status) k.status = temb_backward(m, &d->t, dc);
+        if (!k.status && added_conditions(&m->cfg)) k.status = temb_backward(m, &d->add, dc);
+        if (!k.status && m->ctx.dtext) /* Kolors' projection, from every cross-attention's keys and values */
+            k.status = lin_backward(m->params, m->pool, &d->text_proj, NULL, m->ctx.dtext, d->raw_text,
+                                    B * m->cfg.text_len);
+        st = scratch_end(&k);
+    }
+    pool_free(m->pool, dh);
+    unet_release(m);
+    return st;
+}
+
+const model_family unet_family = {
+    .name = "unet",
+    .create = unet_create,
+    .destroy = unet_destroy,
+    .set_batch = unet_set_batch,
+    .forward = unet_forward,
+    .backward = unet_backward,
+    .release = unet_release,
+    .init_of = unet_init_of,
+};

@@ -1,0 +1,35 @@
+/* The U-Net's micro-blocks (unet_block.c), which unet.c sets up and runs as one sequence; internal to src/models. */
+#ifndef SEGTRAIN_MODELS_UNET_H
+#define SEGTRAIN_MODELS_UNET_H
+
+#include "models/core/internal.h"
+
+typedef enum unet_role { UNET_CONV_IN, UNET_RES, UNET_ATTN, UNET_DOWN, UNET_UP } unet_role;
+
+/* A BasicTransformerBlock: LayerNorm, self-attention, LayerNorm, cross-attention to the text, LayerNorm, GEGLU */
+typedef struct xformer_layer {
+    int n1w, n1b, n2w, n2b, n3w, n3b;
+    lin_layer q, k, v, o, q2, k2, v2, o2, ff1, ff2;
+} xformer_layer;
+
+typedef struct unet_block {
+    struct model *m;
+    unet_role role;
+    int64_t cin, cout, h, w; /* the stream's channels in and out, and its edges at the input */
+    int64_t cskip;           /* an up block's ResnetBlock2D: the newest skip's channels, read after the stream's */
+    bool emit;               /* the output is also the newest skip (the down path's) */
+    int skips;               /* skips in the input state, oldest first after the stream */
+    int64_t skip_numel[STATE_MAX]; /* a sample's floats of input slot k (1 .. skips) */
+    /* ResnetBlock2D (conv1 also conv_in's, Downsample2D's and Upsample2D's conv); short_w < 0: the identity */
+    int norm1_w, norm1_b, conv1_w, conv1_b, norm2_w, norm2_b, conv2_w, conv2_b, short_w, short_b;
+    lin_layer temb; /* time_emb_proj, of SiLU(emb) (the model's ctx.cs) */
+    /* Transformer2DModel */
+    int norm_w, norm_b;
+    lin_layer proj_in, proj_out;
+    int64_t heads, layers;
+    xformer_layer *xl;
+} unet_block;
+
+extern const block_kind unet_block_kind;
+
+#endif

@@ -1,0 +1,353 @@
+/* ACE-Step 1.5 (docs/FAMILIES.md): diffusers' AceStepTransformer1DModel, called as SimpleTuner's v1.5 path calls
+ * the decoder (timestep = timestep_r = t, so time_embed_r sees 0).
+ *
+ * - Audio as segtrain's latents: (B, C, F, 1, 1), F the clip's latent frames; a token is patch_t = 2 frames.
+ * - Input: cat([context_latents, latents], channels), the context (F, cond_channels) channels last in the
+ *   conditioning after the condition sequence (model.h's layout); proj_in_conv, a Conv1d of kernel = stride = 2,
+ *   is a linear layer on features (channel, frame of the patch), its weight (D, C_in, 2) flattened.
+ * - Timestep: time_embed(t) and time_embed_r(t - r = 0), each Timesteps(256, cosines first) of 1000 t (segtrain's
+ *   model input), linear_1, SiLU, linear_2 = temb, time_proj(SiLU(temb)) (6 D); the two paths summed.
+ * - condition_embedder: Linear(encoder_hidden_size, D) of the condition, the blocks' keys and values.
+ * - Rotary table per head: rotate-half, frequencies theta^(-2 k / hd) (theta 1e6), positions the token index,
+ *   computed in float32 as get_1d_rotary_pos_embed computes them.
+ * - Out: (shift, scale) = scale_shift_table + temb, RMSNorm (affine), modulate, proj_out_conv, a ConvTranspose1d of
+ *   kernel = stride = 2: token i gives frames 2 i, 2 i + 1, out[2 i + j, c] = sum_h y[i, h] w[h, c, j] + b[c]. */
+#include "models/xattn/ace_step.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ACE_ROPE_THETA 1000000.0f
+#define ACE_FREQ 256 /* AceStepTimestepEmbedding's in_channels */
+
+typedef struct time_path {
+    lin_layer l1, l2, proj;
+    float *sin, *h1, *s1, *temb, *s2; /* a step's */
+} time_path;
+
+typedef struct ace_model {
+    ace_block *blocks;
+    block *seq_blocks;
+    int p_table, p_in_w, p_in_b, p_norm, p_out_w, p_out_b;
+    time_path tp[2]; /* time_embed, time_embed_r */
+    lin_layer cond;  /* condition_embedder */
+    /* a step */
+    bool active;
+    float *feat, *x0, *ts, *raw, *temb, *fmod, *ln, *h, *tokens, *pred;
+    block_state last;
+    seq_run *run;
+} ace_model;
+
+static ace_model *ac_of(model *m) { return m->impl; }
+
+bool model_audio(const model_config *mc) { return !strcmp(mc->family, "ace_step"); }
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+/* a patch's features: the context's channels, then the latent's, two frames each */
+static int64_t in_dim(const model_config *c) { return (c->cond_channels + c->channels) * c->patch_t; }
+
+static st_status ac_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    ace_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    const int n = (int)c->depth;
+    if (d) d->blocks = calloc((size_t)n, sizeof *d->blocks), d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
+    if (!d || !d->blocks || !d->seq_blocks) return st_host_oom("the ACE-Step model");
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, C = c->channels, pt = c->patch_t;
+    d->p_table = param_add(s, "scale_shift_table", 3, (int64_t[]){1, 2, D}, full);
+    char prefix[64];
+    for (int i = 0; i < n; i++) {
+        ace_block *b = &d->blocks[i];
+        /* layer_types' default: sliding_attention on even layers, full_attention on odd ones */
+        *b = (ace_block){.m = m, .ffn = c->ffn_dim ? c->ffn_dim : 4 * D, .kv_heads = c->kv_heads,
+                         .window = i % 2 ? 0 : c->window};
+        snprintf(prefix, sizeof prefix, "layers.%d", i);
+        ace_block_register(s, b, prefix, c);
+        d->seq_blocks[i] = (block){.kind = &ace_block_kind, .self = b, .index = i};
+    }
+    d->p_in_w = param_add(s, "proj_in_conv.weight", 3, (int64_t[]){D, c->cond_channels + C, pt}, full);
+    d->p_in_b = param_add(s, "proj_in_conv.bias", 1, (int64_t[]){D}, full);
+    static const char *const names[2] = {"time_embed", "time_embed_r"};
+    for (int p = 0; p < 2; p++) {
+        char n1[64], n2[64], n3[64];
+        snprintf(n1, sizeof n1, "%s.linear_1", names[p]), snprintf(n2, sizeof n2, "%s.linear_2", names[p]);
+        snprintf(n3, sizeof n3, "%s.time_proj", names[p]);
+        d->tp[p].l1 = lin_register(s, n1, ACE_FREQ, D, true, 0, 0, full);
+        d->tp[p].l2 = lin_register(s, n2, D, D, true, 0, 0, full);
+        d->tp[p].proj = lin_register(s, n3, D, 6 * D, true, 0, 0, full);
+    }
+    d->cond = lin_register(s, "condition_embedder", c->text_dim, D, true, 0, 0, full);
+    d->p_norm = param_add(s, "norm_out.weight", 1, (int64_t[]){D}, full);
+    d->p_out_w = param_add(s, "proj_out_conv.weight", 3, (int64_t[]){D, C, pt}, full);
+    d->p_out_b = param_add(s, "proj_out_conv.bias", 1, (int64_t[]){C}, full);
+    m->ctx.mod_rows = ACE_MOD_ROWS;
+    m->n_seq = 1;
+    m->seq[0] = (block_seq){.name = "layers", .n = n, .blocks = d->seq_blocks, .state_n = 1, .pool = m->pool};
+    return ST_OK;
+}
+
+static void ac_destroy(model *m)
+{
+    ace_model *d = ac_of(m);
+    if (d) free(d->blocks), free(d->seq_blocks);
+    free(d);
+}
+
+static void ac_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    m->seq[0].state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
+}
+
+static void ac_release(model *m)
+{
+    ace_model *d = ac_of(m);
+    if (!d || !d->active) return;
+    seq_release(d->run);
+    d->run = NULL;
+    state_free(m->pool, &d->last);
+    float **bufs[] = {&d->feat, &d->x0, &d->ts, &d->raw, &d->temb, &d->fmod, &d->ln, &d->h, &d->tokens, &d->pred,
+                      &m->ctx.mod, &m->ctx.dmod, &m->ctx.text, &m->ctx.dtext, &m->ctx.rope};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    for (int p = 0; p < 2; p++) {
+        time_path *t = &d->tp[p];
+        float **tb[] = {&t->sin, &t->h1, &t->s1, &t->temb, &t->s2};
+        for (size_t i = 0; i < sizeof tb / sizeof *tb; i++) pool_free(m->pool, *tb[i]), *tb[i] = NULL;
+    }
+    d->active = false;
+}
+
+/* get_1d_rotary_pos_embed's table for T positions, (T, hd / 2, (cos, sin)): pair k turns by pos theta^(-2 k / hd),
+ * the frequency and angle rounded to float as torch's float32 arange, pow and outer product round them. */
+static void ace_rope_table(float *table, int64_t T, int64_t hd)
+{
+    for (int64_t k = 0; k < hd / 2; k++) {
+        const float e = (float)(2 * k) / (float)hd, freq = 1.0f / powf(ACE_ROPE_THETA, e);
+        for (int64_t t = 0; t < T; t++) {
+            const float ang = (float)t * freq;
+            table[(t * (hd / 2) + k) * 2] = (float)cos((double)ang);
+            table[(t * (hd / 2) + k) * 2 + 1] = (float)sin((double)ang);
+        }
+    }
+}
+
+/* The patch features (B T, in_dim): feature c pt + j of token i is channel c of frame pt i + j of
+ * cat([context, latent]); the context (frames, cond_channels) per sample at offset at of its conditioning row. */
+static void features(float *feat, const float *x, const float *cond, int64_t K, int64_t at, const model_config *c,
+                     int64_t B)
+{
+    if (pool_is_dry_ptr(feat) || pool_is_dry_ptr(x) || pool_is_dry_ptr(cond)) return;
+    const int64_t F = c->frames, pt = c->patch_t, Cc = c->cond_channels, C = c->channels, T = F / pt, P = in_dim(c);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < T; i++)
+            for (int64_t ch = 0; ch < Cc + C; ch++)
+                for (int64_t j = 0; j < pt; j++) {
+                    const int64_t f = i * pt + j;
+                    feat[(b * T + i) * P + ch * pt + j] =
+                        ch < Cc ? cond[b * K + at + f * Cc + ch] : x[(b * C + ch - Cc) * F + f];
+                }
+}
+
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
+{
+    ace_model *d = ac_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, E = c->text_dim;
+    const int64_t N = B * T, K = model_cond_len(c), M = ACE_MOD_ROWS * D, hd = D / c->heads;
+    st_status st = ST_OK;
+    d->feat = model_take(m, &st, N * in_dim(c), "ace.patches", false);
+    d->x0 = model_take(m, &st, N * D, "ace.state", false);
+    d->ts = model_take(m, &st, 2 * B, "ace.timestep", true);
+    d->raw = model_take(m, &st, B * L * E, "ace.condition", false);
+    d->temb = model_take(m, &st, B * D, "ace.temb", false);
+    for (int p = 0; p < 2; p++) {
+        time_path *t = &d->tp[p];
+        t->sin = model_take(m, &st, B * ACE_FREQ, "ace.time_sinusoid", false);
+        t->h1 = model_take(m, &st, B * D, "ace.time_linear_1", false);
+        t->s1 = model_take(m, &st, B * D, "ace.time_silu", false);
+        t->temb = model_take(m, &st, B * D, "ace.time_temb", false);
+        t->s2 = model_take(m, &st, B * D, "ace.time_temb_silu", false);
+    }
+    m->ctx.mod = model_take(m, &st, B * M, "ace.timestep_proj", true);
+    m->ctx.text = model_take(m, &st, B * L * D, "ace.condition_embedded", false);
+    m->ctx.rope = model_take(m, &st, T * hd, "ace.rope", false);
+    if (train) {
+        m->ctx.dmod = model_take(m, &st, B * M, "ace.dtimestep_proj", true);
+        m->ctx.dtext = model_take(m, &st, B * L * D, "ace.dcondition", true);
+    }
+    if (st) return st;
+    features(d->feat, x, cond, K, L * E, c, B);
+    linear_forward(d->x0, d->feat, PW(d->p_in_w), PW(d->p_in_b), N, in_dim(c), D);
+    copy_rows(d->raw, L * E, cond, K, B, L * E);
+    if ((st = lin_forward(m->params, m->pool, &d->cond, m->ctx.text, d->raw, B * L))) return st;
+    if (!pool_is_dry_ptr(m->ctx.rope)) ace_rope_table(m->ctx.rope, T, hd);
+    /* time_embed reads 1000 t (segtrain's input), time_embed_r 1000 (t - r) = 0 (ts[B ..] stays zero) */
+    copy_rows(d->ts, B, timesteps, B, 1, B);
+    zero_bytes(d->temb, (size_t)(B * D) * sizeof(float));
+    for (int p = 0; p < 2; p++) {
+        time_path *t = &d->tp[p];
+        float *proj = NULL;
+        timestep_embedding(t->sin, d->ts + p * B, B, ACE_FREQ, 10000.0);
+        if ((st = lin_forward(m->params, m->pool, &t->l1, t->h1, t->sin, B))) return st;
+        silu_forward(t->s1, t->h1, B * D);
+        if ((st = lin_forward(m->params, m->pool, &t->l2, t->temb, t->s1, B))) return st;
+        silu_forward(t->s2, t->temb, B * D);
+        add_to(d->temb, t->temb, B * D);
+        if ((st = pool_alloc(m->pool, (size_t)(B * M) * sizeof(float), MEM_WORKSPACE, "ace.proj", (void **)&proj)))
+            return st;
+        if (!(st = lin_forward(m->params, m->pool, &t->proj, proj, t->s2, B))) add_to(m->ctx.mod, proj, B * M);
+        pool_free(m->pool, proj);
+        if (st) return st;
+    }
+    return ST_OK;
+}
+
+/* the output's patch shape: C channels in (patch_t, 1, 1) patches */
+static patch_shape out_shape(const model *m)
+{
+    const model_config *c = &m->cfg;
+    return (patch_shape){m->shape.batch, c->channels, c->frames, 1, 1, c->patch_t, 1};
+}
+
+static st_status final_forward_ace(model *m, const float *xT)
+{
+    ace_model *d = ac_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T, P = c->channels * c->patch_t;
+    st_status st = ST_OK;
+    d->fmod = model_take(m, &st, B * 2 * D, "ace.norm_out_mod", false);
+    d->ln = model_take(m, &st, N * D, "ace.norm_out", false);
+    d->h = model_take(m, &st, N * D, "ace.norm_out_modulated", false);
+    d->tokens = model_take(m, &st, N * P, "ace.out_tokens", false);
+    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
+    if (st) return st;
+    for (int64_t b = 0; b < B; b++) /* shift first, then scale: the table plus temb */
+        copy_rows(d->fmod + b * 2 * D, D, d->temb + b * D, D, 1, D), copy_rows(d->fmod + b * 2 * D + D, D, d->temb + b * D, D, 1, D);
+    add_row(d->fmod, PW(d->p_table), B, 2 * D);
+    if ((st = rmsnorm_forward(m->pool, d->ln, xT, PW(d->p_norm), N, D, ACE_EPS, NULL))) return st;
+    modulate_forward(d->h, d->ln, d->fmod, d->fmod + D, B, T, D, 2 * D);
+    gemm(false, false, N, P, D, 1.0f, d->h, PW(d->p_out_w), 0.0f, d->tokens);
+    if (!pool_is_dry_ptr(d->tokens))
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < P; k++) d->tokens[n * P + k] += PW(d->p_out_b)[k / c->patch_t];
+    const patch_shape ps = out_shape(m);
+    unpatchify_forward(d->pred, d->tokens, &ps, PATCH_CONV);
+    return ST_OK;
+}
+
+static st_status ac_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            const float **pred)
+{
+    ace_model *d = ac_of(m);
+    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    d->active = true;
+    st_status st = embed_forward(m, x, timesteps, cond, train);
+    if (!st) {
+        block_state first = {.n = 1, .t = {d->x0}};
+        d->x0 = NULL; /* the executor owns it now */
+        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
+    }
+    if (!st) st = final_forward_ace(m, d->last.t[0]);
+    if (st) {
+        ac_release(m);
+        return st;
+    }
+    *pred = d->pred;
+    return ST_OK;
+}
+
+static st_status ac_backward(model *m, const float *dpred)
+{
+    ace_model *d = ac_of(m);
+    if (!d->active || !d->run) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, N = B * T;
+    const int64_t P = c->channels * c->patch_t;
+    st_status st = ST_OK;
+    float *dx = model_take(m, &st, N * D, "ace.dstate", true);
+    scratch k = {.pool = m->pool};
+    float *dtok = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "ace.dout_tokens");
+    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "ace.dnorm_out");
+    float *dfmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "ace.dnorm_out_mod");
+    float *dtemb = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "ace.dtemb");
+    float *tmp = scratch_take(&k, N * D, MEM_WORKSPACE, "ace.norm_out_again");
+    op_state stats = {0};
+    if (!st) st = k.status;
+    if (!st) { /* the output: ConvTranspose1d, modulation, RMSNorm */
+        const patch_shape ps = out_shape(m);
+        const float *xT = d->last.t[0];
+        unpatchify_backward(dtok, dpred, &ps, PATCH_CONV);
+        if (PG(d->p_out_b) && !pool_is_dry_ptr(dtok))
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t j = 0; j < P; j++) PG(d->p_out_b)[j / c->patch_t] += dtok[n * P + j];
+        if (PG(d->p_out_w)) gemm(true, false, D, P, N, 1.0f, d->h, dtok, 1.0f, PG(d->p_out_w));
+        gemm(false, true, N, D, P, 1.0f, dtok, PW(d->p_out_w), 0.0f, dh);
+        modulate_backward(dh, dfmod, dfmod + D, dh, d->ln, d->fmod + D, B, T, D, 2 * D);
+        st = rmsnorm_forward(m->pool, tmp, xT, PW(d->p_norm), N, D, ACE_EPS, &stats);
+        if (!st) rmsnorm_backward(dx, PG(d->p_norm), dh, xT, PW(d->p_norm), N, D, &stats);
+        op_state_release(&stats);
+        for (int64_t b = 0; b < B; b++) {
+            add_to(dtemb + b * D, dfmod + b * 2 * D, D), add_to(dtemb + b * D, dfmod + b * 2 * D + D, D);
+            if (PG(d->p_table)) add_to(PG(d->p_table), dfmod + b * 2 * D, 2 * D);
+        }
+    }
+    state_free(m->pool, &d->last);
+    block_state grad = {.n = 1, .t = {dx}};
+    if (!st) { /* seq_backward releases the run whatever it returns; grad becomes dL/dx0 */
+        st = seq_backward(d->run, &grad, NULL);
+        d->run = NULL;
+    }
+    if (!st) { /* proj_in_conv, condition_embedder */
+        linear_backward(NULL, PG(d->p_in_w), PG(d->p_in_b), grad.t[0], d->feat, PW(d->p_in_w), N, in_dim(c), D);
+        st = lin_backward(m->params, m->pool, &d->cond, NULL, m->ctx.dtext, d->raw, B * L);
+    }
+    float *ds2 = scratch_take(&k, B * D, MEM_WORKSPACE, "ace.dtime_silu2");
+    float *dt = scratch_take(&k, B * D, MEM_WORKSPACE, "ace.dtime_temb");
+    float *ds1 = scratch_take(&k, B * D, MEM_WORKSPACE, "ace.dtime_silu1");
+    float *dh1 = scratch_take(&k, B * D, MEM_WORKSPACE, "ace.dtime_linear_1");
+    if (!st) st = k.status;
+    for (int p = 0; p < 2 && !st; p++) { /* both paths: the blocks' projection gradient and the final layer's temb */
+        time_path *t = &d->tp[p];
+        zero_bytes(ds2, (size_t)(B * D) * sizeof(float));
+        if ((st = lin_backward(m->params, m->pool, &t->proj, ds2, m->ctx.dmod, t->s2, B))) break;
+        copy_rows(dt, D, dtemb, D, B, D);
+        silu_backward(dt, ds2, t->temb, B * D);
+        zero_bytes(ds1, (size_t)(B * D) * sizeof(float));
+        if ((st = lin_backward(m->params, m->pool, &t->l2, ds1, dt, t->s1, B))) break;
+        zero_bytes(dh1, (size_t)(B * D) * sizeof(float));
+        silu_backward(dh1, ds1, t->h1, B * D);
+        st = lin_backward(m->params, m->pool, &t->l1, NULL, dh1, t->sin, B);
+    }
+    const st_status end = scratch_end(&k);
+    state_free(m->pool, &grad);
+    ac_release(m);
+    return st ? st : end;
+}
+
+/* segtrain's own init in DiT's spirit: the output projection zero, norms at 1, tables small normal, xavier elsewhere
+ * (biases zero) */
+static param_init ac_init_of(const char *name)
+{
+    if (!strcmp(name, "proj_out_conv.weight")) return INIT_ZERO;
+    if (strstr(name, "norm")) return INIT_ONE;
+    if (strstr(name, "scale_shift_table") || strstr(name, "time_embed")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family ace_step_family = {
+    .name = "ace_step",
+    .create = ac_create,
+    .destroy = ac_destroy,
+    .set_batch = ac_set_batch,
+    .forward = ac_forward,
+    .backward = ac_backward,
+    .release = ac_release,
+    .init_of = ac_init_of,
+};

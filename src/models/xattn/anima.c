@@ -1,0 +1,262 @@
+/* Anima's text conditioner (cosmos.h): diffusers' AnimaTextConditioner as SimpleTuner's AnimaTransformerModel calls
+ * it, run in the Cosmos model's embedding as hunyuan_video.c runs its token refiner (everything kept: its tokens are
+ * the T5 ids' few hundred, its blocks six).
+ *
+ *   h = embed[T5 ids]                                  (in_proj: the identity, model_dim = target_dim)
+ *   per block:  h += o(attn(rope(qn(q(n1 h))), rope(kn(k(n1 h))), v(n1 h)))       n1 = RMSNorm
+ *               h += o'(attn(rope(qn'(q'(n2 h))), rope'(kn'(k'(qwen))), v'(qwen)))  n2 = RMSNorm
+ *               h += mlp.2(gelu_erf(mlp.0(n3 h)))                                   n3 = RMSNorm, mlp with biases
+ *   text = RMSNorm(out_proj(h)) * t5 weight, zero rows after the T5 tokens up to min_sequence_length
+ *
+ * RMSNorms eps 1e-6 (q and k per head); the projections have no bias; RoPE rotate-half at theta 10000 over the whole
+ * head, queries and the self-attention's keys at their T5 position, the cross-attention's keys at their Qwen position;
+ * no masks (SimpleTuner passes none): the T5 padding ids are queries and keys like any other. */
+#include "models/xattn/cosmos.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ANIMA_EPS 1e-6f
+#define ANIMA_THETA 10000.0f
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+void anima_register(param_set *s, anima_adapter *a, const model_config *c)
+{
+    const bool full = !c->lora_rank;
+    const int64_t D = c->text_dim, S = c->source_dim, hd = D / c->heads, F = 4 * D;
+    char n[PARAM_NAME_MAX];
+    a->n = (int)c->refiner_depth;
+    a->embed = param_add(s, "text_conditioner.embed.weight", 2, (int64_t[]){c->text_vocab, D}, full);
+    for (int i = 0; i < a->n; i++) {
+        anima_block *k = &a->blocks[i];
+#define NAME(suffix) (snprintf(n, sizeof n, "text_conditioner.blocks.%d.%s", i, suffix), n)
+        k->n1 = param_add(s, NAME("norm_self_attn.weight"), 1, (int64_t[]){D}, full);
+        k->q = lin_register(s, NAME("self_attn.q_proj"), D, D, false, 0, 0, full);
+        k->wq = param_add(s, NAME("self_attn.q_norm.weight"), 1, (int64_t[]){hd}, full);
+        k->k = lin_register(s, NAME("self_attn.k_proj"), D, D, false, 0, 0, full);
+        k->wk = param_add(s, NAME("self_attn.k_norm.weight"), 1, (int64_t[]){hd}, full);
+        k->v = lin_register(s, NAME("self_attn.v_proj"), D, D, false, 0, 0, full);
+        k->o = lin_register(s, NAME("self_attn.o_proj"), D, D, false, 0, 0, full);
+        k->n2 = param_add(s, NAME("norm_cross_attn.weight"), 1, (int64_t[]){D}, full);
+        k->cq = lin_register(s, NAME("cross_attn.q_proj"), D, D, false, 0, 0, full);
+        k->wcq = param_add(s, NAME("cross_attn.q_norm.weight"), 1, (int64_t[]){hd}, full);
+        k->ck = lin_register(s, NAME("cross_attn.k_proj"), S, D, false, 0, 0, full);
+        k->wck = param_add(s, NAME("cross_attn.k_norm.weight"), 1, (int64_t[]){hd}, full);
+        k->cv = lin_register(s, NAME("cross_attn.v_proj"), S, D, false, 0, 0, full);
+        k->co = lin_register(s, NAME("cross_attn.o_proj"), D, D, false, 0, 0, full);
+        k->n3 = param_add(s, NAME("norm_mlp.weight"), 1, (int64_t[]){D}, full);
+        k->f0 = lin_register(s, NAME("mlp.0"), D, F, true, 0, 0, full);
+        k->f2 = lin_register(s, NAME("mlp.2"), F, D, true, 0, 0, full);
+#undef NAME
+    }
+    a->out = lin_register(s, "text_conditioner.out_proj", D, D, true, 0, 0, full);
+    a->norm = param_add(s, "text_conditioner.norm.weight", 1, (int64_t[]){D}, full);
+}
+
+void anima_release(model *m, anima_adapter *a)
+{
+    for (int i = 0; i < a->n; i++) {
+        anima_block *k = &a->blocks[i];
+        for (int j = 0; j < AB_COUNT; j++) pool_free(m->pool, k->t[j]), k->t[j] = NULL;
+        for (int j = 0; j < AS_COUNT; j++) op_state_release(&k->st[j]);
+    }
+    float **bufs[] = {&a->h0, &a->src, &a->ids, &a->wts, &a->y, &a->z, &a->rope};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    op_state_release(&a->zst);
+}
+
+/* AnimaRotaryEmbedding's table (rows, hd / 2, (cos, sin)) for positions 0 .. rows - 1, inv_freq and the angles in
+ * float32 as torch makes them */
+static void rope_table_of(float *t, int64_t rows, int64_t hd)
+{
+    for (int64_t j = 0; j < hd / 2; j++) {
+        const float inv = 1.0f / powf(ANIMA_THETA, (float)(2 * j) / (float)hd);
+        for (int64_t p = 0; p < rows; p++) {
+            const float ang = (float)p * inv;
+            t[(p * (hd / 2) + j) * 2] = (float)cos((double)ang);
+            t[(p * (hd / 2) + j) * 2 + 1] = (float)sin((double)ang);
+        }
+    }
+}
+
+static attn_view rows_of(float *x, int64_t T, int64_t D) { return (attn_view){x, D, T * D}; }
+
+/* q or k: raw = lin(x), normed = rope(RMSNorm per head(raw)) */
+static st_status qk_forward(model *m, const lin_layer *l, int w, op_state *st, float *raw, float *normed,
+                            const float *x, int64_t B, int64_t T, const float *rope)
+{
+    const int64_t D = m->cfg.text_dim, H = m->cfg.heads, hd = D / H;
+    st_status s = lin_forward(m->params, m->pool, l, raw, x, B * T);
+    if (!s) s = rmsnorm_forward(m->pool, normed, raw, PW(w), B * T * H, hd, ANIMA_EPS, st);
+    if (!s) rope_half_forward(normed, B, T, H, hd, D, T * D, rope);
+    return s;
+}
+
+/* dx += the gradient of x through qk_forward from dnormed (rotated back in place) */
+static st_status qk_backward(model *m, const lin_layer *l, int w, const op_state *st, const float *raw, float *dn,
+                             const float *x, float *dx, int64_t B, int64_t T, const float *rope, float *draw)
+{
+    const int64_t D = m->cfg.text_dim, H = m->cfg.heads, hd = D / H;
+    rope_half_backward(dn, B, T, H, hd, D, T * D, rope);
+    zero_bytes(draw, (size_t)(B * T * D) * sizeof(float));
+    rmsnorm_backward(draw, PG(w), dn, raw, PW(w), B * T * H, hd, st);
+    return lin_backward(m->params, m->pool, l, dx, draw, x, B * T);
+}
+
+/* text (B, Lt, D): the conditioner's output for the samples' conditioning (model.h's anima layout) */
+st_status anima_forward(model *m, anima_adapter *a, const float *cond, float *text)
+{
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = c->text_len, Lq = c->source_len, Lt = m->shape.text, D = c->text_dim;
+    const int64_t S = c->source_dim, K = model_cond_len(c), n = B * L, ns = B * Lq, F = 4 * D, H = c->heads;
+    st_status st = ST_OK;
+    a->h0 = model_take(m, &st, n * D, "anima.embed", false);
+    a->src = model_take(m, &st, ns * S, "anima.qwen", false);
+    a->ids = model_take(m, &st, n, "anima.t5_ids", false);
+    a->wts = model_take(m, &st, n, "anima.t5_weights", false);
+    a->y = model_take(m, &st, n * D, "anima.out_proj", false);
+    a->z = model_take(m, &st, n * D, "anima.norm", false);
+    const int64_t R = L > Lq ? L : Lq;
+    a->rope = model_take(m, &st, R * (D / H), "anima.rope", false);
+    for (int i = 0; i < a->n; i++) {
+        anima_block *k = &a->blocks[i];
+        for (int j = 0; j < AB_COUNT; j++)
+            k->t[j] = model_take(m, &st, j == AB_F1 ? n * F : j >= AB_CK ? ns * D : n * D, "anima.block", false);
+    }
+    if (st) return st;
+    copy_rows(a->src, Lq * S, cond, K, B, Lq * S);
+    copy_rows(a->ids, L, cond + Lq * S, K, B, L);
+    copy_rows(a->wts, L, cond + Lq * S + L, K, B, L);
+    if (!pool_is_dry_ptr(a->rope)) rope_table_of(a->rope, R, D / H);
+    if (!pool_is_dry_ptr(a->ids) && (st = embedding_forward(a->h0, PW(a->embed), a->ids, n, c->text_vocab, D)))
+        return st;
+    const attn_shape self = {.batch = B, .tokens = L, .heads = H, .head_dim = D / H, .mechanism = c->mechanism};
+    attn_shape cross = self;
+    cross.kv_tokens = Lq;
+    const float *x = a->h0;
+    for (int i = 0; i < a->n && !st; i++) {
+        anima_block *k = &a->blocks[i];
+        float **t = k->t;
+        k->x = x;
+        if ((st = rmsnorm_forward(m->pool, t[AB_N1], x, PW(k->n1), n, D, ANIMA_EPS, &k->st[AS_N1])) ||
+            (st = qk_forward(m, &k->q, k->wq, &k->st[AS_Q], t[AB_QR], t[AB_Q], t[AB_N1], B, L, a->rope)) ||
+            (st = qk_forward(m, &k->k, k->wk, &k->st[AS_K], t[AB_KR], t[AB_K], t[AB_N1], B, L, a->rope)) ||
+            (st = lin_forward(m->params, m->pool, &k->v, t[AB_V], t[AB_N1], n)) ||
+            (st = attention_forward_masked(m->pool, &self, NULL, rows_of(t[AB_A], L, D), rows_of(t[AB_Q], L, D),
+                                           rows_of(t[AB_K], L, D), rows_of(t[AB_V], L, D), &k->st[AS_A])) ||
+            (st = lin_forward(m->params, m->pool, &k->o, t[AB_O], t[AB_A], n)))
+            break;
+        copy_rows(t[AB_X1], D, x, D, n, D);
+        add_to(t[AB_X1], t[AB_O], n * D);
+        if ((st = rmsnorm_forward(m->pool, t[AB_N2], t[AB_X1], PW(k->n2), n, D, ANIMA_EPS, &k->st[AS_N2])) ||
+            (st = qk_forward(m, &k->cq, k->wcq, &k->st[AS_CQ], t[AB_CQR], t[AB_CQ], t[AB_N2], B, L, a->rope)) ||
+            (st = qk_forward(m, &k->ck, k->wck, &k->st[AS_CK], t[AB_CKR], t[AB_CK], a->src, B, Lq, a->rope)) ||
+            (st = lin_forward(m->params, m->pool, &k->cv, t[AB_CV], a->src, ns)) ||
+            (st = attention_forward_masked(m->pool, &cross, NULL, rows_of(t[AB_CA], L, D), rows_of(t[AB_CQ], L, D),
+                                           rows_of(t[AB_CK], Lq, D), rows_of(t[AB_CV], Lq, D), &k->st[AS_CA])) ||
+            (st = lin_forward(m->params, m->pool, &k->co, t[AB_CO], t[AB_CA], n)))
+            break;
+        copy_rows(t[AB_X2], D, t[AB_X1], D, n, D);
+        add_to(t[AB_X2], t[AB_CO], n * D);
+        if ((st = rmsnorm_forward(m->pool, t[AB_N3], t[AB_X2], PW(k->n3), n, D, ANIMA_EPS, &k->st[AS_N3])) ||
+            (st = lin_forward(m->params, m->pool, &k->f0, t[AB_F1], t[AB_N3], n)))
+            break;
+        float *g = NULL;
+        if ((st = pool_alloc(m->pool, (size_t)(n * F) * sizeof(float), MEM_WORKSPACE, "anima.gelu", (void **)&g)))
+            break;
+        gelu_erf_forward(g, t[AB_F1], n * F);
+        st = lin_forward(m->params, m->pool, &k->f2, t[AB_F2], g, n);
+        pool_free(m->pool, g);
+        copy_rows(t[AB_X3], D, t[AB_X2], D, n, D);
+        add_to(t[AB_X3], t[AB_F2], n * D);
+        x = t[AB_X3];
+    }
+    if (!st) st = lin_forward(m->params, m->pool, &a->out, a->y, x, n);
+    if (!st) st = rmsnorm_forward(m->pool, a->z, a->y, PW(a->norm), n, D, ANIMA_EPS, &a->zst);
+    if (st || pool_is_dry_ptr(text) || pool_is_dry_ptr(a->wts)) return st;
+    memset(text, 0, (size_t)(B * Lt * D) * sizeof(float));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t l = 0; l < L; l++)
+            for (int64_t j = 0; j < D; j++) text[(b * Lt + l) * D + j] = a->z[(b * L + l) * D + j] * a->wts[b * L + l];
+    return ST_OK;
+}
+
+/* dtext (B, Lt, D) back through the conditioner: every trainable weight's gradient (the Qwen states train nothing) */
+st_status anima_backward(model *m, anima_adapter *a, const float *dtext)
+{
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = c->text_len, Lq = c->source_len, Lt = m->shape.text, D = c->text_dim;
+    const int64_t n = B * L, ns = B * Lq, F = 4 * D, H = c->heads;
+    scratch s = {.pool = m->pool};
+    float *dh = scratch_take_zero(&s, n * D, MEM_WORKSPACE, "anima.dh");
+    float *dy = scratch_take_zero(&s, n * D, MEM_WORKSPACE, "anima.dy");
+    float *dn = scratch_take(&s, n * D, MEM_WORKSPACE, "anima.dnorm");
+    float *da = scratch_take(&s, n * D, MEM_WORKSPACE, "anima.dattn");
+    float *dq = scratch_take(&s, n * D, MEM_WORKSPACE, "anima.dq");
+    float *dk = scratch_take(&s, (n > ns ? n : ns) * D, MEM_WORKSPACE, "anima.dk");
+    float *dv = scratch_take(&s, (n > ns ? n : ns) * D, MEM_WORKSPACE, "anima.dv");
+    float *draw = scratch_take(&s, (n > ns ? n : ns) * D, MEM_WORKSPACE, "anima.draw");
+    float *df = scratch_take(&s, n * F, MEM_WORKSPACE, "anima.dff");
+    float *g = scratch_take(&s, n * F, MEM_WORKSPACE, "anima.gelu");
+    if (s.status) return scratch_end(&s);
+    const size_t ND = (size_t)(n * D) * sizeof(float);
+    for (int64_t b = 0; !pool_is_dry_ptr(dn) && !pool_is_dry_ptr(dtext) && b < B; b++) /* dz = dtext * weight */
+        for (int64_t l = 0; l < L; l++)
+            for (int64_t j = 0; j < D; j++) dn[(b * L + l) * D + j] = dtext[(b * Lt + l) * D + j] * a->wts[b * L + l];
+    rmsnorm_backward(dy, PG(a->norm), dn, a->y, PW(a->norm), n, D, &a->zst);
+    const float *xl = a->n ? a->blocks[a->n - 1].t[AB_X3] : a->h0;
+    if ((s.status = lin_backward(m->params, m->pool, &a->out, dh, dy, xl, n))) return scratch_end(&s);
+    const attn_shape self = {.batch = B, .tokens = L, .heads = H, .head_dim = D / H, .mechanism = c->mechanism};
+    attn_shape cross = self;
+    cross.kv_tokens = Lq;
+    for (int i = a->n - 1; i >= 0 && !s.status; i--) {
+        anima_block *k = &a->blocks[i];
+        float **t = k->t;
+        /* x3 = x2 + mlp(n3 x2): dh stays dL/dx3, becoming dL/dx2 */
+        gelu_erf_forward(g, t[AB_F1], n * F);
+        zero_bytes(df, (size_t)(n * F) * sizeof(float));
+        if ((s.status = lin_backward(m->params, m->pool, &k->f2, df, dh, g, n))) break;
+        zero_bytes(g, (size_t)(n * F) * sizeof(float));
+        gelu_erf_backward(g, df, t[AB_F1], n * F); /* g: d f1 */
+        zero_bytes(dn, ND);
+        if ((s.status = lin_backward(m->params, m->pool, &k->f0, dn, g, t[AB_N3], n))) break;
+        rmsnorm_backward(dh, PG(k->n3), dn, t[AB_X2], PW(k->n3), n, D, &k->st[AS_N3]);
+        /* x2 = x1 + o'(cross-attention(n2 x1, qwen)) */
+        zero_bytes(da, ND), zero_bytes(dq, ND);
+        zero_bytes(dk, (size_t)(ns * D) * sizeof(float)), zero_bytes(dv, (size_t)(ns * D) * sizeof(float));
+        if ((s.status = lin_backward(m->params, m->pool, &k->co, da, dh, t[AB_CA], n)) ||
+            (s.status = attention_backward_masked(m->pool, &cross, NULL, rows_of(dq, L, D), rows_of(dk, Lq, D),
+                                                  rows_of(dv, Lq, D), rows_of(da, L, D), rows_of(t[AB_CQ], L, D),
+                                                  rows_of(t[AB_CK], Lq, D), rows_of(t[AB_CV], Lq, D),
+                                                  rows_of(t[AB_CA], L, D), &k->st[AS_CA])))
+            break;
+        zero_bytes(dn, ND);
+        if ((s.status = qk_backward(m, &k->cq, k->wcq, &k->st[AS_CQ], t[AB_CQR], dq, t[AB_N2], dn, B, L, a->rope,
+                                    draw)) ||
+            (s.status = qk_backward(m, &k->ck, k->wck, &k->st[AS_CK], t[AB_CKR], dk, a->src, NULL, B, Lq, a->rope,
+                                    draw)) ||
+            (s.status = lin_backward(m->params, m->pool, &k->cv, NULL, dv, a->src, ns)))
+            break;
+        rmsnorm_backward(dh, PG(k->n2), dn, t[AB_X1], PW(k->n2), n, D, &k->st[AS_N2]);
+        /* x1 = x + o(self-attention(n1 x)) */
+        zero_bytes(da, ND), zero_bytes(dq, ND), zero_bytes(dk, ND), zero_bytes(dv, ND);
+        if ((s.status = lin_backward(m->params, m->pool, &k->o, da, dh, t[AB_A], n)) ||
+            (s.status = attention_backward_masked(m->pool, &self, NULL, rows_of(dq, L, D), rows_of(dk, L, D),
+                                                  rows_of(dv, L, D), rows_of(da, L, D), rows_of(t[AB_Q], L, D),
+                                                  rows_of(t[AB_K], L, D), rows_of(t[AB_V], L, D),
+                                                  rows_of(t[AB_A], L, D), &k->st[AS_A])))
+            break;
+        zero_bytes(dn, ND);
+        if ((s.status = qk_backward(m, &k->q, k->wq, &k->st[AS_Q], t[AB_QR], dq, t[AB_N1], dn, B, L, a->rope, draw)) ||
+            (s.status = qk_backward(m, &k->k, k->wk, &k->st[AS_K], t[AB_KR], dk, t[AB_N1], dn, B, L, a->rope, draw)) ||
+            (s.status = lin_backward(m->params, m->pool, &k->v, dn, dv, t[AB_N1], n)))
+            break;
+        rmsnorm_backward(dh, PG(k->n1), dn, k->x, PW(k->n1), n, D, &k->st[AS_N1]);
+    }
+    if (!s.status && !pool_is_dry_ptr(a->ids)) embedding_backward(PG(a->embed), dh, a->ids, n, D);
+    return scratch_end(&s);
+}

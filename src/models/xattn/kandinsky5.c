@@ -1,0 +1,445 @@
+/* Kandinsky 5 image (docs/FAMILIES.md): diffusers' Kandinsky5Transformer3DModel as Kandinsky 5.0 T2I Lite sets it (no
+ * visual_cond, regular attention), called as SimpleTuner's Kandinsky5Image calls it.
+ *
+ * - Input: the latent's (1, p, p) patches with features in (pt, ph, pw, c) order, c fastest (the model reads the
+ *   latent channels last), through visual_embeddings.in_layer (with a bias); tokens (frame, row, column).
+ * - Text: text_embeddings = LayerNorm(in_layer(text)) (affine, eps 1e-5), then the text blocks, their own block
+ *   sequence (sequence 0) with the 1-D rotary table; their output is what every visual block (sequence 1)
+ *   cross-attends to, so its gradient gathers from every visual block before the text blocks' backward.
+ * - Time: the model's input t is 1000 sigma (segtrain's), which Kandinsky reads unscaled: a sinusoid as wide as the
+ *   model (cosines first, period 10000), in_layer, SiLU, out_layer (time_dim), plus LayerNorm(in_layer(pooled))
+ *   (affine, eps 1e-5) of the pooled CLIP vector; the blocks and the output read SiLU of that sum.
+ * - Rotary tables, interleaved pairs: the text's position k turns pair j by k 10000^(-j / (hd / 2)); the image's head
+ *   splits into axes (frame, row, column) of widths (hd / 4, 3 hd / 8, 3 hd / 8), each turning pair j by
+ *   pos 10000^(-j / (d / 2)) / scale with scale_factor (1, 2, 2). Frequencies and products in float as the model's
+ *   float32 buffers hold them, the division and cos / sin in double.
+ * - Out: (shift, scale) = modulation.out_layer(SiLU(time_embed)), LayerNorm (no affine, eps 1e-5), modulate,
+ *   out_layer (with a bias), a token's outputs in (c, pt, ph, pw) order (PATCH_CONV). */
+#include "models/xattn/gated_block.h"
+
+#include "models/core/attn_side.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define K5_PERIOD 10000.0
+
+#define K5_LN_EPS 1e-5f                       /* nn.LayerNorm's default, every LayerNorm of the model */
+#define K5_QK_EPS 1.1920928955078125e-07f     /* nn.RMSNorm(eps=None) on float32 q and k: finfo(float32).eps */
+
+/* A block's (gated_block.c) modulations: out_layer(SiLU(time_embed)) (6 D for a text block, 9 D for a visual one,
+ * with a bias), m->ctx.cs = SiLU(time_embed) (B, time_dim), and back into m->ctx.dcs */
+static st_status k5_modulate(const gated_block *b, float *mod)
+{
+    return fwd(b->m, &b->mod, mod, b->m->ctx.cs, b->m->shape.batch);
+}
+
+static st_status k5_modulate_back(const gated_block *b, const float *dmod)
+{
+    return bwd(b->m, &b->mod, b->m->ctx.dcs, dmod, b->m->ctx.cs, b->m->shape.batch);
+}
+
+/* an attention's to_query, to_key, to_value, query_norm, key_norm and out_layer, in the state_dict's order */
+static void attention_register(param_set *s, const char *prefix, const char *name, lin_layer *l, int *nq, int *nk,
+                               const model_config *c)
+{
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, ra = c->lora_attention ? c->lora_rank : 0;
+    const float alpha = (float)c->lora_alpha;
+    char n[PARAM_NAME_MAX], norm[64];
+    const char *lin[4] = {"to_query", "to_key", "to_value", "out_layer"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(n, sizeof n, "%s.%s.%s", prefix, name, lin[i]);
+        l[i] = lin_register(s, n, D, D, true, ra, alpha, full);
+    }
+    snprintf(norm, sizeof norm, "%s.query_norm", name);
+    *nq = block_norm(s, prefix, norm, c->hidden / c->heads, c);
+    snprintf(norm, sizeof norm, "%s.key_norm", name);
+    *nk = block_norm(s, prefix, norm, c->hidden / c->heads, c);
+    snprintf(n, sizeof n, "%s.%s.%s", prefix, name, lin[3]);
+    l[3] = lin_register(s, n, D, D, true, ra, alpha, full);
+}
+
+/* A text block (Kandinsky5TransformerEncoderBlock) or a visual one (Kandinsky5TransformerDecoderBlock): modulation,
+ * self-attention, (cross-attention,) feed-forward without biases, in the state_dict's order */
+static void k5_block_register(param_set *s, gated_block *b, const char *prefix, const model_config *c)
+{
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, rm = c->lora_mlp ? c->lora_rank : 0;
+    const float alpha = (float)c->lora_alpha;
+    char n[PARAM_NAME_MAX];
+    lin_layer l[4];
+#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
+    b->mod = lin_register(s, NAME(b->cross ? "visual_modulation.out_layer" : "text_modulation.out_layer"),
+                          c->time_dim, (b->cross ? 9 : 6) * D, true, 0, 0, full);
+    attention_register(s, prefix, "self_attention", l, &b->norm_q, &b->norm_k, c);
+    b->q = l[0], b->k = l[1], b->v = l[2], b->out = l[3];
+    if (b->cross) {
+        attention_register(s, prefix, "cross_attention", l, &b->cnorm_q, &b->cnorm_k, c);
+        b->cq = l[0], b->ck = l[1], b->cv = l[2], b->cout = l[3];
+    }
+    b->ff0 = lin_register(s, NAME("feed_forward.in_layer"), D, b->ffn, false, rm, alpha, full);
+    b->ff2 = lin_register(s, NAME("feed_forward.out_layer"), b->ffn, D, false, rm, alpha, full);
+#undef NAME
+}
+
+typedef struct k5_model {
+    gated_block *blocks;
+    block *seq_blocks;
+    lin_layer t_in, t_out, txt, pool_in, vis, out_mod, out;
+    int txt_w, txt_b, pool_w, pool_b;
+    /* a step */
+    bool active;
+    float *trope, *vrope; /* the text's and the image's rotary tables, which the blocks point at */
+    float *text_in, *te, *sin, *th, *ths, *tt, *pooled, *ph, *temb, *patches, *fmod, *fln, *fh, *pred;
+    op_state fstats;
+    block_state tlast, last;
+    seq_run *run[2];
+} k5_model;
+
+static k5_model *k5_of(model *m) { return m->impl; }
+
+/* A patch's input features: the latent's channels, then visual_cond's (cond_channels: a reference's latents and
+ * mask, zero in text-to-video) at every one of its positions */
+static int64_t in_dim(const model_config *c)
+{
+    return model_patch_dim(c) / c->channels * (c->channels + c->cond_channels);
+}
+
+bool model_kandinsky5(const model_config *mc) { return !strcmp(mc->family, "kandinsky5"); }
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+static st_status k5_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    k5_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    const int nt = (int)c->text_blocks, nv = (int)c->depth, n = nt + nv;
+    if (d) d->blocks = calloc((size_t)n, sizeof *d->blocks), d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
+    if (!d || !d->blocks || !d->seq_blocks) return st_host_oom("the Kandinsky 5 model");
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, Td = c->time_dim, P = model_patch_dim(c);
+    d->t_in = lin_register(s, "time_embeddings.in_layer", D, Td, true, 0, 0, full);
+    d->t_out = lin_register(s, "time_embeddings.out_layer", Td, Td, true, 0, 0, full);
+    d->txt = lin_register(s, "text_embeddings.in_layer", c->text_dim, D, true, 0, 0, full);
+    d->txt_w = param_add(s, "text_embeddings.norm.weight", 1, (int64_t[]){D}, full);
+    d->txt_b = param_add(s, "text_embeddings.norm.bias", 1, (int64_t[]){D}, full);
+    d->pool_in = lin_register(s, "pooled_text_embeddings.in_layer", c->pooled_dim, Td, true, 0, 0, full);
+    d->pool_w = param_add(s, "pooled_text_embeddings.norm.weight", 1, (int64_t[]){Td}, full);
+    d->pool_b = param_add(s, "pooled_text_embeddings.norm.bias", 1, (int64_t[]){Td}, full);
+    d->vis = lin_register(s, "visual_embeddings.in_layer", in_dim(c), D, true, 0, 0, full);
+    char prefix[64];
+    for (int i = 0; i < n; i++) {
+        gated_block *b = &d->blocks[i];
+        const bool visual = i >= nt;
+        *b = (gated_block){.m = m, .cross = visual, .text_rows = !visual, .ln_eps = K5_LN_EPS, .qk_eps = K5_QK_EPS,
+                           .rope = visual ? &d->vrope : &d->trope, .ffn = c->ffn_dim ? c->ffn_dim : 4 * D,
+                           .modulate = k5_modulate, .modulate_back = k5_modulate_back};
+        snprintf(prefix, sizeof prefix, "%s_transformer_blocks.%d", visual ? "visual" : "text", visual ? i - nt : i);
+        k5_block_register(s, b, prefix, c);
+        d->seq_blocks[i] = (block){.kind = &gated_block_kind, .self = b, .index = visual ? i - nt : i};
+    }
+    d->out_mod = lin_register(s, "out_layer.modulation.out_layer", Td, 2 * D, true, 0, 0, full);
+    d->out = lin_register(s, "out_layer.out_layer", D, P, true, 0, 0, full);
+    m->n_seq = 2;
+    m->seq[0] = (block_seq){.name = "text_transformer_blocks", .n = nt, .blocks = d->seq_blocks, .state_n = 1,
+                            .pool = m->pool};
+    m->seq[1] = (block_seq){.name = "visual_transformer_blocks", .n = nv, .blocks = d->seq_blocks + nt, .state_n = 1,
+                            .pool = m->pool};
+    return ST_OK;
+}
+
+static void k5_destroy(model *m)
+{
+    k5_model *d = k5_of(m);
+    if (d) free(d->blocks), free(d->seq_blocks);
+    free(d);
+}
+
+static void k5_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    m->seq[0].state_numel[0] = batch * m->shape.text * m->shape.hidden;
+    m->seq[1].state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
+}
+
+static void k5_release(model *m)
+{
+    k5_model *d = k5_of(m);
+    if (!d || !d->active) return;
+    seq_release(d->run[1]);
+    seq_release(d->run[0]);
+    d->run[0] = d->run[1] = NULL;
+    state_free(m->pool, &d->last);
+    state_free(m->pool, &d->tlast);
+    op_state_release(&d->fstats);
+    float **bufs[] = {&d->trope, &d->vrope, &d->text_in, &d->te, &d->sin, &d->th, &d->ths, &d->tt, &d->pooled, &d->ph,
+                      &d->temb, &d->patches, &d->fmod, &d->fln, &d->fh, &d->pred, &m->ctx.cs, &m->ctx.dcs,
+                      &m->ctx.dtext};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    m->ctx.text = NULL; /* the text blocks' output, tlast's */
+    d->active = false;
+}
+
+/* A frequency of get_freqs(dim) as torch makes it in float32: exp(-ln(10000) * (j / dim)). */
+static float k5_freq(int64_t j, int64_t dim)
+{
+    const float a = (float)j / (float)dim;
+    return expf((float)-log(K5_PERIOD) * a);
+}
+
+/* The text's table (L, hd / 2, (cos, sin)) and the image's (F G G, hd / 2, (cos, sin)), as Kandinsky5RoPE1D and
+ * Kandinsky5RoPE3D make them */
+static void k5_rope_tables(float *text, float *image, const model_config *c, int64_t L, int64_t F, int64_t G)
+{
+    const int64_t hd = c->hidden / c->heads, pairs = hd / 2, dims[3] = {hd / 4, 3 * hd / 8, 3 * hd / 8};
+    const double scale[3] = {1.0, 2.0, 2.0};
+    for (int64_t t = 0; t < L; t++)
+        for (int64_t j = 0; j < pairs; j++) {
+            const float ang = (float)t * k5_freq(j, pairs);
+            text[(t * pairs + j) * 2] = (float)cos((double)ang);
+            text[(t * pairs + j) * 2 + 1] = (float)sin((double)ang);
+        }
+    for (int64_t t = 0; t < F * G * G; t++) {
+        const int64_t pos[3] = {t / (G * G), t / G % G, t % G};
+        float *e = image + t * pairs * 2;
+        for (int a = 0; a < 3; a++)
+            for (int64_t j = 0; j < dims[a] / 2; j++, e += 2) {
+                const double ang = (double)((float)pos[a] * k5_freq(j, dims[a] / 2)) / scale[a];
+                e[0] = (float)cos(ang);
+                e[1] = (float)sin(ang);
+            }
+    }
+}
+
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
+{
+    k5_model *d = k5_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, E = c->text_dim;
+    const int64_t N = B * T, P = model_patch_dim(c), K = model_cond_len(c), Td = c->time_dim, E2 = c->pooled_dim;
+    const int64_t hd = D / c->heads;
+    st_status st = ST_OK;
+    d->trope = model_take(m, &st, L * hd, "k5.text_rope", false);
+    d->vrope = model_take(m, &st, T * hd, "k5.rope", false);
+    d->text_in = model_take(m, &st, B * L * E, "k5.text", false);
+    d->te = model_take(m, &st, B * L * D, "k5.text_in_layer", false);
+    float *t0 = model_take(m, &st, B * L * D, "k5.text_state", false);
+    d->sin = model_take(m, &st, B * D, "k5.time_sinusoid", false);
+    d->th = model_take(m, &st, B * Td, "k5.time_in_layer", false);
+    d->ths = model_take(m, &st, B * Td, "k5.time_silu", false);
+    d->tt = model_take(m, &st, B * Td, "k5.time_out_layer", false);
+    d->pooled = model_take(m, &st, B * E2, "k5.pooled", false);
+    d->ph = model_take(m, &st, B * Td, "k5.pooled_in_layer", false);
+    d->temb = model_take(m, &st, B * Td, "k5.time_embed", false);
+    d->patches = model_take(m, &st, N * in_dim(c), "k5.patches", true);
+    float *x0 = model_take(m, &st, N * D, "k5.state", false);
+    m->ctx.cs = model_take(m, &st, B * Td, "k5.silu_time_embed", false);
+    if (train) m->ctx.dcs = model_take(m, &st, B * Td, "k5.dsilu_time_embed", true);
+    d->tlast = (block_state){.n = 1, .t = {t0}}; /* held here until the sequences take them */
+    d->last = (block_state){.n = 1, .t = {x0}};
+    if (st) return st;
+    if (!pool_is_dry_ptr(d->trope))
+        k5_rope_tables(d->trope, d->vrope, c, L, c->frames / c->patch_t, c->resolution / c->patch);
+    copy_rows(d->text_in, L * E, cond, K, B, L * E);
+    copy_rows(d->pooled, E2, cond + L * E, K, B, E2);
+    if ((st = lin_forward(m->params, m->pool, &d->txt, d->te, d->text_in, B * L))) return st;
+    if ((st = layernorm_forward(m->pool, t0, d->te, PW(d->txt_w), PW(d->txt_b), B * L, D, K5_LN_EPS, NULL))) return st;
+    timestep_embedding(d->sin, timesteps, B, D, K5_PERIOD);
+    if ((st = lin_forward(m->params, m->pool, &d->t_in, d->th, d->sin, B))) return st;
+    silu_forward(d->ths, d->th, B * Td);
+    if ((st = lin_forward(m->params, m->pool, &d->t_out, d->tt, d->ths, B))) return st;
+    if ((st = lin_forward(m->params, m->pool, &d->pool_in, d->ph, d->pooled, B))) return st;
+    if ((st = layernorm_forward(m->pool, d->temb, d->ph, PW(d->pool_w), PW(d->pool_b), B, Td, K5_LN_EPS, NULL)))
+        return st;
+    add_to(d->temb, d->tt, B * Td);
+    silu_forward(m->ctx.cs, d->temb, B * Td);
+    const patch_shape ps = model_patches(m);
+    float *latent = d->patches;
+    if (c->cond_channels && (st = pool_alloc_zero(m->pool, (size_t)(N * P) * sizeof(float), MEM_WORKSPACE,
+                                                  "k5.latent_patches", (void **)&latent)))
+        return st;
+    unpatchify_backward(latent, x, &ps, PATCH_DIT); /* (pt, ph, pw, c) features: the channels-last view */
+    if (latent != d->patches) { /* each position's C latent channels, then its zero condition channels */
+        copy_rows(d->patches, c->channels + c->cond_channels, latent, c->channels, N * P / c->channels, c->channels);
+        pool_free(m->pool, latent);
+    }
+    return lin_forward(m->params, m->pool, &d->vis, x0, d->patches, N);
+}
+
+/* the output layer: pred = unpatchify(out_layer(LN(x) (1 + scale) + shift)), (shift, scale) from SiLU(time_embed) */
+static st_status out_forward(model *m, const float *x)
+{
+    k5_model *d = k5_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T, P = model_patch_dim(c);
+    st_status st = ST_OK;
+    d->fmod = model_take(m, &st, B * 2 * D, "k5.out_modulation", false);
+    d->fln = model_take(m, &st, N * D, "k5.out_ln", false);
+    d->fh = model_take(m, &st, N * D, "k5.out_h", false);
+    d->pred = model_take(m, &st, N * P, "pred", false);
+    float *out = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(N * P) * sizeof(float), MEM_WORKSPACE, "k5.out", (void **)&out);
+    if (!st) st = lin_forward(m->params, m->pool, &d->out_mod, d->fmod, m->ctx.cs, B);
+    if (!st) st = layernorm_forward(m->pool, d->fln, x, NULL, NULL, N, D, K5_LN_EPS, &d->fstats);
+    if (!st) {
+        modulate_forward(d->fh, d->fln, d->fmod, d->fmod + D, B, T, D, 2 * D);
+        st = lin_forward(m->params, m->pool, &d->out, out, d->fh, N);
+    }
+    if (!st) {
+        const patch_shape ps = model_patches(m);
+        unpatchify_forward(d->pred, out, &ps, PATCH_CONV);
+    }
+    pool_free(m->pool, out);
+    return st;
+}
+
+static st_status k5_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            const float **pred)
+{
+    k5_model *d = k5_of(m);
+    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    d->active = true;
+    st_status st = embed_forward(m, x, timesteps, cond, train);
+    if (!st) { /* the text blocks, then the visual blocks on their output; the executor owns each first state */
+        block_state first = d->tlast;
+        d->tlast = (block_state){0};
+        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->tlast, &d->run[0]);
+    }
+    if (!st) {
+        m->ctx.text = d->tlast.t[0];
+        if (train) m->ctx.dtext = model_take(m, &st, m->seq[0].state_numel[0], "k5.dtext", true);
+    }
+    if (!st) {
+        block_state first = d->last;
+        d->last = (block_state){0};
+        st = seq_forward(&m->seq[1], &m->plan[1], model_offload(m), &first, train, &d->last, &d->run[1]);
+    }
+    if (!st) st = out_forward(m, d->last.t[0]);
+    if (st) {
+        k5_release(m);
+        return st;
+    }
+    *pred = d->pred;
+    return ST_OK;
+}
+
+static st_status out_backward(model *m, const float *dpred, float *dx)
+{
+    k5_model *d = k5_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T, P = model_patch_dim(c);
+    scratch k = {.pool = m->pool};
+    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "k5.dout"); /* unpatchify_backward adds */
+    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "k5.dout_h");
+    float *dmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "k5.dout_modulation");
+    if (!k.status) {
+        const patch_shape ps = model_patches(m);
+        unpatchify_backward(dout, dpred, &ps, PATCH_CONV);
+        k.status = lin_backward(m->params, m->pool, &d->out, dh, dout, d->fh, N);
+    }
+    if (!k.status) {
+        modulate_backward(dh, dmod, dmod + D, dh, d->fln, d->fmod + D, B, T, D, 2 * D);
+        layernorm_backward(dx, NULL, NULL, dh, d->last.t[0], NULL, N, D, &d->fstats);
+        k.status = lin_backward(m->params, m->pool, &d->out_mod, m->ctx.dcs, dmod, m->ctx.cs, B);
+    }
+    return scratch_end(&k);
+}
+
+/* The embeddings' backward: the text's (dt0: dL/d(text_embeddings' output)), the image's (dx0) and the time's
+ * (m->ctx.dcs); only weights train here. */
+static st_status embed_backward(model *m, const float *dt0, const float *dx0)
+{
+    k5_model *d = k5_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, Td = c->time_dim;
+    scratch k = {.pool = m->pool};
+    float *dte = scratch_take_zero(&k, B * L * D, MEM_WORKSPACE, "k5.dtext_in_layer");
+    float *tmp = scratch_take(&k, B * L * D, MEM_WORKSPACE, "k5.text_norm");
+    float *dtemb = scratch_take_zero(&k, B * Td, MEM_WORKSPACE, "k5.dtime_embed");
+    float *dths = scratch_take_zero(&k, B * Td, MEM_WORKSPACE, "k5.dtime_silu");
+    float *dth = scratch_take_zero(&k, B * Td, MEM_WORKSPACE, "k5.dtime_in_layer");
+    float *dph = scratch_take_zero(&k, B * Td, MEM_WORKSPACE, "k5.dpooled_in_layer");
+    op_state stats = {0};
+    if (!k.status) k.status = lin_backward(m->params, m->pool, &d->vis, NULL, dx0, d->patches, B * T);
+    if (!k.status)
+        k.status = layernorm_forward(m->pool, tmp, d->te, PW(d->txt_w), PW(d->txt_b), B * L, D, K5_LN_EPS, &stats);
+    if (!k.status) {
+        layernorm_backward(dte, PG(d->txt_w), PG(d->txt_b), dt0, d->te, PW(d->txt_w), B * L, D, &stats);
+        k.status = lin_backward(m->params, m->pool, &d->txt, NULL, dte, d->text_in, B * L);
+    }
+    op_state_release(&stats);
+    if (!k.status) { /* SiLU(time_embed) back to time_embed = out_layer(...) + LayerNorm(pooled_in(...)) */
+        silu_backward(dtemb, m->ctx.dcs, d->temb, B * Td);
+        k.status = layernorm_forward(m->pool, tmp, d->ph, PW(d->pool_w), PW(d->pool_b), B, Td, K5_LN_EPS, &stats);
+    }
+    if (!k.status) {
+        layernorm_backward(dph, PG(d->pool_w), PG(d->pool_b), dtemb, d->ph, PW(d->pool_w), B, Td, &stats);
+        k.status = lin_backward(m->params, m->pool, &d->pool_in, NULL, dph, d->pooled, B);
+    }
+    op_state_release(&stats);
+    if (!k.status) k.status = lin_backward(m->params, m->pool, &d->t_out, dths, dtemb, d->ths, B);
+    if (!k.status) {
+        silu_backward(dth, dths, d->th, B * Td);
+        k.status = lin_backward(m->params, m->pool, &d->t_in, NULL, dth, d->sin, B);
+    }
+    return scratch_end(&k);
+}
+
+static st_status k5_backward(model *m, const float *dpred)
+{
+    k5_model *d = k5_of(m);
+    if (!d->active || !d->run[0] || !d->run[1])
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = m->cfg.hidden;
+    st_status st = ST_OK;
+    float *dx = model_take(m, &st, B * T * D, "k5.dstate", true);
+    if (!st) st = out_backward(m, dpred, dx);
+    op_state_release(&d->fstats);
+    state_free(m->pool, &d->last);
+    block_state grad = {.n = 1, .t = {dx}}, tgrad = {0};
+    if (!st) { /* seq_backward releases the run whatever it returns; grad becomes dL/dx0, m->ctx.dtext gathers */
+        st = seq_backward(d->run[1], &grad, NULL);
+        d->run[1] = NULL;
+    }
+    state_free(m->pool, &d->tlast); /* the text blocks' output: the visual blocks were its last readers */
+    m->ctx.text = NULL;
+    if (!st) {
+        tgrad = (block_state){.n = 1, .t = {m->ctx.dtext}};
+        m->ctx.dtext = NULL; /* the executor's now */
+        st = seq_backward(d->run[0], &tgrad, NULL);
+        d->run[0] = NULL;
+    }
+    if (!st) st = embed_backward(m, tgrad.t[0], grad.t[0]);
+    state_free(m->pool, &tgrad);
+    state_free(m->pool, &grad);
+    k5_release(m);
+    return st;
+}
+
+/* segtrain's own init in DiT's spirit: the modulations zero (as diffusers' Kandinsky5Modulation starts them) and the
+ * output's projection zero, norms at 1 with zero biases, xavier elsewhere */
+static param_init k5_init_of(const char *name)
+{
+    if (strstr(name, "modulation") || !strncmp(name, "out_layer.out_layer", 19)) return INIT_ZERO;
+    if (strstr(name, "norm.bias")) return INIT_ZERO;
+    if (strstr(name, "_norm") || strstr(name, "norm.weight")) return INIT_ONE;
+    if (strstr(name, "time_embeddings")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family kandinsky5_family = {
+    .name = "kandinsky5",
+    .create = k5_create,
+    .destroy = k5_destroy,
+    .set_batch = k5_set_batch,
+    .forward = k5_forward,
+    .backward = k5_backward,
+    .release = k5_release,
+    .init_of = k5_init_of,
+};

@@ -1,0 +1,525 @@
+/* LTX-2 (ltxvideo2, docs/FAMILIES.md): diffusers' LTX2VideoTransformer3DModel as LTX-2.0 configures it, in its
+ * names and layouts. Two streams run through every block (ltx2_block.c): the video's latents in 1 x 1 x 1 patches
+ * through proj_in, the audio's latents (channels last, one token a latent frame) through audio_proj_in. Each stream
+ * has its own prompt (the Gemma connectors' states through caption_projection or audio_caption_projection: linear,
+ * GELU tanh, linear), its own adaLN-single (time_embed, audio_time_embed: the timestep's embedding c, and six rows
+ * linear(SiLU(c))), cross-modal rows (av_cross_attn_*_scale_shift: four, av_cross_attn_*_gate: one, each its own
+ * embedding of the same timestep) and final layer (LayerNorm without affine, modulated by scale_shift_table + c,
+ * then proj_out). The prompt's padding is an additive -10000 key bias in both streams' cross-attention.
+ *
+ * Rotary positions as LTX2AudioVideoRotaryPosEmbed makes them with rope_type "split": a token's coordinates are the
+ * midpoints of its patch's pixel bounds (video: frames shifted for the causal first frame and divided by the frame
+ * rate, 25 as SimpleTuner's default; audio: seconds of its mel frames), over the base grid (20 for time, 2048 in
+ * space), and angle k of axis a is (2 g_a - 1) theta^(k / (n - 1)) pi / 2. The sample is the video's latents then
+ * the audio's (model.h); the prediction has the same layout. */
+#include "models/xattn/ltx2.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LTX2_MASK_BIAS -10000.0f
+#define LTX2_ROPE_THETA 10000.0
+#define LTX2_FPS 25.0f           /* SimpleTuner's default framerate, as it passes fps */
+#define LTX2_BASE_FRAMES 20.0f   /* pos_embed_max_pos, audio_pos_embed_max_pos */
+#define LTX2_BASE_EDGE 2048.0f   /* base_height, base_width */
+#define LTX2_VAE_T 8.0f          /* vae_scale_factors (8, 32, 32) */
+#define LTX2_VAE_S 32.0f
+#define LTX2_AUDIO_SCALE 4.0f    /* audio_scale_factor */
+#define LTX2_AUDIO_HOP 160.0f    /* audio_hop_length */
+#define LTX2_AUDIO_RATE 16000.0f /* audio_sampling_rate */
+
+/* A stream's timestep paths: c = its embedding, mod = linear(SiLU(c)) into ltx2_ctx's rows */
+enum { PATH_TIME, PATH_CA, PATH_GATE, PATHS };
+
+typedef struct ltx2_model {
+    ltx2_block *blocks;
+    block *seq_blocks;
+    ltx2_ctx ctx;
+    int in_w[2], in_b[2];       /* proj_in, audio_proj_in */
+    lin_layer cap1[2], cap2[2]; /* caption_projection, audio_caption_projection */
+    temb t[2][PATHS];           /* time_embed, av_cross_attn_*_scale_shift, av_cross_attn_*_gate: their embeddings */
+    lin_layer lin[2][PATHS];    /* ... and their linears */
+    int table[2];               /* scale_shift_table, audio_scale_shift_table (2, w) */
+    int out_w[2], out_b[2];     /* proj_out, audio_proj_out */
+    /* a step */
+    bool active;
+    float *in[2], *x0[2], *text_in[2], *cap_h[2], *cap_g[2], *cs[2][PATHS], *rows[2][PATHS], *key_bias;
+    float *fin_mod[2], *fin_ln[2], *fin_h[2], *pred;
+    op_state fin_stats[2];
+    attn_mask mask;
+    block_state last;
+    seq_run *run;
+} ltx2_model;
+
+static ltx2_model *lx_of(model *m) { return m->impl; }
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+static int64_t width(const model *m, int s) { return s ? m->cfg.audio_hidden : m->cfg.hidden; }
+static int64_t tokens(const model *m, int s) { return s ? model_audio_tokens(&m->cfg) : m->shape.tokens; }
+static int64_t channels(const model *m, int s) { return s ? m->cfg.audio_channels : m->cfg.channels; }
+static int64_t path_rows(int p) { return p == PATH_TIME ? 6 : p == PATH_CA ? 4 : 1; }
+
+static st_status lx_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    ltx2_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    const int n = (int)c->depth;
+    if (d) d->blocks = calloc((size_t)n, sizeof *d->blocks), d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
+    if (!d || !d->blocks || !d->seq_blocks) return st_host_oom("the LTX-2 model");
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t Ct = c->text_dim / 2;
+    static const char *const stream[2] = {"", "audio_"};
+    static const char *const path[2][PATHS] = {
+        {"time_embed", "av_cross_attn_video_scale_shift", "av_cross_attn_video_a2v_gate"},
+        {"audio_time_embed", "av_cross_attn_audio_scale_shift", "av_cross_attn_audio_v2a_gate"}};
+    char n1[96], n2[96];
+    /* in the order of the class's state_dict */
+    for (int st = 0; st < 2; st++) {
+        const int64_t w = width(m, st);
+        snprintf(n1, sizeof n1, "%sproj_in.weight", stream[st]);
+        snprintf(n2, sizeof n2, "%sproj_in.bias", stream[st]);
+        d->in_w[st] = param_add(s, n1, 2, (int64_t[]){w, channels(m, st)}, full);
+        d->in_b[st] = param_add(s, n2, 1, (int64_t[]){w}, full);
+    }
+    for (int st = 0; st < 2; st++) {
+        const int64_t w = width(m, st);
+        snprintf(n1, sizeof n1, "%scaption_projection.linear_1", stream[st]);
+        snprintf(n2, sizeof n2, "%scaption_projection.linear_2", stream[st]);
+        d->cap1[st] = lin_register(s, n1, Ct, w, true, 0, 0, full);
+        d->cap2[st] = lin_register(s, n2, w, w, true, 0, 0, full);
+    }
+    for (int p = 0; p < PATHS; p++)
+        for (int st = 0; st < 2; st++) {
+            const int64_t w = width(m, st);
+            snprintf(n1, sizeof n1, "%s.emb.timestep_embedder.linear_1", path[st][p]);
+            snprintf(n2, sizeof n2, "%s.emb.timestep_embedder.linear_2", path[st][p]);
+            temb_register(s, &d->t[st][p], n1, n2, DIT_FREQ_DIM, w, full);
+            snprintf(n1, sizeof n1, "%s.linear", path[st][p]);
+            d->lin[st][p] = lin_register(s, n1, w, path_rows(p) * w, true, 0, 0, full);
+        }
+    for (int st = 0; st < 2; st++) {
+        snprintf(n1, sizeof n1, "%sscale_shift_table", stream[st]);
+        d->table[st] = param_add(s, n1, 2, (int64_t[]){2, width(m, st)}, full);
+    }
+    for (int i = 0; i < n; i++) {
+        ltx2_block *b = &d->blocks[i];
+        *b = (ltx2_block){.m = m, .ctx = &d->ctx};
+        ltx2_block_register(s, b, i, c);
+        d->seq_blocks[i] = (block){.kind = &ltx2_block_kind, .self = b, .index = i};
+    }
+    for (int st = 0; st < 2; st++) {
+        snprintf(n1, sizeof n1, "%sproj_out.weight", stream[st]);
+        snprintf(n2, sizeof n2, "%sproj_out.bias", stream[st]);
+        d->out_w[st] = param_add(s, n1, 2, (int64_t[]){channels(m, st), width(m, st)}, full);
+        d->out_b[st] = param_add(s, n2, 1, (int64_t[]){channels(m, st)}, full);
+    }
+    d->ctx.tokens[0] = m->shape.tokens, d->ctx.tokens[1] = model_audio_tokens(c);
+    m->n_seq = 1;
+    m->seq[0] = (block_seq){.name = "transformer_blocks", .n = n, .blocks = d->seq_blocks, .state_n = 2,
+                            .pool = m->pool};
+    return ST_OK;
+}
+
+static void lx_destroy(model *m)
+{
+    ltx2_model *d = lx_of(m);
+    if (d) free(d->blocks), free(d->seq_blocks);
+    free(d);
+}
+
+static void lx_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    for (int s = 0; s < 2; s++) m->seq[0].state_numel[s] = batch * tokens(m, s) * width(m, s);
+}
+
+static void lx_release(model *m)
+{
+    ltx2_model *d = lx_of(m);
+    if (!d || !d->active) return;
+    seq_release(d->run);
+    d->run = NULL;
+    state_free(m->pool, &d->last);
+    ltx2_ctx *x = &d->ctx;
+    for (int s = 0; s < 2; s++) {
+        op_state_release(&d->fin_stats[s]);
+        for (int p = 0; p < PATHS; p++) {
+            temb_release_path(m, &d->t[s][p]);
+            pool_free(m->pool, d->cs[s][p]), pool_free(m->pool, d->rows[s][p]);
+            d->cs[s][p] = d->rows[s][p] = NULL;
+        }
+        float **bufs[] = {&d->in[s], &d->x0[s], &d->text_in[s], &d->cap_h[s], &d->cap_g[s], &d->fin_mod[s],
+                          &d->fin_ln[s], &d->fin_h[s], &x->mod[s], &x->dmod[s], &x->ca[s], &x->dca[s], &x->text[s],
+                          &x->dtext[s], &x->self[s]};
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    }
+    pool_free(m->pool, x->cross[0]); /* cross[1] is self[1] */
+    x->cross[0] = x->cross[1] = NULL;
+    pool_free(m->pool, d->key_bias), pool_free(m->pool, d->pred);
+    d->key_bias = d->pred = NULL;
+    x->mask = NULL;
+    d->active = false;
+}
+
+/* ---- rotary tables ---- */
+
+/* Table (tokens, w / 2, (cos, sin)) from each token's n_axes grid values g (as fractions of the base grid): the
+ * (w / 2 - n_axes k) leading pairs pass through (cos 1, sin 0), then pair pass + n_axes j + a turns by
+ * (2 g_a - 1) f_j, f_j = theta^(j / (k - 1)) pi / 2 for j < k = w / (2 n_axes): f in double, rounded once, the rest
+ * in float as torch computes it (its angles reach theta pi / 2, where float64 angles would differ by far more). */
+static void rope_fill(float *table, const float *g, int64_t T, int n_axes, int64_t w)
+{
+    const int64_t k = w / (2 * n_axes), pairs = w / 2, pass = pairs - n_axes * k;
+    const double step = k > 1 ? 1.0 / (double)(k - 1) : 0.0, half_pi = 3.14159265358979323846 / 2.0;
+    for (int64_t t = 0; t < T; t++) {
+        float *e = table + t * pairs * 2;
+        for (int64_t p = 0; p < pass; p++) e[2 * p] = 1.0f, e[2 * p + 1] = 0.0f;
+        for (int64_t j = 0; j < k; j++) { /* torch.linspace's j-th point: from the nearer end */
+            const double lin = j < k / 2 ? (double)j * step : 1.0 - (double)(k - 1 - j) * step;
+            const float f = (float)(pow(LTX2_ROPE_THETA, lin) * half_pi);
+            for (int a = 0; a < n_axes; a++) {
+                const float ang = (g[t * n_axes + a] * 2.0f - 1.0f) * f;
+                float *q = e + 2 * (pass + j * n_axes + a);
+                q[0] = (float)cos((double)ang);
+                q[1] = (float)sin((double)ang);
+            }
+        }
+    }
+}
+
+/* A video token's (frame, row, column) grid values: its patch's pixel bounds, the frame's shifted for the causal
+ * first frame (+ 1 - 8, at least 0) and in seconds, their midpoints over (20, 2048, 2048). */
+static void video_grid(float *g, int64_t F, int64_t G)
+{
+    for (int64_t t = 0; t < F * G * G; t++) {
+        const int64_t pos[3] = {t / (G * G), t / G % G, t % G};
+        float lo = (float)pos[0] * LTX2_VAE_T + 1.0f - LTX2_VAE_T;
+        float hi = (float)(pos[0] + 1) * LTX2_VAE_T + 1.0f - LTX2_VAE_T;
+        lo = (lo > 0.0f ? lo : 0.0f) / LTX2_FPS, hi = (hi > 0.0f ? hi : 0.0f) / LTX2_FPS;
+        g[3 * t] = (lo + hi) / 2.0f / LTX2_BASE_FRAMES;
+        for (int a = 1; a < 3; a++)
+            g[3 * t + a] = ((float)pos[a] * LTX2_VAE_S + (float)(pos[a] + 1) * LTX2_VAE_S) / 2.0f / LTX2_BASE_EDGE;
+    }
+}
+
+/* An audio token's time: its mel frames' bounds (4 a latent, shifted as the video's), in seconds, over 20. */
+static void audio_grid(float *g, int64_t T)
+{
+    for (int64_t t = 0; t < T; t++) {
+        float lo = (float)t * LTX2_AUDIO_SCALE + 1.0f - LTX2_AUDIO_SCALE;
+        float hi = (float)(t + 1) * LTX2_AUDIO_SCALE + 1.0f - LTX2_AUDIO_SCALE;
+        lo = (lo > 0.0f ? lo : 0.0f) * LTX2_AUDIO_HOP / LTX2_AUDIO_RATE;
+        hi = (hi > 0.0f ? hi : 0.0f) * LTX2_AUDIO_HOP / LTX2_AUDIO_RATE;
+        g[t] = (lo + hi) / 2.0f / LTX2_BASE_FRAMES;
+    }
+}
+
+static st_status rope_tables(model *m)
+{
+    ltx2_ctx *x = &lx_of(m)->ctx;
+    const model_config *c = &m->cfg;
+    const int64_t Tv = x->tokens[0], Ta = x->tokens[1], G = c->resolution;
+    if (pool_is_dry_ptr(x->self[0])) return ST_OK;
+    float *gv = NULL, *gt = NULL, *ga = NULL;
+    st_status st = pool_alloc(m->pool, (size_t)(3 * Tv) * sizeof(float), MEM_WORKSPACE, "ltx2.grid", (void **)&gv);
+    if (!st) st = pool_alloc(m->pool, (size_t)Tv * sizeof(float), MEM_WORKSPACE, "ltx2.grid", (void **)&gt);
+    if (!st) st = pool_alloc(m->pool, (size_t)Ta * sizeof(float), MEM_WORKSPACE, "ltx2.grid", (void **)&ga);
+    if (!st) {
+        video_grid(gv, c->frames, G);
+        for (int64_t t = 0; t < Tv; t++) gt[t] = gv[3 * t]; /* the cross-modal tables read time alone */
+        audio_grid(ga, Ta);
+        rope_fill(x->self[0], gv, Tv, 3, c->hidden);
+        rope_fill(x->self[1], ga, Ta, 1, c->audio_hidden);
+        rope_fill(x->cross[0], gt, Tv, 1, c->audio_hidden);
+    }
+    pool_free(m->pool, ga), pool_free(m->pool, gt), pool_free(m->pool, gv);
+    return st;
+}
+
+/* ---- forward ---- */
+
+/* The prompts, the key mask, the timestep paths' rows, the rotary tables, and the tokens of both streams. */
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
+{
+    ltx2_model *d = lx_of(m);
+    ltx2_ctx *ctx = &d->ctx;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, Ct = c->text_dim / 2, K = model_cond_len(c);
+    const int64_t per = model_sample_numel(c), Nvid = model_loss_numel(c);
+    st_status st = ST_OK;
+    for (int s = 0; s < 2; s++) {
+        const int64_t w = width(m, s), N = B * tokens(m, s);
+        d->in[s] = model_take(m, &st, N * channels(m, s), "ltx2.tokens_in", false);
+        d->x0[s] = model_take(m, &st, N * w, "ltx2.state", false);
+        d->text_in[s] = model_take(m, &st, B * L * Ct, "ltx2.text_in", false);
+        d->cap_h[s] = model_take(m, &st, B * L * w, "ltx2.text_projection", false);
+        d->cap_g[s] = model_take(m, &st, B * L * w, "ltx2.text_projection", false);
+        ctx->text[s] = model_take(m, &st, B * L * w, "ltx2.text", false);
+        ctx->mod[s] = model_take(m, &st, B * 6 * w, "ltx2.modulation", false);
+        ctx->ca[s] = model_take(m, &st, B * 5 * w, "ltx2.cross_modulation", false);
+        d->fin_mod[s] = model_take(m, &st, B * 2 * w, "ltx2.final_modulation", false);
+        if (train) {
+            ctx->dtext[s] = model_take(m, &st, B * L * w, "ltx2.dtext", true);
+            ctx->dmod[s] = model_take(m, &st, B * 6 * w, "ltx2.dmodulation", true);
+            ctx->dca[s] = model_take(m, &st, B * 5 * w, "ltx2.dcross_modulation", true);
+        }
+        for (int p = 0; p < PATHS; p++) {
+            temb_take_path(m, &d->t[s][p], &st);
+            d->cs[s][p] = model_take(m, &st, B * w, "ltx2.silu_c", false);
+            d->rows[s][p] = model_take(m, &st, B * path_rows(p) * w, "ltx2.rows", false);
+        }
+        ctx->self[s] = model_take(m, &st, tokens(m, s) * width(m, s), "ltx2.rope", false);
+    }
+    /* the cross-modal tables: the video's time over the audio width; the audio's is its self-attention's (the same
+     * width, base grid and heads) */
+    ctx->cross[0] = model_take(m, &st, tokens(m, 0) * c->audio_hidden, "ltx2.rope", false);
+    ctx->cross[1] = ctx->self[1];
+    d->key_bias = model_take(m, &st, B * L, "ltx2.key_bias", false);
+    if (st || (st = rope_tables(m))) return st;
+    /* the video's tokens from each sample's first Nvid floats; the audio's are its latents as they lie */
+    float *video = NULL;
+    if ((st = pool_alloc(m->pool, (size_t)(B * Nvid) * sizeof(float), MEM_WORKSPACE, "ltx2.video", (void **)&video)))
+        return st;
+    copy_rows(video, Nvid, x, per, B, Nvid);
+    const patch_shape ps = model_patches(m);
+    patchify_forward(d->in[0], video, &ps);
+    pool_free(m->pool, video);
+    const int64_t Na = tokens(m, 1) * c->audio_channels;
+    copy_rows(d->in[1], Na, x + Nvid, per, B, Na);
+    for (int s = 0; s < 2; s++)
+        linear_forward(d->x0[s], d->in[s], PW(d->in_w[s]), PW(d->in_b[s]), B * tokens(m, s), channels(m, s),
+                       width(m, s));
+    /* the prompts: linear_2(gelu_tanh(linear_1(states))), the video's states then the audio's in a token's row */
+    for (int s = 0; s < 2 && !st; s++) {
+        const int64_t w = width(m, s);
+        for (int64_t b = 0; b < B; b++) copy_rows(d->text_in[s] + b * L * Ct, Ct, cond + b * K + s * Ct, 2 * Ct, L, Ct);
+        if ((st = lin_forward(m->params, m->pool, &d->cap1[s], d->cap_h[s], d->text_in[s], B * L))) break;
+        gelu_forward(d->cap_g[s], d->cap_h[s], B * L * w);
+        st = lin_forward(m->params, m->pool, &d->cap2[s], ctx->text[s], d->cap_g[s], B * L);
+    }
+    if (st) return st;
+    if (!pool_is_dry_ptr(d->key_bias) && !pool_is_dry_ptr(cond))
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < L; j++) /* (1 - mask) * -10000, as the class makes a 2-D mask a bias */
+                d->key_bias[b * L + j] = (1.0f - cond[b * K + L * c->text_dim + j]) * LTX2_MASK_BIAS;
+    d->mask = (attn_mask){.key_bias = d->key_bias, .batch_stride = L};
+    ctx->mask = &d->mask;
+    /* every path: c from the timestep, rows = linear(SiLU(c)); the final layer's table + time_embed's c */
+    for (int s = 0; s < 2 && !st; s++) {
+        const int64_t w = width(m, s);
+        for (int p = 0; p < PATHS && !st; p++) {
+            temb_forward(m, &d->t[s][p], timesteps);
+            silu_forward(d->cs[s][p], d->t[s][p].c, B * w);
+            st = lin_forward(m->params, m->pool, &d->lin[s][p], d->rows[s][p], d->cs[s][p], B);
+        }
+        if (st) break;
+        copy_rows(ctx->mod[s], 6 * w, d->rows[s][PATH_TIME], 6 * w, B, 6 * w);
+        copy_rows(ctx->ca[s], 5 * w, d->rows[s][PATH_CA], 4 * w, B, 4 * w);
+        copy_rows(ctx->ca[s] + 4 * w, 5 * w, d->rows[s][PATH_GATE], w, B, w);
+        for (int64_t b = 0; b < B; b++) {
+            float *rows = d->fin_mod[s] + b * 2 * w;
+            copy_rows(rows, w, d->t[s][PATH_TIME].c + b * w, 0, 2, w);
+            add_to(rows, PW(d->table[s]), 2 * w);
+        }
+    }
+    return st;
+}
+
+/* Both streams' final layers into the prediction: proj_out(LN(x) (1 + scale) + shift), the video's unpacked. */
+static st_status final_forward_both(model *m, const block_state *last)
+{
+    ltx2_model *d = lx_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, per = model_sample_numel(c), Nvid = model_loss_numel(c);
+    st_status st = ST_OK;
+    d->pred = model_take(m, &st, B * per, "pred", false);
+    for (int s = 0; s < 2; s++) {
+        const int64_t w = width(m, s), N = B * tokens(m, s);
+        d->fin_ln[s] = model_take(m, &st, N * w, "ltx2.final.ln", false);
+        d->fin_h[s] = model_take(m, &st, N * w, "ltx2.final.h", false);
+    }
+    if (st) return st;
+    scratch k = {.pool = m->pool};
+    for (int s = 0; s < 2 && !k.status; s++) {
+        const int64_t w = width(m, s), T = tokens(m, s), N = B * T, C = channels(m, s);
+        if ((k.status = layernorm_forward(m->pool, d->fin_ln[s], last->t[s], NULL, NULL, N, w, DIT_LN_EPS,
+                                          &d->fin_stats[s])))
+            break;
+        modulate_forward(d->fin_h[s], d->fin_ln[s], d->fin_mod[s], d->fin_mod[s] + w, B, T, w, 2 * w);
+        float *out = scratch_take(&k, N * C, MEM_WORKSPACE, "ltx2.final.out");
+        if (k.status) break;
+        linear_forward(out, d->fin_h[s], PW(d->out_w[s]), PW(d->out_b[s]), N, w, C);
+        if (s) copy_rows(d->pred + Nvid, per, out, T * C, B, T * C);
+        else {
+            float *video = scratch_take(&k, B * Nvid, MEM_WORKSPACE, "ltx2.final.video");
+            if (k.status) break;
+            const patch_shape ps = model_patches(m);
+            unpatchify_forward(video, out, &ps, PATCH_CONV);
+            copy_rows(d->pred, per, video, Nvid, B, Nvid);
+            scratch_drop(&k, video);
+        }
+        scratch_drop(&k, out);
+    }
+    return scratch_end(&k);
+}
+
+static st_status lx_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            const float **pred)
+{
+    ltx2_model *d = lx_of(m);
+    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    d->active = true;
+    st_status st = embed_forward(m, x, timesteps, cond, train);
+    if (!st) {
+        block_state first = {.n = 2, .t = {d->x0[0], d->x0[1]}};
+        d->x0[0] = d->x0[1] = NULL; /* the executor owns them now */
+        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
+    }
+    if (!st) st = final_forward_both(m, &d->last);
+    if (st) {
+        lx_release(m);
+        return st;
+    }
+    *pred = d->pred;
+    return ST_OK;
+}
+
+/* ---- backward ---- */
+
+/* dL/d(each stream's last state) from dpred through the final layers; their weights' and tables' gradients, and
+ * dc[s] (B, w) for time_embed's c. */
+static st_status final_backward_both(model *m, const float *dpred, const block_state *last, float *dx[2], float *dc[2])
+{
+    ltx2_model *d = lx_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, per = model_sample_numel(c), Nvid = model_loss_numel(c);
+    scratch k = {.pool = m->pool};
+    for (int s = 0; s < 2 && !k.status; s++) {
+        const int64_t w = width(m, s), T = tokens(m, s), N = B * T, C = channels(m, s);
+        float *dout = scratch_take_zero(&k, N * C, MEM_WORKSPACE, "ltx2.final.dout"); /* unpatchify_backward adds */
+        float *dh = scratch_take_zero(&k, N * w, MEM_WORKSPACE, "ltx2.final.dh");
+        float *dmod = scratch_take_zero(&k, B * 2 * w, MEM_WORKSPACE, "ltx2.final.dmod");
+        if (k.status) break;
+        if (s) copy_rows(dout, T * C, dpred + Nvid, per, B, T * C);
+        else {
+            float *video = scratch_take(&k, B * Nvid, MEM_WORKSPACE, "ltx2.final.dvideo");
+            if (k.status) break;
+            copy_rows(video, Nvid, dpred, per, B, Nvid);
+            const patch_shape ps = model_patches(m);
+            unpatchify_backward(dout, video, &ps, PATCH_CONV);
+            scratch_drop(&k, video);
+        }
+        linear_backward(dh, PG(d->out_w[s]), PG(d->out_b[s]), dout, d->fin_h[s], PW(d->out_w[s]), N, w, C);
+        modulate_backward(dh, dmod, dmod + w, dh, d->fin_ln[s], d->fin_mod[s] + w, B, T, w, 2 * w);
+        layernorm_backward(dx[s], NULL, NULL, dh, last->t[s], NULL, N, w, &d->fin_stats[s]);
+        for (int64_t b = 0; b < B; b++) {
+            add_to(dc[s] + b * w, dmod + b * 2 * w, w);
+            add_to(dc[s] + b * w, dmod + b * 2 * w + w, w);
+            if (PG(d->table[s])) add_to(PG(d->table[s]), dmod + b * 2 * w, 2 * w);
+        }
+        scratch_drop(&k, dmod), scratch_drop(&k, dh), scratch_drop(&k, dout);
+    }
+    return scratch_end(&k);
+}
+
+/* The embeddings' gradients: input projections, prompt projections, every timestep path. */
+static st_status embed_backward(model *m, const block_state *grad, float *dc_final[2])
+{
+    ltx2_model *d = lx_of(m);
+    ltx2_ctx *ctx = &d->ctx;
+    const int64_t B = m->shape.batch, L = m->shape.text;
+    scratch k = {.pool = m->pool};
+    for (int s = 0; s < 2 && !k.status; s++) {
+        const int64_t w = width(m, s);
+        linear_backward(NULL, PG(d->in_w[s]), PG(d->in_b[s]), grad->t[s], d->in[s], PW(d->in_w[s]), B * tokens(m, s),
+                        channels(m, s), w);
+        float *dg = scratch_take_zero(&k, B * L * w, MEM_WORKSPACE, "ltx2.dtext_projection");
+        if (k.status) break;
+        if ((k.status = lin_backward(m->params, m->pool, &d->cap2[s], dg, ctx->dtext[s], d->cap_g[s], B * L))) break;
+        gelu_backward(dg, dg, d->cap_h[s], B * L * w);
+        if ((k.status = lin_backward(m->params, m->pool, &d->cap1[s], NULL, dg, d->text_in[s], B * L))) break;
+        scratch_drop(&k, dg);
+        for (int p = 0; p < PATHS && !k.status; p++) {
+            const int64_t r = path_rows(p);
+            float *drows = scratch_take(&k, B * r * w, MEM_WORKSPACE, "ltx2.drows");
+            float *dcs = scratch_take_zero(&k, B * w, MEM_WORKSPACE, "ltx2.dsilu_c");
+            float *dc = scratch_take_zero(&k, B * w, MEM_WORKSPACE, "ltx2.dc");
+            if (k.status) break;
+            if (p == PATH_TIME) copy_rows(drows, 6 * w, ctx->dmod[s], 6 * w, B, 6 * w);
+            else copy_rows(drows, r * w, ctx->dca[s] + (p == PATH_CA ? 0 : 4 * w), 5 * w, B, r * w);
+            if ((k.status = lin_backward(m->params, m->pool, &d->lin[s][p], dcs, drows, d->cs[s][p], B))) break;
+            silu_backward(dc, dcs, d->t[s][p].c, B * w);
+            if (p == PATH_TIME) add_to(dc, dc_final[s], B * w);
+            k.status = temb_backward(m, &d->t[s][p], dc);
+            scratch_drop(&k, dc), scratch_drop(&k, dcs), scratch_drop(&k, drows);
+        }
+    }
+    return scratch_end(&k);
+}
+
+static st_status lx_backward(model *m, const float *dpred)
+{
+    ltx2_model *d = lx_of(m);
+    if (!d->active || !d->run)
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const int64_t B = m->shape.batch;
+    st_status st = ST_OK;
+    float *dx[2], *dc[2];
+    for (int s = 0; s < 2; s++) {
+        dx[s] = model_take(m, &st, B * tokens(m, s) * width(m, s), "ltx2.dstate", true);
+        dc[s] = model_take(m, &st, B * width(m, s), "ltx2.dc_final", true);
+    }
+    if (!st) st = final_backward_both(m, dpred, &d->last, dx, dc);
+    for (int s = 0; s < 2; s++) {
+        op_state_release(&d->fin_stats[s]);
+        pool_free(m->pool, d->fin_ln[s]), pool_free(m->pool, d->fin_h[s]);
+        d->fin_ln[s] = d->fin_h[s] = NULL;
+    }
+    state_free(m->pool, &d->last);
+    block_state grad = {.n = 2, .t = {dx[0], dx[1]}};
+    if (!st) { /* seq_backward releases the run whatever it returns; grad becomes dL/dx0 */
+        st = seq_backward(d->run, &grad, NULL);
+        d->run = NULL;
+    }
+    if (!st) st = embed_backward(m, &grad, dc);
+    pool_free(m->pool, dc[1]), pool_free(m->pool, dc[0]);
+    state_free(m->pool, &grad);
+    lx_release(m);
+    return st;
+}
+
+/* segtrain's own initialisation, for training from scratch (a checkpoint replaces it): the blocks start as
+ * identities (the adaLN linears, the tables and the output projections zero), the timestep embeddings N(0, 0.02),
+ * the q and k norms at 1, xavier linears elsewhere */
+static bool ends_with(const char *s, const char *tail)
+{
+    const size_t n = strlen(s), k = strlen(tail);
+    return n >= k && !strcmp(s + n - k, tail);
+}
+
+static param_init lx_init_of(const char *name)
+{
+    if (strstr(name, "scale_shift_table") || strstr(name, "proj_out.weight") || ends_with(name, ".linear.weight") ||
+        ends_with(name, ".linear.bias"))
+        return INIT_ZERO;
+    if (strstr(name, "norm_q") || strstr(name, "norm_k")) return INIT_ONE;
+    if (strstr(name, "timestep_embedder")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family ltx2_family = {
+    .name = "ltx2",
+    .create = lx_create,
+    .destroy = lx_destroy,
+    .set_batch = lx_set_batch,
+    .forward = lx_forward,
+    .backward = lx_backward,
+    .release = lx_release,
+    .init_of = lx_init_of,
+};

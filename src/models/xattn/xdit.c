@@ -1,0 +1,629 @@
+/* The cross-attention DiT families (docs/FAMILIES.md), in diffusers' names and layouts:
+ *
+ * - pixart_sigma: PixArtTransformer2DModel. 2x2 patches through pos_embed.proj plus the fixed 2D sin-cos table
+ *   (PixArt's base size and interpolation scale; not in the checkpoint, made here), c = adaln_single's timestep
+ *   embedding, t6 = adaln_single.linear(SiLU(c)), the T5 tokens through caption_projection (linear, GELU tanh,
+ *   linear) with their padding as an additive -10000 key bias, `depth` blocks, and the final layer modulated by
+ *   scale_shift_table + c. The output has out_channels (8: PixArt's learned variance); the prediction is its first
+ *   in_channels, as SimpleTuner takes it.
+ * - wan: WanTransformer3DModel (2.1 text-to-video). Video latents in (1, 2, 2) patches through patch_embedding,
+ *   3D rotary positions, c = condition_embedder.time_embedder of the timestep, t6 = time_proj(SiLU(c)), the UMT5
+ *   tokens through text_embedder (unmasked: the pipeline's zero padding is attended), blocks with RMSNorm-ed q and
+ *   k and a LayerNorm before the cross-attention, and the final layer as PixArt's.
+ * - ltxvideo: LTXVideoTransformer3DModel (0.9.x). Video latents in 1 x 1 x 1 patches through proj_in (a linear),
+ *   time_embed and caption_projection as PixArt's adaln_single and caption_projection, the T5 padding as PixArt's
+ *   bias, blocks with RMSNorms for norm1 and norm2, RMSNorm-ed q and k (eps 1e-5) and LTX's rotary embedding over
+ *   the whole width (ltx_rope_table), and the final layer as PixArt's.
+
+ * - sana: SanaTransformer2DModel (1.0, and 1.5 with q/k norms). PixArt's, with 1 x 1 patches through patch_embed.proj
+ *   (no position table), time_embed as LTX's, caption_norm (an RMSNorm with weights) after caption_projection, and
+ *   blocks with linear self-attention, the cross-attention over its own heads and GLUMBConv (xdit_block.c).
+ *
+ * - sanavideo: SanaVideoTransformer3DModel. Sana's, over video latents in (1, 2, 2) patches through patch_embedding (a
+ *   Conv3d, as Wan's), Wan's rotary table turning the linear self-attention's features in its numerator
+ *   (SanaLinearAttnProcessor3_0), and GLUMBTempConv (GLUMBConv per frame, then a (3, 1) convolution over the frames
+ *   added to its output).
+ *
+ * - wan with VACE (WanVACETransformer3DModel): Wan's, with a control branch run first as its own block sequence
+ *   (vace_blocks, Wan's blocks on the control stream c): c0 = vace_blocks.0.proj_in(vace_patch_embedding(the
+ *   control latents)) + x0, and VACE block k writes hint k = its proj_out(c); main block k vace_every adds hint k
+ *   to its output. The hints are the model's activations from the branch's forward to the main blocks' backward.
+ *
+ * - wan as AnyFlowTransformer3DModel (NVIDIA's bidirectional AnyFlow-Wan2.1-T2V): Wan's, with c = (1 - g)
+ *   time_embedder(t) + g delta_embedder(r) (gate_value g; deltatime_type "t-r": of t - r), r per sample from
+ *   model_set_r_timesteps (AnyFlow's objective), else r = t; every frame at the sample's times, as the class takes
+ *   them per frame.
+ *
+ * - wan as WanAnimateTransformer3DModel (Wan 2.2 Animate): Wan's image-to-video backbone (the condition latents
+ *   concatenated to the noisy latents' channels, the reference image's CLIP tokens attended through every attn2's
+ *   added keys and values), the pose latents' embedding added to the frames after the reference one, and a face
+ *   adapter after blocks 0, k, 2k, ...: a cross-attention of each latent frame's tokens to that frame's face tokens,
+ *   which the motion and face encoders make from the face video (wan_animate.c).
+ *
+ * One block sequence (xdit_block.c), or VACE's two; the text projection, t6 and the final modulation are made once
+ * per step and shared by the blocks, their gradients gathered from them. */
+#include "models/xattn/xdit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XDIT_MOD_ROWS 8 /* m->ctx.mod: t6's six rows, then the final layer's shift and scale */
+#define PIXART_MASK_BIAS -10000.0f
+#define SANA_CAPTION_EPS 1e-5f
+#define WAN_ROPE_THETA 10000.0
+#define LTX_ROPE_THETA 10000.0
+#define LTX_QK_EPS 1e-5f /* torch.nn.RMSNorm's in LTXAttention, and Sana 1.5's Attention's */
+/* SimpleTuner's rope_interpolation_scale (1 / (framerate / 8), 32, 32): its default framerate 25 and the VAE's 32x
+ * spatial compression; over LTXVideoRotaryPosEmbed's base grid (20, 2048, 2048) */
+#define LTX_FRAMERATE 25.0
+#define LTX_VAE_SPATIAL 32.0f
+
+#define VACE_MAX 64 /* hints: VACE's control blocks, at most */
+
+typedef struct xd_model {
+    xdit_block *blocks;
+    block *seq_blocks;
+    xdit_block *vblocks; /* VACE's control branch (vace_count of them), then its sequence's blocks */
+    block *vseq_blocks;
+    int main;            /* the main blocks' sequence: 1 behind VACE's branch, else 0 */
+    int p_cx_w, p_cx_b;  /* vace_patch_embedding */
+    lin_layer vace_in;   /* vace_blocks.0.proj_in */
+    float *hints[VACE_MAX], *dhints[VACE_MAX];
+    float *cpatches, *cemb, *c0;
+    block_state vlast;
+    seq_run *vrun;
+    wan_animate *anim;   /* Animate's encoders, NULL elsewhere */
+    xdit_inputs in;      /* what its blocks read besides the text */
+    const float *cond;   /* the forward's conditioning, which Animate's backward reads again */
+    bool wan, ltx, sana, svid; /* sana: Sana or Sana-Video; svid: Sana-Video */
+    attn_mask self_mask;       /* Sana-Video's linear attention's: the rotary table */
+    int p_x_w, p_x_b, p_pos; /* the patch embedding; PixArt's sin-cos table (fixed, made here) */
+    temb t;                  /* c = the timestep's embedding */
+    temb delta;              /* AnyFlow's delta embedder; then c is the blend rt, in rt */
+    float *rt, *delta_in;
+    lin_layer t6;            /* t6 = linear(SiLU(c)) */
+    lin_layer cap1, cap2;    /* the text projection */
+    int p_cap_norm;          /* Sana's caption_norm after it (RMSNorm with weights); < 0: none */
+    int p_table;             /* the final layer's scale_shift_table */
+    final_layer final;
+    /* a step */
+    bool active;
+    float *patches, *x0, *text_in, *cap_h, *cap_g, *cap_o, *key_bias, *t6buf;
+    op_state cap_stats;
+    attn_mask mask;
+    block_state last;
+    seq_run *run;
+} xd_model;
+
+static xd_model *xd_of(model *m) { return m->impl; }
+
+#define PW(i) (param_at(m->params, (i))->w)
+#define PG(i) (param_at(m->params, (i))->g)
+
+static st_status xd_create(model *m)
+{
+    const model_config *c = &m->cfg;
+    xd_model *d = calloc(1, sizeof *d);
+    m->impl = d;
+    const int n = (int)c->depth, nv = (int)c->vace_count;
+    if (nv > VACE_MAX) return st_fail(ST_ERR_UNSUPPORTED, "vace_layers: %d VACE blocks; at most %d", nv, VACE_MAX);
+    if (d) d->blocks = calloc((size_t)n, sizeof *d->blocks), d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
+    if (d && nv)
+        d->vblocks = calloc((size_t)nv, sizeof *d->vblocks),
+        d->vseq_blocks = calloc((size_t)nv, sizeof *d->vseq_blocks);
+    if (!d || !d->blocks || !d->seq_blocks || (nv && (!d->vblocks || !d->vseq_blocks)))
+        return st_host_oom("the cross-attention model");
+    d->wan = !strcmp(c->family, "wan"), d->ltx = !strcmp(c->family, "ltxvideo"), d->sana = model_sana(c);
+    d->svid = model_sanavideo(c);
+    d->p_cap_norm = -1;
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, P = model_patch_dim(c), Pout = P / c->channels * model_out_channels(c);
+    const int64_t T = m->shape.tokens, Cin = c->channels + (d->wan ? c->cond_channels : 0); /* Animate's 16 + 20 */
+    /* in the order of the classes' state_dicts */
+    const char *x_name = d->wan || d->svid ? "patch_embedding"
+                         : d->ltx          ? "proj_in"
+                         : d->sana         ? "patch_embed.proj"
+                                           : "pos_embed.proj";
+    char nw[64], nb[64];
+    snprintf(nw, sizeof nw, "%s.weight", x_name), snprintf(nb, sizeof nb, "%s.bias", x_name);
+    d->p_x_w = d->wan || d->svid ? param_add(s, nw, 5, (int64_t[]){D, Cin, c->patch_t, c->patch, c->patch}, full)
+               : d->ltx ? param_add(s, nw, 2, (int64_t[]){D, P}, full)
+                        : param_add(s, nw, 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
+    d->p_x_b = param_add(s, nb, 1, (int64_t[]){D}, full);
+    if (nv) {
+        const int64_t shape[5] = {D, c->vace_channels, c->patch_t, c->patch, c->patch};
+        d->p_cx_w = param_add(s, "vace_patch_embedding.weight", 5, shape, full);
+        d->p_cx_b = param_add(s, "vace_patch_embedding.bias", 1, (int64_t[]){D}, full);
+    }
+    d->p_pos = d->wan || d->ltx || d->sana ? -1 : param_add_fixed(s, "pos_embed.pos_embed", 3, (int64_t[]){1, T, D});
+    if (d->ltx || d->sana) { /* LTX's table comes first in its state_dict, Sana's after the blocks */
+        if (d->ltx) d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full);
+        temb_register(s, &d->t, "time_embed.emb.timestep_embedder.linear_1", "time_embed.emb.timestep_embedder.linear_2",
+                      DIT_FREQ_DIM, D, full);
+        d->t6 = lin_register(s, "time_embed.linear", D, 6 * D, true, 0, 0, full);
+        d->cap1 = lin_register(s, "caption_projection.linear_1", c->text_dim, D, true, 0, 0, full);
+        d->cap2 = lin_register(s, "caption_projection.linear_2", D, D, true, 0, 0, full);
+        if (d->sana) d->p_cap_norm = param_add(s, "caption_norm.weight", 1, (int64_t[]){D}, full);
+    }
+    if (d->wan) {
+        temb_register(s, &d->t, "condition_embedder.time_embedder.linear_1", "condition_embedder.time_embedder.linear_2",
+                      DIT_FREQ_DIM, D, full);
+        if (c->anyflow)
+            temb_register(s, &d->delta, "condition_embedder.delta_embedder.linear_1",
+                          "condition_embedder.delta_embedder.linear_2", DIT_FREQ_DIM, D, full);
+        d->t6 = lin_register(s, "condition_embedder.time_proj", D, 6 * D, true, 0, 0, full);
+        d->cap1 = lin_register(s, "condition_embedder.text_embedder.linear_1", c->text_dim, D, true, 0, 0, full);
+        d->cap2 = lin_register(s, "condition_embedder.text_embedder.linear_2", D, D, true, 0, 0, full);
+    }
+    char prefix[64];
+    const xdit_block kind = {.m = m, .qk_norm = d->wan || d->ltx || (d->sana && c->qk_norm), .rope = d->wan || d->ltx,
+                             .rope_width = d->ltx, .sana = d->sana, .cross_heads = c->cross_heads,
+                             .rms_norms = d->ltx, .cross_norm = d->wan,
+                             .eps = d->ltx || d->sana ? LTX_QK_EPS : XDIT_LN_EPS, /* torch's RMSNorm 1e-5 */
+                             .ffn = c->ffn_dim ? c->ffn_dim : 4 * D, .cross_w = -1, .cross_b = -1, .hint_in = -1,
+                             .hint_out = -1, .hints = d->hints, .dhints = d->dhints, .added_kv = c->image_tokens > 0,
+                             .face = -1, .in = &d->in, .self_mask = d->svid ? &d->self_mask : NULL,
+                             .conv_temp = -1};
+    for (int i = 0; i < n; i++) {
+        xdit_block *b = &d->blocks[i];
+        *b = kind;
+        if (nv && i % c->vace_every == 0 && i / c->vace_every < nv) b->hint_in = (int)(i / c->vace_every);
+        if (c->face_every && i % c->face_every == 0) b->face = (int)(i / c->face_every);
+        snprintf(prefix, sizeof prefix, "%s.%d", d->wan ? "blocks" : "transformer_blocks", i);
+        xdit_block_register(s, b, prefix, d->wan ? "ffn" : "ff", d->wan ? 3 : 2, c);
+        d->seq_blocks[i] = (block){.kind = &xdit_block_kind, .self = b, .index = i};
+    }
+    for (int k = 0; k < nv; k++) {
+        xdit_block *b = &d->vblocks[k];
+        *b = kind;
+        b->hint_out = k;
+        snprintf(prefix, sizeof prefix, "vace_blocks.%d", k);
+        xdit_block_register(s, b, prefix, "ffn", 3, c);
+        d->vseq_blocks[k] = (block){.kind = &xdit_block_kind, .self = b, .index = k};
+    }
+    if (nv) d->vace_in = lin_register(s, "vace_blocks.0.proj_in", D, D, true, 0, 0, full);
+    if (c->face_every) {
+        const st_status st = wan_animate_create(s, c, &d->anim);
+        if (st) return st;
+    }
+    if (d->wan) {
+        d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
+        d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
+        d->p_table = param_add(s, "scale_shift_table", 3, (int64_t[]){1, 2, D}, full);
+    } else if (d->ltx) {
+        d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
+        d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
+    } else if (d->sana) {
+        d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full);
+        d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
+        d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
+    } else {
+        d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full);
+        d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
+        d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
+        temb_register(s, &d->t, "adaln_single.emb.timestep_embedder.linear_1",
+                      "adaln_single.emb.timestep_embedder.linear_2", DIT_FREQ_DIM, D, full);
+        d->t6 = lin_register(s, "adaln_single.linear", D, 6 * D, true, 0, 0, full);
+        d->cap1 = lin_register(s, "caption_projection.linear_1", c->text_dim, D, true, 0, 0, full);
+        d->cap2 = lin_register(s, "caption_projection.linear_2", D, D, true, 0, 0, full);
+    }
+    d->final.ada_w = d->final.ada_b = -1, d->final.mod_row = 6, d->final.order = PATCH_DIT; /* shift, then scale */
+    m->ctx.mod_rows = XDIT_MOD_ROWS;
+    d->main = nv ? 1 : 0;
+    m->n_seq = d->main + 1;
+    if (nv)
+        m->seq[0] = (block_seq){.name = "vace_blocks", .n = nv, .blocks = d->vseq_blocks, .state_n = 1,
+                                .pool = m->pool};
+    m->seq[d->main] = (block_seq){.name = d->wan ? "blocks" : "transformer_blocks", .n = n, .blocks = d->seq_blocks,
+                                  .state_n = 1, .pool = m->pool};
+    return ST_OK;
+}
+
+/* diffusers' get_2d_sincos_pos_embed for PixArt's grid: position k of an edge is k / (grid / base) / interpolation
+ * in float32 as torch divides (base = sample_size / patch), the column's sin-cos in the first half of a row, the
+ * row's in the second, each half sines then cosines of frequencies 10000^(-j / (D/4)). */
+static void xd_fill_fixed(model *m)
+{
+    xd_model *d = xd_of(m);
+    const model_config *c = &m->cfg;
+    if (d->p_pos < 0) return; /* no position table (Wan, LTX, Sana) */
+    const int64_t G = c->resolution / c->patch, D = c->hidden, q = D / 4;
+    const float step = (float)((double)G / (double)(c->sample_size / c->patch)), interp = (float)c->interpolation;
+    float *t = PW(d->p_pos);
+    if (pool_is_dry_ptr(t)) return;
+    for (int64_t k = 0; k < G * G; k++)
+        for (int half = 0; half < 2; half++) {
+            const double pos = (double)((float)(half ? k / G : k % G) / step / interp);
+            float *row = t + k * D + half * 2 * q;
+            for (int64_t j = 0; j < q; j++) {
+                const double arg = pos / pow(10000.0, (double)j / (double)q);
+                row[j] = (float)sin(arg);
+                row[q + j] = (float)cos(arg);
+            }
+        }
+}
+
+static void xd_destroy(model *m)
+{
+    xd_model *d = xd_of(m);
+    if (d) free(d->blocks), free(d->seq_blocks), free(d->vblocks), free(d->vseq_blocks), wan_animate_destroy(d->anim);
+    free(d);
+}
+
+static void xd_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    for (int q = 0; q < m->n_seq; q++) m->seq[q].state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
+}
+
+static void xd_release(model *m)
+{
+    xd_model *d = xd_of(m);
+    if (!d || !d->active) return;
+    seq_release(d->run);
+    seq_release(d->vrun);
+    d->run = d->vrun = NULL;
+    state_free(m->pool, &d->last);
+    state_free(m->pool, &d->vlast);
+    for (int k = 0; k < VACE_MAX; k++) pool_free(m->pool, d->hints[k]), pool_free(m->pool, d->dhints[k]);
+    memset(d->hints, 0, sizeof d->hints), memset(d->dhints, 0, sizeof d->dhints);
+    pool_free(m->pool, d->cpatches), pool_free(m->pool, d->cemb), pool_free(m->pool, d->c0);
+    d->cpatches = d->cemb = d->c0 = NULL;
+    if (d->anim) wan_animate_release(m, d->anim, &d->in);
+    final_release(m, &d->final);
+    temb_release(m, &d->t);
+    if (m->cfg.anyflow) temb_release_path(m, &d->delta);
+    pool_free(m->pool, d->rt), pool_free(m->pool, d->delta_in);
+    d->rt = d->delta_in = NULL;
+    op_state_release(&d->cap_stats);
+    float **bufs[] = {&d->patches, &d->x0, &d->text_in, &d->cap_h, &d->cap_g, &d->cap_o, &d->key_bias, &d->t6buf,
+                      &m->ctx.mod, &m->ctx.dmod, &m->ctx.text, &m->ctx.dtext, &m->ctx.rope};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    m->ctx.mask = NULL;
+    d->self_mask.linear_rope = NULL;
+    d->active = false;
+}
+
+/* LTXVideoRotaryPosEmbed's table for an F x G x G latent, as diffusers computes it in float32: token (f, r, q) has
+ * coordinates g = (f, r, q) * (1 / (framerate / 8), 32, 32) * (patch_t, patch, patch) / (20, 2048, 2048), frequencies
+ * w_k = theta^(k / (n - 1)) pi / 2 for k < n = D / 6 (theta ** linspace(0, 1, n)), angles w_k (2 g - 1); the table's
+ * (D % 6) / 2 leading pairs pass through (cos 1, sin 0), then pair pass + 3 k + a is frequency k on axis a. The
+ * angles reach theta pi / 2, so each step is rounded to float as torch rounds it: float64 angles would differ from
+ * diffusers' by far more than its rounding. */
+static void ltx_rope_table(float *table, const model_config *c, int64_t F, int64_t G)
+{
+    const int64_t D = c->hidden, n = D / 6, pass = (D % 6) / 2, pairs = D / 2;
+    const float scale[3] = {(float)(1.0 / (LTX_FRAMERATE / 8.0)), LTX_VAE_SPATIAL, LTX_VAE_SPATIAL};
+    const float patch[3] = {(float)c->patch_t, (float)c->patch, (float)c->patch}, base[3] = {20.0f, 2048.0f, 2048.0f};
+    const float half_pi = (float)(3.14159265358979323846 / 2.0), step = n > 1 ? 1.0f / (float)(n - 1) : 0.0f;
+    for (int64_t t = 0; t < F * G * G; t++) {
+        const int64_t pos[3] = {t / (G * G), t / G % G, t % G};
+        float *e = table + t * pairs * 2;
+        for (int64_t p = 0; p < pass; p++) e[2 * p] = 1.0f, e[2 * p + 1] = 0.0f;
+        for (int a = 0; a < 3; a++) {
+            float g = (float)pos[a] * scale[a];
+            g = g * patch[a];
+            g = g / base[a];
+            const float u = g * 2.0f - 1.0f;
+            for (int64_t k = 0; k < n; k++) { /* torch.linspace's k-th point: from the nearer end */
+                const float lin = k < n / 2 ? (float)k * step : 1.0f - (float)(n - 1 - k) * step;
+                const float w = (float)pow(LTX_ROPE_THETA, (double)lin) * half_pi, ang = w * u;
+                float *q = e + 2 * (pass + 3 * k + a);
+                q[0] = (float)cos((double)ang);
+                q[1] = (float)sin((double)ang);
+            }
+        }
+    }
+}
+
+/* VACE: c0 = vace_blocks.0.proj_in(vace_patch_embedding(the sample's control latents, after its text)) + x0, and
+ * the hints' buffers (with their gradients' when training). */
+static st_status vace_embed(model *m, patch_shape ps, const float *cond, bool train)
+{
+    xd_model *d = xd_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, N = B * m->shape.tokens, D = c->hidden, K = model_cond_len(c);
+    const int64_t Nc = c->vace_channels * c->frames * c->resolution * c->resolution;
+    ps.channels = c->vace_channels;
+    const int64_t Pc = c->vace_channels * c->patch_t * c->patch * c->patch;
+    st_status st = ST_OK;
+    d->cpatches = model_take(m, &st, N * Pc, "xdit.vace_patches", false);
+    d->cemb = model_take(m, &st, N * D, "xdit.vace_embedding", false);
+    d->c0 = model_take(m, &st, N * D, "xdit.vace_state", false);
+    for (int64_t k = 0; k < c->vace_count; k++) {
+        d->hints[k] = model_take(m, &st, N * D, "xdit.vace_hint", false);
+        if (train) d->dhints[k] = model_take(m, &st, N * D, "xdit.dvace_hint", true);
+    }
+    float *control = NULL;
+    if (!st)
+        st = pool_alloc(m->pool, (size_t)(B * Nc) * sizeof(float), MEM_WORKSPACE, "xdit.control", (void **)&control);
+    if (st) return st;
+    copy_rows(control, Nc, cond + K - Nc, K, B, Nc);
+    patchify_forward(d->cpatches, control, &ps);
+    pool_free(m->pool, control);
+    linear_forward(d->cemb, d->cpatches, PW(d->p_cx_w), PW(d->p_cx_b), N, Pc, D);
+    if ((st = lin_forward(m->params, m->pool, &d->vace_in, d->c0, d->cemb, N))) return st;
+    add_to(d->c0, d->x0, N * D);
+    return ST_OK;
+}
+
+/* d->patches: the latents' patches, or (Animate) those of the latents with the condition latents after their
+ * channels, which follow the text and the image tokens in a sample's conditioning */
+static st_status patch_input(model *m, patch_shape ps, const float *x, const float *cond)
+{
+    xd_model *d = xd_of(m);
+    const model_config *c = &m->cfg;
+    if (!c->cond_channels) {
+        patchify_forward(d->patches, x, &ps);
+        return ST_OK;
+    }
+    const int64_t vol = c->frames * c->resolution * c->resolution, n = c->channels * vol, nc = c->cond_channels * vol;
+    float *in = NULL;
+    st_status st = pool_alloc(m->pool, (size_t)(ps.batch * (n + nc)) * sizeof(float), MEM_WORKSPACE, "xdit.latents_in",
+                              (void **)&in);
+    if (st) return st;
+    copy_rows(in, n + nc, x, n, ps.batch, n);
+    copy_rows(in + n, n + nc, cond + c->text_len * c->text_dim + c->image_tokens * c->image_dim, model_cond_len(c),
+              ps.batch, nc);
+    ps.channels += c->cond_channels;
+    patchify_forward(d->patches, in, &ps);
+    pool_free(m->pool, in);
+    return ST_OK;
+}
+
+/* The text tokens as the blocks read them, the key mask (PixArt), the rotary table (Wan), c, t6 and the final
+ * modulation, and the image tokens into d->x0 (and VACE's control stream into d->c0). */
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
+{
+    xd_model *d = xd_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, Dt = c->text_dim;
+    const int64_t N = B * T, K = model_cond_len(c), R = XDIT_MOD_ROWS;
+    const int64_t P = model_patch_dim(c) / c->channels * (c->channels + c->cond_channels);
+    st_status st = ST_OK;
+    d->patches = model_take(m, &st, N * P, "xdit.patches", false);
+    d->x0 = model_take(m, &st, N * D, "xdit.state", false);
+    d->text_in = model_take(m, &st, B * L * Dt, "xdit.text_in", false);
+    d->cap_h = model_take(m, &st, B * L * D, "xdit.text_projection", false);
+    d->cap_g = model_take(m, &st, B * L * D, "xdit.text_projection", false);
+    if (d->p_cap_norm >= 0) d->cap_o = model_take(m, &st, B * L * D, "sana.text_projection", false);
+    d->t6buf = model_take(m, &st, B * 6 * D, "xdit.t6", false);
+    m->ctx.text = model_take(m, &st, B * L * D, "xdit.text", false);
+    m->ctx.mod = model_take(m, &st, B * R * D, "xdit.modulation", false);
+    if (train) {
+        m->ctx.dtext = model_take(m, &st, B * L * D, "xdit.dtext", true);
+        m->ctx.dmod = model_take(m, &st, B * R * D, "xdit.dmodulation", true);
+    }
+    temb_take(m, &d->t, &st, train);
+    if (c->anyflow) {
+        temb_take_path(m, &d->delta, &st);
+        d->rt = model_take(m, &st, B * D, "xdit.anyflow_rt", false);
+        d->delta_in = model_take(m, &st, B, "xdit.anyflow_delta_time", false);
+    }
+    if (!d->wan && model_text_mask(c)) d->key_bias = model_take(m, &st, B * L, "xdit.key_bias", false);
+    if (d->wan || d->ltx || d->svid)
+        m->ctx.rope = model_take(m, &st, T * (d->ltx ? D : D / c->heads), "xdit.rope", false);
+    d->self_mask.linear_rope = m->ctx.rope;
+    if (st) return st;
+    /* image tokens */
+    const patch_shape ps = model_patches(m);
+    if ((st = patch_input(m, ps, x, cond))) return st;
+    linear_forward(d->x0, d->patches, PW(d->p_x_w), PW(d->p_x_b), N, P, D);
+    d->cond = cond;
+    if (d->anim && (st = wan_animate_forward(m, d->anim, cond, d->x0, train, &d->in))) return st;
+    for (int64_t b = 0; d->p_pos >= 0 && b < B; b++) add_to(d->x0 + b * T * D, PW(d->p_pos), T * D);
+    if (d->vblocks && (st = vace_embed(m, ps, cond, train))) return st;
+    if (d->wan || d->svid) { /* frame, row and column ids on axes of widths hd - 4 (hd / 6), 2 (hd / 6), 2 (hd / 6) */
+        float *ids = NULL;
+        if ((st = pool_alloc(m->pool, (size_t)(T * 3) * sizeof(float), MEM_WORKSPACE, "xdit.position_ids",
+                             (void **)&ids)))
+            return st;
+        const int64_t hd = D / c->heads, hw = 2 * (hd / 6), axes[3] = {hd - 2 * hw, hw, hw}, g = c->resolution / c->patch;
+        position_ids_grid(ids, 0, c->frames / c->patch_t, g, g);
+        rope_table(m->ctx.rope, ids, T, 3, axes, WAN_ROPE_THETA);
+        pool_free(m->pool, ids);
+    }
+    if (d->ltx && !pool_is_dry_ptr(m->ctx.rope))
+        ltx_rope_table(m->ctx.rope, c, c->frames / c->patch_t, c->resolution / c->patch);
+    /* the text: linear_2(gelu_tanh(linear_1(text))) */
+    copy_rows(d->text_in, L * Dt, cond, K, B, L * Dt);
+    if ((st = lin_forward(m->params, m->pool, &d->cap1, d->cap_h, d->text_in, B * L))) return st;
+    gelu_forward(d->cap_g, d->cap_h, B * L * D);
+    if ((st = lin_forward(m->params, m->pool, &d->cap2, d->cap_o ? d->cap_o : m->ctx.text, d->cap_g, B * L))) return st;
+    if (d->cap_o && (st = rmsnorm_forward(m->pool, m->ctx.text, d->cap_o, PW(d->p_cap_norm), B * L, D, SANA_CAPTION_EPS,
+                                          train ? &d->cap_stats : NULL)))
+        return st;
+    if (d->key_bias) {
+        if (!pool_is_dry_ptr(d->key_bias) && !pool_is_dry_ptr(cond))
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t j = 0; j < L; j++) /* (1 - mask) * -10000, as PixArt makes the encoder mask a bias */
+                    d->key_bias[b * L + j] = (1.0f - cond[b * K + L * Dt + c->pooled_dim + j]) * PIXART_MASK_BIAS;
+        d->mask = (attn_mask){.key_bias = d->key_bias, .batch_stride = L};
+        m->ctx.mask = &d->mask;
+    }
+    /* c, t6 = linear(SiLU(c)), the final layer's rows: its table + c */
+    temb_forward(m, &d->t, timesteps);
+    const float *cv = d->t.c; /* c: the timestep's embedding, or AnyFlow's blend */
+    if (c->anyflow) { /* the delta is r, or t - r; r = t unless the caller gave r */
+        const float g = (float)c->anyflow_gate;
+        for (int64_t b = 0; !pool_is_dry_ptr(d->delta_in) && b < B; b++) {
+            const float r = m->r_time ? m->r_time[b] : timesteps[b];
+            d->delta_in[b] = c->anyflow_interval ? timesteps[b] - r : r;
+        }
+        temb_forward(m, &d->delta, d->delta_in);
+        for (int64_t i = 0; !pool_is_dry_ptr(d->rt) && i < B * D; i++)
+            d->rt[i] = (1.0f - g) * d->t.c[i] + g * d->delta.c[i];
+        cv = d->rt;
+    }
+    silu_forward(m->ctx.cs, cv, B * D);
+    if ((st = lin_forward(m->params, m->pool, &d->t6, d->t6buf, m->ctx.cs, B))) return st;
+    copy_rows(m->ctx.mod, R * D, d->t6buf, 6 * D, B, 6 * D);
+    for (int64_t b = 0; b < B; b++) {
+        float *rows = m->ctx.mod + (b * R + 6) * D;
+        copy_rows(rows, D, cv + b * D, 0, 2, D);
+        add_to(rows, PW(d->p_table), 2 * D);
+    }
+    if (!train) { /* nothing reads them again */
+        float **bufs[] = {&d->patches, &d->text_in, &d->cap_h, &d->cap_g, &d->cap_o, &d->t6buf};
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+    }
+    return ST_OK;
+}
+
+static st_status xd_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            const float **pred)
+{
+    xd_model *d = xd_of(m);
+    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    d->active = true;
+    st_status st = embed_forward(m, x, timesteps, cond, train);
+    if (!st && d->vblocks) { /* VACE's control branch first: its blocks write the hints the main blocks add */
+        block_state first = {.n = 1, .t = {d->c0}};
+        d->c0 = NULL; /* the executor owns it now */
+        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->vlast, &d->vrun);
+    }
+    if (!st) {
+        block_state first = {.n = 1, .t = {d->x0}};
+        d->x0 = NULL;
+        st = seq_forward(&m->seq[d->main], &m->plan[d->main], model_offload(m), &first, train, &d->last, &d->run);
+    }
+    if (!st) st = final_forward(m, &d->final, d->last.t[0]);
+    if (st) {
+        xd_release(m);
+        return st;
+    }
+    *pred = d->final.pred;
+    return ST_OK;
+}
+
+/* AnyFlow: dL/drt to both embeddings, (1 - g) and g of it */
+static st_status anyflow_backward(model *m, const float *drt)
+{
+    xd_model *d = xd_of(m);
+    const int64_t n = m->shape.batch * m->cfg.hidden;
+    const float g = (float)m->cfg.anyflow_gate;
+    float *dc = NULL;
+    st_status st = pool_alloc(m->pool, (size_t)n * sizeof(float), MEM_WORKSPACE, "xdit.anyflow_dc", (void **)&dc);
+    for (int k = 0; !st && k < 2; k++) {
+        for (int64_t i = 0; !pool_is_dry_ptr(dc) && i < n; i++) dc[i] = (k ? g : 1.0f - g) * drt[i];
+        st = temb_backward(m, k ? &d->delta : &d->t, dc);
+    }
+    pool_free(m->pool, dc);
+    return st;
+}
+
+/* VACE's control branch back from the hints' gradients (its last state reaches nothing: a zero gradient) to c0:
+ * proj_in's and vace_patch_embedding's weights, and dx0 += dL/dc0. */
+static st_status vace_backward(model *m, float *dx0)
+{
+    xd_model *d = xd_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t N = m->shape.batch * m->shape.tokens, D = c->hidden;
+    const int64_t Pc = c->vace_channels * c->patch_t * c->patch * c->patch;
+    st_status st = ST_OK;
+    state_free(m->pool, &d->vlast);
+    block_state grad = {.n = 1, .t = {model_take(m, &st, N * D, "xdit.dvace_state", true)}};
+    if (!st) st = seq_backward(d->vrun, &grad, NULL);
+    else seq_release(d->vrun);
+    d->vrun = NULL;
+    float *dcemb = NULL;
+    if (!st) st = pool_alloc_zero(m->pool, (size_t)(N * D) * sizeof(float), MEM_WORKSPACE, "xdit.dvace_embedding",
+                                  (void **)&dcemb);
+    if (!st) st = lin_backward(m->params, m->pool, &d->vace_in, dcemb, grad.t[0], d->cemb, N);
+    if (!st) {
+        linear_backward(NULL, PG(d->p_cx_w), PG(d->p_cx_b), dcemb, d->cpatches, PW(d->p_cx_w), N, Pc, D);
+        add_to(dx0, grad.t[0], N * D);
+    }
+    pool_free(m->pool, dcemb);
+    state_free(m->pool, &grad);
+    return st;
+}
+
+static st_status xd_backward(model *m, const float *dpred)
+{
+    xd_model *d = xd_of(m);
+    if (!d->active || !d->run) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, R = XDIT_MOD_ROWS;
+    st_status st = ST_OK;
+    float *dx = model_take(m, &st, B * T * D, "xdit.dstate", true);
+    if (!st) st = final_backward(m, &d->final, d->last.t[0], dpred, dx);
+    final_backward_done(m, &d->final);
+    state_free(m->pool, &d->last);
+    block_state grad = {.n = 1, .t = {dx}};
+    if (!st) { /* seq_backward releases the run whatever it returns (xd_release does otherwise); grad becomes dL/dx0 */
+        st = seq_backward(d->run, &grad, NULL);
+        d->run = NULL;
+    }
+    if (!st && d->vblocks) st = vace_backward(m, grad.t[0]);
+    scratch k = {.pool = m->pool};
+    float *dt6 = scratch_take(&k, B * 6 * D, MEM_WORKSPACE, "xdit.dt6");
+    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "xdit.dc");
+    float *dg = scratch_take_zero(&k, B * L * D, MEM_WORKSPACE, "xdit.dtext_projection");
+    if (!st) st = k.status;
+    if (!st) { /* the image tokens' weights */
+        linear_backward(NULL, PG(d->p_x_w), PG(d->p_x_b), grad.t[0], d->patches, PW(d->p_x_w), B * T,
+                        model_patch_dim(c) / c->channels * (c->channels + c->cond_channels), D);
+        if (d->anim) st = wan_animate_backward(m, d->anim, d->cond, grad.t[0], &d->in);
+    }
+    float *dnorm = d->cap_o && !st ? scratch_take_zero(&k, B * L * D, MEM_WORKSPACE, "sana.dtext_projection") : NULL;
+    if (!st && d->cap_o && !(st = k.status)) /* Sana's caption_norm */
+        rmsnorm_backward(dnorm, PG(d->p_cap_norm), m->ctx.dtext, d->cap_o, PW(d->p_cap_norm), B * L, D, &d->cap_stats);
+    if (!st) st = lin_backward(m->params, m->pool, &d->cap2, dg, dnorm ? dnorm : m->ctx.dtext, d->cap_g, B * L);
+    if (!st) {
+        gelu_backward(dg, dg, d->cap_h, B * L * D);
+        st = lin_backward(m->params, m->pool, &d->cap1, NULL, dg, d->text_in, B * L);
+    }
+    if (!st) { /* t6 and the final rows back to c, and the final table */
+        copy_rows(dt6, 6 * D, m->ctx.dmod, R * D, B, 6 * D);
+        st = lin_backward(m->params, m->pool, &d->t6, m->ctx.dcs, dt6, m->ctx.cs, B);
+    }
+    if (!st) {
+        silu_backward(dc, m->ctx.dcs, c->anyflow ? d->rt : d->t.c, B * D);
+        for (int64_t b = 0; b < B; b++)
+            for (int r = 6; r < 8; r++) {
+                const float *row = m->ctx.dmod + (b * R + r) * D;
+                add_to(dc + b * D, row, D);
+                if (PG(d->p_table)) add_to(PG(d->p_table) + (r - 6) * D, row, D);
+            }
+        st = c->anyflow ? anyflow_backward(m, dc) : temb_backward(m, &d->t, dc);
+    }
+    const st_status end = scratch_end(&k);
+    state_free(m->pool, &grad);
+    xd_release(m);
+    return st ? st : end;
+}
+
+/* segtrain's own initialisation, for training from scratch (a checkpoint replaces it): as DiT's, the blocks start
+ * as identities (t6's linear, the tables and the output projection zero), the timestep embedding N(0, 0.02), norms
+ * at (1, 0), xavier linears elsewhere */
+static param_init xd_init_of(const char *name)
+{
+    if (!strncmp(name, "vace_blocks.", 12) && strstr(name, ".proj_out.")) return INIT_ZERO; /* hints start at zero */
+    if (strstr(name, "scale_shift_table") || !strcmp(name, "proj_out.weight") || strstr(name, "adaln_single.linear") ||
+        strstr(name, "time_embed.linear") ||
+        strstr(name, "time_proj"))
+        return INIT_ZERO;
+    if (strstr(name, "norm_q") || strstr(name, "norm_k") || strstr(name, "norm2.weight") ||
+        strstr(name, "norm_added_k") || !strcmp(name, "condition_embedder.image_embedder.norm1.weight"))
+        return INIT_ONE;
+    if (strstr(name, "padding_tokens")) return INIT_ZERO;
+    if (strstr(name, "norm2.bias")) return INIT_ZERO;
+    if (strstr(name, "timestep_embedder") || strstr(name, "time_embedder")) return INIT_NORMAL;
+    return INIT_XAVIER;
+}
+
+const model_family xdit_family = {
+    .name = "xdit",
+    .create = xd_create,
+    .fill_fixed = xd_fill_fixed,
+    .destroy = xd_destroy,
+    .set_batch = xd_set_batch,
+    .forward = xd_forward,
+    .backward = xd_backward,
+    .release = xd_release,
+    .init_of = xd_init_of,
+};

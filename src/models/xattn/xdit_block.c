@@ -1,0 +1,655 @@
+/* The cross-attention DiT block (xdit.h): diffusers' PixArt BasicTransformerBlock with adaLN-single,
+ * WanTransformerBlock and LTXVideoTransformerBlock, one kind with their differences as options.
+ *
+ *   (shift1, scale1, gate1, shift2, scale2, gate2) = scale_shift_table + t6   (t6: the model's, shared by the blocks)
+ *   x1 = x  + gate1 * out(self_attention(q, k, v of LN(x) (1 + scale1) + shift1))
+ *   x2 = x1 + out'(cross_attention(q' of c, k' and v' of the text)),  c = x1, or Wan's LayerNorm of it with weights
+ *   x3 = x2 + gate2 * ff2(gelu(ff0(LN(x2) (1 + scale2) + shift2)))
+ *
+ * Sana's: linear self-attention, the cross-attention over its own heads, and GLUMBConv for ff0 .. ff2 (xdit.h);
+ * with Wan's and LTX's RMSNorm of q and k over the whole width (before the heads split) in both attentions and their
+ * rotary embedding of the self-attention's q and k (LTX's over the whole width too), LTX's RMSNorms in place of the
+ * LNs; the cross-attention's key mask is the model's (PixArt's and LTX's padding bias). Wan Animate's blocks add, in
+ * the cross-attention, an attention of the same q' to the reference image's tokens (added keys and values, k
+ * RMSNorm-ed), summed with the text's before out'; and after blocks 0, k, 2k, ... a face adapter,
+ *   y = x3 + fout(attention(RMSNorm per head of fq(LN(x3)), of fk and fv of the latent frame's face tokens)).
+ *
+ * Forward keeps the modulation, the attentions' inputs (q, k and v after their norms and rotation; the raw q and k
+ * where a norm follows them), their outputs and states, the output projections, and with KEEP_ALL the
+ * feed-forward's two GEMM outputs; everything pointwise (the LayerNorms, the modulated inputs, x1, c, x2, the GELU)
+ * is recomputed from those and the block's input with the same kernels, so bitwise as forward made it. The text's
+ * keys and values are kept with the rest: a recompute makes them again from the kept text, which costs two GEMMs
+ * of the text's few hundred rows per block. */
+#include "models/xattn/xdit.h"
+
+#include "models/core/attn_side.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* block_saved is attn_side.h's: the self-attention's side in SQ .. SKR with state 0 and output projection o[0],
+ * the cross-attention's in XQ .. XKR with state 1 and o2, the modulation in mod[0], the feed-forward's GEMM outputs
+ * in f1[0] and f2[0]. Raw q and k (SQR, SKR, XQR, XKR) only where a norm follows them. The image attention of
+ * Wan's image-to-video cross-attention (added_kv) has the third side and state, the face adapter's the fourth. */
+enum { SELF = 0, CROSS = XQ, IMAGE = 2 * SIDE_PER, FACE = 3 * SIDE_PER }; /* an attention's first side index */
+
+typedef struct dims {
+    int64_t B, T, L, D, N, NL, F; /* NL: the text's rows, B L */
+    int64_t NI, NF;               /* the image tokens' rows (added_kv) and the face tokens' (face), else 0 */
+} dims;
+
+static dims dims_of(const xdit_block *b)
+{
+    const model_shape *s = &b->m->shape;
+    const int64_t B = s->batch, NI = b->added_kv ? B * b->in->image_tokens : 0;
+    const int64_t NF = b->face >= 0 ? B * b->in->face_frames * b->in->face_tokens : 0;
+    return (dims){B, s->tokens, s->text, s->hidden, B * s->tokens, B * s->text, b->ffn, NI, NF};
+}
+
+#define W(i) (param_at(b->m->params, (i))->w)
+#define G(i) (param_at(b->m->params, (i))->g)
+
+static attn_shape self_shape(const xdit_block *b)
+{
+    const model_shape *s = &b->m->shape;
+    return (attn_shape){.batch = s->batch, .tokens = s->tokens, .heads = s->heads, .head_dim = s->hidden / s->heads,
+                        .mechanism = b->sana ? ATTN_LINEAR : s->mechanism};
+}
+
+static attn_shape cross_shape(const xdit_block *b)
+{
+    attn_shape a = self_shape(b);
+    a.kv_tokens = b->m->shape.text, a.mechanism = b->m->shape.mechanism;
+    if (b->sana) a.heads = b->cross_heads, a.head_dim = b->m->shape.hidden / b->cross_heads;
+    return a;
+}
+
+static attn_shape image_shape(const xdit_block *b)
+{
+    attn_shape a = self_shape(b);
+    a.kv_tokens = b->in->image_tokens;
+    return a;
+}
+
+/* Each latent frame's tokens attend to that frame's face tokens: a batch of B x frames */
+static attn_shape face_shape(const xdit_block *b)
+{
+    attn_shape a = self_shape(b);
+    a.batch *= b->in->face_frames, a.tokens /= b->in->face_frames, a.kv_tokens = b->in->face_tokens;
+    return a;
+}
+
+void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const char *ff, int table_dims,
+                         const model_config *c)
+{
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
+    const float alpha = (float)c->lora_alpha;
+    char n[PARAM_NAME_MAX];
+#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
+    const bool wan = b->qk_norm;
+    b->q = lin_register(s, NAME("attn1.to_q"), D, D, !b->sana, ra, alpha, full);
+    b->k = lin_register(s, NAME("attn1.to_k"), D, D, !b->sana, ra, alpha, full);
+    b->v = lin_register(s, NAME("attn1.to_v"), D, D, !b->sana, ra, alpha, full);
+    b->out = lin_register(s, NAME("attn1.to_out.0"), D, D, true, ra, alpha, full);
+    b->norm_q = wan ? param_add(s, NAME("attn1.norm_q.weight"), 1, (int64_t[]){D}, full) : -1;
+    b->norm_k = wan ? param_add(s, NAME("attn1.norm_k.weight"), 1, (int64_t[]){D}, full) : -1;
+    b->cq = lin_register(s, NAME("attn2.to_q"), D, D, true, ra, alpha, full);
+    b->ck = lin_register(s, NAME("attn2.to_k"), D, D, true, ra, alpha, full);
+    b->cv = lin_register(s, NAME("attn2.to_v"), D, D, true, ra, alpha, full);
+    b->cout = lin_register(s, NAME("attn2.to_out.0"), D, D, true, ra, alpha, full);
+    b->cnorm_q = wan ? param_add(s, NAME("attn2.norm_q.weight"), 1, (int64_t[]){D}, full) : -1;
+    b->cnorm_k = wan ? param_add(s, NAME("attn2.norm_k.weight"), 1, (int64_t[]){D}, full) : -1;
+    if (b->cross_norm) {
+        b->cross_w = param_add(s, NAME("norm2.weight"), 1, (int64_t[]){D}, full);
+        b->cross_b = param_add(s, NAME("norm2.bias"), 1, (int64_t[]){D}, full);
+    }
+    char f0[64], f2[64];
+    if (b->sana) { /* GLUMBConv's 1 x 1 convolutions are linears over the tokens, their weights kept 4-D */
+        const int64_t F = b->ffn;
+        b->ff0 = (lin_layer){.w = param_add(s, NAME("ff.conv_inverted.weight"), 4, (int64_t[]){2 * F, D, 1, 1}, full),
+                             .b = param_add(s, NAME("ff.conv_inverted.bias"), 1, (int64_t[]){2 * F}, full),
+                             .lora_a = -1, .lora_b = -1, .in = D, .out = 2 * F};
+        b->conv_w = param_add(s, NAME("ff.conv_depth.weight"), 4, (int64_t[]){2 * F, 1, 3, 3}, full);
+        b->conv_b = param_add(s, NAME("ff.conv_depth.bias"), 1, (int64_t[]){2 * F}, full);
+        b->ff2 = (lin_layer){.w = param_add(s, NAME("ff.conv_point.weight"), 4, (int64_t[]){D, F, 1, 1}, full),
+                             .b = -1, .lora_a = -1, .lora_b = -1, .in = F, .out = D};
+        if (b->self_mask) b->conv_temp = param_add(s, NAME("ff.conv_temp.weight"), 4, (int64_t[]){D, D, 3, 1}, full);
+    } else {
+        snprintf(f0, sizeof f0, "%s.net.0.proj", ff);
+        snprintf(f2, sizeof f2, "%s.net.2", ff);
+        b->ff0 = lin_register(s, NAME(f0), D, b->ffn, true, rm, alpha, full);
+        b->ff2 = lin_register(s, NAME(f2), b->ffn, D, true, rm, alpha, full);
+    }
+    b->table = param_add(s, NAME("scale_shift_table"), table_dims, table_dims == 3 ? (int64_t[]){1, 6, D} : (int64_t[]){6, D},
+                         full);
+    if (b->hint_out >= 0) b->proj_out = lin_register(s, NAME("proj_out"), D, D, true, 0, 0, full);
+    if (b->added_kv) {
+        b->ak = lin_register(s, NAME("attn2.add_k_proj"), D, D, true, 0, 0, full);
+        b->av = lin_register(s, NAME("attn2.add_v_proj"), D, D, true, 0, 0, full);
+        b->norm_added_k = param_add(s, NAME("attn2.norm_added_k.weight"), 1, (int64_t[]){D}, full);
+    }
+    if (b->face >= 0) { /* PEFT's to_q, to_k, to_v match its projections; its output is to_out, not to_out.0 */
+        char fp[64];
+        snprintf(fp, sizeof fp, "face_adapter.%d", b->face);
+        const int64_t hd = D / c->heads;
+#define FNAME(suffix) (snprintf(n, sizeof n, "%s.%s", fp, suffix), n)
+        b->fq = lin_register(s, FNAME("to_q"), D, D, true, ra, alpha, full);
+        b->fk = lin_register(s, FNAME("to_k"), D, D, true, ra, alpha, full);
+        b->fv = lin_register(s, FNAME("to_v"), D, D, true, ra, alpha, full);
+        b->fout = lin_register(s, FNAME("to_out"), D, D, true, 0, 0, full);
+        b->fnorm_q = param_add(s, FNAME("norm_q.weight"), 1, (int64_t[]){hd}, full);
+        b->fnorm_k = param_add(s, FNAME("norm_k.weight"), 1, (int64_t[]){hd}, full);
+#undef FNAME
+    }
+#undef NAME
+}
+
+/* ---- sizes ---- */
+
+/* q (and raw q), k (and raw k), v, the attention output and the output projection */
+static size_t attn_kept_floats(const xdit_block *b, int64_t rows_q, int64_t rows_kv, bool normed)
+{
+    const int64_t D = b->m->shape.hidden, copies = normed ? 2 : 1;
+    return (size_t)((copies + 2) * rows_q * D + (copies + 1) * rows_kv * D);
+}
+
+static size_t xdit_kept_bytes(const block *blk, keep_level keep)
+{
+    const xdit_block *b = blk->self;
+    dims d = dims_of(b);
+    if (keep == KEEP_NOTHING) return 0;
+    const attn_shape ss = self_shape(b), cs = cross_shape(b);
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss); /* the cross-attentions run again */
+    size_t floats = (size_t)(d.B * 6 * d.D) + attn_kept_floats(b, d.N, d.N, b->norm_q >= 0) +
+                    attn_kept_floats(b, d.N, d.NL, b->cnorm_q >= 0);
+    if (keep == KEEP_ALL) floats += (size_t)((b->sana ? 2 : 1) * d.N * d.F + d.N * d.D);
+    size_t bytes = floats * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
+    if (b->added_kv) {
+        const attn_shape is = image_shape(b);
+        bytes += attn_kept_floats(b, d.N, d.NI, true) * sizeof(float) + attention_kept_bytes(&is);
+    }
+    if (b->face >= 0) {
+        const attn_shape fs = face_shape(b);
+        bytes += attn_kept_floats(b, d.N, d.NF, true) * sizeof(float) + attention_kept_bytes(&fs);
+    }
+    return bytes;
+}
+
+/* the sides (q, k, v, attention output; raw q and k where a norm follows) and both attention states */
+static size_t xdit_offloaded_bytes(const block *blk)
+{
+    const xdit_block *b = blk->self;
+    dims d = dims_of(b);
+    const attn_shape ss = self_shape(b), cs = cross_shape(b);
+    const int64_t qn = b->norm_q >= 0, self = (4 + 2 * qn) * d.N * d.D, cross = (2 + qn) * (d.N + d.NL) * d.D;
+    size_t bytes = (size_t)(self + cross) * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
+    if (b->added_kv) { /* q, q raw and the output of the tokens; k, k raw and v of the image's */
+        const attn_shape is = image_shape(b);
+        bytes += (size_t)(3 * (d.N + d.NI) * d.D) * sizeof(float) + attention_kept_bytes(&is);
+    }
+    if (b->face >= 0) {
+        const attn_shape fs = face_shape(b);
+        bytes += (size_t)(3 * (d.N + d.NF) * d.D) * sizeof(float) + attention_kept_bytes(&fs);
+    }
+    return bytes;
+}
+
+/* ---- pieces run in forward and again in backward ---- */
+
+/* The block's norm1 and norm2 without weights: LayerNorm, or LTX's RMSNorm (stats kept when asked) */
+static st_status xd_norm(const xdit_block *b, float *y, const float *x, op_state *stats)
+{
+    dims d = dims_of(b);
+    return b->rms_norms ? rmsnorm_forward(b->m->pool, y, x, NULL, d.N, d.D, XDIT_LN_EPS, stats)
+                        : layernorm_forward(b->m->pool, y, x, NULL, NULL, d.N, d.D, XDIT_LN_EPS, stats);
+}
+
+/* dx += the norm's input gradient from dy */
+static void xd_norm_back(const xdit_block *b, float *dx, const float *dy, const float *x, const op_state *stats)
+{
+    dims d = dims_of(b);
+    if (b->rms_norms) rmsnorm_backward(dx, NULL, dy, x, NULL, d.N, d.D, stats);
+    else layernorm_backward(dx, NULL, NULL, dy, x, NULL, d.N, d.D, stats);
+}
+
+/* The self-attention's q or k rotated in place (back: by the inverse rotation, its gradient) */
+static void rotate(const xdit_block *b, float *x, bool back)
+{
+    dims d = dims_of(b);
+    const int64_t heads = b->rope_width ? 1 : b->m->shape.heads, hd = d.D / heads;
+    if (back) rope_backward(x, d.B, d.T, heads, hd, d.D, d.T * d.D, b->m->ctx.rope);
+    else rope_forward(x, d.B, d.T, heads, hd, d.D, d.T * d.D, b->m->ctx.rope);
+}
+
+/* h = norm(x) * (1 + scale) + shift, chunk the shift's index in mod */
+static st_status ln_modulate(const xdit_block *b, float *h, const float *x, const float *mod, int chunk)
+{
+    dims d = dims_of(b);
+    st_status st = xd_norm(b, h, x, NULL);
+    if (!st) modulate_forward(h, h, mod + chunk * d.D, mod + (chunk + 1) * d.D, d.B, d.T, d.D, 6 * d.D);
+    return st;
+}
+
+/* The cross-attention's input c from x1: x1 itself, or Wan's LayerNorm of it with weights (stats kept when asked) */
+static st_status cross_input(const xdit_block *b, float *c, const float *x1, op_state *stats)
+{
+    dims d = dims_of(b);
+    if (!b->cross_norm) {
+        copy_rows(c, d.D, x1, d.D, d.N, d.D);
+        return ST_OK;
+    }
+    return layernorm_forward(b->m->pool, c, x1, W(b->cross_w), W(b->cross_b), d.N, d.D, XDIT_LN_EPS, stats);
+}
+
+static void rotate_side(const void *self, float *x, bool keys, bool back)
+{
+    (void)keys;
+    rotate(self, x, back);
+}
+
+/* The block's self-attention (at SELF) or cross-attention (at CROSS), for attn_side's forward and backward. Without
+ * a norm after it, k's bias adds q . b to every logit of a query alike, which the softmax cancels: its gradient, the
+ * sum of dk over the keys, is zero (diffusers' to rounding) and is left exactly zero. */
+static side_attention attention_of(const xdit_block *b, int at)
+{
+    const int64_t D = b->m->shape.hidden;
+    if (at == IMAGE) /* the text attention's queries again; to_out is applied to the sum of both outputs */
+        return (side_attention){.m = b->m, .q = &b->cq, .k = &b->ak, .v = &b->av, .norm_q = b->cnorm_q,
+                                .norm_k = b->norm_added_k, .norm_width = D, .eps = b->eps, .shape = image_shape(b),
+                                .block = b};
+    if (at == FACE)
+        return (side_attention){.m = b->m, .q = &b->fq, .k = &b->fk, .v = &b->fv, .out = &b->fout,
+                                .norm_q = b->fnorm_q, .norm_k = b->fnorm_k, .norm_width = D / b->m->shape.heads,
+                                .eps = b->eps, .shape = face_shape(b), .block = b};
+    const bool cross = at == CROSS;
+    return (side_attention){.m = b->m, .q = cross ? &b->cq : &b->q, .k = cross ? &b->ck : &b->k,
+                            .v = cross ? &b->cv : &b->v, .out = cross ? &b->cout : &b->out,
+                            .norm_q = cross ? b->cnorm_q : b->norm_q, .norm_k = cross ? b->cnorm_k : b->norm_k,
+                            .norm_width = b->m->shape.hidden, .eps = b->eps,
+                            .shape = cross ? cross_shape(b) : self_shape(b),
+                            .mask = cross ? b->m->ctx.mask : b->self_mask,
+                            .rotate = !cross && b->rope ? rotate_side : NULL, .block = b,
+                            .k_bias_zero = (cross ? b->cnorm_k : b->norm_k) < 0 && (cross || !b->sana)};
+}
+
+static st_status attention_forward_into(const xdit_block *b, block_saved *sv, int at, const float *xq,
+                                        const float *xkv, bool keep)
+{
+    const side_attention a = attention_of(b, at);
+    return side_attention_forward(&a, sv, at, xq, xkv, keep);
+}
+
+/* The token grid: frames of plane = side x side tokens (a square image's: 1 frame) */
+static void token_grid(const xdit_block *b, int64_t *frames, int64_t *plane, int64_t *side)
+{
+    *frames = b->m->cfg.frames / b->m->cfg.patch_t, *plane = b->m->shape.tokens / *frames;
+    *side = (int64_t)sqrt((double)*plane);
+}
+
+/* GLUMBConv between ff0's output f1 (N, 2F) and ff2's input a (N, F): s1 = SiLU(f1), c = conv_depth(s1) (bias
+ * added, each frame's grid on its own), a = c[:, :F] SiLU(c[:, F:]); s1 and c are left for backward when given */
+static st_status glumb_forward(const xdit_block *b, float *a, const float *f1, float *s1, float *c)
+{
+    dims d = dims_of(b);
+    int64_t frames, plane, side;
+    token_grid(b, &frames, &plane, &side);
+    silu_forward(s1, f1, d.N * 2 * d.F);
+    st_status st = depthwise3x3_forward(b->m->pool, c, s1, W(b->conv_w), W(b->conv_b), d.B * frames, side,
+                                        plane / side, 2 * d.F);
+    if (!st) glu_forward(a, c + d.F, c, d.N, d.F, 2 * d.F, GLU_SILU);
+    return st;
+}
+
+/* GLUMBConv's backward: *dg holds d a (N, F) in an (N, 2F) buffer and becomes d f1, a new buffer (the old one freed).
+ * s1 and c are remade (a SiLU and a depthwise pass, cheap beside the GEMMs) and every (N, 2F) tensor is freed once
+ * read for the last time, so at most three are live (at 81 frames of 480 px each is 1.7 GiB). */
+static st_status glumb_backward(const xdit_block *b, scratch *s, const float *f1, float **dg)
+{
+    dims d = dims_of(b);
+    int64_t frames, plane, side;
+    token_grid(b, &frames, &plane, &side);
+    const int64_t n = 2 * d.N * d.F;
+    float *s1 = scratch_take(s, n, MEM_WORKSPACE, "sana.ffn.silu");
+    float *c = scratch_take(s, n, MEM_WORKSPACE, "sana.ffn.conv_depth");
+    if (s->status) return s->status;
+    silu_forward(s1, f1, n);
+    st_status st = depthwise3x3_forward(b->m->pool, c, s1, W(b->conv_w), W(b->conv_b), d.B * frames, side,
+                                        plane / side, 2 * d.F);
+    scratch_drop(s, s1);
+    float *dc = st ? NULL : scratch_take_zero(s, n, MEM_WORKSPACE, "sana.ffn.dconv_depth");
+    if (st || s->status) return st ? st : s->status;
+    glu_backward(dc + d.F, dc, *dg, c + d.F, c, d.N, d.F, 2 * d.F, GLU_SILU);
+    scratch_drop(s, c);
+    float *ds = *dg; /* d a is spent: the SiLU's output gradient goes there */
+    zero_bytes(ds, (size_t)n * sizeof(float));
+    s1 = scratch_take(s, n, MEM_WORKSPACE, "sana.ffn.silu");
+    if (s->status) return s->status;
+    silu_forward(s1, f1, n);
+    if ((st = depthwise3x3_backward(b->m->pool, ds, G(b->conv_w), G(b->conv_b), dc, s1, W(b->conv_w),
+                                    d.B * frames, side, plane / side, 2 * d.F)))
+        return st;
+    scratch_drop(s, dc), scratch_drop(s, s1);
+    *dg = scratch_take_zero(s, n, MEM_WORKSPACE, "sana.ffn.dff0");
+    if (s->status) return s->status;
+    silu_backward(*dg, ds, f1, n);
+    scratch_drop(s, ds);
+    return ST_OK;
+}
+
+/* The feed-forward's GEMM outputs from x2: f1 = ff0(LN(x2) (1 + scale2) + shift2), f2 = ff2(act(f1)) with GELU or
+ * GLUMBConv's act */
+static st_status ffn_compute(const xdit_block *b, const float *x2, const float *mod, float *f1, float *f2)
+{
+    dims d = dims_of(b);
+    scratch s = {.pool = b->m->pool};
+    float *h = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "xdit.ffn.h");
+    if (!s.status) s.status = ln_modulate(b, h, x2, mod, 3);
+    if (!s.status) s.status = fwd(b->m, &b->ff0, f1, h, d.N);
+    scratch_drop(&s, h);
+    float *g = scratch_take(&s, d.N * d.F, MEM_WORKSPACE, "xdit.ffn.gelu");
+    if (!s.status && b->sana) {
+        float *s1 = scratch_take(&s, 2 * d.N * d.F, MEM_WORKSPACE, "sana.ffn.silu");
+        float *c = scratch_take(&s, 2 * d.N * d.F, MEM_WORKSPACE, "sana.ffn.conv_depth");
+        if (!s.status) s.status = glumb_forward(b, g, f1, s1, c);
+        scratch_drop(&s, c), scratch_drop(&s, s1);
+    } else if (!s.status) {
+        gelu_forward(g, f1, d.N * d.F);
+    }
+    if (!s.status) s.status = fwd(b->m, &b->ff2, f2, g, d.N);
+    if (!s.status && b->conv_temp >= 0) { /* Sana-Video: f2 += conv_temp(f2) */
+        int64_t frames, plane, side;
+        token_grid(b, &frames, &plane, &side);
+        scratch_drop(&s, g);
+        float *t = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "sanavideo.ffn.conv_temp");
+        if (!s.status) s.status = temporal_conv3_forward(b->m->pool, t, f2, W(b->conv_temp), d.B, frames, plane, d.D);
+        if (!s.status) add_to(f2, t, d.N * d.D);
+    }
+    return scratch_end(&s);
+}
+
+/* to_out's input: the text attention's output, plus the image attention's with added_kv (summed into tmp) */
+static const float *cross_out(const xdit_block *b, const block_saved *sv, float *tmp)
+{
+    if (!b->added_kv) return sv->side[XO];
+    dims d = dims_of(b);
+    copy_rows(tmp, d.D, sv->side[XO], d.D, d.N, d.D);
+    add_to(tmp, sv->side[IMAGE + SO], d.N * d.D);
+    return tmp;
+}
+
+/* The block's output before a face adapter: y = x2 + gate2 f2, and a VACE hint */
+static void block_output(const xdit_block *b, const block_saved *sv, const float *x2, float *y)
+{
+    dims d = dims_of(b);
+    gated_residual_forward(y, x2, sv->mod[0] + 5 * d.D, sv->f2[0], d.B, d.T, d.D, 6 * d.D);
+    if (b->hint_in >= 0) add_to(y, b->hints[b->hint_in], d.N * d.D);
+}
+
+/* Animate's face adapter on the block's output: y += to_out(attention(q of LN(y), k and v of the face tokens)),
+ * h a row buffer. An offloaded block sends its sides after this, the last attention. */
+static st_status face_forward(const xdit_block *b, frame *f, block_saved *sv, float *y, float *h, bool keep)
+{
+    dims d = dims_of(b);
+    st_status st = ST_OK;
+    if (!f->from_host) {
+        st = layernorm_forward(b->m->pool, h, y, NULL, NULL, d.N, d.D, XDIT_LN_EPS, NULL);
+        if (!st) st = attention_forward_into(b, sv, FACE, h, b->in->face, keep);
+    }
+    if (!st && f->to_host) st = side_send(sv);
+    if (!st) st = fwd(b->m, &b->fout, h, sv->side[FACE + SO], d.N);
+    if (!st && f->to_host) st = side_drop(sv, f->ks);
+    if (!st) add_to(y, h, d.N * d.D);
+    return st;
+}
+
+/* x1 = x + gate1 * out, x2 = x1 + out' from the kept tensors */
+static void residuals(const xdit_block *b, const float *x, const block_saved *sv, float *x1, float *x2)
+{
+    dims d = dims_of(b);
+    gated_residual_forward(x1, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, 6 * d.D);
+    copy_rows(x2, d.D, x1, d.D, d.N, d.D);
+    add_to(x2, sv->o2, d.N * d.D);
+}
+
+/* ---- the block ---- */
+
+/* Three cases (attn_side.h's frame): a plain forward at a keep level; a first forward with off, which sends both
+ * attentions' sides to the host (even with KEEP_NOTHING: they are not recomputed later); and a recompute after such
+ * a forward, which takes the sides back instead of computing the attentions again. */
+static st_status xdit_forward(block *blk, const block_state *in, block_state *out, keep_level keep, offload *off,
+                              block_saved **saved_io)
+{
+    xdit_block *b = blk->self;
+    dims d = dims_of(b);
+    const int64_t ND = d.N * d.D, NLD = d.NL * d.D;
+    const float *x = in->t[0];
+    frame f;
+    block_saved *sv = frame_begin(&f, blk, b->m, keep, off, saved_io);
+    if (!sv) return st_host_oom("a block's saved tensors");
+    float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "xdit.state");
+    sv->mod[0] = scratch_take(f.ks, d.B * 6 * d.D, f.kt, "xdit.mod");
+    const bool qn = b->norm_q >= 0, late = b->face >= 0; /* late: the sides go to the host after the face adapter */
+    int64_t numel[SIDE_MAX] = {ND, ND, ND, ND, qn ? ND : 0, qn ? ND : 0, ND, NLD, NLD, ND, qn ? ND : 0, qn ? NLD : 0};
+    if (b->added_kv) memcpy(numel + IMAGE, (int64_t[SIDE_PER]){ND, d.NI * d.D, d.NI * d.D, ND, ND, d.NI * d.D},
+                            sizeof(int64_t[SIDE_PER]));
+    if (b->face >= 0) memcpy(numel + FACE, (int64_t[SIDE_PER]){ND, d.NF * d.D, d.NF * d.D, ND, ND, d.NF * d.D},
+                             sizeof(int64_t[SIDE_PER]));
+    side_take(&f, sv, numel, b->face >= 0 ? 4 : b->added_kv ? 3 : 2);
+    sv->o[0] = scratch_take(f.ks, ND, f.kt, "xdit.attention_out");
+    sv->o2 = scratch_take(f.ks, ND, f.kt, "xdit.cross_attention_out");
+    sv->f1[0] = scratch_take(f.fs, (b->sana ? 2 : 1) * d.N * d.F, f.ft, "xdit.ff0");
+    sv->f2[0] = scratch_take(f.fs, ND, f.ft, "xdit.ff2");
+    float *h = scratch_take(&f.tmp, ND, MEM_WORKSPACE, "xdit.h");
+    st_status st = f.kept.status ? f.kept.status : f.tmp.status;
+    const bool states = keep != KEEP_NOTHING || f.to_host;
+    if (!st) {
+        copy_rows(sv->mod[0], 6 * d.D, b->m->ctx.mod, b->m->ctx.mod_rows * d.D, d.B, 6 * d.D);
+        add_row(sv->mod[0], W(b->table), d.B, 6 * d.D);
+    }
+    if (!st && f.from_host) st = side_back(sv);
+    if (!st && !f.from_host) { /* the self-attention on LN(x) modulated */
+        st = ln_modulate(b, h, x, sv->mod[0], 0);
+        if (!st) st = attention_forward_into(b, sv, SELF, h, h, states);
+    }
+    if (!st) st = fwd(b->m, &b->out, sv->o[0], sv->side[SQ + SO], d.N);
+    if (!st) { /* y holds x1; the cross-attention on c (into h) */
+        gated_residual_forward(y, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, 6 * d.D);
+        const bool kx = states && keep != KEEP_ATTENTION_OUTPUT;
+        if (!f.from_host && !(st = cross_input(b, h, y, NULL)))
+            st = attention_forward_into(b, sv, CROSS, h, b->m->ctx.text, kx);
+        if (!st && !f.from_host && b->added_kv) st = attention_forward_into(b, sv, IMAGE, h, b->in->image, kx);
+    }
+    if (!st && f.to_host && !late) st = side_send(sv);
+    if (!st) st = fwd(b->m, &b->cout, sv->o2, cross_out(b, sv, h), d.N);
+    if (!st && f.to_host && !late) st = side_drop(sv, f.ks); /* the sides' last reader is done */
+    if (!st) {
+        add_to(y, sv->o2, ND); /* x2 */
+        st = ffn_compute(b, y, sv->mod[0], sv->f1[0], sv->f2[0]);
+    }
+    if (!st) gated_residual_forward(y, y, sv->mod[0] + 5 * d.D, sv->f2[0], d.B, d.T, d.D, 6 * d.D);
+    if (!st && b->hint_in >= 0) add_to(y, b->hints[b->hint_in], ND); /* WanVACE: the control branch's hint */
+    if (!st && b->hint_out >= 0) st = fwd(b->m, &b->proj_out, b->hints[b->hint_out], y, d.N);
+    if (!st && b->face >= 0) st = face_forward(b, &f, sv, y, h, states && keep != KEEP_ATTENTION_OUTPUT);
+    if (!st) *out = (block_state){.n = 1, .t = {y}};
+    return frame_end(&f, st, sv, saved_io, &y, 1);
+}
+
+/* One attention backward from dout, dL/d(its output projection's output); dxq accumulates the query input's
+ * gradient, dxkv the key and value input's. */
+static st_status attention_backward_from(const xdit_block *b, block_saved *sv, int at, const float *dout,
+                                         const float *xq, const float *xkv, float *dxq, float *dxkv)
+{
+    const side_attention a = attention_of(b, at);
+    return side_attention_backward(&a, sv, at, dout, xq, xkv, dxq, dxkv);
+}
+
+/* gx holds dL/d(the block's output); it gains the face adapter's input gradient (y from x2 again) */
+static st_status face_backward(const xdit_block *b, block_saved *sv, const float *x2, float *gx)
+{
+    dims d = dims_of(b);
+    scratch s = {.pool = b->m->pool};
+    float *y = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "xdit.face_input");
+    float *h = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "xdit.face_ln");
+    float *dh = scratch_take_zero(&s, d.N * d.D, MEM_WORKSPACE, "xdit.dface_ln");
+    op_state stats = {0};
+    if (s.status) return scratch_end(&s);
+    block_output(b, sv, x2, y);
+    if (!(s.status = layernorm_forward(b->m->pool, h, y, NULL, NULL, d.N, d.D, XDIT_LN_EPS, &stats)))
+        s.status = attention_backward_from(b, sv, FACE, gx, h, b->in->face, dh, b->in->dface);
+    if (!s.status) layernorm_backward(gx, NULL, NULL, dh, y, NULL, d.N, d.D, &stats);
+    op_state_release(&stats);
+    return scratch_end(&s);
+}
+
+/* The cross-attention from gx = dL/d(to_out's output), c its queries' input: dc and the text's gradient; with
+ * added_kv, to_out's input is the sum of the text's and the image's attention outputs, each of which gets its
+ * gradient. */
+static st_status cross_backward(const xdit_block *b, block_saved *sv, const float *gx, const float *c, float *dc)
+{
+    if (!b->added_kv) return attention_backward_from(b, sv, CROSS, gx, c, b->m->ctx.text, dc, b->m->ctx.dtext);
+    dims d = dims_of(b);
+    scratch s = {.pool = b->m->pool};
+    float *sum = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "xdit.cross_out");
+    float *datt = scratch_take_zero(&s, d.N * d.D, MEM_WORKSPACE, "xdit.dcross_out");
+    if (s.status || (s.status = bwd(b->m, &b->cout, datt, gx, cross_out(b, sv, sum), d.N))) return scratch_end(&s);
+    side_attention text = attention_of(b, CROSS);
+    text.out = NULL;
+    s.status = side_attention_backward(&text, sv, CROSS, datt, c, b->m->ctx.text, dc, b->m->ctx.dtext);
+    if (!s.status) s.status = attention_backward_from(b, sv, IMAGE, datt, c, b->in->image, dc, b->in->dimage);
+    return scratch_end(&s);
+}
+
+/* grad->t[0] holds dL/dx3 on entry; the residual stream's gradient is accumulated in place, becoming dL/dx2,
+ * dL/dx1 and dL/dx. */
+static st_status xdit_backward(block *blk, const block_state *in, block_saved *sv, block_state *grad)
+{
+    xdit_block *b = blk->self;
+    dims d = dims_of(b);
+    const int64_t N = d.N, D = d.D, B = d.B, T = d.T, ND = N * D;
+    const float *x = in->t[0], *mod = sv->mod[0];
+    float *gx = grad->t[0];
+    if (sv->on_host) { /* a kept block whose attention sides were offloaded */
+        st_status st = side_back(sv);
+        if (st) return st;
+    }
+    op_state stats = {0};
+    bool recomputed = false;
+    scratch s = {.pool = b->m->pool};
+    float *dmod = scratch_take_zero(&s, B * 6 * D, MEM_WORKSPACE, "xdit.dmod");
+    float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.x1");
+    float *x2 = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.x2");
+    if (s.status) goto done;
+    residuals(b, x, sv, x1, x2);
+    if (!sv->f1[0]) { /* KEEP_ATTENTION: recompute the feed-forward's GEMM outputs from x2 */
+        sv->f1[0] = scratch_take(&s, (b->sana ? 2 : 1) * N * d.F, MEM_ACTIVATIONS, "xdit.ff0 (recomputed)");
+        sv->f2[0] = scratch_take(&s, ND, MEM_ACTIVATIONS, "xdit.ff2 (recomputed)");
+        recomputed = true;
+        if (s.status || (s.status = ffn_compute(b, x2, mod, sv->f1[0], sv->f2[0]))) goto done;
+    }
+    if (b->face >= 0 && (s.status = face_backward(b, sv, x2, gx))) goto done;
+    /* WanVACE: an added hint takes the output's gradient as it is; a written one adds proj_out's to it */
+    if (b->hint_in >= 0) add_to(b->dhints[b->hint_in], gx, ND);
+    if (b->hint_out >= 0) {
+        float *y = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.output");
+        if (s.status) goto done;
+        block_output(b, sv, x2, y);
+        if ((s.status = bwd(b->m, &b->proj_out, gx, b->dhints[b->hint_out], y, N))) goto done;
+        scratch_drop(&s, y);
+    }
+    /* feed-forward: x3 = x2 + gate2 * ff2(act(ff0(h3))) */
+    const int64_t F1 = (b->sana ? 2 : 1) * N * d.F; /* ff0's output */
+    float *df2 = scratch_take_zero(&s, ND, MEM_WORKSPACE, "xdit.dff2");
+    float *g = scratch_take(&s, N * d.F, MEM_WORKSPACE, "xdit.gelu");
+    if (s.status) goto done;
+    if (b->sana) { /* GLUMBConv's inner tensors are remade when its backward needs them, not held till then */
+        float *s1 = scratch_take(&s, F1, MEM_WORKSPACE, "sana.ffn.silu");
+        float *cd = scratch_take(&s, F1, MEM_WORKSPACE, "sana.ffn.conv_depth");
+        if (!s.status) s.status = glumb_forward(b, g, sv->f1[0], s1, cd);
+        scratch_drop(&s, cd), scratch_drop(&s, s1);
+    } else {
+        gelu_forward(g, sv->f1[0], N * d.F);
+    }
+    gated_residual_backward(gx, dmod + 5 * D, df2, gx, mod + 5 * D, sv->f2[0], B, T, D, 6 * D);
+    if (!s.status && b->conv_temp >= 0) { /* Sana-Video: df2 (of f2 + conv_temp(f2)) becomes conv_point's output's */
+        int64_t frames, plane, side;
+        token_grid(b, &frames, &plane, &side);
+        float *pre = scratch_take(&s, ND, MEM_WORKSPACE, "sanavideo.ffn.conv_point");
+        float *dpre = scratch_take(&s, ND, MEM_WORKSPACE, "sanavideo.ffn.dconv_point");
+        if (!s.status) s.status = fwd(b->m, &b->ff2, pre, g, N); /* conv_point's output again, from the same g */
+        if (!s.status) {
+            copy_rows(dpre, D, df2, D, N, D);
+            s.status = temporal_conv3_backward(b->m->pool, dpre, G(b->conv_temp), df2, pre, W(b->conv_temp), B,
+                                               frames, plane, D);
+        }
+        if (!s.status) copy_rows(df2, D, dpre, D, N, D);
+        scratch_drop(&s, dpre), scratch_drop(&s, pre);
+    }
+    float *dg = scratch_take_zero(&s, F1, MEM_WORKSPACE, "xdit.dgelu");
+    if (s.status || (s.status = bwd(b->m, &b->ff2, dg, df2, g, N))) goto done;
+    scratch_drop(&s, g);
+    scratch_drop(&s, df2);
+    if (b->sana) {
+        if ((s.status = glumb_backward(b, &s, sv->f1[0], &dg))) goto done;
+    } else {
+        gelu_backward(dg, dg, sv->f1[0], N * d.F); /* in place: dg becomes d ff0's output */
+    }
+    float *ln = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.ln");
+    float *h = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.h");
+    float *dh = scratch_take_zero(&s, ND, MEM_WORKSPACE, "xdit.dh");
+    if (s.status || (s.status = xd_norm(b, ln, x2, &stats))) goto done;
+    modulate_forward(h, ln, mod + 3 * D, mod + 4 * D, B, T, D, 6 * D);
+    if ((s.status = bwd(b->m, &b->ff0, dh, dg, h, N))) goto done;
+    scratch_drop(&s, dg);
+    modulate_backward(dh, dmod + 3 * D, dmod + 4 * D, dh, ln, mod + 4 * D, B, T, D, 6 * D);
+    xd_norm_back(b, gx, dh, x2, &stats);
+    op_state_release(&stats);
+    if (recomputed) {
+        scratch_drop(&s, sv->f1[0]);
+        scratch_drop(&s, sv->f2[0]);
+        sv->f1[0] = sv->f2[0] = NULL;
+        recomputed = false;
+    }
+    /* cross-attention: x2 = x1 + out'(...); gx is dL/dx2 = dL/d out' and stays the residual's */
+    float *c = ln, *dc = dh; /* reused */
+    zero_bytes(dc, (size_t)ND * sizeof(float));
+    if ((s.status = cross_input(b, c, x1, b->cross_norm ? &stats : NULL))) goto done;
+    if ((s.status = cross_backward(b, sv, gx, c, dc))) goto done;
+    if (b->cross_norm) layernorm_backward(gx, G(b->cross_w), G(b->cross_b), dc, x1, W(b->cross_w), N, D, &stats);
+    else add_to(gx, dc, ND);
+    op_state_release(&stats);
+    /* self-attention: x1 = x + gate1 * out(...) */
+    float *dout = x2; /* reused */
+    zero_bytes(dout, (size_t)ND * sizeof(float));
+    gated_residual_backward(gx, dmod + 2 * D, dout, gx, mod + 2 * D, sv->o[0], B, T, D, 6 * D);
+    if ((s.status = xd_norm(b, ln, x, &stats))) goto done;
+    modulate_forward(h, ln, mod, mod + D, B, T, D, 6 * D);
+    zero_bytes(dh, (size_t)ND * sizeof(float));
+    if ((s.status = attention_backward_from(b, sv, SELF, dout, h, h, dh, dh))) goto done;
+    modulate_backward(dh, dmod, dmod + D, dh, ln, mod + D, B, T, D, 6 * D);
+    xd_norm_back(b, gx, dh, x, &stats);
+    /* the modulation: the table's gradient sums over the batch, t6's goes to the model */
+    for (int64_t i = 0; i < B; i++) {
+        add_to(b->m->ctx.dmod + i * b->m->ctx.mod_rows * D, dmod + i * 6 * D, 6 * D);
+        if (G(b->table)) add_to(G(b->table), dmod + i * 6 * D, 6 * D);
+    }
+done:
+    op_state_release(&stats);
+    if (recomputed) sv->f1[0] = sv->f2[0] = NULL;
+    return scratch_end(&s);
+}
+
+const block_kind xdit_block_kind = {
+    .name = "xdit",
+    .ffn_split = true,
+    .softmax_attention = true,
+    .keeps_attention_output = true,
+    .kept_bytes = xdit_kept_bytes,
+    .offloaded_bytes = xdit_offloaded_bytes,
+    .forward = xdit_forward,
+    .prefetch = side_prefetch,
+    .backward = xdit_backward,
+    .release = saved_release,
+};
