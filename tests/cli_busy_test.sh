@@ -41,7 +41,14 @@ if [ "$cores" -gt 1 ]; then
   sleep 0.3
   threads_of() { "$@" selfcheck 2>&1 | sed -n 's/^threads  \([0-9]*\) .*/\1/p'; }
   free=$(threads_of "$bin") given=$(threads_of "$bin" --threads "$cores") env_given=$(OMP_NUM_THREADS=$cores threads_of "$bin")
+  # a plan is not a step: it keeps every core, so that its peak (attention's workspace is per thread) does not follow
+  # the load (auraflow under unsloth offload printed 1023.59 MiB of workspace beside a busy process, 1.00 GiB alone)
+  plan=(plan --json --set model_preset=auraflow --set gradient_checkpointing=true
+    --set gradient_checkpointing_backend=unsloth --set gradient_checkpointing_offload_attention=true)
+  busy_plan=$("$bin" "${plan[@]}" 2>&1) all_plan=$("$bin" --threads "$cores" "${plan[@]}" 2>&1)
   kill $spinner; wait $spinner 2>/dev/null
+  [ -n "$busy_plan" ] && [ "$busy_plan" = "$all_plan" ] && ok "beside a busy process, plan predicts for all $cores cores" ||
+    bad "plan beside a busy process differs from plan --threads $cores: $(diff <(echo "$busy_plan") <(echo "$all_plan"))"
   [ -n "$free" ] && [ "$free" -lt "$cores" ] && ok "beside a busy process: $free of $cores threads" ||
     bad "beside a busy process: '$free' threads of $cores"
   [ "$given" = "$cores" ] && [ "$env_given" = "$cores" ] && ok "--threads and OMP_NUM_THREADS win" ||

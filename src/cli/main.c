@@ -103,7 +103,10 @@ static void restart_with_runtime_settings(char **argv)
 
 /* With no --threads or OMP_NUM_THREADS, the threads take the cores that other processes leave free when the command
  * starts: a thread that shares its core with a busy process stalls every barrier of the step, however it waits
- * (docs/BENCHMARKS.md, "A busy machine"). A sweep passes its count on to its cells. */
+ * (docs/BENCHMARKS.md, "A busy machine"). A sweep passes its count on to its cells. `plan` runs no step's arithmetic
+ * and keeps every core: its prediction counts per-thread workspace (attention's), so taking the free cores made it
+ * follow the machine's load (auraflow's printed 1023.59 MiB of workspace on a busy machine, 1.00 GiB on a quiet
+ * one); with all of them it is the largest a run here can take, the same whatever else runs. */
 static void take_free_cores(void)
 {
     const int cores = ops_threads();
@@ -140,7 +143,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (!threads_given) take_free_cores();
+    if (!threads_given && strcmp(argv[i], "plan")) take_free_cores();
     /* `segtrain help [COMMAND]`, as git and pip take it: the same text as --help */
     const bool help = !strcmp(argv[i], "help");
     if (help && i + 1 == argc) {
