@@ -18,7 +18,7 @@
 enum { C = 4, E = 8, L = 8, D = 32, P = 16, TEXT = L * D + P };
 
 static char root[256];
-static const cache_want flux_tiny = {"flux", C, E, 1, L, D, P, false, 0};
+static const cache_want flux_tiny = {"flux", C, E, 1, L, D, P, false, 0, NULL};
 
 /* ---- the committed fixture ---- */
 
@@ -254,8 +254,8 @@ static void test_refusals(void)
     refused("latents of another edge", &v, NULL, ST_ERR_INVALID, "4 x 16 x 16", "4 x 8 x 8");
     v = good(), v.file_edge = 4;
     refused("a file's latents", &v, NULL, ST_ERR_INVALID, "a.safetensors: latents are 4 x 4 x 4", "4 x 8 x 8");
-    const cache_want wide = {"flux", C, E, 1, L, 64, P, false, 0}, nopool = {"flux", C, E, 1, L, D, 8, false, 0},
-                     longer = {"flux", C, E, 1, 4, D, P, false, 0};
+    const cache_want wide = {"flux", C, E, 1, L, 64, P, false, 0, NULL},
+                     nopool = {"flux", C, E, 1, L, D, 8, false, 0, NULL}, longer = {"flux", C, E, 1, 4, D, P, false, 0, NULL};
     v = good();
     refused("text_dim", &v, &wide, ST_ERR_INVALID, "text_dim 32", "joint_attention_dim is 64");
     refused("pooled_dim", &v, &nopool, ST_ERR_INVALID, "pooled_dim 16", "pooled_projection_dim is 8");
@@ -354,7 +354,7 @@ static void test_sdxl_cache(void)
     CHECKF(st == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)st, st_error());
     if (st == ST_OK) printf("     3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
     dataset *ds = NULL;
-    const cache_want want = {"sdxl", 4, 8, 1, 6, 24, 20, false, 6};
+    const cache_want want = {"sdxl", 4, 8, 1, 6, 24, 20, false, 6, NULL};
     CHECKF(dataset_open_cache(SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-sdxl-tiny", &want, &ds) == ST_OK, "%s",
            st_error());
     const int64_t n = dataset_text_floats(ds);

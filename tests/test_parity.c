@@ -250,14 +250,14 @@ static void test_fixture(const char *name, const char *preset)
     float *mask2 = L2 ? tensor(f, "encoder_attention_mask_2", B * L2) : NULL;
     const int64_t at_guidance = at_text2 + L2 * (E2 + 1);
     /* WanVACE's control latents, at the conditioning's end (model.h's layout) */
-    const int64_t Nc = model_vace(&mc) ? mc.vace_channels * F * R * R : 0;
+    const int64_t Nc = !strcmp(mc.family, "wan") && mc.vace_count > 0 ? mc.vace_channels * F * R * R : 0;
     float *control = Nc ? tensor(f, "control_hidden_states", B * Nc) : NULL;
     float *cond = malloc((size_t)(B * K) * sizeof(float)), ts[16];
     CHECK(B <= 16);
     for (int64_t b = 0; b < B; b++) {
         if (control) memcpy(cond + b * K + K - Nc, control + b * Nc, (size_t)Nc * sizeof(float));
         /* cosmos2image's fixture holds EDM's sigma: the model's time is t = sigma / (sigma + 1), float as SimpleTuner's */
-        ts[b] = 1000.0f * (model_cosmos(&mc) && !qwen ? sigma[b] / (sigma[b] + 1.0f) : sigma[b]);
+        ts[b] = 1000.0f * ((!strcmp(mc.family, "cosmos2image") || !strcmp(mc.family, "anima")) && !qwen ? sigma[b] / (sigma[b] + 1.0f) : sigma[b]);
         if (qwen) {
             memcpy(cond + b * K, qstates + b * Q, (size_t)Q * sizeof(float));
             memcpy(cond + b * K + Q, t5 + b * L, (size_t)L * sizeof(float));

@@ -62,6 +62,7 @@ typedef struct cache_want {
     int64_t text_len, text_dim, pooled_dim; /* the model's conditioning: (text_len, text_dim), then pooled_dim */
     bool mask;                              /* then the text mask (text_len), where the model reads one */
     int64_t size_ids;                       /* then SDXL's size ids (each sample file's add_time_ids), or 0 */
+    const char *text_width;                 /* what prompt_embeds' width holds where not one encoder's (NULL) */
 } cache_want;
 
 /* The cache folder dir (docs/CACHE.md): cache.json, checked against want (format and version, family, latent shape,

@@ -154,96 +154,49 @@ st_status model_config_from(const config *cfg, model_config *out);
  * AuraFlowTransformer2DModel's. A class the family does not read, or a value segtrain does not build, is
  * ST_ERR_UNSUPPORTED naming it. */
 st_status model_config_from_diffusers(const char *path, model_config *mc);
-/* in_channels as the family's diffusers config.json counts them: Flux's, Flux.2's, Chroma's, LongCat's and
- * Qwen-Image's pipelines pack 2 x 2 latent patches into the channels (4 in_channels); in_channels elsewhere. */
-int64_t model_packed_channels(const model_config *mc);
-/* Whether the family runs dual-stream blocks on a text encoder's output (mmdit, flux, sd3, auraflow, qwen_image). */
-bool model_dual_stream(const model_config *mc);
-/* Whether the family's blocks cross-attend to a text encoder's output: pixart_sigma, wan, ltxvideo, cosmos2image. */
-bool model_xattn(const model_config *mc);
-/* Whether the family is Kandinsky 5 image (kandinsky5: text blocks, then visual blocks cross-attending to their
- * output; a sample's conditioning is Qwen2.5-VL's sequence, then CLIP's pooled vector). */
-bool model_kandinsky5(const model_config *mc);
+/* The family's traits, from its descriptor (src/models/core/family.h); no caller outside a family's own files asks
+ * for a family by name. */
+/* Whether the family reads a text encoder's output (every family but dit and skipdit), not labels. */
+bool model_reads_text(const model_config *mc);
+/* Whether the family reads a text mask in its conditioning (qwen_image: padding keys are excluded from attention;
+ * chroma: the padding's additive attention mask). */
+bool model_text_mask(const model_config *mc);
+/* Whether the family's input is video (B, C, F, H, W). */
+bool model_video(const model_config *mc);
 /* Whether the family is audio (ace_step): latents (B, C, F, 1, 1), F the clip's latent frames. */
 bool model_audio(const model_config *mc);
-/* Whether the family is LTX-2 (ltxvideo2): audio and video in one model. A sample is its video latents (C, F, H, W)
- * then its audio latents (model_audio_tokens, audio_channels), channels last as LTX-2 packs them. */
-bool model_ltx2(const model_config *mc);
-/* LTX-2's audio latents per sample: one per video frame, (F - 1) 8 + 1 (at SimpleTuner's 25 fps, the audio VAE's
- * 16000 / 160 / 4 = 25 latents a second); 0 for the other families. */
+/* The audio latents a sample carries after its video latents (LTX-2's: one per video frame, (F - 1) 8 + 1, at
+ * SimpleTuner's 25 fps the audio VAE's 16000 / 160 / 4 = 25 latents a second); 0 for the other families. A sample is
+ * then its video latents (C, F, H, W) and its audio latents (model_audio_tokens, audio_channels), channels last. */
 int64_t model_audio_tokens(const model_config *mc);
-/* Whether the family runs CosmosTransformer3DModel (cosmos2image, and anima with its text conditioner). */
-bool model_cosmos(const model_config *mc);
-/* Whether the family is anima: a sample's conditioning is its Qwen3 states (source_len, source_dim), its T5 ids
- * (text_len, as floats) and their weights (text_len), in that order. */
-bool model_anima(const model_config *mc);
-/* Whether the model is Wan with VACE's control branch (WanVACETransformer3DModel): after the text, a sample's
- * conditioning holds its control latents (vace_channels, frames, resolution, resolution). */
-bool model_vace(const model_config *mc);
-/* Whether the model is Wan Animate (WanAnimateTransformer3DModel): after the text, a sample's conditioning holds
- * its reference image's CLIP tokens (image_tokens, image_dim), condition latents (cond_channels, frames, resolution,
- * resolution), pose latents (channels, frames - 1, resolution, resolution) and face video (3, model_face_frames,
- * face_size, face_size); its first latent frame is the reference one. */
-bool model_wan_animate(const model_config *mc);
 /* Wan Animate's face video frames per sample: 4 frames - 7, which its face encoder's two halvings bring to
  * frames - 1 (77 for 21 latent frames, as diffusers' pipeline segments them); 0 for other models. */
 int64_t model_face_frames(const model_config *mc);
-/* Whether the family is Lumina-Image 2.0 (Lumina2Transformer2DModel) or Z-Image (ZImageTransformer2DModel, its
- * relative): refiners of the caption's and the image's rows, then joint blocks; a sample's conditioning is its
- * caption's states then its mask (ones for the caption's tokens, first). */
-bool model_lumina2(const model_config *mc);
-/* Whether the family is ERNIE-Image (ErnieImageTransformer2DModel): one joint sequence [image; caption] whose blocks
- * share one modulation; its conditioning is lumina2's (the caption's states, then its mask). */
-bool model_ernie(const model_config *mc);
-/* Whether the family is Ideogram 4 (Ideogram4Transformer2DModel): one joint sequence [caption; image], MRoPE; its
- * conditioning is lumina2's. */
-bool model_ideogram(const model_config *mc);
-/* Whether the family is Flux.3 (Flux3Transformer2DModel, SimpleTuner's flux3_image): per-mode blocks for the text
- * (depth of them) and the image (depth), then single blocks (single_depth) on [text; image]; a sample's conditioning
- * is its text encoder's sequence (text_len, text_dim), no mask. */
-bool model_flux3(const model_config *mc);
-/* Whether the family is Qwen-Image 2.1 (QwenImage21Transformer2DModel; SimpleTuner's qwen_image at segtrain's flavour
- * v2.1): one sequence [text; image] under a block-causal mask; a sample's conditioning is its text encoder's
- * sequence then its mask. */
-bool model_qwen_image21(const model_config *mc);
-/* Whether the family is MiniMax-H3 (minimaxh3): text and video rows in one packed sequence. */
-bool model_minimax_h3(const model_config *mc);
-/* Whether the family is Cosmos 3 (cosmos3): the prompt's token ids and the latents in one sequence of
- * mixture-of-transformers layers. */
-bool model_cosmos3(const model_config *mc);
-/* Whether the family is a U-Net (sd1x, sdxl, kolors: UNet2DConditionModel), one sequence of micro-blocks (unet.c); a
- * sample's conditioning is its text encoders' sequence (text_len, text_dim), and for sdxl and kolors then the pooled
- * text (pooled_dim) and six size ids (original height and width, crop top and left, target height and width, in
- * pixels). */
-bool model_unet(const model_config *mc);
-/* Whether the family is Stable Cascade's stage C (stable_cascade: StableCascadeUNet, cascade.c); a sample's
- * conditioning is CLIP-G's sequence (text_len, text_dim), then its pooled vector (pooled_dim). */
-bool model_cascade(const model_config *mc);
 /* The size ids a sample's conditioning ends with: SDXL's six (sdxl, kolors), else 0. */
 int64_t model_size_ids(const model_config *mc);
-/* Whether the family is Sana (sana) or Sana-Video (sanavideo): PixArt's cross-attention DiT with linear
- * self-attention and GLUMBConv; Sana-Video's over video tokens, with Wan's rotary table in the linear attention and a
- * temporal convolution after GLUMBConv. */
-bool model_sana(const model_config *mc);
-bool model_sanavideo(const model_config *mc);
-/* Whether the family is Krea 2 (Krea2Transformer2DModel): a text fusion (layerwise blocks across each token's tapped
- * encoder layers, a projector, refiner blocks), then one joint sequence [text; image]; a sample's conditioning is
- * its tokens' stacked layers (text_len, text_dim) then their mask. */
-bool model_krea2(const model_config *mc);
-/* Whether the family is OmniGen (OmniGenTransformer2DModel): one sequence [prompt tokens; time token; image] of
- * Phi-3 blocks; its conditioning is the prompt's token ids (text_len floats, text_dim 1), then their mask. */
-bool model_omnigen(const model_config *mc);
-/* Whether the family reads a text encoder's output (the dual-stream and cross-attention families), not labels. */
-bool model_reads_text(const model_config *mc);
-/* Whether the family's input is video (B, C, F, H, W): hunyuanvideo, hunyuanvideo15. */
-bool model_video(const model_config *mc);
 /* A video family's VAE's temporal compression: num_frames = 1 + this x (latent frames - 1); LTX-Video's 8, else 4. */
 int64_t model_vae_scale_t(const model_config *mc);
 /* The pixel frames of a video family's latent frames (MiniMax-H3's VAE: 5 k + 2 latent frames from 17 k + 5). */
 int64_t model_pixel_frames(const model_config *mc);
-/* Whether the family reads a text mask in its conditioning (qwen_image: padding keys are excluded from attention;
- * chroma: the padding's additive attention mask). */
-bool model_text_mask(const model_config *mc);
+/* in_channels as the family's diffusers config.json counts them: Flux's, Flux.2's, Chroma's, LongCat's and
+ * Qwen-Image's pipelines pack 2 x 2 latent patches into the channels (4 in_channels); in_channels elsewhere. */
+int64_t model_packed_channels(const model_config *mc);
+/* Whether the family trains on EDM's sigmas (cosmos2image; objective.h). */
+bool model_edm(const model_config *mc);
+/* Whether upstream trains the family to predict the noise (epsilon), where segtrain trains the flow. */
+bool model_upstream_epsilon(const model_config *mc);
+/* Whether SimpleTuner pads each batch's captions to its longest for the family (no fixed caption length). */
+bool model_batch_padded(const model_config *mc);
+/* Whether the family's LoRA training takes SimpleTuner's h3_drift distillation. */
+bool model_drift(const model_config *mc);
+/* What of the family's conditioning a cache of text embeddings does not hold, as a phrase ("ByT5's glyph tokens
+ * and their mask"); "what the family reads beside them" where the family names nothing. */
+const char *model_uncached(const model_config *mc);
+/* What a cache's prompt_embeds width holds where it is not one encoder's states (LTX-2's), NULL elsewhere. */
+const char *model_text_width(const model_config *mc);
+/* plan's line for the model ("model <preset> (<family>): <blocks>, width ..., <tokens> of <grid>, ... attention;
+ * batch N"), without the newline. */
+void model_describe(const model_config *mc, int64_t batch, char *buf, size_t n);
 /* Whether model_family (a segtrain topology or a SimpleTuner family by SimpleTuner's name, or its example
  * folder's) and model_flavour can be built: ST_OK for dit, mmdit and skipdit (whatever the flavour: they have
  * none, and a SimpleTuner file planned on them keeps its own); else one line naming the family,

@@ -195,7 +195,7 @@ st_status cli_load_config(const char *path, const cli_args *a, config **out)
                              sizeof flavour_preset))
         fprintf(stderr, "segtrain: warning: model_flavour %s is not used: segtrain's own %s family has no flavours "
                 "(sizes come from model_preset)\n", config_string(*out, "model_flavour"), mc.family);
-    if ((model_ernie(&mc) || model_ideogram(&mc) || model_omnigen(&mc)) &&
+    if (model_batch_padded(&mc) &&
         !config_is_set(*out, "tokenizer_max_length") && !*config_string(*out, "data_cache_dir"))
         fprintf(stderr, "segtrain: warning: SimpleTuner pads each %s batch's captions to its longest, with no fixed "
                 "length; segtrain sizes them at %lld tokens (tokenizer_max_length sets it)\n", mc.family,

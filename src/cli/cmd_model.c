@@ -63,7 +63,7 @@ static const char grad_help[] =
 /* A batch of latents' shape (B, C, H, W), or (B, C, F, H, W) for a video model: its dimensions (shape may be NULL). */
 static int latent_shape(const model_config *mc, int64_t batch, int64_t *shape)
 {
-    if (model_ltx2(mc)) { /* (B, S): each sample's video latents, then its audio latents */
+    if (model_audio_tokens(mc)) { /* (B, S): each sample's video latents, then its audio latents (LTX-2) */
         if (shape) shape[0] = batch, shape[1] = model_sample_numel(mc);
         return 2;
     }

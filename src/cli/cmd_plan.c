@@ -45,84 +45,9 @@ static size_t kept_of(const seq_plan *p, const block_seq *s, int b)
 static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
 {
     const model_config *mc = model_get_config(m);
-    char blocks[80], tokens[80], grid[96];
-    const long long image = (long long)(mc->frames / mc->patch_t * (mc->resolution / mc->patch) * (mc->resolution / mc->patch));
-    if (model_reads_text(mc)) {
-        if (model_vace(mc))
-            snprintf(blocks, sizeof blocks, "%lld cross-attention blocks + %lld VACE control blocks",
-                     (long long)mc->depth, (long long)mc->vace_count);
-        else if (model_wan_animate(mc))
-            snprintf(blocks, sizeof blocks, "%lld cross-attention blocks, a face adapter every %lld",
-                     (long long)mc->depth, (long long)mc->face_every);
-        else if (model_xattn(mc)) snprintf(blocks, sizeof blocks, "%lld cross-attention blocks", (long long)mc->depth);
-        else if (model_flux3(mc))
-            snprintf(blocks, sizeof blocks, "%lld text + %lld image mode blocks, %lld single blocks",
-                     (long long)mc->depth, (long long)mc->depth, (long long)mc->single_depth);
-        else if (mc->single_depth)
-            snprintf(blocks, sizeof blocks, "%lld double-stream + %lld single-stream blocks", (long long)mc->depth,
-                     (long long)mc->single_depth);
-        else if (model_krea2(mc))
-            snprintf(blocks, sizeof blocks, "%lld + %lld text fusion blocks, %lld joint blocks",
-                     (long long)mc->text_blocks, (long long)mc->refiner_depth, (long long)mc->depth);
-        else if (model_lumina2(mc))
-            snprintf(blocks, sizeof blocks, "%lld + %lld refiner blocks, %lld joint blocks",
-                     (long long)mc->refiner_depth, (long long)mc->refiner_depth, (long long)mc->depth);
-        else if (model_cosmos3(mc))
-            snprintf(blocks, sizeof blocks, "%lld mixture-of-transformers layers, heads %lld wide, %lld kv heads",
-                     (long long)mc->depth, (long long)mc->head_dim, (long long)mc->kv_heads);
-        else if (model_minimax_h3(mc))
-            snprintf(blocks, sizeof blocks, "%lld text refiner + %lld joint blocks, heads %lld wide",
-                     (long long)mc->refiner_depth, (long long)mc->depth, (long long)mc->head_dim);
-        else snprintf(blocks, sizeof blocks, "%lld joint blocks", (long long)mc->depth); /* sd3 */
-        if (model_ltx2(mc))
-            snprintf(tokens, sizeof tokens, "%lld video + %lld audio + %lld text tokens", image,
-                     (long long)model_audio_tokens(mc), (long long)mc->text_len);
-        else
-            snprintf(tokens, sizeof tokens, "%lld %s + %lld text tokens", image, model_audio(mc) ? "audio" : "image",
-                     (long long)(mc->text_len + mc->text2_len));
-    } else {
-        snprintf(blocks, sizeof blocks, "%lld blocks", (long long)mc->depth);
-        snprintf(tokens, sizeof tokens, "%lld tokens", image);
-    }
-    const long long edge = (long long)mc->resolution, px = (long long)(mc->resolution * mc->vae_scale);
-    if (model_audio(mc)) snprintf(grid, sizeof grid, "a clip of %lld latent frames", (long long)mc->frames);
-    else if (mc->vae_scale == 1) snprintf(grid, sizeof grid, "%lld px images in pixel space", px);
-    else if (model_minimax_h3(mc)) /* its VAE: 17 k + 5 frames to 5 k + 2 */
-        snprintf(grid, sizeof grid, "%lld-frame %lld px video (%lld x %lld x %lld latent, VAE /%lld, 17 k + 5 frames "
-                 "to 5 k + 2)", (long long)model_pixel_frames(mc), px, (long long)mc->frames, edge, edge,
-                 (long long)mc->vae_scale);
-    else if (model_video(mc)) /* num_frames = 1 + scale_t (latent frames - 1) */
-        snprintf(grid, sizeof grid, "%lld-frame %lld px video (%lld x %lld x %lld latent, VAE /%lld, /%lld in time)",
-                 (long long)model_pixel_frames(mc), px, (long long)mc->frames, edge, edge,
-                 (long long)mc->vae_scale, (long long)model_vae_scale_t(mc));
-    else snprintf(grid, sizeof grid, "%lld px images (%lld x %lld latent, VAE /%lld)", px, edge, edge,
-                  (long long)mc->vae_scale);
-    if (model_cascade(mc)) { /* its levels' widths and layers */
-        char levels[160] = "";
-        for (int64_t l = 0, at = 0; l < mc->unet_levels; l++)
-            at += snprintf(levels + at, sizeof levels - (size_t)at, "%s%lld x %lld", l ? ", " : "",
-                           (long long)mc->unet_attn[l], (long long)mc->unet_channels[l]);
-        printf("model %s (%s): %lld micro-blocks, levels of [ResBlock, TimestepBlock, AttnBlock] layers %s wide; "
-               "%lld + %lld conditioning tokens, %s, %s attention; batch %lld\n", mc->preset, mc->family,
-               (long long)mc->depth, levels, (long long)mc->text_len, (long long)(2 * mc->clip_seq), grid,
-               mc->mechanism == ATTN_MATH ? "math" : "flash", (long long)r->batch);
-    } else if (model_unet(mc)) { /* a U-Net's levels instead of one width */
-        char levels[160] = "";
-        for (int64_t l = 0, at = 0; l < mc->unet_levels; l++)
-            at += snprintf(levels + at, sizeof levels - (size_t)at, "%s%lld%s", l ? ", " : "",
-                           (long long)mc->unet_channels[l], mc->unet_attn[l] ? "" : " (no attention)");
-        printf("model %s (%s): U-Net of %lld micro-blocks, levels of %s channels, %lld ResnetBlock2Ds a down block; "
-               "%lld text tokens of %lld, %s, %s attention; batch %lld\n", mc->preset, mc->family,
-               (long long)mc->depth, levels, (long long)mc->unet_layers, (long long)mc->text_len,
-               (long long)mc->text_dim, grid, mc->mechanism == ATTN_MATH ? "math" : "flash", (long long)r->batch);
-    } else {
-        printf("model %s (%s): %s, width %lld, %lld heads, %s of %s, %s attention; batch %lld\n", mc->preset,
-               mc->family, blocks, (long long)mc->hidden, (long long)mc->heads, tokens, grid,
-               model_sana(mc) ? (mc->mechanism == ATTN_MATH ? "linear self- and math cross-"
-                                                            : "linear self- and flash cross-")
-                              : mc->mechanism == ATTN_MATH ? "math" : "flash",
-               (long long)r->batch);
-    }
+    char line[1024];
+    model_describe(mc, r->batch, line, sizeof line);
+    printf("%s\n", line);
     if (cs->enabled)
         printf("checkpointing %s, interval %d, stride %d%s\n", ckpt_backend_name(cs->backend), cs->interval, cs->stride,
                cs->keep_attention_output ? ", checkpointed blocks keep attention's output" : "");

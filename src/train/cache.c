@@ -77,7 +77,7 @@ static void dims_text(char *out, size_t n, const int64_t *d, int nd)
 
 /* Checks one sample file (`latents` only when with_latents: null.safetensors has none) against the cache and the
  * model, and reads its caption from the metadata into *caption (a copy). */
-static st_status check_sample(const dataset *ds, const char *dir, const char *file, const char *family,
+static st_status check_sample(const dataset *ds, const char *dir, const char *file, const cache_want *cw,
                               bool with_latents, char **caption)
 {
     char *path = data_join_path(dir, file);
@@ -89,6 +89,7 @@ static st_status check_sample(const dataset *ds, const char *dir, const char *fi
     const char *meta_family = sft_metadata(f, "family"), *meta_caption = sft_metadata(f, "caption");
     const int64_t E = ds->resolution, L = ds->text_len, D = ds->text_dim, P = ds->pooled_dim;
     const sft_tensor *lat = NULL, *seq = NULL, *pooled = NULL, *mask = NULL;
+    const char *family = cw->family;
     if (meta_family && strcmp(meta_family, family))
         st = bad(dir, ST_ERR_INVALID, "%s: written for family %s, cache.json says %s", file, meta_family, family);
     const int nd = ds->frames > 1 ? 4 : 3; /* (C, H, W) or video (C, F, H, W) */
@@ -106,10 +107,9 @@ static st_status check_sample(const dataset *ds, const char *dir, const char *fi
     if (!st && !(seq = float_tensor(dir, file, f, "prompt_embeds", 2, &st)) && !st)
         st = bad(dir, ST_ERR_FORMAT, "%s: no prompt_embeds tensor", file);
     if (!st && seq->shape[1] != D)
-        st = bad(dir, ST_ERR_INVALID, "%s: prompt_embeds is %lld wide, the model's joint_attention_dim is %lld%s", file,
+        st = bad(dir, ST_ERR_INVALID, "%s: prompt_embeds is %lld wide, the model's joint_attention_dim is %lld%s%s%s", file,
                  (long long)seq->shape[1], (long long)D,
-                 strcmp(family, "ltxvideo2") ? "" : " (LTX-2: a token's video and audio connectors' states side by "
-                                                    "side)");
+                 cw->text_width ? " (" : "", cw->text_width ? cw->text_width : "", cw->text_width ? ")" : "");
     if (!st && (seq->shape[0] < 1 || seq->shape[0] > L))
         st = bad(dir, ST_ERR_INVALID, "%s: prompt_embeds has %lld tokens, the model reads 1 to %lld "
                  "(tokenizer_max_length; shorter ones are zero-padded)", file, (long long)seq->shape[0], (long long)L);
@@ -302,14 +302,13 @@ st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **
         if (ds->class_names) ds->class_names[0] = strdup(slash && slash[1] ? slash + 1 : dir);
         if (!ds->class_names || !ds->class_names[0]) st = data_oom();
     }
-    const char *family = want->family;
     scan sc = {0};
     for (const cJSON *s = st ? NULL : samples->child; s && !st; s = s->next) {
         char *caption = NULL;
         if (!cJSON_IsString(s) || !s->valuestring[0] || s->valuestring[0] == '/')
             st = bad(dir, ST_ERR_FORMAT, "cache.json: samples lists %s; each entry is a file name relative to the "
                      "cache folder", cJSON_IsString(s) ? "an empty or absolute path" : "a non-string");
-        if (!st) st = check_sample(ds, dir, s->valuestring, family, true, &caption);
+        if (!st) st = check_sample(ds, dir, s->valuestring, want, true, &caption);
         if (!st) st = data_add_item(&sc, data_join_path(dir, s->valuestring), caption, 0);
     }
     if (ds) {
@@ -322,7 +321,7 @@ st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **
     FILE *probe = st ? NULL : fopen(null_path, "rb");
     if (probe) {
         fclose(probe);
-        st = check_sample(ds, dir, CACHE_NULL, family, false, &null_caption);
+        st = check_sample(ds, dir, CACHE_NULL, want, false, &null_caption);
         if (!st && !(ds->null_text = malloc(sizeof(float) * (size_t)dataset_text_floats(ds))))
             st = data_oom();
         if (!st) st = cache_read(ds, null_path, NULL, ds->null_text, false); /* the ids stay each sample's */

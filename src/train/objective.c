@@ -11,15 +11,9 @@
 #define EDM_SIGMA_MIN 0.002
 #define EDM_SIGMA_MAX 80.0
 
-bool objective_edm(const model_config *mc) { return model_cosmos(mc) && !model_anima(mc); }
+bool objective_edm(const model_config *mc) { return model_edm(mc); }
 
-bool objective_upstream_epsilon(const model_config *mc)
-{
-    static const char *const epsilon[] = {"sd1x", "sdxl", "kolors", "pixart_sigma", "stable_cascade"};
-    for (size_t i = 0; i < sizeof epsilon / sizeof *epsilon; i++)
-        if (!strcmp(mc->family, epsilon[i])) return true;
-    return false;
-}
+bool objective_upstream_epsilon(const model_config *mc) { return model_upstream_epsilon(mc); }
 
 float edm_t(double z)
 {
@@ -60,7 +54,7 @@ st_status drift_from_config(const config *cfg, const model_config *mc, drift_con
 {
     *on = !strcmp(config_string(cfg, "distillation_method"), "h3_drift");
     if (!*on) return ST_OK;
-    if (!model_minimax_h3(mc) || !mc->lora_rank)
+    if (!model_drift(mc) || !mc->lora_rank)
         return st_fail(ST_ERR_INVALID, "distillation_method h3_drift: it regularises MiniMax-H3's LoRA training "
                        "against the frozen base, and this is %s%s", *mc->preset ? mc->preset : mc->family,
                        mc->lora_rank ? "" : " without LoRA (model_type lora, as SimpleTuner requires)");

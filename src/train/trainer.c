@@ -314,7 +314,8 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
         return st_fail(ST_ERR_INVALID, "data_cache_dir: a cache holds text-encoder embeddings, which model_family %s "
                        "does not read (the dual-stream families do: flux, mmdit)", mc->family);
     const cache_want want = {mc->family,   mc->channels,   mc->resolution,      mc->frames, mc->text_len,
-                             mc->text_dim, mc->pooled_dim, model_text_mask(mc), model_size_ids(mc)};
+                             mc->text_dim, mc->pooled_dim, model_text_mask(mc), model_size_ids(mc),
+                             model_text_width(mc)};
     st_status st = dataset_open_cache(cache, &want, &t->data);
     const int64_t held = st ? 0 : dataset_text_floats(t->data) + mc->guidance_embeds + want.size_ids;
     const int64_t wanted = model_cond_len(mc);
@@ -322,14 +323,7 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
         st = st_fail(ST_ERR_UNSUPPORTED, "data_cache_dir: a cache holds a text encoder's sequence, pooled vector and "
                      "mask (docs/CACHE.md): %lld of the %lld floats model_family %s conditions on; the rest (%s) is "
                      "not in the format yet", (long long)held, (long long)wanted, mc->family,
-                     !strcmp(mc->family, "hunyuanvideo15") ? "ByT5's glyph tokens and their mask"
-                     : !strcmp(mc->family, "hidream")      ? "each block's Llama hidden states"
-                     : model_audio(mc)                     ? "the context latents and their chunk mask"
-                     : model_anima(mc)                     ? "the T5 ids and weights beside the Qwen3 states"
-                     : model_vace(mc)                      ? "VACE's control latents"
-                     : model_wan_animate(mc) ? "Animate's reference image tokens, condition and pose latents and face "
-                                               "video"
-                                                           : "what the family reads beside them");
+                     model_uncached(mc));
     if (!st && t->label_dropout > 0 && !dataset_null_text(t->data))
         st = st_fail(ST_ERR_INVALID, "caption_dropout_probability %g needs the empty prompt's embeddings: add "
                      "%s/null.safetensors (scripts/make_cache.py writes it) or set caption_dropout_probability 0",

@@ -498,14 +498,6 @@ static const struct {
     {"stable_cascade", "StableCascadeUNet", cascade_from_json},
 };
 
-int64_t model_packed_channels(const model_config *mc)
-{
-    static const char *const packed[] = {"flux", "mmdit", "longcat_image", "chroma", "flux2"}; /* 2 x 2 patches */
-    for (size_t i = 0; i < sizeof packed / sizeof *packed; i++)
-        if (!strcmp(mc->family, packed[i])) return 4 * mc->channels;
-    return strcmp(mc->family, "qwen_image") ? mc->channels : mc->channels * mc->patch * mc->patch;
-}
-
 bool model_reads_diffusers(const model_config *mc)
 {
     for (size_t i = 0; i < sizeof diffusers_classes / sizeof *diffusers_classes; i++)

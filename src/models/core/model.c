@@ -1,5 +1,6 @@
 /* The model object's generic half: families (dit.c, mmdit.c) supply embeddings, head and blocks through
  * model_family; everything that only needs block sequences and their plans lives here. */
+#include "models/core/family.h"
 #include "models/core/internal.h"
 
 #include <math.h>
@@ -10,109 +11,7 @@
 #include "segtrain/checked.h"
 #include "segtrain/rng.h"
 
-static bool hunyuanvideo(const model_config *mc)
-{
-    return !strcmp(mc->family, "hunyuanvideo") || !strcmp(mc->family, "hunyuanvideo15");
-}
-
-/* the families of xdit.c */
-static bool xdit(const model_config *mc)
-{
-    return !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo") ||
-           model_sana(mc);
-}
-
-bool model_ltx2(const model_config *mc) { return !strcmp(mc->family, "ltxvideo2"); }
-
-bool model_vace(const model_config *mc) { return !strcmp(mc->family, "wan") && mc->vace_count > 0; }
-bool model_wan_animate(const model_config *mc) { return !strcmp(mc->family, "wan") && mc->face_every > 0; }
-int64_t model_face_frames(const model_config *mc) { return model_wan_animate(mc) ? 4 * mc->frames - 7 : 0; }
-
-int64_t model_audio_tokens(const model_config *mc) { return model_ltx2(mc) ? (mc->frames - 1) * 8 + 1 : 0; }
-
-bool model_xattn(const model_config *mc)
-{
-    return xdit(mc) || model_kandinsky5(mc) || model_cosmos(mc) || model_audio(mc) || model_ltx2(mc);
-}
-
-static const model_family *family_of(const model_config *mc)
-{
-    if (!strcmp(mc->family, "sd3")) return &sd3_family;
-    if (!strcmp(mc->family, "auraflow")) return &auraflow_family;
-    if (!strcmp(mc->family, "qwen_image")) return &qwen_image_family;
-    if (!strcmp(mc->family, "flux2")) return &flux2_family;
-    if (!strcmp(mc->family, "hidream")) return &hidream_family;
-    if (hunyuanvideo(mc)) return &hunyuan_video_family;
-    if (model_cosmos(mc)) return &cosmos_family;
-    if (model_audio(mc)) return &ace_step_family;
-    if (model_kandinsky5(mc)) return &kandinsky5_family;
-    if (xdit(mc)) return &xdit_family;
-    if (model_ltx2(mc)) return &ltx2_family;
-    if (model_lumina2(mc)) return &lumina2_family;
-    if (model_ernie(mc)) return &ernie_family;
-    if (model_ideogram(mc)) return &ideogram_family;
-    if (model_omnigen(mc)) return &omnigen_family;
-    if (model_krea2(mc)) return &krea2_family;
-    if (model_flux3(mc)) return &flux3_family;
-    if (model_qwen_image21(mc)) return &qwen_image21_family;
-    if (model_minimax_h3(mc)) return &minimax_h3_family;
-    if (model_cosmos3(mc)) return &cosmos3_family;
-    if (model_unet(mc)) return &unet_family;
-    if (model_cascade(mc)) return &cascade_family;
-    if (model_dual_stream(mc)) return &mmdit_family;
-    return strcmp(mc->family, "skipdit") ? &dit_family : &skipdit_family;
-}
-
-bool model_dual_stream(const model_config *mc)
-{
-    return !strcmp(mc->family, "mmdit") || !strcmp(mc->family, "flux") || !strcmp(mc->family, "sd3") ||
-           !strcmp(mc->family, "auraflow") || !strcmp(mc->family, "longcat_image") ||
-           !strcmp(mc->family, "chroma") || !strcmp(mc->family, "flux2") || !strcmp(mc->family, "qwen_image") ||
-           hunyuanvideo(mc) || !strcmp(mc->family, "hidream");
-}
-
-bool model_lumina2(const model_config *mc) { return !strcmp(mc->family, "lumina2") || !strcmp(mc->family, "z_image"); }
-
-bool model_ernie(const model_config *mc) { return !strcmp(mc->family, "ernie"); }
-bool model_ideogram(const model_config *mc) { return !strcmp(mc->family, "ideogram"); }
-bool model_omnigen(const model_config *mc) { return !strcmp(mc->family, "omnigen"); }
-bool model_krea2(const model_config *mc) { return !strcmp(mc->family, "krea2"); }
-bool model_flux3(const model_config *mc) { return !strcmp(mc->family, "flux3_image"); }
-bool model_qwen_image21(const model_config *mc) { return !strcmp(mc->family, "qwen_image21"); }
-bool model_minimax_h3(const model_config *mc) { return !strcmp(mc->family, "minimaxh3"); }
-bool model_cosmos3(const model_config *mc) { return !strcmp(mc->family, "cosmos3"); }
-bool model_sana(const model_config *mc) { return !strcmp(mc->family, "sana") || model_sanavideo(mc); }
-bool model_sanavideo(const model_config *mc) { return !strcmp(mc->family, "sanavideo"); }
-
-bool model_reads_text(const model_config *mc)
-{
-    return model_dual_stream(mc) || model_xattn(mc) || model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) ||
-           model_omnigen(mc) || model_krea2(mc) || model_flux3(mc) || model_qwen_image21(mc) || model_minimax_h3(mc) ||
-           model_cosmos3(mc) || model_unet(mc) || model_cascade(mc);
-}
-
-bool model_video(const model_config *mc)
-{
-    return hunyuanvideo(mc) || !strcmp(mc->family, "wan") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
-           (model_kandinsky5(mc) && mc->cond_channels) || /* Kandinsky 5's video models are its visual_cond ones */
-           model_minimax_h3(mc) || model_cosmos3(mc) || model_sanavideo(mc);
-}
-
-int64_t model_vae_scale_t(const model_config *mc) { return !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ? 8 : 4; }
-
-int64_t model_pixel_frames(const model_config *mc)
-{
-    if (model_minimax_h3(mc)) return mc->frames > 1 ? (mc->frames - 2) / 5 * 17 + 5 : 1;
-    return 1 + model_vae_scale_t(mc) * (mc->frames - 1);
-}
-
-bool model_text_mask(const model_config *mc)
-{
-    return !strcmp(mc->family, "qwen_image") || !strcmp(mc->family, "chroma") || hunyuanvideo(mc) ||
-           !strcmp(mc->family, "pixart_sigma") || !strcmp(mc->family, "ltxvideo") || model_ltx2(mc) ||
-           model_lumina2(mc) || model_ernie(mc) || model_ideogram(mc) || model_omnigen(mc) || model_krea2(mc) ||
-           model_qwen_image21(mc) || model_minimax_h3(mc) || model_cosmos3(mc) || model_sana(mc);
-}
+static const model_family *family_of(const model_config *mc) { return family_of_config(mc)->ops; }
 
 /* Every size product of the families is, times a constant of at most 8 (qkv 3D, fc1 4D, a single-stream block's
  * 7D), one of the terms below, or the batch times a sample's term (model_check_batch). Checking the terms once
@@ -135,7 +34,7 @@ static st_status too_large(const char *keys, const model_config *c)
 static st_status check_sizes(const model_config *c, int64_t *per_sample)
 {
     const int64_t lim = CK_MAX_ELEMENTS, D = c->hidden, G = c->resolution / c->patch;
-    const int64_t L = model_reads_text(c) ? c->text_len + c->text2_len + 8 * !strcmp(c->family, "auraflow") +
+    const int64_t L = model_reads_text(c) ? c->text_len + c->text2_len + family_of_config(c)->register_tokens +
                                                  (c->depth + c->single_depth + 1) * c->llama_len : 0; /* hidream's */
     const int64_t wide = D > c->lora_rank ? D : c->lora_rank;
     int64_t W, P, S, x, rows, attn, pixels, freq;
@@ -203,7 +102,7 @@ st_status model_create(const model_config *mc, pool *device, model **out)
                              .text = mc->text_len + mc->text2_len,
                              .mechanism = mc->mechanism};
     /* the U-Nets' LoRA files name their adapters under "unet.", as diffusers' and SimpleTuner's U-Net pipelines do */
-    if (model_unet(mc) || model_cascade(mc)) m->own_params.lora_component = "unet";
+    m->own_params.lora_component = family_of_config(mc)->lora_component;
     m->own_params.bf16_base = mc->bf16_base;
     st = m->family->create(m);
     if (!st) st = param_set_check(m->params);
@@ -414,73 +313,59 @@ st_status model_caption_length(const model *m, const float *cond, int64_t b, flo
     return ST_OK;
 }
 
+int64_t family_text_cond_len(const model_config *mc)
+{
+    return mc->text_len * (mc->text_dim + model_text_mask(mc)) + mc->pooled_dim + mc->text2_len * (mc->text2_dim + 1) +
+           mc->guidance_embeds + model_size_ids(mc);
+}
+
 int64_t model_cond_len(const model_config *mc)
 {
-    if (!model_reads_text(mc)) return 1;
-    if (model_anima(mc)) return mc->source_len * mc->source_dim + 2 * mc->text_len; /* Qwen's, T5 ids, weights */
-    if (!strcmp(mc->family, "hidream")) /* T5's, the pooled vector, each block's Llama states */
-        return (mc->text_len + (mc->depth + mc->single_depth) * mc->llama_len) * mc->text_dim + mc->pooled_dim;
-    if (model_audio(mc)) return mc->text_len * mc->text_dim + mc->frames * mc->cond_channels; /* the context latents */
-    const int64_t plane = mc->resolution * mc->resolution;
-    int64_t control = model_vace(mc) ? mc->vace_channels * mc->frames * plane : 0;
-    if (model_wan_animate(mc)) /* the reference image's tokens, condition and pose latents, the face video */
-        control = mc->image_tokens * mc->image_dim + (mc->cond_channels * mc->frames + mc->channels * (mc->frames - 1)) *
-                  plane + 3 * model_face_frames(mc) * mc->face_size * mc->face_size;
-    return mc->text_len * (mc->text_dim + model_text_mask(mc)) + mc->pooled_dim + mc->text2_len * (mc->text2_dim + 1) +
-           mc->guidance_embeds + control + model_size_ids(mc);
+    const family_desc *d = family_of_config(mc);
+    if (!d->text) return 1;
+    return d->cond_len ? d->cond_len(mc) : family_text_cond_len(mc);
+}
+
+float *family_text_condition(const model_config *mc, const char *caption, float *cond, float **pooled_out)
+{
+    float *pooled = cond + mc->text_len * mc->text_dim, *rest = pooled + mc->pooled_dim;
+    const int64_t words = encode_caption(caption ? caption : "", mc->text_vocab, mc->text_len, mc->text_dim,
+                                         mc->pooled_dim, cond, pooled);
+    if (model_text_mask(mc)) { /* the words fill the first tokens; ChromaPipeline keeps one padding token too, and
+                                  Krea 2's text attends within itself: its empty caption keeps one token (a real
+                                  one's chat template always has some) */
+        const mask_keep keep = family_of_config(mc)->mask;
+        const int64_t kept = words + (keep == MASK_PAD_ONE || (keep == MASK_EMPTY_ONE && !words));
+        for (int64_t l = 0; l < mc->text_len; l++) *rest++ = l < kept ? 1.0f : 0.0f;
+    }
+    if (mc->text2_len) { /* hunyuanvideo15's ByT5 glyph tokens: the caption's words again, and their mask */
+        const int64_t glyphs = encode_caption(caption ? caption : "", mc->text_vocab, mc->text2_len, mc->text2_dim,
+                                              0, rest, NULL);
+        rest += mc->text2_len * mc->text2_dim;
+        for (int64_t l = 0; l < mc->text2_len; l++) *rest++ = l < glyphs ? 1.0f : 0.0f;
+    }
+    if (mc->guidance_embeds) *rest = (float)mc->guidance;
+    if (model_size_ids(mc)) { /* SDXL's size ids: the image uncropped at the training resolution */
+        const float px = (float)(mc->resolution * mc->vae_scale);
+        const float ids[6] = {px, px, 0.0f, 0.0f, px, px};
+        memcpy(rest, ids, sizeof ids);
+    }
+    if (pooled_out) *pooled_out = pooled;
+    return rest;
+}
+
+void family_ids_condition(const model_config *mc, const char *const parts[3], float *cond)
+{
+    const int64_t n = encode_caption_ids(parts, 3, mc->text_vocab, mc->text_len, cond);
+    for (int64_t l = 0; l < mc->text_len; l++) cond[mc->text_len + l] = l < n ? 1.0f : 0.0f;
 }
 
 void model_condition(const model_config *mc, int64_t label, const char *caption, float *cond)
 {
-    if (!model_reads_text(mc)) cond[0] = (float)label;
-    else if (model_anima(mc)) { /* Qwen's states from the caption's words; as many T5 ids (1, 2, ...), weight 1 */
-        const int64_t words = encode_caption(caption ? caption : "", mc->text_vocab, mc->source_len, mc->source_dim, 0,
-                                             cond, NULL);
-        float *ids = cond + mc->source_len * mc->source_dim, *w = ids + mc->text_len;
-        for (int64_t l = 0; l < mc->text_len; l++)
-            ids[l] = l < words ? (float)(1 + l % (mc->text_vocab - 1)) : 0.0f, w[l] = l < words ? 1.0f : 0.0f;
-    } else if (model_omnigen(mc) || model_cosmos3(mc)) { /* the words' ids inside the model's template, then their
-                                                            mask (OmniGen's instruction; Cosmos 3's chat turn) */
-        const char *const omnigen[] = {"<|user|> Generate an image according to the following instructions",
-                                       caption ? caption : "", "<|end|> <|assistant|> <|diffusion|>"};
-        const char *const cosmos3[] = {"<|im_start|> user", caption ? caption : "",
-                                       "<|im_end|> <|im_start|> assistant <|endoftext|> <|start_of_generation|>"};
-        const int64_t n = encode_caption_ids(model_omnigen(mc) ? omnigen : cosmos3, 3, mc->text_vocab, mc->text_len,
-                                             cond);
-        for (int64_t l = 0; l < mc->text_len; l++) cond[mc->text_len + l] = l < n ? 1.0f : 0.0f;
-    } else {
-        float *pooled = cond + mc->text_len * mc->text_dim, *rest = pooled + mc->pooled_dim;
-        const int64_t words = encode_caption(caption ? caption : "", mc->text_vocab, mc->text_len, mc->text_dim,
-                                             mc->pooled_dim, cond, pooled);
-        if (model_text_mask(mc)) { /* the words fill the first tokens; ChromaPipeline keeps one padding token too, and
-                                      Krea 2's text attends within itself: its empty caption keeps one token (a real
-                                      one's chat template always has some) */
-            const int64_t kept = words + (!strcmp(mc->family, "chroma") ||
-                                          ((model_krea2(mc) || model_qwen_image21(mc)) && !words));
-            for (int64_t l = 0; l < mc->text_len; l++) *rest++ = l < kept ? 1.0f : 0.0f;
-        }
-        if (mc->text2_len) { /* hunyuanvideo15's ByT5 glyph tokens: the caption's words again, and their mask */
-            const int64_t glyphs = encode_caption(caption ? caption : "", mc->text_vocab, mc->text2_len, mc->text2_dim,
-                                                  0, rest, NULL);
-            rest += mc->text2_len * mc->text2_dim;
-            for (int64_t l = 0; l < mc->text2_len; l++) *rest++ = l < glyphs ? 1.0f : 0.0f;
-        }
-        if (mc->guidance_embeds) *rest = (float)mc->guidance;
-        if (model_size_ids(mc)) { /* SDXL's size ids: the image uncropped at the training resolution */
-            const float px = (float)(mc->resolution * mc->vae_scale);
-            const float ids[6] = {px, px, 0.0f, 0.0f, px, px};
-            memcpy(rest, ids, sizeof ids);
-        }
-        for (int64_t i = 0; !strcmp(mc->family, "hidream") && i < mc->depth + mc->single_depth; i++) /* Llama's */
-            encode_caption(caption ? caption : "", mc->text_vocab, mc->llama_len, mc->text_dim, mc->pooled_dim,
-                           rest + i * mc->llama_len * mc->text_dim, pooled);
-        for (int64_t f = 0; model_audio(mc) && f < mc->frames; f++) /* ace_step's context: zero source latents (the
-                                                                        stand-in's silence), the chunk mask all ones */
-            for (int64_t ch = 0; ch < mc->cond_channels; ch++) *rest++ = ch < mc->channels ? 0.0f : 1.0f;
-        if (model_vace(mc) || model_wan_animate(mc)) /* VACE's control latents, Animate's reference, pose and face
-                                                         video: none (the stand-in has no video to read them from) */
-            memset(rest, 0, (size_t)(model_cond_len(mc) - (rest - cond)) * sizeof *rest);
-    }
+    const family_desc *d = family_of_config(mc);
+    if (!d->text) cond[0] = (float)label;
+    else if (d->condition) d->condition(mc, caption, cond);
+    else family_text_condition(mc, caption, cond, NULL);
 }
 
 void model_null_condition(const model_config *mc, float *cond) { model_condition(mc, mc->classes, "", cond); }

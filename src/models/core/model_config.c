@@ -6,11 +6,37 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "models/core/family.h"
 #include "models/core/internal.h"
 #include "segtrain/config.h"
 #include "segtrain/model.h"
 
-#define CHROMA_APPROX_LAYERS_MAX 16 /* residual layers of its distilled guidance (approximator_layers) */
+#define CHROMA_APPROX_LAYERS_MAX 16
+
+static bool is(const model_config *mc, const char *name) { return !strcmp(mc->family, name); }
+static bool model_dual_stream(const model_config *mc) { return family_of_config(mc)->topology == TOPO_DUAL; }
+static bool model_xattn(const model_config *mc)
+{
+    return family_of_config(mc)->topology == TOPO_XATTN || family_of_config(mc)->topology == TOPO_LINEAR;
+}
+static bool model_kandinsky5(const model_config *mc) { return is(mc, "kandinsky5"); }
+static bool model_ltx2(const model_config *mc) { return is(mc, "ltxvideo2"); }
+static bool model_anima(const model_config *mc) { return is(mc, "anima"); }
+static bool model_cosmos(const model_config *mc) { return is(mc, "cosmos2image") || model_anima(mc); }
+static bool model_wan_animate(const model_config *mc) { return is(mc, "wan") && mc->face_every > 0; }
+static bool model_lumina2(const model_config *mc) { return is(mc, "lumina2") || is(mc, "z_image"); }
+static bool model_ernie(const model_config *mc) { return is(mc, "ernie"); }
+static bool model_ideogram(const model_config *mc) { return is(mc, "ideogram"); }
+static bool model_omnigen(const model_config *mc) { return is(mc, "omnigen"); }
+static bool model_krea2(const model_config *mc) { return is(mc, "krea2"); }
+static bool model_flux3(const model_config *mc) { return is(mc, "flux3_image"); }
+static bool model_qwen_image21(const model_config *mc) { return is(mc, "qwen_image21"); }
+static bool model_minimax_h3(const model_config *mc) { return is(mc, "minimaxh3"); }
+static bool model_cosmos3(const model_config *mc) { return is(mc, "cosmos3"); }
+static bool model_sanavideo(const model_config *mc) { return is(mc, "sanavideo"); }
+static bool model_sana(const model_config *mc) { return is(mc, "sana") || model_sanavideo(mc); }
+static bool model_unet(const model_config *mc) { return is(mc, "sd1x") || is(mc, "sdxl") || is(mc, "kolors"); }
+static bool model_cascade(const model_config *mc) { return is(mc, "stable_cascade"); } /* residual layers of its distilled guidance (approximator_layers) */
 
 /* Wan Animate's sizes (model_wan_animate), or none of them elsewhere */
 /* The U-Net's sizes: what unet.c builds */

@@ -5,6 +5,12 @@
 #include "models/core/internal.h"
 #include "segtrain/model.h"
 
+static bool model_cascade(const model_config *mc) { return !strcmp(mc->family, "stable_cascade"); }
+static bool model_unet(const model_config *mc)
+{
+    return !strcmp(mc->family, "sd1x") || !strcmp(mc->family, "sdxl") || !strcmp(mc->family, "kolors");
+}
+
 /* The dual-stream presets' text sides: a stand-in encoder's widths for segtrain's own, T5-XXL's 4096 and CLIP-L's
  * pooled 768 for Flux; Flux's rotary axes are (16, 56, 56) of its 128-wide heads (model_rope_axes gives others).
  * SD3's are the published transformer config.json's (stable-diffusion-3-medium-diffusers, -3.5-large,

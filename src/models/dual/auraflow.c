@@ -5,6 +5,7 @@
  * and the image rows through norm_out (a modulation without LayerNorm) and proj_out (rows in DiT's (i, j, c)
  * order). No rotary embedding and no pooled text: the conditioning vector is the timestep's embedding alone.
  * Nothing but pos_embed.proj and the timestep MLP has a bias. */
+#include "models/core/family.h"
 #include "models/dual/auraflow.h"
 #include "models/dual/mmdit.h"
 
@@ -154,4 +155,20 @@ const model_family auraflow_family = {
     .backward = dual_backward,
     .release = dual_release,
     .init_of = af_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+const family_desc auraflow_desc = {
+    .name = "auraflow",
+    .topology = TOPO_DUAL,
+    .st = {{.name = "auraflow",
+            .title = "AuraFlow",
+            .diffusers = "AuraFlowTransformer2DModel",
+            .flavours = "pony|v0.3|v0.2|v0.1",
+            .built = "v0.3:auraflow",
+            .fallback = "v0.3"}},
+    .text = true,
+    .register_tokens = 8 /* its register tokens */,
+    .ops = &auraflow_family,
 };

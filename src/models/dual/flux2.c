@@ -6,6 +6,7 @@
  * Linear-SiLU-Linear on `time_channels` sinusoidal features; from SiLU(c) the model makes the three shared
  * modulations once (flux2.h), which every block reads. Rotary embedding by 4-axis position ids (t, h, w, l) at
  * theta 2000: text token k at (0, 0, 0, k), image token (r, q) at (0, r, q, 0). */
+#include "models/core/family.h"
 #include "models/dual/flux2.h"
 
 #include <stdio.h>
@@ -142,4 +143,20 @@ const model_family flux2_family = {
     .backward = dual_backward,
     .release = dual_release,
     .init_of = f2_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+const family_desc flux2_desc = {
+    .name = "flux2",
+    .topology = TOPO_DUAL,
+    .st = {{.name = "flux2",
+            .title = "Flux.2",
+            .diffusers = "Flux2Transformer2DModel",
+            .flavours = "dev|klein-4b|klein-9b",
+            .built = "dev:flux2-dev|klein-4b:flux2-klein-4b|klein-9b:flux2-klein-9b",
+            .fallback = "klein-9b"}},
+    .text = true,
+    .packed = 4,
+    .ops = &flux2_family,
 };

@@ -7,6 +7,7 @@
  * linear in DiT's order) on the image rows. The rotary embedding turns image token (r, c) at ids (0, r, c) over
  * axes_dims_rope (text ids 0: unrotated). The prediction is the negated output, as HiDreamImagePipeline and
  * SimpleTuner read it (the model was trained to predict the negated velocity). */
+#include "models/core/family.h"
 #include "models/dual/hidream.h"
 #include "models/dual/mmdit.h"
 
@@ -209,4 +210,37 @@ const model_family hidream_family = {
     .backward = dual_backward,
     .release = dual_release,
     .init_of = hd_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+/* T5's sequence, the pooled vector, then each block's Llama states */
+static int64_t hidream_cond_len(const model_config *mc)
+{
+    return (mc->text_len + (mc->depth + mc->single_depth) * mc->llama_len) * mc->text_dim + mc->pooled_dim;
+}
+
+static void hidream_condition(const model_config *mc, const char *caption, float *cond)
+{
+    float *pooled;
+    float *rest = family_text_condition(mc, caption, cond, &pooled);
+    for (int64_t i = 0; i < mc->depth + mc->single_depth; i++) /* Llama's */
+        encode_caption(caption ? caption : "", mc->text_vocab, mc->llama_len, mc->text_dim, mc->pooled_dim,
+                       rest + i * mc->llama_len * mc->text_dim, pooled);
+}
+
+const family_desc hidream_desc = {
+    .name = "hidream",
+    .topology = TOPO_DUAL,
+    .st = {{.name = "hidream",
+            .title = "HiDream",
+            .diffusers = "HiDreamImageTransformer2DModel",
+            .flavours = "dev|full|fast",
+            .built = "full:hidream-full|dev:hidream-dev|fast:hidream-fast",
+            .fallback = "full"}},
+    .text = true,
+    .uncached = "each block's Llama hidden states",
+    .cond_len = hidream_cond_len,
+    .condition = hidream_condition,
+    .ops = &hidream_family,
 };

@@ -7,6 +7,7 @@
  * position ids (position_ids_centred) on three axes, and the text's padding keys are excluded from every query's
  * attention by the conditioning's mask (image keys always kept). The last block's text output reaches nothing:
  * its gradient is zero, as in diffusers. */
+#include "models/core/family.h"
 #include "models/dual/mmdit.h"
 
 #include <math.h>
@@ -170,4 +171,25 @@ const model_family qwen_image_family = {
     .backward = dual_backward,
     .release = dual_release,
     .init_of = qw_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+/* "v2.1" is segtrain's name for Qwen-Image 2.1 (qwen_image21), which SimpleTuner lists not yet */
+const family_desc qwen_image_desc = {
+    .name = "qwen_image",
+    .topology = TOPO_DUAL,
+    .st = {{.name = "qwen_image",
+            .title = "Qwen-Image",
+            .diffusers = "QwenImageTransformer2DModel",
+            .flavours = "v1.0|v2.0|edit-v1|edit-v2|edit-v2+|edit-v3|v2.1",
+            .built = "v1.0:qwen-image|v2.0:qwen-image|v2.1:qwen-image-2.1",
+            .fallback = "v2.0",
+            .why = "the edit flavours also take reference images' latents as image tokens (at RoPE frame 1 on), and "
+                   "edit-v2+ and edit-v3 modulate those with a zero timestep (zero_cond_t); segtrain's conditioning "
+                   "carries no reference image"}},
+    .text = true,
+    .text_mask = true,
+    .packed = -1 /* C p^2 */,
+    .ops = &qwen_image_family,
 };

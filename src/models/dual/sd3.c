@@ -5,6 +5,7 @@
  * blocks, the last block context_pre_only), then the image rows through norm_out (scale, shift) and proj_out, whose
  * rows are in DiT's (i, j, c) order. No rotary embedding. c = timestep_embedder(t) + text_embedder(pooled); the
  * timestep is given as diffusers takes it, 1000 sigma. */
+#include "models/core/family.h"
 #include "models/dual/mmdit.h"
 
 #include <math.h>
@@ -112,4 +113,19 @@ const model_family sd3_family = {
     .backward = dual_backward,
     .release = dual_release,
     .init_of = mm_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+const family_desc sd3_desc = {
+    .name = "sd3",
+    .topology = TOPO_DUAL,
+    .st = {{.name = "sd3",
+            .title = "Stable Diffusion 3.x",
+            .diffusers = "SD3Transformer2DModel",
+            .flavours = "medium|large",
+            .built = "medium:sd35-medium|large:sd35-large",
+            .fallback = "medium"}},
+    .text = true,
+    .ops = &sd3_family,
 };

@@ -17,6 +17,7 @@
  *   UniPC flow prediction), segtrain's target as it is.
  * - Loaded and saved as they are, never trained: lm_head and the prompt stream's final `norm` (text generation's),
  *   and the sound and action heads of the omni checkpoints (sound_gen, action_gen). */
+#include "models/core/family.h"
 #include "models/joint/cosmos3.h"
 
 #include <math.h>
@@ -311,4 +312,40 @@ const model_family cosmos3_family = {
     .backward = c3_backward,
     .release = c3_release,
     .init_of = c3_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+/* the words' ids inside its chat turn, then their mask */
+static void cosmos3_condition(const model_config *mc, const char *caption, float *cond)
+{
+    const char *const parts[] = {"<|im_start|> user", caption ? caption : "",
+                                 "<|im_end|> <|im_start|> assistant <|endoftext|> <|start_of_generation|>"};
+    family_ids_condition(mc, parts, cond);
+}
+
+static void cosmos3_blocks(const model_config *mc, char *buf, size_t n)
+{
+    snprintf(buf, n, "%lld mixture-of-transformers layers, heads %lld wide, %lld kv heads", (long long)mc->depth,
+             (long long)mc->head_dim, (long long)mc->kv_heads);
+}
+
+const family_desc cosmos3_desc = {
+    .name = "cosmos3",
+    .topology = TOPO_JOINT,
+    .st = {{.name = "cosmos3",
+            .title = "Cosmos 3",
+            .diffusers = "Cosmos3OmniTransformer",
+            .flavours = "edge|nano|super|super-i2v|super-t2i",
+            .built = "nano:cosmos3-nano",
+            .fallback = "nano",
+            .why = "edge, super and super-t2i are other transformer sizes (4 B and 65 B) whose configs were not at hand "
+                "to verify; give the checkpoint's folder as pretrained_model_name_or_path with flavour nano. "
+                "super-i2v also takes a first frame's latents, which segtrain's conditioning does not carry"}},
+    .text = true,
+    .text_mask = true,
+    .video = true,
+    .condition = cosmos3_condition,
+    .describe_blocks = cosmos3_blocks,
+    .ops = &cosmos3_family,
 };

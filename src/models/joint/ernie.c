@@ -11,6 +11,7 @@
  *   head's frequencies repeated pairwise and applied by halves (rope_repeated_forward).
  * - final_norm: LayerNorm (no affine) of the image rows times 1 + scale, plus shift, (scale, shift) =
  *   final_norm.linear(c); then final_linear. */
+#include "models/core/family.h"
 #include "models/joint/lumina2.h"
 
 #include <math.h>
@@ -236,4 +237,23 @@ const model_family ernie_family = {
     .backward = er_backward,
     .release = er_release,
     .init_of = er_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+const family_desc ernie_desc = {
+    .name = "ernie",
+    .topology = TOPO_JOINT,
+    .st = {{.name = "ernie",
+            .title = "ERNIE-Image",
+            .diffusers = "ErnieImageTransformer2DModel",
+            .flavours = "base|turbo",
+            .built = "base:ernie-image",
+            .fallback = "base",
+            .why = "turbo trains LoRA through an assistant adapter loaded beside it, which segtrain does not load; base, "
+              "the same transformer shape, is built"}},
+    .text = true,
+    .text_mask = true,
+    .batch_padded = true,
+    .ops = &ernie_family,
 };

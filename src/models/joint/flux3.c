@@ -16,6 +16,7 @@
  *   10000), interleaved pairs.
  * - norm_out: LayerNorm (no affine) of the image rows times 1 + scale plus shift, (scale, shift) =
  *   norm_out.linear(SiLU(image temb)); proj_out, unpacked. */
+#include "models/core/family.h"
 #include "models/joint/flux3.h"
 
 #include <math.h>
@@ -407,4 +408,26 @@ const model_family flux3_family = {
     .backward = f3_backward,
     .release = f3_release,
     .init_of = f3_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+static void flux3_blocks(const model_config *mc, char *buf, size_t n)
+{
+    snprintf(buf, n, "%lld text + %lld image mode blocks, %lld single blocks", (long long)mc->depth,
+             (long long)mc->depth, (long long)mc->single_depth);
+}
+
+const family_desc flux3_image_desc = {
+    .name = "flux3_image",
+    .topology = TOPO_JOINT,
+    .st = {{.name = "flux3_image",
+            .title = "Flux.3 Klein",
+            .diffusers = "Flux3Transformer2DModel",
+            .flavours = "",
+            .built = ":flux3-klein",
+            .fallback = ""}},
+    .text = true,
+    .describe_blocks = flux3_blocks,
+    .ops = &flux3_family,
 };

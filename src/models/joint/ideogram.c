@@ -11,6 +11,7 @@
  *   head (theta^(-2p / head_dim)) turns by the position on axis 1 when p % 3 == 1 and p < 3 sections[1], on axis 2
  *   when p % 3 == 2 and p < 3 sections[2], else on axis 0; rotate-half pairs.
  * - final_layer: LayerNorm (no affine) of the image rows times 1 + adaln_modulation(SiLU(adaln_input)), then linear. */
+#include "models/core/family.h"
 #include "models/joint/lumina2.h"
 
 #include <math.h>
@@ -267,4 +268,22 @@ const model_family ideogram_family = {
     .backward = id_backward,
     .release = id_release,
     .init_of = id_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+/* fp8 and nf4: the same transformer, quantised: it plans, and trains from a float copy of the weights */
+const family_desc ideogram_desc = {
+    .name = "ideogram",
+    .topology = TOPO_JOINT,
+    .st = {{.name = "ideogram",
+            .title = "Ideogram 4",
+            .diffusers = "Ideogram4Transformer2DModel",
+            .flavours = "fp8|nf4",
+            .built = "fp8:ideogram-4|nf4:ideogram-4",
+            .fallback = "fp8"}},
+    .text = true,
+    .text_mask = true,
+    .batch_padded = true,
+    .ops = &ideogram_family,
 };

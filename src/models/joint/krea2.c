@@ -17,6 +17,7 @@
  *   (0, row, column), as SimpleTuner's _position_ids_for_grids makes them.
  * - final_layer: zero-centred RMSNorm of the image rows, times 1 + (temb + table[0]), plus temb + table[1], then its
  *   linear, unpacked. */
+#include "models/core/family.h"
 #include "models/joint/lumina2.h"
 
 #include <math.h>
@@ -409,4 +410,28 @@ const model_family krea2_family = {
     .backward = kr_backward,
     .release = kr_release,
     .init_of = kr_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+static void krea2_blocks(const model_config *mc, char *buf, size_t n)
+{
+    snprintf(buf, n, "%lld + %lld text fusion blocks, %lld joint blocks", (long long)mc->text_blocks,
+             (long long)mc->refiner_depth, (long long)mc->depth);
+}
+
+const family_desc krea2_desc = {
+    .name = "krea2",
+    .topology = TOPO_JOINT,
+    .st = {{.name = "krea2",
+            .title = "Krea 2",
+            .diffusers = "Krea2Transformer2DModel",
+            .flavours = "raw|turbo",
+            .built = "raw:krea2|turbo:krea2",
+            .fallback = "raw"}},
+    .text = true,
+    .text_mask = true,
+    .mask = MASK_EMPTY_ONE,
+    .describe_blocks = krea2_blocks,
+    .ops = &krea2_family,
 };

@@ -19,6 +19,7 @@
  * (1 + the padded caption length, row, column), a pad token of the image at (0, 0, 0); rotary theta 256; the time
  * is (1 - t) 1000 through t_embedder (256 -> 1024 -> min(D, 256)), the blocks' modulations take temb itself (no
  * SiLU) and only the final layer SiLU(temb). */
+#include "models/core/family.h"
 #include "models/joint/lumina2.h"
 
 #include <math.h>
@@ -474,4 +475,28 @@ const model_family lumina2_family = {
     .backward = lm_backward,
     .release = lm_release,
     .init_of = lm_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+void lumina2_blocks(const model_config *mc, char *buf, size_t n)
+{
+    snprintf(buf, n, "%lld + %lld refiner blocks, %lld joint blocks", (long long)mc->refiner_depth,
+             (long long)mc->refiner_depth, (long long)mc->depth);
+}
+
+/* Neta Lumina: a Lumina-Image 2.0 fine-tune, the same shape */
+const family_desc lumina2_desc = {
+    .name = "lumina2",
+    .topology = TOPO_JOINT,
+    .st = {{.name = "lumina2",
+            .title = "Lumina-T2I",
+            .diffusers = "Lumina2Transformer2DModel",
+            .flavours = "2.0|neta-lumina",
+            .built = "2.0:lumina2|neta-lumina:lumina2",
+            .fallback = "2.0"}},
+    .text = true,
+    .text_mask = true,
+    .describe_blocks = lumina2_blocks,
+    .ops = &lumina2_family,
 };

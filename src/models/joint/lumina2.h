@@ -113,4 +113,7 @@ st_status lumina_final_backward(model *m, lumina_final *f, scratch *k, const flo
                                 float *drows);
 void lumina_final_release(model *m, lumina_final *f);
 
+/* plan's blocks of lumina2 and z_image (family.h's describe_blocks hook) */
+void lumina2_blocks(const model_config *mc, char *buf, size_t n);
+
 #endif

@@ -21,6 +21,7 @@
  * - The text's padding keys are hidden from every attention, the refiner's and the blocks': SimpleTuner's
  *   packed_valid_mask keeps them out of the live rows' attention too (padding rows never reach the loss).
  * - audio_proj_in and audio_proj_out are loaded and saved as they are: the video mode has no audio rows. */
+#include "models/core/family.h"
 #include "models/joint/flux3.h"
 
 #include <math.h>
@@ -336,4 +337,44 @@ const model_family minimax_h3_family = {
     .backward = mh_backward,
     .release = mh_release,
     .init_of = mh_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+/* its VAE: chunks of 17 frames to 5 latent ones, 17 k + 5 frames to 5 k + 2 */
+static int64_t minimax_pixel_frames(const model_config *mc) { return mc->frames > 1 ? (mc->frames - 2) / 5 * 17 + 5 : 1; }
+
+static void minimax_blocks(const model_config *mc, char *buf, size_t n)
+{
+    snprintf(buf, n, "%lld text refiner + %lld joint blocks, heads %lld wide", (long long)mc->refiner_depth,
+             (long long)mc->depth, (long long)mc->head_dim);
+}
+
+static void minimax_grid(const model_config *mc, char *buf, size_t n)
+{
+    const long long edge = (long long)mc->resolution;
+    snprintf(buf, n, "%lld-frame %lld px video (%lld x %lld x %lld latent, VAE /%lld, 17 k + 5 frames to 5 k + 2)",
+             (long long)model_pixel_frames(mc), (long long)(mc->resolution * mc->vae_scale), (long long)mc->frames,
+             edge, edge, (long long)mc->vae_scale);
+}
+
+const family_desc minimaxh3_desc = {
+    .name = "minimaxh3",
+    .topology = TOPO_JOINT,
+    .st = {{.name = "minimaxh3",
+            .title = "MiniMax H3",
+            .diffusers = "MiniMaxH3Transformer3DModel",
+            .flavours = "fl2va|ref2va|convrot-int8|convrot-int4|nvfp4|fp8-e4m3fn",
+            .built = "fl2va:minimaxh3|convrot-int8:minimaxh3|convrot-int4:minimaxh3|nvfp4:minimaxh3|fp8-e4m3fn:minimaxh3",
+            .fallback = "fl2va",
+            .why = "ref2va is the reference-to-video-and-audio transformer (SimpleTuner's transformer_ref, with "
+                  "reference rows in its sequence); segtrain's conditioning carries no reference"}},
+    .text = true,
+    .text_mask = true,
+    .video = true,
+    .drift = true,
+    .pixel_frames = minimax_pixel_frames,
+    .describe_blocks = minimax_blocks,
+    .describe_grid = minimax_grid,
+    .ops = &minimax_h3_family,
 };

@@ -20,6 +20,7 @@
  *   its left-padded index; with prompts of different lengths the others' are off, as in diffusers.
  * - norm (RMSNorm) of the image rows, then norm_out: LayerNorm (no affine, 1e-6) times 1 + scale plus shift,
  *   (shift, scale) = norm_out.linear(SiLU(t_embedder(time))), and proj_out, unpatchified (row, column, channel). */
+#include "models/core/family.h"
 #include "models/joint/lumina2.h"
 
 #include <math.h>
@@ -303,4 +304,30 @@ const model_family omnigen_family = {
     .backward = og_backward,
     .release = og_release,
     .init_of = og_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+/* the words' ids inside its instruction, then their mask */
+static void omnigen_condition(const model_config *mc, const char *caption, float *cond)
+{
+    const char *const parts[] = {"<|user|> Generate an image according to the following instructions",
+                                 caption ? caption : "", "<|end|> <|assistant|> <|diffusion|>"};
+    family_ids_condition(mc, parts, cond);
+}
+
+const family_desc omnigen_desc = {
+    .name = "omnigen",
+    .topology = TOPO_JOINT,
+    .st = {{.name = "omnigen",
+            .title = "OmniGen",
+            .diffusers = "OmniGenTransformer2DModel",
+            .flavours = "v1",
+            .built = "v1:omnigen-v1",
+            .fallback = "v1"}},
+    .text = true,
+    .text_mask = true,
+    .batch_padded = true,
+    .condition = omnigen_condition,
+    .ops = &omnigen_family,
 };

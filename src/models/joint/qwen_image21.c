@@ -15,6 +15,7 @@
  * - Rotary pairs (complex, interleaved) on three axes (16, 56, 56) at theta 10000: text token j at (j, j, j), an
  *   image token at (L, row, column) with rows and columns centred on zero (-(H - H/2) .. H/2 - 1).
  * - norm_out: LayerNorm (no affine) of the image rows times 1 + norm_out.linear(SiLU(temb)); proj_out. */
+#include "models/core/family.h"
 #include "models/joint/flux3.h"
 
 #include <math.h>
@@ -351,4 +352,15 @@ const model_family qwen_image21_family = {
     .backward = q21_backward,
     .release = q21_release,
     .init_of = q21_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+const family_desc qwen_image21_desc = {
+    .name = "qwen_image21",
+    .topology = TOPO_JOINT,
+    .text = true,
+    .text_mask = true,
+    .mask = MASK_EMPTY_ONE,
+    .ops = &qwen_image21_family,
 };

@@ -1,6 +1,7 @@
 /* The single-stream DiT family (../shared/spec/dit.md): embeddings and the final layer around one sequence of
  * DiT blocks (dit_block.c). Weight names and layouts are the public DiT state_dict's. The skipdit family is the
  * same model with another block sequence (skipdit.c: U-ViT's long skips), so it is a variant here. */
+#include "models/core/family.h"
 #include "models/core/internal.h"
 
 #include <stdio.h>
@@ -276,3 +277,12 @@ static st_status dit_backward(model *m, const float *dpred)
     }
 const model_family dit_family = DIT_FAMILY("dit", dit_create);
 const model_family skipdit_family = DIT_FAMILY("skipdit", skipdit_create);
+
+/* ---- the family's descriptor (family.h) ---- */
+
+const family_desc dit_desc = {
+    .name = "dit",
+    .topology = TOPO_OWN,
+    .own = true,
+    .ops = &dit_family,
+};

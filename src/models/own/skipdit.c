@@ -9,6 +9,7 @@
  * Backward mirrors it: an in-block adds its skip's gradient to the stream's and frees it before the DiT part's
  * backward; an out-block, after the DiT part's, splits skip_linear's input gradient into the stream's and a new
  * gradient tensor for its skip, which travels back in the gradient state to the in-block that made the skip. */
+#include "models/core/family.h"
 #include "models/core/internal.h"
 
 #include <stdio.h>
@@ -241,3 +242,12 @@ st_status skipdit_blocks(model *m, param_set *s, block *blocks, void **data)
     *data = sb;
     return ST_OK;
 }
+
+/* ---- the family's descriptor (family.h) ---- */
+
+const family_desc skipdit_desc = {
+    .name = "skipdit",
+    .topology = TOPO_OWN,
+    .own = true,
+    .ops = &skipdit_family,
+};

@@ -6,6 +6,7 @@
  * and a zero CLIP image embedding, each through its mapper, then a LayerNorm), whose SiLU every AttnBlock's
  * kv_mapper reads, and the head (a LayerNorm over the channels, a 1 x 1 convolution). Interval and stride count
  * micro-blocks, as SimpleTuner's Stable Cascade applies them to its Res / Timestep / Attention blocks. */
+#include "models/core/family.h"
 #include "models/unet/cascade.h"
 #include "segtrain/rng.h"
 
@@ -36,8 +37,6 @@ typedef struct cascade_model {
 } cascade_model;
 
 static cascade_model *cascade_of(model *m) { return m->impl; }
-
-bool model_cascade(const model_config *mc) { return !strcmp(mc->family, "stable_cascade"); }
 
 typedef struct builder {
     const model_config *cfg;
@@ -412,4 +411,35 @@ const model_family cascade_family = {
     .backward = cascade_backward,
     .release = cascade_release,
     .init_of = cascade_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+/* plan's line: its levels' widths and layers */
+static void cascade_describe(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n)
+{
+    char levels[160] = "";
+    for (int64_t l = 0, at = 0; l < mc->unet_levels; l++)
+        at += snprintf(levels + at, sizeof levels - (size_t)at, "%s%lld x %lld", l ? ", " : "",
+                       (long long)mc->unet_attn[l], (long long)mc->unet_channels[l]);
+    snprintf(buf, n, "model %s (%s): %lld micro-blocks, levels of [ResBlock, TimestepBlock, AttnBlock] layers %s wide; "
+             "%lld + %lld conditioning tokens, %s, %s attention; batch %lld", mc->preset, mc->family,
+             (long long)mc->depth, levels, (long long)mc->text_len, (long long)(2 * mc->clip_seq), grid,
+             mc->mechanism == ATTN_MATH ? "math" : "flash", (long long)batch);
+}
+
+const family_desc stable_cascade_desc = {
+    .name = "stable_cascade",
+    .topology = TOPO_UNET,
+    .st = {{.name = "stable_cascade",
+            .title = "Stable Cascade (Stage C)",
+            .diffusers = "StableCascadeUNet",
+            .flavours = "stage-c|stage-c-lite",
+            .built = "stage-c:stable-cascade-c|stage-c-lite:stable-cascade-c-lite",
+            .fallback = "stage-c"}},
+    .text = true,
+    .upstream_epsilon = true,
+    .lora_component = "unet",
+    .describe = cascade_describe,
+    .ops = &cascade_family,
 };

@@ -34,15 +34,8 @@ typedef struct unet_model {
 
 static unet_model *unet_of(model *m) { return m->impl; }
 
-bool model_unet(const model_config *mc)
-{
-    return !strcmp(mc->family, "sd1x") || !strcmp(mc->family, "sdxl") || !strcmp(mc->family, "kolors");
-}
-
 /* sdxl's size ids a sample: original size, crop top-left, target size (each height, width), in pixels */
 #define UNET_TIME_IDS 6
-
-int64_t model_size_ids(const model_config *mc) { return model_unet(mc) && mc->pooled_dim ? UNET_TIME_IDS : 0; }
 
 static bool added_conditions(const model_config *c) { return strcmp(c->family, "sd1x") != 0; }
 
@@ -428,3 +421,15 @@ const model_family unet_family = {
     .release = unet_release,
     .init_of = unet_init_of,
 };
+
+void unet_describe(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n)
+{
+    char levels[160] = "";
+    for (int64_t l = 0, at = 0; l < mc->unet_levels; l++)
+        at += snprintf(levels + at, sizeof levels - (size_t)at, "%s%lld%s", l ? ", " : "",
+                       (long long)mc->unet_channels[l], mc->unet_attn[l] ? "" : " (no attention)");
+    snprintf(buf, n, "model %s (%s): U-Net of %lld micro-blocks, levels of %s channels, %lld ResnetBlock2Ds a down "
+             "block; %lld text tokens of %lld, %s, %s attention; batch %lld", mc->preset, mc->family,
+             (long long)mc->depth, levels, (long long)mc->unet_layers, (long long)mc->text_len,
+             (long long)mc->text_dim, grid, mc->mechanism == ATTN_MATH ? "math" : "flash", (long long)batch);
+}

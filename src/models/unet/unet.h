@@ -32,4 +32,7 @@ typedef struct unet_block {
 
 extern const block_kind unet_block_kind;
 
+/* plan's line for a U-Net (sd1x, sdxl, kolors): its levels instead of one width (family.h's describe hook) */
+void unet_describe(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n);
+
 #endif

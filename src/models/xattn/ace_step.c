@@ -12,6 +12,7 @@
  *   computed in float32 as get_1d_rotary_pos_embed computes them.
  * - Out: (shift, scale) = scale_shift_table + temb, RMSNorm (affine), modulate, proj_out_conv, a ConvTranspose1d of
  *   kernel = stride = 2: token i gives frames 2 i, 2 i + 1, out[2 i + j, c] = sum_h y[i, h] w[h, c, j] + b[c]. */
+#include "models/core/family.h"
 #include "models/xattn/ace_step.h"
 
 #include <math.h>
@@ -41,8 +42,6 @@ typedef struct ace_model {
 } ace_model;
 
 static ace_model *ac_of(model *m) { return m->impl; }
-
-bool model_audio(const model_config *mc) { return !strcmp(mc->family, "ace_step"); }
 
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)
@@ -350,4 +349,39 @@ const model_family ace_step_family = {
     .backward = ac_backward,
     .release = ac_release,
     .init_of = ac_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+/* the condition encoder's output, then the context latents */
+static int64_t ace_step_cond_len(const model_config *mc)
+{
+    return mc->text_len * mc->text_dim + mc->frames * mc->cond_channels;
+}
+
+static void ace_step_condition(const model_config *mc, const char *caption, float *cond)
+{
+    float *rest = family_text_condition(mc, caption, cond, NULL);
+    for (int64_t f = 0; f < mc->frames; f++) /* the context: zero source latents (the stand-in's silence), the chunk
+                                                mask all ones */
+        for (int64_t ch = 0; ch < mc->cond_channels; ch++) *rest++ = ch < mc->channels ? 0.0f : 1.0f;
+}
+
+const family_desc ace_step_desc = {
+    .name = "ace_step",
+    .topology = TOPO_XATTN,
+    .st = {{.name = "ace_step",
+            .title = "ACE-Step",
+            .diffusers = "AceStepTransformer1DModel",
+            .flavours = "base|v15-turbo|v15-base|v15-sft",
+            .built = "v15-turbo:ace-step-1.5|v15-base:ace-step-1.5|v15-sft:ace-step-1.5",
+            .fallback = "base",
+            .why = "base is ACE-Step 1.0, another transformer than 1.5's AceStepTransformer1DModel; the 1.5 flavours "
+                 "(v15-turbo, v15-base, v15-sft) are built"}},
+    .text = true,
+    .audio = true,
+    .uncached = "the context latents and their chunk mask",
+    .cond_len = ace_step_cond_len,
+    .condition = ace_step_condition,
+    .ops = &ace_step_family,
 };

@@ -11,6 +11,7 @@
  * RMSNorms eps 1e-6 (q and k per head); the projections have no bias; RoPE rotate-half at theta 10000 over the whole
  * head, queries and the self-attention's keys at their T5 position, the cross-attention's keys at their Qwen position;
  * no masks (SimpleTuner passes none): the T5 padding ids are queries and keys like any other. */
+#include "models/core/family.h"
 #include "models/xattn/cosmos.h"
 
 #include <math.h>
@@ -260,3 +261,37 @@ st_status anima_backward(model *m, anima_adapter *a, const float *dtext)
     if (!s.status && !pool_is_dry_ptr(a->ids)) embedding_backward(PG(a->embed), dh, a->ids, n, D);
     return scratch_end(&s);
 }
+
+/* ---- the family's descriptor (family.h) ---- */
+
+/* Qwen's states, the T5 ids, their weights */
+static int64_t anima_cond_len(const model_config *mc) { return mc->source_len * mc->source_dim + 2 * mc->text_len; }
+
+/* Qwen's states from the caption's words; as many T5 ids (1, 2, ...), weight 1 */
+static void anima_condition(const model_config *mc, const char *caption, float *cond)
+{
+    const int64_t words = encode_caption(caption ? caption : "", mc->text_vocab, mc->source_len, mc->source_dim, 0,
+                                         cond, NULL);
+    float *ids = cond + mc->source_len * mc->source_dim, *w = ids + mc->text_len;
+    for (int64_t l = 0; l < mc->text_len; l++)
+        ids[l] = l < words ? (float)(1 + l % (mc->text_vocab - 1)) : 0.0f, w[l] = l < words ? 1.0f : 0.0f;
+}
+
+const family_desc anima_desc = {
+    .name = "anima",
+    .topology = TOPO_XATTN,
+    .st = {{.name = "anima",
+            .title = "Anima",
+            .diffusers = "CosmosTransformer3DModel",
+            .flavours = "release|base-v1.0|preview-3|preview-2|preview|gazingstars123-2.9b",
+            .built = "release:anima|base-v1.0:anima|preview-3:anima|preview-2:anima|preview:anima",
+            .fallback = "preview-3",
+            .why = "gazingstars123-2.9b is a single-file 2.9B checkpoint whose transformer sizes are not published as a "
+              "diffusers config (SimpleTuner infers them from its tensors); give its converted folder as "
+              "pretrained_model_name_or_path with a built flavour"}},
+    .text = true,
+    .uncached = "the T5 ids and weights beside the Qwen3 states",
+    .cond_len = anima_cond_len,
+    .condition = anima_condition,
+    .ops = &cosmos_family,
+};

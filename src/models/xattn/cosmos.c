@@ -115,9 +115,8 @@ typedef struct cos_model {
 
 static cos_model *co_of(model *m) { return m->impl; }
 
-bool model_cosmos(const model_config *mc) { return !strcmp(mc->family, "cosmos2image") || model_anima(mc); }
 
-bool model_anima(const model_config *mc) { return !strcmp(mc->family, "anima"); }
+static bool is_anima(const model_config *mc) { return !strcmp(mc->family, "anima"); }
 
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)
@@ -155,7 +154,7 @@ static st_status co_create(model *m)
     d->p_out = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
     d->final = (final_layer){.ada_w = -1, .ada_b = -1, .out_w = d->p_out, .out_b = -1, .mod_row = 3,
                              .order = PATCH_DIT}; /* shift, then scale */
-    if (model_anima(c)) { /* its conditioner's weights last, as text_conditioner/ beside transformer/ */
+    if (is_anima(c)) { /* its conditioner's weights last, as text_conditioner/ beside transformer/ */
         anima_register(s, &d->ad, c);
         m->shape.text = c->text_len > c->text_min_len ? c->text_len : c->text_min_len;
     }
@@ -245,7 +244,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     m->ctx.mod = model_take(m, &st, B * R * D, "cosmos.modulation", false);
     m->ctx.text = model_take(m, &st, B * L * E, "cosmos.text", false);
     m->ctx.rope = model_take(m, &st, T * (D / c->heads), "cosmos.rope", false);
-    const bool adapter = model_anima(c), adapter_trains = adapter && !c->lora_rank;
+    const bool adapter = is_anima(c), adapter_trains = adapter && !c->lora_rank;
     if (train) {
         if (adapter_trains) m->ctx.dtext = model_take(m, &st, B * L * E, "anima.dtext", true);
         m->ctx.dcs = model_take(m, &st, B * D, "cosmos.dsilu_e", true);

@@ -15,6 +15,7 @@
  *   float32 buffers hold them, the division and cos / sin in double.
  * - Out: (shift, scale) = modulation.out_layer(SiLU(time_embed)), LayerNorm (no affine, eps 1e-5), modulate,
  *   out_layer (with a bias), a token's outputs in (c, pt, ph, pw) order (PATCH_CONV). */
+#include "models/core/family.h"
 #include "models/xattn/gated_block.h"
 
 #include "models/core/attn_side.h"
@@ -107,8 +108,6 @@ static int64_t in_dim(const model_config *c)
 {
     return model_patch_dim(c) / c->channels * (c->channels + c->cond_channels);
 }
-
-bool model_kandinsky5(const model_config *mc) { return !strcmp(mc->family, "kandinsky5"); }
 
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)
@@ -442,4 +441,40 @@ const model_family kandinsky5_family = {
     .backward = k5_backward,
     .release = k5_release,
     .init_of = k5_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+/* Kandinsky 5's video models are its visual_cond ones */
+static bool kandinsky5_video(const model_config *mc) { return mc->cond_channels != 0; }
+
+const family_desc kandinsky5_desc = {
+    .name = "kandinsky5",
+    .topology = TOPO_XATTN,
+    .st = {{.name = "kandinsky5-image",
+            .alias = "kandinsky5_image",
+            .title = "Kandinsky5-Image",
+            .diffusers = "Kandinsky5Transformer3DModel",
+            .flavours = "t2i-lite-sft|t2i-lite-pretrain|i2i-lite-sft|i2i-lite-pretrain",
+            .built = "t2i-lite-sft:kandinsky5-t2i-lite|t2i-lite-pretrain:kandinsky5-t2i-lite",
+            .fallback = "t2i-lite-sft",
+            .why = "the i2i flavours also take a reference image's latents and mask as input channels "
+                         "(visual_cond); segtrain's conditioning carries no reference image"},
+           {.name = "kandinsky5-video",
+            .alias = "kandinsky5_video",
+            .title = "Kandinsky5-Video",
+            .diffusers = "Kandinsky5Transformer3DModel",
+            .flavours = "t2v-lite-sft-5s|t2v-lite-pretrain-5s|t2v-lite-sft-10s|t2v-lite-pretrain-10s|t2v-pro-sft-5s-hd|"
+               "t2v-pro-sft-10s-hd|t2v-pro-pretrain-5s-hd|t2v-pro-pretrain-10s-hd|i2v-lite-5s|i2v-pro-sft-5s",
+            .built = "t2v-lite-sft-5s:kandinsky5-t2v-lite|t2v-lite-pretrain-5s:kandinsky5-t2v-lite|"
+               "t2v-lite-sft-10s:kandinsky5-t2v-lite|t2v-lite-pretrain-10s:kandinsky5-t2v-lite|"
+               "t2v-pro-sft-5s-hd:kandinsky5-t2v-pro|t2v-pro-sft-10s-hd:kandinsky5-t2v-pro|"
+               "t2v-pro-pretrain-5s-hd:kandinsky5-t2v-pro|t2v-pro-pretrain-10s-hd:kandinsky5-t2v-pro",
+            .fallback = "t2v-lite-sft-5s",
+            .why = "the i2v flavours also take the first frame's latents and its mask in the visual_cond "
+                         "channels, which are zero in text-to-video; segtrain's conditioning carries no reference "
+                         "image"}},
+    .text = true,
+    .is_video = kandinsky5_video,
+    .ops = &kandinsky5_family,
 };

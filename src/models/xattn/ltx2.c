@@ -12,6 +12,7 @@
  * rate, 25 as SimpleTuner's default; audio: seconds of its mel frames), over the base grid (20 for time, 2048 in
  * space), and angle k of axis a is (2 g_a - 1) theta^(k / (n - 1)) pi / 2. The sample is the video's latents then
  * the audio's (model.h); the prediction has the same layout. */
+#include "models/core/family.h"
 #include "models/xattn/ltx2.h"
 
 #include <math.h>
@@ -522,4 +523,28 @@ const model_family ltx2_family = {
     .backward = lx_backward,
     .release = lx_release,
     .init_of = lx_init_of,
+};
+
+/* ---- the family's descriptor (family.h) ---- */
+
+/* fp4 and fp8: dev's, quantised */
+const family_desc ltxvideo2_desc = {
+    .name = "ltxvideo2",
+    .topology = TOPO_XATTN,
+    .st = {{.name = "ltxvideo2",
+            .title = "LTXVideo2",
+            .diffusers = "LTX2VideoTransformer3DModel",
+            .flavours = "dev|dev-fp4|dev-fp8|2.3-dev|2.3-distilled|2.5-dev|2.5-distilled",
+            .built = "dev:ltxvideo2-19b|dev-fp4:ltxvideo2-19b|dev-fp8:ltxvideo2-19b",
+            .fallback = "dev",
+            .why = "the 2.3 and 2.5 flavours add gated attention, timestep-modulated prompt cross-attention "
+                  "(cross_attn_mod, prompt_adaln) and per-modality connector projections; LTX-2.0's dev flavours are "
+                  "built"}},
+    .text = true,
+    .text_mask = true,
+    .video = true,
+    .audio_video = true,
+    .vae_scale_t = 8,
+    .text_width = "LTX-2: a token's video and audio connectors' states side by side",
+    .ops = &ltx2_family,
 };

@@ -115,8 +115,8 @@ static st_status xd_create(model *m)
         d->vseq_blocks = calloc((size_t)nv, sizeof *d->vseq_blocks);
     if (!d || !d->blocks || !d->seq_blocks || (nv && (!d->vblocks || !d->vseq_blocks)))
         return st_host_oom("the cross-attention model");
-    d->wan = !strcmp(c->family, "wan"), d->ltx = !strcmp(c->family, "ltxvideo"), d->sana = model_sana(c);
-    d->svid = model_sanavideo(c);
+    d->wan = !strcmp(c->family, "wan"), d->ltx = !strcmp(c->family, "ltxvideo"), d->svid = !strcmp(c->family, "sanavideo");
+    d->sana = !strcmp(c->family, "sana") || d->svid;
     d->p_cap_norm = -1;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;

@@ -1,0 +1,114 @@
+/* A model family's descriptor: its names (segtrain's, SimpleTuner's), its topology, its traits and its hooks. Each
+ * family defines its own in its topology folder; registry.c lists them, one line a family. Code outside a family's
+ * own files asks the descriptor (model.h's traits), never the family's name. */
+#ifndef SEGTRAIN_MODELS_FAMILY_H
+#define SEGTRAIN_MODELS_FAMILY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "segtrain/model.h"
+
+struct cJSON;
+struct model_family;
+
+/* The block topology a family needs (SimpleTuner's families.c rows name the one each will need). */
+typedef enum family_topology {
+    TOPO_OWN,      /* segtrain's own: dit, skipdit */
+    TOPO_DUAL,     /* dual-stream MMDiT */
+    TOPO_XATTN,    /* cross-attention DiT */
+    TOPO_JOINT,    /* single-stream joint DiT */
+    TOPO_LINEAR,   /* linear-attention DiT */
+    TOPO_UNET,     /* U-Net micro-blocks */
+    TOPO_AUDIO_LM, /* an autoregressive audio language model: never built */
+    TOPO_COUNT
+} family_topology;
+
+/* SimpleTuner's registration of a family (ModelRegistry.register and its flavour choices). */
+typedef struct family_st {
+    const char *name, *alias; /* SimpleTuner's registered name, and its example folder's where that differs */
+    const char *title;
+    const char *diffusers; /* the class whose weight names and layout the family loads */
+    const char *flavours;  /* "a|b|c" */
+    const char *built;     /* the flavours built, each with its preset: "flavour:preset|..."; NULL: none */
+    const char *fallback;  /* the flavour SimpleTuner takes when none is given */
+    const char *why;       /* why the other flavours are not built, where that is known (NULL: "not built yet") */
+} family_st;
+
+/* A diffusers class whose config.json the family reads, and its reader (over mc: the family's defaults, then the
+ * file's values, unchecked). */
+typedef struct family_reader {
+    const char *diffusers;
+    st_status (*read)(const struct cJSON *j, const char *file, model_config *mc);
+} family_reader;
+
+/* How a text family's caption mask counts its tokens beyond the caption's words. */
+typedef enum mask_keep {
+    MASK_WORDS,      /* the words */
+    MASK_PAD_ONE,    /* and one padding token (ChromaPipeline's) */
+    MASK_EMPTY_ONE,  /* at least one token: the empty caption keeps one (a text attending within itself) */
+} mask_keep;
+
+#define FAMILY_ST_MAX 2  /* SimpleTuner rows a family can carry (kandinsky5: its image and video registrations) */
+#define FAMILY_READERS_MAX 4
+
+typedef struct family_desc {
+    const char *name;          /* model_config.family; NULL: a SimpleTuner family segtrain does not build */
+    family_topology topology;
+    bool own;                  /* segtrain's own topology (dit, mmdit, skipdit): no flavours, always built */
+    family_st st[FAMILY_ST_MAX]; /* SimpleTuner's registrations (name NULL: none) */
+
+    /* traits */
+    bool text;            /* reads a text encoder's output (else a class label) */
+    bool text_mask;       /* its conditioning holds the caption's mask */
+    mask_keep mask;       /* ... counting these tokens */
+    bool video;           /* its input is video (B, C, F, H, W) */
+    bool audio;           /* its latents are an audio clip (B, C, F, 1, 1) */
+    bool audio_video;     /* audio latents follow the video's in a sample (LTX-2) */
+    int vae_scale_t;      /* a video VAE's temporal compression (0: 4) */
+    int packed;           /* in_channels as diffusers' config counts them: 0 the latent's, 4: 4 x (2 x 2 patches packed),
+                             -1: x patch^2 */
+    int register_tokens;  /* tokens a sample's sequence adds beside the image's and the text's (AuraFlow's 8) */
+    int size_ids;         /* SDXL's size ids after the pooled text, where the config has a pooled text */
+    bool edm;             /* trained on EDM's sigmas (objective.h) */
+    bool upstream_epsilon; /* upstream trains it to predict the noise, not the flow */
+    bool batch_padded;    /* SimpleTuner pads each batch's captions to its longest (no fixed length) */
+    bool drift;           /* its LoRA trains with SimpleTuner's h3_drift distillation */
+    const char *lora_component; /* the component its LoRA files name adapters under ("unet."), NULL: the transformer */
+    const char *uncached; /* what of its conditioning a cache does not hold, NULL: "what the family reads beside them" */
+    const char *text_width; /* what a cache's prompt_embeds width holds, where it is not one encoder's (NULL) */
+
+    /* hooks (NULL: the generic behaviour) */
+    bool (*is_video)(const model_config *mc);             /* video for some configs only */
+    int64_t (*pixel_frames)(const model_config *mc);      /* the pixel frames of its latent frames */
+    st_status (*latent_frames)(model_config *mc, int64_t num_frames); /* num_frames to latent frames */
+    const char *(*uncached_of)(const model_config *mc);   /* uncached, by config */
+    int64_t (*cond_len)(const model_config *mc);          /* model_cond_len */
+    void (*condition)(const model_config *mc, const char *caption, float *cond); /* model_condition of a caption */
+    /* plan's description: its blocks ("N cross-attention blocks"), its grid, or the whole line */
+    void (*describe_blocks)(const model_config *mc, char *buf, size_t n);
+    void (*describe_grid)(const model_config *mc, char *buf, size_t n);
+    void (*describe)(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n);
+    family_reader readers[FAMILY_READERS_MAX]; /* the diffusers classes it reads (diffusers NULL: no more) */
+
+    const struct model_family *ops; /* the implementation; NULL: not built */
+} family_desc;
+
+/* The descriptor whose name is model_config.family name, NULL when none is. */
+const family_desc *family_find(const char *name);
+/* mc's descriptor; for a name no built family has, one with no traits and no implementation. */
+const family_desc *family_of_config(const model_config *mc);
+/* The i-th descriptor in the registry's order, NULL past the last. */
+const family_desc *family_at(int i);
+
+/* What the conditioning of a text family holds before anything of its own (model.c): the sequence, the pooled
+ * vector, the mask, ByT5's glyph tokens and mask, the guidance value and the size ids; its length, and the filling
+ * of it from a caption, which returns where the family's own part starts. */
+int64_t family_text_cond_len(const model_config *mc);
+float *family_text_condition(const model_config *mc, const char *caption, float *cond, float **pooled);
+/* A conditioning of token ids (text_dim 1): the words of parts[0 .. 3) (a template around the caption) as ids, then
+ * their mask. */
+void family_ids_condition(const model_config *mc, const char *const parts[3], float *cond);
+
+#endif
