@@ -257,7 +257,8 @@ static void test_fixture(const char *name, const char *preset)
     for (int64_t b = 0; b < B; b++) {
         if (control) memcpy(cond + b * K + K - Nc, control + b * Nc, (size_t)Nc * sizeof(float));
         /* cosmos2image's fixture holds EDM's sigma: the model's time is t = sigma / (sigma + 1), float as SimpleTuner's */
-        ts[b] = 1000.0f * ((!strcmp(mc.family, "cosmos2image") || !strcmp(mc.family, "anima")) && !qwen ? sigma[b] / (sigma[b] + 1.0f) : sigma[b]);
+        const bool cosmos = !strcmp(mc.family, "cosmos2image") || !strcmp(mc.family, "anima");
+        ts[b] = 1000.0f * (cosmos && !qwen ? sigma[b] / (sigma[b] + 1.0f) : sigma[b]);
         if (qwen) {
             memcpy(cond + b * K, qstates + b * Q, (size_t)Q * sizeof(float));
             memcpy(cond + b * K + Q, t5 + b * L, (size_t)L * sizeof(float));

@@ -12,10 +12,5 @@ const family_desc kolors_desc = {
             .flavours = "1.0",
             .built = "1.0:kolors",
             .fallback = "1.0"}},
-    .text = true,
-    .upstream_epsilon = true,
-    .lora_component = "unet",
-    .size_ids = 6,
-    .describe = unet_describe,
-    .ops = &unet_family,
+    UNET_TRAITS,
 };

@@ -13,10 +13,5 @@ const family_desc sd1x_desc = {
             .built = "1.5:sd15|1.4:sd15|dreamshaper:sd15",
             .fallback = "dreamshaper",
             .why = "realvis is RealVisXL (SG161222/RealVisXL_V5.0), an SDXL checkpoint: plan it with model_family sdxl"}},
-    .text = true,
-    .upstream_epsilon = true,
-    .lora_component = "unet",
-    .size_ids = 6,
-    .describe = unet_describe,
-    .ops = &unet_family,
+    UNET_TRAITS,
 };

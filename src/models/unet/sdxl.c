@@ -14,10 +14,5 @@ const family_desc sdxl_desc = {
             .fallback = "base-1.0",
             .why = "the refiners read OpenCLIP-G's text alone and five size ids, one of them an aesthetic score; the base "
              "flavours are built"}},
-    .text = true,
-    .upstream_epsilon = true,
-    .lora_component = "unet",
-    .size_ids = 6,
-    .describe = unet_describe,
-    .ops = &unet_family,
+    UNET_TRAITS,
 };

@@ -34,5 +34,11 @@ extern const block_kind unet_block_kind;
 
 /* plan's line for a U-Net (sd1x, sdxl, kolors): its levels instead of one width (family.h's describe hook) */
 void unet_describe(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n);
+/* What sd1x, sdxl and kolors share in their descriptors (family.h): UNet2DConditionModel's traits, hooks and steps.
+ * Upstream trains them on the noise (epsilon); their LoRA files name adapters under "unet."; sdxl's and kolors'
+ * conditioning ends with SDXL's six size ids. */
+#define UNET_TRAITS                                                                                                   \
+    .text = true, .upstream_epsilon = true, .lora_component = "unet", .size_ids = 6, .describe = unet_describe,      \
+    .ops = &unet_family
 
 #endif
