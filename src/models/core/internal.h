@@ -59,6 +59,9 @@ struct model {
                                   gradient */
         int64_t mod_rows;
     } ctx;
+    struct {
+        bool active, train; /* from a forward (a training one) to its release (model.c's) */
+    } step;
     int n_seq;
     block_seq seq[MODEL_SEQ_MAX];
     seq_plan plan[MODEL_SEQ_MAX];

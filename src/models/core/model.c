@@ -263,7 +263,14 @@ st_status model_init(model *m, uint64_t seed, bool random_all)
     return ST_OK;
 }
 
-void model_release(model *m) { m->family->release(m); }
+/* The model owns the step's lifecycle: a forward makes it active (refused while the previous one is not released),
+ * a failed forward and every backward release it, and release frees the family's step once. */
+void model_release(model *m)
+{
+    if (!m->step.active) return;
+    m->family->release(m);
+    m->step.active = m->step.train = false;
+}
 
 st_status model_hidden(model *m, int k, const float **h, float **dh)
 {
@@ -278,7 +285,10 @@ st_status model_forward(model *m, const float *x, const float *timesteps, const 
     st_status st = model_check_batch(m, batch);
     if (st) return st;
     m->family->set_batch(m, batch);
-    return m->family->forward(m, x, timesteps, cond, train, pred);
+    if (m->step.active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    m->step.active = true, m->step.train = train;
+    if ((st = m->family->forward(m, x, timesteps, cond, train, pred))) model_release(m);
+    return st;
 }
 
 void model_set_batch(model *m, int64_t batch) { m->family->set_batch(m, batch); }
@@ -287,7 +297,14 @@ void model_set_r_timesteps(model *m, const float *r) { m->r_time = r; }
 
 void model_set_dropout_seed(model *m, uint64_t seed) { m->dropout_seed = seed; }
 
-st_status model_backward(model *m, const float *dpred) { return m->family->backward(m, dpred); }
+st_status model_backward(model *m, const float *dpred)
+{
+    if (!m->step.active || !m->step.train)
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const st_status st = m->family->backward(m, dpred);
+    model_release(m);
+    return st;
+}
 
 float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero)
 {

@@ -50,7 +50,7 @@ void dual_set_batch(model *m, int64_t batch)
 void dual_release(model *m)
 {
     dual_model *d = dual_of(m);
-    if (!d || !d->step.active) return;
+    if (!d) return;
     dual_step *s = &d->step;
     seq_release(s->run[1]);
     seq_release(s->run[0]);
@@ -70,8 +70,6 @@ st_status dual_forward(model *m, const float *x, const float *timesteps, const f
 {
     dual_model *d = dual_of(m);
     dual_step *s = &d->step;
-    if (s->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    s->active = true;
     mm_dims dm = mm_dims_of(m);
     const bool single = m->n_seq == 2;
     st_status st = d->embed(m, x, timesteps, cond, train);
@@ -101,10 +99,7 @@ st_status dual_forward(model *m, const float *x, const float *timesteps, const f
         }
     }
     if (!st) st = final_forward(m, &d->final, single ? s->xh : s->last.t[0]);
-    if (st) {
-        dual_release(m);
-        return st;
-    }
+    if (st) return st;
     *pred = d->final.pred;
     return ST_OK;
 }
@@ -136,7 +131,6 @@ st_status dual_backward(model *m, const float *dpred)
 {
     dual_model *d = dual_of(m);
     dual_step *s = &d->step;
-    if (!s->active || !s->run[0]) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     mm_dims dm = mm_dims_of(m);
     const bool single = m->n_seq == 2;
     st_status st = d->backward_begin ? d->backward_begin(m) : ST_OK;
@@ -159,7 +153,6 @@ st_status dual_backward(model *m, const float *dpred)
     }
     if (!st) st = d->embed_backward(m, grad.t[0], grad.t[1]);
     state_free(m->pool, &grad);
-    dual_release(m);
     return st;
 }
 

@@ -79,7 +79,6 @@ param_init mm_init_of(const char *name);
 
 /* What every dual-stream model keeps for a step. */
 typedef struct dual_step {
-    bool active;
     float *text_in;             /* (B L, text_dim): the text embedder's input, kept while its weight trains */
     float *patches, *img, *txt; /* (N, C p p); the first state (N, D), (B L, D) until the executor takes it */
     block_state last;           /* the last sequence's output */

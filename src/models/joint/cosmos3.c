@@ -39,7 +39,6 @@ typedef struct c3_model {
     attn_mask mask;
     const attn_mask *maskp;
     /* a step */
-    bool active;
     float *ids, *tin, *patches, *gen_rows, *fin_n, *fin_out, *pred;
     op_state fin_stats;
     block_state last;
@@ -116,7 +115,7 @@ static void c3_set_batch(model *m, int64_t batch)
 static void c3_release(model *m)
 {
     c3_model *d = c3_of(m);
-    if (!d || !d->active) return;
+    if (!d) return;
     seq_release(d->run), d->run = NULL;
     state_free(m->pool, &d->last);
     temb_release_path(m, &d->te);
@@ -125,7 +124,6 @@ static void c3_release(model *m)
                       &d->pred};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     d->maskp = NULL;
-    d->active = false;
 }
 
 /* Each sample's prompt ids, rotary table and mask (the prompt's padding keys hidden) */
@@ -225,8 +223,6 @@ static st_status c3_forward(model *m, const float *x, const float *timesteps, co
                             const float **pred)
 {
     c3_model *d = c3_of(m);
-    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    d->active = true;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden;
     st_status st = ST_OK;
@@ -243,10 +239,7 @@ static st_status c3_forward(model *m, const float *x, const float *timesteps, co
     }
     pool_free(m->pool, x0);
     if (!st) st = final_out(m, train);
-    if (st) {
-        c3_release(m);
-        return st;
-    }
+    if (st) return st;
     *pred = d->pred;
     return ST_OK;
 }
@@ -254,7 +247,6 @@ static st_status c3_forward(model *m, const float *x, const float *timesteps, co
 static st_status c3_backward(model *m, const float *dpred)
 {
     c3_model *d = c3_of(m);
-    if (!d->active || !d->run) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
     const int64_t P = model_patch_dim(c);
@@ -287,7 +279,6 @@ static st_status c3_backward(model *m, const float *dpred)
     if (!st) st = temb_backward(m, &d->te, dc);
 done:;
     const st_status end = scratch_end(&k);
-    c3_release(m);
     return st ? st : end;
 }
 

@@ -37,7 +37,6 @@ typedef struct f3_model {
     lin_layer early[NMODE], single[NMODE], x_img, ctx, norm_out, proj_out;
     float *mod[NSEQ], *dmod[NSEQ], *rope[NSEQ];
     /* a step */
-    bool active;
     float *patches, *text_in, *fin_ln, *fin_mod, *fin_h, *fin_out, *img_rows, *pred;
     op_state fin_stats;
     block_state out[NSEQ];
@@ -126,7 +125,7 @@ static void f3_set_batch(model *m, int64_t batch)
 static void f3_release(model *m)
 {
     f3_model *d = f3_of(m);
-    if (!d || !d->active) return;
+    if (!d) return;
     for (int q = 0; q < NSEQ; q++) {
         seq_release(d->run[q]), d->run[q] = NULL;
         state_free(m->pool, &d->out[q]);
@@ -138,7 +137,6 @@ static void f3_release(model *m)
     float **bufs[] = {&d->patches, &d->text_in, &d->fin_ln, &d->fin_mod, &d->fin_h,
                       &d->fin_out, &d->img_rows, &d->pred};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
-    d->active = false;
 }
 
 void time_pair_register(param_set *s, time_pair *p, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
@@ -297,8 +295,6 @@ static st_status f3_forward(model *m, const float *x, const float *timesteps, co
                             const float **pred)
 {
     f3_model *d = f3_of(m);
-    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    d->active = true;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, S = L + T;
     const int64_t P = model_patch_dim(c), K = model_cond_len(c), Dc = c->text_dim;
@@ -334,10 +330,7 @@ static st_status f3_forward(model *m, const float *x, const float *timesteps, co
     }
     pool_free(m->pool, joint);
     if (!st) st = final_out(m, train);
-    if (st) {
-        f3_release(m);
-        return st;
-    }
+    if (st) return st;
     *pred = d->pred;
     return ST_OK;
 }
@@ -345,8 +338,6 @@ static st_status f3_forward(model *m, const float *x, const float *timesteps, co
 static st_status f3_backward(model *m, const float *dpred)
 {
     f3_model *d = f3_of(m);
-    if (!d->active || !d->run[JOINT])
-        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
     const int64_t P = model_patch_dim(c);
@@ -385,7 +376,6 @@ static st_status f3_backward(model *m, const float *dpred)
     if (!st) st = time_pair_backward(m, &d->tp, &k);
 done:;
     const st_status end = scratch_end(&k);
-    f3_release(m);
     return st ? st : end;
 }
 

@@ -79,7 +79,7 @@ static void id_set_batch(model *m, int64_t batch) { lumina_joint_set_batch(m, &i
 static void id_release(model *m)
 {
     id_model *d = id_of(m);
-    if (!d || !d->j.active) return;
+    if (!d) return;
     lumina_joint_release(m, &d->j);
     temb_release(m, &d->t);
     op_state_release(&d->text_stats);
@@ -191,7 +191,7 @@ static st_status final_out(model *m, bool train)
 static st_status id_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
                             const float **pred)
 {
-    static const lumina_joint_parts parts = {embed, final_out, id_release};
+    static const lumina_joint_parts parts = {embed, final_out};
     id_model *d = id_of(m);
     const st_status st = lumina_joint_forward(m, &d->j, &parts, x, timesteps, cond, train);
     if (!st) *pred = d->fin.pred;
@@ -201,8 +201,6 @@ static st_status id_forward(model *m, const float *x, const float *timesteps, co
 static st_status id_backward(model *m, const float *dpred)
 {
     id_model *d = id_of(m);
-    if (!d->j.active || !d->j.run)
-        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden, N = B * T;
     const int64_t P = model_patch_dim(c), Dc = c->text_dim, A = c->time_dim;
@@ -244,7 +242,6 @@ static st_status id_backward(model *m, const float *dpred)
     }
 done:;
     const st_status end = scratch_end(&k);
-    id_release(m);
     return st ? st : end;
 }
 

@@ -41,7 +41,6 @@ typedef struct kr_model {
     attn_mask masks[NSEQ];
     const attn_mask *maskp[NSEQ];
     /* a step */
-    bool active;
     float *kb[NSEQ], *patches, *txt_n, *txt_a, *txt_g, *img_rows, *fin_n, *fin_mod, *fin_h, *fin_out, *pred;
     op_state txt_stats, fin_stats;
     block_state lw_out, ref_out, last;
@@ -129,7 +128,7 @@ static void kr_set_batch(model *m, int64_t batch)
 static void kr_release(model *m)
 {
     kr_model *d = kr_of(m);
-    if (!d || !d->active) return;
+    if (!d) return;
     for (int q = 0; q < NSEQ; q++) seq_release(d->run[q]), d->run[q] = NULL;
     state_free(m->pool, &d->lw_out), state_free(m->pool, &d->ref_out), state_free(m->pool, &d->last);
     temb_release(m, &d->t);
@@ -139,7 +138,6 @@ static void kr_release(model *m)
                       &m->ctx.dmod};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     for (int q = 0; q < NSEQ; q++) d->maskp[q] = NULL;
-    d->active = false;
 }
 
 /* The text's key masks (the refiner's and the joint rows') and the joint rows' rotary tables */
@@ -253,8 +251,6 @@ static st_status kr_forward(model *m, const float *x, const float *timesteps, co
                             const float **pred)
 {
     kr_model *d = kr_of(m);
-    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    d->active = true;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden;
     const int64_t Dt = text_width(c), K = model_cond_len(c), P = model_patch_dim(c), BL = B * L;
@@ -311,15 +307,12 @@ static st_status kr_forward(model *m, const float *x, const float *timesteps, co
     }
 fail:
     pool_free(m->pool, lw0);
-    kr_release(m);
     return st;
 }
 
 static st_status kr_backward(model *m, const float *dpred)
 {
     kr_model *d = kr_of(m);
-    if (!d->active || !d->run[JOINT])
-        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
     const int64_t P = model_patch_dim(c), Dt = text_width(c), BL = B * L;
@@ -386,7 +379,6 @@ static st_status kr_backward(model *m, const float *dpred)
     }
 done:;
     const st_status end = scratch_end(&k);
-    kr_release(m);
     return st ? st : end;
 }
 

@@ -49,7 +49,6 @@ typedef struct lm_model {
     attn_mask masks[NSEQ];
     const attn_mask *maskp[NSEQ];     /* what the blocks read: &masks[q], or NULL */
     /* a step */
-    bool active;
     float *len;                       /* per sample: the caption's tokens */
     float *tin, *patches, *cap_in, *cap_n, *kb[NSEQ];
     float *final_c; /* the final layer's input: SiLU(temb), Z-Image's own (Lumina's blocks read it as m->ctx.cs) */
@@ -160,7 +159,7 @@ static void lm_set_batch(model *m, int64_t batch)
 static void lm_release(model *m)
 {
     lm_model *d = lm_of(m);
-    if (!d || !d->active) return;
+    if (!d) return;
     for (int q = 0; q < NSEQ; q++) {
         seq_release(d->run[q]);
         d->run[q] = NULL;
@@ -173,7 +172,6 @@ static void lm_release(model *m)
     lumina_final_release(m, &d->fin);
     float **bufs[] = {&d->len, &d->tin, &d->patches, &d->cap_in, &d->cap_n, &d->final_c};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
-    d->active = false;
 }
 
 /* Sample b's caption tokens (its mask's ones, as diffusers sums the mask) */
@@ -366,8 +364,6 @@ static st_status lm_forward(model *m, const float *x, const float *timesteps, co
                             const float **pred)
 {
     lm_model *d = lm_of(m);
-    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    d->active = true;
     const int64_t B = m->shape.batch, S = joint_rows(m), D = m->shape.hidden;
     float *ctx0 = NULL, *x0 = NULL;
     st_status st = embed(m, x, timesteps, cond, train, &ctx0, &x0);
@@ -389,10 +385,7 @@ static st_status lm_forward(model *m, const float *x, const float *timesteps, co
     }
     pool_free(m->pool, joint);
     if (!st) st = final_out(m, train);
-    if (st) {
-        lm_release(m);
-        return st;
-    }
+    if (st) return st;
     *pred = d->fin.pred;
     return ST_OK;
 }
@@ -400,8 +393,6 @@ static st_status lm_forward(model *m, const float *x, const float *timesteps, co
 static st_status lm_backward(model *m, const float *dpred)
 {
     lm_model *d = lm_of(m);
-    if (!d->active || !d->run[JOINT])
-        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = joint_rows(m), D = c->hidden;
     const int64_t N = B * T, P = model_patch_dim(c), Dt = time_dim(c), Dc = c->text_dim;
@@ -447,7 +438,6 @@ static st_status lm_backward(model *m, const float *dpred)
     }
 done:;
     const st_status end = scratch_end(&k);
-    lm_release(m);
     return st ? st : end;
 }
 

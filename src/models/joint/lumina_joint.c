@@ -45,8 +45,6 @@ void lumina_joint_set_batch(model *m, const lumina_joint *j, int64_t batch)
 st_status lumina_joint_forward(model *m, lumina_joint *j, const lumina_joint_parts *parts, const float *x,
                                const float *timesteps, const float *cond, bool train)
 {
-    if (j->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    j->active = true;
     float *x0 = NULL;
     st_status st = parts->embed(m, x, timesteps, cond, train, &x0);
     if (!st) {
@@ -56,7 +54,6 @@ st_status lumina_joint_forward(model *m, lumina_joint *j, const lumina_joint_par
     }
     pool_free(m->pool, x0);
     if (!st) st = parts->final(m, train);
-    if (st) parts->release(m);
     return st;
 }
 
@@ -67,7 +64,6 @@ void lumina_joint_release(model *m, lumina_joint *j)
     state_free(m->pool, &j->last);
     pool_free(m->pool, j->rope), pool_free(m->pool, j->kb);
     j->rope = j->kb = NULL, j->maskp = NULL;
-    j->active = false;
 }
 
 /* ---- the final layer ---- */

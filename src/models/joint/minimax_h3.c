@@ -45,7 +45,6 @@ typedef struct mh_model {
     attn_mask mask[NSEQ];
     const attn_mask *maskp[NSEQ];
     /* a step */
-    bool active;
     float *t1, *patches, *text_in, *text_n, *vid_rows, *fin_ln, *fin_mod, *fin_h, *fin_out, *pred;
     op_state ref_stats, fin_stats;
     block_state refined, last;
@@ -119,7 +118,7 @@ static void mh_set_batch(model *m, int64_t batch)
 static void mh_release(model *m)
 {
     mh_model *d = mh_of(m);
-    if (!d || !d->active) return;
+    if (!d) return;
     for (int q = 0; q < NSEQ; q++) seq_release(d->run[q]), d->run[q] = NULL;
     state_free(m->pool, &d->refined), state_free(m->pool, &d->last);
     temb_release_path(m, &d->te);
@@ -128,7 +127,6 @@ static void mh_release(model *m)
                       &d->vid_rows, &d->fin_ln, &d->fin_mod, &d->fin_h, &d->fin_out, &d->pred};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     d->maskp[REF] = d->maskp[MAIN] = NULL;
-    d->active = false;
 }
 
 /* Each sample's rotary table and key biases: its caption's padding keys hidden, but for the refiner's an empty
@@ -202,8 +200,6 @@ static st_status mh_forward(model *m, const float *x, const float *timesteps, co
                             const float **pred)
 {
     mh_model *d = mh_of(m);
-    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    d->active = true;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, S = L + T;
     const int64_t P = model_patch_dim(c), K = model_cond_len(c), Dc = c->text_dim, BL = B * L, Dt = c->time_dim;
@@ -255,10 +251,7 @@ static st_status mh_forward(model *m, const float *x, const float *timesteps, co
     }
     pool_free(m->pool, joint);
     if (!st) st = final_out(m, train);
-    if (st) {
-        mh_release(m);
-        return st;
-    }
+    if (st) return st;
     *pred = d->pred;
     return ST_OK;
 }
@@ -266,8 +259,6 @@ static st_status mh_forward(model *m, const float *x, const float *timesteps, co
 static st_status mh_backward(model *m, const float *dpred)
 {
     mh_model *d = mh_of(m);
-    if (!d->active || !d->run[MAIN])
-        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
     const int64_t P = model_patch_dim(c), BL = B * L, Dt = c->time_dim;
@@ -313,7 +304,6 @@ static st_status mh_backward(model *m, const float *dpred)
     }
 done:;
     const st_status end = scratch_end(&k);
-    mh_release(m);
     return st ? st : end;
 }
 

@@ -90,7 +90,7 @@ static void og_set_batch(model *m, int64_t batch) { lumina_joint_set_batch(m, &o
 static void og_release(model *m)
 {
     og_model *d = og_of(m);
-    if (!d || !d->j.active) return;
+    if (!d) return;
     lumina_joint_release(m, &d->j);
     temb_release(m, &d->t);
     temb_release_path(m, &d->tok);
@@ -227,7 +227,7 @@ static st_status final_out(model *m, bool train)
 static st_status og_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
                             const float **pred)
 {
-    static const lumina_joint_parts parts = {embed, final_out, og_release};
+    static const lumina_joint_parts parts = {embed, final_out};
     og_model *d = og_of(m);
     const st_status st = lumina_joint_forward(m, &d->j, &parts, x, timesteps, cond, train);
     if (!st) *pred = d->fin.pred;
@@ -246,8 +246,6 @@ static void embed_backward(model *m, const float *g, const float *ids)
 static st_status og_backward(model *m, const float *dpred)
 {
     og_model *d = og_of(m);
-    if (!d->j.active || !d->j.run)
-        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = L + 1 + T, D = c->hidden, N = B * T;
     const int64_t P = model_patch_dim(c);
@@ -280,7 +278,6 @@ static st_status og_backward(model *m, const float *dpred)
     }
 done:;
     const st_status end = scratch_end(&k);
-    og_release(m);
     return st ? st : end;
 }
 

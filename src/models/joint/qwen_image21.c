@@ -37,7 +37,6 @@ typedef struct q21_model {
     attn_mask mask;
     const attn_mask *maskp;
     /* a step */
-    bool active;
     float *raw, *patches, *text_in, *txt_n, *txt_a, *txt_g, *img_rows, *fin_ln, *fin_mod, *fin_zero,
         *fin_h, *fin_out, *pred;
     op_state txt_stats, fin_stats;
@@ -103,7 +102,7 @@ static void q21_set_batch(model *m, int64_t batch)
 static void q21_release(model *m)
 {
     q21_model *d = q21_of(m);
-    if (!d || !d->active) return;
+    if (!d) return;
     seq_release(d->run), d->run = NULL;
     state_free(m->pool, &d->last);
     time_pair_release(m, &d->tp);
@@ -113,7 +112,6 @@ static void q21_release(model *m)
                       &d->fin_mod, &d->fin_zero, &d->fin_h, &d->fin_out, &d->pred};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     d->maskp = NULL;
-    d->active = false;
 }
 
 /* The rotary table (the same for every sample) and the block-causal mask with the text's padding keys hidden */
@@ -237,8 +235,6 @@ static st_status q21_forward(model *m, const float *x, const float *timesteps, c
                              const float **pred)
 {
     q21_model *d = q21_of(m);
-    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    d->active = true;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, S = L + T;
     const int64_t P = model_patch_dim(c), K = model_cond_len(c), Dc = c->text_dim, BL = B * L;
@@ -274,10 +270,7 @@ static st_status q21_forward(model *m, const float *x, const float *timesteps, c
     }
     pool_free(m->pool, joint);
     if (!st) st = final_out(m, train);
-    if (st) {
-        q21_release(m);
-        return st;
-    }
+    if (st) return st;
     *pred = d->pred;
     return ST_OK;
 }
@@ -285,8 +278,6 @@ static st_status q21_forward(model *m, const float *x, const float *timesteps, c
 static st_status q21_backward(model *m, const float *dpred)
 {
     q21_model *d = q21_of(m);
-    if (!d->active || !d->run)
-        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
     const int64_t P = model_patch_dim(c), Dc = c->text_dim, BL = B * L;
@@ -327,7 +318,6 @@ static st_status q21_backward(model *m, const float *dpred)
     if (!st) st = time_pair_backward(m, &d->tp, &k);
 done:;
     const st_status end = scratch_end(&k);
-    q21_release(m);
     return st ? st : end;
 }
 

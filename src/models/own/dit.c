@@ -10,7 +10,6 @@
 
 /* The forward state of one step, alive from model_forward to model_backward or model_release. */
 typedef struct dit_step {
-    bool active;
     float *labels;                           /* (B) */
     float *patches, *tokens;                 /* (N, C p p), (N, D): the first state */
     float *tfreq, *th, *ts, *c;              /* timestep/label embedding path, (B, 256) and (B, D) each */
@@ -128,7 +127,7 @@ static param_init dit_init_of(const char *name)
 static void dit_release(model *m)
 {
     dit_model *d = dit_of(m);
-    if (!d || !d->step.active) return;
+    if (!d) return;
     dit_step *s = &d->step;
     seq_release(s->run);
     state_free(m->pool, &s->last);
@@ -190,7 +189,7 @@ static st_status dit_hidden(model *m, int k, const float **h, float **dh)
 {
     dit_model *d = dit_of(m);
     dit_step *s = &d->step;
-    if (!s->active || !s->run || k < 0 || k >= m->n_capture)
+    if (!s->run || k < 0 || k >= m->n_capture)
         return st_fail(ST_ERR_INVALID, "model_hidden: no captured hidden state %d after a training forward", k);
     const int i = m->capture[k];
     const block_state *out = i == m->seq[0].n - 1 ? &s->last : seq_run_output(s->run, i);
@@ -204,8 +203,6 @@ static st_status dit_forward(model *m, const float *x, const float *timesteps, c
                              const float **pred)
 {
     dit_model *d = dit_of(m);
-    if (d->step.active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    d->step.active = true;
     st_status st = embed_forward(m, x, timesteps, labels, train);
     if (!st) {
         block_state first = {.n = 1, .t = {d->step.tokens}};
@@ -214,10 +211,7 @@ static st_status dit_forward(model *m, const float *x, const float *timesteps, c
     }
     if (!st && train && m->n_capture) st = capture_forward(m);
     if (!st) st = final_forward(m, &d->final, d->step.last.t[0]);
-    if (st) {
-        dit_release(m);
-        return st;
-    }
+    if (st) return st;
     *pred = d->final.pred;
     return ST_OK;
 }
@@ -243,7 +237,6 @@ static st_status dit_backward(model *m, const float *dpred)
 {
     dit_model *d = dit_of(m);
     dit_step *s = &d->step;
-    if (!s->active || !s->run) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const int64_t N = m->shape.batch * m->shape.tokens;
     float *dstate = NULL;
     st_status st = pool_alloc_zero(m->pool, (size_t)(N * m->cfg.hidden) * sizeof(float), MEM_ACTIVATIONS,
@@ -264,7 +257,6 @@ static st_status dit_backward(model *m, const float *dpred)
     }
     if (!st) st = embed_backward(m, dstate);
     pool_free(m->pool, dstate);
-    dit_release(m);
     return st;
 }
 

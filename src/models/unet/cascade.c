@@ -16,7 +16,6 @@
 #include <string.h>
 
 typedef struct cascade_step {
-    bool active;
     float *r_embed, *text, *pooled, *zero_img; /* the inputs as the mappers read them */
     float *raw, *clip, *clip_s, *dclip_s;      /* the tokens before and after clip_norm, SiLU of them, its gradient */
     op_state clip_ln;
@@ -218,7 +217,7 @@ static param_init cascade_init_of(const char *name)
 static void cascade_release(model *m)
 {
     cascade_model *d = cascade_of(m);
-    if (!d || !d->step.active) return;
+    if (!d) return;
     cascade_step *s = &d->step;
     seq_release(s->run);
     state_free(m->pool, &s->last);
@@ -365,8 +364,6 @@ static st_status cascade_forward(model *m, const float *x, const float *timestep
     cascade_model *d = cascade_of(m);
     cascade_step *s = &d->step;
     const model_config *c = &m->cfg;
-    if (s->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    s->active = true;
     const int64_t B = m->shape.batch;
     st_status st = ST_OK;
     s->r_embed = model_take(m, &st, B * CASCADE_TIME_CONDS * c->time_channels, "cascade.time embeddings", false);
@@ -377,10 +374,7 @@ static st_status cascade_forward(model *m, const float *x, const float *timestep
     }
     if (!st) st = micro_seq_forward(m, x, train, &s->last, &s->run);
     if (!st) st = head_forward(m, s->last.t[0]);
-    if (st) {
-        cascade_release(m);
-        return st;
-    }
+    if (st) return st;
     *pred = s->pred;
     return ST_OK;
 }
@@ -389,8 +383,6 @@ static st_status cascade_backward(model *m, const float *dpred)
 {
     cascade_model *d = cascade_of(m);
     cascade_step *s = &d->step;
-    if (!s->active || !s->run)
-        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     float *dh;
     st_status st = micro_grad_buffer(m, &dh);
     if (!st) st = head_backward(m, s->last.t[0], dpred, dh);
@@ -398,7 +390,6 @@ static st_status cascade_backward(model *m, const float *dpred)
     if (!st) st = micro_seq_backward(&s->run, dh);
     if (!st) st = clip_backward(m);
     pool_free(m->pool, dh);
-    cascade_release(m);
     return st;
 }
 

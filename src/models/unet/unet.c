@@ -12,7 +12,6 @@
 #include <string.h>
 
 typedef struct unet_step {
-    bool active;
     float *n, *pred;    /* the head's GroupNorm output (kept) and the prediction */
     op_state gn;        /* the head's GroupNorm statistics */
     block_state last;
@@ -265,7 +264,7 @@ static param_init unet_init_of(const char *name)
 static void unet_release(model *m)
 {
     unet_model *d = unet_of(m);
-    if (!d || !d->step.active) return;
+    if (!d) return;
     unet_step *s = &d->step;
     seq_release(s->run);
     state_free(m->pool, &s->last);
@@ -353,8 +352,6 @@ static st_status unet_forward(model *m, const float *x, const float *timesteps, 
     unet_model *d = unet_of(m);
     unet_step *s = &d->step;
     const model_config *c = &m->cfg;
-    if (s->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    s->active = true;
     const int64_t B = m->shape.batch, L = c->text_len, E = c->text_dim, K = model_cond_len(c);
     const int64_t X = c->unet_cross ? c->unet_cross : E;
     st_status st = ST_OK;
@@ -375,10 +372,7 @@ static st_status unet_forward(model *m, const float *x, const float *timesteps, 
     if (!st) silu_forward(m->ctx.cs, d->t.c, B * c->hidden);
     if (!st) st = micro_seq_forward(m, x, train, &s->last, &s->run);
     if (!st) st = head_forward(m, s->last.t[0]);
-    if (st) {
-        unet_release(m);
-        return st;
-    }
+    if (st) return st;
     *pred = s->pred;
     return ST_OK;
 }
@@ -387,8 +381,6 @@ static st_status unet_backward(model *m, const float *dpred)
 {
     unet_model *d = unet_of(m);
     unet_step *s = &d->step;
-    if (!s->active || !s->run)
-        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const int64_t B = m->shape.batch;
     float *dh;
     st_status st = micro_grad_buffer(m, &dh);
@@ -407,7 +399,6 @@ static st_status unet_backward(model *m, const float *dpred)
         st = scratch_end(&k);
     }
     pool_free(m->pool, dh);
-    unet_release(m);
     return st;
 }
 

@@ -35,7 +35,6 @@ typedef struct ace_model {
     time_path tp[2]; /* time_embed, time_embed_r */
     lin_layer cond;  /* condition_embedder */
     /* a step */
-    bool active;
     float *feat, *x0, *ts, *raw, *temb, *fmod, *ln, *h, *tokens, *pred;
     block_state last;
     seq_run *run;
@@ -108,7 +107,7 @@ static void ac_set_batch(model *m, int64_t batch)
 static void ac_release(model *m)
 {
     ace_model *d = ac_of(m);
-    if (!d || !d->active) return;
+    if (!d) return;
     seq_release(d->run);
     d->run = NULL;
     state_free(m->pool, &d->last);
@@ -120,7 +119,6 @@ static void ac_release(model *m)
         float **tb[] = {&t->sin, &t->h1, &t->s1, &t->temb, &t->s2};
         for (size_t i = 0; i < sizeof tb / sizeof *tb; i++) pool_free(m->pool, *tb[i]), *tb[i] = NULL;
     }
-    d->active = false;
 }
 
 /* get_1d_rotary_pos_embed's table for T positions, (T, hd / 2, (cos, sin)): pair k turns by pos theta^(-2 k / hd),
@@ -245,8 +243,6 @@ static st_status ac_forward(model *m, const float *x, const float *timesteps, co
                             const float **pred)
 {
     ace_model *d = ac_of(m);
-    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    d->active = true;
     st_status st = embed_forward(m, x, timesteps, cond, train);
     if (!st) {
         block_state first = {.n = 1, .t = {d->x0}};
@@ -254,10 +250,7 @@ static st_status ac_forward(model *m, const float *x, const float *timesteps, co
         st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
     }
     if (!st) st = final_forward_ace(m, d->last.t[0]);
-    if (st) {
-        ac_release(m);
-        return st;
-    }
+    if (st) return st;
     *pred = d->pred;
     return ST_OK;
 }
@@ -265,7 +258,6 @@ static st_status ac_forward(model *m, const float *x, const float *timesteps, co
 static st_status ac_backward(model *m, const float *dpred)
 {
     ace_model *d = ac_of(m);
-    if (!d->active || !d->run) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, N = B * T;
     const int64_t P = c->channels * c->patch_t;
@@ -326,7 +318,6 @@ static st_status ac_backward(model *m, const float *dpred)
     }
     const st_status end = scratch_end(&k);
     state_free(m->pool, &grad);
-    ac_release(m);
     return st ? st : end;
 }
 

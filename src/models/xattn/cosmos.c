@@ -107,7 +107,6 @@ typedef struct cos_model {
     final_layer final;
     anima_adapter ad; /* anima's text conditioner */
     /* a step */
-    bool active;
     float *patches, *x0, *ts, *proj, *th, *ths, *temb, *e, *fh, *fo;
     block_state last;
     seq_run *run;
@@ -181,7 +180,7 @@ static void co_set_batch(model *m, int64_t batch)
 static void co_release(model *m)
 {
     cos_model *d = co_of(m);
-    if (!d || !d->active) return;
+    if (!d) return;
     seq_release(d->run);
     d->run = NULL;
     state_free(m->pool, &d->last);
@@ -190,7 +189,6 @@ static void co_release(model *m)
     float **bufs[] = {&d->patches, &d->x0, &d->ts, &d->proj, &d->th, &d->ths, &d->temb, &d->e, &d->fh, &d->fo,
                       &m->ctx.cs, &m->ctx.dcs, &m->ctx.mod, &m->ctx.dmod, &m->ctx.text, &m->ctx.dtext, &m->ctx.rope};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
-    d->active = false;
 }
 
 /* CosmosRotaryPosEmbed's table for an F x G x G grid, (T, hd / 2, (cos, sin)): pair p of axis a (widths t, h, w in
@@ -285,8 +283,6 @@ static st_status co_forward(model *m, const float *x, const float *timesteps, co
                             const float **pred)
 {
     cos_model *d = co_of(m);
-    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    d->active = true;
     st_status st = embed_forward(m, x, timesteps, cond, train);
     if (!st) {
         block_state first = {.n = 1, .t = {d->x0}};
@@ -294,10 +290,7 @@ static st_status co_forward(model *m, const float *x, const float *timesteps, co
         st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
     }
     if (!st) st = final_forward(m, &d->final, d->last.t[0]);
-    if (st) {
-        co_release(m);
-        return st;
-    }
+    if (st) return st;
     *pred = d->final.pred;
     return ST_OK;
 }
@@ -305,7 +298,6 @@ static st_status co_forward(model *m, const float *x, const float *timesteps, co
 static st_status co_backward(model *m, const float *dpred)
 {
     cos_model *d = co_of(m);
-    if (!d->active || !d->run) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, R = COSMOS_MOD_ROWS, r = c->adaln_lora;
     st_status st = ST_OK;
@@ -354,7 +346,6 @@ static st_status co_backward(model *m, const float *dpred)
     op_state_release(&stats);
     const st_status end = scratch_end(&k);
     state_free(m->pool, &grad);
-    co_release(m);
     return st ? st : end;
 }
 

@@ -92,7 +92,6 @@ typedef struct k5_model {
     lin_layer t_in, t_out, txt, pool_in, vis, out_mod, out;
     int txt_w, txt_b, pool_w, pool_b;
     /* a step */
-    bool active;
     float *trope, *vrope; /* the text's and the image's rotary tables, which the blocks point at */
     float *text_in, *te, *sin, *th, *ths, *tt, *pooled, *ph, *temb, *patches, *fmod, *fln, *fh, *pred;
     op_state fstats;
@@ -170,7 +169,7 @@ static void k5_set_batch(model *m, int64_t batch)
 static void k5_release(model *m)
 {
     k5_model *d = k5_of(m);
-    if (!d || !d->active) return;
+    if (!d) return;
     seq_release(d->run[1]);
     seq_release(d->run[0]);
     d->run[0] = d->run[1] = NULL;
@@ -182,7 +181,6 @@ static void k5_release(model *m)
                       &m->ctx.dtext};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     m->ctx.text = NULL; /* the text blocks' output, tlast's */
-    d->active = false;
 }
 
 /* A frequency of get_freqs(dim) as torch makes it in float32: exp(-ln(10000) * (j / dim)). */
@@ -302,8 +300,6 @@ static st_status k5_forward(model *m, const float *x, const float *timesteps, co
                             const float **pred)
 {
     k5_model *d = k5_of(m);
-    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    d->active = true;
     st_status st = embed_forward(m, x, timesteps, cond, train);
     if (!st) { /* the text blocks, then the visual blocks on their output; the executor owns each first state */
         block_state first = d->tlast;
@@ -320,10 +316,7 @@ static st_status k5_forward(model *m, const float *x, const float *timesteps, co
         st = seq_forward(&m->seq[1], &m->plan[1], model_offload(m), &first, train, &d->last, &d->run[1]);
     }
     if (!st) st = out_forward(m, d->last.t[0]);
-    if (st) {
-        k5_release(m);
-        return st;
-    }
+    if (st) return st;
     *pred = d->pred;
     return ST_OK;
 }
@@ -393,8 +386,6 @@ static st_status embed_backward(model *m, const float *dt0, const float *dx0)
 static st_status k5_backward(model *m, const float *dpred)
 {
     k5_model *d = k5_of(m);
-    if (!d->active || !d->run[0] || !d->run[1])
-        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = m->cfg.hidden;
     st_status st = ST_OK;
     float *dx = model_take(m, &st, B * T * D, "k5.dstate", true);
@@ -417,7 +408,6 @@ static st_status k5_backward(model *m, const float *dpred)
     if (!st) st = embed_backward(m, tgrad.t[0], grad.t[0]);
     state_free(m->pool, &tgrad);
     state_free(m->pool, &grad);
-    k5_release(m);
     return st;
 }
 

@@ -45,7 +45,6 @@ typedef struct ltx2_model {
     int table[2];               /* scale_shift_table, audio_scale_shift_table (2, w) */
     int out_w[2], out_b[2];     /* proj_out, audio_proj_out */
     /* a step */
-    bool active;
     float *in[2], *x0[2], *text_in[2], *cap_h[2], *cap_g[2], *cs[2][PATHS], *rows[2][PATHS], *key_bias;
     float *fin_mod[2], *fin_ln[2], *fin_h[2], *pred;
     op_state fin_stats[2];
@@ -143,7 +142,7 @@ static void lx_set_batch(model *m, int64_t batch)
 static void lx_release(model *m)
 {
     ltx2_model *d = lx_of(m);
-    if (!d || !d->active) return;
+    if (!d) return;
     seq_release(d->run);
     d->run = NULL;
     state_free(m->pool, &d->last);
@@ -165,7 +164,6 @@ static void lx_release(model *m)
     pool_free(m->pool, d->key_bias), pool_free(m->pool, d->pred);
     d->key_bias = d->pred = NULL;
     x->mask = NULL;
-    d->active = false;
 }
 
 /* ---- rotary tables ---- */
@@ -374,8 +372,6 @@ static st_status lx_forward(model *m, const float *x, const float *timesteps, co
                             const float **pred)
 {
     ltx2_model *d = lx_of(m);
-    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    d->active = true;
     st_status st = embed_forward(m, x, timesteps, cond, train);
     if (!st) {
         block_state first = {.n = 2, .t = {d->x0[0], d->x0[1]}};
@@ -383,10 +379,7 @@ static st_status lx_forward(model *m, const float *x, const float *timesteps, co
         st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
     }
     if (!st) st = final_forward_both(m, &d->last);
-    if (st) {
-        lx_release(m);
-        return st;
-    }
+    if (st) return st;
     *pred = d->pred;
     return ST_OK;
 }
@@ -467,8 +460,6 @@ static st_status embed_backward(model *m, const block_state *grad, float *dc_fin
 static st_status lx_backward(model *m, const float *dpred)
 {
     ltx2_model *d = lx_of(m);
-    if (!d->active || !d->run)
-        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const int64_t B = m->shape.batch;
     st_status st = ST_OK;
     float *dx[2], *dc[2];
@@ -491,7 +482,6 @@ static st_status lx_backward(model *m, const float *dpred)
     if (!st) st = embed_backward(m, &grad, dc);
     pool_free(m->pool, dc[1]), pool_free(m->pool, dc[0]);
     state_free(m->pool, &grad);
-    lx_release(m);
     return st;
 }
 

@@ -89,7 +89,6 @@ typedef struct xd_model {
     int p_table;             /* the final layer's scale_shift_table */
     final_layer final;
     /* a step */
-    bool active;
     float *patches, *x0, *text_in, *cap_h, *cap_g, *cap_o, *key_bias, *t6buf;
     op_state cap_stats;
     attn_mask mask;
@@ -262,7 +261,7 @@ static void xd_set_batch(model *m, int64_t batch)
 static void xd_release(model *m)
 {
     xd_model *d = xd_of(m);
-    if (!d || !d->active) return;
+    if (!d) return;
     seq_release(d->run);
     seq_release(d->vrun);
     d->run = d->vrun = NULL;
@@ -284,7 +283,6 @@ static void xd_release(model *m)
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     m->ctx.mask = NULL;
     d->self_mask.linear_rope = NULL;
-    d->active = false;
 }
 
 /* LTXVideoRotaryPosEmbed's table for an F x G x G latent, as diffusers computes it in float32: token (f, r, q) has
@@ -477,8 +475,6 @@ static st_status xd_forward(model *m, const float *x, const float *timesteps, co
                             const float **pred)
 {
     xd_model *d = xd_of(m);
-    if (d->active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    d->active = true;
     st_status st = embed_forward(m, x, timesteps, cond, train);
     if (!st && d->vblocks) { /* VACE's control branch first: its blocks write the hints the main blocks add */
         block_state first = {.n = 1, .t = {d->c0}};
@@ -491,10 +487,7 @@ static st_status xd_forward(model *m, const float *x, const float *timesteps, co
         st = seq_forward(&m->seq[d->main], &m->plan[d->main], model_offload(m), &first, train, &d->last, &d->run);
     }
     if (!st) st = final_forward(m, &d->final, d->last.t[0]);
-    if (st) {
-        xd_release(m);
-        return st;
-    }
+    if (st) return st;
     *pred = d->final.pred;
     return ST_OK;
 }
@@ -545,7 +538,6 @@ static st_status vace_backward(model *m, float *dx0)
 static st_status xd_backward(model *m, const float *dpred)
 {
     xd_model *d = xd_of(m);
-    if (!d->active || !d->run) return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, R = XDIT_MOD_ROWS;
     st_status st = ST_OK;
@@ -593,7 +585,6 @@ static st_status xd_backward(model *m, const float *dpred)
     }
     const st_status end = scratch_end(&k);
     state_free(m->pool, &grad);
-    xd_release(m);
     return st ? st : end;
 }
 
