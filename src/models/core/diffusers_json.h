@@ -24,6 +24,8 @@ st_status json_fixed(const cJSON *j, const char *file, const char *key, double w
 st_status json_fixed_text(const cJSON *j, const char *file, const char *key, const char *want, const char *what);
 st_status json_fixed_bool(const cJSON *j, const char *file, const char *key, bool want, const char *what);
 /* An epsilon at key, when the file gives it: a number in (0, 1) */
+/* A boolean at key, when the file gives one; absent keeps *v. */
+st_status json_bool(const cJSON *j, const char *file, const char *key, bool *v);
 st_status json_eps(const cJSON *j, const char *file, const char *key, double *eps);
 
 /* A class's config over mc (the family's defaults, then the file's values), unchecked */
@@ -34,5 +36,7 @@ diffusers_reader pixart_from_json, wan_from_json, wan_animate_from_json, anyflow
 diffusers_reader lumina2_from_json, zimage_from_json, ernie_from_json, omnigen_from_json, krea2_from_json,
     flux3_from_json, qwen21_from_json, ideogram_from_json, minimax_from_json, cosmos3_from_json;
 diffusers_reader unet_from_json, cascade_from_json; /* diffusers_unet.c */
+diffusers_reader flux_from_json, longcat_from_json, flux2_from_json, qwen_from_json, sd3_from_json, auraflow_from_json,
+    chroma_from_json, hunyuanvideo_from_json, hunyuanvideo15_from_json, hidream_from_json; /* diffusers_dual.c */
 
 #endif

@@ -50,6 +50,19 @@ typedef enum mask_keep {
     MASK_EMPTY_ONE,  /* at least one token: the empty caption keeps one (a text attending within itself) */
 } mask_keep;
 
+/* A preset's published sizes (model_preset): the rest is the family's preset hook's. */
+typedef struct family_preset {
+    const char *name;
+    int64_t depth, hidden, heads, patch, channels, resolution, classes, single_depth, text_len;
+    int64_t text_dim, pooled_dim;
+    bool guidance_embeds;
+    bool qk_norm; /* Flux's blocks always normalise q and k, SD3.5's too */
+    int64_t dual_attention, pos_embed_max;
+} family_preset;
+#define FAMILY_PRESETS(table) .presets = table, .n_presets = (int)(sizeof table / sizeof *table)
+/* The presets' latent grids are those of images through Stable Diffusion's or Flux's VAE (DiT's: 256 px -> 32). */
+#define FAMILY_VAE_SCALE 8
+
 #define FAMILY_ST_MAX 2  /* SimpleTuner rows a family can carry (kandinsky5: its image and video registrations) */
 #define FAMILY_READERS_MAX 4
 
@@ -75,6 +88,7 @@ typedef struct family_desc {
     bool upstream_epsilon; /* upstream trains it to predict the noise, not the flow */
     bool batch_padded;    /* SimpleTuner pads each batch's captions to its longest (no fixed length) */
     bool drift;           /* its LoRA trains with SimpleTuner's h3_drift distillation */
+    bool sincos;          /* a dual-stream family whose positions are a sine-cosine table, not rotary axes (SD3) */
     const char *lora_component; /* the component its LoRA files name adapters under ("unet."), NULL: the transformer */
     const char *uncached; /* what of its conditioning a cache does not hold, NULL: "what the family reads beside them" */
     const char *text_width; /* what a cache's prompt_embeds width holds, where it is not one encoder's (NULL) */
@@ -91,6 +105,13 @@ typedef struct family_desc {
     void (*describe_grid)(const model_config *mc, char *buf, size_t n);
     void (*describe)(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n);
     family_reader readers[FAMILY_READERS_MAX]; /* the diffusers classes it reads (diffusers NULL: no more) */
+    /* its presets, in model_preset_name's order, and what its presets set beyond family_preset's sizes (tiny: the
+     * name says "tiny") */
+    const family_preset *presets;
+    int n_presets;
+    void (*preset)(model_config *mc, const char *name, bool tiny);
+    /* its split of a head into rotary axes (NULL: Flux's, (16, 56, 56) at 128) */
+    void (*rope_axes)(model_config *mc);
 
     const struct model_family *ops; /* the implementation; NULL: not built */
 } family_desc;
@@ -101,6 +122,11 @@ const family_desc *family_find(const char *name);
 const family_desc *family_of_config(const model_config *mc);
 /* The i-th descriptor in the registry's order, NULL past the last. */
 const family_desc *family_at(int i);
+
+/* Rotary splits that several families share: four equal axes (Flux.2's (32, 32, 32, 32) at 128), and Z-Image's
+ * (32, 48, 48) at 128. */
+void family_rope_axes_four(model_config *mc);
+void family_rope_axes_wide(model_config *mc);
 
 /* What the conditioning of a text family holds before anything of its own (model.c): the sequence, the pooled
  * vector, the mask, ByT5's glyph tokens and mask, the guidance value and the size ids; its length, and the filling

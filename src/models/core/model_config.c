@@ -515,17 +515,16 @@ st_status model_config_from(const config *cfg, model_config *mc)
     /* a video VAE keeps the first frame and one in every scale_t after it (HunyuanVideo's and Wan's 4, LTX's 8) */
     const int64_t frames = config_int(cfg, "num_frames"), scale_t = model_vae_scale_t(mc);
     if (model_audio(mc) && config_is_set(cfg, "num_frames")) mc->frames = frames; /* audio: the clip's latent frames; else the preset's */
-    if (model_minimax_h3(mc)) { /* its VAE: chunks of 17 frames to 5 latent ones, 17 k + 5 frames to 5 k + 2 */
-        if (frames > 1 && frames % 17 != 5)
-            return st_fail(ST_ERR_INVALID, "num_frames: %lld; MiniMax-H3 takes 1 or 17 k + 5 frames (its VAE encodes "
-                           "17 frames a chunk into 5 latent ones, 17 k + 5 into 5 k + 2)", (long long)frames);
-        mc->frames = frames > 1 ? (frames - 5) / 17 * 5 + 2 : 1;
+    const family_desc *d = family_of_config(mc);
+    if (d->latent_frames) { /* a VAE of its own chunking (MiniMax-H3's) */
+        if ((st = d->latent_frames(mc, frames))) return st;
     } else if (frames > 1 && !model_audio(mc) && (!model_video(mc) || (frames - 1) % scale_t))
         return st_fail(ST_ERR_INVALID, "num_frames: %lld; %s %lld k + 1 frames (its VAE keeps the first and every "
                        "%lldth after it)", (long long)frames, model_video(mc) ? "this video family takes" :
                        "an image family takes 1, not", (long long)scale_t, (long long)scale_t);
-    /* a preset's own frames are the tests'; Wan Animate keeps its preset's unless told (it takes at least 2) */
-    if (model_video(mc) && !model_minimax_h3(mc) && (!model_wan_animate(mc) || config_is_set(cfg, "num_frames")))
+    /* a preset's own frames are the tests'; Wan Animate (a config with face adapters) keeps its preset's unless told
+     * (it takes at least 2) */
+    if (model_video(mc) && !d->latent_frames && (mc->face_every <= 0 || config_is_set(cfg, "num_frames")))
         mc->frames = 1 + (frames - 1) / scale_t;
     const double resolution = config_float(cfg, "resolution");
     if (resolution > 0 && !model_audio(mc)) { /* audio has no edge: SimpleTuner's audio path ignores it too */
@@ -537,7 +536,7 @@ st_status model_config_from(const config *cfg, model_config *mc)
      * model_config_check refuses a folder whose axes do not fill its heads */
     const bool width_set = config_int(cfg, "hidden_size") > 0 || config_int(cfg, "num_heads") > 0;
     const int64_t *ax = mc->rope_axes;
-    if (width_set && mc->heads > 0 && model_dual_stream(mc) && strcmp(mc->family, "sd3") &&
+    if (width_set && mc->heads > 0 && d->topology == TOPO_DUAL && !d->sincos &&
         ax[0] + ax[1] + ax[2] + ax[3] != mc->hidden / mc->heads)
         model_rope_axes(mc);
     mc->guidance = config_float(cfg, "flux_guidance_value");

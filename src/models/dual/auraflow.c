@@ -5,6 +5,7 @@
  * and the image rows through norm_out (a modulation without LayerNorm) and proj_out (rows in DiT's (i, j, c)
  * order). No rotary embedding and no pooled text: the conditioning vector is the timestep's embedding alone.
  * Nothing but pos_embed.proj and the timestep MLP has a bias. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/dual/auraflow.h"
 #include "models/dual/mmdit.h"
@@ -159,6 +160,13 @@ const model_family auraflow_family = {
 
 /* ---- the family's descriptor (family.h) ---- */
 
+/* AuraFlow's are v0.3's (fal/AuraFlow-v0.3): Pile-T5's 2048 without a pooled vector, 120 tokens (SimpleTuner's
+ * auraflow limit), a learned position table of 96 x 96 (pos_embed_max_size 9216). */
+static const family_preset presets[] = {
+    {"auraflow-tiny", 2, 32, 2, 2, 4, 8, 10, 2, 8, 24, 0, false, false, 0, 8},
+    {"auraflow", 4, 3072, 12, 2, 4, 128, 10, 32, 120, 2048, 0, false, false, 0, 96},
+};
+
 const family_desc auraflow_desc = {
     .name = "auraflow",
     .topology = TOPO_DUAL,
@@ -171,4 +179,6 @@ const family_desc auraflow_desc = {
     .text = true,
     .register_tokens = 8 /* its register tokens */,
     .ops = &auraflow_family,
+    FAMILY_PRESETS(presets),
+    .readers = {{"AuraFlowTransformer2DModel", auraflow_from_json}},
 };

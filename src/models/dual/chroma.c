@@ -1,6 +1,20 @@
 /* Chroma 1 (ChromaTransformer2DModel): Flux's blocks (dual/mmdit.c) without their adaLN linears. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
+
+static const family_preset presets[] = {
+    /* lodestones/Chroma1-HD's: Flux's blocks without their adaLN linears, T5-XXL's text padded to 512, no pooled
+     * vector; its approximator (64 -> 5120, 5 layers) is set in its preset hook below */
+    {"chroma-tiny", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 0, false, true, 0, 0},
+    {"chroma", 19, 3072, 24, 2, 16, 128, 10, 38, 512, 4096, 0, false, true, 0, 0},
+};
+
+static void chroma_preset(model_config *mc, const char *name, bool tiny)
+{
+    /* the tiny one's approximator is the fixture's shape, with 2 layers */
+    mc->approx_channels = tiny ? 32 : 64, mc->approx_hidden = tiny ? 32 : 5120, mc->approx_layers = tiny ? 2 : 5;
+}
 
 const family_desc chroma_desc = {
     .name = "chroma",
@@ -16,4 +30,7 @@ const family_desc chroma_desc = {
     .mask = MASK_PAD_ONE,
     .packed = 4,
     .ops = &mmdit_family,
+    FAMILY_PRESETS(presets),
+    .preset = chroma_preset,
+    .readers = {{"ChromaTransformer2DModel", chroma_from_json}},
 };

@@ -1,6 +1,15 @@
 /* Flux.1 (FluxTransformer2DModel): dual/mmdit.c's blocks. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
+
+/* Flux's text side: T5-XXL's 4096 and CLIP-L's pooled 768; its rotary axes are (16, 56, 56) of its 128-wide heads
+ * (model_rope_axes). */
+static const family_preset presets[] = {
+    {"flux-tiny", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 16, true, true, 0, 0},
+    {"flux-dev", 19, 3072, 24, 2, 16, 128, 10, 38, 512, 4096, 768, true, true, 0, 0},
+    {"flux-schnell", 19, 3072, 24, 2, 16, 128, 10, 38, 256, 4096, 768, false, true, 0, 0},
+};
 
 const family_desc flux_desc = {
     .name = "flux",
@@ -14,4 +23,6 @@ const family_desc flux_desc = {
     .text = true,
     .packed = 4,
     .ops = &mmdit_family,
+    FAMILY_PRESETS(presets),
+    .readers = {{"FluxTransformer2DModel", flux_from_json}},
 };

@@ -6,6 +6,7 @@
  * Linear-SiLU-Linear on `time_channels` sinusoidal features; from SiLU(c) the model makes the three shared
  * modulations once (flux2.h), which every block reads. Rotary embedding by 4-axis position ids (t, h, w, l) at
  * theta 2000: text token k at (0, 0, 0, k), image token (r, q) at (0, r, q, 0). */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/dual/flux2.h"
 
@@ -147,6 +148,23 @@ const model_family flux2_family = {
 
 /* ---- the family's descriptor (family.h) ---- */
 
+/* Flux.2's are the published Flux2Transformer2DModel configs (FLUX.2-dev: 8 double + 48 single blocks, 48 heads x
+ * 128, Mistral Small 3.1's three stacked hidden states, 15360 wide; FLUX.2-klein-base-4B and -9B: 5 + 20 blocks of 24
+ * heads and 8 + 24 of 32, Qwen3-4B's and -8B's three stacked states, 7680 and 12288 wide, no guidance embedding), all
+ * with 32 latent channels packed 2x2 (in_channels 128) and SimpleTuner's 512 text tokens (its flux2
+ * MAX_SEQUENCE_LENGTH); timestep_guidance_channels 256, axes_dims_rope (32, 32, 32, 32). */
+static const family_preset presets[] = {
+    {"flux2-tiny", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 0, true, true, 0, 0},
+    {"flux2-dev", 8, 6144, 48, 2, 32, 128, 10, 48, 512, 15360, 0, true, true, 0, 0},
+    {"flux2-klein-4b", 5, 3072, 24, 2, 32, 128, 10, 20, 512, 7680, 0, false, true, 0, 0},
+    {"flux2-klein-9b", 8, 4096, 32, 2, 32, 128, 10, 24, 512, 12288, 0, false, true, 0, 0},
+};
+
+static void flux2_preset(model_config *mc, const char *name, bool tiny)
+{
+    mc->time_channels = 256; /* timestep_guidance_channels */
+}
+
 const family_desc flux2_desc = {
     .name = "flux2",
     .topology = TOPO_DUAL,
@@ -159,4 +177,8 @@ const family_desc flux2_desc = {
     .text = true,
     .packed = 4,
     .ops = &flux2_family,
+    FAMILY_PRESETS(presets),
+    .preset = flux2_preset,
+    .rope_axes = family_rope_axes_four,
+    .readers = {{"Flux2Transformer2DModel", flux2_from_json}},
 };

@@ -7,6 +7,7 @@
  * linear in DiT's order) on the image rows. The rotary embedding turns image token (r, c) at ids (0, r, c) over
  * axes_dims_rope (text ids 0: unrotated). The prediction is the negated output, as HiDreamImagePipeline and
  * SimpleTuner read it (the model was trained to predict the negated velocity). */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/dual/hidream.h"
 #include "models/dual/mmdit.h"
@@ -229,6 +230,30 @@ static void hidream_condition(const model_config *mc, const char *caption, float
                        rest + i * mc->llama_len * mc->text_dim, pooled);
 }
 
+static const family_preset presets[] = {
+    /* HiDream-ai/HiDream-I1-Full's (-Dev and -Fast are the same transformer, distilled): 16 double + 32 single
+     * blocks of 20 heads x 128, T5-XXL's and Llama 3.1's 4096 (caption_channels), CLIP-L + G's pooled 2048
+     * (text_emb_dim), 128 tokens of each (the pipeline's max_sequence_length); 4 routed experts, 2 active, and
+     * 128 Llama tokens are set in its preset hook below */
+    {"hidream-tiny", 1, 16, 2, 2, 4, 8, 10, 1, 6, 24, 20, false, true, 0, 0},
+    {"hidream-full", 16, 2560, 20, 2, 16, 128, 10, 32, 128, 4096, 2048, false, true, 0, 0},
+    {"hidream-dev", 16, 2560, 20, 2, 16, 128, 10, 32, 128, 4096, 2048, false, true, 0, 0},
+    {"hidream-fast", 16, 2560, 20, 2, 16, 128, 10, 32, 128, 4096, 2048, false, true, 0, 0},
+};
+
+/* HiDream's (64, 32, 32) at 128 */
+static void hidream_rope_axes(model_config *mc)
+{
+    const int64_t hd = mc->hidden / mc->heads;
+    mc->rope_axes[0] = hd - 2 * (hd / 4), mc->rope_axes[1] = mc->rope_axes[2] = hd / 4;
+}
+
+static void hidream_preset(model_config *mc, const char *name, bool tiny)
+{
+    /* the tiny one is the fixture's */
+    mc->experts = tiny ? 3 : 4, mc->experts_active = 2, mc->llama_len = tiny ? 3 : 128;
+}
+
 const family_desc hidream_desc = {
     .name = "hidream",
     .topology = TOPO_DUAL,
@@ -243,4 +268,8 @@ const family_desc hidream_desc = {
     .cond_len = hidream_cond_len,
     .condition = hidream_condition,
     .ops = &hidream_family,
+    FAMILY_PRESETS(presets),
+    .preset = hidream_preset,
+    .rope_axes = hidream_rope_axes,
+    .readers = {{"HiDreamImageTransformer2DModel", hidream_from_json}},
 };

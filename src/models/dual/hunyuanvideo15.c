@@ -1,8 +1,23 @@
 /* HunyuanVideo 1.5 (HunyuanVideo15Transformer3DModel), SimpleTuner's hunyuanvideo: dual/hunyuan_video.c's steps. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
 
 /* SimpleTuner's hunyuanvideo is HunyuanVideo 1.5; "1.0" is segtrain's name for the first model (hunyuanvideo) */
+static const family_preset presets[] = {
+    {"hunyuanvideo15-tiny", 2, 64, 4, 1, 4, 8, 10, 0, 8, 32, 0, false, true, 0, 0},
+    {"hunyuanvideo15-480p", 54, 2048, 16, 1, 32, 30, 10, 0, 1000, 3584, 0, false, true, 0, 0},
+    {"hunyuanvideo15-720p", 54, 2048, 16, 1, 32, 45, 10, 0, 1000, 3584, 0, false, true, 0, 0},
+};
+
+static void hunyuanvideo15_preset(model_config *mc, const char *name, bool tiny)
+{
+    mc->refiner_depth = 2, mc->frames = tiny ? 2 : 1; /* the tiny one's latents have 2 frames, a video's smallest */
+    /* ByT5's 1472-wide glyph tokens (256 of them), SigLIP's 1152, the i2v condition's 32 + 1 channels; a 16x VAE */
+    mc->text2_len = tiny ? 4 : 256, mc->text2_dim = tiny ? 12 : 1472, mc->image_dim = tiny ? 8 : 1152;
+    mc->cond_channels = mc->channels + 1, mc->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
+}
+
 const family_desc hunyuanvideo15_desc = {
     .name = "hunyuanvideo15",
     .topology = TOPO_DUAL,
@@ -20,4 +35,7 @@ const family_desc hunyuanvideo15_desc = {
     .video = true,
     .uncached = "ByT5's glyph tokens and their mask",
     .ops = &hunyuan_video_family,
+    FAMILY_PRESETS(presets),
+    .preset = hunyuanvideo15_preset,
+    .readers = {{"HunyuanVideo15Transformer3DModel", hunyuanvideo15_from_json}},
 };

@@ -1,6 +1,14 @@
 /* LongCat-Image (LongCatImageTransformer2DModel): Flux's blocks (dual/mmdit.c). */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
+
+/* LongCat-Image's are meituan-longcat/LongCat-Image's transformer config (10 double + 20 single blocks of Flux's
+ * width, Qwen2.5-VL's 3584-wide text, no pooled vector) with its pipeline's 512 tokens. */
+static const family_preset presets[] = {
+    {"longcat-image-tiny", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 0, false, true, 0, 0},
+    {"longcat-image", 10, 3072, 24, 2, 16, 128, 10, 20, 512, 3584, 0, false, true, 0, 0},
+};
 
 const family_desc longcat_image_desc = {
     .name = "longcat_image",
@@ -14,4 +22,6 @@ const family_desc longcat_image_desc = {
     .text = true,
     .packed = 4,
     .ops = &mmdit_family,
+    FAMILY_PRESETS(presets),
+    .readers = {{"LongCatImageTransformer2DModel", longcat_from_json}},
 };

@@ -7,6 +7,7 @@
  * position ids (position_ids_centred) on three axes, and the text's padding keys are excluded from every query's
  * attention by the conditioning's mask (image keys always kept). The last block's text output reaches nothing:
  * its gradient is zero, as in diffusers. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/dual/mmdit.h"
 
@@ -176,6 +177,14 @@ const model_family qwen_image_family = {
 /* ---- the family's descriptor (family.h) ---- */
 
 /* "v2.1" is segtrain's name for Qwen-Image 2.1 (qwen_image21), which SimpleTuner lists not yet */
+/* Qwen Image's are Qwen/Qwen-Image's: 60 blocks of 24 heads x 128, Qwen2.5-VL's 3584-wide hidden states without a
+ * pooled vector, up to 1024 tokens (the pipeline's tokenizer_max_length: SimpleTuner caches each prompt at its own
+ * length, at most that), 16 latent channels. */
+static const family_preset presets[] = {
+    {"qwen-image-tiny", 2, 64, 4, 2, 4, 8, 10, 0, 8, 32, 0, false, true, 0, 0},
+    {"qwen-image", 60, 3072, 24, 2, 16, 128, 10, 0, 1024, 3584, 0, false, true, 0, 0},
+};
+
 const family_desc qwen_image_desc = {
     .name = "qwen_image",
     .topology = TOPO_DUAL,
@@ -192,4 +201,6 @@ const family_desc qwen_image_desc = {
     .text_mask = true,
     .packed = -1 /* C p^2 */,
     .ops = &qwen_image_family,
+    FAMILY_PRESETS(presets),
+    .readers = {{"QwenImageTransformer2DModel", qwen_from_json}},
 };

@@ -5,6 +5,7 @@
  * blocks, the last block context_pre_only), then the image rows through norm_out (scale, shift) and proj_out, whose
  * rows are in DiT's (i, j, c) order. No rotary embedding. c = timestep_embedder(t) + text_embedder(pooled); the
  * timestep is given as diffusers takes it, 1000 sigma. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/dual/mmdit.h"
 
@@ -117,9 +118,20 @@ const model_family sd3_family = {
 
 /* ---- the family's descriptor (family.h) ---- */
 
+/* SD3's are the published transformer config.json's (stable-diffusion-3-medium-diffusers, -3.5-large, -3.5-medium):
+ * 64-wide heads, T5-XXL's 4096 and the two CLIPs' pooled 2048, and SimpleTuner's cached text, 77 CLIP tokens then
+ * 154 T5 tokens (its sd3 tokenizer_max_length); sample_size 128. */
+static const family_preset presets[] = {
+    {"sd3-tiny", 3, 64, 4, 2, 4, 8, 10, 0, 8, 32, 16, false, true, 2, 16},
+    {"sd3-medium", 24, 1536, 24, 2, 16, 128, 10, 0, 231, 4096, 2048, false, false, 0, 192},
+    {"sd35-large", 38, 2432, 38, 2, 16, 128, 10, 0, 231, 4096, 2048, false, true, 0, 192},
+    {"sd35-medium", 24, 1536, 24, 2, 16, 128, 10, 0, 231, 4096, 2048, false, true, 13, 384},
+};
+
 const family_desc sd3_desc = {
     .name = "sd3",
     .topology = TOPO_DUAL,
+    .sincos = true,
     .st = {{.name = "sd3",
             .title = "Stable Diffusion 3.x",
             .diffusers = "SD3Transformer2DModel",
@@ -128,4 +140,6 @@ const family_desc sd3_desc = {
             .fallback = "medium"}},
     .text = true,
     .ops = &sd3_family,
+    FAMILY_PRESETS(presets),
+    .readers = {{"SD3Transformer2DModel", sd3_from_json}},
 };

@@ -17,6 +17,7 @@
  *   UniPC flow prediction), segtrain's target as it is.
  * - Loaded and saved as they are, never trained: lm_head and the prompt stream's final `norm` (text generation's),
  *   and the sound and action heads of the omni checkpoints (sound_gen, action_gen). */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/joint/cosmos3.h"
 
@@ -321,6 +322,24 @@ static void cosmos3_blocks(const model_config *mc, char *buf, size_t n)
              (long long)mc->head_dim, (long long)mc->kv_heads);
 }
 
+static const family_preset presets[] = {
+    /* Cosmos3OmniTransformer's defaults, which are Cosmos3-Nano's 16 B (36 layers a stream of 32 heads x 128 with 8
+     * key-value heads over 4096, Qwen3's 151936 tokens), 48 latent channels through the 16x VAE, 1024 px, 512 prompt
+     * tokens (segtrain's choice) */
+    {"cosmos3-tiny", 2, 32, 2, 2, 4, 8, 10, 0, 6, 1, 0, false, false, 0, 0},
+    {"cosmos3-nano", 36, 4096, 32, 2, 48, 64, 10, 0, 512, 1, 0, false, false, 0, 0},
+};
+
+static void cosmos3_preset(model_config *mc, const char *name, bool tiny)
+{
+    /* the tiny one is the fixture's: grouped queries, MRoPE (2, 2, 2) of 8, a sound head loaded untrained */
+    mc->head_dim = tiny ? 16 : 128, mc->kv_heads = tiny ? 1 : 8, mc->ffn_dim = tiny ? 64 : 12288;
+    mc->text_vocab = tiny ? 64 : 151936, mc->norm_eps = 1e-6, mc->audio_channels = tiny ? 8 : 0;
+    mc->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
+    const int64_t sections[4] = {tiny ? 2 : 24, tiny ? 2 : 20, tiny ? 2 : 20, 0};
+    memcpy(mc->rope_axes, sections, sizeof sections);
+}
+
 const family_desc cosmos3_desc = {
     .name = "cosmos3",
     .topology = TOPO_JOINT,
@@ -339,4 +358,7 @@ const family_desc cosmos3_desc = {
     .condition = cosmos3_condition,
     .describe_blocks = cosmos3_blocks,
     .ops = &cosmos3_family,
+    FAMILY_PRESETS(presets),
+    .preset = cosmos3_preset,
+    .readers = {{"Cosmos3OmniTransformer", cosmos3_from_json}},
 };

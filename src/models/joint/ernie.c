@@ -11,6 +11,7 @@
  *   head's frequencies repeated pairwise and applied by halves (rope_repeated_forward).
  * - final_norm: LayerNorm (no affine) of the image rows times 1 + scale, plus shift, (scale, shift) =
  *   final_norm.linear(c); then final_linear. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/joint/lumina2.h"
 
@@ -238,6 +239,21 @@ const model_family ernie_family = {
 
 /* ---- the family's descriptor (family.h) ---- */
 
+static const family_preset presets[] = {
+    /* ERNIE-Image (baidu/ERNIE-Image's transformer, Turbo's the same shape): 36 blocks of 32 heads x 128, its text
+     * encoder's 3072-wide states, Flux.2's VAE's 128 packed channels at 16x (1024 px: 64 x 64, patch 1); 256 caption
+     * tokens is segtrain's choice (SimpleTuner pads a batch to its longest caption). The rest in its preset hook below. */
+    {"ernie-tiny", 2, 32, 2, 1, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"ernie-image", 36, 4096, 32, 1, 128, 64, 10, 0, 256, 3072, 0, false, false, 0, 0},
+};
+
+static void ernie_preset(model_config *mc, const char *name, bool tiny)
+{
+    /* full multi-head attention; eps 1e-6; SimpleTuner's packed latents at 16x */
+    mc->kv_heads = mc->heads, mc->norm_eps = 1e-6, mc->ffn_dim = tiny ? 2 * mc->hidden : 12288,
+    mc->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
+}
+
 const family_desc ernie_desc = {
     .name = "ernie",
     .topology = TOPO_JOINT,
@@ -253,4 +269,8 @@ const family_desc ernie_desc = {
     .text_mask = true,
     .batch_padded = true,
     .ops = &ernie_family,
+    FAMILY_PRESETS(presets),
+    .preset = ernie_preset,
+    .rope_axes = family_rope_axes_wide,
+    .readers = {{"ErnieImageTransformer2DModel", ernie_from_json}},
 };

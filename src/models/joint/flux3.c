@@ -16,6 +16,7 @@
  *   10000), interleaved pairs.
  * - norm_out: LayerNorm (no affine) of the image rows times 1 + scale plus shift, (scale, shift) =
  *   norm_out.linear(SiLU(image temb)); proj_out, unpacked. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/joint/flux3.h"
 
@@ -408,6 +409,19 @@ static void flux3_blocks(const model_config *mc, char *buf, size_t n)
              (long long)mc->depth, (long long)mc->single_depth);
 }
 
+static const family_preset presets[] = {
+    /* Flux.3 Klein (Flux3Transformer2DModel's defaults; no published config was at hand): 5 mode blocks for the text
+     * and for the image, then 28 single blocks, of 24 heads x 128; Flux.2's VAE (32 channels, 8x) in 2 x 2 patches;
+     * stacked Qwen3-VL states 20480 wide at 512 tokens (segtrain's choice, Flux.2's). The tiny one is the fixture's. */
+    {"flux3-tiny", 2, 32, 2, 2, 4, 8, 10, 2, 6, 24, 0, false, false, 0, 0},
+    {"flux3-klein", 5, 3072, 24, 2, 32, 128, 10, 28, 512, 20480, 0, false, false, 0, 0},
+};
+
+static void flux3_preset(model_config *mc, const char *name, bool tiny)
+{
+    mc->time_channels = 256; /* timestep_channels */
+}
+
 const family_desc flux3_image_desc = {
     .name = "flux3_image",
     .topology = TOPO_JOINT,
@@ -420,4 +434,8 @@ const family_desc flux3_image_desc = {
     .text = true,
     .describe_blocks = flux3_blocks,
     .ops = &flux3_family,
+    FAMILY_PRESETS(presets),
+    .preset = flux3_preset,
+    .rope_axes = family_rope_axes_four,
+    .readers = {{"Flux3Transformer2DModel", flux3_from_json}},
 };

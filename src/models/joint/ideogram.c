@@ -11,6 +11,7 @@
  *   head (theta^(-2p / head_dim)) turns by the position on axis 1 when p % 3 == 1 and p < 3 sections[1], on axis 2
  *   when p % 3 == 2 and p < 3 sections[2], else on axis 0; rotate-half pairs.
  * - final_layer: LayerNorm (no affine) of the image rows times 1 + adaln_modulation(SiLU(adaln_input)), then linear. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/joint/lumina2.h"
 
@@ -270,6 +271,24 @@ const model_family ideogram_family = {
 /* ---- the family's descriptor (family.h) ---- */
 
 /* fp8 and nf4: the same transformer, quantised: it plans, and trains from a float copy of the weights */
+static const family_preset presets[] = {
+    /* Ideogram 4 (Ideogram4Transformer2DModel's defaults, the published checkpoints' shape): 34 blocks of 18 heads x
+     * 256, 13 Qwen3-VL layers' states side by side (53248 wide) per caption token, packed 128-channel latents at 16x
+     * (patch 1); 256 caption tokens is segtrain's choice (SimpleTuner pads a batch to its longest). The rest in
+     * its preset hook below. */
+    {"ideogram-tiny", 2, 32, 2, 1, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"ideogram-4", 34, 4608, 18, 1, 128, 64, 10, 0, 256, 53248, 0, false, false, 0, 0},
+};
+
+static void ideogram_preset(model_config *mc, const char *name, bool tiny)
+{
+    /* adaln_dim, mrope_section (24, 20, 20) of 128 frequencies */
+    mc->kv_heads = mc->heads, mc->norm_eps = 1e-5, mc->ffn_dim = tiny ? 64 : 12288;
+    mc->time_dim = tiny ? 16 : 512, mc->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
+    const int64_t sections[4] = {tiny ? 2 : 24, tiny ? 2 : 20, tiny ? 2 : 20, 0};
+    memcpy(mc->rope_axes, sections, sizeof sections);
+}
+
 const family_desc ideogram_desc = {
     .name = "ideogram",
     .topology = TOPO_JOINT,
@@ -283,4 +302,7 @@ const family_desc ideogram_desc = {
     .text_mask = true,
     .batch_padded = true,
     .ops = &ideogram_family,
+    FAMILY_PRESETS(presets),
+    .preset = ideogram_preset,
+    .readers = {{"Ideogram4Transformer2DModel", ideogram_from_json}},
 };

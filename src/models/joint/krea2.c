@@ -17,6 +17,7 @@
  *   (0, row, column), as SimpleTuner's _position_ids_for_grids makes them.
  * - final_layer: zero-centred RMSNorm of the image rows, times 1 + (temb + table[0]), plus temb + table[1], then its
  *   linear, unpacked. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/joint/lumina2.h"
 
@@ -412,6 +413,23 @@ static void krea2_blocks(const model_config *mc, char *buf, size_t n)
              (long long)mc->refiner_depth, (long long)mc->depth);
 }
 
+static const family_preset presets[] = {
+    /* Krea 2 (krea/Krea-2-Raw's transformer, Krea2Transformer2DModel's defaults): 28 blocks of 48 heads x 128 with 12
+     * key-value heads, feed-forward 16384, over 16 latent channels (Qwen-Image's VAE, 8x) in 2 x 2 patches; its text
+     * fusion reads 12 tapped Qwen3-VL layers of 2560 a token (text_dim 30720) at the pipeline's 512 tokens. The rest
+     * in its preset hook below; the tiny one is the fixture's. */
+    {"krea2-tiny", 2, 32, 2, 2, 4, 8, 10, 0, 6, 72, 0, false, false, 0, 0},
+    {"krea2", 28, 6144, 48, 2, 16, 128, 10, 0, 512, 30720, 0, false, false, 0, 0},
+};
+
+static void krea2_preset(model_config *mc, const char *name, bool tiny)
+{
+    /* the text fusion: text_dim is its tapped layers' widths side by side */
+    mc->kv_heads = tiny ? 1 : 12, mc->ffn_dim = tiny ? 64 : 16384, mc->norm_eps = 1e-5,
+    mc->text_layers = tiny ? 3 : 12, mc->text_heads = tiny ? 2 : 20, mc->text_kv_heads = tiny ? 1 : 20,
+    mc->text_ffn = tiny ? 48 : 6912, mc->text_blocks = 2, mc->refiner_depth = tiny ? 1 : 2;
+}
+
 const family_desc krea2_desc = {
     .name = "krea2",
     .topology = TOPO_JOINT,
@@ -426,4 +444,8 @@ const family_desc krea2_desc = {
     .mask = MASK_EMPTY_ONE,
     .describe_blocks = krea2_blocks,
     .ops = &krea2_family,
+    FAMILY_PRESETS(presets),
+    .preset = krea2_preset,
+    .rope_axes = family_rope_axes_wide,
+    .readers = {{"Krea2Transformer2DModel", krea2_from_json}},
 };

@@ -19,6 +19,7 @@
  * (1 + the padded caption length, row, column), a pad token of the image at (0, 0, 0); rotary theta 256; the time
  * is (1 - t) 1000 through t_embedder (256 -> 1024 -> min(D, 256)), the blocks' modulations take temb itself (no
  * SiLU) and only the final layer SiLU(temb). */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/joint/lumina2.h"
 
@@ -476,6 +477,28 @@ void lumina2_blocks(const model_config *mc, char *buf, size_t n)
 }
 
 /* Neta Lumina: a Lumina-Image 2.0 fine-tune, the same shape */
+static const family_preset presets[] = {
+    /* Lumina-Image 2.0 (Alpha-VLLM/Lumina-Image-2.0's transformer): 26 joint blocks after 2 + 2 refiners, 24 heads x
+     * 96 with 8 kv heads, Gemma 2 2B's 2304-wide text at SimpleTuner's 256 tokens, 16 latent channels in 2 x 2
+     * patches (1024 px: 128 x 128); the rest in its preset hook below. The tiny one is the fixture's. */
+    {"lumina2-tiny", 2, 48, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"lumina2", 26, 2304, 24, 2, 16, 128, 10, 0, 256, 2304, 0, false, false, 0, 0},
+};
+
+/* Lumina 2's three equal axes, (32, 32, 32) at 96 */
+static void lumina2_rope_axes(model_config *mc)
+{
+    const int64_t hd = mc->hidden / mc->heads;
+    mc->rope_axes[1] = mc->rope_axes[2] = 2 * (hd / 6), mc->rope_axes[0] = hd - 4 * (hd / 6), mc->rope_axes[3] = 0;
+}
+
+static void lumina2_preset(model_config *mc, const char *name, bool tiny)
+{
+    /* LuminaFeedForward's 4 D, rounded up to multiple_of 256 */
+    mc->refiner_depth = tiny ? 1 : 2, mc->kv_heads = tiny ? 1 : 8, mc->norm_eps = 1e-5,
+    mc->ffn_dim = tiny ? 4 * mc->hidden : 9216;
+}
+
 const family_desc lumina2_desc = {
     .name = "lumina2",
     .topology = TOPO_JOINT,
@@ -489,4 +512,8 @@ const family_desc lumina2_desc = {
     .text_mask = true,
     .describe_blocks = lumina2_blocks,
     .ops = &lumina2_family,
+    FAMILY_PRESETS(presets),
+    .preset = lumina2_preset,
+    .rope_axes = lumina2_rope_axes,
+    .readers = {{"Lumina2Transformer2DModel", lumina2_from_json}},
 };

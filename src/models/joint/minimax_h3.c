@@ -21,6 +21,7 @@
  * - The text's padding keys are hidden from every attention, the refiner's and the blocks': SimpleTuner's
  *   packed_valid_mask keeps them out of the live rows' attention too (padding rows never reach the loss).
  * - audio_proj_in and audio_proj_out are loaded and saved as they are: the video mode has no audio rows. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/joint/flux3.h"
 
@@ -334,6 +335,16 @@ const model_family minimax_h3_family = {
 /* its VAE: chunks of 17 frames to 5 latent ones, 17 k + 5 frames to 5 k + 2 */
 static int64_t minimax_pixel_frames(const model_config *mc) { return mc->frames > 1 ? (mc->frames - 2) / 5 * 17 + 5 : 1; }
 
+/* its VAE: chunks of 17 frames to 5 latent ones, 17 k + 5 frames to 5 k + 2 */
+static st_status minimax_latent_frames(model_config *mc, int64_t frames)
+{
+    if (frames > 1 && frames % 17 != 5)
+        return st_fail(ST_ERR_INVALID, "num_frames: %lld; MiniMax-H3 takes 1 or 17 k + 5 frames (its VAE encodes 17 "
+                       "frames a chunk into 5 latent ones, 17 k + 5 into 5 k + 2)", (long long)frames);
+    mc->frames = frames > 1 ? (frames - 5) / 17 * 5 + 2 : 1;
+    return ST_OK;
+}
+
 static void minimax_blocks(const model_config *mc, char *buf, size_t n)
 {
     snprintf(buf, n, "%lld text refiner + %lld joint blocks, heads %lld wide", (long long)mc->refiner_depth,
@@ -346,6 +357,25 @@ static void minimax_grid(const model_config *mc, char *buf, size_t n)
     snprintf(buf, n, "%lld-frame %lld px video (%lld x %lld x %lld latent, VAE /%lld, 17 k + 5 frames to 5 k + 2)",
              (long long)model_pixel_frames(mc), (long long)(mc->resolution * mc->vae_scale), (long long)mc->frames,
              edge, edge, (long long)mc->vae_scale);
+}
+
+static const family_preset presets[] = {
+    /* MiniMaxH3Transformer3DModel's defaults (MiniMaxAI/MiniMax-H3): 50 blocks of 56 heads x 128 over a 5376-wide
+     * stream, Qwen3-VL's 5120-wide states (SimpleTuner's 512 tokens), 24 latent channels through a 16x VAE; the
+     * release's 768 px short edge, and 12 latent frames (SimpleTuner's example: 39 frames at 24 fps) */
+    {"minimaxh3-tiny", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"minimaxh3", 50, 5376, 56, 2, 24, 48, 10, 0, 512, 5120, 0, false, false, 0, 0},
+};
+
+static void minimax_preset(model_config *mc, const char *name, bool tiny)
+{
+    /* the tiny one is the fixture's: heads x head_dim wider than the stream, the rotary pairs on a half of each head */
+    mc->head_dim = tiny ? 24 : 128, mc->refiner_depth = tiny ? 1 : 2, mc->ffn_dim = tiny ? 64 : 14336;
+    mc->time_channels = tiny ? 32 : 256, mc->time_hidden = tiny ? 48 : 5376, mc->time_dim = tiny ? 16 : 2688;
+    mc->norm_eps = 1e-5, mc->audio_channels = tiny ? 8 : 32, mc->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
+    mc->frames = tiny ? 2 : 12;
+    const int64_t axes[4] = {tiny ? 4 : 32, tiny ? 4 : 32, tiny ? 4 : 32, 0}; /* 2 rope_freq_dim each */
+    memcpy(mc->rope_axes, axes, sizeof axes);
 }
 
 const family_desc minimaxh3_desc = {
@@ -364,7 +394,11 @@ const family_desc minimaxh3_desc = {
     .video = true,
     .drift = true,
     .pixel_frames = minimax_pixel_frames,
+    .latent_frames = minimax_latent_frames,
     .describe_blocks = minimax_blocks,
     .describe_grid = minimax_grid,
     .ops = &minimax_h3_family,
+    FAMILY_PRESETS(presets),
+    .preset = minimax_preset,
+    .readers = {{"MiniMaxH3Transformer3DModel", minimax_from_json}},
 };

@@ -20,6 +20,7 @@
  *   its left-padded index; with prompts of different lengths the others' are off, as in diffusers.
  * - norm (RMSNorm) of the image rows, then norm_out: LayerNorm (no affine, 1e-6) times 1 + scale plus shift,
  *   (shift, scale) = norm_out.linear(SiLU(t_embedder(time))), and proj_out, unpatchified (row, column, channel). */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/joint/lumina2.h"
 
@@ -313,6 +314,26 @@ static void omnigen_condition(const model_config *mc, const char *caption, float
     family_ids_condition(mc, parts, cond);
 }
 
+static const family_preset presets[] = {
+    /* OmniGen (Shitao/OmniGen-v1-diffusers's transformer): Phi-3 mini's 32 layers of 32 heads x 96 on the prompt's
+     * token ids (its 32064-row table, text_dim 1: an id a token), SDXL's VAE's 4 channels in 2 x 2 patches, the 2D
+     * sine-cosine table 192 wide; 128 prompt tokens is segtrain's choice (SimpleTuner pads a batch to its longest).
+     * The rest in its preset hook below; the real rotary factors come with a checkpoint's config.json. */
+    {"omnigen-tiny", 2, 32, 2, 2, 4, 8, 10, 0, 6, 1, 0, false, false, 0, 16},
+    {"omnigen-v1", 32, 3072, 32, 2, 4, 128, 10, 0, 128, 1, 0, false, false, 0, 192},
+};
+
+static void omnigen_preset(model_config *mc, const char *name, bool tiny)
+{
+    /* the tiny one's is the fixture's: GQA, and past its original context */
+    mc->kv_heads = tiny ? 1 : 32, mc->ffn_dim = tiny ? 64 : 8192, mc->norm_eps = 1e-5;
+    mc->text_vocab = tiny ? 64 : 32064, mc->text_pad = tiny ? 5 : 32000, mc->sample_size = 64 * mc->patch;
+    mc->rope_original = tiny ? 20 : 4096, mc->rope_max = tiny ? 160 : 131072;
+    for (int64_t f = 0; f < mc->hidden / mc->heads / 2; f++)
+        mc->rope_short[f] = tiny ? 1.0f + 0.125f * (float)f : 1.0f,
+        mc->rope_long[f] = tiny ? 1.0f + 0.5f * (float)f : 1.0f;
+}
+
 const family_desc omnigen_desc = {
     .name = "omnigen",
     .topology = TOPO_JOINT,
@@ -327,4 +348,7 @@ const family_desc omnigen_desc = {
     .batch_padded = true,
     .condition = omnigen_condition,
     .ops = &omnigen_family,
+    FAMILY_PRESETS(presets),
+    .preset = omnigen_preset,
+    .readers = {{"OmniGenTransformer2DModel", omnigen_from_json}},
 };

@@ -15,6 +15,7 @@
  * - Rotary pairs (complex, interleaved) on three axes (16, 56, 56) at theta 10000: text token j at (j, j, j), an
  *   image token at (L, row, column) with rows and columns centred on zero (-(H - H/2) .. H/2 - 1).
  * - norm_out: LayerNorm (no affine) of the image rows times 1 + norm_out.linear(SiLU(temb)); proj_out. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/joint/flux3.h"
 
@@ -346,6 +347,14 @@ const model_family qwen_image21_family = {
 
 /* ---- the family's descriptor (family.h) ---- */
 
+static const family_preset presets[] = {
+    /* Qwen-Image 2.1 (QwenImage21Transformer2DModel's defaults; no published config was at hand): 32 single-stream
+     * blocks of 32 heads x 128 on 16 latent channels in 2 x 2 patches, its encoder's 4096-wide states at Qwen-Image's
+     * 1024 tokens. The tiny one is the fixture's. */
+    {"qwen-image-2.1-tiny", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"qwen-image-2.1", 32, 4096, 32, 2, 16, 128, 10, 0, 1024, 4096, 0, false, false, 0, 0},
+};
+
 const family_desc qwen_image21_desc = {
     .name = "qwen_image21",
     .topology = TOPO_JOINT,
@@ -353,4 +362,6 @@ const family_desc qwen_image21_desc = {
     .text_mask = true,
     .mask = MASK_EMPTY_ONE,
     .ops = &qwen_image21_family,
+    FAMILY_PRESETS(presets),
+    .readers = {{"QwenImage21Transformer2DModel", qwen21_from_json}},
 };

@@ -1,7 +1,22 @@
 /* Z-Image (ZImageTransformer2DModel): Lumina-Image 2.0's relative, joint/lumina2.c's steps. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
 #include "models/joint/lumina2.h"
+
+static const family_preset presets[] = {
+    /* Z-Image (Tongyi-MAI/Z-Image-Turbo's transformer, Z-Image's the same shape): 30 joint blocks after 2 + 2
+     * refiners, 30 heads x 128, Qwen3 4B's 2560-wide text at SimpleTuner's 512 tokens; the rest in its preset hook below. */
+    {"z-image-tiny", 2, 48, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"z-image", 30, 3840, 30, 2, 16, 128, 10, 0, 512, 2560, 0, false, false, 0, 0},
+};
+
+static void z_image_preset(model_config *mc, const char *name, bool tiny)
+{
+    /* its FeedForward's int(D / 3 * 8); its n_kv_heads is not used */
+    mc->refiner_depth = tiny ? 1 : 2, mc->kv_heads = mc->heads, mc->norm_eps = 1e-5,
+    mc->ffn_dim = (int64_t)((double)mc->hidden / 3.0 * 8.0);
+}
 
 const family_desc z_image_desc = {
     .name = "z_image",
@@ -19,4 +34,8 @@ const family_desc z_image_desc = {
     .text_mask = true,
     .describe_blocks = lumina2_blocks,
     .ops = &lumina2_family,
+    FAMILY_PRESETS(presets),
+    .preset = z_image_preset,
+    .rope_axes = family_rope_axes_wide,
+    .readers = {{"ZImageTransformer2DModel", zimage_from_json}},
 };

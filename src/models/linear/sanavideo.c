@@ -1,7 +1,23 @@
 /* Sana-Video (SanaVideoTransformer3DModel): Sana over video tokens, Wan's rotary table in the linear attention and a
  * temporal convolution after GLUMBConv; its steps are xattn/xdit.c's. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
+
+static const family_preset presets[] = {
+    /* Sana-Video 2B (Efficient-Large-Model/SANA-Video_2B_480p_diffusers, as diffusers' conversion script makes it):
+     * 20 blocks of 20 heads x 112, the cross-attention the same, Gemma 2's 2304 at 300 tokens, mlp_ratio 3, q/k
+     * RMSNorms; Wan's VAE (16 channels, 8x, 4 frames a latent one), (1, 2, 2) patches */
+    {"sanavideo-tiny", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, true, 0, 0},
+    {"sanavideo-2b-480p", 20, 2240, 20, 2, 16, 60, 10, 0, 300, 2304, 0, false, true, 0, 0},
+};
+
+static void sanavideo_preset(model_config *mc, const char *name, bool tiny)
+{
+    /* GLUMBTempConv's int(3 D); the tiny one's 3 frames take every tap */
+    mc->cross_heads = mc->heads, mc->vae_scale = tiny ? FAMILY_VAE_SCALE : 8, mc->frames = tiny ? 3 : 1,
+    mc->ffn_dim = 3 * mc->hidden;
+}
 
 const family_desc sanavideo_desc = {
     .name = "sanavideo",
@@ -16,4 +32,7 @@ const family_desc sanavideo_desc = {
     .text_mask = true,
     .video = true,
     .ops = &xdit_family,
+    FAMILY_PRESETS(presets),
+    .preset = sanavideo_preset,
+    .readers = {{"SanaVideoTransformer3DModel", sanavideo_from_json}},
 };

@@ -272,9 +272,17 @@ const model_family skipdit_family = DIT_FAMILY("skipdit", skipdit_create);
 
 /* ---- the family's descriptor (family.h) ---- */
 
+static const family_preset presets[] = {
+    {"dit-tiny", 4, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
+    {"dit-s2", 12, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
+    {"dit-b2", 12, 768, 12, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
+    {"dit-xl2", 28, 1152, 16, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
+};
+
 const family_desc dit_desc = {
     .name = "dit",
     .topology = TOPO_OWN,
     .own = true,
     .ops = &dit_family,
+    FAMILY_PRESETS(presets),
 };

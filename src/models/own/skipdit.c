@@ -245,9 +245,15 @@ st_status skipdit_blocks(model *m, param_set *s, block *blocks, void **data)
 
 /* ---- the family's descriptor (family.h) ---- */
 
+static const family_preset presets[] = {
+    {"skipdit-tiny", 5, 64, 4, 2, 4, 8, 10, 0, 0, 0, 0, false, false, 0, 0},
+    {"skipdit-s", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
+};
+
 const family_desc skipdit_desc = {
     .name = "skipdit",
     .topology = TOPO_OWN,
     .own = true,
     .ops = &skipdit_family,
+    FAMILY_PRESETS(presets),
 };

@@ -6,6 +6,7 @@
  * and a zero CLIP image embedding, each through its mapper, then a LayerNorm), whose SiLU every AttnBlock's
  * kv_mapper reads, and the head (a LayerNorm over the channels, a 1 x 1 convolution). Interval and stride count
  * micro-blocks, as SimpleTuner's Stable Cascade applies them to its Res / Timestep / Attention blocks. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/unet/cascade.h"
 #include "segtrain/rng.h"
@@ -419,6 +420,30 @@ static void cascade_describe(const model_config *mc, const char *grid, int64_t b
              mc->mechanism == ATTN_MATH ? "math" : "flash", (long long)batch);
 }
 
+static const family_preset presets[] = {
+    /* Stable Cascade's stage C (stabilityai/stable-cascade-prior's prior/config.json, and prior_lite/ for lite): two
+     * levels of 2048 channels (1536), 8 and 24 [ResBlock, TimestepBlock, AttnBlock] layers (4 and 12) of 32 heads (24),
+     * one resolution (switch_level [false]), conditioning 2048 wide from CLIP-G's 1280 at 77 tokens, its pooled 1280
+     * and a zero CLIP image embedding 768, 4 tokens each; 16 latent channels, 24 x 24 at 1024 px (42.67 px a latent
+     * pixel: vae_scale 42). The rest in its preset hook below; the tiny one is the fixture's. */
+    {"stable-cascade-tiny", 0, 16, 1, 1, 4, 8, 10, 0, 6, 24, 20, false, false, 0, 0},
+    {"stable-cascade-c", 0, 2048, 1, 1, 16, 24, 10, 0, 77, 1280, 1280, false, false, 0, 0},
+    {"stable-cascade-c-lite", 0, 1536, 1, 1, 16, 24, 10, 0, 77, 1280, 1280, false, false, 0, 0},
+};
+
+static void cascade_preset(model_config *mc, const char *name, bool tiny)
+{
+    const bool lite = strstr(name, "lite") != NULL;
+    const int64_t C = mc->hidden;
+    mc->unet_levels = 2, mc->unet_cross = tiny ? 16 : 2048, mc->clip_seq = tiny ? 2 : 4;
+    mc->time_channels = tiny ? 8 : 64, mc->image_dim = tiny ? 8 : 768, mc->vae_scale = tiny ? 8 : 42;
+    const int64_t ch[2] = {C, tiny ? 24 : C}, n[2] = {tiny ? 1 : lite ? 4 : 8, tiny ? 2 : lite ? 12 : 24};
+    for (int l = 0; l < 2; l++) /* the published dropout; the fixture's 0 */
+        mc->unet_channels[l] = ch[l], mc->unet_attn[l] = n[l], mc->unet_heads[l] = tiny ? 2 : C / 64,
+        mc->cascade_dropout[l] = tiny ? 0.0f : 0.1f;
+    mc->depth = cascade_depth(mc);
+}
+
 const family_desc stable_cascade_desc = {
     .name = "stable_cascade",
     .topology = TOPO_UNET,
@@ -433,4 +458,7 @@ const family_desc stable_cascade_desc = {
     .lora_component = "unet",
     .describe = cascade_describe,
     .ops = &cascade_family,
+    FAMILY_PRESETS(presets),
+    .preset = cascade_preset,
+    .readers = {{"StableCascadeUNet", cascade_from_json}},
 };

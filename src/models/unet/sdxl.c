@@ -1,7 +1,16 @@
 /* Stable Diffusion XL (UNet2DConditionModel, added conditions): unet/unet.c's micro-blocks. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
 #include "models/unet/unet.h"
+
+static const family_preset presets[] = {
+    /* Stable Diffusion XL base 1.0 (stabilityai/stable-diffusion-xl-base-1.0's unet/config.json): levels of 320, 640,
+     * 1280 channels (the first without attention) with 2 and 10 transformer blocks, heads of 64, the two CLIPs'
+     * 2048 at 77 tokens, the pooled 1280 and six size ids (addition_time_embed_dim 256), 1024 px (128 x 128). */
+    {"sdxl-tiny", 0, 32, 1, 1, 4, 8, 10, 0, 6, 24, 20, false, false, 0, 0},
+    {"sdxl", 0, 1280, 1, 1, 4, 128, 10, 0, 77, 2048, 1280, false, false, 0, 0},
+};
 
 const family_desc sdxl_desc = {
     .name = "sdxl",
@@ -15,4 +24,7 @@ const family_desc sdxl_desc = {
             .why = "the refiners read OpenCLIP-G's text alone and five size ids, one of them an aesthetic score; the base "
              "flavours are built"}},
     UNET_TRAITS,
+    FAMILY_PRESETS(presets),
+    .preset = unet_preset,
+    .readers = {{"UNet2DConditionModel", unet_from_json}},
 };

@@ -424,3 +424,21 @@ void unet_describe(const model_config *mc, const char *grid, int64_t batch, char
              (long long)mc->depth, levels, (long long)mc->unet_layers, (long long)mc->text_len,
              (long long)mc->text_dim, grid, mc->mechanism == ATTN_MATH ? "math" : "flash", (long long)batch);
 }
+
+/* sd1x's, sdxl's and kolors' presets beyond their sizes; the tiny ones are the fixtures' */
+void unet_preset(model_config *mc, const char *name, bool tiny)
+{
+    const bool xl = strcmp(mc->family, "sd1x") != 0;
+    static const int64_t ch[4][UNET_LEVELS_MAX] = {{320, 640, 1280, 1280}, {8, 16, 24}, {320, 640, 1280},
+                                                   {8, 16, 24}};
+    static const int64_t at[4][UNET_LEVELS_MAX] = {{1, 1, 1, 0}, {1, 1, 0}, {0, 2, 10}, {0, 1, 2}};
+    static const int64_t heads[4][UNET_LEVELS_MAX] = {{8, 8, 8, 8}, {2, 2, 2}, {5, 10, 20}, {2, 2, 2}};
+    const int k = 2 * xl + tiny;
+    mc->unet_levels = xl || tiny ? 3 : 4, mc->unet_layers = tiny ? 1 : 2, mc->unet_mid = at[k][2] + !xl;
+    mc->norm_groups = tiny ? 4 : 32, mc->norm_eps = 1e-5, mc->unet_linear = xl;
+    mc->time_channels = xl ? (tiny ? 8 : 256) : 0;
+    mc->unet_cross = strcmp(mc->family, "kolors") ? 0 : tiny ? 16 : 2048;
+    for (int l = 0; l < UNET_LEVELS_MAX; l++)
+        mc->unet_channels[l] = ch[k][l], mc->unet_attn[l] = at[k][l], mc->unet_heads[l] = heads[k][l];
+    mc->depth = unet_depth(mc);
+}

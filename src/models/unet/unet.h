@@ -34,6 +34,8 @@ extern const block_kind unet_block_kind;
 
 /* plan's line for a U-Net (sd1x, sdxl, kolors): its levels instead of one width (family.h's describe hook) */
 void unet_describe(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n);
+/* sd1x's, sdxl's and kolors' preset hook (family.h) */
+void unet_preset(model_config *mc, const char *name, bool tiny);
 /* What sd1x, sdxl and kolors share in their descriptors (family.h): UNet2DConditionModel's traits, hooks and steps.
  * Upstream trains them on the noise (epsilon); their LoRA files name adapters under "unet."; sdxl's and kolors'
  * conditioning ends with SDXL's six size ids. */

@@ -12,6 +12,7 @@
  *   computed in float32 as get_1d_rotary_pos_embed computes them.
  * - Out: (shift, scale) = scale_shift_table + temb, RMSNorm (affine), modulate, proj_out_conv, a ConvTranspose1d of
  *   kernel = stride = 2: token i gives frames 2 i, 2 i + 1, out[2 i + j, c] = sum_h y[i, h] w[h, c, j] + b[c]. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/xattn/ace_step.h"
 
@@ -358,6 +359,22 @@ static void ace_step_condition(const model_config *mc, const char *caption, floa
         for (int64_t ch = 0; ch < mc->cond_channels; ch++) *rest++ = ch < mc->channels ? 0.0f : 1.0f;
 }
 
+static const family_preset presets[] = {
+    /* ACE-Step 1.5's (ACE-Step/Ace-Step1.5's acestep-v15-* transformers, AceStepTransformer1DModel's defaults): 24
+     * layers of 16 heads x 128, 8 key-value heads, SwiGLU 6144, 64 latent channels with 128 of context, patches of
+     * 2 frames, window 128; the condition 2048 wide, 589 tokens (SimpleTuner's v1.5 caption 77 and lyrics 512); 750
+     * latent frames (30 s at the VAE's 25 a second). Audio is (C, F, 1, 1): resolution and patch 1. The tiny one is
+     * the fixture's. */
+    {"ace-step-tiny", 2, 32, 4, 1, 4, 1, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"ace-step-1.5", 24, 2048, 16, 1, 64, 1, 10, 0, 589, 2048, 0, false, false, 0, 0},
+};
+
+static void ace_step_preset(model_config *mc, const char *name, bool tiny)
+{
+    mc->kv_heads = tiny ? 2 : 8, mc->window = tiny ? 3 : 128, mc->ffn_dim = tiny ? 64 : 6144,
+    mc->cond_channels = 2 * mc->channels, mc->patch_t = 2, mc->frames = tiny ? 32 : 750;
+}
+
 const family_desc ace_step_desc = {
     .name = "ace_step",
     .topology = TOPO_XATTN,
@@ -375,4 +392,7 @@ const family_desc ace_step_desc = {
     .cond_len = ace_step_cond_len,
     .condition = ace_step_condition,
     .ops = &ace_step_family,
+    FAMILY_PRESETS(presets),
+    .preset = ace_step_preset,
+    .readers = {{"AceStepTransformer1DModel", ace_step_from_json}},
 };

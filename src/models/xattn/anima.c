@@ -11,6 +11,7 @@
  * RMSNorms eps 1e-6 (q and k per head); the projections have no bias; RoPE rotate-half at theta 10000 over the whole
  * head, queries and the self-attention's keys at their T5 position, the cross-attention's keys at their Qwen position;
  * no masks (SimpleTuner passes none): the T5 padding ids are queries and keys like any other. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/xattn/cosmos.h"
 
@@ -277,6 +278,22 @@ static void anima_condition(const model_config *mc, const char *caption, float *
         ids[l] = l < words ? (float)(1 + l % (mc->text_vocab - 1)) : 0.0f, w[l] = l < words ? 1.0f : 0.0f;
 }
 
+static const family_preset presets[] = {
+    /* Anima (circlestone-labs/Anima-Base-v1.0-Diffusers and its previews): Cosmos-Predict2-2B's transformer with
+     * AnimaTextConditioner's defaults (6 blocks, 1024 wide, 16 heads, T5's 32128 ids, Qwen3-0.6B's 1024-wide states,
+     * min_sequence_length 512), as SimpleTuner's AnimaTransformerModel sets them; 512 T5 ids and Qwen tokens (its
+     * tokenizer_max_length). The tiny one is the fixture's; both set in its preset hook below. */
+    {"anima-tiny", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 0, false, false, 0, 0},
+    {"anima", 28, 2048, 16, 2, 16, 128, 10, 0, 512, 1024, 0, false, false, 0, 0},
+};
+
+static void anima_preset(model_config *mc, const char *name, bool tiny)
+{
+    mc->adaln_lora = tiny ? 16 : 256;
+    mc->source_len = tiny ? 5 : 512, mc->source_dim = tiny ? 24 : 1024, mc->text_min_len = tiny ? 8 : 512,
+    mc->refiner_depth = tiny ? 2 : 6, mc->text_vocab = tiny ? 32 : 32128;
+}
+
 const family_desc anima_desc = {
     .name = "anima",
     .topology = TOPO_XATTN,
@@ -294,4 +311,7 @@ const family_desc anima_desc = {
     .cond_len = anima_cond_len,
     .condition = anima_condition,
     .ops = &cosmos_family,
+    FAMILY_PRESETS(presets),
+    .preset = anima_preset,
+    .readers = {{"CosmosTransformer3DModel", anima_from_json}},
 };

@@ -15,6 +15,7 @@
  *   float32 buffers hold them, the division and cos / sin in double.
  * - Out: (shift, scale) = modulation.out_layer(SiLU(time_embed)), LayerNorm (no affine, eps 1e-5), modulate,
  *   out_layer (with a bias), a token's outputs in (c, pt, ph, pw) order (PATCH_CONV). */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/xattn/gated_block.h"
 
@@ -438,6 +439,30 @@ const model_family kandinsky5_family = {
 /* Kandinsky 5's video models are its visual_cond ones */
 static bool kandinsky5_video(const model_config *mc) { return mc->cond_channels != 0; }
 
+static const family_preset presets[] = {
+    /* Kandinsky 5.0 T2I Lite's (kandinskylab/Kandinsky-5.0-T2I-Lite-*-Diffusers): 2 text blocks, then 50 visual
+     * blocks of 20 heads x 128 (axes 32, 48, 48), time_dim 512, ff 10240 (4 D), Qwen2.5-VL's 3584 at SimpleTuner's
+     * 256 tokens and CLIP-L's pooled 768, 16 latent channels (Flux's VAE, 1024 px); the tiny one is the fixture's. */
+    {"kandinsky5-image-tiny", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 20, false, false, 0, 0},
+    {"kandinsky5-t2i-lite", 50, 2560, 20, 2, 16, 128, 10, 0, 256, 3584, 768, false, false, 0, 0},
+    /* Kandinsky 5.0 Video's (kandinskylab/Kandinsky-5.0-T2V-*-Diffusers): visual_cond (the input's reference latents
+     * and mask: 33 channels a position, zero in text-to-video), the HunyuanVideo VAE (16 channels, 8x, 4 frames a
+     * latent frame). Lite: 2 + 32 blocks of 28 heads x 64 (axes 16, 24, 24), time_dim 512, ff 7168 (4 D); Pro: 4 + 60
+     * of 32 x 128 (axes 32, 48, 48), time_dim 1024, ff 16384; their grids 512 px and 1024 px (a config's resolution
+     * and num_frames set the real ones); the tiny one is the fixture's. */
+    {"kandinsky5-video-tiny", 2, 32, 2, 2, 4, 8, 10, 0, 6, 24, 20, false, false, 0, 0},
+    {"kandinsky5-t2v-lite", 32, 1792, 28, 2, 16, 64, 10, 0, 256, 3584, 768, false, false, 0, 0},
+    {"kandinsky5-t2v-pro", 60, 4096, 32, 2, 16, 128, 10, 0, 256, 3584, 768, false, false, 0, 0},
+};
+
+static void kandinsky5_preset(model_config *mc, const char *name, bool tiny)
+{
+    const bool pro = strstr(name, "-pro") != NULL;
+    mc->text_blocks = pro ? 4 : 2, mc->time_dim = tiny ? 32 : pro ? 1024 : 512, mc->ffn_dim = tiny ? 64 : 0;
+    if (strstr(name, "t2v") || strstr(name, "video")) /* visual_cond: a reference's latents and mask */
+        mc->cond_channels = mc->channels + 1, mc->frames = tiny ? 2 : 1;
+}
+
 const family_desc kandinsky5_desc = {
     .name = "kandinsky5",
     .topology = TOPO_XATTN,
@@ -467,4 +492,7 @@ const family_desc kandinsky5_desc = {
     .text = true,
     .is_video = kandinsky5_video,
     .ops = &kandinsky5_family,
+    FAMILY_PRESETS(presets),
+    .preset = kandinsky5_preset,
+    .readers = {{"Kandinsky5Transformer3DModel", kandinsky5_from_json}},
 };

@@ -12,6 +12,7 @@
  * rate, 25 as SimpleTuner's default; audio: seconds of its mel frames), over the base grid (20 for time, 2048 in
  * space), and angle k of axis a is (2 g_a - 1) theta^(k / (n - 1)) pi / 2. The sample is the video's latents then
  * the audio's (model.h); the prediction has the same layout. */
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/xattn/ltx2.h"
 
@@ -518,6 +519,20 @@ const model_family ltx2_family = {
 /* ---- the family's descriptor (family.h) ---- */
 
 /* fp4 and fp8: dev's, quantised */
+static const family_preset presets[] = {
+    /* LTX-2 19B (Lightricks/LTX-2's transformer, diffusers' 2.0 conversion): 48 blocks of a video stream (32 heads x
+     * 128) and an audio stream (32 x 64, set in its preset hook below), both 128 latent channels; the Gemma 3 connectors'
+     * 3840-wide states for each stream side by side at 1024 tokens; a VAE of 32x in space, 8x in time. */
+    {"ltxvideo2-tiny", 2, 32, 2, 1, 4, 8, 10, 0, 6, 48, 0, false, false, 0, 0},
+    {"ltxvideo2-19b", 48, 4096, 32, 1, 128, 16, 10, 0, 1024, 7680, 0, false, false, 0, 0},
+};
+
+static void ltxvideo2_preset(model_config *mc, const char *name, bool tiny)
+{
+    mc->frames = tiny ? 2 : 1, mc->vae_scale = tiny ? FAMILY_VAE_SCALE : 32;
+    mc->audio_hidden = tiny ? 16 : 2048, mc->audio_heads = tiny ? 2 : 32, mc->audio_channels = tiny ? 4 : 128;
+}
+
 const family_desc ltxvideo2_desc = {
     .name = "ltxvideo2",
     .topology = TOPO_XATTN,
@@ -537,4 +552,7 @@ const family_desc ltxvideo2_desc = {
     .vae_scale_t = 8,
     .text_width = "LTX-2: a token's video and audio connectors' states side by side",
     .ops = &ltx2_family,
+    FAMILY_PRESETS(presets),
+    .preset = ltxvideo2_preset,
+    .readers = {{"LTX2VideoTransformer3DModel", ltx2_from_json}},
 };

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
 
@@ -47,6 +48,45 @@ static void wan_blocks(const model_config *mc, char *buf, size_t n)
     else snprintf(buf, n, "%lld cross-attention blocks", (long long)mc->depth);
 }
 
+static const family_preset presets[] = {
+    {"wan-tiny", 2, 64, 4, 2, 4, 8, 10, 0, 8, 32, 0, false, false, 0, 0},
+    {"wan-1.3b", 30, 1536, 12, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
+    {"wan-14b", 40, 5120, 40, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
+    /* Wan 2.1 VACE 1.3B and 14B (Wan-AI/Wan2.1-VACE-*-diffusers): the T2V backbones with a control branch of 15 blocks
+     * (a hint every 2nd block) and 8 (every 5th), 96 control channels; set in its preset hook below */
+    {"wan-vace-tiny", 2, 64, 4, 2, 4, 8, 10, 0, 8, 32, 0, false, false, 0, 0},
+    /* NVIDIA's AnyFlow-Wan2.1-T2V-1.3B and -14B: the T2V backbones with AnyFlow's delta embedder (gate 0.25) */
+    {"wan-anyflow-tiny", 2, 64, 4, 2, 4, 8, 10, 0, 8, 32, 0, false, false, 0, 0},
+    {"wan-anyflow-1.3b", 30, 1536, 12, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
+    {"wan-anyflow-14b", 40, 5120, 40, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
+    {"wan-vace-1.3b", 30, 1536, 12, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
+    /* Wan 2.2 Animate 14B (Wan-AI/Wan2.2-Animate-14B-Diffusers): the 14B backbone with its image-to-video inputs, the
+     * motion and face encoders and a face adapter every 5th block, set in its preset hook below; 21 latent frames (a 77-frame
+     * segment and the reference). The tiny one is the fixture's, with the class's 512 text tokens. */
+    {"wan-animate-tiny", 2, 64, 4, 2, 4, 8, 10, 0, 512, 32, 0, false, false, 0, 0},
+    {"wan-animate-14b", 40, 5120, 40, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
+    {"wan-vace-14b", 40, 5120, 40, 2, 16, 60, 10, 0, 512, 4096, 0, false, false, 0, 0},
+};
+
+static void wan_preset(model_config *mc, const char *name, bool tiny)
+{
+    mc->ffn_dim = tiny ? 0 : strstr(name, "14b") ? 13824 : 8960, mc->frames = tiny ? 2 : 1;
+    if (!strncmp(name, "wan-anyflow", 11)) mc->anyflow = true, mc->anyflow_gate = 0.25;
+    if (!strncmp(name, "wan-animate", 11)) {
+        static const int64_t real[9] = {512, 512, 512, 512, 256, 128, 64, 32, 16}, small[9] = {8, 6, 4};
+        memcpy(mc->motion_channels, tiny ? small : real, sizeof real);
+        mc->frames = 3 + !tiny * 18, mc->image_tokens = tiny ? 5 : 257, mc->image_dim = tiny ? 16 : 1280;
+        mc->cond_channels = mc->channels + 4, mc->face_every = tiny ? 1 : 5, mc->face_size = tiny ? 16 : 512;
+        mc->motion_style = tiny ? 16 : 512, mc->motion_dim = tiny ? 4 : 20, mc->motion_out = tiny ? 12 : 512;
+        mc->face_hidden = tiny ? 8 : 1024, mc->face_heads = tiny ? 2 : 4;
+    }
+    if (!strncmp(name, "wan-vace", 8)) {
+        const bool big = strstr(name, "14b") != NULL;
+        mc->vace_count = tiny ? 2 : big ? 8 : 15, mc->vace_every = tiny ? 1 : big ? 5 : 2;
+        mc->vace_channels = tiny ? 8 : 96;
+    }
+}
+
 const family_desc wan_desc = {
     .name = "wan",
     .topology = TOPO_XATTN,
@@ -67,4 +107,10 @@ const family_desc wan_desc = {
     .condition = wan_condition,
     .describe_blocks = wan_blocks,
     .ops = &xdit_family,
+    FAMILY_PRESETS(presets),
+    .preset = wan_preset,
+    .readers = {{"WanTransformer3DModel", wan_from_json},
+                {"WanVACETransformer3DModel", wan_vace_from_json},
+                {"AnyFlowTransformer3DModel", anyflow_from_json},
+                {"WanAnimateTransformer3DModel", wan_animate_from_json}},
 };
