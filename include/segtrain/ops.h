@@ -169,6 +169,10 @@ void gelu_backward(float *dx, const float *dy, const float *x, int64_t n);
 /* GELU, exact: 0.5 x (1 + erf(x / sqrt 2)), torch's nn.GELU() (HunyuanVideo 1.5's ByT5 projection). */
 void gelu_erf_forward(float *y, const float *x, int64_t n);
 void gelu_erf_backward(float *dx, const float *dy, const float *x, int64_t n);
+/* tanh (tanhf's). Backward reads the output y: dx += dy (1 - y^2), or with dx == dy, dy becomes dx in place (a gate
+ * squashed by tanh, as Lumina's and Qwen-Image 2.1's modulations have it). */
+void tanh_forward(float *y, const float *x, int64_t n);
+void tanh_backward(float *dx, const float *dy, const float *y, int64_t n);
 /* SiLU: x * sigmoid(x). */
 void silu_forward(float *y, const float *x, int64_t n);
 void silu_backward(float *dx, const float *dy, const float *x, int64_t n);
@@ -428,6 +432,9 @@ void rope_repeated_backward(float *dx, int64_t batch, int64_t tokens, int64_t he
  * below 2^24); one that is not a whole number in [0, rows) is ST_ERR_INVALID and nothing is written. */
 st_status embedding_forward(float *out, const float *table, const float *idx, int64_t n, int64_t rows, int64_t d);
 void embedding_backward(float *dtable, const float *dout, const float *idx, int64_t n, int64_t d);
+/* embedding_backward with no gradient to the row padding_idx (torch's nn.Embedding(padding_idx=...); < 0: none). */
+void embedding_backward_padded(float *dtable, const float *dout, const float *idx, int64_t n, int64_t d,
+                               int64_t padding_idx);
 
 /* A latent and its patches: images are video of one frame (frames = patch_t = 1). */
 typedef struct patch_shape {
@@ -500,6 +507,51 @@ void plane_scale_shift_forward(float *y, const float *x, const float *scale, con
                                int64_t inner);
 void plane_scale_shift_backward(float *dx, float *dscale, float *dshift, const float *dy, const float *x,
                                 const float *scale, int64_t planes, int64_t inner);
+/* transpose_batched's backward: dx[b] (rows, cols) += dy[b] (cols, rows) transposed. */
+void transpose_batched_backward(float *dx, const float *dy, int64_t batch, int64_t rows, int64_t cols);
+/* y += x s over n floats (a gradient through a scaled weight: x s rounded, then added). */
+void add_scaled(float *y, const float *x, float s, int64_t n);
+/* x /= d over n floats (a division by d, which is not a product with 1 / d's rounding). */
+void div_by(float *x, int64_t n, float d);
+/* x += c over n floats. */
+void add_scalar(float *x, int64_t n, float c);
+/* y (rows, cols) = x with row r times s[r] (a weight per token). Backward: dx += dy s[r] (a gradient of x alone is
+ * forward's product: row_scale_forward(dx, dy, s, ...) writes it), ds[r] += the row's dy . x in order, in double;
+ * dx or ds may be NULL. */
+void row_scale_forward(float *y, const float *x, const float *s, int64_t rows, int64_t cols);
+void row_scale_backward(float *dx, float *ds, const float *dy, const float *x, const float *s, int64_t rows,
+                        int64_t cols);
+/* y (rows, pad + n) = each row of x (rows, n) after pad copies of its first value (F.pad's "replicate" at the start).
+ * Backward: dx += dy's row without the pad, and the row's first value += the pad's gradients, those first, in order. */
+void pad_replicate_forward(float *y, const float *x, int64_t rows, int64_t n, int64_t pad);
+void pad_replicate_backward(float *dx, const float *dy, int64_t rows, int64_t n, int64_t pad);
+/* y (outer, channels, inner) += b[c] on channel c (a transposed convolution's bias over its patches' positions).
+ * Backward: db[c] += every dy of channel c, in float, in order (outer, then inner), as the bias's gradient is summed
+ * when written out (db may be NULL). */
+void channel_add_forward(float *y, const float *b, int64_t outer, int64_t channels, int64_t inner);
+void channel_add_backward(float *db, const float *dy, int64_t outer, int64_t channels, int64_t inner);
+/* y (rows, d) = sum over i of w[i] x[r, i] for x (rows, k, d): a learned mix of k stacked inputs (a text encoder's
+ * layers), summed in float in order of i from zero. Backward: dx[r, i] += dy[r] w[i]; dw[i] += dy[r] . x[r, i] over
+ * each row in double, rounded, then added row after row (dx or dw may be NULL). */
+void weighted_sum_forward(float *y, const float *x, const float *w, int64_t rows, int64_t k, int64_t d);
+void weighted_sum_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t rows,
+                           int64_t k, int64_t d);
+/* An attention key bias (batch, n) from each sample's mask of n keys (mask_stride floats apart): (1 - mask) scale in
+ * float, as PixArt and LTX make a 0/1 encoder mask an additive bias (scale -10000). No backward: masks are not
+ * trained. */
+void mask_bias(float *bias, const float *mask, int64_t batch, int64_t n, int64_t mask_stride, float scale);
+
+/* ---- a family's own loop (ops/cpu/tensor.c) ---- */
+
+/* Runs fn(arg) on the host and returns its status, unless `out`, a buffer fn writes, is dry (pool.h): then it does
+ * nothing and returns ST_OK. For what no op computes and depends on nothing an op could be told: a fixed table (a
+ * position or rotary table, filled once at load or per step from the configuration), a sample's position ids or key
+ * bias read from its text mask (with the mask's checks), a family's own layout of its conditioning. fn reads and
+ * writes the step's buffers as a CPU fallback does (in the CUDA build: managed memory, between ops); a pool
+ * allocation of its own is one a dry step does not make, so it holds only scratch it frees before it returns, if any.
+ * Counted in the profile as a pointwise call. */
+typedef st_status (*host_loop_fn)(void *arg);
+st_status host_loop(const void *out, host_loop_fn fn, void *arg);
 
 /* ---- mixture-of-experts routing (ops/cpu/moe.c) ---- */
 

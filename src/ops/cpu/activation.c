@@ -253,3 +253,26 @@ void dropout_backward(float *dx, const float *dy, int64_t n, float p, uint64_t s
         }
     prof_add(OP_POINTWISE, t0, 0, 12.0 * n);
 }
+
+void tanh_forward(float *restrict y, const float *restrict x, int64_t n)
+{
+    const double t0 = prof_now();
+    if (!op_dry(y))
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+        for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * n);
+}
+
+void tanh_backward(float *dx, const float *dy, const float *restrict y, int64_t n)
+{
+    const double t0 = prof_now();
+    if (!op_dry(dy)) {
+        if (dx == dy) /* in place: dy becomes dx */
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+            for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+        else
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+            for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (1.0f - y[i] * y[i]);
+    }
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * n);
+}

@@ -21,7 +21,9 @@ static st_status embedding_forward_run(float *out, const float *table, const flo
     return ST_OK;
 }
 
-static void embedding_backward_run(float *dtable, const float *dout, const float *idx, int64_t n, int64_t d)
+/* skip: a row that gets no gradient (torch's padding_idx), or -1 */
+static void embedding_backward_run(float *dtable, const float *dout, const float *idx, int64_t n, int64_t d,
+                                   int64_t skip)
 {
     if (!dtable) return;
     /* Repeated indices collide on rows, so split by columns: each element is summed by one thread with
@@ -31,6 +33,7 @@ static void embedding_backward_run(float *dtable, const float *dout, const float
     for (int64_t cb = 0; cb < nblk; cb++) {
         int64_t j0 = cb * EMB_COLS, m = d - j0 < EMB_COLS ? d - j0 : EMB_COLS;
         for (int64_t i = 0; i < n; i++) {
+            if ((int64_t)idx[i] == skip) continue;
             float *restrict o = dtable + (int64_t)idx[i] * d + j0;
             const float *restrict g = dout + i * d + j0;
             for (int64_t j = 0; j < m; j++) o[j] += g[j];
@@ -127,7 +130,15 @@ st_status embedding_forward(float *out, const float *table, const float *idx, in
 void embedding_backward(float *dtable, const float *dout, const float *idx, int64_t n, int64_t d)
 {
     const double t0 = prof_now();
-    if (!op_dry(dout)) embedding_backward_run(dtable, dout, idx, n, d);
+    if (!op_dry(dout)) embedding_backward_run(dtable, dout, idx, n, d, -1);
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * n * d);
+}
+
+void embedding_backward_padded(float *dtable, const float *dout, const float *idx, int64_t n, int64_t d,
+                               int64_t padding_idx)
+{
+    const double t0 = prof_now();
+    if (!op_dry(dout)) embedding_backward_run(dtable, dout, idx, n, d, padding_idx);
     prof_add(OP_POINTWISE, t0, 0, 12.0 * n * d);
 }
 

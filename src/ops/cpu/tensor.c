@@ -143,3 +143,185 @@ void plane_scale_shift_backward(float *dx, float *restrict dscale, float *restri
     }
     prof_add(OP_POINTWISE, t0, 0, 12.0 * planes * inner);
 }
+
+void transpose_batched_backward(float *restrict dx, const float *restrict dy, int64_t batch, int64_t rows, int64_t cols)
+{
+    const double t0 = prof_now();
+    if (!op_dry(dx)) {
+#pragma omp parallel for schedule(static) if (batch * rows >= PAR_ROWS)
+        for (int64_t br = 0; br < batch * rows; br++) {
+            const int64_t b = br / rows, r = br % rows;
+            const float *g = dy + b * rows * cols + r;
+            float *o = dx + br * cols;
+            for (int64_t c = 0; c < cols; c++) o[c] += g[c * rows];
+        }
+    }
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * batch * rows * cols);
+}
+
+void add_scaled(float *restrict y, const float *restrict x, float s, int64_t n)
+{
+    const double t0 = prof_now();
+    if (!op_dry(y)) {
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 16))
+        for (int64_t i = 0; i < n; i++) y[i] += x[i] * s;
+    }
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * n);
+}
+
+void div_by(float *x, int64_t n, float d)
+{
+    const double t0 = prof_now();
+    if (!op_dry(x)) {
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 16))
+        for (int64_t i = 0; i < n; i++) x[i] /= d;
+    }
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * n);
+}
+
+void add_scalar(float *x, int64_t n, float c)
+{
+    const double t0 = prof_now();
+    if (!op_dry(x)) {
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 16))
+        for (int64_t i = 0; i < n; i++) x[i] += c;
+    }
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * n);
+}
+
+void row_scale_forward(float *restrict y, const float *restrict x, const float *restrict s, int64_t rows, int64_t cols)
+{
+    const double t0 = prof_now();
+    if (!op_dry(y)) {
+#pragma omp parallel for schedule(static) if (rows >= PAR_ROWS)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) y[r * cols + c] = x[r * cols + c] * s[r];
+    }
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * rows * cols);
+}
+
+void row_scale_backward(float *restrict dx, float *restrict ds, const float *restrict dy, const float *restrict x,
+                        const float *restrict s, int64_t rows, int64_t cols)
+{
+    const double t0 = prof_now();
+    if (!op_dry(dy)) {
+#pragma omp parallel for schedule(static) if (rows >= PAR_ROWS)
+        for (int64_t r = 0; r < rows; r++) {
+            const float *g = dy + r * cols;
+            double sum = 0; /* in order, in double: the same sum whatever the threads */
+            for (int64_t c = 0; c < cols; c++) {
+                if (dx) dx[r * cols + c] += g[c] * s[r];
+                if (ds) sum += (double)g[c] * x[r * cols + c];
+            }
+            if (ds) ds[r] += (float)sum;
+        }
+    }
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * rows * cols);
+}
+
+void pad_replicate_forward(float *restrict y, const float *restrict x, int64_t rows, int64_t n, int64_t pad)
+{
+    const double t0 = prof_now();
+    if (!op_dry(y) && n > 0) {
+#pragma omp parallel for schedule(static) if (rows >= PAR_ROWS)
+        for (int64_t r = 0; r < rows; r++) {
+            float *o = y + r * (pad + n);
+            for (int64_t k = 0; k < pad; k++) o[k] = x[r * n];
+            memcpy(o + pad, x + r * n, (size_t)n * sizeof(float));
+        }
+    }
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * rows * (pad + n));
+}
+
+void pad_replicate_backward(float *restrict dx, const float *restrict dy, int64_t rows, int64_t n, int64_t pad)
+{
+    const double t0 = prof_now();
+    if (!op_dry(dx) && n > 0) {
+#pragma omp parallel for schedule(static) if (rows >= PAR_ROWS)
+        for (int64_t r = 0; r < rows; r++) {
+            const float *g = dy + r * (pad + n);
+            float *o = dx + r * n;
+            for (int64_t k = 0; k < pad; k++) o[0] += g[k]; /* the copies' gradients first, in order */
+            for (int64_t i = 0; i < n; i++) o[i] += g[pad + i];
+        }
+    }
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * rows * (pad + n));
+}
+
+st_status host_loop(const void *out, host_loop_fn fn, void *arg)
+{
+    const double t0 = prof_now();
+    const st_status st = op_dry(out) ? ST_OK : fn(arg);
+    prof_add(OP_POINTWISE, t0, 0, 0);
+    return st;
+}
+
+void channel_add_forward(float *restrict y, const float *restrict b, int64_t outer, int64_t channels, int64_t inner)
+{
+    const double t0 = prof_now();
+    if (!op_dry(y)) {
+#pragma omp parallel for schedule(static) if (outer >= PAR_ROWS)
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t c = 0; c < channels; c++)
+                for (int64_t i = 0; i < inner; i++) y[(o * channels + c) * inner + i] += b[c];
+    }
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * outer * channels * inner);
+}
+
+void channel_add_backward(float *restrict db, const float *restrict dy, int64_t outer, int64_t channels, int64_t inner)
+{
+    const double t0 = prof_now();
+    if (!op_dry(dy) && db) {
+#pragma omp parallel for schedule(static) if (channels >= PAR_ROWS)
+        for (int64_t c = 0; c < channels; c++)
+            for (int64_t o = 0; o < outer; o++)
+                for (int64_t i = 0; i < inner; i++) db[c] += dy[(o * channels + c) * inner + i];
+    }
+    prof_add(OP_POINTWISE, t0, 0, 4.0 * outer * channels * inner);
+}
+
+void mask_bias(float *restrict bias, const float *restrict mask, int64_t batch, int64_t n, int64_t mask_stride,
+               float scale)
+{
+    const double t0 = prof_now();
+    if (!op_dry(bias))
+        for (int64_t b = 0; b < batch; b++)
+            for (int64_t j = 0; j < n; j++) bias[b * n + j] = (1.0f - mask[b * mask_stride + j]) * scale;
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * n);
+}
+
+void weighted_sum_forward(float *restrict y, const float *restrict x, const float *restrict w, int64_t rows, int64_t k,
+                          int64_t d)
+{
+    const double t0 = prof_now();
+    if (!op_dry(y)) {
+#pragma omp parallel for schedule(static) if (rows >= PAR_ROWS)
+        for (int64_t r = 0; r < rows; r++) {
+            const float *h = x + r * k * d;
+            float *o = y + r * d;
+            for (int64_t j = 0; j < d; j++) o[j] = 0.0f;
+            for (int64_t i = 0; i < k; i++)
+                for (int64_t j = 0; j < d; j++) o[j] += h[i * d + j] * w[i];
+        }
+    }
+    prof_add(OP_POINTWISE, t0, 0, 4.0 * rows * (k + 1) * d);
+}
+
+void weighted_sum_backward(float *restrict dx, float *restrict dw, const float *restrict dy, const float *restrict x,
+                           const float *restrict w, int64_t rows, int64_t k, int64_t d)
+{
+    const double t0 = prof_now();
+    if (!op_dry(dy))
+        for (int64_t r = 0; r < rows; r++) { /* dw sums over the rows in order: one thread */
+            const float *g = dy + r * d, *h = x + r * k * d;
+            for (int64_t i = 0; i < k; i++) {
+                double acc = 0;
+                for (int64_t j = 0; j < d; j++) {
+                    if (dx) dx[(r * k + i) * d + j] += g[j] * w[i];
+                    acc += (double)g[j] * h[i * d + j];
+                }
+                if (dw) dw[i] += (float)acc;
+            }
+        }
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * rows * k * d);
+}
