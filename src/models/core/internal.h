@@ -28,7 +28,7 @@ typedef struct model_family {
     const char *name;
     /* Registers the parameters and sets up the block sequences (m->cfg and m->pool are set). */
     st_status (*create)(model *m);
-    /* Fills fixed tables once the parameters are allocated (NULL: none). */
+    /* Fills fixed tables once the parameters are allocated (NULL: none); not on dry pools, which hold no data. */
     void (*fill_fixed)(model *m);
     void (*destroy)(model *m);
     /* Sets m->shape.batch and every sequence's state sizes for a batch. */
@@ -198,8 +198,26 @@ void final_release(model *m, final_layer *f);
 /* SD3's and OmniGen's fixed 2D sine-cosine table (E^2, D), E = pos_embed_max: diffusers' get_2d_sincos_pos_embed(D, E,
  * base_size = sample_size / patch). Position k of an edge is k / (E / base) (in float32, as torch divides), the
  * column's sin-cos in the first half of a row, the row's in the second, each half sines then cosines of frequencies
- * 10000^(-j / (D/4)). A checkpoint's own table replaces this one when it is loaded; a dry one is left as it is. */
+ * 10000^(-j / (D/4)). A checkpoint's own table replaces this one when it is loaded. */
 void sincos_table_fill(const model_config *c, float *t);
+
+/* The argument of a family's host_loop (ops.h): the model, the batch's conditioning and timesteps it reads, and a
+ * workspace its caller allocated for it (each may be NULL). */
+typedef struct model_loop {
+    model *m;
+    const float *cond, *timesteps;
+    float *work;
+} model_loop;
+/* out = 1 - timesteps / 1000 over n samples, in float (1 - sigma: the time several families' embedders read) */
+static inline void time_one_minus_sigma(float *out, const float *timesteps, int64_t n)
+{
+    copy_rows(out, n, timesteps, n, 1, n), div_by(out, n, 1000.0f), scale_by(out, n, -1.0f), add_scalar(out, n, 1.0f);
+}
+/* The argument of a host_loop that fills a fixed table t of `rows` from its sizes alone. */
+typedef struct table_fill {
+    float *t;
+    int64_t rows, cols;
+} table_fill;
 
 /* The built-in stand-in for a text encoder (tokenizer.c), for a caption: its words (ASCII letters and digits,
  * lowercased) hashed into rows 1 .. vocab-1; seq (len, dim) holds each word's row vector (N(0, 1) values) in

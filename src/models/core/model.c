@@ -108,7 +108,8 @@ st_status model_create(const model_config *mc, pool *device, model **out)
     if (!st) st = param_set_check(m->params);
     const ckpt_settings none = {.interval = 1, .stride = 1};
     if (!st) st = model_set_checkpointing(m, &none, NULL, 0);
-    if (!st && device && !(st = param_set_alloc(m->params, device)) && m->family->fill_fixed) m->family->fill_fixed(m);
+    if (!st && device && !(st = param_set_alloc(m->params, device)) && m->family->fill_fixed && !pool_is_dry(device))
+        m->family->fill_fixed(m); /* a dry model plans: it has no data */
     if (st) {
         model_destroy(m);
         return st;
@@ -600,7 +601,6 @@ void sincos_table_fill(const model_config *c, float *t)
 {
     const int64_t E = c->pos_embed_max, D = c->hidden, q = D / 4;
     const float step = (float)((double)E / (double)(c->sample_size / c->patch));
-    if (pool_is_dry_ptr(t)) return; /* a dry model plans; it has no data */
     for (int64_t k = 0; k < E * E; k++)
         for (int half = 0; half < 2; half++) {
             const double pos = (double)((float)(half ? k / E : k % E) / step);
