@@ -124,8 +124,10 @@ static void ac_release(model *m)
 
 /* get_1d_rotary_pos_embed's table for T positions, (T, hd / 2, (cos, sin)): pair k turns by pos theta^(-2 k / hd),
  * the frequency and angle rounded to float as torch's float32 arange, pow and outer product round them. */
-static void ace_rope_table(float *table, int64_t T, int64_t hd)
+static st_status ace_rope_table(void *arg)
 {
+    float *table = ((table_fill *)arg)->t;
+    const int64_t T = ((table_fill *)arg)->rows, hd = ((table_fill *)arg)->cols;
     for (int64_t k = 0; k < hd / 2; k++) {
         const float e = (float)(2 * k) / (float)hd, freq = 1.0f / powf(ACE_ROPE_THETA, e);
         for (int64_t t = 0; t < T; t++) {
@@ -134,6 +136,7 @@ static void ace_rope_table(float *table, int64_t T, int64_t hd)
             table[(t * (hd / 2) + k) * 2 + 1] = (float)sin((double)ang);
         }
     }
+    return ST_OK;
 }
 
 /* The patch features (B T, in_dim): feature c pt + j of token i is channel c of frame pt i + j of
@@ -141,16 +144,13 @@ static void ace_rope_table(float *table, int64_t T, int64_t hd)
 static void features(float *feat, const float *x, const float *cond, int64_t K, int64_t at, const model_config *c,
                      int64_t B)
 {
-    if (pool_is_dry_ptr(feat) || pool_is_dry_ptr(x) || pool_is_dry_ptr(cond)) return;
     const int64_t F = c->frames, pt = c->patch_t, Cc = c->cond_channels, C = c->channels, T = F / pt, P = in_dim(c);
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t i = 0; i < T; i++)
-            for (int64_t ch = 0; ch < Cc + C; ch++)
-                for (int64_t j = 0; j < pt; j++) {
-                    const int64_t f = i * pt + j;
-                    feat[(b * T + i) * P + ch * pt + j] =
-                        ch < Cc ? cond[b * K + at + f * Cc + ch] : x[(b * C + ch - Cc) * F + f];
-                }
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t i = 0; i < T; i++) /* the context's pt frames (pt, Cc) of token i, transposed */
+            transpose_batched(feat + (b * T + i) * P, cond + b * K + at + i * pt * Cc, 1, pt, Cc);
+        for (int64_t ch = 0; ch < C; ch++) /* the latent's channel ch, pt frames a token */
+            copy_rows(feat + b * T * P + (Cc + ch) * pt, P, x + (b * C + ch) * F, pt, T, pt);
+    }
 }
 
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
@@ -185,7 +185,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     linear_forward(d->x0, d->feat, PW(d->p_in_w), PW(d->p_in_b), N, in_dim(c), D);
     copy_rows(d->raw, L * E, cond, K, B, L * E);
     if ((st = lin_forward(m->params, m->pool, &d->cond, m->ctx.text, d->raw, B * L))) return st;
-    if (!pool_is_dry_ptr(m->ctx.rope)) ace_rope_table(m->ctx.rope, T, hd);
+    if ((st = host_loop(m->ctx.rope, ace_rope_table, &(table_fill){m->ctx.rope, T, hd}))) return st;
     /* time_embed reads 1000 t (segtrain's input), time_embed_r 1000 (t - r) = 0 (ts[B ..] stays zero) */
     copy_rows(d->ts, B, timesteps, B, 1, B);
     zero_bytes(d->temb, (size_t)(B * D) * sizeof(float));
@@ -232,9 +232,7 @@ static st_status final_forward_ace(model *m, const float *xT)
     if ((st = rmsnorm_forward(m->pool, d->ln, xT, PW(d->p_norm), N, D, ACE_EPS, NULL))) return st;
     modulate_forward(d->h, d->ln, d->fmod, d->fmod + D, B, T, D, 2 * D);
     gemm(false, false, N, P, D, 1.0f, d->h, PW(d->p_out_w), 0.0f, d->tokens);
-    if (!pool_is_dry_ptr(d->tokens))
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t k = 0; k < P; k++) d->tokens[n * P + k] += PW(d->p_out_b)[k / c->patch_t];
+    channel_add_forward(d->tokens, PW(d->p_out_b), N, c->channels, c->patch_t);
     const patch_shape ps = out_shape(m);
     unpatchify_forward(d->pred, d->tokens, &ps, PATCH_CONV);
     return ST_OK;
@@ -276,9 +274,7 @@ static st_status ac_backward(model *m, const float *dpred)
         const patch_shape ps = out_shape(m);
         const float *xT = d->last.t[0];
         unpatchify_backward(dtok, dpred, &ps, PATCH_CONV);
-        if (PG(d->p_out_b) && !pool_is_dry_ptr(dtok))
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t j = 0; j < P; j++) PG(d->p_out_b)[j / c->patch_t] += dtok[n * P + j];
+        channel_add_backward(PG(d->p_out_b), dtok, N, c->channels, c->patch_t);
         if (PG(d->p_out_w)) gemm(true, false, D, P, N, 1.0f, d->h, dtok, 1.0f, PG(d->p_out_w));
         gemm(false, true, N, D, P, 1.0f, dtok, PW(d->p_out_w), 0.0f, dh);
         modulate_backward(dh, dfmod, dfmod + D, dh, d->ln, d->fmod + D, B, T, D, 2 * D);

@@ -72,9 +72,11 @@ void anima_release(model *m, anima_adapter *a)
 }
 
 /* AnimaRotaryEmbedding's table (rows, hd / 2, (cos, sin)) for positions 0 .. rows - 1, inv_freq and the angles in
- * float32 as torch makes them */
-static void rope_table_of(float *t, int64_t rows, int64_t hd)
+ * float32 as torch makes them (a host_loop's) */
+static st_status rope_table_of(void *arg)
 {
+    float *t = ((table_fill *)arg)->t;
+    const int64_t rows = ((table_fill *)arg)->rows, hd = ((table_fill *)arg)->cols;
     for (int64_t j = 0; j < hd / 2; j++) {
         const float inv = 1.0f / powf(ANIMA_THETA, (float)(2 * j) / (float)hd);
         for (int64_t p = 0; p < rows; p++) {
@@ -83,6 +85,7 @@ static void rope_table_of(float *t, int64_t rows, int64_t hd)
             t[(p * (hd / 2) + j) * 2 + 1] = (float)sin((double)ang);
         }
     }
+    return ST_OK;
 }
 
 static attn_view rows_of(float *x, int64_t T, int64_t D) { return (attn_view){x, D, T * D}; }
@@ -133,9 +136,8 @@ st_status anima_forward(model *m, anima_adapter *a, const float *cond, float *te
     copy_rows(a->src, Lq * S, cond, K, B, Lq * S);
     copy_rows(a->ids, L, cond + Lq * S, K, B, L);
     copy_rows(a->wts, L, cond + Lq * S + L, K, B, L);
-    if (!pool_is_dry_ptr(a->rope)) rope_table_of(a->rope, R, D / H);
-    if (!pool_is_dry_ptr(a->ids) && (st = embedding_forward(a->h0, PW(a->embed), a->ids, n, c->text_vocab, D)))
-        return st;
+    if ((st = host_loop(a->rope, rope_table_of, &(table_fill){a->rope, R, D / H}))) return st;
+    if ((st = embedding_forward(a->h0, PW(a->embed), a->ids, n, c->text_vocab, D))) return st;
     const attn_shape self = {.batch = B, .tokens = L, .heads = H, .head_dim = D / H, .mechanism = c->mechanism};
     attn_shape cross = self;
     cross.kv_tokens = Lq;
@@ -179,11 +181,9 @@ st_status anima_forward(model *m, anima_adapter *a, const float *cond, float *te
     }
     if (!st) st = lin_forward(m->params, m->pool, &a->out, a->y, x, n);
     if (!st) st = rmsnorm_forward(m->pool, a->z, a->y, PW(a->norm), n, D, ANIMA_EPS, &a->zst);
-    if (st || pool_is_dry_ptr(text) || pool_is_dry_ptr(a->wts)) return st;
-    memset(text, 0, (size_t)(B * Lt * D) * sizeof(float));
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t l = 0; l < L; l++)
-            for (int64_t j = 0; j < D; j++) text[(b * Lt + l) * D + j] = a->z[(b * L + l) * D + j] * a->wts[b * L + l];
+    if (st) return st;
+    zero_floats(text, B * Lt * D);
+    for (int64_t b = 0; b < B; b++) row_scale_forward(text + b * Lt * D, a->z + b * L * D, a->wts + b * L, L, D);
     return ST_OK;
 }
 
@@ -206,9 +206,8 @@ st_status anima_backward(model *m, anima_adapter *a, const float *dtext)
     float *g = scratch_take(&s, n * F, MEM_WORKSPACE, "anima.gelu");
     if (s.status) return scratch_end(&s);
     const size_t ND = (size_t)(n * D) * sizeof(float);
-    for (int64_t b = 0; !pool_is_dry_ptr(dn) && !pool_is_dry_ptr(dtext) && b < B; b++) /* dz = dtext * weight */
-        for (int64_t l = 0; l < L; l++)
-            for (int64_t j = 0; j < D; j++) dn[(b * L + l) * D + j] = dtext[(b * Lt + l) * D + j] * a->wts[b * L + l];
+    for (int64_t b = 0; b < B; b++) /* dz = dtext * weight: the same product */
+        row_scale_forward(dn + b * L * D, dtext + b * Lt * D, a->wts + b * L, L, D);
     rmsnorm_backward(dy, PG(a->norm), dn, a->y, PW(a->norm), n, D, &a->zst);
     const float *xl = a->n ? a->blocks[a->n - 1].t[AB_X3] : a->h0;
     if ((s.status = lin_backward(m->params, m->pool, &a->out, dh, dy, xl, n))) return scratch_end(&s);
@@ -259,7 +258,7 @@ st_status anima_backward(model *m, anima_adapter *a, const float *dtext)
             break;
         rmsnorm_backward(dh, PG(k->n1), dn, k->x, PW(k->n1), n, D, &k->st[AS_N1]);
     }
-    if (!s.status && !pool_is_dry_ptr(a->ids)) embedding_backward(PG(a->embed), dh, a->ids, n, D);
+    if (!s.status) embedding_backward(PG(a->embed), dh, a->ids, n, D);
     return scratch_end(&s);
 }
 

@@ -194,8 +194,11 @@ static void co_release(model *m)
 /* CosmosRotaryPosEmbed's table for an F x G x G grid, (T, hd / 2, (cos, sin)): pair p of axis a (widths t, h, w in
  * pairs) turns by pos_a / theta_a^(2 j / d_a), the frequency and angle rounded to float as torch's float32 arange,
  * pow, reciprocal and outer product round them. */
-static void cosmos_rope_table(float *table, const model_config *c, int64_t F, int64_t G)
+static st_status cosmos_rope_table(void *arg) /* a host_loop's */
 {
+    const model_config *c = &((model_loop *)arg)->m->cfg;
+    const int64_t F = c->frames / c->patch_t, G = c->resolution / c->patch;
+    float *table = ((model_loop *)arg)->m->ctx.rope;
     const int64_t hd = c->hidden / c->heads, dh = hd / 6 * 2, dt = hd - 2 * dh, dims[3] = {dt, dh, dh};
     const double scale[3] = {1.0, 4.0, 4.0};
     float freq[3][64];
@@ -218,6 +221,7 @@ static void cosmos_rope_table(float *table, const model_config *c, int64_t F, in
                 e[1] = (float)sin((double)ang);
             }
     }
+    return ST_OK;
 }
 
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
@@ -258,13 +262,12 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     copy_rows(d->patches, PW_, p, P, N, P);
     pool_free(m->pool, p);
     linear_forward(d->x0, d->patches, PW(d->p_x), NULL, N, PW_, D);
-    if (!pool_is_dry_ptr(m->ctx.rope)) cosmos_rope_table(m->ctx.rope, c, c->frames / c->patch_t, c->resolution / c->patch);
+    if ((st = host_loop(m->ctx.rope, cosmos_rope_table, &(model_loop){.m = m}))) return st;
     if (adapter) {
         if ((st = anima_forward(m, &d->ad, cond, m->ctx.text))) return st;
     } else
         copy_rows(m->ctx.text, L * E, cond, K, B, L * E);
-    if (!pool_is_dry_ptr(d->ts) && !pool_is_dry_ptr(timesteps))
-        for (int64_t b = 0; b < B; b++) d->ts[b] = (float)((double)timesteps[b] / 1000.0);
+    copy_rows(d->ts, B, timesteps, B, 1, B), div_by(d->ts, B, 1000.0f); /* t / 1000, correctly rounded */
     timestep_embedding(d->proj, d->ts, B, D, COSMOS_TIME_PERIOD);
     if ((st = lin_forward(m->params, m->pool, &d->t1, d->th, d->proj, B))) return st;
     silu_forward(d->ths, d->th, B * D);

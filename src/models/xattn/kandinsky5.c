@@ -193,8 +193,12 @@ static float k5_freq(int64_t j, int64_t dim)
 
 /* The text's table (L, hd / 2, (cos, sin)) and the image's (F G G, hd / 2, (cos, sin)), as Kandinsky5RoPE1D and
  * Kandinsky5RoPE3D make them */
-static void k5_rope_tables(float *text, float *image, const model_config *c, int64_t L, int64_t F, int64_t G)
+static st_status k5_rope_tables(void *arg) /* a host_loop's */
 {
+    model *m = ((model_loop *)arg)->m;
+    const model_config *c = &m->cfg;
+    const int64_t L = m->shape.text, F = c->frames / c->patch_t, G = c->resolution / c->patch;
+    float *text = k5_of(m)->trope, *image = k5_of(m)->vrope;
     const int64_t hd = c->hidden / c->heads, pairs = hd / 2, dims[3] = {hd / 4, 3 * hd / 8, 3 * hd / 8};
     const double scale[3] = {1.0, 2.0, 2.0};
     for (int64_t t = 0; t < L; t++)
@@ -213,6 +217,7 @@ static void k5_rope_tables(float *text, float *image, const model_config *c, int
                 e[1] = (float)sin(ang);
             }
     }
+    return ST_OK;
 }
 
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
@@ -242,8 +247,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     d->tlast = (block_state){.n = 1, .t = {t0}}; /* held here until the sequences take them */
     d->last = (block_state){.n = 1, .t = {x0}};
     if (st) return st;
-    if (!pool_is_dry_ptr(d->trope))
-        k5_rope_tables(d->trope, d->vrope, c, L, c->frames / c->patch_t, c->resolution / c->patch);
+    if ((st = host_loop(d->trope, k5_rope_tables, &(model_loop){.m = m}))) return st;
     copy_rows(d->text_in, L * E, cond, K, B, L * E);
     copy_rows(d->pooled, E2, cond + L * E, K, B, E2);
     if ((st = lin_forward(m->params, m->pool, &d->txt, d->te, d->text_in, B * L))) return st;

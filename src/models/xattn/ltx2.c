@@ -220,12 +220,13 @@ static void audio_grid(float *g, int64_t T)
     }
 }
 
-static st_status rope_tables(model *m)
+/* The rotary tables (a host_loop's: none on a dry step, nor the grids' workspace) */
+static st_status rope_tables(void *arg)
 {
+    model *m = ((model_loop *)arg)->m;
     ltx2_ctx *x = &lx_of(m)->ctx;
     const model_config *c = &m->cfg;
     const int64_t Tv = x->tokens[0], Ta = x->tokens[1], G = c->resolution;
-    if (pool_is_dry_ptr(x->self[0])) return ST_OK;
     float *gv = NULL, *gt = NULL, *ga = NULL;
     st_status st = pool_alloc(m->pool, (size_t)(3 * Tv) * sizeof(float), MEM_WORKSPACE, "ltx2.grid", (void **)&gv);
     if (!st) st = pool_alloc(m->pool, (size_t)Tv * sizeof(float), MEM_WORKSPACE, "ltx2.grid", (void **)&gt);
@@ -281,7 +282,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     ctx->cross[0] = model_take(m, &st, tokens(m, 0) * c->audio_hidden, "ltx2.rope", false);
     ctx->cross[1] = ctx->self[1];
     d->key_bias = model_take(m, &st, B * L, "ltx2.key_bias", false);
-    if (st || (st = rope_tables(m))) return st;
+    if (st || (st = host_loop(lx_of(m)->ctx.self[0], rope_tables, &(model_loop){.m = m}))) return st;
     /* the video's tokens from each sample's first Nvid floats; the audio's are its latents as they lie */
     float *video = NULL;
     if ((st = pool_alloc(m->pool, (size_t)(B * Nvid) * sizeof(float), MEM_WORKSPACE, "ltx2.video", (void **)&video)))
@@ -304,10 +305,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         st = lin_forward(m->params, m->pool, &d->cap2[s], ctx->text[s], d->cap_g[s], B * L);
     }
     if (st) return st;
-    if (!pool_is_dry_ptr(d->key_bias) && !pool_is_dry_ptr(cond))
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t j = 0; j < L; j++) /* (1 - mask) * -10000, as the class makes a 2-D mask a bias */
-                d->key_bias[b * L + j] = (1.0f - cond[b * K + L * c->text_dim + j]) * LTX2_MASK_BIAS;
+    /* (1 - mask) * -10000, as the class makes a 2-D mask a bias */
+    mask_bias(d->key_bias, cond + L * c->text_dim, B, L, K, LTX2_MASK_BIAS);
     d->mask = (attn_mask){.key_bias = d->key_bias, .batch_stride = L};
     ctx->mask = &d->mask;
     /* every path: c from the timestep, rows = linear(SiLU(c)); the final layer's table + time_embed's c */

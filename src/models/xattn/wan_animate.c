@@ -182,8 +182,7 @@ static float *scaled_weight(model *m, scratch *s, const mconv *l)
 {
     const int64_t n = l->cout * l->cin * l->k * l->k;
     float *w = scratch_take(s, n, MEM_WORKSPACE, "motion_encoder.scaled_weight");
-    if (w && !pool_is_dry_ptr(w))
-        for (int64_t i = 0; i < n; i++) w[i] = PW(l->w)[i] * l->scale;
+    if (w) copy_rows(w, n, PW(l->w), n, 1, n), scale_by(w, n, l->scale);
     return w;
 }
 
@@ -227,22 +226,20 @@ static st_status mconv_backward(model *m, wan_animate *a, const mconv *l, const 
     s.status = conv2d_backward(m->pool, dxb, dw, NULL, dc, l->blur_h >= 0 ? t->xb : x, ws, &cs);
     if (!s.status && l->blur_h >= 0) fir_backward(dx, dxb, a->blur, BLUR_TAPS, l->cin, l->edge, l->edge, l->blur_h,
                                                   l->blur_w);
-    if (!s.status && !pool_is_dry_ptr(dw))
-        for (int64_t i = 0; i < nw; i++) PG(l->w)[i] += dw[i] * l->scale;
+    if (!s.status) add_scaled(PG(l->w), dw, l->scale, nw);
     return scratch_end(&s);
 }
 
 /* One face frame's planes (3, size, size) of the sample's pixels (3, S, size, size) */
 static void gather_frame(float *dst, const float *pixels, int64_t S, int64_t frame, int64_t plane)
 {
-    for (int ch = 0; ch < 3 && !pool_is_dry_ptr(dst) && !pool_is_dry_ptr(pixels); ch++)
-        memcpy(dst + ch * plane, pixels + (ch * S + frame) * plane, (size_t)plane * sizeof(float));
+    copy_rows(dst, plane, pixels + frame * plane, S * plane, 3, plane);
 }
 
 /* out = (a + b) / sqrt 2, the residual blocks' sum, as torch divides */
 static void res_sum(float *out, const float *a, const float *b, int64_t n)
 {
-    for (int64_t i = 0; !pool_is_dry_ptr(out) && i < n; i++) out[i] = (a[i] + b[i]) / SQRT2;
+    copy_rows(out, n, a, n, 1, n), add_to(out, b, n), div_by(out, n, SQRT2);
 }
 
 /* One frame's convolutions to its style vector, its activations in acts (workspace of s). Layer i's input: the
@@ -267,7 +264,7 @@ static st_status motion_convs(model *m, wan_animate *a, const float *frame, mcon
     }
     const mconv *last = &a->conv[a->n_conv - 1];
     if (!st) st = mconv_forward(m, a, last, in, &acts[a->n_conv - 1], s);
-    if (!st && style && !pool_is_dry_ptr(style)) memcpy(style, acts[a->n_conv - 1].y, (size_t)last->cout * sizeof(float));
+    if (!st && style) copy_rows(style, last->cout, acts[a->n_conv - 1].y, last->cout, 1, last->cout);
     return st;
 }
 
@@ -280,7 +277,7 @@ static st_status motion_convs_backward(model *m, wan_animate *a, const float *fr
     const mconv *last = &a->conv[a->n_conv - 1];
     st_status st = motion_convs(m, a, frame, acts, sums, &s, NULL);
     float *g = st ? NULL : scratch_take(&s, last->cout, MEM_WORKSPACE, "motion_encoder.dstyle");
-    if (!st && !(st = s.status) && !pool_is_dry_ptr(g)) memcpy(g, dstyle, (size_t)last->cout * sizeof(float));
+    if (!st && !(st = s.status)) copy_rows(g, last->cout, dstyle, last->cout, 1, last->cout);
     /* g: the gradient of the current layer's output; din: of its input */
     const float *in_last = a->n_res ? sums[a->n_res - 1] : acts[0].y;
     float *din = st ? NULL : scratch_take_zero(&s, last->cin * last->edge * last->edge, MEM_WORKSPACE, "motion.din");
@@ -291,12 +288,12 @@ static st_status motion_convs_backward(model *m, wan_animate *a, const float *fr
         const float *in = r ? sums[r - 1] : acts[0].y;
         const int64_t no = mconv_out_numel(&l[1]);
         float *dsum = din; /* the block's output gradient, divided by sqrt 2 for both branches */
-        for (int64_t i = 0; !pool_is_dry_ptr(dsum) && i < no; i++) dsum[i] /= SQRT2;
+        div_by(dsum, no, SQRT2);
         float *dskip = scratch_take(&s, no, MEM_WORKSPACE, "motion_encoder.dskip");
         float *da1 = scratch_take_zero(&s, l[0].cout * l[0].edge * l[0].edge, MEM_WORKSPACE, "motion.da1");
         float *dx = scratch_take_zero(&s, l[0].cin * l[0].edge * l[0].edge, MEM_WORKSPACE, "motion.din");
         if ((st = s.status)) break;
-        if (!pool_is_dry_ptr(dskip)) memcpy(dskip, dsum, (size_t)no * sizeof(float));
+        copy_rows(dskip, no, dsum, no, 1, no);
         st = mconv_backward(m, a, &l[1], t[0].y, &t[1], dsum, da1);
         if (!st) st = mconv_backward(m, a, &l[0], in, &t[0], da1, dx);
         if (!st) st = mconv_backward(m, a, &l[2], in, &t[2], dskip, dx);
@@ -309,37 +306,6 @@ static st_status motion_convs_backward(model *m, wan_animate *a, const float *fr
 }
 
 /* ---- the face encoder ---- */
-
-/* dst (batch, cols, rows) = src (batch, rows, cols) transposed; accumulate: +=  */
-static void transpose(float *dst, const float *src, int64_t batch, int64_t rows, int64_t cols, bool accumulate)
-{
-    if (pool_is_dry_ptr(dst) || pool_is_dry_ptr(src)) return;
-    for (int64_t b = 0; b < batch; b++)
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < cols; c++) {
-                float *o = dst + (b * cols + c) * rows + r;
-                const float v = src[(b * rows + r) * cols + c];
-                *o = accumulate ? *o + v : v;
-            }
-}
-
-/* Rows of t frames, FACE_PAD copies of the first frame before them (F.pad's "replicate"); back: their gradients */
-static void pad_frames(float *p, const float *x, int64_t rows, int64_t t)
-{
-    for (int64_t r = 0; r < rows && !pool_is_dry_ptr(p); r++) {
-        for (int k = 0; k < FACE_PAD; k++) p[r * (t + FACE_PAD) + k] = x[r * t];
-        memcpy(p + r * (t + FACE_PAD) + FACE_PAD, x + r * t, (size_t)t * sizeof(float));
-    }
-}
-
-static void pad_frames_backward(float *dx, const float *dp, int64_t rows, int64_t t)
-{
-    for (int64_t r = 0; r < rows && !pool_is_dry_ptr(dx); r++) {
-        const float *g = dp + r * (t + FACE_PAD);
-        for (int k = 0; k < FACE_PAD; k++) dx[r * t] += g[k];
-        for (int64_t i = 0; i < t; i++) dx[r * t + i] += g[FACE_PAD + i];
-    }
-}
 
 /* A stage's padded input (batch, in, t + 2), convolution output read as (B heads, hidden, t'), LayerNorm input
  * (B heads, t', hidden) and output, and SiLU's output */
@@ -364,7 +330,7 @@ static st_status face_encode(model *m, wan_animate *a, const float *motion, face
     f->t[0] = face_frames(c);
     float *x = scratch_take(s, B * c->motion_out * f->t[0], MEM_WORKSPACE, "face_encoder.input");
     if (s->status) return s->status;
-    transpose(x, motion, B, f->t[0], c->motion_out, false);
+    transpose_batched(x, motion, B, f->t[0], c->motion_out);
     st_status st = ST_OK;
     for (int k = 0; k < FACE_STAGES && !st; k++) {
         const conv_shape cs = face_conv(c, k, B, f->t[k]);
@@ -377,10 +343,10 @@ static st_status face_encode(model *m, wan_animate *a, const float *motion, face
         f->ln[k] = scratch_take(s, n, MEM_WORKSPACE, "face_encoder.ln");
         f->act[k] = scratch_take(s, n, MEM_WORKSPACE, "face_encoder.silu");
         if ((st = s->status)) break;
-        pad_frames(f->p[k], x, rows, f->t[k]);
+        pad_replicate_forward(f->p[k], x, rows, f->t[k], FACE_PAD);
         scratch_drop(s, x);
         if ((st = conv2d_forward(m->pool, conv, f->p[k], PW(a->cw[k]), PW(a->cb[k]), &cs))) break;
-        transpose(f->tr[k], conv, B * H, hid, f->t[k + 1], false);
+        transpose_batched(f->tr[k], conv, B * H, hid, f->t[k + 1]);
         scratch_drop(s, conv);
         st = layernorm_forward(m->pool, f->ln[k], f->tr[k], NULL, NULL, B * H * f->t[k + 1], hid, XDIT_LN_EPS,
                                &f->stats[k]);
@@ -389,7 +355,7 @@ static st_status face_encode(model *m, wan_animate *a, const float *motion, face
         if (k + 1 < FACE_STAGES) {
             x = scratch_take(s, n, MEM_WORKSPACE, "face_encoder.input");
             if ((st = s->status)) break;
-            transpose(x, f->act[k], B * H, f->t[k + 1], hid, false);
+            transpose_batched(x, f->act[k], B * H, f->t[k + 1], hid);
         }
     }
     if (!st) f->out = scratch_take(s, B * H * f->t[FACE_STAGES] * D, MEM_WORKSPACE, "face_encoder.out");
@@ -424,16 +390,16 @@ static st_status face_encode_backward(model *m, wan_animate *a, face_acts *f, co
         if (s.status) break;
         silu_backward(dln, g, f->ln[k], n);
         layernorm_backward(dtr, NULL, NULL, dln, f->tr[k], NULL, B * H * f->t[k + 1], hid, &f->stats[k]);
-        transpose(dconv, dtr, B * H, f->t[k + 1], hid, false);
+        transpose_batched(dconv, dtr, B * H, f->t[k + 1], hid);
         if ((s.status = conv2d_backward(m->pool, dp, PG(a->cw[k]), PG(a->cb[k]), dconv, f->p[k], PW(a->cw[k]), &cs)))
             break;
-        pad_frames_backward(dx, dp, rows, f->t[k]);
+        pad_replicate_backward(dx, dp, rows, f->t[k], FACE_PAD);
         scratch_drop(&s, g), scratch_drop(&s, dln), scratch_drop(&s, dtr), scratch_drop(&s, dconv);
         scratch_drop(&s, dp);
         if (k) { /* the previous stage's SiLU output was this one's input, transposed */
             g = scratch_take(&s, n / f->t[k + 1] * f->t[k], MEM_WORKSPACE, "face_encoder.dact");
-            if (!s.status) transpose(g, dx, B * H, hid, f->t[k], false);
-        } else transpose(dmotion, dx, B, c->motion_out, f->t[0], true);
+            if (!s.status) transpose_batched(g, dx, B * H, hid, f->t[k]);
+        } else transpose_batched_backward(dmotion, dx, B, f->t[0], c->motion_out);
         scratch_drop(&s, dx);
     }
     return scratch_end(&s);
@@ -559,14 +525,14 @@ static st_status face_forward(model *m, wan_animate *a, const float *cond, bool 
                              (void **)&w)))
             break;
         const float scale = (float)(1.0 / sqrt((double)in_w));
-        for (int64_t j = 0; !pool_is_dry_ptr(w) && j < out * in_w; j++) w[j] = PW(a->lw[k])[j] * scale;
+        copy_rows(w, out * in_w, PW(a->lw[k]), out * in_w, 1, out * in_w), scale_by(w, out * in_w, scale);
         linear_forward(a->lin_in[k + 1], a->lin_in[k], w, PW(a->lb[k]), BS, in_w, out);
         pool_free(m->pool, w);
     }
     float *basis = NULL; /* motion_synthesis_weight + 1e-8 */
     const int64_t nq = c->motion_out * c->motion_dim;
     if (!st) st = pool_alloc(m->pool, (size_t)nq * sizeof(float), MEM_WORKSPACE, "wan_animate.basis", (void **)&basis);
-    for (int64_t j = 0; !st && !pool_is_dry_ptr(basis) && j < nq; j++) basis[j] = PW(a->synth)[j] + 1e-8f;
+    if (!st) copy_rows(basis, nq, PW(a->synth), nq, 1, nq), add_scalar(basis, nq, 1e-8f);
     if (!st) st = qr_forward(m->pool, a->q, basis, c->motion_out, c->motion_dim);
     pool_free(m->pool, basis);
     if (!st) linear_forward(a->motion, a->lin_in[MOTION_LINEARS], a->q, NULL, BS, c->motion_dim, c->motion_out);
@@ -577,11 +543,11 @@ static st_status face_forward(model *m, wan_animate *a, const float *cond, bool 
     if (!st && S3 + 1 != F)
         st = st_fail(ST_ERR_INTERNAL, "wan_animate: %lld face frames encode to %lld, not frames - 1 = %lld",
                      (long long)S, (long long)S3, (long long)(F - 1));
-    for (int64_t b = 0; !st && !pool_is_dry_ptr(a->face_raw) && b < B; b++) /* frame 0 stays zero */
+    for (int64_t b = 0; !st && b < B; b++) /* frame 0 stays zero */
         for (int64_t t = 0; t < S3; t++) {
             float *row = a->face_raw + ((b * F + t + 1) * (H + 1)) * D;
-            for (int64_t h = 0; h < H; h++) memcpy(row + h * D, f.out + ((b * H + h) * S3 + t) * D, (size_t)D * sizeof(float));
-            memcpy(row + H * D, PW(a->pad_tokens), (size_t)D * sizeof(float));
+            copy_rows(row, D, f.out + (b * H * S3 + t) * D, S3 * D, H, D);
+            copy_rows(row + H * D, D, PW(a->pad_tokens), D, 1, D);
         }
     face_acts_release(&f);
     const st_status end = scratch_end(&s);
@@ -609,10 +575,10 @@ static st_status face_backward(model *m, wan_animate *a, const float *cond, cons
     const int64_t S3 = f.t[FACE_STAGES];
     float *dout = st ? NULL : scratch_take(&fs, B * H * S3 * D, MEM_WORKSPACE, "face_encoder.dout");
     if (!st) st = fs.status;
-    for (int64_t b = 0; !st && !pool_is_dry_ptr(dout) && b < B; b++)
+    for (int64_t b = 0; !st && b < B; b++)
         for (int64_t t = 0; t < S3; t++) {
             const float *row = draw + ((b * F + t + 1) * (H + 1)) * D;
-            for (int64_t h = 0; h < H; h++) memcpy(dout + ((b * H + h) * S3 + t) * D, row + h * D, (size_t)D * sizeof(float));
+            copy_rows(dout + (b * H * S3 + t) * D, S3 * D, row, D, H, D);
             add_to(PG(a->pad_tokens), row + H * D, D);
         }
     if (!st) st = face_encode_backward(m, a, &f, dout, dmotion);
@@ -626,7 +592,7 @@ static st_status face_backward(model *m, wan_animate *a, const float *cond, cons
     if (!st) st = s.status;
     if (!st) {
         linear_backward(dnext, dq, NULL, dmotion, a->lin_in[MOTION_LINEARS], a->q, BS, md, mo);
-        for (int64_t j = 0; !pool_is_dry_ptr(basis) && j < mo * md; j++) basis[j] = PW(a->synth)[j] + 1e-8f;
+        copy_rows(basis, mo * md, PW(a->synth), mo * md, 1, mo * md), add_scalar(basis, mo * md, 1e-8f);
         st = qr_backward(m->pool, PG(a->synth), dq, basis, a->q, mo, md);
     }
     for (int k = MOTION_LINEARS - 1; !st && k >= 0; k--) { /* dnext: dL/d(linear k's output) */
@@ -636,9 +602,9 @@ static st_status face_backward(model *m, wan_animate *a, const float *cond, cons
         float *dw = scratch_take_zero(&s, out * in_w, MEM_WORKSPACE, "wan_animate.dscaled_linear");
         float *dx = scratch_take_zero(&s, BS * in_w, MEM_WORKSPACE, "wan_animate.dmotion_network");
         if ((st = s.status)) break;
-        for (int64_t j = 0; !pool_is_dry_ptr(w) && j < out * in_w; j++) w[j] = PW(a->lw[k])[j] * scale;
+        copy_rows(w, out * in_w, PW(a->lw[k]), out * in_w, 1, out * in_w), scale_by(w, out * in_w, scale);
         linear_backward(dx, dw, PG(a->lb[k]), dnext, a->lin_in[k], w, BS, in_w, out);
-        for (int64_t j = 0; !pool_is_dry_ptr(dw) && j < out * in_w; j++) PG(a->lw[k])[j] += dw[j] * scale;
+        add_scaled(PG(a->lw[k]), dw, scale, out * in_w);
         scratch_drop(&s, w), scratch_drop(&s, dw), scratch_drop(&s, dnext);
         dnext = dx;
     }

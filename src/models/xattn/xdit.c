@@ -232,7 +232,6 @@ static void xd_fill_fixed(model *m)
     const int64_t G = c->resolution / c->patch, D = c->hidden, q = D / 4;
     const float step = (float)((double)G / (double)(c->sample_size / c->patch)), interp = (float)c->interpolation;
     float *t = PW(d->p_pos);
-    if (pool_is_dry_ptr(t)) return;
     for (int64_t k = 0; k < G * G; k++)
         for (int half = 0; half < 2; half++) {
             const double pos = (double)((float)(half ? k / G : k % G) / step / interp);
@@ -291,8 +290,11 @@ static void xd_release(model *m)
  * (D % 6) / 2 leading pairs pass through (cos 1, sin 0), then pair pass + 3 k + a is frequency k on axis a. The
  * angles reach theta pi / 2, so each step is rounded to float as torch rounds it: float64 angles would differ from
  * diffusers' by far more than its rounding. */
-static void ltx_rope_table(float *table, const model_config *c, int64_t F, int64_t G)
+static st_status ltx_rope_table(void *arg)
 {
+    const model_config *c = &((model_loop *)arg)->m->cfg;
+    const int64_t F = c->frames / c->patch_t, G = c->resolution / c->patch;
+    float *table = ((model_loop *)arg)->m->ctx.rope;
     const int64_t D = c->hidden, n = D / 6, pass = (D % 6) / 2, pairs = D / 2;
     const float scale[3] = {(float)(1.0 / (LTX_FRAMERATE / 8.0)), LTX_VAE_SPATIAL, LTX_VAE_SPATIAL};
     const float patch[3] = {(float)c->patch_t, (float)c->patch, (float)c->patch}, base[3] = {20.0f, 2048.0f, 2048.0f};
@@ -315,6 +317,7 @@ static void ltx_rope_table(float *table, const model_config *c, int64_t F, int64
             }
         }
     }
+    return ST_OK;
 }
 
 /* VACE: c0 = vace_blocks.0.proj_in(vace_patch_embedding(the sample's control latents, after its text)) + x0, and
@@ -424,8 +427,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         rope_table(m->ctx.rope, ids, T, 3, axes, WAN_ROPE_THETA);
         pool_free(m->pool, ids);
     }
-    if (d->ltx && !pool_is_dry_ptr(m->ctx.rope))
-        ltx_rope_table(m->ctx.rope, c, c->frames / c->patch_t, c->resolution / c->patch);
+    if (d->ltx && (st = host_loop(m->ctx.rope, ltx_rope_table, &(model_loop){.m = m}))) return st;
     /* the text: linear_2(gelu_tanh(linear_1(text))) */
     copy_rows(d->text_in, L * Dt, cond, K, B, L * Dt);
     if ((st = lin_forward(m->params, m->pool, &d->cap1, d->cap_h, d->text_in, B * L))) return st;
@@ -435,10 +437,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
                                           train ? &d->cap_stats : NULL)))
         return st;
     if (d->key_bias) {
-        if (!pool_is_dry_ptr(d->key_bias) && !pool_is_dry_ptr(cond))
-            for (int64_t b = 0; b < B; b++)
-                for (int64_t j = 0; j < L; j++) /* (1 - mask) * -10000, as PixArt makes the encoder mask a bias */
-                    d->key_bias[b * L + j] = (1.0f - cond[b * K + L * Dt + c->pooled_dim + j]) * PIXART_MASK_BIAS;
+        /* (1 - mask) * -10000, as PixArt makes the encoder mask a bias */
+        mask_bias(d->key_bias, cond + L * Dt + c->pooled_dim, B, L, K, PIXART_MASK_BIAS);
         d->mask = (attn_mask){.key_bias = d->key_bias, .batch_stride = L};
         m->ctx.mask = &d->mask;
     }
@@ -447,13 +447,12 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     const float *cv = d->t.c; /* c: the timestep's embedding, or AnyFlow's blend */
     if (c->anyflow) { /* the delta is r, or t - r; r = t unless the caller gave r */
         const float g = (float)c->anyflow_gate;
-        for (int64_t b = 0; !pool_is_dry_ptr(d->delta_in) && b < B; b++) {
-            const float r = m->r_time ? m->r_time[b] : timesteps[b];
-            d->delta_in[b] = c->anyflow_interval ? timesteps[b] - r : r;
-        }
+        const float *r = m->r_time ? m->r_time : timesteps;
+        copy_rows(d->delta_in, B, c->anyflow_interval ? timesteps : r, B, 1, B);
+        if (c->anyflow_interval) add_scaled(d->delta_in, r, -1.0f, B); /* t - r */
         temb_forward(m, &d->delta, d->delta_in);
-        for (int64_t i = 0; !pool_is_dry_ptr(d->rt) && i < B * D; i++)
-            d->rt[i] = (1.0f - g) * d->t.c[i] + g * d->delta.c[i];
+        copy_rows(d->rt, B * D, d->t.c, B * D, 1, B * D), scale_by(d->rt, B * D, 1.0f - g);
+        add_scaled(d->rt, d->delta.c, g, B * D);
         cv = d->rt;
     }
     silu_forward(m->ctx.cs, cv, B * D);
@@ -501,7 +500,7 @@ static st_status anyflow_backward(model *m, const float *drt)
     float *dc = NULL;
     st_status st = pool_alloc(m->pool, (size_t)n * sizeof(float), MEM_WORKSPACE, "xdit.anyflow_dc", (void **)&dc);
     for (int k = 0; !st && k < 2; k++) {
-        for (int64_t i = 0; !pool_is_dry_ptr(dc) && i < n; i++) dc[i] = (k ? g : 1.0f - g) * drt[i];
+        copy_rows(dc, n, drt, n, 1, n), scale_by(dc, n, k ? g : 1.0f - g);
         st = temb_backward(m, k ? &d->delta : &d->t, dc);
     }
     pool_free(m->pool, dc);
