@@ -127,23 +127,18 @@ static void c3_release(model *m)
     d->maskp = NULL;
 }
 
-/* Each sample's prompt ids, rotary table and mask (the prompt's padding keys hidden) */
-static st_status positions(model *m, const float *cond)
+/* Each sample's prompt length and ids, positions (pos: the work's (S, 3)), rotary table and mask (a host_loop's) */
+static st_status prompt_positions(void *arg)
 {
+    model *m = ((model_loop *)arg)->m;
+    const float *cond = ((model_loop *)arg)->cond;
+    float *pos = ((model_loop *)arg)->work;
     c3_model *d = c3_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m), hd = c->head_dim, K = model_cond_len(c);
     const int64_t n = c->resolution / c->patch, grid = n * n;
     st_status st = ST_OK;
-    d->ids = model_take(m, &st, B * L, "cosmos3.ids", false);
-    d->rope = model_take(m, &st, B * S * hd, "cosmos3.rope", false);
-    d->kb = model_take(m, &st, B * S, "cosmos3.key_mask", false);
-    d->seg = model_take(m, &st, B * S, "cosmos3.segments", false);
-    float *pos = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "cosmos3.position_ids",
-                             (void **)&pos);
-    if (st) return st;
-    for (int64_t b = 0; !st && !pool_is_dry_ptr(d->rope) && !pool_is_dry_ptr(cond) && b < B; b++) {
+    for (int64_t b = 0; !st && b < B; b++) {
         float len = 0.0f;
         if ((st = model_caption_length(m, cond, b, &len))) break;
         if (len < 1.0f) {
@@ -162,6 +157,25 @@ static st_status positions(model *m, const float *cond)
         }
         rope_table_mrope(d->rope + b * S * hd, pos, S, hd, c->rope_axes, C3_THETA);
     }
+    return st;
+}
+
+/* Each sample's prompt ids, rotary table and mask (the prompt's padding keys hidden) */
+static st_status positions(model *m, const float *cond)
+{
+    c3_model *d = c3_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m), hd = c->head_dim;
+    st_status st = ST_OK;
+    d->ids = model_take(m, &st, B * L, "cosmos3.ids", false);
+    d->rope = model_take(m, &st, B * S * hd, "cosmos3.rope", false);
+    d->kb = model_take(m, &st, B * S, "cosmos3.key_mask", false);
+    d->seg = model_take(m, &st, B * S, "cosmos3.segments", false);
+    float *pos = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "cosmos3.position_ids",
+                             (void **)&pos);
+    if (st) return st;
+    st = host_loop(d->rope, prompt_positions, &(model_loop){.m = m, .cond = cond, .work = pos});
     pool_free(m->pool, pos);
     d->mask = (attn_mask){.key_bias = d->kb, .segment = d->seg, .causal = true, .batch_stride = S};
     d->maskp = &d->mask;
@@ -176,8 +190,8 @@ static st_status embed(model *m, const float *x, const float *timesteps, float *
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden;
     const int64_t P = model_patch_dim(c);
     st_status st = ST_OK;
-    for (int64_t b = 0; !pool_is_dry_ptr(d->tin) && !pool_is_dry_ptr(timesteps) && b < B; b++)
-        d->tin[b] = timesteps[b] * C3_TIME_SCALE; /* the pipeline's 1000 sigma times timestep_scale, in float */
+    copy_rows(d->tin, B, timesteps, B, 1, B); /* the pipeline's 1000 sigma times timestep_scale, in float */
+    scale_by(d->tin, B, C3_TIME_SCALE);
     timestep_embedding(d->te.freq, d->tin, B, DIT_FREQ_DIM, 10000.0);
     temb_mlp_forward(m, &d->te);
     const patch_shape ps = model_patches(m);
@@ -185,7 +199,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, float *
     unpatchify_backward(d->patches, x, &ps, PATCH_DIT); /* patchify, features (row, column, channel) */
     for (int64_t b = 0; !st && b < B; b++) {
         float *rows = x0 + b * S * D, *gen = rows + L * D;
-        if (!pool_is_dry_ptr(rows) && embedding_forward(rows, pw(m, d->embed), d->ids + b * L, L, c->text_vocab, D)) {
+        if (embedding_forward(rows, pw(m, d->embed), d->ids + b * L, L, c->text_vocab, D)) {
             char why[256];
             snprintf(why, sizeof why, "%s", st_error());
             st = st_fail(ST_ERR_INVALID, "the batch's sample %lld: %s; Cosmos 3's conditioning is the prompt's token "
@@ -274,7 +288,7 @@ static st_status c3_backward(model *m, const float *dpred)
         float *embed_g = pg(m, d->embed);
         if (embed_g) embedding_backward(embed_g, g, d->ids + b * L, L, D);
         st = lin_backward(m->params, m->pool, &d->proj_in, NULL, g + L * D, d->patches + b * T * P, T);
-        for (int64_t r = 0; !st && !pool_is_dry_ptr(dc) && r < T; r++) add_to(dc + b * D, g + (L + r) * D, D);
+        for (int64_t r = 0; !st && r < T; r++) add_to(dc + b * D, g + (L + r) * D, D);
     }
     state_free(m->pool, &grad);
     if (!st) st = temb_backward(m, &d->te, dc);

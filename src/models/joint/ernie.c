@@ -83,22 +83,18 @@ static void er_release(model *m)
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
 }
 
-/* Per sample: its caption's tokens (the mask's ones), its rotary table and key mask over [image; caption] */
-static st_status positions(model *m, const float *cond)
+/* Per sample: its caption's length, positions (ids: the work's (S, 3)), rotary table and key mask (a host_loop's) */
+static st_status caption_positions(void *arg)
 {
+    model *m = ((model_loop *)arg)->m;
+    const float *cond = ((model_loop *)arg)->cond;
+    float *ids = ((model_loop *)arg)->work;
     er_model *d = er_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, hd = c->hidden / c->heads;
     const int64_t g = c->resolution / c->patch;
     st_status st = ST_OK;
-    d->len = model_take(m, &st, B, "ernie.caption_length", false);
-    d->j.rope = model_take(m, &st, B * S * hd, "ernie.rope", false);
-    d->j.kb = model_take(m, &st, B * S, "ernie.key_mask", false);
-    float *ids = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "ernie.position_ids",
-                             (void **)&ids);
-    if (st) return st;
-    for (int64_t b = 0; !st && !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond) && b < B; b++) {
+    for (int64_t b = 0; !st && b < B; b++) {
         float n = 0;
         if ((st = model_caption_length(m, cond, b, &n))) break;
         d->len[b] = n;
@@ -110,6 +106,38 @@ static st_status positions(model *m, const float *cond)
         }
         rope_table(d->j.rope + b * S * hd, ids, S, 3, c->rope_axes, ERNIE_THETA);
     }
+    return st;
+}
+
+/* Each row's halves swapped: Timesteps(flip_sin_to_cos False)'s sines first (a host_loop's) */
+static st_status swap_halves(void *arg)
+{
+    const table_fill *t = arg;
+    const int64_t half = t->cols / 2;
+    for (int64_t b = 0; b < t->rows; b++)
+        for (int64_t j = 0; j < half; j++) {
+            float *f = t->t + b * t->cols;
+            const float cs = f[j];
+            f[j] = f[half + j], f[half + j] = cs;
+        }
+    return ST_OK;
+}
+
+/* Per sample: its caption's tokens (the mask's ones), its rotary table and key mask over [image; caption] */
+static st_status positions(model *m, const float *cond)
+{
+    er_model *d = er_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, hd = c->hidden / c->heads;
+    st_status st = ST_OK;
+    d->len = model_take(m, &st, B, "ernie.caption_length", false);
+    d->j.rope = model_take(m, &st, B * S * hd, "ernie.rope", false);
+    d->j.kb = model_take(m, &st, B * S, "ernie.key_mask", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "ernie.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    st = host_loop(d->len, caption_positions, &(model_loop){.m = m, .cond = cond, .work = ids});
     pool_free(m->pool, ids);
     d->j.mask = (attn_mask){.key_bias = d->j.kb, .batch_stride = S};
     d->j.maskp = &d->j.mask;
@@ -122,7 +150,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     er_model *d = er_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden;
-    const int64_t Dc = c->text_dim, P = model_patch_dim(c), K = model_cond_len(c), half = D / 2;
+    const int64_t Dc = c->text_dim, P = model_patch_dim(c), K = model_cond_len(c);
     st_status st = ST_OK;
     d->patches = model_take(m, &st, B * T * P, "ernie.patches", false);
     d->text_in = model_take(m, &st, B * L * Dc, "ernie.caption_in", false);
@@ -143,12 +171,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     }
     if (st) return st;
     timestep_embedding(d->t.freq, timesteps, B, D, 10000.0); /* cosines first: Timesteps(flip_sin_to_cos False) */
-    for (int64_t b = 0; !pool_is_dry_ptr(d->t.freq) && b < B; b++) /* wants sines first */
-        for (int64_t j = 0; j < half; j++) {
-            float *f = d->t.freq + b * D;
-            const float cs = f[j];
-            f[j] = f[half + j], f[half + j] = cs;
-        }
+    host_loop(d->t.freq, swap_halves, &(table_fill){d->t.freq, B, D}); /* wants sines first */
     temb_mlp_forward(m, &d->t);
     silu_forward(m->ctx.cs, d->t.c, B * D);
     return lin_forward(m->params, m->pool, &d->ada, m->ctx.mod, m->ctx.cs, B);
@@ -192,7 +215,7 @@ static st_status er_backward(model *m, const float *dpred)
     state_free(m->pool, &d->j.last);
     block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "ernie.drows", true)}};
     if (st) goto done;
-    for (int64_t b = 0; !pool_is_dry_ptr(grad.t[0]) && b < B; b++)
+    for (int64_t b = 0; b < B; b++)
         copy_rows(grad.t[0] + b * S * D, D, dimg + b * T * D, D, T, D);
     st = seq_backward(d->j.run, &grad, NULL); /* releases the run whatever it returns */
     d->j.run = NULL;

@@ -199,15 +199,12 @@ static st_status tables(model *m)
     if (!st) st = pool_alloc(m->pool, (size_t)(S * 4) * sizeof(float), MEM_WORKSPACE, "flux3.position_ids",
                              (void **)&ids);
     if (st) return st;
-    if (!pool_is_dry_ptr(d->rope[JOINT])) {
-        position_ids_flux2(ids, L, g, g);
-        rope_table(d->rope[JOINT], ids, S, 4, c->rope_axes, F3_THETA);
-        for (int64_t b = 0; b < B; b++) {
-            if (b) memcpy(d->rope[JOINT] + b * S * hd, d->rope[JOINT], (size_t)(S * hd) * sizeof(float));
-            memcpy(d->rope[TXT] + b * L * hd, d->rope[JOINT], (size_t)(L * hd) * sizeof(float));
-            memcpy(d->rope[IMG] + b * (S - L) * hd, d->rope[JOINT] + L * hd, (size_t)((S - L) * hd) * sizeof(float));
-        }
-    }
+    position_ids_flux2(ids, L, g, g);
+    rope_table(d->rope[JOINT], ids, S, 4, c->rope_axes, F3_THETA);
+    /* every sample's table sample 0's (a source row 0 floats apart), the text's and the image's parts of it */
+    copy_rows(d->rope[JOINT] + S * hd, S * hd, d->rope[JOINT], 0, B - 1, S * hd);
+    copy_rows(d->rope[TXT], L * hd, d->rope[JOINT], 0, B, L * hd);
+    copy_rows(d->rope[IMG], (S - L) * hd, d->rope[JOINT] + L * hd, 0, B, (S - L) * hd);
     pool_free(m->pool, ids);
     return ST_OK;
 }

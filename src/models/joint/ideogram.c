@@ -89,27 +89,23 @@ static void id_release(model *m)
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
 }
 
-/* Per sample: its caption's tokens (the mask's ones), its rotary table and key mask over [caption; image] */
-static st_status positions(model *m, const float *cond)
+/* Per sample: its caption's length, its rotary table (ids: the work's (S, 3)) and key mask (a host_loop's) */
+static st_status caption_positions(void *arg)
 {
+    model *m = ((model_loop *)arg)->m;
+    const float *cond = ((model_loop *)arg)->cond;
+    float *ids = ((model_loop *)arg)->work;
     id_model *d = id_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m), hd = c->hidden / c->heads;
     const int64_t g = c->resolution / c->patch;
     st_status st = ST_OK;
-    d->len = model_take(m, &st, B, "ideogram.caption_length", false);
-    d->j.rope = model_take(m, &st, B * S * hd, "ideogram.rope", false);
-    d->j.kb = model_take(m, &st, B * S, "ideogram.key_mask", false);
-    float *ids = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "ideogram.position_ids",
-                             (void **)&ids);
-    if (st) return st;
-    for (int64_t r = 0; r < S && !pool_is_dry_ptr(ids); r++) { /* (j, j, j), then (0, row, col) + the offset */
+    for (int64_t r = 0; r < S; r++) { /* (j, j, j), then (0, row, col) + the offset */
         const int64_t i = r - L, o = IDEO_IMAGE_OFFSET;
         ids[r * 3] = (float)(r < L ? r : o), ids[r * 3 + 1] = (float)(r < L ? r : o + i / g);
         ids[r * 3 + 2] = (float)(r < L ? r : o + i % g);
     }
-    for (int64_t b = 0; !st && !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond) && b < B; b++) {
+    for (int64_t b = 0; !st && b < B; b++) {
         float n = 0;
         if ((st = model_caption_length(m, cond, b, &n))) break;
         d->len[b] = n;
@@ -117,6 +113,23 @@ static st_status positions(model *m, const float *cond)
         else copy_rows(d->j.rope + b * S * hd, S * hd, d->j.rope, S * hd, 1, S * hd);
         for (int64_t r = 0; r < S; r++) d->j.kb[b * S + r] = r < (int64_t)n || r >= L ? 0.0f : -INFINITY;
     }
+    return st;
+}
+
+/* Per sample: its caption's tokens (the mask's ones), its rotary table and key mask over [caption; image] */
+static st_status positions(model *m, const float *cond)
+{
+    id_model *d = id_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, S = rows_of(m), hd = c->hidden / c->heads;
+    st_status st = ST_OK;
+    d->len = model_take(m, &st, B, "ideogram.caption_length", false);
+    d->j.rope = model_take(m, &st, B * S * hd, "ideogram.rope", false);
+    d->j.kb = model_take(m, &st, B * S, "ideogram.key_mask", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "ideogram.position_ids",
+                             (void **)&ids);
+    if (!st) st = host_loop(d->len, caption_positions, &(model_loop){.m = m, .cond = cond, .work = ids});
     pool_free(m->pool, ids);
     d->j.mask = (attn_mask){.key_bias = d->j.kb, .batch_stride = S};
     d->j.maskp = &d->j.mask;
@@ -124,14 +137,19 @@ static st_status positions(model *m, const float *cond)
 }
 
 /* t_embedding's sinusoid of 10^4 t: sines then cosines, frequencies 10^(-4 j / (half - 1)) */
-static void time_sinusoid(float *freq, const float *t, int64_t B, int64_t dim)
+static st_status time_sinusoid(void *arg) /* a host_loop's */
 {
+    model *m = ((model_loop *)arg)->m;
+    const float *t = ((model_loop *)arg)->timesteps;
+    float *freq = id_of(m)->t.freq;
+    const int64_t B = m->shape.batch, dim = m->cfg.hidden;
     const int64_t half = dim / 2;
     for (int64_t b = 0; b < B; b++)
         for (int64_t j = 0; j < half; j++) {
             const double a = 1e4 * (double)t[b] * exp(-(double)j * log(1e4) / (double)(half - 1));
             freq[b * dim + j] = (float)sin(a), freq[b * dim + half + j] = (float)cos(a);
         }
+    return ST_OK;
 }
 
 /* The joint rows: the caption's, then the image's, each plus its role's embedding */
@@ -165,8 +183,8 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
         add_row(rows + L * D, PW(d->role) + D, T, D); /* image: row 1 */
     }
     if (st) return st;
-    for (int64_t b = 0; !pool_is_dry_ptr(d->tin) && b < B; b++) d->tin[b] = 1.0f - timesteps[b] / 1000.0f;
-    if (!pool_is_dry_ptr(d->t.freq)) time_sinusoid(d->t.freq, d->tin, B, D);
+    time_one_minus_sigma(d->tin, timesteps, B);
+    if ((st = host_loop(d->t.freq, time_sinusoid, &(model_loop){.m = m, .timesteps = d->tin}))) return st;
     temb_mlp_forward(m, &d->t);
     if ((st = lin_forward(m->params, m->pool, &d->ada, d->ada_raw, d->t.c, B))) return st;
     silu_forward(m->ctx.cs, d->ada_raw, B * A); /* adaln_input */
@@ -213,14 +231,13 @@ static st_status id_backward(model *m, const float *dpred)
     state_free(m->pool, &d->j.last);
     block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "ideogram.drows", true)}};
     if (st) goto done;
-    for (int64_t b = 0; !pool_is_dry_ptr(grad.t[0]) && b < B; b++)
-        copy_rows(grad.t[0] + (b * S + L) * D, D, dimg + b * T * D, D, T, D);
+    for (int64_t b = 0; b < B; b++) copy_rows(grad.t[0] + (b * S + L) * D, D, dimg + b * T * D, D, T, D);
     st = seq_backward(d->j.run, &grad, NULL); /* releases the run whatever it returns */
     d->j.run = NULL;
     float *dtext = st ? NULL : scratch_take_zero(&k, B * L * Dc, MEM_WORKSPACE, "ideogram.dcaption_norm");
     float *role = st ? NULL : scratch_take(&k, S, MEM_WORKSPACE, "ideogram.role"); /* each row's indicator row */
     if (!st) st = k.status;
-    for (int64_t r = 0; !st && !pool_is_dry_ptr(role) && r < S; r++) role[r] = r < L ? 0.0f : 1.0f;
+    if (!st) zero_floats(role, S), add_scalar(role + L, S - L, 1.0f); /* 0 for the caption, 1 for the image */
     for (int64_t b = 0; !st && b < B; b++) {
         const float *g = grad.t[0] + b * S * D;
         linear_backward(NULL, PG(d->x_w), PG(d->x_b), g + L * D, d->patches + b * T * P, PW(d->x_w), T, P, D);
@@ -234,7 +251,7 @@ static st_status id_backward(model *m, const float *dpred)
         float *draw = scratch_take_zero(&k, B * A, MEM_WORKSPACE, "ideogram.dadaln_proj");
         float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "ideogram.dtemb");
         if (!(st = k.status)) {
-            if (!pool_is_dry_ptr(dcs)) memcpy(dcs, m->ctx.dcs, (size_t)(B * A) * sizeof(float));
+            copy_rows(dcs, B * A, m->ctx.dcs, B * A, 1, B * A);
             silu_backward(dcs, dfin, m->ctx.cs, B * A);
             silu_backward(draw, dcs, d->ada_raw, B * A);
             st = lin_backward(m->params, m->pool, &d->ada, dc, draw, d->t.c, B);

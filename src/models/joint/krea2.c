@@ -141,32 +141,24 @@ static void kr_release(model *m)
     for (int q = 0; q < NSEQ; q++) d->maskp[q] = NULL;
 }
 
-/* The text's key masks (the refiner's and the joint rows') and the joint rows' rotary tables */
-static st_status positions(model *m, const float *cond)
+/* The same from the samples' text masks, ids the work's (S, 3) (a host_loop's) */
+static st_status mask_positions(void *arg)
 {
+    model *m = ((model_loop *)arg)->m;
+    const float *cond = ((model_loop *)arg)->cond;
+    float *ids = ((model_loop *)arg)->work;
     kr_model *d = kr_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = joint_rows(m), hd = c->hidden / c->heads;
     const int64_t K = model_cond_len(c), g = c->resolution / c->patch;
-    st_status st = ST_OK;
-    d->kb[REFINER] = model_take(m, &st, B * L, "krea2.text_key_mask", false);
-    d->kb[JOINT] = model_take(m, &st, B * S, "krea2.key_mask", false);
-    d->rope = model_take(m, &st, B * S * hd, "krea2.rope", false);
-    float *ids = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "krea2.position_ids",
-                             (void **)&ids);
-    if (st) return st;
-    if (!pool_is_dry_ptr(d->rope)) {
-        for (int64_t r = 0; r < S; r++) { /* the text at 0, the image at (0, row, column) */
-            const int64_t i = r - L;
-            ids[r * 3] = 0.0f;
-            ids[r * 3 + 1] = r < L ? 0.0f : (float)(i / g), ids[r * 3 + 2] = r < L ? 0.0f : (float)(i % g);
-        }
-        rope_table(d->rope, ids, S, 3, c->rope_axes, KREA2_THETA);
-        for (int64_t b = 1; b < B; b++) memcpy(d->rope + b * S * hd, d->rope, (size_t)(S * hd) * sizeof(float));
+    for (int64_t r = 0; r < S; r++) { /* the text at 0, the image at (0, row, column) */
+        const int64_t i = r - L;
+        ids[r * 3] = 0.0f;
+        ids[r * 3 + 1] = r < L ? 0.0f : (float)(i / g), ids[r * 3 + 2] = r < L ? 0.0f : (float)(i % g);
     }
-    pool_free(m->pool, ids);
-    for (int64_t b = 0; !pool_is_dry_ptr(d->kb[JOINT]) && !pool_is_dry_ptr(cond) && b < B; b++) {
+    rope_table(d->rope, ids, S, 3, c->rope_axes, KREA2_THETA);
+    for (int64_t b = 1; b < B; b++) memcpy(d->rope + b * S * hd, d->rope, (size_t)(S * hd) * sizeof(float));
+    for (int64_t b = 0; b < B; b++) {
         const float *mask = cond + b * K + L * c->text_dim;
         for (int64_t r = 0; r < S; r++) {
             const float kb = r < L && mask[r] == 0.0f ? -INFINITY : 0.0f;
@@ -177,6 +169,26 @@ static st_status positions(model *m, const float *cond)
             d->kb[JOINT][b * S + r] = kb;
         }
     }
+    return ST_OK;
+}
+
+/* The text's key masks (the refiner's and the joint rows') and the joint rows' rotary tables */
+static st_status positions(model *m, const float *cond)
+{
+    kr_model *d = kr_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, S = joint_rows(m), hd = c->hidden / c->heads;
+    st_status st = ST_OK;
+    d->kb[REFINER] = model_take(m, &st, B * L, "krea2.text_key_mask", false);
+    d->kb[JOINT] = model_take(m, &st, B * S, "krea2.key_mask", false);
+    d->rope = model_take(m, &st, B * S * hd, "krea2.rope", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "krea2.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    st = host_loop(d->rope, mask_positions, &(model_loop){.m = m, .cond = cond, .work = ids});
+    pool_free(m->pool, ids);
+    if (st) return st;
     d->masks[REFINER] = (attn_mask){.key_bias = d->kb[REFINER], .batch_stride = L};
     d->masks[JOINT] = (attn_mask){.key_bias = d->kb[JOINT], .batch_stride = S};
     d->maskp[LAYERWISE] = NULL, d->maskp[REFINER] = &d->masks[REFINER], d->maskp[JOINT] = &d->masks[JOINT];
@@ -188,26 +200,8 @@ static void project(model *m, float *out, const float *layers, bool back, float 
 {
     const model_config *c = &m->cfg;
     const int64_t n = m->shape.batch * m->shape.text, nl = c->text_layers, Dt = text_width(c);
-    const float *w = PW(kr_of(m)->proj);
-    float *dw = PG(kr_of(m)->proj);
-    if (pool_is_dry_ptr(layers)) return;
-    for (int64_t t = 0; t < n; t++) {
-        const float *h = layers + t * nl * Dt;
-        if (!back) {
-            float *o = out + t * Dt;
-            for (int64_t j = 0; j < Dt; j++) o[j] = 0.0f;
-            for (int64_t k = 0; k < nl; k++)
-                for (int64_t j = 0; j < Dt; j++) o[j] += h[k * Dt + j] * w[k];
-            continue;
-        }
-        const float *g = dout + t * Dt;
-        for (int64_t k = 0; k < nl; k++) {
-            float *dh = dlayers + (t * nl + k) * Dt;
-            double acc = 0;
-            for (int64_t j = 0; j < Dt; j++) dh[j] += g[j] * w[k], acc += (double)g[j] * h[k * Dt + j];
-            if (dw) dw[k] += (float)acc;
-        }
-    }
+    if (back) weighted_sum_backward(dlayers, PG(kr_of(m)->proj), dout, layers, PW(kr_of(m)->proj), n, nl, Dt);
+    else weighted_sum_forward(out, layers, PW(kr_of(m)->proj), n, nl, Dt);
 }
 
 /* The text's and the image's rows of the joint sequence (B, S, D), from txt_in's output or img_in's, or back */
@@ -238,9 +232,9 @@ static st_status final_out(model *m, bool train)
     joint_part(m, d->last.t[0], d->img_rows, true, true);
     st = rmsnorm_zc_forward(m->pool, d->fin_n, d->img_rows, PW(d->fin_norm), N, D, (float)c->norm_eps,
                             train ? &d->fin_stats : NULL);
-    const float *table = PW(d->fin_table);
-    for (int64_t b = 0; !st && !pool_is_dry_ptr(d->fin_mod) && b < B; b++) /* (scale, shift) = temb + table */
-        for (int64_t j = 0; j < 2 * D; j++) d->fin_mod[b * 2 * D + j] = d->t.c[b * D + j % D] + table[j];
+    for (int64_t b = 0; !st && b < B; b++) /* (scale, shift) = temb + table */
+        copy_rows(d->fin_mod + b * 2 * D, D, d->t.c + b * D, 0, 2, D);
+    if (!st) add_row(d->fin_mod, PW(d->fin_table), B, 2 * D);
     if (!st) modulate_forward(d->fin_h, d->fin_n, d->fin_mod + D, d->fin_mod, B, T, D, 2 * D);
     if (!st) st = lin_forward(m->params, m->pool, &d->out, d->fin_out, d->fin_h, N);
     const patch_shape ps = model_patches(m);
@@ -331,7 +325,7 @@ static st_status kr_backward(model *m, const float *dpred)
     if ((st = lin_backward(m->params, m->pool, &d->out, dh, dout, d->fin_h, N))) goto done;
     modulate_backward(dh, dfmod + D, dfmod, dh, d->fin_n, d->fin_mod, B, T, D, 2 * D);
     float *dtable = PG(d->fin_table);
-    for (int64_t b = 0; !pool_is_dry_ptr(dfmod) && b < B; b++) {
+    for (int64_t b = 0; b < B; b++) {
         add_to(dtemb + b * D, dfmod + b * 2 * D, D), add_to(dtemb + b * D, dfmod + b * 2 * D + D, D);
         if (dtable) add_to(dtable, dfmod + b * 2 * D, 2 * D);
     }

@@ -204,23 +204,17 @@ static bool position_of(const model *m, int q, int64_t r, int64_t len, int64_t l
     return cap >= 0 ? cap < lr : img >= 0; /* an image pad token at (0, 0, 0) */
 }
 
-/* The per-sample rotary tables and key masks of the three sequences */
-static st_status positions(model *m, bool real)
+/* The per-sample rotary tables and key masks of the three sequences (ids: the work's (S, 3); a host_loop's) */
+static st_status sample_positions(void *arg)
 {
+    model *m = ((model_loop *)arg)->m;
+    float *ids = ((model_loop *)arg)->work;
     lm_model *d = lm_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = text_rows(m), T = image_rows_of(m), S = L + T, hd = c->hidden / c->heads;
     const int64_t rows[NSEQ] = {L, T, S};
     const double theta = d->z ? ZIMAGE_THETA : LUMINA_THETA;
-    st_status st = ST_OK;
-    for (int q = 0; q < NSEQ; q++) d->rope[q] = model_take(m, &st, B * rows[q] * hd, "lumina.rope", false);
-    d->kb[CTX] = model_take(m, &st, B * L, "lumina.caption_mask", false);
-    d->kb[JOINT] = model_take(m, &st, B * S, "lumina.joint_mask", false);
-    float *ids = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "lumina.position_ids",
-                             (void **)&ids);
-    if (st) return st;
-    for (int64_t b = 0; real && b < B; b++) {
+    for (int64_t b = 0; b < B; b++) {
         const int64_t len = len_of(d, b), lr = cap_rows(d, b);
         for (int q = 0; q < NSEQ; q++) {
             float *tab = d->rope[q] + b * rows[q] * hd, unused[3];
@@ -234,22 +228,50 @@ static st_status positions(model *m, bool real)
         for (int64_t j = 0; j < L; j++) d->kb[CTX][b * L + j] = j < lr || !lr ? 0.0f : -INFINITY;
         for (int64_t j = 0; j < S; j++) d->kb[JOINT][b * S + j] = j < lr + T ? 0.0f : -INFINITY;
     }
+    return ST_OK;
+}
+
+/* The per-sample rotary tables and key masks of the three sequences */
+static st_status positions(model *m)
+{
+    lm_model *d = lm_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = text_rows(m), T = image_rows_of(m), S = L + T, hd = c->hidden / c->heads;
+    const int64_t rows[NSEQ] = {L, T, S};
+    st_status st = ST_OK;
+    for (int q = 0; q < NSEQ; q++) d->rope[q] = model_take(m, &st, B * rows[q] * hd, "lumina.rope", false);
+    d->kb[CTX] = model_take(m, &st, B * L, "lumina.caption_mask", false);
+    d->kb[JOINT] = model_take(m, &st, B * S, "lumina.joint_mask", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "lumina.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    st = host_loop(d->len, sample_positions, &(model_loop){.m = m, .work = ids});
     pool_free(m->pool, ids);
     d->masks[CTX] = (attn_mask){.key_bias = d->kb[CTX], .batch_stride = L};
     d->masks[JOINT] = (attn_mask){.key_bias = d->kb[JOINT], .batch_stride = S};
     d->maskp[CTX] = &d->masks[CTX], d->maskp[NOISE] = NULL, d->maskp[JOINT] = &d->masks[JOINT];
-    return ST_OK;
+    return st;
 }
 
 /* Z-Image's pad tokens: a sample's caption rows past its tokens (to its padded length; zero after) and its image
  * rows past the image's tokens. back: their gradients (the rows of ctx and img) summed into the tokens' (when they
  * train), and those rows of ctx zeroed (they reach no caption weight). */
-static void pad_rows(model *m, float *ctx, float *img, bool back)
+typedef struct rows_move { /* the row moves below: host_loops, as each reads the samples' caption lengths */
+    model *m;
+    float *x, *ctx, *img;
+    bool back;
+} rows_move;
+
+static st_status pad_rows_run(void *arg)
 {
+    const rows_move *a = arg;
+    model *m = a->m;
+    float *ctx = a->ctx, *img = a->img;
+    const bool back = a->back;
     lm_model *d = lm_of(m);
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = m->shape.hidden, Lr = text_rows(m);
     const int64_t Tr = image_rows_of(m);
-    if (pool_is_dry_ptr(ctx) || pool_is_dry_ptr(d->len)) return;
     float *xp = back ? PG(d->x_pad) : PW(d->x_pad), *cp = back ? PG(d->cap_pad) : PW(d->cap_pad);
     for (int64_t b = 0; b < B; b++) {
         const int64_t len = len_of(d, b), lr = cap_rows(d, b);
@@ -265,6 +287,29 @@ static void pad_rows(model *m, float *ctx, float *img, bool back)
             else if (xp) add_to(xp, row, D);
         }
     }
+    return ST_OK;
+}
+
+static void pad_rows(model *m, float *ctx, float *img, bool back)
+{
+    host_loop(lm_of(m)->len, pad_rows_run, &(rows_move){.m = m, .ctx = ctx, .img = img, .back = back});
+}
+
+/* Each sample's caption length and time (a host_loop's; the sizes do not depend on them) */
+static st_status caption_times(void *arg)
+{
+    model *m = ((model_loop *)arg)->m;
+    const float *cond = ((model_loop *)arg)->cond, *timesteps = ((model_loop *)arg)->timesteps;
+    lm_model *d = lm_of(m);
+    for (int64_t b = 0; b < m->shape.batch; b++) {
+        float n = 0;
+        const st_status st = model_caption_length(m, cond, b, &n);
+        if (st) return st;
+        d->len[b] = n, d->tin[b] = 1.0f - timesteps[b] / 1000.0f;
+        if (d->z) /* SimpleTuner's (1000 - t) / 1000, times t_scale in the model, in float32 */
+            d->tin[b] = (1000.0f - timesteps[b]) / 1000.0f * ZIMAGE_T_SCALE;
+    }
+    return ST_OK;
 }
 
 /* The caption's rows after caption_embedder (ctx0) and the image's after x_embedder (x0); temb and SiLU(temb) */
@@ -287,16 +332,9 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     temb_take(m, &d->t, &st, train);
     if (d->z) d->final_c = model_take(m, &st, B * Dt, "zimage.silu_temb", false);
     if (st) return st;
-    const bool real = !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond);
-    for (int64_t b = 0; b < B; b++) {
-        float n = (float)L; /* a dry step's: the sizes do not depend on it */
-        if (real && (st = model_caption_length(m, cond, b, &n))) return st;
-        if (pool_is_dry_ptr(d->len)) continue;
-        d->len[b] = n, d->tin[b] = 1.0f - timesteps[b] / 1000.0f;
-        if (d->z) /* SimpleTuner's (1000 - t) / 1000, times t_scale in the model, in float32 */
-            d->tin[b] = (1000.0f - timesteps[b]) / 1000.0f * ZIMAGE_T_SCALE;
-    }
-    if ((st = positions(m, real))) return st;
+    if ((st = host_loop(d->len, caption_times, &(model_loop){.m = m, .cond = cond, .timesteps = timesteps})))
+        return st;
+    if ((st = positions(m))) return st;
     const patch_shape ps = model_patches(m); /* x_embedder's features: (row, column, channel), DiT's order */
     unpatchify_backward(d->patches, x, &ps, PATCH_DIT);
     for (int64_t b = 0; b < B; b++) /* per sample: Z-Image's rows are padded */
@@ -315,11 +353,14 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
 
 /* The joint rows per sample from the refiners' rows: the caption's (its cap_rows) and the image's at their places,
  * zero padding after; back: the joint's gradients split into the refiners' (their other rows zero). */
-static void join(model *m, float *joint, float *ctx, float *img, bool back)
+static st_status join_run(void *arg)
 {
+    const rows_move *a = arg;
+    model *m = a->m;
+    float *joint = a->x, *ctx = a->ctx, *img = a->img;
+    const bool back = a->back;
     lm_model *d = lm_of(m);
     const int64_t B = m->shape.batch, L = text_rows(m), T = image_rows_of(m), S = L + T, D = m->shape.hidden;
-    if (pool_is_dry_ptr(joint) || pool_is_dry_ptr(d->len)) return;
     for (int64_t b = 0; b < B; b++) {
         const int64_t lr = cap_rows(d, b);
         float *o = joint + b * S * D, *oc = o + caption_at(m) * D, *oi = o + image_at(m, b) * D;
@@ -334,19 +375,31 @@ static void join(model *m, float *joint, float *ctx, float *img, bool back)
         memcpy(oi, i, (size_t)(T * D) * sizeof(float));
         memset(o + (lr + T) * D, 0, (size_t)((L - lr) * D) * sizeof(float));
     }
+    return ST_OK;
+}
+
+static void join(model *m, float *joint, float *ctx, float *img, bool back)
+{
+    host_loop(lm_of(m)->len, join_run, &(rows_move){.m = m, .x = joint, .ctx = ctx, .img = img, .back = back});
 }
 
 /* The image tokens' rows of the joint rows (back: their gradients into the joint's, the rest zero) */
+static st_status image_rows_run(void *arg)
+{
+    const rows_move *a = arg;
+    model *m = a->m;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, S = joint_rows(m), D = m->shape.hidden;
+    for (int64_t b = 0; b < B; b++) {
+        float *jr = a->x + (b * S + image_at(m, b)) * D;
+        if (a->back) memcpy(jr, a->img + b * T * D, (size_t)(T * D) * sizeof(float));
+        else memcpy(a->img + b * T * D, jr, (size_t)(T * D) * sizeof(float));
+    }
+    return ST_OK;
+}
+
 static void image_rows(model *m, float *img, const float *joint, bool back)
 {
-    lm_model *d = lm_of(m);
-    const int64_t B = m->shape.batch, T = m->shape.tokens, S = joint_rows(m), D = m->shape.hidden;
-    if (pool_is_dry_ptr(img) || pool_is_dry_ptr(joint) || pool_is_dry_ptr(d->len)) return;
-    for (int64_t b = 0; b < B; b++) {
-        float *jr = (float *)joint + (b * S + image_at(m, b)) * D;
-        if (back) memcpy(jr, img + b * T * D, (size_t)(T * D) * sizeof(float));
-        else memcpy(img + b * T * D, jr, (size_t)(T * D) * sizeof(float));
-    }
+    host_loop(lm_of(m)->len, image_rows_run, &(rows_move){.m = m, .x = (float *)joint, .img = img, .back = back});
 }
 
 static st_status final_rows(model *m, float *img)

@@ -160,21 +160,19 @@ static st_status modulations(const lumina_block *b, float *mod)
 {
     dims d = dims_of(b);
     if (b->style->mod_table) {
-        const float *shared = b->m->ctx.mod, *t = W(b->table);
-        for (int64_t i = 0; !pool_is_dry_ptr(mod) && i < d.B; i++)
-            for (int64_t j = 0; j < d.M; j++) mod[i * d.M + j] = shared[i * d.M + j] + t[j];
+        copy_rows(mod, d.M, b->m->ctx.mod, d.M, d.B, d.M), add_row(mod, W(b->table), d.B, d.M);
         return ST_OK;
     }
     scratch s = {.pool = b->m->pool};
     float *raw = scratch_take(&s, d.B * 4 * d.D, MEM_WORKSPACE, "lumina.ada");
     if (!s.status) s.status = fwd(b->m, &b->ada, raw, b->m->ctx.cs, d.B);
-    for (int64_t i = 0; !s.status && !pool_is_dry_ptr(mod) && i < d.B; i++) {
+    if (!s.status) /* the scales as they are */
+        copy_rows(mod + d.D, d.M, raw, 4 * d.D, d.B, d.D),
+            copy_rows(mod + 3 * d.D, d.M, raw + 2 * d.D, 4 * d.D, d.B, d.D);
+    for (int64_t i = 0; !s.status && i < d.B; i++) { /* the shift zero, the gates through tanh */
         float *row = mod + i * d.M;
         const float *r = raw + i * 4 * d.D;
-        memset(row, 0, (size_t)d.D * sizeof(float));
-        for (int64_t j = 0; j < d.D; j++)
-            row[d.D + j] = r[j], row[2 * d.D + j] = tanhf(r[d.D + j]), row[3 * d.D + j] = r[2 * d.D + j],
-                      row[4 * d.D + j] = tanhf(r[3 * d.D + j]);
+        zero_floats(row, d.D), tanh_forward(row + 2 * d.D, r + d.D, d.D), tanh_forward(row + 4 * d.D, r + 3 * d.D, d.D);
     }
     return scratch_end(&s);
 }
@@ -450,17 +448,16 @@ static st_status lb_backward(block *blk, const block_state *in, block_saved *sv,
     if (b->modulated && b->style->shared_mod) { /* the model's to take back; a table's, summed over the batch */
         add_to(b->m->ctx.dmod, dmod, d.B * d.M);
         float *dt = b->table >= 0 ? G(b->table) : NULL;
-        for (int64_t i = 0; dt && !pool_is_dry_ptr(dmod) && i < d.B; i++) add_to(dt, dmod + i * d.M, d.M);
+        for (int64_t i = 0; dt && i < d.B; i++) add_to(dt, dmod + i * d.M, d.M);
     }
     else if (b->modulated) { /* back to norm1.linear's output: the scales as they are, the gates through tanh */
         float *draw = scratch_take(&s, d.B * 4 * D, MEM_WORKSPACE, "lumina.dada");
         if (s.status) goto done;
-        for (int64_t i = 0; !pool_is_dry_ptr(draw) && i < d.B; i++) {
-            const float *dm = dmod + i * d.M, *m = mod + i * d.M;
+        for (int q = 0; q < 4; q++) copy_rows(draw + q * D, 4 * D, dmod + (q + 1) * D, d.M, d.B, D);
+        for (int64_t i = 0; i < d.B; i++) {
             float *o = draw + i * 4 * D;
-            for (int64_t j = 0; j < D; j++)
-                o[j] = dm[D + j], o[D + j] = dm[2 * D + j] * (1.0f - m[2 * D + j] * m[2 * D + j]),
-                o[2 * D + j] = dm[3 * D + j], o[3 * D + j] = dm[4 * D + j] * (1.0f - m[4 * D + j] * m[4 * D + j]);
+            tanh_backward(o + D, o + D, mod + i * d.M + 2 * D, D);
+            tanh_backward(o + 3 * D, o + 3 * D, mod + i * d.M + 4 * D, D);
         }
         s.status = bwd(b->m, &b->ada, b->m->ctx.dcs, draw, b->m->ctx.cs, d.B);
     }

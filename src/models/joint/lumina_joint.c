@@ -107,7 +107,7 @@ st_status lumina_final_backward(model *m, lumina_final *f, scratch *k, const flo
     float *signed_dpred = f->sign != 1.0f ? scratch_take(k, n, MEM_WORKSPACE, "final.dpred") : NULL;
     if (k->status) return k->status;
     if (signed_dpred) {
-        if (!pool_is_dry_ptr(signed_dpred)) memcpy(signed_dpred, dpred, (size_t)n * sizeof(float));
+        copy_rows(signed_dpred, n, dpred, n, 1, n);
         scale_by(signed_dpred, n, f->sign);
         dpred = signed_dpred;
     }

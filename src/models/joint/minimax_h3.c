@@ -130,23 +130,18 @@ static void mh_release(model *m)
     d->maskp[REF] = d->maskp[MAIN] = NULL;
 }
 
-/* Each sample's rotary table and key biases: its caption's padding keys hidden, but for the refiner's an empty
- * caption's (its rows are all padding, whose values reach no live row) */
-static st_status positions(model *m, const float *cond)
+/* Each sample's caption length, positions (ids: the work's (S, 3)), rotary table and key biases (a host_loop's) */
+static st_status caption_positions(void *arg)
 {
+    model *m = ((model_loop *)arg)->m;
+    const float *cond = ((model_loop *)arg)->cond;
+    float *ids = ((model_loop *)arg)->work;
     mh_model *d = mh_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m, MAIN), rot = rot_of(c);
     const int64_t n = c->resolution / c->patch, grid = n * n;
     st_status st = ST_OK;
-    d->rope = model_take(m, &st, B * S * rot, "minimax.rope", false);
-    d->kb = model_take(m, &st, B * S, "minimax.key_mask", false);
-    d->kbt = model_take(m, &st, B * L, "minimax.text_key_mask", false);
-    float *ids = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "minimax.position_ids",
-                             (void **)&ids);
-    if (st) return st;
-    for (int64_t b = 0; !st && !pool_is_dry_ptr(d->rope) && !pool_is_dry_ptr(cond) && b < B; b++) {
+    for (int64_t b = 0; !st && b < B; b++) {
         float len = 0.0f;
         if ((st = model_caption_length(m, cond, b, &len))) break;
         double tau = 0.0; /* frame u's time after the text: packing.py's cumulative (1, 4, 4, 4, 4) 5/3 spans */
@@ -162,6 +157,25 @@ static st_status positions(model *m, const float *cond)
         }
         rope_table(d->rope + b * S * rot, ids, S, 3, c->rope_axes, MH_THETA);
     }
+    return st;
+}
+
+/* Each sample's rotary table and key biases: its caption's padding keys hidden, but for the refiner's an empty
+ * caption's (its rows are all padding, whose values reach no live row) */
+static st_status positions(model *m, const float *cond)
+{
+    mh_model *d = mh_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m, MAIN), rot = rot_of(c);
+    st_status st = ST_OK;
+    d->rope = model_take(m, &st, B * S * rot, "minimax.rope", false);
+    d->kb = model_take(m, &st, B * S, "minimax.key_mask", false);
+    d->kbt = model_take(m, &st, B * L, "minimax.text_key_mask", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "minimax.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    st = host_loop(d->rope, caption_positions, &(model_loop){.m = m, .cond = cond, .work = ids});
     pool_free(m->pool, ids);
     d->mask[REF] = (attn_mask){.key_bias = d->kbt, .batch_stride = L};
     d->mask[MAIN] = (attn_mask){.key_bias = d->kb, .batch_stride = S};
@@ -191,7 +205,7 @@ static st_status final_out(model *m, bool train)
     if (st) return st;
     modulate_forward(d->fin_h, d->fin_ln, d->fin_mod, d->fin_mod + D, B, T, D, 2 * D);
     if ((st = lin_forward(m->params, m->pool, &d->proj_out, d->fin_out, d->fin_h, N))) return st;
-    if (!pool_is_dry_ptr(d->fin_out)) scale_by(d->fin_out, N * P, -1.0f);
+    scale_by(d->fin_out, N * P, -1.0f);
     const patch_shape ps = model_patches(m);
     unpatchify_forward(d->pred, d->fin_out, &ps, PATCH_CONV);
     return ST_OK;
@@ -215,8 +229,7 @@ static st_status mh_forward(model *m, const float *x, const float *timesteps, co
     if (train) m->ctx.dcs = model_take(m, &st, B * Dt, "dsilu_temb", true);
     if (!st) st = positions(m, cond);
     if (!st) { /* SimpleTuner's timesteps: 1 - sigma */
-        for (int64_t b = 0; !pool_is_dry_ptr(d->t1) && !pool_is_dry_ptr(timesteps) && b < B; b++)
-            d->t1[b] = 1.0f - timesteps[b] / 1000.0f;
+        time_one_minus_sigma(d->t1, timesteps, B);
         timestep_embedding(d->te.freq, d->t1, B, c->time_channels, 10000.0);
         temb_mlp_forward(m, &d->te);
         silu_forward(m->ctx.cs, d->te.c, B * Dt);
@@ -272,7 +285,7 @@ static st_status mh_backward(model *m, const float *dpred)
     if ((st = k.status)) goto done;
     const patch_shape ps = model_patches(m);
     unpatchify_backward(dout, dpred, &ps, PATCH_CONV);
-    if (!pool_is_dry_ptr(dout)) scale_by(dout, N * P, -1.0f);
+    scale_by(dout, N * P, -1.0f);
     if ((st = lin_backward(m->params, m->pool, &d->proj_out, dh, dout, d->fin_h, N))) goto done;
     modulate_backward(dh, dmod, dmod + D, dh, d->fin_ln, d->fin_mod + D, B, T, D, 2 * D);
     if ((st = lin_backward(m->params, m->pool, &d->norm_out, m->ctx.dcs, dmod, m->ctx.cs, B))) goto done;

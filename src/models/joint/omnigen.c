@@ -119,25 +119,19 @@ static void su_table(const model *m, float *tab, const float *pos, int64_t S, bo
     }
 }
 
-/* Per sample: its prompt's tokens (the mask's ones, at least one), its ids, rotary table and mask */
-static st_status positions(model *m, const float *cond)
+/* Per sample: its prompt's length, ids, positions (the work's S), rotary table and mask (a host_loop's) */
+static st_status prompt_positions(void *arg)
 {
+    model *m = ((model_loop *)arg)->m;
+    const float *cond = ((model_loop *)arg)->cond;
+    float *pos = ((model_loop *)arg)->work;
     og_model *d = og_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = L + 1 + T, hd = c->hidden / c->heads;
     const int64_t K = model_cond_len(c);
     st_status st = ST_OK;
-    d->len = model_take(m, &st, B, "omnigen.prompt_length", false);
-    d->ids = model_take(m, &st, B * L, "omnigen.ids", false);
-    d->j.rope = model_take(m, &st, B * S * hd, "omnigen.rope", false);
-    d->j.kb = model_take(m, &st, B * S, "omnigen.key_mask", false);
-    d->seg = model_take(m, &st, B * S, "omnigen.segments", false);
-    float *pos = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)S * sizeof(float), MEM_WORKSPACE, "omnigen.position_ids", (void **)&pos);
-    if (st) return st;
-    const bool wet = !pool_is_dry_ptr(d->len) && !pool_is_dry_ptr(cond);
     int64_t longest = 0;
-    for (int64_t b = 0; !st && wet && b < B; b++) {
+    for (int64_t b = 0; !st && b < B; b++) {
         float n = 0;
         if ((st = model_caption_length(m, cond, b, &n))) break;
         if (n < 1)
@@ -148,7 +142,7 @@ static st_status positions(model *m, const float *cond)
     }
     /* torch.max(position_ids) + 1 over the batch picks the factors; sample 0's positions turn every sample */
     const bool long_factors = longest + T + 1 > c->rope_original;
-    for (int64_t b = 0; !st && wet && b < B; b++) {
+    for (int64_t b = 0; !st && b < B; b++) {
         const int64_t n = (int64_t)d->len[b], n0 = (int64_t)d->len[0];
         for (int64_t r = 0; r < S; r++) {
             const int64_t at = r < n ? r + n0 - n : r < L ? 0 : n0 + r - L;
@@ -158,6 +152,24 @@ static st_status positions(model *m, const float *cond)
         }
         su_table(m, d->j.rope + b * S * hd, pos, S, long_factors);
     }
+    return st;
+}
+
+/* Per sample: its prompt's tokens (the mask's ones, at least one), its ids, rotary table and mask */
+static st_status positions(model *m, const float *cond)
+{
+    og_model *d = og_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = L + 1 + T, hd = c->hidden / c->heads;
+    st_status st = ST_OK;
+    d->len = model_take(m, &st, B, "omnigen.prompt_length", false);
+    d->ids = model_take(m, &st, B * L, "omnigen.ids", false);
+    d->j.rope = model_take(m, &st, B * S * hd, "omnigen.rope", false);
+    d->j.kb = model_take(m, &st, B * S, "omnigen.key_mask", false);
+    d->seg = model_take(m, &st, B * S, "omnigen.segments", false);
+    float *pos = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)S * sizeof(float), MEM_WORKSPACE, "omnigen.position_ids", (void **)&pos);
+    if (!st) st = host_loop(d->len, prompt_positions, &(model_loop){.m = m, .cond = cond, .work = pos});
     pool_free(m->pool, pos);
     d->j.mask = (attn_mask){.key_bias = d->j.kb, .segment = d->seg, .causal = true, .batch_stride = S};
     d->j.maskp = &d->j.mask;
@@ -187,7 +199,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     patchify_forward(d->patches, x, &ps); /* a Conv weight's feature order */
     for (int64_t b = 0; !st && b < B; b++) {
         float *rows = *x0 + b * S * D, *img = rows + (L + 1) * D;
-        if (!pool_is_dry_ptr(rows) && embedding_forward(rows, PW(d->embed), d->ids + b * L, L, c->text_vocab, D)) {
+        if (embedding_forward(rows, PW(d->embed), d->ids + b * L, L, c->text_vocab, D)) {
             char why[256];
             snprintf(why, sizeof why, "%s", st_error());
             st = st_fail(ST_ERR_INVALID, "the batch's sample %lld: %s; OmniGen's conditioning is the prompt's token "
@@ -199,7 +211,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     }
     pool_free(m->pool, crop);
     if (st) return st;
-    for (int64_t b = 0; !pool_is_dry_ptr(d->tin) && b < B; b++) d->tin[b] = 1.0f - timesteps[b] / 1000.0f;
+    time_one_minus_sigma(d->tin, timesteps, B);
     if ((st = temb_forward(m, &d->tok, d->tin)) || (st = temb_forward(m, &d->t, d->tin))) return st;
     for (int64_t b = 0; b < B; b++) copy_rows(*x0 + (b * S + L) * D, D, d->tok.c + b * D, D, 1, D);
     silu_forward(m->ctx.cs, d->t.c, B * D);
@@ -239,9 +251,7 @@ static st_status og_forward(model *m, const float *x, const float *timesteps, co
 static void embed_backward(model *m, const float *g, const float *ids)
 {
     const model_config *c = &m->cfg;
-    float *dtable = PG(og_of(m)->embed);
-    for (int64_t l = 0; dtable && !pool_is_dry_ptr(ids) && l < m->shape.text; l++)
-        if (ids[l] != (float)c->text_pad) embedding_backward(dtable, g + l * c->hidden, ids + l, 1, c->hidden);
+    embedding_backward_padded(PG(og_of(m)->embed), g, ids, m->shape.text, c->hidden, c->text_pad);
 }
 
 static st_status og_backward(model *m, const float *dpred)
@@ -261,7 +271,7 @@ static st_status og_backward(model *m, const float *dpred)
     state_free(m->pool, &d->j.last);
     block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "omnigen.drows", true)}};
     if (st) goto done;
-    for (int64_t b = 0; !pool_is_dry_ptr(grad.t[0]) && b < B; b++)
+    for (int64_t b = 0; b < B; b++)
         copy_rows(grad.t[0] + (b * S + L + 1) * D, D, draw + b * T * D, D, T, D);
     st = seq_backward(d->j.run, &grad, NULL); /* releases the run whatever it returns */
     d->j.run = NULL;

@@ -115,33 +115,25 @@ static void q21_release(model *m)
     d->maskp = NULL;
 }
 
-/* The rotary table (the same for every sample) and the block-causal mask with the text's padding keys hidden */
-static st_status positions(model *m, const float *cond)
+/* The same from the samples' text masks, ids the work's (S, 3) (a host_loop's) */
+static st_status mask_positions(void *arg)
 {
+    model *m = ((model_loop *)arg)->m;
+    const float *cond = ((model_loop *)arg)->cond;
+    float *ids = ((model_loop *)arg)->work;
     q21_model *d = q21_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m), hd = c->hidden / c->heads;
     const int64_t g = c->resolution / c->patch, K = model_cond_len(c);
-    st_status st = ST_OK;
-    d->rope = model_take(m, &st, B * S * hd, "qwen21.rope", false);
-    d->kb = model_take(m, &st, B * S, "qwen21.key_mask", false);
-    d->seg = model_take(m, &st, B * S, "qwen21.segments", false);
-    float *ids = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "qwen21.position_ids",
-                             (void **)&ids);
-    if (st) return st;
-    if (!pool_is_dry_ptr(d->rope)) {
-        for (int64_t r = 0; r < S; r++) {
-            const int64_t i = r - L;
-            ids[r * 3] = (float)(r < L ? r : L);
-            ids[r * 3 + 1] = (float)(r < L ? r : i / g - (g - g / 2));
-            ids[r * 3 + 2] = (float)(r < L ? r : i % g - (g - g / 2));
-        }
-        rope_table(d->rope, ids, S, 3, c->rope_axes, Q21_THETA);
-        for (int64_t b = 1; b < B; b++) memcpy(d->rope + b * S * hd, d->rope, (size_t)(S * hd) * sizeof(float));
+    for (int64_t r = 0; r < S; r++) {
+        const int64_t i = r - L;
+        ids[r * 3] = (float)(r < L ? r : L);
+        ids[r * 3 + 1] = (float)(r < L ? r : i / g - (g - g / 2));
+        ids[r * 3 + 2] = (float)(r < L ? r : i % g - (g - g / 2));
     }
-    pool_free(m->pool, ids);
-    for (int64_t b = 0; !pool_is_dry_ptr(d->kb) && !pool_is_dry_ptr(cond) && b < B; b++) {
+    rope_table(d->rope, ids, S, 3, c->rope_axes, Q21_THETA);
+    for (int64_t b = 1; b < B; b++) memcpy(d->rope + b * S * hd, d->rope, (size_t)(S * hd) * sizeof(float));
+    for (int64_t b = 0; b < B; b++) {
         const float *mask = cond + b * K + L * c->text_dim;
         for (int64_t r = 0; r < S; r++) {
             if (r < L && mask[r] != 0.0f && mask[r] != 1.0f)
@@ -152,6 +144,26 @@ static st_status positions(model *m, const float *cond)
             d->seg[b * S + r] = r < L ? -1.0f - (float)r : 1.0f; /* each text row alone; the image one block */
         }
     }
+    return ST_OK;
+}
+
+/* The rotary table (the same for every sample) and the block-causal mask with the text's padding keys hidden */
+static st_status positions(model *m, const float *cond)
+{
+    q21_model *d = q21_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, S = rows_of(m), hd = c->hidden / c->heads;
+    st_status st = ST_OK;
+    d->rope = model_take(m, &st, B * S * hd, "qwen21.rope", false);
+    d->kb = model_take(m, &st, B * S, "qwen21.key_mask", false);
+    d->seg = model_take(m, &st, B * S, "qwen21.segments", false);
+    float *ids = NULL;
+    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "qwen21.position_ids",
+                             (void **)&ids);
+    if (st) return st;
+    st = host_loop(d->rope, mask_positions, &(model_loop){.m = m, .cond = cond, .work = ids});
+    pool_free(m->pool, ids);
+    if (st) return st;
     d->mask = (attn_mask){.key_bias = d->kb, .segment = d->seg, .causal = true, .batch_stride = S};
     d->maskp = &d->mask;
     return ST_OK;
@@ -170,14 +182,14 @@ static st_status modulations(model *m, bool train)
     if (train) d->dmod_rows = model_take(m, &st, B * 2 * 6 * D, "qwen21.dmodulation", true);
     if (!st) st = lin_forward(m->params, m->pool, &d->mod, d->raw, d->tp.zs, B);
     if (!st) st = lin_forward(m->params, m->pool, &d->mod, d->raw + B * 4 * D, m->ctx.cs, B);
-    for (int64_t i = 0; !st && !pool_is_dry_ptr(d->raw) && i < B; i++)
-        for (int k = 0; k < 2; k++) {
-            const float *r = d->raw + (k * B + i) * 4 * D;
-            float *o = d->mod_rows + (i * 2 + k) * 6 * D;
-            for (int64_t j = 0; j < D; j++)
-                o[D + j] = r[j], o[2 * D + j] = tanhf(r[D + j]), o[4 * D + j] = r[2 * D + j],
-                o[5 * D + j] = tanhf(r[3 * D + j]);
-        }
+    for (int k = 0; !st && k < 2; k++) { /* sample i's set k: rows 12 D apart, raw's 4 D */
+        const float *r = d->raw + k * B * 4 * D;
+        float *o = d->mod_rows + k * 6 * D;
+        copy_rows(o + D, 12 * D, r, 4 * D, B, D), copy_rows(o + 4 * D, 12 * D, r + 2 * D, 4 * D, B, D);
+        for (int64_t i = 0; i < B; i++)
+            tanh_forward(o + i * 12 * D + 2 * D, r + i * 4 * D + D, D),
+                tanh_forward(o + i * 12 * D + 5 * D, r + i * 4 * D + 3 * D, D);
+    }
     return st;
 }
 
@@ -191,14 +203,14 @@ static st_status modulations_backward(model *m)
     st_status st = pool_alloc(m->pool, (size_t)(2 * B * 4 * D) * sizeof(float), MEM_WORKSPACE, "qwen21.dmod_raw",
                               (void **)&draw);
     if (st) return st;
-    for (int64_t i = 0; !pool_is_dry_ptr(draw) && i < B; i++)
-        for (int k = 0; k < 2; k++) {
-            const float *g = d->dmod_rows + (i * 2 + k) * 6 * D, *o = d->mod_rows + (i * 2 + k) * 6 * D;
-            float *r = draw + (k * B + i) * 4 * D;
-            for (int64_t j = 0; j < D; j++)
-                r[j] = g[D + j], r[D + j] = g[2 * D + j] * (1.0f - o[2 * D + j] * o[2 * D + j]),
-                r[2 * D + j] = g[4 * D + j], r[3 * D + j] = g[5 * D + j] * (1.0f - o[5 * D + j] * o[5 * D + j]);
-        }
+    for (int k = 0; k < 2; k++) { /* the scales' gradients as they are, the gates' through tanh */
+        const float *g = d->dmod_rows + k * 6 * D, *o = d->mod_rows + k * 6 * D;
+        float *r = draw + k * B * 4 * D;
+        for (int q = 0; q < 4; q++) copy_rows(r + q * D, 4 * D, g + (q + 1 + q / 2) * D, 12 * D, B, D);
+        for (int64_t i = 0; i < B; i++)
+            tanh_backward(r + i * 4 * D + D, r + i * 4 * D + D, o + i * 12 * D + 2 * D, D),
+                tanh_backward(r + i * 4 * D + 3 * D, r + i * 4 * D + 3 * D, o + i * 12 * D + 5 * D, D);
+    }
     st = lin_backward(m->params, m->pool, &d->mod, d->tp.dzs, draw, d->tp.zs, B);
     if (!st) st = lin_backward(m->params, m->pool, &d->mod, m->ctx.dcs, draw + B * 4 * D, m->ctx.cs, B);
     pool_free(m->pool, draw);
