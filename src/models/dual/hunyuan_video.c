@@ -302,14 +302,15 @@ static int64_t at_byt5(const model_config *c) { return at_mask(c) + c->text_len;
  * caption's keys, where diffusers lets 1.0's see key 0 alone and 1.5's none: their outputs are padding rows of the
  * text stream, which every later attention excludes as keys (1.5 also replaces them by zeros), so nothing of them
  * reaches the prediction. */
-static void masks_forward(model *m, const float *cond)
+static st_status key_biases(void *arg) /* a host_loop's */
 {
+    model *m = ((model_loop *)arg)->m;
+    const float *cond = ((model_loop *)arg)->cond;
     hv_model *d = hv_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = c->text_len, L2 = c->text2_len, S = m->shape.text + m->shape.tokens;
     const int64_t K = model_cond_len(c), at = at_mask(c);
-    if (!pool_is_dry_ptr(d->key_bias) && !pool_is_dry_ptr(cond))
-        for (int64_t b = 0; b < B; b++) {
+    for (int64_t b = 0; b < B; b++) {
             const float *mask = cond + b * K + at, *mask2 = cond + b * K + at_byt5(c) + L2 * c->text2_dim;
             float *kb = d->key_bias + b * S;
             int64_t count = 0;
@@ -319,6 +320,14 @@ static void masks_forward(model *m, const float *cond)
             for (int64_t j = L2 + L; j < S; j++) kb[j] = 0.0f;
             for (int64_t j = 0; j < L; j++) d->ref_bias[b * L + j] = j == 0 || mask[j] != 0.0f ? 0.0f : -INFINITY;
         }
+    return ST_OK;
+}
+
+static void masks_forward(model *m, const float *cond)
+{
+    hv_model *d = hv_of(m);
+    const int64_t L = m->cfg.text_len, S = m->shape.text + m->shape.tokens;
+    host_loop(d->key_bias, key_biases, &(model_loop){.m = m, .cond = cond});
     d->mask = (attn_mask){.key_bias = d->key_bias, .batch_stride = S};
     d->ref_mask = (attn_mask){.key_bias = d->ref_bias, .batch_stride = L};
     m->ctx.mask = &d->mask;
@@ -326,11 +335,19 @@ static void masks_forward(model *m, const float *cond)
 
 /* The refiner's pooled input: the mean of the caption's tokens under its mask (zero without tokens, where diffusers
  * divides 0 by 0: a real prompt template always has tokens). */
-static void masked_mean(model *m, float *out, const float *text, const float *cond)
+typedef struct mean_args {
+    model *m;
+    float *out;
+    const float *text, *cond;
+} mean_args;
+
+static st_status masked_mean_run(void *arg) /* a host_loop's */
 {
+    model *m = ((mean_args *)arg)->m;
+    float *out = ((mean_args *)arg)->out;
+    const float *text = ((mean_args *)arg)->text, *cond = ((mean_args *)arg)->cond;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = c->text_len, Dt = c->text_dim, K = model_cond_len(c);
-    if (pool_is_dry_ptr(out) || pool_is_dry_ptr(cond)) return;
     for (int64_t b = 0; b < B; b++) {
         const float *mask = cond + b * K + at_mask(c);
         float total = 0.0f;
@@ -341,6 +358,12 @@ static void masked_mean(model *m, float *out, const float *text, const float *co
             out[b * Dt + e] = total != 0.0f ? s / total : 0.0f;
         }
     }
+    return ST_OK;
+}
+
+static void masked_mean(model *m, float *out, const float *text, const float *cond)
+{
+    host_loop(out, masked_mean_run, &(mean_args){m, out, text, cond});
 }
 
 /* 1.5's glyph tokens: context_embedder_2 of the conditioning's ByT5 sequence into out (B L2, D). */
@@ -463,8 +486,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
                 copy_rows(s->txt + b * Lt * D, D, glyphs + b * L2 * D, D, L2, D);
                 copy_rows(s->txt + (b * Lt + L2) * D, D, d->refined + b * L * D, D, L, D);
             }
-            if (!pool_is_dry_ptr(d->type_idx))
-                for (int64_t i = 0; i < B * Lt; i++) d->type_idx[i] = i % Lt < L2 ? 1.0f : 0.0f;
+            zero_floats(d->type_idx, B * Lt); /* type 1 for the glyphs, 0 for the caption */
+            for (int64_t b = 0; b < B; b++) add_scalar(d->type_idx + b * Lt, L2, 1.0f);
             pool_free(m->pool, glyphs);
             glyphs = NULL;
             float *types = NULL;

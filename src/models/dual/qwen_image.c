@@ -84,6 +84,20 @@ static void release_own(model *m)
     d->key_bias = d->normed = NULL;
 }
 
+/* The joint attention's key bias from the conditioning's text mask (a host_loop's) */
+static st_status key_bias_of(void *arg)
+{
+    model *m = ((model_loop *)arg)->m;
+    const float *cond = ((model_loop *)arg)->cond;
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, S = L + m->shape.tokens;
+    const int64_t K = model_cond_len(c), at = L * c->text_dim + c->pooled_dim;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < S; j++)
+            qw_of(m)->key_bias[b * S + j] = j >= L || cond[b * K + at + j] != 0.0f ? 0.0f : -INFINITY;
+    return ST_OK;
+}
+
 /* The joint attention's key bias from the conditioning's text mask (nonzero: a token, as diffusers' bool()), the
  * image keys always kept; the rotary table of the centred positions. */
 static st_status context_forward(model *m, const float *cond)
@@ -91,7 +105,7 @@ static st_status context_forward(model *m, const float *cond)
     qw_model *d = qw_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, hd = c->hidden / c->heads;
-    const int64_t K = model_cond_len(c), at = L * c->text_dim + c->pooled_dim, grid = c->resolution / c->patch;
+    const int64_t grid = c->resolution / c->patch;
     st_status st = ST_OK;
     d->key_bias = model_take(m, &st, B * S, "qwen_image.key_bias", false);
     m->ctx.rope = model_take(m, &st, S * hd, "qwen_image.rope", false);
@@ -102,13 +116,10 @@ static st_status context_forward(model *m, const float *cond)
     position_ids_centred(ids, L, grid, grid);
     rope_table(m->ctx.rope, ids, S, 3, c->rope_axes, MMDIT_ROPE_THETA);
     pool_free(m->pool, ids);
-    if (!pool_is_dry_ptr(d->key_bias) && !pool_is_dry_ptr(cond))
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t j = 0; j < S; j++)
-                d->key_bias[b * S + j] = j >= L || cond[b * K + at + j] != 0.0f ? 0.0f : -INFINITY;
+    st = host_loop(d->key_bias, key_bias_of, &(model_loop){.m = m, .cond = cond});
     d->mask = (attn_mask){.key_bias = d->key_bias, .batch_stride = S};
     m->ctx.mask = &d->mask;
-    return ST_OK;
+    return st;
 }
 
 /* The image tokens, the text tokens (txt_in of txt_norm of the encoder's sequence), and c = the timestep's

@@ -232,9 +232,12 @@ static void cascade_release(model *m)
 /* get_timestep_ratio_embedding: r = ratio x 10000, half = D / 2, frequencies exp(-k log(10000) / (half - 1)),
  * [sin(r f), cos(r f)]; the ratio's, then sca's and crp's (0: sines 0, cosines 1). In double, as the fixtures'
  * reference computes it. */
-static void ratio_embedding(float *e, const float *timesteps, int64_t B, int64_t D)
+static st_status ratio_embedding(void *arg) /* a host_loop's: the work (B, CASCADE_TIME_CONDS, time_channels) */
 {
-    if (pool_is_dry_ptr(e)) return;
+    model *m = ((model_loop *)arg)->m;
+    const float *timesteps = ((model_loop *)arg)->timesteps;
+    float *e = ((model_loop *)arg)->work;
+    const int64_t B = m->shape.batch, D = m->cfg.time_channels;
     const int64_t half = D / 2;
     for (int64_t b = 0; b < B; b++)
         for (int k = 0; k < CASCADE_TIME_CONDS; k++) {
@@ -246,6 +249,7 @@ static void ratio_embedding(float *e, const float *timesteps, int64_t B, int64_t
             }
             if (D % 2) row[D - 1] = 0.0f;
         }
+    return ST_OK;
 }
 
 /* the conditioning tokens (B, L + 2 S, Cc): [clip_txt_mapper(text); clip_txt_pooled_mapper(pooled) as S tokens;
@@ -368,8 +372,9 @@ static st_status cascade_forward(model *m, const float *x, const float *timestep
     const int64_t B = m->shape.batch;
     st_status st = ST_OK;
     s->r_embed = model_take(m, &st, B * CASCADE_TIME_CONDS * c->time_channels, "cascade.time embeddings", false);
+    model_loop loop = {.m = m, .timesteps = timesteps, .work = s->r_embed};
+    if (!st) st = host_loop(s->r_embed, ratio_embedding, &loop);
     if (!st) {
-        ratio_embedding(s->r_embed, timesteps, B, c->time_channels);
         d->cx.r_embed = s->r_embed, d->cx.train = train, d->cx.dropout_seed = m->dropout_seed;
         st = clip_forward(m, cond, train);
     }
