@@ -58,8 +58,7 @@ static void side_close(side *s)
 static st_status predict(const config *cfg, const cost_rates *rates, double *sec)
 {
     model_run r = {0};
-    char warning[256];
-    st_status st = model_run_open(cfg, false, &r, warning);
+    st_status st = model_run_open(cfg, false, &r);
     pool_stats dev, host;
     if (!st)
         st = cost_of_dry_step(&r, config_int(cfg, "train_batch_size"),

@@ -54,12 +54,11 @@ int main(int argc, char **argv)
     for (int m = 0; m < n; m++) {
         config *cfg = NULL;
         model_run r = {0};
-        char warning[256];
         pool_stats dev, host;
         const double t0 = clock_seconds();
         st_status st = config_load(config_path, &cfg);
         if (!st) st = config_set_all(cfg, modes[m].sets);
-        if (!st) st = model_run_open(cfg, false, &r, warning);
+        if (!st) st = model_run_open(cfg, false, &r);
         if (!st)
             st = flow_step_dry(&r, config_int(cfg, "train_batch_size"),
                                train_optimizer_bytes(cfg, model_params(r.m)->grad_count, 1), &dev, &host);

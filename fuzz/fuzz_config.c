@@ -25,6 +25,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
+static void drop_line(void *ctx, const char *line) { (void)ctx, (void)line; }
+
 static void must(st_status st, const char *what)
 {
     if (st) {
@@ -91,8 +93,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     must(config_set(cfg, "device_memory=64MiB"), "forcing device_memory");
     must(config_set(cfg, "host_memory=64MiB"), "forcing host_memory");
     model_run r;
-    char warning[256];
-    if (!model_run_open(cfg, true, &r, warning)) {
+    static const st_warn_sink quiet = {drop_line, NULL};
+    st_warn_set(quiet);
+    config_warn(cfg); /* the warning lines are built from the input too */
+    if (!model_run_open(cfg, true, &r)) {
+        (void)ckpt_settings_warn(cfg); /* as is the checkpointing keys' */
         model_init(r.m, (uint64_t)config_int(cfg, "seed"), false);
         step(&r, cfg);
         size_t leaks = model_run_close(&r);

@@ -42,8 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort(); /* the harness's own config */
         }
         model_run r;
-        char warning[256];
-        if (!model_run_open(cfg, false, &r, warning)) {
+        if (!model_run_open(cfg, false, &r)) {
             const size_t leaks = model_run_close(&r);
             if (leaks) {
                 fprintf(stderr, "fuzz_diffusers_config: %zu allocations leaked in the pools (%s)\n", leaks, mc.family);

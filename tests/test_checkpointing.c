@@ -59,20 +59,23 @@ static void test_schedule(void)
 
 /* ---- refusals: one line naming the key, the value given and what is valid ---- */
 
-static st_status settings_of(const char *json, ckpt_settings *cs, char *warning)
+/* The settings of a config; *warned (when not NULL) receives what ckpt_settings_warn says of it ("" if nothing). */
+static st_status settings_of(const char *json, ckpt_settings *cs, const char **warned)
 {
     config *c;
+    if (warned) tk_warn_begin();
     st_status st = config_parse(json, "test.json", &c);
-    if (!st) st = ckpt_settings_from(c, cs, warning, 256);
+    if (!st) st = ckpt_settings_from(c, cs);
+    if (!st && warned) st = ckpt_settings_warn(c);
     config_free(c);
+    if (warned) *warned = tk_warn_end();
     return st;
 }
 
 static void expect_refusal(const char *json, const char *frag1, const char *frag2)
 {
     ckpt_settings cs;
-    char warning[256];
-    st_status st = settings_of(json, &cs, warning);
+    st_status st = settings_of(json, &cs, NULL);
     CHECKF(st != ST_OK && strstr(st_error(), frag1) && strstr(st_error(), frag2), "%s -> %s", json, st_error());
     printf("     %s -> %s\n", json, st_error());
 }
@@ -138,8 +141,8 @@ static void test_refusals(void)
     cs.enabled = false;
     CHECK(plan_sequence(&cs, &seq, "linear-attention", NULL, &p) == ST_OK && !p.attention_output[0]);
     seq_plan_free(&p);
-    char kw[256];
-    CHECK(settings_of("{\"gradient_checkpointing_keep_attention_output\": true}", &cs, kw) == ST_OK &&
+    const char *kw;
+    CHECK(settings_of("{\"gradient_checkpointing_keep_attention_output\": true}", &cs, &kw) == ST_OK &&
           strstr(kw, "gradient_checkpointing_keep_attention_output does nothing"));
 
     /* per-block plans: what they say, and one line for each way of getting one wrong */
@@ -202,17 +205,17 @@ static void test_refusals(void)
     expect_refusal("{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"unsloth\", "
                    "\"gradient_checkpointing_plan\": \"0-3 keep\"}",
                    "gradient_checkpointing_backend: unsloth would mean nothing", "defaults");
-    CHECK(settings_of("{\"gradient_checkpointing_plan\": \"0-3 ckpt\"}", &cs, kw) == ST_OK &&
+    CHECK(settings_of("{\"gradient_checkpointing_plan\": \"0-3 ckpt\"}", &cs, &kw) == ST_OK &&
           strstr(kw, "gradient_checkpointing_plan does nothing while gradient_checkpointing is false"));
 
     /* checkpointing off: interval, stride and backend do nothing, and a warning says so */
-    char warning[256];
+    const char *warning;
     CHECK(settings_of("{\"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_backend\": \"torch-ffn\"}",
-                      &cs, warning) == ST_OK);
+                      &cs, &warning) == ST_OK);
     CHECKF(strstr(warning, "gradient_checkpointing_interval") && strstr(warning, "gradient_checkpointing_backend") &&
                strstr(warning, "do nothing while gradient_checkpointing is false"),
            "warning: %s", warning);
-    CHECK(settings_of("{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 2}", &cs, warning) ==
+    CHECK(settings_of("{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 2}", &cs, &warning) ==
               ST_OK &&
           warning[0] == 0 && cs.stride == 2);
 }
@@ -316,8 +319,7 @@ static model *make_model(pool *p, const model_config *mc)
 static step_result run_step(pool *p, model *m, const schedule *sc, const flow_batch *fb, const char *label)
 {
     ckpt_settings cs;
-    char warning[256];
-    CHECKF(settings_of(sc->json, &cs, warning) == ST_OK, "%s", st_error());
+    CHECKF(settings_of(sc->json, &cs, NULL) == ST_OK, "%s", st_error());
     CHECKF(model_set_checkpointing(m, &cs, NULL, 0) == ST_OK, "%s", st_error());
     block_seq *seqs;
     const int n_seq = model_sequences(m, &seqs);
@@ -425,10 +427,9 @@ static void test_memory_ignores_data(const model_config *mc, const char *label)
     pool *p = pool_create(POOL_DEVICE, 0);
     model *m = make_model(p, mc);
     ckpt_settings cs;
-    char w[256];
     const char *json = "{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 2, "
                        "\"gradient_checkpointing_segment_stride\": 3, \"gradient_checkpointing_offload_attention\": true}";
-    CHECKF(settings_of(json, &cs, w) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK, "%s", st_error());
+    CHECKF(settings_of(json, &cs, NULL) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK, "%s", st_error());
     test_batch *b = make_batch(mc, 2, 1, (float[]){0.3f, 0.8f}, (int64_t[]){1, mc->classes});
     const int64_t count = 2 * model_sample_numel(mc);
     const float fills[] = {0.0f, 3e38f, NAN};
@@ -538,8 +539,7 @@ static void test_bitwise(const model_config *mc, const char *label, int threads)
             (!keeps && strstr(json, "keep_attention_output")) || (!split && strstr(json, "-ffn")) ||
             (!softmax && strstr(json, "offload_attention\": true"))) {
             ckpt_settings cs;
-            char warning[256];
-            CHECK(settings_of(schedules[i].json, &cs, warning) == ST_OK);
+            CHECK(settings_of(schedules[i].json, &cs, NULL) == ST_OK);
             CHECK(model_set_checkpointing(m, &cs, NULL, 0) == ST_ERR_UNSUPPORTED);
             continue;
         }
@@ -573,8 +573,7 @@ static void capture_step(model *m, const flow_batch *fb, const int64_t *capture,
                          float *grads_out, char *fallback)
 {
     ckpt_settings cs;
-    char warning[256];
-    CHECK(settings_of(json, &cs, warning) == ST_OK);
+    CHECK(settings_of(json, &cs, NULL) == ST_OK);
     CHECKF(model_set_checkpointing(m, &cs, capture, n) == ST_OK, "%s", st_error());
     snprintf(fallback, 256, "%s", model_plan(m, 0)->fallback);
     const model_config *mc = model_get_config(m);
@@ -680,8 +679,7 @@ static void test_unsloth_saves_what_it_predicts(const model_config *mc)
         size_t predicted[2];
         for (int u = 0; u < 2; u++) {
             ckpt_settings cs;
-            char w[256];
-            CHECK(settings_of(u ? uj : tj, &cs, w) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK);
+            CHECK(settings_of(u ? uj : tj, &cs, NULL) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK);
             pool_stats dev, host;
             tk_dry_loss(model_get_config(m), &cs, 2, &dev, &host);
             predicted[u] = dev.peak;
@@ -711,8 +709,7 @@ static void test_budgets(const model_config *mc, const char *label)
         size_t k = 0;
         while (strcmp(schedules[k].name, rows[r])) k++;
         ckpt_settings cs;
-        char warning[256];
-        CHECK(settings_of(schedules[k].json, &cs, warning) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK);
+        CHECK(settings_of(schedules[k].json, &cs, NULL) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK);
         const size_t resident = pool_live(p);
         float loss, again;
         param_set_zero_grads(model_params(m));
@@ -830,8 +827,7 @@ static void test_sd3_kept(void)
             size_t k = 0;
             while (strcmp(schedules[k].name, rows[r][j])) k++;
             ckpt_settings cs;
-            char warning[256];
-            CHECK(settings_of(schedules[k].json, &cs, warning) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK);
+            CHECK(settings_of(schedules[k].json, &cs, NULL) == ST_OK && model_set_checkpointing(m, &cs, NULL, 0) == ST_OK);
             const float *pred;
             CHECK(model_forward(m, b->x0, b->t, b->y, B, true, &pred) == ST_OK);
             live[j] = pool_live(p);

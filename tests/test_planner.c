@@ -18,8 +18,7 @@ static void test_model(const char *json)
     config *cfg;
     CHECKF(config_parse(json, "test", &cfg) == ST_OK, "%s", st_error());
     model_run r;
-    char warning[256];
-    CHECKF(model_run_open(cfg, false, &r, warning) == ST_OK, "%s", st_error());
+    CHECKF(model_run_open(cfg, false, &r) == ST_OK, "%s", st_error());
     const int64_t batch = config_int(cfg, "train_batch_size");
     config_free(cfg);
     const size_t optimizer = 0;

@@ -29,7 +29,7 @@ static st_status settings_of(const char *json, ckpt_settings *cs)
 {
     config *c;
     st_status st = config_parse(json, "test.json", &c);
-    if (!st) st = ckpt_settings_from(c, cs, NULL, 0);
+    if (!st) st = ckpt_settings_from(c, cs);
     config_free(c);
     return st;
 }

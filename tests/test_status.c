@@ -1,5 +1,6 @@
 /* The error policy (status.h): a failed allocation is ST_ERR_HOST_OOM with one line naming what was being
  * allocated, and every contract violation goes through st_panic, one line with file:line, then abort. */
+#include <png.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,8 @@
 #include <unistd.h>
 
 #include "segtrain/config.h"
+#include "segtrain/data.h"
+#include "segtrain/plan.h"
 #include "segtrain/ops.h"
 #include "segtrain/params.h"
 #include "segtrain/pool.h"
@@ -142,8 +145,74 @@ static void test_params_out_of_memory(void)
     free(err);
 }
 
+/* ---- warnings: one sink (status.h) that the config and data layers write to ---- */
+
+static void warn_long(int which)
+{
+    (void)which;
+    st_warn("data: skipped %0600d", 7); /* the default sink: the line on stderr */
+}
+
+static void test_warning_sink(void)
+{
+    int how = 0;
+    char *err = in_child(warn_long, 0, &how);
+    CHECKF(how == 1000 && err && strlen(err) == 615 && !strncmp(err, "data: skipped 0000", 18) &&
+               !strcmp(err + 612, "07\n"),
+           "the default sink wrote \"%.40s...\"", err ? err : "?");
+    free(err);
+    tk_warn_begin();
+    char what[5000];
+    memset(what, 'y', sizeof what - 1);
+    what[sizeof what - 1] = 0;
+    st_warn("segtrain: warning: %s", what); /* formatted whole, at any length */
+    const char *w = tk_warn_end();
+    CHECKF(strlen(w) == 19 + sizeof what && w[19 + sizeof what - 2] == 'y', "a long warning: %zu bytes", strlen(w));
+
+    /* the config's: keys segtrain does not read, and checkpointing keys that do nothing */
+    config *c = NULL;
+    CHECKF(config_parse("{\"frobnicate\": 1, \"gradient_checkpointing_interval\": 2}", "w.json", &c) == ST_OK, "%s",
+           st_error());
+    tk_warn_begin();
+    if (c) config_warn(c);
+    CHECK(c && ckpt_settings_warn(c) == ST_OK);
+    w = tk_warn_end();
+    config_free(c);
+    CHECKF(tk_count(w, "segtrain: warning: ") == 2 && strstr(w, "frobnicate") &&
+               strstr(w, "segtrain: warning: gradient_checkpointing_interval does nothing while gradient_checkpointing "
+                         "is false\n"),
+           "the config's warnings: \"%s\"", w);
+
+    /* the data's: a file it skips, and a backend's keys it does not read */
+    char dir[] = "/tmp/test_status_data_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    const unsigned char px[4 * 4 * 3] = {0};
+    tk_write_png(dir, "a_cat.png", 4, 4, PNG_FORMAT_RGB, px, NULL, 0);
+    tk_write_file(dir, "photo.jpg", "jpeg is not read");
+    char json[512];
+    snprintf(json, sizeof json, "[{\"id\": \"b\", \"instance_data_dir\": \"%s\", \"frobnicate\": 1}]", dir);
+    tk_write_file(dir, "bk.json", json);
+    dataset *ds[2] = {NULL, NULL};
+    tk_warn_begin();
+    const st_status folder = dataset_open_folder(dir, 4, &ds[0]);
+    const st_status backends = dataset_open_backends(tk_path(dir, "bk.json"), 4, 1, &ds[1]);
+    w = tk_warn_end();
+    CHECKF(folder == ST_OK && backends == ST_OK, "%s", st_error());
+    char skipped[128];
+    snprintf(skipped, sizeof skipped, "data: skipped %s/photo.jpg: unsupported image format (only PNG is read)\n", dir);
+    CHECKF(tk_count(w, skipped) == 2 && strstr(w, "data: warning: ") &&
+               strstr(w, "backend 'b': ignoring keys segtrain does not read: frobnicate\n"),
+           "the data's warnings: \"%s\"", w);
+    dataset_close(ds[0]);
+    dataset_close(ds[1]);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
+    test_warning_sink();
     test_host_oom_line();
     test_contract_violations_panic();
     test_params_out_of_memory();

@@ -63,7 +63,7 @@ static void test_settings_text(void)
                         config *c = NULL;
                         st_status st = config_parse("{}", "test", &c);
                         if (!st) st = config_set_all(c, text);
-                        if (!st) st = ckpt_settings_from(c, &back, NULL, 0);
+                        if (!st) st = ckpt_settings_from(c, &back);
                         config_free(c);
                         if (st || back.enabled != cs.enabled || back.backend != cs.backend ||
                             back.interval != cs.interval || back.stride != cs.stride ||
@@ -92,7 +92,7 @@ static void test_settings_text(void)
         st_status st = config_parse("{}", "test", &c);
         if (!st) st = config_set_all(c, "gradient_checkpointing=true");
         if (!st) st = config_set(c, huge[i]);
-        if (!st) st = ckpt_settings_from(c, &cs, NULL, 0);
+        if (!st) st = ckpt_settings_from(c, &cs);
         config_free(c);
         char want[128];
         snprintf(want, sizeof want, "%.*s: %s is too large", (int)strcspn(huge[i], "="), huge[i],

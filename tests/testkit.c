@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "segtrain/rng.h"
+#include "segtrain/status.h"
 
 static int passed, failed;
 
@@ -226,6 +227,40 @@ const char *tk_capture_end(void)
         fclose(f);
     }
     return captured;
+}
+
+static struct {
+    char *text;
+    size_t len, cap;
+    st_warn_sink was;
+} warned;
+
+static void warned_line(void *ctx, const char *line)
+{
+    (void)ctx;
+    const size_t n = strlen(line);
+    if (warned.len + n + 2 > warned.cap) {
+        warned.cap = 2 * (warned.len + n + 2);
+        warned.text = realloc(warned.text, warned.cap);
+        if (!warned.text) abort(); /* a test's own memory */
+    }
+    memcpy(warned.text + warned.len, line, n);
+    warned.len += n;
+    warned.text[warned.len++] = '\n';
+    warned.text[warned.len] = 0;
+}
+
+void tk_warn_begin(void)
+{
+    warned.len = 0;
+    if (warned.text) warned.text[0] = 0;
+    warned.was = st_warn_set((st_warn_sink){warned_line, NULL});
+}
+
+const char *tk_warn_end(void)
+{
+    st_warn_set(warned.was);
+    return warned.text ? warned.text : "";
 }
 
 int tk_count(const char *hay, const char *needle)

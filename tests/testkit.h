@@ -68,6 +68,10 @@ void tk_fill_bytes(unsigned char *p, int n, uint64_t seed);
  * (the first 8 KiB, in a buffer the next call reuses): to count what the code under test reports. */
 void tk_capture_begin(const char *dir);
 const char *tk_capture_end(void);
+/* Sends st_warn's lines to a buffer (the warning sink, status.h) until tk_warn_end, which puts back the sink it
+ * replaced and returns them, each with a '\n' ("" if none; valid until the next tk_warn_begin). */
+void tk_warn_begin(void);
+const char *tk_warn_end(void);
 /* How often needle occurs in hay, not overlapping. */
 int tk_count(const char *hay, const char *needle);
 

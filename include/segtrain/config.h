@@ -91,6 +91,8 @@ st_status config_bytes(const config *c, const char *key, size_t *out);
  * that only report or publish, each key with the nearest known key when that is close ("lerning_rate (did you
  * mean learning_rate?)"); then one line per SimpleTuner value read with a difference. */
 const char *config_warning(const config *c);
+/* Hands each line of config_warning to st_warn, as "segtrain: warning: <line>". */
+void config_warn(const config *c);
 
 /* Writes the Markdown reference of every key (docs/CONFIG.md), generated from the key registry. */
 void config_write_doc(FILE *f);

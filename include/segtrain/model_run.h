@@ -20,8 +20,8 @@ typedef struct model_run {
 /* The model of a run configuration, planned by its checkpointing keys; with allocate, in new device and host
  * pools budgeted by device_memory and host_memory, else in dry pools without a budget (pool.h): its memory is
  * accounted, nothing is allocated, and a step run on it (flow_step_dry) predicts a real one's peaks, however
- * large the model. *warning (size >= 256) receives a line when checkpointing keys do nothing, else "". */
-st_status model_run_open(const config *cfg, bool allocate, model_run *out, char *warning);
+ * large the model. (ckpt_settings_warn says when the config's checkpointing keys do nothing.) */
+st_status model_run_open(const config *cfg, bool allocate, model_run *out);
 /* Destroys the model and its pools; returns the number of leaked allocations (0). */
 size_t model_run_close(model_run *r);
 

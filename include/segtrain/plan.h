@@ -29,9 +29,11 @@ typedef struct ckpt_settings {
 } ckpt_settings;
 
 /* The one decode: reads and validates the keys. Refusals (stride < interval, and anything this build cannot
- * apply) are one line naming the key, the value and what is valid. When checkpointing is off but interval, stride
- * or backend were given, *warning (if not NULL) is set to a line saying they do nothing, else to "". */
-st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warning, size_t warning_size);
+ * apply) are one line naming the key, the value and what is valid. */
+st_status ckpt_settings_from(const config *cfg, ckpt_settings *out);
+/* When checkpointing is off but its interval, stride, backend, kept attention output or plan were given, warns
+ * (st_warn) that they do nothing; for a config ckpt_settings_from took. */
+st_status ckpt_settings_warn(const config *cfg);
 /* The one encode: all seven keys as the "key=value;key=value" assignments config_set_all takes, so that nothing
  * of a config's own schedule survives them; ckpt_settings_from reads back the same settings. CKPT_TEXT_MAX bytes
  * hold it. */

@@ -17,7 +17,11 @@
  *   config getter asked for a key that does not exist, a pointer freed to a pool that did not allocate it, a
  *   backward without the state its forward kept): st_panic, which prints one line with file:line and aborts.
  *   No input reaches it, so nothing aborts on bad input; it stays on in Release (unlike assert), and the
- *   core dump stops at the bug instead of an error line far from it. */
+ *   core dump stops at the bug instead of an error line far from it.
+ *
+ * Warnings have one channel too: a warning is a line for the person running segtrain (something ignored, skipped
+ * or read differently, while the run goes on), handed to st_warn by whichever layer notices it. Where it goes is the
+ * process's warning sink: stderr unless the CLI, the trainer (its log) or a test installs another. */
 #ifndef SEGTRAIN_STATUS_H
 #define SEGTRAIN_STATUS_H
 
@@ -46,6 +50,21 @@ st_status st_host_oom(const char *what_fmt, ...) __attribute__((format(printf, 1
 /* A contract violation (see above): prints "segtrain: internal error at file:line: <message>" and aborts. */
 #define st_panic(...) st_panic_at(__FILE__, __LINE__, __VA_ARGS__)
 void st_panic_at(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
+
+/* A warning: formats one whole line (printf-style, no '\n', at any length) and hands it to the sink. The line names
+ * its source itself, as users read it: "segtrain: warning: ...", "data: warning: ...", "data: skipped ...". */
+void st_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Where warnings go: fn(ctx, line) for each line. The zero sink {NULL, NULL} is the default: the line and a newline
+ * on stderr. One sink for the process (set it while one thread runs; a sink called from several threads must be safe
+ * to); st_warn_set returns the sink it replaces, for the installer to put back. */
+typedef struct st_warn_sink {
+    void (*fn)(void *ctx, const char *line);
+    void *ctx;
+} st_warn_sink;
+st_warn_sink st_warn_set(st_warn_sink sink);
+/* Hands line to sink (the default when sink.fn is NULL): for a sink that passes lines on to the one it replaced. */
+void st_warn_pass(st_warn_sink sink, const char *line);
 
 /* The calling thread's last error message ("" if none). */
 const char *st_error(void);

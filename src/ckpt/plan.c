@@ -14,11 +14,14 @@ const char *ckpt_backend_name(ckpt_backend b)
     return names[b];
 }
 
-st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warning, size_t warning_size)
+/* the keys of the schedule besides gradient_checkpointing (on or off) and its attention offload */
+static const char *const keys[] = {"gradient_checkpointing_interval", "gradient_checkpointing_segment_stride",
+                                   "gradient_checkpointing_backend", "gradient_checkpointing_keep_attention_output",
+                                   "gradient_checkpointing_plan"};
+enum { KEY_COUNT = sizeof keys / sizeof *keys };
+
+st_status ckpt_settings_from(const config *cfg, ckpt_settings *out)
 {
-    const char *keys[] = {"gradient_checkpointing_interval", "gradient_checkpointing_segment_stride",
-                          "gradient_checkpointing_backend", "gradient_checkpointing_keep_attention_output",
-                          "gradient_checkpointing_plan"};
     for (int i = 0; i < 2; i++) /* the schedule is int arithmetic, where a larger value would wrap */
         if (config_int(cfg, keys[i]) > INT_MAX)
             return st_fail(ST_ERR_INVALID, "%s: %lld is too large (valid: up to %d)", keys[i],
@@ -63,17 +66,25 @@ st_status ckpt_settings_from(const config *cfg, ckpt_settings *out, char *warnin
         return st_fail(ST_ERR_UNSUPPORTED, "gradient_checkpointing_keep_attention_output: true with backend \"%s\", "
                        "whose blocks keep their whole attention side already (valid with it: false; or backend torch, "
                        "unsloth)", ckpt_backend_name(c.backend));
-    if (warning) {
-        warning[0] = 0;
-        size_t at = 0;
-        for (int i = 0; i < 5 && !c.enabled; i++)
-            if (config_is_set(cfg, keys[i]) && at < warning_size)
-                at += (size_t)snprintf(warning + at, warning_size - at, "%s%s", at ? ", " : "", keys[i]);
-        if (at && at < warning_size)
-            snprintf(warning + at, warning_size - at, " %s nothing while gradient_checkpointing is false",
-                     strchr(warning, ',') ? "do" : "does");
-    }
     *out = c;
+    return ST_OK;
+}
+
+st_status ckpt_settings_warn(const config *cfg)
+{
+    if (config_bool(cfg, "gradient_checkpointing")) return ST_OK;
+    size_t len = 0;
+    int given = 0;
+    for (int i = 0; i < KEY_COUNT; i++)
+        if (config_is_set(cfg, keys[i])) len += strlen(keys[i]) + 2, given++;
+    if (!given) return ST_OK;
+    char *list = malloc(len);
+    if (!list) return st_host_oom("a warning's list of %d keys", given);
+    size_t at = 0;
+    for (int i = 0; i < KEY_COUNT; i++)
+        if (config_is_set(cfg, keys[i])) at += (size_t)sprintf(list + at, "%s%s", at ? ", " : "", keys[i]);
+    st_warn("segtrain: warning: %s %s nothing while gradient_checkpointing is false", list, given > 1 ? "do" : "does");
+    free(list);
     return ST_OK;
 }
 

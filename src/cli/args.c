@@ -183,23 +183,17 @@ st_status cli_load_config(const char *path, const cli_args *a, config **out)
         *out = NULL;
         return st;
     }
-    const char *warn = config_warning(*out);
-    for (const char *line = warn; line && *line;) {
-        size_t n = strcspn(line, "\n");
-        fprintf(stderr, "segtrain: warning: %.*s\n", (int)n, line);
-        line += n + (line[n] == '\n');
-    }
+    config_warn(*out);
     char flavour_preset[32];
     if (*config_string(*out, "model_flavour") &&
         !model_family_preset(config_string(*out, "model_family"), config_string(*out, "model_flavour"), flavour_preset,
                              sizeof flavour_preset))
-        fprintf(stderr, "segtrain: warning: model_flavour %s is not used: segtrain's own %s family has no flavours "
-                "(sizes come from model_preset)\n", config_string(*out, "model_flavour"), mc.family);
+        st_warn("segtrain: warning: model_flavour %s is not used: segtrain's own %s family has no flavours (sizes "
+                "come from model_preset)", config_string(*out, "model_flavour"), mc.family);
     if (model_batch_padded(&mc) &&
         !config_is_set(*out, "tokenizer_max_length") && !*config_string(*out, "data_cache_dir"))
-        fprintf(stderr, "segtrain: warning: SimpleTuner pads each %s batch's captions to its longest, with no fixed "
-                "length; segtrain sizes them at %lld tokens (tokenizer_max_length sets it)\n", mc.family,
-                (long long)mc.text_len);
+        st_warn("segtrain: warning: SimpleTuner pads each %s batch's captions to its longest, with no fixed length; "
+                "segtrain sizes them at %lld tokens (tokenizer_max_length sets it)", mc.family, (long long)mc.text_len);
     int64_t threads = config_int(*out, "num_threads");
     if (threads > 0) ops_set_threads((int)threads);
     return ST_OK;
@@ -233,9 +227,9 @@ void print_peak(FILE *f, const char *label, const pool_stats *s)
 
 st_status cli_open_model(const config *cfg, bool allocate, cli_model *out)
 {
-    char warning[256];
-    st_status st = model_run_open(cfg, allocate, out, warning);
-    if (!st && warning[0]) fprintf(stderr, "segtrain: warning: %s\n", warning);
+    st_status st = model_run_open(cfg, allocate, out);
+    if (!st) st = ckpt_settings_warn(cfg);
+    if (st) model_run_close(out);
     return st;
 }
 

@@ -187,8 +187,7 @@ int cmd_grad(int argc, char **argv)
     if (!st) st = read_batch(batch, m, cm.device, &b);
     pool_stats predicted, predicted_host; /* the same step run dry beside it, before it */
     model_run dry = {0};
-    char unused[256];
-    if (!st) st = model_run_open(cfg, false, &dry, unused);
+    if (!st) st = model_run_open(cfg, false, &dry);
     if (!st) st = flow_step_dry(&dry, b.batch, 0, &predicted, &predicted_host);
     cli_close_model(&dry);
     if (!st) {

@@ -264,7 +264,7 @@ int cmd_plan(int argc, char **argv)
     if (!st) st = cli_open_model(cfg, false, &cm);
     /* a plan of what cannot train here is still a plan (of memory at the real size): train's refusal, said */
     if (!st && train_data_check(cfg, model_get_config(cm.m)))
-        fprintf(stderr, "segtrain: warning: train refuses this config as it is: %s\n", st_error());
+        st_warn("segtrain: warning: train refuses this config as it is: %s", st_error());
     if (!st) {
         plan_report r = {.batch = config_int(cfg, "train_batch_size")};
         const int64_t grads = model_params(cm.m)->grad_count;

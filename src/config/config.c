@@ -258,16 +258,15 @@ void cfg_range_text(const cfg_key *k, char *buf, size_t n)
     else buf[0] = '\0';
 }
 
-/* "a|b|c" -> "a, b, c" (with each name in backticks for Markdown) */
-size_t cfg_choices_text(const char *choices, bool markdown, char *buf, size_t n)
+/* "a|b|c" -> "a, b, c"; returns the whole text's length, as snprintf does (it fits when < n) */
+static size_t cfg_choices_text(const char *choices, char *buf, size_t n)
 {
     size_t len = 0;
-    const char *q = markdown ? "`" : "";
     if (n) buf[0] = '\0';
     for (const char *p = choices; *p;) {
         const size_t w = strcspn(p, "|");
-        const int wrote = snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, "%s%s%.*s%s", len ? ", " : "",
-                                   q, (int)w, p, q);
+        const int wrote =
+            snprintf(len < n ? buf + len : NULL, len < n ? n - len : 0, "%s%.*s", len ? ", " : "", (int)w, p);
         if (wrote < 0) break;
         len += (size_t)wrote;
         p += w + (p[w] == '|');
@@ -285,7 +284,7 @@ static void valid_text(const cfg_key *k, char *buf, size_t n)
     case CFG_INT: snprintf(buf, n, "an integer%s", range); break;
     case CFG_FLOAT: snprintf(buf, n, "a number%s", range); break;
     case CFG_STRING:
-        if (k->choices) cfg_choices_text(k->choices, false, list, sizeof list), snprintf(buf, n, "one of %s", list);
+        if (k->choices) cfg_choices_text(k->choices, list, sizeof list), snprintf(buf, n, "one of %s", list);
         else snprintf(buf, n, "a string");
         break;
     case CFG_SIZE:
@@ -1077,3 +1076,12 @@ st_status config_bytes(const config *c, const char *key, size_t *out)
 }
 
 const char *config_warning(const config *c) { return c->warning; }
+
+void config_warn(const config *c)
+{
+    for (const char *line = c->warning; line && *line;) {
+        const size_t n = strcspn(line, "\n");
+        st_warn("segtrain: warning: %.*s", (int)n, line);
+        line += n + (line[n] == '\n');
+    }
+}

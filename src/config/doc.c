@@ -2,7 +2,7 @@
 #include "segtrain/config.h"
 
 #include <stdio.h>
-#include <stdlib.h>
+#include <string.h>
 
 #include "keys.h"
 
@@ -13,27 +13,35 @@ static void md_cell(FILE *f, const char *text) /* a '|' would end the table cell
         else fputc(*text, f);
 }
 
+/* a choice key's whole list, "`a`, `b`, `c`", straight into the file: model_preset's grows with the families */
+static void write_choices(FILE *f, const char *choices)
+{
+    for (const char *p = choices; *p;) {
+        const size_t w = strcspn(p, "|");
+        fprintf(f, "%s`%.*s`", p > choices ? ", " : "", (int)w, p);
+        p += w + (p[w] == '|');
+    }
+}
+
 static void write_row(FILE *f, const cfg_key *k)
 {
-    char range[64], small[128], *type = small; /* a choice key's whole list: model_preset's grows with the families */
+    char range[64], type[128];
     cfg_range_text(k, range, sizeof range);
-    if (k->type == CFG_STRING && k->choices) {
-        const size_t need = cfg_choices_text(k->choices, true, NULL, 0) + 1;
-        if (need > sizeof small && !(type = malloc(need))) abort(); /* a doc generator's: no partial table */
-        cfg_choices_text(k->choices, true, type, need);
-    } else if (k->type == CFG_INT_LIST) snprintf(small, sizeof small, "list of int%s", range);
-    else snprintf(small, sizeof small, "%s%s", cfg_type_name(k->type), k->type == CFG_BOOL ? "" : range);
+    if (k->type == CFG_INT_LIST) snprintf(type, sizeof type, "list of int%s", range);
+    else snprintf(type, sizeof type, "%s%s", cfg_type_name(k->type), k->type == CFG_BOOL ? "" : range);
     const char *def = k->def[0] ? k->def : k->type == CFG_INT_LIST ? "[]" : "\"\"";
     fprintf(f, "| `%s`", k->name);
     if (k->alias) fprintf(f, " (alias `%s`)", k->alias);
-    fprintf(f, " | %s | `%s` | ", type, def);
+    fputs(" | ", f);
+    if (k->type == CFG_STRING && k->choices) write_choices(f, k->choices);
+    else fputs(type, f);
+    fprintf(f, " | `%s` | ", def);
     md_cell(f, k->doc);
     fputs(" | ", f);
     if (!k->st) fputs("none", f);
     else if (k->st[0] == '=') fputs("same name", f), md_cell(f, k->st + 1);
     else md_cell(f, k->st);
     fputs(" |\n", f);
-    if (type != small) free(type);
 }
 
 static const char doc_intro[] =

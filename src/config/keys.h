@@ -64,7 +64,5 @@ extern const char *const cfg_section_names[SEC_COUNT];
 /* What config.c's messages and doc.c's docs/CONFIG.md both write about a key (config.c): */
 const char *cfg_type_name(cfg_type t);
 void cfg_range_text(const cfg_key *k, char *buf, size_t n); /* " in [a, b)", " > a", " <= b" or "" */
-/* "a, b, c" (with backticks: markdown); returns the whole text's length, as snprintf does (it fits when < n) */
-size_t cfg_choices_text(const char *choices, bool markdown, char *buf, size_t n);
 
 #endif

@@ -42,6 +42,36 @@ void st_panic_at(const char *file, int line, const char *fmt, ...)
 
 const char *st_error(void) { return error_line; }
 
+static st_warn_sink warn_sink; /* the process's one; {NULL, NULL}: stderr */
+
+st_warn_sink st_warn_set(st_warn_sink sink)
+{
+    const st_warn_sink was = warn_sink;
+    warn_sink = sink;
+    return was;
+}
+
+void st_warn_pass(st_warn_sink sink, const char *line)
+{
+    if (sink.fn) sink.fn(sink.ctx, line);
+    else fprintf(stderr, "%s\n", line); /* one call: lines from several threads do not interleave */
+}
+
+void st_warn(const char *fmt, ...)
+{
+    char small[512], *line = small;
+    va_list ap, again;
+    va_start(ap, fmt);
+    va_copy(again, ap);
+    const int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    /* a longer line is formatted whole; without the memory for it, the first 511 bytes still say what happened */
+    if (n >= (int)sizeof small && (line = malloc((size_t)n + 1))) vsnprintf(line, (size_t)n + 1, fmt, again);
+    va_end(again);
+    st_warn_pass(warn_sink, line ? line : small);
+    if (line != small) free(line);
+}
+
 const char *st_status_name(st_status s)
 {
     switch (s) {

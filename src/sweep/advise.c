@@ -133,8 +133,7 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
     config *cfg = make(ctx, "");
     if (!cfg) return ST_ERR_INVALID;
     model_run r;
-    char warning[256];
-    st_status st = model_run_open(cfg, false, &r, warning);
+    st_status st = model_run_open(cfg, false, &r);
     const int64_t batch = config_int(cfg, "train_batch_size");
     const size_t optimizer = st ? 0 : train_optimizer_bytes(cfg, model_params(r.m)->grad_count, 1);
     config_free(cfg);

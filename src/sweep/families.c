@@ -333,8 +333,7 @@ void family_sweep_plan(family_sweep *f, const cost_rates *rates)
 {
     const sweep_result *p = &f->predicted;
     model_run r;
-    char warning[256];
-    if (!f->real || model_run_open(f->real, false, &r, warning)) return;
+    if (!f->real || model_run_open(f->real, false, &r)) return;
     const int64_t batch = config_int(f->real, "train_batch_size");
     const size_t optimizer = train_optimizer_bytes(f->real, model_params(r.m)->grad_count, 1);
     for (int b = 1; b < p->n_budgets && b < FAMILY_BUDGETS_MAX; b++) {
@@ -342,7 +341,7 @@ void family_sweep_plan(family_sweep *f, const cost_rates *rates)
         const int m = fastest_fitting(p, b);
         schedule seed = {0}, plan;
         config *c = m >= 0 ? config_copy(f->real) : NULL;
-        bool seeded = c && !config_set_all(c, p->modes[m].sets) && !ckpt_settings_from(c, &seed.cs, NULL, 0);
+        bool seeded = c && !config_set_all(c, p->modes[m].sets) && !ckpt_settings_from(c, &seed.cs);
         config_free(c);
         seed.fits = seeded;
         out->run = true;

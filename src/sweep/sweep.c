@@ -154,8 +154,7 @@ static void fail(sweep_cell *cell, st_status st)
 static st_status predict(const config *cfg, sweep_cell *cell)
 {
     model_run r;
-    char warning[256];
-    st_status st = model_run_open(cfg, false, &r, warning);
+    st_status st = model_run_open(cfg, false, &r);
     if (st) return st;
     const int64_t batch = config_int(cfg, "train_batch_size");
     const size_t opt = train_optimizer_bytes(cfg, model_params(r.m)->grad_count, 1);

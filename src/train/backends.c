@@ -182,6 +182,22 @@ static bool used_key(const char *key)
 
 /* Reads one entry. *sp->id stays NULL for an entry that gives no images (disabled, a cache): `skipped` then
  * says why. */
+/* One warning naming every key of entry e that segtrain neither reads nor knows to be idle. */
+static st_status warn_unknown_keys(const char *file, const char *id, const cJSON *e)
+{
+    size_t len = 0;
+    for (const cJSON *k = e->child; k; k = k->next)
+        if (!used_key(k->string) && !idle_key(k->string)) len += strlen(k->string) + 2; /* ", " or the '\0' */
+    if (!len) return ST_OK;
+    char *unknown = malloc(len), *at = unknown;
+    if (!unknown) return data_oom();
+    for (const cJSON *k = e->child; k; k = k->next)
+        if (!used_key(k->string) && !idle_key(k->string)) at += sprintf(at, "%s%s", at > unknown ? ", " : "", k->string);
+    st_warn("data: warning: %s: backend '%s': ignoring keys segtrain does not read: %s", file, id, unknown);
+    free(unknown);
+    return ST_OK;
+}
+
 static st_status read_entry(const char *file, int index, const cJSON *e, spec *sp, char *skipped, size_t nskipped)
 {
     where w = {file, NULL, index};
@@ -276,15 +292,7 @@ static st_status read_entry(const char *file, int index, const cJSON *e, spec *s
         sp->dir = data_join_path(cwd, dir);
     }
     if (!sp->dir) return data_oom();
-
-    char unknown[512] = "";
-    size_t o = 0;
-    for (const cJSON *k = e->child; k; k = k->next)
-        if (!used_key(k->string) && !idle_key(k->string) && o < sizeof unknown)
-            o += (size_t)snprintf(unknown + o, sizeof unknown - o, "%s%s", o ? ", " : "", k->string);
-    if (o) fprintf(stderr, "data: warning: %s: backend '%s': ignoring keys segtrain does not read: %s\n", file, id,
-                   unknown);
-    return ST_OK;
+    return warn_unknown_keys(file, id, e);
 }
 
 /* The caption(s) of an image, one a line, as SimpleTuner's PromptHandler builds them. */

@@ -460,7 +460,7 @@ static st_status read_caption(const char *path, char **out)
     return (*out = strdup(caption)) ? ST_OK : data_oom();
 }
 
-static void report_skip(const char *why) { fprintf(stderr, "data: skipped %s\n", why); }
+static void report_skip(const char *why) { st_warn("data: skipped %s", why); }
 
 /* Appends a sample; takes path and caption (freed on failure). */
 st_status data_add_item(scan *sc, char *path, char *caption, int label)
@@ -488,7 +488,7 @@ st_status data_check_png(scan *sc, const char *path, const char *name, bool *ok)
 {
     *ok = false;
     if (!data_is_png(name)) {
-        fprintf(stderr, "data: skipped %s: unsupported image format (only PNG is read)\n", path);
+        st_warn("data: skipped %s: unsupported image format (only PNG is read)", path);
         sc->skipped++;
         return ST_OK;
     }
@@ -524,7 +524,7 @@ static st_status scan_folder(scan *sc, const char *folder, int label, const char
             continue;
         }
         if (class_mode_top) {
-            fprintf(stderr, "data: skipped %s: an image outside the class subfolders\n", path);
+            st_warn("data: skipped %s: an image outside the class subfolders", path);
             sc->skipped++;
             free(path);
             continue;

@@ -59,6 +59,8 @@ struct trainer {
     int64_t first;
     float *comm;
     pool_stats predicted, predicted_host;
+    st_warn_sink warn_was; /* the warning sink before this trainer's, put back by trainer_destroy */
+    bool warns;            /* warnings go to log (rank 0 with a log) */
     int log_fd;  /* train_log.jsonl, appended a whole line at a time */
     int lock_fd; /* output_dir/.segtrain.lock, flock'd while the run lives */
     char log_path[PATH_MAX_LEN + 32], dir[DIR_MAX], checkpoint[PATH_MAX_LEN], validation[PATH_MAX_LEN], final[PATH_MAX_LEN];
@@ -68,6 +70,14 @@ static void note(trainer *t, const char *fmt, const char *a, const char *b)
 {
     if (t->rank) return; /* rank 0 speaks for the job */
     if (t->log) fprintf(t->log, fmt, a, b), fputc('\n', t->log);
+}
+
+/* The trainer's warning sink: its log, and also the sink it replaced unless that one writes where the log does. */
+static void warned(void *ctx, const char *line)
+{
+    trainer *t = ctx;
+    fprintf(t->log, "%s\n", line);
+    if (t->log != stderr || t->warn_was.fn) st_warn_pass(t->warn_was, line);
 }
 
 /* mkdir -p; *created (when not NULL) receives the top-most folder it made ("" if none), for remove_made. */
@@ -491,17 +501,17 @@ static st_status load_weights(trainer *t)
     st_status st = model_init(t->run.m, t->seed, false);
     if (st) return st;
     if (!path[0]) {
-        if (lora) note(t, "segtrain: warning: model_type lora without pretrained_model_name_or_path adapts a freshly "
-                          "initialised model: where the family zero-initialises its output layer (DiT's adaLN-zero "
-                          "final layer, ...), that frozen layer passes no gradient back, so grad_norm stays 0 and the "
-                          "adapters learn nothing; give the base weights in pretrained_model_name_or_path, or train "
-                          "model_type full%s%s", "", "");
+        if (lora && !t->rank)
+            st_warn("segtrain: warning: model_type lora without pretrained_model_name_or_path adapts a freshly "
+                    "initialised model: where the family zero-initialises its output layer (DiT's adaLN-zero final "
+                    "layer, ...), that frozen layer passes no gradient back, so grad_norm stays 0 and the adapters "
+                    "learn nothing; give the base weights in pretrained_model_name_or_path, or train model_type full");
         return ST_OK;
     }
     st = train_weights_path_check(path);
     if (!st) st = param_set_load(model_params(t->run.m), path, lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
-    if (!st && objective_upstream_epsilon(model_get_config(t->run.m)))
-        note(t, "segtrain: warning: SimpleTuner trains %s as DDPM epsilon-prediction, and its checkpoints predict "
+    if (!st && !t->rank && objective_upstream_epsilon(model_get_config(t->run.m)))
+        st_warn("segtrain: warning: SimpleTuner trains %s as DDPM epsilon-prediction, and its checkpoints predict "
                 "noise; segtrain trains every family with the rectified flow, so this run retrains what %s predicts "
                 "(docs/OBJECTIVES.md)", model_get_config(t->run.m)->family, path);
     return st;
@@ -533,9 +543,8 @@ static const char *peak_remedies(const config *cfg, char *buf, size_t size)
 static st_status plan_run(trainer *t)
 {
     model_run r;
-    char warning[256];
     size_t dev = 0, host = 0;
-    st_status st = model_run_open(t->cfg, false, &r, warning);
+    st_status st = model_run_open(t->cfg, false, &r);
     if (!st) st = config_bytes(t->cfg, "device_memory", &dev);
     if (!st) st = config_bytes(t->cfg, "host_memory", &host);
     if (!st)
@@ -726,7 +735,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     t->rank = dist_rank(), t->ranks = dist_size();
     t->zero = t->ranks > 1 && config_int(cfg, "zero_stage") == 1;
     t->first = t->rank * t->batch;
-    char warning[256];
+    if ((t->warns = log && !t->rank)) t->warn_was = st_warn_set((st_warn_sink){warned, t});
     st_status st = same_config_on_ranks(cfg);
     if (!st && strlen(config_string(cfg, "output_dir")) >= DIR_MAX)
         st = st_fail(ST_ERR_INVALID, "output_dir: longer than %d characters", DIR_MAX - 1);
@@ -735,11 +744,11 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     char created[PATH_MAX_LEN] = "";
     if (!st && !t->rank) st = make_dir(t->dir, created); /* rank 0 writes every file of the run */
     if (!st && !t->rank) st = lock_output_dir(t);
-    if (!st) st = model_run_open(cfg, true, &t->run, warning);
+    if (!st) st = model_run_open(cfg, true, &t->run);
     const model_config *mc = st ? NULL : model_get_config(t->run.m);
     if (!st) st = open_data(t, mc); /* before any other note: the built-in data is said on the first line */
     if (!st) st = count_steps(t);
-    if (!st && warning[0]) note(t, "segtrain: warning: %s%s", warning, "");
+    if (!st && !t->rank) st = ckpt_settings_warn(cfg);
     if (!st) st = load_weights(t);
     if (!st) st = open_optimizer(t);
     if (!st) st = open_ema(t);
@@ -1066,5 +1075,6 @@ void trainer_destroy(trainer *t)
     data_iter_destroy(t->iter);
     dataset_close(t->data);
     if (model_run_close(&t->run)) fprintf(stderr, "segtrain: the trainer's pools had leaks (a bug)\n");
+    if (t->warns) st_warn_set(t->warn_was);
     free(t);
 }

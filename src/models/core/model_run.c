@@ -1,7 +1,7 @@
 /* A model from a run configuration, with its pools (model_run.h). */
 #include "segtrain/model_run.h"
 
-st_status model_run_open(const config *cfg, bool allocate, model_run *out, char *warning)
+st_status model_run_open(const config *cfg, bool allocate, model_run *out)
 {
     model_config mc;
     ckpt_settings cs;
@@ -9,7 +9,7 @@ st_status model_run_open(const config *cfg, bool allocate, model_run *out, char 
     const int64_t *capture = config_int_list(cfg, "capture_hidden_states", &n_capture);
     *out = (model_run){0};
     st_status st = model_config_from(cfg, &mc);
-    if (!st) st = ckpt_settings_from(cfg, &cs, warning, 256);
+    if (!st) st = ckpt_settings_from(cfg, &cs);
     if (!st) st = config_bytes(cfg, "device_memory", &device_cap);
     if (!st) st = config_bytes(cfg, "host_memory", &host_cap);
     if (st) return st;
