@@ -617,20 +617,12 @@ static void group_label(const sweep_result *r, const int *group, int g, FILE *f)
     }
 }
 
-st_status sweep_write_svg(const sweep_result *r, FILE *f)
+/* Groups the plotted modes into points, modes with identical plans sharing one point (the first such mode's
+ * cell): group[m] is mode m's point, or -1 where m is not plotted. Returns the number of points. */
+static int svg_group_points(const sweep_result *r, int *group, svg_point *pt)
 {
-    int nm = r->n_modes;
-    int *group = malloc(sizeof(int) * (size_t)(nm > 0 ? nm : 1));
-    svg_point *pt = malloc(sizeof(svg_point) * (size_t)(nm > 0 ? nm : 1));
-    if (!group || !pt) {
-        free(group);
-        free(pt);
-        return st_host_oom("building sweep.svg");
-    }
-
-    /* Groups: the plotted modes, modes with identical plans sharing one point (the first such mode's cell). */
     int ng = 0;
-    for (int m = 0; m < nm; m++) {
+    for (int m = 0; m < r->n_modes; m++) {
         group[m] = -1;
         int b = plotted_column(r, m);
         if (b < 0) continue;
@@ -645,34 +637,50 @@ st_status sweep_write_svg(const sweep_result *r, FILE *f)
         pt[ng] = (svg_point){.rep = m, .x = (double)c->peak_device, .y = c->sec_median};
         group[m] = ng++;
     }
+    return ng;
+}
 
+/* The two axes: the memory axis in its unit, the time axis in seconds. */
+typedef struct svg_axes {
+    const char *unit;  /* the memory axis' unit: GiB or MiB */
+    double unit_bytes; /* its size in bytes */
+    double xstep, xtop, ystep, ytop;
+    int xdec, ydec;
+} svg_axes;
+
+/* Sizes the axes to the points, then puts each point and its label in pixels. */
+static svg_axes svg_scale_points(const sweep_result *r, const int *group, svg_point *pt, int ng)
+{
     double max_bytes = 0, max_sec = 0;
     for (int g = 0; g < ng; g++) {
         if (pt[g].x > max_bytes) max_bytes = pt[g].x;
         if (isfinite(pt[g].y) && pt[g].y > max_sec) max_sec = pt[g].y;
     }
+    svg_axes ax;
     bool gib = max_bytes >= GIB_F;
-    const char *unit = gib ? "GiB" : "MiB";
-    double unit_bytes = gib ? GIB_F : MIB_F;
-    double xstep, xtop, ystep, ytop;
-    int xdec, ydec;
-    nice_axis(max_bytes / unit_bytes, &xstep, &xtop, &xdec);
-    nice_axis(max_sec, &ystep, &ytop, &ydec);
+    ax.unit = gib ? "GiB" : "MiB";
+    ax.unit_bytes = gib ? GIB_F : MIB_F;
+    nice_axis(max_bytes / ax.unit_bytes, &ax.xstep, &ax.xtop, &ax.xdec);
+    nice_axis(max_sec, &ax.ystep, &ax.ytop, &ax.ydec);
 
     for (int g = 0; g < ng; g++) {
         svg_point *p = &pt[g];
-        p->x /= unit_bytes;
+        p->x /= ax.unit_bytes;
         double y = isfinite(p->y) && p->y > 0 ? p->y : 0;
-        p->px = PLOT_L + p->x / xtop * (PLOT_R - PLOT_L);
-        p->py = PLOT_B - y / ytop * (PLOT_B - PLOT_T);
+        p->px = PLOT_L + p->x / ax.xtop * (PLOT_R - PLOT_L);
+        p->py = PLOT_B - y / ax.ytop * (PLOT_B - PLOT_T);
         int chars = 0;
-        for (int m = 0; m < nm; m++)
+        for (int m = 0; m < r->n_modes; m++)
             if (group[m] == g) chars += display_width(r->modes[m].name) + (chars ? 3 : 0);
         p->w = chars * LABEL_PX;
     }
     for (int g = 0; g < ng; g++) place_label(pt, ng, g);
+    return ax;
+}
 
-    /* The picture. */
+/* The picture's head: the preset, the machine, the config, and the busy-machine note. */
+static void svg_write_title(const sweep_result *r, FILE *f)
+{
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     fprintf(f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d "
@@ -693,36 +701,43 @@ st_status sweep_write_svg(const sweep_result *r, FILE *f)
         fprintf(f, "<text x=\"%d\" y=\"82\" font-size=\"12\" fill=\"#c0392b\">The machine was busy: hollow points "
                    "are noisy cells (slowest step over %.1fx the fastest), not results.</text>\n",
                 PLOT_L, SWEEP_NOISY_SPREAD);
+}
 
-    /* Grid, ticks and axes. */
+/* Grid, ticks, axes and their titles. */
+static void svg_write_axes(const sweep_result *r, const svg_axes *ax, FILE *f)
+{
     fprintf(f, "<g font-size=\"11\" fill=\"#333333\">\n");
-    for (int i = 0; i * xstep <= xtop * (1 + 1e-9); i++) {
-        double px = PLOT_L + i * xstep / xtop * (PLOT_R - PLOT_L);
+    for (int i = 0; i * ax->xstep <= ax->xtop * (1 + 1e-9); i++) {
+        double px = PLOT_L + i * ax->xstep / ax->xtop * (PLOT_R - PLOT_L);
         fprintf(f,
                 "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e4e4e4\"/>"
                 "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333333\"/>"
                 "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.*f</text>\n",
-                px, PLOT_T, px, PLOT_B, px, PLOT_B, px, PLOT_B + 5, px, PLOT_B + 19, xdec, i * xstep);
+                px, PLOT_T, px, PLOT_B, px, PLOT_B, px, PLOT_B + 5, px, PLOT_B + 19, ax->xdec, i * ax->xstep);
     }
-    for (int i = 0; i * ystep <= ytop * (1 + 1e-9); i++) {
-        double py = PLOT_B - i * ystep / ytop * (PLOT_B - PLOT_T);
+    for (int i = 0; i * ax->ystep <= ax->ytop * (1 + 1e-9); i++) {
+        double py = PLOT_B - i * ax->ystep / ax->ytop * (PLOT_B - PLOT_T);
         fprintf(f,
                 "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
                 "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#333333\"/>"
                 "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>\n",
-                PLOT_L, py, PLOT_R, py, PLOT_L - 5, py, PLOT_L, py, PLOT_L - 8, py + 4, ydec, i * ystep);
+                PLOT_L, py, PLOT_R, py, PLOT_L - 5, py, PLOT_L, py, PLOT_L - 8, py + 4, ax->ydec, i * ax->ystep);
     }
     fprintf(f, "</g>\n");
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333333\"/>\n", PLOT_L, PLOT_B, PLOT_R, PLOT_B);
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333333\"/>\n", PLOT_L, PLOT_T, PLOT_L, PLOT_B);
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"13\" text-anchor=\"middle\">peak device memory (%s)</text>\n",
-            (PLOT_L + PLOT_R) / 2, PLOT_B + 40, unit);
+            (PLOT_L + PLOT_R) / 2, PLOT_B + 40, ax->unit);
     fprintf(f,
             "<text x=\"24\" y=\"%d\" font-size=\"13\" text-anchor=\"middle\" transform=\"rotate(-90 24 %d)\">"
             "seconds per step (%s)</text>\n",
             (PLOT_T + PLOT_B) / 2, (PLOT_T + PLOT_B) / 2, r->predicted ? "predicted" : "median");
+}
 
-    /* Points and their labels. */
+/* The points: leader lines first, then the circles with their tooltips, then the labels on top. */
+static void svg_write_points(const sweep_result *r, const int *group, const svg_point *pt, int ng,
+                             const char *unit, FILE *f)
+{
     if (ng == 0)
         fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"14\" text-anchor=\"middle\" fill=\"#888888\">no cell ran "
                    "ok</text>\n",
@@ -761,8 +776,12 @@ st_status sweep_write_svg(const sweep_result *r, FILE *f)
         group_label(r, group, g, f);
         fprintf(f, "</text>\n");
     }
+}
 
-    /* What the points are, and what is missing. */
+/* The foot: what the points are, and the modes that are missing (as many as fit on the line). */
+static void svg_write_legend(const sweep_result *r, const int *group, FILE *f)
+{
+    int nm = r->n_modes;
     fprintf(f,
             "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#555555\">Each point: a mode's unlimited-budget "
             "cell (else its first budget that ran ok); modes with identical plans share one point.</text>\n",
@@ -789,6 +808,24 @@ st_status sweep_write_svg(const sweep_result *r, FILE *f)
         missing++;
     }
     if (missing) fputs("</text>\n", f);
+}
+
+st_status sweep_write_svg(const sweep_result *r, FILE *f)
+{
+    int nm = r->n_modes;
+    int *group = malloc(sizeof(int) * (size_t)(nm > 0 ? nm : 1));
+    svg_point *pt = malloc(sizeof(svg_point) * (size_t)(nm > 0 ? nm : 1));
+    if (!group || !pt) {
+        free(group);
+        free(pt);
+        return st_host_oom("building sweep.svg");
+    }
+    int ng = svg_group_points(r, group, pt);
+    svg_axes ax = svg_scale_points(r, group, pt, ng);
+    svg_write_title(r, f);
+    svg_write_axes(r, &ax, f);
+    svg_write_points(r, group, pt, ng, ax.unit, f);
+    svg_write_legend(r, group, f);
     fprintf(f, "</svg>\n");
 
     free(group);
