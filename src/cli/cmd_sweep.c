@@ -339,6 +339,147 @@ static int sweep_families(const cli_args *a, const char *list, const char *examp
     return ran ? 0 : 1;
 }
 
+/* Sets self_path to this executable (every cell runs it again); 0, or 1 with a message. */
+static int find_self(void)
+{
+    static char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) {
+        fprintf(stderr, "segtrain sweep: cannot find its own executable in /proc/self/exe\n");
+        return 1;
+    }
+    self[len] = 0;
+    self_path = self;
+    return 0;
+}
+
+/* --modes: comma-separated; a token with ':' starts a user row, key=value tokens continue it, others are
+ * standard rows. Without --modes, the standard rows. */
+static st_status parse_modes(const char *mode_list, sweep_mode *modes, int *n_modes)
+{
+    st_status st = ST_OK;
+    if (!mode_list) {
+        *n_modes = sweep_standard_modes(modes, 64);
+        return ST_OK;
+    }
+    char list[4096];
+    snprintf(list, sizeof list, "%s", mode_list);
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && !st; tok = strtok_r(NULL, ",", &save)) {
+        sweep_mode *last = *n_modes ? &modes[*n_modes - 1] : NULL;
+        if (!strchr(tok, ':') && strchr(tok, '=') && last && strcmp(last->name, "none") &&
+            strlen(last->sets) + strlen(tok) + 2 < sizeof last->sets) {
+            strcat(last->sets, ";");
+            strcat(last->sets, tok);
+        } else if (*n_modes < 64 && !strcmp(tok, "plan")) {
+            modes[(*n_modes)++] = (sweep_mode){.name = "plan"}; /* the config's own keys: its plan */
+        } else if (*n_modes < 64) {
+            st = sweep_parse_mode(tok, &modes[(*n_modes)++]);
+        }
+    }
+    return st;
+}
+
+/* --device-memory: comma-separated budget columns (at most 16); without it, one unlimited column. */
+static st_status parse_budgets(const char *memory, size_t *budgets, int *n_budgets)
+{
+    st_status st = ST_OK;
+    *n_budgets = 1;
+    if (!memory) return ST_OK;
+    char list[1024];
+    snprintf(list, sizeof list, "%s", memory);
+    *n_budgets = 0;
+    for (char *save = NULL, *b = strtok_r(list, ",", &save); b && !st && *n_budgets < 16;
+         b = strtok_r(NULL, ",", &save))
+        st = parse_size(b, &budgets[(*n_budgets)++]);
+    return st;
+}
+
+/* The config sweep's plan row: refused where the row asks for the config's own plan and it has none; added to
+ * the default rows where the config has one. */
+static st_status add_plan_row(const config *cfg, const char *config_file, bool mode_list, sweep_result *r,
+                              sweep_mode *modes)
+{
+    bool plan_row = false;
+    for (int m = 0; m < r->n_modes; m++) plan_row |= !strcmp(modes[m].name, "plan") && !modes[m].sets[0];
+    const bool has_plan = config_string(cfg, "gradient_checkpointing_plan")[0];
+    if (plan_row && !has_plan)
+        return st_fail(ST_ERR_INVALID, "--modes: the row plan runs the config's own gradient_checkpointing_plan, and "
+                       "%s has none (`segtrain advise` writes one)", config_file ? config_file : "the default config");
+    if (has_plan && !mode_list && r->n_modes < 64) modes[r->n_modes++] = (sweep_mode){.name = "plan"};
+    return ST_OK;
+}
+
+/* Runs r's cells on the config, writes the reports and prints the table; the exit status. */
+static int measure_config(const cli_args *a, const config *cfg, const char *config_path, const char *config_file,
+                          sweep_result *r, int timeout, const char *cell_dir, const char *out)
+{
+    snprintf(r->config, sizeof r->config, "%s", config_file ? config_file : "built-in default (dit-s2, batch 8)");
+    snprintf(r->preset, sizeof r->preset, "%s", config_string(cfg, "model_preset"));
+    machine_describe(&r->machine);
+    signal(SIGINT, on_interrupt);
+    const int total = r->n_modes * r->n_budgets;
+    run_matrix(a, config_path, r, timeout, cell_dir, "");
+    signal(SIGINT, SIG_DFL);
+    sweep_mark_identical_plans(r);
+    st_status st = sweep_write_reports(r, out);
+    if (!st) {
+        printf("\n");
+        sweep_write_markdown(r, stdout);
+        printf("\nreports: %s/sweep.md, sweep.json, sweep.csv, sweep.svg\n", out);
+    }
+    int measured = 0, failed = 0;
+    for (int k = 0; k < total; k++) {
+        measured += r->cells[k].status == CELL_OK || r->cells[k].status == CELL_OOM;
+        failed += r->cells[k].status == CELL_FAILED;
+    }
+    if (st) return cli_error("sweep");
+    if (interrupted) return 130;
+    if (!measured) /* the reports say why; the exit status says that the sweep measured nothing */
+        fprintf(stderr, "segtrain sweep: no cell ran: %d failed, %d unsupported (see %s/sweep.json)\n", failed,
+                total - failed, out);
+    return measured ? 0 : 1;
+}
+
+/* The config sweep (no --families): its folders, its config (the built-in default written down when there is
+ * none, so that every cell reads the same), its cells and reports. */
+static int sweep_config(const cli_args *a, const char *config_file, bool mode_list, sweep_result *r,
+                        sweep_mode *modes, size_t *budgets, int timeout, const char *out)
+{
+    char cell_dir[512], default_config[600] = "";
+    snprintf(cell_dir, sizeof cell_dir, "%s/cells", out);
+    const bool made_out = mkdir(out, 0755) == 0;
+    if ((!made_out && errno != EEXIST) || (mkdir(cell_dir, 0755) && errno != EEXIST)) {
+        fprintf(stderr, "segtrain sweep: cannot create %s: %s\n", cell_dir, strerror(errno));
+        if (made_out) rmdir(out);
+        return 1;
+    }
+    const char *config_path = config_file;
+    if (!config_path) {
+        snprintf(default_config, sizeof default_config, "%s/default-config.json", out);
+        FILE *f = fopen(default_config, "w");
+        if (f) fputs("{\"model_preset\": \"dit-s2\", \"train_batch_size\": 8}\n", f), fclose(f);
+        config_path = default_config;
+    }
+    config *cfg = NULL;
+    st_status st = cli_load_config(config_path, a, &cfg); /* validates the config once, up front */
+    if (!st) st = add_plan_row(cfg, config_file, mode_list, r, modes);
+    if (!st && !(r->cells = calloc((size_t)(r->n_modes * r->n_budgets), sizeof *r->cells)))
+        st = st_host_oom("the sweep's %d cells", r->n_modes * r->n_budgets);
+    if (st) { /* nothing was measured: what this run made goes (rmdir keeps a folder that holds anything else) */
+        config_free(cfg);
+        if (default_config[0]) unlink(default_config);
+        rmdir(cell_dir);
+        if (made_out) rmdir(out);
+        return cli_error("sweep");
+    }
+    r->modes = modes;
+    r->budgets = budgets;
+    int rc = measure_config(a, cfg, config_path, config_file, r, timeout, cell_dir, out);
+    free(r->cells);
+    config_free(cfg);
+    return rc;
+}
+
 int cmd_sweep(int argc, char **argv)
 {
     const char *config_file = NULL, *mode_list = NULL, *memory = NULL, *out = "sweep-report", *families = NULL;
@@ -358,14 +499,7 @@ int cmd_sweep(int argc, char **argv)
     cli_args a;
     int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(sweep_help, stdout), 0) : rc;
-    static char self[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) {
-        fprintf(stderr, "segtrain sweep: cannot find its own executable in /proc/self/exe\n");
-        return 1;
-    }
-    self[len] = 0;
-    self_path = self;
+    if (find_self()) return 1;
     if (families && config_file) {
         fprintf(stderr, "segtrain sweep: --families predicts from each family's example config and measures its tiny "
                 "preset; give it without --config\n");
@@ -378,101 +512,13 @@ int cmd_sweep(int argc, char **argv)
     sweep_result r = {.warmup = (int)warmup, .steps = (int)steps};
     sweep_mode modes[64];
     size_t budgets[16] = {0};
-    st_status st = ST_OK;
-    if (mode_list) {
-        /* comma-separated: a token with ':' starts a user row, key=value tokens continue it, others are
-         * standard rows */
-        char list[4096];
-        snprintf(list, sizeof list, "%s", mode_list);
-        for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && !st; tok = strtok_r(NULL, ",", &save)) {
-            sweep_mode *last = r.n_modes ? &modes[r.n_modes - 1] : NULL;
-            if (!strchr(tok, ':') && strchr(tok, '=') && last && strcmp(last->name, "none") &&
-                strlen(last->sets) + strlen(tok) + 2 < sizeof last->sets) {
-                strcat(last->sets, ";");
-                strcat(last->sets, tok);
-            } else if (r.n_modes < 64 && !strcmp(tok, "plan")) {
-                modes[r.n_modes++] = (sweep_mode){.name = "plan"}; /* the config's own keys: its plan */
-            } else if (r.n_modes < 64) {
-                st = sweep_parse_mode(tok, &modes[r.n_modes++]);
-            }
-        }
-    } else {
-        r.n_modes = sweep_standard_modes(modes, 64);
-    }
-    r.n_budgets = 1;
-    if (!st && memory) {
-        char list[1024];
-        snprintf(list, sizeof list, "%s", memory);
-        r.n_budgets = 0;
-        for (char *save = NULL, *b = strtok_r(list, ",", &save); b && !st && r.n_budgets < 16; b = strtok_r(NULL, ",", &save))
-            st = parse_size(b, &budgets[r.n_budgets++]);
-    }
+    st_status st = parse_modes(mode_list, modes, &r.n_modes);
+    if (!st) st = parse_budgets(memory, budgets, &r.n_budgets);
     if (st) return cli_error("sweep"); /* before any folder is made: a refused command leaves none */
     if (families)
         return sweep_families(&a, families, examples, modes, r.n_modes, budgets, r.n_budgets, (int)warmup, (int)steps,
                               (int)timeout, out, argc, argv);
-    char cell_dir[512], default_config[600] = "";
-    snprintf(cell_dir, sizeof cell_dir, "%s/cells", out);
-    const bool made_out = mkdir(out, 0755) == 0;
-    if ((!made_out && errno != EEXIST) || (mkdir(cell_dir, 0755) && errno != EEXIST)) {
-        fprintf(stderr, "segtrain sweep: cannot create %s: %s\n", cell_dir, strerror(errno));
-        if (made_out) rmdir(out);
-        return 1;
-    }
-    const char *config_path = config_file;
-    if (!config_path) { /* the built-in default, written down so that every cell reads the same */
-        snprintf(default_config, sizeof default_config, "%s/default-config.json", out);
-        FILE *f = fopen(default_config, "w");
-        if (f) fputs("{\"model_preset\": \"dit-s2\", \"train_batch_size\": 8}\n", f), fclose(f);
-        config_path = default_config;
-    }
-    config *cfg = NULL;
-    st = cli_load_config(config_path, &a, &cfg); /* validates the config once, up front */
-    bool plan_row = false;
-    for (int m = 0; m < r.n_modes; m++) plan_row |= !strcmp(modes[m].name, "plan") && !modes[m].sets[0];
-    const bool has_plan = !st && config_string(cfg, "gradient_checkpointing_plan")[0];
-    if (!st && plan_row && !has_plan)
-        st = st_fail(ST_ERR_INVALID, "--modes: the row plan runs the config's own gradient_checkpointing_plan, and "
-                     "%s has none (`segtrain advise` writes one)", config_file ? config_file : "the default config");
-    if (!st && has_plan && !mode_list && r.n_modes < 64) modes[r.n_modes++] = (sweep_mode){.name = "plan"};
-    if (!st && !(r.cells = calloc((size_t)(r.n_modes * r.n_budgets), sizeof *r.cells)))
-        st = st_host_oom("the sweep's %d cells", r.n_modes * r.n_budgets);
-    if (st) { /* nothing was measured: what this run made goes (rmdir keeps a folder that holds anything else) */
-        config_free(cfg);
-        if (default_config[0]) unlink(default_config);
-        rmdir(cell_dir);
-        if (made_out) rmdir(out);
-        return cli_error("sweep");
-    }
-    snprintf(r.config, sizeof r.config, "%s", config_file ? config_file : "built-in default (dit-s2, batch 8)");
-    snprintf(r.preset, sizeof r.preset, "%s", config_string(cfg, "model_preset"));
-    machine_describe(&r.machine);
-    r.modes = modes;
-    r.budgets = budgets;
-    signal(SIGINT, on_interrupt);
-    const int total = r.n_modes * r.n_budgets;
-    run_matrix(&a, config_path, &r, (int)timeout, cell_dir, "");
-    signal(SIGINT, SIG_DFL);
-    sweep_mark_identical_plans(&r);
-    st = sweep_write_reports(&r, out);
-    if (!st) {
-        printf("\n");
-        sweep_write_markdown(&r, stdout);
-        printf("\nreports: %s/sweep.md, sweep.json, sweep.csv, sweep.svg\n", out);
-    }
-    int measured = 0, failed = 0;
-    for (int k = 0; k < total; k++) {
-        measured += r.cells[k].status == CELL_OK || r.cells[k].status == CELL_OOM;
-        failed += r.cells[k].status == CELL_FAILED;
-    }
-    free(r.cells);
-    config_free(cfg);
-    if (st) return cli_error("sweep");
-    if (interrupted) return 130;
-    if (!measured) /* the reports say why; the exit status says that the sweep measured nothing */
-        fprintf(stderr, "segtrain sweep: no cell ran: %d failed, %d unsupported (see %s/sweep.json)\n", failed,
-                total - failed, out);
-    return measured ? 0 : 1;
+    return sweep_config(&a, config_file, mode_list != NULL, &r, modes, budgets, (int)timeout, out);
 }
 
 /* The child side: one cell, its result as JSON in --out. */
