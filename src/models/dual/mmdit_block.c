@@ -392,13 +392,181 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     return frame_end(&f, st, sv, saved_io, y, ns);
 }
 
+/* double_backward's buffers, taken in one go: the modulation gradients, (N, D) and (N, 4D) workspaces, the joint
+ * gradients of q, k, v and o and attn2's, and the MLP recomputed when forward kept none. */
+typedef struct double_ws {
+    float *dmod[2], *x1, *a, *a2, *da, *g, *dg, *df;
+    float *dside[4], *dx2[4]; /* joint dq, dk, dv, do; attn2's */
+    float *rf1, *rf2;         /* the MLP's outputs recomputed, or NULL where forward kept them */
+    op_state stats;
+    size_t ND, N4D; /* the bytes of an (N, D) and an (N, 4D) workspace */
+} double_ws;
+
+static void double_ws_take(scratch *k, const mm_block *mb, const mm_dims *d, const block_saved *sv, double_ws *w)
+{
+    const struct model *m = mb->m;
+    const int64_t D = d->D, N = d->rows[0] > d->rows[1] ? d->rows[0] : d->rows[1], JD = d->J * D,
+                  XD = d->rows[0] * D;
+    *w = (double_ws){.ND = (size_t)N * D * sizeof(float)};
+    w->N4D = 4 * w->ND;
+    for (int s = 0; s < 2; s++) /* Chroma's accumulate into the model's rows, for its approximator */
+        w->dmod[s] = mb->model_mod ? m->ctx.dmod + mb->mod_row[s] * D
+                                   : scratch_take_zero(k, d->B * mod_width(mb, s) * D, MEM_WORKSPACE, "mmdit.dmod");
+    w->x1 = scratch_take(k, N * D, MEM_WORKSPACE, "mmdit.x1");
+    w->a = scratch_take(k, N * D, MEM_WORKSPACE, "mmdit.a");
+    w->a2 = scratch_take(k, N * D, MEM_WORKSPACE, "mmdit.a2");
+    w->da = scratch_take(k, N * D, MEM_WORKSPACE, "mmdit.da");
+    w->g = scratch_take(k, N * 4 * D, MEM_WORKSPACE, "mmdit.g");
+    w->dg = scratch_take(k, N * 4 * D, MEM_WORKSPACE, "mmdit.dg");
+    w->df = scratch_take(k, N * 4 * D, MEM_WORKSPACE, "mmdit.df");
+    for (int i = 0; i < 4; i++) w->dside[i] = scratch_take_zero(k, JD, MEM_WORKSPACE, "mmdit.dside");
+    for (int i = 0; mb->dual && i < 4; i++) w->dx2[i] = scratch_take_zero(k, XD, MEM_WORKSPACE, "mmdit.dside2");
+    if (!sv->f1[0]) {
+        w->rf1 = scratch_take(k, N * 4 * D, MEM_WORKSPACE, "mmdit.ff1 (recomputed)");
+        w->rf2 = scratch_take(k, N * D, MEM_WORKSPACE, "mmdit.ff2 (recomputed)");
+    }
+}
+
+/* Stream s from its output back: the MLP half (recomputed when forward kept none), attn2's gated output and
+ * projection (the image stream of a dual block), then the output projection into dside[SO]; gx is the stream's
+ * gradient, in and out. */
+static st_status double_back_out(const mm_block *mb, const mm_dims *d, const block_state *in, block_saved *sv,
+                                 float *gx, int s, double_ws *w)
+{
+    const struct model *m = mb->m;
+    const mm_stream *ms = &mb->s[s];
+    const int64_t D = d->D, n = d->rows[s], t = mm_stream_len(d, s), mw = mod_stride(mb, mod_width(mb, s));
+    const float *mod = sv->mod[s], *f1 = sv->f1[s], *f2 = sv->f2[s];
+    float *x1 = w->x1, *a = w->a, *a2 = w->a2, *da = w->da, *g = w->g, *dg = w->dg, *df = w->df, *dmod = w->dmod[s];
+    st_status st;
+    gated_residual_forward(x1, in->t[s], mod + 2 * D, sv->o[s], d->B, t, D, mw);
+    if (s == 0 && mb->dual) gated_residual_forward(x1, x1, mod + 8 * D, sv->o2, d->B, t, D, mw);
+    if (w->rf1) {
+        if ((st = ln_modulate(m, a, x1, mod + 3 * D, mod + 4 * D, d->B, t, mw)) ||
+            (st = fwd(m, &ms->mlp1, w->rf1, a, n)))
+            return st;
+        gelu_forward(g, w->rf1, n * 4 * D);
+        if ((st = fwd(m, &ms->mlp2, w->rf2, g, n))) return st;
+        f1 = w->rf1, f2 = w->rf2;
+    }
+    zero_bytes(da, w->ND);
+    gated_residual_backward(gx, dmod + 5 * D, da, gx, mod + 5 * D, f2, d->B, t, D, mw);
+    gelu_forward(g, f1, n * 4 * D);
+    zero_bytes(dg, w->N4D);
+    if ((st = bwd(m, &ms->mlp2, dg, da, g, n))) return st;
+    zero_bytes(df, w->N4D);
+    gelu_backward(df, dg, f1, n * 4 * D);
+    if ((st = layernorm_forward(m->pool, a, x1, NULL, NULL, n, D, DIT_LN_EPS, &w->stats))) return st;
+    modulate_forward(a2, a, mod + 3 * D, mod + 4 * D, d->B, t, D, mw);
+    zero_bytes(da, w->ND);
+    if ((st = bwd(m, &ms->mlp1, da, df, a2, n))) return st;
+    zero_bytes(a2, w->ND);
+    modulate_backward(a2, dmod + 3 * D, dmod + 4 * D, da, a, mod + 4 * D, d->B, t, D, mw);
+    layernorm_backward(gx, NULL, NULL, a2, x1, NULL, n, D, &w->stats);
+    op_state_release(&w->stats);
+    if (s == 0 && mb->dual) { /* attn2's gated output, then its projection */
+        zero_bytes(da, w->ND);
+        gated_residual_backward(gx, dmod + 8 * D, da, gx, mod + 8 * D, sv->o2, d->B, t, D, mw);
+        if ((st = bwd(m, &mb->x.out, w->dx2[SO], da, sv->side[XO], n))) return st;
+    }
+    zero_bytes(da, w->ND);
+    gated_residual_backward(gx, dmod + 2 * D, da, gx, mod + 2 * D, sv->o[s], d->B, t, D, mw);
+    mm_from_joint(d, s, a, sv->side[SO]);
+    zero_bytes(a2, w->ND);
+    if ((st = bwd(m, &ms->out, a2, da, a, n))) return st;
+    mm_to_joint(d, s, w->dside[SO], a2);
+    return ST_OK;
+}
+
+/* The joint attention's backward into dside (a context_pre_only block drops the text rows' attention output:
+ * their gradient stays zero), attn2's into dx2, then the rotation's on dq and dk. */
+static st_status double_back_attention(const mm_block *mb, const mm_dims *d, block_saved *sv, double_ws *w)
+{
+    const struct model *m = mb->m;
+    const attn_shape as = mm_joint_attn(d, m->shape.mechanism), xs = image_attn(d, m->shape.mechanism);
+    float *const *ds = w->dside, *const *dx2 = w->dx2;
+    st_status st = attention_backward_masked(m->pool, &as, m->ctx.mask, mm_jv(ds[SQ], d), mm_jv(ds[SK], d),
+                                             mm_jv(ds[SV], d), mm_jv(ds[SO], d), mm_jv(sv->side[SQ], d),
+                                             mm_jv(sv->side[SK], d), mm_jv(sv->side[SV], d), mm_jv(sv->side[SO], d),
+                                             &sv->attn[0]);
+    if (!st && mb->dual)
+        st = attention_backward(m->pool, &xs, iv(dx2[SQ], d), iv(dx2[SK], d), iv(dx2[SV], d), iv(dx2[SO], d),
+                                iv(sv->side[XQ], d), iv(sv->side[XK], d), iv(sv->side[XV], d), iv(sv->side[XO], d),
+                                &sv->attn[1]);
+    if (st) return st;
+    mm_rope_joint(m, d, ds[SQ], true);
+    mm_rope_joint(m, d, ds[SK], true);
+    return ST_OK;
+}
+
+/* attn2's input is LN(x) (in a) modulated by (shift3, scale3): back through its q, k, v into dh, then into dr
+ * and the modulation's gradient. h, dh and gs are (N, D) workspaces. */
+static st_status attn2_backward(const mm_block *mb, const mm_dims *d, block_saved *sv, double_ws *w, float *h,
+                                float *dh, float *dr, float *gs)
+{
+    const struct model *m = mb->m;
+    const mm_stream *x2 = &mb->x;
+    const int64_t D = d->D, n = d->rows[0], t = d->T, mw = mod_stride(mb, mod_width(mb, 0));
+    const float *mod = sv->mod[0];
+    st_status st;
+    modulate_forward(h, w->a, mod + 6 * D, mod + 7 * D, d->B, t, D, mw);
+    zero_bytes(dh, w->ND);
+    const struct {
+        int i, raw, w;
+        const lin_layer *l;
+    } qk[2] = {{SQ, XQR, x2->norm_q, &x2->q}, {SK, XKR, x2->norm_k, &x2->k}};
+    for (int j = 0; j < 2; j++) {
+        zero_bytes(gs, w->ND);
+        if ((st = mm_rms_back(m, d, n, gs, w->dx2[qk[j].i], sv->side[qk[j].raw], qk[j].w, w->da)) ||
+            (st = bwd(m, qk[j].l, dh, gs, h, n)))
+            return st;
+    }
+    if ((st = bwd(m, &x2->v, dh, w->dx2[SV], h, n))) return st;
+    modulate_backward(dr, w->dmod[0] + 6 * D, w->dmod[0] + 7 * D, dh, w->a, mod + 7 * D, d->B, t, D, mw);
+    return ST_OK;
+}
+
+/* Stream s from the joint q, k, v gradients back: through its q, k, v (and attn2's), the first modulation, the
+ * LayerNorm into gx, and its adaLN-Zero linear. */
+static st_status double_back_input(const mm_block *mb, const mm_dims *d, const block_state *in, block_saved *sv,
+                                   float *gx, int s, double_ws *w)
+{
+    const struct model *m = mb->m;
+    const mm_stream *ms = &mb->s[s];
+    const int64_t D = d->D, n = d->rows[s], t = mm_stream_len(d, s), mw = mod_stride(mb, mod_width(mb, s));
+    const float *mod = sv->mod[s], *x = in->t[s];
+    const int64_t at = s ? d->rows[0] * D : 0;
+    const float *qr = mb->qk_norm ? sv->side[SQR] + at : NULL, *kr = mb->qk_norm ? sv->side[SKR] + at : NULL;
+    float *a = w->a, *da = w->da, *h = w->x1, *dh = w->a2, *dr = w->dg, *gs = w->df;
+    st_status st;
+    if ((st = layernorm_forward(m->pool, a, x, NULL, NULL, n, D, DIT_LN_EPS, &w->stats))) return st;
+    modulate_forward(h, a, shift1(mb, s, mod, D), scale1(mb, s, mod, D), d->B, t, D, mw);
+    zero_bytes(dh, w->ND);
+    zero_bytes(dr, w->ND);
+    if ((st = rms_backward(m, d, s, dr, w->dside[SQ], qr, ms->norm_q, da, gs)) ||
+        (st = bwd(m, &ms->q, dh, dr, h, n)))
+        return st;
+    zero_bytes(dr, w->ND);
+    if ((st = rms_backward(m, d, s, dr, w->dside[SK], kr, ms->norm_k, da, gs)) ||
+        (st = bwd(m, &ms->k, dh, dr, h, n)))
+        return st;
+    mm_from_joint(d, s, gs, w->dside[SV]);
+    if ((st = bwd(m, &ms->v, dh, gs, h, n))) return st;
+    zero_bytes(dr, w->ND);
+    float *dshift = (float *)shift1(mb, s, w->dmod[s], D), *dscale = (float *)scale1(mb, s, w->dmod[s], D);
+    modulate_backward(dr, dshift, dscale, dh, a, scale1(mb, s, mod, D), d->B, t, D, mw);
+    if (s == 0 && mb->dual && (st = attn2_backward(mb, d, sv, w, h, dh, dr, gs))) return st;
+    layernorm_backward(gx, NULL, NULL, dr, x, NULL, n, D, &w->stats);
+    op_state_release(&w->stats);
+    if (!mb->model_mod && (st = bwd(m, &ms->ada, m->ctx.dcs, w->dmod[s], m->ctx.cs, d->B))) return st;
+    return ST_OK;
+}
+
 static st_status double_backward(block *b, const block_state *in, block_saved *sv, block_state *grad)
 {
     mm_block *mb = b->self;
     const struct model *m = mb->m;
     mm_dims d = mm_dims_of(m);
-    attn_shape as = mm_joint_attn(&d, m->shape.mechanism), xs = image_attn(&d, m->shape.mechanism);
-    const int64_t D = d.D, N = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1], JD = d.J * D, XD = d.rows[0] * D;
     const int ns = outputs(mb);
     if (sv->on_host) {
         st_status st = side_back(sv);
@@ -406,133 +574,22 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
     }
     if (ns == 1) { /* the text stream's gradient starts here, from its q, k and v alone */
         float *gt = NULL;
-        st_status st = pool_alloc_zero(m->pool, (size_t)(d.rows[1] * D) * sizeof(float), MEM_ACTIVATIONS,
+        st_status st = pool_alloc_zero(m->pool, (size_t)(d.rows[1] * d.D) * sizeof(float), MEM_ACTIVATIONS,
                                        "mmdit.dtext", (void **)&gt);
         if (st) return st;
         grad->t[grad->n++] = gt;
     }
     scratch k = {.pool = m->pool};
-    float *dmod[2];
-    for (int s = 0; s < 2; s++) /* Chroma's accumulate into the model's rows, for its approximator */
-        dmod[s] = mb->model_mod ? m->ctx.dmod + mb->mod_row[s] * D
-                                : scratch_take_zero(&k, d.B * mod_width(mb, s) * D, MEM_WORKSPACE, "mmdit.dmod");
-    float *x1 = scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.x1");
-    float *a = scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.a");
-    float *a2 = scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.a2");
-    float *da = scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.da");
-    float *g = scratch_take(&k, N * 4 * D, MEM_WORKSPACE, "mmdit.g");
-    float *dg = scratch_take(&k, N * 4 * D, MEM_WORKSPACE, "mmdit.dg");
-    float *df = scratch_take(&k, N * 4 * D, MEM_WORKSPACE, "mmdit.df");
-    float *dside[4], *dx2[4] = {NULL, NULL, NULL, NULL}; /* joint dq, dk, dv, do; attn2's */
-    for (int i = 0; i < 4; i++) dside[i] = scratch_take_zero(&k, JD, MEM_WORKSPACE, "mmdit.dside");
-    for (int i = 0; mb->dual && i < 4; i++) dx2[i] = scratch_take_zero(&k, XD, MEM_WORKSPACE, "mmdit.dside2");
-    const bool ffn_recompute = !sv->f1[0];
-    float *rf1 = ffn_recompute ? scratch_take(&k, N * 4 * D, MEM_WORKSPACE, "mmdit.ff1 (recomputed)") : NULL;
-    float *rf2 = ffn_recompute ? scratch_take(&k, N * D, MEM_WORKSPACE, "mmdit.ff2 (recomputed)") : NULL;
-    op_state stats = {0};
-    const size_t ND = (size_t)N * D * sizeof(float), N4D = 4 * ND;
+    double_ws w;
+    double_ws_take(&k, mb, &d, sv, &w);
     if (k.status) goto done;
-
-    for (int s = 0; s < ns; s++) { /* the MLP halves, then the output projections */
-        const mm_stream *ms = &mb->s[s];
-        const int64_t n = d.rows[s], t = mm_stream_len(&d, s), mw = mod_stride(mb, mod_width(mb, s));
-        const float *mod = sv->mod[s], *f1 = sv->f1[s], *f2 = sv->f2[s];
-        float *gx = grad->t[s];
-        gated_residual_forward(x1, in->t[s], mod + 2 * D, sv->o[s], d.B, t, D, mw);
-        if (s == 0 && mb->dual) gated_residual_forward(x1, x1, mod + 8 * D, sv->o2, d.B, t, D, mw);
-        if (ffn_recompute) {
-            if ((k.status = ln_modulate(m, a, x1, mod + 3 * D, mod + 4 * D, d.B, t, mw)) ||
-                (k.status = fwd(m, &ms->mlp1, rf1, a, n)))
-                goto done;
-            gelu_forward(g, rf1, n * 4 * D);
-            if ((k.status = fwd(m, &ms->mlp2, rf2, g, n))) goto done;
-            f1 = rf1, f2 = rf2;
-        }
-        zero_bytes(da, ND);
-        gated_residual_backward(gx, dmod[s] + 5 * D, da, gx, mod + 5 * D, f2, d.B, t, D, mw);
-        gelu_forward(g, f1, n * 4 * D);
-        zero_bytes(dg, N4D);
-        if ((k.status = bwd(m, &ms->mlp2, dg, da, g, n))) goto done;
-        zero_bytes(df, N4D);
-        gelu_backward(df, dg, f1, n * 4 * D);
-        if ((k.status = layernorm_forward(m->pool, a, x1, NULL, NULL, n, D, DIT_LN_EPS, &stats))) goto done;
-        modulate_forward(a2, a, mod + 3 * D, mod + 4 * D, d.B, t, D, mw);
-        zero_bytes(da, ND);
-        if ((k.status = bwd(m, &ms->mlp1, da, df, a2, n))) goto done;
-        zero_bytes(a2, ND);
-        modulate_backward(a2, dmod[s] + 3 * D, dmod[s] + 4 * D, da, a, mod + 4 * D, d.B, t, D, mw);
-        layernorm_backward(gx, NULL, NULL, a2, x1, NULL, n, D, &stats);
-        op_state_release(&stats);
-        if (s == 0 && mb->dual) { /* attn2's gated output, then its projection */
-            zero_bytes(da, ND);
-            gated_residual_backward(gx, dmod[0] + 8 * D, da, gx, mod + 8 * D, sv->o2, d.B, t, D, mw);
-            if ((k.status = bwd(m, &mb->x.out, dx2[SO], da, sv->side[XO], n))) goto done;
-        }
-        zero_bytes(da, ND);
-        gated_residual_backward(gx, dmod[s] + 2 * D, da, gx, mod + 2 * D, sv->o[s], d.B, t, D, mw);
-        mm_from_joint(&d, s, a, sv->side[SO]);
-        zero_bytes(a2, ND);
-        if ((k.status = bwd(m, &ms->out, a2, da, a, n))) goto done;
-        mm_to_joint(&d, s, dside[SO], a2);
-    }
-    /* a context_pre_only block drops the text rows' attention output: their gradient stays zero */
-    k.status = attention_backward_masked(m->pool, &as, m->ctx.mask, mm_jv(dside[SQ], &d), mm_jv(dside[SK], &d),
-                                         mm_jv(dside[SV], &d), mm_jv(dside[SO], &d), mm_jv(sv->side[SQ], &d),
-                                         mm_jv(sv->side[SK], &d), mm_jv(sv->side[SV], &d), mm_jv(sv->side[SO], &d),
-                                         &sv->attn[0]);
-    if (!k.status && mb->dual)
-        k.status = attention_backward(m->pool, &xs, iv(dx2[SQ], &d), iv(dx2[SK], &d), iv(dx2[SV], &d),
-                                      iv(dx2[SO], &d), iv(sv->side[XQ], &d), iv(sv->side[XK], &d),
-                                      iv(sv->side[XV], &d), iv(sv->side[XO], &d), &sv->attn[1]);
-    if (k.status) goto done;
-    mm_rope_joint(m, &d, dside[SQ], true);
-    mm_rope_joint(m, &d, dside[SK], true);
-    for (int s = 0; s < 2; s++) { /* back through q, k, v (and attn2's) and the first modulations */
-        const mm_stream *ms = &mb->s[s];
-        const int64_t n = d.rows[s], t = mm_stream_len(&d, s), mw = mod_stride(mb, mod_width(mb, s));
-        const float *mod = sv->mod[s], *x = in->t[s];
-        const int64_t at = s ? d.rows[0] * D : 0;
-        const float *qr = mb->qk_norm ? sv->side[SQR] + at : NULL, *kr = mb->qk_norm ? sv->side[SKR] + at : NULL;
-        float *gx = grad->t[s], *h = x1, *dh = a2, *dr = dg, *gs = df;
-        if ((k.status = layernorm_forward(m->pool, a, x, NULL, NULL, n, D, DIT_LN_EPS, &stats))) goto done;
-        modulate_forward(h, a, shift1(mb, s, mod, D), scale1(mb, s, mod, D), d.B, t, D, mw);
-        zero_bytes(dh, ND);
-        zero_bytes(dr, ND);
-        if ((k.status = rms_backward(m, &d, s, dr, dside[SQ], qr, ms->norm_q, da, gs)) ||
-            (k.status = bwd(m, &ms->q, dh, dr, h, n)))
-            goto done;
-        zero_bytes(dr, ND);
-        if ((k.status = rms_backward(m, &d, s, dr, dside[SK], kr, ms->norm_k, da, gs)) ||
-            (k.status = bwd(m, &ms->k, dh, dr, h, n)))
-            goto done;
-        mm_from_joint(&d, s, gs, dside[SV]);
-        if ((k.status = bwd(m, &ms->v, dh, gs, h, n))) goto done;
-        zero_bytes(dr, ND);
-        float *dshift = (float *)shift1(mb, s, dmod[s], D), *dscale = (float *)scale1(mb, s, dmod[s], D);
-        modulate_backward(dr, dshift, dscale, dh, a, scale1(mb, s, mod, D), d.B, t, D, mw);
-        if (s == 0 && mb->dual) { /* attn2's input is LN(x) modulated by (shift3, scale3) */
-            const mm_stream *x2 = &mb->x;
-            modulate_forward(h, a, mod + 6 * D, mod + 7 * D, d.B, t, D, mw);
-            zero_bytes(dh, ND);
-            const struct {
-                int i, raw, w;
-                const lin_layer *l;
-            } qk[2] = {{SQ, XQR, x2->norm_q, &x2->q}, {SK, XKR, x2->norm_k, &x2->k}};
-            for (int j = 0; j < 2; j++) {
-                zero_bytes(gs, ND);
-                if ((k.status = mm_rms_back(m, &d, n, gs, dx2[qk[j].i], sv->side[qk[j].raw], qk[j].w, da)) ||
-                    (k.status = bwd(m, qk[j].l, dh, gs, h, n)))
-                    goto done;
-            }
-            if ((k.status = bwd(m, &x2->v, dh, dx2[SV], h, n))) goto done;
-            modulate_backward(dr, dmod[0] + 6 * D, dmod[0] + 7 * D, dh, a, mod + 7 * D, d.B, t, D, mw);
-        }
-        layernorm_backward(gx, NULL, NULL, dr, x, NULL, n, D, &stats);
-        op_state_release(&stats);
-        if (!mb->model_mod && (k.status = bwd(m, &ms->ada, m->ctx.dcs, dmod[s], m->ctx.cs, d.B))) goto done;
-    }
+    for (int s = 0; s < ns; s++) /* the MLP halves, then the output projections */
+        if ((k.status = double_back_out(mb, &d, in, sv, grad->t[s], s, &w))) goto done;
+    if ((k.status = double_back_attention(mb, &d, sv, &w))) goto done;
+    for (int s = 0; s < 2; s++) /* back through q, k, v (and attn2's) and the first modulations */
+        if ((k.status = double_back_input(mb, &d, in, sv, grad->t[s], s, &w))) goto done;
 done:
-    op_state_release(&stats);
+    op_state_release(&w.stats);
     return scratch_end(&k);
 }
 
