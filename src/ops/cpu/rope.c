@@ -151,50 +151,20 @@ static void rope_timed(float *x, int64_t batch, int64_t tokens, int64_t heads, i
     prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * tokens * heads * head_dim);
 }
 
-void rope_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
-                  int64_t batch_stride, const float *table)
-{
-    rope_timed(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, false, INTERLEAVED);
-}
+/* The public pair of each pairing (ops.h declares them): forward rotates, backward rotates back. */
+#define ROPE_PAIR(forward, backward, how)                                                                             \
+    void forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,      \
+                 int64_t batch_stride, const float *table)                                                            \
+    {                                                                                                                 \
+        rope_timed(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, false, how);                   \
+    }                                                                                                                 \
+    void backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,    \
+                  int64_t batch_stride, const float *table)                                                           \
+    {                                                                                                                 \
+        rope_timed(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table, true, how);                   \
+    }
 
-void rope_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
-                   int64_t batch_stride, const float *table)
-{
-    rope_timed(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table, true, INTERLEAVED);
-}
-
-void rope_half_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
-                       int64_t batch_stride, const float *table)
-{
-    rope_timed(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, false, HALF);
-}
-
-void rope_half_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
-                        int64_t batch_stride, const float *table)
-{
-    rope_timed(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table, true, HALF);
-}
-
-void rope_split_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
-                        int64_t batch_stride, const float *table)
-{
-    rope_timed(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, false, SPLIT);
-}
-
-void rope_split_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
-                         int64_t batch_stride, const float *table)
-{
-    rope_timed(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table, true, SPLIT);
-}
-
-void rope_repeated_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
-                           int64_t batch_stride, const float *table)
-{
-    rope_timed(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, false, REPEATED);
-}
-
-void rope_repeated_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim,
-                            int64_t row_stride, int64_t batch_stride, const float *table)
-{
-    rope_timed(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table, true, REPEATED);
-}
+ROPE_PAIR(rope_forward, rope_backward, INTERLEAVED)
+ROPE_PAIR(rope_half_forward, rope_half_backward, HALF)
+ROPE_PAIR(rope_split_forward, rope_split_backward, SPLIT)
+ROPE_PAIR(rope_repeated_forward, rope_repeated_backward, REPEATED)
