@@ -126,4 +126,12 @@ void glu_ffn_forward(scratch *s, const struct model *m, const lin_layer *w1, con
 st_status side_prefetch(block *b, block_saved *sv);
 void saved_release(block *b, block_saved *sv);
 
+/* The fields of a block kind whose attention side is this file's: the FFN split, softmax attention whose output
+ * KEEP_ATTENTION_OUTPUT keeps, side_prefetch and saved_release, with the kind's own name, sizes, forward and
+ * backward. const block_kind k = {SIDE_BLOCK_KIND(...)}; a kind with more fields lists them after it. */
+#define SIDE_BLOCK_KIND(label, kept, offloaded, fwd, bwd)                                                             \
+    .name = (label), .ffn_split = true, .softmax_attention = true, .keeps_attention_output = true,                   \
+    .kept_bytes = (kept), .offloaded_bytes = (offloaded), .forward = (fwd), .prefetch = side_prefetch,                \
+    .backward = (bwd), .release = saved_release
+
 #endif

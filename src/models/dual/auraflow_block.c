@@ -361,27 +361,7 @@ done:
 }
 
 const block_kind af_joint_kind = {
-    .name = "auraflow joint",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .keeps_attention_output = true,
-    .kept_bytes = af_kept_bytes,
-    .offloaded_bytes = af_offloaded_bytes,
-    .forward = af_forward,
-    .prefetch = side_prefetch,
-    .backward = af_backward,
-    .release = saved_release,
-};
+    SIDE_BLOCK_KIND("auraflow joint", af_kept_bytes, af_offloaded_bytes, af_forward, af_backward)};
 
 const block_kind af_single_kind = {
-    .name = "auraflow single",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .keeps_attention_output = true,
-    .kept_bytes = af_kept_bytes,
-    .offloaded_bytes = af_offloaded_bytes,
-    .forward = af_forward,
-    .prefetch = side_prefetch,
-    .backward = af_backward,
-    .release = saved_release,
-};
+    SIDE_BLOCK_KIND("auraflow single", af_kept_bytes, af_offloaded_bytes, af_forward, af_backward)};

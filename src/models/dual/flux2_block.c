@@ -454,27 +454,7 @@ done:
 }
 
 const block_kind f2_double_kind = {
-    .name = "flux2 double",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .keeps_attention_output = true,
-    .kept_bytes = double_kept_bytes,
-    .offloaded_bytes = f2_offloaded_bytes,
-    .forward = double_forward,
-    .prefetch = side_prefetch,
-    .backward = double_backward,
-    .release = saved_release,
-};
+    SIDE_BLOCK_KIND("flux2 double", double_kept_bytes, f2_offloaded_bytes, double_forward, double_backward)};
 
 const block_kind f2_single_kind = {
-    .name = "flux2 single",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .keeps_attention_output = true,
-    .kept_bytes = single_kept_bytes,
-    .offloaded_bytes = f2_offloaded_bytes,
-    .forward = single_forward,
-    .prefetch = side_prefetch,
-    .backward = single_backward,
-    .release = saved_release,
-};
+    SIDE_BLOCK_KIND("flux2 single", single_kept_bytes, f2_offloaded_bytes, single_forward, single_backward)};

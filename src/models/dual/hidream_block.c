@@ -561,27 +561,7 @@ done:
 }
 
 const block_kind hd_double_kind = {
-    .name = "hidream double",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .keeps_attention_output = true,
-    .kept_bytes = hd_kept_bytes,
-    .offloaded_bytes = hd_offloaded_bytes,
-    .forward = hd_forward,
-    .prefetch = side_prefetch,
-    .backward = hd_backward,
-    .release = saved_release,
-};
+    SIDE_BLOCK_KIND("hidream double", hd_kept_bytes, hd_offloaded_bytes, hd_forward, hd_backward)};
 
 const block_kind hd_single_kind = {
-    .name = "hidream single",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .keeps_attention_output = true,
-    .kept_bytes = hd_kept_bytes,
-    .offloaded_bytes = hd_offloaded_bytes,
-    .forward = hd_forward,
-    .prefetch = side_prefetch,
-    .backward = hd_backward,
-    .release = saved_release,
-};
+    SIDE_BLOCK_KIND("hidream single", hd_kept_bytes, hd_offloaded_bytes, hd_forward, hd_backward)};

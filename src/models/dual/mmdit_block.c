@@ -741,28 +741,8 @@ static size_t mm_side_offloaded(const block *b)
 }
 
 const block_kind mm_double_kind = {
-    .name = "mmdit double",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .keeps_attention_output = true,
-    .kept_bytes = double_kept_bytes,
-    .offloaded_bytes = mm_side_offloaded,
-    .forward = double_forward,
-    .prefetch = side_prefetch,
-    .backward = double_backward,
-    .release = saved_release,
-    .states = double_states,
-};
+    SIDE_BLOCK_KIND("mmdit double", double_kept_bytes, mm_side_offloaded, double_forward, double_backward),
+    .states = double_states};
 
 const block_kind mm_single_kind = {
-    .name = "mmdit single",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .keeps_attention_output = true,
-    .kept_bytes = single_kept_bytes,
-    .offloaded_bytes = mm_side_offloaded,
-    .forward = single_forward,
-    .prefetch = side_prefetch,
-    .backward = single_backward,
-    .release = saved_release,
-};
+    SIDE_BLOCK_KIND("mmdit single", single_kept_bytes, mm_side_offloaded, single_forward, single_backward)};

@@ -422,15 +422,4 @@ done:
     return scratch_end(&s);
 }
 
-const block_kind f3_block_kind = {
-    .name = "flux3",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .keeps_attention_output = true,
-    .kept_bytes = fb_kept_bytes,
-    .offloaded_bytes = fb_offloaded_bytes,
-    .forward = fb_forward,
-    .prefetch = side_prefetch,
-    .backward = fb_backward,
-    .release = saved_release,
-};
+const block_kind f3_block_kind = {SIDE_BLOCK_KIND("flux3", fb_kept_bytes, fb_offloaded_bytes, fb_forward, fb_backward)};

@@ -469,14 +469,4 @@ done:
 }
 
 const block_kind lumina_block_kind = {
-    .name = "lumina2",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .keeps_attention_output = true,
-    .kept_bytes = lb_kept_bytes,
-    .offloaded_bytes = lb_offloaded_bytes,
-    .forward = lb_forward,
-    .prefetch = side_prefetch,
-    .backward = lb_backward,
-    .release = saved_release,
-};
+    SIDE_BLOCK_KIND("lumina2", lb_kept_bytes, lb_offloaded_bytes, lb_forward, lb_backward)};

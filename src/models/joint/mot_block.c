@@ -299,14 +299,4 @@ done:
 }
 
 const block_kind mot_block_kind = {
-    .name = "cosmos3",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .keeps_attention_output = true,
-    .kept_bytes = mb_kept_bytes,
-    .offloaded_bytes = mb_offloaded_bytes,
-    .forward = mb_forward,
-    .prefetch = side_prefetch,
-    .backward = mb_backward,
-    .release = saved_release,
-};
+    SIDE_BLOCK_KIND("cosmos3", mb_kept_bytes, mb_offloaded_bytes, mb_forward, mb_backward)};

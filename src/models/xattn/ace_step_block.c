@@ -330,14 +330,4 @@ done:
 }
 
 const block_kind ace_block_kind = {
-    .name = "ace_step",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .keeps_attention_output = true,
-    .kept_bytes = ace_kept_bytes,
-    .offloaded_bytes = ace_offloaded_bytes,
-    .forward = ace_forward,
-    .prefetch = side_prefetch,
-    .backward = ace_backward,
-    .release = saved_release,
-};
+    SIDE_BLOCK_KIND("ace_step", ace_kept_bytes, ace_offloaded_bytes, ace_forward, ace_backward)};

@@ -287,14 +287,4 @@ done:
 }
 
 const block_kind gated_block_kind = {
-    .name = "gated",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .keeps_attention_output = true,
-    .kept_bytes = gated_kept_bytes,
-    .offloaded_bytes = gated_offloaded_bytes,
-    .forward = gated_forward,
-    .prefetch = side_prefetch,
-    .backward = gated_backward,
-    .release = saved_release,
-};
+    SIDE_BLOCK_KIND("gated", gated_kept_bytes, gated_offloaded_bytes, gated_forward, gated_backward)};

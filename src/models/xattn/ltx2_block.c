@@ -543,14 +543,4 @@ done:
 }
 
 const block_kind ltx2_block_kind = {
-    .name = "ltx2",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .keeps_attention_output = true,
-    .kept_bytes = ltx2_kept_bytes,
-    .offloaded_bytes = ltx2_offloaded_bytes,
-    .forward = ltx2_forward,
-    .prefetch = side_prefetch,
-    .backward = ltx2_backward,
-    .release = saved_release,
-};
+    SIDE_BLOCK_KIND("ltx2", ltx2_kept_bytes, ltx2_offloaded_bytes, ltx2_forward, ltx2_backward)};

@@ -642,14 +642,4 @@ done:
 }
 
 const block_kind xdit_block_kind = {
-    .name = "xdit",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .keeps_attention_output = true,
-    .kept_bytes = xdit_kept_bytes,
-    .offloaded_bytes = xdit_offloaded_bytes,
-    .forward = xdit_forward,
-    .prefetch = side_prefetch,
-    .backward = xdit_backward,
-    .release = saved_release,
-};
+    SIDE_BLOCK_KIND("xdit", xdit_kept_bytes, xdit_offloaded_bytes, xdit_forward, xdit_backward)};
