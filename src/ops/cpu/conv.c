@@ -33,6 +33,14 @@ size_t conv2d_workspace_bytes(const conv_shape *s)
     return direct(s) ? 0 : (size_t)(s->in * s->kh * s->kw * band_rows(s) * conv_out_w(s)) * sizeof(float);
 }
 
+/* One band's columns from the pool; NULL (and nothing taken) where the input is its own columns (a 1 x 1) */
+static st_status take_columns(pool *p, const conv_shape *s, float **cols)
+{
+    const size_t ws = conv2d_workspace_bytes(s);
+    *cols = NULL;
+    return ws ? pool_alloc(p, ws, MEM_WORKSPACE, "conv2d.columns", (void **)cols) : ST_OK;
+}
+
 /* cols (in kh kw, rows ow) for output rows oy0 .. oy0 + rows: row (c, i, j) holds x[c][oy sh - ph + i][ox sw - pw + j],
  * zero outside the image */
 static void im2col(float *cols, const float *x, const conv_shape *s, int64_t oy0, int64_t rows)
@@ -78,9 +86,8 @@ st_status conv2d_forward(pool *p, float *y, const float *x, const float *w, cons
     const double t0 = prof_now();
     const int64_t oh = conv_out_h(s), ow = conv_out_w(s), P = oh * ow, K = s->in * s->kh * s->kw;
     const int64_t band = band_rows(s);
-    float *cols = NULL;
-    const size_t ws = conv2d_workspace_bytes(s);
-    st_status st = ws ? pool_alloc(p, ws, MEM_WORKSPACE, "conv2d.columns", (void **)&cols) : ST_OK;
+    float *cols;
+    st_status st = take_columns(p, s, &cols);
     for (int64_t n = 0; !st && !op_dry(y) && n < s->batch; n++) {
         const float *xi = x + n * s->in * s->h * s->w;
         float *yi = y + n * s->out * P;
@@ -108,9 +115,8 @@ st_status conv2d_backward(pool *p, float *dx, float *dw, float *db, const float 
     const double t0 = prof_now();
     const int64_t oh = conv_out_h(s), ow = conv_out_w(s), P = oh * ow, K = s->in * s->kh * s->kw;
     const int64_t band = band_rows(s);
-    float *cols = NULL;
-    const size_t ws = conv2d_workspace_bytes(s);
-    st_status st = ws ? pool_alloc(p, ws, MEM_WORKSPACE, "conv2d.columns", (void **)&cols) : ST_OK;
+    float *cols;
+    st_status st = take_columns(p, s, &cols);
     for (int64_t n = 0; !st && !op_dry(dy) && n < s->batch; n++) {
         const float *xi = x + n * s->in * s->h * s->w, *gi = dy + n * s->out * P;
         float *dxi = dx ? dx + n * s->in * s->h * s->w : NULL;

@@ -32,6 +32,18 @@ static st_status check_shape(int64_t n, int64_t d, const char *op)
     return ST_OK;
 }
 
+/* A row norm's shape checked and its kept statistics (bytes of them, named what) taken; *keep zeroed when they
+ * could not be */
+static st_status norm_begin(pool *p, int64_t n, int64_t d, const char *op, size_t bytes, const char *what,
+                            op_state *keep)
+{
+    st_status s = check_shape(n, d, op);
+    if (s != ST_OK) return s;
+    s = op_state_alloc(keep, p, bytes, what);
+    if (s != ST_OK) *keep = (op_state){0};
+    return s;
+}
+
 static inline float fold(const float *restrict acc, float tail)
 {
     float s = tail;
@@ -142,14 +154,8 @@ size_t layernorm_kept_bytes(int64_t n) { return 2 * (size_t)n * sizeof(float); }
 static st_status layernorm_forward_run(pool *p, float *y, const float *x, const float *w, const float *b, int64_t n, int64_t d,
                             float eps, op_state *keep)
 {
-    st_status s = check_shape(n, d, "layernorm");
-    if (s != ST_OK) return s;
-    s = op_state_alloc(keep, p, layernorm_kept_bytes(n), "layernorm mean/rstd");
-    if (s != ST_OK) {
-        *keep = (op_state){0};
-        return s;
-    }
-    if (op_dry(y)) return ST_OK;
+    st_status s = norm_begin(p, n, d, "layernorm", layernorm_kept_bytes(n), "layernorm mean/rstd", keep);
+    if (s != ST_OK || op_dry(y)) return s;
     float *mean_out = keep ? keep->data : NULL;
     float *rstd_out = keep ? (float *)keep->data + n : NULL;
     const float inv_d = 1.0f / (float)d;
@@ -172,14 +178,12 @@ static st_status layernorm_forward_run(pool *p, float *y, const float *x, const 
     return ST_OK;
 }
 
-/* With xhat = (x - mean) r and g = dy w: dx = r (g - mean(g) - xhat mean(g xhat)), dw = sum dy xhat,
- * db = sum dy. */
-static void layernorm_backward_run(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
-                        int64_t d, const op_state *keep)
+/* dx, dw and db of a row norm from its kept statistics: LayerNorm's mean and rstd, or (mean NULL) RMSNorm's rstd
+ * alone, whose xhat has no mean and which has no db. With xhat = (x - mean) r and g = dy w:
+ * dx = r (g - mean(g) - xhat mean(g xhat)), RMSNorm's without the mean(g) term; dw = sum dy xhat, db = sum dy. */
+static void norm_backward_rows(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                               const float *mean, const float *rstd, int64_t n, int64_t d)
 {
-    if (n <= 0 || d <= 0 || (!dx && !dw && !db)) return;
-    require_kept(keep, layernorm_kept_bytes(n), "layernorm");
-    const float *mean = keep->data, *rstd = (const float *)keep->data + n;
     const float inv_d = 1.0f / (float)d;
 #pragma omp parallel
     {
@@ -187,19 +191,27 @@ static void layernorm_backward_run(float *dx, float *dw, float *db, const float 
 #pragma omp for schedule(static) nowait
             for (int64_t i = 0; i < n; i++) {
                 const float *dyr = dy + i * d, *xr = x + i * d;
-                const float m = mean[i], r = rstd[i];
+                const float m = mean ? mean[i] : 0.0f, r = rstd[i];
                 float s1, s2;
                 if (w) {
                     grad_row_sums(dyr, xr, w, m, r, d, true, &s1, &s2);
-                    grad_row_apply(dx + i * d, dyr, xr, w, m, r, s1 * inv_d, s2 * inv_d, d, true);
+                    grad_row_apply(dx + i * d, dyr, xr, w, m, r, mean ? s1 * inv_d : 0.0f, s2 * inv_d, d, true);
                 } else {
                     grad_row_sums(dyr, xr, NULL, m, r, d, false, &s1, &s2);
-                    grad_row_apply(dx + i * d, dyr, xr, NULL, m, r, s1 * inv_d, s2 * inv_d, d, false);
+                    grad_row_apply(dx + i * d, dyr, xr, NULL, m, r, mean ? s1 * inv_d : 0.0f, s2 * inv_d, d, false);
                 }
             }
         }
         if (dw || db) param_grads_all(dw, db, dy, x, mean, rstd, n, d);
     }
+}
+
+static void layernorm_backward_run(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n,
+                        int64_t d, const op_state *keep)
+{
+    if (n <= 0 || d <= 0 || (!dx && !dw && !db)) return;
+    require_kept(keep, layernorm_kept_bytes(n), "layernorm");
+    norm_backward_rows(dx, dw, db, dy, x, w, keep->data, (const float *)keep->data + n, n, d);
 }
 
 /* ---- RMSNorm ---- */
@@ -209,14 +221,8 @@ size_t rmsnorm_kept_bytes(int64_t n) { return (size_t)n * sizeof(float); }
 static st_status rmsnorm_forward_run(pool *p, float *y, const float *x, const float *w, int64_t n, int64_t d, float eps,
                           op_state *keep)
 {
-    st_status s = check_shape(n, d, "rmsnorm");
-    if (s != ST_OK) return s;
-    s = op_state_alloc(keep, p, rmsnorm_kept_bytes(n), "rmsnorm rstd");
-    if (s != ST_OK) {
-        *keep = (op_state){0};
-        return s;
-    }
-    if (op_dry(y)) return ST_OK;
+    st_status s = norm_begin(p, n, d, "rmsnorm", rmsnorm_kept_bytes(n), "rmsnorm rstd", keep);
+    if (s != ST_OK || op_dry(y)) return s;
     float *rstd_out = keep ? keep->data : NULL;
     const float inv_d = 1.0f / (float)d;
 #pragma omp parallel for schedule(static)
@@ -233,33 +239,12 @@ static st_status rmsnorm_forward_run(pool *p, float *y, const float *x, const fl
     return ST_OK;
 }
 
-/* With xhat = x r and g = dy w: dx = r (g - xhat mean(g xhat)), dw = sum dy xhat. */
 static void rmsnorm_backward_run(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t n, int64_t d,
                       const op_state *keep)
 {
     if (n <= 0 || d <= 0 || (!dx && !dw)) return;
     require_kept(keep, rmsnorm_kept_bytes(n), "rmsnorm");
-    const float *rstd = keep->data;
-    const float inv_d = 1.0f / (float)d;
-#pragma omp parallel
-    {
-        if (dx) {
-#pragma omp for schedule(static) nowait
-            for (int64_t i = 0; i < n; i++) {
-                const float *dyr = dy + i * d, *xr = x + i * d;
-                const float r = rstd[i];
-                float s1, s2;
-                if (w) {
-                    grad_row_sums(dyr, xr, w, 0.0f, r, d, true, &s1, &s2);
-                    grad_row_apply(dx + i * d, dyr, xr, w, 0.0f, r, 0.0f, s2 * inv_d, d, true);
-                } else {
-                    grad_row_sums(dyr, xr, NULL, 0.0f, r, d, false, &s1, &s2);
-                    grad_row_apply(dx + i * d, dyr, xr, NULL, 0.0f, r, 0.0f, s2 * inv_d, d, false);
-                }
-            }
-        }
-        if (dw) param_grads_all(dw, NULL, dy, x, NULL, rstd, n, d);
-    }
+    norm_backward_rows(dx, dw, NULL, dy, x, w, NULL, keep->data, n, d);
 }
 
 st_status layernorm_forward(pool *p, float *y, const float *x, const float *w, const float *b, int64_t n, int64_t d, float eps, op_state *keep)
