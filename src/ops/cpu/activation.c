@@ -77,16 +77,12 @@ static void silu_backward_run(float *restrict dx, const float *restrict dy, cons
 
 void gelu_forward(float *restrict y, const float *restrict x, int64_t n)
 {
-    const double t0 = prof_now();
-    if (!op_dry(y)) gelu_forward_run(y, x, n);
-    prof_add(OP_POINTWISE, t0, 0, 8.0 * n);
+    OP_TIMED(y, gelu_forward_run(y, x, n), OP_POINTWISE, 0, 8.0 * n);
 }
 
 void gelu_backward(float *restrict dx, const float *restrict dy, const float *restrict x, int64_t n)
 {
-    const double t0 = prof_now();
-    if (!op_dry(dy)) gelu_backward_run(dx, dy, x, n);
-    prof_add(OP_POINTWISE, t0, 0, 12.0 * n);
+    OP_TIMED(dy, gelu_backward_run(dx, dy, x, n), OP_POINTWISE, 0, 12.0 * n);
 }
 
 /* The exact GELU reads libm's erff per element: it serves small inputs (a text projection's tokens), where that
@@ -117,16 +113,12 @@ void gelu_erf_backward(float *restrict dx, const float *restrict dy, const float
 
 void silu_forward(float *restrict y, const float *restrict x, int64_t n)
 {
-    const double t0 = prof_now();
-    if (!op_dry(y)) silu_forward_run(y, x, n);
-    prof_add(OP_POINTWISE, t0, 0, 8.0 * n);
+    OP_TIMED(y, silu_forward_run(y, x, n), OP_POINTWISE, 0, 8.0 * n);
 }
 
 void silu_backward(float *restrict dx, const float *restrict dy, const float *restrict x, int64_t n)
 {
-    const double t0 = prof_now();
-    if (!op_dry(dy)) silu_backward_run(dx, dy, x, n);
-    prof_add(OP_POINTWISE, t0, 0, 12.0 * n);
+    OP_TIMED(dy, silu_backward_run(dx, dy, x, n), OP_POINTWISE, 0, 12.0 * n);
 }
 
 /* StyleGAN's fused bias and leaky ReLU over (n, c, inner): y = leaky_relu(x + b[c], slope) * scale, the bias added

@@ -129,17 +129,13 @@ st_status embedding_forward(float *out, const float *table, const float *idx, in
 
 void embedding_backward(float *dtable, const float *dout, const float *idx, int64_t n, int64_t d)
 {
-    const double t0 = prof_now();
-    if (!op_dry(dout)) embedding_backward_run(dtable, dout, idx, n, d, -1);
-    prof_add(OP_POINTWISE, t0, 0, 12.0 * n * d);
+    OP_TIMED(dout, embedding_backward_run(dtable, dout, idx, n, d, -1), OP_POINTWISE, 0, 12.0 * n * d);
 }
 
 void embedding_backward_padded(float *dtable, const float *dout, const float *idx, int64_t n, int64_t d,
                                int64_t padding_idx)
 {
-    const double t0 = prof_now();
-    if (!op_dry(dout)) embedding_backward_run(dtable, dout, idx, n, d, padding_idx);
-    prof_add(OP_POINTWISE, t0, 0, 12.0 * n * d);
+    OP_TIMED(dout, embedding_backward_run(dtable, dout, idx, n, d, padding_idx), OP_POINTWISE, 0, 12.0 * n * d);
 }
 
 static double patch_bytes(const patch_shape *s)

@@ -24,6 +24,15 @@ static inline void prof_add(op_kind kind, double t0, double flops, double bytes)
  * profile and computes nothing. It is told by the pointer it writes (or, in backward, the gradient it reads). */
 static inline bool op_dry(const void *p) { return pool_is_dry_ptr(p); }
 
+/* The thin public wrapper of an op that allocates nothing: `run` (its _run body) unless `out`, the pointer it
+ * writes or the gradient it reads, is a dry pool's; its time, flops and bytes in the profile either way. */
+#define OP_TIMED(out, run, kind, flops, bytes)                                                                        \
+    do {                                                                                                              \
+        const double t0_ = prof_now();                                                                                \
+        if (!op_dry(out)) run;                                                                                        \
+        prof_add((kind), t0_, (flops), (bytes));                                                                      \
+    } while (0)
+
 /* Allocates the op's kept state of `bytes` (MEM_ACTIVATIONS) into keep; a NULL keep keeps nothing. */
 static inline st_status op_state_alloc(op_state *keep, pool *p, size_t bytes, const char *what)
 {

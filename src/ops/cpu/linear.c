@@ -187,16 +187,13 @@ static void matmul_forward_run(float *c, const float *a, const float *b, int64_t
 
 void linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in, int64_t out)
 {
-    const double t0 = prof_now();
-    if (!op_dry(y)) linear_forward_run(y, x, w, b, n, in, out);
-    prof_add(OP_GEMM, t0, 2.0 * n * in * out, 0);
+    OP_TIMED(y, linear_forward_run(y, x, w, b, n, in, out), OP_GEMM, 2.0 * n * in * out, 0);
 }
 
 void linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n, int64_t in, int64_t out)
 {
-    const double t0 = prof_now();
-    if (!op_dry(dy)) linear_backward_run(dx, dw, db, dy, x, w, n, in, out);
-    prof_add(OP_GEMM, t0, 2.0 * n * in * out * ((dx != NULL) + (dw != NULL)), 0);
+    OP_TIMED(dy, linear_backward_run(dx, dw, db, dy, x, w, n, in, out),
+             OP_GEMM, 2.0 * n * in * out * ((dx != NULL) + (dw != NULL)), 0);
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, const float *b, float beta, float *c)
@@ -208,9 +205,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 
 void matmul_forward(float *c, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b)
 {
-    const double t0 = prof_now();
-    if (!op_dry(c)) matmul_forward_run(c, a, b, batch, m, n, k, trans_a, trans_b);
-    prof_add(OP_GEMM, t0, 2.0 * batch * m * n * k, 0);
+    OP_TIMED(c, matmul_forward_run(c, a, b, batch, m, n, k, trans_a, trans_b), OP_GEMM, 2.0 * batch * m * n * k, 0);
 }
 
 void matmul_backward(float *da, float *db, const float *dc, const float *a, const float *b, int64_t batch, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b)

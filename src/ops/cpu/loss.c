@@ -81,9 +81,8 @@ float mse_forward(const float *pred, const float *target, const float *weight, i
 void mse_backward(float *restrict dpred, const float *restrict pred, const float *restrict target, const float *weight,
                   int64_t batch, int64_t per, float dloss)
 {
-    const double t0 = prof_now();
-    if (!op_dry(pred)) mse_backward_run(dpred, pred, target, weight, batch, per, dloss);
-    prof_add(OP_POINTWISE, t0, 0, 16.0 * (double)(batch * per));
+    OP_TIMED(pred, mse_backward_run(dpred, pred, target, weight, batch, per, dloss),
+             OP_POINTWISE, 0, 16.0 * (double)(batch * per));
 }
 
 void flow_interpolate(float *restrict xt, float *restrict target, float *restrict timesteps, const float *restrict x0,

@@ -126,28 +126,24 @@ static void gated_residual_backward_run(float *dx, float *dgate, float *dh, cons
 
 void modulate_forward(float *y, const float *x, const float *shift, const float *scale, int64_t batch, int64_t tokens, int64_t d, int64_t mod_stride)
 {
-    const double t0 = prof_now();
-    if (!op_dry(y)) modulate_forward_run(y, x, shift, scale, batch, tokens, d, mod_stride);
-    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * tokens * d);
+    OP_TIMED(y, modulate_forward_run(y, x, shift, scale, batch, tokens, d, mod_stride),
+             OP_POINTWISE, 0, 8.0 * batch * tokens * d);
 }
 
 void modulate_backward(float *dx, float *dshift, float *dscale, const float *dy, const float *x, const float *scale, int64_t batch, int64_t tokens, int64_t d, int64_t mod_stride)
 {
-    const double t0 = prof_now();
-    if (!op_dry(dy)) modulate_backward_run(dx, dshift, dscale, dy, x, scale, batch, tokens, d, mod_stride);
-    prof_add(OP_POINTWISE, t0, 0, 16.0 * batch * tokens * d);
+    OP_TIMED(dy, modulate_backward_run(dx, dshift, dscale, dy, x, scale, batch, tokens, d, mod_stride),
+             OP_POINTWISE, 0, 16.0 * batch * tokens * d);
 }
 
 void gated_residual_forward(float *y, const float *x, const float *gate, const float *h, int64_t batch, int64_t tokens, int64_t d, int64_t gate_stride)
 {
-    const double t0 = prof_now();
-    if (!op_dry(y)) gated_residual_forward_run(y, x, gate, h, batch, tokens, d, gate_stride);
-    prof_add(OP_POINTWISE, t0, 0, 12.0 * batch * tokens * d);
+    OP_TIMED(y, gated_residual_forward_run(y, x, gate, h, batch, tokens, d, gate_stride),
+             OP_POINTWISE, 0, 12.0 * batch * tokens * d);
 }
 
 void gated_residual_backward(float *dx, float *dgate, float *dh, const float *dy, const float *gate, const float *h, int64_t batch, int64_t tokens, int64_t d, int64_t gate_stride)
 {
-    const double t0 = prof_now();
-    if (!op_dry(dy)) gated_residual_backward_run(dx, dgate, dh, dy, gate, h, batch, tokens, d, gate_stride);
-    prof_add(OP_POINTWISE, t0, 0, 20.0 * batch * tokens * d);
+    OP_TIMED(dy, gated_residual_backward_run(dx, dgate, dh, dy, gate, h, batch, tokens, d, gate_stride),
+             OP_POINTWISE, 0, 20.0 * batch * tokens * d);
 }

@@ -257,9 +257,7 @@ st_status layernorm_forward(pool *p, float *y, const float *x, const float *w, c
 
 void layernorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int64_t n, int64_t d, const op_state *keep)
 {
-    const double t0 = prof_now();
-    if (!op_dry(dy)) layernorm_backward_run(dx, dw, db, dy, x, w, n, d, keep);
-    prof_add(OP_NORM, t0, 0, 16.0 * n * d);
+    OP_TIMED(dy, layernorm_backward_run(dx, dw, db, dy, x, w, n, d, keep), OP_NORM, 0, 16.0 * n * d);
 }
 
 st_status rmsnorm_forward(pool *p, float *y, const float *x, const float *w, int64_t n, int64_t d, float eps, op_state *keep)
@@ -272,9 +270,7 @@ st_status rmsnorm_forward(pool *p, float *y, const float *x, const float *w, int
 
 void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t n, int64_t d, const op_state *keep)
 {
-    const double t0 = prof_now();
-    if (!op_dry(dy)) rmsnorm_backward_run(dx, dw, dy, x, w, n, d, keep);
-    prof_add(OP_NORM, t0, 0, 16.0 * n * d);
+    OP_TIMED(dy, rmsnorm_backward_run(dx, dw, dy, x, w, n, d, keep), OP_NORM, 0, 16.0 * n * d);
 }
 
 /* Zero-centred RMSNorm: the weight is 1 + w, rounded to float before it scales, as F.rms_norm(x, weight=w + 1)

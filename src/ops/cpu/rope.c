@@ -146,9 +146,8 @@ static void rope_run(float *x, int64_t batch, int64_t tokens, int64_t heads, int
 static void rope_timed(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
                        int64_t batch_stride, const float *table, bool inverse, pairing how)
 {
-    const double t0 = prof_now();
-    if (!op_dry(x)) rope_run(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, inverse, how);
-    prof_add(OP_POINTWISE, t0, 0, 8.0 * batch * tokens * heads * head_dim);
+    OP_TIMED(x, rope_run(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, inverse, how),
+             OP_POINTWISE, 0, 8.0 * batch * tokens * heads * head_dim);
 }
 
 /* The public pair of each pairing (ops.h declares them): forward rotates, backward rotates back. */
