@@ -255,14 +255,28 @@ static st_status qk_norm(const side_attention *a, int which, float *y, const flo
     return st;
 }
 
+/* An attention's sizes: the queries' tokens T, rows nq and width D; the keys' and values' tokens Tkv, rows nkv and
+ * width K (a cross-attention's kv_tokens, grouped queries' kv_heads) */
+typedef struct side_sizes {
+    int64_t T, Tkv, D, K, nq, nkv;
+} side_sizes;
+
+static side_sizes sizes_of(const attn_shape *as)
+{
+    side_sizes z = {.T = as->tokens, .D = as->heads * as->head_dim};
+    z.Tkv = as->kv_tokens ? as->kv_tokens : z.T;
+    z.K = (as->kv_heads ? as->kv_heads : as->heads) * as->head_dim;
+    z.nq = as->batch * z.T, z.nkv = as->batch * z.Tkv;
+    return z;
+}
+
 st_status side_attention_forward(const side_attention *a, block_saved *sv, int at, const float *xq, const float *xkv,
                                  bool keep)
 {
     const model *m = a->m;
     const attn_shape *as = &a->shape;
-    const int64_t T = as->tokens, Tkv = as->kv_tokens ? as->kv_tokens : T;
-    const int64_t D = as->heads * as->head_dim, K = (as->kv_heads ? as->kv_heads : as->heads) * as->head_dim;
-    const int64_t nq = as->batch * T, nkv = as->batch * Tkv;
+    const side_sizes z = sizes_of(as);
+    const int64_t T = z.T, Tkv = z.Tkv, D = z.D, K = z.K, nq = z.nq, nkv = z.nkv;
     float **side = sv->side + at;
     const bool nq_on = a->norm_q >= 0, nk_on = a->norm_k >= 0;
     st_status st = proj(a, 0, nq_on ? side[SQR] : side[SQ], xq, nq, false, NULL, NULL, false);
@@ -284,9 +298,8 @@ st_status side_attention_backward(const side_attention *a, block_saved *sv, int 
 {
     const model *m = a->m;
     const attn_shape *as = &a->shape;
-    const int64_t T = as->tokens, Tkv = as->kv_tokens ? as->kv_tokens : T;
-    const int64_t D = as->heads * as->head_dim, K = (as->kv_heads ? as->kv_heads : as->heads) * as->head_dim;
-    const int64_t nq = as->batch * T, nkv = as->batch * Tkv;
+    const side_sizes z = sizes_of(as);
+    const int64_t T = z.T, Tkv = z.Tkv, D = z.D, K = z.K, nq = z.nq, nkv = z.nkv;
     float **side = sv->side + at;
     scratch s = {.pool = m->pool};
     float *datt = a->out ? scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "attention.datt") : (float *)dout;
