@@ -55,30 +55,42 @@ static attn_shape cross_shape(const ace_block *b)
     return a;
 }
 
+/* One attention's to_q, to_k and to_v (k and v K wide: grouped queries), to_out.0 and per-head norm_q and norm_k,
+ * named prefix.name.*, in the state_dict's order */
+static void register_attention(param_set *s, const char *prefix, const char *name, const model_config *c, int64_t K,
+                               lin_layer *const l[4], int *norm_q, int *norm_k)
+{
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, hd = D / c->heads, ra = c->lora_attention ? c->lora_rank : 0;
+    const float alpha = (float)c->lora_alpha;
+    static const char *const proj[4] = {"to_q", "to_k", "to_v", "to_out.0"};
+    char n[PARAM_NAME_MAX];
+    for (int i = 0; i < 4; i++) {
+        snprintf(n, sizeof n, "%s.%s.%s", prefix, name, proj[i]);
+        *l[i] = lin_register(s, n, D, i == 1 || i == 2 ? K : D, false, ra, alpha, full);
+    }
+    snprintf(n, sizeof n, "%s.norm_q", name);
+    *norm_q = block_norm(s, prefix, n, hd, c);
+    snprintf(n, sizeof n, "%s.norm_k", name);
+    *norm_k = block_norm(s, prefix, n, hd, c);
+}
+
 void ace_block_register(param_set *s, ace_block *b, const char *prefix, const model_config *c)
 {
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, hd = D / c->heads, K = hd * b->kv_heads;
-    const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
+    const int64_t rm = c->lora_mlp ? c->lora_rank : 0;
     const float alpha = (float)c->lora_alpha;
     char n[PARAM_NAME_MAX];
 #define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
     /* in the state_dict's order: the block's own table, then its modules */
     b->table = param_add(s, NAME("scale_shift_table"), 3, (int64_t[]){1, 6, D}, full);
     b->norm1 = param_add(s, NAME("self_attn_norm.weight"), 1, (int64_t[]){D}, full);
-    b->q = lin_register(s, NAME("self_attn.to_q"), D, D, false, ra, alpha, full);
-    b->k = lin_register(s, NAME("self_attn.to_k"), D, K, false, ra, alpha, full);
-    b->v = lin_register(s, NAME("self_attn.to_v"), D, K, false, ra, alpha, full);
-    b->out = lin_register(s, NAME("self_attn.to_out.0"), D, D, false, ra, alpha, full);
-    b->norm_q = block_norm(s, prefix, "self_attn.norm_q", hd, c);
-    b->norm_k = block_norm(s, prefix, "self_attn.norm_k", hd, c);
+    register_attention(s, prefix, "self_attn", c, K, (lin_layer *[4]){&b->q, &b->k, &b->v, &b->out}, &b->norm_q,
+                       &b->norm_k);
     b->norm2 = param_add(s, NAME("cross_attn_norm.weight"), 1, (int64_t[]){D}, full);
-    b->cq = lin_register(s, NAME("cross_attn.to_q"), D, D, false, ra, alpha, full);
-    b->ck = lin_register(s, NAME("cross_attn.to_k"), D, K, false, ra, alpha, full);
-    b->cv = lin_register(s, NAME("cross_attn.to_v"), D, K, false, ra, alpha, full);
-    b->cout = lin_register(s, NAME("cross_attn.to_out.0"), D, D, false, ra, alpha, full);
-    b->cnorm_q = block_norm(s, prefix, "cross_attn.norm_q", hd, c);
-    b->cnorm_k = block_norm(s, prefix, "cross_attn.norm_k", hd, c);
+    register_attention(s, prefix, "cross_attn", c, K, (lin_layer *[4]){&b->cq, &b->ck, &b->cv, &b->cout}, &b->cnorm_q,
+                       &b->cnorm_k);
     b->norm3 = param_add(s, NAME("mlp_norm.weight"), 1, (int64_t[]){D}, full);
     b->gate = lin_register(s, NAME("mlp.gate_proj"), D, b->ffn, false, rm, alpha, full);
     b->up = lin_register(s, NAME("mlp.up_proj"), D, b->ffn, false, rm, alpha, full);
