@@ -275,6 +275,59 @@ static void test_weighted_sum(void)
     tk_expect_close("weighted_sum dw (accumulated)", dw, wantw, R, GRAD_TOL);
 }
 
+/* ---- masked_mean: y (B, C) = sum over rows of mask x / sum of mask, per sample ---- */
+
+typedef struct mean_ctx {
+    double *x, *w;
+    const float *mask; /* (B, MS): R floats of each */
+} mean_ctx;
+
+enum { MS = R + 2 };
+
+static double mean_loss(void *c)
+{
+    mean_ctx *g = c;
+    double s = 0;
+    for (int b = 0; b < B; b++) {
+        double total = 0;
+        for (int r = 0; r < R; r++) total += g->mask[b * MS + r];
+        for (int k = 0; k < C && total != 0; k++) {
+            double v = 0;
+            for (int r = 0; r < R; r++) v += g->x[(b * R + r) * C + k] * g->mask[b * MS + r];
+            s += g->w[b * C + k] * v / total;
+        }
+    }
+    return s;
+}
+
+static void test_masked_mean(void)
+{
+    enum { NY = B * C };
+    float x[N], w[NY], y[NY], dx[N], mask[B * MS];
+    double xd[N], wd[NY], yr[NY], gx[N], want[N];
+    tk_fill(x, N, 81, -2.0f, 2.0f), tk_fill(w, NY, 82, -1.0f, 1.0f), tk_fill(dx, N, 83, -1.0f, 1.0f);
+    for (int i = 0; i < B * MS; i++) mask[i] = (float)(i % MS < 3); /* sample b: its first 3 tokens */
+    mask[MS + 1] = 0.0f; /* a hole */
+    tk_to_double(xd, x, N), tk_to_double(wd, w, NY);
+    masked_mean_forward(y, x, mask, B, R, C, MS);
+    mean_ctx c = {xd, wd, mask};
+    for (int i = 0; i < NY; i++) { /* the loss with a one-hot weight is the mean itself */
+        double one[NY] = {0};
+        one[i] = 1;
+        mean_ctx e = {xd, one, mask};
+        yr[i] = mean_loss(&e);
+    }
+    tk_expect_close("masked_mean forward", y, yr, NY, FWD_TOL);
+    tk_numeric_grad(mean_loss, &c, xd, N, FD_H, gx);
+    plus(want, dx, gx, N);
+    masked_mean_backward(dx, w, mask, B, R, C, MS);
+    tk_expect_close("masked_mean dx (accumulated)", dx, want, N, GRAD_TOL);
+    float none[B * MS] = {0}, z[NY], zeros[NY] = {0}; /* no tokens: zero, as a 0 / 0 is not taken */
+    tk_fill(z, NY, 84, -1.0f, 1.0f);
+    masked_mean_forward(z, x, none, B, R, C, MS);
+    tk_expect_bitwise("masked_mean of no tokens is zero", z, zeros, NY);
+}
+
 /* ---- mask_bias and embedding_backward_padded: no gradient to compare, values to ---- */
 
 static void test_mask_and_padding(void)
@@ -341,6 +394,7 @@ static void test_dry(void)
     channel_add_forward(a, s, B, R, C), channel_add_backward(s, a, B, R, C);
     weighted_sum_forward(a, b, s, B, R, C), weighted_sum_backward(a, s, a, b, s, B, R, C);
     mask_bias(a, b, B, R, C, -1.0f), embedding_backward_padded(a, b, s, R, C, 0);
+    masked_mean_forward(a, b, s, B, R, C, R), masked_mean_backward(a, b, s, B, R, C, R);
     CHECK(1); /* reached: nothing faulted */
     pool_free(p, s), pool_free(p, b), pool_free(p, a);
     CHECK(pool_destroy(p) == 0);
@@ -355,6 +409,7 @@ int main(void)
     test_tanh();
     test_channel_add();
     test_weighted_sum();
+    test_masked_mean();
     test_mask_and_padding();
     test_host_loop();
     test_dry();

@@ -536,6 +536,13 @@ void channel_add_backward(float *db, const float *dy, int64_t outer, int64_t cha
 void weighted_sum_forward(float *y, const float *x, const float *w, int64_t rows, int64_t k, int64_t d);
 void weighted_sum_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int64_t rows,
                            int64_t k, int64_t d);
+/* y (batch, d) = each sample's rows of x (batch, rows, d) weighted by its mask (rows floats, mask_stride apart) over
+ * the mask's sum, 0 where that sum is 0: a caption's mean over its tokens. The sums in float, in order of the rows.
+ * Backward: dx[b, j] += dy[b] mask[j] / sum (nothing where the sum is 0); the mask takes no gradient. */
+void masked_mean_forward(float *y, const float *x, const float *mask, int64_t batch, int64_t rows, int64_t d,
+                         int64_t mask_stride);
+void masked_mean_backward(float *dx, const float *dy, const float *mask, int64_t batch, int64_t rows, int64_t d,
+                          int64_t mask_stride);
 /* An attention key bias (batch, n) from each sample's mask of n keys (mask_stride floats apart): (1 - mask) scale in
  * float, as PixArt and LTX make a 0/1 encoder mask an additive bias (scale -10000). No backward: masks are not
  * trained. */

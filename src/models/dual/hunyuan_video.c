@@ -335,35 +335,10 @@ static void masks_forward(model *m, const float *cond)
 
 /* The refiner's pooled input: the mean of the caption's tokens under its mask (zero without tokens, where diffusers
  * divides 0 by 0: a real prompt template always has tokens). */
-typedef struct mean_args {
-    model *m;
-    float *out;
-    const float *text, *cond;
-} mean_args;
-
-static st_status masked_mean_run(void *arg) /* a host_loop's */
-{
-    model *m = ((mean_args *)arg)->m;
-    float *out = ((mean_args *)arg)->out;
-    const float *text = ((mean_args *)arg)->text, *cond = ((mean_args *)arg)->cond;
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = c->text_len, Dt = c->text_dim, K = model_cond_len(c);
-    for (int64_t b = 0; b < B; b++) {
-        const float *mask = cond + b * K + at_mask(c);
-        float total = 0.0f;
-        for (int64_t j = 0; j < L; j++) total += mask[j];
-        for (int64_t e = 0; e < Dt; e++) {
-            float s = 0.0f;
-            for (int64_t j = 0; j < L; j++) s += text[(b * L + j) * Dt + e] * mask[j];
-            out[b * Dt + e] = total != 0.0f ? s / total : 0.0f;
-        }
-    }
-    return ST_OK;
-}
-
 static void masked_mean(model *m, float *out, const float *text, const float *cond)
 {
-    host_loop(out, masked_mean_run, &(mean_args){m, out, text, cond});
+    const model_config *c = &m->cfg;
+    masked_mean_forward(out, text, cond + at_mask(c), m->shape.batch, c->text_len, c->text_dim, model_cond_len(c));
 }
 
 /* 1.5's glyph tokens: context_embedder_2 of the conditioning's ByT5 sequence into out (B L2, D). */

@@ -325,3 +325,36 @@ void weighted_sum_backward(float *restrict dx, float *restrict dw, const float *
         }
     prof_add(OP_POINTWISE, t0, 0, 12.0 * rows * k * d);
 }
+
+void masked_mean_forward(float *restrict y, const float *restrict x, const float *restrict mask, int64_t batch,
+                         int64_t rows, int64_t d, int64_t mask_stride)
+{
+    const double t0 = prof_now();
+    if (!op_dry(y))
+        for (int64_t b = 0; b < batch; b++) {
+            const float *mk = mask + b * mask_stride;
+            float total = 0.0f;
+            for (int64_t j = 0; j < rows; j++) total += mk[j];
+            for (int64_t e = 0; e < d; e++) {
+                float s = 0.0f;
+                for (int64_t j = 0; j < rows; j++) s += x[(b * rows + j) * d + e] * mk[j];
+                y[b * d + e] = total != 0.0f ? s / total : 0.0f;
+            }
+        }
+    prof_add(OP_POINTWISE, t0, 0, 4.0 * batch * rows * d);
+}
+
+void masked_mean_backward(float *restrict dx, const float *restrict dy, const float *restrict mask, int64_t batch,
+                          int64_t rows, int64_t d, int64_t mask_stride)
+{
+    const double t0 = prof_now();
+    if (!op_dry(dy) && dx)
+        for (int64_t b = 0; b < batch; b++) {
+            const float *mk = mask + b * mask_stride;
+            float total = 0.0f;
+            for (int64_t j = 0; j < rows; j++) total += mk[j];
+            for (int64_t j = 0; total != 0.0f && j < rows; j++)
+                for (int64_t e = 0; e < d; e++) dx[(b * rows + j) * d + e] += dy[b * d + e] * mk[j] / total;
+        }
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * batch * rows * d);
+}
