@@ -63,6 +63,43 @@ typedef struct family_preset {
 /* The presets' latent grids are those of images through Stable Diffusion's or Flux's VAE (DiT's: 256 px -> 32). */
 #define FAMILY_VAE_SCALE 8
 
+/* The optional model_config fields a family has (its descriptor's fields); the generic check refuses the others when
+ * they are set, naming who has them. */
+enum family_fields {
+    F_FFN = 1 << 0,            /* ffn_dim */
+    F_SINGLE = 1 << 1,         /* single-stream blocks (single_depth) */
+    F_ADALN = 1 << 2,          /* adaln_lora */
+    F_NORM_EPS = 1 << 3,       /* norm_eps */
+    F_CROSS_HEADS = 1 << 4,    /* cross_heads */
+    F_ACTION = 1 << 5,         /* action_dim, action_domains */
+    F_HEAD_DIM = 1 << 6,       /* head_dim */
+    F_TIME_HIDDEN = 1 << 7,    /* time_hidden */
+    F_TEXT_FUSION = 1 << 8,    /* text_layers, text_heads, text_kv_heads, text_ffn (and its own refiner blocks) */
+    F_ROPE_SCALED = 1 << 9,    /* rope_original, rope_max, text_pad */
+    F_KV_HEADS = 1 << 10,      /* kv_heads */
+    F_WINDOW = 1 << 11,        /* window */
+    F_VACE = 1 << 12,          /* vace_count, vace_every, vace_channels, anyflow */
+    F_AUDIO_STREAM = 1 << 13,  /* audio_hidden, audio_heads */
+    F_AUDIO_CHANNELS = 1 << 14, /* audio_channels */
+    F_TEXT_BLOCKS = 1 << 15,   /* text_blocks */
+    F_TIME_DIM = 1 << 16,      /* time_dim */
+    F_SOURCE = 1 << 17,        /* source_len, source_dim, text_min_len */
+    F_ANIMATE = 1 << 18,       /* Wan Animate's encoders, with face_every > 0 */
+    F_CASCADE = 1 << 19,       /* clip_seq, cascade_resample, cascade_dropout (and the U-Net levels) */
+    F_UNET = 1 << 20,          /* unet_levels, unet_layers, unet_mid, norm_groups, unet_linear, unet_cross */
+    F_TEXT2 = 1 << 21,         /* text2_len, text2_dim */
+    F_IMAGE_DIM = 1 << 22,     /* image_dim */
+    F_COND_CHANNELS = 1 << 23, /* cond_channels */
+    F_REFINER = 1 << 24,       /* refiner_depth: 1 to MODEL_REFINER_MAX blocks */
+};
+
+/* A group of fields whose refusal lists them, then says why (family_refuse): the family's constraint, or who has
+ * them. */
+typedef enum family_group {
+    GROUP_SINGLE, GROUP_ADALN, GROUP_NORM, GROUP_CROSS_HEADS, GROUP_ACTION, GROUP_HEAD_DIM, GROUP_TEXT_FUSION,
+    GROUP_ROPE_SCALED, GROUP_KV_HEADS, GROUP_VACE, GROUP_AUDIO, GROUP_TEXT_BLOCKS, GROUP_SOURCE, GROUP_TEXT2
+} family_group;
+
 #define FAMILY_ST_MAX 2  /* SimpleTuner rows a family can carry (kandinsky5: its image and video registrations) */
 #define FAMILY_READERS_MAX 4
 
@@ -89,11 +126,17 @@ typedef struct family_desc {
     bool batch_padded;    /* SimpleTuner pads each batch's captions to its longest (no fixed length) */
     bool drift;           /* its LoRA trains with SimpleTuner's h3_drift distillation */
     bool sincos;          /* a dual-stream family whose positions are a sine-cosine table, not rotary axes (SD3) */
+    unsigned fields;      /* the optional config fields it has (enum family_fields) */
+    bool pooled;          /* reads a pooled text vector (pooled_projection_dim at least 1) */
+    bool unpooled;        /* conditions on the timestep alone: no pooled text, no guidance embedding */
+    int axes;             /* its rotary axes are axes_dims_rope's, this many, filling each head (0: checked otherwise) */
+    bool dual_attention;  /* its first blocks may add an image-only attention (SD3.5's dual_attention_layers) */
     const char *lora_component; /* the component its LoRA files name adapters under ("unet."), NULL: the transformer */
     const char *uncached; /* what of its conditioning a cache does not hold, NULL: "what the family reads beside them" */
     const char *text_width; /* what a cache's prompt_embeds width holds, where it is not one encoder's (NULL) */
 
     /* hooks (NULL: the generic behaviour) */
+    st_status (*check)(const model_config *mc);           /* its part of model_config_check */
     bool (*is_video)(const model_config *mc);             /* video for some configs only */
     int64_t (*pixel_frames)(const model_config *mc);      /* the pixel frames of its latent frames */
     st_status (*latent_frames)(model_config *mc, int64_t num_frames); /* num_frames to latent frames */
@@ -122,6 +165,11 @@ const family_desc *family_find(const char *name);
 const family_desc *family_of_config(const model_config *mc);
 /* The i-th descriptor in the registry's order, NULL past the last. */
 const family_desc *family_at(int i);
+
+/* The refusal of a group of fields: the fields' values, then why (NULL for GROUP_SINGLE, whose words are fixed). */
+st_status family_refuse(const model_config *mc, family_group g, const char *why);
+/* Flux.2's and Flux.3's check: no pooled text (Flux.3: nor guidance), and even timestep sinusoids. */
+st_status family_check_four(const model_config *mc, bool flux3);
 
 /* Rotary splits that several families share: four equal axes (Flux.2's (32, 32, 32, 32) at 128), and Z-Image's
  * (32, 48, 48) at 128. */

@@ -167,6 +167,16 @@ static const family_preset presets[] = {
     {"auraflow", 4, 3072, 12, 2, 4, 128, 10, 32, 120, 2048, 0, false, false, 0, 96},
 };
 
+static st_status auraflow_check(const model_config *mc)
+{
+    if (mc->resolution / mc->patch > mc->pos_embed_max || mc->pooled_dim)
+        return st_fail(ST_ERR_INVALID, "pos_embed_max_size: %lld x %lld; auraflow's learned table must cover the "
+                       "%lld-patch grid of resolution %lld (and pooled_projection_dim %lld must be 0: it has none)",
+                       (long long)mc->pos_embed_max, (long long)mc->pos_embed_max,
+                       (long long)(mc->resolution / mc->patch), (long long)mc->resolution, (long long)mc->pooled_dim);
+    return ST_OK;
+}
+
 const family_desc auraflow_desc = {
     .name = "auraflow",
     .topology = TOPO_DUAL,
@@ -181,4 +191,6 @@ const family_desc auraflow_desc = {
     .ops = &auraflow_family,
     FAMILY_PRESETS(presets),
     .readers = {{"AuraFlowTransformer2DModel", auraflow_from_json}},
+    .fields = F_SINGLE,
+    .check = auraflow_check,
 };

@@ -16,6 +16,20 @@ static void chroma_preset(model_config *mc, const char *name, bool tiny)
     mc->approx_channels = tiny ? 32 : 64, mc->approx_hidden = tiny ? 32 : 5120, mc->approx_layers = tiny ? 2 : 5;
 }
 
+#define CHROMA_APPROX_LAYERS_MAX 16 /* residual layers of its distilled guidance (approximator_layers) */
+
+static st_status chroma_check(const model_config *mc)
+{
+    if (mc->approx_channels < 8 || mc->approx_channels % 8 || mc->approx_channels > (1 << 16) ||
+        mc->approx_hidden < 1 || mc->approx_hidden > (1 << 20) || mc->approx_layers < 0 ||
+        mc->approx_layers > CHROMA_APPROX_LAYERS_MAX)
+        return st_fail(ST_ERR_INVALID, "approximator_num_channels %lld, approximator_hidden_dim %lld, "
+                       "approximator_layers %lld: chroma's take a multiple of 8 up to 65536, 1 to 2^20 and 0 to %d",
+                       (long long)mc->approx_channels, (long long)mc->approx_hidden, (long long)mc->approx_layers,
+                       CHROMA_APPROX_LAYERS_MAX);
+    return ST_OK;
+}
+
 const family_desc chroma_desc = {
     .name = "chroma",
     .topology = TOPO_DUAL,
@@ -33,4 +47,8 @@ const family_desc chroma_desc = {
     FAMILY_PRESETS(presets),
     .preset = chroma_preset,
     .readers = {{"ChromaTransformer2DModel", chroma_from_json}},
+    .fields = F_SINGLE,
+    .unpooled = true,
+    .axes = 3,
+    .check = chroma_check,
 };

@@ -25,4 +25,7 @@ const family_desc flux_desc = {
     .ops = &mmdit_family,
     FAMILY_PRESETS(presets),
     .readers = {{"FluxTransformer2DModel", flux_from_json}},
+    .fields = F_SINGLE,
+    .pooled = true,
+    .axes = 3,
 };

@@ -165,6 +165,8 @@ static void flux2_preset(model_config *mc, const char *name, bool tiny)
     mc->time_channels = 256; /* timestep_guidance_channels */
 }
 
+static st_status flux2_check(const model_config *mc) { return family_check_four(mc, false); }
+
 const family_desc flux2_desc = {
     .name = "flux2",
     .topology = TOPO_DUAL,
@@ -181,4 +183,7 @@ const family_desc flux2_desc = {
     .preset = flux2_preset,
     .rope_axes = family_rope_axes_four,
     .readers = {{"Flux2Transformer2DModel", flux2_from_json}},
+    .fields = F_SINGLE,
+    .axes = 4,
+    .check = flux2_check,
 };

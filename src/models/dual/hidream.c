@@ -272,4 +272,7 @@ const family_desc hidream_desc = {
     .preset = hidream_preset,
     .rope_axes = hidream_rope_axes,
     .readers = {{"HiDreamImageTransformer2DModel", hidream_from_json}},
+    .fields = F_SINGLE,
+    .pooled = true,
+    .axes = 3,
 };

@@ -24,4 +24,7 @@ const family_desc hunyuanvideo_desc = {
     FAMILY_PRESETS(presets),
     .preset = hunyuanvideo_preset,
     .readers = {{"HunyuanVideoTransformer3DModel", hunyuanvideo_from_json}},
+    .fields = F_SINGLE | F_REFINER,
+    .pooled = true,
+    .axes = 3,
 };

@@ -18,6 +18,13 @@ static void hunyuanvideo15_preset(model_config *mc, const char *name, bool tiny)
     mc->cond_channels = mc->channels + 1, mc->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
 }
 
+static st_status hunyuanvideo15_check(const model_config *mc)
+{
+    if (mc->text2_len < 1 || mc->text2_dim < 1 || mc->image_dim < 1 || mc->cond_channels < 0)
+        return family_refuse(mc, GROUP_TEXT2, "hunyuanvideo15 takes at least 1 of the first three");
+    return ST_OK;
+}
+
 const family_desc hunyuanvideo15_desc = {
     .name = "hunyuanvideo15",
     .topology = TOPO_DUAL,
@@ -38,4 +45,8 @@ const family_desc hunyuanvideo15_desc = {
     FAMILY_PRESETS(presets),
     .preset = hunyuanvideo15_preset,
     .readers = {{"HunyuanVideo15Transformer3DModel", hunyuanvideo15_from_json}},
+    .fields = F_REFINER | F_TEXT2 | F_IMAGE_DIM | F_COND_CHANNELS,
+    .unpooled = true,
+    .axes = 3,
+    .check = hunyuanvideo15_check,
 };

@@ -24,4 +24,7 @@ const family_desc longcat_image_desc = {
     .ops = &mmdit_family,
     FAMILY_PRESETS(presets),
     .readers = {{"LongCatImageTransformer2DModel", longcat_from_json}},
+    .fields = F_SINGLE,
+    .unpooled = true,
+    .axes = 3,
 };

@@ -214,4 +214,6 @@ const family_desc qwen_image_desc = {
     .ops = &qwen_image_family,
     FAMILY_PRESETS(presets),
     .readers = {{"QwenImageTransformer2DModel", qwen_from_json}},
+    .unpooled = true,
+    .axes = 3,
 };

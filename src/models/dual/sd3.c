@@ -128,6 +128,15 @@ static const family_preset presets[] = {
     {"sd35-medium", 24, 1536, 24, 2, 16, 128, 10, 0, 231, 4096, 2048, false, true, 13, 384},
 };
 
+static st_status sd3_check(const model_config *mc)
+{
+    if (mc->resolution / mc->patch > mc->pos_embed_max || mc->sample_size < mc->patch)
+        return st_fail(ST_ERR_INVALID, "pos_embed_max_size: %lld; sd3's table must cover the %lld-patch grid of "
+                       "resolution %lld, and sample_size %lld at least one patch", (long long)mc->pos_embed_max,
+                       (long long)(mc->resolution / mc->patch), (long long)mc->resolution, (long long)mc->sample_size);
+    return ST_OK;
+}
+
 const family_desc sd3_desc = {
     .name = "sd3",
     .topology = TOPO_DUAL,
@@ -142,4 +151,7 @@ const family_desc sd3_desc = {
     .ops = &sd3_family,
     FAMILY_PRESETS(presets),
     .readers = {{"SD3Transformer2DModel", sd3_from_json}},
+    .pooled = true,
+    .dual_attention = true,
+    .check = sd3_check,
 };

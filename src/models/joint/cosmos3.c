@@ -354,6 +354,23 @@ static void cosmos3_preset(model_config *mc, const char *name, bool tiny)
     memcpy(mc->rope_axes, sections, sizeof sections);
 }
 
+static st_status cosmos3_check(const model_config *mc)
+{
+    const int64_t hd = mc->head_dim;
+    if (mc->kv_heads < 1 || mc->heads % mc->kv_heads || hd < 2 || hd > 1024 || hd % 2 || mc->ffn_dim < 1 ||
+        mc->ffn_dim > (1 << 20) || !(mc->norm_eps > 0 && mc->norm_eps < 1) || mc->text_dim != 1 ||
+        mc->text_vocab >= (1 << 24) || mc->rope_axes[0] < 0 || mc->rope_axes[1] < 0 || mc->rope_axes[2] < 0 ||
+        3 * mc->rope_axes[1] > hd / 2 + 1 || 3 * mc->rope_axes[2] > hd / 2 || mc->rope_axes[3] ||
+        mc->audio_channels < 0 || mc->audio_channels > (1 << 16) || mc->action_dim < 0 || mc->action_dim > (1 << 16) ||
+        mc->action_domains < (mc->action_dim ? 1 : 0) || mc->action_domains > (1 << 16) || mc->patch_t != 1 ||
+        mc->out_channels || mc->pooled_dim || mc->guidance_embeds)
+        return family_refuse(mc, GROUP_ACTION, "cosmos3 takes a divisor of the heads, an even head width of 2 to 1024, 1 "
+                             "to 2^20, an eps in (0, 1), token ids (text_dim 1) below 2^24, sections whose interleaved "
+                             "frequencies lie within the head (3 sections[1] <= head/2 + 1, 3 sections[2] <= head/2), "
+                             "and heads of at most 65536 (an action head over at least 1 domain)");
+    return ST_OK;
+}
+
 const family_desc cosmos3_desc = {
     .name = "cosmos3",
     .topology = TOPO_JOINT,
@@ -375,4 +392,6 @@ const family_desc cosmos3_desc = {
     FAMILY_PRESETS(presets),
     .preset = cosmos3_preset,
     .readers = {{"Cosmos3OmniTransformer", cosmos3_from_json}},
+    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_HEAD_DIM | F_ACTION | F_AUDIO_CHANNELS,
+    .check = cosmos3_check,
 };

@@ -277,6 +277,8 @@ static void ernie_preset(model_config *mc, const char *name, bool tiny)
     mc->vae_scale = tiny ? FAMILY_VAE_SCALE : 16;
 }
 
+static st_status ernie_check(const model_config *mc) { return joint_check(mc, true); }
+
 const family_desc ernie_desc = {
     .name = "ernie",
     .topology = TOPO_JOINT,
@@ -296,4 +298,6 @@ const family_desc ernie_desc = {
     .preset = ernie_preset,
     .rope_axes = family_rope_axes_wide,
     .readers = {{"ErnieImageTransformer2DModel", ernie_from_json}},
+    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS,
+    .check = ernie_check,
 };

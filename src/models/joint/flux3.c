@@ -419,6 +419,13 @@ static void flux3_preset(model_config *mc, const char *name, bool tiny)
     mc->time_channels = 256; /* timestep_channels */
 }
 
+static st_status flux3_check(const model_config *mc)
+{
+    st_status st = family_check_four(mc, true);
+    if (!st && mc->single_depth < 1) st = family_refuse(mc, GROUP_SINGLE, NULL);
+    return st;
+}
+
 const family_desc flux3_image_desc = {
     .name = "flux3_image",
     .topology = TOPO_JOINT,
@@ -435,4 +442,7 @@ const family_desc flux3_image_desc = {
     .preset = flux3_preset,
     .rope_axes = family_rope_axes_four,
     .readers = {{"Flux3Transformer2DModel", flux3_from_json}},
+    .fields = F_SINGLE,
+    .axes = 4,
+    .check = flux3_check,
 };

@@ -306,6 +306,19 @@ static void ideogram_preset(model_config *mc, const char *name, bool tiny)
     memcpy(mc->rope_axes, sections, sizeof sections);
 }
 
+static st_status ideogram_check(const model_config *mc)
+{
+    const int64_t hd = mc->hidden / mc->heads;
+    if (mc->time_dim < 1 || mc->time_dim > (1 << 16) || hd % 2 || mc->rope_axes[0] < 0 || mc->rope_axes[1] < 0 ||
+        mc->rope_axes[2] < 0 || 3 * mc->rope_axes[1] > hd / 2 + 1 || 3 * mc->rope_axes[2] > hd / 2 || mc->rope_axes[3])
+        return st_fail(ST_ERR_INVALID, "adaln_dim %lld, mrope_section (%lld, %lld, %lld), head width %lld; ideogram "
+                       "takes 1 to 65536 and sections whose interleaved frequencies lie within the (even) head's "
+                       "(3 sections[1] <= head/2 + 1, 3 sections[2] <= head/2)", (long long)mc->time_dim,
+                       (long long)mc->rope_axes[0], (long long)mc->rope_axes[1], (long long)mc->rope_axes[2],
+                       (long long)hd);
+    return joint_check(mc, false);
+}
+
 const family_desc ideogram_desc = {
     .name = "ideogram",
     .topology = TOPO_JOINT,
@@ -322,4 +335,6 @@ const family_desc ideogram_desc = {
     FAMILY_PRESETS(presets),
     .preset = ideogram_preset,
     .readers = {{"Ideogram4Transformer2DModel", ideogram_from_json}},
+    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_TIME_DIM,
+    .check = ideogram_check,
 };

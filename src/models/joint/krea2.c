@@ -424,6 +424,21 @@ static void krea2_preset(model_config *mc, const char *name, bool tiny)
     mc->text_ffn = tiny ? 48 : 6912, mc->text_blocks = 2, mc->refiner_depth = tiny ? 1 : 2;
 }
 
+static st_status krea2_check(const model_config *mc)
+{
+    st_status st = joint_check(mc, true);
+    if (st) return st;
+    const int64_t th = mc->text_layers ? mc->text_dim / mc->text_layers : 0; /* its text_hidden_dim */
+    if (mc->text_layers < 1 || mc->text_layers > 1024 || mc->text_dim % mc->text_layers || mc->text_heads < 1 ||
+        th % mc->text_heads || mc->text_kv_heads < 1 || mc->text_heads % mc->text_kv_heads || mc->text_ffn < 1 ||
+        mc->text_ffn > 8 * th || mc->text_blocks < 1 || mc->text_blocks > 64 || mc->refiner_depth < 1 ||
+        mc->refiner_depth > MODEL_REFINER_MAX)
+        return family_refuse(mc, GROUP_TEXT_FUSION, "krea2 takes 1 to 1024 layers dividing text_dim, heads dividing "
+                             "their width and divided by the key-value heads, a feed-forward of 1 to 8 widths, 1 to 64 "
+                             "layerwise and 1 to 8 refiner blocks");
+    return ST_OK;
+}
+
 const family_desc krea2_desc = {
     .name = "krea2",
     .topology = TOPO_JOINT,
@@ -442,4 +457,6 @@ const family_desc krea2_desc = {
     .preset = krea2_preset,
     .rope_axes = family_rope_axes_wide,
     .readers = {{"Krea2Transformer2DModel", krea2_from_json}},
+    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_TEXT_FUSION | F_TEXT_BLOCKS,
+    .check = krea2_check,
 };

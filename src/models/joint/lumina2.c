@@ -530,6 +530,19 @@ void lumina2_blocks(const model_config *mc, char *buf, size_t n)
 }
 
 /* Neta Lumina: a Lumina-Image 2.0 fine-tune, the same shape */
+st_status joint_check(const model_config *mc, bool axes)
+{
+    const int64_t hd = mc->hidden / mc->heads, *a = mc->rope_axes;
+    if (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->ffn_dim < 1 || mc->ffn_dim > 8 * mc->hidden ||
+        !(mc->norm_eps > 0 && mc->norm_eps < 1) || mc->text_dim < 1 || mc->pooled_dim ||
+        (axes && (a[0] + a[1] + a[2] != hd || a[0] % 2 || a[1] % 2 || a[2] % 2 || a[3])) || mc->patch_t != 1 ||
+        mc->out_channels)
+        return family_refuse(mc, GROUP_NORM, "lumina2, z_image, ernie, ideogram, omnigen and krea2 take a divisor of "
+                             "the heads, 1 to 8 hidden_size, an eps in (0, 1), at least 1, and (but ideogram and "
+                             "omnigen) three even axes summing to the head width (no pooled vector, out_channels 0)");
+    return ST_OK;
+}
+
 static const family_preset presets[] = {
     /* Lumina-Image 2.0 (Alpha-VLLM/Lumina-Image-2.0's transformer): 26 joint blocks after 2 + 2 refiners, 24 heads x
      * 96 with 8 kv heads, Gemma 2 2B's 2304-wide text at SimpleTuner's 256 tokens, 16 latent channels in 2 x 2
@@ -552,6 +565,8 @@ static void lumina2_preset(model_config *mc, const char *name, bool tiny)
     mc->ffn_dim = tiny ? 4 * mc->hidden : 9216;
 }
 
+static st_status lumina2_check(const model_config *mc) { return joint_check(mc, true); }
+
 const family_desc lumina2_desc = {
     .name = "lumina2",
     .topology = TOPO_JOINT,
@@ -569,4 +584,6 @@ const family_desc lumina2_desc = {
     .preset = lumina2_preset,
     .rope_axes = lumina2_rope_axes,
     .readers = {{"Lumina2Transformer2DModel", lumina2_from_json}},
+    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_REFINER,
+    .check = lumina2_check,
 };

@@ -112,5 +112,9 @@ void lumina_final_release(model *m, lumina_final *f);
 
 /* plan's blocks of lumina2 and z_image (family.h's describe_blocks hook) */
 void lumina2_blocks(const model_config *mc, char *buf, size_t n);
+/* The sizes lumina2, z_image, ernie, ideogram, omnigen and krea2 share (their check hooks): key-value heads dividing
+ * the heads, the feed-forward, the eps, the caption width, no pooled vector, one frame, and with axes three even
+ * rotary axes filling the head */
+st_status joint_check(const model_config *mc, bool axes);
 
 #endif

@@ -391,6 +391,23 @@ static void minimax_preset(model_config *mc, const char *name, bool tiny)
     memcpy(mc->rope_axes, axes, sizeof axes);
 }
 
+static st_status minimax_check(const model_config *mc)
+{
+    const int64_t rot = mc->rope_axes[0] + mc->rope_axes[1] + mc->rope_axes[2];
+    if (mc->head_dim < 2 || mc->head_dim > 1024 || mc->head_dim % 2 || rot < 6 || rot > mc->head_dim ||
+        mc->rope_axes[0] % 2 || mc->rope_axes[1] != mc->rope_axes[0] || mc->rope_axes[2] != mc->rope_axes[0] ||
+        mc->rope_axes[3] || mc->time_channels < 2 || mc->time_channels % 2 || mc->time_channels > 65536 ||
+        mc->time_hidden < 1 || mc->time_hidden > (1 << 20) || mc->time_dim < 1 || mc->time_dim > (1 << 20) ||
+        mc->ffn_dim < 1 || mc->audio_channels < 1 || mc->audio_channels > (1 << 16) ||
+        !(mc->norm_eps > 0 && mc->norm_eps < 1) || mc->patch_t != 1 || mc->out_channels || mc->pooled_dim ||
+        mc->guidance_embeds)
+        return family_refuse(mc, GROUP_HEAD_DIM, "minimaxh3 takes an even head width of 2 to 1024 holding its three "
+                             "equal even rotary axes (2 rope_freq_dim each), even sinusoids of 2 to 65536, widths of 1 "
+                             "to 2^20, 1 to 65536 audio channels, an eps in (0, 1) and 1 (no pooled vector, no "
+                             "guidance, out_channels 0)");
+    return ST_OK;
+}
+
 const family_desc minimaxh3_desc = {
     .name = "minimaxh3",
     .topology = TOPO_JOINT,
@@ -414,4 +431,6 @@ const family_desc minimaxh3_desc = {
     FAMILY_PRESETS(presets),
     .preset = minimax_preset,
     .readers = {{"MiniMaxH3Transformer3DModel", minimax_from_json}},
+    .fields = F_FFN | F_NORM_EPS | F_HEAD_DIM | F_TIME_HIDDEN | F_TIME_DIM | F_AUDIO_CHANNELS | F_REFINER,
+    .check = minimax_check,
 };

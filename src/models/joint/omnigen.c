@@ -344,6 +344,23 @@ static void omnigen_preset(model_config *mc, const char *name, bool tiny)
         mc->rope_long[f] = tiny ? 1.0f + 0.5f * (float)f : 1.0f;
 }
 
+static st_status omnigen_check(const model_config *mc)
+{
+    st_status st = joint_check(mc, false);
+    if (st) return st;
+    const int64_t hd = mc->hidden / mc->heads;
+    bool factors = true;
+    for (int64_t i = 0; i < hd / 2 && i < MODEL_ROPE_FACTORS; i++)
+        factors &= mc->rope_short[i] > 0 && mc->rope_short[i] < 1e6f && mc->rope_long[i] > 0 && mc->rope_long[i] < 1e6f;
+    if (mc->text_dim != 1 || hd % 2 || hd > 2 * MODEL_ROPE_FACTORS || !factors || mc->rope_original < 1 ||
+        mc->rope_max < 1 || mc->rope_original > (1 << 30) || mc->rope_max > (1 << 30) || mc->text_pad < 0 ||
+        mc->text_vocab >= (1 << 24) || mc->resolution / mc->patch > mc->pos_embed_max || mc->sample_size < mc->patch)
+        return family_refuse(mc, GROUP_ROPE_SCALED, "omnigen takes token ids (text_dim 1), an even head width of at "
+                             "most 128 with positive rotary factors, 1 to 2^30 positions, a pad token of at least 0, "
+                             "fewer than 2^24 ids (they travel as floats), and a table covering the patch grid");
+    return ST_OK;
+}
+
 const family_desc omnigen_desc = {
     .name = "omnigen",
     .topology = TOPO_JOINT,
@@ -361,4 +378,6 @@ const family_desc omnigen_desc = {
     FAMILY_PRESETS(presets),
     .preset = omnigen_preset,
     .readers = {{"OmniGenTransformer2DModel", omnigen_from_json}},
+    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_ROPE_SCALED,
+    .check = omnigen_check,
 };

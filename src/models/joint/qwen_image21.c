@@ -367,6 +367,16 @@ static const family_preset presets[] = {
     {"qwen-image-2.1", 32, 4096, 32, 2, 16, 128, 10, 0, 1024, 4096, 0, false, false, 0, 0},
 };
 
+static st_status qwen_image21_check(const model_config *mc)
+{
+    const int64_t grid = mc->resolution / mc->patch;
+    if (grid * grid % 4)
+        return st_fail(ST_ERR_INVALID, "resolution %lld, patch_size %lld: Qwen-Image 2.1's image takes its encoder's "
+                       "slots of 2 x 2 latent tokens each, so its %lld tokens must be a multiple of 4",
+                       (long long)mc->resolution, (long long)mc->patch, (long long)(grid * grid));
+    return ST_OK;
+}
+
 const family_desc qwen_image21_desc = {
     .name = "qwen_image21",
     .topology = TOPO_JOINT,
@@ -376,4 +386,7 @@ const family_desc qwen_image21_desc = {
     .ops = &qwen_image21_family,
     FAMILY_PRESETS(presets),
     .readers = {{"QwenImage21Transformer2DModel", qwen21_from_json}},
+    .unpooled = true,
+    .axes = 3,
+    .check = qwen_image21_check,
 };

@@ -18,6 +18,8 @@ static void z_image_preset(model_config *mc, const char *name, bool tiny)
     mc->ffn_dim = (int64_t)((double)mc->hidden / 3.0 * 8.0);
 }
 
+static st_status z_image_check(const model_config *mc) { return joint_check(mc, true); }
+
 const family_desc z_image_desc = {
     .name = "z_image",
     .topology = TOPO_JOINT,
@@ -38,4 +40,6 @@ const family_desc z_image_desc = {
     .preset = z_image_preset,
     .rope_axes = family_rope_axes_wide,
     .readers = {{"ZImageTransformer2DModel", zimage_from_json}},
+    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_REFINER,
+    .check = z_image_check,
 };

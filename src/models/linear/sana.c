@@ -26,6 +26,16 @@ static void sana_preset(model_config *mc, const char *name, bool tiny)
     mc->ffn_dim = (int64_t)(2.5 * (double)mc->hidden);
 }
 
+static st_status sana_check(const model_config *mc)
+{
+    if (mc->cross_heads < 1 || mc->hidden % mc->cross_heads || mc->ffn_dim < 1 || mc->frames != 1 || mc->out_channels ||
+        mc->pooled_dim)
+        return family_refuse(mc, GROUP_CROSS_HEADS, "sana and sanavideo take cross-attention heads dividing "
+                             "hidden_size, a feed-forward of at least 1, out_channels 0 (= in_channels), and sana "
+                             "images (1 frame)");
+    return ST_OK;
+}
+
 const family_desc sana_desc = {
     .name = "sana",
     .topology = TOPO_LINEAR,
@@ -42,4 +52,7 @@ const family_desc sana_desc = {
     FAMILY_PRESETS(presets),
     .preset = sana_preset,
     .readers = {{"SanaTransformer2DModel", sana_from_json}},
+    .fields = F_FFN | F_CROSS_HEADS,
+    .unpooled = true,
+    .check = sana_check,
 };

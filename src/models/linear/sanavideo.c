@@ -19,6 +19,16 @@ static void sanavideo_preset(model_config *mc, const char *name, bool tiny)
     mc->ffn_dim = 3 * mc->hidden;
 }
 
+static st_status sanavideo_check(const model_config *mc)
+{
+    if (mc->cross_heads < 1 || mc->hidden % mc->cross_heads || mc->ffn_dim < 1 || mc->out_channels ||
+        mc->pooled_dim)
+        return family_refuse(mc, GROUP_CROSS_HEADS, "sana and sanavideo take cross-attention heads dividing "
+                             "hidden_size, a feed-forward of at least 1, out_channels 0 (= in_channels), and sana "
+                             "images (1 frame)");
+    return ST_OK;
+}
+
 const family_desc sanavideo_desc = {
     .name = "sanavideo",
     .topology = TOPO_LINEAR,
@@ -35,4 +45,7 @@ const family_desc sanavideo_desc = {
     FAMILY_PRESETS(presets),
     .preset = sanavideo_preset,
     .readers = {{"SanaVideoTransformer3DModel", sanavideo_from_json}},
+    .fields = F_FFN | F_CROSS_HEADS,
+    .unpooled = true,
+    .check = sanavideo_check,
 };

@@ -18,4 +18,7 @@ const family_desc mmdit_desc = {
     .ops = &mmdit_family,
     FAMILY_PRESETS(presets),
     .readers = {{"FluxTransformer2DModel", flux_from_json}},
+    .fields = F_SINGLE,
+    .pooled = true,
+    .axes = 3,
 };

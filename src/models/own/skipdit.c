@@ -250,10 +250,19 @@ static const family_preset presets[] = {
     {"skipdit-s", 13, 384, 6, 2, 4, 32, 1000, 0, 0, 0, 0, false, false, 0, 0},
 };
 
+static st_status skipdit_check(const model_config *mc)
+{
+    if (mc->depth < 3 || mc->depth % 2 == 0)
+        return st_fail(ST_ERR_INVALID, "depth: %lld blocks; skipdit needs an odd number >= 3 (in-blocks, a mid block, "
+                       "as many out-blocks)", (long long)mc->depth);
+    return ST_OK;
+}
+
 const family_desc skipdit_desc = {
     .name = "skipdit",
     .topology = TOPO_OWN,
     .own = true,
     .ops = &skipdit_family,
     FAMILY_PRESETS(presets),
+    .check = skipdit_check,
 };

@@ -449,6 +449,33 @@ static void cascade_preset(model_config *mc, const char *name, bool tiny)
     mc->depth = cascade_depth(mc);
 }
 
+/* Stable Cascade's sizes: what cascade.c builds */
+static st_status cascade_check(const model_config *mc)
+{
+    const int64_t L = mc->unet_levels;
+    bool ok = L >= 1 && L <= UNET_LEVELS_MAX && mc->clip_seq >= 1 && mc->clip_seq <= 64 && mc->unet_cross >= 1 &&
+              mc->unet_cross <= (1 << 20) && mc->time_channels >= 2 && mc->time_channels <= 65536 &&
+              mc->time_channels % 2 == 0 && mc->pooled_dim >= 1 && mc->image_dim >= 1 && mc->patch == 1 &&
+              mc->frames == 1 && !mc->out_channels && mc->hidden == mc->unet_channels[0] &&
+              (!mc->cascade_resample || mc->resolution % ((int64_t)1 << (L - 1)) == 0);
+    for (int64_t i = 0; ok && i < L; i++)
+        ok = mc->cascade_dropout[i] >= 0 && mc->cascade_dropout[i] < 1 && mc->unet_channels[i] >= 1 &&
+             mc->unet_channels[i] <= (1 << 16) && mc->unet_heads[i] >= 1 &&
+             mc->unet_channels[i] % mc->unet_heads[i] == 0 && mc->unet_attn[i] >= 1 && mc->unet_attn[i] <= 64;
+    if (ok) return ST_OK;
+    return st_fail(ST_ERR_INVALID, "block_out_channels: %lld levels (%lld, %lld, %lld, %lld) with heads (%lld, %lld, "
+                   "%lld, %lld), conditioning_dim %lld, clip_seq %lld, timestep_ratio_embedding_dim %lld, resolution "
+                   "%lld; stable_cascade takes 1 to %d levels of 1 to 65536 channels that each level's heads divide, 1 "
+                   "to 64 layers a level, dropout in [0, 1), conditioning of 1 to 2^20, 1 to 64 clip tokens, even time "
+                   "sinusoids of 2 to "
+                   "65536, pooled and image widths of at least 1, hidden_size block_out_channels[0], 1 x 1 patches, "
+                   "1 frame, and with resampling scalers a latent edge that halves evenly", (long long)L,
+                   (long long)mc->unet_channels[0], (long long)mc->unet_channels[1], (long long)mc->unet_channels[2],
+                   (long long)mc->unet_channels[3], (long long)mc->unet_heads[0], (long long)mc->unet_heads[1],
+                   (long long)mc->unet_heads[2], (long long)mc->unet_heads[3], (long long)mc->unet_cross,
+                   (long long)mc->clip_seq, (long long)mc->time_channels, (long long)mc->resolution, UNET_LEVELS_MAX);
+}
+
 const family_desc stable_cascade_desc = {
     .name = "stable_cascade",
     .topology = TOPO_UNET,
@@ -466,4 +493,6 @@ const family_desc stable_cascade_desc = {
     FAMILY_PRESETS(presets),
     .preset = cascade_preset,
     .readers = {{"StableCascadeUNet", cascade_from_json}},
+    .fields = F_CASCADE | F_IMAGE_DIM,
+    .check = cascade_check,
 };

@@ -442,3 +442,34 @@ void unet_preset(model_config *mc, const char *name, bool tiny)
         mc->unet_channels[l] = ch[k][l], mc->unet_attn[l] = at[k][l], mc->unet_heads[l] = heads[k][l];
     mc->depth = unet_depth(mc);
 }
+
+/* The U-Net's sizes: what unet.c builds (sd1x, sdxl and kolors' check hook) */
+st_status unet_check(const model_config *mc)
+{
+    const int64_t L = mc->unet_levels, g = mc->norm_groups;
+    bool ok = L >= 1 && L <= UNET_LEVELS_MAX && mc->unet_layers >= 1 && mc->unet_layers <= 8 && mc->unet_mid >= 0 &&
+              mc->unet_mid <= 64 && g >= 1 && mc->norm_eps > 0 && mc->norm_eps < 1 && mc->patch == 1 &&
+              mc->frames == 1 && !mc->out_channels && mc->hidden == 4 * mc->unet_channels[0] &&
+              mc->resolution % ((int64_t)1 << (L - 1)) == 0 &&
+              (!strcmp(mc->family, "sd1x") ? !mc->pooled_dim && !mc->time_channels
+                                           : mc->pooled_dim >= 1 && mc->time_channels >= 2 &&
+                                                 mc->time_channels % 2 == 0 && mc->time_channels <= 65536) &&
+              (strcmp(mc->family, "kolors") ? !mc->unet_cross : mc->unet_cross >= 1 && mc->unet_cross <= (1 << 20));
+    for (int64_t i = 0; ok && i < L; i++)
+        ok = mc->unet_channels[i] >= 1 && mc->unet_channels[i] <= (1 << 16) && mc->unet_channels[i] % g == 0 &&
+             mc->unet_heads[i] >= 1 && mc->unet_channels[i] % mc->unet_heads[i] == 0 && mc->unet_attn[i] >= 0 &&
+             mc->unet_attn[i] <= 64;
+    if (ok) return ST_OK;
+    return st_fail(ST_ERR_INVALID, "block_out_channels: %lld levels (%lld, %lld, %lld, %lld) with heads (%lld, %lld, "
+                   "%lld, %lld), layers_per_block %lld, norm_num_groups %lld, norm_eps %g, resolution %lld; %s takes 1 "
+                   "to %d levels of 1 to 65536 channels that the groups and each level's heads divide, 1 to 8 layers "
+                   "a block, 0 to 64 transformer blocks an attention, an eps in (0, 1), a latent edge that halves "
+                   "evenly at every level, time_embed_dim 4 x block_out_channels[0], 1 x 1 patches, 1 frame (sdxl, "
+                   "kolors: a pooled text of at least 1 and even size-id sinusoids of 2 to 65536, sd1x neither; "
+                   "kolors: a text projection to 1 to 2^20)",
+                   (long long)L, (long long)mc->unet_channels[0], (long long)mc->unet_channels[1],
+                   (long long)mc->unet_channels[2], (long long)mc->unet_channels[3], (long long)mc->unet_heads[0],
+                   (long long)mc->unet_heads[1], (long long)mc->unet_heads[2], (long long)mc->unet_heads[3],
+                   (long long)mc->unet_layers, (long long)g, mc->norm_eps, (long long)mc->resolution, mc->family,
+                   UNET_LEVELS_MAX);
+}

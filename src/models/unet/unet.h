@@ -36,11 +36,13 @@ extern const block_kind unet_block_kind;
 void unet_describe(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n);
 /* sd1x's, sdxl's and kolors' preset hook (family.h) */
 void unet_preset(model_config *mc, const char *name, bool tiny);
+/* ... and their check hook */
+st_status unet_check(const model_config *mc);
 /* What sd1x, sdxl and kolors share in their descriptors (family.h): UNet2DConditionModel's traits, hooks and steps.
  * Upstream trains them on the noise (epsilon); their LoRA files name adapters under "unet."; sdxl's and kolors'
  * conditioning ends with SDXL's six size ids. */
 #define UNET_TRAITS                                                                                                   \
     .text = true, .upstream_epsilon = true, .lora_component = "unet", .size_ids = 6, .describe = unet_describe,      \
-    .ops = &unet_family
+    .fields = F_NORM_EPS | F_UNET, .check = unet_check, .ops = &unet_family
 
 #endif

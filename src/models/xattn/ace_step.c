@@ -371,6 +371,15 @@ static void ace_step_preset(model_config *mc, const char *name, bool tiny)
     mc->cond_channels = 2 * mc->channels, mc->patch_t = 2, mc->frames = tiny ? 32 : 750;
 }
 
+static st_status ace_step_check(const model_config *mc)
+{
+    if (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->window < 0 || mc->cond_channels < 0 ||
+        mc->cond_channels > (1 << 16) || mc->patch != 1 || mc->resolution != 1 || mc->out_channels)
+        return family_refuse(mc, GROUP_KV_HEADS, "ace_step takes a divisor of num_heads, a window of at least 0, 0 to "
+                             "65536 context channels, and audio's 1, 1 and 0 (= in_channels)");
+    return ST_OK;
+}
+
 const family_desc ace_step_desc = {
     .name = "ace_step",
     .topology = TOPO_XATTN,
@@ -391,4 +400,7 @@ const family_desc ace_step_desc = {
     FAMILY_PRESETS(presets),
     .preset = ace_step_preset,
     .readers = {{"AceStepTransformer1DModel", ace_step_from_json}},
+    .fields = F_FFN | F_KV_HEADS | F_WINDOW | F_COND_CHANNELS,
+    .unpooled = true,
+    .check = ace_step_check,
 };

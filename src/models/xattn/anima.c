@@ -293,6 +293,16 @@ static void anima_preset(model_config *mc, const char *name, bool tiny)
     mc->refiner_depth = tiny ? 2 : 6, mc->text_vocab = tiny ? 32 : 32128;
 }
 
+static st_status anima_check(const model_config *mc)
+{
+    st_status st = cosmos_check(mc);
+    if (st) return st;
+    if (mc->source_len < 1 || mc->source_dim < 1 || mc->text_min_len < 0 || mc->refiner_depth < 1 ||
+        mc->refiner_depth > MODEL_REFINER_MAX || mc->text_dim % mc->heads || mc->text_dim / mc->heads % 2)
+        return family_refuse(mc, GROUP_SOURCE, "anima takes at least 1, 1, 0, 1 to 8 blocks, and an even head width");
+    return ST_OK;
+}
+
 const family_desc anima_desc = {
     .name = "anima",
     .topology = TOPO_XATTN,
@@ -313,4 +323,7 @@ const family_desc anima_desc = {
     FAMILY_PRESETS(presets),
     .preset = anima_preset,
     .readers = {{"CosmosTransformer3DModel", anima_from_json}},
+    .fields = F_FFN | F_ADALN | F_SOURCE | F_REFINER,
+    .unpooled = true,
+    .check = anima_check,
 };

@@ -38,4 +38,7 @@ st_status anima_forward(struct model *m, anima_adapter *a, const float *cond, fl
 st_status anima_backward(struct model *m, anima_adapter *a, const float *dtext);
 void anima_release(struct model *m, anima_adapter *a);
 
+/* cosmos2image's and anima's AdaLN-LoRA sizes (their check hooks, family.h) */
+st_status cosmos_check(const model_config *mc);
+
 #endif

@@ -2,6 +2,16 @@
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
+#include "models/xattn/cosmos.h"
+
+/* Cosmos's AdaLN-LoRA transformer (cosmos2image's and anima's) */
+st_status cosmos_check(const model_config *mc)
+{
+    if (mc->adaln_lora < 1 || mc->adaln_lora > (1 << 16) || mc->patch_t != 1 || mc->hidden / mc->heads < 8 ||
+        mc->hidden / mc->heads > 128 || mc->out_channels)
+        return family_refuse(mc, GROUP_ADALN, "cosmos2image takes 1 to 65536, 1, 8 to 128 and 0 (= in_channels)");
+    return ST_OK;
+}
 
 static const family_preset presets[] = {
     /* Cosmos-Predict2-2B- and -14B-Text2Image's (nvidia/Cosmos-Predict2-*-Text2Image): 28 blocks of 16 heads and 36
@@ -33,4 +43,7 @@ const family_desc cosmos2image_desc = {
     FAMILY_PRESETS(presets),
     .preset = cosmos2image_preset,
     .readers = {{"CosmosTransformer3DModel", cosmos_from_json}},
+    .fields = F_FFN | F_ADALN,
+    .unpooled = true,
+    .check = cosmos_check,
 };

@@ -467,6 +467,18 @@ static void kandinsky5_preset(model_config *mc, const char *name, bool tiny)
         mc->cond_channels = mc->channels + 1, mc->frames = tiny ? 2 : 1;
 }
 
+static st_status kandinsky5_check(const model_config *mc)
+{
+    const int64_t hd = mc->hidden / mc->heads;
+    if (mc->text_blocks < 1 || mc->text_blocks > 4096 || mc->time_dim < 1 || mc->time_dim > (1 << 16) ||
+        mc->pooled_dim < 1 || mc->patch_t != 1 || hd % 16 || hd > 256 || mc->out_channels ||
+        (mc->cond_channels && mc->cond_channels != mc->channels + 1))
+        return family_refuse(mc, GROUP_TEXT_BLOCKS, "kandinsky5 takes 1 to 4096, 1 to 65536, at least 1, 1, a multiple "
+                             "of 16 up to 256 (axes hd / 4, 3 hd / 8, 3 hd / 8), 0 (= in_visual_dim) and 0 or "
+                             "in_visual_dim + 1");
+    return ST_OK;
+}
+
 const family_desc kandinsky5_desc = {
     .name = "kandinsky5",
     .topology = TOPO_XATTN,
@@ -499,4 +511,6 @@ const family_desc kandinsky5_desc = {
     FAMILY_PRESETS(presets),
     .preset = kandinsky5_preset,
     .readers = {{"Kandinsky5Transformer3DModel", kandinsky5_from_json}},
+    .fields = F_FFN | F_TEXT_BLOCKS | F_TIME_DIM | F_COND_CHANNELS,
+    .check = kandinsky5_check,
 };

@@ -532,6 +532,19 @@ static void ltxvideo2_preset(model_config *mc, const char *name, bool tiny)
     mc->audio_hidden = tiny ? 16 : 2048, mc->audio_heads = tiny ? 2 : 32, mc->audio_channels = tiny ? 4 : 128;
 }
 
+static st_status ltx2_check(const model_config *mc)
+{
+    if (mc->audio_heads < 1 || mc->audio_hidden < 1 || mc->audio_hidden > mc->hidden ||
+        mc->audio_hidden % (2 * mc->audio_heads) || mc->audio_hidden % (2 * mc->heads) || mc->audio_channels < 1 ||
+        mc->audio_channels > (1 << 16) || mc->text_dim % 2 || mc->patch != 1 || mc->patch_t != 1 ||
+        (mc->hidden / mc->heads) % 2 || mc->out_channels || mc->ffn_dim)
+        return family_refuse(mc, GROUP_AUDIO, "ltxvideo2 takes an audio width of at most hidden_size that 2 x each "
+                             "stream's heads divide (its cross-modal rotations split it by both), 1 to 65536 audio "
+                             "channels, two connector states per token (an even width), 1 x 1 patches and even head "
+                             "widths");
+    return ST_OK;
+}
+
 const family_desc ltxvideo2_desc = {
     .name = "ltxvideo2",
     .topology = TOPO_XATTN,
@@ -554,4 +567,7 @@ const family_desc ltxvideo2_desc = {
     FAMILY_PRESETS(presets),
     .preset = ltxvideo2_preset,
     .readers = {{"LTX2VideoTransformer3DModel", ltx2_from_json}},
+    .fields = F_FFN | F_AUDIO_STREAM | F_AUDIO_CHANNELS,
+    .unpooled = true,
+    .check = ltx2_check,
 };

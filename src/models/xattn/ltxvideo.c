@@ -34,4 +34,6 @@ const family_desc ltxvideo_desc = {
     FAMILY_PRESETS(presets),
     .preset = ltxvideo_preset,
     .readers = {{"LTXVideoTransformer3DModel", ltxvideo_from_json}},
+    .fields = F_FFN,
+    .unpooled = true,
 };

@@ -41,4 +41,6 @@ const family_desc pixart_sigma_desc = {
     FAMILY_PRESETS(presets),
     .preset = pixart_sigma_preset,
     .readers = {{"PixArtTransformer2DModel", pixart_from_json}},
+    .fields = F_FFN,
+    .unpooled = true,
 };

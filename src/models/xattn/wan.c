@@ -87,6 +87,54 @@ static void wan_preset(model_config *mc, const char *name, bool tiny)
     }
 }
 
+/* Animate's sizes (WanAnimateTransformer3DModel) */
+static st_status wan_animate_check(const model_config *mc)
+{
+    const int64_t *ch = mc->motion_channels;
+    bool channels = true;
+    int64_t log = 2;
+    while (((int64_t)1 << log) < mc->face_size && log < 10) log++;
+    for (int64_t k = 0; k <= log - 2; k++) channels = channels && ch[k] >= 1 && ch[k] <= (1 << 16);
+    const bool sizes = mc->image_tokens >= 1 && mc->image_tokens <= (1 << 16) && mc->image_dim >= 1 &&
+                       mc->image_dim <= (1 << 16) && mc->motion_style >= 1 && mc->motion_style <= (1 << 16) &&
+                       mc->motion_dim >= 1 && mc->motion_dim <= mc->motion_out && mc->motion_out <= (1 << 16) &&
+                       mc->face_hidden >= 1 && mc->face_hidden <= (1 << 16) && mc->face_heads >= 1 &&
+                       mc->face_heads <= 64;
+    if (!sizes || !channels || mc->face_size != ((int64_t)1 << log))
+        return st_fail(ST_ERR_INVALID, "Wan Animate: image tokens %lld of width %lld, motion_encoder_size %lld, "
+                       "motion_style_dim %lld, motion_dim %lld, motion_encoder_dim %lld, face encoder %lld wide with "
+                       "%lld heads; it takes 1 to 65536 of each (64 heads at most, motion_dim at most "
+                       "motion_encoder_dim), an edge that is a power of two from 4 to 1024, and channels for each of "
+                       "its edges", (long long)mc->image_tokens, (long long)mc->image_dim, (long long)mc->face_size,
+                       (long long)mc->motion_style, (long long)mc->motion_dim, (long long)mc->motion_out,
+                       (long long)mc->face_hidden, (long long)mc->face_heads);
+    if (mc->face_every < 1 || mc->depth % mc->face_every || mc->frames < 2 || mc->patch_t != 1 ||
+        mc->cond_channels != mc->channels + 4 || mc->text_len != 512 || mc->out_channels)
+        return st_fail(ST_ERR_INVALID, "Wan Animate: %lld blocks with a face adapter every %lld, %lld latent frames, "
+                       "patch_size_t %lld, %lld condition channels over %lld latent ones, %lld text tokens, "
+                       "out_channels %lld; it takes a multiple of inject_face_latents_blocks, at least 2 frames (the "
+                       "reference and one more), 1, in_channels = 2 latent channels + 4, the 512 tokens its attention "
+                       "splits the context at, and 0 (= the latent channels)", (long long)mc->depth,
+                       (long long)mc->face_every, (long long)mc->frames, (long long)mc->patch_t,
+                       (long long)mc->cond_channels, (long long)mc->channels, (long long)mc->text_len,
+                       (long long)mc->out_channels);
+    return ST_OK;
+}
+
+/* its VACE flavours' control branch; Animate's sizes; a plain wan has no reference image or condition latents */
+static st_status wan_check(const model_config *mc)
+{
+    if (mc->vace_count < 0 || mc->vace_every < 0 || mc->vace_channels < 0 || mc->vace_channels > (1 << 16) ||
+        (mc->vace_count && (mc->vace_every < 1 || (mc->vace_count - 1) * mc->vace_every >= mc->depth ||
+                            mc->vace_channels < 1)))
+        return family_refuse(mc, GROUP_VACE, "wan's VACE hints land on main blocks 0, k, 2k, ... inside its depth, "
+                             "with 1 to 65536 control channels");
+    st_status st = animate(mc) ? wan_animate_check(mc) : ST_OK;
+    if (!st && !animate(mc) && (mc->image_dim || mc->cond_channels))
+        st = family_refuse(mc, GROUP_TEXT2, "only hunyuanvideo15 has them (0)");
+    return st;
+}
+
 const family_desc wan_desc = {
     .name = "wan",
     .topology = TOPO_XATTN,
@@ -113,4 +161,7 @@ const family_desc wan_desc = {
                 {"WanVACETransformer3DModel", wan_vace_from_json},
                 {"AnyFlowTransformer3DModel", anyflow_from_json},
                 {"WanAnimateTransformer3DModel", wan_animate_from_json}},
+    .fields = F_FFN | F_VACE | F_ANIMATE | F_IMAGE_DIM | F_COND_CHANNELS,
+    .unpooled = true,
+    .check = wan_check,
 };
