@@ -24,6 +24,22 @@ typedef struct model_shape {
 /* How model_init starts a parameter (LoRA adapters and fixed tables aside). */
 typedef enum param_init { INIT_XAVIER, INIT_NORMAL, INIT_ZERO, INIT_ONE } param_init;
 
+/* The skeleton most families share (model_step.c runs it): embed makes sequence 0's first state, one tensor (*x0),
+ * the blocks run, and head makes the prediction from m->step.last. Back: head_backward makes dL/d(last) (*dx, which
+ * the skeleton frees; it may free m->step.last itself, which the skeleton frees after it otherwise), the blocks go
+ * back, and embed_backward takes dL/dx0 (grad's one tensor, which it may free early: the skeleton frees it after it
+ * otherwise). k: a scratch the skeleton ends after embed_backward (its buffers may live across the blocks' backward).
+ * A family whose head is a final_layer gives final and dx_name instead of head and head_backward. */
+typedef struct final_layer final_layer;
+typedef struct model_chain {
+    st_status (*embed)(model *m, const float *x, const float *timesteps, const float *cond, bool train, float **x0);
+    st_status (*embed_backward)(model *m, scratch *k, block_state *grad);
+    st_status (*head)(model *m, bool train, const float **pred);
+    st_status (*head_backward)(model *m, const float *dpred, scratch *k, float **dx);
+    final_layer *(*final)(model *m);
+    const char *dx_name;
+} model_chain;
+
 typedef struct model_family {
     const char *name;
     /* Registers the parameters and sets up the block sequences (m->cfg and m->pool are set). */
@@ -37,10 +53,24 @@ typedef struct model_family {
                          const float **pred);
     st_status (*backward)(model *m, const float *dpred);
     void (*release)(model *m);
+    const model_chain *chain; /* set: forward and backward are model_chain's skeleton around these */
     /* NULL: the family refuses capture_hidden_states. */
     st_status (*hidden)(model *m, int k, const float **h, float **dh);
     param_init (*init_of)(const char *name);
 } model_family;
+
+/* A step, from model_forward to its release (model_step.c owns it): whether it is active and trains, each sequence's
+ * run, the last sequence's output, the gradients to add to sequence 0's outputs on the way back (extra, per block,
+ * NULL: none; a host array freed at release), and the slots of the buffers the family took for the step (model_hold). */
+#define MODEL_STEP_HELD 64
+typedef struct model_step {
+    bool active, train;
+    seq_run *run[MODEL_SEQ_MAX];
+    block_state last;
+    const float **extra;
+    int n_held;
+    float **held[MODEL_STEP_HELD];
+} model_step;
 
 struct model {
     model_config cfg;
@@ -59,9 +89,7 @@ struct model {
                                   gradient */
         int64_t mod_rows;
     } ctx;
-    struct {
-        bool active, train; /* from a forward (a training one) to its release (model.c's) */
-    } step;
+    model_step step;
     int n_seq;
     block_seq seq[MODEL_SEQ_MAX];
     seq_plan plan[MODEL_SEQ_MAX];
@@ -100,13 +128,13 @@ void micro_skip_grad_join(const skip_io *io, int64_t batch, pool *p, block_state
 /* "<prefix>.<name>" into buf (cut at the buffer; param_add refuses a name that long). */
 const char *micro_name(char *buf, size_t n, const char *prefix, const char *name);
 /* The latents x (batch, channels, resolution, resolution), copied as the first state of the model's one sequence
- * (the executor owns it), through it. */
-st_status micro_seq_forward(model *m, const float *x, bool train, block_state *last, seq_run **run);
+ * (the executor owns it), through it into m->step.last. */
+st_status micro_seq_forward(model *m, const float *x, bool train);
 /* The stream's gradient buffer, zeroed: as wide as the widest stream on any of the sequence's boundaries, since each
  * block writes dL/dx in place of dL/dy whatever their shapes. */
 st_status micro_grad_buffer(model *m, float **dh);
-/* Back through the sequence from dh, dL/d(its last state's stream), in place; releases *run. */
-st_status micro_seq_backward(seq_run **run, float *dh);
+/* Back through the sequence from dh, dL/d(its last state's stream), in place; releases its run. */
+st_status micro_seq_backward(model *m, float *dh);
 /* A block's attention side that attention offload keeps in host memory between forward and backward (the U-Nets'
  * Transformer2DModels and AttnBlocks): dev is the side while on the device. send queues the copy of dev (a buffer of
  * owner's) to the host and frees the device bytes once it is done; fetch starts the copy back (a prefetch); back
@@ -136,6 +164,18 @@ int64_t model_out_channels(const model_config *c);
 
 /* A training forward's activation buffer from the model's pool (nothing once *st is set). */
 float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero);
+/* model_take into *slot, which the step holds: model_release frees *slot (whatever it then points at, NULL when the
+ * family freed it or passed it on) and sets it NULL. */
+void model_hold(model *m, st_status *st, float **slot, int64_t floats, const char *what, bool zero);
+/* Runs sequence q from first (the executor takes its tensors over; a one-tensor state from *x0, which becomes NULL),
+ * its output into out (NULL: m->step.last), its run the step's (model_release releases it). */
+st_status model_seq_forward(model *m, int q, block_state *first, bool train, block_state *out);
+st_status model_seq_forward1(model *m, int q, float **x0, bool train, block_state *out);
+/* Back through sequence q from grad, which receives the gradient of its input; releases its run whatever it returns. */
+st_status model_seq_backward(model *m, int q, block_state *grad);
+/* A model_chain head's last step back over joint rows: m->step.last freed, then dL/d(the rows) (*dx, named what, zeroed,
+ * S rows a sample) with the image tokens' gradient dimg (T rows a sample) at row `at` of each sample's. */
+st_status model_rows_grad(model *m, const float *dimg, int64_t S, int64_t at, const char *what, float **dx);
 /* Sample b's caption length from its conditioning's mask (after the text's L x text_dim: ones for its tokens, first,
  * then zeros), for the families that lay each sample's rows out by it; a mask of another form is refused. */
 st_status model_caption_length(const model *m, const float *cond, int64_t b, float *len);
@@ -180,7 +220,7 @@ st_status temb_backward(model *m, temb *t, float *dc);
  * modulation linear of SiLU(c). DiT's modulation is (shift, scale); Flux's AdaLayerNormContinuous (scale, shift).
  * forward takes mod, ln, h and pred (activations) and keeps LayerNorm's statistics; backward_done frees what
  * only backward read (statistics, ln, h); release frees the rest. */
-typedef struct final_layer {
+struct final_layer {
     int ada_w, ada_b, out_w, out_b; /* parameter indices; a bias < 0: none */
     bool scale_first;
     bool no_norm; /* AuraFlow's norm_out modulates x itself, without LayerNorm */
@@ -189,11 +229,12 @@ typedef struct final_layer {
     bool negate;       /* HiDream: the prediction is the negated output */
     float *mod, *ln, *h, *pred;
     op_state stats;
-} final_layer;
+};
 st_status final_forward(model *m, final_layer *f, const float *x);
 st_status final_backward(model *m, final_layer *f, const float *x, const float *dpred, float *dx);
 void final_backward_done(model *m, final_layer *f);
 void final_release(model *m, final_layer *f);
+
 
 /* SD3's and OmniGen's fixed 2D sine-cosine table (E^2, D), E = pos_embed_max: diffusers' get_2d_sincos_pos_embed(D, E,
  * base_size = sample_size / patch). Position k of an edge is k / (E / base) (in float32, as torch divides), the

@@ -264,32 +264,10 @@ st_status model_init(model *m, uint64_t seed, bool random_all)
     return ST_OK;
 }
 
-/* The model owns the step's lifecycle: a forward makes it active (refused while the previous one is not released),
- * a failed forward and every backward release it, and release frees the family's step once. */
-void model_release(model *m)
-{
-    if (!m->step.active) return;
-    m->family->release(m);
-    m->step.active = m->step.train = false;
-}
-
 st_status model_hidden(model *m, int k, const float **h, float **dh)
 {
     if (!m->family->hidden) return st_fail(ST_ERR_INVALID, "model_hidden: the %s family captures nothing", m->cfg.family);
     return m->family->hidden(m, k, h, dh);
-}
-
-st_status model_forward(model *m, const float *x, const float *timesteps, const float *cond, int64_t batch,
-                        bool train, const float **pred)
-{
-    *pred = NULL;
-    st_status st = model_check_batch(m, batch);
-    if (st) return st;
-    m->family->set_batch(m, batch);
-    if (m->step.active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
-    m->step.active = true, m->step.train = train;
-    if ((st = m->family->forward(m, x, timesteps, cond, train, pred))) model_release(m);
-    return st;
 }
 
 void model_set_batch(model *m, int64_t batch) { m->family->set_batch(m, batch); }
@@ -297,15 +275,6 @@ void model_set_batch(model *m, int64_t batch) { m->family->set_batch(m, batch); 
 void model_set_r_timesteps(model *m, const float *r) { m->r_time = r; }
 
 void model_set_dropout_seed(model *m, uint64_t seed) { m->dropout_seed = seed; }
-
-st_status model_backward(model *m, const float *dpred)
-{
-    if (!m->step.active || !m->step.train)
-        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
-    const st_status st = m->family->backward(m, dpred);
-    model_release(m);
-    return st;
-}
 
 float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero)
 {

@@ -51,18 +51,9 @@ void dual_release(model *m)
 {
     dual_model *d = dual_of(m);
     if (!d) return;
-    dual_step *s = &d->step;
-    seq_release(s->run[1]);
-    seq_release(s->run[0]);
-    state_free(m->pool, &s->last);
     final_release(m, &d->final);
     if (d->release_own) d->release_own(m);
-    pool_free(m->pool, m->ctx.rope);
-    m->ctx.rope = NULL;
     m->ctx.mask = NULL;
-    void *bufs[] = {s->xh, s->guidance, s->txt, s->img, s->patches, s->text_in};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
-    *s = (dual_step){0};
 }
 
 st_status dual_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
@@ -77,8 +68,7 @@ st_status dual_forward(model *m, const float *x, const float *timesteps, const f
     if (!st) {
         block_state first = {.n = 2, .t = {s->img, s->txt}};
         s->img = s->txt = NULL; /* the executor owns the first state now */
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, single ? &streams : &s->last,
-                         &s->run[0]);
+        st = model_seq_forward(m, 0, &first, train, single ? &streams : NULL);
     }
     if (single) {
         float *joint = NULL;
@@ -88,17 +78,14 @@ st_status dual_forward(model *m, const float *x, const float *timesteps, const f
             mm_to_joint(&dm, 1, joint, streams.t[1]);
         }
         state_free(m->pool, &streams);
-        if (!st) {
-            block_state first = {.n = 1, .t = {joint}};
-            st = seq_forward(&m->seq[1], &m->plan[1], model_offload(m), &first, train, &s->last, &s->run[1]);
-        }
-        if (!st) s->xh = model_take(m, &st, dm.rows[0] * dm.D, "dual.final.x", false);
+        if (!st) st = model_seq_forward1(m, 1, &joint, train, NULL);
+        if (!st) model_hold(m, &st, &s->xh, dm.rows[0] * dm.D, "dual.final.x", false);
         if (!st) { /* the final layer reads the image rows of the last state: those are copied out and the state goes */
-            mm_from_joint(&dm, 0, s->xh, s->last.t[0]);
-            state_free(m->pool, &s->last);
+            mm_from_joint(&dm, 0, s->xh, m->step.last.t[0]);
+            state_free(m->pool, &m->step.last);
         }
     }
-    if (!st) st = final_forward(m, &d->final, single ? s->xh : s->last.t[0]);
+    if (!st) st = final_forward(m, &d->final, single ? s->xh : m->step.last.t[0]);
     if (st) return st;
     *pred = d->final.pred;
     return ST_OK;
@@ -108,14 +95,10 @@ st_status dual_forward(model *m, const float *x, const float *timesteps, const f
  * out of it. */
 static st_status single_backward(model *m, const mm_dims *dm, float *dx, block_state *grad, st_status st)
 {
-    dual_step *s = &dual_of(m)->step;
     float *dj = model_take(m, &st, dm->J * dm->D, "dual.djoint", true);
     if (!st) mm_to_joint(dm, 0, dj, dx);
     pool_free(m->pool, dx);
-    if (!st) { /* seq_backward releases the run, whatever it returns; dual_release does otherwise */
-        st = seq_backward(s->run[1], &(block_state){.n = 1, .t = {dj}}, NULL);
-        s->run[1] = NULL;
-    }
+    if (!st) st = model_seq_backward(m, 1, &(block_state){.n = 1, .t = {dj}});
     float *dimg = model_take(m, &st, dm->rows[0] * dm->D, "dual.dimage", false);
     float *dtxt = model_take(m, &st, dm->rows[1] * dm->D, "dual.dtext", false);
     if (!st) {
@@ -135,7 +118,7 @@ st_status dual_backward(model *m, const float *dpred)
     const bool single = m->n_seq == 2;
     st_status st = d->backward_begin ? d->backward_begin(m) : ST_OK;
     float *dx = model_take(m, &st, dm.rows[0] * dm.D, "dual.dstate", true);
-    if (!st) st = final_backward(m, &d->final, single ? s->xh : s->last.t[0], dpred, dx);
+    if (!st) st = final_backward(m, &d->final, single ? s->xh : m->step.last.t[0], dpred, dx);
     final_backward_done(m, &d->final);
     block_state grad = {0};
     if (single) {
@@ -143,14 +126,11 @@ st_status dual_backward(model *m, const float *dpred)
         s->xh = NULL;
         st = single_backward(m, &dm, dx, &grad, st);
     } else { /* a last block with a text output gets its zero gradient (the output reaches nothing) */
-        const int n = s->last.n;
-        state_free(m->pool, &s->last);
+        const int n = m->step.last.n;
+        state_free(m->pool, &m->step.last);
         grad = (block_state){.n = n, .t = {dx, n == 2 ? model_take(m, &st, dm.rows[1] * dm.D, "dual.dtext", true) : NULL}};
     }
-    if (!st) { /* seq_backward releases the run whatever it returns */
-        st = seq_backward(s->run[0], &grad, NULL);
-        s->run[0] = NULL;
-    }
+    if (!st) st = model_seq_backward(m, 0, &grad);
     if (!st) st = d->embed_backward(m, grad.t[0], grad.t[1]);
     state_free(m->pool, &grad);
     return st;
@@ -165,10 +145,10 @@ void dual_take_tokens(model *m, st_status *st, int64_t text_rows)
     dual_step *s = &dual_of(m)->step;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, N = B * m->shape.tokens, P = model_patch_dim(c), D = c->hidden;
-    s->text_in = model_take(m, st, B * text_rows * c->text_dim, "dual.text_in", false);
-    s->patches = model_take(m, st, N * P, "dual.patches", false);
-    s->img = model_take(m, st, N * D, "dual.image", false);
-    s->txt = model_take(m, st, B * m->shape.text * D, "dual.text", false);
+    model_hold(m, st, &s->text_in, B * text_rows * c->text_dim, "dual.text_in", false);
+    model_hold(m, st, &s->patches, N * P, "dual.patches", false);
+    model_hold(m, st, &s->img, N * D, "dual.image", false);
+    model_hold(m, st, &s->txt, B * m->shape.text * D, "dual.text", false);
 }
 
 void dual_take_c(model *m, st_status *st, bool train, temb *t, temb *g, temb *p)
@@ -176,7 +156,7 @@ void dual_take_c(model *m, st_status *st, bool train, temb *t, temb *g, temb *p)
     dual_step *s = &dual_of(m)->step;
     if (t) temb_take(m, t, st, train);
     if (g) {
-        s->guidance = model_take(m, st, m->shape.batch, "dual.guidance", false);
+        model_hold(m, st, &s->guidance, m->shape.batch, "dual.guidance", false);
         temb_take_path(m, g, st);
     }
     if (p) temb_take_path(m, p, st);

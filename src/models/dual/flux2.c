@@ -109,7 +109,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         d->sh.mod[i] = model_take(m, &st, B * mod_width[i] * D, "flux2.modulation", false);
         if (train) d->sh.dmod[i] = model_take(m, &st, B * mod_width[i] * D, "flux2.dmodulation", true);
     }
-    m->ctx.rope = model_take(m, &st, (L + T) * hd, "flux2.rope", false);
+    model_hold(m, &st, &m->ctx.rope, (L + T) * hd, "flux2.rope", false);
     float *ids = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)((L + T) * 4) * sizeof(float), MEM_WORKSPACE, "flux2.position_ids",
                              (void **)&ids);

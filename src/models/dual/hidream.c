@@ -134,7 +134,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     d->llama = model_take(m, &st, nb * BL * D, "hidream.llama", false);
     if (cap_trains) d->dllama = model_take(m, &st, nb * BL * D, "hidream.dllama", true);
     d->llama_in = model_take(m, &st, nb * BL * Dt, "hidream.llama_in", false);
-    m->ctx.rope = model_take(m, &st, T * hd, "hidream.rope", false);
+    model_hold(m, &st, &m->ctx.rope, T * hd, "hidream.rope", false);
     float *ctx = NULL, *ids = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(B * Lt * D) * sizeof(float), MEM_WORKSPACE, "hidream.t5", (void **)&ctx);
     if (!st) st = pool_alloc(m->pool, (size_t)(T * 3) * sizeof(float), MEM_WORKSPACE, "hidream.ids", (void **)&ids);

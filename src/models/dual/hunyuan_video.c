@@ -428,7 +428,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     if (train) d->drcs = model_take(m, &st, B * D, "hunyuanvideo.refiner.dcs", true);
     d->key_bias = model_take(m, &st, B * S, "hunyuanvideo.key_bias", false);
     d->ref_bias = model_take(m, &st, B * L, "hunyuanvideo.refiner.key_bias", false);
-    m->ctx.rope = model_take(m, &st, S * hd, "hunyuanvideo.rope", false);
+    model_hold(m, &st, &m->ctx.rope, S * hd, "hunyuanvideo.rope", false);
     if (d->v15) {
         d->type_idx = model_take(m, &st, B * Lt, "hunyuanvideo15.cond_type", false);
         d->refined = model_take(m, &st, B * L * D, "hunyuanvideo15.refined", false);

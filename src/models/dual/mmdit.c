@@ -274,7 +274,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     dual_take_tokens(m, &st, L);
     if (d->chroma) chroma_take(m, &st);
     dual_take_c(m, &st, train, d->chroma ? NULL : &d->t, guidance(m), pooled(m));
-    m->ctx.rope = model_take(m, &st, (L + T) * hd, "mmdit.rope", false);
+    model_hold(m, &st, &m->ctx.rope, (L + T) * hd, "mmdit.rope", false);
     float *ids = NULL; /* Flux's: text tokens at 0, image token (r, q) at (0, r, q); LongCat's its own */
     if (!st) st = pool_alloc(m->pool, (size_t)((L + T) * 3) * sizeof(float), MEM_WORKSPACE, "mmdit.position_ids",
                              (void **)&ids);

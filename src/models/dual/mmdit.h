@@ -81,8 +81,6 @@ param_init mm_init_of(const char *name);
 typedef struct dual_step {
     float *text_in;             /* (B L, text_dim): the text embedder's input, kept while its weight trains */
     float *patches, *img, *txt; /* (N, C p p); the first state (N, D), (B L, D) until the executor takes it */
-    block_state last;           /* the last sequence's output */
-    seq_run *run[2];
     float *xh; /* with single blocks: the image rows of the last state (N, D), the final layer's input */
     float *guidance; /* (B): 1000 * the guidance value, as Flux embeds it */
 } dual_step;

@@ -108,7 +108,7 @@ static st_status context_forward(model *m, const float *cond)
     const int64_t grid = c->resolution / c->patch;
     st_status st = ST_OK;
     d->key_bias = model_take(m, &st, B * S, "qwen_image.key_bias", false);
-    m->ctx.rope = model_take(m, &st, S * hd, "qwen_image.rope", false);
+    model_hold(m, &st, &m->ctx.rope, S * hd, "qwen_image.rope", false);
     float *ids = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "qwen_image.position_ids",
                              (void **)&ids);

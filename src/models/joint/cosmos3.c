@@ -42,8 +42,6 @@ typedef struct c3_model {
     /* a step */
     float *ids, *tin, *patches, *gen_rows, *fin_n, *fin_out, *pred;
     op_state fin_stats;
-    block_state last;
-    seq_run *run;
 } c3_model;
 
 static c3_model *c3_of(const model *m) { return m->impl; }
@@ -117,13 +115,8 @@ static void c3_release(model *m)
 {
     c3_model *d = c3_of(m);
     if (!d) return;
-    seq_release(d->run), d->run = NULL;
-    state_free(m->pool, &d->last);
     temb_release_path(m, &d->te);
     op_state_release(&d->fin_stats);
-    float **bufs[] = {&d->rope, &d->kb, &d->seg, &d->ids, &d->tin, &d->patches, &d->gen_rows, &d->fin_n, &d->fin_out,
-                      &d->pred};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     d->maskp = NULL;
 }
 
@@ -167,10 +160,10 @@ static st_status positions(model *m, const float *cond)
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m), hd = c->head_dim;
     st_status st = ST_OK;
-    d->ids = model_take(m, &st, B * L, "cosmos3.ids", false);
-    d->rope = model_take(m, &st, B * S * hd, "cosmos3.rope", false);
-    d->kb = model_take(m, &st, B * S, "cosmos3.key_mask", false);
-    d->seg = model_take(m, &st, B * S, "cosmos3.segments", false);
+    model_hold(m, &st, &d->ids, B * L, "cosmos3.ids", false);
+    model_hold(m, &st, &d->rope, B * S * hd, "cosmos3.rope", false);
+    model_hold(m, &st, &d->kb, B * S, "cosmos3.key_mask", false);
+    model_hold(m, &st, &d->seg, B * S, "cosmos3.segments", false);
     float *pos = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "cosmos3.position_ids",
                              (void **)&pos);
@@ -212,90 +205,86 @@ static st_status embed(model *m, const float *x, const float *timesteps, float *
     return st;
 }
 
-static st_status final_out(model *m, bool train)
+static st_status final_out(model *m, bool train, const float **pred)
 {
     c3_model *d = c3_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T, S = L + T;
     const int64_t P = model_patch_dim(c);
     st_status st = ST_OK;
-    d->gen_rows = model_take(m, &st, N * D, "cosmos3.final.rows", false);
-    d->fin_n = model_take(m, &st, N * D, "cosmos3.final.norm", false);
-    d->fin_out = model_take(m, &st, N * P, "cosmos3.final.out", false);
-    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
+    model_hold(m, &st, &d->gen_rows, N * D, "cosmos3.final.rows", false);
+    model_hold(m, &st, &d->fin_n, N * D, "cosmos3.final.norm", false);
+    model_hold(m, &st, &d->fin_out, N * P, "cosmos3.final.out", false);
+    model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
     if (st) return st;
-    for (int64_t b = 0; b < B; b++) copy_rows(d->gen_rows + b * T * D, D, d->last.t[0] + (b * S + L) * D, D, T, D);
+    for (int64_t b = 0; b < B; b++) copy_rows(d->gen_rows + b * T * D, D, m->step.last.t[0] + (b * S + L) * D, D, T, D);
     st = rmsnorm_forward(m->pool, d->fin_n, d->gen_rows, pw(m, d->norm_gen), N, D, (float)c->norm_eps,
                          train ? &d->fin_stats : NULL);
     if (!st) st = lin_forward(m->params, m->pool, &d->proj_out, d->fin_out, d->fin_n, N);
     if (st) return st;
     const patch_shape ps = model_patches(m);
     unpatchify_forward(d->pred, d->fin_out, &ps, PATCH_DIT);
-    return ST_OK;
-}
-
-static st_status c3_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
-                            const float **pred)
-{
-    c3_model *d = c3_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden;
-    st_status st = ST_OK;
-    d->tin = model_take(m, &st, B, "cosmos3.t", false);
-    d->patches = model_take(m, &st, B * T * model_patch_dim(c), "cosmos3.patches", false);
-    temb_take_path(m, &d->te, &st);
-    float *x0 = model_take(m, &st, B * rows_of(m) * D, "cosmos3.rows", false);
-    if (!st) st = positions(m, cond);
-    if (!st) st = embed(m, x, timesteps, x0);
-    if (!st) {
-        block_state first = {.n = 1, .t = {x0}};
-        x0 = NULL; /* the executor owns it now */
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
-    }
-    pool_free(m->pool, x0);
-    if (!st) st = final_out(m, train);
-    if (st) return st;
     *pred = d->pred;
     return ST_OK;
 }
 
-static st_status c3_backward(model *m, const float *dpred)
+static st_status embed_step(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                            float **x0)
+{
+    (void)train;
+    c3_model *d = c3_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden;
+    st_status st = ST_OK;
+    model_hold(m, &st, &d->tin, B, "cosmos3.t", false);
+    model_hold(m, &st, &d->patches, B * T * model_patch_dim(c), "cosmos3.patches", false);
+    temb_take_path(m, &d->te, &st);
+    *x0 = model_take(m, &st, B * rows_of(m) * D, "cosmos3.rows", false);
+    if (!st) st = positions(m, cond);
+    if (!st) st = embed(m, x, timesteps, *x0);
+    return st;
+}
+
+/* The output back to dL/d(the rows), *dx */
+static st_status head_backward(model *m, const float *dpred, scratch *k, float **dx)
 {
     c3_model *d = c3_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
-    const int64_t P = model_patch_dim(c);
-    st_status st = ST_OK;
-    scratch k = {.pool = m->pool};
-    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "cosmos3.final.dout");
-    float *dn = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "cosmos3.final.dnorm");
-    float *dgen = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "cosmos3.final.drows");
-    if ((st = k.status)) goto done;
+    float *dout = scratch_take_zero(k, N * model_patch_dim(c), MEM_WORKSPACE, "cosmos3.final.dout");
+    float *dn = scratch_take_zero(k, N * D, MEM_WORKSPACE, "cosmos3.final.dnorm");
+    float *dgen = scratch_take_zero(k, N * D, MEM_WORKSPACE, "cosmos3.final.drows");
+    st_status st = k->status;
+    if (st) return st;
     const patch_shape ps = model_patches(m);
     unpatchify_backward(dout, dpred, &ps, PATCH_DIT);
-    if ((st = lin_backward(m->params, m->pool, &d->proj_out, dn, dout, d->fin_n, N))) goto done;
+    if ((st = lin_backward(m->params, m->pool, &d->proj_out, dn, dout, d->fin_n, N))) return st;
     rmsnorm_backward(dgen, pg(m, d->norm_gen), dn, d->gen_rows, pw(m, d->norm_gen), N, D, &d->fin_stats);
-    state_free(m->pool, &d->last);
-    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "cosmos3.drows", true)}};
-    if (st) goto done;
-    for (int64_t b = 0; b < B; b++) copy_rows(grad.t[0] + (b * S + L) * D, D, dgen + b * T * D, D, T, D);
-    st = seq_backward(d->run, &grad, NULL); /* releases the run whatever it returns */
-    d->run = NULL;
-    float *dc = st ? NULL : scratch_take_zero(&k, B * D, MEM_WORKSPACE, "cosmos3.dtemb");
-    if (!st) st = k.status;
+    return model_rows_grad(m, dgen, S, L, "cosmos3.drows", dx);
+}
+
+static st_status embed_backward(model *m, scratch *k, block_state *grad)
+{
+    c3_model *d = c3_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden;
+    const int64_t P = model_patch_dim(c);
+    float *dc = scratch_take_zero(k, B * D, MEM_WORKSPACE, "cosmos3.dtemb");
+    st_status st = k->status;
     for (int64_t b = 0; !st && b < B; b++) {
-        const float *g = grad.t[0] + b * S * D;
+        const float *g = grad->t[0] + b * S * D;
         float *embed_g = pg(m, d->embed);
         if (embed_g) embedding_backward(embed_g, g, d->ids + b * L, L, D);
         st = lin_backward(m->params, m->pool, &d->proj_in, NULL, g + L * D, d->patches + b * T * P, T);
         for (int64_t r = 0; !st && r < T; r++) add_to(dc + b * D, g + (L + r) * D, D);
     }
-    state_free(m->pool, &grad);
+    state_free(m->pool, grad);
     if (!st) st = temb_backward(m, &d->te, dc);
-done:;
-    const st_status end = scratch_end(&k);
-    return st ? st : end;
+    return st;
 }
+
+static const model_chain c3_chain = {.embed = embed_step, .embed_backward = embed_backward, .head = final_out,
+                                     .head_backward = head_backward};
 
 /* segtrain's own initialisation, for training from scratch: the norms at 1, the output at zero, the time embedder
  * and the token table N(0, 0.02), xavier linears elsewhere */
@@ -314,9 +303,8 @@ const model_family cosmos3_family = {
     .create = c3_create,
     .destroy = c3_destroy,
     .set_batch = c3_set_batch,
-    .forward = c3_forward,
-    .backward = c3_backward,
     .release = c3_release,
+    .chain = &c3_chain,
     .init_of = c3_init_of,
 };
 

@@ -31,6 +31,7 @@ typedef struct er_model {
     int x_w, x_b;
     /* a step */
     float *len, *patches, *text_in;
+    float *dc; /* backward's dL/dtemb, from the final layer */
 } er_model;
 
 static er_model *er_of(const model *m) { return m->impl; }
@@ -76,11 +77,8 @@ static void er_release(model *m)
 {
     er_model *d = er_of(m);
     if (!d) return;
-    lumina_joint_release(m, &d->j);
     temb_release(m, &d->t);
     lumina_final_release(m, &d->fin);
-    float **bufs[] = {&d->len, &d->patches, &d->text_in, &m->ctx.mod, &m->ctx.dmod};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
 }
 
 /* Per sample: its caption's length, positions (ids: the work's (S, 3)), rotary table and key mask (a host_loop's) */
@@ -130,9 +128,9 @@ static st_status positions(model *m, const float *cond)
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, hd = c->hidden / c->heads;
     st_status st = ST_OK;
-    d->len = model_take(m, &st, B, "ernie.caption_length", false);
-    d->j.rope = model_take(m, &st, B * S * hd, "ernie.rope", false);
-    d->j.kb = model_take(m, &st, B * S, "ernie.key_mask", false);
+    model_hold(m, &st, &d->len, B, "ernie.caption_length", false);
+    model_hold(m, &st, &d->j.rope, B * S * hd, "ernie.rope", false);
+    model_hold(m, &st, &d->j.kb, B * S, "ernie.key_mask", false);
     float *ids = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "ernie.position_ids",
                              (void **)&ids);
@@ -152,12 +150,12 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden;
     const int64_t Dc = c->text_dim, P = model_patch_dim(c), K = model_cond_len(c);
     st_status st = ST_OK;
-    d->patches = model_take(m, &st, B * T * P, "ernie.patches", false);
-    d->text_in = model_take(m, &st, B * L * Dc, "ernie.caption_in", false);
+    model_hold(m, &st, &d->patches, B * T * P, "ernie.patches", false);
+    model_hold(m, &st, &d->text_in, B * L * Dc, "ernie.caption_in", false);
     *x0 = model_take(m, &st, B * S * D, "ernie.rows", false);
     temb_take(m, &d->t, &st, train);
-    m->ctx.mod = model_take(m, &st, B * ERNIE_MOD * D, "ernie.modulation", false);
-    if (train) m->ctx.dmod = model_take(m, &st, B * ERNIE_MOD * D, "ernie.dmodulation", true);
+    model_hold(m, &st, &m->ctx.mod, B * ERNIE_MOD * D, "ernie.modulation", false);
+    if (train) model_hold(m, &st, &m->ctx.dmod, B * ERNIE_MOD * D, "ernie.dmodulation", true);
     if (!st) st = positions(m, cond);
     if (st) return st;
     const patch_shape ps = model_patches(m);
@@ -181,61 +179,56 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
 static st_status final_rows(model *m, float *img)
 {
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = m->shape.hidden;
-    for (int64_t b = 0; b < B; b++) copy_rows(img + b * T * D, D, er_of(m)->j.last.t[0] + b * rows_of(m) * D, D, T, D);
+    for (int64_t b = 0; b < B; b++) copy_rows(img + b * T * D, D, m->step.last.t[0] + b * rows_of(m) * D, D, T, D);
     return ST_OK;
 }
 
-static st_status final_out(model *m, bool train)
+static st_status final_out(model *m, bool train, const float **pred)
 {
     er_model *d = er_of(m);
-    return lumina_final_forward(m, &d->fin, final_rows, d->t.c, train);
-}
-
-static st_status er_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
-                            const float **pred)
-{
-    static const lumina_joint_parts parts = {embed, final_out};
-    er_model *d = er_of(m);
-    const st_status st = lumina_joint_forward(m, &d->j, &parts, x, timesteps, cond, train);
+    const st_status st = lumina_final_forward(m, &d->fin, final_rows, d->t.c, train);
     if (!st) *pred = d->fin.pred;
     return st;
 }
 
-static st_status er_backward(model *m, const float *dpred)
+/* The final layer back to dL/d(joint rows), *dx */
+static st_status head_backward(model *m, const float *dpred, scratch *k, float **dx)
 {
     er_model *d = er_of(m);
+    const int64_t B = m->shape.batch, T = m->shape.tokens, S = T + m->shape.text, D = m->cfg.hidden, N = B * T;
+    float *dimg = scratch_take_zero(k, N * D, MEM_WORKSPACE, "ernie.dout_rows");
+    d->dc = scratch_take_zero(k, B * D, MEM_WORKSPACE, "ernie.dtemb");
+    st_status st = k->status;
+    if (st || (st = lumina_final_backward(m, &d->fin, k, dpred, d->t.c, d->dc, dimg))) return st;
+    return model_rows_grad(m, dimg, S, 0, "ernie.drows", dx);
+}
+
+static st_status embed_backward(model *m, scratch *k, block_state *grad)
+{
+    (void)k;
+    er_model *d = er_of(m);
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden, N = B * T;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden;
     const int64_t P = model_patch_dim(c), Dc = c->text_dim;
     st_status st = ST_OK;
-    scratch k = {.pool = m->pool};
-    float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "ernie.dout_rows");
-    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "ernie.dtemb");
-    if ((st = k.status) || (st = lumina_final_backward(m, &d->fin, &k, dpred, d->t.c, dc, dimg))) goto done;
-    state_free(m->pool, &d->j.last);
-    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "ernie.drows", true)}};
-    if (st) goto done;
-    for (int64_t b = 0; b < B; b++)
-        copy_rows(grad.t[0] + b * S * D, D, dimg + b * T * D, D, T, D);
-    st = seq_backward(d->j.run, &grad, NULL); /* releases the run whatever it returns */
-    d->j.run = NULL;
     for (int64_t b = 0; !st && b < B; b++) {
-        const float *g = grad.t[0] + b * S * D;
+        const float *g = grad->t[0] + b * S * D;
         linear_backward(NULL, PG(d->x_w), PG(d->x_b), g, d->patches + b * T * P, PW(d->x_w), T, P, D);
         if (d->text.w >= 0)
             st = lin_backward(m->params, m->pool, &d->text, NULL, g + T * D, d->text_in + b * L * Dc, L);
     }
-    state_free(m->pool, &grad);
+    state_free(m->pool, grad);
     /* the blocks' shared modulation back through adaLN_modulation, SiLU, then the time path (sines first) */
     if (!st) st = lin_backward(m->params, m->pool, &d->ada, m->ctx.dcs, m->ctx.dmod, m->ctx.cs, B);
     if (!st) {
-        silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
-        st = temb_backward(m, &d->t, dc);
+        silu_backward(d->dc, m->ctx.dcs, d->t.c, B * D);
+        st = temb_backward(m, &d->t, d->dc);
     }
-done:;
-    const st_status end = scratch_end(&k);
-    return st ? st : end;
+    return st;
 }
+
+static const model_chain er_chain = {.embed = embed, .embed_backward = embed_backward, .head = final_out,
+                                     .head_backward = head_backward};
 
 /* segtrain's own initialisation, for training from scratch: the norms at 1, the modulation and the output at zero
  * (as the class initialises them), the timestep embedding N(0, 0.02), xavier linears elsewhere */
@@ -254,9 +247,8 @@ const model_family ernie_family = {
     .create = er_create,
     .destroy = er_destroy,
     .set_batch = er_set_batch,
-    .forward = er_forward,
-    .backward = er_backward,
     .release = er_release,
+    .chain = &er_chain,
     .init_of = er_init_of,
 };
 

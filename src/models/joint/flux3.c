@@ -41,7 +41,6 @@ typedef struct f3_model {
     float *patches, *text_in, *fin_ln, *fin_mod, *fin_h, *fin_out, *img_rows, *pred;
     op_state fin_stats;
     block_state out[NSEQ];
-    seq_run *run[NSEQ];
 } f3_model;
 
 static f3_model *f3_of(const model *m) { return m->impl; }
@@ -128,7 +127,6 @@ static void f3_release(model *m)
     f3_model *d = f3_of(m);
     if (!d) return;
     for (int q = 0; q < NSEQ; q++) {
-        seq_release(d->run[q]), d->run[q] = NULL;
         state_free(m->pool, &d->out[q]);
         float **bufs[] = {&d->mod[q], &d->dmod[q], &d->rope[q]};
         for (size_t i = 0; i < 3; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
@@ -314,7 +312,7 @@ static st_status f3_forward(model *m, const float *x, const float *timesteps, co
     for (int q = TXT; q <= IMG; q++) {
         block_state first = {.n = 1, .t = {x0[q]}};
         x0[q] = NULL; /* the executor owns it now, even when st is set */
-        if (!st) st = seq_forward(&m->seq[q], &m->plan[q], model_offload(m), &first, train, &d->out[q], &d->run[q]);
+        if (!st) st = model_seq_forward(m, q, &first, train, &d->out[q]);
         else pool_free(m->pool, first.t[0]);
     }
     float *joint = model_take(m, &st, B * S * D, "flux3.joint", false);
@@ -323,8 +321,7 @@ static st_status f3_forward(model *m, const float *x, const float *timesteps, co
     if (!st) {
         block_state first = {.n = 1, .t = {joint}};
         joint = NULL;
-        st = seq_forward(&m->seq[JOINT], &m->plan[JOINT], model_offload(m), &first, train, &d->out[JOINT],
-                         &d->run[JOINT]);
+        st = model_seq_forward(m, JOINT, &first, train, &d->out[JOINT]);
     }
     pool_free(m->pool, joint);
     if (!st) st = final_out(m, train);
@@ -356,8 +353,7 @@ static st_status f3_backward(model *m, const float *dpred)
     block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "flux3.djoint", true)}};
     if (st) goto done;
     for (int64_t b = 0; b < B; b++) copy_rows(grad.t[0] + (b * S + L) * D, D, dimg + b * T * D, D, T, D);
-    st = seq_backward(d->run[JOINT], &grad, NULL);
-    d->run[JOINT] = NULL;
+    st = model_seq_backward(m, JOINT, &grad);
     block_state part[2] = {{.n = 1, .t = {model_take(m, &st, B * L * D, "flux3.dtext_rows", false)}},
                            {.n = 1, .t = {model_take(m, &st, B * T * D, "flux3.dimage_rows", false)}}};
     for (int64_t b = 0; !st && b < B; b++) {
@@ -366,7 +362,7 @@ static st_status f3_backward(model *m, const float *dpred)
     }
     state_free(m->pool, &grad);
     for (int q = IMG; q >= TXT; q--)
-        if (!st) st = seq_backward(d->run[q], &part[q], NULL), d->run[q] = NULL; /* else f3_release's */
+        if (!st) st = model_seq_backward(m, q, &part[q]); /* else model_release's */
     if (!st) st = lin_backward(m->params, m->pool, &d->x_img, NULL, part[IMG].t[0], d->patches, N);
     if (!st) st = lin_backward(m->params, m->pool, &d->ctx, NULL, part[TXT].t[0], d->text_in, B * L);
     state_free(m->pool, &part[0]), state_free(m->pool, &part[1]);

@@ -33,6 +33,7 @@ typedef struct id_model {
     int text_norm, x_w, x_b, role;
     /* a step */
     float *len, *tin, *patches, *text_in, *text_n, *ada_raw, *fin_c;
+    float *dfin; /* backward's dL/d(the final layer's SiLU input) */
     op_state text_stats;
 } id_model;
 
@@ -81,12 +82,9 @@ static void id_release(model *m)
 {
     id_model *d = id_of(m);
     if (!d) return;
-    lumina_joint_release(m, &d->j);
     temb_release(m, &d->t);
     op_state_release(&d->text_stats);
     lumina_final_release(m, &d->fin);
-    float **bufs[] = {&d->len, &d->tin, &d->patches, &d->text_in, &d->text_n, &d->ada_raw, &d->fin_c};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
 }
 
 /* Per sample: its caption's length, its rotary table (ids: the work's (S, 3)) and key mask (a host_loop's) */
@@ -123,9 +121,9 @@ static st_status positions(model *m, const float *cond)
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, S = rows_of(m), hd = c->hidden / c->heads;
     st_status st = ST_OK;
-    d->len = model_take(m, &st, B, "ideogram.caption_length", false);
-    d->j.rope = model_take(m, &st, B * S * hd, "ideogram.rope", false);
-    d->j.kb = model_take(m, &st, B * S, "ideogram.key_mask", false);
+    model_hold(m, &st, &d->len, B, "ideogram.caption_length", false);
+    model_hold(m, &st, &d->j.rope, B * S * hd, "ideogram.rope", false);
+    model_hold(m, &st, &d->j.kb, B * S, "ideogram.key_mask", false);
     float *ids = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "ideogram.position_ids",
                              (void **)&ids);
@@ -160,14 +158,14 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden;
     const int64_t Dc = c->text_dim, P = model_patch_dim(c), K = model_cond_len(c), A = c->time_dim;
     st_status st = ST_OK;
-    d->tin = model_take(m, &st, B, "ideogram.time", false);
-    d->patches = model_take(m, &st, B * T * P, "ideogram.patches", false);
-    d->text_in = model_take(m, &st, B * L * Dc, "ideogram.caption_in", false);
-    d->text_n = model_take(m, &st, B * L * Dc, "ideogram.caption_norm", false);
+    model_hold(m, &st, &d->tin, B, "ideogram.time", false);
+    model_hold(m, &st, &d->patches, B * T * P, "ideogram.patches", false);
+    model_hold(m, &st, &d->text_in, B * L * Dc, "ideogram.caption_in", false);
+    model_hold(m, &st, &d->text_n, B * L * Dc, "ideogram.caption_norm", false);
     *x0 = model_take(m, &st, B * S * D, "ideogram.rows", false);
     temb_take(m, &d->t, &st, train);
-    d->ada_raw = model_take(m, &st, B * A, "ideogram.adaln_proj", false);
-    d->fin_c = model_take(m, &st, B * A, "ideogram.silu_adaln_input", false);
+    model_hold(m, &st, &d->ada_raw, B * A, "ideogram.adaln_proj", false);
+    model_hold(m, &st, &d->fin_c, B * A, "ideogram.silu_adaln_input", false);
     if (!st) st = positions(m, cond);
     if (st) return st;
     const patch_shape ps = model_patches(m);
@@ -197,60 +195,55 @@ static st_status final_rows(model *m, float *img)
 {
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = m->shape.hidden;
     for (int64_t b = 0; b < B; b++)
-        copy_rows(img + b * T * D, D, id_of(m)->j.last.t[0] + (b * rows_of(m) + L) * D, D, T, D);
+        copy_rows(img + b * T * D, D, m->step.last.t[0] + (b * rows_of(m) + L) * D, D, T, D);
     return ST_OK;
 }
 
-static st_status final_out(model *m, bool train)
+static st_status final_out(model *m, bool train, const float **pred)
 {
     id_model *d = id_of(m);
-    return lumina_final_forward(m, &d->fin, final_rows, d->fin_c, train);
-}
-
-static st_status id_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
-                            const float **pred)
-{
-    static const lumina_joint_parts parts = {embed, final_out};
-    id_model *d = id_of(m);
-    const st_status st = lumina_joint_forward(m, &d->j, &parts, x, timesteps, cond, train);
+    const st_status st = lumina_final_forward(m, &d->fin, final_rows, d->fin_c, train);
     if (!st) *pred = d->fin.pred;
     return st;
 }
 
-static st_status id_backward(model *m, const float *dpred)
+/* The final layer back to dL/d(joint rows), *dx */
+static st_status head_backward(model *m, const float *dpred, scratch *k, float **dx)
+{
+    id_model *d = id_of(m);
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = m->cfg.hidden, N = B * T;
+    float *dimg = scratch_take_zero(k, N * D, MEM_WORKSPACE, "ideogram.dout_rows");
+    d->dfin = scratch_take_zero(k, B * m->cfg.time_dim, MEM_WORKSPACE, "ideogram.dsilu_adaln_input");
+    st_status st = k->status;
+    if (st || (st = lumina_final_backward(m, &d->fin, k, dpred, d->fin_c, d->dfin, dimg))) return st;
+    return model_rows_grad(m, dimg, S, L, "ideogram.drows", dx);
+}
+
+static st_status embed_backward(model *m, scratch *k, block_state *grad)
 {
     id_model *d = id_of(m);
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden, N = B * T;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = c->hidden;
     const int64_t P = model_patch_dim(c), Dc = c->text_dim, A = c->time_dim;
+    const float *dfin = d->dfin;
     st_status st = ST_OK;
-    scratch k = {.pool = m->pool};
-    float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "ideogram.dout_rows");
-    float *dfin = scratch_take_zero(&k, B * A, MEM_WORKSPACE, "ideogram.dsilu_adaln_input");
-    if ((st = k.status) || (st = lumina_final_backward(m, &d->fin, &k, dpred, d->fin_c, dfin, dimg))) goto done;
-    state_free(m->pool, &d->j.last);
-    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "ideogram.drows", true)}};
-    if (st) goto done;
-    for (int64_t b = 0; b < B; b++) copy_rows(grad.t[0] + (b * S + L) * D, D, dimg + b * T * D, D, T, D);
-    st = seq_backward(d->j.run, &grad, NULL); /* releases the run whatever it returns */
-    d->j.run = NULL;
-    float *dtext = st ? NULL : scratch_take_zero(&k, B * L * Dc, MEM_WORKSPACE, "ideogram.dcaption_norm");
-    float *role = st ? NULL : scratch_take(&k, S, MEM_WORKSPACE, "ideogram.role"); /* each row's indicator row */
-    if (!st) st = k.status;
+    float *dtext = scratch_take_zero(k, B * L * Dc, MEM_WORKSPACE, "ideogram.dcaption_norm");
+    float *role = scratch_take(k, S, MEM_WORKSPACE, "ideogram.role"); /* each row's indicator row */
+    if (!st) st = k->status;
     if (!st) zero_floats(role, S), add_scalar(role + L, S - L, 1.0f); /* 0 for the caption, 1 for the image */
     for (int64_t b = 0; !st && b < B; b++) {
-        const float *g = grad.t[0] + b * S * D;
+        const float *g = grad->t[0] + b * S * D;
         linear_backward(NULL, PG(d->x_w), PG(d->x_b), g + L * D, d->patches + b * T * P, PW(d->x_w), T, P, D);
         embedding_backward(PG(d->role), g, role, S, D);
         st = lin_backward(m->params, m->pool, &d->text, dtext + b * L * Dc, g, d->text_n + b * L * Dc, L);
     }
-    state_free(m->pool, &grad);
+    state_free(m->pool, grad);
     if (!st) rmsnorm_backward(NULL, PG(d->text_norm), dtext, d->text_in, PW(d->text_norm), B * L, Dc, &d->text_stats);
     if (!st) { /* back through adaln_input's two SiLUs (the blocks' and the final layer's), adaln_proj, t_embedding */
-        float *dcs = scratch_take(&k, B * A, MEM_WORKSPACE, "ideogram.dadaln_input");
-        float *draw = scratch_take_zero(&k, B * A, MEM_WORKSPACE, "ideogram.dadaln_proj");
-        float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "ideogram.dtemb");
-        if (!(st = k.status)) {
+        float *dcs = scratch_take(k, B * A, MEM_WORKSPACE, "ideogram.dadaln_input");
+        float *draw = scratch_take_zero(k, B * A, MEM_WORKSPACE, "ideogram.dadaln_proj");
+        float *dc = scratch_take_zero(k, B * D, MEM_WORKSPACE, "ideogram.dtemb");
+        if (!(st = k->status)) {
             copy_rows(dcs, B * A, m->ctx.dcs, B * A, 1, B * A);
             silu_backward(dcs, dfin, m->ctx.cs, B * A);
             silu_backward(draw, dcs, d->ada_raw, B * A);
@@ -258,10 +251,11 @@ static st_status id_backward(model *m, const float *dpred)
             if (!st) st = temb_backward(m, &d->t, dc);
         }
     }
-done:;
-    const st_status end = scratch_end(&k);
-    return st ? st : end;
+    return st;
 }
+
+static const model_chain id_chain = {.embed = embed, .embed_backward = embed_backward, .head = final_out,
+                                     .head_backward = head_backward};
 
 /* segtrain's own initialisation, for training from scratch: the norms at 1, the modulations and the output at zero
  * (the blocks start as identities), the time embedding N(0, 0.02), xavier linears elsewhere */
@@ -279,9 +273,8 @@ const model_family ideogram_family = {
     .create = id_create,
     .destroy = id_destroy,
     .set_batch = id_set_batch,
-    .forward = id_forward,
-    .backward = id_backward,
     .release = id_release,
+    .chain = &id_chain,
     .init_of = id_init_of,
 };
 

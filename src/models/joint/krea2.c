@@ -44,8 +44,7 @@ typedef struct kr_model {
     /* a step */
     float *kb[NSEQ], *patches, *txt_n, *txt_a, *txt_g, *img_rows, *fin_n, *fin_mod, *fin_h, *fin_out, *pred;
     op_state txt_stats, fin_stats;
-    block_state lw_out, ref_out, last;
-    seq_run *run[NSEQ];
+    block_state lw_out, ref_out;
 } kr_model;
 
 static kr_model *kr_of(const model *m) { return m->impl; }
@@ -130,8 +129,7 @@ static void kr_release(model *m)
 {
     kr_model *d = kr_of(m);
     if (!d) return;
-    for (int q = 0; q < NSEQ; q++) seq_release(d->run[q]), d->run[q] = NULL;
-    state_free(m->pool, &d->lw_out), state_free(m->pool, &d->ref_out), state_free(m->pool, &d->last);
+    state_free(m->pool, &d->lw_out), state_free(m->pool, &d->ref_out);
     temb_release(m, &d->t);
     op_state_release(&d->txt_stats), op_state_release(&d->fin_stats);
     float **bufs[] = {&d->kb[REFINER], &d->kb[JOINT], &d->rope, &d->patches, &d->txt_n, &d->txt_a, &d->txt_g,
@@ -229,7 +227,7 @@ static st_status final_out(model *m, bool train)
     d->fin_out = model_take(m, &st, N * P, "krea2.final.out", false);
     d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
     if (st) return st;
-    joint_part(m, d->last.t[0], d->img_rows, true, true);
+    joint_part(m, m->step.last.t[0], d->img_rows, true, true);
     st = rmsnorm_zc_forward(m->pool, d->fin_n, d->img_rows, PW(d->fin_norm), N, D, (float)c->norm_eps,
                             train ? &d->fin_stats : NULL);
     for (int64_t b = 0; !st && b < B; b++) /* (scale, shift) = temb + table */
@@ -264,14 +262,12 @@ static st_status kr_forward(model *m, const float *x, const float *timesteps, co
     /* the text fusion */
     block_state first = {.n = 1, .t = {lw0}};
     lw0 = NULL; /* the executor owns it now */
-    st = seq_forward(&m->seq[LAYERWISE], &m->plan[LAYERWISE], model_offload(m), &first, train, &d->lw_out,
-                     &d->run[LAYERWISE]);
+    st = model_seq_forward(m, LAYERWISE, &first, train, &d->lw_out);
     float *ref0 = st ? NULL : model_take(m, &st, BL * Dt, "krea2.text_projected", false);
     if (st) goto fail;
     project(m, ref0, d->lw_out.t[0], false, NULL, NULL);
     first = (block_state){.n = 1, .t = {ref0}};
-    st = seq_forward(&m->seq[REFINER], &m->plan[REFINER], model_offload(m), &first, train, &d->ref_out,
-                     &d->run[REFINER]);
+    st = model_seq_forward(m, REFINER, &first, train, &d->ref_out);
     /* txt_in and img_in into the joint rows */
     d->txt_n = model_take(m, &st, BL * Dt, "krea2.txt_in.norm", false);
     d->txt_a = model_take(m, &st, BL * D, "krea2.txt_in.linear_1", false);
@@ -292,7 +288,7 @@ static st_status kr_forward(model *m, const float *x, const float *timesteps, co
     if (!st) {
         first = (block_state){.n = 1, .t = {joint}};
         joint = NULL;
-        st = seq_forward(&m->seq[JOINT], &m->plan[JOINT], model_offload(m), &first, train, &d->last, &d->run[JOINT]);
+        st = model_seq_forward(m, JOINT, &first, train, NULL);
     }
     pool_free(m->pool, joint);
     if (!st) st = final_out(m, train);
@@ -334,12 +330,11 @@ static st_status kr_backward(model *m, const float *dpred)
         goto done;
     scratch_drop(&k, dh), scratch_drop(&k, dout);
     /* the joint blocks */
-    state_free(m->pool, &d->last);
+    state_free(m->pool, &m->step.last);
     block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "krea2.djoint", true)}};
     if (st) goto done;
     joint_part(m, grad.t[0], dimg, true, false);
-    st = seq_backward(d->run[JOINT], &grad, NULL); /* releases the run whatever it returns */
-    d->run[JOINT] = NULL;
+    st = model_seq_backward(m, JOINT, &grad); /* releases the run whatever it returns */
     float *part = st ? NULL : scratch_take(&k, B * (L > T ? L : T) * D, MEM_WORKSPACE, "krea2.drows");
     float *dtg = st ? NULL : scratch_take_zero(&k, BL * D, MEM_WORKSPACE, "krea2.txt_in.dgelu");
     float *dta = st ? NULL : scratch_take_zero(&k, BL * D, MEM_WORKSPACE, "krea2.txt_in.dlinear_1");
@@ -360,11 +355,11 @@ static st_status kr_backward(model *m, const float *dpred)
     if (!st) st = rmsnorm_zc_backward(m->pool, gref.t[0], PG(d->txt_norm), dtn, d->ref_out.t[0], PW(d->txt_norm), BL,
                                       Dt, &d->txt_stats);
     state_free(m->pool, &d->ref_out);
-    if (!st) st = seq_backward(d->run[REFINER], &gref, NULL), d->run[REFINER] = NULL; /* else kr_release's */
+    if (!st) st = model_seq_backward(m, REFINER, &gref); /* else model_release's */
     block_state glw = {.n = 1, .t = {st ? NULL : model_take(m, &st, BL * c->text_dim, "krea2.dtext_layers", true)}};
     if (!st) project(m, NULL, d->lw_out.t[0], true, glw.t[0], gref.t[0]);
     state_free(m->pool, &gref), state_free(m->pool, &d->lw_out);
-    if (!st) st = seq_backward(d->run[LAYERWISE], &glw, NULL), d->run[LAYERWISE] = NULL;
+    if (!st) st = model_seq_backward(m, LAYERWISE, &glw);
     state_free(m->pool, &glw);
     /* the blocks' modulation back through time_mod_proj and GELU, with the final layer's, to time_embed */
     if (!st) st = lin_backward(m->params, m->pool, &d->mod, m->ctx.dcs, m->ctx.dmod, m->ctx.cs, B);

@@ -54,8 +54,6 @@ typedef struct lm_model {
     float *tin, *patches, *cap_in, *cap_n, *kb[NSEQ];
     float *final_c; /* the final layer's input: SiLU(temb), Z-Image's own (Lumina's blocks read it as m->ctx.cs) */
     op_state cap_stats;
-    block_state last;
-    seq_run *run[NSEQ];
 } lm_model;
 
 static lm_model *lm_of(const model *m) { return m->impl; }
@@ -162,12 +160,9 @@ static void lm_release(model *m)
     lm_model *d = lm_of(m);
     if (!d) return;
     for (int q = 0; q < NSEQ; q++) {
-        seq_release(d->run[q]);
-        d->run[q] = NULL;
         pool_free(m->pool, d->rope[q]), pool_free(m->pool, d->kb[q]);
         d->rope[q] = d->kb[q] = NULL, d->maskp[q] = NULL;
     }
-    state_free(m->pool, &d->last);
     temb_release(m, &d->t);
     op_state_release(&d->cap_stats);
     lumina_final_release(m, &d->fin);
@@ -404,7 +399,7 @@ static void image_rows(model *m, float *img, const float *joint, bool back)
 
 static st_status final_rows(model *m, float *img)
 {
-    image_rows(m, img, lm_of(m)->last.t[0], false);
+    image_rows(m, img, m->step.last.t[0], false);
     return ST_OK;
 }
 
@@ -426,7 +421,7 @@ static st_status lm_forward(model *m, const float *x, const float *timesteps, co
     for (int q = CTX; !st && q <= NOISE; q++) {
         block_state first = {.n = 1, .t = {inputs[q]}};
         inputs[q] = NULL; /* the executor owns it now */
-        st = seq_forward(&m->seq[q], &m->plan[q], model_offload(m), &first, train, &refined[q], &d->run[q]);
+        st = model_seq_forward(m, q, &first, train, &refined[q]);
     }
     for (int q = 0; q < 2; q++) pool_free(m->pool, inputs[q]);
     float *joint = model_take(m, &st, B * S * D, "lumina.joint", false);
@@ -435,7 +430,7 @@ static st_status lm_forward(model *m, const float *x, const float *timesteps, co
     if (!st) {
         block_state first = {.n = 1, .t = {joint}};
         joint = NULL;
-        st = seq_forward(&m->seq[JOINT], &m->plan[JOINT], model_offload(m), &first, train, &d->last, &d->run[JOINT]);
+        st = model_seq_forward(m, JOINT, &first, train, NULL);
     }
     pool_free(m->pool, joint);
     if (!st) st = final_out(m, train);
@@ -458,19 +453,18 @@ static st_status lm_backward(model *m, const float *dpred)
     if ((st = k.status)) goto done;
     st = lumina_final_backward(m, &d->fin, &k, dpred, d->z ? d->final_c : m->ctx.cs, dfinal, dimg);
     if (st) goto done;
-    state_free(m->pool, &d->last);
+    state_free(m->pool, &m->step.last);
     block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "lumina.djoint", true)}};
     if (st) goto done;
     image_rows(m, dimg, grad.t[0], true);
-    st = seq_backward(d->run[JOINT], &grad, NULL); /* releases the run whatever it returns */
-    d->run[JOINT] = NULL;
+    st = model_seq_backward(m, JOINT, &grad); /* releases the run whatever it returns */
     /* the joint rows' gradients back to the refiners' outputs */
     block_state gctx = {.n = 1, .t = {model_take(m, &st, B * Lr * D, "lumina.dcaption", false)}};
     block_state gimg = {.n = 1, .t = {model_take(m, &st, B * Tr * D, "lumina.dimage", false)}};
     if (!st) join(m, grad.t[0], gctx.t[0], gimg.t[0], true);
     state_free(m->pool, &grad);
-    if (!st) st = seq_backward(d->run[NOISE], &gimg, NULL), d->run[NOISE] = NULL; /* else lm_release's */
-    if (!st) st = seq_backward(d->run[CTX], &gctx, NULL), d->run[CTX] = NULL;
+    if (!st) st = model_seq_backward(m, NOISE, &gimg); /* else model_release's */
+    if (!st) st = model_seq_backward(m, CTX, &gctx);
     if (!st && d->z) pad_rows(m, gctx.t[0], gimg.t[0], true);
     for (int64_t b = 0; !st && b < B; b++)
         linear_backward(NULL, PG(d->x_w), PG(d->x_b), gimg.t[0] + b * Tr * D, d->patches + b * T * P, PW(d->x_w), T, P,

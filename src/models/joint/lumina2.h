@@ -68,26 +68,12 @@ typedef struct lumina_joint {
     float *rope, *kb;       /* a step's per-sample rotary tables (B, rows, head_dim / 2, 2) and key bias (B, rows) */
     attn_mask mask;
     const attn_mask *maskp; /* what the blocks read: &mask once the step's is made */
-    block_state last;       /* the sequence's output */
-    seq_run *run;
 } lumina_joint;
 
 /* ada_in: the modulation's input width (m->ctx.cs's); 0: the blocks are not modulated (OmniGen's) */
 st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *style, int64_t rows, int64_t ada_in);
 void lumina_joint_destroy(lumina_joint *j);
 void lumina_joint_set_batch(model *m, const lumina_joint *j, int64_t batch);
-/* A family's parts around the blocks: embed makes the step's rows x0 (B x rows x D, with the tables and mask), final
- * the prediction from j->last (the family's release frees the step, lumina_joint_release included) */
-typedef struct lumina_joint_parts {
-    st_status (*embed)(model *m, const float *x, const float *timesteps, const float *cond, bool train, float **x0);
-    st_status (*final)(model *m, bool train);
-} lumina_joint_parts;
-/* A forward: embed, the blocks, final (model_forward releases a failed one). */
-st_status lumina_joint_forward(model *m, lumina_joint *j, const lumina_joint_parts *parts, const float *x,
-                               const float *timesteps, const float *cond, bool train);
-/* The step's run, output, tables and mask */
-void lumina_joint_release(model *m, lumina_joint *j);
-
 /* The final layer of Lumina 2, Z-Image, ERNIE-Image, Ideogram 4 and OmniGen (lumina_joint.c): pred = sign
  * unpatchify(out(LN(rows) (1 + scale) + shift)), the LayerNorm unaffine, (scale), (scale, shift) or (shift, scale) =
  * mod(c). The family registers mod, out_w and out_b under its names and sets the options; the rest is a step's. */

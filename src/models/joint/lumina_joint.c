@@ -1,6 +1,6 @@
 /* One sequence of lumina2_block.c's blocks over each sample's joint rows: ERNIE-Image's and Ideogram 4's skeleton
- * (lumina2.h). The families make the rows, the rotary tables and the key mask; this owns the blocks and the step's
- * run of them. Also the final layer the four families on lumina2_block.c share. */
+ * (lumina2.h). The families make the rows, the rotary tables and the key mask; this owns the blocks (model_chain runs
+ * them). Also the final layer the four families on lumina2_block.c share. */
 #include "models/joint/lumina2.h"
 
 #include <stdio.h>
@@ -40,30 +40,6 @@ void lumina_joint_set_batch(model *m, const lumina_joint *j, int64_t batch)
 {
     m->shape.batch = batch;
     m->seq[0].state_numel[0] = batch * j->blocks[0].rows * m->shape.hidden;
-}
-
-st_status lumina_joint_forward(model *m, lumina_joint *j, const lumina_joint_parts *parts, const float *x,
-                               const float *timesteps, const float *cond, bool train)
-{
-    float *x0 = NULL;
-    st_status st = parts->embed(m, x, timesteps, cond, train, &x0);
-    if (!st) {
-        block_state first = {.n = 1, .t = {x0}};
-        x0 = NULL; /* the executor owns it now */
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &j->last, &j->run);
-    }
-    pool_free(m->pool, x0);
-    if (!st) st = parts->final(m, train);
-    return st;
-}
-
-void lumina_joint_release(model *m, lumina_joint *j)
-{
-    seq_release(j->run);
-    j->run = NULL;
-    state_free(m->pool, &j->last);
-    pool_free(m->pool, j->rope), pool_free(m->pool, j->kb);
-    j->rope = j->kb = NULL, j->maskp = NULL;
 }
 
 /* ---- the final layer ---- */

@@ -48,8 +48,7 @@ typedef struct mh_model {
     /* a step */
     float *t1, *patches, *text_in, *text_n, *vid_rows, *fin_ln, *fin_mod, *fin_h, *fin_out, *pred;
     op_state ref_stats, fin_stats;
-    block_state refined, last;
-    seq_run *run[NSEQ];
+    block_state refined;
 } mh_model;
 
 static mh_model *mh_of(const model *m) { return m->impl; }
@@ -120,8 +119,7 @@ static void mh_release(model *m)
 {
     mh_model *d = mh_of(m);
     if (!d) return;
-    for (int q = 0; q < NSEQ; q++) seq_release(d->run[q]), d->run[q] = NULL;
-    state_free(m->pool, &d->refined), state_free(m->pool, &d->last);
+    state_free(m->pool, &d->refined);
     temb_release_path(m, &d->te);
     op_state_release(&d->ref_stats), op_state_release(&d->fin_stats);
     float **bufs[] = {&m->ctx.cs, &m->ctx.dcs, &d->rope, &d->kb, &d->kbt, &d->t1, &d->patches, &d->text_in, &d->text_n,
@@ -198,7 +196,7 @@ static st_status final_out(model *m, bool train)
     d->fin_out = model_take(m, &st, N * P, "minimax.final.out", false);
     d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
     if (st) return st;
-    for (int64_t b = 0; b < B; b++) copy_rows(d->vid_rows + b * T * D, D, d->last.t[0] + (b * S + L) * D, D, T, D);
+    for (int64_t b = 0; b < B; b++) copy_rows(d->vid_rows + b * T * D, D, m->step.last.t[0] + (b * S + L) * D, D, T, D);
     if ((st = lin_forward(m->params, m->pool, &d->norm_out, d->fin_mod, m->ctx.cs, B))) return st;
     st = rmsnorm_forward(m->pool, d->fin_ln, d->vid_rows, pw(m, d->out_norm), N, D, (float)c->norm_eps,
                          train ? &d->fin_stats : NULL);
@@ -242,7 +240,7 @@ static st_status mh_forward(model *m, const float *x, const float *timesteps, co
     if (!st) {
         block_state first = {.n = 1, .t = {x0}};
         x0 = NULL; /* the executor owns it now */
-        st = seq_forward(&m->seq[REF], &m->plan[REF], model_offload(m), &first, train, &d->refined, &d->run[REF]);
+        st = model_seq_forward(m, REF, &first, train, &d->refined);
     }
     pool_free(m->pool, x0);
     if (!st) st = rmsnorm_forward(m->pool, d->text_n, d->refined.t[0], pw(m, d->ref_norm), BL, D, eps,
@@ -261,7 +259,7 @@ static st_status mh_forward(model *m, const float *x, const float *timesteps, co
     if (!st) {
         block_state first = {.n = 1, .t = {joint}};
         joint = NULL;
-        st = seq_forward(&m->seq[MAIN], &m->plan[MAIN], model_offload(m), &first, train, &d->last, &d->run[MAIN]);
+        st = model_seq_forward(m, MAIN, &first, train, NULL);
     }
     pool_free(m->pool, joint);
     if (!st) st = final_out(m, train);
@@ -290,12 +288,11 @@ static st_status mh_backward(model *m, const float *dpred)
     modulate_backward(dh, dmod, dmod + D, dh, d->fin_ln, d->fin_mod + D, B, T, D, 2 * D);
     if ((st = lin_backward(m->params, m->pool, &d->norm_out, m->ctx.dcs, dmod, m->ctx.cs, B))) goto done;
     rmsnorm_backward(dvid, pg(m, d->out_norm), dh, d->vid_rows, pw(m, d->out_norm), N, D, &d->fin_stats);
-    state_free(m->pool, &d->last);
+    state_free(m->pool, &m->step.last);
     block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "minimax.djoint", true)}};
     if (st) goto done;
     for (int64_t b = 0; b < B; b++) copy_rows(grad.t[0] + (b * S + L) * D, D, dvid + b * T * D, D, T, D);
-    st = seq_backward(d->run[MAIN], &grad, NULL); /* releases the run whatever it returns */
-    d->run[MAIN] = NULL;
+    st = model_seq_backward(m, MAIN, &grad); /* releases the run whatever it returns */
     float *part = st ? NULL : scratch_take(&k, B * (L > T ? L : T) * D, MEM_WORKSPACE, "minimax.drows");
     block_state gref = {.n = 1, .t = {model_take(m, &st, BL * D, "minimax.dcaption", true)}};
     if (!st) st = k.status;
@@ -306,7 +303,7 @@ static st_status mh_backward(model *m, const float *dpred)
     if (!st) rmsnorm_backward(gref.t[0], pg(m, d->ref_norm), part, d->refined.t[0], pw(m, d->ref_norm), BL, D,
                               &d->ref_stats);
     state_free(m->pool, &d->refined);
-    if (!st) st = seq_backward(d->run[REF], &gref, NULL), d->run[REF] = NULL; /* else mh_release's */
+    if (!st) st = model_seq_backward(m, REF, &gref); /* else model_release's */
     if (!st) st = lin_backward(m->params, m->pool, &d->ctx, NULL, gref.t[0], d->text_in, BL);
     state_free(m->pool, &gref);
     if (!st) {

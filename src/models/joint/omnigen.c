@@ -39,6 +39,7 @@ typedef struct og_model {
     int embed, x_w, x_b, pos, norm;
     /* a step */
     float *len, *ids, *seg, *tin, *patches, *raw; /* raw: the image rows before norm (B T, D) */
+    float *dc, *dtok; /* backward's dL/d(t_embedder's output) and dL/d(the time token) */
     op_state norm_stats;
 } og_model;
 
@@ -92,13 +93,10 @@ static void og_release(model *m)
 {
     og_model *d = og_of(m);
     if (!d) return;
-    lumina_joint_release(m, &d->j);
     temb_release(m, &d->t);
     temb_release_path(m, &d->tok);
     lumina_final_release(m, &d->fin);
     op_state_release(&d->norm_stats);
-    float **bufs[] = {&d->len, &d->ids, &d->seg, &d->tin, &d->patches, &d->raw};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
 }
 
 /* The rotary table of positions pos (S), su-scaled: (S, hd / 2, (cos, sin)) */
@@ -162,11 +160,11 @@ static st_status positions(model *m, const float *cond)
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = L + 1 + T, hd = c->hidden / c->heads;
     st_status st = ST_OK;
-    d->len = model_take(m, &st, B, "omnigen.prompt_length", false);
-    d->ids = model_take(m, &st, B * L, "omnigen.ids", false);
-    d->j.rope = model_take(m, &st, B * S * hd, "omnigen.rope", false);
-    d->j.kb = model_take(m, &st, B * S, "omnigen.key_mask", false);
-    d->seg = model_take(m, &st, B * S, "omnigen.segments", false);
+    model_hold(m, &st, &d->len, B, "omnigen.prompt_length", false);
+    model_hold(m, &st, &d->ids, B * L, "omnigen.ids", false);
+    model_hold(m, &st, &d->j.rope, B * S * hd, "omnigen.rope", false);
+    model_hold(m, &st, &d->j.kb, B * S, "omnigen.key_mask", false);
+    model_hold(m, &st, &d->seg, B * S, "omnigen.segments", false);
     float *pos = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)S * sizeof(float), MEM_WORKSPACE, "omnigen.position_ids", (void **)&pos);
     if (!st) st = host_loop(d->len, prompt_positions, &(model_loop){.m = m, .cond = cond, .work = pos});
@@ -184,8 +182,8 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = L + 1 + T, D = c->hidden;
     const int64_t P = model_patch_dim(c), G = c->resolution / c->patch, E = c->pos_embed_max, top = (E - G) / 2;
     st_status st = ST_OK;
-    d->patches = model_take(m, &st, B * T * P, "omnigen.patches", false);
-    d->tin = model_take(m, &st, B, "omnigen.time", false);
+    model_hold(m, &st, &d->patches, B * T * P, "omnigen.patches", false);
+    model_hold(m, &st, &d->tin, B, "omnigen.time", false);
     *x0 = model_take(m, &st, B * S * D, "omnigen.rows", false);
     temb_take(m, &d->t, &st, train);
     temb_take_path(m, &d->tok, &st);
@@ -225,25 +223,16 @@ static st_status final_rows(model *m, float *img)
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, N = B * T;
     for (int64_t b = 0; b < B; b++)
-        copy_rows(d->raw + b * T * D, D, d->j.last.t[0] + (b * rows_of(m) + L + 1) * D, D, T, D);
+        copy_rows(d->raw + b * T * D, D, m->step.last.t[0] + (b * rows_of(m) + L + 1) * D, D, T, D);
     return rmsnorm_forward(m->pool, img, d->raw, PW(d->norm), N, D, (float)c->norm_eps, &d->norm_stats);
 }
 
-static st_status final_out(model *m, bool train)
+static st_status final_out(model *m, bool train, const float **pred)
 {
     og_model *d = og_of(m);
     st_status st = ST_OK;
-    d->raw = model_take(m, &st, m->shape.batch * m->shape.tokens * m->cfg.hidden, "omnigen.image_rows", false);
-    return st ? st : lumina_final_forward(m, &d->fin, final_rows, m->ctx.cs, train);
-}
-
-static st_status og_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
-                            const float **pred)
-{
-    static const lumina_joint_parts parts = {embed, final_out};
-    og_model *d = og_of(m);
-    const st_status st = lumina_joint_forward(m, &d->j, &parts, x, timesteps, cond, train);
-    if (!st) *pred = d->fin.pred;
+    model_hold(m, &st, &d->raw, m->shape.batch * m->shape.tokens * m->cfg.hidden, "omnigen.image_rows", false);
+    if (!st && !(st = lumina_final_forward(m, &d->fin, final_rows, m->ctx.cs, train))) *pred = d->fin.pred;
     return st;
 }
 
@@ -254,43 +243,46 @@ static void embed_backward(model *m, const float *g, const float *ids)
     embedding_backward_padded(PG(og_of(m)->embed), g, ids, m->shape.text, c->hidden, c->text_pad);
 }
 
-static st_status og_backward(model *m, const float *dpred)
+/* The final layer and norm back to dL/d(joint rows), *dx */
+static st_status head_backward(model *m, const float *dpred, scratch *k, float **dx)
 {
     og_model *d = og_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = L + 1 + T, D = c->hidden, N = B * T;
-    const int64_t P = model_patch_dim(c);
-    st_status st = ST_OK;
-    scratch k = {.pool = m->pool};
-    float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "omnigen.dnorm");
-    float *draw = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "omnigen.dimage_rows");
-    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "omnigen.dtemb");
-    float *dtok = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "omnigen.dtime_token");
-    if ((st = k.status) || (st = lumina_final_backward(m, &d->fin, &k, dpred, m->ctx.cs, m->ctx.dcs, dimg))) goto done;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = L + 1 + T, D = m->cfg.hidden;
+    const int64_t N = B * T;
+    float *dimg = scratch_take_zero(k, N * D, MEM_WORKSPACE, "omnigen.dnorm");
+    float *draw = scratch_take_zero(k, N * D, MEM_WORKSPACE, "omnigen.dimage_rows");
+    d->dc = scratch_take_zero(k, B * D, MEM_WORKSPACE, "omnigen.dtemb");
+    d->dtok = scratch_take_zero(k, B * D, MEM_WORKSPACE, "omnigen.dtime_token");
+    st_status st = k->status;
+    if (st || (st = lumina_final_backward(m, &d->fin, k, dpred, m->ctx.cs, m->ctx.dcs, dimg))) return st;
     rmsnorm_backward(draw, PG(d->norm), dimg, d->raw, PW(d->norm), N, D, &d->norm_stats);
-    state_free(m->pool, &d->j.last);
-    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "omnigen.drows", true)}};
-    if (st) goto done;
-    for (int64_t b = 0; b < B; b++)
-        copy_rows(grad.t[0] + (b * S + L + 1) * D, D, draw + b * T * D, D, T, D);
-    st = seq_backward(d->j.run, &grad, NULL); /* releases the run whatever it returns */
-    d->j.run = NULL;
-    for (int64_t b = 0; !st && b < B; b++) {
-        const float *g = grad.t[0] + b * S * D;
+    return model_rows_grad(m, draw, S, L + 1, "omnigen.drows", dx);
+}
+
+static st_status og_embed_backward(model *m, scratch *k, block_state *grad)
+{
+    (void)k;
+    og_model *d = og_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = L + 1 + T, D = c->hidden;
+    const int64_t P = model_patch_dim(c);
+    for (int64_t b = 0; b < B; b++) {
+        const float *g = grad->t[0] + b * S * D;
         embed_backward(m, g, d->ids + b * L);
-        copy_rows(dtok + b * D, D, g + L * D, D, 1, D); /* the time token's row */
+        copy_rows(d->dtok + b * D, D, g + L * D, D, 1, D); /* the time token's row */
         linear_backward(NULL, PG(d->x_w), PG(d->x_b), g + (L + 1) * D, d->patches + b * T * P, PW(d->x_w), T, P, D);
     }
-    state_free(m->pool, &grad);
-    if (!st) st = temb_backward(m, &d->tok, dtok);
+    state_free(m->pool, grad);
+    st_status st = temb_backward(m, &d->tok, d->dtok);
     if (!st) { /* the final layer's modulation back through SiLU to t_embedder */
-        silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
-        st = temb_backward(m, &d->t, dc);
+        silu_backward(d->dc, m->ctx.dcs, d->t.c, B * D);
+        st = temb_backward(m, &d->t, d->dc);
     }
-done:;
-    const st_status end = scratch_end(&k);
-    return st ? st : end;
+    return st;
 }
+
+static const model_chain og_chain = {.embed = embed, .embed_backward = og_embed_backward, .head = final_out,
+                                     .head_backward = head_backward};
 
 /* segtrain's own initialisation, for training from scratch: the norms at 1, the output's modulation and projection
  * at zero, the time paths and the token table N(0, 0.02), xavier linears elsewhere */
@@ -308,9 +300,8 @@ const model_family omnigen_family = {
     .fill_fixed = og_fill_fixed,
     .destroy = og_destroy,
     .set_batch = og_set_batch,
-    .forward = og_forward,
-    .backward = og_backward,
     .release = og_release,
+    .chain = &og_chain,
     .init_of = og_init_of,
 };
 

@@ -41,8 +41,6 @@ typedef struct q21_model {
     float *raw, *patches, *text_in, *txt_n, *txt_a, *txt_g, *img_rows, *fin_ln, *fin_mod, *fin_zero,
         *fin_h, *fin_out, *pred;
     op_state txt_stats, fin_stats;
-    block_state last;
-    seq_run *run;
 } q21_model;
 
 static q21_model *q21_of(const model *m) { return m->impl; }
@@ -104,14 +102,8 @@ static void q21_release(model *m)
 {
     q21_model *d = q21_of(m);
     if (!d) return;
-    seq_release(d->run), d->run = NULL;
-    state_free(m->pool, &d->last);
     time_pair_release(m, &d->tp);
     op_state_release(&d->txt_stats), op_state_release(&d->fin_stats);
-    float **bufs[] = {&d->mod_rows, &d->dmod_rows, &d->rope, &d->kb, &d->seg, &d->raw,
-                      &d->patches, &d->text_in, &d->txt_n, &d->txt_a, &d->txt_g, &d->img_rows, &d->fin_ln,
-                      &d->fin_mod, &d->fin_zero, &d->fin_h, &d->fin_out, &d->pred};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     d->maskp = NULL;
 }
 
@@ -154,9 +146,9 @@ static st_status positions(model *m, const float *cond)
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, S = rows_of(m), hd = c->hidden / c->heads;
     st_status st = ST_OK;
-    d->rope = model_take(m, &st, B * S * hd, "qwen21.rope", false);
-    d->kb = model_take(m, &st, B * S, "qwen21.key_mask", false);
-    d->seg = model_take(m, &st, B * S, "qwen21.segments", false);
+    model_hold(m, &st, &d->rope, B * S * hd, "qwen21.rope", false);
+    model_hold(m, &st, &d->kb, B * S, "qwen21.key_mask", false);
+    model_hold(m, &st, &d->seg, B * S, "qwen21.segments", false);
     float *ids = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "qwen21.position_ids",
                              (void **)&ids);
@@ -177,9 +169,9 @@ static st_status modulations(model *m, bool train)
     q21_model *d = q21_of(m);
     const int64_t B = m->shape.batch, D = m->shape.hidden;
     st_status st = ST_OK;
-    d->raw = model_take(m, &st, 2 * B * 4 * D, "qwen21.modulation_raw", false);
-    d->mod_rows = model_take(m, &st, B * 2 * 6 * D, "qwen21.modulation", true);
-    if (train) d->dmod_rows = model_take(m, &st, B * 2 * 6 * D, "qwen21.dmodulation", true);
+    model_hold(m, &st, &d->raw, 2 * B * 4 * D, "qwen21.modulation_raw", false);
+    model_hold(m, &st, &d->mod_rows, B * 2 * 6 * D, "qwen21.modulation", true);
+    if (train) model_hold(m, &st, &d->dmod_rows, B * 2 * 6 * D, "qwen21.dmodulation", true);
     if (!st) st = lin_forward(m->params, m->pool, &d->mod, d->raw, d->tp.zs, B);
     if (!st) st = lin_forward(m->params, m->pool, &d->mod, d->raw + B * 4 * D, m->ctx.cs, B);
     for (int k = 0; !st && k < 2; k++) { /* sample i's set k: rows 12 D apart, raw's 4 D */
@@ -217,23 +209,23 @@ static st_status modulations_backward(model *m)
     return st;
 }
 
-static st_status final_out(model *m, bool train)
+static st_status final_out(model *m, bool train, const float **pred)
 {
     q21_model *d = q21_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T, S = L + T;
     const int64_t P = model_patch_dim(c);
     st_status st = ST_OK;
-    d->img_rows = model_take(m, &st, N * D, "qwen21.final.rows", false);
-    d->fin_ln = model_take(m, &st, N * D, "qwen21.final.ln", false);
-    d->fin_mod = model_take(m, &st, B * D, "qwen21.final.scale", false);
-    d->fin_zero = model_take(m, &st, B * D, "qwen21.final.shift", true); /* it has none */
-    d->fin_h = model_take(m, &st, N * D, "qwen21.final.h", false);
-    d->fin_out = model_take(m, &st, N * P, "qwen21.final.out", false);
-    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
+    model_hold(m, &st, &d->img_rows, N * D, "qwen21.final.rows", false);
+    model_hold(m, &st, &d->fin_ln, N * D, "qwen21.final.ln", false);
+    model_hold(m, &st, &d->fin_mod, B * D, "qwen21.final.scale", false);
+    model_hold(m, &st, &d->fin_zero, B * D, "qwen21.final.shift", true); /* it has none */
+    model_hold(m, &st, &d->fin_h, N * D, "qwen21.final.h", false);
+    model_hold(m, &st, &d->fin_out, N * P, "qwen21.final.out", false);
+    model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
     if (st) return st;
     for (int64_t b = 0; b < B; b++)
-        copy_rows(d->img_rows + b * T * D, D, d->last.t[0] + (b * S + L) * D, D, T, D);
+        copy_rows(d->img_rows + b * T * D, D, m->step.last.t[0] + (b * S + L) * D, D, T, D);
     if ((st = lin_forward(m->params, m->pool, &d->norm_out, d->fin_mod, m->ctx.cs, B))) return st;
     st = layernorm_forward(m->pool, d->fin_ln, d->img_rows, NULL, NULL, N, D, Q21_EPS, train ? &d->fin_stats : NULL);
     if (st) return st;
@@ -241,24 +233,25 @@ static st_status final_out(model *m, bool train)
     if ((st = lin_forward(m->params, m->pool, &d->proj_out, d->fin_out, d->fin_h, N))) return st;
     const patch_shape ps = model_patches(m);
     unpatchify_forward(d->pred, d->fin_out, &ps, PATCH_CONV);
+    *pred = d->pred;
     return ST_OK;
 }
 
-static st_status q21_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
-                             const float **pred)
+/* The joint rows [text; image] (*x0), the time pair and the modulations */
+static st_status embed(model *m, const float *x, const float *timesteps, const float *cond, bool train, float **x0)
 {
     q21_model *d = q21_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, S = L + T;
     const int64_t P = model_patch_dim(c), K = model_cond_len(c), Dc = c->text_dim, BL = B * L;
     st_status st = ST_OK;
-    d->patches = model_take(m, &st, B * T * P, "qwen21.patches", false);
-    d->text_in = model_take(m, &st, BL * Dc, "qwen21.text", false);
-    d->txt_n = model_take(m, &st, BL * Dc, "qwen21.txt_in.norm", false);
-    d->txt_a = model_take(m, &st, BL * D, "qwen21.txt_in.in_layer", false);
-    d->txt_g = model_take(m, &st, BL * D, "qwen21.txt_in.gelu", false);
+    model_hold(m, &st, &d->patches, B * T * P, "qwen21.patches", false);
+    model_hold(m, &st, &d->text_in, BL * Dc, "qwen21.text", false);
+    model_hold(m, &st, &d->txt_n, BL * Dc, "qwen21.txt_in.norm", false);
+    model_hold(m, &st, &d->txt_a, BL * D, "qwen21.txt_in.in_layer", false);
+    model_hold(m, &st, &d->txt_g, BL * D, "qwen21.txt_in.gelu", false);
     float *part = model_take(m, &st, B * (L > T ? L : T) * D, "qwen21.rows", false);
-    float *joint = model_take(m, &st, B * S * D, "qwen21.joint", false);
+    float *joint = *x0 = model_take(m, &st, B * S * D, "qwen21.joint", false);
     if (!st) st = positions(m, cond);
     if (!st) st = time_pair_forward(m, &d->tp, timesteps, train);
     if (!st) st = modulations(m, train);
@@ -276,63 +269,57 @@ static st_status q21_forward(model *m, const float *x, const float *timesteps, c
     if (!st) st = lin_forward(m->params, m->pool, &d->img, part, d->patches, B * T);
     for (int64_t b = 0; !st && b < B; b++) copy_rows(joint + (b * S + L) * D, D, part + b * T * D, D, T, D);
     pool_free(m->pool, part);
-    if (!st) {
-        block_state first = {.n = 1, .t = {joint}};
-        joint = NULL;
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
-    }
-    pool_free(m->pool, joint);
-    if (!st) st = final_out(m, train);
-    if (st) return st;
-    *pred = d->pred;
-    return ST_OK;
+    return st;
 }
 
-static st_status q21_backward(model *m, const float *dpred)
+/* The final layer back to dL/d(the joint rows), *dx */
+static st_status head_backward(model *m, const float *dpred, scratch *k, float **dx)
 {
     q21_model *d = q21_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
-    const int64_t P = model_patch_dim(c), Dc = c->text_dim, BL = B * L;
-    st_status st = ST_OK;
-    scratch k = {.pool = m->pool};
-    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "qwen21.final.dout");
-    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "qwen21.final.dh");
-    float *dscale = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "qwen21.final.dscale");
-    float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "qwen21.final.drows");
-    if ((st = k.status)) goto done;
+    float *dout = scratch_take_zero(k, N * model_patch_dim(c), MEM_WORKSPACE, "qwen21.final.dout");
+    float *dh = scratch_take_zero(k, N * D, MEM_WORKSPACE, "qwen21.final.dh");
+    float *dscale = scratch_take_zero(k, B * D, MEM_WORKSPACE, "qwen21.final.dscale");
+    float *dimg = scratch_take_zero(k, N * D, MEM_WORKSPACE, "qwen21.final.drows");
+    st_status st = k->status;
+    if (st) return st;
     const patch_shape ps = model_patches(m);
     unpatchify_backward(dout, dpred, &ps, PATCH_CONV);
-    if ((st = lin_backward(m->params, m->pool, &d->proj_out, dh, dout, d->fin_h, N))) goto done;
+    if ((st = lin_backward(m->params, m->pool, &d->proj_out, dh, dout, d->fin_h, N))) return st;
     modulate_backward(dh, NULL, dscale, dh, d->fin_ln, d->fin_mod, B, T, D, D);
-    if ((st = lin_backward(m->params, m->pool, &d->norm_out, m->ctx.dcs, dscale, m->ctx.cs, B))) goto done;
+    if ((st = lin_backward(m->params, m->pool, &d->norm_out, m->ctx.dcs, dscale, m->ctx.cs, B))) return st;
     layernorm_backward(dimg, NULL, NULL, dh, d->img_rows, NULL, N, D, &d->fin_stats);
-    state_free(m->pool, &d->last);
-    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "qwen21.djoint", true)}};
-    if (st) goto done;
-    for (int64_t b = 0; b < B; b++) copy_rows(grad.t[0] + (b * S + L) * D, D, dimg + b * T * D, D, T, D);
-    st = seq_backward(d->run, &grad, NULL); /* releases the run whatever it returns */
-    d->run = NULL;
-    float *part = st ? NULL : scratch_take(&k, B * (L > T ? L : T) * D, MEM_WORKSPACE, "qwen21.drows");
-    float *dtg = st ? NULL : scratch_take_zero(&k, BL * D, MEM_WORKSPACE, "qwen21.txt_in.dgelu");
-    float *dta = st ? NULL : scratch_take_zero(&k, BL * D, MEM_WORKSPACE, "qwen21.txt_in.din_layer");
-    float *dtn = st ? NULL : scratch_take_zero(&k, BL * Dc, MEM_WORKSPACE, "qwen21.txt_in.dnorm");
-    if (!st) st = k.status;
-    for (int64_t b = 0; !st && b < B; b++) copy_rows(part + b * T * D, D, grad.t[0] + (b * S + L) * D, D, T, D);
+    return model_rows_grad(m, dimg, S, L, "qwen21.djoint", dx);
+}
+
+static st_status embed_backward(model *m, scratch *k, block_state *grad)
+{
+    q21_model *d = q21_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
+    const int64_t Dc = c->text_dim, BL = B * L;
+    float *part = scratch_take(k, B * (L > T ? L : T) * D, MEM_WORKSPACE, "qwen21.drows");
+    float *dtg = scratch_take_zero(k, BL * D, MEM_WORKSPACE, "qwen21.txt_in.dgelu");
+    float *dta = scratch_take_zero(k, BL * D, MEM_WORKSPACE, "qwen21.txt_in.din_layer");
+    float *dtn = scratch_take_zero(k, BL * Dc, MEM_WORKSPACE, "qwen21.txt_in.dnorm");
+    st_status st = k->status;
+    for (int64_t b = 0; !st && b < B; b++) copy_rows(part + b * T * D, D, grad->t[0] + (b * S + L) * D, D, T, D);
     if (!st) st = lin_backward(m->params, m->pool, &d->img, NULL, part, d->patches, N);
-    for (int64_t b = 0; !st && b < B; b++) copy_rows(part + b * L * D, D, grad.t[0] + b * S * D, D, L, D);
+    for (int64_t b = 0; !st && b < B; b++) copy_rows(part + b * L * D, D, grad->t[0] + b * S * D, D, L, D);
     if (!st) st = lin_backward(m->params, m->pool, &d->txt2, dtg, part, d->txt_g, BL);
-    state_free(m->pool, &grad);
+    state_free(m->pool, grad);
     if (!st) gelu_backward(dta, dtg, d->txt_a, BL * D);
     if (!st) st = lin_backward(m->params, m->pool, &d->txt1, dtn, dta, d->txt_n, BL);
     if (!st) st = rmsnorm_zc_backward(m->pool, NULL, param_at(m->params, d->txt_norm)->g, dtn, d->text_in,
                                       param_at(m->params, d->txt_norm)->w, BL, Dc, &d->txt_stats);
     if (!st) st = modulations_backward(m);
-    if (!st) st = time_pair_backward(m, &d->tp, &k);
-done:;
-    const st_status end = scratch_end(&k);
-    return st ? st : end;
+    if (!st) st = time_pair_backward(m, &d->tp, k);
+    return st;
 }
+
+static const model_chain q21_chain = {.embed = embed, .embed_backward = embed_backward, .head = final_out,
+                                      .head_backward = head_backward};
 
 /* segtrain's own initialisation, for training from scratch: the modulation and the output at zero (the blocks start
  * as identities), the zero-centred text norm at zero (a scale of 1), the q/k norms at 1, the time path N(0, 0.02),
@@ -351,9 +338,8 @@ const model_family qwen_image21_family = {
     .create = q21_create,
     .destroy = q21_destroy,
     .set_batch = q21_set_batch,
-    .forward = q21_forward,
-    .backward = q21_backward,
     .release = q21_release,
+    .chain = &q21_chain,
     .init_of = q21_init_of,
 };
 

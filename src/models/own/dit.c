@@ -10,12 +10,9 @@
 
 /* The forward state of one step, alive from model_forward to model_backward or model_release. */
 typedef struct dit_step {
-    float *labels;                           /* (B) */
-    float *patches, *tokens;                 /* (N, C p p), (N, D): the first state */
-    float *tfreq, *th, *ts, *c;              /* timestep/label embedding path, (B, 256) and (B, D) each */
-    block_state last;                        /* the last block's output */
-    float **dhidden;                         /* per captured block: the caller's gradient for its output */
-    seq_run *run;
+    float *labels;   /* (B) */
+    float *patches;  /* (N, C p p) */
+    float **dhidden; /* per captured block: the caller's gradient for its output */
 } dit_step;
 
 typedef struct dit_model {
@@ -129,19 +126,16 @@ static void dit_release(model *m)
     dit_model *d = dit_of(m);
     if (!d) return;
     dit_step *s = &d->step;
-    seq_release(s->run);
-    state_free(m->pool, &s->last);
     for (int k = 0; s->dhidden && k < m->n_capture; k++) pool_free(m->pool, s->dhidden[k]);
     free(s->dhidden);
     final_release(m, &d->final);
     temb_release(m, &d->t);
-    void *bufs[] = {s->tokens, s->patches, s->labels}; /* tokens only if forward failed before the executor took them */
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
     *s = (dit_step){0};
 }
 
 /* x_t -> tokens (the first state), and the conditioning c = t_embedder(t) + y_embedder(y), cs = SiLU(c). */
-static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *labels, bool train)
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *labels, bool train,
+                               float **x0)
 {
     const model_config *c = &m->cfg;
     dit_model *d = dit_of(m);
@@ -149,9 +143,9 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
     const int64_t P = c->channels * c->patch * c->patch;
     st_status st = ST_OK;
-    s->labels = model_take(m, &st, B, "dit.labels", false);
-    s->patches = model_take(m, &st, N * P, "dit.patches", false);
-    s->tokens = model_take(m, &st, N * D, "dit.tokens", false);
+    model_hold(m, &st, &s->labels, B, "dit.labels", false);
+    model_hold(m, &st, &s->patches, N * P, "dit.patches", false);
+    float *tokens = *x0 = model_take(m, &st, N * D, "dit.tokens", false);
     temb_take(m, &d->t, &st, train);
     if (st) return st;
     /* the label embedding goes through cs's buffer before cs is computed: no extra allocation */
@@ -161,9 +155,9 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
 
     const patch_shape ps = model_patches(m);
     patchify_forward(s->patches, x, &ps);
-    linear_forward(s->tokens, s->patches, PW(p_x_w), PW(p_x_b), N, P, D);
+    linear_forward(tokens, s->patches, PW(p_x_w), PW(p_x_b), N, P, D);
     const float *pos = PW(p_pos);
-    add_row(s->tokens, pos, B, T * D);
+    add_row(tokens, pos, B, T * D);
 
     temb_forward(m, &d->t, timesteps);
     add_to(d->t.c, m->ctx.cs, B * D);
@@ -189,82 +183,65 @@ static st_status dit_hidden(model *m, int k, const float **h, float **dh)
 {
     dit_model *d = dit_of(m);
     dit_step *s = &d->step;
-    if (!s->run || k < 0 || k >= m->n_capture)
+    if (!m->step.run[0] || k < 0 || k >= m->n_capture)
         return st_fail(ST_ERR_INVALID, "model_hidden: no captured hidden state %d after a training forward", k);
     const int i = m->capture[k];
-    const block_state *out = i == m->seq[0].n - 1 ? &s->last : seq_run_output(s->run, i);
+    const block_state *out = i == m->seq[0].n - 1 ? &m->step.last : seq_run_output(m->step.run[0], i);
     if (!out) return st_fail(ST_ERR_INTERNAL, "model_hidden: block %d's output was not kept", i);
     *h = out->t[0];
     *dh = s->dhidden[k];
     return ST_OK;
 }
 
-static st_status dit_forward(model *m, const float *x, const float *timesteps, const float *labels, bool train,
-                             const float **pred)
+/* The captured blocks' gradient buffers, then the final layer */
+static st_status head_forward(model *m, bool train, const float **pred)
 {
     dit_model *d = dit_of(m);
-    st_status st = embed_forward(m, x, timesteps, labels, train);
-    if (!st) {
-        block_state first = {.n = 1, .t = {d->step.tokens}};
-        d->step.tokens = NULL; /* the executor owns the first state now */
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->step.last, &d->step.run);
-    }
-    if (!st && train && m->n_capture) st = capture_forward(m);
-    if (!st) st = final_forward(m, &d->final, d->step.last.t[0]);
-    if (st) return st;
-    *pred = d->final.pred;
-    return ST_OK;
+    st_status st = train && m->n_capture ? capture_forward(m) : ST_OK;
+    if (!st) st = final_forward(m, &d->final, m->step.last.t[0]);
+    if (!st) *pred = d->final.pred;
+    return st;
 }
 
-static st_status embed_backward(model *m, const float *dtokens)
+/* The final layer back to dL/d(last), *dx, and the captured blocks' gradients for the blocks' backward */
+static st_status head_backward(model *m, const float *dpred, scratch *k, float **dx)
 {
+    (void)k;
+    dit_model *d = dit_of(m);
+    st_status st = ST_OK;
+    *dx = model_take(m, &st, m->shape.batch * m->shape.tokens * m->cfg.hidden, "dit.dstate", true);
+    if (!st) st = final_backward(m, &d->final, m->step.last.t[0], dpred, *dx);
+    final_backward_done(m, &d->final);
+    if (!st && m->n_capture && !(m->step.extra = calloc((size_t)m->seq[0].n, sizeof *m->step.extra)))
+        st = st_host_oom("the captured blocks' gradients");
+    for (int i = 0; !st && i < m->n_capture; i++) m->step.extra[m->capture[i]] = d->step.dhidden[i];
+    return st;
+}
+
+static st_status embed_backward(model *m, scratch *k, block_state *grad)
+{
+    const float *dtokens = grad->t[0];
     const model_config *c = &m->cfg;
     dit_model *d = dit_of(m);
     dit_step *s = &d->step;
     const int64_t B = m->shape.batch, D = c->hidden, N = B * m->shape.tokens;
     const int64_t P = c->channels * c->patch * c->patch;
     linear_backward(NULL, PG(p_x_w), PG(p_x_b), dtokens, s->patches, PW(p_x_w), N, P, D);
-    scratch k = {.pool = m->pool};
-    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "dit.dc");
-    if (k.status) return scratch_end(&k);
+    float *dc = scratch_take_zero(k, B * D, MEM_WORKSPACE, "dit.dc");
+    if (k->status) return k->status;
     silu_backward(dc, m->ctx.dcs, d->t.c, B * D);
     if (PG(p_y)) embedding_backward(PG(p_y), dc, s->labels, B, D);
-    k.status = temb_backward(m, &d->t, dc);
-    return scratch_end(&k);
+    return temb_backward(m, &d->t, dc);
 }
 
-static st_status dit_backward(model *m, const float *dpred)
-{
-    dit_model *d = dit_of(m);
-    dit_step *s = &d->step;
-    const int64_t N = m->shape.batch * m->shape.tokens;
-    float *dstate = NULL;
-    st_status st = pool_alloc_zero(m->pool, (size_t)(N * m->cfg.hidden) * sizeof(float), MEM_ACTIVATIONS,
-                                   "dit.dstate", (void **)&dstate);
-    if (!st) st = final_backward(m, &d->final, s->last.t[0], dpred, dstate);
-    final_backward_done(m, &d->final);
-    state_free(m->pool, &s->last);
-    if (!st) {
-        const float **extra = NULL;
-        if (m->n_capture && !(extra = calloc((size_t)m->seq[0].n, sizeof *extra)))
-            st = st_host_oom("the captured blocks' gradients");
-        for (int k = 0; extra && k < m->n_capture; k++) extra[m->capture[k]] = s->dhidden[k];
-        if (!st) {
-            st = seq_backward(s->run, &(block_state){.n = 1, .t = {dstate}}, (const float *const *)extra);
-            s->run = NULL;
-        }
-        free(extra);
-    }
-    if (!st) st = embed_backward(m, dstate);
-    pool_free(m->pool, dstate);
-    return st;
-}
+static const model_chain dit_chain = {.embed = embed_forward, .embed_backward = embed_backward, .head = head_forward,
+                                      .head_backward = head_backward};
 
 /* skipdit is DiT with other blocks: everything but the name and the blocks is shared */
 #define DIT_FAMILY(family_name, create_fn)                                                                             \
     {                                                                                                                  \
         .name = family_name, .create = create_fn, .fill_fixed = dit_fill_fixed, .destroy = dit_destroy,               \
-        .set_batch = set_batch, .forward = dit_forward, .backward = dit_backward, .release = dit_release,             \
+        .set_batch = set_batch, .release = dit_release, .chain = &dit_chain,                                          \
         .hidden = dit_hidden, .init_of = dit_init_of,                                                                  \
     }
 const model_family dit_family = DIT_FAMILY("dit", dit_create);

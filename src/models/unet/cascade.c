@@ -22,8 +22,6 @@ typedef struct cascade_step {
     op_state clip_ln;
     float *n, *pred; /* the head's norm output and the prediction */
     op_state head_ln;
-    block_state last;
-    seq_run *run;
 } cascade_step;
 
 typedef struct cascade_model {
@@ -220,11 +218,7 @@ static void cascade_release(model *m)
     cascade_model *d = cascade_of(m);
     if (!d) return;
     cascade_step *s = &d->step;
-    seq_release(s->run);
-    state_free(m->pool, &s->last);
     op_state_release(&s->clip_ln), op_state_release(&s->head_ln);
-    void *bufs[] = {s->r_embed, s->text, s->pooled, s->zero_img, s->raw, s->clip, s->clip_s, s->dclip_s, s->n, s->pred};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
     *s = (cascade_step){0};
     d->cx = (cascade_ctx){.tokens = d->cx.tokens};
 }
@@ -262,13 +256,13 @@ static st_status clip_forward(model *m, const float *cond, bool train)
     const int64_t B = m->shape.batch, L = c->text_len, E = c->text_dim, P = c->pooled_dim, K = model_cond_len(c);
     const int64_t Cc = c->unet_cross, S = c->clip_seq, T = d->cx.tokens;
     st_status st = ST_OK;
-    s->text = model_take(m, &st, B * L * E, "cascade.clip text", false);
-    s->pooled = model_take(m, &st, B * P, "cascade.clip pooled", false);
-    s->zero_img = model_take(m, &st, B * c->image_dim, "cascade.clip image (zero)", true);
-    s->raw = model_take(m, &st, B * T * Cc, "cascade.clip tokens", false);
-    s->clip = model_take(m, &st, B * T * Cc, "cascade.clip normed", false);
-    s->clip_s = model_take(m, &st, B * T * Cc, "cascade.clip silu", false);
-    if (train) s->dclip_s = model_take(m, &st, B * T * Cc, "cascade.dclip silu", true);
+    model_hold(m, &st, &s->text, B * L * E, "cascade.clip text", false);
+    model_hold(m, &st, &s->pooled, B * P, "cascade.clip pooled", false);
+    model_hold(m, &st, &s->zero_img, B * c->image_dim, "cascade.clip image (zero)", true);
+    model_hold(m, &st, &s->raw, B * T * Cc, "cascade.clip tokens", false);
+    model_hold(m, &st, &s->clip, B * T * Cc, "cascade.clip normed", false);
+    model_hold(m, &st, &s->clip_s, B * T * Cc, "cascade.clip silu", false);
+    if (train) model_hold(m, &st, &s->dclip_s, B * T * Cc, "cascade.dclip silu", true);
     scratch k = {.pool = m->pool};
     float *txt = scratch_take(&k, B * L * Cc, MEM_WORKSPACE, "cascade.clip text mapped");
     float *pool_map = scratch_take(&k, B * S * Cc, MEM_WORKSPACE, "cascade.clip pooled mapped");
@@ -327,8 +321,8 @@ static st_status head_forward(model *m, const float *h)
     const conv_shape cs = head_conv(m);
     const int64_t B = cs.batch, C = cs.in, HW = cs.h * cs.w, N = B * HW;
     st_status st = ST_OK;
-    s->n = model_take(m, &st, N * C, "cascade.clf norm", false);
-    s->pred = model_take(m, &st, B * cs.out * HW, "cascade.pred", false);
+    model_hold(m, &st, &s->n, N * C, "cascade.clf norm", false);
+    model_hold(m, &st, &s->pred, B * cs.out * HW, "cascade.pred", false);
     scratch k = {.pool = m->pool};
     float *t = scratch_take(&k, N * C, MEM_WORKSPACE, "cascade.clf tokens");
     float *n = scratch_take(&k, N * C, MEM_WORKSPACE, "cascade.clf normed tokens");
@@ -371,15 +365,15 @@ static st_status cascade_forward(model *m, const float *x, const float *timestep
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch;
     st_status st = ST_OK;
-    s->r_embed = model_take(m, &st, B * CASCADE_TIME_CONDS * c->time_channels, "cascade.time embeddings", false);
+    model_hold(m, &st, &s->r_embed, B * CASCADE_TIME_CONDS * c->time_channels, "cascade.time embeddings", false);
     model_loop loop = {.m = m, .timesteps = timesteps, .work = s->r_embed};
     if (!st) st = host_loop(s->r_embed, ratio_embedding, &loop);
     if (!st) {
         d->cx.r_embed = s->r_embed, d->cx.train = train, d->cx.dropout_seed = m->dropout_seed;
         st = clip_forward(m, cond, train);
     }
-    if (!st) st = micro_seq_forward(m, x, train, &s->last, &s->run);
-    if (!st) st = head_forward(m, s->last.t[0]);
+    if (!st) st = micro_seq_forward(m, x, train);
+    if (!st) st = head_forward(m, m->step.last.t[0]);
     if (st) return st;
     *pred = s->pred;
     return ST_OK;
@@ -387,13 +381,11 @@ static st_status cascade_forward(model *m, const float *x, const float *timestep
 
 static st_status cascade_backward(model *m, const float *dpred)
 {
-    cascade_model *d = cascade_of(m);
-    cascade_step *s = &d->step;
     float *dh;
     st_status st = micro_grad_buffer(m, &dh);
-    if (!st) st = head_backward(m, s->last.t[0], dpred, dh);
-    state_free(m->pool, &s->last);
-    if (!st) st = micro_seq_backward(&s->run, dh);
+    if (!st) st = head_backward(m, m->step.last.t[0], dpred, dh);
+    state_free(m->pool, &m->step.last);
+    if (!st) st = micro_seq_backward(m, dh);
     if (!st) st = clip_backward(m);
     pool_free(m->pool, dh);
     return st;

@@ -43,7 +43,7 @@ const char *micro_name(char *buf, size_t n, const char *prefix, const char *name
     return buf;
 }
 
-st_status micro_seq_forward(model *m, const float *x, bool train, block_state *last, seq_run **run)
+st_status micro_seq_forward(model *m, const float *x, bool train)
 {
     const model_config *c = &m->cfg;
     const int64_t nx = m->shape.batch * c->channels * c->resolution * c->resolution;
@@ -51,8 +51,7 @@ st_status micro_seq_forward(model *m, const float *x, bool train, block_state *l
     float *first = model_take(m, &st, nx, "micro.latents", false);
     if (st) return st;
     copy_rows(first, nx, x, nx, 1, nx);
-    block_state in = {.n = 1, .t = {first}}; /* the executor's now */
-    return seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &in, train, last, run);
+    return model_seq_forward1(m, 0, &first, train, NULL);
 }
 
 st_status micro_grad_buffer(model *m, float **dh)
@@ -69,13 +68,7 @@ st_status micro_grad_buffer(model *m, float **dh)
     return pool_alloc_zero(m->pool, (size_t)widest * sizeof(float), MEM_ACTIVATIONS, "micro.dstate", (void **)dh);
 }
 
-st_status micro_seq_backward(seq_run **run, float *dh)
-{
-    block_state grad = {.n = 1, .t = {dh}};
-    const st_status st = seq_backward(*run, &grad, NULL);
-    *run = NULL; /* seq_backward released it */
-    return st;
-}
+st_status micro_seq_backward(model *m, float *dh) { return model_seq_backward(m, 0, &(block_state){.n = 1, .t = {dh}}); }
 
 st_status host_side_send(host_side *hs, offload *off, scratch *owner, float *dev, size_t bytes, const char *what)
 {

@@ -14,8 +14,6 @@
 typedef struct unet_step {
     float *n, *pred;    /* the head's GroupNorm output (kept) and the prediction */
     op_state gn;        /* the head's GroupNorm statistics */
-    block_state last;
-    seq_run *run;
 } unet_step;
 
 typedef struct unet_model {
@@ -266,12 +264,7 @@ static void unet_release(model *m)
     unet_model *d = unet_of(m);
     if (!d) return;
     unet_step *s = &d->step;
-    seq_release(s->run);
-    state_free(m->pool, &s->last);
     op_state_release(&s->gn);
-    void *bufs[] = {s->n, s->pred, m->ctx.text, m->ctx.dtext, d->raw_text};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
-    m->ctx.text = m->ctx.dtext = d->raw_text = NULL;
     temb_release(m, &d->t);
     if (added_conditions(&m->cfg)) temb_release_path(m, &d->add);
     *s = (unet_step){0};
@@ -292,8 +285,8 @@ static st_status head_forward(model *m, const float *h)
     const conv_shape cs = head_conv(m);
     const int64_t HW = c->resolution * c->resolution, n = cs.batch * cs.in * HW;
     st_status st = ST_OK;
-    d->step.n = model_take(m, &st, n, "unet.out_norm", false);
-    d->step.pred = model_take(m, &st, cs.batch * cs.out * HW, "unet.pred", false);
+    model_hold(m, &st, &d->step.n, n, "unet.out_norm", false);
+    model_hold(m, &st, &d->step.pred, cs.batch * cs.out * HW, "unet.pred", false);
     scratch k = {.pool = m->pool};
     float *a = scratch_take(&k, n, MEM_WORKSPACE, "unet.out_silu");
     if (!st) st = k.status;
@@ -355,11 +348,11 @@ static st_status unet_forward(model *m, const float *x, const float *timesteps, 
     const int64_t B = m->shape.batch, L = c->text_len, E = c->text_dim, K = model_cond_len(c);
     const int64_t X = c->unet_cross ? c->unet_cross : E;
     st_status st = ST_OK;
-    m->ctx.text = model_take(m, &st, B * L * X, "unet.text", false);
+    model_hold(m, &st, &m->ctx.text, B * L * X, "unet.text", false);
     if (c->unet_cross) { /* Kolors' projected text; its gradient only where the projection trains */
-        d->raw_text = model_take(m, &st, B * L * E, "unet.text (encoder's)", false);
+        model_hold(m, &st, &d->raw_text, B * L * E, "unet.text (encoder's)", false);
         if (train && lin_trains_weight(m->params, &d->text_proj))
-            m->ctx.dtext = model_take(m, &st, B * L * X, "unet.dtext", true);
+            model_hold(m, &st, &m->ctx.dtext, B * L * X, "unet.dtext", true);
     }
     temb_take(m, &d->t, &st, train);
     if (added_conditions(c)) temb_take_path(m, &d->add, &st);
@@ -370,8 +363,8 @@ static st_status unet_forward(model *m, const float *x, const float *timesteps, 
         if (!st && added_conditions(c)) st = added_forward(m, cond);
     }
     if (!st) silu_forward(m->ctx.cs, d->t.c, B * c->hidden);
-    if (!st) st = micro_seq_forward(m, x, train, &s->last, &s->run);
-    if (!st) st = head_forward(m, s->last.t[0]);
+    if (!st) st = micro_seq_forward(m, x, train);
+    if (!st) st = head_forward(m, m->step.last.t[0]);
     if (st) return st;
     *pred = s->pred;
     return ST_OK;
@@ -380,13 +373,12 @@ static st_status unet_forward(model *m, const float *x, const float *timesteps, 
 static st_status unet_backward(model *m, const float *dpred)
 {
     unet_model *d = unet_of(m);
-    unet_step *s = &d->step;
     const int64_t B = m->shape.batch;
     float *dh;
     st_status st = micro_grad_buffer(m, &dh);
-    if (!st) st = head_backward(m, s->last.t[0], dpred, dh);
-    state_free(m->pool, &s->last);
-    if (!st) st = micro_seq_backward(&s->run, dh);
+    if (!st) st = head_backward(m, m->step.last.t[0], dpred, dh);
+    state_free(m->pool, &m->step.last);
+    if (!st) st = micro_seq_backward(m, dh);
     if (!st) { /* dL/dc through SiLU, into the time embedding */
         scratch k = {.pool = m->pool};
         float *dc = scratch_take_zero(&k, B * m->cfg.hidden, MEM_WORKSPACE, "unet.dc");

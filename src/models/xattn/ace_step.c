@@ -36,9 +36,8 @@ typedef struct ace_model {
     time_path tp[2]; /* time_embed, time_embed_r */
     lin_layer cond;  /* condition_embedder */
     /* a step */
-    float *feat, *x0, *ts, *raw, *temb, *fmod, *ln, *h, *tokens, *pred;
-    block_state last;
-    seq_run *run;
+    float *feat, *ts, *raw, *temb, *fmod, *ln, *h, *tokens, *pred;
+    float *dtemb; /* backward's, from the output to the time paths */
 } ace_model;
 
 static ace_model *ac_of(model *m) { return m->impl; }
@@ -105,23 +104,6 @@ static void ac_set_batch(model *m, int64_t batch)
     m->seq[0].state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
 }
 
-static void ac_release(model *m)
-{
-    ace_model *d = ac_of(m);
-    if (!d) return;
-    seq_release(d->run);
-    d->run = NULL;
-    state_free(m->pool, &d->last);
-    float **bufs[] = {&d->feat, &d->x0, &d->ts, &d->raw, &d->temb, &d->fmod, &d->ln, &d->h, &d->tokens, &d->pred,
-                      &m->ctx.mod, &m->ctx.dmod, &m->ctx.text, &m->ctx.dtext, &m->ctx.rope};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
-    for (int p = 0; p < 2; p++) {
-        time_path *t = &d->tp[p];
-        float **tb[] = {&t->sin, &t->h1, &t->s1, &t->temb, &t->s2};
-        for (size_t i = 0; i < sizeof tb / sizeof *tb; i++) pool_free(m->pool, *tb[i]), *tb[i] = NULL;
-    }
-}
-
 /* get_1d_rotary_pos_embed's table for T positions, (T, hd / 2, (cos, sin)): pair k turns by pos theta^(-2 k / hd),
  * the frequency and angle rounded to float as torch's float32 arange, pow and outer product round them. */
 static st_status ace_rope_table(void *arg)
@@ -153,36 +135,37 @@ static void features(float *feat, const float *x, const float *cond, int64_t K, 
     }
 }
 
-static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                               float **x0)
 {
     ace_model *d = ac_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, E = c->text_dim;
     const int64_t N = B * T, K = model_cond_len(c), M = ACE_MOD_ROWS * D, hd = D / c->heads;
     st_status st = ST_OK;
-    d->feat = model_take(m, &st, N * in_dim(c), "ace.patches", false);
-    d->x0 = model_take(m, &st, N * D, "ace.state", false);
-    d->ts = model_take(m, &st, 2 * B, "ace.timestep", true);
-    d->raw = model_take(m, &st, B * L * E, "ace.condition", false);
-    d->temb = model_take(m, &st, B * D, "ace.temb", false);
+    model_hold(m, &st, &d->feat, N * in_dim(c), "ace.patches", false);
+    *x0 = model_take(m, &st, N * D, "ace.state", false);
+    model_hold(m, &st, &d->ts, 2 * B, "ace.timestep", true);
+    model_hold(m, &st, &d->raw, B * L * E, "ace.condition", false);
+    model_hold(m, &st, &d->temb, B * D, "ace.temb", false);
     for (int p = 0; p < 2; p++) {
         time_path *t = &d->tp[p];
-        t->sin = model_take(m, &st, B * ACE_FREQ, "ace.time_sinusoid", false);
-        t->h1 = model_take(m, &st, B * D, "ace.time_linear_1", false);
-        t->s1 = model_take(m, &st, B * D, "ace.time_silu", false);
-        t->temb = model_take(m, &st, B * D, "ace.time_temb", false);
-        t->s2 = model_take(m, &st, B * D, "ace.time_temb_silu", false);
+        model_hold(m, &st, &t->sin, B * ACE_FREQ, "ace.time_sinusoid", false);
+        model_hold(m, &st, &t->h1, B * D, "ace.time_linear_1", false);
+        model_hold(m, &st, &t->s1, B * D, "ace.time_silu", false);
+        model_hold(m, &st, &t->temb, B * D, "ace.time_temb", false);
+        model_hold(m, &st, &t->s2, B * D, "ace.time_temb_silu", false);
     }
-    m->ctx.mod = model_take(m, &st, B * M, "ace.timestep_proj", true);
-    m->ctx.text = model_take(m, &st, B * L * D, "ace.condition_embedded", false);
-    m->ctx.rope = model_take(m, &st, T * hd, "ace.rope", false);
+    model_hold(m, &st, &m->ctx.mod, B * M, "ace.timestep_proj", true);
+    model_hold(m, &st, &m->ctx.text, B * L * D, "ace.condition_embedded", false);
+    model_hold(m, &st, &m->ctx.rope, T * hd, "ace.rope", false);
     if (train) {
-        m->ctx.dmod = model_take(m, &st, B * M, "ace.dtimestep_proj", true);
-        m->ctx.dtext = model_take(m, &st, B * L * D, "ace.dcondition", true);
+        model_hold(m, &st, &m->ctx.dmod, B * M, "ace.dtimestep_proj", true);
+        model_hold(m, &st, &m->ctx.dtext, B * L * D, "ace.dcondition", true);
     }
     if (st) return st;
     features(d->feat, x, cond, K, L * E, c, B);
-    linear_forward(d->x0, d->feat, PW(d->p_in_w), PW(d->p_in_b), N, in_dim(c), D);
+    linear_forward(*x0, d->feat, PW(d->p_in_w), PW(d->p_in_b), N, in_dim(c), D);
     copy_rows(d->raw, L * E, cond, K, B, L * E);
     if ((st = lin_forward(m->params, m->pool, &d->cond, m->ctx.text, d->raw, B * L))) return st;
     if ((st = host_loop(m->ctx.rope, ace_rope_table, &(table_fill){m->ctx.rope, T, hd}))) return st;
@@ -214,17 +197,19 @@ static patch_shape out_shape(const model *m)
     return (patch_shape){m->shape.batch, c->channels, c->frames, 1, 1, c->patch_t, 1};
 }
 
-static st_status final_forward_ace(model *m, const float *xT)
+static st_status head_forward(model *m, bool train, const float **pred)
 {
+    (void)train;
     ace_model *d = ac_of(m);
+    const float *xT = m->step.last.t[0];
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T, P = c->channels * c->patch_t;
     st_status st = ST_OK;
-    d->fmod = model_take(m, &st, B * 2 * D, "ace.norm_out_mod", false);
-    d->ln = model_take(m, &st, N * D, "ace.norm_out", false);
-    d->h = model_take(m, &st, N * D, "ace.norm_out_modulated", false);
-    d->tokens = model_take(m, &st, N * P, "ace.out_tokens", false);
-    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
+    model_hold(m, &st, &d->fmod, B * 2 * D, "ace.norm_out_mod", false);
+    model_hold(m, &st, &d->ln, N * D, "ace.norm_out", false);
+    model_hold(m, &st, &d->h, N * D, "ace.norm_out_modulated", false);
+    model_hold(m, &st, &d->tokens, N * P, "ace.out_tokens", false);
+    model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
     if (st) return st;
     for (int64_t b = 0; b < B; b++) /* shift first, then scale: the table plus temb */
         copy_rows(d->fmod + b * 2 * D, D, d->temb + b * D, D, 1, D), copy_rows(d->fmod + b * 2 * D + D, D, d->temb + b * D, D, 1, D);
@@ -235,44 +220,29 @@ static st_status final_forward_ace(model *m, const float *xT)
     channel_add_forward(d->tokens, PW(d->p_out_b), N, c->channels, c->patch_t);
     const patch_shape ps = out_shape(m);
     unpatchify_forward(d->pred, d->tokens, &ps, PATCH_CONV);
-    return ST_OK;
-}
-
-static st_status ac_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
-                            const float **pred)
-{
-    ace_model *d = ac_of(m);
-    st_status st = embed_forward(m, x, timesteps, cond, train);
-    if (!st) {
-        block_state first = {.n = 1, .t = {d->x0}};
-        d->x0 = NULL; /* the executor owns it now */
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
-    }
-    if (!st) st = final_forward_ace(m, d->last.t[0]);
-    if (st) return st;
     *pred = d->pred;
     return ST_OK;
 }
 
-static st_status ac_backward(model *m, const float *dpred)
+/* The output back to dL/d(last) (*dx); dL/dtemb stays in k's dtemb for embed_backward */
+static st_status head_backward(model *m, const float *dpred, scratch *k, float **dxp)
 {
     ace_model *d = ac_of(m);
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, N = B * T;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T;
     const int64_t P = c->channels * c->patch_t;
     st_status st = ST_OK;
-    float *dx = model_take(m, &st, N * D, "ace.dstate", true);
-    scratch k = {.pool = m->pool};
-    float *dtok = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "ace.dout_tokens");
-    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "ace.dnorm_out");
-    float *dfmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "ace.dnorm_out_mod");
-    float *dtemb = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "ace.dtemb");
-    float *tmp = scratch_take(&k, N * D, MEM_WORKSPACE, "ace.norm_out_again");
+    float *dx = *dxp = model_take(m, &st, N * D, "ace.dstate", true);
+    float *dtok = scratch_take_zero(k, N * P, MEM_WORKSPACE, "ace.dout_tokens");
+    float *dh = scratch_take_zero(k, N * D, MEM_WORKSPACE, "ace.dnorm_out");
+    float *dfmod = scratch_take_zero(k, B * 2 * D, MEM_WORKSPACE, "ace.dnorm_out_mod");
+    float *dtemb = d->dtemb = scratch_take_zero(k, B * D, MEM_WORKSPACE, "ace.dtemb");
+    float *tmp = scratch_take(k, N * D, MEM_WORKSPACE, "ace.norm_out_again");
     op_state stats = {0};
-    if (!st) st = k.status;
+    if (!st) st = k->status;
     if (!st) { /* the output: ConvTranspose1d, modulation, RMSNorm */
         const patch_shape ps = out_shape(m);
-        const float *xT = d->last.t[0];
+        const float *xT = m->step.last.t[0];
         unpatchify_backward(dtok, dpred, &ps, PATCH_CONV);
         channel_add_backward(PG(d->p_out_b), dtok, N, c->channels, c->patch_t);
         if (PG(d->p_out_w)) gemm(true, false, D, P, N, 1.0f, d->h, dtok, 1.0f, PG(d->p_out_w));
@@ -286,21 +256,24 @@ static st_status ac_backward(model *m, const float *dpred)
             if (PG(d->p_table)) add_to(PG(d->p_table), dfmod + b * 2 * D, 2 * D);
         }
     }
-    state_free(m->pool, &d->last);
-    block_state grad = {.n = 1, .t = {dx}};
-    if (!st) { /* seq_backward releases the run whatever it returns; grad becomes dL/dx0 */
-        st = seq_backward(d->run, &grad, NULL);
-        d->run = NULL;
-    }
-    if (!st) { /* proj_in_conv, condition_embedder */
-        linear_backward(NULL, PG(d->p_in_w), PG(d->p_in_b), grad.t[0], d->feat, PW(d->p_in_w), N, in_dim(c), D);
-        st = lin_backward(m->params, m->pool, &d->cond, NULL, m->ctx.dtext, d->raw, B * L);
-    }
-    float *ds2 = scratch_take(&k, B * D, MEM_WORKSPACE, "ace.dtime_silu2");
-    float *dt = scratch_take(&k, B * D, MEM_WORKSPACE, "ace.dtime_temb");
-    float *ds1 = scratch_take(&k, B * D, MEM_WORKSPACE, "ace.dtime_silu1");
-    float *dh1 = scratch_take(&k, B * D, MEM_WORKSPACE, "ace.dtime_linear_1");
-    if (!st) st = k.status;
+    return st;
+}
+
+static st_status embed_backward(model *m, scratch *k, block_state *grad)
+{
+    const float *dx0 = grad->t[0];
+    ace_model *d = ac_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, N = B * T;
+    const float *dtemb = d->dtemb;
+    /* proj_in_conv, condition_embedder */
+    linear_backward(NULL, PG(d->p_in_w), PG(d->p_in_b), dx0, d->feat, PW(d->p_in_w), N, in_dim(c), D);
+    st_status st = lin_backward(m->params, m->pool, &d->cond, NULL, m->ctx.dtext, d->raw, B * L);
+    float *ds2 = scratch_take(k, B * D, MEM_WORKSPACE, "ace.dtime_silu2");
+    float *dt = scratch_take(k, B * D, MEM_WORKSPACE, "ace.dtime_temb");
+    float *ds1 = scratch_take(k, B * D, MEM_WORKSPACE, "ace.dtime_silu1");
+    float *dh1 = scratch_take(k, B * D, MEM_WORKSPACE, "ace.dtime_linear_1");
+    if (!st) st = k->status;
     for (int p = 0; p < 2 && !st; p++) { /* both paths: the blocks' projection gradient and the final layer's temb */
         time_path *t = &d->tp[p];
         zero_bytes(ds2, (size_t)(B * D) * sizeof(float));
@@ -313,10 +286,11 @@ static st_status ac_backward(model *m, const float *dpred)
         silu_backward(dh1, ds1, t->h1, B * D);
         st = lin_backward(m->params, m->pool, &t->l1, NULL, dh1, t->sin, B);
     }
-    const st_status end = scratch_end(&k);
-    state_free(m->pool, &grad);
-    return st ? st : end;
+    return st;
 }
+
+static const model_chain ac_chain = {.embed = embed_forward, .embed_backward = embed_backward, .head = head_forward,
+                                     .head_backward = head_backward};
 
 /* segtrain's own init in DiT's spirit: the output projection zero, norms at 1, tables small normal, xavier elsewhere
  * (biases zero) */
@@ -333,9 +307,7 @@ const model_family ace_step_family = {
     .create = ac_create,
     .destroy = ac_destroy,
     .set_batch = ac_set_batch,
-    .forward = ac_forward,
-    .backward = ac_backward,
-    .release = ac_release,
+    .chain = &ac_chain,
     .init_of = ac_init_of,
 };
 

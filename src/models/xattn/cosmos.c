@@ -107,9 +107,7 @@ typedef struct cos_model {
     final_layer final;
     anima_adapter ad; /* anima's text conditioner */
     /* a step */
-    float *patches, *x0, *ts, *proj, *th, *ths, *temb, *e, *fh, *fo;
-    block_state last;
-    seq_run *run;
+    float *patches, *ts, *proj, *th, *ths, *temb, *e, *fh, *fo;
 } cos_model;
 
 static cos_model *co_of(model *m) { return m->impl; }
@@ -180,15 +178,8 @@ static void co_set_batch(model *m, int64_t batch)
 static void co_release(model *m)
 {
     cos_model *d = co_of(m);
-    if (!d) return;
-    seq_release(d->run);
-    d->run = NULL;
-    state_free(m->pool, &d->last);
     final_release(m, &d->final);
     anima_release(m, &d->ad);
-    float **bufs[] = {&d->patches, &d->x0, &d->ts, &d->proj, &d->th, &d->ths, &d->temb, &d->e, &d->fh, &d->fo,
-                      &m->ctx.cs, &m->ctx.dcs, &m->ctx.mod, &m->ctx.dmod, &m->ctx.text, &m->ctx.dtext, &m->ctx.rope};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
 }
 
 /* CosmosRotaryPosEmbed's table for an F x G x G grid, (T, hd / 2, (cos, sin)): pair p of axis a (widths t, h, w in
@@ -224,7 +215,8 @@ static st_status cosmos_rope_table(void *arg) /* a host_loop's */
     return ST_OK;
 }
 
-static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
+static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
+                               float **x0)
 {
     cos_model *d = co_of(m);
     const model_config *c = &m->cfg;
@@ -232,25 +224,25 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     const int64_t N = B * T, P = model_patch_dim(c), PW_ = wide_dim(c), K = model_cond_len(c), R = COSMOS_MOD_ROWS;
     const int64_t r = c->adaln_lora;
     st_status st = ST_OK;
-    d->patches = model_take(m, &st, N * PW_, "cosmos.patches", true);
-    d->x0 = model_take(m, &st, N * D, "cosmos.state", false);
-    d->ts = model_take(m, &st, B, "cosmos.timestep", false);
-    d->proj = model_take(m, &st, B * D, "cosmos.time_proj", false);
-    d->th = model_take(m, &st, B * D, "cosmos.t_embedder", false);
-    d->ths = model_take(m, &st, B * D, "cosmos.t_embedder_silu", false);
-    d->temb = model_take(m, &st, B * 3 * D, "cosmos.temb", false);
-    d->e = model_take(m, &st, B * D, "cosmos.embedded_timestep", false);
-    d->fh = model_take(m, &st, B * r, "cosmos.norm_out_lora", false);
-    d->fo = model_take(m, &st, B * 2 * D, "cosmos.norm_out", false);
-    m->ctx.cs = model_take(m, &st, B * D, "cosmos.silu_e", false);
-    m->ctx.mod = model_take(m, &st, B * R * D, "cosmos.modulation", false);
-    m->ctx.text = model_take(m, &st, B * L * E, "cosmos.text", false);
-    m->ctx.rope = model_take(m, &st, T * (D / c->heads), "cosmos.rope", false);
+    model_hold(m, &st, &d->patches, N * PW_, "cosmos.patches", true);
+    *x0 = model_take(m, &st, N * D, "cosmos.state", false);
+    model_hold(m, &st, &d->ts, B, "cosmos.timestep", false);
+    model_hold(m, &st, &d->proj, B * D, "cosmos.time_proj", false);
+    model_hold(m, &st, &d->th, B * D, "cosmos.t_embedder", false);
+    model_hold(m, &st, &d->ths, B * D, "cosmos.t_embedder_silu", false);
+    model_hold(m, &st, &d->temb, B * 3 * D, "cosmos.temb", false);
+    model_hold(m, &st, &d->e, B * D, "cosmos.embedded_timestep", false);
+    model_hold(m, &st, &d->fh, B * r, "cosmos.norm_out_lora", false);
+    model_hold(m, &st, &d->fo, B * 2 * D, "cosmos.norm_out", false);
+    model_hold(m, &st, &m->ctx.cs, B * D, "cosmos.silu_e", false);
+    model_hold(m, &st, &m->ctx.mod, B * R * D, "cosmos.modulation", false);
+    model_hold(m, &st, &m->ctx.text, B * L * E, "cosmos.text", false);
+    model_hold(m, &st, &m->ctx.rope, T * (D / c->heads), "cosmos.rope", false);
     const bool adapter = is_anima(c), adapter_trains = adapter && !c->lora_rank;
     if (train) {
-        if (adapter_trains) m->ctx.dtext = model_take(m, &st, B * L * E, "anima.dtext", true);
-        m->ctx.dcs = model_take(m, &st, B * D, "cosmos.dsilu_e", true);
-        m->ctx.dmod = model_take(m, &st, B * R * D, "cosmos.dmodulation", true);
+        if (adapter_trains) model_hold(m, &st, &m->ctx.dtext, B * L * E, "anima.dtext", true);
+        model_hold(m, &st, &m->ctx.dcs, B * D, "cosmos.dsilu_e", true);
+        model_hold(m, &st, &m->ctx.dmod, B * R * D, "cosmos.dmodulation", true);
     }
     if (st) return st;
     /* image tokens: patches, then the mask channel's features (zero) */
@@ -261,7 +253,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     patchify_forward(p, x, &ps);
     copy_rows(d->patches, PW_, p, P, N, P);
     pool_free(m->pool, p);
-    linear_forward(d->x0, d->patches, PW(d->p_x), NULL, N, PW_, D);
+    linear_forward(*x0, d->patches, PW(d->p_x), NULL, N, PW_, D);
     if ((st = host_loop(m->ctx.rope, cosmos_rope_table, &(model_loop){.m = m}))) return st;
     if (adapter) {
         if ((st = anima_forward(m, &d->ad, cond, m->ctx.text))) return st;
@@ -282,49 +274,27 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     return ST_OK;
 }
 
-static st_status co_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
-                            const float **pred)
-{
-    cos_model *d = co_of(m);
-    st_status st = embed_forward(m, x, timesteps, cond, train);
-    if (!st) {
-        block_state first = {.n = 1, .t = {d->x0}};
-        d->x0 = NULL; /* the executor owns it now */
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
-    }
-    if (!st) st = final_forward(m, &d->final, d->last.t[0]);
-    if (st) return st;
-    *pred = d->final.pred;
-    return ST_OK;
-}
+static final_layer *co_final(model *m) { return &co_of(m)->final; }
 
-static st_status co_backward(model *m, const float *dpred)
+/* From dL/dx0: the image tokens' weight, the text adapter's, and the time path's */
+static st_status co_embed_backward(model *m, scratch *k, block_state *grad)
 {
+    const float *dx0 = grad->t[0];
     cos_model *d = co_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, R = COSMOS_MOD_ROWS, r = c->adaln_lora;
     st_status st = ST_OK;
-    float *dx = model_take(m, &st, B * T * D, "cosmos.dstate", true);
-    if (!st) st = final_backward(m, &d->final, d->last.t[0], dpred, dx);
-    final_backward_done(m, &d->final);
-    state_free(m->pool, &d->last);
-    block_state grad = {.n = 1, .t = {dx}};
-    if (!st) { /* seq_backward releases the run whatever it returns; grad becomes dL/dx0 */
-        st = seq_backward(d->run, &grad, NULL);
-        d->run = NULL;
-    }
-    scratch k = {.pool = m->pool};
-    float *dtemb = scratch_take(&k, B * 3 * D, MEM_WORKSPACE, "cosmos.dtemb");
-    float *dfo = scratch_take(&k, B * 2 * D, MEM_WORKSPACE, "cosmos.dnorm_out");
-    float *dfh = scratch_take_zero(&k, B * r, MEM_WORKSPACE, "cosmos.dnorm_out_lora");
-    float *de = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "cosmos.de");
-    float *dths = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "cosmos.dt_embedder_silu");
-    float *dth = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "cosmos.dt_embedder");
+    float *dtemb = scratch_take(k, B * 3 * D, MEM_WORKSPACE, "cosmos.dtemb");
+    float *dfo = scratch_take(k, B * 2 * D, MEM_WORKSPACE, "cosmos.dnorm_out");
+    float *dfh = scratch_take_zero(k, B * r, MEM_WORKSPACE, "cosmos.dnorm_out_lora");
+    float *de = scratch_take_zero(k, B * D, MEM_WORKSPACE, "cosmos.de");
+    float *dths = scratch_take_zero(k, B * D, MEM_WORKSPACE, "cosmos.dt_embedder_silu");
+    float *dth = scratch_take_zero(k, B * D, MEM_WORKSPACE, "cosmos.dt_embedder");
     op_state stats = {0};
-    if (!st) st = k.status;
+    if (!st) st = k->status;
     if (!st && m->ctx.dtext) st = anima_backward(m, &d->ad, m->ctx.dtext); /* the text's gradient, from the blocks */
     if (!st) { /* the image tokens' weight */
-        linear_backward(NULL, PG(d->p_x), NULL, grad.t[0], d->patches, PW(d->p_x), B * T, wide_dim(c), D);
+        linear_backward(NULL, PG(d->p_x), NULL, dx0, d->patches, PW(d->p_x), B * T, wide_dim(c), D);
         /* temb's gradient: the blocks' rows, and the final layer's (shift, scale) on its first 2 D */
         copy_rows(dtemb, 3 * D, m->ctx.dmod, R * D, B, 3 * D);
         copy_rows(dfo, 2 * D, m->ctx.dmod + 3 * D, R * D, B, 2 * D);
@@ -336,8 +306,8 @@ static st_status co_backward(model *m, const float *dpred)
         silu_backward(de, m->ctx.dcs, d->e, B * D);
         st = rmsnorm_forward(m->pool, dfo, d->proj, PW(d->p_norm), B, D, COSMOS_LN_EPS, &stats); /* dfo: spent */
     }
-    float *dproj = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "cosmos.dproj");
-    if (!st) st = k.status;
+    float *dproj = scratch_take_zero(k, B * D, MEM_WORKSPACE, "cosmos.dproj");
+    if (!st) st = k->status;
     if (!st) {
         rmsnorm_backward(dproj, PG(d->p_norm), de, d->proj, PW(d->p_norm), B, D, &stats);
         st = lin_backward(m->params, m->pool, &d->t2, dths, dtemb, d->ths, B);
@@ -347,10 +317,11 @@ static st_status co_backward(model *m, const float *dpred)
         st = lin_backward(m->params, m->pool, &d->t1, NULL, dth, d->proj, B);
     }
     op_state_release(&stats);
-    const st_status end = scratch_end(&k);
-    state_free(m->pool, &grad);
-    return st ? st : end;
+    return st;
 }
+
+static const model_chain co_chain = {.embed = embed_forward, .embed_backward = co_embed_backward, .final = co_final,
+                                     .dx_name = "cosmos.dstate"};
 
 /* segtrain's own init in DiT's spirit: the blocks start as identities (their AdaLN-LoRA's linear_2 and the output
  * projection zero), norms at 1, xavier elsewhere */
@@ -370,8 +341,7 @@ const model_family cosmos_family = {
     .create = co_create,
     .destroy = co_destroy,
     .set_batch = co_set_batch,
-    .forward = co_forward,
-    .backward = co_backward,
     .release = co_release,
+    .chain = &co_chain,
     .init_of = co_init_of,
 };

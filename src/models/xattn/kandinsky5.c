@@ -96,8 +96,7 @@ typedef struct k5_model {
     float *trope, *vrope; /* the text's and the image's rotary tables, which the blocks point at */
     float *text_in, *te, *sin, *th, *ths, *tt, *pooled, *ph, *temb, *patches, *fmod, *fln, *fh, *pred;
     op_state fstats;
-    block_state tlast, last;
-    seq_run *run[2];
+    block_state tlast;
 } k5_model;
 
 static k5_model *k5_of(model *m) { return m->impl; }
@@ -171,16 +170,8 @@ static void k5_release(model *m)
 {
     k5_model *d = k5_of(m);
     if (!d) return;
-    seq_release(d->run[1]);
-    seq_release(d->run[0]);
-    d->run[0] = d->run[1] = NULL;
-    state_free(m->pool, &d->last);
     state_free(m->pool, &d->tlast);
     op_state_release(&d->fstats);
-    float **bufs[] = {&d->trope, &d->vrope, &d->text_in, &d->te, &d->sin, &d->th, &d->ths, &d->tt, &d->pooled, &d->ph,
-                      &d->temb, &d->patches, &d->fmod, &d->fln, &d->fh, &d->pred, &m->ctx.cs, &m->ctx.dcs,
-                      &m->ctx.dtext};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     m->ctx.text = NULL; /* the text blocks' output, tlast's */
 }
 
@@ -228,24 +219,24 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     const int64_t N = B * T, P = model_patch_dim(c), K = model_cond_len(c), Td = c->time_dim, E2 = c->pooled_dim;
     const int64_t hd = D / c->heads;
     st_status st = ST_OK;
-    d->trope = model_take(m, &st, L * hd, "k5.text_rope", false);
-    d->vrope = model_take(m, &st, T * hd, "k5.rope", false);
-    d->text_in = model_take(m, &st, B * L * E, "k5.text", false);
-    d->te = model_take(m, &st, B * L * D, "k5.text_in_layer", false);
+    model_hold(m, &st, &d->trope, L * hd, "k5.text_rope", false);
+    model_hold(m, &st, &d->vrope, T * hd, "k5.rope", false);
+    model_hold(m, &st, &d->text_in, B * L * E, "k5.text", false);
+    model_hold(m, &st, &d->te, B * L * D, "k5.text_in_layer", false);
     float *t0 = model_take(m, &st, B * L * D, "k5.text_state", false);
-    d->sin = model_take(m, &st, B * D, "k5.time_sinusoid", false);
-    d->th = model_take(m, &st, B * Td, "k5.time_in_layer", false);
-    d->ths = model_take(m, &st, B * Td, "k5.time_silu", false);
-    d->tt = model_take(m, &st, B * Td, "k5.time_out_layer", false);
-    d->pooled = model_take(m, &st, B * E2, "k5.pooled", false);
-    d->ph = model_take(m, &st, B * Td, "k5.pooled_in_layer", false);
-    d->temb = model_take(m, &st, B * Td, "k5.time_embed", false);
-    d->patches = model_take(m, &st, N * in_dim(c), "k5.patches", true);
+    model_hold(m, &st, &d->sin, B * D, "k5.time_sinusoid", false);
+    model_hold(m, &st, &d->th, B * Td, "k5.time_in_layer", false);
+    model_hold(m, &st, &d->ths, B * Td, "k5.time_silu", false);
+    model_hold(m, &st, &d->tt, B * Td, "k5.time_out_layer", false);
+    model_hold(m, &st, &d->pooled, B * E2, "k5.pooled", false);
+    model_hold(m, &st, &d->ph, B * Td, "k5.pooled_in_layer", false);
+    model_hold(m, &st, &d->temb, B * Td, "k5.time_embed", false);
+    model_hold(m, &st, &d->patches, N * in_dim(c), "k5.patches", true);
     float *x0 = model_take(m, &st, N * D, "k5.state", false);
-    m->ctx.cs = model_take(m, &st, B * Td, "k5.silu_time_embed", false);
-    if (train) m->ctx.dcs = model_take(m, &st, B * Td, "k5.dsilu_time_embed", true);
+    model_hold(m, &st, &m->ctx.cs, B * Td, "k5.silu_time_embed", false);
+    if (train) model_hold(m, &st, &m->ctx.dcs, B * Td, "k5.dsilu_time_embed", true);
     d->tlast = (block_state){.n = 1, .t = {t0}}; /* held here until the sequences take them */
-    d->last = (block_state){.n = 1, .t = {x0}};
+    m->step.last = (block_state){.n = 1, .t = {x0}};
     if (st) return st;
     if ((st = host_loop(d->trope, k5_rope_tables, &(model_loop){.m = m}))) return st;
     copy_rows(d->text_in, L * E, cond, K, B, L * E);
@@ -281,10 +272,10 @@ static st_status out_forward(model *m, const float *x)
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T, P = model_patch_dim(c);
     st_status st = ST_OK;
-    d->fmod = model_take(m, &st, B * 2 * D, "k5.out_modulation", false);
-    d->fln = model_take(m, &st, N * D, "k5.out_ln", false);
-    d->fh = model_take(m, &st, N * D, "k5.out_h", false);
-    d->pred = model_take(m, &st, N * P, "pred", false);
+    model_hold(m, &st, &d->fmod, B * 2 * D, "k5.out_modulation", false);
+    model_hold(m, &st, &d->fln, N * D, "k5.out_ln", false);
+    model_hold(m, &st, &d->fh, N * D, "k5.out_h", false);
+    model_hold(m, &st, &d->pred, N * P, "pred", false);
     float *out = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(N * P) * sizeof(float), MEM_WORKSPACE, "k5.out", (void **)&out);
     if (!st) st = lin_forward(m->params, m->pool, &d->out_mod, d->fmod, m->ctx.cs, B);
@@ -309,18 +300,18 @@ static st_status k5_forward(model *m, const float *x, const float *timesteps, co
     if (!st) { /* the text blocks, then the visual blocks on their output; the executor owns each first state */
         block_state first = d->tlast;
         d->tlast = (block_state){0};
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->tlast, &d->run[0]);
+        st = model_seq_forward(m, 0, &first, train, &d->tlast);
     }
     if (!st) {
         m->ctx.text = d->tlast.t[0];
-        if (train) m->ctx.dtext = model_take(m, &st, m->seq[0].state_numel[0], "k5.dtext", true);
+        if (train) model_hold(m, &st, &m->ctx.dtext, m->seq[0].state_numel[0], "k5.dtext", true);
     }
     if (!st) {
-        block_state first = d->last;
-        d->last = (block_state){0};
-        st = seq_forward(&m->seq[1], &m->plan[1], model_offload(m), &first, train, &d->last, &d->run[1]);
+        block_state first = m->step.last;
+        m->step.last = (block_state){0};
+        st = model_seq_forward(m, 1, &first, train, NULL);
     }
-    if (!st) st = out_forward(m, d->last.t[0]);
+    if (!st) st = out_forward(m, m->step.last.t[0]);
     if (st) return st;
     *pred = d->pred;
     return ST_OK;
@@ -342,7 +333,7 @@ static st_status out_backward(model *m, const float *dpred, float *dx)
     }
     if (!k.status) {
         modulate_backward(dh, dmod, dmod + D, dh, d->fln, d->fmod + D, B, T, D, 2 * D);
-        layernorm_backward(dx, NULL, NULL, dh, d->last.t[0], NULL, N, D, &d->fstats);
+        layernorm_backward(dx, NULL, NULL, dh, m->step.last.t[0], NULL, N, D, &d->fstats);
         k.status = lin_backward(m->params, m->pool, &d->out_mod, m->ctx.dcs, dmod, m->ctx.cs, B);
     }
     return scratch_end(&k);
@@ -396,19 +387,15 @@ static st_status k5_backward(model *m, const float *dpred)
     float *dx = model_take(m, &st, B * T * D, "k5.dstate", true);
     if (!st) st = out_backward(m, dpred, dx);
     op_state_release(&d->fstats);
-    state_free(m->pool, &d->last);
+    state_free(m->pool, &m->step.last);
     block_state grad = {.n = 1, .t = {dx}}, tgrad = {0};
-    if (!st) { /* seq_backward releases the run whatever it returns; grad becomes dL/dx0, m->ctx.dtext gathers */
-        st = seq_backward(d->run[1], &grad, NULL);
-        d->run[1] = NULL;
-    }
+    if (!st) st = model_seq_backward(m, 1, &grad); /* grad becomes dL/dx0, m->ctx.dtext gathers */
     state_free(m->pool, &d->tlast); /* the text blocks' output: the visual blocks were its last readers */
     m->ctx.text = NULL;
     if (!st) {
         tgrad = (block_state){.n = 1, .t = {m->ctx.dtext}};
         m->ctx.dtext = NULL; /* the executor's now */
-        st = seq_backward(d->run[0], &tgrad, NULL);
-        d->run[0] = NULL;
+        st = model_seq_backward(m, 0, &tgrad);
     }
     if (!st) st = embed_backward(m, tgrad.t[0], grad.t[0]);
     state_free(m->pool, &tgrad);

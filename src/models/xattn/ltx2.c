@@ -50,8 +50,6 @@ typedef struct ltx2_model {
     float *fin_mod[2], *fin_ln[2], *fin_h[2], *pred;
     op_state fin_stats[2];
     attn_mask mask;
-    block_state last;
-    seq_run *run;
 } ltx2_model;
 
 static ltx2_model *lx_of(model *m) { return m->impl; }
@@ -144,26 +142,12 @@ static void lx_release(model *m)
 {
     ltx2_model *d = lx_of(m);
     if (!d) return;
-    seq_release(d->run);
-    d->run = NULL;
-    state_free(m->pool, &d->last);
     ltx2_ctx *x = &d->ctx;
     for (int s = 0; s < 2; s++) {
         op_state_release(&d->fin_stats[s]);
-        for (int p = 0; p < PATHS; p++) {
-            temb_release_path(m, &d->t[s][p]);
-            pool_free(m->pool, d->cs[s][p]), pool_free(m->pool, d->rows[s][p]);
-            d->cs[s][p] = d->rows[s][p] = NULL;
-        }
-        float **bufs[] = {&d->in[s], &d->x0[s], &d->text_in[s], &d->cap_h[s], &d->cap_g[s], &d->fin_mod[s],
-                          &d->fin_ln[s], &d->fin_h[s], &x->mod[s], &x->dmod[s], &x->ca[s], &x->dca[s], &x->text[s],
-                          &x->dtext[s], &x->self[s]};
-        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
+        for (int p = 0; p < PATHS; p++) temb_release_path(m, &d->t[s][p]);
     }
-    pool_free(m->pool, x->cross[0]); /* cross[1] is self[1] */
-    x->cross[0] = x->cross[1] = NULL;
-    pool_free(m->pool, d->key_bias), pool_free(m->pool, d->pred);
-    d->key_bias = d->pred = NULL;
+    x->cross[1] = NULL; /* self[1], which the step held */
     x->mask = NULL;
 }
 
@@ -256,32 +240,32 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     st_status st = ST_OK;
     for (int s = 0; s < 2; s++) {
         const int64_t w = width(m, s), N = B * tokens(m, s);
-        d->in[s] = model_take(m, &st, N * channels(m, s), "ltx2.tokens_in", false);
-        d->x0[s] = model_take(m, &st, N * w, "ltx2.state", false);
-        d->text_in[s] = model_take(m, &st, B * L * Ct, "ltx2.text_in", false);
-        d->cap_h[s] = model_take(m, &st, B * L * w, "ltx2.text_projection", false);
-        d->cap_g[s] = model_take(m, &st, B * L * w, "ltx2.text_projection", false);
-        ctx->text[s] = model_take(m, &st, B * L * w, "ltx2.text", false);
-        ctx->mod[s] = model_take(m, &st, B * 6 * w, "ltx2.modulation", false);
-        ctx->ca[s] = model_take(m, &st, B * 5 * w, "ltx2.cross_modulation", false);
-        d->fin_mod[s] = model_take(m, &st, B * 2 * w, "ltx2.final_modulation", false);
+        model_hold(m, &st, &d->in[s], N * channels(m, s), "ltx2.tokens_in", false);
+        model_hold(m, &st, &d->x0[s], N * w, "ltx2.state", false);
+        model_hold(m, &st, &d->text_in[s], B * L * Ct, "ltx2.text_in", false);
+        model_hold(m, &st, &d->cap_h[s], B * L * w, "ltx2.text_projection", false);
+        model_hold(m, &st, &d->cap_g[s], B * L * w, "ltx2.text_projection", false);
+        model_hold(m, &st, &ctx->text[s], B * L * w, "ltx2.text", false);
+        model_hold(m, &st, &ctx->mod[s], B * 6 * w, "ltx2.modulation", false);
+        model_hold(m, &st, &ctx->ca[s], B * 5 * w, "ltx2.cross_modulation", false);
+        model_hold(m, &st, &d->fin_mod[s], B * 2 * w, "ltx2.final_modulation", false);
         if (train) {
-            ctx->dtext[s] = model_take(m, &st, B * L * w, "ltx2.dtext", true);
-            ctx->dmod[s] = model_take(m, &st, B * 6 * w, "ltx2.dmodulation", true);
-            ctx->dca[s] = model_take(m, &st, B * 5 * w, "ltx2.dcross_modulation", true);
+            model_hold(m, &st, &ctx->dtext[s], B * L * w, "ltx2.dtext", true);
+            model_hold(m, &st, &ctx->dmod[s], B * 6 * w, "ltx2.dmodulation", true);
+            model_hold(m, &st, &ctx->dca[s], B * 5 * w, "ltx2.dcross_modulation", true);
         }
         for (int p = 0; p < PATHS; p++) {
             temb_take_path(m, &d->t[s][p], &st);
-            d->cs[s][p] = model_take(m, &st, B * w, "ltx2.silu_c", false);
-            d->rows[s][p] = model_take(m, &st, B * path_rows(p) * w, "ltx2.rows", false);
+            model_hold(m, &st, &d->cs[s][p], B * w, "ltx2.silu_c", false);
+            model_hold(m, &st, &d->rows[s][p], B * path_rows(p) * w, "ltx2.rows", false);
         }
-        ctx->self[s] = model_take(m, &st, tokens(m, s) * width(m, s), "ltx2.rope", false);
+        model_hold(m, &st, &ctx->self[s], tokens(m, s) * width(m, s), "ltx2.rope", false);
     }
     /* the cross-modal tables: the video's time over the audio width; the audio's is its self-attention's (the same
      * width, base grid and heads) */
-    ctx->cross[0] = model_take(m, &st, tokens(m, 0) * c->audio_hidden, "ltx2.rope", false);
+    model_hold(m, &st, &ctx->cross[0], tokens(m, 0) * c->audio_hidden, "ltx2.rope", false);
     ctx->cross[1] = ctx->self[1];
-    d->key_bias = model_take(m, &st, B * L, "ltx2.key_bias", false);
+    model_hold(m, &st, &d->key_bias, B * L, "ltx2.key_bias", false);
     if (st || (st = host_loop(lx_of(m)->ctx.self[0], rope_tables, &(model_loop){.m = m}))) return st;
     /* the video's tokens from each sample's first Nvid floats; the audio's are its latents as they lie */
     float *video = NULL;
@@ -337,11 +321,11 @@ static st_status final_forward_both(model *m, const block_state *last)
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, per = model_sample_numel(c), Nvid = model_loss_numel(c);
     st_status st = ST_OK;
-    d->pred = model_take(m, &st, B * per, "pred", false);
+    model_hold(m, &st, &d->pred, B * per, "pred", false);
     for (int s = 0; s < 2; s++) {
         const int64_t w = width(m, s), N = B * tokens(m, s);
-        d->fin_ln[s] = model_take(m, &st, N * w, "ltx2.final.ln", false);
-        d->fin_h[s] = model_take(m, &st, N * w, "ltx2.final.h", false);
+        model_hold(m, &st, &d->fin_ln[s], N * w, "ltx2.final.ln", false);
+        model_hold(m, &st, &d->fin_h[s], N * w, "ltx2.final.h", false);
     }
     if (st) return st;
     scratch k = {.pool = m->pool};
@@ -376,9 +360,9 @@ static st_status lx_forward(model *m, const float *x, const float *timesteps, co
     if (!st) {
         block_state first = {.n = 2, .t = {d->x0[0], d->x0[1]}};
         d->x0[0] = d->x0[1] = NULL; /* the executor owns them now */
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->last, &d->run);
+        st = model_seq_forward(m, 0, &first, train, NULL);
     }
-    if (!st) st = final_forward_both(m, &d->last);
+    if (!st) st = final_forward_both(m, &m->step.last);
     if (st) return st;
     *pred = d->pred;
     return ST_OK;
@@ -467,18 +451,15 @@ static st_status lx_backward(model *m, const float *dpred)
         dx[s] = model_take(m, &st, B * tokens(m, s) * width(m, s), "ltx2.dstate", true);
         dc[s] = model_take(m, &st, B * width(m, s), "ltx2.dc_final", true);
     }
-    if (!st) st = final_backward_both(m, dpred, &d->last, dx, dc);
+    if (!st) st = final_backward_both(m, dpred, &m->step.last, dx, dc);
     for (int s = 0; s < 2; s++) {
         op_state_release(&d->fin_stats[s]);
         pool_free(m->pool, d->fin_ln[s]), pool_free(m->pool, d->fin_h[s]);
         d->fin_ln[s] = d->fin_h[s] = NULL;
     }
-    state_free(m->pool, &d->last);
+    state_free(m->pool, &m->step.last);
     block_state grad = {.n = 2, .t = {dx[0], dx[1]}};
-    if (!st) { /* seq_backward releases the run whatever it returns; grad becomes dL/dx0 */
-        st = seq_backward(d->run, &grad, NULL);
-        d->run = NULL;
-    }
+    if (!st) st = model_seq_backward(m, 0, &grad); /* grad becomes dL/dx0 */
     if (!st) st = embed_backward(m, &grad, dc);
     pool_free(m->pool, dc[1]), pool_free(m->pool, dc[0]);
     state_free(m->pool, &grad);

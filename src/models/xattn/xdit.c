@@ -73,7 +73,6 @@ typedef struct xd_model {
     float *hints[VACE_MAX], *dhints[VACE_MAX];
     float *cpatches, *cemb, *c0;
     block_state vlast;
-    seq_run *vrun;
     wan_animate *anim;   /* Animate's encoders, NULL elsewhere */
     xdit_inputs in;      /* what its blocks read besides the text */
     const float *cond;   /* the forward's conditioning, which Animate's backward reads again */
@@ -92,8 +91,6 @@ typedef struct xd_model {
     float *patches, *x0, *text_in, *cap_h, *cap_g, *cap_o, *key_bias, *t6buf;
     op_state cap_stats;
     attn_mask mask;
-    block_state last;
-    seq_run *run;
 } xd_model;
 
 static xd_model *xd_of(model *m) { return m->impl; }
@@ -261,10 +258,6 @@ static void xd_release(model *m)
 {
     xd_model *d = xd_of(m);
     if (!d) return;
-    seq_release(d->run);
-    seq_release(d->vrun);
-    d->run = d->vrun = NULL;
-    state_free(m->pool, &d->last);
     state_free(m->pool, &d->vlast);
     for (int k = 0; k < VACE_MAX; k++) pool_free(m->pool, d->hints[k]), pool_free(m->pool, d->dhints[k]);
     memset(d->hints, 0, sizeof d->hints), memset(d->dhints, 0, sizeof d->dhints);
@@ -277,9 +270,6 @@ static void xd_release(model *m)
     pool_free(m->pool, d->rt), pool_free(m->pool, d->delta_in);
     d->rt = d->delta_in = NULL;
     op_state_release(&d->cap_stats);
-    float **bufs[] = {&d->patches, &d->x0, &d->text_in, &d->cap_h, &d->cap_g, &d->cap_o, &d->key_bias, &d->t6buf,
-                      &m->ctx.mod, &m->ctx.dmod, &m->ctx.text, &m->ctx.dtext, &m->ctx.rope};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     m->ctx.mask = NULL;
     d->self_mask.linear_rope = NULL;
 }
@@ -385,18 +375,18 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     const int64_t N = B * T, K = model_cond_len(c), R = XDIT_MOD_ROWS;
     const int64_t P = model_patch_dim(c) / c->channels * (c->channels + c->cond_channels);
     st_status st = ST_OK;
-    d->patches = model_take(m, &st, N * P, "xdit.patches", false);
-    d->x0 = model_take(m, &st, N * D, "xdit.state", false);
-    d->text_in = model_take(m, &st, B * L * Dt, "xdit.text_in", false);
-    d->cap_h = model_take(m, &st, B * L * D, "xdit.text_projection", false);
-    d->cap_g = model_take(m, &st, B * L * D, "xdit.text_projection", false);
-    if (d->p_cap_norm >= 0) d->cap_o = model_take(m, &st, B * L * D, "sana.text_projection", false);
-    d->t6buf = model_take(m, &st, B * 6 * D, "xdit.t6", false);
-    m->ctx.text = model_take(m, &st, B * L * D, "xdit.text", false);
-    m->ctx.mod = model_take(m, &st, B * R * D, "xdit.modulation", false);
+    model_hold(m, &st, &d->patches, N * P, "xdit.patches", false);
+    model_hold(m, &st, &d->x0, N * D, "xdit.state", false);
+    model_hold(m, &st, &d->text_in, B * L * Dt, "xdit.text_in", false);
+    model_hold(m, &st, &d->cap_h, B * L * D, "xdit.text_projection", false);
+    model_hold(m, &st, &d->cap_g, B * L * D, "xdit.text_projection", false);
+    if (d->p_cap_norm >= 0) model_hold(m, &st, &d->cap_o, B * L * D, "sana.text_projection", false);
+    model_hold(m, &st, &d->t6buf, B * 6 * D, "xdit.t6", false);
+    model_hold(m, &st, &m->ctx.text, B * L * D, "xdit.text", false);
+    model_hold(m, &st, &m->ctx.mod, B * R * D, "xdit.modulation", false);
     if (train) {
-        m->ctx.dtext = model_take(m, &st, B * L * D, "xdit.dtext", true);
-        m->ctx.dmod = model_take(m, &st, B * R * D, "xdit.dmodulation", true);
+        model_hold(m, &st, &m->ctx.dtext, B * L * D, "xdit.dtext", true);
+        model_hold(m, &st, &m->ctx.dmod, B * R * D, "xdit.dmodulation", true);
     }
     temb_take(m, &d->t, &st, train);
     if (c->anyflow) {
@@ -404,9 +394,9 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         d->rt = model_take(m, &st, B * D, "xdit.anyflow_rt", false);
         d->delta_in = model_take(m, &st, B, "xdit.anyflow_delta_time", false);
     }
-    if (!d->wan && model_text_mask(c)) d->key_bias = model_take(m, &st, B * L, "xdit.key_bias", false);
+    if (!d->wan && model_text_mask(c)) model_hold(m, &st, &d->key_bias, B * L, "xdit.key_bias", false);
     if (d->wan || d->ltx || d->svid)
-        m->ctx.rope = model_take(m, &st, T * (d->ltx ? D : D / c->heads), "xdit.rope", false);
+        model_hold(m, &st, &m->ctx.rope, T * (d->ltx ? D : D / c->heads), "xdit.rope", false);
     d->self_mask.linear_rope = m->ctx.rope;
     if (st) return st;
     /* image tokens */
@@ -475,17 +465,10 @@ static st_status xd_forward(model *m, const float *x, const float *timesteps, co
 {
     xd_model *d = xd_of(m);
     st_status st = embed_forward(m, x, timesteps, cond, train);
-    if (!st && d->vblocks) { /* VACE's control branch first: its blocks write the hints the main blocks add */
-        block_state first = {.n = 1, .t = {d->c0}};
-        d->c0 = NULL; /* the executor owns it now */
-        st = seq_forward(&m->seq[0], &m->plan[0], model_offload(m), &first, train, &d->vlast, &d->vrun);
-    }
-    if (!st) {
-        block_state first = {.n = 1, .t = {d->x0}};
-        d->x0 = NULL;
-        st = seq_forward(&m->seq[d->main], &m->plan[d->main], model_offload(m), &first, train, &d->last, &d->run);
-    }
-    if (!st) st = final_forward(m, &d->final, d->last.t[0]);
+    /* VACE's control branch first: its blocks write the hints the main blocks add */
+    if (!st && d->vblocks) st = model_seq_forward1(m, 0, &d->c0, train, &d->vlast);
+    if (!st) st = model_seq_forward1(m, d->main, &d->x0, train, NULL);
+    if (!st) st = final_forward(m, &d->final, m->step.last.t[0]);
     if (st) return st;
     *pred = d->final.pred;
     return ST_OK;
@@ -518,9 +501,7 @@ static st_status vace_backward(model *m, float *dx0)
     st_status st = ST_OK;
     state_free(m->pool, &d->vlast);
     block_state grad = {.n = 1, .t = {model_take(m, &st, N * D, "xdit.dvace_state", true)}};
-    if (!st) st = seq_backward(d->vrun, &grad, NULL);
-    else seq_release(d->vrun);
-    d->vrun = NULL;
+    if (!st) st = model_seq_backward(m, 0, &grad);
     float *dcemb = NULL;
     if (!st) st = pool_alloc_zero(m->pool, (size_t)(N * D) * sizeof(float), MEM_WORKSPACE, "xdit.dvace_embedding",
                                   (void **)&dcemb);
@@ -541,14 +522,11 @@ static st_status xd_backward(model *m, const float *dpred)
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, R = XDIT_MOD_ROWS;
     st_status st = ST_OK;
     float *dx = model_take(m, &st, B * T * D, "xdit.dstate", true);
-    if (!st) st = final_backward(m, &d->final, d->last.t[0], dpred, dx);
+    if (!st) st = final_backward(m, &d->final, m->step.last.t[0], dpred, dx);
     final_backward_done(m, &d->final);
-    state_free(m->pool, &d->last);
+    state_free(m->pool, &m->step.last);
     block_state grad = {.n = 1, .t = {dx}};
-    if (!st) { /* seq_backward releases the run whatever it returns (xd_release does otherwise); grad becomes dL/dx0 */
-        st = seq_backward(d->run, &grad, NULL);
-        d->run = NULL;
-    }
+    if (!st) st = model_seq_backward(m, d->main, &grad); /* grad becomes dL/dx0 */
     if (!st && d->vblocks) st = vace_backward(m, grad.t[0]);
     scratch k = {.pool = m->pool};
     float *dt6 = scratch_take(&k, B * 6 * D, MEM_WORKSPACE, "xdit.dt6");

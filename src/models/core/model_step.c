@@ -1,0 +1,121 @@
+/* The step's lifecycle, which the model owns for every family: a forward makes the step active (refused while the
+ * previous one is not released), a failed forward and every backward release it, and model_release frees at once
+ * what the step holds: the sequences' runs, the last output, the buffers the family took with model_hold, and
+ * (through the family's release) the rest of its own. */
+#include "models/core/internal.h"
+
+#include <stdlib.h>
+
+void model_release(model *m)
+{
+    model_step *s = &m->step;
+    if (!s->active) return;
+    for (int q = MODEL_SEQ_MAX - 1; q >= 0; q--) seq_release(s->run[q]);
+    state_free(m->pool, &s->last);
+    for (int i = 0; i < s->n_held; i++) pool_free(m->pool, *s->held[i]), *s->held[i] = NULL;
+    if (m->family->release) m->family->release(m);
+    free(s->extra);
+    *s = (model_step){0};
+}
+
+static st_status chain_forward(model *m, const model_chain *c, const float *x, const float *timesteps,
+                               const float *cond, bool train, const float **pred)
+{
+    float *x0 = NULL;
+    st_status st = c->embed(m, x, timesteps, cond, train, &x0);
+    if (!st) st = model_seq_forward1(m, 0, &x0, train, NULL);
+    pool_free(m->pool, x0);
+    if (!st && c->head) st = c->head(m, train, pred);
+    else if (!st) { /* the final layer from the last state */
+        final_layer *f = c->final(m);
+        if (!(st = final_forward(m, f, m->step.last.t[0]))) *pred = f->pred;
+    }
+    return st;
+}
+
+/* Back through the final layer into a new dL/d(last), zeroed */
+static st_status final_head_backward(model *m, const model_chain *c, const float *dpred, float **dx)
+{
+    st_status st = ST_OK;
+    final_layer *f = c->final(m);
+    *dx = model_take(m, &st, m->shape.batch * m->shape.tokens * m->shape.hidden, c->dx_name, true);
+    if (!st) st = final_backward(m, f, m->step.last.t[0], dpred, *dx);
+    final_backward_done(m, f);
+    return st;
+}
+
+static st_status chain_backward(model *m, const model_chain *c, const float *dpred)
+{
+    scratch k = {.pool = m->pool};
+    block_state grad = {.n = 1};
+    st_status st = c->head_backward ? c->head_backward(m, dpred, &k, &grad.t[0]) : final_head_backward(m, c, dpred, &grad.t[0]);
+    state_free(m->pool, &m->step.last);
+    if (!st) st = model_seq_backward(m, 0, &grad);
+    if (!st) st = c->embed_backward(m, &k, &grad);
+    const st_status end = scratch_end(&k);
+    state_free(m->pool, &grad);
+    return st ? st : end;
+}
+
+st_status model_forward(model *m, const float *x, const float *timesteps, const float *cond, int64_t batch,
+                        bool train, const float **pred)
+{
+    *pred = NULL;
+    st_status st = model_check_batch(m, batch);
+    if (st) return st;
+    m->family->set_batch(m, batch);
+    if (m->step.active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
+    m->step.active = true, m->step.train = train;
+    const model_chain *c = m->family->chain;
+    if ((st = c ? chain_forward(m, c, x, timesteps, cond, train, pred)
+                : m->family->forward(m, x, timesteps, cond, train, pred)))
+        model_release(m);
+    return st;
+}
+
+st_status model_backward(model *m, const float *dpred)
+{
+    if (!m->step.active || !m->step.train)
+        return st_fail(ST_ERR_INTERNAL, "model_backward: no training forward to go back through");
+    const st_status st = m->family->chain ? chain_backward(m, m->family->chain, dpred) : m->family->backward(m, dpred);
+    model_release(m);
+    return st;
+}
+
+void model_hold(model *m, st_status *st, float **slot, int64_t floats, const char *what, bool zero)
+{
+    if (!*st && m->step.n_held == MODEL_STEP_HELD)
+        *st = st_fail(ST_ERR_INTERNAL, "model_hold: more than %d buffers for '%s'", MODEL_STEP_HELD, what);
+    *slot = model_take(m, st, floats, what, zero);
+    if (*slot) m->step.held[m->step.n_held++] = slot;
+}
+
+st_status model_seq_forward(model *m, int q, block_state *first, bool train, block_state *out)
+{
+    return seq_forward(&m->seq[q], &m->plan[q], model_offload(m), first, train, out ? out : &m->step.last,
+                       &m->step.run[q]);
+}
+
+st_status model_seq_forward1(model *m, int q, float **x0, bool train, block_state *out)
+{
+    block_state first = {.n = 1, .t = {*x0}};
+    *x0 = NULL; /* the executor owns it now */
+    return model_seq_forward(m, q, &first, train, out);
+}
+
+st_status model_seq_backward(model *m, int q, block_state *grad)
+{
+    const st_status st = seq_backward(m->step.run[q], grad, q ? NULL : (const float *const *)m->step.extra);
+    m->step.run[q] = NULL;
+    return st;
+}
+
+st_status model_rows_grad(model *m, const float *dimg, int64_t S, int64_t at, const char *what, float **dx)
+{
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = m->shape.hidden;
+    st_status st = ST_OK;
+    state_free(m->pool, &m->step.last);
+    *dx = model_take(m, &st, B * S * D, what, true);
+    for (int64_t b = 0; !st && b < B; b++) copy_rows(*dx + (b * S + at) * D, D, dimg + b * T * D, D, T, D);
+    return st;
+}
