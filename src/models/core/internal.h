@@ -46,8 +46,9 @@ typedef struct model_family {
     st_status (*create)(model *m);
     /* Fills fixed tables once the parameters are allocated (NULL: none); not on dry pools, which hold no data. */
     void (*fill_fixed)(model *m);
-    void (*destroy)(model *m);
-    /* Sets m->shape.batch and every sequence's state sizes for a batch. */
+    void (*destroy)(model *m); /* NULL: nothing beyond what model_alloc gave */
+    /* Sets m->shape.batch and every sequence's state sizes for a batch (NULL: each sequence's one state is
+     * batch x tokens x hidden). */
     void (*set_batch)(model *m, int64_t batch);
     st_status (*forward)(model *m, const float *x, const float *timesteps, const float *cond, bool train,
                          const float **pred);
@@ -62,7 +63,8 @@ typedef struct model_family {
 /* A step, from model_forward to its release (model_step.c owns it): whether it is active and trains, each sequence's
  * run, the last sequence's output, the gradients to add to sequence 0's outputs on the way back (extra, per block,
  * NULL: none; a host array freed at release), and the slots of the buffers the family took for the step (model_hold). */
-#define MODEL_STEP_HELD 64
+#define MODEL_STEP_HELD 128
+#define MODEL_OWNED_MAX 16
 typedef struct model_step {
     bool active, train;
     seq_run *run[MODEL_SEQ_MAX];
@@ -101,6 +103,8 @@ struct model {
     const float *r_time; /* AnyFlow's second time per sample (model_set_r_timesteps), NULL: r = t */
     uint64_t dropout_seed; /* model_set_dropout_seed's */
     void *impl; /* the family's own */
+    void *owned[MODEL_OWNED_MAX]; /* model_alloc's */
+    int n_owned;
 };
 
 extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, auraflow_family, flux2_family,
@@ -162,6 +166,9 @@ int64_t model_patch_dim(const model_config *c);
 /* The output's channels: out_channels, or in_channels when 0. */
 int64_t model_out_channels(const model_config *c);
 
+/* n zeroed elements of size bytes, host memory that lives as long as the model (model_destroy frees it, after the
+ * family's destroy): a family's impl and its blocks. NULL when out of host memory or of slots (MODEL_OWNED_MAX). */
+void *model_alloc(model *m, size_t n, size_t size);
 /* A training forward's activation buffer from the model's pool (nothing once *st is set). */
 float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero);
 /* model_take into *slot, which the step holds: model_release frees *slot (whatever it then points at, NULL when the
@@ -206,11 +213,9 @@ void temb_register_mid(param_set *s, temb *t, const char *linear_1, const char *
 void temb_register_nobias(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
                           bool trainable);
 /* Takes the path's buffers (activations: freq, h, hs, c); temb_take also the context's (cs, and with train dcs,
- * zeroed). The releases free what their take took. */
+ * zeroed). The step holds them (model_hold): model_release frees them. */
 void temb_take_path(model *m, temb *t, st_status *st);
 void temb_take(model *m, temb *t, st_status *st, bool train);
-void temb_release_path(model *m, temb *t);
-void temb_release(model *m, temb *t);
 /* c from the timesteps' features; temb_mlp_forward: c from whatever the caller put in freq. */
 st_status temb_forward(model *m, temb *t, const float *timesteps);
 void temb_mlp_forward(model *m, temb *t);
@@ -280,7 +285,7 @@ extern const block_kind dit_block_kind;
 
 /* The blocks between DiT's embeddings and its final layer (dit.c runs dit and skipdit with either): registers
  * their parameters into s in state_dict order, points blocks[0 .. depth) at their kind and data, and returns the
- * data in *data (the caller frees it). */
+ * data in *data (model_alloc's: the model frees it). */
 typedef st_status (*dit_blocks_fn)(model *m, param_set *s, block *blocks, void **data);
 /* skipdit.c: in_blocks.{i}, mid_block, out_blocks.{j}, with U-ViT's long skips. */
 st_status skipdit_blocks(model *m, param_set *s, block *blocks, void **data);

@@ -127,7 +127,8 @@ void model_destroy(model *m)
     for (int i = 0; i < m->n_seq; i++) seq_plan_free(&m->plan[i]);
     free(m->captured);
     free(m->capture);
-    m->family->destroy(m);
+    if (m->family->destroy) m->family->destroy(m);
+    while (m->n_owned) free(m->owned[--m->n_owned]);
     free(m);
 }
 
@@ -270,7 +271,6 @@ st_status model_hidden(model *m, int k, const float **h, float **dh)
     return m->family->hidden(m, k, h, dh);
 }
 
-void model_set_batch(model *m, int64_t batch) { m->family->set_batch(m, batch); }
 
 void model_set_r_timesteps(model *m, const float *r) { m->r_time = r; }
 
@@ -398,10 +398,10 @@ st_status final_forward(model *m, final_layer *f, const float *x)
     const int64_t per = model_sample_numel(c), per_out = per / c->channels * Cout;
     st_status st = ST_OK;
     const bool own = f->ada_w >= 0; /* else the modulation is rows of the model's (Chroma, the cross-attention DiTs) */
-    if (own) f->mod = model_take(m, &st, B * 2 * D, "final.mod", false);
-    if (!f->no_norm) f->ln = model_take(m, &st, N * D, "final.ln", false);
-    f->h = model_take(m, &st, N * D, "final.h", false);
-    f->pred = model_take(m, &st, B * per, "pred", false);
+    if (own) model_hold(m, &st, &f->mod, B * 2 * D, "final.mod", false);
+    if (!f->no_norm) model_hold(m, &st, &f->ln, N * D, "final.ln", false);
+    model_hold(m, &st, &f->h, N * D, "final.h", false);
+    model_hold(m, &st, &f->pred, B * per, "pred", false);
     float *out = NULL, *full = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(N * P) * sizeof(float), MEM_WORKSPACE, "final.out", (void **)&out);
     if (!st && Cout != c->channels)
@@ -460,13 +460,7 @@ void final_backward_done(model *m, final_layer *f)
     f->h = f->ln = NULL;
 }
 
-void final_release(model *m, final_layer *f)
-{
-    final_backward_done(m, f);
-    pool_free(m->pool, f->pred);
-    pool_free(m->pool, f->mod);
-    f->pred = f->mod = NULL;
-}
+void final_release(model *m, final_layer *f) { op_state_release(&f->stats); }
 
 /* ---- the timestep path, and MLP embeddings like it ---- */
 
@@ -508,33 +502,18 @@ void temb_register_nobias(param_set *s, temb *t, const char *linear_1, const cha
 void temb_take_path(model *m, temb *t, st_status *st)
 {
     const int64_t B = m->shape.batch, D = t->out;
-    t->freq = model_take(m, st, B * t->in, "t_freq", false);
-    t->h = model_take(m, st, B * t->mid, "t_hidden", false);
-    t->hs = model_take(m, st, B * t->mid, "t_silu", false);
-    t->c = model_take(m, st, B * D, "c", false);
+    model_hold(m, st, &t->freq, B * t->in, "t_freq", false);
+    model_hold(m, st, &t->h, B * t->mid, "t_hidden", false);
+    model_hold(m, st, &t->hs, B * t->mid, "t_silu", false);
+    model_hold(m, st, &t->c, B * D, "c", false);
 }
 
 void temb_take(model *m, temb *t, st_status *st, bool train)
 {
     const int64_t B = m->shape.batch, D = m->cfg.hidden;
     temb_take_path(m, t, st);
-    m->ctx.cs = model_take(m, st, B * D, "silu_c", false);
-    if (train) m->ctx.dcs = model_take(m, st, B * D, "dsilu_c", true);
-}
-
-void temb_release_path(model *m, temb *t)
-{
-    void *bufs[] = {t->c, t->hs, t->h, t->freq};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, bufs[i]);
-    t->c = t->hs = t->h = t->freq = NULL;
-}
-
-void temb_release(model *m, temb *t)
-{
-    pool_free(m->pool, m->ctx.dcs);
-    pool_free(m->pool, m->ctx.cs);
-    m->ctx.cs = m->ctx.dcs = NULL;
-    temb_release_path(m, t);
+    model_hold(m, st, &m->ctx.cs, B * D, "silu_c", false);
+    if (train) model_hold(m, st, &m->ctx.dcs, B * D, "dsilu_c", true);
 }
 
 void temb_mlp_forward(model *m, temb *t)

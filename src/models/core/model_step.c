@@ -18,6 +18,16 @@ void model_release(model *m)
     *s = (model_step){0};
 }
 
+void model_set_batch(model *m, int64_t batch)
+{
+    if (m->family->set_batch) {
+        m->family->set_batch(m, batch);
+        return;
+    }
+    m->shape.batch = batch; /* every sequence's one state over the image tokens */
+    for (int q = 0; q < m->n_seq; q++) m->seq[q].state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
+}
+
 static st_status chain_forward(model *m, const model_chain *c, const float *x, const float *timesteps,
                                const float *cond, bool train, const float **pred)
 {
@@ -63,7 +73,7 @@ st_status model_forward(model *m, const float *x, const float *timesteps, const 
     *pred = NULL;
     st_status st = model_check_batch(m, batch);
     if (st) return st;
-    m->family->set_batch(m, batch);
+    model_set_batch(m, batch);
     if (m->step.active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
     m->step.active = true, m->step.train = train;
     const model_chain *c = m->family->chain;
@@ -118,4 +128,11 @@ st_status model_rows_grad(model *m, const float *dimg, int64_t S, int64_t at, co
     *dx = model_take(m, &st, B * S * D, what, true);
     for (int64_t b = 0; !st && b < B; b++) copy_rows(*dx + (b * S + at) * D, D, dimg + b * T * D, D, T, D);
     return st;
+}
+
+void *model_alloc(model *m, size_t n, size_t size)
+{
+    void *p = m->n_owned < MODEL_OWNED_MAX ? calloc(n ? n : 1, size) : NULL;
+    if (p) m->owned[m->n_owned++] = p;
+    return p;
 }

@@ -26,7 +26,6 @@ static af_model *af_of(model *m) { return m->impl; }
 
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train);
 static st_status embed_backward(model *m, float *dimg, const float *dtxt);
-static void release_own(model *m);
 
 /* The table's (row, column) of the grid's top-left token: AuraFlowPatchEmbed centres the grid in it. */
 static int64_t table_start(const model_config *c) { return c->pos_embed_max / 2 - c->resolution / c->patch / 2; }
@@ -61,7 +60,7 @@ static st_status af_create(model *m)
                              .scale_first = true, .no_norm = true, .order = PATCH_DIT};
     for (int i = 0; i < nd + ns; i++) blocks[i].m = m;
     dual_sequences(m, "joint_transformer_blocks", nd, &af_joint_kind, ns, &af_single_kind, sizeof *blocks);
-    d->b.embed = embed_forward, d->b.embed_backward = embed_backward, d->b.release_own = release_own;
+    d->b.embed = embed_forward, d->b.embed_backward = embed_backward;
     return ST_OK;
 }
 
@@ -80,7 +79,6 @@ static param_init af_init_of(const char *name)
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)
 
-static void release_own(model *m) { temb_release(m, &af_of(m)->t); }
 
 /* The position table's rows of the grid, added to (or, backward, accumulated from) each sample's image rows:
  * grid row r is table row (r0 + r) from column r0 on, one run of `grid` rows. */
@@ -150,7 +148,6 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
 const model_family auraflow_family = {
     .name = "auraflow",
     .create = af_create,
-    .destroy = dual_destroy,
     .set_batch = dual_set_batch,
     .forward = dual_forward,
     .backward = dual_backward,

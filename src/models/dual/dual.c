@@ -9,10 +9,10 @@ static dual_model *dual_of(model *m) { return m->impl; }
 
 void *dual_alloc(model *m, size_t size, int n, size_t block_size)
 {
-    dual_model *d = calloc(1, size);
+    dual_model *d = model_alloc(m, 1, size);
     m->impl = d;
-    if (d) d->blocks = calloc((size_t)n, block_size);
-    if (d && d->blocks) d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
+    if (d) d->blocks = model_alloc(m, (size_t)n, block_size);
+    if (d && d->blocks) d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
     return d && d->seq_blocks ? d : NULL;
 }
 
@@ -29,13 +29,6 @@ void dual_sequences(model *m, const char *name, int nd, const block_kind *dk, in
     if (ns)
         m->seq[1] = (block_seq){
             .name = "single_transformer_blocks", .n = ns, .blocks = d->seq_blocks + nd, .state_n = 1, .pool = m->pool};
-}
-
-void dual_destroy(model *m)
-{
-    dual_model *d = dual_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks);
-    free(d);
 }
 
 void dual_set_batch(model *m, int64_t batch)

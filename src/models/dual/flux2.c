@@ -25,7 +25,6 @@ static f2_model *f2_of(model *m) { return m->impl; }
 
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train);
 static st_status embed_backward(model *m, float *dimg, const float *dtxt);
-static void release_own(model *m);
 
 static const char *const mod_names[F2_MOD_N] = {"double_stream_modulation_img.linear.weight",
                                                 "double_stream_modulation_txt.linear.weight",
@@ -63,7 +62,7 @@ static st_status f2_create(model *m)
                              .scale_first = true, .order = PATCH_CONV};
     for (int i = 0; i < nd + ns; i++) blocks[i].m = m, blocks[i].sh = &d->sh;
     dual_sequences(m, "transformer_blocks", nd, &f2_double_kind, ns, &f2_single_kind, sizeof *blocks);
-    d->b.embed = embed_forward, d->b.embed_backward = embed_backward, d->b.release_own = release_own;
+    d->b.embed = embed_forward, d->b.embed_backward = embed_backward;
     return ST_OK;
 }
 
@@ -82,17 +81,6 @@ static param_init f2_init_of(const char *name)
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)
 
-static void release_own(model *m)
-{
-    f2_model *d = f2_of(m);
-    for (int i = 0; i < F2_MOD_N; i++) {
-        pool_free(m->pool, d->sh.dmod[i]);
-        pool_free(m->pool, d->sh.mod[i]);
-        d->sh.mod[i] = d->sh.dmod[i] = NULL;
-    }
-    temb_release_path(m, &d->g);
-    temb_release(m, &d->t);
-}
 
 /* The image and text tokens, the rotary table of their positions, c = timestep + guidance embeddings,
  * cs = SiLU(c) and the shared modulations of cs. */
@@ -106,8 +94,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     dual_take_tokens(m, &st, L);
     dual_take_c(m, &st, train, &d->t, c->guidance_embeds ? &d->g : NULL, NULL);
     for (int i = 0; i < F2_MOD_N; i++) {
-        d->sh.mod[i] = model_take(m, &st, B * mod_width[i] * D, "flux2.modulation", false);
-        if (train) d->sh.dmod[i] = model_take(m, &st, B * mod_width[i] * D, "flux2.dmodulation", true);
+        model_hold(m, &st, &d->sh.mod[i], B * mod_width[i] * D, "flux2.modulation", false);
+        if (train) model_hold(m, &st, &d->sh.dmod[i], B * mod_width[i] * D, "flux2.dmodulation", true);
     }
     model_hold(m, &st, &m->ctx.rope, (L + T) * hd, "flux2.rope", false);
     float *ids = NULL;
@@ -138,7 +126,6 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
 const model_family flux2_family = {
     .name = "flux2",
     .create = f2_create,
-    .destroy = dual_destroy,
     .set_batch = dual_set_batch,
     .forward = dual_forward,
     .backward = dual_backward,

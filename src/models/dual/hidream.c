@@ -38,7 +38,6 @@ float *hd_llama(const struct model *m, int index, bool grad)
 
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train);
 static st_status embed_backward(model *m, float *dimg, const float *dtxt);
-static void release_own(model *m);
 
 static st_status hd_create(model *m)
 {
@@ -51,7 +50,7 @@ static st_status hd_create(model *m)
                        (long long)c->experts_active, (long long)c->llama_len, HD_EXPERTS_MAX);
     const int nd = (int)c->depth, ns = (int)c->single_depth, nb = nd + ns;
     hd_model *d = dual_alloc(m, sizeof *d, nb, sizeof(hd_block));
-    if (d) d->p_cap = calloc((size_t)nb + 1, sizeof *d->p_cap);
+    if (d) d->p_cap = model_alloc(m, (size_t)nb + 1, sizeof *d->p_cap);
     if (!d || !d->p_cap) return st_host_oom("the HiDream model");
     hd_block *blocks = d->b.blocks;
     m->shape.text = c->text_len + c->llama_len;
@@ -81,14 +80,8 @@ static st_status hd_create(model *m)
     for (int i = 0; i < nb; i++) blocks[i].m = m;
     dual_sequences(m, "double_stream_blocks", nd, &hd_double_kind, ns, &hd_single_kind, sizeof *blocks);
     m->seq[1].name = "single_stream_blocks";
-    d->b.embed = embed_forward, d->b.embed_backward = embed_backward, d->b.release_own = release_own;
+    d->b.embed = embed_forward, d->b.embed_backward = embed_backward;
     return ST_OK;
-}
-
-static void hd_destroy(model *m)
-{
-    if (m->impl) free(hd_of(m)->p_cap);
-    dual_destroy(m);
 }
 
 /* adaLN-Zero (every modulation and the final projection zero), RMSNorm weights one, N(0, 0.02) embedding MLPs,
@@ -104,16 +97,6 @@ static param_init hd_init_of(const char *name)
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)
 
-static void release_own(model *m)
-{
-    hd_model *d = hd_of(m);
-    temb_release(m, &d->t);
-    temb_release_path(m, &d->p);
-    pool_free(m->pool, d->dllama);
-    pool_free(m->pool, d->llama);
-    pool_free(m->pool, d->llama_in);
-    d->llama = d->dllama = d->llama_in = NULL;
-}
 
 /* The image's patches in (i, j, c) order (DiT's, as HiDream's patchify lays them), the text's projections, c and
  * the rotary table of the image tokens. The conditioning: T5's tokens (text_len, text_dim), the pooled vector,
@@ -131,9 +114,9 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     st_status st = ST_OK;
     dual_take_tokens(m, &st, Lt);
     dual_take_c(m, &st, train, &d->t, NULL, &d->p);
-    d->llama = model_take(m, &st, nb * BL * D, "hidream.llama", false);
-    if (cap_trains) d->dllama = model_take(m, &st, nb * BL * D, "hidream.dllama", true);
-    d->llama_in = model_take(m, &st, nb * BL * Dt, "hidream.llama_in", false);
+    model_hold(m, &st, &d->llama, nb * BL * D, "hidream.llama", false);
+    if (cap_trains) model_hold(m, &st, &d->dllama, nb * BL * D, "hidream.dllama", true);
+    model_hold(m, &st, &d->llama_in, nb * BL * Dt, "hidream.llama_in", false);
     model_hold(m, &st, &m->ctx.rope, T * hd, "hidream.rope", false);
     float *ctx = NULL, *ids = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(B * Lt * D) * sizeof(float), MEM_WORKSPACE, "hidream.t5", (void **)&ctx);
@@ -205,7 +188,6 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
 const model_family hidream_family = {
     .name = "hidream",
     .create = hd_create,
-    .destroy = hd_destroy,
     .set_batch = dual_set_batch,
     .forward = dual_forward,
     .backward = dual_backward,

@@ -196,11 +196,6 @@ static void release_own(model *m)
     hv_model *d = hv_of(m);
     for (int r = 0; r < d->n_ref; r++) refiner_release(m, &d->ref[r]);
     byt5_release(m, &d->byt5);
-    float **bufs[] = {&d->rcs, &d->drcs, &d->refined, &d->key_bias, &d->ref_bias, &d->type_idx, &d->patches_in};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
-    temb_release_path(m, &d->rp), temb_release_path(m, &d->rt);
-    temb_release_path(m, &d->g), temb_release_path(m, &d->p);
-    temb_release(m, &d->t);
 }
 
 static attn_shape refiner_attn(const model *m)
@@ -424,15 +419,15 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     dual_take_c(m, &st, train, &d->t, guidance(m), pooled(m));
     temb_take_path(m, &d->rt, &st);
     temb_take_path(m, &d->rp, &st);
-    d->rcs = model_take(m, &st, B * D, "hunyuanvideo.refiner.cs", false);
-    if (train) d->drcs = model_take(m, &st, B * D, "hunyuanvideo.refiner.dcs", true);
-    d->key_bias = model_take(m, &st, B * S, "hunyuanvideo.key_bias", false);
-    d->ref_bias = model_take(m, &st, B * L, "hunyuanvideo.refiner.key_bias", false);
+    model_hold(m, &st, &d->rcs, B * D, "hunyuanvideo.refiner.cs", false);
+    if (train) model_hold(m, &st, &d->drcs, B * D, "hunyuanvideo.refiner.dcs", true);
+    model_hold(m, &st, &d->key_bias, B * S, "hunyuanvideo.key_bias", false);
+    model_hold(m, &st, &d->ref_bias, B * L, "hunyuanvideo.refiner.key_bias", false);
     model_hold(m, &st, &m->ctx.rope, S * hd, "hunyuanvideo.rope", false);
     if (d->v15) {
-        d->type_idx = model_take(m, &st, B * Lt, "hunyuanvideo15.cond_type", false);
-        d->refined = model_take(m, &st, B * L * D, "hunyuanvideo15.refined", false);
-        if (Pin != P) d->patches_in = model_take(m, &st, B * T * Pin, "hunyuanvideo15.patches", true);
+        model_hold(m, &st, &d->type_idx, B * Lt, "hunyuanvideo15.cond_type", false);
+        model_hold(m, &st, &d->refined, B * L * D, "hunyuanvideo15.refined", false);
+        if (Pin != P) model_hold(m, &st, &d->patches_in, B * T * Pin, "hunyuanvideo15.patches", true);
     }
     float *ids = NULL; /* text at 0 (unrotated), image token (u, r, q) at (u, r, q) */
     if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "hunyuanvideo.position_ids",
@@ -518,7 +513,6 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
 const model_family hunyuan_video_family = {
     .name = "hunyuanvideo",
     .create = hv_create,
-    .destroy = dual_destroy,
     .set_batch = dual_set_batch,
     .forward = dual_forward,
     .backward = dual_backward,

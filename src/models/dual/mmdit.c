@@ -254,14 +254,7 @@ static st_status chroma_backward(model *m)
 static temb *guidance(model *m) { return m->cfg.guidance_embeds ? &mm_of(m)->g : NULL; }
 static temb *pooled(model *m) { return m->cfg.pooled_dim ? &mm_of(m)->p : NULL; }
 
-static void release_own(model *m)
-{
-    mm_model *d = mm_of(m);
-    temb_release_path(m, &d->p);
-    temb_release_path(m, &d->g);
-    temb_release(m, &d->t);
-    chroma_release(m);
-}
+static void release_own(model *m) { chroma_release(m); }
 
 /* The image tokens, the text tokens from the encoder's sequence, the rotary table of their positions, and the
  * conditioning c = timestep + guidance + pooled-text embeddings (in Flux's order of addition), cs = SiLU(c). */
@@ -311,7 +304,6 @@ static st_status backward_begin(model *m)
 const model_family mmdit_family = {
     .name = "mmdit",
     .create = mm_create,
-    .destroy = dual_destroy,
     .set_batch = dual_set_batch,
     .forward = dual_forward,
     .backward = dual_backward,

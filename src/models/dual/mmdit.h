@@ -99,7 +99,8 @@ typedef struct dual_model {
     void (*release_own)(model *m);          /* NULL: none; the family's own buffers of a step */
 } dual_model;
 
-/* Allocates m->impl (size bytes, a dual_model first) and n blocks of block_size bytes; NULL: out of memory. */
+/* Allocates m->impl (size bytes, a dual_model first) and n blocks of block_size bytes (model_alloc: the model frees
+ * them); NULL: out of memory. */
 void *dual_alloc(model *m, size_t size, int n, size_t block_size);
 /* Sequence 0, named name, of the nd double blocks of kind dk (two streams); with ns > 0, the
  * single_transformer_blocks sequence of kind sk after them. Block i is blocks + i * block_size. */
@@ -107,7 +108,6 @@ void dual_sequences(model *m, const char *name, int nd, const block_kind *dk, in
                     size_t block_size);
 /* model_family's: the streams through sequence 0, with single blocks joined through sequence 1, then the image
  * rows through the final layer; backward mirrors it. */
-void dual_destroy(model *m);
 void dual_set_batch(model *m, int64_t batch);
 st_status dual_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
                        const float **pred);

@@ -77,11 +77,7 @@ static param_init qw_init_of(const char *name)
 static void release_own(model *m)
 {
     qw_model *d = qw_of(m);
-    temb_release(m, &d->t);
     op_state_release(&d->norm_stats);
-    pool_free(m->pool, d->key_bias);
-    pool_free(m->pool, d->normed);
-    d->key_bias = d->normed = NULL;
 }
 
 /* The joint attention's key bias from the conditioning's text mask (a host_loop's) */
@@ -107,7 +103,7 @@ static st_status context_forward(model *m, const float *cond)
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, hd = c->hidden / c->heads;
     const int64_t grid = c->resolution / c->patch;
     st_status st = ST_OK;
-    d->key_bias = model_take(m, &st, B * S, "qwen_image.key_bias", false);
+    model_hold(m, &st, &d->key_bias, B * S, "qwen_image.key_bias", false);
     model_hold(m, &st, &m->ctx.rope, S * hd, "qwen_image.rope", false);
     float *ids = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "qwen_image.position_ids",
@@ -132,7 +128,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, Dt = c->text_dim, K = model_cond_len(c);
     st_status st = ST_OK;
     dual_take_tokens(m, &st, L);
-    d->normed = model_take(m, &st, B * L * Dt, "qwen_image.txt_norm", false);
+    model_hold(m, &st, &d->normed, B * L * Dt, "qwen_image.txt_norm", false);
     dual_take_c(m, &st, train, &d->t, NULL, NULL);
     if (!st) st = context_forward(m, cond);
     if (st) return st;
@@ -177,7 +173,6 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
 const model_family qwen_image_family = {
     .name = "qwen_image",
     .create = qw_create,
-    .destroy = dual_destroy,
     .set_batch = dual_set_batch,
     .forward = dual_forward,
     .backward = dual_backward,

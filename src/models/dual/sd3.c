@@ -24,7 +24,6 @@ static sd3_model *sd3_of(model *m) { return m->impl; }
 
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train);
 static st_status embed_backward(model *m, float *dimg, const float *dtxt);
-static void release_own(model *m);
 
 static st_status sd3_create(model *m)
 {
@@ -55,7 +54,7 @@ static st_status sd3_create(model *m)
                                .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
                                .out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full),
                                .scale_first = true, .order = PATCH_DIT};
-    d->b.embed = embed_forward, d->b.embed_backward = embed_backward, d->b.release_own = release_own;
+    d->b.embed = embed_forward, d->b.embed_backward = embed_backward;
     dual_sequences(m, "transformer_blocks", n, &mm_double_kind, 0, NULL, sizeof *blocks);
     return ST_OK;
 }
@@ -65,12 +64,6 @@ static void sd3_fill_fixed(model *m) { sincos_table_fill(&m->cfg, param_at(m->pa
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)
 
-static void release_own(model *m)
-{
-    sd3_model *d = sd3_of(m);
-    temb_release_path(m, &d->p);
-    temb_release(m, &d->t);
-}
 
 /* The image tokens with their positions, the text tokens from the encoder's sequence, and the conditioning
  * c = timestep + pooled-text embeddings, cs = SiLU(c). */
@@ -108,7 +101,6 @@ const model_family sd3_family = {
     .name = "sd3",
     .create = sd3_create,
     .fill_fixed = sd3_fill_fixed,
-    .destroy = dual_destroy,
     .set_batch = dual_set_batch,
     .forward = dual_forward,
     .backward = dual_backward,

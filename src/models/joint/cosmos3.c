@@ -52,11 +52,11 @@ static float *pg(const model *m, int i) { return param_at(m->params, i)->g; }
 static st_status c3_create(model *m)
 {
     const model_config *c = &m->cfg;
-    c3_model *d = calloc(1, sizeof *d);
+    c3_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     if (!d) return st_host_oom("the Cosmos 3 model");
-    d->blocks = calloc((size_t)c->depth, sizeof *d->blocks);
-    d->seq_blocks = calloc((size_t)c->depth, sizeof *d->seq_blocks);
+    d->blocks = model_alloc(m, (size_t)c->depth, sizeof *d->blocks);
+    d->seq_blocks = model_alloc(m, (size_t)c->depth, sizeof *d->seq_blocks);
     if (!d->blocks || !d->seq_blocks) return st_host_oom("the Cosmos 3 model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
@@ -98,12 +98,6 @@ static st_status c3_create(model *m)
     return ST_OK;
 }
 
-static void c3_destroy(model *m)
-{
-    c3_model *d = c3_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks);
-    free(d);
-}
 
 static void c3_set_batch(model *m, int64_t batch)
 {
@@ -115,7 +109,6 @@ static void c3_release(model *m)
 {
     c3_model *d = c3_of(m);
     if (!d) return;
-    temb_release_path(m, &d->te);
     op_state_release(&d->fin_stats);
     d->maskp = NULL;
 }
@@ -301,7 +294,6 @@ static param_init c3_init_of(const char *name)
 const model_family cosmos3_family = {
     .name = "cosmos3",
     .create = c3_create,
-    .destroy = c3_destroy,
     .set_batch = c3_set_batch,
     .release = c3_release,
     .chain = &c3_chain,

@@ -44,7 +44,7 @@ static int64_t rows_of(const model *m) { return m->shape.tokens + m->shape.text;
 static st_status er_create(model *m)
 {
     const model_config *c = &m->cfg;
-    er_model *d = calloc(1, sizeof *d);
+    er_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     if (!d) return st_host_oom("the ERNIE-Image model");
     param_set *s = &m->own_params;
@@ -64,12 +64,6 @@ static st_status er_create(model *m)
     return ST_OK;
 }
 
-static void er_destroy(model *m)
-{
-    er_model *d = er_of(m);
-    if (d) lumina_joint_destroy(&d->j);
-    free(d);
-}
 
 static void er_set_batch(model *m, int64_t batch) { lumina_joint_set_batch(m, &er_of(m)->j, batch); }
 
@@ -77,7 +71,6 @@ static void er_release(model *m)
 {
     er_model *d = er_of(m);
     if (!d) return;
-    temb_release(m, &d->t);
     lumina_final_release(m, &d->fin);
 }
 
@@ -245,7 +238,6 @@ static param_init er_init_of(const char *name)
 const model_family ernie_family = {
     .name = "ernie",
     .create = er_create,
-    .destroy = er_destroy,
     .set_batch = er_set_batch,
     .release = er_release,
     .chain = &er_chain,

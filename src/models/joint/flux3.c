@@ -55,16 +55,16 @@ static int64_t rows_of(const model *m, int q)
 static st_status f3_create(model *m)
 {
     const model_config *c = &m->cfg;
-    f3_model *d = calloc(1, sizeof *d);
+    f3_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     if (!d) return st_host_oom("the Flux.3 model");
     const int n[NSEQ] = {(int)c->depth, (int)c->depth, (int)c->single_depth};
     for (int q = 0; q < NSEQ; q++) {
-        d->blocks[q] = calloc((size_t)n[q], sizeof *d->blocks[q]);
-        d->seq_blocks[q] = calloc((size_t)n[q], sizeof *d->seq_blocks[q]);
+        d->blocks[q] = model_alloc(m, (size_t)n[q], sizeof *d->blocks[q]);
+        d->seq_blocks[q] = model_alloc(m, (size_t)n[q], sizeof *d->seq_blocks[q]);
         if (!d->blocks[q] || !d->seq_blocks[q]) return st_host_oom("the Flux.3 model");
     }
-    d->cond_blocks = calloc((size_t)c->depth, sizeof *d->cond_blocks);
+    d->cond_blocks = model_alloc(m, (size_t)c->depth, sizeof *d->cond_blocks);
     if (!d->cond_blocks) return st_host_oom("the Flux.3 model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
@@ -108,13 +108,6 @@ static st_status f3_create(model *m)
     return ST_OK;
 }
 
-static void f3_destroy(model *m)
-{
-    f3_model *d = f3_of(m);
-    for (int q = 0; d && q < NSEQ; q++) free(d->blocks[q]), free(d->seq_blocks[q]);
-    if (d) free(d->cond_blocks);
-    free(d);
-}
 
 static void f3_set_batch(model *m, int64_t batch)
 {
@@ -126,16 +119,8 @@ static void f3_release(model *m)
 {
     f3_model *d = f3_of(m);
     if (!d) return;
-    for (int q = 0; q < NSEQ; q++) {
-        state_free(m->pool, &d->out[q]);
-        float **bufs[] = {&d->mod[q], &d->dmod[q], &d->rope[q]};
-        for (size_t i = 0; i < 3; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
-    }
-    time_pair_release(m, &d->tp);
+    for (int q = 0; q < NSEQ; q++) state_free(m->pool, &d->out[q]);
     op_state_release(&d->fin_stats);
-    float **bufs[] = {&d->patches, &d->text_in, &d->fin_ln, &d->fin_mod, &d->fin_h,
-                      &d->fin_out, &d->img_rows, &d->pred};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
 }
 
 void time_pair_register(param_set *s, time_pair *p, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
@@ -151,9 +136,9 @@ st_status time_pair_forward(model *m, time_pair *p, const float *timesteps, bool
     st_status st = ST_OK;
     temb_take(m, &p->t, &st, train);
     temb_take_path(m, &p->z, &st);
-    p->zero = model_take(m, &st, B, "time.zero", true);
-    p->zs = model_take(m, &st, B * D, "time.silu_zero_temb", false);
-    if (train) p->dzs = model_take(m, &st, B * D, "time.dsilu_zero_temb", true);
+    model_hold(m, &st, &p->zero, B, "time.zero", true);
+    model_hold(m, &st, &p->zs, B * D, "time.silu_zero_temb", false);
+    if (train) model_hold(m, &st, &p->dzs, B * D, "time.dsilu_zero_temb", true);
     if (!st) st = temb_forward(m, &p->t, timesteps);
     if (!st) st = temb_forward(m, &p->z, p->zero);
     if (!st) silu_forward(m->ctx.cs, p->t.c, B * D), silu_forward(p->zs, p->z.c, B * D);
@@ -176,13 +161,6 @@ st_status time_pair_backward(model *m, time_pair *p, scratch *k)
     return st;
 }
 
-void time_pair_release(model *m, time_pair *p)
-{
-    temb_release(m, &p->t), temb_release_path(m, &p->z);
-    float **bufs[] = {&p->zero, &p->zs, &p->dzs};
-    for (size_t i = 0; i < 3; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
-}
-
 /* The sequences' rotary tables: the joint rows' [text (0, 0, 0, k); image (0, row, column, 0)] per sample, and each
  * mode's part of them */
 static st_status tables(model *m)
@@ -192,7 +170,7 @@ static st_status tables(model *m)
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m, JOINT), hd = c->hidden / c->heads;
     const int64_t g = c->resolution / c->patch;
     st_status st = ST_OK;
-    for (int q = 0; q < NSEQ; q++) d->rope[q] = model_take(m, &st, B * rows_of(m, q) * hd, "flux3.rope", false);
+    for (int q = 0; q < NSEQ; q++) model_hold(m, &st, &d->rope[q], B * rows_of(m, q) * hd, "flux3.rope", false);
     float *ids = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(S * 4) * sizeof(float), MEM_WORKSPACE, "flux3.position_ids",
                              (void **)&ids);
@@ -215,8 +193,8 @@ static st_status modulations(model *m, bool train)
     st_status st = ST_OK;
     for (int q = 0; q < NSEQ; q++) {
         const int64_t w = (q == JOINT ? 2 : 1) * 3 * D;
-        d->mod[q] = model_take(m, &st, B * w, "flux3.modulation", false);
-        if (train) d->dmod[q] = model_take(m, &st, B * w, "flux3.dmodulation", true);
+        model_hold(m, &st, &d->mod[q], B * w, "flux3.modulation", false);
+        if (train) model_hold(m, &st, &d->dmod[q], B * w, "flux3.dmodulation", true);
     }
     float *tmp = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(B * 3 * D) * sizeof(float), MEM_WORKSPACE, "flux3.single_mod",
@@ -268,12 +246,12 @@ static st_status final_out(model *m, bool train)
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T;
     const int64_t P = model_patch_dim(c), S = L + T;
     st_status st = ST_OK;
-    d->img_rows = model_take(m, &st, N * D, "flux3.final.rows", false);
-    d->fin_ln = model_take(m, &st, N * D, "flux3.final.ln", false);
-    d->fin_mod = model_take(m, &st, B * 2 * D, "flux3.final.modulation", false);
-    d->fin_h = model_take(m, &st, N * D, "flux3.final.h", false);
-    d->fin_out = model_take(m, &st, N * P, "flux3.final.out", false);
-    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
+    model_hold(m, &st, &d->img_rows, N * D, "flux3.final.rows", false);
+    model_hold(m, &st, &d->fin_ln, N * D, "flux3.final.ln", false);
+    model_hold(m, &st, &d->fin_mod, B * 2 * D, "flux3.final.modulation", false);
+    model_hold(m, &st, &d->fin_h, N * D, "flux3.final.h", false);
+    model_hold(m, &st, &d->fin_out, N * P, "flux3.final.out", false);
+    model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
     if (st) return st;
     for (int64_t b = 0; b < B; b++)
         copy_rows(d->img_rows + b * T * D, D, d->out[JOINT].t[0] + (b * S + L) * D, D, T, D);
@@ -295,8 +273,8 @@ static st_status f3_forward(model *m, const float *x, const float *timesteps, co
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, S = L + T;
     const int64_t P = model_patch_dim(c), K = model_cond_len(c), Dc = c->text_dim;
     st_status st = ST_OK;
-    d->patches = model_take(m, &st, B * T * P, "flux3.patches", false);
-    d->text_in = model_take(m, &st, B * L * Dc, "flux3.text", false);
+    model_hold(m, &st, &d->patches, B * T * P, "flux3.patches", false);
+    model_hold(m, &st, &d->text_in, B * L * Dc, "flux3.text", false);
     float *x0[2] = {model_take(m, &st, B * L * D, "flux3.text_rows", false),
                     model_take(m, &st, B * T * D, "flux3.image_rows", false)};
     if (!st) st = tables(m);
@@ -386,7 +364,6 @@ static param_init f3_init_of(const char *name)
 const model_family flux3_family = {
     .name = "flux3_image",
     .create = f3_create,
-    .destroy = f3_destroy,
     .set_batch = f3_set_batch,
     .forward = f3_forward,
     .backward = f3_backward,

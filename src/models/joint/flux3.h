@@ -44,7 +44,6 @@ void time_pair_register(param_set *s, time_pair *p, const char *linear_1, const 
 st_status time_pair_forward(model *m, time_pair *p, const float *timesteps, bool train);
 /* From m->ctx.dcs and dzs back to the shared weights; its workspace from k */
 st_status time_pair_backward(model *m, time_pair *p, scratch *k);
-void time_pair_release(model *m, time_pair *p);
 
 /* Registers prefix's weights, trained as the config says (LoRA's adapters or the weights themselves); used false:
  * loaded and saved as they are, never trained or run (the reference-image mode's) */

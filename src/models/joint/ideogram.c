@@ -47,7 +47,7 @@ static int64_t rows_of(const model *m) { return m->shape.text + m->shape.tokens;
 static st_status id_create(model *m)
 {
     const model_config *c = &m->cfg;
-    id_model *d = calloc(1, sizeof *d);
+    id_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     if (!d) return st_host_oom("the Ideogram 4 model");
     param_set *s = &m->own_params;
@@ -69,12 +69,6 @@ static st_status id_create(model *m)
     return ST_OK;
 }
 
-static void id_destroy(model *m)
-{
-    id_model *d = id_of(m);
-    if (d) lumina_joint_destroy(&d->j);
-    free(d);
-}
 
 static void id_set_batch(model *m, int64_t batch) { lumina_joint_set_batch(m, &id_of(m)->j, batch); }
 
@@ -82,7 +76,6 @@ static void id_release(model *m)
 {
     id_model *d = id_of(m);
     if (!d) return;
-    temb_release(m, &d->t);
     op_state_release(&d->text_stats);
     lumina_final_release(m, &d->fin);
 }
@@ -271,7 +264,6 @@ static param_init id_init_of(const char *name)
 const model_family ideogram_family = {
     .name = "ideogram",
     .create = id_create,
-    .destroy = id_destroy,
     .set_batch = id_set_batch,
     .release = id_release,
     .chain = &id_chain,

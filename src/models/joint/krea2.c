@@ -58,13 +58,13 @@ static int64_t joint_rows(const model *m) { return m->shape.text + m->shape.toke
 static st_status kr_create(model *m)
 {
     const model_config *c = &m->cfg;
-    kr_model *d = calloc(1, sizeof *d);
+    kr_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     if (!d) return st_host_oom("the Krea 2 model");
     const int n[NSEQ] = {(int)c->text_blocks, (int)c->refiner_depth, (int)c->depth};
     for (int q = 0; q < NSEQ; q++) {
-        d->blocks[q] = calloc((size_t)(n[q] ? n[q] : 1), sizeof *d->blocks[q]);
-        d->seq_blocks[q] = calloc((size_t)(n[q] ? n[q] : 1), sizeof *d->seq_blocks[q]);
+        d->blocks[q] = model_alloc(m, (size_t)(n[q] ? n[q] : 1), sizeof *d->blocks[q]);
+        d->seq_blocks[q] = model_alloc(m, (size_t)(n[q] ? n[q] : 1), sizeof *d->seq_blocks[q]);
         if (!d->blocks[q] || !d->seq_blocks[q]) return st_host_oom("the Krea 2 model");
     }
     param_set *s = &m->own_params;
@@ -108,12 +108,6 @@ static st_status kr_create(model *m)
     return ST_OK;
 }
 
-static void kr_destroy(model *m)
-{
-    kr_model *d = kr_of(m);
-    for (int q = 0; d && q < NSEQ; q++) free(d->blocks[q]), free(d->seq_blocks[q]);
-    free(d);
-}
 
 static void kr_set_batch(model *m, int64_t batch)
 {
@@ -130,12 +124,7 @@ static void kr_release(model *m)
     kr_model *d = kr_of(m);
     if (!d) return;
     state_free(m->pool, &d->lw_out), state_free(m->pool, &d->ref_out);
-    temb_release(m, &d->t);
     op_state_release(&d->txt_stats), op_state_release(&d->fin_stats);
-    float **bufs[] = {&d->kb[REFINER], &d->kb[JOINT], &d->rope, &d->patches, &d->txt_n, &d->txt_a, &d->txt_g,
-                      &d->img_rows, &d->fin_n, &d->fin_mod, &d->fin_h, &d->fin_out, &d->pred, &m->ctx.mod,
-                      &m->ctx.dmod};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     for (int q = 0; q < NSEQ; q++) d->maskp[q] = NULL;
 }
 
@@ -177,9 +166,9 @@ static st_status positions(model *m, const float *cond)
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = joint_rows(m), hd = c->hidden / c->heads;
     st_status st = ST_OK;
-    d->kb[REFINER] = model_take(m, &st, B * L, "krea2.text_key_mask", false);
-    d->kb[JOINT] = model_take(m, &st, B * S, "krea2.key_mask", false);
-    d->rope = model_take(m, &st, B * S * hd, "krea2.rope", false);
+    model_hold(m, &st, &d->kb[REFINER], B * L, "krea2.text_key_mask", false);
+    model_hold(m, &st, &d->kb[JOINT], B * S, "krea2.key_mask", false);
+    model_hold(m, &st, &d->rope, B * S * hd, "krea2.rope", false);
     float *ids = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "krea2.position_ids",
                              (void **)&ids);
@@ -220,12 +209,12 @@ static st_status final_out(model *m, bool train)
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T, P = model_patch_dim(c);
     st_status st = ST_OK;
-    d->img_rows = model_take(m, &st, N * D, "krea2.final.rows", false);
-    d->fin_n = model_take(m, &st, N * D, "krea2.final.norm", false);
-    d->fin_mod = model_take(m, &st, B * 2 * D, "krea2.final.modulation", false);
-    d->fin_h = model_take(m, &st, N * D, "krea2.final.h", false);
-    d->fin_out = model_take(m, &st, N * P, "krea2.final.out", false);
-    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
+    model_hold(m, &st, &d->img_rows, N * D, "krea2.final.rows", false);
+    model_hold(m, &st, &d->fin_n, N * D, "krea2.final.norm", false);
+    model_hold(m, &st, &d->fin_mod, B * 2 * D, "krea2.final.modulation", false);
+    model_hold(m, &st, &d->fin_h, N * D, "krea2.final.h", false);
+    model_hold(m, &st, &d->fin_out, N * P, "krea2.final.out", false);
+    model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
     if (st) return st;
     joint_part(m, m->step.last.t[0], d->img_rows, true, true);
     st = rmsnorm_zc_forward(m->pool, d->fin_n, d->img_rows, PW(d->fin_norm), N, D, (float)c->norm_eps,
@@ -249,9 +238,9 @@ static st_status kr_forward(model *m, const float *x, const float *timesteps, co
     const int64_t Dt = text_width(c), K = model_cond_len(c), P = model_patch_dim(c), BL = B * L;
     st_status st = ST_OK;
     temb_take(m, &d->t, &st, train);
-    m->ctx.mod = model_take(m, &st, B * KREA2_MOD * D, "krea2.modulation", false);
-    if (train) m->ctx.dmod = model_take(m, &st, B * KREA2_MOD * D, "krea2.dmodulation", true);
-    d->patches = model_take(m, &st, B * T * P, "krea2.patches", false);
+    model_hold(m, &st, &m->ctx.mod, B * KREA2_MOD * D, "krea2.modulation", false);
+    if (train) model_hold(m, &st, &m->ctx.dmod, B * KREA2_MOD * D, "krea2.dmodulation", true);
+    model_hold(m, &st, &d->patches, B * T * P, "krea2.patches", false);
     float *lw0 = model_take(m, &st, BL * c->text_dim, "krea2.text_layers", false);
     if (!st) st = positions(m, cond);
     if (st) goto fail;
@@ -269,9 +258,9 @@ static st_status kr_forward(model *m, const float *x, const float *timesteps, co
     first = (block_state){.n = 1, .t = {ref0}};
     st = model_seq_forward(m, REFINER, &first, train, &d->ref_out);
     /* txt_in and img_in into the joint rows */
-    d->txt_n = model_take(m, &st, BL * Dt, "krea2.txt_in.norm", false);
-    d->txt_a = model_take(m, &st, BL * D, "krea2.txt_in.linear_1", false);
-    d->txt_g = model_take(m, &st, BL * D, "krea2.txt_in.gelu", false);
+    model_hold(m, &st, &d->txt_n, BL * Dt, "krea2.txt_in.norm", false);
+    model_hold(m, &st, &d->txt_a, BL * D, "krea2.txt_in.linear_1", false);
+    model_hold(m, &st, &d->txt_g, BL * D, "krea2.txt_in.gelu", false);
     float *part = model_take(m, &st, B * (L > T ? L : T) * D, "krea2.rows", false);
     float *joint = model_take(m, &st, B * S * D, "krea2.joint", false);
     if (!st) st = rmsnorm_zc_forward(m->pool, d->txt_n, d->ref_out.t[0], PW(d->txt_norm), BL, Dt, (float)c->norm_eps,
@@ -386,7 +375,6 @@ static param_init kr_init_of(const char *name)
 const model_family krea2_family = {
     .name = "krea2",
     .create = kr_create,
-    .destroy = kr_destroy,
     .set_batch = kr_set_batch,
     .forward = kr_forward,
     .backward = kr_backward,

@@ -82,13 +82,13 @@ static int64_t time_dim(const model_config *c)
 static st_status lm_create(model *m)
 {
     const model_config *c = &m->cfg;
-    lm_model *d = calloc(1, sizeof *d);
+    lm_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     if (!d) return st_host_oom("the Lumina 2 model");
     const int n[NSEQ] = {(int)c->refiner_depth, (int)c->refiner_depth, (int)c->depth};
     for (int q = 0; q < NSEQ; q++) {
-        d->blocks[q] = calloc((size_t)n[q], sizeof *d->blocks[q]);
-        d->seq_blocks[q] = calloc((size_t)n[q], sizeof *d->seq_blocks[q]);
+        d->blocks[q] = model_alloc(m, (size_t)n[q], sizeof *d->blocks[q]);
+        d->seq_blocks[q] = model_alloc(m, (size_t)n[q], sizeof *d->seq_blocks[q]);
         if (!d->blocks[q] || !d->seq_blocks[q]) return st_host_oom("the Lumina 2 model");
     }
     param_set *s = &m->own_params;
@@ -141,12 +141,6 @@ static st_status lm_create(model *m)
     return ST_OK;
 }
 
-static void lm_destroy(model *m)
-{
-    lm_model *d = lm_of(m);
-    for (int q = 0; d && q < NSEQ; q++) free(d->blocks[q]), free(d->seq_blocks[q]);
-    free(d);
-}
 
 static void lm_set_batch(model *m, int64_t batch)
 {
@@ -159,15 +153,9 @@ static void lm_release(model *m)
 {
     lm_model *d = lm_of(m);
     if (!d) return;
-    for (int q = 0; q < NSEQ; q++) {
-        pool_free(m->pool, d->rope[q]), pool_free(m->pool, d->kb[q]);
-        d->rope[q] = d->kb[q] = NULL, d->maskp[q] = NULL;
-    }
-    temb_release(m, &d->t);
+    for (int q = 0; q < NSEQ; q++) d->maskp[q] = NULL;
     op_state_release(&d->cap_stats);
     lumina_final_release(m, &d->fin);
-    float **bufs[] = {&d->len, &d->tin, &d->patches, &d->cap_in, &d->cap_n, &d->final_c};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
 }
 
 /* Sample b's caption tokens (its mask's ones, as diffusers sums the mask) */
@@ -234,9 +222,9 @@ static st_status positions(model *m)
     const int64_t B = m->shape.batch, L = text_rows(m), T = image_rows_of(m), S = L + T, hd = c->hidden / c->heads;
     const int64_t rows[NSEQ] = {L, T, S};
     st_status st = ST_OK;
-    for (int q = 0; q < NSEQ; q++) d->rope[q] = model_take(m, &st, B * rows[q] * hd, "lumina.rope", false);
-    d->kb[CTX] = model_take(m, &st, B * L, "lumina.caption_mask", false);
-    d->kb[JOINT] = model_take(m, &st, B * S, "lumina.joint_mask", false);
+    for (int q = 0; q < NSEQ; q++) model_hold(m, &st, &d->rope[q], B * rows[q] * hd, "lumina.rope", false);
+    model_hold(m, &st, &d->kb[CTX], B * L, "lumina.caption_mask", false);
+    model_hold(m, &st, &d->kb[JOINT], B * S, "lumina.joint_mask", false);
     float *ids = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "lumina.position_ids",
                              (void **)&ids);
@@ -316,16 +304,16 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, Dc = c->text_dim;
     const int64_t P = model_patch_dim(c), K = model_cond_len(c), Dt = time_dim(c);
     st_status st = ST_OK;
-    d->len = model_take(m, &st, B, "lumina.caption_length", false);
-    d->tin = model_take(m, &st, B, "lumina.time", false);
-    d->patches = model_take(m, &st, B * T * P, "lumina.patches", true);
-    d->cap_in = model_take(m, &st, B * L * Dc, "lumina.caption_in", false);
-    d->cap_n = model_take(m, &st, B * L * Dc, "lumina.caption_norm", false);
+    model_hold(m, &st, &d->len, B, "lumina.caption_length", false);
+    model_hold(m, &st, &d->tin, B, "lumina.time", false);
+    model_hold(m, &st, &d->patches, B * T * P, "lumina.patches", true);
+    model_hold(m, &st, &d->cap_in, B * L * Dc, "lumina.caption_in", false);
+    model_hold(m, &st, &d->cap_n, B * L * Dc, "lumina.caption_norm", false);
     const int64_t Lr = text_rows(m), Tr = image_rows_of(m);
     *ctx0 = model_take(m, &st, B * Lr * D, "lumina.caption", false);
     *x0 = model_take(m, &st, B * Tr * D, "lumina.image", false);
     temb_take(m, &d->t, &st, train);
-    if (d->z) d->final_c = model_take(m, &st, B * Dt, "zimage.silu_temb", false);
+    if (d->z) model_hold(m, &st, &d->final_c, B * Dt, "zimage.silu_temb", false);
     if (st) return st;
     if ((st = host_loop(d->len, caption_times, &(model_loop){.m = m, .cond = cond, .timesteps = timesteps})))
         return st;
@@ -507,7 +495,6 @@ static param_init lm_init_of(const char *name)
 const model_family lumina2_family = {
     .name = "lumina2",
     .create = lm_create,
-    .destroy = lm_destroy,
     .set_batch = lm_set_batch,
     .forward = lm_forward,
     .backward = lm_backward,

@@ -72,7 +72,6 @@ typedef struct lumina_joint {
 
 /* ada_in: the modulation's input width (m->ctx.cs's); 0: the blocks are not modulated (OmniGen's) */
 st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *style, int64_t rows, int64_t ada_in);
-void lumina_joint_destroy(lumina_joint *j);
 void lumina_joint_set_batch(model *m, const lumina_joint *j, int64_t batch);
 /* The final layer of Lumina 2, Z-Image, ERNIE-Image, Ideogram 4 and OmniGen (lumina_joint.c): pred = sign
  * unpatchify(out(LN(rows) (1 + scale) + shift)), the LayerNorm unaffine, (scale), (scale, shift) or (shift, scale) =

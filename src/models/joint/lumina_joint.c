@@ -10,8 +10,8 @@
 st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *style, int64_t rows, int64_t ada_in)
 {
     const model_config *c = &m->cfg;
-    j->blocks = calloc((size_t)c->depth, sizeof *j->blocks);
-    j->seq_blocks = calloc((size_t)c->depth, sizeof *j->seq_blocks);
+    j->blocks = model_alloc(m, (size_t)c->depth, sizeof *j->blocks);
+    j->seq_blocks = model_alloc(m, (size_t)c->depth, sizeof *j->seq_blocks);
     if (!j->blocks || !j->seq_blocks) return st_host_oom("a model's blocks");
     char prefix[64];
     for (int i = 0; i < c->depth; i++) {
@@ -30,11 +30,6 @@ st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *sty
     return ST_OK;
 }
 
-void lumina_joint_destroy(lumina_joint *j)
-{
-    free(j->blocks), free(j->seq_blocks);
-    j->blocks = NULL, j->seq_blocks = NULL;
-}
 
 void lumina_joint_set_batch(model *m, const lumina_joint *j, int64_t batch)
 {
@@ -51,13 +46,13 @@ st_status lumina_final_forward(model *m, lumina_final *f, st_status (*rows)(mode
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = mc->hidden, N = B * T, P = model_patch_dim(mc);
     const int64_t M = f->shift ? 2 * D : D, n = B * model_sample_numel(mc);
     st_status st = ST_OK;
-    f->img = model_take(m, &st, N * D, "final.rows", false);
-    f->ln = model_take(m, &st, N * D, "final.ln", false);
-    f->mods = model_take(m, &st, B * M, "final.modulation", false);
-    if (!f->shift) f->zero = model_take(m, &st, B * D, "final.shift", true);
-    f->h = model_take(m, &st, N * D, "final.h", false);
-    f->out = model_take(m, &st, N * P, "final.out", false);
-    f->pred = model_take(m, &st, n, "pred", false);
+    model_hold(m, &st, &f->img, N * D, "final.rows", false);
+    model_hold(m, &st, &f->ln, N * D, "final.ln", false);
+    model_hold(m, &st, &f->mods, B * M, "final.modulation", false);
+    if (!f->shift) model_hold(m, &st, &f->zero, B * D, "final.shift", true);
+    model_hold(m, &st, &f->h, N * D, "final.h", false);
+    model_hold(m, &st, &f->out, N * P, "final.out", false);
+    model_hold(m, &st, &f->pred, n, "pred", false);
     if (st) return st;
     if ((st = rows(m, f->img))) return st;
     if ((st = lin_forward(m->params, m->pool, &f->mod, f->mods, c, B))) return st;
@@ -101,6 +96,4 @@ st_status lumina_final_backward(model *m, lumina_final *f, scratch *k, const flo
 void lumina_final_release(model *m, lumina_final *f)
 {
     op_state_release(&f->stats);
-    float **bufs[] = {&f->img, &f->ln, &f->mods, &f->zero, &f->h, &f->out, &f->pred};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
 }

@@ -61,7 +61,7 @@ static float *pg(const model *m, int i) { return param_at(m->params, i)->g; }
 static st_status mh_create(model *m)
 {
     const model_config *c = &m->cfg;
-    mh_model *d = calloc(1, sizeof *d);
+    mh_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     if (!d) return st_host_oom("the MiniMax-H3 model");
     param_set *s = &m->own_params;
@@ -77,8 +77,8 @@ static st_status mh_create(model *m)
     char name[96];
     for (int q = 0; q < NSEQ; q++) {
         const int64_t n = q == REF ? c->refiner_depth : c->depth;
-        d->blocks[q] = calloc((size_t)n, sizeof *d->blocks[q]);
-        d->seq_blocks[q] = calloc((size_t)n, sizeof *d->seq_blocks[q]);
+        d->blocks[q] = model_alloc(m, (size_t)n, sizeof *d->blocks[q]);
+        d->seq_blocks[q] = model_alloc(m, (size_t)n, sizeof *d->seq_blocks[q]);
         if (!d->blocks[q] || !d->seq_blocks[q]) return st_host_oom("the MiniMax-H3 model");
         for (int i = 0; i < n; i++) {
             f3_block *b = &d->blocks[q][i];
@@ -102,12 +102,6 @@ static st_status mh_create(model *m)
     return ST_OK;
 }
 
-static void mh_destroy(model *m)
-{
-    mh_model *d = mh_of(m);
-    for (int q = 0; d && q < NSEQ; q++) free(d->blocks[q]), free(d->seq_blocks[q]);
-    free(d);
-}
 
 static void mh_set_batch(model *m, int64_t batch)
 {
@@ -120,11 +114,7 @@ static void mh_release(model *m)
     mh_model *d = mh_of(m);
     if (!d) return;
     state_free(m->pool, &d->refined);
-    temb_release_path(m, &d->te);
     op_state_release(&d->ref_stats), op_state_release(&d->fin_stats);
-    float **bufs[] = {&m->ctx.cs, &m->ctx.dcs, &d->rope, &d->kb, &d->kbt, &d->t1, &d->patches, &d->text_in, &d->text_n,
-                      &d->vid_rows, &d->fin_ln, &d->fin_mod, &d->fin_h, &d->fin_out, &d->pred};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     d->maskp[REF] = d->maskp[MAIN] = NULL;
 }
 
@@ -166,9 +156,9 @@ static st_status positions(model *m, const float *cond)
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m, MAIN), rot = rot_of(c);
     st_status st = ST_OK;
-    d->rope = model_take(m, &st, B * S * rot, "minimax.rope", false);
-    d->kb = model_take(m, &st, B * S, "minimax.key_mask", false);
-    d->kbt = model_take(m, &st, B * L, "minimax.text_key_mask", false);
+    model_hold(m, &st, &d->rope, B * S * rot, "minimax.rope", false);
+    model_hold(m, &st, &d->kb, B * S, "minimax.key_mask", false);
+    model_hold(m, &st, &d->kbt, B * L, "minimax.text_key_mask", false);
     float *ids = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "minimax.position_ids",
                              (void **)&ids);
@@ -189,12 +179,12 @@ static st_status final_out(model *m, bool train)
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T, S = L + T;
     const int64_t P = model_patch_dim(c);
     st_status st = ST_OK;
-    d->vid_rows = model_take(m, &st, N * D, "minimax.final.rows", false);
-    d->fin_ln = model_take(m, &st, N * D, "minimax.final.norm", false);
-    d->fin_mod = model_take(m, &st, B * 2 * D, "minimax.final.modulation", false);
-    d->fin_h = model_take(m, &st, N * D, "minimax.final.h", false);
-    d->fin_out = model_take(m, &st, N * P, "minimax.final.out", false);
-    d->pred = model_take(m, &st, B * model_sample_numel(c), "pred", false);
+    model_hold(m, &st, &d->vid_rows, N * D, "minimax.final.rows", false);
+    model_hold(m, &st, &d->fin_ln, N * D, "minimax.final.norm", false);
+    model_hold(m, &st, &d->fin_mod, B * 2 * D, "minimax.final.modulation", false);
+    model_hold(m, &st, &d->fin_h, N * D, "minimax.final.h", false);
+    model_hold(m, &st, &d->fin_out, N * P, "minimax.final.out", false);
+    model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
     if (st) return st;
     for (int64_t b = 0; b < B; b++) copy_rows(d->vid_rows + b * T * D, D, m->step.last.t[0] + (b * S + L) * D, D, T, D);
     if ((st = lin_forward(m->params, m->pool, &d->norm_out, d->fin_mod, m->ctx.cs, B))) return st;
@@ -218,13 +208,13 @@ static st_status mh_forward(model *m, const float *x, const float *timesteps, co
     const int64_t P = model_patch_dim(c), K = model_cond_len(c), Dc = c->text_dim, BL = B * L, Dt = c->time_dim;
     const float eps = (float)c->norm_eps;
     st_status st = ST_OK;
-    d->t1 = model_take(m, &st, B, "minimax.t", false);
-    d->patches = model_take(m, &st, B * T * P, "minimax.patches", false);
-    d->text_in = model_take(m, &st, BL * Dc, "minimax.text", false);
-    d->text_n = model_take(m, &st, BL * D, "minimax.refined", false);
+    model_hold(m, &st, &d->t1, B, "minimax.t", false);
+    model_hold(m, &st, &d->patches, B * T * P, "minimax.patches", false);
+    model_hold(m, &st, &d->text_in, BL * Dc, "minimax.text", false);
+    model_hold(m, &st, &d->text_n, BL * D, "minimax.refined", false);
     temb_take_path(m, &d->te, &st);
-    m->ctx.cs = model_take(m, &st, B * Dt, "silu_temb", false);
-    if (train) m->ctx.dcs = model_take(m, &st, B * Dt, "dsilu_temb", true);
+    model_hold(m, &st, &m->ctx.cs, B * Dt, "silu_temb", false);
+    if (train) model_hold(m, &st, &m->ctx.dcs, B * Dt, "dsilu_temb", true);
     if (!st) st = positions(m, cond);
     if (!st) { /* SimpleTuner's timesteps: 1 - sigma */
         time_one_minus_sigma(d->t1, timesteps, B);
@@ -332,7 +322,6 @@ static param_init mh_init_of(const char *name)
 const model_family minimax_h3_family = {
     .name = "minimaxh3",
     .create = mh_create,
-    .destroy = mh_destroy,
     .set_batch = mh_set_batch,
     .forward = mh_forward,
     .backward = mh_backward,

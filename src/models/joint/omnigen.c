@@ -53,7 +53,7 @@ static int64_t rows_of(const model *m) { return m->shape.text + 1 + m->shape.tok
 static st_status og_create(model *m)
 {
     const model_config *c = &m->cfg;
-    og_model *d = calloc(1, sizeof *d);
+    og_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     if (!d) return st_host_oom("the OmniGen model");
     param_set *s = &m->own_params;
@@ -80,12 +80,6 @@ static st_status og_create(model *m)
 
 static void og_fill_fixed(model *m) { sincos_table_fill(&m->cfg, PW(og_of(m)->pos)); }
 
-static void og_destroy(model *m)
-{
-    og_model *d = og_of(m);
-    if (d) lumina_joint_destroy(&d->j);
-    free(d);
-}
 
 static void og_set_batch(model *m, int64_t batch) { lumina_joint_set_batch(m, &og_of(m)->j, batch); }
 
@@ -93,8 +87,6 @@ static void og_release(model *m)
 {
     og_model *d = og_of(m);
     if (!d) return;
-    temb_release(m, &d->t);
-    temb_release_path(m, &d->tok);
     lumina_final_release(m, &d->fin);
     op_state_release(&d->norm_stats);
 }
@@ -298,7 +290,6 @@ const model_family omnigen_family = {
     .name = "omnigen",
     .create = og_create,
     .fill_fixed = og_fill_fixed,
-    .destroy = og_destroy,
     .set_batch = og_set_batch,
     .release = og_release,
     .chain = &og_chain,

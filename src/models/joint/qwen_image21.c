@@ -50,11 +50,11 @@ static int64_t rows_of(const model *m) { return m->shape.text + m->shape.tokens;
 static st_status q21_create(model *m)
 {
     const model_config *c = &m->cfg;
-    q21_model *d = calloc(1, sizeof *d);
+    q21_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     if (!d) return st_host_oom("the Qwen-Image 2.1 model");
-    d->blocks = calloc((size_t)c->depth, sizeof *d->blocks);
-    d->seq_blocks = calloc((size_t)c->depth, sizeof *d->seq_blocks);
+    d->blocks = model_alloc(m, (size_t)c->depth, sizeof *d->blocks);
+    d->seq_blocks = model_alloc(m, (size_t)c->depth, sizeof *d->seq_blocks);
     if (!d->blocks || !d->seq_blocks) return st_host_oom("the Qwen-Image 2.1 model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
@@ -85,12 +85,6 @@ static st_status q21_create(model *m)
     return ST_OK;
 }
 
-static void q21_destroy(model *m)
-{
-    q21_model *d = q21_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks);
-    free(d);
-}
 
 static void q21_set_batch(model *m, int64_t batch)
 {
@@ -102,7 +96,6 @@ static void q21_release(model *m)
 {
     q21_model *d = q21_of(m);
     if (!d) return;
-    time_pair_release(m, &d->tp);
     op_state_release(&d->txt_stats), op_state_release(&d->fin_stats);
     d->maskp = NULL;
 }
@@ -336,7 +329,6 @@ static param_init q21_init_of(const char *name)
 const model_family qwen_image21_family = {
     .name = "qwen_image21",
     .create = q21_create,
-    .destroy = q21_destroy,
     .set_batch = q21_set_batch,
     .release = q21_release,
     .chain = &q21_chain,

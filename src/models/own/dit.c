@@ -39,7 +39,7 @@ static int add1(param_set *s, const char *name, int64_t a, bool trainable)
 /* DiT's blocks: blocks.{i}. */
 static st_status dit_blocks(model *m, param_set *s, block *blocks, void **data)
 {
-    dit_block *db = calloc((size_t)m->cfg.depth, sizeof *db);
+    dit_block *db = model_alloc(m, (size_t)m->cfg.depth, sizeof *db);
     if (!db) return st_host_oom("%lld DiT blocks", (long long)m->cfg.depth);
     for (int i = 0; i < m->cfg.depth; i++) {
         char prefix[PARAM_NAME_MAX];
@@ -79,9 +79,9 @@ static st_status register_params(model *m, dit_blocks_fn blocks)
 static st_status create(model *m, dit_blocks_fn blocks)
 {
     const model_config *mc = &m->cfg;
-    dit_model *d = calloc(1, sizeof *d);
+    dit_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
-    if (d) d->seq_blocks = calloc((size_t)mc->depth, sizeof *d->seq_blocks);
+    if (d) d->seq_blocks = model_alloc(m, (size_t)mc->depth, sizeof *d->seq_blocks);
     if (!d || !d->seq_blocks) return st_host_oom("the DiT model");
     m->n_seq = 1;
     m->seq[0] = (block_seq){.name = "blocks", .n = (int)mc->depth, .blocks = d->seq_blocks, .state_n = 1, .pool = m->pool};
@@ -94,19 +94,6 @@ static st_status skipdit_create(model *m) { return create(m, skipdit_blocks); }
 static void dit_fill_fixed(model *m)
 {
     pos_embed_2d(param_at(m->params, dit_of(m)->p_pos)->w, m->cfg.resolution / m->cfg.patch, m->cfg.hidden);
-}
-
-static void dit_destroy(model *m)
-{
-    dit_model *d = dit_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks);
-    free(d);
-}
-
-static void set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    m->seq[0].state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
 }
 
 /* DiT's initialize_weights: xavier-uniform linears (the patch embedding as a (D, C p p) matrix) with zero
@@ -129,7 +116,6 @@ static void dit_release(model *m)
     for (int k = 0; s->dhidden && k < m->n_capture; k++) pool_free(m->pool, s->dhidden[k]);
     free(s->dhidden);
     final_release(m, &d->final);
-    temb_release(m, &d->t);
     *s = (dit_step){0};
 }
 
@@ -240,8 +226,8 @@ static const model_chain dit_chain = {.embed = embed_forward, .embed_backward = 
 /* skipdit is DiT with other blocks: everything but the name and the blocks is shared */
 #define DIT_FAMILY(family_name, create_fn)                                                                             \
     {                                                                                                                  \
-        .name = family_name, .create = create_fn, .fill_fixed = dit_fill_fixed, .destroy = dit_destroy,               \
-        .set_batch = set_batch, .release = dit_release, .chain = &dit_chain,                                          \
+        .name = family_name, .create = create_fn, .fill_fixed = dit_fill_fixed,                                        \
+        .release = dit_release, .chain = &dit_chain,                                                                  \
         .hidden = dit_hidden, .init_of = dit_init_of,                                                                  \
     }
 const model_family dit_family = DIT_FAMILY("dit", dit_create);

@@ -221,7 +221,7 @@ st_status skipdit_blocks(model *m, param_set *s, block *blocks, void **data)
     if (in + 1 > STATE_MAX)
         return st_fail(ST_ERR_UNSUPPORTED, "depth: %d blocks; skipdit holds at most %d skips at once (valid: an odd "
                        "depth from 3 to %d)", depth, STATE_MAX - 1, 2 * STATE_MAX - 1);
-    skip_block *sb = calloc((size_t)depth, sizeof *sb);
+    skip_block *sb = model_alloc(m, (size_t)depth, sizeof *sb);
     if (!sb) return st_host_oom("%d skip blocks", depth);
     for (int i = 0; i < depth; i++) {
         const skip_role role = i < in ? ROLE_IN : i == in ? ROLE_MID : ROLE_OUT;

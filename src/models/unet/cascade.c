@@ -166,12 +166,12 @@ int64_t cascade_depth(const model_config *c)
 static st_status cascade_create(model *m)
 {
     const model_config *c = &m->cfg;
-    cascade_model *d = calloc(1, sizeof *d);
+    cascade_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     if (!d) return st_host_oom("the Stable Cascade model");
     const int n = (int)cascade_depth(c);
-    d->blocks = calloc((size_t)n, sizeof *d->blocks);
-    d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
+    d->blocks = model_alloc(m, (size_t)n, sizeof *d->blocks);
+    d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
     if (!d->blocks || !d->seq_blocks) return st_host_oom("%d Stable Cascade blocks", n);
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
@@ -191,12 +191,6 @@ static st_status cascade_create(model *m)
     return ST_OK;
 }
 
-static void cascade_destroy(model *m)
-{
-    cascade_model *d = cascade_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks);
-    free(d);
-}
 
 static void cascade_set_batch(model *m, int64_t batch)
 {
@@ -394,7 +388,6 @@ static st_status cascade_backward(model *m, const float *dpred)
 const model_family cascade_family = {
     .name = "stable_cascade",
     .create = cascade_create,
-    .destroy = cascade_destroy,
     .set_batch = cascade_set_batch,
     .forward = cascade_forward,
     .backward = cascade_backward,

@@ -205,7 +205,7 @@ int64_t unet_depth(const model_config *c)
 static st_status unet_create(model *m)
 {
     const model_config *c = &m->cfg;
-    unet_model *d = calloc(1, sizeof *d);
+    unet_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     if (!d) return st_host_oom("the U-Net");
     builder count = {.cfg = c};
@@ -214,9 +214,9 @@ static st_status unet_create(model *m)
         return st_fail(ST_ERR_UNSUPPORTED, "block_out_channels, layers_per_block: %lld levels of %lld ResnetBlock2Ds "
                        "hold more than %d skips at once (or leave some unread)", (long long)c->unet_levels,
                        (long long)c->unet_layers, STATE_MAX - 1);
-    d->blocks = calloc((size_t)count.n, sizeof *d->blocks);
-    d->seq_blocks = calloc((size_t)count.n, sizeof *d->seq_blocks);
-    d->layers = calloc((size_t)(count.layers_used ? count.layers_used : 1), sizeof *d->layers);
+    d->blocks = model_alloc(m, (size_t)count.n, sizeof *d->blocks);
+    d->seq_blocks = model_alloc(m, (size_t)count.n, sizeof *d->seq_blocks);
+    d->layers = model_alloc(m, (size_t)(count.layers_used ? count.layers_used : 1), sizeof *d->layers);
     if (!d->blocks || !d->seq_blocks || !d->layers) return st_host_oom("%d U-Net blocks", count.n);
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
@@ -237,12 +237,6 @@ static st_status unet_create(model *m)
     return ST_OK;
 }
 
-static void unet_destroy(model *m)
-{
-    unet_model *d = unet_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks), free(d->layers);
-    free(d);
-}
 
 static void unet_set_batch(model *m, int64_t batch)
 {
@@ -265,8 +259,6 @@ static void unet_release(model *m)
     if (!d) return;
     unet_step *s = &d->step;
     op_state_release(&s->gn);
-    temb_release(m, &d->t);
-    if (added_conditions(&m->cfg)) temb_release_path(m, &d->add);
     *s = (unet_step){0};
 }
 
@@ -397,7 +389,6 @@ static st_status unet_backward(model *m, const float *dpred)
 const model_family unet_family = {
     .name = "unet",
     .create = unet_create,
-    .destroy = unet_destroy,
     .set_batch = unet_set_batch,
     .forward = unet_forward,
     .backward = unet_backward,

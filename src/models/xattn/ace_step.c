@@ -51,10 +51,11 @@ static int64_t in_dim(const model_config *c) { return (c->cond_channels + c->cha
 static st_status ac_create(model *m)
 {
     const model_config *c = &m->cfg;
-    ace_model *d = calloc(1, sizeof *d);
+    ace_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     const int n = (int)c->depth;
-    if (d) d->blocks = calloc((size_t)n, sizeof *d->blocks), d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
+    if (d) d->blocks = model_alloc(m, (size_t)n, sizeof *d->blocks);
+    if (d) d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
     if (!d || !d->blocks || !d->seq_blocks) return st_host_oom("the ACE-Step model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
@@ -91,18 +92,6 @@ static st_status ac_create(model *m)
     return ST_OK;
 }
 
-static void ac_destroy(model *m)
-{
-    ace_model *d = ac_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks);
-    free(d);
-}
-
-static void ac_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    m->seq[0].state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
-}
 
 /* get_1d_rotary_pos_embed's table for T positions, (T, hd / 2, (cos, sin)): pair k turns by pos theta^(-2 k / hd),
  * the frequency and angle rounded to float as torch's float32 arange, pow and outer product round them. */
@@ -305,8 +294,6 @@ static param_init ac_init_of(const char *name)
 const model_family ace_step_family = {
     .name = "ace_step",
     .create = ac_create,
-    .destroy = ac_destroy,
-    .set_batch = ac_set_batch,
     .chain = &ac_chain,
     .init_of = ac_init_of,
 };

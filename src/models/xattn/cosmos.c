@@ -124,10 +124,11 @@ static int64_t wide_dim(const model_config *c) { return (c->channels + 1) * c->p
 static st_status co_create(model *m)
 {
     const model_config *c = &m->cfg;
-    cos_model *d = calloc(1, sizeof *d);
+    cos_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     const int n = (int)c->depth;
-    if (d) d->blocks = calloc((size_t)n, sizeof *d->blocks), d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
+    if (d) d->blocks = model_alloc(m, (size_t)n, sizeof *d->blocks);
+    if (d) d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
     if (!d || !d->blocks || !d->seq_blocks) return st_host_oom("the Cosmos model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
@@ -162,18 +163,6 @@ static st_status co_create(model *m)
     return ST_OK;
 }
 
-static void co_destroy(model *m)
-{
-    cos_model *d = co_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks);
-    free(d);
-}
-
-static void co_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    m->seq[0].state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
-}
 
 static void co_release(model *m)
 {
@@ -339,8 +328,6 @@ static param_init co_init_of(const char *name)
 const model_family cosmos_family = {
     .name = "cosmos",
     .create = co_create,
-    .destroy = co_destroy,
-    .set_batch = co_set_batch,
     .release = co_release,
     .chain = &co_chain,
     .init_of = co_init_of,

@@ -114,10 +114,11 @@ static int64_t in_dim(const model_config *c)
 static st_status k5_create(model *m)
 {
     const model_config *c = &m->cfg;
-    k5_model *d = calloc(1, sizeof *d);
+    k5_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     const int nt = (int)c->text_blocks, nv = (int)c->depth, n = nt + nv;
-    if (d) d->blocks = calloc((size_t)n, sizeof *d->blocks), d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
+    if (d) d->blocks = model_alloc(m, (size_t)n, sizeof *d->blocks);
+    if (d) d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
     if (!d || !d->blocks || !d->seq_blocks) return st_host_oom("the Kandinsky 5 model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
@@ -152,12 +153,6 @@ static st_status k5_create(model *m)
     return ST_OK;
 }
 
-static void k5_destroy(model *m)
-{
-    k5_model *d = k5_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks);
-    free(d);
-}
 
 static void k5_set_batch(model *m, int64_t batch)
 {
@@ -417,7 +412,6 @@ static param_init k5_init_of(const char *name)
 const model_family kandinsky5_family = {
     .name = "kandinsky5",
     .create = k5_create,
-    .destroy = k5_destroy,
     .set_batch = k5_set_batch,
     .forward = k5_forward,
     .backward = k5_backward,

@@ -65,10 +65,11 @@ static int64_t path_rows(int p) { return p == PATH_TIME ? 6 : p == PATH_CA ? 4 :
 static st_status lx_create(model *m)
 {
     const model_config *c = &m->cfg;
-    ltx2_model *d = calloc(1, sizeof *d);
+    ltx2_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     const int n = (int)c->depth;
-    if (d) d->blocks = calloc((size_t)n, sizeof *d->blocks), d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
+    if (d) d->blocks = model_alloc(m, (size_t)n, sizeof *d->blocks);
+    if (d) d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
     if (!d || !d->blocks || !d->seq_blocks) return st_host_oom("the LTX-2 model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
@@ -125,12 +126,6 @@ static st_status lx_create(model *m)
     return ST_OK;
 }
 
-static void lx_destroy(model *m)
-{
-    ltx2_model *d = lx_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks);
-    free(d);
-}
 
 static void lx_set_batch(model *m, int64_t batch)
 {
@@ -143,10 +138,7 @@ static void lx_release(model *m)
     ltx2_model *d = lx_of(m);
     if (!d) return;
     ltx2_ctx *x = &d->ctx;
-    for (int s = 0; s < 2; s++) {
-        op_state_release(&d->fin_stats[s]);
-        for (int p = 0; p < PATHS; p++) temb_release_path(m, &d->t[s][p]);
-    }
+    for (int s = 0; s < 2; s++) op_state_release(&d->fin_stats[s]);
     x->cross[1] = NULL; /* self[1], which the step held */
     x->mask = NULL;
 }
@@ -488,7 +480,6 @@ static param_init lx_init_of(const char *name)
 const model_family ltx2_family = {
     .name = "ltx2",
     .create = lx_create,
-    .destroy = lx_destroy,
     .set_batch = lx_set_batch,
     .forward = lx_forward,
     .backward = lx_backward,

@@ -101,14 +101,14 @@ static xd_model *xd_of(model *m) { return m->impl; }
 static st_status xd_create(model *m)
 {
     const model_config *c = &m->cfg;
-    xd_model *d = calloc(1, sizeof *d);
+    xd_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     const int n = (int)c->depth, nv = (int)c->vace_count;
     if (nv > VACE_MAX) return st_fail(ST_ERR_UNSUPPORTED, "vace_layers: %d VACE blocks; at most %d", nv, VACE_MAX);
-    if (d) d->blocks = calloc((size_t)n, sizeof *d->blocks), d->seq_blocks = calloc((size_t)n, sizeof *d->seq_blocks);
-    if (d && nv)
-        d->vblocks = calloc((size_t)nv, sizeof *d->vblocks),
-        d->vseq_blocks = calloc((size_t)nv, sizeof *d->vseq_blocks);
+    if (d) d->blocks = model_alloc(m, (size_t)n, sizeof *d->blocks);
+    if (d) d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
+    if (d && nv) d->vblocks = model_alloc(m, (size_t)nv, sizeof *d->vblocks);
+    if (d && nv) d->vseq_blocks = model_alloc(m, (size_t)nv, sizeof *d->vseq_blocks);
     if (!d || !d->blocks || !d->seq_blocks || (nv && (!d->vblocks || !d->vseq_blocks)))
         return st_host_oom("the cross-attention model");
     d->wan = !strcmp(c->family, "wan"), d->ltx = !strcmp(c->family, "ltxvideo"), d->svid = !strcmp(c->family, "sanavideo");
@@ -244,14 +244,7 @@ static void xd_fill_fixed(model *m)
 static void xd_destroy(model *m)
 {
     xd_model *d = xd_of(m);
-    if (d) free(d->blocks), free(d->seq_blocks), free(d->vblocks), free(d->vseq_blocks), wan_animate_destroy(d->anim);
-    free(d);
-}
-
-static void xd_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    for (int q = 0; q < m->n_seq; q++) m->seq[q].state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
+    if (d) wan_animate_destroy(d->anim);
 }
 
 static void xd_release(model *m)
@@ -265,8 +258,6 @@ static void xd_release(model *m)
     d->cpatches = d->cemb = d->c0 = NULL;
     if (d->anim) wan_animate_release(m, d->anim, &d->in);
     final_release(m, &d->final);
-    temb_release(m, &d->t);
-    if (m->cfg.anyflow) temb_release_path(m, &d->delta);
     pool_free(m->pool, d->rt), pool_free(m->pool, d->delta_in);
     d->rt = d->delta_in = NULL;
     op_state_release(&d->cap_stats);
@@ -589,7 +580,6 @@ const model_family xdit_family = {
     .create = xd_create,
     .fill_fixed = xd_fill_fixed,
     .destroy = xd_destroy,
-    .set_batch = xd_set_batch,
     .forward = xd_forward,
     .backward = xd_backward,
     .release = xd_release,
