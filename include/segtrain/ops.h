@@ -63,6 +63,23 @@ size_t ops_device_bytes_in_use(void);
 /* "cpu", or the GPU a CUDA build runs on, or why it runs on the CPU ("cuda: no GPU (...), ops on the CPU"). */
 const char *ops_backend_name(void);
 
+/* ---- fallbacks: what a device backend ran on the CPU (ops/cpu/fallback.c, both builds; docs/CUDA.md) ----
+ *
+ * An op given the device's memory in a case no device kernel serves (attention with a mask, cross-, grouped-query,
+ * windowed, linear or math attention; any convolution) runs the CPU code over managed memory, slowly. Each such
+ * call is counted by op and case; with SEGTRAIN_STRICT_OPS=1 in the environment it is refused instead
+ * (ST_ERR_UNSUPPORTED, naming the op and the case). The CPU backend has no device memory: nothing falls back. */
+typedef struct op_fallback {
+    const char *op, *why; /* "attention_forward", "mask" */
+    int64_t calls;
+} op_fallback;
+/* The cases that fell back since the start (or ops_fallback_reset), in the order first seen; *n of them. */
+const op_fallback *ops_fallbacks(int *n);
+void ops_fallback_reset(void);
+/* Which memory is the device's: the CUDA backend says so once its GPU is ready; a test may say so of any memory,
+ * for the CPU build to take the path the CUDA build takes. NULL: none. */
+void ops_fallback_device(bool (*holds)(const void *p));
+
 /* ---- profile: time and FLOPs per kind of op, off unless started (`segtrain profile`) ---- */
 
 typedef enum op_kind { OP_GEMM, OP_ATTENTION, OP_NORM, OP_POINTWISE, OP_KIND_COUNT } op_kind;

@@ -225,6 +225,17 @@ void print_peak(FILE *f, const char *label, const pool_stats *s)
     fprintf(f, ")\n");
 }
 
+void print_fallbacks(FILE *f)
+{
+    int n;
+    const op_fallback *fb = ops_fallbacks(&n);
+    if (!n && !strcmp(ops_backend_name(), "cpu")) return;
+    if (!n) fputs("no fallbacks\n", f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "fallback %s: %s, %lld call%s on the CPU\n", fb[i].op, fb[i].why, (long long)fb[i].calls,
+                fb[i].calls == 1 ? "" : "s");
+}
+
 st_status cli_open_model(const config *cfg, bool allocate, cli_model *out)
 {
     st_status st = model_run_open(cfg, allocate, out);

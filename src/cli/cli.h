@@ -79,5 +79,8 @@ void print_plans(FILE *f, model *m);
 void print_bytes(FILE *f, size_t bytes);
 /* "label 12.3 MiB (weights 1.2 MiB, activations ...)": a peak and its composition by tag. */
 void print_peak(FILE *f, const char *label, const pool_stats *s);
+/* The op cases that ran on the CPU over the device's memory (ops_fallbacks), "fallback <op>: <case>, <n> calls" a
+ * line, or "no fallbacks"; nothing on the CPU backend, which has no device memory (segtrain profile, selfcheck). */
+void print_fallbacks(FILE *f);
 
 #endif

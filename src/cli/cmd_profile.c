@@ -79,6 +79,7 @@ int cmd_profile(int argc, char **argv)
         if (copies.busy_seconds > 0)
             printf("copies: %.1f ms a step on the copy thread, %.0f%% of it hidden behind compute\n",
                    1e3 * copies.busy_seconds / steps, 100 * (1 - copies.waited_seconds / copies.busy_seconds));
+        print_fallbacks(stdout); /* the whole run's, set-up and warm-up included */
     }
     trainer_destroy(t);
     remove_scratch(tmpdir);

@@ -120,6 +120,7 @@ int cmd_selfcheck(int argc, char **argv)
     printf("attention math vs flash: max |diff| %.2e (tol %.0e); kept for backward: math %.2f MiB, flash %.3f MiB\n",
            diff, tol, kept[0] / 1048576.0, kept[1] / 1048576.0);
     printf("pool     peak %.2f MiB, %zu leaked allocations\n", peak / 1048576.0, leaks);
+    print_fallbacks(stdout);
     int ok = diff <= tol && leaks == 0;
     printf("selfcheck %s\n", ok ? "passed" : "FAILED");
     return ok ? 0 : 1;

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "ops/fallback.h"
 
 /* Query and key tile sizes of the flash mechanism: a 256x256 fp32 tile is 256 KiB, so backward's P and dP tiles
  * (512 KiB) and the row slices of q, k, v (hd=64) stay in a 1 MiB L2, while the tiles keep the GEMMs few and
@@ -744,6 +745,9 @@ static st_status attention_backward_run(pool *p, const attn_shape *s, const attn
 st_status attention_forward_masked(pool *p, const attn_shape *s, const attn_mask *mask, attn_view out, attn_view q,
                                    attn_view k, attn_view v, op_state *keep)
 {
+    const char *why = fallback_attention_case(s, mask); /* what a device kernel leaves to this code */
+    const st_status refused = why ? fallback_enter("attention_forward", why, q.data) : ST_OK;
+    if (refused) return refused;
     const double t0 = prof_now();
     const st_status r = attention_forward_run(p, s, mask, out, q, k, v, keep);
     const double area = s->mechanism == ATTN_LINEAR ? (double)s->tokens * s->head_dim : score_area(s, false);
@@ -755,6 +759,9 @@ st_status attention_backward_masked(pool *p, const attn_shape *s, const attn_mas
                                     attn_view dv, attn_view dout, attn_view q, attn_view k, attn_view v, attn_view out,
                                     const op_state *keep)
 {
+    const char *why = fallback_attention_case(s, mask);
+    const st_status refused = why ? fallback_enter("attention_backward", why, dout.data) : ST_OK;
+    if (refused) return refused;
     const double t0 = prof_now();
     const st_status r = attention_backward_run(p, s, mask, dq, dk, dv, dout, q, k, v, out, keep);
     prof_add(OP_ATTENTION, t0,

@@ -6,6 +6,14 @@
 #include <string.h>
 
 #include "internal.h"
+#include "ops/fallback.h"
+
+/* No convolution has a device kernel: on the device's memory every call is a fallback (ops/fallback.h). */
+#define CONV_FALLBACK(op, data)                                                   \
+    do {                                                                          \
+        const st_status refused = fallback_enter(op, "no device kernel", data);   \
+        if (refused) return refused;                                              \
+    } while (0)
 
 #define PAR_MIN ((int64_t)1 << 15)
 
@@ -83,6 +91,7 @@ static void col2im(float *dx, const float *dcols, const conv_shape *s, int64_t o
 
 st_status conv2d_forward(pool *p, float *y, const float *x, const float *w, const float *b, const conv_shape *s)
 {
+    CONV_FALLBACK("conv2d_forward", y);
     const double t0 = prof_now();
     const int64_t oh = conv_out_h(s), ow = conv_out_w(s), P = oh * ow, K = s->in * s->kh * s->kw;
     const int64_t band = band_rows(s);
@@ -112,6 +121,7 @@ st_status conv2d_forward(pool *p, float *y, const float *x, const float *w, cons
 st_status conv2d_backward(pool *p, float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
                           const conv_shape *s)
 {
+    CONV_FALLBACK("conv2d_backward", dy);
     const double t0 = prof_now();
     const int64_t oh = conv_out_h(s), ow = conv_out_w(s), P = oh * ow, K = s->in * s->kh * s->kw;
     const int64_t band = band_rows(s);
@@ -195,6 +205,7 @@ static void convt_gather(float *cols, const float *dy, int64_t out, int64_t h, i
 st_status conv_transpose2x2_forward(pool *p, float *y, const float *x, const float *w, const float *b, int64_t batch,
                                     int64_t in, int64_t out, int64_t h, int64_t wd)
 {
+    CONV_FALLBACK("conv_transpose2x2_forward", y);
     const double t0 = prof_now();
     const int64_t hw = h * wd;
     float *cols = NULL;
@@ -214,6 +225,7 @@ st_status conv_transpose2x2_forward(pool *p, float *y, const float *x, const flo
 st_status conv_transpose2x2_backward(pool *p, float *dx, float *dw, float *db, const float *dy, const float *x,
                                      const float *w, int64_t batch, int64_t in, int64_t out, int64_t h, int64_t wd)
 {
+    CONV_FALLBACK("conv_transpose2x2_backward", dy);
     const double t0 = prof_now();
     const int64_t hw = h * wd;
     float *cols = NULL;
@@ -373,6 +385,7 @@ static void depthwise_add(float *y, const float *x, const float *taps, int64_t b
 st_status depthwise3x3_forward(pool *p, float *y, const float *x, const float *weight, const float *bias,
                                int64_t batch, int64_t h, int64_t w, int64_t c)
 {
+    CONV_FALLBACK("depthwise3x3_forward", y);
     const double t0 = prof_now();
     float *taps = NULL;
     st_status st = taps_of(p, weight, c, false, &taps);
@@ -389,6 +402,7 @@ st_status depthwise3x3_forward(pool *p, float *y, const float *x, const float *w
 st_status depthwise3x3_backward(pool *p, float *dx, float *dw, float *db, const float *dy, const float *x,
                                 const float *weight, int64_t batch, int64_t h, int64_t w, int64_t c)
 {
+    CONV_FALLBACK("depthwise3x3_backward", dy);
     const double t0 = prof_now();
     float *taps = NULL;
     st_status st = dx ? taps_of(p, weight, c, true, &taps) : ST_OK;
@@ -442,6 +456,7 @@ static void frame_cols(float *cols, const float *x, int64_t r0, int64_t n, int64
 st_status temporal_conv3_forward(pool *p, float *y, const float *x, const float *w, int64_t batch, int64_t frames,
                                  int64_t plane, int64_t d)
 {
+    CONV_FALLBACK("temporal_conv3_forward", y);
     const double t0 = prof_now();
     const int64_t rows = batch * frames * plane, R = rows < TCONV_ROWS ? rows : TCONV_ROWS;
     float *cols = NULL;
@@ -461,6 +476,7 @@ st_status temporal_conv3_forward(pool *p, float *y, const float *x, const float 
 st_status temporal_conv3_backward(pool *p, float *dx, float *dw, const float *dy, const float *x, const float *w,
                                   int64_t batch, int64_t frames, int64_t plane, int64_t d)
 {
+    CONV_FALLBACK("temporal_conv3_backward", dy);
     const double t0 = prof_now();
     const int64_t rows = batch * frames * plane, R = rows < TCONV_ROWS ? rows : TCONV_ROWS;
     float *cols = NULL;

@@ -23,6 +23,7 @@
 #include <math.h>
 
 #include "backend.h"
+#include "ops/fallback.h"
 
 namespace {
 
@@ -341,12 +342,11 @@ __global__ void __launch_bounds__(THREADS)
 
 /* The case the kernels serve: flash self-attention, nothing but plain, a head of at most 128, and few enough query
  * tiles for the grid's y. */
+/* the cases (ops/fallback.h, shared with the CPU code that counts them), and a valid shape the grid holds */
 bool served(const attn_shape *s)
 {
-    return s->mechanism == ATTN_FLASH && (s->kv_tokens == 0 || s->kv_tokens == s->tokens) &&
-           (s->kv_heads == 0 || s->kv_heads == s->heads) && s->window == 0 && s->batch > 0 && s->heads > 0 &&
-           s->tokens > 0 && s->head_dim >= 1 && s->head_dim <= 128 && (s->tokens + BQ - 1) / BQ <= 65535 &&
-           s->batch * s->heads <= INT32_MAX;
+    return !fallback_attention_case(s, NULL) && s->batch > 0 && s->heads > 0 && s->tokens > 0 && s->head_dim >= 1 &&
+           (s->tokens + BQ - 1) / BQ <= 65535 && s->batch * s->heads <= INT32_MAX;
 }
 
 /* The CPU's scale, 1 / sqrt(head_dim) rounded once from double. */

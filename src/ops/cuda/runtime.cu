@@ -19,6 +19,8 @@ static struct {
 /* cuBLAS's own workspace, fixed so that it allocates nothing during a step (device memory outside the pools). */
 #define BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 
+static bool holds_device(const void *p) { return p && cu_in_arena(p); }
+
 static void cu_init(void)
 {
     const char *want = getenv("SEGTRAIN_BACKEND");
@@ -50,6 +52,7 @@ static void cu_init(void)
     snprintf(cu.name, sizeof cu.name, "cuda (%s, %.1f GiB, sm_%d%d)", prop.name,
              (double)prop.totalGlobalMem / (1 << 30), prop.major, prop.minor);
     cu.ok = true;
+    ops_fallback_device(holds_device); /* the CPU code run on this memory is a fallback, counted (ops.h) */
 }
 
 bool cu_ready(void)
