@@ -60,9 +60,7 @@ static st_status predict(const config *cfg, const cost_rates *rates, double *sec
     model_run r = {0};
     st_status st = model_run_open(cfg, false, &r);
     pool_stats dev, host;
-    if (!st)
-        st = cost_of_dry_step(&r, config_int(cfg, "train_batch_size"),
-                              train_optimizer_bytes(cfg, model_params(r.m)->grad_count, 1), rates, &dev, &host, sec);
+    if (!st) st = cost_of_dry_step(&r, config_int(cfg, "train_batch_size"), 1, rates, &dev, &host, sec);
     model_run_close(&r);
     return st;
 }

@@ -59,9 +59,7 @@ int main(int argc, char **argv)
         st_status st = config_load(config_path, &cfg);
         if (!st) st = config_set_all(cfg, modes[m].sets);
         if (!st) st = model_run_open(cfg, false, &r);
-        if (!st)
-            st = flow_step_dry(&r, config_int(cfg, "train_batch_size"),
-                               train_optimizer_bytes(cfg, model_params(r.m)->grad_count, 1), &dev, &host);
+        if (!st) st = flow_step_dry(&r, config_int(cfg, "train_batch_size"), 1, &dev, &host);
         const double sec = clock_seconds() - t0;
         model_run_close(&r);
         config_free(cfg);

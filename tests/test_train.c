@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "segtrain/dist.h"
+#include "segtrain/model_run.h"
 #include "segtrain/objective.h"
 #include "segtrain/ops.h"
 #include "segtrain/sample.h"
@@ -666,6 +668,33 @@ static void test_failures(void)
     config_free(c);
 }
 
+/* A data-parallel rank holds the gradients' reduction scratch in the host pool through every step: the plan counts it
+ * before any budget is checked, so a 2-rank run whose scratch breaks host_memory is refused before it starts (the
+ * scratch used to be added to the prediction after the check, and such a run accepted). */
+static void test_rank_scratch_is_planned(void)
+{
+    printf("-- a data-parallel rank's reduction scratch counts against host_memory\n");
+    config *c = make_config("ranks", "gradient_checkpointing=true;gradient_checkpointing_backend=unsloth;"
+                                     "gradient_checkpointing_offload_attention=true");
+    model_run r;
+    CHECKF(model_run_open(c, false, &r) == ST_OK, "%s", st_error());
+    const size_t comm = (size_t)dist_scratch_floats_for(model_params(r.m)->grad_count, 2) * sizeof(float);
+    CHECK(model_run_close(&r) == 0);
+    pool_stats dev1, host1, dev2, host2;
+    CHECKF(train_plan(c, 1, &dev1, &host1) == ST_OK && train_plan(c, 2, &dev2, &host2) == ST_OK, "%s", st_error());
+    CHECKF(comm > 0 && host1.peak > 0 && host2.peak == host1.peak + comm && dev2.peak == dev1.peak,
+           "2 ranks: host peak %zu = %zu of the step + %zu of scratch; device %zu = %zu", host2.peak, host1.peak,
+           comm, dev2.peak, dev1.peak);
+    char set[64];
+    snprintf(set, sizeof set, "host_memory=%zu", host2.peak - 1); /* above the step's and the scratch's own */
+    CHECK(config_set(c, set) == ST_OK);
+    CHECKF(train_plan(c, 2, &dev2, &host2) == ST_ERR_HOST_OOM && strstr(st_error(), "host_memory"),
+           "a budget 1 byte short of the step and its scratch is refused: %s", st_error());
+    printf("     %s\n", st_error());
+    CHECKF(train_plan(c, 1, &dev1, &host1) == ST_OK, "one rank (no scratch) fits it: %s", st_error());
+    config_free(c);
+}
+
 int main(void)
 {
     snprintf(root, sizeof root, "/tmp/segtrain-test-train-XXXXXX");
@@ -682,6 +711,7 @@ int main(void)
     test_anyflow_objective();
     test_h3_drift_objective();
     test_failures();
+    test_rank_scratch_is_planned();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     if (system(cmd) != 0) return 1;

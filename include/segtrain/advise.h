@@ -40,14 +40,14 @@ typedef struct cost_rates {
 cost_rates cost_calibrate(const op_profile *measured, double step_seconds);
 /* A step's predicted seconds from its work (a dry step's op profile). */
 double cost_predict(const cost_rates *r, const op_profile *work);
-/* A step of r's model (on dry pools) run dry under the ops' profile: its peaks in *dev and *host, and its seconds
- * at the rates in *sec. */
-st_status cost_of_dry_step(model_run *r, int64_t batch, size_t optimizer_bytes, const cost_rates *rates,
+/* A step of r's model (on dry pools) run dry under the ops' profile (flow_step_dry, the optimizer of one rank of
+ * `ranks`): its peaks in *dev and *host, and its seconds at the rates in *sec. */
+st_status cost_of_dry_step(model_run *r, int64_t batch, int ranks, const cost_rates *rates,
                            pool_stats *dev, pool_stats *host, double *sec);
 
 /* Every uniform schedule (backend x interval x stride x attention offload or kept attention output) predicted
  * by a dry step at the rates: the fastest that fits device_budget in *best (*found), and how many were tried. */
-void search_uniform(model_run *r, int64_t batch, size_t optimizer_bytes, const cost_rates *rates,
+void search_uniform(model_run *r, int64_t batch, int ranks, const cost_rates *rates,
                     size_t device_budget, schedule *best, bool *found, int *searched);
 /* The per-block planner (planner.c): a gradient_checkpointing_plan in which each block keeps, recomputes its
  * feed-forward or sits in a checkpointed segment, found by dynamic programming for the least predicted time whose
@@ -55,7 +55,7 @@ void search_uniform(model_run *r, int64_t batch, size_t optimizer_bytes, const c
  * program's memory allowance until the dry peak, which is exact, fits. seed (may be NULL), a uniform schedule
  * that fits, is a candidate in its plan's words, so that the answer is never predicted slower than it. *found is
  * false when no plan fits; the model is left planned by *out's plan when one does. */
-st_status plan_blocks(model_run *r, int64_t batch, size_t optimizer_bytes, const cost_rates *rates,
+st_status plan_blocks(model_run *r, int64_t batch, int ranks, const cost_rates *rates,
                       size_t device_budget, const schedule *seed, FILE *progress, schedule *out, bool *found);
 
 typedef struct advice {

@@ -23,6 +23,10 @@ bool dist_built(void);
 
 /* This rank's share of n floats: first .. first + count - 1 (the ranks' shares in order cover all n). */
 void dist_share(int64_t n, int64_t *first, int64_t *count);
+/* The share of rank `rank` of `ranks` (what dist_share gives that rank), and the lowest rank with the largest share:
+ * a plan for any rank of a job (the shares differ by at most one float). */
+void dist_share_of(int64_t n, int rank, int ranks, int64_t *first, int64_t *count);
+int dist_largest_share(int64_t n, int ranks);
 /* Sums x (n floats, the same n on every rank) over the ranks, in place, by the deterministic order above: the
  * reduce-scatter leaves the sum in this rank's share of x alone, the all-gather fills every share from its rank,
  * dist_sum does both. scratch holds dist_scratch_floats(n) floats. */
@@ -32,6 +36,8 @@ st_status dist_sum(float *x, int64_t n, float *scratch);
 /* Rank 0 receives every rank's share (mine: its count floats) into all (n floats; unused elsewhere). */
 st_status dist_gather_root(const float *mine, int64_t n, float *all);
 int64_t dist_scratch_floats(int64_t n);
+/* The same for a job of `ranks` ranks (0 for one). */
+int64_t dist_scratch_floats_for(int64_t n, int ranks);
 /* The sum over ranks of one double, added in rank order. */
 st_status dist_sum_double(double *v);
 /* Whether every rank holds rank 0's n values (n the same on every rank): *index -1 when all do, else the lowest index

@@ -78,10 +78,13 @@ st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss);
 st_status meanflow_loss(model *m, const flow_batch *b, bool backward, float *loss);
 
 /* A whole training step predicted by running it dry: the model of r on dry pools (model_run_open without
- * allocate), plus the optimizer's state and the batch (x0, noise, t and the conditioning; AnyFlow's r and empty
- * prompt too) as the trainer holds them, then flow_loss's forward and backward (the objective of r's config, h3_drift's
- * reference forward included). *device and *host are the pools' stats over the step: their peaks
- * are the step's peaks, to the byte. Refuses (model_check_batch) a batch whose sizes would overflow. */
-st_status flow_step_dry(model_run *r, int64_t batch, size_t optimizer_bytes, pool_stats *device, pool_stats *host);
+ * allocate), plus what the trainer holds besides the model, set up by the trainer's own code (src/train/setup.h): the
+ * optimizer's state (of the rank of `ranks` data-parallel ranks that keeps the most, with zero_stage 1; 0 ranks: no
+ * optimizer, a gradient alone) with use_ema's average, and the batch (x0, noise, t and the conditioning; AnyFlow's r
+ * and empty prompt too), then flow_loss's forward and backward (the objective of r's config, h3_drift's reference
+ * forward included). *device and *host are the pools' stats over the step: their peaks are the step's peaks, to the
+ * byte, with whatever the caller left live in the pools. Refuses (model_check_batch) a batch whose sizes would
+ * overflow. */
+st_status flow_step_dry(model_run *r, int64_t batch, int ranks, pool_stats *device, pool_stats *host);
 
 #endif

@@ -19,12 +19,19 @@
  * exist, is ST_ERR_INVALID with a line saying what to give instead (every command checks it, cli_load_config). */
 st_status train_weights_path_check(const char *path);
 
-/* Bytes of optimizer state the config's optimizer keeps for grad_count trainable floats on each of `ranks`
- * data-parallel ranks: the whole state, or with zero_stage 1 the largest rank's share (ZeRO-1). */
 /* What train refuses of a run's data before opening any (plan says it too): image datasets of a video family's
  * frames, or of a model that does not take RGB pixels (segtrain has no VAE); a cache or synthetic data pass. */
 st_status train_data_check(const config *cfg, const model_config *mc);
-size_t train_optimizer_bytes(const config *cfg, int64_t grad_count, int ranks);
+/* Bytes of state the config's optimizer (with use_ema's average) keeps for ps's trainable floats on the rank of
+ * `ranks` data-parallel ranks that keeps the most: the whole state, or with zero_stage 1 a share (ZeRO-1). Measured:
+ * the trainer's optimizer is set up in ps's pool (a dry one: nothing is allocated) and closed again; 0 if it cannot
+ * be. */
+size_t train_optimizer_bytes(const config *cfg, param_set *ps, int ranks);
+/* The memory plan of a run of the config as one of `ranks` data-parallel ranks: its step run dry with everything the
+ * trainer holds besides the model (optimizer, batch, the gradients' reduction scratch in the host pool), *device and
+ * *host its pools' stats (flow_step_dry). Refuses a plan past device_memory (ST_ERR_OOM), host_memory or this
+ * machine's available memory (ST_ERR_HOST_OOM), all before anything is allocated: the trainer's first check. */
+st_status train_plan(const config *cfg, int ranks, pool_stats *device, pool_stats *host);
 
 typedef struct trainer trainer;
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "segtrain/dist.h"
 #include "segtrain/model.h"
 #include "segtrain/objective.h"
 #include "segtrain/train.h"
@@ -268,21 +269,21 @@ int cmd_plan(int argc, char **argv)
     if (!st) {
         plan_report r = {.batch = config_int(cfg, "train_batch_size")};
         const int64_t grads = model_params(cm.m)->grad_count;
-        r.optimizer_bytes = train_optimizer_bytes(cfg, grads, (int)ranks);
+        r.optimizer_bytes = train_optimizer_bytes(cfg, model_params(cm.m), (int)ranks);
         if (parts) pool_record_peak_parts(cm.device, true);
         ops_profile_start();
-        st = flow_step_dry(&cm, r.batch, r.optimizer_bytes, &r.sim, &r.host);
+        st = flow_step_dry(&cm, r.batch, (int)ranks, &r.sim, &r.host);
         ops_profile_stop(&r.work);
         if (!st && json) print_json(cm.m, &r);
         else if (!st) print_text(&cm.cs, cm.m, &r);
         if (!st && !json && ranks > 1) {
-            const size_t whole = train_optimizer_bytes(cfg, grads, 1);
+            const size_t whole = train_optimizer_bytes(cfg, model_params(cm.m), 1);
             char b[4][24];
             printf("data-parallel over %lld ranks, per rank: optimizer state %s (the whole state is %s%s%s); "
                    "the gradients' reduction adds %s of host scratch\n", ranks, st_bytes(b[0], r.optimizer_bytes),
                    st_bytes(b[1], whole), config_int(cfg, "zero_stage") == 1 ? ": ZeRO-1 saves " : "; zero_stage 1 "
                    "would keep a share", config_int(cfg, "zero_stage") == 1 ? st_bytes(b[2], whole - r.optimizer_bytes)
-                   : "", st_bytes(b[3], (size_t)grads * sizeof(float)));
+                   : "", st_bytes(b[3], (size_t)dist_scratch_floats_for(grads, (int)ranks) * sizeof(float)));
         }
         if (!st && parts && !json) print_parts(cm.m, cm.device);
     }

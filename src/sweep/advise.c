@@ -70,19 +70,19 @@ double cost_predict(const cost_rates *r, const op_profile *work)
     return sec;
 }
 
-st_status cost_of_dry_step(model_run *r, int64_t batch, size_t optimizer_bytes, const cost_rates *rates,
+st_status cost_of_dry_step(model_run *r, int64_t batch, int ranks, const cost_rates *rates,
                            pool_stats *dev, pool_stats *host, double *sec)
 {
     op_profile work;
     ops_profile_start();
-    const st_status st = flow_step_dry(r, batch, optimizer_bytes, dev, host);
+    const st_status st = flow_step_dry(r, batch, ranks, dev, host);
     ops_profile_stop(&work);
     *sec = cost_predict(rates, &work);
     return st;
 }
 
 /* Fills a schedule's predicted peaks (a dry step) and time. */
-static void predict(model_run *r, int64_t batch, size_t optimizer, const cost_rates *rates, size_t budget,
+static void predict(model_run *r, int64_t batch, int ranks, const cost_rates *rates, size_t budget,
                     schedule *s)
 {
     schedule_describe(s);
@@ -90,13 +90,13 @@ static void predict(model_run *r, int64_t batch, size_t optimizer, const cost_ra
     s->refused = model_set_checkpointing(r->m, &s->cs, NULL, 0) != ST_OK; /* never fits */
     if (s->refused) return;
     pool_stats dev, host;
-    if (cost_of_dry_step(r, batch, optimizer, rates, &dev, &host, &s->sec)) return; /* too large: never fits */
+    if (cost_of_dry_step(r, batch, ranks, rates, &dev, &host, &s->sec)) return; /* too large: never fits */
     s->peak_device = dev.peak;
     s->peak_host = host.peak;
     s->fits = !budget || dev.peak <= budget;
 }
 
-void search_uniform(model_run *r, int64_t batch, size_t optimizer, const cost_rates *rates, size_t budget,
+void search_uniform(model_run *r, int64_t batch, int ranks, const cost_rates *rates, size_t budget,
                     schedule *best, bool *found, int *searched)
 {
     block_seq *seqs;
@@ -118,7 +118,7 @@ void search_uniform(model_run *r, int64_t batch, size_t optimizer, const cost_ra
                         schedule s = {.cs = {.enabled = enabled, .backend = (ckpt_backend)b, .interval = k,
                                              .stride = stride, .offload_attention = o == 1,
                                              .keep_attention_output = o == 2}};
-                        predict(r, batch, optimizer, rates, budget, &s);
+                        predict(r, batch, ranks, rates, budget, &s);
                         (*searched)++;
                         if (!s.fits) continue;
                         if (!*found || s.sec < best->sec - 1e-9 ||
@@ -135,7 +135,7 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
     model_run r;
     st_status st = model_run_open(cfg, false, &r);
     const int64_t batch = config_int(cfg, "train_batch_size");
-    const size_t optimizer = st ? 0 : train_optimizer_bytes(cfg, model_params(r.m)->grad_count, 1);
+    const int ranks = 1; /* a process's step, the whole optimizer state */
     config_free(cfg);
     if (st) return st;
     block_seq *seqs;
@@ -147,7 +147,7 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
     pool_stats dev, host;
     const double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     st = model_set_checkpointing(r.m, &none, NULL, 0);
-    if (!st) st = flow_step_dry(&r, batch, optimizer, &dev, &host);
+    if (!st) st = flow_step_dry(&r, batch, ranks, &dev, &host);
     if (!st && have > 0 && (double)(dev.peak + host.peak) > have)
         st = st_fail(ST_ERR_UNSUPPORTED, "advise calibrates this machine's rates with a real step of the config "
                      "without checkpointing, which needs %.2f GiB; this machine has %.2f GiB of memory (the dry "
@@ -172,12 +172,12 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
     /* SimpleTuner's decision rule: none; torch-ffn, torch, unsloth-ffn, unsloth; then a wider interval while it fits */
     const ckpt_backend order[] = {BACKEND_TORCH_FFN, BACKEND_TORCH, BACKEND_UNSLOTH_FFN, BACKEND_UNSLOTH};
     schedule s = {.cs = none};
-    predict(&r, batch, optimizer, &a->rates, budget, &s);
+    predict(&r, batch, ranks, &a->rates, budget, &s);
     a->rule[a->n_rule++] = s;
     if (s.fits) a->rule_choice = 0;
     for (int i = 0; i < 4 && a->rule_choice < 0; i++) {
         s = (schedule){.cs = {.enabled = true, .backend = order[i], .interval = 1, .stride = 1}};
-        predict(&r, batch, optimizer, &a->rates, budget, &s);
+        predict(&r, batch, ranks, &a->rates, budget, &s);
         a->rule[a->n_rule++] = s;
         if (s.fits) a->rule_choice = a->n_rule - 1;
     }
@@ -185,14 +185,14 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
         schedule wider = a->rule[a->rule_choice];
         if (wider.cs.backend == BACKEND_TORCH_FFN || wider.cs.backend == BACKEND_UNSLOTH_FFN) break; /* no segments */
         wider.cs.interval = wider.cs.stride = k;
-        predict(&r, batch, optimizer, &a->rates, budget, &wider);
+        predict(&r, batch, ranks, &a->rates, budget, &wider);
         a->rule[a->n_rule++] = wider;
         if (!wider.fits) break;
         a->rule_choice = a->n_rule - 1;
     }
 
-    search_uniform(&r, batch, optimizer, &a->rates, budget, &a->best, &a->found, &a->searched);
-    st = plan_blocks(&r, batch, optimizer, &a->rates, budget, a->found ? &a->best : NULL, progress, &a->planned,
+    search_uniform(&r, batch, ranks, &a->rates, budget, &a->best, &a->found, &a->searched);
+    st = plan_blocks(&r, batch, ranks, &a->rates, budget, a->found ? &a->best : NULL, progress, &a->planned,
                      &a->planned_found);
     model_run_close(&r);
     return st;

@@ -335,7 +335,6 @@ void family_sweep_plan(family_sweep *f, const cost_rates *rates)
     model_run r;
     if (!f->real || model_run_open(f->real, false, &r)) return;
     const int64_t batch = config_int(f->real, "train_batch_size");
-    const size_t optimizer = train_optimizer_bytes(f->real, model_params(r.m)->grad_count, 1);
     for (int b = 1; b < p->n_budgets && b < FAMILY_BUDGETS_MAX; b++) {
         struct family_plan *out = &f->planned[b];
         const int m = fastest_fitting(p, b);
@@ -345,7 +344,7 @@ void family_sweep_plan(family_sweep *f, const cost_rates *rates)
         config_free(c);
         seed.fits = seeded;
         out->run = true;
-        if (plan_blocks(&r, batch, optimizer, rates, p->budgets[b], seeded ? &seed : NULL, NULL, &plan, &out->found))
+        if (plan_blocks(&r, batch, 1, rates, p->budgets[b], seeded ? &seed : NULL, NULL, &plan, &out->found))
             out->found = false;
         if (!out->found) continue;
         out->sec = plan.sec, out->peak = plan.peak_device;

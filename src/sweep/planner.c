@@ -36,7 +36,7 @@ typedef struct chain_block {
 typedef struct planner {
     model_run *r;
     int64_t batch;
-    size_t optimizer;
+    int ranks;
     const cost_rates *rates;
     int n, n_seq;
     block_seq *seqs;
@@ -65,7 +65,7 @@ static st_status try_plan(planner *p, const char *text, pool_stats *dev, double 
     st_status st = model_set_checkpointing(p->r->m, &cs, NULL, 0);
     pool_stats host;
     p->probes++;
-    return st ? st : cost_of_dry_step(p->r, p->batch, p->optimizer, p->rates, dev, &host, sec);
+    return st ? st : cost_of_dry_step(p->r, p->batch, p->ranks, p->rates, dev, &host, sec);
 }
 
 /* Appends one sequence's runs: every block kept but block `one`, which does `word` (one < 0: none). */
@@ -280,11 +280,11 @@ static bool program(const planner *p, double allowance, char *text, size_t size)
     return h_end >= 0;
 }
 
-st_status plan_blocks(model_run *r, int64_t batch, size_t optimizer, const cost_rates *rates, size_t budget,
+st_status plan_blocks(model_run *r, int64_t batch, int ranks, const cost_rates *rates, size_t budget,
                       const schedule *seed, FILE *progress, schedule *out, bool *found)
 {
     *found = false;
-    planner p = {.r = r, .batch = batch, .optimizer = optimizer, .rates = rates};
+    planner p = {.r = r, .batch = batch, .ranks = ranks, .rates = rates};
     p.n_seq = model_sequences(r->m, &p.seqs);
     for (int q = 0; q < p.n_seq; q++) p.n += p.seqs[q].n;
     p.b = calloc((size_t)(p.n ? p.n : 1), sizeof *p.b);
@@ -337,7 +337,7 @@ st_status plan_blocks(model_run *r, int64_t batch, size_t optimizer, const cost_
         snprintf(cs.plan, sizeof cs.plan, "%s", best_text);
         st = model_set_checkpointing(r->m, &cs, NULL, 0);
         if (!st) model_plan_text(r->m, cs.plan, sizeof cs.plan);
-        if (!st) st = cost_of_dry_step(r, batch, optimizer, rates, &dev, &host, &out->sec);
+        if (!st) st = cost_of_dry_step(r, batch, ranks, rates, &dev, &host, &out->sec);
         out->cs = cs;
         out->peak_device = dev.peak, out->peak_host = host.peak;
         schedule_describe(out);

@@ -157,10 +157,9 @@ static st_status predict(const config *cfg, sweep_cell *cell)
     st_status st = model_run_open(cfg, false, &r);
     if (st) return st;
     const int64_t batch = config_int(cfg, "train_batch_size");
-    const size_t opt = train_optimizer_bytes(cfg, model_params(r.m)->grad_count, 1);
     pool_stats dev, host;
     ops_profile_start(); /* the dry step's work: what the cost model prices (sweep_predict_cell) */
-    st = flow_step_dry(&r, batch, opt, &dev, &host);
+    st = flow_step_dry(&r, batch, 1, &dev, &host);
     ops_profile_stop(&cell->work);
     if (st) {
         model_run_close(&r);

@@ -20,20 +20,31 @@ double dist_take_seconds(void)
     return s;
 }
 
-static void share(int64_t n, int r, int size, int64_t *first, int64_t *count)
+void dist_share_of(int64_t n, int rank, int ranks, int64_t *first, int64_t *count)
 {
-    *first = n * r / size;
-    *count = n * (r + 1) / size - *first;
+    *first = n * rank / ranks;
+    *count = n * (rank + 1) / ranks - *first;
 }
 
-void dist_share(int64_t n, int64_t *first, int64_t *count) { share(n, rank_, size_, first, count); }
+void dist_share(int64_t n, int64_t *first, int64_t *count) { dist_share_of(n, rank_, size_, first, count); }
 
-int64_t dist_scratch_floats(int64_t n)
+int dist_largest_share(int64_t n, int ranks)
 {
-    int64_t first, count, most = 0;
-    for (int r = 0; r < size_; r++) share(n, r, size_, &first, &count), most = count > most ? count : most;
-    return size_ > 1 ? most * size_ : 0;
+    int64_t first, count, most = -1;
+    int at = 0;
+    for (int r = 0; r < ranks; r++)
+        if (dist_share_of(n, r, ranks, &first, &count), count > most) most = count, at = r;
+    return at;
 }
+
+int64_t dist_scratch_floats_for(int64_t n, int ranks)
+{
+    int64_t first, count;
+    dist_share_of(n, dist_largest_share(n, ranks), ranks, &first, &count);
+    return ranks > 1 ? count * ranks : 0;
+}
+
+int64_t dist_scratch_floats(int64_t n) { return dist_scratch_floats_for(n, size_); }
 
 #ifdef SEGTRAIN_MPI
 #include <mpi.h>
@@ -77,7 +88,7 @@ static st_status layout(int64_t n, int *counts, int *displs)
                        "trains %lld (train LoRA, or fewer parameters)", INT_MAX, (long long)n);
     for (int r = 0; r < size_; r++) {
         int64_t first, count;
-        share(n, r, size_, &first, &count);
+        dist_share_of(n, r, size_, &first, &count);
         counts[r] = (int)count, displs[r] = (int)first;
     }
     return ST_OK;

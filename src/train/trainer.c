@@ -26,6 +26,7 @@
 #include "segtrain/sample.h"
 
 #include "ema.h"
+#include "setup.h"
 
 #define DIR_MAX 512 /* output_dir; file names inside it have room to spare */
 #define PATH_MAX_LEN 1024
@@ -432,29 +433,6 @@ static st_status count_steps(trainer *t)
     return ST_OK;
 }
 
-static st_status open_optimizer(trainer *t)
-{
-    const config *c = t->cfg;
-    optim_settings s = optim_defaults(strcmp(config_string(c, "optimizer"), "lion") ? OPTIM_ADAMW : OPTIM_LION);
-    s.lr = config_float(c, "learning_rate");
-    s.beta1 = config_float(c, "adam_beta1");
-    s.beta2 = config_float(c, "adam_beta2");
-    s.eps = config_float(c, "adam_epsilon");
-    s.weight_decay = config_float(c, "adam_weight_decay");
-    s.max_grad_norm = config_float(c, "max_grad_norm");
-    s.clip_by_value = !strcmp(config_string(c, "grad_clip_method"), "value");
-    s.warmup_steps = config_int(c, "lr_warmup_steps");
-    s.total_steps = t->total_steps;
-    s.schedule = optim_schedule_named(config_string(c, "lr_scheduler"));
-    s.lr_end = config_float(c, "lr_end");
-    s.power = config_float(c, "lr_power");
-    s.cycles = config_int(c, "lr_num_cycles");
-    param_set *ps = model_params(t->run.m);
-    int64_t first = 0, count = ps->grad_count;
-    if (t->zero) dist_share(ps->grad_count, &first, &count); /* ZeRO-1: this rank's share of the state */
-    return optim_create_shard(ps, &s, first, count, &t->opt);
-}
-
 /* The trainable weights to (or from) one flat buffer in the gradient block's order. */
 static void flat_weights(param_set *ps, float *flat, bool to_flat)
 {
@@ -466,14 +444,15 @@ static void flat_weights(param_set *ps, float *flat, bool to_flat)
     }
 }
 
-/* use_ema: the average starts as the trainable weights (a resume then reads the checkpoint's) */
-static st_status open_ema(trainer *t)
+/* The optimizer (with ZeRO-1 this rank's share of the state) and use_ema's average, which starts as the trainable
+ * weights (a resume then reads the checkpoint's) */
+static st_status open_optimizer(trainer *t)
 {
-    if (!config_bool(t->cfg, "use_ema")) return ST_OK;
     param_set *ps = model_params(t->run.m);
-    const st_status st =
-        pool_alloc(t->run.device, (size_t)ps->grad_count * sizeof(float), MEM_OPTIMIZER, "ema", (void **)&t->ema);
-    if (!st) flat_weights(ps, t->ema, true);
+    int64_t first, count;
+    step_optimizer_share(t->cfg, ps->grad_count, t->rank, t->ranks, &first, &count);
+    const st_status st = step_optimizer_open(t->cfg, ps, t->total_steps, first, count, &t->opt, &t->ema);
+    if (!st && t->ema) flat_weights(ps, t->ema, true);
     return st;
 }
 
@@ -517,13 +496,18 @@ static st_status load_weights(trainer *t)
     return st;
 }
 
-size_t train_optimizer_bytes(const config *cfg, int64_t grad_count, int ranks)
+size_t train_optimizer_bytes(const config *cfg, param_set *ps, int ranks)
 {
-    /* ZeRO-1: the largest share dist_share gives (its shares differ by at most one float) */
-    const int64_t shard = config_int(cfg, "zero_stage") == 1 && ranks > 1 ? (grad_count + ranks - 1) / ranks
-                                                                           : grad_count;
-    const size_t ema = config_bool(cfg, "use_ema") ? (size_t)grad_count * sizeof(float) : 0; /* whole on every rank */
-    return optim_state_bytes(strcmp(config_string(cfg, "optimizer"), "lion") ? OPTIM_ADAMW : OPTIM_LION, shard) + ema;
+    int64_t first, count;
+    step_optimizer_share(cfg, ps->grad_count, dist_largest_share(ps->grad_count, ranks), ranks, &first, &count);
+    optimizer *opt;
+    float *ema;
+    const size_t before = pool_live(ps->pool);
+    if (step_optimizer_open(cfg, ps, config_int(cfg, "max_train_steps"), first, count, &opt, &ema)) return 0;
+    const size_t bytes = pool_live(ps->pool) - before;
+    pool_free(ps->pool, ema);
+    optim_destroy(opt);
+    return bytes;
 }
 
 /* What lowers the peak that the config does not already do, for the refusals below: naming checkpointing to a run
@@ -539,35 +523,35 @@ static const char *peak_remedies(const config *cfg, char *buf, size_t size)
     return buf;
 }
 
-/* Predicts a step's peaks by running it dry and refuses a run that cannot fit, before allocating anything. */
-static st_status plan_run(trainer *t)
+st_status train_plan(const config *cfg, int ranks, pool_stats *device, pool_stats *host)
 {
     model_run r;
-    size_t dev = 0, host = 0;
-    st_status st = model_run_open(t->cfg, false, &r);
-    if (!st) st = config_bytes(t->cfg, "device_memory", &dev);
-    if (!st) st = config_bytes(t->cfg, "host_memory", &host);
-    if (!st)
-        st = flow_step_dry(&r, t->batch, train_optimizer_bytes(t->cfg, model_params(r.m)->grad_count, t->ranks),
-                           &t->predicted,
-                           &t->predicted_host);
+    size_t dev = 0, host_budget = 0;
+    float *comm = NULL;
+    st_status st = model_run_open(cfg, false, &r);
+    if (!st) st = config_bytes(cfg, "device_memory", &dev);
+    if (!st) st = config_bytes(cfg, "host_memory", &host_budget);
+    /* the reduction's scratch lives through every step, as the trainer holds it: counted before any budget check */
+    if (!st) st = step_comm_open(r.host, model_params(r.m)->grad_count, ranks, &comm);
+    if (!st) st = flow_step_dry(&r, config_int(cfg, "train_batch_size"), ranks, device, host);
+    if (comm) pool_free(r.host, comm);
     model_run_close(&r);
     if (st) return st;
     char b[2][24], hint[320];
-    if (dev && t->predicted.peak > dev)
+    if (dev && device->peak > dev)
         return st_fail(ST_ERR_OOM, "device_memory: the plan's peak is %s but the budget is %s (%s)",
-                       st_bytes(b[0], t->predicted.peak), st_bytes(b[1], dev), peak_remedies(t->cfg, hint, sizeof hint));
-    if (host && t->predicted_host.peak > host)
+                       st_bytes(b[0], device->peak), st_bytes(b[1], dev), peak_remedies(cfg, hint, sizeof hint));
+    if (host_budget && host->peak > host_budget)
         return st_fail(ST_ERR_HOST_OOM, "host_memory: the plan's host peak is %s but the budget is %s",
-                       st_bytes(b[0], t->predicted_host.peak), st_bytes(b[1], host));
+                       st_bytes(b[0], host->peak), st_bytes(b[1], host_budget));
     /* the CPU backend's device pool is this machine's memory, as the host pool is */
-    const size_t avail = pool_system_available(), need = t->predicted.peak + t->predicted_host.peak;
+    const size_t avail = pool_system_available(), need = device->peak + host->peak;
     if (avail && need > avail) {
         char c[2][24];
         return st_fail(ST_ERR_HOST_OOM, "the plan's peak is %s (device %s, host %s) but this machine has %s available: "
                        "the system would kill the run mid-step (%s)", st_bytes(b[0], need),
-                       st_bytes(b[1], t->predicted.peak), st_bytes(c[0], t->predicted_host.peak),
-                       st_bytes(c[1], avail), peak_remedies(t->cfg, hint, sizeof hint));
+                       st_bytes(b[1], device->peak), st_bytes(c[0], host->peak),
+                       st_bytes(c[1], avail), peak_remedies(cfg, hint, sizeof hint));
     }
     return ST_OK;
 }
@@ -580,16 +564,12 @@ static void cached_guidance(trainer *t, float *cond)
     if (mc->guidance_embeds) cond[dataset_text_floats(t->data)] = (float)mc->guidance;
 }
 
-/* AnyFlow's batch buffers, as flow_step_dry has them: r, and the empty prompt's conditioning for every sample (a
- * cache's null.safetensors: it must be there when guidance is fused) */
+/* AnyFlow's empty prompt's conditioning for every sample (a cache's null.safetensors: it must be there when guidance
+ * is fused) */
 static st_status open_meanflow(trainer *t, const model_config *mc)
 {
-    pool *p = t->run.device;
-    st_status st = pool_alloc(p, (size_t)t->batch * sizeof(float), MEM_ACTIVATIONS, "batch.r", (void **)&t->r);
-    if (!st)
-        st = pool_alloc(p, (size_t)(t->batch * t->cond_len) * sizeof(float), MEM_ACTIVATIONS, "batch.null_cond",
-                        (void **)&t->null_cond);
-    if (!st && t->cached && !dataset_null_text(t->data) && t->mf.guidance != 1.0)
+    st_status st = ST_OK;
+    if (t->cached && !dataset_null_text(t->data) && t->mf.guidance != 1.0)
         st = st_fail(ST_ERR_INVALID, "distillation_config.fuse_guidance_scale %g needs the empty prompt's embeddings: "
                      "add %s/null.safetensors (scripts/make_cache.py writes it) or set it to 1", t->mf.guidance,
                      config_string(t->cfg, "data_cache_dir"));
@@ -647,11 +627,8 @@ static st_status trim_log(const char *path, int64_t last, int *spoilt)
  * peak as it is); the job's global batch, said first. */
 static st_status open_ranks(trainer *t)
 {
-    const int64_t global = t->batch * t->ranks, comm = dist_scratch_floats(model_params(t->run.m)->grad_count);
-    st_status st = pool_alloc(t->run.host, (size_t)comm * sizeof(float), MEM_WORKSPACE, "dist.scratch",
-                              (void **)&t->comm);
-    const size_t extra = (size_t)comm * sizeof(float);
-    t->predicted_host.peak += extra, t->predicted_host.at_peak_by_tag[MEM_WORKSPACE] += extra;
+    const int64_t global = t->batch * t->ranks;
+    const st_status st = step_comm_open(t->run.host, model_params(t->run.m)->grad_count, t->ranks, &t->comm);
     char line[160];
     snprintf(line, sizeof line, "%d ranks x train_batch_size %lld = a global batch of %lld", t->ranks,
              (long long)t->batch, (long long)global);
@@ -740,7 +717,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st && strlen(config_string(cfg, "output_dir")) >= DIR_MAX)
         st = st_fail(ST_ERR_INVALID, "output_dir: longer than %d characters", DIR_MAX - 1);
     snprintf(t->dir, sizeof t->dir, "%.*s", DIR_MAX - 1, config_string(cfg, "output_dir"));
-    if (!st) st = plan_run(t);
+    if (!st) st = train_plan(cfg, t->ranks, &t->predicted, &t->predicted_host);
     char created[PATH_MAX_LEN] = "";
     if (!st && !t->rank) st = make_dir(t->dir, created); /* rank 0 writes every file of the run */
     if (!st && !t->rank) st = lock_output_dir(t);
@@ -751,7 +728,6 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st && !t->rank) st = ckpt_settings_warn(cfg);
     if (!st) st = load_weights(t);
     if (!st) st = open_optimizer(t);
-    if (!st) st = open_ema(t);
     if (!st) {
         t->classes = t->data ? dataset_classes(t->data) : mc->classes;
         t->cond_len = model_cond_len(mc);
@@ -759,16 +735,11 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
         t->labels = calloc((size_t)global, sizeof *t->labels);
         t->captions = calloc((size_t)global, sizeof *t->captions);
         if (!t->labels || !t->captions) st = st_host_oom("a batch's labels and captions");
-        const size_t n = (size_t)(t->batch * model_sample_numel(mc));
-        pool *p = t->run.device;
-        if (!st) st = pool_alloc(p, n * sizeof(float), MEM_ACTIVATIONS, "batch.x0", (void **)&t->x0);
-        if (!st) st = pool_alloc(p, n * sizeof(float), MEM_ACTIVATIONS, "batch.noise", (void **)&t->noise);
-        if (!st) st = pool_alloc(p, (size_t)t->batch * sizeof(float), MEM_ACTIVATIONS, "batch.t", (void **)&t->t);
-        if (!st)
-            st = pool_alloc(p, (size_t)(t->batch * t->cond_len) * sizeof(float), MEM_ACTIVATIONS, "batch.cond",
-                            (void **)&t->cond);
-        if (!st && t->ranks > 1) st = open_ranks(t);
+        step_batch b = {0};
         if (!st) st = meanflow_from_config(cfg, &t->mf, &t->anyflow);
+        if (!st) st = step_batch_open(t->run.device, t->batch, model_sample_numel(mc), t->cond_len, t->anyflow, &b);
+        t->x0 = b.x0, t->noise = b.noise, t->t = b.t, t->cond = b.cond, t->r = b.r, t->null_cond = b.null_cond;
+        if (!st && t->ranks > 1) st = open_ranks(t);
         if (!st && t->anyflow) st = open_meanflow(t, mc);
         if (!st) st = drift_from_config(cfg, mc, &t->drift, &t->drifts);
     }
@@ -1062,12 +1033,9 @@ void trainer_destroy(trainer *t)
     if (t->run.host) pool_free(t->run.host, t->comm);
     if (p) {
         pool_free(p, t->ema);
-        pool_free(p, t->null_cond);
-        pool_free(p, t->r);
-        pool_free(p, t->cond);
-        pool_free(p, t->t);
-        pool_free(p, t->noise);
-        pool_free(p, t->x0);
+        step_batch b = {.x0 = t->x0, .noise = t->noise, .t = t->t, .cond = t->cond, .r = t->r,
+                        .null_cond = t->null_cond};
+        step_batch_close(p, &b);
     }
     free(t->labels);
     free(t->captions);
