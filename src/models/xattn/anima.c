@@ -66,8 +66,6 @@ void anima_release(model *m, anima_adapter *a)
         for (int j = 0; j < AB_COUNT; j++) pool_free(m->pool, k->t[j]), k->t[j] = NULL;
         for (int j = 0; j < AS_COUNT; j++) op_state_release(&k->st[j]);
     }
-    float **bufs[] = {&a->h0, &a->src, &a->ids, &a->wts, &a->y, &a->z, &a->rope};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
     op_state_release(&a->zst);
 }
 
@@ -119,14 +117,14 @@ st_status anima_forward(model *m, anima_adapter *a, const float *cond, float *te
     const int64_t B = m->shape.batch, L = c->text_len, Lq = c->source_len, Lt = m->shape.text, D = c->text_dim;
     const int64_t S = c->source_dim, K = model_cond_len(c), n = B * L, ns = B * Lq, F = 4 * D, H = c->heads;
     st_status st = ST_OK;
-    a->h0 = model_take(m, &st, n * D, "anima.embed", false);
-    a->src = model_take(m, &st, ns * S, "anima.qwen", false);
-    a->ids = model_take(m, &st, n, "anima.t5_ids", false);
-    a->wts = model_take(m, &st, n, "anima.t5_weights", false);
-    a->y = model_take(m, &st, n * D, "anima.out_proj", false);
-    a->z = model_take(m, &st, n * D, "anima.norm", false);
+    model_hold(m, &st, &a->h0, n * D, "anima.embed", false);
+    model_hold(m, &st, &a->src, ns * S, "anima.qwen", false);
+    model_hold(m, &st, &a->ids, n, "anima.t5_ids", false);
+    model_hold(m, &st, &a->wts, n, "anima.t5_weights", false);
+    model_hold(m, &st, &a->y, n * D, "anima.out_proj", false);
+    model_hold(m, &st, &a->z, n * D, "anima.norm", false);
     const int64_t R = L > Lq ? L : Lq;
-    a->rope = model_take(m, &st, R * (D / H), "anima.rope", false);
+    model_hold(m, &st, &a->rope, R * (D / H), "anima.rope", false);
     for (int i = 0; i < a->n; i++) {
         anima_block *k = &a->blocks[i];
         for (int j = 0; j < AB_COUNT; j++)
