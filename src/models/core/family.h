@@ -157,12 +157,17 @@ typedef struct family_desc {
     void (*rope_axes)(model_config *mc);
 
     const struct model_family *ops; /* the implementation; NULL: not built */
+    /* what its steps do differently from the other families of the same steps (ops): the options struct the steps'
+     * header defines (xdit_options, mmdit_options, ...), set in the family's own file; NULL: the steps' defaults */
+    const void *topology_options;
 } family_desc;
 
 /* The descriptor whose name is model_config.family name, NULL when none is. */
 const family_desc *family_find(const char *name);
 /* mc's descriptor; for a name no built family has, one with no traits and no implementation. */
 const family_desc *family_of_config(const model_config *mc);
+/* mc's family's topology_options (NULL: none). */
+const void *family_options(const model_config *mc);
 /* The i-th descriptor in the registry's order, NULL past the last. */
 const family_desc *family_at(int i);
 

@@ -110,6 +110,15 @@ struct model {
 extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, auraflow_family, flux2_family,
     qwen_image_family, hunyuan_video_family, hidream_family, xdit_family, cosmos_family,
     ace_step_family;
+/* xdit_family's topology_options (family.h): the diffusers class whose layout and embeddings its steps follow; NULL:
+ * PixArtTransformer2DModel's */
+typedef struct xdit_options {
+    bool wan;        /* WanTransformer3DModel's */
+    bool ltx;        /* LTXVideoTransformer3DModel's */
+    bool sana;       /* SanaTransformer2DModel's, or (sana_video) SanaVideoTransformer3DModel's */
+    bool sana_video; /* SanaVideoTransformer3DModel's */
+} xdit_options;
+
 extern const model_family kandinsky5_family, ltx2_family, lumina2_family, ernie_family, ideogram_family,
     omnigen_family, krea2_family, flux3_family, qwen_image21_family,
     minimax_h3_family, cosmos3_family, unet_family, cascade_family;

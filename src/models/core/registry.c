@@ -36,3 +36,5 @@ const family_desc *family_of_config(const model_config *mc)
     const family_desc *d = family_find(mc->family);
     return d ? d : &unknown;
 }
+
+const void *family_options(const model_config *mc) { return family_of_config(mc)->topology_options; }

@@ -2,6 +2,7 @@
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
+#include "models/dual/mmdit.h"
 
 static const family_preset presets[] = {
     /* lodestones/Chroma1-HD's: Flux's blocks without their adaLN linears, T5-XXL's text padded to 512, no pooled
@@ -44,6 +45,7 @@ const family_desc chroma_desc = {
     .mask = MASK_PAD_ONE,
     .packed = 4,
     .ops = &mmdit_family,
+    .topology_options = &(const mmdit_options){.approximator = true},
     FAMILY_PRESETS(presets),
     .preset = chroma_preset,
     .readers = {{"ChromaTransformer2DModel", chroma_from_json}},

@@ -18,6 +18,7 @@
  * and 0. diffusers also appends the SigLIP image tokens (all masked under text-to-video, so they reach nothing: the
  * image_embedder is registered for loading, and its gradient is zero) and moves each sample's valid tokens first
  * and zeroes the rest: with every invalid token excluded as a key, that is the same function. */
+#include "models/core/family.h"
 #include "models/dual/mmdit.h"
 
 #include <math.h>
@@ -92,7 +93,8 @@ static st_status hv_create(model *m)
     const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
     const float alpha = (float)c->lora_alpha;
     /* in the order of HunyuanVideoTransformer3DModel's state_dict */
-    d->v15 = !strcmp(c->family, "hunyuanvideo15");
+    const hunyuan_video_options *o = family_options(c);
+    d->v15 = o && o->v15;
     d->p_x_w = param_add(s, "x_embedder.proj.weight", 5,
                          (int64_t[]){D, c->channels + c->cond_channels, c->patch_t, c->patch, c->patch}, full);
     d->p_x_b = param_add(s, "x_embedder.proj.bias", 1, (int64_t[]){D}, full);

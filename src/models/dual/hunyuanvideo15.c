@@ -2,6 +2,7 @@
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
+#include "models/dual/mmdit.h"
 
 /* SimpleTuner's hunyuanvideo is HunyuanVideo 1.5; "1.0" is segtrain's name for the first model (hunyuanvideo) */
 static const family_preset presets[] = {
@@ -42,6 +43,7 @@ const family_desc hunyuanvideo15_desc = {
     .video = true,
     .uncached = "ByT5's glyph tokens and their mask",
     .ops = &hunyuan_video_family,
+    .topology_options = &(const hunyuan_video_options){.v15 = true},
     FAMILY_PRESETS(presets),
     .preset = hunyuanvideo15_preset,
     .readers = {{"HunyuanVideo15Transformer3DModel", hunyuanvideo15_from_json}},

@@ -2,6 +2,7 @@
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
+#include "models/dual/mmdit.h"
 
 /* LongCat-Image's are meituan-longcat/LongCat-Image's transformer config (10 double + 20 single blocks of Flux's
  * width, Qwen2.5-VL's 3584-wide text, no pooled vector) with its pipeline's 512 tokens. */
@@ -22,6 +23,7 @@ const family_desc longcat_image_desc = {
     .text = true,
     .packed = 4,
     .ops = &mmdit_family,
+    .topology_options = &(const mmdit_options){.longcat = true},
     FAMILY_PRESETS(presets),
     .readers = {{"LongCatImageTransformer2DModel", longcat_from_json}},
     .fields = F_SINGLE,

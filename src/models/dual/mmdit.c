@@ -9,6 +9,7 @@
  * ChromaTransformer2DModel: no c at all, every block's modulation vectors (and norm_out's) are rows of one tensor
  * the distilled_guidance_layer (approximator) makes from the timestep, and the text's padding mask adds
  * m_i m_j to the attention logits. */
+#include "models/core/family.h"
 #include "models/dual/mmdit.h"
 
 #include <float.h>
@@ -40,6 +41,13 @@ typedef struct mm_model {
 
 static mm_model *mm_of(model *m) { return m->impl; }
 
+static const mmdit_options *mm_options(const model_config *c)
+{
+    static const mmdit_options flux = {0};
+    const mmdit_options *o = family_options(c);
+    return o ? o : &flux;
+}
+
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train);
 static st_status embed_backward(model *m, float *dimg, const float *dtxt);
 static st_status backward_begin(model *m);
@@ -58,7 +66,7 @@ static st_status mm_create(model *m)
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
-    d->chroma = !strcmp(c->family, "chroma");
+    d->chroma = mm_options(c)->approximator;
     /* in the order of FluxTransformer2DModel's state_dict (ChromaTransformer2DModel's) */
     if (d->chroma) {
         chroma_approx *a = &d->a;
@@ -86,7 +94,7 @@ static st_status mm_create(model *m)
             blocks[i].mod_row[0] = i < nd ? 3 * ns + 6 * i : 3 * (i - nd);
             blocks[i].mod_row[1] = 3 * ns + 6 * nd + 6 * i;
         }
-    } else if (!strcmp(c->family, "longcat_image"))
+    } else if (mm_options(c)->longcat)
         temb_register(s, &d->t, "time_embed.timestep_embedder.linear_1", "time_embed.timestep_embedder.linear_2",
                       DIT_FREQ_DIM, D, full);
     else
@@ -273,7 +281,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
                              (void **)&ids);
     if (st) return st;
     /* Chroma's are Flux's */
-    if (!strcmp(c->family, "longcat_image")) position_ids_longcat(ids, L, grid, grid, LONGCAT_IMAGE_POS_OFFSET);
+    if (mm_options(c)->longcat) position_ids_longcat(ids, L, grid, grid, LONGCAT_IMAGE_POS_OFFSET);
     else position_ids_grid(ids, L, 1, grid, grid);
     rope_table(m->ctx.rope, ids, L + T, 3, c->rope_axes, MMDIT_ROPE_THETA);
     pool_free(m->pool, ids);

@@ -71,6 +71,17 @@ void mm_single_register(param_set *ps, mm_block *b, int i, const model_config *c
 
 extern const block_kind mm_double_kind, mm_single_kind;
 
+/* mmdit_family's topology_options (family.h); NULL: FluxTransformer2DModel's */
+typedef struct mmdit_options {
+    bool approximator; /* ChromaTransformer2DModel's: the modulation from distilled_guidance_layer, not per block */
+    bool longcat;      /* LongCatImageTransformer2DModel's: time_embed's names, and its own position ids */
+} mmdit_options;
+
+/* hunyuan_video_family's topology_options; NULL: HunyuanVideoTransformer3DModel's */
+typedef struct hunyuan_video_options {
+    bool v15; /* HunyuanVideo15Transformer3DModel's */
+} hunyuan_video_options;
+
 /* adaLN-Zero (every modulation and the final projection zero), RMSNorm weights one, N(0, 0.02) embedding MLPs,
  * xavier-uniform elsewhere: Flux's and SD3's names alike. */
 param_init mm_init_of(const char *name);

@@ -62,7 +62,11 @@ static lm_model *lm_of(const model *m) { return m->impl; }
 #define PG(i) (param_at(m->params, (i))->g)
 
 static int64_t round_up(int64_t n, int64_t k) { return (n + k - 1) / k * k; }
-static bool zimage(const model_config *c) { return !strcmp(c->family, "z_image"); }
+static bool zimage(const model_config *c)
+{
+    const lumina2_options *o = family_options(c);
+    return o && o->zimage;
+}
 /* The caption refiner's rows and the image refiner's per sample */
 static int64_t text_rows(const model *m)
 {

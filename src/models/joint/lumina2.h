@@ -60,6 +60,11 @@ void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, co
 
 extern const block_kind lumina_block_kind;
 
+/* lumina2_family's topology_options (family.h); NULL: Lumina2Transformer2DModel's */
+typedef struct lumina2_options {
+    bool zimage; /* ZImageTransformer2DModel's: its names, rows padded to 32, caption first, its final layer's c */
+} lumina2_options;
+
 /* ERNIE-Image's, Ideogram 4's and OmniGen's skeleton (lumina_joint.c): sequence 0, `layers`, of cfg.depth blocks in
  * one style over `rows` joint rows a sample, reading the model's rotary tables and key mask */
 typedef struct lumina_joint {

@@ -36,6 +36,7 @@ const family_desc z_image_desc = {
     .text_mask = true,
     .describe_blocks = lumina2_blocks,
     .ops = &lumina2_family,
+    .topology_options = &(const lumina2_options){.zimage = true},
     FAMILY_PRESETS(presets),
     .preset = z_image_preset,
     .rope_axes = family_rope_axes_wide,

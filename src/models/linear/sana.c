@@ -49,6 +49,7 @@ const family_desc sana_desc = {
     .text = true,
     .text_mask = true,
     .ops = &xdit_family,
+    .topology_options = &(const xdit_options){.sana = true},
     FAMILY_PRESETS(presets),
     .preset = sana_preset,
     .readers = {{"SanaTransformer2DModel", sana_from_json}},

@@ -42,6 +42,7 @@ const family_desc sanavideo_desc = {
     .text_mask = true,
     .video = true,
     .ops = &xdit_family,
+    .topology_options = &(const xdit_options){.sana = true, .sana_video = true},
     FAMILY_PRESETS(presets),
     .preset = sanavideo_preset,
     .readers = {{"SanaVideoTransformer3DModel", sanavideo_from_json}},

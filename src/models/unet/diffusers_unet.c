@@ -8,6 +8,7 @@
 
 #include "models/core/diffusers_json.h"
 #include "models/core/internal.h"
+#include "models/unet/unet.h"
 
 /* An int, or a list of n ints (one per level), at key into v[0 .. n); absent or null keeps v. */
 static st_status per_level(const cJSON *j, const char *file, const char *key, int n, int64_t *v)
@@ -70,7 +71,7 @@ static st_status block_types(const cJSON *j, const char *file, model_config *mc,
  * ids), kolors with its text projection too */
 st_status unet_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    const bool xl = strcmp(mc->family, "sd1x") != 0;
+    const bool xl = unet_options_of(mc)->added;
     int64_t ch[UNET_LEVELS_MAX] = {320, 640, 1280, 1280}, heads[UNET_LEVELS_MAX] = {8, 8, 8, 8};
     int64_t layers[UNET_LEVELS_MAX] = {1, 1, 1, 1}, out = 4, cross = 1280, groups = 32, per = 2;
     int64_t time_dim = 0, proj_in = 0;
@@ -119,7 +120,7 @@ st_status unet_from_json(const cJSON *j, const char *file, model_config *mc)
     if (!st) st = json_fixed(j, file, "resnet_out_scale_factor", 1, U);
     if (!st) st = json_fixed(j, file, "conv_in_kernel", 3, U);
     if (!st) st = json_fixed(j, file, "conv_out_kernel", 3, U);
-    const bool kolors = !strcmp(mc->family, "kolors");
+    const bool kolors = unet_options_of(mc)->text_proj;
     int64_t hid = 0;
     if (!st) st = json_int(j, file, "encoder_hid_dim", &hid);
     const cJSON *hid_type = cJSON_GetObjectItemCaseSensitive(j, "encoder_hid_dim_type");

@@ -21,6 +21,7 @@ const family_desc kolors_desc = {
             .built = "1.0:kolors",
             .fallback = "1.0"}},
     UNET_TRAITS,
+    .topology_options = &(const unet_options){.added = true, .text_proj = true},
     FAMILY_PRESETS(presets),
     .preset = unet_preset,
     .readers = {{"UNet2DConditionModel", unet_from_json}},

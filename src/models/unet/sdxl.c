@@ -24,6 +24,7 @@ const family_desc sdxl_desc = {
             .why = "the refiners read OpenCLIP-G's text alone and five size ids, one of them an aesthetic score; the base "
              "flavours are built"}},
     UNET_TRAITS,
+    .topology_options = &(const unet_options){.added = true},
     FAMILY_PRESETS(presets),
     .preset = unet_preset,
     .readers = {{"UNet2DConditionModel", unet_from_json}},

@@ -5,6 +5,7 @@
  * Kolors' added conditions added to it), whose SiLU every ResnetBlock2D's time_emb_proj reads, Kolors' text
  * projection, and the head (conv_norm_out, SiLU, conv_out). Checkpointing's interval and stride count micro-blocks,
  * as SimpleTuner's Stable Cascade counts its Res / Timestep / Attention blocks. */
+#include "models/core/family.h"
 #include "models/unet/unet.h"
 
 #include <stdio.h>
@@ -34,7 +35,14 @@ static unet_model *unet_of(model *m) { return m->impl; }
 /* sdxl's size ids a sample: original size, crop top-left, target size (each height, width), in pixels */
 #define UNET_TIME_IDS 6
 
-static bool added_conditions(const model_config *c) { return strcmp(c->family, "sd1x") != 0; }
+const unet_options *unet_options_of(const model_config *mc)
+{
+    static const unet_options sd1x = {0};
+    const unet_options *o = family_options(mc);
+    return o ? o : &sd1x;
+}
+
+static bool added_conditions(const model_config *c) { return unet_options_of(c)->added; }
 
 static int add(param_set *s, const char *prefix, const char *name, int ndim, const int64_t *shape, bool trainable)
 {
@@ -411,7 +419,7 @@ void unet_describe(const model_config *mc, const char *grid, int64_t batch, char
 /* sd1x's, sdxl's and kolors' presets beyond their sizes; the tiny ones are the fixtures' */
 void unet_preset(model_config *mc, const char *name, bool tiny)
 {
-    const bool xl = strcmp(mc->family, "sd1x") != 0;
+    const bool xl = unet_options_of(mc)->added;
     static const int64_t ch[4][UNET_LEVELS_MAX] = {{320, 640, 1280, 1280}, {8, 16, 24}, {320, 640, 1280},
                                                    {8, 16, 24}};
     static const int64_t at[4][UNET_LEVELS_MAX] = {{1, 1, 1, 0}, {1, 1, 0}, {0, 2, 10}, {0, 1, 2}};
@@ -420,7 +428,7 @@ void unet_preset(model_config *mc, const char *name, bool tiny)
     mc->unet_levels = xl || tiny ? 3 : 4, mc->unet_layers = tiny ? 1 : 2, mc->unet_mid = at[k][2] + !xl;
     mc->norm_groups = tiny ? 4 : 32, mc->norm_eps = 1e-5, mc->unet_linear = xl;
     mc->time_channels = xl ? (tiny ? 8 : 256) : 0;
-    mc->unet_cross = strcmp(mc->family, "kolors") ? 0 : tiny ? 16 : 2048;
+    mc->unet_cross = !unet_options_of(mc)->text_proj ? 0 : tiny ? 16 : 2048;
     for (int l = 0; l < UNET_LEVELS_MAX; l++)
         mc->unet_channels[l] = ch[k][l], mc->unet_attn[l] = at[k][l], mc->unet_heads[l] = heads[k][l];
     mc->depth = unet_depth(mc);
@@ -434,10 +442,10 @@ st_status unet_check(const model_config *mc)
               mc->unet_mid <= 64 && g >= 1 && mc->norm_eps > 0 && mc->norm_eps < 1 && mc->patch == 1 &&
               mc->frames == 1 && !mc->out_channels && mc->hidden == 4 * mc->unet_channels[0] &&
               mc->resolution % ((int64_t)1 << (L - 1)) == 0 &&
-              (!strcmp(mc->family, "sd1x") ? !mc->pooled_dim && !mc->time_channels
+              (!unet_options_of(mc)->added ? !mc->pooled_dim && !mc->time_channels
                                            : mc->pooled_dim >= 1 && mc->time_channels >= 2 &&
                                                  mc->time_channels % 2 == 0 && mc->time_channels <= 65536) &&
-              (strcmp(mc->family, "kolors") ? !mc->unet_cross : mc->unet_cross >= 1 && mc->unet_cross <= (1 << 20));
+              (!unet_options_of(mc)->text_proj ? !mc->unet_cross : mc->unet_cross >= 1 && mc->unet_cross <= (1 << 20));
     for (int64_t i = 0; ok && i < L; i++)
         ok = mc->unet_channels[i] >= 1 && mc->unet_channels[i] <= (1 << 16) && mc->unet_channels[i] % g == 0 &&
              mc->unet_heads[i] >= 1 && mc->unet_channels[i] % mc->unet_heads[i] == 0 && mc->unet_attn[i] >= 0 &&

@@ -32,6 +32,14 @@ typedef struct unet_block {
 
 extern const block_kind unet_block_kind;
 
+/* unet_family's topology_options (family.h); NULL: Stable Diffusion 1.x's UNet2DConditionModel */
+typedef struct unet_options {
+    bool added;     /* SDXL's added conditions (text_time): the pooled text and the size ids, time_channels wide */
+    bool text_proj; /* Kolors' encoder_hid_proj: a Linear from the text encoder's width (unet_cross) */
+} unet_options;
+/* mc's unet_options (the defaults where its family sets none) */
+const unet_options *unet_options_of(const model_config *mc);
+
 /* plan's line for a U-Net (sd1x, sdxl, kolors): its levels instead of one width (family.h's describe hook) */
 void unet_describe(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n);
 /* sd1x's, sdxl's and kolors' preset hook (family.h) */

@@ -318,6 +318,7 @@ const family_desc anima_desc = {
     .cond_len = anima_cond_len,
     .condition = anima_condition,
     .ops = &cosmos_family,
+    .topology_options = &(const cosmos_options){.text_adapter = true},
     FAMILY_PRESETS(presets),
     .preset = anima_preset,
     .readers = {{"CosmosTransformer3DModel", anima_from_json}},

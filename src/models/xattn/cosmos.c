@@ -17,6 +17,7 @@
 #include "models/xattn/cosmos.h"
 
 #include "models/core/attn_side.h"
+#include "models/core/family.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -113,7 +114,11 @@ typedef struct cos_model {
 static cos_model *co_of(model *m) { return m->impl; }
 
 
-static bool is_anima(const model_config *mc) { return !strcmp(mc->family, "anima"); }
+static bool is_anima(const model_config *mc)
+{
+    const cosmos_options *o = family_options(mc);
+    return o && o->text_adapter;
+}
 
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)

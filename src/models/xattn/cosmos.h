@@ -15,6 +15,11 @@ enum { AB_N1, AB_QR, AB_Q, AB_KR, AB_K, AB_V, AB_A, AB_O, AB_X1, AB_N2, AB_CQR, 
        AB_F1 /* (B L, 4 D) */, AB_F2, AB_X3, AB_CK /* these three (B Lq, D) */, AB_CKR, AB_CV, AB_COUNT };
 enum { AS_N1, AS_Q, AS_K, AS_A, AS_N2, AS_CQ, AS_CK, AS_CA, AS_N3, AS_COUNT };
 
+/* cosmos_family's topology_options (family.h); NULL: CosmosTransformer3DModel's */
+typedef struct cosmos_options {
+    bool text_adapter; /* Anima's: its text conditioner (anima_adapter), whose weights follow the transformer's */
+} cosmos_options;
+
 typedef struct anima_block {
     int n1, n2, n3, wq, wk, wcq, wck; /* RMSNorm weights: the block's (D) and q/k's per head */
     lin_layer q, k, v, o, cq, ck, cv, co, f0, f2;

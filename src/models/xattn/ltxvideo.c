@@ -31,6 +31,7 @@ const family_desc ltxvideo_desc = {
     .video = true,
     .vae_scale_t = 8,
     .ops = &xdit_family,
+    .topology_options = &(const xdit_options){.ltx = true},
     FAMILY_PRESETS(presets),
     .preset = ltxvideo_preset,
     .readers = {{"LTXVideoTransformer3DModel", ltxvideo_from_json}},

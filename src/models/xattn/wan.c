@@ -155,6 +155,7 @@ const family_desc wan_desc = {
     .condition = wan_condition,
     .describe_blocks = wan_blocks,
     .ops = &xdit_family,
+    .topology_options = &(const xdit_options){.wan = true},
     FAMILY_PRESETS(presets),
     .preset = wan_preset,
     .readers = {{"WanTransformer3DModel", wan_from_json},

@@ -42,6 +42,7 @@
  *
  * One block sequence (xdit_block.c), or VACE's two; the text projection, t6 and the final modulation are made once
  * per step and shared by the blocks, their gradients gathered from them. */
+#include "models/core/family.h"
 #include "models/xattn/xdit.h"
 
 #include <math.h>
@@ -98,6 +99,13 @@ static xd_model *xd_of(model *m) { return m->impl; }
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)
 
+static const xdit_options *xd_options(const model_config *c)
+{
+    static const xdit_options pixart = {0};
+    const xdit_options *o = family_options(c);
+    return o ? o : &pixart;
+}
+
 static st_status xd_create(model *m)
 {
     const model_config *c = &m->cfg;
@@ -111,8 +119,8 @@ static st_status xd_create(model *m)
     if (d && nv) d->vseq_blocks = model_alloc(m, (size_t)nv, sizeof *d->vseq_blocks);
     if (!d || !d->blocks || !d->seq_blocks || (nv && (!d->vblocks || !d->vseq_blocks)))
         return st_host_oom("the cross-attention model");
-    d->wan = !strcmp(c->family, "wan"), d->ltx = !strcmp(c->family, "ltxvideo"), d->svid = !strcmp(c->family, "sanavideo");
-    d->sana = !strcmp(c->family, "sana") || d->svid;
+    const xdit_options *o = xd_options(c);
+    d->wan = o->wan, d->ltx = o->ltx, d->svid = o->sana_video, d->sana = o->sana || o->sana_video;
     d->p_cap_norm = -1;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
