@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "segtrain/executor.h"
 #include "segtrain/model.h"
 #include "segtrain/objective.h"
 #include "segtrain/rng.h"
@@ -933,6 +934,7 @@ static void test_family(const struct family_case *c)
 
 int main(void)
 {
+    seq_check_kept_bytes(true); /* every block kind's kept_bytes, on every training forward below */
     host_pool = pool_create(POOL_HOST, 0);
     test_schedule();
     test_refusals();

@@ -29,5 +29,10 @@ st_status seq_backward(seq_run *run, block_state *grad, const float *const *extr
 const block_state *seq_run_output(const seq_run *run, int i);
 /* Drops a forward's state without a backward. */
 void seq_release(seq_run *run);
+/* Tests and debugging: with on, every training forward that keeps on the device (no attention offload) checks its
+ * block kind's kept_bytes(keep) against what the forward left in the pool besides its output state, and fails
+ * (ST_ERR_INTERNAL, naming the block) where they differ. Off unless the environment has SEGTRAIN_CHECK_KEPT_BYTES=1
+ * (plan and train check so); process-wide. */
+void seq_check_kept_bytes(bool on);
 
 #endif

@@ -74,6 +74,40 @@ static seq_run *run_new(block_seq *s, const seq_plan *plan, offload *off)
     return run;
 }
 
+static int check_kept = -1; /* seq_check_kept_bytes; -1: SEGTRAIN_CHECK_KEPT_BYTES=1 says, at the first forward */
+
+void seq_check_kept_bytes(bool on) { check_kept = on; }
+
+/* Bytes of the tensors of `out` that `in` does not hold (each once): what a forward made of its output state. */
+static size_t made_bytes(const block_state *in, const block_state *out)
+{
+    size_t bytes = 0;
+    for (int k = 0; out && k < out->n; k++) {
+        bool old = false;
+        for (int j = 0; j < in->n; j++) old |= in->t[j] == out->t[k];
+        for (int j = 0; j < k; j++) old |= out->t[j] == out->t[k];
+        if (!old) bytes += pool_size_of(out->t[k]);
+    }
+    return bytes;
+}
+
+/* A block's forward. With seq_check_kept_bytes on, a training forward that keeps all it keeps on the device (no
+ * attention offload, nothing given in *saved) must grow the pool by its output state and exactly kept_bytes(keep):
+ * the block kind's statement, which the planner and `plan` read, checked against what the forward allocates. */
+static st_status forward(block_seq *s, block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
+                         block_saved **saved)
+{
+    if (check_kept < 0) check_kept = getenv("SEGTRAIN_CHECK_KEPT_BYTES") && !strcmp(getenv("SEGTRAIN_CHECK_KEPT_BYTES"), "1");
+    const bool check = check_kept && saved && !*saved && !off;
+    const size_t before = check ? pool_live(s->pool) : 0;
+    const st_status st = b->kind->forward(b, in, out, keep, off, saved);
+    if (st || !check) return st;
+    const size_t kept = pool_live(s->pool) - before - made_bytes(in, out), said = b->kind->kept_bytes(b, keep);
+    if (kept == said) return ST_OK;
+    return st_fail(ST_ERR_INTERNAL, "%s block %d (%s): its forward keeps %zu bytes at keep level %d, but its kind's "
+                   "kept_bytes says %zu", s->name, b->index, b->kind->name, kept, (int)keep, said);
+}
+
 static void retag_state(pool *p, const block_state *st, mem_tag tag)
 {
     for (int i = 0; i < st->n; i++) pool_retag(p, st->t[i], tag);
@@ -128,8 +162,8 @@ st_status seq_forward(block_seq *s, const seq_plan *plan, offload *off, block_st
         if (to_host) st = input_to_host(run, i, &cur);
         block_state next = {0};
         if (!st)
-            st = b->kind->forward(b, &cur, &next, train ? seq_plan_keep(plan, i) : KEEP_NOTHING,
-                                  train && plan->attention_offload[i] ? off : NULL, train ? &run->saved[i] : NULL);
+            st = forward(s, b, &cur, &next, train ? seq_plan_keep(plan, i) : KEEP_NOTHING,
+                         train && plan->attention_offload[i] ? off : NULL, train ? &run->saved[i] : NULL);
         if (held) run->inputs[i] = cur;
         else drop_state(s->pool, run, &cur, &next); /* what the block passed on lives on in next */
         if (!st && to_host) st = input_drop_device(run, i);
@@ -181,7 +215,7 @@ static st_status backward_segment(seq_run *run, const segment *g, block_state *g
         block *b = &s->blocks[j];
         block_state next = {0};
         const bool output = j < g->last || !b->kind->output_optional;
-        st = b->kind->forward(b, &cur, output ? &next : NULL, KEEP_ALL, NULL, &run->saved[j]);
+        st = forward(s, b, &cur, output ? &next : NULL, KEEP_ALL, NULL, &run->saved[j]);
         if (j > g->first) run->inputs[j] = cur;
         cur = next;
     }

@@ -156,6 +156,23 @@ static size_t attn_kept_floats(const xdit_block *b, int64_t rows_q, int64_t rows
     return (size_t)((copies + 2) * rows_q * D + (copies + 1) * rows_kv * D);
 }
 
+/* The image attention's (added_kv) and the face adapter's sides and states: q, q raw and the output of the tokens; k,
+ * k raw and v of the image's or face's (the image's output goes through the cross-attention's to_out, the face's
+ * through its own, whose input is the output side: neither keeps an output projection of its own) */
+static size_t added_sides_bytes(const xdit_block *b, dims d)
+{
+    size_t bytes = 0;
+    if (b->added_kv) {
+        const attn_shape is = image_shape(b);
+        bytes += (size_t)(3 * (d.N + d.NI) * d.D) * sizeof(float) + attention_kept_bytes(&is);
+    }
+    if (b->face >= 0) {
+        const attn_shape fs = face_shape(b);
+        bytes += (size_t)(3 * (d.N + d.NF) * d.D) * sizeof(float) + attention_kept_bytes(&fs);
+    }
+    return bytes;
+}
+
 static size_t xdit_kept_bytes(const block *blk, keep_level keep)
 {
     const xdit_block *b = blk->self;
@@ -167,14 +184,7 @@ static size_t xdit_kept_bytes(const block *blk, keep_level keep)
                     attn_kept_floats(b, d.N, d.NL, b->cnorm_q >= 0);
     if (keep == KEEP_ALL) floats += (size_t)((b->sana ? 2 : 1) * d.N * d.F + d.N * d.D);
     size_t bytes = floats * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
-    if (b->added_kv) {
-        const attn_shape is = image_shape(b);
-        bytes += attn_kept_floats(b, d.N, d.NI, true) * sizeof(float) + attention_kept_bytes(&is);
-    }
-    if (b->face >= 0) {
-        const attn_shape fs = face_shape(b);
-        bytes += attn_kept_floats(b, d.N, d.NF, true) * sizeof(float) + attention_kept_bytes(&fs);
-    }
+    if (b->added_kv || b->face >= 0) bytes += added_sides_bytes(b, d); /* as offloaded: no output projection kept */
     return bytes;
 }
 
@@ -186,15 +196,7 @@ static size_t xdit_offloaded_bytes(const block *blk)
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
     const int64_t qn = b->norm_q >= 0, self = (4 + 2 * qn) * d.N * d.D, cross = (2 + qn) * (d.N + d.NL) * d.D;
     size_t bytes = (size_t)(self + cross) * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
-    if (b->added_kv) { /* q, q raw and the output of the tokens; k, k raw and v of the image's */
-        const attn_shape is = image_shape(b);
-        bytes += (size_t)(3 * (d.N + d.NI) * d.D) * sizeof(float) + attention_kept_bytes(&is);
-    }
-    if (b->face >= 0) {
-        const attn_shape fs = face_shape(b);
-        bytes += (size_t)(3 * (d.N + d.NF) * d.D) * sizeof(float) + attention_kept_bytes(&fs);
-    }
-    return bytes;
+    return bytes + added_sides_bytes(b, d);
 }
 
 /* ---- pieces run in forward and again in backward ---- */
