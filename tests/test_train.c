@@ -695,6 +695,32 @@ static void test_rank_scratch_is_planned(void)
     config_free(c);
 }
 
+/* The trainer's warnings (its own and the config's) go through the one warning sink (status.h): into its log while
+ * it lives, and on to the sink it replaced; that sink is back once the trainer is gone. */
+static void test_warnings_reach_the_log(void)
+{
+    printf("-- warnings: through the sink into the trainer's log\n");
+    config *c = make_config("warn", "max_train_steps=1;model_type=lora;lora_rank=4;gradient_checkpointing_interval=2");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *log = open_memstream(&text, &len);
+    tk_warn_begin();
+    trainer *t = NULL;
+    CHECKF(c && log && trainer_create(c, log, &t) == ST_OK, "%s", st_error());
+    trainer_destroy(t);
+    st_warn("segtrain: warning: after the trainer");
+    const char *passed = tk_warn_end();
+    fclose(log);
+    static const char *const said[] = {"segtrain: warning: model_type lora without pretrained_model_name_or_path",
+                                       "segtrain: warning: gradient_checkpointing_interval does nothing"};
+    for (int i = 0; i < 2; i++)
+        CHECKF(text && tk_count(text, said[i]) == 1 && tk_count(passed, said[i]) == 1, "'%s': log \"%s\", sink \"%s\"",
+               said[i], text ? text : "", passed);
+    CHECK(text && !strstr(text, "after the trainer") && tk_count(passed, "after the trainer") == 1);
+    free(text);
+    config_free(c);
+}
+
 int main(void)
 {
     snprintf(root, sizeof root, "/tmp/segtrain-test-train-XXXXXX");
@@ -712,6 +738,7 @@ int main(void)
     test_h3_drift_objective();
     test_failures();
     test_rank_scratch_is_planned();
+    test_warnings_reach_the_log();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     if (system(cmd) != 0) return 1;
