@@ -1,8 +1,7 @@
 /* A diffusers transformer's own config.json, read into a model configuration: for each family the class whose
  * config it reads (diffusers_classes), its defaults, then the file's values; what segtrain does not build is refused
- * by name. model_config.c calls it when a run's weights are a diffusers folder. The value readers and the
- * dual-stream families' readers are here, the cross-attention families' in diffusers_xattn.c, the single-stream
- * joint families' in diffusers_joint.c (diffusers_json.h). */
+ * by name. model_config.c calls it when a run's weights are a diffusers folder. The value readers are here
+ * (diffusers_json.h); each family's readers are in its own file, the dual-stream families' in dual/diffusers_dual.c. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -63,6 +62,26 @@ static const struct {
     {"in_channels", 1, 65536}, {"out_channels", 0, 65536}, {"patch_size", 1, 64}, {"patch_size_t", 1, 64},
     {"hidden_size", 1, 65536}, {"dim", 1, 65536}, {"model_dim", 1, 65536},
 };
+
+/* patch_size as a list (frames, height, width), when given, into patch_t and patch */
+st_status json_patch_3d(const cJSON *j, const char *file, model_config *mc)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "patch_size");
+    if (p && (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 3))
+        return st_fail(ST_ERR_FORMAT, "%s: patch_size is not a list of 3 (frames, height, width)", file);
+    for (int i = 0; p && i < 3; i++) {
+        const cJSON *x = cJSON_GetArrayItem(p, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > 64 || x->valuedouble != floor(x->valuedouble))
+            return st_fail(ST_ERR_FORMAT, "%s: patch_size[%d] is not a whole number 1 to 64", file, i);
+    }
+    if (!p) return ST_OK;
+    mc->patch_t = (int64_t)cJSON_GetArrayItem(p, 0)->valuedouble;
+    mc->patch = (int64_t)cJSON_GetArrayItem(p, 1)->valuedouble;
+    if (cJSON_GetArrayItem(p, 2)->valuedouble != (double)mc->patch)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size's height and width differ; segtrain's patches are square",
+                       file);
+    return ST_OK;
+}
 
 /* A whole number at key, or ST_ERR_FORMAT naming it and its range; absent keys keep *v (diffusers' default is the
  * caller's). */

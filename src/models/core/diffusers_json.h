@@ -1,5 +1,5 @@
 /* What diffusers_config.c's readers share, internal to src/models: the config.json value readers (each names the
- * file and the key in its refusal) and the readers kept in diffusers_xattn.c and diffusers_joint.c. */
+ * file and the key in its refusal). Each family's readers are in its own file (its descriptor's readers). */
 #ifndef SEGTRAIN_MODELS_DIFFUSERS_JSON_H
 #define SEGTRAIN_MODELS_DIFFUSERS_JSON_H
 
@@ -27,15 +27,12 @@ st_status json_fixed_bool(const cJSON *j, const char *file, const char *key, boo
 /* A boolean at key, when the file gives one; absent keeps *v. */
 st_status json_bool(const cJSON *j, const char *file, const char *key, bool *v);
 st_status json_eps(const cJSON *j, const char *file, const char *key, double *eps);
+/* patch_size as a list (frames, height, width), when given, into patch_t and patch (square patches only) */
+st_status json_patch_3d(const cJSON *j, const char *file, model_config *mc);
 
 /* A class's config over mc (the family's defaults, then the file's values), unchecked */
 typedef st_status diffusers_reader(const cJSON *j, const char *file, model_config *mc);
-diffusers_reader pixart_from_json, wan_from_json, wan_animate_from_json, anyflow_from_json, wan_vace_from_json,
-    ltxvideo_from_json, ltx2_from_json, cosmos_from_json, ace_step_from_json, kandinsky5_from_json, anima_from_json,
-    sana_from_json, sanavideo_from_json;
-diffusers_reader lumina2_from_json, zimage_from_json, ernie_from_json, omnigen_from_json, krea2_from_json,
-    flux3_from_json, qwen21_from_json, ideogram_from_json, minimax_from_json, cosmos3_from_json;
-diffusers_reader unet_from_json, cascade_from_json; /* diffusers_unet.c */
+diffusers_reader unet_from_json; /* sd1x's, sdxl's and kolors' (unet/diffusers_unet.c) */
 diffusers_reader flux_from_json, longcat_from_json, flux2_from_json, qwen_from_json, sd3_from_json, auraflow_from_json,
     chroma_from_json, hunyuanvideo_from_json, hunyuanvideo15_from_json, hidream_from_json; /* diffusers_dual.c */
 

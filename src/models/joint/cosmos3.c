@@ -351,6 +351,63 @@ static st_status cosmos3_check(const model_config *mc)
     return ST_OK;
 }
 
+/* Cosmos3OmniTransformer's config: the class defaults (Cosmos3-Nano's), then the file's values; rope_axes_dim, or
+ * rope_scaling's mrope_section without it. What segtrain does not build is refused by name: attention biases, the
+ * relu2 (Nemotron) stacks, other q/k norm arrangements, another rope_theta, margin or timestep_scale, spatial ids not
+ * reset, a patch_latent_dim other than the patch's. The sound and action heads are read to be loaded untrained. */
+static st_status cosmos3_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t patch_dim = -1, sections[3] = {24, 20, 20};
+    bool sound = false, action = false;
+    mc->head_dim = 128, mc->hidden = 4096, mc->ffn_dim = 12288, mc->channels = 48, mc->patch = 2, mc->heads = 32;
+    mc->depth = 36, mc->kv_heads = 8, mc->text_vocab = 151936, mc->norm_eps = 1e-6, mc->audio_channels = 0;
+    mc->action_dim = 0, mc->action_domains = 32;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"head_dim", &mc->head_dim}, {"hidden_size", &mc->hidden}, {"intermediate_size", &mc->ffn_dim},
+                {"latent_channel", &mc->channels}, {"latent_patch_size", &mc->patch},
+                {"num_attention_heads", &mc->heads}, {"num_hidden_layers", &mc->depth},
+                {"num_key_value_heads", &mc->kv_heads}, {"patch_latent_dim", &patch_dim},
+                {"vocab_size", &mc->text_vocab}, {"sound_dim", &mc->audio_channels},
+                {"action_dim", &mc->action_dim}, {"num_embodiment_domains", &mc->action_domains}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, keys[i].key);
+        if (!cJSON_IsNull(x)) st = json_int(j, file, keys[i].key, keys[i].v); /* sound_dim, action_dim: null */
+    }
+    const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
+    if (!st && cJSON_IsObject(scaling)) st = json_axes(scaling, file, "mrope_section", 3, sections);
+    if (!st) st = json_axes(j, file, "rope_axes_dim", 3, sections);
+    if (!st) st = json_eps(j, file, "rms_norm_eps", &mc->norm_eps);
+    if (!st) st = json_fixed(j, file, "rope_theta", 5000000.0, "Cosmos 3 (the class default)");
+    if (!st) st = json_fixed(j, file, "unified_3d_mrope_temporal_modality_margin", 15000, "Cosmos 3 (the default)");
+    if (!st) st = json_fixed(j, file, "timestep_scale", 0.001, "Cosmos 3 (the class default)");
+    if (!st) st = json_fixed(j, file, "attention_dropout", 0, "training");
+    if (!st) st = json_fixed_bool(j, file, "attention_bias", false, "Cosmos 3 (the class default)");
+    if (!st) st = json_fixed_bool(j, file, "qk_norm_for_text", true, "Cosmos 3 (the class default)");
+    if (!st) st = json_fixed_bool(j, file, "use_und_k_norm_for_gen", false, "Cosmos 3 (the class default)");
+    if (!st) st = json_fixed_bool(j, file, "unified_3d_mrope_reset_spatial_ids", true, "Cosmos 3 (the default)");
+    if (!st) st = json_fixed_text(j, file, "hidden_act", "silu", "Cosmos 3 (its Qwen3 stacks; relu2's Nemotron "
+                                  "stacks are not built)");
+    sound = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "sound_gen"));
+    action = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "action_gen"));
+    if (st) return st;
+    if (mc->patch < 1 || (patch_dim != -1 && patch_dim != mc->patch * mc->patch * mc->channels) ||
+        (sound && mc->audio_channels < 1) || (action && mc->action_dim < 1))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: latent_patch_size %lld, patch_latent_dim %lld for %lld latent "
+                       "channels, sound_gen %d with sound_dim %lld, action_gen %d with action_dim %lld; segtrain reads "
+                       "a patch of at least 1 whose features are patch^2 latent channels, and each head's width when "
+                       "it is on", file, (long long)mc->patch, (long long)patch_dim, (long long)mc->channels,
+                       (int)sound, (long long)mc->audio_channels, (int)action, (long long)mc->action_dim);
+    if (!sound) mc->audio_channels = 0;
+    if (!action) mc->action_dim = 0, mc->action_domains = 0;
+    mc->text_dim = 1, mc->patch_t = 1, mc->pooled_dim = 0, mc->guidance_embeds = false, mc->single_depth = 0;
+    for (int i = 0; i < 3; i++) mc->rope_axes[i] = sections[i];
+    mc->rope_axes[3] = 0;
+    return ST_OK;
+}
+
 const family_desc cosmos3_desc = {
     .name = "cosmos3",
     .topology = TOPO_JOINT,

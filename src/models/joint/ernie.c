@@ -263,6 +263,37 @@ static void ernie_preset(model_config *mc, const char *name, bool tiny)
 
 static st_status ernie_check(const model_config *mc) { return joint_check(mc, true); }
 
+/* ErnieImageTransformer2DModel's config: the class defaults, then the file's values (baidu/ERNIE-Image's: 36 layers
+ * of 4096); other rotary bases, out_channels and qk_layernorm false are refused by name. */
+static st_status ernie_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t heads = 24, out = 128, axes[3] = {32, 48, 48};
+    mc->hidden = 3072, mc->depth = 24, mc->ffn_dim = 8192, mc->channels = 128, mc->patch = 1, mc->text_dim = 2560;
+    mc->norm_eps = 1e-6;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"hidden_size", &mc->hidden}, {"num_attention_heads", &heads}, {"num_layers", &mc->depth},
+                {"ffn_hidden_size", &mc->ffn_dim}, {"in_channels", &mc->channels}, {"out_channels", &out},
+                {"patch_size", &mc->patch}, {"text_in_dim", &mc->text_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_fixed(j, file, "rope_theta", 256.0, "ERNIE-Image (every published config's)");
+    if (!st) st = json_fixed_bool(j, file, "qk_layernorm", true, "ERNIE-Image");
+    if (!st) st = json_axes(j, file, "rope_axes_dim", 3, axes);
+    if (!st) st = json_eps(j, file, "eps", &mc->norm_eps);
+    if (st) return st;
+    if (heads < 1 || out != mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: num_attention_heads %lld, out_channels %lld; segtrain builds "
+                       "ERNIE-Image with at least 1 and out_channels in_channels (%lld)", file, (long long)heads,
+                       (long long)out, (long long)mc->channels);
+    mc->heads = heads, mc->kv_heads = heads, mc->patch_t = 1;
+    mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false, mc->refiner_depth = 0;
+    for (int a = 0; a < 3; a++) mc->rope_axes[a] = axes[a];
+    mc->rope_axes[3] = 0;
+    return ST_OK;
+}
+
 const family_desc ernie_desc = {
     .name = "ernie",
     .topology = TOPO_JOINT,

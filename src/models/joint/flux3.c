@@ -399,6 +399,38 @@ static st_status flux3_check(const model_config *mc)
     return st;
 }
 
+/* Flux3Transformer2DModel's config: the class defaults, then the file's values. in_channels is the pipeline's 2 x 2
+ * packing; a reference mode of other channels, the flow-map (step-distilled) models, and another mlp_ratio,
+ * rope_theta or eps are refused by name. */
+static st_status flux3_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 128, cond = 128, hd = 128, heads = 24, axes[4] = {32, 32, 32, 32};
+    mc->depth = 5, mc->single_depth = 28, mc->text_dim = 20480, mc->time_channels = 256;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &in}, {"cond_in_channels", &cond}, {"num_layers", &mc->depth},
+                {"num_single_layers", &mc->single_depth}, {"attention_head_dim", &hd},
+                {"num_attention_heads", &heads}, {"joint_attention_dim", &mc->text_dim},
+                {"timestep_channels", &mc->time_channels}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "axes_dims_rope", 4, axes);
+    if (!st) st = json_fixed(j, file, "mlp_ratio", 3.0, "Flux.3 (the class default)");
+    if (!st) st = json_fixed(j, file, "rope_theta", 10000, "Flux.3 (the class default)");
+    if (!st) st = json_fixed(j, file, "eps", 1e-6, "Flux.3 (the class default)");
+    if (!st) st = json_fixed_bool(j, file, "flow_map", false, "Flux.3 (a flow map's target timestep is not built)");
+    if (st) return st;
+    if (in % 4 || cond != in || heads < 1)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: in_channels %lld, cond_in_channels %lld, num_attention_heads %lld; "
+                       "segtrain reads Flux.3's packing (in_channels 4 C, the reference mode's the same) with at least "
+                       "1 head", file, (long long)in, (long long)cond, (long long)heads);
+    mc->channels = in / 4, mc->patch = 2, mc->patch_t = 1, mc->heads = heads, mc->hidden = hd * heads;
+    mc->pooled_dim = 0, mc->guidance_embeds = false;
+    for (int i = 0; i < 4; i++) mc->rope_axes[i] = axes[i];
+    return ST_OK;
+}
+
 const family_desc flux3_image_desc = {
     .name = "flux3_image",
     .topology = TOPO_JOINT,

@@ -304,6 +304,35 @@ static st_status ideogram_check(const model_config *mc)
     return joint_check(mc, false);
 }
 
+/* Ideogram4Transformer2DModel's config: the class defaults (the published checkpoints'), then the file's values;
+ * another rope_theta is refused by name. */
+static st_status ideogram_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 256, heads = 18, sections[3] = {24, 20, 20};
+    mc->channels = 128, mc->depth = 34, mc->ffn_dim = 12288, mc->time_dim = 512, mc->text_dim = 53248, mc->patch = 1;
+    mc->norm_eps = 1e-5;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &mc->channels}, {"num_layers", &mc->depth}, {"attention_head_dim", &hd},
+                {"num_attention_heads", &heads}, {"intermediate_size", &mc->ffn_dim}, {"adaln_dim", &mc->time_dim},
+                {"llm_features_dim", &mc->text_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_fixed(j, file, "rope_theta", 5000000.0, "Ideogram 4 (every published config's)");
+    if (!st) st = json_axes(j, file, "mrope_section", 3, sections);
+    if (!st) st = json_eps(j, file, "norm_eps", &mc->norm_eps);
+    if (st) return st;
+    if (heads < 1 || hd < 2 || hd % 2 || heads * hd > (1 << 20))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: num_attention_heads %lld of attention_head_dim %lld; segtrain builds "
+                       "Ideogram 4 with at least 1 head of an even width", file, (long long)heads, (long long)hd);
+    mc->heads = heads, mc->hidden = heads * hd, mc->kv_heads = heads, mc->patch_t = 1;
+    mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false, mc->refiner_depth = 0;
+    for (int a = 0; a < 3; a++) mc->rope_axes[a] = sections[a];
+    mc->rope_axes[3] = 0;
+    return ST_OK;
+}
+
 const family_desc ideogram_desc = {
     .name = "ideogram",
     .topology = TOPO_JOINT,

@@ -422,6 +422,40 @@ static st_status krea2_check(const model_config *mc)
     return ST_OK;
 }
 
+/* Krea2Transformer2DModel's config: the class defaults (krea/Krea-2-Raw's), then the file's values. in_channels is the
+ * pipeline's packing of 2 x 2 latent patches; another timestep width or rope_theta is refused by name. */
+static st_status krea2_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 64, hd = 128, heads = 48, text_hidden = 2560, axes[3] = {32, 48, 48};
+    mc->depth = 28, mc->kv_heads = 12, mc->ffn_dim = 16384, mc->text_layers = 12, mc->text_heads = 20;
+    mc->text_kv_heads = 20, mc->text_ffn = 6912, mc->text_blocks = 2, mc->refiner_depth = 2, mc->norm_eps = 1e-5;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &in}, {"num_layers", &mc->depth}, {"attention_head_dim", &hd},
+                {"num_attention_heads", &heads}, {"num_key_value_heads", &mc->kv_heads},
+                {"intermediate_size", &mc->ffn_dim}, {"text_hidden_dim", &text_hidden},
+                {"num_text_layers", &mc->text_layers}, {"text_num_attention_heads", &mc->text_heads},
+                {"text_num_key_value_heads", &mc->text_kv_heads}, {"text_intermediate_size", &mc->text_ffn},
+                {"num_layerwise_text_blocks", &mc->text_blocks}, {"num_refiner_text_blocks", &mc->refiner_depth}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "axes_dims_rope", 3, axes);
+    if (!st) st = json_eps(j, file, "norm_eps", &mc->norm_eps);
+    if (!st) st = json_fixed(j, file, "rope_theta", 1000.0, "Krea 2 (its published config's)");
+    if (!st) st = json_fixed(j, file, "timestep_embed_dim", 256, "Krea 2");
+    if (st) return st;
+    if (in % 4 || heads < 1 || mc->text_layers < 1)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: in_channels %lld, num_attention_heads %lld, num_text_layers %lld; "
+                       "segtrain reads Krea 2's packing (in_channels 4 C) with at least 1 head and 1 text layer",
+                       file, (long long)in, (long long)heads, (long long)mc->text_layers);
+    mc->channels = in / 4, mc->patch = 2, mc->patch_t = 1, mc->heads = heads, mc->hidden = hd * heads;
+    mc->text_dim = mc->text_layers * text_hidden, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    mc->single_depth = 0, mc->rope_axes[0] = axes[0], mc->rope_axes[1] = axes[1], mc->rope_axes[2] = axes[2];
+    mc->rope_axes[3] = 0;
+    return ST_OK;
+}
+
 const family_desc krea2_desc = {
     .name = "krea2",
     .topology = TOPO_JOINT,

@@ -552,6 +552,45 @@ static void lumina2_preset(model_config *mc, const char *name, bool tiny)
 
 static st_status lumina2_check(const model_config *mc) { return joint_check(mc, true); }
 
+/* Lumina2Transformer2DModel's config: its class defaults (cap_feat_dim 1024: the published Lumina-Image 2.0's is 2304,
+ * which the file says), then the file's; the feed-forward's width as LuminaFeedForward rounds it (4 hidden_size,
+ * times ffn_dim_multiplier, up to a multiple of multiple_of). */
+static st_status lumina2_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t heads = 24, out = 0, multiple = 256, axes[3] = {32, 32, 32};
+    mc->channels = 16, mc->depth = 26, mc->refiner_depth = 2, mc->hidden = 2304, mc->kv_heads = 8, mc->patch = 2;
+    mc->text_dim = 1024, mc->patch_t = 1, mc->norm_eps = 1e-5;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"num_attention_heads", &heads}, {"num_kv_heads", &mc->kv_heads}, {"in_channels", &mc->channels},
+                {"out_channels", &out}, {"hidden_size", &mc->hidden}, {"num_layers", &mc->depth},
+                {"num_refiner_layers", &mc->refiner_depth}, {"patch_size", &mc->patch}, {"multiple_of", &multiple},
+                {"cap_feat_dim", &mc->text_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_fixed(j, file, "scaling_factor", 1.0, "Lumina 2 (every published config's)");
+    if (!st) st = json_axes(j, file, "axes_dim_rope", 3, axes);
+    if (!st) st = json_eps(j, file, "norm_eps", &mc->norm_eps);
+    if (st) return st;
+    int64_t inner = 4 * mc->hidden;
+    const cJSON *mult = cJSON_GetObjectItemCaseSensitive(j, "ffn_dim_multiplier");
+    if (mult && !cJSON_IsNull(mult)) {
+        if (!cJSON_IsNumber(mult) || !(mult->valuedouble > 0 && mult->valuedouble <= 2))
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: ffn_dim_multiplier is not a number in (0, 2]", file);
+        inner = (int64_t)(mult->valuedouble * (double)inner);
+    }
+    if (multiple < 1 || heads < 1 || (out && out != mc->channels))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: multiple_of %lld, num_attention_heads %lld, out_channels %lld; "
+                       "segtrain builds Lumina 2 with at least 1, at least 1 and out_channels null or in_channels "
+                       "(%lld)", file, (long long)multiple, (long long)heads, (long long)out, (long long)mc->channels);
+    mc->ffn_dim = multiple * ((inner + multiple - 1) / multiple);
+    mc->heads = heads, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    for (int a = 0; a < 3; a++) mc->rope_axes[a] = axes[a];
+    mc->rope_axes[3] = 0;
+    return ST_OK;
+}
+
 const family_desc lumina2_desc = {
     .name = "lumina2",
     .topology = TOPO_JOINT,

@@ -343,6 +343,66 @@ static st_status omnigen_check(const model_config *mc)
     return ST_OK;
 }
 
+/* rope_scaling's factor list `key` into f: n positive numbers, as the su-scaled rotary embedding divides its n
+ * frequencies by them */
+static st_status json_factors(const cJSON *scaling, const char *file, const char *key, int64_t n, float *f)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(scaling, key);
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)
+        return st_fail(ST_ERR_FORMAT, "%s: rope_scaling.%s is not a list of %lld factors (head width / 2)", file, key,
+                       (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        const cJSON *x = cJSON_GetArrayItem(a, (int)i);
+        if (!cJSON_IsNumber(x) || !(x->valuedouble > 0 && x->valuedouble < 1e6))
+            return st_fail(ST_ERR_FORMAT, "%s: rope_scaling.%s[%lld] is not a number in (0, 10^6)", file, key,
+                           (long long)i);
+        f[i] = (float)x->valuedouble; /* a float32 tensor where the class uses them */
+    }
+    return ST_OK;
+}
+
+/* OmniGenTransformer2DModel's config: the class defaults (Shitao/OmniGen-v1-diffusers's), then the file's values;
+ * rope_scaling (which the class cannot be built without) gives the rotary factors. The timestep path's fixed options
+ * and another rope_base are refused by name. */
+static st_status omnigen_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    mc->channels = 4, mc->patch = 2, mc->hidden = 3072, mc->norm_eps = 1e-5, mc->heads = 32, mc->kv_heads = 32;
+    mc->ffn_dim = 8192, mc->depth = 32, mc->text_pad = 32000, mc->text_vocab = 32064, mc->rope_max = 131072;
+    mc->rope_original = 4096, mc->pos_embed_max = 192;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &mc->channels}, {"patch_size", &mc->patch}, {"hidden_size", &mc->hidden},
+                {"num_attention_heads", &mc->heads}, {"num_key_value_heads", &mc->kv_heads},
+                {"intermediate_size", &mc->ffn_dim}, {"num_layers", &mc->depth}, {"pad_token_id", &mc->text_pad},
+                {"vocab_size", &mc->text_vocab}, {"max_position_embeddings", &mc->rope_max},
+                {"original_max_position_embeddings", &mc->rope_original}, {"pos_embed_max_size", &mc->pos_embed_max}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_eps(j, file, "rms_norm_eps", &mc->norm_eps);
+    if (!st) st = json_fixed(j, file, "rope_base", 10000, "OmniGen (its published config's)");
+    if (!st) st = json_fixed(j, file, "time_step_dim", 256, "OmniGen");
+    if (!st) st = json_fixed_bool(j, file, "flip_sin_to_cos", true, "OmniGen");
+    if (!st) st = json_fixed(j, file, "downscale_freq_shift", 0, "OmniGen");
+    if (!st) st = json_fixed_text(j, file, "timestep_activation_fn", "silu", "OmniGen");
+    if (st) return st;
+    if (mc->heads < 1 || mc->hidden % mc->heads || (mc->hidden / mc->heads) % 2 ||
+        mc->hidden / mc->heads > 2 * MODEL_ROPE_FACTORS)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: hidden_size %lld over num_attention_heads %lld; segtrain builds "
+                       "OmniGen with an even head width of at most %d", file, (long long)mc->hidden,
+                       (long long)mc->heads, 2 * MODEL_ROPE_FACTORS);
+    const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
+    if (!cJSON_IsObject(scaling))
+        return st_fail(ST_ERR_FORMAT, "%s: rope_scaling is not an object with short_factor and long_factor (the class "
+                       "is not built without them)", file);
+    const int64_t n = mc->hidden / mc->heads / 2;
+    if (!st) st = json_factors(scaling, file, "short_factor", n, mc->rope_short);
+    if (!st) st = json_factors(scaling, file, "long_factor", n, mc->rope_long);
+    mc->text_dim = 1, mc->sample_size = 64 * mc->patch; /* OmniGenPatchEmbed's base_size 64, in latent pixels */
+    mc->patch_t = 1, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false, mc->refiner_depth = 0;
+    return st;
+}
+
 const family_desc omnigen_desc = {
     .name = "omnigen",
     .topology = TOPO_JOINT,

@@ -355,6 +355,36 @@ static st_status qwen_image21_check(const model_config *mc)
     return ST_OK;
 }
 
+/* QwenImage21Transformer2DModel's config: the class defaults, then the file's values. in_channels is the pipeline's 2 x
+ * 2 packing (patch_size 1); another mlp_ratio or eps, and causal_condition false, are refused by name. */
+static st_status qwen21_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t patch = 1, in = 64, out = 64, hd = 128, heads = 32, axes[3] = {16, 56, 56};
+    mc->depth = 32, mc->text_dim = 4096;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"patch_size", &patch}, {"in_channels", &in}, {"out_channels", &out}, {"num_layers", &mc->depth},
+                {"attention_head_dim", &hd}, {"num_attention_heads", &heads}, {"context_in_dim", &mc->text_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "axes_dims_rope", 3, axes);
+    if (!st) st = json_fixed(j, file, "mlp_ratio", 3, "Qwen-Image 2.1 (the class default)");
+    if (!st) st = json_fixed(j, file, "eps", 1e-6, "Qwen-Image 2.1 (the class default)");
+    if (!st) st = json_fixed_bool(j, file, "causal_condition", true, "Qwen-Image 2.1 (the class default)");
+    if (st) return st;
+    if (patch != 1 || in % 4 || (out && out != in) || heads < 1)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size %lld, in_channels %lld, out_channels %lld, "
+                       "num_attention_heads %lld; segtrain reads Qwen-Image 2.1's packing (patch_size 1, in_channels "
+                       "4 C, out_channels as in_channels) with at least 1 head", file, (long long)patch, (long long)in,
+                       (long long)out, (long long)heads);
+    mc->channels = in / 4, mc->patch = 2, mc->patch_t = 1, mc->heads = heads, mc->hidden = hd * heads;
+    mc->pooled_dim = 0, mc->guidance_embeds = false, mc->single_depth = 0;
+    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
+    mc->rope_axes[3] = 0;
+    return ST_OK;
+}
+
 const family_desc qwen_image21_desc = {
     .name = "qwen_image21",
     .topology = TOPO_JOINT,

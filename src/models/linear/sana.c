@@ -1,8 +1,13 @@
 /* Sana (SanaTransformer2DModel): PixArt's cross-attention DiT with linear self-attention and GLUMBConv; its steps
  * are xattn/xdit.c's. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
+#include "models/linear/sana.h"
 
 static const family_preset presets[] = {
     /* Sana 1.0's: SanaTransformer2DModel's defaults are Sana_1600M_1024px's (20 blocks of 70 heads x 32, the
@@ -35,6 +40,68 @@ static st_status sana_check(const model_config *mc)
                              "images (1 frame)");
     return ST_OK;
 }
+
+/* SanaTransformer2DModel's config (video false) or SanaVideoTransformer3DModel's (true): the class defaults
+ * (Sana_1600M_1024px's; SANA-Video 2B's but mlp_ratio 2.5), then the file's values. What segtrain does not build is
+ * refused by name: q/k norms other than rms_norm_across_heads, guidance embeds (Sana Sprint's, Sana-Video's
+ * guidance_embeds), Sana's position table (interpolation_scale), a cross-attention narrower or wider than the
+ * stream, affine or other norms, a timestep_scale other than 1, attention biases. */
+st_status sana_read(const cJSON *j, const char *file, model_config *mc, bool video)
+{
+    st_status st = ST_OK;
+    int64_t hd = video ? 112 : 32, heads = video ? 20 : 70, cross_hd = 112, cross = 2240, out = video ? 16 : 32;
+    double ratio = 2.5;
+    mc->channels = out, mc->depth = 20, mc->cross_heads = 20, mc->text_dim = 2304, mc->patch = video ? 2 : 1;
+    mc->patch_t = 1, mc->sample_size = video ? 30 : 32;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &mc->channels}, {"out_channels", &out}, {"num_attention_heads", &heads},
+                {"attention_head_dim", &hd}, {"num_layers", &mc->depth},
+                {"num_cross_attention_heads", &mc->cross_heads},
+                {"cross_attention_head_dim", &cross_hd}, {"cross_attention_dim", &cross},
+                {"caption_channels", &mc->text_dim}, {"sample_size", &mc->sample_size}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, keys[i].key);
+        if (!cJSON_IsNull(x)) st = json_int(j, file, keys[i].key, keys[i].v); /* out_channels: null */
+    }
+    if (!st) st = video ? json_patch_3d(j, file, mc) : json_int(j, file, "patch_size", &mc->patch);
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "mlp_ratio");
+    if (!st && r && !cJSON_IsNull(r)) {
+        if (!cJSON_IsNumber(r) || !(r->valuedouble > 0 && r->valuedouble <= 64))
+            return st_fail(ST_ERR_FORMAT, "%s: mlp_ratio is not a number in (0, 64]", file);
+        ratio = r->valuedouble;
+    }
+    const cJSON *qk = cJSON_GetObjectItemCaseSensitive(j, "qk_norm");
+    if (!st && qk && !cJSON_IsNull(qk) && !(cJSON_IsString(qk) && !strcmp(qk->valuestring, "rms_norm_across_heads")))
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is not null or \"rms_norm_across_heads\" (Sana 1.5's and "
+                     "Sana-Video's), the norms segtrain builds Sana with", file);
+    mc->qk_norm = cJSON_IsString(qk) || (video && !qk); /* Sana-Video's default has them */
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, "interpolation_scale"); /* Sana-Video's class ignores it */
+    if (!st && !video && x && !cJSON_IsNull(x))
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: interpolation_scale is set: a sin-cos position table, which segtrain "
+                     "does not build (Sana 1.0's is null)", file);
+    if (!st)
+        st = json_fixed_bool(j, file, "guidance_embeds", false,
+                             video ? "Sana-Video (its guidance embedding is not built)"
+                                   : "Sana 1.0 (Sprint's guidance is not built)");
+    if (!st) st = json_fixed_bool(j, file, "attention_bias", false, "Sana (the class default)");
+    if (!st) st = json_fixed_bool(j, file, "norm_elementwise_affine", false, "Sana (the class default)");
+    if (!st) st = json_fixed(j, file, "norm_eps", 1e-6, "Sana (the class default)");
+    if (!st && !video) st = json_fixed(j, file, "timestep_scale", 1.0, "Sana (the class default)");
+    if (!st) st = json_fixed(j, file, "dropout", 0, "training");
+    if (st) return st;
+    if (cross != hd * heads || cross_hd * mc->cross_heads != cross || out != mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: cross_attention_dim %lld, %lld cross heads x %lld, out_channels %lld; "
+                       "segtrain builds Sana's cross-attention as wide as the stream (%lld) and an output of "
+                       "in_channels", file, (long long)cross, (long long)mc->cross_heads, (long long)cross_hd,
+                       (long long)out, (long long)(hd * heads));
+    mc->heads = heads, mc->hidden = hd * heads, mc->ffn_dim = (int64_t)(ratio * (double)mc->hidden);
+    mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false, mc->out_channels = 0;
+    return ST_OK;
+}
+
+static st_status sana_from_json(const cJSON *j, const char *file, model_config *mc) { return sana_read(j, file, mc, false); }
 
 const family_desc sana_desc = {
     .name = "sana",

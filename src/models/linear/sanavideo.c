@@ -1,8 +1,13 @@
 /* Sana-Video (SanaVideoTransformer3DModel): Sana over video tokens, Wan's rotary table in the linear attention and a
  * temporal convolution after GLUMBConv; its steps are xattn/xdit.c's. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
+#include "models/linear/sana.h"
 
 static const family_preset presets[] = {
     /* Sana-Video 2B (Efficient-Large-Model/SANA-Video_2B_480p_diffusers, as diffusers' conversion script makes it):
@@ -27,6 +32,11 @@ static st_status sanavideo_check(const model_config *mc)
                              "hidden_size, a feed-forward of at least 1, out_channels 0 (= in_channels), and sana "
                              "images (1 frame)");
     return ST_OK;
+}
+
+static st_status sanavideo_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    return sana_read(j, file, mc, true);
 }
 
 const family_desc sanavideo_desc = {

@@ -9,6 +9,7 @@
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/unet/cascade.h"
+#include "models/unet/unet.h"
 #include "segtrain/rng.h"
 
 #include <math.h>
@@ -459,6 +460,124 @@ static st_status cascade_check(const model_config *mc)
                    (long long)mc->unet_channels[3], (long long)mc->unet_heads[0], (long long)mc->unet_heads[1],
                    (long long)mc->unet_heads[2], (long long)mc->unet_heads[3], (long long)mc->unet_cross,
                    (long long)mc->clip_seq, (long long)mc->time_channels, (long long)mc->resolution, UNET_LEVELS_MAX);
+}
+
+/* A list of n whole numbers at key, all equal to want (absent or null: the class's default, which is that) */
+static st_status all_equal(const cJSON *j, const char *file, const char *key, int n, int64_t want, const char *what)
+{
+    int64_t v[UNET_LEVELS_MAX];
+    for (int i = 0; i < n; i++) v[i] = want;
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (x && !cJSON_IsNull(x) && !cJSON_IsArray(x))
+        return st_fail(ST_ERR_FORMAT, "%s: %s is not a list of %d", file, key, n);
+    st_status st = unet_json_levels(j, file, key, n, v);
+    for (int i = 0; !st && i < n; i++)
+        if (v[i] != want)
+            st = st_fail(ST_ERR_UNSUPPORTED, "%s: %s[%d] is %lld; segtrain builds %s with %lld", file, key, i,
+                         (long long)v[i], what, (long long)want);
+    return st;
+}
+
+/* StableCascadeUNet's config.json: the class defaults (stage C's), then the file's values; stage B's inputs, other
+ * block layouts and bilinear resampling are refused by name */
+static st_status cascade_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    const char *U = "StableCascadeUNet";
+    int64_t ch[UNET_LEVELS_MAX] = {2048, 2048}, heads[UNET_LEVELS_MAX] = {32, 32}, down[UNET_LEVELS_MAX] = {8, 24};
+    int64_t up[UNET_LEVELS_MAX] = {24, 8}, out = 16, patch = 1, kernel = 3, pooled = 1280, text = 0, image = 0;
+    int64_t cond = 2048, seq = 4, ratio = 64;
+    mc->channels = 16;
+    const cJSON *boc = cJSON_GetObjectItemCaseSensitive(j, "block_out_channels");
+    int L = 2;
+    if (boc && !cJSON_IsNull(boc)) {
+        L = cJSON_IsArray(boc) ? cJSON_GetArraySize(boc) : 0;
+        if (L < 1 || L > UNET_LEVELS_MAX)
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: block_out_channels is not a list of 1 to %d levels", file,
+                           UNET_LEVELS_MAX);
+    }
+    st_status st = unet_json_levels(j, file, "block_out_channels", L, ch);
+    if (!st) st = unet_json_levels(j, file, "num_attention_heads", L, heads);
+    if (!st) st = unet_json_levels(j, file, "down_num_layers_per_block", L, down);
+    if (!st) st = unet_json_levels(j, file, "up_num_layers_per_block", L, up);
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &mc->channels}, {"out_channels", &out}, {"patch_size", &patch},
+                {"kernel_size", &kernel}, {"clip_text_pooled_in_channels", &pooled}, {"clip_text_in_channels", &text},
+                {"clip_image_in_channels", &image}, {"conditioning_dim", &cond}, {"clip_seq", &seq},
+                {"timestep_ratio_embedding_dim", &ratio}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    for (int i = 0; !st && i < L; i++)
+        if (down[i] < 1 || down[i] > 64) /* cascade_depth walks them: checked before it */
+            st = st_fail(ST_ERR_INVALID, "%s: down_num_layers_per_block is %lld at level %d; segtrain builds 1 to 64 "
+                         "layers a level", file, (long long)down[i], i);
+    for (int i = 0; !st && i < L; i++)
+        if (up[i] != down[L - 1 - i])
+            st = st_fail(ST_ERR_UNSUPPORTED, "%s: up_num_layers_per_block[%d] is %lld; segtrain builds the mirror of "
+                         "down_num_layers_per_block (%lld)", file, i, (long long)up[i], (long long)down[L - 1 - i]);
+    if (!st) st = all_equal(j, file, "down_blocks_repeat_mappers", L, 1, U);
+    if (!st) st = all_equal(j, file, "up_blocks_repeat_mappers", L, 1, U);
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(j, "block_types_per_layer");
+    for (int i = 0; !st && cJSON_IsArray(types) && i < cJSON_GetArraySize(types); i++) {
+        const cJSON *t = cJSON_GetArrayItem(types, i);
+        static const char *const want[3] = {"SDCascadeResBlock", "SDCascadeTimestepBlock", "SDCascadeAttnBlock"};
+        bool same = cJSON_IsArray(t) && cJSON_GetArraySize(t) == 3;
+        for (int k = 0; same && k < 3; k++)
+            same = cJSON_IsString(cJSON_GetArrayItem(t, k)) && !strcmp(cJSON_GetArrayItem(t, k)->valuestring, want[k]);
+        if (!same)
+            st = st_fail(ST_ERR_UNSUPPORTED, "%s: block_types_per_layer[%d] is not [SDCascadeResBlock, "
+                         "SDCascadeTimestepBlock, SDCascadeAttnBlock], the only layer segtrain builds", file, i);
+    }
+    if (!st && types && !cJSON_IsNull(types) && (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != L))
+        st = st_fail(ST_ERR_FORMAT, "%s: block_types_per_layer is not a list of %d layers", file, L);
+    /* dropout: a number for every level, or one each; the class's default (0.1, 0.1) */
+    double dropout[UNET_LEVELS_MAX] = {0.1, 0.1, 0.1, 0.1};
+    const cJSON *drop = cJSON_GetObjectItemCaseSensitive(j, "dropout");
+    if (!st && drop && !cJSON_IsNull(drop) && cJSON_IsArray(drop) && cJSON_GetArraySize(drop) != L)
+        st = st_fail(ST_ERR_FORMAT, "%s: dropout has %d entries; block_out_channels has %d levels", file,
+                     cJSON_GetArraySize(drop), L);
+    for (int i = 0; !st && drop && !cJSON_IsNull(drop) && i < L; i++) {
+        const cJSON *x = cJSON_IsArray(drop) ? cJSON_GetArrayItem(drop, i) : drop;
+        if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0 && x->valuedouble < 1))
+            st = st_fail(ST_ERR_FORMAT, "%s: dropout is not a number in [0, 1) or a list of them", file);
+        else dropout[i] = x->valuedouble;
+    }
+    if (!st) st = json_fixed_bool(j, file, "self_attn", true, U);
+    if (!st) st = json_fixed(j, file, "patch_size", 1, U);
+    if (!st) st = json_fixed(j, file, "kernel_size", 3, U);
+    static const char *const nulls[] = {"effnet_in_channels", "pixel_mapper_in_channels"};
+    for (size_t i = 0; !st && i < sizeof nulls / sizeof *nulls; i++)
+        st = unet_json_null(j, file, nulls[i], "stage B's EfficientNet and pixel inputs are not built");
+    const cJSON *tct = cJSON_GetObjectItemCaseSensitive(j, "timestep_conditioning_type");
+    if (!st && tct && !cJSON_IsNull(tct) &&
+        !(cJSON_IsArray(tct) && cJSON_GetArraySize(tct) == 2 && cJSON_IsString(cJSON_GetArrayItem(tct, 0)) &&
+          !strcmp(cJSON_GetArrayItem(tct, 0)->valuestring, "sca") && cJSON_IsString(cJSON_GetArrayItem(tct, 1)) &&
+          !strcmp(cJSON_GetArrayItem(tct, 1)->valuestring, "crp")))
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: timestep_conditioning_type is not [\"sca\", \"crp\"], the only one "
+                     "segtrain builds", file);
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(j, "switch_level");
+    bool resample = !sw || cJSON_IsNull(sw);
+    for (int i = 0; !st && !resample && i < (cJSON_IsArray(sw) ? cJSON_GetArraySize(sw) : 1); i++)
+        if (!cJSON_IsArray(sw) || !cJSON_IsFalse(cJSON_GetArrayItem(sw, i)))
+            st = st_fail(ST_ERR_UNSUPPORTED, "%s: switch_level holds true (bilinear resampling); segtrain builds "
+                         "null (2 x 2 stride-2 scalers) or false (1 x 1 mappings)", file);
+    if (!st && (!text || !image))
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: clip_text_in_channels %lld, clip_image_in_channels %lld; segtrain "
+                     "builds stage C's text and image mappers (both set)", file, (long long)text, (long long)image);
+    if (!st && out != mc->channels)
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, in_channels %lld; segtrain builds a prediction of "
+                     "the input's shape", file, (long long)out, (long long)mc->channels);
+    if (st) return st;
+    mc->unet_levels = L;
+    for (int i = 0; i < UNET_LEVELS_MAX; i++)
+        mc->unet_channels[i] = i < L ? ch[i] : 0, mc->unet_heads[i] = i < L ? heads[i] : 0,
+        mc->unet_attn[i] = i < L ? down[i] : 0;
+    mc->hidden = ch[0], mc->heads = 1, mc->patch = 1, mc->patch_t = 1, mc->out_channels = 0, mc->text_dim = text;
+    mc->pooled_dim = pooled, mc->image_dim = image, mc->unet_cross = cond, mc->clip_seq = seq;
+    mc->time_channels = ratio, mc->cascade_resample = resample;
+    for (int i = 0; i < UNET_LEVELS_MAX; i++) mc->cascade_dropout[i] = i < L ? (float)dropout[i] : 0.0f;
+    mc->depth = cascade_depth(mc);
+    return ST_OK;
 }
 
 const family_desc stable_cascade_desc = {

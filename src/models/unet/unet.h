@@ -40,6 +40,12 @@ typedef struct unet_options {
 /* mc's unet_options (the defaults where its family sets none) */
 const unet_options *unet_options_of(const model_config *mc);
 
+struct cJSON;
+/* The U-Nets' config.json readers' shared keys (diffusers_unet.c): an int, or a list of n ints (one per level), at
+ * key into v[0 .. n) (absent or null keeps v); a key whose only built value is the class's default null. */
+st_status unet_json_levels(const struct cJSON *j, const char *file, const char *key, int n, int64_t *v);
+st_status unet_json_null(const struct cJSON *j, const char *file, const char *key, const char *why);
+
 /* plan's line for a U-Net (sd1x, sdxl, kolors): its levels instead of one width (family.h's describe hook) */
 void unet_describe(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n);
 /* sd1x's, sdxl's and kolors' preset hook (family.h) */

@@ -339,6 +339,54 @@ static st_status ace_step_check(const model_config *mc)
     return ST_OK;
 }
 
+/* AceStepTransformer1DModel's config (ACE-Step 1.5): its defaults, then the file's values; attention biases,
+ * dropout and layer types other than its default alternation (sliding on even layers) are refused by name. */
+static st_status ace_step_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 128, in = 192, patch = 2, window = 128;
+    mc->hidden = 2048, mc->ffn_dim = 6144, mc->depth = 24, mc->heads = 16, mc->kv_heads = 8, mc->channels = 64;
+    mc->text_dim = 0;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"hidden_size", &mc->hidden}, {"intermediate_size", &mc->ffn_dim}, {"num_hidden_layers", &mc->depth},
+                {"num_attention_heads", &mc->heads}, {"num_key_value_heads", &mc->kv_heads}, {"head_dim", &hd},
+                {"in_channels", &in}, {"audio_acoustic_hidden_dim", &mc->channels}, {"patch_size", &patch},
+                {"sliding_window", &window}, {"encoder_hidden_size", &mc->text_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (st) return st;
+    if (!mc->text_dim) mc->text_dim = mc->hidden; /* encoder_hidden_size null: the model's width */
+    const cJSON *bias = cJSON_GetObjectItemCaseSensitive(j, "attention_bias");
+    const cJSON *drop = cJSON_GetObjectItemCaseSensitive(j, "attention_dropout");
+    const cJSON *theta = cJSON_GetObjectItemCaseSensitive(j, "rope_theta");
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "rms_norm_eps");
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(j, "layer_types");
+    bool alternating = !types || cJSON_IsNull(types);
+    if (cJSON_IsArray(types) && cJSON_GetArraySize(types) == mc->depth) {
+        alternating = true;
+        for (int i = 0; i < (int)mc->depth; i++) {
+            const cJSON *t = cJSON_GetArrayItem(types, i);
+            alternating &= cJSON_IsString(t) && !strcmp(t->valuestring, i % 2 ? "full_attention" : "sliding_attention");
+        }
+    }
+    if (cJSON_IsTrue(bias) || (drop && (!cJSON_IsNumber(drop) || drop->valuedouble != 0)) ||
+        (theta && (!cJSON_IsNumber(theta) || theta->valuedouble != 1e6)) ||
+        (eps && (!cJSON_IsNumber(eps) || eps->valuedouble != 1e-6)) || !alternating)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: attention_bias, attention_dropout, rope_theta, rms_norm_eps or "
+                       "layer_types; segtrain builds ACE-Step 1.5's (false, 0, 1e6, 1e-6, sliding and full attention "
+                       "alternating from layer 0)", file);
+    if (patch != 2 || hd * mc->heads != mc->hidden || in <= mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size %lld, head_dim %lld x %lld heads, in_channels %lld; segtrain "
+                       "builds patches of 2 frames, heads as wide as hidden_size (%lld) and in_channels above "
+                       "audio_acoustic_hidden_dim (%lld: the context latents come first)", file, (long long)patch,
+                       (long long)hd, (long long)mc->heads, (long long)in, (long long)mc->hidden,
+                       (long long)mc->channels);
+    mc->patch_t = patch, mc->patch = 1, mc->resolution = 1, mc->window = window, mc->cond_channels = in - mc->channels;
+    mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    return ST_OK;
+}
+
 const family_desc ace_step_desc = {
     .name = "ace_step",
     .topology = TOPO_XATTN,

@@ -301,6 +301,54 @@ static st_status anima_check(const model_config *mc)
     return ST_OK;
 }
 
+/* Anima's: Cosmos's transformer, then its AnimaTextConditioner's config.json in text_conditioner/ beside the
+ * transformer's (the pipeline's layout, or a fixture's: in the transformer's folder). What the conditioner's reader
+ * does not build is refused by name: another width than the transformer's text (in_proj), other heads, a LayerNorm,
+ * no self-attention, another mlp_ratio. */
+static st_status anima_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = cosmos_from_json(j, file, mc);
+    if (st) return st;
+    char dir[4096], sub[4200], resolved[4300];
+    snprintf(dir, sizeof dir, "%s", file);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    const size_t n = strlen(dir);
+    if (n >= 11 && !strcmp(dir + n - 11, "transformer") && (n == 11 || dir[n - 12] == '/'))
+        dir[n - 11] = 0, snprintf(sub, sizeof sub, "%stext_conditioner", n == 11 ? "./" : dir);
+    else snprintf(sub, sizeof sub, "%s/text_conditioner", dir);
+    cJSON *c;
+    if ((st = json_read_config(sub, resolved, sizeof resolved, &c))) return st;
+    int64_t source = 1024, target = 1024, width = 1024, layers = 6, heads = 16, vocab = 32128, min_len = 512;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"source_dim", &source}, {"target_dim", &target}, {"model_dim", &width}, {"num_layers", &layers},
+                {"num_attention_heads", &heads}, {"target_vocab_size", &vocab}, {"min_sequence_length", &min_len}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(c, resolved, keys[i].key, keys[i].v);
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(c, "_class_name");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(c, "mlp_ratio");
+    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(c, "use_self_attention");
+    const cJSON *ln = cJSON_GetObjectItemCaseSensitive(c, "use_layer_norm");
+    if (!st && (!cJSON_IsString(cls) || strcmp(cls->valuestring, "AnimaTextConditioner")))
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: _class_name %s; anima's text conditioner is an AnimaTextConditioner",
+                     resolved, cJSON_IsString(cls) ? cls->valuestring : "(none)");
+    if (!st && (width != target || target != mc->text_dim || heads != mc->heads || layers < 1 ||
+                layers > MODEL_REFINER_MAX || (r && (!cJSON_IsNumber(r) || r->valuedouble != 4.0)) ||
+                (sa && !cJSON_IsTrue(sa)) || cJSON_IsTrue(ln)))
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: model_dim %lld, target_dim %lld, num_attention_heads %lld, num_layers "
+                     "%lld, mlp_ratio, use_self_attention or use_layer_norm; segtrain builds the conditioner as wide as "
+                     "the transformer's text_embed_dim (%lld, no in_proj), with its heads (%lld), 1 to %d blocks, "
+                     "mlp_ratio 4, self-attention and RMSNorms", resolved, (long long)width, (long long)target,
+                     (long long)heads, (long long)layers, (long long)mc->text_dim, (long long)mc->heads,
+                     MODEL_REFINER_MAX);
+    cJSON_Delete(c);
+    if (st) return st;
+    mc->source_dim = source, mc->refiner_depth = layers, mc->text_vocab = vocab, mc->text_min_len = min_len;
+    return ST_OK;
+}
+
 const family_desc anima_desc = {
     .name = "anima",
     .topology = TOPO_XATTN,

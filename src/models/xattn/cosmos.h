@@ -15,6 +15,10 @@ enum { AB_N1, AB_QR, AB_Q, AB_KR, AB_K, AB_V, AB_A, AB_O, AB_X1, AB_N2, AB_CQR, 
        AB_F1 /* (B L, 4 D) */, AB_F2, AB_X3, AB_CK /* these three (B Lq, D) */, AB_CKR, AB_CV, AB_COUNT };
 enum { AS_N1, AS_Q, AS_K, AS_A, AS_N2, AS_CQ, AS_CK, AS_CA, AS_N3, AS_COUNT };
 
+struct cJSON;
+/* CosmosTransformer3DModel's config over mc (cosmos2image.c), which Anima's reader extends */
+st_status cosmos_from_json(const struct cJSON *j, const char *file, model_config *mc);
+
 /* cosmos_family's topology_options (family.h); NULL: CosmosTransformer3DModel's */
 typedef struct cosmos_options {
     bool text_adapter; /* Anima's: its text conditioner (anima_adapter), whose weights follow the transformer's */

@@ -460,6 +460,46 @@ static st_status kandinsky5_check(const model_config *mc)
     return ST_OK;
 }
 
+/* Kandinsky5Transformer3DModel's config: its defaults, then the file's values (visual_cond: the video models' reference
+ * channels, cond_channels); what segtrain does not build (other axes or patches, another output width, another
+ * attention) is refused by name. */
+static st_status kandinsky5_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t out = 4, patch[3] = {1, 2, 2}, axes[3] = {16, 24, 24};
+    mc->channels = 4, mc->text_dim = 3584, mc->pooled_dim = 768, mc->time_dim = 512, mc->hidden = 2048;
+    mc->ffn_dim = 5120, mc->text_blocks = 2, mc->depth = 32;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_visual_dim", &mc->channels}, {"in_text_dim", &mc->text_dim}, {"in_text_dim2", &mc->pooled_dim},
+                {"time_dim", &mc->time_dim},      {"out_visual_dim", &out},         {"model_dim", &mc->hidden},
+                {"ff_dim", &mc->ffn_dim},          {"num_text_blocks", &mc->text_blocks},
+                {"num_visual_blocks", &mc->depth}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "patch_size", 3, patch);
+    if (!st) st = json_axes(j, file, "axes_dims", 3, axes);
+    if (st) return st;
+    /* attention_type "nabla" (the 10 s video models) takes effect only when the caller passes sparse_params, which
+     * SimpleTuner never does: they train with dense attention there, and here */
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(j, "attention_type");
+    if (at && !cJSON_IsNull(at) && !(cJSON_IsString(at) && (!strcmp(at->valuestring, "regular") ||
+                                                            !strcmp(at->valuestring, "nabla"))))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: attention_type; segtrain builds Kandinsky 5's \"regular\" attention "
+                       "(and \"nabla\" models densely, as SimpleTuner calls them: without sparse_params)", file);
+    mc->cond_channels = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "visual_cond")) ? mc->channels + 1 : 0;
+    const int64_t hd = axes[0] + axes[1] + axes[2];
+    if (patch[0] != 1 || patch[1] != patch[2] || out != mc->channels || hd < 16 || hd % 16 || axes[0] != hd / 4 ||
+        axes[1] != 3 * hd / 8 || axes[2] != axes[1] || mc->hidden % hd)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size, out_visual_dim, axes_dims or model_dim; segtrain builds "
+                       "Kandinsky 5's patch (1, p, p), out_visual_dim = in_visual_dim (%lld) and axes (hd / 4, 3 hd / 8, "
+                       "3 hd / 8) of a head width hd that divides model_dim", file, (long long)mc->channels);
+    mc->patch = patch[1], mc->patch_t = 1, mc->heads = mc->hidden / hd, mc->single_depth = 0;
+    mc->guidance_embeds = false;
+    if (mc->ffn_dim == 4 * mc->hidden) mc->ffn_dim = 0;
+    return ST_OK;
+}
+
 const family_desc kandinsky5_desc = {
     .name = "kandinsky5",
     .topology = TOPO_XATTN,

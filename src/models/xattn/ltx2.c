@@ -517,6 +517,76 @@ static st_status ltx2_check(const model_config *mc)
     return ST_OK;
 }
 
+/* LTX2VideoTransformer3DModel's config as diffusers converts LTX-2.0 (scripts/convert_ltx2_to_diffusers.py, version
+ * 2.0): the class's defaults, then the file's values. What LTX-2.0 does not vary is refused by name, the 2.3 and 2.5
+ * additions (gated attention, cross_attn_mod, no caption projection, perturbed attention) among it. rope_type must
+ * be given as "split" (the class's default is "interleaved", which no published LTX-2 uses). */
+static st_status ltx2_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 128, heads = 32, out = 128, cross = 4096, caption = 3840;
+    int64_t ahd = 64, aheads = 32, aout = 128, across = 2048, apatch = 1, apatch_t = 1;
+    int64_t scale[3] = {8, 32, 32};
+    mc->channels = 128, mc->depth = 48, mc->patch = 1, mc->patch_t = 1, mc->audio_channels = 128;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
+                {"out_channels", &out}, {"caption_channels", &caption}, {"cross_attention_dim", &cross},
+                {"num_layers", &mc->depth}, {"patch_size", &mc->patch}, {"patch_size_t", &mc->patch_t},
+                {"audio_num_attention_heads", &aheads}, {"audio_attention_head_dim", &ahd},
+                {"audio_in_channels", &mc->audio_channels}, {"audio_out_channels", &aout},
+                {"audio_cross_attention_dim", &across}, {"audio_patch_size", &apatch},
+                {"audio_patch_size_t", &apatch_t}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "vae_scale_factors", 3, scale);
+    const struct {
+        const char *key;
+        double want;
+    } fixed[] = {{"pos_embed_max_pos", 20},          {"base_height", 2048},        {"base_width", 2048},
+                 {"audio_scale_factor", 4},          {"audio_pos_embed_max_pos", 20}, {"audio_sampling_rate", 16000},
+                 {"audio_hop_length", 160},          {"norm_eps", 1e-6},           {"rope_theta", 10000},
+                 {"causal_offset", 1},               {"timestep_scale_multiplier", 1000},
+                 {"cross_attn_timestep_scale_multiplier", 1000}};
+    for (size_t i = 0; !st && i < sizeof fixed / sizeof *fixed; i++)
+        st = json_fixed(j, file, fixed[i].key, fixed[i].want, "LTX-2.0");
+    if (!st) st = json_fixed_text(j, file, "qk_norm", "rms_norm_across_heads", "LTX-2.0");
+    if (!st) st = json_fixed_text(j, file, "activation_fn", "gelu-approximate", "LTX-2.0");
+    if (st) return st;
+    const cJSON *rt = cJSON_GetObjectItemCaseSensitive(j, "rope_type");
+    if (!cJSON_IsString(rt) || strcmp(rt->valuestring, "split"))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: rope_type is %s; segtrain builds LTX-2's \"split\" rotation (the "
+                       "class's default, \"interleaved\", is no published LTX-2's)", file,
+                       cJSON_IsString(rt) ? rt->valuestring : "not given");
+    static const char *const later = "LTX-2.0 (LTX-2.3 and 2.5 set it; their flavours are not built)";
+    const struct {
+        const char *key;
+        bool want;
+        const char *what;
+    } flags[] = {{"gated_attn", false, later},           {"cross_attn_mod", false, later},
+                 {"audio_gated_attn", false, later},     {"audio_cross_attn_mod", false, later},
+                 {"use_prompt_embeddings", true, later}, {"perturbed_attn", false, later},
+                 {"norm_elementwise_affine", false, "LTX-2.0"}, {"attention_bias", true, "LTX-2.0"},
+                 {"attention_out_bias", true, "LTX-2.0"}, {"rope_double_precision", true, "LTX-2.0"},
+                 {"ff_bias", true, "LTX-2.0"},           {"audio_ff_bias", true, "LTX-2.0"},
+                 {"use_keyframes_abs_pos_embedding", false, "LTX-2.0"}};
+    for (size_t i = 0; !st && i < sizeof flags / sizeof *flags; i++)
+        st = json_fixed_bool(j, file, flags[i].key, flags[i].want, flags[i].what);
+    if (st) return st;
+    if (out != mc->channels || cross != hd * heads || aout != mc->audio_channels || across != ahd * aheads ||
+        apatch != 1 || apatch_t != 1 || scale[0] != 8 || scale[1] != 32 || scale[2] != 32)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, cross_attention_dim %lld, audio_out_channels %lld, "
+                       "audio_cross_attention_dim %lld, audio patches %lld x %lld, vae_scale_factors (%lld, %lld, "
+                       "%lld); segtrain builds LTX-2.0's: outputs as wide as inputs (%lld, %lld), cross-attention as "
+                       "wide as each stream (%lld, %lld), 1 x 1 audio patches and (8, 32, 32)", file, (long long)out,
+                       (long long)cross, (long long)aout, (long long)across, (long long)apatch, (long long)apatch_t,
+                       (long long)scale[0], (long long)scale[1], (long long)scale[2], (long long)mc->channels,
+                       (long long)mc->audio_channels, (long long)(hd * heads), (long long)(ahd * aheads));
+    mc->heads = heads, mc->hidden = hd * heads, mc->audio_heads = aheads, mc->audio_hidden = ahd * aheads;
+    mc->text_dim = 2 * caption, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    return ST_OK;
+}
+
 const family_desc ltxvideo2_desc = {
     .name = "ltxvideo2",
     .topology = TOPO_XATTN,

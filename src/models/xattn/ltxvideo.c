@@ -1,4 +1,8 @@
 /* LTX-Video (LTXVideoTransformer3DModel): xattn/xdit.c's steps. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
@@ -15,6 +19,35 @@ static const family_preset presets[] = {
 static void ltxvideo_preset(model_config *mc, const char *name, bool tiny)
 {
     mc->frames = tiny ? 2 : 1, mc->vae_scale = tiny ? FAMILY_VAE_SCALE : 32;
+}
+
+/* LTXVideoTransformer3DModel's config: its defaults (LTX-Video 0.9.x's), then the file's values; what the
+ * published 0.9.x configs do not vary is refused by name. */
+static st_status ltxvideo_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 64, heads = 32, out = 128, cross = 2048;
+    mc->channels = 128, mc->depth = 28, mc->text_dim = 4096, mc->patch = 1, mc->patch_t = 1;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
+                {"out_channels", &out}, {"caption_channels", &mc->text_dim}, {"cross_attention_dim", &cross},
+                {"num_layers", &mc->depth}, {"patch_size", &mc->patch}, {"patch_size_t", &mc->patch_t}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_fixed(j, file, "norm_eps", 1e-6, "LTX-Video");
+    if (!st) st = json_fixed_text(j, file, "qk_norm", "rms_norm_across_heads", "LTX-Video");
+    if (!st) st = json_fixed_text(j, file, "activation_fn", "gelu-approximate", "LTX-Video");
+    if (!st) st = json_fixed_bool(j, file, "norm_elementwise_affine", false, "LTX-Video");
+    if (!st) st = json_fixed_bool(j, file, "attention_bias", true, "LTX-Video");
+    if (!st) st = json_fixed_bool(j, file, "attention_out_bias", true, "LTX-Video");
+    if (st) return st;
+    if (out != mc->channels || cross != hd * heads)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, cross_attention_dim %lld; segtrain builds LTX-Video's "
+                       "with out_channels = in_channels (%lld) and cross_attention_dim = the width (%lld)", file,
+                       (long long)out, (long long)cross, (long long)mc->channels, (long long)(hd * heads));
+    mc->heads = heads, mc->hidden = hd * heads, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    return ST_OK;
 }
 
 const family_desc ltxvideo_desc = {

@@ -1,4 +1,8 @@
 /* PixArt Sigma (PixArtTransformer2DModel): xattn/xdit.c's steps. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
@@ -21,6 +25,37 @@ static void pixart_sigma_preset(model_config *mc, const char *name, bool tiny)
     /* learned variance; the table's base grid and interpolation */
     mc->out_channels = 2 * mc->channels, mc->sample_size = mc->resolution,
     mc->interpolation = tiny ? 1.0 : (double)(mc->resolution / 64 > 1 ? mc->resolution / 64 : 1);
+}
+
+/* PixArtTransformer2DModel's config: its defaults (PixArt-Sigma-XL-2-1024-MS's), then the file's values; the
+ * micro-conditions (use_additional_conditions) and other block kinds are refused by name. */
+static st_status pixart_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t hd = 72, heads = 16, cross = 1152, interp = 0;
+    mc->channels = 4, mc->out_channels = 8, mc->depth = 28, mc->text_dim = 4096, mc->sample_size = 128, mc->patch = 2;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
+                {"out_channels", &mc->out_channels}, {"num_layers", &mc->depth}, {"cross_attention_dim", &cross},
+                {"caption_channels", &mc->text_dim}, {"sample_size", &mc->sample_size}, {"patch_size", &mc->patch},
+                {"interpolation_scale", &interp}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_fixed_text(j, file, "norm_type", "ada_norm_single", "PixArt");
+    if (!st) st = json_fixed_text(j, file, "activation_fn", "gelu-approximate", "PixArt");
+    if (!st) st = json_fixed(j, file, "norm_eps", 1e-6, "PixArt");
+    if (st) return st;
+    const cJSON *extra = cJSON_GetObjectItemCaseSensitive(j, "use_additional_conditions");
+    const bool micro = cJSON_IsTrue(extra) || ((!extra || cJSON_IsNull(extra)) && mc->sample_size == 128);
+    if (micro || cross != hd * heads)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: use_additional_conditions %s, cross_attention_dim %lld; segtrain builds "
+                       "PixArt Sigma's (no resolution and aspect-ratio micro-conditions, cross_attention_dim = the "
+                       "width %lld)", file, micro ? "true" : "false", (long long)cross, (long long)(hd * heads));
+    mc->heads = heads, mc->hidden = hd * heads, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    mc->interpolation = interp ? (double)interp : (double)(mc->sample_size / 64 > 1 ? mc->sample_size / 64 : 1);
+    if (mc->out_channels == mc->channels) mc->out_channels = 0;
+    return ST_OK;
 }
 
 const family_desc pixart_sigma_desc = {

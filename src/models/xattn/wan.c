@@ -2,6 +2,7 @@
  * Animate parts. */
 #include <stdio.h>
 #include <string.h>
+#include <math.h>
 
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
@@ -133,6 +134,155 @@ static st_status wan_check(const model_config *mc)
     if (!st && !animate(mc) && (mc->image_dim || mc->cond_channels))
         st = family_refuse(mc, GROUP_TEXT2, "only hunyuanvideo15 has them (0)");
     return st;
+}
+
+/* WanTransformer3DModel's config: its defaults (Wan 2.1 T2V 14B's), then the file's values; the image-to-video
+ * branches (image_dim, added_kv_proj_dim) and what the published text-to-video configs do not vary are refused. */
+/* Wan's keys; with animate, WanAnimateTransformer3DModel's defaults and in_channels = 2 latent_channels + 4 */
+static st_status wan_read(const cJSON *j, const char *file, model_config *mc, bool animate)
+{
+    st_status st = ST_OK;
+    int64_t hd = 128, heads = 40, out = 16, freq = 256, rope_len = 1024, latent = 16;
+    mc->channels = animate ? 36 : 16, mc->depth = 40, mc->text_dim = 4096, mc->ffn_dim = 13824, mc->patch = 2;
+    mc->patch_t = 1;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
+                {"out_channels", &out}, {"text_dim", &mc->text_dim}, {"freq_dim", &freq}, {"ffn_dim", &mc->ffn_dim},
+                {"num_layers", &mc->depth}, {"rope_max_seq_len", &rope_len}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_fixed(j, file, "eps", 1e-6, "Wan");
+    if (!st) st = json_fixed_text(j, file, "qk_norm", "rms_norm_across_heads", "Wan");
+    if (st) return st;
+    if ((st = json_patch_3d(j, file, mc))) return st;
+    static const char *const branches[] = {"image_dim", "added_kv_proj_dim", "pos_embed_seq_len"};
+    for (size_t i = animate ? 2 : 0; i < sizeof branches / sizeof *branches; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, branches[i]);
+        if (x && !cJSON_IsNull(x))
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is set (an image-to-video model's image branch); segtrain builds "
+                           "Wan's text-to-video transformer, where it is null", file, branches[i]);
+    }
+    if (animate && (st = json_int(j, file, "latent_channels", &latent))) return st;
+    if (animate && mc->channels != 2 * latent + 4)
+        return st_fail(ST_ERR_FORMAT, "%s: in_channels %lld is not 2 latent_channels (%lld) + 4", file,
+                       (long long)mc->channels, (long long)latent);
+    if (animate) mc->cond_channels = mc->channels - latent, mc->channels = latent;
+    const cJSON *cn = cJSON_GetObjectItemCaseSensitive(j, "cross_attn_norm");
+    if ((cn && !cJSON_IsTrue(cn)) || freq != DIT_FREQ_DIM || out != mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: cross_attn_norm %s, freq_dim %lld, out_channels %lld; segtrain builds "
+                       "Wan's with cross_attn_norm true, freq_dim 256 and out_channels = in_channels (%lld)", file,
+                       cn && !cJSON_IsTrue(cn) ? "false" : "true", (long long)freq, (long long)out,
+                       (long long)mc->channels);
+    mc->heads = heads, mc->hidden = hd * heads, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    if (mc->ffn_dim == 4 * mc->hidden) mc->ffn_dim = 0;
+    mc->vace_count = mc->vace_every = mc->vace_channels = 0;
+    mc->anyflow = mc->anyflow_interval = false, mc->anyflow_gate = 0;
+    if (!animate) {
+        mc->cond_channels = mc->image_tokens = mc->image_dim = mc->face_every = mc->face_size = 0;
+        mc->motion_style = mc->motion_dim = mc->motion_out = mc->face_hidden = mc->face_heads = 0;
+        memset(mc->motion_channels, 0, sizeof mc->motion_channels);
+    }
+    return ST_OK;
+}
+
+static st_status wan_from_json(const cJSON *j, const char *file, model_config *mc) { return wan_read(j, file, mc, false); }
+
+/* WanAnimateTransformer3DModel's config: Wan's, its image-to-video inputs (image_dim; added_kv_proj_dim must be the
+ * hidden width, as the published config's is: without it the class would read the image tokens as text), its
+ * motion encoder's (motion_encoder_channel_sizes by edge as text, "4" to "1024"), its face encoder's and
+ * inject_face_latents_blocks; the image tokens are CLIP's 257 unless mc says. */
+static st_status wan_animate_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = wan_read(j, file, mc, true);
+    int64_t added = -1, image_dim = 1280, size = 512, style = 512, motion = 20, out = 512, hid = 1024, heads = 4,
+            every = 5;
+    static const int64_t real[9] = {512, 512, 512, 512, 256, 128, 64, 32, 16}; /* the class's default table */
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"image_dim", &image_dim}, {"added_kv_proj_dim", &added}, {"motion_encoder_size", &size},
+                {"motion_style_dim", &style}, {"motion_dim", &motion}, {"motion_encoder_dim", &out},
+                {"face_encoder_hidden_dim", &hid}, {"face_encoder_num_heads", &heads},
+                {"inject_face_latents_blocks", &every}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (st) return st;
+    const cJSON *idim = cJSON_GetObjectItemCaseSensitive(j, "image_dim");
+    if (added != mc->hidden || (idim && cJSON_IsNull(idim))) {
+        char a[24] = "null";
+        if (added >= 0) snprintf(a, sizeof a, "%lld", (long long)added);
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: added_kv_proj_dim %s, image_dim %s; segtrain builds Wan Animate with "
+                       "the image tokens' added keys and values of the hidden width %lld, as its published config has "
+                       "them", file, a, idim && cJSON_IsNull(idim) ? "null" : "set", (long long)mc->hidden);
+    }
+    memcpy(mc->motion_channels, real, sizeof real);
+    const cJSON *ch = cJSON_GetObjectItemCaseSensitive(j, "motion_encoder_channel_sizes");
+    if (ch && !cJSON_IsNull(ch)) {
+        if (!cJSON_IsObject(ch))
+            return st_fail(ST_ERR_FORMAT, "%s: motion_encoder_channel_sizes is not an object of edge: channels", file);
+        memset(mc->motion_channels, 0, sizeof mc->motion_channels);
+        for (int k = 0; k < 9; k++) {
+            char edge[8];
+            snprintf(edge, sizeof edge, "%d", 4 << k);
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(ch, edge);
+            if (v && (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > (1 << 16) ||
+                      v->valuedouble != floor(v->valuedouble)))
+                return st_fail(ST_ERR_FORMAT, "%s: motion_encoder_channel_sizes[\"%s\"] is not a whole number 1 to "
+                               "65536", file, edge);
+            if (v) mc->motion_channels[k] = (int64_t)v->valuedouble;
+        }
+    }
+    if (!mc->image_tokens) mc->image_tokens = 257;
+    mc->image_dim = image_dim, mc->face_size = size, mc->motion_style = style, mc->motion_dim = motion;
+    mc->motion_out = out, mc->face_hidden = hid, mc->face_heads = heads, mc->face_every = every;
+    return ST_OK;
+}
+
+/* AnyFlowTransformer3DModel's config (NVIDIA's bidirectional AnyFlow-Wan2.1-T2V): Wan's, then gate_value (0.25) and
+ * deltatime_type ("r" or "t-r"). */
+static st_status anyflow_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = wan_from_json(j, file, mc);
+    if (st) return st;
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "gate_value");
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "deltatime_type");
+    mc->anyflow = true, mc->anyflow_gate = 0.25, mc->anyflow_interval = false;
+    if (g && !cJSON_IsNull(g)) {
+        if (!cJSON_IsNumber(g) || !(g->valuedouble >= 0 && g->valuedouble <= 1))
+            return st_fail(ST_ERR_FORMAT, "%s: gate_value is not a number from 0 to 1", file);
+        mc->anyflow_gate = g->valuedouble;
+    }
+    if (dt && !cJSON_IsNull(dt)) {
+        if (!cJSON_IsString(dt) || (strcmp(dt->valuestring, "r") && strcmp(dt->valuestring, "t-r")))
+            return st_fail(ST_ERR_FORMAT, "%s: deltatime_type is not \"r\" or \"t-r\"", file);
+        mc->anyflow_interval = !strcmp(dt->valuestring, "t-r");
+    }
+    return ST_OK;
+}
+
+/* WanVACETransformer3DModel's config: Wan's, then its control branch: vace_layers (its default, 0, 5, ..., 35, is
+ * the 14B's) must be 0, k, 2k, ... (every published VACE's is), vace_in_channels (96). */
+static st_status wan_vace_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = wan_from_json(j, file, mc);
+    int64_t layers[64] = {0, 5, 10, 15, 20, 25, 30, 35}, n = 8, channels = 96;
+    if (!st) st = json_int(j, file, "vace_in_channels", &channels);
+    if (st) return st;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "vace_layers");
+    if (v && (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 || cJSON_GetArraySize(v) > 64))
+        return st_fail(ST_ERR_FORMAT, "%s: vace_layers is not a list of 1 to 64 block indices", file);
+    if (v) {
+        n = cJSON_GetArraySize(v);
+        if ((st = json_axes(j, file, "vace_layers", (int)n, layers))) return st;
+    }
+    const int64_t every = n > 1 ? layers[1] : 1;
+    for (int64_t i = 0; i < n; i++)
+        if (layers[i] != i * every || every < 1)
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: vace_layers [%lld, %lld, ...] are not 0, k, 2k, ...; segtrain "
+                           "builds VACE's hints every k blocks from block 0, as every published VACE has them", file,
+                           (long long)layers[0], (long long)(n > 1 ? layers[1] : 0));
+    mc->vace_count = n, mc->vace_every = every, mc->vace_channels = channels;
+    return ST_OK;
 }
 
 const family_desc wan_desc = {
