@@ -1,7 +1,7 @@
 /* A diffusers transformer's own config.json, read into a model configuration: for each family the class whose
  * config it reads (diffusers_classes), its defaults, then the file's values; what segtrain does not build is refused
  * by name. model_config.c calls it when a run's weights are a diffusers folder. The value readers are here
- * (diffusers_json.h); each family's readers are in its own file, the dual-stream families' in dual/diffusers_dual.c. */
+ * (diffusers_json.h); each family's readers are in its own file. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

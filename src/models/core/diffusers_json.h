@@ -33,7 +33,6 @@ st_status json_patch_3d(const cJSON *j, const char *file, model_config *mc);
 /* A class's config over mc (the family's defaults, then the file's values), unchecked */
 typedef st_status diffusers_reader(const cJSON *j, const char *file, model_config *mc);
 diffusers_reader unet_from_json; /* sd1x's, sdxl's and kolors' (unet/diffusers_unet.c) */
-diffusers_reader flux_from_json, longcat_from_json, flux2_from_json, qwen_from_json, sd3_from_json, auraflow_from_json,
-    chroma_from_json, hunyuanvideo_from_json, hunyuanvideo15_from_json, hidream_from_json; /* diffusers_dual.c */
+diffusers_reader flux_from_json; /* FluxTransformer2DModel's (dual/flux.c), mmdit's too */
 
 #endif

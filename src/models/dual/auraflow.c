@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 #define AF_REGISTERS 8
 
@@ -171,6 +172,34 @@ static st_status auraflow_check(const model_config *mc)
                        "%lld-patch grid of resolution %lld (and pooled_projection_dim %lld must be 0: it has none)",
                        (long long)mc->pos_embed_max, (long long)mc->pos_embed_max,
                        (long long)(mc->resolution / mc->patch), (long long)mc->resolution, (long long)mc->pooled_dim);
+    return ST_OK;
+}
+
+/* AuraFlowTransformer2DModel's config: its defaults, then the file's values. */
+static st_status auraflow_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 4, out = 4, hd = 256, heads = 12, caption = 3072, table = 1024;
+    mc->patch = 2, mc->depth = 4, mc->single_depth = 32, mc->text_dim = 2048;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"patch_size", &mc->patch},          {"in_channels", &in},
+                {"out_channels", &out},              {"num_mmdit_layers", &mc->depth},
+                {"num_single_dit_layers", &mc->single_depth}, {"attention_head_dim", &hd},
+                {"num_attention_heads", &heads},     {"joint_attention_dim", &mc->text_dim},
+                {"caption_projection_dim", &caption}, {"pos_embed_max_size", &table}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (st) return st;
+    int64_t edge = 0; /* AuraFlowPatchEmbed reads the table as a square grid of int(sqrt(pos_embed_max_size)) */
+    while ((edge + 1) * (edge + 1) <= table) edge++;
+    if (out != in || caption != hd * heads || edge * edge != table)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, caption_projection_dim %lld, pos_embed_max_size "
+                       "%lld; segtrain reads AuraFlow's with out_channels = in_channels (%lld), caption_projection_dim "
+                       "= the width (%lld heads x %lld) and a square position table", file, (long long)out,
+                       (long long)caption, (long long)table, (long long)in, (long long)heads, (long long)hd);
+    mc->channels = in, mc->heads = heads, mc->hidden = hd * heads, mc->pos_embed_max = edge;
+    mc->pooled_dim = 0, mc->guidance_embeds = false;
     return ST_OK;
 }
 

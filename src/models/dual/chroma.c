@@ -1,4 +1,8 @@
 /* Chroma 1 (ChromaTransformer2DModel): Flux's blocks (dual/mmdit.c) without their adaLN linears. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
@@ -29,6 +33,19 @@ static st_status chroma_check(const model_config *mc)
                        (long long)mc->approx_channels, (long long)mc->approx_hidden, (long long)mc->approx_layers,
                        CHROMA_APPROX_LAYERS_MAX);
     return ST_OK;
+}
+
+/* ChromaTransformer2DModel's: Flux's keys without the pooled vector and guidance (its modulation comes from the
+ * distilled_guidance_layer), and the approximator's. */
+static st_status chroma_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = flux_keys(j, file, mc, 4096);
+    mc->pooled_dim = 0, mc->guidance_embeds = false;
+    mc->approx_channels = 64, mc->approx_hidden = 5120, mc->approx_layers = 5;
+    if (!st) st = json_int(j, file, "approximator_num_channels", &mc->approx_channels);
+    if (!st) st = json_int(j, file, "approximator_hidden_dim", &mc->approx_hidden);
+    if (!st) st = json_int(j, file, "approximator_layers", &mc->approx_layers);
+    return st;
 }
 
 const family_desc chroma_desc = {

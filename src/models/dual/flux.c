@@ -1,7 +1,12 @@
 /* Flux.1 (FluxTransformer2DModel): dual/mmdit.c's blocks. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
+#include "models/dual/mmdit.h"
 
 /* Flux's text side: T5-XXL's 4096 and CLIP-L's pooled 768; its rotary axes are (16, 56, 56) of its 128-wide heads
  * (model_rope_axes). */
@@ -10,6 +15,11 @@ static const family_preset presets[] = {
     {"flux-dev", 19, 3072, 24, 2, 16, 128, 10, 38, 512, 4096, 768, true, true, 0, 0},
     {"flux-schnell", 19, 3072, 24, 2, 16, 128, 10, 38, 256, 4096, 768, false, true, 0, 0},
 };
+
+st_status flux_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    return flux_keys(j, file, mc, 4096);
+}
 
 const family_desc flux_desc = {
     .name = "flux",

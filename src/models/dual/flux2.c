@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 typedef struct f2_model {
     dual_model b;
@@ -153,6 +154,39 @@ static void flux2_preset(model_config *mc, const char *name, bool tiny)
 }
 
 static st_status flux2_check(const model_config *mc) { return family_check_four(mc, false); }
+
+/* Flux2Transformer2DModel's config: its defaults (FLUX.2-dev's), then the file's values. mlp_ratio, rope_theta
+ * and eps other than every published config's (3.0, 2000, 1e-6) are refused by name. */
+static st_status flux2_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 128, out = 0, patch = 1, hd = 128, heads = 48, axes[4] = {32, 32, 32, 32};
+    mc->depth = 8, mc->single_depth = 48, mc->text_dim = 15360, mc->time_channels = 256;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &in},          {"out_channels", &out},          {"patch_size", &patch},
+                {"num_layers", &mc->depth},    {"num_single_layers", &mc->single_depth},
+                {"attention_head_dim", &hd},   {"num_attention_heads", &heads}, {"joint_attention_dim", &mc->text_dim},
+                {"timestep_guidance_channels", &mc->time_channels}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "axes_dims_rope", 4, axes);
+    if (st) return st;
+    if ((st = json_fixed(j, file, "mlp_ratio", 3.0, "Flux.2 (every published config's)")) ||
+        (st = json_fixed(j, file, "rope_theta", 2000.0, "Flux.2 (every published config's)")) ||
+        (st = json_fixed(j, file, "eps", 1e-6, "Flux.2 (every published config's)")))
+        return st;
+    /* the pipeline packs 2x2 latent patches into in_channels: segtrain patchifies the latent itself */
+    if (patch != 1 || in % 4 || (out && out != in))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: patch_size %lld, in_channels %lld, out_channels %lld; segtrain reads "
+                       "Flux.2's packing (patch_size 1, in_channels 4 C, out_channels as in_channels)", file,
+                       (long long)patch, (long long)in, (long long)out);
+    mc->guidance_embeds = true; /* the class's default */
+    if ((st = json_bool(j, file, "guidance_embeds", &mc->guidance_embeds))) return st;
+    mc->channels = in / 4, mc->patch = 2, mc->heads = heads, mc->hidden = hd * heads, mc->pooled_dim = 0;
+    for (int i = 0; i < 4; i++) mc->rope_axes[i] = axes[i];
+    return ST_OK;
+}
 
 const family_desc flux2_desc = {
     .name = "flux2",

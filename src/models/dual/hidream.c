@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 #define HD_ROPE_THETA 10000.0
 
@@ -234,6 +235,40 @@ static void hidream_preset(model_config *mc, const char *name, bool tiny)
 {
     /* the tiny one is the fixture's */
     mc->experts = tiny ? 3 : 4, mc->experts_active = 2, mc->llama_len = tiny ? 3 : 128;
+}
+
+/* Each family's diffusers class and the reader of its config.json. */
+/* HiDreamImageTransformer2DModel's: its text is caption_channels [T5's, Llama's] wide (one width here), one Llama
+ * layer per block (llama_layers: which ones is the cache's choice, so only their count is checked). */
+static st_status hidream_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 64, out = 0, hd = 128, heads = 20, caption[2] = {4096, 4096};
+    mc->patch = 2, mc->depth = 16, mc->single_depth = 32, mc->pooled_dim = 2048, mc->experts = 4;
+    mc->experts_active = 2;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"patch_size", &mc->patch}, {"in_channels", &in}, {"out_channels", &out},
+                {"num_layers", &mc->depth}, {"num_single_layers", &mc->single_depth}, {"attention_head_dim", &hd},
+                {"num_attention_heads", &heads}, {"text_emb_dim", &mc->pooled_dim},
+                {"num_routed_experts", &mc->experts}, {"num_activated_experts", &mc->experts_active}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "caption_channels", 2, caption);
+    if (!st) st = json_axes(j, file, "axes_dims_rope", 3, mc->rope_axes);
+    if (st) return st;
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(j, "llama_layers");
+    const cJSON *inference = cJSON_GetObjectItemCaseSensitive(j, "force_inference_output");
+    if ((out && out != in) || caption[0] != caption[1] || cJSON_IsTrue(inference) ||
+        (layers && (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) != mc->depth + mc->single_depth)))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, caption_channels (%lld, %lld), "
+                       "force_inference_output, llama_layers: segtrain reads HiDream's with out_channels = in_channels "
+                       "(%lld), one caption width, the training path, and one Llama layer per block (%lld)", file,
+                       (long long)out, (long long)caption[0], (long long)caption[1], (long long)in,
+                       (long long)(mc->depth + mc->single_depth));
+    mc->channels = in, mc->heads = heads, mc->hidden = hd * heads, mc->text_dim = caption[0];
+    mc->guidance_embeds = false;
+    return ST_OK;
 }
 
 const family_desc hidream_desc = {

@@ -1,5 +1,9 @@
 /* HunyuanVideo 1.0 (HunyuanVideoTransformer3DModel), SimpleTuner's hunyuanvideo at flavour 1.0 (its row is
  * hunyuanvideo15's): dual/hunyuan_video.c's steps. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
@@ -12,6 +16,44 @@ static const family_preset presets[] = {
 static void hunyuanvideo_preset(model_config *mc, const char *name, bool tiny)
 {
     mc->refiner_depth = 2, mc->frames = tiny ? 2 : 1; /* the tiny one's latents have 2 frames, a video's smallest */
+}
+
+/* HunyuanVideoTransformer3DModel's config: its defaults (HunyuanVideo 1.0's), then the file's values; mlp_ratio,
+ * rope_theta, qk_norm and image_condition_type other than the text-to-video model's are refused by name. */
+static st_status hunyuanvideo_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t out = 16, hd = 128, heads = 24, axes[3] = {16, 56, 56};
+    mc->channels = 16, mc->depth = 20, mc->single_depth = 40, mc->refiner_depth = 2, mc->patch = 2, mc->patch_t = 1;
+    mc->text_dim = 4096, mc->pooled_dim = 768;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &mc->channels},     {"out_channels", &out},
+                {"num_attention_heads", &heads},    {"attention_head_dim", &hd},
+                {"num_layers", &mc->depth},         {"num_single_layers", &mc->single_depth},
+                {"num_refiner_layers", &mc->refiner_depth}, {"patch_size", &mc->patch},
+                {"patch_size_t", &mc->patch_t},     {"text_embed_dim", &mc->text_dim},
+                {"pooled_projection_dim", &mc->pooled_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "rope_axes_dim", 3, axes);
+    if (!st) st = json_fixed(j, file, "mlp_ratio", 4.0, "HunyuanVideo");
+    if (!st) st = json_fixed(j, file, "rope_theta", 256.0, "HunyuanVideo");
+    if (st) return st;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "qk_norm"), *ic = cJSON_GetObjectItemCaseSensitive(j, "image_condition_type");
+    if (q && !(cJSON_IsString(q) && !strcmp(q->valuestring, "rms_norm")))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is not \"rms_norm\" (HunyuanVideo's)", file);
+    if (ic && !cJSON_IsNull(ic))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: image_condition_type is set (an image-to-video model's: latent_concat or "
+                       "token_replace); segtrain builds the text-to-video model, where it is null", file);
+    if (out && out != mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld; segtrain reads HunyuanVideo's with out_channels = "
+                       "in_channels (%lld)", file, (long long)out, (long long)mc->channels);
+    mc->guidance_embeds = true; /* the class's default */
+    if ((st = json_bool(j, file, "guidance_embeds", &mc->guidance_embeds))) return st;
+    mc->heads = heads, mc->hidden = hd * heads;
+    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
+    return ST_OK;
 }
 
 const family_desc hunyuanvideo_desc = {

@@ -1,4 +1,8 @@
 /* HunyuanVideo 1.5 (HunyuanVideo15Transformer3DModel), SimpleTuner's hunyuanvideo: dual/hunyuan_video.c's steps. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
@@ -23,6 +27,46 @@ static st_status hunyuanvideo15_check(const model_config *mc)
 {
     if (mc->text2_len < 1 || mc->text2_dim < 1 || mc->image_dim < 1 || mc->cond_channels < 0)
         return family_refuse(mc, GROUP_TEXT2, "hunyuanvideo15 takes at least 1 of the first three");
+    return ST_OK;
+}
+
+/* HunyuanVideo15Transformer3DModel's: its defaults (the 480p and 720p models'), then the file's values; in_channels
+ * is the latent's and the image-to-video condition's (latents and mask), out_channels the latent's. use_meanflow
+ * (the super-resolution models' second timestep) and sizes other than every published config's are refused by name.
+ * task_type is not read: the model is the same, and segtrain trains it text-to-video. */
+static st_status hunyuanvideo15_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 65, hd = 128, heads = 16, axes[3] = {16, 56, 56};
+    mc->channels = 32, mc->depth = 54, mc->single_depth = 0, mc->refiner_depth = 2, mc->patch = 1, mc->patch_t = 1;
+    mc->text_dim = 3584, mc->text2_dim = 1472, mc->image_dim = 1152, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"in_channels", &in},               {"out_channels", &mc->channels},
+                {"num_attention_heads", &heads},    {"attention_head_dim", &hd},
+                {"num_layers", &mc->depth},         {"num_refiner_layers", &mc->refiner_depth},
+                {"patch_size", &mc->patch},         {"patch_size_t", &mc->patch_t},
+                {"text_embed_dim", &mc->text_dim},  {"text_embed_2_dim", &mc->text2_dim},
+                {"image_embed_dim", &mc->image_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "rope_axes_dim", 3, axes);
+    if (!st) st = json_fixed(j, file, "mlp_ratio", 4.0, "HunyuanVideo 1.5");
+    if (!st) st = json_fixed(j, file, "rope_theta", 256.0, "HunyuanVideo 1.5");
+    if (st) return st;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "qk_norm");
+    if (q && !(cJSON_IsString(q) && !strcmp(q->valuestring, "rms_norm")))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is not \"rms_norm\" (HunyuanVideo 1.5's)", file);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "use_meanflow")))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: use_meanflow is true (a super-resolution model's second timestep); "
+                       "segtrain builds the text-to-video model, where it is false", file);
+    if (in < mc->channels)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: in_channels %lld below out_channels %lld; segtrain reads HunyuanVideo "
+                       "1.5's (the latent's channels, then the condition's)", file, (long long)in,
+                       (long long)mc->channels);
+    mc->cond_channels = in - mc->channels;
+    mc->heads = heads, mc->hidden = hd * heads;
+    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
     return ST_OK;
 }
 

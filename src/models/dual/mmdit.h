@@ -71,6 +71,11 @@ void mm_single_register(param_set *ps, mm_block *b, int i, const model_config *c
 
 extern const block_kind mm_double_kind, mm_single_kind;
 
+struct cJSON;
+/* FluxTransformer2DModel's config keys over mc (diffusers_dual.c): its defaults, text_dim joint_attention_dim's,
+ * then the file's values */
+st_status flux_keys(const struct cJSON *j, const char *file, model_config *mc, int64_t text_dim);
+
 /* mmdit_family's topology_options (family.h); NULL: FluxTransformer2DModel's */
 typedef struct mmdit_options {
     bool approximator; /* ChromaTransformer2DModel's: the modulation from distilled_guidance_layer, not per block */

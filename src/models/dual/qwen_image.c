@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 
 typedef struct qw_model {
     dual_model b;
@@ -190,6 +191,38 @@ static const family_preset presets[] = {
     {"qwen-image-tiny", 2, 64, 4, 2, 4, 8, 10, 0, 8, 32, 0, false, true, 0, 0},
     {"qwen-image", 60, 3072, 24, 2, 16, 128, 10, 0, 1024, 3584, 0, false, true, 0, 0},
 };
+
+/* QwenImageTransformer2DModel's config: its defaults, then the file's values. in_channels is the pipeline's packing
+ * of 2x2 latent patches, out_channels the latent's channels. guidance_embeds and the edit and layered models'
+ * options (zero_cond_t, use_additional_t_cond, use_layer3d_rope) are refused by name. */
+static st_status qwen_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 64, out = 16, hd = 128, heads = 24, axes[3] = {16, 56, 56};
+    mc->patch = 2, mc->depth = 60, mc->text_dim = 3584;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"patch_size", &mc->patch},   {"in_channels", &in},        {"out_channels", &out},
+                {"num_layers", &mc->depth},   {"attention_head_dim", &hd}, {"num_attention_heads", &heads},
+                {"joint_attention_dim", &mc->text_dim}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (!st) st = json_axes(j, file, "axes_dims_rope", 3, axes);
+    if (st) return st;
+    static const char *const options[] = {"guidance_embeds", "zero_cond_t", "use_additional_t_cond", "use_layer3d_rope"};
+    for (size_t i = 0; i < sizeof options / sizeof *options; i++)
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, options[i])))
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: %s is true; segtrain builds Qwen-Image's transformer, where it is "
+                           "false (an edit or layered model's option)", file, options[i]);
+    if (!out || in != out * mc->patch * mc->patch)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: in_channels %lld, out_channels %lld, patch_size %lld; segtrain reads "
+                       "Qwen Image's packing (in_channels = out_channels x patch_size^2)", file, (long long)in,
+                       (long long)out, (long long)mc->patch);
+    mc->channels = out, mc->heads = heads, mc->hidden = hd * heads;
+    mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
+    return ST_OK;
+}
 
 const family_desc qwen_image_desc = {
     .name = "qwen_image",

@@ -129,6 +129,45 @@ static st_status sd3_check(const model_config *mc)
     return ST_OK;
 }
 
+/* SD3Transformer2DModel's config: its defaults, then the file's values. */
+static st_status sd3_from_json(const cJSON *j, const char *file, model_config *mc)
+{
+    st_status st = ST_OK;
+    int64_t in = 16, out = -1, hd = 64, heads = 18, caption = 1152; /* out_channels null: in_channels */
+    mc->sample_size = 128, mc->patch = 2, mc->depth = 18, mc->text_dim = 4096, mc->pooled_dim = 2048;
+    mc->pos_embed_max = 96, mc->single_depth = 0, mc->dual_attention = 0, mc->guidance_embeds = false;
+    const struct {
+        const char *key;
+        int64_t *v;
+    } keys[] = {{"sample_size", &mc->sample_size},   {"patch_size", &mc->patch},         {"in_channels", &in},
+                {"out_channels", &out},              {"num_layers", &mc->depth},         {"attention_head_dim", &hd},
+                {"num_attention_heads", &heads},     {"joint_attention_dim", &mc->text_dim},
+                {"caption_projection_dim", &caption}, {"pooled_projection_dim", &mc->pooled_dim},
+                {"pos_embed_max_size", &mc->pos_embed_max}};
+    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    if (st) return st;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "qk_norm");
+    if (q && !cJSON_IsNull(q) && !(cJSON_IsString(q) && !strcmp(q->valuestring, "rms_norm")))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is neither null nor \"rms_norm\" (the two SD3 uses)", file);
+    mc->qk_norm = q && cJSON_IsString(q);
+    /* every published SD3.5 lists its dual-attention blocks from 0 on: segtrain takes them as a count */
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "dual_attention_layers");
+    if (a && !cJSON_IsArray(a)) return st_fail(ST_ERR_FORMAT, "%s: dual_attention_layers is not a list", file);
+    for (int i = 0; a && i < cJSON_GetArraySize(a); i++) {
+        const cJSON *x = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble != i)
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: dual_attention_layers[%d] is not %d; segtrain builds dual attention "
+                           "in the first blocks, listed in order from 0", file, i, i);
+        mc->dual_attention = i + 1;
+    }
+    if ((out != -1 && out != in) || caption != hd * heads)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: out_channels %lld, caption_projection_dim %lld; segtrain reads SD3's "
+                       "with out_channels = in_channels (%lld) and caption_projection_dim = the width (%lld heads x %lld)",
+                       file, (long long)out, (long long)caption, (long long)in, (long long)heads, (long long)hd);
+    mc->channels = in, mc->heads = heads, mc->hidden = hd * heads;
+    return ST_OK;
+}
+
 const family_desc sd3_desc = {
     .name = "sd3",
     .topology = TOPO_DUAL,
