@@ -196,27 +196,23 @@ static void audio_grid(float *g, int64_t T)
     }
 }
 
-/* The rotary tables (a host_loop's: none on a dry step, nor the grids' workspace) */
+/* The rotary tables from their position grids, in work (3 Tv + Tv + Ta floats: the video's (t, h, w) grid, its times
+ * alone, the audio's), which the caller takes so that a dry step counts it too */
 static st_status rope_tables(void *arg)
 {
-    model *m = ((model_loop *)arg)->m;
+    const model_loop *l = arg;
+    model *m = l->m;
     ltx2_ctx *x = &lx_of(m)->ctx;
     const model_config *c = &m->cfg;
-    const int64_t Tv = x->tokens[0], Ta = x->tokens[1], G = c->resolution;
-    float *gv = NULL, *gt = NULL, *ga = NULL;
-    st_status st = pool_alloc(m->pool, (size_t)(3 * Tv) * sizeof(float), MEM_WORKSPACE, "ltx2.grid", (void **)&gv);
-    if (!st) st = pool_alloc(m->pool, (size_t)Tv * sizeof(float), MEM_WORKSPACE, "ltx2.grid", (void **)&gt);
-    if (!st) st = pool_alloc(m->pool, (size_t)Ta * sizeof(float), MEM_WORKSPACE, "ltx2.grid", (void **)&ga);
-    if (!st) {
-        video_grid(gv, c->frames, G);
-        for (int64_t t = 0; t < Tv; t++) gt[t] = gv[3 * t]; /* the cross-modal tables read time alone */
-        audio_grid(ga, Ta);
-        rope_fill(x->self[0], gv, Tv, 3, c->hidden);
-        rope_fill(x->self[1], ga, Ta, 1, c->audio_hidden);
-        rope_fill(x->cross[0], gt, Tv, 1, c->audio_hidden);
-    }
-    pool_free(m->pool, ga), pool_free(m->pool, gt), pool_free(m->pool, gv);
-    return st;
+    const int64_t Tv = x->tokens[0], Ta = x->tokens[1];
+    float *gv = l->work, *gt = gv + 3 * Tv, *ga = gt + Tv;
+    video_grid(gv, c->frames, c->resolution);
+    for (int64_t t = 0; t < Tv; t++) gt[t] = gv[3 * t]; /* the cross-modal tables read time alone */
+    audio_grid(ga, Ta);
+    rope_fill(x->self[0], gv, Tv, 3, c->hidden);
+    rope_fill(x->self[1], ga, Ta, 1, c->audio_hidden);
+    rope_fill(x->cross[0], gt, Tv, 1, c->audio_hidden);
+    return ST_OK;
 }
 
 /* ---- forward ---- */
@@ -258,7 +254,14 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     model_hold(m, &st, &ctx->cross[0], tokens(m, 0) * c->audio_hidden, "ltx2.rope", false);
     ctx->cross[1] = ctx->self[1];
     model_hold(m, &st, &d->key_bias, B * L, "ltx2.key_bias", false);
-    if (st || (st = host_loop(lx_of(m)->ctx.self[0], rope_tables, &(model_loop){.m = m}))) return st;
+    if (st) return st;
+    float *grids = NULL;
+    if ((st = pool_alloc(m->pool, (size_t)(4 * tokens(m, 0) + tokens(m, 1)) * sizeof(float), MEM_WORKSPACE,
+                         "ltx2.grid", (void **)&grids)))
+        return st;
+    st = host_loop(ctx->self[0], rope_tables, &(model_loop){.m = m, .work = grids});
+    pool_free(m->pool, grids);
+    if (st) return st;
     /* the video's tokens from each sample's first Nvid floats; the audio's are its latents as they lie */
     float *video = NULL;
     if ((st = pool_alloc(m->pool, (size_t)(B * Nvid) * sizeof(float), MEM_WORKSPACE, "ltx2.video", (void **)&video)))
