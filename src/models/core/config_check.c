@@ -180,7 +180,7 @@ static st_status check_axes(const model_config *mc, int n)
 /* What every family's sizes satisfy. */
 static st_status check_common(const model_config *mc, const family_desc *d)
 {
-    const bool text = d->text;
+    const bool text = d->traits & TR_TEXT;
     const struct {
         const char *key;
         int64_t v;
@@ -188,7 +188,7 @@ static st_status check_common(const model_config *mc, const family_desc *d)
                     {"patch_size", mc->patch},      {"in_channels", mc->channels}, {"resolution", mc->resolution},
                     {"num_classes", mc->classes},   {"tokenizer_max_length", text ? mc->text_len : 1},
                     {"joint_attention_dim", text ? mc->text_dim : 1},
-                    {"pooled_projection_dim", d->pooled ? mc->pooled_dim : 1},
+                    {"pooled_projection_dim", (d->traits & TR_POOLED) ? mc->pooled_dim : 1},
                     {"vae_scale_factor", mc->vae_scale}};
     for (size_t i = 0; i < sizeof positive / sizeof *positive; i++)
         if (positive[i].v < 1) return st_fail(ST_ERR_INVALID, "%s: %lld must be at least 1", positive[i].key,
@@ -207,12 +207,13 @@ static st_status check_common(const model_config *mc, const family_desc *d)
     if (mc->classes >= (1 << 24))
         return st_fail(ST_ERR_INVALID, "num_classes: %lld; at most %d (labels travel as floats)", LL(mc->classes),
                        (1 << 24) - 1);
-    if (d->unpooled && (mc->pooled_dim || mc->guidance_embeds))
+    if ((d->traits & TR_UNPOOLED) && (mc->pooled_dim || mc->guidance_embeds))
         return st_fail(ST_ERR_INVALID, "pooled_projection_dim: %lld, guidance_embeds %d; %s conditions on the timestep "
                        "alone (0 and false)", LL(mc->pooled_dim), (int)mc->guidance_embeds, mc->family);
-    if (mc->dual_attention < 0 || mc->dual_attention > (d->dual_attention ? mc->depth : 0))
+    const int64_t dual_max = d->traits & TR_DUAL_ATTENTION ? mc->depth : 0;
+    if (mc->dual_attention < 0 || mc->dual_attention > dual_max)
         return st_fail(ST_ERR_INVALID, "dual_attention_layers: the first %lld blocks; sd3 has %lld (other families "
-                       "none)", LL(mc->dual_attention), LL(d->dual_attention ? mc->depth : 0));
+                       "none)", LL(mc->dual_attention), LL(dual_max));
     const bool xattn = d->topology == TOPO_XATTN || d->topology == TOPO_LINEAR;
     if (mc->out_channels && (mc->out_channels < mc->channels || !xattn))
         return st_fail(ST_ERR_INVALID, "out_channels: %lld; %s", LL(mc->out_channels),

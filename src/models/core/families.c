@@ -36,7 +36,7 @@ static const family_st *st_row(int i, const family_desc **of)
 static const char *own_name(int i)
 {
     for (int k = 0, seen = 0; family_at(k); k++)
-        if (family_at(k)->own && seen++ == i) return family_at(k)->name;
+        if ((family_at(k)->traits & TR_OWN) && seen++ == i) return family_at(k)->name;
     return NULL;
 }
 

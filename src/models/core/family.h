@@ -100,37 +100,41 @@ typedef enum family_group {
     GROUP_ROPE_SCALED, GROUP_KV_HEADS, GROUP_VACE, GROUP_AUDIO, GROUP_TEXT_BLOCKS, GROUP_SOURCE, GROUP_TEXT2
 } family_group;
 
+/* What a family is (its descriptor's traits, flags). */
+enum family_trait {
+    TR_OWN = 1 << 0,              /* segtrain's own topology (dit, mmdit, skipdit): no flavours, always built */
+    TR_TEXT = 1 << 1,             /* reads a text encoder's output (else a class label) */
+    TR_TEXT_MASK = 1 << 2,        /* its conditioning holds the caption's mask (counting family_desc.mask's tokens) */
+    TR_VIDEO = 1 << 3,            /* its input is video (B, C, F, H, W) */
+    TR_AUDIO = 1 << 4,            /* its latents are an audio clip (B, C, F, 1, 1) */
+    TR_AUDIO_VIDEO = 1 << 5,      /* audio latents follow the video's in a sample (LTX-2) */
+    TR_EDM = 1 << 6,              /* trained on EDM's sigmas (objective.h) */
+    TR_UPSTREAM_EPSILON = 1 << 7, /* upstream trains it to predict the noise, not the flow */
+    TR_BATCH_PADDED = 1 << 8,     /* SimpleTuner pads each batch's captions to its longest (no fixed length) */
+    TR_DRIFT = 1 << 9,            /* its LoRA trains with SimpleTuner's h3_drift distillation */
+    TR_SINCOS = 1 << 10,          /* dual-stream, with positions from a sine-cosine table, not rotary axes (SD3) */
+    TR_POOLED = 1 << 11,          /* reads a pooled text vector (pooled_projection_dim at least 1) */
+    TR_UNPOOLED = 1 << 12,        /* conditions on the timestep alone: no pooled text, no guidance embedding */
+    TR_DUAL_ATTENTION = 1 << 13,  /* its first blocks may add an image-only attention (SD3.5's dual_attention_layers) */
+};
+
 #define FAMILY_ST_MAX 2  /* SimpleTuner rows a family can carry (kandinsky5: its image and video registrations) */
 #define FAMILY_READERS_MAX 4
 
 typedef struct family_desc {
     const char *name;          /* model_config.family; NULL: a SimpleTuner family segtrain does not build */
     family_topology topology;
-    bool own;                  /* segtrain's own topology (dit, mmdit, skipdit): no flavours, always built */
     family_st st[FAMILY_ST_MAX]; /* SimpleTuner's registrations (name NULL: none) */
 
-    /* traits */
-    bool text;            /* reads a text encoder's output (else a class label) */
-    bool text_mask;       /* its conditioning holds the caption's mask */
-    mask_keep mask;       /* ... counting these tokens */
-    bool video;           /* its input is video (B, C, F, H, W) */
-    bool audio;           /* its latents are an audio clip (B, C, F, 1, 1) */
-    bool audio_video;     /* audio latents follow the video's in a sample (LTX-2) */
+    unsigned traits;      /* enum family_trait */
+    mask_keep mask;       /* what a caption mask counts beside the words (TR_TEXT_MASK) */
     int vae_scale_t;      /* a video VAE's temporal compression (0: 4) */
     int packed;           /* in_channels as diffusers' config counts them: 0 the latent's, 4: 4 x (2 x 2 patches packed),
                              -1: x patch^2 */
     int register_tokens;  /* tokens a sample's sequence adds beside the image's and the text's (AuraFlow's 8) */
     int size_ids;         /* SDXL's size ids after the pooled text, where the config has a pooled text */
-    bool edm;             /* trained on EDM's sigmas (objective.h) */
-    bool upstream_epsilon; /* upstream trains it to predict the noise, not the flow */
-    bool batch_padded;    /* SimpleTuner pads each batch's captions to its longest (no fixed length) */
-    bool drift;           /* its LoRA trains with SimpleTuner's h3_drift distillation */
-    bool sincos;          /* a dual-stream family whose positions are a sine-cosine table, not rotary axes (SD3) */
     unsigned fields;      /* the optional config fields it has (enum family_fields) */
-    bool pooled;          /* reads a pooled text vector (pooled_projection_dim at least 1) */
-    bool unpooled;        /* conditions on the timestep alone: no pooled text, no guidance embedding */
     int axes;             /* its rotary axes are axes_dims_rope's, this many, filling each head (0: checked otherwise) */
-    bool dual_attention;  /* its first blocks may add an image-only attention (SD3.5's dual_attention_layers) */
     const char *lora_component; /* the component its LoRA files name adapters under ("unet."), NULL: the transformer */
     const char *uncached; /* what of its conditioning a cache does not hold, NULL: "what the family reads beside them" */
     const char *text_width; /* what a cache's prompt_embeds width holds, where it is not one encoder's (NULL) */

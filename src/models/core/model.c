@@ -309,7 +309,7 @@ int64_t family_text_cond_len(const model_config *mc)
 int64_t model_cond_len(const model_config *mc)
 {
     const family_desc *d = family_of_config(mc);
-    if (!d->text) return 1;
+    if (!(d->traits & TR_TEXT)) return 1;
     return d->cond_len ? d->cond_len(mc) : family_text_cond_len(mc);
 }
 
@@ -350,7 +350,7 @@ void family_ids_condition(const model_config *mc, const char *const parts[3], fl
 void model_condition(const model_config *mc, int64_t label, const char *caption, float *cond)
 {
     const family_desc *d = family_of_config(mc);
-    if (!d->text) cond[0] = (float)label;
+    if (!(d->traits & TR_TEXT)) cond[0] = (float)label;
     else if (d->condition) d->condition(mc, caption, cond);
     else family_text_condition(mc, caption, cond, NULL);
 }

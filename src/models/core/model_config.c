@@ -93,7 +93,7 @@ st_status model_config_from(const config *cfg, model_config *mc)
      * model_config_check refuses a folder whose axes do not fill its heads */
     const bool width_set = config_int(cfg, "hidden_size") > 0 || config_int(cfg, "num_heads") > 0;
     const int64_t *ax = mc->rope_axes;
-    if (width_set && mc->heads > 0 && d->topology == TOPO_DUAL && !d->sincos &&
+    if (width_set && mc->heads > 0 && d->topology == TOPO_DUAL && !(d->traits & TR_SINCOS) &&
         ax[0] + ax[1] + ax[2] + ax[3] != mc->hidden / mc->heads)
         model_rope_axes(mc);
     mc->guidance = config_float(cfg, "flux_guidance_value");

@@ -8,22 +8,25 @@
 
 static const family_desc *of(const model_config *mc) { return family_of_config(mc); }
 
-bool model_reads_text(const model_config *mc) { return of(mc)->text; }
-bool model_text_mask(const model_config *mc) { return of(mc)->text_mask; }
-bool model_audio(const model_config *mc) { return of(mc)->audio; }
-bool model_edm(const model_config *mc) { return of(mc)->edm; }
-bool model_upstream_epsilon(const model_config *mc) { return of(mc)->upstream_epsilon; }
-bool model_batch_padded(const model_config *mc) { return of(mc)->batch_padded; }
-bool model_drift(const model_config *mc) { return of(mc)->drift; }
+bool model_reads_text(const model_config *mc) { return of(mc)->traits & TR_TEXT; }
+bool model_text_mask(const model_config *mc) { return of(mc)->traits & TR_TEXT_MASK; }
+bool model_audio(const model_config *mc) { return of(mc)->traits & TR_AUDIO; }
+bool model_edm(const model_config *mc) { return of(mc)->traits & TR_EDM; }
+bool model_upstream_epsilon(const model_config *mc) { return of(mc)->traits & TR_UPSTREAM_EPSILON; }
+bool model_batch_padded(const model_config *mc) { return of(mc)->traits & TR_BATCH_PADDED; }
+bool model_drift(const model_config *mc) { return of(mc)->traits & TR_DRIFT; }
 const char *model_text_width(const model_config *mc) { return of(mc)->text_width; }
 
 bool model_video(const model_config *mc)
 {
     const family_desc *d = of(mc);
-    return d->is_video ? d->is_video(mc) : d->video;
+    return d->is_video ? d->is_video(mc) : (d->traits & TR_VIDEO);
 }
 
-int64_t model_audio_tokens(const model_config *mc) { return of(mc)->audio_video ? (mc->frames - 1) * 8 + 1 : 0; }
+int64_t model_audio_tokens(const model_config *mc)
+{
+    return of(mc)->traits & TR_AUDIO_VIDEO ? (mc->frames - 1) * 8 + 1 : 0;
+}
 
 /* only wan as WanAnimateTransformer3DModel has face adapters (model_config_check) */
 int64_t model_face_frames(const model_config *mc) { return mc->face_every > 0 ? 4 * mc->frames - 7 : 0; }
@@ -56,7 +59,7 @@ const char *model_uncached(const model_config *mc)
 static void describe_blocks(const model_config *mc, char *blocks, size_t n)
 {
     const family_desc *d = of(mc);
-    if (!d->text) snprintf(blocks, n, "%lld blocks", (long long)mc->depth);
+    if (!(d->traits & TR_TEXT)) snprintf(blocks, n, "%lld blocks", (long long)mc->depth);
     else if (d->describe_blocks) d->describe_blocks(mc, blocks, n);
     else if (d->topology == TOPO_XATTN || d->topology == TOPO_LINEAR)
         snprintf(blocks, n, "%lld cross-attention blocks", (long long)mc->depth);

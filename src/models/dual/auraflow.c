@@ -146,15 +146,7 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     return scratch_end(&k);
 }
 
-const model_family auraflow_family = {
-    .name = "auraflow",
-    .create = af_create,
-    .set_batch = dual_set_batch,
-    .forward = dual_forward,
-    .backward = dual_backward,
-    .release = dual_release,
-    .init_of = af_init_of,
-};
+const model_family auraflow_family = {.name = "auraflow", .create = af_create, DUAL_STEPS, .init_of = af_init_of};
 
 /* ---- the family's descriptor (family.h) ---- */
 
@@ -204,19 +196,9 @@ static st_status auraflow_from_json(const cJSON *j, const char *file, model_conf
 }
 
 const family_desc auraflow_desc = {
-    .name = "auraflow",
-    .topology = TOPO_DUAL,
-    .st = {{.name = "auraflow",
-            .title = "AuraFlow",
-            .diffusers = "AuraFlowTransformer2DModel",
-            .flavours = "pony|v0.3|v0.2|v0.1",
-            .built = "v0.3:auraflow",
-            .fallback = "v0.3"}},
-    .text = true,
-    .register_tokens = 8 /* its register tokens */,
-    .ops = &auraflow_family,
-    FAMILY_PRESETS(presets),
-    .readers = {{"AuraFlowTransformer2DModel", auraflow_from_json}},
-    .fields = F_SINGLE,
-    .check = auraflow_check,
+    .name = "auraflow", .topology = TOPO_DUAL, .traits = TR_TEXT,
+    .st = {{.name = "auraflow", .title = "AuraFlow", .diffusers = "AuraFlowTransformer2DModel",
+            .flavours = "pony|v0.3|v0.2|v0.1", .built = "v0.3:auraflow", .fallback = "v0.3"}},
+    .register_tokens = 8 /* its register tokens */, .ops = &auraflow_family, FAMILY_PRESETS(presets),
+    .readers = {{"AuraFlowTransformer2DModel", auraflow_from_json}}, .fields = F_SINGLE, .check = auraflow_check,
 };

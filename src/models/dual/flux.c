@@ -22,20 +22,10 @@ st_status flux_from_json(const cJSON *j, const char *file, model_config *mc)
 }
 
 const family_desc flux_desc = {
-    .name = "flux",
-    .topology = TOPO_DUAL,
-    .st = {{.name = "flux",
-            .title = "Flux.1",
-            .diffusers = "FluxTransformer2DModel",
+    .name = "flux", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_POOLED,
+    .st = {{.name = "flux", .title = "Flux.1", .diffusers = "FluxTransformer2DModel",
             .flavours = "dev|krea|schnell|kontext|fluxbooru|libreflux",
-            .built = "dev:flux-dev|krea:flux-dev|schnell:flux-schnell|fluxbooru:flux-dev",
-            .fallback = "krea"}},
-    .text = true,
-    .packed = 4,
-    .ops = &mmdit_family,
-    FAMILY_PRESETS(presets),
-    .readers = {{"FluxTransformer2DModel", flux_from_json}},
-    .fields = F_SINGLE,
-    .pooled = true,
-    .axes = 3,
+            .built = "dev:flux-dev|krea:flux-dev|schnell:flux-schnell|fluxbooru:flux-dev", .fallback = "krea"}},
+    .packed = 4, .ops = &mmdit_family, FAMILY_PRESETS(presets), .readers = {{"FluxTransformer2DModel", flux_from_json}},
+    .fields = F_SINGLE, .axes = 3,
 };

@@ -124,15 +124,7 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     return dual_c_backward(m, &d->t, m->cfg.guidance_embeds ? &d->g : NULL, NULL);
 }
 
-const model_family flux2_family = {
-    .name = "flux2",
-    .create = f2_create,
-    .set_batch = dual_set_batch,
-    .forward = dual_forward,
-    .backward = dual_backward,
-    .release = dual_release,
-    .init_of = f2_init_of,
-};
+const model_family flux2_family = {.name = "flux2", .create = f2_create, DUAL_STEPS, .init_of = f2_init_of};
 
 /* ---- the family's descriptor (family.h) ---- */
 
@@ -189,22 +181,11 @@ static st_status flux2_from_json(const cJSON *j, const char *file, model_config 
 }
 
 const family_desc flux2_desc = {
-    .name = "flux2",
-    .topology = TOPO_DUAL,
-    .st = {{.name = "flux2",
-            .title = "Flux.2",
-            .diffusers = "Flux2Transformer2DModel",
+    .name = "flux2", .topology = TOPO_DUAL, .traits = TR_TEXT,
+    .st = {{.name = "flux2", .title = "Flux.2", .diffusers = "Flux2Transformer2DModel",
             .flavours = "dev|klein-4b|klein-9b",
-            .built = "dev:flux2-dev|klein-4b:flux2-klein-4b|klein-9b:flux2-klein-9b",
-            .fallback = "klein-9b"}},
-    .text = true,
-    .packed = 4,
-    .ops = &flux2_family,
-    FAMILY_PRESETS(presets),
-    .preset = flux2_preset,
-    .rope_axes = family_rope_axes_four,
-    .readers = {{"Flux2Transformer2DModel", flux2_from_json}},
-    .fields = F_SINGLE,
-    .axes = 4,
-    .check = flux2_check,
+            .built = "dev:flux2-dev|klein-4b:flux2-klein-4b|klein-9b:flux2-klein-9b", .fallback = "klein-9b"}},
+    .packed = 4, .ops = &flux2_family, FAMILY_PRESETS(presets), .preset = flux2_preset,
+    .rope_axes = family_rope_axes_four, .readers = {{"Flux2Transformer2DModel", flux2_from_json}}, .fields = F_SINGLE,
+    .axes = 4, .check = flux2_check,
 };

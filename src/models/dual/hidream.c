@@ -186,15 +186,7 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     return scratch_end(&k);
 }
 
-const model_family hidream_family = {
-    .name = "hidream",
-    .create = hd_create,
-    .set_batch = dual_set_batch,
-    .forward = dual_forward,
-    .backward = dual_backward,
-    .release = dual_release,
-    .init_of = hd_init_of,
-};
+const model_family hidream_family = {.name = "hidream", .create = hd_create, DUAL_STEPS, .init_of = hd_init_of};
 
 /* ---- the family's descriptor (family.h) ---- */
 
@@ -272,24 +264,11 @@ static st_status hidream_from_json(const cJSON *j, const char *file, model_confi
 }
 
 const family_desc hidream_desc = {
-    .name = "hidream",
-    .topology = TOPO_DUAL,
-    .st = {{.name = "hidream",
-            .title = "HiDream",
-            .diffusers = "HiDreamImageTransformer2DModel",
-            .flavours = "dev|full|fast",
-            .built = "full:hidream-full|dev:hidream-dev|fast:hidream-fast",
+    .name = "hidream", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_POOLED,
+    .st = {{.name = "hidream", .title = "HiDream", .diffusers = "HiDreamImageTransformer2DModel",
+            .flavours = "dev|full|fast", .built = "full:hidream-full|dev:hidream-dev|fast:hidream-fast",
             .fallback = "full"}},
-    .text = true,
-    .uncached = "each block's Llama hidden states",
-    .cond_len = hidream_cond_len,
-    .condition = hidream_condition,
-    .ops = &hidream_family,
-    FAMILY_PRESETS(presets),
-    .preset = hidream_preset,
-    .rope_axes = hidream_rope_axes,
-    .readers = {{"HiDreamImageTransformer2DModel", hidream_from_json}},
-    .fields = F_SINGLE,
-    .pooled = true,
-    .axes = 3,
+    .uncached = "each block's Llama hidden states", .cond_len = hidream_cond_len, .condition = hidream_condition,
+    .ops = &hidream_family, FAMILY_PRESETS(presets), .preset = hidream_preset, .rope_axes = hidream_rope_axes,
+    .readers = {{"HiDreamImageTransformer2DModel", hidream_from_json}}, .fields = F_SINGLE, .axes = 3,
 };

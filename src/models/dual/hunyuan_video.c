@@ -513,11 +513,5 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
 }
 
 const model_family hunyuan_video_family = {
-    .name = "hunyuanvideo",
-    .create = hv_create,
-    .set_batch = dual_set_batch,
-    .forward = dual_forward,
-    .backward = dual_backward,
-    .release = dual_release,
-    .init_of = hv_init_of,
+    .name = "hunyuanvideo", .create = hv_create, DUAL_STEPS, .init_of = hv_init_of,
 };

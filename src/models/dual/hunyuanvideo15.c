@@ -71,28 +71,16 @@ static st_status hunyuanvideo15_from_json(const cJSON *j, const char *file, mode
 }
 
 const family_desc hunyuanvideo15_desc = {
-    .name = "hunyuanvideo15",
-    .topology = TOPO_DUAL,
-    .st = {{.name = "hunyuanvideo",
-            .title = "HunyuanVideo",
-            .diffusers = "HunyuanVideo15Transformer3DModel",
+    .name = "hunyuanvideo15", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_UNPOOLED,
+    .st = {{.name = "hunyuanvideo", .title = "HunyuanVideo", .diffusers = "HunyuanVideo15Transformer3DModel",
             .flavours = "t2v-480p|t2v-720p|t2v-480p-distilled|i2v-480p|i2v-720p|i2v-480p-distilled|i2v-720p-distilled|1.0",
             .built = "t2v-480p:hunyuanvideo15-480p|t2v-720p:hunyuanvideo15-720p|t2v-480p-distilled:hunyuanvideo15-480p|"
-               "1.0:hunyuanvideo-1.0",
+                     "1.0:hunyuanvideo-1.0",
             .fallback = "t2v-480p",
             .why = "the i2v flavours also take the first frame's latents (the condition channels) and its SigLIP "
-                     "image tokens; segtrain's conditioning carries no reference image"}},
-    .text = true,
-    .text_mask = true,
-    .video = true,
-    .uncached = "ByT5's glyph tokens and their mask",
-    .ops = &hunyuan_video_family,
-    .topology_options = &(const hunyuan_video_options){.v15 = true},
-    FAMILY_PRESETS(presets),
-    .preset = hunyuanvideo15_preset,
-    .readers = {{"HunyuanVideo15Transformer3DModel", hunyuanvideo15_from_json}},
-    .fields = F_REFINER | F_TEXT2 | F_IMAGE_DIM | F_COND_CHANNELS,
-    .unpooled = true,
-    .axes = 3,
-    .check = hunyuanvideo15_check,
+                   "image tokens; segtrain's conditioning carries no reference image"}},
+    .uncached = "ByT5's glyph tokens and their mask", .ops = &hunyuan_video_family,
+    .topology_options = &(const hunyuan_video_options){.v15 = true}, FAMILY_PRESETS(presets),
+    .preset = hunyuanvideo15_preset, .readers = {{"HunyuanVideo15Transformer3DModel", hunyuanvideo15_from_json}},
+    .fields = F_REFINER | F_TEXT2 | F_IMAGE_DIM | F_COND_CHANNELS, .axes = 3, .check = hunyuanvideo15_check,
 };

@@ -309,12 +309,4 @@ static st_status backward_begin(model *m)
     return st;
 }
 
-const model_family mmdit_family = {
-    .name = "mmdit",
-    .create = mm_create,
-    .set_batch = dual_set_batch,
-    .forward = dual_forward,
-    .backward = dual_backward,
-    .release = dual_release,
-    .init_of = mm_init_of,
-};
+const model_family mmdit_family = {.name = "mmdit", .create = mm_create, DUAL_STEPS, .init_of = mm_init_of};

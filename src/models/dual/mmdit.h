@@ -129,6 +129,8 @@ st_status dual_forward(model *m, const float *x, const float *timesteps, const f
                        const float **pred);
 st_status dual_backward(model *m, const float *dpred);
 void dual_release(model *m);
+/* A dual-stream family's model_family steps: the four above. */
+#define DUAL_STEPS .set_batch = dual_set_batch, .forward = dual_forward, .backward = dual_backward, .release = dual_release
 
 /* The embeddings' common pieces; w, b are parameter indices, a bias < 0: none. take_tokens takes the step's
  * text_in (B, text_rows, text_dim), patches, img and txt (nothing once *st is set); embed_image makes

@@ -171,15 +171,7 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     return scratch_end(&k);
 }
 
-const model_family qwen_image_family = {
-    .name = "qwen_image",
-    .create = qw_create,
-    .set_batch = dual_set_batch,
-    .forward = dual_forward,
-    .backward = dual_backward,
-    .release = dual_release,
-    .init_of = qw_init_of,
-};
+const model_family qwen_image_family = {.name = "qwen_image", .create = qw_create, DUAL_STEPS, .init_of = qw_init_of};
 
 /* ---- the family's descriptor (family.h) ---- */
 
@@ -225,23 +217,13 @@ static st_status qwen_from_json(const cJSON *j, const char *file, model_config *
 }
 
 const family_desc qwen_image_desc = {
-    .name = "qwen_image",
-    .topology = TOPO_DUAL,
-    .st = {{.name = "qwen_image",
-            .title = "Qwen-Image",
-            .diffusers = "QwenImageTransformer2DModel",
+    .name = "qwen_image", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_TEXT_MASK | TR_UNPOOLED,
+    .st = {{.name = "qwen_image", .title = "Qwen-Image", .diffusers = "QwenImageTransformer2DModel",
             .flavours = "v1.0|v2.0|edit-v1|edit-v2|edit-v2+|edit-v3|v2.1",
-            .built = "v1.0:qwen-image|v2.0:qwen-image|v2.1:qwen-image-2.1",
-            .fallback = "v2.0",
+            .built = "v1.0:qwen-image|v2.0:qwen-image|v2.1:qwen-image-2.1", .fallback = "v2.0",
             .why = "the edit flavours also take reference images' latents as image tokens (at RoPE frame 1 on), and "
                    "edit-v2+ and edit-v3 modulate those with a zero timestep (zero_cond_t); segtrain's conditioning "
                    "carries no reference image"}},
-    .text = true,
-    .text_mask = true,
-    .packed = -1 /* C p^2 */,
-    .ops = &qwen_image_family,
-    FAMILY_PRESETS(presets),
-    .readers = {{"QwenImageTransformer2DModel", qwen_from_json}},
-    .unpooled = true,
-    .axes = 3,
+    .packed = -1 /* C p^2 */, .ops = &qwen_image_family, FAMILY_PRESETS(presets),
+    .readers = {{"QwenImageTransformer2DModel", qwen_from_json}}, .axes = 3,
 };

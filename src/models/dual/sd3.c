@@ -98,14 +98,7 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
 }
 
 const model_family sd3_family = {
-    .name = "sd3",
-    .create = sd3_create,
-    .fill_fixed = sd3_fill_fixed,
-    .set_batch = dual_set_batch,
-    .forward = dual_forward,
-    .backward = dual_backward,
-    .release = dual_release,
-    .init_of = mm_init_of,
+    .name = "sd3", .create = sd3_create, .fill_fixed = sd3_fill_fixed, DUAL_STEPS, .init_of = mm_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */
@@ -169,20 +162,9 @@ static st_status sd3_from_json(const cJSON *j, const char *file, model_config *m
 }
 
 const family_desc sd3_desc = {
-    .name = "sd3",
-    .topology = TOPO_DUAL,
-    .sincos = true,
-    .st = {{.name = "sd3",
-            .title = "Stable Diffusion 3.x",
-            .diffusers = "SD3Transformer2DModel",
-            .flavours = "medium|large",
-            .built = "medium:sd35-medium|large:sd35-large",
-            .fallback = "medium"}},
-    .text = true,
-    .ops = &sd3_family,
-    FAMILY_PRESETS(presets),
-    .readers = {{"SD3Transformer2DModel", sd3_from_json}},
-    .pooled = true,
-    .dual_attention = true,
+    .name = "sd3", .topology = TOPO_DUAL, .traits = TR_SINCOS | TR_TEXT | TR_POOLED | TR_DUAL_ATTENTION,
+    .st = {{.name = "sd3", .title = "Stable Diffusion 3.x", .diffusers = "SD3Transformer2DModel",
+            .flavours = "medium|large", .built = "medium:sd35-medium|large:sd35-large", .fallback = "medium"}},
+    .ops = &sd3_family, FAMILY_PRESETS(presets), .readers = {{"SD3Transformer2DModel", sd3_from_json}},
     .check = sd3_check,
 };

@@ -292,11 +292,7 @@ static param_init c3_init_of(const char *name)
 }
 
 const model_family cosmos3_family = {
-    .name = "cosmos3",
-    .create = c3_create,
-    .set_batch = c3_set_batch,
-    .release = c3_release,
-    .chain = &c3_chain,
+    .name = "cosmos3", .create = c3_create, .set_batch = c3_set_batch, .release = c3_release, .chain = &c3_chain,
     .init_of = c3_init_of,
 };
 
@@ -409,26 +405,13 @@ static st_status cosmos3_from_json(const cJSON *j, const char *file, model_confi
 }
 
 const family_desc cosmos3_desc = {
-    .name = "cosmos3",
-    .topology = TOPO_JOINT,
-    .st = {{.name = "cosmos3",
-            .title = "Cosmos 3",
-            .diffusers = "Cosmos3OmniTransformer",
-            .flavours = "edge|nano|super|super-i2v|super-t2i",
-            .built = "nano:cosmos3-nano",
-            .fallback = "nano",
+    .name = "cosmos3", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO,
+    .st = {{.name = "cosmos3", .title = "Cosmos 3", .diffusers = "Cosmos3OmniTransformer",
+            .flavours = "edge|nano|super|super-i2v|super-t2i", .built = "nano:cosmos3-nano", .fallback = "nano",
             .why = "edge, super and super-t2i are other transformer sizes (4 B and 65 B) whose configs were not at hand "
-                "to verify; give the checkpoint's folder as pretrained_model_name_or_path with flavour nano. "
-                "super-i2v also takes a first frame's latents, which segtrain's conditioning does not carry"}},
-    .text = true,
-    .text_mask = true,
-    .video = true,
-    .condition = cosmos3_condition,
-    .describe_blocks = cosmos3_blocks,
-    .ops = &cosmos3_family,
-    FAMILY_PRESETS(presets),
-    .preset = cosmos3_preset,
-    .readers = {{"Cosmos3OmniTransformer", cosmos3_from_json}},
-    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_HEAD_DIM | F_ACTION | F_AUDIO_CHANNELS,
-    .check = cosmos3_check,
+                   "to verify; give the checkpoint's folder as pretrained_model_name_or_path with flavour nano. "
+                   "super-i2v also takes a first frame's latents, which segtrain's conditioning does not carry"}},
+    .condition = cosmos3_condition, .describe_blocks = cosmos3_blocks, .ops = &cosmos3_family, FAMILY_PRESETS(presets),
+    .preset = cosmos3_preset, .readers = {{"Cosmos3OmniTransformer", cosmos3_from_json}},
+    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_HEAD_DIM | F_ACTION | F_AUDIO_CHANNELS, .check = cosmos3_check,
 };

@@ -236,11 +236,7 @@ static param_init er_init_of(const char *name)
 }
 
 const model_family ernie_family = {
-    .name = "ernie",
-    .create = er_create,
-    .set_batch = er_set_batch,
-    .release = er_release,
-    .chain = &er_chain,
+    .name = "ernie", .create = er_create, .set_batch = er_set_batch, .release = er_release, .chain = &er_chain,
     .init_of = er_init_of,
 };
 
@@ -295,24 +291,12 @@ static st_status ernie_from_json(const cJSON *j, const char *file, model_config 
 }
 
 const family_desc ernie_desc = {
-    .name = "ernie",
-    .topology = TOPO_JOINT,
-    .st = {{.name = "ernie",
-            .title = "ERNIE-Image",
-            .diffusers = "ErnieImageTransformer2DModel",
-            .flavours = "base|turbo",
-            .built = "base:ernie-image",
-            .fallback = "base",
+    .name = "ernie", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_BATCH_PADDED,
+    .st = {{.name = "ernie", .title = "ERNIE-Image", .diffusers = "ErnieImageTransformer2DModel",
+            .flavours = "base|turbo", .built = "base:ernie-image", .fallback = "base",
             .why = "turbo trains LoRA through an assistant adapter loaded beside it, which segtrain does not load; base, "
-              "the same transformer shape, is built"}},
-    .text = true,
-    .text_mask = true,
-    .batch_padded = true,
-    .ops = &ernie_family,
-    FAMILY_PRESETS(presets),
-    .preset = ernie_preset,
-    .rope_axes = family_rope_axes_wide,
-    .readers = {{"ErnieImageTransformer2DModel", ernie_from_json}},
-    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS,
+                   "the same transformer shape, is built"}},
+    .ops = &ernie_family, FAMILY_PRESETS(presets), .preset = ernie_preset, .rope_axes = family_rope_axes_wide,
+    .readers = {{"ErnieImageTransformer2DModel", ernie_from_json}}, .fields = F_FFN | F_NORM_EPS | F_KV_HEADS,
     .check = ernie_check,
 };

@@ -362,13 +362,8 @@ static param_init f3_init_of(const char *name)
 }
 
 const model_family flux3_family = {
-    .name = "flux3_image",
-    .create = f3_create,
-    .set_batch = f3_set_batch,
-    .forward = f3_forward,
-    .backward = f3_backward,
-    .release = f3_release,
-    .init_of = f3_init_of,
+    .name = "flux3_image", .create = f3_create, .set_batch = f3_set_batch, .forward = f3_forward,
+    .backward = f3_backward, .release = f3_release, .init_of = f3_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */
@@ -432,22 +427,10 @@ static st_status flux3_from_json(const cJSON *j, const char *file, model_config 
 }
 
 const family_desc flux3_image_desc = {
-    .name = "flux3_image",
-    .topology = TOPO_JOINT,
-    .st = {{.name = "flux3_image",
-            .title = "Flux.3 Klein",
-            .diffusers = "Flux3Transformer2DModel",
-            .flavours = "",
-            .built = ":flux3-klein",
-            .fallback = ""}},
-    .text = true,
-    .describe_blocks = flux3_blocks,
-    .ops = &flux3_family,
-    FAMILY_PRESETS(presets),
-    .preset = flux3_preset,
-    .rope_axes = family_rope_axes_four,
-    .readers = {{"Flux3Transformer2DModel", flux3_from_json}},
-    .fields = F_SINGLE,
-    .axes = 4,
-    .check = flux3_check,
+    .name = "flux3_image", .topology = TOPO_JOINT, .traits = TR_TEXT,
+    .st = {{.name = "flux3_image", .title = "Flux.3 Klein", .diffusers = "Flux3Transformer2DModel", .flavours = "",
+            .built = ":flux3-klein", .fallback = ""}},
+    .describe_blocks = flux3_blocks, .ops = &flux3_family, FAMILY_PRESETS(presets), .preset = flux3_preset,
+    .rope_axes = family_rope_axes_four, .readers = {{"Flux3Transformer2DModel", flux3_from_json}}, .fields = F_SINGLE,
+    .axes = 4, .check = flux3_check,
 };

@@ -262,11 +262,7 @@ static param_init id_init_of(const char *name)
 }
 
 const model_family ideogram_family = {
-    .name = "ideogram",
-    .create = id_create,
-    .set_batch = id_set_batch,
-    .release = id_release,
-    .chain = &id_chain,
+    .name = "ideogram", .create = id_create, .set_batch = id_set_batch, .release = id_release, .chain = &id_chain,
     .init_of = id_init_of,
 };
 
@@ -334,21 +330,10 @@ static st_status ideogram_from_json(const cJSON *j, const char *file, model_conf
 }
 
 const family_desc ideogram_desc = {
-    .name = "ideogram",
-    .topology = TOPO_JOINT,
-    .st = {{.name = "ideogram",
-            .title = "Ideogram 4",
-            .diffusers = "Ideogram4Transformer2DModel",
-            .flavours = "fp8|nf4",
-            .built = "fp8:ideogram-4|nf4:ideogram-4",
-            .fallback = "fp8"}},
-    .text = true,
-    .text_mask = true,
-    .batch_padded = true,
-    .ops = &ideogram_family,
-    FAMILY_PRESETS(presets),
-    .preset = ideogram_preset,
+    .name = "ideogram", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_BATCH_PADDED,
+    .st = {{.name = "ideogram", .title = "Ideogram 4", .diffusers = "Ideogram4Transformer2DModel",
+            .flavours = "fp8|nf4", .built = "fp8:ideogram-4|nf4:ideogram-4", .fallback = "fp8"}},
+    .ops = &ideogram_family, FAMILY_PRESETS(presets), .preset = ideogram_preset,
     .readers = {{"Ideogram4Transformer2DModel", ideogram_from_json}},
-    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_TIME_DIM,
-    .check = ideogram_check,
+    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_TIME_DIM, .check = ideogram_check,
 };

@@ -373,13 +373,8 @@ static param_init kr_init_of(const char *name)
 }
 
 const model_family krea2_family = {
-    .name = "krea2",
-    .create = kr_create,
-    .set_batch = kr_set_batch,
-    .forward = kr_forward,
-    .backward = kr_backward,
-    .release = kr_release,
-    .init_of = kr_init_of,
+    .name = "krea2", .create = kr_create, .set_batch = kr_set_batch, .forward = kr_forward, .backward = kr_backward,
+    .release = kr_release, .init_of = kr_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */
@@ -457,23 +452,11 @@ static st_status krea2_from_json(const cJSON *j, const char *file, model_config 
 }
 
 const family_desc krea2_desc = {
-    .name = "krea2",
-    .topology = TOPO_JOINT,
-    .st = {{.name = "krea2",
-            .title = "Krea 2",
-            .diffusers = "Krea2Transformer2DModel",
-            .flavours = "raw|turbo",
-            .built = "raw:krea2|turbo:krea2",
-            .fallback = "raw"}},
-    .text = true,
-    .text_mask = true,
-    .mask = MASK_EMPTY_ONE,
-    .describe_blocks = krea2_blocks,
-    .ops = &krea2_family,
-    FAMILY_PRESETS(presets),
-    .preset = krea2_preset,
-    .rope_axes = family_rope_axes_wide,
+    .name = "krea2", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK,
+    .st = {{.name = "krea2", .title = "Krea 2", .diffusers = "Krea2Transformer2DModel", .flavours = "raw|turbo",
+            .built = "raw:krea2|turbo:krea2", .fallback = "raw"}},
+    .mask = MASK_EMPTY_ONE, .describe_blocks = krea2_blocks, .ops = &krea2_family, FAMILY_PRESETS(presets),
+    .preset = krea2_preset, .rope_axes = family_rope_axes_wide,
     .readers = {{"Krea2Transformer2DModel", krea2_from_json}},
-    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_TEXT_FUSION | F_TEXT_BLOCKS,
-    .check = krea2_check,
+    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_TEXT_FUSION | F_TEXT_BLOCKS, .check = krea2_check,
 };

@@ -320,13 +320,8 @@ static param_init mh_init_of(const char *name)
 }
 
 const model_family minimax_h3_family = {
-    .name = "minimaxh3",
-    .create = mh_create,
-    .set_batch = mh_set_batch,
-    .forward = mh_forward,
-    .backward = mh_backward,
-    .release = mh_release,
-    .init_of = mh_init_of,
+    .name = "minimaxh3", .create = mh_create, .set_batch = mh_set_batch, .forward = mh_forward, .backward = mh_backward,
+    .release = mh_release, .init_of = mh_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */
@@ -434,27 +429,15 @@ static st_status minimax_from_json(const cJSON *j, const char *file, model_confi
 }
 
 const family_desc minimaxh3_desc = {
-    .name = "minimaxh3",
-    .topology = TOPO_JOINT,
-    .st = {{.name = "minimaxh3",
-            .title = "MiniMax H3",
-            .diffusers = "MiniMaxH3Transformer3DModel",
+    .name = "minimaxh3", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_DRIFT,
+    .st = {{.name = "minimaxh3", .title = "MiniMax H3", .diffusers = "MiniMaxH3Transformer3DModel",
             .flavours = "fl2va|ref2va|convrot-int8|convrot-int4|nvfp4|fp8-e4m3fn",
             .built = "fl2va:minimaxh3|convrot-int8:minimaxh3|convrot-int4:minimaxh3|nvfp4:minimaxh3|fp8-e4m3fn:minimaxh3",
             .fallback = "fl2va",
             .why = "ref2va is the reference-to-video-and-audio transformer (SimpleTuner's transformer_ref, with "
-                  "reference rows in its sequence); segtrain's conditioning carries no reference"}},
-    .text = true,
-    .text_mask = true,
-    .video = true,
-    .drift = true,
-    .pixel_frames = minimax_pixel_frames,
-    .latent_frames = minimax_latent_frames,
-    .describe_blocks = minimax_blocks,
-    .describe_grid = minimax_grid,
-    .ops = &minimax_h3_family,
-    FAMILY_PRESETS(presets),
-    .preset = minimax_preset,
+                   "reference rows in its sequence); segtrain's conditioning carries no reference"}},
+    .pixel_frames = minimax_pixel_frames, .latent_frames = minimax_latent_frames, .describe_blocks = minimax_blocks,
+    .describe_grid = minimax_grid, .ops = &minimax_h3_family, FAMILY_PRESETS(presets), .preset = minimax_preset,
     .readers = {{"MiniMaxH3Transformer3DModel", minimax_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_HEAD_DIM | F_TIME_HIDDEN | F_TIME_DIM | F_AUDIO_CHANNELS | F_REFINER,
     .check = minimax_check,

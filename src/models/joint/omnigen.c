@@ -287,13 +287,8 @@ static param_init og_init_of(const char *name)
 }
 
 const model_family omnigen_family = {
-    .name = "omnigen",
-    .create = og_create,
-    .fill_fixed = og_fill_fixed,
-    .set_batch = og_set_batch,
-    .release = og_release,
-    .chain = &og_chain,
-    .init_of = og_init_of,
+    .name = "omnigen", .create = og_create, .fill_fixed = og_fill_fixed, .set_batch = og_set_batch,
+    .release = og_release, .chain = &og_chain, .init_of = og_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */
@@ -404,22 +399,10 @@ static st_status omnigen_from_json(const cJSON *j, const char *file, model_confi
 }
 
 const family_desc omnigen_desc = {
-    .name = "omnigen",
-    .topology = TOPO_JOINT,
-    .st = {{.name = "omnigen",
-            .title = "OmniGen",
-            .diffusers = "OmniGenTransformer2DModel",
-            .flavours = "v1",
-            .built = "v1:omnigen-v1",
-            .fallback = "v1"}},
-    .text = true,
-    .text_mask = true,
-    .batch_padded = true,
-    .condition = omnigen_condition,
-    .ops = &omnigen_family,
-    FAMILY_PRESETS(presets),
-    .preset = omnigen_preset,
+    .name = "omnigen", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_BATCH_PADDED,
+    .st = {{.name = "omnigen", .title = "OmniGen", .diffusers = "OmniGenTransformer2DModel", .flavours = "v1",
+            .built = "v1:omnigen-v1", .fallback = "v1"}},
+    .condition = omnigen_condition, .ops = &omnigen_family, FAMILY_PRESETS(presets), .preset = omnigen_preset,
     .readers = {{"OmniGenTransformer2DModel", omnigen_from_json}},
-    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_ROPE_SCALED,
-    .check = omnigen_check,
+    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_ROPE_SCALED, .check = omnigen_check,
 };

@@ -327,12 +327,8 @@ static param_init q21_init_of(const char *name)
 }
 
 const model_family qwen_image21_family = {
-    .name = "qwen_image21",
-    .create = q21_create,
-    .set_batch = q21_set_batch,
-    .release = q21_release,
-    .chain = &q21_chain,
-    .init_of = q21_init_of,
+    .name = "qwen_image21", .create = q21_create, .set_batch = q21_set_batch, .release = q21_release,
+    .chain = &q21_chain, .init_of = q21_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */
@@ -386,15 +382,7 @@ static st_status qwen21_from_json(const cJSON *j, const char *file, model_config
 }
 
 const family_desc qwen_image21_desc = {
-    .name = "qwen_image21",
-    .topology = TOPO_JOINT,
-    .text = true,
-    .text_mask = true,
-    .mask = MASK_EMPTY_ONE,
-    .ops = &qwen_image21_family,
-    FAMILY_PRESETS(presets),
-    .readers = {{"QwenImage21Transformer2DModel", qwen21_from_json}},
-    .unpooled = true,
-    .axes = 3,
-    .check = qwen_image21_check,
+    .name = "qwen_image21", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_UNPOOLED,
+    .mask = MASK_EMPTY_ONE, .ops = &qwen_image21_family, FAMILY_PRESETS(presets),
+    .readers = {{"QwenImage21Transformer2DModel", qwen21_from_json}}, .axes = 3, .check = qwen_image21_check,
 };

@@ -63,26 +63,15 @@ static st_status zimage_from_json(const cJSON *j, const char *file, model_config
 }
 
 const family_desc z_image_desc = {
-    .name = "z_image",
-    .topology = TOPO_JOINT,
-    .st = {{.name = "z_image",
-            .title = "Z-Image",
-            .diffusers = "ZImageTransformer2DModel",
-            .flavours = "base|turbo|turbo-ostris-v2|ostris-de-turbo",
-            .built = "base:z-image",
+    .name = "z_image", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK,
+    .st = {{.name = "z_image", .title = "Z-Image", .diffusers = "ZImageTransformer2DModel",
+            .flavours = "base|turbo|turbo-ostris-v2|ostris-de-turbo", .built = "base:z-image",
             .fallback = "turbo-ostris-v2",
             .why = "the turbo flavours (turbo, turbo-ostris-v2, its default, and ostris-de-turbo) train LoRA through an "
-                "assistant adapter (ostris's de-distillation LoRA) loaded beside it, which segtrain does not load; "
-                "base, the same transformer shape, is built"}},
-    .text = true,
-    .text_mask = true,
-    .describe_blocks = lumina2_blocks,
-    .ops = &lumina2_family,
-    .topology_options = &(const lumina2_options){.zimage = true},
-    FAMILY_PRESETS(presets),
-    .preset = z_image_preset,
-    .rope_axes = family_rope_axes_wide,
-    .readers = {{"ZImageTransformer2DModel", zimage_from_json}},
-    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_REFINER,
-    .check = z_image_check,
+                   "assistant adapter (ostris's de-distillation LoRA) loaded beside it, which segtrain does not load; "
+                   "base, the same transformer shape, is built"}},
+    .describe_blocks = lumina2_blocks, .ops = &lumina2_family,
+    .topology_options = &(const lumina2_options){.zimage = true}, FAMILY_PRESETS(presets), .preset = z_image_preset,
+    .rope_axes = family_rope_axes_wide, .readers = {{"ZImageTransformer2DModel", zimage_from_json}},
+    .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_REFINER, .check = z_image_check,
 };

@@ -259,10 +259,6 @@ static st_status skipdit_check(const model_config *mc)
 }
 
 const family_desc skipdit_desc = {
-    .name = "skipdit",
-    .topology = TOPO_OWN,
-    .own = true,
-    .ops = &skipdit_family,
-    FAMILY_PRESETS(presets),
-    .check = skipdit_check,
+    .name = "skipdit", .topology = TOPO_OWN, .traits = TR_OWN,
+    .ops = &skipdit_family, FAMILY_PRESETS(presets), .check = skipdit_check,
 };

@@ -387,13 +387,8 @@ static st_status cascade_backward(model *m, const float *dpred)
 }
 
 const model_family cascade_family = {
-    .name = "stable_cascade",
-    .create = cascade_create,
-    .set_batch = cascade_set_batch,
-    .forward = cascade_forward,
-    .backward = cascade_backward,
-    .release = cascade_release,
-    .init_of = cascade_init_of,
+    .name = "stable_cascade", .create = cascade_create, .set_batch = cascade_set_batch, .forward = cascade_forward,
+    .backward = cascade_backward, .release = cascade_release, .init_of = cascade_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */
@@ -581,22 +576,11 @@ static st_status cascade_from_json(const cJSON *j, const char *file, model_confi
 }
 
 const family_desc stable_cascade_desc = {
-    .name = "stable_cascade",
-    .topology = TOPO_UNET,
-    .st = {{.name = "stable_cascade",
-            .title = "Stable Cascade (Stage C)",
-            .diffusers = "StableCascadeUNet",
+    .name = "stable_cascade", .topology = TOPO_UNET, .traits = TR_TEXT | TR_UPSTREAM_EPSILON,
+    .st = {{.name = "stable_cascade", .title = "Stable Cascade (Stage C)", .diffusers = "StableCascadeUNet",
             .flavours = "stage-c|stage-c-lite",
-            .built = "stage-c:stable-cascade-c|stage-c-lite:stable-cascade-c-lite",
-            .fallback = "stage-c"}},
-    .text = true,
-    .upstream_epsilon = true,
-    .lora_component = "unet",
-    .describe = cascade_describe,
-    .ops = &cascade_family,
-    FAMILY_PRESETS(presets),
-    .preset = cascade_preset,
-    .readers = {{"StableCascadeUNet", cascade_from_json}},
-    .fields = F_CASCADE | F_IMAGE_DIM,
+            .built = "stage-c:stable-cascade-c|stage-c-lite:stable-cascade-c-lite", .fallback = "stage-c"}},
+    .lora_component = "unet", .describe = cascade_describe, .ops = &cascade_family, FAMILY_PRESETS(presets),
+    .preset = cascade_preset, .readers = {{"StableCascadeUNet", cascade_from_json}}, .fields = F_CASCADE | F_IMAGE_DIM,
     .check = cascade_check,
 };

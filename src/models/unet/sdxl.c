@@ -13,19 +13,12 @@ static const family_preset presets[] = {
 };
 
 const family_desc sdxl_desc = {
-    .name = "sdxl",
-    .topology = TOPO_UNET,
-    .st = {{.name = "sdxl",
-            .title = "Stable Diffusion XL",
-            .diffusers = "UNet2DConditionModel",
-            .flavours = "base-1.0|refiner-1.0|base-0.9|refiner-0.9",
-            .built = "base-1.0:sdxl|base-0.9:sdxl",
+    .name = "sdxl", .topology = TOPO_UNET,
+    .st = {{.name = "sdxl", .title = "Stable Diffusion XL", .diffusers = "UNet2DConditionModel",
+            .flavours = "base-1.0|refiner-1.0|base-0.9|refiner-0.9", .built = "base-1.0:sdxl|base-0.9:sdxl",
             .fallback = "base-1.0",
             .why = "the refiners read OpenCLIP-G's text alone and five size ids, one of them an aesthetic score; the base "
-             "flavours are built"}},
-    UNET_TRAITS,
-    .topology_options = &(const unet_options){.added = true},
-    FAMILY_PRESETS(presets),
-    .preset = unet_preset,
-    .readers = {{"UNet2DConditionModel", unet_from_json}},
+                   "flavours are built"}},
+    UNET_TRAITS, .topology_options = &(const unet_options){.added = true}, FAMILY_PRESETS(presets),
+    .preset = unet_preset, .readers = {{"UNet2DConditionModel", unet_from_json}},
 };

@@ -395,13 +395,8 @@ static st_status unet_backward(model *m, const float *dpred)
 }
 
 const model_family unet_family = {
-    .name = "unet",
-    .create = unet_create,
-    .set_batch = unet_set_batch,
-    .forward = unet_forward,
-    .backward = unet_backward,
-    .release = unet_release,
-    .init_of = unet_init_of,
+    .name = "unet", .create = unet_create, .set_batch = unet_set_batch, .forward = unet_forward,
+    .backward = unet_backward, .release = unet_release, .init_of = unet_init_of,
 };
 
 void unet_describe(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n)

@@ -292,10 +292,7 @@ static param_init ac_init_of(const char *name)
 }
 
 const model_family ace_step_family = {
-    .name = "ace_step",
-    .create = ac_create,
-    .chain = &ac_chain,
-    .init_of = ac_init_of,
+    .name = "ace_step", .create = ac_create, .chain = &ac_chain, .init_of = ac_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */
@@ -388,26 +385,14 @@ static st_status ace_step_from_json(const cJSON *j, const char *file, model_conf
 }
 
 const family_desc ace_step_desc = {
-    .name = "ace_step",
-    .topology = TOPO_XATTN,
-    .st = {{.name = "ace_step",
-            .title = "ACE-Step",
-            .diffusers = "AceStepTransformer1DModel",
+    .name = "ace_step", .topology = TOPO_XATTN, .traits = TR_TEXT | TR_AUDIO | TR_UNPOOLED,
+    .st = {{.name = "ace_step", .title = "ACE-Step", .diffusers = "AceStepTransformer1DModel",
             .flavours = "base|v15-turbo|v15-base|v15-sft",
-            .built = "v15-turbo:ace-step-1.5|v15-base:ace-step-1.5|v15-sft:ace-step-1.5",
-            .fallback = "base",
+            .built = "v15-turbo:ace-step-1.5|v15-base:ace-step-1.5|v15-sft:ace-step-1.5", .fallback = "base",
             .why = "base is ACE-Step 1.0, another transformer than 1.5's AceStepTransformer1DModel; the 1.5 flavours "
-                 "(v15-turbo, v15-base, v15-sft) are built"}},
-    .text = true,
-    .audio = true,
-    .uncached = "the context latents and their chunk mask",
-    .cond_len = ace_step_cond_len,
-    .condition = ace_step_condition,
-    .ops = &ace_step_family,
-    FAMILY_PRESETS(presets),
-    .preset = ace_step_preset,
+                   "(v15-turbo, v15-base, v15-sft) are built"}},
+    .uncached = "the context latents and their chunk mask", .cond_len = ace_step_cond_len,
+    .condition = ace_step_condition, .ops = &ace_step_family, FAMILY_PRESETS(presets), .preset = ace_step_preset,
     .readers = {{"AceStepTransformer1DModel", ace_step_from_json}},
-    .fields = F_FFN | F_KV_HEADS | F_WINDOW | F_COND_CHANNELS,
-    .unpooled = true,
-    .check = ace_step_check,
+    .fields = F_FFN | F_KV_HEADS | F_WINDOW | F_COND_CHANNELS, .check = ace_step_check,
 };

@@ -350,27 +350,17 @@ static st_status anima_from_json(const cJSON *j, const char *file, model_config 
 }
 
 const family_desc anima_desc = {
-    .name = "anima",
-    .topology = TOPO_XATTN,
-    .st = {{.name = "anima",
-            .title = "Anima",
-            .diffusers = "CosmosTransformer3DModel",
+    .name = "anima", .topology = TOPO_XATTN, .traits = TR_TEXT | TR_UNPOOLED,
+    .st = {{.name = "anima", .title = "Anima", .diffusers = "CosmosTransformer3DModel",
             .flavours = "release|base-v1.0|preview-3|preview-2|preview|gazingstars123-2.9b",
             .built = "release:anima|base-v1.0:anima|preview-3:anima|preview-2:anima|preview:anima",
             .fallback = "preview-3",
             .why = "gazingstars123-2.9b is a single-file 2.9B checkpoint whose transformer sizes are not published as a "
-              "diffusers config (SimpleTuner infers them from its tensors); give its converted folder as "
-              "pretrained_model_name_or_path with a built flavour"}},
-    .text = true,
-    .uncached = "the T5 ids and weights beside the Qwen3 states",
-    .cond_len = anima_cond_len,
-    .condition = anima_condition,
-    .ops = &cosmos_family,
-    .topology_options = &(const cosmos_options){.text_adapter = true},
-    FAMILY_PRESETS(presets),
-    .preset = anima_preset,
-    .readers = {{"CosmosTransformer3DModel", anima_from_json}},
-    .fields = F_FFN | F_ADALN | F_SOURCE | F_REFINER,
-    .unpooled = true,
+                   "diffusers config (SimpleTuner infers them from its tensors); give its converted folder as "
+                   "pretrained_model_name_or_path with a built flavour"}},
+    .uncached = "the T5 ids and weights beside the Qwen3 states", .cond_len = anima_cond_len,
+    .condition = anima_condition, .ops = &cosmos_family,
+    .topology_options = &(const cosmos_options){.text_adapter = true}, FAMILY_PRESETS(presets), .preset = anima_preset,
+    .readers = {{"CosmosTransformer3DModel", anima_from_json}}, .fields = F_FFN | F_ADALN | F_SOURCE | F_REFINER,
     .check = anima_check,
 };

@@ -331,9 +331,5 @@ static param_init co_init_of(const char *name)
 }
 
 const model_family cosmos_family = {
-    .name = "cosmos",
-    .create = co_create,
-    .release = co_release,
-    .chain = &co_chain,
-    .init_of = co_init_of,
+    .name = "cosmos", .create = co_create, .release = co_release, .chain = &co_chain, .init_of = co_init_of,
 };

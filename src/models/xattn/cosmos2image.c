@@ -78,22 +78,10 @@ st_status cosmos_from_json(const cJSON *j, const char *file, model_config *mc)
 }
 
 const family_desc cosmos2image_desc = {
-    .name = "cosmos2image",
-    .topology = TOPO_XATTN,
-    .st = {{.name = "cosmos2image",
-            .alias = "cosmos",
-            .title = "Cosmos 2 (T2I)",
-            .diffusers = "CosmosTransformer3DModel",
-            .flavours = "2b|14b",
-            .built = "2b:cosmos2-2b|14b:cosmos2-14b",
+    .name = "cosmos2image", .topology = TOPO_XATTN, .traits = TR_TEXT | TR_EDM | TR_UNPOOLED,
+    .st = {{.name = "cosmos2image", .alias = "cosmos", .title = "Cosmos 2 (T2I)",
+            .diffusers = "CosmosTransformer3DModel", .flavours = "2b|14b", .built = "2b:cosmos2-2b|14b:cosmos2-14b",
             .fallback = "2b"}},
-    .text = true,
-    .edm = true,
-    .ops = &cosmos_family,
-    FAMILY_PRESETS(presets),
-    .preset = cosmos2image_preset,
-    .readers = {{"CosmosTransformer3DModel", cosmos_from_json}},
-    .fields = F_FFN | F_ADALN,
-    .unpooled = true,
-    .check = cosmos_check,
+    .ops = &cosmos_family, FAMILY_PRESETS(presets), .preset = cosmos2image_preset,
+    .readers = {{"CosmosTransformer3DModel", cosmos_from_json}}, .fields = F_FFN | F_ADALN, .check = cosmos_check,
 };

@@ -410,13 +410,8 @@ static param_init k5_init_of(const char *name)
 }
 
 const model_family kandinsky5_family = {
-    .name = "kandinsky5",
-    .create = k5_create,
-    .set_batch = k5_set_batch,
-    .forward = k5_forward,
-    .backward = k5_backward,
-    .release = k5_release,
-    .init_of = k5_init_of,
+    .name = "kandinsky5", .create = k5_create, .set_batch = k5_set_batch, .forward = k5_forward,
+    .backward = k5_backward, .release = k5_release, .init_of = k5_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */
@@ -501,37 +496,27 @@ static st_status kandinsky5_from_json(const cJSON *j, const char *file, model_co
 }
 
 const family_desc kandinsky5_desc = {
-    .name = "kandinsky5",
-    .topology = TOPO_XATTN,
-    .st = {{.name = "kandinsky5-image",
-            .alias = "kandinsky5_image",
-            .title = "Kandinsky5-Image",
+    .name = "kandinsky5", .topology = TOPO_XATTN, .traits = TR_TEXT,
+    .st = {{.name = "kandinsky5-image", .alias = "kandinsky5_image", .title = "Kandinsky5-Image",
             .diffusers = "Kandinsky5Transformer3DModel",
             .flavours = "t2i-lite-sft|t2i-lite-pretrain|i2i-lite-sft|i2i-lite-pretrain",
             .built = "t2i-lite-sft:kandinsky5-t2i-lite|t2i-lite-pretrain:kandinsky5-t2i-lite",
             .fallback = "t2i-lite-sft",
             .why = "the i2i flavours also take a reference image's latents and mask as input channels "
-                         "(visual_cond); segtrain's conditioning carries no reference image"},
-           {.name = "kandinsky5-video",
-            .alias = "kandinsky5_video",
-            .title = "Kandinsky5-Video",
+                   "(visual_cond); segtrain's conditioning carries no reference image"},
+           {.name = "kandinsky5-video", .alias = "kandinsky5_video", .title = "Kandinsky5-Video",
             .diffusers = "Kandinsky5Transformer3DModel",
             .flavours = "t2v-lite-sft-5s|t2v-lite-pretrain-5s|t2v-lite-sft-10s|t2v-lite-pretrain-10s|t2v-pro-sft-5s-hd|"
-               "t2v-pro-sft-10s-hd|t2v-pro-pretrain-5s-hd|t2v-pro-pretrain-10s-hd|i2v-lite-5s|i2v-pro-sft-5s",
+                        "t2v-pro-sft-10s-hd|t2v-pro-pretrain-5s-hd|t2v-pro-pretrain-10s-hd|i2v-lite-5s|i2v-pro-sft-5s",
             .built = "t2v-lite-sft-5s:kandinsky5-t2v-lite|t2v-lite-pretrain-5s:kandinsky5-t2v-lite|"
-               "t2v-lite-sft-10s:kandinsky5-t2v-lite|t2v-lite-pretrain-10s:kandinsky5-t2v-lite|"
-               "t2v-pro-sft-5s-hd:kandinsky5-t2v-pro|t2v-pro-sft-10s-hd:kandinsky5-t2v-pro|"
-               "t2v-pro-pretrain-5s-hd:kandinsky5-t2v-pro|t2v-pro-pretrain-10s-hd:kandinsky5-t2v-pro",
+                     "t2v-lite-sft-10s:kandinsky5-t2v-lite|t2v-lite-pretrain-10s:kandinsky5-t2v-lite|"
+                     "t2v-pro-sft-5s-hd:kandinsky5-t2v-pro|t2v-pro-sft-10s-hd:kandinsky5-t2v-pro|"
+                     "t2v-pro-pretrain-5s-hd:kandinsky5-t2v-pro|t2v-pro-pretrain-10s-hd:kandinsky5-t2v-pro",
             .fallback = "t2v-lite-sft-5s",
             .why = "the i2v flavours also take the first frame's latents and its mask in the visual_cond "
-                         "channels, which are zero in text-to-video; segtrain's conditioning carries no reference "
-                         "image"}},
-    .text = true,
-    .is_video = kandinsky5_video,
-    .ops = &kandinsky5_family,
-    FAMILY_PRESETS(presets),
-    .preset = kandinsky5_preset,
+                   "channels, which are zero in text-to-video; segtrain's conditioning carries no reference "
+                   "image"}},
+    .is_video = kandinsky5_video, .ops = &kandinsky5_family, FAMILY_PRESETS(presets), .preset = kandinsky5_preset,
     .readers = {{"Kandinsky5Transformer3DModel", kandinsky5_from_json}},
-    .fields = F_FFN | F_TEXT_BLOCKS | F_TIME_DIM | F_COND_CHANNELS,
-    .check = kandinsky5_check,
+    .fields = F_FFN | F_TEXT_BLOCKS | F_TIME_DIM | F_COND_CHANNELS, .check = kandinsky5_check,
 };

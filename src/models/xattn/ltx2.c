@@ -481,13 +481,8 @@ static param_init lx_init_of(const char *name)
 }
 
 const model_family ltx2_family = {
-    .name = "ltx2",
-    .create = lx_create,
-    .set_batch = lx_set_batch,
-    .forward = lx_forward,
-    .backward = lx_backward,
-    .release = lx_release,
-    .init_of = lx_init_of,
+    .name = "ltx2", .create = lx_create, .set_batch = lx_set_batch, .forward = lx_forward, .backward = lx_backward,
+    .release = lx_release, .init_of = lx_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */
@@ -591,28 +586,16 @@ static st_status ltx2_from_json(const cJSON *j, const char *file, model_config *
 }
 
 const family_desc ltxvideo2_desc = {
-    .name = "ltxvideo2",
-    .topology = TOPO_XATTN,
-    .st = {{.name = "ltxvideo2",
-            .title = "LTXVideo2",
-            .diffusers = "LTX2VideoTransformer3DModel",
+    .name = "ltxvideo2", .topology = TOPO_XATTN,
+    .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_AUDIO_VIDEO | TR_UNPOOLED,
+    .st = {{.name = "ltxvideo2", .title = "LTXVideo2", .diffusers = "LTX2VideoTransformer3DModel",
             .flavours = "dev|dev-fp4|dev-fp8|2.3-dev|2.3-distilled|2.5-dev|2.5-distilled",
-            .built = "dev:ltxvideo2-19b|dev-fp4:ltxvideo2-19b|dev-fp8:ltxvideo2-19b",
-            .fallback = "dev",
+            .built = "dev:ltxvideo2-19b|dev-fp4:ltxvideo2-19b|dev-fp8:ltxvideo2-19b", .fallback = "dev",
             .why = "the 2.3 and 2.5 flavours add gated attention, timestep-modulated prompt cross-attention "
-                  "(cross_attn_mod, prompt_adaln) and per-modality connector projections; LTX-2.0's dev flavours are "
-                  "built"}},
-    .text = true,
-    .text_mask = true,
-    .video = true,
-    .audio_video = true,
-    .vae_scale_t = 8,
-    .text_width = "LTX-2: a token's video and audio connectors' states side by side",
-    .ops = &ltx2_family,
-    FAMILY_PRESETS(presets),
-    .preset = ltxvideo2_preset,
-    .readers = {{"LTX2VideoTransformer3DModel", ltx2_from_json}},
-    .fields = F_FFN | F_AUDIO_STREAM | F_AUDIO_CHANNELS,
-    .unpooled = true,
+                   "(cross_attn_mod, prompt_adaln) and per-modality connector projections; LTX-2.0's dev flavours are "
+                   "built"}},
+    .vae_scale_t = 8, .text_width = "LTX-2: a token's video and audio connectors' states side by side",
+    .ops = &ltx2_family, FAMILY_PRESETS(presets), .preset = ltxvideo2_preset,
+    .readers = {{"LTX2VideoTransformer3DModel", ltx2_from_json}}, .fields = F_FFN | F_AUDIO_STREAM | F_AUDIO_CHANNELS,
     .check = ltx2_check,
 };

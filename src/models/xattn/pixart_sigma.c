@@ -59,23 +59,14 @@ static st_status pixart_from_json(const cJSON *j, const char *file, model_config
 }
 
 const family_desc pixart_sigma_desc = {
-    .name = "pixart_sigma",
-    .topology = TOPO_XATTN,
-    .st = {{.name = "pixart_sigma",
-            .alias = "pixart",
-            .title = "PixArt Sigma",
+    .name = "pixart_sigma", .topology = TOPO_XATTN,
+    .traits = TR_TEXT | TR_TEXT_MASK | TR_UPSTREAM_EPSILON | TR_UNPOOLED,
+    .st = {{.name = "pixart_sigma", .alias = "pixart", .title = "PixArt Sigma",
             .diffusers = "PixArtTransformer2DModel",
             .flavours = "900M-1024-v0.6|900M-1024-v0.7-stage1|900M-1024-v0.7-stage2|600M-512|600M-1024|600M-2048",
             .built = "900M-1024-v0.6:pixart-900m-1024|900M-1024-v0.7-stage1:pixart-900m-1024|900M-1024-v0.7-stage2:pixart-900m-1024|"
-               "600M-512:pixart-sigma-512|600M-1024:pixart-sigma-1024|600M-2048:pixart-sigma-2048",
+                     "600M-512:pixart-sigma-512|600M-1024:pixart-sigma-1024|600M-2048:pixart-sigma-2048",
             .fallback = "900M-1024-v0.6"}},
-    .text = true,
-    .text_mask = true,
-    .upstream_epsilon = true,
-    .ops = &xdit_family,
-    FAMILY_PRESETS(presets),
-    .preset = pixart_sigma_preset,
-    .readers = {{"PixArtTransformer2DModel", pixart_from_json}},
-    .fields = F_FFN,
-    .unpooled = true,
+    .ops = &xdit_family, FAMILY_PRESETS(presets), .preset = pixart_sigma_preset,
+    .readers = {{"PixArtTransformer2DModel", pixart_from_json}}, .fields = F_FFN,
 };

@@ -286,33 +286,21 @@ static st_status wan_vace_from_json(const cJSON *j, const char *file, model_conf
 }
 
 const family_desc wan_desc = {
-    .name = "wan",
-    .topology = TOPO_XATTN,
-    .st = {{.name = "wan",
-            .title = "Wan",
-            .diffusers = "WanTransformer3DModel",
+    .name = "wan", .topology = TOPO_XATTN, .traits = TR_TEXT | TR_VIDEO | TR_UNPOOLED,
+    .st = {{.name = "wan", .title = "Wan", .diffusers = "WanTransformer3DModel",
             .flavours = "t2v-480p-1.3b-2.1|t2v-480p-14b-2.1|i2v-14b-2.1|i2v-14b-2.1-720p|i2v-14b-2.2-high|i2v-14b-2.2-low|"
-               "animegen-t2v-high|animegen-t2v-low|flf2v-14b-2.1|vace-1.3b-2.1|vace-14b-2.1|ti2v-5b-2.2",
+                        "animegen-t2v-high|animegen-t2v-low|flf2v-14b-2.1|vace-1.3b-2.1|vace-14b-2.1|ti2v-5b-2.2",
             .built = "t2v-480p-1.3b-2.1:wan-1.3b|t2v-480p-14b-2.1:wan-14b|animegen-t2v-high:wan-14b|animegen-t2v-low:wan-14b|"
-               "vace-1.3b-2.1:wan-vace-1.3b|vace-14b-2.1:wan-vace-14b",
+                     "vace-1.3b-2.1:wan-vace-1.3b|vace-14b-2.1:wan-vace-14b",
             .fallback = "t2v-480p-1.3b-2.1",
             .why = "the i2v and flf2v flavours also take reference frames (CLIP image tokens, conditioning latents) and "
-            "ti2v-5b-2.2 per-token timesteps and a 48-channel VAE; segtrain's conditioning carries no reference"}},
-    .text = true,
-    .video = true,
-    .uncached_of = wan_uncached,
-    .cond_len = wan_cond_len,
-    .condition = wan_condition,
-    .describe_blocks = wan_blocks,
-    .ops = &xdit_family,
-    .topology_options = &(const xdit_options){.wan = true},
-    FAMILY_PRESETS(presets),
+                   "ti2v-5b-2.2 per-token timesteps and a 48-channel VAE; segtrain's conditioning carries no reference"}},
+    .uncached_of = wan_uncached, .cond_len = wan_cond_len, .condition = wan_condition, .describe_blocks = wan_blocks,
+    .ops = &xdit_family, .topology_options = &(const xdit_options){.wan = true}, FAMILY_PRESETS(presets),
     .preset = wan_preset,
     .readers = {{"WanTransformer3DModel", wan_from_json},
                 {"WanVACETransformer3DModel", wan_vace_from_json},
                 {"AnyFlowTransformer3DModel", anyflow_from_json},
                 {"WanAnimateTransformer3DModel", wan_animate_from_json}},
-    .fields = F_FFN | F_VACE | F_ANIMATE | F_IMAGE_DIM | F_COND_CHANNELS,
-    .unpooled = true,
-    .check = wan_check,
+    .fields = F_FFN | F_VACE | F_ANIMATE | F_IMAGE_DIM | F_COND_CHANNELS, .check = wan_check,
 };

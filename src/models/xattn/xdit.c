@@ -584,12 +584,6 @@ static param_init xd_init_of(const char *name)
 }
 
 const model_family xdit_family = {
-    .name = "xdit",
-    .create = xd_create,
-    .fill_fixed = xd_fill_fixed,
-    .destroy = xd_destroy,
-    .forward = xd_forward,
-    .backward = xd_backward,
-    .release = xd_release,
-    .init_of = xd_init_of,
+    .name = "xdit", .create = xd_create, .fill_fixed = xd_fill_fixed, .destroy = xd_destroy, .forward = xd_forward,
+    .backward = xd_backward, .release = xd_release, .init_of = xd_init_of,
 };
