@@ -166,6 +166,10 @@ typedef struct family_desc {
     const void *topology_options;
 } family_desc;
 
+/* A SimpleTuner family segtrain does not build: its topology and its registration, refused by name (families.c). */
+#define PLANNED_FAMILY(topo, st_name, st_title, st_diffusers, st_flavours)                                            \
+    {.topology = topo, .st = {{.name = st_name, .title = st_title, .diffusers = st_diffusers, .flavours = st_flavours}}}
+
 /* The descriptor whose name is model_config.family name, NULL when none is. */
 const family_desc *family_find(const char *name);
 /* mc's descriptor; for a name no built family has, one with no traits and no implementation. */

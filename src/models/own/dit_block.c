@@ -369,15 +369,7 @@ static size_t dit_offloaded_bytes(const block *b)
 }
 
 const block_kind dit_block_kind = {
-    .name = "dit",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .output_optional = true,
-    .keeps_attention_output = true,
-    .kept_bytes = dit_kept_bytes,
-    .offloaded_bytes = dit_offloaded_bytes,
-    .forward = dit_forward,
-    .prefetch = dit_prefetch,
-    .backward = dit_backward,
-    .release = dit_release,
+    .name = "dit", .ffn_split = true, .softmax_attention = true, .output_optional = true,
+    .keeps_attention_output = true, .kept_bytes = dit_kept_bytes, .offloaded_bytes = dit_offloaded_bytes,
+    .forward = dit_forward, .prefetch = dit_prefetch, .backward = dit_backward, .release = dit_release,
 };

@@ -199,17 +199,9 @@ static void skip_states(const block *b, state_map *out)
 static size_t skip_offloaded_bytes(const block *b) { return dit_block_kind.offloaded_bytes(b); }
 
 static const block_kind skipdit_block_kind = {
-    .name = "skipdit",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .output_optional = true,
-    .keeps_attention_output = true,
-    .kept_bytes = skip_kept_bytes,
-    .offloaded_bytes = skip_offloaded_bytes,
-    .forward = skip_forward,
-    .prefetch = skip_prefetch,
-    .backward = skip_backward,
-    .release = skip_release,
+    .name = "skipdit", .ffn_split = true, .softmax_attention = true, .output_optional = true,
+    .keeps_attention_output = true, .kept_bytes = skip_kept_bytes, .offloaded_bytes = skip_offloaded_bytes,
+    .forward = skip_forward, .prefetch = skip_prefetch, .backward = skip_backward, .release = skip_release,
     .states = skip_states,
 };
 

@@ -584,14 +584,7 @@ static void cascade_states(const block *b, state_map *out)
 }
 
 const block_kind cascade_block_kind = {
-    .name = "stable cascade",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .kept_bytes = cascade_kept_bytes,
-    .offloaded_bytes = cascade_offloaded_bytes,
-    .prefetch = cascade_prefetch,
-    .forward = cascade_forward,
-    .backward = cascade_backward,
-    .release = cascade_release,
-    .states = cascade_states,
+    .name = "stable cascade", .ffn_split = true, .softmax_attention = true, .kept_bytes = cascade_kept_bytes,
+    .offloaded_bytes = cascade_offloaded_bytes, .prefetch = cascade_prefetch, .forward = cascade_forward,
+    .backward = cascade_backward, .release = cascade_release, .states = cascade_states,
 };

@@ -589,14 +589,7 @@ static void unet_states(const block *b, state_map *out)
 }
 
 const block_kind unet_block_kind = {
-    .name = "unet",
-    .ffn_split = true,
-    .softmax_attention = true,
-    .kept_bytes = unet_kept_bytes,
-    .offloaded_bytes = unet_offloaded_bytes,
-    .forward = unet_forward,
-    .prefetch = unet_prefetch,
-    .backward = unet_backward,
-    .release = unet_release,
-    .states = unet_states,
+    .name = "unet", .ffn_split = true, .softmax_attention = true, .kept_bytes = unet_kept_bytes,
+    .offloaded_bytes = unet_offloaded_bytes, .forward = unet_forward, .prefetch = unet_prefetch,
+    .backward = unet_backward, .release = unet_release, .states = unet_states,
 };
