@@ -23,6 +23,14 @@ typedef struct model_shape {
 
 /* How model_init starts a parameter (LoRA adapters and fixed tables aside). */
 typedef enum param_init { INIT_XAVIER, INIT_NORMAL, INIT_ZERO, INIT_ONE } param_init;
+/* A family's init_of as a table, ended by {0}: the first rule whose pattern the name matches gives its init. A
+ * pattern is alternatives split by '|', each terms joined by '&'; a term is a substring, held at the name's start
+ * with a '^' before it, at its end with a '$' after it, and not held with a '!' before it ("norm&.weight$"). */
+typedef struct init_rule {
+    param_init init;
+    const char *pattern;
+} init_rule;
+param_init init_by_rules(const char *name, const init_rule *rules, param_init otherwise);
 
 /* The skeleton most families share (model_step.c runs it): embed makes sequence 0's first state, one tensor (*x0),
  * the blocks run, and head makes the prediction from m->step.last. Back: head_backward makes dL/d(last) (*dx, which

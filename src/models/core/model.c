@@ -207,6 +207,43 @@ st_status model_set_host_pool(model *m, pool *host)
 copy_engine *model_copy_engine(model *m) { return m->off.engine; }
 offload *model_offload(model *m) { return m->off.host ? &m->off : NULL; }
 
+/* Whether name holds the pattern term t[0, len) where its marks say (internal.h's init_rule). */
+static bool init_term(const char *name, const char *t, size_t len)
+{
+    const bool negated = len && *t == '!';
+    t += negated, len -= negated;
+    const bool start = len && *t == '^';
+    t += start, len -= start;
+    const bool end = len && t[len - 1] == '$';
+    len -= end;
+    const size_t n = strlen(name);
+    bool held = false;
+    for (size_t i = 0; !held && i + len <= n; i++)
+        held = (!start || i == 0) && (!end || i + len == n) && !memcmp(name + i, t, len);
+    return held != negated;
+}
+
+/* Whether name matches one alternative of a pattern: each of its terms, up to the next '|'. */
+static bool init_alternative(const char *name, const char *t)
+{
+    for (;; t++) {
+        const size_t len = strcspn(t, "&|");
+        if (!init_term(name, t, len)) return false;
+        if (t[len] != '&') return true;
+        t += len;
+    }
+}
+
+param_init init_by_rules(const char *name, const init_rule *rules, param_init otherwise)
+{
+    for (; rules->pattern; rules++)
+        for (const char *alt = rules->pattern;; alt++) {
+            if (init_alternative(name, alt)) return rules->init;
+            if (!(alt = strchr(alt, '|'))) break;
+        }
+    return otherwise;
+}
+
 /* p's initial values into w (p->w, or a float copy of a bf16 weight): xavier-uniform weights (a conv kernel as a
  * (out, in k k) matrix), N(0, 0.02) embedding tables and timestep MLPs, zero adaLN modulations and output layers
  * (adaLN-Zero), as the family says; LoRA A as PEFT's kaiming-uniform(a = sqrt 5), B zero. */

@@ -67,15 +67,10 @@ static st_status af_create(model *m)
 
 /* adaLN-Zero (every modulation and the final projection zero), N(0, 0.02) embedding MLPs, position table and
  * register tokens, xavier-uniform elsewhere. */
-static param_init af_init_of(const char *name)
-{
-    if (strstr(name, "norm1.linear") || strstr(name, "norm1_context.linear") || strstr(name, "norm_out.linear") ||
-        !strcmp(name, "proj_out.weight"))
-        return INIT_ZERO;
-    if (strstr(name, "time_step_proj.") || !strcmp(name, "register_tokens") || !strcmp(name, "pos_embed.pos_embed"))
-        return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule af_inits[] = {
+    {INIT_ZERO, "norm1.linear|norm1_context.linear|norm_out.linear|^proj_out.weight$"},
+    {INIT_NORMAL, "time_step_proj.|^register_tokens$|^pos_embed.pos_embed$"}, {0}};
+static param_init af_init_of(const char *name) { return init_by_rules(name, af_inits, INIT_XAVIER); }
 
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)

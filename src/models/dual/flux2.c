@@ -69,15 +69,10 @@ static st_status f2_create(model *m)
 
 /* Zero modulations and final projection (adaLN-Zero), RMSNorm weights one, N(0, 0.02) embedding MLPs,
  * xavier-uniform elsewhere. */
-static param_init f2_init_of(const char *name)
-{
-    if (strstr(name, "_modulation_") || strstr(name, "single_stream_modulation") || strstr(name, "norm_out.linear") ||
-        !strcmp(name, "proj_out.weight"))
-        return INIT_ZERO;
-    if (strstr(name, ".norm_")) return INIT_ONE;
-    if (strstr(name, "time_guidance_embed.")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule f2_inits[] = {
+    {INIT_ZERO, "_modulation_|single_stream_modulation|norm_out.linear|^proj_out.weight$"}, {INIT_ONE, ".norm_"},
+    {INIT_NORMAL, "time_guidance_embed."}, {0}};
+static param_init f2_init_of(const char *name) { return init_by_rules(name, f2_inits, INIT_XAVIER); }
 
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)

@@ -87,13 +87,10 @@ static st_status hd_create(model *m)
 
 /* adaLN-Zero (every modulation and the final projection zero), RMSNorm weights one, N(0, 0.02) embedding MLPs,
  * xavier-uniform elsewhere. */
-static param_init hd_init_of(const char *name)
-{
-    if (strstr(name, "adaLN_modulation") || !strcmp(name, "final_layer.linear.weight")) return INIT_ZERO;
-    if (strstr(name, "rms_norm")) return INIT_ONE;
-    if (strstr(name, "t_embedder.") || strstr(name, "p_embedder.")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule hd_inits[] = {
+    {INIT_ZERO, "adaLN_modulation|^final_layer.linear.weight$"}, {INIT_ONE, "rms_norm"},
+    {INIT_NORMAL, "t_embedder.|p_embedder."}, {0}};
+static param_init hd_init_of(const char *name) { return init_by_rules(name, hd_inits, INIT_XAVIER); }
 
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)

@@ -167,14 +167,11 @@ static st_status hv_create(model *m)
 }
 
 /* Flux's, and the LayerNorms of the refiner, the ByT5 and the image projections at (1, 0) */
-static param_init hv_init_of(const char *name)
-{
-    const bool refiner_norm = strstr(name, "refiner_blocks.") && strstr(name, ".norm") && !strstr(name, "norm_out");
-    if (refiner_norm || strstr(name, "context_embedder_2.norm.") || strstr(name, "image_embedder.norm_"))
-        return strstr(name, ".weight") ? INIT_ONE : INIT_ZERO;
-    if (strstr(name, "context_embedder.time_text_embed.")) return INIT_NORMAL;
-    return mm_init_of(name);
-}
+static const init_rule hv_inits[] = {
+    {INIT_ONE, "refiner_blocks.&.norm&!norm_out&.weight|context_embedder_2.norm.&.weight|image_embedder.norm_&.weight"},
+    {INIT_ZERO, "refiner_blocks.&.norm&!norm_out|context_embedder_2.norm.|image_embedder.norm_"},
+    {INIT_NORMAL, "context_embedder.time_text_embed."}, {0}};
+static param_init hv_init_of(const char *name) { return init_by_rules(name, hv_inits, mm_init_of(name)); }
 
 static temb *guidance(model *m) { return m->cfg.guidance_embeds ? &hv_of(m)->g : NULL; }
 static temb *pooled(model *m) { return hv_of(m)->v15 ? NULL : &hv_of(m)->p; }

@@ -130,15 +130,10 @@ static st_status mm_create(model *m)
     return ST_OK;
 }
 
-param_init mm_init_of(const char *name)
-{
-    if (strstr(name, "norm1.linear") || strstr(name, "norm1_context.linear") || strstr(name, "norm.linear") ||
-        strstr(name, "norm_out.linear") || !strcmp(name, "proj_out.weight"))
-        return INIT_ZERO;
-    if (strstr(name, ".norm_") || strstr(name, ".norms.")) return INIT_ONE;
-    if (strstr(name, "time_text_embed.") || strstr(name, "time_embed.")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule mm_inits[] = {
+    {INIT_ZERO, "norm1.linear|norm1_context.linear|norm.linear|norm_out.linear|^proj_out.weight$"},
+    {INIT_ONE, ".norm_|.norms."}, {INIT_NORMAL, "time_text_embed.|time_embed."}, {0}};
+param_init mm_init_of(const char *name) { return init_by_rules(name, mm_inits, INIT_XAVIER); }
 
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)

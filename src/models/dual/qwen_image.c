@@ -65,12 +65,8 @@ static st_status qw_create(model *m)
 }
 
 /* adaLN-Zero (img_mod, txt_mod) and RMSNorm weights of one, as Flux's otherwise */
-static param_init qw_init_of(const char *name)
-{
-    if (strstr(name, "_mod.1.")) return INIT_ZERO;
-    if (!strcmp(name, "txt_norm.weight")) return INIT_ONE;
-    return mm_init_of(name);
-}
+static const init_rule qw_inits[] = {{INIT_ZERO, "_mod.1."}, {INIT_ONE, "^txt_norm.weight$"}, {0}};
+static param_init qw_init_of(const char *name) { return init_by_rules(name, qw_inits, mm_init_of(name)); }
 
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)

@@ -281,15 +281,9 @@ static const model_chain c3_chain = {.embed = embed_step, .embed_backward = embe
 
 /* segtrain's own initialisation, for training from scratch: the norms at 1, the output at zero, the time embedder
  * and the token table N(0, 0.02), xavier linears elsewhere */
-static param_init c3_init_of(const char *name)
-{
-    const size_t n = strlen(name);
-    if (strstr(name, "proj_out")) return INIT_ZERO;
-    if (n > 7 && !strcmp(name + n - 7, ".weight") && (strstr(name, "norm") || strstr(name, "layernorm")))
-        return INIT_ONE;
-    if (strstr(name, "time_embedder") || strstr(name, "embed_tokens")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule c3_inits[] = {
+    {INIT_ZERO, "proj_out"}, {INIT_ONE, "norm&.weight$"}, {INIT_NORMAL, "time_embedder|embed_tokens"}, {0}};
+static param_init c3_init_of(const char *name) { return init_by_rules(name, c3_inits, INIT_XAVIER); }
 
 const model_family cosmos3_family = {
     .name = "cosmos3", .create = c3_create, .set_batch = c3_set_batch, .release = c3_release, .chain = &c3_chain,

@@ -225,15 +225,10 @@ static const model_chain er_chain = {.embed = embed, .embed_backward = embed_bac
 
 /* segtrain's own initialisation, for training from scratch: the norms at 1, the modulation and the output at zero
  * (as the class initialises them), the timestep embedding N(0, 0.02), xavier linears elsewhere */
-static param_init er_init_of(const char *name)
-{
-    if (strstr(name, "adaLN_modulation") || strstr(name, "final_linear")) return INIT_ZERO;
-    const size_t n = strlen(name);
-    if (n > 7 && !strcmp(name + n - 7, ".weight") && (strstr(name, "_ln.") || strstr(name, "norm_")))
-        return INIT_ONE; /* the RMSNorms' (1-D weights) */
-    if (strstr(name, "time_embedding")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule er_inits[] = {
+    {INIT_ZERO, "adaLN_modulation|final_linear"}, {INIT_ONE, "_ln.&.weight$|norm_&.weight$"}, /* the RMSNorms' */
+    {INIT_NORMAL, "time_embedding"}, {0}};
+static param_init er_init_of(const char *name) { return init_by_rules(name, er_inits, INIT_XAVIER); }
 
 const model_family ernie_family = {
     .name = "ernie", .create = er_create, .set_batch = er_set_batch, .release = er_release, .chain = &er_chain,

@@ -353,13 +353,9 @@ done:;
 
 /* segtrain's own initialisation, for training from scratch: the modulations and the output at zero (the blocks start
  * as identities), the q/k norms at 1, the time path N(0, 0.02), xavier linears elsewhere */
-static param_init f3_init_of(const char *name)
-{
-    if (strstr(name, "modulations") || strstr(name, "norm_out") || strstr(name, "proj_out")) return INIT_ZERO;
-    if (strstr(name, "norm_q") || strstr(name, "norm_k")) return INIT_ONE;
-    if (strstr(name, "timestep_embedder")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule f3_inits[] = {
+    {INIT_ZERO, "modulations|norm_out|proj_out"}, {INIT_ONE, "norm_q|norm_k"}, {INIT_NORMAL, "timestep_embedder"}, {0}};
+static param_init f3_init_of(const char *name) { return init_by_rules(name, f3_inits, INIT_XAVIER); }
 
 const model_family flux3_family = {
     .name = "flux3_image", .create = f3_create, .set_batch = f3_set_batch, .forward = f3_forward,

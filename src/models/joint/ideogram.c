@@ -252,14 +252,10 @@ static const model_chain id_chain = {.embed = embed, .embed_backward = embed_bac
 
 /* segtrain's own initialisation, for training from scratch: the norms at 1, the modulations and the output at zero
  * (the blocks start as identities), the time embedding N(0, 0.02), xavier linears elsewhere */
-static param_init id_init_of(const char *name)
-{
-    if (strstr(name, "adaln_modulation") || strstr(name, "final_layer.linear")) return INIT_ZERO;
-    const size_t n = strlen(name);
-    if (n > 7 && !strcmp(name + n - 7, ".weight") && strstr(name, "norm")) return INIT_ONE; /* the RMSNorms' */
-    if (strstr(name, "t_embedding") || strstr(name, "embed_image_indicator")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule id_inits[] = {
+    {INIT_ZERO, "adaln_modulation|final_layer.linear"}, {INIT_ONE, "norm&.weight$"}, /* the RMSNorms' */
+    {INIT_NORMAL, "t_embedding|embed_image_indicator"}, {0}};
+static param_init id_init_of(const char *name) { return init_by_rules(name, id_inits, INIT_XAVIER); }
 
 const model_family ideogram_family = {
     .name = "ideogram", .create = id_create, .set_batch = id_set_batch, .release = id_release, .chain = &id_chain,

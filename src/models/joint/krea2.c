@@ -364,13 +364,9 @@ done:;
 /* segtrain's own initialisation, for training from scratch: the zero-centred norms and the tables at zero (as the
  * class initialises them: a scale of 1, no change), the output linear at zero, the time path N(0, 0.02), xavier
  * linears elsewhere */
-static param_init kr_init_of(const char *name)
-{
-    if (strstr(name, "norm") || strstr(name, "scale_shift_table") || strstr(name, "final_layer.linear"))
-        return INIT_ZERO;
-    if (strstr(name, "time_embed")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule kr_inits[] = {
+    {INIT_ZERO, "norm|scale_shift_table|final_layer.linear"}, {INIT_NORMAL, "time_embed"}, {0}};
+static param_init kr_init_of(const char *name) { return init_by_rules(name, kr_inits, INIT_XAVIER); }
 
 const model_family krea2_family = {
     .name = "krea2", .create = kr_create, .set_batch = kr_set_batch, .forward = kr_forward, .backward = kr_backward,

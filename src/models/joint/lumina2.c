@@ -483,18 +483,11 @@ done:;
 
 /* segtrain's own initialisation, for training from scratch: the norms at 1, the modulations, the output and Z-Image's
  * pad tokens at zero (the blocks start as identities), the timestep embedding N(0, 0.02), xavier linears elsewhere */
-static param_init lm_init_of(const char *name)
-{
-    const size_t n = strlen(name);
-    if (strstr(name, "norm1.linear") || strstr(name, "norm_out.linear_2") || strstr(name, ".adaLN_modulation.0") ||
-        (strstr(name, "all_final_layer") && strstr(name, ".linear.")) || strstr(name, "pad_token"))
-        return INIT_ZERO;
-    if (n > 7 && !strcmp(name + n - 7, ".weight") &&
-        (strstr(name, "norm") || strstr(name, "caption_embedder.0") || strstr(name, "cap_embedder.0")))
-        return INIT_ONE; /* the RMSNorms' (1-D weights; the linears' are 2-D and start as xavier below) */
-    if (strstr(name, "timestep_embedder") || strstr(name, "t_embedder")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule lm_inits[] = {
+    {INIT_ZERO, "norm1.linear|norm_out.linear_2|.adaLN_modulation.0|all_final_layer&.linear.|pad_token"},
+    {INIT_ONE, "norm&.weight$|caption_embedder.0&.weight$|cap_embedder.0&.weight$"}, /* the RMSNorms' (1-D weights) */
+    {INIT_NORMAL, "timestep_embedder|t_embedder"}, {0}};
+static param_init lm_init_of(const char *name) { return init_by_rules(name, lm_inits, INIT_XAVIER); }
 
 const model_family lumina2_family = {
     .name = "lumina2", .create = lm_create, .set_batch = lm_set_batch, .forward = lm_forward, .backward = lm_backward,

@@ -310,14 +310,10 @@ done:;
 
 /* segtrain's own initialisation, for training from scratch: the norms at 1, the modulations and the output at zero
  * (the blocks start as identities), the time embedder N(0, 0.02), xavier linears elsewhere */
-static param_init mh_init_of(const char *name)
-{
-    const size_t n = strlen(name);
-    if (strstr(name, "adaln_proj") || strstr(name, "norm_out.linear") || strstr(name, "proj_out")) return INIT_ZERO;
-    if (n > 7 && !strcmp(name + n - 7, ".weight") && strstr(name, "norm")) return INIT_ONE;
-    if (strstr(name, "time_embedder")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule mh_inits[] = {
+    {INIT_ZERO, "adaln_proj|norm_out.linear|proj_out"}, {INIT_ONE, "norm&.weight$"}, {INIT_NORMAL, "time_embedder"},
+    {0}};
+static param_init mh_init_of(const char *name) { return init_by_rules(name, mh_inits, INIT_XAVIER); }
 
 const model_family minimax_h3_family = {
     .name = "minimaxh3", .create = mh_create, .set_batch = mh_set_batch, .forward = mh_forward, .backward = mh_backward,

@@ -278,13 +278,10 @@ static const model_chain og_chain = {.embed = embed, .embed_backward = og_embed_
 
 /* segtrain's own initialisation, for training from scratch: the norms at 1, the output's modulation and projection
  * at zero, the time paths and the token table N(0, 0.02), xavier linears elsewhere */
-static param_init og_init_of(const char *name)
-{
-    if (strstr(name, "norm_out") || strstr(name, "proj_out")) return INIT_ZERO;
-    if (strstr(name, "layernorm") || !strcmp(name, "norm.weight")) return INIT_ONE;
-    if (strstr(name, "time_token") || strstr(name, "t_embedder") || strstr(name, "embed_tokens")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule og_inits[] = {
+    {INIT_ZERO, "norm_out|proj_out"}, {INIT_ONE, "layernorm|^norm.weight$"},
+    {INIT_NORMAL, "time_token|t_embedder|embed_tokens"}, {0}};
+static param_init og_init_of(const char *name) { return init_by_rules(name, og_inits, INIT_XAVIER); }
 
 const model_family omnigen_family = {
     .name = "omnigen", .create = og_create, .fill_fixed = og_fill_fixed, .set_batch = og_set_batch,

@@ -317,14 +317,10 @@ static const model_chain q21_chain = {.embed = embed, .embed_backward = embed_ba
 /* segtrain's own initialisation, for training from scratch: the modulation and the output at zero (the blocks start
  * as identities), the zero-centred text norm at zero (a scale of 1), the q/k norms at 1, the time path N(0, 0.02),
  * xavier linears elsewhere */
-static param_init q21_init_of(const char *name)
-{
-    if (strstr(name, "modulation") || strstr(name, "norm_out") || strstr(name, "proj_out") || strstr(name, "text_norm"))
-        return INIT_ZERO;
-    if (strstr(name, "norm_q") || strstr(name, "norm_k")) return INIT_ONE;
-    if (strstr(name, "timestep_embedder")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule q21_inits[] = {
+    {INIT_ZERO, "modulation|norm_out|proj_out|text_norm"}, {INIT_ONE, "norm_q|norm_k"},
+    {INIT_NORMAL, "timestep_embedder"}, {0}};
+static param_init q21_init_of(const char *name) { return init_by_rules(name, q21_inits, INIT_XAVIER); }
 
 const model_family qwen_image21_family = {
     .name = "qwen_image21", .create = q21_create, .set_batch = q21_set_batch, .release = q21_release,

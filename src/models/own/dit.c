@@ -98,12 +98,9 @@ static void dit_fill_fixed(model *m)
 
 /* DiT's initialize_weights: xavier-uniform linears (the patch embedding as a (D, C p p) matrix) with zero
  * biases, N(0, 0.02) timestep MLP and label table, zero adaLN modulations and final linear (adaLN-Zero). */
-static param_init dit_init_of(const char *name)
-{
-    if (strstr(name, "adaLN_modulation") || !strcmp(name, "final_layer.linear.weight")) return INIT_ZERO;
-    if (strstr(name, "t_embedder.mlp") || strstr(name, "y_embedder")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule dit_inits[] = {
+    {INIT_ZERO, "adaLN_modulation|^final_layer.linear.weight$"}, {INIT_NORMAL, "t_embedder.mlp|y_embedder"}, {0}};
+static param_init dit_init_of(const char *name) { return init_by_rules(name, dit_inits, INIT_XAVIER); }
 
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)

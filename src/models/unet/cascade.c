@@ -200,10 +200,8 @@ static void cascade_set_batch(model *m, int64_t batch)
 }
 
 /* StableCascadeUNet._init_weights: xavier-uniform linears and convolutions, zero biases; GRN's gamma and beta zero */
-static param_init cascade_init_of(const char *name)
-{
-    return strstr(name, ".gamma") || strstr(name, ".beta") ? INIT_ZERO : INIT_XAVIER;
-}
+static const init_rule cascade_inits[] = {{INIT_ZERO, ".gamma|.beta"}, {0}};
+static param_init cascade_init_of(const char *name) { return init_by_rules(name, cascade_inits, INIT_XAVIER); }
 
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)

@@ -252,11 +252,8 @@ static void unet_set_batch(model *m, int64_t batch)
     m->seq[0].state_numel[0] = batch * m->cfg.channels * m->cfg.resolution * m->cfg.resolution;
 }
 
-static param_init unet_init_of(const char *name)
-{
-    const char *leaf = strrchr(name, '.');
-    return strstr(name, "norm") && leaf && !strcmp(leaf, ".weight") ? INIT_ONE : INIT_XAVIER;
-}
+static const init_rule unet_inits[] = {{INIT_ONE, "norm&.weight$"}, {0}};
+static param_init unet_init_of(const char *name) { return init_by_rules(name, unet_inits, INIT_XAVIER); }
 
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)

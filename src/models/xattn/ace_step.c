@@ -283,13 +283,9 @@ static const model_chain ac_chain = {.embed = embed_forward, .embed_backward = e
 
 /* segtrain's own init in DiT's spirit: the output projection zero, norms at 1, tables small normal, xavier elsewhere
  * (biases zero) */
-static param_init ac_init_of(const char *name)
-{
-    if (!strcmp(name, "proj_out_conv.weight")) return INIT_ZERO;
-    if (strstr(name, "norm")) return INIT_ONE;
-    if (strstr(name, "scale_shift_table") || strstr(name, "time_embed")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule ac_inits[] = {
+    {INIT_ZERO, "^proj_out_conv.weight$"}, {INIT_ONE, "norm"}, {INIT_NORMAL, "scale_shift_table|time_embed"}, {0}};
+static param_init ac_init_of(const char *name) { return init_by_rules(name, ac_inits, INIT_XAVIER); }
 
 const model_family ace_step_family = {
     .name = "ace_step", .create = ac_create, .chain = &ac_chain, .init_of = ac_init_of,

@@ -319,16 +319,13 @@ static const model_chain co_chain = {.embed = embed_forward, .embed_backward = c
 
 /* segtrain's own init in DiT's spirit: the blocks start as identities (their AdaLN-LoRA's linear_2 and the output
  * projection zero), norms at 1, xavier elsewhere */
-static param_init co_init_of(const char *name)
-{
-    if (!strncmp(name, "text_conditioner.", 17)) /* anima's: RMSNorms at 1, the embedding N(0, 1), biases 0 */
-        return strstr(name, "norm") ? INIT_ONE : strstr(name, ".embed.") ? INIT_NORMAL
-               : strstr(name, ".bias") ? INIT_ZERO : INIT_XAVIER;
-    if ((strstr(name, "norm") && strstr(name, "linear_2")) || !strcmp(name, "proj_out.weight")) return INIT_ZERO;
-    if (strstr(name, "norm_q") || strstr(name, "norm_k") || !strcmp(name, "time_embed.norm.weight")) return INIT_ONE;
-    if (strstr(name, "t_embedder")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule co_inits[] = {
+    /* anima's text conditioner: RMSNorms at 1, the embedding N(0, 1), biases 0 */
+    {INIT_ONE, "^text_conditioner.&norm"}, {INIT_NORMAL, "^text_conditioner.&.embed."},
+    {INIT_ZERO, "^text_conditioner.&.bias"}, {INIT_XAVIER, "^text_conditioner."},
+    {INIT_ZERO, "norm&linear_2|^proj_out.weight$"}, {INIT_ONE, "norm_q|norm_k|^time_embed.norm.weight$"},
+    {INIT_NORMAL, "t_embedder"}, {0}};
+static param_init co_init_of(const char *name) { return init_by_rules(name, co_inits, INIT_XAVIER); }
 
 const model_family cosmos_family = {
     .name = "cosmos", .create = co_create, .release = co_release, .chain = &co_chain, .init_of = co_init_of,

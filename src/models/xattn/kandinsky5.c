@@ -400,14 +400,10 @@ static st_status k5_backward(model *m, const float *dpred)
 
 /* segtrain's own init in DiT's spirit: the modulations zero (as diffusers' Kandinsky5Modulation starts them) and the
  * output's projection zero, norms at 1 with zero biases, xavier elsewhere */
-static param_init k5_init_of(const char *name)
-{
-    if (strstr(name, "modulation") || !strncmp(name, "out_layer.out_layer", 19)) return INIT_ZERO;
-    if (strstr(name, "norm.bias")) return INIT_ZERO;
-    if (strstr(name, "_norm") || strstr(name, "norm.weight")) return INIT_ONE;
-    if (strstr(name, "time_embeddings")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule k5_inits[] = {
+    {INIT_ZERO, "modulation|^out_layer.out_layer|norm.bias"}, {INIT_ONE, "_norm|norm.weight"},
+    {INIT_NORMAL, "time_embeddings"}, {0}};
+static param_init k5_init_of(const char *name) { return init_by_rules(name, k5_inits, INIT_XAVIER); }
 
 const model_family kandinsky5_family = {
     .name = "kandinsky5", .create = k5_create, .set_batch = k5_set_batch, .forward = k5_forward,

@@ -464,21 +464,10 @@ static st_status lx_backward(model *m, const float *dpred)
 /* segtrain's own initialisation, for training from scratch (a checkpoint replaces it): the blocks start as
  * identities (the adaLN linears, the tables and the output projections zero), the timestep embeddings N(0, 0.02),
  * the q and k norms at 1, xavier linears elsewhere */
-static bool ends_with(const char *s, const char *tail)
-{
-    const size_t n = strlen(s), k = strlen(tail);
-    return n >= k && !strcmp(s + n - k, tail);
-}
-
-static param_init lx_init_of(const char *name)
-{
-    if (strstr(name, "scale_shift_table") || strstr(name, "proj_out.weight") || ends_with(name, ".linear.weight") ||
-        ends_with(name, ".linear.bias"))
-        return INIT_ZERO;
-    if (strstr(name, "norm_q") || strstr(name, "norm_k")) return INIT_ONE;
-    if (strstr(name, "timestep_embedder")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule lx_inits[] = {
+    {INIT_ZERO, "scale_shift_table|proj_out.weight|.linear.weight$|.linear.bias$"}, {INIT_ONE, "norm_q|norm_k"},
+    {INIT_NORMAL, "timestep_embedder"}, {0}};
+static param_init lx_init_of(const char *name) { return init_by_rules(name, lx_inits, INIT_XAVIER); }
 
 const model_family ltx2_family = {
     .name = "ltx2", .create = lx_create, .set_batch = lx_set_batch, .forward = lx_forward, .backward = lx_backward,

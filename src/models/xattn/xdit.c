@@ -567,21 +567,12 @@ static st_status xd_backward(model *m, const float *dpred)
 /* segtrain's own initialisation, for training from scratch (a checkpoint replaces it): as DiT's, the blocks start
  * as identities (t6's linear, the tables and the output projection zero), the timestep embedding N(0, 0.02), norms
  * at (1, 0), xavier linears elsewhere */
-static param_init xd_init_of(const char *name)
-{
-    if (!strncmp(name, "vace_blocks.", 12) && strstr(name, ".proj_out.")) return INIT_ZERO; /* hints start at zero */
-    if (strstr(name, "scale_shift_table") || !strcmp(name, "proj_out.weight") || strstr(name, "adaln_single.linear") ||
-        strstr(name, "time_embed.linear") ||
-        strstr(name, "time_proj"))
-        return INIT_ZERO;
-    if (strstr(name, "norm_q") || strstr(name, "norm_k") || strstr(name, "norm2.weight") ||
-        strstr(name, "norm_added_k") || !strcmp(name, "condition_embedder.image_embedder.norm1.weight"))
-        return INIT_ONE;
-    if (strstr(name, "padding_tokens")) return INIT_ZERO;
-    if (strstr(name, "norm2.bias")) return INIT_ZERO;
-    if (strstr(name, "timestep_embedder") || strstr(name, "time_embedder")) return INIT_NORMAL;
-    return INIT_XAVIER;
-}
+static const init_rule xd_inits[] = {
+    {INIT_ZERO, "^vace_blocks.&.proj_out.|" /* hints start at zero */
+                "scale_shift_table|^proj_out.weight$|adaln_single.linear|time_embed.linear|time_proj"},
+    {INIT_ONE, "norm_q|norm_k|norm2.weight|norm_added_k|^condition_embedder.image_embedder.norm1.weight$"},
+    {INIT_ZERO, "padding_tokens|norm2.bias"}, {INIT_NORMAL, "timestep_embedder|time_embedder"}, {0}};
+static param_init xd_init_of(const char *name) { return init_by_rules(name, xd_inits, INIT_XAVIER); }
 
 const model_family xdit_family = {
     .name = "xdit", .create = xd_create, .fill_fixed = xd_fill_fixed, .destroy = xd_destroy, .forward = xd_forward,
