@@ -210,6 +210,10 @@ const char *model_family_preset(const char *family, const char *flavour, char *p
 const char *model_family_built_flavour(const char *family, int i, char *flavour, size_t n);
 /* SimpleTuner's title of the family ("Flux.1"), NULL when it is not one of SimpleTuner's. */
 const char *model_family_title(const char *family);
+/* A SimpleTuner family's example config's file name (tests/fixtures/simpletuner) and the tiny preset the family
+ * sweep measures it on; either NULL where it has none (an unknown family: both). */
+const char *model_family_example(const char *family);
+const char *model_family_tiny(const char *family);
 /* Whether a built flavour of SimpleTuner's family `family` runs on segtrain's family `topology` (SimpleTuner's
  * hunyuanvideo is HunyuanVideo 1.5's hunyuanvideo15, and its 1.0 flavour hunyuanvideo). */
 bool model_family_builds(const char *family, const char *topology);

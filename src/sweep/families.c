@@ -16,55 +16,6 @@
 
 #define GIB_F (1024.0 * 1024.0 * 1024.0)
 
-/* Each family's SimpleTuner example config (tests/fixtures/simpletuner, copied unchanged) and the tiny preset its
- * measured half runs. A family missing here predicts from its default flavour alone and finds its tiny preset by
- * name (tiny_preset_of): a family that lands works before it is added, and the report says what was chosen. */
-static const struct {
-    const char *family, *example, *tiny;
-} family_examples[] = {
-    {"ace_step", NULL, "ace-step-tiny"},
-    {"anima", "anima.peft-lora.json", "anima-tiny"},
-    {"auraflow", "auraflow.peft-lora.json", "auraflow-tiny"},
-    {"chroma", NULL, "chroma-tiny"},
-    {"cosmos2image", "cosmos2image.lycoris-lokr.json", "cosmos2-tiny"},
-    {"cosmos3", "cosmos3-image.lycoris-lokr.json", "cosmos3-tiny"},
-    {"ernie", "ernie.peft-lora.json", "ernie-tiny"},
-    {"flux", "flux.peft-lora.json", "flux-tiny"},
-    {"flux2", "flux2.peft-lora.json", "flux2-tiny"},
-    {"flux3_image", NULL, "flux3-tiny"},
-    {"hidream", "hidream.peft-lora.json", "hidream-tiny"},
-    {"hunyuanvideo", "hunyuanvideo-1.5-t2v.peft-lora.json", "hunyuanvideo15-tiny"},
-    {"ideogram", "ideogram-fp8.peft-lora.json", "ideogram-tiny"},
-    {"kandinsky5-image", "kandinsky5-image-6b-t2i.lycoris-lokr.json", "kandinsky5-image-tiny"},
-    {"kandinsky5-video", "kandinsky5-video-2b-t2v.peft-lora.json", "kandinsky5-video-tiny"},
-    {"kolors", "kolors.peft-lora.json", "kolors-tiny"},
-    {"krea2", "krea2.peft-lora.json", "krea2-tiny"},
-    {"longcat_image", NULL, "longcat-image-tiny"},
-    {"ltxvideo", "ltxvideo-0.9.5-t2v.peft-lora.json", "ltxvideo-tiny"},
-    {"ltxvideo2", "ltxvideo2-19b-t2v.peft-lora.json", "ltxvideo2-tiny"},
-    {"lumina2", "lumina2.peft-lora.json", "lumina2-tiny"},
-    {"minimaxh3", "minimaxh3-fl2va-convrot-int8-48g.peft-lora.json", "minimaxh3-tiny"},
-    {"omnigen", "omnigen.lycoris-lokr.json", "omnigen-tiny"},
-    {"pixart_sigma", "pixart.lycoris-lokr.json", "pixart-sigma-tiny"},
-    {"qwen_image", "qwen_image.peft-lora.json", "qwen-image-tiny"},
-    {"sana", "sana.lycoris-lokr.json", "sana-1.5-tiny"},
-    {"sanavideo", "sanavideo-2b-480p.peft-lora.json", "sanavideo-tiny"},
-    {"sd1x", "sd1x-dreamshaper.peft-lora.json", "sd1x-tiny"},
-    {"sd3", "sd3.peft-lora.json", "sd3-tiny"},
-    {"sdxl", "sdxl.lycoris-lokr.json", "sdxl-tiny"},
-    {"stable_cascade", "cascade-stage-c.lycoris-lokr.json", "stable-cascade-tiny"},
-    {"wan", "wan-1.3b.peft-lora+TREAD.json", "wan-tiny"},
-    {"z_image", "z-image.peft-lora.json", "z-image-tiny"},
-};
-#define N_EXAMPLES ((int)(sizeof family_examples / sizeof *family_examples))
-
-static int example_index(const char *family)
-{
-    for (int i = 0; i < N_EXAMPLES; i++)
-        if (!strcmp(family, family_examples[i].family)) return i;
-    return -1;
-}
-
 /* ---- which families ------------------------------------------------------------------------------------------ */
 
 /* SimpleTuner's family names (segtrain's own topologies have no title), NULL past the last. */
@@ -190,11 +141,11 @@ static st_status size_half(sweep_result *r, const sweep_mode *modes, int n_modes
 static st_status load_real(family_sweep *f, const char *examples, const char *dir, const char *const *sets,
                            int n_sets, config **out)
 {
-    const int e = example_index(f->family);
+    const char *example = model_family_example(f->family);
     char path[SWEEP_TEXT_MAX];
     size_t at = strlen(f->note); /* after what prepare said of the flavour */
-    if (e >= 0 && family_examples[e].example) {
-        snprintf(path, sizeof path, "%s/%s", examples, family_examples[e].example);
+    if (example) {
+        snprintf(path, sizeof path, "%s/%s", examples, example);
         if (!access(path, R_OK)) {
             snprintf(f->example, sizeof f->example, "%s", path);
             if (!strstr(path, ".lycoris-")) return config_load_with(path, sets, n_sets, out, NULL);
@@ -207,8 +158,7 @@ static st_status load_real(family_sweep *f, const char *examples, const char *di
                      "lora_type lycoris is not built)", path);
             return config_load_with(path, with, n_sets + 1, out, NULL);
         }
-        snprintf(f->note + at, sizeof f->note - at, "its example %s is not in %s: ", family_examples[e].example,
-                 examples);
+        snprintf(f->note + at, sizeof f->note - at, "its example %s is not in %s: ", example, examples);
     } else {
         snprintf(f->note + at, sizeof f->note - at, "no SimpleTuner example config is at hand: ");
     }
@@ -269,9 +219,8 @@ st_status family_sweep_prepare(family_sweep *f, const char *examples, const char
     f->real = real;
 
     /* the measured half: the tiny preset of the family, in a config file the cells read */
-    const int e = example_index(f->family);
     char real_preset[SWEEP_NAME_MAX];
-    const char *tiny = e >= 0 ? family_examples[e].tiny : NULL;
+    const char *tiny = model_family_tiny(f->family);
     if (!tiny && model_family_preset(f->family, f->flavour, real_preset, sizeof real_preset))
         tiny = tiny_preset_of(real_preset);
     if (!tiny) {

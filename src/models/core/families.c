@@ -192,3 +192,15 @@ const char *model_family_title(const char *family)
     const family_st *f = find_family(family, NULL);
     return f ? f->title : NULL;
 }
+
+const char *model_family_example(const char *family)
+{
+    const family_st *f = find_family(family, NULL);
+    return f ? f->example : NULL;
+}
+
+const char *model_family_tiny(const char *family)
+{
+    const family_st *f = find_family(family, NULL);
+    return f ? f->tiny : NULL;
+}

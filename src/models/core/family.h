@@ -34,6 +34,8 @@ typedef struct family_st {
     const char *built;     /* the flavours built, each with its preset: "flavour:preset|..."; NULL: none */
     const char *fallback;  /* the flavour SimpleTuner takes when none is given */
     const char *why;       /* why the other flavours are not built, where that is known (NULL: "not built yet") */
+    const char *example;   /* its SimpleTuner example config (tests/fixtures/simpletuner), NULL: none at hand */
+    const char *tiny;      /* the tiny preset the family sweep measures it on (NULL: found by name) */
 } family_st;
 
 /* A diffusers class whose config.json the family reads, and its reader (over mc: the family's defaults, then the

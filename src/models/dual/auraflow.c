@@ -193,7 +193,8 @@ static st_status auraflow_from_json(const cJSON *j, const char *file, model_conf
 const family_desc auraflow_desc = {
     .name = "auraflow", .topology = TOPO_DUAL, .traits = TR_TEXT,
     .st = {{.name = "auraflow", .title = "AuraFlow", .diffusers = "AuraFlowTransformer2DModel",
-            .flavours = "pony|v0.3|v0.2|v0.1", .built = "v0.3:auraflow", .fallback = "v0.3"}},
+            .flavours = "pony|v0.3|v0.2|v0.1", .built = "v0.3:auraflow", .fallback = "v0.3",
+            .example = "auraflow.peft-lora.json", .tiny = "auraflow-tiny"}},
     .register_tokens = 8 /* its register tokens */, .ops = &auraflow_family, FAMILY_PRESETS(presets),
     .readers = {{"AuraFlowTransformer2DModel", auraflow_from_json}}, .fields = F_SINGLE, .check = auraflow_check,
 };

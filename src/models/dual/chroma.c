@@ -51,7 +51,8 @@ static st_status chroma_from_json(const cJSON *j, const char *file, model_config
 const family_desc chroma_desc = {
     .name = "chroma", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_TEXT_MASK | TR_UNPOOLED,
     .st = {{.name = "chroma", .title = "Chroma 1", .diffusers = "ChromaTransformer2DModel",
-            .flavours = "base|hd|flash", .built = "base:chroma|hd:chroma|flash:chroma", .fallback = "base"}},
+            .flavours = "base|hd|flash", .built = "base:chroma|hd:chroma|flash:chroma", .fallback = "base",
+            .tiny = "chroma-tiny"}},
     .mask = MASK_PAD_ONE, .packed = 4, .ops = &mmdit_family,
     .topology_options = &(const mmdit_options){.approximator = true}, FAMILY_PRESETS(presets), .preset = chroma_preset,
     .readers = {{"ChromaTransformer2DModel", chroma_from_json}}, .fields = F_SINGLE, .axes = 3, .check = chroma_check,

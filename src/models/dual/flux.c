@@ -25,7 +25,8 @@ const family_desc flux_desc = {
     .name = "flux", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_POOLED,
     .st = {{.name = "flux", .title = "Flux.1", .diffusers = "FluxTransformer2DModel",
             .flavours = "dev|krea|schnell|kontext|fluxbooru|libreflux",
-            .built = "dev:flux-dev|krea:flux-dev|schnell:flux-schnell|fluxbooru:flux-dev", .fallback = "krea"}},
+            .built = "dev:flux-dev|krea:flux-dev|schnell:flux-schnell|fluxbooru:flux-dev", .fallback = "krea",
+            .example = "flux.peft-lora.json", .tiny = "flux-tiny"}},
     .packed = 4, .ops = &mmdit_family, FAMILY_PRESETS(presets), .readers = {{"FluxTransformer2DModel", flux_from_json}},
     .fields = F_SINGLE, .axes = 3,
 };

@@ -264,7 +264,7 @@ const family_desc hidream_desc = {
     .name = "hidream", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_POOLED,
     .st = {{.name = "hidream", .title = "HiDream", .diffusers = "HiDreamImageTransformer2DModel",
             .flavours = "dev|full|fast", .built = "full:hidream-full|dev:hidream-dev|fast:hidream-fast",
-            .fallback = "full"}},
+            .fallback = "full", .example = "hidream.peft-lora.json", .tiny = "hidream-tiny"}},
     .uncached = "each block's Llama hidden states", .cond_len = hidream_cond_len, .condition = hidream_condition,
     .ops = &hidream_family, FAMILY_PRESETS(presets), .preset = hidream_preset, .rope_axes = hidream_rope_axes,
     .readers = {{"HiDreamImageTransformer2DModel", hidream_from_json}}, .fields = F_SINGLE, .axes = 3,

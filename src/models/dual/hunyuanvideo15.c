@@ -78,7 +78,8 @@ const family_desc hunyuanvideo15_desc = {
                      "1.0:hunyuanvideo-1.0",
             .fallback = "t2v-480p",
             .why = "the i2v flavours also take the first frame's latents (the condition channels) and its SigLIP "
-                   "image tokens; segtrain's conditioning carries no reference image"}},
+                   "image tokens; segtrain's conditioning carries no reference image",
+            .example = "hunyuanvideo-1.5-t2v.peft-lora.json", .tiny = "hunyuanvideo15-tiny"}},
     .uncached = "ByT5's glyph tokens and their mask", .ops = &hunyuan_video_family,
     .topology_options = &(const hunyuan_video_options){.v15 = true}, FAMILY_PRESETS(presets),
     .preset = hunyuanvideo15_preset, .readers = {{"HunyuanVideo15Transformer3DModel", hunyuanvideo15_from_json}},

@@ -27,7 +27,8 @@ static st_status longcat_from_json(const cJSON *j, const char *file, model_confi
 const family_desc longcat_image_desc = {
     .name = "longcat_image", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_UNPOOLED,
     .st = {{.name = "longcat_image", .title = "LongCat-Image", .diffusers = "LongCatImageTransformer2DModel",
-            .flavours = "final|dev|edit", .built = "final:longcat-image|dev:longcat-image", .fallback = "final"}},
+            .flavours = "final|dev|edit", .built = "final:longcat-image|dev:longcat-image", .fallback = "final",
+            .tiny = "longcat-image-tiny"}},
     .packed = 4, .ops = &mmdit_family, .topology_options = &(const mmdit_options){.longcat = true},
     FAMILY_PRESETS(presets), .readers = {{"LongCatImageTransformer2DModel", longcat_from_json}}, .fields = F_SINGLE,
     .axes = 3,

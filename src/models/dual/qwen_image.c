@@ -219,7 +219,8 @@ const family_desc qwen_image_desc = {
             .built = "v1.0:qwen-image|v2.0:qwen-image|v2.1:qwen-image-2.1", .fallback = "v2.0",
             .why = "the edit flavours also take reference images' latents as image tokens (at RoPE frame 1 on), and "
                    "edit-v2+ and edit-v3 modulate those with a zero timestep (zero_cond_t); segtrain's conditioning "
-                   "carries no reference image"}},
+                   "carries no reference image",
+            .example = "qwen_image.peft-lora.json", .tiny = "qwen-image-tiny"}},
     .packed = -1 /* C p^2 */, .ops = &qwen_image_family, FAMILY_PRESETS(presets),
     .readers = {{"QwenImageTransformer2DModel", qwen_from_json}}, .axes = 3,
 };

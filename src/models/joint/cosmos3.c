@@ -404,7 +404,8 @@ const family_desc cosmos3_desc = {
             .flavours = "edge|nano|super|super-i2v|super-t2i", .built = "nano:cosmos3-nano", .fallback = "nano",
             .why = "edge, super and super-t2i are other transformer sizes (4 B and 65 B) whose configs were not at hand "
                    "to verify; give the checkpoint's folder as pretrained_model_name_or_path with flavour nano. "
-                   "super-i2v also takes a first frame's latents, which segtrain's conditioning does not carry"}},
+                   "super-i2v also takes a first frame's latents, which segtrain's conditioning does not carry",
+            .example = "cosmos3-image.lycoris-lokr.json", .tiny = "cosmos3-tiny"}},
     .condition = cosmos3_condition, .describe_blocks = cosmos3_blocks, .ops = &cosmos3_family, FAMILY_PRESETS(presets),
     .preset = cosmos3_preset, .readers = {{"Cosmos3OmniTransformer", cosmos3_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_HEAD_DIM | F_ACTION | F_AUDIO_CHANNELS, .check = cosmos3_check,

@@ -290,7 +290,8 @@ const family_desc ernie_desc = {
     .st = {{.name = "ernie", .title = "ERNIE-Image", .diffusers = "ErnieImageTransformer2DModel",
             .flavours = "base|turbo", .built = "base:ernie-image", .fallback = "base",
             .why = "turbo trains LoRA through an assistant adapter loaded beside it, which segtrain does not load; base, "
-                   "the same transformer shape, is built"}},
+                   "the same transformer shape, is built",
+            .example = "ernie.peft-lora.json", .tiny = "ernie-tiny"}},
     .ops = &ernie_family, FAMILY_PRESETS(presets), .preset = ernie_preset, .rope_axes = family_rope_axes_wide,
     .readers = {{"ErnieImageTransformer2DModel", ernie_from_json}}, .fields = F_FFN | F_NORM_EPS | F_KV_HEADS,
     .check = ernie_check,

@@ -425,7 +425,7 @@ static st_status flux3_from_json(const cJSON *j, const char *file, model_config 
 const family_desc flux3_image_desc = {
     .name = "flux3_image", .topology = TOPO_JOINT, .traits = TR_TEXT,
     .st = {{.name = "flux3_image", .title = "Flux.3 Klein", .diffusers = "Flux3Transformer2DModel", .flavours = "",
-            .built = ":flux3-klein", .fallback = ""}},
+            .built = ":flux3-klein", .fallback = "", .tiny = "flux3-tiny"}},
     .describe_blocks = flux3_blocks, .ops = &flux3_family, FAMILY_PRESETS(presets), .preset = flux3_preset,
     .rope_axes = family_rope_axes_four, .readers = {{"Flux3Transformer2DModel", flux3_from_json}}, .fields = F_SINGLE,
     .axes = 4, .check = flux3_check,

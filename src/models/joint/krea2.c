@@ -450,7 +450,8 @@ static st_status krea2_from_json(const cJSON *j, const char *file, model_config 
 const family_desc krea2_desc = {
     .name = "krea2", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK,
     .st = {{.name = "krea2", .title = "Krea 2", .diffusers = "Krea2Transformer2DModel", .flavours = "raw|turbo",
-            .built = "raw:krea2|turbo:krea2", .fallback = "raw"}},
+            .built = "raw:krea2|turbo:krea2", .fallback = "raw", .example = "krea2.peft-lora.json",
+            .tiny = "krea2-tiny"}},
     .mask = MASK_EMPTY_ONE, .describe_blocks = krea2_blocks, .ops = &krea2_family, FAMILY_PRESETS(presets),
     .preset = krea2_preset, .rope_axes = family_rope_axes_wide,
     .readers = {{"Krea2Transformer2DModel", krea2_from_json}},

@@ -582,7 +582,8 @@ static st_status lumina2_from_json(const cJSON *j, const char *file, model_confi
 const family_desc lumina2_desc = {
     .name = "lumina2", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK,
     .st = {{.name = "lumina2", .title = "Lumina-T2I", .diffusers = "Lumina2Transformer2DModel",
-            .flavours = "2.0|neta-lumina", .built = "2.0:lumina2|neta-lumina:lumina2", .fallback = "2.0"}},
+            .flavours = "2.0|neta-lumina", .built = "2.0:lumina2|neta-lumina:lumina2", .fallback = "2.0",
+            .example = "lumina2.peft-lora.json", .tiny = "lumina2-tiny"}},
     .describe_blocks = lumina2_blocks, .ops = &lumina2_family, FAMILY_PRESETS(presets), .preset = lumina2_preset,
     .rope_axes = lumina2_rope_axes, .readers = {{"Lumina2Transformer2DModel", lumina2_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_REFINER, .check = lumina2_check,

@@ -431,7 +431,8 @@ const family_desc minimaxh3_desc = {
             .built = "fl2va:minimaxh3|convrot-int8:minimaxh3|convrot-int4:minimaxh3|nvfp4:minimaxh3|fp8-e4m3fn:minimaxh3",
             .fallback = "fl2va",
             .why = "ref2va is the reference-to-video-and-audio transformer (SimpleTuner's transformer_ref, with "
-                   "reference rows in its sequence); segtrain's conditioning carries no reference"}},
+                   "reference rows in its sequence); segtrain's conditioning carries no reference",
+            .example = "minimaxh3-fl2va-convrot-int8-48g.peft-lora.json", .tiny = "minimaxh3-tiny"}},
     .pixel_frames = minimax_pixel_frames, .latent_frames = minimax_latent_frames, .describe_blocks = minimax_blocks,
     .describe_grid = minimax_grid, .ops = &minimax_h3_family, FAMILY_PRESETS(presets), .preset = minimax_preset,
     .readers = {{"MiniMaxH3Transformer3DModel", minimax_from_json}},

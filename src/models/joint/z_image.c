@@ -69,7 +69,8 @@ const family_desc z_image_desc = {
             .fallback = "turbo-ostris-v2",
             .why = "the turbo flavours (turbo, turbo-ostris-v2, its default, and ostris-de-turbo) train LoRA through an "
                    "assistant adapter (ostris's de-distillation LoRA) loaded beside it, which segtrain does not load; "
-                   "base, the same transformer shape, is built"}},
+                   "base, the same transformer shape, is built",
+            .example = "z-image.peft-lora.json", .tiny = "z-image-tiny"}},
     .describe_blocks = lumina2_blocks, .ops = &lumina2_family,
     .topology_options = &(const lumina2_options){.zimage = true}, FAMILY_PRESETS(presets), .preset = z_image_preset,
     .rope_axes = family_rope_axes_wide, .readers = {{"ZImageTransformer2DModel", zimage_from_json}},

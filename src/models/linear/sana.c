@@ -109,7 +109,7 @@ const family_desc sana_desc = {
             .flavours = "sana1.5-4.8b-1024|sana1.5-1.6b-1024|sana1.0-1.6b-2048|sana1.0-1.6b-1024|sana1.0-600m-1024|sana1.0-600m-512",
             .built = "sana1.5-4.8b-1024:sana-1.5-4.8b-1024|sana1.5-1.6b-1024:sana-1.5-1.6b-1024|sana1.0-1.6b-2048:sana-1.6b-2048|"
                      "sana1.0-1.6b-1024:sana-1.6b-1024|sana1.0-600m-1024:sana-600m-1024|sana1.0-600m-512:sana-600m-512",
-            .fallback = "sana1.5-4.8b-1024"}},
+            .fallback = "sana1.5-4.8b-1024", .example = "sana.lycoris-lokr.json", .tiny = "sana-1.5-tiny"}},
     .ops = &xdit_family, .topology_options = &(const xdit_options){.sana = true}, FAMILY_PRESETS(presets),
     .preset = sana_preset, .readers = {{"SanaTransformer2DModel", sana_from_json}}, .fields = F_FFN | F_CROSS_HEADS,
     .check = sana_check,

@@ -42,7 +42,8 @@ static st_status sanavideo_from_json(const cJSON *j, const char *file, model_con
 const family_desc sanavideo_desc = {
     .name = "sanavideo", .topology = TOPO_LINEAR, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_UNPOOLED,
     .st = {{.name = "sanavideo", .title = "SanaVideo", .diffusers = "SanaVideoTransformer3DModel",
-            .flavours = "2b-480p", .built = "2b-480p:sanavideo-2b-480p", .fallback = "2b-480p"}},
+            .flavours = "2b-480p", .built = "2b-480p:sanavideo-2b-480p", .fallback = "2b-480p",
+            .example = "sanavideo-2b-480p.peft-lora.json", .tiny = "sanavideo-tiny"}},
     .ops = &xdit_family, .topology_options = &(const xdit_options){.sana = true, .sana_video = true},
     FAMILY_PRESETS(presets), .preset = sanavideo_preset,
     .readers = {{"SanaVideoTransformer3DModel", sanavideo_from_json}}, .fields = F_FFN | F_CROSS_HEADS,

@@ -14,7 +14,7 @@ static const family_preset presets[] = {
 const family_desc kolors_desc = {
     .name = "kolors", .topology = TOPO_UNET,
     .st = {{.name = "kolors", .title = "Kwai Kolors", .diffusers = "UNet2DConditionModel", .flavours = "1.0",
-            .built = "1.0:kolors", .fallback = "1.0"}},
+            .built = "1.0:kolors", .fallback = "1.0", .example = "kolors.peft-lora.json", .tiny = "kolors-tiny"}},
     UNET_TRAITS, .topology_options = &(const unet_options){.added = true, .text_proj = true}, FAMILY_PRESETS(presets),
     .preset = unet_preset, .readers = {{"UNet2DConditionModel", unet_from_json}},
 };

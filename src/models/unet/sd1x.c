@@ -17,6 +17,7 @@ const family_desc sd1x_desc = {
     .st = {{.name = "sd1x", .title = "Stable Diffusion 1.x", .diffusers = "UNet2DConditionModel",
             .flavours = "1.5|1.4|dreamshaper|realvis", .built = "1.5:sd15|1.4:sd15|dreamshaper:sd15",
             .fallback = "dreamshaper",
-            .why = "realvis is RealVisXL (SG161222/RealVisXL_V5.0), an SDXL checkpoint: plan it with model_family sdxl"}},
+            .why = "realvis is RealVisXL (SG161222/RealVisXL_V5.0), an SDXL checkpoint: plan it with model_family sdxl",
+            .example = "sd1x-dreamshaper.peft-lora.json", .tiny = "sd1x-tiny"}},
     UNET_TRAITS, FAMILY_PRESETS(presets), .preset = unet_preset, .readers = {{"UNet2DConditionModel", unet_from_json}},
 };

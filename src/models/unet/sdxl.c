@@ -18,7 +18,8 @@ const family_desc sdxl_desc = {
             .flavours = "base-1.0|refiner-1.0|base-0.9|refiner-0.9", .built = "base-1.0:sdxl|base-0.9:sdxl",
             .fallback = "base-1.0",
             .why = "the refiners read OpenCLIP-G's text alone and five size ids, one of them an aesthetic score; the base "
-                   "flavours are built"}},
+                   "flavours are built",
+            .example = "sdxl.lycoris-lokr.json", .tiny = "sdxl-tiny"}},
     UNET_TRAITS, .topology_options = &(const unet_options){.added = true}, FAMILY_PRESETS(presets),
     .preset = unet_preset, .readers = {{"UNet2DConditionModel", unet_from_json}},
 };

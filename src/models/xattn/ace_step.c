@@ -386,7 +386,8 @@ const family_desc ace_step_desc = {
             .flavours = "base|v15-turbo|v15-base|v15-sft",
             .built = "v15-turbo:ace-step-1.5|v15-base:ace-step-1.5|v15-sft:ace-step-1.5", .fallback = "base",
             .why = "base is ACE-Step 1.0, another transformer than 1.5's AceStepTransformer1DModel; the 1.5 flavours "
-                   "(v15-turbo, v15-base, v15-sft) are built"}},
+                   "(v15-turbo, v15-base, v15-sft) are built",
+            .tiny = "ace-step-tiny"}},
     .uncached = "the context latents and their chunk mask", .cond_len = ace_step_cond_len,
     .condition = ace_step_condition, .ops = &ace_step_family, FAMILY_PRESETS(presets), .preset = ace_step_preset,
     .readers = {{"AceStepTransformer1DModel", ace_step_from_json}},

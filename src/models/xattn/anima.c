@@ -357,7 +357,8 @@ const family_desc anima_desc = {
             .fallback = "preview-3",
             .why = "gazingstars123-2.9b is a single-file 2.9B checkpoint whose transformer sizes are not published as a "
                    "diffusers config (SimpleTuner infers them from its tensors); give its converted folder as "
-                   "pretrained_model_name_or_path with a built flavour"}},
+                   "pretrained_model_name_or_path with a built flavour",
+            .example = "anima.peft-lora.json", .tiny = "anima-tiny"}},
     .uncached = "the T5 ids and weights beside the Qwen3 states", .cond_len = anima_cond_len,
     .condition = anima_condition, .ops = &cosmos_family,
     .topology_options = &(const cosmos_options){.text_adapter = true}, FAMILY_PRESETS(presets), .preset = anima_preset,

@@ -81,7 +81,7 @@ const family_desc cosmos2image_desc = {
     .name = "cosmos2image", .topology = TOPO_XATTN, .traits = TR_TEXT | TR_EDM | TR_UNPOOLED,
     .st = {{.name = "cosmos2image", .alias = "cosmos", .title = "Cosmos 2 (T2I)",
             .diffusers = "CosmosTransformer3DModel", .flavours = "2b|14b", .built = "2b:cosmos2-2b|14b:cosmos2-14b",
-            .fallback = "2b"}},
+            .fallback = "2b", .example = "cosmos2image.lycoris-lokr.json", .tiny = "cosmos2-tiny"}},
     .ops = &cosmos_family, FAMILY_PRESETS(presets), .preset = cosmos2image_preset,
     .readers = {{"CosmosTransformer3DModel", cosmos_from_json}}, .fields = F_FFN | F_ADALN, .check = cosmos_check,
 };

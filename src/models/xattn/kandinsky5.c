@@ -499,7 +499,8 @@ const family_desc kandinsky5_desc = {
             .built = "t2i-lite-sft:kandinsky5-t2i-lite|t2i-lite-pretrain:kandinsky5-t2i-lite",
             .fallback = "t2i-lite-sft",
             .why = "the i2i flavours also take a reference image's latents and mask as input channels "
-                   "(visual_cond); segtrain's conditioning carries no reference image"},
+                   "(visual_cond); segtrain's conditioning carries no reference image",
+            .example = "kandinsky5-image-6b-t2i.lycoris-lokr.json", .tiny = "kandinsky5-image-tiny"},
            {.name = "kandinsky5-video", .alias = "kandinsky5_video", .title = "Kandinsky5-Video",
             .diffusers = "Kandinsky5Transformer3DModel",
             .flavours = "t2v-lite-sft-5s|t2v-lite-pretrain-5s|t2v-lite-sft-10s|t2v-lite-pretrain-10s|t2v-pro-sft-5s-hd|"
@@ -511,7 +512,8 @@ const family_desc kandinsky5_desc = {
             .fallback = "t2v-lite-sft-5s",
             .why = "the i2v flavours also take the first frame's latents and its mask in the visual_cond "
                    "channels, which are zero in text-to-video; segtrain's conditioning carries no reference "
-                   "image"}},
+                   "image",
+            .example = "kandinsky5-video-2b-t2v.peft-lora.json", .tiny = "kandinsky5-video-tiny"}},
     .is_video = kandinsky5_video, .ops = &kandinsky5_family, FAMILY_PRESETS(presets), .preset = kandinsky5_preset,
     .readers = {{"Kandinsky5Transformer3DModel", kandinsky5_from_json}},
     .fields = F_FFN | F_TEXT_BLOCKS | F_TIME_DIM | F_COND_CHANNELS, .check = kandinsky5_check,

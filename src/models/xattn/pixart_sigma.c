@@ -66,7 +66,7 @@ const family_desc pixart_sigma_desc = {
             .flavours = "900M-1024-v0.6|900M-1024-v0.7-stage1|900M-1024-v0.7-stage2|600M-512|600M-1024|600M-2048",
             .built = "900M-1024-v0.6:pixart-900m-1024|900M-1024-v0.7-stage1:pixart-900m-1024|900M-1024-v0.7-stage2:pixart-900m-1024|"
                      "600M-512:pixart-sigma-512|600M-1024:pixart-sigma-1024|600M-2048:pixart-sigma-2048",
-            .fallback = "900M-1024-v0.6"}},
+            .fallback = "900M-1024-v0.6", .example = "pixart.lycoris-lokr.json", .tiny = "pixart-sigma-tiny"}},
     .ops = &xdit_family, FAMILY_PRESETS(presets), .preset = pixart_sigma_preset,
     .readers = {{"PixArtTransformer2DModel", pixart_from_json}}, .fields = F_FFN,
 };
