@@ -72,6 +72,24 @@ void cu_op_done(op_kind kind, double t0, double flops, double bytes, const char 
  * optimizer updates), so that both backends' profiles count the same calls. */
 void cu_op_done_unprofiled(const char *what);
 
+/* The column-sum kernels' block (norm's dw and db, the token sums of modulate and the gated residual): SUM_COLS
+ * columns by SUM_LANES lanes, each lane summing its rows in order. */
+constexpr int SUM_COLS = 32, SUM_LANES = 16;
+
+/* Lane 0 of each column gets the column's totals of the S partial sums `a`, the lanes added in order, so that the
+ * bits are fixed by the launch shape alone. Every thread of the block calls it. */
+template <int S> __device__ inline void fold_lanes(float (&a)[S])
+{
+    __shared__ float part[S][SUM_LANES][SUM_COLS + 1];
+    for (int s = 0; s < S; s++) part[s][threadIdx.y][threadIdx.x] = a[s];
+    __syncthreads();
+    for (int s = 0; threadIdx.y == 0 && s < S; s++) {
+        a[s] = 0.0f;
+        for (int k = 0; k < SUM_LANES; k++) a[s] += part[s][k][threadIdx.x];
+    }
+    __syncthreads(); /* part is written again by the next call */
+}
+
 /* A launch grid of at most 65535 * 32 blocks of `threads` covering n items with a grid-stride loop. */
 static inline unsigned cu_blocks(int64_t n, int threads)
 {

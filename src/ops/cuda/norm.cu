@@ -3,15 +3,13 @@
  *
  * One warp a row for the statistics and the input gradient: the lanes take the row's columns in a stride of 32, in
  * order, and fold with a butterfly, so every bit is fixed by the launch shape alone. dw and db are column sums over
- * the rows: one thread a column and one of ROW_LANES row lanes, each lane's rows in order, the lanes folded in order
- * through shared memory. No workspace (the ops state none) and no atomics. */
+ * the rows: one thread a column and one of SUM_LANES row lanes, each lane's rows in order, the lanes folded in order
+ * (fold_lanes). No workspace (the ops state none) and no atomics. */
 #include "backend.h"
 
 namespace {
 
-constexpr int WARPS = 8;      /* rows a block of the row kernels (256 threads) */
-constexpr int COLS = 32;      /* columns a block of the column-sum kernel */
-constexpr int ROW_LANES = 16; /* row lanes a column of the column-sum kernel */
+constexpr int WARPS = 8; /* rows a block of the row kernels (256 threads) */
 
 /* A butterfly: lane i adds s_i + s_(i^o) and lane i^o the same two in the other order, which IEEE addition makes
  * the same bits, so all lanes end with one value. */
@@ -82,32 +80,24 @@ __global__ void norm_dx_kernel(float *dx, const float *dy, const float *x, const
     }
 }
 
-/* dw[c] += sum_i dy xhat and db[c] += sum_i dy (either may be NULL; mean NULL: m = 0). Block (COLS, ROW_LANES):
- * lane y sums rows y, y + ROW_LANES, ... in order; lanes 0 .. ROW_LANES-1 are folded in order. */
+/* dw[c] += sum_i dy xhat and db[c] += sum_i dy (either may be NULL; mean NULL: m = 0). Block (SUM_COLS, SUM_LANES):
+ * lane y sums rows y, y + SUM_LANES, ... in order; fold_lanes adds the lanes in order. */
 __global__ void norm_param_kernel(float *dw, float *db, const float *dy, const float *x, const float *mean,
                                   const float *rstd, int64_t n, int64_t d)
 {
-    __shared__ float sw[ROW_LANES][COLS + 1], sb[ROW_LANES][COLS + 1];
-    const int64_t c = (int64_t)blockIdx.x * COLS + threadIdx.x;
-    float aw = 0.0f, ab = 0.0f;
+    const int64_t c = (int64_t)blockIdx.x * SUM_COLS + threadIdx.x;
+    float a[2] = {0.0f, 0.0f}; /* dw's and db's */
     if (c < d)
-        for (int64_t i = threadIdx.y; i < n; i += ROW_LANES) {
+        for (int64_t i = threadIdx.y; i < n; i += SUM_LANES) {
             const float g = dy[i * d + c];
             const float m = mean ? mean[i] : 0.0f;
-            aw += g * ((x[i * d + c] - m) * rstd[i]);
-            ab += g;
+            a[0] += g * ((x[i * d + c] - m) * rstd[i]);
+            a[1] += g;
         }
-    sw[threadIdx.y][threadIdx.x] = aw;
-    sb[threadIdx.y][threadIdx.x] = ab;
-    __syncthreads();
+    fold_lanes(a);
     if (threadIdx.y == 0 && c < d) {
-        float tw = 0.0f, tb = 0.0f;
-        for (int k = 0; k < ROW_LANES; k++) {
-            tw += sw[k][threadIdx.x];
-            tb += sb[k][threadIdx.x];
-        }
-        if (dw) dw[c] += tw;
-        if (db) db[c] += tb;
+        if (dw) dw[c] += a[0];
+        if (db) db[c] += a[1];
     }
 }
 
@@ -137,8 +127,8 @@ void launch_backward(float *dx, float *dw, float *db, const float *dy, const flo
     if (n <= 0 || d <= 0) return;
     /* the column sums first: they read dy, which nothing may alias, but this order is the harmless one if it did */
     if (dw || db)
-        norm_param_kernel<<<(unsigned)((d + COLS - 1) / COLS), dim3(COLS, ROW_LANES), 0, cu_compute_stream()>>>(
-            dw, db, dy, x, mean, rstd, n, d);
+        norm_param_kernel<<<(unsigned)((d + SUM_COLS - 1) / SUM_COLS), dim3(SUM_COLS, SUM_LANES), 0,
+                            cu_compute_stream()>>>(dw, db, dy, x, mean, rstd, n, d);
     if (dx)
         norm_dx_kernel<<<cu_blocks(n, WARPS), WARPS * 32, 0, cu_compute_stream()>>>(dx, dy, x, w, mean, rstd, n, d,
                                                                                      1.0f / (float)d);
@@ -170,10 +160,8 @@ extern "C" void layernorm_backward(float *dx, float *dw, float *db, const float 
 {
     /* without the kept state (or with the wrong one) the CPU code panics, as the contract says */
     const void *kept = keep ? keep->data : nullptr;
-    if (!cu_on_device(dx, dw, db, dy, x, w, kept) || !kept || keep->bytes != layernorm_kept_bytes(n)) {
-        cpu_layernorm_backward(dx, dw, db, dy, x, w, n, d, keep);
-        return;
-    }
+    if (!cu_on_device(dx, dw, db, dy, x, w, kept) || !kept || keep->bytes != layernorm_kept_bytes(n))
+        return cpu_layernorm_backward(dx, dw, db, dy, x, w, n, d, keep);
     const double t0 = cu_op_start();
     const float *mean = (const float *)kept, *rstd = mean + n;
     launch_backward(dx, dw, db, dy, x, w, mean, rstd, n, d);
@@ -199,10 +187,8 @@ extern "C" void rmsnorm_backward(float *dx, float *dw, const float *dy, const fl
                                  int64_t d, const op_state *keep)
 {
     const void *kept = keep ? keep->data : nullptr;
-    if (!cu_on_device(dx, dw, dy, x, w, kept) || !kept || keep->bytes != rmsnorm_kept_bytes(n)) {
-        cpu_rmsnorm_backward(dx, dw, dy, x, w, n, d, keep);
-        return;
-    }
+    if (!cu_on_device(dx, dw, dy, x, w, kept) || !kept || keep->bytes != rmsnorm_kept_bytes(n))
+        return cpu_rmsnorm_backward(dx, dw, dy, x, w, n, d, keep);
     const double t0 = cu_op_start();
     launch_backward(dx, dw, nullptr, dy, x, w, nullptr, (const float *)kept, n, d);
     cu_op_done(OP_NORM, t0, 0, 16.0 * n * d, "rmsnorm_backward");

@@ -58,10 +58,7 @@ __global__ void lion_kernel(float *w, const float *g, float *m, int64_t n, optim
 
 extern "C" void adamw_update(float *w, const float *g, float *m, float *v, int64_t n, const optim_coefs *k)
 {
-    if (!cu_on_device(w, g, m, v)) {
-        cpu_adamw_update(w, g, m, v, n, k);
-        return;
-    }
+    if (!cu_on_device(w, g, m, v)) return cpu_adamw_update(w, g, m, v, n, k);
     if (n > 0)
         adamw_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(w, g, m, v, n, *k);
     cu_op_done_unprofiled("adamw_update");
@@ -69,10 +66,7 @@ extern "C" void adamw_update(float *w, const float *g, float *m, float *v, int64
 
 extern "C" void lion_update(float *w, const float *g, float *m, int64_t n, const optim_coefs *k)
 {
-    if (!cu_on_device(w, g, m)) {
-        cpu_lion_update(w, g, m, n, k);
-        return;
-    }
+    if (!cu_on_device(w, g, m)) return cpu_lion_update(w, g, m, n, k);
     if (n > 0)
         lion_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(w, g, m, n, *k);
     cu_op_done_unprofiled("lion_update");
@@ -94,10 +88,7 @@ extern "C" double sum_squares(const float *x, int64_t n)
 
 extern "C" void clamp_abs(float *x, int64_t n, float hi)
 {
-    if (!cu_on_device(x)) {
-        cpu_clamp_abs(x, n, hi);
-        return;
-    }
+    if (!cu_on_device(x)) return cpu_clamp_abs(x, n, hi);
     if (n > 0) clamp_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(x, n, hi);
     cu_op_done_unprofiled("clamp_abs");
 }

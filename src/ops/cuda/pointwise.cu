@@ -3,15 +3,13 @@
  *
  * Elementwise kernels are grid-stride loops: each element is read and written by one thread, so in-place calls
  * (y == x, dx == dy) are safe and nothing depends on the launch shape. The reductions over tokens (dshift, dscale,
- * dgate) give each (batch item, column) to one thread column of a block: ROW_LANES lanes take the tokens in a
- * stride, each in order, and are folded in order through shared memory. No atomics. */
+ * dgate) give each (batch item, column) to one thread column of a block: SUM_LANES lanes take the tokens in a
+ * stride, each in order, and are folded in order (fold_lanes). No atomics. */
 #include "backend.h"
 
 namespace {
 
 constexpr int THREADS = 256;
-constexpr int COLS = 32;      /* columns a block of the token-sum kernels */
-constexpr int ROW_LANES = 16; /* token lanes a column of the token-sum kernels */
 
 #define FOR_EACH(i, n) \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
@@ -86,7 +84,7 @@ __global__ void modulate_forward_kernel(float *y, const float *x, const float *s
     }
 }
 
-/* Block (COLS, ROW_LANES) over columns blockIdx.x and batch items blockIdx.y (strided): dshift += sum_t dy,
+/* Block (SUM_COLS, SUM_LANES) over columns blockIdx.x and batch items blockIdx.y (strided): dshift += sum_t dy,
  * dscale += sum_t dy x, and dx += dy (1 + scale), or with dx == dy, dy becomes dy (1 + scale): the thread that
  * owns an element reads dy before it writes it. Pointers of gradients not asked for (and the inputs only they
  * read) may be NULL. */
@@ -94,33 +92,24 @@ __global__ void modulate_backward_kernel(float *dx, float *dshift, float *dscale
                                          const float *scale, int64_t batch, int64_t tokens, int64_t d,
                                          int64_t mod_stride)
 {
-    __shared__ float ps[ROW_LANES][COLS + 1], pc[ROW_LANES][COLS + 1];
-    const int64_t j = (int64_t)blockIdx.x * COLS + threadIdx.x;
+    const int64_t j = (int64_t)blockIdx.x * SUM_COLS + threadIdx.x;
     for (int64_t b = blockIdx.y; b < batch; b += gridDim.y) {
-        float as = 0.0f, ac = 0.0f;
+        float a[2] = {0.0f, 0.0f}; /* dshift's and dscale's */
         if (j < d) {
             const float s1 = dx ? 1.0f + scale[b * mod_stride + j] : 0.0f;
-            for (int64_t t = threadIdx.y; t < tokens; t += ROW_LANES) {
+            for (int64_t t = threadIdx.y; t < tokens; t += SUM_LANES) {
                 const int64_t off = (b * tokens + t) * d + j;
                 const float g = dy[off];
-                as += g;
-                if (dscale) ac += g * x[off];
+                a[0] += g;
+                if (dscale) a[1] += g * x[off];
                 if (dx) dx[off] = dx == dy ? g * s1 : dx[off] + g * s1;
             }
         }
-        ps[threadIdx.y][threadIdx.x] = as;
-        pc[threadIdx.y][threadIdx.x] = ac;
-        __syncthreads();
+        fold_lanes(a);
         if (threadIdx.y == 0 && j < d) {
-            float ts = 0.0f, tc = 0.0f;
-            for (int k = 0; k < ROW_LANES; k++) {
-                ts += ps[k][threadIdx.x];
-                tc += pc[k][threadIdx.x];
-            }
-            if (dshift) dshift[b * mod_stride + j] += ts;
-            if (dscale) dscale[b * mod_stride + j] += tc;
+            if (dshift) dshift[b * mod_stride + j] += a[0];
+            if (dscale) dscale[b * mod_stride + j] += a[1];
         }
-        __syncthreads(); /* the partials are rewritten for the next batch item */
     }
 }
 
@@ -140,28 +129,21 @@ __global__ void gated_residual_backward_kernel(float *dx, float *dgate, float *d
                                                const float *h, int64_t batch, int64_t tokens, int64_t d,
                                                int64_t gate_stride)
 {
-    __shared__ float pg[ROW_LANES][COLS + 1];
-    const int64_t j = (int64_t)blockIdx.x * COLS + threadIdx.x;
+    const int64_t j = (int64_t)blockIdx.x * SUM_COLS + threadIdx.x;
     for (int64_t b = blockIdx.y; b < batch; b += gridDim.y) {
-        float ag = 0.0f;
+        float ag[1] = {0.0f};
         if (j < d) {
             const float gt = dh ? gate[b * gate_stride + j] : 0.0f;
-            for (int64_t t = threadIdx.y; t < tokens; t += ROW_LANES) {
+            for (int64_t t = threadIdx.y; t < tokens; t += SUM_LANES) {
                 const int64_t off = (b * tokens + t) * d + j;
                 const float g = dy[off];
                 if (dx) dx[off] += g;
                 if (dh) dh[off] += g * gt;
-                if (dgate) ag += g * h[off];
+                if (dgate) ag[0] += g * h[off];
             }
         }
-        pg[threadIdx.y][threadIdx.x] = ag;
-        __syncthreads();
-        if (threadIdx.y == 0 && j < d && dgate) {
-            float tg = 0.0f;
-            for (int k = 0; k < ROW_LANES; k++) tg += pg[k][threadIdx.x];
-            dgate[b * gate_stride + j] += tg;
-        }
-        __syncthreads(); /* the partials are rewritten for the next batch item */
+        fold_lanes(ag);
+        if (threadIdx.y == 0 && j < d && dgate) dgate[b * gate_stride + j] += ag[0];
     }
 }
 
@@ -181,148 +163,113 @@ __global__ void scale_by_kernel(float *x, int64_t n, float s)
     FOR_EACH(i, n) x[i] *= s;
 }
 
-dim3 token_sum_grid(int64_t batch, int64_t d)
+/* An op's device path: the kernel on the compute stream, unless `run` is false, then cu_op_done's record */
+template <typename... P, typename... A>
+void launch(const char *what, double bytes, bool run, dim3 grid, dim3 block, void (*kernel)(P...), A... args)
 {
-    return dim3((unsigned)((d + COLS - 1) / COLS), (unsigned)(batch < 65535 ? batch : 65535));
+    const double t0 = cu_op_start();
+    if (run) kernel<<<grid, block, 0, cu_compute_stream()>>>(args...);
+    cu_op_done(OP_POINTWISE, t0, 0, bytes, what);
 }
 
+/* an elementwise kernel over n items, a thread each */
+template <typename... P, typename... A>
+void elementwise(const char *what, double bytes, int64_t n, void (*kernel)(P...), A... args)
+{
+    launch(what, bytes, n > 0, cu_blocks(n, THREADS), THREADS, kernel, args...);
+}
+
+/* a token-sum kernel: a block (SUM_COLS, SUM_LANES) a column group, over the batch items */
+template <typename... P, typename... A>
+void token_sums(const char *what, double bytes, bool run, int64_t batch, int64_t tokens, int64_t d,
+                void (*kernel)(P...), A... args)
+{
+    const dim3 grid((unsigned)((d + SUM_COLS - 1) / SUM_COLS), (unsigned)(batch < 65535 ? batch : 65535));
+    launch(what, bytes, run && batch > 0 && tokens > 0 && d > 0, grid, dim3(SUM_COLS, SUM_LANES), kernel, args...);
+}
 
 } // namespace
 
 extern "C" void gelu_forward(float *y, const float *x, int64_t n)
 {
-    if (!cu_on_device(y, x)) {
-        cpu_gelu_forward(y, x, n);
-        return;
-    }
-    const double t0 = cu_op_start();
-    if (n > 0) gelu_forward_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(y, x, n);
-    cu_op_done(OP_POINTWISE, t0, 0, 8.0 * n, "gelu_forward");
+    if (!cu_on_device(y, x)) return cpu_gelu_forward(y, x, n);
+    elementwise("gelu_forward", 8.0 * n, n, gelu_forward_kernel, y, x, n);
 }
 
 extern "C" void gelu_backward(float *dx, const float *dy, const float *x, int64_t n)
 {
-    if (!cu_on_device(dx, dy, x)) {
-        cpu_gelu_backward(dx, dy, x, n);
-        return;
-    }
-    const double t0 = cu_op_start();
-    if (dx && n > 0)
-        gelu_backward_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(dx, dy, x, n, dx == dy);
-    cu_op_done(OP_POINTWISE, t0, 0, 12.0 * n, "gelu_backward");
+    if (!cu_on_device(dx, dy, x)) return cpu_gelu_backward(dx, dy, x, n);
+    launch("gelu_backward", 12.0 * n, dx && n > 0, cu_blocks(n, THREADS), THREADS, gelu_backward_kernel, dx, dy, x, n,
+           dx == dy);
 }
 
 extern "C" void silu_forward(float *y, const float *x, int64_t n)
 {
-    if (!cu_on_device(y, x)) {
-        cpu_silu_forward(y, x, n);
-        return;
-    }
-    const double t0 = cu_op_start();
-    if (n > 0) silu_forward_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(y, x, n);
-    cu_op_done(OP_POINTWISE, t0, 0, 8.0 * n, "silu_forward");
+    if (!cu_on_device(y, x)) return cpu_silu_forward(y, x, n);
+    elementwise("silu_forward", 8.0 * n, n, silu_forward_kernel, y, x, n);
 }
 
 extern "C" void silu_backward(float *dx, const float *dy, const float *x, int64_t n)
 {
-    if (!cu_on_device(dx, dy, x)) {
-        cpu_silu_backward(dx, dy, x, n);
-        return;
-    }
-    const double t0 = cu_op_start();
-    if (dx && n > 0) silu_backward_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(dx, dy, x, n);
-    cu_op_done(OP_POINTWISE, t0, 0, 12.0 * n, "silu_backward");
+    if (!cu_on_device(dx, dy, x)) return cpu_silu_backward(dx, dy, x, n);
+    launch("silu_backward", 12.0 * n, dx && n > 0, cu_blocks(n, THREADS), THREADS, silu_backward_kernel, dx, dy, x, n);
 }
 
 extern "C" void modulate_forward(float *y, const float *x, const float *shift, const float *scale, int64_t batch,
                                  int64_t tokens, int64_t d, int64_t mod_stride)
 {
-    if (!cu_on_device(y, x, shift, scale)) {
-        cpu_modulate_forward(y, x, shift, scale, batch, tokens, d, mod_stride);
-        return;
-    }
-    const double t0 = cu_op_start();
+    if (!cu_on_device(y, x, shift, scale))
+        return cpu_modulate_forward(y, x, shift, scale, batch, tokens, d, mod_stride);
     const int64_t n = batch * tokens * d;
-    if (n > 0)
-        modulate_forward_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(y, x, shift, scale,
-                                                                                             tokens, d, mod_stride, n);
-    cu_op_done(OP_POINTWISE, t0, 0, 8.0 * batch * tokens * d, "modulate_forward");
+    elementwise("modulate_forward", 8.0 * batch * tokens * d, n, modulate_forward_kernel, y, x, shift, scale, tokens,
+                d, mod_stride, n);
 }
 
 extern "C" void modulate_backward(float *dx, float *dshift, float *dscale, const float *dy, const float *x,
                                   const float *scale, int64_t batch, int64_t tokens, int64_t d, int64_t mod_stride)
 {
-    if (!cu_on_device(dx, dshift, dscale, dy, x, scale)) {
-        cpu_modulate_backward(dx, dshift, dscale, dy, x, scale, batch, tokens, d, mod_stride);
-        return;
-    }
-    const double t0 = cu_op_start();
-    if ((dx || dshift || dscale) && batch > 0 && tokens > 0 && d > 0)
-        modulate_backward_kernel<<<token_sum_grid(batch, d), dim3(COLS, ROW_LANES), 0, cu_compute_stream()>>>(
-            dx, dshift, dscale, dy, x, scale, batch, tokens, d, mod_stride);
-    cu_op_done(OP_POINTWISE, t0, 0, 16.0 * batch * tokens * d, "modulate_backward");
+    if (!cu_on_device(dx, dshift, dscale, dy, x, scale))
+        return cpu_modulate_backward(dx, dshift, dscale, dy, x, scale, batch, tokens, d, mod_stride);
+    token_sums("modulate_backward", 16.0 * batch * tokens * d, dx || dshift || dscale, batch, tokens, d,
+               modulate_backward_kernel, dx, dshift, dscale, dy, x, scale, batch, tokens, d, mod_stride);
 }
 
 extern "C" void gated_residual_forward(float *y, const float *x, const float *gate, const float *h, int64_t batch,
                                        int64_t tokens, int64_t d, int64_t gate_stride)
 {
-    if (!cu_on_device(y, x, gate, h)) {
-        cpu_gated_residual_forward(y, x, gate, h, batch, tokens, d, gate_stride);
-        return;
-    }
-    const double t0 = cu_op_start();
+    if (!cu_on_device(y, x, gate, h)) return cpu_gated_residual_forward(y, x, gate, h, batch, tokens, d, gate_stride);
     const int64_t n = batch * tokens * d;
-    if (n > 0)
-        gated_residual_forward_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(
-            y, x, gate, h, tokens, d, gate_stride, n);
-    cu_op_done(OP_POINTWISE, t0, 0, 12.0 * batch * tokens * d, "gated_residual_forward");
+    elementwise("gated_residual_forward", 12.0 * batch * tokens * d, n, gated_residual_forward_kernel, y, x, gate, h,
+                tokens, d, gate_stride, n);
 }
 
 extern "C" void gated_residual_backward(float *dx, float *dgate, float *dh, const float *dy, const float *gate,
                                         const float *h, int64_t batch, int64_t tokens, int64_t d, int64_t gate_stride)
 {
-    if (!cu_on_device(dx, dgate, dh, dy, gate, h)) {
-        cpu_gated_residual_backward(dx, dgate, dh, dy, gate, h, batch, tokens, d, gate_stride);
-        return;
-    }
-    const double t0 = cu_op_start();
+    if (!cu_on_device(dx, dgate, dh, dy, gate, h))
+        return cpu_gated_residual_backward(dx, dgate, dh, dy, gate, h, batch, tokens, d, gate_stride);
     float *dxa = dx == dy ? nullptr : dx; /* an in-place residual stream: dy already is dx's gradient */
-    if ((dxa || dgate || dh) && batch > 0 && tokens > 0 && d > 0)
-        gated_residual_backward_kernel<<<token_sum_grid(batch, d), dim3(COLS, ROW_LANES), 0, cu_compute_stream()>>>(
-            dxa, dgate, dh, dy, gate, h, batch, tokens, d, gate_stride);
-    cu_op_done(OP_POINTWISE, t0, 0, 20.0 * batch * tokens * d, "gated_residual_backward");
+    token_sums("gated_residual_backward", 20.0 * batch * tokens * d, dxa || dgate || dh, batch, tokens, d,
+               gated_residual_backward_kernel, dxa, dgate, dh, dy, gate, h, batch, tokens, d, gate_stride);
 }
 
 extern "C" void add_to(float *y, const float *x, int64_t n)
 {
-    if (!cu_on_device(y, x)) {
-        cpu_add_to(y, x, n);
-        return;
-    }
-    const double t0 = cu_op_start();
-    if (n > 0) add_to_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(y, x, n);
-    cu_op_done(OP_POINTWISE, t0, 0, 12.0 * n, "add_to");
+    if (!cu_on_device(y, x)) return cpu_add_to(y, x, n);
+    elementwise("add_to", 12.0 * n, n, add_to_kernel, y, x, n);
 }
 
 extern "C" void add_row(float *y, const float *row, int64_t rows, int64_t n)
 {
-    if (!cu_on_device(y, row)) {
-        cpu_add_row(y, row, rows, n);
-        return;
-    }
-    const double t0 = cu_op_start();
-    if (rows > 0 && n > 0)
-        add_row_kernel<<<cu_blocks(rows * n, THREADS), THREADS, 0, cu_compute_stream()>>>(y, row, rows, n);
-    cu_op_done(OP_POINTWISE, t0, 0, 8.0 * rows * n, "add_row");
+    if (!cu_on_device(y, row)) return cpu_add_row(y, row, rows, n);
+    launch("add_row", 8.0 * rows * n, rows > 0 && n > 0, cu_blocks(rows * n, THREADS), THREADS, add_row_kernel, y, row,
+           rows, n);
 }
 
 /* copies as the copy engine of the device does them, on the compute stream between the ops that read and write */
 extern "C" void copy_rows(float *dst, int64_t dst_ld, const float *src, int64_t src_ld, int64_t rows, int64_t cols)
 {
-    if (!cu_on_device(dst, src)) {
-        cpu_copy_rows(dst, dst_ld, src, src_ld, rows, cols);
-        return;
-    }
+    if (!cu_on_device(dst, src)) return cpu_copy_rows(dst, dst_ld, src, src_ld, rows, cols);
     const double t0 = cu_op_start();
     if (rows > 0 && cols > 0)
         cu_check(cudaMemcpy2DAsync(dst, (size_t)dst_ld * sizeof(float), src, (size_t)src_ld * sizeof(float),
@@ -334,20 +281,14 @@ extern "C" void copy_rows(float *dst, int64_t dst_ld, const float *src, int64_t 
 
 extern "C" void copy_bytes(void *dst, const void *src, size_t n)
 {
-    if (!cu_on_device(dst, src)) {
-        cpu_copy_bytes(dst, src, n);
-        return;
-    }
+    if (!cu_on_device(dst, src)) return cpu_copy_bytes(dst, src, n);
     if (n) cu_check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, cu_compute_stream()), "copy_bytes");
     cu_op_done_unprofiled("copy_bytes");
 }
 
 extern "C" void scale_by(float *x, int64_t n, float s)
 {
-    if (!cu_on_device(x)) {
-        cpu_scale_by(x, n, s);
-        return;
-    }
+    if (!cu_on_device(x)) return cpu_scale_by(x, n, s);
     if (n > 0) scale_by_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(x, n, s);
     cu_op_done_unprofiled("scale_by");
 }
@@ -359,21 +300,13 @@ __global__ void bf16_to_float_kernel(float *y, const uint16_t *x, int64_t n)
 
 extern "C" void bf16_to_float(float *y, const uint16_t *x, int64_t n)
 {
-    if (!cu_on_device(y, x)) {
-        cpu_bf16_to_float(y, x, n);
-        return;
-    }
-    const double t0 = cu_op_start();
-    if (n > 0) bf16_to_float_kernel<<<cu_blocks(n, THREADS), THREADS, 0, cu_compute_stream()>>>(y, x, n);
-    cu_op_done(OP_POINTWISE, t0, 0, 6.0 * n, "bf16_to_float");
+    if (!cu_on_device(y, x)) return cpu_bf16_to_float(y, x, n);
+    elementwise("bf16_to_float", 6.0 * n, n, bf16_to_float_kernel, y, x, n);
 }
 
 extern "C" void zero_floats(float *x, int64_t n)
 {
-    if (!cu_on_device(x)) {
-        cpu_zero_floats(x, n);
-        return;
-    }
+    if (!cu_on_device(x)) return cpu_zero_floats(x, n);
     if (n > 0) cu_check(cudaMemsetAsync(x, 0, (size_t)n * sizeof(float), cu_compute_stream()), "zero_floats");
     cu_op_done_unprofiled("zero_floats");
 }

@@ -23,9 +23,13 @@ __global__ void rope_kernel(float *x, int64_t tokens, int64_t heads, int64_t pai
     }
 }
 
-void rope_launch(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
-                 int64_t batch_stride, const float *table, bool inverse, const char *what)
+/* The rotation, or its inverse; an odd or too small head_dim goes to the CPU code, which refuses it (st_panic). */
+void rope(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim, int64_t row_stride,
+          int64_t batch_stride, const float *table, bool inverse, const char *what)
 {
+    if (!cu_on_device(x, table) || head_dim < 2 || head_dim % 2 != 0)
+        return (inverse ? cpu_rope_backward : cpu_rope_forward)(x, batch, tokens, heads, head_dim, row_stride,
+                                                                batch_stride, table);
     const double t0 = cu_op_start();
     const int64_t pairs = head_dim / 2, n = batch * tokens * heads * pairs;
     if (batch > 0 && tokens > 0 && heads > 0)
@@ -36,23 +40,14 @@ void rope_launch(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t
 
 } // namespace
 
-/* An odd or too small head_dim goes to the CPU code, which refuses it (st_panic). */
 extern "C" void rope_forward(float *x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim,
                              int64_t row_stride, int64_t batch_stride, const float *table)
 {
-    if (!cu_on_device(x, table) || head_dim < 2 || head_dim % 2 != 0) {
-        cpu_rope_forward(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table);
-        return;
-    }
-    rope_launch(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, false, "rope_forward");
+    rope(x, batch, tokens, heads, head_dim, row_stride, batch_stride, table, false, "rope_forward");
 }
 
 extern "C" void rope_backward(float *dx, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim,
                               int64_t row_stride, int64_t batch_stride, const float *table)
 {
-    if (!cu_on_device(dx, table) || head_dim < 2 || head_dim % 2 != 0) {
-        cpu_rope_backward(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table);
-        return;
-    }
-    rope_launch(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table, true, "rope_backward");
+    rope(dx, batch, tokens, heads, head_dim, row_stride, batch_stride, table, true, "rope_backward");
 }
