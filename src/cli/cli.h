@@ -11,18 +11,9 @@
 #include "segtrain/model_run.h"
 #include "segtrain/pool.h"
 
-int cmd_version(int argc, char **argv);
-int cmd_selfcheck(int argc, char **argv);
-int cmd_init(int argc, char **argv);
-int cmd_grad(int argc, char **argv);
-int cmd_batch(int argc, char **argv);
-int cmd_plan(int argc, char **argv);
-int cmd_sample(int argc, char **argv);
-int cmd_train(int argc, char **argv);
-int cmd_sweep(int argc, char **argv);
-int cmd_sweep_cell(int argc, char **argv);
-int cmd_advise(int argc, char **argv);
-int cmd_profile(int argc, char **argv);
+typedef int cli_command(int argc, char **argv);
+cli_command cmd_version, cmd_selfcheck, cmd_init, cmd_grad, cmd_batch, cmd_plan, cmd_sample, cmd_train, cmd_sweep,
+    cmd_sweep_cell, cmd_advise, cmd_profile;
 
 #define CLI_MAX_FLAGS 16
 #define CLI_MAX_SETS CONFIG_MAX_SETS
