@@ -56,6 +56,25 @@ size_t side_output_bytes(const attn_shape *s)
     return (size_t)(s->batch * s->tokens * s->heads * s->head_dim) * sizeof(float) + attention_kept_bytes(s);
 }
 
+size_t side_self_bytes(attn_shape s)
+{
+    return (size_t)(6 * s.batch * s.tokens * s.heads * s.head_dim) * sizeof(float) + attention_kept_bytes(&s);
+}
+
+size_t side_kept_bytes(attn_shape s, keep_level keep, int64_t floats, int64_t all)
+{
+    if (keep == KEEP_NOTHING) return 0;
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&s);
+    if (keep == KEEP_ALL) floats += all;
+    return (size_t)floats * sizeof(float) + side_self_bytes(s);
+}
+
+void side_take_self(frame *f, block_saved *sv, attn_shape s)
+{
+    const int64_t n = s.batch * s.tokens * s.heads * s.head_dim;
+    side_take(f, sv, (int64_t[SIDE_MAX]){n, n, n, n, n, n}, 1);
+}
+
 static void release_saved(block_saved *sv)
 {
     pool *p = sv->pool;
@@ -270,13 +289,35 @@ static side_sizes sizes_of(const attn_shape *as)
     return z;
 }
 
+st_status side_attend(pool *p, const attn_shape *as, const attn_mask *mask, block_saved *sv, int at, bool keep)
+{
+    if (sv->att_kept && (at == SQ || (at == XQ && sv->xo_kept))) return ST_OK;
+    const side_sizes z = sizes_of(as);
+    float **side = sv->side + at;
+    return attention_forward_masked(p, as, mask, rows_of(side[SO], z.T, z.D), rows_of(side[SQ], z.T, z.D),
+                                    rows_of(side[SK], z.Tkv, z.K), rows_of(side[SV], z.Tkv, z.K),
+                                    keep ? &sv->attn[at / SIDE_PER] : NULL);
+}
+
+st_status side_attend_backward(pool *p, const attn_shape *as, const attn_mask *mask, block_saved *sv, int at,
+                               float *dq, float *dk, float *dv, float *dout, int64_t dout_width)
+{
+    const side_sizes z = sizes_of(as);
+    float **side = sv->side + at;
+    return attention_backward_masked(p, as, mask, rows_of(dq, z.T, z.D), rows_of(dk, z.Tkv, z.K),
+                                     rows_of(dv, z.Tkv, z.K), rows_of(dout, z.T, dout_width),
+                                     rows_of(side[SQ], z.T, z.D), rows_of(side[SK], z.Tkv, z.K),
+                                     rows_of(side[SV], z.Tkv, z.K), rows_of(side[SO], z.T, z.D),
+                                     &sv->attn[at / SIDE_PER]);
+}
+
 st_status side_attention_forward(const side_attention *a, block_saved *sv, int at, const float *xq, const float *xkv,
                                  bool keep)
 {
     const model *m = a->m;
     const attn_shape *as = &a->shape;
     const side_sizes z = sizes_of(as);
-    const int64_t T = z.T, Tkv = z.Tkv, D = z.D, K = z.K, nq = z.nq, nkv = z.nkv;
+    const int64_t D = z.D, K = z.K, nq = z.nq, nkv = z.nkv;
     float **side = sv->side + at;
     const bool nq_on = a->norm_q >= 0, nk_on = a->norm_k >= 0;
     st_status st = proj(a, 0, nq_on ? side[SQR] : side[SQ], xq, nq, false, NULL, NULL, false);
@@ -286,11 +327,7 @@ st_status side_attention_forward(const side_attention *a, block_saved *sv, int a
     if (!st && nk_on) st = qk_norm(a, 1, side[SK], side[SKR], nkv, K);
     if (st) return st;
     if (a->rotate) a->rotate(a->block, side[SQ], false, false), a->rotate(a->block, side[SK], true, false);
-    if (sv->att_kept && (at == SQ || (at == XQ && sv->xo_kept)))
-        return ST_OK; /* a recompute after KEEP_ATTENTION_OUTPUT: output and state kept */
-    return attention_forward_masked(m->pool, as, a->mask, rows_of(side[SO], T, D), rows_of(side[SQ], T, D),
-                                    rows_of(side[SK], Tkv, K), rows_of(side[SV], Tkv, K),
-                                    keep ? &sv->attn[at / SIDE_PER] : NULL);
+    return side_attend(m->pool, as, a->mask, sv, at, keep);
 }
 
 st_status side_attention_backward(const side_attention *a, block_saved *sv, int at, const float *dout, const float *xq,
@@ -299,7 +336,7 @@ st_status side_attention_backward(const side_attention *a, block_saved *sv, int 
     const model *m = a->m;
     const attn_shape *as = &a->shape;
     const side_sizes z = sizes_of(as);
-    const int64_t T = z.T, Tkv = z.Tkv, D = z.D, K = z.K, nq = z.nq, nkv = z.nkv;
+    const int64_t D = z.D, K = z.K, nq = z.nq, nkv = z.nkv;
     float **side = sv->side + at;
     scratch s = {.pool = m->pool};
     float *datt = a->out ? scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "attention.datt") : (float *)dout;
@@ -309,10 +346,7 @@ st_status side_attention_backward(const side_attention *a, block_saved *sv, int 
     float *draw = scratch_take_zero(&s, nq * D > nkv * K ? nq * D : nkv * K, MEM_WORKSPACE, "attention.draw");
     if (s.status) return scratch_end(&s);
     if (a->out && (s.status = proj(a, 3, NULL, side[SO], nq, true, datt, dout, false))) return scratch_end(&s);
-    s.status = attention_backward_masked(m->pool, as, a->mask, rows_of(dq, T, D), rows_of(dk, Tkv, K),
-                                         rows_of(dv, Tkv, K), rows_of(datt, T, D), rows_of(side[SQ], T, D),
-                                         rows_of(side[SK], Tkv, K), rows_of(side[SV], Tkv, K), rows_of(side[SO], T, D),
-                                         &sv->attn[at / SIDE_PER]);
+    s.status = side_attend_backward(m->pool, as, a->mask, sv, at, dq, dk, dv, datt, D);
     if (s.status) return scratch_end(&s);
     if (a->rotate) a->rotate(a->block, dq, false, true), a->rotate(a->block, dk, true, true);
     for (int64_t i = 0; !s.status && i < runs_of(a); i++) {
@@ -340,4 +374,14 @@ void glu_ffn_forward(scratch *s, const struct model *m, const lin_layer *w1, con
     if (s->status) return;
     glu_forward(a, f1, w3 ? f3 : f1 + F, n, F, w3 ? F : 2 * F, kind);
     s->status = fwd(m, w2, f2, a, n);
+}
+
+void ln_modulate_backward(float *dx, float *dshift, float *dscale, float *dln, const float *dh, const float *ln,
+                          const float *x, const float *scale, int64_t B, int64_t T, int64_t D, int64_t stride,
+                          op_state *stats)
+{
+    zero_bytes(dln, (size_t)(B * T * D) * sizeof(float));
+    modulate_backward(dln, dshift, dscale, dh, ln, scale, B, T, D, stride);
+    layernorm_backward(dx, NULL, NULL, dln, x, NULL, B * T, D, stats);
+    op_state_release(stats);
 }

@@ -114,6 +114,26 @@ st_status side_out_forward(const side_attention *a, float *y, const float *att);
 /* What KEEP_ATTENTION_OUTPUT keeps of an attention of this shape: its output (queries x heads x head width floats)
  * and kept state. */
 size_t side_output_bytes(const attn_shape *s);
+/* The side of a block with this one self-attention: six tensors of its rows (queries x heads x head width floats)
+ * and the kept state. side_take_self takes them; side_kept_bytes is the block's kept_bytes: nothing, what
+ * KEEP_ATTENTION_OUTPUT keeps, or the side and `floats` more (with KEEP_ALL `all` more again). */
+size_t side_self_bytes(attn_shape s);
+size_t side_kept_bytes(attn_shape s, keep_level keep, int64_t floats, int64_t all);
+void side_take_self(frame *f, block_saved *sv, attn_shape s);
+
+/* The attention at `at` (SQ or XQ) from the side's q, k and v into its o, in the rows side_attention_forward lays
+ * out, its state kept when keep; nothing in a recompute after KEEP_ATTENTION_OUTPUT, whose o and state are kept.
+ * Backward: dq, dk and dv accumulate from dout, o's gradient in rows of dout_width floats. */
+st_status side_attend(pool *p, const attn_shape *as, const attn_mask *mask, block_saved *sv, int at, bool keep);
+st_status side_attend_backward(pool *p, const attn_shape *as, const attn_mask *mask, block_saved *sv, int at,
+                               float *dq, float *dk, float *dv, float *dout, int64_t dout_width);
+
+/* dx += the gradient of h = LN(x) (1 + scale) + shift (a LayerNorm without affine over rows of D, its statistics in
+ * *stats, released here) from dh, and the modulation's into dshift and dscale; ln is LN(x), dln a (B T, D)
+ * workspace. The modulation's rows are `stride` apart. */
+void ln_modulate_backward(float *dx, float *dshift, float *dscale, float *dln, const float *dh, const float *ln,
+                          const float *x, const float *scale, int64_t B, int64_t T, int64_t D, int64_t stride,
+                          op_state *stats);
 
 /* A gated feed-forward of two input projections (SwiGLU, GEGLU): f1 = w1 h, f3 = w3 h, f2 = w2(act(f1) f3); w3 NULL:
  * w1 is both, fused (gate rows first), and f1 (n, 2F) holds f1 and f3 side by side. h is

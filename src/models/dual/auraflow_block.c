@@ -125,12 +125,12 @@ void af_single_register(param_set *ps, af_block *b, int i, const model_config *c
 
 /* ---- shared pieces ---- */
 
-static attn_shape joint_attn(const af_dims *d, attention_mechanism mech)
+static attn_shape joint_attn(const af_block *b)
 {
-    return (attn_shape){.batch = d->B, .tokens = d->S, .heads = d->H, .head_dim = d->hd, .mechanism = mech};
+    const af_dims d = dims_of(b);
+    return (attn_shape){
+        .batch = d.B, .tokens = d.S, .heads = d.H, .head_dim = d.hd, .mechanism = b->m->shape.mechanism};
 }
-
-static attn_view jv(float *x, const af_dims *d) { return (attn_view){x, d->D, d->S * d->D}; }
 
 /* y = LN(x) (1 + scale) + shift over a stream's rows; ln receives LN(x), with its statistics in *stats when asked. */
 static st_status ln_modulate(const struct model *m, const af_dims *d, int s, float *y, float *ln, const float *x,
@@ -141,30 +141,14 @@ static st_status ln_modulate(const struct model *m, const af_dims *d, int s, flo
     return st;
 }
 
-static size_t side_bytes(const af_dims *d, const struct model *m)
-{
-    attn_shape as = joint_attn(d, m->shape.mechanism);
-    return (size_t)(6 * d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
-}
-
+/* modulations and output projections; with KEEP_ALL the feed-forward's three outputs */
 static size_t af_kept_bytes(const block *b, keep_level keep)
 {
-    const af_block *ab = b->self;
-    af_dims d = dims_of(ab);
-    if (keep == KEEP_NOTHING) return 0;
-    const attn_shape as = joint_attn(&d, ab->m->shape.mechanism);
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&as);
-    size_t floats = (size_t)(d.n * d.B * 6 * d.D + d.J * d.D); /* modulations, output projections */
-    if (keep == KEEP_ALL) floats += (size_t)(d.J * (2 * d.F + d.D));
-    return floats * sizeof(float) + side_bytes(&d, ab->m);
+    const af_dims d = dims_of(b->self);
+    return side_kept_bytes(joint_attn(b->self), keep, d.n * d.B * 6 * d.D + d.J * d.D, d.J * (2 * d.F + d.D));
 }
 
-static size_t af_offloaded_bytes(const block *b)
-{
-    const af_block *ab = b->self;
-    af_dims d = dims_of(ab);
-    return side_bytes(&d, ab->m);
-}
+static size_t af_offloaded_bytes(const block *b) { return side_self_bytes(joint_attn(b->self)); }
 
 /* ---- forward ---- */
 
@@ -191,11 +175,8 @@ static st_status attention_side(const struct model *m, const af_block *ab, const
                                             AF_LN_EPS, NULL);
         }
     }
-    attn_shape sh = joint_attn(d, m->shape.mechanism);
-    if (!st && !sv->att_kept) /* (a recompute after KEEP_ATTENTION_OUTPUT keeps o and the state) */
-        st = attention_forward(m->pool, &sh, jv(sv->side[SO], d), jv(sv->side[SQ], d), jv(sv->side[SK], d),
-                                    jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
-    return st;
+    const attn_shape as = joint_attn(ab);
+    return st ? st : side_attend(m->pool, &as, NULL, sv, SQ, keep_state);
 }
 
 static st_status af_forward(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
@@ -210,7 +191,7 @@ static st_status af_forward(block *b, const block_state *in, block_state *out, k
     if (!sv) return st_host_oom("a block's saved tensors");
     float *y[2] = {0};
     for (int s = 0; s < d.n; s++) y[s] = scratch_take(&f.kept, d.rows[s] * D, MEM_ACTIVATIONS, "auraflow.state");
-    side_take(&f, sv, (int64_t[SIDE_MAX]){d.J * D, d.J * D, d.J * D, d.J * D, d.J * D, d.J * D}, 1);
+    side_take_self(&f, sv, joint_attn(ab));
     for (int s = 0; s < d.n; s++) {
         sv->mod[s] = scratch_take(f.ks, d.B * 6 * D, f.kt, "auraflow.mod");
         sv->o[s] = scratch_take(f.ks, d.rows[s] * D, f.kt, "auraflow.out");
@@ -256,7 +237,7 @@ static st_status af_backward(block *b, const block_state *in, block_saved *sv, b
     af_block *ab = b->self;
     const struct model *m = ab->m;
     af_dims d = dims_of(ab);
-    attn_shape as = joint_attn(&d, m->shape.mechanism);
+    const attn_shape as = joint_attn(ab);
     const int64_t D = d.D, F = d.F, N = d.Nmax;
     if (sv->on_host) {
         st_status st = side_back(sv);
@@ -310,11 +291,9 @@ static st_status af_backward(block *b, const block_state *in, block_saved *sv, b
         glu_backward(df1, df2, dg, f1, f2, n, F, F, GLU_SILU);
         zero_bytes(dh, (size_t)ND * sizeof(float));
         if ((k.status = bwd(m, &ms->ff1, dh, df1, h, n)) || (k.status = bwd(m, &ms->ff2, dh, df2, h, n))) goto done;
-        zero_bytes(dr, (size_t)ND * sizeof(float));
-        modulate_backward(dr, dmod[s] + 3 * D, dmod[s] + 4 * D, dh, ln, mod + 4 * D, d.B, d.len[s], D, 6 * D);
-        zero_bytes(t, (size_t)ND * sizeof(float));
-        layernorm_backward(t, NULL, NULL, dr, r, NULL, n, D, &stats); /* t: dL/dr */
-        op_state_release(&stats);
+        zero_bytes(t, (size_t)ND * sizeof(float)); /* t: dL/dr */
+        ln_modulate_backward(t, dmod[s] + 3 * D, dmod[s] + 4 * D, dr, dh, ln, r, mod + 4 * D, d.B, d.len[s], D, 6 * D,
+                             &stats);
         zero_bytes(dh, (size_t)ND * sizeof(float));
         gated_residual_backward(gx, dmod[s] + 2 * D, dh, t, mod + 2 * D, sv->o[s], d.B, d.len[s], D, 6 * D);
         from_joint(&d, s, h, sv->side[SO]);
@@ -322,10 +301,8 @@ static st_status af_backward(block *b, const block_state *in, block_saved *sv, b
         if ((k.status = bwd(m, &ms->out, dr, dh, h, n))) goto done;
         to_joint(&d, s, dside[SO], dr);
     }
-    k.status = attention_backward(m->pool, &as, jv(dside[SQ], &d), jv(dside[SK], &d), jv(dside[SV], &d),
-                                  jv(dside[SO], &d), jv(sv->side[SQ], &d), jv(sv->side[SK], &d),
-                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn[0]);
-    if (k.status) goto done;
+    if ((k.status = side_attend_backward(m->pool, &as, NULL, sv, SQ, dside[SQ], dside[SK], dside[SV], dside[SO], D)))
+        goto done;
     for (int s = 0; s < d.n; s++) { /* back through the q/k norms, q, k, v and the first modulation */
         const af_stream *ms = &ab->s[s];
         const int64_t n = d.rows[s], ND = n * D;
@@ -349,10 +326,7 @@ static st_status af_backward(block *b, const block_state *in, block_saved *sv, b
         }
         from_joint(&d, s, r, dside[SV]);
         if ((k.status = bwd(m, &ms->v, dh, r, h, n))) goto done;
-        zero_bytes(dr, (size_t)ND * sizeof(float));
-        modulate_backward(dr, dmod[s], dmod[s] + D, dh, ln, mod + D, d.B, d.len[s], D, 6 * D);
-        layernorm_backward(gx, NULL, NULL, dr, x, NULL, n, D, &stats);
-        op_state_release(&stats);
+        ln_modulate_backward(gx, dmod[s], dmod[s] + D, dr, dh, ln, x, mod + D, d.B, d.len[s], D, 6 * D, &stats);
         if ((k.status = bwd(m, &ms->ada, m->ctx.dcs, dmod[s], m->ctx.cs, d.B))) goto done;
     }
 done:

@@ -94,25 +94,14 @@ static st_status ln_modulate(const struct model *m, float *h, float *ln, const f
     return st;
 }
 
-static size_t side_bytes(const mm_dims *d, const struct model *m)
+static attn_shape joint_attn(const block *b)
 {
-    attn_shape as = mm_joint_attn(d, m->shape.mechanism);
-    return (size_t)(6 * d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
+    const struct model *m = ((const f2_block *)b->self)->m;
+    const mm_dims d = mm_dims_of(m);
+    return mm_joint_attn(&d, m->shape.mechanism);
 }
 
-static size_t f2_offloaded_bytes(const block *b)
-{
-    const f2_block *fb = b->self;
-    mm_dims d = mm_dims_of(fb->m);
-    return side_bytes(&d, fb->m);
-}
-
-/* The side: six (J, D) tensors and the attention state. */
-static void f2_side_take(frame *f, const mm_dims *d, block_saved *sv)
-{
-    const int64_t JD = d->J * d->D;
-    side_take(f, sv, (int64_t[SIDE_MAX]){JD, JD, JD, JD, JD, JD}, 1);
-}
+static size_t f2_offloaded_bytes(const block *b) { return side_self_bytes(joint_attn(b)); }
 
 /* The joint q and k from their raw rows (stream s's, or the whole joint sequence with s < 0): RMSNorm per head,
  * written where the rows sit in the joint sequence. */
@@ -137,23 +126,16 @@ static st_status attend(const struct model *m, const mm_dims *d, block_saved *sv
     attn_shape as = mm_joint_attn(d, m->shape.mechanism);
     mm_rope_joint(m, d, sv->side[SQ], false);
     mm_rope_joint(m, d, sv->side[SK], false);
-    if (sv->att_kept) return ST_OK;
-    return attention_forward(m->pool, &as, mm_jv(sv->side[SO], d), mm_jv(sv->side[SQ], d), mm_jv(sv->side[SK], d),
-                             mm_jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
+    return side_attend(m->pool, &as, NULL, sv, SQ, keep_state);
 }
 
 /* ---- the double block ---- */
 
+/* the output projections; with KEEP_ALL the feed-forward's linear_in and linear_out outputs */
 static size_t double_kept_bytes(const block *b, keep_level keep)
 {
-    const f2_block *fb = b->self;
-    mm_dims d = mm_dims_of(fb->m);
-    if (keep == KEEP_NOTHING) return 0;
-    const attn_shape as = mm_joint_attn(&d, fb->m->shape.mechanism);
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&as);
-    size_t floats = (size_t)(d.J * d.D); /* the output projections */
-    if (keep == KEEP_ALL) floats += (size_t)(d.J * (2 * ffn_width(d.D) + d.D));
-    return floats * sizeof(float) + side_bytes(&d, fb->m);
+    const mm_dims d = mm_dims_of(((const f2_block *)b->self)->m);
+    return side_kept_bytes(joint_attn(b), keep, d.J * d.D, d.J * (2 * ffn_width(d.D) + d.D));
 }
 
 static st_status double_forward(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
@@ -166,7 +148,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     frame f;
     block_saved *sv = frame_begin(&f, b, m, keep, off, saved_io);
     if (!sv) return st_host_oom("a block's saved tensors");
-    f2_side_take(&f, &d, sv);
+    side_take_self(&f, sv, joint_attn(b));
     float *y[2];
     for (int s = 0; s < 2; s++) {
         y[s] = scratch_take(&f.kept, d.rows[s] * D, MEM_ACTIVATIONS, "flux2.state");
@@ -262,10 +244,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
         glu_backward(df, df + F, dg, f1, f1 + F, n, F, 2 * F, GLU_SILU);
         zero_bytes(dh, ND);
         if ((k.status = bwd(m, &fs->ff_in, dh, df, h, n))) goto done;
-        zero_bytes(dr, ND);
-        modulate_backward(dr, dmod + 3 * D, dmod + 4 * D, dh, ln, mod + 4 * D, d.B, t, D, mw);
-        layernorm_backward(gx, NULL, NULL, dr, x1, NULL, n, D, &stats);
-        op_state_release(&stats);
+        ln_modulate_backward(gx, dmod + 3 * D, dmod + 4 * D, dr, dh, ln, x1, mod + 4 * D, d.B, t, D, mw, &stats);
         zero_bytes(dh, ND);
         gated_residual_backward(gx, dmod + 2 * D, dh, gx, mod + 2 * D, sv->o[s], d.B, t, D, mw);
         mm_from_joint(&d, s, h, sv->side[SO]);
@@ -273,10 +252,8 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
         if ((k.status = bwd(m, &fs->out, dr, dh, h, n))) goto done;
         mm_to_joint(&d, s, dside[SO], dr);
     }
-    k.status = attention_backward(m->pool, &as, mm_jv(dside[SQ], &d), mm_jv(dside[SK], &d), mm_jv(dside[SV], &d),
-                                  mm_jv(dside[SO], &d), mm_jv(sv->side[SQ], &d), mm_jv(sv->side[SK], &d),
-                                  mm_jv(sv->side[SV], &d), mm_jv(sv->side[SO], &d), &sv->attn[0]);
-    if (k.status) goto done;
+    if ((k.status = side_attend_backward(m->pool, &as, NULL, sv, SQ, dside[SQ], dside[SK], dside[SV], dside[SO], D)))
+        goto done;
     mm_rope_joint(m, &d, dside[SQ], true);
     mm_rope_joint(m, &d, dside[SK], true);
     for (int s = 0; s < 2; s++) { /* back through q, k, v and the first modulation */
@@ -299,10 +276,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
         }
         mm_from_joint(&d, s, gs, dside[SV]);
         if ((k.status = bwd(m, &fs->v, dh, gs, h, n))) goto done;
-        zero_bytes(dr, ND);
-        modulate_backward(dr, dmod, dmod + D, dh, ln, mod + D, d.B, t, D, mw);
-        layernorm_backward(gx, NULL, NULL, dr, x, NULL, n, D, &stats);
-        op_state_release(&stats);
+        ln_modulate_backward(gx, dmod, dmod + D, dr, dh, ln, x, mod + D, d.B, t, D, mw, &stats);
     }
 done:
     op_state_release(&stats);
@@ -311,16 +285,11 @@ done:
 
 /* ---- the single block ---- */
 
+/* to_out's output; with KEEP_ALL the fused projection's feed-forward columns */
 static size_t single_kept_bytes(const block *b, keep_level keep)
 {
-    const f2_block *fb = b->self;
-    mm_dims d = mm_dims_of(fb->m);
-    if (keep == KEEP_NOTHING) return 0;
-    const attn_shape as = mm_joint_attn(&d, fb->m->shape.mechanism);
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&as);
-    size_t floats = (size_t)(d.J * d.D); /* to_out's output */
-    if (keep == KEEP_ALL) floats += (size_t)(d.J * 2 * ffn_width(d.D));
-    return floats * sizeof(float) + side_bytes(&d, fb->m);
+    const mm_dims d = mm_dims_of(((const f2_block *)b->self)->m);
+    return side_kept_bytes(joint_attn(b), keep, d.J * d.D, d.J * 2 * ffn_width(d.D));
 }
 
 /* The fused projection p (J, 3D + 2F) of h; its feed-forward columns into f1 (J, 2F). */
@@ -353,7 +322,7 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
     frame f;
     block_saved *sv = frame_begin(&f, b, m, keep, off, saved_io);
     if (!sv) return st_host_oom("a block's saved tensors");
-    f2_side_take(&f, &d, sv);
+    side_take_self(&f, sv, joint_attn(b));
     float *y = scratch_take(&f.kept, J * D, MEM_ACTIVATIONS, "flux2.state");
     sv->o[0] = scratch_take(f.ks, J * D, f.kt, "flux2.out");
     sv->f1[0] = scratch_take(f.fs, J * 2 * F, f.ft, "flux2.ff_in");
@@ -428,10 +397,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     copy_rows(dg, F, dc + D, D + F, J, F);
     glu_backward(df, df + F, dg, f1, f1 + F, J, F, 2 * F, GLU_SILU);
     copy_rows(dp + 3 * D, Wd, df, 2 * F, J, 2 * F);
-    k.status = attention_backward(m->pool, &as, mm_jv(dq, &d), mm_jv(dk, &d), mm_jv(dv, &d),
-                                  (attn_view){dc, D + F, d.S * (D + F)}, mm_jv(sv->side[SQ], &d), mm_jv(sv->side[SK], &d),
-                                  mm_jv(sv->side[SV], &d), mm_jv(sv->side[SO], &d), &sv->attn[0]);
-    if (k.status) goto done;
+    if ((k.status = side_attend_backward(m->pool, &as, NULL, sv, SQ, dq, dk, dv, dc, D + F))) goto done;
     mm_rope_joint(m, &d, dq, true);
     mm_rope_joint(m, &d, dk, true);
     const struct {
@@ -445,9 +411,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     }
     copy_rows(dp + 2 * D, Wd, dv, D, J, D);
     if ((k.status = bwd(m, &fs->ff_in, dh, dp, h, J))) goto done;
-    zero_bytes(dr, (size_t)JD * sizeof(float));
-    modulate_backward(dr, dmod, dmod + D, dh, ln, mod + D, d.B, d.S, D, 3 * D);
-    layernorm_backward(gx, NULL, NULL, dr, x, NULL, J, D, &stats);
+    ln_modulate_backward(gx, dmod, dmod + D, dr, dh, ln, x, mod + D, d.B, d.S, D, 3 * D, &stats);
 done:
     op_state_release(&stats);
     return scratch_end(&k);

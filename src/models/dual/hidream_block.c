@@ -304,38 +304,27 @@ static st_status ffn_backward(const struct model *m, const hd_block *b, const hd
 
 /* ---- sizes for the plan ---- */
 
-static attn_shape joint_attn(const hd_dims *d, attention_mechanism mech) { return (attn_shape){.batch = d->B, .tokens = d->S, .heads = d->H, .head_dim = d->hd, .mechanism = mech}; }
-static attn_view jv(float *x, const hd_dims *d) { return (attn_view){x, d->D, d->S * d->D}; }
-
-static size_t side_bytes(const hd_dims *d, const struct model *m)
+/* the attention over every stream's input rows */
+static attn_shape joint_attn(const hd_block *b)
 {
-    attn_shape as = joint_attn(d, m->shape.mechanism);
-    return (size_t)(6 * d->J * d->D) * sizeof(float) + attention_kept_bytes(&as);
+    const hd_dims d = dims_of(b);
+    return (attn_shape){
+        .batch = d.B, .tokens = d.S, .heads = d.H, .head_dim = d.hd, .mechanism = b->m->shape.mechanism};
 }
 
 static size_t hd_kept_bytes(const block *b, keep_level keep)
 {
-    const hd_block *hb = b->self;
-    hd_dims d = dims_of(hb);
-    if (keep == KEEP_NOTHING) return 0;
-    const attn_shape as = joint_attn(&d, hb->m->shape.mechanism);
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&as);
-    int64_t floats = d.B * d.MS; /* the modulation, the output projections */
-    for (int s = 0; s < d.n; s++) floats += d.rows[s] * d.D;
-    for (int s = 0; keep == KEEP_ALL && s < d.n; s++) {
+    const hd_dims d = dims_of(b->self);
+    int64_t floats = d.B * d.MS, ffn = 0; /* the modulation, the output projections; the feed-forwards' parts */
+    for (int s = 0; s < d.n; s++) {
         int64_t part[3];
         ffn_parts(&d, s, part);
-        floats += part[0] + part[1] + part[2];
+        floats += d.rows[s] * d.D, ffn += part[0] + part[1] + part[2];
     }
-    return (size_t)floats * sizeof(float) + side_bytes(&d, hb->m);
+    return side_kept_bytes(joint_attn(b->self), keep, floats, ffn);
 }
 
-static size_t hd_offloaded_bytes(const block *b)
-{
-    const hd_block *hb = b->self;
-    hd_dims d = dims_of(hb);
-    return side_bytes(&d, hb->m);
-}
+static size_t hd_offloaded_bytes(const block *b) { return side_self_bytes(joint_attn(b->self)); }
 
 /* ---- forward ---- */
 
@@ -390,10 +379,8 @@ static st_status attention_side(const struct model *m, const hd_block *hb, const
     if (st) return st;
     rope_image(m, d, sv->side[SQ], false);
     rope_image(m, d, sv->side[SK], false);
-    if (sv->att_kept) return ST_OK; /* a recompute after KEEP_ATTENTION_OUTPUT: o and the state are kept */
-    attn_shape sh = joint_attn(d, m->shape.mechanism);
-    return attention_forward(m->pool, &sh, jv(sv->side[SO], d), jv(sv->side[SQ], d), jv(sv->side[SK], d),
-                             jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
+    const attn_shape as = joint_attn(hb);
+    return side_attend(m->pool, &as, NULL, sv, SQ, keep_state);
 }
 
 static st_status hd_forward(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
@@ -408,7 +395,7 @@ static st_status hd_forward(block *b, const block_state *in, block_state *out, k
     if (!sv) return st_host_oom("a block's saved tensors");
     float *y[2] = {0};
     for (int s = 0; s < d.n; s++) y[s] = scratch_take(&f.kept, d.rows[s] * D, MEM_ACTIVATIONS, "hidream.state");
-    side_take(&f, sv, (int64_t[SIDE_MAX]){d.J * D, d.J * D, d.J * D, d.J * D, d.J * D, d.J * D}, 1);
+    side_take_self(&f, sv, joint_attn(hb));
     sv->mod[0] = scratch_take(f.ks, d.B * d.MS, f.kt, "hidream.mod");
     int64_t tmpn = 0;
     for (int s = 0; s < d.n; s++) {
@@ -456,7 +443,7 @@ static st_status hd_backward(block *b, const block_state *in, block_saved *sv, b
     hd_block *hb = b->self;
     const struct model *m = hb->m;
     hd_dims d = dims_of(hb);
-    attn_shape as = joint_attn(&d, m->shape.mechanism);
+    const attn_shape as = joint_attn(hb);
     const int64_t D = d.D, N = d.Nmax;
     if (sv->on_host) {
         st_status st = side_back(sv);
@@ -501,11 +488,8 @@ static st_status hd_backward(block *b, const block_state *in, block_saved *sv, b
         gated_residual_backward(gx, dmod + (6 * s + 5) * D, t, gx, mod + 5 * D, f3, d.B, d.own[s], D, d.MS);
         zero_bytes(dh, (size_t)ND * sizeof(float));
         if ((k.status = ffn_backward(m, hb, &d, s, dh, t, h, f1, f2))) goto done;
-        zero_bytes(dr, (size_t)ND * sizeof(float));
-        modulate_backward(dr, dmod + (6 * s + 3) * D, dmod + (6 * s + 4) * D, dh, ln, mod + 4 * D, d.B, d.own[s], D,
-                          d.MS);
-        layernorm_backward(gx, NULL, NULL, dr, r, NULL, n, D, &stats); /* gx: dL/dr */
-        op_state_release(&stats);
+        ln_modulate_backward(gx, dmod + (6 * s + 3) * D, dmod + (6 * s + 4) * D, dr, dh, ln, r, mod + 4 * D, d.B,
+                             d.own[s], D, d.MS, &stats); /* gx: dL/dr */
         zero_bytes(dh, (size_t)ND * sizeof(float));
         gated_residual_backward(gx, dmod + (6 * s + 2) * D, dh, gx, mod + 2 * D, sv->o[s], d.B, d.own[s], D, d.MS);
         from_joint(&d, s, h, sv->side[SO], d.own[s]);
@@ -513,10 +497,8 @@ static st_status hd_backward(block *b, const block_state *in, block_saved *sv, b
         if ((k.status = bwd(m, &hb->out[s], dr, dh, h, n))) goto done;
         to_joint(&d, s, dside[SO], dr, d.own[s]);
     }
-    k.status = attention_backward(m->pool, &as, jv(dside[SQ], &d), jv(dside[SK], &d), jv(dside[SV], &d),
-                                  jv(dside[SO], &d), jv(sv->side[SQ], &d), jv(sv->side[SK], &d),
-                                  jv(sv->side[SV], &d), jv(sv->side[SO], &d), &sv->attn[0]);
-    if (k.status) goto done;
+    if ((k.status = side_attend_backward(m->pool, &as, NULL, sv, SQ, dside[SQ], dside[SK], dside[SV], dside[SO], D)))
+        goto done;
     rope_image(m, &d, dside[SQ], true);
     rope_image(m, &d, dside[SK], true);
     for (int s = 0; s < d.n; s++) { /* back through the q/k norms, q, k, v and the first modulation */
@@ -541,11 +523,9 @@ static st_status hd_backward(block *b, const block_state *in, block_saved *sv, b
         }
         from_joint(&d, s, t, dside[SV], d.in[s]);
         if ((k.status = bwd(m, &hb->v[s], dh, t, h, n))) goto done;
-        zero_bytes(dr, (size_t)ND * sizeof(float));
-        modulate_backward(dr, dmod + 6 * s * D, dmod + (6 * s + 1) * D, dh, ln, mod + D, d.B, d.in[s], D, d.MS);
         zero_bytes(t, (size_t)ND * sizeof(float));
-        layernorm_backward(t, NULL, NULL, dr, r, NULL, n, D, &stats);
-        op_state_release(&stats);
+        ln_modulate_backward(t, dmod + 6 * s * D, dmod + (6 * s + 1) * D, dr, dh, ln, r, mod + D, d.B, d.in[s], D, d.MS,
+                             &stats);
         copy_rows(dh, own * D, t, d.in[s] * D, d.B, own * D);
         add_to(grad->t[s], dh, d.rows[s] * D);
         float *dl = d.in[s] > own ? hd_llama(m, hb->index, true) : NULL;

@@ -57,7 +57,6 @@ void mm_to_joint(const mm_dims *d, int s, float *joint, const float *x);
 void mm_from_joint(const mm_dims *d, int s, float *x, const float *joint);
 int64_t mm_stream_len(const mm_dims *d, int s); /* tokens per sample: image T, text L */
 attn_shape mm_joint_attn(const mm_dims *d, attention_mechanism mech);
-attn_view mm_jv(float *x, const mm_dims *d); /* a (J, D) tensor as the joint attention's view */
 /* Rotary embedding of joint q or k, every token by its position ids; none without a table (SD3). */
 void mm_rope_joint(const struct model *m, const mm_dims *d, float *x, bool backward);
 /* dL/draw += RMSNorm (eps 1e-6, weight w: per head) backward over rows (rows, D) of g, the gradient after the norm

@@ -159,8 +159,6 @@ static attn_shape image_attn(const mm_dims *d, attention_mechanism mech)
     return (attn_shape){.batch = d->B, .tokens = d->T, .heads = d->H, .head_dim = d->hd, .mechanism = mech};
 }
 
-attn_view mm_jv(float *x, const mm_dims *d) { return (attn_view){x, d->D, d->S * d->D}; }
-static attn_view iv(float *x, const mm_dims *d) { return (attn_view){x, d->D, d->T * d->D}; }
 
 /* Rotary embedding of joint q or k, every token by its position ids (Flux's text tokens, at zero, stay as they
  * are, bit for bit); none without a table (SD3). */
@@ -245,9 +243,7 @@ static st_status joint_attention(const struct model *m, const mm_dims *d, block_
     attn_shape as = mm_joint_attn(d, m->shape.mechanism);
     mm_rope_joint(m, d, sv->side[SQ], false);
     mm_rope_joint(m, d, sv->side[SK], false);
-    if (sv->att_kept) return ST_OK;
-    return attention_forward_masked(m->pool, &as, m->ctx.mask, mm_jv(sv->side[SO], d), mm_jv(sv->side[SQ], d),
-                                    mm_jv(sv->side[SK], d), mm_jv(sv->side[SV], d), keep_state ? &sv->attn[0] : NULL);
+    return side_attend(m->pool, &as, m->ctx.mask, sv, SQ, keep_state);
 }
 
 /* The side's sizes and its attention states, for side_take. */
@@ -315,10 +311,7 @@ static st_status attn2_forward(const mm_block *mb, const mm_dims *d, const float
         st = rmsnorm_forward(m->pool, sv->side[XQ], sv->side[XQR], W(x2->norm_q), n * d->H, d->hd, MMDIT_RMS_EPS, NULL);
     if (!st && norm)
         st = rmsnorm_forward(m->pool, sv->side[XK], sv->side[XKR], W(x2->norm_k), n * d->H, d->hd, MMDIT_RMS_EPS, NULL);
-    if (!st && !sv->att_kept)
-        st = attention_forward(m->pool, &xs, iv(sv->side[XO], d), iv(sv->side[XQ], d), iv(sv->side[XK], d),
-                               iv(sv->side[XV], d), keep_state ? &sv->attn[1] : NULL);
-    return st;
+    return st ? st : side_attend(m->pool, &xs, NULL, sv, XQ, keep_state);
 }
 
 static st_status double_forward(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
@@ -460,10 +453,7 @@ static st_status double_back_out(const mm_block *mb, const mm_dims *d, const blo
     modulate_forward(a2, a, mod + 3 * D, mod + 4 * D, d->B, t, D, mw);
     zero_bytes(da, w->ND);
     if ((st = bwd(m, &ms->mlp1, da, df, a2, n))) return st;
-    zero_bytes(a2, w->ND);
-    modulate_backward(a2, dmod + 3 * D, dmod + 4 * D, da, a, mod + 4 * D, d->B, t, D, mw);
-    layernorm_backward(gx, NULL, NULL, a2, x1, NULL, n, D, &w->stats);
-    op_state_release(&w->stats);
+    ln_modulate_backward(gx, dmod + 3 * D, dmod + 4 * D, a2, da, a, x1, mod + 4 * D, d->B, t, D, mw, &w->stats);
     if (s == 0 && mb->dual) { /* attn2's gated output, then its projection */
         zero_bytes(da, w->ND);
         gated_residual_backward(gx, dmod + 8 * D, da, gx, mod + 8 * D, sv->o2, d->B, t, D, mw);
@@ -485,14 +475,9 @@ static st_status double_back_attention(const mm_block *mb, const mm_dims *d, blo
     const struct model *m = mb->m;
     const attn_shape as = mm_joint_attn(d, m->shape.mechanism), xs = image_attn(d, m->shape.mechanism);
     float *const *ds = w->dside, *const *dx2 = w->dx2;
-    st_status st = attention_backward_masked(m->pool, &as, m->ctx.mask, mm_jv(ds[SQ], d), mm_jv(ds[SK], d),
-                                             mm_jv(ds[SV], d), mm_jv(ds[SO], d), mm_jv(sv->side[SQ], d),
-                                             mm_jv(sv->side[SK], d), mm_jv(sv->side[SV], d), mm_jv(sv->side[SO], d),
-                                             &sv->attn[0]);
+    st_status st = side_attend_backward(m->pool, &as, m->ctx.mask, sv, SQ, ds[SQ], ds[SK], ds[SV], ds[SO], d->D);
     if (!st && mb->dual)
-        st = attention_backward(m->pool, &xs, iv(dx2[SQ], d), iv(dx2[SK], d), iv(dx2[SV], d), iv(dx2[SO], d),
-                                iv(sv->side[XQ], d), iv(sv->side[XK], d), iv(sv->side[XV], d), iv(sv->side[XO], d),
-                                &sv->attn[1]);
+        st = side_attend_backward(m->pool, &xs, NULL, sv, XQ, dx2[SQ], dx2[SK], dx2[SV], dx2[SO], d->D);
     if (st) return st;
     mm_rope_joint(m, d, ds[SQ], true);
     mm_rope_joint(m, d, ds[SK], true);
@@ -700,11 +685,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     copy_rows(dm, 4 * D, dc + D, 5 * D, J, 4 * D);
     gelu_backward(dm1, dm, m1, 4 * JD);
     if ((k.status = bwd(m, &ms->mlp1, dh, dm1, h, J))) goto done;
-    k.status = attention_backward_masked(m->pool, &as, m->ctx.mask, mm_jv(dq, &d), mm_jv(dk, &d), mm_jv(dv, &d),
-                                         (attn_view){dc, 5 * D, d.S * 5 * D}, mm_jv(sv->side[SQ], &d),
-                                         mm_jv(sv->side[SK], &d), mm_jv(sv->side[SV], &d), mm_jv(sv->side[SO], &d),
-                                         &sv->attn[0]);
-    if (k.status) goto done;
+    if ((k.status = side_attend_backward(m->pool, &as, m->ctx.mask, sv, SQ, dq, dk, dv, dc, 5 * D))) goto done;
     mm_rope_joint(m, &d, dq, true);
     mm_rope_joint(m, &d, dk, true);
     const struct {
@@ -722,10 +703,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
         if ((k.status = bwd(m, qk[i].l, dh, dr, h, J))) goto done;
     }
     if ((k.status = bwd(m, &ms->v, dh, dv, h, J))) goto done;
-    zero_bytes(dr, (size_t)JD * sizeof(float));
-    modulate_backward(dr, dmod, dmod + D, dh, ln, mod + D, d.B, d.S, D, ms3);
-    layernorm_backward(gx, NULL, NULL, dr, x, NULL, J, D, &stats);
-    op_state_release(&stats);
+    ln_modulate_backward(gx, dmod, dmod + D, dr, dh, ln, x, mod + D, d.B, d.S, D, ms3, &stats);
     if (!mb->model_mod) k.status = bwd(m, &ms->ada, m->ctx.dcs, dmod, m->ctx.cs, d.B);
 done:
     op_state_release(&rstats);
