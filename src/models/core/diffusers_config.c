@@ -104,6 +104,13 @@ st_status json_int(const cJSON *j, const char *file, const char *key, int64_t *v
     return ST_OK;
 }
 
+st_status json_ints(const cJSON *j, const char *file, const json_key *keys, size_t n)
+{
+    st_status st = ST_OK;
+    for (size_t i = 0; !st && i < n; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    return st;
+}
+
 /* The rotary axes at key (axes_dims_rope; HunyuanVideo's rope_axes_dim), when the file has them: a list of n whole
  * widths; absent, *axes keeps the class's defaults. */
 st_status json_axes(const cJSON *j, const char *file, const char *key, int n, int64_t *axes)

@@ -14,8 +14,15 @@
 /* config.json of a diffusers model folder, of a pipeline folder's transformer/, or the file itself, parsed into *out
  * (the caller's to cJSON_Delete); resolved gets the file's path for messages. ST_ERR_IO / ST_ERR_FORMAT naming it. */
 st_status json_read_config(const char *path, char *resolved, size_t n, cJSON **out);
-/* A whole number at key, or ST_ERR_FORMAT naming it; absent keys keep *v (diffusers' default is the caller's). */
+/* A whole number at key, or ST_ERR_FORMAT naming it; absent or null keys keep *v (diffusers' default is the
+ * caller's). */
 st_status json_int(const cJSON *j, const char *file, const char *key, int64_t *v);
+/* A reader's whole-number keys, each read by json_int into its v in turn; the first refusal stops them. */
+typedef struct json_key {
+    const char *key;
+    int64_t *v;
+} json_key;
+st_status json_ints(const cJSON *j, const char *file, const json_key *keys, size_t n);
 /* The rotary axes at key, when the file has them: a list of n whole widths; absent, *axes keeps the defaults. */
 st_status json_axes(const cJSON *j, const char *file, const char *key, int n, int64_t *axes);
 /* A number, string or boolean at key other than the only value segtrain builds, refused by name (absent or null:

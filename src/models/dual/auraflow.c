@@ -165,18 +165,14 @@ static st_status auraflow_check(const model_config *mc)
 /* AuraFlowTransformer2DModel's config: its defaults, then the file's values. */
 static st_status auraflow_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t in = 4, out = 4, hd = 256, heads = 12, caption = 3072, table = 1024;
     mc->patch = 2, mc->depth = 4, mc->single_depth = 32, mc->text_dim = 2048;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"patch_size", &mc->patch},          {"in_channels", &in},
-                {"out_channels", &out},              {"num_mmdit_layers", &mc->depth},
-                {"num_single_dit_layers", &mc->single_depth}, {"attention_head_dim", &hd},
-                {"num_attention_heads", &heads},     {"joint_attention_dim", &mc->text_dim},
-                {"caption_projection_dim", &caption}, {"pos_embed_max_size", &table}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"patch_size", &mc->patch}, {"in_channels", &in}, {"out_channels", &out},
+                             {"num_mmdit_layers", &mc->depth}, {"num_single_dit_layers", &mc->single_depth},
+                             {"attention_head_dim", &hd}, {"num_attention_heads", &heads},
+                             {"joint_attention_dim", &mc->text_dim}, {"caption_projection_dim", &caption},
+                             {"pos_embed_max_size", &table}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (st) return st;
     int64_t edge = 0; /* AuraFlowPatchEmbed reads the table as a square grid of int(sqrt(pos_embed_max_size)) */
     while ((edge + 1) * (edge + 1) <= table) edge++;

@@ -10,18 +10,14 @@
 /* FluxTransformer2DModel's config: its defaults (text_dim: joint_attention_dim's), then the file's values. */
 st_status flux_keys(const cJSON *j, const char *file, model_config *mc, int64_t text_dim)
 {
-    st_status st = ST_OK;
     int64_t in = 64, out = 0, patch = 1, hd = 128, heads = 24, axes[3] = {16, 56, 56};
     mc->depth = 19, mc->single_depth = 38, mc->text_dim = text_dim, mc->pooled_dim = 768;
     bool guidance = false;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"in_channels", &in},          {"out_channels", &out},          {"patch_size", &patch},
-                {"num_layers", &mc->depth},    {"num_single_layers", &mc->single_depth},
-                {"attention_head_dim", &hd},   {"num_attention_heads", &heads}, {"joint_attention_dim", &mc->text_dim},
-                {"pooled_projection_dim", &mc->pooled_dim}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"in_channels", &in}, {"out_channels", &out}, {"patch_size", &patch},
+                             {"num_layers", &mc->depth}, {"num_single_layers", &mc->single_depth},
+                             {"attention_head_dim", &hd}, {"num_attention_heads", &heads},
+                             {"joint_attention_dim", &mc->text_dim}, {"pooled_projection_dim", &mc->pooled_dim}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_bool(j, file, "guidance_embeds", &guidance);
     if (!st) st = json_axes(j, file, "axes_dims_rope", 3, axes);
     if (st) return st;

@@ -146,17 +146,14 @@ static st_status flux2_check(const model_config *mc) { return family_check_four(
  * and eps other than every published config's (3.0, 2000, 1e-6) are refused by name. */
 static st_status flux2_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t in = 128, out = 0, patch = 1, hd = 128, heads = 48, axes[4] = {32, 32, 32, 32};
     mc->depth = 8, mc->single_depth = 48, mc->text_dim = 15360, mc->time_channels = 256;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"in_channels", &in},          {"out_channels", &out},          {"patch_size", &patch},
-                {"num_layers", &mc->depth},    {"num_single_layers", &mc->single_depth},
-                {"attention_head_dim", &hd},   {"num_attention_heads", &heads}, {"joint_attention_dim", &mc->text_dim},
-                {"timestep_guidance_channels", &mc->time_channels}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"in_channels", &in}, {"out_channels", &out}, {"patch_size", &patch},
+                             {"num_layers", &mc->depth}, {"num_single_layers", &mc->single_depth},
+                             {"attention_head_dim", &hd}, {"num_attention_heads", &heads},
+                             {"joint_attention_dim", &mc->text_dim},
+                             {"timestep_guidance_channels", &mc->time_channels}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_axes(j, file, "axes_dims_rope", 4, axes);
     if (st) return st;
     if ((st = json_fixed(j, file, "mlp_ratio", 3.0, "Flux.2 (every published config's)")) ||

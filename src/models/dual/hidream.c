@@ -231,18 +231,15 @@ static void hidream_preset(model_config *mc, const char *name, bool tiny)
  * layer per block (llama_layers: which ones is the cache's choice, so only their count is checked). */
 static st_status hidream_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t in = 64, out = 0, hd = 128, heads = 20, caption[2] = {4096, 4096};
     mc->patch = 2, mc->depth = 16, mc->single_depth = 32, mc->pooled_dim = 2048, mc->experts = 4;
     mc->experts_active = 2;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"patch_size", &mc->patch}, {"in_channels", &in}, {"out_channels", &out},
-                {"num_layers", &mc->depth}, {"num_single_layers", &mc->single_depth}, {"attention_head_dim", &hd},
-                {"num_attention_heads", &heads}, {"text_emb_dim", &mc->pooled_dim},
-                {"num_routed_experts", &mc->experts}, {"num_activated_experts", &mc->experts_active}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"patch_size", &mc->patch}, {"in_channels", &in}, {"out_channels", &out},
+                             {"num_layers", &mc->depth}, {"num_single_layers", &mc->single_depth},
+                             {"attention_head_dim", &hd}, {"num_attention_heads", &heads},
+                             {"text_emb_dim", &mc->pooled_dim}, {"num_routed_experts", &mc->experts},
+                             {"num_activated_experts", &mc->experts_active}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_axes(j, file, "caption_channels", 2, caption);
     if (!st) st = json_axes(j, file, "axes_dims_rope", 3, mc->rope_axes);
     if (st) return st;

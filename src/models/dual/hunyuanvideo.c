@@ -22,20 +22,15 @@ static void hunyuanvideo_preset(model_config *mc, const char *name, bool tiny)
  * rope_theta, qk_norm and image_condition_type other than the text-to-video model's are refused by name. */
 static st_status hunyuanvideo_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t out = 16, hd = 128, heads = 24, axes[3] = {16, 56, 56};
     mc->channels = 16, mc->depth = 20, mc->single_depth = 40, mc->refiner_depth = 2, mc->patch = 2, mc->patch_t = 1;
     mc->text_dim = 4096, mc->pooled_dim = 768;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"in_channels", &mc->channels},     {"out_channels", &out},
-                {"num_attention_heads", &heads},    {"attention_head_dim", &hd},
-                {"num_layers", &mc->depth},         {"num_single_layers", &mc->single_depth},
-                {"num_refiner_layers", &mc->refiner_depth}, {"patch_size", &mc->patch},
-                {"patch_size_t", &mc->patch_t},     {"text_embed_dim", &mc->text_dim},
-                {"pooled_projection_dim", &mc->pooled_dim}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"in_channels", &mc->channels}, {"out_channels", &out}, {"num_attention_heads", &heads},
+                             {"attention_head_dim", &hd}, {"num_layers", &mc->depth},
+                             {"num_single_layers", &mc->single_depth}, {"num_refiner_layers", &mc->refiner_depth},
+                             {"patch_size", &mc->patch}, {"patch_size_t", &mc->patch_t},
+                             {"text_embed_dim", &mc->text_dim}, {"pooled_projection_dim", &mc->pooled_dim}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_axes(j, file, "rope_axes_dim", 3, axes);
     if (!st) st = json_fixed(j, file, "mlp_ratio", 4.0, "HunyuanVideo");
     if (!st) st = json_fixed(j, file, "rope_theta", 256.0, "HunyuanVideo");

@@ -36,20 +36,15 @@ static st_status hunyuanvideo15_check(const model_config *mc)
  * task_type is not read: the model is the same, and segtrain trains it text-to-video. */
 static st_status hunyuanvideo15_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t in = 65, hd = 128, heads = 16, axes[3] = {16, 56, 56};
     mc->channels = 32, mc->depth = 54, mc->single_depth = 0, mc->refiner_depth = 2, mc->patch = 1, mc->patch_t = 1;
     mc->text_dim = 3584, mc->text2_dim = 1472, mc->image_dim = 1152, mc->pooled_dim = 0, mc->guidance_embeds = false;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"in_channels", &in},               {"out_channels", &mc->channels},
-                {"num_attention_heads", &heads},    {"attention_head_dim", &hd},
-                {"num_layers", &mc->depth},         {"num_refiner_layers", &mc->refiner_depth},
-                {"patch_size", &mc->patch},         {"patch_size_t", &mc->patch_t},
-                {"text_embed_dim", &mc->text_dim},  {"text_embed_2_dim", &mc->text2_dim},
-                {"image_embed_dim", &mc->image_dim}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"in_channels", &in}, {"out_channels", &mc->channels}, {"num_attention_heads", &heads},
+                             {"attention_head_dim", &hd}, {"num_layers", &mc->depth},
+                             {"num_refiner_layers", &mc->refiner_depth}, {"patch_size", &mc->patch},
+                             {"patch_size_t", &mc->patch_t}, {"text_embed_dim", &mc->text_dim},
+                             {"text_embed_2_dim", &mc->text2_dim}, {"image_embed_dim", &mc->image_dim}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_axes(j, file, "rope_axes_dim", 3, axes);
     if (!st) st = json_fixed(j, file, "mlp_ratio", 4.0, "HunyuanVideo 1.5");
     if (!st) st = json_fixed(j, file, "rope_theta", 256.0, "HunyuanVideo 1.5");

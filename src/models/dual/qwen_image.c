@@ -185,16 +185,12 @@ static const family_preset presets[] = {
  * options (zero_cond_t, use_additional_t_cond, use_layer3d_rope) are refused by name. */
 static st_status qwen_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t in = 64, out = 16, hd = 128, heads = 24, axes[3] = {16, 56, 56};
     mc->patch = 2, mc->depth = 60, mc->text_dim = 3584;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"patch_size", &mc->patch},   {"in_channels", &in},        {"out_channels", &out},
-                {"num_layers", &mc->depth},   {"attention_head_dim", &hd}, {"num_attention_heads", &heads},
-                {"joint_attention_dim", &mc->text_dim}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"patch_size", &mc->patch}, {"in_channels", &in}, {"out_channels", &out},
+                             {"num_layers", &mc->depth}, {"attention_head_dim", &hd}, {"num_attention_heads", &heads},
+                             {"joint_attention_dim", &mc->text_dim}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_axes(j, file, "axes_dims_rope", 3, axes);
     if (st) return st;
     static const char *const options[] = {"guidance_embeds", "zero_cond_t", "use_additional_t_cond", "use_layer3d_rope"};

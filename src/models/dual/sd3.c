@@ -125,19 +125,15 @@ static st_status sd3_check(const model_config *mc)
 /* SD3Transformer2DModel's config: its defaults, then the file's values. */
 static st_status sd3_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t in = 16, out = -1, hd = 64, heads = 18, caption = 1152; /* out_channels null: in_channels */
     mc->sample_size = 128, mc->patch = 2, mc->depth = 18, mc->text_dim = 4096, mc->pooled_dim = 2048;
     mc->pos_embed_max = 96, mc->single_depth = 0, mc->dual_attention = 0, mc->guidance_embeds = false;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"sample_size", &mc->sample_size},   {"patch_size", &mc->patch},         {"in_channels", &in},
-                {"out_channels", &out},              {"num_layers", &mc->depth},         {"attention_head_dim", &hd},
-                {"num_attention_heads", &heads},     {"joint_attention_dim", &mc->text_dim},
-                {"caption_projection_dim", &caption}, {"pooled_projection_dim", &mc->pooled_dim},
-                {"pos_embed_max_size", &mc->pos_embed_max}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"sample_size", &mc->sample_size}, {"patch_size", &mc->patch}, {"in_channels", &in},
+                             {"out_channels", &out}, {"num_layers", &mc->depth}, {"attention_head_dim", &hd},
+                             {"num_attention_heads", &heads}, {"joint_attention_dim", &mc->text_dim},
+                             {"caption_projection_dim", &caption}, {"pooled_projection_dim", &mc->pooled_dim},
+                             {"pos_embed_max_size", &mc->pos_embed_max}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (st) return st;
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "qk_norm");
     if (q && !cJSON_IsNull(q) && !(cJSON_IsString(q) && !strcmp(q->valuestring, "rms_norm")))

@@ -347,25 +347,19 @@ static st_status cosmos3_check(const model_config *mc)
  * reset, a patch_latent_dim other than the patch's. The sound and action heads are read to be loaded untrained. */
 static st_status cosmos3_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t patch_dim = -1, sections[3] = {24, 20, 20};
     bool sound = false, action = false;
     mc->head_dim = 128, mc->hidden = 4096, mc->ffn_dim = 12288, mc->channels = 48, mc->patch = 2, mc->heads = 32;
     mc->depth = 36, mc->kv_heads = 8, mc->text_vocab = 151936, mc->norm_eps = 1e-6, mc->audio_channels = 0;
     mc->action_dim = 0, mc->action_domains = 32;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"head_dim", &mc->head_dim}, {"hidden_size", &mc->hidden}, {"intermediate_size", &mc->ffn_dim},
-                {"latent_channel", &mc->channels}, {"latent_patch_size", &mc->patch},
-                {"num_attention_heads", &mc->heads}, {"num_hidden_layers", &mc->depth},
-                {"num_key_value_heads", &mc->kv_heads}, {"patch_latent_dim", &patch_dim},
-                {"vocab_size", &mc->text_vocab}, {"sound_dim", &mc->audio_channels},
-                {"action_dim", &mc->action_dim}, {"num_embodiment_domains", &mc->action_domains}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) {
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, keys[i].key);
-        if (!cJSON_IsNull(x)) st = json_int(j, file, keys[i].key, keys[i].v); /* sound_dim, action_dim: null */
-    }
+    const json_key keys[] = {{"head_dim", &mc->head_dim}, {"hidden_size", &mc->hidden},
+                             {"intermediate_size", &mc->ffn_dim}, {"latent_channel", &mc->channels},
+                             {"latent_patch_size", &mc->patch}, {"num_attention_heads", &mc->heads},
+                             {"num_hidden_layers", &mc->depth}, {"num_key_value_heads", &mc->kv_heads},
+                             {"patch_latent_dim", &patch_dim}, {"vocab_size", &mc->text_vocab},
+                             {"sound_dim", &mc->audio_channels}, {"action_dim", &mc->action_dim},
+                             {"num_embodiment_domains", &mc->action_domains}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
     if (!st && cJSON_IsObject(scaling)) st = json_axes(scaling, file, "mrope_section", 3, sections);
     if (!st) st = json_axes(j, file, "rope_axes_dim", 3, sections);

@@ -258,17 +258,13 @@ static st_status ernie_check(const model_config *mc) { return joint_check(mc, tr
  * of 4096); other rotary bases, out_channels and qk_layernorm false are refused by name. */
 static st_status ernie_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t heads = 24, out = 128, axes[3] = {32, 48, 48};
     mc->hidden = 3072, mc->depth = 24, mc->ffn_dim = 8192, mc->channels = 128, mc->patch = 1, mc->text_dim = 2560;
     mc->norm_eps = 1e-6;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"hidden_size", &mc->hidden}, {"num_attention_heads", &heads}, {"num_layers", &mc->depth},
-                {"ffn_hidden_size", &mc->ffn_dim}, {"in_channels", &mc->channels}, {"out_channels", &out},
-                {"patch_size", &mc->patch}, {"text_in_dim", &mc->text_dim}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"hidden_size", &mc->hidden}, {"num_attention_heads", &heads}, {"num_layers", &mc->depth},
+                             {"ffn_hidden_size", &mc->ffn_dim}, {"in_channels", &mc->channels}, {"out_channels", &out},
+                             {"patch_size", &mc->patch}, {"text_in_dim", &mc->text_dim}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_fixed(j, file, "rope_theta", 256.0, "ERNIE-Image (every published config's)");
     if (!st) st = json_fixed_bool(j, file, "qk_layernorm", true, "ERNIE-Image");
     if (!st) st = json_axes(j, file, "rope_axes_dim", 3, axes);

@@ -395,17 +395,13 @@ static st_status flux3_check(const model_config *mc)
  * rope_theta or eps are refused by name. */
 static st_status flux3_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t in = 128, cond = 128, hd = 128, heads = 24, axes[4] = {32, 32, 32, 32};
     mc->depth = 5, mc->single_depth = 28, mc->text_dim = 20480, mc->time_channels = 256;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"in_channels", &in}, {"cond_in_channels", &cond}, {"num_layers", &mc->depth},
-                {"num_single_layers", &mc->single_depth}, {"attention_head_dim", &hd},
-                {"num_attention_heads", &heads}, {"joint_attention_dim", &mc->text_dim},
-                {"timestep_channels", &mc->time_channels}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"in_channels", &in}, {"cond_in_channels", &cond}, {"num_layers", &mc->depth},
+                             {"num_single_layers", &mc->single_depth}, {"attention_head_dim", &hd},
+                             {"num_attention_heads", &heads}, {"joint_attention_dim", &mc->text_dim},
+                             {"timestep_channels", &mc->time_channels}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_axes(j, file, "axes_dims_rope", 4, axes);
     if (!st) st = json_fixed(j, file, "mlp_ratio", 3.0, "Flux.3 (the class default)");
     if (!st) st = json_fixed(j, file, "rope_theta", 10000, "Flux.3 (the class default)");

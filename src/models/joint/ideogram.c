@@ -300,17 +300,13 @@ static st_status ideogram_check(const model_config *mc)
  * another rope_theta is refused by name. */
 static st_status ideogram_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t hd = 256, heads = 18, sections[3] = {24, 20, 20};
     mc->channels = 128, mc->depth = 34, mc->ffn_dim = 12288, mc->time_dim = 512, mc->text_dim = 53248, mc->patch = 1;
     mc->norm_eps = 1e-5;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"in_channels", &mc->channels}, {"num_layers", &mc->depth}, {"attention_head_dim", &hd},
-                {"num_attention_heads", &heads}, {"intermediate_size", &mc->ffn_dim}, {"adaln_dim", &mc->time_dim},
-                {"llm_features_dim", &mc->text_dim}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"in_channels", &mc->channels}, {"num_layers", &mc->depth}, {"attention_head_dim", &hd},
+                             {"num_attention_heads", &heads}, {"intermediate_size", &mc->ffn_dim},
+                             {"adaln_dim", &mc->time_dim}, {"llm_features_dim", &mc->text_dim}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_fixed(j, file, "rope_theta", 5000000.0, "Ideogram 4 (every published config's)");
     if (!st) st = json_axes(j, file, "mrope_section", 3, sections);
     if (!st) st = json_eps(j, file, "norm_eps", &mc->norm_eps);

@@ -417,20 +417,17 @@ static st_status krea2_check(const model_config *mc)
  * pipeline's packing of 2 x 2 latent patches; another timestep width or rope_theta is refused by name. */
 static st_status krea2_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t in = 64, hd = 128, heads = 48, text_hidden = 2560, axes[3] = {32, 48, 48};
     mc->depth = 28, mc->kv_heads = 12, mc->ffn_dim = 16384, mc->text_layers = 12, mc->text_heads = 20;
     mc->text_kv_heads = 20, mc->text_ffn = 6912, mc->text_blocks = 2, mc->refiner_depth = 2, mc->norm_eps = 1e-5;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"in_channels", &in}, {"num_layers", &mc->depth}, {"attention_head_dim", &hd},
-                {"num_attention_heads", &heads}, {"num_key_value_heads", &mc->kv_heads},
-                {"intermediate_size", &mc->ffn_dim}, {"text_hidden_dim", &text_hidden},
-                {"num_text_layers", &mc->text_layers}, {"text_num_attention_heads", &mc->text_heads},
-                {"text_num_key_value_heads", &mc->text_kv_heads}, {"text_intermediate_size", &mc->text_ffn},
-                {"num_layerwise_text_blocks", &mc->text_blocks}, {"num_refiner_text_blocks", &mc->refiner_depth}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"in_channels", &in}, {"num_layers", &mc->depth}, {"attention_head_dim", &hd},
+                             {"num_attention_heads", &heads}, {"num_key_value_heads", &mc->kv_heads},
+                             {"intermediate_size", &mc->ffn_dim}, {"text_hidden_dim", &text_hidden},
+                             {"num_text_layers", &mc->text_layers}, {"text_num_attention_heads", &mc->text_heads},
+                             {"text_num_key_value_heads", &mc->text_kv_heads},
+                             {"text_intermediate_size", &mc->text_ffn}, {"num_layerwise_text_blocks", &mc->text_blocks},
+                             {"num_refiner_text_blocks", &mc->refiner_depth}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_axes(j, file, "axes_dims_rope", 3, axes);
     if (!st) st = json_eps(j, file, "norm_eps", &mc->norm_eps);
     if (!st) st = json_fixed(j, file, "rope_theta", 1000.0, "Krea 2 (its published config's)");

@@ -545,18 +545,14 @@ static st_status lumina2_check(const model_config *mc) { return joint_check(mc, 
  * times ffn_dim_multiplier, up to a multiple of multiple_of). */
 static st_status lumina2_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t heads = 24, out = 0, multiple = 256, axes[3] = {32, 32, 32};
     mc->channels = 16, mc->depth = 26, mc->refiner_depth = 2, mc->hidden = 2304, mc->kv_heads = 8, mc->patch = 2;
     mc->text_dim = 1024, mc->patch_t = 1, mc->norm_eps = 1e-5;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"num_attention_heads", &heads}, {"num_kv_heads", &mc->kv_heads}, {"in_channels", &mc->channels},
-                {"out_channels", &out}, {"hidden_size", &mc->hidden}, {"num_layers", &mc->depth},
-                {"num_refiner_layers", &mc->refiner_depth}, {"patch_size", &mc->patch}, {"multiple_of", &multiple},
-                {"cap_feat_dim", &mc->text_dim}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"num_attention_heads", &heads}, {"num_kv_heads", &mc->kv_heads},
+                             {"in_channels", &mc->channels}, {"out_channels", &out}, {"hidden_size", &mc->hidden},
+                             {"num_layers", &mc->depth}, {"num_refiner_layers", &mc->refiner_depth},
+                             {"patch_size", &mc->patch}, {"multiple_of", &multiple}, {"cap_feat_dim", &mc->text_dim}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_fixed(j, file, "scaling_factor", 1.0, "Lumina 2 (every published config's)");
     if (!st) st = json_axes(j, file, "axes_dim_rope", 3, axes);
     if (!st) st = json_eps(j, file, "norm_eps", &mc->norm_eps);

@@ -389,22 +389,19 @@ static st_status minimax_check(const model_config *mc)
  * other than (1, 2, 2), another rope_theta, and q/k or final norm epsilons apart from norm_eps are refused by name. */
 static st_status minimax_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t freq = 16, patch[3] = {1, 2, 2};
     double eps = 1e-5, qk_eps = 1e-5, final_eps = 1e-5;
     mc->heads = 56, mc->head_dim = 128, mc->hidden = 5376, mc->depth = 50, mc->refiner_depth = 2, mc->ffn_dim = 14336;
     mc->channels = 24, mc->audio_channels = 32, mc->text_dim = 5120, mc->time_channels = 256, mc->time_hidden = 5376;
     mc->time_dim = 2688;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"num_attention_heads", &mc->heads}, {"attention_head_dim", &mc->head_dim},
-                {"hidden_size", &mc->hidden}, {"num_layers", &mc->depth}, {"num_refiner_layers", &mc->refiner_depth},
-                {"ffn_dim", &mc->ffn_dim}, {"in_channels", &mc->channels}, {"audio_in_channels", &mc->audio_channels},
-                {"text_dim", &mc->text_dim}, {"freq_dim", &mc->time_channels},
-                {"time_embed_hidden_dim", &mc->time_hidden}, {"time_embed_dim", &mc->time_dim},
-                {"rope_freq_dim", &freq}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"num_attention_heads", &mc->heads}, {"attention_head_dim", &mc->head_dim},
+                             {"hidden_size", &mc->hidden}, {"num_layers", &mc->depth},
+                             {"num_refiner_layers", &mc->refiner_depth}, {"ffn_dim", &mc->ffn_dim},
+                             {"in_channels", &mc->channels}, {"audio_in_channels", &mc->audio_channels},
+                             {"text_dim", &mc->text_dim}, {"freq_dim", &mc->time_channels},
+                             {"time_embed_hidden_dim", &mc->time_hidden}, {"time_embed_dim", &mc->time_dim},
+                             {"rope_freq_dim", &freq}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_axes(j, file, "patch_size", 3, patch);
     if (!st) st = json_fixed(j, file, "rope_theta", 10000.0, "MiniMax-H3 (the class default)");
     if (!st) st = json_eps(j, file, "norm_eps", &eps);

@@ -358,19 +358,17 @@ static st_status json_factors(const cJSON *scaling, const char *file, const char
  * and another rope_base are refused by name. */
 static st_status omnigen_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     mc->channels = 4, mc->patch = 2, mc->hidden = 3072, mc->norm_eps = 1e-5, mc->heads = 32, mc->kv_heads = 32;
     mc->ffn_dim = 8192, mc->depth = 32, mc->text_pad = 32000, mc->text_vocab = 32064, mc->rope_max = 131072;
     mc->rope_original = 4096, mc->pos_embed_max = 192;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"in_channels", &mc->channels}, {"patch_size", &mc->patch}, {"hidden_size", &mc->hidden},
-                {"num_attention_heads", &mc->heads}, {"num_key_value_heads", &mc->kv_heads},
-                {"intermediate_size", &mc->ffn_dim}, {"num_layers", &mc->depth}, {"pad_token_id", &mc->text_pad},
-                {"vocab_size", &mc->text_vocab}, {"max_position_embeddings", &mc->rope_max},
-                {"original_max_position_embeddings", &mc->rope_original}, {"pos_embed_max_size", &mc->pos_embed_max}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"in_channels", &mc->channels}, {"patch_size", &mc->patch}, {"hidden_size", &mc->hidden},
+                             {"num_attention_heads", &mc->heads}, {"num_key_value_heads", &mc->kv_heads},
+                             {"intermediate_size", &mc->ffn_dim}, {"num_layers", &mc->depth},
+                             {"pad_token_id", &mc->text_pad}, {"vocab_size", &mc->text_vocab},
+                             {"max_position_embeddings", &mc->rope_max},
+                             {"original_max_position_embeddings", &mc->rope_original},
+                             {"pos_embed_max_size", &mc->pos_embed_max}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_eps(j, file, "rms_norm_eps", &mc->norm_eps);
     if (!st) st = json_fixed(j, file, "rope_base", 10000, "OmniGen (its published config's)");
     if (!st) st = json_fixed(j, file, "time_step_dim", 256, "OmniGen");

@@ -351,15 +351,12 @@ static st_status qwen_image21_check(const model_config *mc)
  * 2 packing (patch_size 1); another mlp_ratio or eps, and causal_condition false, are refused by name. */
 static st_status qwen21_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t patch = 1, in = 64, out = 64, hd = 128, heads = 32, axes[3] = {16, 56, 56};
     mc->depth = 32, mc->text_dim = 4096;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"patch_size", &patch}, {"in_channels", &in}, {"out_channels", &out}, {"num_layers", &mc->depth},
-                {"attention_head_dim", &hd}, {"num_attention_heads", &heads}, {"context_in_dim", &mc->text_dim}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"patch_size", &patch}, {"in_channels", &in}, {"out_channels", &out},
+                             {"num_layers", &mc->depth}, {"attention_head_dim", &hd}, {"num_attention_heads", &heads},
+                             {"context_in_dim", &mc->text_dim}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_axes(j, file, "axes_dims_rope", 3, axes);
     if (!st) st = json_fixed(j, file, "mlp_ratio", 3, "Qwen-Image 2.1 (the class default)");
     if (!st) st = json_fixed(j, file, "eps", 1e-6, "Qwen-Image 2.1 (the class default)");

@@ -29,16 +29,13 @@ static st_status z_image_check(const model_config *mc) { return joint_check(mc, 
  * attention has n_heads keys and values), so it is not read here either. */
 static st_status zimage_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t heads = 30, patch[1] = {2}, patch_t[1] = {1}, axes[3] = {32, 48, 48};
     mc->channels = 16, mc->depth = 30, mc->refiner_depth = 2, mc->hidden = 3840, mc->text_dim = 2560;
     mc->norm_eps = 1e-5;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"n_heads", &heads}, {"in_channels", &mc->channels}, {"dim", &mc->hidden}, {"n_layers", &mc->depth},
-                {"n_refiner_layers", &mc->refiner_depth}, {"cap_feat_dim", &mc->text_dim}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"n_heads", &heads}, {"in_channels", &mc->channels}, {"dim", &mc->hidden},
+                             {"n_layers", &mc->depth}, {"n_refiner_layers", &mc->refiner_depth},
+                             {"cap_feat_dim", &mc->text_dim}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_fixed(j, file, "rope_theta", 256.0, "Z-Image (every published config's)");
     if (!st) st = json_fixed(j, file, "t_scale", 1000.0, "Z-Image (every published config's)");
     if (!st) st = json_fixed_bool(j, file, "qk_norm", true, "Z-Image");

@@ -48,23 +48,16 @@ static st_status sana_check(const model_config *mc)
  * stream, affine or other norms, a timestep_scale other than 1, attention biases. */
 st_status sana_read(const cJSON *j, const char *file, model_config *mc, bool video)
 {
-    st_status st = ST_OK;
     int64_t hd = video ? 112 : 32, heads = video ? 20 : 70, cross_hd = 112, cross = 2240, out = video ? 16 : 32;
     double ratio = 2.5;
     mc->channels = out, mc->depth = 20, mc->cross_heads = 20, mc->text_dim = 2304, mc->patch = video ? 2 : 1;
     mc->patch_t = 1, mc->sample_size = video ? 30 : 32;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"in_channels", &mc->channels}, {"out_channels", &out}, {"num_attention_heads", &heads},
-                {"attention_head_dim", &hd}, {"num_layers", &mc->depth},
-                {"num_cross_attention_heads", &mc->cross_heads},
-                {"cross_attention_head_dim", &cross_hd}, {"cross_attention_dim", &cross},
-                {"caption_channels", &mc->text_dim}, {"sample_size", &mc->sample_size}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) {
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, keys[i].key);
-        if (!cJSON_IsNull(x)) st = json_int(j, file, keys[i].key, keys[i].v); /* out_channels: null */
-    }
+    const json_key keys[] = {{"in_channels", &mc->channels}, {"out_channels", &out}, {"num_attention_heads", &heads},
+                             {"attention_head_dim", &hd}, {"num_layers", &mc->depth},
+                             {"num_cross_attention_heads", &mc->cross_heads}, {"cross_attention_head_dim", &cross_hd},
+                             {"cross_attention_dim", &cross}, {"caption_channels", &mc->text_dim},
+                             {"sample_size", &mc->sample_size}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = video ? json_patch_3d(j, file, mc) : json_int(j, file, "patch_size", &mc->patch);
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "mlp_ratio");
     if (!st && r && !cJSON_IsNull(r)) {

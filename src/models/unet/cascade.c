@@ -492,14 +492,11 @@ static st_status cascade_from_json(const cJSON *j, const char *file, model_confi
     if (!st) st = unet_json_levels(j, file, "num_attention_heads", L, heads);
     if (!st) st = unet_json_levels(j, file, "down_num_layers_per_block", L, down);
     if (!st) st = unet_json_levels(j, file, "up_num_layers_per_block", L, up);
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"in_channels", &mc->channels}, {"out_channels", &out}, {"patch_size", &patch},
-                {"kernel_size", &kernel}, {"clip_text_pooled_in_channels", &pooled}, {"clip_text_in_channels", &text},
-                {"clip_image_in_channels", &image}, {"conditioning_dim", &cond}, {"clip_seq", &seq},
-                {"timestep_ratio_embedding_dim", &ratio}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"in_channels", &mc->channels}, {"out_channels", &out}, {"patch_size", &patch},
+                             {"kernel_size", &kernel}, {"clip_text_pooled_in_channels", &pooled},
+                             {"clip_text_in_channels", &text}, {"clip_image_in_channels", &image},
+                             {"conditioning_dim", &cond}, {"clip_seq", &seq}, {"timestep_ratio_embedding_dim", &ratio}};
+    if (!st) st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     for (int i = 0; !st && i < L; i++)
         if (down[i] < 1 || down[i] > 64) /* cascade_depth walks them: checked before it */
             st = st_fail(ST_ERR_INVALID, "%s: down_num_layers_per_block is %lld at level %d; segtrain builds 1 to 64 "

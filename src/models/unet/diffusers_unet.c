@@ -91,13 +91,11 @@ st_status unet_from_json(const cJSON *j, const char *file, model_config *mc)
     const char *heads_key = nah && !cJSON_IsNull(nah) ? "num_attention_heads" : "attention_head_dim";
     if (!st) st = unet_json_levels(j, file, heads_key, L, heads);
     if (!st) st = unet_json_levels(j, file, "transformer_layers_per_block", L, layers);
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"in_channels", &mc->channels}, {"out_channels", &out}, {"cross_attention_dim", &cross},
-                {"norm_num_groups", &groups}, {"layers_per_block", &per}, {"addition_time_embed_dim", &time_dim},
-                {"projection_class_embeddings_input_dim", &proj_in}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"in_channels", &mc->channels}, {"out_channels", &out}, {"cross_attention_dim", &cross},
+                             {"norm_num_groups", &groups}, {"layers_per_block", &per},
+                             {"addition_time_embed_dim", &time_dim},
+                             {"projection_class_embeddings_input_dim", &proj_in}};
+    if (!st) st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     mc->norm_eps = 1e-5;
     if (!st) st = json_eps(j, file, "norm_eps", &mc->norm_eps);
     bool attn[UNET_LEVELS_MAX];

@@ -336,18 +336,15 @@ static st_status ace_step_check(const model_config *mc)
  * dropout and layer types other than its default alternation (sliding on even layers) are refused by name. */
 static st_status ace_step_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t hd = 128, in = 192, patch = 2, window = 128;
     mc->hidden = 2048, mc->ffn_dim = 6144, mc->depth = 24, mc->heads = 16, mc->kv_heads = 8, mc->channels = 64;
     mc->text_dim = 0;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"hidden_size", &mc->hidden}, {"intermediate_size", &mc->ffn_dim}, {"num_hidden_layers", &mc->depth},
-                {"num_attention_heads", &mc->heads}, {"num_key_value_heads", &mc->kv_heads}, {"head_dim", &hd},
-                {"in_channels", &in}, {"audio_acoustic_hidden_dim", &mc->channels}, {"patch_size", &patch},
-                {"sliding_window", &window}, {"encoder_hidden_size", &mc->text_dim}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"hidden_size", &mc->hidden}, {"intermediate_size", &mc->ffn_dim},
+                             {"num_hidden_layers", &mc->depth}, {"num_attention_heads", &mc->heads},
+                             {"num_key_value_heads", &mc->kv_heads}, {"head_dim", &hd}, {"in_channels", &in},
+                             {"audio_acoustic_hidden_dim", &mc->channels}, {"patch_size", &patch},
+                             {"sliding_window", &window}, {"encoder_hidden_size", &mc->text_dim}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (st) return st;
     if (!mc->text_dim) mc->text_dim = mc->hidden; /* encoder_hidden_size null: the model's width */
     const cJSON *bias = cJSON_GetObjectItemCaseSensitive(j, "attention_bias");

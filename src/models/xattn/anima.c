@@ -321,12 +321,10 @@ static st_status anima_from_json(const cJSON *j, const char *file, model_config 
     cJSON *c;
     if ((st = json_read_config(sub, resolved, sizeof resolved, &c))) return st;
     int64_t source = 1024, target = 1024, width = 1024, layers = 6, heads = 16, vocab = 32128, min_len = 512;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"source_dim", &source}, {"target_dim", &target}, {"model_dim", &width}, {"num_layers", &layers},
-                {"num_attention_heads", &heads}, {"target_vocab_size", &vocab}, {"min_sequence_length", &min_len}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(c, resolved, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"source_dim", &source}, {"target_dim", &target}, {"model_dim", &width},
+                             {"num_layers", &layers}, {"num_attention_heads", &heads}, {"target_vocab_size", &vocab},
+                             {"min_sequence_length", &min_len}};
+    st = json_ints(c, resolved, keys, sizeof keys / sizeof *keys);
     const cJSON *cls = cJSON_GetObjectItemCaseSensitive(c, "_class_name");
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(c, "mlp_ratio");
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(c, "use_self_attention");

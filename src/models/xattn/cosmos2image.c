@@ -36,17 +36,13 @@ static void cosmos2image_preset(model_config *mc, const char *name, bool tiny)
  * projection, no padding-mask channel, other rope_scale, a temporal patch) is refused by name. */
 st_status cosmos_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t hd = 128, heads = 32, out = 16, patch[3] = {1, 2, 2}, scale[3] = {0};
     double ratio = 4.0;
     mc->channels = 16, mc->depth = 28, mc->text_dim = 1024, mc->adaln_lora = 256;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
-                {"out_channels", &out}, {"num_layers", &mc->depth}, {"text_embed_dim", &mc->text_dim},
-                {"adaln_lora_dim", &mc->adaln_lora}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd},
+                             {"in_channels", &mc->channels}, {"out_channels", &out}, {"num_layers", &mc->depth},
+                             {"text_embed_dim", &mc->text_dim}, {"adaln_lora_dim", &mc->adaln_lora}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_axes(j, file, "patch_size", 3, patch);
     if (st) return st;
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "mlp_ratio");

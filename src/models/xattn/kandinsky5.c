@@ -456,18 +456,14 @@ static st_status kandinsky5_check(const model_config *mc)
  * attention) is refused by name. */
 static st_status kandinsky5_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t out = 4, patch[3] = {1, 2, 2}, axes[3] = {16, 24, 24};
     mc->channels = 4, mc->text_dim = 3584, mc->pooled_dim = 768, mc->time_dim = 512, mc->hidden = 2048;
     mc->ffn_dim = 5120, mc->text_blocks = 2, mc->depth = 32;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"in_visual_dim", &mc->channels}, {"in_text_dim", &mc->text_dim}, {"in_text_dim2", &mc->pooled_dim},
-                {"time_dim", &mc->time_dim},      {"out_visual_dim", &out},         {"model_dim", &mc->hidden},
-                {"ff_dim", &mc->ffn_dim},          {"num_text_blocks", &mc->text_blocks},
-                {"num_visual_blocks", &mc->depth}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"in_visual_dim", &mc->channels}, {"in_text_dim", &mc->text_dim},
+                             {"in_text_dim2", &mc->pooled_dim}, {"time_dim", &mc->time_dim}, {"out_visual_dim", &out},
+                             {"model_dim", &mc->hidden}, {"ff_dim", &mc->ffn_dim},
+                             {"num_text_blocks", &mc->text_blocks}, {"num_visual_blocks", &mc->depth}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_axes(j, file, "patch_size", 3, patch);
     if (!st) st = json_axes(j, file, "axes_dims", 3, axes);
     if (st) return st;

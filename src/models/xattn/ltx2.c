@@ -510,22 +510,18 @@ static st_status ltx2_check(const model_config *mc)
  * be given as "split" (the class's default is "interleaved", which no published LTX-2 uses). */
 static st_status ltx2_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t hd = 128, heads = 32, out = 128, cross = 4096, caption = 3840;
     int64_t ahd = 64, aheads = 32, aout = 128, across = 2048, apatch = 1, apatch_t = 1;
     int64_t scale[3] = {8, 32, 32};
     mc->channels = 128, mc->depth = 48, mc->patch = 1, mc->patch_t = 1, mc->audio_channels = 128;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
-                {"out_channels", &out}, {"caption_channels", &caption}, {"cross_attention_dim", &cross},
-                {"num_layers", &mc->depth}, {"patch_size", &mc->patch}, {"patch_size_t", &mc->patch_t},
-                {"audio_num_attention_heads", &aheads}, {"audio_attention_head_dim", &ahd},
-                {"audio_in_channels", &mc->audio_channels}, {"audio_out_channels", &aout},
-                {"audio_cross_attention_dim", &across}, {"audio_patch_size", &apatch},
-                {"audio_patch_size_t", &apatch_t}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd},
+                             {"in_channels", &mc->channels}, {"out_channels", &out}, {"caption_channels", &caption},
+                             {"cross_attention_dim", &cross}, {"num_layers", &mc->depth}, {"patch_size", &mc->patch},
+                             {"patch_size_t", &mc->patch_t}, {"audio_num_attention_heads", &aheads},
+                             {"audio_attention_head_dim", &ahd}, {"audio_in_channels", &mc->audio_channels},
+                             {"audio_out_channels", &aout}, {"audio_cross_attention_dim", &across},
+                             {"audio_patch_size", &apatch}, {"audio_patch_size_t", &apatch_t}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_axes(j, file, "vae_scale_factors", 3, scale);
     const struct {
         const char *key;

@@ -25,16 +25,13 @@ static void ltxvideo_preset(model_config *mc, const char *name, bool tiny)
  * published 0.9.x configs do not vary is refused by name. */
 static st_status ltxvideo_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t hd = 64, heads = 32, out = 128, cross = 2048;
     mc->channels = 128, mc->depth = 28, mc->text_dim = 4096, mc->patch = 1, mc->patch_t = 1;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
-                {"out_channels", &out}, {"caption_channels", &mc->text_dim}, {"cross_attention_dim", &cross},
-                {"num_layers", &mc->depth}, {"patch_size", &mc->patch}, {"patch_size_t", &mc->patch_t}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd},
+                             {"in_channels", &mc->channels}, {"out_channels", &out},
+                             {"caption_channels", &mc->text_dim}, {"cross_attention_dim", &cross},
+                             {"num_layers", &mc->depth}, {"patch_size", &mc->patch}, {"patch_size_t", &mc->patch_t}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_fixed(j, file, "norm_eps", 1e-6, "LTX-Video");
     if (!st) st = json_fixed_text(j, file, "qk_norm", "rms_norm_across_heads", "LTX-Video");
     if (!st) st = json_fixed_text(j, file, "activation_fn", "gelu-approximate", "LTX-Video");

@@ -31,17 +31,14 @@ static void pixart_sigma_preset(model_config *mc, const char *name, bool tiny)
  * micro-conditions (use_additional_conditions) and other block kinds are refused by name. */
 static st_status pixart_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    st_status st = ST_OK;
     int64_t hd = 72, heads = 16, cross = 1152, interp = 0;
     mc->channels = 4, mc->out_channels = 8, mc->depth = 28, mc->text_dim = 4096, mc->sample_size = 128, mc->patch = 2;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
-                {"out_channels", &mc->out_channels}, {"num_layers", &mc->depth}, {"cross_attention_dim", &cross},
-                {"caption_channels", &mc->text_dim}, {"sample_size", &mc->sample_size}, {"patch_size", &mc->patch},
-                {"interpolation_scale", &interp}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd},
+                             {"in_channels", &mc->channels}, {"out_channels", &mc->out_channels},
+                             {"num_layers", &mc->depth}, {"cross_attention_dim", &cross},
+                             {"caption_channels", &mc->text_dim}, {"sample_size", &mc->sample_size},
+                             {"patch_size", &mc->patch}, {"interpolation_scale", &interp}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_fixed_text(j, file, "norm_type", "ada_norm_single", "PixArt");
     if (!st) st = json_fixed_text(j, file, "activation_fn", "gelu-approximate", "PixArt");
     if (!st) st = json_fixed(j, file, "norm_eps", 1e-6, "PixArt");

@@ -141,17 +141,14 @@ static st_status wan_check(const model_config *mc)
 /* Wan's keys; with animate, WanAnimateTransformer3DModel's defaults and in_channels = 2 latent_channels + 4 */
 static st_status wan_read(const cJSON *j, const char *file, model_config *mc, bool animate)
 {
-    st_status st = ST_OK;
     int64_t hd = 128, heads = 40, out = 16, freq = 256, rope_len = 1024, latent = 16;
     mc->channels = animate ? 36 : 16, mc->depth = 40, mc->text_dim = 4096, mc->ffn_dim = 13824, mc->patch = 2;
     mc->patch_t = 1;
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd}, {"in_channels", &mc->channels},
-                {"out_channels", &out}, {"text_dim", &mc->text_dim}, {"freq_dim", &freq}, {"ffn_dim", &mc->ffn_dim},
-                {"num_layers", &mc->depth}, {"rope_max_seq_len", &rope_len}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"num_attention_heads", &heads}, {"attention_head_dim", &hd},
+                             {"in_channels", &mc->channels}, {"out_channels", &out}, {"text_dim", &mc->text_dim},
+                             {"freq_dim", &freq}, {"ffn_dim", &mc->ffn_dim}, {"num_layers", &mc->depth},
+                             {"rope_max_seq_len", &rope_len}};
+    st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_fixed(j, file, "eps", 1e-6, "Wan");
     if (!st) st = json_fixed_text(j, file, "qk_norm", "rms_norm_across_heads", "Wan");
     if (st) return st;
@@ -198,14 +195,11 @@ static st_status wan_animate_from_json(const cJSON *j, const char *file, model_c
     int64_t added = -1, image_dim = 1280, size = 512, style = 512, motion = 20, out = 512, hid = 1024, heads = 4,
             every = 5;
     static const int64_t real[9] = {512, 512, 512, 512, 256, 128, 64, 32, 16}; /* the class's default table */
-    const struct {
-        const char *key;
-        int64_t *v;
-    } keys[] = {{"image_dim", &image_dim}, {"added_kv_proj_dim", &added}, {"motion_encoder_size", &size},
-                {"motion_style_dim", &style}, {"motion_dim", &motion}, {"motion_encoder_dim", &out},
-                {"face_encoder_hidden_dim", &hid}, {"face_encoder_num_heads", &heads},
-                {"inject_face_latents_blocks", &every}};
-    for (size_t i = 0; !st && i < sizeof keys / sizeof *keys; i++) st = json_int(j, file, keys[i].key, keys[i].v);
+    const json_key keys[] = {{"image_dim", &image_dim}, {"added_kv_proj_dim", &added}, {"motion_encoder_size", &size},
+                             {"motion_style_dim", &style}, {"motion_dim", &motion}, {"motion_encoder_dim", &out},
+                             {"face_encoder_hidden_dim", &hid}, {"face_encoder_num_heads", &heads},
+                             {"inject_face_latents_blocks", &every}};
+    if (!st) st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (st) return st;
     const cJSON *idim = cJSON_GetObjectItemCaseSensitive(j, "image_dim");
     if (added != mc->hidden || (idim && cJSON_IsNull(idim))) {
