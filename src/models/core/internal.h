@@ -131,46 +131,6 @@ extern const model_family kandinsky5_family, ltx2_family, lumina2_family, ernie_
     omnigen_family, krea2_family, flux3_family, qwen_image21_family,
     minimax_h3_family, cosmos3_family, unet_family, cascade_family;
 
-/* micro_seq.c: what the U-Nets (unet.c, cascade.c) share. A micro-block's states: the input state is the stream,
- * then the live skips, oldest first; a block that reads a skip takes the newest (and passes the others on), one
- * whose output is also a skip lists it twice. Sizes are a sample's floats. */
-typedef struct skip_io {
-    int skips;                   /* skips in the input state */
-    bool reads, emit;            /* reads the newest skip; its output is also a new skip */
-    int64_t in_numel, out_numel; /* the stream's in and out */
-    const int64_t *skip_numel;   /* input slot k's (1 .. skips) */
-} skip_io;
-void micro_skip_states(const skip_io *io, int64_t batch, state_map *out);
-/* The output state of y: y, the skips passed on, and y again when it is a new skip. */
-void micro_skip_output(const skip_io *io, const block_state *in, float *y, block_state *out);
-/* Backward's first step for a block whose output is also a skip: the gradient of that slot (the gradient state's
- * last) is added to the stream's and freed. */
-void micro_skip_grad_join(const skip_io *io, int64_t batch, pool *p, block_state *grad);
-/* "<prefix>.<name>" into buf (cut at the buffer; param_add refuses a name that long). */
-const char *micro_name(char *buf, size_t n, const char *prefix, const char *name);
-/* The latents x (batch, channels, resolution, resolution), copied as the first state of the model's one sequence
- * (the executor owns it), through it into m->step.last. */
-st_status micro_seq_forward(model *m, const float *x, bool train);
-/* The stream's gradient buffer, zeroed: as wide as the widest stream on any of the sequence's boundaries, since each
- * block writes dL/dx in place of dL/dy whatever their shapes. */
-st_status micro_grad_buffer(model *m, float **dh);
-/* Back through the sequence from dh, dL/d(its last state's stream), in place; releases its run. */
-st_status micro_seq_backward(model *m, float *dh);
-/* A block's attention side that attention offload keeps in host memory between forward and backward (the U-Nets'
- * Transformer2DModels and AttnBlocks): dev is the side while on the device. send queues the copy of dev (a buffer of
- * owner's) to the host and frees the device bytes once it is done; fetch starts the copy back (a prefetch); back
- * waits for it, dev being the side again; release frees either copy. */
-typedef struct host_side {
-    float *dev;
-    offload *off;
-    bool on_host;
-    host_tensor h;
-} host_side;
-st_status host_side_send(host_side *hs, offload *off, scratch *owner, float *dev, size_t bytes, const char *what);
-st_status host_side_fetch(host_side *hs);
-st_status host_side_back(host_side *hs);
-void host_side_release(host_side *hs, pool *p);
-
 /* unet.c: the U-Net's micro-blocks, counted from its config (conv_in, the ResnetBlock2Ds, Transformer2DModels and
  * samplers of every block). */
 int64_t unet_depth(const model_config *c);

@@ -42,27 +42,21 @@ typedef struct builder {
     cascade_model *d; /* NULL: only count */
     model *m;
     param_set *s;
-    int n;
-    int64_t c, h;
-    int skips;
-    int64_t skip_c[STATE_MAX], skip_h[STATE_MAX];
+    micro_walk w;
 } builder;
 
 static cascade_block *push(builder *b, cascade_role role, int64_t cout, bool reads_skip, bool emit)
 {
-    cascade_block *u = b->d ? &b->d->blocks[b->n] : NULL;
-    const int64_t cskip = reads_skip && b->skips ? b->skip_c[b->skips - 1] : 0;
-    if (u) {
-        *u = (cascade_block){.m = b->m, .cx = &b->d->cx, .role = role, .cin = b->c, .cout = cout, .h = b->h,
-                             .w = b->h, .cskip = cskip, .emit = emit, .skips = b->skips};
-        for (int k = 0; k < b->skips; k++) u->skip_numel[k + 1] = b->skip_c[k] * b->skip_h[k] * b->skip_h[k];
-        b->d->seq_blocks[b->n] = (block){.kind = &cascade_block_kind, .self = u, .index = b->n};
-    }
-    b->n++;
-    if (reads_skip && b->skips) b->skips--;
-    b->c = cout;
-    if (b->cfg->cascade_resample) b->h = role == SC_DOWN ? b->h / 2 : role == SC_UP ? 2 * b->h : b->h;
-    if (emit && b->skips < STATE_MAX - 1) b->skip_c[b->skips] = b->c, b->skip_h[b->skips] = b->h, b->skips++;
+    const int i = b->w.n;
+    const int64_t cin = b->w.c, h = b->w.h;
+    const int64_t ho = !b->cfg->cascade_resample ? h : role == SC_DOWN ? h / 2 : role == SC_UP ? 2 * h : h;
+    skip_io io;
+    const int64_t cskip = micro_walk_next(&b->w, &io, cout, ho, reads_skip, emit);
+    if (!b->d) return NULL;
+    cascade_block *u = &b->d->blocks[i];
+    *u = (cascade_block){.m = b->m, .cx = &b->d->cx, .role = role, .cin = cin, .cout = cout, .h = h, .w = h,
+                         .cskip = cskip, .io = io};
+    b->d->seq_blocks[i] = (block){.kind = &cascade_block_kind, .self = u, .index = i};
     return u;
 }
 
@@ -94,7 +88,7 @@ static void layers(builder *b, const char *prefix, int i, bool reads, bool emit)
                                     emit && last);
             if (!u) continue;
             u->dropout = c->cascade_dropout[i];
-            u->stream = rng_stream("cascade.dropout") + (uint64_t)(b->n - 1);
+            u->stream = rng_stream("cascade.dropout") + (uint64_t)(b->w.n - 1);
             param_set *s = b->s;
             if (t == 0) {
                 u->dw_w = param_add(s, micro_name(name, sizeof name, p, "depthwise.weight"), 4, (int64_t[]){C, 1, 3, 3},
@@ -133,7 +127,7 @@ static void scaler(builder *b, cascade_role role, int index, int64_t cout)
     char p[96];
     if (resample) snprintf(p, sizeof p, "%s.%d.1", up ? "up_upscalers" : "down_downscalers", index);
     else snprintf(p, sizeof p, "%s.%d.1.blocks.%d", up ? "up_upscalers" : "down_downscalers", index, up);
-    const int64_t cin = b->c;
+    const int64_t cin = b->w.c;
     cascade_block *u = push(b, role, cout, false, false);
     if (u) reg_conv(b, u, p, cin, cout, resample ? 2 : 1, resample && up);
 }
@@ -143,7 +137,7 @@ static void build(builder *b)
     const model_config *c = b->cfg;
     const int L = (int)c->unet_levels;
     char p[64];
-    b->c = c->channels, b->h = c->resolution;
+    b->w.c = c->channels, b->w.h = c->resolution;
     cascade_block *e = push(b, SC_EMBED, c->unet_channels[0], false, false);
     if (e) reg_conv(b, e, "embedding.1", c->channels, c->unet_channels[0], 1, false);
     for (int i = 0; i < L; i++) {
@@ -161,7 +155,7 @@ int64_t cascade_depth(const model_config *c)
 {
     builder b = {.cfg = c};
     build(&b);
-    return b.n;
+    return b.w.n;
 }
 
 static st_status cascade_create(model *m)
@@ -180,24 +174,16 @@ static st_status cascade_create(model *m)
     d->pooled = lin_register(s, "clip_txt_pooled_mapper", c->pooled_dim, Cc * S, true, 0, 0.0f, full);
     d->txt = lin_register(s, "clip_txt_mapper", c->text_dim, Cc, true, 0, 0.0f, full);
     d->img = lin_register(s, "clip_img_mapper", c->image_dim, Cc * S, true, 0, 0.0f, full);
-    builder b = {.cfg = c, .d = d, .m = m, .s = s};
-    build(&b);
-    d->n_blocks = b.n;
+    build(&(builder){.cfg = c, .d = d, .m = m, .s = s});
+    d->n_blocks = n;
     d->clf_w = param_add(s, "clf.1.weight", 4, (int64_t[]){c->channels, c->unet_channels[0], 1, 1}, full);
     d->clf_b = param_add(s, "clf.1.bias", 1, (int64_t[]){c->channels}, full);
     d->cx.tokens = c->text_len + 2 * S;
-    m->n_seq = 1;
-    m->seq[0] = (block_seq){.name = "micro-blocks", .n = b.n, .blocks = d->seq_blocks, .state_n = 1, .pool = m->pool};
-    m->seq[0].state_names[0] = "the latents (the embedding's input)";
+    micro_seq_set(m, d->seq_blocks, n, "the latents (the embedding's input)");
     return ST_OK;
 }
 
-
-static void cascade_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    m->seq[0].state_numel[0] = batch * m->cfg.channels * m->cfg.resolution * m->cfg.resolution;
-}
+static void cascade_set_batch(model *m, int64_t batch) { micro_set_batch(m, batch); }
 
 /* StableCascadeUNet._init_weights: xavier-uniform linears and convolutions, zero biases; GRN's gamma and beta zero */
 static const init_rule cascade_inits[] = {{INIT_ZERO, ".gamma|.beta"}, {0}};
@@ -365,20 +351,15 @@ static st_status cascade_forward(model *m, const float *x, const float *timestep
         d->cx.r_embed = s->r_embed, d->cx.train = train, d->cx.dropout_seed = m->dropout_seed;
         st = clip_forward(m, cond, train);
     }
-    if (!st) st = micro_seq_forward(m, x, train);
-    if (!st) st = head_forward(m, m->step.last.t[0]);
-    if (st) return st;
-    *pred = s->pred;
-    return ST_OK;
+    if (!st) st = micro_seq_forward(m, x, train, head_forward);
+    if (!st) *pred = s->pred;
+    return st;
 }
 
 static st_status cascade_backward(model *m, const float *dpred)
 {
     float *dh;
-    st_status st = micro_grad_buffer(m, &dh);
-    if (!st) st = head_backward(m, m->step.last.t[0], dpred, dh);
-    state_free(m->pool, &m->step.last);
-    if (!st) st = micro_seq_backward(m, dh);
+    st_status st = micro_seq_backward(m, dpred, head_backward, &dh);
     if (!st) st = clip_backward(m);
     pool_free(m->pool, dh);
     return st;

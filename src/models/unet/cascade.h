@@ -3,7 +3,7 @@
 #ifndef SEGTRAIN_MODELS_CASCADE_H
 #define SEGTRAIN_MODELS_CASCADE_H
 
-#include "models/core/internal.h"
+#include "models/unet/micro_seq.h"
 
 #define CASCADE_EPS 1e-6f /* SDCascadeLayerNorm's, the clip norm's */
 #define CASCADE_TIME_CONDS 3 /* the timestep ratio's embedding, then sca's and crp's (zero here) */
@@ -27,9 +27,7 @@ typedef struct cascade_block {
     cascade_role role;
     int64_t cin, cout, h, w; /* the stream's channels in and out, its edges at the input */
     int64_t cskip;           /* an up level's first ResBlock: the skip's channels, read after its norm's output */
-    bool emit;               /* the output is also a skip (a down level's last block) */
-    int skips;
-    int64_t skip_numel[STATE_MAX];
+    skip_io io;              /* its states; its output is also a skip at a down level's last block */
     int64_t heads;
     float dropout;                 /* its level's (ResBlock: after GRN; AttnBlock: after the output projection) */
     uint64_t stream;               /* its dropout masks' stream (its place in the sequence) */

@@ -16,11 +16,6 @@
 #define G(i) (param_at(u->m->params, (i))->g)
 
 static int64_t batch_of(const cascade_block *u) { return u->m->shape.batch; }
-static int64_t out_edge(const cascade_block *u, int64_t e)
-{
-    if (!u->m->cfg.cascade_resample) return e;
-    return u->role == SC_DOWN ? e / 2 : u->role == SC_UP ? 2 * e : e;
-}
 
 /* Dropout applies in a training forward (and its recompute, which draws the same masks), at the level's rate */
 static bool dropping(const cascade_block *u) { return u->dropout > 0 && u->cx->train; }
@@ -109,7 +104,7 @@ static st_status res_forward(const cascade_block *u, const block_state *in, floa
     if (!e) e = layernorm_forward(p, n, d, NULL, NULL, N, C, CASCADE_EPS, st ? &st[0] : NULL);
     if (!e && u->cskip) { /* torch.cat([x, x_skip], dim=1) after the norm */
         copy_rows(cat, Ci, n, C, N, C);
-        transpose_batched(ts, in->t[u->skips], B, u->cskip, T);
+        transpose_batched(ts, in->t[u->io.skips], B, u->cskip, T);
         copy_rows(cat + C, Ci, ts, u->cskip, N, u->cskip);
     }
     if (!e) e = lin_f(u, &u->l1, h1, cat, N);
@@ -407,13 +402,6 @@ static st_status scale_backward(const cascade_block *u, const float *x, float *d
 
 /* ---- the block kind ---- */
 
-static skip_io io_of(const cascade_block *u)
-{
-    return (skip_io){.skips = u->skips, .reads = u->cskip > 0, .emit = u->emit, .in_numel = u->cin * u->h * u->w,
-                     .out_numel = u->cout * out_edge(u, u->h) * out_edge(u, u->w), .skip_numel = u->skip_numel};
-}
-
-
 /* What a forward kept: the arena (ResBlock's; AttnBlock's main region), the AttnBlock's side (on the host between
  * forward and backward under attention offload), and the ops' states: ResBlock's norm and GRN, AttnBlock's norm and
  * attention. recompute: a ResBlock under torch-ffn kept nothing, and its backward runs its forward again first. */
@@ -504,9 +492,7 @@ static st_status cascade_forward(block *b, const block_state *in, block_state *o
     cascade_saved *sv = saved_io && *saved_io ? (cascade_saved *)*saved_io : calloc(1, sizeof *sv);
     if (!sv) return st_host_oom("a Stable Cascade block's saved tensors");
     scratch s = {.pool = u->m->pool};
-    const int64_t B = batch_of(u);
-    float *y = scratch_take(&s, B * u->cout * out_edge(u, u->h) * out_edge(u, u->w), MEM_ACTIVATIONS,
-                            "cascade.output");
+    float *y = scratch_take(&s, batch_of(u) * u->io.out_numel, MEM_ACTIVATIONS, "cascade.output");
     st_status r = s.status;
     if (!r && u->role == SC_RES) {
         const bool kept = keep == KEEP_ALL; /* torch-ffn's KEEP_ATTENTION: made again in backward */
@@ -523,20 +509,8 @@ static st_status cascade_forward(block *b, const block_state *in, block_state *o
         r = scale_forward(u, in->t[0], y, &s);
     if (!r) scratch_forget(&s, y);
     scratch_end(&s);
-    if (r) {
-        cascade_release(b, (block_saved *)sv);
-        if (saved_io) *saved_io = NULL;
-        return r;
-    }
-    if (!sv->arena && !sv->side.dev && !sv->side.on_host && !sv->recompute) { /* nothing kept */
-        cascade_release(b, (block_saved *)sv);
-        sv = NULL;
-    }
-    if (saved_io) *saved_io = (block_saved *)sv;
-    else cascade_release(b, (block_saved *)sv);
-    const skip_io io = io_of(u);
-    micro_skip_output(&io, in, y, out);
-    return ST_OK;
+    const bool empty = !sv->arena && !sv->side.dev && !sv->side.on_host && !sv->recompute;
+    return micro_forward_end(b, r, (block_saved *)sv, empty, saved_io, &u->io, in, y, out);
 }
 
 /* torch-ffn: a ResBlock's forward again, keeping its arena and states, then its backward */
@@ -557,8 +531,7 @@ static st_status cascade_backward(block *b, const block_state *in, block_saved *
 {
     cascade_block *u = b->self;
     cascade_saved *sv = (cascade_saved *)saved;
-    const skip_io io = io_of(u);
-    micro_skip_grad_join(&io, batch_of(u), u->m->pool, grad);
+    micro_skip_grad_join(&u->io, batch_of(u), u->m->pool, grad);
     if (arena_of(u) && !sv)
         return st_fail(ST_ERR_INTERNAL, "Stable Cascade block %d: backward without its forward's", b->index);
     scratch s = {.pool = u->m->pool};
@@ -579,8 +552,7 @@ static st_status cascade_backward(block *b, const block_state *in, block_saved *
 static void cascade_states(const block *b, state_map *out)
 {
     const cascade_block *u = b->self;
-    const skip_io io = io_of(u);
-    micro_skip_states(&io, batch_of(u), out);
+    micro_skip_states(&u->io, batch_of(u), out);
 }
 
 const block_kind cascade_block_kind = {

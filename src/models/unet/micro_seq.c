@@ -1,10 +1,8 @@
-/* What the U-Nets (unet.c with unet_block.c, cascade.c with cascade_block.c) share: how a micro-block's states carry
- * the skips from the down path to the up path, and running the latents through their one sequence and back. The
- * input state is the stream, then the live skips, oldest first; a block that reads a skip takes the newest and
- * passes the others on; a block whose output is also a skip lists it twice. The stream changes shape from block to
- * block, so its gradient lives in one buffer as wide as the widest stream, each block writing dL/dx in place of
- * dL/dy. */
-#include "models/core/internal.h"
+/* What the U-Nets (unet.c with unet_block.c, cascade.c with cascade_block.c) share (micro_seq.h). The input state is
+ * the stream, then the live skips, oldest first; a block that reads a skip takes the newest and passes the others
+ * on; a block whose output is also a skip lists it twice. The stream changes shape from block to block, so its
+ * gradient lives in one buffer as wide as the widest stream, each block writing dL/dx in place of dL/dy. */
+#include "models/unet/micro_seq.h"
 
 #include <stdio.h>
 
@@ -37,13 +35,52 @@ void micro_skip_grad_join(const skip_io *io, int64_t batch, pool *p, block_state
     grad->t[--grad->n] = NULL;
 }
 
+int64_t micro_walk_next(micro_walk *w, skip_io *io, int64_t cout, int64_t h_out, bool reads, bool emit)
+{
+    const int64_t cskip = reads && w->skips ? w->skip_c[w->skips - 1] : 0;
+    *io = (skip_io){.skips = w->skips, .reads = cskip > 0, .emit = emit, .in_numel = w->c * w->h * w->h,
+                    .out_numel = cout * h_out * h_out};
+    for (int k = 0; k < w->skips; k++) io->skip_numel[k + 1] = w->skip_c[k] * w->skip_h[k] * w->skip_h[k];
+    w->n++;
+    if (reads && w->skips) w->skips--;
+    w->c = cout, w->h = h_out;
+    if (emit) {
+        if (w->skips == STATE_MAX - 1) w->overflow = true;
+        else w->skip_c[w->skips] = cout, w->skip_h[w->skips] = h_out, w->skips++;
+    }
+    return cskip;
+}
+
+st_status micro_forward_end(block *b, st_status r, block_saved *sv, bool empty, block_saved **saved_io,
+                            const skip_io *io, const block_state *in, float *y, block_state *out)
+{
+    if (r || empty || !saved_io) b->kind->release(b, sv), sv = NULL;
+    if (saved_io) *saved_io = sv;
+    if (!r) micro_skip_output(io, in, y, out);
+    return r;
+}
+
 const char *micro_name(char *buf, size_t n, const char *prefix, const char *name)
 {
     if (snprintf(buf, n, "%s.%s", prefix, name) >= (int)n) buf[n - 1] = '\0';
     return buf;
 }
 
-st_status micro_seq_forward(model *m, const float *x, bool train)
+void micro_seq_set(model *m, block *blocks, int n, const char *state_name)
+{
+    m->n_seq = 1;
+    m->seq[0] = (block_seq){.name = "micro-blocks", .n = n, .blocks = blocks, .state_n = 1, .pool = m->pool};
+    m->seq[0].state_names[0] = state_name;
+}
+
+void micro_set_batch(model *m, int64_t batch)
+{
+    m->shape.batch = batch;
+    m->seq[0].state_numel[0] = batch * m->cfg.channels * m->cfg.resolution * m->cfg.resolution;
+}
+
+st_status micro_seq_forward(model *m, const float *x, bool train,
+                            st_status (*head_forward)(model *m, const float *h))
 {
     const model_config *c = &m->cfg;
     const int64_t nx = m->shape.batch * c->channels * c->resolution * c->resolution;
@@ -51,10 +88,13 @@ st_status micro_seq_forward(model *m, const float *x, bool train)
     float *first = model_take(m, &st, nx, "micro.latents", false);
     if (st) return st;
     copy_rows(first, nx, x, nx, 1, nx);
-    return model_seq_forward1(m, 0, &first, train, NULL);
+    st = model_seq_forward1(m, 0, &first, train, NULL);
+    return st ? st : head_forward(m, m->step.last.t[0]);
 }
 
-st_status micro_grad_buffer(model *m, float **dh)
+/* The stream's gradient buffer, zeroed: as wide as the widest stream on any of the sequence's boundaries, since each
+ * block writes dL/dx in place of dL/dy whatever their shapes. */
+static st_status grad_buffer(model *m, float **dh)
 {
     const block_seq *s = &m->seq[0];
     int64_t widest = 0;
@@ -68,7 +108,15 @@ st_status micro_grad_buffer(model *m, float **dh)
     return pool_alloc_zero(m->pool, (size_t)widest * sizeof(float), MEM_ACTIVATIONS, "micro.dstate", (void **)dh);
 }
 
-st_status micro_seq_backward(model *m, float *dh) { return model_seq_backward(m, 0, &(block_state){.n = 1, .t = {dh}}); }
+st_status micro_seq_backward(model *m, const float *dpred,
+                             st_status (*head_backward)(model *m, const float *h, const float *dpred, float *dh),
+                             float **dh)
+{
+    st_status st = grad_buffer(m, dh);
+    if (!st) st = head_backward(m, m->step.last.t[0], dpred, *dh);
+    state_free(m->pool, &m->step.last);
+    return st ? st : model_seq_backward(m, 0, &(block_state){.n = 1, .t = {*dh}});
+}
 
 st_status host_side_send(host_side *hs, offload *off, scratch *owner, float *dev, size_t bytes, const char *what)
 {

@@ -123,32 +123,20 @@ typedef struct builder {
     unet_model *d; /* NULL: only count */
     model *m;
     param_set *s;
-    int n;
-    int64_t c, h;                          /* the stream's channels and edge */
-    int skips;                             /* skips on the stack */
-    int64_t skip_c[STATE_MAX], skip_h[STATE_MAX];
+    micro_walk w;
     int64_t layers_used;
-    bool overflow;
 } builder;
 
 static unet_block *push(builder *b, unet_role role, int64_t cout, bool reads_skip, bool emit)
 {
-    unet_block *u = b->d ? &b->d->blocks[b->n] : NULL;
-    const int64_t cskip = reads_skip && b->skips ? b->skip_c[b->skips - 1] : 0;
-    if (u) {
-        *u = (unet_block){.m = b->m, .role = role, .cin = b->c, .cout = cout, .h = b->h, .w = b->h, .cskip = cskip,
-                          .emit = emit, .skips = b->skips};
-        for (int k = 0; k < b->skips; k++) u->skip_numel[k + 1] = b->skip_c[k] * b->skip_h[k] * b->skip_h[k];
-        b->d->seq_blocks[b->n] = (block){.kind = &unet_block_kind, .self = u, .index = b->n};
-    }
-    b->n++;
-    if (reads_skip && b->skips) b->skips--;
-    b->c = cout;
-    b->h = role == UNET_DOWN ? (b->h + 1) / 2 : role == UNET_UP ? 2 * b->h : b->h;
-    if (emit) {
-        if (b->skips == STATE_MAX - 1) b->overflow = true;
-        else b->skip_c[b->skips] = b->c, b->skip_h[b->skips] = b->h, b->skips++;
-    }
+    const int i = b->w.n;
+    const int64_t cin = b->w.c, h = b->w.h, ho = role == UNET_DOWN ? (h + 1) / 2 : role == UNET_UP ? 2 * h : h;
+    skip_io io;
+    const int64_t cskip = micro_walk_next(&b->w, &io, cout, ho, reads_skip, emit);
+    if (!b->d) return NULL;
+    unet_block *u = &b->d->blocks[i];
+    *u = (unet_block){.m = b->m, .role = role, .cin = cin, .cout = cout, .h = h, .w = h, .cskip = cskip, .io = io};
+    b->d->seq_blocks[i] = (block){.kind = &unet_block_kind, .self = u, .index = i};
     return u;
 }
 
@@ -160,7 +148,7 @@ static void res(builder *b, const char *prefix, int64_t cout, bool reads_skip, b
 
 static void attn(builder *b, const char *prefix, int64_t heads, int64_t layers, bool emit)
 {
-    unet_block *u = push(b, UNET_ATTN, b->c, false, emit);
+    unet_block *u = push(b, UNET_ATTN, b->w.c, false, emit);
     if (u) {
         u->heads = heads, u->layers = layers, u->xl = b->d->layers + b->layers_used;
         reg_attn(b->s, u, prefix, &b->m->cfg, !b->m->cfg.lora_rank);
@@ -180,7 +168,7 @@ static void build(builder *b)
     const int L = (int)c->unet_levels, n = (int)c->unet_layers;
     const int64_t *ch = c->unet_channels, *heads = c->unet_heads, *at = c->unet_attn;
     char p[64];
-    b->c = c->channels, b->h = c->resolution;
+    b->w.c = c->channels, b->w.h = c->resolution;
     conv(b, UNET_CONV_IN, "conv_in", ch[0], true);
     for (int i = 0; i < L; i++) {
         for (int j = 0; j < n; j++) {
@@ -207,7 +195,7 @@ int64_t unet_depth(const model_config *c)
 {
     builder b = {.cfg = c};
     build(&b);
-    return b.n;
+    return b.w.n;
 }
 
 static st_status unet_create(model *m)
@@ -218,14 +206,15 @@ static st_status unet_create(model *m)
     if (!d) return st_host_oom("the U-Net");
     builder count = {.cfg = c};
     build(&count);
-    if (count.overflow || count.skips)
+    if (count.w.overflow || count.w.skips)
         return st_fail(ST_ERR_UNSUPPORTED, "block_out_channels, layers_per_block: %lld levels of %lld ResnetBlock2Ds "
                        "hold more than %d skips at once (or leave some unread)", (long long)c->unet_levels,
                        (long long)c->unet_layers, STATE_MAX - 1);
-    d->blocks = model_alloc(m, (size_t)count.n, sizeof *d->blocks);
-    d->seq_blocks = model_alloc(m, (size_t)count.n, sizeof *d->seq_blocks);
+    const int n = count.w.n;
+    d->blocks = model_alloc(m, (size_t)n, sizeof *d->blocks);
+    d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
     d->layers = model_alloc(m, (size_t)(count.layers_used ? count.layers_used : 1), sizeof *d->layers);
-    if (!d->blocks || !d->seq_blocks || !d->layers) return st_host_oom("%d U-Net blocks", count.n);
+    if (!d->blocks || !d->seq_blocks || !d->layers) return st_host_oom("%d U-Net blocks", n);
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     temb_register(s, &d->t, "time_embedding.linear_1", "time_embedding.linear_2", c->unet_channels[0], c->hidden, full);
@@ -234,23 +223,15 @@ static st_status unet_create(model *m)
                       c->pooled_dim + UNET_TIME_IDS * c->time_channels, c->hidden, full);
     if (c->unet_cross)
         d->text_proj = lin_register(s, "encoder_hid_proj", c->text_dim, c->unet_cross, true, 0, 0.0f, full);
-    builder b = {.cfg = c, .d = d, .m = m, .s = s};
-    build(&b);
-    d->n_blocks = b.n;
+    build(&(builder){.cfg = c, .d = d, .m = m, .s = s});
+    d->n_blocks = n;
     reg_norm(s, "conv_norm_out", c->unet_channels[0], full, &d->out_norm_w, &d->out_norm_b);
     reg_conv(s, "conv_out", c->unet_channels[0], c->channels, 3, full, &d->out_w, &d->out_b);
-    m->n_seq = 1;
-    m->seq[0] = (block_seq){.name = "micro-blocks", .n = b.n, .blocks = d->seq_blocks, .state_n = 1, .pool = m->pool};
-    m->seq[0].state_names[0] = "the latents (conv_in's input)";
+    micro_seq_set(m, d->seq_blocks, n, "the latents (conv_in's input)");
     return ST_OK;
 }
 
-
-static void unet_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    m->seq[0].state_numel[0] = batch * m->cfg.channels * m->cfg.resolution * m->cfg.resolution;
-}
+static void unet_set_batch(model *m, int64_t batch) { micro_set_batch(m, batch); }
 
 static const init_rule unet_inits[] = {{INIT_ONE, "norm&.weight$"}, {0}};
 static param_init unet_init_of(const char *name) { return init_by_rules(name, unet_inits, INIT_XAVIER); }
@@ -360,11 +341,9 @@ static st_status unet_forward(model *m, const float *x, const float *timesteps, 
         if (!st && added_conditions(c)) st = added_forward(m, cond);
     }
     if (!st) silu_forward(m->ctx.cs, d->t.c, B * c->hidden);
-    if (!st) st = micro_seq_forward(m, x, train);
-    if (!st) st = head_forward(m, m->step.last.t[0]);
-    if (st) return st;
-    *pred = s->pred;
-    return ST_OK;
+    if (!st) st = micro_seq_forward(m, x, train, head_forward);
+    if (!st) *pred = s->pred;
+    return st;
 }
 
 static st_status unet_backward(model *m, const float *dpred)
@@ -372,10 +351,7 @@ static st_status unet_backward(model *m, const float *dpred)
     unet_model *d = unet_of(m);
     const int64_t B = m->shape.batch;
     float *dh;
-    st_status st = micro_grad_buffer(m, &dh);
-    if (!st) st = head_backward(m, m->step.last.t[0], dpred, dh);
-    state_free(m->pool, &m->step.last);
-    if (!st) st = micro_seq_backward(m, dh);
+    st_status st = micro_seq_backward(m, dpred, head_backward, &dh);
     if (!st) { /* dL/dc through SiLU, into the time embedding */
         scratch k = {.pool = m->pool};
         float *dc = scratch_take_zero(&k, B * m->cfg.hidden, MEM_WORKSPACE, "unet.dc");

@@ -2,7 +2,7 @@
 #ifndef SEGTRAIN_MODELS_UNET_H
 #define SEGTRAIN_MODELS_UNET_H
 
-#include "models/core/internal.h"
+#include "models/unet/micro_seq.h"
 
 typedef enum unet_role { UNET_CONV_IN, UNET_RES, UNET_ATTN, UNET_DOWN, UNET_UP } unet_role;
 
@@ -17,9 +17,7 @@ typedef struct unet_block {
     unet_role role;
     int64_t cin, cout, h, w; /* the stream's channels in and out, and its edges at the input */
     int64_t cskip;           /* an up block's ResnetBlock2D: the newest skip's channels, read after the stream's */
-    bool emit;               /* the output is also the newest skip (the down path's) */
-    int skips;               /* skips in the input state, oldest first after the stream */
-    int64_t skip_numel[STATE_MAX]; /* a sample's floats of input slot k (1 .. skips) */
+    skip_io io;              /* its states: the skips it reads and passes on, and whether its output is a new one */
     /* ResnetBlock2D (conv1 also conv_in's, Downsample2D's and Upsample2D's conv); short_w < 0: the identity */
     int norm1_w, norm1_b, conv1_w, conv1_b, norm2_w, norm2_b, conv2_w, conv2_b, short_w, short_b;
     lin_layer temb; /* time_emb_proj, of SiLU(emb) (the model's ctx.cs) */

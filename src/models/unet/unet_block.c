@@ -22,10 +22,6 @@
 #define XF_GN_EPS 1e-6f /* Transformer2DModel's GroupNorm */
 
 static int64_t batch_of(const unet_block *u) { return u->m->shape.batch; }
-static int64_t out_edge(const unet_block *u, int64_t e)
-{
-    return u->role == UNET_DOWN ? (e + 1) / 2 : u->role == UNET_UP ? 2 * e : e;
-}
 
 #define W(i) (param_at(u->m->params, (i))->w)
 #define G(i) (param_at(u->m->params, (i))->g)
@@ -63,7 +59,7 @@ static float *res_input(scratch *s, const unet_block *u, const block_state *in)
     float *xc = scratch_take(s, B * Ci * HW, MEM_WORKSPACE, "unet.concat");
     if (s->status) return NULL;
     copy_rows(xc, Ci * HW, in->t[0], u->cin * HW, B, u->cin * HW);
-    copy_rows(xc + u->cin * HW, Ci * HW, in->t[u->skips], u->cskip * HW, B, u->cskip * HW);
+    copy_rows(xc + u->cin * HW, Ci * HW, in->t[u->io.skips], u->cskip * HW, B, u->cskip * HW);
     return xc;
 }
 
@@ -402,13 +398,6 @@ static st_status conv_backward(const unet_block *u, const float *x, block_state 
 
 /* ---- the block kind ---- */
 
-static skip_io io_of(const unet_block *u)
-{
-    return (skip_io){.skips = u->skips, .reads = u->cskip > 0, .emit = u->emit, .in_numel = u->cin * u->h * u->w,
-                     .out_numel = u->cout * out_edge(u, u->h) * out_edge(u, u->w), .skip_numel = u->skip_numel};
-}
-
-
 /* What a forward kept. ResnetBlock2D: its arena (main) and its two GroupNorms' states. Transformer2DModel: the
  * three regions and its states; the attention side may be on the host between forward and backward. */
 typedef struct unet_saved {
@@ -519,7 +508,6 @@ static st_status unet_forward(block *b, const block_state *in, block_state *out,
     unet_block *u = b->self;
     b->forward_runs++;
     if (!is_xf(u)) off = NULL; /* nothing of theirs moves */
-    const int64_t B = batch_of(u), Ho = out_edge(u, u->h), Wo = out_edge(u, u->w);
     unet_saved *sv = saved_io && *saved_io ? (unet_saved *)*saved_io : calloc(1, sizeof *sv);
     if (sv && !sv->st && n_states(u)) sv->st = calloc((size_t)n_states(u), sizeof *sv->st), sv->n_st = n_states(u);
     if (!sv || (n_states(u) && !sv->st)) {
@@ -527,7 +515,7 @@ static st_status unet_forward(block *b, const block_state *in, block_state *out,
         return st_host_oom("a U-Net block's saved tensors");
     }
     scratch s = {.pool = u->m->pool};
-    float *y = scratch_take(&s, B * u->cout * Ho * Wo, MEM_ACTIVATIONS, "unet.output");
+    float *y = scratch_take(&s, batch_of(u) * u->io.out_numel, MEM_ACTIVATIONS, "unet.output");
     st_status r = s.status;
     if (!r && is_xf(u)) r = xf_block_forward(u, in->t[0], y, keep, off, sv, &s);
     else if (!r && u->role == UNET_RES) {
@@ -540,29 +528,16 @@ static st_status unet_forward(block *b, const block_state *in, block_state *out,
         r = conv_forward(u, in->t[0], y, &s);
     if (!r) scratch_forget(&s, y);
     scratch_end(&s); /* the workspace; everything on failure */
-    if (r) {
-        unet_release(b, (block_saved *)sv);
-        if (saved_io) *saved_io = NULL;
-        return r;
-    }
-    if (keep == KEEP_NOTHING && !sv->side.on_host) { /* nothing kept: no states were taken either */
-        unet_release(b, (block_saved *)sv);
-        sv = NULL;
-    }
-    if (saved_io) *saved_io = (block_saved *)sv;
-    else unet_release(b, (block_saved *)sv);
-    /* (y, the skips passed on, and y again when it is a new skip) */
-    const skip_io io = io_of(u);
-    micro_skip_output(&io, in, y, out);
-    return ST_OK;
+    /* with KEEP_NOTHING and no side on the host, nothing was kept: no states were taken either */
+    return micro_forward_end(b, r, (block_saved *)sv, keep == KEEP_NOTHING && !sv->side.on_host, saved_io, &u->io,
+                             in, y, out);
 }
 
 static st_status unet_backward(block *b, const block_state *in, block_saved *saved, block_state *grad)
 {
     unet_block *u = b->self;
     unet_saved *sv = (unet_saved *)saved;
-    const skip_io io = io_of(u);
-    micro_skip_grad_join(&io, batch_of(u), u->m->pool, grad);
+    micro_skip_grad_join(&u->io, batch_of(u), u->m->pool, grad);
     if (main_of(u) && !sv) return st_fail(ST_ERR_INTERNAL, "U-Net block %d: backward without its forward's", b->index);
     scratch s = {.pool = u->m->pool};
     st_status r = ST_OK;
@@ -584,8 +559,7 @@ static st_status unet_backward(block *b, const block_state *in, block_saved *sav
 static void unet_states(const block *b, state_map *out)
 {
     const unet_block *u = b->self;
-    const skip_io io = io_of(u);
-    micro_skip_states(&io, batch_of(u), out);
+    micro_skip_states(&u->io, batch_of(u), out);
 }
 
 const block_kind unet_block_kind = {
