@@ -146,6 +146,10 @@ int64_t model_out_channels(const model_config *c);
 /* n zeroed elements of size bytes, host memory that lives as long as the model (model_destroy frees it, after the
  * family's destroy): a family's impl and its blocks. NULL when out of host memory or of slots (MODEL_OWNED_MAX). */
 void *model_alloc(model *m, size_t n, size_t size);
+/* Sequence q, named name, of n blocks of kind, one state a boundary: returns the blocks' data, n zeroed items of size
+ * bytes (the family's to fill), block i's self the i-th; NULL when out of host memory (model_alloc's, both it and the
+ * sequence's table of blocks). */
+void *model_seq_blocks(model *m, int q, const char *name, int n, const block_kind *kind, size_t size);
 /* A training forward's activation buffer from the model's pool (nothing once *st is set). */
 float *model_take(model *m, st_status *st, int64_t floats, const char *what, bool zero);
 /* model_take into *slot, which the step holds: model_release frees *slot (whatever it then points at, NULL when the
@@ -231,6 +235,11 @@ typedef struct model_loop {
     const float *cond, *timesteps;
     float *work;
 } model_loop;
+/* A family's per-step host loop (host_loop, writing out) of fn(m, cond, work), work a workspace of `work` floats
+ * (named what; none when 0) taken from the pool before it and freed after, so that a dry step counts it too */
+typedef st_status (*model_loop_fn)(model *m, const float *cond, float *work);
+st_status model_host_loop(model *m, const void *out, model_loop_fn fn, const float *cond, int64_t work,
+                          const char *what);
 /* out = 1 - timesteps / 1000 over n samples, in float (1 - sigma: the time several families' embedders read) */
 static inline void time_one_minus_sigma(float *out, const float *timesteps, int64_t n)
 {

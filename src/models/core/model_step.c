@@ -130,9 +130,43 @@ st_status model_rows_grad(model *m, const float *dimg, int64_t S, int64_t at, co
     return st;
 }
 
+typedef struct loop_call {
+    model *m;
+    model_loop_fn fn;
+    const float *cond;
+    float *work;
+} loop_call;
+
+static st_status loop_call_run(void *arg)
+{
+    const loop_call *l = arg;
+    return l->fn(l->m, l->cond, l->work);
+}
+
+st_status model_host_loop(model *m, const void *out, model_loop_fn fn, const float *cond, int64_t work,
+                          const char *what)
+{
+    float *w = NULL;
+    st_status st = work ? pool_alloc(m->pool, (size_t)work * sizeof(float), MEM_WORKSPACE, what, (void **)&w) : ST_OK;
+    if (!st) st = host_loop(out, loop_call_run, &(loop_call){m, fn, cond, w});
+    pool_free(m->pool, w);
+    return st;
+}
+
 void *model_alloc(model *m, size_t n, size_t size)
 {
     void *p = m->n_owned < MODEL_OWNED_MAX ? calloc(n ? n : 1, size) : NULL;
     if (p) m->owned[m->n_owned++] = p;
     return p;
+}
+
+void *model_seq_blocks(model *m, int q, const char *name, int n, const block_kind *kind, size_t size)
+{
+    char *self = model_alloc(m, (size_t)n, size);
+    block *blocks = self ? model_alloc(m, (size_t)n, sizeof *blocks) : NULL;
+    if (!blocks) return NULL;
+    for (int i = 0; i < n; i++) blocks[i] = (block){.kind = kind, .self = self + (size_t)i * size, .index = i};
+    m->seq[q] = (block_seq){.name = name, .n = n, .blocks = blocks, .state_n = 1, .pool = m->pool};
+    if (m->n_seq <= q) m->n_seq = q + 1;
+    return self;
 }

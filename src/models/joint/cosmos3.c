@@ -32,7 +32,6 @@
 
 typedef struct c3_model {
     mot_block *blocks;
-    block *seq_blocks;
     temb te;
     lin_layer proj_in, proj_out, lm_head, audio_in, audio_out;
     int embed, norm_und, norm_gen, audio_embed, action_in[2], action_out[2], action_embed;
@@ -55,9 +54,8 @@ static st_status c3_create(model *m)
     c3_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     if (!d) return st_host_oom("the Cosmos 3 model");
-    d->blocks = model_alloc(m, (size_t)c->depth, sizeof *d->blocks);
-    d->seq_blocks = model_alloc(m, (size_t)c->depth, sizeof *d->seq_blocks);
-    if (!d->blocks || !d->seq_blocks) return st_host_oom("the Cosmos 3 model");
+    d->blocks = model_seq_blocks(m, 0, "layers", (int)c->depth, &mot_block_kind, sizeof *d->blocks);
+    if (!d->blocks) return st_host_oom("the Cosmos 3 model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = model_patch_dim(c);
@@ -71,11 +69,7 @@ static st_status c3_create(model *m)
                          .mask = &d->maskp};
         snprintf(name, sizeof name, "layers.%d", i);
         mot_block_register(s, b, name, c);
-        d->seq_blocks[i] = (block){.kind = &mot_block_kind, .self = b, .index = i};
     }
-    m->seq[0] = (block_seq){.name = "layers", .n = (int)c->depth, .blocks = d->seq_blocks, .state_n = 1,
-                            .pool = m->pool};
-    m->n_seq = 1;
     d->norm_und = param_add(s, "norm.weight", 1, (int64_t[]){D}, false);
     d->norm_gen = param_add(s, "norm_moe_gen.weight", 1, (int64_t[]){D}, full);
     d->lm_head = lin_register(s, "lm_head", D, c->text_vocab, false, 0, 0, false);
@@ -113,12 +107,9 @@ static void c3_release(model *m)
     d->maskp = NULL;
 }
 
-/* Each sample's prompt length and ids, positions (pos: the work's (S, 3)), rotary table and mask (a host_loop's) */
-static st_status prompt_positions(void *arg)
+/* Each sample's prompt length and ids, positions (pos: (S, 3)), rotary table and mask (a host loop's) */
+static st_status prompt_positions(model *m, const float *cond, float *pos)
 {
-    model *m = ((model_loop *)arg)->m;
-    const float *cond = ((model_loop *)arg)->cond;
-    float *pos = ((model_loop *)arg)->work;
     c3_model *d = c3_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m), hd = c->head_dim, K = model_cond_len(c);
@@ -157,12 +148,8 @@ static st_status positions(model *m, const float *cond)
     model_hold(m, &st, &d->rope, B * S * hd, "cosmos3.rope", false);
     model_hold(m, &st, &d->kb, B * S, "cosmos3.key_mask", false);
     model_hold(m, &st, &d->seg, B * S, "cosmos3.segments", false);
-    float *pos = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "cosmos3.position_ids",
-                             (void **)&pos);
     if (st) return st;
-    st = host_loop(d->rope, prompt_positions, &(model_loop){.m = m, .cond = cond, .work = pos});
-    pool_free(m->pool, pos);
+    st = model_host_loop(m, d->rope, prompt_positions, cond, S * 3, "cosmos3.position_ids");
     d->mask = (attn_mask){.key_bias = d->kb, .segment = d->seg, .causal = true, .batch_stride = S};
     d->maskp = &d->mask;
     return st;

@@ -30,7 +30,7 @@ typedef struct er_model {
     lumina_final fin;
     int x_w, x_b;
     /* a step */
-    float *len, *patches, *text_in;
+    float *patches, *text_in;
     float *dc; /* backward's dL/dtemb, from the final layer */
 } er_model;
 
@@ -74,12 +74,9 @@ static void er_release(model *m)
     lumina_final_release(m, &d->fin);
 }
 
-/* Per sample: its caption's length, positions (ids: the work's (S, 3)), rotary table and key mask (a host_loop's) */
-static st_status caption_positions(void *arg)
+/* Per sample: its caption's length, positions (ids: (S, 3)), rotary table and key mask (a host loop's) */
+static st_status caption_positions(model *m, const float *cond, float *ids)
 {
-    model *m = ((model_loop *)arg)->m;
-    const float *cond = ((model_loop *)arg)->cond;
-    float *ids = ((model_loop *)arg)->work;
     er_model *d = er_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, hd = c->hidden / c->heads;
@@ -88,7 +85,7 @@ static st_status caption_positions(void *arg)
     for (int64_t b = 0; !st && b < B; b++) {
         float n = 0;
         if ((st = model_caption_length(m, cond, b, &n))) break;
-        d->len[b] = n;
+        d->j.len[b] = n;
         for (int64_t r = 0; r < S; r++) {
             float *id = ids + r * 3;
             if (r < T) id[0] = n, id[1] = (float)(r / g), id[2] = (float)(r % g);
@@ -114,27 +111,6 @@ static st_status swap_halves(void *arg)
     return ST_OK;
 }
 
-/* Per sample: its caption's tokens (the mask's ones), its rotary table and key mask over [image; caption] */
-static st_status positions(model *m, const float *cond)
-{
-    er_model *d = er_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, hd = c->hidden / c->heads;
-    st_status st = ST_OK;
-    model_hold(m, &st, &d->len, B, "ernie.caption_length", false);
-    model_hold(m, &st, &d->j.rope, B * S * hd, "ernie.rope", false);
-    model_hold(m, &st, &d->j.kb, B * S, "ernie.key_mask", false);
-    float *ids = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "ernie.position_ids",
-                             (void **)&ids);
-    if (st) return st;
-    st = host_loop(d->len, caption_positions, &(model_loop){.m = m, .cond = cond, .work = ids});
-    pool_free(m->pool, ids);
-    d->j.mask = (attn_mask){.key_bias = d->j.kb, .batch_stride = S};
-    d->j.maskp = &d->j.mask;
-    return st;
-}
-
 /* The joint rows: x_embedder's image rows, then text_proj's caption rows, per sample */
 static st_status embed(model *m, const float *x, const float *timesteps, const float *cond, bool train, float **x0)
 {
@@ -149,7 +125,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     temb_take(m, &d->t, &st, train);
     model_hold(m, &st, &m->ctx.mod, B * ERNIE_MOD * D, "ernie.modulation", false);
     if (train) model_hold(m, &st, &m->ctx.dmod, B * ERNIE_MOD * D, "ernie.dmodulation", true);
-    if (!st) st = positions(m, cond);
+    if (!st) st = lumina_joint_positions(m, &d->j, caption_positions, cond, S * 3, NULL);
     if (st) return st;
     const patch_shape ps = model_patches(m);
     patchify_forward(d->patches, x, &ps); /* a Conv weight's feature order */

@@ -33,7 +33,6 @@ enum { MODE_IMAGE, MODE_COND, MODE_TXT, NMODE }; /* the modulation heads, in the
 
 typedef struct f3_model {
     f3_block *blocks[NSEQ], *cond_blocks;
-    block *seq_blocks[NSEQ];
     time_pair tp; /* timestep_embedder of 1000 t and of 0 */
     lin_layer early[NMODE], single[NMODE], x_img, ctx, norm_out, proj_out;
     float *mod[NSEQ], *dmod[NSEQ], *rope[NSEQ];
@@ -59,11 +58,10 @@ static st_status f3_create(model *m)
     m->impl = d;
     if (!d) return st_host_oom("the Flux.3 model");
     const int n[NSEQ] = {(int)c->depth, (int)c->depth, (int)c->single_depth};
-    for (int q = 0; q < NSEQ; q++) {
-        d->blocks[q] = model_alloc(m, (size_t)n[q], sizeof *d->blocks[q]);
-        d->seq_blocks[q] = model_alloc(m, (size_t)n[q], sizeof *d->seq_blocks[q]);
-        if (!d->blocks[q] || !d->seq_blocks[q]) return st_host_oom("the Flux.3 model");
-    }
+    static const char *const names[NSEQ] = {"txt_mode_blocks", "mode_blocks.image", "single_transformer_blocks"};
+    for (int q = 0; q < NSEQ; q++)
+        if (!(d->blocks[q] = model_seq_blocks(m, q, names[q], n[q], &f3_block_kind, sizeof *d->blocks[q])))
+            return st_host_oom("the Flux.3 model");
     d->cond_blocks = model_alloc(m, (size_t)c->depth, sizeof *d->cond_blocks);
     if (!d->cond_blocks) return st_host_oom("the Flux.3 model");
     param_set *s = &m->own_params;
@@ -85,7 +83,6 @@ static st_status f3_create(model *m)
     d->x_img = lin_register(s, "x_embedders.image", P, D, false, 0, 0, full);
     lin_register(s, "x_embedders.image_cond", P, D, false, 0, 0, false);
     d->ctx = lin_register(s, "context_embedder", c->text_dim, D, false, 0, 0, full);
-    static const char *const names[NSEQ] = {"txt_mode_blocks", "mode_blocks.image", "single_transformer_blocks"};
     static const int order[NSEQ + 1] = {IMG, -1, TXT, JOINT}; /* the state_dict's; -1: mode_blocks.image_cond */
     for (int o = 0; o <= NSEQ; o++) {
         const int q = order[o];
@@ -96,13 +93,8 @@ static st_status f3_create(model *m)
                                  .eps = F3_EPS, .mod = &d->mod[q], .dmod = &d->dmod[q], .rope = &d->rope[q]};
             snprintf(name, sizeof name, "%s.%d", q < 0 ? "mode_blocks.image_cond" : names[q], i);
             f3_block_register(s, b, name, c, q >= 0);
-            if (q >= 0) d->seq_blocks[q][i] = (block){.kind = &f3_block_kind, .self = b, .index = i};
         }
     }
-    for (int q = 0; q < NSEQ; q++)
-        m->seq[q] = (block_seq){.name = names[q], .n = n[q], .blocks = d->seq_blocks[q], .state_n = 1,
-                                .pool = m->pool};
-    m->n_seq = NSEQ;
     d->norm_out = lin_register(s, "norm_out.linear", D, 2 * D, false, 0, 0, full);
     d->proj_out = lin_register(s, "proj_out", D, P, false, 0, 0, full);
     return ST_OK;

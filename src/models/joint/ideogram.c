@@ -32,7 +32,7 @@ typedef struct id_model {
     lumina_final fin;
     int text_norm, x_w, x_b, role;
     /* a step */
-    float *len, *tin, *patches, *text_in, *text_n, *ada_raw, *fin_c;
+    float *tin, *patches, *text_in, *text_n, *ada_raw, *fin_c;
     float *dfin; /* backward's dL/d(the final layer's SiLU input) */
     op_state text_stats;
 } id_model;
@@ -80,12 +80,9 @@ static void id_release(model *m)
     lumina_final_release(m, &d->fin);
 }
 
-/* Per sample: its caption's length, its rotary table (ids: the work's (S, 3)) and key mask (a host_loop's) */
-static st_status caption_positions(void *arg)
+/* Per sample: its caption's length, its rotary table (ids: (S, 3)) and key mask (a host loop's) */
+static st_status caption_positions(model *m, const float *cond, float *ids)
 {
-    model *m = ((model_loop *)arg)->m;
-    const float *cond = ((model_loop *)arg)->cond;
-    float *ids = ((model_loop *)arg)->work;
     id_model *d = id_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m), hd = c->hidden / c->heads;
@@ -99,31 +96,11 @@ static st_status caption_positions(void *arg)
     for (int64_t b = 0; !st && b < B; b++) {
         float n = 0;
         if ((st = model_caption_length(m, cond, b, &n))) break;
-        d->len[b] = n;
+        d->j.len[b] = n;
         if (!b) rope_table_mrope(d->j.rope, ids, S, hd, c->rope_axes, IDEO_THETA); /* no sample's positions differ */
         else copy_rows(d->j.rope + b * S * hd, S * hd, d->j.rope, S * hd, 1, S * hd);
         for (int64_t r = 0; r < S; r++) d->j.kb[b * S + r] = r < (int64_t)n || r >= L ? 0.0f : -INFINITY;
     }
-    return st;
-}
-
-/* Per sample: its caption's tokens (the mask's ones), its rotary table and key mask over [caption; image] */
-static st_status positions(model *m, const float *cond)
-{
-    id_model *d = id_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, S = rows_of(m), hd = c->hidden / c->heads;
-    st_status st = ST_OK;
-    model_hold(m, &st, &d->len, B, "ideogram.caption_length", false);
-    model_hold(m, &st, &d->j.rope, B * S * hd, "ideogram.rope", false);
-    model_hold(m, &st, &d->j.kb, B * S, "ideogram.key_mask", false);
-    float *ids = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "ideogram.position_ids",
-                             (void **)&ids);
-    if (!st) st = host_loop(d->len, caption_positions, &(model_loop){.m = m, .cond = cond, .work = ids});
-    pool_free(m->pool, ids);
-    d->j.mask = (attn_mask){.key_bias = d->j.kb, .batch_stride = S};
-    d->j.maskp = &d->j.mask;
     return st;
 }
 
@@ -159,7 +136,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     temb_take(m, &d->t, &st, train);
     model_hold(m, &st, &d->ada_raw, B * A, "ideogram.adaln_proj", false);
     model_hold(m, &st, &d->fin_c, B * A, "ideogram.silu_adaln_input", false);
-    if (!st) st = positions(m, cond);
+    if (!st) st = lumina_joint_positions(m, &d->j, caption_positions, cond, S * 3, NULL);
     if (st) return st;
     const patch_shape ps = model_patches(m);
     patchify_forward(d->patches, x, &ps);

@@ -33,7 +33,6 @@ enum { LAYERWISE, REFINER, JOINT, NSEQ };
 
 typedef struct kr_model {
     lumina_block *blocks[NSEQ];
-    block *seq_blocks[NSEQ];
     temb t;
     lin_layer mod, txt1, txt2, img, out;
     int proj, txt_norm, fin_table, fin_norm;
@@ -62,17 +61,15 @@ static st_status kr_create(model *m)
     m->impl = d;
     if (!d) return st_host_oom("the Krea 2 model");
     const int n[NSEQ] = {(int)c->text_blocks, (int)c->refiner_depth, (int)c->depth};
-    for (int q = 0; q < NSEQ; q++) {
-        d->blocks[q] = model_alloc(m, (size_t)(n[q] ? n[q] : 1), sizeof *d->blocks[q]);
-        d->seq_blocks[q] = model_alloc(m, (size_t)(n[q] ? n[q] : 1), sizeof *d->seq_blocks[q]);
-        if (!d->blocks[q] || !d->seq_blocks[q]) return st_host_oom("the Krea 2 model");
-    }
+    static const char *const names[NSEQ] = {"text_fusion.layerwise_blocks", "text_fusion.refiner_blocks",
+                                            "transformer_blocks"};
+    for (int q = 0; q < NSEQ; q++)
+        if (!(d->blocks[q] = model_seq_blocks(m, q, names[q], n[q], &lumina_block_kind, sizeof *d->blocks[q])))
+            return st_host_oom("the Krea 2 model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = model_patch_dim(c), Dt = text_width(c), L = m->shape.text, nl = c->text_layers;
     const int64_t rows[NSEQ] = {L * nl, L, joint_rows(m)};
-    static const char *const names[NSEQ] = {"text_fusion.layerwise_blocks", "text_fusion.refiner_blocks",
-                                            "transformer_blocks"};
     /* in the order of Krea2Transformer2DModel's state_dict */
     d->img = lin_register(s, "img_in", P, D, true, 0, 0, full);
     temb_register(s, &d->t, "time_embed.linear_1", "time_embed.linear_2", KREA2_FREQ, D, full);
@@ -96,12 +93,8 @@ static st_status kr_create(model *m)
                                 .mask = &d->maskp[q], .style = &krea2_style};
             snprintf(prefix, sizeof prefix, "%s.%d", names[q], i);
             lumina_block_register(s, b, prefix, c);
-            d->seq_blocks[q][i] = (block){.kind = &lumina_block_kind, .self = b, .index = i};
         }
-        m->seq[q] = (block_seq){.name = names[q], .n = n[q], .blocks = d->seq_blocks[q], .state_n = 1,
-                                .pool = m->pool};
     }
-    m->n_seq = NSEQ;
     d->fin_table = param_add(s, "final_layer.scale_shift_table", 2, (int64_t[]){2, D}, full);
     d->fin_norm = param_add(s, "final_layer.norm.weight", 1, (int64_t[]){D}, full);
     d->out = lin_register(s, "final_layer.linear", D, P, true, 0, 0, full);
@@ -128,12 +121,9 @@ static void kr_release(model *m)
     for (int q = 0; q < NSEQ; q++) d->maskp[q] = NULL;
 }
 
-/* The same from the samples' text masks, ids the work's (S, 3) (a host_loop's) */
-static st_status mask_positions(void *arg)
+/* The same from the samples' text masks, ids (S, 3) (a host loop's) */
+static st_status mask_positions(model *m, const float *cond, float *ids)
 {
-    model *m = ((model_loop *)arg)->m;
-    const float *cond = ((model_loop *)arg)->cond;
-    float *ids = ((model_loop *)arg)->work;
     kr_model *d = kr_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = joint_rows(m), hd = c->hidden / c->heads;
@@ -169,12 +159,7 @@ static st_status positions(model *m, const float *cond)
     model_hold(m, &st, &d->kb[REFINER], B * L, "krea2.text_key_mask", false);
     model_hold(m, &st, &d->kb[JOINT], B * S, "krea2.key_mask", false);
     model_hold(m, &st, &d->rope, B * S * hd, "krea2.rope", false);
-    float *ids = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "krea2.position_ids",
-                             (void **)&ids);
-    if (st) return st;
-    st = host_loop(d->rope, mask_positions, &(model_loop){.m = m, .cond = cond, .work = ids});
-    pool_free(m->pool, ids);
+    if (!st) st = model_host_loop(m, d->rope, mask_positions, cond, S * 3, "krea2.position_ids");
     if (st) return st;
     d->masks[REFINER] = (attn_mask){.key_bias = d->kb[REFINER], .batch_stride = L};
     d->masks[JOINT] = (attn_mask){.key_bias = d->kb[JOINT], .batch_stride = S};

@@ -40,7 +40,6 @@ enum { CTX, NOISE, JOINT, NSEQ };
 typedef struct lm_model {
     bool z; /* Z-Image */
     lumina_block *blocks[NSEQ];
-    block *seq_blocks[NSEQ];
     temb t;
     int cap_norm;
     lin_layer cap;
@@ -90,16 +89,14 @@ static st_status lm_create(model *m)
     m->impl = d;
     if (!d) return st_host_oom("the Lumina 2 model");
     const int n[NSEQ] = {(int)c->refiner_depth, (int)c->refiner_depth, (int)c->depth};
-    for (int q = 0; q < NSEQ; q++) {
-        d->blocks[q] = model_alloc(m, (size_t)n[q], sizeof *d->blocks[q]);
-        d->seq_blocks[q] = model_alloc(m, (size_t)n[q], sizeof *d->seq_blocks[q]);
-        if (!d->blocks[q] || !d->seq_blocks[q]) return st_host_oom("the Lumina 2 model");
-    }
+    static const char *const names[NSEQ] = {"context_refiner", "noise_refiner", "layers"};
+    for (int q = 0; q < NSEQ; q++)
+        if (!(d->blocks[q] = model_seq_blocks(m, q, names[q], n[q], &lumina_block_kind, sizeof *d->blocks[q])))
+            return st_host_oom("the Lumina 2 model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank, z = d->z = zimage(c);
     const int64_t D = c->hidden, Dt = time_dim(c), P = model_patch_dim(c);
     const int64_t rows[NSEQ] = {text_rows(m), image_rows_of(m), joint_rows(m)};
-    static const char *const names[NSEQ] = {"context_refiner", "noise_refiner", "layers"};
     char prefix[64], n1[96], n2[96], key[32];
     snprintf(key, sizeof key, "%lld-%lld", (long long)c->patch, (long long)c->patch_t); /* Z-Image's patch key */
     snprintf(n1, sizeof n1, z ? "all_x_embedder.%s.weight" : "x_embedder.weight", key);
@@ -127,10 +124,7 @@ static st_status lm_create(model *m)
                                 .mask = &d->maskp[q], .ada_in = Dt, .style = z ? &zimage_style : &lumina2_style};
             snprintf(prefix, sizeof prefix, "%s.%d", names[q], i);
             lumina_block_register(s, b, prefix, c);
-            d->seq_blocks[q][i] = (block){.kind = &lumina_block_kind, .self = b, .index = i};
         }
-        m->seq[q] = (block_seq){.name = names[q], .n = n[q], .blocks = d->seq_blocks[q], .state_n = 1,
-                                .pool = m->pool};
     }
     char fin[64];
     snprintf(fin, sizeof fin, z ? "all_final_layer.%s" : "norm_out", key);
@@ -141,7 +135,6 @@ static st_status lm_create(model *m)
     snprintf(n2, sizeof n2, z ? "%s.linear.bias" : "%s.linear_2.bias", fin);
     d->fin.out_w = param_add(s, n1, 2, (int64_t[]){P, D}, full);
     d->fin.out_b = param_add(s, n2, 1, (int64_t[]){P}, full);
-    m->n_seq = NSEQ;
     return ST_OK;
 }
 
@@ -191,11 +184,9 @@ static bool position_of(const model *m, int q, int64_t r, int64_t len, int64_t l
     return cap >= 0 ? cap < lr : img >= 0; /* an image pad token at (0, 0, 0) */
 }
 
-/* The per-sample rotary tables and key masks of the three sequences (ids: the work's (S, 3); a host_loop's) */
-static st_status sample_positions(void *arg)
+/* The per-sample rotary tables and key masks of the three sequences (ids: (S, 3); a host loop's) */
+static st_status sample_positions(model *m, const float *cond, float *ids)
 {
-    model *m = ((model_loop *)arg)->m;
-    float *ids = ((model_loop *)arg)->work;
     lm_model *d = lm_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = text_rows(m), T = image_rows_of(m), S = L + T, hd = c->hidden / c->heads;
@@ -229,12 +220,8 @@ static st_status positions(model *m)
     for (int q = 0; q < NSEQ; q++) model_hold(m, &st, &d->rope[q], B * rows[q] * hd, "lumina.rope", false);
     model_hold(m, &st, &d->kb[CTX], B * L, "lumina.caption_mask", false);
     model_hold(m, &st, &d->kb[JOINT], B * S, "lumina.joint_mask", false);
-    float *ids = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "lumina.position_ids",
-                             (void **)&ids);
     if (st) return st;
-    st = host_loop(d->len, sample_positions, &(model_loop){.m = m, .work = ids});
-    pool_free(m->pool, ids);
+    st = model_host_loop(m, d->len, sample_positions, NULL, S * 3, "lumina.position_ids");
     d->masks[CTX] = (attn_mask){.key_bias = d->kb[CTX], .batch_stride = L};
     d->masks[JOINT] = (attn_mask){.key_bias = d->kb[JOINT], .batch_stride = S};
     d->maskp[CTX] = &d->masks[CTX], d->maskp[NOISE] = NULL, d->maskp[JOINT] = &d->masks[JOINT];

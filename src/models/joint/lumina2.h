@@ -69,7 +69,7 @@ typedef struct lumina2_options {
  * one style over `rows` joint rows a sample, reading the model's rotary tables and key mask */
 typedef struct lumina_joint {
     lumina_block *blocks;
-    block *seq_blocks;
+    float *len;             /* a step's caption (prompt) length per sample */
     float *rope, *kb;       /* a step's per-sample rotary tables (B, rows, head_dim / 2, 2) and key bias (B, rows) */
     attn_mask mask;
     const attn_mask *maskp; /* what the blocks read: &mask once the step's is made */
@@ -78,6 +78,10 @@ typedef struct lumina_joint {
 /* ada_in: the modulation's input width (m->ctx.cs's); 0: the blocks are not modulated (OmniGen's) */
 st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *style, int64_t rows, int64_t ada_in);
 void lumina_joint_set_batch(model *m, const lumina_joint *j, int64_t batch);
+/* A step's len, rope and kb, filled by fn (model_host_loop's, with a workspace of `work` floats), then the mask the
+ * blocks read: the key bias, and with seg (B, rows; NULL: none) its segments under a causal mask */
+st_status lumina_joint_positions(model *m, lumina_joint *j, model_loop_fn fn, const float *cond, int64_t work,
+                                 const float *seg);
 /* The final layer of Lumina 2, Z-Image, ERNIE-Image, Ideogram 4 and OmniGen (lumina_joint.c): pred = sign
  * unpatchify(out(LN(rows) (1 + scale) + shift)), the LayerNorm unaffine, (scale), (scale, shift) or (shift, scale) =
  * mod(c). The family registers mod, out_w and out_b under its names and sets the options; the rest is a step's. */

@@ -10,9 +10,8 @@
 st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *style, int64_t rows, int64_t ada_in)
 {
     const model_config *c = &m->cfg;
-    j->blocks = model_alloc(m, (size_t)c->depth, sizeof *j->blocks);
-    j->seq_blocks = model_alloc(m, (size_t)c->depth, sizeof *j->seq_blocks);
-    if (!j->blocks || !j->seq_blocks) return st_host_oom("a model's blocks");
+    j->blocks = model_seq_blocks(m, 0, "layers", (int)c->depth, &lumina_block_kind, sizeof *j->blocks);
+    if (!j->blocks) return st_host_oom("a model's blocks");
     char prefix[64];
     for (int i = 0; i < c->depth; i++) {
         lumina_block *b = &j->blocks[i];
@@ -22,11 +21,7 @@ st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *sty
                             .style = style};
         snprintf(prefix, sizeof prefix, "layers.%d", i);
         lumina_block_register(&m->own_params, b, prefix, c);
-        j->seq_blocks[i] = (block){.kind = &lumina_block_kind, .self = b, .index = i};
     }
-    m->seq[0] = (block_seq){.name = "layers", .n = (int)c->depth, .blocks = j->seq_blocks, .state_n = 1,
-                            .pool = m->pool};
-    m->n_seq = 1;
     return ST_OK;
 }
 
@@ -35,6 +30,20 @@ void lumina_joint_set_batch(model *m, const lumina_joint *j, int64_t batch)
 {
     m->shape.batch = batch;
     m->seq[0].state_numel[0] = batch * j->blocks[0].rows * m->shape.hidden;
+}
+
+st_status lumina_joint_positions(model *m, lumina_joint *j, model_loop_fn fn, const float *cond, int64_t work,
+                                 const float *seg)
+{
+    const int64_t B = m->shape.batch, S = j->blocks[0].rows, hd = m->cfg.hidden / m->cfg.heads;
+    st_status st = ST_OK;
+    model_hold(m, &st, &j->len, B, "joint.caption_length", false);
+    model_hold(m, &st, &j->rope, B * S * hd, "joint.rope", false);
+    model_hold(m, &st, &j->kb, B * S, "joint.key_mask", false);
+    if (!st) st = model_host_loop(m, j->len, fn, cond, work, "joint.position_ids");
+    j->mask = (attn_mask){.key_bias = j->kb, .segment = seg, .causal = seg != NULL, .batch_stride = S};
+    j->maskp = &j->mask;
+    return st;
 }
 
 /* ---- the final layer ---- */

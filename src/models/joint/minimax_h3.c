@@ -38,7 +38,6 @@ enum { REF, MAIN, NSEQ };
 
 typedef struct mh_model {
     f3_block *blocks[NSEQ];
-    block *seq_blocks[NSEQ];
     temb te;
     lin_layer proj_in, audio_in, ctx, norm_out, proj_out, audio_out;
     int ref_norm, out_norm; /* token_refiner.final_norm, norm_out.norm */
@@ -76,10 +75,9 @@ static st_status mh_create(model *m)
     static const char *const names[NSEQ] = {"token_refiner.refiner_blocks", "transformer_blocks"};
     char name[96];
     for (int q = 0; q < NSEQ; q++) {
-        const int64_t n = q == REF ? c->refiner_depth : c->depth;
-        d->blocks[q] = model_alloc(m, (size_t)n, sizeof *d->blocks[q]);
-        d->seq_blocks[q] = model_alloc(m, (size_t)n, sizeof *d->seq_blocks[q]);
-        if (!d->blocks[q] || !d->seq_blocks[q]) return st_host_oom("the MiniMax-H3 model");
+        const int n = (int)(q == REF ? c->refiner_depth : c->depth);
+        if (!(d->blocks[q] = model_seq_blocks(m, q, names[q], n, &f3_block_kind, sizeof *d->blocks[q])))
+            return st_host_oom("the MiniMax-H3 model");
         for (int i = 0; i < n; i++) {
             f3_block *b = &d->blocks[q][i];
             *b = (f3_block){.m = m, .rows = rows_of(m, q), .split = q == MAIN ? m->shape.text : 0, .ffn = c->ffn_dim,
@@ -88,13 +86,9 @@ static st_status mh_create(model *m)
                             .rope = q == MAIN ? &d->rope : NULL, .mask = &d->maskp[q]};
             snprintf(name, sizeof name, "%s.%d", names[q], i);
             f3_block_register(s, b, name, c, true);
-            d->seq_blocks[q][i] = (block){.kind = &f3_block_kind, .self = b, .index = i};
         }
-        m->seq[q] = (block_seq){.name = names[q], .n = (int)n, .blocks = d->seq_blocks[q], .state_n = 1,
-                                .pool = m->pool};
         if (q == REF) d->ref_norm = param_add(s, "token_refiner.final_norm.weight", 1, (int64_t[]){D}, full);
     }
-    m->n_seq = NSEQ;
     d->out_norm = param_add(s, "norm_out.norm.weight", 1, (int64_t[]){D}, full);
     d->norm_out = lin_register(s, "norm_out.linear", c->time_dim, 2 * D, true, 0, 0, full);
     d->proj_out = lin_register(s, "proj_out", D, P, true, 0, 0, full);
@@ -118,12 +112,9 @@ static void mh_release(model *m)
     d->maskp[REF] = d->maskp[MAIN] = NULL;
 }
 
-/* Each sample's caption length, positions (ids: the work's (S, 3)), rotary table and key biases (a host_loop's) */
-static st_status caption_positions(void *arg)
+/* Each sample's caption length, positions (ids: (S, 3)), rotary table and key biases (a host loop's) */
+static st_status caption_positions(model *m, const float *cond, float *ids)
 {
-    model *m = ((model_loop *)arg)->m;
-    const float *cond = ((model_loop *)arg)->cond;
-    float *ids = ((model_loop *)arg)->work;
     mh_model *d = mh_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m, MAIN), rot = rot_of(c);
@@ -159,12 +150,8 @@ static st_status positions(model *m, const float *cond)
     model_hold(m, &st, &d->rope, B * S * rot, "minimax.rope", false);
     model_hold(m, &st, &d->kb, B * S, "minimax.key_mask", false);
     model_hold(m, &st, &d->kbt, B * L, "minimax.text_key_mask", false);
-    float *ids = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "minimax.position_ids",
-                             (void **)&ids);
     if (st) return st;
-    st = host_loop(d->rope, caption_positions, &(model_loop){.m = m, .cond = cond, .work = ids});
-    pool_free(m->pool, ids);
+    st = model_host_loop(m, d->rope, caption_positions, cond, S * 3, "minimax.position_ids");
     d->mask[REF] = (attn_mask){.key_bias = d->kbt, .batch_stride = L};
     d->mask[MAIN] = (attn_mask){.key_bias = d->kb, .batch_stride = S};
     d->maskp[REF] = &d->mask[REF], d->maskp[MAIN] = &d->mask[MAIN];

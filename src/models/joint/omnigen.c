@@ -38,7 +38,7 @@ typedef struct og_model {
     lumina_final fin;
     int embed, x_w, x_b, pos, norm;
     /* a step */
-    float *len, *ids, *seg, *tin, *patches, *raw; /* raw: the image rows before norm (B T, D) */
+    float *ids, *seg, *tin, *patches, *raw; /* raw: the image rows before norm (B T, D) */
     float *dc, *dtok; /* backward's dL/d(t_embedder's output) and dL/d(the time token) */
     op_state norm_stats;
 } og_model;
@@ -109,12 +109,9 @@ static void su_table(const model *m, float *tab, const float *pos, int64_t S, bo
     }
 }
 
-/* Per sample: its prompt's length, ids, positions (the work's S), rotary table and mask (a host_loop's) */
-static st_status prompt_positions(void *arg)
+/* Per sample: its prompt's length, ids, positions (pos: S), rotary table and mask (a host loop's) */
+static st_status prompt_positions(model *m, const float *cond, float *pos)
 {
-    model *m = ((model_loop *)arg)->m;
-    const float *cond = ((model_loop *)arg)->cond;
-    float *pos = ((model_loop *)arg)->work;
     og_model *d = og_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = L + 1 + T, hd = c->hidden / c->heads;
@@ -127,13 +124,13 @@ static st_status prompt_positions(void *arg)
         if (n < 1)
             st = st_fail(ST_ERR_INVALID, "the batch's sample %lld: its prompt has no tokens; OmniGen's prompt holds at "
                          "least its instruction template's", (long long)b);
-        d->len[b] = n, longest = (int64_t)n > longest ? (int64_t)n : longest;
+        d->j.len[b] = n, longest = (int64_t)n > longest ? (int64_t)n : longest;
         for (int64_t l = 0; l < L; l++) d->ids[b * L + l] = l < (int64_t)n ? cond[b * K + l] : 0.0f;
     }
     /* torch.max(position_ids) + 1 over the batch picks the factors; sample 0's positions turn every sample */
     const bool long_factors = longest + T + 1 > c->rope_original;
     for (int64_t b = 0; !st && b < B; b++) {
-        const int64_t n = (int64_t)d->len[b], n0 = (int64_t)d->len[0];
+        const int64_t n = (int64_t)d->j.len[b], n0 = (int64_t)d->j.len[0];
         for (int64_t r = 0; r < S; r++) {
             const int64_t at = r < n ? r + n0 - n : r < L ? 0 : n0 + r - L;
             pos[r] = (float)(at > 0 ? at : 0);
@@ -142,27 +139,6 @@ static st_status prompt_positions(void *arg)
         }
         su_table(m, d->j.rope + b * S * hd, pos, S, long_factors);
     }
-    return st;
-}
-
-/* Per sample: its prompt's tokens (the mask's ones, at least one), its ids, rotary table and mask */
-static st_status positions(model *m, const float *cond)
-{
-    og_model *d = og_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = L + 1 + T, hd = c->hidden / c->heads;
-    st_status st = ST_OK;
-    model_hold(m, &st, &d->len, B, "omnigen.prompt_length", false);
-    model_hold(m, &st, &d->ids, B * L, "omnigen.ids", false);
-    model_hold(m, &st, &d->j.rope, B * S * hd, "omnigen.rope", false);
-    model_hold(m, &st, &d->j.kb, B * S, "omnigen.key_mask", false);
-    model_hold(m, &st, &d->seg, B * S, "omnigen.segments", false);
-    float *pos = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)S * sizeof(float), MEM_WORKSPACE, "omnigen.position_ids", (void **)&pos);
-    if (!st) st = host_loop(d->len, prompt_positions, &(model_loop){.m = m, .cond = cond, .work = pos});
-    pool_free(m->pool, pos);
-    d->j.mask = (attn_mask){.key_bias = d->j.kb, .segment = d->seg, .causal = true, .batch_stride = S};
-    d->j.maskp = &d->j.mask;
     return st;
 }
 
@@ -179,7 +155,9 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     *x0 = model_take(m, &st, B * S * D, "omnigen.rows", false);
     temb_take(m, &d->t, &st, train);
     temb_take_path(m, &d->tok, &st);
-    if (!st) st = positions(m, cond);
+    model_hold(m, &st, &d->ids, B * L, "omnigen.ids", false);
+    model_hold(m, &st, &d->seg, B * S, "omnigen.segments", false);
+    if (!st) st = lumina_joint_positions(m, &d->j, prompt_positions, cond, S, d->seg);
     float *crop = NULL; /* the table's centre G x G, as OmniGenPatchEmbed._cropped_pos_embed takes it */
     if (!st) st = pool_alloc(m->pool, (size_t)(T * D) * sizeof(float), MEM_WORKSPACE, "omnigen.pos_embed (cropped)",
                              (void **)&crop);

@@ -30,7 +30,6 @@
 
 typedef struct q21_model {
     f3_block *blocks;
-    block *seq_blocks;
     time_pair tp; /* timestep_embedder of 1000 t and of 0 */
     lin_layer mod, txt1, txt2, img, norm_out, proj_out;
     int txt_norm;
@@ -53,9 +52,8 @@ static st_status q21_create(model *m)
     q21_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     if (!d) return st_host_oom("the Qwen-Image 2.1 model");
-    d->blocks = model_alloc(m, (size_t)c->depth, sizeof *d->blocks);
-    d->seq_blocks = model_alloc(m, (size_t)c->depth, sizeof *d->seq_blocks);
-    if (!d->blocks || !d->seq_blocks) return st_host_oom("the Qwen-Image 2.1 model");
+    d->blocks = model_seq_blocks(m, 0, "transformer_blocks", (int)c->depth, &f3_block_kind, sizeof *d->blocks);
+    if (!d->blocks) return st_host_oom("the Qwen-Image 2.1 model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = model_patch_dim(c);
@@ -75,11 +73,7 @@ static st_status q21_create(model *m)
                         .mask = &d->maskp};
         snprintf(name, sizeof name, "transformer_blocks.%d", i);
         f3_block_register(s, b, name, c, true);
-        d->seq_blocks[i] = (block){.kind = &f3_block_kind, .self = b, .index = i};
     }
-    m->seq[0] = (block_seq){.name = "transformer_blocks", .n = (int)c->depth, .blocks = d->seq_blocks, .state_n = 1,
-                            .pool = m->pool};
-    m->n_seq = 1;
     d->norm_out = lin_register(s, "norm_out.linear", D, D, false, 0, 0, full);
     d->proj_out = lin_register(s, "proj_out", D, P, false, 0, 0, full);
     return ST_OK;
@@ -100,12 +94,9 @@ static void q21_release(model *m)
     d->maskp = NULL;
 }
 
-/* The same from the samples' text masks, ids the work's (S, 3) (a host_loop's) */
-static st_status mask_positions(void *arg)
+/* The same from the samples' text masks, ids (S, 3) (a host loop's) */
+static st_status mask_positions(model *m, const float *cond, float *ids)
 {
-    model *m = ((model_loop *)arg)->m;
-    const float *cond = ((model_loop *)arg)->cond;
-    float *ids = ((model_loop *)arg)->work;
     q21_model *d = q21_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m), hd = c->hidden / c->heads;
@@ -142,12 +133,7 @@ static st_status positions(model *m, const float *cond)
     model_hold(m, &st, &d->rope, B * S * hd, "qwen21.rope", false);
     model_hold(m, &st, &d->kb, B * S, "qwen21.key_mask", false);
     model_hold(m, &st, &d->seg, B * S, "qwen21.segments", false);
-    float *ids = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "qwen21.position_ids",
-                             (void **)&ids);
-    if (st) return st;
-    st = host_loop(d->rope, mask_positions, &(model_loop){.m = m, .cond = cond, .work = ids});
-    pool_free(m->pool, ids);
+    if (!st) st = model_host_loop(m, d->rope, mask_positions, cond, S * 3, "qwen21.position_ids");
     if (st) return st;
     d->mask = (attn_mask){.key_bias = d->kb, .segment = d->seg, .causal = true, .batch_stride = S};
     d->maskp = &d->mask;
