@@ -111,6 +111,12 @@ st_status json_ints(const cJSON *j, const char *file, const json_key *keys, size
     return st;
 }
 
+void set_rope_axes(model_config *mc, const int64_t *axes, int n)
+{
+    for (int a = 0; a < (int)(sizeof mc->rope_axes / sizeof *mc->rope_axes); a++)
+        mc->rope_axes[a] = a < n ? axes[a] : 0;
+}
+
 /* The rotary axes at key (axes_dims_rope; HunyuanVideo's rope_axes_dim), when the file has them: a list of n whole
  * widths; absent, *axes keeps the class's defaults. */
 st_status json_axes(const cJSON *j, const char *file, const char *key, int n, int64_t *axes)

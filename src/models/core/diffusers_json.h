@@ -23,6 +23,8 @@ typedef struct json_key {
     int64_t *v;
 } json_key;
 st_status json_ints(const cJSON *j, const char *file, const json_key *keys, size_t n);
+/* mc's rotary axes: the n (3 or 4) given, the rest 0 */
+void set_rope_axes(model_config *mc, const int64_t *axes, int n);
 /* The rotary axes at key, when the file has them: a list of n whole widths; absent, *axes keeps the defaults. */
 st_status json_axes(const cJSON *j, const char *file, const char *key, int n, int64_t *axes);
 /* A number, string or boolean at key other than the only value segtrain builds, refused by name (absent or null:

@@ -29,7 +29,7 @@ st_status flux_keys(const cJSON *j, const char *file, model_config *mc, int64_t 
     mc->channels = in / 4, mc->patch = 2;
     mc->heads = heads, mc->hidden = hd * heads;
     mc->guidance_embeds = guidance;
-    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
+    set_rope_axes(mc, axes, 3);
     return ST_OK;
 }
 

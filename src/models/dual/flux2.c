@@ -168,7 +168,7 @@ static st_status flux2_from_json(const cJSON *j, const char *file, model_config 
     mc->guidance_embeds = true; /* the class's default */
     if ((st = json_bool(j, file, "guidance_embeds", &mc->guidance_embeds))) return st;
     mc->channels = in / 4, mc->patch = 2, mc->heads = heads, mc->hidden = hd * heads, mc->pooled_dim = 0;
-    for (int i = 0; i < 4; i++) mc->rope_axes[i] = axes[i];
+    set_rope_axes(mc, axes, 4);
     return ST_OK;
 }
 

@@ -47,7 +47,7 @@ static st_status hunyuanvideo_from_json(const cJSON *j, const char *file, model_
     mc->guidance_embeds = true; /* the class's default */
     if ((st = json_bool(j, file, "guidance_embeds", &mc->guidance_embeds))) return st;
     mc->heads = heads, mc->hidden = hd * heads;
-    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
+    set_rope_axes(mc, axes, 3);
     return ST_OK;
 }
 

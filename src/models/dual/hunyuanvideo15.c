@@ -61,7 +61,7 @@ static st_status hunyuanvideo15_from_json(const cJSON *j, const char *file, mode
                        (long long)mc->channels);
     mc->cond_channels = in - mc->channels;
     mc->heads = heads, mc->hidden = hd * heads;
-    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
+    set_rope_axes(mc, axes, 3);
     return ST_OK;
 }
 

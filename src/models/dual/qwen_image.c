@@ -204,7 +204,7 @@ static st_status qwen_from_json(const cJSON *j, const char *file, model_config *
                        (long long)out, (long long)mc->patch);
     mc->channels = out, mc->heads = heads, mc->hidden = hd * heads;
     mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
-    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
+    set_rope_axes(mc, axes, 3);
     return ST_OK;
 }
 

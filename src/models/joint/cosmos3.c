@@ -374,8 +374,7 @@ static st_status cosmos3_from_json(const cJSON *j, const char *file, model_confi
     if (!sound) mc->audio_channels = 0;
     if (!action) mc->action_dim = 0, mc->action_domains = 0;
     mc->text_dim = 1, mc->patch_t = 1, mc->pooled_dim = 0, mc->guidance_embeds = false, mc->single_depth = 0;
-    for (int i = 0; i < 3; i++) mc->rope_axes[i] = sections[i];
-    mc->rope_axes[3] = 0;
+    set_rope_axes(mc, sections, 3);
     return ST_OK;
 }
 

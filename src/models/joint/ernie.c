@@ -252,8 +252,7 @@ static st_status ernie_from_json(const cJSON *j, const char *file, model_config 
                        (long long)out, (long long)mc->channels);
     mc->heads = heads, mc->kv_heads = heads, mc->patch_t = 1;
     mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false, mc->refiner_depth = 0;
-    for (int a = 0; a < 3; a++) mc->rope_axes[a] = axes[a];
-    mc->rope_axes[3] = 0;
+    set_rope_axes(mc, axes, 3);
     return ST_OK;
 }
 

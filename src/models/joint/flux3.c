@@ -406,7 +406,7 @@ static st_status flux3_from_json(const cJSON *j, const char *file, model_config 
                        "1 head", file, (long long)in, (long long)cond, (long long)heads);
     mc->channels = in / 4, mc->patch = 2, mc->patch_t = 1, mc->heads = heads, mc->hidden = hd * heads;
     mc->pooled_dim = 0, mc->guidance_embeds = false;
-    for (int i = 0; i < 4; i++) mc->rope_axes[i] = axes[i];
+    set_rope_axes(mc, axes, 4);
     return ST_OK;
 }
 

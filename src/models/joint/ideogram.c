@@ -293,8 +293,7 @@ static st_status ideogram_from_json(const cJSON *j, const char *file, model_conf
                        "Ideogram 4 with at least 1 head of an even width", file, (long long)heads, (long long)hd);
     mc->heads = heads, mc->hidden = heads * hd, mc->kv_heads = heads, mc->patch_t = 1;
     mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false, mc->refiner_depth = 0;
-    for (int a = 0; a < 3; a++) mc->rope_axes[a] = sections[a];
-    mc->rope_axes[3] = 0;
+    set_rope_axes(mc, sections, 3);
     return ST_OK;
 }
 

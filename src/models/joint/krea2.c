@@ -424,8 +424,8 @@ static st_status krea2_from_json(const cJSON *j, const char *file, model_config 
                        file, (long long)in, (long long)heads, (long long)mc->text_layers);
     mc->channels = in / 4, mc->patch = 2, mc->patch_t = 1, mc->heads = heads, mc->hidden = hd * heads;
     mc->text_dim = mc->text_layers * text_hidden, mc->pooled_dim = 0, mc->guidance_embeds = false;
-    mc->single_depth = 0, mc->rope_axes[0] = axes[0], mc->rope_axes[1] = axes[1], mc->rope_axes[2] = axes[2];
-    mc->rope_axes[3] = 0;
+    mc->single_depth = 0;
+    set_rope_axes(mc, axes, 3);
     return ST_OK;
 }
 

@@ -557,8 +557,7 @@ static st_status lumina2_from_json(const cJSON *j, const char *file, model_confi
                        "(%lld)", file, (long long)multiple, (long long)heads, (long long)out, (long long)mc->channels);
     mc->ffn_dim = multiple * ((inner + multiple - 1) / multiple);
     mc->heads = heads, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
-    for (int a = 0; a < 3; a++) mc->rope_axes[a] = axes[a];
-    mc->rope_axes[3] = 0;
+    set_rope_axes(mc, axes, 3);
     return ST_OK;
 }
 

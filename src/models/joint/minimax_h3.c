@@ -403,8 +403,7 @@ static st_status minimax_from_json(const cJSON *j, const char *file, model_confi
                        (long long)patch[1], (long long)patch[2], eps, qk_eps, final_eps, (long long)freq);
     mc->patch = 2, mc->patch_t = 1, mc->norm_eps = eps, mc->pooled_dim = 0, mc->guidance_embeds = false;
     mc->single_depth = 0;
-    for (int i = 0; i < 3; i++) mc->rope_axes[i] = 2 * freq;
-    mc->rope_axes[3] = 0;
+    set_rope_axes(mc, (const int64_t[]){2 * freq, 2 * freq, 2 * freq}, 3);
     return ST_OK;
 }
 

@@ -355,8 +355,7 @@ static st_status qwen21_from_json(const cJSON *j, const char *file, model_config
                        (long long)out, (long long)heads);
     mc->channels = in / 4, mc->patch = 2, mc->patch_t = 1, mc->heads = heads, mc->hidden = hd * heads;
     mc->pooled_dim = 0, mc->guidance_embeds = false, mc->single_depth = 0;
-    for (int i = 0; i < 3; i++) mc->rope_axes[i] = axes[i];
-    mc->rope_axes[3] = 0;
+    set_rope_axes(mc, axes, 3);
     return ST_OK;
 }
 

@@ -54,8 +54,7 @@ static st_status zimage_from_json(const cJSON *j, const char *file, model_config
     mc->patch = patch[0], mc->patch_t = 1, mc->heads = heads, mc->kv_heads = heads;
     mc->ffn_dim = (int64_t)((double)mc->hidden / 3.0 * 8.0); /* the class's int(dim / 3 * 8) */
     mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
-    for (int a = 0; a < 3; a++) mc->rope_axes[a] = axes[a];
-    mc->rope_axes[3] = 0;
+    set_rope_axes(mc, axes, 3);
     return ST_OK;
 }
 
