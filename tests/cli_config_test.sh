@@ -84,6 +84,14 @@ expect 1 "flavour tiny points at the preset" "\"tiny\" is not a flavour of flux 
   "$bin" plan --config ftiny.json
 expect 1 "a misspelt preset: the nearest first" "model_preset: \"dit-s3\" is not one of its [0-9]+ choices; nearest: dit-s2, " -- \
   "$bin" plan --set model_preset=dit-s3
+expect 1 "model_preset=? lists every preset (scripts/plan_snapshot.sh reads the list)" \
+  "model_preset: \"\?\" is not one of its [0-9]+ choices; .*\(all: dit-tiny, dit-s2, .*stable-cascade-c-lite.*\)$" -- \
+  "$bin" plan --set model_preset=?
+echo '{"model_family": "fluxx", "model_preset": "dit-s3", "seed": "x"}' > three.json
+out=$("$bin" plan --config three.json 2>&1)
+if [ $? -eq 1 ] && awk 'NR == 1 && /^segtrain plan: 3 errors in the config:$/ {n++} NR == 2 && /^  model_family: "fluxx" / {n++}
+    NR == 3 && /^  model_preset: "dit-s3" / {n++} NR == 4 && /^  three.json: seed: "x" is not / {n++} END {exit n != 4}' <<<"$out"
+then ok "the family's and the preset's lines lead the config's own"; else bad "three errors: $out"; fi
 echo '{"model_family": "dit", "model_preset": "dit-s2"}' > s2.json
 expect 0 "the file's preset" "^model dit-s2 " -- "$bin" plan --config s2.json
 expect 0 "--set model_preset= clears the file's preset" "^model dit-tiny " -- "$bin" plan --config s2.json --set model_preset=

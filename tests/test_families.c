@@ -247,6 +247,11 @@ static void test_families(void)
         snprintf(json, sizeof json, "{\"model_preset\": \"%s\"}", model_preset_name(i));
         CHECKF(from_json(json, &mc) == ST_OK && !strcmp(mc.preset, model_preset_name(i)), "%s: %s", json, st_error());
     }
+    /* a name that is not a preset: the nearest first, then every preset */
+    EXPECT_REFUSAL("{\"model_preset\": \"dit-s3\"}", ST_ERR_INVALID, "model_preset: \"dit-s3\" is not one of its ",
+                   " choices; nearest: dit-s2, dit-b2, dit-xl2 (all: dit-tiny, dit-s2,", "stable-cascade-c-lite");
+    EXPECT_REFUSAL("{\"model_preset\": \"flux-dve\"}", ST_ERR_INVALID, "nearest: flux-dev, ");
+    EXPECT_REFUSAL("{\"model_preset\": \"sdxl_tiny\"}", ST_ERR_INVALID, "nearest: sdxl-tiny, ");
 }
 
 /* Each config text bad[i][0], written to dir/file over preset's sizes, is refused (with `want`; 0: any failure) in

@@ -62,6 +62,10 @@ const char *config_nearest(const char *given, const char *const *names, int n);
 int config_distance(const char *a, const char *b);
 /* The key (with or without "--") nearest to `given` when it is close enough to be meant, else NULL. */
 const char *config_close_key(const char *given);
+/* The refusal of `given` for a key whose names a higher layer keeps (model_preset: the models registry's presets),
+ * worded as the config's own choice keys' are: "KEY: "GIVEN" is not one of its N choices; nearest: a, b, c (all: a,
+ * b, ...)", or for a short list "KEY: "GIVEN" is not one of a, b, c". choices: "a|b|c". */
+st_status config_choice_error(const char *key, const char *given, const char *choices);
 
 /* Process-wide, set by the global option --lenient: an unknown key one edit from a known one ("learning_rte") is
  * then a warning like any unknown key; by default it is an error, since the run would silently use the default. */

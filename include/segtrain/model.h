@@ -139,7 +139,8 @@ typedef struct model_config {
     bool lora_attention, lora_mlp;    /* which linears get adapters */
 } model_config;
 
-/* A named preset's family and sizes (model_preset_name lists them: "dit-tiny", "dit-s2", ..., "flux-dev"). */
+/* A named preset's family and sizes (model_preset_name lists them: "dit-tiny", "dit-s2", ..., "flux-dev"); an
+ * unknown name is refused with the nearest presets and all of them (config_choice_error). */
 st_status model_preset(const char *name, model_config *out);
 /* The model keys of a run configuration: model_preset's sizes (the family's tiny preset when only model_family
  * is given), overridden by any size given explicitly, and model_type / lora_rank / lora_alpha / lora_target.

@@ -151,28 +151,36 @@ int args_parse(int argc, char **argv, const cli_flag *flags, cli_args *a)
     return 0;
 }
 
-/* A config with refused values whose family is not built either: the family's line leads the report, since a
- * SimpleTuner user's file fails on it first and it says what the file needs. */
-static st_status with_family_error(const config *partial, st_status st)
+/* The keys the models layer checks, model_family (with model_flavour) and model_preset, in the report of a config
+ * (c: it, or the partial one of a config with refused values; st: its status): their lines lead, the family's
+ * first, since a SimpleTuner user's file fails on it first and it says what the file needs. */
+static st_status with_model_errors(const config *c, st_status st)
 {
-    char errors[4096];
-    snprintf(errors, sizeof errors, "%s", st_error());
-    if (!model_family_check(config_string(partial, "model_family"), config_string(partial, "model_flavour")))
-        return st_fail(st, "%s", errors);
-    char family[1024];
-    snprintf(family, sizeof family, "%s", st_error());
-    int n = 0; /* "N errors in the config:" and a line each, or one line */
+    char errors[4096] = "", own[2][4096];
+    if (st) snprintf(errors, sizeof errors, "%s", st_error());
+    int m = 0;
+    model_config mc;
+    const st_status family = model_family_check(config_string(c, "model_family"), config_string(c, "model_flavour"));
+    if (family) snprintf(own[m++], sizeof own[0], "%s", st_error());
+    const st_status preset = model_preset(config_string(c, "model_preset"), &mc);
+    if (preset) snprintf(own[m++], sizeof own[0], "%s", st_error());
+    if (!m) return st ? st_fail(st, "%s", errors) : ST_OK;
+    st = st ? st : preset ? preset : family; /* the config's status, as when model_preset was a key with choices */
+    int n = 0; /* the config's lines: "N errors in the config:" and a line each, one line, or none */
     for (const char *p = errors; (p = strstr(p, "\n  ")); p++) n++;
-    if (!n) n = 1;
+    if (!n && *errors) n = 1;
+    if (m + n == 1) return st_fail(st, "%s", own[0]);
     const char *lines = strchr(errors, '\n') ? strchr(errors, '\n') + 3 : errors; /* past "N errors ...:\n  " */
-    return st_fail(st, "%d errors in the config:\n  %s\n  %s", n + 1, family, lines);
+    return st_fail(st, "%d errors in the config:\n  %s%s%s%s%s", m + n, own[0], m > 1 ? "\n  " : "",
+                   m > 1 ? own[1] : "", n ? "\n  " : "", lines);
 }
 
 st_status cli_load_config(const char *path, const cli_args *a, config **out)
 {
     config *partial = NULL;
     st_status st = config_load_with(path, a->sets, a->n_sets, out, &partial);
-    if (partial) st = with_family_error(partial, st), config_free(partial);
+    if (partial || !st) st = with_model_errors(partial ? partial : *out, st);
+    config_free(partial);
     model_config mc;
     if (!st) st = model_config_from(*out, &mc);
     /* every command: a folder that is not there would otherwise plan the preset's sizes, not the folder's */

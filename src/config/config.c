@@ -251,7 +251,7 @@ static void show_value(const cJSON *item, char *buf, size_t n)
 void cfg_range_text(const cfg_key *k, char *buf, size_t n)
 {
     bool lo = isfinite(k->min), hi = isfinite(k->max);
-    bool open_lo = k->open & CFG_OPEN_MIN, open_hi = k->open & CFG_OPEN_MAX;
+    bool open_lo = k->flags & CFG_OPEN_MIN, open_hi = k->flags & CFG_OPEN_MAX;
     if (lo && hi) snprintf(buf, n, " in %c%g, %g%c", open_lo ? '(' : '[', k->min, k->max, open_hi ? ')' : ']');
     else if (lo) snprintf(buf, n, " %s %g", open_lo ? ">" : ">=", k->min);
     else if (hi) snprintf(buf, n, " %s %g", open_hi ? "<" : "<=", k->max);
@@ -277,7 +277,7 @@ static size_t cfg_choices_text(const char *choices, char *buf, size_t n)
 /* What a valid value of k is, as the end of "<value> is not ...". */
 static void valid_text(const cfg_key *k, char *buf, size_t n)
 {
-    char range[64], list[2048]; /* every preset name (the error line holds 4096) */
+    char range[64], list[2048]; /* a long list of names (the error line holds 4096) */
     cfg_range_text(k, range, sizeof range);
     switch (k->type) {
     case CFG_BOOL: snprintf(buf, n, "a bool (true, false, \"true\", \"false\", 1 or 0)"); break;
@@ -321,6 +321,7 @@ static void nearest_choices(const char *choices, const char *given, char *buf, s
         len += (size_t)snprintf(buf + len, n - len, "%s%.*s", i ? ", " : "", best_len[i], best[i]);
 }
 
+/* "SRC: KEY: VALUE is not ..." (src NULL: from "KEY") */
 static st_status bad_value(const char *src, const cfg_key *k, const cJSON *item)
 {
     char given[64], valid[2112]; /* "one of " and valid_text's list */
@@ -331,10 +332,10 @@ static st_status bad_value(const char *src, const cfg_key *k, const cJSON *item)
     if (k->choices && count > LONG_CHOICES && cJSON_IsString(item)) {
         char near[3 * (MAX_KEY_LEN + 2)];
         nearest_choices(k->choices, item->valuestring, near, sizeof near);
-        return st_fail(ST_ERR_INVALID, "%s: %s: %s is not one of its %d choices; nearest: %s (all: %s)", src, k->name,
-                       given, count, near, valid + strlen("one of "));
+        return st_fail(ST_ERR_INVALID, "%s%s%s: %s is not one of its %d choices; nearest: %s (all: %s)", src ? src : "",
+                       src ? ": " : "", k->name, given, count, near, valid + strlen("one of "));
     }
-    return st_fail(ST_ERR_INVALID, "%s: %s: %s is not %s", src, k->name, given, valid);
+    return st_fail(ST_ERR_INVALID, "%s%s%s: %s is not %s", src ? src : "", src ? ": " : "", k->name, given, valid);
 }
 
 /* ---- converting one JSON value to a key's type -------------------------------------------------------------- */
@@ -405,7 +406,7 @@ static bool bool_of(const cJSON *it, bool *out)
 
 static bool in_range(const cfg_key *k, double v)
 {
-    return (k->open & CFG_OPEN_MIN ? v > k->min : v >= k->min) && (k->open & CFG_OPEN_MAX ? v < k->max : v <= k->max);
+    return (k->flags & CFG_OPEN_MIN ? v > k->min : v >= k->min) && (k->flags & CFG_OPEN_MAX ? v < k->max : v <= k->max);
 }
 
 static bool is_choice(const char *choices, const char *s)
@@ -845,6 +846,13 @@ const char *config_close_key(const char *given)
     return nearest_key(bare, strncmp(bare, GC_PREFIX, strlen(GC_PREFIX)) == 0);
 }
 
+st_status config_choice_error(const char *key, const char *given, const char *choices)
+{
+    const cfg_key k = {.name = key, .type = CFG_STRING, .choices = choices, .min = -INFINITY, .max = INFINITY};
+    cJSON it = string_item(given);
+    return bad_value(NULL, &k, &it);
+}
+
 /* "key=value" (key with or without "--", an alias fine): the key's row and where the value starts. An unknown
  * key is an error here: a typo on the command line is never meant. */
 static st_status parse_assignment(const char *assignment, int *row, const char **text)
@@ -865,7 +873,10 @@ static st_status parse_assignment(const char *assignment, int *row, const char *
     return s;
 }
 
-static bool clears(int row, const char *text) { return !*text && cfg_keys[row].choices; }
+static bool clears(int row, const char *text)
+{
+    return !*text && (cfg_keys[row].choices || cfg_keys[row].flags & CFG_EMPTY_CLEARS);
+}
 
 static st_status put_override(cJSON *root, const char *assignment, reader *r)
 {
@@ -879,8 +890,8 @@ static st_status put_override(cJSON *root, const char *assignment, reader *r)
         next = m->next;
         if (find_key(strip_dashes(m->string)) == i) cJSON_Delete(cJSON_DetachItemViaPointer(root, m));
     }
-    /* "key=" of a choice key, where "" is never a choice, clears it as null does in a file: back to the default,
-     * not given (an unset model_preset comes from model_family) */
+    /* "key=" of a choice key (where "" is never a choice) or of model_preset clears it as null does in a file: back
+     * to the default, not given (an unset model_preset comes from model_family) */
     cJSON *item = clears(i, text) ? cJSON_CreateNull() : cJSON_CreateString(text);
     if (!item || !cJSON_AddItemToObject(root, cfg_keys[i].name, item)) return cJSON_Delete(item), oom();
     r->from_set[r->n_from_set++] = item;

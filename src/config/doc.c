@@ -13,7 +13,7 @@ static void md_cell(FILE *f, const char *text) /* a '|' would end the table cell
         else fputc(*text, f);
 }
 
-/* a choice key's whole list, "`a`, `b`, `c`", straight into the file: model_preset's grows with the families */
+/* a choice key's whole list, "`a`, `b`, `c`" */
 static void write_choices(FILE *f, const char *choices)
 {
     for (const char *p = choices; *p;) {
@@ -60,9 +60,9 @@ static const char doc_intro[] =
     "`\" 4\"` and `\"4x\"` are refused for integer and number keys alike); `null` means the default.\n"
     "Any key can be overridden on the command line with `--set key=value`\n"
     "(or SimpleTuner's way, `--key value`), which replaces the file's value before anything is validated;\n"
-    "`--set key=` with nothing after `=` puts a key with choices (`model_preset`, `optimizer`, ...) back to its\n"
+    "`--set key=` with nothing after `=` puts `model_preset` or a key with choices (`optimizer`, ...) back to its\n"
     "default, as `null` does in a file (an unset `model_preset` comes from `model_family`). A name not among a\n"
-    "long list of choices is answered with the nearest few first.\n"
+    "long list of choices (`model_preset`'s presets) is answered with the nearest few first.\n"
     "Every error of a config is reported in one run, one line each: a value of the wrong type, out of range or\n"
     "not among the key's choices names the key, the value given and what is valid. Where SimpleTuner takes\n"
     "other values for a choice key (`optimizer`, `lr_scheduler`, `attention_mechanism`), those with the same\n"
@@ -78,7 +78,9 @@ static const char doc_intro[] =
     "because a checkpointing setting must never silently do nothing (an unknown key given with `--set` is an\n"
     "error too). `model_family` takes\n"
     "SimpleTuner's family names; a family whose topology is not built yet is refused in one line that says\n"
-    "what it needs ([FAMILIES.md](FAMILIES.md)).\n"
+    "what it needs ([FAMILIES.md](FAMILIES.md)). `model_preset` takes the presets FAMILIES.md lists by family\n"
+    "(`segtrain plan --set model_preset=?` prints them all). Both are checked against the families segtrain has,\n"
+    "their lines first among a config's errors.\n"
     "\n"
     "Sizes are a byte count or a number with a unit: `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024) or `KB`,\n"
     "`MB`, `GB`, `TB` (powers of 1000), e.g. `\"24GiB\"`; `\"\"` means unlimited. The last column names the\n"

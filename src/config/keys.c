@@ -16,6 +16,8 @@
 #define FLOAT_KEY(n, d, lo, hi, sec, st, doc) {n, NULL, CFG_FLOAT, d, NULL, lo, hi, sec, st, doc, 0}
 #define CHOICE_KEY(n, d, ch, sec, st, doc) {n, NULL, CFG_STRING, d, ch, ANY_MIN, ANY_MAX, sec, st, doc, 0}
 #define TEXT_KEY(n, d, sec, st, doc) {n, NULL, CFG_STRING, d, NULL, ANY_MIN, ANY_MAX, sec, st, doc, 0}
+/* A name that a higher layer checks against its own list (model_preset: the models registry's presets) */
+#define NAME_KEY(n, d, sec, st, doc) {n, NULL, CFG_STRING, d, NULL, ANY_MIN, ANY_MAX, sec, st, doc, CFG_EMPTY_CLEARS}
 #define SIZE_KEY(n, sec, st, doc) {n, NULL, CFG_SIZE, "", NULL, ANY_MIN, ANY_MAX, sec, st, doc, 0}
 /* A number whose bound itself breaks the arithmetic: a zero epsilon or learning rate, a beta of 1 */
 #define POSITIVE_KEY(n, d, sec, st, doc) {n, NULL, CFG_FLOAT, d, NULL, 0, ANY_MAX, sec, st, doc, CFG_OPEN_MIN}
@@ -31,28 +33,11 @@ const cfg_key cfg_keys[] = {
     TEXT_KEY("model_flavour", "", SEC_MODEL, "=",
              "A SimpleTuner family's flavour (`dev`, `schnell`, ...), checked against that family's list; empty = "
              "its default."),
-    CHOICE_KEY("model_preset", "dit-tiny",
-               "dit-tiny|dit-s2|dit-b2|dit-xl2|mmdit-tiny|mmdit-s|skipdit-tiny|skipdit-s|flux-tiny|flux-dev|flux-schnell|"
-               "flux2-tiny|flux2-dev|flux2-klein-4b|flux2-klein-9b|"
-               "sd3-tiny|sd3-medium|sd35-large|sd35-medium|auraflow-tiny|auraflow|longcat-image-tiny|longcat-image|chroma-tiny|chroma|"
-               "qwen-image-tiny|qwen-image|hunyuanvideo-tiny|hunyuanvideo-1.0|hunyuanvideo15-tiny|hunyuanvideo15-480p|"
-               "hunyuanvideo15-720p|hidream-tiny|hidream-full|hidream-dev|hidream-fast|"
-               "pixart-sigma-tiny|pixart-sigma-512|pixart-sigma-1024|pixart-sigma-2048|pixart-900m-1024|wan-tiny|wan-1.3b|"
-               "wan-14b|wan-vace-tiny|wan-vace-1.3b|wan-vace-14b|wan-anyflow-tiny|wan-anyflow-1.3b|wan-anyflow-14b|"
-               "wan-animate-tiny|wan-animate-14b|"
-               "ltxvideo-tiny|ltxvideo-0.9.5|ltxvideo2-tiny|"
-               "ltxvideo2-19b|cosmos2-tiny|cosmos2-2b|cosmos2-14b|"
-               "kandinsky5-image-tiny|kandinsky5-t2i-lite|kandinsky5-video-tiny|kandinsky5-t2v-lite|kandinsky5-t2v-pro|"
-               "anima-tiny|anima|ace-step-tiny|ace-step-1.5|lumina2-tiny|lumina2|z-image-tiny|z-image|ernie-tiny|"
-               "ernie-image|ideogram-tiny|ideogram-4|omnigen-tiny|omnigen-v1|krea2-tiny|krea2|flux3-tiny|flux3-klein|"
-               "qwen-image-2.1-tiny|qwen-image-2.1|minimaxh3-tiny|minimaxh3|cosmos3-tiny|cosmos3-nano|sana-tiny|"
-               "sana-1.6b-1024|sana-1.6b-2048|sana-600m-1024|sana-600m-512|sana-1.5-tiny|sana-1.5-4.8b-1024|"
-               "sana-1.5-1.6b-1024|sanavideo-tiny|sanavideo-2b-480p|sd1x-tiny|sd15|sdxl-tiny|sdxl|kolors-tiny|kolors|"
-               "stable-cascade-tiny|stable-cascade-c|stable-cascade-c-lite",
-               SEC_MODEL, NULL,
-               "Named size, which also names the family (see ../shared/spec/dit.md and docs/FAMILIES.md); given "
-               "model_family alone, a SimpleTuner family's flavour's real sizes (`flux` `dev` is `flux-dev`), or "
-               "segtrain's own family's `-tiny`. The keys below override single dimensions."),
+    NAME_KEY("model_preset", "dit-tiny", SEC_MODEL, NULL,
+             "Named size, which also names the family (see ../shared/spec/dit.md; docs/FAMILIES.md lists each "
+             "family's presets, `segtrain plan --set model_preset=?` all of them); given model_family alone, a "
+             "SimpleTuner family's flavour's real sizes (`flux` `dev` is `flux-dev`), or segtrain's own family's "
+             "`-tiny`. The keys below override single dimensions."),
     INT_KEY("depth", "0", 0, 4096, SEC_MODEL, NULL,
             "Number of blocks (mmdit: double-stream blocks; skipdit: odd, in + mid + out); 0 = from the preset."),
     INT_KEY("num_single_layers", "0", 0, 4096, SEC_MODEL, "= (diffusers' Flux config)",

@@ -23,17 +23,19 @@ typedef struct cfg_key {
     const char *alias;   /* another accepted name (SimpleTuner's), or NULL */
     cfg_type type;
     const char *def;     /* the default, written as a command line would give it */
-    const char *choices; /* CFG_STRING only: "a|b|c", or NULL for free text */
+    const char *choices; /* CFG_STRING only: "a|b|c", or NULL for free text (or a name a higher layer checks) */
     double min, max;     /* numbers and list elements, inclusive; -INFINITY / INFINITY = unbounded */
     cfg_section section;
     const char *st;      /* SimpleTuner counterpart: NULL none; "=" same name, "=..." same name plus a note;
                           * else Markdown text */
     const char *doc;     /* one or two sentences: what it does, and what a special default means */
-    unsigned open;       /* CFG_OPEN_MIN, CFG_OPEN_MAX: that bound itself is refused (0 < epsilon, beta < 1) */
+    unsigned flags;      /* CFG_OPEN_MIN, CFG_OPEN_MAX: that bound itself is refused (0 < epsilon, beta < 1);
+                          * CFG_EMPTY_CLEARS: "" puts the key back to its default, as null does */
 } cfg_key;
 
 #define CFG_OPEN_MIN 1u
 #define CFG_OPEN_MAX 2u
+#define CFG_EMPTY_CLEARS 4u
 
 extern const cfg_key cfg_keys[];
 extern const int cfg_key_count;

@@ -5,6 +5,7 @@
 
 #include "models/core/family.h"
 #include "models/core/internal.h"
+#include "segtrain/config.h"
 #include "segtrain/model.h"
 
 #define TEXT_VOCAB 1024
@@ -81,8 +82,8 @@ st_status model_preset(const char *name, model_config *out)
             preset_config(d, p, out);
             return ST_OK;
         }
-    char names[512] = "";
+    char names[4096] = ""; /* "a|b|c": the config's refusal of a name not in a list, nearest first */
     for (int i = 0; (p = preset_at(i, &d)); i++)
-        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", p->name);
-    return st_fail(ST_ERR_INVALID, "model_preset: '%s' is not one of %s", name, names);
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? "|" : "", p->name);
+    return config_choice_error("model_preset", name, names);
 }
