@@ -1,5 +1,5 @@
 /* What the dual-stream families' diffusers config.json readers share: FluxTransformer2DModel's keys, which Flux's,
- * Chroma's and LongCat-Image's readers (each in its family's file) read. */
+ * Chroma's and LongCat-Image's readers (each in its family's file) read, and what both HunyuanVideos' fix. */
 #include <stdio.h>
 #include <string.h>
 
@@ -33,3 +33,14 @@ st_status flux_keys(const cJSON *j, const char *file, model_config *mc, int64_t 
     return ST_OK;
 }
 
+st_status hunyuan_keys(const cJSON *j, const char *file, int64_t *axes, const char *what)
+{
+    st_status st = json_axes(j, file, "rope_axes_dim", 3, axes);
+    if (!st) st = json_fixed(j, file, "mlp_ratio", 4.0, what);
+    if (!st) st = json_fixed(j, file, "rope_theta", 256.0, what);
+    if (st) return st;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "qk_norm");
+    if (q && !(cJSON_IsString(q) && !strcmp(q->valuestring, "rms_norm")))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is not \"rms_norm\" (%s's)", file, what);
+    return ST_OK;
+}

@@ -2,11 +2,11 @@
  * hunyuanvideo15's): dual/hunyuan_video.c's steps. */
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/core/internal.h"
+#include "models/dual/mmdit.h"
 
 static const family_preset presets[] = {
     {"hunyuanvideo-tiny", 2, 64, 4, 2, 4, 8, 10, 2, 8, 32, 16, true, true, 0, 0},
@@ -31,13 +31,9 @@ static st_status hunyuanvideo_from_json(const cJSON *j, const char *file, model_
                              {"patch_size", &mc->patch}, {"patch_size_t", &mc->patch_t},
                              {"text_embed_dim", &mc->text_dim}, {"pooled_projection_dim", &mc->pooled_dim}};
     st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
-    if (!st) st = json_axes(j, file, "rope_axes_dim", 3, axes);
-    if (!st) st = json_fixed(j, file, "mlp_ratio", 4.0, "HunyuanVideo");
-    if (!st) st = json_fixed(j, file, "rope_theta", 256.0, "HunyuanVideo");
+    if (!st) st = hunyuan_keys(j, file, axes, "HunyuanVideo");
     if (st) return st;
-    const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "qk_norm"), *ic = cJSON_GetObjectItemCaseSensitive(j, "image_condition_type");
-    if (q && !(cJSON_IsString(q) && !strcmp(q->valuestring, "rms_norm")))
-        return st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is not \"rms_norm\" (HunyuanVideo's)", file);
+    const cJSON *ic = cJSON_GetObjectItemCaseSensitive(j, "image_condition_type");
     if (ic && !cJSON_IsNull(ic))
         return st_fail(ST_ERR_UNSUPPORTED, "%s: image_condition_type is set (an image-to-video model's: latent_concat or "
                        "token_replace); segtrain builds the text-to-video model, where it is null", file);

@@ -1,7 +1,6 @@
 /* HunyuanVideo 1.5 (HunyuanVideo15Transformer3DModel), SimpleTuner's hunyuanvideo: dual/hunyuan_video.c's steps. */
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
@@ -45,13 +44,8 @@ static st_status hunyuanvideo15_from_json(const cJSON *j, const char *file, mode
                              {"patch_size_t", &mc->patch_t}, {"text_embed_dim", &mc->text_dim},
                              {"text_embed_2_dim", &mc->text2_dim}, {"image_embed_dim", &mc->image_dim}};
     st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
-    if (!st) st = json_axes(j, file, "rope_axes_dim", 3, axes);
-    if (!st) st = json_fixed(j, file, "mlp_ratio", 4.0, "HunyuanVideo 1.5");
-    if (!st) st = json_fixed(j, file, "rope_theta", 256.0, "HunyuanVideo 1.5");
+    if (!st) st = hunyuan_keys(j, file, axes, "HunyuanVideo 1.5");
     if (st) return st;
-    const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "qk_norm");
-    if (q && !(cJSON_IsString(q) && !strcmp(q->valuestring, "rms_norm")))
-        return st_fail(ST_ERR_UNSUPPORTED, "%s: qk_norm is not \"rms_norm\" (HunyuanVideo 1.5's)", file);
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "use_meanflow")))
         return st_fail(ST_ERR_UNSUPPORTED, "%s: use_meanflow is true (a super-resolution model's second timestep); "
                        "segtrain builds the text-to-video model, where it is false", file);
