@@ -461,15 +461,9 @@ static st_status cascade_from_json(const cJSON *j, const char *file, model_confi
     int64_t up[UNET_LEVELS_MAX] = {24, 8}, out = 16, patch = 1, kernel = 3, pooled = 1280, text = 0, image = 0;
     int64_t cond = 2048, seq = 4, ratio = 64;
     mc->channels = 16;
-    const cJSON *boc = cJSON_GetObjectItemCaseSensitive(j, "block_out_channels");
     int L = 2;
-    if (boc && !cJSON_IsNull(boc)) {
-        L = cJSON_IsArray(boc) ? cJSON_GetArraySize(boc) : 0;
-        if (L < 1 || L > UNET_LEVELS_MAX)
-            return st_fail(ST_ERR_UNSUPPORTED, "%s: block_out_channels is not a list of 1 to %d levels", file,
-                           UNET_LEVELS_MAX);
-    }
-    st_status st = unet_json_levels(j, file, "block_out_channels", L, ch);
+    st_status st = unet_json_count(j, file, &L);
+    if (!st) st = unet_json_levels(j, file, "block_out_channels", L, ch);
     if (!st) st = unet_json_levels(j, file, "num_attention_heads", L, heads);
     if (!st) st = unet_json_levels(j, file, "down_num_layers_per_block", L, down);
     if (!st) st = unet_json_levels(j, file, "up_num_layers_per_block", L, up);

@@ -10,6 +10,18 @@
 #include "models/core/internal.h"
 #include "models/unet/unet.h"
 
+st_status unet_json_count(const cJSON *j, const char *file, int *L)
+{
+    const cJSON *boc = cJSON_GetObjectItemCaseSensitive(j, "block_out_channels");
+    if (boc && !cJSON_IsNull(boc)) {
+        *L = cJSON_IsArray(boc) ? cJSON_GetArraySize(boc) : 0;
+        if (*L < 1 || *L > UNET_LEVELS_MAX)
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: block_out_channels is not a list of 1 to %d levels", file,
+                           UNET_LEVELS_MAX);
+    }
+    return ST_OK;
+}
+
 /* An int, or a list of n ints (one per level), at key into v[0 .. n); absent or null keeps v. */
 st_status unet_json_levels(const cJSON *j, const char *file, const char *key, int n, int64_t *v)
 {
@@ -76,16 +88,11 @@ st_status unet_from_json(const cJSON *j, const char *file, model_config *mc)
     int64_t layers[UNET_LEVELS_MAX] = {1, 1, 1, 1}, out = 4, cross = 1280, groups = 32, per = 2;
     int64_t time_dim = 0, proj_in = 0;
     mc->channels = 4;
-    const cJSON *boc = cJSON_GetObjectItemCaseSensitive(j, "block_out_channels");
     int L = 4;
-    if (boc && !cJSON_IsNull(boc)) {
-        L = cJSON_IsArray(boc) ? cJSON_GetArraySize(boc) : 0;
-        if (L < 1 || L > UNET_LEVELS_MAX)
-            return st_fail(ST_ERR_UNSUPPORTED, "%s: block_out_channels is not a list of 1 to %d levels", file,
-                           UNET_LEVELS_MAX);
-    }
+    st_status st = unet_json_count(j, file, &L);
+    if (st) return st;
     mc->unet_levels = L;
-    st_status st = unet_json_levels(j, file, "block_out_channels", L, ch);
+    st = unet_json_levels(j, file, "block_out_channels", L, ch);
     /* num_attention_heads, or (diffusers' legacy naming) attention_head_dim, is the heads of each level */
     const cJSON *nah = cJSON_GetObjectItemCaseSensitive(j, "num_attention_heads");
     const char *heads_key = nah && !cJSON_IsNull(nah) ? "num_attention_heads" : "attention_head_dim";

@@ -39,8 +39,10 @@ typedef struct unet_options {
 const unet_options *unet_options_of(const model_config *mc);
 
 struct cJSON;
-/* The U-Nets' config.json readers' shared keys (diffusers_unet.c): an int, or a list of n ints (one per level), at
- * key into v[0 .. n) (absent or null keeps v); a key whose only built value is the class's default null. */
+/* The U-Nets' config.json readers' shared keys (diffusers_unet.c): the levels block_out_channels lists into *L (1 to
+ * UNET_LEVELS_MAX; absent or null keeps *L); an int, or a list of n ints (one per level), at key into v[0 .. n)
+ * (absent or null keeps v); a key whose only built value is the class's default null. */
+st_status unet_json_count(const struct cJSON *j, const char *file, int *L);
 st_status unet_json_levels(const struct cJSON *j, const char *file, const char *key, int n, int64_t *v);
 st_status unet_json_null(const struct cJSON *j, const char *file, const char *key, const char *why);
 
