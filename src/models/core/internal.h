@@ -161,6 +161,18 @@ st_status model_seq_forward(model *m, int q, block_state *first, bool train, blo
 st_status model_seq_forward1(model *m, int q, float **x0, bool train, block_state *out);
 /* Back through sequence q from grad, which receives the gradient of its input; releases its run whatever it returns. */
 st_status model_seq_backward(model *m, int q, block_state *grad);
+/* Rows [at, at + n) of each sample's S rows of x (batch, S, hidden): gathered into part (batch, n, hidden), or
+ * scattered from it (those rows of x overwritten) */
+static inline void model_rows_gather(const model *m, float *part, const float *x, int64_t S, int64_t at, int64_t n)
+{
+    const int64_t D = m->shape.hidden;
+    copy_rows(part, n * D, x + at * D, S * D, m->shape.batch, n * D);
+}
+static inline void model_rows_scatter(const model *m, float *x, const float *part, int64_t S, int64_t at, int64_t n)
+{
+    const int64_t D = m->shape.hidden;
+    copy_rows(x + at * D, S * D, part, n * D, m->shape.batch, n * D);
+}
 /* A model_chain head's last step back over joint rows: m->step.last freed, then dL/d(the rows) (*dx, named what, zeroed,
  * S rows a sample) with the image tokens' gradient dimg (T rows a sample) at row `at` of each sample's. */
 st_status model_rows_grad(model *m, const float *dimg, int64_t S, int64_t at, const char *what, float **dx);

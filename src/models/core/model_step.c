@@ -122,11 +122,10 @@ st_status model_seq_backward(model *m, int q, block_state *grad)
 
 st_status model_rows_grad(model *m, const float *dimg, int64_t S, int64_t at, const char *what, float **dx)
 {
-    const int64_t B = m->shape.batch, T = m->shape.tokens, D = m->shape.hidden;
     st_status st = ST_OK;
     state_free(m->pool, &m->step.last);
-    *dx = model_take(m, &st, B * S * D, what, true);
-    for (int64_t b = 0; !st && b < B; b++) copy_rows(*dx + (b * S + at) * D, D, dimg + b * T * D, D, T, D);
+    *dx = model_take(m, &st, m->shape.batch * S * m->shape.hidden, what, true);
+    if (!st) model_rows_scatter(m, *dx, dimg, S, at, m->shape.tokens);
     return st;
 }
 

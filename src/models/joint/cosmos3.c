@@ -197,7 +197,7 @@ static st_status final_out(model *m, bool train, const float **pred)
     model_hold(m, &st, &d->fin_out, N * P, "cosmos3.final.out", false);
     model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
     if (st) return st;
-    for (int64_t b = 0; b < B; b++) copy_rows(d->gen_rows + b * T * D, D, m->step.last.t[0] + (b * S + L) * D, D, T, D);
+    model_rows_gather(m, d->gen_rows, m->step.last.t[0], S, L, T);
     st = rmsnorm_forward(m->pool, d->fin_n, d->gen_rows, pw(m, d->norm_gen), N, D, (float)c->norm_eps,
                          train ? &d->fin_stats : NULL);
     if (!st) st = lin_forward(m->params, m->pool, &d->proj_out, d->fin_out, d->fin_n, N);

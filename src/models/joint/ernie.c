@@ -147,8 +147,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
 /* The image tokens' rows: each sample's first T joint rows */
 static st_status final_rows(model *m, float *img)
 {
-    const int64_t B = m->shape.batch, T = m->shape.tokens, D = m->shape.hidden;
-    for (int64_t b = 0; b < B; b++) copy_rows(img + b * T * D, D, m->step.last.t[0] + b * rows_of(m) * D, D, T, D);
+    model_rows_gather(m, img, m->step.last.t[0], rows_of(m), 0, m->shape.tokens);
     return ST_OK;
 }
 

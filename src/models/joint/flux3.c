@@ -223,14 +223,6 @@ static st_status modulations_backward(model *m)
     return st;
 }
 
-/* A sequence's output state rows into the joint rows (text first), or the image rows out of them */
-static void joint_rows(model *m, float *joint, const float *part, bool image)
-{
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = m->shape.hidden, S = L + T;
-    for (int64_t b = 0; b < B; b++)
-        copy_rows(joint + (b * S + (image ? L : 0)) * D, D, part + b * (image ? T : L) * D, D, image ? T : L, D);
-}
-
 static st_status final_out(model *m, bool train)
 {
     f3_model *d = f3_of(m);
@@ -245,8 +237,7 @@ static st_status final_out(model *m, bool train)
     model_hold(m, &st, &d->fin_out, N * P, "flux3.final.out", false);
     model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
     if (st) return st;
-    for (int64_t b = 0; b < B; b++)
-        copy_rows(d->img_rows + b * T * D, D, d->out[JOINT].t[0] + (b * S + L) * D, D, T, D);
+    model_rows_gather(m, d->img_rows, d->out[JOINT].t[0], S, L, T);
     if ((st = lin_forward(m->params, m->pool, &d->norm_out, d->fin_mod, m->ctx.cs, B))) return st;
     st = layernorm_forward(m->pool, d->fin_ln, d->img_rows, NULL, NULL, N, D, F3_EPS, train ? &d->fin_stats : NULL);
     if (st) return st;
@@ -280,19 +271,14 @@ static st_status f3_forward(model *m, const float *x, const float *timesteps, co
     }
     if (!st) st = lin_forward(m->params, m->pool, &d->x_img, x0[1], d->patches, B * T);
     for (int q = TXT; q <= IMG; q++) {
-        block_state first = {.n = 1, .t = {x0[q]}};
-        x0[q] = NULL; /* the executor owns it now, even when st is set */
-        if (!st) st = model_seq_forward(m, q, &first, train, &d->out[q]);
-        else pool_free(m->pool, first.t[0]);
+        if (!st) st = model_seq_forward1(m, q, &x0[q], train, &d->out[q]);
+        pool_free(m->pool, x0[q]);
     }
     float *joint = model_take(m, &st, B * S * D, "flux3.joint", false);
-    if (!st) joint_rows(m, joint, d->out[TXT].t[0], false), joint_rows(m, joint, d->out[IMG].t[0], true);
+    for (int q = TXT; !st && q <= IMG; q++) /* text first */
+        model_rows_scatter(m, joint, d->out[q].t[0], S, q == IMG ? L : 0, rows_of(m, q));
     for (int q = TXT; q <= IMG; q++) state_free(m->pool, &d->out[q]);
-    if (!st) {
-        block_state first = {.n = 1, .t = {joint}};
-        joint = NULL;
-        st = model_seq_forward(m, JOINT, &first, train, &d->out[JOINT]);
-    }
+    if (!st) st = model_seq_forward1(m, JOINT, &joint, train, &d->out[JOINT]);
     pool_free(m->pool, joint);
     if (!st) st = final_out(m, train);
     if (st) return st;
@@ -322,14 +308,12 @@ static st_status f3_backward(model *m, const float *dpred)
     state_free(m->pool, &d->out[JOINT]);
     block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "flux3.djoint", true)}};
     if (st) goto done;
-    for (int64_t b = 0; b < B; b++) copy_rows(grad.t[0] + (b * S + L) * D, D, dimg + b * T * D, D, T, D);
+    model_rows_scatter(m, grad.t[0], dimg, S, L, T);
     st = model_seq_backward(m, JOINT, &grad);
     block_state part[2] = {{.n = 1, .t = {model_take(m, &st, B * L * D, "flux3.dtext_rows", false)}},
                            {.n = 1, .t = {model_take(m, &st, B * T * D, "flux3.dimage_rows", false)}}};
-    for (int64_t b = 0; !st && b < B; b++) {
-        copy_rows(part[0].t[0] + b * L * D, D, grad.t[0] + b * S * D, D, L, D);
-        copy_rows(part[1].t[0] + b * T * D, D, grad.t[0] + (b * S + L) * D, D, T, D);
-    }
+    for (int q = TXT; !st && q <= IMG; q++)
+        model_rows_gather(m, part[q].t[0], grad.t[0], S, q == IMG ? L : 0, rows_of(m, q));
     state_free(m->pool, &grad);
     for (int q = IMG; q >= TXT; q--)
         if (!st) st = model_seq_backward(m, q, &part[q]); /* else model_release's */

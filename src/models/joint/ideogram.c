@@ -163,9 +163,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
 /* The image tokens' rows: each sample's joint rows after its L caption rows */
 static st_status final_rows(model *m, float *img)
 {
-    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = m->shape.hidden;
-    for (int64_t b = 0; b < B; b++)
-        copy_rows(img + b * T * D, D, m->step.last.t[0] + (b * rows_of(m) + L) * D, D, T, D);
+    model_rows_gather(m, img, m->step.last.t[0], rows_of(m), m->shape.text, m->shape.tokens);
     return ST_OK;
 }
 

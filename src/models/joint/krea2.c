@@ -176,18 +176,6 @@ static void project(model *m, float *out, const float *layers, bool back, float 
     else weighted_sum_forward(out, layers, PW(kr_of(m)->proj), n, nl, Dt);
 }
 
-/* The text's and the image's rows of the joint sequence (B, S, D), from txt_in's output or img_in's, or back */
-static void joint_part(model *m, float *joint, float *part, bool image, bool back)
-{
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = m->shape.hidden, S = L + T;
-    const int64_t n = image ? T : L, at = image ? L : 0;
-    for (int64_t b = 0; b < B; b++) {
-        float *rows = joint + (b * S + at) * D, *p = part + b * n * D;
-        if (back) copy_rows(p, D, rows, D, n, D);
-        else copy_rows(rows, D, p, D, n, D);
-    }
-}
-
 static st_status final_out(model *m, bool train)
 {
     kr_model *d = kr_of(m);
@@ -201,7 +189,7 @@ static st_status final_out(model *m, bool train)
     model_hold(m, &st, &d->fin_out, N * P, "krea2.final.out", false);
     model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
     if (st) return st;
-    joint_part(m, m->step.last.t[0], d->img_rows, true, true);
+    model_rows_gather(m, d->img_rows, m->step.last.t[0], joint_rows(m), m->shape.text, T);
     st = rmsnorm_zc_forward(m->pool, d->fin_n, d->img_rows, PW(d->fin_norm), N, D, (float)c->norm_eps,
                             train ? &d->fin_stats : NULL);
     for (int64_t b = 0; !st && b < B; b++) /* (scale, shift) = temb + table */
@@ -234,14 +222,11 @@ static st_status kr_forward(model *m, const float *x, const float *timesteps, co
     gelu_forward(m->ctx.cs, d->t.c, B * D);
     if ((st = lin_forward(m->params, m->pool, &d->mod, m->ctx.mod, m->ctx.cs, B))) goto fail;
     /* the text fusion */
-    block_state first = {.n = 1, .t = {lw0}};
-    lw0 = NULL; /* the executor owns it now */
-    st = model_seq_forward(m, LAYERWISE, &first, train, &d->lw_out);
+    st = model_seq_forward1(m, LAYERWISE, &lw0, train, &d->lw_out);
     float *ref0 = st ? NULL : model_take(m, &st, BL * Dt, "krea2.text_projected", false);
     if (st) goto fail;
     project(m, ref0, d->lw_out.t[0], false, NULL, NULL);
-    first = (block_state){.n = 1, .t = {ref0}};
-    st = model_seq_forward(m, REFINER, &first, train, &d->ref_out);
+    st = model_seq_forward1(m, REFINER, &ref0, train, &d->ref_out);
     /* txt_in and img_in into the joint rows */
     model_hold(m, &st, &d->txt_n, BL * Dt, "krea2.txt_in.norm", false);
     model_hold(m, &st, &d->txt_a, BL * D, "krea2.txt_in.linear_1", false);
@@ -253,17 +238,13 @@ static st_status kr_forward(model *m, const float *x, const float *timesteps, co
     if (!st) st = lin_forward(m->params, m->pool, &d->txt1, d->txt_a, d->txt_n, BL);
     if (!st) gelu_forward(d->txt_g, d->txt_a, BL * D);
     if (!st) st = lin_forward(m->params, m->pool, &d->txt2, part, d->txt_g, BL);
-    if (!st) joint_part(m, joint, part, false, false);
+    if (!st) model_rows_scatter(m, joint, part, S, 0, L);
     const patch_shape ps = model_patches(m);
     if (!st) patchify_forward(d->patches, x, &ps);
     if (!st) st = lin_forward(m->params, m->pool, &d->img, part, d->patches, B * T);
-    if (!st) joint_part(m, joint, part, true, false);
+    if (!st) model_rows_scatter(m, joint, part, S, L, T);
     pool_free(m->pool, part);
-    if (!st) {
-        first = (block_state){.n = 1, .t = {joint}};
-        joint = NULL;
-        st = model_seq_forward(m, JOINT, &first, train, NULL);
-    }
+    if (!st) st = model_seq_forward1(m, JOINT, &joint, train, NULL);
     pool_free(m->pool, joint);
     if (!st) st = final_out(m, train);
     if (!st) {
@@ -307,7 +288,7 @@ static st_status kr_backward(model *m, const float *dpred)
     state_free(m->pool, &m->step.last);
     block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "krea2.djoint", true)}};
     if (st) goto done;
-    joint_part(m, grad.t[0], dimg, true, false);
+    model_rows_scatter(m, grad.t[0], dimg, S, L, T);
     st = model_seq_backward(m, JOINT, &grad); /* releases the run whatever it returns */
     float *part = st ? NULL : scratch_take(&k, B * (L > T ? L : T) * D, MEM_WORKSPACE, "krea2.drows");
     float *dtg = st ? NULL : scratch_take_zero(&k, BL * D, MEM_WORKSPACE, "krea2.txt_in.dgelu");
@@ -315,11 +296,11 @@ static st_status kr_backward(model *m, const float *dpred)
     float *dtn = st ? NULL : scratch_take_zero(&k, BL * Dt, MEM_WORKSPACE, "krea2.txt_in.dnorm");
     if (!st) st = k.status;
     if (!st) { /* img_in, then txt_in back to the refined text */
-        joint_part(m, grad.t[0], part, true, true);
+        model_rows_gather(m, part, grad.t[0], S, L, T);
         st = lin_backward(m->params, m->pool, &d->img, NULL, part, d->patches, N);
     }
     if (!st) {
-        joint_part(m, grad.t[0], part, false, true);
+        model_rows_gather(m, part, grad.t[0], S, 0, L);
         st = lin_backward(m->params, m->pool, &d->txt2, dtg, part, d->txt_g, BL);
     }
     state_free(m->pool, &grad);

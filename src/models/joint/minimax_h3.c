@@ -173,7 +173,7 @@ static st_status final_out(model *m, bool train)
     model_hold(m, &st, &d->fin_out, N * P, "minimax.final.out", false);
     model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
     if (st) return st;
-    for (int64_t b = 0; b < B; b++) copy_rows(d->vid_rows + b * T * D, D, m->step.last.t[0] + (b * S + L) * D, D, T, D);
+    model_rows_gather(m, d->vid_rows, m->step.last.t[0], S, L, T);
     if ((st = lin_forward(m->params, m->pool, &d->norm_out, d->fin_mod, m->ctx.cs, B))) return st;
     st = rmsnorm_forward(m->pool, d->fin_ln, d->vid_rows, pw(m, d->out_norm), N, D, (float)c->norm_eps,
                          train ? &d->fin_stats : NULL);
@@ -214,11 +214,7 @@ static st_status mh_forward(model *m, const float *x, const float *timesteps, co
         copy_rows(d->text_in, L * Dc, cond, K, B, L * Dc);
         st = lin_forward(m->params, m->pool, &d->ctx, x0, d->text_in, BL);
     }
-    if (!st) {
-        block_state first = {.n = 1, .t = {x0}};
-        x0 = NULL; /* the executor owns it now */
-        st = model_seq_forward(m, REF, &first, train, &d->refined);
-    }
+    if (!st) st = model_seq_forward1(m, REF, &x0, train, &d->refined);
     pool_free(m->pool, x0);
     if (!st) st = rmsnorm_forward(m->pool, d->text_n, d->refined.t[0], pw(m, d->ref_norm), BL, D, eps,
                                   train ? &d->ref_stats : NULL);
@@ -228,16 +224,9 @@ static st_status mh_forward(model *m, const float *x, const float *timesteps, co
     const patch_shape ps = model_patches(m);
     if (!st) patchify_forward(d->patches, x, &ps);
     if (!st) st = lin_forward(m->params, m->pool, &d->proj_in, vid, d->patches, B * T);
-    for (int64_t b = 0; !st && b < B; b++) {
-        copy_rows(joint + b * S * D, D, d->text_n + b * L * D, D, L, D);
-        copy_rows(joint + (b * S + L) * D, D, vid + b * T * D, D, T, D);
-    }
+    if (!st) model_rows_scatter(m, joint, d->text_n, S, 0, L), model_rows_scatter(m, joint, vid, S, L, T);
     pool_free(m->pool, vid);
-    if (!st) {
-        block_state first = {.n = 1, .t = {joint}};
-        joint = NULL;
-        st = model_seq_forward(m, MAIN, &first, train, NULL);
-    }
+    if (!st) st = model_seq_forward1(m, MAIN, &joint, train, NULL);
     pool_free(m->pool, joint);
     if (!st) st = final_out(m, train);
     if (st) return st;
@@ -268,14 +257,14 @@ static st_status mh_backward(model *m, const float *dpred)
     state_free(m->pool, &m->step.last);
     block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "minimax.djoint", true)}};
     if (st) goto done;
-    for (int64_t b = 0; b < B; b++) copy_rows(grad.t[0] + (b * S + L) * D, D, dvid + b * T * D, D, T, D);
+    model_rows_scatter(m, grad.t[0], dvid, S, L, T);
     st = model_seq_backward(m, MAIN, &grad); /* releases the run whatever it returns */
     float *part = st ? NULL : scratch_take(&k, B * (L > T ? L : T) * D, MEM_WORKSPACE, "minimax.drows");
     block_state gref = {.n = 1, .t = {model_take(m, &st, BL * D, "minimax.dcaption", true)}};
     if (!st) st = k.status;
-    for (int64_t b = 0; !st && b < B; b++) copy_rows(part + b * T * D, D, grad.t[0] + (b * S + L) * D, D, T, D);
+    if (!st) model_rows_gather(m, part, grad.t[0], S, L, T);
     if (!st) st = lin_backward(m->params, m->pool, &d->proj_in, NULL, part, d->patches, N);
-    for (int64_t b = 0; !st && b < B; b++) copy_rows(part + b * L * D, D, grad.t[0] + b * S * D, D, L, D);
+    if (!st) model_rows_gather(m, part, grad.t[0], S, 0, L);
     state_free(m->pool, &grad);
     if (!st) rmsnorm_backward(gref.t[0], pg(m, d->ref_norm), part, d->refined.t[0], pw(m, d->ref_norm), BL, D,
                               &d->ref_stats);

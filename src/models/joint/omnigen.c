@@ -181,7 +181,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     if (st) return st;
     time_one_minus_sigma(d->tin, timesteps, B);
     if ((st = temb_forward(m, &d->tok, d->tin)) || (st = temb_forward(m, &d->t, d->tin))) return st;
-    for (int64_t b = 0; b < B; b++) copy_rows(*x0 + (b * S + L) * D, D, d->tok.c + b * D, D, 1, D);
+    model_rows_scatter(m, *x0, d->tok.c, S, L, 1); /* the time token */
     silu_forward(m->ctx.cs, d->t.c, B * D);
     return ST_OK;
 }
@@ -192,8 +192,7 @@ static st_status final_rows(model *m, float *img)
     og_model *d = og_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, N = B * T;
-    for (int64_t b = 0; b < B; b++)
-        copy_rows(d->raw + b * T * D, D, m->step.last.t[0] + (b * rows_of(m) + L + 1) * D, D, T, D);
+    model_rows_gather(m, d->raw, m->step.last.t[0], rows_of(m), L + 1, T);
     return rmsnorm_forward(m->pool, img, d->raw, PW(d->norm), N, D, (float)c->norm_eps, &d->norm_stats);
 }
 

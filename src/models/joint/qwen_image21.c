@@ -203,8 +203,7 @@ static st_status final_out(model *m, bool train, const float **pred)
     model_hold(m, &st, &d->fin_out, N * P, "qwen21.final.out", false);
     model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
     if (st) return st;
-    for (int64_t b = 0; b < B; b++)
-        copy_rows(d->img_rows + b * T * D, D, m->step.last.t[0] + (b * S + L) * D, D, T, D);
+    model_rows_gather(m, d->img_rows, m->step.last.t[0], S, L, T);
     if ((st = lin_forward(m->params, m->pool, &d->norm_out, d->fin_mod, m->ctx.cs, B))) return st;
     st = layernorm_forward(m->pool, d->fin_ln, d->img_rows, NULL, NULL, N, D, Q21_EPS, train ? &d->fin_stats : NULL);
     if (st) return st;
@@ -242,11 +241,11 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     if (!st) st = lin_forward(m->params, m->pool, &d->txt1, d->txt_a, d->txt_n, BL);
     if (!st) gelu_forward(d->txt_g, d->txt_a, BL * D);
     if (!st) st = lin_forward(m->params, m->pool, &d->txt2, part, d->txt_g, BL);
-    for (int64_t b = 0; !st && b < B; b++) copy_rows(joint + b * S * D, D, part + b * L * D, D, L, D);
+    if (!st) model_rows_scatter(m, joint, part, S, 0, L);
     const patch_shape ps = model_patches(m);
     if (!st) patchify_forward(d->patches, x, &ps);
     if (!st) st = lin_forward(m->params, m->pool, &d->img, part, d->patches, B * T);
-    for (int64_t b = 0; !st && b < B; b++) copy_rows(joint + (b * S + L) * D, D, part + b * T * D, D, T, D);
+    if (!st) model_rows_scatter(m, joint, part, S, L, T);
     pool_free(m->pool, part);
     return st;
 }
@@ -283,9 +282,9 @@ static st_status embed_backward(model *m, scratch *k, block_state *grad)
     float *dta = scratch_take_zero(k, BL * D, MEM_WORKSPACE, "qwen21.txt_in.din_layer");
     float *dtn = scratch_take_zero(k, BL * Dc, MEM_WORKSPACE, "qwen21.txt_in.dnorm");
     st_status st = k->status;
-    for (int64_t b = 0; !st && b < B; b++) copy_rows(part + b * T * D, D, grad->t[0] + (b * S + L) * D, D, T, D);
+    if (!st) model_rows_gather(m, part, grad->t[0], S, L, T);
     if (!st) st = lin_backward(m->params, m->pool, &d->img, NULL, part, d->patches, N);
-    for (int64_t b = 0; !st && b < B; b++) copy_rows(part + b * L * D, D, grad->t[0] + b * S * D, D, L, D);
+    if (!st) model_rows_gather(m, part, grad->t[0], S, 0, L);
     if (!st) st = lin_backward(m->params, m->pool, &d->txt2, dtg, part, d->txt_g, BL);
     state_free(m->pool, grad);
     if (!st) gelu_backward(dta, dtg, d->txt_a, BL * D);
