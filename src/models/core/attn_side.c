@@ -176,6 +176,11 @@ st_status side_back(block_saved *sv)
     return ST_OK;
 }
 
+scratch side_scratch(pool *p, block_saved *sv)
+{
+    return (scratch){.pool = p, .status = sv->on_host ? side_back(sv) : ST_OK};
+}
+
 st_status side_prefetch(block *b, block_saved *sv)
 {
     (void)b;

@@ -64,6 +64,9 @@ st_status frame_end(frame *f, st_status st, block_saved *sv, block_saved **saved
 st_status side_send(block_saved *sv);
 st_status side_drop(block_saved *sv, scratch *owner);
 st_status side_back(block_saved *sv);
+/* A backward's scratch on pool p, with the side back from the host first where it went there (its status
+ * side_back's). */
+scratch side_scratch(pool *p, block_saved *sv);
 /* A block's per-head norm weight `prefix.name.weight` (hd), trained unless LoRA trains. */
 int block_norm(param_set *ps, const char *prefix, const char *name, int64_t hd, const model_config *c);
 /* A block's linear layers on the model's parameters and pool */

@@ -17,18 +17,11 @@
  * the same inputs, so its values are bitwise forward's. Attention offload moves the side to the host. */
 #include "models/core/attn_side.h"
 #include "models/dual/auraflow.h"
+#include "models/dual/mmdit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Sizes of a step: len[s] tokens of stream s per sample start at off[s] of a sample's S joint rows; raw q/k of
- * stream s start at row at[s]. */
-typedef struct af_dims {
-    int64_t B, S, D, H, hd, F, J, Nmax;
-    int n;
-    int64_t len[2], off[2], at[2], rows[2];
-} af_dims;
 
 int64_t af_ffn_width(int64_t D)
 {
@@ -36,32 +29,12 @@ int64_t af_ffn_width(int64_t D)
     return (f + 255) / 256 * 256;
 }
 
-static af_dims dims_of(const af_block *b)
+/* The joint layout of a step (the text is the register tokens and the caption's): a joint block's image and text
+ * streams, or a single block's joint sequence as one. Raw q and k hold the streams one after another. */
+static mm_dims dims_of(const af_block *b)
 {
-    const model_shape *s = &b->m->shape;
-    af_dims d = {.B = s->batch, .D = s->hidden, .H = s->heads, .n = b->n};
-    const int64_t T = s->tokens, L = s->text; /* text: the register tokens and the caption's */
-    d.S = T + L, d.hd = d.D / d.H, d.F = af_ffn_width(d.D), d.J = d.B * d.S;
-    if (b->n == 2) d.len[0] = T, d.off[0] = L, d.len[1] = L, d.off[1] = 0;
-    else d.len[0] = d.S, d.off[0] = 0;
-    for (int i = 0; i < d.n; i++) {
-        d.rows[i] = d.B * d.len[i];
-        d.at[i] = i ? d.rows[0] : 0;
-        d.Nmax = d.rows[i] > d.Nmax ? d.rows[i] : d.Nmax;
-    }
-    return d;
-}
-
-static void to_joint(const af_dims *d, int s, float *joint, const float *x)
-{
-    const int64_t n = d->len[s] * d->D;
-    copy_rows(joint + d->off[s] * d->D, d->S * d->D, x, n, d->B, n);
-}
-
-static void from_joint(const af_dims *d, int s, float *x, const float *joint)
-{
-    const int64_t n = d->len[s] * d->D;
-    copy_rows(x, n, joint + d->off[s] * d->D, d->S * d->D, d->B, n);
+    const mm_dims d = mm_dims_of(b->m);
+    return b->n == 2 ? d : mm_joined(&d);
 }
 
 /* ---- registration: diffusers' names, in its state_dict order ---- */
@@ -127,13 +100,12 @@ void af_single_register(param_set *ps, af_block *b, int i, const model_config *c
 
 static attn_shape joint_attn(const af_block *b)
 {
-    const af_dims d = dims_of(b);
-    return (attn_shape){
-        .batch = d.B, .tokens = d.S, .heads = d.H, .head_dim = d.hd, .mechanism = b->m->shape.mechanism};
+    const mm_dims d = dims_of(b);
+    return mm_joint_attn(&d, b->m->shape.mechanism);
 }
 
 /* y = LN(x) (1 + scale) + shift over a stream's rows; ln receives LN(x), with its statistics in *stats when asked. */
-static st_status ln_modulate(const struct model *m, const af_dims *d, int s, float *y, float *ln, const float *x,
+static st_status ln_modulate(const struct model *m, const mm_dims *d, int s, float *y, float *ln, const float *x,
                              const float *mod, int chunk, op_state *stats)
 {
     st_status st = layernorm_forward(m->pool, ln, x, NULL, NULL, d->rows[s], d->D, AF_LN_EPS, stats);
@@ -144,8 +116,9 @@ static st_status ln_modulate(const struct model *m, const af_dims *d, int s, flo
 /* modulations and output projections; with KEEP_ALL the feed-forward's three outputs */
 static size_t af_kept_bytes(const block *b, keep_level keep)
 {
-    const af_dims d = dims_of(b->self);
-    return side_kept_bytes(joint_attn(b->self), keep, d.n * d.B * 6 * d.D + d.J * d.D, d.J * (2 * d.F + d.D));
+    const mm_dims d = dims_of(b->self);
+    const int64_t F = af_ffn_width(d.D);
+    return side_kept_bytes(joint_attn(b->self), keep, d.n * d.B * 6 * d.D + d.J * d.D, d.J * (2 * F + d.D));
 }
 
 static size_t af_offloaded_bytes(const block *b) { return side_self_bytes(joint_attn(b->self)); }
@@ -153,22 +126,23 @@ static size_t af_offloaded_bytes(const block *b) { return side_self_bytes(joint_
 /* ---- forward ---- */
 
 /* q, k, v of every stream into the side's joint rows, then attention (keeping its state when asked). */
-static st_status attention_side(const struct model *m, const af_block *ab, const af_dims *d, const block_state *in,
+static st_status attention_side(const struct model *m, const af_block *ab, const mm_dims *d, const block_state *in,
                                 block_saved *sv, float *h, float *ln, float *v, bool keep_state)
 {
     st_status st = ST_OK;
     for (int s = 0; s < d->n && !st; s++) {
         const af_stream *as = &ab->s[s];
-        float *qr = sv->side[SQR] + d->at[s] * d->D, *kr = sv->side[SKR] + d->at[s] * d->D;
+        const int64_t at = s ? d->rows[0] * d->D : 0;
+        float *qr = sv->side[SQR] + at, *kr = sv->side[SKR] + at;
         st = ln_modulate(m, d, s, h, ln, in->t[s], sv->mod[s], 0, NULL);
         if (!st) st = fwd(m, &as->q, qr, h, d->rows[s]);
         if (!st) st = fwd(m, &as->k, kr, h, d->rows[s]);
         if (!st) st = fwd(m, &as->v, v, h, d->rows[s]);
         if (st) break;
-        to_joint(d, s, sv->side[SV], v);
+        mm_to_joint(d, s, sv->side[SV], v);
         const int64_t n = d->len[s] * d->D;
         for (int64_t b = 0; b < d->B && !st; b++) { /* q, k normalised per head where they sit in the joint rows */
-            const int64_t j = (b * d->S + d->off[s]) * d->D;
+            const int64_t j = (b * d->S + d->offset[s]) * d->D;
             st = layernorm_forward(m->pool, sv->side[SQ] + j, qr + b * n, NULL, NULL, d->len[s] * d->H, d->hd,
                                    AF_LN_EPS, NULL);
             if (!st) st = layernorm_forward(m->pool, sv->side[SK] + j, kr + b * n, NULL, NULL, d->len[s] * d->H, d->hd,
@@ -184,8 +158,8 @@ static st_status af_forward(block *b, const block_state *in, block_state *out, k
 {
     af_block *ab = b->self;
     const struct model *m = ab->m;
-    af_dims d = dims_of(ab);
-    const int64_t D = d.D, F = d.F;
+    mm_dims d = dims_of(ab);
+    const int64_t D = d.D, F = af_ffn_width(D), N = mm_rows_max(&d);
     frame f;
     block_saved *sv = frame_begin(&f, b, m, keep, off, saved_io);
     if (!sv) return st_host_oom("a block's saved tensors");
@@ -199,9 +173,9 @@ static st_status af_forward(block *b, const block_state *in, block_state *out, k
         sv->f2[s] = scratch_take(f.fs, d.rows[s] * F, f.ft, "auraflow.ff2");
         sv->f3[s] = scratch_take(f.fs, d.rows[s] * D, f.ft, "auraflow.ff3");
     }
-    float *h = scratch_take(&f.tmp, d.Nmax * D, MEM_WORKSPACE, "auraflow.h");
-    float *ln = scratch_take(&f.tmp, d.Nmax * D, MEM_WORKSPACE, "auraflow.ln");
-    float *g = scratch_take(&f.tmp, d.Nmax * F, MEM_WORKSPACE, "auraflow.swiglu");
+    float *h = scratch_take(&f.tmp, N * D, MEM_WORKSPACE, "auraflow.h");
+    float *ln = scratch_take(&f.tmp, N * D, MEM_WORKSPACE, "auraflow.ln");
+    float *g = scratch_take(&f.tmp, N * F, MEM_WORKSPACE, "auraflow.swiglu");
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
 
     for (int s = 0; s < d.n && !st; s++) st = fwd(m, &ab->s[s].ada, sv->mod[s], m->ctx.cs, d.B);
@@ -209,7 +183,7 @@ static st_status af_forward(block *b, const block_state *in, block_state *out, k
     if (!st && !f.from_host) st = attention_side(m, ab, &d, in, sv, h, ln, g, keep != KEEP_NOTHING || f.to_host);
     if (!st && f.to_host) st = side_send(sv);
     for (int s = 0; s < d.n && !st; s++) {
-        from_joint(&d, s, h, sv->side[SO]);
+        mm_from_joint(&d, s, h, sv->side[SO]);
         st = fwd(m, &ab->s[s].out, sv->o[s], h, d.rows[s]);
     }
     if (!st && f.to_host) st = side_drop(sv, f.ks);
@@ -236,14 +210,10 @@ static st_status af_backward(block *b, const block_state *in, block_saved *sv, b
 {
     af_block *ab = b->self;
     const struct model *m = ab->m;
-    af_dims d = dims_of(ab);
+    mm_dims d = dims_of(ab);
     const attn_shape as = joint_attn(ab);
-    const int64_t D = d.D, F = d.F, N = d.Nmax;
-    if (sv->on_host) {
-        st_status st = side_back(sv);
-        if (st) return st;
-    }
-    scratch k = {.pool = m->pool};
+    const int64_t D = d.D, F = af_ffn_width(D), N = mm_rows_max(&d);
+    scratch k = side_scratch(m->pool, sv);
     float *dmod[2] = {0};
     for (int s = 0; s < d.n; s++) dmod[s] = scratch_take_zero(&k, d.B * 6 * D, MEM_WORKSPACE, "auraflow.dmod");
     float *r = scratch_take(&k, N * D, MEM_WORKSPACE, "auraflow.r");
@@ -296,10 +266,10 @@ static st_status af_backward(block *b, const block_state *in, block_saved *sv, b
                              &stats);
         zero_bytes(dh, (size_t)ND * sizeof(float));
         gated_residual_backward(gx, dmod[s] + 2 * D, dh, t, mod + 2 * D, sv->o[s], d.B, d.len[s], D, 6 * D);
-        from_joint(&d, s, h, sv->side[SO]);
+        mm_from_joint(&d, s, h, sv->side[SO]);
         zero_bytes(dr, (size_t)ND * sizeof(float));
         if ((k.status = bwd(m, &ms->out, dr, dh, h, n))) goto done;
-        to_joint(&d, s, dside[SO], dr);
+        mm_to_joint(&d, s, dside[SO], dr);
     }
     if ((k.status = side_attend_backward(m->pool, &as, NULL, sv, SQ, dside[SQ], dside[SK], dside[SV], dside[SO], D)))
         goto done;
@@ -315,16 +285,16 @@ static st_status af_backward(block *b, const block_state *in, block_saved *sv, b
             const lin_layer *l;
         } qkv[2] = {{SQ, SQR, &ms->q}, {SK, SKR, &ms->k}};
         for (int i = 0; i < 2; i++) {
-            const float *raw = sv->side[qkv[i].raw] + d.at[s] * D;
+            const float *raw = sv->side[qkv[i].raw] + (s ? d.rows[0] * D : 0);
             op_state qs = {0};
-            from_joint(&d, s, r, dside[qkv[i].side]);
+            mm_from_joint(&d, s, r, dside[qkv[i].side]);
             if ((k.status = layernorm_forward(m->pool, dr, raw, NULL, NULL, n * d.H, d.hd, AF_LN_EPS, &qs))) goto done;
             zero_bytes(t, (size_t)ND * sizeof(float));
             layernorm_backward(t, NULL, NULL, r, raw, NULL, n * d.H, d.hd, &qs);
             op_state_release(&qs);
             if ((k.status = bwd(m, qkv[i].l, dh, t, h, n))) goto done;
         }
-        from_joint(&d, s, r, dside[SV]);
+        mm_from_joint(&d, s, r, dside[SV]);
         if ((k.status = bwd(m, &ms->v, dh, r, h, n))) goto done;
         ln_modulate_backward(gx, dmod[s], dmod[s] + D, dr, dh, ln, x, mod + D, d.B, d.len[s], D, 6 * D, &stats);
         if ((k.status = bwd(m, &ms->ada, m->ctx.dcs, dmod[s], m->ctx.cs, d.B))) goto done;

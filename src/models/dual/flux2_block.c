@@ -27,8 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define W(i) (param_at(m->params, (i))->w)
-#define G(i) (param_at(m->params, (i))->g)
 
 static int64_t ffn_width(int64_t D) { return F2_MLP_RATIO * D; }
 
@@ -103,21 +101,7 @@ static attn_shape joint_attn(const block *b)
 
 static size_t f2_offloaded_bytes(const block *b) { return side_self_bytes(joint_attn(b)); }
 
-/* The joint q and k from their raw rows (stream s's, or the whole joint sequence with s < 0): RMSNorm per head,
- * written where the rows sit in the joint sequence. */
-static st_status qk_to_joint(const struct model *m, const f2_stream *fs, const mm_dims *d, int s, block_saved *sv)
-{
-    const int64_t len = s < 0 ? d->S : mm_stream_len(d, s), off = s < 0 ? 0 : d->offset[s];
-    const int64_t at = s == 1 ? d->rows[0] * d->D : 0;
-    st_status st = ST_OK;
-    for (int64_t b = 0; b < d->B && !st; b++) {
-        const int64_t j = (b * d->S + off) * d->D, r = at + b * len * d->D;
-        st = rmsnorm_forward(m->pool, sv->side[SQ] + j, sv->side[SQR] + r, W(fs->norm_q), len * d->H, d->hd, F2_EPS, NULL);
-        if (!st) st = rmsnorm_forward(m->pool, sv->side[SK] + j, sv->side[SKR] + r, W(fs->norm_k), len * d->H, d->hd,
-                                      F2_EPS, NULL);
-    }
-    return st;
-}
+static mm_qkv qkv_of(const f2_stream *s) { return (mm_qkv){&s->q, &s->k, &s->v, s->norm_q, s->norm_k}; }
 
 /* Rotation, then attention from the side's q, k, v into o, keeping its state when backward or the host needs it (not
  * in a recompute after KEEP_ATTENTION_OUTPUT: o and the state are kept). */
@@ -144,7 +128,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     f2_block *fb = b->self;
     const struct model *m = fb->m;
     mm_dims d = mm_dims_of(m);
-    const int64_t D = d.D, F = ffn_width(D), N = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1];
+    const int64_t D = d.D, F = ffn_width(D), N = mm_rows_max(&d);
     frame f;
     block_saved *sv = frame_begin(&f, b, m, keep, off, saved_io);
     if (!sv) return st_host_oom("a block's saved tensors");
@@ -165,25 +149,21 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
         const f2_stream *fs = &fb->s[s];
         const float *mod = fb->sh->mod[s];
         const int64_t at = s ? d.rows[0] * D : 0;
-        st = ln_modulate(m, a, a, in->t[s], mod, mod + D, d.B, mm_stream_len(&d, s), 6 * D, NULL);
-        if (!st) st = fwd(m, &fs->q, sv->side[SQR] + at, a, d.rows[s]);
-        if (!st) st = fwd(m, &fs->k, sv->side[SKR] + at, a, d.rows[s]);
-        if (!st) st = fwd(m, &fs->v, g, a, d.rows[s]);
-        if (!st) mm_to_joint(&d, s, sv->side[SV], g);
-        if (!st) st = qk_to_joint(m, fs, &d, s, sv);
+        st = ln_modulate(m, a, a, in->t[s], mod, mod + D, d.B, d.len[s], 6 * D, NULL);
+        if (!st) st = mm_qkv_forward(m, &d, s, qkv_of(fs), sv, sv->side[SQR] + at, sv->side[SKR] + at, a, g);
     }
     if (!st && !f.from_host) st = attend(m, &d, sv, keep != KEEP_NOTHING || f.to_host);
     if (!st && f.to_host) st = side_send(sv);
     for (int s = 0; s < 2 && !st; s++) {
         mm_from_joint(&d, s, a, sv->side[SO]);
         st = fwd(m, &fb->s[s].out, sv->o[s], a, d.rows[s]);
-        if (!st) gated_residual_forward(y[s], in->t[s], fb->sh->mod[s] + 2 * D, sv->o[s], d.B, mm_stream_len(&d, s), D, 6 * D);
+        if (!st) gated_residual_forward(y[s], in->t[s], fb->sh->mod[s] + 2 * D, sv->o[s], d.B, d.len[s], D, 6 * D);
     }
     if (!st && f.to_host) st = side_drop(sv, f.ks);
     for (int s = 0; s < 2 && !st; s++) {
         const f2_stream *fs = &fb->s[s];
         const float *mod = fb->sh->mod[s];
-        const int64_t n = d.rows[s], t = mm_stream_len(&d, s);
+        const int64_t n = d.rows[s], t = d.len[s];
         st = ln_modulate(m, a, a, y[s], mod + 3 * D, mod + 4 * D, d.B, t, 6 * D, NULL);
         if (!st) st = fwd(m, &fs->ff_in, sv->f1[s], a, n);
         if (!st) glu_forward(g, sv->f1[s], sv->f1[s] + F, n, F, 2 * F, GLU_SILU);
@@ -200,12 +180,8 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
     const struct model *m = fb->m;
     mm_dims d = mm_dims_of(m);
     attn_shape as = mm_joint_attn(&d, m->shape.mechanism);
-    const int64_t D = d.D, F = ffn_width(D), N = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1], JD = d.J * D;
-    if (sv->on_host) {
-        st_status st = side_back(sv);
-        if (st) return st;
-    }
-    scratch k = {.pool = m->pool};
+    const int64_t D = d.D, F = ffn_width(D), N = mm_rows_max(&d), JD = d.J * D;
+    scratch k = side_scratch(m->pool, sv);
     float *x1 = scratch_take(&k, N * D, MEM_WORKSPACE, "flux2.x1");
     float *ln = scratch_take(&k, N * D, MEM_WORKSPACE, "flux2.ln");
     float *h = scratch_take(&k, N * D, MEM_WORKSPACE, "flux2.h");
@@ -226,7 +202,7 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
 
     for (int s = 0; s < 2; s++) { /* the feed-forward halves, then the output projections */
         const f2_stream *fs = &fb->s[s];
-        const int64_t n = d.rows[s], t = mm_stream_len(&d, s), mw = 6 * D;
+        const int64_t n = d.rows[s], t = d.len[s], mw = 6 * D;
         const float *mod = fb->sh->mod[s], *f1 = sv->f1[s], *f2 = sv->f2[s];
         float *dmod = fb->sh->dmod[s], *gx = grad->t[s];
         gated_residual_forward(x1, in->t[s], mod + 2 * D, sv->o[s], d.B, t, D, mw);
@@ -258,24 +234,14 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
     mm_rope_joint(m, &d, dside[SK], true);
     for (int s = 0; s < 2; s++) { /* back through q, k, v and the first modulation */
         const f2_stream *fs = &fb->s[s];
-        const int64_t n = d.rows[s], t = mm_stream_len(&d, s), mw = 6 * D, at = s ? d.rows[0] * D : 0;
+        const int64_t t = d.len[s], mw = 6 * D, at = s ? d.rows[0] * D : 0;
         const float *mod = fb->sh->mod[s], *x = in->t[s];
         float *dmod = fb->sh->dmod[s], *gx = grad->t[s];
         if ((k.status = ln_modulate(m, h, ln, x, mod, mod + D, d.B, t, mw, &stats))) goto done;
         zero_bytes(dh, ND);
-        const struct {
-            int side, raw, w;
-            const lin_layer *l;
-        } qk[2] = {{SQ, SQR, fs->norm_q, &fs->q}, {SK, SKR, fs->norm_k, &fs->k}};
-        for (int i = 0; i < 2; i++) {
-            mm_from_joint(&d, s, gs, dside[qk[i].side]);
-            zero_bytes(dr, ND);
-            if ((k.status = mm_rms_back(m, &d, n, dr, gs, sv->side[qk[i].raw] + at, qk[i].w, x1)) ||
-                (k.status = bwd(m, qk[i].l, dh, dr, h, n)))
-                goto done;
-        }
-        mm_from_joint(&d, s, gs, dside[SV]);
-        if ((k.status = bwd(m, &fs->v, dh, gs, h, n))) goto done;
+        if ((k.status = mm_qkv_backward(m, &d, s, qkv_of(fs), dside, sv->side[SQR] + at, sv->side[SKR] + at, h, dh,
+                                        dr, gs, x1)))
+            goto done;
         ln_modulate_backward(gx, dmod, dmod + D, dr, dh, ln, x, mod + D, d.B, t, D, mw, &stats);
     }
 done:
@@ -339,7 +305,9 @@ static st_status single_forward(block *b, const block_state *in, block_state *ou
         copy_rows(sv->side[SQR], D, p, Wd, J, D);
         copy_rows(sv->side[SKR], D, p + D, Wd, J, D);
         copy_rows(sv->side[SV], D, p + 2 * D, Wd, J, D);
-        st = qk_to_joint(m, fs, &d, -1, sv);
+        const mm_dims j = mm_joined(&d);
+        st = mm_rms_to_joint(m, &j, 0, sv->side[SQ], sv->side[SQR], fs->norm_q);
+        if (!st) st = mm_rms_to_joint(m, &j, 0, sv->side[SK], sv->side[SKR], fs->norm_k);
         if (!st) st = attend(m, &d, sv, keep != KEEP_NOTHING || f.to_host);
         if (!st && f.to_host) st = side_send(sv);
     }
@@ -364,11 +332,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     const int64_t D = d.D, F = ffn_width(D), J = d.J, JD = J * D, Wd = 3 * D + 2 * F;
     const float *x = in->t[0], *mod = fb->sh->mod[F2_MOD_SINGLE];
     float *dmod = fb->sh->dmod[F2_MOD_SINGLE], *gx = grad->t[0];
-    if (sv->on_host) {
-        st_status st = side_back(sv);
-        if (st) return st;
-    }
-    scratch k = {.pool = m->pool};
+    scratch k = side_scratch(m->pool, sv);
     float *ln = scratch_take(&k, JD, MEM_WORKSPACE, "flux2.ln");
     float *h = scratch_take(&k, JD, MEM_WORKSPACE, "flux2.h");
     float *dh = scratch_take_zero(&k, JD, MEM_WORKSPACE, "flux2.dh");

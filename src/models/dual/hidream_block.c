@@ -445,11 +445,7 @@ static st_status hd_backward(block *b, const block_state *in, block_saved *sv, b
     hd_dims d = dims_of(hb);
     const attn_shape as = joint_attn(hb);
     const int64_t D = d.D, N = d.Nmax;
-    if (sv->on_host) {
-        st_status st = side_back(sv);
-        if (st) return st;
-    }
-    scratch k = {.pool = m->pool};
+    scratch k = side_scratch(m->pool, sv);
     float *dmod = scratch_take_zero(&k, d.B * d.MS, MEM_WORKSPACE, "hidream.dmod");
     float *r = scratch_take(&k, N * D, MEM_WORKSPACE, "hidream.r");
     float *ln = scratch_take(&k, N * D, MEM_WORKSPACE, "hidream.ln");

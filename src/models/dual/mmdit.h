@@ -43,26 +43,48 @@ typedef struct mm_block {
     const mm_names *names; /* NULL: Flux's and SD3's (norm1.linear, ff, norm1_context.linear, ff_context) */
 } mm_block;
 
-/* Sizes of a step: image tokens T and text tokens L per sample; the joint sequence is text first, S = L + T. */
+/* Sizes of a step: image tokens T and text tokens L per sample; the joint sequence is text first, S = L + T. Its
+ * n streams: the image's and the text's, or (mm_joined) the joint sequence as one. */
 typedef struct mm_dims {
     int64_t B, T, L, S, D, H, hd;
     int64_t J;         /* B * S rows of the joint sequence */
+    int n;
+    int64_t len[2];    /* a stream's tokens per sample: image T, text L */
     int64_t rows[2];   /* a stream's rows: image B*T, text B*L */
     int64_t offset[2]; /* where a stream's tokens start within a sample's joint rows: image L, text 0 */
 } mm_dims;
 
 mm_dims mm_dims_of(const struct model *m);
+mm_dims mm_joined(const mm_dims *d); /* the same step with the joint sequence as its one stream */
+int64_t mm_rows_max(const mm_dims *d); /* the larger stream's rows */
 /* Copies a stream's rows (rows[s], D) into / out of the joint (J, D) layout. */
 void mm_to_joint(const mm_dims *d, int s, float *joint, const float *x);
 void mm_from_joint(const mm_dims *d, int s, float *x, const float *joint);
-int64_t mm_stream_len(const mm_dims *d, int s); /* tokens per sample: image T, text L */
 attn_shape mm_joint_attn(const mm_dims *d, attention_mechanism mech);
 /* Rotary embedding of joint q or k, every token by its position ids; none without a table (SD3). */
 void mm_rope_joint(const struct model *m, const mm_dims *d, float *x, bool backward);
+/* Stream s's raw q or k rows RMSNorm-ed (eps 1e-6, weight w: per head; w < 0: copied) where they sit in the joint
+ * rows. */
+st_status mm_rms_to_joint(const struct model *m, const mm_dims *d, int s, float *joint, const float *raw, int w);
 /* dL/draw += RMSNorm (eps 1e-6, weight w: per head) backward over rows (rows, D) of g, the gradient after the norm
  * (w < 0: no norm, g itself); tmp is a (rows, D) buffer. */
 st_status mm_rms_back(const struct model *m, const mm_dims *d, int64_t rows, float *draw, const float *g, const float *raw,
                       int w, float *tmp);
+
+/* A stream's q, k and v projections and the RMSNorms of q and k (mm_rms_to_joint's w) */
+typedef struct mm_qkv {
+    const lin_layer *q, *k, *v;
+    int norm_q, norm_k;
+} mm_qkv;
+/* Stream s's q, k and v of h (its rows[s] rows) into the side's joint SQ, SK and SV rows, q and k normed from their
+ * raw rows qr and kr (NULL, without norms: tmp); tmp is a (rows[s], D) buffer. */
+st_status mm_qkv_forward(const struct model *m, const mm_dims *d, int s, mm_qkv p, block_saved *sv, float *qr,
+                         float *kr, const float *h, float *tmp);
+/* Its backward from the joint dq, dk and dv (dside[SQ .. SV]): dh += h's gradient, the weights' and norms' gradients
+ * accumulate; dr, gs and tmp are (rows[s], D) workspaces. */
+st_status mm_qkv_backward(const struct model *m, const mm_dims *d, int s, mm_qkv p, float *const *dside,
+                          const float *qr, const float *kr, const float *h, float *dh, float *dr, float *gs,
+                          float *tmp);
 
 /* Registers block i's weights by diffusers' names (b->names), for b's options (qk_norm, dual, context_pre_only). */
 void mm_double_register(param_set *ps, mm_block *b, int i, const model_config *c);

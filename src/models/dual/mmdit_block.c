@@ -28,26 +28,35 @@
 mm_dims mm_dims_of(const struct model *m)
 {
     const model_shape *s = &m->shape;
-    mm_dims d = {.B = s->batch, .T = s->tokens, .L = s->text, .D = s->hidden, .H = s->heads};
+    mm_dims d = {.B = s->batch, .T = s->tokens, .L = s->text, .D = s->hidden, .H = s->heads, .n = 2};
     d.S = d.L + d.T;
     d.hd = d.D / d.H;
     d.J = d.B * d.S;
+    d.len[0] = d.T, d.len[1] = d.L;
     d.rows[0] = d.B * d.T, d.rows[1] = d.B * d.L;
     d.offset[0] = d.L, d.offset[1] = 0;
     return d;
 }
 
-int64_t mm_stream_len(const mm_dims *d, int s) { return s ? d->L : d->T; }
+mm_dims mm_joined(const mm_dims *d)
+{
+    mm_dims j = *d;
+    j.n = 1, j.len[0] = d->S, j.rows[0] = d->J, j.offset[0] = 0;
+    j.len[1] = j.rows[1] = j.offset[1] = 0;
+    return j;
+}
+
+int64_t mm_rows_max(const mm_dims *d) { return d->rows[0] > d->rows[1] ? d->rows[0] : d->rows[1]; }
 
 void mm_to_joint(const mm_dims *d, int s, float *joint, const float *x)
 {
-    const int64_t n = mm_stream_len(d, s) * d->D;
+    const int64_t n = d->len[s] * d->D;
     copy_rows(joint + d->offset[s] * d->D, d->S * d->D, x, n, d->B, n);
 }
 
 void mm_from_joint(const mm_dims *d, int s, float *x, const float *joint)
 {
-    const int64_t n = mm_stream_len(d, s) * d->D;
+    const int64_t n = d->len[s] * d->D;
     copy_rows(x, n, joint + d->offset[s] * d->D, d->S * d->D, d->B, n);
 }
 
@@ -65,6 +74,8 @@ static int64_t mod_stride(const mm_block *mb, int64_t width)
 {
     return (mb->model_mod ? mb->m->ctx.mod_rows : width) * mb->m->shape.hidden;
 }
+
+static mm_qkv qkv_of(const mm_stream *s) { return (mm_qkv){&s->q, &s->k, &s->v, s->norm_q, s->norm_k}; }
 
 static bool side_used(const mm_block *mb, int i)
 {
@@ -170,16 +181,18 @@ void mm_rope_joint(const struct model *m, const mm_dims *d, float *x, bool backw
 
 /* The joint row of q or k from a stream's raw rows: RMSNorm per head (without qk_norm a copy), written where the
  * rows sit in the joint sequence. No kept state: backward recomputes the statistics. */
-static void rms_to_joint(const struct model *m, const mm_dims *d, int s, float *joint, const float *raw, int w)
+st_status mm_rms_to_joint(const struct model *m, const mm_dims *d, int s, float *joint, const float *raw, int w)
 {
-    const int64_t n = mm_stream_len(d, s);
+    const int64_t n = d->len[s];
     if (w < 0) {
         mm_to_joint(d, s, joint, raw);
-        return;
+        return ST_OK;
     }
-    for (int64_t b = 0; b < d->B; b++)
-        rmsnorm_forward(m->pool, joint + (b * d->S + d->offset[s]) * d->D, raw + b * n * d->D, W(w), n * d->H, d->hd,
-                        MMDIT_RMS_EPS, NULL);
+    st_status st = ST_OK;
+    for (int64_t b = 0; b < d->B && !st; b++)
+        st = rmsnorm_forward(m->pool, joint + (b * d->S + d->offset[s]) * d->D, raw + b * n * d->D, W(w), n * d->H,
+                             d->hd, MMDIT_RMS_EPS, NULL);
+    return st;
 }
 
 /* dL/draw += RMSNorm backward over rows (rows, D) of g, the gradient after the norm (without qk_norm g itself);
@@ -199,12 +212,39 @@ st_status mm_rms_back(const struct model *m, const mm_dims *d, int64_t rows, flo
     return ST_OK;
 }
 
-/* The same for a stream's rows of the joint gradient g; gs is a (rows, D) buffer. */
-static st_status rms_backward(const struct model *m, const mm_dims *d, int s, float *draw, const float *g,
-                              const float *raw, int w, float *tmp, float *gs)
+st_status mm_qkv_forward(const struct model *m, const mm_dims *d, int s, mm_qkv p, block_saved *sv, float *qr,
+                         float *kr, const float *h, float *tmp)
 {
-    mm_from_joint(d, s, gs, g);
-    return mm_rms_back(m, d, d->rows[s], draw, gs, raw, w, tmp);
+    const int64_t n = d->rows[s];
+    qr = qr ? qr : tmp, kr = kr ? kr : tmp;
+    st_status st = fwd(m, p.q, qr, h, n);
+    if (!st) st = mm_rms_to_joint(m, d, s, sv->side[SQ], qr, p.norm_q);
+    if (!st) st = fwd(m, p.k, kr, h, n);
+    if (!st) st = mm_rms_to_joint(m, d, s, sv->side[SK], kr, p.norm_k);
+    if (!st) st = fwd(m, p.v, tmp, h, n);
+    if (!st) mm_to_joint(d, s, sv->side[SV], tmp);
+    return st;
+}
+
+st_status mm_qkv_backward(const struct model *m, const mm_dims *d, int s, mm_qkv p, float *const *dside,
+                          const float *qr, const float *kr, const float *h, float *dh, float *dr, float *gs,
+                          float *tmp)
+{
+    const int64_t n = d->rows[s];
+    const struct {
+        const lin_layer *l;
+        const float *raw;
+        int w, side;
+    } qk[2] = {{p.q, qr, p.norm_q, SQ}, {p.k, kr, p.norm_k, SK}};
+    st_status st = ST_OK;
+    for (int i = 0; i < 2 && !st; i++) {
+        mm_from_joint(d, s, gs, dside[qk[i].side]);
+        zero_bytes(dr, (size_t)(n * d->D) * sizeof(float));
+        st = mm_rms_back(m, d, n, dr, gs, qk[i].raw, qk[i].w, tmp);
+        if (!st) st = bwd(m, qk[i].l, dh, dr, h, n);
+    }
+    if (!st) mm_from_joint(d, s, gs, dside[SV]);
+    return st ? st : bwd(m, p.v, dh, gs, h, n);
 }
 
 /* h = LN(x) * (1 + scale) + shift (LayerNorm without affine, no kept statistics) */
@@ -320,7 +360,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     mm_block *mb = b->self;
     const struct model *m = mb->m;
     mm_dims d = mm_dims_of(m);
-    const int64_t D = d.D, Nmax = d.rows[0] > d.rows[1] ? d.rows[0] : d.rows[1];
+    const int64_t D = d.D, Nmax = mm_rows_max(&d);
     const int ns = outputs(mb);
     frame f;
     block_saved *sv = frame_begin(&f, b, m, keep, off, saved_io);
@@ -347,17 +387,12 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     for (int s = 0; s < 2 && !st && !f.from_host; s++) {
         const mm_stream *ms = &mb->s[s];
         const int64_t mw = mod_stride(mb, mod_width(mb, s));
-        /* q and k before RMSNorm: the raw side, or (no qk_norm) the transient g */
-        float *qr = mb->qk_norm ? sv->side[SQR] + (s ? d.rows[0] * D : 0) : g;
-        float *kr = mb->qk_norm ? sv->side[SKR] + (s ? d.rows[0] * D : 0) : g;
+        /* q and k before RMSNorm: the raw side, or (no qk_norm) NULL, the transient g */
+        float *qr = mb->qk_norm ? sv->side[SQR] + (s ? d.rows[0] * D : 0) : NULL;
+        float *kr = mb->qk_norm ? sv->side[SKR] + (s ? d.rows[0] * D : 0) : NULL;
         st = ln_modulate(m, a, in->t[s], shift1(mb, s, sv->mod[s], D), scale1(mb, s, sv->mod[s], D), d.B,
-                         mm_stream_len(&d, s), mw);
-        if (!st) st = fwd(m, &ms->q, qr, a, d.rows[s]);
-        if (!st) rms_to_joint(m, &d, s, sv->side[SQ], qr, ms->norm_q);
-        if (!st) st = fwd(m, &ms->k, kr, a, d.rows[s]);
-        if (!st) rms_to_joint(m, &d, s, sv->side[SK], kr, ms->norm_k);
-        if (!st) st = fwd(m, &ms->v, g, a, d.rows[s]);
-        if (!st) mm_to_joint(&d, s, sv->side[SV], g);
+                         d.len[s], mw);
+        if (!st) st = mm_qkv_forward(m, &d, s, qkv_of(ms), sv, qr, kr, a, g);
     }
     const bool keep_state = keep != KEEP_NOTHING || f.to_host;
     if (!st && !f.from_host) st = joint_attention(m, &d, sv, keep_state);
@@ -367,7 +402,7 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
         const int64_t mw = mod_stride(mb, mod_width(mb, s));
         mm_from_joint(&d, s, a, sv->side[SO]);
         st = fwd(m, &mb->s[s].out, sv->o[s], a, d.rows[s]);
-        if (!st) gated_residual_forward(y[s], in->t[s], sv->mod[s] + 2 * D, sv->o[s], d.B, mm_stream_len(&d, s), D, mw);
+        if (!st) gated_residual_forward(y[s], in->t[s], sv->mod[s] + 2 * D, sv->o[s], d.B, d.len[s], D, mw);
         if (!st && s == 0 && mb->dual) st = fwd(m, &mb->x.out, sv->o2, sv->side[XO], d.rows[0]);
         if (!st && s == 0 && mb->dual) gated_residual_forward(y[0], y[0], sv->mod[0] + 8 * D, sv->o2, d.B, d.T, D, mw);
     }
@@ -375,11 +410,11 @@ static st_status double_forward(block *b, const block_state *in, block_state *ou
     for (int s = 0; s < ns && !st; s++) {
         const mm_stream *ms = &mb->s[s];
         const int64_t n = d.rows[s], mw = mod_stride(mb, mod_width(mb, s));
-        st = ln_modulate(m, a, y[s], sv->mod[s] + 3 * D, sv->mod[s] + 4 * D, d.B, mm_stream_len(&d, s), mw);
+        st = ln_modulate(m, a, y[s], sv->mod[s] + 3 * D, sv->mod[s] + 4 * D, d.B, d.len[s], mw);
         if (!st) st = fwd(m, &ms->mlp1, sv->f1[s], a, n);
         if (!st) gelu_forward(g, sv->f1[s], n * 4 * D);
         if (!st) st = fwd(m, &ms->mlp2, sv->f2[s], g, n);
-        if (!st) gated_residual_forward(y[s], y[s], sv->mod[s] + 5 * D, sv->f2[s], d.B, mm_stream_len(&d, s), D, mw);
+        if (!st) gated_residual_forward(y[s], y[s], sv->mod[s] + 5 * D, sv->f2[s], d.B, d.len[s], D, mw);
     }
     if (!st) *out = (block_state){.n = ns, .t = {y[0], y[1]}};
     return frame_end(&f, st, sv, saved_io, y, ns);
@@ -398,8 +433,7 @@ typedef struct double_ws {
 static void double_ws_take(scratch *k, const mm_block *mb, const mm_dims *d, const block_saved *sv, double_ws *w)
 {
     const struct model *m = mb->m;
-    const int64_t D = d->D, N = d->rows[0] > d->rows[1] ? d->rows[0] : d->rows[1], JD = d->J * D,
-                  XD = d->rows[0] * D;
+    const int64_t D = d->D, N = mm_rows_max(d), JD = d->J * D, XD = d->rows[0] * D;
     *w = (double_ws){.ND = (size_t)N * D * sizeof(float)};
     w->N4D = 4 * w->ND;
     for (int s = 0; s < 2; s++) /* Chroma's accumulate into the model's rows, for its approximator */
@@ -428,7 +462,7 @@ static st_status double_back_out(const mm_block *mb, const mm_dims *d, const blo
 {
     const struct model *m = mb->m;
     const mm_stream *ms = &mb->s[s];
-    const int64_t D = d->D, n = d->rows[s], t = mm_stream_len(d, s), mw = mod_stride(mb, mod_width(mb, s));
+    const int64_t D = d->D, n = d->rows[s], t = d->len[s], mw = mod_stride(mb, mod_width(mb, s));
     const float *mod = sv->mod[s], *f1 = sv->f1[s], *f2 = sv->f2[s];
     float *x1 = w->x1, *a = w->a, *a2 = w->a2, *da = w->da, *g = w->g, *dg = w->dg, *df = w->df, *dmod = w->dmod[s];
     st_status st;
@@ -518,7 +552,7 @@ static st_status double_back_input(const mm_block *mb, const mm_dims *d, const b
 {
     const struct model *m = mb->m;
     const mm_stream *ms = &mb->s[s];
-    const int64_t D = d->D, n = d->rows[s], t = mm_stream_len(d, s), mw = mod_stride(mb, mod_width(mb, s));
+    const int64_t D = d->D, n = d->rows[s], t = d->len[s], mw = mod_stride(mb, mod_width(mb, s));
     const float *mod = sv->mod[s], *x = in->t[s];
     const int64_t at = s ? d->rows[0] * D : 0;
     const float *qr = mb->qk_norm ? sv->side[SQR] + at : NULL, *kr = mb->qk_norm ? sv->side[SKR] + at : NULL;
@@ -527,16 +561,7 @@ static st_status double_back_input(const mm_block *mb, const mm_dims *d, const b
     if ((st = layernorm_forward(m->pool, a, x, NULL, NULL, n, D, DIT_LN_EPS, &w->stats))) return st;
     modulate_forward(h, a, shift1(mb, s, mod, D), scale1(mb, s, mod, D), d->B, t, D, mw);
     zero_bytes(dh, w->ND);
-    zero_bytes(dr, w->ND);
-    if ((st = rms_backward(m, d, s, dr, w->dside[SQ], qr, ms->norm_q, da, gs)) ||
-        (st = bwd(m, &ms->q, dh, dr, h, n)))
-        return st;
-    zero_bytes(dr, w->ND);
-    if ((st = rms_backward(m, d, s, dr, w->dside[SK], kr, ms->norm_k, da, gs)) ||
-        (st = bwd(m, &ms->k, dh, dr, h, n)))
-        return st;
-    mm_from_joint(d, s, gs, w->dside[SV]);
-    if ((st = bwd(m, &ms->v, dh, gs, h, n))) return st;
+    if ((st = mm_qkv_backward(m, d, s, qkv_of(ms), w->dside, qr, kr, h, dh, dr, gs, da))) return st;
     zero_bytes(dr, w->ND);
     float *dshift = (float *)shift1(mb, s, w->dmod[s], D), *dscale = (float *)scale1(mb, s, w->dmod[s], D);
     modulate_backward(dr, dshift, dscale, dh, a, scale1(mb, s, mod, D), d->B, t, D, mw);
@@ -553,18 +578,14 @@ static st_status double_backward(block *b, const block_state *in, block_saved *s
     const struct model *m = mb->m;
     mm_dims d = mm_dims_of(m);
     const int ns = outputs(mb);
-    if (sv->on_host) {
-        st_status st = side_back(sv);
-        if (st) return st;
-    }
-    if (ns == 1) { /* the text stream's gradient starts here, from its q, k and v alone */
+    scratch k = side_scratch(m->pool, sv);
+    if (!k.status && ns == 1) { /* the text stream's gradient starts here, from its q, k and v alone */
         float *gt = NULL;
         st_status st = pool_alloc_zero(m->pool, (size_t)(d.rows[1] * d.D) * sizeof(float), MEM_ACTIVATIONS,
                                        "mmdit.dtext", (void **)&gt);
         if (st) return st;
         grad->t[grad->n++] = gt;
     }
-    scratch k = {.pool = m->pool};
     double_ws w;
     double_ws_take(&k, mb, &d, sv, &w);
     if (k.status) goto done;
@@ -653,11 +674,7 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     const int64_t D = d.D, J = d.J, JD = J * D;
     const float *x = in->t[0], *mod = sv->mod[0];
     float *gx = grad->t[0];
-    if (sv->on_host) {
-        st_status st = side_back(sv);
-        if (st) return st;
-    }
-    scratch k = {.pool = m->pool};
+    scratch k = side_scratch(m->pool, sv);
     const int64_t ms3 = mod_stride(mb, 3);
     float *dmod = mb->model_mod ? m->ctx.dmod + mb->mod_row[0] * D
                                 : scratch_take_zero(&k, d.B * 3 * D, MEM_WORKSPACE, "mmdit.dmod");
