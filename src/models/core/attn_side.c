@@ -61,12 +61,17 @@ size_t side_self_bytes(attn_shape s)
     return (size_t)(6 * s.batch * s.tokens * s.heads * s.head_dim) * sizeof(float) + attention_kept_bytes(&s);
 }
 
-size_t side_kept_bytes(attn_shape s, keep_level keep, int64_t floats, int64_t all)
+size_t side_block_kept_bytes(size_t side, attn_shape s, keep_level keep, int64_t floats, int64_t all)
 {
     if (keep == KEEP_NOTHING) return 0;
     if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&s);
     if (keep == KEEP_ALL) floats += all;
-    return (size_t)floats * sizeof(float) + side_self_bytes(s);
+    return (size_t)floats * sizeof(float) + side;
+}
+
+size_t side_kept_bytes(attn_shape s, keep_level keep, int64_t floats, int64_t all)
+{
+    return side_block_kept_bytes(side_self_bytes(s), s, keep, floats, all);
 }
 
 void side_take_self(frame *f, block_saved *sv, attn_shape s)

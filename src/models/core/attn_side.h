@@ -122,6 +122,9 @@ size_t side_output_bytes(const attn_shape *s);
  * KEEP_ATTENTION_OUTPUT keeps, or the side and `floats` more (with KEEP_ALL `all` more again). */
 size_t side_self_bytes(attn_shape s);
 size_t side_kept_bytes(attn_shape s, keep_level keep, int64_t floats, int64_t all);
+/* The same for a block of several attentions whose side (its offloaded_bytes) is `side` bytes, s its self-attention:
+ * KEEP_ATTENTION_OUTPUT keeps s's output alone (the others run again). */
+size_t side_block_kept_bytes(size_t side, attn_shape s, keep_level keep, int64_t floats, int64_t all);
 void side_take_self(frame *f, block_saved *sv, attn_shape s);
 
 /* The attention at `at` (SQ or XQ) from the side's q, k and v into its o, in the rows side_attention_forward lays

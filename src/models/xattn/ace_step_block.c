@@ -100,20 +100,6 @@ void ace_block_register(param_set *s, ace_block *b, const char *prefix, const mo
 
 /* ---- sizes ---- */
 
-static size_t ace_kept_bytes(const block *blk, keep_level keep)
-{
-    const ace_block *b = blk->self;
-    dims d = dims_of(b);
-    if (keep == KEEP_NOTHING) return 0;
-    const attn_shape ss = self_shape(b), cs = cross_shape(b);
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss); /* the cross-attention runs again */
-    /* modulations; self: q, raw q, o, out (D wide), k, raw k, v (K wide); cross: q, raw q, o, out over the latent's
-       rows, k, raw k, v over the condition's */
-    size_t floats = (size_t)(d.B * d.M + 4 * d.N * d.D + 3 * d.N * d.K + 4 * d.N * d.D + 3 * d.NL * d.K);
-    if (keep == KEEP_ALL) floats += (size_t)(2 * d.N * d.F + d.N * d.D);
-    return floats * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
-}
-
 static size_t ace_offloaded_bytes(const block *blk)
 {
     const ace_block *b = blk->self;
@@ -121,6 +107,16 @@ static size_t ace_offloaded_bytes(const block *blk)
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
     return (size_t)(3 * d.N * d.D + 3 * d.N * d.K + 3 * d.N * d.D + 3 * d.NL * d.K) * sizeof(float) +
            attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
+}
+
+/* beside the sides: the modulations and both output projections; with KEEP_ALL the feed-forward's three GEMM
+ * outputs */
+static size_t ace_kept_bytes(const block *blk, keep_level keep)
+{
+    const ace_block *b = blk->self;
+    dims d = dims_of(b);
+    return side_block_kept_bytes(ace_offloaded_bytes(blk), self_shape(b), keep, d.B * d.M + 2 * d.N * d.D,
+                                 2 * d.N * d.F + d.N * d.D);
 }
 
 /* ---- pieces run in forward and again in backward ---- */
@@ -174,13 +170,6 @@ static side_attention attention_of(const ace_block *b, int at)
                             .rotate = cross ? NULL : rotate_side, .block = b};
 }
 
-static st_status attention_forward_into(const ace_block *b, block_saved *sv, int at, const float *xq,
-                                        const float *xkv, bool keep)
-{
-    const side_attention a = attention_of(b, at);
-    return side_attention_forward(&a, sv, at, xq, xkv, keep);
-}
-
 /* g = gate_proj(h3), u = up_proj(h3), f = down_proj(silu(g) u) */
 static st_status ffn_compute(const ace_block *b, const float *x2, const float *mod, float *g, float *u, float *f)
 {
@@ -226,17 +215,19 @@ static st_status ace_forward(block *blk, const block_state *in, block_state *out
     float *h = scratch_take(&f.tmp, ND, MEM_WORKSPACE, "ace.h");
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
     const bool states = keep != KEEP_NOTHING || f.to_host;
+    const side_attention self_att = attention_of(b, SELF), cross_att = attention_of(b, CROSS);
     if (!st) modulations(b, sv->mod[0]);
     if (!st && f.from_host) st = side_back(sv);
     if (!st && !f.from_host) {
         st = norm_modulate(b, h, NULL, x, b->norm1, sv->mod[0], 0, NULL);
-        if (!st) st = attention_forward_into(b, sv, SELF, h, h, states);
+        if (!st) st = side_attention_forward(&self_att, sv, SELF, h, h, states);
     }
     if (!st) st = fwd(b->m, &b->out, sv->o[0], sv->side[SQ + SO], d.N);
     if (!st) { /* y holds x1; the cross-attention on RMSNorm2(x1) */
         gated_residual_forward(y, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, d.M);
         if (!f.from_host && !(st = norm_modulate(b, h, NULL, y, b->norm2, NULL, 0, NULL)))
-            st = attention_forward_into(b, sv, CROSS, h, b->m->ctx.text, states && keep != KEEP_ATTENTION_OUTPUT);
+            st = side_attention_forward(&cross_att, sv, CROSS, h, b->m->ctx.text,
+                                        states && keep != KEEP_ATTENTION_OUTPUT);
     }
     if (!st && f.to_host) st = side_send(sv);
     if (!st) st = fwd(b->m, &b->cout, sv->o2, sv->side[XO], d.N);
@@ -248,15 +239,6 @@ static st_status ace_forward(block *blk, const block_state *in, block_state *out
     if (!st) gated_residual_forward(y, y, sv->mod[0] + 5 * d.D, sv->f2[0], d.B, d.T, d.D, d.M);
     if (!st) *out = (block_state){.n = 1, .t = {y}};
     return frame_end(&f, st, sv, saved_io, &y, 1);
-}
-
-/* One attention backward from dout, dL/d(its output projection's output); dxq accumulates the query input's
- * gradient, dxkv the key and value input's. */
-static st_status attention_backward_from(const ace_block *b, block_saved *sv, int at, const float *dout,
-                                         const float *xq, const float *xkv, float *dxq, float *dxkv)
-{
-    const side_attention a = attention_of(b, at);
-    return side_attention_backward(&a, sv, at, dout, xq, xkv, dxq, dxkv);
 }
 
 /* dL/dh of a modulated RMSNorm back to gx (+=) and the norm's weight, the modulation's shift and scale into dmod
@@ -279,6 +261,7 @@ static st_status ace_backward(block *blk, const block_state *in, block_saved *sv
     const int64_t N = d.N, D = d.D, B = d.B, T = d.T, ND = N * D, M = d.M, NF = N * d.F;
     const float *x = in->t[0], *mod = sv->mod[0];
     float *gx = grad->t[0];
+    const side_attention self_att = attention_of(b, SELF), cross_att = attention_of(b, CROSS);
     if (sv->on_host) {
         st_status st = side_back(sv);
         if (st) return st;
@@ -322,7 +305,8 @@ static st_status ace_backward(block *blk, const block_state *in, block_saved *sv
     /* cross-attention: x2 = x1 + out'(...) */
     if ((s.status = norm_modulate(b, h, ln, x1, b->norm2, NULL, 0, &stats))) goto done;
     zero_bytes(dh, (size_t)ND * sizeof(float));
-    if ((s.status = attention_backward_from(b, sv, CROSS, gx, h, b->m->ctx.text, dh, b->m->ctx.dtext))) goto done;
+    if ((s.status = side_attention_backward(&cross_att, sv, CROSS, gx, h, b->m->ctx.text, dh, b->m->ctx.dtext)))
+        goto done;
     norm_modulate_back(b, gx, dmod, dh, ln, x1, b->norm2, NULL, 0, &stats);
     op_state_release(&stats);
     /* self-attention: x1 = x + gate * out(...) */
@@ -330,7 +314,7 @@ static st_status ace_backward(block *blk, const block_state *in, block_saved *sv
     gated_residual_backward(gx, dmod + 2 * D, dout, gx, mod + 2 * D, sv->o[0], B, T, D, M);
     if ((s.status = norm_modulate(b, h, ln, x, b->norm1, mod, 0, &stats))) goto done;
     zero_bytes(dh, (size_t)ND * sizeof(float));
-    if ((s.status = attention_backward_from(b, sv, SELF, dout, h, h, dh, dh))) goto done;
+    if ((s.status = side_attention_backward(&self_att, sv, SELF, dout, h, h, dh, dh))) goto done;
     norm_modulate_back(b, gx, dmod, dh, ln, x, b->norm1, mod, 0, &stats);
     /* the modulations: the table's gradient and the model's projection's */
     add_to(b->m->ctx.dmod, dmod, B * M);

@@ -61,21 +61,6 @@ static attn_shape cross_shape(const gated_block *b)
 
 /* ---- sizes ---- */
 
-static size_t gated_kept_bytes(const block *blk, keep_level keep)
-{
-    const gated_block *b = blk->self;
-    dims d = dims_of(b);
-    if (keep == KEEP_NOTHING) return 0;
-    const attn_shape ss = self_shape(b), cs = cross_shape(b);
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss); /* the cross-attention runs again */
-    /* modulations; self: q, raw q, k, raw k, v, o, out; cross: q, raw q, o, out over the block's rows, k, raw k, v
-       over the text's */
-    size_t floats = (size_t)(d.B * d.M + 7 * d.N * d.D);
-    if (b->cross) floats += (size_t)(4 * d.N * d.D + 3 * d.NL * d.D);
-    if (keep == KEEP_ALL) floats += (size_t)(d.N * d.F + d.N * d.D);
-    return floats * sizeof(float) + attention_kept_bytes(&ss) + (b->cross ? attention_kept_bytes(&cs) : 0);
-}
-
 static size_t gated_offloaded_bytes(const block *blk)
 {
     const gated_block *b = blk->self;
@@ -84,6 +69,15 @@ static size_t gated_offloaded_bytes(const block *blk)
     size_t n = (size_t)(6 * d.N * d.D) * sizeof(float) + attention_kept_bytes(&ss);
     if (b->cross) n += (size_t)(3 * d.N * d.D + 3 * d.NL * d.D) * sizeof(float) + attention_kept_bytes(&cs);
     return n;
+}
+
+/* beside the sides: the modulations and the output projections; with KEEP_ALL the feed-forward's two GEMM outputs */
+static size_t gated_kept_bytes(const block *blk, keep_level keep)
+{
+    const gated_block *b = blk->self;
+    dims d = dims_of(b);
+    return side_block_kept_bytes(gated_offloaded_bytes(blk), self_shape(b), keep,
+                                 d.B * d.M + (b->cross ? 2 : 1) * d.N * d.D, d.N * d.F + d.N * d.D);
 }
 
 /* ---- pieces run in forward and again in backward ---- */
@@ -196,15 +190,6 @@ static st_status gated_forward(block *blk, const block_state *in, block_state *o
     return frame_end(&f, st, sv, saved_io, &y, 1);
 }
 
-/* One attention backward from dout, dL/d(its output projection's output); dxq accumulates the query input's
- * gradient, dxkv the key and value input's. */
-static st_status attention_backward_from(const gated_block *b, block_saved *sv, int at, const float *dout,
-                                         const float *xq, const float *xkv, float *dxq, float *dxkv)
-{
-    const side_attention a = attention_of(b, at);
-    return side_attention_backward(&a, sv, at, dout, xq, xkv, dxq, dxkv);
-}
-
 /* grad->t[0] holds dL/dx3 on entry; the residual stream's gradient is accumulated in place, becoming dL/dx2,
  * dL/dx1 and dL/dx. */
 static st_status gated_backward(block *blk, const block_state *in, block_saved *sv, block_state *grad)
@@ -214,6 +199,7 @@ static st_status gated_backward(block *blk, const block_state *in, block_saved *
     const int64_t N = d.N, D = d.D, B = d.B, T = d.T, ND = N * D, M = d.M, ff = d.ff;
     const float *x = in->t[0], *mod = sv->mod[0];
     float *gx = grad->t[0];
+    const side_attention self_att = attention_of(b, SELF), cross_att = attention_of(b, CROSS);
     if (sv->on_host) {
         st_status st = side_back(sv);
         if (st) return st;
@@ -267,7 +253,7 @@ static st_status gated_backward(block *blk, const block_state *in, block_saved *
         gated_residual_backward(gx, dmod + 5 * D, dout, gx, mod + 5 * D, sv->o2, B, T, D, M);
         if ((s.status = ln_modulate(b, h, ln, x1, mod, 1, &stats))) goto done;
         zero_bytes(dh, (size_t)ND * sizeof(float));
-        if ((s.status = attention_backward_from(b, sv, CROSS, dout, h, b->m->ctx.text, dh, b->m->ctx.dtext)))
+        if ((s.status = side_attention_backward(&cross_att, sv, CROSS, dout, h, b->m->ctx.text, dh, b->m->ctx.dtext)))
             goto done;
         ln_modulate_back(b, gx, dmod, dh, ln, x1, mod, 1, &stats);
         op_state_release(&stats);
@@ -277,7 +263,7 @@ static st_status gated_backward(block *blk, const block_state *in, block_saved *
     gated_residual_backward(gx, dmod + 2 * D, dout, gx, mod + 2 * D, sv->o[0], B, T, D, M);
     if ((s.status = ln_modulate(b, h, ln, x, mod, 0, &stats))) goto done;
     zero_bytes(dh, (size_t)ND * sizeof(float));
-    if ((s.status = attention_backward_from(b, sv, SELF, dout, h, h, dh, dh))) goto done;
+    if ((s.status = side_attention_backward(&self_att, sv, SELF, dout, h, h, dh, dh))) goto done;
     ln_modulate_back(b, gx, dmod, dh, ln, x, mod, 0, &stats);
     s.status = b->modulate_back(b, dmod);
 done:

@@ -149,13 +149,6 @@ void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const 
 
 /* ---- sizes ---- */
 
-/* q (and raw q), k (and raw k), v, the attention output and the output projection */
-static size_t attn_kept_floats(const xdit_block *b, int64_t rows_q, int64_t rows_kv, bool normed)
-{
-    const int64_t D = b->m->shape.hidden, copies = normed ? 2 : 1;
-    return (size_t)((copies + 2) * rows_q * D + (copies + 1) * rows_kv * D);
-}
-
 /* The image attention's (added_kv) and the face adapter's sides and states: q, q raw and the output of the tokens; k,
  * k raw and v of the image's or face's (the image's output goes through the cross-attention's to_out, the face's
  * through its own, whose input is the output side: neither keeps an output projection of its own) */
@@ -173,21 +166,6 @@ static size_t added_sides_bytes(const xdit_block *b, dims d)
     return bytes;
 }
 
-static size_t xdit_kept_bytes(const block *blk, keep_level keep)
-{
-    const xdit_block *b = blk->self;
-    dims d = dims_of(b);
-    if (keep == KEEP_NOTHING) return 0;
-    const attn_shape ss = self_shape(b), cs = cross_shape(b);
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss); /* the cross-attentions run again */
-    size_t floats = (size_t)(d.B * 6 * d.D) + attn_kept_floats(b, d.N, d.N, b->norm_q >= 0) +
-                    attn_kept_floats(b, d.N, d.NL, b->cnorm_q >= 0);
-    if (keep == KEEP_ALL) floats += (size_t)((b->sana ? 2 : 1) * d.N * d.F + d.N * d.D);
-    size_t bytes = floats * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
-    if (b->added_kv || b->face >= 0) bytes += added_sides_bytes(b, d); /* as offloaded: no output projection kept */
-    return bytes;
-}
-
 /* the sides (q, k, v, attention output; raw q and k where a norm follows) and both attention states */
 static size_t xdit_offloaded_bytes(const block *blk)
 {
@@ -197,6 +175,16 @@ static size_t xdit_offloaded_bytes(const block *blk)
     const int64_t qn = b->norm_q >= 0, self = (4 + 2 * qn) * d.N * d.D, cross = (2 + qn) * (d.N + d.NL) * d.D;
     size_t bytes = (size_t)(self + cross) * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
     return bytes + added_sides_bytes(b, d);
+}
+
+/* beside the sides: the modulation and both output projections (the image's and the face's attentions keep none of
+ * their own); with KEEP_ALL the feed-forward's two GEMM outputs */
+static size_t xdit_kept_bytes(const block *blk, keep_level keep)
+{
+    const xdit_block *b = blk->self;
+    dims d = dims_of(b);
+    return side_block_kept_bytes(xdit_offloaded_bytes(blk), self_shape(b), keep, d.B * 6 * d.D + 2 * d.N * d.D,
+                                 (b->sana ? 2 : 1) * d.N * d.F + d.N * d.D);
 }
 
 /* ---- pieces run in forward and again in backward ---- */
@@ -275,13 +263,6 @@ static side_attention attention_of(const xdit_block *b, int at)
                             .mask = cross ? b->m->ctx.mask : b->self_mask,
                             .rotate = !cross && b->rope ? rotate_side : NULL, .block = b,
                             .k_bias_zero = (cross ? b->cnorm_k : b->norm_k) < 0 && (cross || !b->sana)};
-}
-
-static st_status attention_forward_into(const xdit_block *b, block_saved *sv, int at, const float *xq,
-                                        const float *xkv, bool keep)
-{
-    const side_attention a = attention_of(b, at);
-    return side_attention_forward(&a, sv, at, xq, xkv, keep);
 }
 
 /* The token grid: frames of plane = side x side tokens (a square image's: 1 frame) */
@@ -397,8 +378,9 @@ static st_status face_forward(const xdit_block *b, frame *f, block_saved *sv, fl
     dims d = dims_of(b);
     st_status st = ST_OK;
     if (!f->from_host) {
+        const side_attention a = attention_of(b, FACE);
         st = layernorm_forward(b->m->pool, h, y, NULL, NULL, d.N, d.D, XDIT_LN_EPS, NULL);
-        if (!st) st = attention_forward_into(b, sv, FACE, h, b->in->face, keep);
+        if (!st) st = side_attention_forward(&a, sv, FACE, h, b->in->face, keep);
     }
     if (!st && f->to_host) st = side_send(sv);
     if (!st) st = fwd(b->m, &b->fout, h, sv->side[FACE + SO], d.N);
@@ -453,16 +435,21 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
     }
     if (!st && f.from_host) st = side_back(sv);
     if (!st && !f.from_host) { /* the self-attention on LN(x) modulated */
+        const side_attention a = attention_of(b, SELF);
         st = ln_modulate(b, h, x, sv->mod[0], 0);
-        if (!st) st = attention_forward_into(b, sv, SELF, h, h, states);
+        if (!st) st = side_attention_forward(&a, sv, SELF, h, h, states);
     }
     if (!st) st = fwd(b->m, &b->out, sv->o[0], sv->side[SQ + SO], d.N);
     if (!st) { /* y holds x1; the cross-attention on c (into h) */
         gated_residual_forward(y, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, 6 * d.D);
         const bool kx = states && keep != KEEP_ATTENTION_OUTPUT;
+        const side_attention text = attention_of(b, CROSS);
         if (!f.from_host && !(st = cross_input(b, h, y, NULL)))
-            st = attention_forward_into(b, sv, CROSS, h, b->m->ctx.text, kx);
-        if (!st && !f.from_host && b->added_kv) st = attention_forward_into(b, sv, IMAGE, h, b->in->image, kx);
+            st = side_attention_forward(&text, sv, CROSS, h, b->m->ctx.text, kx);
+        if (!st && !f.from_host && b->added_kv) {
+            const side_attention image = attention_of(b, IMAGE);
+            st = side_attention_forward(&image, sv, IMAGE, h, b->in->image, kx);
+        }
     }
     if (!st && f.to_host && !late) st = side_send(sv);
     if (!st) st = fwd(b->m, &b->cout, sv->o2, cross_out(b, sv, h), d.N);
@@ -479,15 +466,6 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
     return frame_end(&f, st, sv, saved_io, &y, 1);
 }
 
-/* One attention backward from dout, dL/d(its output projection's output); dxq accumulates the query input's
- * gradient, dxkv the key and value input's. */
-static st_status attention_backward_from(const xdit_block *b, block_saved *sv, int at, const float *dout,
-                                         const float *xq, const float *xkv, float *dxq, float *dxkv)
-{
-    const side_attention a = attention_of(b, at);
-    return side_attention_backward(&a, sv, at, dout, xq, xkv, dxq, dxkv);
-}
-
 /* gx holds dL/d(the block's output); it gains the face adapter's input gradient (y from x2 again) */
 static st_status face_backward(const xdit_block *b, block_saved *sv, const float *x2, float *gx)
 {
@@ -497,10 +475,11 @@ static st_status face_backward(const xdit_block *b, block_saved *sv, const float
     float *h = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "xdit.face_ln");
     float *dh = scratch_take_zero(&s, d.N * d.D, MEM_WORKSPACE, "xdit.dface_ln");
     op_state stats = {0};
+    const side_attention a = attention_of(b, FACE);
     if (s.status) return scratch_end(&s);
     block_output(b, sv, x2, y);
     if (!(s.status = layernorm_forward(b->m->pool, h, y, NULL, NULL, d.N, d.D, XDIT_LN_EPS, &stats)))
-        s.status = attention_backward_from(b, sv, FACE, gx, h, b->in->face, dh, b->in->dface);
+        s.status = side_attention_backward(&a, sv, FACE, gx, h, b->in->face, dh, b->in->dface);
     if (!s.status) layernorm_backward(gx, NULL, NULL, dh, y, NULL, d.N, d.D, &stats);
     op_state_release(&stats);
     return scratch_end(&s);
@@ -511,16 +490,17 @@ static st_status face_backward(const xdit_block *b, block_saved *sv, const float
  * gradient. */
 static st_status cross_backward(const xdit_block *b, block_saved *sv, const float *gx, const float *c, float *dc)
 {
-    if (!b->added_kv) return attention_backward_from(b, sv, CROSS, gx, c, b->m->ctx.text, dc, b->m->ctx.dtext);
+    side_attention text = attention_of(b, CROSS);
+    if (!b->added_kv) return side_attention_backward(&text, sv, CROSS, gx, c, b->m->ctx.text, dc, b->m->ctx.dtext);
     dims d = dims_of(b);
     scratch s = {.pool = b->m->pool};
     float *sum = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "xdit.cross_out");
     float *datt = scratch_take_zero(&s, d.N * d.D, MEM_WORKSPACE, "xdit.dcross_out");
     if (s.status || (s.status = bwd(b->m, &b->cout, datt, gx, cross_out(b, sv, sum), d.N))) return scratch_end(&s);
-    side_attention text = attention_of(b, CROSS);
+    const side_attention image = attention_of(b, IMAGE);
     text.out = NULL;
     s.status = side_attention_backward(&text, sv, CROSS, datt, c, b->m->ctx.text, dc, b->m->ctx.dtext);
-    if (!s.status) s.status = attention_backward_from(b, sv, IMAGE, datt, c, b->in->image, dc, b->in->dimage);
+    if (!s.status) s.status = side_attention_backward(&image, sv, IMAGE, datt, c, b->in->image, dc, b->in->dimage);
     return scratch_end(&s);
 }
 
@@ -533,6 +513,7 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     const int64_t N = d.N, D = d.D, B = d.B, T = d.T, ND = N * D;
     const float *x = in->t[0], *mod = sv->mod[0];
     float *gx = grad->t[0];
+    const side_attention self_att = attention_of(b, SELF);
     if (sv->on_host) { /* a kept block whose attention sides were offloaded */
         st_status st = side_back(sv);
         if (st) return st;
@@ -629,7 +610,7 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     if ((s.status = xd_norm(b, ln, x, &stats))) goto done;
     modulate_forward(h, ln, mod, mod + D, B, T, D, 6 * D);
     zero_bytes(dh, (size_t)ND * sizeof(float));
-    if ((s.status = attention_backward_from(b, sv, SELF, dout, h, h, dh, dh))) goto done;
+    if ((s.status = side_attention_backward(&self_att, sv, SELF, dout, h, h, dh, dh))) goto done;
     modulate_backward(dh, dmod, dmod + D, dh, ln, mod + D, B, T, D, 6 * D);
     xd_norm_back(b, gx, dh, x, &stats);
     /* the modulation: the table's gradient sums over the batch, t6's goes to the model */
