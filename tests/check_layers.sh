@@ -13,7 +13,7 @@ header_layer() {
     block.h|params.h|lin.h) echo 2 ;;
     executor.h|plan.h) echo 3 ;;
     model.h|model_run.h) echo 4 ;;
-    objective.h|optim.h|data.h|sample.h|train.h|dist.h) echo 5 ;;
+    objective.h|optim.h|data.h|buckets.h|sample.h|train.h|dist.h) echo 5 ;;
     sweep.h|advise.h) echo 6 ;;
     *) echo "" ;;
   esac
