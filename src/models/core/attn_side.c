@@ -12,6 +12,14 @@ int block_norm(param_set *ps, const char *prefix, const char *name, int64_t hd, 
     return param_add(ps, n, 1, (int64_t[]){hd}, !c->lora_rank);
 }
 
+lin_layer block_linear(param_set *ps, const char *prefix, const char *name, int64_t in, int64_t out, bool bias,
+                       int64_t rank, const model_config *c)
+{
+    char n[PARAM_NAME_MAX];
+    snprintf(n, sizeof n, "%.72s.%.48s", prefix, name);
+    return lin_register(ps, n, in, out, bias, rank, (float)c->lora_alpha, !c->lora_rank);
+}
+
 static bool in_use(const block_saved *sv, int i) { return i < SIDE_MAX ? sv->side_n[i] > 0 : i - SIDE_MAX < sv->n_attn; }
 
 static void frame_init(frame *f, const struct model *m, keep_level keep, offload *off, block_saved *sv)

@@ -69,6 +69,9 @@ st_status side_back(block_saved *sv);
 scratch side_scratch(pool *p, block_saved *sv);
 /* A block's per-head norm weight `prefix.name.weight` (hd), trained unless LoRA trains. */
 int block_norm(param_set *ps, const char *prefix, const char *name, int64_t hd, const model_config *c);
+/* A block's linear layer `prefix.name`, LoRA-adapted at `rank` (0: not), trained unless LoRA trains. */
+lin_layer block_linear(param_set *ps, const char *prefix, const char *name, int64_t in, int64_t out, bool bias,
+                       int64_t rank, const model_config *c);
 /* A block's linear layers on the model's parameters and pool */
 static inline st_status fwd(const struct model *m, const lin_layer *l, float *y, const float *x, int64_t n)
 {

@@ -205,6 +205,8 @@ void temb_register_mid(param_set *s, temb *t, const char *linear_1, const char *
 /* A TimestepEmbedding without biases (sample_proj_bias False, Flux.2's). */
 void temb_register_nobias(param_set *s, temb *t, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
                           bool trainable);
+/* diffusers' TimestepEmbedding `prefix`: prefix.linear_1 and prefix.linear_2, with biases or (Flux.2's) none. */
+void temb_register_at(param_set *s, temb *t, const char *prefix, int64_t in, int64_t D, bool bias, bool trainable);
 /* Takes the path's buffers (activations: freq, h, hs, c); temb_take also the context's (cs, and with train dcs,
  * zeroed). The step holds them (model_hold): model_release frees them. */
 void temb_take_path(model *m, temb *t, st_status *st);
@@ -228,6 +230,9 @@ struct final_layer {
     float *mod, *ln, *h, *pred;
     op_state stats;
 };
+/* Registers f's modulation linear `ada` (D -> 2D; NULL: none, the model's rows) and output projection `out` (D -> the
+ * patch's features), each `.weight` then (bias) `.bias`, in that order; trained unless LoRA trains. */
+void final_register(param_set *s, final_layer *f, const model_config *c, const char *ada, const char *out, bool bias);
 st_status final_forward(model *m, final_layer *f, const float *x);
 st_status final_backward(model *m, final_layer *f, const float *x, const float *dpred, float *dx);
 void final_backward_done(model *m, final_layer *f);

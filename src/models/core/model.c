@@ -427,6 +427,24 @@ static patch_shape out_patches(const model *m)
     return ps;
 }
 
+void final_register(param_set *s, final_layer *f, const model_config *c, const char *ada, const char *out, bool bias)
+{
+    const int64_t D = c->hidden, P = model_patch_dim(c);
+    const bool full = !c->lora_rank;
+    char n[PARAM_NAME_MAX];
+    f->ada_w = f->ada_b = f->out_b = -1;
+    if (ada) {
+        snprintf(n, sizeof n, "%.100s.weight", ada);
+        f->ada_w = param_add(s, n, 2, (int64_t[]){2 * D, D}, full);
+        snprintf(n, sizeof n, "%.100s.bias", ada);
+        if (bias) f->ada_b = param_add(s, n, 1, (int64_t[]){2 * D}, full);
+    }
+    snprintf(n, sizeof n, "%.100s.weight", out);
+    f->out_w = param_add(s, n, 2, (int64_t[]){P, D}, full);
+    snprintf(n, sizeof n, "%.100s.bias", out);
+    if (bias) f->out_b = param_add(s, n, 1, (int64_t[]){P}, full);
+}
+
 st_status final_forward(model *m, final_layer *f, const float *x)
 {
     const model_config *c = &m->cfg;
@@ -534,6 +552,14 @@ void temb_register_nobias(param_set *s, temb *t, const char *linear_1, const cha
                           bool trainable)
 {
     temb_add(s, t, linear_1, linear_2, in, D, D, trainable, false);
+}
+
+void temb_register_at(param_set *s, temb *t, const char *prefix, int64_t in, int64_t D, bool bias, bool trainable)
+{
+    char l1[PARAM_NAME_MAX - 16], l2[PARAM_NAME_MAX - 16]; /* room for temb_add's .weight */
+    snprintf(l1, sizeof l1, "%.100s.linear_1", prefix);
+    snprintf(l2, sizeof l2, "%.100s.linear_2", prefix);
+    temb_add(s, t, l1, l2, in, D, D, trainable, bias);
 }
 
 void temb_take_path(model *m, temb *t, st_status *st)

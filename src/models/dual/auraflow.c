@@ -51,14 +51,11 @@ static st_status af_create(model *m)
     d->p_x_w = param_add(s, "pos_embed.proj.weight", 2, (int64_t[]){D, P}, full);
     d->p_x_b = param_add(s, "pos_embed.proj.bias", 1, (int64_t[]){D}, full);
     d->p_ctx_w = param_add(s, "context_embedder.weight", 2, (int64_t[]){D, c->text_dim}, full);
-    temb_register(s, &d->t, "time_step_proj.linear_1", "time_step_proj.linear_2", DIT_FREQ_DIM, D, full);
+    temb_register_at(s, &d->t, "time_step_proj", DIT_FREQ_DIM, D, true, full);
     for (int i = 0; i < nd; i++) af_joint_register(s, &blocks[i], i, c);
     for (int i = 0; i < ns; i++) af_single_register(s, &blocks[nd + i], i, c);
-    d->b.final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
-                             .ada_b = -1,
-                             .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
-                             .out_b = -1,
-                             .scale_first = true, .no_norm = true, .order = PATCH_DIT};
+    d->b.final = (final_layer){.scale_first = true, .no_norm = true, .order = PATCH_DIT};
+    final_register(s, &d->b.final, c, "norm_out.linear", "proj_out", false);
     for (int i = 0; i < nd + ns; i++) blocks[i].m = m;
     dual_sequences(m, "joint_transformer_blocks", nd, &af_joint_kind, ns, &af_single_kind, sizeof *blocks);
     d->b.embed = embed_forward, d->b.embed_backward = embed_backward;

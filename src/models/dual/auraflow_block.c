@@ -39,25 +39,17 @@ static mm_dims dims_of(const af_block *b)
 
 /* ---- registration: diffusers' names, in its state_dict order ---- */
 
-static lin_layer reg(param_set *ps, const char *p, const char *name, int64_t in, int64_t out, int64_t rank,
-                     const model_config *c)
-{
-    char n[PARAM_NAME_MAX];
-    snprintf(n, sizeof n, "%.64s.%.40s", p, name);
-    return lin_register(ps, n, in, out, false, rank, (float)c->lora_alpha, !c->lora_rank);
-}
-
 /* AuraFlowFeedForward `ff` of a block: linear_1, linear_2, out_projection. */
 static void reg_ff(param_set *ps, af_stream *st, const char *p, const char *ff, const model_config *c)
 {
     const int64_t D = c->hidden, F = af_ffn_width(D), rm = c->lora_mlp ? c->lora_rank : 0;
     char n[PARAM_NAME_MAX];
     snprintf(n, sizeof n, "%s.linear_1", ff);
-    st->ff1 = reg(ps, p, n, D, F, rm, c);
+    st->ff1 = block_linear(ps, p, n, D, F, false, rm, c);
     snprintf(n, sizeof n, "%s.linear_2", ff);
-    st->ff2 = reg(ps, p, n, D, F, rm, c);
+    st->ff2 = block_linear(ps, p, n, D, F, false, rm, c);
     snprintf(n, sizeof n, "%s.out_projection", ff);
-    st->ff3 = reg(ps, p, n, F, D, rm, c);
+    st->ff3 = block_linear(ps, p, n, F, D, false, rm, c);
 }
 
 void af_joint_register(param_set *ps, af_block *b, int i, const model_config *c)
@@ -67,16 +59,16 @@ void af_joint_register(param_set *ps, af_block *b, int i, const model_config *c)
     const int64_t D = c->hidden, ra = c->lora_attention ? c->lora_rank : 0;
     b->n = 2;
     af_stream *x = &b->s[0], *t = &b->s[1];
-    x->ada = reg(ps, p, "norm1.linear", D, 6 * D, 0, c);
-    t->ada = reg(ps, p, "norm1_context.linear", D, 6 * D, 0, c);
-    x->q = reg(ps, p, "attn.to_q", D, D, ra, c);
-    x->k = reg(ps, p, "attn.to_k", D, D, ra, c);
-    x->v = reg(ps, p, "attn.to_v", D, D, ra, c);
-    t->k = reg(ps, p, "attn.add_k_proj", D, D, ra, c);
-    t->v = reg(ps, p, "attn.add_v_proj", D, D, ra, c);
-    t->q = reg(ps, p, "attn.add_q_proj", D, D, ra, c);
-    x->out = reg(ps, p, "attn.to_out.0", D, D, ra, c);
-    t->out = reg(ps, p, "attn.to_add_out", D, D, ra, c);
+    x->ada = block_linear(ps, p, "norm1.linear", D, 6 * D, false, 0, c);
+    t->ada = block_linear(ps, p, "norm1_context.linear", D, 6 * D, false, 0, c);
+    x->q = block_linear(ps, p, "attn.to_q", D, D, false, ra, c);
+    x->k = block_linear(ps, p, "attn.to_k", D, D, false, ra, c);
+    x->v = block_linear(ps, p, "attn.to_v", D, D, false, ra, c);
+    t->k = block_linear(ps, p, "attn.add_k_proj", D, D, false, ra, c);
+    t->v = block_linear(ps, p, "attn.add_v_proj", D, D, false, ra, c);
+    t->q = block_linear(ps, p, "attn.add_q_proj", D, D, false, ra, c);
+    x->out = block_linear(ps, p, "attn.to_out.0", D, D, false, ra, c);
+    t->out = block_linear(ps, p, "attn.to_add_out", D, D, false, ra, c);
     reg_ff(ps, x, p, "ff", c);
     reg_ff(ps, t, p, "ff_context", c);
 }
@@ -88,11 +80,11 @@ void af_single_register(param_set *ps, af_block *b, int i, const model_config *c
     const int64_t D = c->hidden, ra = c->lora_attention ? c->lora_rank : 0;
     b->n = 1;
     af_stream *x = &b->s[0];
-    x->ada = reg(ps, p, "norm1.linear", D, 6 * D, 0, c);
-    x->q = reg(ps, p, "attn.to_q", D, D, ra, c);
-    x->k = reg(ps, p, "attn.to_k", D, D, ra, c);
-    x->v = reg(ps, p, "attn.to_v", D, D, ra, c);
-    x->out = reg(ps, p, "attn.to_out.0", D, D, ra, c);
+    x->ada = block_linear(ps, p, "norm1.linear", D, 6 * D, false, 0, c);
+    x->q = block_linear(ps, p, "attn.to_q", D, D, false, ra, c);
+    x->k = block_linear(ps, p, "attn.to_k", D, D, false, ra, c);
+    x->v = block_linear(ps, p, "attn.to_v", D, D, false, ra, c);
+    x->out = block_linear(ps, p, "attn.to_out.0", D, D, false, ra, c);
     reg_ff(ps, x, p, "ff", c);
 }
 

@@ -168,7 +168,7 @@ void dual_c_forward(model *m, const float *timesteps, const float *cond, temb *t
         add_to(t->c, g->c, BD);
     }
     if (p) {
-        copy_rows(p->freq, c->pooled_dim, cond + m->shape.text * c->text_dim, K, B, c->pooled_dim);
+        copy_rows(p->freq, c->pooled_dim, cond + c->text_len * c->text_dim, K, B, c->pooled_dim);
         temb_mlp_forward(m, p);
         add_to(t->c, p->c, BD);
     }

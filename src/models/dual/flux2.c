@@ -46,21 +46,16 @@ static st_status f2_create(model *m)
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
     /* in the order of Flux2Transformer2DModel's state_dict */
-    temb_register_nobias(s, &d->t, "time_guidance_embed.timestep_embedder.linear_1",
-                         "time_guidance_embed.timestep_embedder.linear_2", c->time_channels, D, full);
+    temb_register_at(s, &d->t, "time_guidance_embed.timestep_embedder", c->time_channels, D, false, full);
     if (c->guidance_embeds)
-        temb_register_nobias(s, &d->g, "time_guidance_embed.guidance_embedder.linear_1",
-                             "time_guidance_embed.guidance_embedder.linear_2", c->time_channels, D, full);
+        temb_register_at(s, &d->g, "time_guidance_embed.guidance_embedder", c->time_channels, D, false, full);
     for (int i = 0; i < F2_MOD_N; i++) d->p_mod[i] = param_add(s, mod_names[i], 2, (int64_t[]){mod_width[i] * D, D}, full);
     d->p_x_w = param_add(s, "x_embedder.weight", 2, (int64_t[]){D, P}, full);
     d->p_ctx_w = param_add(s, "context_embedder.weight", 2, (int64_t[]){D, c->text_dim}, full);
     for (int i = 0; i < nd; i++) f2_double_register(s, &blocks[i], i, c);
     for (int i = 0; i < ns; i++) f2_single_register(s, &blocks[nd + i], i, c);
-    d->b.final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
-                             .ada_b = -1,
-                             .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
-                             .out_b = -1,
-                             .scale_first = true, .order = PATCH_CONV};
+    d->b.final = (final_layer){.scale_first = true, .order = PATCH_CONV};
+    final_register(s, &d->b.final, c, "norm_out.linear", "proj_out", false);
     for (int i = 0; i < nd + ns; i++) blocks[i].m = m, blocks[i].sh = &d->sh;
     dual_sequences(m, "transformer_blocks", nd, &f2_double_kind, ns, &f2_single_kind, sizeof *blocks);
     d->b.embed = embed_forward, d->b.embed_backward = embed_backward;

@@ -32,14 +32,6 @@ static int64_t ffn_width(int64_t D) { return F2_MLP_RATIO * D; }
 
 /* ---- registration: diffusers' names, in its state_dict order ---- */
 
-static lin_layer reg(param_set *ps, const char *p, const char *name, int64_t in, int64_t out, int64_t rank,
-                     const model_config *c)
-{
-    char n[PARAM_NAME_MAX];
-    snprintf(n, sizeof n, "%.64s.%.40s", p, name);
-    return lin_register(ps, n, in, out, false, rank, (float)c->lora_alpha, !c->lora_rank);
-}
-
 void f2_double_register(param_set *ps, f2_block *b, int i, const model_config *c)
 {
     char p[PARAM_NAME_MAX];
@@ -47,22 +39,22 @@ void f2_double_register(param_set *ps, f2_block *b, int i, const model_config *c
     const int64_t D = c->hidden, hd = D / c->heads, F = ffn_width(D);
     const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
     f2_stream *x = &b->s[0], *t = &b->s[1];
-    x->q = reg(ps, p, "attn.to_q", D, D, ra, c);
-    x->k = reg(ps, p, "attn.to_k", D, D, ra, c);
-    x->v = reg(ps, p, "attn.to_v", D, D, ra, c);
+    x->q = block_linear(ps, p, "attn.to_q", D, D, false, ra, c);
+    x->k = block_linear(ps, p, "attn.to_k", D, D, false, ra, c);
+    x->v = block_linear(ps, p, "attn.to_v", D, D, false, ra, c);
     x->norm_q = block_norm(ps, p, "attn.norm_q", hd, c);
     x->norm_k = block_norm(ps, p, "attn.norm_k", hd, c);
-    x->out = reg(ps, p, "attn.to_out.0", D, D, ra, c);
+    x->out = block_linear(ps, p, "attn.to_out.0", D, D, false, ra, c);
     t->norm_q = block_norm(ps, p, "attn.norm_added_q", hd, c);
     t->norm_k = block_norm(ps, p, "attn.norm_added_k", hd, c);
-    t->q = reg(ps, p, "attn.add_q_proj", D, D, ra, c);
-    t->k = reg(ps, p, "attn.add_k_proj", D, D, ra, c);
-    t->v = reg(ps, p, "attn.add_v_proj", D, D, ra, c);
-    t->out = reg(ps, p, "attn.to_add_out", D, D, ra, c);
-    x->ff_in = reg(ps, p, "ff.linear_in", D, 2 * F, rm, c);
-    x->ff_out = reg(ps, p, "ff.linear_out", F, D, rm, c);
-    t->ff_in = reg(ps, p, "ff_context.linear_in", D, 2 * F, rm, c);
-    t->ff_out = reg(ps, p, "ff_context.linear_out", F, D, rm, c);
+    t->q = block_linear(ps, p, "attn.add_q_proj", D, D, false, ra, c);
+    t->k = block_linear(ps, p, "attn.add_k_proj", D, D, false, ra, c);
+    t->v = block_linear(ps, p, "attn.add_v_proj", D, D, false, ra, c);
+    t->out = block_linear(ps, p, "attn.to_add_out", D, D, false, ra, c);
+    x->ff_in = block_linear(ps, p, "ff.linear_in", D, 2 * F, false, rm, c);
+    x->ff_out = block_linear(ps, p, "ff.linear_out", F, D, false, rm, c);
+    t->ff_in = block_linear(ps, p, "ff_context.linear_in", D, 2 * F, false, rm, c);
+    t->ff_out = block_linear(ps, p, "ff_context.linear_out", F, D, false, rm, c);
 }
 
 /* The fused projections carry attention and feed-forward alike: either LoRA target adapts them. */
@@ -73,10 +65,10 @@ void f2_single_register(param_set *ps, f2_block *b, int i, const model_config *c
     const int64_t D = c->hidden, hd = D / c->heads, F = ffn_width(D);
     const int64_t r = c->lora_attention || c->lora_mlp ? c->lora_rank : 0;
     f2_stream *x = &b->s[0];
-    x->ff_in = reg(ps, p, "attn.to_qkv_mlp_proj", D, 3 * D + 2 * F, r, c);
+    x->ff_in = block_linear(ps, p, "attn.to_qkv_mlp_proj", D, 3 * D + 2 * F, false, r, c);
     x->norm_q = block_norm(ps, p, "attn.norm_q", hd, c);
     x->norm_k = block_norm(ps, p, "attn.norm_k", hd, c);
-    x->out = reg(ps, p, "attn.to_out", D + F, D, r, c);
+    x->out = block_linear(ps, p, "attn.to_out", D + F, D, false, r, c);
 }
 
 /* ---- shared pieces ---- */

@@ -59,20 +59,14 @@ static st_status hd_create(model *m)
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
     /* in the order of HiDreamImageTransformer2DModel's state_dict */
-    temb_register(s, &d->t, "t_embedder.timestep_embedder.linear_1", "t_embedder.timestep_embedder.linear_2",
-                  DIT_FREQ_DIM, D, full);
-    temb_register(s, &d->p, "p_embedder.pooled_embedder.linear_1", "p_embedder.pooled_embedder.linear_2",
-                  c->pooled_dim, D, full);
+    temb_register_at(s, &d->t, "t_embedder.timestep_embedder", DIT_FREQ_DIM, D, true, full);
+    temb_register_at(s, &d->p, "p_embedder.pooled_embedder", c->pooled_dim, D, true, full);
     d->p_x_w = param_add(s, "x_embedder.proj.weight", 2, (int64_t[]){D, P}, full);
     d->p_x_b = param_add(s, "x_embedder.proj.bias", 1, (int64_t[]){D}, full);
     for (int i = 0; i < nd; i++) hd_double_register(s, &blocks[i], i, c);
     for (int i = 0; i < ns; i++) hd_single_register(s, &blocks[nd + i], i, c);
-    d->b.final = (final_layer){
-        .ada_w = param_add(s, "final_layer.adaLN_modulation.1.weight", 2, (int64_t[]){2 * D, D}, full),
-        .ada_b = param_add(s, "final_layer.adaLN_modulation.1.bias", 1, (int64_t[]){2 * D}, full),
-        .out_w = param_add(s, "final_layer.linear.weight", 2, (int64_t[]){P, D}, full),
-        .out_b = param_add(s, "final_layer.linear.bias", 1, (int64_t[]){P}, full),
-        .order = PATCH_DIT, .negate = true};
+    d->b.final = (final_layer){.order = PATCH_DIT, .negate = true};
+    final_register(s, &d->b.final, c, "final_layer.adaLN_modulation.1", "final_layer.linear", true);
     for (int i = 0; i <= nb; i++) {
         char n[PARAM_NAME_MAX];
         snprintf(n, sizeof n, "caption_projection.%d.linear.weight", i);
@@ -148,12 +142,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         pool_free(m->pool, d->llama_in);
         s->text_in = d->llama_in = NULL;
     }
-    /* c = t_embedder(t) + p_embedder(pooled), cs = SiLU(c) */
-    temb_forward(m, &d->t, timesteps);
-    copy_rows(d->p.freq, c->pooled_dim, cond + Lt * Dt, K, B, c->pooled_dim);
-    temb_mlp_forward(m, &d->p);
-    add_to(d->t.c, d->p.c, B * D);
-    silu_forward(m->ctx.cs, d->t.c, B * D);
+    dual_c_forward(m, timesteps, cond, &d->t, NULL, &d->p); /* c = t_embedder(t) + p_embedder(pooled) */
     return ST_OK;
 }
 

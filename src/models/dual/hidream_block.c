@@ -71,33 +71,14 @@ static void from_joint(const hd_dims *d, int s, float *x, const float *joint, in
 
 /* ---- registration: diffusers' names, in its state_dict order ---- */
 
-static lin_layer reg(param_set *ps, const char *p, const char *name, int64_t in, int64_t out, bool bias,
-                     int64_t rank, const model_config *c)
-{
-    char n[PARAM_NAME_MAX];
-    snprintf(n, sizeof n, "%.72s%s%.48s", p, name ? "." : "", name ? name : "");
-    return lin_register(ps, n, in, out, bias, rank, (float)c->lora_alpha, !c->lora_rank);
-}
-
-static int reg_norm(param_set *ps, const char *p, const char *name, const model_config *c)
-{
-    char n[PARAM_NAME_MAX];
-    snprintf(n, sizeof n, "%.64s.%.40s.weight", p, name);
-    return param_add(ps, n, 1, (int64_t[]){c->hidden}, !c->lora_rank);
-}
-
 /* A SwiGLU under prefix p. rank: its LoRA rank; the routed experts get none, since an adapter's workspace would
  * follow each expert's row count, which the routing decides. */
 static void reg_ffn(param_set *ps, hd_ffn *f, const char *p, int64_t F, int64_t rank, const model_config *c)
 {
     const int64_t D = c->hidden;
-    char n[PARAM_NAME_MAX];
-    snprintf(n, sizeof n, "%.64s.w1", p);
-    f->w1 = reg(ps, n, NULL, D, F, false, rank, c);
-    snprintf(n, sizeof n, "%.64s.w2", p);
-    f->w2 = reg(ps, n, NULL, F, D, false, rank, c);
-    snprintf(n, sizeof n, "%.64s.w3", p);
-    f->w3 = reg(ps, n, NULL, D, F, false, rank, c);
+    f->w1 = block_linear(ps, p, "w1", D, F, false, rank, c);
+    f->w2 = block_linear(ps, p, "w2", F, D, false, rank, c);
+    f->w3 = block_linear(ps, p, "w3", D, F, false, rank, c);
 }
 
 static void reg_attn(param_set *ps, hd_block *b, const char *p, int s, const model_config *c)
@@ -106,16 +87,16 @@ static void reg_attn(param_set *ps, hd_block *b, const char *p, int s, const mod
     const char *t = s ? "_t" : "";
     char n[64];
 #define ATTN(field, name)                                                                                              \
-    snprintf(n, sizeof n, "attn1.%s%s", name, t), b->field[s] = reg(ps, p, n, D, D, true, ra, c)
+    snprintf(n, sizeof n, "attn1.%s%s", name, t), b->field[s] = block_linear(ps, p, n, D, D, true, ra, c)
     ATTN(q, "to_q");
     ATTN(k, "to_k");
     ATTN(v, "to_v");
     ATTN(out, "to_out");
 #undef ATTN
     snprintf(n, sizeof n, "attn1.q_rms_norm%s", t);
-    b->nq[s] = reg_norm(ps, p, n, c);
+    b->nq[s] = block_norm(ps, p, n, c->hidden, c);
     snprintf(n, sizeof n, "attn1.k_rms_norm%s", t);
-    b->nk[s] = reg_norm(ps, p, n, c);
+    b->nk[s] = block_norm(ps, p, n, c->hidden, c);
 }
 
 /* ff_i: shared_experts, experts.{e}, gate */
@@ -135,7 +116,7 @@ static void reg_moe(param_set *ps, hd_block *b, const char *p, const model_confi
 
 static void reg_ada(param_set *ps, hd_block *b, const char *p, const model_config *c)
 {
-    b->ada = reg(ps, p, "adaLN_modulation.1", c->hidden, b->n * 6 * c->hidden, true, 0, c);
+    b->ada = block_linear(ps, p, "adaLN_modulation.1", c->hidden, b->n * 6 * c->hidden, true, 0, c);
 }
 
 void hd_double_register(param_set *ps, hd_block *b, int i, const model_config *c)

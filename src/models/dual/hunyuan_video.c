@@ -89,7 +89,7 @@ static st_status hv_create(model *m)
     mm_block *blocks = d->b.blocks;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
-    const int64_t D = c->hidden, P = model_patch_dim(c), Dt = c->text_dim;
+    const int64_t D = c->hidden, Dt = c->text_dim;
     const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
     const float alpha = (float)c->lora_alpha;
     /* in the order of HunyuanVideoTransformer3DModel's state_dict */
@@ -109,10 +109,8 @@ static st_status hv_create(model *m)
         param_add(s, "image_embedder.norm_out.weight", 1, (int64_t[]){D}, full);
         param_add(s, "image_embedder.norm_out.bias", 1, (int64_t[]){D}, full);
     }
-    temb_register(s, &d->rt, "context_embedder.time_text_embed.timestep_embedder.linear_1",
-                  "context_embedder.time_text_embed.timestep_embedder.linear_2", DIT_FREQ_DIM, D, full);
-    temb_register(s, &d->rp, "context_embedder.time_text_embed.text_embedder.linear_1",
-                  "context_embedder.time_text_embed.text_embedder.linear_2", Dt, D, full);
+    temb_register_at(s, &d->rt, "context_embedder.time_text_embed.timestep_embedder", DIT_FREQ_DIM, D, true, full);
+    temb_register_at(s, &d->rp, "context_embedder.time_text_embed.text_embedder", Dt, D, true, full);
     d->proj_in = lin_register(s, "context_embedder.proj_in", Dt, D, true, 0, 0, full);
     d->n_ref = (int)c->refiner_depth;
     for (int r = 0; r < d->n_ref; r++) {
@@ -141,26 +139,19 @@ static st_status hv_create(model *m)
         y->l1 = lin_register(s, "context_embedder_2.linear_1", E, Wd, true, 0, 0, full);
         y->l2 = lin_register(s, "context_embedder_2.linear_2", Wd, Wd, true, 0, 0, full);
         y->l3 = lin_register(s, "context_embedder_2.linear_3", Wd, D, true, 0, 0, full);
-        temb_register(s, &d->t, "time_embed.timestep_embedder.linear_1", "time_embed.timestep_embedder.linear_2",
-                      DIT_FREQ_DIM, D, full);
+        temb_register_at(s, &d->t, "time_embed.timestep_embedder", DIT_FREQ_DIM, D, true, full);
         d->p_cond_type = param_add(s, "cond_type_embed.weight", 2, (int64_t[]){3, D}, full);
     } else {
-        temb_register(s, &d->t, "time_text_embed.timestep_embedder.linear_1",
-                      "time_text_embed.timestep_embedder.linear_2", DIT_FREQ_DIM, D, full);
-        temb_register(s, &d->p, "time_text_embed.text_embedder.linear_1", "time_text_embed.text_embedder.linear_2",
-                      c->pooled_dim, D, full);
+        temb_register_at(s, &d->t, "time_text_embed.timestep_embedder", DIT_FREQ_DIM, D, true, full);
+        temb_register_at(s, &d->p, "time_text_embed.text_embedder", c->pooled_dim, D, true, full);
     }
     if (c->guidance_embeds)
-        temb_register(s, &d->g, "time_text_embed.guidance_embedder.linear_1",
-                      "time_text_embed.guidance_embedder.linear_2", DIT_FREQ_DIM, D, full);
+        temb_register_at(s, &d->g, "time_text_embed.guidance_embedder", DIT_FREQ_DIM, D, true, full);
     for (int i = 0; i < nd + ns; i++) blocks[i].qk_norm = true, blocks[i].m = m;
     for (int i = 0; i < nd; i++) mm_double_register(s, &blocks[i], i, c);
     for (int i = 0; i < ns; i++) mm_single_register(s, &blocks[nd + i], i, c);
-    d->b.final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
-                               .ada_b = param_add(s, "norm_out.linear.bias", 1, (int64_t[]){2 * D}, full),
-                               .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
-                               .out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full),
-                               .scale_first = true, .order = PATCH_CONV};
+    d->b.final = (final_layer){.scale_first = true, .order = PATCH_CONV};
+    final_register(s, &d->b.final, c, "norm_out.linear", "proj_out", true);
     dual_sequences(m, "transformer_blocks", nd, &mm_double_kind, ns, &mm_single_kind, sizeof *blocks);
     d->b.embed = embed_forward, d->b.embed_backward = embed_backward, d->b.release_own = release_own;
     return ST_OK;

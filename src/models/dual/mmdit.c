@@ -95,17 +95,13 @@ static st_status mm_create(model *m)
             blocks[i].mod_row[1] = 3 * ns + 6 * nd + 6 * i;
         }
     } else if (mm_options(c)->longcat)
-        temb_register(s, &d->t, "time_embed.timestep_embedder.linear_1", "time_embed.timestep_embedder.linear_2",
-                      DIT_FREQ_DIM, D, full);
+        temb_register_at(s, &d->t, "time_embed.timestep_embedder", DIT_FREQ_DIM, D, true, full);
     else
-        temb_register(s, &d->t, "time_text_embed.timestep_embedder.linear_1",
-                      "time_text_embed.timestep_embedder.linear_2", DIT_FREQ_DIM, D, full);
+        temb_register_at(s, &d->t, "time_text_embed.timestep_embedder", DIT_FREQ_DIM, D, true, full);
     if (c->guidance_embeds)
-        temb_register(s, &d->g, "time_text_embed.guidance_embedder.linear_1",
-                      "time_text_embed.guidance_embedder.linear_2", DIT_FREQ_DIM, D, full);
+        temb_register_at(s, &d->g, "time_text_embed.guidance_embedder", DIT_FREQ_DIM, D, true, full);
     if (c->pooled_dim) /* LongCat has no pooled text */
-        temb_register(s, &d->p, "time_text_embed.text_embedder.linear_1", "time_text_embed.text_embedder.linear_2",
-                      c->pooled_dim, D, full);
+        temb_register_at(s, &d->p, "time_text_embed.text_embedder", c->pooled_dim, D, true, full);
     d->p_ctx_w = param_add(s, "context_embedder.weight", 2, (int64_t[]){D, c->text_dim}, full);
     d->p_ctx_b = param_add(s, "context_embedder.bias", 1, (int64_t[]){D}, full);
     d->p_x_w = param_add(s, "x_embedder.weight", 2, (int64_t[]){D, P}, full);
@@ -113,16 +109,10 @@ static st_status mm_create(model *m)
     for (int i = 0; i < nd + ns; i++) blocks[i].qk_norm = true;
     for (int i = 0; i < nd; i++) mm_double_register(s, &blocks[i], i, c);
     for (int i = 0; i < ns; i++) mm_single_register(s, &blocks[nd + i], i, c);
-    if (d->chroma) /* norm_out: Chroma's (shift, scale) rows, the last two, no linear */
-        d->b.final = (final_layer){.ada_w = -1, .ada_b = -1, .mod_row = m->ctx.mod_rows - 2,
-                                 .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
-                                 .out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full), .order = PATCH_CONV};
-    else
-        d->b.final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
-                                 .ada_b = param_add(s, "norm_out.linear.bias", 1, (int64_t[]){2 * D}, full),
-                                 .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
-                                 .out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full),
-                                 .scale_first = true, .order = PATCH_CONV};
+    /* norm_out: Chroma's (shift, scale) rows, the last two, no linear */
+    d->b.final = d->chroma ? (final_layer){.mod_row = m->ctx.mod_rows - 2, .order = PATCH_CONV}
+                           : (final_layer){.scale_first = true, .order = PATCH_CONV};
+    final_register(s, &d->b.final, c, d->chroma ? NULL : "norm_out.linear", "proj_out", true);
     for (int i = 0; i < nd + ns; i++) blocks[i].m = m;
     dual_sequences(m, "transformer_blocks", nd, &mm_double_kind, ns, &mm_single_kind, sizeof *blocks);
     d->b.embed = embed_forward, d->b.embed_backward = embed_backward, d->b.release_own = release_own;

@@ -87,14 +87,6 @@ static int64_t side_rows(const mm_dims *d, int i) { return i >= XQ ? d->rows[0] 
 
 /* ---- registration: diffusers' names ---- */
 
-static lin_layer reg(param_set *ps, const char *prefix, const char *name, int64_t in, int64_t out, int64_t rank,
-                     const model_config *c)
-{
-    char n[PARAM_NAME_MAX];
-    snprintf(n, sizeof n, "%.64s.%.40s", prefix, name);
-    return lin_register(ps, n, in, out, true, rank, (float)c->lora_alpha, !c->lora_rank);
-}
-
 static const mm_names flux_names = {{
     {"norm1.linear", "attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "ff.net.0.proj", "ff.net.2", "attn.norm_q",
      "attn.norm_k"},
@@ -121,14 +113,14 @@ void mm_double_register(param_set *ps, mm_block *b, int i, const model_config *c
         mm_stream *st = s < 2 ? &b->s[s] : &b->x;
         const char *const *n = names->stream[s];
         *st = (mm_stream){.norm_q = -1, .norm_k = -1};
-        if (s < 2 && !b->model_mod) st->ada = reg(ps, p, n[0], D, mod_width(b, s) * D, 0, c);
-        st->q = reg(ps, p, n[1], D, D, ra, c);
-        st->k = reg(ps, p, n[2], D, D, ra, c);
-        st->v = reg(ps, p, n[3], D, D, ra, c);
-        if (s == 2 || s < outputs(b)) st->out = reg(ps, p, n[4], D, D, ra, c);
+        if (s < 2 && !b->model_mod) st->ada = block_linear(ps, p, n[0], D, mod_width(b, s) * D, true, 0, c);
+        st->q = block_linear(ps, p, n[1], D, D, true, ra, c);
+        st->k = block_linear(ps, p, n[2], D, D, true, ra, c);
+        st->v = block_linear(ps, p, n[3], D, D, true, ra, c);
+        if (s == 2 || s < outputs(b)) st->out = block_linear(ps, p, n[4], D, D, true, ra, c);
         if (s < outputs(b)) {
-            st->mlp1 = reg(ps, p, n[5], D, 4 * D, rm, c);
-            st->mlp2 = reg(ps, p, n[6], 4 * D, D, rm, c);
+            st->mlp1 = block_linear(ps, p, n[5], D, 4 * D, true, rm, c);
+            st->mlp2 = block_linear(ps, p, n[6], 4 * D, D, true, rm, c);
         }
         if (b->qk_norm) {
             st->norm_q = block_norm(ps, p, n[7], hd, c);
@@ -144,12 +136,12 @@ void mm_single_register(param_set *ps, mm_block *b, int i, const model_config *c
     const int64_t D = c->hidden, hd = D / c->heads;
     const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
     mm_stream *st = &b->s[0];
-    if (!b->model_mod) st->ada = reg(ps, p, "norm.linear", D, 3 * D, 0, c);
-    st->q = reg(ps, p, "attn.to_q", D, D, ra, c);
-    st->k = reg(ps, p, "attn.to_k", D, D, ra, c);
-    st->v = reg(ps, p, "attn.to_v", D, D, ra, c);
-    st->mlp1 = reg(ps, p, "proj_mlp", D, 4 * D, rm, c);
-    st->out = reg(ps, p, "proj_out", 5 * D, D, rm, c);
+    if (!b->model_mod) st->ada = block_linear(ps, p, "norm.linear", D, 3 * D, true, 0, c);
+    st->q = block_linear(ps, p, "attn.to_q", D, D, true, ra, c);
+    st->k = block_linear(ps, p, "attn.to_k", D, D, true, ra, c);
+    st->v = block_linear(ps, p, "attn.to_v", D, D, true, ra, c);
+    st->mlp1 = block_linear(ps, p, "proj_mlp", D, 4 * D, true, rm, c);
+    st->out = block_linear(ps, p, "proj_out", 5 * D, D, true, rm, c);
     st->norm_q = block_norm(ps, p, "attn.norm_q", hd, c);
     st->norm_k = block_norm(ps, p, "attn.norm_k", hd, c);
 }

@@ -43,8 +43,7 @@ static st_status qw_create(model *m)
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
     /* in the order of QwenImageTransformer2DModel's state_dict */
-    temb_register(s, &d->t, "time_text_embed.timestep_embedder.linear_1", "time_text_embed.timestep_embedder.linear_2",
-                  DIT_FREQ_DIM, D, full);
+    temb_register_at(s, &d->t, "time_text_embed.timestep_embedder", DIT_FREQ_DIM, D, true, full);
     d->p_norm = param_add(s, "txt_norm.weight", 1, (int64_t[]){c->text_dim}, full);
     d->p_img_w = param_add(s, "img_in.weight", 2, (int64_t[]){D, P}, full);
     d->p_img_b = param_add(s, "img_in.bias", 1, (int64_t[]){D}, full);
@@ -54,11 +53,8 @@ static st_status qw_create(model *m)
         blocks[i] = (mm_block){.m = m, .qk_norm = true, .names = &mm_qwen_names};
         mm_double_register(s, &blocks[i], i, c);
     }
-    d->b.final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
-                               .ada_b = param_add(s, "norm_out.linear.bias", 1, (int64_t[]){2 * D}, full),
-                               .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
-                               .out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full),
-                               .scale_first = true, .order = PATCH_CONV};
+    d->b.final = (final_layer){.scale_first = true, .order = PATCH_CONV};
+    final_register(s, &d->b.final, c, "norm_out.linear", "proj_out", true);
     d->b.embed = embed_forward, d->b.embed_backward = embed_backward, d->b.release_own = release_own;
     dual_sequences(m, "transformer_blocks", n, &mm_double_kind, 0, NULL, sizeof *blocks);
     return ST_OK;

@@ -34,26 +34,21 @@ static st_status sd3_create(model *m)
     mm_block *blocks = d->b.blocks;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
-    const int64_t D = c->hidden, P = c->channels * c->patch * c->patch, E = c->pos_embed_max;
+    const int64_t D = c->hidden, E = c->pos_embed_max;
     /* in the order of SD3Transformer2DModel's state_dict */
     d->p_x_w = param_add(s, "pos_embed.proj.weight", 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
     d->p_x_b = param_add(s, "pos_embed.proj.bias", 1, (int64_t[]){D}, full);
     d->p_pos = param_add_fixed(s, "pos_embed.pos_embed", 3, (int64_t[]){1, E * E, D});
-    temb_register(s, &d->t, "time_text_embed.timestep_embedder.linear_1", "time_text_embed.timestep_embedder.linear_2",
-                  DIT_FREQ_DIM, D, full);
-    temb_register(s, &d->p, "time_text_embed.text_embedder.linear_1", "time_text_embed.text_embedder.linear_2",
-                  c->pooled_dim, D, full);
+    temb_register_at(s, &d->t, "time_text_embed.timestep_embedder", DIT_FREQ_DIM, D, true, full);
+    temb_register_at(s, &d->p, "time_text_embed.text_embedder", c->pooled_dim, D, true, full);
     d->p_ctx_w = param_add(s, "context_embedder.weight", 2, (int64_t[]){D, c->text_dim}, full);
     d->p_ctx_b = param_add(s, "context_embedder.bias", 1, (int64_t[]){D}, full);
     for (int i = 0; i < n; i++) {
         blocks[i] = (mm_block){.m = m, .qk_norm = c->qk_norm, .dual = i < c->dual_attention, .context_pre_only = i == n - 1};
         mm_double_register(s, &blocks[i], i, c);
     }
-    d->b.final = (final_layer){.ada_w = param_add(s, "norm_out.linear.weight", 2, (int64_t[]){2 * D, D}, full),
-                               .ada_b = param_add(s, "norm_out.linear.bias", 1, (int64_t[]){2 * D}, full),
-                               .out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full),
-                               .out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full),
-                               .scale_first = true, .order = PATCH_DIT};
+    d->b.final = (final_layer){.scale_first = true, .order = PATCH_DIT};
+    final_register(s, &d->b.final, c, "norm_out.linear", "proj_out", true);
     d->b.embed = embed_forward, d->b.embed_backward = embed_backward;
     dual_sequences(m, "transformer_blocks", n, &mm_double_kind, 0, NULL, sizeof *blocks);
     return ST_OK;

@@ -60,7 +60,7 @@ static st_status register_params(model *m, dit_blocks_fn blocks)
     const model_config *c = &m->cfg;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
-    const int64_t D = c->hidden, P = c->channels * c->patch * c->patch, T = (c->resolution / c->patch) * (c->resolution / c->patch);
+    const int64_t D = c->hidden, T = (c->resolution / c->patch) * (c->resolution / c->patch);
     d->p_x_w = param_add(s, "x_embedder.proj.weight", 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
     d->p_x_b = add1(s, "x_embedder.proj.bias", D, full);
     d->p_pos = param_add_fixed(s, "pos_embed", 3, (int64_t[]){1, T, D});
@@ -68,11 +68,8 @@ static st_status register_params(model *m, dit_blocks_fn blocks)
     d->p_y = add2(s, "y_embedder.embedding_table.weight", c->classes + 1, D, full);
     st_status st = blocks(m, s, d->seq_blocks, &d->blocks);
     if (st) return st;
-    d->final = (final_layer){.ada_w = add2(s, "final_layer.adaLN_modulation.1.weight", 2 * D, D, full),
-                             .ada_b = add1(s, "final_layer.adaLN_modulation.1.bias", 2 * D, full),
-                             .out_w = add2(s, "final_layer.linear.weight", P, D, full),
-                             .out_b = add1(s, "final_layer.linear.bias", P, full),
-                             .order = PATCH_DIT};
+    d->final = (final_layer){.order = PATCH_DIT};
+    final_register(s, &d->final, c, "final_layer.adaLN_modulation.1", "final_layer.linear", true);
     return ST_OK;
 }
 
