@@ -27,8 +27,6 @@ typedef struct cascade_step {
 
 typedef struct cascade_model {
     cascade_block *blocks;
-    block *seq_blocks;
-    int n_blocks;
     cascade_ctx cx;
     lin_layer txt, pooled, img; /* clip_txt_mapper, clip_txt_pooled_mapper, clip_img_mapper */
     int clf_w, clf_b;
@@ -56,7 +54,6 @@ static cascade_block *push(builder *b, cascade_role role, int64_t cout, bool rea
     cascade_block *u = &b->d->blocks[i];
     *u = (cascade_block){.m = b->m, .cx = &b->d->cx, .role = role, .cin = cin, .cout = cout, .h = h, .w = h,
                          .cskip = cskip, .io = io};
-    b->d->seq_blocks[i] = (block){.kind = &cascade_block_kind, .self = u, .index = i};
     return u;
 }
 
@@ -165,9 +162,8 @@ static st_status cascade_create(model *m)
     m->impl = d;
     if (!d) return st_host_oom("the Stable Cascade model");
     const int n = (int)cascade_depth(c);
-    d->blocks = model_alloc(m, (size_t)n, sizeof *d->blocks);
-    d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
-    if (!d->blocks || !d->seq_blocks) return st_host_oom("%d Stable Cascade blocks", n);
+    d->blocks = micro_seq_blocks(m, n, &cascade_block_kind, sizeof *d->blocks, "the latents (the embedding's input)");
+    if (!d->blocks) return st_host_oom("%d Stable Cascade blocks", n);
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t Cc = c->unet_cross, S = c->clip_seq;
@@ -175,11 +171,9 @@ static st_status cascade_create(model *m)
     d->txt = lin_register(s, "clip_txt_mapper", c->text_dim, Cc, true, 0, 0.0f, full);
     d->img = lin_register(s, "clip_img_mapper", c->image_dim, Cc * S, true, 0, 0.0f, full);
     build(&(builder){.cfg = c, .d = d, .m = m, .s = s});
-    d->n_blocks = n;
     d->clf_w = param_add(s, "clf.1.weight", 4, (int64_t[]){c->channels, c->unet_channels[0], 1, 1}, full);
     d->clf_b = param_add(s, "clf.1.bias", 1, (int64_t[]){c->channels}, full);
     d->cx.tokens = c->text_len + 2 * S;
-    micro_seq_set(m, d->seq_blocks, n, "the latents (the embedding's input)");
     return ST_OK;
 }
 

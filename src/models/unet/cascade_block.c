@@ -406,8 +406,8 @@ static st_status scale_backward(const cascade_block *u, const float *x, float *d
  * forward and backward under attention offload), and the ops' states: ResBlock's norm and GRN, AttnBlock's norm and
  * attention. recompute: a ResBlock under torch-ffn kept nothing, and its backward runs its forward again first. */
 typedef struct cascade_saved {
+    host_side side; /* first: micro_prefetch's */
     float *arena;
-    host_side side;
     op_state st[2];
     bool recompute;
 } cascade_saved;
@@ -442,12 +442,6 @@ static void cascade_release(block *b, block_saved *saved)
     op_state_release(&sv->st[0]), op_state_release(&sv->st[1]);
     pool_free(p, sv->arena);
     free(sv);
-}
-
-static st_status cascade_prefetch(block *b, block_saved *saved)
-{
-    (void)b;
-    return saved ? host_side_fetch(&((cascade_saved *)saved)->side) : ST_OK;
 }
 
 /* An AttnBlock's forward: what is kept goes through keep_s, the rest through s; with off, the side goes to the host
@@ -557,6 +551,6 @@ static void cascade_states(const block *b, state_map *out)
 
 const block_kind cascade_block_kind = {
     .name = "stable cascade", .ffn_split = true, .softmax_attention = true, .kept_bytes = cascade_kept_bytes,
-    .offloaded_bytes = cascade_offloaded_bytes, .prefetch = cascade_prefetch, .forward = cascade_forward,
+    .offloaded_bytes = cascade_offloaded_bytes, .prefetch = micro_prefetch, .forward = cascade_forward,
     .backward = cascade_backward, .release = cascade_release, .states = cascade_states,
 };

@@ -66,11 +66,11 @@ const char *micro_name(char *buf, size_t n, const char *prefix, const char *name
     return buf;
 }
 
-void micro_seq_set(model *m, block *blocks, int n, const char *state_name)
+void *micro_seq_blocks(model *m, int n, const block_kind *kind, size_t size, const char *state_name)
 {
-    m->n_seq = 1;
-    m->seq[0] = (block_seq){.name = "micro-blocks", .n = n, .blocks = blocks, .state_n = 1, .pool = m->pool};
+    void *blocks = model_seq_blocks(m, 0, "micro-blocks", n, kind, size);
     m->seq[0].state_names[0] = state_name;
+    return blocks;
 }
 
 void micro_set_batch(model *m, int64_t batch)
@@ -129,6 +129,12 @@ st_status host_side_send(host_side *hs, offload *off, scratch *owner, float *dev
 }
 
 st_status host_side_fetch(host_side *hs) { return hs->on_host ? host_tensor_fetch(hs->off, &hs->h) : ST_OK; }
+
+st_status micro_prefetch(block *b, block_saved *saved)
+{
+    (void)b;
+    return saved ? host_side_fetch((host_side *)saved) : ST_OK;
+}
 
 st_status host_side_back(host_side *hs)
 {

@@ -42,8 +42,9 @@ st_status micro_forward_end(block *b, st_status r, block_saved *sv, bool empty, 
 
 /* "<prefix>.<name>" into buf (cut at the buffer; param_add refuses a name that long). */
 const char *micro_name(char *buf, size_t n, const char *prefix, const char *name);
-/* The model's one sequence, `n` micro-blocks whose first state is the latents (state_name says as what) */
-void micro_seq_set(model *m, block *blocks, int n, const char *state_name);
+/* The model's one sequence, n micro-blocks of kind whose first state is the latents (state_name says as what): their
+ * data, size bytes each, as model_seq_blocks returns it */
+void *micro_seq_blocks(model *m, int n, const block_kind *kind, size_t size, const char *state_name);
 /* set_batch: the latents (batch, channels, resolution, resolution) */
 void micro_set_batch(model *m, int64_t batch);
 /* The latents x, copied as the first state of the model's one sequence (the executor owns it), through it into
@@ -67,6 +68,8 @@ typedef struct host_side {
     host_tensor h;
 } host_side;
 st_status host_side_send(host_side *hs, offload *off, scratch *owner, float *dev, size_t bytes, const char *what);
+/* A micro-block kind's prefetch: fetch of the side its saved tensors begin with */
+st_status micro_prefetch(block *b, block_saved *saved);
 st_status host_side_fetch(host_side *hs);
 st_status host_side_back(host_side *hs);
 void host_side_release(host_side *hs, pool *p);

@@ -20,8 +20,6 @@ typedef struct unet_step {
 typedef struct unet_model {
     unet_block *blocks;
     xformer_layer *layers;
-    block *seq_blocks;
-    int n_blocks;
     temb t;
     temb add;          /* sdxl, kolors: add_embedding, of the pooled text and the size ids' sinusoids */
     lin_layer text_proj; /* kolors: encoder_hid_proj */
@@ -136,7 +134,6 @@ static unet_block *push(builder *b, unet_role role, int64_t cout, bool reads_ski
     if (!b->d) return NULL;
     unet_block *u = &b->d->blocks[i];
     *u = (unet_block){.m = b->m, .role = role, .cin = cin, .cout = cout, .h = h, .w = h, .cskip = cskip, .io = io};
-    b->d->seq_blocks[i] = (block){.kind = &unet_block_kind, .self = u, .index = i};
     return u;
 }
 
@@ -211,10 +208,9 @@ static st_status unet_create(model *m)
                        "hold more than %d skips at once (or leave some unread)", (long long)c->unet_levels,
                        (long long)c->unet_layers, STATE_MAX - 1);
     const int n = count.w.n;
-    d->blocks = model_alloc(m, (size_t)n, sizeof *d->blocks);
-    d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
+    d->blocks = micro_seq_blocks(m, n, &unet_block_kind, sizeof *d->blocks, "the latents (conv_in's input)");
     d->layers = model_alloc(m, (size_t)(count.layers_used ? count.layers_used : 1), sizeof *d->layers);
-    if (!d->blocks || !d->seq_blocks || !d->layers) return st_host_oom("%d U-Net blocks", n);
+    if (!d->blocks || !d->layers) return st_host_oom("%d U-Net blocks", n);
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     temb_register(s, &d->t, "time_embedding.linear_1", "time_embedding.linear_2", c->unet_channels[0], c->hidden, full);
@@ -224,10 +220,8 @@ static st_status unet_create(model *m)
     if (c->unet_cross)
         d->text_proj = lin_register(s, "encoder_hid_proj", c->text_dim, c->unet_cross, true, 0, 0.0f, full);
     build(&(builder){.cfg = c, .d = d, .m = m, .s = s});
-    d->n_blocks = n;
     reg_norm(s, "conv_norm_out", c->unet_channels[0], full, &d->out_norm_w, &d->out_norm_b);
     reg_conv(s, "conv_out", c->unet_channels[0], c->channels, 3, full, &d->out_w, &d->out_b);
-    micro_seq_set(m, d->seq_blocks, n, "the latents (conv_in's input)");
     return ST_OK;
 }
 

@@ -401,8 +401,8 @@ static st_status conv_backward(const unet_block *u, const float *x, block_state 
 /* What a forward kept. ResnetBlock2D: its arena (main) and its two GroupNorms' states. Transformer2DModel: the
  * three regions and its states; the attention side may be on the host between forward and backward. */
 typedef struct unet_saved {
+    host_side side; /* first: micro_prefetch's */
     float *main, *ffn;
-    host_side side;
     op_state *st;
     int n_st;
 } unet_saved;
@@ -457,12 +457,6 @@ static void unet_release(block *b, block_saved *saved)
     pool_free(p, sv->main), pool_free(p, sv->ffn);
     free(sv->st);
     free(sv);
-}
-
-static st_status unet_prefetch(block *b, block_saved *saved)
-{
-    (void)b;
-    return saved ? host_side_fetch(&((unet_saved *)saved)->side) : ST_OK;
 }
 
 /* A Transformer2DModel's forward. Three cases beside the plain one: a first forward with off sends the attention
@@ -564,6 +558,6 @@ static void unet_states(const block *b, state_map *out)
 
 const block_kind unet_block_kind = {
     .name = "unet", .ffn_split = true, .softmax_attention = true, .kept_bytes = unet_kept_bytes,
-    .offloaded_bytes = unet_offloaded_bytes, .forward = unet_forward, .prefetch = unet_prefetch,
+    .offloaded_bytes = unet_offloaded_bytes, .forward = unet_forward, .prefetch = micro_prefetch,
     .backward = unet_backward, .release = unet_release, .states = unet_states,
 };

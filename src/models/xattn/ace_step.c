@@ -31,7 +31,6 @@ typedef struct time_path {
 
 typedef struct ace_model {
     ace_block *blocks;
-    block *seq_blocks;
     int p_table, p_in_w, p_in_b, p_norm, p_out_w, p_out_b;
     time_path tp[2]; /* time_embed, time_embed_r */
     lin_layer cond;  /* condition_embedder */
@@ -54,9 +53,8 @@ static st_status ac_create(model *m)
     ace_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     const int n = (int)c->depth;
-    if (d) d->blocks = model_alloc(m, (size_t)n, sizeof *d->blocks);
-    if (d) d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
-    if (!d || !d->blocks || !d->seq_blocks) return st_host_oom("the ACE-Step model");
+    if (d) d->blocks = model_seq_blocks(m, 0, "layers", n, &ace_block_kind, sizeof *d->blocks);
+    if (!d || !d->blocks) return st_host_oom("the ACE-Step model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, C = c->channels, pt = c->patch_t;
@@ -69,7 +67,6 @@ static st_status ac_create(model *m)
                          .window = i % 2 ? 0 : c->window};
         snprintf(prefix, sizeof prefix, "layers.%d", i);
         ace_block_register(s, b, prefix, c);
-        d->seq_blocks[i] = (block){.kind = &ace_block_kind, .self = b, .index = i};
     }
     d->p_in_w = param_add(s, "proj_in_conv.weight", 3, (int64_t[]){D, c->cond_channels + C, pt}, full);
     d->p_in_b = param_add(s, "proj_in_conv.bias", 1, (int64_t[]){D}, full);
@@ -87,8 +84,6 @@ static st_status ac_create(model *m)
     d->p_out_w = param_add(s, "proj_out_conv.weight", 3, (int64_t[]){D, C, pt}, full);
     d->p_out_b = param_add(s, "proj_out_conv.bias", 1, (int64_t[]){C}, full);
     m->ctx.mod_rows = ACE_MOD_ROWS;
-    m->n_seq = 1;
-    m->seq[0] = (block_seq){.name = "layers", .n = n, .blocks = d->seq_blocks, .state_n = 1, .pool = m->pool};
     return ST_OK;
 }
 

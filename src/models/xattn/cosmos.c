@@ -102,7 +102,6 @@ static void cosmos_block_register(param_set *s, gated_block *b, const char *pref
 
 typedef struct cos_model {
     gated_block *blocks;
-    block *seq_blocks;
     int p_x, p_t1, p_t2, p_norm, p_out;
     lin_layer t1, t2, f1, f2; /* time_embed.t_embedder, norm_out's linears */
     final_layer final;
@@ -132,9 +131,8 @@ static st_status co_create(model *m)
     cos_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     const int n = (int)c->depth;
-    if (d) d->blocks = model_alloc(m, (size_t)n, sizeof *d->blocks);
-    if (d) d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
-    if (!d || !d->blocks || !d->seq_blocks) return st_host_oom("the Cosmos model");
+    if (d) d->blocks = model_seq_blocks(m, 0, "transformer_blocks", n, &gated_block_kind, sizeof *d->blocks);
+    if (!d || !d->blocks) return st_host_oom("the Cosmos model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, r = c->adaln_lora, Pout = model_patch_dim(c);
@@ -150,7 +148,6 @@ static st_status co_create(model *m)
                            .modulate = cosmos_modulate, .modulate_back = cosmos_modulate_back, .lora = r};
         snprintf(prefix, sizeof prefix, "transformer_blocks.%d", i);
         cosmos_block_register(s, b, prefix, c);
-        d->seq_blocks[i] = (block){.kind = &gated_block_kind, .self = b, .index = i};
     }
     d->f1 = lin_register(s, "norm_out.linear_1", D, r, false, 0, 0, full);
     d->f2 = lin_register(s, "norm_out.linear_2", r, 2 * D, false, 0, 0, full);
@@ -162,9 +159,6 @@ static st_status co_create(model *m)
         m->shape.text = c->text_len > c->text_min_len ? c->text_len : c->text_min_len;
     }
     m->ctx.mod_rows = COSMOS_MOD_ROWS;
-    m->n_seq = 1;
-    m->seq[0] = (block_seq){.name = "transformer_blocks", .n = n, .blocks = d->seq_blocks, .state_n = 1,
-                            .pool = m->pool};
     return ST_OK;
 }
 

@@ -88,13 +88,13 @@ static void k5_block_register(param_set *s, gated_block *b, const char *prefix, 
 }
 
 typedef struct k5_model {
-    gated_block *blocks;
-    block *seq_blocks;
+    gated_block *blocks[2]; /* the text blocks (sequence 0), the visual blocks (sequence 1) */
     lin_layer t_in, t_out, txt, pool_in, vis, out_mod, out;
     int txt_w, txt_b, pool_w, pool_b;
     /* a step */
     float *trope, *vrope; /* the text's and the image's rotary tables, which the blocks point at */
     float *text_in, *te, *sin, *th, *ths, *tt, *pooled, *ph, *temb, *patches, *fmod, *fln, *fh, *pred;
+    float *t0, *x0; /* the sequences' first states, until they take them */
     op_state fstats;
     block_state tlast;
 } k5_model;
@@ -116,10 +116,11 @@ static st_status k5_create(model *m)
     const model_config *c = &m->cfg;
     k5_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
-    const int nt = (int)c->text_blocks, nv = (int)c->depth, n = nt + nv;
-    if (d) d->blocks = model_alloc(m, (size_t)n, sizeof *d->blocks);
-    if (d) d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
-    if (!d || !d->blocks || !d->seq_blocks) return st_host_oom("the Kandinsky 5 model");
+    static const char *const seqs[2] = {"text_transformer_blocks", "visual_transformer_blocks"};
+    const int n[2] = {(int)c->text_blocks, (int)c->depth};
+    for (int q = 0; d && q < 2; q++)
+        d->blocks[q] = model_seq_blocks(m, q, seqs[q], n[q], &gated_block_kind, sizeof *d->blocks[q]);
+    if (!d || !d->blocks[0] || !d->blocks[1]) return st_host_oom("the Kandinsky 5 model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, Td = c->time_dim, P = model_patch_dim(c);
@@ -133,23 +134,19 @@ static st_status k5_create(model *m)
     d->pool_b = param_add(s, "pooled_text_embeddings.norm.bias", 1, (int64_t[]){Td}, full);
     d->vis = lin_register(s, "visual_embeddings.in_layer", in_dim(c), D, true, 0, 0, full);
     char prefix[64];
-    for (int i = 0; i < n; i++) {
-        gated_block *b = &d->blocks[i];
-        const bool visual = i >= nt;
-        *b = (gated_block){.m = m, .cross = visual, .text_rows = !visual, .ln_eps = K5_LN_EPS, .qk_eps = K5_QK_EPS,
-                           .rope = visual ? &d->vrope : &d->trope, .ffn = c->ffn_dim ? c->ffn_dim : 4 * D,
-                           .modulate = k5_modulate, .modulate_back = k5_modulate_back};
-        snprintf(prefix, sizeof prefix, "%s_transformer_blocks.%d", visual ? "visual" : "text", visual ? i - nt : i);
-        k5_block_register(s, b, prefix, c);
-        d->seq_blocks[i] = (block){.kind = &gated_block_kind, .self = b, .index = visual ? i - nt : i};
-    }
+    for (int q = 0; q < 2; q++)
+        for (int i = 0; i < n[q]; i++) {
+            gated_block *b = &d->blocks[q][i];
+            const bool visual = q == 1;
+            *b = (gated_block){.m = m, .cross = visual, .text_rows = !visual, .ln_eps = K5_LN_EPS,
+                               .qk_eps = K5_QK_EPS, .rope = visual ? &d->vrope : &d->trope,
+                               .ffn = c->ffn_dim ? c->ffn_dim : 4 * D, .modulate = k5_modulate,
+                               .modulate_back = k5_modulate_back};
+            snprintf(prefix, sizeof prefix, "%s.%d", seqs[q], i);
+            k5_block_register(s, b, prefix, c);
+        }
     d->out_mod = lin_register(s, "out_layer.modulation.out_layer", Td, 2 * D, true, 0, 0, full);
     d->out = lin_register(s, "out_layer.out_layer", D, P, true, 0, 0, full);
-    m->n_seq = 2;
-    m->seq[0] = (block_seq){.name = "text_transformer_blocks", .n = nt, .blocks = d->seq_blocks, .state_n = 1,
-                            .pool = m->pool};
-    m->seq[1] = (block_seq){.name = "visual_transformer_blocks", .n = nv, .blocks = d->seq_blocks + nt, .state_n = 1,
-                            .pool = m->pool};
     return ST_OK;
 }
 
@@ -218,7 +215,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     model_hold(m, &st, &d->vrope, T * hd, "k5.rope", false);
     model_hold(m, &st, &d->text_in, B * L * E, "k5.text", false);
     model_hold(m, &st, &d->te, B * L * D, "k5.text_in_layer", false);
-    float *t0 = model_take(m, &st, B * L * D, "k5.text_state", false);
+    model_hold(m, &st, &d->t0, B * L * D, "k5.text_state", false);
     model_hold(m, &st, &d->sin, B * D, "k5.time_sinusoid", false);
     model_hold(m, &st, &d->th, B * Td, "k5.time_in_layer", false);
     model_hold(m, &st, &d->ths, B * Td, "k5.time_silu", false);
@@ -227,17 +224,15 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     model_hold(m, &st, &d->ph, B * Td, "k5.pooled_in_layer", false);
     model_hold(m, &st, &d->temb, B * Td, "k5.time_embed", false);
     model_hold(m, &st, &d->patches, N * in_dim(c), "k5.patches", true);
-    float *x0 = model_take(m, &st, N * D, "k5.state", false);
+    model_hold(m, &st, &d->x0, N * D, "k5.state", false);
     model_hold(m, &st, &m->ctx.cs, B * Td, "k5.silu_time_embed", false);
     if (train) model_hold(m, &st, &m->ctx.dcs, B * Td, "k5.dsilu_time_embed", true);
-    d->tlast = (block_state){.n = 1, .t = {t0}}; /* held here until the sequences take them */
-    m->step.last = (block_state){.n = 1, .t = {x0}};
     if (st) return st;
     if ((st = host_loop(d->trope, k5_rope_tables, &(model_loop){.m = m}))) return st;
     copy_rows(d->text_in, L * E, cond, K, B, L * E);
     copy_rows(d->pooled, E2, cond + L * E, K, B, E2);
     if ((st = lin_forward(m->params, m->pool, &d->txt, d->te, d->text_in, B * L))) return st;
-    if ((st = layernorm_forward(m->pool, t0, d->te, PW(d->txt_w), PW(d->txt_b), B * L, D, K5_LN_EPS, NULL))) return st;
+    if ((st = layernorm_forward(m->pool, d->t0, d->te, PW(d->txt_w), PW(d->txt_b), B * L, D, K5_LN_EPS, NULL))) return st;
     timestep_embedding(d->sin, timesteps, B, D, K5_PERIOD);
     if ((st = lin_forward(m->params, m->pool, &d->t_in, d->th, d->sin, B))) return st;
     silu_forward(d->ths, d->th, B * Td);
@@ -257,7 +252,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         copy_rows(d->patches, c->channels + c->cond_channels, latent, c->channels, N * P / c->channels, c->channels);
         pool_free(m->pool, latent);
     }
-    return lin_forward(m->params, m->pool, &d->vis, x0, d->patches, N);
+    return lin_forward(m->params, m->pool, &d->vis, d->x0, d->patches, N);
 }
 
 /* the output layer: pred = unpatchify(out_layer(LN(x) (1 + scale) + shift)), (shift, scale) from SiLU(time_embed) */
@@ -292,24 +287,16 @@ static st_status k5_forward(model *m, const float *x, const float *timesteps, co
 {
     k5_model *d = k5_of(m);
     st_status st = embed_forward(m, x, timesteps, cond, train);
-    if (!st) { /* the text blocks, then the visual blocks on their output; the executor owns each first state */
-        block_state first = d->tlast;
-        d->tlast = (block_state){0};
-        st = model_seq_forward(m, 0, &first, train, &d->tlast);
-    }
+    /* the text blocks, then the visual blocks on their output */
+    if (!st) st = model_seq_forward1(m, 0, &d->t0, train, &d->tlast);
     if (!st) {
         m->ctx.text = d->tlast.t[0];
         if (train) model_hold(m, &st, &m->ctx.dtext, m->seq[0].state_numel[0], "k5.dtext", true);
     }
-    if (!st) {
-        block_state first = m->step.last;
-        m->step.last = (block_state){0};
-        st = model_seq_forward(m, 1, &first, train, NULL);
-    }
+    if (!st) st = model_seq_forward1(m, 1, &d->x0, train, NULL);
     if (!st) st = out_forward(m, m->step.last.t[0]);
-    if (st) return st;
-    *pred = d->pred;
-    return ST_OK;
+    if (!st) *pred = d->pred;
+    return st;
 }
 
 static st_status out_backward(model *m, const float *dpred, float *dx)

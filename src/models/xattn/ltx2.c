@@ -37,7 +37,6 @@ enum { PATH_TIME, PATH_CA, PATH_GATE, PATHS };
 
 typedef struct ltx2_model {
     ltx2_block *blocks;
-    block *seq_blocks;
     ltx2_ctx ctx;
     int in_w[2], in_b[2];       /* proj_in, audio_proj_in */
     lin_layer cap1[2], cap2[2]; /* caption_projection, audio_caption_projection */
@@ -68,9 +67,9 @@ static st_status lx_create(model *m)
     ltx2_model *d = model_alloc(m, 1, sizeof *d);
     m->impl = d;
     const int n = (int)c->depth;
-    if (d) d->blocks = model_alloc(m, (size_t)n, sizeof *d->blocks);
-    if (d) d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
-    if (!d || !d->blocks || !d->seq_blocks) return st_host_oom("the LTX-2 model");
+    if (d) d->blocks = model_seq_blocks(m, 0, "transformer_blocks", n, &ltx2_block_kind, sizeof *d->blocks);
+    if (!d || !d->blocks) return st_host_oom("the LTX-2 model");
+    m->seq[0].state_n = 2; /* the video's tokens and the audio's */
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t Ct = c->text_dim / 2;
@@ -111,7 +110,6 @@ static st_status lx_create(model *m)
         ltx2_block *b = &d->blocks[i];
         *b = (ltx2_block){.m = m, .ctx = &d->ctx};
         ltx2_block_register(s, b, i, c);
-        d->seq_blocks[i] = (block){.kind = &ltx2_block_kind, .self = b, .index = i};
     }
     for (int st = 0; st < 2; st++) {
         snprintf(n1, sizeof n1, "%sproj_out.weight", stream[st]);
@@ -120,9 +118,6 @@ static st_status lx_create(model *m)
         d->out_b[st] = param_add(s, n2, 1, (int64_t[]){channels(m, st)}, full);
     }
     d->ctx.tokens[0] = m->shape.tokens, d->ctx.tokens[1] = model_audio_tokens(c);
-    m->n_seq = 1;
-    m->seq[0] = (block_seq){.name = "transformer_blocks", .n = n, .blocks = d->seq_blocks, .state_n = 2,
-                            .pool = m->pool};
     return ST_OK;
 }
 

@@ -65,9 +65,7 @@
 
 typedef struct xd_model {
     xdit_block *blocks;
-    block *seq_blocks;
-    xdit_block *vblocks; /* VACE's control branch (vace_count of them), then its sequence's blocks */
-    block *vseq_blocks;
+    xdit_block *vblocks; /* VACE's control branch (vace_count of them) */
     int main;            /* the main blocks' sequence: 1 behind VACE's branch, else 0 */
     int p_cx_w, p_cx_b;  /* vace_patch_embedding */
     lin_layer vace_in;   /* vace_blocks.0.proj_in */
@@ -113,14 +111,14 @@ static st_status xd_create(model *m)
     m->impl = d;
     const int n = (int)c->depth, nv = (int)c->vace_count;
     if (nv > VACE_MAX) return st_fail(ST_ERR_UNSUPPORTED, "vace_layers: %d VACE blocks; at most %d", nv, VACE_MAX);
-    if (d) d->blocks = model_alloc(m, (size_t)n, sizeof *d->blocks);
-    if (d) d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
-    if (d && nv) d->vblocks = model_alloc(m, (size_t)nv, sizeof *d->vblocks);
-    if (d && nv) d->vseq_blocks = model_alloc(m, (size_t)nv, sizeof *d->vseq_blocks);
-    if (!d || !d->blocks || !d->seq_blocks || (nv && (!d->vblocks || !d->vseq_blocks)))
-        return st_host_oom("the cross-attention model");
+    if (!d) return st_host_oom("the cross-attention model");
     const xdit_options *o = xd_options(c);
     d->wan = o->wan, d->ltx = o->ltx, d->svid = o->sana_video, d->sana = o->sana || o->sana_video;
+    d->main = nv ? 1 : 0;
+    d->blocks = model_seq_blocks(m, d->main, d->wan ? "blocks" : "transformer_blocks", n, &xdit_block_kind,
+                                 sizeof *d->blocks);
+    if (nv) d->vblocks = model_seq_blocks(m, 0, "vace_blocks", nv, &xdit_block_kind, sizeof *d->vblocks);
+    if (!d->blocks || (nv && !d->vblocks)) return st_host_oom("the cross-attention model");
     d->p_cap_norm = -1;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
@@ -178,7 +176,6 @@ static st_status xd_create(model *m)
         if (c->face_every && i % c->face_every == 0) b->face = (int)(i / c->face_every);
         snprintf(prefix, sizeof prefix, "%s.%d", d->wan ? "blocks" : "transformer_blocks", i);
         xdit_block_register(s, b, prefix, d->wan ? "ffn" : "ff", d->wan ? 3 : 2, c);
-        d->seq_blocks[i] = (block){.kind = &xdit_block_kind, .self = b, .index = i};
     }
     for (int k = 0; k < nv; k++) {
         xdit_block *b = &d->vblocks[k];
@@ -186,7 +183,6 @@ static st_status xd_create(model *m)
         b->hint_out = k;
         snprintf(prefix, sizeof prefix, "vace_blocks.%d", k);
         xdit_block_register(s, b, prefix, "ffn", 3, c);
-        d->vseq_blocks[k] = (block){.kind = &xdit_block_kind, .self = b, .index = k};
     }
     if (nv) d->vace_in = lin_register(s, "vace_blocks.0.proj_in", D, D, true, 0, 0, full);
     if (c->face_every) {
@@ -216,13 +212,6 @@ static st_status xd_create(model *m)
     }
     d->final.ada_w = d->final.ada_b = -1, d->final.mod_row = 6, d->final.order = PATCH_DIT; /* shift, then scale */
     m->ctx.mod_rows = XDIT_MOD_ROWS;
-    d->main = nv ? 1 : 0;
-    m->n_seq = d->main + 1;
-    if (nv)
-        m->seq[0] = (block_seq){.name = "vace_blocks", .n = nv, .blocks = d->vseq_blocks, .state_n = 1,
-                                .pool = m->pool};
-    m->seq[d->main] = (block_seq){.name = d->wan ? "blocks" : "transformer_blocks", .n = n, .blocks = d->seq_blocks,
-                                  .state_n = 1, .pool = m->pool};
     return ST_OK;
 }
 
