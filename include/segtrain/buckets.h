@@ -73,4 +73,18 @@ typedef double (*bucket_choose_fn)(const double *aspects, int n, void *ctx);
 st_status bucket_assign(const bucket_config *c, bucket_state *s, int w, int h, int frames, bucket_choose_fn choose,
                         void *choose_ctx, bucket_sample *out);
 
+/* One epoch's batches, each of one bucket: every sample of bucket_of (a bucket id per sample, 0 <= id < n_buckets)
+ * repeats + 1 times, shuffled within its bucket and cut into batches of batch (a bucket's remainder short of a batch
+ * is left out), the batches then shuffled together. A bucket with fewer than batch samples (repeats included) is
+ * pruned, as SimpleTuner prunes it, unless keep_small (disable_bucket_pruning): its one short batch is then kept.
+ * The order is a function of (seed, epoch) alone, so that a resume at batch k of an epoch continues from index
+ * first[k] of the same order. index holds the samples in order, batch b being index[first[b] .. first[b + 1]). */
+typedef struct bucket_epoch {
+    int64_t *index, *first;
+    int64_t n_batches;
+} bucket_epoch;
+st_status bucket_epoch_make(const int *bucket_of, int64_t n, int n_buckets, int batch, int repeats, bool keep_small,
+                            uint64_t seed, int64_t epoch, bucket_epoch *out);
+void bucket_epoch_free(bucket_epoch *e);
+
 #endif

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "segtrain/rng.h"
+
 struct bucket_size_entry {
     double megapixels, aspect;
     int w, h;
@@ -382,5 +384,88 @@ st_status bucket_assign(const bucket_config *c, bucket_state *s, int w, int h, i
     if (frames > 0 && c->resolution_frames)
         snprintf(out->key, sizeof out->key, "%dx%d@%d", target.w, target.h, out->bucket_frames);
     else python_repr(out->aspect, out->key, sizeof out->key);
+    return ST_OK;
+}
+
+void bucket_epoch_free(bucket_epoch *e)
+{
+    free(e->index);
+    free(e->first);
+    memset(e, 0, sizeof *e);
+}
+
+/* Fisher-Yates over x[0..n) with draws (seed, stream, i): the same order for the same stream, however resumed */
+static void shuffle(int64_t *x, int64_t n, uint64_t seed, uint64_t stream)
+{
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)(rng_u64(seed, stream, (uint64_t)i) % (uint64_t)(i + 1));
+        int64_t t = x[i];
+        x[i] = x[j];
+        x[j] = t;
+    }
+}
+
+/* The batches of one bucket, appended to out (its samples repeated and shuffled, cut into whole batches) */
+static void bucket_batches(const int *bucket_of, int64_t n, int b, int batch, int repeats, bool keep_small,
+                           uint64_t seed, uint64_t stream, int64_t *tmp, bucket_epoch *out, int64_t *used)
+{
+    int64_t m = 0;
+    for (int r = 0; r <= repeats; r++)
+        for (int64_t i = 0; i < n; i++)
+            if (bucket_of[i] == b) tmp[m++] = i;
+    if (m == 0 || (m < batch && !keep_small)) return;
+    shuffle(tmp, m, seed, stream);
+    for (int64_t k = 0; k < m; k += batch) {
+        int64_t len = m - k < batch ? m - k : batch;
+        if (len < batch && k > 0) break; /* a remainder after whole batches is left out */
+        out->first[out->n_batches++] = *used;
+        memcpy(out->index + *used, tmp + k, (size_t)len * sizeof *tmp);
+        *used += len;
+    }
+}
+
+st_status bucket_epoch_make(const int *bucket_of, int64_t n, int n_buckets, int batch, int repeats, bool keep_small,
+                            uint64_t seed, int64_t epoch, bucket_epoch *out)
+{
+    memset(out, 0, sizeof *out);
+    if (batch < 1 || repeats < 0 || n_buckets < 1) return st_fail(ST_ERR_INVALID, "batches of %d, repeats %d", batch, repeats);
+    for (int64_t i = 0; i < n; i++)
+        if (bucket_of[i] < 0 || bucket_of[i] >= n_buckets)
+            return st_fail(ST_ERR_INVALID, "sample %lld is in bucket %d of %d", (long long)i, bucket_of[i], n_buckets);
+    int64_t total = n * (repeats + 1);
+    int64_t *tmp = malloc((size_t)(total + 1) * sizeof *tmp);
+    out->index = malloc((size_t)(total + 1) * sizeof *out->index);
+    out->first = malloc((size_t)(total + 2) * sizeof *out->first);
+    if (!tmp || !out->index || !out->first) {
+        free(tmp);
+        bucket_epoch_free(out);
+        return st_host_oom("an epoch's order (%lld samples)", (long long)total);
+    }
+    uint64_t stream = rng_stream("bucket_epoch") ^ ((uint64_t)epoch * 0x9e3779b97f4a7c15ull);
+    int64_t used_i = 0;
+    for (int b = 0; b < n_buckets; b++)
+        bucket_batches(bucket_of, n, b, batch, repeats, keep_small, seed, stream + 1 + (uint64_t)b, tmp, out, &used_i);
+    /* the batches shuffled together: permute batch numbers, then lay the samples out in that order */
+    int64_t *perm = malloc((size_t)(out->n_batches + 1) * sizeof *perm);
+    if (!perm) {
+        free(tmp);
+        bucket_epoch_free(out);
+        return st_host_oom("an epoch's batch order (%lld batches)", (long long)out->n_batches);
+    }
+    for (int64_t k = 0; k < out->n_batches; k++) perm[k] = k;
+    shuffle(perm, out->n_batches, seed, stream);
+    out->first[out->n_batches] = used_i;
+    int64_t at = 0;
+    for (int64_t k = 0; k < out->n_batches; k++) {
+        int64_t b = perm[k], len = out->first[b + 1] - out->first[b];
+        memcpy(tmp + at, out->index + out->first[b], (size_t)len * sizeof *tmp);
+        perm[k] = at; /* the new start of batch k */
+        at += len;
+    }
+    memcpy(out->index, tmp, (size_t)at * sizeof *tmp);
+    memcpy(out->first, perm, (size_t)out->n_batches * sizeof *perm);
+    out->first[out->n_batches] = at;
+    free(perm);
+    free(tmp);
     return ST_OK;
 }
