@@ -94,15 +94,13 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, Lt = c->text_len, L = m->shape.text, D = c->hidden, Dt = c->text_dim;
-    const int64_t K = model_cond_len(c);
     st_status st = ST_OK;
-    dual_take_tokens(m, &st, Lt);
+    dual_take_tokens(m, &st, cond);
     dual_take_c(m, &st, train, &d->t, NULL, NULL);
     float *ctx = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(B * Lt * D) * sizeof(float), MEM_WORKSPACE, "auraflow.context",
                              (void **)&ctx);
     if (st) return st;
-    copy_rows(s->text_in, Lt * Dt, cond, K, B, Lt * Dt);
     linear_forward(ctx, s->text_in, PW(p_ctx_w), NULL, B * Lt, Dt, D);
     copy_rows(s->txt, L * D, PW(p_reg), 0, B, AF_REGISTERS * D);
     copy_rows(s->txt + AF_REGISTERS * D, L * D, ctx, Lt * D, B, Lt * D);
@@ -122,9 +120,8 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     af_model *d = af_of(m);
     dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, Lt = c->text_len, L = m->shape.text, D = c->hidden, N = B * m->shape.tokens;
-    const int64_t P = c->channels * c->patch * c->patch;
-    linear_backward(NULL, PG(p_x_w), PG(p_x_b), dimg, s->patches, PW(p_x_w), N, P, D);
+    const int64_t B = m->shape.batch, Lt = c->text_len, L = m->shape.text, D = c->hidden;
+    dual_image_backward(m, dimg, d->p_x_w, d->p_x_b);
     if (PG(p_pos)) pos_rows(m, dimg, PG(p_pos), true);
     for (int64_t b = 0; PG(p_reg) && b < B; b++) add_to(PG(p_reg), dtxt + b * L * D, AF_REGISTERS * D);
     scratch k = {.pool = m->pool};

@@ -133,15 +133,17 @@ st_status dual_backward(model *m, const float *dpred)
 #define G(i) (param_at(m->params, (i))->g)
 #define BIAS(of, i) ((i) < 0 ? NULL : of(i))
 
-void dual_take_tokens(model *m, st_status *st, int64_t text_rows)
+void dual_take_tokens(model *m, st_status *st, const float *cond)
 {
     dual_step *s = &dual_of(m)->step;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, N = B * m->shape.tokens, P = model_patch_dim(c), D = c->hidden;
-    model_hold(m, st, &s->text_in, B * text_rows * c->text_dim, "dual.text_in", false);
+    const int64_t LD = c->text_len * c->text_dim;
+    model_hold(m, st, &s->text_in, B * LD, "dual.text_in", false);
     model_hold(m, st, &s->patches, N * P, "dual.patches", false);
     model_hold(m, st, &s->img, N * D, "dual.image", false);
     model_hold(m, st, &s->txt, B * m->shape.text * D, "dual.text", false);
+    if (!*st) copy_rows(s->text_in, LD, cond, model_cond_len(c), B, LD);
 }
 
 void dual_take_c(model *m, st_status *st, bool train, temb *t, temb *g, temb *p)
@@ -190,7 +192,6 @@ void dual_embed_text(model *m, const float *cond, bool train, int w, int b)
     dual_step *s = &dual_of(m)->step;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, Dt = c->text_dim;
-    copy_rows(s->text_in, L * Dt, cond, model_cond_len(c), B, L * Dt);
     linear_forward(s->txt, s->text_in, W(w), BIAS(W, b), B * L, Dt, c->hidden);
     if (!train || !G(w)) { /* only the weight's gradient reads it again */
         pool_free(m->pool, s->text_in);
@@ -198,14 +199,22 @@ void dual_embed_text(model *m, const float *cond, bool train, int w, int b)
     }
 }
 
+void dual_image_backward(model *m, const float *dimg, int x_w, int x_b)
+{
+    dual_step *s = &dual_of(m)->step;
+    const model_config *c = &m->cfg;
+    linear_backward(NULL, G(x_w), BIAS(G, x_b), dimg, s->patches, W(x_w), m->shape.batch * m->shape.tokens,
+                    model_patch_dim(c), c->hidden);
+}
+
 void dual_tokens_backward(model *m, const float *dimg, const float *dtxt, int x_w, int x_b, int ctx_w, int ctx_b)
 {
     dual_step *s = &dual_of(m)->step;
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, D = c->hidden, P = model_patch_dim(c);
-    linear_backward(NULL, G(x_w), BIAS(G, x_b), dimg, s->patches, W(x_w), B * m->shape.tokens, P, D);
+    dual_image_backward(m, dimg, x_w, x_b);
     if (s->text_in)
-        linear_backward(NULL, G(ctx_w), BIAS(G, ctx_b), dtxt, s->text_in, W(ctx_w), B * m->shape.text, c->text_dim, D);
+        linear_backward(NULL, G(ctx_w), BIAS(G, ctx_b), dtxt, s->text_in, W(ctx_w), m->shape.batch * m->shape.text,
+                        c->text_dim, c->hidden);
 }
 
 st_status dual_c_backward(model *m, temb *t, temb *g, temb *p)

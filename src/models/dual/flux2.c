@@ -82,7 +82,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, hd = D / c->heads;
     const int64_t grid = c->resolution / c->patch;
     st_status st = ST_OK;
-    dual_take_tokens(m, &st, L);
+    dual_take_tokens(m, &st, cond);
     dual_take_c(m, &st, train, &d->t, c->guidance_embeds ? &d->g : NULL, NULL);
     for (int i = 0; i < F2_MOD_N; i++) {
         model_hold(m, &st, &d->sh.mod[i], B * mod_width[i] * D, "flux2.modulation", false);

@@ -104,7 +104,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     const int64_t llama_at = Lt * Dt + c->pooled_dim, BL = B * Ll;
     const bool cap_trains = train && PG(d->p_cap[0]);
     st_status st = ST_OK;
-    dual_take_tokens(m, &st, Lt);
+    dual_take_tokens(m, &st, cond);
     dual_take_c(m, &st, train, &d->t, NULL, &d->p);
     model_hold(m, &st, &d->llama, nb * BL * D, "hidream.llama", false);
     if (cap_trains) model_hold(m, &st, &d->dllama, nb * BL * D, "hidream.dllama", true);
@@ -127,7 +127,6 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     rope_table(m->ctx.rope, ids, T, 3, c->rope_axes, HD_ROPE_THETA);
     pool_free(m->pool, ids);
     /* the text: the initial [T5; the last block's Llama tokens], and every block's Llama tokens */
-    copy_rows(s->text_in, Lt * Dt, cond, K, B, Lt * Dt);
     linear_forward(ctx, s->text_in, PW(d->p_cap[nb]), NULL, B * Lt, Dt, D);
     for (int64_t i = 0; i < nb; i++) {
         float *in = d->llama_in + i * BL * Dt;
@@ -152,9 +151,8 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, Lt = c->text_len, Ll = c->llama_len, L0 = m->shape.text, D = c->hidden;
-    const int64_t Dt = c->text_dim, nb = blocks_of(c), BL = B * Ll, T = m->shape.tokens;
-    const int64_t P = model_patch_dim(c);
-    linear_backward(NULL, PG(d->p_x_w), PG(d->p_x_b), dimg, s->patches, PW(d->p_x_w), B * T, P, D);
+    const int64_t Dt = c->text_dim, nb = blocks_of(c), BL = B * Ll;
+    dual_image_backward(m, dimg, d->p_x_w, d->p_x_b);
     scratch k = {.pool = m->pool};
     float *dctx = s->text_in ? scratch_take(&k, B * (Lt > Ll ? Lt : Ll) * D, MEM_WORKSPACE, "hidream.dtext") : NULL;
     if (k.status) return scratch_end(&k);

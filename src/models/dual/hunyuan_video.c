@@ -402,10 +402,10 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = c->text_len, L2 = c->text2_len, Lt = m->shape.text, T = m->shape.tokens;
-    const int64_t S = Lt + T, D = c->hidden, hd = D / c->heads, grid = c->resolution / c->patch, Dt = c->text_dim;
+    const int64_t S = Lt + T, D = c->hidden, hd = D / c->heads, grid = c->resolution / c->patch;
     const int64_t P = model_patch_dim(c), Pin = (c->channels + c->cond_channels) * c->patch_t * c->patch * c->patch;
     st_status st = ST_OK;
-    dual_take_tokens(m, &st, L);
+    dual_take_tokens(m, &st, cond);
     dual_take_c(m, &st, train, &d->t, guidance(m), pooled(m));
     temb_take_path(m, &d->rt, &st);
     temb_take_path(m, &d->rp, &st);
@@ -435,7 +435,6 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         linear_forward(s->img, d->patches_in, PW(d->p_x_w), PW(d->p_x_b), B * T, Pin, D);
     } else dual_embed_image(m, x, d->p_x_w, d->p_x_b);
     dual_c_forward(m, timesteps, cond, &d->t, guidance(m), pooled(m));
-    copy_rows(s->text_in, L * Dt, cond, model_cond_len(c), B, L * Dt);
     if (!d->v15) st = refiner_run(m, timesteps, cond, s->txt, train);
     else { /* the text stream: [ByT5's tokens; the refined caption], plus cond_type_embed rows 1 and 0 */
         float *glyphs = NULL;

@@ -257,7 +257,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     const model_config *c = &m->cfg;
     const int64_t L = m->shape.text, T = m->shape.tokens, hd = c->hidden / c->heads, grid = c->resolution / c->patch;
     st_status st = ST_OK;
-    dual_take_tokens(m, &st, L);
+    dual_take_tokens(m, &st, cond);
     if (d->chroma) chroma_take(m, &st);
     dual_take_c(m, &st, train, d->chroma ? NULL : &d->t, guidance(m), pooled(m));
     model_hold(m, &st, &m->ctx.rope, (L + T) * hd, "mmdit.rope", false);

@@ -157,12 +157,13 @@ void dual_release(model *m);
 #define DUAL_STEPS .set_batch = dual_set_batch, .forward = dual_forward, .backward = dual_backward, .release = dual_release
 
 /* The embeddings' common pieces; w, b are parameter indices, a bias < 0: none. take_tokens takes the step's
- * text_in (B, text_rows, text_dim), patches, img and txt (nothing once *st is set); embed_image makes
+ * text_in (B, text_len, text_dim), patches, img and txt (nothing once *st is set) and copies the conditioning's text
+ * sequence into text_in; embed_image makes
  * img = x_embedder(patchify(x)); embed_text txt = context_embedder(the conditioning's text sequence), text_in
  * staying only while that weight trains; tokens_backward accumulates both embedders' weight gradients (the text's
  * while text_in stays); c_backward takes dL/dc from the blocks' dL/dcs (cs = SiLU(c), c = t->c) and goes back
  * through each path that is not NULL. */
-void dual_take_tokens(model *m, st_status *st, int64_t text_rows);
+void dual_take_tokens(model *m, st_status *st, const float *cond);
 /* The conditioning: c = t's embedding of the timesteps + g's of 1000 times the conditioning's last value (Flux's
  * guidance) + p's of the pooled text vector, cs = SiLU(c); g and p may be NULL (take_c: t too, for Chroma's own).
  * take_c takes their buffers, t's with the context's (cs, and dcs to train). */
@@ -171,6 +172,7 @@ void dual_c_forward(model *m, const float *timesteps, const float *cond, temb *t
 void dual_embed_image(model *m, const float *x, int w, int b);
 void dual_embed_text(model *m, const float *cond, bool train, int w, int b);
 void dual_tokens_backward(model *m, const float *dimg, const float *dtxt, int x_w, int x_b, int ctx_w, int ctx_b);
+void dual_image_backward(model *m, const float *dimg, int x_w, int x_b); /* tokens_backward's image half */
 st_status dual_c_backward(model *m, temb *t, temb *g, temb *p);
 
 #endif

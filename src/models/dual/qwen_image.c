@@ -118,16 +118,15 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     qw_model *d = qw_of(m);
     dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, Dt = c->text_dim, K = model_cond_len(c);
+    const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, Dt = c->text_dim;
     st_status st = ST_OK;
-    dual_take_tokens(m, &st, L);
+    dual_take_tokens(m, &st, cond);
     model_hold(m, &st, &d->normed, B * L * Dt, "qwen_image.txt_norm", false);
     dual_take_c(m, &st, train, &d->t, NULL, NULL);
     if (!st) st = context_forward(m, cond);
     if (st) return st;
 
     const bool norm_trains = train && PG(p_norm), txt_trains = train && PG(p_txt_w);
-    copy_rows(s->text_in, L * Dt, cond, K, B, L * Dt);
     st = rmsnorm_forward(m->pool, d->normed, s->text_in, PW(p_norm), B * L, Dt, MMDIT_RMS_EPS,
                          norm_trains ? &d->norm_stats : NULL);
     if (st) return st;
@@ -150,9 +149,8 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     qw_model *d = qw_of(m);
     dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, N = B * m->shape.tokens, Dt = c->text_dim;
-    const int64_t P = c->channels * c->patch * c->patch;
-    linear_backward(NULL, PG(p_img_w), PG(p_img_b), dimg, s->patches, PW(p_img_w), N, P, D);
+    const int64_t B = m->shape.batch, L = m->shape.text, D = c->hidden, Dt = c->text_dim;
+    dual_image_backward(m, dimg, d->p_img_w, d->p_img_b);
     scratch k = {.pool = m->pool};
     float *dnormed = s->text_in ? scratch_take_zero(&k, B * L * Dt, MEM_WORKSPACE, "qwen_image.dtxt_norm") : NULL;
     if (k.status) return scratch_end(&k);

@@ -66,10 +66,10 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
 {
     sd3_model *d = sd3_of(m);
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden;
     const int64_t G = c->resolution / c->patch, E = c->pos_embed_max, top = (E - G) / 2;
     st_status st = ST_OK;
-    dual_take_tokens(m, &st, L);
+    dual_take_tokens(m, &st, cond);
     dual_take_c(m, &st, train, &d->t, NULL, &d->p);
     float *pos = NULL; /* the table's centre G x G, as PatchEmbed.cropped_pos_embed takes it */
     if (!st) st = pool_alloc(m->pool, (size_t)(T * D) * sizeof(float), MEM_WORKSPACE, "sd3.pos_embed (cropped)",
