@@ -33,14 +33,14 @@
 typedef struct c3_model {
     mot_block *blocks;
     temb te;
-    lin_layer proj_in, proj_out, lm_head, audio_in, audio_out;
-    int embed, norm_und, norm_gen, audio_embed, action_in[2], action_out[2], action_embed;
+    lin_layer proj_in, lm_head, audio_in, audio_out;
+    joint_final fin; /* norm_moe_gen, proj_out */
+    int embed, norm_und, audio_embed, action_in[2], action_out[2], action_embed;
     float *rope, *kb, *seg;
     attn_mask mask;
     const attn_mask *maskp;
     /* a step */
-    float *ids, *tin, *patches, *gen_rows, *fin_n, *fin_out, *pred;
-    op_state fin_stats;
+    float *ids, *tin, *patches;
 } c3_model;
 
 static c3_model *c3_of(const model *m) { return m->impl; }
@@ -71,10 +71,12 @@ static st_status c3_create(model *m)
         mot_block_register(s, b, name, c);
     }
     d->norm_und = param_add(s, "norm.weight", 1, (int64_t[]){D}, false);
-    d->norm_gen = param_add(s, "norm_moe_gen.weight", 1, (int64_t[]){D}, full);
+    d->fin = (joint_final){.rms = true, .eps = (float)c->norm_eps, .order = PATCH_DIT, .rows = rows_of(m),
+                           .at = m->shape.text};
+    d->fin.norm = param_add(s, "norm_moe_gen.weight", 1, (int64_t[]){D}, full);
     d->lm_head = lin_register(s, "lm_head", D, c->text_vocab, false, 0, 0, false);
     d->proj_in = lin_register(s, "proj_in", P, D, true, 0, 0, full);
-    d->proj_out = lin_register(s, "proj_out", D, P, true, 0, 0, full);
+    d->fin.out = lin_register(s, "proj_out", D, P, true, 0, 0, full);
     temb_register(s, &d->te, "time_embedder.linear_1", "time_embedder.linear_2", DIT_FREQ_DIM, D, full);
     if (c->action_dim) { /* DomainAwareLinear: one (in x out) matrix and bias a domain, as embedding rows */
         const int64_t A = c->action_dim, K = c->action_domains;
@@ -103,7 +105,7 @@ static void c3_release(model *m)
 {
     c3_model *d = c3_of(m);
     if (!d) return;
-    op_state_release(&d->fin_stats);
+    joint_final_release(&d->fin);
     d->maskp = NULL;
 }
 
@@ -188,24 +190,9 @@ static st_status embed(model *m, const float *x, const float *timesteps, float *
 static st_status final_out(model *m, bool train, const float **pred)
 {
     c3_model *d = c3_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T, S = L + T;
-    const int64_t P = model_patch_dim(c);
-    st_status st = ST_OK;
-    model_hold(m, &st, &d->gen_rows, N * D, "cosmos3.final.rows", false);
-    model_hold(m, &st, &d->fin_n, N * D, "cosmos3.final.norm", false);
-    model_hold(m, &st, &d->fin_out, N * P, "cosmos3.final.out", false);
-    model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
-    if (st) return st;
-    model_rows_gather(m, d->gen_rows, m->step.last.t[0], S, L, T);
-    st = rmsnorm_forward(m->pool, d->fin_n, d->gen_rows, pw(m, d->norm_gen), N, D, (float)c->norm_eps,
-                         train ? &d->fin_stats : NULL);
-    if (!st) st = lin_forward(m->params, m->pool, &d->proj_out, d->fin_out, d->fin_n, N);
-    if (st) return st;
-    const patch_shape ps = model_patches(m);
-    unpatchify_forward(d->pred, d->fin_out, &ps, PATCH_DIT);
-    *pred = d->pred;
-    return ST_OK;
+    const st_status st = joint_final_forward(m, &d->fin, NULL, train);
+    if (!st) *pred = d->fin.pred;
+    return st;
 }
 
 static st_status embed_step(model *m, const float *x, const float *timesteps, const float *cond, bool train,
@@ -228,19 +215,7 @@ static st_status embed_step(model *m, const float *x, const float *timesteps, co
 /* The output back to dL/d(the rows), *dx */
 static st_status head_backward(model *m, const float *dpred, scratch *k, float **dx)
 {
-    c3_model *d = c3_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
-    float *dout = scratch_take_zero(k, N * model_patch_dim(c), MEM_WORKSPACE, "cosmos3.final.dout");
-    float *dn = scratch_take_zero(k, N * D, MEM_WORKSPACE, "cosmos3.final.dnorm");
-    float *dgen = scratch_take_zero(k, N * D, MEM_WORKSPACE, "cosmos3.final.drows");
-    st_status st = k->status;
-    if (st) return st;
-    const patch_shape ps = model_patches(m);
-    unpatchify_backward(dout, dpred, &ps, PATCH_DIT);
-    if ((st = lin_backward(m->params, m->pool, &d->proj_out, dn, dout, d->fin_n, N))) return st;
-    rmsnorm_backward(dgen, pg(m, d->norm_gen), dn, d->gen_rows, pw(m, d->norm_gen), N, D, &d->fin_stats);
-    return model_rows_grad(m, dgen, S, L, "cosmos3.drows", dx);
+    return joint_final_head_backward(m, &c3_of(m)->fin, k, dpred, NULL, NULL, "cosmos3.drows", dx);
 }
 
 static st_status embed_backward(model *m, scratch *k, block_state *grad)

@@ -3,7 +3,7 @@
 #ifndef SEGTRAIN_MODELS_COSMOS3_H
 #define SEGTRAIN_MODELS_COSMOS3_H
 
-#include "models/core/internal.h"
+#include "models/joint/joint.h"
 
 /* One stream's weights in a block: the understanding stream's (self_attn.to_q, ..., mlp, input_layernorm, ...) or the
  * generation stream's (add_q_proj, ..., mlp_moe_gen, input_layernorm_moe_gen, ...) */

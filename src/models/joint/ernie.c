@@ -27,7 +27,7 @@ typedef struct er_model {
     lumina_joint j;
     temb t;
     lin_layer text, ada; /* text.w < 0: no text_proj */
-    lumina_final fin;
+    joint_final fin;
     int x_w, x_b;
     /* a step */
     float *patches, *text_in;
@@ -57,10 +57,9 @@ static st_status er_create(model *m)
     d->ada = lin_register(s, "adaLN_modulation.1", D, ERNIE_MOD * D, true, 0, 0, full);
     st_status st = lumina_joint_create(m, &d->j, &ernie_style, rows_of(m), D);
     if (st) return st;
-    d->fin = (lumina_final){.mod = lin_register(s, "final_norm.linear", D, 2 * D, true, 0, 0, full),
-                            .shift = true, .sign = 1.0f, .eps = (float)c->norm_eps}; /* (scale, shift) of c, no SiLU */
-    d->fin.out_w = param_add(s, "final_linear.weight", 2, (int64_t[]){P, D}, full);
-    d->fin.out_b = param_add(s, "final_linear.bias", 1, (int64_t[]){P}, full);
+    d->fin = (joint_final){.mod = lin_register(s, "final_norm.linear", D, 2 * D, true, 0, 0, full), .n_mod = 2,
+                           .eps = (float)c->norm_eps, .order = PATCH_DIT, .rows = rows_of(m)}; /* (scale, shift) of c */
+    d->fin.out = joint_out_register(s, "final_linear", D, P, full);
     return ST_OK;
 }
 
@@ -71,7 +70,7 @@ static void er_release(model *m)
 {
     er_model *d = er_of(m);
     if (!d) return;
-    lumina_final_release(m, &d->fin);
+    joint_final_release(&d->fin);
 }
 
 /* Per sample: its caption's length, positions (ids: (S, 3)), rotary table and key mask (a host loop's) */
@@ -144,17 +143,10 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     return lin_forward(m->params, m->pool, &d->ada, m->ctx.mod, m->ctx.cs, B);
 }
 
-/* The image tokens' rows: each sample's first T joint rows */
-static st_status final_rows(model *m, float *img)
-{
-    model_rows_gather(m, img, m->step.last.t[0], rows_of(m), 0, m->shape.tokens);
-    return ST_OK;
-}
-
 static st_status final_out(model *m, bool train, const float **pred)
 {
     er_model *d = er_of(m);
-    const st_status st = lumina_final_forward(m, &d->fin, final_rows, d->t.c, train);
+    const st_status st = joint_final_forward(m, &d->fin, d->t.c, train);
     if (!st) *pred = d->fin.pred;
     return st;
 }
@@ -163,12 +155,8 @@ static st_status final_out(model *m, bool train, const float **pred)
 static st_status head_backward(model *m, const float *dpred, scratch *k, float **dx)
 {
     er_model *d = er_of(m);
-    const int64_t B = m->shape.batch, T = m->shape.tokens, S = T + m->shape.text, D = m->cfg.hidden, N = B * T;
-    float *dimg = scratch_take_zero(k, N * D, MEM_WORKSPACE, "ernie.dout_rows");
-    d->dc = scratch_take_zero(k, B * D, MEM_WORKSPACE, "ernie.dtemb");
-    st_status st = k->status;
-    if (st || (st = lumina_final_backward(m, &d->fin, k, dpred, d->t.c, d->dc, dimg))) return st;
-    return model_rows_grad(m, dimg, S, 0, "ernie.drows", dx);
+    d->dc = scratch_take_zero(k, m->shape.batch * m->cfg.hidden, MEM_WORKSPACE, "ernie.dtemb");
+    return joint_final_head_backward(m, &d->fin, k, dpred, d->t.c, d->dc, "ernie.drows", dx);
 }
 
 static st_status embed_backward(model *m, scratch *k, block_state *grad)

@@ -34,12 +34,11 @@ enum { MODE_IMAGE, MODE_COND, MODE_TXT, NMODE }; /* the modulation heads, in the
 typedef struct f3_model {
     f3_block *blocks[NSEQ], *cond_blocks;
     time_pair tp; /* timestep_embedder of 1000 t and of 0 */
-    lin_layer early[NMODE], single[NMODE], x_img, ctx, norm_out, proj_out;
+    lin_layer early[NMODE], single[NMODE], x_img, ctx;
+    joint_final fin;
     float *mod[NSEQ], *dmod[NSEQ], *rope[NSEQ];
     /* a step */
-    float *patches, *text_in, *fin_ln, *fin_mod, *fin_h, *fin_out, *img_rows, *pred;
-    op_state fin_stats;
-    block_state out[NSEQ];
+    float *patches, *text_in;
 } f3_model;
 
 static f3_model *f3_of(const model *m) { return m->impl; }
@@ -95,8 +94,9 @@ static st_status f3_create(model *m)
             f3_block_register(s, b, name, c, q >= 0);
         }
     }
-    d->norm_out = lin_register(s, "norm_out.linear", D, 2 * D, false, 0, 0, full);
-    d->proj_out = lin_register(s, "proj_out", D, P, false, 0, 0, full);
+    d->fin = (joint_final){.mod = lin_register(s, "norm_out.linear", D, 2 * D, false, 0, 0, full), .n_mod = 2,
+                           .eps = F3_EPS, .order = PATCH_CONV, .rows = rows_of(m, JOINT), .at = m->shape.text};
+    d->fin.out = lin_register(s, "proj_out", D, P, false, 0, 0, full);
     return ST_OK;
 }
 
@@ -111,8 +111,7 @@ static void f3_release(model *m)
 {
     f3_model *d = f3_of(m);
     if (!d) return;
-    for (int q = 0; q < NSEQ; q++) state_free(m->pool, &d->out[q]);
-    op_state_release(&d->fin_stats);
+    joint_final_release(&d->fin);
 }
 
 void time_pair_register(param_set *s, time_pair *p, const char *linear_1, const char *linear_2, int64_t in, int64_t D,
@@ -223,31 +222,6 @@ static st_status modulations_backward(model *m)
     return st;
 }
 
-static st_status final_out(model *m, bool train)
-{
-    f3_model *d = f3_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T;
-    const int64_t P = model_patch_dim(c), S = L + T;
-    st_status st = ST_OK;
-    model_hold(m, &st, &d->img_rows, N * D, "flux3.final.rows", false);
-    model_hold(m, &st, &d->fin_ln, N * D, "flux3.final.ln", false);
-    model_hold(m, &st, &d->fin_mod, B * 2 * D, "flux3.final.modulation", false);
-    model_hold(m, &st, &d->fin_h, N * D, "flux3.final.h", false);
-    model_hold(m, &st, &d->fin_out, N * P, "flux3.final.out", false);
-    model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
-    if (st) return st;
-    model_rows_gather(m, d->img_rows, d->out[JOINT].t[0], S, L, T);
-    if ((st = lin_forward(m->params, m->pool, &d->norm_out, d->fin_mod, m->ctx.cs, B))) return st;
-    st = layernorm_forward(m->pool, d->fin_ln, d->img_rows, NULL, NULL, N, D, F3_EPS, train ? &d->fin_stats : NULL);
-    if (st) return st;
-    modulate_forward(d->fin_h, d->fin_ln, d->fin_mod + D, d->fin_mod, B, T, D, 2 * D); /* (scale, shift) */
-    if ((st = lin_forward(m->params, m->pool, &d->proj_out, d->fin_out, d->fin_h, N))) return st;
-    const patch_shape ps = model_patches(m);
-    unpatchify_forward(d->pred, d->fin_out, &ps, PATCH_CONV);
-    return ST_OK;
-}
-
 static st_status f3_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
                             const float **pred)
 {
@@ -270,19 +244,20 @@ static st_status f3_forward(model *m, const float *x, const float *timesteps, co
         st = lin_forward(m->params, m->pool, &d->ctx, x0[0], d->text_in, B * L);
     }
     if (!st) st = lin_forward(m->params, m->pool, &d->x_img, x0[1], d->patches, B * T);
+    block_state out[2] = {{0}};
     for (int q = TXT; q <= IMG; q++) {
-        if (!st) st = model_seq_forward1(m, q, &x0[q], train, &d->out[q]);
+        if (!st) st = model_seq_forward1(m, q, &x0[q], train, &out[q]);
         pool_free(m->pool, x0[q]);
     }
     float *joint = model_take(m, &st, B * S * D, "flux3.joint", false);
     for (int q = TXT; !st && q <= IMG; q++) /* text first */
-        model_rows_scatter(m, joint, d->out[q].t[0], S, q == IMG ? L : 0, rows_of(m, q));
-    for (int q = TXT; q <= IMG; q++) state_free(m->pool, &d->out[q]);
-    if (!st) st = model_seq_forward1(m, JOINT, &joint, train, &d->out[JOINT]);
+        model_rows_scatter(m, joint, out[q].t[0], S, q == IMG ? L : 0, rows_of(m, q));
+    for (int q = TXT; q <= IMG; q++) state_free(m->pool, &out[q]);
+    if (!st) st = model_seq_forward1(m, JOINT, &joint, train, NULL);
     pool_free(m->pool, joint);
-    if (!st) st = final_out(m, train);
+    if (!st) st = joint_final_forward(m, &d->fin, m->ctx.cs, train);
     if (st) return st;
-    *pred = d->pred;
+    *pred = d->fin.pred;
     return ST_OK;
 }
 
@@ -291,24 +266,13 @@ static st_status f3_backward(model *m, const float *dpred)
     f3_model *d = f3_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
-    const int64_t P = model_patch_dim(c);
     st_status st = ST_OK;
     scratch k = {.pool = m->pool};
-    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "flux3.final.dout");
-    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "flux3.final.dh");
-    float *dfmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "flux3.final.dmodulation");
     float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "flux3.final.drows");
-    if ((st = k.status)) goto done;
-    const patch_shape ps = model_patches(m);
-    unpatchify_backward(dout, dpred, &ps, PATCH_CONV);
-    if ((st = lin_backward(m->params, m->pool, &d->proj_out, dh, dout, d->fin_h, N))) goto done;
-    modulate_backward(dh, dfmod + D, dfmod, dh, d->fin_ln, d->fin_mod, B, T, D, 2 * D);
-    if ((st = lin_backward(m->params, m->pool, &d->norm_out, m->ctx.dcs, dfmod, m->ctx.cs, B))) goto done;
-    layernorm_backward(dimg, NULL, NULL, dh, d->img_rows, NULL, N, D, &d->fin_stats);
-    state_free(m->pool, &d->out[JOINT]);
-    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "flux3.djoint", true)}};
-    if (st) goto done;
-    model_rows_scatter(m, grad.t[0], dimg, S, L, T);
+    block_state grad = {.n = 1};
+    if ((st = k.status) || (st = joint_final_backward(m, &d->fin, &k, dpred, m->ctx.cs, m->ctx.dcs, dimg)) ||
+        (st = model_rows_grad(m, dimg, S, L, "flux3.djoint", &grad.t[0])))
+        goto done;
     st = model_seq_backward(m, JOINT, &grad);
     block_state part[2] = {{.n = 1, .t = {model_take(m, &st, B * L * D, "flux3.dtext_rows", false)}},
                            {.n = 1, .t = {model_take(m, &st, B * T * D, "flux3.dimage_rows", false)}}};

@@ -3,7 +3,7 @@
 #ifndef SEGTRAIN_MODELS_FLUX3_H
 #define SEGTRAIN_MODELS_FLUX3_H
 
-#include "models/core/internal.h"
+#include "models/joint/joint.h"
 
 /* A block whose rows all read one modulation set, or whose first `split` rows (the text) read set 0 and the rest set
  * 1. The model provides each sequence's modulation *mod (B, sets, W: shift, scale, gate, W = 3D; twice, W = 6D, when

@@ -29,7 +29,7 @@ typedef struct id_model {
     lumina_joint j;
     temb t;
     lin_layer text, ada;
-    lumina_final fin;
+    joint_final fin;
     int text_norm, x_w, x_b, role;
     /* a step */
     float *tin, *patches, *text_in, *text_n, *ada_raw, *fin_c;
@@ -62,10 +62,10 @@ static st_status id_create(model *m)
     d->role = param_add(s, "embed_image_indicator.weight", 2, (int64_t[]){2, D}, full);
     st_status st = lumina_joint_create(m, &d->j, &ideogram_style, rows_of(m), A);
     if (st) return st;
-    d->fin.out_w = param_add(s, "final_layer.linear.weight", 2, (int64_t[]){P, D}, full);
-    d->fin.out_b = param_add(s, "final_layer.linear.bias", 1, (int64_t[]){P}, full);
+    d->fin = (joint_final){.out = joint_out_register(s, "final_layer.linear", D, P, full), .n_mod = 1,
+                           .negate = true, .eps = IDEO_OUT_EPS, .order = PATCH_DIT, .rows = rows_of(m),
+                           .at = m->shape.text}; /* SimpleTuner's ideogram negates the output */
     d->fin.mod = lin_register(s, "final_layer.adaln_modulation", A, D, true, 0, 0, full);
-    d->fin.sign = -1.0f, d->fin.eps = IDEO_OUT_EPS; /* SimpleTuner's ideogram negates the output */
     return ST_OK;
 }
 
@@ -77,7 +77,7 @@ static void id_release(model *m)
     id_model *d = id_of(m);
     if (!d) return;
     op_state_release(&d->text_stats);
-    lumina_final_release(m, &d->fin);
+    joint_final_release(&d->fin);
 }
 
 /* Per sample: its caption's length, its rotary table (ids: (S, 3)) and key mask (a host loop's) */
@@ -160,17 +160,10 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     return ST_OK;
 }
 
-/* The image tokens' rows: each sample's joint rows after its L caption rows */
-static st_status final_rows(model *m, float *img)
-{
-    model_rows_gather(m, img, m->step.last.t[0], rows_of(m), m->shape.text, m->shape.tokens);
-    return ST_OK;
-}
-
 static st_status final_out(model *m, bool train, const float **pred)
 {
     id_model *d = id_of(m);
-    const st_status st = lumina_final_forward(m, &d->fin, final_rows, d->fin_c, train);
+    const st_status st = joint_final_forward(m, &d->fin, d->fin_c, train);
     if (!st) *pred = d->fin.pred;
     return st;
 }
@@ -179,12 +172,8 @@ static st_status final_out(model *m, bool train, const float **pred)
 static st_status head_backward(model *m, const float *dpred, scratch *k, float **dx)
 {
     id_model *d = id_of(m);
-    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, D = m->cfg.hidden, N = B * T;
-    float *dimg = scratch_take_zero(k, N * D, MEM_WORKSPACE, "ideogram.dout_rows");
-    d->dfin = scratch_take_zero(k, B * m->cfg.time_dim, MEM_WORKSPACE, "ideogram.dsilu_adaln_input");
-    st_status st = k->status;
-    if (st || (st = lumina_final_backward(m, &d->fin, k, dpred, d->fin_c, d->dfin, dimg))) return st;
-    return model_rows_grad(m, dimg, S, L, "ideogram.drows", dx);
+    d->dfin = scratch_take_zero(k, m->shape.batch * m->cfg.time_dim, MEM_WORKSPACE, "ideogram.dsilu_adaln_input");
+    return joint_final_head_backward(m, &d->fin, k, dpred, d->fin_c, d->dfin, "ideogram.drows", dx);
 }
 
 static st_status embed_backward(model *m, scratch *k, block_state *grad)

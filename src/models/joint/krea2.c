@@ -34,15 +34,16 @@ enum { LAYERWISE, REFINER, JOINT, NSEQ };
 typedef struct kr_model {
     lumina_block *blocks[NSEQ];
     temb t;
-    lin_layer mod, txt1, txt2, img, out;
-    int proj, txt_norm, fin_table, fin_norm;
+    lin_layer mod, img;
+    int proj;
+    txt_in txt;
+    joint_final fin; /* final_layer */
     float *rope;    /* the joint rows' per-sample rotary tables, a step's */
     float *no_rope; /* what the text's blocks read: NULL, no rotation */
     attn_mask masks[NSEQ];
     const attn_mask *maskp[NSEQ];
     /* a step */
-    float *kb[NSEQ], *patches, *txt_n, *txt_a, *txt_g, *img_rows, *fin_n, *fin_mod, *fin_h, *fin_out, *pred;
-    op_state txt_stats, fin_stats;
+    float *kb[NSEQ], *patches;
     block_state lw_out, ref_out;
 } kr_model;
 
@@ -79,9 +80,10 @@ static st_status kr_create(model *m)
     for (int q = 0; q < NSEQ; q++) {
         if (q == REFINER) d->proj = param_add(s, "text_fusion.projector.weight", 2, (int64_t[]){1, nl}, full);
         if (q == JOINT) {
-            d->txt_norm = param_add(s, "txt_in.norm.weight", 1, (int64_t[]){Dt}, full);
-            d->txt1 = lin_register(s, "txt_in.linear_1", Dt, D, true, 0, 0, full);
-            d->txt2 = lin_register(s, "txt_in.linear_2", D, D, true, 0, 0, full);
+            d->txt.norm = param_add(s, "txt_in.norm.weight", 1, (int64_t[]){Dt}, full);
+            d->txt.l1 = lin_register(s, "txt_in.linear_1", Dt, D, true, 0, 0, full);
+            d->txt.l2 = lin_register(s, "txt_in.linear_2", D, D, true, 0, 0, full);
+            d->txt.eps = (float)c->norm_eps;
         }
         const bool text = q != JOINT;
         for (int i = 0; i < n[q]; i++) {
@@ -95,9 +97,12 @@ static st_status kr_create(model *m)
             lumina_block_register(s, b, prefix, c);
         }
     }
-    d->fin_table = param_add(s, "final_layer.scale_shift_table", 2, (int64_t[]){2, D}, full);
-    d->fin_norm = param_add(s, "final_layer.norm.weight", 1, (int64_t[]){D}, full);
-    d->out = lin_register(s, "final_layer.linear", D, P, true, 0, 0, full);
+    /* (scale, shift) = temb + the table, on a zero-centred RMSNorm */
+    d->fin = (joint_final){.mod = {.w = -1}, .rms = true, .zero_centred = true, .n_mod = 2, .eps = (float)c->norm_eps,
+                           .order = PATCH_CONV, .rows = joint_rows(m), .at = L};
+    d->fin.table = param_add(s, "final_layer.scale_shift_table", 2, (int64_t[]){2, D}, full);
+    d->fin.norm = param_add(s, "final_layer.norm.weight", 1, (int64_t[]){D}, full);
+    d->fin.out = lin_register(s, "final_layer.linear", D, P, true, 0, 0, full);
     return ST_OK;
 }
 
@@ -117,7 +122,7 @@ static void kr_release(model *m)
     kr_model *d = kr_of(m);
     if (!d) return;
     state_free(m->pool, &d->lw_out), state_free(m->pool, &d->ref_out);
-    op_state_release(&d->txt_stats), op_state_release(&d->fin_stats);
+    op_state_release(&d->txt.stats), joint_final_release(&d->fin);
     for (int q = 0; q < NSEQ; q++) d->maskp[q] = NULL;
 }
 
@@ -176,32 +181,6 @@ static void project(model *m, float *out, const float *layers, bool back, float 
     else weighted_sum_forward(out, layers, PW(kr_of(m)->proj), n, nl, Dt);
 }
 
-static st_status final_out(model *m, bool train)
-{
-    kr_model *d = kr_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden, N = B * T, P = model_patch_dim(c);
-    st_status st = ST_OK;
-    model_hold(m, &st, &d->img_rows, N * D, "krea2.final.rows", false);
-    model_hold(m, &st, &d->fin_n, N * D, "krea2.final.norm", false);
-    model_hold(m, &st, &d->fin_mod, B * 2 * D, "krea2.final.modulation", false);
-    model_hold(m, &st, &d->fin_h, N * D, "krea2.final.h", false);
-    model_hold(m, &st, &d->fin_out, N * P, "krea2.final.out", false);
-    model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
-    if (st) return st;
-    model_rows_gather(m, d->img_rows, m->step.last.t[0], joint_rows(m), m->shape.text, T);
-    st = rmsnorm_zc_forward(m->pool, d->fin_n, d->img_rows, PW(d->fin_norm), N, D, (float)c->norm_eps,
-                            train ? &d->fin_stats : NULL);
-    for (int64_t b = 0; !st && b < B; b++) /* (scale, shift) = temb + table */
-        copy_rows(d->fin_mod + b * 2 * D, D, d->t.c + b * D, 0, 2, D);
-    if (!st) add_row(d->fin_mod, PW(d->fin_table), B, 2 * D);
-    if (!st) modulate_forward(d->fin_h, d->fin_n, d->fin_mod + D, d->fin_mod, B, T, D, 2 * D);
-    if (!st) st = lin_forward(m->params, m->pool, &d->out, d->fin_out, d->fin_h, N);
-    const patch_shape ps = model_patches(m);
-    if (!st) unpatchify_forward(d->pred, d->fin_out, &ps, PATCH_CONV);
-    return st;
-}
-
 static st_status kr_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
                             const float **pred)
 {
@@ -228,16 +207,9 @@ static st_status kr_forward(model *m, const float *x, const float *timesteps, co
     project(m, ref0, d->lw_out.t[0], false, NULL, NULL);
     st = model_seq_forward1(m, REFINER, &ref0, train, &d->ref_out);
     /* txt_in and img_in into the joint rows */
-    model_hold(m, &st, &d->txt_n, BL * Dt, "krea2.txt_in.norm", false);
-    model_hold(m, &st, &d->txt_a, BL * D, "krea2.txt_in.linear_1", false);
-    model_hold(m, &st, &d->txt_g, BL * D, "krea2.txt_in.gelu", false);
     float *part = model_take(m, &st, B * (L > T ? L : T) * D, "krea2.rows", false);
     float *joint = model_take(m, &st, B * S * D, "krea2.joint", false);
-    if (!st) st = rmsnorm_zc_forward(m->pool, d->txt_n, d->ref_out.t[0], PW(d->txt_norm), BL, Dt, (float)c->norm_eps,
-                                     train ? &d->txt_stats : NULL);
-    if (!st) st = lin_forward(m->params, m->pool, &d->txt1, d->txt_a, d->txt_n, BL);
-    if (!st) gelu_forward(d->txt_g, d->txt_a, BL * D);
-    if (!st) st = lin_forward(m->params, m->pool, &d->txt2, part, d->txt_g, BL);
+    if (!st) st = txt_in_forward(m, &d->txt, part, d->ref_out.t[0], BL, train);
     if (!st) model_rows_scatter(m, joint, part, S, 0, L);
     const patch_shape ps = model_patches(m);
     if (!st) patchify_forward(d->patches, x, &ps);
@@ -246,9 +218,9 @@ static st_status kr_forward(model *m, const float *x, const float *timesteps, co
     pool_free(m->pool, part);
     if (!st) st = model_seq_forward1(m, JOINT, &joint, train, NULL);
     pool_free(m->pool, joint);
-    if (!st) st = final_out(m, train);
+    if (!st) st = joint_final_forward(m, &d->fin, d->t.c, train);
     if (!st) {
-        *pred = d->pred;
+        *pred = d->fin.pred;
         return ST_OK;
     }
 fail:
@@ -261,54 +233,27 @@ static st_status kr_backward(model *m, const float *dpred)
     kr_model *d = kr_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
-    const int64_t P = model_patch_dim(c), Dt = text_width(c), BL = B * L;
+    const int64_t Dt = text_width(c), BL = B * L;
     st_status st = ST_OK;
     scratch k = {.pool = m->pool};
     float *dtemb = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "krea2.dtemb");
-    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "krea2.final.dout");
-    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "krea2.final.dh");
-    float *dfmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "krea2.final.dmodulation");
     float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "krea2.final.drows");
-    if ((st = k.status)) goto done;
-    /* the final layer */
-    const patch_shape ps = model_patches(m);
-    unpatchify_backward(dout, dpred, &ps, PATCH_CONV);
-    if ((st = lin_backward(m->params, m->pool, &d->out, dh, dout, d->fin_h, N))) goto done;
-    modulate_backward(dh, dfmod + D, dfmod, dh, d->fin_n, d->fin_mod, B, T, D, 2 * D);
-    float *dtable = PG(d->fin_table);
-    for (int64_t b = 0; b < B; b++) {
-        add_to(dtemb + b * D, dfmod + b * 2 * D, D), add_to(dtemb + b * D, dfmod + b * 2 * D + D, D);
-        if (dtable) add_to(dtable, dfmod + b * 2 * D, 2 * D);
-    }
-    if ((st = rmsnorm_zc_backward(m->pool, dimg, PG(d->fin_norm), dh, d->img_rows, PW(d->fin_norm), N, D,
-                                  &d->fin_stats)))
-        goto done;
-    scratch_drop(&k, dh), scratch_drop(&k, dout);
+    block_state grad = {.n = 1};
+    if ((st = k.status) || (st = joint_final_backward(m, &d->fin, &k, dpred, d->t.c, dtemb, dimg))) goto done;
+    scratch_drop(&k, d->fin.dh), scratch_drop(&k, d->fin.dout);
     /* the joint blocks */
-    state_free(m->pool, &m->step.last);
-    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "krea2.djoint", true)}};
-    if (st) goto done;
-    model_rows_scatter(m, grad.t[0], dimg, S, L, T);
+    if ((st = model_rows_grad(m, dimg, S, L, "krea2.djoint", &grad.t[0]))) goto done;
     st = model_seq_backward(m, JOINT, &grad); /* releases the run whatever it returns */
     float *part = st ? NULL : scratch_take(&k, B * (L > T ? L : T) * D, MEM_WORKSPACE, "krea2.drows");
-    float *dtg = st ? NULL : scratch_take_zero(&k, BL * D, MEM_WORKSPACE, "krea2.txt_in.dgelu");
-    float *dta = st ? NULL : scratch_take_zero(&k, BL * D, MEM_WORKSPACE, "krea2.txt_in.dlinear_1");
-    float *dtn = st ? NULL : scratch_take_zero(&k, BL * Dt, MEM_WORKSPACE, "krea2.txt_in.dnorm");
     if (!st) st = k.status;
     if (!st) { /* img_in, then txt_in back to the refined text */
         model_rows_gather(m, part, grad.t[0], S, L, T);
         st = lin_backward(m->params, m->pool, &d->img, NULL, part, d->patches, N);
     }
-    if (!st) {
-        model_rows_gather(m, part, grad.t[0], S, 0, L);
-        st = lin_backward(m->params, m->pool, &d->txt2, dtg, part, d->txt_g, BL);
-    }
+    if (!st) model_rows_gather(m, part, grad.t[0], S, 0, L);
     state_free(m->pool, &grad);
-    if (!st) gelu_backward(dta, dtg, d->txt_a, BL * D);
-    if (!st) st = lin_backward(m->params, m->pool, &d->txt1, dtn, dta, d->txt_n, BL);
     block_state gref = {.n = 1, .t = {st ? NULL : model_take(m, &st, BL * Dt, "krea2.drefined", true)}};
-    if (!st) st = rmsnorm_zc_backward(m->pool, gref.t[0], PG(d->txt_norm), dtn, d->ref_out.t[0], PW(d->txt_norm), BL,
-                                      Dt, &d->txt_stats);
+    if (!st) st = txt_in_backward(m, &d->txt, &k, gref.t[0], part, d->ref_out.t[0], BL);
     state_free(m->pool, &d->ref_out);
     if (!st) st = model_seq_backward(m, REFINER, &gref); /* else model_release's */
     block_state glw = {.n = 1, .t = {st ? NULL : model_take(m, &st, BL * c->text_dim, "krea2.dtext_layers", true)}};

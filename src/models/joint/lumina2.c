@@ -43,7 +43,7 @@ typedef struct lm_model {
     temb t;
     int cap_norm;
     lin_layer cap;
-    lumina_final fin;
+    joint_final fin;
     int x_w, x_b, x_pad, cap_pad; /* the pad tokens: Z-Image's */
     float *rope[NSEQ];                /* per-sample rotary tables, a step's */
     attn_mask masks[NSEQ];
@@ -81,6 +81,8 @@ static int64_t time_dim(const model_config *c)
     const int64_t cap = zimage(c) ? 256 : 1024; /* ADALN_EMBED_DIM, Lumina's min(D, 1024) */
     return c->hidden < cap ? c->hidden : cap;
 }
+
+static st_status final_rows(model *m, float *img);
 
 static st_status lm_create(model *m)
 {
@@ -129,12 +131,10 @@ static st_status lm_create(model *m)
     char fin[64];
     snprintf(fin, sizeof fin, z ? "all_final_layer.%s" : "norm_out", key);
     snprintf(n1, sizeof n1, z ? "%s.adaLN_modulation.1" : "%s.linear_1", fin);
-    d->fin = (lumina_final){.mod = lin_register(s, n1, Dt, D, true, 0, 0, full), .sign = -1.0f,
-                            .eps = LUMINA_OUT_EPS}; /* SimpleTuner's lumina2 and z_image negate the output */
-    snprintf(n1, sizeof n1, z ? "%s.linear.weight" : "%s.linear_2.weight", fin);
-    snprintf(n2, sizeof n2, z ? "%s.linear.bias" : "%s.linear_2.bias", fin);
-    d->fin.out_w = param_add(s, n1, 2, (int64_t[]){P, D}, full);
-    d->fin.out_b = param_add(s, n2, 1, (int64_t[]){P}, full);
+    d->fin = (joint_final){.mod = lin_register(s, n1, Dt, D, true, 0, 0, full), .n_mod = 1, .negate = true,
+                           .eps = LUMINA_OUT_EPS, .order = PATCH_DIT, .rows_of = final_rows};
+    snprintf(n1, sizeof n1, z ? "%s.linear" : "%s.linear_2", fin); /* SimpleTuner's lumina2 and z_image negate it */
+    d->fin.out = joint_out_register(s, n1, D, P, full);
     return ST_OK;
 }
 
@@ -152,7 +152,7 @@ static void lm_release(model *m)
     if (!d) return;
     for (int q = 0; q < NSEQ; q++) d->maskp[q] = NULL;
     op_state_release(&d->cap_stats);
-    lumina_final_release(m, &d->fin);
+    joint_final_release(&d->fin);
 }
 
 /* Sample b's caption tokens (its mask's ones, as diffusers sums the mask) */
@@ -385,7 +385,7 @@ static st_status final_rows(model *m, float *img)
 static st_status final_out(model *m, bool train)
 {
     lm_model *d = lm_of(m);
-    return lumina_final_forward(m, &d->fin, final_rows, d->z ? d->final_c : m->ctx.cs, train);
+    return joint_final_forward(m, &d->fin, d->z ? d->final_c : m->ctx.cs, train);
 }
 
 static st_status lm_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
@@ -430,7 +430,7 @@ static st_status lm_backward(model *m, const float *dpred)
     float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "lumina.dout_rows");
     float *dfinal = d->z ? scratch_take_zero(&k, B * Dt, MEM_WORKSPACE, "zimage.dsilu_temb") : m->ctx.dcs;
     if ((st = k.status)) goto done;
-    st = lumina_final_backward(m, &d->fin, &k, dpred, d->z ? d->final_c : m->ctx.cs, dfinal, dimg);
+    st = joint_final_backward(m, &d->fin, &k, dpred, d->z ? d->final_c : m->ctx.cs, dfinal, dimg);
     if (st) goto done;
     state_free(m->pool, &m->step.last);
     block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "lumina.djoint", true)}};

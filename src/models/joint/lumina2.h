@@ -1,10 +1,10 @@
 /* Lumina-Image 2.0 (Lumina2Transformer2DModel) and Z-Image (ZImageTransformer2DModel), internal to src/models: the
  * block (lumina2_block.c, also ERNIE-Image's, Ideogram 4's, OmniGen's and Krea 2's, in their styles), the model
- * (lumina2.c), and the one-sequence skeleton and final layer the others share (lumina_joint.c). */
+ * (lumina2.c), and the one-sequence skeleton the others share (lumina_joint.c). */
 #ifndef SEGTRAIN_MODELS_LUMINA2_H
 #define SEGTRAIN_MODELS_LUMINA2_H
 
-#include "models/core/internal.h"
+#include "models/joint/joint.h"
 
 /* A block's weight names below its prefix: Lumina2TransformerBlock's or ZImageTransformerBlock's */
 typedef struct lumina_names {
@@ -82,27 +82,6 @@ void lumina_joint_set_batch(model *m, const lumina_joint *j, int64_t batch);
  * blocks read: the key bias, and with seg (B, rows; NULL: none) its segments under a causal mask */
 st_status lumina_joint_positions(model *m, lumina_joint *j, model_loop_fn fn, const float *cond, int64_t work,
                                  const float *seg);
-/* The final layer of Lumina 2, Z-Image, ERNIE-Image, Ideogram 4 and OmniGen (lumina_joint.c): pred = sign
- * unpatchify(out(LN(rows) (1 + scale) + shift)), the LayerNorm unaffine, (scale), (scale, shift) or (shift, scale) =
- * mod(c). The family registers mod, out_w and out_b under its names and sets the options; the rest is a step's. */
-typedef struct lumina_final {
-    lin_layer mod;
-    int out_w, out_b;
-    bool shift;  /* mod gives the shift after the scale (ERNIE's), else it is zero */
-    bool shift_first; /* ... the shift before the scale (OmniGen's AdaLayerNorm with chunk_dim 1) */
-    float sign;  /* -1: SimpleTuner negates the output (Lumina 2, Z-Image, Ideogram 4) */
-    float eps;
-    float *img, *ln, *mods, *zero, *h, *out, *pred; /* img: the image tokens' rows (B T, D) */
-    op_state stats;
-} lumina_final;
-/* Takes the step's buffers, has rows fill img from the blocks' output, and makes pred from c (B, mod.in) */
-st_status lumina_final_forward(model *m, lumina_final *f, st_status (*rows)(model *m, float *img), const float *c,
-                               bool train);
-/* From dpred: the weights' gradients, dc += dL/dc, drows += dL/d(rows); its workspace taken from k (the caller's,
- * alive to its end) */
-st_status lumina_final_backward(model *m, lumina_final *f, scratch *k, const float *dpred, const float *c, float *dc,
-                                float *drows);
-void lumina_final_release(model *m, lumina_final *f);
 
 /* plan's blocks of lumina2 and z_image (family.h's describe_blocks hook) */
 void lumina2_blocks(const model_config *mc, char *buf, size_t n);

@@ -39,14 +39,15 @@ enum { REF, MAIN, NSEQ };
 typedef struct mh_model {
     f3_block *blocks[NSEQ];
     temb te;
-    lin_layer proj_in, audio_in, ctx, norm_out, proj_out, audio_out;
-    int ref_norm, out_norm; /* token_refiner.final_norm, norm_out.norm */
+    lin_layer proj_in, audio_in, ctx, audio_out;
+    int ref_norm; /* token_refiner.final_norm */
+    joint_final fin; /* norm_out, proj_out */
     float *rope, *kb, *kbt; /* the joint rows' rotary tables (B, S, rot / 2, 2) and key bias (B, S); the text's (B, L) */
     attn_mask mask[NSEQ];
     const attn_mask *maskp[NSEQ];
     /* a step */
-    float *t1, *patches, *text_in, *text_n, *vid_rows, *fin_ln, *fin_mod, *fin_h, *fin_out, *pred;
-    op_state ref_stats, fin_stats;
+    float *t1, *patches, *text_in, *text_n;
+    op_state ref_stats;
     block_state refined;
 } mh_model;
 
@@ -89,9 +90,11 @@ static st_status mh_create(model *m)
         }
         if (q == REF) d->ref_norm = param_add(s, "token_refiner.final_norm.weight", 1, (int64_t[]){D}, full);
     }
-    d->out_norm = param_add(s, "norm_out.norm.weight", 1, (int64_t[]){D}, full);
-    d->norm_out = lin_register(s, "norm_out.linear", c->time_dim, 2 * D, true, 0, 0, full);
-    d->proj_out = lin_register(s, "proj_out", D, P, true, 0, 0, full);
+    d->fin = (joint_final){.rms = true, .n_mod = 2, .shift_first = true, .eps = (float)c->norm_eps, .negate = true,
+                           .negate_late = true, .order = PATCH_CONV, .rows = rows_of(m, MAIN), .at = m->shape.text};
+    d->fin.norm = param_add(s, "norm_out.norm.weight", 1, (int64_t[]){D}, full);
+    d->fin.mod = lin_register(s, "norm_out.linear", c->time_dim, 2 * D, true, 0, 0, full);
+    d->fin.out = lin_register(s, "proj_out", D, P, true, 0, 0, full);
     d->audio_out = lin_register(s, "audio_proj_out", D, c->audio_channels, true, 0, 0, false);
     return ST_OK;
 }
@@ -108,7 +111,7 @@ static void mh_release(model *m)
     mh_model *d = mh_of(m);
     if (!d) return;
     state_free(m->pool, &d->refined);
-    op_state_release(&d->ref_stats), op_state_release(&d->fin_stats);
+    op_state_release(&d->ref_stats), joint_final_release(&d->fin);
     d->maskp[REF] = d->maskp[MAIN] = NULL;
 }
 
@@ -158,34 +161,6 @@ static st_status positions(model *m, const float *cond)
     return st;
 }
 
-/* The video rows of the blocks' output through norm_out and proj_out into the prediction */
-static st_status final_out(model *m, bool train)
-{
-    mh_model *d = mh_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T, S = L + T;
-    const int64_t P = model_patch_dim(c);
-    st_status st = ST_OK;
-    model_hold(m, &st, &d->vid_rows, N * D, "minimax.final.rows", false);
-    model_hold(m, &st, &d->fin_ln, N * D, "minimax.final.norm", false);
-    model_hold(m, &st, &d->fin_mod, B * 2 * D, "minimax.final.modulation", false);
-    model_hold(m, &st, &d->fin_h, N * D, "minimax.final.h", false);
-    model_hold(m, &st, &d->fin_out, N * P, "minimax.final.out", false);
-    model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
-    if (st) return st;
-    model_rows_gather(m, d->vid_rows, m->step.last.t[0], S, L, T);
-    if ((st = lin_forward(m->params, m->pool, &d->norm_out, d->fin_mod, m->ctx.cs, B))) return st;
-    st = rmsnorm_forward(m->pool, d->fin_ln, d->vid_rows, pw(m, d->out_norm), N, D, (float)c->norm_eps,
-                         train ? &d->fin_stats : NULL);
-    if (st) return st;
-    modulate_forward(d->fin_h, d->fin_ln, d->fin_mod, d->fin_mod + D, B, T, D, 2 * D);
-    if ((st = lin_forward(m->params, m->pool, &d->proj_out, d->fin_out, d->fin_h, N))) return st;
-    scale_by(d->fin_out, N * P, -1.0f);
-    const patch_shape ps = model_patches(m);
-    unpatchify_forward(d->pred, d->fin_out, &ps, PATCH_CONV);
-    return ST_OK;
-}
-
 static st_status mh_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
                             const float **pred)
 {
@@ -228,9 +203,9 @@ static st_status mh_forward(model *m, const float *x, const float *timesteps, co
     pool_free(m->pool, vid);
     if (!st) st = model_seq_forward1(m, MAIN, &joint, train, NULL);
     pool_free(m->pool, joint);
-    if (!st) st = final_out(m, train);
+    if (!st) st = joint_final_forward(m, &d->fin, m->ctx.cs, train);
     if (st) return st;
-    *pred = d->pred;
+    *pred = d->fin.pred;
     return ST_OK;
 }
 
@@ -239,25 +214,14 @@ static st_status mh_backward(model *m, const float *dpred)
     mh_model *d = mh_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
-    const int64_t P = model_patch_dim(c), BL = B * L, Dt = c->time_dim;
+    const int64_t BL = B * L, Dt = c->time_dim;
     st_status st = ST_OK;
     scratch k = {.pool = m->pool};
-    float *dout = scratch_take_zero(&k, N * P, MEM_WORKSPACE, "minimax.final.dout");
-    float *dh = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "minimax.final.dh");
-    float *dmod = scratch_take_zero(&k, B * 2 * D, MEM_WORKSPACE, "minimax.final.dmodulation");
     float *dvid = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "minimax.final.drows");
-    if ((st = k.status)) goto done;
-    const patch_shape ps = model_patches(m);
-    unpatchify_backward(dout, dpred, &ps, PATCH_CONV);
-    scale_by(dout, N * P, -1.0f);
-    if ((st = lin_backward(m->params, m->pool, &d->proj_out, dh, dout, d->fin_h, N))) goto done;
-    modulate_backward(dh, dmod, dmod + D, dh, d->fin_ln, d->fin_mod + D, B, T, D, 2 * D);
-    if ((st = lin_backward(m->params, m->pool, &d->norm_out, m->ctx.dcs, dmod, m->ctx.cs, B))) goto done;
-    rmsnorm_backward(dvid, pg(m, d->out_norm), dh, d->vid_rows, pw(m, d->out_norm), N, D, &d->fin_stats);
-    state_free(m->pool, &m->step.last);
-    block_state grad = {.n = 1, .t = {model_take(m, &st, B * S * D, "minimax.djoint", true)}};
-    if (st) goto done;
-    model_rows_scatter(m, grad.t[0], dvid, S, L, T);
+    block_state grad = {.n = 1};
+    if ((st = k.status) || (st = joint_final_backward(m, &d->fin, &k, dpred, m->ctx.cs, m->ctx.dcs, dvid)) ||
+        (st = model_rows_grad(m, dvid, S, L, "minimax.djoint", &grad.t[0])))
+        goto done;
     st = model_seq_backward(m, MAIN, &grad); /* releases the run whatever it returns */
     float *part = st ? NULL : scratch_take(&k, B * (L > T ? L : T) * D, MEM_WORKSPACE, "minimax.drows");
     block_state gref = {.n = 1, .t = {model_take(m, &st, BL * D, "minimax.dcaption", true)}};

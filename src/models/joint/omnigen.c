@@ -35,7 +35,7 @@
 typedef struct og_model {
     lumina_joint j;
     temb tok, t;           /* time_token (a row of the sequence), t_embedder (the final layer's) */
-    lumina_final fin;
+    joint_final fin;
     int embed, x_w, x_b, pos, norm;
     /* a step */
     float *ids, *seg, *tin, *patches, *raw; /* raw: the image rows before norm (B T, D) */
@@ -49,6 +49,16 @@ static og_model *og_of(const model *m) { return m->impl; }
 #define PG(i) (param_at(m->params, (i))->g)
 
 static int64_t rows_of(const model *m) { return m->shape.text + 1 + m->shape.tokens; }
+
+/* The image rows through norm: each sample's last T rows */
+static st_status final_rows(model *m, float *img)
+{
+    og_model *d = og_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, N = B * T;
+    model_rows_gather(m, d->raw, m->step.last.t[0], rows_of(m), L + 1, T);
+    return rmsnorm_forward(m->pool, img, d->raw, PW(d->norm), N, D, (float)c->norm_eps, &d->norm_stats);
+}
 
 static st_status og_create(model *m)
 {
@@ -71,10 +81,9 @@ static st_status og_create(model *m)
     st_status st = lumina_joint_create(m, &d->j, &omnigen_style, rows_of(m), 0);
     if (st) return st;
     d->norm = param_add(s, "norm.weight", 1, (int64_t[]){D}, full);
-    d->fin = (lumina_final){.mod = lin_register(s, "norm_out.linear", D, 2 * D, true, 0, 0, full), .shift = true,
-                            .shift_first = true, .sign = -1.0f, .eps = 1e-6f};
-    d->fin.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){P, D}, full);
-    d->fin.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){P}, full);
+    d->fin = (joint_final){.mod = lin_register(s, "norm_out.linear", D, 2 * D, true, 0, 0, full), .n_mod = 2,
+                           .shift_first = true, .negate = true, .eps = 1e-6f, .order = PATCH_DIT, .rows_of = final_rows};
+    d->fin.out = joint_out_register(s, "proj_out", D, P, full);
     return ST_OK;
 }
 
@@ -87,7 +96,7 @@ static void og_release(model *m)
 {
     og_model *d = og_of(m);
     if (!d) return;
-    lumina_final_release(m, &d->fin);
+    joint_final_release(&d->fin);
     op_state_release(&d->norm_stats);
 }
 
@@ -186,22 +195,12 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     return ST_OK;
 }
 
-/* The image rows through norm: each sample's last T rows */
-static st_status final_rows(model *m, float *img)
-{
-    og_model *d = og_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, N = B * T;
-    model_rows_gather(m, d->raw, m->step.last.t[0], rows_of(m), L + 1, T);
-    return rmsnorm_forward(m->pool, img, d->raw, PW(d->norm), N, D, (float)c->norm_eps, &d->norm_stats);
-}
-
 static st_status final_out(model *m, bool train, const float **pred)
 {
     og_model *d = og_of(m);
     st_status st = ST_OK;
     model_hold(m, &st, &d->raw, m->shape.batch * m->shape.tokens * m->cfg.hidden, "omnigen.image_rows", false);
-    if (!st && !(st = lumina_final_forward(m, &d->fin, final_rows, m->ctx.cs, train))) *pred = d->fin.pred;
+    if (!st && !(st = joint_final_forward(m, &d->fin, m->ctx.cs, train))) *pred = d->fin.pred;
     return st;
 }
 
@@ -223,7 +222,7 @@ static st_status head_backward(model *m, const float *dpred, scratch *k, float *
     d->dc = scratch_take_zero(k, B * D, MEM_WORKSPACE, "omnigen.dtemb");
     d->dtok = scratch_take_zero(k, B * D, MEM_WORKSPACE, "omnigen.dtime_token");
     st_status st = k->status;
-    if (st || (st = lumina_final_backward(m, &d->fin, k, dpred, m->ctx.cs, m->ctx.dcs, dimg))) return st;
+    if (st || (st = joint_final_backward(m, &d->fin, k, dpred, m->ctx.cs, m->ctx.dcs, dimg))) return st;
     rmsnorm_backward(draw, PG(d->norm), dimg, d->raw, PW(d->norm), N, D, &d->norm_stats);
     return model_rows_grad(m, draw, S, L + 1, "omnigen.drows", dx);
 }

@@ -31,15 +31,14 @@
 typedef struct q21_model {
     f3_block *blocks;
     time_pair tp; /* timestep_embedder of 1000 t and of 0 */
-    lin_layer mod, txt1, txt2, img, norm_out, proj_out;
-    int txt_norm;
+    lin_layer mod, img;
+    txt_in txt;
+    joint_final fin;
     float *mod_rows, *dmod_rows, *rope, *kb, *seg; /* the blocks' modulation (B, 2, 6D) and its gradient; the mask */
     attn_mask mask;
     const attn_mask *maskp;
     /* a step */
-    float *raw, *patches, *text_in, *txt_n, *txt_a, *txt_g, *img_rows, *fin_ln, *fin_mod, *fin_zero,
-        *fin_h, *fin_out, *pred;
-    op_state txt_stats, fin_stats;
+    float *raw, *patches, *text_in;
 } q21_model;
 
 static q21_model *q21_of(const model *m) { return m->impl; }
@@ -60,9 +59,10 @@ static st_status q21_create(model *m)
     /* in the order of QwenImage21Transformer2DModel's state_dict */
     time_pair_register(s, &d->tp, "time_text_embed.timestep_embedder.linear_1",
                        "time_text_embed.timestep_embedder.linear_2", DIT_FREQ_DIM, D, full);
-    d->txt_norm = param_add(s, "txt_in.text_norm.weight", 1, (int64_t[]){c->text_dim}, full);
-    d->txt1 = lin_register(s, "txt_in.in_layer", c->text_dim, D, false, 0, 0, full);
-    d->txt2 = lin_register(s, "txt_in.out_layer", D, D, false, 0, 0, full);
+    d->txt.norm = param_add(s, "txt_in.text_norm.weight", 1, (int64_t[]){c->text_dim}, full);
+    d->txt.l1 = lin_register(s, "txt_in.in_layer", c->text_dim, D, false, 0, 0, full);
+    d->txt.l2 = lin_register(s, "txt_in.out_layer", D, D, false, 0, 0, full);
+    d->txt.eps = Q21_EPS;
     d->img = lin_register(s, "img_in", P, D, false, 0, 0, full);
     d->mod = lin_register(s, "modulation.1", D, 4 * D, false, 0, 0, full);
     char name[96];
@@ -74,8 +74,9 @@ static st_status q21_create(model *m)
         snprintf(name, sizeof name, "transformer_blocks.%d", i);
         f3_block_register(s, b, name, c, true);
     }
-    d->norm_out = lin_register(s, "norm_out.linear", D, D, false, 0, 0, full);
-    d->proj_out = lin_register(s, "proj_out", D, P, false, 0, 0, full);
+    d->fin = (joint_final){.mod = lin_register(s, "norm_out.linear", D, D, false, 0, 0, full), .n_mod = 1,
+                           .eps = Q21_EPS, .order = PATCH_CONV, .rows = rows_of(m), .at = m->shape.text};
+    d->fin.out = lin_register(s, "proj_out", D, P, false, 0, 0, full);
     return ST_OK;
 }
 
@@ -90,7 +91,7 @@ static void q21_release(model *m)
 {
     q21_model *d = q21_of(m);
     if (!d) return;
-    op_state_release(&d->txt_stats), op_state_release(&d->fin_stats);
+    op_state_release(&d->txt.stats), joint_final_release(&d->fin);
     d->maskp = NULL;
 }
 
@@ -191,28 +192,9 @@ static st_status modulations_backward(model *m)
 static st_status final_out(model *m, bool train, const float **pred)
 {
     q21_model *d = q21_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, N = B * T, S = L + T;
-    const int64_t P = model_patch_dim(c);
-    st_status st = ST_OK;
-    model_hold(m, &st, &d->img_rows, N * D, "qwen21.final.rows", false);
-    model_hold(m, &st, &d->fin_ln, N * D, "qwen21.final.ln", false);
-    model_hold(m, &st, &d->fin_mod, B * D, "qwen21.final.scale", false);
-    model_hold(m, &st, &d->fin_zero, B * D, "qwen21.final.shift", true); /* it has none */
-    model_hold(m, &st, &d->fin_h, N * D, "qwen21.final.h", false);
-    model_hold(m, &st, &d->fin_out, N * P, "qwen21.final.out", false);
-    model_hold(m, &st, &d->pred, B * model_sample_numel(c), "pred", false);
-    if (st) return st;
-    model_rows_gather(m, d->img_rows, m->step.last.t[0], S, L, T);
-    if ((st = lin_forward(m->params, m->pool, &d->norm_out, d->fin_mod, m->ctx.cs, B))) return st;
-    st = layernorm_forward(m->pool, d->fin_ln, d->img_rows, NULL, NULL, N, D, Q21_EPS, train ? &d->fin_stats : NULL);
-    if (st) return st;
-    modulate_forward(d->fin_h, d->fin_ln, d->fin_zero, d->fin_mod, B, T, D, D);
-    if ((st = lin_forward(m->params, m->pool, &d->proj_out, d->fin_out, d->fin_h, N))) return st;
-    const patch_shape ps = model_patches(m);
-    unpatchify_forward(d->pred, d->fin_out, &ps, PATCH_CONV);
-    *pred = d->pred;
-    return ST_OK;
+    const st_status st = joint_final_forward(m, &d->fin, m->ctx.cs, train);
+    if (!st) *pred = d->fin.pred;
+    return st;
 }
 
 /* The joint rows [text; image] (*x0), the time pair and the modulations */
@@ -225,22 +207,13 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     st_status st = ST_OK;
     model_hold(m, &st, &d->patches, B * T * P, "qwen21.patches", false);
     model_hold(m, &st, &d->text_in, BL * Dc, "qwen21.text", false);
-    model_hold(m, &st, &d->txt_n, BL * Dc, "qwen21.txt_in.norm", false);
-    model_hold(m, &st, &d->txt_a, BL * D, "qwen21.txt_in.in_layer", false);
-    model_hold(m, &st, &d->txt_g, BL * D, "qwen21.txt_in.gelu", false);
     float *part = model_take(m, &st, B * (L > T ? L : T) * D, "qwen21.rows", false);
     float *joint = *x0 = model_take(m, &st, B * S * D, "qwen21.joint", false);
     if (!st) st = positions(m, cond);
     if (!st) st = time_pair_forward(m, &d->tp, timesteps, train);
     if (!st) st = modulations(m, train);
-    if (!st) {
-        copy_rows(d->text_in, L * Dc, cond, K, B, L * Dc);
-        st = rmsnorm_zc_forward(m->pool, d->txt_n, d->text_in, param_at(m->params, d->txt_norm)->w, BL, Dc, Q21_EPS,
-                                train ? &d->txt_stats : NULL);
-    }
-    if (!st) st = lin_forward(m->params, m->pool, &d->txt1, d->txt_a, d->txt_n, BL);
-    if (!st) gelu_forward(d->txt_g, d->txt_a, BL * D);
-    if (!st) st = lin_forward(m->params, m->pool, &d->txt2, part, d->txt_g, BL);
+    if (!st) copy_rows(d->text_in, L * Dc, cond, K, B, L * Dc);
+    if (!st) st = txt_in_forward(m, &d->txt, part, d->text_in, BL, train);
     if (!st) model_rows_scatter(m, joint, part, S, 0, L);
     const patch_shape ps = model_patches(m);
     if (!st) patchify_forward(d->patches, x, &ps);
@@ -253,22 +226,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
 /* The final layer back to dL/d(the joint rows), *dx */
 static st_status head_backward(model *m, const float *dpred, scratch *k, float **dx)
 {
-    q21_model *d = q21_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
-    float *dout = scratch_take_zero(k, N * model_patch_dim(c), MEM_WORKSPACE, "qwen21.final.dout");
-    float *dh = scratch_take_zero(k, N * D, MEM_WORKSPACE, "qwen21.final.dh");
-    float *dscale = scratch_take_zero(k, B * D, MEM_WORKSPACE, "qwen21.final.dscale");
-    float *dimg = scratch_take_zero(k, N * D, MEM_WORKSPACE, "qwen21.final.drows");
-    st_status st = k->status;
-    if (st) return st;
-    const patch_shape ps = model_patches(m);
-    unpatchify_backward(dout, dpred, &ps, PATCH_CONV);
-    if ((st = lin_backward(m->params, m->pool, &d->proj_out, dh, dout, d->fin_h, N))) return st;
-    modulate_backward(dh, NULL, dscale, dh, d->fin_ln, d->fin_mod, B, T, D, D);
-    if ((st = lin_backward(m->params, m->pool, &d->norm_out, m->ctx.dcs, dscale, m->ctx.cs, B))) return st;
-    layernorm_backward(dimg, NULL, NULL, dh, d->img_rows, NULL, N, D, &d->fin_stats);
-    return model_rows_grad(m, dimg, S, L, "qwen21.djoint", dx);
+    return joint_final_head_backward(m, &q21_of(m)->fin, k, dpred, m->ctx.cs, m->ctx.dcs, "qwen21.djoint", dx);
 }
 
 static st_status embed_backward(model *m, scratch *k, block_state *grad)
@@ -276,21 +234,13 @@ static st_status embed_backward(model *m, scratch *k, block_state *grad)
     q21_model *d = q21_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
-    const int64_t Dc = c->text_dim, BL = B * L;
     float *part = scratch_take(k, B * (L > T ? L : T) * D, MEM_WORKSPACE, "qwen21.drows");
-    float *dtg = scratch_take_zero(k, BL * D, MEM_WORKSPACE, "qwen21.txt_in.dgelu");
-    float *dta = scratch_take_zero(k, BL * D, MEM_WORKSPACE, "qwen21.txt_in.din_layer");
-    float *dtn = scratch_take_zero(k, BL * Dc, MEM_WORKSPACE, "qwen21.txt_in.dnorm");
     st_status st = k->status;
     if (!st) model_rows_gather(m, part, grad->t[0], S, L, T);
     if (!st) st = lin_backward(m->params, m->pool, &d->img, NULL, part, d->patches, N);
     if (!st) model_rows_gather(m, part, grad->t[0], S, 0, L);
-    if (!st) st = lin_backward(m->params, m->pool, &d->txt2, dtg, part, d->txt_g, BL);
     state_free(m->pool, grad);
-    if (!st) gelu_backward(dta, dtg, d->txt_a, BL * D);
-    if (!st) st = lin_backward(m->params, m->pool, &d->txt1, dtn, dta, d->txt_n, BL);
-    if (!st) st = rmsnorm_zc_backward(m->pool, NULL, param_at(m->params, d->txt_norm)->g, dtn, d->text_in,
-                                      param_at(m->params, d->txt_norm)->w, BL, Dc, &d->txt_stats);
+    if (!st) st = txt_in_backward(m, &d->txt, k, NULL, part, d->text_in, B * L);
     if (!st) st = modulations_backward(m);
     if (!st) st = time_pair_backward(m, &d->tp, k);
     return st;
