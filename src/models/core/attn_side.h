@@ -103,6 +103,13 @@ typedef struct side_attention {
     const struct side_attention *gen;
     int64_t split;
 } side_attention;
+
+/* a with w's projections and norms (internal.h's attn_weights) */
+static inline side_attention side_attention_of(side_attention a, const attn_weights *w)
+{
+    a.q = &w->q, a.k = &w->k, a.v = &w->v, a.out = &w->out, a.norm_q = w->norm_q, a.norm_k = w->norm_k;
+    return a;
+}
 /* The projections of xq (the queries' input) and xkv (the keys' and values'), their norms and rotation, and the
  * attention into the side (its state kept when keep), but not the self-attention (at SQ) in a recompute after
  * KEEP_ATTENTION_OUTPUT, whose output and state are kept; the output projection is the block's. */

@@ -21,6 +21,12 @@ typedef struct model_shape {
     attention_mechanism mechanism;
 } model_shape;
 
+/* One attention's weights: its projections, and q and k's RMSNorm weights (< 0: none) */
+typedef struct attn_weights {
+    lin_layer q, k, v, out;
+    int norm_q, norm_k;
+} attn_weights;
+
 /* How model_init starts a parameter (LoRA adapters and fixed tables aside). */
 typedef enum param_init { INIT_XAVIER, INIT_NORMAL, INIT_ZERO, INIT_ONE } param_init;
 /* A family's init_of as a table, ended by {0}: the first rule whose pattern the name matches gives its init. A

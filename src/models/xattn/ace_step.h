@@ -14,8 +14,8 @@ typedef struct ace_block {
     struct model *m;
     int table;                          /* scale_shift_table (1, 6, D) */
     int norm1, norm2, norm3;            /* self_attn_norm, cross_attn_norm, mlp_norm (D) */
-    lin_layer q, k, v, out, cq, ck, cv, cout, gate, up, down;
-    int norm_q, norm_k, cnorm_q, cnorm_k; /* RMSNorm weights per head (head_dim) */
+    attn_weights sa, ca;                /* self_attn, cross_attn; their norm_q and norm_k per head (head_dim) */
+    lin_layer gate, up, down;
     int64_t ffn, kv_heads, window;        /* window 0: full attention */
 } ace_block;
 

@@ -58,44 +58,37 @@ static attn_shape cross_shape(const ace_block *b)
 /* One attention's to_q, to_k and to_v (k and v K wide: grouped queries), to_out.0 and per-head norm_q and norm_k,
  * named prefix.name.*, in the state_dict's order */
 static void register_attention(param_set *s, const char *prefix, const char *name, const model_config *c, int64_t K,
-                               lin_layer *const l[4], int *norm_q, int *norm_k)
+                               attn_weights *w)
 {
-    const bool full = !c->lora_rank;
     const int64_t D = c->hidden, hd = D / c->heads, ra = c->lora_attention ? c->lora_rank : 0;
-    const float alpha = (float)c->lora_alpha;
-    static const char *const proj[4] = {"to_q", "to_k", "to_v", "to_out.0"};
     char n[PARAM_NAME_MAX];
-    for (int i = 0; i < 4; i++) {
-        snprintf(n, sizeof n, "%s.%s.%s", prefix, name, proj[i]);
-        *l[i] = lin_register(s, n, D, i == 1 || i == 2 ? K : D, false, ra, alpha, full);
-    }
-    snprintf(n, sizeof n, "%s.norm_q", name);
-    *norm_q = block_norm(s, prefix, n, hd, c);
-    snprintf(n, sizeof n, "%s.norm_k", name);
-    *norm_k = block_norm(s, prefix, n, hd, c);
+#define NAME(leaf) (snprintf(n, sizeof n, "%s.%s", name, leaf), n)
+    w->q = block_linear(s, prefix, NAME("to_q"), D, D, false, ra, c);
+    w->k = block_linear(s, prefix, NAME("to_k"), D, K, false, ra, c);
+    w->v = block_linear(s, prefix, NAME("to_v"), D, K, false, ra, c);
+    w->out = block_linear(s, prefix, NAME("to_out.0"), D, D, false, ra, c);
+    w->norm_q = block_norm(s, prefix, NAME("norm_q"), hd, c);
+    w->norm_k = block_norm(s, prefix, NAME("norm_k"), hd, c);
+#undef NAME
 }
 
 void ace_block_register(param_set *s, ace_block *b, const char *prefix, const model_config *c)
 {
     const bool full = !c->lora_rank;
-    const int64_t D = c->hidden, hd = D / c->heads, K = hd * b->kv_heads;
-    const int64_t rm = c->lora_mlp ? c->lora_rank : 0;
-    const float alpha = (float)c->lora_alpha;
+    const int64_t D = c->hidden, K = D / c->heads * b->kv_heads, rm = c->lora_mlp ? c->lora_rank : 0;
     char n[PARAM_NAME_MAX];
 #define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
     /* in the state_dict's order: the block's own table, then its modules */
     b->table = param_add(s, NAME("scale_shift_table"), 3, (int64_t[]){1, 6, D}, full);
     b->norm1 = param_add(s, NAME("self_attn_norm.weight"), 1, (int64_t[]){D}, full);
-    register_attention(s, prefix, "self_attn", c, K, (lin_layer *[4]){&b->q, &b->k, &b->v, &b->out}, &b->norm_q,
-                       &b->norm_k);
+    register_attention(s, prefix, "self_attn", c, K, &b->sa);
     b->norm2 = param_add(s, NAME("cross_attn_norm.weight"), 1, (int64_t[]){D}, full);
-    register_attention(s, prefix, "cross_attn", c, K, (lin_layer *[4]){&b->cq, &b->ck, &b->cv, &b->cout}, &b->cnorm_q,
-                       &b->cnorm_k);
+    register_attention(s, prefix, "cross_attn", c, K, &b->ca);
     b->norm3 = param_add(s, NAME("mlp_norm.weight"), 1, (int64_t[]){D}, full);
-    b->gate = lin_register(s, NAME("mlp.gate_proj"), D, b->ffn, false, rm, alpha, full);
-    b->up = lin_register(s, NAME("mlp.up_proj"), D, b->ffn, false, rm, alpha, full);
-    b->down = lin_register(s, NAME("mlp.down_proj"), b->ffn, D, false, rm, alpha, full);
 #undef NAME
+    b->gate = block_linear(s, prefix, "mlp.gate_proj", D, b->ffn, false, rm, c);
+    b->up = block_linear(s, prefix, "mlp.up_proj", D, b->ffn, false, rm, c);
+    b->down = block_linear(s, prefix, "mlp.down_proj", b->ffn, D, false, rm, c);
 }
 
 /* ---- sizes ---- */
@@ -162,12 +155,10 @@ static void rotate_side(const void *self, float *x, bool keys, bool back)
 static side_attention attention_of(const ace_block *b, int at)
 {
     const bool cross = at == CROSS;
-    return (side_attention){.m = b->m, .q = cross ? &b->cq : &b->q, .k = cross ? &b->ck : &b->k,
-                            .v = cross ? &b->cv : &b->v, .out = cross ? &b->cout : &b->out,
-                            .norm_q = cross ? b->cnorm_q : b->norm_q, .norm_k = cross ? b->cnorm_k : b->norm_k,
-                            .norm_width = b->m->shape.hidden / b->m->shape.heads, .eps = ACE_EPS,
-                            .shape = cross ? cross_shape(b) : self_shape(b),
-                            .rotate = cross ? NULL : rotate_side, .block = b};
+    const side_attention a = {.m = b->m, .norm_width = b->m->shape.hidden / b->m->shape.heads, .eps = ACE_EPS,
+                              .shape = cross ? cross_shape(b) : self_shape(b), .rotate = cross ? NULL : rotate_side,
+                              .block = b};
+    return side_attention_of(a, cross ? &b->ca : &b->sa);
 }
 
 /* g = gate_proj(h3), u = up_proj(h3), f = down_proj(silu(g) u) */
@@ -222,7 +213,7 @@ static st_status ace_forward(block *blk, const block_state *in, block_state *out
         st = norm_modulate(b, h, NULL, x, b->norm1, sv->mod[0], 0, NULL);
         if (!st) st = side_attention_forward(&self_att, sv, SELF, h, h, states);
     }
-    if (!st) st = fwd(b->m, &b->out, sv->o[0], sv->side[SQ + SO], d.N);
+    if (!st) st = fwd(b->m, &b->sa.out, sv->o[0], sv->side[SQ + SO], d.N);
     if (!st) { /* y holds x1; the cross-attention on RMSNorm2(x1) */
         gated_residual_forward(y, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, d.M);
         if (!f.from_host && !(st = norm_modulate(b, h, NULL, y, b->norm2, NULL, 0, NULL)))
@@ -230,7 +221,7 @@ static st_status ace_forward(block *blk, const block_state *in, block_state *out
                                         states && keep != KEEP_ATTENTION_OUTPUT);
     }
     if (!st && f.to_host) st = side_send(sv);
-    if (!st) st = fwd(b->m, &b->cout, sv->o2, sv->side[XO], d.N);
+    if (!st) st = fwd(b->m, &b->ca.out, sv->o2, sv->side[XO], d.N);
     if (!st && f.to_host) st = side_drop(sv, f.ks);
     if (!st) {
         add_to(y, sv->o2, ND); /* x2 */

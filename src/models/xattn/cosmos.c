@@ -68,36 +68,26 @@ static st_status cosmos_modulate_back(const gated_block *b, const float *dmod)
  * cross-attention's keys and values from the raw text (text_dim wide) */
 static void cosmos_block_register(param_set *s, gated_block *b, const char *prefix, const model_config *c)
 {
-    const bool full = !c->lora_rank;
-    const int64_t D = c->hidden, E = c->text_dim, hd = D / c->heads;
+    const int64_t D = c->hidden, hd = D / c->heads;
     const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
-    const float alpha = (float)c->lora_alpha;
-    char n[PARAM_NAME_MAX];
-#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
+    char n[32];
     for (int i = 0; i < 3; i++) {
-        char l1[32], l2[32];
-        snprintf(l1, sizeof l1, "norm%d.linear_1", i + 1), snprintf(l2, sizeof l2, "norm%d.linear_2", i + 1);
-        b->ada1[i] = lin_register(s, NAME(l1), D, b->lora, false, 0, 0, full);
-        b->ada2[i] = lin_register(s, NAME(l2), b->lora, 3 * D, false, 0, 0, full);
-        if (i == 0) {
-            b->norm_q = block_norm(s, prefix, "attn1.norm_q", hd, c);
-            b->norm_k = block_norm(s, prefix, "attn1.norm_k", hd, c);
-            b->q = lin_register(s, NAME("attn1.to_q"), D, D, false, ra, alpha, full);
-            b->k = lin_register(s, NAME("attn1.to_k"), D, D, false, ra, alpha, full);
-            b->v = lin_register(s, NAME("attn1.to_v"), D, D, false, ra, alpha, full);
-            b->out = lin_register(s, NAME("attn1.to_out.0"), D, D, false, ra, alpha, full);
-        } else if (i == 1) {
-            b->cnorm_q = block_norm(s, prefix, "attn2.norm_q", hd, c);
-            b->cnorm_k = block_norm(s, prefix, "attn2.norm_k", hd, c);
-            b->cq = lin_register(s, NAME("attn2.to_q"), D, D, false, ra, alpha, full);
-            b->ck = lin_register(s, NAME("attn2.to_k"), E, D, false, ra, alpha, full);
-            b->cv = lin_register(s, NAME("attn2.to_v"), E, D, false, ra, alpha, full);
-            b->cout = lin_register(s, NAME("attn2.to_out.0"), D, D, false, ra, alpha, full);
-        }
-    }
-    b->ff0 = lin_register(s, NAME("ff.net.0.proj"), D, b->ffn, false, rm, alpha, full);
-    b->ff2 = lin_register(s, NAME("ff.net.2"), b->ffn, D, false, rm, alpha, full);
+#define NAME(...) (snprintf(n, sizeof n, __VA_ARGS__), n)
+        b->ada1[i] = block_linear(s, prefix, NAME("norm%d.linear_1", i + 1), D, b->lora, false, 0, c);
+        b->ada2[i] = block_linear(s, prefix, NAME("norm%d.linear_2", i + 1), b->lora, 3 * D, false, 0, c);
+        if (i == 2) break;
+        attn_weights *w = i ? &b->ca : &b->sa;
+        const int64_t kv = i ? c->text_dim : D;
+        w->norm_q = block_norm(s, prefix, NAME("attn%d.norm_q", i + 1), hd, c);
+        w->norm_k = block_norm(s, prefix, NAME("attn%d.norm_k", i + 1), hd, c);
+        w->q = block_linear(s, prefix, NAME("attn%d.to_q", i + 1), D, D, false, ra, c);
+        w->k = block_linear(s, prefix, NAME("attn%d.to_k", i + 1), kv, D, false, ra, c);
+        w->v = block_linear(s, prefix, NAME("attn%d.to_v", i + 1), kv, D, false, ra, c);
+        w->out = block_linear(s, prefix, NAME("attn%d.to_out.0", i + 1), D, D, false, ra, c);
 #undef NAME
+    }
+    b->ff0 = block_linear(s, prefix, "ff.net.0.proj", D, b->ffn, false, rm, c);
+    b->ff2 = block_linear(s, prefix, "ff.net.2", b->ffn, D, false, rm, c);
 }
 
 typedef struct cos_model {

@@ -118,12 +118,10 @@ static void rotate_side(const void *self, float *x, bool keys, bool back)
 static side_attention attention_of(const gated_block *b, int at)
 {
     const bool cross = at == CROSS;
-    return (side_attention){.m = b->m, .q = cross ? &b->cq : &b->q, .k = cross ? &b->ck : &b->k,
-                            .v = cross ? &b->cv : &b->v, .out = cross ? &b->cout : &b->out,
-                            .norm_q = cross ? b->cnorm_q : b->norm_q, .norm_k = cross ? b->cnorm_k : b->norm_k,
-                            .norm_width = b->m->shape.hidden / b->m->shape.heads, .eps = b->qk_eps,
-                            .shape = cross ? cross_shape(b) : self_shape(b),
-                            .rotate = cross ? NULL : rotate_side, .block = b};
+    const side_attention a = {.m = b->m, .norm_width = b->m->shape.hidden / b->m->shape.heads, .eps = b->qk_eps,
+                              .shape = cross ? cross_shape(b) : self_shape(b), .rotate = cross ? NULL : rotate_side,
+                              .block = b};
+    return side_attention_of(a, cross ? &b->ca : &b->sa);
 }
 
 /* f1 = ff0(LN(x) (1 + scale) + shift), f2 = ff2(gelu_erf(f1)), the feed-forward module's modulation */
@@ -174,14 +172,14 @@ static st_status gated_forward(block *blk, const block_state *in, block_state *o
         st = ln_modulate(b, h, NULL, x, sv->mod[0], 0, NULL);
         if (!st) st = side_attention_forward(&a, sv, SELF, h, h, states);
     }
-    if (!st) st = fwd(b->m, &b->out, sv->o[0], sv->side[SQ + SO], d.N);
+    if (!st) st = fwd(b->m, &b->sa.out, sv->o[0], sv->side[SQ + SO], d.N);
     if (!st) gated_residual_forward(y, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, d.M); /* x1 */
     if (!st && b->cross && !f.from_host && !(st = ln_modulate(b, h, NULL, y, sv->mod[0], 1, NULL))) {
         const side_attention a = attention_of(b, CROSS);
         st = side_attention_forward(&a, sv, CROSS, h, b->m->ctx.text, states && keep != KEEP_ATTENTION_OUTPUT);
     }
     if (!st && f.to_host) st = side_send(sv);
-    if (!st && b->cross) st = fwd(b->m, &b->cout, sv->o2, sv->side[XO], d.N);
+    if (!st && b->cross) st = fwd(b->m, &b->ca.out, sv->o2, sv->side[XO], d.N);
     if (!st && f.to_host) st = side_drop(sv, f.ks);
     if (!st && b->cross) gated_residual_forward(y, y, sv->mod[0] + 5 * d.D, sv->o2, d.B, d.T, d.D, d.M); /* x2 */
     if (!st) st = ffn_compute(b, y, sv->mod[0], sv->f1[0], sv->f2[0]);

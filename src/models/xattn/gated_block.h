@@ -20,8 +20,8 @@ struct gated_block {
     float ln_eps, qk_eps;
     float *const *rope;
     int64_t ffn;        /* the feed-forward's width */
-    lin_layer q, k, v, out, cq, ck, cv, cout, ff0, ff2;
-    int norm_q, norm_k, cnorm_q, cnorm_k; /* RMSNorm weights per head (head_dim) */
+    attn_weights sa, ca; /* the self-attention's and the cross-attention's, their q and k norms per head */
+    lin_layer ff0, ff2;
     /* mod (B, 3 modules x 3 D; 2 without the cross-attention) from the model's context, module i's (shift, scale,
      * gate) at i 3 D; back: dmod into the weights' and the context's gradients */
     st_status (*modulate)(const gated_block *b, float *mod);

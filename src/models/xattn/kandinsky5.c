@@ -44,47 +44,32 @@ static st_status k5_modulate_back(const gated_block *b, const float *dmod)
 }
 
 /* an attention's to_query, to_key, to_value, query_norm, key_norm and out_layer, in the state_dict's order */
-static void attention_register(param_set *s, const char *prefix, const char *name, lin_layer *l, int *nq, int *nk,
+static void attention_register(param_set *s, const char *prefix, const char *name, attn_weights *w,
                                const model_config *c)
 {
-    const bool full = !c->lora_rank;
     const int64_t D = c->hidden, ra = c->lora_attention ? c->lora_rank : 0;
-    const float alpha = (float)c->lora_alpha;
-    char n[PARAM_NAME_MAX], norm[64];
-    const char *lin[4] = {"to_query", "to_key", "to_value", "out_layer"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(n, sizeof n, "%s.%s.%s", prefix, name, lin[i]);
-        l[i] = lin_register(s, n, D, D, true, ra, alpha, full);
-    }
-    snprintf(norm, sizeof norm, "%s.query_norm", name);
-    *nq = block_norm(s, prefix, norm, c->hidden / c->heads, c);
-    snprintf(norm, sizeof norm, "%s.key_norm", name);
-    *nk = block_norm(s, prefix, norm, c->hidden / c->heads, c);
-    snprintf(n, sizeof n, "%s.%s.%s", prefix, name, lin[3]);
-    l[3] = lin_register(s, n, D, D, true, ra, alpha, full);
+    char n[64];
+#define NAME(leaf) (snprintf(n, sizeof n, "%s.%s", name, leaf), n)
+    w->q = block_linear(s, prefix, NAME("to_query"), D, D, true, ra, c);
+    w->k = block_linear(s, prefix, NAME("to_key"), D, D, true, ra, c);
+    w->v = block_linear(s, prefix, NAME("to_value"), D, D, true, ra, c);
+    w->norm_q = block_norm(s, prefix, NAME("query_norm"), c->hidden / c->heads, c);
+    w->norm_k = block_norm(s, prefix, NAME("key_norm"), c->hidden / c->heads, c);
+    w->out = block_linear(s, prefix, NAME("out_layer"), D, D, true, ra, c);
+#undef NAME
 }
 
 /* A text block (Kandinsky5TransformerEncoderBlock) or a visual one (Kandinsky5TransformerDecoderBlock): modulation,
  * self-attention, (cross-attention,) feed-forward without biases, in the state_dict's order */
 static void k5_block_register(param_set *s, gated_block *b, const char *prefix, const model_config *c)
 {
-    const bool full = !c->lora_rank;
     const int64_t D = c->hidden, rm = c->lora_mlp ? c->lora_rank : 0;
-    const float alpha = (float)c->lora_alpha;
-    char n[PARAM_NAME_MAX];
-    lin_layer l[4];
-#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
-    b->mod = lin_register(s, NAME(b->cross ? "visual_modulation.out_layer" : "text_modulation.out_layer"),
-                          c->time_dim, (b->cross ? 9 : 6) * D, true, 0, 0, full);
-    attention_register(s, prefix, "self_attention", l, &b->norm_q, &b->norm_k, c);
-    b->q = l[0], b->k = l[1], b->v = l[2], b->out = l[3];
-    if (b->cross) {
-        attention_register(s, prefix, "cross_attention", l, &b->cnorm_q, &b->cnorm_k, c);
-        b->cq = l[0], b->ck = l[1], b->cv = l[2], b->cout = l[3];
-    }
-    b->ff0 = lin_register(s, NAME("feed_forward.in_layer"), D, b->ffn, false, rm, alpha, full);
-    b->ff2 = lin_register(s, NAME("feed_forward.out_layer"), b->ffn, D, false, rm, alpha, full);
-#undef NAME
+    b->mod = block_linear(s, prefix, b->cross ? "visual_modulation.out_layer" : "text_modulation.out_layer",
+                          c->time_dim, (b->cross ? 9 : 6) * D, true, 0, c);
+    attention_register(s, prefix, "self_attention", &b->sa, c);
+    if (b->cross) attention_register(s, prefix, "cross_attention", &b->ca, c);
+    b->ff0 = block_linear(s, prefix, "feed_forward.in_layer", D, b->ffn, false, rm, c);
+    b->ff2 = block_linear(s, prefix, "feed_forward.out_layer", b->ffn, D, false, rm, c);
 }
 
 typedef struct k5_model {

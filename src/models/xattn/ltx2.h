@@ -20,18 +20,12 @@ typedef struct ltx2_ctx {
     int64_t tokens[2];     /* video tokens, audio tokens per sample */
 } ltx2_ctx;
 
-/* One of a block's six attentions: its projections and q and k's RMSNorm weights (over its whole width). */
-typedef struct ltx2_attn {
-    lin_layer q, k, v, out;
-    int norm_q, norm_k;
-} ltx2_attn;
-
 enum { LTX2_SELF_V, LTX2_SELF_A, LTX2_TEXT_V, LTX2_TEXT_A, LTX2_A2V, LTX2_V2A, LTX2_ATTNS };
 
 typedef struct ltx2_block {
     struct model *m;
     const ltx2_ctx *ctx;
-    ltx2_attn att[LTX2_ATTNS];
+    attn_weights att[LTX2_ATTNS]; /* q and k's RMSNorm weights over each attention's whole width */
     lin_layer ff0[2], ff2[2];   /* ff, audio_ff */
     int table[2], ca_table[2]; /* scale_shift_table (6, w) and the cross-modal one (5, w), per stream */
 } ltx2_block;

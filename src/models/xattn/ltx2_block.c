@@ -77,36 +77,31 @@ void ltx2_block_register(param_set *s, ltx2_block *b, int index, const model_con
 {
     const bool full = !c->lora_rank;
     const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
-    const float alpha = (float)c->lora_alpha;
     const dims d = {.W = {c->hidden, c->audio_hidden}, .N = {1, 1}, .T = {1, 1}};
-    char n[PARAM_NAME_MAX];
+    char p[32], n[PARAM_NAME_MAX];
+    snprintf(p, sizeof p, "transformer_blocks.%d", index);
 #define NAME(...) (snprintf(n, sizeof n, __VA_ARGS__), n)
     for (int a = 0; a < LTX2_ATTNS; a++) {
-        ltx2_attn *t = &b->att[a];
+        attn_weights *t = &b->att[a];
         const char *an = attn_names[a];
         const int64_t w = inner(&d, a), in_q = d.W[q_stream[a]], in_kv = kv_width(&d, a);
-        t->norm_q = param_add(s, NAME("transformer_blocks.%d.%s.norm_q.weight", index, an), 1, (int64_t[]){w}, full);
-        t->norm_k = param_add(s, NAME("transformer_blocks.%d.%s.norm_k.weight", index, an), 1, (int64_t[]){w}, full);
-        t->q = lin_register(s, NAME("transformer_blocks.%d.%s.to_q", index, an), in_q, w, true, ra, alpha, full);
-        t->k = lin_register(s, NAME("transformer_blocks.%d.%s.to_k", index, an), in_kv, w, true, ra, alpha, full);
-        t->v = lin_register(s, NAME("transformer_blocks.%d.%s.to_v", index, an), in_kv, w, true, ra, alpha, full);
-        t->out = lin_register(s, NAME("transformer_blocks.%d.%s.to_out.0", index, an), w, in_q, true, ra, alpha, full);
+        t->norm_q = block_norm(s, p, NAME("%s.norm_q", an), w, c);
+        t->norm_k = block_norm(s, p, NAME("%s.norm_k", an), w, c);
+        t->q = block_linear(s, p, NAME("%s.to_q", an), in_q, w, true, ra, c);
+        t->k = block_linear(s, p, NAME("%s.to_k", an), in_kv, w, true, ra, c);
+        t->v = block_linear(s, p, NAME("%s.to_v", an), in_kv, w, true, ra, c);
+        t->out = block_linear(s, p, NAME("%s.to_out.0", an), w, in_q, true, ra, c);
     }
     for (int st = 0; st < 2; st++) {
         const char *ff = st ? "audio_ff" : "ff";
         const int64_t w = d.W[st];
-        b->ff0[st] = lin_register(s, NAME("transformer_blocks.%d.%s.net.0.proj", index, ff), w, 4 * w, true, rm, alpha,
-                                  full);
-        b->ff2[st] = lin_register(s, NAME("transformer_blocks.%d.%s.net.2", index, ff), 4 * w, w, true, rm, alpha,
-                                  full);
+        b->ff0[st] = block_linear(s, p, NAME("%s.net.0.proj", ff), w, 4 * w, true, rm, c);
+        b->ff2[st] = block_linear(s, p, NAME("%s.net.2", ff), 4 * w, w, true, rm, c);
     }
-    b->table[0] = param_add(s, NAME("transformer_blocks.%d.scale_shift_table", index), 2, (int64_t[]){6, d.W[0]}, full);
-    b->table[1] = param_add(s, NAME("transformer_blocks.%d.audio_scale_shift_table", index), 2, (int64_t[]){6, d.W[1]},
-                            full);
-    b->ca_table[0] = param_add(s, NAME("transformer_blocks.%d.video_a2v_cross_attn_scale_shift_table", index), 2,
-                               (int64_t[]){5, d.W[0]}, full);
-    b->ca_table[1] = param_add(s, NAME("transformer_blocks.%d.audio_a2v_cross_attn_scale_shift_table", index), 2,
-                               (int64_t[]){5, d.W[1]}, full);
+    b->table[0] = param_add(s, NAME("%s.scale_shift_table", p), 2, (int64_t[]){6, d.W[0]}, full);
+    b->table[1] = param_add(s, NAME("%s.audio_scale_shift_table", p), 2, (int64_t[]){6, d.W[1]}, full);
+    b->ca_table[0] = param_add(s, NAME("%s.video_a2v_cross_attn_scale_shift_table", p), 2, (int64_t[]){5, d.W[0]}, full);
+    b->ca_table[1] = param_add(s, NAME("%s.audio_a2v_cross_attn_scale_shift_table", p), 2, (int64_t[]){5, d.W[1]}, full);
 #undef NAME
 }
 
@@ -235,11 +230,9 @@ static side_attention attention_of(const ltx2_block *b, int a)
     static void (*const rotations[LTX2_ATTNS])(const void *, float *, bool, bool) = {
         rotate_self_v, rotate_self_a, NULL, NULL, rotate_a2v, rotate_v2a};
     const dims d = dims_of(b);
-    const ltx2_attn *t = &b->att[a];
-    return (side_attention){.m = b->m, .q = &t->q, .k = &t->k, .v = &t->v, .out = &t->out, .norm_q = t->norm_q,
-                            .norm_k = t->norm_k, .norm_width = inner(&d, a), .eps = LTX2_EPS,
-                            .shape = shape_of(b, &d, a), .mask = is_text(a) ? b->ctx->mask : NULL,
-                            .rotate = rotations[a], .block = b};
+    const side_attention s = {.m = b->m, .norm_width = inner(&d, a), .eps = LTX2_EPS, .shape = shape_of(b, &d, a),
+                              .mask = is_text(a) ? b->ctx->mask : NULL, .rotate = rotations[a], .block = b};
+    return side_attention_of(s, &b->att[a]);
 }
 
 static st_status attention_forward_into(const ltx2_block *b, block_saved *sv, int a, const float *xq,

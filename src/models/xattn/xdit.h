@@ -22,10 +22,10 @@ typedef struct xdit_inputs {
  * NULL) and, with rope, m->ctx.rope. */
 typedef struct xdit_block {
     struct model *m;
-    lin_layer q, k, v, out, cq, ck, cv, cout, ff0, ff2;
-    int table;                            /* scale_shift_table (6, D), Wan's (1, 6, D) */
-    int norm_q, norm_k, cnorm_q, cnorm_k; /* RMSNorm weights (D) of q and k; < 0: none */
-    int cross_w, cross_b;                 /* Wan's norm2 before the cross-attention */
+    attn_weights sa, ca;  /* attn1, attn2; the RMSNorm weights (D) of q and k, < 0: none */
+    lin_layer ff0, ff2;
+    int table;            /* scale_shift_table (6, D), Wan's (1, 6, D) */
+    int cross_w, cross_b; /* Wan's norm2 before the cross-attention */
     /* options */
     bool qk_norm;    /* Wan, LTX: RMSNorm of q and k over the width, in both attentions */
     bool rope;       /* Wan, LTX: the self-attention's q and k rotated by m->ctx.rope */
@@ -59,8 +59,7 @@ typedef struct xdit_block {
     int norm_added_k;
     /* Wan Animate: face adapter `face` (>= 0) adds its cross-attention to in->face, frame by frame, to the output */
     int face;
-    lin_layer fq, fk, fv, fout;
-    int fnorm_q, fnorm_k;
+    attn_weights fa; /* its q and k RMSNorm-ed per head */
     const xdit_inputs *in;
 } xdit_block;
 

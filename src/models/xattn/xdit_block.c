@@ -86,27 +86,24 @@ void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const 
 {
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
-    const float alpha = (float)c->lora_alpha;
-    char n[PARAM_NAME_MAX];
+    char n[PARAM_NAME_MAX], a[32];
 #define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
-    const bool wan = b->qk_norm;
-    b->q = lin_register(s, NAME("attn1.to_q"), D, D, !b->sana, ra, alpha, full);
-    b->k = lin_register(s, NAME("attn1.to_k"), D, D, !b->sana, ra, alpha, full);
-    b->v = lin_register(s, NAME("attn1.to_v"), D, D, !b->sana, ra, alpha, full);
-    b->out = lin_register(s, NAME("attn1.to_out.0"), D, D, true, ra, alpha, full);
-    b->norm_q = wan ? param_add(s, NAME("attn1.norm_q.weight"), 1, (int64_t[]){D}, full) : -1;
-    b->norm_k = wan ? param_add(s, NAME("attn1.norm_k.weight"), 1, (int64_t[]){D}, full) : -1;
-    b->cq = lin_register(s, NAME("attn2.to_q"), D, D, true, ra, alpha, full);
-    b->ck = lin_register(s, NAME("attn2.to_k"), D, D, true, ra, alpha, full);
-    b->cv = lin_register(s, NAME("attn2.to_v"), D, D, true, ra, alpha, full);
-    b->cout = lin_register(s, NAME("attn2.to_out.0"), D, D, true, ra, alpha, full);
-    b->cnorm_q = wan ? param_add(s, NAME("attn2.norm_q.weight"), 1, (int64_t[]){D}, full) : -1;
-    b->cnorm_k = wan ? param_add(s, NAME("attn2.norm_k.weight"), 1, (int64_t[]){D}, full) : -1;
+#define ATTN(i, leaf) (snprintf(a, sizeof a, "attn%d.%s", i + 1, leaf), a)
+    for (int i = 0; i < 2; i++) { /* Sana's attn1 has no q, k, v biases; Wan's and LTX's norm q and k */
+        attn_weights *w = i ? &b->ca : &b->sa;
+        const bool bias = i || !b->sana;
+        w->q = block_linear(s, prefix, ATTN(i, "to_q"), D, D, bias, ra, c);
+        w->k = block_linear(s, prefix, ATTN(i, "to_k"), D, D, bias, ra, c);
+        w->v = block_linear(s, prefix, ATTN(i, "to_v"), D, D, bias, ra, c);
+        w->out = block_linear(s, prefix, ATTN(i, "to_out.0"), D, D, true, ra, c);
+        w->norm_q = b->qk_norm ? block_norm(s, prefix, ATTN(i, "norm_q"), D, c) : -1;
+        w->norm_k = b->qk_norm ? block_norm(s, prefix, ATTN(i, "norm_k"), D, c) : -1;
+    }
+#undef ATTN
     if (b->cross_norm) {
         b->cross_w = param_add(s, NAME("norm2.weight"), 1, (int64_t[]){D}, full);
         b->cross_b = param_add(s, NAME("norm2.bias"), 1, (int64_t[]){D}, full);
     }
-    char f0[64], f2[64];
     if (b->sana) { /* GLUMBConv's 1 x 1 convolutions are linears over the tokens, their weights kept 4-D */
         const int64_t F = b->ffn;
         b->ff0 = (lin_layer){.w = param_add(s, NAME("ff.conv_inverted.weight"), 4, (int64_t[]){2 * F, D, 1, 1}, full),
@@ -118,33 +115,31 @@ void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const 
                              .b = -1, .lora_a = -1, .lora_b = -1, .in = F, .out = D};
         if (b->self_mask) b->conv_temp = param_add(s, NAME("ff.conv_temp.weight"), 4, (int64_t[]){D, D, 3, 1}, full);
     } else {
+        char f0[64], f2[64];
         snprintf(f0, sizeof f0, "%s.net.0.proj", ff);
         snprintf(f2, sizeof f2, "%s.net.2", ff);
-        b->ff0 = lin_register(s, NAME(f0), D, b->ffn, true, rm, alpha, full);
-        b->ff2 = lin_register(s, NAME(f2), b->ffn, D, true, rm, alpha, full);
+        b->ff0 = block_linear(s, prefix, f0, D, b->ffn, true, rm, c);
+        b->ff2 = block_linear(s, prefix, f2, b->ffn, D, true, rm, c);
     }
     b->table = param_add(s, NAME("scale_shift_table"), table_dims, table_dims == 3 ? (int64_t[]){1, 6, D} : (int64_t[]){6, D},
                          full);
-    if (b->hint_out >= 0) b->proj_out = lin_register(s, NAME("proj_out"), D, D, true, 0, 0, full);
+#undef NAME
+    if (b->hint_out >= 0) b->proj_out = block_linear(s, prefix, "proj_out", D, D, true, 0, c);
     if (b->added_kv) {
-        b->ak = lin_register(s, NAME("attn2.add_k_proj"), D, D, true, 0, 0, full);
-        b->av = lin_register(s, NAME("attn2.add_v_proj"), D, D, true, 0, 0, full);
-        b->norm_added_k = param_add(s, NAME("attn2.norm_added_k.weight"), 1, (int64_t[]){D}, full);
+        b->ak = block_linear(s, prefix, "attn2.add_k_proj", D, D, true, 0, c);
+        b->av = block_linear(s, prefix, "attn2.add_v_proj", D, D, true, 0, c);
+        b->norm_added_k = block_norm(s, prefix, "attn2.norm_added_k", D, c);
     }
     if (b->face >= 0) { /* PEFT's to_q, to_k, to_v match its projections; its output is to_out, not to_out.0 */
         char fp[64];
         snprintf(fp, sizeof fp, "face_adapter.%d", b->face);
-        const int64_t hd = D / c->heads;
-#define FNAME(suffix) (snprintf(n, sizeof n, "%s.%s", fp, suffix), n)
-        b->fq = lin_register(s, FNAME("to_q"), D, D, true, ra, alpha, full);
-        b->fk = lin_register(s, FNAME("to_k"), D, D, true, ra, alpha, full);
-        b->fv = lin_register(s, FNAME("to_v"), D, D, true, ra, alpha, full);
-        b->fout = lin_register(s, FNAME("to_out"), D, D, true, 0, 0, full);
-        b->fnorm_q = param_add(s, FNAME("norm_q.weight"), 1, (int64_t[]){hd}, full);
-        b->fnorm_k = param_add(s, FNAME("norm_k.weight"), 1, (int64_t[]){hd}, full);
-#undef FNAME
+        b->fa.q = block_linear(s, fp, "to_q", D, D, true, ra, c);
+        b->fa.k = block_linear(s, fp, "to_k", D, D, true, ra, c);
+        b->fa.v = block_linear(s, fp, "to_v", D, D, true, ra, c);
+        b->fa.out = block_linear(s, fp, "to_out", D, D, true, 0, c);
+        b->fa.norm_q = block_norm(s, fp, "norm_q", D / c->heads, c);
+        b->fa.norm_k = block_norm(s, fp, "norm_k", D / c->heads, c);
     }
-#undef NAME
 }
 
 /* ---- sizes ---- */
@@ -172,7 +167,7 @@ static size_t xdit_offloaded_bytes(const block *blk)
     const xdit_block *b = blk->self;
     dims d = dims_of(b);
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
-    const int64_t qn = b->norm_q >= 0, self = (4 + 2 * qn) * d.N * d.D, cross = (2 + qn) * (d.N + d.NL) * d.D;
+    const int64_t qn = b->sa.norm_q >= 0, self = (4 + 2 * qn) * d.N * d.D, cross = (2 + qn) * (d.N + d.NL) * d.D;
     size_t bytes = (size_t)(self + cross) * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
     return bytes + added_sides_bytes(b, d);
 }
@@ -247,22 +242,20 @@ static side_attention attention_of(const xdit_block *b, int at)
 {
     const int64_t D = b->m->shape.hidden;
     if (at == IMAGE) /* the text attention's queries again; to_out is applied to the sum of both outputs */
-        return (side_attention){.m = b->m, .q = &b->cq, .k = &b->ak, .v = &b->av, .norm_q = b->cnorm_q,
+        return (side_attention){.m = b->m, .q = &b->ca.q, .k = &b->ak, .v = &b->av, .norm_q = b->ca.norm_q,
                                 .norm_k = b->norm_added_k, .norm_width = D, .eps = b->eps, .shape = image_shape(b),
                                 .block = b};
     if (at == FACE)
-        return (side_attention){.m = b->m, .q = &b->fq, .k = &b->fk, .v = &b->fv, .out = &b->fout,
-                                .norm_q = b->fnorm_q, .norm_k = b->fnorm_k, .norm_width = D / b->m->shape.heads,
-                                .eps = b->eps, .shape = face_shape(b), .block = b};
+        return side_attention_of((side_attention){.m = b->m, .norm_width = D / b->m->shape.heads, .eps = b->eps,
+                                                  .shape = face_shape(b), .block = b},
+                                 &b->fa);
     const bool cross = at == CROSS;
-    return (side_attention){.m = b->m, .q = cross ? &b->cq : &b->q, .k = cross ? &b->ck : &b->k,
-                            .v = cross ? &b->cv : &b->v, .out = cross ? &b->cout : &b->out,
-                            .norm_q = cross ? b->cnorm_q : b->norm_q, .norm_k = cross ? b->cnorm_k : b->norm_k,
-                            .norm_width = b->m->shape.hidden, .eps = b->eps,
-                            .shape = cross ? cross_shape(b) : self_shape(b),
-                            .mask = cross ? b->m->ctx.mask : b->self_mask,
-                            .rotate = !cross && b->rope ? rotate_side : NULL, .block = b,
-                            .k_bias_zero = (cross ? b->cnorm_k : b->norm_k) < 0 && (cross || !b->sana)};
+    const attn_weights *w = cross ? &b->ca : &b->sa;
+    const side_attention a = {.m = b->m, .norm_width = D, .eps = b->eps, .shape = cross ? cross_shape(b) : self_shape(b),
+                              .mask = cross ? b->m->ctx.mask : b->self_mask,
+                              .rotate = !cross && b->rope ? rotate_side : NULL, .block = b,
+                              .k_bias_zero = w->norm_k < 0 && (cross || !b->sana)};
+    return side_attention_of(a, w);
 }
 
 /* The token grid: frames of plane = side x side tokens (a square image's: 1 frame) */
@@ -383,7 +376,7 @@ static st_status face_forward(const xdit_block *b, frame *f, block_saved *sv, fl
         if (!st) st = side_attention_forward(&a, sv, FACE, h, b->in->face, keep);
     }
     if (!st && f->to_host) st = side_send(sv);
-    if (!st) st = fwd(b->m, &b->fout, h, sv->side[FACE + SO], d.N);
+    if (!st) st = fwd(b->m, &b->fa.out, h, sv->side[FACE + SO], d.N);
     if (!st && f->to_host) st = side_drop(sv, f->ks);
     if (!st) add_to(y, h, d.N * d.D);
     return st;
@@ -415,7 +408,7 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
     if (!sv) return st_host_oom("a block's saved tensors");
     float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "xdit.state");
     sv->mod[0] = scratch_take(f.ks, d.B * 6 * d.D, f.kt, "xdit.mod");
-    const bool qn = b->norm_q >= 0, late = b->face >= 0; /* late: the sides go to the host after the face adapter */
+    const bool qn = b->sa.norm_q >= 0, late = b->face >= 0; /* late: the sides go to the host after the face adapter */
     int64_t numel[SIDE_MAX] = {ND, ND, ND, ND, qn ? ND : 0, qn ? ND : 0, ND, NLD, NLD, ND, qn ? ND : 0, qn ? NLD : 0};
     if (b->added_kv) memcpy(numel + IMAGE, (int64_t[SIDE_PER]){ND, d.NI * d.D, d.NI * d.D, ND, ND, d.NI * d.D},
                             sizeof(int64_t[SIDE_PER]));
@@ -439,7 +432,7 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
         st = ln_modulate(b, h, x, sv->mod[0], 0);
         if (!st) st = side_attention_forward(&a, sv, SELF, h, h, states);
     }
-    if (!st) st = fwd(b->m, &b->out, sv->o[0], sv->side[SQ + SO], d.N);
+    if (!st) st = fwd(b->m, &b->sa.out, sv->o[0], sv->side[SQ + SO], d.N);
     if (!st) { /* y holds x1; the cross-attention on c (into h) */
         gated_residual_forward(y, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, 6 * d.D);
         const bool kx = states && keep != KEEP_ATTENTION_OUTPUT;
@@ -452,7 +445,7 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
         }
     }
     if (!st && f.to_host && !late) st = side_send(sv);
-    if (!st) st = fwd(b->m, &b->cout, sv->o2, cross_out(b, sv, h), d.N);
+    if (!st) st = fwd(b->m, &b->ca.out, sv->o2, cross_out(b, sv, h), d.N);
     if (!st && f.to_host && !late) st = side_drop(sv, f.ks); /* the sides' last reader is done */
     if (!st) {
         add_to(y, sv->o2, ND); /* x2 */
@@ -496,7 +489,7 @@ static st_status cross_backward(const xdit_block *b, block_saved *sv, const floa
     scratch s = {.pool = b->m->pool};
     float *sum = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "xdit.cross_out");
     float *datt = scratch_take_zero(&s, d.N * d.D, MEM_WORKSPACE, "xdit.dcross_out");
-    if (s.status || (s.status = bwd(b->m, &b->cout, datt, gx, cross_out(b, sv, sum), d.N))) return scratch_end(&s);
+    if (s.status || (s.status = bwd(b->m, &b->ca.out, datt, gx, cross_out(b, sv, sum), d.N))) return scratch_end(&s);
     const side_attention image = attention_of(b, IMAGE);
     text.out = NULL;
     s.status = side_attention_backward(&text, sv, CROSS, datt, c, b->m->ctx.text, dc, b->m->ctx.dtext);
