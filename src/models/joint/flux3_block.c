@@ -102,25 +102,14 @@ static attn_shape self_shape(const f3_block *b)
                         .mechanism = b->m->shape.mechanism};
 }
 
+/* the side (q, k, v, o, raw q, raw k) and to_out's output; with KEEP_ALL the feed-forward's GEMM outputs */
 static size_t fb_kept_bytes(const block *blk, keep_level keep)
 {
-    const f3_block *b = blk->self;
-    const dims d = dims_of(b);
-    const attn_shape ss = self_shape(b);
-    if (keep == KEEP_NOTHING) return 0;
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss);
-    size_t floats = (size_t)(6 * d.N * d.I + d.N * d.D); /* q, k, v, o, raw q, raw k; to_out's output */
-    if (keep == KEEP_ALL) floats += (size_t)(2 * d.N * d.F + d.N * d.D);
-    return floats * sizeof(float) + attention_kept_bytes(&ss);
+    const dims d = dims_of(blk->self);
+    return side_kept_bytes(self_shape(blk->self), keep, d.N * d.D, 2 * d.N * d.F + d.N * d.D);
 }
 
-static size_t fb_offloaded_bytes(const block *blk)
-{
-    const f3_block *b = blk->self;
-    const dims d = dims_of(b);
-    const attn_shape ss = self_shape(b);
-    return (size_t)(6 * d.N * d.I) * sizeof(float) + attention_kept_bytes(&ss);
-}
+static size_t fb_offloaded_bytes(const block *blk) { return side_self_bytes(self_shape(blk->self)); }
 
 /* ---- the modulation, set by set ---- */
 
@@ -308,13 +297,13 @@ static st_status fb_forward(block *blk, const block_state *in, block_state *out,
 {
     f3_block *b = blk->self;
     const dims d = dims_of(b);
-    const int64_t ND = d.N * d.D, NI = d.N * d.I;
+    const int64_t ND = d.N * d.D;
     const float *x = in->t[0];
     frame f;
     block_saved *sv = frame_begin(&f, blk, b->m, keep, off, saved_io);
     if (!sv) return st_host_oom("a block's saved tensors");
     float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "flux3.state");
-    side_take(&f, sv, (int64_t[SIDE_MAX]){NI, NI, NI, NI, NI, NI}, 1);
+    side_take_self(&f, sv, self_shape(b));
     sv->o[0] = scratch_take(f.ks, ND, f.kt, "flux3.attention_out");
     sv->f1[0] = scratch_take(f.fs, (fused(b) ? 2 : 1) * d.N * d.F, f.ft, "flux3.ff_in");
     sv->f3[0] = fused(b) ? NULL : scratch_take(f.fs, d.N * d.F, f.ft, "flux3.ff_up");
@@ -356,12 +345,8 @@ static st_status fb_backward(block *blk, const block_state *in, block_saved *sv,
     const int64_t N = d.N, D = d.D, ND = N * D, NF = N * d.F;
     const float *x = in->t[0];
     float *gx = grad->t[0];
-    if (sv->on_host) {
-        st_status st = side_back(sv);
-        if (st) return st;
-    }
     op_state stats = {0}, stats2 = {0};
-    scratch s = {.pool = b->m->pool};
+    scratch s = side_scratch(b->m->pool, sv);
     float *ln = scratch_take(&s, ND, MEM_WORKSPACE, "flux3.ln");
     float *h = scratch_take(&s, ND, MEM_WORKSPACE, "flux3.h");
     float *r = scratch_take(&s, ND, MEM_WORKSPACE, "flux3.branch");

@@ -59,25 +59,21 @@ static attn_shape self_shape(const lumina_block *b)
                         .mechanism = b->m->shape.mechanism, .kv_heads = b->kv_heads};
 }
 
-/* Lumina's and Z-Image's modulation rows: a zero shift for both, scale1, tanh(gate1), scale2, tanh(gate2) */
+/* Lumina's, Z-Image's and Ideogram 4's: sandwich norms and modulation rows of a zero shift for both, scale1,
+ * tanh(gate1), scale2, tanh(gate2); Ideogram 4's is Z-Image's computation under its names, with rotate-half pairs (its
+ * MRoPE) */
+#define LUMINA_MOD .sandwich = true, .glu = GLU_SILU, .qk_eps = 1e-5f, .mod_rows = 5, .at = {0, 1, 2, 0, 3, 4}
+#define ZIMAGE_NAMES(ada)                                                                                             \
+    {"attention.to_q", "attention.to_k", "attention.to_v", "attention.to_out.0", "attention.norm_q",                  \
+     "attention.norm_k", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3", ada, "attention_norm1.weight",      \
+     "attention_norm1.weight", "attention_norm2.weight", "ffn_norm1.weight", "ffn_norm2.weight", NULL, NULL}
 const lumina_style lumina2_style = {
     {"attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0", "attn.norm_q", "attn.norm_k", "feed_forward.linear_1",
      "feed_forward.linear_2", "feed_forward.linear_3", "norm1.linear", "norm1.norm.weight", "norm1.weight",
      "norm2.weight", "ffn_norm1.weight", "ffn_norm2.weight", NULL, NULL},
-    true, false, ROPE_INTERLEAVED, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}, false, false};
-const lumina_style zimage_style = {
-    {"attention.to_q", "attention.to_k", "attention.to_v", "attention.to_out.0", "attention.norm_q",
-     "attention.norm_k", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3", "adaLN_modulation.0",
-     "attention_norm1.weight", "attention_norm1.weight", "attention_norm2.weight", "ffn_norm1.weight",
-     "ffn_norm2.weight", NULL, NULL},
-    true, false, ROPE_INTERLEAVED, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}, false, false};
-/* Ideogram 4's: Z-Image's computation under its names, rotate-half pairs (its MRoPE) */
-const lumina_style ideogram_style = {
-    {"attention.to_q", "attention.to_k", "attention.to_v", "attention.to_out.0", "attention.norm_q",
-     "attention.norm_k", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3", "adaln_modulation",
-     "attention_norm1.weight", "attention_norm1.weight", "attention_norm2.weight", "ffn_norm1.weight",
-     "ffn_norm2.weight", NULL, NULL},
-    true, false, ROPE_HALF, GLU_SILU, 1e-5f, 5, {0, 1, 2, 0, 3, 4}, false, false};
+    LUMINA_MOD, .rope = ROPE_INTERLEAVED};
+const lumina_style zimage_style = {ZIMAGE_NAMES("adaLN_modulation.0"), LUMINA_MOD, .rope = ROPE_INTERLEAVED};
+const lumina_style ideogram_style = {ZIMAGE_NAMES("adaln_modulation"), LUMINA_MOD, .rope = ROPE_HALF};
 /* ERNIE's: its adaLN_modulation's six chunks as they are */
 const lumina_style ernie_style = {
     {"self_attention.to_q", "self_attention.to_k", "self_attention.to_v", "self_attention.to_out.0",
@@ -103,21 +99,19 @@ void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, co
     const int64_t D = b->width ? b->width : c->hidden, hd = D / (b->heads ? b->heads : c->heads), K = hd * b->kv_heads;
     const lumina_names *nm = &b->style->names;
     const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
-    const float alpha = (float)c->lora_alpha;
-    char n[PARAM_NAME_MAX];
-#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
-    b->q = lin_register(s, NAME(nm->q), D, D, false, ra, alpha, full);
-    b->k = lin_register(s, NAME(nm->k), D, K, false, ra, alpha, full);
-    b->v = lin_register(s, NAME(nm->v), D, K, false, ra, alpha, full);
-    b->out = lin_register(s, NAME(nm->out), D, D, false, ra, alpha, full);
+    b->q = block_linear(s, prefix, nm->q, D, D, false, ra, c);
+    b->k = block_linear(s, prefix, nm->k, D, K, false, ra, c);
+    b->v = block_linear(s, prefix, nm->v, D, K, false, ra, c);
+    b->out = block_linear(s, prefix, nm->out, D, D, false, ra, c);
     b->norm_q = nm->norm_q ? block_norm(s, prefix, nm->norm_q, hd, c) : -1;
     b->norm_k = nm->norm_k ? block_norm(s, prefix, nm->norm_k, hd, c) : -1;
-    b->w1 = lin_register(s, NAME(nm->w1), D, nm->w3 ? b->ffn : 2 * b->ffn, false, rm, alpha, full);
-    b->w2 = lin_register(s, NAME(nm->w2), b->ffn, D, false, rm, alpha, full);
-    b->w3 = nm->w3 ? lin_register(s, NAME(nm->w3), D, b->ffn, false, rm, alpha, full) : (lin_layer){.w = -1};
-    if (b->modulated && !b->style->shared_mod)
-        b->ada = lin_register(s, NAME(nm->ada), b->ada_in, 4 * D, true, 0, 0, full);
-    b->gate = nm->gate ? lin_register(s, NAME(nm->gate), D, D, false, 0, 0, full) : (lin_layer){.w = -1};
+    b->w1 = block_linear(s, prefix, nm->w1, D, nm->w3 ? b->ffn : 2 * b->ffn, false, rm, c);
+    b->w2 = block_linear(s, prefix, nm->w2, b->ffn, D, false, rm, c);
+    b->w3 = nm->w3 ? block_linear(s, prefix, nm->w3, D, b->ffn, false, rm, c) : (lin_layer){.w = -1};
+    if (b->modulated && !b->style->shared_mod) b->ada = block_linear(s, prefix, nm->ada, b->ada_in, 4 * D, true, 0, c);
+    b->gate = nm->gate ? block_linear(s, prefix, nm->gate, D, D, false, 0, c) : (lin_layer){.w = -1};
+    char n[PARAM_NAME_MAX];
+#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
     b->table = b->modulated && b->style->mod_table
                    ? param_add(s, NAME(nm->table), 2, (int64_t[]){b->style->mod_rows, D}, full) : -1;
     b->norm1 = param_add(s, NAME(b->modulated ? nm->norm1_modulated : nm->norm1), 1, (int64_t[]){D}, full);
@@ -129,20 +123,8 @@ void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, co
 
 /* ---- sizes ---- */
 
-static size_t lb_kept_bytes(const block *blk, keep_level keep)
-{
-    const lumina_block *b = blk->self;
-    dims d = dims_of(b);
-    if (keep == KEEP_NOTHING) return 0;
-    const attn_shape ss = self_shape(b);
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss);
-    /* modulations; q, raw q (with q's norm), o and the output projection (D wide); k, raw k (with k's norm), v */
-    const int64_t raw = b->norm_q >= 0, gate = b->gate.w >= 0; /* the output gate's pre-activation (N, D) */
-    size_t floats = (size_t)((own_mod(b) ? d.B * d.M : 0) + (3 + raw + gate) * d.N * d.D + (2 + raw) * d.N * d.K);
-    if (keep == KEEP_ALL) floats += (size_t)(2 * d.N * d.F + d.N * d.D);
-    return floats * sizeof(float) + attention_kept_bytes(&ss);
-}
-
+/* the side: q, raw q (with q's norm) and o (D wide); k, raw k (with k's norm) and v; beside it the modulations and
+ * the output projection (and the output gate's input) */
 static size_t lb_offloaded_bytes(const block *blk)
 {
     const lumina_block *b = blk->self;
@@ -150,6 +132,15 @@ static size_t lb_offloaded_bytes(const block *blk)
     const attn_shape ss = self_shape(b);
     const int64_t raw = b->norm_q >= 0;
     return (size_t)((2 + raw) * d.N * d.D + (2 + raw) * d.N * d.K) * sizeof(float) + attention_kept_bytes(&ss);
+}
+
+static size_t lb_kept_bytes(const block *blk, keep_level keep)
+{
+    const lumina_block *b = blk->self;
+    dims d = dims_of(b);
+    const int64_t gate = b->gate.w >= 0; /* the output gate's pre-activation (N, D) */
+    return side_block_kept_bytes(lb_offloaded_bytes(blk), self_shape(b), keep,
+                                 (own_mod(b) ? d.B * d.M : 0) + (1 + gate) * d.N * d.D, 2 * d.N * d.F + d.N * d.D);
 }
 
 /* ---- pieces run in forward and again in backward ---- */
@@ -363,13 +354,9 @@ static st_status lb_backward(block *blk, const block_state *in, block_saved *sv,
     const int64_t N = d.N, D = d.D, ND = N * D, NF = N * d.F;
     const float *x = in->t[0], *mod = mod_of(b, sv);
     float *gx = grad->t[0];
-    if (sv->on_host) {
-        st_status st = side_back(sv);
-        if (st) return st;
-    }
     op_state stats = {0}, rstats = {0};
     bool recomputed = false;
-    scratch s = {.pool = b->m->pool};
+    scratch s = side_scratch(b->m->pool, sv);
     float *dmod = b->modulated ? scratch_take_zero(&s, d.B * d.M, MEM_WORKSPACE, "lumina.dmod") : NULL;
     float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "lumina.x1");
     float *r = scratch_take(&s, ND, MEM_WORKSPACE, "lumina.r");

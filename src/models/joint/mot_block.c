@@ -47,33 +47,32 @@ static run run_at(const mot_block *b, int64_t i)
 void mot_block_register(param_set *s, mot_block *b, const char *prefix, const model_config *c)
 {
     const int64_t D = c->hidden, I = c->heads * b->head_dim, K = b->kv_heads * b->head_dim, F = b->ffn;
-    const float alpha = (float)c->lora_alpha;
     const bool full = !c->lora_rank;
-    char n[PARAM_NAME_MAX];
-#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
     static const char *const attn[2][6] = {
-        {"self_attn.to_q", "self_attn.to_k", "self_attn.to_v", "self_attn.to_out", "self_attn.norm_q.weight",
-         "self_attn.norm_k.weight"},
+        {"self_attn.to_q", "self_attn.to_k", "self_attn.to_v", "self_attn.to_out", "self_attn.norm_q",
+         "self_attn.norm_k"},
         {"self_attn.add_q_proj", "self_attn.add_k_proj", "self_attn.add_v_proj", "self_attn.to_add_out",
-         "self_attn.norm_added_q.weight", "self_attn.norm_added_k.weight"}};
+         "self_attn.norm_added_q", "self_attn.norm_added_k"}};
     for (int g = 0; g < 2; g++) { /* in Cosmos3VLTextMoTDecoderLayer's state_dict order */
         const int64_t ra = g && c->lora_attention ? c->lora_rank : 0;
         mot_set *w = &b->s[g];
-        w->q = lin_register(s, NAME(attn[g][0]), D, I, false, ra, alpha, full);
-        w->k = lin_register(s, NAME(attn[g][1]), D, K, false, ra, alpha, full);
-        w->v = lin_register(s, NAME(attn[g][2]), D, K, false, ra, alpha, full);
-        w->out = lin_register(s, NAME(attn[g][3]), I, D, false, ra, alpha, full);
-        w->norm_q = param_add(s, NAME(attn[g][4]), 1, (int64_t[]){b->head_dim}, full);
-        w->norm_k = param_add(s, NAME(attn[g][5]), 1, (int64_t[]){b->head_dim}, full);
+        w->q = block_linear(s, prefix, attn[g][0], D, I, false, ra, c);
+        w->k = block_linear(s, prefix, attn[g][1], D, K, false, ra, c);
+        w->v = block_linear(s, prefix, attn[g][2], D, K, false, ra, c);
+        w->out = block_linear(s, prefix, attn[g][3], I, D, false, ra, c);
+        w->norm_q = block_norm(s, prefix, attn[g][4], b->head_dim, c);
+        w->norm_k = block_norm(s, prefix, attn[g][5], b->head_dim, c);
     }
     static const char *const mlp[2][3] = {{"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"},
                                           {"mlp_moe_gen.gate_proj", "mlp_moe_gen.up_proj", "mlp_moe_gen.down_proj"}};
     for (int g = 0; g < 2; g++) {
         const int64_t rm = g && c->lora_mlp ? c->lora_rank : 0;
-        b->s[g].gate = lin_register(s, NAME(mlp[g][0]), D, F, false, rm, alpha, full);
-        b->s[g].up = lin_register(s, NAME(mlp[g][1]), D, F, false, rm, alpha, full);
-        b->s[g].down = lin_register(s, NAME(mlp[g][2]), F, D, false, rm, alpha, full);
+        b->s[g].gate = block_linear(s, prefix, mlp[g][0], D, F, false, rm, c);
+        b->s[g].up = block_linear(s, prefix, mlp[g][1], D, F, false, rm, c);
+        b->s[g].down = block_linear(s, prefix, mlp[g][2], F, D, false, rm, c);
     }
+    char n[PARAM_NAME_MAX];
+#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
     b->s[0].norm1 = param_add(s, NAME("input_layernorm.weight"), 1, (int64_t[]){D}, full);
     b->s[1].norm1 = param_add(s, NAME("input_layernorm_moe_gen.weight"), 1, (int64_t[]){D}, full);
     b->s[0].norm2 = param_add(s, NAME("post_attention_layernorm.weight"), 1, (int64_t[]){D}, full);
@@ -92,24 +91,20 @@ static attn_shape self_shape(const mot_block *b)
 
 static size_t side_floats(const dims *d) { return (size_t)(3 * d->N * d->I + 3 * d->N * d->K); }
 
-static size_t mb_kept_bytes(const block *blk, keep_level keep)
-{
-    const mot_block *b = blk->self;
-    const dims d = dims_of(b);
-    const attn_shape ss = self_shape(b);
-    if (keep == KEEP_NOTHING) return 0;
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&ss);
-    size_t floats = side_floats(&d) + (size_t)(d.N * d.D); /* the side; the output projections' result */
-    if (keep == KEEP_ALL) floats += (size_t)(2 * d.N * d.F + d.N * d.D);
-    return floats * sizeof(float) + attention_kept_bytes(&ss);
-}
-
 static size_t mb_offloaded_bytes(const block *blk)
 {
     const mot_block *b = blk->self;
     const dims d = dims_of(b);
     const attn_shape ss = self_shape(b);
     return side_floats(&d) * sizeof(float) + attention_kept_bytes(&ss);
+}
+
+/* the side and the output projections' result; with KEEP_ALL the SwiGLU's gate, up and output */
+static size_t mb_kept_bytes(const block *blk, keep_level keep)
+{
+    const dims d = dims_of(blk->self);
+    return side_block_kept_bytes(mb_offloaded_bytes(blk), self_shape(blk->self), keep, d.N * d.D,
+                                 2 * d.N * d.F + d.N * d.D);
 }
 
 /* ---- the streams' norms and feed-forwards, run by run ---- */
@@ -261,11 +256,7 @@ static st_status mb_backward(block *blk, const block_state *in, block_saved *sv,
     const int64_t ND = d.N * d.D, NF = d.N * d.F;
     const float *x = in->t[0];
     float *gx = grad->t[0];
-    if (sv->on_host) {
-        st_status st = side_back(sv);
-        if (st) return st;
-    }
-    scratch s = {.pool = b->m->pool};
+    scratch s = side_scratch(b->m->pool, sv);
     float *h1 = scratch_take(&s, ND, MEM_WORKSPACE, "cosmos3.h");
     float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "cosmos3.x1");
     float *h2 = scratch_take(&s, ND, MEM_WORKSPACE, "cosmos3.h2");
