@@ -12,6 +12,7 @@
  * head, queries and the self-attention's keys at their T5 position, the cross-attention's keys at their Qwen position;
  * no masks (SimpleTuner passes none): the T5 padding ids are queries and keys like any other. */
 #include "models/core/diffusers_json.h"
+#include "models/core/attn_side.h"
 #include "models/core/family.h"
 #include "models/xattn/cosmos.h"
 
@@ -26,34 +27,39 @@
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)
 
+/* attention `name` of a block: q_proj, q_norm, k_proj, k_norm, v_proj (keys and values from kv-wide rows), o_proj */
+static void anima_attention(param_set *s, const char *prefix, const char *name, int64_t kv, const model_config *c,
+                            attn_weights *w)
+{
+    const int64_t D = c->text_dim, hd = D / c->heads;
+    char n[32];
+#define NAME(leaf) (snprintf(n, sizeof n, "%s.%s", name, leaf), n)
+    w->q = block_linear(s, prefix, NAME("q_proj"), D, D, false, 0, c);
+    w->norm_q = block_norm(s, prefix, NAME("q_norm"), hd, c);
+    w->k = block_linear(s, prefix, NAME("k_proj"), kv, D, false, 0, c);
+    w->norm_k = block_norm(s, prefix, NAME("k_norm"), hd, c);
+    w->v = block_linear(s, prefix, NAME("v_proj"), kv, D, false, 0, c);
+    w->out = block_linear(s, prefix, NAME("o_proj"), D, D, false, 0, c);
+#undef NAME
+}
+
 void anima_register(param_set *s, anima_adapter *a, const model_config *c)
 {
     const bool full = !c->lora_rank;
-    const int64_t D = c->text_dim, S = c->source_dim, hd = D / c->heads, F = 4 * D;
-    char n[PARAM_NAME_MAX];
+    const int64_t D = c->text_dim, F = 4 * D;
     a->n = (int)c->refiner_depth;
     a->embed = param_add(s, "text_conditioner.embed.weight", 2, (int64_t[]){c->text_vocab, D}, full);
     for (int i = 0; i < a->n; i++) {
         anima_block *k = &a->blocks[i];
-#define NAME(suffix) (snprintf(n, sizeof n, "text_conditioner.blocks.%d.%s", i, suffix), n)
-        k->n1 = param_add(s, NAME("norm_self_attn.weight"), 1, (int64_t[]){D}, full);
-        k->q = lin_register(s, NAME("self_attn.q_proj"), D, D, false, 0, 0, full);
-        k->wq = param_add(s, NAME("self_attn.q_norm.weight"), 1, (int64_t[]){hd}, full);
-        k->k = lin_register(s, NAME("self_attn.k_proj"), D, D, false, 0, 0, full);
-        k->wk = param_add(s, NAME("self_attn.k_norm.weight"), 1, (int64_t[]){hd}, full);
-        k->v = lin_register(s, NAME("self_attn.v_proj"), D, D, false, 0, 0, full);
-        k->o = lin_register(s, NAME("self_attn.o_proj"), D, D, false, 0, 0, full);
-        k->n2 = param_add(s, NAME("norm_cross_attn.weight"), 1, (int64_t[]){D}, full);
-        k->cq = lin_register(s, NAME("cross_attn.q_proj"), D, D, false, 0, 0, full);
-        k->wcq = param_add(s, NAME("cross_attn.q_norm.weight"), 1, (int64_t[]){hd}, full);
-        k->ck = lin_register(s, NAME("cross_attn.k_proj"), S, D, false, 0, 0, full);
-        k->wck = param_add(s, NAME("cross_attn.k_norm.weight"), 1, (int64_t[]){hd}, full);
-        k->cv = lin_register(s, NAME("cross_attn.v_proj"), S, D, false, 0, 0, full);
-        k->co = lin_register(s, NAME("cross_attn.o_proj"), D, D, false, 0, 0, full);
-        k->n3 = param_add(s, NAME("norm_mlp.weight"), 1, (int64_t[]){D}, full);
-        k->f0 = lin_register(s, NAME("mlp.0"), D, F, true, 0, 0, full);
-        k->f2 = lin_register(s, NAME("mlp.2"), F, D, true, 0, 0, full);
-#undef NAME
+        char p[48];
+        snprintf(p, sizeof p, "text_conditioner.blocks.%d", i);
+        k->n1 = block_norm(s, p, "norm_self_attn", D, c);
+        anima_attention(s, p, "self_attn", D, c, &k->sa);
+        k->n2 = block_norm(s, p, "norm_cross_attn", D, c);
+        anima_attention(s, p, "cross_attn", c->source_dim, c, &k->ca);
+        k->n3 = block_norm(s, p, "norm_mlp", D, c);
+        k->f0 = block_linear(s, p, "mlp.0", D, F, true, 0, c);
+        k->f2 = block_linear(s, p, "mlp.2", F, D, true, 0, c);
     }
     a->out = lin_register(s, "text_conditioner.out_proj", D, D, true, 0, 0, full);
     a->norm = param_add(s, "text_conditioner.norm.weight", 1, (int64_t[]){D}, full);
@@ -110,6 +116,82 @@ static st_status qk_backward(model *m, const lin_layer *l, int w, const op_state
     return lin_backward(m->params, m->pool, l, dx, draw, x, B * T);
 }
 
+/* Where one of a block's attentions keeps its tensors (k->t) and states (k->st): the norm's output (its queries'
+ * input), q and k raw and normed, v, the attention's output, the projection's, the residual's sum; the norm's, q's,
+ * k's and the attention's states */
+typedef struct anima_slots {
+    int n, qr, q, kr, k, v, a, o, x;
+    int sn, sq, sk, sa;
+} anima_slots;
+static const anima_slots self_slots = {AB_N1, AB_QR, AB_Q, AB_KR, AB_K, AB_V, AB_A, AB_O, AB_X1,
+                                       AS_N1, AS_Q, AS_K, AS_A};
+static const anima_slots cross_slots = {AB_N2, AB_CQR, AB_CQ, AB_CKR, AB_CK, AB_CV, AB_CA, AB_CO, AB_X2,
+                                        AS_N2, AS_CQ, AS_CK, AS_CA};
+
+/* An attention's shape: the T5 tokens' queries over Lkv keys a sample (kv: to another sequence's) */
+static attn_shape shape_of(const model *m, int64_t Lkv, bool kv)
+{
+    const model_config *c = &m->cfg;
+    return (attn_shape){.batch = m->shape.batch, .tokens = c->text_len, .heads = c->heads,
+                        .head_dim = c->text_dim / c->heads, .mechanism = c->mechanism, .kv_tokens = kv ? Lkv : 0};
+}
+
+/* t[x] = x + o(attention(q of norm(x), k and v of kv: Lkv rows a sample, NULL: norm(x) itself)) */
+static st_status attention_module(model *m, const anima_adapter *a, anima_block *k, const anima_slots *at, int norm,
+                                  const attn_weights *w, const float *x, const float *kv, int64_t Lkv)
+{
+    const int64_t B = m->shape.batch, L = m->cfg.text_len, D = m->cfg.text_dim, n = B * L;
+    const attn_shape as = shape_of(m, Lkv, kv != NULL);
+    float **t = k->t;
+    if (!kv) kv = t[at->n];
+    st_status st;
+    if ((st = rmsnorm_forward(m->pool, t[at->n], x, PW(norm), n, D, ANIMA_EPS, &k->st[at->sn])) ||
+        (st = qk_forward(m, &w->q, w->norm_q, &k->st[at->sq], t[at->qr], t[at->q], t[at->n], B, L, a->rope)) ||
+        (st = qk_forward(m, &w->k, w->norm_k, &k->st[at->sk], t[at->kr], t[at->k], kv, B, Lkv, a->rope)) ||
+        (st = lin_forward(m->params, m->pool, &w->v, t[at->v], kv, B * Lkv)) ||
+        (st = attention_forward_masked(m->pool, &as, NULL, rows_of(t[at->a], L, D), rows_of(t[at->q], L, D),
+                                       rows_of(t[at->k], Lkv, D), rows_of(t[at->v], Lkv, D), &k->st[at->sa])) ||
+        (st = lin_forward(m->params, m->pool, &w->out, t[at->o], t[at->a], n)))
+        return st;
+    copy_rows(t[at->x], D, x, D, n, D);
+    add_to(t[at->x], t[at->o], n * D);
+    return ST_OK;
+}
+
+/* Backward's workspace: dh, dL/d(the residual stream), and the rest (dk, dv and draw as wide as the longer of the
+ * T5 tokens and the Qwen states) */
+typedef struct anima_grads {
+    float *dh, *dn, *da, *dq, *dk, *dv, *draw;
+} anima_grads;
+
+/* Back through attention_module: g->dh holds dL/d t[x] and gains dL/dx (kv NULL: norm(x) took the keys' too) */
+static st_status attention_module_backward(model *m, const anima_adapter *a, anima_block *k, const anima_slots *at,
+                                           int norm, const attn_weights *w, const float *x, const float *kv,
+                                           int64_t Lkv, const anima_grads *g)
+{
+    const int64_t B = m->shape.batch, L = m->cfg.text_len, D = m->cfg.text_dim, n = B * L;
+    const size_t ND = (size_t)(n * D) * sizeof(float), KD = (size_t)(B * Lkv * D) * sizeof(float);
+    const attn_shape as = shape_of(m, Lkv, kv != NULL);
+    float **t = k->t, *dkv = kv ? NULL : g->dn; /* the Qwen states train nothing */
+    if (!kv) kv = t[at->n];
+    zero_bytes(g->da, ND), zero_bytes(g->dq, ND), zero_bytes(g->dk, KD), zero_bytes(g->dv, KD);
+    st_status st;
+    if ((st = lin_backward(m->params, m->pool, &w->out, g->da, g->dh, t[at->a], n)) ||
+        (st = attention_backward_masked(m->pool, &as, NULL, rows_of(g->dq, L, D), rows_of(g->dk, Lkv, D),
+                                        rows_of(g->dv, Lkv, D), rows_of(g->da, L, D), rows_of(t[at->q], L, D),
+                                        rows_of(t[at->k], Lkv, D), rows_of(t[at->v], Lkv, D), rows_of(t[at->a], L, D),
+                                        &k->st[at->sa])))
+        return st;
+    zero_bytes(g->dn, ND);
+    if ((st = qk_backward(m, &w->q, w->norm_q, &k->st[at->sq], t[at->qr], g->dq, t[at->n], g->dn, B, L, a->rope,
+                          g->draw)) ||
+        (st = qk_backward(m, &w->k, w->norm_k, &k->st[at->sk], t[at->kr], g->dk, kv, dkv, B, Lkv, a->rope, g->draw)) ||
+        (st = lin_backward(m->params, m->pool, &w->v, dkv, g->dv, kv, B * Lkv)))
+        return st;
+    rmsnorm_backward(g->dh, PG(norm), g->dn, x, PW(norm), n, D, &k->st[at->sn]);
+    return ST_OK;
+}
+
 /* text (B, Lt, D): the conditioner's output for the samples' conditioning (model.h's anima layout) */
 st_status anima_forward(model *m, anima_adapter *a, const float *cond, float *text)
 {
@@ -136,34 +218,14 @@ st_status anima_forward(model *m, anima_adapter *a, const float *cond, float *te
     copy_rows(a->wts, L, cond + Lq * S + L, K, B, L);
     if ((st = host_loop(a->rope, rope_table_of, &(table_fill){a->rope, R, D / H}))) return st;
     if ((st = embedding_forward(a->h0, PW(a->embed), a->ids, n, c->text_vocab, D))) return st;
-    const attn_shape self = {.batch = B, .tokens = L, .heads = H, .head_dim = D / H, .mechanism = c->mechanism};
-    attn_shape cross = self;
-    cross.kv_tokens = Lq;
     const float *x = a->h0;
     for (int i = 0; i < a->n && !st; i++) {
         anima_block *k = &a->blocks[i];
         float **t = k->t;
         k->x = x;
-        if ((st = rmsnorm_forward(m->pool, t[AB_N1], x, PW(k->n1), n, D, ANIMA_EPS, &k->st[AS_N1])) ||
-            (st = qk_forward(m, &k->q, k->wq, &k->st[AS_Q], t[AB_QR], t[AB_Q], t[AB_N1], B, L, a->rope)) ||
-            (st = qk_forward(m, &k->k, k->wk, &k->st[AS_K], t[AB_KR], t[AB_K], t[AB_N1], B, L, a->rope)) ||
-            (st = lin_forward(m->params, m->pool, &k->v, t[AB_V], t[AB_N1], n)) ||
-            (st = attention_forward_masked(m->pool, &self, NULL, rows_of(t[AB_A], L, D), rows_of(t[AB_Q], L, D),
-                                           rows_of(t[AB_K], L, D), rows_of(t[AB_V], L, D), &k->st[AS_A])) ||
-            (st = lin_forward(m->params, m->pool, &k->o, t[AB_O], t[AB_A], n)))
+        if ((st = attention_module(m, a, k, &self_slots, k->n1, &k->sa, x, NULL, L)) ||
+            (st = attention_module(m, a, k, &cross_slots, k->n2, &k->ca, t[AB_X1], a->src, Lq)))
             break;
-        copy_rows(t[AB_X1], D, x, D, n, D);
-        add_to(t[AB_X1], t[AB_O], n * D);
-        if ((st = rmsnorm_forward(m->pool, t[AB_N2], t[AB_X1], PW(k->n2), n, D, ANIMA_EPS, &k->st[AS_N2])) ||
-            (st = qk_forward(m, &k->cq, k->wcq, &k->st[AS_CQ], t[AB_CQR], t[AB_CQ], t[AB_N2], B, L, a->rope)) ||
-            (st = qk_forward(m, &k->ck, k->wck, &k->st[AS_CK], t[AB_CKR], t[AB_CK], a->src, B, Lq, a->rope)) ||
-            (st = lin_forward(m->params, m->pool, &k->cv, t[AB_CV], a->src, ns)) ||
-            (st = attention_forward_masked(m->pool, &cross, NULL, rows_of(t[AB_CA], L, D), rows_of(t[AB_CQ], L, D),
-                                           rows_of(t[AB_CK], Lq, D), rows_of(t[AB_CV], Lq, D), &k->st[AS_CA])) ||
-            (st = lin_forward(m->params, m->pool, &k->co, t[AB_CO], t[AB_CA], n)))
-            break;
-        copy_rows(t[AB_X2], D, t[AB_X1], D, n, D);
-        add_to(t[AB_X2], t[AB_CO], n * D);
         if ((st = rmsnorm_forward(m->pool, t[AB_N3], t[AB_X2], PW(k->n3), n, D, ANIMA_EPS, &k->st[AS_N3])) ||
             (st = lin_forward(m->params, m->pool, &k->f0, t[AB_F1], t[AB_N3], n)))
             break;
@@ -190,73 +252,42 @@ st_status anima_backward(model *m, anima_adapter *a, const float *dtext)
 {
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = c->text_len, Lq = c->source_len, Lt = m->shape.text, D = c->text_dim;
-    const int64_t n = B * L, ns = B * Lq, F = 4 * D, H = c->heads;
+    const int64_t n = B * L, ns = B * Lq, F = 4 * D;
     scratch s = {.pool = m->pool};
-    float *dh = scratch_take_zero(&s, n * D, MEM_WORKSPACE, "anima.dh");
+    anima_grads g = {.dh = scratch_take_zero(&s, n * D, MEM_WORKSPACE, "anima.dh")};
     float *dy = scratch_take_zero(&s, n * D, MEM_WORKSPACE, "anima.dy");
-    float *dn = scratch_take(&s, n * D, MEM_WORKSPACE, "anima.dnorm");
-    float *da = scratch_take(&s, n * D, MEM_WORKSPACE, "anima.dattn");
-    float *dq = scratch_take(&s, n * D, MEM_WORKSPACE, "anima.dq");
-    float *dk = scratch_take(&s, (n > ns ? n : ns) * D, MEM_WORKSPACE, "anima.dk");
-    float *dv = scratch_take(&s, (n > ns ? n : ns) * D, MEM_WORKSPACE, "anima.dv");
-    float *draw = scratch_take(&s, (n > ns ? n : ns) * D, MEM_WORKSPACE, "anima.draw");
+    g.dn = scratch_take(&s, n * D, MEM_WORKSPACE, "anima.dnorm");
+    g.da = scratch_take(&s, n * D, MEM_WORKSPACE, "anima.dattn");
+    g.dq = scratch_take(&s, n * D, MEM_WORKSPACE, "anima.dq");
+    g.dk = scratch_take(&s, (n > ns ? n : ns) * D, MEM_WORKSPACE, "anima.dk");
+    g.dv = scratch_take(&s, (n > ns ? n : ns) * D, MEM_WORKSPACE, "anima.dv");
+    g.draw = scratch_take(&s, (n > ns ? n : ns) * D, MEM_WORKSPACE, "anima.draw");
     float *df = scratch_take(&s, n * F, MEM_WORKSPACE, "anima.dff");
-    float *g = scratch_take(&s, n * F, MEM_WORKSPACE, "anima.gelu");
+    float *gl = scratch_take(&s, n * F, MEM_WORKSPACE, "anima.gelu");
     if (s.status) return scratch_end(&s);
-    const size_t ND = (size_t)(n * D) * sizeof(float);
     for (int64_t b = 0; b < B; b++) /* dz = dtext * weight: the same product */
-        row_scale_forward(dn + b * L * D, dtext + b * Lt * D, a->wts + b * L, L, D);
-    rmsnorm_backward(dy, PG(a->norm), dn, a->y, PW(a->norm), n, D, &a->zst);
+        row_scale_forward(g.dn + b * L * D, dtext + b * Lt * D, a->wts + b * L, L, D);
+    rmsnorm_backward(dy, PG(a->norm), g.dn, a->y, PW(a->norm), n, D, &a->zst);
     const float *xl = a->n ? a->blocks[a->n - 1].t[AB_X3] : a->h0;
-    if ((s.status = lin_backward(m->params, m->pool, &a->out, dh, dy, xl, n))) return scratch_end(&s);
-    const attn_shape self = {.batch = B, .tokens = L, .heads = H, .head_dim = D / H, .mechanism = c->mechanism};
-    attn_shape cross = self;
-    cross.kv_tokens = Lq;
+    if ((s.status = lin_backward(m->params, m->pool, &a->out, g.dh, dy, xl, n))) return scratch_end(&s);
     for (int i = a->n - 1; i >= 0 && !s.status; i--) {
         anima_block *k = &a->blocks[i];
         float **t = k->t;
         /* x3 = x2 + mlp(n3 x2): dh stays dL/dx3, becoming dL/dx2 */
-        gelu_erf_forward(g, t[AB_F1], n * F);
+        gelu_erf_forward(gl, t[AB_F1], n * F);
         zero_bytes(df, (size_t)(n * F) * sizeof(float));
-        if ((s.status = lin_backward(m->params, m->pool, &k->f2, df, dh, g, n))) break;
-        zero_bytes(g, (size_t)(n * F) * sizeof(float));
-        gelu_erf_backward(g, df, t[AB_F1], n * F); /* g: d f1 */
-        zero_bytes(dn, ND);
-        if ((s.status = lin_backward(m->params, m->pool, &k->f0, dn, g, t[AB_N3], n))) break;
-        rmsnorm_backward(dh, PG(k->n3), dn, t[AB_X2], PW(k->n3), n, D, &k->st[AS_N3]);
-        /* x2 = x1 + o'(cross-attention(n2 x1, qwen)) */
-        zero_bytes(da, ND), zero_bytes(dq, ND);
-        zero_bytes(dk, (size_t)(ns * D) * sizeof(float)), zero_bytes(dv, (size_t)(ns * D) * sizeof(float));
-        if ((s.status = lin_backward(m->params, m->pool, &k->co, da, dh, t[AB_CA], n)) ||
-            (s.status = attention_backward_masked(m->pool, &cross, NULL, rows_of(dq, L, D), rows_of(dk, Lq, D),
-                                                  rows_of(dv, Lq, D), rows_of(da, L, D), rows_of(t[AB_CQ], L, D),
-                                                  rows_of(t[AB_CK], Lq, D), rows_of(t[AB_CV], Lq, D),
-                                                  rows_of(t[AB_CA], L, D), &k->st[AS_CA])))
+        if ((s.status = lin_backward(m->params, m->pool, &k->f2, df, g.dh, gl, n))) break;
+        zero_bytes(gl, (size_t)(n * F) * sizeof(float));
+        gelu_erf_backward(gl, df, t[AB_F1], n * F); /* gl: d f1 */
+        zero_bytes(g.dn, (size_t)(n * D) * sizeof(float));
+        if ((s.status = lin_backward(m->params, m->pool, &k->f0, g.dn, gl, t[AB_N3], n))) break;
+        rmsnorm_backward(g.dh, PG(k->n3), g.dn, t[AB_X2], PW(k->n3), n, D, &k->st[AS_N3]);
+        /* x2 = x1 + o'(cross-attention(n2 x1, qwen)), x1 = x + o(self-attention(n1 x)) */
+        if ((s.status = attention_module_backward(m, a, k, &cross_slots, k->n2, &k->ca, t[AB_X1], a->src, Lq, &g)) ||
+            (s.status = attention_module_backward(m, a, k, &self_slots, k->n1, &k->sa, k->x, NULL, L, &g)))
             break;
-        zero_bytes(dn, ND);
-        if ((s.status = qk_backward(m, &k->cq, k->wcq, &k->st[AS_CQ], t[AB_CQR], dq, t[AB_N2], dn, B, L, a->rope,
-                                    draw)) ||
-            (s.status = qk_backward(m, &k->ck, k->wck, &k->st[AS_CK], t[AB_CKR], dk, a->src, NULL, B, Lq, a->rope,
-                                    draw)) ||
-            (s.status = lin_backward(m->params, m->pool, &k->cv, NULL, dv, a->src, ns)))
-            break;
-        rmsnorm_backward(dh, PG(k->n2), dn, t[AB_X1], PW(k->n2), n, D, &k->st[AS_N2]);
-        /* x1 = x + o(self-attention(n1 x)) */
-        zero_bytes(da, ND), zero_bytes(dq, ND), zero_bytes(dk, ND), zero_bytes(dv, ND);
-        if ((s.status = lin_backward(m->params, m->pool, &k->o, da, dh, t[AB_A], n)) ||
-            (s.status = attention_backward_masked(m->pool, &self, NULL, rows_of(dq, L, D), rows_of(dk, L, D),
-                                                  rows_of(dv, L, D), rows_of(da, L, D), rows_of(t[AB_Q], L, D),
-                                                  rows_of(t[AB_K], L, D), rows_of(t[AB_V], L, D),
-                                                  rows_of(t[AB_A], L, D), &k->st[AS_A])))
-            break;
-        zero_bytes(dn, ND);
-        if ((s.status = qk_backward(m, &k->q, k->wq, &k->st[AS_Q], t[AB_QR], dq, t[AB_N1], dn, B, L, a->rope, draw)) ||
-            (s.status = qk_backward(m, &k->k, k->wk, &k->st[AS_K], t[AB_KR], dk, t[AB_N1], dn, B, L, a->rope, draw)) ||
-            (s.status = lin_backward(m->params, m->pool, &k->v, dn, dv, t[AB_N1], n)))
-            break;
-        rmsnorm_backward(dh, PG(k->n1), dn, k->x, PW(k->n1), n, D, &k->st[AS_N1]);
     }
-    if (!s.status) embedding_backward(PG(a->embed), dh, a->ids, n, D);
+    if (!s.status) embedding_backward(PG(a->embed), g.dh, a->ids, n, D);
     return scratch_end(&s);
 }
 

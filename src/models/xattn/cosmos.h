@@ -25,8 +25,9 @@ typedef struct cosmos_options {
 } cosmos_options;
 
 typedef struct anima_block {
-    int n1, n2, n3, wq, wk, wcq, wck; /* RMSNorm weights: the block's (D) and q/k's per head */
-    lin_layer q, k, v, o, cq, ck, cv, co, f0, f2;
+    int n1, n2, n3;     /* RMSNorm weights (D) */
+    attn_weights sa, ca; /* self_attn, cross_attn; q_norm and k_norm per head */
+    lin_layer f0, f2;
     const float *x; /* the block's input */
     float *t[AB_COUNT];
     op_state st[AS_COUNT];
