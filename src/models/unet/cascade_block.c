@@ -10,6 +10,8 @@
  * reads from the input state. The stream's gradient stays in the model's one buffer, sized for the widest stream. */
 #include "models/unet/cascade.h"
 
+#include "models/core/attn_side.h"
+
 #include <stdlib.h>
 
 #define W(i) (param_at(u->m->params, (i))->w)
@@ -19,17 +21,6 @@ static int64_t batch_of(const cascade_block *u) { return u->m->shape.batch; }
 
 /* Dropout applies in a training forward (and its recompute, which draws the same masks), at the level's rate */
 static bool dropping(const cascade_block *u) { return u->dropout > 0 && u->cx->train; }
-
-static st_status lin_f(const cascade_block *u, const lin_layer *l, float *y, const float *x, int64_t n)
-{
-    return lin_forward(u->m->params, u->m->pool, l, y, x, n);
-}
-
-static st_status lin_b(const cascade_block *u, const lin_layer *l, float *dx, const float *dy, const float *x,
-                       int64_t n)
-{
-    return lin_backward(u->m->params, u->m->pool, l, dx, dy, x, n);
-}
 
 /* SDCascadeLayerNorm: a LayerNorm over the channels of x (B, C, HW), no affine, into y (same layout) */
 static st_status ln2d_forward(const cascade_block *u, float *y, const float *x, int64_t C, int64_t HW, op_state *keep,
@@ -107,10 +98,10 @@ static st_status res_forward(const cascade_block *u, const block_state *in, floa
         transpose_batched(ts, in->t[u->io.skips], B, u->cskip, T);
         copy_rows(cat + C, Ci, ts, u->cskip, N, u->cskip);
     }
-    if (!e) e = lin_f(u, &u->l1, h1, cat, N);
+    if (!e) e = fwd(u->m, &u->l1, h1, cat, N);
     if (!e) e = res_act(u, g, r, h1, st ? &st[1] : NULL);
     if (!e && dropping(u)) dropout_forward(r, r, N * F, u->dropout, u->cx->dropout_seed, u->stream);
-    if (!e) e = lin_f(u, &u->l2, t, r, N); /* t: channelwise's output (N, C) */
+    if (!e) e = fwd(u->m, &u->l2, t, r, N); /* t: channelwise's output (N, C) */
     if (e) return e;
     transpose_batched(y, t, B, T, C);
     add_to(y, in->t[0], N * C);
@@ -135,7 +126,7 @@ static st_status res_backward(const cascade_block *u, const block_state *in, flo
     transpose_batched(t, dy, B, C, T); /* t: dL/d(channelwise's output) */
     st_status e = res_act(u, g, r, h1, NULL);
     if (!e && dropping(u)) dropout_forward(r, r, N * F, u->dropout, u->cx->dropout_seed, u->stream);
-    if (!e) e = lin_b(u, &u->l2, dr, t, r, N);
+    if (!e) e = bwd(u->m, &u->l2, dr, t, r, N);
     if (!e && dropping(u)) dropout_backward(dr, dr, N * F, u->dropout, u->cx->dropout_seed, u->stream);
     float *dg = r, *dh1 = g; /* r and g are dead once read: their buffers take the gradients */
     if (!e) {
@@ -145,7 +136,7 @@ static st_status res_backward(const cascade_block *u, const block_state *in, flo
     if (!e) { /* GELU's backward reads h1 only: g's buffer is free */
         zero_floats(dh1, N * F);
         gelu_erf_backward(dh1, dg, h1, N * F);
-        e = lin_b(u, &u->l1, dcat, dh1, cat, N);
+        e = bwd(u->m, &u->l1, dcat, dh1, cat, N);
     }
     float *dn = dr; /* (N, C) of it */
     if (!e) {
@@ -181,7 +172,7 @@ static st_status time_mod(const cascade_block *u, float *a, float *b, scratch *s
     st_status e = s->status;
     for (int k = 0; !e && k < CASCADE_TIME_CONDS; k++) {
         copy_rows(chunk, D, u->cx->r_embed + k * D, CASCADE_TIME_CONDS * D, B, D);
-        e = lin_f(u, &u->map[k], one, chunk, B);
+        e = fwd(u->m, &u->map[k], one, chunk, B);
         if (!e) add_to(ab, one, B * 2 * C);
     }
     if (!e) copy_rows(a, C, ab, 2 * C, B, C), copy_rows(b, C, ab + C, 2 * C, B, C);
@@ -215,7 +206,7 @@ static st_status time_backward(const cascade_block *u, const float *x, float *dy
     copy_rows(dab + C, 2 * C, dsh, C, B, C);
     for (int k = 0; !e && k < CASCADE_TIME_CONDS; k++) { /* the time embeddings are not trained: no dx */
         copy_rows(chunk, D, u->cx->r_embed + k * D, CASCADE_TIME_CONDS * D, B, D);
-        e = lin_b(u, &u->map[k], NULL, dab, chunk, B);
+        e = bwd(u->m, &u->map[k], NULL, dab, chunk, B);
     }
     return e;
 }
@@ -276,18 +267,18 @@ static st_status attn_forward(const cascade_block *u, const float *x, float *y, 
     const attn_shape as = attn_shape_of(u);
     transpose_batched(t, x, d.B, d.C, d.T);
     st_status e = layernorm_forward(p, nt, t, NULL, NULL, d.N, d.C, CASCADE_EPS, st);
-    if (!e) e = lin_f(u, &u->kv, kvm, u->cx->clip_s, d.B * d.L);
+    if (!e) e = fwd(u->m, &u->kv, kvm, u->cx->clip_s, d.B * d.L);
     if (!e) { /* each sample's keys: its normed map, then its conditioning tokens */
         copy_rows(kv, d.K * d.C, nt, d.T * d.C, d.B, d.T * d.C);
         copy_rows(kv + d.T * d.C, d.K * d.C, kvm, d.L * d.C, d.B, d.L * d.C);
     }
-    if (!e && !from_host) e = lin_f(u, &u->q, q, nt, d.N);
-    if (!e && !from_host) e = lin_f(u, &u->k, k, kv, d.B * d.K);
-    if (!e && !from_host) e = lin_f(u, &u->v, v, kv, d.B * d.K);
+    if (!e && !from_host) e = fwd(u->m, &u->q, q, nt, d.N);
+    if (!e && !from_host) e = fwd(u->m, &u->k, k, kv, d.B * d.K);
+    if (!e && !from_host) e = fwd(u->m, &u->v, v, kv, d.B * d.K);
     if (!e && !from_host)
         e = attention_forward(p, &as, view(o, d.T, d.C), view(q, d.T, d.C), view(k, d.K, d.C), view(v, d.K, d.C),
                               att);
-    if (!e) e = lin_f(u, &u->o, t, o, d.N);
+    if (!e) e = fwd(u->m, &u->o, t, o, d.N);
     if (e) return e;
     if (dropping(u)) dropout_forward(t, t, d.N * d.C, u->dropout, u->cx->dropout_seed, u->stream);
     transpose_batched(y, t, d.B, d.T, d.C);
@@ -313,21 +304,21 @@ static st_status attn_backward(const cascade_block *u, const float *x, float *ar
     const attn_shape as = attn_shape_of(u);
     transpose_batched(t, dy, d.B, d.C, d.T);
     if (dropping(u)) dropout_backward(t, t, d.N * d.C, u->dropout, u->cx->dropout_seed, u->stream);
-    st_status e = lin_b(u, &u->o, dO, t, o, d.N);
+    st_status e = bwd(u->m, &u->o, dO, t, o, d.N);
     if (!e) e = attention_backward(p, &as, view(dq, d.T, d.C), view(dk, d.K, d.C), view(dv, d.K, d.C),
                                    view(dO, d.T, d.C), view(q, d.T, d.C), view(k, d.K, d.C), view(v, d.K, d.C),
                                    view(o, d.T, d.C), &st[1]);
-    if (!e) e = lin_b(u, &u->q, dnt, dq, nt, d.N);
+    if (!e) e = bwd(u->m, &u->q, dnt, dq, nt, d.N);
     lin_layer k_nobias = u->k; /* every query sees every key: the softmax cancels the key bias, whose gradient is 0 */
     k_nobias.b = -1;
-    if (!e) e = lin_b(u, &k_nobias, dkv, dk, kv, d.B * d.K);
-    if (!e) e = lin_b(u, &u->v, dkv, dv, kv, d.B * d.K);
+    if (!e) e = bwd(u->m, &k_nobias, dkv, dk, kv, d.B * d.K);
+    if (!e) e = bwd(u->m, &u->v, dkv, dv, kv, d.B * d.K);
     float *dkvm = dk; /* (B L, C) of it */
     if (!e) { /* the keys' input: the normed map's rows join its gradient, the tokens' go to the kv_mapper */
         copy_rows(t, d.T * d.C, dkv, d.K * d.C, d.B, d.T * d.C);
         add_to(dnt, t, d.N * d.C);
         copy_rows(dkvm, d.L * d.C, dkv + d.T * d.C, d.K * d.C, d.B, d.L * d.C);
-        e = lin_b(u, &u->kv, u->cx->dclip_s, dkvm, u->cx->clip_s, d.B * d.L);
+        e = bwd(u->m, &u->kv, u->cx->dclip_s, dkvm, u->cx->clip_s, d.B * d.L);
     }
     if (e) return e;
     float *dt = dq;

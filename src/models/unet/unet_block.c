@@ -15,6 +15,8 @@
  * micro_seq.c's. */
 #include "models/unet/unet.h"
 
+#include "models/core/attn_side.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,7 +81,7 @@ static st_status res_forward(const unet_block *u, const block_state *in, float *
     silu_forward(a, n1, B * Ci * HW);
     const conv_shape c1 = conv3(u, Ci, Co, 1), c2 = conv3(u, Co, Co, 1);
     if ((r = conv2d_forward(u->m->pool, h1, a, W(u->conv1_w), W(u->conv1_b), &c1))) return r;
-    if ((r = lin_forward(u->m->params, u->m->pool, &u->temb, tp, u->m->ctx.cs, B))) return r;
+    if ((r = fwd(u->m, &u->temb, tp, u->m->ctx.cs, B))) return r;
     plane_add_forward(h1, tp, B * Co, HW);
     if ((r = groupnorm_forward(u->m->pool, n2, h1, W(u->norm2_w), W(u->norm2_b), B, Co, HW, g, eps,
                                st ? &st[1] : NULL)))
@@ -124,7 +126,7 @@ static st_status res_backward(const unet_block *u, const block_state *in, float 
     if ((r = groupnorm_backward(p, dh1, G(u->norm2_w), G(u->norm2_b), dn, h1, W(u->norm2_w), B, Co, HW, g, &st[1])))
         return r;
     plane_add_backward(dtp, dh1, B * Co, HW);
-    if ((r = lin_backward(u->m->params, p, &u->temb, u->m->ctx.dcs, dtp, u->m->ctx.cs, B))) return r;
+    if ((r = bwd(u->m, &u->temb, u->m->ctx.dcs, dtp, u->m->ctx.cs, B))) return r;
     silu_forward(a, n1, B * Ci * HW);
     zero_floats(da, B * Ci * HW);
     zero_floats(dn, B * Ci * HW);
@@ -215,10 +217,8 @@ static st_status ffn_forward(const unet_block *u, const xformer_layer *xl, float
                              op_state *ln3)
 {
     const xf_dims d = xf_of(u);
-    param_set *ps = u->m->params;
-    pool *p = u->m->pool;
-    st_status r = layernorm_forward(p, f[LN3], m[H2], W(xl->n3w), W(xl->n3b), d.N, d.I, XF_EPS, ln3);
-    if (!r) r = lin_forward(ps, p, &xl->ff1, f[FG], f[LN3], d.N);
+    st_status r = layernorm_forward(u->m->pool, f[LN3], m[H2], W(xl->n3w), W(xl->n3b), d.N, d.I, XF_EPS, ln3);
+    if (!r) r = fwd(u->m, &xl->ff1, f[FG], f[LN3], d.N);
     /* GEGLU: proj's output is (hidden, gate): hidden * gelu(gate) */
     if (!r) glu_forward(f[GG], f[FG] + d.FF, f[FG], d.N, d.FF, 2 * d.FF, GLU_GELU_ERF);
     return r;
@@ -233,7 +233,6 @@ static st_status xf_forward(const unet_block *u, const float *x, float *y, const
     const xf_dims d = xf_of(u);
     const model *m = u->m;
     pool *p = m->pool;
-    param_set *ps = m->params;
     const attn_shape self = xf_shape(u, false), cross = xf_shape(u, true);
     float *tin = rg->main, *h0 = tin + d.N * d.C;
     float *n = scratch_take(s, d.N * d.C, MEM_WORKSPACE, "unet.gn");
@@ -244,37 +243,37 @@ static st_status xf_forward(const unet_block *u, const float *x, float *y, const
                                     kst ? &kst[0] : NULL);
     if (r) return r;
     transpose_batched(tin, n, d.B, d.C, d.T);
-    if ((r = lin_forward(ps, p, &u->proj_in, h0, tin, d.N))) return r;
+    if ((r = fwd(m, &u->proj_in, h0, tin, d.N))) return r;
     const float *h = h0;
     for (int64_t l = 0; l < u->layers && !r; l++) {
         const xformer_layer *xl = &u->xl[l];
         float *t[MAIN_TENSORS], *a[SIDE_TENSORS], *f[FFN_TENSORS];
         layer_ptrs(&d, rg, l, t, a, f);
         r = layernorm_forward(p, t[LN1], h, W(xl->n1w), W(xl->n1b), d.N, d.I, XF_EPS, layer_state(kst, l, S_LN1));
-        if (!r && !from_host) r = lin_forward(ps, p, &xl->q, a[Q], t[LN1], d.N);
-        if (!r && !from_host) r = lin_forward(ps, p, &xl->k, a[K], t[LN1], d.N);
-        if (!r && !from_host) r = lin_forward(ps, p, &xl->v, a[V], t[LN1], d.N);
+        if (!r && !from_host) r = fwd(m, &xl->q, a[Q], t[LN1], d.N);
+        if (!r && !from_host) r = fwd(m, &xl->k, a[K], t[LN1], d.N);
+        if (!r && !from_host) r = fwd(m, &xl->v, a[V], t[LN1], d.N);
         if (!r && !from_host)
             r = attention_forward(p, &self, view(a[O], d.T, d.I), view(a[Q], d.T, d.I), view(a[K], d.T, d.I),
                                   view(a[V], d.T, d.I), layer_state(ast, l, S_ATT1));
-        if (!r) r = lin_forward(ps, p, &xl->o, t[H1], a[O], d.N);
+        if (!r) r = fwd(m, &xl->o, t[H1], a[O], d.N);
         if (!r) add_to(t[H1], h, d.N * d.I);
         if (!r) r = layernorm_forward(p, t[LN2], t[H1], W(xl->n2w), W(xl->n2b), d.N, d.I, XF_EPS,
                                       layer_state(kst, l, S_LN2));
-        if (!r && !from_host) r = lin_forward(ps, p, &xl->q2, a[Q2], t[LN2], d.N);
-        if (!r && !from_host) r = lin_forward(ps, p, &xl->k2, a[K2], m->ctx.text, d.B * d.L);
-        if (!r && !from_host) r = lin_forward(ps, p, &xl->v2, a[V2], m->ctx.text, d.B * d.L);
+        if (!r && !from_host) r = fwd(m, &xl->q2, a[Q2], t[LN2], d.N);
+        if (!r && !from_host) r = fwd(m, &xl->k2, a[K2], m->ctx.text, d.B * d.L);
+        if (!r && !from_host) r = fwd(m, &xl->v2, a[V2], m->ctx.text, d.B * d.L);
         if (!r && !from_host)
             r = attention_forward(p, &cross, view(a[O2], d.T, d.I), view(a[Q2], d.T, d.I), view(a[K2], d.L, d.I),
                                   view(a[V2], d.L, d.I), layer_state(ast, l, S_ATT2));
-        if (!r) r = lin_forward(ps, p, &xl->o2, t[H2], a[O2], d.N);
+        if (!r) r = fwd(m, &xl->o2, t[H2], a[O2], d.N);
         if (!r) add_to(t[H2], t[H1], d.N * d.I);
         if (!r) r = ffn_forward(u, xl, t, f, keep_ffn ? layer_state(kst, l, S_LN3) : NULL);
-        if (!r) r = lin_forward(ps, p, &xl->ff2, t[H3], f[GG], d.N);
+        if (!r) r = fwd(m, &xl->ff2, t[H3], f[GG], d.N);
         if (!r) add_to(t[H3], t[H2], d.N * d.I);
         h = t[H3];
     }
-    if (!r) r = lin_forward(ps, p, &u->proj_out, out, h, d.N);
+    if (!r) r = fwd(m, &u->proj_out, out, h, d.N);
     if (r) return r;
     transpose_batched(y, out, d.B, d.T, d.C);
     add_to(y, x, d.N * d.C);
@@ -289,7 +288,6 @@ static st_status xf_backward(const unet_block *u, const float *x, const xf_regio
     const xf_dims d = xf_of(u);
     const model *m = u->m;
     pool *p = m->pool;
-    param_set *ps = m->params;
     const attn_shape self = xf_shape(u, false), cross = xf_shape(u, true);
     float *tin = rg->main, *h0 = tin + d.N * d.C;
     float *dout = scratch_take(s, d.N * d.C, MEM_WORKSPACE, "unet.dproj_out");
@@ -305,7 +303,7 @@ static st_status xf_backward(const unet_block *u, const float *x, const xf_regio
     transpose_batched(dout, dy, d.B, d.C, d.T);
     float *t[MAIN_TENSORS], *a[SIDE_TENSORS], *f[FFN_TENSORS];
     layer_ptrs(&d, rg, u->layers - 1, t, a, f);
-    st_status r = lin_backward(ps, p, &u->proj_out, dh, dout, u->layers ? t[H3] : h0, d.N);
+    st_status r = bwd(m, &u->proj_out, dh, dout, u->layers ? t[H3] : h0, d.N);
     const int64_t NI = d.N * d.I;
     for (int64_t l = u->layers - 1; l >= 0 && !r; l--) {
         const xformer_layer *xl = &u->xl[l];
@@ -316,42 +314,42 @@ static st_status xf_backward(const unet_block *u, const float *x, const xf_regio
         if (!rg->ffn_stride) r = ffn_forward(u, xl, t, f, ln3 = &again); /* torch-ffn: the feed-forward again */
         /* feed-forward: dh holds dL/dH3 */
         zero_floats(dg, d.N * d.FF), zero_floats(dt, d.N * 2 * d.FF);
-        if (!r) r = lin_backward(ps, p, &xl->ff2, dg, dh, f[GG], d.N);
+        if (!r) r = bwd(m, &xl->ff2, dg, dh, f[GG], d.N);
         if (!r) glu_backward(dt + d.FF, dt, dg, f[FG] + d.FF, f[FG], d.N, d.FF, 2 * d.FF, GLU_GELU_ERF);
-        if (!r) zero_floats(dq, NI), r = lin_backward(ps, p, &xl->ff1, dq, dt, f[LN3], d.N);
+        if (!r) zero_floats(dq, NI), r = bwd(m, &xl->ff1, dq, dt, f[LN3], d.N);
         if (!r) layernorm_backward(dh, G(xl->n3w), G(xl->n3b), dq, t[H2], W(xl->n3w), d.N, d.I, ln3);
         op_state_release(&again);
         /* cross-attention: dh holds dL/dH2 */
         float *dO = dt, *dln = dg; /* N I floats each, free again */
-        if (!r) zero_floats(dO, NI), r = lin_backward(ps, p, &xl->o2, dO, dh, a[O2], d.N);
+        if (!r) zero_floats(dO, NI), r = bwd(m, &xl->o2, dO, dh, a[O2], d.N);
         if (!r) {
             zero_floats(dq, NI), zero_floats(dk2, d.B * d.L * d.I), zero_floats(dv2, d.B * d.L * d.I);
             r = attention_backward(p, &cross, view(dq, d.T, d.I), view(dk2, d.L, d.I), view(dv2, d.L, d.I),
                                    view(dO, d.T, d.I), view(a[Q2], d.T, d.I), view(a[K2], d.L, d.I),
                                    view(a[V2], d.L, d.I), view(a[O2], d.T, d.I), layer_state(st, l, S_ATT2));
         }
-        if (!r) r = lin_backward(ps, p, &xl->k2, m->ctx.dtext, dk2, m->ctx.text, d.B * d.L);
-        if (!r) r = lin_backward(ps, p, &xl->v2, m->ctx.dtext, dv2, m->ctx.text, d.B * d.L);
-        if (!r) zero_floats(dln, NI), r = lin_backward(ps, p, &xl->q2, dln, dq, t[LN2], d.N);
+        if (!r) r = bwd(m, &xl->k2, m->ctx.dtext, dk2, m->ctx.text, d.B * d.L);
+        if (!r) r = bwd(m, &xl->v2, m->ctx.dtext, dv2, m->ctx.text, d.B * d.L);
+        if (!r) zero_floats(dln, NI), r = bwd(m, &xl->q2, dln, dq, t[LN2], d.N);
         if (!r) layernorm_backward(dh, G(xl->n2w), G(xl->n2b), dln, t[H1], W(xl->n2w), d.N, d.I,
                                    layer_state(st, l, S_LN2));
         /* self-attention: dh holds dL/dH1 */
-        if (!r) zero_floats(dO, NI), r = lin_backward(ps, p, &xl->o, dO, dh, a[O], d.N);
+        if (!r) zero_floats(dO, NI), r = bwd(m, &xl->o, dO, dh, a[O], d.N);
         if (!r) {
             zero_floats(dq, NI), zero_floats(dk, NI), zero_floats(dv, NI);
             r = attention_backward(p, &self, view(dq, d.T, d.I), view(dk, d.T, d.I), view(dv, d.T, d.I),
                                    view(dO, d.T, d.I), view(a[Q], d.T, d.I), view(a[K], d.T, d.I),
                                    view(a[V], d.T, d.I), view(a[O], d.T, d.I), layer_state(st, l, S_ATT1));
         }
-        if (!r) zero_floats(dln, NI), r = lin_backward(ps, p, &xl->q, dln, dq, t[LN1], d.N);
-        if (!r) r = lin_backward(ps, p, &xl->k, dln, dk, t[LN1], d.N);
-        if (!r) r = lin_backward(ps, p, &xl->v, dln, dv, t[LN1], d.N);
+        if (!r) zero_floats(dln, NI), r = bwd(m, &xl->q, dln, dq, t[LN1], d.N);
+        if (!r) r = bwd(m, &xl->k, dln, dk, t[LN1], d.N);
+        if (!r) r = bwd(m, &xl->v, dln, dv, t[LN1], d.N);
         if (!r) layernorm_backward(dh, G(xl->n1w), G(xl->n1b), dln, hin, W(xl->n1w), d.N, d.I,
                                    layer_state(st, l, S_LN1));
     }
     /* proj_in and the GroupNorm; the residual's gradient is dy itself, which becomes dL/dx in place */
     float *dtin = dq, *dn = dt; /* N C floats each (C = I) */
-    if (!r) zero_floats(dtin, NI), r = lin_backward(ps, p, &u->proj_in, dtin, dh, tin, d.N);
+    if (!r) zero_floats(dtin, NI), r = bwd(m, &u->proj_in, dtin, dh, tin, d.N);
     if (r) return r;
     transpose_batched(dn, dtin, d.B, d.T, d.C);
     return groupnorm_backward(p, dy, G(u->norm_w), G(u->norm_b), dn, x, W(u->norm_w), d.B, d.C, d.T,
