@@ -52,43 +52,34 @@ static bool fused(const f3_block *b) { return b->ff_up.w < 0; }
 
 void f3_block_register(param_set *s, f3_block *b, const char *prefix, const model_config *c, bool used)
 {
-    const int64_t D = c->hidden, hd = D / c->heads, F = b->ffn;
+    const int64_t D = c->hidden, I = b->inner ? b->inner : D, hd = I / c->heads, F = b->ffn;
     const int64_t ra = used && c->lora_attention ? c->lora_rank : 0, rm = used && c->lora_mlp ? c->lora_rank : 0;
     const float alpha = (float)c->lora_alpha;
     const bool trainable = used && !c->lora_rank; /* the base weights; LoRA's adapters (ra, rm) train otherwise */
     char n[PARAM_NAME_MAX];
 #define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
-    if (b->minimax) { /* in MiniMaxH3TransformerBlock's state_dict order */
-        const int64_t I = b->inner, mhd = I / c->heads;
-        b->norm1 = param_add(s, NAME("norm1.weight"), 1, (int64_t[]){D}, trainable);
-        b->q = lin_register(s, NAME("attn.to_q"), D, I, false, ra, alpha, trainable);
-        b->k = lin_register(s, NAME("attn.to_k"), D, I, false, ra, alpha, trainable);
-        b->v = lin_register(s, NAME("attn.to_v"), D, I, false, ra, alpha, trainable);
-        b->norm_q = param_add(s, NAME("attn.norm_q.weight"), 1, (int64_t[]){mhd}, trainable);
-        b->norm_k = param_add(s, NAME("attn.norm_k.weight"), 1, (int64_t[]){mhd}, trainable);
-        b->out = lin_register(s, NAME("attn.to_out.0"), I, D, false, ra, alpha, trainable);
+    /* in the state_dict's order: MiniMaxH3TransformerBlock's norms before the attention and the feed-forward */
+    if (b->minimax) b->norm1 = param_add(s, NAME("norm1.weight"), 1, (int64_t[]){D}, trainable);
+    b->q = lin_register(s, NAME("attn.to_q"), D, I, false, ra, alpha, trainable);
+    b->k = lin_register(s, NAME("attn.to_k"), D, I, false, ra, alpha, trainable);
+    b->v = lin_register(s, NAME("attn.to_v"), D, I, false, ra, alpha, trainable);
+    b->norm_q = param_add(s, NAME("attn.norm_q.weight"), 1, (int64_t[]){hd}, trainable);
+    b->norm_k = param_add(s, NAME("attn.norm_k.weight"), 1, (int64_t[]){hd}, trainable);
+    b->out = lin_register(s, NAME("attn.to_out.0"), I, D, false, ra, alpha, trainable);
+    b->ff_up = (lin_layer){.w = -1};
+    if (b->minimax) {
         b->norm2 = param_add(s, NAME("norm2.weight"), 1, (int64_t[]){D}, trainable);
         b->ff_in = lin_register(s, NAME("ff.net.0.proj"), D, 2 * F, false, rm, alpha, trainable);
         b->ff_out = lin_register(s, NAME("ff.net.2"), F, D, false, rm, alpha, trainable);
-        b->ff_up = (lin_layer){.w = -1};
-        if (b->tagged) b->ada = lin_register(s, NAME("adaln_proj.linear"), c->time_dim, 3 * 6 * D, true, 0, 0,
-                                             trainable);
-        return;
-    }
-    b->q = lin_register(s, NAME("attn.to_q"), D, D, false, ra, alpha, trainable);
-    b->k = lin_register(s, NAME("attn.to_k"), D, D, false, ra, alpha, trainable);
-    b->v = lin_register(s, NAME("attn.to_v"), D, D, false, ra, alpha, trainable);
-    b->norm_q = param_add(s, NAME("attn.norm_q.weight"), 1, (int64_t[]){hd}, trainable);
-    b->norm_k = param_add(s, NAME("attn.norm_k.weight"), 1, (int64_t[]){hd}, trainable);
-    b->out = lin_register(s, NAME("attn.to_out.0"), D, D, false, ra, alpha, trainable);
-    if (b->sequential) { /* QwenImage21SwiGLUFeedForward: out(silu(gate_layer h) proj h) */
+        if (b->tagged)
+            b->ada = lin_register(s, NAME("adaln_proj.linear"), c->time_dim, 3 * 6 * D, true, 0, 0, trainable);
+    } else if (b->sequential) { /* QwenImage21SwiGLUFeedForward: out(silu(gate_layer h) proj h) */
         b->ff_up = lin_register(s, NAME("img_mlp.proj"), D, F, false, rm, alpha, trainable);
         b->ff_out = lin_register(s, NAME("img_mlp.out"), F, D, false, rm, alpha, trainable);
         b->ff_in = lin_register(s, NAME("img_mlp.gate_layer"), D, F, false, rm, alpha, trainable);
     } else {
         b->ff_in = lin_register(s, NAME("ff.linear_in"), D, 2 * F, false, rm, alpha, trainable);
         b->ff_out = lin_register(s, NAME("ff.linear_out"), F, D, false, rm, alpha, trainable);
-        b->ff_up = (lin_layer){.w = -1};
     }
 #undef NAME
 }
