@@ -221,6 +221,8 @@ void temb_take(model *m, temb *t, st_status *st, bool train);
 st_status temb_forward(model *m, temb *t, const float *timesteps);
 void temb_mlp_forward(model *m, temb *t);
 st_status temb_backward(model *m, temb *t, float *dc);
+/* The same from a context SiLU(c) too: dc += its gradient dcs through the SiLU, then back through the path. */
+st_status temb_silu_backward(model *m, temb *t, float *dc, const float *dcs);
 
 /* The adaLN final layer both families end with: pred = unpatchify(out(LN(x) (1 + scale) + shift)), the
  * modulation linear of SiLU(c). DiT's modulation is (shift, scale); Flux's AdaLayerNormContinuous (scale, shift).

@@ -608,6 +608,12 @@ st_status temb_backward(model *m, temb *t, float *dc)
     return scratch_end(&k);
 }
 
+st_status temb_silu_backward(model *m, temb *t, float *dc, const float *dcs)
+{
+    silu_backward(dc, dcs, t->c, m->shape.batch * t->out);
+    return temb_backward(m, t, dc);
+}
+
 void sincos_table_fill(const model_config *c, float *t)
 {
     const int64_t E = c->pos_embed_max, D = c->hidden, q = D / 4;

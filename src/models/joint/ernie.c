@@ -176,10 +176,7 @@ static st_status embed_backward(model *m, scratch *k, block_state *grad)
     state_free(m->pool, grad);
     /* the blocks' shared modulation back through adaLN_modulation, SiLU, then the time path (sines first) */
     if (!st) st = lin_backward(m->params, m->pool, &d->ada, m->ctx.dcs, m->ctx.dmod, m->ctx.cs, B);
-    if (!st) {
-        silu_backward(d->dc, m->ctx.dcs, d->t.c, B * D);
-        st = temb_backward(m, &d->t, d->dc);
-    }
+    if (!st) st = temb_silu_backward(m, &d->t, d->dc, m->ctx.dcs);
     return st;
 }
 

@@ -141,12 +141,10 @@ st_status time_pair_backward(model *m, time_pair *p, scratch *k)
     const int64_t B = m->shape.batch, D = m->shape.hidden;
     float *dc = scratch_take_zero(k, B * D, MEM_WORKSPACE, "time.dtemb");
     if (k->status) return k->status;
-    silu_backward(dc, m->ctx.dcs, p->t.c, B * D);
-    st_status st = temb_backward(m, &p->t, dc);
+    st_status st = temb_silu_backward(m, &p->t, dc, m->ctx.dcs);
     if (!st) {
         zero_bytes(dc, (size_t)(B * D) * sizeof(float));
-        silu_backward(dc, p->dzs, p->z.c, B * D);
-        st = temb_backward(m, &p->z, dc);
+        st = temb_silu_backward(m, &p->z, dc, p->dzs);
     }
     scratch_drop(k, dc);
     return st;

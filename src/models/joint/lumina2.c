@@ -459,8 +459,7 @@ static st_status lm_backward(model *m, const float *dpred)
         float *dc = scratch_take_zero(&k, B * Dt, MEM_WORKSPACE, "lumina.dtemb");
         if (!(st = k.status)) {
             if (d->z) add_to(dc, m->ctx.dcs, B * Dt);
-            silu_backward(dc, dfinal, d->t.c, B * Dt);
-            st = temb_backward(m, &d->t, dc);
+            st = temb_silu_backward(m, &d->t, dc, dfinal);
         }
     }
 done:;

@@ -238,10 +238,7 @@ static st_status mh_backward(model *m, const float *dpred)
     state_free(m->pool, &gref);
     if (!st) {
         float *dc = scratch_take_zero(&k, B * Dt, MEM_WORKSPACE, "minimax.dtemb");
-        if (!(st = k.status)) {
-            silu_backward(dc, m->ctx.dcs, d->te.c, B * Dt);
-            st = temb_backward(m, &d->te, dc);
-        }
+        if (!(st = k.status)) st = temb_silu_backward(m, &d->te, dc, m->ctx.dcs);
     }
 done:;
     const st_status end = scratch_end(&k);

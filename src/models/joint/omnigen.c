@@ -242,10 +242,7 @@ static st_status og_embed_backward(model *m, scratch *k, block_state *grad)
     }
     state_free(m->pool, grad);
     st_status st = temb_backward(m, &d->tok, d->dtok);
-    if (!st) { /* the final layer's modulation back through SiLU to t_embedder */
-        silu_backward(d->dc, m->ctx.dcs, d->t.c, B * D);
-        st = temb_backward(m, &d->t, d->dc);
-    }
+    if (!st) st = temb_silu_backward(m, &d->t, d->dc, m->ctx.dcs); /* the final layer's modulation */
     return st;
 }
 
