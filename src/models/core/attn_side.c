@@ -106,6 +106,22 @@ static void release_saved(block_saved *sv)
     free(sv);
 }
 
+void side_ffn_drop(block_saved *sv, scratch *s, bool *again)
+{
+    for (int q = 0; *again && q < 2; q++) {
+        float **f[3] = {&sv->f1[q], &sv->f2[q], &sv->f3[q]};
+        for (int i = 0; i < 3; i++)
+            if (*f[i]) scratch_drop(s, *f[i]), *f[i] = NULL;
+    }
+    *again = false;
+}
+
+void side_ffn_forget(block_saved *sv, bool *again)
+{
+    for (int q = 0; *again && q < 2; q++) sv->f1[q] = sv->f2[q] = sv->f3[q] = NULL;
+    *again = false;
+}
+
 void saved_release(block *b, block_saved *sv)
 {
     (void)b;

@@ -158,6 +158,12 @@ void ln_modulate_backward(float *dx, float *dshift, float *dscale, float *dln, c
 void glu_ffn_forward(scratch *s, const struct model *m, const lin_layer *w1, const lin_layer *w3, const lin_layer *w2,
                      float *h, int64_t n, int64_t F, glu_kind kind, float *f1, float *f3, float *f2, const char *what);
 
+/* The feed-forward's GEMM outputs (sv's f1, f2, f3) that a backward made again in its scratch s, KEEP_ATTENTION having
+ * kept none (*again set): side_ffn_drop frees them once read for the last time, side_ffn_forget has sv forget them at
+ * the backward's end (s frees them then); both clear *again. */
+void side_ffn_drop(block_saved *sv, scratch *s, bool *again);
+void side_ffn_forget(block_saved *sv, bool *again);
+
 /* block_kind's prefetch and release */
 st_status side_prefetch(block *b, block_saved *sv);
 void saved_release(block *b, block_saved *sv);

@@ -312,7 +312,7 @@ static st_status ace_backward(block *blk, const block_state *in, block_saved *sv
     for (int64_t r = 0; r < B && G(b->table); r++) add_to(G(b->table), dmod + r * M, M);
 done:
     op_state_release(&stats);
-    if (recomputed) sv->f1[0] = sv->f2[0] = sv->f3[0] = NULL;
+    side_ffn_forget(sv, &recomputed);
     return scratch_end(&s);
 }
 

@@ -240,12 +240,7 @@ static st_status gated_backward(block *blk, const block_state *in, block_saved *
     scratch_drop(&s, df1);
     ln_modulate_back(b, gx, dmod, dh, ln, x2, mod, (int)ff, &stats);
     op_state_release(&stats);
-    if (recomputed) {
-        scratch_drop(&s, sv->f1[0]);
-        scratch_drop(&s, sv->f2[0]);
-        sv->f1[0] = sv->f2[0] = NULL;
-        recomputed = false;
-    }
+    side_ffn_drop(sv, &s, &recomputed);
     if (b->cross) { /* cross-attention: x2 = x1 + gate2 * out'(...), its keys and values from the text */
         zero_bytes(dout, (size_t)ND * sizeof(float));
         gated_residual_backward(gx, dmod + 5 * D, dout, gx, mod + 5 * D, sv->o2, B, T, D, M);
@@ -266,7 +261,7 @@ static st_status gated_backward(block *blk, const block_state *in, block_saved *
     s.status = b->modulate_back(b, dmod);
 done:
     op_state_release(&stats);
-    if (recomputed) sv->f1[0] = sv->f2[0] = NULL;
+    side_ffn_forget(sv, &recomputed);
     return scratch_end(&s);
 }
 

@@ -510,13 +510,7 @@ static st_status ltx2_backward(block *blk, const block_state *in, block_saved *s
         }
     }
     for (int s = 0; s < 2 && !k.status; s++) k.status = ffn_backward(b, s, sv, x3[s], dmod[s], g[s]);
-    if (recomputed)
-        for (int s = 0; s < 2; s++) {
-            scratch_drop(&k, sv->f1[s]);
-            scratch_drop(&k, sv->f2[s]);
-            sv->f1[s] = sv->f2[s] = NULL;
-        }
-    recomputed = false;
+    side_ffn_drop(sv, &k, &recomputed);
     if (!k.status) k.status = cross_backward(b, sv, x2, dmod, g);
     for (int s = 0; s < 2 && !k.status; s++)
         k.status = attention_backward_stream(b, s, sv, in->t[s], x1[s], dmod[s], g[s]);
@@ -531,7 +525,7 @@ static st_status ltx2_backward(block *blk, const block_state *in, block_saved *s
         }
     }
 done:
-    if (recomputed) sv->f1[0] = sv->f2[0] = sv->f1[1] = sv->f2[1] = NULL;
+    side_ffn_forget(sv, &recomputed);
     return scratch_end(&k);
 }
 

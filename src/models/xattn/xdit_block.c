@@ -582,12 +582,7 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     modulate_backward(dh, dmod + 3 * D, dmod + 4 * D, dh, ln, mod + 4 * D, B, T, D, 6 * D);
     xd_norm_back(b, gx, dh, x2, &stats);
     op_state_release(&stats);
-    if (recomputed) {
-        scratch_drop(&s, sv->f1[0]);
-        scratch_drop(&s, sv->f2[0]);
-        sv->f1[0] = sv->f2[0] = NULL;
-        recomputed = false;
-    }
+    side_ffn_drop(sv, &s, &recomputed);
     /* cross-attention: x2 = x1 + out'(...); gx is dL/dx2 = dL/d out' and stays the residual's */
     float *c = ln, *dc = dh; /* reused */
     zero_bytes(dc, (size_t)ND * sizeof(float));
@@ -613,7 +608,7 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     }
 done:
     op_state_release(&stats);
-    if (recomputed) sv->f1[0] = sv->f2[0] = NULL;
+    side_ffn_forget(sv, &recomputed);
     return scratch_end(&s);
 }
 
