@@ -251,12 +251,9 @@ static st_status f3_forward(model *m, const float *x, const float *timesteps, co
     for (int q = TXT; !st && q <= IMG; q++) /* text first */
         model_rows_scatter(m, joint, out[q].t[0], S, q == IMG ? L : 0, rows_of(m, q));
     for (int q = TXT; q <= IMG; q++) state_free(m->pool, &out[q]);
-    if (!st) st = model_seq_forward1(m, JOINT, &joint, train, NULL);
+    if (!st) st = joint_last_forward(m, &d->fin, JOINT, &joint, m->ctx.cs, train, pred);
     pool_free(m->pool, joint);
-    if (!st) st = joint_final_forward(m, &d->fin, m->ctx.cs, train);
-    if (st) return st;
-    *pred = d->fin.pred;
-    return ST_OK;
+    return st;
 }
 
 static st_status f3_backward(model *m, const float *dpred)
@@ -266,10 +263,8 @@ static st_status f3_backward(model *m, const float *dpred)
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, D = c->hidden, N = B * T;
     st_status st = ST_OK;
     scratch k = {.pool = m->pool};
-    float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "flux3.final.drows");
     block_state grad = {.n = 1};
-    if ((st = k.status) || (st = joint_final_backward(m, &d->fin, &k, dpred, m->ctx.cs, m->ctx.dcs, dimg)) ||
-        (st = model_rows_grad(m, dimg, S, L, "flux3.djoint", &grad.t[0])))
+    if ((st = joint_final_head_backward(m, &d->fin, &k, dpred, m->ctx.cs, m->ctx.dcs, "flux3.djoint", &grad.t[0])))
         goto done;
     st = model_seq_backward(m, JOINT, &grad);
     block_state part[2] = {{.n = 1, .t = {model_take(m, &st, B * L * D, "flux3.dtext_rows", false)}},

@@ -120,6 +120,15 @@ st_status joint_final_backward(model *m, joint_final *f, scratch *k, const float
     return st;
 }
 
+st_status joint_last_forward(model *m, joint_final *f, int q, float **joint, const float *c, bool train,
+                             const float **pred)
+{
+    st_status st = model_seq_forward1(m, q, joint, train, NULL);
+    if (!st) st = joint_final_forward(m, f, c, train);
+    if (!st) *pred = f->pred;
+    return st;
+}
+
 st_status joint_final_head_backward(model *m, joint_final *f, scratch *k, const float *dpred, const float *c, float *dc,
                                     const char *what, float **dx)
 {

@@ -35,8 +35,12 @@ st_status joint_final_forward(model *m, joint_final *f, const float *c, bool tra
  * alive to its end) */
 st_status joint_final_backward(model *m, joint_final *f, scratch *k, const float *dpred, const float *c, float *dc,
                                float *drows);
-/* A model_chain head_backward's: the above into dL/d(the image rows) from k, then *dx (model_rows_grad's, named
- * what) over the rows of the last state */
+/* The last sequence q from the joint rows *joint (the executor takes them over: *joint becomes NULL), then the final
+ * layer from c: *pred */
+st_status joint_last_forward(model *m, joint_final *f, int q, float **joint, const float *c, bool train,
+                             const float **pred);
+/* A model_chain head_backward's: the final layer back into dL/d(the image rows) from k, then *dx (model_rows_grad's,
+ * named what) over the rows of the last state */
 st_status joint_final_head_backward(model *m, joint_final *f, scratch *k, const float *dpred, const float *c, float *dc,
                                     const char *what, float **dx);
 void joint_final_release(joint_final *f);

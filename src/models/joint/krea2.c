@@ -216,15 +216,10 @@ static st_status kr_forward(model *m, const float *x, const float *timesteps, co
     if (!st) st = lin_forward(m->params, m->pool, &d->img, part, d->patches, B * T);
     if (!st) model_rows_scatter(m, joint, part, S, L, T);
     pool_free(m->pool, part);
-    if (!st) st = model_seq_forward1(m, JOINT, &joint, train, NULL);
+    if (!st) st = joint_last_forward(m, &d->fin, JOINT, &joint, d->t.c, train, pred);
     pool_free(m->pool, joint);
-    if (!st) st = joint_final_forward(m, &d->fin, d->t.c, train);
-    if (!st) {
-        *pred = d->fin.pred;
-        return ST_OK;
-    }
 fail:
-    pool_free(m->pool, lw0);
+    pool_free(m->pool, lw0); /* NULL once the text fusion took it */
     return st;
 }
 
@@ -237,12 +232,10 @@ static st_status kr_backward(model *m, const float *dpred)
     st_status st = ST_OK;
     scratch k = {.pool = m->pool};
     float *dtemb = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "krea2.dtemb");
-    float *dimg = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "krea2.final.drows");
     block_state grad = {.n = 1};
-    if ((st = k.status) || (st = joint_final_backward(m, &d->fin, &k, dpred, d->t.c, dtemb, dimg))) goto done;
+    if ((st = joint_final_head_backward(m, &d->fin, &k, dpred, d->t.c, dtemb, "krea2.djoint", &grad.t[0]))) goto done;
     scratch_drop(&k, d->fin.dh), scratch_drop(&k, d->fin.dout);
     /* the joint blocks */
-    if ((st = model_rows_grad(m, dimg, S, L, "krea2.djoint", &grad.t[0]))) goto done;
     st = model_seq_backward(m, JOINT, &grad); /* releases the run whatever it returns */
     float *part = st ? NULL : scratch_take(&k, B * (L > T ? L : T) * D, MEM_WORKSPACE, "krea2.drows");
     if (!st) st = k.status;

@@ -382,12 +382,6 @@ static st_status final_rows(model *m, float *img)
     return ST_OK;
 }
 
-static st_status final_out(model *m, bool train)
-{
-    lm_model *d = lm_of(m);
-    return joint_final_forward(m, &d->fin, d->z ? d->final_c : m->ctx.cs, train);
-}
-
 static st_status lm_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
                             const float **pred)
 {
@@ -397,25 +391,16 @@ static st_status lm_forward(model *m, const float *x, const float *timesteps, co
     st_status st = embed(m, x, timesteps, cond, train, &ctx0, &x0);
     block_state refined[2] = {{0}};
     float *inputs[2] = {ctx0, x0};
-    for (int q = CTX; !st && q <= NOISE; q++) {
-        block_state first = {.n = 1, .t = {inputs[q]}};
-        inputs[q] = NULL; /* the executor owns it now */
-        st = model_seq_forward(m, q, &first, train, &refined[q]);
+    for (int q = CTX; q <= NOISE; q++) {
+        if (!st) st = model_seq_forward1(m, q, &inputs[q], train, &refined[q]);
+        pool_free(m->pool, inputs[q]);
     }
-    for (int q = 0; q < 2; q++) pool_free(m->pool, inputs[q]);
     float *joint = model_take(m, &st, B * S * D, "lumina.joint", false);
     if (!st) join(m, joint, refined[CTX].t[0], refined[NOISE].t[0], false);
     for (int q = 0; q < 2; q++) state_free(m->pool, &refined[q]);
-    if (!st) {
-        block_state first = {.n = 1, .t = {joint}};
-        joint = NULL;
-        st = model_seq_forward(m, JOINT, &first, train, NULL);
-    }
+    if (!st) st = joint_last_forward(m, &d->fin, JOINT, &joint, d->z ? d->final_c : m->ctx.cs, train, pred);
     pool_free(m->pool, joint);
-    if (!st) st = final_out(m, train);
-    if (st) return st;
-    *pred = d->fin.pred;
-    return ST_OK;
+    return st;
 }
 
 static st_status lm_backward(model *m, const float *dpred)

@@ -201,12 +201,9 @@ static st_status mh_forward(model *m, const float *x, const float *timesteps, co
     if (!st) st = lin_forward(m->params, m->pool, &d->proj_in, vid, d->patches, B * T);
     if (!st) model_rows_scatter(m, joint, d->text_n, S, 0, L), model_rows_scatter(m, joint, vid, S, L, T);
     pool_free(m->pool, vid);
-    if (!st) st = model_seq_forward1(m, MAIN, &joint, train, NULL);
+    if (!st) st = joint_last_forward(m, &d->fin, MAIN, &joint, m->ctx.cs, train, pred);
     pool_free(m->pool, joint);
-    if (!st) st = joint_final_forward(m, &d->fin, m->ctx.cs, train);
-    if (st) return st;
-    *pred = d->fin.pred;
-    return ST_OK;
+    return st;
 }
 
 static st_status mh_backward(model *m, const float *dpred)
@@ -217,10 +214,8 @@ static st_status mh_backward(model *m, const float *dpred)
     const int64_t BL = B * L, Dt = c->time_dim;
     st_status st = ST_OK;
     scratch k = {.pool = m->pool};
-    float *dvid = scratch_take_zero(&k, N * D, MEM_WORKSPACE, "minimax.final.drows");
     block_state grad = {.n = 1};
-    if ((st = k.status) || (st = joint_final_backward(m, &d->fin, &k, dpred, m->ctx.cs, m->ctx.dcs, dvid)) ||
-        (st = model_rows_grad(m, dvid, S, L, "minimax.djoint", &grad.t[0])))
+    if ((st = joint_final_head_backward(m, &d->fin, &k, dpred, m->ctx.cs, m->ctx.dcs, "minimax.djoint", &grad.t[0])))
         goto done;
     st = model_seq_backward(m, MAIN, &grad); /* releases the run whatever it returns */
     float *part = st ? NULL : scratch_take(&k, B * (L > T ? L : T) * D, MEM_WORKSPACE, "minimax.drows");
