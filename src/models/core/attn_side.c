@@ -106,6 +106,13 @@ static void release_saved(block_saved *sv)
     free(sv);
 }
 
+void side_residuals(const block_saved *sv, const float *x, float *x1, float *x2, int64_t B, int64_t T, int64_t D)
+{
+    gated_residual_forward(x1, x, sv->mod[0] + 2 * D, sv->o[0], B, T, D, 6 * D);
+    copy_rows(x2, D, x1, D, B * T, D);
+    add_to(x2, sv->o2, B * T * D);
+}
+
 void side_ffn_drop(block_saved *sv, scratch *s, bool *again)
 {
     for (int q = 0; *again && q < 2; q++) {

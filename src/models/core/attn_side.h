@@ -158,6 +158,11 @@ void ln_modulate_backward(float *dx, float *dshift, float *dscale, float *dln, c
 void glu_ffn_forward(scratch *s, const struct model *m, const lin_layer *w1, const lin_layer *w3, const lin_layer *w2,
                      float *h, int64_t n, int64_t F, glu_kind kind, float *f1, float *f3, float *f2, const char *what);
 
+/* A block's first two residuals again from what its forward kept, adaLN-single's six rows a sample in sv->mod[0] and
+ * an ungated cross-attention (ace_step_block.c, xdit_block.c): x1 = x + gate1 o[0], x2 = x1 + o2, B samples of T rows
+ * of D */
+void side_residuals(const block_saved *sv, const float *x, float *x1, float *x2, int64_t B, int64_t T, int64_t D);
+
 /* The feed-forward's GEMM outputs (sv's f1, f2, f3) that a backward made again in its scratch s, KEEP_ATTENTION having
  * kept none (*again set): side_ffn_drop frees them once read for the last time, side_ffn_forget has sv forget them at
  * the backward's end (s frees them then); both clear *again. */

@@ -172,15 +172,6 @@ static st_status ffn_compute(const ace_block *b, const float *x2, const float *m
     return scratch_end(&s);
 }
 
-/* x1 = x + gate * out, x2 = x1 + out' from the kept tensors */
-static void residuals(const ace_block *b, const float *x, const block_saved *sv, float *x1, float *x2)
-{
-    dims d = dims_of(b);
-    gated_residual_forward(x1, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, d.M);
-    copy_rows(x2, d.D, x1, d.D, d.N, d.D);
-    add_to(x2, sv->o2, d.N * d.D);
-}
-
 /* ---- the block ---- */
 
 /* attn_side.h's three cases, as gated_block.c's forward: a plain forward at a keep level; a first forward with
@@ -264,7 +255,7 @@ static st_status ace_backward(block *blk, const block_state *in, block_saved *sv
     float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "ace.x1");
     float *x2 = scratch_take(&s, ND, MEM_WORKSPACE, "ace.x2");
     if (s.status) goto done;
-    residuals(b, x, sv, x1, x2);
+    side_residuals(sv, x, x1, x2, B, T, D);
     if (!sv->f1[0]) { /* KEEP_ATTENTION: recompute the feed-forward's GEMM outputs from x2 */
         sv->f1[0] = scratch_take(&s, NF, MEM_ACTIVATIONS, "ace.gate_proj (recomputed)");
         sv->f3[0] = scratch_take(&s, NF, MEM_ACTIVATIONS, "ace.up_proj (recomputed)");

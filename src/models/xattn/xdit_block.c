@@ -382,15 +382,6 @@ static st_status face_forward(const xdit_block *b, frame *f, block_saved *sv, fl
     return st;
 }
 
-/* x1 = x + gate1 * out, x2 = x1 + out' from the kept tensors */
-static void residuals(const xdit_block *b, const float *x, const block_saved *sv, float *x1, float *x2)
-{
-    dims d = dims_of(b);
-    gated_residual_forward(x1, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, 6 * d.D);
-    copy_rows(x2, d.D, x1, d.D, d.N, d.D);
-    add_to(x2, sv->o2, d.N * d.D);
-}
-
 /* ---- the block ---- */
 
 /* Three cases (attn_side.h's frame): a plain forward at a keep level; a first forward with off, which sends both
@@ -518,7 +509,7 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.x1");
     float *x2 = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.x2");
     if (s.status) goto done;
-    residuals(b, x, sv, x1, x2);
+    side_residuals(sv, x, x1, x2, B, T, D);
     if (!sv->f1[0]) { /* KEEP_ATTENTION: recompute the feed-forward's GEMM outputs from x2 */
         sv->f1[0] = scratch_take(&s, (b->sana ? 2 : 1) * N * d.F, MEM_ACTIVATIONS, "xdit.ff0 (recomputed)");
         sv->f2[0] = scratch_take(&s, ND, MEM_ACTIVATIONS, "xdit.ff2 (recomputed)");
