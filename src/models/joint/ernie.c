@@ -64,7 +64,7 @@ static st_status er_create(model *m)
 }
 
 
-static void er_set_batch(model *m, int64_t batch) { lumina_joint_set_batch(m, &er_of(m)->j, batch); }
+static void er_set_batch(model *m, int64_t batch) { lumina_set_batch(m, batch); }
 
 static void er_release(model *m)
 {

@@ -70,7 +70,7 @@ static st_status id_create(model *m)
 }
 
 
-static void id_set_batch(model *m, int64_t batch) { lumina_joint_set_batch(m, &id_of(m)->j, batch); }
+static void id_set_batch(model *m, int64_t batch) { lumina_set_batch(m, batch); }
 
 static void id_release(model *m)
 {

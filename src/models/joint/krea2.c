@@ -107,15 +107,7 @@ static st_status kr_create(model *m)
 }
 
 
-static void kr_set_batch(model *m, int64_t batch)
-{
-    const model_config *c = &m->cfg;
-    const int64_t L = m->shape.text, Dt = text_width(c);
-    m->shape.batch = batch;
-    m->seq[LAYERWISE].state_numel[0] = batch * L * c->text_layers * Dt;
-    m->seq[REFINER].state_numel[0] = batch * L * Dt;
-    m->seq[JOINT].state_numel[0] = batch * joint_rows(m) * m->shape.hidden;
-}
+static void kr_set_batch(model *m, int64_t batch) { lumina_set_batch(m, batch); }
 
 static void kr_release(model *m)
 {

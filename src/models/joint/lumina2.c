@@ -139,12 +139,7 @@ static st_status lm_create(model *m)
 }
 
 
-static void lm_set_batch(model *m, int64_t batch)
-{
-    lm_model *d = lm_of(m);
-    m->shape.batch = batch;
-    for (int q = 0; q < NSEQ; q++) m->seq[q].state_numel[0] = batch * d->blocks[q][0].rows * m->shape.hidden;
-}
+static void lm_set_batch(model *m, int64_t batch) { lumina_set_batch(m, batch); }
 
 static void lm_release(model *m)
 {

@@ -57,6 +57,8 @@ typedef struct lumina_block {
 } lumina_block;
 
 void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, const model_config *c);
+/* A model of lumina blocks' set_batch: each sequence's state, its blocks' rows of their width, for a batch */
+void lumina_set_batch(model *m, int64_t batch);
 
 extern const block_kind lumina_block_kind;
 
@@ -77,7 +79,6 @@ typedef struct lumina_joint {
 
 /* ada_in: the modulation's input width (m->ctx.cs's); 0: the blocks are not modulated (OmniGen's) */
 st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *style, int64_t rows, int64_t ada_in);
-void lumina_joint_set_batch(model *m, const lumina_joint *j, int64_t batch);
 /* A step's len, rope and kb, filled by fn (model_host_loop's, with a workspace of `work` floats), then the mask the
  * blocks read: the key bias, and with seg (B, rows; NULL: none) its segments under a causal mask */
 st_status lumina_joint_positions(model *m, lumina_joint *j, model_loop_fn fn, const float *cond, int64_t work,

@@ -25,11 +25,13 @@ st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *sty
     return ST_OK;
 }
 
-
-void lumina_joint_set_batch(model *m, const lumina_joint *j, int64_t batch)
+void lumina_set_batch(model *m, int64_t batch)
 {
     m->shape.batch = batch;
-    m->seq[0].state_numel[0] = batch * j->blocks[0].rows * m->shape.hidden;
+    for (int q = 0; q < m->n_seq; q++) {
+        const lumina_block *b = m->seq[q].blocks[0].self;
+        m->seq[q].state_numel[0] = batch * b->rows * (b->width ? b->width : m->shape.hidden);
+    }
 }
 
 st_status lumina_joint_positions(model *m, lumina_joint *j, model_loop_fn fn, const float *cond, int64_t work,

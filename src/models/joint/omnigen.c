@@ -90,7 +90,7 @@ static st_status og_create(model *m)
 static void og_fill_fixed(model *m) { sincos_table_fill(&m->cfg, PW(og_of(m)->pos)); }
 
 
-static void og_set_batch(model *m, int64_t batch) { lumina_joint_set_batch(m, &og_of(m)->j, batch); }
+static void og_set_batch(model *m, int64_t batch) { lumina_set_batch(m, batch); }
 
 static void og_release(model *m)
 {
