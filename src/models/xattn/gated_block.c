@@ -198,13 +198,9 @@ static st_status gated_backward(block *blk, const block_state *in, block_saved *
     const float *x = in->t[0], *mod = sv->mod[0];
     float *gx = grad->t[0];
     const side_attention self_att = attention_of(b, SELF), cross_att = attention_of(b, CROSS);
-    if (sv->on_host) {
-        st_status st = side_back(sv);
-        if (st) return st;
-    }
     op_state stats = {0};
     bool recomputed = false;
-    scratch s = {.pool = b->m->pool};
+    scratch s = side_scratch(b->m->pool, sv);
     float *dmod = scratch_take_zero(&s, B * M, MEM_WORKSPACE, "gated.dmod");
     float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "gated.x1");
     float *x2 = b->cross ? scratch_take(&s, ND, MEM_WORKSPACE, "gated.x2") : x1; /* the feed-forward's input */

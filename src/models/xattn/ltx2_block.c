@@ -485,12 +485,8 @@ static st_status ltx2_backward(block *blk, const block_state *in, block_saved *s
 {
     ltx2_block *b = blk->self;
     const dims d = dims_of(b);
-    if (sv->on_host) { /* a kept block whose sides were offloaded */
-        st_status st = side_back(sv);
-        if (st) return st;
-    }
     bool recomputed = false;
-    scratch k = {.pool = b->m->pool};
+    scratch k = side_scratch(b->m->pool, sv);
     float *dmod[2], *x1[2], *x2[2], *x3[2], *g[2] = {grad->t[0], grad->t[1]};
     for (int s = 0; s < 2; s++) {
         const int64_t n = d.N[s] * d.W[s];

@@ -498,13 +498,9 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     const float *x = in->t[0], *mod = sv->mod[0];
     float *gx = grad->t[0];
     const side_attention self_att = attention_of(b, SELF);
-    if (sv->on_host) { /* a kept block whose attention sides were offloaded */
-        st_status st = side_back(sv);
-        if (st) return st;
-    }
     op_state stats = {0};
     bool recomputed = false;
-    scratch s = {.pool = b->m->pool};
+    scratch s = side_scratch(b->m->pool, sv);
     float *dmod = scratch_take_zero(&s, B * 6 * D, MEM_WORKSPACE, "xdit.dmod");
     float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.x1");
     float *x2 = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.x2");
