@@ -213,10 +213,10 @@ static st_status unet_create(model *m)
     if (!d->blocks || !d->layers) return st_host_oom("%d U-Net blocks", n);
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
-    temb_register(s, &d->t, "time_embedding.linear_1", "time_embedding.linear_2", c->unet_channels[0], c->hidden, full);
+    temb_register_at(s, &d->t, "time_embedding", c->unet_channels[0], c->hidden, true, full);
     if (added_conditions(c))
-        temb_register(s, &d->add, "add_embedding.linear_1", "add_embedding.linear_2",
-                      c->pooled_dim + UNET_TIME_IDS * c->time_channels, c->hidden, full);
+        temb_register_at(s, &d->add, "add_embedding", c->pooled_dim + UNET_TIME_IDS * c->time_channels, c->hidden,
+                         true, full);
     if (c->unet_cross)
         d->text_proj = lin_register(s, "encoder_hid_proj", c->text_dim, c->unet_cross, true, 0, 0.0f, full);
     build(&(builder){.cfg = c, .d = d, .m = m, .s = s});

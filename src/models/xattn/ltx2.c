@@ -96,9 +96,8 @@ static st_status lx_create(model *m)
     for (int p = 0; p < PATHS; p++)
         for (int st = 0; st < 2; st++) {
             const int64_t w = width(m, st);
-            snprintf(n1, sizeof n1, "%s.emb.timestep_embedder.linear_1", path[st][p]);
-            snprintf(n2, sizeof n2, "%s.emb.timestep_embedder.linear_2", path[st][p]);
-            temb_register(s, &d->t[st][p], n1, n2, DIT_FREQ_DIM, w, full);
+            snprintf(n1, sizeof n1, "%s.emb.timestep_embedder", path[st][p]);
+            temb_register_at(s, &d->t[st][p], n1, DIT_FREQ_DIM, w, true, full);
             snprintf(n1, sizeof n1, "%s.linear", path[st][p]);
             d->lin[st][p] = lin_register(s, n1, w, path_rows(p) * w, true, 0, 0, full);
         }

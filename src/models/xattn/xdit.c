@@ -104,6 +104,22 @@ static const xdit_options *xd_options(const model_config *c)
     return o ? o : &pixart;
 }
 
+/* c's TimestepEmbedding `time`, t6 = linear `t6` of SiLU(c), and the text projection `text` (linear_1, GELU,
+ * linear_2), in the class's names; Wan's AnyFlow embeds its delta time between c's and t6 */
+static void embedders(param_set *s, xd_model *d, const model_config *c, const char *time, const char *t6,
+                      const char *text)
+{
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden;
+    char n1[96], n2[96];
+    snprintf(n1, sizeof n1, "%s.linear_1", text), snprintf(n2, sizeof n2, "%s.linear_2", text);
+    temb_register_at(s, &d->t, time, DIT_FREQ_DIM, D, true, full);
+    if (c->anyflow) temb_register_at(s, &d->delta, "condition_embedder.delta_embedder", DIT_FREQ_DIM, D, true, full);
+    d->t6 = lin_register(s, t6, D, 6 * D, true, 0, 0, full);
+    d->cap1 = lin_register(s, n1, c->text_dim, D, true, 0, 0, full);
+    d->cap2 = lin_register(s, n2, D, D, true, 0, 0, full);
+}
+
 static st_status xd_create(model *m)
 {
     const model_config *c = &m->cfg;
@@ -141,25 +157,13 @@ static st_status xd_create(model *m)
         d->p_cx_b = param_add(s, "vace_patch_embedding.bias", 1, (int64_t[]){D}, full);
     }
     d->p_pos = d->wan || d->ltx || d->sana ? -1 : param_add_fixed(s, "pos_embed.pos_embed", 3, (int64_t[]){1, T, D});
-    if (d->ltx || d->sana) { /* LTX's table comes first in its state_dict, Sana's after the blocks */
-        if (d->ltx) d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full);
-        temb_register(s, &d->t, "time_embed.emb.timestep_embedder.linear_1", "time_embed.emb.timestep_embedder.linear_2",
-                      DIT_FREQ_DIM, D, full);
-        d->t6 = lin_register(s, "time_embed.linear", D, 6 * D, true, 0, 0, full);
-        d->cap1 = lin_register(s, "caption_projection.linear_1", c->text_dim, D, true, 0, 0, full);
-        d->cap2 = lin_register(s, "caption_projection.linear_2", D, D, true, 0, 0, full);
-        if (d->sana) d->p_cap_norm = param_add(s, "caption_norm.weight", 1, (int64_t[]){D}, full);
-    }
-    if (d->wan) {
-        temb_register(s, &d->t, "condition_embedder.time_embedder.linear_1", "condition_embedder.time_embedder.linear_2",
-                      DIT_FREQ_DIM, D, full);
-        if (c->anyflow)
-            temb_register(s, &d->delta, "condition_embedder.delta_embedder.linear_1",
-                          "condition_embedder.delta_embedder.linear_2", DIT_FREQ_DIM, D, full);
-        d->t6 = lin_register(s, "condition_embedder.time_proj", D, 6 * D, true, 0, 0, full);
-        d->cap1 = lin_register(s, "condition_embedder.text_embedder.linear_1", c->text_dim, D, true, 0, 0, full);
-        d->cap2 = lin_register(s, "condition_embedder.text_embedder.linear_2", D, D, true, 0, 0, full);
-    }
+    if (d->ltx) d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full); /* LTX's: first */
+    if (d->ltx || d->sana)
+        embedders(s, d, c, "time_embed.emb.timestep_embedder", "time_embed.linear", "caption_projection");
+    if (d->sana) d->p_cap_norm = param_add(s, "caption_norm.weight", 1, (int64_t[]){D}, full);
+    if (d->wan)
+        embedders(s, d, c, "condition_embedder.time_embedder", "condition_embedder.time_proj",
+                  "condition_embedder.text_embedder");
     char prefix[64];
     const xdit_block kind = {.m = m, .qk_norm = d->wan || d->ltx || (d->sana && c->qk_norm), .rope = d->wan || d->ltx,
                              .rope_width = d->ltx, .sana = d->sana, .cross_heads = c->cross_heads,
@@ -189,27 +193,13 @@ static st_status xd_create(model *m)
         const st_status st = wan_animate_create(s, c, &d->anim);
         if (st) return st;
     }
-    if (d->wan) {
-        d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
-        d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
-        d->p_table = param_add(s, "scale_shift_table", 3, (int64_t[]){1, 2, D}, full);
-    } else if (d->ltx) {
-        d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
-        d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
-    } else if (d->sana) {
-        d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full);
-        d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
-        d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
-    } else {
-        d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full);
-        d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
-        d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
-        temb_register(s, &d->t, "adaln_single.emb.timestep_embedder.linear_1",
-                      "adaln_single.emb.timestep_embedder.linear_2", DIT_FREQ_DIM, D, full);
-        d->t6 = lin_register(s, "adaln_single.linear", D, 6 * D, true, 0, 0, full);
-        d->cap1 = lin_register(s, "caption_projection.linear_1", c->text_dim, D, true, 0, 0, full);
-        d->cap2 = lin_register(s, "caption_projection.linear_2", D, D, true, 0, 0, full);
-    }
+    /* the final layer's table: Sana's and PixArt's before proj_out, Wan's after it (LTX's came first) */
+    if (!d->wan && !d->ltx) d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full);
+    d->final.out_w = param_add(s, "proj_out.weight", 2, (int64_t[]){Pout, D}, full);
+    d->final.out_b = param_add(s, "proj_out.bias", 1, (int64_t[]){Pout}, full);
+    if (d->wan) d->p_table = param_add(s, "scale_shift_table", 3, (int64_t[]){1, 2, D}, full);
+    if (!d->wan && !d->ltx && !d->sana) /* PixArt's embedders last */
+        embedders(s, d, c, "adaln_single.emb.timestep_embedder", "adaln_single.linear", "caption_projection");
     d->final.ada_w = d->final.ada_b = -1, d->final.mod_row = 6, d->final.order = PATCH_DIT; /* shift, then scale */
     m->ctx.mod_rows = XDIT_MOD_ROWS;
     return ST_OK;
