@@ -1432,6 +1432,34 @@ static void test_sanavideo_json(void)
     remove(dir);
 }
 
+/* An optional field set on a family without it is refused naming the families that have it, read from their
+ * descriptors: every family whose presets set the field is named (dit has none of them). */
+static void test_field_owners(void)
+{
+    model_config dit, mc, with;
+    CHECK(model_preset("dit-tiny", &dit) == ST_OK);
+    for (int i = 0; model_preset_name(i); i++) {
+        CHECK(model_preset(model_preset_name(i), &mc) == ST_OK);
+        const struct {
+            const char *name;
+            int64_t *at, value;
+        } fields[] = {{"single_depth", &with.single_depth, mc.single_depth}, {"kv_heads", &with.kv_heads, mc.kv_heads},
+                      {"cross_heads", &with.cross_heads, mc.cross_heads}, {"adaln_lora", &with.adaln_lora, mc.adaln_lora},
+                      {"head_dim", &with.head_dim, mc.head_dim}, {"text_blocks", &with.text_blocks, mc.text_blocks}};
+        for (size_t f = 0; f < sizeof fields / sizeof *fields; f++) {
+            if (!fields[f].value || (f == 1 && mc.kv_heads == mc.heads)) continue; /* kv_heads: where it is its own */
+            with = dit;
+            *fields[f].at = fields[f].value;
+            const st_status st = model_config_check(&with);
+            CHECKF(st == ST_ERR_INVALID && strstr(st_error(), mc.family), "%s's %s on dit: %s", model_preset_name(i),
+                   fields[f].name, st ? st_error() : "accepted");
+        }
+        with = dit, with.norm_eps = mc.norm_eps;
+        CHECKF(!mc.norm_eps || (model_config_check(&with) == ST_ERR_INVALID && strstr(st_error(), mc.family)),
+               "%s's norm_eps on dit: %s", model_preset_name(i), st_error());
+    }
+}
+
 int main(void)
 {
     test_resolution();
@@ -1461,5 +1489,6 @@ int main(void)
     test_hunyuanvideo();
     test_hidream();
     test_doc();
+    test_field_owners();
     return tk_finish();
 }

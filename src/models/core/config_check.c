@@ -77,8 +77,33 @@ st_status family_refuse(const model_config *mc, family_group g, const char *why)
     case GROUP_SINGLE:
         break;
     }
-    return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (single-stream blocks exist in mmdit, flux, flux2, auraflow "
-                   "and hunyuanvideo; flux3_image has at least 1)", LL(mc->single_depth));
+    return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (%s)", LL(mc->single_depth), why);
+}
+
+/* The built families whose descriptors have any of fields, as "a, b and c", into who; their count. */
+static int owners(unsigned fields, char *who, size_t n)
+{
+    const family_desc *d;
+    int count = 0, total = 0;
+    for (int i = 0; (d = family_at(i)); i++) total += d->ops && (d->fields & fields);
+    who[0] = 0;
+    for (int i = 0; (d = family_at(i)); i++) {
+        if (!d->ops || !(d->fields & fields)) continue;
+        const size_t at = strlen(who);
+        snprintf(who + at, n - at, "%s%s", count ? (count == total - 1 ? " and " : ", ") : "", d->name);
+        count++;
+    }
+    return count;
+}
+
+/* A field of fields set where the family has none: refused through g, naming the families that have what. */
+static st_status refuse_owned(const model_config *mc, family_group g, unsigned fields, const char *what)
+{
+    char who[512], why[640];
+    const int count = owners(fields, who, sizeof who);
+    if (g == GROUP_SINGLE) snprintf(why, sizeof why, "%s in %s", what, who);
+    else snprintf(why, sizeof why, "only %s %s %s (0)", who, count > 1 ? "have" : "has", what);
+    return family_refuse(mc, g, why);
 }
 
 #define HAS(f) ((d->fields & (f)) != 0)
@@ -86,36 +111,36 @@ st_status family_refuse(const model_config *mc, family_group g, const char *why)
 /* The optional fields mc's family does not have (family.h's fields), refused when set, naming who has them. */
 static st_status check_owned(const model_config *mc, const family_desc *d)
 {
+    char who[512];
     if (mc->ffn_dim < 0 || mc->ffn_dim > (1 << 20) || (mc->ffn_dim && !HAS(F_FFN)))
-        return st_fail(ST_ERR_INVALID, "ffn_dim: %lld; the feed-forward of wan (0: 4 hidden_size), lumina2, z_image "
-                       "and ernie is 1 to 2^20 wide (other families 0)", LL(mc->ffn_dim));
-    if (mc->single_depth < 0 || (!HAS(F_SINGLE) && mc->single_depth)) return family_refuse(mc, GROUP_SINGLE, NULL);
-    if (!HAS(F_ADALN) && mc->adaln_lora) return family_refuse(mc, GROUP_ADALN, "only cosmos2image has AdaLN-LoRA (0)");
-    if (!HAS(F_NORM_EPS) && mc->norm_eps != 0)
-        return family_refuse(mc, GROUP_NORM, "only lumina2, z_image, ernie, ideogram, omnigen, krea2, minimaxh3 and "
-                             "cosmos3 have norm_eps (0)");
-    if (!HAS(F_CROSS_HEADS) && mc->cross_heads)
-        return family_refuse(mc, GROUP_CROSS_HEADS, "only sana and sanavideo have them (0)");
+        return owners(F_FFN, who, sizeof who),
+               st_fail(ST_ERR_INVALID, "ffn_dim: %lld; the feed-forward of %s is 1 to 2^20 wide (0: the family's "
+                       "default), the other families' 0", LL(mc->ffn_dim), who);
+    if (mc->single_depth < 0 || (!HAS(F_SINGLE) && mc->single_depth))
+        return refuse_owned(mc, GROUP_SINGLE, F_SINGLE, "single-stream blocks exist");
+    if (!HAS(F_ADALN) && mc->adaln_lora) return refuse_owned(mc, GROUP_ADALN, F_ADALN, "AdaLN-LoRA");
+    if (!HAS(F_NORM_EPS) && mc->norm_eps != 0) return refuse_owned(mc, GROUP_NORM, F_NORM_EPS, "norm_eps");
+    if (!HAS(F_CROSS_HEADS) && mc->cross_heads) return refuse_owned(mc, GROUP_CROSS_HEADS, F_CROSS_HEADS, "them");
     if (!HAS(F_ACTION) && (mc->action_dim || mc->action_domains))
-        return family_refuse(mc, GROUP_ACTION, "only cosmos3 has action heads (0)");
+        return refuse_owned(mc, GROUP_ACTION, F_ACTION, "action heads");
     if ((!HAS(F_HEAD_DIM) && mc->head_dim) || (!HAS(F_TIME_HIDDEN) && mc->time_hidden))
-        return family_refuse(mc, GROUP_HEAD_DIM, "only minimaxh3 has them (0)");
+        return refuse_owned(mc, GROUP_HEAD_DIM, F_HEAD_DIM | F_TIME_HIDDEN, "them");
     if (!HAS(F_TEXT_FUSION) && (mc->text_layers || mc->text_heads || mc->text_kv_heads || mc->text_ffn))
-        return family_refuse(mc, GROUP_TEXT_FUSION, "only krea2 has a text fusion (0)");
+        return refuse_owned(mc, GROUP_TEXT_FUSION, F_TEXT_FUSION, "a text fusion");
     if (!HAS(F_ROPE_SCALED) && (mc->rope_original || mc->rope_max || mc->text_pad))
-        return family_refuse(mc, GROUP_ROPE_SCALED, "only omnigen has them (0)");
-    if ((!HAS(F_KV_HEADS) && mc->kv_heads) || (!HAS(F_WINDOW) && mc->window))
-        return family_refuse(mc, GROUP_KV_HEADS, "only ace_step has them (0)");
+        return refuse_owned(mc, GROUP_ROPE_SCALED, F_ROPE_SCALED, "them");
+    if (!HAS(F_KV_HEADS) && mc->kv_heads) return refuse_owned(mc, GROUP_KV_HEADS, F_KV_HEADS, "key-value heads");
+    if (!HAS(F_WINDOW) && mc->window) return refuse_owned(mc, GROUP_KV_HEADS, F_WINDOW, "a sliding window");
     if (!HAS(F_VACE) && (mc->vace_count || mc->vace_every || mc->vace_channels || mc->anyflow))
-        return family_refuse(mc, GROUP_VACE, "only wan's VACE flavours have a control branch (0), and only wan reads "
-                             "AnyFlow's transformer");
-    if ((!HAS(F_AUDIO_STREAM) && (mc->audio_heads || mc->audio_hidden)) ||
-        (!HAS(F_AUDIO_CHANNELS) && mc->audio_channels))
-        return family_refuse(mc, GROUP_AUDIO, "only ltxvideo2 has an audio stream (0)");
+        return refuse_owned(mc, GROUP_VACE, F_VACE, "VACE's control branch and AnyFlow's transformer");
+    if (!HAS(F_AUDIO_STREAM) && (mc->audio_heads || mc->audio_hidden))
+        return refuse_owned(mc, GROUP_AUDIO, F_AUDIO_STREAM, "an audio stream");
+    if (!HAS(F_AUDIO_CHANNELS) && mc->audio_channels)
+        return refuse_owned(mc, GROUP_AUDIO, F_AUDIO_CHANNELS, "audio latents");
     if ((!HAS(F_TEXT_BLOCKS) && mc->text_blocks) || (!HAS(F_TIME_DIM) && mc->time_dim))
-        return family_refuse(mc, GROUP_TEXT_BLOCKS, "only kandinsky5 has them (0, 0)");
+        return refuse_owned(mc, GROUP_TEXT_BLOCKS, F_TEXT_BLOCKS | F_TIME_DIM, "them");
     if (!HAS(F_SOURCE) && (mc->source_len || mc->source_dim || mc->text_min_len))
-        return family_refuse(mc, GROUP_SOURCE, "only anima has one (0, 0, 0)");
+        return refuse_owned(mc, GROUP_SOURCE, F_SOURCE, "one");
     return ST_OK;
 }
 
@@ -125,35 +150,39 @@ static st_status check_owned_more(const model_config *mc, const family_desc *d)
     bool none = !mc->face_every && !mc->image_tokens && !mc->face_size && !mc->motion_style && !mc->motion_dim &&
                 !mc->motion_out && !mc->face_hidden && !mc->face_heads;
     for (int k = 0; k < 9; k++) none = none && !mc->motion_channels[k];
+    char who[512];
     if ((!HAS(F_ANIMATE) || mc->face_every <= 0) && !none)
-        return st_fail(ST_ERR_INVALID, "the reference image's tokens, the motion and face encoders: only wan as "
-                       "WanAnimateTransformer3DModel has them (0)");
+        return owners(F_ANIMATE, who, sizeof who),
+               st_fail(ST_ERR_INVALID, "the reference image's tokens, the motion and face encoders: only %s as "
+                       "WanAnimateTransformer3DModel has them (0)", who);
     bool dropout = false;
     for (int i = 0; i < UNET_LEVELS_MAX; i++) dropout |= mc->cascade_dropout[i] != 0;
     if (!HAS(F_CASCADE) && (mc->clip_seq || mc->cascade_resample || dropout))
-        return st_fail(ST_ERR_INVALID, "clip_seq: %lld; only stable_cascade has conditioning tokens of pooled vectors "
-                       "(0)", LL(mc->clip_seq));
+        return owners(F_CASCADE, who, sizeof who),
+               st_fail(ST_ERR_INVALID, "clip_seq: %lld; only %s has conditioning tokens of pooled vectors (0)",
+                       LL(mc->clip_seq), who);
     if (!HAS(F_CASCADE) && !HAS(F_UNET) &&
         (mc->unet_levels || mc->unet_layers || mc->unet_mid || mc->norm_groups || mc->unet_linear || mc->unet_cross))
-        return st_fail(ST_ERR_INVALID, "block_out_channels: %lld levels; only sd1x, sdxl and kolors are U-Nets (0)",
-                       LL(mc->unet_levels));
-    if ((!HAS(F_TEXT2) && (mc->text2_len || mc->text2_dim)) || (!HAS(F_IMAGE_DIM) && mc->image_dim) ||
-        (!HAS(F_COND_CHANNELS) && mc->cond_channels))
-        return family_refuse(mc, GROUP_TEXT2, "only hunyuanvideo15 has them (0)");
+        return owners(F_UNET | F_CASCADE, who, sizeof who),
+               st_fail(ST_ERR_INVALID, "block_out_channels: %lld levels; only %s are U-Nets (0)", LL(mc->unet_levels),
+                       who);
+    if ((!HAS(F_TEXT2) && (mc->text2_len || mc->text2_dim)) || (!HAS(F_IMAGE_DIM) && mc->image_dim))
+        return refuse_owned(mc, GROUP_TEXT2, F_TEXT2 | F_IMAGE_DIM, "them");
+    if (!HAS(F_COND_CHANNELS) && mc->cond_channels)
+        return refuse_owned(mc, GROUP_TEXT2, F_COND_CHANNELS, "condition channels");
     return ST_OK;
 }
 
 /* The refiner blocks and the frames, checked last. */
 static st_status check_last(const model_config *mc, const family_desc *d)
 {
-    const bool refines = HAS(F_REFINER); /* hunyuanvideo's token refiner, anima's text conditioner, lumina2's and
-                                            minimaxh3's refiners have blocks */
-    if (!HAS(F_TEXT_FUSION) && /* krea2's refiner blocks are checked with its text fusion */
+    const bool refines = HAS(F_REFINER); /* a token refiner, a text conditioner or refiners, of blocks */
+    char who[512];
+    owners(F_REFINER, who, sizeof who);
+    if (!HAS(F_TEXT_FUSION) && /* a text fusion's refiner blocks are checked with it */
         (mc->refiner_depth < (refines ? 1 : 0) || mc->refiner_depth > (refines ? MODEL_REFINER_MAX : 0)))
-        return st_fail(ST_ERR_INVALID, "num_refiner_layers: %lld; %s %d", LL(mc->refiner_depth),
-                       refines ? "hunyuanvideo's token refiner, anima's text conditioner and lumina2's refiners have "
-                                 "from 1 block to"
-                               : "only hunyuanvideo has a token refiner (anima a text conditioner): blocks at most",
+        return st_fail(ST_ERR_INVALID, "num_refiner_layers: %lld; the refiners (or text conditioner) of %s have %s %d",
+                       LL(mc->refiner_depth), who, refines ? "from 1 block to" : "blocks, the other families' at most",
                        refines ? MODEL_REFINER_MAX : 0);
     const bool video = model_video(mc), audio = model_audio(mc);
     if (mc->frames < 1 || mc->patch_t < 1 || mc->frames % mc->patch_t || (!video && !audio && mc->frames > 1))

@@ -181,7 +181,7 @@ const void *family_options(const model_config *mc);
 /* The i-th descriptor in the registry's order, NULL past the last. */
 const family_desc *family_at(int i);
 
-/* The refusal of a group of fields: the fields' values, then why (NULL for GROUP_SINGLE, whose words are fixed). */
+/* The refusal of a group of fields: the fields' values, then why (the family's constraint, or who has them). */
 st_status family_refuse(const model_config *mc, family_group g, const char *why);
 /* Flux.2's and Flux.3's check: no pooled text (Flux.3: nor guidance), and even timestep sinusoids. */
 st_status family_check_four(const model_config *mc, bool flux3);

@@ -319,7 +319,7 @@ static void flux3_preset(model_config *mc, const char *name, bool tiny)
 static st_status flux3_check(const model_config *mc)
 {
     st_status st = family_check_four(mc, true);
-    if (!st && mc->single_depth < 1) st = family_refuse(mc, GROUP_SINGLE, NULL);
+    if (!st && mc->single_depth < 1) st = family_refuse(mc, GROUP_SINGLE, "flux3_image has at least 1");
     return st;
 }
 
