@@ -56,8 +56,10 @@ typedef struct model_chain {
 
 typedef struct model_family {
     const char *name;
-    /* Registers the parameters and sets up the block sequences (m->cfg and m->pool are set). */
+    /* Registers the parameters and sets up the block sequences (m->cfg and m->pool are set, and m->impl is
+     * impl_size zeroed bytes, model_alloc's, when impl_size is not 0). */
     st_status (*create)(model *m);
+    size_t impl_size;
     /* Fills fixed tables once the parameters are allocated (NULL: none); not on dry pools, which hold no data. */
     void (*fill_fixed)(model *m);
     void (*destroy)(model *m); /* NULL: nothing beyond what model_alloc gave */

@@ -51,9 +51,7 @@ static float *pg(const model *m, int i) { return param_at(m->params, i)->g; }
 static st_status c3_create(model *m)
 {
     const model_config *c = &m->cfg;
-    c3_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
-    if (!d) return st_host_oom("the Cosmos 3 model");
+    c3_model *d = m->impl;
     d->blocks = model_seq_blocks(m, 0, "layers", (int)c->depth, &mot_block_kind, sizeof *d->blocks);
     if (!d->blocks) return st_host_oom("the Cosmos 3 model");
     param_set *s = &m->own_params;
@@ -248,8 +246,8 @@ static const init_rule c3_inits[] = {
 static param_init c3_init_of(const char *name) { return init_by_rules(name, c3_inits, INIT_XAVIER); }
 
 const model_family cosmos3_family = {
-    .name = "cosmos3", .create = c3_create, .set_batch = c3_set_batch, .release = c3_release, .chain = &c3_chain,
-    .init_of = c3_init_of,
+    .name = "cosmos3", .create = c3_create, .impl_size = sizeof(c3_model), .set_batch = c3_set_batch,
+    .release = c3_release, .chain = &c3_chain, .init_of = c3_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

@@ -44,9 +44,7 @@ static int64_t rows_of(const model *m) { return m->shape.tokens + m->shape.text;
 static st_status er_create(model *m)
 {
     const model_config *c = &m->cfg;
-    er_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
-    if (!d) return st_host_oom("the ERNIE-Image model");
+    er_model *d = m->impl;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, C = c->channels, p = c->patch, P = model_patch_dim(c);
@@ -191,8 +189,8 @@ static const init_rule er_inits[] = {
 static param_init er_init_of(const char *name) { return init_by_rules(name, er_inits, INIT_XAVIER); }
 
 const model_family ernie_family = {
-    .name = "ernie", .create = er_create, .set_batch = er_set_batch, .release = er_release, .chain = &er_chain,
-    .init_of = er_init_of,
+    .name = "ernie", .create = er_create, .impl_size = sizeof(er_model), .set_batch = er_set_batch,
+    .release = er_release, .chain = &er_chain, .init_of = er_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

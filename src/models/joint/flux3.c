@@ -53,9 +53,7 @@ static int64_t rows_of(const model *m, int q)
 static st_status f3_create(model *m)
 {
     const model_config *c = &m->cfg;
-    f3_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
-    if (!d) return st_host_oom("the Flux.3 model");
+    f3_model *d = m->impl;
     const int n[NSEQ] = {(int)c->depth, (int)c->depth, (int)c->single_depth};
     static const char *const names[NSEQ] = {"txt_mode_blocks", "mode_blocks.image", "single_transformer_blocks"};
     for (int q = 0; q < NSEQ; q++)
@@ -291,8 +289,8 @@ static const init_rule f3_inits[] = {
 static param_init f3_init_of(const char *name) { return init_by_rules(name, f3_inits, INIT_XAVIER); }
 
 const model_family flux3_family = {
-    .name = "flux3_image", .create = f3_create, .set_batch = f3_set_batch, .forward = f3_forward,
-    .backward = f3_backward, .release = f3_release, .init_of = f3_init_of,
+    .name = "flux3_image", .create = f3_create, .impl_size = sizeof(f3_model), .set_batch = f3_set_batch,
+    .forward = f3_forward, .backward = f3_backward, .release = f3_release, .init_of = f3_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

@@ -47,9 +47,7 @@ static int64_t rows_of(const model *m) { return m->shape.text + m->shape.tokens;
 static st_status id_create(model *m)
 {
     const model_config *c = &m->cfg;
-    id_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
-    if (!d) return st_host_oom("the Ideogram 4 model");
+    id_model *d = m->impl;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, A = c->time_dim, P = model_patch_dim(c);
@@ -222,8 +220,8 @@ static const init_rule id_inits[] = {
 static param_init id_init_of(const char *name) { return init_by_rules(name, id_inits, INIT_XAVIER); }
 
 const model_family ideogram_family = {
-    .name = "ideogram", .create = id_create, .set_batch = id_set_batch, .release = id_release, .chain = &id_chain,
-    .init_of = id_init_of,
+    .name = "ideogram", .create = id_create, .impl_size = sizeof(id_model), .set_batch = id_set_batch,
+    .release = id_release, .chain = &id_chain, .init_of = id_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

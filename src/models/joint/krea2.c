@@ -58,9 +58,7 @@ static int64_t joint_rows(const model *m) { return m->shape.text + m->shape.toke
 static st_status kr_create(model *m)
 {
     const model_config *c = &m->cfg;
-    kr_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
-    if (!d) return st_host_oom("the Krea 2 model");
+    kr_model *d = m->impl;
     const int n[NSEQ] = {(int)c->text_blocks, (int)c->refiner_depth, (int)c->depth};
     static const char *const names[NSEQ] = {"text_fusion.layerwise_blocks", "text_fusion.refiner_blocks",
                                             "transformer_blocks"};
@@ -265,8 +263,8 @@ static const init_rule kr_inits[] = {
 static param_init kr_init_of(const char *name) { return init_by_rules(name, kr_inits, INIT_XAVIER); }
 
 const model_family krea2_family = {
-    .name = "krea2", .create = kr_create, .set_batch = kr_set_batch, .forward = kr_forward, .backward = kr_backward,
-    .release = kr_release, .init_of = kr_init_of,
+    .name = "krea2", .create = kr_create, .impl_size = sizeof(kr_model), .set_batch = kr_set_batch,
+    .forward = kr_forward, .backward = kr_backward, .release = kr_release, .init_of = kr_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

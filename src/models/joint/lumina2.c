@@ -87,9 +87,7 @@ static st_status final_rows(model *m, float *img);
 static st_status lm_create(model *m)
 {
     const model_config *c = &m->cfg;
-    lm_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
-    if (!d) return st_host_oom("the Lumina 2 model");
+    lm_model *d = m->impl;
     const int n[NSEQ] = {(int)c->refiner_depth, (int)c->refiner_depth, (int)c->depth};
     static const char *const names[NSEQ] = {"context_refiner", "noise_refiner", "layers"};
     for (int q = 0; q < NSEQ; q++)
@@ -456,8 +454,8 @@ static const init_rule lm_inits[] = {
 static param_init lm_init_of(const char *name) { return init_by_rules(name, lm_inits, INIT_XAVIER); }
 
 const model_family lumina2_family = {
-    .name = "lumina2", .create = lm_create, .set_batch = lm_set_batch, .forward = lm_forward, .backward = lm_backward,
-    .release = lm_release, .init_of = lm_init_of,
+    .name = "lumina2", .create = lm_create, .impl_size = sizeof(lm_model), .set_batch = lm_set_batch,
+    .forward = lm_forward, .backward = lm_backward, .release = lm_release, .init_of = lm_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

@@ -61,9 +61,7 @@ static float *pg(const model *m, int i) { return param_at(m->params, i)->g; }
 static st_status mh_create(model *m)
 {
     const model_config *c = &m->cfg;
-    mh_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
-    if (!d) return st_host_oom("the MiniMax-H3 model");
+    mh_model *d = m->impl;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = model_patch_dim(c);
@@ -248,8 +246,8 @@ static const init_rule mh_inits[] = {
 static param_init mh_init_of(const char *name) { return init_by_rules(name, mh_inits, INIT_XAVIER); }
 
 const model_family minimax_h3_family = {
-    .name = "minimaxh3", .create = mh_create, .set_batch = mh_set_batch, .forward = mh_forward, .backward = mh_backward,
-    .release = mh_release, .init_of = mh_init_of,
+    .name = "minimaxh3", .create = mh_create, .impl_size = sizeof(mh_model), .set_batch = mh_set_batch,
+    .forward = mh_forward, .backward = mh_backward, .release = mh_release, .init_of = mh_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

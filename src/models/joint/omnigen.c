@@ -63,9 +63,7 @@ static st_status final_rows(model *m, float *img)
 static st_status og_create(model *m)
 {
     const model_config *c = &m->cfg;
-    og_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
-    if (!d) return st_host_oom("the OmniGen model");
+    og_model *d = m->impl;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, C = c->channels, p = c->patch, P = model_patch_dim(c), E = c->pos_embed_max;
@@ -257,8 +255,8 @@ static const init_rule og_inits[] = {
 static param_init og_init_of(const char *name) { return init_by_rules(name, og_inits, INIT_XAVIER); }
 
 const model_family omnigen_family = {
-    .name = "omnigen", .create = og_create, .fill_fixed = og_fill_fixed, .set_batch = og_set_batch,
-    .release = og_release, .chain = &og_chain, .init_of = og_init_of,
+    .name = "omnigen", .create = og_create, .impl_size = sizeof(og_model), .fill_fixed = og_fill_fixed,
+    .set_batch = og_set_batch, .release = og_release, .chain = &og_chain, .init_of = og_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

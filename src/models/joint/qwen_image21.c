@@ -48,9 +48,7 @@ static int64_t rows_of(const model *m) { return m->shape.text + m->shape.tokens;
 static st_status q21_create(model *m)
 {
     const model_config *c = &m->cfg;
-    q21_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
-    if (!d) return st_host_oom("the Qwen-Image 2.1 model");
+    q21_model *d = m->impl;
     d->blocks = model_seq_blocks(m, 0, "transformer_blocks", (int)c->depth, &f3_block_kind, sizeof *d->blocks);
     if (!d->blocks) return st_host_oom("the Qwen-Image 2.1 model");
     param_set *s = &m->own_params;
@@ -258,8 +256,8 @@ static const init_rule q21_inits[] = {
 static param_init q21_init_of(const char *name) { return init_by_rules(name, q21_inits, INIT_XAVIER); }
 
 const model_family qwen_image21_family = {
-    .name = "qwen_image21", .create = q21_create, .set_batch = q21_set_batch, .release = q21_release,
-    .chain = &q21_chain, .init_of = q21_init_of,
+    .name = "qwen_image21", .create = q21_create, .impl_size = sizeof(q21_model), .set_batch = q21_set_batch,
+    .release = q21_release, .chain = &q21_chain, .init_of = q21_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

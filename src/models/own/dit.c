@@ -76,10 +76,9 @@ static st_status register_params(model *m, dit_blocks_fn blocks)
 static st_status create(model *m, dit_blocks_fn blocks)
 {
     const model_config *mc = &m->cfg;
-    dit_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
-    if (d) d->seq_blocks = model_alloc(m, (size_t)mc->depth, sizeof *d->seq_blocks);
-    if (!d || !d->seq_blocks) return st_host_oom("the DiT model");
+    dit_model *d = m->impl;
+    d->seq_blocks = model_alloc(m, (size_t)mc->depth, sizeof *d->seq_blocks);
+    if (!d->seq_blocks) return st_host_oom("the DiT model");
     m->n_seq = 1;
     m->seq[0] = (block_seq){.name = "blocks", .n = (int)mc->depth, .blocks = d->seq_blocks, .state_n = 1, .pool = m->pool};
     return register_params(m, blocks);
@@ -220,7 +219,7 @@ static const model_chain dit_chain = {.embed = embed_forward, .embed_backward = 
 /* skipdit is DiT with other blocks: everything but the name and the blocks is shared */
 #define DIT_FAMILY(family_name, create_fn)                                                                             \
     {                                                                                                                  \
-        .name = family_name, .create = create_fn, .fill_fixed = dit_fill_fixed,                                        \
+        .name = family_name, .create = create_fn, .impl_size = sizeof(dit_model), .fill_fixed = dit_fill_fixed,       \
         .release = dit_release, .chain = &dit_chain,                                                                  \
         .hidden = dit_hidden, .init_of = dit_init_of,                                                                  \
     }

@@ -158,9 +158,7 @@ int64_t cascade_depth(const model_config *c)
 static st_status cascade_create(model *m)
 {
     const model_config *c = &m->cfg;
-    cascade_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
-    if (!d) return st_host_oom("the Stable Cascade model");
+    cascade_model *d = m->impl;
     const int n = (int)cascade_depth(c);
     d->blocks = micro_seq_blocks(m, n, &cascade_block_kind, sizeof *d->blocks, "the latents (the embedding's input)");
     if (!d->blocks) return st_host_oom("%d Stable Cascade blocks", n);
@@ -360,8 +358,9 @@ static st_status cascade_backward(model *m, const float *dpred)
 }
 
 const model_family cascade_family = {
-    .name = "stable_cascade", .create = cascade_create, .set_batch = cascade_set_batch, .forward = cascade_forward,
-    .backward = cascade_backward, .release = cascade_release, .init_of = cascade_init_of,
+    .name = "stable_cascade", .create = cascade_create, .impl_size = sizeof(cascade_model),
+    .set_batch = cascade_set_batch, .forward = cascade_forward, .backward = cascade_backward,
+    .release = cascade_release, .init_of = cascade_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

@@ -198,9 +198,7 @@ int64_t unet_depth(const model_config *c)
 static st_status unet_create(model *m)
 {
     const model_config *c = &m->cfg;
-    unet_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
-    if (!d) return st_host_oom("the U-Net");
+    unet_model *d = m->impl;
     builder count = {.cfg = c};
     build(&count);
     if (count.w.overflow || count.w.skips)
@@ -362,8 +360,8 @@ static st_status unet_backward(model *m, const float *dpred)
 }
 
 const model_family unet_family = {
-    .name = "unet", .create = unet_create, .set_batch = unet_set_batch, .forward = unet_forward,
-    .backward = unet_backward, .release = unet_release, .init_of = unet_init_of,
+    .name = "unet", .create = unet_create, .impl_size = sizeof(unet_model), .set_batch = unet_set_batch,
+    .forward = unet_forward, .backward = unet_backward, .release = unet_release, .init_of = unet_init_of,
 };
 
 void unet_describe(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n)

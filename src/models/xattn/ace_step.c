@@ -50,11 +50,10 @@ static int64_t in_dim(const model_config *c) { return (c->cond_channels + c->cha
 static st_status ac_create(model *m)
 {
     const model_config *c = &m->cfg;
-    ace_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
+    ace_model *d = m->impl;
     const int n = (int)c->depth;
-    if (d) d->blocks = model_seq_blocks(m, 0, "layers", n, &ace_block_kind, sizeof *d->blocks);
-    if (!d || !d->blocks) return st_host_oom("the ACE-Step model");
+    d->blocks = model_seq_blocks(m, 0, "layers", n, &ace_block_kind, sizeof *d->blocks);
+    if (!d->blocks) return st_host_oom("the ACE-Step model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, C = c->channels, pt = c->patch_t;
@@ -283,7 +282,7 @@ static const init_rule ac_inits[] = {
 static param_init ac_init_of(const char *name) { return init_by_rules(name, ac_inits, INIT_XAVIER); }
 
 const model_family ace_step_family = {
-    .name = "ace_step", .create = ac_create, .chain = &ac_chain, .init_of = ac_init_of,
+    .name = "ace_step", .create = ac_create, .impl_size = sizeof(ace_model), .chain = &ac_chain, .init_of = ac_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

@@ -118,11 +118,10 @@ static int64_t wide_dim(const model_config *c) { return (c->channels + 1) * c->p
 static st_status co_create(model *m)
 {
     const model_config *c = &m->cfg;
-    cos_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
+    cos_model *d = m->impl;
     const int n = (int)c->depth;
-    if (d) d->blocks = model_seq_blocks(m, 0, "transformer_blocks", n, &gated_block_kind, sizeof *d->blocks);
-    if (!d || !d->blocks) return st_host_oom("the Cosmos model");
+    d->blocks = model_seq_blocks(m, 0, "transformer_blocks", n, &gated_block_kind, sizeof *d->blocks);
+    if (!d->blocks) return st_host_oom("the Cosmos model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, r = c->adaln_lora, Pout = model_patch_dim(c);
@@ -312,5 +311,6 @@ static const init_rule co_inits[] = {
 static param_init co_init_of(const char *name) { return init_by_rules(name, co_inits, INIT_XAVIER); }
 
 const model_family cosmos_family = {
-    .name = "cosmos", .create = co_create, .release = co_release, .chain = &co_chain, .init_of = co_init_of,
+    .name = "cosmos", .create = co_create, .impl_size = sizeof(cos_model), .release = co_release, .chain = &co_chain,
+    .init_of = co_init_of,
 };

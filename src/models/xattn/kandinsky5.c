@@ -99,13 +99,12 @@ static int64_t in_dim(const model_config *c)
 static st_status k5_create(model *m)
 {
     const model_config *c = &m->cfg;
-    k5_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
+    k5_model *d = m->impl;
     static const char *const seqs[2] = {"text_transformer_blocks", "visual_transformer_blocks"};
     const int n[2] = {(int)c->text_blocks, (int)c->depth};
-    for (int q = 0; d && q < 2; q++)
+    for (int q = 0; q < 2; q++)
         d->blocks[q] = model_seq_blocks(m, q, seqs[q], n[q], &gated_block_kind, sizeof *d->blocks[q]);
-    if (!d || !d->blocks[0] || !d->blocks[1]) return st_host_oom("the Kandinsky 5 model");
+    if (!d->blocks[0] || !d->blocks[1]) return st_host_oom("the Kandinsky 5 model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, Td = c->time_dim, P = model_patch_dim(c);
@@ -378,8 +377,8 @@ static const init_rule k5_inits[] = {
 static param_init k5_init_of(const char *name) { return init_by_rules(name, k5_inits, INIT_XAVIER); }
 
 const model_family kandinsky5_family = {
-    .name = "kandinsky5", .create = k5_create, .set_batch = k5_set_batch, .forward = k5_forward,
-    .backward = k5_backward, .release = k5_release, .init_of = k5_init_of,
+    .name = "kandinsky5", .create = k5_create, .impl_size = sizeof(k5_model), .set_batch = k5_set_batch,
+    .forward = k5_forward, .backward = k5_backward, .release = k5_release, .init_of = k5_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

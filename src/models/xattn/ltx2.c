@@ -64,11 +64,10 @@ static int64_t path_rows(int p) { return p == PATH_TIME ? 6 : p == PATH_CA ? 4 :
 static st_status lx_create(model *m)
 {
     const model_config *c = &m->cfg;
-    ltx2_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
+    ltx2_model *d = m->impl;
     const int n = (int)c->depth;
-    if (d) d->blocks = model_seq_blocks(m, 0, "transformer_blocks", n, &ltx2_block_kind, sizeof *d->blocks);
-    if (!d || !d->blocks) return st_host_oom("the LTX-2 model");
+    d->blocks = model_seq_blocks(m, 0, "transformer_blocks", n, &ltx2_block_kind, sizeof *d->blocks);
+    if (!d->blocks) return st_host_oom("the LTX-2 model");
     m->seq[0].state_n = 2; /* the video's tokens and the audio's */
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
@@ -464,8 +463,8 @@ static const init_rule lx_inits[] = {
 static param_init lx_init_of(const char *name) { return init_by_rules(name, lx_inits, INIT_XAVIER); }
 
 const model_family ltx2_family = {
-    .name = "ltx2", .create = lx_create, .set_batch = lx_set_batch, .forward = lx_forward, .backward = lx_backward,
-    .release = lx_release, .init_of = lx_init_of,
+    .name = "ltx2", .create = lx_create, .impl_size = sizeof(ltx2_model), .set_batch = lx_set_batch,
+    .forward = lx_forward, .backward = lx_backward, .release = lx_release, .init_of = lx_init_of,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

@@ -123,11 +123,9 @@ static void embedders(param_set *s, xd_model *d, const model_config *c, const ch
 static st_status xd_create(model *m)
 {
     const model_config *c = &m->cfg;
-    xd_model *d = model_alloc(m, 1, sizeof *d);
-    m->impl = d;
+    xd_model *d = m->impl;
     const int n = (int)c->depth, nv = (int)c->vace_count;
     if (nv > VACE_MAX) return st_fail(ST_ERR_UNSUPPORTED, "vace_layers: %d VACE blocks; at most %d", nv, VACE_MAX);
-    if (!d) return st_host_oom("the cross-attention model");
     const xdit_options *o = xd_options(c);
     d->wan = o->wan, d->ltx = o->ltx, d->svid = o->sana_video, d->sana = o->sana || o->sana_video;
     d->main = nv ? 1 : 0;
@@ -554,6 +552,6 @@ static const init_rule xd_inits[] = {
 static param_init xd_init_of(const char *name) { return init_by_rules(name, xd_inits, INIT_XAVIER); }
 
 const model_family xdit_family = {
-    .name = "xdit", .create = xd_create, .fill_fixed = xd_fill_fixed, .destroy = xd_destroy, .forward = xd_forward,
-    .backward = xd_backward, .release = xd_release, .init_of = xd_init_of,
+    .name = "xdit", .create = xd_create, .impl_size = sizeof(xd_model), .fill_fixed = xd_fill_fixed,
+    .destroy = xd_destroy, .forward = xd_forward, .backward = xd_backward, .release = xd_release, .init_of = xd_init_of,
 };
