@@ -73,6 +73,8 @@ typedef struct model_family {
     const model_chain *chain; /* set: forward and backward are model_chain's skeleton around these */
     /* NULL: the family refuses capture_hidden_states. */
     st_status (*hidden)(model *m, int k, const float **h, float **dh);
+    /* How model_init starts a parameter: its rules, then Xavier (init_of NULL), or init_of itself. */
+    const init_rule *inits;
     param_init (*init_of)(const char *name);
 } model_family;
 

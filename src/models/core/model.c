@@ -246,6 +246,12 @@ param_init init_by_rules(const char *name, const init_rule *rules, param_init ot
     return otherwise;
 }
 
+static param_init init_of(const model *m, const char *name)
+{
+    const model_family *f = m->family;
+    return f->init_of ? f->init_of(name) : init_by_rules(name, f->inits, INIT_XAVIER);
+}
+
 /* p's initial values into w (p->w, or a float copy of a bf16 weight): xavier-uniform weights (a conv kernel as a
  * (out, in k k) matrix), N(0, 0.02) embedding tables and timestep MLPs, zero adaLN modulations and output layers
  * (adaLN-Zero), as the family says; LoRA A as PEFT's kaiming-uniform(a = sqrt 5), B zero. */
@@ -256,7 +262,7 @@ static void init_param(model *m, const param *p, float *w, uint64_t seed, bool r
     if (random_all) { /* every value non-zero and of a scale that keeps activations O(1) (gradient checks) */
         float a = p->ndim > 1 ? (float)(1.0 / sqrt((double)fan_in)) : 0.1f;
         rng_fill_uniform(w, p->numel, seed, stream, -a, a);
-        if (m->family->init_of(p->name) == INIT_ONE)
+        if (init_of(m, p->name) == INIT_ONE)
             for (int64_t k = 0; k < p->numel; k++) w[k] += 1.0f;
         return;
     }
@@ -267,7 +273,7 @@ static void init_param(model *m, const param *p, float *w, uint64_t seed, bool r
         return;
     }
     if (strstr(p->name, "lora_B")) return;
-    switch (m->family->init_of(p->name)) {
+    switch (init_of(m, p->name)) {
     case INIT_ZERO: break;
     case INIT_ONE:
         for (int64_t k = 0; k < p->numel; k++) w[k] = 1.0f;

@@ -67,7 +67,6 @@ static st_status af_create(model *m)
 static const init_rule af_inits[] = {
     {INIT_ZERO, "norm1.linear|norm1_context.linear|norm_out.linear|^proj_out.weight$"},
     {INIT_NORMAL, "time_step_proj.|^register_tokens$|^pos_embed.pos_embed$"}, {0}};
-static param_init af_init_of(const char *name) { return init_by_rules(name, af_inits, INIT_XAVIER); }
 
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)
@@ -135,7 +134,7 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     return scratch_end(&k);
 }
 
-const model_family auraflow_family = {.name = "auraflow", .create = af_create, DUAL_STEPS, .init_of = af_init_of};
+const model_family auraflow_family = {.name = "auraflow", .create = af_create, DUAL_STEPS, .inits = af_inits};
 
 /* ---- the family's descriptor (family.h) ---- */
 

@@ -67,7 +67,6 @@ static st_status f2_create(model *m)
 static const init_rule f2_inits[] = {
     {INIT_ZERO, "_modulation_|single_stream_modulation|norm_out.linear|^proj_out.weight$"}, {INIT_ONE, ".norm_"},
     {INIT_NORMAL, "time_guidance_embed."}, {0}};
-static param_init f2_init_of(const char *name) { return init_by_rules(name, f2_inits, INIT_XAVIER); }
 
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)
@@ -114,7 +113,7 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     return dual_c_backward(m, &d->t, m->cfg.guidance_embeds ? &d->g : NULL, NULL);
 }
 
-const model_family flux2_family = {.name = "flux2", .create = f2_create, DUAL_STEPS, .init_of = f2_init_of};
+const model_family flux2_family = {.name = "flux2", .create = f2_create, DUAL_STEPS, .inits = f2_inits};
 
 /* ---- the family's descriptor (family.h) ---- */
 

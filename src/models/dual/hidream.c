@@ -84,7 +84,6 @@ static st_status hd_create(model *m)
 static const init_rule hd_inits[] = {
     {INIT_ZERO, "adaLN_modulation|^final_layer.linear.weight$"}, {INIT_ONE, "rms_norm"},
     {INIT_NORMAL, "t_embedder.|p_embedder."}, {0}};
-static param_init hd_init_of(const char *name) { return init_by_rules(name, hd_inits, INIT_XAVIER); }
 
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)
@@ -170,7 +169,7 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     return scratch_end(&k);
 }
 
-const model_family hidream_family = {.name = "hidream", .create = hd_create, DUAL_STEPS, .init_of = hd_init_of};
+const model_family hidream_family = {.name = "hidream", .create = hd_create, DUAL_STEPS, .inits = hd_inits};
 
 /* ---- the family's descriptor (family.h) ---- */
 

@@ -243,11 +243,10 @@ static const model_chain c3_chain = {.embed = embed_step, .embed_backward = embe
  * and the token table N(0, 0.02), xavier linears elsewhere */
 static const init_rule c3_inits[] = {
     {INIT_ZERO, "proj_out"}, {INIT_ONE, "norm&.weight$"}, {INIT_NORMAL, "time_embedder|embed_tokens"}, {0}};
-static param_init c3_init_of(const char *name) { return init_by_rules(name, c3_inits, INIT_XAVIER); }
 
 const model_family cosmos3_family = {
     .name = "cosmos3", .create = c3_create, .impl_size = sizeof(c3_model), .set_batch = c3_set_batch,
-    .release = c3_release, .chain = &c3_chain, .init_of = c3_init_of,
+    .release = c3_release, .chain = &c3_chain, .inits = c3_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

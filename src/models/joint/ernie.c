@@ -186,11 +186,10 @@ static const model_chain er_chain = {.embed = embed, .embed_backward = embed_bac
 static const init_rule er_inits[] = {
     {INIT_ZERO, "adaLN_modulation|final_linear"}, {INIT_ONE, "_ln.&.weight$|norm_&.weight$"}, /* the RMSNorms' */
     {INIT_NORMAL, "time_embedding"}, {0}};
-static param_init er_init_of(const char *name) { return init_by_rules(name, er_inits, INIT_XAVIER); }
 
 const model_family ernie_family = {
     .name = "ernie", .create = er_create, .impl_size = sizeof(er_model), .set_batch = er_set_batch,
-    .release = er_release, .chain = &er_chain, .init_of = er_init_of,
+    .release = er_release, .chain = &er_chain, .inits = er_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

@@ -286,11 +286,10 @@ done:;
  * as identities), the q/k norms at 1, the time path N(0, 0.02), xavier linears elsewhere */
 static const init_rule f3_inits[] = {
     {INIT_ZERO, "modulations|norm_out|proj_out"}, {INIT_ONE, "norm_q|norm_k"}, {INIT_NORMAL, "timestep_embedder"}, {0}};
-static param_init f3_init_of(const char *name) { return init_by_rules(name, f3_inits, INIT_XAVIER); }
 
 const model_family flux3_family = {
     .name = "flux3_image", .create = f3_create, .impl_size = sizeof(f3_model), .set_batch = f3_set_batch,
-    .forward = f3_forward, .backward = f3_backward, .release = f3_release, .init_of = f3_init_of,
+    .forward = f3_forward, .backward = f3_backward, .release = f3_release, .inits = f3_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

@@ -217,11 +217,10 @@ static const model_chain id_chain = {.embed = embed, .embed_backward = embed_bac
 static const init_rule id_inits[] = {
     {INIT_ZERO, "adaln_modulation|final_layer.linear"}, {INIT_ONE, "norm&.weight$"}, /* the RMSNorms' */
     {INIT_NORMAL, "t_embedding|embed_image_indicator"}, {0}};
-static param_init id_init_of(const char *name) { return init_by_rules(name, id_inits, INIT_XAVIER); }
 
 const model_family ideogram_family = {
     .name = "ideogram", .create = id_create, .impl_size = sizeof(id_model), .set_batch = id_set_batch,
-    .release = id_release, .chain = &id_chain, .init_of = id_init_of,
+    .release = id_release, .chain = &id_chain, .inits = id_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

@@ -260,11 +260,10 @@ done:;
  * linears elsewhere */
 static const init_rule kr_inits[] = {
     {INIT_ZERO, "norm|scale_shift_table|final_layer.linear"}, {INIT_NORMAL, "time_embed"}, {0}};
-static param_init kr_init_of(const char *name) { return init_by_rules(name, kr_inits, INIT_XAVIER); }
 
 const model_family krea2_family = {
     .name = "krea2", .create = kr_create, .impl_size = sizeof(kr_model), .set_batch = kr_set_batch,
-    .forward = kr_forward, .backward = kr_backward, .release = kr_release, .init_of = kr_init_of,
+    .forward = kr_forward, .backward = kr_backward, .release = kr_release, .inits = kr_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

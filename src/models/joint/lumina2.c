@@ -451,11 +451,10 @@ static const init_rule lm_inits[] = {
     {INIT_ZERO, "norm1.linear|norm_out.linear_2|.adaLN_modulation.0|all_final_layer&.linear.|pad_token"},
     {INIT_ONE, "norm&.weight$|caption_embedder.0&.weight$|cap_embedder.0&.weight$"}, /* the RMSNorms' (1-D weights) */
     {INIT_NORMAL, "timestep_embedder|t_embedder"}, {0}};
-static param_init lm_init_of(const char *name) { return init_by_rules(name, lm_inits, INIT_XAVIER); }
 
 const model_family lumina2_family = {
     .name = "lumina2", .create = lm_create, .impl_size = sizeof(lm_model), .set_batch = lm_set_batch,
-    .forward = lm_forward, .backward = lm_backward, .release = lm_release, .init_of = lm_init_of,
+    .forward = lm_forward, .backward = lm_backward, .release = lm_release, .inits = lm_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

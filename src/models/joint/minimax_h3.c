@@ -243,11 +243,10 @@ done:;
 static const init_rule mh_inits[] = {
     {INIT_ZERO, "adaln_proj|norm_out.linear|proj_out"}, {INIT_ONE, "norm&.weight$"}, {INIT_NORMAL, "time_embedder"},
     {0}};
-static param_init mh_init_of(const char *name) { return init_by_rules(name, mh_inits, INIT_XAVIER); }
 
 const model_family minimax_h3_family = {
     .name = "minimaxh3", .create = mh_create, .impl_size = sizeof(mh_model), .set_batch = mh_set_batch,
-    .forward = mh_forward, .backward = mh_backward, .release = mh_release, .init_of = mh_init_of,
+    .forward = mh_forward, .backward = mh_backward, .release = mh_release, .inits = mh_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

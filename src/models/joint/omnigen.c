@@ -252,11 +252,10 @@ static const model_chain og_chain = {.embed = embed, .embed_backward = og_embed_
 static const init_rule og_inits[] = {
     {INIT_ZERO, "norm_out|proj_out"}, {INIT_ONE, "layernorm|^norm.weight$"},
     {INIT_NORMAL, "time_token|t_embedder|embed_tokens"}, {0}};
-static param_init og_init_of(const char *name) { return init_by_rules(name, og_inits, INIT_XAVIER); }
 
 const model_family omnigen_family = {
     .name = "omnigen", .create = og_create, .impl_size = sizeof(og_model), .fill_fixed = og_fill_fixed,
-    .set_batch = og_set_batch, .release = og_release, .chain = &og_chain, .init_of = og_init_of,
+    .set_batch = og_set_batch, .release = og_release, .chain = &og_chain, .inits = og_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

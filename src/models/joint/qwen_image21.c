@@ -253,11 +253,10 @@ static const model_chain q21_chain = {.embed = embed, .embed_backward = embed_ba
 static const init_rule q21_inits[] = {
     {INIT_ZERO, "modulation|norm_out|proj_out|text_norm"}, {INIT_ONE, "norm_q|norm_k"},
     {INIT_NORMAL, "timestep_embedder"}, {0}};
-static param_init q21_init_of(const char *name) { return init_by_rules(name, q21_inits, INIT_XAVIER); }
 
 const model_family qwen_image21_family = {
     .name = "qwen_image21", .create = q21_create, .impl_size = sizeof(q21_model), .set_batch = q21_set_batch,
-    .release = q21_release, .chain = &q21_chain, .init_of = q21_init_of,
+    .release = q21_release, .chain = &q21_chain, .inits = q21_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

@@ -96,7 +96,6 @@ static void dit_fill_fixed(model *m)
  * biases, N(0, 0.02) timestep MLP and label table, zero adaLN modulations and final linear (adaLN-Zero). */
 static const init_rule dit_inits[] = {
     {INIT_ZERO, "adaLN_modulation|^final_layer.linear.weight$"}, {INIT_NORMAL, "t_embedder.mlp|y_embedder"}, {0}};
-static param_init dit_init_of(const char *name) { return init_by_rules(name, dit_inits, INIT_XAVIER); }
 
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)
@@ -221,7 +220,7 @@ static const model_chain dit_chain = {.embed = embed_forward, .embed_backward = 
     {                                                                                                                  \
         .name = family_name, .create = create_fn, .impl_size = sizeof(dit_model), .fill_fixed = dit_fill_fixed,       \
         .release = dit_release, .chain = &dit_chain,                                                                  \
-        .hidden = dit_hidden, .init_of = dit_init_of,                                                                  \
+        .hidden = dit_hidden, .inits = dit_inits,                                                                  \
     }
 const model_family dit_family = DIT_FAMILY("dit", dit_create);
 const model_family skipdit_family = DIT_FAMILY("skipdit", skipdit_create);

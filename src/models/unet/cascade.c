@@ -179,7 +179,6 @@ static void cascade_set_batch(model *m, int64_t batch) { micro_set_batch(m, batc
 
 /* StableCascadeUNet._init_weights: xavier-uniform linears and convolutions, zero biases; GRN's gamma and beta zero */
 static const init_rule cascade_inits[] = {{INIT_ZERO, ".gamma|.beta"}, {0}};
-static param_init cascade_init_of(const char *name) { return init_by_rules(name, cascade_inits, INIT_XAVIER); }
 
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)
@@ -360,7 +359,7 @@ static st_status cascade_backward(model *m, const float *dpred)
 const model_family cascade_family = {
     .name = "stable_cascade", .create = cascade_create, .impl_size = sizeof(cascade_model),
     .set_batch = cascade_set_batch, .forward = cascade_forward, .backward = cascade_backward,
-    .release = cascade_release, .init_of = cascade_init_of,
+    .release = cascade_release, .inits = cascade_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

@@ -226,7 +226,6 @@ static st_status unet_create(model *m)
 static void unet_set_batch(model *m, int64_t batch) { micro_set_batch(m, batch); }
 
 static const init_rule unet_inits[] = {{INIT_ONE, "norm&.weight$"}, {0}};
-static param_init unet_init_of(const char *name) { return init_by_rules(name, unet_inits, INIT_XAVIER); }
 
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)
@@ -361,7 +360,7 @@ static st_status unet_backward(model *m, const float *dpred)
 
 const model_family unet_family = {
     .name = "unet", .create = unet_create, .impl_size = sizeof(unet_model), .set_batch = unet_set_batch,
-    .forward = unet_forward, .backward = unet_backward, .release = unet_release, .init_of = unet_init_of,
+    .forward = unet_forward, .backward = unet_backward, .release = unet_release, .inits = unet_inits,
 };
 
 void unet_describe(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n)

@@ -279,10 +279,9 @@ static const model_chain ac_chain = {.embed = embed_forward, .embed_backward = e
  * (biases zero) */
 static const init_rule ac_inits[] = {
     {INIT_ZERO, "^proj_out_conv.weight$"}, {INIT_ONE, "norm"}, {INIT_NORMAL, "scale_shift_table|time_embed"}, {0}};
-static param_init ac_init_of(const char *name) { return init_by_rules(name, ac_inits, INIT_XAVIER); }
 
 const model_family ace_step_family = {
-    .name = "ace_step", .create = ac_create, .impl_size = sizeof(ace_model), .chain = &ac_chain, .init_of = ac_init_of,
+    .name = "ace_step", .create = ac_create, .impl_size = sizeof(ace_model), .chain = &ac_chain, .inits = ac_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

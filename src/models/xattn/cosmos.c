@@ -308,9 +308,8 @@ static const init_rule co_inits[] = {
     {INIT_ZERO, "^text_conditioner.&.bias"}, {INIT_XAVIER, "^text_conditioner."},
     {INIT_ZERO, "norm&linear_2|^proj_out.weight$"}, {INIT_ONE, "norm_q|norm_k|^time_embed.norm.weight$"},
     {INIT_NORMAL, "t_embedder"}, {0}};
-static param_init co_init_of(const char *name) { return init_by_rules(name, co_inits, INIT_XAVIER); }
 
 const model_family cosmos_family = {
     .name = "cosmos", .create = co_create, .impl_size = sizeof(cos_model), .release = co_release, .chain = &co_chain,
-    .init_of = co_init_of,
+    .inits = co_inits,
 };

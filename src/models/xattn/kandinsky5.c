@@ -374,11 +374,10 @@ static st_status k5_backward(model *m, const float *dpred)
 static const init_rule k5_inits[] = {
     {INIT_ZERO, "modulation|^out_layer.out_layer|norm.bias"}, {INIT_ONE, "_norm|norm.weight"},
     {INIT_NORMAL, "time_embeddings"}, {0}};
-static param_init k5_init_of(const char *name) { return init_by_rules(name, k5_inits, INIT_XAVIER); }
 
 const model_family kandinsky5_family = {
     .name = "kandinsky5", .create = k5_create, .impl_size = sizeof(k5_model), .set_batch = k5_set_batch,
-    .forward = k5_forward, .backward = k5_backward, .release = k5_release, .init_of = k5_init_of,
+    .forward = k5_forward, .backward = k5_backward, .release = k5_release, .inits = k5_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

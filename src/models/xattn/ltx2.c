@@ -460,11 +460,10 @@ static st_status lx_backward(model *m, const float *dpred)
 static const init_rule lx_inits[] = {
     {INIT_ZERO, "scale_shift_table|proj_out.weight|.linear.weight$|.linear.bias$"}, {INIT_ONE, "norm_q|norm_k"},
     {INIT_NORMAL, "timestep_embedder"}, {0}};
-static param_init lx_init_of(const char *name) { return init_by_rules(name, lx_inits, INIT_XAVIER); }
 
 const model_family ltx2_family = {
     .name = "ltx2", .create = lx_create, .impl_size = sizeof(ltx2_model), .set_batch = lx_set_batch,
-    .forward = lx_forward, .backward = lx_backward, .release = lx_release, .init_of = lx_init_of,
+    .forward = lx_forward, .backward = lx_backward, .release = lx_release, .inits = lx_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

@@ -549,9 +549,8 @@ static const init_rule xd_inits[] = {
                 "scale_shift_table|^proj_out.weight$|adaln_single.linear|time_embed.linear|time_proj"},
     {INIT_ONE, "norm_q|norm_k|norm2.weight|norm_added_k|^condition_embedder.image_embedder.norm1.weight$"},
     {INIT_ZERO, "padding_tokens|norm2.bias"}, {INIT_NORMAL, "timestep_embedder|time_embedder"}, {0}};
-static param_init xd_init_of(const char *name) { return init_by_rules(name, xd_inits, INIT_XAVIER); }
 
 const model_family xdit_family = {
     .name = "xdit", .create = xd_create, .impl_size = sizeof(xd_model), .fill_fixed = xd_fill_fixed,
-    .destroy = xd_destroy, .forward = xd_forward, .backward = xd_backward, .release = xd_release, .init_of = xd_init_of,
+    .destroy = xd_destroy, .forward = xd_forward, .backward = xd_backward, .release = xd_release, .inits = xd_inits,
 };
