@@ -9,8 +9,7 @@
  * generation stream's (add_q_proj, ..., mlp_moe_gen, input_layernorm_moe_gen, ...) */
 typedef struct mot_set {
     int norm1, norm2;         /* input_layernorm, post_attention_layernorm (RMSNorm weights, hidden_size) */
-    lin_layer q, k, v, out;   /* D -> heads x hd (k, v: kv_heads x hd) and back */
-    int norm_q, norm_k;       /* per head */
+    attn_weights att;         /* D -> heads x hd (k, v: kv_heads x hd) and back; norm_q and norm_k per head */
     lin_layer gate, up, down; /* the SwiGLU: down(silu(gate h) up h) */
 } mot_set;
 

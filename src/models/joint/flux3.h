@@ -16,8 +16,8 @@ typedef struct f3_block {
     bool sequential;          /* Qwen-Image 2.1's: attention, then the feed-forward on its own norm */
     float *const *mod, *const *dmod, *const *rope;
     const attn_mask *const *mask;
-    lin_layer q, k, v, out, ff_in, ff_up, ff_out; /* ff_up.w < 0: ff_in is fused, D -> 2F, its gate half first */
-    int norm_q, norm_k;
+    attn_weights att;
+    lin_layer ff_in, ff_up, ff_out; /* ff_up.w < 0: ff_in is fused, D -> 2F, its gate half first */
     /* MiniMax-H3's blocks (sequential; every field below zero for Flux.3 and Qwen-Image 2.1): */
     bool minimax;      /* RMSNorms with weights (norm1, norm2) for the LayerNorms; ff_in (ff.net.0.proj) fused, its
                           value half first; q, k, v D -> inner and to_out back */

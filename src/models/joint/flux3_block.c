@@ -60,12 +60,12 @@ void f3_block_register(param_set *s, f3_block *b, const char *prefix, const mode
 #define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
     /* in the state_dict's order: MiniMaxH3TransformerBlock's norms before the attention and the feed-forward */
     if (b->minimax) b->norm1 = param_add(s, NAME("norm1.weight"), 1, (int64_t[]){D}, trainable);
-    b->q = lin_register(s, NAME("attn.to_q"), D, I, false, ra, alpha, trainable);
-    b->k = lin_register(s, NAME("attn.to_k"), D, I, false, ra, alpha, trainable);
-    b->v = lin_register(s, NAME("attn.to_v"), D, I, false, ra, alpha, trainable);
-    b->norm_q = param_add(s, NAME("attn.norm_q.weight"), 1, (int64_t[]){hd}, trainable);
-    b->norm_k = param_add(s, NAME("attn.norm_k.weight"), 1, (int64_t[]){hd}, trainable);
-    b->out = lin_register(s, NAME("attn.to_out.0"), I, D, false, ra, alpha, trainable);
+    b->att.q = lin_register(s, NAME("attn.to_q"), D, I, false, ra, alpha, trainable);
+    b->att.k = lin_register(s, NAME("attn.to_k"), D, I, false, ra, alpha, trainable);
+    b->att.v = lin_register(s, NAME("attn.to_v"), D, I, false, ra, alpha, trainable);
+    b->att.norm_q = param_add(s, NAME("attn.norm_q.weight"), 1, (int64_t[]){hd}, trainable);
+    b->att.norm_k = param_add(s, NAME("attn.norm_k.weight"), 1, (int64_t[]){hd}, trainable);
+    b->att.out = lin_register(s, NAME("attn.to_out.0"), I, D, false, ra, alpha, trainable);
     b->ff_up = (lin_layer){.w = -1};
     if (b->minimax) {
         b->norm2 = param_add(s, NAME("norm2.weight"), 1, (int64_t[]){D}, trainable);
@@ -237,10 +237,10 @@ static void rotate_side(const void *self, float *x, bool keys, bool back)
 
 static side_attention attention_of(const f3_block *b)
 {
-    return (side_attention){.m = b->m, .q = &b->q, .k = &b->k, .v = &b->v, .out = &b->out, .norm_q = b->norm_q,
-                            .norm_k = b->norm_k, .norm_width = dims_of(b).hd, .eps = b->qk_eps ? b->qk_eps : b->eps,
-                            .shape = self_shape(b), .mask = b->mask ? *b->mask : NULL,
-                            .rotate = b->rope ? rotate_side : NULL, .block = b};
+    const side_attention a = {.m = b->m, .norm_width = dims_of(b).hd, .eps = b->qk_eps ? b->qk_eps : b->eps,
+                              .shape = self_shape(b), .mask = b->mask ? *b->mask : NULL,
+                              .rotate = b->rope ? rotate_side : NULL, .block = b};
+    return side_attention_of(a, &b->att);
 }
 
 /* The SwiGLU's halves: fused, f1 holds both (the gate's first, MiniMax-H3's value first); else f1 the gate, f3 the
@@ -311,7 +311,7 @@ static st_status fb_forward(block *blk, const block_state *in, block_state *out,
         st = side_attention_forward(&a, sv, SELF, h, h, keep != KEEP_NOTHING || f.to_host);
     }
     if (!st && f.to_host) st = side_send(sv);
-    if (!st) st = fwd(b->m, &b->out, sv->o[0], sv->side[SO], d.N);
+    if (!st) st = fwd(b->m, &b->att.out, sv->o[0], sv->side[SO], d.N);
     if (!st && f.to_host) st = side_drop(sv, f.ks);
     if (!st && b->sequential) { /* x1 = x + gate1 o, then the feed-forward on its own norm */
         residual(b, mod, y, x, sv->o[0], 0);

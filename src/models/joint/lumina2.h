@@ -49,8 +49,8 @@ typedef struct lumina_block {
     const lumina_style *style;
     lin_layer ada;      /* norm1.linear (modulated) */
     int norm1, norm2, ffn_norm1, ffn_norm2; /* RMSNorm weights (D); norm2 and ffn_norm2 with sandwich norms */
-    lin_layer q, k, v, out, w1, w2, w3, gate; /* gate.w < 0: no output gate */
-    int norm_q, norm_k; /* per head */
+    attn_weights att;   /* norm_q and norm_k per head */
+    lin_layer w1, w2, w3, gate; /* gate.w < 0: no output gate */
     int table;          /* the modulation table (mod_table); < 0: none */
     float *const *rope;
     const attn_mask *const *mask;

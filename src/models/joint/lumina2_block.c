@@ -99,12 +99,12 @@ void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, co
     const int64_t D = b->width ? b->width : c->hidden, hd = D / (b->heads ? b->heads : c->heads), K = hd * b->kv_heads;
     const lumina_names *nm = &b->style->names;
     const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
-    b->q = block_linear(s, prefix, nm->q, D, D, false, ra, c);
-    b->k = block_linear(s, prefix, nm->k, D, K, false, ra, c);
-    b->v = block_linear(s, prefix, nm->v, D, K, false, ra, c);
-    b->out = block_linear(s, prefix, nm->out, D, D, false, ra, c);
-    b->norm_q = nm->norm_q ? block_norm(s, prefix, nm->norm_q, hd, c) : -1;
-    b->norm_k = nm->norm_k ? block_norm(s, prefix, nm->norm_k, hd, c) : -1;
+    b->att.q = block_linear(s, prefix, nm->q, D, D, false, ra, c);
+    b->att.k = block_linear(s, prefix, nm->k, D, K, false, ra, c);
+    b->att.v = block_linear(s, prefix, nm->v, D, K, false, ra, c);
+    b->att.out = block_linear(s, prefix, nm->out, D, D, false, ra, c);
+    b->att.norm_q = nm->norm_q ? block_norm(s, prefix, nm->norm_q, hd, c) : -1;
+    b->att.norm_k = nm->norm_k ? block_norm(s, prefix, nm->norm_k, hd, c) : -1;
     b->w1 = block_linear(s, prefix, nm->w1, D, nm->w3 ? b->ffn : 2 * b->ffn, false, rm, c);
     b->w2 = block_linear(s, prefix, nm->w2, b->ffn, D, false, rm, c);
     b->w3 = nm->w3 ? block_linear(s, prefix, nm->w3, D, b->ffn, false, rm, c) : (lin_layer){.w = -1};
@@ -130,7 +130,7 @@ static size_t lb_offloaded_bytes(const block *blk)
     const lumina_block *b = blk->self;
     dims d = dims_of(b);
     const attn_shape ss = self_shape(b);
-    const int64_t raw = b->norm_q >= 0;
+    const int64_t raw = b->att.norm_q >= 0;
     return (size_t)((2 + raw) * d.N * d.D + (2 + raw) * d.N * d.K) * sizeof(float) + attention_kept_bytes(&ss);
 }
 
@@ -222,11 +222,11 @@ static void rotate_side(const void *self, float *x, bool keys, bool back)
 
 static side_attention attention_of(const lumina_block *b)
 {
-    return (side_attention){.m = b->m, .q = &b->q, .k = &b->k, .v = &b->v, .out = &b->out, .norm_q = b->norm_q,
-                            .norm_k = b->norm_k, .norm_width = dims_of(b).hd,
-                            .eps = b->style->qk_eps ? b->style->qk_eps : b->eps,
-                            .zero_centred = b->style->zero_centred, .shape = self_shape(b), .mask = *b->mask,
-                            .rotate = *b->rope ? rotate_side : NULL, .block = b};
+    const side_attention a = {.m = b->m, .norm_width = dims_of(b).hd,
+                              .eps = b->style->qk_eps ? b->style->qk_eps : b->eps,
+                              .zero_centred = b->style->zero_centred, .shape = self_shape(b), .mask = *b->mask,
+                              .rotate = *b->rope ? rotate_side : NULL, .block = b};
+    return side_attention_of(a, &b->att);
 }
 
 /* f1 = w1 h, f3 = w3 h, f2 = w2(act(f1) f3), h = RMSNorm_3(x1) (1 + scale2) + shift2 */
@@ -293,7 +293,7 @@ static st_status lb_forward(block *blk, const block_state *in, block_state *out,
     if (!sv) return st_host_oom("a block's saved tensors");
     float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "lumina.state");
     if (own_mod(b)) sv->mod[0] = scratch_take(f.ks, d.B * d.M, f.kt, "lumina.mod");
-    const bool raw = b->norm_q >= 0, fused = b->w3.w < 0;
+    const bool raw = b->att.norm_q >= 0, fused = b->w3.w < 0;
     side_take(&f, sv, (int64_t[SIDE_MAX]){ND, NK, NK, ND, raw ? ND : 0, raw ? NK : 0}, 1);
     sv->o[0] = scratch_take(f.ks, ND, f.kt, "lumina.attention_out");
     sv->f1[0] = scratch_take(f.fs, (1 + fused) * d.N * d.F, f.ft, "lumina.linear_1");
@@ -320,7 +320,7 @@ static st_status lb_forward(block *blk, const block_state *in, block_state *out,
         glu_forward(ga, sv->o2, att, d.N, d.D, d.D, GLU_SIGMOID);
         att = ga;
     }
-    if (!st) st = fwd(b->m, &b->out, sv->o[0], att, d.N);
+    if (!st) st = fwd(b->m, &b->att.out, sv->o[0], att, d.N);
     if (!st && f.to_host) st = side_drop(sv, f.ks);
     const float *r = NULL;
     if (!st) st = branch(b, h, sv->o[0], b->norm2, NULL, &r);
@@ -402,12 +402,7 @@ static st_status lb_backward(block *blk, const block_state *in, block_saved *sv,
     scratch_drop(&s, df1);
     if ((s.status = norm_mod_back(b, gx, dmod, dh, ln, x1, b->ffn_norm1, mod, 1, &stats))) goto done;
     op_state_release(&stats);
-    if (recomputed) {
-        scratch_drop(&s, sv->f1[0]), scratch_drop(&s, sv->f2[0]);
-        if (sv->f3[0]) scratch_drop(&s, sv->f3[0]);
-        sv->f1[0] = sv->f3[0] = sv->f2[0] = NULL;
-        recomputed = false;
-    }
+    side_ffn_drop(sv, &s, &recomputed);
     /* attention: x1 = x + tanh(gate1) RMSNorm_2(o) */
     if ((s.status = branch(b, r, sv->o[0], b->norm2, &rstats, &br))) goto done;
     zero_bytes(dr, (size_t)ND * sizeof(float));
@@ -423,7 +418,7 @@ static st_status lb_backward(block *blk, const block_state *in, block_saved *sv,
         float *dg = scratch_take_zero(&s, ND, MEM_WORKSPACE, "lumina.dto_gate");
         if (s.status) goto done;
         glu_forward(ga, sv->o2, sv->side[SO], N, D, D, GLU_SIGMOID);
-        if ((s.status = bwd(b->m, &b->out, dga, dy, ga, N))) goto done;
+        if ((s.status = bwd(b->m, &b->att.out, dga, dy, ga, N))) goto done;
         zero_bytes(dy, (size_t)ND * sizeof(float));
         glu_backward(dg, dy, dga, sv->o2, sv->side[SO], N, D, D, GLU_SIGMOID);
         if ((s.status = bwd(b->m, &b->gate, dh, dg, h, N))) goto done;
@@ -451,7 +446,7 @@ static st_status lb_backward(block *blk, const block_state *in, block_saved *sv,
 done:
     op_state_release(&stats);
     op_state_release(&rstats);
-    if (recomputed) sv->f1[0] = sv->f2[0] = sv->f3[0] = NULL;
+    side_ffn_forget(sv, &recomputed);
     return scratch_end(&s);
 }
 

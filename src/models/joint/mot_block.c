@@ -56,12 +56,12 @@ void mot_block_register(param_set *s, mot_block *b, const char *prefix, const mo
     for (int g = 0; g < 2; g++) { /* in Cosmos3VLTextMoTDecoderLayer's state_dict order */
         const int64_t ra = g && c->lora_attention ? c->lora_rank : 0;
         mot_set *w = &b->s[g];
-        w->q = block_linear(s, prefix, attn[g][0], D, I, false, ra, c);
-        w->k = block_linear(s, prefix, attn[g][1], D, K, false, ra, c);
-        w->v = block_linear(s, prefix, attn[g][2], D, K, false, ra, c);
-        w->out = block_linear(s, prefix, attn[g][3], I, D, false, ra, c);
-        w->norm_q = block_norm(s, prefix, attn[g][4], b->head_dim, c);
-        w->norm_k = block_norm(s, prefix, attn[g][5], b->head_dim, c);
+        w->att.q = block_linear(s, prefix, attn[g][0], D, I, false, ra, c);
+        w->att.k = block_linear(s, prefix, attn[g][1], D, K, false, ra, c);
+        w->att.v = block_linear(s, prefix, attn[g][2], D, K, false, ra, c);
+        w->att.out = block_linear(s, prefix, attn[g][3], I, D, false, ra, c);
+        w->att.norm_q = block_norm(s, prefix, attn[g][4], b->head_dim, c);
+        w->att.norm_k = block_norm(s, prefix, attn[g][5], b->head_dim, c);
     }
     static const char *const mlp[2][3] = {{"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"},
                                           {"mlp_moe_gen.gate_proj", "mlp_moe_gen.up_proj", "mlp_moe_gen.down_proj"}};
@@ -199,14 +199,11 @@ static void rotate_side(const void *self, float *x, bool keys, bool back)
 /* The understanding stream's attention weights, with the generation stream's in *gen past the split */
 static side_attention attention_of(const mot_block *b, side_attention *gen)
 {
-    const side_attention a = {.m = b->m, .q = &b->s[0].q, .k = &b->s[0].k, .v = &b->s[0].v, .out = &b->s[0].out,
-                              .norm_q = b->s[0].norm_q, .norm_k = b->s[0].norm_k, .norm_width = b->head_dim,
-                              .eps = b->eps, .shape = self_shape(b), .mask = *b->mask, .rotate = rotate_side,
-                              .block = b, .gen = gen, .split = b->split};
-    *gen = a;
-    gen->q = &b->s[1].q, gen->k = &b->s[1].k, gen->v = &b->s[1].v, gen->out = &b->s[1].out;
-    gen->norm_q = b->s[1].norm_q, gen->norm_k = b->s[1].norm_k, gen->gen = NULL;
-    return a;
+    side_attention a = {.m = b->m, .norm_width = b->head_dim, .eps = b->eps, .shape = self_shape(b),
+                        .mask = *b->mask, .rotate = rotate_side, .block = b, .split = b->split};
+    *gen = side_attention_of(a, &b->s[1].att);
+    a.gen = gen;
+    return side_attention_of(a, &b->s[0].att);
 }
 
 /* ---- the block ---- */
