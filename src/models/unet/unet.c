@@ -346,8 +346,7 @@ static st_status unet_backward(model *m, const float *dpred)
     if (!st) { /* dL/dc through SiLU, into the time embedding */
         scratch k = {.pool = m->pool};
         float *dc = scratch_take_zero(&k, B * m->cfg.hidden, MEM_WORKSPACE, "unet.dc");
-        if (!k.status) silu_backward(dc, m->ctx.dcs, d->t.c, B * m->cfg.hidden);
-        if (!k.status) k.status = temb_backward(m, &d->t, dc);
+        if (!k.status) k.status = temb_silu_backward(m, &d->t, dc, m->ctx.dcs);
         if (!k.status && added_conditions(&m->cfg)) k.status = temb_backward(m, &d->add, dc);
         if (!k.status && m->ctx.dtext) /* Kolors' projection, from every cross-attention's keys and values */
             k.status = lin_backward(m->params, m->pool, &d->text_proj, NULL, m->ctx.dtext, d->raw_text,
