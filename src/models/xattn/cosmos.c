@@ -162,11 +162,11 @@ static void co_release(model *m)
 /* CosmosRotaryPosEmbed's table for an F x G x G grid, (T, hd / 2, (cos, sin)): pair p of axis a (widths t, h, w in
  * pairs) turns by pos_a / theta_a^(2 j / d_a), the frequency and angle rounded to float as torch's float32 arange,
  * pow, reciprocal and outer product round them. */
-static st_status cosmos_rope_table(void *arg) /* a host_loop's */
+static st_status cosmos_rope_table(model *m, const float *cond, float *work) /* a model_host_loop's */
 {
-    const model_config *c = &((model_loop *)arg)->m->cfg;
+    const model_config *c = &m->cfg;
     const int64_t F = c->frames / c->patch_t, G = c->resolution / c->patch;
-    float *table = ((model_loop *)arg)->m->ctx.rope;
+    float *table = m->ctx.rope;
     const int64_t hd = c->hidden / c->heads, dh = hd / 6 * 2, dt = hd - 2 * dh, dims[3] = {dt, dh, dh};
     const double scale[3] = {1.0, 4.0, 4.0};
     float freq[3][64];
@@ -231,7 +231,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     copy_rows(d->patches, PW_, p, P, N, P);
     pool_free(m->pool, p);
     linear_forward(*x0, d->patches, PW(d->p_x), NULL, N, PW_, D);
-    if ((st = host_loop(m->ctx.rope, cosmos_rope_table, &(model_loop){.m = m}))) return st;
+    if ((st = model_host_loop(m, m->ctx.rope, cosmos_rope_table, NULL, 0, NULL))) return st;
     if (adapter) {
         if ((st = anima_forward(m, &d->ad, cond, m->ctx.text))) return st;
     } else

@@ -160,9 +160,8 @@ static float k5_freq(int64_t j, int64_t dim)
 
 /* The text's table (L, hd / 2, (cos, sin)) and the image's (F G G, hd / 2, (cos, sin)), as Kandinsky5RoPE1D and
  * Kandinsky5RoPE3D make them */
-static st_status k5_rope_tables(void *arg) /* a host_loop's */
+static st_status k5_rope_tables(model *m, const float *cond, float *work) /* a model_host_loop's */
 {
-    model *m = ((model_loop *)arg)->m;
     const model_config *c = &m->cfg;
     const int64_t L = m->shape.text, F = c->frames / c->patch_t, G = c->resolution / c->patch;
     float *text = k5_of(m)->trope, *image = k5_of(m)->vrope;
@@ -212,7 +211,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     model_hold(m, &st, &m->ctx.cs, B * Td, "k5.silu_time_embed", false);
     if (train) model_hold(m, &st, &m->ctx.dcs, B * Td, "k5.dsilu_time_embed", true);
     if (st) return st;
-    if ((st = host_loop(d->trope, k5_rope_tables, &(model_loop){.m = m}))) return st;
+    if ((st = model_host_loop(m, d->trope, k5_rope_tables, NULL, 0, NULL))) return st;
     copy_rows(d->text_in, L * E, cond, K, B, L * E);
     copy_rows(d->pooled, E2, cond + L * E, K, B, E2);
     if ((st = lin_forward(m->params, m->pool, &d->txt, d->te, d->text_in, B * L))) return st;

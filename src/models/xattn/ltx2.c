@@ -190,15 +190,13 @@ static void audio_grid(float *g, int64_t T)
 }
 
 /* The rotary tables from their position grids, in work (3 Tv + Tv + Ta floats: the video's (t, h, w) grid, its times
- * alone, the audio's), which the caller takes so that a dry step counts it too */
-static st_status rope_tables(void *arg)
+ * alone, the audio's) */
+static st_status rope_tables(model *m, const float *cond, float *work) /* a model_host_loop's */
 {
-    const model_loop *l = arg;
-    model *m = l->m;
     ltx2_ctx *x = &lx_of(m)->ctx;
     const model_config *c = &m->cfg;
     const int64_t Tv = x->tokens[0], Ta = x->tokens[1];
-    float *gv = l->work, *gt = gv + 3 * Tv, *ga = gt + Tv;
+    float *gv = work, *gt = gv + 3 * Tv, *ga = gt + Tv;
     video_grid(gv, c->frames, c->resolution);
     for (int64_t t = 0; t < Tv; t++) gt[t] = gv[3 * t]; /* the cross-modal tables read time alone */
     audio_grid(ga, Ta);
@@ -248,13 +246,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     ctx->cross[1] = ctx->self[1];
     model_hold(m, &st, &d->key_bias, B * L, "ltx2.key_bias", false);
     if (st) return st;
-    float *grids = NULL;
-    if ((st = pool_alloc(m->pool, (size_t)(4 * tokens(m, 0) + tokens(m, 1)) * sizeof(float), MEM_WORKSPACE,
-                         "ltx2.grid", (void **)&grids)))
+    if ((st = model_host_loop(m, ctx->self[0], rope_tables, NULL, 4 * tokens(m, 0) + tokens(m, 1), "ltx2.grid")))
         return st;
-    st = host_loop(ctx->self[0], rope_tables, &(model_loop){.m = m, .work = grids});
-    pool_free(m->pool, grids);
-    if (st) return st;
     /* the video's tokens from each sample's first Nvid floats; the audio's are its latents as they lie */
     float *video = NULL;
     if ((st = pool_alloc(m->pool, (size_t)(B * Nvid) * sizeof(float), MEM_WORKSPACE, "ltx2.video", (void **)&video)))

@@ -256,11 +256,11 @@ static void xd_release(model *m)
  * (D % 6) / 2 leading pairs pass through (cos 1, sin 0), then pair pass + 3 k + a is frequency k on axis a. The
  * angles reach theta pi / 2, so each step is rounded to float as torch rounds it: float64 angles would differ from
  * diffusers' by far more than its rounding. */
-static st_status ltx_rope_table(void *arg)
+static st_status ltx_rope_table(model *m, const float *cond, float *work)
 {
-    const model_config *c = &((model_loop *)arg)->m->cfg;
+    const model_config *c = &m->cfg;
     const int64_t F = c->frames / c->patch_t, G = c->resolution / c->patch;
-    float *table = ((model_loop *)arg)->m->ctx.rope;
+    float *table = m->ctx.rope;
     const int64_t D = c->hidden, n = D / 6, pass = (D % 6) / 2, pairs = D / 2;
     const float scale[3] = {(float)(1.0 / (LTX_FRAMERATE / 8.0)), LTX_VAE_SPATIAL, LTX_VAE_SPATIAL};
     const float patch[3] = {(float)c->patch_t, (float)c->patch, (float)c->patch}, base[3] = {20.0f, 2048.0f, 2048.0f};
@@ -393,7 +393,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         rope_table(m->ctx.rope, ids, T, 3, axes, WAN_ROPE_THETA);
         pool_free(m->pool, ids);
     }
-    if (d->ltx && (st = host_loop(m->ctx.rope, ltx_rope_table, &(model_loop){.m = m}))) return st;
+    if (d->ltx && (st = model_host_loop(m, m->ctx.rope, ltx_rope_table, NULL, 0, NULL))) return st;
     /* the text: linear_2(gelu_tanh(linear_1(text))) */
     copy_rows(d->text_in, L * Dt, cond, K, B, L * Dt);
     if ((st = lin_forward(m->params, m->pool, &d->cap1, d->cap_h, d->text_in, B * L))) return st;
