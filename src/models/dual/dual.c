@@ -223,8 +223,7 @@ st_status dual_c_backward(model *m, temb *t, temb *g, temb *p)
     scratch k = {.pool = m->pool};
     float *dc = scratch_take_zero(&k, BD, MEM_WORKSPACE, "dual.dc");
     if (k.status) return scratch_end(&k);
-    silu_backward(dc, m->ctx.dcs, t->c, BD);
-    k.status = temb_backward(m, t, dc);
+    k.status = temb_silu_backward(m, t, dc, m->ctx.dcs);
     if (!k.status && g) k.status = temb_backward(m, g, dc);
     if (!k.status && p) k.status = temb_backward(m, p, dc);
     return scratch_end(&k);

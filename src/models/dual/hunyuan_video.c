@@ -287,10 +287,8 @@ static int64_t at_byt5(const model_config *c) { return at_mask(c) + c->text_len;
  * caption's keys, where diffusers lets 1.0's see key 0 alone and 1.5's none: their outputs are padding rows of the
  * text stream, which every later attention excludes as keys (1.5 also replaces them by zeros), so nothing of them
  * reaches the prediction. */
-static st_status key_biases(void *arg) /* a host_loop's */
+static st_status key_biases(model *m, const float *cond)
 {
-    model *m = ((model_loop *)arg)->m;
-    const float *cond = ((model_loop *)arg)->cond;
     hv_model *d = hv_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = c->text_len, L2 = c->text2_len, S = m->shape.text + m->shape.tokens;
@@ -308,14 +306,15 @@ static st_status key_biases(void *arg) /* a host_loop's */
     return ST_OK;
 }
 
-static void masks_forward(model *m, const float *cond)
+/* The rotary table of the positions (ids: S x 3; text at 0, unrotated, image token (u, r, q) at (u, r, q)) and the
+ * masks (a model_host_loop's) */
+static st_status positions_and_masks(model *m, const float *cond, float *ids)
 {
-    hv_model *d = hv_of(m);
-    const int64_t L = m->cfg.text_len, S = m->shape.text + m->shape.tokens;
-    host_loop(d->key_bias, key_biases, &(model_loop){.m = m, .cond = cond});
-    d->mask = (attn_mask){.key_bias = d->key_bias, .batch_stride = S};
-    d->ref_mask = (attn_mask){.key_bias = d->ref_bias, .batch_stride = L};
-    m->ctx.mask = &d->mask;
+    const model_config *c = &m->cfg;
+    const int64_t grid = c->resolution / c->patch;
+    position_ids_grid(ids, m->shape.text, c->frames / c->patch_t, grid, grid);
+    rope_table(m->ctx.rope, ids, m->shape.text + m->shape.tokens, 3, c->rope_axes, HV_ROPE_THETA);
+    return key_biases(m, cond);
 }
 
 /* The refiner's pooled input: the mean of the caption's tokens under its mask (zero without tokens, where diffusers
@@ -402,7 +401,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     dual_step *s = &d->b.step;
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = c->text_len, L2 = c->text2_len, Lt = m->shape.text, T = m->shape.tokens;
-    const int64_t S = Lt + T, D = c->hidden, hd = D / c->heads, grid = c->resolution / c->patch;
+    const int64_t S = Lt + T, D = c->hidden, hd = D / c->heads;
     const int64_t P = model_patch_dim(c), Pin = (c->channels + c->cond_channels) * c->patch_t * c->patch * c->patch;
     st_status st = ST_OK;
     dual_take_tokens(m, &st, cond);
@@ -419,14 +418,11 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         model_hold(m, &st, &d->refined, B * L * D, "hunyuanvideo15.refined", false);
         if (Pin != P) model_hold(m, &st, &d->patches_in, B * T * Pin, "hunyuanvideo15.patches", true);
     }
-    float *ids = NULL; /* text at 0 (unrotated), image token (u, r, q) at (u, r, q) */
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "hunyuanvideo.position_ids",
-                             (void **)&ids);
+    if (!st) st = model_host_loop(m, d->key_bias, positions_and_masks, cond, S * 3, "hunyuanvideo.position_ids");
     if (st) return st;
-    position_ids_grid(ids, Lt, c->frames / c->patch_t, grid, grid);
-    rope_table(m->ctx.rope, ids, S, 3, c->rope_axes, HV_ROPE_THETA);
-    pool_free(m->pool, ids);
-    masks_forward(m, cond);
+    d->mask = (attn_mask){.key_bias = d->key_bias, .batch_stride = S};
+    d->ref_mask = (attn_mask){.key_bias = d->ref_bias, .batch_stride = L};
+    m->ctx.mask = &d->mask;
 
     if (d->patches_in) { /* the condition channels' features follow the latent's in every patch, and are zero */
         const patch_shape ps = model_patches(m);
@@ -441,10 +437,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         if (!(st = pool_alloc(m->pool, (size_t)(B * L2 * D) * sizeof(float), MEM_WORKSPACE, "hunyuanvideo15.glyphs",
                               (void **)&glyphs)) &&
             !(st = byt5_forward(m, cond, glyphs, train)) && !(st = refiner_run(m, timesteps, cond, d->refined, train))) {
-            for (int64_t b = 0; b < B; b++) {
-                copy_rows(s->txt + b * Lt * D, D, glyphs + b * L2 * D, D, L2, D);
-                copy_rows(s->txt + (b * Lt + L2) * D, D, d->refined + b * L * D, D, L, D);
-            }
+            model_rows_scatter(m, s->txt, glyphs, Lt, 0, L2);
+            model_rows_scatter(m, s->txt, d->refined, Lt, L2, L);
             zero_floats(d->type_idx, B * Lt); /* type 1 for the glyphs, 0 for the caption */
             for (int64_t b = 0; b < B; b++) add_scalar(d->type_idx + b * Lt, L2, 1.0f);
             pool_free(m->pool, glyphs);
@@ -483,17 +477,15 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     float *dc = scratch_take_zero(&w, B * D, MEM_WORKSPACE, "hunyuanvideo.refiner.dc");
     float *dg = d->v15 ? scratch_take(&w, B * L2 * D, MEM_WORKSPACE, "hunyuanvideo15.dglyphs") : NULL;
     if (w.status) return st ? st : scratch_end(&w);
-    for (int64_t b = 0; b < B; b++) /* the caption's rows of the text stream (all of 1.0's) */
-        copy_rows(dx + b * L * D, D, dtxt + (b * Lt + L2) * D, D, L, D);
+    model_rows_gather(m, dx, dtxt, Lt, L2, L); /* the caption's rows of the text stream (all of 1.0's) */
     if (d->v15) {
         embedding_backward(PG(d->p_cond_type), dtxt, d->type_idx, B * Lt, D);
-        for (int64_t b = 0; b < B; b++) copy_rows(dg + b * L2 * D, D, dtxt + b * Lt * D, D, L2, D);
+        model_rows_gather(m, dg, dtxt, Lt, 0, L2);
         if (!st) st = byt5_backward(m, dg);
     }
     for (int r = d->n_ref - 1; r >= 0 && !st; r--) st = refiner_backward(m, &d->ref[r], dx);
     if (!st) st = lin_backward(m->params, m->pool, &d->proj_in, NULL, dx, s->text_in, B * L);
-    silu_backward(dc, d->drcs, d->rt.c, B * D);
-    if (!st) st = temb_backward(m, &d->rt, dc);
+    if (!st) st = temb_silu_backward(m, &d->rt, dc, d->drcs);
     if (!st) st = temb_backward(m, &d->rp, dc);
     const st_status end = scratch_end(&w);
     return st ? st : end;

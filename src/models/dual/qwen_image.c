@@ -73,39 +73,30 @@ static void release_own(model *m)
     op_state_release(&d->norm_stats);
 }
 
-/* The joint attention's key bias from the conditioning's text mask (a host_loop's) */
-static st_status key_bias_of(void *arg)
+/* The rotary table of the centred positions (ids: S x 3) and the joint attention's key bias from the conditioning's
+ * text mask (nonzero: a token, as diffusers' bool()), the image keys always kept (a model_host_loop's) */
+static st_status key_bias_of(model *m, const float *cond, float *ids)
 {
-    model *m = ((model_loop *)arg)->m;
-    const float *cond = ((model_loop *)arg)->cond;
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, S = L + m->shape.tokens;
+    const int64_t B = m->shape.batch, L = m->shape.text, S = L + m->shape.tokens, grid = c->resolution / c->patch;
     const int64_t K = model_cond_len(c), at = L * c->text_dim + c->pooled_dim;
+    position_ids_centred(ids, L, grid, grid);
+    rope_table(m->ctx.rope, ids, S, 3, c->rope_axes, MMDIT_ROPE_THETA);
     for (int64_t b = 0; b < B; b++)
         for (int64_t j = 0; j < S; j++)
             qw_of(m)->key_bias[b * S + j] = j >= L || cond[b * K + at + j] != 0.0f ? 0.0f : -INFINITY;
     return ST_OK;
 }
 
-/* The joint attention's key bias from the conditioning's text mask (nonzero: a token, as diffusers' bool()), the
- * image keys always kept; the rotary table of the centred positions. */
 static st_status context_forward(model *m, const float *cond)
 {
     qw_model *d = qw_of(m);
-    const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T, hd = c->hidden / c->heads;
-    const int64_t grid = c->resolution / c->patch;
+    const int64_t B = m->shape.batch, S = m->shape.text + m->shape.tokens, hd = m->cfg.hidden / m->cfg.heads;
     st_status st = ST_OK;
     model_hold(m, &st, &d->key_bias, B * S, "qwen_image.key_bias", false);
     model_hold(m, &st, &m->ctx.rope, S * hd, "qwen_image.rope", false);
-    float *ids = NULL;
-    if (!st) st = pool_alloc(m->pool, (size_t)(S * 3) * sizeof(float), MEM_WORKSPACE, "qwen_image.position_ids",
-                             (void **)&ids);
     if (st) return st;
-    position_ids_centred(ids, L, grid, grid);
-    rope_table(m->ctx.rope, ids, S, 3, c->rope_axes, MMDIT_ROPE_THETA);
-    pool_free(m->pool, ids);
-    st = host_loop(d->key_bias, key_bias_of, &(model_loop){.m = m, .cond = cond});
+    st = model_host_loop(m, d->key_bias, key_bias_of, cond, S * 3, "qwen_image.position_ids");
     d->mask = (attn_mask){.key_bias = d->key_bias, .batch_stride = S};
     m->ctx.mask = &d->mask;
     return st;
