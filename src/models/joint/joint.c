@@ -170,3 +170,16 @@ st_status txt_in_backward(model *m, txt_in *t, scratch *k, float *dx, const floa
     if (!st) st = rmsnorm_zc_backward(m->pool, dx, G(t->norm), dxn, x, W(t->norm), n, in, &t->stats);
     return st;
 }
+
+st_status txt_in_joint_rows(model *m, txt_in *t, const lin_layer *img, float *joint, float *part, const float *text,
+                            float *patches, const float *x, bool train)
+{
+    const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, S = L + T;
+    st_status st = txt_in_forward(m, t, part, text, B * L, train);
+    if (!st) model_rows_scatter(m, joint, part, S, 0, L);
+    const patch_shape ps = model_patches(m);
+    if (!st) patchify_forward(patches, x, &ps);
+    if (!st) st = lin_forward(m->params, m->pool, img, part, patches, B * T);
+    if (!st) model_rows_scatter(m, joint, part, S, L, T);
+    return st;
+}

@@ -57,5 +57,9 @@ typedef struct txt_in {
 st_status txt_in_forward(model *m, txt_in *t, float *y, const float *x, int64_t n, bool train);
 /* dx (NULL: none) += dL/dx from dy; its workspace from k (the caller's, alive to its end) */
 st_status txt_in_backward(model *m, txt_in *t, scratch *k, float *dx, const float *dy, const float *x, int64_t n);
+/* The joint rows (B, L + T, D): t's of the text (B L rows) first, then img's of x's patches (patchified into patches),
+ * each made in part (B max(L, T) D floats) */
+st_status txt_in_joint_rows(model *m, txt_in *t, const lin_layer *img, float *joint, float *part, const float *text,
+                            float *patches, const float *x, bool train);
 
 #endif

@@ -199,12 +199,7 @@ static st_status kr_forward(model *m, const float *x, const float *timesteps, co
     /* txt_in and img_in into the joint rows */
     float *part = model_take(m, &st, B * (L > T ? L : T) * D, "krea2.rows", false);
     float *joint = model_take(m, &st, B * S * D, "krea2.joint", false);
-    if (!st) st = txt_in_forward(m, &d->txt, part, d->ref_out.t[0], BL, train);
-    if (!st) model_rows_scatter(m, joint, part, S, 0, L);
-    const patch_shape ps = model_patches(m);
-    if (!st) patchify_forward(d->patches, x, &ps);
-    if (!st) st = lin_forward(m->params, m->pool, &d->img, part, d->patches, B * T);
-    if (!st) model_rows_scatter(m, joint, part, S, L, T);
+    if (!st) st = txt_in_joint_rows(m, &d->txt, &d->img, joint, part, d->ref_out.t[0], d->patches, x, train);
     pool_free(m->pool, part);
     if (!st) st = joint_last_forward(m, &d->fin, JOINT, &joint, d->t.c, train, pred);
     pool_free(m->pool, joint);

@@ -211,12 +211,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     if (!st) st = time_pair_forward(m, &d->tp, timesteps, train);
     if (!st) st = modulations(m, train);
     if (!st) copy_rows(d->text_in, L * Dc, cond, K, B, L * Dc);
-    if (!st) st = txt_in_forward(m, &d->txt, part, d->text_in, BL, train);
-    if (!st) model_rows_scatter(m, joint, part, S, 0, L);
-    const patch_shape ps = model_patches(m);
-    if (!st) patchify_forward(d->patches, x, &ps);
-    if (!st) st = lin_forward(m->params, m->pool, &d->img, part, d->patches, B * T);
-    if (!st) model_rows_scatter(m, joint, part, S, L, T);
+    if (!st) st = txt_in_joint_rows(m, &d->txt, &d->img, joint, part, d->text_in, d->patches, x, train);
     pool_free(m->pool, part);
     return st;
 }
