@@ -299,10 +299,10 @@ void dit_block_register(param_set *s, dit_block *b, const char *prefix, const mo
 extern const block_kind dit_block_kind;
 
 /* The blocks between DiT's embeddings and its final layer (dit.c runs dit and skipdit with either): registers
- * their parameters into s in state_dict order, points blocks[0 .. depth) at their kind and data, and returns the
- * data in *data (model_alloc's: the model frees it). */
-typedef st_status (*dit_blocks_fn)(model *m, param_set *s, block *blocks, void **data);
+ * their parameters into s in state_dict order as sequence 0, "blocks" (model_seq_blocks), and returns their data in
+ * *data. */
+typedef st_status (*dit_blocks_fn)(model *m, param_set *s, void **data);
 /* skipdit.c: in_blocks.{i}, mid_block, out_blocks.{j}, with U-ViT's long skips. */
-st_status skipdit_blocks(model *m, param_set *s, block *blocks, void **data);
+st_status skipdit_blocks(model *m, param_set *s, void **data);
 
 #endif

@@ -17,7 +17,6 @@ typedef struct dit_step {
 
 typedef struct dit_model {
     void *blocks; /* the blocks' own data (dit_block or skipdit's) */
-    block *seq_blocks;
     temb t;
     int p_x_w, p_x_b, p_y, p_pos;
     final_layer final;
@@ -37,16 +36,15 @@ static int add1(param_set *s, const char *name, int64_t a, bool trainable)
 }
 
 /* DiT's blocks: blocks.{i}. */
-static st_status dit_blocks(model *m, param_set *s, block *blocks, void **data)
+static st_status dit_blocks(model *m, param_set *s, void **data)
 {
-    dit_block *db = model_alloc(m, (size_t)m->cfg.depth, sizeof *db);
+    dit_block *db = model_seq_blocks(m, 0, "blocks", (int)m->cfg.depth, &dit_block_kind, sizeof *db);
     if (!db) return st_host_oom("%lld DiT blocks", (long long)m->cfg.depth);
     for (int i = 0; i < m->cfg.depth; i++) {
         char prefix[PARAM_NAME_MAX];
         snprintf(prefix, sizeof prefix, "blocks.%d", i);
         dit_block_register(s, &db[i], prefix, &m->cfg);
         db[i].m = m;
-        blocks[i] = (block){.kind = &dit_block_kind, .self = &db[i], .index = i};
     }
     *data = db;
     return ST_OK;
@@ -66,26 +64,15 @@ static st_status register_params(model *m, dit_blocks_fn blocks)
     d->p_pos = param_add_fixed(s, "pos_embed", 3, (int64_t[]){1, T, D});
     temb_register(s, &d->t, "t_embedder.mlp.0", "t_embedder.mlp.2", DIT_FREQ_DIM, D, full);
     d->p_y = add2(s, "y_embedder.embedding_table.weight", c->classes + 1, D, full);
-    st_status st = blocks(m, s, d->seq_blocks, &d->blocks);
+    st_status st = blocks(m, s, &d->blocks);
     if (st) return st;
     d->final = (final_layer){.order = PATCH_DIT};
     final_register(s, &d->final, c, "final_layer.adaLN_modulation.1", "final_layer.linear", true);
     return ST_OK;
 }
 
-static st_status create(model *m, dit_blocks_fn blocks)
-{
-    const model_config *mc = &m->cfg;
-    dit_model *d = m->impl;
-    d->seq_blocks = model_alloc(m, (size_t)mc->depth, sizeof *d->seq_blocks);
-    if (!d->seq_blocks) return st_host_oom("the DiT model");
-    m->n_seq = 1;
-    m->seq[0] = (block_seq){.name = "blocks", .n = (int)mc->depth, .blocks = d->seq_blocks, .state_n = 1, .pool = m->pool};
-    return register_params(m, blocks);
-}
-
-static st_status dit_create(model *m) { return create(m, dit_blocks); }
-static st_status skipdit_create(model *m) { return create(m, skipdit_blocks); }
+static st_status dit_create(model *m) { return register_params(m, dit_blocks); }
+static st_status skipdit_create(model *m) { return register_params(m, skipdit_blocks); }
 
 static void dit_fill_fixed(model *m)
 {

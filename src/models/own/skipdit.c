@@ -205,7 +205,7 @@ static const block_kind skipdit_block_kind = {
     .states = skip_states,
 };
 
-st_status skipdit_blocks(model *m, param_set *s, block *blocks, void **data)
+st_status skipdit_blocks(model *m, param_set *s, void **data)
 {
     const model_config *c = &m->cfg;
     const int depth = (int)c->depth, in = depth / 2;
@@ -213,7 +213,7 @@ st_status skipdit_blocks(model *m, param_set *s, block *blocks, void **data)
     if (in + 1 > STATE_MAX)
         return st_fail(ST_ERR_UNSUPPORTED, "depth: %d blocks; skipdit holds at most %d skips at once (valid: an odd "
                        "depth from 3 to %d)", depth, STATE_MAX - 1, 2 * STATE_MAX - 1);
-    skip_block *sb = model_alloc(m, (size_t)depth, sizeof *sb);
+    skip_block *sb = model_seq_blocks(m, 0, "blocks", depth, &skipdit_block_kind, sizeof *sb);
     if (!sb) return st_host_oom("%d skip blocks", depth);
     for (int i = 0; i < depth; i++) {
         const skip_role role = i < in ? ROLE_IN : i == in ? ROLE_MID : ROLE_OUT;
@@ -229,7 +229,6 @@ st_status skipdit_blocks(model *m, param_set *s, block *blocks, void **data)
                                       (float)c->lora_alpha, !c->lora_rank);
         }
         sb[i].dit.m = m;
-        blocks[i] = (block){.kind = &skipdit_block_kind, .self = &sb[i], .index = i};
     }
     *data = sb;
     return ST_OK;
