@@ -102,7 +102,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     if (st) return st;
     linear_forward(ctx, s->text_in, PW(p_ctx_w), NULL, B * Lt, Dt, D);
     copy_rows(s->txt, L * D, PW(p_reg), 0, B, AF_REGISTERS * D);
-    copy_rows(s->txt + AF_REGISTERS * D, L * D, ctx, Lt * D, B, Lt * D);
+    model_rows_scatter(m, s->txt, ctx, L, AF_REGISTERS, Lt);
     pool_free(m->pool, ctx);
     if (!train || !PG(p_ctx_w)) { /* only context_embedder's weight gradient reads it again */
         pool_free(m->pool, s->text_in);
@@ -127,7 +127,7 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     float *dctx = s->text_in ? scratch_take(&k, B * Lt * D, MEM_WORKSPACE, "auraflow.dcontext") : NULL;
     if (k.status) return scratch_end(&k);
     if (s->text_in) {
-        copy_rows(dctx, Lt * D, dtxt + AF_REGISTERS * D, L * D, B, Lt * D);
+        model_rows_gather(m, dctx, dtxt, L, AF_REGISTERS, Lt);
         linear_backward(NULL, PG(p_ctx_w), NULL, dctx, s->text_in, PW(p_ctx_w), B * Lt, c->text_dim, D);
     }
     k.status = dual_c_backward(m, &d->t, NULL, NULL);

@@ -132,8 +132,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         copy_rows(in, Ll * Dt, cond + llama_at + i * Ll * Dt, K, B, Ll * Dt);
         linear_forward(d->llama + i * BL * D, in, PW(d->p_cap[i]), NULL, BL, Dt, D);
     }
-    copy_rows(s->txt, L0 * D, ctx, Lt * D, B, Lt * D);
-    copy_rows(s->txt + Lt * D, L0 * D, d->llama + (nb - 1) * BL * D, Ll * D, B, Ll * D);
+    model_rows_scatter(m, s->txt, ctx, L0, 0, Lt);
+    model_rows_scatter(m, s->txt, d->llama + (nb - 1) * BL * D, L0, Lt, Ll);
     pool_free(m->pool, ctx);
     if (!cap_trains) { /* only the projections' weight gradients read them again */
         pool_free(m->pool, s->text_in);
@@ -156,10 +156,10 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     float *dctx = s->text_in ? scratch_take(&k, B * (Lt > Ll ? Lt : Ll) * D, MEM_WORKSPACE, "hidream.dtext") : NULL;
     if (k.status) return scratch_end(&k);
     if (s->text_in) { /* the initial text's rows: T5's, then the last block's Llama tokens' */
-        copy_rows(dctx, Lt * D, dtxt, L0 * D, B, Lt * D);
+        model_rows_gather(m, dctx, dtxt, L0, 0, Lt);
         linear_backward(NULL, PG(d->p_cap[nb]), NULL, dctx, s->text_in, PW(d->p_cap[nb]), B * Lt, Dt, D);
         float *dl = d->dllama + (nb - 1) * BL * D;
-        copy_rows(dctx, Ll * D, dtxt + Lt * D, L0 * D, B, Ll * D);
+        model_rows_gather(m, dctx, dtxt, L0, Lt, Ll);
         add_to(dl, dctx, BL * D);
         for (int64_t i = 0; i < nb; i++)
             linear_backward(NULL, PG(d->p_cap[i]), NULL, d->dllama + i * BL * D, d->llama_in + i * BL * Dt,
