@@ -62,7 +62,6 @@ static st_status er_create(model *m)
 }
 
 
-static void er_set_batch(model *m, int64_t batch) { lumina_set_batch(m, batch); }
 
 static void er_release(model *m)
 {
@@ -188,7 +187,7 @@ static const init_rule er_inits[] = {
     {INIT_NORMAL, "time_embedding"}, {0}};
 
 const model_family ernie_family = {
-    .name = "ernie", .create = er_create, .impl_size = sizeof(er_model), .set_batch = er_set_batch,
+    .name = "ernie", .create = er_create, .impl_size = sizeof(er_model), .set_batch = lumina_set_batch,
     .release = er_release, .chain = &er_chain, .inits = er_inits,
 };
 

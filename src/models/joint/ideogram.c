@@ -68,7 +68,6 @@ static st_status id_create(model *m)
 }
 
 
-static void id_set_batch(model *m, int64_t batch) { lumina_set_batch(m, batch); }
 
 static void id_release(model *m)
 {
@@ -219,7 +218,7 @@ static const init_rule id_inits[] = {
     {INIT_NORMAL, "t_embedding|embed_image_indicator"}, {0}};
 
 const model_family ideogram_family = {
-    .name = "ideogram", .create = id_create, .impl_size = sizeof(id_model), .set_batch = id_set_batch,
+    .name = "ideogram", .create = id_create, .impl_size = sizeof(id_model), .set_batch = lumina_set_batch,
     .release = id_release, .chain = &id_chain, .inits = id_inits,
 };
 

@@ -105,7 +105,6 @@ static st_status kr_create(model *m)
 }
 
 
-static void kr_set_batch(model *m, int64_t batch) { lumina_set_batch(m, batch); }
 
 static void kr_release(model *m)
 {
@@ -257,7 +256,7 @@ static const init_rule kr_inits[] = {
     {INIT_ZERO, "norm|scale_shift_table|final_layer.linear"}, {INIT_NORMAL, "time_embed"}, {0}};
 
 const model_family krea2_family = {
-    .name = "krea2", .create = kr_create, .impl_size = sizeof(kr_model), .set_batch = kr_set_batch,
+    .name = "krea2", .create = kr_create, .impl_size = sizeof(kr_model), .set_batch = lumina_set_batch,
     .forward = kr_forward, .backward = kr_backward, .release = kr_release, .inits = kr_inits,
 };
 

@@ -137,7 +137,6 @@ static st_status lm_create(model *m)
 }
 
 
-static void lm_set_batch(model *m, int64_t batch) { lumina_set_batch(m, batch); }
 
 static void lm_release(model *m)
 {
@@ -453,7 +452,7 @@ static const init_rule lm_inits[] = {
     {INIT_NORMAL, "timestep_embedder|t_embedder"}, {0}};
 
 const model_family lumina2_family = {
-    .name = "lumina2", .create = lm_create, .impl_size = sizeof(lm_model), .set_batch = lm_set_batch,
+    .name = "lumina2", .create = lm_create, .impl_size = sizeof(lm_model), .set_batch = lumina_set_batch,
     .forward = lm_forward, .backward = lm_backward, .release = lm_release, .inits = lm_inits,
 };
 

@@ -88,7 +88,6 @@ static st_status og_create(model *m)
 static void og_fill_fixed(model *m) { sincos_table_fill(&m->cfg, PW(og_of(m)->pos)); }
 
 
-static void og_set_batch(model *m, int64_t batch) { lumina_set_batch(m, batch); }
 
 static void og_release(model *m)
 {
@@ -255,7 +254,7 @@ static const init_rule og_inits[] = {
 
 const model_family omnigen_family = {
     .name = "omnigen", .create = og_create, .impl_size = sizeof(og_model), .fill_fixed = og_fill_fixed,
-    .set_batch = og_set_batch, .release = og_release, .chain = &og_chain, .inits = og_inits,
+    .set_batch = lumina_set_batch, .release = og_release, .chain = &og_chain, .inits = og_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

@@ -175,7 +175,6 @@ static st_status cascade_create(model *m)
     return ST_OK;
 }
 
-static void cascade_set_batch(model *m, int64_t batch) { micro_set_batch(m, batch); }
 
 /* StableCascadeUNet._init_weights: xavier-uniform linears and convolutions, zero biases; GRN's gamma and beta zero */
 static const init_rule cascade_inits[] = {{INIT_ZERO, ".gamma|.beta"}, {0}};
@@ -358,8 +357,8 @@ static st_status cascade_backward(model *m, const float *dpred)
 
 const model_family cascade_family = {
     .name = "stable_cascade", .create = cascade_create, .impl_size = sizeof(cascade_model),
-    .set_batch = cascade_set_batch, .forward = cascade_forward, .backward = cascade_backward,
-    .release = cascade_release, .inits = cascade_inits,
+    .set_batch = micro_set_batch, .forward = cascade_forward, .backward = cascade_backward, .release = cascade_release,
+    .inits = cascade_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

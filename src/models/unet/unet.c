@@ -223,7 +223,6 @@ static st_status unet_create(model *m)
     return ST_OK;
 }
 
-static void unet_set_batch(model *m, int64_t batch) { micro_set_batch(m, batch); }
 
 static const init_rule unet_inits[] = {{INIT_ONE, "norm&.weight$"}, {0}};
 
@@ -358,7 +357,7 @@ static st_status unet_backward(model *m, const float *dpred)
 }
 
 const model_family unet_family = {
-    .name = "unet", .create = unet_create, .impl_size = sizeof(unet_model), .set_batch = unet_set_batch,
+    .name = "unet", .create = unet_create, .impl_size = sizeof(unet_model), .set_batch = micro_set_batch,
     .forward = unet_forward, .backward = unet_backward, .release = unet_release, .inits = unet_inits,
 };
 
