@@ -55,7 +55,6 @@ typedef struct model_chain {
 } model_chain;
 
 typedef struct model_family {
-    const char *name;
     /* Registers the parameters and sets up the block sequences (m->cfg and m->pool are set, and m->impl is
      * impl_size zeroed bytes, model_alloc's, when impl_size is not 0). */
     st_status (*create)(model *m);
@@ -125,9 +124,9 @@ struct model {
     int n_owned;
 };
 
-extern const model_family dit_family, skipdit_family, mmdit_family, sd3_family, auraflow_family, flux2_family,
-    qwen_image_family, hunyuan_video_family, hidream_family, xdit_family, cosmos_family,
-    ace_step_family;
+/* The steps several descriptors share (the others' are in their descriptors). */
+extern const model_family dit_family, skipdit_family, mmdit_family, hunyuan_video_family, xdit_family, cosmos_family,
+    lumina2_family, unet_family;
 /* xdit_family's topology_options (family.h): the diffusers class whose layout and embeddings its steps follow; NULL:
  * PixArtTransformer2DModel's */
 typedef struct xdit_options {
@@ -136,10 +135,6 @@ typedef struct xdit_options {
     bool sana;       /* SanaTransformer2DModel's, or (sana_video) SanaVideoTransformer3DModel's */
     bool sana_video; /* SanaVideoTransformer3DModel's */
 } xdit_options;
-
-extern const model_family kandinsky5_family, ltx2_family, lumina2_family, ernie_family, ideogram_family,
-    omnigen_family, krea2_family, flux3_family, qwen_image21_family,
-    minimax_h3_family, cosmos3_family, unet_family, cascade_family;
 
 /* unet.c: the U-Net's micro-blocks, counted from its config (conv_in, the ResnetBlock2Ds, Transformer2DModels and
  * samplers of every block). */

@@ -105,7 +105,7 @@ st_status model_create(const model_config *mc, pool *device, model **out)
     m->own_params.lora_component = family_of_config(mc)->lora_component;
     m->own_params.bf16_base = mc->bf16_base;
     const size_t impl = m->family->impl_size;
-    if (impl && !(m->impl = model_alloc(m, 1, impl))) st = st_host_oom("the %s model", m->family->name);
+    if (impl && !(m->impl = model_alloc(m, 1, impl))) st = st_host_oom("the %s model", mc->family);
     if (!st) st = m->family->create(m);
     if (!st) st = param_set_check(m->params);
     const ckpt_settings none = {.interval = 1, .stride = 1};

@@ -71,7 +71,6 @@ static const init_rule af_inits[] = {
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)
 
-
 /* The position table's rows of the grid, added to (or, backward, accumulated from) each sample's image rows:
  * grid row r is table row (r0 + r) from column r0 on, one run of `grid` rows. */
 static void pos_rows(model *m, float *img, float *table, bool backward)
@@ -134,8 +133,6 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     return scratch_end(&k);
 }
 
-const model_family auraflow_family = {.name = "auraflow", .create = af_create, DUAL_STEPS, .inits = af_inits};
-
 /* ---- the family's descriptor (family.h) ---- */
 
 /* AuraFlow's are v0.3's (fal/AuraFlow-v0.3): Pile-T5's 2048 without a pooled vector, 120 tokens (SimpleTuner's
@@ -184,6 +181,7 @@ const family_desc auraflow_desc = {
     .st = {{.name = "auraflow", .title = "AuraFlow", .diffusers = "AuraFlowTransformer2DModel",
             .flavours = "pony|v0.3|v0.2|v0.1", .built = "v0.3:auraflow", .fallback = "v0.3",
             .example = "auraflow.peft-lora.json", .tiny = "auraflow-tiny"}},
-    .register_tokens = 8 /* its register tokens */, .ops = &auraflow_family, FAMILY_PRESETS(presets),
+    .register_tokens = 8 /* its register tokens */, FAMILY_PRESETS(presets),
     .readers = {{"AuraFlowTransformer2DModel", auraflow_from_json}}, .fields = F_SINGLE, .check = auraflow_check,
+    .ops = &(const model_family){.create = af_create, DUAL_STEPS, .inits = af_inits},
 };

@@ -71,7 +71,6 @@ static const init_rule f2_inits[] = {
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)
 
-
 /* The image and text tokens, the rotary table of their positions, c = timestep + guidance embeddings,
  * cs = SiLU(c) and the shared modulations of cs. */
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
@@ -112,8 +111,6 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
         linear_backward(m->ctx.dcs, PG(p_mod[i]), NULL, d->sh.dmod[i], m->ctx.cs, PW(p_mod[i]), B, D, mod_width[i] * D);
     return dual_c_backward(m, &d->t, m->cfg.guidance_embeds ? &d->g : NULL, NULL);
 }
-
-const model_family flux2_family = {.name = "flux2", .create = f2_create, DUAL_STEPS, .inits = f2_inits};
 
 /* ---- the family's descriptor (family.h) ---- */
 
@@ -172,7 +169,7 @@ const family_desc flux2_desc = {
             .flavours = "dev|klein-4b|klein-9b",
             .built = "dev:flux2-dev|klein-4b:flux2-klein-4b|klein-9b:flux2-klein-9b", .fallback = "klein-9b",
             .example = "flux2.peft-lora.json", .tiny = "flux2-tiny"}},
-    .packed = 4, .ops = &flux2_family, FAMILY_PRESETS(presets), .preset = flux2_preset,
-    .rope_axes = family_rope_axes_four, .readers = {{"Flux2Transformer2DModel", flux2_from_json}}, .fields = F_SINGLE,
-    .axes = 4, .check = flux2_check,
+    .packed = 4, FAMILY_PRESETS(presets), .preset = flux2_preset, .rope_axes = family_rope_axes_four,
+    .readers = {{"Flux2Transformer2DModel", flux2_from_json}}, .fields = F_SINGLE, .axes = 4, .check = flux2_check,
+    .ops = &(const model_family){.create = f2_create, DUAL_STEPS, .inits = f2_inits},
 };

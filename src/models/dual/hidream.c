@@ -88,7 +88,6 @@ static const init_rule hd_inits[] = {
 #define PW(i) (param_at(m->params, (i))->w)
 #define PG(i) (param_at(m->params, (i))->g)
 
-
 /* The image's patches in (i, j, c) order (DiT's, as HiDream's patchify lays them), the text's projections, c and
  * the rotary table of the image tokens. The conditioning: T5's tokens (text_len, text_dim), the pooled vector,
  * then each block's Llama states (blocks, llama_len, text_dim). */
@@ -169,8 +168,6 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     return scratch_end(&k);
 }
 
-const model_family hidream_family = {.name = "hidream", .create = hd_create, DUAL_STEPS, .inits = hd_inits};
-
 /* ---- the family's descriptor (family.h) ---- */
 
 /* T5's sequence, the pooled vector, then each block's Llama states */
@@ -249,6 +246,7 @@ const family_desc hidream_desc = {
             .flavours = "dev|full|fast", .built = "full:hidream-full|dev:hidream-dev|fast:hidream-fast",
             .fallback = "full", .example = "hidream.peft-lora.json", .tiny = "hidream-tiny"}},
     .uncached = "each block's Llama hidden states", .cond_len = hidream_cond_len, .condition = hidream_condition,
-    .ops = &hidream_family, FAMILY_PRESETS(presets), .preset = hidream_preset, .rope_axes = hidream_rope_axes,
+    FAMILY_PRESETS(presets), .preset = hidream_preset, .rope_axes = hidream_rope_axes,
     .readers = {{"HiDreamImageTransformer2DModel", hidream_from_json}}, .fields = F_SINGLE, .axes = 3,
+    .ops = &(const model_family){.create = hd_create, DUAL_STEPS, .inits = hd_inits},
 };

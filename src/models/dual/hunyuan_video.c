@@ -491,6 +491,4 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     return st ? st : end;
 }
 
-const model_family hunyuan_video_family = {
-    .name = "hunyuanvideo", .create = hv_create, DUAL_STEPS, .init_of = hv_init_of,
-};
+const model_family hunyuan_video_family = {.create = hv_create, DUAL_STEPS, .init_of = hv_init_of};

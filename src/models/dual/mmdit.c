@@ -294,4 +294,4 @@ static st_status backward_begin(model *m)
     return st;
 }
 
-const model_family mmdit_family = {.name = "mmdit", .create = mm_create, DUAL_STEPS, .init_of = mm_init_of};
+const model_family mmdit_family = {.create = mm_create, DUAL_STEPS, .init_of = mm_init_of};

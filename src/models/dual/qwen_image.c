@@ -152,8 +152,6 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     return scratch_end(&k);
 }
 
-const model_family qwen_image_family = {.name = "qwen_image", .create = qw_create, DUAL_STEPS, .init_of = qw_init_of};
-
 /* ---- the family's descriptor (family.h) ---- */
 
 /* "v2.1" is segtrain's name for Qwen-Image 2.1 (qwen_image21), which SimpleTuner lists not yet */
@@ -202,6 +200,7 @@ const family_desc qwen_image_desc = {
                    "edit-v2+ and edit-v3 modulate those with a zero timestep (zero_cond_t); segtrain's conditioning "
                    "carries no reference image",
             .example = "qwen_image.peft-lora.json", .tiny = "qwen-image-tiny"}},
-    .packed = -1 /* C p^2 */, .ops = &qwen_image_family, FAMILY_PRESETS(presets),
-    .readers = {{"QwenImageTransformer2DModel", qwen_from_json}}, .axes = 3,
+    .packed = -1 /* C p^2 */, FAMILY_PRESETS(presets), .readers = {{"QwenImageTransformer2DModel", qwen_from_json}},
+    .axes = 3,
+    .ops = &(const model_family){.create = qw_create, DUAL_STEPS, .init_of = qw_init_of},
 };

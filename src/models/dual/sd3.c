@@ -59,7 +59,6 @@ static void sd3_fill_fixed(model *m) { sincos_table_fill(&m->cfg, param_at(m->pa
 #define PW(name) (param_at(m->params, d->name)->w)
 #define PG(name) (param_at(m->params, d->name)->g)
 
-
 /* The image tokens with their positions, the text tokens from the encoder's sequence, and the conditioning
  * c = timestep + pooled-text embeddings, cs = SiLU(c). */
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train)
@@ -91,10 +90,6 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     dual_tokens_backward(m, dimg, dtxt, d->p_x_w, d->p_x_b, d->p_ctx_w, d->p_ctx_b);
     return dual_c_backward(m, &d->t, NULL, &d->p);
 }
-
-const model_family sd3_family = {
-    .name = "sd3", .create = sd3_create, .fill_fixed = sd3_fill_fixed, DUAL_STEPS, .init_of = mm_init_of,
-};
 
 /* ---- the family's descriptor (family.h) ---- */
 
@@ -157,6 +152,6 @@ const family_desc sd3_desc = {
     .st = {{.name = "sd3", .title = "Stable Diffusion 3.x", .diffusers = "SD3Transformer2DModel",
             .flavours = "medium|large", .built = "medium:sd35-medium|large:sd35-large", .fallback = "medium",
             .example = "sd3.peft-lora.json", .tiny = "sd3-tiny"}},
-    .ops = &sd3_family, FAMILY_PRESETS(presets), .readers = {{"SD3Transformer2DModel", sd3_from_json}},
-    .check = sd3_check,
+    FAMILY_PRESETS(presets), .readers = {{"SD3Transformer2DModel", sd3_from_json}}, .check = sd3_check,
+    .ops = &(const model_family){.create = sd3_create, .fill_fixed = sd3_fill_fixed, DUAL_STEPS, .init_of = mm_init_of},
 };

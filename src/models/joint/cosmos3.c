@@ -92,7 +92,6 @@ static st_status c3_create(model *m)
     return ST_OK;
 }
 
-
 static void c3_set_batch(model *m, int64_t batch)
 {
     m->shape.batch = batch;
@@ -244,11 +243,6 @@ static const model_chain c3_chain = {.embed = embed_step, .embed_backward = embe
 static const init_rule c3_inits[] = {
     {INIT_ZERO, "proj_out"}, {INIT_ONE, "norm&.weight$"}, {INIT_NORMAL, "time_embedder|embed_tokens"}, {0}};
 
-const model_family cosmos3_family = {
-    .name = "cosmos3", .create = c3_create, .impl_size = sizeof(c3_model), .set_batch = c3_set_batch,
-    .release = c3_release, .chain = &c3_chain, .inits = c3_inits,
-};
-
 /* ---- the family's descriptor (family.h) ---- */
 
 /* the words' ids inside its chat turn, then their mask */
@@ -358,7 +352,9 @@ const family_desc cosmos3_desc = {
                    "to verify; give the checkpoint's folder as pretrained_model_name_or_path with flavour nano. "
                    "super-i2v also takes a first frame's latents, which segtrain's conditioning does not carry",
             .example = "cosmos3-image.lycoris-lokr.json", .tiny = "cosmos3-tiny"}},
-    .condition = cosmos3_condition, .describe_blocks = cosmos3_blocks, .ops = &cosmos3_family, FAMILY_PRESETS(presets),
+    .condition = cosmos3_condition, .describe_blocks = cosmos3_blocks, FAMILY_PRESETS(presets),
     .preset = cosmos3_preset, .readers = {{"Cosmos3OmniTransformer", cosmos3_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_HEAD_DIM | F_ACTION | F_AUDIO_CHANNELS, .check = cosmos3_check,
+    .ops = &(const model_family){.create = c3_create, .impl_size = sizeof(c3_model), .set_batch = c3_set_batch,
+                                 .release = c3_release, .chain = &c3_chain, .inits = c3_inits},
 };

@@ -62,7 +62,6 @@ static st_status er_create(model *m)
 }
 
 
-
 static void er_release(model *m)
 {
     er_model *d = er_of(m);
@@ -186,11 +185,6 @@ static const init_rule er_inits[] = {
     {INIT_ZERO, "adaLN_modulation|final_linear"}, {INIT_ONE, "_ln.&.weight$|norm_&.weight$"}, /* the RMSNorms' */
     {INIT_NORMAL, "time_embedding"}, {0}};
 
-const model_family ernie_family = {
-    .name = "ernie", .create = er_create, .impl_size = sizeof(er_model), .set_batch = lumina_set_batch,
-    .release = er_release, .chain = &er_chain, .inits = er_inits,
-};
-
 /* ---- the family's descriptor (family.h) ---- */
 
 static const family_preset presets[] = {
@@ -243,7 +237,9 @@ const family_desc ernie_desc = {
             .why = "turbo trains LoRA through an assistant adapter loaded beside it, which segtrain does not load; base, "
                    "the same transformer shape, is built",
             .example = "ernie.peft-lora.json", .tiny = "ernie-tiny"}},
-    .ops = &ernie_family, FAMILY_PRESETS(presets), .preset = ernie_preset, .rope_axes = family_rope_axes_wide,
+    FAMILY_PRESETS(presets), .preset = ernie_preset, .rope_axes = family_rope_axes_wide,
     .readers = {{"ErnieImageTransformer2DModel", ernie_from_json}}, .fields = F_FFN | F_NORM_EPS | F_KV_HEADS,
     .check = ernie_check,
+    .ops = &(const model_family){.create = er_create, .impl_size = sizeof(er_model), .set_batch = lumina_set_batch,
+                                 .release = er_release, .chain = &er_chain, .inits = er_inits},
 };

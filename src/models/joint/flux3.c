@@ -98,7 +98,6 @@ static st_status f3_create(model *m)
     return ST_OK;
 }
 
-
 static void f3_set_batch(model *m, int64_t batch)
 {
     m->shape.batch = batch;
@@ -287,11 +286,6 @@ done:;
 static const init_rule f3_inits[] = {
     {INIT_ZERO, "modulations|norm_out|proj_out"}, {INIT_ONE, "norm_q|norm_k"}, {INIT_NORMAL, "timestep_embedder"}, {0}};
 
-const model_family flux3_family = {
-    .name = "flux3_image", .create = f3_create, .impl_size = sizeof(f3_model), .set_batch = f3_set_batch,
-    .forward = f3_forward, .backward = f3_backward, .release = f3_release, .inits = f3_inits,
-};
-
 /* ---- the family's descriptor (family.h) ---- */
 
 static void flux3_blocks(const model_config *mc, char *buf, size_t n)
@@ -352,7 +346,10 @@ const family_desc flux3_image_desc = {
     .name = "flux3_image", .topology = TOPO_JOINT, .traits = TR_TEXT,
     .st = {{.name = "flux3_image", .title = "Flux.3 Klein", .diffusers = "Flux3Transformer2DModel", .flavours = "",
             .built = ":flux3-klein", .fallback = "", .tiny = "flux3-tiny"}},
-    .describe_blocks = flux3_blocks, .ops = &flux3_family, FAMILY_PRESETS(presets), .preset = flux3_preset,
+    .describe_blocks = flux3_blocks, FAMILY_PRESETS(presets), .preset = flux3_preset,
     .rope_axes = family_rope_axes_four, .readers = {{"Flux3Transformer2DModel", flux3_from_json}}, .fields = F_SINGLE,
     .axes = 4, .check = flux3_check,
+    .ops = &(const model_family){.create = f3_create, .impl_size = sizeof(f3_model), .set_batch = f3_set_batch,
+                                 .forward = f3_forward, .backward = f3_backward, .release = f3_release,
+                                 .inits = f3_inits},
 };

@@ -68,7 +68,6 @@ static st_status id_create(model *m)
 }
 
 
-
 static void id_release(model *m)
 {
     id_model *d = id_of(m);
@@ -217,11 +216,6 @@ static const init_rule id_inits[] = {
     {INIT_ZERO, "adaln_modulation|final_layer.linear"}, {INIT_ONE, "norm&.weight$"}, /* the RMSNorms' */
     {INIT_NORMAL, "t_embedding|embed_image_indicator"}, {0}};
 
-const model_family ideogram_family = {
-    .name = "ideogram", .create = id_create, .impl_size = sizeof(id_model), .set_batch = lumina_set_batch,
-    .release = id_release, .chain = &id_chain, .inits = id_inits,
-};
-
 /* ---- the family's descriptor (family.h) ---- */
 
 /* fp8 and nf4: the same transformer, quantised: it plans, and trains from a float copy of the weights */
@@ -285,7 +279,9 @@ const family_desc ideogram_desc = {
     .st = {{.name = "ideogram", .title = "Ideogram 4", .diffusers = "Ideogram4Transformer2DModel",
             .flavours = "fp8|nf4", .built = "fp8:ideogram-4|nf4:ideogram-4", .fallback = "fp8",
             .example = "ideogram-fp8.peft-lora.json", .tiny = "ideogram-tiny"}},
-    .ops = &ideogram_family, FAMILY_PRESETS(presets), .preset = ideogram_preset,
+    FAMILY_PRESETS(presets), .preset = ideogram_preset,
     .readers = {{"Ideogram4Transformer2DModel", ideogram_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_TIME_DIM, .check = ideogram_check,
+    .ops = &(const model_family){.create = id_create, .impl_size = sizeof(id_model), .set_batch = lumina_set_batch,
+                                 .release = id_release, .chain = &id_chain, .inits = id_inits},
 };

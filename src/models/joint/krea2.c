@@ -105,7 +105,6 @@ static st_status kr_create(model *m)
 }
 
 
-
 static void kr_release(model *m)
 {
     kr_model *d = kr_of(m);
@@ -255,11 +254,6 @@ done:;
 static const init_rule kr_inits[] = {
     {INIT_ZERO, "norm|scale_shift_table|final_layer.linear"}, {INIT_NORMAL, "time_embed"}, {0}};
 
-const model_family krea2_family = {
-    .name = "krea2", .create = kr_create, .impl_size = sizeof(kr_model), .set_batch = lumina_set_batch,
-    .forward = kr_forward, .backward = kr_backward, .release = kr_release, .inits = kr_inits,
-};
-
 /* ---- the family's descriptor (family.h) ---- */
 
 static void krea2_blocks(const model_config *mc, char *buf, size_t n)
@@ -336,8 +330,10 @@ const family_desc krea2_desc = {
     .st = {{.name = "krea2", .title = "Krea 2", .diffusers = "Krea2Transformer2DModel", .flavours = "raw|turbo",
             .built = "raw:krea2|turbo:krea2", .fallback = "raw", .example = "krea2.peft-lora.json",
             .tiny = "krea2-tiny"}},
-    .mask = MASK_EMPTY_ONE, .describe_blocks = krea2_blocks, .ops = &krea2_family, FAMILY_PRESETS(presets),
-    .preset = krea2_preset, .rope_axes = family_rope_axes_wide,
-    .readers = {{"Krea2Transformer2DModel", krea2_from_json}},
+    .mask = MASK_EMPTY_ONE, .describe_blocks = krea2_blocks, FAMILY_PRESETS(presets), .preset = krea2_preset,
+    .rope_axes = family_rope_axes_wide, .readers = {{"Krea2Transformer2DModel", krea2_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_TEXT_FUSION | F_TEXT_BLOCKS, .check = krea2_check,
+    .ops = &(const model_family){.create = kr_create, .impl_size = sizeof(kr_model), .set_batch = lumina_set_batch,
+                                 .forward = kr_forward, .backward = kr_backward, .release = kr_release,
+                                 .inits = kr_inits},
 };

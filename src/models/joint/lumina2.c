@@ -452,8 +452,8 @@ static const init_rule lm_inits[] = {
     {INIT_NORMAL, "timestep_embedder|t_embedder"}, {0}};
 
 const model_family lumina2_family = {
-    .name = "lumina2", .create = lm_create, .impl_size = sizeof(lm_model), .set_batch = lumina_set_batch,
-    .forward = lm_forward, .backward = lm_backward, .release = lm_release, .inits = lm_inits,
+    .create = lm_create, .impl_size = sizeof(lm_model), .set_batch = lumina_set_batch, .forward = lm_forward,
+    .backward = lm_backward, .release = lm_release, .inits = lm_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

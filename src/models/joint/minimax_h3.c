@@ -97,7 +97,6 @@ static st_status mh_create(model *m)
     return ST_OK;
 }
 
-
 static void mh_set_batch(model *m, int64_t batch)
 {
     m->shape.batch = batch;
@@ -244,11 +243,6 @@ static const init_rule mh_inits[] = {
     {INIT_ZERO, "adaln_proj|norm_out.linear|proj_out"}, {INIT_ONE, "norm&.weight$"}, {INIT_NORMAL, "time_embedder"},
     {0}};
 
-const model_family minimax_h3_family = {
-    .name = "minimaxh3", .create = mh_create, .impl_size = sizeof(mh_model), .set_batch = mh_set_batch,
-    .forward = mh_forward, .backward = mh_backward, .release = mh_release, .inits = mh_inits,
-};
-
 /* ---- the family's descriptor (family.h) ---- */
 
 /* its VAE: chunks of 17 frames to 5 latent ones, 17 k + 5 frames to 5 k + 2 */
@@ -359,8 +353,11 @@ const family_desc minimaxh3_desc = {
                    "reference rows in its sequence); segtrain's conditioning carries no reference",
             .example = "minimaxh3-fl2va-convrot-int8-48g.peft-lora.json", .tiny = "minimaxh3-tiny"}},
     .pixel_frames = minimax_pixel_frames, .latent_frames = minimax_latent_frames, .describe_blocks = minimax_blocks,
-    .describe_grid = minimax_grid, .ops = &minimax_h3_family, FAMILY_PRESETS(presets), .preset = minimax_preset,
+    .describe_grid = minimax_grid, FAMILY_PRESETS(presets), .preset = minimax_preset,
     .readers = {{"MiniMaxH3Transformer3DModel", minimax_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_HEAD_DIM | F_TIME_HIDDEN | F_TIME_DIM | F_AUDIO_CHANNELS | F_REFINER,
     .check = minimax_check,
+    .ops = &(const model_family){.create = mh_create, .impl_size = sizeof(mh_model), .set_batch = mh_set_batch,
+                                 .forward = mh_forward, .backward = mh_backward, .release = mh_release,
+                                 .inits = mh_inits},
 };

@@ -88,7 +88,6 @@ static st_status og_create(model *m)
 static void og_fill_fixed(model *m) { sincos_table_fill(&m->cfg, PW(og_of(m)->pos)); }
 
 
-
 static void og_release(model *m)
 {
     og_model *d = og_of(m);
@@ -252,11 +251,6 @@ static const init_rule og_inits[] = {
     {INIT_ZERO, "norm_out|proj_out"}, {INIT_ONE, "layernorm|^norm.weight$"},
     {INIT_NORMAL, "time_token|t_embedder|embed_tokens"}, {0}};
 
-const model_family omnigen_family = {
-    .name = "omnigen", .create = og_create, .impl_size = sizeof(og_model), .fill_fixed = og_fill_fixed,
-    .set_batch = lumina_set_batch, .release = og_release, .chain = &og_chain, .inits = og_inits,
-};
-
 /* ---- the family's descriptor (family.h) ---- */
 
 /* the words' ids inside its instruction, then their mask */
@@ -367,7 +361,10 @@ const family_desc omnigen_desc = {
     .st = {{.name = "omnigen", .title = "OmniGen", .diffusers = "OmniGenTransformer2DModel", .flavours = "v1",
             .built = "v1:omnigen-v1", .fallback = "v1", .example = "omnigen.lycoris-lokr.json",
             .tiny = "omnigen-tiny"}},
-    .condition = omnigen_condition, .ops = &omnigen_family, FAMILY_PRESETS(presets), .preset = omnigen_preset,
+    .condition = omnigen_condition, FAMILY_PRESETS(presets), .preset = omnigen_preset,
     .readers = {{"OmniGenTransformer2DModel", omnigen_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_ROPE_SCALED, .check = omnigen_check,
+    .ops = &(const model_family){.create = og_create, .impl_size = sizeof(og_model), .fill_fixed = og_fill_fixed,
+                                 .set_batch = lumina_set_batch, .release = og_release, .chain = &og_chain,
+                                 .inits = og_inits},
 };

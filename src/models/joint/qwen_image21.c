@@ -78,7 +78,6 @@ static st_status q21_create(model *m)
     return ST_OK;
 }
 
-
 static void q21_set_batch(model *m, int64_t batch)
 {
     m->shape.batch = batch;
@@ -249,11 +248,6 @@ static const init_rule q21_inits[] = {
     {INIT_ZERO, "modulation|norm_out|proj_out|text_norm"}, {INIT_ONE, "norm_q|norm_k"},
     {INIT_NORMAL, "timestep_embedder"}, {0}};
 
-const model_family qwen_image21_family = {
-    .name = "qwen_image21", .create = q21_create, .impl_size = sizeof(q21_model), .set_batch = q21_set_batch,
-    .release = q21_release, .chain = &q21_chain, .inits = q21_inits,
-};
-
 /* ---- the family's descriptor (family.h) ---- */
 
 static const family_preset presets[] = {
@@ -302,6 +296,8 @@ static st_status qwen21_from_json(const cJSON *j, const char *file, model_config
 
 const family_desc qwen_image21_desc = {
     .name = "qwen_image21", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_UNPOOLED,
-    .mask = MASK_EMPTY_ONE, .ops = &qwen_image21_family, FAMILY_PRESETS(presets),
-    .readers = {{"QwenImage21Transformer2DModel", qwen21_from_json}}, .axes = 3, .check = qwen_image21_check,
+    .mask = MASK_EMPTY_ONE, FAMILY_PRESETS(presets), .readers = {{"QwenImage21Transformer2DModel", qwen21_from_json}},
+    .axes = 3, .check = qwen_image21_check,
+    .ops = &(const model_family){.create = q21_create, .impl_size = sizeof(q21_model), .set_batch = q21_set_batch,
+                                 .release = q21_release, .chain = &q21_chain, .inits = q21_inits},
 };

@@ -203,14 +203,11 @@ static const model_chain dit_chain = {.embed = embed_forward, .embed_backward = 
                                       .head_backward = head_backward};
 
 /* skipdit is DiT with other blocks: everything but the name and the blocks is shared */
-#define DIT_FAMILY(family_name, create_fn)                                                                             \
-    {                                                                                                                  \
-        .name = family_name, .create = create_fn, .impl_size = sizeof(dit_model), .fill_fixed = dit_fill_fixed,       \
-        .release = dit_release, .chain = &dit_chain,                                                                  \
-        .hidden = dit_hidden, .inits = dit_inits,                                                                  \
-    }
-const model_family dit_family = DIT_FAMILY("dit", dit_create);
-const model_family skipdit_family = DIT_FAMILY("skipdit", skipdit_create);
+#define DIT_FAMILY(create_fn)                                                                                          \
+    {.create = create_fn, .impl_size = sizeof(dit_model), .fill_fixed = dit_fill_fixed, .release = dit_release,        \
+     .chain = &dit_chain, .hidden = dit_hidden, .inits = dit_inits}
+const model_family dit_family = DIT_FAMILY(dit_create);
+const model_family skipdit_family = DIT_FAMILY(skipdit_create);
 
 /* ---- the family's descriptor (family.h) ---- */
 

@@ -175,7 +175,6 @@ static st_status cascade_create(model *m)
     return ST_OK;
 }
 
-
 /* StableCascadeUNet._init_weights: xavier-uniform linears and convolutions, zero biases; GRN's gamma and beta zero */
 static const init_rule cascade_inits[] = {{INIT_ZERO, ".gamma|.beta"}, {0}};
 
@@ -354,12 +353,6 @@ static st_status cascade_backward(model *m, const float *dpred)
     pool_free(m->pool, dh);
     return st;
 }
-
-const model_family cascade_family = {
-    .name = "stable_cascade", .create = cascade_create, .impl_size = sizeof(cascade_model),
-    .set_batch = micro_set_batch, .forward = cascade_forward, .backward = cascade_backward, .release = cascade_release,
-    .inits = cascade_inits,
-};
 
 /* ---- the family's descriptor (family.h) ---- */
 
@@ -542,7 +535,9 @@ const family_desc stable_cascade_desc = {
             .flavours = "stage-c|stage-c-lite",
             .built = "stage-c:stable-cascade-c|stage-c-lite:stable-cascade-c-lite", .fallback = "stage-c",
             .example = "cascade-stage-c.lycoris-lokr.json", .tiny = "stable-cascade-tiny"}},
-    .lora_component = "unet", .describe = cascade_describe, .ops = &cascade_family, FAMILY_PRESETS(presets),
-    .preset = cascade_preset, .readers = {{"StableCascadeUNet", cascade_from_json}}, .fields = F_CASCADE | F_IMAGE_DIM,
-    .check = cascade_check,
+    .lora_component = "unet", .describe = cascade_describe, FAMILY_PRESETS(presets), .preset = cascade_preset,
+    .readers = {{"StableCascadeUNet", cascade_from_json}}, .fields = F_CASCADE | F_IMAGE_DIM, .check = cascade_check,
+    .ops = &(const model_family){.create = cascade_create, .impl_size = sizeof(cascade_model),
+                                 .set_batch = micro_set_batch, .forward = cascade_forward, .backward = cascade_backward,
+                                 .release = cascade_release, .inits = cascade_inits},
 };

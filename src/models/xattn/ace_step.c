@@ -86,7 +86,6 @@ static st_status ac_create(model *m)
     return ST_OK;
 }
 
-
 /* get_1d_rotary_pos_embed's table for T positions, (T, hd / 2, (cos, sin)): pair k turns by pos theta^(-2 k / hd),
  * the frequency and angle rounded to float as torch's float32 arange, pow and outer product round them. */
 static st_status ace_rope_table(void *arg)
@@ -280,10 +279,6 @@ static const model_chain ac_chain = {.embed = embed_forward, .embed_backward = e
 static const init_rule ac_inits[] = {
     {INIT_ZERO, "^proj_out_conv.weight$"}, {INIT_ONE, "norm"}, {INIT_NORMAL, "scale_shift_table|time_embed"}, {0}};
 
-const model_family ace_step_family = {
-    .name = "ace_step", .create = ac_create, .impl_size = sizeof(ace_model), .chain = &ac_chain, .inits = ac_inits,
-};
-
 /* ---- the family's descriptor (family.h) ---- */
 
 /* the condition encoder's output, then the context latents */
@@ -379,7 +374,9 @@ const family_desc ace_step_desc = {
                    "(v15-turbo, v15-base, v15-sft) are built",
             .tiny = "ace-step-tiny"}},
     .uncached = "the context latents and their chunk mask", .cond_len = ace_step_cond_len,
-    .condition = ace_step_condition, .ops = &ace_step_family, FAMILY_PRESETS(presets), .preset = ace_step_preset,
+    .condition = ace_step_condition, FAMILY_PRESETS(presets), .preset = ace_step_preset,
     .readers = {{"AceStepTransformer1DModel", ace_step_from_json}},
     .fields = F_FFN | F_KV_HEADS | F_WINDOW | F_COND_CHANNELS, .check = ace_step_check,
+    .ops = &(const model_family){.create = ac_create, .impl_size = sizeof(ace_model), .chain = &ac_chain,
+                                 .inits = ac_inits},
 };

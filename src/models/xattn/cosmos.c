@@ -310,6 +310,5 @@ static const init_rule co_inits[] = {
     {INIT_NORMAL, "t_embedder"}, {0}};
 
 const model_family cosmos_family = {
-    .name = "cosmos", .create = co_create, .impl_size = sizeof(cos_model), .release = co_release, .chain = &co_chain,
-    .inits = co_inits,
+    .create = co_create, .impl_size = sizeof(cos_model), .release = co_release, .chain = &co_chain, .inits = co_inits,
 };

@@ -134,7 +134,6 @@ static st_status k5_create(model *m)
     return ST_OK;
 }
 
-
 static void k5_set_batch(model *m, int64_t batch)
 {
     m->shape.batch = batch;
@@ -374,11 +373,6 @@ static const init_rule k5_inits[] = {
     {INIT_ZERO, "modulation|^out_layer.out_layer|norm.bias"}, {INIT_ONE, "_norm|norm.weight"},
     {INIT_NORMAL, "time_embeddings"}, {0}};
 
-const model_family kandinsky5_family = {
-    .name = "kandinsky5", .create = k5_create, .impl_size = sizeof(k5_model), .set_batch = k5_set_batch,
-    .forward = k5_forward, .backward = k5_backward, .release = k5_release, .inits = k5_inits,
-};
-
 /* ---- the family's descriptor (family.h) ---- */
 
 /* Kandinsky 5's video models are its visual_cond ones */
@@ -479,7 +473,10 @@ const family_desc kandinsky5_desc = {
                    "channels, which are zero in text-to-video; segtrain's conditioning carries no reference "
                    "image",
             .example = "kandinsky5-video-2b-t2v.peft-lora.json", .tiny = "kandinsky5-video-tiny"}},
-    .is_video = kandinsky5_video, .ops = &kandinsky5_family, FAMILY_PRESETS(presets), .preset = kandinsky5_preset,
+    .is_video = kandinsky5_video, FAMILY_PRESETS(presets), .preset = kandinsky5_preset,
     .readers = {{"Kandinsky5Transformer3DModel", kandinsky5_from_json}},
     .fields = F_FFN | F_TEXT_BLOCKS | F_TIME_DIM | F_COND_CHANNELS, .check = kandinsky5_check,
+    .ops = &(const model_family){.create = k5_create, .impl_size = sizeof(k5_model), .set_batch = k5_set_batch,
+                                 .forward = k5_forward, .backward = k5_backward, .release = k5_release,
+                                 .inits = k5_inits},
 };

@@ -119,7 +119,6 @@ static st_status lx_create(model *m)
     return ST_OK;
 }
 
-
 static void lx_set_batch(model *m, int64_t batch)
 {
     m->shape.batch = batch;
@@ -454,11 +453,6 @@ static const init_rule lx_inits[] = {
     {INIT_ZERO, "scale_shift_table|proj_out.weight|.linear.weight$|.linear.bias$"}, {INIT_ONE, "norm_q|norm_k"},
     {INIT_NORMAL, "timestep_embedder"}, {0}};
 
-const model_family ltx2_family = {
-    .name = "ltx2", .create = lx_create, .impl_size = sizeof(ltx2_model), .set_batch = lx_set_batch,
-    .forward = lx_forward, .backward = lx_backward, .release = lx_release, .inits = lx_inits,
-};
-
 /* ---- the family's descriptor (family.h) ---- */
 
 /* fp4 and fp8: dev's, quantised */
@@ -566,7 +560,9 @@ const family_desc ltxvideo2_desc = {
                    "built",
             .example = "ltxvideo2-19b-t2v.peft-lora.json", .tiny = "ltxvideo2-tiny"}},
     .vae_scale_t = 8, .text_width = "LTX-2: a token's video and audio connectors' states side by side",
-    .ops = &ltx2_family, FAMILY_PRESETS(presets), .preset = ltxvideo2_preset,
-    .readers = {{"LTX2VideoTransformer3DModel", ltx2_from_json}}, .fields = F_FFN | F_AUDIO_STREAM | F_AUDIO_CHANNELS,
-    .check = ltx2_check,
+    FAMILY_PRESETS(presets), .preset = ltxvideo2_preset, .readers = {{"LTX2VideoTransformer3DModel", ltx2_from_json}},
+    .fields = F_FFN | F_AUDIO_STREAM | F_AUDIO_CHANNELS, .check = ltx2_check,
+    .ops = &(const model_family){.create = lx_create, .impl_size = sizeof(ltx2_model), .set_batch = lx_set_batch,
+                                 .forward = lx_forward, .backward = lx_backward, .release = lx_release,
+                                 .inits = lx_inits},
 };

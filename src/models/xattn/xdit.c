@@ -551,6 +551,6 @@ static const init_rule xd_inits[] = {
     {INIT_ZERO, "padding_tokens|norm2.bias"}, {INIT_NORMAL, "timestep_embedder|time_embedder"}, {0}};
 
 const model_family xdit_family = {
-    .name = "xdit", .create = xd_create, .impl_size = sizeof(xd_model), .fill_fixed = xd_fill_fixed,
-    .destroy = xd_destroy, .forward = xd_forward, .backward = xd_backward, .release = xd_release, .inits = xd_inits,
+    .create = xd_create, .impl_size = sizeof(xd_model), .fill_fixed = xd_fill_fixed, .destroy = xd_destroy,
+    .forward = xd_forward, .backward = xd_backward, .release = xd_release, .inits = xd_inits,
 };
