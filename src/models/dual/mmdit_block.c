@@ -259,14 +259,6 @@ static size_t side_bytes(const mm_block *mb, const mm_dims *d)
     return floats * sizeof(float) + attention_kept_bytes(&as) + (mb->dual ? attention_kept_bytes(&xs) : 0);
 }
 
-/* What KEEP_ATTENTION_OUTPUT keeps: the joint attention's output and state, and attn2's. */
-static size_t output_bytes(const mm_block *mb, const mm_dims *d)
-{
-    const attention_mechanism mech = mb->m->shape.mechanism;
-    const attn_shape as = mm_joint_attn(d, mech), xs = image_attn(d, mech);
-    return side_output_bytes(&as) + (mb->dual ? side_output_bytes(&xs) : 0);
-}
-
 /* The joint attention of a block: from the side's q, k, v (rotated in place) into o, keeping attention's state
  * when backward or the host needs it (not in a recompute after KEEP_ATTENTION_OUTPUT: o and the state are kept);
  * and attn2's on the image rows. */
@@ -294,14 +286,14 @@ static size_t double_kept_bytes(const block *b, keep_level keep)
 {
     const mm_block *mb = b->self;
     mm_dims d = mm_dims_of(mb->m);
-    if (keep == KEEP_NOTHING) return 0;
-    if (keep == KEEP_ATTENTION_OUTPUT) return output_bytes(mb, &d);
+    const attn_shape as = mm_joint_attn(&d, mb->m->shape.mechanism), xs = image_attn(&d, mb->m->shape.mechanism);
+    if (keep == KEEP_ATTENTION_OUTPUT && mb->dual) /* attn2 is a self-attention: its output is kept too */
+        return side_output_bytes(&as) + side_output_bytes(&xs);
     const int64_t out_rows = d.rows[0] + (outputs(mb) > 1 ? d.rows[1] : 0);
     const int64_t mods = mb->model_mod ? 0 : mod_width(mb, 0) + mod_width(mb, 1);
-    size_t floats = (size_t)(d.B * mods * d.D + out_rows * d.D); /* mods, projections */
-    if (mb->dual) floats += (size_t)(d.rows[0] * d.D);                                           /* attn2's */
-    if (keep == KEEP_ALL) floats += (size_t)(5 * out_rows * d.D);
-    return floats * sizeof(float) + side_bytes(mb, &d);
+    int64_t floats = d.B * mods * d.D + out_rows * d.D; /* mods, projections */
+    if (mb->dual) floats += d.rows[0] * d.D;            /* attn2's */
+    return side_block_kept_bytes(side_bytes(mb, &d), as, keep, floats, 5 * out_rows * d.D);
 }
 
 /* SD3's last block takes both streams and gives the image's alone. */
@@ -597,11 +589,9 @@ static size_t single_kept_bytes(const block *b, keep_level keep)
 {
     const mm_block *mb = b->self;
     mm_dims d = mm_dims_of(mb->m);
-    if (keep == KEEP_NOTHING) return 0;
-    if (keep == KEEP_ATTENTION_OUTPUT) return output_bytes(mb, &d);
-    size_t floats = (size_t)(d.B * (mb->model_mod ? 0 : 3) * d.D + d.J * d.D); /* mod, output projection */
-    if (keep == KEEP_ALL) floats += (size_t)(4 * d.J * d.D);
-    return floats * sizeof(float) + side_bytes(mb, &d);
+    const int64_t floats = d.B * (mb->model_mod ? 0 : 3) * d.D + d.J * d.D; /* mod, output projection */
+    return side_block_kept_bytes(side_bytes(mb, &d), mm_joint_attn(&d, mb->m->shape.mechanism), keep, floats,
+                                 4 * d.J * d.D);
 }
 
 /* c = [o, gelu(m1)] row by row: proj_out's input (serial: gelu_forward is an op with its own threads) */
