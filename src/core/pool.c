@@ -231,7 +231,6 @@ static void free_header(pool *p, header *h)
     free(h); /* a heap allocation's header heads its data's block: one free for both */
 }
 
-
 const char *mem_tag_name(mem_tag tag)
 {
     static const char *names[MEM_TAG_COUNT] = {"weights",     "gradients",  "optimizer",
@@ -554,7 +553,6 @@ void pool_set_capacity(pool *p, size_t capacity)
 }
 
 pool_kind pool_get_kind(const pool *p) { return p->kind; }
-
 
 size_t pool_system_available(void)
 {

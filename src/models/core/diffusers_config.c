@@ -186,7 +186,6 @@ st_status json_eps(const cJSON *j, const char *file, const char *key, double *ep
     return ST_OK;
 }
 
-
 bool model_reads_diffusers(const model_config *mc) { return family_of_config(mc)->readers[0].diffusers != NULL; }
 
 /* The file's architecture over mc, unchecked: model_config_from checks once the resolution and every key are in. */

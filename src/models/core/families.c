@@ -47,7 +47,6 @@ static int own_count(void)
     return n;
 }
 
-
 static bool in_list(const char *list, const char *s)
 {
     const size_t n = strlen(s);

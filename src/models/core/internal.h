@@ -245,7 +245,6 @@ st_status final_backward(model *m, final_layer *f, const float *x, const float *
 void final_backward_done(model *m, final_layer *f);
 void final_release(model *m, final_layer *f);
 
-
 /* SD3's and OmniGen's fixed 2D sine-cosine table (E^2, D), E = pos_embed_max: diffusers' get_2d_sincos_pos_embed(D, E,
  * base_size = sample_size / patch). Position k of an edge is k / (E / base) (in float32, as torch divides), the
  * column's sin-cos in the first half of a row, the row's in the second, each half sines then cosines of frequencies

@@ -316,7 +316,6 @@ st_status model_hidden(model *m, int k, const float **h, float **dh)
     return m->family->hidden(m, k, h, dh);
 }
 
-
 void model_set_r_timesteps(model *m, const float *r) { m->r_time = r; }
 
 void model_set_dropout_seed(model *m, uint64_t seed) { m->dropout_seed = seed; }

@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static int64_t ffn_width(int64_t D) { return F2_MLP_RATIO * D; }
 
 /* ---- registration: diffusers' names, in its state_dict order ---- */

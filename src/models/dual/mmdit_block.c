@@ -162,7 +162,6 @@ static attn_shape image_attn(const mm_dims *d, attention_mechanism mech)
     return (attn_shape){.batch = d->B, .tokens = d->T, .heads = d->H, .head_dim = d->hd, .mechanism = mech};
 }
 
-
 /* Rotary embedding of joint q or k, every token by its position ids (Flux's text tokens, at zero, stay as they
  * are, bit for bit); none without a table (SD3). */
 void mm_rope_joint(const struct model *m, const mm_dims *d, float *x, bool backward)

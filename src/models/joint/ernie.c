@@ -61,7 +61,6 @@ static st_status er_create(model *m)
     return ST_OK;
 }
 
-
 static void er_release(model *m)
 {
     er_model *d = er_of(m);

@@ -67,7 +67,6 @@ static st_status id_create(model *m)
     return ST_OK;
 }
 
-
 static void id_release(model *m)
 {
     id_model *d = id_of(m);

@@ -104,7 +104,6 @@ static st_status kr_create(model *m)
     return ST_OK;
 }
 
-
 static void kr_release(model *m)
 {
     kr_model *d = kr_of(m);

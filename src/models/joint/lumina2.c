@@ -136,8 +136,6 @@ static st_status lm_create(model *m)
     return ST_OK;
 }
 
-
-
 static void lm_release(model *m)
 {
     lm_model *d = lm_of(m);

@@ -87,7 +87,6 @@ static st_status og_create(model *m)
 
 static void og_fill_fixed(model *m) { sincos_table_fill(&m->cfg, PW(og_of(m)->pos)); }
 
-
 static void og_release(model *m)
 {
     og_model *d = og_of(m);

@@ -223,7 +223,6 @@ static st_status unet_create(model *m)
     return ST_OK;
 }
 
-
 static const init_rule unet_inits[] = {{INIT_ONE, "norm&.weight$"}, {0}};
 
 #define PW(i) (param_at(m->params, (i))->w)

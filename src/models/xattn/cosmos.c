@@ -102,7 +102,6 @@ typedef struct cos_model {
 
 static cos_model *co_of(model *m) { return m->impl; }
 
-
 static bool is_anima(const model_config *mc)
 {
     const cosmos_options *o = family_options(mc);
@@ -150,7 +149,6 @@ static st_status co_create(model *m)
     m->ctx.mod_rows = COSMOS_MOD_ROWS;
     return ST_OK;
 }
-
 
 static void co_release(model *m)
 {

@@ -9,7 +9,6 @@
 #define COSMOS_QK_EPS 1e-5f /* diffusers Attention's RMSNorm of q and k per head */
 #define COSMOS_MOD_ROWS 5   /* m->ctx.mod: temb's three rows (shift, scale, gate), then the final layer's two */
 
-
 /* Anima's text conditioner (anima.c), run in the model's embedding: each block's kept tensors, (B L, D) unless said */
 enum { AB_N1, AB_QR, AB_Q, AB_KR, AB_K, AB_V, AB_A, AB_O, AB_X1, AB_N2, AB_CQR, AB_CQ, AB_CA, AB_CO, AB_X2, AB_N3,
        AB_F1 /* (B L, 4 D) */, AB_F2, AB_X3, AB_CK /* these three (B Lq, D) */, AB_CKR, AB_CV, AB_COUNT };

@@ -18,7 +18,6 @@
 #define GELU_K 0.7978845608028654f
 #define GELU_C 0.044715f
 
-
 static void gelu_forward_run(float *restrict y, const float *restrict x, int64_t n)
 {
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
