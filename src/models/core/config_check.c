@@ -80,27 +80,30 @@ st_status family_refuse(const model_config *mc, family_group g, const char *why)
     return st_fail(ST_ERR_INVALID, "num_single_layers: %lld (%s)", LL(mc->single_depth), why);
 }
 
-/* The built families whose descriptors have any of fields, as "a, b and c", into who; their count. */
-static int owners(unsigned fields, char *who, size_t n)
+/* The built families whose descriptors have any of fields, as "a, b and c", written into who; their count into
+ * *count (NULL: not wanted). */
+static const char *owners(unsigned fields, char *who, size_t n, int *count)
 {
     const family_desc *d;
-    int count = 0, total = 0;
+    int seen = 0, total = 0;
     for (int i = 0; (d = family_at(i)); i++) total += d->ops && (d->fields & fields);
     who[0] = 0;
     for (int i = 0; (d = family_at(i)); i++) {
         if (!d->ops || !(d->fields & fields)) continue;
         const size_t at = strlen(who);
-        snprintf(who + at, n - at, "%s%s", count ? (count == total - 1 ? " and " : ", ") : "", d->name);
-        count++;
+        snprintf(who + at, n - at, "%s%s", seen ? (seen == total - 1 ? " and " : ", ") : "", d->name);
+        seen++;
     }
-    return count;
+    if (count) *count = seen;
+    return who;
 }
 
 /* A field of fields set where the family has none: refused through g, naming the families that have what. */
 static st_status refuse_owned(const model_config *mc, family_group g, unsigned fields, const char *what)
 {
     char who[512], why[640];
-    const int count = owners(fields, who, sizeof who);
+    int count;
+    owners(fields, who, sizeof who, &count);
     if (g == GROUP_SINGLE) snprintf(why, sizeof why, "%s in %s", what, who);
     else snprintf(why, sizeof why, "only %s %s %s (0)", who, count > 1 ? "have" : "has", what);
     return family_refuse(mc, g, why);
@@ -113,9 +116,8 @@ static st_status check_owned(const model_config *mc, const family_desc *d)
 {
     char who[512];
     if (mc->ffn_dim < 0 || mc->ffn_dim > (1 << 20) || (mc->ffn_dim && !HAS(F_FFN)))
-        return owners(F_FFN, who, sizeof who),
-               st_fail(ST_ERR_INVALID, "ffn_dim: %lld; the feed-forward of %s is 1 to 2^20 wide (0: the family's "
-                       "default), the other families' 0", LL(mc->ffn_dim), who);
+        return st_fail(ST_ERR_INVALID, "ffn_dim: %lld; the feed-forward of %s is 1 to 2^20 wide (0: the family's "
+                       "default), the other families' 0", LL(mc->ffn_dim), owners(F_FFN, who, sizeof who, NULL));
     if (mc->single_depth < 0 || (!HAS(F_SINGLE) && mc->single_depth))
         return refuse_owned(mc, GROUP_SINGLE, F_SINGLE, "single-stream blocks exist");
     if (!HAS(F_ADALN) && mc->adaln_lora) return refuse_owned(mc, GROUP_ADALN, F_ADALN, "AdaLN-LoRA");
@@ -152,20 +154,17 @@ static st_status check_owned_more(const model_config *mc, const family_desc *d)
     for (int k = 0; k < 9; k++) none = none && !mc->motion_channels[k];
     char who[512];
     if ((!HAS(F_ANIMATE) || mc->face_every <= 0) && !none)
-        return owners(F_ANIMATE, who, sizeof who),
-               st_fail(ST_ERR_INVALID, "the reference image's tokens, the motion and face encoders: only %s as "
-                       "WanAnimateTransformer3DModel has them (0)", who);
+        return st_fail(ST_ERR_INVALID, "the reference image's tokens, the motion and face encoders: only %s as "
+                       "WanAnimateTransformer3DModel has them (0)", owners(F_ANIMATE, who, sizeof who, NULL));
     bool dropout = false;
     for (int i = 0; i < UNET_LEVELS_MAX; i++) dropout |= mc->cascade_dropout[i] != 0;
     if (!HAS(F_CASCADE) && (mc->clip_seq || mc->cascade_resample || dropout))
-        return owners(F_CASCADE, who, sizeof who),
-               st_fail(ST_ERR_INVALID, "clip_seq: %lld; only %s has conditioning tokens of pooled vectors (0)",
-                       LL(mc->clip_seq), who);
+        return st_fail(ST_ERR_INVALID, "clip_seq: %lld; only %s has conditioning tokens of pooled vectors (0)",
+                       LL(mc->clip_seq), owners(F_CASCADE, who, sizeof who, NULL));
     if (!HAS(F_CASCADE) && !HAS(F_UNET) &&
         (mc->unet_levels || mc->unet_layers || mc->unet_mid || mc->norm_groups || mc->unet_linear || mc->unet_cross))
-        return owners(F_UNET | F_CASCADE, who, sizeof who),
-               st_fail(ST_ERR_INVALID, "block_out_channels: %lld levels; only %s are U-Nets (0)", LL(mc->unet_levels),
-                       who);
+        return st_fail(ST_ERR_INVALID, "block_out_channels: %lld levels; only %s are U-Nets (0)", LL(mc->unet_levels),
+                       owners(F_UNET | F_CASCADE, who, sizeof who, NULL));
     if ((!HAS(F_TEXT2) && (mc->text2_len || mc->text2_dim)) || (!HAS(F_IMAGE_DIM) && mc->image_dim))
         return refuse_owned(mc, GROUP_TEXT2, F_TEXT2 | F_IMAGE_DIM, "them");
     if (!HAS(F_COND_CHANNELS) && mc->cond_channels)
@@ -178,11 +177,11 @@ static st_status check_last(const model_config *mc, const family_desc *d)
 {
     const bool refines = HAS(F_REFINER); /* a token refiner, a text conditioner or refiners, of blocks */
     char who[512];
-    owners(F_REFINER, who, sizeof who);
     if (!HAS(F_TEXT_FUSION) && /* a text fusion's refiner blocks are checked with it */
         (mc->refiner_depth < (refines ? 1 : 0) || mc->refiner_depth > (refines ? MODEL_REFINER_MAX : 0)))
         return st_fail(ST_ERR_INVALID, "num_refiner_layers: %lld; the refiners (or text conditioner) of %s have %s %d",
-                       LL(mc->refiner_depth), who, refines ? "from 1 block to" : "blocks, the other families' at most",
+                       LL(mc->refiner_depth), owners(F_REFINER, who, sizeof who, NULL),
+                       refines ? "from 1 block to" : "blocks, the other families' at most",
                        refines ? MODEL_REFINER_MAX : 0);
     const bool video = model_video(mc), audio = model_audio(mc);
     if (mc->frames < 1 || mc->patch_t < 1 || mc->frames % mc->patch_t || (!video && !audio && mc->frames > 1))
