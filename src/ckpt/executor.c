@@ -91,17 +91,24 @@ static size_t made_bytes(const block_state *in, const block_state *out)
     return bytes;
 }
 
-/* A block's forward. With seq_check_kept_bytes on, a training forward that keeps all it keeps on the device (no
- * attention offload, nothing given in *saved) must grow the pool by its output state and exactly kept_bytes(keep):
- * the block kind's statement, which the planner and `plan` read, checked against what the forward allocates. */
+/* A block's forward. With seq_check_kept_bytes on, a training forward (nothing given in *saved) is held to its
+ * kind's statements, which the planner and `plan` read: keeping all it keeps on the device, it must grow the pool
+ * by its output state and exactly kept_bytes(keep); under attention offload, the host pool by exactly
+ * offloaded_bytes. */
 static st_status forward(block_seq *s, block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
                          block_saved **saved)
 {
     if (check_kept < 0) check_kept = getenv("SEGTRAIN_CHECK_KEPT_BYTES") && !strcmp(getenv("SEGTRAIN_CHECK_KEPT_BYTES"), "1");
-    const bool check = check_kept && saved && !*saved && !off;
-    const size_t before = check ? pool_live(s->pool) : 0;
+    const bool check = check_kept && saved && !*saved;
+    const size_t before = check ? pool_live(s->pool) : 0, host_before = check && off ? pool_live(off->host) : 0;
     const st_status st = b->kind->forward(b, in, out, keep, off, saved);
     if (st || !check) return st;
+    if (off) {
+        const size_t sent = pool_live(off->host) - host_before, said = b->kind->offloaded_bytes(b);
+        if (sent == said) return ST_OK;
+        return st_fail(ST_ERR_INTERNAL, "%s block %d (%s): its forward sends %zu bytes to the host under attention "
+                       "offload, but its kind's offloaded_bytes says %zu", s->name, b->index, b->kind->name, sent, said);
+    }
     const size_t kept = pool_live(s->pool) - before - made_bytes(in, out), said = b->kind->kept_bytes(b, keep);
     if (kept == said) return ST_OK;
     return st_fail(ST_ERR_INTERNAL, "%s block %d (%s): its forward keeps %zu bytes at keep level %d, but its kind's "
