@@ -111,6 +111,7 @@ struct model {
     model_step step;
     int n_seq;
     block_seq seq[MODEL_SEQ_MAX];
+    int64_t seq_sample[MODEL_SEQ_MAX]; /* a sample's floats of sequence q's state (0: image tokens x hidden) */
     seq_plan plan[MODEL_SEQ_MAX];
     offload off;    /* engine NULL until a host pool is set */
     bool *captured; /* per block of sequence 0: its output is wanted after forward */

@@ -24,8 +24,9 @@ void model_set_batch(model *m, int64_t batch)
         m->family->set_batch(m, batch);
         return;
     }
-    m->shape.batch = batch; /* every sequence's one state over the image tokens */
-    for (int q = 0; q < m->n_seq; q++) m->seq[q].state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
+    m->shape.batch = batch; /* every sequence's one state: its sample's floats, or the image tokens' */
+    for (int q = 0; q < m->n_seq; q++)
+        m->seq[q].state_numel[0] = batch * (m->seq_sample[q] ? m->seq_sample[q] : m->shape.tokens * m->shape.hidden);
 }
 
 static st_status chain_forward(model *m, const model_chain *c, const float *x, const float *timesteps,

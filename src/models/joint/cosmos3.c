@@ -54,6 +54,7 @@ static st_status c3_create(model *m)
     c3_model *d = m->impl;
     d->blocks = model_seq_blocks(m, 0, "layers", (int)c->depth, &mot_block_kind, sizeof *d->blocks);
     if (!d->blocks) return st_host_oom("the Cosmos 3 model");
+    m->seq_sample[0] = rows_of(m) * m->shape.hidden;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = model_patch_dim(c);
@@ -90,12 +91,6 @@ static st_status c3_create(model *m)
         d->audio_embed = param_add(s, "audio_modality_embed", 1, (int64_t[]){D}, false);
     }
     return ST_OK;
-}
-
-static void c3_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    m->seq[0].state_numel[0] = batch * rows_of(m) * m->shape.hidden;
 }
 
 static void c3_release(model *m)
@@ -355,6 +350,6 @@ const family_desc cosmos3_desc = {
     .condition = cosmos3_condition, .describe_blocks = cosmos3_blocks, FAMILY_PRESETS(presets),
     .preset = cosmos3_preset, .readers = {{"Cosmos3OmniTransformer", cosmos3_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_HEAD_DIM | F_ACTION | F_AUDIO_CHANNELS, .check = cosmos3_check,
-    .ops = &(const model_family){.create = c3_create, .impl_size = sizeof(c3_model), .set_batch = c3_set_batch,
-                                 .release = c3_release, .chain = &c3_chain, .inits = c3_inits},
+    .ops = &(const model_family){.create = c3_create, .impl_size = sizeof(c3_model), .release = c3_release,
+                                 .chain = &c3_chain, .inits = c3_inits},
 };

@@ -239,6 +239,6 @@ const family_desc ernie_desc = {
     FAMILY_PRESETS(presets), .preset = ernie_preset, .rope_axes = family_rope_axes_wide,
     .readers = {{"ErnieImageTransformer2DModel", ernie_from_json}}, .fields = F_FFN | F_NORM_EPS | F_KV_HEADS,
     .check = ernie_check,
-    .ops = &(const model_family){.create = er_create, .impl_size = sizeof(er_model), .set_batch = lumina_set_batch,
-                                 .release = er_release, .chain = &er_chain, .inits = er_inits},
+    .ops = &(const model_family){.create = er_create, .impl_size = sizeof(er_model), .release = er_release,
+                                 .chain = &er_chain, .inits = er_inits},
 };

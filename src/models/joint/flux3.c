@@ -56,9 +56,11 @@ static st_status f3_create(model *m)
     f3_model *d = m->impl;
     const int n[NSEQ] = {(int)c->depth, (int)c->depth, (int)c->single_depth};
     static const char *const names[NSEQ] = {"txt_mode_blocks", "mode_blocks.image", "single_transformer_blocks"};
-    for (int q = 0; q < NSEQ; q++)
+    for (int q = 0; q < NSEQ; q++) {
         if (!(d->blocks[q] = model_seq_blocks(m, q, names[q], n[q], &f3_block_kind, sizeof *d->blocks[q])))
             return st_host_oom("the Flux.3 model");
+        m->seq_sample[q] = rows_of(m, q) * m->shape.hidden;
+    }
     d->cond_blocks = model_alloc(m, (size_t)c->depth, sizeof *d->cond_blocks);
     if (!d->cond_blocks) return st_host_oom("the Flux.3 model");
     param_set *s = &m->own_params;
@@ -96,12 +98,6 @@ static st_status f3_create(model *m)
                            .eps = F3_EPS, .order = PATCH_CONV, .rows = rows_of(m, JOINT), .at = m->shape.text};
     d->fin.out = lin_register(s, "proj_out", D, P, false, 0, 0, full);
     return ST_OK;
-}
-
-static void f3_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    for (int q = 0; q < NSEQ; q++) m->seq[q].state_numel[0] = batch * rows_of(m, q) * m->shape.hidden;
 }
 
 static void f3_release(model *m)
@@ -349,7 +345,6 @@ const family_desc flux3_image_desc = {
     .describe_blocks = flux3_blocks, FAMILY_PRESETS(presets), .preset = flux3_preset,
     .rope_axes = family_rope_axes_four, .readers = {{"Flux3Transformer2DModel", flux3_from_json}}, .fields = F_SINGLE,
     .axes = 4, .check = flux3_check,
-    .ops = &(const model_family){.create = f3_create, .impl_size = sizeof(f3_model), .set_batch = f3_set_batch,
-                                 .forward = f3_forward, .backward = f3_backward, .release = f3_release,
-                                 .inits = f3_inits},
+    .ops = &(const model_family){.create = f3_create, .impl_size = sizeof(f3_model), .forward = f3_forward,
+                                 .backward = f3_backward, .release = f3_release, .inits = f3_inits},
 };

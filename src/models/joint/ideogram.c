@@ -281,6 +281,6 @@ const family_desc ideogram_desc = {
     FAMILY_PRESETS(presets), .preset = ideogram_preset,
     .readers = {{"Ideogram4Transformer2DModel", ideogram_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_TIME_DIM, .check = ideogram_check,
-    .ops = &(const model_family){.create = id_create, .impl_size = sizeof(id_model), .set_batch = lumina_set_batch,
-                                 .release = id_release, .chain = &id_chain, .inits = id_inits},
+    .ops = &(const model_family){.create = id_create, .impl_size = sizeof(id_model), .release = id_release,
+                                 .chain = &id_chain, .inits = id_inits},
 };

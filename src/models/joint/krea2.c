@@ -84,6 +84,7 @@ static st_status kr_create(model *m)
             d->txt.eps = (float)c->norm_eps;
         }
         const bool text = q != JOINT;
+        m->seq_sample[q] = rows[q] * (text ? Dt : D);
         for (int i = 0; i < n[q]; i++) {
             lumina_block *b = &d->blocks[q][i];
             *b = (lumina_block){.m = m, .modulated = !text, .rows = rows[q], .width = text ? Dt : 0,
@@ -332,7 +333,6 @@ const family_desc krea2_desc = {
     .mask = MASK_EMPTY_ONE, .describe_blocks = krea2_blocks, FAMILY_PRESETS(presets), .preset = krea2_preset,
     .rope_axes = family_rope_axes_wide, .readers = {{"Krea2Transformer2DModel", krea2_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_TEXT_FUSION | F_TEXT_BLOCKS, .check = krea2_check,
-    .ops = &(const model_family){.create = kr_create, .impl_size = sizeof(kr_model), .set_batch = lumina_set_batch,
-                                 .forward = kr_forward, .backward = kr_backward, .release = kr_release,
-                                 .inits = kr_inits},
+    .ops = &(const model_family){.create = kr_create, .impl_size = sizeof(kr_model), .forward = kr_forward,
+                                 .backward = kr_backward, .release = kr_release, .inits = kr_inits},
 };

@@ -117,6 +117,7 @@ static st_status lm_create(model *m)
     d->cap_norm = param_add(s, n1, 1, (int64_t[]){c->text_dim}, full);
     d->cap = lin_register(s, n2, c->text_dim, D, true, 0, 0, full);
     for (int q = 0; q < NSEQ; q++) {
+        m->seq_sample[q] = rows[q] * m->shape.hidden;
         for (int i = 0; i < n[q]; i++) {
             lumina_block *b = &d->blocks[q][i];
             *b = (lumina_block){.m = m, .modulated = q != CTX, .rows = rows[q], .kv_heads = c->kv_heads,
@@ -450,7 +451,7 @@ static const init_rule lm_inits[] = {
     {INIT_NORMAL, "timestep_embedder|t_embedder"}, {0}};
 
 const model_family lumina2_family = {
-    .create = lm_create, .impl_size = sizeof(lm_model), .set_batch = lumina_set_batch, .forward = lm_forward,
+    .create = lm_create, .impl_size = sizeof(lm_model), .forward = lm_forward,
     .backward = lm_backward, .release = lm_release, .inits = lm_inits,
 };
 

@@ -57,8 +57,6 @@ typedef struct lumina_block {
 } lumina_block;
 
 void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, const model_config *c);
-/* A model of lumina blocks' set_batch: each sequence's state, its blocks' rows of their width, for a batch */
-void lumina_set_batch(model *m, int64_t batch);
 
 extern const block_kind lumina_block_kind;
 

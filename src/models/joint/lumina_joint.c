@@ -12,6 +12,7 @@ st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *sty
     const model_config *c = &m->cfg;
     j->blocks = model_seq_blocks(m, 0, "layers", (int)c->depth, &lumina_block_kind, sizeof *j->blocks);
     if (!j->blocks) return st_host_oom("a model's blocks");
+    m->seq_sample[0] = rows * m->shape.hidden;
     char prefix[64];
     for (int i = 0; i < c->depth; i++) {
         lumina_block *b = &j->blocks[i];
@@ -23,15 +24,6 @@ st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *sty
         lumina_block_register(&m->own_params, b, prefix, c);
     }
     return ST_OK;
-}
-
-void lumina_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    for (int q = 0; q < m->n_seq; q++) {
-        const lumina_block *b = m->seq[q].blocks[0].self;
-        m->seq[q].state_numel[0] = batch * b->rows * (b->width ? b->width : m->shape.hidden);
-    }
 }
 
 st_status lumina_joint_positions(model *m, lumina_joint *j, model_loop_fn fn, const float *cond, int64_t work,

@@ -77,6 +77,7 @@ static st_status mh_create(model *m)
         const int n = (int)(q == REF ? c->refiner_depth : c->depth);
         if (!(d->blocks[q] = model_seq_blocks(m, q, names[q], n, &f3_block_kind, sizeof *d->blocks[q])))
             return st_host_oom("the MiniMax-H3 model");
+        m->seq_sample[q] = rows_of(m, q) * m->shape.hidden;
         for (int i = 0; i < n; i++) {
             f3_block *b = &d->blocks[q][i];
             *b = (f3_block){.m = m, .rows = rows_of(m, q), .split = q == MAIN ? m->shape.text : 0, .ffn = c->ffn_dim,
@@ -95,12 +96,6 @@ static st_status mh_create(model *m)
     d->fin.out = lin_register(s, "proj_out", D, P, true, 0, 0, full);
     d->audio_out = lin_register(s, "audio_proj_out", D, c->audio_channels, true, 0, 0, false);
     return ST_OK;
-}
-
-static void mh_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    for (int q = 0; q < NSEQ; q++) m->seq[q].state_numel[0] = batch * rows_of(m, q) * m->shape.hidden;
 }
 
 static void mh_release(model *m)
@@ -357,7 +352,6 @@ const family_desc minimaxh3_desc = {
     .readers = {{"MiniMaxH3Transformer3DModel", minimax_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_HEAD_DIM | F_TIME_HIDDEN | F_TIME_DIM | F_AUDIO_CHANNELS | F_REFINER,
     .check = minimax_check,
-    .ops = &(const model_family){.create = mh_create, .impl_size = sizeof(mh_model), .set_batch = mh_set_batch,
-                                 .forward = mh_forward, .backward = mh_backward, .release = mh_release,
-                                 .inits = mh_inits},
+    .ops = &(const model_family){.create = mh_create, .impl_size = sizeof(mh_model), .forward = mh_forward,
+                                 .backward = mh_backward, .release = mh_release, .inits = mh_inits},
 };

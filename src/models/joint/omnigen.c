@@ -364,6 +364,5 @@ const family_desc omnigen_desc = {
     .readers = {{"OmniGenTransformer2DModel", omnigen_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_ROPE_SCALED, .check = omnigen_check,
     .ops = &(const model_family){.create = og_create, .impl_size = sizeof(og_model), .fill_fixed = og_fill_fixed,
-                                 .set_batch = lumina_set_batch, .release = og_release, .chain = &og_chain,
-                                 .inits = og_inits},
+                                 .release = og_release, .chain = &og_chain, .inits = og_inits},
 };

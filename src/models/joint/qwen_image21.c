@@ -51,6 +51,7 @@ static st_status q21_create(model *m)
     q21_model *d = m->impl;
     d->blocks = model_seq_blocks(m, 0, "transformer_blocks", (int)c->depth, &f3_block_kind, sizeof *d->blocks);
     if (!d->blocks) return st_host_oom("the Qwen-Image 2.1 model");
+    m->seq_sample[0] = rows_of(m) * m->shape.hidden;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = model_patch_dim(c);
@@ -76,12 +77,6 @@ static st_status q21_create(model *m)
                            .eps = Q21_EPS, .order = PATCH_CONV, .rows = rows_of(m), .at = m->shape.text};
     d->fin.out = lin_register(s, "proj_out", D, P, false, 0, 0, full);
     return ST_OK;
-}
-
-static void q21_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    m->seq[0].state_numel[0] = batch * rows_of(m) * m->shape.hidden;
 }
 
 static void q21_release(model *m)
@@ -298,6 +293,6 @@ const family_desc qwen_image21_desc = {
     .name = "qwen_image21", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_UNPOOLED,
     .mask = MASK_EMPTY_ONE, FAMILY_PRESETS(presets), .readers = {{"QwenImage21Transformer2DModel", qwen21_from_json}},
     .axes = 3, .check = qwen_image21_check,
-    .ops = &(const model_family){.create = q21_create, .impl_size = sizeof(q21_model), .set_batch = q21_set_batch,
-                                 .release = q21_release, .chain = &q21_chain, .inits = q21_inits},
+    .ops = &(const model_family){.create = q21_create, .impl_size = sizeof(q21_model), .release = q21_release,
+                                 .chain = &q21_chain, .inits = q21_inits},
 };
