@@ -451,8 +451,8 @@ static const init_rule lm_inits[] = {
     {INIT_NORMAL, "timestep_embedder|t_embedder"}, {0}};
 
 const model_family lumina2_family = {
-    .create = lm_create, .impl_size = sizeof(lm_model), .forward = lm_forward,
-    .backward = lm_backward, .release = lm_release, .inits = lm_inits,
+    .create = lm_create, .impl_size = sizeof(lm_model), .forward = lm_forward, .backward = lm_backward,
+    .release = lm_release, .inits = lm_inits,
 };
 
 /* ---- the family's descriptor (family.h) ---- */

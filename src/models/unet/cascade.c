@@ -538,6 +538,6 @@ const family_desc stable_cascade_desc = {
     .lora_component = "unet", .describe = cascade_describe, FAMILY_PRESETS(presets), .preset = cascade_preset,
     .readers = {{"StableCascadeUNet", cascade_from_json}}, .fields = F_CASCADE | F_IMAGE_DIM, .check = cascade_check,
     .ops = &(const model_family){.create = cascade_create, .impl_size = sizeof(cascade_model),
-                                 .set_batch = micro_set_batch, .forward = cascade_forward, .backward = cascade_backward,
-                                 .release = cascade_release, .inits = cascade_inits},
+                                 .forward = cascade_forward, .backward = cascade_backward, .release = cascade_release,
+                                 .inits = cascade_inits},
 };

@@ -70,13 +70,8 @@ void *micro_seq_blocks(model *m, int n, const block_kind *kind, size_t size, con
 {
     void *blocks = model_seq_blocks(m, 0, "micro-blocks", n, kind, size);
     m->seq[0].state_names[0] = state_name;
+    m->seq_sample[0] = m->cfg.channels * m->cfg.resolution * m->cfg.resolution; /* the latents' */
     return blocks;
-}
-
-void micro_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    m->seq[0].state_numel[0] = batch * m->cfg.channels * m->cfg.resolution * m->cfg.resolution;
 }
 
 st_status micro_seq_forward(model *m, const float *x, bool train,

@@ -45,8 +45,6 @@ const char *micro_name(char *buf, size_t n, const char *prefix, const char *name
 /* The model's one sequence, n micro-blocks of kind whose first state is the latents (state_name says as what): their
  * data, size bytes each, as model_seq_blocks returns it */
 void *micro_seq_blocks(model *m, int n, const block_kind *kind, size_t size, const char *state_name);
-/* set_batch: the latents (batch, channels, resolution, resolution) */
-void micro_set_batch(model *m, int64_t batch);
 /* The latents x, copied as the first state of the model's one sequence (the executor owns it), through it into
  * m->step.last, then the head (head_forward, from the last state's stream h). */
 st_status micro_seq_forward(model *m, const float *x, bool train,

@@ -356,8 +356,8 @@ static st_status unet_backward(model *m, const float *dpred)
 }
 
 const model_family unet_family = {
-    .create = unet_create, .impl_size = sizeof(unet_model), .set_batch = micro_set_batch, .forward = unet_forward,
-    .backward = unet_backward, .release = unet_release, .inits = unet_inits,
+    .create = unet_create, .impl_size = sizeof(unet_model), .forward = unet_forward, .backward = unet_backward,
+    .release = unet_release, .inits = unet_inits,
 };
 
 void unet_describe(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n)

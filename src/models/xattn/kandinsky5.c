@@ -105,6 +105,7 @@ static st_status k5_create(model *m)
     for (int q = 0; q < 2; q++)
         d->blocks[q] = model_seq_blocks(m, q, seqs[q], n[q], &gated_block_kind, sizeof *d->blocks[q]);
     if (!d->blocks[0] || !d->blocks[1]) return st_host_oom("the Kandinsky 5 model");
+    m->seq_sample[0] = m->shape.text * m->shape.hidden; /* the text's sequence; the visual one's is the default */
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, Td = c->time_dim, P = model_patch_dim(c);
@@ -132,13 +133,6 @@ static st_status k5_create(model *m)
     d->out_mod = lin_register(s, "out_layer.modulation.out_layer", Td, 2 * D, true, 0, 0, full);
     d->out = lin_register(s, "out_layer.out_layer", D, P, true, 0, 0, full);
     return ST_OK;
-}
-
-static void k5_set_batch(model *m, int64_t batch)
-{
-    m->shape.batch = batch;
-    m->seq[0].state_numel[0] = batch * m->shape.text * m->shape.hidden;
-    m->seq[1].state_numel[0] = batch * m->shape.tokens * m->shape.hidden;
 }
 
 static void k5_release(model *m)
@@ -476,7 +470,6 @@ const family_desc kandinsky5_desc = {
     .is_video = kandinsky5_video, FAMILY_PRESETS(presets), .preset = kandinsky5_preset,
     .readers = {{"Kandinsky5Transformer3DModel", kandinsky5_from_json}},
     .fields = F_FFN | F_TEXT_BLOCKS | F_TIME_DIM | F_COND_CHANNELS, .check = kandinsky5_check,
-    .ops = &(const model_family){.create = k5_create, .impl_size = sizeof(k5_model), .set_batch = k5_set_batch,
-                                 .forward = k5_forward, .backward = k5_backward, .release = k5_release,
-                                 .inits = k5_inits},
+    .ops = &(const model_family){.create = k5_create, .impl_size = sizeof(k5_model), .forward = k5_forward,
+                                 .backward = k5_backward, .release = k5_release, .inits = k5_inits},
 };
