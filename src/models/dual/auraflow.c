@@ -38,9 +38,9 @@ static st_status af_create(model *m)
         return st_fail(ST_ERR_INVALID, "num_single_dit_layers: %lld; auraflow needs at least 1 single block",
                        (long long)c->single_depth);
     const int nd = (int)c->depth, ns = (int)c->single_depth;
-    af_model *d = dual_alloc(m, sizeof *d, nd + ns, sizeof(af_block));
-    if (!d) return st_host_oom("the AuraFlow model");
-    af_block *blocks = d->b.blocks;
+    af_model *d = m->impl;
+    af_block *blocks = dual_blocks(m, nd + ns, sizeof(af_block));
+    if (!blocks) return st_host_oom("the AuraFlow model");
     m->shape.text = c->text_len + AF_REGISTERS;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
@@ -183,5 +183,5 @@ const family_desc auraflow_desc = {
             .example = "auraflow.peft-lora.json", .tiny = "auraflow-tiny"}},
     .register_tokens = 8 /* its register tokens */, FAMILY_PRESETS(presets),
     .readers = {{"AuraFlowTransformer2DModel", auraflow_from_json}}, .fields = F_SINGLE, .check = auraflow_check,
-    .ops = &(const model_family){.create = af_create, DUAL_STEPS, .inits = af_inits},
+    .ops = &(const model_family){.create = af_create, .impl_size = sizeof(af_model), DUAL_STEPS, .inits = af_inits},
 };

@@ -7,13 +7,12 @@
 
 static dual_model *dual_of(model *m) { return m->impl; }
 
-void *dual_alloc(model *m, size_t size, int n, size_t block_size)
+void *dual_blocks(model *m, int n, size_t block_size)
 {
-    dual_model *d = model_alloc(m, 1, size);
-    m->impl = d;
-    if (d) d->blocks = model_alloc(m, (size_t)n, block_size);
-    if (d && d->blocks) d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
-    return d && d->seq_blocks ? d : NULL;
+    dual_model *d = m->impl;
+    d->blocks = model_alloc(m, (size_t)n, block_size);
+    if (d->blocks) d->seq_blocks = model_alloc(m, (size_t)n, sizeof *d->seq_blocks);
+    return d->seq_blocks ? d->blocks : NULL;
 }
 
 void dual_sequences(model *m, const char *name, int nd, const block_kind *dk, int ns, const block_kind *sk,

@@ -39,9 +39,9 @@ static st_status f2_create(model *m)
         return st_fail(ST_ERR_INVALID, "num_single_layers: %lld; flux2 needs at least 1 single block",
                        (long long)c->single_depth);
     const int nd = (int)c->depth, ns = (int)c->single_depth;
-    f2_model *d = dual_alloc(m, sizeof *d, nd + ns, sizeof(f2_block));
-    if (!d) return st_host_oom("the Flux.2 model");
-    f2_block *blocks = d->b.blocks;
+    f2_model *d = m->impl;
+    f2_block *blocks = dual_blocks(m, nd + ns, sizeof(f2_block));
+    if (!blocks) return st_host_oom("the Flux.2 model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
@@ -171,5 +171,5 @@ const family_desc flux2_desc = {
             .example = "flux2.peft-lora.json", .tiny = "flux2-tiny"}},
     .packed = 4, FAMILY_PRESETS(presets), .preset = flux2_preset, .rope_axes = family_rope_axes_four,
     .readers = {{"Flux2Transformer2DModel", flux2_from_json}}, .fields = F_SINGLE, .axes = 4, .check = flux2_check,
-    .ops = &(const model_family){.create = f2_create, DUAL_STEPS, .inits = f2_inits},
+    .ops = &(const model_family){.create = f2_create, .impl_size = sizeof(f2_model), DUAL_STEPS, .inits = f2_inits},
 };

@@ -50,10 +50,10 @@ static st_status hd_create(model *m)
                        "them active, and at least 1 Llama token", (long long)c->single_depth, (long long)c->experts,
                        (long long)c->experts_active, (long long)c->llama_len, HD_EXPERTS_MAX);
     const int nd = (int)c->depth, ns = (int)c->single_depth, nb = nd + ns;
-    hd_model *d = dual_alloc(m, sizeof *d, nb, sizeof(hd_block));
-    if (d) d->p_cap = model_alloc(m, (size_t)nb + 1, sizeof *d->p_cap);
-    if (!d || !d->p_cap) return st_host_oom("the HiDream model");
-    hd_block *blocks = d->b.blocks;
+    hd_model *d = m->impl;
+    hd_block *blocks = dual_blocks(m, nb, sizeof(hd_block));
+    if (blocks) d->p_cap = model_alloc(m, (size_t)nb + 1, sizeof *d->p_cap);
+    if (!blocks || !d->p_cap) return st_host_oom("the HiDream model");
     m->shape.text = c->text_len + c->llama_len;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
@@ -248,5 +248,5 @@ const family_desc hidream_desc = {
     .uncached = "each block's Llama hidden states", .cond_len = hidream_cond_len, .condition = hidream_condition,
     FAMILY_PRESETS(presets), .preset = hidream_preset, .rope_axes = hidream_rope_axes,
     .readers = {{"HiDreamImageTransformer2DModel", hidream_from_json}}, .fields = F_SINGLE, .axes = 3,
-    .ops = &(const model_family){.create = hd_create, DUAL_STEPS, .inits = hd_inits},
+    .ops = &(const model_family){.create = hd_create, .impl_size = sizeof(hd_model), DUAL_STEPS, .inits = hd_inits},
 };

@@ -84,9 +84,9 @@ static st_status hv_create(model *m)
 {
     const model_config *c = &m->cfg;
     const int nd = (int)c->depth, ns = (int)c->single_depth;
-    hv_model *d = dual_alloc(m, sizeof *d, nd + ns, sizeof(mm_block));
-    if (!d) return st_host_oom("the HunyuanVideo model");
-    mm_block *blocks = d->b.blocks;
+    hv_model *d = m->impl;
+    mm_block *blocks = dual_blocks(m, nd + ns, sizeof(mm_block));
+    if (!blocks) return st_host_oom("the HunyuanVideo model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, Dt = c->text_dim;
@@ -491,4 +491,6 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     return st ? st : end;
 }
 
-const model_family hunyuan_video_family = {.create = hv_create, DUAL_STEPS, .init_of = hv_init_of};
+const model_family hunyuan_video_family = {
+    .create = hv_create, .impl_size = sizeof(hv_model), DUAL_STEPS, .init_of = hv_init_of,
+};

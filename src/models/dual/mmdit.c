@@ -60,9 +60,9 @@ static st_status mm_create(model *m)
         return st_fail(ST_ERR_INVALID, "num_single_layers: %lld; %s needs at least 1 single-stream block",
                        (long long)c->single_depth, c->family);
     const int nd = (int)c->depth, ns = (int)c->single_depth;
-    mm_model *d = dual_alloc(m, sizeof *d, nd + ns, sizeof(mm_block));
-    if (!d) return st_host_oom("the MMDiT model");
-    mm_block *blocks = d->b.blocks;
+    mm_model *d = m->impl;
+    mm_block *blocks = dual_blocks(m, nd + ns, sizeof(mm_block));
+    if (!blocks) return st_host_oom("the MMDiT model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
@@ -294,4 +294,6 @@ static st_status backward_begin(model *m)
     return st;
 }
 
-const model_family mmdit_family = {.create = mm_create, DUAL_STEPS, .init_of = mm_init_of};
+const model_family mmdit_family = {
+    .create = mm_create, .impl_size = sizeof(mm_model), DUAL_STEPS, .init_of = mm_init_of,
+};

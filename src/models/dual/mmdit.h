@@ -139,9 +139,9 @@ typedef struct dual_model {
     void (*release_own)(model *m);          /* NULL: none; the family's own buffers of a step */
 } dual_model;
 
-/* Allocates m->impl (size bytes, a dual_model first) and n blocks of block_size bytes (model_alloc: the model frees
+/* m->impl's (a dual_model first: its family's impl_size) n blocks of block_size bytes (model_alloc: the model frees
  * them); NULL: out of memory. */
-void *dual_alloc(model *m, size_t size, int n, size_t block_size);
+void *dual_blocks(model *m, int n, size_t block_size);
 /* Sequence 0, named name, of the nd double blocks of kind dk (two streams); with ns > 0, the
  * single_transformer_blocks sequence of kind sk after them. Block i is blocks + i * block_size. */
 void dual_sequences(model *m, const char *name, int nd, const block_kind *dk, int ns, const block_kind *sk,

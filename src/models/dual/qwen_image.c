@@ -36,9 +36,9 @@ static st_status qw_create(model *m)
 {
     const model_config *c = &m->cfg;
     const int n = (int)c->depth;
-    qw_model *d = dual_alloc(m, sizeof *d, n, sizeof(mm_block));
-    if (!d) return st_host_oom("the Qwen Image model");
-    mm_block *blocks = d->b.blocks;
+    qw_model *d = m->impl;
+    mm_block *blocks = dual_blocks(m, n, sizeof(mm_block));
+    if (!blocks) return st_host_oom("the Qwen Image model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, P = c->channels * c->patch * c->patch;
@@ -202,5 +202,5 @@ const family_desc qwen_image_desc = {
             .example = "qwen_image.peft-lora.json", .tiny = "qwen-image-tiny"}},
     .packed = -1 /* C p^2 */, FAMILY_PRESETS(presets), .readers = {{"QwenImageTransformer2DModel", qwen_from_json}},
     .axes = 3,
-    .ops = &(const model_family){.create = qw_create, DUAL_STEPS, .init_of = qw_init_of},
+    .ops = &(const model_family){.create = qw_create, .impl_size = sizeof(qw_model), DUAL_STEPS, .init_of = qw_init_of},
 };

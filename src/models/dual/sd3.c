@@ -29,9 +29,9 @@ static st_status sd3_create(model *m)
 {
     const model_config *c = &m->cfg;
     const int n = (int)c->depth;
-    sd3_model *d = dual_alloc(m, sizeof *d, n, sizeof(mm_block));
-    if (!d) return st_host_oom("the SD3 model");
-    mm_block *blocks = d->b.blocks;
+    sd3_model *d = m->impl;
+    mm_block *blocks = dual_blocks(m, n, sizeof(mm_block));
+    if (!blocks) return st_host_oom("the SD3 model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
     const int64_t D = c->hidden, E = c->pos_embed_max;
@@ -153,5 +153,6 @@ const family_desc sd3_desc = {
             .flavours = "medium|large", .built = "medium:sd35-medium|large:sd35-large", .fallback = "medium",
             .example = "sd3.peft-lora.json", .tiny = "sd3-tiny"}},
     FAMILY_PRESETS(presets), .readers = {{"SD3Transformer2DModel", sd3_from_json}}, .check = sd3_check,
-    .ops = &(const model_family){.create = sd3_create, .fill_fixed = sd3_fill_fixed, DUAL_STEPS, .init_of = mm_init_of},
+    .ops = &(const model_family){.create = sd3_create, .impl_size = sizeof(sd3_model), .fill_fixed = sd3_fill_fixed,
+                                 DUAL_STEPS, .init_of = mm_init_of},
 };
