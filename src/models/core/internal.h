@@ -68,7 +68,7 @@ typedef struct model_family {
     st_status (*forward)(model *m, const float *x, const float *timesteps, const float *cond, bool train,
                          const float **pred);
     st_status (*backward)(model *m, const float *dpred);
-    void (*release)(model *m);
+    void (*release)(model *m); /* the end of a step that began (m->impl is the family's then) */
     const model_chain *chain; /* set: forward and backward are model_chain's skeleton around these */
     /* NULL: the family refuses capture_hidden_states. */
     st_status (*hidden)(model *m, int k, const float **h, float **dh);

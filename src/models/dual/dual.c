@@ -42,7 +42,6 @@ void dual_set_batch(model *m, int64_t batch)
 void dual_release(model *m)
 {
     dual_model *d = dual_of(m);
-    if (!d) return;
     final_release(m, &d->final);
     if (d->release_own) d->release_own(m);
     m->ctx.mask = NULL;

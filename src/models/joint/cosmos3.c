@@ -96,7 +96,6 @@ static st_status c3_create(model *m)
 static void c3_release(model *m)
 {
     c3_model *d = c3_of(m);
-    if (!d) return;
     joint_final_release(&d->fin);
     d->maskp = NULL;
 }

@@ -64,7 +64,6 @@ static st_status er_create(model *m)
 static void er_release(model *m)
 {
     er_model *d = er_of(m);
-    if (!d) return;
     joint_final_release(&d->fin);
 }
 

@@ -103,7 +103,6 @@ static st_status f3_create(model *m)
 static void f3_release(model *m)
 {
     f3_model *d = f3_of(m);
-    if (!d) return;
     joint_final_release(&d->fin);
 }
 

@@ -70,7 +70,6 @@ static st_status id_create(model *m)
 static void id_release(model *m)
 {
     id_model *d = id_of(m);
-    if (!d) return;
     op_state_release(&d->text_stats);
     joint_final_release(&d->fin);
 }

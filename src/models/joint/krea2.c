@@ -108,7 +108,6 @@ static st_status kr_create(model *m)
 static void kr_release(model *m)
 {
     kr_model *d = kr_of(m);
-    if (!d) return;
     state_free(m->pool, &d->lw_out), state_free(m->pool, &d->ref_out);
     op_state_release(&d->txt.stats), joint_final_release(&d->fin);
     for (int q = 0; q < NSEQ; q++) d->maskp[q] = NULL;

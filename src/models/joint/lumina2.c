@@ -140,7 +140,6 @@ static st_status lm_create(model *m)
 static void lm_release(model *m)
 {
     lm_model *d = lm_of(m);
-    if (!d) return;
     for (int q = 0; q < NSEQ; q++) d->maskp[q] = NULL;
     op_state_release(&d->cap_stats);
     joint_final_release(&d->fin);

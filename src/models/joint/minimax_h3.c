@@ -101,7 +101,6 @@ static st_status mh_create(model *m)
 static void mh_release(model *m)
 {
     mh_model *d = mh_of(m);
-    if (!d) return;
     state_free(m->pool, &d->refined);
     op_state_release(&d->ref_stats), joint_final_release(&d->fin);
     d->maskp[REF] = d->maskp[MAIN] = NULL;

@@ -90,7 +90,6 @@ static void og_fill_fixed(model *m) { sincos_table_fill(&m->cfg, PW(og_of(m)->po
 static void og_release(model *m)
 {
     og_model *d = og_of(m);
-    if (!d) return;
     joint_final_release(&d->fin);
     op_state_release(&d->norm_stats);
 }

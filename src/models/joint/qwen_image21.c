@@ -82,7 +82,6 @@ static st_status q21_create(model *m)
 static void q21_release(model *m)
 {
     q21_model *d = q21_of(m);
-    if (!d) return;
     op_state_release(&d->txt.stats), joint_final_release(&d->fin);
     d->maskp = NULL;
 }

@@ -90,7 +90,6 @@ static const init_rule dit_inits[] = {
 static void dit_release(model *m)
 {
     dit_model *d = dit_of(m);
-    if (!d) return;
     dit_step *s = &d->step;
     for (int k = 0; s->dhidden && k < m->n_capture; k++) pool_free(m->pool, s->dhidden[k]);
     free(s->dhidden);

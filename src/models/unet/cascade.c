@@ -184,7 +184,6 @@ static const init_rule cascade_inits[] = {{INIT_ZERO, ".gamma|.beta"}, {0}};
 static void cascade_release(model *m)
 {
     cascade_model *d = cascade_of(m);
-    if (!d) return;
     cascade_step *s = &d->step;
     op_state_release(&s->clip_ln), op_state_release(&s->head_ln);
     *s = (cascade_step){0};

@@ -231,7 +231,6 @@ static const init_rule unet_inits[] = {{INIT_ONE, "norm&.weight$"}, {0}};
 static void unet_release(model *m)
 {
     unet_model *d = unet_of(m);
-    if (!d) return;
     unet_step *s = &d->step;
     op_state_release(&s->gn);
     *s = (unet_step){0};

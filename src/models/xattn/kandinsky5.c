@@ -138,7 +138,6 @@ static st_status k5_create(model *m)
 static void k5_release(model *m)
 {
     k5_model *d = k5_of(m);
-    if (!d) return;
     state_free(m->pool, &d->tlast);
     op_state_release(&d->fstats);
     m->ctx.text = NULL; /* the text blocks' output, tlast's */

@@ -128,7 +128,6 @@ static void lx_set_batch(model *m, int64_t batch)
 static void lx_release(model *m)
 {
     ltx2_model *d = lx_of(m);
-    if (!d) return;
     ltx2_ctx *x = &d->ctx;
     for (int s = 0; s < 2; s++) op_state_release(&d->fin_stats[s]);
     x->cross[1] = NULL; /* self[1], which the step held */

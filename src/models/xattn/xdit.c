@@ -235,7 +235,6 @@ static void xd_destroy(model *m)
 static void xd_release(model *m)
 {
     xd_model *d = xd_of(m);
-    if (!d) return;
     state_free(m->pool, &d->vlast);
     for (int k = 0; k < VACE_MAX; k++) pool_free(m->pool, d->hints[k]), pool_free(m->pool, d->dhints[k]);
     memset(d->hints, 0, sizeof d->hints), memset(d->dhints, 0, sizeof d->dhints);
