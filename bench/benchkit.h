@@ -31,7 +31,7 @@ static inline int bench_open(const char *preset, int64_t batch, bench_model *b)
         return fprintf(stderr, "%s\n", st_error()), 1;
     model_init(b->m, 1, true);
     const model_config *mc = &b->mc;
-    const int64_t n = batch * mc->channels * mc->resolution * mc->resolution, L = model_cond_len(mc);
+    const int64_t n = batch * mc->channels * mc->height * mc->width, L = model_cond_len(mc);
     b->x0 = malloc((size_t)n * sizeof(float));
     b->noise = malloc((size_t)n * sizeof(float));
     b->t = malloc((size_t)batch * sizeof(float));

@@ -42,10 +42,10 @@ static void step(model_run *r, const config *cfg)
     int64_t batch = config_int(cfg, "train_batch_size");
     batch = batch < 1 ? 1 : batch > 2 ? 2 : batch;
     const int64_t L = model_cond_len(mc);
-    const double side = mc->patch > 0 ? (double)(mc->resolution / mc->patch) : 0;
-    const double work = (double)model_params(r->m)->weight_count * (double)batch * (side * side + (double)mc->text_len);
+    const double grid = mc->patch > 0 ? (double)(mc->height / mc->patch) * (double)(mc->width / mc->patch) : 0;
+    const double work = (double)model_params(r->m)->weight_count * (double)batch * (grid + (double)mc->text_len);
     int64_t n, conds;
-    if (work > MAX_STEP_WORK || __builtin_mul_overflow(mc->resolution, mc->resolution, &n) ||
+    if (work > MAX_STEP_WORK || __builtin_mul_overflow(mc->height, mc->width, &n) ||
         __builtin_mul_overflow(n, mc->channels, &n) || __builtin_mul_overflow(n, batch, &n) || n > INT64_MAX / 8 ||
         __builtin_mul_overflow(batch, L, &conds) || conds > INT64_MAX / 8)
         return;

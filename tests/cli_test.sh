@@ -569,7 +569,7 @@ expect 0 "an SD3 diffusers folder brings its architecture (its config.json: 2 bl
   "$bin" plan --config "$src/tests/fixtures/simpletuner/sd3.peft-lora.json" \
   --set pretrained_model_name_or_path="$src/tests/fixtures/sd35-medium" --set resolution=64
 expect 1 "SD3's positions: a grid past pos_embed_max_size is refused by name" \
-  "pos_embed_max_size: 8; sd3's table must cover the 64-patch grid" -- \
+  "pos_embed_max_size: 8; sd3's table must cover the 64 x 64 patch grid" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/sd3.peft-lora.json" \
   --set pretrained_model_name_or_path="$src/tests/fixtures/sd35-medium"
 expect 0 "a diffusers folder of weights brings its architecture (its own config.json)" \

@@ -590,7 +590,7 @@ static void capture_step(model *m, const flow_batch *fb, const int64_t *capture,
     const float *pred;
     CHECK(model_forward(m, xt, ts, fb->cond, fb->batch, true, &pred) == ST_OK);
     for (int64_t j = 0; j < total; j++) dpred[j] = 2 * (pred[j] - (fb->noise[j] - fb->x0[j])) / (float)total;
-    const int64_t S = fb->batch * (mc->resolution / mc->patch) * (mc->resolution / mc->patch) * mc->hidden;
+    const int64_t S = fb->batch * (mc->height / mc->patch) * (mc->width / mc->patch) * mc->hidden;
     for (size_t k = 0; k < n; k++) {
         const float *h;
         float *dh;
@@ -791,7 +791,7 @@ static void test_sd3_kept(void)
     CHECK(model_preset("sd3-tiny", &mc) == ST_OK && mc.depth == 3 && mc.dual_attention == 2 && mc.qk_norm);
     pool *p = pool_create(POOL_DEVICE, 0);
     model *m = make_model(p, &mc);
-    const int64_t B = 2, T = (mc.resolution / mc.patch) * (mc.resolution / mc.patch), D = mc.hidden;
+    const int64_t B = 2, T = (mc.height / mc.patch) * (mc.width / mc.patch), D = mc.hidden;
     test_batch *b = make_batch(&mc, B, 3, (float[]){0.3f, 0.7f}, (int64_t[]){1, 2});
     model_set_batch(m, B);
     block_seq *seqs;

@@ -37,7 +37,7 @@ static void test_against_pytorch(attention_mechanism mech)
     CHECKF(sft_open(FIXTURE("dit_tiny_grads.safetensors"), &gf) == ST_OK, "%s", st_error());
     const model_config *mc = model_get_config(m);
     tk_batch b = tk_random_batch(mc, 3, 0);
-    const int64_t img[4] = {3, mc->channels, mc->resolution, mc->resolution};
+    const int64_t img[4] = {3, mc->channels, mc->height, mc->width};
     CHECK(sft_read_f32(bf, "x0", 4, img, b.x0) == ST_OK && sft_read_f32(bf, "noise", 4, img, b.noise) == ST_OK);
     int64_t y[3];
     CHECK(sft_read_f32(bf, "t", 1, (int64_t[]){3}, b.t) == ST_OK && sft_read_i64(bf, "y", 1, (int64_t[]){3}, y) == ST_OK);
@@ -167,10 +167,10 @@ static void test_determinism_and_memory(void)
     }
     CHECKF(zero, "adaLN modulations, the final linear and every bias start at zero");
     const model_config *mc = model_get_config(a);
-    const int64_t G = mc->resolution / mc->patch;
-    float *pos = malloc((size_t)(G * G * mc->hidden) * sizeof(float));
-    pos_embed_2d(pos, G, mc->hidden);
-    tk_expect_bitwise("pos_embed is the sine-cosine table", param_find(pa, "pos_embed")->w, pos, G * G * mc->hidden);
+    const int64_t gh = mc->height / mc->patch, gw = mc->width / mc->patch;
+    float *pos = malloc((size_t)(gh * gw * mc->hidden) * sizeof(float));
+    pos_embed_2d(pos, gh, gw, mc->hidden);
+    tk_expect_bitwise("pos_embed is the sine-cosine table", param_find(pa, "pos_embed")->w, pos, gh * gw * mc->hidden);
     free(pos);
     const param *qkv = param_find(pa, "blocks.0.attn.qkv.weight");
     float bound = (float)sqrt(6.0 / (64 + 192)), mx = 0;

@@ -27,8 +27,8 @@ static void expect_edge(int line, const char *json, int64_t want_resolution)
 {
     model_config mc;
     st_status s = from_json(json, &mc);
-    CHECKF(s == ST_OK && mc.resolution == want_resolution, "line %d: %s: input edge %lld (%s), want %lld", line,
-           json, s ? -1LL : (long long)mc.resolution, s ? st_error() : "ok", (long long)want_resolution);
+    CHECKF(s == ST_OK && mc.height == want_resolution && mc.width == want_resolution, "line %d: %s: input edge %lld "
+           "(%s), want %lld", line, json, s ? -1LL : (long long)mc.height, s ? st_error() : "ok", (long long)want_resolution);
 }
 #define EXPECT_EDGE(json, want) expect_edge(__LINE__, json, want)
 
@@ -49,10 +49,10 @@ static void expect_refusal(int line, const char *json, st_status want, const cha
 static void test_resolution(void)
 {
     model_config mc;
-    CHECK(from_json("{\"model_preset\": \"dit-s2\"}", &mc) == ST_OK && mc.resolution == 32 && mc.vae_scale == 8);
+    CHECK(from_json("{\"model_preset\": \"dit-s2\"}", &mc) == ST_OK && mc.height == 32 && mc.width == 32 && mc.vae_scale == 8);
     EXPECT_EDGE("{\"model_preset\": \"dit-s2\", \"resolution\": 1024}", 128);
     CHECK(from_json("{\"model_preset\": \"dit-s2\", \"resolution\": 1024}", &mc) == ST_OK &&
-          (mc.resolution / mc.patch) * (mc.resolution / mc.patch) == 4096);
+          (mc.height / mc.patch) * (mc.width / mc.patch) == 4096);
     EXPECT_EDGE("{\"model_preset\": \"dit-s2\", \"resolution\": 256, \"resolution_type\": \"pixel\"}", 32);
     EXPECT_EDGE("{\"model_preset\": \"dit-s2\", \"resolution\": 1.0, \"resolution_type\": \"area\"}", 128);
     EXPECT_EDGE("{\"model_preset\": \"dit-s2\", \"resolution\": 0.25, \"resolution_type\": \"area\"}", 64);
@@ -92,12 +92,12 @@ static void test_families(void)
     CHECK(from_json("{\"model_family\": \"sd3\", \"model_preset\": \"sd3-medium\"}", &mc) == ST_OK &&
           !mc.qk_norm && !mc.dual_attention && mc.pos_embed_max == 192);
     EXPECT_REFUSAL("{\"model_family\": \"sd3\", \"model_preset\": \"sd3-tiny\", \"resolution\": 512, "
-                   "\"vae_scale_factor\": 8}", ST_ERR_INVALID, "pos_embed_max_size: 16", "32-patch grid");
+                   "\"vae_scale_factor\": 8}", ST_ERR_INVALID, "pos_embed_max_size: 16", "32 x 32 patch grid");
     CHECK(from_json("{\"model_family\": \"auraflow\"}", &mc) == ST_OK && !strcmp(mc.preset, "auraflow") &&
           mc.depth == 4 && mc.single_depth == 32 && mc.hidden == 3072 && mc.heads == 12 && mc.pos_embed_max == 96 &&
           mc.text_len == 120 && mc.text_dim == 2048 && !mc.pooled_dim && mc.channels == 4);
     EXPECT_REFUSAL("{\"model_family\": \"auraflow\", \"model_preset\": \"auraflow-tiny\", \"resolution\": 256, "
-                   "\"vae_scale_factor\": 8}", ST_ERR_INVALID, "pos_embed_max_size: 8 x 8", "16-patch grid");
+                   "\"vae_scale_factor\": 8}", ST_ERR_INVALID, "pos_embed_max_size: 8 x 8", "16 x 16 patch grid");
     EXPECT_REFUSAL("{\"model_family\": \"auraflow\", \"model_flavour\": \"pony\"}", ST_ERR_UNSUPPORTED,
                    "model_flavour pony of auraflow (AuraFlow): not built yet", "v0.3:auraflow");
     /* longcat_image: LongCat-Image's published sizes for final and dev; edit needs reference-image tokens */
@@ -159,7 +159,7 @@ static void test_families(void)
     CHECK(from_json("{\"model_family\": \"wan\", \"model_flavour\": \"vace-14b-2.1\", \"num_frames\": 81}", &mc) ==
               ST_OK && !strcmp(mc.preset, "wan-vace-14b") && mc.vace_count == 8 && mc.vace_every == 5 &&
           mc.vace_channels == 96 && (mc.vace_count > 0) &&
-          model_cond_len(&mc) == mc.text_len * mc.text_dim + 96 * 21 * mc.resolution * mc.resolution);
+          model_cond_len(&mc) == mc.text_len * mc.text_dim + 96 * 21 * mc.height * mc.width);
     CHECK(from_json("{\"model_family\": \"wan\", \"model_flavour\": \"vace-1.3b-2.1\"}", &mc) == ST_OK &&
           mc.vace_count == 15 && mc.vace_every == 2 && mc.hidden == 1536);
     /* LTX-2: dev (and its quantised files) is LTX-2.0's 19B; 121 frames are 16 latent frames and 121 audio latents */
@@ -280,7 +280,7 @@ static void test_auraflow_json(void)
     CHECK(model_preset("auraflow-tiny", &mc) == ST_OK);
     tk_write_file(dir, "config.json", "{\"_class_name\": \"AuraFlowTransformer2DModel\", \"pos_embed_max_size\": "
                                       "9216}"); /* v0.3's; the rest diffusers' defaults */
-    mc.resolution = 128;
+    mc.height = mc.width = 128;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 4 && mc.single_depth == 32 &&
                mc.hidden == 3072 && mc.heads == 12 && mc.text_dim == 2048 && mc.pos_embed_max == 96 && mc.patch == 2 &&
                mc.channels == 4 && !mc.pooled_dim, "%s", st_error());
@@ -307,7 +307,7 @@ static void test_longcat_json(void)
     CHECK(model_preset("longcat-image-tiny", &mc) == ST_OK);
     tk_write_file(dir, "config.json", "{\"_class_name\": \"LongCatImageTransformer2DModel\", \"num_layers\": 10, "
                                       "\"num_single_layers\": 20, \"pooled_projection_dim\": 3584}");
-    mc.resolution = 128;
+    mc.height = mc.width = 128;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 10 && mc.single_depth == 20 &&
                mc.hidden == 3072 && mc.heads == 24 && mc.text_dim == 3584 && !mc.pooled_dim && mc.channels == 16 &&
                mc.patch == 2 && mc.rope_axes[1] == 56, "%s", st_error());
@@ -334,7 +334,7 @@ static void test_kandinsky5_json(void)
     char json[600];
     snprintf(json, sizeof json, lite, "false", "regular");
     tk_write_file(dir, "config.json", json);
-    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
                mc.heads == want.heads && mc.text_blocks == want.text_blocks && mc.time_dim == want.time_dim &&
                mc.ffn_dim == want.ffn_dim && mc.channels == want.channels && mc.text_dim == want.text_dim &&
@@ -444,13 +444,13 @@ static void test_flux2(void)
     tk_write_file(dir, "config.json", "{\"_class_name\": \"Flux2Transformer2DModel\", \"num_layers\": 5, "
                                       "\"num_single_layers\": 20, \"num_attention_heads\": 24, "
                                       "\"joint_attention_dim\": 7680, \"guidance_embeds\": false}"); /* klein 4B's */
-    mc.resolution = 128;
+    mc.height = mc.width = 128;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 5 && mc.single_depth == 20 &&
                mc.hidden == 3072 && mc.heads == 24 && mc.text_dim == 7680 && !mc.guidance_embeds && mc.channels == 32 &&
                mc.patch == 2 && mc.time_channels == 256 && mc.rope_axes[2] == 32 && !mc.pooled_dim, "%s", st_error());
     tk_write_file(dir, "config.json", "{\"_class_name\": \"Flux2Transformer2DModel\"}"); /* dev's: guidance on */
     CHECK(model_preset("flux2-tiny", &mc) == ST_OK);
-    mc.resolution = 128, mc.guidance_embeds = false;
+    mc.height = mc.width = 128, mc.guidance_embeds = false;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.guidance_embeds && mc.hidden == 6144, "%s", st_error());
 #define F2 "{\"_class_name\": \"Flux2Transformer2DModel\", "
     const char *bad[][2] = {
@@ -464,7 +464,7 @@ static void test_flux2(void)
     expect_json_refusals(dir, "config.json", "flux2-tiny", bad, sizeof bad / sizeof *bad, 0, false);
     tk_write_file(dir, "config.json", "{\"_class_name\": \"ChromaTransformer2DModel\", \"approximator_layers\": 3}");
     CHECK(model_preset("chroma-tiny", &mc) == ST_OK);
-    mc.resolution = 128;
+    mc.height = mc.width = 128;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 19 && mc.single_depth == 38 &&
                mc.text_dim == 4096 && !mc.pooled_dim && mc.approx_channels == 64 && mc.approx_hidden == 5120 &&
                mc.approx_layers == 3, "%s", st_error());
@@ -489,7 +489,7 @@ static void test_qwen_json(void)
     char dir[] = "/tmp/segtrain-qwen-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     tk_write_file(dir, "config.json", "{\"_class_name\": \"QwenImageTransformer2DModel\"}"); /* defaults: Qwen-Image */
-    mc.resolution = 128;
+    mc.height = mc.width = 128;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 60 && mc.hidden == 3072 && mc.heads == 24 &&
                mc.channels == 16 && mc.text_dim == 3584 && mc.rope_axes[0] == 16 && mc.rope_axes[1] == 56,
            "%s", st_error());
@@ -540,14 +540,14 @@ static void test_hunyuanvideo(void)
           !strcmp(mc.preset, "hunyuanvideo-1.0") && mc.depth == 20 && mc.single_depth == 40 && mc.hidden == 3072 &&
           mc.refiner_depth == 2 && mc.text_dim == 4096 && mc.pooled_dim == 768 && mc.guidance_embeds && mc.frames == 1);
     CHECK(from_json("{\"model_family\": \"hunyuanvideo\", \"model_flavour\": \"1.0\", \"num_frames\": 33, "
-                    "\"resolution\": 480}", &mc) == ST_OK && mc.frames == 9 && mc.resolution == 60 &&
+                    "\"resolution\": 480}", &mc) == ST_OK && mc.frames == 9 && mc.height == 60 && mc.width == 60 &&
           model_sample_numel(&mc) == 16 * 9 * 60 * 60);
     EXPECT_REFUSAL("{\"model_family\": \"hunyuanvideo\", \"model_flavour\": \"1.0\", \"num_frames\": 32}",
                    ST_ERR_INVALID, "num_frames: 32", "4 k + 1");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"num_frames\": 5}", ST_ERR_INVALID, "num_frames: 5",
                    "an image family takes 1");
     CHECK(model_preset("hunyuanvideo-tiny", &mc) == ST_OK && mc.frames == 2);
-    mc.resolution = 8;
+    mc.height = mc.width = 8;
     CHECKF(model_config_from_diffusers(SEGTRAIN_SOURCE_DIR "/tests/fixtures/hunyuanvideo", &mc) == ST_OK &&
                mc.depth == 1 && mc.single_depth == 1 && mc.refiner_depth == 1 && mc.hidden == 32 && mc.heads == 2 &&
                mc.channels == 4 && mc.patch == 2 && mc.patch_t == 1 && mc.text_dim == 24 && mc.pooled_dim == 20 &&
@@ -578,13 +578,13 @@ static void test_hunyuanvideo(void)
           mc.channels == 32 && mc.cond_channels == 33 && mc.text_len == 1000 && mc.text2_len == 256 &&
           mc.vae_scale == 16 && mc.patch == 1);
     CHECK(from_json("{\"model_family\": \"hunyuanvideo\", \"model_flavour\": \"t2v-720p\", \"resolution\": 720, "
-                    "\"num_frames\": 121}", &mc) == ST_OK && mc.resolution == 45 && mc.frames == 31);
+                    "\"num_frames\": 121}", &mc) == ST_OK && mc.height == 45 && mc.width == 45 && mc.frames == 31);
     EXPECT_REFUSAL("{\"model_family\": \"hunyuanvideo\", \"model_flavour\": \"i2v-480p\"}", ST_ERR_UNSUPPORTED,
                    "model_flavour i2v-480p of hunyuanvideo", "first frame's latents");
     EXPECT_REFUSAL("{\"model_family\": \"hunyuanvideo\", \"model_preset\": \"flux-dev\"}", ST_ERR_INVALID,
                    "flux-dev belongs to the flux family, but model_family is hunyuanvideo");
     CHECK(model_preset("hunyuanvideo15-tiny", &mc) == ST_OK);
-    mc.resolution = 8;
+    mc.height = mc.width = 8;
     CHECKF(model_config_from_diffusers(SEGTRAIN_SOURCE_DIR "/tests/fixtures/hunyuanvideo15", &mc) == ST_OK &&
                mc.depth == 2 && mc.refiner_depth == 1 && mc.channels == 4 && mc.cond_channels == 5 && mc.patch == 1 &&
                mc.text_dim == 24 && mc.text2_dim == 12 && mc.image_dim == 8 && !mc.pooled_dim && !mc.guidance_embeds,
@@ -803,7 +803,7 @@ static void test_lumina2_json(void)
                   "\"sample_size\": 128, \"scaling_factor\": 1.0}");
     model_config mc, want;
     CHECK(model_preset("lumina2-tiny", &mc) == ST_OK && model_preset("lumina2", &want) == ST_OK);
-    mc.resolution = want.resolution;
+    mc.height = want.height, mc.width = want.width;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 26 && mc.refiner_depth == 2 &&
                mc.hidden == want.hidden && mc.heads == want.heads && mc.kv_heads == want.kv_heads &&
                mc.ffn_dim == want.ffn_dim && mc.ffn_dim == 9216 && mc.text_dim == want.text_dim &&
@@ -845,7 +845,7 @@ static void test_zimage_json(void)
                   "\"norm_eps\": 1e-05, \"qk_norm\": true, \"rope_theta\": 256.0, \"t_scale\": 1000.0}");
     model_config mc, want;
     CHECK(model_preset("z-image-tiny", &mc) == ST_OK && model_preset("z-image", &want) == ST_OK);
-    mc.resolution = want.resolution;
+    mc.height = want.height, mc.width = want.width;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 30 && mc.refiner_depth == 2 &&
                mc.hidden == want.hidden && mc.heads == want.heads && mc.kv_heads == 30 && mc.ffn_dim == 10240 &&
                mc.ffn_dim == want.ffn_dim && mc.text_dim == 2560 && mc.rope_axes[0] == 32 && mc.rope_axes[2] == 48 &&
@@ -873,7 +873,7 @@ static void test_zimage_json(void)
                   "\"patch_size\": 1, \"qk_layernorm\": true, \"rope_axes_dim\": [32, 48, 48], \"rope_theta\": 256, "
                   "\"text_in_dim\": 3072}"); /* baidu/ERNIE-Image's */
     CHECK(model_preset("ernie-tiny", &mc) == ST_OK && model_preset("ernie-image", &want) == ST_OK);
-    mc.resolution = want.resolution, mc.vae_scale = want.vae_scale;
+    mc.height = want.height, mc.width = want.width, mc.vae_scale = want.vae_scale;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
                mc.heads == want.heads && mc.ffn_dim == want.ffn_dim && mc.channels == want.channels &&
                mc.text_dim == want.text_dim && mc.norm_eps == want.norm_eps && mc.rope_axes[1] == want.rope_axes[1] &&
@@ -892,7 +892,7 @@ static void test_zimage_json(void)
     tk_write_file(dir, "config.json", "{\"_class_name\": \"Ideogram4Transformer2DModel\", \"num_layers\": 34, "
                   "\"attention_head_dim\": 256, \"mrope_section\": [24, 20, 20]}");
     CHECK(model_preset("ideogram-tiny", &mc) == ST_OK && model_preset("ideogram-4", &want) == ST_OK);
-    mc.resolution = want.resolution, mc.vae_scale = want.vae_scale;
+    mc.height = want.height, mc.width = want.width, mc.vae_scale = want.vae_scale;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
                mc.heads == want.heads && mc.ffn_dim == want.ffn_dim && mc.time_dim == want.time_dim &&
                mc.text_dim == want.text_dim && mc.channels == want.channels &&
@@ -934,7 +934,7 @@ static void test_omnigen_json(void)
     tk_write_file(dir, "config.json", text);
     model_config mc, want;
     CHECK(model_preset("omnigen-tiny", &mc) == ST_OK && model_preset("omnigen-v1", &want) == ST_OK);
-    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
                mc.heads == want.heads && mc.kv_heads == want.kv_heads && mc.ffn_dim == want.ffn_dim &&
                mc.text_vocab == want.text_vocab && mc.text_pad == want.text_pad && mc.text_dim == 1 &&
@@ -980,7 +980,7 @@ static void test_krea2_json(void)
                   "\"axes_dims_rope\": [32, 48, 48], \"rope_theta\": 1000.0, \"norm_eps\": 1e-05}");
     model_config mc, want;
     CHECK(model_preset("krea2-tiny", &mc) == ST_OK && model_preset("krea2", &want) == ST_OK);
-    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
                mc.heads == want.heads && mc.kv_heads == want.kv_heads && mc.ffn_dim == want.ffn_dim &&
                mc.channels == want.channels && mc.patch == 2 && mc.text_dim == want.text_dim &&
@@ -1025,7 +1025,7 @@ static void test_flux3_json(void)
                   "\"axes_dims_rope\": [32, 32, 32, 32], \"rope_theta\": 10000, \"eps\": 1e-06, \"flow_map\": false}");
     model_config mc, want;
     CHECK(model_preset("flux3-tiny", &mc) == ST_OK && model_preset("flux3-klein", &want) == ST_OK);
-    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth &&
                mc.single_depth == want.single_depth && mc.hidden == want.hidden && mc.heads == want.heads &&
                mc.channels == want.channels && mc.patch == 2 && mc.text_dim == want.text_dim &&
@@ -1060,7 +1060,7 @@ static void test_qwen21_json(void)
                   "\"causal_condition\": true}");
     model_config mc, want;
     CHECK(model_preset("qwen-image-2.1-tiny", &mc) == ST_OK && model_preset("qwen-image-2.1", &want) == ST_OK);
-    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
                mc.heads == want.heads && mc.channels == want.channels && mc.patch == 2 &&
                mc.text_dim == want.text_dim && !memcmp(mc.rope_axes, want.rope_axes, sizeof mc.rope_axes) &&
@@ -1076,7 +1076,7 @@ static void test_qwen21_json(void)
     expect_json_refusals(dir, "config.json", "qwen-image-2.1-tiny", bad, sizeof bad / sizeof *bad, 0, false);
     /* its image rows fill encoder slots of 2 x 2 tokens: a grid of an odd number of tokens is refused */
     CHECK(model_preset("qwen-image-2.1-tiny", &mc) == ST_OK);
-    mc.resolution = 6;
+    mc.height = mc.width = 6;
     CHECKF(model_config_check(&mc) == ST_ERR_INVALID && strstr(st_error(), "multiple of 4"), "%s", st_error());
     CHECK(from_json("{\"model_family\": \"qwen_image\", \"model_flavour\": \"v2.1\"}", &mc) == ST_OK &&
           !strcmp(mc.preset, "qwen-image-2.1") && !strcmp(mc.family, "qwen_image21"));
@@ -1099,7 +1099,7 @@ static void test_minimax_json(void)
                   "\"final_norm_eps\": 1e-05}");
     model_config mc, want;
     CHECK(model_preset("minimaxh3-tiny", &mc) == ST_OK && model_preset("minimaxh3", &want) == ST_OK);
-    mc.resolution = want.resolution, mc.text_len = want.text_len, mc.frames = want.frames;
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len, mc.frames = want.frames;
     mc.vae_scale = want.vae_scale;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
                mc.heads == want.heads && mc.head_dim == want.head_dim && mc.refiner_depth == want.refiner_depth &&
@@ -1150,7 +1150,7 @@ static void test_cosmos3_json(void)
                   "\"qk_norm_for_text\": true, \"use_und_k_norm_for_gen\": false}");
     model_config mc, want;
     CHECK(model_preset("cosmos3-tiny", &mc) == ST_OK && model_preset("cosmos3-nano", &want) == ST_OK);
-    mc.resolution = want.resolution, mc.text_len = want.text_len, mc.vae_scale = want.vae_scale;
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len, mc.vae_scale = want.vae_scale;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
                mc.heads == want.heads && mc.kv_heads == want.kv_heads && mc.head_dim == want.head_dim &&
                mc.ffn_dim == want.ffn_dim && mc.channels == want.channels && mc.patch == want.patch &&
@@ -1202,7 +1202,7 @@ static void test_unet_json(void)
                   "[\"UpBlock2D\", \"CrossAttnUpBlock2D\", \"CrossAttnUpBlock2D\", \"CrossAttnUpBlock2D\"]}");
     model_config mc, want;
     CHECK(model_preset("sd1x-tiny", &mc) == ST_OK && model_preset("sd15", &want) == ST_OK);
-    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.depth == 45 &&
                mc.hidden == want.hidden && mc.channels == want.channels && mc.text_dim == want.text_dim &&
                mc.unet_levels == 4 && mc.unet_layers == 2 && mc.unet_mid == 1 && mc.norm_groups == 32 &&
@@ -1239,7 +1239,7 @@ static void test_unet_json(void)
                   "[\"CrossAttnUpBlock2D\", \"CrossAttnUpBlock2D\", \"UpBlock2D\"], \"upcast_attention\": null, "
                   "\"use_linear_projection\": true}");
     CHECK(model_preset("sdxl-tiny", &mc) == ST_OK && model_preset("sdxl", &want) == ST_OK);
-    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
                mc.text_dim == 2048 && mc.pooled_dim == 1280 && mc.time_channels == 256 && mc.unet_levels == 3 &&
                mc.unet_mid == 10 && mc.unet_linear && want.unet_linear && mc.pooled_dim == want.pooled_dim &&
@@ -1267,7 +1267,7 @@ static void test_unet_json(void)
                   "\"transformer_layers_per_block\": [1, 2, 10], \"up_block_types\": [\"CrossAttnUpBlock2D\", "
                   "\"CrossAttnUpBlock2D\", \"UpBlock2D\"], \"use_linear_projection\": true}");
     CHECK(model_preset("kolors-tiny", &mc) == ST_OK && model_preset("kolors", &want) == ST_OK);
-    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.text_dim == 4096 &&
                mc.unet_cross == 2048 && mc.pooled_dim == 4096 && mc.text_dim == want.text_dim &&
                mc.unet_cross == want.unet_cross && mc.pooled_dim == want.pooled_dim &&
@@ -1312,7 +1312,7 @@ static void test_cascade_json(void)
     tk_write_file(dir, "config.json", SC_C "\"dropout\": [0.0, 0.0]}");
     model_config mc, want;
     CHECK(model_preset("stable-cascade-tiny", &mc) == ST_OK && model_preset("stable-cascade-c", &want) == ST_OK);
-    mc.resolution = want.resolution, mc.text_len = want.text_len;
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.depth == 195 &&
                mc.hidden == want.hidden && mc.channels == 16 && mc.text_dim == 1280 && mc.pooled_dim == 1280 &&
                mc.image_dim == 768 && mc.unet_cross == 2048 && mc.clip_seq == 4 && mc.time_channels == 64 &&
@@ -1366,7 +1366,7 @@ static void test_sana_json(void)
                   "\"interpolation_scale\": null, \"guidance_embeds\": false, \"qk_norm\": null}");
     model_config mc, want;
     CHECK(model_preset("sana-tiny", &mc) == ST_OK && model_preset("sana-1.6b-1024", &want) == ST_OK);
-    mc.resolution = want.resolution, mc.text_len = want.text_len, mc.vae_scale = want.vae_scale;
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len, mc.vae_scale = want.vae_scale;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
                mc.heads == want.heads && mc.cross_heads == want.cross_heads && mc.ffn_dim == want.ffn_dim &&
                mc.channels == want.channels && mc.text_dim == want.text_dim && mc.patch == 1 && !mc.qk_norm &&
@@ -1410,7 +1410,7 @@ static void test_sanavideo_json(void)
                   "\"qk_norm\": \"rms_norm_across_heads\", \"rope_max_seq_len\": 1024}");
     model_config mc, want;
     CHECK(model_preset("sanavideo-tiny", &mc) == ST_OK && model_preset("sanavideo-2b-480p", &want) == ST_OK);
-    mc.resolution = want.resolution, mc.text_len = want.text_len, mc.vae_scale = want.vae_scale, mc.frames = 1;
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len, mc.vae_scale = want.vae_scale, mc.frames = 1;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
                mc.heads == want.heads && mc.cross_heads == want.cross_heads && mc.ffn_dim == want.ffn_dim &&
                mc.channels == want.channels && mc.text_dim == want.text_dim && mc.patch == 2 && mc.patch_t == 1 &&

@@ -35,7 +35,7 @@ static batch make_batch(const model_config *mc, uint64_t seed)
 {
     static float t[2] = {0.3f, 0.7f};
     static float y[2] = {2, 10};
-    const int64_t n = 2 * mc->channels * mc->resolution * mc->resolution;
+    const int64_t n = 2 * mc->channels * mc->height * mc->width;
     batch b = {.x0 = malloc((size_t)n * sizeof(float)), .noise = malloc((size_t)n * sizeof(float))};
     rng_fill_normal(b.x0, n, seed, 1, 0, 1);
     rng_fill_normal(b.noise, n, seed, 2, 0, 1);

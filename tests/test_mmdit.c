@@ -123,7 +123,7 @@ static void test_names(void)
 static void predict(model *m, const char *caption, float *out)
 {
     const model_config *mc = model_get_config(m);
-    const int64_t per = mc->channels * mc->resolution * mc->resolution;
+    const int64_t per = mc->channels * mc->height * mc->width;
     float *x = malloc((size_t)per * sizeof(float)), t = 500.0f;
     rng_fill_normal(x, per, 3, 1, 0, 1);
     float *cond = malloc((size_t)model_cond_len(mc) * sizeof(float));
@@ -143,7 +143,7 @@ static void test_conditioning(void)
     model *m;
     CHECK(model_create(&mc, p, &m) == ST_OK);
     model_init(m, 5, true);
-    const int64_t per = mc.channels * mc.resolution * mc.resolution;
+    const int64_t per = mc.channels * mc.height * mc.width;
     float *a = malloc((size_t)per * sizeof(float)), *b = malloc((size_t)per * sizeof(float));
     float *c = malloc((size_t)per * sizeof(float));
     predict(m, "a red circle", a);

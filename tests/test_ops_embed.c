@@ -264,12 +264,12 @@ static void test_video_patches(void)
 
 /* ---- fixed tables ---- */
 
-static void pos_ref(double *t, int64_t grid, int64_t d)
+static void pos_ref(double *t, int64_t rows, int64_t cols, int64_t d)
 {
     int64_t e = d / 2, half = e / 2;
-    for (int64_t r = 0; r < grid; r++)
-        for (int64_t q = 0; q < grid; q++) {
-            double *row = t + (r * grid + q) * d;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t q = 0; q < cols; q++) {
+            double *row = t + (r * cols + q) * d;
             for (int64_t j = 0; j < half; j++) {
                 double om = 1.0 / pow(10000.0, (double)j / (double)half);
                 row[j] = sin((double)q * om);
@@ -285,8 +285,8 @@ static void test_pos_embed(void)
     /* small: grid 4, d 16 (E 8, w_1 = 10000^(-1/4) = 0.1) */
     float t[16 * 16];
     double ref[16 * 16];
-    pos_embed_2d(t, 4, 16);
-    pos_ref(ref, 4, 16);
+    pos_embed_2d(t, 4, 4, 16);
+    pos_ref(ref, 4, 4, 16);
     tk_expect_close("pos_embed_2d grid 4 d 16 vs formula", t, ref, 16 * 16, 2e-7);
     const float *k1 = t + 1 * 16; /* (r 0, q 1) */
     expect_value("pos (0,1) ch 0 = sin(1)", k1[0], 0.8414709848078965, 1e-7);
@@ -303,10 +303,19 @@ static void test_pos_embed(void)
     const int64_t g = 16, d = 384;
     float *tb = fbuf(g * g * d);
     double *rb = dbuf(g * g * d);
-    pos_embed_2d(tb, g, d);
-    pos_ref(rb, g, d);
+    pos_embed_2d(tb, g, g, d);
+    pos_ref(rb, g, g, d);
     tk_expect_close("pos_embed_2d grid 16 d 384 vs formula", tb, rb, g * g * d, 2e-7);
     free(tb), free(rb);
+
+    /* a 3 x 5 grid: the column in the first half, the row in the second, row-major */
+    float w[15 * 8];
+    double rw[15 * 8];
+    pos_embed_2d(w, 3, 5, 8);
+    pos_ref(rw, 3, 5, 8);
+    tk_expect_close("pos_embed_2d grid 3 x 5 d 8 vs formula", w, rw, 15 * 8, 2e-7);
+    expect_value("pos (1,4) ch 0 = sin(4)", w[9 * 8], -0.7568024953079282, 1e-7);
+    expect_value("pos (1,4) ch E = sin(1)", w[9 * 8 + 4], 0.8414709848078965, 1e-7);
 }
 
 static void test_timestep(void)

@@ -200,7 +200,7 @@ static void test_fixture(const char *name, const char *preset)
     const sft_tensor *ehs2 = sft_find(f, "encoder_hidden_states_2"); /* hunyuanvideo15's ByT5 tokens */
     model_config mc;
     CHECK(model_preset(preset, &mc) == ST_OK);
-    mc.resolution = R, mc.text_len = L, mc.frames = F, mc.text2_len = ehs2 ? ehs2->shape[1] : 0;
+    mc.height = mc.width = R, mc.text_len = L, mc.frames = F, mc.text2_len = ehs2 ? ehs2->shape[1] : 0;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
     const sft_tensor *llt = sft_find(f, "llama_hidden_states"); /* HiDream's: (B, blocks, tokens, width) */
     if (llt) mc.llama_len = llt->shape[2];
@@ -366,7 +366,7 @@ static void test_wan_animate(void)
     const int64_t B = lat->shape[0], C = lat->shape[1], F = lat->shape[2], R = lat->shape[4], L = ehs->shape[1];
     model_config mc;
     CHECK(model_preset("wan-animate-tiny", &mc) == ST_OK);
-    mc.resolution = R, mc.text_len = L, mc.frames = F, mc.image_tokens = img->shape[1];
+    mc.height = mc.width = R, mc.text_len = L, mc.frames = F, mc.image_tokens = img->shape[1];
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
     CHECK(mc.channels == C && mc.text_dim == ehs->shape[2] && mc.image_dim == img->shape[2] && mc.face_every == 1 &&
           mc.cond_channels == C + 4 && model_face_frames(&mc) == 4 * F - 7);
@@ -422,7 +422,7 @@ static void test_anyflow_meanflow(void)
     config_free(cfg);
     model_config mc;
     CHECK(model_preset("wan-anyflow-tiny", &mc) == ST_OK);
-    mc.resolution = R, mc.text_len = L, mc.frames = F;
+    mc.height = mc.width = R, mc.text_len = L, mc.frames = F;
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
     pool *p = NULL;
     model *m = fixture_model(dir, &mc, &p);
@@ -481,7 +481,7 @@ static void test_ltx2(void)
     const int64_t B = lat->shape[0], L = ehs->shape[1], Ct = ehs->shape[2];
     model_config mc;
     CHECK(model_preset("ltxvideo2-tiny", &mc) == ST_OK);
-    mc.text_len = L, mc.frames = 2, mc.resolution = 8; /* the fixture's (2, 8, 8) latent frames */
+    mc.text_len = L, mc.frames = 2, mc.height = mc.width = 8; /* the fixture's (2, 8, 8) latent frames */
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
     const int64_t per = model_sample_numel(&mc), K = model_cond_len(&mc);
     CHECK(mc.text_dim == 2 * Ct && mc.audio_hidden == 16 && mc.audio_heads == 2 && model_audio_tokens(&mc) == 9 &&

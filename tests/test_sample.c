@@ -22,7 +22,7 @@ static model *make(pool *p, int64_t channels)
     model *m = NULL;
     CHECK(model_preset("dit-tiny", &mc) == ST_OK);
     mc.channels = channels;
-    mc.resolution = RES;
+    mc.height = mc.width = RES;
     CHECKF(model_create(&mc, p, &m) == ST_OK, "%s", st_error());
     /* every weight non-zero: DiT's own init zeroes the final layer, which would make v = 0 and images = noise */
     if (m) model_init(m, 11, true);

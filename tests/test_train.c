@@ -241,7 +241,7 @@ static void test_captions_steer_mmdit(void)
     for (int k = 0; t && k < 200; k++) CHECKF(trainer_step(t, &in) == ST_OK, "%s", st_error());
     model *m = t ? trainer_model(t) : NULL;
     const model_config *mc = m ? model_get_config(m) : NULL;
-    const int n = 4, r = mc ? (int)mc->resolution : 0;
+    const int n = 4, r = mc ? (int)mc->height : 0;
     /* same shape colour, two backgrounds; two shape colours, one background */
     const char *captions[4] = {"a red circle on a navy background", "a red circle on a brown background",
                                "a blue triangle on a gray background", "a yellow diamond on a gray background"};
@@ -454,7 +454,7 @@ static void test_sizes_that_overflow(void)
     printf("     %s\n", st_error());
     CHECKF(model_create(&mc, p, &m) == ST_ERR_INVALID && !m, "and refused before allocating: %s", st_error());
     CHECK(model_preset("dit-tiny", &mc) == ST_OK);
-    mc.patch = 1, mc.resolution = 65536; /* 2^32 tokens: attention's probabilities alone are 2^66 floats */
+    mc.patch = 1, mc.height = mc.width = 65536; /* 2^32 tokens: attention's probabilities alone are 2^66 floats */
     CHECKF(model_create(&mc, NULL, &m) == ST_ERR_INVALID && strstr(st_error(), "resolution"), "%s", st_error());
     CHECK(model_preset("dit-tiny", &mc) == ST_OK);
     mc.hidden = 1ll << 26, mc.depth = 64; /* every tensor fits, their total does not */
@@ -464,7 +464,7 @@ static void test_sizes_that_overflow(void)
     printf("     %s\n", st_error());
 
     CHECK(model_preset("dit-tiny", &mc) == ST_OK);
-    mc.patch = 1, mc.resolution = 1024; /* one sample fits; 2^16 of them do not */
+    mc.patch = 1, mc.height = mc.width = 1024; /* one sample fits; 2^16 of them do not */
     model_run r = {.device = pool_create_dry(POOL_DEVICE, 0), .host = pool_create_dry(POOL_HOST, 0)};
     CHECKF(model_create(&mc, r.device, &r.m) == ST_OK && model_set_host_pool(r.m, r.host) == ST_OK, "%s", st_error());
     pool_stats dev = {0}, host = {0};

@@ -348,7 +348,7 @@ void tk_dry_loss(const model_config *mc, const ckpt_settings *cs, int64_t n, poo
     st_status st = model_create(mc, d, &m);
     if (!st) st = model_set_host_pool(m, h);
     if (!st) st = model_set_checkpointing(m, cs, NULL, 0);
-    const int64_t per = mc->channels * mc->resolution * mc->resolution, L = model_cond_len(mc);
+    const int64_t per = mc->channels * mc->height * mc->width, L = model_cond_len(mc);
     float *x0 = NULL, *noise = NULL, *t = NULL;
     float *cond = NULL;
     if (!st) st = pool_alloc(in, (size_t)(n * per) * sizeof(float), MEM_ACTIVATIONS, "x0", (void **)&x0);

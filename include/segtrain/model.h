@@ -24,9 +24,9 @@ typedef struct model_config {
                         HunyuanVideo15Transformer3DModel's), ... */
     char preset[24]; /* longcat-image-tiny */
     int64_t depth, hidden, heads, patch, channels, classes;
-    int64_t resolution; /* the model's input edge, in latent pixels */
+    int64_t height, width; /* the latent's rows and columns (latent pixels; 1 and 1 for audio) */
     int64_t frames, patch_t; /* video: the input's latent frames and the patch's (1 and 1 for images) */
-    int64_t vae_scale;  /* image pixels per latent pixel along an edge: the image edge is resolution * vae_scale */
+    int64_t vae_scale;  /* image pixels per latent pixel along an edge: the image is height x width times it */
     int64_t single_depth;          /* mmdit: single-stream blocks after the `depth` double-stream ones */
     int64_t text_len, text_vocab;  /* mmdit, flux: text tokens per caption, and the built-in word table's rows */
     int64_t text_dim, pooled_dim;  /* mmdit, flux: the text encoder's width (joint_attention_dim) and its pooled
@@ -198,6 +198,8 @@ const char *model_text_width(const model_config *mc);
 /* plan's line for the model ("model <preset> (<family>): <blocks>, width ..., <tokens> of <grid>, ... attention;
  * batch N"), without the newline. */
 void model_describe(const model_config *mc, int64_t batch, char *buf, size_t n);
+/* An image's size in pixels as SimpleTuner writes it: "1024" for a square, "1216x832" (width x height) otherwise. */
+void model_pixels(const model_config *mc, char *buf, size_t n);
 /* Whether model_family (a segtrain topology or a SimpleTuner family by SimpleTuner's name, or its example
  * folder's) and model_flavour can be built: ST_OK for dit, mmdit and skipdit (whatever the flavour: they have
  * none, and a SimpleTuner file planned on them keeps its own); else one line naming the family,
@@ -222,7 +224,7 @@ bool model_family_builds(const char *family, const char *topology);
 const char *model_preset_name(int i);
 /* The i-th family name that model_family takes (segtrain's three, then SimpleTuner's), NULL past the last. */
 const char *model_family_name(int i);
-/* Checks sizes that must fit together (heads divide the width, the patch divides the resolution, ...). */
+/* Checks sizes that must fit together (heads divide the width, the patch divides height and width, ...). */
 st_status model_config_check(const model_config *mc);
 
 typedef struct model model;
@@ -286,12 +288,14 @@ void model_null_condition(const model_config *mc, float *cond);
  * buffers by the batch before that. */
 st_status model_check_batch(const model *m, int64_t batch);
 
-/* The floats of one sample's latent: channels x frames x resolution^2 (LTX-2: and its audio latents). */
+/* The floats of one sample's latent: channels x frames x height x width (LTX-2: and its audio latents). */
 int64_t model_sample_numel(const model_config *mc);
 /* The floats of a sample that a dataset gives and the loss reads: its first model_loss_numel; the rest (LTX-2's
  * audio, when the data has none) is zero in x0, noised as the rest, and masked out of the loss, as SimpleTuner
  * does for a batch without audio latents. */
 int64_t model_loss_numel(const model_config *mc);
+/* The image's (or video's) tokens: frames x rows x columns of patches. */
+int64_t model_image_tokens(const model_config *mc);
 
 /* Predicts from x (batch, channels, frames, res, res) ((batch, channels, res, res) for images), timesteps (batch) and cond (batch x model_cond_len floats).
  * *pred (same shape as x) stays valid until model_backward or model_release. With train, forward keeps what

@@ -472,8 +472,9 @@ typedef enum patch_order { PATCH_CONV, PATCH_DIT } patch_order;
 void unpatchify_forward(float *latent, const float *tokens, const patch_shape *s, patch_order order);
 void unpatchify_backward(float *dtokens, const float *dlatent, const patch_shape *s, patch_order order);
 
-/* The fixed 2D sine-cosine position table (grid*grid, d) of the DiT spec; d divisible by 4. */
-void pos_embed_2d(float *table, int64_t grid, int64_t d);
+/* The fixed 2D sine-cosine position table (rows*cols, d) of the DiT spec, row-major over the patch grid (diffusers'
+ * get_2d_sincos_pos_embed at grid size (rows, cols)); d divisible by 4. */
+void pos_embed_2d(float *table, int64_t rows, int64_t cols, int64_t d);
 /* Timestep frequency embedding (n, dim) of the DiT spec: [cos(t f_j), sin(t f_j)], cosines first,
  * f_j = exp(-ln(max_period) j / (dim/2)); dim even. No gradient: timesteps are not trained. */
 void timestep_embedding(float *emb, const float *t, int64_t n, int64_t dim, double max_period);

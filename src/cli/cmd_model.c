@@ -72,7 +72,7 @@ static int latent_shape(const model_config *mc, int64_t batch, int64_t *shape)
         int i = 0;
         shape[i++] = batch, shape[i++] = mc->channels;
         if (nd == 5) shape[i++] = mc->frames;
-        shape[i++] = mc->resolution, shape[i++] = mc->resolution;
+        shape[i++] = mc->height, shape[i++] = mc->width;
     }
     return nd;
 }

@@ -148,14 +148,14 @@ int cmd_sample(int argc, char **argv)
     const double t1 = clock_seconds();
     char prompts[ROWS_MAX][CAPTION_MAX];
     const char *rows[ROWS_MAX];
-    if (!st && text) classes = caption_rows(prompt, (int)mc.resolution, prompts, rows);
+    if (!st && text) classes = caption_rows(prompt, (int)mc.height, prompts, rows);
     if (!st) st = sample_grid(cm.m, &s, text ? rows : NULL, (int)classes, (int)per_class, out);
     if (!st) {
         const model_config *c = model_get_config(cm.m);
         for (int r = 0; text && r < classes; r++) printf("row %d: \"%s\"\n", r, rows[r]);
         printf("wrote %lld samples to %s: %lld %s x %lld per row, %lldx%lld, %lld steps, guidance %g, seed %lld\n",
-               classes * per_class, out, classes, text ? "captions" : "classes", per_class, (long long)c->resolution,
-               (long long)c->resolution, steps, guidance, seed);
+               classes * per_class, out, classes, text ? "captions" : "classes", per_class, (long long)c->width,
+               (long long)c->height, steps, guidance, seed);
         const double t2 = clock_seconds();
         printf("took %.2f s (sampling %.2f s, %.3f s a step)\n", t2 - t0, t2 - t1, (t2 - t1) / (double)steps);
     }

@@ -102,13 +102,14 @@ static const char *tiny_preset_of(const char *real)
 
 static void shape_text(const model_config *mc, int64_t batch, char *buf, size_t n)
 {
-    const long long px = (long long)(mc->resolution * mc->vae_scale);
+    char px[48];
+    model_pixels(mc, px, sizeof px);
     if (model_audio(mc)) snprintf(buf, n, "a clip of %lld latent frames, batch %lld", (long long)mc->frames,
                                   (long long)batch);
     else if (model_video(mc))
-        snprintf(buf, n, "%lld-frame %lld px video, batch %lld", (long long)model_pixel_frames(mc), px,
+        snprintf(buf, n, "%lld-frame %s px video, batch %lld", (long long)model_pixel_frames(mc), px,
                  (long long)batch);
-    else snprintf(buf, n, "%lld px images, batch %lld", px, (long long)batch);
+    else snprintf(buf, n, "%s px images, batch %lld", px, (long long)batch);
 }
 
 /* Every cell of a half the same: not run (to be filled), or what stops the whole half. */

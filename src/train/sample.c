@@ -110,7 +110,7 @@ st_status sample_grid(model *m, const sample_settings *s, const char *const *cap
             model_condition(c, i / per_class, captions ? captions[i / per_class] : NULL, cond + i * L);
         st = sample_images(m, s, cond, n, images);
     }
-    if (!st) st = png_write_grid(png_path, images, (int)n, (int)c->channels, (int)c->resolution, (int)c->resolution,
+    if (!st) st = png_write_grid(png_path, images, (int)n, (int)c->channels, (int)c->height, (int)c->width,
                                  per_class);
     pool_free(p, images);
     pool_free(p, cond);

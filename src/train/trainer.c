@@ -324,7 +324,7 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
     if (!model_reads_text(mc))
         return st_fail(ST_ERR_INVALID, "data_cache_dir: a cache holds text-encoder embeddings, which model_family %s "
                        "does not read (the dual-stream families do: flux, mmdit)", mc->family);
-    const cache_want want = {mc->family,   mc->channels,   mc->resolution,      mc->frames, mc->text_len,
+    const cache_want want = {mc->family,   mc->channels,   mc->height,          mc->frames, mc->text_len,
                              mc->text_dim, mc->pooled_dim, model_text_mask(mc), model_size_ids(mc),
                              model_text_width(mc)};
     st_status st = dataset_open_cache(cache, &want, &t->data);
@@ -345,8 +345,8 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
     char frames[32] = "";
     if (mc->frames > 1) snprintf(frames, sizeof frames, "%lld x ", (long long)mc->frames);
     snprintf(what, sizeof what, "%lld samples of %lld x %s%lld x %lld latents and %lld x %lld text embeddings%s",
-             (long long)dataset_size(t->data), (long long)mc->channels, frames, (long long)mc->resolution,
-             (long long)mc->resolution, (long long)mc->text_len, (long long)mc->text_dim,
+             (long long)dataset_size(t->data), (long long)mc->channels, frames, (long long)mc->height,
+             (long long)mc->width, (long long)mc->text_len, (long long)mc->text_dim,
              dataset_null_text(t->data) ? ", null.safetensors for caption dropout" : "");
     note(t, "segtrain: training on the cache %s: %s", cache, what);
     return data_iter_create(t->data, t->seed, &t->iter);
@@ -354,7 +354,11 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
 
 st_status train_data_check(const config *cfg, const model_config *mc)
 {
-    if (*config_string(cfg, "data_cache_dir") || config_bool(cfg, "synthetic_data")) return ST_OK;
+    if (config_bool(cfg, "synthetic_data")) return ST_OK;
+    if (mc->height != mc->width) /* the datasets and caches crop squares */
+        return st_fail(ST_ERR_UNSUPPORTED, "a %lld x %lld latent: segtrain's datasets and caches hold square samples; "
+                       "train a non-square shape on synthetic_data", (long long)mc->height, (long long)mc->width);
+    if (*config_string(cfg, "data_cache_dir")) return ST_OK;
     if (mc->frames > 1)
         return st_fail(ST_ERR_UNSUPPORTED, "num_frames %lld: the model takes %lld latent frames, but segtrain's image "
                        "datasets hold images (one frame): train a video family on them with num_frames 1, on a cache "
@@ -392,7 +396,7 @@ static st_status open_data(trainer *t, const model_config *mc)
         note(t, "segtrain: training on the built-in dataset of procedurally drawn shapes: no data_dir or "
                 "data_backend_config given (data_backend_config: a SimpleTuner multidatabackend.json of local image "
                 "folders; data_dir: one folder of PNGs)%s%s", "", "");
-    const int edge = mc->resolution > DATA_MAX_RESOLUTION ? DATA_MAX_RESOLUTION + 1 : (int)mc->resolution;
+    const int edge = mc->height > DATA_MAX_RESOLUTION ? DATA_MAX_RESOLUTION + 1 : (int)mc->height;
     const int64_t builtin = config_int(t->cfg, "builtin_dataset_size");
     st = backends[0] ? dataset_open_backends(backends, edge, t->seed, &t->data)
                    : dir[0]    ? dataset_open_folder(dir, edge, &t->data)

@@ -52,8 +52,8 @@ st_status family_refuse(const model_config *mc, family_group g, const char *why)
                        LL(mc->text_vocab), LL(mc->pos_embed_max), why);
     case GROUP_KV_HEADS:
         return st_fail(ST_ERR_INVALID, "num_key_value_heads %lld, sliding_window %lld, context channels %lld, patch_size "
-                       "%lld, resolution %lld, out_channels %lld; %s", LL(mc->kv_heads), LL(mc->window),
-                       LL(mc->cond_channels), LL(mc->patch), LL(mc->resolution), LL(mc->out_channels), why);
+                       "%lld, latent %lld x %lld, out_channels %lld; %s", LL(mc->kv_heads), LL(mc->window),
+                       LL(mc->cond_channels), LL(mc->patch), LL(mc->height), LL(mc->width), LL(mc->out_channels), why);
     case GROUP_VACE:
         return st_fail(ST_ERR_INVALID, "vace_layers: %lld blocks every %lld, %lld control channels; %s",
                        LL(mc->vace_count), LL(mc->vace_every), LL(mc->vace_channels), why);
@@ -213,7 +213,7 @@ static st_status check_common(const model_config *mc, const family_desc *d)
         const char *key;
         int64_t v;
     } positive[] = {{"depth", mc->depth},           {"hidden_size", mc->hidden}, {"num_heads", mc->heads},
-                    {"patch_size", mc->patch},      {"in_channels", mc->channels}, {"resolution", mc->resolution},
+                    {"patch_size", mc->patch},      {"in_channels", mc->channels}, {"resolution", mc->height < mc->width ? mc->height : mc->width},
                     {"num_classes", mc->classes},   {"tokenizer_max_length", text ? mc->text_len : 1},
                     {"joint_attention_dim", text ? mc->text_dim : 1},
                     {"pooled_projection_dim", (d->traits & TR_POOLED) ? mc->pooled_dim : 1},
@@ -247,9 +247,12 @@ static st_status check_common(const model_config *mc, const family_desc *d)
         return st_fail(ST_ERR_INVALID, "out_channels: %lld; %s", LL(mc->out_channels),
                        xattn ? "at least in_channels (the prediction is the first in_channels)"
                              : "only pixart_sigma's output differs from its input (0)");
-    if (mc->resolution % mc->patch)
-        return st_fail(ST_ERR_INVALID, "patch_size: %lld does not divide resolution %lld", LL(mc->patch),
-                       LL(mc->resolution));
+    if (mc->height % mc->patch || mc->width % mc->patch)
+        return st_fail(ST_ERR_INVALID, "patch_size: %lld does not divide the latent's %lld x %lld", LL(mc->patch),
+                       LL(mc->height), LL(mc->width));
+    if (mc->height != mc->width && !(d->traits & TR_ANY_SHAPE))
+        return st_fail(ST_ERR_UNSUPPORTED, "a %lld x %lld latent: %s takes square latents only so far", LL(mc->height),
+                       LL(mc->width), mc->family);
     return ST_OK;
 }
 

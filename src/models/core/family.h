@@ -55,7 +55,7 @@ typedef enum mask_keep {
 /* A preset's published sizes (model_preset): the rest is the family's preset hook's. */
 typedef struct family_preset {
     const char *name;
-    int64_t depth, hidden, heads, patch, channels, resolution, classes, single_depth, text_len;
+    int64_t depth, hidden, heads, patch, channels, edge, classes, single_depth, text_len; /* edge: the latent's, square */
     int64_t text_dim, pooled_dim;
     bool guidance_embeds;
     bool qk_norm; /* Flux's blocks always normalise q and k, SD3.5's too */
@@ -64,6 +64,10 @@ typedef struct family_preset {
 #define FAMILY_PRESETS(table) .presets = table, .n_presets = (int)(sizeof table / sizeof *table)
 /* The presets' latent grids are those of images through Stable Diffusion's or Flux's VAE (DiT's: 256 px -> 32). */
 #define FAMILY_VAE_SCALE 8
+
+/* A frame's patch grid: its rows and columns of patches. */
+static inline int64_t grid_rows(const model_config *c) { return c->height / c->patch; }
+static inline int64_t grid_cols(const model_config *c) { return c->width / c->patch; }
 
 /* The optional model_config fields a family has (its descriptor's fields); the generic check refuses the others when
  * they are set, naming who has them. */
@@ -118,6 +122,7 @@ enum family_trait {
     TR_POOLED = 1 << 11,          /* reads a pooled text vector (pooled_projection_dim at least 1) */
     TR_UNPOOLED = 1 << 12,        /* conditions on the timestep alone: no pooled text, no guidance embedding */
     TR_DUAL_ATTENTION = 1 << 13,  /* its first blocks may add an image-only attention (SD3.5's dual_attention_layers) */
+    TR_ANY_SHAPE = 1 << 14,       /* takes a height other than its width (matched on a non-square fixture) */
 };
 
 #define FAMILY_ST_MAX 2  /* SimpleTuner rows a family can carry (kandinsky5: its image and video registrations) */
@@ -149,9 +154,9 @@ typedef struct family_desc {
     const char *(*uncached_of)(const model_config *mc);   /* uncached, by config */
     int64_t (*cond_len)(const model_config *mc);          /* model_cond_len */
     void (*condition)(const model_config *mc, const char *caption, float *cond); /* model_condition of a caption */
-    /* plan's description: its blocks ("N cross-attention blocks"), its grid, or the whole line */
+    /* plan's description: its blocks ("N cross-attention blocks") or the whole line */
     void (*describe_blocks)(const model_config *mc, char *buf, size_t n);
-    void (*describe_grid)(const model_config *mc, char *buf, size_t n);
+    const char *frames_note; /* a video's frames through the VAE, when not "/k in time" */
     void (*describe)(const model_config *mc, const char *grid, int64_t batch, char *buf, size_t n);
     family_reader readers[FAMILY_READERS_MAX]; /* the diffusers classes it reads (diffusers NULL: no more) */
     /* its presets, in model_preset_name's order, and what its presets set beyond family_preset's sizes (tiny: the

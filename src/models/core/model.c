@@ -24,16 +24,16 @@ static int64_t blocks_of(const model_config *c) { return c->depth + c->single_de
 static st_status too_large(const char *keys, const model_config *c)
 {
     return st_fail(ST_ERR_INVALID, "%s: these sizes make a tensor of more than 2^57 elements (depth %lld, hidden_size "
-                   "%lld, num_heads %lld, patch_size %lld, in_channels %lld, resolution %lld, num_classes %lld, "
+                   "%lld, num_heads %lld, patch_size %lld, in_channels %lld, latent %lld x %lld, num_classes %lld, "
                    "tokenizer_max_length %lld, text_vocab_size %lld, lora_rank %lld)", keys, (long long)c->depth,
                    (long long)c->hidden, (long long)c->heads, (long long)c->patch, (long long)c->channels,
-                   (long long)c->resolution, (long long)c->classes, (long long)c->text_len, (long long)c->text_vocab,
+                   (long long)c->height, (long long)c->width, (long long)c->classes, (long long)c->text_len, (long long)c->text_vocab,
                    (long long)c->lora_rank);
 }
 
 static st_status check_sizes(const model_config *c, int64_t *per_sample)
 {
-    const int64_t lim = CK_MAX_ELEMENTS, D = c->hidden, G = c->resolution / c->patch;
+    const int64_t lim = CK_MAX_ELEMENTS, D = c->hidden;
     const int64_t L = model_reads_text(c) ? c->text_len + c->text2_len + family_of_config(c)->register_tokens +
                                                  (c->depth + c->single_depth + 1) * c->llama_len : 0; /* hidream's */
     const int64_t wide = D > c->lora_rank ? D : c->lora_rank;
@@ -49,12 +49,12 @@ static st_status check_sizes(const model_config *c, int64_t *per_sample)
     if (!ck_mul(c->text_dim, D, lim, &x) || !ck_mul(c->pooled_dim, D, lim, &x) || !ck_mul(L, c->text_dim, lim, &x) ||
         !ck_add(x, c->pooled_dim, lim, &x))
         return too_large("joint_attention_dim, pooled_projection_dim, tokenizer_max_length, hidden_size", c);
-    if (!ck_mul(G, G, lim, &S) || !ck_mul(S, c->frames / c->patch_t, lim, &S) || !ck_add(S, L, lim, &S) ||
+    if (!ck_mul(c->height / c->patch, c->width / c->patch, lim, &S) || !ck_mul(S, c->frames / c->patch_t, lim, &S) || !ck_add(S, L, lim, &S) ||
         !ck_mul(S, W, lim, &rows))
         return too_large("resolution, num_frames, patch_size, tokenizer_max_length, hidden_size", c);
     if (!ck_mul(c->heads, S, lim, &attn) || !ck_mul(attn, S, lim, &attn))
         return too_large("num_heads, resolution, patch_size, tokenizer_max_length", c);
-    if (!ck_mul(c->channels, c->resolution, lim, &pixels) || !ck_mul(pixels, c->resolution, lim, &pixels) ||
+    if (!ck_mul(c->channels, c->height, lim, &pixels) || !ck_mul(pixels, c->width, lim, &pixels) ||
         !ck_mul(pixels, c->frames, lim, &pixels))
         return too_large("in_channels, resolution, num_frames", c);
     if (!ck_mul(D, DIT_FREQ_DIM, lim, &freq)) return too_large("hidden_size", c);
@@ -97,8 +97,7 @@ st_status model_create(const model_config *mc, pool *device, model **out)
     m->pool = device;
     m->params = &m->own_params;
     m->per_sample = per_sample;
-    const int64_t G = mc->resolution / mc->patch;
-    m->shape = (model_shape){.tokens = mc->frames / mc->patch_t * G * G, .hidden = mc->hidden, .heads = mc->heads,
+    m->shape = (model_shape){.tokens = model_image_tokens(mc), .hidden = mc->hidden, .heads = mc->heads,
                              .text = mc->text_len + mc->text2_len,
                              .mechanism = mc->mechanism};
     /* the U-Nets' LoRA files name their adapters under "unet.", as diffusers' and SimpleTuner's U-Net pipelines do */
@@ -376,9 +375,9 @@ float *family_text_condition(const model_config *mc, const char *caption, float 
         for (int64_t l = 0; l < mc->text2_len; l++) *rest++ = l < glyphs ? 1.0f : 0.0f;
     }
     if (mc->guidance_embeds) *rest = (float)mc->guidance;
-    if (model_size_ids(mc)) { /* SDXL's size ids: the image uncropped at the training resolution */
-        const float px = (float)(mc->resolution * mc->vae_scale);
-        const float ids[6] = {px, px, 0.0f, 0.0f, px, px};
+    if (model_size_ids(mc)) { /* SDXL's size ids (height, width): the image uncropped at the training size */
+        const float h = (float)(mc->height * mc->vae_scale), w = (float)(mc->width * mc->vae_scale);
+        const float ids[6] = {h, w, 0.0f, 0.0f, h, w};
         memcpy(rest, ids, sizeof ids);
     }
     if (pooled_out) *pooled_out = pooled;
@@ -408,7 +407,12 @@ void model_null_condition(const model_config *mc, float *cond) { model_condition
 
 #define BIAS(of, i) ((i) < 0 ? NULL : of(i))
 
-int64_t model_loss_numel(const model_config *mc) { return mc->channels * mc->frames * mc->resolution * mc->resolution; }
+int64_t model_loss_numel(const model_config *mc) { return mc->channels * mc->frames * mc->height * mc->width; }
+
+int64_t model_image_tokens(const model_config *mc)
+{
+    return mc->frames / mc->patch_t * (mc->height / mc->patch) * (mc->width / mc->patch);
+}
 
 int64_t model_sample_numel(const model_config *mc)
 {
@@ -422,7 +426,7 @@ int64_t model_patch_dim(const model_config *c) { return c->channels * c->patch_t
 patch_shape model_patches(const model *m)
 {
     const model_config *c = &m->cfg;
-    return (patch_shape){m->shape.batch, c->channels, c->frames, c->resolution, c->resolution, c->patch_t, c->patch};
+    return (patch_shape){m->shape.batch, c->channels, c->frames, c->height, c->width, c->patch_t, c->patch};
 }
 
 /* The output's patches as the prediction: unpatchified, and where the output has more channels than the input

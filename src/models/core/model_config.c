@@ -87,7 +87,7 @@ st_status model_config_from(const config *cfg, model_config *mc)
     if (resolution > 0 && !model_audio(mc)) { /* audio has no edge: SimpleTuner's audio path ignores it too */
         const double edge = image_edge(resolution, config_string(cfg, "resolution_type"));
         const int64_t patches = llround(edge / (double)(mc->vae_scale * mc->patch));
-        mc->resolution = (patches > 1 ? patches : 1) * mc->patch;
+        mc->height = mc->width = (patches > 1 ? patches : 1) * mc->patch;
     }
     /* the axes follow a head width that the keys above changed; a preset's or a folder's own stand otherwise, and
      * model_config_check refuses a folder whose axes do not fill its heads */

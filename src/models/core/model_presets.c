@@ -60,13 +60,13 @@ const char *model_preset_name(int i)
 static void preset_config(const family_desc *d, const family_preset *p, model_config *out)
 {
     *out = (model_config){.depth = p->depth, .hidden = p->hidden, .heads = p->heads, .patch = p->patch,
-                          .channels = p->channels, .resolution = p->resolution, .classes = p->classes,
+                          .channels = p->channels, .height = p->edge, .width = p->edge, .classes = p->classes,
                           .single_depth = p->single_depth, .text_len = p->text_len,
                           .text_vocab = p->text_len ? TEXT_VOCAB : 0, .text_dim = p->text_dim,
                           .pooled_dim = p->pooled_dim, .guidance_embeds = p->guidance_embeds, .guidance = 1.0,
                           .vae_scale = FAMILY_VAE_SCALE, .mechanism = ATTN_FLASH, .frames = 1, .patch_t = 1,
                           .qk_norm = p->qk_norm, .dual_attention = p->dual_attention,
-                          .pos_embed_max = p->pos_embed_max, .sample_size = p->pos_embed_max ? p->resolution : 0};
+                          .pos_embed_max = p->pos_embed_max, .sample_size = p->pos_embed_max ? p->edge : 0};
     snprintf(out->family, sizeof out->family, "%s", d->name);
     snprintf(out->preset, sizeof out->preset, "%s", p->name);
     model_rope_axes(out);

@@ -71,8 +71,7 @@ static void describe_blocks(const model_config *mc, char *blocks, size_t n)
 
 static void describe_tokens(const model_config *mc, char *tokens, size_t n)
 {
-    const long long image = (long long)(mc->frames / mc->patch_t * (mc->resolution / mc->patch) *
-                                        (mc->resolution / mc->patch));
+    const long long image = (long long)model_image_tokens(mc);
     if (!model_reads_text(mc)) snprintf(tokens, n, "%lld tokens", image);
     else if (model_audio_tokens(mc))
         snprintf(tokens, n, "%lld video + %lld audio + %lld text tokens", image, (long long)model_audio_tokens(mc),
@@ -82,22 +81,31 @@ static void describe_tokens(const model_config *mc, char *tokens, size_t n)
                  (long long)(mc->text_len + mc->text2_len));
 }
 
+void model_pixels(const model_config *mc, char *buf, size_t n)
+{
+    const long long h = (long long)(mc->height * mc->vae_scale), w = (long long)(mc->width * mc->vae_scale);
+    if (h == w) snprintf(buf, n, "%lld", h);
+    else snprintf(buf, n, "%lldx%lld", w, h);
+}
+
 static void describe_grid(const model_config *mc, char *grid, size_t n)
 {
-    const long long edge = (long long)mc->resolution, px = (long long)(mc->resolution * mc->vae_scale);
+    const long long h = (long long)mc->height, w = (long long)mc->width;
+    char px[48], time[48];
+    model_pixels(mc, px, sizeof px);
+    snprintf(time, sizeof time, "/%lld in time", (long long)model_vae_scale_t(mc));
     if (model_audio(mc)) snprintf(grid, n, "a clip of %lld latent frames", (long long)mc->frames);
-    else if (mc->vae_scale == 1) snprintf(grid, n, "%lld px images in pixel space", px);
-    else if (of(mc)->describe_grid) of(mc)->describe_grid(mc, grid, n);
+    else if (mc->vae_scale == 1) snprintf(grid, n, "%s px images in pixel space", px);
     else if (model_video(mc)) /* num_frames = 1 + scale_t (latent frames - 1) */
-        snprintf(grid, n, "%lld-frame %lld px video (%lld x %lld x %lld latent, VAE /%lld, /%lld in time)",
-                 (long long)model_pixel_frames(mc), px, (long long)mc->frames, edge, edge, (long long)mc->vae_scale,
-                 (long long)model_vae_scale_t(mc));
-    else snprintf(grid, n, "%lld px images (%lld x %lld latent, VAE /%lld)", px, edge, edge, (long long)mc->vae_scale);
+        snprintf(grid, n, "%lld-frame %s px video (%lld x %lld x %lld latent, VAE /%lld, %s)",
+                 (long long)model_pixel_frames(mc), px, (long long)mc->frames, h, w, (long long)mc->vae_scale,
+                 of(mc)->frames_note ? of(mc)->frames_note : time);
+    else snprintf(grid, n, "%s px images (%lld x %lld latent, VAE /%lld)", px, h, w, (long long)mc->vae_scale);
 }
 
 void model_describe(const model_config *mc, int64_t batch, char *buf, size_t n)
 {
-    char blocks[80], tokens[80], grid[96];
+    char blocks[80], tokens[80], grid[160];
     describe_grid(mc, grid, sizeof grid);
     if (of(mc)->describe) { /* the U-Nets: their levels instead of one width */
         of(mc)->describe(mc, grid, batch, buf, n);

@@ -28,8 +28,6 @@ static af_model *af_of(model *m) { return m->impl; }
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train);
 static st_status embed_backward(model *m, float *dimg, const float *dtxt);
 
-/* The table's (row, column) of the grid's top-left token: AuraFlowPatchEmbed centres the grid in it. */
-static int64_t table_start(const model_config *c) { return c->pos_embed_max / 2 - c->resolution / c->patch / 2; }
 
 static st_status af_create(model *m)
 {
@@ -76,12 +74,13 @@ static const init_rule af_inits[] = {
 static void pos_rows(model *m, float *img, float *table, bool backward)
 {
     const model_config *c = &m->cfg;
-    const int64_t D = c->hidden, grid = c->resolution / c->patch, r0 = table_start(c), T = grid * grid;
+    const int64_t D = c->hidden, rows = grid_rows(c), cols = grid_cols(c), T = rows * cols, E = c->pos_embed_max;
+    const int64_t r0 = E / 2 - rows / 2, q0 = E / 2 - cols / 2; /* AuraFlowPatchEmbed centres the grid in it */
     for (int64_t b = 0; b < m->shape.batch; b++)
-        for (int64_t r = 0; r < grid; r++) {
-            float *x = img + (b * T + r * grid) * D, *t = table + ((r0 + r) * c->pos_embed_max + r0) * D;
-            if (backward) add_to(t, x, grid * D);
-            else add_to(x, t, grid * D);
+        for (int64_t r = 0; r < rows; r++) {
+            float *x = img + (b * T + r * cols) * D, *t = table + ((r0 + r) * E + q0) * D;
+            if (backward) add_to(t, x, cols * D);
+            else add_to(x, t, cols * D);
         }
 }
 
@@ -144,11 +143,11 @@ static const family_preset presets[] = {
 
 static st_status auraflow_check(const model_config *mc)
 {
-    if (mc->resolution / mc->patch > mc->pos_embed_max || mc->pooled_dim)
+    if (grid_rows(mc) > mc->pos_embed_max || grid_cols(mc) > mc->pos_embed_max || mc->pooled_dim)
         return st_fail(ST_ERR_INVALID, "pos_embed_max_size: %lld x %lld; auraflow's learned table must cover the "
-                       "%lld-patch grid of resolution %lld (and pooled_projection_dim %lld must be 0: it has none)",
-                       (long long)mc->pos_embed_max, (long long)mc->pos_embed_max,
-                       (long long)(mc->resolution / mc->patch), (long long)mc->resolution, (long long)mc->pooled_dim);
+                       "%lld x %lld patch grid (and pooled_projection_dim %lld must be 0: it has none)",
+                       (long long)mc->pos_embed_max, (long long)mc->pos_embed_max, (long long)grid_rows(mc),
+                       (long long)grid_cols(mc), (long long)mc->pooled_dim);
     return ST_OK;
 }
 

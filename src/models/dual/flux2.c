@@ -78,7 +78,6 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     f2_model *d = f2_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, T = m->shape.tokens, D = c->hidden, hd = D / c->heads;
-    const int64_t grid = c->resolution / c->patch;
     st_status st = ST_OK;
     dual_take_tokens(m, &st, cond);
     dual_take_c(m, &st, train, &d->t, c->guidance_embeds ? &d->g : NULL, NULL);
@@ -91,7 +90,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     if (!st) st = pool_alloc(m->pool, (size_t)((L + T) * 4) * sizeof(float), MEM_WORKSPACE, "flux2.position_ids",
                              (void **)&ids);
     if (st) return st;
-    position_ids_flux2(ids, L, grid, grid);
+    position_ids_flux2(ids, L, grid_rows(c), grid_cols(c));
     rope_table(m->ctx.rope, ids, L + T, 4, c->rope_axes, F2_ROPE_THETA);
     pool_free(m->pool, ids);
 

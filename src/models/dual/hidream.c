@@ -98,7 +98,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, Lt = c->text_len, Ll = c->llama_len, L0 = m->shape.text, D = c->hidden;
     const int64_t Dt = c->text_dim, K = model_cond_len(c), nb = blocks_of(c), T = m->shape.tokens;
-    const int64_t P = c->channels * c->patch * c->patch, hd = D / c->heads, grid = c->resolution / c->patch;
+    const int64_t P = c->channels * c->patch * c->patch, hd = D / c->heads;
     const int64_t llama_at = Lt * Dt + c->pooled_dim, BL = B * Ll;
     const bool cap_trains = train && PG(d->p_cap[0]);
     st_status st = ST_OK;
@@ -121,7 +121,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     const patch_shape ps = model_patches(m);
     unpatchify_backward(s->patches, x, &ps, PATCH_DIT);
     linear_forward(s->img, s->patches, PW(d->p_x_w), PW(d->p_x_b), B * T, P, D);
-    position_ids_grid(ids, 0, 1, grid, grid);
+    position_ids_grid(ids, 0, 1, grid_rows(c), grid_cols(c));
     rope_table(m->ctx.rope, ids, T, 3, c->rope_axes, HD_ROPE_THETA);
     pool_free(m->pool, ids);
     /* the text: the initial [T5; the last block's Llama tokens], and every block's Llama tokens */

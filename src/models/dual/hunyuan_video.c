@@ -311,8 +311,7 @@ static st_status key_biases(model *m, const float *cond)
 static st_status positions_and_masks(model *m, const float *cond, float *ids)
 {
     const model_config *c = &m->cfg;
-    const int64_t grid = c->resolution / c->patch;
-    position_ids_grid(ids, m->shape.text, c->frames / c->patch_t, grid, grid);
+    position_ids_grid(ids, m->shape.text, c->frames / c->patch_t, grid_rows(c), grid_cols(c));
     rope_table(m->ctx.rope, ids, m->shape.text + m->shape.tokens, 3, c->rope_axes, HV_ROPE_THETA);
     return key_biases(m, cond);
 }

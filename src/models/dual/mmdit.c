@@ -255,7 +255,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
 {
     mm_model *d = mm_of(m);
     const model_config *c = &m->cfg;
-    const int64_t L = m->shape.text, T = m->shape.tokens, hd = c->hidden / c->heads, grid = c->resolution / c->patch;
+    const int64_t L = m->shape.text, T = m->shape.tokens, hd = c->hidden / c->heads;
     st_status st = ST_OK;
     dual_take_tokens(m, &st, cond);
     if (d->chroma) chroma_take(m, &st);
@@ -266,8 +266,9 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
                              (void **)&ids);
     if (st) return st;
     /* Chroma's are Flux's */
-    if (mm_options(c)->longcat) position_ids_longcat(ids, L, grid, grid, LONGCAT_IMAGE_POS_OFFSET);
-    else position_ids_grid(ids, L, 1, grid, grid);
+    const int64_t rows = grid_rows(c), cols = grid_cols(c);
+    if (mm_options(c)->longcat) position_ids_longcat(ids, L, rows, cols, LONGCAT_IMAGE_POS_OFFSET);
+    else position_ids_grid(ids, L, 1, rows, cols);
     rope_table(m->ctx.rope, ids, L + T, 3, c->rope_axes, MMDIT_ROPE_THETA);
     pool_free(m->pool, ids);
 

@@ -78,9 +78,9 @@ static void release_own(model *m)
 static st_status key_bias_of(model *m, const float *cond, float *ids)
 {
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, L = m->shape.text, S = L + m->shape.tokens, grid = c->resolution / c->patch;
+    const int64_t B = m->shape.batch, L = m->shape.text, S = L + m->shape.tokens;
     const int64_t K = model_cond_len(c), at = L * c->text_dim + c->pooled_dim;
-    position_ids_centred(ids, L, grid, grid);
+    position_ids_centred(ids, L, grid_rows(c), grid_cols(c));
     rope_table(m->ctx.rope, ids, S, 3, c->rope_axes, MMDIT_ROPE_THETA);
     for (int64_t b = 0; b < B; b++)
         for (int64_t j = 0; j < S; j++)

@@ -66,15 +66,15 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     sd3_model *d = sd3_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, D = c->hidden;
-    const int64_t G = c->resolution / c->patch, E = c->pos_embed_max, top = (E - G) / 2;
+    const int64_t gh = grid_rows(c), gw = grid_cols(c), E = c->pos_embed_max, top = (E - gh) / 2, left = (E - gw) / 2;
     st_status st = ST_OK;
     dual_take_tokens(m, &st, cond);
     dual_take_c(m, &st, train, &d->t, NULL, &d->p);
-    float *pos = NULL; /* the table's centre G x G, as PatchEmbed.cropped_pos_embed takes it */
+    float *pos = NULL; /* the table's centre gh x gw, as PatchEmbed.cropped_pos_embed takes it */
     if (!st) st = pool_alloc(m->pool, (size_t)(T * D) * sizeof(float), MEM_WORKSPACE, "sd3.pos_embed (cropped)",
                              (void **)&pos);
     if (st) return st;
-    copy_rows(pos, G * D, PW(p_pos) + (top * E + top) * D, E * D, G, G * D);
+    copy_rows(pos, gw * D, PW(p_pos) + (top * E + left) * D, E * D, gh, gw * D);
 
     dual_embed_text(m, cond, train, d->p_ctx_w, d->p_ctx_b);
     dual_embed_image(m, x, d->p_x_w, d->p_x_b);
@@ -105,10 +105,10 @@ static const family_preset presets[] = {
 
 static st_status sd3_check(const model_config *mc)
 {
-    if (mc->resolution / mc->patch > mc->pos_embed_max || mc->sample_size < mc->patch)
-        return st_fail(ST_ERR_INVALID, "pos_embed_max_size: %lld; sd3's table must cover the %lld-patch grid of "
-                       "resolution %lld, and sample_size %lld at least one patch", (long long)mc->pos_embed_max,
-                       (long long)(mc->resolution / mc->patch), (long long)mc->resolution, (long long)mc->sample_size);
+    if (grid_rows(mc) > mc->pos_embed_max || grid_cols(mc) > mc->pos_embed_max || mc->sample_size < mc->patch)
+        return st_fail(ST_ERR_INVALID, "pos_embed_max_size: %lld; sd3's table must cover the %lld x %lld patch grid, "
+                       "and sample_size %lld at least one patch", (long long)mc->pos_embed_max, (long long)grid_rows(mc),
+                       (long long)grid_cols(mc), (long long)mc->sample_size);
     return ST_OK;
 }
 

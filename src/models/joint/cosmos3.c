@@ -106,7 +106,7 @@ static st_status prompt_positions(model *m, const float *cond, float *pos)
     c3_model *d = c3_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m), hd = c->head_dim, K = model_cond_len(c);
-    const int64_t n = c->resolution / c->patch, grid = n * n;
+    const int64_t n = grid_cols(c), grid = grid_rows(c) * n;
     st_status st = ST_OK;
     for (int64_t b = 0; !st && b < B; b++) {
         float len = 0.0f;

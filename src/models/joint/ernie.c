@@ -73,7 +73,7 @@ static st_status caption_positions(model *m, const float *cond, float *ids)
     er_model *d = er_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = T + L, hd = c->hidden / c->heads;
-    const int64_t g = c->resolution / c->patch;
+    const int64_t g = grid_cols(c);
     st_status st = ST_OK;
     for (int64_t b = 0; !st && b < B; b++) {
         float n = 0;

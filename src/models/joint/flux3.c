@@ -149,14 +149,13 @@ static st_status tables(model *m)
     f3_model *d = f3_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m, JOINT), hd = c->hidden / c->heads;
-    const int64_t g = c->resolution / c->patch;
     st_status st = ST_OK;
     for (int q = 0; q < NSEQ; q++) model_hold(m, &st, &d->rope[q], B * rows_of(m, q) * hd, "flux3.rope", false);
     float *ids = NULL;
     if (!st) st = pool_alloc(m->pool, (size_t)(S * 4) * sizeof(float), MEM_WORKSPACE, "flux3.position_ids",
                              (void **)&ids);
     if (st) return st;
-    position_ids_flux2(ids, L, g, g);
+    position_ids_flux2(ids, L, grid_rows(c), grid_cols(c));
     rope_table(d->rope[JOINT], ids, S, 4, c->rope_axes, F3_THETA);
     /* every sample's table sample 0's (a source row 0 floats apart), the text's and the image's parts of it */
     copy_rows(d->rope[JOINT] + S * hd, S * hd, d->rope[JOINT], 0, B - 1, S * hd);

@@ -80,7 +80,7 @@ static st_status caption_positions(model *m, const float *cond, float *ids)
     id_model *d = id_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m), hd = c->hidden / c->heads;
-    const int64_t g = c->resolution / c->patch;
+    const int64_t g = grid_cols(c);
     st_status st = ST_OK;
     for (int64_t r = 0; r < S; r++) { /* (j, j, j), then (0, row, col) + the offset */
         const int64_t i = r - L, o = IDEO_IMAGE_OFFSET;

@@ -119,7 +119,7 @@ static st_status mask_positions(model *m, const float *cond, float *ids)
     kr_model *d = kr_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = joint_rows(m), hd = c->hidden / c->heads;
-    const int64_t K = model_cond_len(c), g = c->resolution / c->patch;
+    const int64_t K = model_cond_len(c), g = grid_cols(c);
     for (int64_t r = 0; r < S; r++) { /* the text at 0, the image at (0, row, column) */
         const int64_t i = r - L;
         ids[r * 3] = 0.0f;

@@ -160,7 +160,7 @@ static int64_t caption_at(const model *m) { return lm_of(m)->z ? image_rows_of(m
  * with no position returns false (its rotary table stays zero, as diffusers pads it) */
 static bool position_of(const model *m, int q, int64_t r, int64_t len, int64_t lr, float id[3])
 {
-    const int64_t T = m->shape.tokens, Tr = image_rows_of(m), g = m->cfg.resolution / m->cfg.patch;
+    const int64_t T = m->shape.tokens, Tr = image_rows_of(m), g = grid_cols(&m->cfg);
     id[0] = id[1] = id[2] = 0;
     if (!lm_of(m)->z) { /* caption j at (j, 0, 0), image i at (len, row, column); the joint's padding at 0 */
         const int64_t img = q == NOISE ? r : q == JOINT ? r - len : -1;

@@ -112,7 +112,7 @@ static st_status caption_positions(model *m, const float *cond, float *ids)
     mh_model *d = mh_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m, MAIN), rot = rot_of(c);
-    const int64_t n = c->resolution / c->patch, grid = n * n;
+    const int64_t nh = grid_rows(c), nw = grid_cols(c), grid = nh * nw;
     st_status st = ST_OK;
     for (int64_t b = 0; !st && b < B; b++) {
         float len = 0.0f;
@@ -123,8 +123,8 @@ static st_status caption_positions(model *m, const float *cond, float *ids)
             if (r >= L && i == 0 && u > 0) tau += MH_FRAME_RESCALE * (u % 5 == 1 ? 1.0 : 4.0);
             /* numpy's linspace(0, 1, n, endpoint=False): i (1 / n), times 32 */
             ids[r * 3] = (float)(r < L ? (double)r : ((double)L + tau) + (double)((int64_t)len - L));
-            ids[r * 3 + 1] = (float)(r < L ? 0.0 : (double)(i / n) * (1.0 / (double)n) * MH_SPATIAL_SCALE);
-            ids[r * 3 + 2] = (float)(r < L ? 0.0 : (double)(i % n) * (1.0 / (double)n) * MH_SPATIAL_SCALE);
+            ids[r * 3 + 1] = (float)(r < L ? 0.0 : (double)(i / nw) * (1.0 / (double)nh) * MH_SPATIAL_SCALE);
+            ids[r * 3 + 2] = (float)(r < L ? 0.0 : (double)(i % nw) * (1.0 / (double)nw) * MH_SPATIAL_SCALE);
             d->kb[b * S + r] = r < L && r >= (int64_t)len ? -INFINITY : 0.0f;
             if (r < L) d->kbt[b * L + r] = len > 0.0f ? d->kb[b * S + r] : 0.0f;
         }
@@ -258,14 +258,6 @@ static void minimax_blocks(const model_config *mc, char *buf, size_t n)
              (long long)mc->depth, (long long)mc->head_dim);
 }
 
-static void minimax_grid(const model_config *mc, char *buf, size_t n)
-{
-    const long long edge = (long long)mc->resolution;
-    snprintf(buf, n, "%lld-frame %lld px video (%lld x %lld x %lld latent, VAE /%lld, 17 k + 5 frames to 5 k + 2)",
-             (long long)model_pixel_frames(mc), (long long)(mc->resolution * mc->vae_scale), (long long)mc->frames,
-             edge, edge, (long long)mc->vae_scale);
-}
-
 static const family_preset presets[] = {
     /* MiniMaxH3Transformer3DModel's defaults (MiniMaxAI/MiniMax-H3): 50 blocks of 56 heads x 128 over a 5376-wide
      * stream, Qwen3-VL's 5120-wide states (SimpleTuner's 512 tokens), 24 latent channels through a 16x VAE; the
@@ -347,7 +339,7 @@ const family_desc minimaxh3_desc = {
                    "reference rows in its sequence); segtrain's conditioning carries no reference",
             .example = "minimaxh3-fl2va-convrot-int8-48g.peft-lora.json", .tiny = "minimaxh3-tiny"}},
     .pixel_frames = minimax_pixel_frames, .latent_frames = minimax_latent_frames, .describe_blocks = minimax_blocks,
-    .describe_grid = minimax_grid, FAMILY_PRESETS(presets), .preset = minimax_preset,
+    .frames_note = "17 k + 5 frames to 5 k + 2", FAMILY_PRESETS(presets), .preset = minimax_preset,
     .readers = {{"MiniMaxH3Transformer3DModel", minimax_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_HEAD_DIM | F_TIME_HIDDEN | F_TIME_DIM | F_AUDIO_CHANNELS | F_REFINER,
     .check = minimax_check,

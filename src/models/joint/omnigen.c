@@ -151,7 +151,8 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     og_model *d = og_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, S = L + 1 + T, D = c->hidden;
-    const int64_t P = model_patch_dim(c), G = c->resolution / c->patch, E = c->pos_embed_max, top = (E - G) / 2;
+    const int64_t P = model_patch_dim(c), gh = grid_rows(c), gw = grid_cols(c), E = c->pos_embed_max;
+    const int64_t top = (E - gh) / 2, left = (E - gw) / 2;
     st_status st = ST_OK;
     model_hold(m, &st, &d->patches, B * T * P, "omnigen.patches", false);
     model_hold(m, &st, &d->tin, B, "omnigen.time", false);
@@ -161,11 +162,11 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     model_hold(m, &st, &d->ids, B * L, "omnigen.ids", false);
     model_hold(m, &st, &d->seg, B * S, "omnigen.segments", false);
     if (!st) st = lumina_joint_positions(m, &d->j, prompt_positions, cond, S, d->seg);
-    float *crop = NULL; /* the table's centre G x G, as OmniGenPatchEmbed._cropped_pos_embed takes it */
+    float *crop = NULL; /* the table's centre gh x gw, as OmniGenPatchEmbed._cropped_pos_embed takes it */
     if (!st) st = pool_alloc(m->pool, (size_t)(T * D) * sizeof(float), MEM_WORKSPACE, "omnigen.pos_embed (cropped)",
                              (void **)&crop);
     if (st) return st;
-    copy_rows(crop, G * D, PW(d->pos) + (top * E + top) * D, E * D, G, G * D);
+    copy_rows(crop, gw * D, PW(d->pos) + (top * E + left) * D, E * D, gh, gw * D);
     const patch_shape ps = model_patches(m);
     patchify_forward(d->patches, x, &ps); /* a Conv weight's feature order */
     for (int64_t b = 0; !st && b < B; b++) {
@@ -289,7 +290,7 @@ static st_status omnigen_check(const model_config *mc)
         factors &= mc->rope_short[i] > 0 && mc->rope_short[i] < 1e6f && mc->rope_long[i] > 0 && mc->rope_long[i] < 1e6f;
     if (mc->text_dim != 1 || hd % 2 || hd > 2 * MODEL_ROPE_FACTORS || !factors || mc->rope_original < 1 ||
         mc->rope_max < 1 || mc->rope_original > (1 << 30) || mc->rope_max > (1 << 30) || mc->text_pad < 0 ||
-        mc->text_vocab >= (1 << 24) || mc->resolution / mc->patch > mc->pos_embed_max || mc->sample_size < mc->patch)
+        mc->text_vocab >= (1 << 24) || (grid_rows(mc) > mc->pos_embed_max || grid_cols(mc) > mc->pos_embed_max) || mc->sample_size < mc->patch)
         return family_refuse(mc, GROUP_ROPE_SCALED, "omnigen takes token ids (text_dim 1), an even head width of at "
                              "most 128 with positive rotary factors, 1 to 2^30 positions, a pad token of at least 0, "
                              "fewer than 2^24 ids (they travel as floats), and a table covering the patch grid");

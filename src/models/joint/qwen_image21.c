@@ -92,12 +92,12 @@ static st_status mask_positions(model *m, const float *cond, float *ids)
     q21_model *d = q21_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m), hd = c->hidden / c->heads;
-    const int64_t g = c->resolution / c->patch, K = model_cond_len(c);
+    const int64_t gh = grid_rows(c), gw = grid_cols(c), K = model_cond_len(c);
     for (int64_t r = 0; r < S; r++) {
         const int64_t i = r - L;
         ids[r * 3] = (float)(r < L ? r : L);
-        ids[r * 3 + 1] = (float)(r < L ? r : i / g - (g - g / 2));
-        ids[r * 3 + 2] = (float)(r < L ? r : i % g - (g - g / 2));
+        ids[r * 3 + 1] = (float)(r < L ? r : i / gw - (gh - gh / 2));
+        ids[r * 3 + 2] = (float)(r < L ? r : i % gw - (gw - gw / 2));
     }
     rope_table(d->rope, ids, S, 3, c->rope_axes, Q21_THETA);
     for (int64_t b = 1; b < B; b++) memcpy(d->rope + b * S * hd, d->rope, (size_t)(S * hd) * sizeof(float));
@@ -254,11 +254,11 @@ static const family_preset presets[] = {
 
 static st_status qwen_image21_check(const model_config *mc)
 {
-    const int64_t grid = mc->resolution / mc->patch;
-    if (grid * grid % 4)
-        return st_fail(ST_ERR_INVALID, "resolution %lld, patch_size %lld: Qwen-Image 2.1's image takes its encoder's "
+    const int64_t tokens = grid_rows(mc) * grid_cols(mc);
+    if (tokens % 4)
+        return st_fail(ST_ERR_INVALID, "latent %lld x %lld, patch_size %lld: Qwen-Image 2.1's image takes its encoder's "
                        "slots of 2 x 2 latent tokens each, so its %lld tokens must be a multiple of 4",
-                       (long long)mc->resolution, (long long)mc->patch, (long long)(grid * grid));
+                       (long long)mc->height, (long long)mc->width, (long long)mc->patch, (long long)tokens);
     return ST_OK;
 }
 

@@ -58,7 +58,7 @@ static st_status register_params(model *m, dit_blocks_fn blocks)
     const model_config *c = &m->cfg;
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank;
-    const int64_t D = c->hidden, T = (c->resolution / c->patch) * (c->resolution / c->patch);
+    const int64_t D = c->hidden, T = grid_rows(c) * grid_cols(c);
     d->p_x_w = param_add(s, "x_embedder.proj.weight", 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
     d->p_x_b = add1(s, "x_embedder.proj.bias", D, full);
     d->p_pos = param_add_fixed(s, "pos_embed", 3, (int64_t[]){1, T, D});
@@ -76,7 +76,7 @@ static st_status skipdit_create(model *m) { return register_params(m, skipdit_bl
 
 static void dit_fill_fixed(model *m)
 {
-    pos_embed_2d(param_at(m->params, dit_of(m)->p_pos)->w, m->cfg.resolution / m->cfg.patch, m->cfg.hidden);
+    pos_embed_2d(param_at(m->params, dit_of(m)->p_pos)->w, grid_rows(&m->cfg), grid_cols(&m->cfg), m->cfg.hidden);
 }
 
 /* DiT's initialize_weights: xavier-uniform linears (the patch embedding as a (D, C p p) matrix) with zero

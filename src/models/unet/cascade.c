@@ -46,13 +46,14 @@ typedef struct builder {
 static cascade_block *push(builder *b, cascade_role role, int64_t cout, bool reads_skip, bool emit)
 {
     const int i = b->w.n;
-    const int64_t cin = b->w.c, h = b->w.h;
-    const int64_t ho = !b->cfg->cascade_resample ? h : role == SC_DOWN ? h / 2 : role == SC_UP ? 2 * h : h;
+    const int64_t cin = b->w.c, h = b->w.h, w = b->w.w, resample = b->cfg->cascade_resample;
+    const int64_t ho = !resample ? h : role == SC_DOWN ? h / 2 : role == SC_UP ? 2 * h : h;
+    const int64_t wo = !resample ? w : role == SC_DOWN ? w / 2 : role == SC_UP ? 2 * w : w;
     skip_io io;
-    const int64_t cskip = micro_walk_next(&b->w, &io, cout, ho, reads_skip, emit);
+    const int64_t cskip = micro_walk_next(&b->w, &io, cout, ho, wo, reads_skip, emit);
     if (!b->d) return NULL;
     cascade_block *u = &b->d->blocks[i];
-    *u = (cascade_block){.m = b->m, .cx = &b->d->cx, .role = role, .cin = cin, .cout = cout, .h = h, .w = h,
+    *u = (cascade_block){.m = b->m, .cx = &b->d->cx, .role = role, .cin = cin, .cout = cout, .h = h, .w = w,
                          .cskip = cskip, .io = io};
     return u;
 }
@@ -134,7 +135,7 @@ static void build(builder *b)
     const model_config *c = b->cfg;
     const int L = (int)c->unet_levels;
     char p[64];
-    b->w.c = c->channels, b->w.h = c->resolution;
+    b->w.c = c->channels, b->w.h = c->height, b->w.w = c->width;
     cascade_block *e = push(b, SC_EMBED, c->unet_channels[0], false, false);
     if (e) reg_conv(b, e, "embedding.1", c->channels, c->unet_channels[0], 1, false);
     for (int i = 0; i < L; i++) {
@@ -276,7 +277,7 @@ static st_status clip_backward(model *m)
 static conv_shape head_conv(const model *m)
 {
     const model_config *c = &m->cfg;
-    return (conv_shape){.batch = m->shape.batch, .in = c->unet_channels[0], .h = c->resolution, .w = c->resolution,
+    return (conv_shape){.batch = m->shape.batch, .in = c->unet_channels[0], .h = c->height, .w = c->width,
                         .out = c->channels, .kh = 1, .kw = 1, .sh = 1, .sw = 1};
 }
 
@@ -400,23 +401,24 @@ static st_status cascade_check(const model_config *mc)
               mc->unet_cross <= (1 << 20) && mc->time_channels >= 2 && mc->time_channels <= 65536 &&
               mc->time_channels % 2 == 0 && mc->pooled_dim >= 1 && mc->image_dim >= 1 && mc->patch == 1 &&
               mc->frames == 1 && !mc->out_channels && mc->hidden == mc->unet_channels[0] &&
-              (!mc->cascade_resample || mc->resolution % ((int64_t)1 << (L - 1)) == 0);
+              (!mc->cascade_resample || (mc->height % ((int64_t)1 << (L - 1)) == 0 && mc->width % ((int64_t)1 << (L - 1)) == 0));
     for (int64_t i = 0; ok && i < L; i++)
         ok = mc->cascade_dropout[i] >= 0 && mc->cascade_dropout[i] < 1 && mc->unet_channels[i] >= 1 &&
              mc->unet_channels[i] <= (1 << 16) && mc->unet_heads[i] >= 1 &&
              mc->unet_channels[i] % mc->unet_heads[i] == 0 && mc->unet_attn[i] >= 1 && mc->unet_attn[i] <= 64;
     if (ok) return ST_OK;
     return st_fail(ST_ERR_INVALID, "block_out_channels: %lld levels (%lld, %lld, %lld, %lld) with heads (%lld, %lld, "
-                   "%lld, %lld), conditioning_dim %lld, clip_seq %lld, timestep_ratio_embedding_dim %lld, resolution "
-                   "%lld; stable_cascade takes 1 to %d levels of 1 to 65536 channels that each level's heads divide, 1 "
+                   "%lld, %lld), conditioning_dim %lld, clip_seq %lld, timestep_ratio_embedding_dim %lld, latent "
+                   "%lld x %lld; stable_cascade takes 1 to %d levels of 1 to 65536 channels that each level's heads divide, 1 "
                    "to 64 layers a level, dropout in [0, 1), conditioning of 1 to 2^20, 1 to 64 clip tokens, even time "
                    "sinusoids of 2 to "
                    "65536, pooled and image widths of at least 1, hidden_size block_out_channels[0], 1 x 1 patches, "
-                   "1 frame, and with resampling scalers a latent edge that halves evenly", (long long)L,
+                   "1 frame, and with resampling scalers latent edges that halve evenly", (long long)L,
                    (long long)mc->unet_channels[0], (long long)mc->unet_channels[1], (long long)mc->unet_channels[2],
                    (long long)mc->unet_channels[3], (long long)mc->unet_heads[0], (long long)mc->unet_heads[1],
                    (long long)mc->unet_heads[2], (long long)mc->unet_heads[3], (long long)mc->unet_cross,
-                   (long long)mc->clip_seq, (long long)mc->time_channels, (long long)mc->resolution, UNET_LEVELS_MAX);
+                   (long long)mc->clip_seq, (long long)mc->time_channels, (long long)mc->height,
+                   (long long)mc->width, UNET_LEVELS_MAX);
 }
 
 /* A list of n whole numbers at key, all equal to want (absent or null: the class's default, which is that) */

@@ -35,18 +35,19 @@ void micro_skip_grad_join(const skip_io *io, int64_t batch, pool *p, block_state
     grad->t[--grad->n] = NULL;
 }
 
-int64_t micro_walk_next(micro_walk *w, skip_io *io, int64_t cout, int64_t h_out, bool reads, bool emit)
+int64_t micro_walk_next(micro_walk *w, skip_io *io, int64_t cout, int64_t h_out, int64_t w_out, bool reads,
+                        bool emit)
 {
     const int64_t cskip = reads && w->skips ? w->skip_c[w->skips - 1] : 0;
-    *io = (skip_io){.skips = w->skips, .reads = cskip > 0, .emit = emit, .in_numel = w->c * w->h * w->h,
-                    .out_numel = cout * h_out * h_out};
-    for (int k = 0; k < w->skips; k++) io->skip_numel[k + 1] = w->skip_c[k] * w->skip_h[k] * w->skip_h[k];
+    *io = (skip_io){.skips = w->skips, .reads = cskip > 0, .emit = emit, .in_numel = w->c * w->h * w->w,
+                    .out_numel = cout * h_out * w_out};
+    for (int k = 0; k < w->skips; k++) io->skip_numel[k + 1] = w->skip_c[k] * w->skip_plane[k];
     w->n++;
     if (reads && w->skips) w->skips--;
-    w->c = cout, w->h = h_out;
+    w->c = cout, w->h = h_out, w->w = w_out;
     if (emit) {
         if (w->skips == STATE_MAX - 1) w->overflow = true;
-        else w->skip_c[w->skips] = cout, w->skip_h[w->skips] = h_out, w->skips++;
+        else w->skip_c[w->skips] = cout, w->skip_plane[w->skips] = h_out * w_out, w->skips++;
     }
     return cskip;
 }
@@ -70,7 +71,7 @@ void *micro_seq_blocks(model *m, int n, const block_kind *kind, size_t size, con
 {
     void *blocks = model_seq_blocks(m, 0, "micro-blocks", n, kind, size);
     m->seq[0].state_names[0] = state_name;
-    m->seq_sample[0] = m->cfg.channels * m->cfg.resolution * m->cfg.resolution; /* the latents' */
+    m->seq_sample[0] = m->cfg.channels * m->cfg.height * m->cfg.width; /* the latents' */
     return blocks;
 }
 
@@ -78,7 +79,7 @@ st_status micro_seq_forward(model *m, const float *x, bool train,
                             st_status (*head_forward)(model *m, const float *h))
 {
     const model_config *c = &m->cfg;
-    const int64_t nx = m->shape.batch * c->channels * c->resolution * c->resolution;
+    const int64_t nx = m->shape.batch * c->channels * c->height * c->width;
     st_status st = ST_OK;
     float *first = model_take(m, &st, nx, "micro.latents", false);
     if (st) return st;

@@ -22,18 +22,19 @@ void micro_skip_output(const skip_io *io, const block_state *in, float *y, block
  * last) is added to the stream's and freed. */
 void micro_skip_grad_join(const skip_io *io, int64_t batch, pool *p, block_state *grad);
 
-/* A builder's walk over the micro-blocks in order: the stream's channels and (square) edge after the blocks so far,
- * and the skips on the stack, newest last. */
+/* A builder's walk over the micro-blocks in order: the stream's channels, height and width after the blocks so far,
+ * and the skips on the stack, newest last (their channels and planes, height x width). */
 typedef struct micro_walk {
     int n; /* blocks so far */
-    int64_t c, h;
+    int64_t c, h, w;
     int skips;
-    int64_t skip_c[STATE_MAX], skip_h[STATE_MAX];
+    int64_t skip_c[STATE_MAX], skip_plane[STATE_MAX];
     bool overflow; /* a new skip found the state full, and was left out */
 } micro_walk;
-/* The next block, its stream out cout channels at edge h_out: its states into io; with reads it reads the newest
+/* The next block, its stream out cout channels of h_out x w_out: its states into io; with reads it reads the newest
  * skip, whose channels it returns (0: none read), with emit its output is a new skip. */
-int64_t micro_walk_next(micro_walk *w, skip_io *io, int64_t cout, int64_t h_out, bool reads, bool emit);
+int64_t micro_walk_next(micro_walk *w, skip_io *io, int64_t cout, int64_t h_out, int64_t w_out, bool reads,
+                        bool emit);
 
 /* A micro-block's forward ends, r its status: sv (what it kept; empty: nothing) goes to *saved_io, or back to its
  * kind's release on failure, when empty, or with no saved_io; then the output state is y's (micro_skip_output). */

@@ -128,12 +128,14 @@ typedef struct builder {
 static unet_block *push(builder *b, unet_role role, int64_t cout, bool reads_skip, bool emit)
 {
     const int i = b->w.n;
-    const int64_t cin = b->w.c, h = b->w.h, ho = role == UNET_DOWN ? (h + 1) / 2 : role == UNET_UP ? 2 * h : h;
+    const int64_t cin = b->w.c, h = b->w.h, w = b->w.w;
+    const int64_t ho = role == UNET_DOWN ? (h + 1) / 2 : role == UNET_UP ? 2 * h : h; /* a stride-2 3 x 3 conv's */
+    const int64_t wo = role == UNET_DOWN ? (w + 1) / 2 : role == UNET_UP ? 2 * w : w;
     skip_io io;
-    const int64_t cskip = micro_walk_next(&b->w, &io, cout, ho, reads_skip, emit);
+    const int64_t cskip = micro_walk_next(&b->w, &io, cout, ho, wo, reads_skip, emit);
     if (!b->d) return NULL;
     unet_block *u = &b->d->blocks[i];
-    *u = (unet_block){.m = b->m, .role = role, .cin = cin, .cout = cout, .h = h, .w = h, .cskip = cskip, .io = io};
+    *u = (unet_block){.m = b->m, .role = role, .cin = cin, .cout = cout, .h = h, .w = w, .cskip = cskip, .io = io};
     return u;
 }
 
@@ -165,7 +167,7 @@ static void build(builder *b)
     const int L = (int)c->unet_levels, n = (int)c->unet_layers;
     const int64_t *ch = c->unet_channels, *heads = c->unet_heads, *at = c->unet_attn;
     char p[64];
-    b->w.c = c->channels, b->w.h = c->resolution;
+    b->w.c = c->channels, b->w.h = c->height, b->w.w = c->width;
     conv(b, UNET_CONV_IN, "conv_in", ch[0], true);
     for (int i = 0; i < L; i++) {
         for (int j = 0; j < n; j++) {
@@ -239,7 +241,7 @@ static void unet_release(model *m)
 static conv_shape head_conv(const model *m)
 {
     const model_config *c = &m->cfg;
-    return (conv_shape){.batch = m->shape.batch, .in = c->unet_channels[0], .h = c->resolution, .w = c->resolution,
+    return (conv_shape){.batch = m->shape.batch, .in = c->unet_channels[0], .h = c->height, .w = c->width,
                         .out = c->channels, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .ph = 1, .pw = 1};
 }
 
@@ -249,7 +251,7 @@ static st_status head_forward(model *m, const float *h)
     unet_model *d = unet_of(m);
     const model_config *c = &m->cfg;
     const conv_shape cs = head_conv(m);
-    const int64_t HW = c->resolution * c->resolution, n = cs.batch * cs.in * HW;
+    const int64_t HW = c->height * c->width, n = cs.batch * cs.in * HW;
     st_status st = ST_OK;
     model_hold(m, &st, &d->step.n, n, "unet.out_norm", false);
     model_hold(m, &st, &d->step.pred, cs.batch * cs.out * HW, "unet.pred", false);
@@ -269,7 +271,7 @@ static st_status head_backward(model *m, const float *h, const float *dpred, flo
     unet_model *d = unet_of(m);
     const model_config *c = &m->cfg;
     const conv_shape cs = head_conv(m);
-    const int64_t HW = c->resolution * c->resolution, n = cs.batch * cs.in * HW;
+    const int64_t HW = c->height * c->width, n = cs.batch * cs.in * HW;
     scratch k = {.pool = m->pool};
     float *a = scratch_take(&k, n, MEM_WORKSPACE, "unet.out_silu");
     float *da = scratch_take_zero(&k, n, MEM_WORKSPACE, "unet.dout_silu");
@@ -396,7 +398,7 @@ st_status unet_check(const model_config *mc)
     bool ok = L >= 1 && L <= UNET_LEVELS_MAX && mc->unet_layers >= 1 && mc->unet_layers <= 8 && mc->unet_mid >= 0 &&
               mc->unet_mid <= 64 && g >= 1 && mc->norm_eps > 0 && mc->norm_eps < 1 && mc->patch == 1 &&
               mc->frames == 1 && !mc->out_channels && mc->hidden == 4 * mc->unet_channels[0] &&
-              mc->resolution % ((int64_t)1 << (L - 1)) == 0 &&
+              mc->height % ((int64_t)1 << (L - 1)) == 0 && mc->width % ((int64_t)1 << (L - 1)) == 0 &&
               (!unet_options_of(mc)->added ? !mc->pooled_dim && !mc->time_channels
                                            : mc->pooled_dim >= 1 && mc->time_channels >= 2 &&
                                                  mc->time_channels % 2 == 0 && mc->time_channels <= 65536) &&
@@ -407,15 +409,15 @@ st_status unet_check(const model_config *mc)
              mc->unet_attn[i] <= 64;
     if (ok) return ST_OK;
     return st_fail(ST_ERR_INVALID, "block_out_channels: %lld levels (%lld, %lld, %lld, %lld) with heads (%lld, %lld, "
-                   "%lld, %lld), layers_per_block %lld, norm_num_groups %lld, norm_eps %g, resolution %lld; %s takes 1 "
+                   "%lld, %lld), layers_per_block %lld, norm_num_groups %lld, norm_eps %g, latent %lld x %lld; %s takes 1 "
                    "to %d levels of 1 to 65536 channels that the groups and each level's heads divide, 1 to 8 layers "
-                   "a block, 0 to 64 transformer blocks an attention, an eps in (0, 1), a latent edge that halves "
+                   "a block, 0 to 64 transformer blocks an attention, an eps in (0, 1), latent edges that halve "
                    "evenly at every level, time_embed_dim 4 x block_out_channels[0], 1 x 1 patches, 1 frame (sdxl, "
                    "kolors: a pooled text of at least 1 and even size-id sinusoids of 2 to 65536, sd1x neither; "
                    "kolors: a text projection to 1 to 2^20)",
                    (long long)L, (long long)mc->unet_channels[0], (long long)mc->unet_channels[1],
                    (long long)mc->unet_channels[2], (long long)mc->unet_channels[3], (long long)mc->unet_heads[0],
                    (long long)mc->unet_heads[1], (long long)mc->unet_heads[2], (long long)mc->unet_heads[3],
-                   (long long)mc->unet_layers, (long long)g, mc->norm_eps, (long long)mc->resolution, mc->family,
+                   (long long)mc->unet_layers, (long long)g, mc->norm_eps, (long long)mc->height, (long long)mc->width, mc->family,
                    UNET_LEVELS_MAX);
 }

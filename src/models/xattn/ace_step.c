@@ -314,7 +314,7 @@ static void ace_step_preset(model_config *mc, const char *name, bool tiny)
 static st_status ace_step_check(const model_config *mc)
 {
     if (mc->kv_heads < 1 || mc->heads % mc->kv_heads || mc->window < 0 || mc->cond_channels < 0 ||
-        mc->cond_channels > (1 << 16) || mc->patch != 1 || mc->resolution != 1 || mc->out_channels)
+        mc->cond_channels > (1 << 16) || mc->patch != 1 || mc->height != 1 || mc->width != 1 || mc->out_channels)
         return family_refuse(mc, GROUP_KV_HEADS, "ace_step takes a divisor of num_heads, a window of at least 0, 0 to "
                              "65536 context channels, and audio's 1, 1 and 0 (= in_channels)");
     return ST_OK;
@@ -360,7 +360,7 @@ static st_status ace_step_from_json(const cJSON *j, const char *file, model_conf
                        "audio_acoustic_hidden_dim (%lld: the context latents come first)", file, (long long)patch,
                        (long long)hd, (long long)mc->heads, (long long)in, (long long)mc->hidden,
                        (long long)mc->channels);
-    mc->patch_t = patch, mc->patch = 1, mc->resolution = 1, mc->window = window, mc->cond_channels = in - mc->channels;
+    mc->patch_t = patch, mc->patch = 1, mc->height = mc->width = 1, mc->window = window, mc->cond_channels = in - mc->channels;
     mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
     return ST_OK;
 }

@@ -163,7 +163,7 @@ static void co_release(model *m)
 static st_status cosmos_rope_table(model *m, const float *cond, float *work) /* a model_host_loop's */
 {
     const model_config *c = &m->cfg;
-    const int64_t F = c->frames / c->patch_t, G = c->resolution / c->patch;
+    const int64_t F = c->frames / c->patch_t, gh = grid_rows(c), gw = grid_cols(c);
     float *table = m->ctx.rope;
     const int64_t hd = c->hidden / c->heads, dh = hd / 6 * 2, dt = hd - 2 * dh, dims[3] = {dt, dh, dh};
     const double scale[3] = {1.0, 4.0, 4.0};
@@ -177,8 +177,8 @@ static st_status cosmos_rope_table(model *m, const float *cond, float *work) /* 
         }
     }
     const int64_t pairs = hd / 2;
-    for (int64_t t = 0; t < F * G * G; t++) {
-        const int64_t pos[3] = {t / (G * G), t / G % G, t % G};
+    for (int64_t t = 0; t < F * gh * gw; t++) {
+        const int64_t pos[3] = {t / (gh * gw), t / gw % gh, t % gw};
         float *e = table + t * pairs * 2;
         for (int a = 0; a < 3; a++)
             for (int64_t j = 0; j < dims[a] / 2; j++, e += 2) {

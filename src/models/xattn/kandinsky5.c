@@ -155,7 +155,7 @@ static float k5_freq(int64_t j, int64_t dim)
 static st_status k5_rope_tables(model *m, const float *cond, float *work) /* a model_host_loop's */
 {
     const model_config *c = &m->cfg;
-    const int64_t L = m->shape.text, F = c->frames / c->patch_t, G = c->resolution / c->patch;
+    const int64_t L = m->shape.text, F = c->frames / c->patch_t, gh = grid_rows(c), gw = grid_cols(c);
     float *text = k5_of(m)->trope, *image = k5_of(m)->vrope;
     const int64_t hd = c->hidden / c->heads, pairs = hd / 2, dims[3] = {hd / 4, 3 * hd / 8, 3 * hd / 8};
     const double scale[3] = {1.0, 2.0, 2.0};
@@ -165,8 +165,8 @@ static st_status k5_rope_tables(model *m, const float *cond, float *work) /* a m
             text[(t * pairs + j) * 2] = (float)cos((double)ang);
             text[(t * pairs + j) * 2 + 1] = (float)sin((double)ang);
         }
-    for (int64_t t = 0; t < F * G * G; t++) {
-        const int64_t pos[3] = {t / (G * G), t / G % G, t % G};
+    for (int64_t t = 0; t < F * gh * gw; t++) {
+        const int64_t pos[3] = {t / (gh * gw), t / gw % gh, t % gw};
         float *e = image + t * pairs * 2;
         for (int a = 0; a < 3; a++)
             for (int64_t j = 0; j < dims[a] / 2; j++, e += 2) {

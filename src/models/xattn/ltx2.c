@@ -162,10 +162,10 @@ static void rope_fill(float *table, const float *g, int64_t T, int n_axes, int64
 
 /* A video token's (frame, row, column) grid values: its patch's pixel bounds, the frame's shifted for the causal
  * first frame (+ 1 - 8, at least 0) and in seconds, their midpoints over (20, 2048, 2048). */
-static void video_grid(float *g, int64_t F, int64_t G)
+static void video_grid(float *g, int64_t F, int64_t rows, int64_t cols)
 {
-    for (int64_t t = 0; t < F * G * G; t++) {
-        const int64_t pos[3] = {t / (G * G), t / G % G, t % G};
+    for (int64_t t = 0; t < F * rows * cols; t++) {
+        const int64_t pos[3] = {t / (rows * cols), t / cols % rows, t % cols};
         float lo = (float)pos[0] * LTX2_VAE_T + 1.0f - LTX2_VAE_T;
         float hi = (float)(pos[0] + 1) * LTX2_VAE_T + 1.0f - LTX2_VAE_T;
         lo = (lo > 0.0f ? lo : 0.0f) / LTX2_FPS, hi = (hi > 0.0f ? hi : 0.0f) / LTX2_FPS;
@@ -195,7 +195,7 @@ static st_status rope_tables(model *m, const float *cond, float *work) /* a mode
     const model_config *c = &m->cfg;
     const int64_t Tv = x->tokens[0], Ta = x->tokens[1];
     float *gv = work, *gt = gv + 3 * Tv, *ga = gt + Tv;
-    video_grid(gv, c->frames, c->resolution);
+    video_grid(gv, c->frames, grid_rows(c), grid_cols(c));
     for (int64_t t = 0; t < Tv; t++) gt[t] = gv[3 * t]; /* the cross-modal tables read time alone */
     audio_grid(ga, Ta);
     rope_fill(x->self[0], gv, Tv, 3, c->hidden);

@@ -23,8 +23,8 @@ static const family_preset presets[] = {
 static void pixart_sigma_preset(model_config *mc, const char *name, bool tiny)
 {
     /* learned variance; the table's base grid and interpolation */
-    mc->out_channels = 2 * mc->channels, mc->sample_size = mc->resolution,
-    mc->interpolation = tiny ? 1.0 : (double)(mc->resolution / 64 > 1 ? mc->resolution / 64 : 1);
+    mc->out_channels = 2 * mc->channels, mc->sample_size = mc->height,
+    mc->interpolation = tiny ? 1.0 : (double)(mc->height / 64 > 1 ? mc->height / 64 : 1);
 }
 
 /* PixArtTransformer2DModel's config: its defaults (PixArt-Sigma-XL-2-1024-MS's), then the file's values; the

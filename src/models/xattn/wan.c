@@ -15,7 +15,7 @@ static bool animate(const model_config *mc) { return mc->face_every > 0; }
 
 static int64_t wan_cond_len(const model_config *mc)
 {
-    const int64_t plane = mc->resolution * mc->resolution;
+    const int64_t plane = mc->height * mc->width;
     int64_t control = vace(mc) ? mc->vace_channels * mc->frames * plane : 0;
     if (animate(mc)) /* the reference image's tokens, condition and pose latents, the face video */
         control = mc->image_tokens * mc->image_dim + (mc->cond_channels * mc->frames + mc->channels * (mc->frames - 1)) *

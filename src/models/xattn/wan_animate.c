@@ -412,11 +412,11 @@ static st_status face_encode_backward(model *m, wan_animate *a, face_acts *f, co
 static int64_t image_at(const model_config *c) { return c->text_len * c->text_dim; }
 static int64_t pose_at(const model_config *c)
 {
-    return image_at(c) + c->image_tokens * c->image_dim + c->cond_channels * c->frames * c->resolution * c->resolution;
+    return image_at(c) + c->image_tokens * c->image_dim + c->cond_channels * c->frames * c->height * c->width;
 }
 static int64_t face_at(const model_config *c)
 {
-    return pose_at(c) + c->channels * (c->frames - 1) * c->resolution * c->resolution;
+    return pose_at(c) + c->channels * (c->frames - 1) * c->height * c->width;
 }
 
 static st_status image_forward(model *m, wan_animate *a, const float *cond, bool train, xdit_inputs *in)
@@ -467,9 +467,9 @@ static st_status pose_forward(model *m, wan_animate *a, const float *cond, float
 {
     const model_config *c = &m->cfg;
     const int64_t B = a->B, T = m->shape.tokens, D = c->hidden, K = model_cond_len(c);
-    const int64_t Fp = c->frames - 1, plane = c->resolution * c->resolution, P = model_patch_dim(c);
+    const int64_t Fp = c->frames - 1, plane = c->height * c->width, P = model_patch_dim(c);
     const int64_t per = T / (c->frames / c->patch_t), Tp = T - per; /* tokens per latent frame; the pose's */
-    const patch_shape ps = {B, c->channels, Fp, c->resolution, c->resolution, c->patch_t, c->patch};
+    const patch_shape ps = {B, c->channels, Fp, c->height, c->width, c->patch_t, c->patch};
     st_status st = ST_OK;
     a->pose_patches = model_take(m, &st, B * Tp * P, "wan_animate.pose_patches", false);
     float *pose = NULL, *emb = NULL;

@@ -211,12 +211,13 @@ static void xd_fill_fixed(model *m)
     xd_model *d = xd_of(m);
     const model_config *c = &m->cfg;
     if (d->p_pos < 0) return; /* no position table (Wan, LTX, Sana) */
-    const int64_t G = c->resolution / c->patch, D = c->hidden, q = D / 4;
-    const float step = (float)((double)G / (double)(c->sample_size / c->patch)), interp = (float)c->interpolation;
+    const int64_t gh = grid_rows(c), gw = grid_cols(c), base = c->sample_size / c->patch, D = c->hidden, q = D / 4;
+    const float step[2] = {(float)((double)gw / (double)base), (float)((double)gh / (double)base)};
+    const float interp = (float)c->interpolation;
     float *t = PW(d->p_pos);
-    for (int64_t k = 0; k < G * G; k++)
+    for (int64_t k = 0; k < gh * gw; k++)
         for (int half = 0; half < 2; half++) {
-            const double pos = (double)((float)(half ? k / G : k % G) / step / interp);
+            const double pos = (double)((float)(half ? k / gw : k % gw) / step[half] / interp);
             float *row = t + k * D + half * 2 * q;
             for (int64_t j = 0; j < q; j++) {
                 const double arg = pos / pow(10000.0, (double)j / (double)q);
@@ -258,14 +259,14 @@ static void xd_release(model *m)
 static st_status ltx_rope_table(model *m, const float *cond, float *work)
 {
     const model_config *c = &m->cfg;
-    const int64_t F = c->frames / c->patch_t, G = c->resolution / c->patch;
+    const int64_t F = c->frames / c->patch_t, gh = grid_rows(c), gw = grid_cols(c);
     float *table = m->ctx.rope;
     const int64_t D = c->hidden, n = D / 6, pass = (D % 6) / 2, pairs = D / 2;
     const float scale[3] = {(float)(1.0 / (LTX_FRAMERATE / 8.0)), LTX_VAE_SPATIAL, LTX_VAE_SPATIAL};
     const float patch[3] = {(float)c->patch_t, (float)c->patch, (float)c->patch}, base[3] = {20.0f, 2048.0f, 2048.0f};
     const float half_pi = (float)(3.14159265358979323846 / 2.0), step = n > 1 ? 1.0f / (float)(n - 1) : 0.0f;
-    for (int64_t t = 0; t < F * G * G; t++) {
-        const int64_t pos[3] = {t / (G * G), t / G % G, t % G};
+    for (int64_t t = 0; t < F * gh * gw; t++) {
+        const int64_t pos[3] = {t / (gh * gw), t / gw % gh, t % gw};
         float *e = table + t * pairs * 2;
         for (int64_t p = 0; p < pass; p++) e[2 * p] = 1.0f, e[2 * p + 1] = 0.0f;
         for (int a = 0; a < 3; a++) {
@@ -292,7 +293,7 @@ static st_status vace_embed(model *m, patch_shape ps, const float *cond, bool tr
     xd_model *d = xd_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, N = B * m->shape.tokens, D = c->hidden, K = model_cond_len(c);
-    const int64_t Nc = c->vace_channels * c->frames * c->resolution * c->resolution;
+    const int64_t Nc = c->vace_channels * c->frames * c->height * c->width;
     ps.channels = c->vace_channels;
     const int64_t Pc = c->vace_channels * c->patch_t * c->patch * c->patch;
     st_status st = ST_OK;
@@ -326,7 +327,7 @@ static st_status patch_input(model *m, patch_shape ps, const float *x, const flo
         patchify_forward(d->patches, x, &ps);
         return ST_OK;
     }
-    const int64_t vol = c->frames * c->resolution * c->resolution, n = c->channels * vol, nc = c->cond_channels * vol;
+    const int64_t vol = c->frames * c->height * c->width, n = c->channels * vol, nc = c->cond_channels * vol;
     float *in = NULL;
     st_status st = pool_alloc(m->pool, (size_t)(ps.batch * (n + nc)) * sizeof(float), MEM_WORKSPACE, "xdit.latents_in",
                               (void **)&in);
@@ -387,8 +388,8 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         if ((st = pool_alloc(m->pool, (size_t)(T * 3) * sizeof(float), MEM_WORKSPACE, "xdit.position_ids",
                              (void **)&ids)))
             return st;
-        const int64_t hd = D / c->heads, hw = 2 * (hd / 6), axes[3] = {hd - 2 * hw, hw, hw}, g = c->resolution / c->patch;
-        position_ids_grid(ids, 0, c->frames / c->patch_t, g, g);
+        const int64_t hd = D / c->heads, hw = 2 * (hd / 6), axes[3] = {hd - 2 * hw, hw, hw};
+        position_ids_grid(ids, 0, c->frames / c->patch_t, grid_rows(c), grid_cols(c));
         rope_table(m->ctx.rope, ids, T, 3, axes, WAN_ROPE_THETA);
         pool_free(m->pool, ids);
     }

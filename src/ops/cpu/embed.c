@@ -90,15 +90,15 @@ static void sincos_1d(float *out, double u, int64_t e)
     }
 }
 
-void pos_embed_2d(float *table, int64_t grid, int64_t d)
+void pos_embed_2d(float *table, int64_t rows, int64_t cols, int64_t d)
 {
     if (op_dry(table)) return;
     /* column q in the first half, row r in the second, as DiT's meshgrid(w, h) order gives */
-#pragma omp parallel for schedule(static) if (grid * grid * d >= PAR_MIN)
-    for (int64_t k = 0; k < grid * grid; k++) {
+#pragma omp parallel for schedule(static) if (rows * cols * d >= PAR_MIN)
+    for (int64_t k = 0; k < rows * cols; k++) {
         float *row = table + k * d;
-        sincos_1d(row, (double)(k % grid), d / 2);
-        sincos_1d(row + d / 2, (double)(k / grid), d / 2);
+        sincos_1d(row, (double)(k % cols), d / 2);
+        sincos_1d(row + d / 2, (double)(k / cols), d / 2);
     }
 }
 
