@@ -407,6 +407,18 @@ expect 0 "SimpleTuner's ltxvideo example plans LTX-Video 0.9.5 at its real size"
 expect 0 "num_frames: 49 frames of LTX-Video are 7 latent frames (its VAE is 8x in time), 1575 image tokens" \
   "1575 image \\+ 226 text tokens of 49-frame 480 px video \\(7 x 15 x 15 latent, VAE /32, /8 in time\\)" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo-0.9.5-t2v.peft-lora.json" --set pretrained_model_name_or_path= --set num_frames=49
+expect 0 "plan with bucket_shapes predicts every bucket's peak and names the largest as the run's" \
+  "bucket 512x512 +1024 image tokens  predicted peak 702.48 MiB  \\(the run's peak\\)" -- \
+  "$bin" plan --set model_preset=dit-s2 --set bucket_shapes=256x256,512x512,128x128
+expect 0 "... and the plan after the buckets is the largest's" "1024 tokens of 512 px images \\(64 x 64 latent" -- \
+  "$bin" plan --set model_preset=dit-s2 --set bucket_shapes=256x256,512x512,128x128
+expect 0 "a one-bucket plan at 512x512 is resolution 512's" "predicted peak device memory of a training step 702.48 MiB" -- \
+  "$bin" plan --set model_preset=dit-s2 --set resolution=512
+expect 1 "a bucket edge that is not whole patches is refused with the nearest" \
+  "bucket_shapes: 830x480; flux takes edges of whole patches, multiples of 16 pixels .* 832x480 is the nearest" -- \
+  "$bin" plan --set model_preset=flux-dev --set bucket_shapes=830x480
+expect 1 "a bucket that is not WxH is refused by name" "bucket_shapes: \"832by480\" is not a shape" -- \
+  "$bin" plan --set model_preset=flux-dev --set bucket_shapes=832by480
 expect 1 "num_frames of LTX-Video not 8 k + 1 is refused with the rule" "num_frames: 21; this video family takes 8 k \\+ 1 frames" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo-0.9.5-t2v.peft-lora.json" --set pretrained_model_name_or_path= --set num_frames=21
 expect 0 "SimpleTuner's ltxvideo2 example plans LTX-2.0 19B at 121 frames: 16 latent frames, one audio latent a frame" \

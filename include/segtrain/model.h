@@ -147,6 +147,15 @@ st_status model_preset(const char *name, model_config *out);
  * `resolution` is in image pixels as in SimpleTuner (read by resolution_type); the input edge is it over the
  * VAE scale factor, rounded to the nearest multiple of the patch (at least one patch). */
 st_status model_config_from(const config *cfg, model_config *out);
+/* A shape a run trains at, in image pixels (frames 0: the config's num_frames). */
+typedef struct bucket_shape {
+    int64_t width, height, frames;
+} bucket_shape;
+#define MODEL_SHAPES_MAX 64
+/* The config's bucket_shapes, in order, into out (at most MODEL_SHAPES_MAX); *n = 0 when none is given. */
+st_status model_bucket_shapes(const config *cfg, bucket_shape *out, int *n);
+/* "832x480", or "832x480@81" with frames. */
+void bucket_shape_name(const bucket_shape *s, char *buf, size_t n);
 /* The architecture of a diffusers transformer from its own config.json (path: the file, a model folder, or a
  * pipeline folder with transformer/), over mc's family, resolution, text length and training keys: for the
  * dual-stream families FluxTransformer2DModel's (in_channels as the pipeline packs 2x2 patches, layers, heads,

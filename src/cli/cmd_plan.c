@@ -23,7 +23,9 @@ static const char plan_help[] =
     "block's expert weights as one line) and what was live at the predicted peak, by name and tag (a mixture\n"
     "of experts' routing state, a boundary, an attention's kept state). --ranks N gives one rank's memory in a\n"
     "data-parallel run of N ranks (mpirun -np N segtrain train): with zero_stage 1 its optimizer state is its\n"
-    "share, and the line says what that saves; the gradients' reduction adds its scratch in host memory.\n";
+    "share, and the line says what that saves; the gradients' reduction adds its scratch in host memory.\n"
+    "With bucket_shapes (--set bucket_shapes=832x480,480x832), it first predicts the peak of every bucket, and the\n"
+    "plan that follows is the largest one's: the run's peak.\n";
 
 #define PARTS_SHOWN 100
 
@@ -126,7 +128,13 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
     if (r->host.peak) print_peak(stdout, "predicted peak host memory of a training step", &r->host);
 }
 
-static void print_json(model *m, const plan_report *r)
+typedef struct bucket_report {
+    bucket_shape shape;
+    int64_t tokens;
+    size_t peak;
+} bucket_report;
+
+static void print_json(model *m, const plan_report *r, const bucket_report *buckets, int n_buckets)
 {
     const model_config *mc = model_get_config(m);
     cJSON *root = cJSON_CreateObject(), *model_j = cJSON_AddObjectToObject(root, "model");
@@ -172,6 +180,16 @@ static void print_json(model *m, const plan_report *r)
             cJSON_AddStringToObject(one, "state", desc);
             cJSON_AddItemToArray(bj, one);
         }
+    }
+    cJSON *bj_all = n_buckets > 1 ? cJSON_AddArrayToObject(root, "buckets") : NULL;
+    for (int i = 0; bj_all && i < n_buckets; i++) {
+        char name[48];
+        bucket_shape_name(&buckets[i].shape, name, sizeof name);
+        cJSON *one = cJSON_CreateObject();
+        cJSON_AddStringToObject(one, "shape", name);
+        cJSON_AddNumberToObject(one, "image_tokens", (double)buckets[i].tokens);
+        cJSON_AddNumberToObject(one, "predicted_peak_device_bytes", (double)buckets[i].peak);
+        cJSON_AddItemToArray(bj_all, one);
     }
     cJSON_AddNumberToObject(root, "predicted_peak_host_bytes", (double)r->host.peak);
     size_t moved = 0;
@@ -249,6 +267,40 @@ static void print_parts(model *m, pool *device)
     if (all > PARTS_SHOWN) printf("  ... %zu smaller names\n", all - PARTS_SHOWN);
 }
 
+/* Each bucket shape's dry step at batch (its own model), into out; the index of the largest peak in *largest. */
+static st_status plan_buckets(const config *cfg, int64_t batch, int ranks, bucket_report *out, int *n, int *largest)
+{
+    bucket_shape shapes[MODEL_SHAPES_MAX];
+    st_status st = model_bucket_shapes(cfg, shapes, n);
+    *largest = 0;
+    for (int i = 0; !st && i < *n; i++) {
+        char set[80] = "bucket_shapes=";
+        bucket_shape_name(&shapes[i], set + strlen(set), sizeof set - strlen(set));
+        config *one = config_copy(cfg);
+        cli_model cm = {0};
+        pool_stats sim, host;
+        st = one ? config_set(one, set) : st_host_oom("a config");
+        if (!st) st = model_run_open(one, false, &cm);
+        if (!st) st = flow_step_dry(&cm, batch, ranks, &sim, &host);
+        if (!st) out[i] = (bucket_report){shapes[i], model_image_tokens(model_get_config(cm.m)), sim.peak};
+        if (!st && out[i].peak > out[*largest].peak) *largest = i;
+        if (cm.m) model_run_close(&cm);
+        config_free(one);
+    }
+    return st;
+}
+
+static void print_buckets(const bucket_report *b, int n, int largest)
+{
+    printf("%d buckets, each a training step's predicted peak; the plan below is the largest's:\n", n);
+    for (int i = 0; i < n; i++) {
+        char name[48], bytes[24];
+        bucket_shape_name(&b[i].shape, name, sizeof name);
+        printf("  bucket %-14s %8lld image tokens  predicted peak %s%s\n", name, (long long)b[i].tokens,
+               st_bytes(bytes, b[i].peak), i == largest ? "  (the run's peak)" : "");
+    }
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *config_path = NULL;
@@ -262,6 +314,15 @@ int cmd_plan(int argc, char **argv)
     config *cfg;
     cli_model cm = {0};
     st_status st = cli_load_config(config_path, &a, &cfg);
+    bucket_report buckets[MODEL_SHAPES_MAX];
+    int n_buckets = 0, largest = 0;
+    if (!st) st = plan_buckets(cfg, config_int(cfg, "train_batch_size"), (int)ranks, buckets, &n_buckets, &largest);
+    if (!st && n_buckets > 1) { /* the plan that follows is the largest bucket's */
+        char set[80] = "bucket_shapes=";
+        bucket_shape_name(&buckets[largest].shape, set + strlen(set), sizeof set - strlen(set));
+        st = config_set(cfg, set);
+        if (!st && !json) print_buckets(buckets, n_buckets, largest);
+    }
     if (!st) st = cli_open_model(cfg, false, &cm);
     /* a plan of what cannot train here is still a plan (of memory at the real size): train's refusal, said */
     if (!st && train_data_check(cfg, model_get_config(cm.m)))
@@ -274,7 +335,7 @@ int cmd_plan(int argc, char **argv)
         ops_profile_start();
         st = flow_step_dry(&cm, r.batch, (int)ranks, &r.sim, &r.host);
         ops_profile_stop(&r.work);
-        if (!st && json) print_json(cm.m, &r);
+        if (!st && json) print_json(cm.m, &r, buckets, n_buckets);
         else if (!st) print_text(&cm.cs, cm.m, &r);
         if (!st && !json && ranks > 1) {
             const size_t whole = train_optimizer_bytes(cfg, model_params(cm.m), 1);

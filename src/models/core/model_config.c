@@ -22,6 +22,50 @@ static double image_edge(double resolution, const char *type)
     return sqrt(resolution * 1e6);
 }
 
+st_status model_bucket_shapes(const config *cfg, bucket_shape *out, int *n)
+{
+    const char *p = config_string(cfg, "bucket_shapes");
+    *n = 0;
+    while (*p) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        long long w = 0, h = 0, f = 0;
+        int used = 0;
+        const int got = sscanf(p, "%lldx%lld%n@%lld%n", &w, &h, &used, &f, &used);
+        if (got < 2 || w < 1 || h < 1 || w > 65536 || h > 65536 || f < 0 || f > (1 << 20) ||
+            (p[used] && p[used] != ',' && p[used] != ' '))
+            return st_fail(ST_ERR_INVALID, "bucket_shapes: \"%.40s\" is not a shape: WxH in pixels, or WxH@F with "
+                           "frames (832x480@81), up to 65536 a side", p);
+        if (*n == MODEL_SHAPES_MAX)
+            return st_fail(ST_ERR_INVALID, "bucket_shapes: more than %d shapes", MODEL_SHAPES_MAX);
+        out[(*n)++] = (bucket_shape){w, h, f};
+        p += used;
+    }
+    return ST_OK;
+}
+
+void bucket_shape_name(const bucket_shape *s, char *buf, size_t n)
+{
+    if (s->frames) snprintf(buf, n, "%lldx%lld@%lld", (long long)s->width, (long long)s->height, (long long)s->frames);
+    else snprintf(buf, n, "%lldx%lld", (long long)s->width, (long long)s->height);
+}
+
+/* The latent of the run's first bucket shape: each edge over the VAE's factor, a whole number of patches. */
+static st_status first_bucket(const bucket_shape *s, model_config *mc)
+{
+    const int64_t unit = mc->vae_scale * mc->patch;
+    char name[48];
+    bucket_shape_name(s, name, sizeof name);
+    if (s->width % unit || s->height % unit)
+        return st_fail(ST_ERR_INVALID, "bucket_shapes: %s; %s takes edges of whole patches, multiples of %lld pixels "
+                       "(vae_scale_factor %lld x patch %lld): %lldx%lld is the nearest", name, mc->family,
+                       (long long)unit, (long long)mc->vae_scale, (long long)mc->patch,
+                       (long long)(llround((double)s->width / (double)unit) * unit),
+                       (long long)(llround((double)s->height / (double)unit) * unit));
+    mc->height = s->height / mc->vae_scale, mc->width = s->width / mc->vae_scale;
+    return ST_OK;
+}
+
 /* A folder with config.json, itself or in transformer/ (a folder without one is the weight loader's to refuse). */
 static bool has_diffusers_config(const char *dir)
 {
@@ -69,19 +113,23 @@ st_status model_config_from(const config *cfg, model_config *mc)
                  {"joint_attention_dim", &mc->text_dim}, {"pooled_projection_dim", &mc->pooled_dim}};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         if (config_int(cfg, sizes[i].key) > 0) *sizes[i].field = config_int(cfg, sizes[i].key); /* 0: the preset's */
+    bucket_shape shapes[MODEL_SHAPES_MAX];
+    int n_shapes = 0;
+    if ((st = model_bucket_shapes(cfg, shapes, &n_shapes))) return st;
     /* a video VAE keeps the first frame and one in every scale_t after it (HunyuanVideo's and Wan's 4, LTX's 8) */
-    const int64_t frames = config_int(cfg, "num_frames"), scale_t = model_vae_scale_t(mc);
+    const bool framed = n_shapes && shapes[0].frames;
+    const int64_t frames = framed ? shapes[0].frames : config_int(cfg, "num_frames"), scale_t = model_vae_scale_t(mc);
     if (model_audio(mc) && config_is_set(cfg, "num_frames")) mc->frames = frames; /* audio: the clip's latent frames; else the preset's */
     const family_desc *d = family_of_config(mc);
     if (d->latent_frames) { /* a VAE of its own chunking (MiniMax-H3's) */
         if ((st = d->latent_frames(mc, frames))) return st;
     } else if (frames > 1 && !model_audio(mc) && (!model_video(mc) || (frames - 1) % scale_t))
-        return st_fail(ST_ERR_INVALID, "num_frames: %lld; %s %lld k + 1 frames (its VAE keeps the first and every "
-                       "%lldth after it)", (long long)frames, model_video(mc) ? "this video family takes" :
+        return st_fail(ST_ERR_INVALID, "%s: %lld; %s %lld k + 1 frames (its VAE keeps the first and every "
+                       "%lldth after it)", framed ? "bucket_shapes" : "num_frames", (long long)frames, model_video(mc) ? "this video family takes" :
                        "an image family takes 1, not", (long long)scale_t, (long long)scale_t);
     /* a preset's own frames are the tests'; Wan Animate (a config with face adapters) keeps its preset's unless told
      * (it takes at least 2) */
-    if (model_video(mc) && !d->latent_frames && (mc->face_every <= 0 || config_is_set(cfg, "num_frames")))
+    if (model_video(mc) && !d->latent_frames && (mc->face_every <= 0 || config_is_set(cfg, "num_frames") || framed))
         mc->frames = 1 + (frames - 1) / scale_t;
     const double resolution = config_float(cfg, "resolution");
     if (resolution > 0 && !model_audio(mc)) { /* audio has no edge: SimpleTuner's audio path ignores it too */
@@ -89,6 +137,7 @@ st_status model_config_from(const config *cfg, model_config *mc)
         const int64_t patches = llround(edge / (double)(mc->vae_scale * mc->patch));
         mc->height = mc->width = (patches > 1 ? patches : 1) * mc->patch;
     }
+    if (n_shapes && !model_audio(mc) && (st = first_bucket(&shapes[0], mc))) return st;
     /* the axes follow a head width that the keys above changed; a preset's or a folder's own stand otherwise, and
      * model_config_check refuses a folder whose axes do not fill its heads */
     const bool width_set = config_int(cfg, "hidden_size") > 0 || config_int(cfg, "num_heads") > 0;
