@@ -7,6 +7,8 @@ Per fixture it writes <out>/<name>/: the model's own save_pretrained folder (con
 sharded for flux-schnell) and parity.safetensors (inputs, prediction, loss and d loss / d parameter for every
 parameter), computed in float64 from the float32 weights and inputs that are stored. --verify writes nothing: it
 reloads each folder with from_pretrained and checks that a fresh float64 forward reproduces the stored `pred`.
+Every fixture with a spatial latent also gets parity_hw.safetensors: the same weights at another batch (HW_B) and a
+non-square latent (the fixture's size_hw), its metadata recording B, H, W (and F for video).
 
 Needs the reference venv (scripts/reference-venv.sh); `make test` never runs this.
 """
@@ -23,11 +25,28 @@ import torch
 import diffusers
 from safetensors.torch import load_file, safe_open
 
+# B, H and W are set per file by use_size (parity.safetensors: SQUARE_B and the fixture's size; parity_hw.safetensors:
+# HW_B and its size_hw): the make and run functions read them when called. The constructor kwargs below read the
+# defaults once, at import.
 B, C, H, W = 2, 4, 8, 8   # latent batch, channels, height, width (image layout)
+SQUARE_B, HW_B = B, 3     # the batches of parity.safetensors and parity_hw.safetensors
+H_SQUARE, W_SQUARE = H, W
+HW_SIZE = (8, 12)         # parity_hw.safetensors' (H, W) but where a fixture says otherwise: not multiples
 L = 6                     # text tokens
 JOINT, POOLED = 24, 20    # joint_attention_dim (text-encoder width), pooled_projection_dim
-SIGMA = [0.25, 0.6875]    # 1000 * sigma (250, 687.5) is exact in float32 and float64
-GUIDANCE = [3.5, 4.0]     # given to the model as is; Flux multiplies by 1000 itself (exact too)
+SIGMA = [0.25, 0.6875, 0.4375]   # the first B; 1000 * sigma (250, 687.5, 437.5) is exact in float32 and float64
+GUIDANCE = [3.5, 4.0, 4.5]       # the first B; given to the model as is; Flux multiplies by 1000 itself (exact too)
+TEXT_LENS = [6, 4, 5]            # the first B: each caption's tokens, then padding
+
+
+def use_size(b, h, w):
+    global B, H, W
+    B, H, W = b, h, w
+
+
+def text_mask(lens=TEXT_LENS, n=L):
+    """(B, n) float64, 1 = token, tokens first: sample i has lens[i] tokens."""
+    return torch.tensor([[1.0] * k + [0.0] * (n - k) for k in lens[:B]], dtype=torch.float64)
 
 
 # ------------------------------------------------------------------ packing (FluxPipeline, diffusers 0.42.1)
@@ -63,7 +82,7 @@ def flux_make(guidance):
         t = {"encoder_hidden_states": randn(gen, B, L, JOINT), "pooled_projections": randn(gen, B, POOLED),
              "txt_ids": torch.zeros(L, 3, dtype=torch.float64), "img_ids": flux_img_ids(H // 2, W // 2)}
         if guidance:
-            t["guidance"] = torch.tensor(GUIDANCE, dtype=torch.float64)
+            t["guidance"] = torch.tensor(GUIDANCE[:B], dtype=torch.float64)
         return t
     return make
 
@@ -108,9 +127,9 @@ AURAFLOW_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = sigma
 
 def chroma_make(gen):
     # ChromaPipeline._get_t5_prompt_embeds: 1 for the real tokens and the first padding token, 0 after it.
-    # Sample 0: 5 real tokens of 6 (mask all ones); sample 1: 3 real tokens (the 4th kept, 2 masked).
-    return {"encoder_hidden_states": randn(gen, B, L, JOINT),
-            "attention_mask": torch.tensor([[1.0] * 6, [1.0] * 4 + [0.0] * 2], dtype=torch.float64),
+    # Sample 0: 5 real tokens of 6 (mask all ones); sample 1: 3 real tokens (the 4th kept, 2 masked); sample 2 (B = 3):
+    # 4 real tokens (the 5th kept, 1 masked).
+    return {"encoder_hidden_states": randn(gen, B, L, JOINT), "attention_mask": text_mask(),
             "txt_ids": torch.zeros(L, 3, dtype=torch.float64), "img_ids": flux_img_ids(H // 2, W // 2)}
 
 
@@ -135,7 +154,7 @@ CHROMA_PASSED = ("hidden_states = _pack_latents(latents) (B, H/2*W/2, 4C); times
 def qwen_make(gen):
     # QwenImagePipeline passes the text encoder's mask (1 = token, 0 = padding) unless it is all ones (then None).
     return {"encoder_hidden_states": randn(gen, B, L, JOINT),
-            "encoder_hidden_states_mask": torch.tensor([[1.0] * 6, [1.0] * 4 + [0.0] * 2], dtype=torch.float64)}
+            "encoder_hidden_states_mask": text_mask()}
 
 
 def qwen_run(model, t):
@@ -157,8 +176,8 @@ def flux2_make(gen):
     img[..., 2] += torch.arange(W // 2)[None, :]
     txt = torch.zeros(L, 4, dtype=torch.float64)
     txt[:, 3] = torch.arange(L)
-    return {"encoder_hidden_states": randn(gen, B, L, JOINT), "guidance": torch.tensor(GUIDANCE, dtype=torch.float64),
-            "txt_ids": txt, "img_ids": img.reshape(-1, 4)}
+    return {"encoder_hidden_states": randn(gen, B, L, JOINT),
+            "guidance": torch.tensor(GUIDANCE[:B], dtype=torch.float64), "txt_ids": txt, "img_ids": img.reshape(-1, 4)}
 
 
 def flux2_run(model, t):
@@ -387,8 +406,7 @@ SANA_ZERO = {r"transformer_blocks\.\d+\.attn2\.to_k\.bias":
 def hunyuanvideo_make(gen):
     # HunyuanVideoPipeline's prompt mask: the text tokens first, then padding (the model assumes that order).
     return {"encoder_hidden_states": randn(gen, B, L, JOINT), "pooled_projections": randn(gen, B, POOLED),
-            "encoder_attention_mask": torch.tensor([[1.0] * 6, [1.0] * 4 + [0.0] * 2], dtype=torch.float64),
-            "guidance": torch.tensor(GUIDANCE, dtype=torch.float64)}
+            "encoder_attention_mask": text_mask(), "guidance": torch.tensor(GUIDANCE[:B], dtype=torch.float64)}
 
 
 def hunyuanvideo_run(model, t):
@@ -415,14 +433,14 @@ HV15_T5, HV15_IMG, HV15_NIMG, HV15_L2 = 12, 8, 3, 4
 
 
 def hunyuanvideo15_make(gen):
-    # Masks 1 = token, tokens first: Qwen2.5-VL text (6, one sample padded) and ByT5 glyph text (4, one sample
-    # padded); the padding positions hold random values, as encoders give (the model zeroes them). t2v: zero
+    # Masks 1 = token, tokens first: Qwen2.5-VL text (6 tokens, then 4 and 5) and ByT5 glyph text (4, then 2 and
+    # 3); the padding positions hold random values, as encoders give (the model zeroes them). t2v: zero
     # condition latents and mask channels (SimpleTuner's _prepare_cond_latents) and zero SigLIP image_embeds.
     shape = (B, C, 2, H, W)
     return {"encoder_hidden_states": randn(gen, B, L, JOINT),
-            "encoder_attention_mask": torch.tensor([[1.0] * 6, [1.0] * 4 + [0.0] * 2], dtype=torch.float64),
+            "encoder_attention_mask": text_mask(),
             "encoder_hidden_states_2": randn(gen, B, HV15_L2, HV15_T5),
-            "encoder_attention_mask_2": torch.tensor([[1.0] * 4, [1.0] * 2 + [0.0] * 2], dtype=torch.float64),
+            "encoder_attention_mask_2": text_mask([4, 2, 3], HV15_L2),
             "image_embeds": torch.zeros(B, HV15_NIMG, HV15_IMG, dtype=torch.float64),
             "cond_latents": torch.zeros(shape, dtype=torch.float64),
             "cond_mask": torch.zeros((B, 1) + shape[2:], dtype=torch.float64)}
@@ -482,12 +500,15 @@ def hidream_make(gen):
 def hidream_run(model, t):
     # training mode: the output is (B, C, S, p p), S the patch grid row-major, p p the patch's (i, j); the image is
     # its (c, r p + i, q p + j), and the prediction is the negated output (HiDreamImagePipeline's noise_pred = -noise_pred).
+    # Non-square latents are padded to max_seq tokens by the model's patchify: S is then max_seq, and the image is its
+    # first H/2 W/2 tokens (as the eval-mode unpatchify takes them).
     # Training mode always (--verify's from_pretrained is in eval mode, whose unpatchify returns the image itself)
     model.train()
     out = model(hidden_states=t["latents"], timesteps=t["sigma"] * 1000,
                 encoder_hidden_states_t5=t["encoder_hidden_states"],
                 encoder_hidden_states_llama3=t["llama_hidden_states"].transpose(0, 1),
                 pooled_embeds=t["pooled_projections"], return_dict=False)[0]
+    out = out[:, :, :(H // 2) * (W // 2)]
     out = out.reshape(B, C, H // 2, W // 2, 2, 2).permute(0, 1, 2, 4, 3, 5).reshape(B, C, H, W)
     return -out
 
@@ -497,16 +518,19 @@ HIDREAM_PASSED = ("hidden_states = latents (B, C, H, W) as is (square: no mask, 
                   "llama_hidden_states.transpose(0, 1) (blocks, B, tokens, width), llama_layers [0, 1]; pooled_embeds "
                   "= pooled_projections; model.train() (MoE's training path; its aux loss is computed but not added); "
                   "pred = -(output (B, C, S, 4) as the (B, C, H, W) image)")
+HIDREAM_HW = ("non-square: the model's patchify pads the H/2 W/2 tokens to max_seq = 16 (max_resolution 8 x 8 over "
+              "the 2 x 2 patch) with zeros, img_ids (0, 0, 0) and hidden_states_masks 0 on the padding (their keys "
+              "multiplied by 0: logit 0 in every softmax, their values kept); the training-mode output (B, C, 16, 4); "
+              "pred = -(its first H/2 W/2 tokens as the image)")
 
 # ------------------------------------------------------------------ cross-attention families (issue 18)
-TEXT_MASK = [[1.0] * 6, [1.0] * 4 + [0.0] * 2]   # 1 = token, tokens first; sample 1 padded
 PIXART_HW = (12, 12)  # past sample_size 8: the sin-cos table scales positions to the base grid (segtrain is square)
 
 
 def masked_text_make(gen):
     # T5 sequence with the tokenizer's mask; the padding positions hold what the encoder gives (random here).
     return {"encoder_hidden_states": randn(gen, B, L, JOINT),
-            "encoder_attention_mask": torch.tensor(TEXT_MASK, dtype=torch.float64)}
+            "encoder_attention_mask": text_mask()}
 
 
 def pixart_run(model, t):
@@ -531,9 +555,9 @@ PIXART_PASSED = ("hidden_states = latents (B, C, H, W) = (2, 4, 8, 12) as is (th
 
 def wan_make(gen):
     # WanPipeline._get_t5_prompt_embeds cuts each prompt to its length and pads with zero vectors (no mask is kept):
-    # sample 1 has 4 tokens and 2 zero rows.
+    # sample 1 has 4 tokens and 2 zero rows (sample 2: 5 and 1).
     e = randn(gen, B, L, JOINT)
-    e[1, 4:] = 0
+    e[text_mask() == 0] = 0
     return {"encoder_hidden_states": e}
 
 
@@ -711,14 +735,15 @@ IDEOGRAM_PASSED = ("per sample [caption; image]: hidden_states = zeros (L, C) th
 
 
 # OmniGen's prompts are token ids: (B, L, 1) floats as segtrain's conditioning holds them, with the mask of the
-# captions of 6 and 4 tokens. Sample 0 holds pad_token_id 5, whose embedding row gets no gradient (padding_idx).
-OMNIGEN_IDS = [[1, 17, 5, 40, 9, 33], [1, 22, 8, 63, 0, 0]]
+# captions of 6 and 4 tokens (and 5: B = 3). Sample 0 holds pad_token_id 5, whose embedding row gets no gradient
+# (padding_idx).
+OMNIGEN_IDS = [[1, 17, 5, 40, 9, 33], [1, 22, 8, 63, 0, 0], [1, 30, 12, 7, 51, 0]]   # the first B
 OMNIGEN_FACTORS = dict(short_factor=[1 + 0.125 * i for i in range(8)], long_factor=[1 + 0.5 * i for i in range(8)])
 
 
 def omnigen_make(gen):
-    return {"encoder_hidden_states": torch.tensor(OMNIGEN_IDS, dtype=torch.float64)[..., None],
-            "encoder_attention_mask": torch.tensor(TEXT_MASK, dtype=torch.float64)}
+    return {"encoder_hidden_states": torch.tensor(OMNIGEN_IDS[:B], dtype=torch.float64)[..., None],
+            "encoder_attention_mask": text_mask()}
 
 
 def omnigen_exact():
@@ -818,14 +843,16 @@ KREA2_PASSED = ("hidden_states = latents packed 2 x 2 (B, H/2 W/2, 4C), features
 ANIMATE_F, ANIMATE_TEXT, ANIMATE_IMAGE, ANIMATE_FACE = 3, 512, (5, 16), 16  # latent frames (the reference and 2);
 # the class's 512 text tokens (its attention takes the context's last 512 as the text); CLIP tokens (257 x 1280 real);
 # the face frames' edge (512 real)
+ANIMATE_LENS = [512, 300, 400]   # the first B: each prompt's tokens before the zero padding
 
 
 def wan_animate_make(gen):
-    # The text zero padded after 300 tokens in sample 1 (WanPipeline's padding), the reference image's CLIP tokens,
-    # the condition latents (4 mask + C latent channels), the pose latents of the frames after the reference, and
-    # 4 F - 7 face frames, which the face encoder's two halvings bring to F - 1.
+    # The text zero padded after 300 tokens in sample 1 and 400 in sample 2 (WanPipeline's padding), the reference
+    # image's CLIP tokens, the condition latents (4 mask + C latent channels), the pose latents of the frames after
+    # the reference, and 4 F - 7 face frames, which the face encoder's two halvings bring to F - 1.
     e = randn(gen, B, ANIMATE_TEXT, JOINT)
-    e[1, 300:] = 0
+    for i, n in enumerate(ANIMATE_LENS[:B]):
+        e[i, n:] = 0
     return {"encoder_hidden_states": e, "encoder_hidden_states_image": randn(gen, B, *ANIMATE_IMAGE),
             "condition_latents": randn(gen, B, C + 4, ANIMATE_F, H, W),
             "pose_hidden_states": randn(gen, B, C, ANIMATE_F - 1, H, W),
@@ -891,21 +918,25 @@ LTX_PASSED = ("hidden_states = pack_ltx_latents(latents) (B, F*H*W, C) = (2, 128
 
 LTX2_F = 2                      # latent frames
 LTX2_TA = (LTX2_F - 1) * 8 + 1  # audio latents: one per video frame at 25 fps (SimpleTuner's expected length)
-LTX2_NV = C * LTX2_F * H * W
+
+
+def ltx2_nv():   # video latents per sample
+    return C * LTX2_F * H * W
 
 
 def ltx2_make(gen):
     # The Gemma connectors' states for each stream (the transformer's encoder_hidden_states and
     # audio_encoder_hidden_states) and their shared mask.
     return {"encoder_hidden_states": randn(gen, B, L, JOINT), "audio_encoder_hidden_states": randn(gen, B, L, JOINT),
-            "encoder_attention_mask": torch.tensor(TEXT_MASK, dtype=torch.float64)}
+            "encoder_attention_mask": text_mask()}
 
 
 def ltx2_run(model, t):
     # SimpleTuner's LTXVideo2.model_predict without IC-LoRA or intrinsic conditions: pack_ltx2_latents (patch 1),
     # the audio latents packed (B, frames, channels), timestep 1000 sigma for both streams, the connectors' mask for
     # both, fps 25; the sample is segtrain's layout, each sample's video latents then its audio latents.
-    v, a = t["latents"][:, :LTX2_NV].reshape(B, C, LTX2_F, H, W), t["latents"][:, LTX2_NV:].reshape(B, LTX2_TA, C)
+    nv = ltx2_nv()
+    v, a = t["latents"][:, :nv].reshape(B, C, LTX2_F, H, W), t["latents"][:, nv:].reshape(B, LTX2_TA, C)
     timestep = (t["sigma"].float() * 1000).double()
     out_v, out_a = model(ltx_pack(v), audio_hidden_states=a, encoder_hidden_states=t["encoder_hidden_states"],
                          audio_encoder_hidden_states=t["audio_encoder_hidden_states"], timestep=timestep,
@@ -942,7 +973,7 @@ class _NearestResize:
 def cosmos_make(gen):
     # SimpleTuner's Cosmos 2 _encode_prompts zeroes the T5 rows after each prompt's length; no mask is passed.
     e = randn(gen, B, L, JOINT)
-    e[1, 4:] = 0
+    e[text_mask() == 0] = 0
     return {"encoder_hidden_states": e, "padding_mask": torch.zeros(1, 1, H, W, dtype=torch.float64)}
 
 
@@ -1087,10 +1118,10 @@ ANIMA_MIN_LEN = 8   # the adapter pads its output with zero tokens to this lengt
 def anima_make(gen):
     # SimpleTuner's prepare_condition_inputs: Qwen3 hidden states (padding positions hold the encoder's output,
     # random here; no mask is kept), T5 ids padded with 0, and per-token T5 weights (B, L, 1): 1.0 for the tokens,
-    # 0 for the padding. Sample 1: 4 T5 tokens of 6. The ids are stored as float32 (exact small integers).
+    # 0 for the padding. Sample 1: 4 T5 tokens of 6 (sample 2: 5). The ids are stored as float32 (exact small integers).
     ids = torch.randint(1, ANIMA_VOCAB, (B, L), generator=gen).to(torch.float64)
-    ids[1, 4:] = 0
-    w = torch.tensor(TEXT_MASK, dtype=torch.float64)[:, :, None]
+    ids[text_mask() == 0] = 0
+    w = text_mask()[:, :, None]
     return {"qwen_hidden_states": randn(gen, B, ANIMA_QWEN, JOINT), "t5xxl_ids": ids, "t5xxl_weights": w,
             "padding_mask": torch.zeros(1, 1, H, W, dtype=torch.float64)}
 
@@ -1131,15 +1162,25 @@ SD3_ZERO = {r"transformer_blocks\.1\.attn\.(add_q_proj\.(weight|bias)|norm_added
 FIXTURES = {}
 
 
-def fixture(name, cls, kw, make, run, passed, save=None, zero=None, shape=(B, C, H, W), bf16=None, factored=None,
-            parts=None):
+def fixture(name, cls, kw, make, run, passed, save=None, zero=None, frames=None, shape=None, size=(H, W),
+            size_hw=HW_SIZE, hw_note=None, bf16=None, factored=None, parts=None):
     """save: extra save_pretrained arguments; zero: {name regex: why its gradient is zero by construction};
-    shape: of latents and target (video: (B, C, F, H, W)); bf16: regex of parameters rounded to bfloat16 and
-    saved BF16; factored: regex of Linear weights whose gradient is stored as its two factors; parts: {subfolder:
-    (class, kwargs)} of further models trained with it, each saved in <fixture>/<subfolder> and attached to the
-    transformer as the submodule of that name while the reference runs (docs/FIXTURES.md)."""
+    frames: a video's latent frames (latents and target (B, C, F, H, W); else (B, C, H, W)); shape: a function
+    giving the latents' shape from the current B, H, W where it is neither; size: parity.safetensors' (H, W);
+    size_hw: parity_hw.safetensors' (H, W), None for a class without a spatial latent; hw_note: what differs in
+    the call at that size; bf16: regex of parameters rounded to bfloat16 and saved BF16; factored: regex of Linear
+    weights whose gradient is stored as its two factors; parts: {subfolder: (class, kwargs)} of further models
+    trained with it, each saved in <fixture>/<subfolder> and attached to the transformer as the submodule of that
+    name while the reference runs (docs/FIXTURES.md)."""
     FIXTURES[name] = dict(cls=cls, kw=kw, make=make, run=run, passed=passed, save=save or {}, zero=zero or {},
-                          shape=shape, bf16=bf16, factored=factored, parts=parts or {})
+                          frames=frames, shape=shape, size=size, size_hw=size_hw, hw_note=hw_note, bf16=bf16,
+                          factored=factored, parts=parts or {})
+
+
+def latent_shape(fx):
+    if fx["shape"]:
+        return fx["shape"]()
+    return (B, C, H, W) if fx["frames"] is None else (B, C, fx["frames"], H, W)
 
 
 fixture("flux-dev", "FluxTransformer2DModel", dict(FLUX_KW, guidance_embeds=True), flux_make(True), flux_run,
@@ -1192,7 +1233,7 @@ fixture("hunyuanvideo", "HunyuanVideoTransformer3DModel",
         dict(in_channels=C, out_channels=C, num_attention_heads=2, attention_head_dim=16, num_layers=1,
              num_single_layers=1, num_refiner_layers=1, patch_size=2, patch_size_t=1, guidance_embeds=True,
              text_embed_dim=JOINT, pooled_projection_dim=POOLED, rope_axes_dim=[4, 6, 6]),
-        hunyuanvideo_make, hunyuanvideo_run, HUNYUANVIDEO_PASSED, shape=(B, C, 2, H, W),
+        hunyuanvideo_make, hunyuanvideo_run, HUNYUANVIDEO_PASSED, frames=2,
         zero=HV_REFINER_ZERO)
 
 # HunyuanVideo 1.5 (t2v): one refiner layer, two double-stream blocks (with one, the text stream after the attention
@@ -1203,7 +1244,7 @@ fixture("hunyuanvideo15", "HunyuanVideo15Transformer3DModel",
         dict(in_channels=2 * C + 1, out_channels=C, num_attention_heads=2, attention_head_dim=16, num_layers=2,
              num_refiner_layers=1, patch_size=1, patch_size_t=1, text_embed_dim=JOINT, text_embed_2_dim=HV15_T5,
              image_embed_dim=HV15_IMG, rope_axes_dim=[4, 6, 6], task_type="t2v"),
-        hunyuanvideo15_make, hunyuanvideo15_run, HUNYUANVIDEO15_PASSED, shape=(B, C, 2, H, W),
+        hunyuanvideo15_make, hunyuanvideo15_run, HUNYUANVIDEO15_PASSED, frames=2,
         bf16=r"context_embedder_2\.linear_[123]\.weight", factored=r"context_embedder_2\.linear_[123]\.weight",
         zero=dict(HV_REFINER_ZERO, **{
             r"image_embedder\..*": "t2v: image_embeds are all zero, so the model multiplies the image projection by "
@@ -1225,7 +1266,7 @@ fixture("hidream", "HiDreamImageTransformer2DModel",
         dict(patch_size=2, in_channels=C, out_channels=C, num_layers=1, num_single_layers=1, attention_head_dim=8,
              num_attention_heads=2, caption_channels=[JOINT, JOINT], text_emb_dim=POOLED, num_routed_experts=3,
              num_activated_experts=2, axes_dims_rope=[4, 2, 2], max_resolution=[H, W], llama_layers=[0, 1]),
-        hidream_make, hidream_run, HIDREAM_PASSED)
+        hidream_make, hidream_run, HIDREAM_PASSED, size_hw=(6, 8), hw_note=HIDREAM_HW)
 
 # PixArt Sigma: two blocks; out_channels 2C (learned variance, as the real 8); cross_attention_dim = hidden (as 1152);
 # interpolation_scale 2 and no micro-conditions, as PixArt-Sigma-XL-2-1024-MS.
@@ -1233,7 +1274,7 @@ fixture("pixart-sigma", "PixArtTransformer2DModel",
         dict(num_attention_heads=2, attention_head_dim=16, in_channels=C, out_channels=2 * C, num_layers=2,
              cross_attention_dim=32, caption_channels=JOINT, sample_size=H, patch_size=2, interpolation_scale=2,
              use_additional_conditions=False),
-        masked_text_make, pixart_run, PIXART_PASSED, shape=(B, C) + PIXART_HW,
+        masked_text_make, pixart_run, PIXART_PASSED, size=PIXART_HW, size_hw=(12, 16),
         zero={r"transformer_blocks\.\d+\.attn[12]\.to_k\.bias":
               "no qk norm in either attention: a key bias adds the same q . b to every logit of a query (softmax "
               "invariant, the -10000 mask bias included); autograd gives ~1e-17, stored as exact 0"})
@@ -1260,14 +1301,14 @@ fixture("sanavideo", "SanaVideoTransformer3DModel",
         dict(in_channels=C, out_channels=C, num_attention_heads=2, attention_head_dim=16, num_layers=2,
              num_cross_attention_heads=2, cross_attention_head_dim=16, cross_attention_dim=32, caption_channels=JOINT,
              mlp_ratio=3.0, sample_size=H, patch_size=[1, 2, 2], qk_norm="rms_norm_across_heads", rope_max_seq_len=32),
-        masked_text_make, sana_run, SANAVIDEO_PASSED, shape=(B, C, 3, H, W))
+        masked_text_make, sana_run, SANAVIDEO_PASSED, frames=3)
 
 # Wan 2.1 text-to-video: two blocks, ffn 64 wide (1.3B: 8960 for 1536).
 fixture("wan", "WanTransformer3DModel",
         dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=C, out_channels=C,
              text_dim=JOINT, freq_dim=256, ffn_dim=64, num_layers=2, cross_attn_norm=True,
              qk_norm="rms_norm_across_heads", eps=1e-6),
-        wan_make, wan_run, WAN_PASSED, shape=(B, C, 2, H, W))
+        wan_make, wan_run, WAN_PASSED, frames=2)
 
 # Wan 2.1 VACE: the wan fixture's backbone with two VACE blocks (vace_layers [0, 1]: a hint after each main block; the
 # real 1.3B has 15, every 2nd of 30, the 14B 8, every 5th of 40) and 8 control channels (96 real).
@@ -1275,20 +1316,20 @@ fixture("wan-vace", "WanVACETransformer3DModel",
         dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=C, out_channels=C,
              text_dim=JOINT, freq_dim=256, ffn_dim=64, num_layers=2, cross_attn_norm=True,
              qk_norm="rms_norm_across_heads", eps=1e-6, vace_layers=[0, 1], vace_in_channels=VACE_IN),
-        wan_vace_make, wan_vace_run, WAN_VACE_PASSED, shape=(B, C, 2, H, W))
+        wan_vace_make, wan_vace_run, WAN_VACE_PASSED, frames=2)
 
 # AnyFlow (bidirectional T2V, NVIDIA's AnyFlow-Wan2.1-T2V): the wan fixture's backbone with the delta embedder,
 # gate_value 0.25 and deltatime_type "r" (its defaults).
 fixture("anyflow", "AnyFlowTransformer3DModel",
         dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=C, out_channels=C,
              text_dim=JOINT, freq_dim=256, ffn_dim=64, num_layers=2, cross_attn_norm=True, eps=1e-6),
-        wan_make, anyflow_run, ANYFLOW_PASSED, shape=(B, C, 2, H, W))
+        wan_make, anyflow_run, ANYFLOW_PASSED, frames=2)
 # ... with deltatime_type "t-r" (the delta embedder reads t - r = 0 here) and gate_value 0.5.
 fixture("anyflow-interval", "AnyFlowTransformer3DModel",
         dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=C, out_channels=C,
              text_dim=JOINT, freq_dim=256, ffn_dim=64, num_layers=2, cross_attn_norm=True, eps=1e-6, gate_value=0.5,
              deltatime_type="t-r"),
-        wan_make, anyflow_run, ANYFLOW_PASSED, shape=(B, C, 2, H, W))
+        wan_make, anyflow_run, ANYFLOW_PASSED, frames=2)
 
 # Wan 2.2 Animate: the wan fixture's backbone with the image-to-video inputs (in_channels 2 C + 4, CLIP tokens 16 wide
 # through added keys and values of the hidden width), a face adapter after each block (5th real), the motion encoder
@@ -1301,7 +1342,7 @@ fixture("wan-animate", "WanAnimateTransformer3DModel",
              added_kv_proj_dim=32, motion_encoder_channel_sizes={"4": 8, "8": 6, "16": 4},
              motion_encoder_size=ANIMATE_FACE, motion_style_dim=16, motion_dim=4, motion_encoder_dim=12,
              face_encoder_hidden_dim=8, face_encoder_num_heads=2, inject_face_latents_blocks=1),
-        wan_animate_make, wan_animate_run, WAN_ANIMATE_PASSED, shape=(B, C, ANIMATE_F, H, W))
+        wan_animate_make, wan_animate_run, WAN_ANIMATE_PASSED, frames=ANIMATE_F)
 
 # Lumina-Image 2.0: one context and one noise refiner, two joint blocks, 2 heads x 24 with 1 kv head (24 x 96 and 8 kv
 # heads real), rotary axes (8, 8, 8) ((32, 32, 32)), the feed-forward 4 hidden (multiple_of 16: 192; 9216 real).
@@ -1381,7 +1422,7 @@ fixture("minimaxh3", "MiniMaxH3Transformer3DModel",
         dict(num_attention_heads=2, attention_head_dim=24, hidden_size=32, num_layers=2, num_refiner_layers=1,
              ffn_dim=64, in_channels=C, audio_in_channels=8, patch_size=(1, 2, 2), text_dim=JOINT, freq_dim=32,
              time_embed_hidden_dim=48, time_embed_dim=16, rope_freq_dim=2, rope_theta=10000.0),
-        masked_text_make, minimax_run, MINIMAX_PASSED, zero=MINIMAX_ZERO, shape=(B, C, 2, H, W))
+        masked_text_make, minimax_run, MINIMAX_PASSED, zero=MINIMAX_ZERO, frames=2)
 
 # Cosmos 3: two mixture-of-transformers layers of 2 heads x 16 with 1 key-value head over a 32-wide stream (32 x 128
 # with 8 over 4096: Cosmos3-Nano's), the SwiGLU 64 (12288), 64 token ids (151936), rope_axes_dim (2, 2, 2) of 8
@@ -1397,7 +1438,7 @@ fixture("cosmos3", "Cosmos3OmniTransformer",
 fixture("ltxvideo", "LTXVideoTransformer3DModel",
         dict(in_channels=C, out_channels=C, patch_size=1, patch_size_t=1, num_attention_heads=2, attention_head_dim=16,
              cross_attention_dim=32, num_layers=2, caption_channels=JOINT),
-        masked_text_make, ltx_run, LTX_PASSED, shape=(B, C, 2, H, W))
+        masked_text_make, ltx_run, LTX_PASSED, frames=2)
 
 # LTX-2.0 (Lightricks/LTX-2's layout, diffusers' 2.0 conversion): two blocks, video 2 heads x 16, audio 2 x 8, 4 latent
 # channels in each stream (128 real), rope_type "split"; the connectors' width 24 (3840).
@@ -1406,7 +1447,8 @@ fixture("ltxvideo2", "LTX2VideoTransformer3DModel",
              cross_attention_dim=32, audio_in_channels=C, audio_out_channels=C, audio_num_attention_heads=2,
              audio_attention_head_dim=8, audio_cross_attention_dim=16, num_layers=2, caption_channels=JOINT,
              rope_type="split"),
-        ltx2_make, ltx2_run, LTX2_PASSED, shape=(B, LTX2_NV + LTX2_TA * C))
+        ltx2_make, ltx2_run, LTX2_PASSED, frames=LTX2_F,
+        shape=lambda: (B, ltx2_nv() + LTX2_TA * C))
 
 # Cosmos 2 text-to-image (Cosmos-Predict2-2B-Text2Image's shape): two blocks, AdaLN-LoRA 16 wide (256 for 2048),
 # rope_scale (1, 4, 4), the padding-mask channel, no learnable positions; one latent frame.
@@ -1414,7 +1456,7 @@ fixture("cosmos", "CosmosTransformer3DModel",
         dict(in_channels=C, out_channels=C, num_attention_heads=2, attention_head_dim=16, num_layers=2, mlp_ratio=4.0,
              text_embed_dim=JOINT, adaln_lora_dim=16, max_size=[128, 240, 240], patch_size=[1, 2, 2],
              rope_scale=[1.0, 4.0, 4.0], concat_padding_mask=True, extra_pos_embed_type=None),
-        cosmos_make, cosmos_run, COSMOS_PASSED, shape=(B, C, 1, H, W))
+        cosmos_make, cosmos_run, COSMOS_PASSED, frames=1)
 
 # Kandinsky 5 image (T2I Lite's shape): two text blocks and two visual blocks (32 in Lite), head 16 = axes (4, 6, 6)
 # (64 = (16, 24, 24) there), time_dim 32 (512), ff 64; Qwen2.5-VL width 24 (3584), CLIP pooled 20 (768).
@@ -1430,7 +1472,7 @@ fixture("kandinsky5-video", "Kandinsky5Transformer3DModel",
         dict(in_visual_dim=C, in_text_dim=JOINT, in_text_dim2=POOLED, time_dim=32, out_visual_dim=C,
              patch_size=[1, 2, 2], model_dim=32, ff_dim=64, num_text_blocks=2, num_visual_blocks=2, axes_dims=[4, 6, 6],
              visual_cond=True, attention_type="regular"),
-        kandinsky5_make, kandinsky5_video_run, KANDINSKY5_VIDEO_PASSED, shape=(B, C, 2, H, W))
+        kandinsky5_make, kandinsky5_video_run, KANDINSKY5_VIDEO_PASSED, frames=2)
 
 # ACE-Step 1.5: two layers (sliding then full, as the real 24 alternate), GQA 4 query heads on 2 key-value heads of 8
 # (16 on 8 of 128), SwiGLU 64 wide, conv patch 2; the condition encoder's width 24 (encoder_hidden_size, as the XL
@@ -1439,7 +1481,7 @@ fixture("ace-step", "AceStepTransformer1DModel",
         dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
              head_dim=8, in_channels=3 * C, audio_acoustic_hidden_dim=C, patch_size=2, sliding_window=ACE_WINDOW,
              encoder_hidden_size=JOINT),
-        ace_step_make, ace_step_run, ACE_STEP_PASSED, shape=(B, ACE_T, C))
+        ace_step_make, ace_step_run, ACE_STEP_PASSED, shape=lambda: (B, ACE_T, C), size_hw=None)
 
 # Anima: Cosmos 2's transformer (as the cosmos fixture, text 24 wide) plus its AnimaTextConditioner (2 blocks, 6
 # real), 24 wide throughout (source = target = model width, so in_proj is the identity, as 1024 real), 2 heads.
@@ -1447,7 +1489,7 @@ fixture("anima", "CosmosTransformer3DModel",
         dict(in_channels=C, out_channels=C, num_attention_heads=2, attention_head_dim=16, num_layers=2, mlp_ratio=4.0,
              text_embed_dim=JOINT, adaln_lora_dim=16, max_size=[128, 240, 240], patch_size=[1, 2, 2],
              rope_scale=[1.0, 4.0, 4.0], concat_padding_mask=True, extra_pos_embed_type=None),
-        anima_make, anima_run, ANIMA_PASSED, shape=(B, C, 1, H, W),
+        anima_make, anima_run, ANIMA_PASSED, frames=1,
         parts={"text_conditioner": ("AnimaTextConditioner",
                                     dict(source_dim=JOINT, target_dim=JOINT, model_dim=JOINT, num_layers=2,
                                          num_attention_heads=2, mlp_ratio=4.0, target_vocab_size=ANIMA_VOCAB,
@@ -1482,11 +1524,13 @@ SDXL_TIME = 8   # addition_time_embed_dim (256 real)
 
 def sdxl_make(gen):
     # CLIP-L's and OpenCLIP-G's states side by side, OpenCLIP-G's pooled vector, and the six size ids SimpleTuner
-    # gives (original height and width, crop top and left, target height and width, in pixels)
+    # gives (original height and width, crop top and left, target height and width, in pixels): the target is the
+    # latent's size times the VAE's 8; sample 0 uncropped, sample 1 cropped from another size, sample 2 downscaled.
     t = unet_make(gen)
     t["text_embeds"] = randn(gen, B, POOLED)
-    t["time_ids"] = torch.tensor([[64.0, 64.0, 0.0, 0.0, 64.0, 64.0], [80.0, 48.0, 8.0, 0.0, 64.0, 64.0]],
-                                 dtype=torch.float64)
+    th, tw = 8.0 * H, 8.0 * W
+    rows = [[th, tw, 0.0, 0.0], [th + 16, tw - 16, 8.0, 0.0], [2 * th, 2 * tw, 0.0, 0.0]][:B]
+    t["time_ids"] = torch.tensor([r + [th, tw] for r in rows], dtype=torch.float64)
     return t
 
 
@@ -1647,8 +1691,8 @@ def rounded(t):
 
 
 def inputs_of(name, make, gen):
-    shape = FIXTURES[name]["shape"]
-    t = {"latents": randn(gen, *shape), "sigma": torch.tensor(SIGMA, dtype=torch.float64)}
+    shape = latent_shape(FIXTURES[name])
+    t = {"latents": randn(gen, *shape), "sigma": torch.tensor(SIGMA[:B], dtype=torch.float64)}
     t.update(make(gen))
     t["target"] = randn(gen, *shape)
     return {k: rounded(v) for k, v in t.items()}
@@ -1734,6 +1778,7 @@ def save_sorted(tensors, path, metadata):
 
 def write(name, out):
     fx = FIXTURES[name]
+    use_size(SQUARE_B, *fx["size"])
     model, t = build(name)
     folder = os.path.join(out, name)
     os.makedirs(folder, exist_ok=True)
@@ -1753,6 +1798,38 @@ def write(name, out):
         model.add_module(sub, part)
     for p in big:
         p.data = p.data.to(torch.float32)
+    weights = {n: p.detach().clone() for n, p in model.named_parameters()}
+    loss = write_reference(name, model, t, os.path.join(folder, "parity.safetensors"), {})
+    nbytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs)
+    nparams = sum(p.numel() for p in model.parameters())
+    print("%-14s %-32s params %7d  loss %.6f  bytes %8d" % (name, fx["cls"], nparams, loss, nbytes))
+    if fx["size_hw"]:
+        # the same seed draws the same weights (before any input), then the inputs at this size
+        use_size(HW_B, *fx["size_hw"])
+        model, t = build(name)
+        if any(not torch.equal(p, weights[n]) for n, p in model.named_parameters()):
+            raise SystemExit("%s: the parity_hw build's weights differ from the folder's" % name)
+        path = os.path.join(folder, "parity_hw.safetensors")
+        loss = write_reference(name, model, t, path, size_meta(fx))
+        print("%-14s %-32s latents %-19s loss %.6f  bytes %8d" % (name, "parity_hw.safetensors",
+              tuple(t["latents"].shape), loss, os.path.getsize(path)))
+    use_size(SQUARE_B, H_SQUARE, W_SQUARE)
+
+
+def size_meta(fx):
+    """parity_hw.safetensors' own metadata: its B, H, W (F: a video's frames), and what differs in the call."""
+    meta = {"B": str(B), "H": str(H), "W": str(W)}
+    if fx["frames"] is not None:
+        meta["F"] = str(fx["frames"])
+    note = ("at this file's B, H, W (metadata); sample 2: sigma %g (guidance %g where given), a caption of %d of "
+            "%d tokens where captions vary" % (SIGMA[2], GUIDANCE[2], TEXT_LENS[2], L))
+    meta["passed"] = fx["passed"] + ". parity_hw.safetensors: " + note + ("; " + fx["hw_note"] if fx["hw_note"] else "")
+    return meta
+
+
+def write_reference(name, model, t, path, extra_meta):
+    """pred, loss and every gradient of model on the inputs t, checked and saved to path; returns the loss."""
+    fx = FIXTURES[name]
     pred, loss, grads, factors = reference(model, fx["run"], t, fx["zero"], fx["factored"])
     check(name, loss, grads)
     tensors = {k: v.to(torch.float32).contiguous() for k, v in t.items()}
@@ -1778,10 +1855,9 @@ def write(name, out):
         meta["bf16_weights"] = fx["bf16"]
     if fx["factored"]:
         meta["factored_grads"] = fx["factored"]
-    save_sorted(tensors, os.path.join(folder, "parity.safetensors"), meta)
-    nbytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs)
-    nparams = sum(p.numel() for p in model.parameters())
-    print("%-14s %-32s params %7d  loss %.6f  bytes %8d" % (name, fx["cls"], nparams, loss.item(), nbytes))
+    meta.update(extra_meta)
+    save_sorted(tensors, path, meta)
+    return loss.item()
 
 
 def verify(name, out):
@@ -1798,19 +1874,38 @@ def verify(name, out):
     for sub, (pcls, _) in fx["parts"].items():
         model.add_module(sub, getattr(diffusers, pcls).from_pretrained(os.path.join(folder, sub),
                                                                        torch_dtype=torch.float32).to(torch.float64))
-    with safe_open(os.path.join(folder, "parity.safetensors"), "pt") as f:
+    files = [("parity.safetensors", (SQUARE_B,) + fx["size"])]
+    if fx["size_hw"]:
+        files.append(("parity_hw.safetensors", (HW_B,) + fx["size_hw"]))
+    for fname, size in files:
+        use_size(*size)
+        err = verify_file(name, model, os.path.join(folder, fname), fname != "parity.safetensors")
+        print("%-14s verified %-21s: reloaded pred relative L2 error %.2g" % (name, fname, err))
+    use_size(SQUARE_B, H_SQUARE, W_SQUARE)
+
+
+def verify_file(name, model, path, hw):
+    """The relative L2 error of model's pred on the inputs stored in path, after checking its metadata."""
+    fx = FIXTURES[name]
+    with safe_open(path, "pt") as f:
         meta = f.metadata()
-    stored = load_file(os.path.join(folder, "parity.safetensors"))
+    stored = load_file(path)
     if meta.get("kwargs") != json.dumps(fx["kw"], sort_keys=True):
         raise SystemExit("%s: stored kwargs %s differ from the script's %s" % (name, meta.get("kwargs"), fx["kw"]))
-    t = {k: v.to(torch.float64) for k, v in stored.items() if k not in ("pred", "loss") and not k.startswith("grad.")}
+    expect = size_meta(fx) if hw else {}
+    if expect != {k: meta.get(k) for k in expect}:
+        raise SystemExit("%s: %s's metadata B, H, W, F, passed differ from the script's" % (name, path))
+    if tuple(stored["latents"].shape) != latent_shape(fx):
+        raise SystemExit("%s: %s's latents %s, the script's %s" % (name, path, tuple(stored["latents"].shape),
+                                                                  latent_shape(fx)))
+    t = {k: v.to(torch.float64) for k, v in stored.items() if k not in ("pred", "loss") and not k.startswith("grad")}
     with torch.no_grad():
         pred = fx["run"](model, t)
     ref = stored["pred"].to(torch.float64)
     err = ((pred - ref).norm() / ref.norm()).item()
     if err > 1e-6:
         raise SystemExit("%s: reloaded weights give pred with relative L2 error %.3g (valid: <= 1e-6)" % (name, err))
-    print("%-14s verified: reloaded pred relative L2 error %.2g" % (name, err))
+    return err
 
 
 # ------------------------------------------------------------------ AnyFlow's MeanFlow objective
