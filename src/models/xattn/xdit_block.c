@@ -23,8 +23,8 @@
 #include "models/xattn/xdit.h"
 
 #include "models/core/attn_side.h"
+#include "models/core/family.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,11 +258,15 @@ static side_attention attention_of(const xdit_block *b, int at)
     return side_attention_of(a, w);
 }
 
-/* The token grid: frames of plane = side x side tokens (a square image's: 1 frame) */
-static void token_grid(const xdit_block *b, int64_t *frames, int64_t *plane, int64_t *side)
+/* The token grid: frames of rows x cols tokens (an image's: 1 frame) */
+typedef struct token_grid {
+    int64_t frames, rows, cols;
+} token_grid;
+
+static token_grid grid_of(const xdit_block *b)
 {
-    *frames = b->m->cfg.frames / b->m->cfg.patch_t, *plane = b->m->shape.tokens / *frames;
-    *side = (int64_t)sqrt((double)*plane);
+    const model_config *c = &b->m->cfg;
+    return (token_grid){c->frames / c->patch_t, grid_rows(c), grid_cols(c)};
 }
 
 /* GLUMBConv between ff0's output f1 (N, 2F) and ff2's input a (N, F): s1 = SiLU(f1), c = conv_depth(s1) (bias
@@ -270,11 +274,10 @@ static void token_grid(const xdit_block *b, int64_t *frames, int64_t *plane, int
 static st_status glumb_forward(const xdit_block *b, float *a, const float *f1, float *s1, float *c)
 {
     dims d = dims_of(b);
-    int64_t frames, plane, side;
-    token_grid(b, &frames, &plane, &side);
+    const token_grid g = grid_of(b);
     silu_forward(s1, f1, d.N * 2 * d.F);
-    st_status st = depthwise3x3_forward(b->m->pool, c, s1, W(b->conv_w), W(b->conv_b), d.B * frames, side,
-                                        plane / side, 2 * d.F);
+    st_status st = depthwise3x3_forward(b->m->pool, c, s1, W(b->conv_w), W(b->conv_b), d.B * g.frames, g.rows,
+                                        g.cols, 2 * d.F);
     if (!st) glu_forward(a, c + d.F, c, d.N, d.F, 2 * d.F, GLU_SILU);
     return st;
 }
@@ -285,15 +288,14 @@ static st_status glumb_forward(const xdit_block *b, float *a, const float *f1, f
 static st_status glumb_backward(const xdit_block *b, scratch *s, const float *f1, float **dg)
 {
     dims d = dims_of(b);
-    int64_t frames, plane, side;
-    token_grid(b, &frames, &plane, &side);
+    const token_grid g = grid_of(b);
     const int64_t n = 2 * d.N * d.F;
     float *s1 = scratch_take(s, n, MEM_WORKSPACE, "sana.ffn.silu");
     float *c = scratch_take(s, n, MEM_WORKSPACE, "sana.ffn.conv_depth");
     if (s->status) return s->status;
     silu_forward(s1, f1, n);
-    st_status st = depthwise3x3_forward(b->m->pool, c, s1, W(b->conv_w), W(b->conv_b), d.B * frames, side,
-                                        plane / side, 2 * d.F);
+    st_status st = depthwise3x3_forward(b->m->pool, c, s1, W(b->conv_w), W(b->conv_b), d.B * g.frames, g.rows,
+                                        g.cols, 2 * d.F);
     scratch_drop(s, s1);
     float *dc = st ? NULL : scratch_take_zero(s, n, MEM_WORKSPACE, "sana.ffn.dconv_depth");
     if (st || s->status) return st ? st : s->status;
@@ -305,7 +307,7 @@ static st_status glumb_backward(const xdit_block *b, scratch *s, const float *f1
     if (s->status) return s->status;
     silu_forward(s1, f1, n);
     if ((st = depthwise3x3_backward(b->m->pool, ds, G(b->conv_w), G(b->conv_b), dc, s1, W(b->conv_w),
-                                    d.B * frames, side, plane / side, 2 * d.F)))
+                                    d.B * g.frames, g.rows, g.cols, 2 * d.F)))
         return st;
     scratch_drop(s, dc), scratch_drop(s, s1);
     *dg = scratch_take_zero(s, n, MEM_WORKSPACE, "sana.ffn.dff0");
@@ -336,11 +338,12 @@ static st_status ffn_compute(const xdit_block *b, const float *x2, const float *
     }
     if (!s.status) s.status = fwd(b->m, &b->ff2, f2, g, d.N);
     if (!s.status && b->conv_temp >= 0) { /* Sana-Video: f2 += conv_temp(f2) */
-        int64_t frames, plane, side;
-        token_grid(b, &frames, &plane, &side);
+        const token_grid tg = grid_of(b);
         scratch_drop(&s, g);
         float *t = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "sanavideo.ffn.conv_temp");
-        if (!s.status) s.status = temporal_conv3_forward(b->m->pool, t, f2, W(b->conv_temp), d.B, frames, plane, d.D);
+        if (!s.status)
+            s.status = temporal_conv3_forward(b->m->pool, t, f2, W(b->conv_temp), d.B, tg.frames, tg.rows * tg.cols,
+                                              d.D);
         if (!s.status) add_to(f2, t, d.N * d.D);
     }
     return scratch_end(&s);
@@ -537,15 +540,14 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     }
     gated_residual_backward(gx, dmod + 5 * D, df2, gx, mod + 5 * D, sv->f2[0], B, T, D, 6 * D);
     if (!s.status && b->conv_temp >= 0) { /* Sana-Video: df2 (of f2 + conv_temp(f2)) becomes conv_point's output's */
-        int64_t frames, plane, side;
-        token_grid(b, &frames, &plane, &side);
+        const token_grid tg = grid_of(b);
         float *pre = scratch_take(&s, ND, MEM_WORKSPACE, "sanavideo.ffn.conv_point");
         float *dpre = scratch_take(&s, ND, MEM_WORKSPACE, "sanavideo.ffn.dconv_point");
         if (!s.status) s.status = fwd(b->m, &b->ff2, pre, g, N); /* conv_point's output again, from the same g */
         if (!s.status) {
             copy_rows(dpre, D, df2, D, N, D);
             s.status = temporal_conv3_backward(b->m->pool, dpre, G(b->conv_temp), df2, pre, W(b->conv_temp), B,
-                                               frames, plane, D);
+                                               tg.frames, tg.rows * tg.cols, D);
         }
         if (!s.status) copy_rows(df2, D, dpre, D, N, D);
         scratch_drop(&s, dpre), scratch_drop(&s, pre);
