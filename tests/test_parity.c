@@ -301,14 +301,28 @@ static bool run_fixture(const char *name, const char *preset, const char *file)
 
 static int square_only; /* families whose non-square fixture they refuse */
 
-/* The fixture at its square shape, and at its non-square one (parity_hw.safetensors) where it has one. */
-static void test_fixture(const char *name, const char *preset)
+/* Whether fixture `name` has a non-square file (parity_hw.safetensors) beside its square one. */
+static bool has_hw(const char *name)
 {
-    run_fixture(name, preset, "parity");
     char path[600];
     snprintf(path, sizeof path, FIXTURES "%s/parity_hw.safetensors", name);
     FILE *hw = fopen(path, "rb");
-    if (hw) fclose(hw), square_only += !run_fixture(name, preset, "parity_hw");
+    if (hw) fclose(hw);
+    return hw != NULL;
+}
+
+/* The fixture at its square shape, and at its non-square one where it has one. */
+static void test_fixture(const char *name, const char *preset)
+{
+    run_fixture(name, preset, "parity");
+    if (has_hw(name)) square_only += !run_fixture(name, preset, "parity_hw");
+}
+
+/* A test of a fixture file (parity, parity_hw) at its square shape, then at its non-square one where it has one. */
+static void each_shape(const char *name, void (*test)(const char *file))
+{
+    test("parity");
+    if (has_hw(name)) test("parity_hw");
 }
 
 /* channels last (B, T, C) to segtrain's (B, C, T) (H = W = 1), or back */
@@ -372,19 +386,22 @@ static void test_ace_step(void)
 
 /* Wan Animate: after the text, a sample's conditioning holds the reference image's CLIP tokens, the condition
  * latents, the pose latents and the face video (model.h's layout); the fixture's hidden_states are the latents and
- * the condition latents concatenated on channels, which segtrain's model does itself. */
-static void test_wan_animate(void)
+ * the condition latents concatenated on channels, which segtrain's model does itself; at file's shape and batch. */
+static void test_wan_animate(const char *file)
 {
-    printf("-- wan-animate: wan-animate-tiny's sizes from the fixture's config.json, diffusers' folder as saved\n");
     const char *dir = FIXTURES "wan-animate";
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s.safetensors", dir, file);
     sft_file *f;
-    CHECKF(sft_open(FIXTURES "wan-animate/parity.safetensors", &f) == ST_OK, "%s", st_error());
+    CHECKF(sft_open(path, &f) == ST_OK, "%s", st_error());
     const sft_tensor *lat = sft_find(f, "latents"), *ehs = sft_find(f, "encoder_hidden_states");
     const sft_tensor *img = sft_find(f, "encoder_hidden_states_image");
     CHECK(lat && lat->ndim == 5 && ehs && ehs->ndim == 3 && img && img->ndim == 3);
     if (!lat || !ehs || !img) return;
     const int64_t B = lat->shape[0], C = lat->shape[1], F = lat->shape[2], H = lat->shape[3], W = lat->shape[4];
     const int64_t L = ehs->shape[1];
+    printf("-- wan-animate, %s: wan-animate-tiny's sizes from the fixture's config.json, diffusers' folder as saved; "
+           "batch %lld, %lld x %lld x frames\n", file, (long long)B, (long long)H, (long long)W);
     model_config mc;
     CHECK(model_preset("wan-animate-tiny", &mc) == ST_OK);
     mc.height = H, mc.width = W, mc.text_len = L, mc.frames = F, mc.image_tokens = img->shape[1];
@@ -487,21 +504,33 @@ static void test_anyflow_meanflow(void)
     CHECK(pool_destroy(p) == 0);
 }
 
-/* LTX-2.0: a sample is its video latents then its audio latents (model.h's layout, the fixture's too); a token's
- * conditioning row is the video connector's state then the audio one's, then the shared mask. */
-static void test_ltx2(void)
+/* A video fixture's latent frames, rows or columns as its file's metadata `key` says (F, H, W), else `fallback`. */
+static int64_t meta_size(const sft_file *f, const char *key, int64_t fallback)
 {
-    printf("-- ltxvideo2: ltxvideo2-tiny's sizes from the fixture's config.json, diffusers' folder as saved\n");
+    const char *v = sft_metadata(f, key);
+    return v ? strtoll(v, NULL, 10) : fallback;
+}
+
+/* LTX-2.0: a sample is its video latents then its audio latents (model.h's layout, the fixture's too); a token's
+ * conditioning row is the video connector's state then the audio one's, then the shared mask. The latents are flat
+ * per sample: the video's frames and grid come from the file's metadata, the square file's (2, 8, 8) without. */
+static void test_ltx2(const char *file)
+{
     const char *dir = FIXTURES "ltxvideo2";
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s.safetensors", dir, file);
     sft_file *f;
-    CHECKF(sft_open(FIXTURES "ltxvideo2/parity.safetensors", &f) == ST_OK, "%s", st_error());
+    CHECKF(sft_open(path, &f) == ST_OK, "%s", st_error());
     const sft_tensor *lat = sft_find(f, "latents"), *ehs = sft_find(f, "encoder_hidden_states");
     CHECK(lat && lat->ndim == 2 && ehs && ehs->ndim == 3);
     if (!lat || !ehs) return;
     const int64_t B = lat->shape[0], L = ehs->shape[1], Ct = ehs->shape[2];
     model_config mc;
     CHECK(model_preset("ltxvideo2-tiny", &mc) == ST_OK);
-    mc.text_len = L, mc.frames = 2, mc.height = mc.width = 8; /* the fixture's (2, 8, 8) latent frames */
+    mc.text_len = L, mc.frames = meta_size(f, "F", 2), mc.height = meta_size(f, "H", 8);
+    mc.width = meta_size(f, "W", 8);
+    printf("-- ltxvideo2, %s: ltxvideo2-tiny's sizes from the fixture's config.json, diffusers' folder as saved; batch "
+           "%lld, %lld x %lld x frames\n", file, (long long)B, (long long)mc.height, (long long)mc.width);
     CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
     const int64_t per = model_sample_numel(&mc), K = model_cond_len(&mc);
     CHECK(mc.text_dim == 2 * Ct && mc.audio_hidden == 16 && mc.audio_heads == 2 && model_audio_tokens(&mc) == 9 &&
@@ -577,9 +606,9 @@ int main(void)
     test_fixture("kolors", "kolors-tiny"); /* SDXL's, reading the text through encoder_hid_proj */
     test_fixture("stable-cascade", "stable-cascade-tiny"); /* ResBlocks with GRN, timestep and attention blocks */
     test_anyflow_meanflow(); /* AnyFlow's objective: a target from the model's own central difference in t */
-    test_wan_animate(); /* wan's image-to-video inputs, the motion and face encoders, the face adapters */
+    each_shape("wan-animate", test_wan_animate); /* image-to-video inputs, the motion and face encoders, face adapters */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */
-    test_ltx2();     /* audio and video: six attentions a block, split RoPE, cross-modal rows */
+    each_shape("ltxvideo2", test_ltx2); /* audio and video: six attentions a block, split RoPE, cross-modal rows */
     if (square_only) printf("%d families take square latents only so far\n", square_only);
     return tk_finish();
 }
