@@ -13,8 +13,8 @@
  * - Rotary: rotate-half pairs on each head's first 6 f channels (f = rope_freq_dim), angles of the axes (t, h, w), f
  *   frequencies each at theta^(-j / f). Text row j sits at (j, 0, 0); video frame u's rows at time len + tau_u (tau
  *   the sum of 5/3 (1, 4, 4, 4, 4)[k % 5] over k < u, len the sample's caption length, as SimpleTuner shifts a
- *   padded sample's media clock) and at height and width 32 i / n on the n x n patch grid (packing.py's
- *   aspect-normalised grid of a square canvas).
+ *   padded sample's media clock) and at height and width 32 (left + i r / n) on the rows' and columns' n patches
+ *   (packing.py's aspect-normalised grid: r the axis's side over sqrt(H W), left (1 - r) / 2; a square's 32 i / n).
  * - norm_out: RMSNorm of the video rows, (1 + scale) + shift from norm_out.linear(SiLU(temb)) = (shift, scale), then
  *   proj_out. SimpleTuner's target is x0 - noise (flow_matching_target_direction -1): the output is negated into
  *   segtrain's noise - x0.
@@ -106,6 +106,16 @@ static void mh_release(model *m)
     d->maskp[REF] = d->maskp[MAIN] = NULL;
 }
 
+/* Coordinate k of a spatial axis of dim latent pixels (n patches) on a canvas of area sqrt_area^2: the pipeline's
+ * numpy linspace(left, left + ratio, n, endpoint=False) times 32, the axis its share of the area's side (ratio)
+ * centred on the unit interval; numpy's steps ((stop - start) / n, k step + start), so a square gives k / n. */
+static double spatial_coord(int64_t k, int64_t dim, int64_t n, double sqrt_area)
+{
+    const double ratio = (double)dim / sqrt_area, left = (1.0 - ratio) / 2.0;
+    const double step = ((left + ratio) - left) / (double)n;
+    return ((double)k * step + left) * MH_SPATIAL_SCALE;
+}
+
 /* Each sample's caption length, positions (ids: (S, 3)), rotary table and key biases (a host loop's) */
 static st_status caption_positions(model *m, const float *cond, float *ids)
 {
@@ -113,6 +123,7 @@ static st_status caption_positions(model *m, const float *cond, float *ids)
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = m->shape.text, S = rows_of(m, MAIN), rot = rot_of(c);
     const int64_t nh = grid_rows(c), nw = grid_cols(c), grid = nh * nw;
+    const double side = sqrt((double)(c->height * c->width));
     st_status st = ST_OK;
     for (int64_t b = 0; !st && b < B; b++) {
         float len = 0.0f;
@@ -121,10 +132,9 @@ static st_status caption_positions(model *m, const float *cond, float *ids)
         for (int64_t r = 0; r < S; r++) {
             const int64_t v = r - L, u = v / grid, i = v % grid;
             if (r >= L && i == 0 && u > 0) tau += MH_FRAME_RESCALE * (u % 5 == 1 ? 1.0 : 4.0);
-            /* numpy's linspace(0, 1, n, endpoint=False): i (1 / n), times 32 */
             ids[r * 3] = (float)(r < L ? (double)r : ((double)L + tau) + (double)((int64_t)len - L));
-            ids[r * 3 + 1] = (float)(r < L ? 0.0 : (double)(i / nw) * (1.0 / (double)nh) * MH_SPATIAL_SCALE);
-            ids[r * 3 + 2] = (float)(r < L ? 0.0 : (double)(i % nw) * (1.0 / (double)nw) * MH_SPATIAL_SCALE);
+            ids[r * 3 + 1] = (float)(r < L ? 0.0 : spatial_coord(i / nw, c->height, nh, side));
+            ids[r * 3 + 2] = (float)(r < L ? 0.0 : spatial_coord(i % nw, c->width, nw, side));
             d->kb[b * S + r] = r < L && r >= (int64_t)len ? -INFINITY : 0.0f;
             if (r < L) d->kbt[b * L + r] = len > 0.0f ? d->kb[b * S + r] : 0.0f;
         }
@@ -330,7 +340,7 @@ static st_status minimax_from_json(const cJSON *j, const char *file, model_confi
 }
 
 const family_desc minimaxh3_desc = {
-    .name = "minimaxh3", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_DRIFT,
+    .name = "minimaxh3", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_DRIFT | TR_ANY_SHAPE,
     .st = {{.name = "minimaxh3", .title = "MiniMax H3", .diffusers = "MiniMaxH3Transformer3DModel",
             .flavours = "fl2va|ref2va|convrot-int8|convrot-int4|nvfp4|fp8-e4m3fn",
             .built = "fl2va:minimaxh3|convrot-int8:minimaxh3|convrot-int4:minimaxh3|nvfp4:minimaxh3|fp8-e4m3fn:minimaxh3",
