@@ -412,6 +412,9 @@ expect 0 "plan with bucket_shapes predicts every bucket's peak and names the lar
   "$bin" plan --set model_preset=dit-s2 --set bucket_shapes=256x256,512x512,128x128
 expect 0 "... and the plan after the buckets is the largest's" "1024 tokens of 512 px images \\(64 x 64 latent" -- \
   "$bin" plan --set model_preset=dit-s2 --set bucket_shapes=256x256,512x512,128x128
+expect 0 "SimpleTuner's Wan example plans at its users' 832x480 bucket, 81 frames" \
+  "32760 image \\+ 512 text tokens of 81-frame 832x480 px video \\(21 x 60 x 104 latent, VAE /8, /4 in time\\)" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/wan-1.3b.peft-lora+TREAD.json" --set pretrained_model_name_or_path= --set bucket_shapes=832x480@81
 expect 0 "a one-bucket plan at 512x512 is resolution 512's" "predicted peak device memory of a training step 702.48 MiB" -- \
   "$bin" plan --set model_preset=dit-s2 --set resolution=512
 expect 1 "a bucket edge that is not whole patches is refused with the nearest" \

@@ -226,6 +226,9 @@ const char *model_family_title(const char *family);
  * sweep measures it on; either NULL where it has none (an unknown family: both). */
 const char *model_family_example(const char *family);
 const char *model_family_tiny(const char *family);
+/* The bucket a SimpleTuner family's users train at (bucket_shapes, "832x480@81"), NULL where its example's
+ * resolution square stands for it. */
+const char *model_family_shape(const char *family);
 /* Whether a built flavour of SimpleTuner's family `family` runs on segtrain's family `topology` (SimpleTuner's
  * hunyuanvideo is HunyuanVideo 1.5's hunyuanvideo15, and its 1.0 flavour hunyuanvideo). */
 bool model_family_builds(const char *family, const char *topology);

@@ -149,15 +149,26 @@ static st_status load_real(family_sweep *f, const char *examples, const char *di
         snprintf(path, sizeof path, "%s/%s", examples, example);
         if (!access(path, R_OK)) {
             snprintf(f->example, sizeof f->example, "%s", path);
-            if (!strstr(path, ".lycoris-")) return config_load_with(path, sets, n_sets, out, NULL);
-            /* config refuses lora_type lycoris (not built): its shape is predicted as a LoRA, and the report says so */
+            /* the --set overrides after the example's own: its users' bucket, and for lora_type lycoris (not built:
+             * config refuses it) a standard LoRA of its rank, each said in the report */
             const char *with[CONFIG_MAX_SETS];
-            if (n_sets >= CONFIG_MAX_SETS) return st_fail(ST_ERR_INVALID, "--set: more than %d overrides", n_sets);
-            with[0] = "lora_type=standard";
-            for (int i = 0; i < n_sets; i++) with[i + 1] = sets[i];
-            snprintf(f->note + at, sizeof f->note - at, "predicted from %s as a standard LoRA of its rank (its "
-                     "lora_type lycoris is not built)", path);
-            return config_load_with(path, with, n_sets + 1, out, NULL);
+            char bucket[80];
+            int n = 0;
+            if (n_sets + 2 > CONFIG_MAX_SETS) return st_fail(ST_ERR_INVALID, "--set: more than %d overrides", n_sets);
+            if (model_family_shape(f->family)) {
+                snprintf(bucket, sizeof bucket, "bucket_shapes=%s", model_family_shape(f->family));
+                with[n++] = bucket;
+                snprintf(f->note + at, sizeof f->note - at, "predicted at its users' bucket %s",
+                         model_family_shape(f->family));
+                at = strlen(f->note);
+            }
+            if (strstr(path, ".lycoris-")) {
+                with[n++] = "lora_type=standard";
+                snprintf(f->note + at, sizeof f->note - at, "%spredicted from %s as a standard LoRA of its rank (its "
+                         "lora_type lycoris is not built)", n > 1 ? "; " : "", path);
+            }
+            for (int i = 0; i < n_sets; i++) with[n++] = sets[i];
+            return config_load_with(path, with, n, out, NULL);
         }
         snprintf(f->note + at, sizeof f->note - at, "its example %s is not in %s: ", example, examples);
     } else {

@@ -203,3 +203,9 @@ const char *model_family_tiny(const char *family)
     const family_st *f = find_family(family, NULL);
     return f ? f->tiny : NULL;
 }
+
+const char *model_family_shape(const char *family)
+{
+    const family_st *f = find_family(family, NULL);
+    return f ? f->shape : NULL;
+}

@@ -36,6 +36,8 @@ typedef struct family_st {
     const char *why;       /* why the other flavours are not built, where that is known (NULL: "not built yet") */
     const char *example;   /* its SimpleTuner example config (tests/fixtures/simpletuner), NULL: none at hand */
     const char *tiny;      /* the tiny preset the family sweep measures it on (NULL: found by name) */
+    const char *shape;     /* the bucket its users train (bucket_shapes "832x480@81"), where its example's dataset
+                              leaves it to the data; NULL: the example's resolution square */
 } family_st;
 
 /* A diffusers class whose config.json the family reads, and its reader (over mc: the family's defaults, then the

@@ -43,7 +43,8 @@ const family_desc sanavideo_desc = {
     .name = "sanavideo", .topology = TOPO_LINEAR, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_UNPOOLED | TR_ANY_SHAPE,
     .st = {{.name = "sanavideo", .title = "SanaVideo", .diffusers = "SanaVideoTransformer3DModel",
             .flavours = "2b-480p", .built = "2b-480p:sanavideo-2b-480p", .fallback = "2b-480p",
-            .example = "sanavideo-2b-480p.peft-lora.json", .tiny = "sanavideo-tiny"}},
+            .example = "sanavideo-2b-480p.peft-lora.json", .tiny = "sanavideo-tiny",
+            .shape = "832x480@81"}}, /* its quickstart: 81 frames at 480p, through Wan's VAE */
     .ops = &xdit_family, .topology_options = &(const xdit_options){.sana = true, .sana_video = true},
     FAMILY_PRESETS(presets), .preset = sanavideo_preset,
     .readers = {{"SanaVideoTransformer3DModel", sanavideo_from_json}}, .fields = F_FFN | F_CROSS_HEADS,

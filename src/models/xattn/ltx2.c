@@ -557,7 +557,8 @@ const family_desc ltxvideo2_desc = {
             .why = "the 2.3 and 2.5 flavours add gated attention, timestep-modulated prompt cross-attention "
                    "(cross_attn_mod, prompt_adaln) and per-modality connector projections; LTX-2.0's dev flavours are "
                    "built",
-            .example = "ltxvideo2-19b-t2v.peft-lora.json", .tiny = "ltxvideo2-tiny"}},
+            .example = "ltxvideo2-19b-t2v.peft-lora.json", .tiny = "ltxvideo2-tiny",
+            .shape = "768x512@121"}}, /* LTX-2's 768x512 at 121 frames */
     .vae_scale_t = 8, .text_width = "LTX-2: a token's video and audio connectors' states side by side",
     FAMILY_PRESETS(presets), .preset = ltxvideo2_preset, .readers = {{"LTX2VideoTransformer3DModel", ltx2_from_json}},
     .fields = F_FFN | F_AUDIO_STREAM | F_AUDIO_CHANNELS, .check = ltx2_check,

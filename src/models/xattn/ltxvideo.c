@@ -51,7 +51,8 @@ const family_desc ltxvideo_desc = {
     .name = "ltxvideo", .topology = TOPO_XATTN, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_UNPOOLED | TR_ANY_SHAPE,
     .st = {{.name = "ltxvideo", .title = "LTXVideo", .diffusers = "LTXVideoTransformer3DModel",
             .flavours = "0.9.5|0.9.0", .built = "0.9.5:ltxvideo-0.9.5|0.9.0:ltxvideo-0.9.5", .fallback = "0.9.5",
-            .example = "ltxvideo-0.9.5-t2v.peft-lora.json", .tiny = "ltxvideo-tiny"}},
+            .example = "ltxvideo-0.9.5-t2v.peft-lora.json", .tiny = "ltxvideo-tiny",
+            .shape = "768x512@49"}}, /* LTX-Video's 768x512, 49 frames (finetrainers' 49x512x768 bucket) */
     .vae_scale_t = 8, .ops = &xdit_family, .topology_options = &(const xdit_options){.ltx = true},
     FAMILY_PRESETS(presets), .preset = ltxvideo_preset, .readers = {{"LTXVideoTransformer3DModel", ltxvideo_from_json}},
     .fields = F_FFN,

@@ -289,7 +289,8 @@ const family_desc wan_desc = {
             .fallback = "t2v-480p-1.3b-2.1",
             .why = "the i2v and flf2v flavours also take reference frames (CLIP image tokens, conditioning latents) and "
                    "ti2v-5b-2.2 per-token timesteps and a 48-channel VAE; segtrain's conditioning carries no reference",
-            .example = "wan-1.3b.peft-lora+TREAD.json", .tiny = "wan-tiny"}},
+            .example = "wan-1.3b.peft-lora+TREAD.json", .tiny = "wan-tiny",
+            .shape = "832x480@81"}}, /* SimpleTuner's Wan quickstart: 832x480 */
     .uncached_of = wan_uncached, .cond_len = wan_cond_len, .condition = wan_condition, .describe_blocks = wan_blocks,
     .ops = &xdit_family, .topology_options = &(const xdit_options){.wan = true}, FAMILY_PRESETS(presets),
     .preset = wan_preset,
