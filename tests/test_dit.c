@@ -15,15 +15,19 @@
 
 #define FIXTURE(name) SEGTRAIN_SOURCE_DIR "/tests/fixtures/" name
 
-static model *make(pool *p, const char *preset, attention_mechanism mech)
+/* The preset's model, at a latent of height x width (0: the preset's). */
+static model *make_at(pool *p, const char *preset, attention_mechanism mech, int64_t height, int64_t width)
 {
     model_config mc;
     model *m = NULL;
     CHECK(model_preset(preset, &mc) == ST_OK);
     mc.mechanism = mech;
+    if (height) mc.height = height, mc.width = width;
     CHECKF(model_create(&mc, p, &m) == ST_OK, "%s", st_error());
     return m;
 }
+
+static model *make(pool *p, const char *preset, attention_mechanism mech) { return make_at(p, preset, mech, 0, 0); }
 
 static void test_against_pytorch(attention_mechanism mech)
 {
@@ -89,14 +93,17 @@ static double eval_loss(model *m, const tk_batch *b)
     return sum / (double)n;
 }
 
-static void test_finite_differences(const char *preset, int64_t n)
+/* At a latent of height x width (0: the preset's). */
+static void test_finite_differences(const char *preset, int64_t n, int64_t height, int64_t width)
 {
-    printf("-- %s: every weight's gradient against central differences of the whole model's loss\n", preset);
     pool *p = pool_create(POOL_DEVICE, 0);
-    model *m = make(p, preset, ATTN_FLASH);
+    model *m = make_at(p, preset, ATTN_FLASH, height, width);
+    const model_config *mc = model_get_config(m);
+    printf("-- %s at %lld x %lld: every weight's gradient against central differences of the whole model's loss\n",
+           preset, (long long)mc->height, (long long)mc->width);
     model_init(m, 11, true);
     param_set *ps = model_params(m);
-    tk_batch b = tk_random_batch(model_get_config(m), n, 5);
+    tk_batch b = tk_random_batch(mc, n, 5);
     flow_batch fb = tk_flow(&b);
     float loss;
     param_set_zero_grads(ps);
@@ -226,9 +233,9 @@ int main(void)
 {
     test_against_pytorch(ATTN_FLASH);
     test_against_pytorch(ATTN_MATH);
-    test_finite_differences("dit-tiny", 2);
-    test_finite_differences("mmdit-tiny", 4);
-    test_finite_differences("skipdit-tiny", 2);
+    test_finite_differences("dit-tiny", 2, 0, 0);
+    test_finite_differences("mmdit-tiny", 4, 8, 12); /* non-square: its rows and columns of positions */
+    test_finite_differences("skipdit-tiny", 2, 0, 0);
     test_determinism_and_memory();
     test_errors_keep_pools_consistent();
     return tk_finish();
