@@ -366,15 +366,27 @@ static void test_hidream(void)
     CHECK(from_json("{\"model_family\": \"hidream\"}", &mc) == ST_OK && !strcmp(mc.preset, "hidream-full") &&
           mc.depth == 16 && mc.single_depth == 32 && mc.hidden == 2560 && mc.heads == 20 && mc.experts == 4 &&
           mc.experts_active == 2 && mc.text_dim == 4096 && mc.pooled_dim == 2048 && mc.text_len == 128 &&
-          mc.llama_len == 128 && mc.rope_axes[0] == 64 && mc.rope_axes[1] == 32 && mc.rope_axes[2] == 32);
+          mc.llama_len == 128 && mc.rope_axes[0] == 64 && mc.rope_axes[1] == 32 && mc.rope_axes[2] == 32 &&
+          mc.max_tokens == 4096);
     CHECK(model_cond_len(&mc) == (128 + 48 * 128) * 4096 + 2048); /* T5's, pooled, each block's Llama states */
     CHECK(from_json("{\"model_family\": \"hidream\", \"model_flavour\": \"fast\"}", &mc) == ST_OK &&
           !strcmp(mc.preset, "hidream-fast"));
     CHECK(model_preset("hidream-tiny", &mc) == ST_OK);
     CHECKF(model_config_from_diffusers(SEGTRAIN_SOURCE_DIR "/tests/fixtures/hidream", &mc) == ST_OK && mc.depth == 1 &&
                mc.single_depth == 1 && mc.hidden == 16 && mc.experts == 3 && mc.experts_active == 2 &&
-               mc.text_dim == 24 && mc.pooled_dim == 20 && mc.rope_axes[0] == 4 && mc.channels == 4,
+               mc.text_dim == 24 && mc.pooled_dim == 20 && mc.rope_axes[0] == 4 && mc.channels == 4 &&
+               mc.max_tokens == 16,
            "%s", st_error());
+    /* a non-square latent's patches are padded to max_resolution's 8 x 8 / 2^2 = 16 tokens: 3 x 4 fit, 4 x 6 do not */
+    mc.height = 6, mc.width = 8;
+    CHECKF(model_config_check(&mc) == ST_OK && model_image_tokens(&mc) == 16, "%s", st_error());
+    mc.height = 8, mc.width = 12;
+    CHECKF(model_config_check(&mc) == ST_ERR_INVALID && strstr(st_error(), "max_resolution"), "%s", st_error());
+    mc.height = mc.width = 12; /* a square one is not padded, whatever its size */
+    CHECK(model_config_check(&mc) == ST_OK && model_image_tokens(&mc) == 36);
+    CHECK(model_preset("flux-tiny", &mc) == ST_OK);
+    mc.max_tokens = 16;
+    CHECKF(model_config_check(&mc) == ST_ERR_INVALID && strstr(st_error(), "only hidream"), "%s", st_error());
     char dir[] = "/tmp/segtrain-hidream-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     const char *bad[] = {"\"caption_channels\": [4096, 2048]", "\"llama_layers\": [0, 1, 2]",

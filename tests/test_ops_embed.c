@@ -118,7 +118,7 @@ static void test_embedding_threads(void)
 enum { PB = 2, PC = 3, PH = 6, PW = 4, PP = 2, GH = PH / PP, GW = PW / PP, PT = GH * GW, PF = PC * PP * PP,
        PN = PB * PC * PH * PW };
 
-static const patch_shape PS = {PB, PC, 1, PH, PW, 1, PP}, PS1 = {PB, 1, 1, PH, PW, 1, PP};
+static const patch_shape PS = {PB, PC, 1, PH, PW, 1, PP, 0}, PS1 = {PB, 1, 1, PH, PW, 1, PP, 0};
 
 static int64_t pix_at(int b, int ch, int y, int x) { return ((int64_t)(b * PC + ch) * PH + y) * PW + x; }
 /* patchify: token r*GW+q, feature ch*p*p + a*p + bb  <->  pixel (ch, r*p+a, q*p+bb) */
@@ -226,12 +226,48 @@ static void test_patches(void)
     unpatchify_backward(NULL, w, &PS, PATCH_DIT);
 }
 
+/* A sample's rows padded past its grid's PT (HiDream's non-square latents): the grid's tokens at the sample's rows,
+ * in both directions, and the padding rows neither read nor written. */
+static void test_padded_patches(void)
+{
+    enum { ROWS = PT + 3, NT = PB * ROWS * PF };
+    const patch_shape padded = {PB, PC, 1, PH, PW, 1, PP, ROWS};
+    float img[PN], tok[PN], ptok[NT], dtok[NT], want[NT], back[PN], ref[PN], grid[PN];
+    tk_fill(img, PN, 65, -1.0f, 1.0f);
+    patchify_forward(tok, img, &PS);
+    for (int i = 0; i < NT; i++) ptok[i] = 7.0f; /* the padding's sentinel */
+    patchify_forward(ptok, img, &padded);
+    bool rows = true, pad = true;
+    for (int b = 0; b < PB; b++) {
+        rows &= !memcmp(ptok + b * ROWS * PF, tok + b * PT * PF, PT * PF * sizeof(float));
+        for (int i = PT * PF; i < ROWS * PF; i++) pad &= ptok[b * ROWS * PF + i] == 7.0f;
+    }
+    CHECKF(rows && pad, "patchify with %d rows a sample: the grid's tokens at each sample's rows, padding untouched",
+           ROWS);
+    for (int order = 0; order < 2; order++) {
+        unpatchify_forward(ref, tok, &PS, (patch_order)order);
+        unpatchify_forward(back, ptok, &padded, (patch_order)order);
+        tk_expect_bitwise("unpatchify reads the grid's rows of a padded sample", back, ref, PN);
+        for (int i = 0; i < NT; i++) dtok[i] = want[i] = 7.0f;
+        for (int i = 0; i < PN; i++) grid[i] = 7.0f;
+        unpatchify_backward(dtok, img, &padded, (patch_order)order);
+        unpatchify_backward(grid, img, &PS, (patch_order)order);
+        for (int b = 0; b < PB; b++) memcpy(want + b * ROWS * PF, grid + b * PT * PF, PT * PF * sizeof(float));
+        tk_expect_bitwise("unpatchify backward accumulates into the grid's rows alone", dtok, want, NT);
+    }
+    memset(back, 0, sizeof back);
+    memset(ref, 0, sizeof ref);
+    patchify_backward(back, ptok, &padded);
+    patchify_backward(ref, tok, &PS);
+    tk_expect_bitwise("patchify backward reads the grid's rows of a padded sample", back, ref, PN);
+}
+
 /* Video: (B, C, F, H, W) with a temporal patch, against the formulas of ops.h written out: token
  * (u*gh + r)*gw + q, conv feature ((ch*pt + z)*p + a)*p + bb, DiT feature ((z*p + a)*p + bb)*c + ch. */
 static void test_video_patches(void)
 {
     enum { B = 2, C = 3, F = 4, H = 4, W = 6, Z = 2, P = 2, N = B * C * F * H * W };
-    const patch_shape s = {B, C, F, H, W, Z, P};
+    const patch_shape s = {B, C, F, H, W, Z, P, 0};
     const int64_t gh = H / P, gw = W / P, T = (F / Z) * gh * gw, Fe = C * Z * P * P;
     float lat[N], tok[N], ref[N], back[N];
     for (int i = 0; i < N; i++) lat[i] = (float)i;
@@ -401,6 +437,7 @@ int main(void)
     test_embedding_threads();
     test_patches();
     test_video_patches();
+    test_padded_patches();
     test_pos_embed();
     test_timestep();
     test_position_ids();

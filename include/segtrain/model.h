@@ -120,6 +120,8 @@ typedef struct model_config {
                                       num_embodiment_domains; 0: action_gen false); audio_channels its sound_dim */
     int64_t experts, experts_active, llama_len; /* hidream: num_routed_experts, num_activated_experts, and the Llama
                                       tokens per caption (each block reads its own Llama layer's) */
+    int64_t max_tokens;            /* hidream: the image tokens a non-square latent's patches are padded to
+                                      (max_resolution's product / patch^2, HiDream-I1's 4096); 0 elsewhere */
     int64_t approx_channels, approx_hidden, approx_layers; /* chroma: distilled_guidance_layer's input width
                                       (approximator_num_channels), width and residual layers */
     double guidance;               /* the value model_condition gives it (SimpleTuner's flux_guidance_value) */
@@ -306,7 +308,8 @@ int64_t model_sample_numel(const model_config *mc);
  * audio, when the data has none) is zero in x0, noised as the rest, and masked out of the loss, as SimpleTuner
  * does for a batch without audio latents. */
 int64_t model_loss_numel(const model_config *mc);
-/* The image's (or video's) tokens: frames x rows x columns of patches. */
+/* The image's (or video's) tokens: frames x rows x columns of patches, or max_tokens where the family pads a
+ * non-square latent's to them (HiDream). */
 int64_t model_image_tokens(const model_config *mc);
 
 /* Predicts from x (batch, channels, frames, res, res) ((batch, channels, res, res) for images), timesteps (batch) and cond (batch x model_cond_len floats).

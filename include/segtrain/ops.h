@@ -457,11 +457,13 @@ void embedding_backward_padded(float *dtable, const float *dout, const float *id
 typedef struct patch_shape {
     int64_t batch, channels, frames, height, width;
     int64_t patch_t, patch; /* the patch's frames and its edge */
+    int64_t tokens;         /* a sample's token rows: 0, the grid's; more, rows after the grid's that pad it (HiDream's
+                               non-square latents), which no op here reads or writes */
 } patch_shape;
 /* Latent (batch, c, f, h, w) to patch tokens (batch, (f/pt)*(h/p)*(w/p), c*pt*p*p). Token (u*(h/p) + r)*(w/p) + q
  * is the patch at frame u, grid row r, column q; its feature ((ch*pt + z)*p + a)*p + b is pixel
  * (ch, u*pt + z, r*p + a, q*p + b): the flattening of a Conv3d weight (D, c, pt, p, p) (Conv2d's for images), so
- * the patch embedding is a linear layer. */
+ * the patch embedding is a linear layer. With s->tokens, sample b's tokens start at row b * s->tokens. */
 void patchify_forward(float *tokens, const float *latent, const patch_shape *s);
 void patchify_backward(float *dlatent, const float *dtokens, const patch_shape *s);
 /* The order of a patch token's features: PATCH_CONV is patchify's (ch, z, a, b), that of a Conv weight and of

@@ -353,11 +353,12 @@ static void test_patches(patch_shape s)
 {
     const int64_t gf = s.frames / s.patch_t, gh = s.height / s.patch, gw = s.width / s.patch;
     const int64_t nl = s.batch * s.channels * s.frames * s.height * s.width;
-    const int64_t nt = s.batch * gf * gh * gw * s.channels * s.patch_t * s.patch * s.patch;
-    char shape[96];
-    snprintf(shape, sizeof shape, "B=%lld c=%lld f=%lld h=%lld w=%lld pt=%lld p=%lld", (long long)s.batch,
+    const int64_t rows = s.tokens ? s.tokens : gf * gh * gw; /* padding rows: left as three() made them */
+    const int64_t nt = s.batch * rows * s.channels * s.patch_t * s.patch * s.patch;
+    char shape[112];
+    snprintf(shape, sizeof shape, "B=%lld c=%lld f=%lld h=%lld w=%lld pt=%lld p=%lld rows=%lld", (long long)s.batch,
              (long long)s.channels, (long long)s.frames, (long long)s.height, (long long)s.width, (long long)s.patch_t,
-             (long long)s.patch);
+             (long long)s.patch, (long long)rows);
     const float *lat = rnd(nl, -1, 1), *tok = rnd(nt, -1, 1);
     float *t[3], *l[3];
     three(t, NULL, nt), three(l, NULL, nl);
@@ -562,9 +563,10 @@ int main(void)
     test_activations(1000), test_activations(4099);
     test_modulation(2, 37, 72), test_modulation(3, 100, 130);
     test_rope(2, 37, 3, 64, 0), test_rope(3, 100, 2, 40, 17);
-    test_patches((patch_shape){2, 4, 1, 10, 14, 1, 2});
-    test_patches((patch_shape){1, 3, 1, 9, 13, 1, 2}); /* an edge that is no whole patch: left alone */
-    test_patches((patch_shape){1, 3, 5, 8, 6, 2, 2});  /* video, patch_t 2, a last frame left alone */
+    test_patches((patch_shape){2, 4, 1, 10, 14, 1, 2, 0});
+    test_patches((patch_shape){1, 3, 1, 9, 13, 1, 2, 0}); /* an edge that is no whole patch: left alone */
+    test_patches((patch_shape){1, 3, 5, 8, 6, 2, 2, 0}); /* video, patch_t 2, a last frame left alone */
+    test_patches((patch_shape){3, 4, 1, 6, 8, 1, 2, 16}); /* HiDream's: 12 patches a sample, then 4 padding rows */
     test_mse(3, 5000, true), test_mse(2, 9001, false);
     test_optimizers(4099, 3);
     test_copies(100000);

@@ -169,6 +169,9 @@ static st_status check_owned_more(const model_config *mc, const family_desc *d)
         return refuse_owned(mc, GROUP_TEXT2, F_TEXT2 | F_IMAGE_DIM, "them");
     if (!HAS(F_COND_CHANNELS) && mc->cond_channels)
         return refuse_owned(mc, GROUP_TEXT2, F_COND_CHANNELS, "condition channels");
+    if (!HAS(F_MAX_TOKENS) && mc->max_tokens)
+        return st_fail(ST_ERR_INVALID, "max_resolution: %lld tokens; only %s pads a non-square latent's tokens (0)",
+                       LL(mc->max_tokens), owners(F_MAX_TOKENS, who, sizeof who, NULL));
     return ST_OK;
 }
 

@@ -99,6 +99,7 @@ enum family_fields {
     F_IMAGE_DIM = 1 << 22,     /* image_dim */
     F_COND_CHANNELS = 1 << 23, /* cond_channels */
     F_REFINER = 1 << 24,       /* refiner_depth: 1 to MODEL_REFINER_MAX blocks */
+    F_MAX_TOKENS = 1 << 25,    /* max_tokens */
 };
 
 /* A group of fields whose refusal lists them, then says why (family_refuse): the family's constraint, or who has

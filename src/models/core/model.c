@@ -49,8 +49,10 @@ static st_status check_sizes(const model_config *c, int64_t *per_sample)
     if (!ck_mul(c->text_dim, D, lim, &x) || !ck_mul(c->pooled_dim, D, lim, &x) || !ck_mul(L, c->text_dim, lim, &x) ||
         !ck_add(x, c->pooled_dim, lim, &x))
         return too_large("joint_attention_dim, pooled_projection_dim, tokenizer_max_length, hidden_size", c);
-    if (!ck_mul(c->height / c->patch, c->width / c->patch, lim, &S) || !ck_mul(S, c->frames / c->patch_t, lim, &S) || !ck_add(S, L, lim, &S) ||
-        !ck_mul(S, W, lim, &rows))
+    const bool grid = ck_mul(c->height / c->patch, c->width / c->patch, lim, &S) &&
+                      ck_mul(S, c->frames / c->patch_t, lim, &S);
+    if (grid && c->height != c->width && c->max_tokens > S) S = c->max_tokens; /* HiDream's padding */
+    if (!grid || !ck_add(S, L, lim, &S) || !ck_mul(S, W, lim, &rows))
         return too_large("resolution, num_frames, patch_size, tokenizer_max_length, hidden_size", c);
     if (!ck_mul(c->heads, S, lim, &attn) || !ck_mul(attn, S, lim, &attn))
         return too_large("num_heads, resolution, patch_size, tokenizer_max_length", c);
@@ -411,7 +413,8 @@ int64_t model_loss_numel(const model_config *mc) { return mc->channels * mc->fra
 
 int64_t model_image_tokens(const model_config *mc)
 {
-    return mc->frames / mc->patch_t * (mc->height / mc->patch) * (mc->width / mc->patch);
+    const int64_t grid = mc->frames / mc->patch_t * (mc->height / mc->patch) * (mc->width / mc->patch);
+    return mc->height != mc->width && mc->max_tokens ? mc->max_tokens : grid; /* HiDream pads a non-square grid */
 }
 
 int64_t model_sample_numel(const model_config *mc)
@@ -426,7 +429,8 @@ int64_t model_patch_dim(const model_config *c) { return c->channels * c->patch_t
 patch_shape model_patches(const model *m)
 {
     const model_config *c = &m->cfg;
-    return (patch_shape){m->shape.batch, c->channels, c->frames, c->height, c->width, c->patch_t, c->patch};
+    return (patch_shape){m->shape.batch, c->channels, c->frames, c->height, c->width, c->patch_t, c->patch,
+                         m->shape.tokens};
 }
 
 /* The output's patches as the prediction: unpatchified, and where the output has more channels than the input

@@ -6,7 +6,10 @@
  * values only; the single blocks carry [initial text; image] likewise; then final_layer (LayerNorm, (shift, scale),
  * linear in DiT's order) on the image rows. The rotary embedding turns image token (r, c) at ids (0, r, c) over
  * axes_dims_rope (text ids 0: unrotated). The prediction is the negated output, as HiDreamImagePipeline and
- * SimpleTuner read it (the model was trained to predict the negated velocity). */
+ * SimpleTuner read it (the model was trained to predict the negated velocity). A non-square latent's patches are
+ * padded to max_tokens rows as the model's patchify pads them: zero patches at ids (0, 0, 0), whose keys are zeroed
+ * (hidden_states_masks multiplies them) but which stay in the sequence, so every query gives them logit 0 and their
+ * values count; their output rows are dropped. */
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/dual/hidream.h"
@@ -116,11 +119,12 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         pool_free(m->pool, ctx);
         return st;
     }
-    /* the image */
+    /* the image, and a non-square one's padding rows: zero patches at ids (0, 0, 0) */
     zero_bytes(s->patches, (size_t)(B * T * P) * sizeof(float));
     const patch_shape ps = model_patches(m);
     unpatchify_backward(s->patches, x, &ps, PATCH_DIT);
     linear_forward(s->img, s->patches, PW(d->p_x_w), PW(d->p_x_b), B * T, P, D);
+    zero_bytes(ids, (size_t)(T * 3) * sizeof(float));
     position_ids_grid(ids, 0, 1, grid_rows(c), grid_cols(c));
     rope_table(m->ctx.rope, ids, T, 3, c->rope_axes, HD_ROPE_THETA);
     pool_free(m->pool, ids);
@@ -205,8 +209,20 @@ static void hidream_rope_axes(model_config *mc)
 
 static void hidream_preset(model_config *mc, const char *name, bool tiny)
 {
-    /* the tiny one is the fixture's */
+    /* the tiny one is the fixture's: max_resolution its 8 x 8 latent, HiDream-I1's (128, 128) */
     mc->experts = tiny ? 3 : 4, mc->experts_active = 2, mc->llama_len = tiny ? 3 : 128;
+    mc->max_tokens = tiny ? 16 : 4096;
+}
+
+/* diffusers' patchify fills max_tokens rows with a non-square latent's patches: they must fit */
+static st_status hidream_check(const model_config *mc)
+{
+    const int64_t patches = grid_rows(mc) * grid_cols(mc);
+    if (mc->max_tokens < 1 || (mc->height != mc->width && patches > mc->max_tokens))
+        return st_fail(ST_ERR_INVALID, "max_resolution: %lld tokens; hidream pads a non-square latent's patches to "
+                       "them, at least 1 and here at least its %lld x %lld", (long long)mc->max_tokens,
+                       (long long)grid_rows(mc), (long long)grid_cols(mc));
+    return ST_OK;
 }
 
 /* Each family's diffusers class and the reader of its config.json. */
@@ -214,7 +230,7 @@ static void hidream_preset(model_config *mc, const char *name, bool tiny)
  * layer per block (llama_layers: which ones is the cache's choice, so only their count is checked). */
 static st_status hidream_from_json(const cJSON *j, const char *file, model_config *mc)
 {
-    int64_t in = 64, out = 0, hd = 128, heads = 20, caption[2] = {4096, 4096};
+    int64_t in = 64, out = 0, hd = 128, heads = 20, caption[2] = {4096, 4096}, max_resolution[2] = {128, 128};
     mc->patch = 2, mc->depth = 16, mc->single_depth = 32, mc->pooled_dim = 2048, mc->experts = 4;
     mc->experts_active = 2;
     const json_key keys[] = {{"patch_size", &mc->patch}, {"in_channels", &in}, {"out_channels", &out},
@@ -225,6 +241,7 @@ static st_status hidream_from_json(const cJSON *j, const char *file, model_confi
     st_status st = json_ints(j, file, keys, sizeof keys / sizeof *keys);
     if (!st) st = json_axes(j, file, "caption_channels", 2, caption);
     if (!st) st = json_axes(j, file, "axes_dims_rope", 3, mc->rope_axes);
+    if (!st) st = json_axes(j, file, "max_resolution", 2, max_resolution);
     if (st) return st;
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(j, "llama_layers");
     const cJSON *inference = cJSON_GetObjectItemCaseSensitive(j, "force_inference_output");
@@ -237,16 +254,18 @@ static st_status hidream_from_json(const cJSON *j, const char *file, model_confi
                        (long long)(mc->depth + mc->single_depth));
     mc->channels = in, mc->heads = heads, mc->hidden = hd * heads, mc->text_dim = caption[0];
     mc->guidance_embeds = false;
+    if (mc->patch > 0) mc->max_tokens = max_resolution[0] * max_resolution[1] / (mc->patch * mc->patch);
     return ST_OK;
 }
 
 const family_desc hidream_desc = {
-    .name = "hidream", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_POOLED,
+    .name = "hidream", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_POOLED | TR_ANY_SHAPE,
     .st = {{.name = "hidream", .title = "HiDream", .diffusers = "HiDreamImageTransformer2DModel",
             .flavours = "dev|full|fast", .built = "full:hidream-full|dev:hidream-dev|fast:hidream-fast",
             .fallback = "full", .example = "hidream.peft-lora.json", .tiny = "hidream-tiny"}},
     .uncached = "each block's Llama hidden states", .cond_len = hidream_cond_len, .condition = hidream_condition,
     FAMILY_PRESETS(presets), .preset = hidream_preset, .rope_axes = hidream_rope_axes,
-    .readers = {{"HiDreamImageTransformer2DModel", hidream_from_json}}, .fields = F_SINGLE, .axes = 3,
+    .readers = {{"HiDreamImageTransformer2DModel", hidream_from_json}}, .fields = F_SINGLE | F_MAX_TOKENS, .axes = 3,
+    .check = hidream_check,
     .ops = &(const model_family){.create = hd_create, .impl_size = sizeof(hd_model), DUAL_STEPS, .inits = hd_inits},
 };

@@ -16,6 +16,7 @@
  * on the same inputs (the routing is a function of the feed-forward's input alone), so its values are bitwise
  * forward's. Attention offload moves the side to the host. */
 #include "models/core/attn_side.h"
+#include "models/core/family.h"
 #include "models/dual/hidream.h"
 
 #include <stdio.h>
@@ -25,11 +26,12 @@
 int64_t hd_ffn_width(int64_t hidden_dim) { return (2 * hidden_dim / 3 + 255) / 256 * 256; }
 
 /* Sizes of a step. Per sample, stream s has own[s] rows (its state) and in[s] = own[s] plus the Llama tokens as
- * input, at joint row off[s] of S; the image rows of the joint sequence start at img. */
+ * input, at joint row off[s] of S; the image rows of the joint sequence start at img, the first G of its T the
+ * latent's patches, the rest a non-square latent's padding. */
 typedef struct hd_dims {
     int n;
     bool moe[2];
-    int64_t B, D, H, hd, F, Fs, E, K, T, Ll, S, J, MS, Nmax;
+    int64_t B, D, H, hd, F, Fs, E, K, T, G, Ll, S, J, MS, Nmax;
     int64_t own[2], in[2], off[2], rows[2], inrows[2];
     int64_t img;
 } hd_dims;
@@ -39,7 +41,7 @@ static hd_dims dims_of(const hd_block *b)
     const model_shape *s = &b->m->shape;
     const model_config *c = &b->m->cfg;
     hd_dims d = {.n = b->n, .B = s->batch, .D = s->hidden, .H = s->heads, .T = s->tokens, .Ll = c->llama_len,
-                 .E = c->experts, .K = c->experts_active};
+                 .E = c->experts, .K = c->experts_active, .G = grid_rows(c) * grid_cols(c)};
     const int64_t L0 = s->text; /* the initial text: T5's tokens, then the last block's Llama tokens */
     d.hd = d.D / d.H, d.F = hd_ffn_width(4 * d.D), d.Fs = hd_ffn_width(2 * d.D), d.MS = d.n * 6 * d.D;
     if (b->n == 2) {
@@ -323,6 +325,14 @@ static void rope_image(const struct model *m, const hd_dims *d, float *x, bool b
                                               m->ctx.rope);
 }
 
+/* The padding rows' keys (or their gradient) zeroed, as hidden_states_masks multiplies the keys: each query still
+ * gives them logit 0. */
+static void zero_padding_keys(const hd_dims *d, float *k)
+{
+    for (int64_t b = 0; b < d->B && d->T > d->G; b++)
+        zero_bytes(k + (b * d->S + d->img + d->G) * d->D, (size_t)((d->T - d->G) * d->D) * sizeof(float));
+}
+
 /* h = LN(x') (1 + scale) + shift of chunks (c, c + 1) over stream s's input rows; ln keeps LN(x') */
 static st_status ln_modulate(const struct model *m, const hd_dims *d, int s, int64_t per, float *h, float *ln,
                              const float *x, const float *mod, int chunk, op_state *stats)
@@ -360,6 +370,7 @@ static st_status attention_side(const struct model *m, const hd_block *hb, const
     if (st) return st;
     rope_image(m, d, sv->side[SQ], false);
     rope_image(m, d, sv->side[SK], false);
+    zero_padding_keys(d, sv->side[SK]);
     const attn_shape as = joint_attn(hb);
     return side_attend(m->pool, &as, NULL, sv, SQ, keep_state);
 }
@@ -476,6 +487,7 @@ static st_status hd_backward(block *b, const block_state *in, block_saved *sv, b
     }
     if ((k.status = side_attend_backward(m->pool, &as, NULL, sv, SQ, dside[SQ], dside[SK], dside[SV], dside[SO], D)))
         goto done;
+    zero_padding_keys(&d, dside[SK]);
     rope_image(m, &d, dside[SQ], true);
     rope_image(m, &d, dside[SK], true);
     for (int s = 0; s < d.n; s++) { /* back through the q/k norms, q, k, v and the first modulation */

@@ -176,7 +176,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
 static patch_shape out_shape(const model *m)
 {
     const model_config *c = &m->cfg;
-    return (patch_shape){m->shape.batch, c->channels, c->frames, 1, 1, c->patch_t, 1};
+    return (patch_shape){m->shape.batch, c->channels, c->frames, 1, 1, c->patch_t, 1, 0};
 }
 
 static st_status head_forward(model *m, bool train, const float **pred)

@@ -469,7 +469,7 @@ static st_status pose_forward(model *m, wan_animate *a, const float *cond, float
     const int64_t B = a->B, T = m->shape.tokens, D = c->hidden, K = model_cond_len(c);
     const int64_t Fp = c->frames - 1, plane = c->height * c->width, P = model_patch_dim(c);
     const int64_t per = T / (c->frames / c->patch_t), Tp = T - per; /* tokens per latent frame; the pose's */
-    const patch_shape ps = {B, c->channels, Fp, c->height, c->width, c->patch_t, c->patch};
+    const patch_shape ps = {B, c->channels, Fp, c->height, c->width, c->patch_t, c->patch, 0};
     st_status st = ST_OK;
     a->pose_patches = model_take(m, &st, B * Tp * P, "wan_animate.pose_patches", false);
     float *pose = NULL, *emb = NULL;

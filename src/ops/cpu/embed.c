@@ -42,16 +42,18 @@ static void embedding_backward_run(float *dtable, const float *dout, const float
 }
 
 /* One routine per direction pair keeps the index formulas in one place. Latent pixel (ch, u*pt+z, r*p+a, q*p+bb)
- * pairs with patch token (u*gh + r)*gw + q; `to_tokens` says which side is written, `acc` whether it is += . */
+ * pairs with patch token (u*gh + r)*gw + q of its sample's rows; `to_tokens` says which side is written, `acc`
+ * whether it is += . */
 static void patch_tokens_move(float *tokens, float *latent, const float *src_tokens, const float *src_latent,
                               const patch_shape *s, bool dit_order, bool to_tokens, bool acc)
 {
     const int64_t c = s->channels, F = s->frames, h = s->height, w = s->width, pt = s->patch_t, p = s->patch;
     const int64_t gf = F / pt, gh = h / p, gw = w / p, f = c * pt * p * p, T = gf * gh * gw;
+    const int64_t rows = s->tokens ? s->tokens : T; /* a sample's token rows */
 #pragma omp parallel for collapse(2) schedule(static) if (s->batch * c * F * h * w >= PAR_MIN)
     for (int64_t b = 0; b < s->batch; b++)
         for (int64_t t = 0; t < T; t++) {
-            const int64_t u = t / (gh * gw), r = t / gw % gh, q = t % gw, tok = (b * T + t) * f;
+            const int64_t u = t / (gh * gw), r = t / gw % gh, q = t % gw, tok = (b * rows + t) * f;
             for (int64_t ch = 0; ch < c; ch++)
                 for (int64_t z = 0; z < pt; z++)
                     for (int64_t a = 0; a < p; a++) {

@@ -8,9 +8,10 @@ namespace {
 
 constexpr int THREADS = 256;
 
-/* The latent's dimensions and the patch grid, as embed.c's patch_tokens_move derives them. */
+/* The latent's dimensions and the patch grid, as embed.c's patch_tokens_move derives them; rows: a sample's token
+ * rows (the grid's T, or more where padding follows them). */
 struct patch_geom {
-    int64_t c, F, h, w, pt, p, gh, gw, T, f;
+    int64_t c, F, h, w, pt, p, gh, gw, T, f, rows;
 };
 
 patch_geom geom_of(const patch_shape *s)
@@ -20,10 +21,11 @@ patch_geom geom_of(const patch_shape *s)
     g.gh = g.h / g.p, g.gw = g.w / g.p;
     g.T = (g.F / g.pt) * g.gh * g.gw;
     g.f = g.c * g.pt * g.p * g.p;
+    g.rows = s->tokens ? s->tokens : g.T;
     return g;
 }
 
-/* Element i of the tokens (batch, T, f) to its latent pixel: token t = (u gh + r) gw + q, feature
+/* Element i of the grid's tokens (batch, T, f) to its latent pixel: token t = (u gh + r) gw + q, feature
  * ((ch pt + z) p + a) p + bb (conv order) or ((z p + a) p + bb) c + ch (DiT's), pixel
  * (b, ch, u pt + z, r p + a, q p + bb). */
 __device__ inline int64_t pixel_of(const patch_geom &g, int64_t i, bool dit_order)
@@ -45,16 +47,23 @@ __device__ inline int64_t pixel_of(const patch_geom &g, int64_t i, bool dit_orde
     return (((b * g.c + ch) * g.F + u * g.pt + z) * g.h + r * g.p + a) * g.w + q * g.p + bb;
 }
 
-/* to_tokens: tokens[i] (+)= latent[pixel]; else latent[pixel] (+)= tokens[i]; acc says whether it is += */
+/* Element i of the grid's tokens at its place among a sample's rows (padding rows after the grid's T) */
+__device__ inline int64_t token_of(const patch_geom &g, int64_t i)
+{
+    const int64_t per = g.T * g.f;
+    return i / per * g.rows * g.f + i % per;
+}
+
+/* to_tokens: tokens[k] (+)= latent[pixel]; else latent[pixel] (+)= tokens[k]; acc says whether it is += */
 __global__ void patch_kernel(float *tokens, float *latent, const float *src_tokens, const float *src_latent,
                              patch_geom g, int64_t n, bool dit_order, bool to_tokens, bool acc)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t pix = pixel_of(g, i, dit_order);
+        const int64_t pix = pixel_of(g, i, dit_order), k = token_of(g, i);
         if (to_tokens)
-            tokens[i] = acc ? tokens[i] + src_latent[pix] : src_latent[pix];
+            tokens[k] = acc ? tokens[k] + src_latent[pix] : src_latent[pix];
         else
-            latent[pix] = acc ? latent[pix] + src_tokens[i] : src_tokens[i];
+            latent[pix] = acc ? latent[pix] + src_tokens[k] : src_tokens[k];
     }
 }
 
