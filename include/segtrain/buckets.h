@@ -57,7 +57,9 @@ void bucket_state_free(bucket_state *s);
 typedef struct bucket_sample {
     bool skipped;                 /* below minimum_image_size or outside the frame limits: not trained */
     int target_w, target_h;       /* the trained size */
-    int inter_w, inter_h;         /* the intermediary size SimpleTuner records (resized to, then cropped) */
+    int inter_w, inter_h;         /* the intermediary size SimpleTuner records */
+    int resize_w, resize_h;       /* the size the sample is resized to before the crop: the intermediary, or
+                                   * target_downsample_size's where that applies (the target when nothing is cut) */
     int crop_top, crop_left;      /* the crop's top-left in the resized image; -1 for crop_style random */
     double aspect;                /* the bucket's aspect */
     int frames, bucket_frames;    /* a clip's frames after the model's rule, and its bucket's (0 for an image) */

@@ -381,6 +381,7 @@ st_status bucket_assign(const bucket_config *c, bucket_state *s, int w, int h, i
     if (!c->crop && (target.w != inter.w || target.h != inter.h)) from = inter;
     crop_at(&j, from, target, out);
     out->target_w = target.w, out->target_h = target.h, out->inter_w = inter.w, out->inter_h = inter.h;
+    out->resize_w = from.w, out->resize_h = from.h;
     if (frames > 0 && c->resolution_frames)
         snprintf(out->key, sizeof out->key, "%dx%d@%d", target.w, target.h, out->bucket_frames);
     else python_repr(out->aspect, out->key, sizeof out->key);
