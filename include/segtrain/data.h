@@ -1,11 +1,12 @@
 /* Training data: datasets of RGB images with a class label and a caption, or of cached latents with their text
  * conditioning; a seeded epoch iterator whose position can be saved and restored exactly, and PNG sample grids.
  *
- * Images are float32 in CHW layout (3 x R x R), values in [-1, 1]. Four kinds of dataset:
+ * Images are float32 in CHW layout (3 x R x R, or a bucket's 3 x H x W), values in [-1, 1]. Four kinds of dataset:
  *   builtin:  procedural scenes (a coloured shape on a background of another colour), 8 classes, nothing stored;
  *             sample i is a pure function of (seed, i); label = i mod 8; caption "a red circle on a navy background".
  *   folder:   PNG files (see dataset_open_folder). JPEG and other formats are not read (reported and skipped).
- *   backends: the local image backends of a SimpleTuner multidatabackend.json (see dataset_open_backends).
+ *   backends: the local image backends of a SimpleTuner multidatabackend.json (see dataset_open_backends), as
+ *             squares or in SimpleTuner's aspect buckets (dataset_open_backend_buckets).
  *   cache:    VAE latents (C x R x R, in place of the image) and text-encoder embeddings, as
  *             scripts/make_cache.py writes them (see dataset_open_cache, docs/CACHE.md).
  * dataset_get has no mutable state, so several threads may call it on one dataset at once. */
@@ -15,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "segtrain/buckets.h"
 #include "segtrain/status.h"
 
 #define CAPTION_MAX 256 /* bytes of a caption, terminating NUL included; longer captions are cut at a UTF-8 boundary */
@@ -54,6 +56,33 @@ st_status dataset_open_folder(const char *dir, int resolution, dataset **out);
  * gives. Images are checked as dataset_open_folder checks them. */
 st_status dataset_open_backends(const char *path, int resolution, uint64_t seed, dataset **out);
 
+/* The same backends sorted into SimpleTuner's aspect buckets (docs/DATA.md, "Aspect buckets"): every image is
+ * given its bucket by bucket_assign with its backend's resolution, resolution_type, minimum_image_size,
+ * maximum_image_size, target_downsample_size, max_upscale_threshold, crop, crop_style, crop_aspect and
+ * crop_aspect_buckets over defaults' (the run's resolution and resolution_type, the model's alignment, rounding and
+ * largest canvas; the rest as bucket_config_default), backends in file order and each backend's images in walk
+ * order, through one aspect map, as SimpleTuner's global map serves all its backends. An image below
+ * minimum_image_size is left out, and counted on its backend's line; every bucket gets a line
+ * ("data: backend 'pets': bucket 1.5 (24x16): 3 images"). Buckets are per backend, in the order their first image
+ * came, so a batch never mixes backends, as SimpleTuner's per-backend samplers do not. dataset_get gives sample i
+ * at its bucket's size (3 x height x width): the image resized to its resize size, then the bucket's window cut at
+ * the crop's top left (crop_style random: drawn once per image from seed, as SimpleTuner's VAE cache fixes it).
+ * dataset_resolution is 0. */
+st_status dataset_open_backend_buckets(const char *path, const bucket_config *defaults, uint64_t seed, dataset **out);
+
+/* A bucket of a bucketed dataset: every sample in it is width x height pixels. */
+typedef struct data_bucket {
+    int width, height;
+    int label;              /* its backend */
+    char name[40];          /* SimpleTuner's bucket key ("1.5") */
+    int64_t images, count;  /* its images, and its samples (each image 1 + repeats times) */
+    const int64_t *samples; /* their dataset indices, ascending */
+} data_bucket;
+
+int dataset_buckets(const dataset *ds);                      /* 0 for every other dataset */
+const data_bucket *dataset_bucket(const dataset *ds, int b); /* NULL when out of range */
+int dataset_bucket_of(const dataset *ds, int64_t index);     /* -1 when not bucketed or out of range */
+
 /* What a cache must hold for the model that trains on it. */
 typedef struct cache_want {
     const char *family;                     /* the model's family ("flux") */
@@ -88,10 +117,12 @@ int64_t dataset_text_floats(const dataset *ds);
 /* A cache's empty-prompt conditioning (dataset_text_floats of them) for caption dropout; NULL when it has none. */
 const float *dataset_null_text(const dataset *ds);
 
-/* Sample index: image (channels x R x R floats), label and caption (CAPTION_MAX bytes); any output may be NULL. */
+/* Sample index: image (channels x R x R floats; a bucketed dataset's: 3 x its bucket's height x width), label and
+ * caption (CAPTION_MAX bytes); any output may be NULL. */
 st_status dataset_get(const dataset *ds, int64_t index, float *image, int64_t *label, char *caption);
 
-/* Where an iterator is: the next sample is entry `index` of epoch `epoch`'s shuffled order. */
+/* Where an iterator is: the next sample is entry `index` of epoch `epoch`'s shuffled order (bucket mode: the next
+ * batch is batch `index` of the epoch). */
 typedef struct data_position {
     int64_t epoch, index;
 } data_position;
@@ -118,6 +149,17 @@ st_status data_iter_next_with_text(data_iter *it, int64_t batch, float *images, 
 st_status data_iter_next_share(data_iter *it, int64_t batch, int64_t first, int64_t count, float *images,
                                int64_t *labels, char (*captions)[CAPTION_MAX], int64_t *indices, float *text,
                                int64_t text_stride);
+
+/* Bucket mode, for a bucketed dataset: each epoch is bucket_epoch_make's over the buckets (seed, the batch, each
+ * sample once: repeats are already samples). A bucket short of a batch is pruned with a line where SimpleTuner
+ * prunes one, in a backend with a minimum_image_size, unless keep_small (disable_bucket_pruning); any other gives
+ * one short batch an epoch, filled up by its own samples again, as SimpleTuner fills one. Every batch is of one
+ * bucket: data_iter_peek_bucket names it before the batch is read, and data_iter_next_* (with this batch) give its
+ * samples at that bucket's size, each image 3 x height x width. A position's index counts batches, so a resume at a
+ * saved position continues with the same batches. ST_ERR_INVALID when no batch is left (every bucket pruned). */
+st_status data_iter_create_buckets(const dataset *ds, uint64_t seed, int64_t batch, bool keep_small, data_iter **out);
+int64_t data_iter_epoch_batches(const data_iter *it); /* batches an epoch in bucket mode; 0 otherwise */
+st_status data_iter_peek_bucket(data_iter *it, int *bucket);
 
 /* Writes n images (channels 1 or 3, h x w, CHW, [-1, 1] mapped to 0..255 and clamped) as one PNG, tiled row-major
  * into cols columns with a 2-pixel white gap between tiles (empty cells white), atomically. */

@@ -1,5 +1,6 @@
 /* SimpleTuner data backends (docs/DATA.md): dataset_open_backends reads a multidatabackend.json and scans each
- * enabled image backend's folder into a dataset whose classes are the backends (data_internal.h). */
+ * enabled image backend's folder into a dataset whose classes are the backends (data_internal.h);
+ * dataset_open_backend_buckets then gives every image its aspect bucket (segtrain/buckets.h). */
 #include "data_internal.h"
 
 #include <cjson/cJSON.h>
@@ -17,6 +18,8 @@
 #include <sys/vfs.h>
 #endif
 
+#include "segtrain/rng.h"
+
 #define BACKEND_FILE_MAX (16 << 20) /* a backend list is a few KiB; this refuses a wrong file early */
 #define REPEATS_MAX 1000000
 #define SAMPLES_MAX (1ll << 26) /* the iterator keeps the order of every sample: 512 MiB at this many */
@@ -26,17 +29,19 @@
 #define WALK_FOLDERS_MAX 100000
 
 enum { CAP_FILENAME, CAP_TEXTFILE, CAP_INSTANCEPROMPT };
-enum { RES_PIXEL, RES_AREA, RES_PIXEL_AREA };
+static const char *const res_types[] = {"pixel", "area", "pixel_area"}; /* bucket_resolution_type's names */
 
 /* One enabled image backend, as its entry gives it. */
 typedef struct spec {
     const char *id, *given_dir;
     char *dir;    /* instance_data_dir, absolute */
     char *prompt; /* instance_prompt, one a line (a list gives several); NULL when not given */
-    int strategy, crop_style, res_type;
+    int strategy, crop_style;
+    bucket_resolution_type res_type;
     bool crop, square_aspect, prepend, only_prompt, no_split;
     double resolution; /* 0: not given */
     int64_t repeats;
+    bucket_config bucket; /* dataset_open_backend_buckets: the entry's bucket settings over the run's */
 } spec;
 
 /* Where an error is: the file and the backend's id (NULL before it is known). */
@@ -150,8 +155,8 @@ static st_status get_prompt(const where *w, const cJSON *e, char **out)
  * aspect_bucket_alignment; `pixel_area` is an edge whose square is the area. */
 static int64_t square_edge(double resolution, int type)
 {
-    if (type == RES_PIXEL) return resolution < 1e9 ? (int64_t)resolution : 1000000000;
-    const double mp = type == RES_PIXEL_AREA ? resolution * resolution / 1e6 : resolution;
+    if (type == BUCKET_PIXEL) return resolution < 1e9 ? (int64_t)resolution : 1000000000;
+    const double mp = type == BUCKET_PIXEL_AREA ? resolution * resolution / 1e6 : resolution;
     static const double known[][2] = {{0.25, 512}, {0.5, 768}, {1.0, 1024}, {2.0, 1536}, {4.0, 2048}};
     double area = mp * 1e6;
     for (int i = 0; i < 5; i++)
@@ -171,34 +176,101 @@ static bool idle_key(const char *key)
     return choice(key, keys, (int)(sizeof keys / sizeof keys[0])) >= 0;
 }
 
-static bool used_key(const char *key)
+/* The keys segtrain reads (bucketed: the bucket keys too, which squares do not apply). */
+static bool used_key(const char *key, bool bucketed)
 {
     static const char *const keys[] = {"id", "type", "dataset_type", "disabled", "disable", "instance_data_dir",
                                        "caption_strategy", "instance_prompt", "prepend_instance_prompt",
                                        "only_instance_prompt", "disable_multiline_split", "resolution",
                                        "resolution_type", "crop", "crop_style", "crop_aspect", "repeats"};
-    return choice(key, keys, (int)(sizeof keys / sizeof keys[0])) >= 0;
+    static const char *const bucket_keys[] = {"minimum_image_size", "maximum_image_size", "target_downsample_size",
+                                              "max_upscale_threshold", "crop_aspect_buckets"};
+    return choice(key, keys, (int)(sizeof keys / sizeof keys[0])) >= 0 ||
+           (bucketed && choice(key, bucket_keys, (int)(sizeof bucket_keys / sizeof bucket_keys[0])) >= 0);
 }
 
-/* Reads one entry. *sp->id stays NULL for an entry that gives no images (disabled, a cache): `skipped` then
- * says why. */
 /* One warning naming every key of entry e that segtrain neither reads nor knows to be idle. */
-static st_status warn_unknown_keys(const char *file, const char *id, const cJSON *e)
+static st_status warn_unknown_keys(const char *file, const char *id, const cJSON *e, bool bucketed)
 {
     size_t len = 0;
     for (const cJSON *k = e->child; k; k = k->next)
-        if (!used_key(k->string) && !idle_key(k->string)) len += strlen(k->string) + 2; /* ", " or the '\0' */
+        if (!used_key(k->string, bucketed) && !idle_key(k->string)) len += strlen(k->string) + 2; /* ", " or '\0' */
     if (!len) return ST_OK;
     char *unknown = malloc(len), *at = unknown;
     if (!unknown) return data_oom();
     for (const cJSON *k = e->child; k; k = k->next)
-        if (!used_key(k->string) && !idle_key(k->string)) at += sprintf(at, "%s%s", at > unknown ? ", " : "", k->string);
+        if (!used_key(k->string, bucketed) && !idle_key(k->string))
+            at += sprintf(at, "%s%s", at > unknown ? ", " : "", k->string);
     st_warn("data: warning: %s: backend '%s': ignoring keys segtrain does not read: %s", file, id, unknown);
     free(unknown);
     return ST_OK;
 }
 
-static st_status read_entry(const char *file, int index, const cJSON *e, spec *sp, char *skipped, size_t nskipped)
+/* crop_aspect_buckets: a list of aspects (SimpleTuner's weighted form, {"aspect_bucket": a, "weight": w}, is not
+ * taken). */
+static st_status get_aspects(const where *w, const cJSON *e, bucket_config *c)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, "crop_aspect_buckets");
+    if (!v || cJSON_IsNull(v)) return ST_OK;
+    char b[64];
+    shown(v, b, sizeof b);
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > BUCKET_ASPECTS_MAX)
+        return refuse(w, ST_ERR_INVALID, "crop_aspect_buckets must be a list of at most %d aspects, got %s",
+                      BUCKET_ASPECTS_MAX, b);
+    c->n_crop_aspect_buckets = 0;
+    for (const cJSON *a = v->child; a; a = a->next) {
+        if (cJSON_IsObject(a))
+            return refuse(w, ST_ERR_UNSUPPORTED, "crop_aspect_buckets with weights (%s); segtrain takes a list of "
+                          "aspects, each equally likely", b);
+        if (!cJSON_IsNumber(a) || !(a->valuedouble > 0))
+            return refuse(w, ST_ERR_INVALID, "crop_aspect_buckets must hold positive aspects, got %s", b);
+        c->crop_aspect_buckets[c->n_crop_aspect_buckets++] = a->valuedouble;
+    }
+    return ST_OK;
+}
+
+/* The entry's bucket settings over the run's (SimpleTuner's backend.get(key, args.key)), refused where SimpleTuner's
+ * validators refuse them. style and aspect are the entry's crop_style and crop_aspect, NULL when not given. */
+static st_status read_bucket_keys(const where *w, const cJSON *e, const bucket_config *run, spec *sp,
+                                  const char *style, const char *aspect)
+{
+    static const char *const styles[] = {"center", "centre", "corner", "random"};
+    static const char *const aspects[] = {"square", "preserve", "closest", "random"};
+    static const bucket_crop_style style_of[] = {BUCKET_CROP_CENTER, BUCKET_CROP_CENTER, BUCKET_CROP_CORNER,
+                                                 BUCKET_CROP_RANDOM};
+    bucket_config *c = &sp->bucket;
+    *c = *run;
+    c->crop = sp->crop;
+    c->crop_style = style ? style_of[choice(style, styles, 4)] : BUCKET_CROP_RANDOM;
+    c->crop_aspect = aspect ? (bucket_crop_aspect)choice(aspect, aspects, 4) : BUCKET_ASPECT_SQUARE;
+    if (sp->resolution > 0) c->resolution = sp->resolution;
+    if (!cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(e, "resolution_type")) &&
+        cJSON_GetObjectItemCaseSensitive(e, "resolution_type"))
+        c->resolution_type = sp->res_type;
+    st_status st;
+    if ((st = get_number(w, e, "minimum_image_size", &c->minimum_image_size)) ||
+        (st = get_number(w, e, "maximum_image_size", &c->maximum_image_size)) ||
+        (st = get_number(w, e, "target_downsample_size", &c->target_downsample_size)) ||
+        (st = get_number(w, e, "max_upscale_threshold", &c->max_upscale_threshold)) || (st = get_aspects(w, e, c)))
+        return st;
+    if (!(c->resolution > 0))
+        return refuse(w, ST_ERR_INVALID, "no resolution, and the run gives none to fall back on");
+    if (c->minimum_image_size < 0 || c->maximum_image_size < 0 || c->target_downsample_size < 0)
+        return refuse(w, ST_ERR_INVALID, "minimum_image_size, maximum_image_size and target_downsample_size must not "
+                      "be negative");
+    if (c->maximum_image_size > 0 && !(c->target_downsample_size > 0))
+        return refuse(w, ST_ERR_INVALID, "maximum_image_size needs a target_downsample_size too (SimpleTuner refuses "
+                      "one without the other)");
+    if ((c->crop_aspect == BUCKET_ASPECT_RANDOM || c->crop_aspect == BUCKET_ASPECT_CLOSEST) &&
+        !c->n_crop_aspect_buckets)
+        return refuse(w, ST_ERR_INVALID, "crop_aspect %s needs crop_aspect_buckets (a list of aspects)", aspect);
+    return ST_OK;
+}
+
+/* Reads one entry (bucketed: with its bucket settings over the run's). *sp->id stays NULL for an entry that gives
+ * no images (disabled, a cache): `skipped` then says why. */
+static st_status read_entry(const char *file, int index, const cJSON *e, const bucket_config *bucketed, spec *sp,
+                            char *skipped, size_t nskipped)
 {
     where w = {file, NULL, index};
     skipped[0] = 0;
@@ -233,7 +305,7 @@ static st_status read_entry(const char *file, int index, const cJSON *e, spec *s
         return refuse(&w, ST_ERR_UNSUPPORTED, "type %s; segtrain reads local image folders only (type local, with "
                       "instance_data_dir)", type);
 
-    *sp = (spec){.id = id, .crop_style = CROP_RANDOM, .res_type = RES_PIXEL_AREA, .square_aspect = true};
+    *sp = (spec){.id = id, .crop_style = CROP_RANDOM, .res_type = BUCKET_PIXEL_AREA, .square_aspect = true};
     const char *strategy = "filename", *res_type = NULL, *style = NULL, *aspect = NULL, *dir = NULL;
     double repeats = 0;
     if ((st = get_text(&w, e, "instance_data_dir", &dir)) || (st = get_text(&w, e, "caption_strategy", &strategy)) ||
@@ -248,7 +320,6 @@ static st_status read_entry(const char *file, int index, const cJSON *e, spec *s
 
     static const char *const strategies[] = {"filename", "textfile", "instanceprompt"};
     static const char *const tables[] = {"parquet", "huggingface", "csv", "webshart"};
-    static const char *const res_types[] = {"pixel", "area", "pixel_area"};
     static const char *const styles[] = {"center", "centre", "corner", "random"};
     static const char *const aspects[] = {"square", "preserve", "random", "closest"};
     if ((sp->strategy = choice(strategy, strategies, 3)) < 0)
@@ -261,11 +332,12 @@ static st_status read_entry(const char *file, int index, const cJSON *e, spec *s
                       "prepend_instance_prompt");
     if (sp->prepend && strchr(sp->prompt, '\n') && sp->strategy != CAP_INSTANCEPROMPT && !sp->only_prompt)
         return refuse(&w, ST_ERR_INVALID, "prepend_instance_prompt takes one instance_prompt, not a list");
-    if (res_type && (sp->res_type = choice(res_type, res_types, 3)) < 0)
-        return refuse(&w, ST_ERR_INVALID, "resolution_type %s is not pixel, area or pixel_area", res_type);
-    if (sp->resolution < 0 || (sp->resolution > 0 && sp->res_type == RES_PIXEL && sp->resolution < 1))
+    const int rtype = res_type ? choice(res_type, res_types, 3) : (int)sp->res_type; /* in bucket_resolution_type's */
+    if (rtype < 0) return refuse(&w, ST_ERR_INVALID, "resolution_type %s is not pixel, area or pixel_area", res_type);
+    sp->res_type = (bucket_resolution_type)rtype;
+    if (sp->resolution < 0 || (sp->resolution > 0 && sp->res_type == BUCKET_PIXEL && sp->resolution < 1))
         return refuse(&w, ST_ERR_INVALID, "resolution %g is not a %s", sp->resolution,
-                      sp->res_type == RES_AREA ? "positive number of megapixels" : "positive number of pixels");
+                      sp->res_type == BUCKET_AREA ? "positive number of megapixels" : "positive number of pixels");
     if (style) {
         if (!strcmp(style, "face"))
             return refuse(&w, ST_ERR_UNSUPPORTED, "crop_style face needs a face detector, which segtrain does not "
@@ -277,6 +349,7 @@ static st_status read_entry(const char *file, int index, const cJSON *e, spec *s
     if (!sp->crop) sp->crop_style = CROP_CENTER; /* the model takes squares: the center one, nearest to no crop */
     if (aspect && choice(aspect, aspects, 4) < 0)
         return refuse(&w, ST_ERR_INVALID, "crop_aspect %s is not square, preserve, random or closest", aspect);
+    if (bucketed && (st = read_bucket_keys(&w, e, bucketed, sp, style, aspect))) return st;
     sp->square_aspect = !aspect || !strcmp(aspect, "square");
     if (repeats < 0 || repeats > REPEATS_MAX || repeats != floor(repeats))
         return refuse(&w, ST_ERR_INVALID, "repeats %g is not a whole number in [0, %d] (0: each image once an "
@@ -292,7 +365,7 @@ static st_status read_entry(const char *file, int index, const cJSON *e, spec *s
         sp->dir = data_join_path(cwd, dir);
     }
     if (!sp->dir) return data_oom();
-    return warn_unknown_keys(file, id, e);
+    return warn_unknown_keys(file, id, e, bucketed != NULL);
 }
 
 /* The caption(s) of an image, one a line, as SimpleTuner's PromptHandler builds them. */
@@ -412,11 +485,14 @@ static st_status walk(scan *sc, seen *sn, const where *w, const spec *sp, const 
     for (int i = 0; i < n && !st; i++) {
         char *path = data_join_path(dir, names[i]), *caption = NULL;
         bool ok = false;
+        int iw = 0, ih = 0;
         if (!path) st = data_oom();
         else if (data_is_dir(path)) st = walk(sc, sn, w, sp, path, label, depth + 1);
         else if ((data_is_png(names[i]) || data_is_other_image(names[i])) &&
-                 !(st = data_check_png(sc, path, names[i], &ok)) && ok && !(st = make_caption(w, sp, path, &caption))) {
-            st = data_add_item(sc, path, caption, label);
+                 !(st = data_check_png(sc, path, names[i], &ok, &iw, &ih)) && ok &&
+                 !(st = make_caption(w, sp, path, &caption))) {
+            if (!(st = data_add_item(sc, path, caption, label)))
+                sc->items[sc->n - 1].w = iw, sc->items[sc->n - 1].h = ih;
             continue; /* data_add_item owns path */
         }
         free(path);
@@ -476,76 +552,256 @@ static st_status json_error(const char *file, const char *text, const char *at)
                    (int)strcspn(at, "\n") < 24 ? (int)strcspn(at, "\n") : 24, at);
 }
 
+/* How a backend's captions are made, for its line. */
+static const char *captions_by(const spec *sp, char *buf, size_t n)
+{
+    static const char *const strategies[] = {"filename", "textfile", "instanceprompt"};
+    snprintf(buf, n, "%s%s", sp->only_prompt ? "instance_prompt (only_instance_prompt)" : strategies[sp->strategy],
+             sp->prepend && !sp->only_prompt && sp->strategy != CAP_INSTANCEPROMPT ? " after instance_prompt" : "");
+    return buf;
+}
+
 /* One line on what a backend gives, and wherever it differs from what SimpleTuner would train on, why. */
 static void report_backend(const spec *sp, const backend *b, int R)
 {
-    static const char *const strategies[] = {"filename", "textfile", "instanceprompt"};
     static const char *const styles[] = {"center", "corner", "random"};
-    static const char *const res_types[] = {"pixel", "area", "pixel_area"};
-    char size[160], model[64] = "";
+    char size[160], model[64] = "", caps[64];
     const int64_t edge = sp->resolution > 0 ? square_edge(sp->resolution, sp->res_type) : R;
     if (edge != R) snprintf(model, sizeof model, ", resampled to the model's %d", R);
     snprintf(size, sizeof size, "%lld-pixel squares (resolution %g %s)%s", (long long)edge, sp->resolution,
              res_types[sp->res_type], model);
     if (sp->resolution <= 0) snprintf(size, sizeof size, "squares of the model's %d (no resolution given)", R);
     fprintf(stderr, "data: backend '%s': %lld images in %s, %lld sample%s each an epoch (repeats %lld), captions "
-            "by %s%s, %s square crop%s, %s\n", sp->id, (long long)b->count, sp->dir, (long long)(1 + b->repeats),
-            b->repeats ? "s" : "", (long long)b->repeats,
-            sp->only_prompt ? "instance_prompt (only_instance_prompt)" : strategies[sp->strategy],
-            sp->prepend && !sp->only_prompt && sp->strategy != CAP_INSTANCEPROMPT ? " after instance_prompt" : "",
-            styles[b->crop_style],
+            "by %s, %s square crop%s, %s\n", sp->id, (long long)b->count, sp->dir, (long long)(1 + b->repeats),
+            b->repeats ? "s" : "", (long long)b->repeats, captions_by(sp, caps, sizeof caps), styles[b->crop_style],
             !sp->crop ? " (crop is false, but the model takes squares)"
             : sp->square_aspect ? "" : " (crop_aspect is not square, but the model takes squares)", size);
 }
 
-st_status dataset_open_backends(const char *path, int resolution, uint64_t seed, dataset **out)
+/* ---- aspect buckets (dataset_open_backend_buckets) ---- */
+
+/* The buckets as they are found: one place per image, the buckets, and each backend's images left out as too
+ * small. */
+typedef struct bucketing {
+    place *places;
+    data_bucket *buckets;
+    int n, cap;
+    int64_t *small;
+} bucketing;
+
+/* crop_aspect random: an aspect drawn per image from the run's seed (SimpleTuner draws with Python's random). */
+typedef struct aspect_draw {
+    uint64_t seed;
+    int64_t item;
+} aspect_draw;
+
+static double draw_aspect(const double *aspects, int n, void *ctx)
 {
-    *out = NULL;
-    st_status st = data_check_resolution(resolution);
-    if (st) return st;
+    const aspect_draw *d = ctx;
+    return aspects[rng_u64(d->seed, rng_stream("data.bucket_aspect"), (uint64_t)d->item) % (uint64_t)n];
+}
+
+/* *out: the bucket of backend `label` that s falls in, among buckets from .. n - 1 (that backend's), added after
+ * them when new. A bucket is its name and its size: one shape for every sample in it. */
+static st_status find_bucket(bucketing *bk, int from, int label, const bucket_sample *s, int *out)
+{
+    for (int i = from; i < bk->n; i++)
+        if (bk->buckets[i].width == s->target_w && bk->buckets[i].height == s->target_h &&
+            !strcmp(bk->buckets[i].name, s->key))
+            return *out = i, ST_OK;
+    if (bk->n == bk->cap) {
+        const int cap = bk->cap ? 2 * bk->cap : 16;
+        data_bucket *grown = realloc(bk->buckets, sizeof *grown * (size_t)cap);
+        if (!grown) return data_oom();
+        bk->buckets = grown, bk->cap = cap;
+    }
+    data_bucket *b = &bk->buckets[bk->n];
+    *b = (data_bucket){.width = s->target_w, .height = s->target_h, .label = label};
+    snprintf(b->name, sizeof b->name, "%s", s->key);
+    *out = bk->n++;
+    return ST_OK;
+}
+
+/* An image's place from its bucket_sample: the bucket's window inside the resize (which is never smaller than the
+ * window), at the crop's top left; crop_style random draws it here, once per image and seed. */
+static place place_of(const bucket_sample *s, int bucket, uint64_t seed, int64_t image)
+{
+    place p = {bucket, s->resize_w > s->target_w ? s->resize_w : s->target_w,
+               s->resize_h > s->target_h ? s->resize_h : s->target_h, s->crop_top, s->crop_left};
+    const int slack_x = p.resize_w - s->target_w, slack_y = p.resize_h - s->target_h;
+    if (s->crop_top < 0) {
+        const uint64_t stream = rng_stream("data.bucket_crop");
+        p.top = (int)(rng_u64(seed, stream, 2 * (uint64_t)image) % (uint64_t)(slack_y + 1));
+        p.left = (int)(rng_u64(seed, stream, 2 * (uint64_t)image + 1) % (uint64_t)(slack_x + 1));
+    }
+    p.top = p.top < slack_y ? p.top : slack_y;
+    p.left = p.left < slack_x ? p.left : slack_x;
+    return p;
+}
+
+/* Every image's bucket: backends in file order, each one's images in walk order, through one aspect map (SimpleTuner
+ * keeps one for all backends, keyed by resolution). An image below minimum_image_size is dropped from sc (freed, its
+ * slot emptied, sc->n lowered once all are placed) and from its backend's range. */
+static st_status assign_buckets(const char *file, const spec *specs, int nspecs, backend *backends, scan *sc,
+                                uint64_t seed, bucketing *bk)
+{
+    bk->places = malloc(sizeof *bk->places * (size_t)(sc->n ? sc->n : 1));
+    bk->small = calloc((size_t)nspecs, sizeof *bk->small);
+    if (!bk->places || !bk->small) return data_oom();
+    bucket_state map = {0};
+    int64_t kept = 0;
+    st_status st = ST_OK;
+    for (int b = 0; b < nspecs && !st; b++) {
+        const where w = {file, specs[b].id, 0};
+        const int64_t first = kept;
+        const int from = bk->n;
+        for (int64_t i = backends[b].first; i < backends[b].first + backends[b].count && !st; i++) {
+            item *e = &sc->items[i];
+            bucket_sample s;
+            aspect_draw draw = {seed, kept};
+            int k = 0;
+            if ((st = bucket_assign(&specs[b].bucket, &map, e->w, e->h, 0, draw_aspect, &draw, &s)))
+                st = refuse(&w, st, "%s", st_error());
+            else if (s.skipped) {
+                free(e->path), free(e->caption);
+                *e = (item){0};
+                bk->small[b]++;
+            } else if (!(st = find_bucket(bk, from, b, &s, &k))) {
+                bk->places[kept] = place_of(&s, k, seed, kept);
+                bk->buckets[k].images++;
+                sc->items[kept++] = *e;
+                if (kept - 1 != i) *e = (item){0};
+            }
+        }
+        backends[b].first = first, backends[b].count = kept - first;
+        backends[b].prunes = specs[b].bucket.minimum_image_size > 0;
+        if (!st && !backends[b].count)
+            st = refuse(&w, ST_ERR_INVALID, "all %lld images are below minimum_image_size %g (%s)",
+                        (long long)bk->small[b], specs[b].bucket.minimum_image_size,
+                        res_types[specs[b].bucket.resolution_type]);
+    }
+    bucket_state_free(&map);
+    if (!st) sc->n = kept;
+    return st;
+}
+
+/* Each bucket's samples, ascending, in one array: a backend's samples are its images 1 + repeats times over. */
+static st_status list_bucket_samples(dataset *ds)
+{
+    int64_t *at = malloc(sizeof *at * (size_t)ds->nbuckets), end = 0;
+    ds->bucket_samples = malloc(sizeof *ds->bucket_samples * (size_t)(ds->count ? ds->count : 1));
+    if (!at || !ds->bucket_samples) return free(at), data_oom();
+    for (int k = 0; k < ds->nbuckets; k++) {
+        data_bucket *b = &ds->buckets[k];
+        b->count = b->images * (1 + ds->backends[b->label].repeats);
+        b->samples = ds->bucket_samples + end;
+        at[k] = end;
+        end += b->count;
+    }
+    int64_t s = 0;
+    for (int c = 0; c < ds->classes; c++) {
+        const backend *b = &ds->backends[c];
+        for (int64_t r = 0; r <= b->repeats; r++)
+            for (int64_t i = b->first; i < b->first + b->count; i++)
+                ds->bucket_samples[at[ds->places[i].bucket]++] = s++;
+    }
+    free(at);
+    return ST_OK;
+}
+
+/* A backend's line, then a line for each of its buckets. */
+static void report_buckets(const spec *sp, const backend *b, const dataset *ds, int64_t small)
+{
+    static const char *const styles[] = {"center", "corner", "random"};
+    static const char *const aspects[] = {"square", "preserve", "closest", "random"};
+    const bucket_config *c = &sp->bucket;
+    const int label = (int)(b - ds->backends);
+    int n = 0;
+    for (int k = 0; k < ds->nbuckets; k++) n += ds->buckets[k].label == label;
+    char caps[64], left_out[96] = "";
+    if (small)
+        snprintf(left_out, sizeof left_out, "; %lld below minimum_image_size %g left out", (long long)small,
+                 c->minimum_image_size);
+    fprintf(stderr, "data: backend '%s': %lld images in %s in %d aspect bucket%s (resolution %g %s, crop %s, "
+            "crop_style %s, crop_aspect %s, alignment %d)%s, %lld sample%s each an epoch (repeats %lld), captions by "
+            "%s\n", sp->id, (long long)b->count, sp->dir, n, n == 1 ? "" : "s", c->resolution,
+            res_types[c->resolution_type], c->crop ? "true" : "false", styles[c->crop_style], aspects[c->crop_aspect],
+            c->alignment, left_out, (long long)(1 + b->repeats), b->repeats ? "s" : "", (long long)b->repeats,
+            captions_by(sp, caps, sizeof caps));
+    for (int k = 0; k < ds->nbuckets; k++) {
+        const data_bucket *bk = &ds->buckets[k];
+        if (bk->label == label)
+            fprintf(stderr, "data: backend '%s': bucket %s (%dx%d): %lld image%s\n", sp->id, bk->name, bk->width,
+                    bk->height, (long long)bk->images, bk->images == 1 ? "" : "s");
+    }
+}
+
+/* ---- opening ---- */
+
+/* What opening a backend list holds until the dataset takes it. */
+typedef struct opening {
+    const char *path;
+    const bucket_config *bucketed; /* the run's bucket settings; NULL: squares */
+    cJSON *root;
+    spec *specs;
+    int nspecs, entries;
+    char (*skipped)[160]; /* per entry: why it gives no images, or "" */
+    scan sc;
+    backend *backends;
+    char **names;
+    int64_t samples;
+    bucketing bk;
+} opening;
+
+/* Reads path's list and each entry of it. */
+static st_status read_list(opening *o)
+{
     size_t n;
     char *text;
-    if ((st = data_read_small(path, BACKEND_FILE_MAX, true, &text, &n))) {
+    st_status st = data_read_small(o->path, BACKEND_FILE_MAX, true, &text, &n);
+    if (st) {
         if (errno == ENOMEM) return st;
         char why[512]; /* st_fail writes where st_error() reads */
         snprintf(why, sizeof why, "%s", st_error());
         return st_fail(ST_ERR_IO, "data_backend_config %s", why);
     }
-    cJSON *root = NULL;
     if (n == BACKEND_FILE_MAX)
-        st = st_fail(ST_ERR_FORMAT, "data_backend_config %s: over %d MiB, too large for a list of backends", path,
+        st = st_fail(ST_ERR_FORMAT, "data_backend_config %s: over %d MiB, too large for a list of backends", o->path,
                      BACKEND_FILE_MAX >> 20);
-    else if (!(root = cJSON_ParseWithOpts(text, NULL, 1)))
-        st = json_error(path, text, cJSON_GetErrorPtr());
-    else if (!cJSON_IsArray(root))
+    else if (!(o->root = cJSON_ParseWithOpts(text, NULL, 1)))
+        st = json_error(o->path, text, cJSON_GetErrorPtr());
+    else if (!cJSON_IsArray(o->root))
         st = st_fail(ST_ERR_FORMAT, "data_backend_config %s: expected a JSON list of backends ([{\"id\": ...}, ...])",
-                     path);
+                     o->path);
     free(text);
-    const int entries = st ? 0 : cJSON_GetArraySize(root);
-    spec *specs = calloc((size_t)entries + 1, sizeof *specs);
-    char (*skipped)[160] = calloc((size_t)entries + 1, sizeof *skipped);
-    if (!st && (!specs || !skipped)) st = data_oom();
-    int nspecs = 0, i = 0;
-    for (const cJSON *e = root ? root->child : NULL; e && !st; e = e->next, i++) {
-        st = read_entry(path, i, e, &specs[nspecs], skipped[i], sizeof skipped[i]);
-        if (!st && specs[nspecs].id) nspecs++;
+    o->entries = st ? 0 : cJSON_GetArraySize(o->root);
+    o->specs = calloc((size_t)o->entries + 1, sizeof *o->specs);
+    o->skipped = calloc((size_t)o->entries + 1, sizeof *o->skipped);
+    if (!st && (!o->specs || !o->skipped)) st = data_oom();
+    int i = 0;
+    for (const cJSON *e = o->root ? o->root->child : NULL; e && !st; e = e->next, i++) {
+        st = read_entry(o->path, i, e, o->bucketed, &o->specs[o->nspecs], o->skipped[i], sizeof o->skipped[i]);
+        if (!st && o->specs[o->nspecs].id) o->nspecs++;
     }
-    if (!st) st = check_unique_ids(path, root);
-    if (!st && !nspecs)
+    if (!st) st = check_unique_ids(o->path, o->root);
+    if (!st && !o->nspecs)
         st = st_fail(ST_ERR_INVALID, "data_backend_config %s: no enabled image backend (%d entr%s: disabled or "
-                     "caches); segtrain trains on local image folders (type local, instance_data_dir)", path, entries,
-                     entries == 1 ? "y" : "ies");
+                     "caches); segtrain trains on local image folders (type local, instance_data_dir)", o->path,
+                     o->entries, o->entries == 1 ? "y" : "ies");
+    return st;
+}
 
-    scan sc = {0};
+/* Walks every backend's folder into o->sc (squares: through edges below the model's `resolution`). */
+static st_status scan_backends(opening *o, int resolution)
+{
     seen sn = {0};
-    backend *backends = st ? NULL : calloc((size_t)nspecs, sizeof *backends);
-    char **names = st ? NULL : calloc((size_t)nspecs, sizeof *names);
-    if (!st && (!backends || !names)) st = data_oom();
-    int64_t samples = 0;
-    for (int b = 0; b < nspecs && !st; b++) {
-        const spec *sp = &specs[b];
-        const where w = {path, sp->id, 0};
-        const int64_t first = sc.n, skipped_before = sc.skipped;
+    o->backends = calloc((size_t)o->nspecs, sizeof *o->backends);
+    o->names = calloc((size_t)o->nspecs, sizeof *o->names);
+    st_status st = !o->backends || !o->names ? data_oom() : ST_OK;
+    for (int b = 0; b < o->nspecs && !st; b++) {
+        const spec *sp = &o->specs[b];
+        const where w = {o->path, sp->id, 0};
+        const int64_t first = o->sc.n, skipped_before = o->sc.skipped;
         struct stat sb;
         const bool missing = stat(sp->dir, &sb) != 0;
         if (missing || !S_ISDIR(sb.st_mode))
@@ -553,45 +809,87 @@ st_status dataset_open_backends(const char *path, int resolution, uint64_t seed,
                         missing ? strerror(errno) : "not a folder", sp->given_dir[0] == '/' ? "" : " (a relative "
                         "instance_data_dir is taken from the working directory, as SimpleTuner takes it)");
         sn.n = 0; /* a folder under two backends is read by both */
-        if (!st) st = walk(&sc, &sn, &w, sp, sp->dir, b, 0);
-        if (!st && sc.n == first)
+        if (!st) st = walk(&o->sc, &sn, &w, sp, sp->dir, b, 0);
+        if (!st && o->sc.n == first)
             st = refuse(&w, ST_ERR_FORMAT, "no usable PNG image in %s (%lld skipped)", sp->dir,
-                        (long long)(sc.skipped - skipped_before));
+                        (long long)(o->sc.skipped - skipped_before));
         if (st) break;
         const int64_t edge = sp->resolution > 0 ? square_edge(sp->resolution, sp->res_type) : 0;
-        backends[b] = (backend){.first = first, .count = sc.n - first, .repeats = sp->repeats,
-                                .crop_style = sp->crop_style, .edge = edge && edge < resolution ? (int)edge : 0};
-        samples += backends[b].count * (1 + sp->repeats);
-        if (samples > SAMPLES_MAX)
+        o->backends[b] = (backend){.first = first, .count = o->sc.n - first, .repeats = sp->repeats,
+                                   .crop_style = sp->crop_style, .edge = edge && edge < resolution ? (int)edge : 0};
+        o->samples += o->backends[b].count * (1 + sp->repeats);
+        if (o->samples > SAMPLES_MAX)
             st = refuse(&w, ST_ERR_INVALID, "%lld images with repeats %lld make over %lld samples an epoch; lower "
-                        "repeats", (long long)backends[b].count, (long long)sp->repeats, SAMPLES_MAX);
-        if (!st && !(names[b] = strdup(sp->id))) st = data_oom();
+                        "repeats", (long long)o->backends[b].count, (long long)sp->repeats, SAMPLES_MAX);
+        if (!st && !(o->names[b] = strdup(sp->id))) st = data_oom();
     }
     free(sn.dev);
     free(sn.ino);
-
-    dataset *ds = st ? NULL : calloc(1, sizeof *ds);
-    if (!st && !ds) st = data_oom();
-    if (!st) {
-        *ds = (dataset){.kind = KIND_FOLDER, .resolution = resolution, .classes = nspecs, .count = samples,
-                        .seed = seed, .class_names = names, .items = sc.items, .nitems = sc.n, .backends = backends};
-        for (int b = 0; b < nspecs; b++) report_backend(&specs[b], &backends[b], resolution);
-        i = 0;
-        for (const cJSON *e = root->child; e; e = e->next, i++)
-            if (skipped[i][0]) {
-                const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
-                fprintf(stderr, "data: backend '%s': %s\n", id->valuestring, skipped[i]);
-            }
-        *out = ds;
-    } else {
-        for (int64_t k = 0; k < sc.n; k++) free(sc.items[k].path), free(sc.items[k].caption);
-        free(sc.items);
-        if (names) data_free_names(names, nspecs);
-        free(backends);
-    }
-    for (int b = 0; specs && b <= nspecs; b++) free(specs[b].dir), free(specs[b].prompt);
-    free(specs);
-    free(skipped);
-    cJSON_Delete(root);
     return st;
+}
+
+/* The dataset o's backends make, and their lines; o's parts pass to it. */
+static st_status make_dataset(opening *o, int resolution, uint64_t seed, dataset **out)
+{
+    dataset *ds = calloc(1, sizeof *ds);
+    if (!ds) return data_oom();
+    *ds = (dataset){.kind = KIND_FOLDER, .resolution = resolution, .classes = o->nspecs, .count = o->samples,
+                    .seed = seed, .class_names = o->names, .items = o->sc.items, .nitems = o->sc.n,
+                    .backends = o->backends, .places = o->bk.places, .buckets = o->bk.buckets, .nbuckets = o->bk.n};
+    o->names = NULL, o->sc = (scan){0}, o->backends = NULL, o->bk.places = NULL, o->bk.buckets = NULL;
+    st_status st = o->bucketed ? list_bucket_samples(ds) : ST_OK;
+    if (st) {
+        dataset_close(ds);
+        return st;
+    }
+    for (int b = 0; b < o->nspecs; b++)
+        if (o->bucketed) report_buckets(&o->specs[b], &ds->backends[b], ds, o->bk.small[b]);
+        else report_backend(&o->specs[b], &ds->backends[b], resolution);
+    int i = 0;
+    for (const cJSON *e = o->root->child; e; e = e->next, i++)
+        if (o->skipped[i][0]) {
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
+            fprintf(stderr, "data: backend '%s': %s\n", id->valuestring, o->skipped[i]);
+        }
+    *out = ds;
+    return ST_OK;
+}
+
+static st_status open_backends(const char *path, int resolution, const bucket_config *bucketed, uint64_t seed,
+                               dataset **out)
+{
+    *out = NULL;
+    opening o = {.path = path, .bucketed = bucketed};
+    st_status st = read_list(&o);
+    if (!st) st = scan_backends(&o, resolution);
+    if (!st && bucketed) {
+        st = assign_buckets(path, o.specs, o.nspecs, o.backends, &o.sc, seed, &o.bk);
+        o.samples = 0;
+        for (int b = 0; !st && b < o.nspecs; b++) o.samples += o.backends[b].count * (1 + o.backends[b].repeats);
+    }
+    if (!st) st = make_dataset(&o, resolution, seed, out);
+    for (int64_t k = 0; k < o.sc.n; k++) free(o.sc.items[k].path), free(o.sc.items[k].caption);
+    free(o.sc.items);
+    if (o.names) data_free_names(o.names, o.nspecs);
+    free(o.backends);
+    free(o.bk.places);
+    free(o.bk.buckets);
+    free(o.bk.small);
+    for (int b = 0; o.specs && b <= o.nspecs; b++) free(o.specs[b].dir), free(o.specs[b].prompt);
+    free(o.specs);
+    free(o.skipped);
+    cJSON_Delete(o.root);
+    return st;
+}
+
+st_status dataset_open_backends(const char *path, int resolution, uint64_t seed, dataset **out)
+{
+    *out = NULL;
+    st_status st = data_check_resolution(resolution);
+    return st ? st : open_backends(path, resolution, NULL, seed, out);
+}
+
+st_status dataset_open_backend_buckets(const char *path, const bucket_config *defaults, uint64_t seed, dataset **out)
+{
+    return open_backends(path, 0, defaults, seed, out);
 }

@@ -55,6 +55,11 @@ struct data_iter {
     uint64_t seed;
     data_position pos;
     int64_t *perm, perm_epoch; /* perm is the order of epoch perm_epoch (-1: none yet) */
+    /* bucket mode (batch > 0): the samples not pruned and the bucket of each, and the batches of epoch `made`
+     * (-1: none yet), whose indices are into kept */
+    int64_t batch, batches, made, *kept, nkept;
+    int *bucket_of;
+    bucket_epoch order;
 };
 
 st_status data_oom(void) { return st_host_oom("the data set"); }
@@ -271,36 +276,60 @@ static void resampler_free(resampler *r)
     free(r->w);
 }
 
+/* One image region resampled: the sw x sh pixels at (x0, y0) of an RGB image `width` pixels wide, scaled to
+ * rw x rh, of which the out_w x out_h window at (left, top) is written as CHW floats in [-1, 1]. */
+typedef struct region {
+    int x0, y0, sw, sh, rw, rh, left, top, out_w, out_h;
+} region;
+
+static st_status resample(const unsigned char *px, int width, const region *g, float *image)
+{
+    resampler rx = {0}, ry = {0};
+    st_status st = resampler_init(&rx, g->sw, g->rw);
+    if (!st) st = resampler_init(&ry, g->sh, g->rh);
+    int lo = g->sh, hi = 0; /* the source rows the window reads */
+    for (int o = g->top; !st && o < g->top + g->out_h; o++) {
+        lo = ry.first[o] < lo ? ry.first[o] : lo;
+        hi = ry.first[o] + ry.count[o] > hi ? ry.first[o] + ry.count[o] : hi;
+    }
+    const int W = g->out_w;
+    double *rows = st ? NULL : malloc(sizeof(double) * (size_t)(hi > lo ? hi - lo : 1) * (size_t)W * 3);
+    if (!st && !rows) st = data_oom();
+    if (!st) {
+        for (int y = lo; y < hi; y++) { /* horizontal pass: the window's columns of each row read */
+            const unsigned char *src = px + ((size_t)(g->y0 + y) * (size_t)width + (size_t)g->x0) * 3;
+            for (int x = 0; x < W; x++)
+                for (int ch = 0; ch < 3; ch++) {
+                    const int o = g->left + x;
+                    const double *w = rx.w + (size_t)o * rx.taps;
+                    double acc = 0;
+                    for (int k = 0; k < rx.count[o]; k++) acc += w[k] * src[(rx.first[o] + k) * 3 + ch];
+                    rows[((size_t)(y - lo) * W + x) * 3 + ch] = acc;
+                }
+        }
+        const int64_t plane = (int64_t)g->out_h * W;
+        for (int y = 0; y < g->out_h; y++)
+            for (int x = 0; x < W; x++)
+                for (int ch = 0; ch < 3; ch++) {
+                    const int o = g->top + y;
+                    double acc = 0;
+                    for (int k = 0; k < ry.count[o]; k++)
+                        acc += ry.w[(size_t)o * ry.taps + k] * rows[((size_t)(ry.first[o] + k - lo) * W + x) * 3 + ch];
+                    const double v = acc * (2.0 / 255.0) - 1.0;
+                    image[ch * plane + (int64_t)y * W + x] = (float)fmin(1.0, fmax(-1.0, v));
+                }
+    }
+    resampler_free(&rx);
+    resampler_free(&ry);
+    free(rows);
+    return st;
+}
+
 /* Resamples the S x S square at (x0, y0) of an RGB image `width` pixels wide to R x R CHW floats in [-1, 1]. */
 static st_status crop_resize(const unsigned char *px, int width, int x0, int y0, int S, int R, float *image)
 {
-    resampler r = {0};
-    double *rows = malloc(sizeof(double) * (size_t)S * (size_t)R * 3); /* horizontal pass: S rows of R pixels */
-    st_status st = rows ? resampler_init(&r, S, R) : data_oom();
-    if (!st) {
-        for (int y = 0; y < S; y++) {
-            const unsigned char *src = px + ((size_t)(y0 + y) * (size_t)width + (size_t)x0) * 3;
-            for (int o = 0; o < R; o++)
-                for (int ch = 0; ch < 3; ch++) {
-                    const double *w = r.w + (size_t)o * r.taps;
-                    double acc = 0;
-                    for (int k = 0; k < r.count[o]; k++) acc += w[k] * src[(r.first[o] + k) * 3 + ch];
-                    rows[((size_t)y * R + o) * 3 + ch] = acc;
-                }
-        }
-        for (int o = 0; o < R; o++)
-            for (int x = 0; x < R; x++)
-                for (int ch = 0; ch < 3; ch++) {
-                    double acc = 0;
-                    for (int k = 0; k < r.count[o]; k++)
-                        acc += r.w[(size_t)o * r.taps + k] * rows[((size_t)(r.first[o] + k) * R + x) * 3 + ch];
-                    const double v = acc * (2.0 / 255.0) - 1.0;
-                    image[((int64_t)ch * R + o) * R + x] = (float)fmin(1.0, fmax(-1.0, v));
-                }
-    }
-    resampler_free(&r);
-    free(rows);
-    return st;
+    const region g = {x0, y0, S, S, R, R, 0, 0, R, R};
+    return resample(px, width, &g, image);
 }
 
 /* Item `index` (px, w x h) as the model sees it: the square of its shorter side at the backend's crop position
@@ -326,6 +355,16 @@ static st_status square_image(const dataset *ds, const backend *b, int64_t index
     free(mid);
     free(mid8);
     return st;
+}
+
+/* Item `index` (px, w x h) of a bucketed dataset: the whole image resampled to its resize size and its bucket's
+ * window cut from it at its crop's top left (SimpleTuner's resize, then crop, in one pass). */
+static st_status bucket_image(const dataset *ds, int64_t index, const unsigned char *px, int w, int h, float *image)
+{
+    const place *p = &ds->places[index];
+    const data_bucket *b = &ds->buckets[p->bucket];
+    const region g = {0, 0, w, h, p->resize_w, p->resize_h, p->left, p->top, b->width, b->height};
+    return resample(px, w, &g, image);
 }
 
 /* ---- folder datasets ---- */
@@ -476,15 +515,16 @@ st_status data_add_item(scan *sc, char *path, char *caption, int label)
         free(path);
         return data_oom();
     }
-    sc->items[sc->n++] = (item){path, caption, label};
+    sc->items[sc->n++] = (item){.path = path, .caption = caption, .label = label};
     return ST_OK;
 }
 
-/* *ok: whether the image file `path` (base name `name`) is a PNG that decodes; one that is not is reported on
- * stderr and counted. The full decode costs about 1 ms per 256x256 image: the price of catching a truncated file
- * before training starts rather than in the middle of a run. A cut anywhere up to the last image chunk's CRC is
- * caught; a file missing only its final IEND chunk still decodes every pixel and is kept. */
-st_status data_check_png(scan *sc, const char *path, const char *name, bool *ok)
+/* *ok: whether the image file `path` (base name `name`) is a PNG that decodes (then *width x *height is its size,
+ * where width is not NULL); one that is not is reported on stderr and counted. The full decode costs about 1 ms per
+ * 256x256 image: the price of catching a truncated file before training starts rather than in the middle of a run.
+ * A cut anywhere up to the last image chunk's CRC is caught; a file missing only its final IEND chunk still decodes
+ * every pixel and is kept. */
+st_status data_check_png(scan *sc, const char *path, const char *name, bool *ok, int *width, int *height)
 {
     *ok = false;
     if (!data_is_png(name)) {
@@ -496,6 +536,7 @@ st_status data_check_png(scan *sc, const char *path, const char *name, bool *ok)
     int w, h;
     st_status st = load_png(path, &px, &w, &h);
     free(px);
+    if (!st && width) *width = w, *height = h;
     if (st == ST_ERR_IO || st == ST_ERR_FORMAT) {
         report_skip(st_error()); /* the message starts with the path */
         sc->skipped++;
@@ -530,7 +571,7 @@ static st_status scan_folder(scan *sc, const char *folder, int label, const char
             continue;
         }
         bool ok;
-        if ((st = data_check_png(sc, path, names[i], &ok)) || !ok) {
+        if ((st = data_check_png(sc, path, names[i], &ok, NULL, NULL)) || !ok) {
             free(path);
             continue;
         }
@@ -568,6 +609,9 @@ static void free_dataset(dataset *ds)
     if (ds->class_names) data_free_names(ds->class_names, ds->classes);
     free(ds->backends);
     free(ds->null_text);
+    free(ds->places);
+    free(ds->buckets);
+    free(ds->bucket_samples);
     free(ds);
 }
 
@@ -651,6 +695,33 @@ int dataset_resolution(const dataset *ds) { return ds->resolution; }
 int dataset_channels(const dataset *ds) { return ds->kind == KIND_CACHE ? (int)ds->channels : 3; }
 int dataset_classes(const dataset *ds) { return ds->classes; }
 
+int dataset_buckets(const dataset *ds) { return ds->nbuckets; }
+
+const data_bucket *dataset_bucket(const dataset *ds, int b)
+{
+    return b >= 0 && b < ds->nbuckets ? &ds->buckets[b] : NULL;
+}
+
+/* The item of sample index (index in range), and its backend (*of, NULL without backends): a backend's samples are
+ * its images 1 + repeats times over. */
+static int64_t item_of(const dataset *ds, int64_t index, const backend **of)
+{
+    *of = NULL;
+    for (int c = 0; ds->backends && c < ds->classes; c++) {
+        const backend *b = *of = &ds->backends[c];
+        const int64_t n = b->count * (1 + b->repeats);
+        if (index < n) return b->first + index % b->count;
+        index -= n;
+    }
+    return index;
+}
+
+int dataset_bucket_of(const dataset *ds, int64_t index)
+{
+    const backend *b;
+    return ds->places && index >= 0 && index < ds->count ? ds->places[item_of(ds, index, &b)].bucket : -1;
+}
+
 const char *dataset_class_name(const dataset *ds, int label)
 {
     if (label < 0 || label >= ds->classes) return NULL;
@@ -669,17 +740,8 @@ static st_status get_sample(const dataset *ds, int64_t index, int64_t epoch, flo
         builtin_get(ds, index, image, label, caption);
         return ST_OK;
     }
-    const backend *b = NULL;
-    int64_t at = index; /* the item */
-    for (int c = 0; ds->backends && c < ds->classes; c++) {
-        b = &ds->backends[c];
-        const int64_t n = b->count * (1 + b->repeats);
-        if (at < n) {
-            at = b->first + at % b->count;
-            break;
-        }
-        at -= n;
-    }
+    const backend *b;
+    const int64_t at = item_of(ds, index, &b);
     const item *e = &ds->items[at];
     if (label) *label = e->label;
     if (caption) {
@@ -700,7 +762,7 @@ static st_status get_sample(const dataset *ds, int64_t index, int64_t epoch, flo
     unsigned char *px;
     int w, h;
     st_status st = load_png(e->path, &px, &w, &h); /* can only fail if the file changed since open */
-    if (!st) st = square_image(ds, b, at, px, w, h, image);
+    if (!st) st = ds->places ? bucket_image(ds, at, px, w, h, image) : square_image(ds, b, at, px, w, h, image);
     free(px);
     return st;
 }
@@ -729,6 +791,8 @@ static void shuffle(data_iter *it, int64_t epoch)
 st_status data_iter_create(const dataset *ds, uint64_t seed, data_iter **out)
 {
     *out = NULL;
+    if (ds->nbuckets) /* its samples are of several sizes: a batch must keep to one */
+        return st_fail(ST_ERR_INVALID, "data: a bucketed dataset's batches come from data_iter_create_buckets");
     data_iter *it = calloc(1, sizeof *it);
     if (it) it->perm = malloc(sizeof(int64_t) * (size_t)ds->count);
     if (!it || !it->perm) {
@@ -746,17 +810,124 @@ void data_iter_destroy(data_iter *it)
 {
     if (!it) return;
     free(it->perm);
+    free(it->kept);
+    free(it->bucket_of);
+    bucket_epoch_free(&it->order);
     free(it);
+}
+
+/* Bucket mode: the batches of epoch `epoch` in it->order. Every bucket left is kept whole: one that is short of a
+ * batch gives one short batch. */
+static st_status make_epoch(data_iter *it, int64_t epoch)
+{
+    if (it->made == epoch) return ST_OK;
+    bucket_epoch_free(&it->order);
+    it->made = -1;
+    st_status st = bucket_epoch_make(it->bucket_of, it->nkept, it->ds->nbuckets, (int)it->batch, 0, true, it->seed,
+                                     epoch, &it->order);
+    if (!st) it->made = epoch;
+    return st;
+}
+
+/* Whether bucket b is pruned from batches of `batch`: SimpleTuner prunes a bucket short of a batch (repeats
+ * counted) only in a backend with a minimum_image_size (_enforce_min_bucket_size returns early without one), and
+ * never under disable_bucket_pruning (keep_small); a line says so. */
+static bool pruned(const dataset *ds, int b, int64_t batch, bool keep_small)
+{
+    const data_bucket *bk = &ds->buckets[b];
+    const bool out = !keep_small && ds->backends[bk->label].prunes && bk->count < batch;
+    if (out)
+        st_warn("data: backend '%s': bucket %s (%dx%d) left out: %lld sample%s, fewer than a batch of %lld "
+                "(disable_bucket_pruning keeps it)", ds->class_names[bk->label], bk->name, bk->width, bk->height,
+                (long long)bk->count, bk->count == 1 ? "" : "s", (long long)batch);
+    return out;
+}
+
+st_status data_iter_create_buckets(const dataset *ds, uint64_t seed, int64_t batch, bool keep_small, data_iter **out)
+{
+    *out = NULL;
+    if (!ds->nbuckets)
+        return st_fail(ST_ERR_INVALID, "data: bucket batches need a bucketed dataset (dataset_open_backend_buckets)");
+    if (batch < 1 || batch > INT32_MAX)
+        return st_fail(ST_ERR_INVALID, "data: batch size must be in [1, %d], got %lld", INT32_MAX, (long long)batch);
+    data_iter *it = calloc(1, sizeof *it);
+    int *bucket_of = malloc(sizeof(int) * (size_t)ds->count);
+    int64_t *kept = malloc(sizeof(int64_t) * (size_t)ds->count);
+    if (!it || !bucket_of || !kept) {
+        free(it), free(bucket_of), free(kept);
+        return data_oom();
+    }
+    *it = (data_iter){.ds = ds, .seed = seed, .perm_epoch = -1, .batch = batch, .made = -1, .kept = kept,
+                      .bucket_of = bucket_of};
+    for (int b = 0; b < ds->nbuckets; b++) {
+        if (pruned(ds, b, batch, keep_small)) continue;
+        for (int64_t k = 0; k < ds->buckets[b].count; k++)
+            kept[it->nkept] = ds->buckets[b].samples[k], bucket_of[it->nkept++] = b;
+    }
+    st_status st = it->nkept ? make_epoch(it, 0) : ST_OK;
+    it->batches = it->order.n_batches; /* the same every epoch: each bucket's count of batches */
+    if (!st && !it->batches) {
+        int largest = 0;
+        for (int b = 1; b < ds->nbuckets; b++)
+            largest = ds->buckets[b].count > ds->buckets[largest].count ? b : largest;
+        st = st_fail(ST_ERR_INVALID, "data: every bucket has fewer samples than a batch of %lld (the largest, %s "
+                     "(%dx%d) of backend '%s', has %lld): lower train_batch_size or set disable_bucket_pruning",
+                     (long long)batch, ds->buckets[largest].name, ds->buckets[largest].width,
+                     ds->buckets[largest].height, ds->class_names[ds->buckets[largest].label],
+                     (long long)ds->buckets[largest].count);
+    }
+    if (st) {
+        data_iter_destroy(it);
+        return st;
+    }
+    *out = it;
+    return ST_OK;
+}
+
+int64_t data_iter_epoch_batches(const data_iter *it) { return it->batches; }
+
+st_status data_iter_peek_bucket(data_iter *it, int *bucket)
+{
+    *bucket = -1;
+    if (!it->batch) return st_fail(ST_ERR_INVALID, "data: the iterator is not in bucket mode");
+    st_status st = make_epoch(it, it->pos.epoch);
+    if (!st) *bucket = it->bucket_of[it->order.index[it->order.first[it->pos.index]]]; /* indices into kept */
+    return st;
+}
+
+/* Bucket mode's data_iter_next_share: batch `pos.index` of the epoch, a short one filled up by its own samples. */
+static st_status next_bucket_share(data_iter *it, int64_t batch, int64_t first, int64_t count, float *images,
+                                   int64_t *labels, char (*captions)[CAPTION_MAX], int64_t *indices, float *text,
+                                   int64_t text_stride)
+{
+    if (batch != it->batch)
+        return st_fail(ST_ERR_INVALID, "data: a batch of %lld from bucket batches of %lld", (long long)batch,
+                       (long long)it->batch);
+    st_status st = make_epoch(it, it->pos.epoch);
+    if (st) return st;
+    const int64_t at = it->order.first[it->pos.index], len = it->order.first[it->pos.index + 1] - at;
+    const data_bucket *bk = &it->ds->buckets[it->bucket_of[it->order.index[at]]];
+    const int64_t per = 3ll * bk->width * bk->height;
+    for (int64_t b = 0; b < count; b++) {
+        const int64_t index = it->kept[it->order.index[at + (first + b) % len]];
+        st = get_sample(it->ds, index, it->pos.epoch, images ? images + b * per : NULL, labels ? labels + b : NULL,
+                        captions ? captions[b] : NULL, text ? text + b * text_stride : NULL);
+        if (st) return st; /* it->pos untouched: the same batch is tried again */
+        if (indices) indices[b] = index;
+    }
+    if (++it->pos.index == it->batches) it->pos = (data_position){it->pos.epoch + 1, 0};
+    return ST_OK;
 }
 
 data_position data_iter_position(const data_iter *it) { return it->pos; }
 
 st_status data_iter_seek(data_iter *it, data_position pos)
 {
-    const int64_t n = it->ds->count;
+    const int64_t n = it->batch ? it->batches : it->ds->count;
     if (pos.epoch < 0 || pos.index < 0 || pos.index > n || (pos.index == n && pos.epoch == INT64_MAX))
-        return st_fail(ST_ERR_INVALID, "data: position (epoch %lld, index %lld) is invalid for %lld samples",
-                       (long long)pos.epoch, (long long)pos.index, (long long)n);
+        return st_fail(ST_ERR_INVALID, "data: position (epoch %lld, index %lld) is invalid for %lld %s",
+                       (long long)pos.epoch, (long long)pos.index, (long long)n,
+                       it->batch ? "batches an epoch" : "samples");
     if (pos.index == n) pos = (data_position){pos.epoch + 1, 0}; /* the end of an epoch is the next one's start */
     it->pos = pos;
     return ST_OK;
@@ -770,6 +941,8 @@ st_status data_iter_next_share(data_iter *it, int64_t batch, int64_t first, int6
     if (first < 0 || count < 0 || first + count > batch)
         return st_fail(ST_ERR_INVALID, "data: the share %lld + %lld is outside a batch of %lld", (long long)first,
                        (long long)count, (long long)batch);
+    if (it->batch)
+        return next_bucket_share(it, batch, first, count, images, labels, captions, indices, text, text_stride);
     const dataset *ds = it->ds;
     const int64_t n = ds->count, per = (int64_t)dataset_channels(ds) * (ds->frames > 1 ? ds->frames : 1) *
                                       ds->resolution * ds->resolution;

@@ -16,7 +16,14 @@ enum { KIND_BUILTIN, KIND_FOLDER, KIND_CACHE };
 typedef struct item {
     char *path, *caption; /* backends: one or more captions, one a line */
     int label;
+    int w, h; /* backends: the image's size when it was scanned */
 } item;
+
+/* A bucketed backend image's place (dataset_open_backend_buckets): its bucket, the size it is resized to, and the
+ * top left of the bucket's window cut from that (a random crop drawn once, at open). */
+typedef struct place {
+    int bucket, resize_w, resize_h, top, left;
+} place;
 
 enum { CROP_CENTER, CROP_CORNER, CROP_RANDOM };
 
@@ -25,6 +32,7 @@ typedef struct backend {
     int64_t first, count, repeats;
     int crop_style;
     int edge; /* the backend's square edge when below the model's (a larger square passes through it), else 0 */
+    bool prunes; /* bucketed: it has a minimum_image_size, so that its short buckets are pruned (as SimpleTuner's) */
 } backend;
 
 struct dataset {
@@ -41,6 +49,11 @@ struct dataset {
     bool mask;         /* cache: the model reads the text mask after the pooled vector */
     int64_t size_ids;  /* cache: then SDXL's size ids, each sample's own (not the null prompt's) */
     float *null_text;  /* cache: null.safetensors' conditioning, NULL when the cache has none */
+    /* bucketed backends: each item's place, the buckets, and their samples (one array the buckets point into) */
+    place *places;
+    data_bucket *buckets;
+    int nbuckets;
+    int64_t *bucket_samples;
 };
 
 typedef struct scan {
@@ -59,7 +72,7 @@ bool data_is_dir(const char *path);
 st_status data_read_small(const char *path, size_t max, bool pipes, char **out, size_t *n);
 size_t data_fold_space(char *s, size_t n);
 st_status data_add_item(scan *sc, char *path, char *caption, int label);
-st_status data_check_png(scan *sc, const char *path, const char *name, bool *ok);
+st_status data_check_png(scan *sc, const char *path, const char *name, bool *ok, int *w, int *h);
 st_status cache_read(const dataset *ds, const char *path, float *x, float *text, bool ids);
 
 #endif
