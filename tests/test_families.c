@@ -1304,6 +1304,24 @@ static void test_unet_json(void)
     remove(dir);
 }
 
+/* SDXL's six size ids after a caption's text and pooled vector, in pixels, as the pipeline's add_time_ids orders them:
+ * original (height, width), crop (top, left), target (height, width); the image uncropped at the training size. */
+static void test_size_ids(void)
+{
+    model_config mc;
+    CHECK(model_preset("sdxl-tiny", &mc) == ST_OK);
+    mc.height = 8, mc.width = 12;
+    CHECKF(model_config_check(&mc) == ST_OK, "%s", st_error());
+    const int64_t K = model_cond_len(&mc);
+    CHECK(K == mc.text_len * mc.text_dim + mc.pooled_dim + 6);
+    float *cond = malloc((size_t)K * sizeof(float));
+    model_condition(&mc, 0, "a wide picture", cond);
+    const float want[6] = {64, 96, 0, 0, 64, 96}, *ids = cond + K - 6;
+    CHECKF(!memcmp(ids, want, sizeof want), "size ids %g %g %g %g %g %g", ids[0], ids[1], ids[2], ids[3], ids[4],
+           ids[5]);
+    free(cond);
+}
+
 /* StableCascadeUNet's config.json, stable-cascade-prior's prior/ as published (dropout 0.1), reads as the
  * stable-cascade-c preset; what segtrain does not build is refused by name. */
 static void test_cascade_json(void)
@@ -1495,6 +1513,7 @@ int main(void)
     test_minimax_json();
     test_cosmos3_json();
     test_unet_json();
+    test_size_ids();
     test_cascade_json();
     test_sana_json();
     test_sanavideo_json();
