@@ -932,6 +932,21 @@ static void test_family(const struct family_case *c)
     if (c->data) test_memory_ignores_data(&mc, c->preset);
 }
 
+/* segtrain's own families at a non-square input, 8 x 12: every schedule against none (the diffusers families' one
+ * checkpointed schedule at theirs is test_parity's) */
+static void test_any_shape(void)
+{
+    static const char *const presets[] = {"dit-tiny", "skipdit-tiny"};
+    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
+        model_config mc;
+        CHECK(model_preset(presets[i], &mc) == ST_OK);
+        mc.height = 8, mc.width = 12;
+        char label[64];
+        snprintf(label, sizeof label, "%s at 8 x 12", presets[i]);
+        test_bitwise(&mc, label, 2);
+    }
+}
+
 int main(void)
 {
     seq_check_kept_bytes(true); /* every block kind's kept_bytes, on every training forward below */
@@ -1004,6 +1019,7 @@ int main(void)
     test_memory_ignores_data(&af, "auraflow-tiny");
     test_memory_ignores_data(&skip13, "skipdit-13");
     for (size_t i = 0; i < sizeof family_cases / sizeof *family_cases; i++) test_family(&family_cases[i]);
+    test_any_shape();
     model_config sd3;
     CHECK(model_preset("sd3-tiny", &sd3) == ST_OK); /* attn2 in blocks 0 and 1, the last context_pre_only */
     for (int threads = 1; threads <= 2; threads++) test_bitwise(&sd3, "sd3-tiny", threads);

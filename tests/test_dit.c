@@ -1,6 +1,6 @@
 /* The DiT family end to end: loss and every gradient against an independent float64 PyTorch implementation
- * (tests/fixtures), against finite differences of the whole model's loss, run-to-run determinism, DiT's
- * initialisation, and errors that leave the pools as they were. */
+ * (tests/fixtures) at a square and a non-square input, against finite differences of the whole model's loss,
+ * run-to-run determinism, DiT's initialisation, and errors that leave the pools as they were. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,16 +29,21 @@ static model *make_at(pool *p, const char *preset, attention_mechanism mech, int
 
 static model *make(pool *p, const char *preset, attention_mechanism mech) { return make_at(p, preset, mech, 0, 0); }
 
-static void test_against_pytorch(attention_mechanism mech)
+/* The batch and the reference's loss and gradients from their files (one file may hold both), at the size of the
+ * batch's x0 */
+static void test_against_pytorch(attention_mechanism mech, const char *batch_file, const char *grads_file)
 {
-    printf("-- dit-tiny vs the float64 PyTorch reference (%s attention)\n", mech == ATTN_MATH ? "math" : "flash");
+    sft_file *bf, *gf;
+    CHECKF(sft_open(batch_file, &bf) == ST_OK, "%s", st_error());
+    CHECKF(sft_open(grads_file, &gf) == ST_OK, "%s", st_error());
+    const sft_tensor *x0 = sft_find(bf, "x0");
+    CHECK(x0 && x0->ndim == 4);
+    printf("-- dit-tiny at %lld x %lld vs the float64 PyTorch reference (%s attention)\n", (long long)x0->shape[2],
+           (long long)x0->shape[3], mech == ATTN_MATH ? "math" : "flash");
     pool *p = pool_create(POOL_DEVICE, 0);
-    model *m = make(p, "dit-tiny", mech);
+    model *m = make_at(p, "dit-tiny", mech, x0->shape[2], x0->shape[3]);
     param_set *ps = model_params(m);
     CHECKF(param_set_load(ps, FIXTURE("dit_tiny_weights.safetensors"), PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
-    sft_file *bf, *gf;
-    CHECKF(sft_open(FIXTURE("dit_tiny_batch.safetensors"), &bf) == ST_OK, "%s", st_error());
-    CHECKF(sft_open(FIXTURE("dit_tiny_grads.safetensors"), &gf) == ST_OK, "%s", st_error());
     const model_config *mc = model_get_config(m);
     tk_batch b = tk_random_batch(mc, 3, 0);
     const int64_t img[4] = {3, mc->channels, mc->height, mc->width};
@@ -231,11 +236,12 @@ static void test_errors_keep_pools_consistent(void)
 
 int main(void)
 {
-    test_against_pytorch(ATTN_FLASH);
-    test_against_pytorch(ATTN_MATH);
+    test_against_pytorch(ATTN_FLASH, FIXTURE("dit_tiny_batch.safetensors"), FIXTURE("dit_tiny_grads.safetensors"));
+    test_against_pytorch(ATTN_MATH, FIXTURE("dit_tiny_batch.safetensors"), FIXTURE("dit_tiny_grads.safetensors"));
+    test_against_pytorch(ATTN_FLASH, FIXTURE("dit_tiny_hw.safetensors"), FIXTURE("dit_tiny_hw.safetensors")); /* 8 x 12 */
     test_finite_differences("dit-tiny", 2, 0, 0);
     test_finite_differences("mmdit-tiny", 4, 8, 12); /* non-square: its rows and columns of positions */
-    test_finite_differences("skipdit-tiny", 2, 0, 0);
+    test_finite_differences("skipdit-tiny", 2, 8, 12); /* non-square: dit's embeddings and final layer, its skips */
     test_determinism_and_memory();
     test_errors_keep_pools_consistent();
     return tk_finish();
