@@ -180,9 +180,8 @@ static void compare(const char *name, const sft_file *f, param_set *ps, const fi
 
 /* A fixture of a family whose conditioning is a text encoder's sequence, its pooled vector and, where the model
  * embeds it, the guidance value (model.h's layout), run on the family's preset resized by the fixture's own
- * config.json, at the shape and batch of the fixture's file `file` (parity: square; parity_hw: height != width).
- * Returns false where the family refuses a non-square latent. */
-static bool run_fixture(const char *name, const char *preset, const char *file)
+ * config.json, at the shape and batch of the fixture's file `file` (parity: square; parity_hw: height != width). */
+static void run_fixture(const char *name, const char *preset, const char *file)
 {
     char dir[512], path[600];
     snprintf(dir, sizeof dir, FIXTURES "%s", name);
@@ -193,7 +192,7 @@ static bool run_fixture(const char *name, const char *preset, const char *file)
     /* anima's text is its conditioner's, from Qwen3 states and T5 ids (B, L) */
     const sft_tensor *qwen = sft_find(f, "qwen_hidden_states"), *ids = sft_find(f, "t5xxl_ids");
     CHECK(lat && (lat->ndim == 4 || lat->ndim == 5) && ((ehs && ehs->ndim == 3) || (qwen && ids))); /* video too */
-    if (!lat || !((ehs && ehs->ndim == 3) || (qwen && ids))) return true;
+    if (!lat || !((ehs && ehs->ndim == 3) || (qwen && ids))) return;
     const int64_t B = lat->shape[0], C = lat->shape[1], F = lat->ndim == 5 ? lat->shape[2] : 1;
     const int64_t H = lat->shape[lat->ndim - 2], W = lat->shape[lat->ndim - 1];
     const int64_t L = ehs ? ehs->shape[1] : ids->shape[1];
@@ -204,13 +203,7 @@ static bool run_fixture(const char *name, const char *preset, const char *file)
     model_config mc;
     CHECK(model_preset(preset, &mc) == ST_OK);
     mc.height = H, mc.width = W, mc.text_len = L, mc.frames = F, mc.text2_len = ehs2 ? ehs2->shape[1] : 0;
-    const st_status read = model_config_from_diffusers(dir, &mc);
-    if (read == ST_ERR_UNSUPPORTED && H != W && strstr(st_error(), "square latents only")) {
-        printf("     square only so far: %s\n", st_error());
-        sft_close(f);
-        return false;
-    }
-    CHECKF(read == ST_OK, "%s", st_error());
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
     const sft_tensor *llt = sft_find(f, "llama_hidden_states"); /* HiDream's: (B, blocks, tokens, width) */
     if (llt) mc.llama_len = llt->shape[2];
     if (qwen) mc.source_len = qwen->shape[1];
@@ -296,33 +289,20 @@ static bool run_fixture(const char *name, const char *preset, const char *file)
     sft_close(f);
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);
-    return true;
 }
 
-static int square_only; /* families whose non-square fixture they refuse */
-
-/* Whether fixture `name` has a non-square file (parity_hw.safetensors) beside its square one. */
-static bool has_hw(const char *name)
-{
-    char path[600];
-    snprintf(path, sizeof path, FIXTURES "%s/parity_hw.safetensors", name);
-    FILE *hw = fopen(path, "rb");
-    if (hw) fclose(hw);
-    return hw != NULL;
-}
-
-/* The fixture at its square shape, and at its non-square one where it has one. */
+/* The fixture at its square shape (parity.safetensors), then at its non-square one (parity_hw.safetensors). */
 static void test_fixture(const char *name, const char *preset)
 {
     run_fixture(name, preset, "parity");
-    if (has_hw(name)) square_only += !run_fixture(name, preset, "parity_hw");
+    run_fixture(name, preset, "parity_hw");
 }
 
-/* A test of a fixture file (parity, parity_hw) at its square shape, then at its non-square one where it has one. */
-static void each_shape(const char *name, void (*test)(const char *file))
+/* A test of a fixture file at its square shape, then at its non-square one. */
+static void each_shape(void (*test)(const char *file))
 {
     test("parity");
-    if (has_hw(name)) test("parity_hw");
+    test("parity_hw");
 }
 
 /* channels last (B, T, C) to segtrain's (B, C, T) (H = W = 1), or back */
@@ -606,9 +586,8 @@ int main(void)
     test_fixture("kolors", "kolors-tiny"); /* SDXL's, reading the text through encoder_hid_proj */
     test_fixture("stable-cascade", "stable-cascade-tiny"); /* ResBlocks with GRN, timestep and attention blocks */
     test_anyflow_meanflow(); /* AnyFlow's objective: a target from the model's own central difference in t */
-    each_shape("wan-animate", test_wan_animate); /* image-to-video inputs, the motion and face encoders, face adapters */
+    each_shape(test_wan_animate); /* image-to-video inputs, the motion and face encoders, face adapters */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */
-    each_shape("ltxvideo2", test_ltx2); /* audio and video: six attentions a block, split RoPE, cross-modal rows */
-    if (square_only) printf("%d families take square latents only so far\n", square_only);
+    each_shape(test_ltx2); /* audio and video: six attentions a block, split RoPE, cross-modal rows */
     return tk_finish();
 }

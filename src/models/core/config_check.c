@@ -253,9 +253,6 @@ static st_status check_common(const model_config *mc, const family_desc *d)
     if (mc->height % mc->patch || mc->width % mc->patch)
         return st_fail(ST_ERR_INVALID, "patch_size: %lld does not divide the latent's %lld x %lld", LL(mc->patch),
                        LL(mc->height), LL(mc->width));
-    if (mc->height != mc->width && !(d->traits & TR_ANY_SHAPE))
-        return st_fail(ST_ERR_UNSUPPORTED, "a %lld x %lld latent: %s takes square latents only so far", LL(mc->height),
-                       LL(mc->width), mc->family);
     return ST_OK;
 }
 

@@ -176,7 +176,7 @@ static st_status auraflow_from_json(const cJSON *j, const char *file, model_conf
 }
 
 const family_desc auraflow_desc = {
-    .name = "auraflow", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_ANY_SHAPE,
+    .name = "auraflow", .topology = TOPO_DUAL, .traits = TR_TEXT,
     .st = {{.name = "auraflow", .title = "AuraFlow", .diffusers = "AuraFlowTransformer2DModel",
             .flavours = "pony|v0.3|v0.2|v0.1", .built = "v0.3:auraflow", .fallback = "v0.3",
             .example = "auraflow.peft-lora.json", .tiny = "auraflow-tiny"}},

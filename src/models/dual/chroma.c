@@ -49,7 +49,7 @@ static st_status chroma_from_json(const cJSON *j, const char *file, model_config
 }
 
 const family_desc chroma_desc = {
-    .name = "chroma", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_TEXT_MASK | TR_UNPOOLED | TR_ANY_SHAPE,
+    .name = "chroma", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_TEXT_MASK | TR_UNPOOLED,
     .st = {{.name = "chroma", .title = "Chroma 1", .diffusers = "ChromaTransformer2DModel",
             .flavours = "base|hd|flash", .built = "base:chroma|hd:chroma|flash:chroma", .fallback = "base",
             .tiny = "chroma-tiny"}},

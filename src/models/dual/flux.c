@@ -22,7 +22,7 @@ st_status flux_from_json(const cJSON *j, const char *file, model_config *mc)
 }
 
 const family_desc flux_desc = {
-    .name = "flux", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_POOLED | TR_ANY_SHAPE,
+    .name = "flux", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_POOLED,
     .st = {{.name = "flux", .title = "Flux.1", .diffusers = "FluxTransformer2DModel",
             .flavours = "dev|krea|schnell|kontext|fluxbooru|libreflux",
             .built = "dev:flux-dev|krea:flux-dev|schnell:flux-schnell|fluxbooru:flux-dev", .fallback = "krea",

@@ -163,7 +163,7 @@ static st_status flux2_from_json(const cJSON *j, const char *file, model_config 
 }
 
 const family_desc flux2_desc = {
-    .name = "flux2", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_ANY_SHAPE,
+    .name = "flux2", .topology = TOPO_DUAL, .traits = TR_TEXT,
     .st = {{.name = "flux2", .title = "Flux.2", .diffusers = "Flux2Transformer2DModel",
             .flavours = "dev|klein-4b|klein-9b",
             .built = "dev:flux2-dev|klein-4b:flux2-klein-4b|klein-9b:flux2-klein-9b", .fallback = "klein-9b",

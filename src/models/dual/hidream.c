@@ -259,7 +259,7 @@ static st_status hidream_from_json(const cJSON *j, const char *file, model_confi
 }
 
 const family_desc hidream_desc = {
-    .name = "hidream", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_POOLED | TR_ANY_SHAPE,
+    .name = "hidream", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_POOLED,
     .st = {{.name = "hidream", .title = "HiDream", .diffusers = "HiDreamImageTransformer2DModel",
             .flavours = "dev|full|fast", .built = "full:hidream-full|dev:hidream-dev|fast:hidream-fast",
             .fallback = "full", .example = "hidream.peft-lora.json", .tiny = "hidream-tiny"}},

@@ -49,7 +49,7 @@ static st_status hunyuanvideo_from_json(const cJSON *j, const char *file, model_
 
 const family_desc hunyuanvideo_desc = {
     .name = "hunyuanvideo", .topology = TOPO_DUAL,
-    .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_POOLED | TR_ANY_SHAPE,
+    .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_POOLED,
     .ops = &hunyuan_video_family, FAMILY_PRESETS(presets), .preset = hunyuanvideo_preset,
     .readers = {{"HunyuanVideoTransformer3DModel", hunyuanvideo_from_json}}, .fields = F_SINGLE | F_REFINER, .axes = 3,
 };

@@ -61,7 +61,7 @@ static st_status hunyuanvideo15_from_json(const cJSON *j, const char *file, mode
 
 const family_desc hunyuanvideo15_desc = {
     .name = "hunyuanvideo15", .topology = TOPO_DUAL,
-    .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_UNPOOLED | TR_ANY_SHAPE,
+    .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_UNPOOLED,
     .st = {{.name = "hunyuanvideo", .title = "HunyuanVideo", .diffusers = "HunyuanVideo15Transformer3DModel",
             .flavours = "t2v-480p|t2v-720p|t2v-480p-distilled|i2v-480p|i2v-720p|i2v-480p-distilled|i2v-720p-distilled|1.0",
             .built = "t2v-480p:hunyuanvideo15-480p|t2v-720p:hunyuanvideo15-720p|t2v-480p-distilled:hunyuanvideo15-480p|"

@@ -25,7 +25,7 @@ static st_status longcat_from_json(const cJSON *j, const char *file, model_confi
 }
 
 const family_desc longcat_image_desc = {
-    .name = "longcat_image", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_UNPOOLED | TR_ANY_SHAPE,
+    .name = "longcat_image", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_UNPOOLED,
     .st = {{.name = "longcat_image", .title = "LongCat-Image", .diffusers = "LongCatImageTransformer2DModel",
             .flavours = "final|dev|edit", .built = "final:longcat-image|dev:longcat-image", .fallback = "final",
             .tiny = "longcat-image-tiny"}},

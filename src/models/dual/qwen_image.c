@@ -192,7 +192,7 @@ static st_status qwen_from_json(const cJSON *j, const char *file, model_config *
 }
 
 const family_desc qwen_image_desc = {
-    .name = "qwen_image", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_TEXT_MASK | TR_UNPOOLED | TR_ANY_SHAPE,
+    .name = "qwen_image", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_TEXT_MASK | TR_UNPOOLED,
     .st = {{.name = "qwen_image", .title = "Qwen-Image", .diffusers = "QwenImageTransformer2DModel",
             .flavours = "v1.0|v2.0|edit-v1|edit-v2|edit-v2+|edit-v3|v2.1",
             .built = "v1.0:qwen-image|v2.0:qwen-image|v2.1:qwen-image-2.1", .fallback = "v2.0",

@@ -149,7 +149,7 @@ static st_status sd3_from_json(const cJSON *j, const char *file, model_config *m
 
 const family_desc sd3_desc = {
     .name = "sd3", .topology = TOPO_DUAL,
-    .traits = TR_SINCOS | TR_TEXT | TR_POOLED | TR_DUAL_ATTENTION | TR_ANY_SHAPE,
+    .traits = TR_SINCOS | TR_TEXT | TR_POOLED | TR_DUAL_ATTENTION,
     .st = {{.name = "sd3", .title = "Stable Diffusion 3.x", .diffusers = "SD3Transformer2DModel",
             .flavours = "medium|large", .built = "medium:sd35-medium|large:sd35-large", .fallback = "medium",
             .example = "sd3.peft-lora.json", .tiny = "sd3-tiny"}},

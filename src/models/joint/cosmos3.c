@@ -339,7 +339,7 @@ static st_status cosmos3_from_json(const cJSON *j, const char *file, model_confi
 }
 
 const family_desc cosmos3_desc = {
-    .name = "cosmos3", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_ANY_SHAPE,
+    .name = "cosmos3", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO,
     .st = {{.name = "cosmos3", .title = "Cosmos 3", .diffusers = "Cosmos3OmniTransformer",
             .flavours = "edge|nano|super|super-i2v|super-t2i", .built = "nano:cosmos3-nano", .fallback = "nano",
             .why = "edge, super and super-t2i are other transformer sizes (4 B and 65 B) whose configs were not at hand "

@@ -229,7 +229,7 @@ static st_status ernie_from_json(const cJSON *j, const char *file, model_config 
 }
 
 const family_desc ernie_desc = {
-    .name = "ernie", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_BATCH_PADDED | TR_ANY_SHAPE,
+    .name = "ernie", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_BATCH_PADDED,
     .st = {{.name = "ernie", .title = "ERNIE-Image", .diffusers = "ErnieImageTransformer2DModel",
             .flavours = "base|turbo", .built = "base:ernie-image", .fallback = "base",
             .why = "turbo trains LoRA through an assistant adapter loaded beside it, which segtrain does not load; base, "

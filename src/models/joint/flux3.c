@@ -337,7 +337,7 @@ static st_status flux3_from_json(const cJSON *j, const char *file, model_config 
 }
 
 const family_desc flux3_image_desc = {
-    .name = "flux3_image", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_ANY_SHAPE,
+    .name = "flux3_image", .topology = TOPO_JOINT, .traits = TR_TEXT,
     .st = {{.name = "flux3_image", .title = "Flux.3 Klein", .diffusers = "Flux3Transformer2DModel", .flavours = "",
             .built = ":flux3-klein", .fallback = "", .tiny = "flux3-tiny"}},
     .describe_blocks = flux3_blocks, FAMILY_PRESETS(presets), .preset = flux3_preset,

@@ -273,7 +273,7 @@ static st_status ideogram_from_json(const cJSON *j, const char *file, model_conf
 }
 
 const family_desc ideogram_desc = {
-    .name = "ideogram", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_BATCH_PADDED | TR_ANY_SHAPE,
+    .name = "ideogram", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_BATCH_PADDED,
     .st = {{.name = "ideogram", .title = "Ideogram 4", .diffusers = "Ideogram4Transformer2DModel",
             .flavours = "fp8|nf4", .built = "fp8:ideogram-4|nf4:ideogram-4", .fallback = "fp8",
             .example = "ideogram-fp8.peft-lora.json", .tiny = "ideogram-tiny"}},

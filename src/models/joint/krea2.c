@@ -325,7 +325,7 @@ static st_status krea2_from_json(const cJSON *j, const char *file, model_config 
 }
 
 const family_desc krea2_desc = {
-    .name = "krea2", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_ANY_SHAPE,
+    .name = "krea2", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK,
     .st = {{.name = "krea2", .title = "Krea 2", .diffusers = "Krea2Transformer2DModel", .flavours = "raw|turbo",
             .built = "raw:krea2|turbo:krea2", .fallback = "raw", .example = "krea2.peft-lora.json",
             .tiny = "krea2-tiny"}},

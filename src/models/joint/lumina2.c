@@ -535,7 +535,7 @@ static st_status lumina2_from_json(const cJSON *j, const char *file, model_confi
 }
 
 const family_desc lumina2_desc = {
-    .name = "lumina2", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_ANY_SHAPE,
+    .name = "lumina2", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK,
     .st = {{.name = "lumina2", .title = "Lumina-T2I", .diffusers = "Lumina2Transformer2DModel",
             .flavours = "2.0|neta-lumina", .built = "2.0:lumina2|neta-lumina:lumina2", .fallback = "2.0",
             .example = "lumina2.peft-lora.json", .tiny = "lumina2-tiny"}},

@@ -340,7 +340,7 @@ static st_status minimax_from_json(const cJSON *j, const char *file, model_confi
 }
 
 const family_desc minimaxh3_desc = {
-    .name = "minimaxh3", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_DRIFT | TR_ANY_SHAPE,
+    .name = "minimaxh3", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_DRIFT,
     .st = {{.name = "minimaxh3", .title = "MiniMax H3", .diffusers = "MiniMaxH3Transformer3DModel",
             .flavours = "fl2va|ref2va|convrot-int8|convrot-int4|nvfp4|fp8-e4m3fn",
             .built = "fl2va:minimaxh3|convrot-int8:minimaxh3|convrot-int4:minimaxh3|nvfp4:minimaxh3|fp8-e4m3fn:minimaxh3",

@@ -356,7 +356,7 @@ static st_status omnigen_from_json(const cJSON *j, const char *file, model_confi
 }
 
 const family_desc omnigen_desc = {
-    .name = "omnigen", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_BATCH_PADDED | TR_ANY_SHAPE,
+    .name = "omnigen", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_BATCH_PADDED,
     .st = {{.name = "omnigen", .title = "OmniGen", .diffusers = "OmniGenTransformer2DModel", .flavours = "v1",
             .built = "v1:omnigen-v1", .fallback = "v1", .example = "omnigen.lycoris-lokr.json",
             .tiny = "omnigen-tiny"}},

@@ -289,7 +289,7 @@ static st_status qwen21_from_json(const cJSON *j, const char *file, model_config
 }
 
 const family_desc qwen_image21_desc = {
-    .name = "qwen_image21", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_UNPOOLED | TR_ANY_SHAPE,
+    .name = "qwen_image21", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_UNPOOLED,
     .mask = MASK_EMPTY_ONE, FAMILY_PRESETS(presets), .readers = {{"QwenImage21Transformer2DModel", qwen21_from_json}},
     .axes = 3, .check = qwen_image21_check,
     .ops = &(const model_family){.create = q21_create, .impl_size = sizeof(q21_model), .release = q21_release,

@@ -59,7 +59,7 @@ static st_status zimage_from_json(const cJSON *j, const char *file, model_config
 }
 
 const family_desc z_image_desc = {
-    .name = "z_image", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_ANY_SHAPE,
+    .name = "z_image", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK,
     .st = {{.name = "z_image", .title = "Z-Image", .diffusers = "ZImageTransformer2DModel",
             .flavours = "base|turbo|turbo-ostris-v2|ostris-de-turbo", .built = "base:z-image",
             .fallback = "turbo-ostris-v2",

@@ -97,7 +97,7 @@ st_status sana_read(const cJSON *j, const char *file, model_config *mc, bool vid
 static st_status sana_from_json(const cJSON *j, const char *file, model_config *mc) { return sana_read(j, file, mc, false); }
 
 const family_desc sana_desc = {
-    .name = "sana", .topology = TOPO_LINEAR, .traits = TR_TEXT | TR_TEXT_MASK | TR_UNPOOLED | TR_ANY_SHAPE,
+    .name = "sana", .topology = TOPO_LINEAR, .traits = TR_TEXT | TR_TEXT_MASK | TR_UNPOOLED,
     .st = {{.name = "sana", .title = "Sana", .diffusers = "SanaTransformer2DModel",
             .flavours = "sana1.5-4.8b-1024|sana1.5-1.6b-1024|sana1.0-1.6b-2048|sana1.0-1.6b-1024|sana1.0-600m-1024|sana1.0-600m-512",
             .built = "sana1.5-4.8b-1024:sana-1.5-4.8b-1024|sana1.5-1.6b-1024:sana-1.5-1.6b-1024|sana1.0-1.6b-2048:sana-1.6b-2048|"

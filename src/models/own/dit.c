@@ -218,6 +218,6 @@ static const family_preset presets[] = {
 };
 
 const family_desc dit_desc = {
-    .name = "dit", .topology = TOPO_OWN, .traits = TR_OWN | TR_ANY_SHAPE,
+    .name = "dit", .topology = TOPO_OWN, .traits = TR_OWN,
     .ops = &dit_family, FAMILY_PRESETS(presets),
 };

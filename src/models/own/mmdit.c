@@ -10,7 +10,7 @@ static const family_preset presets[] = {
 };
 
 const family_desc mmdit_desc = {
-    .name = "mmdit", .topology = TOPO_DUAL, .traits = TR_OWN | TR_TEXT | TR_POOLED | TR_ANY_SHAPE,
+    .name = "mmdit", .topology = TOPO_DUAL, .traits = TR_OWN | TR_TEXT | TR_POOLED,
     .packed = 4, .ops = &mmdit_family, FAMILY_PRESETS(presets), .readers = {{"FluxTransformer2DModel", flux_from_json}},
     .fields = F_SINGLE, .axes = 3,
 };

@@ -250,6 +250,6 @@ static st_status skipdit_check(const model_config *mc)
 }
 
 const family_desc skipdit_desc = {
-    .name = "skipdit", .topology = TOPO_OWN, .traits = TR_OWN | TR_ANY_SHAPE,
+    .name = "skipdit", .topology = TOPO_OWN, .traits = TR_OWN,
     .ops = &skipdit_family, FAMILY_PRESETS(presets), .check = skipdit_check,
 };

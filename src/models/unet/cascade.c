@@ -532,7 +532,7 @@ static st_status cascade_from_json(const cJSON *j, const char *file, model_confi
 
 const family_desc stable_cascade_desc = {
     .name = "stable_cascade", .topology = TOPO_UNET,
-    .traits = TR_TEXT | TR_UPSTREAM_EPSILON | TR_ANY_SHAPE,
+    .traits = TR_TEXT | TR_UPSTREAM_EPSILON,
     .st = {{.name = "stable_cascade", .title = "Stable Cascade (Stage C)", .diffusers = "StableCascadeUNet",
             .flavours = "stage-c|stage-c-lite",
             .built = "stage-c:stable-cascade-c|stage-c-lite:stable-cascade-c-lite", .fallback = "stage-c",

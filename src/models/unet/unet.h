@@ -56,7 +56,7 @@ st_status unet_check(const model_config *mc);
  * Upstream trains them on the noise (epsilon); their LoRA files name adapters under "unet."; sdxl's and kolors'
  * conditioning ends with SDXL's six size ids. */
 #define UNET_TRAITS                                                                                                   \
-    .traits = TR_TEXT | TR_UPSTREAM_EPSILON | TR_ANY_SHAPE, .lora_component = "unet", .size_ids = 6, .describe = unet_describe,     \
+    .traits = TR_TEXT | TR_UPSTREAM_EPSILON, .lora_component = "unet", .size_ids = 6, .describe = unet_describe,     \
     .fields = F_NORM_EPS | F_UNET, .check = unet_check, .ops = &unet_family
 
 #endif

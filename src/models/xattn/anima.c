@@ -379,7 +379,7 @@ static st_status anima_from_json(const cJSON *j, const char *file, model_config 
 }
 
 const family_desc anima_desc = {
-    .name = "anima", .topology = TOPO_XATTN, .traits = TR_TEXT | TR_UNPOOLED | TR_ANY_SHAPE,
+    .name = "anima", .topology = TOPO_XATTN, .traits = TR_TEXT | TR_UNPOOLED,
     .st = {{.name = "anima", .title = "Anima", .diffusers = "CosmosTransformer3DModel",
             .flavours = "release|base-v1.0|preview-3|preview-2|preview|gazingstars123-2.9b",
             .built = "release:anima|base-v1.0:anima|preview-3:anima|preview-2:anima|preview:anima",

@@ -74,7 +74,7 @@ st_status cosmos_from_json(const cJSON *j, const char *file, model_config *mc)
 }
 
 const family_desc cosmos2image_desc = {
-    .name = "cosmos2image", .topology = TOPO_XATTN, .traits = TR_TEXT | TR_EDM | TR_UNPOOLED | TR_ANY_SHAPE,
+    .name = "cosmos2image", .topology = TOPO_XATTN, .traits = TR_TEXT | TR_EDM | TR_UNPOOLED,
     .st = {{.name = "cosmos2image", .alias = "cosmos", .title = "Cosmos 2 (T2I)",
             .diffusers = "CosmosTransformer3DModel", .flavours = "2b|14b", .built = "2b:cosmos2-2b|14b:cosmos2-14b",
             .fallback = "2b", .example = "cosmos2image.lycoris-lokr.json", .tiny = "cosmos2-tiny"}},

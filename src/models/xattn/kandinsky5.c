@@ -444,7 +444,7 @@ static st_status kandinsky5_from_json(const cJSON *j, const char *file, model_co
 }
 
 const family_desc kandinsky5_desc = {
-    .name = "kandinsky5", .topology = TOPO_XATTN, .traits = TR_TEXT | TR_ANY_SHAPE,
+    .name = "kandinsky5", .topology = TOPO_XATTN, .traits = TR_TEXT,
     .st = {{.name = "kandinsky5-image", .alias = "kandinsky5_image", .title = "Kandinsky5-Image",
             .diffusers = "Kandinsky5Transformer3DModel",
             .flavours = "t2i-lite-sft|t2i-lite-pretrain|i2i-lite-sft|i2i-lite-pretrain",

@@ -57,7 +57,7 @@ static st_status pixart_from_json(const cJSON *j, const char *file, model_config
 
 const family_desc pixart_sigma_desc = {
     .name = "pixart_sigma", .topology = TOPO_XATTN,
-    .traits = TR_TEXT | TR_TEXT_MASK | TR_UPSTREAM_EPSILON | TR_UNPOOLED | TR_ANY_SHAPE,
+    .traits = TR_TEXT | TR_TEXT_MASK | TR_UPSTREAM_EPSILON | TR_UNPOOLED,
     .st = {{.name = "pixart_sigma", .alias = "pixart", .title = "PixArt Sigma",
             .diffusers = "PixArtTransformer2DModel",
             .flavours = "900M-1024-v0.6|900M-1024-v0.7-stage1|900M-1024-v0.7-stage2|600M-512|600M-1024|600M-2048",
