@@ -415,6 +415,11 @@ expect 0 "... and the plan after the buckets is the largest's" "1024 tokens of 5
 expect 0 "SimpleTuner's Wan example plans at its users' 832x480 bucket, 81 frames" \
   "32760 image \\+ 512 text tokens of 81-frame 832x480 px video \\(21 x 60 x 104 latent, VAE /8, /4 in time\\)" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/wan-1.3b.peft-lora+TREAD.json" --set pretrained_model_name_or_path= --set bucket_shapes=832x480@81
+expect 0 "advise with bucket_shapes advises for the largest bucket" "3 buckets: advising for the largest, 128x128" -- \
+  "$bin" advise --set model_preset=dit-tiny --set bucket_shapes=64x64,32x96,128x128 --device-memory 1GiB
+expect 0 "... and gives each bucket's time and peak under its advice" \
+  "bucket 32x96 +12 image tokens  predicted peak [0-9.]+ MiB, [0-9.]+ s/step" -- \
+  "$bin" advise --set model_preset=dit-tiny --set bucket_shapes=64x64,32x96,128x128 --device-memory 1GiB
 expect 0 "a one-bucket plan at 512x512 is resolution 512's" "predicted peak device memory of a training step 702.48 MiB" -- \
   "$bin" plan --set model_preset=dit-s2 --set resolution=512
 expect 1 "a bucket edge that is not whole patches is refused with the nearest" \

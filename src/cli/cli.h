@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "segtrain/advise.h"
 #include "segtrain/config.h"
 #include "segtrain/model.h"
 #include "segtrain/model_run.h"
@@ -53,6 +54,21 @@ int cli_number(const char *who, const cli_flag *f, const char *text);
  * model it describes (so a family that is not built is refused here, in one line), prints the warning lines
  * and applies num_threads. */
 st_status cli_load_config(const char *path, const cli_args *a, config **out);
+/* A bucket of a run (bucket_shapes) by its own dry step: its image tokens, predicted peak and, at rates, seconds. */
+typedef struct bucket_report {
+    bucket_shape shape;
+    int64_t tokens;
+    size_t peak;
+    double sec;
+} bucket_report;
+/* Each of cfg's bucket_shapes at train_batch_size (*n = 0 when it gives none), timed at rates when not NULL; the
+ * index of the largest peak in *largest. */
+st_status cli_buckets(const config *cfg, int ranks, const cost_rates *rates, bucket_report *out, int *n, int *largest);
+/* One line a bucket; timed: with its seconds. */
+void cli_print_buckets(const bucket_report *b, int n, int largest, bool timed);
+/* cfg's bucket_shapes set to s alone. */
+st_status cli_set_bucket(config *cfg, const bucket_shape *s);
+
 /* Prints "segtrain COMMAND: <error line>" and returns 1. */
 int cli_error(const char *command);
 

@@ -26,11 +26,14 @@ static const char advise_help[] =
     "The advice is the planner's answer where it is predicted at least 3 % faster than the uniform search's (the\n"
     "cost model's error is a few per cent), else the uniform one.\n"
     "Peaks are the dry step's (exact); times are the cost model's. --verify runs both answers, one after the other,\n"
-    "for N measured steps each (default 3) and prints the measured figures beside the predicted ones.\n";
+    "for N measured steps each (default 3) and prints the measured figures beside the predicted ones.\n"
+    "With several bucket_shapes it advises for the bucket of the largest peak (the run's), then gives every\n"
+    "bucket's predicted time and peak under the advice.\n";
 
 typedef struct factory_ctx {
     const char *path;
     const cli_args *args;
+    const bucket_shape *bucket; /* the run's largest bucket, where it has several: what advise plans for */
 } factory_ctx;
 
 static config *make_config(void *p, const char *sets)
@@ -38,11 +41,36 @@ static config *make_config(void *p, const char *sets)
     const factory_ctx *c = p;
     config *cfg;
     if (cli_load_config(c->path, c->args, &cfg)) return NULL;
-    if (config_set_all(cfg, sets)) {
+    if (config_set_all(cfg, sets) || (c->bucket && cli_set_bucket(cfg, c->bucket))) {
         config_free(cfg);
         return NULL;
     }
     return cfg;
+}
+
+/* The run's buckets (bucket_shapes) by their dry steps: the largest one's index, or -1 with fewer than two. */
+static st_status largest_bucket(factory_ctx *ctx, bucket_report *buckets, int *n, int *largest)
+{
+    config *cfg = make_config(ctx, "");
+    st_status st = cfg ? cli_buckets(cfg, 1, NULL, buckets, n, largest) : ST_ERR_INVALID;
+    config_free(cfg);
+    if (!st && *n < 2) *largest = -1;
+    return st;
+}
+
+/* Each bucket under the advice's schedule, its seconds at the advice's rates. */
+static st_status print_bucket_times(const factory_ctx *ctx, const schedule *pick, const cost_rates *rates)
+{
+    const factory_ctx every = {ctx->path, ctx->args, NULL}; /* all the config's buckets */
+    bucket_report buckets[MODEL_SHAPES_MAX];
+    int n = 0, largest = 0;
+    config *cfg = make_config((void *)&every, pick->sets);
+    st_status st = cfg ? cli_buckets(cfg, 1, rates, buckets, &n, &largest) : ST_ERR_INVALID;
+    config_free(cfg);
+    if (st) return st;
+    printf("\neach bucket under it (predicted; a step takes its batch's bucket):\n");
+    cli_print_buckets(buckets, n, largest, true);
+    return ST_OK;
 }
 
 static void print_schedule(const char *label, const schedule *s)
@@ -96,7 +124,16 @@ int cmd_advise(int argc, char **argv)
         fprintf(stderr, "segtrain advise: %s\n", st_error());
         return 2;
     }
-    factory_ctx ctx = {config_path, &a};
+    factory_ctx ctx = {config_path, &a, NULL};
+    bucket_report buckets[MODEL_SHAPES_MAX];
+    int n_buckets = 0, largest = -1;
+    if ((st = largest_bucket(&ctx, buckets, &n_buckets, &largest))) return cli_error("advise");
+    if (largest >= 0) {
+        char name[48];
+        bucket_shape_name(&buckets[largest].shape, name, sizeof name);
+        printf("%d buckets: advising for the largest, %s (its peak is the run's)\n", n_buckets, name);
+        ctx.bucket = &buckets[largest].shape;
+    }
     advice adv;
     if ((st = advise(make_config, &ctx, budget, stdout, &adv))) return cli_error("advise");
     const cost_rates *c = &adv.rates;
@@ -141,6 +178,7 @@ int cmd_advise(int argc, char **argv)
            pick->peak_device / 1048576.0, adv.noisy ? "; the times from a busy machine's rates" : "");
     printf("  as options:");
     print_as_options(pick->sets);
+    if (largest >= 0 && (st = print_bucket_times(&ctx, pick, &adv.rates))) return cli_error("advise");
     if (!verify) return 0;
 
     /* both answers measured side by side, in this run */

@@ -128,12 +128,6 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
     if (r->host.peak) print_peak(stdout, "predicted peak host memory of a training step", &r->host);
 }
 
-typedef struct bucket_report {
-    bucket_shape shape;
-    int64_t tokens;
-    size_t peak;
-} bucket_report;
-
 static void print_json(model *m, const plan_report *r, const bucket_report *buckets, int n_buckets)
 {
     const model_config *mc = model_get_config(m);
@@ -267,40 +261,6 @@ static void print_parts(model *m, pool *device)
     if (all > PARTS_SHOWN) printf("  ... %zu smaller names\n", all - PARTS_SHOWN);
 }
 
-/* Each bucket shape's dry step at batch (its own model), into out; the index of the largest peak in *largest. */
-static st_status plan_buckets(const config *cfg, int64_t batch, int ranks, bucket_report *out, int *n, int *largest)
-{
-    bucket_shape shapes[MODEL_SHAPES_MAX];
-    st_status st = model_bucket_shapes(cfg, shapes, n);
-    *largest = 0;
-    for (int i = 0; !st && i < *n; i++) {
-        char set[80] = "bucket_shapes=";
-        bucket_shape_name(&shapes[i], set + strlen(set), sizeof set - strlen(set));
-        config *one = config_copy(cfg);
-        cli_model cm = {0};
-        pool_stats sim, host;
-        st = one ? config_set(one, set) : st_host_oom("a config");
-        if (!st) st = model_run_open(one, false, &cm);
-        if (!st) st = flow_step_dry(&cm, batch, ranks, &sim, &host);
-        if (!st) out[i] = (bucket_report){shapes[i], model_image_tokens(model_get_config(cm.m)), sim.peak};
-        if (!st && out[i].peak > out[*largest].peak) *largest = i;
-        if (cm.m) model_run_close(&cm);
-        config_free(one);
-    }
-    return st;
-}
-
-static void print_buckets(const bucket_report *b, int n, int largest)
-{
-    printf("%d buckets, each a training step's predicted peak; the plan below is the largest's:\n", n);
-    for (int i = 0; i < n; i++) {
-        char name[48], bytes[24];
-        bucket_shape_name(&b[i].shape, name, sizeof name);
-        printf("  bucket %-14s %8lld image tokens  predicted peak %s%s\n", name, (long long)b[i].tokens,
-               st_bytes(bytes, b[i].peak), i == largest ? "  (the run's peak)" : "");
-    }
-}
-
 int cmd_plan(int argc, char **argv)
 {
     const char *config_path = NULL;
@@ -316,12 +276,13 @@ int cmd_plan(int argc, char **argv)
     st_status st = cli_load_config(config_path, &a, &cfg);
     bucket_report buckets[MODEL_SHAPES_MAX];
     int n_buckets = 0, largest = 0;
-    if (!st) st = plan_buckets(cfg, config_int(cfg, "train_batch_size"), (int)ranks, buckets, &n_buckets, &largest);
+    if (!st) st = cli_buckets(cfg, (int)ranks, NULL, buckets, &n_buckets, &largest);
     if (!st && n_buckets > 1) { /* the plan that follows is the largest bucket's */
-        char set[80] = "bucket_shapes=";
-        bucket_shape_name(&buckets[largest].shape, set + strlen(set), sizeof set - strlen(set));
-        st = config_set(cfg, set);
-        if (!st && !json) print_buckets(buckets, n_buckets, largest);
+        st = cli_set_bucket(cfg, &buckets[largest].shape);
+        if (!st && !json) {
+            printf("%d buckets, each a training step's predicted peak; the plan below is the largest's:\n", n_buckets);
+            cli_print_buckets(buckets, n_buckets, largest, false);
+        }
     }
     if (!st) st = cli_open_model(cfg, false, &cm);
     /* a plan of what cannot train here is still a plan (of memory at the real size): train's refusal, said */
