@@ -156,6 +156,8 @@ typedef struct bucket_shape {
 #define MODEL_SHAPES_MAX 64
 /* The config's bucket_shapes, in order, into out (at most MODEL_SHAPES_MAX); *n = 0 when none is given. */
 st_status model_bucket_shapes(const config *cfg, bucket_shape *out, int *n);
+/* The model of the config at shape s (as model_config_from builds it when s is the first of bucket_shapes). */
+st_status model_config_at(const config *cfg, const bucket_shape *s, model_config *mc);
 /* "832x480", or "832x480@81" with frames. */
 void bucket_shape_name(const bucket_shape *s, char *buf, size_t n);
 /* The architecture of a diffusers transformer from its own config.json (path: the file, a model folder, or a
@@ -245,6 +247,11 @@ typedef struct model model;
 
 /* With device NULL the parameters are registered but not allocated: enough to plan and to count. */
 st_status model_create(const model_config *mc, pool *device, model **out);
+/* A model at another shape (mc: base's config but for height, width and frames) whose parameters are base's: every
+ * weight, bf16 weight and gradient is base's same-named one (param_set_share), so that training either trains both;
+ * only its grid tables (DiT's and PixArt's position tables) are its own, in base's pool. A parameter that the shape
+ * changes otherwise is ST_ERR_INVALID naming it. Destroy it before base. */
+st_status model_create_sharing(const model_config *mc, model *base, model **out);
 void model_destroy(model *m);
 
 const model_config *model_get_config(const model *m);

@@ -86,5 +86,9 @@ st_status meanflow_loss(model *m, const flow_batch *b, bool backward, float *los
  * byte, with whatever the caller left live in the pools. Refuses (model_check_batch) a batch whose sizes would
  * overflow. */
 st_status flow_step_dry(model_run *r, int64_t batch, int ranks, pool_stats *device, pool_stats *host);
+/* flow_step_dry at each bucket of r (model_run_at; r's one model without bucket_shapes): device[i] and host[i] are
+ * bucket i's (arrays of MODEL_SHAPES_MAX), *largest the bucket of the largest device peak, the run's. */
+st_status flow_step_dry_buckets(model_run *r, int64_t batch, int ranks, pool_stats *device, pool_stats *host,
+                                int *largest);
 
 #endif

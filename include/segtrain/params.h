@@ -23,6 +23,7 @@ typedef struct param {
     bool trainable; /* has a gradient and optimizer state */
     bool fixed;     /* a fixed buffer (pos_embed): saved with the weights, loaded only if a file has it */
     bool bf16;      /* held in bf16: a frozen linear layer's weight (lin.h) under the set's bf16_base */
+    bool grid;      /* a fixed table of the latent's grid (DiT's pos_embed): a model at another shape fills its own */
 } param;
 
 typedef struct param_set {
@@ -39,12 +40,16 @@ typedef struct param_set {
     bool oom;      /* the list could not grow: param_add returned -1 from then on */
     bool adapters_off; /* lin_forward skips every LoRA adapter (h3_drift's frozen-base forward) */
     const char *lora_component; /* the pipeline component its LoRA file names ("unet" for a U-Net); NULL: transformer */
+    const struct param_set *base; /* param_set_share's: the set whose weights and gradients these are; NULL: its own */
 } param_set;
 
 /* Registers a parameter (before param_set_alloc) and returns its index; -1 when out of memory, which
  * param_set_check reports. */
 int param_add(param_set *s, const char *name, int ndim, const int64_t *shape, bool trainable);
 int param_add_fixed(param_set *s, const char *name, int ndim, const int64_t *shape);
+/* A fixed table computed from the latent's grid (param.grid): two grids of one token count have tables of one shape
+ * but other values, so a model sharing another's weights never shares it. */
+int param_add_grid_table(param_set *s, const char *name, int ndim, const int64_t *shape);
 param *param_at(param_set *s, int index);
 param *param_find(param_set *s, const char *name);
 
@@ -54,6 +59,14 @@ st_status param_set_check(const param_set *s);
 /* Allocates weights (one float block, and one bf16 block when a parameter is bf16) and gradients from the pool and
  * points every parameter into them (after param_set_check). */
 st_status param_set_alloc(param_set *s, pool *p);
+/* Points every parameter of s (registered, not allocated) into base's (allocated): the weight, bf16 weight and
+ * gradient of base's parameter of the same name and shape, which s never frees (s->grads is base's block, so
+ * offsets into it are base's). A grid table (param_add_grid_table) gets its own block from p instead (MEM_WEIGHTS,
+ * "weights (grid tables)"), unfilled: base's is of another grid. A parameter base lacks or holds at another shape is
+ * ST_ERR_INVALID naming both; grid tables beside another fixed table, ST_ERR_INTERNAL (a family fills its fixed
+ * tables together, and would refill the shared one). */
+st_status param_set_share(param_set *s, const param_set *base, pool *p);
+/* Frees what the set allocated (a shared set: its grid tables alone) and its list. */
 void param_set_free(param_set *s);
 
 void param_set_zero_grads(param_set *s);

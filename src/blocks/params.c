@@ -17,7 +17,7 @@
 
 /* Registration has no status to return (the families register dozens of parameters in a row): running out of
  * memory is kept in s->oom, returns -1 (lin_layer's "none") and param_set_check reports it before any use. */
-static int add(param_set *s, const char *name, int ndim, const int64_t *shape, bool trainable, bool fixed)
+static int add(param_set *s, const char *name, int ndim, const int64_t *shape, bool trainable, bool fixed, bool grid)
 {
     if (ndim < 0 || ndim > PARAM_MAX_DIMS) st_panic("param_add: %s has %d dimensions, at most %d", name, ndim, PARAM_MAX_DIMS);
     if (s->oom) return -1;
@@ -32,7 +32,7 @@ static int add(param_set *s, const char *name, int ndim, const int64_t *shape, b
         s->cap = cap;
     }
     param *p = &s->items[s->n];
-    *p = (param){.ndim = ndim, .trainable = trainable, .fixed = fixed, .numel = 1};
+    *p = (param){.ndim = ndim, .trainable = trainable, .fixed = fixed, .grid = grid, .numel = 1};
     snprintf(p->name, sizeof p->name, "%s", name);
     bool ok = true;
     for (int d = 0; d < ndim; d++) ok = ck_mul(p->numel, p->shape[d] = shape[d], CK_MAX_ELEMENTS, &p->numel) && ok;
@@ -43,28 +43,38 @@ static int add(param_set *s, const char *name, int ndim, const int64_t *shape, b
     return s->n++;
 }
 
+static void shape_text(const param *q, char *buf, size_t n)
+{
+    int at = snprintf(buf, n, "(");
+    for (int d = 0; d < q->ndim && at < (int)n; d++)
+        at += snprintf(buf + at, n - (size_t)at, d ? ", %lld" : "%lld", (long long)q->shape[d]);
+    if (at < (int)n) snprintf(buf + at, n - (size_t)at, ")");
+}
+
 st_status param_set_check(const param_set *s)
 {
     if (s->oom) return st_host_oom("the list of parameters (%d registered)", s->n);
     if (!s->too_large) return ST_OK;
     const param *p = &s->items[s->too_large - 1];
     char shape[160];
-    int at = snprintf(shape, sizeof shape, "(");
-    for (int d = 0; d < p->ndim && at < (int)sizeof shape; d++)
-        at += snprintf(shape + at, sizeof shape - (size_t)at, d ? ", %lld" : "%lld", (long long)p->shape[d]);
-    if (at < (int)sizeof shape) snprintf(shape + at, sizeof shape - (size_t)at, ")");
+    shape_text(p, shape, sizeof shape);
     return st_fail(ST_ERR_INVALID, "parameter '%s' of shape %s: %s more than 2^57 floats (the model's size keys are "
                    "too large)", p->name, shape, p->numel ? "the parameters up to it add up to" : "it has");
 }
 
 int param_add(param_set *s, const char *name, int ndim, const int64_t *shape, bool trainable)
 {
-    return add(s, name, ndim, shape, trainable, false);
+    return add(s, name, ndim, shape, trainable, false, false);
 }
 
 int param_add_fixed(param_set *s, const char *name, int ndim, const int64_t *shape)
 {
-    return add(s, name, ndim, shape, false, true);
+    return add(s, name, ndim, shape, false, true, false);
+}
+
+int param_add_grid_table(param_set *s, const char *name, int ndim, const int64_t *shape)
+{
+    return add(s, name, ndim, shape, false, true, true);
 }
 
 param *param_at(param_set *s, int index) { return &s->items[index]; }
@@ -106,9 +116,55 @@ st_status param_set_alloc(param_set *s, pool *p)
     return ST_OK;
 }
 
+/* base's parameter that s's q aliases: the same name and shape */
+static st_status shared_of(const param_set *base, const param *q, const param **out)
+{
+    const param *b = NULL;
+    for (int i = 0; i < base->n && !b; i++) b = strcmp(base->items[i].name, q->name) ? NULL : &base->items[i];
+    bool same = b && b->ndim == q->ndim && b->trainable == q->trainable && b->bf16 == q->bf16;
+    for (int d = 0; same && d < q->ndim; d++) same = b->shape[d] == q->shape[d];
+    char want[160], has[160] = "";
+    shape_text(q, want, sizeof want);
+    if (b) shape_text(b, has, sizeof has);
+    if (!b) return st_fail(ST_ERR_INVALID, "parameter '%s' %s: the model whose weights it shares has none of that name",
+                           q->name, want);
+    if (!same)
+        return st_fail(ST_ERR_INVALID, "parameter '%s' is %s%s here but %s%s in the model whose weights it shares",
+                       q->name, want, q->trainable ? "" : " (frozen)", has, b->trainable ? "" : " (frozen)");
+    *out = b;
+    return ST_OK;
+}
+
+st_status param_set_share(param_set *s, const param_set *base, pool *p)
+{
+    int64_t own = 0;
+    const char *fixed = NULL; /* a fixed table shared: a family's fill_fixed would write it with the grid tables */
+    st_status st = param_set_check(s);
+    for (int i = 0; i < s->n && !st; i++) {
+        param *q = &s->items[i];
+        const param *b = NULL;
+        if (q->grid) own += q->numel;
+        else if (!(st = shared_of(base, q, &b))) q->w = b->w, q->w16 = b->w16, q->g = b->g;
+        if (q->fixed && !q->grid) fixed = q->name;
+    }
+    if (!st && own && fixed)
+        st = st_fail(ST_ERR_INTERNAL, "param_set_share: '%s' is a fixed table beside grid tables: filling a model's "
+                     "grid tables would refill the shared one", fixed);
+    s->pool = p;
+    s->base = base;
+    s->grads = base->grads;
+    if (!st && own)
+        st = pool_alloc_zero(p, (size_t)own * sizeof(float), MEM_WEIGHTS, "weights (grid tables)", (void **)&s->weights);
+    int64_t at = 0;
+    for (int i = 0; i < s->n && !st; i++)
+        if (s->items[i].grid) s->items[i].w = s->weights + at, at += s->items[i].numel;
+    return st;
+}
+
 void param_set_free(param_set *s)
 {
-    if (s->pool) {
+    if (s->pool && s->base) pool_free(s->pool, s->weights);
+    else if (s->pool) {
         pool_free(s->pool, s->grads);
         pool_free(s->pool, s->weights);
         pool_free(s->pool, s->weights16);

@@ -1,4 +1,4 @@
-/* A run's buckets (bucket_shapes) as plan and advise show them: each shape's own dry step. */
+/* A run's buckets (bucket_shapes) as plan and advise show them: each shape's dry step on the run's model of it. */
 #include <stdio.h>
 #include <string.h>
 
@@ -14,24 +14,21 @@ st_status cli_set_bucket(config *cfg, const bucket_shape *s)
 
 st_status cli_buckets(const config *cfg, int ranks, const cost_rates *rates, bucket_report *out, int *n, int *largest)
 {
-    bucket_shape shapes[MODEL_SHAPES_MAX];
-    st_status st = model_bucket_shapes(cfg, shapes, n);
+    model_run r = {0};
     const int64_t batch = config_int(cfg, "train_batch_size");
+    st_status st = model_run_open(cfg, false, &r); /* one model a shape, on one set of weights, as train holds them */
+    *n = st ? 0 : r.n_buckets;
     *largest = 0;
     for (int i = 0; !st && i < *n; i++) {
-        config *one = config_copy(cfg);
-        model_run r = {0};
+        model_run at = model_run_at(&r, i);
         pool_stats dev, host;
         double sec = 0;
-        st = one ? cli_set_bucket(one, &shapes[i]) : st_host_oom("a config");
-        if (!st) st = model_run_open(one, false, &r);
-        if (!st) st = rates ? cost_of_dry_step(&r, batch, ranks, rates, &dev, &host, &sec)
-                            : flow_step_dry(&r, batch, ranks, &dev, &host);
-        if (!st) out[i] = (bucket_report){shapes[i], model_image_tokens(model_get_config(r.m)), dev.peak, sec};
+        st = rates ? cost_of_dry_step(&at, batch, ranks, rates, &dev, &host, &sec)
+                   : flow_step_dry(&at, batch, ranks, &dev, &host);
+        if (!st) out[i] = (bucket_report){r.shape[i], model_image_tokens(model_get_config(at.m)), dev.peak, sec};
         if (!st && out[i].peak > out[*largest].peak) *largest = i;
-        if (r.m) model_run_close(&r);
-        config_free(one);
     }
+    if (r.m) model_run_close(&r);
     return st;
 }
 

@@ -54,7 +54,8 @@ int cli_number(const char *who, const cli_flag *f, const char *text);
  * model it describes (so a family that is not built is refused here, in one line), prints the warning lines
  * and applies num_threads. */
 st_status cli_load_config(const char *path, const cli_args *a, config **out);
-/* A bucket of a run (bucket_shapes) by its own dry step: its image tokens, predicted peak and, at rates, seconds. */
+/* A bucket of a run (bucket_shapes) by its dry step on the run's model of its shape (model_run_open: every shape
+ * on one set of weights, as train holds them): its image tokens, predicted peak and, at rates, seconds. */
 typedef struct bucket_report {
     bucket_shape shape;
     int64_t tokens;

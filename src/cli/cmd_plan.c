@@ -277,29 +277,28 @@ int cmd_plan(int argc, char **argv)
     bucket_report buckets[MODEL_SHAPES_MAX];
     int n_buckets = 0, largest = 0;
     if (!st) st = cli_buckets(cfg, (int)ranks, NULL, buckets, &n_buckets, &largest);
-    if (!st && n_buckets > 1) { /* the plan that follows is the largest bucket's */
-        st = cli_set_bucket(cfg, &buckets[largest].shape);
-        if (!st && !json) {
-            printf("%d buckets, each a training step's predicted peak; the plan below is the largest's:\n", n_buckets);
-            cli_print_buckets(buckets, n_buckets, largest, false);
-        }
+    if (!st && n_buckets > 1 && !json) {
+        printf("%d buckets, each a training step's predicted peak; the plan below is the largest's:\n", n_buckets);
+        cli_print_buckets(buckets, n_buckets, largest, false);
     }
     if (!st) st = cli_open_model(cfg, false, &cm);
+    /* the plan that follows is the largest bucket's, on the run's model of that shape */
+    model_run at = model_run_at(&cm, largest);
     /* a plan of what cannot train here is still a plan (of memory at the real size): train's refusal, said */
-    if (!st && train_data_check(cfg, model_get_config(cm.m)))
+    if (!st && train_data_check(cfg, model_get_config(at.m)))
         st_warn("segtrain: warning: train refuses this config as it is: %s", st_error());
     if (!st) {
         plan_report r = {.batch = config_int(cfg, "train_batch_size")};
-        const int64_t grads = model_params(cm.m)->grad_count;
-        r.optimizer_bytes = train_optimizer_bytes(cfg, model_params(cm.m), (int)ranks);
+        const int64_t grads = model_params(at.m)->grad_count;
+        r.optimizer_bytes = train_optimizer_bytes(cfg, model_params(at.m), (int)ranks);
         if (parts) pool_record_peak_parts(cm.device, true);
         ops_profile_start();
-        st = flow_step_dry(&cm, r.batch, (int)ranks, &r.sim, &r.host);
+        st = flow_step_dry(&at, r.batch, (int)ranks, &r.sim, &r.host);
         ops_profile_stop(&r.work);
-        if (!st && json) print_json(cm.m, &r, buckets, n_buckets);
-        else if (!st) print_text(&cm.cs, cm.m, &r);
+        if (!st && json) print_json(at.m, &r, buckets, n_buckets);
+        else if (!st) print_text(&cm.cs, at.m, &r);
         if (!st && !json && ranks > 1) {
-            const size_t whole = train_optimizer_bytes(cfg, model_params(cm.m), 1);
+            const size_t whole = train_optimizer_bytes(cfg, model_params(at.m), 1);
             char b[4][24];
             printf("data-parallel over %lld ranks, per rank: optimizer state %s (the whole state is %s%s%s); "
                    "the gradients' reduction adds %s of host scratch\n", ranks, st_bytes(b[0], r.optimizer_bytes),
@@ -307,7 +306,7 @@ int cmd_plan(int argc, char **argv)
                    "would keep a share", config_int(cfg, "zero_stage") == 1 ? st_bytes(b[2], whole - r.optimizer_bytes)
                    : "", st_bytes(b[3], (size_t)dist_scratch_floats_for(grads, (int)ranks) * sizeof(float)));
         }
-        if (!st && parts && !json) print_parts(cm.m, cm.device);
+        if (!st && parts && !json) print_parts(at.m, cm.device);
     }
     cli_close_model(&cm);
     config_free(cfg);

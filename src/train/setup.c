@@ -115,3 +115,16 @@ st_status flow_step_dry(model_run *r, int64_t batch, int ranks, pool_stats *devi
     pool_get_stats(r->host, host);
     return st;
 }
+
+st_status flow_step_dry_buckets(model_run *r, int64_t batch, int ranks, pool_stats *device, pool_stats *host,
+                                int *largest)
+{
+    st_status st = ST_OK;
+    *largest = 0;
+    for (int i = 0; !st && i < (r->n_buckets ? r->n_buckets : 1); i++) {
+        model_run at = model_run_at(r, i);
+        st = flow_step_dry(&at, batch, ranks, &device[i], &host[i]);
+        if (!st && device[i].peak > device[*largest].peak) *largest = i;
+    }
+    return st;
+}

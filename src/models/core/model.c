@@ -85,7 +85,8 @@ st_status model_check_batch(const model *m, int64_t batch)
     return ST_OK;
 }
 
-st_status model_create(const model_config *mc, pool *device, model **out)
+/* model_create's, or with base model_create_sharing's: the parameters are base's but for the grid tables */
+static st_status create(const model_config *mc, pool *device, model *base, model **out)
 {
     *out = NULL;
     int64_t per_sample = 0;
@@ -111,14 +112,29 @@ st_status model_create(const model_config *mc, pool *device, model **out)
     if (!st) st = param_set_check(m->params);
     const ckpt_settings none = {.interval = 1, .stride = 1};
     if (!st) st = model_set_checkpointing(m, &none, NULL, 0);
-    if (!st && device && !(st = param_set_alloc(m->params, device)) && m->family->fill_fixed && !pool_is_dry(device))
-        m->family->fill_fixed(m); /* a dry model plans: it has no data */
+    if (!st && base && m->family != base->family)
+        st = st_fail(ST_ERR_INVALID, "a %s model cannot share the weights of a %s model", mc->family, base->cfg.family);
+    if (!st && device)
+        st = base ? param_set_share(m->params, base->params, device) : param_set_alloc(m->params, device);
+    /* a dry model plans: it has no data; a sharing one has only its grid tables to fill (a family with one has no
+     * other fixed table, which fill_fixed would write into base's) */
+    if (!st && device && m->family->fill_fixed && !pool_is_dry(device) && (!base || m->params->weights))
+        m->family->fill_fixed(m);
     if (st) {
         model_destroy(m);
         return st;
     }
     *out = m;
     return ST_OK;
+}
+
+st_status model_create(const model_config *mc, pool *device, model **out) { return create(mc, device, NULL, out); }
+
+st_status model_create_sharing(const model_config *mc, model *base, model **out)
+{
+    *out = NULL;
+    if (!base->pool) return st_fail(ST_ERR_INVALID, "model_create_sharing: the base model has no parameters allocated");
+    return create(mc, base->pool, base, out);
 }
 
 void model_destroy(model *m)

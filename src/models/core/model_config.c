@@ -50,6 +50,17 @@ void bucket_shape_name(const bucket_shape *s, char *buf, size_t n)
     else snprintf(buf, n, "%lldx%lld", (long long)s->width, (long long)s->height);
 }
 
+st_status model_config_at(const config *cfg, const bucket_shape *s, model_config *mc)
+{
+    char set[80] = "bucket_shapes=";
+    bucket_shape_name(s, set + strlen(set), sizeof set - strlen(set));
+    config *one = config_copy(cfg);
+    st_status st = one ? config_set(one, set) : st_host_oom("a copy of the config");
+    if (!st) st = model_config_from(one, mc);
+    config_free(one);
+    return st;
+}
+
 /* The latent of the run's first bucket shape: each edge over the VAE's factor, a whole number of patches. */
 static st_status first_bucket(const bucket_shape *s, model_config *mc)
 {

@@ -61,7 +61,7 @@ static st_status register_params(model *m, dit_blocks_fn blocks)
     const int64_t D = c->hidden, T = grid_rows(c) * grid_cols(c);
     d->p_x_w = param_add(s, "x_embedder.proj.weight", 4, (int64_t[]){D, c->channels, c->patch, c->patch}, full);
     d->p_x_b = add1(s, "x_embedder.proj.bias", D, full);
-    d->p_pos = param_add_fixed(s, "pos_embed", 3, (int64_t[]){1, T, D});
+    d->p_pos = param_add_grid_table(s, "pos_embed", 3, (int64_t[]){1, T, D});
     temb_register(s, &d->t, "t_embedder.mlp.0", "t_embedder.mlp.2", DIT_FREQ_DIM, D, full);
     d->p_y = add2(s, "y_embedder.embedding_table.weight", c->classes + 1, D, full);
     st_status st = blocks(m, s, &d->blocks);

@@ -154,7 +154,7 @@ static st_status xd_create(model *m)
         d->p_cx_w = param_add(s, "vace_patch_embedding.weight", 5, shape, full);
         d->p_cx_b = param_add(s, "vace_patch_embedding.bias", 1, (int64_t[]){D}, full);
     }
-    d->p_pos = d->wan || d->ltx || d->sana ? -1 : param_add_fixed(s, "pos_embed.pos_embed", 3, (int64_t[]){1, T, D});
+    d->p_pos = d->wan || d->ltx || d->sana ? -1 : param_add_grid_table(s, "pos_embed.pos_embed", 3, (int64_t[]){1, T, D});
     if (d->ltx) d->p_table = param_add(s, "scale_shift_table", 2, (int64_t[]){2, D}, full); /* LTX's: first */
     if (d->ltx || d->sana)
         embedders(s, d, c, "time_embed.emb.timestep_embedder", "time_embed.linear", "caption_projection");
