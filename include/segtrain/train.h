@@ -29,8 +29,11 @@ st_status train_data_check(const config *cfg, const model_config *mc);
 size_t train_optimizer_bytes(const config *cfg, param_set *ps, int ranks);
 /* The memory plan of a run of the config as one of `ranks` data-parallel ranks: its step run dry with everything the
  * trainer holds besides the model (optimizer, batch, the gradients' reduction scratch in the host pool), *device and
- * *host its pools' stats (flow_step_dry). Refuses a plan past device_memory (ST_ERR_OOM), host_memory or this
- * machine's available memory (ST_ERR_HOST_OOM), all before anything is allocated: the trainer's first check. */
+ * *host its pools' stats (flow_step_dry). With bucket_shapes, a step at each bucket on the run's models of every shape
+ * (model_run_open: one set of weights, every shape's grid tables), and *device and *host are the largest bucket's,
+ * the run's peak. Refuses a plan past device_memory (ST_ERR_OOM), host_memory or this machine's available memory
+ * (ST_ERR_HOST_OOM), naming the bucket (the largest first), all before anything is allocated: the trainer's first
+ * check. */
 st_status train_plan(const config *cfg, int ranks, pool_stats *device, pool_stats *host);
 
 typedef struct trainer trainer;
@@ -42,6 +45,8 @@ typedef struct train_step_info {
     double optimizer_seconds; /* clipping and the update, part of seconds */
     double comm_seconds;      /* the gradients' reduction over the ranks, part of seconds (0 for one rank) */
     size_t peak_device, peak_host; /* of this step */
+    int bucket;                    /* the step's bucket: its index in bucket_shapes (0 without them) */
+    const char *bucket_name;       /* and its name ("832x480") in a run of several shapes, else NULL */
     const char *checkpoint;        /* the file written after this step, or NULL */
     const char *validation;        /* the grid written after this step, or NULL */
 } train_step_info;
@@ -54,8 +59,13 @@ st_status trainer_step(trainer *t, train_step_info *info);
 bool trainer_done(const trainer *t);
 int64_t trainer_steps_done(const trainer *t);
 int64_t trainer_total_steps(const trainer *t);
-/* The predicted peaks of a step, by tag. */
+/* The predicted peaks of a step, by tag: of the largest bucket's (the run's peak), or of bucket i's. */
 const pool_stats *trainer_predicted(const trainer *t, bool host);
+const pool_stats *trainer_bucket_predicted(const trainer *t, int bucket, bool host);
+/* The shapes the run trains at (bucket_shapes; *shapes may be NULL), and how many: 1 without bucket_shapes. A run of
+ * several trains each step at one of them, drawn by (seed, step) alone (docs/CONFIG.md), on a model of that shape
+ * sharing the weights of the others. */
+int trainer_buckets(const trainer *t, const bucket_shape **shapes);
 /* Writes the final weights (and a final checkpoint when checkpointing is on); *path receives the weights file. */
 st_status trainer_finish(trainer *t, const char **path);
 /* Makes sure the steps done have a checkpoint, whatever checkpoint_step_interval says: writes one unless the newest

@@ -20,11 +20,13 @@ static const char train_help[] =
     "procedurally drawn shapes. Without a cache segtrain has no VAE, so images train in pixel space: in_channels 3\n"
     "and vae_scale_factor 1 (resolution is then the image edge in pixels, as in SimpleTuner). Before the first\n"
     "step it prints the checkpoint plan and the predicted peak memory by tag, and refuses a run whose peak exceeds\n"
-    "device_memory. Then, in output_dir:\n"
+    "device_memory. With bucket_shapes it trains each step at one of them (a seeded order; docs/CONFIG.md),\n"
+    "predicts every bucket's peak and refuses a run whose largest does not fit, naming it. Then, in output_dir:\n"
     "  checkpoint-<step>.safetensors  every checkpoint_step_interval steps (atomic; checkpoints_total_limit\n"
     "                                 keeps the newest); resume_from_checkpoint latest|PATH continues the run\n"
     "  validation/step-<step>.png     a sample grid every validation_steps, one row per class\n"
-    "  train_log.jsonl                step, loss, lr, grad_norm, sec_per_step, peak_device_bytes per step\n"
+    "  train_log.jsonl                step, loss, lr, grad_norm, sec_per_step, peak_device_bytes (and the\n"
+    "                                 bucket) per step\n"
     "  model.safetensors              the final weights (for model_type lora, pytorch_lora_weights.safetensors:\n"
     "                                 the adapters under PEFT's names)\n"
     "  ema/                           with use_ema, the average of the weights, under the same name\n"
@@ -90,14 +92,28 @@ static void progress(const train_step_info *in, int64_t total, double avg, bool 
         const int width = 24, filled = (int)(width * in->step / (total ? total : 1));
         fprintf(stderr, "\r%6lld/%lld [", (long long)in->step, (long long)total);
         for (int i = 0; i < width; i++) fputc(i < filled ? '=' : i == filled ? '>' : ' ', stderr);
-        fprintf(stderr, "] loss %.4f  %.3f s/step  peak %.1f MiB  ETA %s   ", in->loss, in->seconds,
-                in->peak_device / 1048576.0, eta);
+        fprintf(stderr, "] loss %.4f  %.3f s/step  peak %.1f MiB%s%s  ETA %s   ", in->loss, in->seconds,
+                in->peak_device / 1048576.0, in->bucket_name ? " at " : "", in->bucket_name ? in->bucket_name : "", eta);
     } else {
-        fprintf(stderr, "step %lld/%lld loss %.5f lr %.3g grad_norm %.3g %.3f s/step peak %.1f MiB ETA %s\n",
+        fprintf(stderr, "step %lld/%lld loss %.5f lr %.3g grad_norm %.3g %.3f s/step peak %.1f MiB%s%s ETA %s\n",
                 (long long)in->step, (long long)total, in->loss, in->lr, in->grad_norm, in->seconds,
-                in->peak_device / 1048576.0, eta);
+                in->peak_device / 1048576.0, in->bucket_name ? " at " : "", in->bucket_name ? in->bucket_name : "", eta);
     }
     fflush(stderr);
+}
+
+/* A run over several shapes: each bucket's predicted peak, the largest the run's (the breakdown that follows). */
+static void print_bucket_peaks(const trainer *t)
+{
+    const bucket_shape *shapes;
+    const int n = trainer_buckets(t, &shapes);
+    for (int i = 0; n > 1 && i < n; i++) {
+        char name[48], bytes[24];
+        bucket_shape_name(&shapes[i], name, sizeof name);
+        const pool_stats *p = trainer_bucket_predicted(t, i, false);
+        fprintf(stderr, "bucket %-14s predicted peak device memory per step %s%s\n", name, st_bytes(bytes, p->peak),
+                p == trainer_predicted(t, false) ? "  (the run's peak)" : "");
+    }
 }
 
 int cmd_train(int argc, char **argv)
@@ -117,6 +133,7 @@ int cmd_train(int argc, char **argv)
     if (!st) st = trainer_create(cfg, dist_rank() ? NULL : stderr, &t);
     if (!st && !dist_rank()) {
         print_plans(stderr, trainer_model(t));
+        print_bucket_peaks(t);
         print_peak(stderr, "predicted peak device memory per step", trainer_predicted(t, false));
         if (trainer_predicted(t, true)->peak) print_peak(stderr, "predicted peak host memory per step", trainer_predicted(t, true));
     }

@@ -65,9 +65,10 @@ const cfg_key cfg_keys[] = {
                "1.0 is 1024 x 1024, 0.25 is 512 x 512, as SimpleTuner maps them)."),
     TEXT_KEY("bucket_shapes", "", SEC_MODEL, "none (the aspect buckets SimpleTuner makes of the data)",
              "The shapes a run trains at, in image pixels as SimpleTuner names its buckets: `WxH`, or `WxH@F` for a "
-             "video's F frames, comma-separated (`832x480@81, 480x832@81`). The model is built at the first; `plan` "
-             "predicts the peak of each and the run's is the largest. Each edge must be a multiple of the VAE's "
-             "factor times the patch. Empty: a `resolution` square."),
+             "video's F frames, comma-separated (`832x480@81, 480x832@81`). The model is built at the first, and one "
+             "sharing its weights at each other; each step trains at one of them (docs/DATA.md); `plan` predicts "
+             "the peak of each and the run's is the largest. Each edge must be a multiple of the VAE's factor times "
+             "the patch. Empty: a `resolution` square."),
     INT_KEY("num_frames", "1", 1, 1 << 20, SEC_MODEL, "none (a video dataset's `video.num_frames` there)",
             "Video frames per sample, in pixels' frames; a video family's latent has 1 + (num_frames - 1) / 4 of "
             "them (its VAE's temporal compression; ltxvideo's is 8), so num_frames is 4 k + 1 (ltxvideo: 8 k + 1). "

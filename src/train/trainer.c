@@ -43,7 +43,9 @@ struct trainer {
     bool cached;                /* data_cache_dir: x0 and cond come from the cache */
     uint64_t seed;
     float label_dropout;
-    float *x0, *noise, *t;      /* the batch, in the device pool */
+    model *m;                   /* the step's model: its bucket's (run.m's weights) */
+    int bucket;                 /* the step's bucket (step_bucket) */
+    float *x0, *noise, *t;      /* the step's batch at its bucket's shape, in the device pool (open_batch) */
     float *cond;                /* (batch, cond_len), in the device pool */
     bool anyflow;               /* distillation_method anyflow: AnyFlow's objective (mf) */
     meanflow_config mf;
@@ -59,7 +61,9 @@ struct trainer {
     bool zero; /* ZeRO-1: the optimizer state is sharded over the ranks */
     int64_t first;
     float *comm;
-    pool_stats predicted, predicted_host;
+    pool_stats predicted[MODEL_SHAPES_MAX], predicted_host[MODEL_SHAPES_MAX]; /* each bucket's step's */
+    int largest;                /* the bucket of the largest predicted device peak */
+    char bucket_name[48];       /* the step's bucket, "832x480" */
     st_warn_sink warn_was; /* the warning sink before this trainer's, put back by trainer_destroy */
     bool warns;            /* warnings go to log (rank 0 with a log) */
     int log_fd;  /* train_log.jsonl, appended a whole line at a time */
@@ -179,6 +183,18 @@ static void checkpoint_path(const char *dir, int64_t step, char *out, size_t n)
     snprintf(out, n, "%s/checkpoint-%06lld.safetensors", dir, (long long)step);
 }
 
+/* The run's bucket shapes as a checkpoint records them, "256x256,512x512" ("" for one shape): the steps' bucket order
+ * is a function of the list, so a resume must train the same one. */
+static void bucket_list(const trainer *t, char *buf, size_t n)
+{
+    buf[0] = 0;
+    for (int i = 0, at = 0; t->run.n_buckets > 1 && i < t->run.n_buckets && at < (int)n - 1; i++) {
+        if (i) buf[at++] = ',', buf[at] = 0;
+        bucket_shape_name(&t->run.shape[i], buf + at, n - (size_t)at);
+        at += (int)strlen(buf + at);
+    }
+}
+
 /* Writes the checkpoint: the trainable weights and the optimizer state (whole[i]: a sharded run's, gathered;
  * NULL: the optimizer's own). */
 static st_status save_checkpoint(trainer *t, float *const *whole)
@@ -193,7 +209,8 @@ static st_status save_checkpoint(trainer *t, float *const *whole)
         extra[k++] = (named_floats){.name = "optimizer.ema", .ndim = 1,
                                     .shape = {model_params(t->run.m)->grad_count}, .data = t->ema};
     const data_position pos = t->iter ? data_iter_position(t->iter) : (data_position){0};
-    char step[32], epoch[32], index[32], seed[32];
+    char step[32], epoch[32], index[32], seed[32], buckets[MODEL_SHAPES_MAX * 24];
+    bucket_list(t, buckets, sizeof buckets);
     snprintf(step, sizeof step, "%lld", (long long)t->steps_done);
     snprintf(epoch, sizeof epoch, "%lld", (long long)pos.epoch);
     snprintf(index, sizeof index, "%lld", (long long)pos.index);
@@ -204,9 +221,11 @@ static st_status save_checkpoint(trainer *t, float *const *whole)
                           "segtrain.seed", seed,
                           "segtrain.optimizer", optim_kind_name(optim_get_settings(t->opt)->kind),
                           "segtrain.model_type", config_string(t->cfg, "model_type"),
-                          "segtrain.rng", "counter-based, keyed by seed, step and sample: nothing else to restore"};
+                          "segtrain.rng", "counter-based, keyed by seed, step and sample: nothing else to restore",
+                          "segtrain.bucket_shapes", buckets};
     checkpoint_path(t->dir, t->steps_done, t->checkpoint, sizeof t->checkpoint);
-    st_status st = param_set_save(model_params(t->run.m), t->checkpoint, PARAMS_TRAINABLE, false, extra, k, meta, 7);
+    st_status st = param_set_save(model_params(t->run.m), t->checkpoint, PARAMS_TRAINABLE, false, extra, k, meta,
+                                  buckets[0] ? 8 : 7);
     if (st) return st;
     /* keep the newest checkpoints_total_limit */
     const int64_t limit = config_int(t->cfg, "checkpoints_total_limit");
@@ -279,6 +298,12 @@ static st_status resume(trainer *t, const char *path)
     else if (!type || strcmp(type, config_string(t->cfg, "model_type")))
         st = st_fail(ST_ERR_FORMAT, "%s: written by a model_type %s run; this config is %s", path, type ? type : "(none)",
                      config_string(t->cfg, "model_type"));
+    char buckets[MODEL_SHAPES_MAX * 24];
+    const char *had = sft_metadata(f, "segtrain.bucket_shapes");
+    bucket_list(t, buckets, sizeof buckets);
+    if (!st && strcmp(had ? had : "", buckets)) /* the bucket order would not go on */
+        st = st_fail(ST_ERR_FORMAT, "%s: written by a run over bucket_shapes \"%s\"; this config's are \"%s\": resume "
+                     "with the same shapes, in the same order", path, had ? had : "", buckets);
     /* a checkpoint holds the whole state, whoever wrote it: a whole optimizer reads it in place, and a ZeRO-1 rank
      * reads it into the host pool (as the checkpoint's own gather holds it) to keep its share */
     const int64_t n = ps->grad_count;
@@ -355,6 +380,11 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
 st_status train_data_check(const config *cfg, const model_config *mc)
 {
     if (config_bool(cfg, "synthetic_data")) return ST_OK;
+    bucket_shape shapes[MODEL_SHAPES_MAX];
+    int buckets = 0;
+    if (!model_bucket_shapes(cfg, shapes, &buckets) && buckets > 1) /* they give one shape */
+        return st_fail(ST_ERR_UNSUPPORTED, "bucket_shapes: %d shapes; segtrain's datasets and caches hold samples of "
+                       "one shape: train several buckets on synthetic_data", buckets);
     if (mc->height != mc->width) /* the datasets and caches crop squares */
         return st_fail(ST_ERR_UNSUPPORTED, "a %lld x %lld latent: segtrain's datasets and caches hold square samples; "
                        "train a non-square shape on synthetic_data", (long long)mc->height, (long long)mc->width);
@@ -527,37 +557,66 @@ static const char *peak_remedies(const config *cfg, char *buf, size_t size)
     return buf;
 }
 
-st_status train_plan(const config *cfg, int ranks, pool_stats *device, pool_stats *host)
+/* Refuses a bucket's predicted peaks past device_memory, host_memory or this machine's available memory; `which` names
+ * the bucket in a run of several ("" in a run of one shape). */
+static st_status plan_fits(const config *cfg, const pool_stats *device, const pool_stats *host, const char *which)
 {
-    model_run r;
     size_t dev = 0, host_budget = 0;
-    float *comm = NULL;
-    st_status st = model_run_open(cfg, false, &r);
-    if (!st) st = config_bytes(cfg, "device_memory", &dev);
+    st_status st = config_bytes(cfg, "device_memory", &dev);
     if (!st) st = config_bytes(cfg, "host_memory", &host_budget);
-    /* the reduction's scratch lives through every step, as the trainer holds it: counted before any budget check */
-    if (!st) st = step_comm_open(r.host, model_params(r.m)->grad_count, ranks, &comm);
-    if (!st) st = flow_step_dry(&r, config_int(cfg, "train_batch_size"), ranks, device, host);
-    if (comm) pool_free(r.host, comm);
-    model_run_close(&r);
     if (st) return st;
     char b[2][24], hint[320];
     if (dev && device->peak > dev)
-        return st_fail(ST_ERR_OOM, "device_memory: the plan's peak is %s but the budget is %s (%s)",
-                       st_bytes(b[0], device->peak), st_bytes(b[1], dev), peak_remedies(cfg, hint, sizeof hint));
+        return st_fail(ST_ERR_OOM, "device_memory: the plan's peak is %s%s but the budget is %s (%s)",
+                       st_bytes(b[0], device->peak), which, st_bytes(b[1], dev), peak_remedies(cfg, hint, sizeof hint));
     if (host_budget && host->peak > host_budget)
-        return st_fail(ST_ERR_HOST_OOM, "host_memory: the plan's host peak is %s but the budget is %s",
-                       st_bytes(b[0], host->peak), st_bytes(b[1], host_budget));
+        return st_fail(ST_ERR_HOST_OOM, "host_memory: the plan's host peak is %s%s but the budget is %s",
+                       st_bytes(b[0], host->peak), which, st_bytes(b[1], host_budget));
     /* the CPU backend's device pool is this machine's memory, as the host pool is */
     const size_t avail = pool_system_available(), need = device->peak + host->peak;
     if (avail && need > avail) {
         char c[2][24];
-        return st_fail(ST_ERR_HOST_OOM, "the plan's peak is %s (device %s, host %s) but this machine has %s available: "
-                       "the system would kill the run mid-step (%s)", st_bytes(b[0], need),
-                       st_bytes(b[1], device->peak), st_bytes(c[0], host->peak),
+        return st_fail(ST_ERR_HOST_OOM, "the plan's peak is %s (device %s, host %s)%s but this machine has %s "
+                       "available: the system would kill the run mid-step (%s)", st_bytes(b[0], need),
+                       st_bytes(b[1], device->peak), st_bytes(c[0], host->peak), which,
                        st_bytes(c[1], avail), peak_remedies(cfg, hint, sizeof hint));
     }
     return ST_OK;
+}
+
+/* train_plan at every bucket shape (one without bucket_shapes): device[i] and host[i] bucket i's, *largest the run's
+ * peak. The largest is checked first, so that a run that does not fit is refused naming it. */
+static st_status plan_buckets(const config *cfg, int ranks, pool_stats *device, pool_stats *host, int *largest)
+{
+    model_run r;
+    float *comm = NULL;
+    st_status st = model_run_open(cfg, false, &r);
+    /* the reduction's scratch lives through every step, as the trainer holds it: counted before any budget check */
+    if (!st) st = step_comm_open(r.host, model_params(r.m)->grad_count, ranks, &comm);
+    if (!st) st = flow_step_dry_buckets(&r, config_int(cfg, "train_batch_size"), ranks, device, host, largest);
+    if (comm) pool_free(r.host, comm);
+    const int n = r.n_buckets;
+    bucket_shape shape[MODEL_SHAPES_MAX];
+    memcpy(shape, r.shape, sizeof shape);
+    if (r.m) model_run_close(&r);
+    for (int k = -1; !st && k < n; k++) {
+        const int i = k < 0 ? *largest : k;
+        char name[48], which[96] = "";
+        bucket_shape_name(&shape[i], name, sizeof name);
+        if (n > 1) snprintf(which, sizeof which, " at bucket %s (%s of %d)", name, i == *largest ? "the largest" : "one",
+                            n);
+        st = plan_fits(cfg, &device[i], &host[i], which);
+    }
+    return st;
+}
+
+st_status train_plan(const config *cfg, int ranks, pool_stats *device, pool_stats *host)
+{
+    pool_stats dev[MODEL_SHAPES_MAX], hosts[MODEL_SHAPES_MAX];
+    int largest;
+    const st_status st = plan_buckets(cfg, ranks, dev, hosts, &largest);
+    if (!st) *device = dev[largest], *host = hosts[largest];
+    return st;
 }
 
 /* A cached sample's conditioning ends with the guidance value where the model embeds guidance, as
@@ -568,16 +627,32 @@ static void cached_guidance(trainer *t, float *cond)
     if (mc->guidance_embeds) cond[dataset_text_floats(t->data)] = (float)mc->guidance;
 }
 
-/* AnyFlow's empty prompt's conditioning for every sample (a cache's null.safetensors: it must be there when guidance
- * is fused) */
-static st_status open_meanflow(trainer *t, const model_config *mc)
+/* AnyFlow's empty prompt: a cache's null.safetensors must be there when guidance is fused */
+static st_status open_meanflow(trainer *t)
 {
-    st_status st = ST_OK;
     if (t->cached && !dataset_null_text(t->data) && t->mf.guidance != 1.0)
-        st = st_fail(ST_ERR_INVALID, "distillation_config.fuse_guidance_scale %g needs the empty prompt's embeddings: "
-                     "add %s/null.safetensors (scripts/make_cache.py writes it) or set it to 1", t->mf.guidance,
-                     config_string(t->cfg, "data_cache_dir"));
-    for (int64_t i = 0; !st && i < t->batch; i++) {
+        return st_fail(ST_ERR_INVALID, "distillation_config.fuse_guidance_scale %g needs the empty prompt's embeddings: "
+                       "add %s/null.safetensors (scripts/make_cache.py writes it) or set it to 1", t->mf.guidance,
+                       config_string(t->cfg, "data_cache_dir"));
+    return ST_OK;
+}
+
+static void close_batch(trainer *t)
+{
+    step_batch b = {.x0 = t->x0, .noise = t->noise, .t = t->t, .cond = t->cond, .r = t->r, .null_cond = t->null_cond};
+    step_batch_close(t->run.device, &b);
+    t->x0 = t->noise = t->t = t->cond = t->r = t->null_cond = NULL;
+}
+
+/* The step's batch at its model's shape, as flow_step_dry holds it, with AnyFlow's empty prompt's conditioning for
+ * every sample. */
+static st_status open_batch(trainer *t, const model_config *mc)
+{
+    step_batch b;
+    t->cond_len = model_cond_len(mc);
+    const st_status st = step_batch_open(t->run.device, t->batch, model_sample_numel(mc), t->cond_len, t->anyflow, &b);
+    t->x0 = b.x0, t->noise = b.noise, t->t = b.t, t->cond = b.cond, t->r = b.r, t->null_cond = b.null_cond;
+    for (int64_t i = 0; !st && t->anyflow && i < t->batch; i++) {
         float *cond = t->null_cond + i * t->cond_len;
         if (!t->cached) model_null_condition(mc, cond);
         else if (dataset_null_text(t->data)) {
@@ -721,7 +796,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st && strlen(config_string(cfg, "output_dir")) >= DIR_MAX)
         st = st_fail(ST_ERR_INVALID, "output_dir: longer than %d characters", DIR_MAX - 1);
     snprintf(t->dir, sizeof t->dir, "%.*s", DIR_MAX - 1, config_string(cfg, "output_dir"));
-    if (!st) st = train_plan(cfg, t->ranks, &t->predicted, &t->predicted_host);
+    if (!st) st = plan_buckets(cfg, t->ranks, t->predicted, t->predicted_host, &t->largest);
     char created[PATH_MAX_LEN] = "";
     if (!st && !t->rank) st = make_dir(t->dir, created); /* rank 0 writes every file of the run */
     if (!st && !t->rank) st = lock_output_dir(t);
@@ -734,17 +809,13 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st) st = open_optimizer(t);
     if (!st) {
         t->classes = t->data ? dataset_classes(t->data) : mc->classes;
-        t->cond_len = model_cond_len(mc);
         const int64_t global = t->batch * t->ranks; /* labels and captions are indexed by the global batch */
         t->labels = calloc((size_t)global, sizeof *t->labels);
         t->captions = calloc((size_t)global, sizeof *t->captions);
         if (!t->labels || !t->captions) st = st_host_oom("a batch's labels and captions");
-        step_batch b = {0};
         if (!st) st = meanflow_from_config(cfg, &t->mf, &t->anyflow);
-        if (!st) st = step_batch_open(t->run.device, t->batch, model_sample_numel(mc), t->cond_len, t->anyflow, &b);
-        t->x0 = b.x0, t->noise = b.noise, t->t = b.t, t->cond = b.cond, t->r = b.r, t->null_cond = b.null_cond;
         if (!st && t->ranks > 1) st = open_ranks(t);
-        if (!st && t->anyflow) st = open_meanflow(t, mc);
+        if (!st && t->anyflow) st = open_meanflow(t);
         if (!st) st = drift_from_config(cfg, mc, &t->drift, &t->drifts);
     }
     if (!st) {
@@ -799,7 +870,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
 static void draw(trainer *t, int64_t micro, int64_t per)
 {
     const uint64_t key = rng_u64(t->seed, rng_stream("train.step"), (uint64_t)micro);
-    const bool edm = objective_edm(model_get_config(t->run.m));
+    const bool edm = objective_edm(model_get_config(t->m));
     rng_fill_normal_at(t->noise, t->batch * per, t->seed, key ^ rng_stream("noise"), t->first * per, 0.0f, 1.0f);
     for (int64_t i = 0; i < t->batch; i++) {
         const uint64_t g = (uint64_t)(t->first + i); /* the sample's index in the global batch */
@@ -808,7 +879,7 @@ static void draw(trainer *t, int64_t micro, int64_t per)
         if (t->anyflow) t->r[i] = (float)rng_uniform(t->seed, key ^ rng_stream("r"), g);
         float *cond = t->cond + i * t->cond_len;
         if (rng_uniform(t->seed, key ^ rng_stream("label_dropout"), g) >= t->label_dropout) continue;
-        if (!t->cached) model_null_condition(model_get_config(t->run.m), cond);
+        if (!t->cached) model_null_condition(model_get_config(t->m), cond);
         else memcpy(cond, dataset_null_text(t->data), sizeof(float) * (size_t)dataset_text_floats(t->data));
     }
     if (t->anyflow) meanflow_times(&t->mf, t->batch, t->t, t->r, t->t, t->r); /* the two uniforms, in place */
@@ -891,17 +962,28 @@ static st_status log_line(trainer *t, const char *line, size_t n, int64_t step)
                                                                 : "the part written could not be cut off");
 }
 
+/* The bucket of step `step` (counted from 0) of a run over n shapes. Synthetic data has no samples to put in buckets,
+ * so each step draws its shape, uniformly, keyed by (seed, step) alone: a resume at any step continues the order. */
+static int step_bucket(uint64_t seed, int64_t step, int n)
+{
+    return n > 1 ? (int)(rng_u64(seed, rng_stream("train.bucket"), (uint64_t)step) % (uint64_t)n) : 0;
+}
+
 st_status trainer_step(trainer *t, train_step_info *info)
 {
-    const model_config *mc = model_get_config(t->run.m);
+    t->bucket = step_bucket(t->seed, t->steps_done, t->run.n_buckets);
+    t->m = model_run_at(&t->run, t->bucket).m;
+    bucket_shape_name(&t->run.shape[t->bucket], t->bucket_name, sizeof t->bucket_name);
+    const model_config *mc = model_get_config(t->m);
     const int64_t per = model_sample_numel(mc), used = model_loss_numel(mc);
-    param_set *ps = model_params(t->run.m);
+    param_set *ps = model_params(t->run.m); /* every bucket's model trains these */
     const double t0 = clock_seconds();
+    close_batch(t); /* a step that failed left its own */
     pool_reset_peak(t->run.device);
     pool_reset_peak(t->run.host);
     param_set_zero_grads(ps);
     double loss_sum = 0;
-    st_status st = ST_OK;
+    st_status st = open_batch(t, mc);
     for (int64_t k = 0; k < t->accum && !st; k++) {
         const int64_t micro = t->steps_done * t->accum + k;
         /* a loader reads this rank's share of the global batch, and every rank's position passes all of it */
@@ -920,10 +1002,11 @@ st_status trainer_step(trainer *t, train_step_info *info)
                                .meanflow = t->anyflow ? &t->mf : NULL,
                                .r = t->r, .null_cond = t->null_cond, .drift = t->drifts ? &t->drift : NULL};
         float loss;
-        model_set_dropout_seed(t->run.m, rng_u64(t->seed, rng_stream("train.dropout"), (uint64_t)micro));
-        st = flow_loss(t->run.m, &fb, true, &loss);
+        model_set_dropout_seed(t->m, rng_u64(t->seed, rng_stream("train.dropout"), (uint64_t)micro));
+        st = flow_loss(t->m, &fb, true, &loss);
         loss_sum += loss;
     }
+    close_batch(t);
     /* the fault test's dead rank: SEGTRAIN_FAULT=kill-rank-R-step-S dies before step S's reduction */
     const char *fault = getenv("SEGTRAIN_FAULT");
     int fault_rank, fault_step;
@@ -937,7 +1020,8 @@ st_status trainer_step(trainer *t, train_step_info *info)
                      : dist_sum(ps->grads, ps->grad_count, t->comm);
     if (!st && t->ranks > 1 && !(st = dist_sum_double(&loss))) loss /= t->ranks;
     if (st) return st;
-    *info = (train_step_info){.step = t->steps_done + 1, .loss = (float)loss};
+    *info = (train_step_info){.step = t->steps_done + 1, .loss = (float)loss, .bucket = t->bucket,
+                              .bucket_name = t->run.n_buckets > 1 ? t->bucket_name : NULL};
     if (!isfinite(info->loss))
         return st_fail(ST_ERR_NUMERIC, "the loss is %g at step %lld: stopping; nothing of this step was saved",
                        info->loss, (long long)info->step);
@@ -964,13 +1048,14 @@ st_status trainer_step(trainer *t, train_step_info *info)
     info->seconds = clock_seconds() - t0;
     info->peak_device = pool_peak(t->run.device);
     info->peak_host = pool_peak(t->run.host);
-    char line[512];
+    char line[512], bucket[80] = "";
+    if (info->bucket_name) snprintf(bucket, sizeof bucket, ", \"bucket\": \"%s\"", info->bucket_name);
     const int n = snprintf(line, sizeof line,
                            "{\"step\": %lld, \"loss\": %.7g, \"lr\": %.6g, \"grad_norm\": %.6g, \"sec_per_step\": %.4f, "
                            "\"peak_device_bytes\": %zu, \"peak_host_bytes\": %zu, \"ranks\": %d, "
-                           "\"allreduce_seconds\": %.4f}\n",
+                           "\"allreduce_seconds\": %.4f%s}\n",
                            (long long)info->step, info->loss, info->lr, info->grad_norm, info->seconds,
-                           info->peak_device, info->peak_host, t->ranks, info->comm_seconds);
+                           info->peak_device, info->peak_host, t->ranks, info->comm_seconds, bucket);
     if ((st = log_line(t, line, (size_t)n, info->step))) return st;
     const int64_t every = config_int(t->cfg, "checkpoint_step_interval"), val = config_int(t->cfg, "validation_steps");
     if (every && t->steps_done % every == 0) { /* rank 0 writes it */
@@ -988,7 +1073,21 @@ bool trainer_done(const trainer *t) { return t->steps_done >= t->total_steps; }
 int64_t trainer_steps_done(const trainer *t) { return t->steps_done; }
 int64_t trainer_total_steps(const trainer *t) { return t->total_steps; }
 model *trainer_model(trainer *t) { return t->run.m; }
-const pool_stats *trainer_predicted(const trainer *t, bool host) { return host ? &t->predicted_host : &t->predicted; }
+const pool_stats *trainer_predicted(const trainer *t, bool host)
+{
+    return trainer_bucket_predicted(t, t->largest, host);
+}
+
+const pool_stats *trainer_bucket_predicted(const trainer *t, int bucket, bool host)
+{
+    return host ? &t->predicted_host[bucket] : &t->predicted[bucket];
+}
+
+int trainer_buckets(const trainer *t, const bucket_shape **shapes)
+{
+    if (shapes) *shapes = t->run.shape;
+    return t->run.n_buckets ? t->run.n_buckets : 1;
+}
 
 /* The model's weights as a run's result: the LoRA adapters under PEFT's names, as SimpleTuner and diffusers'
  * save_lora_weights write them, or every weight. */
@@ -1037,9 +1136,7 @@ void trainer_destroy(trainer *t)
     if (t->run.host) pool_free(t->run.host, t->comm);
     if (p) {
         pool_free(p, t->ema);
-        step_batch b = {.x0 = t->x0, .noise = t->noise, .t = t->t, .cond = t->cond, .r = t->r,
-                        .null_cond = t->null_cond};
-        step_batch_close(p, &b);
+        close_batch(t);
     }
     free(t->labels);
     free(t->captions);

@@ -1,0 +1,232 @@
+/* A run over three bucket shapes (SimpleTuner's aspect buckets, on synthetic data): every step's measured device and
+ * host peaks are its bucket's dry-run prediction to the byte; a bucket's model, sharing the run's weights, computes
+ * the gradients a model made alone at its shape with those weights computes, bit for bit; a run resumed from a
+ * checkpoint mid-way trains the same buckets in the same order and ends with the straight run's weights, byte for
+ * byte; a run whose largest bucket does not fit device_memory is refused naming it. On DiT (a position table of the
+ * grid, each bucket's own) and MMDiT (Flux's rotary positions, nothing of its own), each at a non-square pair of
+ * one token count where the family takes non-square latents, else at three squares. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "segtrain/model_run.h"
+#include "segtrain/train.h"
+#include "testkit.h"
+
+static char root[256];
+static const char *preset, *shapes; /* the run's; the last shape is the largest */
+
+static config *make_config(const char *dir, const char *sets)
+{
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"model_preset\": \"%s\", \"in_channels\": 3, \"vae_scale_factor\": 1, \"num_classes\": 8, "
+             "\"synthetic_data\": true, \"bucket_shapes\": \"%s\", \"train_batch_size\": 2, "
+             "\"learning_rate\": 1e-3, \"lr_warmup_steps\": 2, \"seed\": 3, \"validation_steps\": 0, "
+             "\"checkpoint_step_interval\": 0, \"output_dir\": \"%s/%s-%s\"}", preset, shapes, root, preset, dir);
+    config *c = NULL;
+    CHECKF(config_parse(json, "test", &c) == ST_OK, "%s", st_error());
+    CHECKF(!c || config_set_all(c, sets) == ST_OK, "%s", st_error());
+    return c;
+}
+
+/* Trains up to stop_after steps (finishing the run when it ends), each step's peaks checked against its bucket's
+ * prediction; each step's bucket into order[step - 1]. */
+static st_status run(config *c, int64_t stop_after, int *order)
+{
+    trainer *t;
+    st_status st = trainer_create(c, NULL, &t);
+    const bucket_shape *shape = NULL;
+    const int n = st ? 0 : trainer_buckets(t, &shape);
+    CHECKF(st || n == 3, "the run has the three buckets of bucket_shapes (%d)", n);
+    for (int64_t k = 0; !st && !trainer_done(t) && k < stop_after; k++) {
+        train_step_info in;
+        if ((st = trainer_step(t, &in))) break;
+        const pool_stats *dev = trainer_bucket_predicted(t, in.bucket, false), *host = trainer_bucket_predicted(t, in.bucket, true);
+        char name[48];
+        bucket_shape_name(&shape[in.bucket], name, sizeof name);
+        printf("     step %lld bucket %-6s device peak measured %zu, predicted %zu; host %zu, %zu\n", (long long)in.step,
+               name, in.peak_device, dev->peak, in.peak_host, host->peak);
+        CHECKF(in.peak_device == dev->peak && in.peak_host == host->peak && !strcmp(in.bucket_name, name),
+               "step %lld's peaks are bucket %s's prediction", (long long)in.step, name);
+        order[in.step - 1] = in.bucket;
+    }
+    const char *path;
+    if (!st && trainer_done(t)) st = trainer_finish(t, &path);
+    trainer_destroy(t);
+    return st;
+}
+
+/* root/<preset>-<dir>, a run's output_dir */
+static const char *run_dir(const char *dir)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s-%s", preset, dir);
+    return tk_path(root, name);
+}
+
+static bool same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    bool same = fa && fb;
+    for (int x = 0, y = 0; same && (x != EOF || y != EOF);) {
+        x = fgetc(fa);
+        y = fgetc(fb);
+        same = x == y;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+static void test_peaks_and_resume(void)
+{
+    printf("-- three buckets (%s): each step's peak is its bucket's; a resume goes on in the same order\n", shapes);
+    enum { STEPS = 6 };
+    const char *extra = "max_train_steps=6;checkpoint_step_interval=3;gradient_accumulation_steps=2;"
+                        "gradient_checkpointing=true;use_ema=true;ema_update_interval=1";
+    int straight[STEPS] = {0}, resumed[STEPS] = {0}, seen[3] = {0};
+    config *a = make_config("straight", extra), *b = make_config("resumed", extra);
+    CHECKF(run(a, 1000, straight) == ST_OK, "%s", st_error());
+    CHECK(run(b, 5, resumed) == ST_OK); /* "killed" after 5 steps: checkpoint-3 is the newest */
+    char more[512];
+    snprintf(more, sizeof more, "%s;resume_from_checkpoint=latest", extra);
+    config *c = make_config("resumed", more);
+    for (int i = 3; i < STEPS; i++) resumed[i] = -1;
+    CHECKF(run(c, 1000, resumed) == ST_OK, "%s", st_error());
+    bool same = true;
+    for (int i = 0; i < STEPS; i++) same = same && straight[i] == resumed[i], seen[straight[i]]++;
+    CHECKF(same, "the resumed run's steps 4-6 train the straight run's buckets");
+    CHECKF(seen[0] && seen[1] && seen[2], "every bucket trains in %d steps (%d, %d, %d)", STEPS, seen[0], seen[1],
+           seen[2]);
+    CHECKF(same_file(tk_path(run_dir("straight"), "model.safetensors"),
+                     tk_path(run_dir("resumed"), "model.safetensors")),
+           "the resumed run's final weights are the straight run's, byte for byte");
+    CHECKF(same_file(tk_path(run_dir("straight"), "checkpoint-000006.safetensors"),
+                     tk_path(run_dir("resumed"), "checkpoint-000006.safetensors")),
+           "and so are the checkpoints at step 6");
+    char *log = tk_read_file(run_dir("resumed"), "train_log.jsonl");
+    CHECKF(log && tk_count(log, "\"bucket\": \"") == STEPS, "the log names each step's bucket:\n%s", log ? log : "");
+    free(log);
+    /* the order is the bucket list's: a resume with other shapes is refused */
+    config *other = make_config("resumed", "max_train_steps=7;resume_from_checkpoint=latest");
+    char swapped[128];
+    snprintf(swapped, sizeof swapped, "bucket_shapes=%s,8x8", shapes);
+    CHECK(config_set(other, swapped) == ST_OK);
+    trainer *t = NULL;
+    CHECKF(trainer_create(other, NULL, &t) == ST_ERR_FORMAT && strstr(st_error(), "bucket_shapes"),
+           "a resume over other bucket shapes is refused: %s", st_error());
+    trainer_destroy(t);
+    config_free(a), config_free(b), config_free(c), config_free(other);
+}
+
+/* Forward and backward of m on seeded inputs, labels and captions; the prediction into pred_copy. */
+static void step_once(model *m, float *pred_copy)
+{
+    const model_config *mc = model_get_config(m);
+    const int64_t B = 2, per = model_sample_numel(mc), n = B * per, cond_len = model_cond_len(mc);
+    float *x = malloc((size_t)n * sizeof *x), *dpred = malloc((size_t)n * sizeof *dpred), ts[2] = {150.0f, 725.0f},
+          *cond = malloc((size_t)(B * cond_len) * sizeof *cond);
+    tk_fill(x, n, 11, -1.0f, 1.0f);
+    tk_fill(dpred, n, 12, -1.0f, 1.0f);
+    model_condition(mc, 1, "a red circle", cond);
+    model_condition(mc, 6, "two blue squares", cond + cond_len);
+    const float *pred = NULL;
+    param_set_zero_grads(model_params(m));
+    CHECKF(model_forward(m, x, ts, cond, B, true, &pred) == ST_OK, "%s", st_error());
+    if (pred) memcpy(pred_copy, pred, (size_t)n * sizeof *pred);
+    CHECKF(pred && model_backward(m, dpred) == ST_OK, "%s", st_error());
+    free(x), free(dpred), free(cond);
+}
+
+/* Bucket k's model against a model made alone at its shape, given run's weights (all but the grid tables). */
+static void compare_alone(config *c, model_run *run, int k)
+{
+    char one[80] = "bucket_shapes=";
+    bucket_shape_name(&run->shape[k], one + strlen(one), sizeof one - strlen(one));
+    printf("     bucket %s\n", one + strlen("bucket_shapes="));
+    model_run alone;
+    CHECK(config_set(c, one) == ST_OK);
+    CHECKF(model_run_open(c, true, &alone) == ST_OK, "%s", st_error());
+    param_set *base = model_params(run->m), *own = model_params(alone.m);
+    for (int i = 0; i < own->n; i++) {
+        const param *q = param_at(own, i), *b = param_find(base, q->name);
+        if (!q->grid) memcpy(q->w, b->w, (size_t)q->numel * sizeof(float));
+    }
+    const int64_t n = 2 * model_sample_numel(model_get_config(alone.m));
+    float *p1 = calloc((size_t)n, sizeof *p1), *p2 = calloc((size_t)n, sizeof *p2);
+    step_once(run->bucket[k], p1);
+    step_once(alone.m, p2);
+    tk_expect_bitwise("the prediction", p1, p2, n);
+    tk_expect_bitwise("every gradient", base->grads, own->grads, base->grad_count);
+    const param *table = param_find(model_params(run->bucket[k]), "pos_embed");
+    if (param_find(base, "pos_embed")) /* DiT's */
+        CHECKF(table && table->grid && table->w != param_find(base, "pos_embed")->w &&
+                   !memcmp(table->w, param_find(own, "pos_embed")->w, (size_t)table->numel * sizeof(float)),
+               "the bucket's position table is its own, the alone model's");
+    free(p1), free(p2);
+    CHECK(model_run_close(&alone) == 0);
+}
+
+static void test_shared_gradients(void)
+{
+    printf("-- a bucket's model computes the gradients of a model made alone at its shape with the same weights\n");
+    config *c = make_config("grads", "gradient_checkpointing=true");
+    model_run run;
+    CHECKF(model_run_open(c, true, &run) == ST_OK, "%s", st_error());
+    CHECKF(model_init(run.m, 5, true) == ST_OK, "%s", st_error());
+    for (int k = 1; k < run.n_buckets; k++) compare_alone(c, &run, k);
+    CHECK(model_run_close(&run) == 0);
+    config_free(c);
+}
+
+/* device_memory one byte short of the largest bucket's peak: refused before anything is written, naming that bucket */
+static void test_largest_bucket_must_fit(void)
+{
+    printf("-- a run whose largest bucket does not fit device_memory is refused, naming the bucket\n");
+    config *c = make_config("tight", "max_train_steps=2");
+    pool_stats dev, host;
+    CHECKF(train_plan(c, 1, &dev, &host) == ST_OK, "%s", st_error());
+    char budget[64];
+    snprintf(budget, sizeof budget, "device_memory=%zu", dev.peak - 1);
+    CHECK(config_set(c, budget) == ST_OK);
+    trainer *t = NULL;
+    const char *largest = strrchr(shapes, ',') + 1; /* the last shape is the largest of both sets */
+    char want[64];
+    snprintf(want, sizeof want, "at bucket %s (the largest of 3)", largest);
+    CHECKF(trainer_create(c, NULL, &t) == ST_ERR_OOM && strstr(st_error(), want), "refused naming %s: %s", largest,
+           st_error());
+    trainer_destroy(t);
+    snprintf(budget, sizeof budget, "device_memory=%zu", dev.peak);
+    CHECK(config_set(c, budget) == ST_OK);
+    CHECKF(trainer_create(c, NULL, &t) == ST_OK, "the largest bucket's peak itself fits: %s", st_error());
+    trainer_destroy(t);
+    config_free(c);
+}
+
+int main(void)
+{
+    snprintf(root, sizeof root, "/tmp/segtrain-test-buckets-XXXXXX");
+    if (!mkdtemp(root)) return 1;
+    static const char *const presets[] = {"dit-tiny", "mmdit-tiny"};
+    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
+        char probe_json[160];
+        snprintf(probe_json, sizeof probe_json, "{\"model_preset\": \"%s\", \"bucket_shapes\": \"16x24\", "
+                 "\"vae_scale_factor\": 1}", presets[i]);
+        model_config mc;
+        config *probe = NULL;
+        preset = presets[i];
+        shapes = "24x16,16x24,32x32"; /* 16x24 and 24x16: one token count, two grids */
+        if (config_parse(probe_json, "probe", &probe) || model_config_from(probe, &mc) || model_config_check(&mc))
+            shapes = "16x16,8x8,24x24";
+        config_free(probe);
+        printf("== %s at %s\n", preset, shapes);
+        test_shared_gradients();
+        test_peaks_and_resume();
+        test_largest_bucket_must_fit();
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    if (system(cmd) != 0) return 1;
+    return tk_finish();
+}
