@@ -7,8 +7,11 @@ the user's local diffusers pipeline the way its pipeline makes them, for `segtra
                           ltxvideo|lumina2|z_image|cosmos3|ernie|qwen_image|krea2|flux2]
                 [--flavour NAME] [--resolution 1024] [--num_frames 1] [--caption_strategy filename|textfile]
                 [--max_sequence_length N] [--motion_score N] [--text_encoder_layers L,L,...]
-                [--dtype float32|bfloat16] [--seed 0] [--device cpu] [--check]
+                [--dtype float32|bfloat16] [--seed 0] [--device cpu] [--check] [--buckets FILE]
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR] [--check]   (tests)
+
+--buckets FILE takes `segtrain buckets --json`'s output: each image it lists (under --images) is cached at its aspect
+bucket's size, resized and cropped as segtrain's assignment says (cache.json version 2, a shape per sample).
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/; Chroma's,
@@ -32,7 +35,7 @@ import os
 import sys
 import tempfile
 
-FORMAT, VERSION = "segtrain-cache", 1
+FORMAT, VERSION, BUCKETED_VERSION = "segtrain-cache", 1, 2  # 2: a latent shape per sample (--buckets)
 IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
 NULL_FILE = "null.safetensors"
 
@@ -88,12 +91,17 @@ def list_sequences(root, n):
     return sorted(found)
 
 
-def load_frames(folder, n, edge):
-    """The first n frames of a folder (sorted by name) as load_square makes each: (3, n, edge, edge)."""
+def frame_names(folder, n):
+    """The first n frames of a folder, sorted by name."""
+    return sorted(f for f in os.listdir(folder) if not f.startswith(".") and f.lower().endswith(IMAGE_EXTS))[:n]
+
+
+def load_frames(folder, n, load):
+    """The first n frames of a folder, each as load(path) makes it (load_square, load_bucketed): (3, n, H, W), and
+    the first frame's size."""
     import torch
 
-    names = sorted(f for f in os.listdir(folder) if not f.startswith(".") and f.lower().endswith(IMAGE_EXTS))[:n]
-    images = [load_square(os.path.join(folder, f), edge) for f in names]
+    images = [load(os.path.join(folder, f)) for f in frame_names(folder, n)]
     return torch.stack([im for im, _ in images], 1), images[0][1]
 
 
@@ -103,11 +111,18 @@ def sample_name(rel):
     return os.path.splitext(rel)[0].replace(os.sep, "/") + ".safetensors"
 
 
-def load_square(path, edge):
-    """The image as FluxPipeline's VaeImageProcessor gives it to the VAE, on a square: RGB, the center square of
-    the shorter side, resized to edge (Lanczos, as SimpleTuner resizes), then [-1, 1] CHW float32."""
+def chw(im):
+    """An RGB PIL image as FluxPipeline's VaeImageProcessor gives it to the VAE: [-1, 1] CHW float32."""
     import numpy
     import torch
+
+    a = numpy.asarray(im, dtype=numpy.float32) / 127.5 - 1.0
+    return torch.from_numpy(a).permute(2, 0, 1).contiguous()
+
+
+def load_square(path, edge):
+    """The image on a square: RGB, the center square of the shorter side, resized to edge (Lanczos, as SimpleTuner
+    resizes), as chw gives it; and its own size."""
     from PIL import Image
 
     with Image.open(path) as im:
@@ -118,8 +133,56 @@ def load_square(path, edge):
         im = im.crop((left, top, left + s, top + s))
         if s != edge:
             im = im.resize((edge, edge), Image.LANCZOS)
-        a = numpy.asarray(im, dtype=numpy.float32) / 127.5 - 1.0
-    return torch.from_numpy(a).permute(2, 0, 1).contiguous(), (w, h)
+        return chw(im), (w, h)
+
+
+def load_bucketed(path, place):
+    """The image as SimpleTuner's VAE cache makes it for its aspect bucket, placed by segtrain's assignment (place:
+    an image of `segtrain buckets --json`): RGB, resized to place's resize size with Lanczos (SimpleTuner's
+    resampling, not segtrain's own area average, since the cache stands in for SimpleTuner's VAE cache), then the
+    bucket's window cut at place's crop (top, left), as chw gives it; and its own size."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        im = im.convert("RGB")
+        if list(im.size) != place["image_size"]:
+            fail(f"{path} is {im.size[0]}x{im.size[1]}, but --buckets places a {place['image_size'][0]}x"
+                 f"{place['image_size'][1]} image there (run segtrain buckets again if it changed; a clip's frames "
+                 "are placed as its first)")
+        (rw, rh), (top, left), (tw, th) = place["resize"], place["crop"], place["size"]
+        if im.size != (rw, rh):
+            im = im.resize((rw, rh), Image.LANCZOS)
+        return chw(im.crop((left, top, left + tw, top + th))), tuple(place["image_size"])
+
+
+def read_buckets(path, root, n_frames):
+    """--buckets: the images of `segtrain buckets --json` (path) as [(path relative to root, place)], in its order
+    (backends in file order, each one's images in walk order); with n_frames above 1, the frame folders under root,
+    each placed as its first frame (a clip's frames share one size). And the settings it was made with."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        images = doc["images"]
+        settings = {k: doc[k] for k in ("data_backend_config", "resolution", "resolution_type",
+                                        "aspect_bucket_alignment", "aspect_bucket_rounding", "seed")}
+        places = {}
+        real_root = os.path.realpath(root)
+        for p in images:
+            rel = os.path.relpath(os.path.realpath(p["path"]), real_root)
+            if rel.startswith(".." + os.sep):
+                fail(f"--buckets {path}: {p['path']} is not under --images {root}, which names the samples")
+            places[rel] = {k: p[k] for k in ("name", "image_size", "resize", "crop", "size")}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail(f"--buckets {path}: not what `segtrain buckets --json` writes ({type(e).__name__}: {e})")
+    if n_frames == 1:
+        return list(places.items()), settings
+    placed = []
+    for rel in list_sequences(root, n_frames):
+        first = os.path.normpath(os.path.join(rel, frame_names(os.path.join(root, rel), n_frames)[0]))
+        if first not in places:
+            fail(f"{rel}: its first frame {first} is not in --buckets {path} (a clip is placed as its first frame)")
+        placed.append((rel, places[first]))
+    return placed, settings
 
 
 # ------------------------------------------------------------------ encoders (each pipeline's encode_prompt)
@@ -277,9 +340,13 @@ class Sd1xEncoders(SdxlEncoders):
         return seq[0], None
 
 
-def size_ids(w, h, edge):
-    """SDXL's add_time_ids as SimpleTuner gives them for a square crop: the original size (height, width), the crop's
-    top-left corner in the frame resized so that its shorter side is the edge, and the target size (edge, edge)."""
+def size_ids(w, h, edge, place=None):
+    """SDXL's add_time_ids as SimpleTuner gives them: the original size (height, width), the crop's top-left corner
+    and the target size (height, width). A square crop's corner is in the frame resized so that its shorter side is
+    the edge; a bucket's (place) is its crop in the resized image, its target the bucket's size."""
+    if place:
+        (top, left), (tw, th) = place["crop"], place["size"]
+        return [float(h), float(w), float(top), float(left), float(th), float(tw)]
     s = min(w, h)
     top, left = round((h - s) // 2 * edge / s), round((w - s) // 2 * edge / s)
     return [float(h), float(w), float(top), float(left), float(edge), float(edge)]
@@ -1137,6 +1204,8 @@ def main():
     ap.add_argument("--flavour", help="SimpleTuner's model_flavour (flux: dev or schnell; recorded for the others)")
     ap.add_argument("--resolution", type=int,
                     help="square image edge in pixels (default 1024; tiny: 16, the video families' 64)")
+    ap.add_argument("--buckets", help="`segtrain buckets --json` output: cache its images (under --images), each at "
+                    "its aspect bucket's size, resized and cropped as it says, instead of squares")
     ap.add_argument("--num_frames", type=int, default=1,
                     help="wan, sanavideo: frames per sample, 4 k + 1; ltxvideo: 8 k + 1 (above 1, each sample is a "
                          "folder of frames)")
@@ -1178,6 +1247,11 @@ def main():
         fail(f"--motion_score: a sanavideo option; {a.family} takes none")
     if a.text_encoder_layers is not None and a.family != "flux2":
         fail(f"--text_encoder_layers: a flux2 option; {a.family} takes none")
+    if a.buckets and a.resolution:
+        fail("--resolution: with --buckets each sample's size is its bucket's")
+    if a.buckets and fam.get("cosmos3"):
+        fail("--buckets: cosmos3's prompt names the image's resolution, so its empty prompt would differ per bucket; "
+             "not written yet")
     if a.family == "flux2" and a.flavour == "dev":
         fail("--flavour dev: FLUX.2 dev's Mistral 3 encoder is not written yet; klein-4b and klein-9b (Qwen3) are")
     a.flavour = a.flavour or next(iter(fam["seq"]))
@@ -1189,8 +1263,9 @@ def main():
             tmp = tempfile.TemporaryDirectory()
             a.pipeline = tmp.name
         build_tiny_pipeline(a.pipeline, a.family, a.seed)
-        a.resolution = a.resolution or (64 if fam.get("video") or fam.get("wan_vae") else
-                                        32 if fam.get("flux2_vae") else 16)  # 8 x 8 latents
+        if not a.buckets:
+            a.resolution = a.resolution or (64 if fam.get("video") or fam.get("wan_vae") else
+                                            32 if fam.get("flux2_vae") else 16)  # 8 x 8 latents
         a.max_sequence_length = a.max_sequence_length or fam["tiny_seq"]
     subs = ("vae",) + fam["subs"]
     if not a.pipeline:
@@ -1209,7 +1284,9 @@ def main():
     k = fam.get("frames_per_latent", 4)
     if a.num_frames < 1 or (a.num_frames - 1) % k or (a.num_frames > 1 and not video):
         fail(f"--num_frames {a.num_frames}: {f'{k} k + 1' if video else 'the ' + a.family + ' family takes images: 1'}")
-    rels = list_sequences(a.images, a.num_frames) if a.num_frames > 1 else list_images(a.images)
+    placed, bucketed_by = read_buckets(a.buckets, a.images, a.num_frames) if a.buckets else (None, None)
+    rels = ([r for r, _ in placed] if placed is not None else
+            list_sequences(a.images, a.num_frames) if a.num_frames > 1 else list_images(a.images))
     if not rels:
         fail(f"--images {a.images}: no {'frame folder' if a.num_frames > 1 else 'image'} ({', '.join(IMAGE_EXTS)})")
     names = [sample_name(r) for r in rels]
@@ -1238,19 +1315,27 @@ def main():
     enc.resolution = edge  # Cosmos 3's prompt names it
     if a.check and not hasattr(enc, "reference"):
         fail(f"--check: {a.family}'s encoder follows no single diffusers pipeline method to compare against")
-    if edge % vae.scale_factor:
+    for rel, place in placed or []:
+        if place["size"][0] % vae.scale_factor or place["size"][1] % vae.scale_factor:
+            fail(f"{rel}: its bucket {place['size'][0]}x{place['size'][1]} is not a multiple of the VAE's scale factor "
+                 f"{vae.scale_factor} (segtrain buckets: --set aspect_bucket_alignment to a multiple of it)")
+    if not placed and edge % vae.scale_factor:
         fail(f"--resolution {edge}: not a multiple of the VAE's scale factor {vae.scale_factor}")
-    common = {"format": f"{FORMAT}-{VERSION}", "family": a.family, "flavour": a.flavour, "vae": vae.name,
-              "text_encoders": ", ".join(enc.names), "resolution": edge, "num_frames": a.num_frames}
+    common = {"format": f"{FORMAT}-{BUCKETED_VERSION if placed else VERSION}", "family": a.family,
+              "flavour": a.flavour, "vae": vae.name, "text_encoders": ", ".join(enc.names), "num_frames": a.num_frames}
+    if not placed:
+        common["resolution"] = edge
 
-    shape = None
+    shape, entries = None, []
     os.makedirs(a.out, exist_ok=True)
     for i, (rel, name) in enumerate(zip(rels, names)):
         caption = caption_of(os.path.join(a.images, rel), a.caption_strategy)
+        place = placed[i][1] if placed else None
+        load = (lambda path: load_bucketed(path, place)) if place else (lambda path: load_square(path, edge))
         if a.num_frames > 1:
-            image, (w, h) = load_frames(os.path.join(a.images, rel), a.num_frames, edge)
+            image, (w, h) = load_frames(os.path.join(a.images, rel), a.num_frames, load)
         else:
-            image, (w, h) = load_square(os.path.join(a.images, rel), edge)
+            image, (w, h) = load(os.path.join(a.images, rel))
             image = image[:, None] if video or fam.get("wan_vae") else image  # a one-frame video
         gen = torch.Generator(device="cpu").manual_seed(a.seed * 1000003 + i)
         latents = vae.encode(image, gen)
@@ -1260,9 +1345,14 @@ def main():
             check_encoding(enc, caption, t)
         t["latents"] = latents
         if fam.get("size_ids"):
-            t["add_time_ids"] = torch.tensor(size_ids(w, h, edge))
-        write_sample(os.path.join(a.out, name), t, dict(common, caption=caption, image=rel,
-                                                        image_size=f"{w}x{h}"), dtype)
+            t["add_time_ids"] = torch.tensor(size_ids(w, h, edge, place))
+        meta = dict(common, caption=caption, image=rel, image_size=f"{w}x{h}")
+        if place:  # where segtrain's bucket put it: the bucket, its size, the resize and the crop (top, left)
+            meta.update(bucket=place["name"], size="x".join(map(str, place["size"])),
+                        resize="x".join(map(str, place["resize"])), crop=",".join(map(str, place["crop"])))
+            entries.append(dict(file=name, latent_shape=shape, bucket=place["name"], image=rel, image_size=[w, h],
+                                size=place["size"], resize=place["resize"], crop=place["crop"]))
+        write_sample(os.path.join(a.out, name), t, meta, dtype)
         print(f"{rel} -> {name}: latents {tuple(latents.shape)}, \"{caption}\"")
     # the empty prompt's embeddings: what caption_dropout_probability trains with
     null = enc.encode("")
@@ -1272,19 +1362,23 @@ def main():
 
     seq, pooled = null["prompt_embeds"], null.get("pooled_prompt_embeds")
     index = {
-        "format": FORMAT, "version": VERSION, "family": a.family, "flavour": a.flavour,
-        "latent_shape": shape, "text_len": int(seq.shape[0]), "text_dim": int(seq.shape[1]),
+        "format": FORMAT, "version": BUCKETED_VERSION if placed else VERSION, "family": a.family,
+        "flavour": a.flavour, "latent_shape": shape, "text_len": int(seq.shape[0]), "text_dim": int(seq.shape[1]),
         "pooled_dim": 0 if pooled is None else int(pooled.shape[0]), "dtype": {"float32": "F32", "bfloat16": "BF16"}[a.dtype],
         "resolution": edge, "vae_scale_factor": vae.scale_factor, "vae": vae.name, "text_encoders": enc.names,
         "made_with": {"torch": torch.__version__, "diffusers": diffusers.__version__,
                       "transformers": transformers.__version__, "tiny_random": bool(a.tiny_random), "seed": a.seed},
         "count": len(names), "samples": names,
     }
+    if placed:  # each sample's shape, its bucket and where it was cut, in place of one shape and one edge
+        del index["latent_shape"], index["resolution"]
+        index.update(bucketed_by=bucketed_by, samples=entries)
     with open(os.path.join(a.out, "cache.json.tmp"), "w") as f:
         json.dump(index, f, indent=1)
         f.write("\n")
     os.replace(os.path.join(a.out, "cache.json.tmp"), os.path.join(a.out, "cache.json"))
-    print(f"wrote {len(names)} samples and {NULL_FILE} to {a.out}/ (cache.json: latents {shape}, text "
+    shapes = f"{len({tuple(e['latent_shape']) for e in entries})} latent shapes" if placed else f"latents {shape}"
+    print(f"wrote {len(names)} samples and {NULL_FILE} to {a.out}/ (cache.json: {shapes}, text "
           f"{index['text_len']} x {index['text_dim']}, pooled {index['pooled_dim']})")
     if tmp:
         tmp.cleanup()

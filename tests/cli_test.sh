@@ -621,4 +621,16 @@ expect 2 "a number given as --flag=value is read the same way" "^segtrain profil
 expect 2 "sample: --classes against the model's classes" "^segtrain sample: --classes takes a whole number from 1 to 10, got '11'$" -- \
   "$bin" sample --config tiny.json --weights w.safetensors --out never.png --classes 11
 
+# buckets: every image of data_backend_config in the bucket segtrain's one assignment gives it
+sed "s#\"tests/fixtures/#\"$fix/#" "$fix/cache-buckets-source/multidatabackend.json" > backends.json
+bk=(--config "$fix/cache-buckets-source/config.json" --set data_backend_config=backends.json)
+expect 0 "buckets --help" "make_cache.py --buckets" -- "$bin" buckets --help
+expect 0 "buckets: a line per bucket" "^1 +aspects +2.0 +32x16 +1 +1$" -- "$bin" buckets "${bk[@]}"
+expect 0 "buckets: a line per image" "^40x24 +26x16 +\(0, 1\) +3 +.*/bucket-images/wide_owl.png$" -- "$bin" buckets "${bk[@]}"
+expect 0 "buckets --json" '"crop":[[:space:]]+\[4, 0\]' -- "$bin" buckets "${bk[@]}" --json
+expect 1 "buckets without data_backend_config" "^segtrain buckets: data_backend_config is empty" -- "$bin" buckets \
+  --config tiny.json
+expect 1 "buckets: an alignment the model cannot take" "aspect_bucket_alignment 5 is not a multiple of 2" -- \
+  "$bin" buckets "${bk[@]}" --set aspect_bucket_alignment=5
+
 finish

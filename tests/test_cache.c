@@ -3,12 +3,14 @@
  * and SimpleTuner's I64 masks convert; every bad input is refused at open in one line naming the file; and
  * `segtrain train` on flux-tiny reads x0, the conditioning, the guidance value and the empty prompt's embeddings
  * from the cache, learns, and resumes bit for bit. */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "segtrain/buckets.h"
 #include "segtrain/data.h"
 #include "segtrain/safetensors.h"
 #include "segtrain/train.h"
@@ -244,8 +246,8 @@ static void test_refusals(void)
 
     v = good(), v.no_index = true;
     refused("no cache.json", &v, NULL, ST_ERR_IO, "no cache.json", "make_cache.py");
-    v = good(), v.version = 2;
-    refused("a later version", &v, NULL, ST_ERR_UNSUPPORTED, "version 2", "reads version 1");
+    v = good(), v.version = 3;
+    refused("a later version", &v, NULL, ST_ERR_UNSUPPORTED, "version 3", "reads versions 1 to 2");
     v = good(), v.family = "sd3";
     refused("another family", &v, NULL, ST_ERR_INVALID, "model_family sd3", "the model is flux");
     v = good(), v.meta_family = "sd3";
@@ -295,6 +297,205 @@ static void test_refusals(void)
     dir = make_cache("nonull", &v);
     CHECKF(dataset_open_cache(dir, &flux_tiny, &ds) == ST_OK && !dataset_null_text(ds), "%s", st_error());
     dataset_close(ds);
+}
+
+/* ---- a cache of mixed shapes: make_cache.py --buckets, from `segtrain buckets --json` ---- */
+
+#define BUCKETED SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-sdxl-buckets-tiny"
+#define BUCKETED_SOURCE SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-buckets-source"
+enum { SDXL_TEXT = 6 * 24 + 20, LAT_MAX = 4 * 16 * 8 };
+static const cache_want sdxl_tiny = {"sdxl", 4, 8, 1, 6, 24, 20, false, 6, NULL};
+
+/* Sample `index`'s latents (its bucket's height x width) and size ids as its file holds them. */
+static void file_sample(const dataset *ds, int64_t index, float *lat, float ids[6])
+{
+    data_placement p;
+    sft_file *f = NULL;
+    CHECK(dataset_placement(ds, index, &p) == ST_OK && sft_open(p.path, &f) == ST_OK);
+    const data_bucket *b = dataset_bucket(ds, p.bucket);
+    const int64_t shape[3] = {4, b ? b->height : 0, b ? b->width : 0}, six = 6;
+    CHECKF(f && sft_read_f32(f, "latents", 3, shape, lat) == ST_OK && sft_read_f32(f, "add_time_ids", 1, &six, ids) ==
+           ST_OK, "%s", st_error());
+    sft_close(f);
+}
+
+/* The images of the fixture's source list, bucketed here as `segtrain buckets` buckets them (its config's settings,
+ * paths from the source folder), are the cache's: each cached sample's bucket is its image's over the tiny VAE's
+ * factor 2, its file records the image's resize, and its size ids are (height, width, crop top, crop left, bucket
+ * height, bucket width). */
+static void test_bucketed_placements(const dataset *ds)
+{
+    char cwd[1024];
+    config *cfg = NULL;
+    model_config mc;
+    bucket_config run;
+    dataset *src = NULL;
+    CHECK(getcwd(cwd, sizeof cwd) && chdir(SEGTRAIN_SOURCE_DIR) == 0);
+    st_status st = config_load(BUCKETED_SOURCE "/config.json", &cfg);
+    if (!st) st = model_config_from(cfg, &mc);
+    if (!st) st = train_bucket_settings(cfg, &mc, &run);
+    tk_capture_begin(root);
+    if (!st) st = dataset_open_backend_buckets(config_string(cfg, "data_backend_config"), &run, 0, &src);
+    tk_capture_end();
+    CHECKF(st == ST_OK && chdir(cwd) == 0, "%s", st_error());
+    int found = 0, wrong = 0;
+    for (int64_t i = 0; src && i < dataset_images(src); i++) {
+        data_placement p, q;
+        CHECK(dataset_placement(src, i, &p) == ST_OK);
+        const char *rel = strstr(p.path, "/tests/fixtures/") ? strstr(p.path, "/tests/fixtures/") + 16 : p.path;
+        for (int64_t j = 0; j < dataset_images(ds); j++) {
+            sft_file *f = NULL;
+            CHECK(dataset_placement(ds, j, &q) == ST_OK && sft_open(q.path, &f) == ST_OK);
+            const char *image = f ? sft_metadata(f, "image") : NULL, *resize = f ? sft_metadata(f, "resize") : NULL;
+            if (image && !strcmp(image, rel)) {
+                const data_bucket *a = dataset_bucket(src, p.bucket), *b = dataset_bucket(ds, q.bucket);
+                char want_resize[32];
+                snprintf(want_resize, sizeof want_resize, "%dx%d", p.resize_w, p.resize_h);
+                float lat[LAT_MAX], ids[6];
+                file_sample(ds, j, lat, ids);
+                const float want_ids[6] = {(float)p.height, (float)p.width, (float)p.crop_top, (float)p.crop_left,
+                                           (float)a->height, (float)a->width};
+                found++;
+                wrong += a->width != 2 * b->width || a->height != 2 * b->height || strcmp(a->name, b->name) ||
+                         !resize || strcmp(resize, want_resize) || memcmp(ids, want_ids, sizeof ids);
+            }
+            sft_close(f);
+        }
+    }
+    CHECKF(src && found == 12 && wrong == 0, "all 12 images cached at their buckets (%d found, %d wrong)", found,
+           wrong);
+    dataset_close(src);
+    config_free(cfg);
+}
+
+/* Batches of 2 in bucket mode: each of one bucket (data_iter_peek_bucket says which first), its samples at that
+ * bucket's shape with their size ids, as their files hold them; 6 batches an epoch (a bucket's odd sample waits for
+ * another epoch; the one-sample bucket's short batch is filled up by itself); and an iterator seeked to a saved
+ * position gives exactly the batches that followed it. */
+static void test_bucketed_batches(const dataset *ds)
+{
+    enum { STEPS = 14, SAVED = 5 };
+    data_iter *it = NULL, *again = NULL;
+    CHECKF(data_iter_create_buckets(ds, 3, 2, false, &it) == ST_OK, "%s", st_error());
+    if (!it) return;
+    CHECK(data_iter_epoch_batches(it) == 6);
+    int64_t drawn[STEPS][2];
+    data_position saved = {0, 0};
+    int wrong = 0, seen = 0;
+    for (int k = 0; k < STEPS; k++) {
+        if (k == SAVED) saved = data_iter_position(it);
+        int b = -1;
+        float x[2 * LAT_MAX], text[2][SDXL_TEXT + 6];
+        CHECK(data_iter_peek_bucket(it, &b) == ST_OK);
+        CHECKF(data_iter_next_with_text(it, 2, x, NULL, NULL, drawn[k], &text[0][0], SDXL_TEXT + 6) == ST_OK, "%s",
+               st_error());
+        const data_bucket *bk = dataset_bucket(ds, b);
+        const int64_t per = bk ? 4ll * bk->width * bk->height : 0;
+        for (int j = 0; j < 2 && bk; j++) {
+            float lat[LAT_MAX], ids[6];
+            file_sample(ds, drawn[k][j], lat, ids);
+            wrong += dataset_bucket_of(ds, drawn[k][j]) != b || memcmp(x + j * per, lat, sizeof(float) * per) ||
+                     memcmp(&text[j][SDXL_TEXT], ids, sizeof ids);
+            seen |= k < 6 ? 1 << drawn[k][j] : 0;
+        }
+    }
+    CHECKF(wrong == 0, "every batch of one bucket, each sample as its file holds it (%d wrong)", wrong);
+    CHECKF(__builtin_popcount((unsigned)seen) >= 9, "an epoch draws from every bucket (%#x)", seen);
+    CHECK(data_iter_create_buckets(ds, 3, 2, false, &again) == ST_OK && data_iter_seek(again, saved) == ST_OK);
+    int differ = 0;
+    for (int k = SAVED; again && k < STEPS; k++) {
+        int64_t idx[2];
+        CHECK(data_iter_next_batch(again, 2, NULL, NULL, NULL, idx) == ST_OK);
+        differ += idx[0] != drawn[k][0] || idx[1] != drawn[k][1];
+    }
+    CHECKF(differ == 0, "a resume at batch %d (epoch %lld, batch %lld) continues with the same batches (%d differ)",
+           SAVED, (long long)saved.epoch, (long long)saved.index, differ);
+    data_iter_destroy(again);
+    data_iter_destroy(it);
+}
+
+static void test_bucketed_cache(void)
+{
+    printf("-- a cache of mixed shapes (make_cache.py --buckets): four buckets, batches of one, as segtrain buckets "
+           "put its images\n");
+    dataset *ds = NULL;
+    CHECKF(dataset_open_cache(BUCKETED, &sdxl_tiny, &ds) == ST_OK, "%s", st_error());
+    if (!ds) return;
+    CHECK(dataset_size(ds) == 12 && dataset_images(ds) == 12 && dataset_resolution(ds) == 0 &&
+          dataset_text_floats(ds) == SDXL_TEXT && dataset_null_text(ds) && dataset_buckets(ds) == 4);
+    static const struct {
+        const char *name;
+        int w, h, n;
+    } want[4] = {{"1.0", 8, 8, 5}, {"2.0", 16, 8, 1}, {"0.67", 8, 12, 2}, {"1.5", 12, 8, 4}}; /* latent pixels */
+    for (int b = 0; b < 4 && b < dataset_buckets(ds); b++) {
+        const data_bucket *k = dataset_bucket(ds, b);
+        int outside = 0;
+        for (int64_t s = 0; s < k->count; s++) outside += dataset_bucket_of(ds, k->samples[s]) != b;
+        CHECKF(!strcmp(k->name, want[b].name) && k->width == want[b].w && k->height == want[b].h &&
+                   k->count == want[b].n && k->images == want[b].n && k->label == 0 && !outside,
+               "bucket %d: %s, %d x %d latents, %lld samples", b, k->name, k->width, k->height, (long long)k->count);
+        printf("     bucket %d: %s, latents 4 x %d x %d (h x w), %lld samples\n", b, k->name, k->height, k->width,
+               (long long)k->count);
+    }
+    data_iter *it = NULL;
+    CHECK(data_iter_create(ds, 1, &it) == ST_ERR_INVALID && !it);
+    test_bucketed_placements(ds);
+    test_bucketed_batches(ds);
+    dataset_close(ds);
+}
+
+/* A version 2 cache.json edited one way: the first sample's latent_shape (or, with `file`, its file name) set to
+ * `value`. */
+static const char *edit_bucketed(const char *name, const char *key, const char *value)
+{
+    static char dir[512];
+    char cmd[1200];
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    snprintf(cmd, sizeof cmd, "rm -rf %s && cp -r %s %s", dir, BUCKETED, dir);
+    CHECK(system(cmd) == 0);
+    char *text = tk_read_file(dir, "cache.json");
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "samples"), 0);
+    CHECK(first && cJSON_ReplaceItemInObjectCaseSensitive(first, key, cJSON_Parse(value)));
+    char *out = cJSON_Print(j);
+    tk_write_file(dir, "cache.json", out);
+    cJSON_free(out);
+    cJSON_Delete(j);
+    free(text);
+    return dir;
+}
+
+static void refused_bucketed(const char *what, const char *dir, const cache_want *want, st_status code,
+                             const char *needle, const char *needle2)
+{
+    dataset *ds = NULL;
+    const st_status st = dataset_open_cache(dir, want, &ds);
+    const char *msg = st_error();
+    CHECKF(st == code && !ds && strstr(msg, needle) && strstr(msg, needle2) && !strchr(msg, '\n'),
+           "%s: got %d: %s", what, (int)st, st ? msg : "(opened)");
+    printf("     %s: %s\n", what, msg);
+    dataset_close(ds);
+}
+
+static void test_bucketed_refusals(void)
+{
+    printf("-- a cache of mixed shapes is checked as strictly, every error one line naming the file\n");
+    refused_bucketed("a listed shape that is not the file's",
+                     edit_bucketed("bk-shape", "latent_shape", "[4, 8, 12]"), &sdxl_tiny, ST_ERR_INVALID,
+                     "cache-images/blue_triangle.safetensors: latents are 4 x 8 x 8", "cache.json lists 4 x 8 x 12");
+    refused_bucketed("a shape of another rank", edit_bucketed("bk-rank", "latent_shape", "[4, 1, 8, 8]"), &sdxl_tiny,
+                     ST_ERR_FORMAT, "sample cache-images/blue_triangle.safetensors", "[channels, height, width]");
+    refused_bucketed("a shape of another model", edit_bucketed("bk-chan", "latent_shape", "[16, 8, 8]"), &sdxl_tiny,
+                     ST_ERR_INVALID, "latents are 16 x 8 x 8 (cache-images/blue_triangle.safetensors)",
+                     "the model takes 4 channels");
+    refused_bucketed("an absolute file", edit_bucketed("bk-abs", "file", "\"/etc/passwd\""), &sdxl_tiny,
+                     ST_ERR_FORMAT, "an empty or absolute path", "\"file\"");
+    const cache_want wide = {"sdxl", 4, 8, 1, 6, 32, 20, false, 6, NULL};
+    dataset *ds = NULL;
+    const st_status st = dataset_open_cache(edit_bucketed("bk-model", "latent_shape", "[16, 8, 8]"), &wide, &ds);
+    CHECKF(st == ST_ERR_INVALID && !ds && strstr(st_error(), "2 mismatches with the model:") &&
+               strstr(st_error(), "\n  text_dim 24") && strstr(st_error(), "\n  latents are 16 x 8 x 8 (cache-images/"),
+           "another model, every way: %s", st_error());
 }
 
 /* ---- training on a cache ---- */
@@ -644,6 +845,8 @@ int main(void)
     test_padding_and_dtypes();
     test_mask();
     test_refusals();
+    test_bucketed_cache();
+    test_bucketed_refusals();
     test_unheld_conditioning();
     test_video_cache();
     test_lumina2_cache();

@@ -667,9 +667,10 @@ static void check_simpletuner(const config *c)
     CHECK(strcmp(config_string(c, "gradient_checkpointing_backend"), "torch-ffn") == 0);
     CHECK(config_int(c, "validation_steps") == 250 && strcmp(config_string(c, "output_dir"), "output/models") == 0);
     CHECK(strcmp(config_string(c, "data_backend_config"), "config/multidatabackend.json") == 0);
+    CHECK(config_int(c, "aspect_bucket_rounding") == 2); /* read: the aspect buckets' names */
     const char *w = config_warning(c);
-    const char *unused[] = {"--aspect_bucket_rounding", "--report_to", "--validation_prompt", "--base_model_precision",
-                            "--disable_benchmark", "--push_to_hub"};
+    const char *unused[] = {"--report_to", "--validation_prompt", "--base_model_precision", "--disable_benchmark",
+                            "--push_to_hub"};
     for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++)
         CHECKF(w && strstr(w, unused[i]), "warning lacks %s: %s", unused[i], w ? w : "(none)");
     CHECKF(w && !strstr(w, "lora_type"), "lora_type standard is segtrain's LoRA, no warning: %s", w ? w : "(none)");

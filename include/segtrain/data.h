@@ -7,8 +7,8 @@
  *   folder:   PNG files (see dataset_open_folder). JPEG and other formats are not read (reported and skipped).
  *   backends: the local image backends of a SimpleTuner multidatabackend.json (see dataset_open_backends), as
  *             squares or in SimpleTuner's aspect buckets (dataset_open_backend_buckets).
- *   cache:    VAE latents (C x R x R, in place of the image) and text-encoder embeddings, as
- *             scripts/make_cache.py writes them (see dataset_open_cache, docs/CACHE.md).
+ *   cache:    VAE latents (C x R x R, in place of the image; a bucketed cache's C x h x w, each its bucket's) and
+ *             text-encoder embeddings, as scripts/make_cache.py writes them (see dataset_open_cache, docs/CACHE.md).
  * dataset_get has no mutable state, so several threads may call it on one dataset at once. */
 #ifndef SEGTRAIN_DATA_H
 #define SEGTRAIN_DATA_H
@@ -70,11 +70,12 @@ st_status dataset_open_backends(const char *path, int resolution, uint64_t seed,
  * dataset_resolution is 0. */
 st_status dataset_open_backend_buckets(const char *path, const bucket_config *defaults, uint64_t seed, dataset **out);
 
-/* A bucket of a bucketed dataset: every sample in it is width x height pixels. */
+/* A bucket of a bucketed dataset: every sample in it is width x height pixels (a cache's: latent pixels, each sample
+ * channels x [frames x] height x width floats). */
 typedef struct data_bucket {
     int width, height;
     int label;              /* its backend */
-    char name[40];          /* SimpleTuner's bucket key ("1.5") */
+    char name[40];          /* SimpleTuner's bucket key ("1.5"; a cache: its first sample's) */
     int64_t images, count;  /* its images, and its samples (each image 1 + repeats times) */
     const int64_t *samples; /* their dataset indices, ascending */
 } data_bucket;
@@ -82,6 +83,19 @@ typedef struct data_bucket {
 int dataset_buckets(const dataset *ds);                      /* 0 for every other dataset */
 const data_bucket *dataset_bucket(const dataset *ds, int b); /* NULL when out of range */
 int dataset_bucket_of(const dataset *ds, int64_t index);     /* -1 when not bucketed or out of range */
+
+/* Where an image of a bucketed dataset goes (segtrain buckets prints them; make_cache.py --buckets caches them so):
+ * its file, backend and bucket, its own size, the size it is resized to and the top left of its bucket's window in
+ * that (a random crop as drawn from the dataset's seed). A cache's sizes are 0: its samples were cut when made. */
+typedef struct data_placement {
+    const char *path;
+    int label, bucket;
+    int width, height;
+    int resize_w, resize_h, crop_top, crop_left;
+} data_placement;
+int64_t dataset_images(const dataset *ds); /* the files behind the samples (a backend's repeats count once) */
+/* Image `image` (0 <= image < dataset_images) of a bucketed dataset; ST_ERR_INVALID otherwise. */
+st_status dataset_placement(const dataset *ds, int64_t image, data_placement *out);
 
 /* What a cache must hold for the model that trains on it. */
 typedef struct cache_want {
@@ -98,9 +112,13 @@ typedef struct cache_want {
  * text_dim, pooled_dim, a text_len no longer than want's, count, a non-empty sample list), then every sample file
  * listed, opened and checked the same way (latents, prompt_embeds of 1 to text_len rows, pooled_prompt_embeds where
  * pooled_dim > 0, a 1/0 attention_mask per token, add_time_ids where size_ids > 0; F32, BF16 or F16), and
- * null.safetensors, the empty prompt's
- * conditioning, when the folder has it. One class (named after the folder); captions from the files' metadata.
- * Every error is one line starting "data_cache_dir <dir>:" and naming the file. */
+ * null.safetensors, the empty prompt's conditioning, when the folder has it. One class (named after the folder);
+ * captions from the files' metadata. A version 1 cache holds one latent shape, (channels, [frames,] edge, edge).
+ * A version 2 cache (make_cache.py --buckets) lists each sample's shape: want's channels and frames, any height and
+ * width (edge is not compared: the model built at a bucket's shape checks that its patch divides it). Its samples
+ * are grouped by latent shape into buckets, in the order of their first sample, read through dataset_buckets and
+ * data_iter_create_buckets as a bucketed backend's are (never pruned: one short batch an epoch), and
+ * dataset_resolution is 0. Every error is one line starting "data_cache_dir <dir>:" and naming the file. */
 st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **out);
 
 void dataset_close(dataset *ds);

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "segtrain/buckets.h"
 #include "segtrain/config.h"
 #include "segtrain/model.h"
 
@@ -22,6 +23,12 @@ st_status train_weights_path_check(const char *path);
 /* What train refuses of a run's data before opening any (plan says it too): image datasets of a video family's
  * frames, or of a model that does not take RGB pixels (segtrain has no VAE); a cache or synthetic data pass. */
 st_status train_data_check(const config *cfg, const model_config *mc);
+/* The run's aspect-bucket settings, which each backend's keys override (dataset_open_backend_buckets' defaults), as
+ * SimpleTuner's arguments give them: resolution and resolution_type (resolution 0: the model's height in image
+ * pixels, a pixel edge), aspect_bucket_alignment and aspect_bucket_rounding, and the model's largest canvas (HiDream's
+ * max_resolution); the rest bucket_config_default's. An alignment that is not a multiple of the model's
+ * vae_scale_factor times its patch is refused in one line: its buckets would not be latents the model takes. */
+st_status train_bucket_settings(const config *cfg, const model_config *mc, bucket_config *out);
 /* Bytes of state the config's optimizer (with use_ema's average) keeps for ps's trainable floats on the rank of
  * `ranks` data-parallel ranks that keeps the most: the whole state, or with zero_stage 1 a share (ZeRO-1). Measured:
  * the trainer's optimizer is set up in ps's pool (a dry one: nothing is allocated) and closed again; 0 if it cannot

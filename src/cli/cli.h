@@ -14,7 +14,7 @@
 
 typedef int cli_command(int argc, char **argv);
 cli_command cmd_version, cmd_selfcheck, cmd_init, cmd_grad, cmd_batch, cmd_plan, cmd_sample, cmd_train, cmd_sweep,
-    cmd_sweep_cell, cmd_advise, cmd_profile;
+    cmd_sweep_cell, cmd_advise, cmd_profile, cmd_buckets;
 
 #define CLI_MAX_FLAGS 16
 #define CLI_MAX_SETS CONFIG_MAX_SETS

@@ -21,6 +21,8 @@ static const struct command {
     {"train", cmd_train, "train on a dataset (the built-in one by default): checkpoints, samples, logs"},
     {"sample", cmd_sample, "a PNG grid of images from trained weights, one row per class or caption"},
     {"plan", cmd_plan, "the checkpoint plan and the predicted peak memory of a training step"},
+    {"buckets", cmd_buckets,
+     "every image of data_backend_config in its aspect bucket (--json: what make_cache.py --buckets reads)"},
     {"init", cmd_init, "write freshly initialised weights of the configured model"},
     {"grad", cmd_grad, "loss and every weight's gradient for one batch, with the step's peak memory"},
     {"batch", cmd_batch, "write a seeded random batch in the format grad reads"},

@@ -69,6 +69,12 @@ const cfg_key cfg_keys[] = {
              "sharing its weights at each other; each step trains at one of them (docs/DATA.md); `plan` predicts "
              "the peak of each and the run's is the largest. Each edge must be a multiple of the VAE's factor times "
              "the patch. Empty: a `resolution` square."),
+    INT_KEY("aspect_bucket_alignment", "64", 1, 4096, SEC_MODEL, "=",
+            "The multiple, in image pixels, that SimpleTuner's aspect buckets round a width and a height to "
+            "(`data_backend_config`, `segtrain buckets`). It must be a multiple of `vae_scale_factor` times the "
+            "patch, so that every bucket is a latent the model takes."),
+    INT_KEY("aspect_bucket_rounding", "2", 1, 9, SEC_MODEL, "=",
+            "Decimals of an aspect bucket's aspect (its name, `1.5`), as SimpleTuner rounds it."),
     INT_KEY("num_frames", "1", 1, 1 << 20, SEC_MODEL, "none (a video dataset's `video.num_frames` there)",
             "Video frames per sample, in pixels' frames; a video family's latent has 1 + (num_frames - 1) / 4 of "
             "them (its VAE's temporal compression; ltxvideo's is 8), so num_frames is 4 k + 1 (ltxvideo: 8 k + 1). "

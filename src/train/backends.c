@@ -685,30 +685,6 @@ static st_status assign_buckets(const char *file, const spec *specs, int nspecs,
     return st;
 }
 
-/* Each bucket's samples, ascending, in one array: a backend's samples are its images 1 + repeats times over. */
-static st_status list_bucket_samples(dataset *ds)
-{
-    int64_t *at = malloc(sizeof *at * (size_t)ds->nbuckets), end = 0;
-    ds->bucket_samples = malloc(sizeof *ds->bucket_samples * (size_t)(ds->count ? ds->count : 1));
-    if (!at || !ds->bucket_samples) return free(at), data_oom();
-    for (int k = 0; k < ds->nbuckets; k++) {
-        data_bucket *b = &ds->buckets[k];
-        b->count = b->images * (1 + ds->backends[b->label].repeats);
-        b->samples = ds->bucket_samples + end;
-        at[k] = end;
-        end += b->count;
-    }
-    int64_t s = 0;
-    for (int c = 0; c < ds->classes; c++) {
-        const backend *b = &ds->backends[c];
-        for (int64_t r = 0; r <= b->repeats; r++)
-            for (int64_t i = b->first; i < b->first + b->count; i++)
-                ds->bucket_samples[at[ds->places[i].bucket]++] = s++;
-    }
-    free(at);
-    return ST_OK;
-}
-
 /* A backend's line, then a line for each of its buckets. */
 static void report_buckets(const spec *sp, const backend *b, const dataset *ds, int64_t small)
 {
@@ -837,7 +813,7 @@ static st_status make_dataset(opening *o, int resolution, uint64_t seed, dataset
                     .seed = seed, .class_names = o->names, .items = o->sc.items, .nitems = o->sc.n,
                     .backends = o->backends, .places = o->bk.places, .buckets = o->bk.buckets, .nbuckets = o->bk.n};
     o->names = NULL, o->sc = (scan){0}, o->backends = NULL, o->bk.places = NULL, o->bk.buckets = NULL;
-    st_status st = o->bucketed ? list_bucket_samples(ds) : ST_OK;
+    st_status st = o->bucketed ? data_list_bucket_samples(ds) : ST_OK;
     if (st) {
         dataset_close(ds);
         return st;

@@ -14,7 +14,7 @@
 #include "segtrain/safetensors.h"
 
 #define CACHE_FORMAT "segtrain-cache"
-#define CACHE_VERSION 1
+#define CACHE_VERSION 2 /* 1: one latent shape; 2: a shape per sample (make_cache.py --buckets) */
 #define CACHE_INDEX_MAX (256 << 20) /* cache.json lists every sample: 256 MiB is millions of names */
 #define CACHE_NULL "null.safetensors"
 
@@ -75,11 +75,18 @@ static void dims_text(char *out, size_t n, const int64_t *d, int nd)
     for (int i = 0; i < nd && k < n; i++) k += (size_t)snprintf(out + k, n - k, "%s%lld", i ? " x " : "", (long long)d[i]);
 }
 
-/* Checks one sample file (`latents` only when with_latents: null.safetensors has none) against the cache and the
- * model, and reads its caption from the metadata into *caption (a copy). */
+/* A sample as cache.json lists it: its file, its latents' height and width, and (version 2) its bucket's key. */
+typedef struct entry {
+    const char *file, *key;
+    int64_t h, w;
+} entry;
+
+/* Checks one sample file (its latents, of e's height and width, only when e is not NULL: null.safetensors has none)
+ * against the cache and the model, and reads its caption from the metadata into *caption (a copy). */
 static st_status check_sample(const dataset *ds, const char *dir, const char *file, const cache_want *cw,
-                              bool with_latents, char **caption)
+                              const entry *e, char **caption)
 {
+    const bool with_latents = e != NULL;
     char *path = data_join_path(dir, file);
     if (!path) return data_oom();
     sft_file *f = NULL;
@@ -87,13 +94,14 @@ static st_status check_sample(const dataset *ds, const char *dir, const char *fi
     free(path);
     if (st) return bad(dir, st, "sample %s is unreadable or corrupt: %s", file, st_error());
     const char *meta_family = sft_metadata(f, "family"), *meta_caption = sft_metadata(f, "caption");
-    const int64_t E = ds->resolution, L = ds->text_len, D = ds->text_dim, P = ds->pooled_dim;
+    const int64_t L = ds->text_len, D = ds->text_dim, P = ds->pooled_dim;
     const sft_tensor *lat = NULL, *seq = NULL, *pooled = NULL, *mask = NULL;
     const char *family = cw->family;
     if (meta_family && strcmp(meta_family, family))
         st = bad(dir, ST_ERR_INVALID, "%s: written for family %s, cache.json says %s", file, meta_family, family);
     const int nd = ds->frames > 1 ? 4 : 3; /* (C, H, W) or video (C, F, H, W) */
-    const int64_t want[4] = {ds->channels, nd == 4 ? ds->frames : E, E, E};
+    const int64_t want[4] = {ds->channels, nd == 4 ? ds->frames : e ? e->h : 0, nd == 4 && e ? e->h : e ? e->w : 0,
+                             e ? e->w : 0};
     if (with_latents && !st && !(lat = float_tensor(dir, file, f, "latents", nd, &st)) && !st)
         st = bad(dir, ST_ERR_FORMAT, "%s: no latents tensor", file);
     bool same = true;
@@ -102,7 +110,8 @@ static st_status check_sample(const dataset *ds, const char *dir, const char *fi
         char got_s[96], want_s[96];
         dims_text(got_s, sizeof got_s, lat->shape, nd);
         dims_text(want_s, sizeof want_s, want, nd);
-        st = bad(dir, ST_ERR_INVALID, "%s: latents are %s, the model takes %s", file, got_s, want_s);
+        st = bad(dir, ST_ERR_INVALID, "%s: latents are %s, %s %s", file, got_s,
+                 ds->resolution ? "the model takes" : "cache.json lists", want_s); /* version 2: its own shape */
     }
     if (!st && !(seq = float_tensor(dir, file, f, "prompt_embeds", 2, &st)) && !st)
         st = bad(dir, ST_ERR_FORMAT, "%s: no prompt_embeds tensor", file);
@@ -153,13 +162,13 @@ static st_status check_sample(const dataset *ds, const char *dir, const char *fi
 /* The sample file `path`'s latents (into x when not NULL) and its conditioning (into text when not NULL): the
  * sequence zero-padded to text_len rows, then the pooled vector, then where the model reads it the mask, 0 on the
  * padded rows, then with ids the size ids (model.h's layout). */
-st_status cache_read(const dataset *ds, const char *path, float *x, float *text, bool ids)
+st_status cache_read(const dataset *ds, const char *path, int64_t h, int64_t w, float *x, float *text, bool ids)
 {
     sft_file *f;
     st_status st = sft_open(path, &f);
     if (st) return st; /* the file changed since the cache was opened */
     const bool video = ds->frames > 1;
-    const int64_t lat[4] = {ds->channels, video ? ds->frames : ds->resolution, ds->resolution, ds->resolution};
+    const int64_t lat[4] = {ds->channels, video ? ds->frames : h, video ? h : w, w};
     const int64_t D = ds->text_dim;
     if (x) st = sft_read_f32(f, "latents", video ? 4 : 3, lat, x);
     if (!st && text) {
@@ -184,6 +193,7 @@ st_status cache_read(const dataset *ds, const char *path, float *x, float *text,
 typedef struct mismatches {
     char text[1536];
     int n;
+    bool shape; /* version 2: a sample's latent shape is among them (the first that differs stands for all) */
 } mismatches;
 
 static void mismatch(mismatches *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -200,67 +210,195 @@ static void mismatch(mismatches *m, const char *fmt, ...)
     m->n++;
 }
 
+/* latent_shape's nd positive integers into dims, or an error naming where it is. */
+static st_status read_shape(const char *dir, const char *where, const cJSON *shape, int nd, int64_t *dims)
+{
+    if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != nd)
+        return bad(dir, ST_ERR_FORMAT, "%s: latent_shape must be %s, as the model takes %s", where,
+                   nd == 4 ? "[channels, frames, height, width]" : "[channels, height, width]",
+                   nd == 4 ? "video (num_frames above 1)" : "images");
+    for (int i = 0; i < nd; i++) {
+        const cJSON *v = cJSON_GetArrayItem(shape, i);
+        if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e9 ||
+            v->valuedouble != (double)(int64_t)v->valuedouble)
+            return bad(dir, ST_ERR_FORMAT, "%s: latent_shape must be %d positive integers", where, nd);
+        dims[i] = (int64_t)v->valuedouble;
+    }
+    return ST_OK;
+}
+
 /* cache.json's header fields, checked against `want`: a malformed field stops at once, a value the model does not
- * take is gathered with the others. */
-static st_status check_index(const char *dir, const cJSON *root, const cache_want *want, const cJSON **samples)
+ * take is gathered in m with the others. Version 1's latent_shape is the model's one shape. */
+static st_status check_header(const char *dir, const cJSON *root, const cache_want *want, int64_t *version,
+                              mismatches *m)
 {
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
     const cJSON *family = cJSON_GetObjectItemCaseSensitive(root, "family");
-    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(root, "latent_shape");
-    int64_t version = 0, text_len = 0, text_dim = 0, pooled = 0, count = 0, dims[4] = {0};
-    mismatches m = {{0}, 0};
+    int64_t text_len = 0, text_dim = 0, pooled = 0, dims[4] = {0};
     if (!cJSON_IsString(format) || strcmp(format->valuestring, CACHE_FORMAT))
         return bad(dir, ST_ERR_FORMAT, "cache.json: format must be \"%s\" (docs/CACHE.md)", CACHE_FORMAT);
-    st_status st = index_int(dir, root, "version", 0, &version);
-    if (!st && version != CACHE_VERSION)
-        st = bad(dir, ST_ERR_UNSUPPORTED, "cache.json: version %lld; this segtrain reads version %d", (long long)version,
-                 CACHE_VERSION);
+    st_status st = index_int(dir, root, "version", 0, version);
+    if (!st && (*version < 1 || *version > CACHE_VERSION))
+        st = bad(dir, ST_ERR_UNSUPPORTED, "cache.json: version %lld; this segtrain reads versions 1 to %d",
+                 (long long)*version, CACHE_VERSION);
     if (!st && !cJSON_IsString(family)) st = bad(dir, ST_ERR_FORMAT, "cache.json: family must be a string");
     if (!st && strcmp(family->valuestring, want->family))
-        mismatch(&m, "written for model_family %s; the model is %s", family->valuestring, want->family);
+        mismatch(m, "written for model_family %s; the model is %s", family->valuestring, want->family);
     const int nd = want->frames > 1 ? 4 : 3;
     const int64_t wanted[4] = {want->channels, nd == 4 ? want->frames : want->edge, want->edge, want->edge};
-    if (!st && (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != nd))
-        st = bad(dir, ST_ERR_FORMAT, "cache.json: latent_shape must be %s, as the model takes %s",
-                 nd == 4 ? "[channels, frames, height, width]" : "[channels, height, width]",
-                 nd == 4 ? "video (num_frames above 1)" : "images");
-    for (int i = 0; !st && i < nd; i++) {
-        const cJSON *v = cJSON_GetArrayItem(shape, i);
-        if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e9)
-            st = bad(dir, ST_ERR_FORMAT, "cache.json: latent_shape must be %d positive integers", nd);
-        else dims[i] = (int64_t)v->valuedouble;
-    }
+    if (!st && *version == 1)
+        st = read_shape(dir, "cache.json", cJSON_GetObjectItemCaseSensitive(root, "latent_shape"), nd, dims);
     bool same = true;
     for (int i = 0; i < nd; i++) same = same && dims[i] == wanted[i];
-    if (!st && !same) {
+    if (!st && *version == 1 && !same) {
         char got_s[96], want_s[96];
         dims_text(got_s, sizeof got_s, dims, nd);
         dims_text(want_s, sizeof want_s, wanted, nd);
-        mismatch(&m, "latents are %s, the model takes %s (in_channels,%s and resolution / vae_scale_factor as the "
+        mismatch(m, "latents are %s, the model takes %s (in_channels,%s and resolution / vae_scale_factor as the "
                  "edge)", got_s, want_s, nd == 4 ? " the latent frames of num_frames," : "");
     }
     if (!st) st = index_int(dir, root, "text_len", 1, &text_len);
     if (!st) st = index_int(dir, root, "text_dim", 1, &text_dim);
     if (!st) st = index_int(dir, root, "pooled_dim", 0, &pooled);
     if (!st && text_dim != want->text_dim)
-        mismatch(&m, "text_dim %lld, the model's joint_attention_dim is %lld", (long long)text_dim,
+        mismatch(m, "text_dim %lld, the model's joint_attention_dim is %lld", (long long)text_dim,
                  (long long)want->text_dim);
     if (!st && pooled != want->pooled_dim)
-        mismatch(&m, "pooled_dim %lld, the model's pooled_projection_dim is %lld", (long long)pooled,
+        mismatch(m, "pooled_dim %lld, the model's pooled_projection_dim is %lld", (long long)pooled,
                  (long long)want->pooled_dim);
     if (!st && text_len > want->text_len)
-        mismatch(&m, "text_len %lld is longer than the model's %lld tokens (tokenizer_max_length)",
+        mismatch(m, "text_len %lld is longer than the model's %lld tokens (tokenizer_max_length)",
                  (long long)text_len, (long long)want->text_len);
+    return st;
+}
+
+/* One of cache.json's samples: version 1 names its file, its latents the model's edge; version 2 lists
+ * {"file", "latent_shape", "bucket"}, the shape of the model's channels (and frames; the first sample that differs
+ * is gathered in m) and of any height and width. */
+static st_status read_entry(const char *dir, const cJSON *s, const cache_want *want, int64_t version, mismatches *m,
+                            entry *e)
+{
+    const cJSON *file = version == 1 ? s : cJSON_GetObjectItemCaseSensitive(s, "file");
+    if (version > 1 && !cJSON_IsObject(s))
+        return bad(dir, ST_ERR_FORMAT, "cache.json: samples lists a non-object; a version 2 cache lists {\"file\": "
+                   "..., \"latent_shape\": [...]} per sample");
+    if (!cJSON_IsString(file) || !file->valuestring[0] || file->valuestring[0] == '/')
+        return bad(dir, ST_ERR_FORMAT, "cache.json: samples lists %s; each %s a file name relative to the cache "
+                   "folder", cJSON_IsString(file) ? "an empty or absolute path" : "a non-string",
+                   version == 1 ? "entry is" : "entry's \"file\" is");
+    *e = (entry){file->valuestring, NULL, want->edge, want->edge};
+    if (version == 1) return ST_OK;
+    const cJSON *key = cJSON_GetObjectItemCaseSensitive(s, "bucket");
+    e->key = cJSON_IsString(key) ? key->valuestring : NULL;
+    char where[320], shape_s[96];
+    snprintf(where, sizeof where, "cache.json: sample %.256s", e->file);
+    const int nd = want->frames > 1 ? 4 : 3;
+    int64_t d[4];
+    st_status st = read_shape(dir, where, cJSON_GetObjectItemCaseSensitive(s, "latent_shape"), nd, d);
     if (st) return st;
-    if (m.n == 1) return bad(dir, ST_ERR_INVALID, "%s", m.text + 3);
-    if (m.n) return bad(dir, ST_ERR_INVALID, "%d mismatches with the model:%s", m.n, m.text);
-    st = index_int(dir, root, "count", 0, &count);
-    *samples = cJSON_GetObjectItemCaseSensitive(root, "samples");
-    if (!st && !cJSON_IsArray(*samples)) st = bad(dir, ST_ERR_FORMAT, "cache.json: samples must be a list of files");
-    if (!st && cJSON_GetArraySize(*samples) != count)
+    e->h = d[nd - 2], e->w = d[nd - 1];
+    dims_text(shape_s, sizeof shape_s, d, nd);
+    if ((d[0] != want->channels || (nd == 4 && d[1] != want->frames)) && !m->shape) {
+        char frames[96] = "";
+        if (nd == 4)
+            snprintf(frames, sizeof frames, " and %lld frames (the latent frames of num_frames)",
+                     (long long)want->frames);
+        m->shape = true;
+        mismatch(m, "latents are %s (%s), the model takes %lld channels (in_channels)%s", shape_s, e->file,
+                 (long long)want->channels, frames);
+    }
+    return ST_OK;
+}
+
+/* cache.json checked against `want` (check_header), then its samples into *entries (count of them, not empty). */
+static st_status check_index(const char *dir, const cJSON *root, const cache_want *want, int64_t *version,
+                             entry **entries, int *n)
+{
+    mismatches m = {{0}, 0, false};
+    int64_t count = 0;
+    st_status st = check_header(dir, root, want, version, &m);
+    const cJSON *samples = cJSON_GetObjectItemCaseSensitive(root, "samples");
+    if (!st) st = index_int(dir, root, "count", 0, &count);
+    if (!st && !cJSON_IsArray(samples))
+        st = bad(dir, ST_ERR_FORMAT, "cache.json: samples must be a list of %s",
+                 *version == 1 ? "files" : "{\"file\", \"latent_shape\"} objects");
+    if (!st && cJSON_GetArraySize(samples) != count)
         st = bad(dir, ST_ERR_FORMAT, "cache.json: count is %lld but samples lists %d", (long long)count,
-                 cJSON_GetArraySize(*samples));
+                 cJSON_GetArraySize(samples));
+    entry *e = st || !count ? NULL : calloc((size_t)count, sizeof *e);
+    if (!st && count && !e) st = data_oom();
+    int k = 0;
+    for (const cJSON *s = e ? samples->child : NULL; s && !st; s = s->next)
+        st = read_entry(dir, s, want, *version, &m, &e[k++]);
+    if (!st && m.n == 1) st = bad(dir, ST_ERR_INVALID, "%s", m.text + 3);
+    if (!st && m.n) st = bad(dir, ST_ERR_INVALID, "%d mismatches with the model:%s", m.n, m.text);
     if (!st && !count) st = bad(dir, ST_ERR_INVALID, "the cache is empty (cache.json lists no sample)");
+    if (st) free(e);
+    *entries = st ? NULL : e;
+    *n = st ? 0 : k;
+    return st;
+}
+
+/* Version 2: the samples grouped by latent shape into buckets, in the order of their first sample, as one backend
+ * of no repeats that prunes nothing (make_cache.py left out what its bucket list did). */
+static st_status group_buckets(dataset *ds, const entry *e, int n)
+{
+    ds->places = calloc((size_t)n, sizeof *ds->places);
+    ds->buckets = calloc((size_t)n, sizeof *ds->buckets);
+    ds->backends = calloc(1, sizeof *ds->backends);
+    if (!ds->places || !ds->buckets || !ds->backends) return data_oom();
+    ds->backends[0] = (backend){.first = 0, .count = n};
+    for (int i = 0; i < n; i++) {
+        int b = 0;
+        while (b < ds->nbuckets && (ds->buckets[b].height != e[i].h || ds->buckets[b].width != e[i].w)) b++;
+        if (b == ds->nbuckets) {
+            data_bucket *k = &ds->buckets[ds->nbuckets++];
+            *k = (data_bucket){.width = (int)e[i].w, .height = (int)e[i].h};
+            if (e[i].key) snprintf(k->name, sizeof k->name, "%s", e[i].key);
+            else snprintf(k->name, sizeof k->name, "%dx%d", k->width, k->height);
+        }
+        ds->buckets[b].images++;
+        ds->places[i] = (place){.bucket = b};
+    }
+    return data_list_bucket_samples(ds);
+}
+
+/* The dataset of a checked cache.json: its model-side sizes from want, one class named after the folder. */
+static st_status new_cache(const char *dir, const cache_want *want, int64_t version, dataset **out)
+{
+    dataset *ds = *out = calloc(1, sizeof *ds);
+    if (!ds) return data_oom();
+    ds->kind = KIND_CACHE;
+    ds->resolution = version == 1 ? (int)want->edge : 0;
+    ds->channels = want->channels;
+    ds->frames = want->frames > 1 ? want->frames : 1;
+    ds->text_len = want->text_len;
+    ds->text_dim = want->text_dim;
+    ds->pooled_dim = want->pooled_dim;
+    ds->mask = want->mask;
+    ds->size_ids = want->size_ids;
+    ds->classes = 1;
+    ds->class_names = calloc(1, sizeof(char *));
+    const char *slash = strrchr(dir, '/');
+    if (ds->class_names) ds->class_names[0] = strdup(slash && slash[1] ? slash + 1 : dir);
+    return ds->class_names && ds->class_names[0] ? ST_OK : data_oom();
+}
+
+/* The empty prompt's conditioning, for caption dropout, when the cache has it. */
+static st_status read_null(dataset *ds, const char *dir, const cache_want *want)
+{
+    char *null_path = data_join_path(dir, CACHE_NULL), *null_caption = NULL;
+    if (!null_path) return data_oom();
+    FILE *probe = fopen(null_path, "rb");
+    st_status st = ST_OK;
+    if (probe) {
+        fclose(probe);
+        st = check_sample(ds, dir, CACHE_NULL, want, NULL, &null_caption);
+        if (!st && !(ds->null_text = malloc(sizeof(float) * (size_t)dataset_text_floats(ds)))) st = data_oom();
+        if (!st) st = cache_read(ds, null_path, 0, 0, NULL, ds->null_text, false); /* the ids stay each sample's */
+    }
+    free(null_caption);
+    free(null_path);
     return st;
 }
 
@@ -281,53 +419,26 @@ st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **
     cJSON *root = n < CACHE_INDEX_MAX ? cJSON_ParseWithOpts(text, NULL, 1) : NULL;
     free(text);
     if (!root) return bad(dir, ST_ERR_FORMAT, "cache.json is not valid JSON (or over %d MiB)", CACHE_INDEX_MAX >> 20);
-    const cJSON *samples = NULL;
-    st_status st = cJSON_IsObject(root) ? check_index(dir, root, want, &samples)
+    entry *entries = NULL;
+    int count = 0;
+    int64_t version = 0;
+    st_status st = cJSON_IsObject(root) ? check_index(dir, root, want, &version, &entries, &count)
                                         : bad(dir, ST_ERR_FORMAT, "cache.json must be a JSON object");
-    dataset *ds = st ? NULL : calloc(1, sizeof *ds);
-    if (!st && !ds) st = data_oom();
-    if (!st) {
-        ds->kind = KIND_CACHE;
-        ds->resolution = (int)want->edge;
-        ds->channels = want->channels;
-        ds->frames = want->frames > 1 ? want->frames : 1;
-        ds->text_len = want->text_len;
-        ds->text_dim = want->text_dim;
-        ds->pooled_dim = want->pooled_dim;
-        ds->mask = want->mask;
-        ds->size_ids = want->size_ids;
-        ds->classes = 1;
-        ds->class_names = calloc(1, sizeof(char *));
-        const char *slash = strrchr(dir, '/');
-        if (ds->class_names) ds->class_names[0] = strdup(slash && slash[1] ? slash + 1 : dir);
-        if (!ds->class_names || !ds->class_names[0]) st = data_oom();
-    }
+    dataset *ds = NULL;
+    if (!st) st = new_cache(dir, want, version, &ds);
     scan sc = {0};
-    for (const cJSON *s = st ? NULL : samples->child; s && !st; s = s->next) {
+    for (int k = 0; k < count && !st; k++) {
         char *caption = NULL;
-        if (!cJSON_IsString(s) || !s->valuestring[0] || s->valuestring[0] == '/')
-            st = bad(dir, ST_ERR_FORMAT, "cache.json: samples lists %s; each entry is a file name relative to the "
-                     "cache folder", cJSON_IsString(s) ? "an empty or absolute path" : "a non-string");
-        if (!st) st = check_sample(ds, dir, s->valuestring, want, true, &caption);
-        if (!st) st = data_add_item(&sc, data_join_path(dir, s->valuestring), caption, 0);
+        st = check_sample(ds, dir, entries[k].file, want, &entries[k], &caption);
+        if (!st) st = data_add_item(&sc, data_join_path(dir, entries[k].file), caption, 0);
     }
     if (ds) {
         ds->items = sc.items;
         ds->count = ds->nitems = sc.n;
     }
-    /* the empty prompt's conditioning, for caption dropout, when the cache has it */
-    char *null_path = st ? NULL : data_join_path(dir, CACHE_NULL), *null_caption = NULL;
-    if (!st && !null_path) st = data_oom();
-    FILE *probe = st ? NULL : fopen(null_path, "rb");
-    if (probe) {
-        fclose(probe);
-        st = check_sample(ds, dir, CACHE_NULL, want, false, &null_caption);
-        if (!st && !(ds->null_text = malloc(sizeof(float) * (size_t)dataset_text_floats(ds))))
-            st = data_oom();
-        if (!st) st = cache_read(ds, null_path, NULL, ds->null_text, false); /* the ids stay each sample's */
-    }
-    free(null_caption);
-    free(null_path);
+    if (!st && version > 1) st = group_buckets(ds, entries, count);
+    if (!st) st = read_null(ds, dir, want);
+    free(entries);
     cJSON_Delete(root);
     if (st) {
         dataset_close(ds);

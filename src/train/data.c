@@ -722,6 +722,45 @@ int dataset_bucket_of(const dataset *ds, int64_t index)
     return ds->places && index >= 0 && index < ds->count ? ds->places[item_of(ds, index, &b)].bucket : -1;
 }
 
+/* Each bucket's samples (its images' places given), ascending, in one array: a backend's samples are its images
+ * 1 + repeats times over. */
+st_status data_list_bucket_samples(dataset *ds)
+{
+    int64_t *at = malloc(sizeof *at * (size_t)ds->nbuckets), end = 0;
+    ds->bucket_samples = malloc(sizeof *ds->bucket_samples * (size_t)(ds->count ? ds->count : 1));
+    if (!at || !ds->bucket_samples) return free(at), data_oom();
+    for (int k = 0; k < ds->nbuckets; k++) {
+        data_bucket *b = &ds->buckets[k];
+        b->count = b->images * (1 + ds->backends[b->label].repeats);
+        b->samples = ds->bucket_samples + end;
+        at[k] = end;
+        end += b->count;
+    }
+    int64_t s = 0;
+    for (int c = 0; c < ds->classes; c++) {
+        const backend *b = &ds->backends[c];
+        for (int64_t r = 0; r <= b->repeats; r++)
+            for (int64_t i = b->first; i < b->first + b->count; i++)
+                ds->bucket_samples[at[ds->places[i].bucket]++] = s++;
+    }
+    free(at);
+    return ST_OK;
+}
+
+int64_t dataset_images(const dataset *ds) { return ds->kind == KIND_BUILTIN ? ds->count : ds->nitems; }
+
+st_status dataset_placement(const dataset *ds, int64_t image, data_placement *out)
+{
+    *out = (data_placement){0};
+    if (!ds->places || image < 0 || image >= ds->nitems)
+        return st_fail(ST_ERR_INVALID, "data: image %lld of %s", (long long)image,
+                       ds->places ? "a dataset with fewer" : "a dataset that is not bucketed");
+    const item *e = &ds->items[image];
+    const place *p = &ds->places[image];
+    *out = (data_placement){e->path, e->label, p->bucket, e->w, e->h, p->resize_w, p->resize_h, p->top, p->left};
+    return ST_OK;
+}
+
 const char *dataset_class_name(const dataset *ds, int label)
 {
     if (label < 0 || label >= ds->classes) return NULL;
@@ -757,7 +796,12 @@ static st_status get_sample(const dataset *ds, int64_t index, int64_t epoch, flo
         end = strchr(text, '\n');
         copy_caption_n(caption, text, end ? (size_t)(end - text) : strlen(text));
     }
-    if (ds->kind == KIND_CACHE) return image || cond ? cache_read(ds, e->path, image, cond, true) : ST_OK;
+    if (ds->kind == KIND_CACHE && !(image || cond)) return ST_OK;
+    if (ds->kind == KIND_CACHE) { /* a bucketed cache's latents are its bucket's shape */
+        const data_bucket *bk = ds->places ? &ds->buckets[ds->places[at].bucket] : NULL;
+        return cache_read(ds, e->path, bk ? bk->height : ds->resolution, bk ? bk->width : ds->resolution, image,
+                          cond, true);
+    }
     if (!image) return ST_OK;
     unsigned char *px;
     int w, h;
@@ -907,7 +951,8 @@ static st_status next_bucket_share(data_iter *it, int64_t batch, int64_t first, 
     if (st) return st;
     const int64_t at = it->order.first[it->pos.index], len = it->order.first[it->pos.index + 1] - at;
     const data_bucket *bk = &it->ds->buckets[it->bucket_of[it->order.index[at]]];
-    const int64_t per = 3ll * bk->width * bk->height;
+    const int64_t per = (int64_t)dataset_channels(it->ds) * (it->ds->frames > 1 ? it->ds->frames : 1) * bk->width *
+                        bk->height;
     for (int64_t b = 0; b < count; b++) {
         const int64_t index = it->kept[it->order.index[at + (first + b) % len]];
         st = get_sample(it->ds, index, it->pos.epoch, images ? images + b * per : NULL, labels ? labels + b : NULL,

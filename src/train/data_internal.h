@@ -73,6 +73,7 @@ st_status data_read_small(const char *path, size_t max, bool pipes, char **out, 
 size_t data_fold_space(char *s, size_t n);
 st_status data_add_item(scan *sc, char *path, char *caption, int label);
 st_status data_check_png(scan *sc, const char *path, const char *name, bool *ok, int *w, int *h);
-st_status cache_read(const dataset *ds, const char *path, float *x, float *text, bool ids);
+st_status data_list_bucket_samples(dataset *ds);
+st_status cache_read(const dataset *ds, const char *path, int64_t h, int64_t w, float *x, float *text, bool ids);
 
 #endif
