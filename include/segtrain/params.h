@@ -93,7 +93,8 @@ typedef enum param_part { PARAMS_ALL, PARAMS_TRAINABLE, PARAMS_FROZEN } param_pa
  *   diffusers' from_pretrained.
  * A missing tensor (other than a fixed one), an unexpected tensor (unless its name starts with other_prefix, e.g.
  * "optimizer." in a checkpoint), a wrong shape or dtype, a broken index or shard is one error line naming the
- * file and the tensor. */
+ * file and the tensor. A grid table (param_add_grid_table) is never read, whatever the file holds: it is computed
+ * for the model's own grid, and a file's was saved at whichever shape its model had. */
 st_status param_set_load(param_set *s, const char *path, param_part part, const char *other_prefix);
 
 /* A named float tensor to write beside the parameters. */

@@ -379,6 +379,7 @@ static st_status read_params(param_set *s, const tensor_source *src, param_part 
     for (int i = 0; i < s->n && !st; i++) {
         param *q = &s->items[i];
         if (!in_part(q, part) || (skip_prefix && !strncmp(q->name, skip_prefix, strlen(skip_prefix)))) continue;
+        if (q->grid) continue; /* computed for this model's grid: a file's is of the grid it was saved at */
         sft_file *f = source_find(src, q->name);
         if (!f && q->fixed) continue;
         st = f ? read_param(f, q->name, q)
