@@ -145,19 +145,21 @@ cp s.png pets/red_fox.png; cp s.png pets/cats/blue_cat.png; cp s.png photos/one.
 cat > backends.json <<'EOF'
 [{"id": "pets", "type": "local", "instance_data_dir": "pets", "caption_strategy": "filename", "crop": true,
   "crop_style": "random", "resolution": 16, "resolution_type": "pixel", "repeats": 1, "minimum_image_size": 8},
- {"id": "photos", "instance_data_dir": "photos", "caption_strategy": "textfile", "resolution": 0.25,
+ {"id": "photos", "instance_data_dir": "photos", "caption_strategy": "textfile", "resolution": 0.001,
   "resolution_type": "area"},
  {"id": "hub", "type": "huggingface", "dataset_name": "someone/images", "disabled": true},
  {"id": "text-cache", "type": "local", "dataset_type": "text_embeds", "default": true, "cache_dir": "cache/text"}]
 EOF
 db="--set model_preset=dit-tiny --set in_channels=3 --set vae_scale_factor=1 --set resolution=8 --set train_batch_size=2
-    --set max_train_steps=2 --set validation_steps=0 --set output_dir=runb"
+    --set max_train_steps=2 --set validation_steps=0 --set output_dir=runb --set aspect_bucket_alignment=8"
 out=$("$bin" train $db --set data_backend_config=backends.json 2>&1); rc=$?
-[ $rc -eq 0 ] && grep -q "trained 2 steps" <<<"$out" && grep -q "backend 'pets': 2 images in $tmp/pets, 2 samples each" <<<"$out" &&
-  grep -q "backend 'photos': 1 images.*captions by textfile" <<<"$out" && grep -q "backend 'hub': disabled" <<<"$out" &&
-  grep -q "backend 'text-cache': text_embeds cache, not needed" <<<"$out" &&
-  grep -q "ignoring keys segtrain does not read: minimum_image_size" <<<"$out" &&
-  ok "train reads a multidatabackend.json" || bad "train on backends (exit $rc): $out"
+[ $rc -eq 0 ] && grep -q "trained 2 steps" <<<"$out" &&
+  grep -q "backend 'pets': 2 images in $tmp/pets in 1 aspect bucket (resolution 16 pixel, .*), 2 samples each" <<<"$out" &&
+  grep -q "backend 'pets': bucket 1.0 (16x16): 2 images" <<<"$out" &&
+  grep -q "backend 'photos': 1 images.*resolution 0.001 area.*captions by textfile" <<<"$out" &&
+  grep -q "backend 'hub': disabled" <<<"$out" && grep -q "backend 'text-cache': text_embeds cache, not needed" <<<"$out" &&
+  ! grep -q "ignoring keys" <<<"$out" && grep -q "^bucket 16x16 .*predicted peak" <<<"$out" &&
+  ok "train reads a multidatabackend.json in its aspect buckets" || bad "train on backends (exit $rc): $out"
 grep -q "built-in" <<<"$out" && bad "train on backends mentions the built-in data" || ok "train on backends: no built-in data"
 first=$("$bin" train $db --set output_dir=runc 2>&1 | head -n 1)
 grep -q "^segtrain: training on the built-in dataset.*data_backend_config" <<<"$first" &&

@@ -683,13 +683,13 @@ static void test_neutral_values(void)
 {
     config *c = NULL;
     CHECK(config_parse("{\"controlnet\": false, \"loss_type\": \"l2\", \"lora_type\": \"standard\", "
-                       "\"minimum_image_size\": 0, \"disable_bucket_pruning\": \"true\"}", "n.json", &c) == ST_OK);
+                       "\"minimum_image_size\": 0, \"flow_schedule_auto_shift\": \"false\"}", "n.json", &c) == ST_OK);
     CHECKF(c && !config_warning(c), "neutral values warn: %s", c && config_warning(c) ? config_warning(c) : "");
     config_free(c);
     CHECK(config_parse("{\"controlnet\": \"true\", \"loss_type\": \"huber\", "
-                       "\"minimum_image_size\": 512, \"disable_bucket_pruning\": false}", "n.json", &c) == ST_OK);
+                       "\"minimum_image_size\": 512, \"flow_schedule_auto_shift\": true}", "n.json", &c) == ST_OK);
     const char *w = c ? config_warning(c) : NULL;
-    const char *named[] = {"controlnet", "loss_type", "minimum_image_size", "disable_bucket_pruning"};
+    const char *named[] = {"controlnet", "loss_type", "minimum_image_size", "flow_schedule_auto_shift"};
     for (size_t i = 0; i < sizeof named / sizeof *named; i++)
         CHECKF(w && strstr(w, named[i]), "the warning lacks %s: %s", named[i], w ? w : "(none)");
     config_free(c);

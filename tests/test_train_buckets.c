@@ -4,10 +4,16 @@
  * checkpoint mid-way trains the same buckets in the same order and ends with the straight run's weights, byte for
  * byte; a run whose largest bucket does not fit device_memory is refused naming it. On DiT (a position table of the
  * grid, each bucket's own) and MMDiT (Flux's rotary positions, nothing of its own), each at a non-square pair of
- * one token count where the family takes non-square latents, else at three squares. */
+ * one token count where the family takes non-square latents, else at three squares.
+ * Then the same on real data: tests/fixtures/bucket-images.json's PNGs in their three aspect buckets (24x16, 16x24,
+ * 32x16), the run's shapes being the data's, each step at its data batch's bucket (the iterator's order, every batch
+ * of one bucket), its peak that bucket's prediction, a resume continuing the order to the same final bytes; a step
+ * of two micro-batches of two buckets peaks at the larger's; num_train_epochs counts the bucket batches. And a
+ * DiT position table saved at one shape is not loaded into a model of another. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "segtrain/model_run.h"
 #include "segtrain/train.h"
@@ -15,6 +21,11 @@
 
 static char root[256];
 static const char *preset, *shapes; /* the run's; the last shape is the largest */
+/* what run() saw of its last trainer: its shapes' names ("24x16,16x24,32x16"), each one's predicted device peak and
+ * its total steps */
+static char run_shapes[256];
+static size_t run_peaks[MODEL_SHAPES_MAX];
+static int64_t run_total;
 
 static config *make_config(const char *dir, const char *sets)
 {
@@ -38,7 +49,15 @@ static st_status run(config *c, int64_t stop_after, int *order)
     st_status st = trainer_create(c, NULL, &t);
     const bucket_shape *shape = NULL;
     const int n = st ? 0 : trainer_buckets(t, &shape);
-    CHECKF(st || n == 3, "the run has the three buckets of bucket_shapes (%d)", n);
+    CHECKF(st || n == 3, "the run has three buckets (%d): %s", n, st ? st_error() : "");
+    run_shapes[0] = 0;
+    for (int i = 0; i < n; i++) {
+        const size_t at = strlen(run_shapes);
+        bucket_shape_name(&shape[i], run_shapes + at + (i > 0), sizeof run_shapes - at - 1);
+        if (i) run_shapes[at] = ',';
+        run_peaks[i] = trainer_bucket_predicted(t, i, false)->peak;
+    }
+    run_total = st ? 0 : trainer_total_steps(t);
     for (int64_t k = 0; !st && !trainer_done(t) && k < stop_after; k++) {
         train_step_info in;
         if ((st = trainer_step(t, &in))) break;
@@ -204,6 +223,213 @@ static void test_largest_bucket_must_fit(void)
     config_free(c);
 }
 
+/* ---- real data in its aspect buckets (run from the source folder: a backend's instance_data_dir is relative) ---- */
+
+#define DATA_SHAPES "32x16,16x24,24x16" /* the buckets of tests/fixtures/bucket-images.json, in the data's order */
+
+static config *data_config(const char *dir, const char *sets)
+{
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"model_preset\": \"%s\", \"in_channels\": 3, \"vae_scale_factor\": 1, \"num_classes\": 8, "
+             "\"data_backend_config\": \"tests/fixtures/bucket-images.json\", \"resolution\": 16, "
+             "\"resolution_type\": \"pixel\", \"aspect_bucket_alignment\": 8, \"disable_bucket_pruning\": true, "
+             "\"train_batch_size\": 2, \"learning_rate\": 1e-3, \"lr_warmup_steps\": 2, \"seed\": 3, "
+             "\"validation_steps\": 0, \"checkpoint_step_interval\": 0, \"output_dir\": \"%s/%s-%s\"}",
+             preset, root, preset, dir);
+    config *c = NULL;
+    CHECKF(config_parse(json, "test", &c) == ST_OK, "%s", st_error());
+    CHECKF(!c || config_set_all(c, sets) == ST_OK, "%s", st_error());
+    return c;
+}
+
+/* The run's shape of each of the first n batches the data's iterator gives (a batch of 2 at the run's seed), each
+ * batch's samples checked to be all of its bucket. */
+static void data_order(const config *c, int n, int *order)
+{
+    train_buckets tb;
+    CHECKF(train_buckets_open(c, 1, &tb) == ST_OK, "%s", st_error());
+    if (!tb.data) return;
+    bucket_shape shape[MODEL_SHAPES_MAX];
+    int n_shapes = 0;
+    CHECK(model_bucket_shapes(tb.cfg, shape, &n_shapes) == ST_OK && n_shapes == 3);
+    CHECKF(!strcmp(config_string(tb.cfg, "bucket_shapes"), DATA_SHAPES), "the data's shapes are %s",
+           config_string(tb.cfg, "bucket_shapes"));
+    for (int k = 0; k < n; k++) {
+        int b = -1;
+        int64_t idx[2] = {-1, -1};
+        CHECK(data_iter_peek_bucket(tb.iter, &b) == ST_OK &&
+              data_iter_next_batch(tb.iter, 2, NULL, NULL, NULL, idx) == ST_OK);
+        CHECKF(dataset_bucket_of(tb.data, idx[0]) == b && dataset_bucket_of(tb.data, idx[1]) == b,
+               "batch %d is of one bucket", k);
+        const data_bucket *bk = dataset_bucket(tb.data, b);
+        order[k] = -1;
+        for (int i = 0; bk && i < n_shapes; i++)
+            if (shape[i].width == bk->width && shape[i].height == bk->height) order[k] = i;
+    }
+    train_buckets_close(&tb);
+}
+
+static void test_data_buckets(void)
+{
+    printf("-- %s in its aspect buckets: each step at its batch's bucket, its peak that bucket's; a resume goes on\n",
+           "tests/fixtures/bucket-images.json");
+    enum { STEPS = 8 }; /* two epochs of 4 batches: 32x16 one (kept: disable_bucket_pruning), 16x24 one, 24x16 two */
+    const char *extra = "max_train_steps=8;checkpoint_step_interval=3;use_ema=true";
+    int straight[STEPS] = {0}, resumed[STEPS] = {0}, want[2 * STEPS] = {0}, seen[3] = {0};
+    config *a = data_config("data-straight", extra), *b = data_config("data-resumed", extra);
+    data_order(a, 2 * STEPS, want);
+    CHECKF(run(a, 1000, straight) == ST_OK, "%s", st_error());
+    CHECKF(!strcmp(run_shapes, DATA_SHAPES), "the run's shapes are the data's buckets: %s", run_shapes);
+    CHECK(run(b, 5, resumed) == ST_OK); /* "killed" after 5 steps: checkpoint-3 is the newest */
+    char more[512];
+    snprintf(more, sizeof more, "%s;resume_from_checkpoint=latest", extra);
+    config *c = data_config("data-resumed", more);
+    for (int i = 3; i < STEPS; i++) resumed[i] = -1;
+    CHECKF(run(c, 1000, resumed) == ST_OK, "%s", st_error());
+    bool same = true, data = true;
+    for (int i = 0; i < STEPS; i++) same = same && straight[i] == resumed[i], data = data && straight[i] == want[i];
+    for (int i = 0; i < STEPS; i++) seen[straight[i]]++;
+    CHECKF(data, "each step trains its data batch's bucket");
+    CHECKF(same, "the resumed run's steps 4-8 train the straight run's buckets");
+    CHECKF(seen[0] == 2 && seen[1] == 2 && seen[2] == 4, "two epochs: 32x16 and 16x24 twice, 24x16 4 times (%d, %d, "
+           "%d)", seen[0], seen[1], seen[2]);
+    CHECKF(same_file(tk_path(run_dir("data-straight"), "model.safetensors"),
+                     tk_path(run_dir("data-resumed"), "model.safetensors")),
+           "the resumed run's final weights are the straight run's, byte for byte");
+    /* two micro-batches a step, counted in epochs: 4 bucket batches an epoch are 2 steps; a step of two buckets is
+     * named by (and peaks at) the one of the larger predicted peak */
+    int pairs[STEPS] = {0};
+    config *e = data_config("data-epochs", "num_train_epochs=2;gradient_accumulation_steps=2");
+    CHECKF(run(e, 1000, pairs) == ST_OK, "%s", st_error());
+    CHECKF(run_total == 4, "num_train_epochs 2 of 4 bucket batches, 2 a step, is 4 steps (%lld)", (long long)run_total);
+    bool larger = true, mixed = false;
+    for (int s = 0; s < 4; s++) {
+        const int x = want[2 * s], y = want[2 * s + 1];
+        larger = larger && pairs[s] == (run_peaks[y] > run_peaks[x] ? y : x);
+        mixed = mixed || x != y;
+    }
+    CHECKF(larger, "each step is named by its micro-batches' bucket of the larger peak");
+    CHECKF(mixed, "some step mixes two buckets");
+    config_free(a), config_free(b), config_free(c), config_free(e);
+}
+
+/* What the data's buckets make of other settings: a pruned bucket is no shape of the run; a bucket_shapes given
+ * beside them must name them; data_dir stays square. */
+static void test_data_bucket_refusals(void)
+{
+    printf("-- a pruned bucket is no shape; bucket_shapes must name the data's; data_dir takes one square\n");
+    config *c = data_config("data-refused", "disable_bucket_pruning=false");
+    train_buckets tb;
+    CHECKF(train_buckets_open(c, 1, &tb) == ST_OK && tb.cfg &&
+               !strcmp(config_string(tb.cfg, "bucket_shapes"), "16x24,24x16"),
+           "32x16 (one image, a batch of 2) is pruned: %s",
+           tb.cfg ? config_string(tb.cfg, "bucket_shapes") : st_error());
+    train_buckets_close(&tb);
+    CHECK(config_set(c, "bucket_shapes=24x16,16x24") == ST_OK); /* the same, in another order: the data's order */
+    CHECKF(train_buckets_open(c, 1, &tb) == ST_OK && tb.cfg &&
+               !strcmp(config_string(tb.cfg, "bucket_shapes"), "16x24,24x16"), "%s", st_error());
+    train_buckets_close(&tb);
+    CHECK(config_set(c, "bucket_shapes=24x16,32x32") == ST_OK);
+    trainer *t = NULL;
+    CHECKF(trainer_create(c, NULL, &t) == ST_ERR_INVALID &&
+               strstr(st_error(), "bucket_shapes \"24x16,32x32\", but the buckets of data_backend_config "
+                                  "tests/fixtures/bucket-images.json are 16x24,24x16"),
+           "a bucket_shapes other than the data's is refused: %s", st_error());
+    trainer_destroy(t);
+    CHECK(config_set(c, "data_backend_config=") == ST_OK &&
+          config_set(c, "data_dir=tests/fixtures/bucket-images") == ST_OK);
+    CHECKF(trainer_create(c, NULL, &t) == ST_ERR_UNSUPPORTED && strstr(st_error(), "a data_dir folder gives square "
+                                                                                   "crops of one shape"),
+           "data_dir over several shapes is refused: %s", st_error());
+    trainer_destroy(t);
+    config_free(c);
+}
+
+/* A cache of mixed shapes (make_cache.py --buckets: SDXL's latents at a VAE factor of 2 in four buckets) trains in
+ * its buckets: the run's shapes are its latents' times the factor, each step at its batch's bucket, its peak that
+ * bucket's prediction. A cache of one shape (version 1) keeps refusing several shapes. */
+static void test_cache_buckets(void)
+{
+    printf("-- a cache of four latent buckets trains each batch at its bucket's shape\n");
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"model_family\": \"sdxl\", \"model_preset\": \"sdxl-tiny\", \"vae_scale_factor\": 2, "
+             "\"data_cache_dir\": \"tests/fixtures/cache-sdxl-buckets-tiny\", \"train_batch_size\": 2, "
+             "\"learning_rate\": 1e-3, "
+             "\"seed\": 5, \"validation_steps\": 0, \"checkpoint_step_interval\": 0, \"max_train_steps\": 6, "
+             "\"output_dir\": \"%s/sdxl-cache\"}", root);
+    config *c = NULL;
+    CHECKF(config_parse(json, "test", &c) == ST_OK, "%s", st_error());
+    trainer *t = NULL;
+    CHECKF(c && trainer_create(c, NULL, &t) == ST_OK, "%s", st_error());
+    const bucket_shape *shape = NULL;
+    const int n = t ? trainer_buckets(t, &shape) : 0;
+    char names[128] = "";
+    for (int i = 0; i < n; i++) {
+        const size_t at = strlen(names);
+        snprintf(names + at, sizeof names - at, "%s%lldx%lld", i ? "," : "", (long long)shape[i].width,
+                 (long long)shape[i].height);
+    }
+    CHECKF(!strcmp(names, "16x16,32x16,16x24,24x16"), "the cache's buckets (latents 8x8, 16x8, 8x12, 12x8) times 2: %s",
+           names);
+    int seen[4] = {0};
+    for (int k = 0; t && !trainer_done(t); k++) {
+        train_step_info in;
+        CHECKF(trainer_step(t, &in) == ST_OK, "%s", st_error());
+        if (in.bucket < 0 || in.bucket >= 4) break;
+        const pool_stats *dev = trainer_bucket_predicted(t, in.bucket, false);
+        printf("     step %lld bucket %-6s device peak measured %zu, predicted %zu\n", (long long)in.step,
+               in.bucket_name, in.peak_device, dev->peak);
+        CHECKF(in.peak_device == dev->peak, "step %lld's peak is bucket %s's prediction", (long long)in.step,
+               in.bucket_name);
+        seen[in.bucket]++;
+    }
+    CHECKF(seen[0] + seen[1] + seen[2] + seen[3] == 6 && (!!seen[0] + !!seen[1] + !!seen[2] + !!seen[3]) >= 3,
+           "6 steps over the buckets (%d, %d, %d, %d)", seen[0], seen[1], seen[2], seen[3]);
+    trainer_destroy(t);
+    CHECK(config_set(c, "data_cache_dir=tests/fixtures/cache-sdxl-tiny") == ST_OK &&
+          config_set(c, "vae_scale_factor=0") == ST_OK && config_set(c, "bucket_shapes=64x64,128x128") == ST_OK);
+    t = NULL;
+    CHECKF(trainer_create(c, NULL, &t) == ST_ERR_UNSUPPORTED &&
+               strstr(st_error(), "holds latents of one square shape: cache aspect buckets with"),
+           "a cache of one shape refuses two: %s", st_error());
+    trainer_destroy(t);
+    config_free(c);
+}
+
+/* A DiT position table (a grid table) in a weights file is of the shape its model had: loading the file into a
+ * model of another grid, of one token count (16x24 from 24x16) or another (32x32), keeps the model's own table. */
+static void test_grid_tables_not_loaded(void)
+{
+    printf("-- a position table saved at one shape is not loaded into a model of another\n");
+    config *c = make_config("grid", "");
+    model_run saved;
+    CHECKF(model_run_open(c, true, &saved) == ST_OK, "%s", st_error());
+    CHECK(model_init(saved.m, 5, true) == ST_OK);
+    const char *file = tk_path(root, "grid.safetensors");
+    CHECKF(param_set_save(model_params(saved.m), file, PARAMS_ALL, false, NULL, 0, NULL, 0) == ST_OK, "%s", st_error());
+    static const char *const others[] = {"bucket_shapes=16x24", "bucket_shapes=32x32"};
+    for (int k = 0; k < 2; k++) {
+        model_run alone;
+        CHECK(config_set(c, others[k]) == ST_OK);
+        CHECKF(model_run_open(c, true, &alone) == ST_OK, "%s", st_error());
+        param_set *ps = model_params(alone.m), *from = model_params(saved.m);
+        const param *table = param_find(ps, "pos_embed"), *w = param_find(ps, "final_layer.linear.weight");
+        float *own = malloc((size_t)table->numel * sizeof *own);
+        memcpy(own, table->w, (size_t)table->numel * sizeof *own);
+        CHECKF(param_set_load(ps, file, PARAMS_ALL, NULL) == ST_OK, "%s: %s", others[k], st_error());
+        CHECKF(!memcmp(own, table->w, (size_t)table->numel * sizeof *own), "%s keeps its own position table",
+               others[k]);
+        CHECKF(w && !memcmp(w->w, param_find(from, w->name)->w, (size_t)w->numel * sizeof(float)),
+               "and reads the other weights");
+        free(own);
+        CHECK(model_run_close(&alone) == 0);
+    }
+    CHECK(model_run_close(&saved) == 0);
+    config_free(c);
+}
+
 int main(void)
 {
     snprintf(root, sizeof root, "/tmp/segtrain-test-buckets-XXXXXX");
@@ -224,7 +450,17 @@ int main(void)
         test_shared_gradients();
         test_peaks_and_resume();
         test_largest_bucket_must_fit();
+        if (!strcmp(preset, "dit-tiny")) test_grid_tables_not_loaded();
     }
+    /* the committed multidatabackend.json names its folder from the source folder, as SimpleTuner reads it */
+    if (chdir(SEGTRAIN_SOURCE_DIR) != 0) return 1;
+    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
+        preset = presets[i];
+        printf("== %s on %s\n", preset, DATA_SHAPES);
+        test_data_buckets();
+    }
+    test_data_bucket_refusals();
+    test_cache_buckets();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     if (system(cmd) != 0) return 1;

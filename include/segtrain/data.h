@@ -177,6 +177,8 @@ st_status data_iter_next_share(data_iter *it, int64_t batch, int64_t first, int6
  * saved position continues with the same batches. ST_ERR_INVALID when no batch is left (every bucket pruned). */
 st_status data_iter_create_buckets(const dataset *ds, uint64_t seed, int64_t batch, bool keep_small, data_iter **out);
 int64_t data_iter_epoch_batches(const data_iter *it); /* batches an epoch in bucket mode; 0 otherwise */
+/* Bucket b's batches an epoch in bucket mode (the same every epoch): 0 for a pruned bucket, or out of range. */
+int64_t data_iter_bucket_batches(const data_iter *it, int b);
 st_status data_iter_peek_bucket(data_iter *it, int *bucket);
 
 /* Writes n images (channels 1 or 3, h x w, CHW, [-1, 1] mapped to 0..255 and clamped) as one PNG, tiled row-major

@@ -4,12 +4,28 @@
 
 #include "cli.h"
 #include "segtrain/objective.h"
+#include "segtrain/train.h"
 
 st_status cli_set_bucket(config *cfg, const bucket_shape *s)
 {
     char set[80] = "bucket_shapes=";
     bucket_shape_name(s, set + strlen(set), sizeof set - strlen(set));
     return config_set(cfg, set);
+}
+
+void cli_data_buckets(config **cfg, int ranks, bool *from_data)
+{
+    train_buckets tb;
+    *from_data = false;
+    if (train_buckets_open(*cfg, ranks, &tb)) { /* a plan of data it cannot read is still a plan, of the config */
+        st_warn("segtrain: warning: %s; the plan is of the config's shapes", st_error());
+        return;
+    }
+    if (tb.cfg) {
+        config_free(*cfg);
+        *cfg = tb.cfg, tb.cfg = NULL, *from_data = true;
+    }
+    train_buckets_close(&tb);
 }
 
 st_status cli_buckets(const config *cfg, int ranks, const cost_rates *rates, bucket_report *out, int *n, int *largest)

@@ -65,6 +65,11 @@ typedef struct bucket_report {
 /* Each of cfg's bucket_shapes at train_batch_size (*n = 0 when it gives none), timed at rates when not NULL; the
  * index of the largest peak in *largest. */
 st_status cli_buckets(const config *cfg, int ranks, const cost_rates *rates, bucket_report *out, int *n, int *largest);
+/* With data_backend_config or a cache of aspect buckets, *cfg becomes its copy whose bucket_shapes are the data's
+ * buckets, as train makes them (train_buckets_open: the data is read, a backend's lines said on stderr) and
+ * *from_data is set; other data leave *cfg as it is, and so does data that cannot be read, with a warning (the
+ * config's shapes are still a plan). */
+void cli_data_buckets(config **cfg, int ranks, bool *from_data);
 /* One line a bucket; timed: with its seconds. */
 void cli_print_buckets(const bucket_report *b, int n, int largest, bool timed);
 /* cfg's bucket_shapes set to s alone. */

@@ -25,7 +25,9 @@ static const char plan_help[] =
     "data-parallel run of N ranks (mpirun -np N segtrain train): with zero_stage 1 its optimizer state is its\n"
     "share, and the line says what that saves; the gradients' reduction adds its scratch in host memory.\n"
     "With bucket_shapes (--set bucket_shapes=832x480,480x832), it first predicts the peak of every bucket, and the\n"
-    "plan that follows is the largest one's: the run's peak.\n";
+    "plan that follows is the largest one's: the run's peak. With data_backend_config the buckets are the data's:\n"
+    "its images put in SimpleTuner's aspect buckets as train puts them (each backend's and bucket's line on\n"
+    "stderr), one shape for each bucket that trains.\n";
 
 #define PARTS_SHOWN 100
 
@@ -175,7 +177,7 @@ static void print_json(model *m, const plan_report *r, const bucket_report *buck
             cJSON_AddItemToArray(bj, one);
         }
     }
-    cJSON *bj_all = n_buckets > 1 ? cJSON_AddArrayToObject(root, "buckets") : NULL;
+    cJSON *bj_all = n_buckets ? cJSON_AddArrayToObject(root, "buckets") : NULL;
     for (int i = 0; bj_all && i < n_buckets; i++) {
         char name[48];
         bucket_shape_name(&buckets[i].shape, name, sizeof name);
@@ -276,11 +278,18 @@ int cmd_plan(int argc, char **argv)
     st_status st = cli_load_config(config_path, &a, &cfg);
     bucket_report buckets[MODEL_SHAPES_MAX];
     int n_buckets = 0, largest = 0;
+    bool from_data = false; /* the shapes are data_backend_config's buckets */
+    if (!st) cli_data_buckets(&cfg, (int)ranks, &from_data);
     if (!st) st = cli_buckets(cfg, (int)ranks, NULL, buckets, &n_buckets, &largest);
-    if (!st && n_buckets > 1 && !json) {
+    const bool listed = n_buckets > 1 || from_data;
+    const char *cache = from_data ? config_string(cfg, "data_cache_dir") : "";
+    if (!st && listed && !json && from_data)
+        printf("%d aspect bucket%s of %s %s, each a training step's predicted peak; the plan below is the largest's:\n",
+               n_buckets, n_buckets == 1 ? "" : "s", cache[0] ? "data_cache_dir" : "data_backend_config",
+               cache[0] ? cache : config_string(cfg, "data_backend_config"));
+    else if (!st && listed && !json)
         printf("%d buckets, each a training step's predicted peak; the plan below is the largest's:\n", n_buckets);
-        cli_print_buckets(buckets, n_buckets, largest, false);
-    }
+    if (!st && listed && !json) cli_print_buckets(buckets, n_buckets, largest, false);
     if (!st) st = cli_open_model(cfg, false, &cm);
     /* the plan that follows is the largest bucket's, on the run's model of that shape */
     model_run at = model_run_at(&cm, largest);
@@ -295,7 +304,7 @@ int cmd_plan(int argc, char **argv)
         ops_profile_start();
         st = flow_step_dry(&at, r.batch, (int)ranks, &r.sim, &r.host);
         ops_profile_stop(&r.work);
-        if (!st && json) print_json(at.m, &r, buckets, n_buckets);
+        if (!st && json) print_json(at.m, &r, buckets, listed ? n_buckets : 0);
         else if (!st) print_text(&cm.cs, at.m, &r);
         if (!st && !json && ranks > 1) {
             const size_t whole = train_optimizer_bytes(cfg, model_params(at.m), 1);

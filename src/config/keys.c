@@ -68,7 +68,8 @@ const cfg_key cfg_keys[] = {
              "video's F frames, comma-separated (`832x480@81, 480x832@81`). The model is built at the first, and one "
              "sharing its weights at each other; each step trains at one of them (docs/DATA.md); `plan` predicts "
              "the peak of each and the run's is the largest. Each edge must be a multiple of the VAE's factor times "
-             "the patch. Empty: a `resolution` square."),
+             "the patch. Empty: a `resolution` square, or with `data_backend_config` the data's buckets (a list "
+             "given with it must name the same shapes)."),
     INT_KEY("aspect_bucket_alignment", "64", 1, 4096, SEC_MODEL, "=",
             "The multiple, in image pixels, that SimpleTuner's aspect buckets round a width and a height to "
             "(`data_backend_config`, `segtrain buckets`). It must be a multiple of `vae_scale_factor` times the "
@@ -243,8 +244,14 @@ const cfg_key cfg_keys[] = {
              "empty = the built-in dataset of procedurally drawn shapes."),
     TEXT_KEY("data_backend_config", "", SEC_TRAINING, "=",
              "A SimpleTuner multidatabackend.json (a list of data backends); its local image backends are "
-             "read (`instance_data_dir`, `caption_strategy`, `resolution`, `resolution_type`, `crop`, `repeats`), "
-             "any other backend type is refused. Empty = `data_dir`, or the built-in dataset."),
+             "read (`instance_data_dir`, `caption_strategy`, `repeats` and the aspect-bucket keys: `resolution`, "
+             "`resolution_type`, `crop`, `crop_style`, `crop_aspect`, `minimum_image_size`, ...), any other backend "
+             "type is refused. Each image goes in SimpleTuner's aspect bucket, and the run trains each batch at its "
+             "bucket's shape (docs/DATA.md). Empty = `data_dir`, or the built-in dataset."),
+    BOOL_KEY("disable_bucket_pruning", "false", SEC_TRAINING, "=",
+             "`data_backend_config`: keep an aspect bucket with fewer samples than a global batch (one short batch "
+             "an epoch, filled up with its own samples) where SimpleTuner would prune it, in a backend with a "
+             "`minimum_image_size`."),
     TEXT_KEY("data_cache_dir", "", SEC_TRAINING,
              "none (SimpleTuner keeps latents in each dataset's `cache_dir_vae` and text embeddings in a "
              "`text_embeds` backend's `cache_dir`, as .pt files)",
@@ -402,7 +409,6 @@ const cfg_neutral cfg_neutral_values[] = {
     {"loss_type", "l2"},                   /* the mean squared error */
     {"base_model_precision", "no_change"}, /* no quantised base */
     {"minimum_image_size", "0"},           /* no image left out for its size */
-    {"disable_bucket_pruning", "true"},    /* no sample left out of a short bucket */
     {"flow_schedule_auto_shift", "false"}, /* no shift by resolution */
     {"hidream_use_load_balancing_loss", "false"},
     {NULL, NULL}};

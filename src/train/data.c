@@ -930,6 +930,14 @@ st_status data_iter_create_buckets(const dataset *ds, uint64_t seed, int64_t bat
 
 int64_t data_iter_epoch_batches(const data_iter *it) { return it->batches; }
 
+int64_t data_iter_bucket_batches(const data_iter *it, int b)
+{
+    int64_t n = 0;
+    for (int64_t k = 0; it->batch && k < it->order.n_batches; k++) /* any epoch's order has every epoch's count */
+        n += it->bucket_of[it->order.index[it->order.first[k]]] == b;
+    return n;
+}
+
 st_status data_iter_peek_bucket(data_iter *it, int *bucket)
 {
     *bucket = -1;

@@ -32,7 +32,9 @@
 #define PATH_MAX_LEN 1024
 
 struct trainer {
-    const config *cfg;
+    const config *cfg;          /* the run's: the caller's, or own_cfg */
+    config *own_cfg;            /* the caller's with the data's buckets as bucket_shapes (train_buckets_open) */
+    int *shape_of;              /* data in aspect buckets: each data bucket's shape in the run (-1: pruned) */
     FILE *log;
     model_run run;
     dataset *data;
@@ -44,7 +46,7 @@ struct trainer {
     uint64_t seed;
     float label_dropout;
     model *m;                   /* the step's model: its bucket's (run.m's weights) */
-    int bucket;                 /* the step's bucket (step_bucket) */
+    int bucket;                 /* the bucket the batch is open at (at_bucket) */
     float *x0, *noise, *t;      /* the step's batch at its bucket's shape, in the device pool (open_batch) */
     float *cond;                /* (batch, cond_len), in the device pool */
     bool anyflow;               /* distillation_method anyflow: AnyFlow's objective (mf) */
@@ -337,25 +339,31 @@ static st_status resume(trainer *t, const char *path)
     return st;
 }
 
-/* A cache of latents and text embeddings (data_cache_dir): a dual-stream model reads its conditioning from it;
- * caption dropout needs the cache's empty-prompt embeddings. */
+/* Each of the run's shapes takes its data buckets' samples as they come (channels x [frames x] height x width: an
+ * image's pixels, a cache's latents): the model built at a bucket's shape reads exactly the floats the data writes. */
+static st_status same_sizes(const trainer *t)
+{
+    for (int b = 0; b < dataset_buckets(t->data); b++) {
+        const data_bucket *bk = dataset_bucket(t->data, b);
+        if (t->shape_of[b] < 0) continue;
+        const model_config *mc = model_get_config(model_run_at(&t->run, t->shape_of[b]).m);
+        const int64_t frames = mc->frames > 1 ? mc->frames : 1, numel = model_loss_numel(mc);
+        if (numel != dataset_channels(t->data) * frames * bk->width * bk->height || mc->width != bk->width)
+            return st_fail(ST_ERR_INTERNAL, "bucket %s (%dx%d): the model at its shape takes %lld floats a sample, not "
+                           "%d x %lld x %d x %d", bk->name, bk->width, bk->height, (long long)numel,
+                           dataset_channels(t->data), (long long)frames, bk->height, bk->width);
+    }
+    return ST_OK;
+}
+
+/* A cache of latents and text embeddings (data_cache_dir), opened with the run's buckets (open_buckets): a
+ * dual-stream model reads its conditioning from it; caption dropout needs the cache's empty-prompt embeddings. */
 static st_status open_cache(trainer *t, const model_config *mc, const char *cache)
 {
-    const char *other = config_bool(t->cfg, "synthetic_data") ? "synthetic_data"
-                        : config_string(t->cfg, "data_dir")[0] ? "data_dir"
-                        : config_string(t->cfg, "data_backend_config")[0] ? "data_backend_config" : NULL;
-    if (other)
-        return st_fail(ST_ERR_INVALID, "data_cache_dir (%s) and %s are both set: give one", cache, other);
-    if (!model_reads_text(mc))
-        return st_fail(ST_ERR_INVALID, "data_cache_dir: a cache holds text-encoder embeddings, which model_family %s "
-                       "does not read (the dual-stream families do: flux, mmdit)", mc->family);
-    const cache_want want = {mc->family,   mc->channels,   mc->height,          mc->frames, mc->text_len,
-                             mc->text_dim, mc->pooled_dim, model_text_mask(mc), model_size_ids(mc),
-                             model_text_width(mc)};
-    st_status st = dataset_open_cache(cache, &want, &t->data);
-    const int64_t held = st ? 0 : dataset_text_floats(t->data) + mc->guidance_embeds + want.size_ids;
+    st_status st = ST_OK;
+    const int64_t held = dataset_text_floats(t->data) + mc->guidance_embeds + model_size_ids(mc);
     const int64_t wanted = model_cond_len(mc);
-    if (!st && held != wanted) /* what the families read besides one sequence, pooled vector and mask */
+    if (held != wanted) /* what the families read besides one sequence, pooled vector and mask */
         st = st_fail(ST_ERR_UNSUPPORTED, "data_cache_dir: a cache holds a text encoder's sequence, pooled vector and "
                      "mask (docs/CACHE.md): %lld of the %lld floats model_family %s conditions on; the rest (%s) is "
                      "not in the format yet", (long long)held, (long long)wanted, mc->family,
@@ -366,29 +374,46 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
                      (double)t->label_dropout, cache);
     t->cached = !st;
     if (st) return st;
-    char what[160];
-    char frames[32] = "";
+    char what[200], frames[32] = "", shape[64];
     if (mc->frames > 1) snprintf(frames, sizeof frames, "%lld x ", (long long)mc->frames);
-    snprintf(what, sizeof what, "%lld samples of %lld x %s%lld x %lld latents and %lld x %lld text embeddings%s",
-             (long long)dataset_size(t->data), (long long)mc->channels, frames, (long long)mc->height,
-             (long long)mc->width, (long long)mc->text_len, (long long)mc->text_dim,
-             dataset_null_text(t->data) ? ", null.safetensors for caption dropout" : "");
+    if (t->shape_of) snprintf(shape, sizeof shape, "%sH x W (%d aspect buckets)", frames, dataset_buckets(t->data));
+    else snprintf(shape, sizeof shape, "%s%lld x %lld", frames, (long long)mc->height, (long long)mc->width);
+    snprintf(what, sizeof what, "%lld samples of %lld x %s latents and %lld x %lld text embeddings%s",
+             (long long)dataset_size(t->data), (long long)mc->channels, shape, (long long)mc->text_len,
+             (long long)mc->text_dim, dataset_null_text(t->data) ? ", null.safetensors for caption dropout" : "");
     note(t, "segtrain: training on the cache %s: %s", cache, what);
-    return data_iter_create(t->data, t->seed, &t->iter);
+    return t->iter ? same_sizes(t) : data_iter_create(t->data, t->seed, &t->iter);
 }
 
 st_status train_data_check(const config *cfg, const model_config *mc)
 {
-    if (config_bool(cfg, "synthetic_data")) return ST_OK;
+    const char *cache = config_string(cfg, "data_cache_dir");
+    const char *other = config_bool(cfg, "synthetic_data") ? "synthetic_data"
+                        : config_string(cfg, "data_dir")[0] ? "data_dir"
+                        : config_string(cfg, "data_backend_config")[0] ? "data_backend_config" : NULL;
+    if (cache[0] && other)
+        return st_fail(ST_ERR_INVALID, "data_cache_dir (%s) and %s are both set: give one", cache, other);
+    if (cache[0] && !model_reads_text(mc))
+        return st_fail(ST_ERR_INVALID, "data_cache_dir: a cache holds text-encoder embeddings, which model_family %s "
+                       "does not read (the dual-stream families do: flux, mmdit)", mc->family);
+    /* a cache's shapes are its own (train_buckets_open); so are data_backend_config's aspect buckets */
+    if (cache[0] || config_bool(cfg, "synthetic_data")) return ST_OK;
+    if (config_string(cfg, "data_dir")[0] && config_string(cfg, "data_backend_config")[0])
+        return st_fail(ST_ERR_INVALID, "data_dir (%s) and data_backend_config (%s) are both set: give one",
+                       config_string(cfg, "data_dir"), config_string(cfg, "data_backend_config"));
+    const char *squares = NULL; /* what the data gives where it is squares of one shape */
+    if (config_string(cfg, "data_dir")[0]) squares = "a data_dir folder gives square crops of one shape";
+    else if (!config_string(cfg, "data_backend_config")[0]) squares = "the built-in scenes are squares of one shape";
     bucket_shape shapes[MODEL_SHAPES_MAX];
     int buckets = 0;
-    if (!model_bucket_shapes(cfg, shapes, &buckets) && buckets > 1) /* they give one shape */
-        return st_fail(ST_ERR_UNSUPPORTED, "bucket_shapes: %d shapes; segtrain's datasets and caches hold samples of "
-                       "one shape: train several buckets on synthetic_data", buckets);
-    if (mc->height != mc->width) /* the datasets and caches crop squares */
-        return st_fail(ST_ERR_UNSUPPORTED, "a %lld x %lld latent: segtrain's datasets and caches hold square samples; "
-                       "train a non-square shape on synthetic_data", (long long)mc->height, (long long)mc->width);
-    if (*config_string(cfg, "data_cache_dir")) return ST_OK;
+    if (squares && !model_bucket_shapes(cfg, shapes, &buckets) && buckets > 1)
+        return st_fail(ST_ERR_UNSUPPORTED, "bucket_shapes: %d shapes, but %s: train aspect buckets on "
+                       "data_backend_config (its buckets are the run's shapes), or several shapes on synthetic_data",
+                       buckets, squares);
+    if (squares && mc->height != mc->width)
+        return st_fail(ST_ERR_UNSUPPORTED, "a %lld x %lld latent, but %s: train non-square shapes on "
+                       "data_backend_config (its aspect buckets) or on synthetic_data", (long long)mc->height,
+                       (long long)mc->width, squares);
     if (mc->frames > 1)
         return st_fail(ST_ERR_UNSUPPORTED, "num_frames %lld: the model takes %lld latent frames, but segtrain's image "
                        "datasets hold images (one frame): train a video family on them with num_frames 1, on a cache "
@@ -408,34 +433,45 @@ st_status train_data_check(const config *cfg, const model_config *mc)
                    folder);
 }
 
-/* The run's images: data_backend_config, data_dir, or (said on the run's first line) the built-in scenes. They
- * are RGB pixels: segtrain has no VAE, so the model must take 3 channels at vae_scale_factor 1. Or a cache. */
+/* The run's images: data_backend_config in its aspect buckets (opened first, open_buckets), data_dir, or (said on
+ * the run's first line) the built-in scenes. They are RGB pixels: segtrain has no VAE, so the model must take 3
+ * channels at vae_scale_factor 1. Or a cache. */
 static st_status open_data(trainer *t, const model_config *mc)
 {
-    const char *cache = config_string(t->cfg, "data_cache_dir");
-    const bool synthetic = config_bool(t->cfg, "synthetic_data");
+    const char *cache = config_string(t->cfg, "data_cache_dir"), *dir = config_string(t->cfg, "data_dir");
     st_status st = train_data_check(t->cfg, mc);
     if (st) return st;
     if (cache[0]) return open_cache(t, mc, cache);
-    if (synthetic) return ST_OK; /* batches are drawn in trainer_step */
-    const char *dir = config_string(t->cfg, "data_dir"), *backends = config_string(t->cfg, "data_backend_config");
-    if (dir[0] && backends[0])
-        return st_fail(ST_ERR_INVALID, "data_dir (%s) and data_backend_config (%s) are both set: give one", dir,
-                       backends);
-    if (!dir[0] && !backends[0])
+    if (config_bool(t->cfg, "synthetic_data")) return ST_OK; /* batches are drawn in trainer_step */
+    if (!dir[0] && !t->data)
         note(t, "segtrain: training on the built-in dataset of procedurally drawn shapes: no data_dir or "
                 "data_backend_config given (data_backend_config: a SimpleTuner multidatabackend.json of local image "
                 "folders; data_dir: one folder of PNGs)%s%s", "", "");
     const int edge = mc->height > DATA_MAX_RESOLUTION ? DATA_MAX_RESOLUTION + 1 : (int)mc->height;
-    const int64_t builtin = config_int(t->cfg, "builtin_dataset_size");
-    st = backends[0] ? dataset_open_backends(backends, edge, t->seed, &t->data)
-                   : dir[0]    ? dataset_open_folder(dir, edge, &t->data)
-                               : dataset_open_builtin(edge, builtin, t->seed, &t->data);
+    if (!t->data)
+        st = dir[0] ? dataset_open_folder(dir, edge, &t->data)
+                    : dataset_open_builtin(edge, config_int(t->cfg, "builtin_dataset_size"), t->seed, &t->data);
     if (st) return st;
     if (!model_reads_text(mc) && dataset_classes(t->data) > mc->classes) /* a captioned family reads no label */
         return st_fail(ST_ERR_INVALID, "num_classes: the model has %lld classes but the data has %d (set num_classes %d)",
                        (long long)mc->classes, dataset_classes(t->data), dataset_classes(t->data));
-    return data_iter_create(t->data, t->seed, &t->iter);
+    return t->iter ? same_sizes(t) : data_iter_create(t->data, t->seed, &t->iter);
+}
+
+/* The data that brings its shapes (data_backend_config's aspect buckets, a cache), opened before anything else,
+ * since its buckets are the run's shapes: t->cfg becomes the config with them as bucket_shapes. */
+static st_status open_buckets(trainer *t)
+{
+    train_buckets tb;
+    model_config mc;
+    if (!train_data_bucketed(t->cfg)) return ST_OK;
+    st_status st = model_config_from(t->cfg, &mc);
+    if (!st) st = train_data_check(t->cfg, &mc); /* before any image is read */
+    if (!st) st = train_buckets_open(t->cfg, t->ranks, &tb);
+    if (st) return st;
+    t->data = tb.data, t->iter = tb.iter, t->shape_of = tb.shape_of;
+    if (tb.cfg) t->cfg = t->own_cfg = tb.cfg; /* else a cache of one shape */
+    return ST_OK;
 }
 
 /* The run's length: max_train_steps, or with num_train_epochs (max_train_steps 0 or not given) that many passes
@@ -455,14 +491,18 @@ static st_status count_steps(trainer *t)
     if (!t->data)
         return st_fail(ST_ERR_INVALID, "num_train_epochs %g: synthetic_data has no dataset to pass over: give "
                        "max_train_steps", epochs);
-    const int64_t global = t->batch * t->ranks, batches = (dataset_size(t->data) + global - 1) / global;
+    /* in aspect buckets an epoch is its batches, each of one bucket (pruned and short buckets as the data says) */
+    const int64_t global = t->batch * t->ranks;
+    const int64_t batches = t->shape_of ? data_iter_epoch_batches(t->iter)
+                                        : (dataset_size(t->data) + global - 1) / global;
     const int64_t per_epoch = (batches + t->accum - 1) / t->accum;
     t->total_steps = (int64_t)ceil(epochs * (double)per_epoch);
-    char given[32], what[160];
+    char given[32], what[200], within[64] = "";
     snprintf(given, sizeof given, "%g", epochs);
-    snprintf(what, sizeof what, "%lld steps, %lld an epoch (%lld samples, a global batch of %lld, %lld accumulated)",
-             (long long)t->total_steps, (long long)per_epoch, (long long)dataset_size(t->data), (long long)global,
-             (long long)t->accum);
+    if (t->shape_of) snprintf(within, sizeof within, " in %lld bucket batches", (long long)batches);
+    snprintf(what, sizeof what, "%lld steps, %lld an epoch (%lld samples%s, a global batch of %lld, %lld accumulated)",
+             (long long)t->total_steps, (long long)per_epoch, (long long)dataset_size(t->data), within,
+             (long long)global, (long long)t->accum);
     note(t, "segtrain: num_train_epochs %s: %s", given, what);
     return ST_OK;
 }
@@ -796,11 +836,12 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st && strlen(config_string(cfg, "output_dir")) >= DIR_MAX)
         st = st_fail(ST_ERR_INVALID, "output_dir: longer than %d characters", DIR_MAX - 1);
     snprintf(t->dir, sizeof t->dir, "%.*s", DIR_MAX - 1, config_string(cfg, "output_dir"));
-    if (!st) st = plan_buckets(cfg, t->ranks, t->predicted, t->predicted_host, &t->largest);
+    if (!st) st = open_buckets(t); /* the data's aspect buckets are the run's shapes: t->cfg has them */
+    if (!st) st = plan_buckets(t->cfg, t->ranks, t->predicted, t->predicted_host, &t->largest);
     char created[PATH_MAX_LEN] = "";
     if (!st && !t->rank) st = make_dir(t->dir, created); /* rank 0 writes every file of the run */
     if (!st && !t->rank) st = lock_output_dir(t);
-    if (!st) st = model_run_open(cfg, true, &t->run);
+    if (!st) st = model_run_open(t->cfg, true, &t->run);
     const model_config *mc = st ? NULL : model_get_config(t->run.m);
     if (!st) st = open_data(t, mc); /* before any other note: the built-in data is said on the first line */
     if (!st) st = count_steps(t);
@@ -969,13 +1010,31 @@ static int step_bucket(uint64_t seed, int64_t step, int n)
     return n > 1 ? (int)(rng_u64(seed, rng_stream("train.bucket"), (uint64_t)step) % (uint64_t)n) : 0;
 }
 
+/* The bucket of the next micro-batch: its data batch's (aspect buckets), or the step's draw (step_bucket). */
+static st_status micro_bucket(trainer *t, int *bucket)
+{
+    if (!t->shape_of) return *bucket = step_bucket(t->seed, t->steps_done, t->run.n_buckets), ST_OK;
+    int b;
+    st_status st = data_iter_peek_bucket(t->iter, &b);
+    if (!st && (b < 0 || b >= dataset_buckets(t->data) || t->shape_of[b] < 0))
+        st = st_fail(ST_ERR_INTERNAL, "the data's next batch is of bucket %d, which the run has no shape for", b);
+    if (!st) *bucket = t->shape_of[b];
+    return st;
+}
+
+/* Puts the step at bucket i: that bucket's model, and the batch at its shape (open_batch), opened again only where
+ * the bucket changes, so that a step's micro-batches of one bucket hold one batch, as the dry step does. */
+static st_status at_bucket(trainer *t, int i)
+{
+    if (t->x0 && i == t->bucket) return ST_OK;
+    close_batch(t);
+    t->bucket = i;
+    t->m = model_run_at(&t->run, i).m;
+    return open_batch(t, model_get_config(t->m));
+}
+
 st_status trainer_step(trainer *t, train_step_info *info)
 {
-    t->bucket = step_bucket(t->seed, t->steps_done, t->run.n_buckets);
-    t->m = model_run_at(&t->run, t->bucket).m;
-    bucket_shape_name(&t->run.shape[t->bucket], t->bucket_name, sizeof t->bucket_name);
-    const model_config *mc = model_get_config(t->m);
-    const int64_t per = model_sample_numel(mc), used = model_loss_numel(mc);
     param_set *ps = model_params(t->run.m); /* every bucket's model trains these */
     const double t0 = clock_seconds();
     close_batch(t); /* a step that failed left its own */
@@ -983,9 +1042,16 @@ st_status trainer_step(trainer *t, train_step_info *info)
     pool_reset_peak(t->run.host);
     param_set_zero_grads(ps);
     double loss_sum = 0;
-    st_status st = open_batch(t, mc);
+    st_status st = ST_OK;
+    int largest = -1; /* the step's bucket of the largest predicted peak: the step's peak is its */
     for (int64_t k = 0; k < t->accum && !st; k++) {
         const int64_t micro = t->steps_done * t->accum + k;
+        int bucket;
+        if (!(st = micro_bucket(t, &bucket))) st = at_bucket(t, bucket);
+        if (st) break;
+        if (largest < 0 || t->predicted[bucket].peak > t->predicted[largest].peak) largest = bucket;
+        const model_config *mc = model_get_config(t->m);
+        const int64_t per = model_sample_numel(mc), used = model_loss_numel(mc);
         /* a loader reads this rank's share of the global batch, and every rank's position passes all of it */
         if (t->iter)
             st = data_iter_next_share(t->iter, t->batch * t->ranks, t->first, t->batch, t->x0, t->labels + t->first,
@@ -1007,6 +1073,7 @@ st_status trainer_step(trainer *t, train_step_info *info)
         loss_sum += loss;
     }
     close_batch(t);
+    if (largest >= 0) bucket_shape_name(&t->run.shape[largest], t->bucket_name, sizeof t->bucket_name);
     /* the fault test's dead rank: SEGTRAIN_FAULT=kill-rank-R-step-S dies before step S's reduction */
     const char *fault = getenv("SEGTRAIN_FAULT");
     int fault_rank, fault_step;
@@ -1020,7 +1087,7 @@ st_status trainer_step(trainer *t, train_step_info *info)
                      : dist_sum(ps->grads, ps->grad_count, t->comm);
     if (!st && t->ranks > 1 && !(st = dist_sum_double(&loss))) loss /= t->ranks;
     if (st) return st;
-    *info = (train_step_info){.step = t->steps_done + 1, .loss = (float)loss, .bucket = t->bucket,
+    *info = (train_step_info){.step = t->steps_done + 1, .loss = (float)loss, .bucket = largest,
                               .bucket_name = t->run.n_buckets > 1 ? t->bucket_name : NULL};
     if (!isfinite(info->loss))
         return st_fail(ST_ERR_NUMERIC, "the loss is %g at step %lld: stopping; nothing of this step was saved",
@@ -1062,7 +1129,8 @@ st_status trainer_step(trainer *t, train_step_info *info)
         if ((st = checkpoint(t))) return st;
         info->checkpoint = t->rank ? NULL : t->checkpoint;
     }
-    if (val && t->steps_done % val == 0 && mc->channels == 3 && !t->cached && !t->rank) { /* images: no VAE */
+    const bool images = model_get_config(t->run.m)->channels == 3 && !t->cached; /* no VAE: pixels sample as images */
+    if (val && t->steps_done % val == 0 && images && !t->rank) {
         if ((st = validate(t))) return st;
         info->validation = t->validation;
     }
@@ -1140,10 +1208,12 @@ void trainer_destroy(trainer *t)
     }
     free(t->labels);
     free(t->captions);
+    free(t->shape_of);
     optim_destroy(t->opt);
     data_iter_destroy(t->iter);
     dataset_close(t->data);
     if (model_run_close(&t->run)) fprintf(stderr, "segtrain: the trainer's pools had leaks (a bug)\n");
+    config_free(t->own_cfg);
     if (t->warns) st_warn_set(t->warn_was);
     free(t);
 }

@@ -1,0 +1,135 @@
+/* A run's data in SimpleTuner's aspect buckets, and the run's shapes made of them (train.h: train_buckets_open):
+ * what the trainer trains on and what plan predicts, from one reading. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "segtrain/train.h"
+
+/* The shapes of the buckets that train, in the data's order, each once, in image pixels (a cache's latent buckets
+ * times scale, the VAE's factor), and each bucket's among them (tb->shape_of): bucket_shapes' text into list (n
+ * bytes). `source` names the data for messages. */
+static st_status trained_shapes(train_buckets *tb, int scale, const char *source, bucket_shape *shapes, int *count,
+                                char *list, size_t n)
+{
+    *count = 0;
+    list[0] = 0;
+    for (int b = 0; b < dataset_buckets(tb->data); b++) {
+        const data_bucket *bk = dataset_bucket(tb->data, b);
+        const int w = bk->width * scale, h = bk->height * scale;
+        int i = 0;
+        while (i < *count && (shapes[i].width != w || shapes[i].height != h)) i++;
+        const bool pruned = !data_iter_bucket_batches(tb->iter, b);
+        tb->shape_of[b] = pruned ? -1 : i;
+        if (i < *count || pruned) continue; /* a shape met before, or none */
+        if (*count == MODEL_SHAPES_MAX)
+            return st_fail(ST_ERR_INVALID, "%s: more than %d bucket shapes (a run builds a model for each): raise "
+                           "aspect_bucket_alignment, or give fewer aspects (crop_aspect_buckets)", source,
+                           MODEL_SHAPES_MAX);
+        shapes[(*count)++] = (bucket_shape){w, h, 0};
+        const size_t at = strlen(list);
+        snprintf(list + at, n - at, "%s%dx%d", at ? "," : "", w, h);
+    }
+    return ST_OK;
+}
+
+/* A bucket_shapes given beside the data must name the data's shapes: which the run trains comes from one place. */
+static st_status same_shapes(const config *cfg, const char *source, const bucket_shape *data, int n, const char *list)
+{
+    bucket_shape given[MODEL_SHAPES_MAX];
+    int k = 0;
+    st_status st = model_bucket_shapes(cfg, given, &k);
+    if (st || !k) return st;
+    bool same = k == n;
+    for (int i = 0; same && i < k; i++) {
+        int j = 0;
+        while (j < n && (data[j].width != given[i].width || data[j].height != given[i].height || given[i].frames)) j++;
+        same = j < n;
+    }
+    for (int i = 0; same && i < k; i++) /* each once */
+        for (int j = 0; j < i; j++)
+            same = same && (given[i].width != given[j].width || given[i].height != given[j].height);
+    if (same) return ST_OK;
+    return st_fail(ST_ERR_INVALID, "bucket_shapes \"%s\", but the buckets of %s are %s: leave bucket_shapes out (the "
+                   "data gives them) or list exactly those", config_string(cfg, "bucket_shapes"), source, list);
+}
+
+/* A cache of one latent shape (version 1) trains one square: several shapes or a non-square one are refused. */
+static st_status one_shape(const config *cfg, const model_config *mc, const char *source)
+{
+    bucket_shape shapes[MODEL_SHAPES_MAX];
+    int n = 0;
+    st_status st = model_bucket_shapes(cfg, shapes, &n);
+    if (!st && n > 1)
+        st = st_fail(ST_ERR_UNSUPPORTED, "bucket_shapes: %d shapes, but %s holds latents of one square shape: cache "
+                     "aspect buckets with scripts/make_cache.py --buckets, or train several shapes on synthetic_data",
+                     n, source);
+    if (!st && mc->height != mc->width)
+        st = st_fail(ST_ERR_UNSUPPORTED, "a %lld x %lld latent, but %s holds latents of one square shape: cache aspect "
+                     "buckets with scripts/make_cache.py --buckets, or train non-square shapes on synthetic_data",
+                     (long long)mc->height, (long long)mc->width, source);
+    return st;
+}
+
+void train_buckets_close(train_buckets *b)
+{
+    data_iter_destroy(b->iter); /* before the dataset it reads */
+    dataset_close(b->data);
+    free(b->shape_of), config_free(b->cfg);
+    *b = (train_buckets){0};
+}
+
+bool train_data_bucketed(const config *cfg)
+{
+    return !config_bool(cfg, "synthetic_data") &&
+           (config_string(cfg, "data_backend_config")[0] || config_string(cfg, "data_cache_dir")[0]);
+}
+
+/* The data, as the model of cfg (mc) reads it: a cache checked against the model's latents and conditioning, or the
+ * backends in their aspect buckets at the run's settings. */
+static st_status open_data(const config *cfg, const model_config *mc, dataset **out)
+{
+    const char *cache = config_string(cfg, "data_cache_dir");
+    const cache_want want = {mc->family,   mc->channels,   mc->height,          mc->frames, mc->text_len,
+                             mc->text_dim, mc->pooled_dim, model_text_mask(mc), model_size_ids(mc),
+                             model_text_width(mc)};
+    bucket_config settings;
+    if (cache[0]) return dataset_open_cache(cache, &want, out);
+    st_status st = train_bucket_settings(cfg, mc, &settings);
+    return st ? st : dataset_open_backend_buckets(config_string(cfg, "data_backend_config"), &settings,
+                                                  (uint64_t)config_int(cfg, "seed"), out);
+}
+
+st_status train_buckets_open(const config *cfg, int ranks, train_buckets *out)
+{
+    *out = (train_buckets){0};
+    if (!train_data_bucketed(cfg)) return ST_OK;
+    const char *cache = config_string(cfg, "data_cache_dir");
+    char source[1100];
+    snprintf(source, sizeof source, "%s %.1024s", cache[0] ? "data_cache_dir" : "data_backend_config",
+             cache[0] ? cache : config_string(cfg, "data_backend_config"));
+    model_config mc;
+    st_status st = model_config_from(cfg, &mc);
+    if (!st) st = open_data(cfg, &mc, &out->data);
+    if (!st && !dataset_buckets(out->data)) { /* a cache of one shape: the config's */
+        if ((st = one_shape(cfg, &mc, source))) train_buckets_close(out);
+        return st;
+    }
+    if (!st)
+        st = data_iter_create_buckets(out->data, (uint64_t)config_int(cfg, "seed"),
+                                      config_int(cfg, "train_batch_size") * ranks,
+                                      config_bool(cfg, "disable_bucket_pruning"), &out->iter);
+    if (!st && (!(out->cfg = config_copy(cfg)) ||
+                !(out->shape_of = malloc(sizeof *out->shape_of * (size_t)dataset_buckets(out->data)))))
+        st = st_host_oom("a copy of the config and its bucket map");
+    bucket_shape shapes[MODEL_SHAPES_MAX];
+    int n = 0;
+    char set[MODEL_SHAPES_MAX * 24 + 16] = "bucket_shapes=";
+    const size_t at = strlen(set);
+    const int scale = cache[0] ? (int)mc.vae_scale : 1; /* a cache's buckets are latents */
+    if (!st) st = trained_shapes(out, scale, source, shapes, &n, set + at, sizeof set - at);
+    if (!st) st = same_shapes(cfg, source, shapes, n, set + at);
+    if (!st) st = config_set(out->cfg, set);
+    if (st) train_buckets_close(out);
+    return st;
+}
