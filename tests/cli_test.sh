@@ -81,6 +81,16 @@ expect 1 "a host budget too small is its own status" "out of host memory" -- "$b
 tr="--set model_preset=dit-tiny --set in_channels=3 --set vae_scale_factor=1 --set resolution=8 --set num_classes=8 --set train_batch_size=4
     --set max_train_steps=4 --set checkpoint_step_interval=2 --set validation_steps=0 --set output_dir=run"
 expect 0 "train runs and writes its weights" "trained 4 steps; weights in run/model.safetensors" -- "$bin" train $tr
+expect 0 "validation_resolution samples a grid at each size, SimpleTuner's WxH list or an edge" \
+  "sampled val/validation/step-000002-\\{12x8,16x16\\}.png" -- "$bin" train $tr --set max_train_steps=2 \
+  --set output_dir=val --set validation_steps=2 --set validation_num_inference_steps=1 \
+  --set validation_samples_per_class=1 --set validation_resolution=12x8,16
+[ -f val/validation/step-000002-12x8.png ] && [ -f val/validation/step-000002-16x16.png ] &&
+  [ "$(od -An -tu1 -j16 -N8 val/validation/step-000002-12x8.png | tr -s ' ')" = " 0 0 0 12 0 0 0 78" ] &&
+  ok "... each grid at its size (12 wide, 8 rows of 8 high)" || bad "validation grids: $(ls -R val/validation)"
+expect 1 "a validation_resolution that is not a size is refused by name" "validation_resolution: \"12by8\" is not a shape" \
+  -- "$bin" train $tr --set output_dir=valbad --set validation_steps=2 --set validation_resolution=12by8
+[ ! -e valbad ] && ok "... before the first step: no output folder" || bad "a bad validation_resolution trained: $(ls valbad)"
 cp run/model.safetensors straight.safetensors
 rm -rf run
 "$bin" train $tr --set max_train_steps=2 >/dev/null 2>&1

@@ -156,6 +156,8 @@ typedef struct bucket_shape {
 #define MODEL_SHAPES_MAX 64
 /* The config's bucket_shapes, in order, into out (at most MODEL_SHAPES_MAX); *n = 0 when none is given. */
 st_status model_bucket_shapes(const config *cfg, bucket_shape *out, int *n);
+/* The same of another key of shapes (validation_resolution): "WxH", "WxH@F" or an edge alone, comma-separated. */
+st_status model_shapes_of(const config *cfg, const char *key, bucket_shape *out, int *n);
 /* The model of the config at shape s (as model_config_from builds it when s is the first of bucket_shapes). */
 st_status model_config_at(const config *cfg, const bucket_shape *s, model_config *mc);
 /* "832x480", or "832x480@81" with frames. */

@@ -229,6 +229,10 @@ const cfg_key cfg_keys[] = {
     FLOAT_KEY("validation_guidance", "4.0", 0, ANY_MAX, SEC_TRAINING, "= (default 7.5 there)",
               "Classifier-free guidance scale when sampling; 1 = no guidance."),
     INT_KEY("validation_seed", "0", 0, ANY_MAX, SEC_TRAINING, "=", "Seed of the sampling noise."),
+    TEXT_KEY("validation_resolution", "", SEC_TRAINING, "=",
+             "The sizes validation samples at, in image pixels as SimpleTuner takes them: `WxH` or an edge alone "
+             "(`1024`: its square), comma-separated (`1024x1024,1216x832`); one grid a size, "
+             "`step-N-WxH.png`. Empty: the run's first shape, `step-N.png`."),
     INT_KEY("validation_samples_per_class", "4", 1, 1024, SEC_TRAINING, NULL,
             "Images per class in a sample grid (one row per class)."),
     FLOAT_KEY("caption_dropout_probability", "0.1", 0, 1, SEC_TRAINING, "= (default 0.1 there)",

@@ -815,6 +815,23 @@ static st_status same_config_on_ranks(const config *cfg)
     return st;
 }
 
+/* validation_resolution's sizes, each one the model takes. */
+static st_status check_validation_sizes(const config *cfg)
+{
+    bucket_shape sizes[MODEL_SHAPES_MAX];
+    int n = 0;
+    st_status st = model_shapes_of(cfg, "validation_resolution", sizes, &n);
+    for (int k = 0; !st && k < n; k++) {
+        model_config at;
+        char why[512];
+        if (!(st = model_config_at(cfg, &sizes[k], &at))) continue;
+        const char *e = st_error(), *own = "bucket_shapes: "; /* model_config_at's words are for that key */
+        snprintf(why, sizeof why, "%s", strncmp(e, own, strlen(own)) ? e : e + strlen(own));
+        st = st_fail(st, "validation_resolution: %s", why);
+    }
+    return st;
+}
+
 st_status trainer_create(const config *cfg, FILE *log, trainer **out)
 {
     *out = NULL;
@@ -836,6 +853,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st && strlen(config_string(cfg, "output_dir")) >= DIR_MAX)
         st = st_fail(ST_ERR_INVALID, "output_dir: longer than %d characters", DIR_MAX - 1);
     snprintf(t->dir, sizeof t->dir, "%.*s", DIR_MAX - 1, config_string(cfg, "output_dir"));
+    if (!st) st = check_validation_sizes(cfg); /* a bad one refused before the first step, not at validation */
     if (!st) st = open_buckets(t); /* the data's aspect buckets are the run's shapes: t->cfg has them */
     if (!st) st = plan_buckets(t->cfg, t->ranks, t->predicted, t->predicted_host, &t->largest);
     char created[PATH_MAX_LEN] = "";
@@ -946,11 +964,33 @@ static void synthetic_batch(trainer *t, int64_t micro, int64_t used)
     }
 }
 
+/* The validation grid at shape (NULL: the run's model's) into path: on the run's model of that shape, or on one made
+ * for it on the same weights (model_create_sharing) and gone after. */
+static st_status sample_at(trainer *t, const bucket_shape *shape, const sample_settings *s, const char *const *rowcap,
+                           int rows, const char *path)
+{
+    const int per_row = (int)config_int(t->cfg, "validation_samples_per_class");
+    for (int i = 0; shape && i < t->run.n_buckets; i++)
+        if (!memcmp(&t->run.shape[i], shape, sizeof *shape))
+            return sample_grid(model_run_at(&t->run, i).m, s, rowcap, rows, per_row, path);
+    if (!shape) return sample_grid(t->run.m, s, rowcap, rows, per_row, path);
+    model_config mc;
+    model *m = NULL;
+    st_status st = model_config_at(t->cfg, shape, &mc);
+    if (!st) st = model_create_sharing(&mc, t->run.m, &m);
+    if (!st) st = sample_grid(m, s, rowcap, rows, per_row, path);
+    model_destroy(m);
+    return st;
+}
+
+/* One grid a validation_resolution size (step-N-WxH.png), or one at the run's shape (step-N.png). */
 static st_status validate(trainer *t)
 {
     snprintf(t->validation, sizeof t->validation, "%s/validation", t->dir);
     st_status st = make_dir(t->validation, NULL);
-    snprintf(t->validation, sizeof t->validation, "%s/validation/step-%06lld.png", t->dir, (long long)t->steps_done);
+    bucket_shape shapes[MODEL_SHAPES_MAX];
+    int n_shapes = 0;
+    if (!st) st = model_shapes_of(t->cfg, "validation_resolution", shapes, &n_shapes);
     const sample_settings s = {.steps = (int)config_int(t->cfg, "validation_num_inference_steps"),
                                .guidance = (float)config_float(t->cfg, "validation_guidance"),
                                .seed = (uint64_t)config_int(t->cfg, "validation_seed")};
@@ -966,8 +1006,23 @@ static st_status validate(trainer *t)
         if (!(st = dataset_get(t->data, i, NULL, &label, caption)) && label < rows && !captions[label][0])
             memcpy(captions[label], caption, CAPTION_MAX), found++;
     }
-    if (!st) st = sample_grid(t->run.m, &s, rowcap, rows, (int)config_int(t->cfg, "validation_samples_per_class"),
-                              t->validation);
+    for (int k = 0; !st && k < (n_shapes ? n_shapes : 1); k++) {
+        char size[48] = "";
+        if (n_shapes) size[0] = '-', bucket_shape_name(&shapes[k], size + 1, sizeof size - 1);
+        snprintf(t->validation, sizeof t->validation, "%s/validation/step-%06lld%s.png", t->dir,
+                 (long long)t->steps_done, size);
+        st = sample_at(t, n_shapes ? &shapes[k] : NULL, &s, rowcap, rows, t->validation);
+    }
+    if (!st && n_shapes > 1) { /* what was written, said once: step-N-{8x8,12x8}.png */
+        char list[512] = "";
+        for (int k = 0; k < n_shapes; k++) {
+            char name[48];
+            bucket_shape_name(&shapes[k], name, sizeof name);
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? "," : "", name);
+        }
+        snprintf(t->validation, sizeof t->validation, "%s/validation/step-%06lld-{%s}.png", t->dir,
+                 (long long)t->steps_done, list);
+    }
     free(captions);
     return st;
 }

@@ -22,26 +22,31 @@ static double image_edge(double resolution, const char *type)
     return sqrt(resolution * 1e6);
 }
 
-st_status model_bucket_shapes(const config *cfg, bucket_shape *out, int *n)
+st_status model_shapes_of(const config *cfg, const char *key, bucket_shape *out, int *n)
 {
-    const char *p = config_string(cfg, "bucket_shapes");
+    const char *p = config_string(cfg, key);
     *n = 0;
     while (*p) {
         while (*p == ' ' || *p == ',') p++;
         if (!*p) break;
         long long w = 0, h = 0, f = 0;
-        int used = 0;
-        const int got = sscanf(p, "%lldx%lld%n@%lld%n", &w, &h, &used, &f, &used);
+        int used = 0, got = sscanf(p, "%lldx%lld%n@%lld%n", &w, &h, &used, &f, &used);
+        if (got == 1 && p[strspn(p, "0123456789")] != 'x') /* an edge alone: its square */
+            h = w, got = 2, used = (int)strspn(p, "0123456789");
         if (got < 2 || w < 1 || h < 1 || w > 65536 || h > 65536 || f < 0 || f > (1 << 20) ||
             (p[used] && p[used] != ',' && p[used] != ' '))
-            return st_fail(ST_ERR_INVALID, "bucket_shapes: \"%.40s\" is not a shape: WxH in pixels, or WxH@F with "
-                           "frames (832x480@81), up to 65536 a side", p);
-        if (*n == MODEL_SHAPES_MAX)
-            return st_fail(ST_ERR_INVALID, "bucket_shapes: more than %d shapes", MODEL_SHAPES_MAX);
+            return st_fail(ST_ERR_INVALID, "%s: \"%.40s\" is not a shape: WxH in pixels, WxH@F with frames "
+                           "(832x480@81), or an edge (1024: its square), up to 65536 a side", key, p);
+        if (*n == MODEL_SHAPES_MAX) return st_fail(ST_ERR_INVALID, "%s: more than %d shapes", key, MODEL_SHAPES_MAX);
         out[(*n)++] = (bucket_shape){w, h, f};
         p += used;
     }
     return ST_OK;
+}
+
+st_status model_bucket_shapes(const config *cfg, bucket_shape *out, int *n)
+{
+    return model_shapes_of(cfg, "bucket_shapes", out, n);
 }
 
 void bucket_shape_name(const bucket_shape *s, char *buf, size_t n)
