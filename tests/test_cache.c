@@ -532,16 +532,6 @@ static st_status run(const char *out, const char *cache, const char *sets, int s
     return st;
 }
 
-static bool same_file(const char *a, const char *b)
-{
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool same = fa && fb;
-    for (int p = 0, q = 0; same && (p != EOF || q != EOF);) same = (p = fgetc(fa)) == (q = fgetc(fb));
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return same;
-}
-
 /* SDXL's cache (make_cache.py --family sdxl): both CLIPs' states, OpenCLIP-G's pooled vector and each sample's six
  * size ids, which caption dropout leaves as they are (the empty prompt has none); a cache without them is refused.
  * Then SD 1.x's. */
@@ -779,7 +769,7 @@ static void test_training(void)
     char a[512], b[512];
     snprintf(a, sizeof a, "%s/straight/model.safetensors", root);
     snprintf(b, sizeof b, "%s/resumed/model.safetensors", root);
-    CHECKF(same_file(a, b), "the resumed run's final weights are the straight run's, byte for byte");
+    CHECKF(tk_same_file(a, b), "the resumed run's final weights are the straight run's, byte for byte");
 }
 
 /* Step 3's loss of a run on cache `v` with the extra settings: flux's initialisation zeroes the modulation, so

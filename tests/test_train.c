@@ -264,20 +264,6 @@ static void test_captions_steer_mmdit(void)
     config_free(c);
 }
 
-static bool same_file(const char *a, const char *b)
-{
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool same = fa && fb;
-    for (int x = 0, y = 0; same && (x != EOF || y != EOF);) {
-        x = fgetc(fa);
-        y = fgetc(fb);
-        same = x == y;
-    }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return same;
-}
-
 static void test_resume_is_bitwise(void)
 {
     printf("-- 6 steps straight == 3 steps, a resume, 3 more\n");
@@ -295,13 +281,13 @@ static void test_resume_is_bitwise(void)
     char a[1024], b[1024];
     snprintf(a, sizeof a, "%s/straight/model.safetensors", root);
     snprintf(b, sizeof b, "%s/resumed/model.safetensors", root);
-    CHECKF(same_file(a, b), "the resumed run's final weights are the straight run's, byte for byte");
+    CHECKF(tk_same_file(a, b), "the resumed run's final weights are the straight run's, byte for byte");
     snprintf(a, sizeof a, "%s/straight/checkpoint-000006.safetensors", root);
     snprintf(b, sizeof b, "%s/resumed/checkpoint-000006.safetensors", root);
-    CHECKF(same_file(a, b), "and so are the checkpoints at step 6 (weights, optimizer state, EMA, position)");
+    CHECKF(tk_same_file(a, b), "and so are the checkpoints at step 6 (weights, optimizer state, EMA, position)");
     snprintf(a, sizeof a, "%s/straight/ema/model.safetensors", root);
     snprintf(b, sizeof b, "%s/resumed/ema/model.safetensors", root);
-    CHECKF(same_file(a, b), "and so are the EMA weights");
+    CHECKF(tk_same_file(a, b), "and so are the EMA weights");
     /* the log has each step once, in order: the killed run's steps 4 and 5 were dropped at the resume */
     char *log = tk_read_file(tk_path(root, "resumed"), "train_log.jsonl");
     int steps[16], n = 0;

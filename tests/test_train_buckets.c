@@ -84,20 +84,6 @@ static const char *run_dir(const char *dir)
     return tk_path(root, name);
 }
 
-static bool same_file(const char *a, const char *b)
-{
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool same = fa && fb;
-    for (int x = 0, y = 0; same && (x != EOF || y != EOF);) {
-        x = fgetc(fa);
-        y = fgetc(fb);
-        same = x == y;
-    }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return same;
-}
-
 static void test_peaks_and_resume(void)
 {
     printf("-- three buckets (%s): each step's peak is its bucket's; a resume goes on in the same order\n", shapes);
@@ -118,10 +104,10 @@ static void test_peaks_and_resume(void)
     CHECKF(same, "the resumed run's steps 4-6 train the straight run's buckets");
     CHECKF(seen[0] && seen[1] && seen[2], "every bucket trains in %d steps (%d, %d, %d)", STEPS, seen[0], seen[1],
            seen[2]);
-    CHECKF(same_file(tk_path(run_dir("straight"), "model.safetensors"),
+    CHECKF(tk_same_file(tk_path(run_dir("straight"), "model.safetensors"),
                      tk_path(run_dir("resumed"), "model.safetensors")),
            "the resumed run's final weights are the straight run's, byte for byte");
-    CHECKF(same_file(tk_path(run_dir("straight"), "checkpoint-000006.safetensors"),
+    CHECKF(tk_same_file(tk_path(run_dir("straight"), "checkpoint-000006.safetensors"),
                      tk_path(run_dir("resumed"), "checkpoint-000006.safetensors")),
            "and so are the checkpoints at step 6");
     char *log = tk_read_file(run_dir("resumed"), "train_log.jsonl");
@@ -294,7 +280,7 @@ static void test_data_buckets(void)
     CHECKF(same, "the resumed run's steps 4-8 train the straight run's buckets");
     CHECKF(seen[0] == 2 && seen[1] == 2 && seen[2] == 4, "two epochs: 32x16 and 16x24 twice, 24x16 4 times (%d, %d, "
            "%d)", seen[0], seen[1], seen[2]);
-    CHECKF(same_file(tk_path(run_dir("data-straight"), "model.safetensors"),
+    CHECKF(tk_same_file(tk_path(run_dir("data-straight"), "model.safetensors"),
                      tk_path(run_dir("data-resumed"), "model.safetensors")),
            "the resumed run's final weights are the straight run's, byte for byte");
     /* two micro-batches a step, counted in epochs: 4 bucket batches an epoch are 2 steps; a step of two buckets is

@@ -110,6 +110,16 @@ bool tk_expect_close(const char *what, const float *got, const double *want, int
     return ok;
 }
 
+bool tk_same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    bool same = fa && fb;
+    for (int p = 0, q = 0; same && (p != EOF || q != EOF);) same = (p = fgetc(fa)) == (q = fgetc(fb));
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
 bool tk_expect_bitwise(const char *what, const float *got, const float *want, int64_t n)
 {
     int64_t diff = 0, first = -1;

@@ -45,6 +45,8 @@ bool tk_close(const float *got, const double *want, int64_t n, double tol, doubl
 
 /* Bitwise equality of two float arrays; counts and prints like tk_expect_close. */
 bool tk_expect_bitwise(const char *what, const float *got, const float *want, int64_t n);
+/* Whether files a and b both open and hold the same bytes. */
+bool tk_same_file(const char *a, const char *b);
 /* An op's three gradients (names[k], sizes[k] floats) taken at 1 thread (one) and at 2 (two) are the same bits,
  * and, with alone (may be NULL), each asked for by itself is the full call's: checked as "tag name ...", then all
  * the buffers freed. */
