@@ -105,10 +105,10 @@ static void test_peaks_and_resume(void)
     CHECKF(seen[0] && seen[1] && seen[2], "every bucket trains in %d steps (%d, %d, %d)", STEPS, seen[0], seen[1],
            seen[2]);
     CHECKF(tk_same_file(tk_path(run_dir("straight"), "model.safetensors"),
-                     tk_path(run_dir("resumed"), "model.safetensors")),
+                        tk_path(run_dir("resumed"), "model.safetensors")),
            "the resumed run's final weights are the straight run's, byte for byte");
     CHECKF(tk_same_file(tk_path(run_dir("straight"), "checkpoint-000006.safetensors"),
-                     tk_path(run_dir("resumed"), "checkpoint-000006.safetensors")),
+                        tk_path(run_dir("resumed"), "checkpoint-000006.safetensors")),
            "and so are the checkpoints at step 6");
     char *log = tk_read_file(run_dir("resumed"), "train_log.jsonl");
     CHECKF(log && tk_count(log, "\"bucket\": \"") == STEPS, "the log names each step's bucket:\n%s", log ? log : "");
@@ -281,7 +281,7 @@ static void test_data_buckets(void)
     CHECKF(seen[0] == 2 && seen[1] == 2 && seen[2] == 4, "two epochs: 32x16 and 16x24 twice, 24x16 4 times (%d, %d, "
            "%d)", seen[0], seen[1], seen[2]);
     CHECKF(tk_same_file(tk_path(run_dir("data-straight"), "model.safetensors"),
-                     tk_path(run_dir("data-resumed"), "model.safetensors")),
+                        tk_path(run_dir("data-resumed"), "model.safetensors")),
            "the resumed run's final weights are the straight run's, byte for byte");
     /* two micro-batches a step, counted in epochs: 4 bucket batches an epoch are 2 steps; a step of two buckets is
      * named by (and peaks at) the one of the larger predicted peak */
