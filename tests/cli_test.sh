@@ -425,6 +425,20 @@ expect 0 "plan with bucket_shapes predicts every bucket's peak and names the lar
   "$bin" plan --set model_preset=dit-s2 --set bucket_shapes=256x256,512x512,128x128
 expect 0 "... and the plan after the buckets is the largest's" "1024 tokens of 512 px images \\(64 x 64 latent" -- \
   "$bin" plan --set model_preset=dit-s2 --set bucket_shapes=256x256,512x512,128x128
+expect 0 "plan prints the plan of each bucket: its own from gradient_checkpointing_bucket_plans" \
+  "its plan: blocks: 0-5 ckpt \\| 6-11 keep$" -- \
+  "$bin" plan --set model_preset=dit-s2 --set bucket_shapes=256x256,512x512,128x128 --set gradient_checkpointing=true \
+  --set 'gradient_checkpointing_bucket_plans=512x512: 0-5 ckpt | 6-11 keep, 128x128: none'
+expect 0 "... none keeps every block" "its plan: blocks: 0-11 keep$" -- \
+  "$bin" plan --set model_preset=dit-s2 --set bucket_shapes=256x256,512x512,128x128 --set gradient_checkpointing=true \
+  --set 'gradient_checkpointing_bucket_plans=512x512: 0-5 ckpt | 6-11 keep, 128x128: none'
+expect 0 "... and a bucket not named takes the run's schedule" "its plan: blocks: 0-11 ckpt in segments of 1$" -- \
+  "$bin" plan --set model_preset=dit-s2 --set bucket_shapes=256x256,512x512,128x128 --set gradient_checkpointing=true \
+  --set 'gradient_checkpointing_bucket_plans=512x512: 0-5 ckpt | 6-11 keep, 128x128: none'
+expect 1 "gradient_checkpointing_bucket_plans refuses a bucket the run does not have, naming its buckets" \
+  "gradient_checkpointing_bucket_plans: \"640x480\" is not one of the run's buckets \\(valid: 256x256, 512x512, 128x128\\)" -- \
+  "$bin" plan --set model_preset=dit-s2 --set bucket_shapes=256x256,512x512,128x128 --set gradient_checkpointing=true \
+  --set 'gradient_checkpointing_bucket_plans=640x480: none'
 expect 0 "SimpleTuner's Wan example plans at its users' 832x480 bucket, 81 frames" \
   "32760 image \\+ 512 text tokens of 81-frame 832x480 px video \\(21 x 60 x 104 latent, VAE /8, /4 in time\\)" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/wan-1.3b.peft-lora+TREAD.json" --set pretrained_model_name_or_path= --set bucket_shapes=832x480@81

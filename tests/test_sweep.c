@@ -39,7 +39,8 @@ static double num(const cJSON *c, const char *key)
 #define SETS(on, b, k, s, off)                                                                                        \
     "gradient_checkpointing=" on ";gradient_checkpointing_backend=" b ";gradient_checkpointing_interval=" k            \
     ";gradient_checkpointing_segment_stride=" s ";gradient_checkpointing_offload_attention=" off                  \
-    ";gradient_checkpointing_keep_attention_output=false;gradient_checkpointing_plan="
+    ";gradient_checkpointing_keep_attention_output=false;gradient_checkpointing_plan="                               \
+    ";gradient_checkpointing_bucket_plans="
 
 /* The checkpointing settings' one encode (ckpt_settings_text) and one decode (ckpt_settings_from): every schedule
  * the sweep and advise can write reads back as itself, the standard rows' overrides stay what they were, and a

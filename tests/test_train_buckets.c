@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "segtrain/model_run.h"
+#include "segtrain/objective.h"
 #include "segtrain/train.h"
 #include "testkit.h"
 
@@ -416,6 +417,121 @@ static void test_grid_tables_not_loaded(void)
     config_free(c);
 }
 
+/* A plan of m in gradient_checkpointing_plan's words: each sequence's block 0 checkpointed, the rest kept. */
+static void first_block_ckpt(model *m, char *buf, size_t size)
+{
+    block_seq *seqs;
+    size_t at = 0;
+    buf[0] = 0;
+    for (int q = 0, n = model_sequences(m, &seqs); q < n && at < size; q++) {
+        at += (size_t)snprintf(buf + at, size - at, "%s%s: 0 ckpt", q ? " / " : "", seqs[q].name);
+        if (seqs[q].n > 1 && at < size) at += (size_t)snprintf(buf + at, size - at, " | 1-%d keep", seqs[q].n - 1);
+    }
+}
+
+/* Bucket k's dry device peak in the run of c, and its plan's words. */
+static size_t run_peak(config *c, int k, char *plan, size_t size)
+{
+    model_run r;
+    pool_stats dev[MODEL_SHAPES_MAX], host[MODEL_SHAPES_MAX];
+    int largest;
+    CHECKF(model_run_open(c, false, &r) == ST_OK, "%s", st_error());
+    CHECKF(flow_step_dry_buckets(&r, 2, 1, dev, host, &largest) == ST_OK, "%s", st_error());
+    if (plan) model_plan_text(r.bucket[k], plan, size);
+    CHECK(model_run_close(&r) == 0);
+    return dev[k].peak;
+}
+
+/* The dry device peak of c's run at bucket `name` alone, under the overrides `sets`, and its plan's words. */
+static size_t alone_peak(config *c, const char *name, const char *sets, char *plan, size_t size)
+{
+    config *one = config_copy(c);
+    char shape[80];
+    snprintf(shape, sizeof shape, "bucket_shapes=%s", name);
+    CHECK(one && config_set(one, shape) == ST_OK);
+    CHECKF(config_set(one, "gradient_checkpointing_bucket_plans=") == ST_OK && config_set_all(one, sets) == ST_OK,
+           "%s", st_error());
+    model_run r;
+    pool_stats dev, host;
+    CHECKF(model_run_open(one, false, &r) == ST_OK, "%s", st_error());
+    CHECKF(flow_step_dry(&r, 2, 1, &dev, &host) == ST_OK, "%s", st_error());
+    if (plan) model_plan_text(r.m, plan, size);
+    CHECK(model_run_close(&r) == 0);
+    config_free(one);
+    return dev.peak;
+}
+
+/* A refusal of model_run_open for the bucket plans `value` (on c's buckets), its message holding `want`. */
+static void expect_refused(config *c, const char *value, const char *want)
+{
+    char set[PLAN_TEXT_MAX + 64];
+    snprintf(set, sizeof set, "gradient_checkpointing_bucket_plans=%s", value);
+    CHECK(config_set(c, set) == ST_OK);
+    model_run r;
+    const st_status st = model_run_open(c, false, &r);
+    CHECKF(st != ST_OK && strstr(st_error(), want), "\"%s\" is refused with \"%s\": %s", value, want,
+           st ? st_error() : "accepted");
+    if (!st) model_run_close(&r);
+}
+
+/* gradient_checkpointing_bucket_plans: its refusals; each bucket's model planned by its own plan (its dry peak a run
+ * of that bucket alone at that plan's, beside what the run holds for the other buckets, the same under any plan),
+ * a bucket not named by the run's schedule; a run's every step's peak its bucket's prediction. */
+static void test_bucket_plans(void)
+{
+    printf("-- gradient_checkpointing_bucket_plans: each bucket's model is planned by its own plan\n");
+    config *c = make_config("plans", "gradient_checkpointing=true;gradient_checkpointing_interval=2");
+    model_run r;
+    char names[3][48], own[PLAN_TEXT_MAX], value[2 * PLAN_TEXT_MAX], valid[200];
+    CHECKF(model_run_open(c, false, &r) == ST_OK, "%s", st_error());
+    for (int k = 0; k < 3; k++) bucket_shape_name(&r.shape[k], names[k], sizeof names[k]);
+    first_block_ckpt(r.m, own, sizeof own);
+    const param *table = param_find(model_params(r.m), "pos_embed");
+    const bool tables = table && table->grid; /* DiT's; MMDiT's positions are rotary */
+    CHECK(model_run_close(&r) == 0);
+    snprintf(valid, sizeof valid, "(valid: %s, %s, %s)", names[0], names[1], names[2]);
+    expect_refused(c, "640x480: none", valid);
+    snprintf(value, sizeof value, "%s: none, %s: none", names[1], names[1]);
+    expect_refused(c, value, "is given twice");
+    expect_refused(c, names[0], "is not a bucket's plan");
+    snprintf(value, sizeof value, "%s: 0-99 ckpt", names[2]);
+    char want[160];
+    snprintf(want, sizeof want, "gradient_checkpointing_bucket_plans: %s: gradient_checkpointing_plan:", names[2]);
+    expect_refused(c, value, want);
+    config *single = make_config("plans-single", "gradient_checkpointing=true;bucket_shapes=");
+    expect_refused(single, "16x16: none", "the run has no bucket_shapes");
+    config_free(single);
+
+    /* bucket 0 keeps everything, bucket 1 takes the run's interval 2, bucket 2 checkpoints each sequence's block 0 */
+    snprintf(value, sizeof value, "gradient_checkpointing_bucket_plans= %s: none ,%s: %s", names[0], names[2], own);
+    CHECK(config_set(c, value) == ST_OK);
+    char plan_sets[PLAN_TEXT_MAX + 96];
+    snprintf(plan_sets, sizeof plan_sets, "gradient_checkpointing_interval=1;gradient_checkpointing_plan=%s", own);
+    const char *alone_sets[3] = {"gradient_checkpointing=false", "", plan_sets};
+    config *none = make_config("plans-none", "");
+    char in_run[3][PLAN_TEXT_MAX], alone[PLAN_TEXT_MAX];
+    for (int k = 0; k < 3; k++) {
+        const size_t got = run_peak(c, k, in_run[k], sizeof in_run[k]);
+        const size_t want_peak = alone_peak(c, names[k], alone_sets[k], alone, sizeof alone);
+        const size_t others = run_peak(none, k, NULL, 0) - alone_peak(none, names[k], "", NULL, 0);
+        printf("     bucket %-6s %s: peak %zu in the run, %zu alone + %zu for the other buckets\n", names[k], in_run[k],
+               got, want_peak, others);
+        CHECKF(!strcmp(in_run[k], alone), "bucket %s is planned as a run of it alone at its plan: %s, %s", names[k],
+               in_run[k], alone);
+        CHECKF(got == want_peak + others, "bucket %s's dry peak is its plan's alone, beside the others' tables",
+               names[k]);
+        CHECKF(tables || others == 0, "a run whose models hold no position tables holds nothing for other buckets");
+    }
+    CHECKF(strcmp(in_run[0], in_run[1]) && strcmp(in_run[1], in_run[2]) && strcmp(in_run[0], in_run[2]),
+           "the three buckets have three plans");
+    config_free(none);
+
+    int order[6];
+    CHECK(config_set(c, "max_train_steps=6") == ST_OK);
+    CHECKF(run(c, 1000, order) == ST_OK, "%s", st_error());
+    config_free(c);
+}
+
 int main(void)
 {
     snprintf(root, sizeof root, "/tmp/segtrain-test-buckets-XXXXXX");
@@ -437,6 +553,7 @@ int main(void)
         test_peaks_and_resume();
         test_largest_bucket_must_fit();
         if (!strcmp(preset, "dit-tiny")) test_grid_tables_not_loaded();
+        test_bucket_plans();
     }
     /* the committed multidatabackend.json names its folder from the source folder, as SimpleTuner reads it */
     if (chdir(SEGTRAIN_SOURCE_DIR) != 0) return 1;

@@ -18,7 +18,7 @@
 typedef enum ckpt_backend { BACKEND_TORCH, BACKEND_TORCH_FFN, BACKEND_UNSLOTH, BACKEND_UNSLOTH_FFN } ckpt_backend;
 
 /* The five gradient_checkpointing* keys, and segtrain's gradient_checkpointing_keep_attention_output and
- * gradient_checkpointing_plan, validated. */
+ * gradient_checkpointing_plan, validated (gradient_checkpointing_bucket_plans: ckpt_settings_of_bucket). */
 typedef struct ckpt_settings {
     bool enabled;
     ckpt_backend backend;
@@ -34,8 +34,17 @@ st_status ckpt_settings_from(const config *cfg, ckpt_settings *out);
 /* When checkpointing is off but its interval, stride, backend, kept attention output or plan were given, warns
  * (st_warn) that they do nothing; for a config ckpt_settings_from took. */
 st_status ckpt_settings_warn(const config *cfg);
-/* The one encode: all seven keys as the "key=value;key=value" assignments config_set_all takes, so that nothing
- * of a config's own schedule survives them; ckpt_settings_from reads back the same settings. CKPT_TEXT_MAX bytes
+/* gradient_checkpointing_bucket_plans, "BUCKET: PLAN, BUCKET: PLAN" (e.g. "1024x1024: 0-5 ckpt | 6-11 keep,
+ * 256x256: none"): a bucket's own plan in gradient_checkpointing_plan's words, or none (every block keeps its
+ * activations), in place of the run's schedule. The settings bucket i of names[0..n) (bucket_shapes', as
+ * bucket_shape_name writes them) is planned by: its own plan where the key names it and gradient_checkpointing is
+ * on, else *run (i < 0: only the check). Refuses a name that is not one of them (listing them), a bucket given
+ * twice, an item without its plan; the plan itself is plan_sequence's to check. */
+st_status ckpt_settings_of_bucket(const config *cfg, const ckpt_settings *run, const char *const *names, int n, int i,
+                                  ckpt_settings *out);
+/* The one encode: all eight keys as the "key=value;key=value" assignments config_set_all takes, so that nothing
+ * of a config's own schedule survives them (gradient_checkpointing_bucket_plans empty: the schedule is every
+ * bucket's); ckpt_settings_from reads back the same settings. CKPT_TEXT_MAX bytes
  * hold it. */
 #define CKPT_TEXT_MAX (PLAN_TEXT_MAX + 384)
 void ckpt_settings_text(const ckpt_settings *cs, char *buf, size_t size);

@@ -17,7 +17,7 @@ const char *ckpt_backend_name(ckpt_backend b)
 /* the keys of the schedule besides gradient_checkpointing (on or off) and its attention offload */
 static const char *const keys[] = {"gradient_checkpointing_interval", "gradient_checkpointing_segment_stride",
                                    "gradient_checkpointing_backend", "gradient_checkpointing_keep_attention_output",
-                                   "gradient_checkpointing_plan"};
+                                   "gradient_checkpointing_plan", "gradient_checkpointing_bucket_plans"};
 enum { KEY_COUNT = sizeof keys / sizeof *keys };
 
 st_status ckpt_settings_from(const config *cfg, ckpt_settings *out)
@@ -88,12 +88,88 @@ st_status ckpt_settings_warn(const config *cfg)
     return ST_OK;
 }
 
+/* The text from s to end, without surrounding blanks. */
+static void trim(const char **s, const char **end)
+{
+    while (*s < *end && isspace((unsigned char)**s)) (*s)++;
+    while (*end > *s && isspace((unsigned char)(*end)[-1])) (*end)--;
+}
+
+/* The buckets' names as a refusal lists them, "256x256, 512x512". */
+static void bucket_list(const char *const *names, int n, char *buf, size_t size)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int j = 0; j < n && at < size; j++) at += (size_t)snprintf(buf + at, size - at, "%s%s", j ? ", " : "", names[j]);
+}
+
+/* One "BUCKET: PLAN" of gradient_checkpointing_bucket_plans, from item to end: which of names it is, and its plan. */
+static st_status bucket_item(const char *item, const char *end, const char *const *names, int n, int *which,
+                             const char **plan, size_t *plan_len)
+{
+    const char *key = keys[5], *colon = memchr(item, ':', (size_t)(end - item));
+    const char *name = item, *name_end = colon ? colon : end, *p = colon ? colon + 1 : end, *p_end = end;
+    trim(&name, &name_end);
+    trim(&p, &p_end);
+    if (!colon || name == name_end || p == p_end)
+        return st_fail(ST_ERR_INVALID, "%s: \"%.*s\" is not a bucket's plan (valid: \"BUCKET: PLAN\", comma-separated, "
+                       "e.g. \"1024x1024: 0-5 ckpt | 6-11 keep, 256x256: none\")", key, (int)(end - item), item);
+    *which = 0;
+    while (*which < n && (strlen(names[*which]) != (size_t)(name_end - name) ||
+                          strncmp(names[*which], name, (size_t)(name_end - name))))
+        (*which)++;
+    if (*which == n && !n)
+        return st_fail(ST_ERR_INVALID, "%s: names \"%.*s\", and the run has no bucket_shapes (valid: the key empty, "
+                       "or the bucket in bucket_shapes)", key, (int)(name_end - name), name);
+    if (*which == n) {
+        char valid[1024];
+        bucket_list(names, n, valid, sizeof valid);
+        return st_fail(ST_ERR_INVALID, "%s: \"%.*s\" is not one of the run's buckets (valid: %s)", key,
+                       (int)(name_end - name), name, valid);
+    }
+    if ((size_t)(p_end - p) >= PLAN_TEXT_MAX)
+        return st_fail(ST_ERR_INVALID, "%s: %s: %zu characters is too long (valid: up to %d)", key, names[*which],
+                       (size_t)(p_end - p), PLAN_TEXT_MAX - 1);
+    *plan = p, *plan_len = (size_t)(p_end - p);
+    return ST_OK;
+}
+
+st_status ckpt_settings_of_bucket(const config *cfg, const ckpt_settings *run, const char *const *names, int n, int i,
+                                  ckpt_settings *out)
+{
+    *out = *run;
+    bool *given = calloc((size_t)(n ? n : 1), sizeof *given);
+    if (!given) return st_host_oom("the buckets' plans");
+    st_status st = ST_OK;
+    for (const char *at = config_string(cfg, keys[5]); !st && *at;) {
+        const char *end = strchr(at, ','), *item = at;
+        if (!end) end = at + strlen(at);
+        at = *end ? end + 1 : end;
+        const char *first = item, *last = end;
+        trim(&first, &last);
+        if (first == last) continue; /* blanks between commas, as bucket_shapes allows */
+        int j;
+        const char *plan;
+        size_t len;
+        st = bucket_item(item, end, names, n, &j, &plan, &len);
+        if (!st && given[j]) st = st_fail(ST_ERR_INVALID, "%s: %s is given twice", keys[5], names[j]);
+        if (!st) given[j] = true;
+        if (st || j != i || !run->enabled) continue; /* the master switch off: it does nothing (ckpt_settings_warn) */
+        *out = (ckpt_settings){.interval = 1, .stride = 1}; /* none: every block keeps its activations */
+        if (len != 4 || strncmp(plan, "none", 4))
+            out->enabled = true, snprintf(out->plan, sizeof out->plan, "%.*s", (int)len, plan);
+    }
+    free(given);
+    return st;
+}
+
 void ckpt_settings_text(const ckpt_settings *cs, char *buf, size_t size)
 {
     snprintf(buf, size,
              "gradient_checkpointing=%s;gradient_checkpointing_backend=%s;gradient_checkpointing_interval=%d;"
              "gradient_checkpointing_segment_stride=%d;gradient_checkpointing_offload_attention=%s;"
-             "gradient_checkpointing_keep_attention_output=%s;gradient_checkpointing_plan=%s",
+             "gradient_checkpointing_keep_attention_output=%s;gradient_checkpointing_plan=%s;"
+             "gradient_checkpointing_bucket_plans=",
              cs->enabled ? "true" : "false", ckpt_backend_name(cs->backend), cs->interval, cs->stride,
              cs->offload_attention ? "true" : "false", cs->keep_attention_output ? "true" : "false", cs->plan);
 }
@@ -145,13 +221,6 @@ static st_status check_states(const block_seq *seq)
 /* ---- gradient_checkpointing_plan: "name: runs / name: runs", each run "0-3 ckpt in segments of 2 + host" ---- */
 
 #define PLAN_SEQ_MAX 8 /* more sequences than any model has */
-
-/* The text from s to end, without surrounding blanks. */
-static void trim(const char **s, const char **end)
-{
-    while (*s < *end && isspace((unsigned char)**s)) (*s)++;
-    while (*end > *s && isspace((unsigned char)(*end)[-1])) (*end)--;
-}
 
 /* The next clause of a plan from *at: its sequence name (or an empty one) and its runs. False past the last. */
 static bool next_clause(const char **at, const char **name, size_t *name_len, const char **runs, size_t *runs_len)

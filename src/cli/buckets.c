@@ -41,7 +41,8 @@ st_status cli_buckets(const config *cfg, int ranks, const cost_rates *rates, buc
         double sec = 0;
         st = rates ? cost_of_dry_step(&at, batch, ranks, rates, &dev, &host, &sec)
                    : flow_step_dry(&at, batch, ranks, &dev, &host);
-        if (!st) out[i] = (bucket_report){r.shape[i], model_image_tokens(model_get_config(at.m)), dev.peak, sec};
+        if (!st) out[i] = (bucket_report){r.shape[i], model_image_tokens(model_get_config(at.m)), dev.peak, sec, ""};
+        if (!st) model_plan_text(at.m, out[i].plan, sizeof out[i].plan);
         if (!st && out[i].peak > out[*largest].peak) *largest = i;
     }
     if (r.m) model_run_close(&r);
@@ -56,6 +57,6 @@ void cli_print_buckets(const bucket_report *b, int n, int largest, bool timed)
         printf("  bucket %-14s %8lld image tokens  predicted peak %s", name, (long long)b[i].tokens,
                st_bytes(bytes, b[i].peak));
         if (timed) printf(", %.3f s/step", b[i].sec);
-        printf("%s\n", i == largest ? "  (the run's peak)" : "");
+        printf("%s\n    its plan: %s\n", i == largest ? "  (the run's peak)" : "", b[i].plan);
     }
 }

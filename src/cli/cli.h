@@ -55,12 +55,14 @@ int cli_number(const char *who, const cli_flag *f, const char *text);
  * and applies num_threads. */
 st_status cli_load_config(const char *path, const cli_args *a, config **out);
 /* A bucket of a run (bucket_shapes) by its dry step on the run's model of its shape (model_run_open: every shape
- * on one set of weights, as train holds them): its image tokens, predicted peak and, at rates, seconds. */
+ * on one set of weights, as train holds them): its image tokens, predicted peak and, at rates, seconds, and the
+ * plan its model is planned by (its own, or the run's schedule) in gradient_checkpointing_plan's words. */
 typedef struct bucket_report {
     bucket_shape shape;
     int64_t tokens;
     size_t peak;
     double sec;
+    char plan[PLAN_TEXT_MAX];
 } bucket_report;
 /* Each of cfg's bucket_shapes at train_batch_size (*n = 0 when it gives none), timed at rates when not NULL; the
  * index of the largest peak in *largest. */
@@ -70,7 +72,7 @@ st_status cli_buckets(const config *cfg, int ranks, const cost_rates *rates, buc
  * *from_data is set; other data leave *cfg as it is, and so does data that cannot be read, with a warning (the
  * config's shapes are still a plan). */
 void cli_data_buckets(config **cfg, int ranks, bool *from_data);
-/* One line a bucket; timed: with its seconds. */
+/* One line a bucket (timed: with its seconds), and its plan. */
 void cli_print_buckets(const bucket_report *b, int n, int largest, bool timed);
 /* cfg's bucket_shapes set to s alone. */
 st_status cli_set_bucket(config *cfg, const bucket_shape *s);

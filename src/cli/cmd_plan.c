@@ -24,10 +24,11 @@ static const char plan_help[] =
     "of experts' routing state, a boundary, an attention's kept state). --ranks N gives one rank's memory in a\n"
     "data-parallel run of N ranks (mpirun -np N segtrain train): with zero_stage 1 its optimizer state is its\n"
     "share, and the line says what that saves; the gradients' reduction adds its scratch in host memory.\n"
-    "With bucket_shapes (--set bucket_shapes=832x480,480x832), it first predicts the peak of every bucket, and the\n"
-    "plan that follows is the largest one's: the run's peak. With data_backend_config the buckets are the data's:\n"
-    "its images put in SimpleTuner's aspect buckets as train puts them (each backend's and bucket's line on\n"
-    "stderr), one shape for each bucket that trains.\n";
+    "With bucket_shapes (--set bucket_shapes=832x480,480x832), it first predicts the peak of every bucket and\n"
+    "prints the plan its model is planned by (its own from gradient_checkpointing_bucket_plans, or the run's\n"
+    "schedule), and the plan that follows is the largest one's: the run's peak. With data_backend_config the\n"
+    "buckets are the data's: its images put in SimpleTuner's aspect buckets as train puts them (each backend's\n"
+    "and bucket's line on stderr), one shape for each bucket that trains.\n";
 
 #define PARTS_SHOWN 100
 
@@ -185,6 +186,7 @@ static void print_json(model *m, const plan_report *r, const bucket_report *buck
         cJSON_AddStringToObject(one, "shape", name);
         cJSON_AddNumberToObject(one, "image_tokens", (double)buckets[i].tokens);
         cJSON_AddNumberToObject(one, "predicted_peak_device_bytes", (double)buckets[i].peak);
+        cJSON_AddStringToObject(one, "plan", buckets[i].plan);
         cJSON_AddItemToArray(bj_all, one);
     }
     cJSON_AddNumberToObject(root, "predicted_peak_host_bytes", (double)r->host.peak);

@@ -130,6 +130,15 @@ const cfg_key cfg_keys[] = {
              "recompute skips attention (as gradient_checkpointing_keep_attention_output). "
              "`segtrain advise` writes one (its per-block planner); `segtrain plan` prints every plan in these words. "
              "Needs `gradient_checkpointing` true and the uniform keys at their defaults."),
+    TEXT_KEY("gradient_checkpointing_bucket_plans", "", SEC_CHECKPOINTING, NULL,
+             "A plan for each of `bucket_shapes` that wants its own, in place of the run's schedule, so that the "
+             "largest bucket's checkpointing is not every bucket's: `BUCKET: PLAN, BUCKET: PLAN`, each bucket named "
+             "as in `bucket_shapes` and its plan in `gradient_checkpointing_plan`'s words, or `none` (every block "
+             "keeps its activations), e.g. `1024x1024: 0-7 ckpt in segments of 2 | 8-11 keep, 256x256: none`. A "
+             "bucket not named takes the run's schedule (the uniform keys or `gradient_checkpointing_plan`); a name "
+             "that is not one of the run's buckets is refused, naming them. `segtrain advise` writes one where the "
+             "buckets want different plans; `segtrain plan` prints each bucket's plan and peak. Needs "
+             "`gradient_checkpointing` true."),
     BOOL_KEY("gradient_checkpointing_offload_prefetch", "false", SEC_CHECKPOINTING, "=",
              "Bring offloaded tensors back ahead of their use in backward. segtrain's copy thread always does: "
              "the restore order is known from the plan, so nothing needs learning; either value gives the same "
