@@ -442,10 +442,15 @@ expect 1 "gradient_checkpointing_bucket_plans refuses a bucket the run does not 
 expect 0 "SimpleTuner's Wan example plans at its users' 832x480 bucket, 81 frames" \
   "32760 image \\+ 512 text tokens of 81-frame 832x480 px video \\(21 x 60 x 104 latent, VAE /8, /4 in time\\)" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/wan-1.3b.peft-lora+TREAD.json" --set pretrained_model_name_or_path= --set bucket_shapes=832x480@81
+expect 1 "advise --bucket-steps gives one count per bucket" "--bucket-steps: \"1,1\" is not 3 step counts" -- \
+  "$bin" advise --set model_preset=dit-tiny --set bucket_shapes=64x64,32x96,128x128 --device-memory 1GiB --bucket-steps 1,1
 expect 0 "advise with bucket_shapes advises for the largest bucket" "3 buckets: advising for the largest, 128x128" -- \
   "$bin" advise --set model_preset=dit-tiny --set bucket_shapes=64x64,32x96,128x128 --device-memory 1GiB
 expect 0 "... and gives each bucket's time and peak under its advice" \
   "bucket 32x96 +12 image tokens  predicted peak [0-9.]+ MiB, [0-9.]+ s/step" -- \
+  "$bin" advise --set model_preset=dit-tiny --set bucket_shapes=64x64,32x96,128x128 --device-memory 1GiB
+expect 0 "... then advises each other bucket alone; where none beats the run's advice, one schedule serves them all" \
+  "every bucket's own advice is within 3 % of the run's: one schedule serves them all" -- \
   "$bin" advise --set model_preset=dit-tiny --set bucket_shapes=64x64,32x96,128x128 --device-memory 1GiB
 expect 0 "a one-bucket plan at 512x512 is resolution 512's" "predicted peak device memory of a training step 702.48 MiB" -- \
   "$bin" plan --set model_preset=dit-s2 --set resolution=512

@@ -71,12 +71,26 @@ typedef struct advice {
     int searched;
     schedule planned; /* the per-block planner's answer (valid when planned_found) */
     bool planned_found;
+    char plan_words[PLAN_TEXT_MAX]; /* the advice (advice_pick) in gradient_checkpointing_bucket_plans' words: "none",
+                                       or the plan it makes of the model; "" when nothing fits */
 } advice;
+
+/* How much faster a per-block plan must be predicted to be advised over a uniform schedule, and a bucket's own
+ * advice over the run's: the cost model's error is a few per cent (BENCHMARKS.md). */
+#define ADVICE_PLAN_MARGIN 0.03
 
 /* Calibrates (one schedule run here, a few steps), walks the decision rule, searches every schedule
  * (backend x interval x stride x attention offload) for the fastest predicted to fit device_budget, and runs the
  * per-block planner for the same budget. */
 st_status advise(config_factory make, void *ctx, size_t device_budget, FILE *progress, advice *out);
+/* The search and the per-block planner alone, at rates another run calibrated (advise's, at a run's largest
+ * bucket: the same machine and model, at another shape), for the config make(ctx, "") builds; no decision rule
+ * (out->n_rule 0). */
+st_status advise_at_rates(config_factory make, void *ctx, size_t device_budget, const cost_rates *rates,
+                          FILE *progress, advice *out);
+/* The advice: the per-block planner's answer where it is predicted ADVICE_PLAN_MARGIN faster than the uniform
+ * search's, else the search's; NULL when neither fits. */
+const schedule *advice_pick(const advice *a);
 /* The schedule's name and overrides, from its settings. */
 void schedule_describe(schedule *s);
 

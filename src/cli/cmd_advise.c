@@ -8,10 +8,9 @@
 #include "segtrain/advise.h"
 #include "segtrain/sweep.h"
 
-#define PLAN_MARGIN 0.03 /* how much faster a per-block plan must be predicted to be advised over a uniform one */
-
 static const char advise_help[] =
-    "usage: segtrain advise [--config C] --device-memory SIZE [--verify] [--steps N] [--set key=value ...]\n"
+    "usage: segtrain advise [--config C] --device-memory SIZE [--verify] [--steps N] [--bucket-steps N,N,...]\n"
+    "                       [--set key=value ...]\n"
     "\n"
     "Which checkpointing schedule to use for a device-memory budget (e.g. 24GiB, 450MiB). It first measures a few\n"
     "steps without checkpointing here, for this machine's seconds per FLOP of GEMMs and attention and per byte of\n"
@@ -28,7 +27,13 @@ static const char advise_help[] =
     "Peaks are the dry step's (exact); times are the cost model's. --verify runs both answers, one after the other,\n"
     "for N measured steps each (default 3) and prints the measured figures beside the predicted ones.\n"
     "With several bucket_shapes it advises for the bucket of the largest peak (the run's), then gives every\n"
-    "bucket's predicted time and peak under the advice.\n";
+    "bucket's predicted time and peak under the advice. Then it searches and plans for each other bucket alone\n"
+    "at the same rates; where a bucket's own advice is predicted at least 3 % faster than the run's advice at\n"
+    "that bucket, it writes a gradient_checkpointing_bucket_plans for those buckets (as options), each bucket's\n"
+    "predicted time and exact peak under it, and the run's seconds per epoch-equivalent both ways: a step at each\n"
+    "bucket, weighted by --bucket-steps (steps an epoch at each bucket, in bucket_shapes' order; default one\n"
+    "each, as synthetic data draws them). Every bucket is advised for the budget less what the run holds for\n"
+    "its other buckets (their position tables), so that each bucket's peak in the run fits.\n";
 
 typedef struct factory_ctx {
     const char *path;
@@ -60,19 +65,51 @@ static st_status largest_bucket(factory_ctx *ctx, bucket_report *buckets, int *n
     return st;
 }
 
-/* Each bucket under the advice's schedule, its seconds at the advice's rates. */
-static st_status print_bucket_times(const factory_ctx *ctx, const schedule *pick, const cost_rates *rates)
+/* The run's buckets (every one of the config's, or ctx->bucket alone) under the overrides `sets`, timed at rates
+ * when not NULL; the index of the largest peak in *largest. */
+static st_status bucket_times(const factory_ctx *ctx, bool every, const char *sets, const cost_rates *rates,
+                              bucket_report *out, int *n, int *largest)
 {
-    const factory_ctx every = {ctx->path, ctx->args, NULL}; /* all the config's buckets */
-    bucket_report buckets[MODEL_SHAPES_MAX];
-    int n = 0, largest = 0;
-    config *cfg = make_config((void *)&every, pick->sets);
-    st_status st = cfg ? cli_buckets(cfg, 1, rates, buckets, &n, &largest) : ST_ERR_INVALID;
+    const factory_ctx which = {ctx->path, ctx->args, every ? NULL : ctx->bucket};
+    config *cfg = make_config((void *)&which, sets);
+    st_status st = cfg ? cli_buckets(cfg, 1, rates, out, n, largest) : ST_ERR_INVALID;
     config_free(cfg);
-    if (st) return st;
-    printf("\neach bucket under it (predicted; a step takes its batch's bucket):\n");
-    cli_print_buckets(buckets, n, largest, true);
-    return ST_OK;
+    return st;
+}
+
+/* What the run holds for its other buckets beside bucket i (their position tables): bucket i's peak in the run
+ * less its peak alone, without checkpointing (the tables are held throughout, so under any schedule). */
+static st_status held_for_others(const factory_ctx *ctx, int n, size_t *extra)
+{
+    char none[CKPT_TEXT_MAX];
+    ckpt_settings_text(&(ckpt_settings){.interval = 1, .stride = 1}, none, sizeof none);
+    bucket_report *run = calloc((size_t)n + 1, sizeof *run), *alone = run ? run + n : NULL;
+    int got = 0, largest;
+    st_status st = run ? bucket_times(ctx, true, none, NULL, run, &got, &largest) : st_host_oom("the buckets' reports");
+    for (int i = 0, one; !st && i < n; i++) {
+        const factory_ctx at = {ctx->path, ctx->args, &run[i].shape};
+        st = bucket_times(&at, false, none, NULL, alone, &one, &largest);
+        extra[i] = !st && run[i].peak > alone->peak ? run[i].peak - alone->peak : 0;
+    }
+    free(run);
+    return st;
+}
+
+/* --bucket-steps "3,1,1": steps an epoch at each of n buckets, into w; NULL: one each. */
+static st_status bucket_weights(const char *text, int n, double *w)
+{
+    double sum = 0;
+    const char *p = text;
+    for (int i = 0; i < n; i++) {
+        char *end = NULL;
+        const long long v = p ? strtoll(p, &end, 10) : 1;
+        if (p && (end == p || v < 0 || *end != (i < n - 1 ? ',' : '\0')))
+            return st_fail(ST_ERR_INVALID, "--bucket-steps: \"%s\" is not %d step counts (valid: a whole number >= 0 for "
+                           "each bucket of bucket_shapes, in its order, comma-separated, not all 0)", text, n);
+        w[i] = (double)v, sum += w[i];
+        if (p) p = end + 1;
+    }
+    return sum > 0 ? ST_OK : st_fail(ST_ERR_INVALID, "--bucket-steps: \"%s\" gives no bucket a step", text);
 }
 
 static void print_schedule(const char *label, const schedule *s)
@@ -103,16 +140,105 @@ static void print_as_options(const char *sets)
     putchar('\n');
 }
 
+/* Each bucket's own advice at the advice's rates (advise_at_rates, for the budget less what the run holds for the
+ * others), against one[i], the bucket under the run's advice: where it is predicted ADVICE_PLAN_MARGIN faster,
+ * "name: plan, " into value (and the rest's words too where rest is not NULL: the run's advice checkpoints nothing,
+ * so every bucket needs its own). */
+static st_status own_advice(const factory_ctx *ctx, const bucket_report *one, int n, int largest, const size_t *extra,
+                            size_t budget, const advice *adv, const char *rest, char *value, size_t size, bool *any)
+{
+    advice *a = malloc(sizeof *a);
+    if (!a) return st_host_oom("a bucket's advice");
+    printf("\neach bucket's own advice (the search and the per-block planner for it alone, at these rates):\n");
+    st_status st = ST_OK;
+    size_t at = 0;
+    *any = false;
+    for (int i = 0; !st && i < n; i++) {
+        char name[48];
+        bucket_shape_name(&one[i].shape, name, sizeof name);
+        const factory_ctx alone = {ctx->path, ctx->args, &one[i].shape};
+        const schedule *s = NULL;
+        if (i != largest) st = advise_at_rates(make_config, (void *)&alone, budget > extra[i] ? budget - extra[i] : 1,
+                                               &adv->rates, NULL, a);
+        if (!st && i != largest) s = advice_pick(a);
+        const bool own = s && s->sec < one[i].sec * (1 - ADVICE_PLAN_MARGIN);
+        if (i == largest) printf("  bucket %-14s the advice above (the largest bucket)\n", name);
+        else if (!st && !s) printf("  bucket %-14s nothing fits: the run's advice\n", name);
+        else if (!st)
+            printf("  bucket %-14s %-34s peak %9.2f MiB  %7.3f s/step (%+.1f%% against the run's advice): %s\n", name,
+                   s->name, (double)(s->peak_device + extra[i]) / 1048576.0, s->sec,
+                   100.0 * (s->sec - one[i].sec) / one[i].sec, own ? "its own plan" : "the run's advice");
+        if ((own || (!st && rest)) && at < size)
+            at += (size_t)snprintf(value + at, size - at, "%s%s: %s", at ? ", " : "", name, own ? a->plan_words : rest);
+        *any |= own;
+    }
+    free(a);
+    return st || at < size ? st : st_fail(ST_ERR_INTERNAL, "the buckets' plans are longer than %zu characters", size);
+}
+
+/* The buckets under the per-bucket answer: their table, the run's seconds per epoch-equivalent both ways, the
+ * options. */
+static void print_per_bucket(const bucket_report *one, const bucket_report *own, int n, int largest, size_t budget,
+                             const double *w, const char *steps, const char *sets)
+{
+    char b[2][24];
+    double t_one = 0, t_own = 0;
+    for (int i = 0; i < n; i++) t_one += w[i] * one[i].sec, t_own += w[i] * own[i].sec;
+    printf("\nper-bucket advice: each bucket under its own plan (predicted; each peak is its step's in the run, "
+           "exact):\n");
+    cli_print_buckets(own, n, largest, true);
+    printf("  the run's peak %s %s %s\n", st_bytes(b[0], own[largest].peak),
+           own[largest].peak <= budget ? "fits" : "does not fit (a bug: each bucket was advised to fit)",
+           st_bytes(b[1], budget));
+    printf("  per epoch-equivalent (a step at each bucket, %s%s): %.3f s under the run's advice, %.3f s under each "
+           "bucket's own (%+.1f%%)\n", steps ? "weighted by --bucket-steps " : "weighted equally, as synthetic data "
+           "draws them", steps ? steps : "", t_one, t_own, 100.0 * (t_own - t_one) / t_one);
+    printf("  as options:");
+    print_as_options(sets);
+}
+
+/* With several buckets, after the run's advice (pick, for the largest): each bucket under it, each bucket's own
+ * advice, and where some bucket wants its own, the per-bucket answer. */
+static st_status advise_buckets(const factory_ctx *ctx, int n, int largest, const size_t *extra, size_t budget,
+                                const advice *adv, const schedule *pick, const double *w, const char *steps)
+{
+    st_status st = ST_OK;
+    bucket_report *one = calloc(2 * (size_t)n, sizeof *one), *own = one ? one + n : NULL;
+    const size_t size = (size_t)n * (PLAN_TEXT_MAX + 64) + CKPT_TEXT_MAX + 64;
+    char *sets = malloc(size);
+    int got = 0, peak = largest;
+    bool any = false;
+    if (!st && (!one || !sets)) st = st_host_oom("the buckets' advice");
+    if (!st) st = bucket_times(ctx, true, pick->sets, &adv->rates, one, &got, &peak);
+    if (!st) {
+        printf("\neach bucket under it (predicted; a step takes its batch's bucket):\n");
+        cli_print_buckets(one, n, peak, true);
+        /* the run's schedule: the advice's, or where that checkpoints nothing, a switch on for the buckets' plans */
+        const ckpt_settings on = {.enabled = true, .interval = 1, .stride = 1};
+        if (pick->cs.enabled) snprintf(sets, size, "%s", pick->sets);
+        else ckpt_settings_text(&on, sets, size);
+        const size_t at = strlen(sets) + (size_t)snprintf(sets + strlen(sets), size - strlen(sets),
+                                                          ";gradient_checkpointing_bucket_plans=");
+        st = own_advice(ctx, one, n, largest, extra, budget, adv, pick->cs.enabled ? NULL : adv->plan_words,
+                        sets + at, size - at, &any);
+    }
+    if (!st && !any) printf("every bucket's own advice is within 3 %% of the run's: one schedule serves them all\n");
+    if (!st && any) st = bucket_times(ctx, true, sets, &adv->rates, own, &got, &peak);
+    if (!st && any) print_per_bucket(one, own, n, peak, budget, w, steps, sets);
+    free(one);
+    free(sets);
+    return st;
+}
+
 int cmd_advise(int argc, char **argv)
 {
-    const char *config_path = NULL, *memory = NULL;
+    const char *config_path = NULL, *memory = NULL, *bucket_steps = NULL;
     long long steps = 3;
     bool verify = false;
     const cli_flag flags[] = {{"--config", .text = &config_path},
                               {"--device-memory", .text = &memory, .required = true},
                               {"--steps", .whole = &steps, .min = 1, .max = CLI_STEPS_MAX},
-                              {"--verify", .on = &verify},
-                              {0}};
+                              {"--verify", .on = &verify}, {"--bucket-steps", .text = &bucket_steps}, {0}};
     cli_args a;
     int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(advise_help, stdout), 0) : rc;
@@ -129,15 +255,27 @@ int cmd_advise(int argc, char **argv)
     factory_ctx ctx = {config_path, &a, NULL};
     bucket_report buckets[MODEL_SHAPES_MAX];
     int n_buckets = 0, largest = -1;
+    size_t extra[MODEL_SHAPES_MAX] = {0};
     if ((st = largest_bucket(&ctx, buckets, &n_buckets, &largest))) return cli_error("advise");
+    double weights[MODEL_SHAPES_MAX];
+    if (bucket_steps && largest < 0) {
+        fprintf(stderr, "segtrain advise: --bucket-steps: the run has one shape (valid with several bucket_shapes)\n");
+        return 2;
+    }
+    if (largest >= 0 && (st = bucket_weights(bucket_steps, n_buckets, weights))) return cli_error("advise");
+    if (largest >= 0 && (st = held_for_others(&ctx, n_buckets, extra))) return cli_error("advise");
+    const size_t held = largest >= 0 ? extra[largest] : 0, advised = budget > held ? budget - held : 1;
     if (largest >= 0) {
-        char name[48];
+        char name[48], b[2][24];
         bucket_shape_name(&buckets[largest].shape, name, sizeof name);
         printf("%d buckets: advising for the largest, %s (its peak is the run's)\n", n_buckets, name);
+        if (held)
+            printf("the run holds %s for its other buckets (their position tables): %s is advised for %s\n",
+                   st_bytes(b[0], held), name, st_bytes(b[1], advised));
         ctx.bucket = &buckets[largest].shape;
     }
     advice adv;
-    if ((st = advise(make_config, &ctx, budget, stdout, &adv))) return cli_error("advise");
+    if ((st = advise(make_config, &ctx, advised, stdout, &adv))) return cli_error("advise");
     const cost_rates *c = &adv.rates;
     printf("cost model: %.3f s/step without checkpointing; GEMM %.1f GFLOP/s, attention %.1f GFLOP/s, "
            "normalization %.1f GB/s, elementwise %.1f GB/s, %.3f s fixed (optimizer, glue)\n\n",
@@ -150,13 +288,13 @@ int cmd_advise(int argc, char **argv)
                "time below are suspect (the peaks are not); advise again on a quiet machine\n\n",
                adv.t_none_min, adv.t_none_max);
     char b[24];
-    printf("decision rule (budget %s):\n", st_bytes(b, budget));
+    printf("decision rule (budget %s):\n", st_bytes(b, advised));
     for (int i = 0; i < adv.n_rule; i++) print_schedule("  ", &adv.rule[i]);
     if (adv.rule_choice >= 0) printf("  -> %s\n\n", adv.rule[adv.rule_choice].name);
     else printf("  -> nothing in the rule fits\n\n");
     printf("search over %d schedules:\n", adv.searched);
     if (adv.found) print_schedule("  fastest that fits: ", &adv.best);
-    else printf("  none fits %s\n", st_bytes(b, budget));
+    else printf("  none fits %s\n", st_bytes(b, advised));
     printf("\nper-block planner:\n");
     if (adv.planned_found) {
         print_schedule("  ", &adv.planned);
@@ -166,21 +304,20 @@ int cmd_advise(int argc, char **argv)
                    ((double)adv.planned.peak_device - (double)adv.best.peak_device) / 1048576.0);
         printf("  gradient_checkpointing_plan: %s\n", adv.planned.cs.plan);
     } else {
-        printf("  no plan of kept, FFN-only and checkpointed blocks fits %s\n", st_bytes(b, budget));
+        printf("  no plan of kept, FFN-only and checkpointed blocks fits %s\n", st_bytes(b, advised));
     }
     if (!adv.found && !adv.planned_found) {
-        printf("\nnothing fits %s: lower train_batch_size or the resolution\n", st_bytes(b, budget));
+        printf("\nnothing fits %s: lower train_batch_size or the resolution\n", st_bytes(b, advised));
         return 1;
     }
-    /* the answer: the plan only where it is predicted faster by more than the cost model's error (a few per cent
-     * on dit-s2, BENCHMARKS.md); else the uniform schedule, which anyone can read */
-    const bool plan_wins = adv.planned_found && (!adv.found || adv.planned.sec < adv.best.sec * (1 - PLAN_MARGIN));
-    const schedule *pick = plan_wins ? &adv.planned : &adv.best;
+    const schedule *pick = advice_pick(&adv);
     printf("\nadvice: %s, %.3f s/step, peak %.2f MiB (predicted%s)\n", pick->name, pick->sec,
            pick->peak_device / 1048576.0, adv.noisy ? "; the times from a busy machine's rates" : "");
     printf("  as options:");
     print_as_options(pick->sets);
-    if (largest >= 0 && (st = print_bucket_times(&ctx, pick, &adv.rates))) return cli_error("advise");
+    if (largest >= 0 && (st = advise_buckets(&ctx, n_buckets, largest, extra, budget, &adv, pick, weights,
+                                                 bucket_steps)))
+        return cli_error("advise");
     if (!verify) return 0;
 
     /* both answers measured side by side, in this run */

@@ -127,6 +127,46 @@ void search_uniform(model_run *r, int64_t batch, int ranks, const cost_rates *ra
                     }
 }
 
+const schedule *advice_pick(const advice *a)
+{
+    /* the plan only where it is predicted faster by more than the cost model's error (a few per cent on dit-s2,
+     * BENCHMARKS.md); else the uniform schedule, which anyone can read */
+    if (a->planned_found && (!a->found || a->planned.sec < a->best.sec * (1 - ADVICE_PLAN_MARGIN))) return &a->planned;
+    return a->found ? &a->best : NULL;
+}
+
+/* The search, the per-block planner seeded with its answer, and the pick in a bucket plan's words: "none" where it
+ * checkpoints nothing and offloads nothing, else the plan it makes of r's model. */
+static st_status search_and_plan(model_run *r, int64_t batch, int ranks, size_t budget, FILE *progress, advice *a)
+{
+    search_uniform(r, batch, ranks, &a->rates, budget, &a->best, &a->found, &a->searched);
+    st_status st = plan_blocks(r, batch, ranks, &a->rates, budget, a->found ? &a->best : NULL, progress, &a->planned,
+                               &a->planned_found);
+    const schedule *pick = st ? NULL : advice_pick(a);
+    if (pick && !pick->cs.enabled && !pick->cs.offload_attention) snprintf(a->plan_words, sizeof a->plan_words, "none");
+    else if (pick && !(st = model_set_checkpointing(r->m, &pick->cs, NULL, 0)))
+        model_plan_text(r->m, a->plan_words, sizeof a->plan_words);
+    return st;
+}
+
+st_status advise_at_rates(config_factory make, void *ctx, size_t budget, const cost_rates *rates, FILE *progress,
+                          advice *a)
+{
+    *a = (advice){.rule_choice = -1, .rates = *rates};
+    config *cfg = make(ctx, "");
+    if (!cfg) return ST_ERR_INVALID;
+    model_run r;
+    st_status st = model_run_open(cfg, false, &r);
+    const int64_t batch = config_int(cfg, "train_batch_size");
+    config_free(cfg);
+    if (st) return st;
+    block_seq *seqs;
+    for (int q = 0, nq = model_sequences(r.m, &seqs); q < nq; q++) a->n_blocks += seqs[q].n;
+    st = search_and_plan(&r, batch, 1, budget, progress, a);
+    model_run_close(&r);
+    return st;
+}
+
 st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, advice *a)
 {
     *a = (advice){.rule_choice = -1};
@@ -191,9 +231,7 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
         a->rule_choice = a->n_rule - 1;
     }
 
-    search_uniform(&r, batch, ranks, &a->rates, budget, &a->best, &a->found, &a->searched);
-    st = plan_blocks(&r, batch, ranks, &a->rates, budget, a->found ? &a->best : NULL, progress, &a->planned,
-                     &a->planned_found);
+    st = search_and_plan(&r, batch, ranks, budget, progress, a);
     model_run_close(&r);
     return st;
 }
