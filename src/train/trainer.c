@@ -1020,8 +1020,8 @@ static st_status validate(trainer *t)
             bucket_shape_name(&shapes[k], name, sizeof name);
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? "," : "", name);
         }
-        snprintf(t->validation, sizeof t->validation, "%s/validation/step-%06lld-{%s}.png", t->dir,
-                 (long long)t->steps_done, list);
+        snprintf(t->validation, sizeof t->validation, "%s/validation/step-%06lld-{%.200s}.png", t->dir,
+                 (long long)t->steps_done, list); /* said, not opened: a long list may be cut */
     }
     free(captions);
     return st;
