@@ -158,6 +158,8 @@ typedef struct bucket_shape {
 st_status model_bucket_shapes(const config *cfg, bucket_shape *out, int *n);
 /* The same of another key of shapes (validation_resolution): "WxH", "WxH@F" or an edge alone, comma-separated. */
 st_status model_shapes_of(const config *cfg, const char *key, bucket_shape *out, int *n);
+/* cfg's bucket_shapes set to s alone. */
+st_status model_set_bucket(config *cfg, const bucket_shape *s);
 /* The model of the config at shape s (as model_config_from builds it when s is the first of bucket_shapes). */
 st_status model_config_at(const config *cfg, const bucket_shape *s, model_config *mc);
 /* "832x480", or "832x480@81" with frames. */

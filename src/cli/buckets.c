@@ -1,17 +1,9 @@
 /* A run's buckets (bucket_shapes) as plan and advise show them: each shape's dry step on the run's model of it. */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli.h"
 #include "segtrain/objective.h"
 #include "segtrain/train.h"
-
-st_status cli_set_bucket(config *cfg, const bucket_shape *s)
-{
-    char set[80] = "bucket_shapes=";
-    bucket_shape_name(s, set + strlen(set), sizeof set - strlen(set));
-    return config_set(cfg, set);
-}
 
 void cli_data_buckets(config **cfg, int ranks, bool *from_data)
 {

@@ -74,8 +74,6 @@ st_status cli_buckets(const config *cfg, int ranks, const cost_rates *rates, buc
 void cli_data_buckets(config **cfg, int ranks, bool *from_data);
 /* One line a bucket (timed: with its seconds), and its plan. */
 void cli_print_buckets(const bucket_report *b, int n, int largest, bool timed);
-/* cfg's bucket_shapes set to s alone. */
-st_status cli_set_bucket(config *cfg, const bucket_shape *s);
 
 /* Prints "segtrain COMMAND: <error line>" and returns 1. */
 int cli_error(const char *command);

@@ -47,7 +47,7 @@ static config *make_config(void *p, const char *sets)
     config *cfg;
     if (cli_load_config(c->path, c->args, &cfg)) return NULL;
     /* a bucket alone is planned by the schedule under advice, not by the config's plans for the run's buckets */
-    if (config_set_all(cfg, sets) || (c->bucket && (cli_set_bucket(cfg, c->bucket) ||
+    if (config_set_all(cfg, sets) || (c->bucket && (model_set_bucket(cfg, c->bucket) ||
                                                     config_set(cfg, "gradient_checkpointing_bucket_plans=")))) {
         config_free(cfg);
         return NULL;

@@ -55,12 +55,17 @@ void bucket_shape_name(const bucket_shape *s, char *buf, size_t n)
     else snprintf(buf, n, "%lldx%lld", (long long)s->width, (long long)s->height);
 }
 
-st_status model_config_at(const config *cfg, const bucket_shape *s, model_config *mc)
+st_status model_set_bucket(config *cfg, const bucket_shape *s)
 {
     char set[80] = "bucket_shapes=";
     bucket_shape_name(s, set + strlen(set), sizeof set - strlen(set));
+    return config_set(cfg, set);
+}
+
+st_status model_config_at(const config *cfg, const bucket_shape *s, model_config *mc)
+{
     config *one = config_copy(cfg);
-    st_status st = one ? config_set(one, set) : st_host_oom("a copy of the config");
+    st_status st = one ? model_set_bucket(one, s) : st_host_oom("a copy of the config");
     if (!st) st = model_config_from(one, mc);
     config_free(one);
     return st;
