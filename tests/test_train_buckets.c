@@ -80,9 +80,29 @@ static st_status run(config *c, int64_t stop_after, int *order)
 /* root/<preset>-<dir>, a run's output_dir */
 static const char *run_dir(const char *dir)
 {
-    char name[64];
+    char name[160];
     snprintf(name, sizeof name, "%s-%s", preset, dir);
     return tk_path(root, name);
+}
+
+/* extra's run straight (in <prefix>straight) and, in <prefix>resumed, "killed" after 5 steps and resumed from its
+ * newest checkpoint (step 3): each step's bucket in straight[] and resumed[]; the two runs' final weights checked to
+ * be the same bytes. */
+static void straight_and_resumed(config *(*make)(const char *, const char *), const char *prefix, const char *extra,
+                                 int steps, int *straight, int *resumed)
+{
+    char dir[2][32], more[512];
+    snprintf(dir[0], sizeof dir[0], "%sstraight", prefix);
+    snprintf(dir[1], sizeof dir[1], "%sresumed", prefix);
+    snprintf(more, sizeof more, "%s;resume_from_checkpoint=latest", extra);
+    config *a = make(dir[0], extra), *b = make(dir[1], extra), *c = make(dir[1], more);
+    CHECKF(run(a, 1000, straight) == ST_OK, "%s", st_error());
+    CHECK(run(b, 5, resumed) == ST_OK); /* "killed" after 5 steps: checkpoint-3 is the newest */
+    for (int i = 3; i < steps; i++) resumed[i] = -1;
+    CHECKF(run(c, 1000, resumed) == ST_OK, "%s", st_error());
+    CHECKF(tk_same_file(tk_path(run_dir(dir[0]), "model.safetensors"), tk_path(run_dir(dir[1]), "model.safetensors")),
+           "the resumed run's final weights are the straight run's, byte for byte");
+    config_free(a), config_free(b), config_free(c);
 }
 
 static void test_peaks_and_resume(void)
@@ -92,22 +112,12 @@ static void test_peaks_and_resume(void)
     const char *extra = "max_train_steps=6;checkpoint_step_interval=3;gradient_accumulation_steps=2;"
                         "gradient_checkpointing=true;use_ema=true;ema_update_interval=1";
     int straight[STEPS] = {0}, resumed[STEPS] = {0}, seen[3] = {0};
-    config *a = make_config("straight", extra), *b = make_config("resumed", extra);
-    CHECKF(run(a, 1000, straight) == ST_OK, "%s", st_error());
-    CHECK(run(b, 5, resumed) == ST_OK); /* "killed" after 5 steps: checkpoint-3 is the newest */
-    char more[512];
-    snprintf(more, sizeof more, "%s;resume_from_checkpoint=latest", extra);
-    config *c = make_config("resumed", more);
-    for (int i = 3; i < STEPS; i++) resumed[i] = -1;
-    CHECKF(run(c, 1000, resumed) == ST_OK, "%s", st_error());
+    straight_and_resumed(make_config, "", extra, STEPS, straight, resumed);
     bool same = true;
     for (int i = 0; i < STEPS; i++) same = same && straight[i] == resumed[i], seen[straight[i]]++;
     CHECKF(same, "the resumed run's steps 4-6 train the straight run's buckets");
     CHECKF(seen[0] && seen[1] && seen[2], "every bucket trains in %d steps (%d, %d, %d)", STEPS, seen[0], seen[1],
            seen[2]);
-    CHECKF(tk_same_file(tk_path(run_dir("straight"), "model.safetensors"),
-                        tk_path(run_dir("resumed"), "model.safetensors")),
-           "the resumed run's final weights are the straight run's, byte for byte");
     CHECKF(tk_same_file(tk_path(run_dir("straight"), "checkpoint-000006.safetensors"),
                         tk_path(run_dir("resumed"), "checkpoint-000006.safetensors")),
            "and so are the checkpoints at step 6");
@@ -123,7 +133,7 @@ static void test_peaks_and_resume(void)
     CHECKF(trainer_create(other, NULL, &t) == ST_ERR_FORMAT && strstr(st_error(), "bucket_shapes"),
            "a resume over other bucket shapes is refused: %s", st_error());
     trainer_destroy(t);
-    config_free(a), config_free(b), config_free(c), config_free(other);
+    config_free(other);
 }
 
 /* Forward and backward of m on seeded inputs, labels and captions; the prediction into pred_copy. */
@@ -264,16 +274,11 @@ static void test_data_buckets(void)
     enum { STEPS = 8 }; /* two epochs of 4 batches: 32x16 one (kept: disable_bucket_pruning), 16x24 one, 24x16 two */
     const char *extra = "max_train_steps=8;checkpoint_step_interval=3;use_ema=true";
     int straight[STEPS] = {0}, resumed[STEPS] = {0}, want[2 * STEPS] = {0}, seen[3] = {0};
-    config *a = data_config("data-straight", extra), *b = data_config("data-resumed", extra);
+    config *a = data_config("data-straight", extra);
     data_order(a, 2 * STEPS, want);
-    CHECKF(run(a, 1000, straight) == ST_OK, "%s", st_error());
+    config_free(a);
+    straight_and_resumed(data_config, "data-", extra, STEPS, straight, resumed);
     CHECKF(!strcmp(run_shapes, DATA_SHAPES), "the run's shapes are the data's buckets: %s", run_shapes);
-    CHECK(run(b, 5, resumed) == ST_OK); /* "killed" after 5 steps: checkpoint-3 is the newest */
-    char more[512];
-    snprintf(more, sizeof more, "%s;resume_from_checkpoint=latest", extra);
-    config *c = data_config("data-resumed", more);
-    for (int i = 3; i < STEPS; i++) resumed[i] = -1;
-    CHECKF(run(c, 1000, resumed) == ST_OK, "%s", st_error());
     bool same = true, data = true;
     for (int i = 0; i < STEPS; i++) same = same && straight[i] == resumed[i], data = data && straight[i] == want[i];
     for (int i = 0; i < STEPS; i++) seen[straight[i]]++;
@@ -281,9 +286,6 @@ static void test_data_buckets(void)
     CHECKF(same, "the resumed run's steps 4-8 train the straight run's buckets");
     CHECKF(seen[0] == 2 && seen[1] == 2 && seen[2] == 4, "two epochs: 32x16 and 16x24 twice, 24x16 4 times (%d, %d, "
            "%d)", seen[0], seen[1], seen[2]);
-    CHECKF(tk_same_file(tk_path(run_dir("data-straight"), "model.safetensors"),
-                        tk_path(run_dir("data-resumed"), "model.safetensors")),
-           "the resumed run's final weights are the straight run's, byte for byte");
     /* two micro-batches a step, counted in epochs: 4 bucket batches an epoch are 2 steps; a step of two buckets is
      * named by (and peaks at) the one of the larger predicted peak */
     int pairs[STEPS] = {0};
@@ -298,7 +300,7 @@ static void test_data_buckets(void)
     }
     CHECKF(larger, "each step is named by its micro-batches' bucket of the larger peak");
     CHECKF(mixed, "some step mixes two buckets");
-    config_free(a), config_free(b), config_free(c), config_free(e);
+    config_free(e);
 }
 
 /* What the data's buckets make of other settings: a pruned bucket is no shape of the run; a bucket_shapes given
