@@ -663,5 +663,7 @@ expect 1 "buckets without data_backend_config" "^segtrain buckets: data_backend_
   --config tiny.json
 expect 1 "buckets: an alignment the model cannot take" "aspect_bucket_alignment 5 is not a multiple of 2" -- \
   "$bin" buckets "${bk[@]}" --set aspect_bucket_alignment=5
+expect 0 "plan of a cache of clips of two lengths lists its buckets as WxH@F" "^  bucket 32x32@9 .*\(the run's peak\)$" -- \
+  "$bin" plan --set model_family=wan --set model_preset=wan-tiny --set data_cache_dir="$fix/cache-wan-frames-tiny"
 
 finish

@@ -9,7 +9,8 @@
  * 32x16), the run's shapes being the data's, each step at its data batch's bucket (the iterator's order, every batch
  * of one bucket), its peak that bucket's prediction, a resume continuing the order to the same final bytes; a step
  * of two micro-batches of two buckets peaks at the larger's; num_train_epochs counts the bucket batches. And a
- * DiT position table saved at one shape is not loaded into a model of another. */
+ * DiT position table saved at one shape is not loaded into a model of another. And a cache of video clips of two
+ * lengths in buckets of width, height and frames, trained checkpointed and not to the same bytes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -387,6 +388,49 @@ static void test_cache_buckets(void)
     config_free(c);
 }
 
+/* ---- a cache of clips of two lengths: buckets of (width, height, frames) ---- */
+
+#define FRAME_SHAPES "32x32@5,32x32@9,48x32@5" /* tests/fixtures/cache-wan-frames-tiny's latents, in pixels */
+
+static config *frames_config(const char *dir, const char *sets)
+{
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"model_family\": \"wan\", \"model_preset\": \"%s\", \"data_cache_dir\": "
+             "\"tests/fixtures/cache-wan-frames-tiny\", \"train_batch_size\": 2, \"learning_rate\": 1e-3, "
+             "\"lr_warmup_steps\": 2, \"seed\": 3, \"validation_steps\": 0, \"checkpoint_step_interval\": 0, "
+             "\"output_dir\": \"%s/%s-%s\"}", preset, root, preset, dir);
+    config *c = NULL;
+    CHECKF(config_parse(json, "test", &c) == ST_OK, "%s", st_error());
+    CHECKF(!c || config_set_all(c, sets) == ST_OK, "%s", st_error());
+    return c;
+}
+
+/* The cache's five clips (2 and 3 latent frames, 5 and 9 in pixels) are three buckets, the run's shapes WxH@F; each
+ * step trains at its batch's bucket, its peak that bucket's prediction; a resume ends with the straight run's bytes,
+ * and so does a run without gradient checkpointing. */
+static void test_cache_frames(void)
+{
+    printf("-- a cache of clips of two lengths trains each batch at its bucket's width, height and frames\n");
+    enum { STEPS = 6 }; /* two epochs of 3 batches: 32x32@5 and 32x32@9 two clips each, 48x32@5 one (a short batch) */
+    const char *extra = "max_train_steps=6;checkpoint_step_interval=3;gradient_checkpointing=true";
+    int straight[STEPS] = {0}, resumed[STEPS] = {0}, unchecked[STEPS] = {0}, seen[3] = {0};
+    straight_and_resumed(frames_config, "frames-", extra, STEPS, straight, resumed);
+    CHECKF(!strcmp(run_shapes, FRAME_SHAPES), "the run's shapes are the cache's buckets with frames: %s", run_shapes);
+    bool same = true;
+    for (int i = 0; i < STEPS; i++) same = same && straight[i] == resumed[i], seen[straight[i]]++;
+    CHECKF(same, "the resumed run's steps 4-6 train the straight run's buckets");
+    CHECKF(seen[0] == 2 && seen[1] == 2 && seen[2] == 2, "each bucket trains once an epoch (%d, %d, %d)", seen[0],
+           seen[1], seen[2]);
+    config *c = frames_config("frames-unchecked", "max_train_steps=6;gradient_checkpointing=false");
+    CHECKF(run(c, 1000, unchecked) == ST_OK, "%s", st_error());
+    CHECKF(!memcmp(straight, unchecked, sizeof straight), "the same buckets in the same order");
+    CHECKF(tk_same_file(tk_path(run_dir("frames-straight"), "model.safetensors"),
+                        tk_path(run_dir("frames-unchecked"), "model.safetensors")),
+           "gradient checkpointing changes no bit of the trained weights");
+    config_free(c);
+}
+
 /* A DiT position table (a grid table) in a weights file is of the shape its model had: loading the file into a
  * model of another grid, of one token count (16x24 from 24x16) or another (32x32), keeps the model's own table. */
 static void test_grid_tables_not_loaded(void)
@@ -566,6 +610,8 @@ int main(void)
     }
     test_data_bucket_refusals();
     test_cache_buckets();
+    preset = "wan-tiny";
+    test_cache_frames();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     if (system(cmd) != 0) return 1;

@@ -71,9 +71,10 @@ st_status dataset_open_backends(const char *path, int resolution, uint64_t seed,
 st_status dataset_open_backend_buckets(const char *path, const bucket_config *defaults, uint64_t seed, dataset **out);
 
 /* A bucket of a bucketed dataset: every sample in it is width x height pixels (a cache's: latent pixels, each sample
- * channels x [frames x] height x width floats). */
+ * channels x [frames x] height x width floats) of frames frames (a cache's: latent frames; 0: an image, or a cache's
+ * latents without a frame axis). */
 typedef struct data_bucket {
-    int width, height;
+    int width, height, frames;
     int label;              /* its backend */
     char name[40];          /* SimpleTuner's bucket key ("1.5"; a cache: its first sample's) */
     int64_t images, count;  /* its images, and its samples (each image 1 + repeats times) */
@@ -106,6 +107,7 @@ typedef struct cache_want {
     bool mask;                              /* then the text mask (text_len), where the model reads one */
     int64_t size_ids;                       /* then SDXL's size ids (each sample file's add_time_ids), or 0 */
     const char *text_width;                 /* what prompt_embeds' width holds where not one encoder's (NULL) */
+    bool video;                             /* a video family: a version 2 cache's samples may have frames */
 } cache_want;
 
 /* The cache folder dir (docs/CACHE.md): cache.json, checked against want (format and version, family, latent shape,
@@ -114,9 +116,10 @@ typedef struct cache_want {
  * pooled_dim > 0, a 1/0 attention_mask per token, add_time_ids where size_ids > 0; F32, BF16 or F16), and
  * null.safetensors, the empty prompt's conditioning, when the folder has it. One class (named after the folder);
  * captions from the files' metadata. A version 1 cache holds one latent shape, (channels, [frames,] edge, edge).
- * A version 2 cache (make_cache.py --buckets) lists each sample's shape: want's channels and frames, any height and
- * width (edge is not compared: the model built at a bucket's shape checks that its patch divides it). Its samples
- * are grouped by latent shape into buckets, in the order of their first sample, read through dataset_buckets and
+ * A version 2 cache (make_cache.py --buckets) lists each sample's shape: want's channels, any height and width (edge
+ * is not compared: the model built at a bucket's shape checks that its patch divides it) and, where want is video,
+ * any frames ((C, F, H, W); (C, H, W) has none). Its samples are grouped by latent shape (frames, height, width) into
+ * buckets, in the order of their first sample, read through dataset_buckets and
  * data_iter_create_buckets as a bucketed backend's are (never pruned: one short batch an epoch), and
  * dataset_resolution is 0. Every error is one line starting "data_cache_dir <dir>:" and naming the file. */
 st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **out);

@@ -34,8 +34,9 @@ static void print_text(const dataset *ds)
     printf("%-3s %-16s %-8s %-11s %7s %8s\n", "#", "backend", "bucket", "size", "images", "samples");
     for (int b = 0; b < dataset_buckets(ds); b++) {
         const data_bucket *k = dataset_bucket(ds, b);
-        char size[32];
-        snprintf(size, sizeof size, "%dx%d", k->width, k->height);
+        char size[48];
+        const bucket_shape shape = {k->width, k->height, k->frames};
+        bucket_shape_name(&shape, size, sizeof size);
         printf("%-3d %-16s %-8s %-11s %7lld %8lld\n", b, dataset_class_name(ds, k->label), k->name, size,
                (long long)k->images, (long long)k->count);
     }

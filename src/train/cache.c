@@ -75,11 +75,20 @@ static void dims_text(char *out, size_t n, const int64_t *d, int nd)
     for (int i = 0; i < nd && k < n; i++) k += (size_t)snprintf(out + k, n - k, "%s%lld", i ? " x " : "", (long long)d[i]);
 }
 
-/* A sample as cache.json lists it: its file, its latents' height and width, and (version 2) its bucket's key. */
+/* A sample as cache.json lists it: its file, its latents' frames (0: no frame axis), height and width, and (version
+ * 2) its bucket's key. */
 typedef struct entry {
     const char *file, *key;
-    int64_t h, w;
+    int64_t f, h, w;
 } entry;
+
+/* A sample's latent shape, (C, F, H, W) or (C, H, W) where it has no frame axis (f 0): its number of dimensions. */
+static int latent_dims(const dataset *ds, int64_t f, int64_t h, int64_t w, int64_t *d)
+{
+    const int64_t video[4] = {ds->channels, f, h, w}, image[3] = {ds->channels, h, w};
+    memcpy(d, f ? video : image, sizeof(int64_t) * (f ? 4 : 3));
+    return f ? 4 : 3;
+}
 
 /* Checks one sample file (its latents, of e's height and width, only when e is not NULL: null.safetensors has none)
  * against the cache and the model, and reads its caption from the metadata into *caption (a copy). */
@@ -99,9 +108,8 @@ static st_status check_sample(const dataset *ds, const char *dir, const char *fi
     const char *family = cw->family;
     if (meta_family && strcmp(meta_family, family))
         st = bad(dir, ST_ERR_INVALID, "%s: written for family %s, cache.json says %s", file, meta_family, family);
-    const int nd = ds->frames > 1 ? 4 : 3; /* (C, H, W) or video (C, F, H, W) */
-    const int64_t want[4] = {ds->channels, nd == 4 ? ds->frames : e ? e->h : 0, nd == 4 && e ? e->h : e ? e->w : 0,
-                             e ? e->w : 0};
+    int64_t want[4];
+    const int nd = e ? latent_dims(ds, e->f, e->h, e->w, want) : 3;
     if (with_latents && !st && !(lat = float_tensor(dir, file, f, "latents", nd, &st)) && !st)
         st = bad(dir, ST_ERR_FORMAT, "%s: no latents tensor", file);
     bool same = true;
@@ -162,15 +170,16 @@ static st_status check_sample(const dataset *ds, const char *dir, const char *fi
 /* The sample file `path`'s latents (into x when not NULL) and its conditioning (into text when not NULL): the
  * sequence zero-padded to text_len rows, then the pooled vector, then where the model reads it the mask, 0 on the
  * padded rows, then with ids the size ids (model.h's layout). */
-st_status cache_read(const dataset *ds, const char *path, int64_t h, int64_t w, float *x, float *text, bool ids)
+st_status cache_read(const dataset *ds, const char *path, int64_t frames, int64_t h, int64_t w, float *x, float *text,
+                     bool ids)
 {
     sft_file *f;
     st_status st = sft_open(path, &f);
     if (st) return st; /* the file changed since the cache was opened */
-    const bool video = ds->frames > 1;
-    const int64_t lat[4] = {ds->channels, video ? ds->frames : h, video ? h : w, w};
+    int64_t lat[4];
+    const int nd = latent_dims(ds, frames, h, w, lat);
     const int64_t D = ds->text_dim;
-    if (x) st = sft_read_f32(f, "latents", video ? 4 : 3, lat, x);
+    if (x) st = sft_read_f32(f, "latents", nd, lat, x);
     if (!st && text) {
         const sft_tensor *seq = sft_find(f, "prompt_embeds");
         const int64_t rows = seq && seq->ndim == 2 ? seq->shape[0] : 0, shape[2] = {rows, D};
@@ -272,9 +281,10 @@ static st_status check_header(const char *dir, const cJSON *root, const cache_wa
     return st;
 }
 
-/* One of cache.json's samples: version 1 names its file, its latents the model's edge; version 2 lists
- * {"file", "latent_shape", "bucket"}, the shape of the model's channels (and frames; the first sample that differs
- * is gathered in m) and of any height and width. */
+/* One of cache.json's samples: version 1 names its file, its latents the model's frames and edge; version 2 lists
+ * {"file", "latent_shape", "bucket"}, the shape of the model's channels (the first sample that differs is gathered
+ * in m) and of any height and width, and for a video family of any frames ([C, F, H, W]; [C, H, W] is one frame
+ * with no frame axis). */
 static st_status read_entry(const char *dir, const cJSON *s, const cache_want *want, int64_t version, mismatches *m,
                             entry *e)
 {
@@ -286,26 +296,23 @@ static st_status read_entry(const char *dir, const cJSON *s, const cache_want *w
         return bad(dir, ST_ERR_FORMAT, "cache.json: samples lists %s; each %s a file name relative to the cache "
                    "folder", cJSON_IsString(file) ? "an empty or absolute path" : "a non-string",
                    version == 1 ? "entry is" : "entry's \"file\" is");
-    *e = (entry){file->valuestring, NULL, want->edge, want->edge};
+    *e = (entry){file->valuestring, NULL, want->frames > 1 ? want->frames : 0, want->edge, want->edge};
     if (version == 1) return ST_OK;
     const cJSON *key = cJSON_GetObjectItemCaseSensitive(s, "bucket");
     e->key = cJSON_IsString(key) ? key->valuestring : NULL;
     char where[320], shape_s[96];
     snprintf(where, sizeof where, "cache.json: sample %.256s", e->file);
-    const int nd = want->frames > 1 ? 4 : 3;
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(s, "latent_shape");
+    const int nd = want->video && cJSON_GetArraySize(shape) != 3 ? 4 : 3; /* a video family's clips have frames */
     int64_t d[4];
-    st_status st = read_shape(dir, where, cJSON_GetObjectItemCaseSensitive(s, "latent_shape"), nd, d);
+    st_status st = read_shape(dir, where, shape, nd, d);
     if (st) return st;
-    e->h = d[nd - 2], e->w = d[nd - 1];
+    e->f = nd == 4 ? d[1] : 0, e->h = d[nd - 2], e->w = d[nd - 1];
     dims_text(shape_s, sizeof shape_s, d, nd);
-    if ((d[0] != want->channels || (nd == 4 && d[1] != want->frames)) && !m->shape) {
-        char frames[96] = "";
-        if (nd == 4)
-            snprintf(frames, sizeof frames, " and %lld frames (the latent frames of num_frames)",
-                     (long long)want->frames);
+    if (d[0] != want->channels && !m->shape) {
         m->shape = true;
-        mismatch(m, "latents are %s (%s), the model takes %lld channels (in_channels)%s", shape_s, e->file,
-                 (long long)want->channels, frames);
+        mismatch(m, "latents are %s (%s), the model takes %lld channels (in_channels)", shape_s, e->file,
+                 (long long)want->channels);
     }
     return ST_OK;
 }
@@ -339,8 +346,8 @@ static st_status check_index(const char *dir, const cJSON *root, const cache_wan
     return st;
 }
 
-/* Version 2: the samples grouped by latent shape into buckets, in the order of their first sample, as one backend
- * of no repeats that prunes nothing (make_cache.py left out what its bucket list did). */
+/* Version 2: the samples grouped by latent shape (frames, height, width) into buckets, in the order of their first
+ * sample, as one backend of no repeats that prunes nothing (make_cache.py left out what its bucket list did). */
 static st_status group_buckets(dataset *ds, const entry *e, int n)
 {
     ds->places = calloc((size_t)n, sizeof *ds->places);
@@ -350,12 +357,14 @@ static st_status group_buckets(dataset *ds, const entry *e, int n)
     ds->backends[0] = (backend){.first = 0, .count = n};
     for (int i = 0; i < n; i++) {
         int b = 0;
-        while (b < ds->nbuckets && (ds->buckets[b].height != e[i].h || ds->buckets[b].width != e[i].w)) b++;
+        const data_bucket *k = ds->buckets;
+        while (b < ds->nbuckets && (k[b].height != e[i].h || k[b].width != e[i].w || k[b].frames != e[i].f)) b++;
         if (b == ds->nbuckets) {
-            data_bucket *k = &ds->buckets[ds->nbuckets++];
-            *k = (data_bucket){.width = (int)e[i].w, .height = (int)e[i].h};
-            if (e[i].key) snprintf(k->name, sizeof k->name, "%s", e[i].key);
-            else snprintf(k->name, sizeof k->name, "%dx%d", k->width, k->height);
+            data_bucket *add = &ds->buckets[ds->nbuckets++];
+            *add = (data_bucket){.width = (int)e[i].w, .height = (int)e[i].h, .frames = (int)e[i].f};
+            if (e[i].key) snprintf(add->name, sizeof add->name, "%s", e[i].key);
+            else if (e[i].f) snprintf(add->name, sizeof add->name, "%dx%d@%d", add->width, add->height, add->frames);
+            else snprintf(add->name, sizeof add->name, "%dx%d", add->width, add->height);
         }
         ds->buckets[b].images++;
         ds->places[i] = (place){.bucket = b};
@@ -395,7 +404,7 @@ static st_status read_null(dataset *ds, const char *dir, const cache_want *want)
         fclose(probe);
         st = check_sample(ds, dir, CACHE_NULL, want, NULL, &null_caption);
         if (!st && !(ds->null_text = malloc(sizeof(float) * (size_t)dataset_text_floats(ds)))) st = data_oom();
-        if (!st) st = cache_read(ds, null_path, 0, 0, NULL, ds->null_text, false); /* the ids stay each sample's */
+        if (!st) st = cache_read(ds, null_path, 0, 0, 0, NULL, ds->null_text, false); /* the ids stay each sample's */
     }
     free(null_caption);
     free(null_path);

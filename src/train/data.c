@@ -799,8 +799,8 @@ static st_status get_sample(const dataset *ds, int64_t index, int64_t epoch, flo
     if (ds->kind == KIND_CACHE && !(image || cond)) return ST_OK;
     if (ds->kind == KIND_CACHE) { /* a bucketed cache's latents are its bucket's shape */
         const data_bucket *bk = ds->places ? &ds->buckets[ds->places[at].bucket] : NULL;
-        return cache_read(ds, e->path, bk ? bk->height : ds->resolution, bk ? bk->width : ds->resolution, image,
-                          cond, true);
+        return cache_read(ds, e->path, bk ? bk->frames : ds->frames > 1 ? ds->frames : 0,
+                          bk ? bk->height : ds->resolution, bk ? bk->width : ds->resolution, image, cond, true);
     }
     if (!image) return ST_OK;
     unsigned char *px;
@@ -959,8 +959,7 @@ static st_status next_bucket_share(data_iter *it, int64_t batch, int64_t first, 
     if (st) return st;
     const int64_t at = it->order.first[it->pos.index], len = it->order.first[it->pos.index + 1] - at;
     const data_bucket *bk = &it->ds->buckets[it->bucket_of[it->order.index[at]]];
-    const int64_t per = (int64_t)dataset_channels(it->ds) * (it->ds->frames > 1 ? it->ds->frames : 1) * bk->width *
-                        bk->height;
+    const int64_t per = (int64_t)dataset_channels(it->ds) * (bk->frames > 1 ? bk->frames : 1) * bk->width * bk->height;
     for (int64_t b = 0; b < count; b++) {
         const int64_t index = it->kept[it->order.index[at + (first + b) % len]];
         st = get_sample(it->ds, index, it->pos.epoch, images ? images + b * per : NULL, labels ? labels + b : NULL,

@@ -74,6 +74,7 @@ size_t data_fold_space(char *s, size_t n);
 st_status data_add_item(scan *sc, char *path, char *caption, int label);
 st_status data_check_png(scan *sc, const char *path, const char *name, bool *ok, int *w, int *h);
 st_status data_list_bucket_samples(dataset *ds);
-st_status cache_read(const dataset *ds, const char *path, int64_t h, int64_t w, float *x, float *text, bool ids);
+st_status cache_read(const dataset *ds, const char *path, int64_t frames, int64_t h, int64_t w, float *x, float *text,
+                     bool ids);
 
 #endif

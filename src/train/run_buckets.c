@@ -6,19 +6,30 @@
 
 #include "segtrain/train.h"
 
-/* The shapes of the buckets that train, in the data's order, each once, in image pixels (a cache's latent buckets
- * times scale, the VAE's factor), and each bucket's among them (tb->shape_of): bucket_shapes' text into list (n
- * bytes). `source` names the data for messages. */
-static st_status trained_shapes(train_buckets *tb, int scale, const char *source, bucket_shape *shapes, int *count,
-                                char *list, size_t n)
+/* Bucket bk's shape in image pixels and frames: a cache's latents times the VAE's factor, their frames the video the
+ * model's VAE makes them of (a video family's sample without a frame axis is one frame); an image's, none. */
+static bucket_shape data_shape(const data_bucket *bk, const model_config *mc, bool cache)
+{
+    const int64_t scale = cache ? mc->vae_scale : 1;
+    bucket_shape s = {bk->width * scale, bk->height * scale, cache && model_video(mc) ? 1 : 0};
+    model_config at = *mc;
+    at.frames = bk->frames;
+    if (bk->frames) s.frames = cache ? model_pixel_frames(&at) : bk->frames;
+    return s;
+}
+
+/* The shapes of the buckets that train, in the data's order, each once (data_shape), and each bucket's among them
+ * (tb->shape_of): bucket_shapes' text into list (n bytes). `source` names the data for messages. */
+static st_status trained_shapes(train_buckets *tb, const model_config *mc, bool cache, const char *source,
+                                bucket_shape *shapes, int *count, char *list, size_t n)
 {
     *count = 0;
     list[0] = 0;
     for (int b = 0; b < dataset_buckets(tb->data); b++) {
-        const data_bucket *bk = dataset_bucket(tb->data, b);
-        const int w = bk->width * scale, h = bk->height * scale;
+        const bucket_shape s = data_shape(dataset_bucket(tb->data, b), mc, cache);
         int i = 0;
-        while (i < *count && (shapes[i].width != w || shapes[i].height != h)) i++;
+        while (i < *count && (shapes[i].width != s.width || shapes[i].height != s.height || shapes[i].frames != s.frames))
+            i++;
         const bool pruned = !data_iter_bucket_batches(tb->iter, b);
         tb->shape_of[b] = pruned ? -1 : i;
         if (i < *count || pruned) continue; /* a shape met before, or none */
@@ -26,11 +37,17 @@ static st_status trained_shapes(train_buckets *tb, int scale, const char *source
             return st_fail(ST_ERR_INVALID, "%s: more than %d bucket shapes (a run builds a model for each): raise "
                            "aspect_bucket_alignment, or give fewer aspects (crop_aspect_buckets)", source,
                            MODEL_SHAPES_MAX);
-        shapes[(*count)++] = (bucket_shape){w, h, 0};
+        shapes[(*count)++] = s;
         const size_t at = strlen(list);
-        snprintf(list + at, n - at, "%s%dx%d", at ? "," : "", w, h);
+        if (at && at + 1 < n) list[at] = ',', list[at + 1] = 0;
+        bucket_shape_name(&s, list + strlen(list), n - strlen(list));
     }
     return ST_OK;
+}
+
+static bool same_shape(const bucket_shape *a, const bucket_shape *b)
+{
+    return a->width == b->width && a->height == b->height && a->frames == b->frames;
 }
 
 /* A bucket_shapes given beside the data must name the data's shapes: which the run trains comes from one place. */
@@ -43,12 +60,11 @@ static st_status same_shapes(const config *cfg, const char *source, const bucket
     bool same = k == n;
     for (int i = 0; same && i < k; i++) {
         int j = 0;
-        while (j < n && (data[j].width != given[i].width || data[j].height != given[i].height || given[i].frames)) j++;
+        while (j < n && !same_shape(&data[j], &given[i])) j++;
         same = j < n;
     }
     for (int i = 0; same && i < k; i++) /* each once */
-        for (int j = 0; j < i; j++)
-            same = same && (given[i].width != given[j].width || given[i].height != given[j].height);
+        for (int j = 0; j < i; j++) same = same && !same_shape(&given[i], &given[j]);
     if (same) return ST_OK;
     return st_fail(ST_ERR_INVALID, "bucket_shapes \"%s\", but the buckets of %s are %s: leave bucket_shapes out (the "
                    "data gives them) or list exactly those", config_string(cfg, "bucket_shapes"), source, list);
@@ -92,7 +108,7 @@ static st_status open_data(const config *cfg, const model_config *mc, dataset **
     const char *cache = config_string(cfg, "data_cache_dir");
     const cache_want want = {mc->family,   mc->channels,   mc->height,          mc->frames, mc->text_len,
                              mc->text_dim, mc->pooled_dim, model_text_mask(mc), model_size_ids(mc),
-                             model_text_width(mc)};
+                             model_text_width(mc), model_video(mc)};
     bucket_config settings;
     if (cache[0]) return dataset_open_cache(cache, &want, out);
     st_status st = train_bucket_settings(cfg, mc, &settings);
@@ -126,8 +142,7 @@ st_status train_buckets_open(const config *cfg, int ranks, train_buckets *out)
     int n = 0;
     char set[MODEL_SHAPES_MAX * 24 + 16] = "bucket_shapes=";
     const size_t at = strlen(set);
-    const int scale = cache[0] ? (int)mc.vae_scale : 1; /* a cache's buckets are latents */
-    if (!st) st = trained_shapes(out, scale, source, shapes, &n, set + at, sizeof set - at);
+    if (!st) st = trained_shapes(out, &mc, cache[0] != 0, source, shapes, &n, set + at, sizeof set - at);
     if (!st) st = same_shapes(cfg, source, shapes, n, set + at);
     if (!st) st = config_set(out->cfg, set);
     if (st) train_buckets_close(out);

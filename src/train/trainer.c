@@ -347,7 +347,7 @@ static st_status same_sizes(const trainer *t)
         const data_bucket *bk = dataset_bucket(t->data, b);
         if (t->shape_of[b] < 0) continue;
         const model_config *mc = model_get_config(model_run_at(&t->run, t->shape_of[b]).m);
-        const int64_t frames = mc->frames > 1 ? mc->frames : 1, numel = model_loss_numel(mc);
+        const int64_t frames = bk->frames > 1 ? bk->frames : 1, numel = model_loss_numel(mc);
         if (numel != dataset_channels(t->data) * frames * bk->width * bk->height || mc->width != bk->width)
             return st_fail(ST_ERR_INTERNAL, "bucket %s (%dx%d): the model at its shape takes %lld floats a sample, not "
                            "%d x %lld x %d x %d", bk->name, bk->width, bk->height, (long long)numel,
@@ -376,7 +376,8 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
     if (st) return st;
     char what[200], frames[32] = "", shape[64];
     if (mc->frames > 1) snprintf(frames, sizeof frames, "%lld x ", (long long)mc->frames);
-    if (t->shape_of) snprintf(shape, sizeof shape, "%sH x W (%d aspect buckets)", frames, dataset_buckets(t->data));
+    if (t->shape_of) snprintf(shape, sizeof shape, "%sH x W (%d buckets)", model_video(mc) ? "F x " : "",
+                              dataset_buckets(t->data));
     else snprintf(shape, sizeof shape, "%s%lld x %lld", frames, (long long)mc->height, (long long)mc->width);
     snprintf(what, sizeof what, "%lld samples of %lld x %s latents and %lld x %lld text embeddings%s",
              (long long)dataset_size(t->data), (long long)mc->channels, shape, (long long)mc->text_len,
