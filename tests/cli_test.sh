@@ -659,6 +659,10 @@ expect 0 "buckets --help" "make_cache.py --buckets" -- "$bin" buckets --help
 expect 0 "buckets: a line per bucket" "^1 +aspects +2.0 +32x16 +1 +1$" -- "$bin" buckets "${bk[@]}"
 expect 0 "buckets: a line per image" "^40x24 +26x16 +\(0, 1\) +3 +.*/bucket-images/wide_owl.png$" -- "$bin" buckets "${bk[@]}"
 expect 0 "buckets --json" '"crop":[[:space:]]+\[4, 0\]' -- "$bin" buckets "${bk[@]}" --json
+expect 0 "advise plans the data's buckets, as plan and train read them" "^4 buckets: advising for the largest, 32x16" -- \
+  "$bin" advise "${bk[@]}" --device-memory 1GiB --steps 1
+expect 1 "... and --bucket-steps gives a count for each of the data's buckets" "--bucket-steps: \"1,1\" is not 4 step counts" -- \
+  "$bin" advise "${bk[@]}" --device-memory 1GiB --steps 1 --bucket-steps 1,1
 expect 1 "buckets without data_backend_config" "^segtrain buckets: data_backend_config is empty" -- "$bin" buckets \
   --config tiny.json
 expect 1 "buckets: an alignment the model cannot take" "aspect_bucket_alignment 5 is not a multiple of 2" -- \

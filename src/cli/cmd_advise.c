@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "segtrain/advise.h"
 #include "segtrain/sweep.h"
+#include "segtrain/train.h"
 
 static const char advise_help[] =
     "usage: segtrain advise [--config C] --device-memory SIZE [--verify] [--steps N] [--bucket-steps N,N,...]\n"
@@ -26,19 +27,22 @@ static const char advise_help[] =
     "cost model's error is a few per cent), else the uniform one.\n"
     "Peaks are the dry step's (exact); times are the cost model's. --verify runs both answers, one after the other,\n"
     "for N measured steps each (default 3) and prints the measured figures beside the predicted ones.\n"
-    "With several bucket_shapes it advises for the bucket of the largest peak (the run's), then gives every\n"
+    "With several shapes (bucket_shapes, or the aspect buckets of the data: data_backend_config or a version 2\n"
+    "cache, as plan and train read them) it advises for the bucket of the largest peak (the run's), then gives every\n"
     "bucket's predicted time and peak under the advice. Then it searches and plans for each other bucket alone\n"
     "at the same rates; where a bucket's own advice is predicted at least 3 % faster than the run's advice at\n"
     "that bucket, it writes a gradient_checkpointing_bucket_plans for those buckets (as options), each bucket's\n"
     "predicted time and exact peak under it, and the run's seconds per epoch-equivalent both ways: a step at each\n"
-    "bucket, weighted by --bucket-steps (steps an epoch at each bucket, in bucket_shapes' order; default one\n"
-    "each, as synthetic data draws them). Every bucket is advised for the budget less what the run holds for\n"
-    "its other buckets (their position tables), so that each bucket's peak in the run fits.\n";
+    "bucket, weighted by --bucket-steps (steps an epoch at each bucket, in the buckets' order; default: the\n"
+    "data's batches an epoch at each, or one each, as synthetic data draws them). Every bucket is advised for the\n"
+    "budget less what the run holds for its other buckets (their position tables), so that each bucket's peak in\n"
+    "the run fits.\n";
 
 typedef struct factory_ctx {
     const char *path;
     const cli_args *args;
     const bucket_shape *bucket; /* the run's largest bucket, where it has several: what advise plans for */
+    const char *data_shapes;    /* "bucket_shapes=..." of the data's buckets, read once; NULL: the config's */
 } factory_ctx;
 
 static config *make_config(void *p, const char *sets)
@@ -47,8 +51,9 @@ static config *make_config(void *p, const char *sets)
     config *cfg;
     if (cli_load_config(c->path, c->args, &cfg)) return NULL;
     /* a bucket alone is planned by the schedule under advice, not by the config's plans for the run's buckets */
-    if (config_set_all(cfg, sets) || (c->bucket && (model_set_bucket(cfg, c->bucket) ||
-                                                    config_set(cfg, "gradient_checkpointing_bucket_plans=")))) {
+    if ((c->data_shapes && config_set(cfg, c->data_shapes)) || config_set_all(cfg, sets) ||
+        (c->bucket && (model_set_bucket(cfg, c->bucket) ||
+                       config_set(cfg, "gradient_checkpointing_bucket_plans=")))) {
         config_free(cfg);
         return NULL;
     }
@@ -70,7 +75,7 @@ static st_status largest_bucket(factory_ctx *ctx, bucket_report *buckets, int *n
 static st_status bucket_times(const factory_ctx *ctx, bool every, const char *sets, const cost_rates *rates,
                               bucket_report *out, int *n, int *largest)
 {
-    const factory_ctx which = {ctx->path, ctx->args, every ? NULL : ctx->bucket};
+    const factory_ctx which = {ctx->path, ctx->args, every ? NULL : ctx->bucket, ctx->data_shapes};
     config *cfg = make_config((void *)&which, sets);
     st_status st = cfg ? cli_buckets(cfg, 1, rates, out, n, largest) : ST_ERR_INVALID;
     config_free(cfg);
@@ -87,12 +92,38 @@ static st_status held_for_others(const factory_ctx *ctx, int n, size_t *extra)
     int got = 0, largest;
     st_status st = run ? bucket_times(ctx, true, none, NULL, run, &got, &largest) : st_host_oom("the buckets' reports");
     for (int i = 0, one; !st && i < n; i++) {
-        const factory_ctx at = {ctx->path, ctx->args, &run[i].shape};
+        const factory_ctx at = {ctx->path, ctx->args, &run[i].shape, ctx->data_shapes};
         st = bucket_times(&at, false, none, NULL, alone, &one, &largest);
         extra[i] = !st && run[i].peak > alone->peak ? run[i].peak - alone->peak : 0;
     }
     free(run);
     return st;
+}
+
+/* The run's shapes from its data's buckets (train_buckets_open, as plan and train read them), once: into set
+ * ("bucket_shapes=...", n bytes; empty when the shapes are the config's), and each shape's batches an epoch into
+ * w, as "3,1,2" into steps. Data that cannot be read leaves the config's shapes, with a warning, as plan does. */
+static void data_buckets(const factory_ctx *ctx, char *set, size_t n, double *w, char *steps, size_t steps_n)
+{
+    config *cfg = make_config((void *)ctx, "");
+    train_buckets tb = {0};
+    set[0] = steps[0] = 0;
+    if (cfg && train_buckets_open(cfg, 1, &tb))
+        st_warn("segtrain: warning: %s; the advice is for the config's shapes", st_error());
+    else if (tb.cfg) {
+        snprintf(set, n, "bucket_shapes=%s", config_string(tb.cfg, "bucket_shapes"));
+        for (int i = 0; i < MODEL_SHAPES_MAX; i++) w[i] = 0;
+        int shapes = 0;
+        for (int b = 0; b < dataset_buckets(tb.data); b++)
+            if (tb.shape_of[b] >= 0) {
+                w[tb.shape_of[b]] += (double)data_iter_bucket_batches(tb.iter, b);
+                if (tb.shape_of[b] >= shapes) shapes = tb.shape_of[b] + 1;
+            }
+        for (int i = 0, at = 0; i < shapes && at < (int)steps_n; i++)
+            at += snprintf(steps + at, steps_n - (size_t)at, "%s%.0f", i ? "," : "", w[i]);
+    }
+    train_buckets_close(&tb);
+    config_free(cfg);
 }
 
 /* --bucket-steps "3,1,1": steps an epoch at each of n buckets, into w; NULL: one each. */
@@ -110,6 +141,17 @@ static st_status bucket_weights(const char *text, int n, double *w)
         if (p) p = end + 1;
     }
     return sum > 0 ? ST_OK : st_fail(ST_ERR_INVALID, "--bucket-steps: \"%s\" gives no bucket a step", text);
+}
+
+/* How the buckets weigh in the run's time: --bucket-steps, else the data's own batches an epoch (data_steps, already
+ * in w), else one each; what weighs them into label. */
+static st_status bucket_weighting(const char *bucket_steps, const char *data_steps, int n, double *w, char *label,
+                                  size_t size)
+{
+    if (bucket_steps) snprintf(label, size, "weighted by --bucket-steps %.600s", bucket_steps);
+    else if (data_steps[0]) snprintf(label, size, "weighted by the data's batches an epoch, %.700s", data_steps);
+    else snprintf(label, size, "weighted equally, as synthetic data draws them");
+    return bucket_steps || !data_steps[0] ? bucket_weights(bucket_steps, n, w) : ST_OK;
 }
 
 static void print_schedule(const char *label, const schedule *s)
@@ -156,7 +198,7 @@ static st_status own_advice(const factory_ctx *ctx, const bucket_report *one, in
     for (int i = 0; !st && i < n; i++) {
         char name[48];
         bucket_shape_name(&one[i].shape, name, sizeof name);
-        const factory_ctx alone = {ctx->path, ctx->args, &one[i].shape};
+        const factory_ctx alone = {ctx->path, ctx->args, &one[i].shape, ctx->data_shapes};
         const schedule *s = NULL;
         if (i != largest) st = advise_at_rates(make_config, (void *)&alone, budget > extra[i] ? budget - extra[i] : 1,
                                                &adv->rates, NULL, a);
@@ -179,7 +221,7 @@ static st_status own_advice(const factory_ctx *ctx, const bucket_report *one, in
 /* The buckets under the per-bucket answer: their table, the run's seconds per epoch-equivalent both ways, the
  * options. */
 static void print_per_bucket(const bucket_report *one, const bucket_report *own, int n, int largest, size_t budget,
-                             const double *w, const char *steps, const char *sets)
+                             const double *w, const char *weighted, const char *sets)
 {
     char b[2][24];
     double t_one = 0, t_own = 0;
@@ -190,9 +232,8 @@ static void print_per_bucket(const bucket_report *one, const bucket_report *own,
     printf("  the run's peak %s %s %s\n", st_bytes(b[0], own[largest].peak),
            own[largest].peak <= budget ? "fits" : "does not fit (a bug: each bucket was advised to fit)",
            st_bytes(b[1], budget));
-    printf("  per epoch-equivalent (a step at each bucket, %s%s): %.3f s under the run's advice, %.3f s under each "
-           "bucket's own (%+.1f%%)\n", steps ? "weighted by --bucket-steps " : "weighted equally, as synthetic data "
-           "draws them", steps ? steps : "", t_one, t_own, 100.0 * (t_own - t_one) / t_one);
+    printf("  per epoch-equivalent (a step at each bucket, %s): %.3f s under the run's advice, %.3f s under each "
+           "bucket's own (%+.1f%%)\n", weighted, t_one, t_own, 100.0 * (t_own - t_one) / t_one);
     printf("  as options:");
     print_as_options(sets);
 }
@@ -200,7 +241,7 @@ static void print_per_bucket(const bucket_report *one, const bucket_report *own,
 /* With several buckets, after the run's advice (pick, for the largest): each bucket under it, each bucket's own
  * advice, and where some bucket wants its own, the per-bucket answer. */
 static st_status advise_buckets(const factory_ctx *ctx, int n, int largest, const size_t *extra, size_t budget,
-                                const advice *adv, const schedule *pick, const double *w, const char *steps)
+                                const advice *adv, const schedule *pick, const double *w, const char *weighted)
 {
     st_status st = ST_OK;
     bucket_report *one = calloc(2 * (size_t)n, sizeof *one), *own = one ? one + n : NULL;
@@ -224,7 +265,7 @@ static st_status advise_buckets(const factory_ctx *ctx, int n, int largest, cons
     }
     if (!st && !any) printf("every bucket's own advice is within 3 %% of the run's: one schedule serves them all\n");
     if (!st && any) st = bucket_times(ctx, true, sets, &adv->rates, own, &got, &peak);
-    if (!st && any) print_per_bucket(one, own, n, peak, budget, w, steps, sets);
+    if (!st && any) print_per_bucket(one, own, n, peak, budget, w, weighted, sets);
     free(one);
     free(sets);
     return st;
@@ -252,17 +293,22 @@ int cmd_advise(int argc, char **argv)
         fprintf(stderr, "segtrain advise: %s\n", st_error());
         return 2;
     }
-    factory_ctx ctx = {config_path, &a, NULL};
+    factory_ctx ctx = {config_path, &a, NULL, NULL};
     bucket_report buckets[MODEL_SHAPES_MAX];
     int n_buckets = 0, largest = -1;
     size_t extra[MODEL_SHAPES_MAX] = {0};
-    if ((st = largest_bucket(&ctx, buckets, &n_buckets, &largest))) return cli_error("advise");
     double weights[MODEL_SHAPES_MAX];
+    char data_set[MODEL_SHAPES_MAX * 24 + 16], data_steps[MODEL_SHAPES_MAX * 12], weighted[MODEL_SHAPES_MAX * 12 + 64];
+    data_buckets(&ctx, data_set, sizeof data_set, weights, data_steps, sizeof data_steps);
+    if (data_set[0]) ctx.data_shapes = data_set;
+    if ((st = largest_bucket(&ctx, buckets, &n_buckets, &largest))) return cli_error("advise");
     if (bucket_steps && largest < 0) {
-        fprintf(stderr, "segtrain advise: --bucket-steps: the run has one shape (valid with several bucket_shapes)\n");
+        fprintf(stderr, "segtrain advise: --bucket-steps: the run has one shape (valid with several buckets)\n");
         return 2;
     }
-    if (largest >= 0 && (st = bucket_weights(bucket_steps, n_buckets, weights))) return cli_error("advise");
+    if (largest >= 0 && (st = bucket_weighting(bucket_steps, data_steps, n_buckets, weights, weighted,
+                                               sizeof weighted)))
+        return cli_error("advise");
     if (largest >= 0 && (st = held_for_others(&ctx, n_buckets, extra))) return cli_error("advise");
     const size_t held = largest >= 0 ? extra[largest] : 0, advised = budget > held ? budget - held : 1;
     if (largest >= 0) {
@@ -316,7 +362,7 @@ int cmd_advise(int argc, char **argv)
     printf("  as options:");
     print_as_options(pick->sets);
     if (largest >= 0 && (st = advise_buckets(&ctx, n_buckets, largest, extra, budget, &adv, pick, weights,
-                                                 bucket_steps)))
+                                                 weighted)))
         return cli_error("advise");
     if (!verify) return 0;
 
