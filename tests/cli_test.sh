@@ -667,6 +667,16 @@ expect 1 "buckets without data_backend_config" "^segtrain buckets: data_backend_
   --config tiny.json
 expect 1 "buckets: an alignment the model cannot take" "aspect_bucket_alignment 5 is not a multiple of 2" -- \
   "$bin" buckets "${bk[@]}" --set aspect_bucket_alignment=5
+# a video backend: its clips (folders of PNG frames) in buckets of width, height and frames, to be cached
+sed "s#\"tests/fixtures/#\"$fix/#" "$fix/bucket-clips.json" > clips.json
+vk=(--set model_family=wan --set model_preset=wan-tiny --set aspect_bucket_alignment=16 --set resolution=32
+    --set data_backend_config=clips.json)
+expect 0 "buckets: a video backend's clips in WxH@F buckets" "^1 +clips +32x32@9 +32x32@9 +2 +2$" -- "$bin" buckets "${vk[@]}"
+expect 0 "buckets: each clip with its own frames" "^32x32@10 +32x32 +\(0, 0\) +1 +.*/bucket-clips/green_square$" -- \
+  "$bin" buckets "${vk[@]}"
+expect 0 "buckets --json: a clip's frames and its bucket's" '"clip_frames":[[:space:]]+10,' -- "$bin" buckets "${vk[@]}" --json
+expect 1 "train on a video backend (in pixel space) is refused, naming the cache's way" "is a video dataset.*make_cache.py --buckets" -- \
+  "$bin" train "${vk[@]}" --set in_channels=3 --set vae_scale_factor=1 --set output_dir=never-clips
 expect 0 "plan of a cache of clips of two lengths lists its buckets as WxH@F" "^  bucket 32x32@9 .*\(the run's peak\)$" -- \
   "$bin" plan --set model_family=wan --set model_preset=wan-tiny --set data_cache_dir="$fix/cache-wan-frames-tiny"
 

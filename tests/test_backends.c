@@ -280,7 +280,7 @@ static void test_backends_refusals(void)
     expect_refusal("a bucket", "[{\"id\": \"s3\", \"type\": \"aws\", \"aws_bucket_name\": \"b\"}]",
                    ST_ERR_UNSUPPORTED, "backend 's3'", "type aws", "local image folders");
     expect_refusal("a video dataset", "[{\"id\": \"clips\", \"dataset_type\": \"video\", \"instance_data_dir\": "
-                   "\"@/bk/a\"}]", ST_ERR_UNSUPPORTED, "backend 'clips'", "video dataset", "local image folders");
+                   "\"@/bk/a\"}]", ST_ERR_UNSUPPORTED, "backend 'clips'", "video dataset", "aspect buckets only");
     expect_refusal("an unknown dataset_type", "[{\"id\": \"x\", \"dataset_type\": \"images\", \"instance_data_dir\": "
                    "\"@/bk/a\"}]", ST_ERR_INVALID, "dataset_type images", NULL, NULL);
     expect_refusal("a missing folder, relative", "[{\"id\": \"gone\", \"instance_data_dir\": \"no/such/folder\"}]",

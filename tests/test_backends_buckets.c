@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "segtrain/buckets.h"
@@ -396,6 +397,73 @@ static void test_buckets_refusals(void)
                    "\"resolution_type\": \"area\"", ST_ERR_INVALID, "minimum_image_size 6 is in megapixels");
 }
 
+/* A video backend (tests/fixtures/make_bucket_clips.py's clips, folders of PNG frames) at Wan's settings (8 k + 1
+ * frames, an alignment of 16): each clip in its WxH@F bucket, frames trimmed to the rule, a clip below min_frames
+ * left out, captions from the folders' names; aspect_ratio buckets split by length; and the refusals of clips. */
+static const char *const clips_entry =
+    "{\"id\": \"c\", \"dataset_type\": \"video\", \"instance_data_dir\": \"" IMAGES "bucket-clips\", "
+    "\"resolution\": 32, \"resolution_type\": \"pixel\", \"video\": {\"num_frames\": 9, \"max_frames\": 17%s}%s}";
+
+static dataset *open_clips(const char *video_keys, const char *entry_keys, st_status want)
+{
+    char json[1024];
+    bucket_config run = run_settings();
+    run.alignment = 16, run.frames_8k1 = true;
+    snprintf(json, sizeof json, "[%s]", clips_entry);
+    char filled[1200];
+    snprintf(filled, sizeof filled, json, video_keys, entry_keys);
+    dataset *ds = NULL;
+    const st_status st = open_list(filled, &run, 1, &ds);
+    CHECKF(st == want, "clips (%s%s): status %d, %s", video_keys, entry_keys, (int)st, st ? st_error() : "opened");
+    return ds;
+}
+
+static void test_buckets_clips(void)
+{
+    printf("-- a video backend: clips in buckets of width, height and frames\n");
+    dataset *ds = open_clips(", \"bucket_strategy\": \"resolution_frames\"", "", ST_OK);
+    static const struct { const char *name; int w, h, frames, clips; } want[] = {
+        {"32x32@17", 32, 32, 17, 2}, {"32x32@9", 32, 32, 9, 2}, {"48x32@9", 48, 32, 9, 1}};
+    CHECKF(ds && dataset_buckets(ds) == 3 && dataset_images(ds) == 5, "5 clips in 3 buckets (%d)",
+           ds ? dataset_buckets(ds) : 0);
+    for (int b = 0; ds && b < dataset_buckets(ds) && b < 3; b++) {
+        const data_bucket *k = dataset_bucket(ds, b);
+        CHECKF(!strcmp(k->name, want[b].name) && k->width == want[b].w && k->height == want[b].h &&
+                   k->frames == want[b].frames && k->images == want[b].clips,
+               "bucket %d: %s %dx%d@%d, %lld clips", b, k->name, k->width, k->height, k->frames, (long long)k->images);
+    }
+    data_placement p;
+    char caption[CAPTION_MAX];
+    CHECK(ds && dataset_placement(ds, 1, &p) == ST_OK && p.frames == 10 && strstr(p.path, "bucket-clips/green_square"));
+    CHECK(ds && dataset_get(ds, 1, NULL, NULL, caption) == ST_OK && !strcmp(caption, "green square"));
+    CHECKF(strstr(captured, "5 clips of 9 frames to 17 (bucket_strategy resolution_frames, the model's 8 k + 1)") &&
+               strstr(captured, "1 of other lengths left out") && strstr(captured, "bucket 32x32@9 (32x32@9): 2 clips"),
+           "the backend's lines say so:\n%s", captured);
+    dataset_close(ds);
+    ds = open_clips("", "", ST_OK); /* aspect_ratio: SimpleTuner's bucket "1.0" holds both lengths */
+    CHECKF(ds && dataset_buckets(ds) == 3 && !strcmp(dataset_bucket(ds, 0)->name, "1.0") &&
+               !strcmp(dataset_bucket(ds, 1)->name, "1.0") && dataset_bucket(ds, 0)->frames == 17 &&
+               dataset_bucket(ds, 1)->frames == 9, "aspect_ratio: one bucket a length");
+    dataset_close(ds);
+    open_clips(", \"min_frames\": 5", "", ST_ERR_INVALID);
+    CHECKF(strstr(st_error(), "video.min_frames 5 is below video.num_frames 9"), "%s", st_error());
+    open_clips(", \"bucket_strategy\": \"frames\"", "", ST_ERR_INVALID);
+    CHECKF(strstr(st_error(), "video.bucket_strategy frames is not"), "%s", st_error());
+    open_clips(", \"min_frames\": 40", "", ST_ERR_INVALID);
+    CHECKF(strstr(st_error(), "all 6 clips are left out: 0 below minimum_image_size 0, 6 of frames outside "
+                              "video.min_frames 33 and max_frames 17"), "%s", st_error());
+    char json[512];
+    CHECK(mkdir(tk_path(root, "clips"), 0755) == 0 && mkdir(tk_path(root, "clips/a"), 0755) == 0);
+    snprintf(json, sizeof json, "[{\"id\": \"v\", \"dataset_type\": \"video\", \"instance_data_dir\": \"%s\"}]",
+             tk_path(root, "clips"));
+    tk_write_file(root, "clips/a/clip.mp4", "not decoded");
+    bucket_config run = run_settings();
+    dataset *none = NULL;
+    CHECKF(open_list(json, &run, 1, &none) == ST_ERR_UNSUPPORTED && strstr(st_error(), "clip.mp4: segtrain reads no "
+           "video files") && strstr(st_error(), "make_cache.py"), "a video file is refused: %s", st_error());
+    printf("     %s\n", st_error());
+}
+
 static double forced(const double *aspects, int n, void *ctx)
 {
     (void)aspects, (void)n;
@@ -454,6 +522,7 @@ int main(void)
     test_buckets_downsample();
     test_buckets_refusals();
     test_buckets_random_aspect();
+    test_buckets_clips();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     if (system(cmd) != 0) return 1;

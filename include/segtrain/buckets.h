@@ -66,6 +66,10 @@ typedef struct bucket_sample {
     char key[40];                 /* the bucket's name: the aspect as Python prints it ("1.5"), or "WxH@F" */
 } bucket_sample;
 
+/* A clip's frames after the model's rule (SimpleTuner's adjust_video_frames: 8 k + 1 at or below, where frames_8k1),
+ * as bucket_assign trims them before the frame limits. */
+int bucket_adjust_frames(const bucket_config *c, int frames);
+
 /* crop_aspect random: picks one of the n aspects a sample may take (SimpleTuner draws with Python's random). */
 typedef double (*bucket_choose_fn)(const double *aspects, int n, void *ctx);
 

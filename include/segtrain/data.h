@@ -56,7 +56,9 @@ st_status dataset_open_folder(const char *dir, int resolution, dataset **out);
  * gives. Images are checked as dataset_open_folder checks them. */
 st_status dataset_open_backends(const char *path, int resolution, uint64_t seed, dataset **out);
 
-/* The same backends sorted into SimpleTuner's aspect buckets (docs/DATA.md, "Aspect buckets"): every image is
+/* The same backends sorted into SimpleTuner's aspect buckets (docs/DATA.md, "Aspect buckets"), video backends too
+ * (docs/DATA.md, "Video backends": each clip a folder of PNG frames, bucketed with its backend's `video` keys and the
+ * model's frame rule, a bucket's frames those of its clips; dataset_get refuses a clip's pixels): every image is
  * given its bucket by bucket_assign with its backend's resolution, resolution_type, minimum_image_size,
  * maximum_image_size, target_downsample_size, max_upscale_threshold, crop, crop_style, crop_aspect and
  * crop_aspect_buckets over defaults' (the run's resolution and resolution_type, the model's alignment, rounding and
@@ -93,6 +95,7 @@ typedef struct data_placement {
     int label, bucket;
     int width, height;
     int resize_w, resize_h, crop_top, crop_left;
+    int frames; /* a clip's (path is its folder of PNG frames): its frames; 0 for an image */
 } data_placement;
 int64_t dataset_images(const dataset *ds); /* the files behind the samples (a backend's repeats count once) */
 /* Image `image` (0 <= image < dataset_images) of a bucketed dataset; ST_ERR_INVALID otherwise. */

@@ -18,7 +18,8 @@ static const char buckets_help[] =
     "then every image: its size, the size it is resized to, the top left of its bucket's window in that (crop_style\n"
     "random: as drawn from `seed`) and its bucket. The run's resolution, resolution_type, aspect_bucket_alignment\n"
     "and aspect_bucket_rounding apply under each backend's own keys (docs/DATA.md, \"Aspect buckets\"). Images are\n"
-    "read to check them and to learn their sizes; no model is built.\n"
+    "read to check them and to learn their sizes; no model is built. A video backend's clips (each a folder of PNG\n"
+    "frames) go in buckets of width x height and frames, printed WxH@F, each clip with its own frames.\n"
     "\n"
     "  --json   one JSON object, {\"buckets\": [...], \"images\": [...]}, with the same for scripts: what\n"
     "           scripts/make_cache.py --buckets reads to cache each image at its bucket's size (docs/CACHE.md)\n"
@@ -31,6 +32,8 @@ static const char buckets_help[] =
 
 static void print_text(const dataset *ds)
 {
+    bool clips = false; /* a video backend's samples: size is WxH@F, the clip's own frames */
+    for (int b = 0; b < dataset_buckets(ds); b++) clips |= dataset_bucket(ds, b)->frames > 0;
     printf("%-3s %-16s %-8s %-11s %7s %8s\n", "#", "backend", "bucket", "size", "images", "samples");
     for (int b = 0; b < dataset_buckets(ds); b++) {
         const data_bucket *k = dataset_bucket(ds, b);
@@ -44,14 +47,15 @@ static void print_text(const dataset *ds)
     for (int64_t i = 0; i < dataset_images(ds); i++) {
         data_placement p;
         if (dataset_placement(ds, i, &p)) continue;
-        char size[32], resized[32], crop[32];
-        snprintf(size, sizeof size, "%dx%d", p.width, p.height);
+        char size[48], resized[32], crop[32];
+        const bucket_shape own = {p.width, p.height, p.frames};
+        bucket_shape_name(&own, size, sizeof size);
         snprintf(resized, sizeof resized, "%dx%d", p.resize_w, p.resize_h);
         snprintf(crop, sizeof crop, "(%d, %d)", p.crop_top, p.crop_left);
         printf("%-11s %-11s %-12s %-7d %s\n", size, resized, crop, p.bucket, p.path);
     }
-    printf("\n%lld images in %d buckets; crop at (top, left) of the resized image\n", (long long)dataset_images(ds),
-           dataset_buckets(ds));
+    printf("\n%lld %s in %d buckets; crop at (top, left) of the resized %s\n", (long long)dataset_images(ds),
+           clips ? "images or clips" : "images", dataset_buckets(ds), clips ? "image or frames" : "image");
 }
 
 static cJSON *pair(int a, int b)
@@ -81,6 +85,7 @@ static st_status print_json(const dataset *ds, const char *backends, const bucke
         cJSON_AddStringToObject(j, "backend", dataset_class_name(ds, k->label));
         cJSON_AddStringToObject(j, "name", k->name);
         cJSON_AddItemToObject(j, "size", pair(k->width, k->height));
+        if (k->frames) cJSON_AddNumberToObject(j, "frames", k->frames);
         cJSON_AddNumberToObject(j, "images", (double)k->images);
         cJSON_AddNumberToObject(j, "samples", (double)k->count);
     }
@@ -100,6 +105,7 @@ static st_status print_json(const dataset *ds, const char *backends, const bucke
         cJSON_AddItemToObject(j, "resize", pair(p.resize_w, p.resize_h));
         cJSON_AddItemToObject(j, "crop", pair(p.crop_top, p.crop_left));
         cJSON_AddItemToObject(j, "size", pair(k->width, k->height));
+        if (p.frames) cJSON_AddNumberToObject(j, "clip_frames", p.frames), cJSON_AddNumberToObject(j, "frames", k->frames);
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);

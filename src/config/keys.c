@@ -260,7 +260,11 @@ const cfg_key cfg_keys[] = {
              "read (`instance_data_dir`, `caption_strategy`, `repeats` and the aspect-bucket keys: `resolution`, "
              "`resolution_type`, `crop`, `crop_style`, `crop_aspect`, `minimum_image_size`, ...), any other backend "
              "type is refused. Each image goes in SimpleTuner's aspect bucket, and the run trains each batch at its "
-             "bucket's shape (docs/DATA.md). Empty = `data_dir`, or the built-in dataset."),
+             "bucket's shape (docs/DATA.md). A `dataset_type` video backend (its `video` keys: `num_frames`, "
+             "`min_frames`, `max_frames`, `bucket_strategy`, `frame_interval`, `is_i2v`) puts each clip in its "
+             "`WxH@F` bucket, for `segtrain buckets` and scripts/make_cache.py --buckets: segtrain decodes no video "
+             "files, so a clip is a folder of PNG frames (an .mp4 is refused), and a run trains on the cache made of "
+             "them (`data_cache_dir`), not on the clips. Empty = `data_dir`, or the built-in dataset."),
     BOOL_KEY("disable_bucket_pruning", "false", SEC_TRAINING, "=",
              "`data_backend_config`: keep an aspect bucket with fewer samples than a global batch (one short batch "
              "an epoch, filled up with its own samples) where SimpleTuner would prune it, in a backend with a "

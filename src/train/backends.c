@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -39,6 +40,7 @@ typedef struct spec {
     int strategy, crop_style;
     bucket_resolution_type res_type;
     bool crop, square_aspect, prepend, only_prompt, no_split;
+    bool video; /* dataset_type video: its samples are clips, folders of PNG frames */
     double resolution; /* 0: not given */
     int64_t repeats;
     bucket_config bucket; /* dataset_open_backend_buckets: the entry's bucket settings over the run's */
@@ -184,7 +186,7 @@ static bool used_key(const char *key, bool bucketed)
                                        "only_instance_prompt", "disable_multiline_split", "resolution",
                                        "resolution_type", "crop", "crop_style", "crop_aspect", "repeats"};
     static const char *const bucket_keys[] = {"minimum_image_size", "maximum_image_size", "target_downsample_size",
-                                              "max_upscale_threshold", "crop_aspect_buckets"};
+                                              "max_upscale_threshold", "crop_aspect_buckets", "video"};
     return choice(key, keys, (int)(sizeof keys / sizeof keys[0])) >= 0 ||
            (bucketed && choice(key, bucket_keys, (int)(sizeof bucket_keys / sizeof bucket_keys[0])) >= 0);
 }
@@ -267,6 +269,55 @@ static st_status read_bucket_keys(const where *w, const cJSON *e, const bucket_c
     return ST_OK;
 }
 
+/* A whole number >= 1 of the video block, or 0 when absent. */
+static st_status get_frames(const where *w, const cJSON *video, const char *key, int *out)
+{
+    double v = 0;
+    char name[32];
+    snprintf(name, sizeof name, "video.%s", key);
+    st_status st = get_number(w, video, key, &v);
+    if (!st && v != 0 && !(v >= 1 && v <= (1 << 20) && v == floor(v)))
+        st = refuse(w, ST_ERR_INVALID, "%s must be a whole number of frames from 1 to %d, got %g", name, 1 << 20, v);
+    if (!st) *out = (int)v;
+    return st;
+}
+
+/* The entry's `video` block as SimpleTuner's factory reads it: num_frames (150 when absent: 5 seconds at its default
+ * 30 frames a second), min_frames (num_frames when absent, never below it), both then put to the model's rule;
+ * max_frames; bucket_strategy aspect_ratio or resolution_frames, with frame_interval (a value SimpleTuner ignores,
+ * not a whole number above 0, is ignored with a warning); is_i2v read and left: it changes no bucket. */
+static st_status read_video_keys(const where *w, const cJSON *e, bucket_config *c)
+{
+    const cJSON *video = cJSON_GetObjectItemCaseSensitive(e, "video");
+    if (video && !cJSON_IsNull(video) && !cJSON_IsObject(video))
+        return refuse(w, ST_ERR_INVALID, "video must be an object ({\"num_frames\": ..., \"min_frames\": ...})");
+    int num = 0, min = 0, max = 0;
+    const char *strategy = "aspect_ratio";
+    bool i2v = false;
+    double interval = 0;
+    st_status st;
+    if ((st = get_frames(w, video, "num_frames", &num)) || (st = get_frames(w, video, "min_frames", &min)) ||
+        (st = get_frames(w, video, "max_frames", &max)) || (st = get_text(w, video, "bucket_strategy", &strategy)) ||
+        (st = get_bool(w, video, "is_i2v", &i2v)))
+        return st;
+    const bool by_frames = !strcmp(strategy, "resolution_frames"); /* frame_interval is read for it alone */
+    if (by_frames && (get_number(w, video, "frame_interval", &interval) ||
+                      (interval != 0 && !(interval >= 1 && interval == floor(interval) && interval < 1e9))))
+        st_warn("data: warning: %s: backend '%s': ignoring video.frame_interval, not a whole number above 0 (as "
+                "SimpleTuner ignores it)", w->file, w->id), interval = 0;
+    num = num ? num : 150, min = min ? min : num;
+    if (min < num)
+        return refuse(w, ST_ERR_INVALID, "video.min_frames %d is below video.num_frames %d (SimpleTuner refuses it: "
+                      "min_frames defaults to num_frames and may not be lower)", min, num);
+    if (strcmp(strategy, "aspect_ratio") && strcmp(strategy, "resolution_frames"))
+        return refuse(w, ST_ERR_INVALID, "video.bucket_strategy %s is not aspect_ratio or resolution_frames",
+                      strategy);
+    c->min_frames = bucket_adjust_frames(c, min), c->max_frames = max;
+    c->resolution_frames = by_frames;
+    c->frame_interval = (int)interval;
+    return ST_OK;
+}
+
 /* Reads one entry (bucketed: with its bucket settings over the run's). *sp->id stays NULL for an entry that gives
  * no images (disabled, a cache): `skipped` then says why. */
 static st_status read_entry(const char *file, int index, const cJSON *e, const bucket_config *bucketed, spec *sp,
@@ -286,7 +337,7 @@ static st_status read_entry(const char *file, int index, const cJSON *e, const b
         return st;
     if (disabled || disable) return snprintf(skipped, nskipped, "disabled"), ST_OK;
     static const char *const caches[] = {"text_embeds", "image_embeds", "conditioning_image_embeds"};
-    static const char *const others[] = {"video", "audio", "conditioning", "eval", "caption", "distillation_cache",
+    static const char *const others[] = {"audio", "conditioning", "eval", "caption", "distillation_cache",
                                          "grounding"};
     const int cache = choice(dtype, caches, 3);
     if (cache >= 0) {
@@ -294,10 +345,14 @@ static st_status read_entry(const char *file, int index, const cJSON *e, const b
                  cache == 0 ? "segtrain encodes captions itself" : "segtrain trains in pixel space, with no VAE");
         return ST_OK;
     }
-    if (choice(dtype, others, 7) >= 0)
+    if (choice(dtype, others, 6) >= 0)
         return refuse(&w, ST_ERR_UNSUPPORTED, "a %s dataset (dataset_type %s); segtrain reads local image folders "
-                      "(dataset_type image, type local)", dtype, dtype);
-    if (strcmp(dtype, "image"))
+                      "(dataset_type image, type local) and video ones in aspect buckets", dtype, dtype);
+    const bool video = !strcmp(dtype, "video");
+    if (video && !bucketed)
+        return refuse(&w, ST_ERR_UNSUPPORTED, "a video dataset (dataset_type video) is read in aspect buckets only, "
+                      "to place its clips for scripts/make_cache.py (segtrain buckets, docs/DATA.md)");
+    if (strcmp(dtype, "image") && !video)
         return refuse(&w, ST_ERR_INVALID, "dataset_type %s is not one of SimpleTuner's (image, video, audio, "
                       "conditioning, eval, caption, text_embeds, image_embeds, conditioning_image_embeds, "
                       "distillation_cache, grounding)", dtype);
@@ -305,7 +360,8 @@ static st_status read_entry(const char *file, int index, const cJSON *e, const b
         return refuse(&w, ST_ERR_UNSUPPORTED, "type %s; segtrain reads local image folders only (type local, with "
                       "instance_data_dir)", type);
 
-    *sp = (spec){.id = id, .crop_style = CROP_RANDOM, .res_type = BUCKET_PIXEL_AREA, .square_aspect = true};
+    *sp = (spec){.id = id, .crop_style = CROP_RANDOM, .res_type = BUCKET_PIXEL_AREA, .square_aspect = true,
+                 .video = video};
     const char *strategy = "filename", *res_type = NULL, *style = NULL, *aspect = NULL, *dir = NULL;
     double repeats = 0;
     if ((st = get_text(&w, e, "instance_data_dir", &dir)) || (st = get_text(&w, e, "caption_strategy", &strategy)) ||
@@ -350,6 +406,7 @@ static st_status read_entry(const char *file, int index, const cJSON *e, const b
     if (aspect && choice(aspect, aspects, 4) < 0)
         return refuse(&w, ST_ERR_INVALID, "crop_aspect %s is not square, preserve, random or closest", aspect);
     if (bucketed && (st = read_bucket_keys(&w, e, bucketed, sp, style, aspect))) return st;
+    if (video && (st = read_video_keys(&w, e, &sp->bucket))) return st;
     sp->square_aspect = !aspect || !strcmp(aspect, "square");
     if (repeats < 0 || repeats > REPEATS_MAX || repeats != floor(repeats))
         return refuse(&w, ST_ERR_INVALID, "repeats %g is not a whole number in [0, %d] (0: each image once an "
@@ -368,13 +425,15 @@ static st_status read_entry(const char *file, int index, const cJSON *e, const b
     return warn_unknown_keys(file, id, e, bucketed != NULL);
 }
 
-/* The caption(s) of an image, one a line, as SimpleTuner's PromptHandler builds them. */
+/* The caption(s) of an image, one a line, as SimpleTuner's PromptHandler builds them; a clip's (a folder: sp->video)
+ * from the folder's whole name, and its textfile <folder>.txt beside it, as make_cache.py takes them. */
 static st_status make_caption(const where *w, const spec *sp, const char *path, char **out)
 {
     *out = NULL;
     if (sp->only_prompt || sp->strategy == CAP_INSTANCEPROMPT)
         return (*out = strdup(sp->prompt)) ? ST_OK : data_oom();
-    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path, *dot = strrchr(base, '.');
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *dot = sp->video || !strrchr(base, '.') ? base + strlen(base) : strrchr(base, '.');
     char *text;
     size_t n;
     if (sp->strategy == CAP_FILENAME) { /* Path(image).stem with '_' -> ' ' */
@@ -453,7 +512,55 @@ static const char *pseudo_fs(const char *dir)
     return NULL;
 }
 
-/* Adds the usable PNGs under dir (recursively, hidden entries skipped, in name order) as samples of label. */
+static bool is_video_file(const char *name)
+{
+    static const char *const exts[] = {".mp4", ".mov", ".avi", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv"};
+    const char *dot = strrchr(name, '.');
+    for (size_t i = 0; dot && i < sizeof exts / sizeof exts[0]; i++)
+        if (!strcasecmp(dot, exts[i])) return true;
+    return false;
+}
+
+/* A video backend's folder dir (its entries names[0..n)): where it holds PNG frames it is a clip, added as one sample
+ * of label (its path the folder's, its size the first frame's, its frames the PNGs', in name order). Every frame is
+ * checked as an image is, and must be the first one's size. A video file is refused: segtrain decodes none. */
+static st_status add_clip(scan *sc, const where *w, const spec *sp, const char *dir, char **names, int n, int label,
+                          int depth)
+{
+    int frames = 0, fw = 0, fh = 0;
+    st_status st = ST_OK;
+    for (int i = 0; i < n && !st; i++) {
+        char *path = data_join_path(dir, names[i]);
+        bool ok = false;
+        int iw = 0, ih = 0;
+        if (!path) return data_oom();
+        if (is_video_file(names[i]))
+            st = refuse(w, ST_ERR_UNSUPPORTED, "%s: segtrain reads no video files (SimpleTuner decodes them with "
+                        "ffmpeg); give each clip as a folder of PNG frames (ffmpeg -i clip.mp4 clip/%%05d.png), as "
+                        "scripts/make_cache.py reads them", path);
+        else if (data_is_png(names[i]) && !data_is_dir(path) && !(st = data_check_png(sc, path, names[i], &ok, &iw, &ih)) && ok) {
+            if (frames++ == 0) fw = iw, fh = ih;
+            else if (iw != fw || ih != fh)
+                st = refuse(w, ST_ERR_FORMAT, "%s is %dx%d, but the clip's first frame is %dx%d: a clip's frames "
+                            "share one size", path, iw, ih, fw, fh);
+        }
+        free(path);
+    }
+    if (st || !frames) return st;
+    if (!depth)
+        return refuse(w, ST_ERR_INVALID, "%s holds frames at its top: a video backend's clips are its folders of "
+                      "PNG frames, one folder a clip", dir);
+    char *path = strdup(dir), *caption = NULL;
+    if (!path) return data_oom();
+    if ((st = make_caption(w, sp, path, &caption))) return free(path), st;
+    if ((st = data_add_item(sc, path, caption, label))) return st; /* it frees both */
+    item *e = &sc->items[sc->n - 1];
+    e->w = fw, e->h = fh, e->frames = frames;
+    return ST_OK;
+}
+
+/* Adds the usable PNGs under dir (recursively, hidden entries skipped, in name order) as samples of label; a video
+ * backend's clips (add_clip) instead. */
 static st_status walk(scan *sc, seen *sn, const where *w, const spec *sp, const char *dir, int label, int depth)
 {
     struct stat sb;
@@ -482,13 +589,14 @@ static st_status walk(scan *sc, seen *sn, const where *w, const spec *sp, const 
     char **names;
     int n;
     st_status st = data_list_dir(dir, &names, &n);
+    if (!st && sp->video) st = add_clip(sc, w, sp, dir, names, n, label, depth);
     for (int i = 0; i < n && !st; i++) {
         char *path = data_join_path(dir, names[i]), *caption = NULL;
         bool ok = false;
         int iw = 0, ih = 0;
         if (!path) st = data_oom();
         else if (data_is_dir(path)) st = walk(sc, sn, w, sp, path, label, depth + 1);
-        else if ((data_is_png(names[i]) || data_is_other_image(names[i])) &&
+        else if (!sp->video && (data_is_png(names[i]) || data_is_other_image(names[i])) &&
                  !(st = data_check_png(sc, path, names[i], &ok, &iw, &ih)) && ok &&
                  !(st = make_caption(w, sp, path, &caption))) {
             if (!(st = data_add_item(sc, path, caption, label)))
@@ -581,12 +689,12 @@ static void report_backend(const spec *sp, const backend *b, int R)
 /* ---- aspect buckets (dataset_open_backend_buckets) ---- */
 
 /* The buckets as they are found: one place per image, the buckets, and each backend's images left out as too
- * small. */
+ * small, and clips outside the frame limits. */
 typedef struct bucketing {
     place *places;
     data_bucket *buckets;
     int n, cap;
-    int64_t *small;
+    int64_t *small, *off_frames;
 } bucketing;
 
 /* crop_aspect random: an aspect drawn per image from the run's seed (SimpleTuner draws with Python's random). */
@@ -602,12 +710,13 @@ static double draw_aspect(const double *aspects, int n, void *ctx)
 }
 
 /* *out: the bucket of backend `label` that s falls in, among buckets from .. n - 1 (that backend's), added after
- * them when new. A bucket is its name and its size: one shape for every sample in it. */
+ * them when new. A bucket is its name and its size and frames: one shape for every sample in it (SimpleTuner's
+ * aspect bucket of clips of several lengths is one bucket a length). */
 static st_status find_bucket(bucketing *bk, int from, int label, const bucket_sample *s, int *out)
 {
     for (int i = from; i < bk->n; i++)
         if (bk->buckets[i].width == s->target_w && bk->buckets[i].height == s->target_h &&
-            !strcmp(bk->buckets[i].name, s->key))
+            bk->buckets[i].frames == s->bucket_frames && !strcmp(bk->buckets[i].name, s->key))
             return *out = i, ST_OK;
     if (bk->n == bk->cap) {
         const int cap = bk->cap ? 2 * bk->cap : 16;
@@ -616,7 +725,7 @@ static st_status find_bucket(bucketing *bk, int from, int label, const bucket_sa
         bk->buckets = grown, bk->cap = cap;
     }
     data_bucket *b = &bk->buckets[bk->n];
-    *b = (data_bucket){.width = s->target_w, .height = s->target_h, .label = label};
+    *b = (data_bucket){.width = s->target_w, .height = s->target_h, .frames = s->bucket_frames, .label = label};
     snprintf(b->name, sizeof b->name, "%s", s->key);
     *out = bk->n++;
     return ST_OK;
@@ -647,7 +756,8 @@ static st_status assign_buckets(const char *file, const spec *specs, int nspecs,
 {
     bk->places = malloc(sizeof *bk->places * (size_t)(sc->n ? sc->n : 1));
     bk->small = calloc((size_t)nspecs, sizeof *bk->small);
-    if (!bk->places || !bk->small) return data_oom();
+    bk->off_frames = calloc((size_t)nspecs, sizeof *bk->off_frames);
+    if (!bk->places || !bk->small || !bk->off_frames) return data_oom();
     bucket_state map = {0};
     int64_t kept = 0;
     st_status st = ST_OK;
@@ -660,12 +770,14 @@ static st_status assign_buckets(const char *file, const spec *specs, int nspecs,
             bucket_sample s;
             aspect_draw draw = {seed, kept};
             int k = 0;
-            if ((st = bucket_assign(&specs[b].bucket, &map, e->w, e->h, 0, draw_aspect, &draw, &s)))
+            if ((st = bucket_assign(&specs[b].bucket, &map, e->w, e->h, e->frames, draw_aspect, &draw, &s)))
                 st = refuse(&w, st, "%s", st_error());
             else if (s.skipped) {
+                const bucket_config *c = &specs[b].bucket;
+                const bool off = e->frames && (s.frames < c->min_frames || (c->max_frames && s.frames > c->max_frames));
                 free(e->path), free(e->caption);
                 *e = (item){0};
-                bk->small[b]++;
+                (off ? bk->off_frames : bk->small)[b]++;
             } else if (!(st = find_bucket(bk, from, b, &s, &k))) {
                 bk->places[kept] = place_of(&s, k, seed, kept);
                 bk->buckets[k].images++;
@@ -675,10 +787,15 @@ static st_status assign_buckets(const char *file, const spec *specs, int nspecs,
         }
         backends[b].first = first, backends[b].count = kept - first;
         backends[b].prunes = specs[b].bucket.minimum_image_size > 0;
-        if (!st && !backends[b].count)
+        const bucket_config *c = &specs[b].bucket;
+        if (!st && !backends[b].count && !specs[b].video)
             st = refuse(&w, ST_ERR_INVALID, "all %lld images are below minimum_image_size %g (%s)",
-                        (long long)bk->small[b], specs[b].bucket.minimum_image_size,
-                        res_types[specs[b].bucket.resolution_type]);
+                        (long long)bk->small[b], c->minimum_image_size, res_types[c->resolution_type]);
+        else if (!st && !backends[b].count)
+            st = refuse(&w, ST_ERR_INVALID, "all %lld clips are left out: %lld below minimum_image_size %g, %lld of "
+                        "frames outside video.min_frames %d and max_frames %d (after the model's rule)",
+                        (long long)(bk->small[b] + bk->off_frames[b]), (long long)bk->small[b],
+                        c->minimum_image_size, (long long)bk->off_frames[b], c->min_frames, c->max_frames);
     }
     bucket_state_free(&map);
     if (!st) sc->n = kept;
@@ -686,7 +803,7 @@ static st_status assign_buckets(const char *file, const spec *specs, int nspecs,
 }
 
 /* A backend's line, then a line for each of its buckets. */
-static void report_buckets(const spec *sp, const backend *b, const dataset *ds, int64_t small)
+static void report_buckets(const spec *sp, const backend *b, const dataset *ds, int64_t small, int64_t off_frames)
 {
     static const char *const styles[] = {"center", "corner", "random"};
     static const char *const aspects[] = {"square", "preserve", "closest", "random"};
@@ -694,21 +811,32 @@ static void report_buckets(const spec *sp, const backend *b, const dataset *ds, 
     const int label = (int)(b - ds->backends);
     int n = 0;
     for (int k = 0; k < ds->nbuckets; k++) n += ds->buckets[k].label == label;
-    char caps[64], left_out[96] = "";
+    const char *what = sp->video ? "clip" : "image";
+    char caps[64], left_out[96] = "", frames[160] = "";
     if (small)
         snprintf(left_out, sizeof left_out, "; %lld below minimum_image_size %g left out", (long long)small,
                  c->minimum_image_size);
-    fprintf(stderr, "data: backend '%s': %lld images in %s in %d aspect bucket%s (resolution %g %s, crop %s, "
+    char upto[24] = " or more";
+    if (c->max_frames) snprintf(upto, sizeof upto, " to %d", c->max_frames);
+    if (sp->video)
+        snprintf(frames, sizeof frames, " of %d frames%s (bucket_strategy %s%s)", c->min_frames, upto,
+                 c->resolution_frames ? "resolution_frames" : "aspect_ratio", c->frames_8k1 ? ", the model's 8 k + 1" : "");
+    if (off_frames)
+        snprintf(left_out + strlen(left_out), sizeof left_out - strlen(left_out), "; %lld of other lengths left out",
+                 (long long)off_frames);
+    fprintf(stderr, "data: backend '%s': %lld %ss%s in %s in %d aspect bucket%s (resolution %g %s, crop %s, "
             "crop_style %s, crop_aspect %s, alignment %d)%s, %lld sample%s each an epoch (repeats %lld), captions by "
-            "%s\n", sp->id, (long long)b->count, sp->dir, n, n == 1 ? "" : "s", c->resolution,
+            "%s\n", sp->id, (long long)b->count, what, frames, sp->dir, n, n == 1 ? "" : "s", c->resolution,
             res_types[c->resolution_type], c->crop ? "true" : "false", styles[c->crop_style], aspects[c->crop_aspect],
             c->alignment, left_out, (long long)(1 + b->repeats), b->repeats ? "s" : "", (long long)b->repeats,
             captions_by(sp, caps, sizeof caps));
     for (int k = 0; k < ds->nbuckets; k++) {
         const data_bucket *bk = &ds->buckets[k];
-        if (bk->label == label)
-            fprintf(stderr, "data: backend '%s': bucket %s (%dx%d): %lld image%s\n", sp->id, bk->name, bk->width,
-                    bk->height, (long long)bk->images, bk->images == 1 ? "" : "s");
+        if (bk->label != label) continue;
+        char at[24] = "";
+        if (bk->frames) snprintf(at, sizeof at, "@%d", bk->frames);
+        fprintf(stderr, "data: backend '%s': bucket %s (%dx%d%s): %lld %s%s\n", sp->id, bk->name, bk->width, bk->height,
+                at, (long long)bk->images, what, bk->images == 1 ? "" : "s");
     }
 }
 
@@ -787,8 +915,8 @@ static st_status scan_backends(opening *o, int resolution)
         sn.n = 0; /* a folder under two backends is read by both */
         if (!st) st = walk(&o->sc, &sn, &w, sp, sp->dir, b, 0);
         if (!st && o->sc.n == first)
-            st = refuse(&w, ST_ERR_FORMAT, "no usable PNG image in %s (%lld skipped)", sp->dir,
-                        (long long)(o->sc.skipped - skipped_before));
+            st = refuse(&w, ST_ERR_FORMAT, "no usable %s in %s (%lld skipped)", sp->video ? "clip (a folder of PNG "
+                        "frames)" : "PNG image", sp->dir, (long long)(o->sc.skipped - skipped_before));
         if (st) break;
         const int64_t edge = sp->resolution > 0 ? square_edge(sp->resolution, sp->res_type) : 0;
         o->backends[b] = (backend){.first = first, .count = o->sc.n - first, .repeats = sp->repeats,
@@ -819,7 +947,7 @@ static st_status make_dataset(opening *o, int resolution, uint64_t seed, dataset
         return st;
     }
     for (int b = 0; b < o->nspecs; b++)
-        if (o->bucketed) report_buckets(&o->specs[b], &ds->backends[b], ds, o->bk.small[b]);
+        if (o->bucketed) report_buckets(&o->specs[b], &ds->backends[b], ds, o->bk.small[b], o->bk.off_frames[b]);
         else report_backend(&o->specs[b], &ds->backends[b], resolution);
     int i = 0;
     for (const cJSON *e = o->root->child; e; e = e->next, i++)
@@ -851,6 +979,7 @@ static st_status open_backends(const char *path, int resolution, const bucket_co
     free(o.bk.places);
     free(o.bk.buckets);
     free(o.bk.small);
+    free(o.bk.off_frames);
     for (int b = 0; o.specs && b <= o.nspecs; b++) free(o.specs[b].dir), free(o.specs[b].prompt);
     free(o.specs);
     free(o.skipped);

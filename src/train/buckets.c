@@ -338,10 +338,15 @@ static st_status big_enough(const job *j, bool *ok)
     return ST_OK;
 }
 
+int bucket_adjust_frames(const bucket_config *c, int frames)
+{
+    return c->frames_8k1 && frames % 8 != 1 ? ((frames - 1) / 8 * 8 + 1 > 1 ? (frames - 1) / 8 * 8 + 1 : 1) : frames;
+}
+
 /* A video model's adjust_video_frames (8k+1), the frame limits, and the resolution_frames bucket */
 static bool frames_fit(const bucket_config *c, int frames, bucket_sample *out)
 {
-    if (c->frames_8k1 && frames % 8 != 1) frames = (frames - 1) / 8 * 8 + 1 > 1 ? (frames - 1) / 8 * 8 + 1 : 1;
+    frames = bucket_adjust_frames(c, frames);
     out->frames = out->bucket_frames = frames;
     if ((c->min_frames && frames < c->min_frames) || (c->max_frames && frames > c->max_frames)) return false;
     if (c->resolution_frames && c->frame_interval > 0 && frames / c->frame_interval * c->frame_interval > 0)

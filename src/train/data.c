@@ -757,7 +757,8 @@ st_status dataset_placement(const dataset *ds, int64_t image, data_placement *ou
                        ds->places ? "a dataset with fewer" : "a dataset that is not bucketed");
     const item *e = &ds->items[image];
     const place *p = &ds->places[image];
-    *out = (data_placement){e->path, e->label, p->bucket, e->w, e->h, p->resize_w, p->resize_h, p->top, p->left};
+    *out = (data_placement){e->path, e->label, p->bucket, e->w, e->h, p->resize_w, p->resize_h, p->top, p->left,
+                            e->frames};
     return ST_OK;
 }
 
@@ -803,6 +804,9 @@ static st_status get_sample(const dataset *ds, int64_t index, int64_t epoch, flo
                           bk ? bk->height : ds->resolution, bk ? bk->width : ds->resolution, image, cond, true);
     }
     if (!image) return ST_OK;
+    if (e->frames) /* run_buckets refuses a video backend before this */
+        return st_fail(ST_ERR_UNSUPPORTED, "data: %s is a clip: segtrain reads clips only to place them in buckets",
+                       e->path);
     unsigned char *px;
     int w, h;
     st_status st = load_png(e->path, &px, &w, &h); /* can only fail if the file changed since open */

@@ -16,7 +16,8 @@ enum { KIND_BUILTIN, KIND_FOLDER, KIND_CACHE };
 typedef struct item {
     char *path, *caption; /* backends: one or more captions, one a line */
     int label;
-    int w, h; /* backends: the image's size when it was scanned */
+    int w, h;   /* backends: the image's size when it was scanned (a clip's: its first frame's) */
+    int frames; /* a video backend's clip: its PNG frames (the item's path is its folder); 0: an image */
 } item;
 
 /* A bucketed backend image's place (dataset_open_backend_buckets): its bucket, the size it is resized to, and the

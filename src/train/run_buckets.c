@@ -101,6 +101,18 @@ bool train_data_bucketed(const config *cfg)
            (config_string(cfg, "data_backend_config")[0] || config_string(cfg, "data_cache_dir")[0]);
 }
 
+/* Backends of clips are placed in buckets (segtrain buckets) to be cached: segtrain has no VAE to train on them. */
+static st_status no_clips(const dataset *ds, const char *source)
+{
+    for (int b = 0; b < dataset_buckets(ds); b++)
+        if (dataset_bucket(ds, b)->frames)
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: backend '%s' is a video dataset, whose clips segtrain reads only to "
+                           "place them in buckets: cache them (segtrain buckets --json, then scripts/make_cache.py "
+                           "--buckets) and train on data_cache_dir (docs/CACHE.md)", source,
+                           dataset_class_name(ds, dataset_bucket(ds, b)->label));
+    return ST_OK;
+}
+
 /* The data, as the model of cfg (mc) reads it: a cache checked against the model's latents and conditioning, or the
  * backends in their aspect buckets at the run's settings. */
 static st_status open_data(const config *cfg, const model_config *mc, dataset **out)
@@ -127,6 +139,7 @@ st_status train_buckets_open(const config *cfg, int ranks, train_buckets *out)
     model_config mc;
     st_status st = model_config_from(cfg, &mc);
     if (!st) st = open_data(cfg, &mc, &out->data);
+    if (!st && !cache[0]) st = no_clips(out->data, source);
     if (!st && !dataset_buckets(out->data)) { /* a cache of one shape: the config's */
         if ((st = one_shape(cfg, &mc, source))) train_buckets_close(out);
         return st;
