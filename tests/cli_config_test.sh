@@ -98,10 +98,28 @@ expect 0 "--set model_preset= clears the file's preset" "^model dit-tiny " -- "$
 echo '{"model_family": "flux", "model_preset": "flux-tiny"}' > f.json
 expect 0 "cleared, the preset comes from the family" "^model flux-dev " -- "$bin" plan --config f.json --set model_preset=
 
-# LyCORIS is not built: refused by name, not trained as a LoRA
-expect 1 "lora_type lycoris is refused" "lora_type lycoris is not built yet; use lora_type standard" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/sdxl.lycoris-lokr.json"
-one_line "lora_type lycoris: one line" -- "$bin" plan --config <(echo '{"model_type": "lora", "lora_type": "lycoris"}')
+# LyCORIS: lycoris_config is read (relative to the working directory, as SimpleTuner reads it), each refusal one line
+st=$src/tests/fixtures/simpletuner
+lacks 0 "SimpleTuner's sdxl LoKr example plans from its folder, no warning about lycoris_config" "lycoris_config" -- \
+  bash -c "cd '$st' && '$bin' plan --config sdxl.lycoris-lokr.json"
+expect 1 "lycoris_config not found from elsewhere" "lycoris_config: cannot read config/examples/sdxl.lycoris-lokr/lycoris_config.json" -- \
+  "$bin" plan --config "$st/sdxl.lycoris-lokr.json"
+one_line "lycoris_config not found: one line" -- "$bin" plan --config "$st/sdxl.lycoris-lokr.json"
+one_line "lora_type lycoris without lycoris_config: one line" -- "$bin" plan --config <(echo '{"model_type": "lora", "lora_type": "lycoris", "model_family": "sdxl"}')
+expect 1 "a family not mapped onto LyCORIS's classes" "lora_type lycoris: dit's modules are not mapped" -- \
+  "$bin" plan --set model_type=lora --set lora_type=lycoris --set lycoris_config=x.json
+echo '{"algo": "loha", "apply_preset": {"target_module": ["Attention"]}}' > loha.json
+expect 1 "algo loha is refused by name" "loha.json: algo loha is not built yet" -- \
+  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=loha.json
+echo '{"algo": "lokr", "rank_dropout": 0.1, "apply_preset": {"target_module": ["Attention"]}}' > drop.json
+expect 1 "rank_dropout is refused" "drop.json: rank_dropout 0.1; LyCORIS's dropouts are not built" -- \
+  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=drop.json
+echo '{"algo": "lokr", "apply_preset": {"target_module": ["ResnetBlock2D"]}}' > resnet.json
+expect 1 "a class segtrain does not map" "targets ResnetBlock2D, a module class segtrain does not map onto sdxl" -- \
+  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=resnet.json
+echo '{"algo": "lokr", "linear_dim": 4, "apply_preset": {"target_module": ["Attention"]}, "preset": "full"}' > preset.json
+expect 1 "a key neither reads" "preset.json: preset is not a key" -- \
+  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=preset.json
 expect 0 "lora_type standard plans" "^model " -- "$bin" plan --set model_type=lora --set lora_type=standard
 
 finish

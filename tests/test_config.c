@@ -693,12 +693,13 @@ static void test_neutral_values(void)
     for (size_t i = 0; i < sizeof named / sizeof *named; i++)
         CHECKF(w && strstr(w, named[i]), "the warning lacks %s: %s", named[i], w ? w : "(none)");
     config_free(c);
-    /* LyCORIS is not built: refused by name, never trained as a plain LoRA */
-    EXPECT_FAIL(parse_bad("{\"model_type\": \"lora\", \"lora_type\": \"lycoris\", \"lycoris_config\": \"l.json\"}"),
-                ST_ERR_INVALID, "config.json: lora_type: \"lycoris\" is refused: lora_type lycoris is not built yet; "
-                "use lora_type standard");
-    EXPECT_FAIL(parse_bad("{\"--lora_type\": \"lycoris\"}"), ST_ERR_INVALID, "lora_type lycoris is not built yet");
-    EXPECT_FAIL(parse_bad("{\"lora_type\": \"loha\"}"), ST_ERR_INVALID, "lora_type: \"loha\" is not one of standard");
+    /* lora_type lycoris reads lycoris_config (the model layer reads the file): neither is a key ignored */
+    c = PARSE_OK("{\"model_type\": \"lora\", \"lora_type\": \"lycoris\", \"lycoris_config\": \"l.json\"}");
+    CHECKF(c && !strcmp(config_string(c, "lycoris_config"), "l.json") &&
+               (!config_warning(c) || !strstr(config_warning(c), "lycoris")),
+           "lycoris_config read, not warned about: %s", c && config_warning(c) ? config_warning(c) : "(none)");
+    config_free(c);
+    EXPECT_FAIL(parse_bad("{\"lora_type\": \"loha\"}"), ST_ERR_INVALID, "lora_type: \"loha\" is not one of standard, lycoris");
     c = PARSE_OK("{\"lora_type\": \"standard\"}");
     CHECKF(c && !config_warning(c) && !strcmp(config_string(c, "lora_type"), "standard"), "lora_type standard");
     config_free(c);

@@ -9,6 +9,7 @@
 
 #include "segtrain/block.h"
 #include "segtrain/config.h"
+#include "segtrain/lycoris.h"
 #include "segtrain/ops.h"
 #include "segtrain/params.h"
 #include "segtrain/plan.h"
@@ -139,7 +140,13 @@ typedef struct model_config {
     double lora_alpha;                /* the adapters' scale is alpha / rank */
     bool bf16_base;                   /* mixed_precision bf16 under LoRA: frozen linear layers' weights in bf16 */
     bool lora_attention, lora_mlp;    /* which linears get adapters */
+    lycoris_spec lycoris;             /* lora_type lycoris: the adapters (lora_rank then 1, a marker of the frozen
+                                         base; the spec decides which linears are adapted, and how) */
 } model_config;
+
+/* SimpleTuner's lycoris_config file at path into *ly, as SimpleTuner hands it to the lycoris-lora package
+ * (src/models/core/lycoris_config.c); every refusal names the file and the key. */
+st_status lycoris_spec_read(const char *path, lycoris_spec *ly);
 
 /* A named preset's family and sizes (model_preset_name lists them: "dit-tiny", "dit-s2", ..., "flux-dev"); an
  * unknown name is refused with the nearest presets and all of them (config_choice_error). */

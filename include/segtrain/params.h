@@ -24,6 +24,7 @@ typedef struct param {
     bool fixed;     /* a fixed buffer (pos_embed): saved with the weights, loaded only if a file has it */
     bool bf16;      /* held in bf16: a frozen linear layer's weight (lin.h) under the set's bf16_base */
     bool grid;      /* a fixed table of the latent's grid (DiT's pos_embed): a model at another shape fills its own */
+    float lyco_alpha; /* a LoKr adapter's w1 (or w1_a): the alpha lycoris-lora saves beside it (lycoris.h); else 0 */
 } param;
 
 typedef struct param_set {
@@ -40,6 +41,10 @@ typedef struct param_set {
     bool oom;      /* the list could not grow: param_add returned -1 from then on */
     bool adapters_off; /* lin_forward skips every LoRA adapter (h3_drift's frozen-base forward) */
     const char *lora_component; /* the pipeline component its LoRA file names ("unet" for a U-Net); NULL: transformer */
+    /* lora_type lycoris: the config's adapters and the family's module classes (lycoris.h), set before registration;
+     * lin_register then adapts the layers they select, whatever rank its caller gives. NULL: LoRA. */
+    const struct lycoris_spec *lycoris;
+    const struct lyco_class *lycoris_classes;
     const struct param_set *base; /* param_set_share's: the set whose weights and gradients these are; NULL: its own */
 } param_set;
 

@@ -9,7 +9,8 @@ lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, 
                        bool trainable)
 {
     char n[PARAM_NAME_MAX];
-    const bool adapted = rank > 0;
+    const lyco_settings *ly = s->lycoris ? lycoris_settings_for(s, name) : NULL;
+    const bool adapted = s->lycoris ? ly != NULL : rank > 0;
     lin_layer l = {.b = -1, .lora_a = -1, .lora_b = -1, .in = in, .out = out};
     snprintf(n, sizeof n, "%s.weight", name);
     l.w = param_add(s, n, 2, (int64_t[]){out, in}, trainable && !adapted);
@@ -18,7 +19,8 @@ lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, 
         snprintf(n, sizeof n, "%s.bias", name);
         l.b = param_add(s, n, 1, (int64_t[]){out}, trainable && !adapted);
     }
-    if (adapted) {
+    if (ly) l.lokr = lokr_register(s, name, in, out, ly);
+    else if (adapted) {
         l.rank = rank;
         l.scale = alpha / (float)rank;
         snprintf(n, sizeof n, "%s.lora_A.weight", name);
@@ -54,6 +56,7 @@ st_status lin_forward(param_set *s, pool *p, const lin_layer *l, float *y, const
     if (st) return st;
     linear_forward(y, x, w, w_of(s, l->b), n, l->in, l->out);
     pool_free(p, widened);
+    if (l->lokr.on && !s->adapters_off) return lokr_forward(s, p, &l->lokr, y, x, n);
     if (l->lora_a < 0 || s->adapters_off) return ST_OK;
     float *t;
     st = pool_alloc(p, (size_t)(n * l->rank) * sizeof(float), MEM_WORKSPACE, "lora.xA", (void **)&t);
@@ -73,6 +76,7 @@ st_status lin_backward(param_set *s, pool *p, const lin_layer *l, float *dx, con
     if (st) return st;
     linear_backward(dx, g_of(s, l->w), g_of(s, l->b), dy, x, w, n, l->in, l->out);
     pool_free(p, widened);
+    if (l->lokr.on) return lokr_backward(s, p, &l->lokr, dx, dy, x, n);
     if (l->lora_a < 0) return ST_OK;
     const int64_t r = l->rank;
     float *t, *u;
@@ -96,7 +100,7 @@ st_status lin_backward(param_set *s, pool *p, const lin_layer *l, float *dx, con
 
 bool lin_trains_weight(const param_set *s, const lin_layer *l)
 {
-    return l->lora_a < 0 && s->items[l->w].trainable;
+    return l->lora_a < 0 && !l->lokr.on && s->items[l->w].trainable;
 }
 
 st_status lin_backward_gated(param_set *s, pool *p, const lin_layer *l, float *dx, float *dgate, const float *dy,

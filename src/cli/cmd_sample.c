@@ -144,7 +144,8 @@ int cmd_sample(int argc, char **argv)
     if (!st && lora && !lora_path)
         st = st_fail(ST_ERR_INVALID, "the config trains LoRA (model_type lora): give the adapters with --lora");
     if (!st) st = param_set_load(model_params(cm.m), weights, lora ? PARAMS_FROZEN : PARAMS_ALL, NULL);
-    if (!st && lora) st = param_set_load_lora(model_params(cm.m), lora_path, model_get_config(cm.m)->lora_alpha);
+    if (!st && lora && model_params(cm.m)->lycoris) st = param_set_load_lycoris(model_params(cm.m), lora_path);
+    else if (!st && lora) st = param_set_load_lora(model_params(cm.m), lora_path, model_get_config(cm.m)->lora_alpha);
     const double t1 = clock_seconds();
     char prompts[ROWS_MAX][CAPTION_MAX];
     const char *rows[ROWS_MAX];

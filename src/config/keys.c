@@ -214,8 +214,21 @@ const cfg_key cfg_keys[] = {
                "max_grad_norm (clip_grad_norm_)."),
     CHOICE_KEY("model_type", "full", "full|lora", SEC_TRAINING, "=, more choices there",
                "Train every weight (`full`) or low-rank adapters only (`lora`)."),
-    CHOICE_KEY("lora_type", "standard", "standard", SEC_TRAINING, "=; `lycoris` is refused until LyCORIS is built",
-               "The kind of adapter: `standard`, PEFT's LoRA (low-rank update matrices)."),
+    CHOICE_KEY("lora_type", "standard", "standard|lycoris", SEC_TRAINING, "=",
+               "The kind of adapter: `standard`, PEFT's LoRA (low-rank update matrices, `lora_rank`, `lora_alpha`, "
+               "`lora_target`); `lycoris`, the adapters `lycoris_config` describes, as the lycoris-lora package "
+               "builds them: LoKr on the linear layers of the module classes its `apply_preset` targets "
+               "(docs/LYCORIS.md; pixart, sana, sdxl, sd1x and kolors are mapped)."),
+    TEXT_KEY("lycoris_config", "", SEC_TRAINING, "=",
+             "With `lora_type` lycoris: SimpleTuner's LyCORIS JSON file, a path relative to the working directory "
+             "as SimpleTuner reads it. Read as SimpleTuner hands it to lycoris-lora 4.1.3: `algo` (`lokr`), "
+             "`linear_dim` and `linear_alpha` (whole numbers, SimpleTuner's int()), `factor` (-1: the package's "
+             "balanced split), `full_matrix`, `decompose_both`, `unbalanced_factorization`, `bypass_mode` (the same "
+             "result), and `apply_preset`'s `target_module`, `target_name` (a regular expression from the start of "
+             "a module path; `use_fnmatch`: a glob) and `module_algo_map` (per class: `algo`, `factor`, `dim`, "
+             "`alpha`, ...). Refused by name: other algorithms, non-zero dropouts, `use_scalar`, `dora_wd`, a "
+             "`multiplier` other than 1, and keys neither reads. The adapters are saved under the package's keys "
+             "(`lycoris_<module>.lokr_w1`, `.alpha`), the config's text in the file's metadata."),
     INT_KEY("lora_rank", "16", 1, 65536, SEC_TRAINING, "=", "Rank of the LoRA update matrices."),
     FLOAT_KEY("lora_alpha", "0", 0, ANY_MAX, SEC_TRAINING, "= (default none there, meaning the rank)",
               "LoRA scale numerator (the update is scaled by alpha / rank); 0 = the rank."),
@@ -403,8 +416,6 @@ const cfg_value_alias cfg_value_aliases[] = {
     {"distillation_config.diffusion_target", "base_prediction", NULL,
      "the frozen base's prediction as the diffusion target (a forward without the adapters) is not built; the "
      "nearest is flow"},
-    {"lora_type", "lycoris", NULL,
-     "lora_type lycoris is not built yet; use lora_type standard (a LoRA of lora_rank, not LyCORIS's LoKr or LoHa)"},
     {"attention_mechanism", "sla", NULL,
      "sparse-linear attention approximates softmax attention; the nearest segtrain takes is flash (exact)"},
 };

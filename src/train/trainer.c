@@ -1213,6 +1213,20 @@ int trainer_buckets(const trainer *t, const bucket_shape **shapes)
     return t->run.n_buckets ? t->run.n_buckets : 1;
 }
 
+/* LyCORIS's adapters under the package's keys, lycoris_config's text in the metadata as SimpleTuner writes it */
+static st_status save_lycoris(trainer *t, param_set *ps, const char *path, const char *const *meta)
+{
+    const char *file = config_string(t->cfg, "lycoris_config");
+    FILE *f = fopen(file, "rb");
+    char text[1 << 16];
+    const size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    if (!f || len == sizeof text - 1)
+        return st_fail(ST_ERR_IO, "lycoris_config %s: cannot read it back (under 64 KiB) for the adapters' metadata", file);
+    text[len] = '\0';
+    return param_set_save_lycoris(ps, path, text, meta, 1);
+}
+
 /* The model's weights as a run's result: the LoRA adapters under PEFT's names, as SimpleTuner and diffusers'
  * save_lora_weights write them, or every weight. */
 static st_status save_weights(trainer *t, const char *path)
@@ -1220,6 +1234,7 @@ static st_status save_weights(trainer *t, const char *path)
     const bool lora = !strcmp(config_string(t->cfg, "model_type"), "lora");
     const char *meta[] = {"format", "pt", "segtrain.model_type", lora ? "lora" : "full"};
     param_set *ps = model_params(t->run.m);
+    if (ps->lycoris) return save_lycoris(t, ps, path, meta + 2);
     return lora ? param_set_save_lora(ps, path, model_get_config(t->run.m)->lora_alpha, meta + 2, 1)
                 : param_set_save(ps, path, PARAMS_ALL, false, NULL, 0, meta, 2);
 }

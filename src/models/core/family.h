@@ -145,6 +145,7 @@ typedef struct family_desc {
     unsigned fields;      /* the optional config fields it has (enum family_fields) */
     int axes;             /* its rotary axes are axes_dims_rope's, this many, filling each head (0: checked otherwise) */
     const char *lora_component; /* the component its LoRA files name adapters under ("unet."), NULL: the transformer */
+    const lyco_class *lycoris_classes; /* where its LyCORIS module classes are (lycoris.h); NULL: lycoris not mapped */
     const char *uncached; /* what of its conditioning a cache does not hold, NULL: "what the family reads beside them" */
     const char *text_width; /* what a cache's prompt_embeds width holds, where it is not one encoder's (NULL) */
 

@@ -106,6 +106,8 @@ static st_status create(const model_config *mc, pool *device, model *base, model
     /* the U-Nets' LoRA files name their adapters under "unet.", as diffusers' and SimpleTuner's U-Net pipelines do */
     m->own_params.lora_component = family_of_config(mc)->lora_component;
     m->own_params.bf16_base = mc->bf16_base;
+    m->own_params.lycoris = m->cfg.lycoris.on ? &m->cfg.lycoris : NULL;
+    m->own_params.lycoris_classes = family_of_config(mc)->lycoris_classes;
     const size_t impl = m->family->impl_size;
     if (impl && !(m->impl = model_alloc(m, 1, impl))) st = st_host_oom("the %s model", mc->family);
     if (!st) st = m->family->create(m);
@@ -271,7 +273,8 @@ static param_init init_of(const model *m, const char *name)
 
 /* p's initial values into w (p->w, or a float copy of a bf16 weight): xavier-uniform weights (a conv kernel as a
  * (out, in k k) matrix), N(0, 0.02) embedding tables and timestep MLPs, zero adaLN modulations and output layers
- * (adaLN-Zero), as the family says; LoRA A as PEFT's kaiming-uniform(a = sqrt 5), B zero. */
+ * (adaLN-Zero), as the family says; LoRA A as PEFT's kaiming-uniform(a = sqrt 5), B zero; LoKr's as the
+ * lycoris-lora package's (lyco_init_of). */
 static void init_param(model *m, const param *p, float *w, uint64_t seed, bool random_all)
 {
     const uint64_t stream = rng_stream(p->name);
@@ -284,12 +287,12 @@ static void init_param(model *m, const param *p, float *w, uint64_t seed, bool r
         return;
     }
     memset(w, 0, (size_t)p->numel * sizeof(float));
-    if (strstr(p->name, "lora_A")) {
+    if (strstr(p->name, "lora_A") || lyco_init_of(p->name) == 1) {
         float a = (float)(1.0 / sqrt((double)fan_in));
         rng_fill_uniform(w, p->numel, seed, stream, -a, a);
         return;
     }
-    if (strstr(p->name, "lora_B")) return;
+    if (strstr(p->name, "lora_B") || lyco_init_of(p->name) == 0) return;
     switch (init_of(m, p->name)) {
     case INIT_ZERO: break;
     case INIT_ONE:

@@ -99,6 +99,27 @@ static bool has_diffusers_config(const char *dir)
     return !access(p, R_OK);
 }
 
+/* lora_type lycoris: the spec of lycoris_config, on a family whose module classes are mapped */
+static st_status lycoris_of(const config *cfg, model_config *mc)
+{
+    const lyco_class *classes = family_of_config(mc)->lycoris_classes;
+    if (!classes)
+        return st_fail(ST_ERR_UNSUPPORTED, "lora_type lycoris: %s's modules are not mapped onto LyCORIS's module classes "
+                       "yet (pixart, sana, sdxl, sd1x and kolors are; docs/LYCORIS.md)", mc->family);
+    st_status st = lycoris_spec_read(config_string(cfg, "lycoris_config"), &mc->lycoris);
+    for (int i = 0; !st && i < mc->lycoris.n_classes; i++) {
+        const lyco_class *c = classes;
+        while (c->cls && strcmp(c->cls, mc->lycoris.classes[i].cls)) c++;
+        if (!c->cls)
+            st = st_fail(ST_ERR_UNSUPPORTED, "%s: apply_preset targets %s, a module class segtrain does not map onto "
+                         "%s's layers (docs/LYCORIS.md lists those it maps)", config_string(cfg, "lycoris_config"),
+                         mc->lycoris.classes[i].cls, mc->family);
+    }
+    mc->lora_rank = 1, mc->lora_alpha = 1; /* the base frozen; the spec decides the adapters */
+    mc->lora_attention = mc->lora_mlp = true;
+    return st;
+}
+
 st_status model_config_from(const config *cfg, model_config *mc)
 {
     /* model_family alone picks its preset: a SimpleTuner family's flavour's (its real sizes), segtrain's own
@@ -178,6 +199,7 @@ st_status model_config_from(const config *cfg, model_config *mc)
         mc->lora_alpha = config_float(cfg, "lora_alpha") > 0 ? config_float(cfg, "lora_alpha") : (double)mc->lora_rank;
         mc->lora_attention = strcmp(target, "mlp") != 0;
         mc->lora_mlp = strcmp(target, "attention") != 0;
+        if (!strcmp(config_string(cfg, "lora_type"), "lycoris") && (st = lycoris_of(cfg, mc))) return st;
     }
     const char *precision = config_string(cfg, "mixed_precision");
     if (!strcmp(precision, "fp16") || !strcmp(precision, "fp8"))

@@ -105,5 +105,5 @@ const family_desc sana_desc = {
             .fallback = "sana1.5-4.8b-1024", .example = "sana.lycoris-lokr.json", .tiny = "sana-1.5-tiny"}},
     .ops = &xdit_family, .topology_options = &(const xdit_options){.sana = true}, FAMILY_PRESETS(presets),
     .preset = sana_preset, .readers = {{"SanaTransformer2DModel", sana_from_json}}, .fields = F_FFN | F_CROSS_HEADS,
-    .check = sana_check,
+    .check = sana_check, .lycoris_classes = lyco_sana_classes,
 };

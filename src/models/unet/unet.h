@@ -57,6 +57,7 @@ st_status unet_check(const model_config *mc);
  * conditioning ends with SDXL's six size ids. */
 #define UNET_TRAITS                                                                                                   \
     .traits = TR_TEXT | TR_UPSTREAM_EPSILON, .lora_component = "unet", .size_ids = 6, .describe = unet_describe,     \
-    .fields = F_NORM_EPS | F_UNET, .check = unet_check, .ops = &unet_family
+    .fields = F_NORM_EPS | F_UNET, .check = unet_check, .ops = &unet_family,                                          \
+    .lycoris_classes = lyco_basic_block_classes
 
 #endif

@@ -65,5 +65,6 @@ const family_desc pixart_sigma_desc = {
                      "600M-512:pixart-sigma-512|600M-1024:pixart-sigma-1024|600M-2048:pixart-sigma-2048",
             .fallback = "900M-1024-v0.6", .example = "pixart.lycoris-lokr.json", .tiny = "pixart-sigma-tiny"}},
     .ops = &xdit_family, FAMILY_PRESETS(presets), .preset = pixart_sigma_preset,
+    .lycoris_classes = lyco_basic_block_classes,
     .readers = {{"PixArtTransformer2DModel", pixart_from_json}}, .fields = F_FFN,
 };

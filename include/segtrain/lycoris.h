@@ -1,0 +1,94 @@
+/* LyCORIS adapters on linear layers, as the lycoris-lora package (4.1.3) builds them from SimpleTuner's
+ * lycoris_config: which layers a config adapts (lycoris_settings_for) and LoKr's parameters, initialisation, scale
+ * and products (lokr_*). lin.c calls them; the config is read in src/models/core/lycoris_config.c. */
+#ifndef SEGTRAIN_LYCORIS_H
+#define SEGTRAIN_LYCORIS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "segtrain/params.h"
+
+typedef enum lyco_algo { LYCO_NONE, LYCO_LOKR } lyco_algo;
+
+/* One module's settings: the config's root keys, with its class's module_algo_map entry over them. */
+typedef struct lyco_settings {
+    lyco_algo algo;
+    int64_t dim;    /* linear_dim (the package's lora_dim) */
+    double alpha;   /* linear_alpha; 0: dim */
+    int64_t factor; /* the factorization's factor; -1: the package's default (the most balanced split) */
+    bool full_matrix, decompose_both, unbalanced; /* unbalanced_factorization */
+} lyco_settings;
+
+#define LYCO_TARGETS_MAX 8
+#define LYCO_NAME_MAX 64
+#define LYCO_PATTERN_MAX 128
+
+/* The adapted modules: apply_preset's target_module (and module_algo_map's keys, which the package targets too),
+ * each with its settings, and target_name's patterns (Python's re.match: from the start of a module path; with
+ * use_fnmatch, fnmatch over the whole path), which take the root settings. */
+typedef struct lycoris_spec {
+    bool on;
+    lyco_settings root;
+    int n_classes;
+    struct {
+        char cls[LYCO_NAME_MAX];
+        lyco_settings s;
+        bool mapped; /* has a module_algo_map entry: overrides a targeted class around it */
+    } classes[LYCO_TARGETS_MAX];
+    int n_names;
+    char names[LYCO_TARGETS_MAX][LYCO_PATTERN_MAX];
+    bool use_fnmatch;
+} lycoris_spec;
+
+/* A family's instances of one of the package's module classes: the attribute names (space-separated) such a module
+ * has in the state dict's paths ("attn1 attn2" for diffusers' Attention in a BasicTransformerBlock); "" where the
+ * family has none of the class. A list ends with cls NULL. */
+typedef struct lyco_class {
+    const char *cls, *attrs;
+} lyco_class;
+
+/* diffusers' BasicTransformerBlock (attn1, attn2: Attention; ff: FeedForward), and Sana's (attention only: its ff is
+ * a GLUMBConv). */
+extern const lyco_class lyco_basic_block_classes[];
+extern const lyco_class lyco_sana_classes[];
+
+/* The settings of the linear layer at module path `name` ("transformer_blocks.0.attn1.to_q"), NULL when the set's
+ * spec adapts none of it: inside an instance of a targeted class (the outermost, unless a deeper one has its own
+ * module_algo_map entry), or matching a target_name pattern. */
+const lyco_settings *lycoris_settings_for(const param_set *s, const char *name);
+/* The package's factorization(dimension, factor): m <= n, m * n = dim. */
+void lyco_factorization(int64_t dim, int64_t factor, int64_t *m, int64_t *n);
+/* "lycoris_" and the module path with dots as underscores (LycorisNetwork's lora_name); false when it does not fit. */
+bool lyco_module_name(char *out, size_t n, const char *path);
+
+/* A LoKr adapter of a linear layer (in = c d, out = a b): dW = scale kron(w1, w2), w1 (a, c) or w1_a (a, r) w1_b
+ * (r, c); w2 (b, d) or w2_a (b, r) w2_b (r, d). Parameters "lycoris_<module>.lokr_w1" ... (the package's keys). */
+typedef struct lokr_adapter {
+    bool on;
+    int w1, w1_a, w1_b, w2, w2_a, w2_b; /* parameter indices, -1 where not used */
+    int64_t a, b, c, d, rank;
+    float scale; /* alpha / dim; 1 with both halves full (the package sets alpha = dim then) */
+    float alpha; /* the "alpha" the package saves beside the weights */
+} lokr_adapter;
+
+lokr_adapter lokr_register(param_set *s, const char *name, int64_t in, int64_t out, const lyco_settings *ly);
+/* y (n, out) += scale vec(w1 X w2^T) per row, X the row as (c, d) (the package's bypass form: dW never built). */
+st_status lokr_forward(param_set *s, pool *p, const lokr_adapter *k, float *y, const float *x, int64_t n);
+/* dx (may be NULL) += dL/dx; accumulates the adapter's gradients. */
+st_status lokr_backward(param_set *s, pool *p, const lokr_adapter *k, float *dx, const float *dy, const float *x,
+                        int64_t n);
+/* The adapters as LycorisNetwork.save_weights writes them (SimpleTuner's pytorch_lora_weights.safetensors under
+ * lora_type lycoris): every trainable parameter under its own name (the package's keys), each module's
+ * "lycoris_<module>.alpha" (a 0-d tensor), and the metadata "lycoris_config": config_json (the file's text, as
+ * SimpleTuner's save hook puts its json.dumps there), then meta's pairs. Atomic. */
+st_status param_set_save_lycoris(param_set *s, const char *path, const char *config_json, const char *const *meta,
+                                 int n_meta);
+/* Reads the adapters from such a file (or SFT_LORA_FILE in a folder): every trainable parameter by name and shape,
+ * and each module's alpha, which must be the one the model's spec gives it. */
+st_status param_set_load_lycoris(param_set *s, const char *path);
+/* How the package initialises a parameter of this name: 1 kaiming-uniform(a = sqrt 5), bound 1 / sqrt(fan_in);
+ * 0 zero (w2, w2_b); -1 not a LyCORIS parameter. */
+int lyco_init_of(const char *name);
+
+#endif

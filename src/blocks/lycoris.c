@@ -1,0 +1,338 @@
+/* LyCORIS's LoKr on a linear layer (lycoris.h): lycoris-lora 4.1.3's LokrModule (modules/lokr.py) for the shapes,
+ * scale and initialisation, and its bypass product (functional/lokr.py, _kron_bypass) for the arithmetic. */
+#include "segtrain/lycoris.h"
+
+#include <fnmatch.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "segtrain/safetensors.h"
+
+#include "segtrain/ops.h"
+
+const lyco_class lyco_basic_block_classes[] = {{"Attention", "attn1 attn2"}, {"FeedForward", "ff"}, {NULL, NULL}};
+const lyco_class lyco_sana_classes[] = {{"Attention", "attn1 attn2"}, {"FeedForward", ""}, {NULL, NULL}};
+
+void lyco_factorization(int64_t dim, int64_t factor, int64_t *m_out, int64_t *n_out)
+{
+    int64_t m = 1, n = dim;
+    if (factor > 0 && dim % factor == 0) {
+        m = factor, n = dim / factor;
+    } else {
+        if (factor < 0) factor = dim;
+        const int64_t length = m + n; /* the package never updates it */
+        while (m < n) {
+            int64_t new_m = m + 1;
+            while (dim % new_m) new_m++;
+            const int64_t new_n = dim / new_m;
+            if (new_m + new_n > length || new_m > factor) break;
+            m = new_m, n = new_n;
+        }
+    }
+    *m_out = m < n ? m : n;
+    *n_out = m < n ? n : m;
+}
+
+bool lyco_module_name(char *out, size_t n, const char *path)
+{
+    if (snprintf(out, n, "lycoris_%s", path) >= (int)n) return false;
+    for (char *c = out; *c; c++)
+        if (*c == '.') *c = '_';
+    return true;
+}
+
+/* Whether a module attribute name of `len` characters is one of attrs' (space-separated). */
+static bool attr_in(const char *attrs, const char *name, size_t len)
+{
+    for (const char *a = attrs; *a;) {
+        const size_t k = strcspn(a, " ");
+        if (k == len && !strncmp(a, name, len)) return true;
+        a += k + (a[k] == ' ');
+    }
+    return false;
+}
+
+/* The spec's entry for the family's class of an attribute name, -1 when not targeted. */
+static int targeted_class(const param_set *s, const char *name, size_t len)
+{
+    for (const lyco_class *c = s->lycoris_classes; c && c->cls; c++) {
+        if (!attr_in(c->attrs, name, len)) continue;
+        for (int i = 0; i < s->lycoris->n_classes; i++)
+            if (!strcmp(s->lycoris->classes[i].cls, c->cls)) return i;
+    }
+    return -1;
+}
+
+static bool name_matches(const lycoris_spec *ly, const char *pattern, const char *path)
+{
+    if (ly->use_fnmatch) return fnmatch(pattern, path, 0) == 0;
+    char anchored[LYCO_PATTERN_MAX + 8];
+    regex_t re;
+    snprintf(anchored, sizeof anchored, "^(%s)", pattern);
+    if (regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB)) return false; /* the reader compiled each one */
+    const bool hit = regexec(&re, path, 0, NULL, 0) == 0;
+    regfree(&re);
+    return hit;
+}
+
+const lyco_settings *lycoris_settings_for(const param_set *s, const char *name)
+{
+    const lycoris_spec *ly = s->lycoris;
+    int found = -1;
+    for (const char *p = name; *p;) { /* every enclosing module: each path component but the layer's own */
+        const size_t len = strcspn(p, ".");
+        if (!p[len]) break;
+        const int i = targeted_class(s, p, len);
+        if (i >= 0 && (found < 0 || ly->classes[i].mapped)) found = i;
+        p += len + 1;
+    }
+    if (found >= 0) return &ly->classes[found].s;
+    for (int i = 0; i < ly->n_names; i++)
+        if (name_matches(ly, ly->names[i], name)) return &ly->root;
+    return NULL;
+}
+
+int lyco_init_of(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    if (!dot || strncmp(name, "lycoris_", 8)) return -1;
+    if (!strcmp(dot, ".lokr_w2") || !strcmp(dot, ".lokr_w2_b")) return 0;
+    if (!strcmp(dot, ".lokr_w1") || !strcmp(dot, ".lokr_w1_a") || !strcmp(dot, ".lokr_w1_b") ||
+        !strcmp(dot, ".lokr_w2_a"))
+        return 1;
+    return -1;
+}
+
+static int add_weight(param_set *s, const char *module, const char *key, int64_t rows, int64_t cols)
+{
+    char n[PARAM_NAME_MAX];
+    snprintf(n, sizeof n, "%s.%s", module, key);
+    return param_add(s, n, 2, (int64_t[]){rows, cols}, true);
+}
+
+lokr_adapter lokr_register(param_set *s, const char *name, int64_t in, int64_t out, const lyco_settings *ly)
+{
+    lokr_adapter k = {.on = true, .w1 = -1, .w1_a = -1, .w1_b = -1, .w2 = -1, .w2_a = -1, .w2_b = -1, .rank = ly->dim};
+    char module[PARAM_NAME_MAX];
+    if (!lyco_module_name(module, sizeof module, name)) module[0] = '\0'; /* param_add refuses the empty name */
+    lyco_factorization(in, ly->factor, &k.c, &k.d);
+    lyco_factorization(out, ly->factor, &k.a, &k.b);
+    if (ly->unbalanced) {
+        const int64_t t = k.a;
+        k.a = k.b, k.b = t;
+    }
+    /* lora_dim < max(...) / 2 in the package's float arithmetic */
+    const bool split_w1 = ly->decompose_both && 2 * ly->dim < (k.a > k.c ? k.a : k.c) && !ly->full_matrix;
+    const bool split_w2 = 2 * ly->dim < (k.b > k.d ? k.b : k.d) && !ly->full_matrix;
+    if (split_w1) {
+        k.w1_a = add_weight(s, module, "lokr_w1_a", k.a, ly->dim);
+        k.w1_b = add_weight(s, module, "lokr_w1_b", ly->dim, k.c);
+    } else {
+        k.w1 = add_weight(s, module, "lokr_w1", k.a, k.c);
+    }
+    if (split_w2) {
+        k.w2_a = add_weight(s, module, "lokr_w2_a", k.b, ly->dim);
+        k.w2_b = add_weight(s, module, "lokr_w2_b", ly->dim, k.d);
+    } else {
+        k.w2 = add_weight(s, module, "lokr_w2", k.b, k.d);
+    }
+    double alpha = ly->alpha == 0 ? (double)ly->dim : ly->alpha;
+    if (!split_w1 && !split_w2) alpha = (double)ly->dim; /* both halves full: scale 1 */
+    k.alpha = (float)alpha;
+    k.scale = (float)(alpha / (double)ly->dim);
+    const int first = split_w1 ? k.w1_a : k.w1;
+    if (first >= 0) s->items[first].lyco_alpha = k.alpha;
+    return k;
+}
+
+static float *w_of(param_set *s, int i) { return i < 0 ? NULL : param_at(s, i)->w; }
+static float *g_of(param_set *s, int i) { return i < 0 ? NULL : param_at(s, i)->g; }
+
+static void free_all(pool *p, float **bufs, int n)
+{
+    for (int i = 0; i < n; i++) pool_free(p, bufs[i]), bufs[i] = NULL;
+}
+
+/* w1 itself, or w1_a w1_b built into *tmp (workspace). */
+static st_status w1_of(param_set *s, pool *p, const lokr_adapter *k, const float **w1, float **tmp)
+{
+    *tmp = NULL;
+    *w1 = w_of(s, k->w1);
+    if (k->w1 >= 0) return ST_OK;
+    st_status st = pool_alloc(p, (size_t)(k->a * k->c) * sizeof(float), MEM_WORKSPACE, "lokr.w1", (void **)tmp);
+    if (st) return st;
+    gemm(false, false, k->a, k->c, k->rank, 1.0f, w_of(s, k->w1_a), w_of(s, k->w1_b), 0.0f, *tmp);
+    *w1 = *tmp;
+    return ST_OK;
+}
+
+/* The rows' X w2^T, transposed per row: *ht (n, b, c); with a split w2, *t = X w2_b^T (n c, r) kept for backward
+ * when t is not NULL. */
+static st_status lokr_hidden(param_set *s, pool *p, const lokr_adapter *k, const float *x, int64_t n, float **ht,
+                             float **t)
+{
+    const int64_t rows = n * k->c;
+    float *h = NULL, *xt = NULL;
+    *ht = NULL;
+    st_status st = pool_alloc(p, (size_t)(rows * k->b) * sizeof(float), MEM_WORKSPACE, "lokr.xw2", (void **)&h);
+    if (!st && k->w2 >= 0) linear_forward(h, x, w_of(s, k->w2), NULL, rows, k->d, k->b);
+    if (!st && k->w2 < 0) {
+        st = pool_alloc(p, (size_t)(rows * k->rank) * sizeof(float), MEM_WORKSPACE, "lokr.xw2b", (void **)&xt);
+        if (!st) linear_forward(xt, x, w_of(s, k->w2_b), NULL, rows, k->d, k->rank);
+        if (!st) linear_forward(h, xt, w_of(s, k->w2_a), NULL, rows, k->rank, k->b);
+    }
+    if (!st) st = pool_alloc(p, (size_t)(rows * k->b) * sizeof(float), MEM_WORKSPACE, "lokr.xw2^T", (void **)ht);
+    if (!st) transpose_batched(*ht, h, n, k->c, k->b);
+    pool_free(p, h);
+    if (t && !st) *t = xt;
+    else pool_free(p, xt);
+    return st;
+}
+
+st_status lokr_forward(param_set *s, pool *p, const lokr_adapter *k, float *y, const float *x, int64_t n)
+{
+    float *buf[3] = {NULL, NULL, NULL}; /* ht, w1 built, z */
+    const float *w1;
+    st_status st = lokr_hidden(s, p, k, x, n, &buf[0], NULL);
+    if (!st) st = w1_of(s, p, k, &w1, &buf[1]);
+    if (!st) st = pool_alloc(p, (size_t)(n * k->b * k->a) * sizeof(float), MEM_WORKSPACE, "lokr.z", (void **)&buf[2]);
+    if (!st) {
+        gemm(false, true, n * k->b, k->a, k->c, k->scale, buf[0], w1, 0.0f, buf[2]); /* z (n, b, a) */
+        transpose_batched_backward(y, buf[2], n, k->a, k->b);                         /* y (n, a, b) += z^T */
+    }
+    free_all(p, buf, 3);
+    return st;
+}
+
+/* dw1 (a, c) += scale dZ^T Ht; dHt = scale dZ w1, with dZ (n, b, a) dy transposed per row. Into a split w1's
+ * factors by the chain rule through w1_a w1_b. */
+static st_status lokr_w1_backward(param_set *s, pool *p, const lokr_adapter *k, const float *dy, const float *ht,
+                                  int64_t n, float *dht)
+{
+    float *buf[3] = {NULL, NULL, NULL}; /* dz, w1 built, dw1 of a split w1 */
+    const float *w1;
+    float *dw1 = g_of(s, k->w1);
+    st_status st = pool_alloc(p, (size_t)(n * k->a * k->b) * sizeof(float), MEM_WORKSPACE, "lokr.dz", (void **)&buf[0]);
+    if (!st) st = w1_of(s, p, k, &w1, &buf[1]);
+    if (!st && k->w1 < 0)
+        st = pool_alloc_zero(p, (size_t)(k->a * k->c) * sizeof(float), MEM_WORKSPACE, "lokr.dw1", (void **)&buf[2]);
+    if (!st) {
+        if (k->w1 < 0) dw1 = buf[2];
+        transpose_batched(buf[0], dy, n, k->a, k->b);
+        gemm(true, false, k->a, k->c, n * k->b, k->scale, buf[0], ht, 1.0f, dw1);
+        gemm(false, false, n * k->b, k->c, k->a, k->scale, buf[0], w1, 0.0f, dht);
+    }
+    if (!st && k->w1 < 0) { /* w1 = w1_a w1_b: dw1_a += dw1 w1_b^T, dw1_b += w1_a^T dw1 */
+        gemm(false, true, k->a, k->rank, k->c, 1.0f, dw1, w_of(s, k->w1_b), 1.0f, g_of(s, k->w1_a));
+        gemm(true, false, k->rank, k->c, k->a, 1.0f, w_of(s, k->w1_a), dw1, 1.0f, g_of(s, k->w1_b));
+    }
+    free_all(p, buf, 3);
+    return st;
+}
+
+/* Through X w2^T: dw2 (or w2_a, w2_b) and dx from dH (n c, b). */
+static st_status lokr_w2_backward(param_set *s, pool *p, const lokr_adapter *k, float *dx, const float *dh,
+                                  const float *x, const float *xt, int64_t n)
+{
+    const int64_t rows = n * k->c;
+    if (k->w2 >= 0) {
+        linear_backward(dx, g_of(s, k->w2), NULL, dh, x, w_of(s, k->w2), rows, k->d, k->b);
+        return ST_OK;
+    }
+    float *dt;
+    st_status st = pool_alloc_zero(p, (size_t)(rows * k->rank) * sizeof(float), MEM_WORKSPACE, "lokr.dxw2b",
+                                   (void **)&dt);
+    if (st) return st;
+    linear_backward(dt, g_of(s, k->w2_a), NULL, dh, xt, w_of(s, k->w2_a), rows, k->rank, k->b);
+    linear_backward(dx, g_of(s, k->w2_b), NULL, dt, x, w_of(s, k->w2_b), rows, k->d, k->rank);
+    pool_free(p, dt);
+    return ST_OK;
+}
+
+st_status lokr_backward(param_set *s, pool *p, const lokr_adapter *k, float *dx, const float *dy, const float *x,
+                        int64_t n)
+{
+    float *buf[4] = {NULL, NULL, NULL, NULL}; /* ht, xt, dht, dh */
+    const size_t bytes = (size_t)(n * k->b * k->c) * sizeof(float);
+    st_status st = lokr_hidden(s, p, k, x, n, &buf[0], &buf[1]); /* recomputed: forward keeps nothing */
+    if (!st) st = pool_alloc(p, bytes, MEM_WORKSPACE, "lokr.dxw2^T", (void **)&buf[2]);
+    if (!st) st = lokr_w1_backward(s, p, k, dy, buf[0], n, buf[2]);
+    if (!st) {
+        pool_free(p, buf[0]), buf[0] = NULL;
+        st = pool_alloc(p, bytes, MEM_WORKSPACE, "lokr.dxw2", (void **)&buf[3]);
+    }
+    if (!st) {
+        transpose_batched(buf[3], buf[2], n, k->b, k->c); /* dH (n, c, b) */
+        pool_free(p, buf[2]), buf[2] = NULL;
+        st = lokr_w2_backward(s, p, k, dx, buf[3], x, buf[1], n);
+    }
+    free_all(p, buf, 4);
+    return st;
+}
+
+/* "lycoris_<module>.alpha" of a parameter holding its module's alpha (its w1 or w1_a); false for the others. */
+static bool alpha_name(const param *q, char *out, size_t n)
+{
+    const char *dot = strrchr(q->name, '.');
+    if (!q->lyco_alpha || !dot) return false;
+    snprintf(out, n, "%.*s.alpha", (int)(dot - q->name), q->name);
+    return true;
+}
+
+st_status param_set_save_lycoris(param_set *s, const char *path, const char *config_json, const char *const *meta,
+                                 int n_meta)
+{
+    named_floats *alphas = calloc((size_t)s->n + 1, sizeof *alphas);
+    char(*names)[PARAM_NAME_MAX + 8] = calloc((size_t)s->n + 1, sizeof *names);
+    const char **all = calloc((size_t)n_meta + 1, 2 * sizeof *all);
+    st_status st = alphas && names && all ? ST_OK : st_host_oom("the LyCORIS alphas of %s", path);
+    int n = 0;
+    for (int i = 0; !st && i < s->n; i++)
+        if (alpha_name(&s->items[i], names[n], sizeof names[n]))
+            alphas[n] = (named_floats){.name = names[n], .ndim = 0, .data = &s->items[i].lyco_alpha}, n++;
+    if (!st) {
+        all[0] = "lycoris_config", all[1] = config_json;
+        if (n_meta) memcpy(all + 2, meta, (size_t)n_meta * 2 * sizeof *all);
+        st = param_set_save(s, path, PARAMS_TRAINABLE, false, alphas, n, all, n_meta + 1);
+    }
+    free(all);
+    free(names);
+    free(alphas);
+    return st;
+}
+
+/* Each module's alpha in f: present, and the spec's. */
+static st_status check_alphas(param_set *s, const sft_file *f)
+{
+    char name[PARAM_NAME_MAX + 8];
+    for (int i = 0; i < s->n; i++) {
+        float alpha = 0;
+        if (!alpha_name(&s->items[i], name, sizeof name)) continue;
+        if (!sft_find(f, name) || sft_read_f32(f, name, 0, NULL, &alpha))
+            return st_fail(ST_ERR_FORMAT, "%s: tensor '%s' is missing (a 0-d alpha beside the adapter)", sft_path(f),
+                           name);
+        if (alpha != s->items[i].lyco_alpha)
+            return st_fail(ST_ERR_INVALID, "%s: %s is %g, but this model's lycoris_config gives %g", sft_path(f), name,
+                           (double)alpha, (double)s->items[i].lyco_alpha);
+    }
+    return ST_OK;
+}
+
+st_status param_set_load_lycoris(param_set *s, const char *path)
+{
+    char file[4096];
+    struct stat sb;
+    const bool dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    if (snprintf(file, sizeof file, dir ? "%s/%s" : "%s", path, SFT_LORA_FILE) >= (int)sizeof file)
+        return st_fail(ST_ERR_INVALID, "%s: the path is too long", path);
+    sft_file *f = NULL;
+    st_status st = sft_open(file, &f);
+    if (!st) st = check_alphas(s, f);
+    sft_close(f);
+    /* the alphas are checked; every other lycoris_ tensor must be a parameter (param_set_load's missing and shape
+     * checks) */
+    return st ? st : param_set_load(s, file, PARAMS_TRAINABLE, "lycoris_");
+}
