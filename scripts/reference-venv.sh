@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Creates the Python venv that scripts/make_fixtures.py runs in: PyPI's torch and diffusers at the exact versions
+# Creates the Python venv that scripts/make_fixtures.py (and make_lycoris_fixtures.py) runs in: PyPI's torch and diffusers at the exact versions
 # the committed parity fixtures (tests/fixtures/*/parity.safetensors, docs/FIXTURES.md) were made with.
 #   reference-venv.sh [VENV]      default ../segtrain-venv, outside the checkout (never commit a venv)
 # Needs python3.11 (or python3 of 3.11) and network access to PyPI; a few minutes, ~5 GB (torch brings CUDA
@@ -25,6 +25,11 @@ pins=(
   pillow==13.0.0
   regex==2026.11.19
   requests==2.34.2
+  # scripts/make_lycoris_fixtures.py's adapters (tests/fixtures/lycoris, docs/LYCORIS.md) and what lycoris-lora imports
+  lycoris-lora==4.1.3
+  einops==0.8.2
+  toml==0.10.2
+  tqdm==4.70.1
   # scripts/make_cache.py's text encoders and tokenizers (the parity fixtures do not import them)
   transformers==5.24.0
   tokenizers==0.23.3

@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""LyCORIS parity fixtures: the lycoris-lora package's own adapters on a tiny model of torch Linear layers
+(docs/LYCORIS.md), one forward and backward in float64.
+
+  make_lycoris_fixtures.py [--out tests/fixtures/lycoris] [cases...]      write the fixtures (default: every case)
+  make_lycoris_fixtures.py --check FILE CASE                               load a segtrain-saved adapter file
+  make_lycoris_fixtures.py --family FOLDER CONFIG FILE                     a family's mapping onto the classes
+
+Each case is a lycoris_config (SimpleTuner's JSON, read as SimpleTuner's trainer hands it to create_lycoris) and a
+model of module classes named as the package's presets name diffusers' (Attention, FeedForward) around Linear layers:
+blocks.0.attn1.to_q, blocks.0.attn1.to_out.0, blocks.0.ff.net.0, blocks.0.ff.net.2, blocks.0.proj, applied in that
+order to x. <out>/<case>/lycoris_config.json is the config; <out>/<case>/fixture.safetensors holds x, dy (the loss
+is sum(y * dy)), y, dx, the base weights under the modules' paths, every adapter tensor under the package's key
+(lycoris_blocks_0_attn1_to_q.lokr_w1, ... and .alpha) with its gradient as grad.<key>, all float32 (computed in
+float64 from the float32 values stored). The adapters' weights are random (the package's zero w2 would leave w1's
+gradient zero).
+
+--check loads FILE (what segtrain's test_lycoris saves: build/lycoris_saved_<case>.safetensors) with
+create_lycoris_from_weights onto CASE's model, and checks that every module the case's config adapts is there, and
+that every tensor equals the fixture's, bit for bit. Exit 1 on any difference.
+
+--family loads the diffusers model in FOLDER (a parity fixture's: tests/fixtures/sdxl), wraps it with the package
+from CONFIG (a lycoris_config), and checks that FILE (segtrain's adapters of a run on that folder's weights with that
+config) holds exactly the package's keys at the package's shapes: that segtrain maps the package's module classes
+onto the family's layers as diffusers' classes are (docs/LYCORIS.md).
+
+Needs the reference venv (scripts/reference-venv.sh, lycoris-lora pinned there); `make test` never runs this.
+"""
+import argparse
+import copy
+import json
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import lycoris
+from lycoris import LycorisNetwork, create_lycoris, create_lycoris_from_weights
+from safetensors.torch import load_file, save_file
+
+BATCH, TOKENS = 2, 3
+
+CASES = {
+    # pixart's and sana's example: full matrices, scale 1, module_algo_map's factors
+    "lokr_full": ((24, 48), {
+        "bypass_mode": True, "algo": "lokr", "multiplier": 1.0, "full_matrix": True, "linear_dim": 10000,
+        "linear_alpha": 1, "factor": 4,
+        "apply_preset": {"target_module": ["Attention", "FeedForward"],
+                         "module_algo_map": {"FeedForward": {"factor": 4}, "Attention": {"factor": 2}}}}),
+    # both halves low-rank (decompose_both), the balanced default factor, alpha / dim
+    "lokr_split": ((64, 96), {
+        "algo": "lokr", "linear_dim": 2, "linear_alpha": 3, "factor": -1, "decompose_both": True,
+        "apply_preset": {"target_module": ["Attention", "FeedForward"]}}),
+    # sdxl's example's form (no full_matrix), a module_algo_map dim, unbalanced factors, and a target_name
+    "lokr_name": ((64, 96), {
+        "bypass_mode": True, "algo": "lokr", "linear_dim": 3, "linear_alpha": 2, "factor": 8,
+        "unbalanced_factorization": True,
+        "apply_preset": {"target_module": ["Attention"], "target_name": ["blocks\\.0\\.pr"],
+                         "module_algo_map": {"Attention": {"factor": 4, "dim": 5}}}}),
+}
+
+
+class Attention(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.to_q = nn.Linear(d, d)
+        self.to_out = nn.ModuleList([nn.Linear(d, d)])
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d, f):
+        super().__init__()
+        self.net = nn.ModuleList([nn.Linear(d, f), nn.Identity(), nn.Linear(f, d)])
+
+
+class Block(nn.Module):
+    def __init__(self, d, f):
+        super().__init__()
+        self.attn1 = Attention(d)
+        self.ff = FeedForward(d, f)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        x = self.attn1.to_out[0](self.attn1.to_q(x))
+        return self.proj(self.ff.net[2](self.ff.net[0](x)))
+
+
+class Model(nn.Module):
+    def __init__(self, d, f):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(d, f)])
+
+    def forward(self, x):
+        return self.blocks[0](x)
+
+
+def f32(t):
+    """A float32 value, held in float64."""
+    return t.float().double()
+
+
+PRESET_DEFAULTS = {k: copy.deepcopy(getattr(LycorisNetwork, k)) for k in (
+    "ENABLE_CONV", "TARGET_REPLACE_MODULE", "TARGET_REPLACE_NAME", "LORA_PREFIX", "MODULE_ALGO_MAP", "NAME_ALGO_MAP",
+    "USE_FNMATCH", "TARGET_EXCLUDE_NAME")}
+
+
+def wrap(model, cfg):
+    """create_lycoris as SimpleTuner's trainer calls it (trainer.py: int() of the positional keys, apply_preset).
+    apply_preset sets class attributes, so each case starts from the package's defaults (one SimpleTuner run
+    applies one preset)."""
+    for k, v in PRESET_DEFAULTS.items():
+        setattr(LycorisNetwork, k, copy.deepcopy(v))
+    cfg = copy.deepcopy(cfg)
+    multiplier = int(cfg.pop("multiplier", 1))
+    linear_dim = int(cfg.pop("linear_dim", 4))
+    linear_alpha = int(cfg.pop("linear_alpha", 1))
+    if cfg.get("apply_preset"):
+        LycorisNetwork.apply_preset(cfg["apply_preset"])
+    net = create_lycoris(model, multiplier, linear_dim, linear_alpha, **cfg)
+    net.apply_to()
+    return net
+
+
+def make(case, out):
+    (d, f), cfg = CASES[case]
+    torch.manual_seed(sorted(CASES).index(case) + 1)
+    model = Model(d, f)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(f32(torch.randn_like(p) * 0.2))
+    net = wrap(model, cfg)
+    model.double(), net.double()
+    adapters = dict(net.named_parameters())
+    with torch.no_grad():
+        for p in adapters.values():
+            p.copy_(f32(torch.randn_like(p) * 0.3))
+    x = f32(torch.randn(BATCH, TOKENS, d, dtype=torch.float64)).requires_grad_(True)
+    dy = f32(torch.randn(BATCH, TOKENS, d, dtype=torch.float64))
+    y = model(x)
+    (y * dy).sum().backward()
+    tensors = {"x": x.detach(), "dy": dy, "y": y.detach(), "dx": x.grad}
+    tensors.update({k: v.detach() for k, v in model.state_dict().items() if "org_module" not in k})
+    for key, v in net.state_dict().items():
+        tensors[key] = v.detach()
+    for key, p in adapters.items():
+        tensors["grad." + key] = p.grad
+    tensors = {k: v.float().contiguous() for k, v in tensors.items()}
+    meta = {"case": case, "torch": torch.__version__, "lycoris_lora": lycoris_version(),
+            "batch": str(BATCH), "tokens": str(TOKENS), "width": str(d), "ffn": str(f)}
+    os.makedirs(os.path.join(out, case), exist_ok=True)
+    save_file(tensors, os.path.join(out, case, "fixture.safetensors"), meta)
+    with open(os.path.join(out, case, "lycoris_config.json"), "w") as fh:
+        json.dump(cfg, fh, indent=4)
+        fh.write("\n")
+    print(f"{case}: {len(adapters)} adapter tensors in {len(net.loras)} modules:",
+          ", ".join(f"{l.lora_name} {tuple(l.lokr_w1.shape) if l.use_w1 else 'w1_a w1_b'}" for l in net.loras))
+
+
+def lycoris_version():
+    from importlib.metadata import version
+    return version("lycoris-lora")
+
+
+def check(path, case, out):
+    """segtrain's saved file, loaded by the package: into the network the case's config makes (load_state_dict,
+    strict: the same keys and shapes), and by create_lycoris_from_weights, which rebuilds each module from the file
+    alone (not for unbalanced_factorization, whose shapes that loader cannot tell from the file). Each adapter tensor
+    must be the fixture's, bit for bit; each alpha too (in the file: the loader resets a full-matrix module's)."""
+    (d, f), cfg = CASES[case]
+    want = {k: v for k, v in load_file(os.path.join(out, case, "fixture.safetensors")).items()
+            if k.startswith("lycoris_")}
+    got = load_file(path)
+    bad = [f"{k}: differs" for k in want if k in got and not torch.equal(got[k], want[k])]
+    if set(got) != set(want):
+        bad.append(f"keys {sorted(set(got) ^ set(want))} in one file only")
+    net = wrap(Model(d, f), cfg)
+    missing, unexpected = net.load_state_dict(got, strict=False)
+    if missing or unexpected:
+        bad.append(f"load_state_dict: missing {missing}, unexpected {unexpected}")
+    loaded = {k: v for k, v in net.state_dict().items()}
+    bad += [f"{k}: loaded differs" for k, v in want.items() if k in loaded and not torch.equal(loaded[k].float(), v)]
+    rebuilt = "not tried (unbalanced_factorization)"
+    if not cfg.get("unbalanced_factorization"):
+        net2, _ = create_lycoris_from_weights(1.0, path, Model(d, f))
+        names = sorted(l.lora_name for l in net2.loras)
+        if names != sorted(l.lora_name for l in net.loras):
+            bad.append(f"create_lycoris_from_weights: modules {names}")
+        for l in net2.loras:
+            for k, v in l.state_dict().items():
+                if k != "alpha" and not torch.equal(v.float(), want[f"{l.lora_name}.{k}"]):
+                    bad.append(f"create_lycoris_from_weights: {l.lora_name}.{k} differs")
+        rebuilt = f"{len(net2.loras)} modules rebuilt by create_lycoris_from_weights"
+    print(f"{path}: {len(net.loras)} modules loaded by lycoris-lora {lycoris_version()}, {rebuilt}; "
+          + ("every tensor the fixture's" if not bad else "; ".join(bad)))
+    return not bad
+
+
+def family(folder, config, path):
+    """segtrain's adapters of a family's run against the package's on the diffusers model: keys and shapes."""
+    import diffusers
+    with open(os.path.join(folder, "config.json")) as fh:
+        cls = getattr(diffusers, json.load(fh)["_class_name"])
+    with open(config) as fh:
+        cfg = json.load(fh)
+    want = {k: tuple(v.shape) for k, v in wrap(cls.from_pretrained(folder), cfg).state_dict().items()}
+    got = {k: tuple(v.shape) for k, v in load_file(path).items()}
+    bad = [f"{k}: only the package's" for k in sorted(set(want) - set(got))]
+    bad += [f"{k}: only segtrain's" for k in sorted(set(got) - set(want))]
+    bad += [f"{k}: {got[k]}, the package's {want[k]}" for k in sorted(set(got) & set(want)) if got[k] != want[k]]
+    print(f"{path}: {len(got)} tensors; {cls.__name__} in {folder} wrapped by lycoris-lora {lycoris_version()} from "
+          f"{config}: {len(want)} tensors; " + ("the same keys and shapes" if not bad else "; ".join(bad[:8])))
+    return not bad
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "lycoris"))
+    ap.add_argument("--check", nargs=2, metavar=("FILE", "CASE"))
+    ap.add_argument("--family", nargs=3, metavar=("FOLDER", "CONFIG", "FILE"))
+    ap.add_argument("cases", nargs="*")
+    a = ap.parse_args()
+    if a.family:
+        sys.exit(0 if family(*a.family) else 1)
+    if a.check:
+        sys.exit(0 if check(a.check[0], a.check[1], a.out) else 1)
+    for case in a.cases or sorted(CASES):
+        make(case, a.out)
+
+
+if __name__ == "__main__":
+    main()
