@@ -932,6 +932,88 @@ static void test_family(const struct family_case *c)
     if (c->data) test_memory_ignores_data(&mc, c->preset);
 }
 
+/* ---- mixed_precision bf16: the states the executor holds are bf16 (docs/PRECISION.md) ---- */
+
+/* Relative L2 distance of a from b. */
+static double rel_l2(const float *a, const float *b, int64_t n)
+{
+    double d = 0, w = 0;
+    for (int64_t i = 0; i < n; i++) d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), w += (double)b[i] * b[i];
+    return sqrt(d / (w > 0 ? w : 1));
+}
+
+/* Against the same model in float: every boundary takes half the bytes, and the step is bf16's, not float's (its
+ * loss and gradients differ), within bf16's error of it. */
+static void test_bf16_against_float(const model_config *mc, const char *label)
+{
+    printf("-- %s: bf16 states against float ones\n", label);
+    model_config wide = *mc, narrow = *mc;
+    wide.bf16_activations = false, narrow.bf16_activations = true;
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m[2] = {make_model(p, &wide), make_model(p, &narrow)};
+    test_batch *b = make_batch(mc, 2, 1, (float[]){0.3f, 0.8f}, (int64_t[]){1, mc->classes});
+    ckpt_settings cs;
+    CHECK(settings_of("{\"gradient_checkpointing\": true}", &cs, NULL) == ST_OK);
+    float loss[2], *grads[2];
+    size_t boundaries[2] = {0};
+    for (int k = 0; k < 2; k++) {
+        CHECKF(model_set_checkpointing(m[k], &cs, NULL, 0) == ST_OK, "%s", st_error());
+        block_seq *seqs;
+        for (int q = 0, n = model_sequences(m[k], &seqs); q < n; q++)
+            boundaries[k] += seq_plan_boundary_bytes(model_plan(m[k], q), &seqs[q]);
+        param_set *ps = model_params(m[k]);
+        param_set_zero_grads(ps);
+        CHECKF(flow_loss(m[k], &b->fb, true, &loss[k]) == ST_OK, "%s: %s", label, st_error());
+        grads[k] = malloc((size_t)ps->grad_count * sizeof(float));
+        memcpy(grads[k], ps->grads, (size_t)ps->grad_count * sizeof(float));
+    }
+    const int64_t n = model_params(m[0])->grad_count;
+    const double dg = rel_l2(grads[1], grads[0], n), dl = fabs((double)loss[1] - loss[0]) / fabs((double)loss[0]);
+    CHECKF(boundaries[1] * 2 == boundaries[0], "%s: boundaries %zu bytes in bf16, %zu in float", label, boundaries[1],
+           boundaries[0]);
+    CHECKF(loss[1] != loss[0] && dl < 1e-2 && dg > 0 && dg < 5e-2, "%s: loss %.9g in bf16, %.9g in float (%.2g); "
+           "gradients %.2g apart", label, loss[1], loss[0], dl, dg);
+    printf("     loss %.2g and gradients %.2g apart (relative)\n", dl, dg);
+    free(grads[0]), free(grads[1]), free_batch(b);
+    model_destroy(m[0]), model_destroy(m[1]);
+    CHECK(pool_destroy(p) == 0);
+}
+
+/* Families of every kind of state (one stream, skips shared by boundaries, two streams, several sequences, a U-Net's
+ * micro-blocks, video, audio), full and LoRA (the frozen base in bf16 too), at other shapes: every schedule bitwise
+ * equal to none and every peak as predicted, as in float. */
+static void test_bf16(void)
+{
+    static const struct {
+        const char *preset;
+        int64_t depth, height, width;
+        bool lora;
+    } cases[] = {{"dit-tiny", 0, 0, 0, 0},        {"dit-tiny", 13, 8, 12, 1}, {"skipdit-tiny", 13, 0, 0, 0},
+                 {"skipdit-tiny", 0, 8, 12, 1},   {"mmdit-tiny", 3, 0, 0, 1}, {"flux2-tiny", 3, 0, 0, 0},
+                 {"sd1x-tiny", 0, 0, 0, 0},       {"sdxl-tiny", 0, 0, 0, 1},  {"stable-cascade-tiny", 0, 0, 0, 0},
+                 {"lumina2-tiny", 3, 0, 0, 1},    {"wan-tiny", 0, 0, 0, 0},   {"ltxvideo2-tiny", 3, 0, 0, 0},
+                 {"pixart-sigma-tiny", 0, 0, 0, 1}, {"sana-tiny", 3, 0, 0, 0}, {"hidream-tiny", 3, 0, 0, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        model_config mc;
+        CHECK(model_preset(cases[i].preset, &mc) == ST_OK);
+        if (cases[i].depth) mc.depth = cases[i].depth;
+        if (cases[i].height) mc.height = cases[i].height, mc.width = cases[i].width;
+        if (cases[i].lora) mc.lora_rank = 4, mc.lora_alpha = 8, mc.lora_attention = mc.lora_mlp = true;
+        mc.bf16_activations = true, mc.bf16_base = cases[i].lora;
+        char label[96];
+        snprintf(label, sizeof label, "%s%s bf16 depth %lld at %lld x %lld", cases[i].preset,
+                 cases[i].lora ? " lora" : "", (long long)mc.depth, (long long)mc.height, (long long)mc.width);
+        test_bitwise(&mc, label, 2);
+        if (i < 2) test_bf16_against_float(&mc, label);
+    }
+    model_config deep;
+    CHECK(model_preset("dit-tiny", &deep) == ST_OK);
+    deep.depth = 13, deep.hidden = 32, deep.heads = 2, deep.mechanism = ATTN_MATH, deep.bf16_activations = true;
+    test_capture(&deep);
+    test_memory_ignores_data(&deep, "deep-13 bf16");
+    test_budgets(&deep, "deep-13 bf16");
+}
+
 /* segtrain's own families at a non-square input, 8 x 12: every schedule against none (the diffusers families' one
  * checkpointed schedule at theirs is test_parity's) */
 static void test_any_shape(void)
@@ -1020,6 +1102,7 @@ int main(void)
     test_memory_ignores_data(&skip13, "skipdit-13");
     for (size_t i = 0; i < sizeof family_cases / sizeof *family_cases; i++) test_family(&family_cases[i]);
     test_any_shape();
+    test_bf16();
     model_config sd3;
     CHECK(model_preset("sd3-tiny", &sd3) == ST_OK); /* attn2 in blocks 0 and 1, the last context_pre_only */
     for (int threads = 1; threads <= 2; threads++) test_bitwise(&sd3, "sd3-tiny", threads);

@@ -95,12 +95,18 @@ typedef struct block_seq {
     int64_t state_numel[STATE_MAX];
     const char *state_names[STATE_MAX]; /* what each tensor of the fixed signature is ("image stream"); may be NULL */
     pool *pool;
+    /* mixed_precision bf16 (docs/PRECISION.md): the states the executor holds (the stream between blocks, kept
+     * blocks' inputs, boundaries, their host copies) are bf16, 2 bytes an element; a block's forward and backward
+     * see them widened to float */
+    bool bf16_states;
     /* Called after each segment's or kept block's backward with its first block (tests watch memory with it). */
     void (*after_backward)(void *ctx, int first_block);
     void *after_backward_ctx;
 } block_seq;
 
-/* Bytes of the sequence's fixed signature (state_n, state_numel). */
+/* Bytes an element of a state the executor holds: 2 under bf16_states, else 4. */
+size_t state_elem_size(const block_seq *s);
+/* Bytes of the sequence's fixed signature (state_n, state_numel), as the executor holds it. */
 size_t state_bytes(const block_seq *s);
 /* Block i's state map: its kind's, or the fixed signature in and out with every output tensor new. */
 void block_state_map(const block_seq *s, int i, state_map *out);
@@ -108,6 +114,21 @@ void block_state_map(const block_seq *s, int i, state_map *out);
 bool seq_shares_tensors(const block_seq *s);
 /* Frees the tensors of a state (each once, even if listed twice) and clears it. */
 void state_free(pool *p, block_state *st);
+
+/* mixed_precision bf16 (docs/PRECISION.md): a new tensor (MEM_ACTIVATIONS) holding `from` in the other width, bf16
+ * to float (widen, exact) or float to bf16 (rounded); NULL with *st set when the pool refuses. A bf16 tensor sits in
+ * a float * slot, as the executor's states and a block's kept tensors do while packed. */
+float *tensor_convert(pool *p, const float *from, int64_t numel, bool widen, st_status *st);
+
+/* A tensor a block keeps from its forward for its backward, held in bf16 in between under mixed_precision bf16: its
+ * values are made bf16 where they are made (round_to_bf16), so packing loses nothing and every schedule computes
+ * the same bits. *slot holds the float tensor, or while packed the bf16 one; NULL: not kept. */
+typedef struct kept_tensor {
+    float **slot;
+    int64_t numel;
+} kept_tensor;
+/* Packs each kept tensor to bf16 (or, widen, back to float): a new buffer, the old one freed. */
+st_status kept_convert(pool *p, const kept_tensor *k, int n, bool widen);
 
 /* Straight-line allocation for kernels: take many buffers, check the status once, free them all at the end.
  * After the first failure every further take returns NULL and the status keeps the first error. */

@@ -513,6 +513,12 @@ void zero_floats(float *x, int64_t n);
 /* y = x widened from bfloat16 (the high half of a float's bits) to float: exact, so a bf16 weight widened before its
  * GEMM gives the bits of the same rounded weight held in float. */
 void bf16_to_float(float *y, const uint16_t *x, int64_t n);
+/* y = x rounded to bfloat16, to nearest even (a NaN stays NaN), as torch's .to(torch.bfloat16): a tensor held in
+ * bf16 under mixed_precision bf16 (docs/PRECISION.md). */
+void float_to_bf16(uint16_t *y, const float *x, int64_t n);
+/* x rounded to bfloat16 in place (float_to_bf16's rounding, widened back): under mixed_precision bf16 a tensor that
+ * PyTorch makes in bf16 is made so where it is made, so that holding it in bf16 later loses nothing. */
+void round_to_bf16(float *x, int64_t n);
 /* y[b] (cols, rows) = x[b] (rows, cols) transposed, for each of `batch` matrices: a U-Net's channels-first planes
  * (C, H W) to tokens (H W, C) and back. */
 void transpose_batched(float *y, const float *x, int64_t batch, int64_t rows, int64_t cols);

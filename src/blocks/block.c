@@ -1,11 +1,14 @@
 #include "segtrain/block.h"
+#include "segtrain/ops.h"
 
 #include <string.h>
+
+size_t state_elem_size(const block_seq *s) { return s->bf16_states ? sizeof(uint16_t) : sizeof(float); }
 
 size_t state_bytes(const block_seq *s)
 {
     size_t b = 0;
-    for (int i = 0; i < s->state_n; i++) b += (size_t)s->state_numel[i] * sizeof(float);
+    for (int i = 0; i < s->state_n; i++) b += (size_t)s->state_numel[i] * state_elem_size(s);
     return b;
 }
 
@@ -46,6 +49,30 @@ void state_free(pool *p, block_state *st)
         if (!seen) pool_free(p, st->t[i]);
     }
     *st = (block_state){0};
+}
+
+float *tensor_convert(pool *p, const float *from, int64_t numel, bool widen, st_status *st)
+{
+    void *to = NULL;
+    *st = pool_alloc(p, (size_t)numel * (widen ? sizeof(float) : sizeof(uint16_t)), MEM_ACTIVATIONS,
+                     widen ? "bf16 tensor (float)" : "tensor (bf16)", &to);
+    if (*st) return NULL;
+    if (widen) bf16_to_float(to, (const uint16_t *)from, numel);
+    else float_to_bf16(to, from, numel);
+    return to;
+}
+
+st_status kept_convert(pool *p, const kept_tensor *k, int n, bool widen)
+{
+    st_status st = ST_OK;
+    for (int i = 0; i < n && !st; i++) {
+        if (!*k[i].slot) continue;
+        float *to = tensor_convert(p, *k[i].slot, k[i].numel, widen, &st);
+        if (st) break;
+        pool_free(p, *k[i].slot);
+        *k[i].slot = to;
+    }
+    return st;
 }
 
 float *scratch_take(scratch *s, int64_t floats, mem_tag tag, const char *what)

@@ -120,6 +120,123 @@ static void retag_state(pool *p, const block_state *st, mem_tag tag)
     for (int i = 0; i < st->n; i++) pool_retag(p, st->t[i], tag);
 }
 
+/* ---- bf16 states (block_seq.bf16_states, docs/PRECISION.md) ----
+ * Every state the executor holds is then bf16: a block's output state is rounded to bf16 and packed to 2 bytes an
+ * element as soon as its forward returns, and a block's forward or backward reads its input state widened into
+ * float tensors that live for that call only. Every block so reads the same rounded input in every schedule (a
+ * recompute widens the same boundary), and every schedule stays bitwise equal to none. */
+
+/* to = from's tensors in the other width (widen: bf16 to float), each tensor once (a tensor filling several slots
+ * stays one); NULL slots stay NULL. */
+static st_status convert_state(pool *p, const block_state *from, block_state *to, const int64_t *numel, bool widen)
+{
+    *to = (block_state){.n = from->n};
+    st_status st = ST_OK;
+    for (int k = 0; k < from->n && !st; k++) {
+        int j = 0;
+        while (j < k && from->t[j] != from->t[k]) j++;
+        if (j < k || !from->t[k]) {
+            to->t[k] = j < k ? to->t[j] : NULL;
+            continue;
+        }
+        to->t[k] = tensor_convert(p, from->t[k], numel[k], widen, &st);
+        if (st) to->n = k;
+    }
+    if (st) state_free(p, to);
+    return st;
+}
+
+/* Replaces a state of float tensors by its packed copy (or frees it on failure). */
+static st_status pack_state(pool *p, block_state *st, const int64_t *numel)
+{
+    block_state packed;
+    const st_status s = convert_state(p, st, &packed, numel, false);
+    state_free(p, st);
+    *st = packed;
+    return s;
+}
+
+/* The output of a forward that read `wide` (in, widened) into bf16: the new tensors are packed and their float
+ * copies freed, the slots that pass a tensor on take in's packed one again. */
+static st_status pack_output(pool *p, const state_map *map, const block_state *in, const block_state *wide,
+                             block_state *made, block_state *out)
+{
+    block_state fresh = *made; /* the forward's new tensors; NULL where a slot passes one on */
+    bool as_mapped = made->n == map->n_out;
+    for (int k = 0; k < made->n; k++) {
+        if (map->out_from[k] < 0) continue;
+        as_mapped &= made->t[k] == wide->t[map->out_from[k]];
+        fresh.t[k] = NULL;
+    }
+    *made = (block_state){0};
+    st_status st = pack_state(p, &fresh, map->out_numel);
+    if (!st && !as_mapped) {
+        state_free(p, &fresh);
+        st = st_fail(ST_ERR_INTERNAL, "a block's output state does not pass its input's tensors on as its state map "
+                     "says");
+    }
+    for (int k = 0; !st && k < fresh.n; k++)
+        if (map->out_from[k] >= 0) fresh.t[k] = in->t[map->out_from[k]];
+    *out = st ? (block_state){0} : fresh;
+    return st;
+}
+
+/* Block i's input state `in`, as the executor holds it, widened to float into *wide. */
+static st_status widen_input(block_seq *s, int i, const block_state *in, block_state *wide, state_map *map)
+{
+    block_state_map(s, i, map);
+    return convert_state(s->pool, in, wide, map->in_numel, true);
+}
+
+/* Block b's forward on a state the executor holds: as it is, or under bf16_states widened for the call and the
+ * output packed. out NULL: a recompute's last block, which makes no output. */
+static st_status run_forward(block_seq *s, block *b, const block_state *in, block_state *out, keep_level keep,
+                             offload *off, block_saved **saved)
+{
+    if (!s->bf16_states) return forward(s, b, in, out, keep, off, saved);
+    state_map map;
+    block_state wide, made = {0};
+    st_status st = widen_input(s, b->index, in, &wide, &map);
+    if (!st) st = forward(s, b, &wide, out ? &made : NULL, keep, off, saved);
+    if (!st && out) st = pack_output(s->pool, &map, in, &wide, &made, out);
+    state_free(s->pool, &wide);
+    return st;
+}
+
+static st_status run_backward(block_seq *s, block *b, const block_state *in, block_saved *saved, block_state *grad)
+{
+    if (!s->bf16_states) return b->kind->backward(b, in, saved, grad);
+    state_map map;
+    block_state wide;
+    st_status st = widen_input(s, b->index, in, &wide, &map);
+    if (!st) st = b->kind->backward(b, &wide, saved, grad);
+    state_free(s->pool, &wide);
+    return st;
+}
+
+/* The sequence's input state (float, the caller's) as the executor holds it. */
+static st_status take_input(block_seq *s, block_state *in)
+{
+    if (!s->bf16_states || !s->n) return ST_OK;
+    state_map map;
+    block_state_map(s, 0, &map);
+    return pack_state(s->pool, in, map.in_numel);
+}
+
+/* The last block's output state, as the executor holds it, to the caller's float one. */
+static st_status give_output(block_seq *s, const seq_run *run, block_state *cur, block_state *out)
+{
+    if (!s->bf16_states || !s->n) {
+        *out = *cur;
+        return ST_OK;
+    }
+    state_map map;
+    block_state_map(s, s->n - 1, &map);
+    const st_status st = convert_state(s->pool, cur, out, map.out_numel, true);
+    drop_state(s->pool, run, cur, NULL);
+    return st;
+}
+
 /* Starts copying block i's input state to the host; the block's forward still reads the device copy. */
 static st_status input_to_host(seq_run *run, int i, const block_state *in)
 {
@@ -127,7 +244,7 @@ static st_status input_to_host(seq_run *run, int i, const block_state *in)
     block_state_map(run->seq, i, &map);
     st_status st = ST_OK;
     for (int k = 0; k < in->n && !st; k++)
-        st = host_tensor_offload(run->off, &run->host_in[i][k], in->t[k], (size_t)map.in_numel[k] * sizeof(float),
+        st = host_tensor_offload(run->off, &run->host_in[i][k], in->t[k], (size_t)map.in_numel[k] * state_elem_size(run->seq),
                                  seq_plan_host_tag(run->plan, i), "input state (host)");
     return st;
 }
@@ -157,9 +274,9 @@ st_status seq_forward(block_seq *s, const seq_plan *plan, offload *off, block_st
         state_free(s->pool, in);
         return st_host_oom("the executor's bookkeeping of %s", s->name);
     }
+    st_status st = take_input(s, in);
     block_state cur = *in;
     *in = (block_state){0};
-    st_status st = ST_OK;
     for (int i = 0; i < s->n && !st; i++) {
         block *b = &s->blocks[i];
         const segment *g = train ? seq_plan_segment(plan, i) : NULL;
@@ -169,19 +286,19 @@ st_status seq_forward(block_seq *s, const seq_plan *plan, offload *off, block_st
         if (to_host) st = input_to_host(run, i, &cur);
         block_state next = {0};
         if (!st)
-            st = forward(s, b, &cur, &next, train ? seq_plan_keep(plan, i) : KEEP_NOTHING,
+            st = run_forward(s, b, &cur, &next, train ? seq_plan_keep(plan, i) : KEEP_NOTHING,
                          train && plan->attention_offload[i] ? off : NULL, train ? &run->saved[i] : NULL);
         if (held) run->inputs[i] = cur;
         else drop_state(s->pool, run, &cur, &next); /* what the block passed on lives on in next */
         if (!st && to_host) st = input_drop_device(run, i);
         cur = next;
     }
+    if (!st) st = give_output(s, run, &cur, out);
     if (st) {
         drop_state(s->pool, run, &cur, NULL);
         seq_release(run);
         return st;
     }
-    *out = cur;
     *run_out = run;
     return ST_OK;
 }
@@ -203,7 +320,7 @@ static st_status backward_block(seq_run *run, int i, block_state *grad, const fl
     block_seq *s = run->seq;
     block *b = &s->blocks[i];
     if (extra) add_extra(grad, extra[i], s->state_numel[0]);
-    st_status st = b->kind->backward(b, &run->inputs[i], run->saved[i], grad);
+    st_status st = run_backward(s, b, &run->inputs[i], run->saved[i], grad);
     b->kind->release(b, run->saved[i]);
     run->saved[i] = NULL;
     drop_state(s->pool, run, &run->inputs[i], NULL);
@@ -222,7 +339,7 @@ static st_status backward_segment(seq_run *run, const segment *g, block_state *g
         block *b = &s->blocks[j];
         block_state next = {0};
         const bool output = j < g->last || !b->kind->output_optional;
-        st = forward(s, b, &cur, output ? &next : NULL, KEEP_ALL, NULL, &run->saved[j]);
+        st = run_forward(s, b, &cur, output ? &next : NULL, KEEP_ALL, NULL, &run->saved[j]);
         if (j > g->first) run->inputs[j] = cur;
         cur = next;
     }

@@ -538,7 +538,7 @@ static size_t input_bytes(const block_seq *seq, int i)
     state_map map;
     block_state_map(seq, i, &map);
     size_t bytes = 0;
-    for (int k = 0; k < map.n_in; k++) bytes += (size_t)map.in_numel[k] * sizeof(float);
+    for (int k = 0; k < map.n_in; k++) bytes += (size_t)map.in_numel[k] * state_elem_size(seq);
     return bytes;
 }
 
@@ -577,7 +577,7 @@ static walk_state walk_start(const block_seq *seq)
     block_state_map(seq, 0, &map);
     walk_state w = {.n = map.n_in};
     for (int k = 0; k < map.n_in; k++)
-        w.t[k] = (walk_tensor){.id = w.next_id++, .creator = -1, .bytes = (size_t)map.in_numel[k] * sizeof(float)};
+        w.t[k] = (walk_tensor){.id = w.next_id++, .creator = -1, .bytes = (size_t)map.in_numel[k] * state_elem_size(seq)};
     return w;
 }
 
@@ -595,7 +595,7 @@ static void walk_step(walk_state *w, const block_seq *seq, int i)
         else if (made[-1 - from] >= 0) out.t[k] = out.t[made[-1 - from]];
         else
             out.t[made[-1 - from] = k] = (walk_tensor){.id = out.next_id++, .creator = i,
-                                                       .bytes = (size_t)map.out_numel[k] * sizeof(float)};
+                                                       .bytes = (size_t)map.out_numel[k] * state_elem_size(seq)};
     }
     *w = out;
 }

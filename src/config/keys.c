@@ -157,10 +157,11 @@ const cfg_key cfg_keys[] = {
     SIZE_KEY("host_memory", SEC_MEMORY, NULL, "Host memory budget for offloaded state, e.g. `\"64GiB\"`."),
     INT_KEY("num_threads", "0", 0, 1024, SEC_MEMORY, NULL, "Threads for ops and BLAS; 0 = all cores."),
     CHOICE_KEY("mixed_precision", "no", "no|bf16|fp16|fp8", SEC_MEMORY, "=",
-               "`bf16` under LoRA holds the weight of every frozen linear layer (the adapted bases among them) in "
-               "bfloat16, half its memory, widened to float for its GEMM; other weights (norms, embeddings, "
-               "convolutions), the adapters, activations and arithmetic stay float. Without adapters nothing is "
-               "frozen and it changes nothing. `fp16` and `fp8` are refused."),
+               "`bf16` holds in bfloat16 what PyTorch's bf16 run holds so (docs/PRECISION.md): the states between "
+               "blocks (the stream, kept blocks' inputs, segment boundaries, skips, their host copies), rounded to "
+               "nearest even, and under LoRA the weight of every frozen linear layer (the adapted bases among them); "
+               "each is widened to float for the ops that read it. Other weights, the adapters, gradients, the "
+               "optimizer and the arithmetic stay float. `fp16` and `fp8` are refused."),
 
     /* training */
     INT_KEY("train_batch_size", "1", 1, 65536, SEC_TRAINING, "= (default 4 there)", "Samples per step."),

@@ -53,7 +53,7 @@ static size_t input_bytes_new(const block_seq *s, int i)
     size_t bytes = 0;
     if (i > 0) block_state_map(s, i - 1, &before);
     for (int k = 0; k < in.n_in; k++)
-        if (i == 0 || before.out_from[k] < 0) bytes += (size_t)in.in_numel[k] * sizeof(float);
+        if (i == 0 || before.out_from[k] < 0) bytes += (size_t)in.in_numel[k] * state_elem_size(s);
     return bytes;
 }
 

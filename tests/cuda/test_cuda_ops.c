@@ -287,6 +287,16 @@ static void test_activations(int64_t n)
     three(wide, NULL, n);
     EACH_SIDE(i) OP(i, bf16_to_float)(wide[i], h, n);
     agree(wide, n, 0, "bf16_to_float n=%lld", (long long)n); /* exact */
+    float *round_trip[3];
+    uint16_t *narrow[3];
+    three(round_trip, NULL, n);
+    EACH_SIDE(i) narrow[i] = (uint16_t *)alloc_f((n + 1) / 2);
+    EACH_SIDE(i) OP(i, float_to_bf16)(narrow[i], x, n), OP(i, bf16_to_float)(round_trip[i], narrow[i], n);
+    agree(round_trip, n, 0, "float_to_bf16 n=%lld", (long long)n); /* the same rounding */
+    float *rounded[3];
+    three(rounded, x, n);
+    EACH_SIDE(i) OP(i, round_to_bf16)(rounded[i], n);
+    agree(rounded, n, 0, "round_to_bf16 n=%lld", (long long)n);
     release_all();
 }
 

@@ -111,6 +111,7 @@ static st_status create(const model_config *mc, pool *device, model *base, model
     const size_t impl = m->family->impl_size;
     if (impl && !(m->impl = model_alloc(m, 1, impl))) st = st_host_oom("the %s model", mc->family);
     if (!st) st = m->family->create(m);
+    for (int q = 0; q < m->n_seq; q++) m->seq[q].bf16_states = mc->bf16_activations;
     if (!st) st = param_set_check(m->params);
     const ckpt_settings none = {.interval = 1, .stride = 1};
     if (!st) st = model_set_checkpointing(m, &none, NULL, 0);

@@ -206,6 +206,7 @@ st_status model_config_from(const config *cfg, model_config *mc)
         return st_fail(ST_ERR_UNSUPPORTED, "mixed_precision %s: segtrain holds a frozen base in bf16 (mixed_precision "
                        "bf16) or in float (no); %s weights are not built", precision, precision);
     mc->bf16_base = !strcmp(precision, "bf16") && mc->lora_rank > 0;
+    mc->bf16_activations = !strcmp(precision, "bf16");
     if (!strcmp(config_string(cfg, "distillation_method"), "anyflow")) {
         /* the delta embedder's gate and input are the distillation's, as SimpleTuner's
          * enable_flowmap_time_conditioning sets them */

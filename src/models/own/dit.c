@@ -13,6 +13,7 @@ typedef struct dit_step {
     float *labels;   /* (B) */
     float *patches;  /* (N, C p p) */
     float **dhidden; /* per captured block: the caller's gradient for its output */
+    float **hidden;  /* per captured block whose output the executor holds in bf16: that output widened */
 } dit_step;
 
 typedef struct dit_model {
@@ -91,8 +92,12 @@ static void dit_release(model *m)
 {
     dit_model *d = dit_of(m);
     dit_step *s = &d->step;
-    for (int k = 0; s->dhidden && k < m->n_capture; k++) pool_free(m->pool, s->dhidden[k]);
+    for (int k = 0; k < m->n_capture; k++) {
+        if (s->dhidden) pool_free(m->pool, s->dhidden[k]);
+        if (s->hidden) pool_free(m->pool, s->hidden[k]);
+    }
     free(s->dhidden);
+    free(s->hidden);
     final_release(m, &d->final);
     *s = (dit_step){0};
 }
@@ -129,17 +134,35 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     return ST_OK;
 }
 
+/* Under mixed_precision bf16 the executor holds captured block k's output (but the last's) in bf16: the caller
+ * reads it widened, exactly. */
+static st_status widen_captured(model *m, int k)
+{
+    const int i = m->capture[k];
+    const block_state *out = i < m->seq[0].n - 1 ? seq_run_output(m->step.run[0], i) : NULL;
+    if (!m->seq[0].bf16_states || !out) return ST_OK;
+    float **h = &dit_of(m)->step.hidden[k];
+    const int64_t numel = m->seq[0].state_numel[0];
+    const st_status st = pool_alloc(m->pool, (size_t)numel * sizeof(float), MEM_ACTIVATIONS, "dit.hidden (float)",
+                                    (void **)h);
+    if (!st) bf16_to_float(*h, (const uint16_t *)out->t[0], numel);
+    return st;
+}
+
 /* Gradient buffers for the captured hidden states, zeroed for the caller's auxiliary loss. */
 static st_status capture_forward(model *m)
 {
     dit_model *d = dit_of(m);
     dit_step *s = &d->step;
     s->dhidden = calloc((size_t)m->n_capture, sizeof *s->dhidden);
-    if (!s->dhidden) return st_host_oom("the captured blocks' gradients");
+    s->hidden = calloc((size_t)m->n_capture, sizeof *s->hidden);
+    if (!s->dhidden || !s->hidden) return st_host_oom("the captured blocks' gradients");
     st_status st = ST_OK;
-    for (int k = 0; k < m->n_capture && !st; k++)
+    for (int k = 0; k < m->n_capture && !st; k++) {
         st = pool_alloc_zero(m->pool, (size_t)m->seq[0].state_numel[0] * sizeof(float), MEM_ACTIVATIONS,
                              "dit.dhidden", (void **)&s->dhidden[k]);
+        if (!st) st = widen_captured(m, k);
+    }
     return st;
 }
 
@@ -152,7 +175,7 @@ static st_status dit_hidden(model *m, int k, const float **h, float **dh)
     const int i = m->capture[k];
     const block_state *out = i == m->seq[0].n - 1 ? &m->step.last : seq_run_output(m->step.run[0], i);
     if (!out) return st_fail(ST_ERR_INTERNAL, "model_hidden: block %d's output was not kept", i);
-    *h = out->t[0];
+    *h = s->hidden && s->hidden[k] ? s->hidden[k] : out->t[0];
     *dh = s->dhidden[k];
     return ST_OK;
 }

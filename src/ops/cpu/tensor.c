@@ -1,5 +1,6 @@
 /* Moving and adding tensors: the glue between ops. */
 #include "internal.h"
+#include "segtrain/safetensors.h"
 
 #define PAR_ROWS 64 /* below this many rows a parallel region costs more than it saves */
 
@@ -105,6 +106,24 @@ void bf16_to_float(float *restrict y, const uint16_t *restrict x, int64_t n)
         memcpy(&y[i], &bits, sizeof bits);
     }
     prof_add(OP_POINTWISE, t0, 0, 6.0 * (double)n);
+}
+
+void float_to_bf16(uint16_t *restrict y, const float *restrict x, int64_t n)
+{
+    if (op_dry(x)) return;
+    const double t0 = prof_now();
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+    for (int64_t i = 0; i < n; i++) y[i] = sft_f32_to_bf16(x[i]);
+    prof_add(OP_POINTWISE, t0, 0, 6.0 * (double)n);
+}
+
+void round_to_bf16(float *x, int64_t n)
+{
+    if (op_dry(x)) return;
+    const double t0 = prof_now();
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+    for (int64_t i = 0; i < n; i++) x[i] = sft_bf16_to_f32(sft_f32_to_bf16(x[i]));
+    prof_add(OP_POINTWISE, t0, 0, 8.0 * (double)n);
 }
 
 void plane_scale_shift_forward(float *restrict y, const float *restrict x, const float *restrict scale,

@@ -304,6 +304,36 @@ extern "C" void bf16_to_float(float *y, const uint16_t *x, int64_t n)
     elementwise("bf16_to_float", 6.0 * n, n, bf16_to_float_kernel, y, x, n);
 }
 
+/* sft_f32_to_bf16's rounding: to nearest even, a NaN kept a NaN */
+__device__ uint16_t bf16_bits(float x)
+{
+    const uint32_t u = __float_as_uint(x);
+    return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40)
+                                            : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+__global__ void float_to_bf16_kernel(uint16_t *y, const float *x, int64_t n)
+{
+    FOR_EACH(i, n) y[i] = bf16_bits(x[i]);
+}
+
+extern "C" void float_to_bf16(uint16_t *y, const float *x, int64_t n)
+{
+    if (!cu_on_device(y, x)) return cpu_float_to_bf16(y, x, n);
+    elementwise("float_to_bf16", 6.0 * n, n, float_to_bf16_kernel, y, x, n);
+}
+
+__global__ void round_to_bf16_kernel(float *x, int64_t n)
+{
+    FOR_EACH(i, n) x[i] = __uint_as_float((uint32_t)bf16_bits(x[i]) << 16);
+}
+
+extern "C" void round_to_bf16(float *x, int64_t n)
+{
+    if (!cu_on_device(x)) return cpu_round_to_bf16(x, n);
+    elementwise("round_to_bf16", 8.0 * n, n, round_to_bf16_kernel, x, n);
+}
+
 extern "C" void zero_floats(float *x, int64_t n)
 {
     if (!cu_on_device(x)) return cpu_zero_floats(x, n);
