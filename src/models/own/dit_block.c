@@ -26,6 +26,7 @@ struct block_saved {
     float *f1, *f2;      /* (N, 4D) fc1 output and (N, D) fc2 output (unless fc2_gated); NULL with KEEP_ATTENTION */
     bool ffn_recomputed; /* f1/f2 came from backward's recompute, not from forward */
     bool att_kept;       /* a KEEP_ATTENTION_OUTPUT forward left att and attn alone, for its recompute */
+    bool packed;         /* mixed_precision bf16: the tensors above are held in bf16 (pack_kept) */
     /* attention offload: qkv, the attention output and attention's state live here between forward and
      * backward, and the three pointers above are NULL */
     offload *off;
@@ -58,9 +59,20 @@ static dims dims_of(const dit_block *db)
     return (dims){s->batch, s->tokens, s->hidden, s->batch * s->tokens};
 }
 
+/* mixed_precision bf16: what PyTorch's bf16 block makes in bf16 (every GEMM's and attention's output) is rounded
+ * where it is made, and what forward keeps of it is held in bf16 until backward (docs/PRECISION.md) */
+static bool bf16(const dit_block *db) { return db->m->cfg.bf16_activations; }
+
+static void made(const dit_block *db, float *y, int64_t numel)
+{
+    if (bf16(db)) round_to_bf16(y, numel);
+}
+
 static st_status fwd(const dit_block *db, const lin_layer *l, float *y, const float *x, int64_t n)
 {
-    return lin_forward(db->m->params, db->m->pool, l, y, x, n);
+    const st_status st = lin_forward(db->m->params, db->m->pool, l, y, x, n);
+    if (!st) made(db, y, n * l->out);
+    return st;
 }
 
 static st_status bwd(const dit_block *db, const lin_layer *l, float *dx, const float *dy, const float *x, int64_t n)
@@ -94,11 +106,24 @@ static size_t dit_kept_bytes(const block *b, keep_level keep)
     const dit_block *db = b->self;
     dims d = dims_of(db);
     attn_shape as = attn_of(db);
+    const size_t elem = bf16(db) ? sizeof(uint16_t) : sizeof(float); /* attention's own state stays float */
     if (keep == KEEP_NOTHING) return 0;
-    if (keep == KEEP_ATTENTION_OUTPUT) return (size_t)(d.N * d.D) * sizeof(float) + attention_kept_bytes(&as);
+    if (keep == KEEP_ATTENTION_OUTPUT) return (size_t)(d.N * d.D) * elem + attention_kept_bytes(&as);
     size_t floats = (size_t)(d.B * 6 * d.D + 3 * d.N * d.D + 2 * d.N * d.D);
     if (keep == KEEP_ALL) floats += (size_t)(ffn_kept_nd(db) * d.N * d.D);
-    return floats * sizeof(float) + attention_kept_bytes(&as);
+    return floats * elem + attention_kept_bytes(&as);
+}
+
+/* Under mixed_precision bf16, the tensors sv holds on the device to bf16 after a forward, or back to float (widen)
+ * before whatever reads them: a recompute that reuses the attention's output, or backward. */
+static st_status pack_kept(const dit_block *db, block_saved *sv, bool widen)
+{
+    if (!bf16(db) || sv->packed != widen) return ST_OK;
+    dims d = dims_of(db);
+    const kept_tensor k[] = {{&sv->mod, d.B * 6 * d.D}, {&sv->qkv, d.N * 3 * d.D}, {&sv->att, d.N * d.D},
+                             {&sv->proj, d.N * d.D},    {&sv->f1, d.N * 4 * d.D},  {&sv->f2, d.N * d.D}};
+    sv->packed = !widen;
+    return kept_convert(db->m->pool, k, (int)(sizeof k / sizeof *k), widen);
 }
 
 /* h = LN(x) * (1 + scale) + shift, into h (LayerNorm keeps nothing: its statistics are recomputed too) */
@@ -186,6 +211,7 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
 
     block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
     if (!sv) return st_host_oom("a block's saved tensors");
+    st_status st = pack_kept(db, sv, true); /* a recompute reuses the attention's output */
     const bool from_host = sv->on_host, to_host = off && !from_host, reuse = sv->att_kept;
     const bool keep_att = keep == KEEP_ATTENTION_OUTPUT, first_ckpt = keep == KEEP_NOTHING || keep_att;
     if (to_host) sv->off = off;
@@ -206,7 +232,7 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
     if (out || !gated) /* fc2's output: for y, or kept for gate2's gradient */
         sv->f2 = scratch_take(gated ? &tmp : fs, d.N * d.D, gated ? MEM_WORKSPACE : ft, "dit.fc2");
     float *h = from_host ? NULL : scratch_take(&tmp, d.N * d.D, MEM_WORKSPACE, "dit.attn.h");
-    st_status st = kept.status ? kept.status : tmp.status;
+    st = st ? st : kept.status ? kept.status : tmp.status;
 
     if (!st) st = fwd(db, &db->ada, sv->mod, db->m->ctx.cs, d.B);
     if (!st && from_host) st = attention_side_back(db, sv);
@@ -221,6 +247,7 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
             st = attention_forward(db->m->pool, &as, rows_view(sv->att, d.T, d.D), qkv_view(sv->qkv, 0, d.T, d.D),
                                    qkv_view(sv->qkv, 1, d.T, d.D), qkv_view(sv->qkv, 2, d.T, d.D),
                                    keep == KEEP_NOTHING && !to_host ? NULL : &sv->attn);
+        if (!st && !reuse) made(db, sv->att, d.N * d.D);
         if (!st && to_host) st = host_tensor_offload(off, &sv->h_attn, sv->attn.data, sv->attn.bytes, MEM_ACTIVATIONS,
                                                      "dit.attention state (host)");
         if (!st && to_host) st = host_tensor_offload(off, &sv->h_att, sv->att, (size_t)(d.N * d.D) * sizeof(float),
@@ -261,16 +288,21 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
         free(sv);
         sv = NULL;
     }
+    if (sv && (st = pack_kept(db, sv, false))) {
+        if (out) pool_free(db->m->pool, y);
+        release_saved(db->m->pool, sv);
+        sv = NULL;
+    }
     if (saved_io) *saved_io = sv;
+    if (st) return st;
     if (out) *out = (block_state){.n = 1, .t = {y}};
     return ST_OK;
 }
 
 /* Backward, freeing every buffer as soon as it is dead. grad->t[0] holds dL/dx2 on entry; the residual
  * stream's gradient is accumulated in place, becoming dL/dx1 after the feed-forward half and dL/dx at the end. */
-static st_status dit_backward(block *b, const block_state *in, block_saved *sv, block_state *grad)
+static st_status backward_body(dit_block *db, const block_state *in, block_saved *sv, block_state *grad)
 {
-    dit_block *db = b->self;
     dims d = dims_of(db);
     attn_shape as = attn_of(db);
     const int64_t N = d.N, D = d.D, B = d.B, T = d.T, ND = N * D;
@@ -279,10 +311,6 @@ static st_status dit_backward(block *b, const block_state *in, block_saved *sv, 
     pool *p = db->m->pool;
     const bool gated = fc2_gated(db);
     op_state stats = {0};
-    if (sv->on_host) { /* a kept block whose attention side was offloaded */
-        st_status st = attention_side_back(db, sv);
-        if (st) return st;
-    }
     scratch s = {.pool = p};
     float *dmod = scratch_take_zero(&s, B * 6 * D, MEM_WORKSPACE, "dit.dmod");
     float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "dit.x1");
@@ -353,6 +381,14 @@ done:
     op_state_release(&stats);
     if (sv->ffn_recomputed) sv->f1 = sv->f2 = NULL;
     return scratch_end(&s);
+}
+
+static st_status dit_backward(block *b, const block_state *in, block_saved *sv, block_state *grad)
+{
+    dit_block *db = b->self;
+    st_status st = pack_kept(db, sv, true); /* before the side comes back from the host in float */
+    if (!st && sv->on_host) st = attention_side_back(db, sv); /* a kept block whose attention side was offloaded */
+    return st ? st : backward_body(db, in, sv, grad);
 }
 
 static void dit_release(block *b, block_saved *sv)
