@@ -13,6 +13,7 @@ non-square latent (the fixture's size_hw), its metadata recording B, H, W (and F
 Needs the reference venv (scripts/reference-venv.sh); `make test` never runs this.
 """
 import argparse
+import functools
 import json
 import math
 import os
@@ -37,6 +38,21 @@ JOINT, POOLED = 24, 20    # joint_attention_dim (text-encoder width), pooled_pro
 SIGMA = [0.25, 0.6875, 0.4375]   # the first B; 1000 * sigma (250, 687.5, 437.5) is exact in float32 and float64
 GUIDANCE = [3.5, 4.0, 4.5]       # the first B; given to the model as is; Flux multiplies by 1000 itself (exact too)
 TEXT_LENS = [6, 4, 5]            # the first B: each caption's tokens, then padding
+
+
+# The float64 reference changes some diffusers classes where they compute in float32 whatever the model's dtype (a
+# time sinusoid, rotary angles): each such change is an @exact function, applied only while EXACT. bf16_yardstick.py
+# clears it to run every class as diffusers ships it.
+EXACT = True
+
+
+def exact(change):
+    """change(...) applied while EXACT, a no-op otherwise."""
+    @functools.wraps(change)
+    def apply(*args):
+        if EXACT:
+            change(*args)
+    return apply
 
 
 def use_size(b, h, w):
@@ -215,6 +231,7 @@ FLUX3_ZERO = {r"(mode_blocks\.image_cond|(early|single)_stream_modulations\.imag
               "the reference image's mode (image to image): text to image has no reference image"}
 
 
+@exact
 def qwen21_exact(model):
     """QwenImage21TemporalTimesteps computes its sinusoid of 1000 t in float32, and QwenImage21Rope its angles in
     float32 (at construction): here both in float64, as segtrain takes them."""
@@ -283,6 +300,7 @@ def minimax_layout(n_text, frames, h, w):
     return pos, tags, torch.arange(n_text, seq), torch.arange(n_text)
 
 
+@exact
 def minimax_exact(model):
     """MiniMaxH3RotaryPosEmbed takes its angles in float32: here in float64 from the float32 positions, as segtrain
     takes them."""
@@ -332,6 +350,7 @@ MINIMAX_PASSED = ("per sample: hidden_states = the latents' (1, 2, 2) patches, c
 MINIMAX_ZERO = {r"audio_proj_(in|out)\..*": "SimpleTuner's video target mode has no audio rows"}
 
 
+@exact
 def cosmos3_exact():
     """Cosmos3VLTextRotaryEmbedding takes its angles in float32: here in float64 from the positions, as segtrain takes
     them."""
@@ -608,6 +627,7 @@ LUMINA2_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = 1 - fl
                   "lumina2 negates it)")
 
 
+@exact
 def zimage_exact():
     """ZImage's TimestepEmbedder computes its sinusoid in float32 (its own copy, not get_timestep_embedding): here
     in float64 as exact_timestep_embedding, of t * t_scale rounded to float32 as SimpleTuner's float32 model has
@@ -640,6 +660,7 @@ ZIMAGE_PASSED = ("x = [latents[i] as (C, 1, H, W)]; t = float32((1000 - 1000 sig
                  "-stack(output) (SimpleTuner's z_image negates it)")
 
 
+@exact
 def ernie_exact():
     """ERNIE-Image's rope() computes its angles in float32 (its own, not get_timestep_embedding's): here in float64,
     as segtrain's rope_table takes them, cos and sin then rounded once to float."""
@@ -673,6 +694,7 @@ ERNIE_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = float32(
 IDEOGRAM_THETA, IDEOGRAM_OFFSET = 5_000_000, 65536   # every published config's; SimpleTuner's IMAGE_POSITION_OFFSET
 
 
+@exact
 def ideogram_exact():
     """Ideogram 4 computes its MRoPE angles and its time sinusoid (of 10^4 t) in float32, its own copies of both: here
     in float64, as segtrain takes them (cos and sin, and the sinusoid, rounded once to float)."""
@@ -746,6 +768,7 @@ def omnigen_make(gen):
             "encoder_attention_mask": text_mask()}
 
 
+@exact
 def omnigen_exact():
     """OmniGen's su-scaled rotary embedding computes its angles, cos and sin in float32: here in float64, as segtrain's
     table takes them (cos and sin, times the scaling factor, rounded once to float)."""
@@ -795,6 +818,7 @@ OMNIGEN_ZERO = {r"patch_embedding\.input_image_proj\.(weight|bias)":
 KREA2_LAYERS, KREA2_WIDTH = 3, 8   # num_text_layers, text_hidden_dim: segtrain's text_dim is their product (JOINT)
 
 
+@exact
 def krea2_exact():
     """Krea2TimestepEmbedding computes its sinusoid of 1000 t in float32 (its own, not get_timestep_embedding's), and
     Krea2RMSNorm normalises in float32: here both in float64 (segtrain's sinusoid is float64's, rounded once)."""
@@ -1002,6 +1026,7 @@ class _TorchNoBf16:
         return getattr(torch, name)
 
 
+@exact
 def kandinsky5_exact():
     """Two changes to transformer_kandinsky for the float64 reference, both no-ops on what is computed: the
     processor's bfloat16 cast of the rotated q and k (above), and Kandinsky5TimeEmbeddings' sinusoid, which the model
@@ -1575,6 +1600,7 @@ def cascade_make(gen):
     return {"encoder_hidden_states": randn(gen, B, L, JOINT), "pooled_projections": randn(gen, B, POOLED)}
 
 
+@exact
 def cascade_exact():
     """StableCascadeUNet.get_timestep_ratio_embedding in float64 (the class takes its frequencies in float32)."""
     cls = diffusers.StableCascadeUNet
@@ -1633,8 +1659,11 @@ def exact_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, do
 
 
 def model_class(name):
-    """The fixture's diffusers class, with every loaded diffusers module's get_timestep_embedding made exact."""
+    """The fixture's diffusers class, with every loaded diffusers module's get_timestep_embedding made exact (while
+    EXACT)."""
     cls = getattr(diffusers, FIXTURES[name]["cls"])
+    if not EXACT:
+        return cls
     import diffusers.models.embeddings as emb
     orig = getattr(emb, "_segtrain_orig", emb.get_timestep_embedding)
     emb._segtrain_orig = orig
@@ -1860,7 +1889,8 @@ def write_reference(name, model, t, path, extra_meta):
     return loss.item()
 
 
-def verify(name, out):
+def load_folder(name, out):
+    """The fixture's folder as from_pretrained loads it, in float32, its parts attached as while it was written."""
     fx = FIXTURES[name]
     folder = os.path.join(out, name)
     cls = model_class(name)
@@ -1868,20 +1898,35 @@ def verify(name, out):
     # float32 here anyway, so the list changes nothing: cleared while loading.
     keep, cls._keep_in_fp32_modules = cls._keep_in_fp32_modules, None
     try:
-        model = cls.from_pretrained(folder, torch_dtype=torch.float32).to(torch.float64)
+        model = cls.from_pretrained(folder, torch_dtype=torch.float32)
     finally:
         cls._keep_in_fp32_modules = keep
     for sub, (pcls, _) in fx["parts"].items():
         model.add_module(sub, getattr(diffusers, pcls).from_pretrained(os.path.join(folder, sub),
-                                                                       torch_dtype=torch.float32).to(torch.float64))
+                                                                       torch_dtype=torch.float32))
+    return model
+
+
+def parity_files(fx):
+    """The fixture's parity files, each with the (B, H, W) use_size takes for it."""
     files = [("parity.safetensors", (SQUARE_B,) + fx["size"])]
     if fx["size_hw"]:
         files.append(("parity_hw.safetensors", (HW_B,) + fx["size_hw"]))
-    for fname, size in files:
+    return files
+
+
+def verify(name, out):
+    model = load_folder(name, out).to(torch.float64)
+    for fname, size in parity_files(FIXTURES[name]):
         use_size(*size)
-        err = verify_file(name, model, os.path.join(folder, fname), fname != "parity.safetensors")
+        err = verify_file(name, model, os.path.join(out, name, fname), fname != "parity.safetensors")
         print("%-14s verified %-21s: reloaded pred relative L2 error %.2g" % (name, fname, err))
     use_size(SQUARE_B, H_SQUARE, W_SQUARE)
+
+
+def stored_inputs(stored):
+    """A parity file's inputs (its tensors but pred, loss and the gradients), in float64."""
+    return {k: v.to(torch.float64) for k, v in stored.items() if k not in ("pred", "loss") and not k.startswith("grad")}
 
 
 def verify_file(name, model, path, hw):
@@ -1898,7 +1943,7 @@ def verify_file(name, model, path, hw):
     if tuple(stored["latents"].shape) != latent_shape(fx):
         raise SystemExit("%s: %s's latents %s, the script's %s" % (name, path, tuple(stored["latents"].shape),
                                                                   latent_shape(fx)))
-    t = {k: v.to(torch.float64) for k, v in stored.items() if k not in ("pred", "loss") and not k.startswith("grad")}
+    t = stored_inputs(stored)
     with torch.no_grad():
         pred = fx["run"](model, t)
     ref = stored["pred"].to(torch.float64)

@@ -1,7 +1,9 @@
 /* The families against diffusers itself: each fixture (docs/FIXTURES.md, made by scripts/make_fixtures.py) is a
  * diffusers transformer folder, loaded unchanged, and the inputs, prediction, loss and every gradient of the
  * diffusers class at a tiny size, computed in float64. segtrain must match each to a relative L2 error of 1e-4,
- * unchecked and under a checkpointed schedule, and the two schedules' gradients must be bitwise equal. */
+ * unchecked and under a checkpointed schedule, and the two schedules' gradients must be bitwise equal. Under
+ * mixed_precision bf16 (check_bf16_base) its prediction and loss must be within 2x PyTorch's own bf16 error, the
+ * fixture's bf16 yardstick. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,6 +180,43 @@ static void compare(const char *name, const sft_file *f, param_set *ps, const fi
     tk_expect_bitwise("prediction, checkpointed vs none", r[1].pred, r[0].pred, n);
 }
 
+/* mixed_precision bf16 as segtrain holds it now (under LoRA: every frozen linear weight in bf16, all else float):
+ * the fixture's model with adapters, switched off so that the forward is the frozen base's, its prediction (want_pred:
+ * the fixture's, in segtrain's layout) and loss against the float64 reference within 2x PyTorch's own bf16 error on
+ * the same file (the fixture's bf16 yardstick). The line it prints is what docs/FIXTURES.md's table reads. */
+static void check_bf16_base(const char *name, const char *file, const model *m, const float *x, const float *ts,
+                            const float *cond, const float *target, int64_t B, const float *want_pred, float want_loss)
+{
+    model_config mc = *model_get_config(m);
+    mc.lora_rank = 4, mc.lora_alpha = 4, mc.lora_attention = mc.lora_mlp = true, mc.bf16_base = true;
+    char dir[512];
+    snprintf(dir, sizeof dir, FIXTURES "%s", name);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    model *m16 = NULL;
+    st_status st = model_create(&mc, p, &m16);
+    if (!st) st = param_set_load(model_params(m16), dir, PARAMS_FROZEN, NULL);
+    const float *pred = NULL;
+    if (!st) model_params(m16)->adapters_off = true, st = model_forward(m16, x, ts, cond, B, false, &pred);
+    int n16 = 0; /* parameters held in bf16: the mode is on */
+    for (int i = 0; !st && i < model_params(m16)->n; i++) n16 += param_at(model_params(m16), i)->bf16;
+    const char *why = "";
+    tk_yardstick *y = tk_yardstick_load(name, &why);
+    CHECKF(!st && y && n16 > 0, "%s, %s, mixed_precision bf16: %s", name, file,
+           st ? st_error() : !y ? why : "no weight held in bf16");
+    if (!st && y) {
+        const int64_t n = B * model_sample_numel(&mc);
+        const double ep = rel_l2(pred, want_pred, n), loss = mse_forward(pred, target, NULL, 1, n);
+        const double el = fabs(loss - want_loss) / want_loss;
+        tk_expect_within_yardstick(y, name, file, "pred", ep);
+        tk_expect_within_yardstick(y, name, file, "loss", el);
+        printf("     bf16-base %s %s: pred %.3g loss %.3g (PyTorch bf16: pred %.3g loss %.3g)\n", name, file, ep, el,
+               tk_yardstick_error(y, file, "pred"), tk_yardstick_error(y, file, "loss"));
+    }
+    tk_yardstick_free(y);
+    model_destroy(m16);
+    CHECK(pool_destroy(p) == 0);
+}
+
 /* A fixture of a family whose conditioning is a text encoder's sequence, its pooled vector and, where the model
  * embeds it, the guidance value (model.h's layout), run on the family's preset resized by the fixture's own
  * config.json, at the shape and batch of the fixture's file `file` (parity: square; parity_hw: height != width). */
@@ -282,6 +321,7 @@ static void run_fixture(const char *name, const char *preset, const char *file)
     fixture_run r[2];
     run_both(m, x, ts, cond, target, B, r);
     compare(name, f, ps, r, (const float *[2]){r[0].pred, r[1].pred}, want_pred, want_loss[0], B * per);
+    check_bf16_base(name, file, m, x, ts, cond, target, B, want_pred, want_loss[0]);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(text), free(pooled), free(guidance);
     free(mask), free(llama), free(text2), free(mask2), free(qstates), free(t5), free(t5w), free(control), free(sizes);
@@ -356,6 +396,9 @@ static void test_ace_step(void)
     float *pred[2] = {transpose(r[0].pred, B, T, C, true), transpose(r[1].pred, B, T, C, true)};
     compare("ace-step", f, ps, r, (const float *[2]){pred[0], pred[1]}, pl, want_loss[0], B * per);
     free(pred[0]), free(pred[1]);
+    float *want = transpose(pl, B, T, C, false); /* in segtrain's layout */
+    check_bf16_base("ace-step", "parity", m, x, ts, cond, target, B, want, want_loss[0]);
+    free(want);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(xl), free(tl), free(pl), free(x), free(target), free(sigma), free(want_loss), free(text), free(context);
     free(cond), free(ts);
@@ -409,6 +452,7 @@ static void test_wan_animate(const char *file)
     fixture_run r[2];
     run_both(m, x, ts, cond, target, B, r);
     compare("wan-animate", f, ps, r, (const float *[2]){r[0].pred, r[1].pred}, want_pred, want_loss[0], B * per);
+    check_bf16_base("wan-animate", file, m, x, ts, cond, target, B, want_pred, want_loss[0]);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(cond), free(ts);
     sft_close(f);
@@ -535,6 +579,7 @@ static void test_ltx2(const char *file)
     fixture_run r[2];
     run_both(m, x, ts, cond, target, B, r);
     compare("ltxvideo2", f, ps, r, (const float *[2]){r[0].pred, r[1].pred}, want, want_loss[0], B * per);
+    check_bf16_base("ltxvideo2", file, m, x, ts, cond, target, B, want, want_loss[0]);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(x), free(target), free(want), free(sigma), free(want_loss), free(tv), free(ta), free(mask), free(cond), free(ts);
     sft_close(f);

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "segtrain/rng.h"
 #include "segtrain/status.h"
 
@@ -378,4 +380,96 @@ void tk_dry_loss(const model_config *mc, const ckpt_settings *cs, int64_t n, poo
     pool_free(in, x0), pool_free(in, noise), pool_free(in, t), pool_free(in, cond);
     model_destroy(m);
     CHECK(pool_destroy(d) == 0 && pool_destroy(h) == 0 && pool_destroy(in) == 0);
+}
+
+struct tk_yardstick {
+    cJSON *root;
+};
+
+/* The "errors" object of file, or NULL. */
+static const cJSON *yardstick_errors(const tk_yardstick *y, const char *file)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(y->root, "files"), file);
+    return cJSON_GetObjectItemCaseSensitive(f, "errors");
+}
+
+/* Why a yardstick's parsed root is not well-formed, or NULL. */
+static const char *yardstick_malformed(const cJSON *root)
+{
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files"), *f, *e;
+    if (!cJSON_IsObject(files) || !files->child) return "no \"files\" object, or an empty one";
+    cJSON_ArrayForEach(f, files) {
+        const cJSON *errors = cJSON_GetObjectItemCaseSensitive(f, "errors");
+        const cJSON *bound = cJSON_GetObjectItemCaseSensitive(f, "loss_bound");
+        if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(f, "reference_loss")) || !cJSON_IsObject(errors) ||
+            !cJSON_IsNumber(bound) || !(bound->valuedouble >= 0))
+            return "a file without a numeric \"reference_loss\", a \"loss_bound\" >= 0 and an \"errors\" object";
+        if (!cJSON_GetObjectItemCaseSensitive(errors, "pred") || !cJSON_GetObjectItemCaseSensitive(errors, "loss"))
+            return "a file's errors without \"pred\" or \"loss\"";
+        cJSON_ArrayForEach(e, errors) {
+            if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < 0)
+                return "an error that is not a finite number >= 0";
+        }
+    }
+    return NULL;
+}
+
+tk_yardstick *tk_yardstick_load(const char *fixture, const char **why)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, SEGTRAIN_SOURCE_DIR "/tests/fixtures/%s", fixture);
+    char *text = tk_read_file(dir, "bf16_yardstick.json");
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    *why = !text ? "no bf16_yardstick.json: run scripts/bf16_yardstick.py for it" : !root ? "not JSON"
+                                                                                          : yardstick_malformed(root);
+    tk_yardstick *y = *why ? NULL : malloc(sizeof *y);
+    if (!y) {
+        if (!*why) *why = "out of memory";
+        cJSON_Delete(root);
+        return NULL;
+    }
+    y->root = root;
+    return y;
+}
+
+void tk_yardstick_free(tk_yardstick *y)
+{
+    if (y) cJSON_Delete(y->root);
+    free(y);
+}
+
+int tk_yardstick_count(const tk_yardstick *y, const char *file)
+{
+    return cJSON_GetArraySize(yardstick_errors(y, file));
+}
+
+/* file's number key, or fallback */
+static double yardstick_number(const tk_yardstick *y, const char *file, const char *key, double fallback)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(y->root, "files"), file);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(f, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : fallback;
+}
+
+double tk_yardstick_reference_loss(const tk_yardstick *y, const char *file)
+{
+    return yardstick_number(y, file, "reference_loss", NAN);
+}
+
+double tk_yardstick_error(const tk_yardstick *y, const char *file, const char *tensor)
+{
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(yardstick_errors(y, file), tensor);
+    return cJSON_IsNumber(e) ? e->valuedouble : -1;
+}
+
+bool tk_expect_within_yardstick(const tk_yardstick *y, const char *what, const char *file, const char *tensor,
+                                double err)
+{
+    const bool loss = !strcmp(tensor, "loss");
+    const double bar = loss ? yardstick_number(y, file, "loss_bound", -1) : tk_yardstick_error(y, file, tensor);
+    const bool ok = bar >= 0 && err <= 2 * bar;
+    CHECKF(ok, "%s, %s: %s error %.3g, over 2x PyTorch's bf16 %s %.3g", what, file, tensor, err,
+           loss ? "loss bound" : "error", bar);
+    return ok;
 }

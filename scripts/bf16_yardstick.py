@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""bf16 yardsticks: how far diffusers itself lands from each parity fixture's float64 reference when PyTorch runs
+the same class in bf16 as SimpleTuner trains it under mixed_precision bf16 (docs/FIXTURES.md).
+
+  bf16_yardstick.py [--out tests/fixtures] [names...]     (default: every fixture of make_fixtures.py, in order)
+  bf16_yardstick.py --table [--segtrain test_parity.log] [names...]   (the table of docs/FIXTURES.md)
+
+Per fixture it reads the committed folder and parity files (make_fixtures.py's, left unchanged) and writes
+<out>/<name>/bf16_yardstick.json: per parity file, per tensor the file checks (pred, loss, every gradient), the
+relative L2 error of PyTorch's bf16 result against the file's reference (METRIC below).
+
+The run, as SimpleTuner's mixed_precision bf16 full training (the fixtures hold every parameter's gradient): the
+whole model cast to weight_dtype bf16 (ModelMixin.to(dtype), so no _keep_in_fp32_modules), its forward under
+torch.autocast(bf16) as accelerate's prepare wraps it, the output cast to float32 (convert_outputs_to_fp32), the
+loss F.mse_loss(pred.float(), target.float()); the data inputs (latents, text-encoder states, pooled vectors,
+control and condition latents) in bf16 as SimpleTuner casts them to weight_dtype, the time, guidance, ids and
+masks in float32. Each class runs as diffusers ships it: none of make_fixtures.py's @exact float64 changes.
+On the CPU: autocast's CPU op lists, one thread.
+
+Needs the reference venv (scripts/reference-venv.sh); `make test` only reads the files.
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import diffusers
+from safetensors.torch import load_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_fixtures as mf   # noqa: E402
+
+mf.EXACT = False   # before any class is touched: the classes as diffusers ships them
+
+METRIC = ("relative L2: ||bf16 - reference|| / ||reference||, over the whole tensor (the loss: |bf16 - reference| / "
+          "|reference|); ||bf16|| where the reference is exactly zero. As tests/test_parity.c's rel_l2. loss_bound: "
+          "2 rho + rho^2, rho = ||pred - reference pred|| / ||reference pred - target||, the largest relative loss "
+          "error that pred's error can give, the loss's bar (its measured error is one draw, small by chance)")
+PRECISION = ("SimpleTuner mixed_precision bf16, full training: model.to(bfloat16) (every parameter, gradients bf16), "
+             "forward under torch.autocast(cpu, bfloat16), output .float(), loss F.mse_loss in float32; latents, "
+             "text-encoder states, pooled vectors and condition latents given in bf16, time, guidance, ids and masks "
+             "in float32; each class as diffusers ships it; CPU, 1 thread")
+# the inputs SimpleTuner casts to weight_dtype; the rest (sigma, guidance, ids, masks, time_ids) stay float32
+DATA_INPUTS = {"latents", "encoder_hidden_states", "encoder_hidden_states_2", "audio_encoder_hidden_states",
+               "pooled_projections", "text_embeds", "llama_hidden_states", "qwen_hidden_states",
+               "control_hidden_states", "condition_latents", "cond_latents", "pose_hidden_states", "face_pixel_values",
+               "encoder_hidden_states_image", "image_embeds", "context_latents"}
+
+
+def rel_l2(got, want):
+    got, want = got.to(torch.float64), want.to(torch.float64)
+    d, w = (got - want).norm().item(), want.norm().item()
+    return d / w if w > 0 else got.norm().item()
+
+
+def loss_bound(pred, stored):
+    """The largest relative loss error a prediction this far from the reference can give: with r = reference pred -
+    target and d = pred - reference pred, loss - reference loss = (2 <r, d> + |d|^2) / N, at most 2 rho + rho^2 of
+    |r|^2 / N for rho = |d| / |r|. The measured loss error is one draw of <r, d>, as small as 1e-5 by chance where
+    the prediction's error is 1e-2: no bar for another engine's."""
+    want = stored["pred"].to(torch.float64)
+    rho = (pred.to(torch.float64) - want).norm().item() / (want - stored["target"].to(torch.float64)).norm().item()
+    return 2 * rho + rho * rho
+
+
+def references(stored):
+    """The file's checked tensors: pred, loss and every gradient as grad.<name> (a factored one multiplied out)."""
+    ref = {"pred": stored["pred"], "loss": stored["loss"]}
+    for k, v in stored.items():
+        if k.startswith("grad."):
+            ref[k] = v
+        elif k.startswith("grad_dy."):
+            n = k[len("grad_dy."):]
+            ref["grad." + n] = v.to(torch.float64).T @ stored["grad_x." + n].to(torch.float64)
+    return ref
+
+
+def float32_args(module, args, kwargs):
+    """What the fixture's run makes in float64 (positions, a time) reaches the model in float32, as SimpleTuner's
+    batch: autocast casts float32, never float64, to bf16."""
+    def cast(x):
+        if torch.is_tensor(x) and x.dtype == torch.float64:
+            return x.to(torch.float32)
+        if isinstance(x, (list, tuple)):
+            return type(x)(cast(v) for v in x)
+        return x
+    return cast(args), {k: cast(v) for k, v in kwargs.items()}
+
+
+def bf16_step(model, run, t):
+    """pred, loss and every parameter's gradient of one bf16 training step (PRECISION), in float64."""
+    model = model.to(torch.bfloat16).train()
+    model.zero_grad(set_to_none=True)
+    hook = model.register_forward_pre_hook(float32_args, with_kwargs=True)
+    inputs = {k: v.to(torch.bfloat16 if k in DATA_INPUTS else torch.float32) for k, v in t.items()}
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            pred = run(model, inputs).float()
+    finally:
+        hook.remove()
+    loss = torch.nn.functional.mse_loss(pred, inputs["target"].float())
+    loss.backward()
+    got = {"pred": pred.detach(), "loss": loss.detach().reshape(1)}
+    for n, p in model.named_parameters():
+        got["grad." + n] = p.grad.detach() if p.grad is not None else torch.zeros_like(p)
+    return got
+
+
+def yardstick(name, out):
+    fx = mf.FIXTURES[name]
+    files = {}
+    for fname, size in mf.parity_files(fx):
+        mf.use_size(*size)
+        stored = load_file(os.path.join(out, name, fname))
+        ref = references(stored)
+        got = bf16_step(mf.load_folder(name, out), fx["run"], mf.stored_inputs(stored))
+        missing = sorted(set(ref) - set(got))
+        if missing:
+            raise SystemExit("%s: %s checks %s, which the bf16 run has not" % (name, fname, ", ".join(missing[:3])))
+        # the file's own float32 loss: a test tells a yardstick left from an older fixture by it
+        files[fname[:-len(".safetensors")]] = {"reference_loss": stored["loss"].item(),
+                                               "loss_bound": float("%.3g" % loss_bound(got["pred"], stored)),
+                                               "errors": {k: float("%.3g" % rel_l2(got[k], ref[k])) for k in ref}}
+    mf.use_size(mf.SQUARE_B, mf.H_SQUARE, mf.W_SQUARE)
+    doc = dict(mf.versions(), fixture=name, class_name=fx["cls"], metric=METRIC, precision=PRECISION, files=files)
+    with open(os.path.join(out, name, "bf16_yardstick.json"), "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.write("\n")
+    for k, v in files.items():
+        e = v["errors"]
+        worst = max((g for g in e if g.startswith("grad.")), key=e.get)
+        print("%-16s %-9s pred %.2g  loss %.2g  worst gradient %.2g (%s)" % (name, k, e["pred"], e["loss"], e[worst],
+                                                                             worst))
+
+
+def segtrain_errors(log):
+    """{(fixture, file): (pred, loss)} from test_parity's "bf16-base" lines."""
+    got = {}
+    for line in open(log):
+        w = line.split()
+        if w and w[0] == "bf16-base":
+            got[(w[1], w[2].rstrip(":"))] = (float(w[4]), float(w[6]))
+    return got
+
+
+def table(out, names, log):
+    """docs/FIXTURES.md's table: per fixture and file PyTorch's bf16 errors (pred, loss, the gradients' median and
+    worst) and, from a test_parity log, segtrain's under mixed_precision bf16 as it is now (pred, loss)."""
+    seg = segtrain_errors(log) if log else {}
+    print("| fixture | file | pred | loss (bound) | gradients: median | worst (parameter) | segtrain pred "
+          "| segtrain loss |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in names:
+        with open(os.path.join(out, name, "bf16_yardstick.json")) as f:
+            files = json.load(f)["files"]
+        for file, v in files.items():
+            e = v["errors"]
+            grads = sorted((e[k], k[len("grad."):]) for k in e if k.startswith("grad."))
+            s = seg.get((name, file))
+            print("| %s | %s | %.2g | %.2g (%.2g) | %.2g | %.2g (`%s`) | %s | %s |" % (
+                name, file, e["pred"], e["loss"], v["loss_bound"], grads[len(grads) // 2][0], grads[-1][0], grads[-1][1],
+                "%.2g" % s[0] if s else "", "%.2g" % s[1] if s else ""))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                                  "fixtures"))
+    ap.add_argument("--table", action="store_true", help="print docs/FIXTURES.md's table of the written yardsticks; "
+                    "run nothing")
+    ap.add_argument("--segtrain", metavar="LOG", help="with --table: test_parity's output, for segtrain's columns")
+    ap.add_argument("names", nargs="*", help="fixtures (default all): " + ", ".join(mf.FIXTURES))
+    a = ap.parse_args()
+    for n in a.names:
+        if n not in mf.FIXTURES:
+            sys.exit("bf16_yardstick.py: unknown fixture '%s' (valid: %s)" % (n, ", ".join(mf.FIXTURES)))
+    if a.table:
+        return table(a.out, a.names or list(mf.FIXTURES), a.segtrain)
+    diffusers.utils.logging.set_verbosity_error()
+    torch.set_num_threads(1)   # one summation order: the same numbers on every run
+    torch.use_deterministic_algorithms(True)
+    for n in a.names or list(mf.FIXTURES):
+        yardstick(n, a.out)
+
+
+if __name__ == "__main__":
+    main()
