@@ -402,6 +402,22 @@ for example in "$src"/tests/fixtures/simpletuner/*.json; do
       ok "SimpleTuner's $name example: not built yet, one line" || bad "$name example (exit $rc): $out"
   fi
 done
+# SimpleTuner's LoKr examples train as written (from their folder, where their lycoris_config is) at the tiny preset:
+# no word about lycoris_config, each step's peak the plan's, the adapters under the package's keys
+for ex in pixart:pixart-sigma-tiny sana:sana-1.5-tiny sdxl:sdxl-tiny; do
+  name=${ex%%:*} preset=${ex##*:}
+  sets=(--set model_preset=$preset --set resolution=64 --set synthetic_data=true --set data_backend_config=
+        --set pretrained_model_name_or_path= --set max_train_steps=2 --set output_dir="$PWD/lokr-$name"
+        --set checkpoint_step_interval=0)
+  predicted=$(cd "$src/tests/fixtures/simpletuner" && "$bin" plan --config $name.lycoris-lokr.json "${sets[@]}" --json 2>/dev/null |
+    sed -n 's/.*"total":[[:space:]]*\([0-9]*\).*/\1/p' | head -1)
+  out=$(cd "$src/tests/fixtures/simpletuner" && "$bin" train --config $name.lycoris-lokr.json "${sets[@]}" 2>&1)
+  peaks=$(grep -o '"peak_device_bytes": [0-9]*' "lokr-$name/train_log.jsonl" 2>/dev/null | sed 's/.*: //' | sort -u)
+  grep -q "^trained 2 steps" <<<"$out" && ! grep -q "lycoris_config" <<<"$out" && [ -n "$predicted" ] &&
+    [ "$peaks" = "$predicted" ] && head -c 65536 "lokr-$name/pytorch_lora_weights.safetensors" | grep -aq '"lycoris_[^"]*\.lokr_w1"' &&
+    ok "SimpleTuner's $name LoKr example trains 2 steps at $preset, each peak the predicted $predicted bytes" ||
+    bad "$name LoKr example (peaks $peaks, predicted $predicted): $out"
+done
 expect 0 "SimpleTuner's kandinsky5-video example plans T2V Lite (2 + 32 blocks) at 121 frames: 31 latent frames" \
   "model kandinsky5-t2v-lite \\(kandinsky5\\): 32 cross-attention blocks, width 1792, 28 heads, 27900 image \\+ 256 text tokens of 121-frame 480 px video" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/kandinsky5-video-2b-t2v.peft-lora.json" --set num_frames=121

@@ -848,7 +848,7 @@ static void test_sd3_kept(void)
 
 /* A family's tiny model (its preset, with depth, single-stream depth and text blocks overridden where non-zero; a
  * video one's latent frames checked) under every schedule at 1 and 2 threads (or 2 alone), then with LoRA on
- * attention and MLP, every budget short of its peak, and data-independent memory, as flagged. */
+ * attention and MLP (and LyCORIS's LoKr where mapped), every budget short of its peak, and data-independent memory, as flagged. */
 static const struct family_case {
     const char *preset, *why;
     int64_t depth, single_depth, text_blocks;
@@ -912,6 +912,30 @@ static const struct family_case {
      "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
 };
 
+/* The families LyCORIS is mapped on, each with a lycoris_config: SimpleTuner's example's (full matrices, scale 1), and
+ * for sd1x the fixture whose halves are all low-rank (decompose_both, scale 1.5) */
+static const char *const lokr_configs[][2] = {
+    {"pixart-sigma-tiny", "simpletuner/config/examples/pixart.lycoris-lokr"},
+    {"sana-tiny", "simpletuner/config/examples/sana.lycoris-lokr"},
+    {"sd1x-tiny", "lycoris/lokr_split"},
+    {"sdxl-tiny", "simpletuner/config/examples/sdxl.lycoris-lokr"},
+};
+
+/* The family's LoKr adapters (lora_type lycoris) under every schedule, where it has a lycoris_config above. */
+static void test_lokr(const model_config *mc, const char *preset)
+{
+    for (size_t i = 0; i < sizeof lokr_configs / sizeof *lokr_configs; i++) {
+        if (strcmp(lokr_configs[i][0], preset)) continue;
+        model_config lokr = *mc;
+        char path[512], label[64];
+        snprintf(path, sizeof path, SEGTRAIN_SOURCE_DIR "/tests/fixtures/%s/lycoris_config.json", lokr_configs[i][1]);
+        CHECKF(lycoris_spec_read(path, &lokr.lycoris) == ST_OK, "%s", st_error());
+        lokr.lora_rank = 1, lokr.lora_alpha = 1, lokr.lora_attention = lokr.lora_mlp = true;
+        snprintf(label, sizeof label, "%s lokr", preset);
+        test_bitwise(&lokr, label, 2);
+    }
+}
+
 static void test_family(const struct family_case *c)
 {
     printf("-- %s: %s\n", c->preset, c->why);
@@ -927,6 +951,7 @@ static void test_family(const struct family_case *c)
         char label[64];
         snprintf(label, sizeof label, "%s lora", c->preset);
         test_bitwise(&lora, label, 2);
+        test_lokr(&mc, c->preset);
     }
     if (c->budgets) test_budgets(&mc, c->preset);
     if (c->data) test_memory_ignores_data(&mc, c->preset);
