@@ -11,7 +11,9 @@ the user's local diffusers pipeline the way its pipeline makes them, for `segtra
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR] [--check]   (tests)
 
 --buckets FILE takes `segtrain buckets --json`'s output: each image it lists (under --images) is cached at its aspect
-bucket's size, resized and cropped as segtrain's assignment says (cache.json version 2, a shape per sample).
+bucket's size, resized and cropped as segtrain's assignment says (cache.json version 2, a shape per sample); a video
+backend's clip (a folder of PNG frames) at its bucket's size and frames, its first F PNG frames in name order, F its
+bucket's (SimpleTuner's rule for the clip's length: the model's 8 k + 1, then video.frame_interval).
 
 --pipeline is a local pipeline folder as diffusers' save_pretrained writes it (FLUX.1-dev's: vae/, text_encoder/
 (CLIP-L), text_encoder_2/ (T5-XXL), tokenizer/, tokenizer_2/; SD3's adds text_encoder_3/ and tokenizer_3/; Chroma's,
@@ -52,8 +54,9 @@ def fold(text):
 
 
 def caption_of(path, strategy):
-    """SimpleTuner's caption_strategy: filename (the stem, '_' -> ' ') or textfile (the .txt beside the image)."""
-    stem = os.path.splitext(path)[0]
+    """SimpleTuner's caption_strategy: filename (the stem, '_' -> ' ') or textfile (the .txt beside the image, or
+    beside a clip's folder)."""
+    stem = path if os.path.isdir(path) else os.path.splitext(path)[0]  # a clip's folder: its whole name
     if strategy == "filename":
         return fold(os.path.basename(stem).replace("_", " "))
     txt = stem + ".txt"
@@ -99,9 +102,14 @@ def frame_names(folder, n):
 def load_frames(folder, n, load):
     """The first n frames of a folder, each as load(path) makes it (load_square, load_bucketed): (3, n, H, W), and
     the first frame's size."""
+    return stack_frames([load(os.path.join(folder, f)) for f in frame_names(folder, n)])
+
+
+def stack_frames(images):
+    """Frames as load_square or load_bucketed give them, [(image, size)], as one clip (3, F, H, W), and the first
+    frame's size."""
     import torch
 
-    images = [load(os.path.join(folder, f)) for f in frame_names(folder, n)]
     return torch.stack([im for im, _ in images], 1), images[0][1]
 
 
@@ -155,10 +163,19 @@ def load_bucketed(path, place):
         return chw(im.crop((left, top, left + tw, top + th))), tuple(place["image_size"])
 
 
+def clip_frames(folder, n):
+    """The first n PNG frames of a clip folder, sorted by name, as segtrain counts a clip's frames (PNGs only)."""
+    names = sorted(f for f in os.listdir(folder) if not f.startswith(".") and f.lower().endswith(".png"))
+    if len(names) < n:
+        fail(f"{folder}: {len(names)} PNG frames, its bucket takes {n} (run segtrain buckets again if it changed)")
+    return names[:n]
+
+
 def read_buckets(path, root, n_frames):
     """--buckets: the images of `segtrain buckets --json` (path) as [(path relative to root, place)], in its order
-    (backends in file order, each one's images in walk order); with n_frames above 1, the frame folders under root,
-    each placed as its first frame (a clip's frames share one size). And the settings it was made with."""
+    (backends in file order, each one's images in walk order), a video backend's clips among them (a place with
+    "frames", its bucket's); with n_frames above 1, the frame folders under root, each placed as its first frame (a
+    clip's frames share one size). And the settings it was made with."""
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
@@ -171,9 +188,13 @@ def read_buckets(path, root, n_frames):
             rel = os.path.relpath(os.path.realpath(p["path"]), real_root)
             if rel.startswith(".." + os.sep):
                 fail(f"--buckets {path}: {p['path']} is not under --images {root}, which names the samples")
-            places[rel] = {k: p[k] for k in ("name", "image_size", "resize", "crop", "size")}
+            places[rel] = {k: p[k] for k in ("name", "image_size", "resize", "crop", "size", "frames") if k in p}
     except (OSError, ValueError, KeyError, TypeError) as e:
         fail(f"--buckets {path}: not what `segtrain buckets --json` writes ({type(e).__name__}: {e})")
+    clips = [rel for rel, p in places.items() if "frames" in p]
+    if clips and n_frames != 1:
+        fail(f"--num_frames {n_frames}: --buckets {path} places clips ({clips[0]}, ...), each cached at its bucket's "
+             "frames; leave --num_frames out")
     if n_frames == 1:
         return list(places.items()), settings
     placed = []
@@ -1285,6 +1306,8 @@ def main():
     if a.num_frames < 1 or (a.num_frames - 1) % k or (a.num_frames > 1 and not video):
         fail(f"--num_frames {a.num_frames}: {f'{k} k + 1' if video else 'the ' + a.family + ' family takes images: 1'}")
     placed, bucketed_by = read_buckets(a.buckets, a.images, a.num_frames) if a.buckets else (None, None)
+    if not video and any("frames" in p for _, p in placed or []):
+        fail(f"--buckets {a.buckets} places clips, but the {a.family} family takes images")
     rels = ([r for r, _ in placed] if placed is not None else
             list_sequences(a.images, a.num_frames) if a.num_frames > 1 else list_images(a.images))
     if not rels:
@@ -1332,7 +1355,11 @@ def main():
         caption = caption_of(os.path.join(a.images, rel), a.caption_strategy)
         place = placed[i][1] if placed else None
         load = (lambda path: load_bucketed(path, place)) if place else (lambda path: load_square(path, edge))
-        if a.num_frames > 1:
+        frames = place["frames"] if place and "frames" in place else a.num_frames
+        if place and "frames" in place:  # a video backend's clip, at its bucket's frames
+            folder = os.path.join(a.images, rel)
+            image, (w, h) = stack_frames([load(os.path.join(folder, f)) for f in clip_frames(folder, frames)])
+        elif a.num_frames > 1:
             image, (w, h) = load_frames(os.path.join(a.images, rel), a.num_frames, load)
         else:
             image, (w, h) = load(os.path.join(a.images, rel))
@@ -1346,12 +1373,14 @@ def main():
         t["latents"] = latents
         if fam.get("size_ids"):
             t["add_time_ids"] = torch.tensor(size_ids(w, h, edge, place))
-        meta = dict(common, caption=caption, image=rel, image_size=f"{w}x{h}")
+        meta = dict(common, caption=caption, image=rel, image_size=f"{w}x{h}", num_frames=frames)
         if place:  # where segtrain's bucket put it: the bucket, its size, the resize and the crop (top, left)
             meta.update(bucket=place["name"], size="x".join(map(str, place["size"])),
                         resize="x".join(map(str, place["resize"])), crop=",".join(map(str, place["crop"])))
             entries.append(dict(file=name, latent_shape=shape, bucket=place["name"], image=rel, image_size=[w, h],
                                 size=place["size"], resize=place["resize"], crop=place["crop"]))
+            if "frames" in place:
+                entries[-1]["frames"] = frames
         write_sample(os.path.join(a.out, name), t, meta, dtype)
         print(f"{rel} -> {name}: latents {tuple(latents.shape)}, \"{caption}\"")
     # the empty prompt's embeddings: what caption_dropout_probability trains with

@@ -694,7 +694,7 @@ expect 0 "buckets: each clip with its own frames" "^32x32@10 +32x32 +\(0, 0\) +1
 expect 0 "buckets --json: a clip's frames and its bucket's" '"clip_frames":[[:space:]]+10,' -- "$bin" buckets "${vk[@]}" --json
 expect 1 "train on a video backend (in pixel space) is refused, naming the cache's way" "is a video dataset.*make_cache.py --buckets" -- \
   "$bin" train "${vk[@]}" --set in_channels=3 --set vae_scale_factor=1 --set output_dir=never-clips
-expect 0 "plan of a cache of clips of two lengths lists its buckets as WxH@F" "^  bucket 32x32@9 .*\(the run's peak\)$" -- \
+expect 0 "plan of a cache of clips of two lengths lists its buckets as WxH@F" "^  bucket 32x32@17 .*\(the run's peak\)$" -- \
   "$bin" plan --set model_family=wan --set model_preset=wan-tiny --set data_cache_dir="$fix/cache-wan-frames-tiny"
 
 finish

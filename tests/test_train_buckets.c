@@ -390,7 +390,7 @@ static void test_cache_buckets(void)
 
 /* ---- a cache of clips of two lengths: buckets of (width, height, frames) ---- */
 
-#define FRAME_SHAPES "32x32@5,32x32@9,48x32@5" /* tests/fixtures/cache-wan-frames-tiny's latents, in pixels */
+#define FRAME_SHAPES "32x32@17,32x32@9,48x32@9" /* tests/fixtures/cache-wan-frames-tiny's latents, in pixels */
 
 static config *frames_config(const char *dir, const char *sets)
 {
@@ -406,13 +406,13 @@ static config *frames_config(const char *dir, const char *sets)
     return c;
 }
 
-/* The cache's five clips (2 and 3 latent frames, 5 and 9 in pixels) are three buckets, the run's shapes WxH@F; each
+/* The cache's five clips (5 and 3 latent frames, 17 and 9 in pixels) are three buckets, the run's shapes WxH@F; each
  * step trains at its batch's bucket, its peak that bucket's prediction; a resume ends with the straight run's bytes,
  * and so does a run without gradient checkpointing. */
 static void test_cache_frames(void)
 {
     printf("-- a cache of clips of two lengths trains each batch at its bucket's width, height and frames\n");
-    enum { STEPS = 6 }; /* two epochs of 3 batches: 32x32@5 and 32x32@9 two clips each, 48x32@5 one (a short batch) */
+    enum { STEPS = 6 }; /* two epochs of 3 batches: 32x32@17 and 32x32@9 two clips each, 48x32@9 one (short) */
     const char *extra = "max_train_steps=6;checkpoint_step_interval=3;gradient_checkpointing=true";
     int straight[STEPS] = {0}, resumed[STEPS] = {0}, unchecked[STEPS] = {0}, seen[3] = {0};
     straight_and_resumed(frames_config, "frames-", extra, STEPS, straight, resumed);
