@@ -7,7 +7,8 @@ conversion and a video model's adjust_video_frames over images and video clips u
 helpers/metadata/backends/discovery.py:_process_for_bucket does, and writes one CSV row per sample.
 
 Usage (a SimpleTuner checkout, e.g. `git archive HEAD simpletuner/helpers | tar -x -C /tmp/st`, and a venv with
-pillow, numpy and trainingsample):
+pillow, numpy and trainingsample; the committed table: SimpleTuner bc8e6ab77, trainingsample 0.3.2, pillow 13.0.0,
+numpy 2.4.6, and the same bytes again from them):
     python scripts/bucket_table.py /tmp/st > tests/fixtures/buckets/table.csv
 
 Only the heavy imports are stubbed (torchvision, diffusers, tqdm, the StateTracker singleton, the model registry);
@@ -231,6 +232,11 @@ CONFIGS = [
          crop_aspect_buckets=[0.56, 0.67, 0.75, 1.0, 1.33, 1.5, 1.78]),
     dict(BASE, name="area1_random_thr", resolution=1.0, resolution_type="area", crop=True, crop_aspect="random",
          crop_aspect_buckets=[0.5, 0.75, 1.0, 1.5, 2.0], max_upscale_threshold=0.2),
+    dict(BASE, name="area1_random_weighted_thr", resolution=1.0, resolution_type="area", crop=True,
+         crop_aspect="random", max_upscale_threshold=0.2,
+         crop_aspect_buckets=[dict(aspect=0.5, weight=0.25), dict(aspect=1.0, weight=0.5), dict(aspect=2.0, weight=0.25)]),
+    dict(BASE, name="px1024_closest_weighted", crop=True, crop_aspect="closest",
+         crop_aspect_buckets=[dict(aspect=0.75, weight=0.5), dict(aspect=1.33, weight=0.25), dict(aspect=1.78, weight=0.1)]),
     dict(BASE, name="pxarea1024_nocrop", resolution_type="pixel_area"),
     dict(BASE, name="pxarea768_preserve_center_min512_a16", resolution=768, resolution_type="pixel_area", crop=True,
          crop_aspect="preserve", minimum_image_size=512, alignment=16),

@@ -386,9 +386,15 @@ static void test_buckets_refusals(void)
                    "maximum_image_size needs a target_downsample_size");
     expect_refusal("closest without buckets", "\"crop\": true, \"crop_aspect\": \"closest\"", ST_ERR_INVALID,
                    "crop_aspect closest needs crop_aspect_buckets");
-    expect_refusal("weighted aspects", "\"crop\": true, \"crop_aspect\": \"random\", \"crop_aspect_buckets\": "
-                   "[{\"aspect_bucket\": 1.0, \"weight\": 1.0}]", ST_ERR_UNSUPPORTED,
-                   "crop_aspect_buckets with weights");
+    expect_refusal("weighted aspects under the key SimpleTuner does not read", "\"crop\": true, \"crop_aspect\": "
+                   "\"random\", \"crop_aspect_buckets\": [{\"aspect_bucket\": 1.0, \"weight\": 1.0}]",
+                   ST_ERR_INVALID, "its messages say aspect_bucket");
+    expect_refusal("weights that do not add up to 1", "\"crop\": true, \"crop_aspect\": \"random\", "
+                   "\"crop_aspect_buckets\": [{\"aspect\": 1.0, \"weight\": 0.3}, {\"aspect\": 2.0, \"weight\": "
+                   "0.3}]", ST_ERR_INVALID, "weights add up to 0.59999999999999998");
+    expect_refusal("aspects and weighted aspects mixed", "\"crop\": true, \"crop_aspect\": \"random\", "
+                   "\"crop_aspect_buckets\": [{\"aspect\": 1.0, \"weight\": 1.0}, 2.0]", ST_ERR_INVALID,
+                   "mixes aspects and weighted aspects");
     expect_refusal("an aspect that is not one", "\"crop_aspect_buckets\": [1.0, \"wide\"]", ST_ERR_INVALID,
                    "positive aspects");
     expect_refusal("every image too small", "\"minimum_image_size\": 100, \"resolution_type\": \"pixel\"",
@@ -464,9 +470,9 @@ static void test_buckets_clips(void)
     printf("     %s\n", st_error());
 }
 
-static double forced(const double *aspects, int n, void *ctx)
+static double forced(const double *aspects, const double *weights, int n, void *ctx)
 {
-    (void)aspects, (void)n;
+    (void)aspects, (void)weights, (void)n;
     return *(const double *)ctx;
 }
 
@@ -512,6 +518,26 @@ static void test_buckets_random_aspect(void)
     dataset_close(again);
 }
 
+/* crop_aspect random with weights: the draw follows them over every aspect, with no max_upscale_threshold trim (as
+ * SimpleTuner's weighted form): all the weight on 2.0 puts every image, portraits too, in the 2.0 bucket, where the
+ * plain list under the same threshold would leave a portrait no wide aspect. */
+static void test_buckets_weighted_aspect(void)
+{
+    const bucket_config run = run_settings();
+    const char *json = "[{\"id\": \"a\", \"instance_data_dir\": \"" IMAGES "bucket-images\", \"crop\": true, "
+                       "\"crop_aspect\": \"random\", \"crop_aspect_buckets\": [{\"aspect\": 0.5, \"weight\": 0}, "
+                       "{\"aspect\": 2.0, \"weight\": 1.0}], \"max_upscale_threshold\": 0, \"resolution\": 16, "
+                       "\"resolution_type\": \"pixel\"}]";
+    dataset *ds = NULL;
+    CHECK(open_list(json, &run, 3, &ds) == ST_OK);
+    if (!ds) return;
+    for (int i = 0; i < 8; i++) {
+        const data_bucket *a = dataset_bucket(ds, dataset_bucket_of(ds, i));
+        CHECKF(a && !strcmp(a->name, "2.0"), "image %d in bucket %s, not 2.0", i, a ? a->name : "-");
+    }
+    dataset_close(ds);
+}
+
 int main(void)
 {
     snprintf(root, sizeof root, "/tmp/segtrain-test-buckets-XXXXXX");
@@ -522,6 +548,7 @@ int main(void)
     test_buckets_downsample();
     test_buckets_refusals();
     test_buckets_random_aspect();
+    test_buckets_weighted_aspect();
     test_buckets_clips();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);

@@ -62,7 +62,10 @@ static void parse_config(const char *json, named_config *out)
     const cJSON *b;
     cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(o, "crop_aspect_buckets"))
     {
-        if (c->n_crop_aspect_buckets < BUCKET_ASPECTS_MAX) c->crop_aspect_buckets[c->n_crop_aspect_buckets++] = b->valuedouble;
+        if (c->n_crop_aspect_buckets == BUCKET_ASPECTS_MAX) break;
+        c->crop_aspect_weighted = cJSON_IsObject(b); /* {"aspect": a, "weight": w}, as SimpleTuner reads it */
+        c->crop_aspect_weights[c->n_crop_aspect_buckets] = num(b, "weight", 0);
+        c->crop_aspect_buckets[c->n_crop_aspect_buckets++] = cJSON_IsObject(b) ? num(b, "aspect", 0) : b->valuedouble;
     }
     c->alignment = (int)num(o, "alignment", 64);
     c->rounding = (int)num(o, "rounding", 2);
@@ -76,12 +79,13 @@ static void parse_config(const char *json, named_config *out)
     cJSON_Delete(o);
 }
 
-/* crop_aspect random: the table's row says which aspect SimpleTuner drew; it must be one of those offered. */
-static double table_choice(const double *aspects, int n, void *ctx)
+/* crop_aspect random: the table's row says which aspect SimpleTuner drew; it must be one of those offered (with a
+ * weight above 0 in the weighted form). */
+static double table_choice(const double *aspects, const double *weights, int n, void *ctx)
 {
     double want = *(const double *)ctx;
     bool offered = false;
-    for (int i = 0; i < n; i++) offered |= aspects[i] == want;
+    for (int i = 0; i < n; i++) offered |= aspects[i] == want && (!weights || weights[i] > 0);
     CHECKF(offered, "SimpleTuner drew aspect %g, which is not among the %d offered", want, n);
     return want;
 }

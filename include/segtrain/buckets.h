@@ -30,8 +30,12 @@ typedef struct bucket_config {
     bool crop;
     bucket_crop_style crop_style;
     bucket_crop_aspect crop_aspect;
-    double crop_aspect_buckets[BUCKET_ASPECTS_MAX]; /* plain aspects (the weighted form is not taken) */
+    double crop_aspect_buckets[BUCKET_ASPECTS_MAX];
     int n_crop_aspect_buckets;
+    /* SimpleTuner's weighted form ([{"aspect": a, "weight": w}, ...], weights adding up to exactly 1): crop_aspect
+     * random then draws among every aspect by weight, with no max_upscale_threshold trim, as SimpleTuner does */
+    bool crop_aspect_weighted;
+    double crop_aspect_weights[BUCKET_ASPECTS_MAX];
     int alignment;      /* aspect_bucket_alignment: the model's multiple (64 by default; 16, 32, 8 for some) */
     int rounding;       /* aspect_bucket_rounding: decimals of an aspect (2 by default) */
     int64_t max_canvas; /* the model's MAXIMUM_CANVAS_SIZE in pixels (HiDream: 1024^2); 0: none */
@@ -70,8 +74,9 @@ typedef struct bucket_sample {
  * as bucket_assign trims them before the frame limits. */
 int bucket_adjust_frames(const bucket_config *c, int frames);
 
-/* crop_aspect random: picks one of the n aspects a sample may take (SimpleTuner draws with Python's random). */
-typedef double (*bucket_choose_fn)(const double *aspects, int n, void *ctx);
+/* crop_aspect random: picks one of the n aspects a sample may take, each equally likely where weights is NULL, else
+ * by weight (SimpleTuner draws with Python's random). */
+typedef double (*bucket_choose_fn)(const double *aspects, const double *weights, int n, void *ctx);
 
 /* The bucket of a w x h image (frames 0) or a clip of frames frames. choose is called for crop_aspect random only,
  * and not when no aspect of crop_aspect_buckets is left (then SimpleTuner takes 1.0). ST_ERR_INVALID, with a line,

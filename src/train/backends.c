@@ -208,8 +208,26 @@ static st_status warn_unknown_keys(const char *file, const char *id, const cJSON
     return ST_OK;
 }
 
-/* crop_aspect_buckets: a list of aspects (SimpleTuner's weighted form, {"aspect_bucket": a, "weight": w}, is not
- * taken). */
+/* One weighted aspect, {"aspect": a, "weight": w}, as training_sample.py reads it. SimpleTuner's messages spell the
+ * key "aspect_bucket", which its code does not read (a KeyError there): refused, naming the key it reads. */
+static st_status get_weighted_aspect(const where *w, const cJSON *a, const char *shown_list, double *aspect,
+                                     double *weight)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(a, "aspect"), *p = cJSON_GetObjectItemCaseSensitive(a, "weight");
+    if (!v && cJSON_GetObjectItemCaseSensitive(a, "aspect_bucket"))
+        return refuse(w, ST_ERR_INVALID, "crop_aspect_buckets: SimpleTuner reads a weighted aspect as {\"aspect\": a, "
+                      "\"weight\": w} (training_sample.py; its messages say aspect_bucket, which it does not read), got %s",
+                      shown_list);
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !cJSON_IsNumber(p) || !(p->valuedouble >= 0))
+        return refuse(w, ST_ERR_INVALID, "crop_aspect_buckets: a weighted aspect is {\"aspect\": a > 0, \"weight\": "
+                      "w >= 0}, got %s", shown_list);
+    *aspect = v->valuedouble, *weight = p->valuedouble;
+    return ST_OK;
+}
+
+/* crop_aspect_buckets: a list of aspects, or of weighted aspects (every entry one form: SimpleTuner tells them apart
+ * by the first). Under crop_aspect random the weights must add up to exactly 1.0, summed in order, as SimpleTuner
+ * checks them. */
 static st_status get_aspects(const where *w, const cJSON *e, bucket_config *c)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, "crop_aspect_buckets");
@@ -220,14 +238,26 @@ static st_status get_aspects(const where *w, const cJSON *e, bucket_config *c)
         return refuse(w, ST_ERR_INVALID, "crop_aspect_buckets must be a list of at most %d aspects, got %s",
                       BUCKET_ASPECTS_MAX, b);
     c->n_crop_aspect_buckets = 0;
+    c->crop_aspect_weighted = v->child && cJSON_IsObject(v->child);
+    double sum = 0;
     for (const cJSON *a = v->child; a; a = a->next) {
-        if (cJSON_IsObject(a))
-            return refuse(w, ST_ERR_UNSUPPORTED, "crop_aspect_buckets with weights (%s); segtrain takes a list of "
-                          "aspects, each equally likely", b);
+        const int i = c->n_crop_aspect_buckets++;
+        if (cJSON_IsObject(a) != c->crop_aspect_weighted)
+            return refuse(w, ST_ERR_INVALID, "crop_aspect_buckets mixes aspects and weighted aspects (%s): one form "
+                          "for the whole list", b);
+        if (c->crop_aspect_weighted) {
+            st_status st = get_weighted_aspect(w, a, b, &c->crop_aspect_buckets[i], &c->crop_aspect_weights[i]);
+            if (st != ST_OK) return st;
+            sum += c->crop_aspect_weights[i];
+            continue;
+        }
         if (!cJSON_IsNumber(a) || !(a->valuedouble > 0))
             return refuse(w, ST_ERR_INVALID, "crop_aspect_buckets must hold positive aspects, got %s", b);
-        c->crop_aspect_buckets[c->n_crop_aspect_buckets++] = a->valuedouble;
+        c->crop_aspect_buckets[i] = a->valuedouble;
     }
+    if (c->crop_aspect_weighted && c->crop_aspect == BUCKET_ASPECT_RANDOM && sum != 1.0)
+        return refuse(w, ST_ERR_INVALID, "crop_aspect_buckets' weights add up to %.17g, and SimpleTuner draws from "
+                      "them only when they add up to exactly 1.0 (%s)", sum, b);
     return ST_OK;
 }
 
@@ -703,10 +733,17 @@ typedef struct aspect_draw {
     int64_t item;
 } aspect_draw;
 
-static double draw_aspect(const double *aspects, int n, void *ctx)
+/* The seeded draw: uniform, or by weight (the first aspect whose running sum of weights passes a uniform [0, 1)). */
+static double draw_aspect(const double *aspects, const double *weights, int n, void *ctx)
 {
     const aspect_draw *d = ctx;
-    return aspects[rng_u64(d->seed, rng_stream("data.bucket_aspect"), (uint64_t)d->item) % (uint64_t)n];
+    const uint64_t r = rng_u64(d->seed, rng_stream("data.bucket_aspect"), (uint64_t)d->item);
+    if (!weights) return aspects[r % (uint64_t)n];
+    const double u = (double)(r >> 11) * 0x1p-53;
+    double below = 0;
+    for (int i = 0; i < n - 1; i++)
+        if (u < (below += weights[i])) return aspects[i];
+    return aspects[n - 1];
 }
 
 /* *out: the bucket of backend `label` that s falls in, among buckets from .. n - 1 (that backend's), added after

@@ -205,7 +205,8 @@ static st_status trim_aspects(job *j, double *out, int *n)
     return ST_OK;
 }
 
-/* TrainingSample._select_random_aspect: closest to the sample's aspect (first on a tie), or a random draw */
+/* TrainingSample._select_random_aspect: closest to the sample's aspect (first on a tie), or a random draw: by weight
+ * among all (the weighted form), or among those trim_aspects leaves */
 static st_status select_aspect(job *j, double aspect, bucket_choose_fn choose, void *ctx, double *out)
 {
     const bucket_config *c = &j->c;
@@ -217,11 +218,15 @@ static st_status select_aspect(job *j, double aspect, bucket_choose_fn choose, v
         *out = c->crop_aspect_buckets[best];
         return ST_OK;
     }
+    if (c->crop_aspect_weighted) {
+        *out = choose(c->crop_aspect_buckets, c->crop_aspect_weights, c->n_crop_aspect_buckets, ctx);
+        return ST_OK;
+    }
     double avail[BUCKET_ASPECTS_MAX];
     int n;
     st_status st = trim_aspects(j, avail, &n);
     if (st != ST_OK) return st;
-    *out = n ? choose(avail, n, ctx) : 1.0;
+    *out = n ? choose(avail, NULL, n, ctx) : 1.0;
     return ST_OK;
 }
 
