@@ -204,6 +204,16 @@ static void test_families(void)
     CHECK(from_json("{\"model_family\": \"kandinsky5_image\"}", &mc) == ST_OK && !model_video(&mc));
     CHECK(from_json("{\"model_family\": \"sanavideo\"}", &mc) == ST_OK && !strcmp(mc.preset, "sanavideo-2b-480p") &&
           model_video(&mc) && !strcmp(mc.family, "sanavideo"));
+    /* SimpleTuner's adjust_video_frames (8 k + 1 frames) is in exactly these classes: Wan, LTX-Video (both) and Sana
+     * Video, read by the data's frame buckets as a trait */
+    for (int i = 0; model_family_name(i); i++) {
+        const char *f = model_family_name(i);
+        const bool trims = !strcmp(f, "wan") || !strcmp(f, "ltxvideo") || !strcmp(f, "ltxvideo2") || !strcmp(f, "sanavideo");
+        char json[160];
+        snprintf(json, sizeof json, "{\"model_family\": \"%s\"}", f);
+        if (from_json(json, &mc) != ST_OK) continue; /* a planned family, refused by name above and below */
+        CHECKF(model_frames_8k1(&mc) == trims, "%s: model_frames_8k1 %d", f, (int)model_frames_8k1(&mc));
+    }
     EXPECT_REFUSAL("{\"model_family\": \"sd2x\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
     /* the refusal lists every built family, the last (alphabetically) too: the list is not cut short */
     EXPECT_REFUSAL("{\"model_family\": \"sd2x\"}", ST_ERR_UNSUPPORTED, "krea2", "wan, z_image; --set");

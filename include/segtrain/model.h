@@ -215,6 +215,8 @@ bool model_upstream_epsilon(const model_config *mc);
 bool model_batch_padded(const model_config *mc);
 /* Whether the family's LoRA training takes SimpleTuner's h3_drift distillation. */
 bool model_drift(const model_config *mc);
+/* Whether the family's SimpleTuner class trims a clip to 8 k + 1 frames (adjust_video_frames: Wan, LTX, Sana Video). */
+bool model_frames_8k1(const model_config *mc);
 /* What of the family's conditioning a cache of text embeddings does not hold, as a phrase ("ByT5's glyph tokens
  * and their mask"); "what the family reads beside them" where the family names nothing. */
 const char *model_uncached(const model_config *mc);

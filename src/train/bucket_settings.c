@@ -21,8 +21,6 @@ st_status train_bucket_settings(const config *cfg, const model_config *mc, bucke
     out->rounding = (int)config_int(cfg, "aspect_bucket_rounding");
     /* HiDream's MAXIMUM_CANVAS_SIZE: the image its max_tokens patches cover */
     out->max_canvas = mc->max_tokens * mc->patch * mc->patch * mc->vae_scale * mc->vae_scale;
-    /* the families whose SimpleTuner class trims a clip to 8 k + 1 frames (adjust_video_frames) */
-    static const char *const trims[] = {"wan", "ltxvideo", "ltxvideo2", "sanavideo", "longcat_video"};
-    for (size_t i = 0; i < sizeof trims / sizeof *trims; i++) out->frames_8k1 |= !strcmp(mc->family, trims[i]);
+    out->frames_8k1 = model_frames_8k1(mc);
     return ST_OK;
 }

@@ -125,6 +125,7 @@ enum family_trait {
     TR_POOLED = 1 << 11,          /* reads a pooled text vector (pooled_projection_dim at least 1) */
     TR_UNPOOLED = 1 << 12,        /* conditions on the timestep alone: no pooled text, no guidance embedding */
     TR_DUAL_ATTENTION = 1 << 13,  /* its first blocks may add an image-only attention (SD3.5's dual_attention_layers) */
+    TR_FRAMES_8K1 = 1 << 14,      /* SimpleTuner's class trims a clip to 8 k + 1 frames (adjust_video_frames) */
 };
 
 #define FAMILY_ST_MAX 2  /* SimpleTuner rows a family can carry (kandinsky5: its image and video registrations) */

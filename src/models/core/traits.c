@@ -15,6 +15,7 @@ bool model_edm(const model_config *mc) { return of(mc)->traits & TR_EDM; }
 bool model_upstream_epsilon(const model_config *mc) { return of(mc)->traits & TR_UPSTREAM_EPSILON; }
 bool model_batch_padded(const model_config *mc) { return of(mc)->traits & TR_BATCH_PADDED; }
 bool model_drift(const model_config *mc) { return of(mc)->traits & TR_DRIFT; }
+bool model_frames_8k1(const model_config *mc) { return of(mc)->traits & TR_FRAMES_8K1; }
 const char *model_text_width(const model_config *mc) { return of(mc)->text_width; }
 
 bool model_video(const model_config *mc)

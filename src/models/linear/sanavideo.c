@@ -40,7 +40,7 @@ static st_status sanavideo_from_json(const cJSON *j, const char *file, model_con
 }
 
 const family_desc sanavideo_desc = {
-    .name = "sanavideo", .topology = TOPO_LINEAR, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_UNPOOLED,
+    .name = "sanavideo", .topology = TOPO_LINEAR, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_FRAMES_8K1 | TR_UNPOOLED,
     .st = {{.name = "sanavideo", .title = "SanaVideo", .diffusers = "SanaVideoTransformer3DModel",
             .flavours = "2b-480p", .built = "2b-480p:sanavideo-2b-480p", .fallback = "2b-480p",
             .example = "sanavideo-2b-480p.peft-lora.json", .tiny = "sanavideo-tiny",

@@ -550,7 +550,7 @@ static st_status ltx2_from_json(const cJSON *j, const char *file, model_config *
 
 const family_desc ltxvideo2_desc = {
     .name = "ltxvideo2", .topology = TOPO_XATTN,
-    .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_AUDIO_VIDEO | TR_UNPOOLED,
+    .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_FRAMES_8K1 | TR_AUDIO_VIDEO | TR_UNPOOLED,
     .st = {{.name = "ltxvideo2", .title = "LTXVideo2", .diffusers = "LTX2VideoTransformer3DModel",
             .flavours = "dev|dev-fp4|dev-fp8|2.3-dev|2.3-distilled|2.5-dev|2.5-distilled",
             .built = "dev:ltxvideo2-19b|dev-fp4:ltxvideo2-19b|dev-fp8:ltxvideo2-19b", .fallback = "dev",

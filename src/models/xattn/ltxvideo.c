@@ -48,7 +48,7 @@ static st_status ltxvideo_from_json(const cJSON *j, const char *file, model_conf
 }
 
 const family_desc ltxvideo_desc = {
-    .name = "ltxvideo", .topology = TOPO_XATTN, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_UNPOOLED,
+    .name = "ltxvideo", .topology = TOPO_XATTN, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_FRAMES_8K1 | TR_UNPOOLED,
     .st = {{.name = "ltxvideo", .title = "LTXVideo", .diffusers = "LTXVideoTransformer3DModel",
             .flavours = "0.9.5|0.9.0", .built = "0.9.5:ltxvideo-0.9.5|0.9.0:ltxvideo-0.9.5", .fallback = "0.9.5",
             .example = "ltxvideo-0.9.5-t2v.peft-lora.json", .tiny = "ltxvideo-tiny",
