@@ -135,22 +135,24 @@ def yardstick(name, out):
 
 
 def segtrain_errors(log):
-    """{(fixture, file): (pred, loss)} from test_parity's "bf16-base" lines."""
+    """{(fixture, file): (pred, loss, worst gradient ratio, its parameter)} from test_parity's "bf16-train" lines:
+    segtrain's full training under mixed_precision bf16, the ratio its gradient error over PyTorch's."""
     got = {}
     for line in open(log):
         w = line.split()
-        if w and w[0] == "bf16-base":
-            got[(w[1], w[2].rstrip(":"))] = (float(w[4]), float(w[6]))
+        if w and w[0] == "bf16-train":
+            got[(w[1], w[2].rstrip(":"))] = (float(w[4]), float(w[6]), float(w[8]), w[9])
     return got
 
 
 def table(out, names, log):
     """docs/FIXTURES.md's table: per fixture and file PyTorch's bf16 errors (pred, loss, the gradients' median and
-    worst) and, from a test_parity log, segtrain's under mixed_precision bf16 as it is now (pred, loss)."""
+    worst) and, from a test_parity log, segtrain's bf16 training's (pred, loss, its worst gradient error over
+    PyTorch's on the same tensor)."""
     seg = segtrain_errors(log) if log else {}
     print("| fixture | file | pred | loss (bound) | gradients: median | worst (parameter) | segtrain pred "
-          "| segtrain loss |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| segtrain loss | segtrain / PyTorch, worst gradient (parameter) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name in names:
         with open(os.path.join(out, name, "bf16_yardstick.json")) as f:
             files = json.load(f)["files"]
@@ -158,9 +160,9 @@ def table(out, names, log):
             e = v["errors"]
             grads = sorted((e[k], k[len("grad."):]) for k in e if k.startswith("grad."))
             s = seg.get((name, file))
-            print("| %s | %s | %.2g | %.2g (%.2g) | %.2g | %.2g (`%s`) | %s | %s |" % (
+            print("| %s | %s | %.2g | %.2g (%.2g) | %.2g | %.2g (`%s`) | %s | %s | %s |" % (
                 name, file, e["pred"], e["loss"], v["loss_bound"], grads[len(grads) // 2][0], grads[-1][0], grads[-1][1],
-                "%.2g" % s[0] if s else "", "%.2g" % s[1] if s else ""))
+                "%.2g" % s[0] if s else "", "%.2g" % s[1] if s else "", "%.2g (`%s`)" % (s[2], s[3]) if s else ""))
 
 
 def main():

@@ -2,8 +2,8 @@
  * diffusers transformer folder, loaded unchanged, and the inputs, prediction, loss and every gradient of the
  * diffusers class at a tiny size, computed in float64. segtrain must match each to a relative L2 error of 1e-4,
  * unchecked and under a checkpointed schedule, and the two schedules' gradients must be bitwise equal. Under
- * mixed_precision bf16 (check_bf16_base) its prediction and loss must be within 2x PyTorch's own bf16 error, the
- * fixture's bf16 yardstick. */
+ * mixed_precision bf16 its prediction, loss and every gradient (full training, check_bf16_train; the frozen base's
+ * prediction and loss, check_bf16_base) must be within 2x PyTorch's own bf16 error, the fixture's bf16 yardstick. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,6 +217,125 @@ static void check_bf16_base(const char *name, const char *file, const model *m, 
     CHECK(pool_destroy(p) == 0);
 }
 
+/* The tensors where segtrain's bf16 training misses 2x PyTorch's bf16 error for a reason the engine cannot remove
+ * (docs/FIXTURES.md): each is held to its own ceiling instead (about 1.25x what it measures), printed, and must
+ * still miss the 2x bar (else it leaves the list). */
+static const struct bf16_exception {
+    const char *fixture, *file, *tensor;
+    double measured, ceiling;
+    const char *why;
+} bf16_exceptions[] = {
+    /* Sana 1.5's ReLU linear attention on RMS-normed queries: at token 20 of block 0 one head's only positive query
+     * feature is 0.0008 and at token 19 a head has none, so bf16's rounding of the block's input alone (diffusers in
+     * float64 with just that rounding) flips them and moves pred by 0.017, 85% of it in 3 of 128 tokens; PyTorch's
+     * run draws other tokens, and its own error on block 1's to_k (0.064) is as large as segtrain's there */
+    {"sana-1.5", "parity", "grad.transformer_blocks.1.attn1.to_q.weight", 0.0521, 0.065,
+     "ReLU linear attention, queries at zero: flipped by bf16's rounding of the input"},
+    {"sana-1.5", "parity", "grad.transformer_blocks.1.ff.conv_point.weight", 0.0329, 0.041,
+     "ReLU linear attention, queries at zero: flipped by bf16's rounding of the input"},
+    /* PyTorch's one draw on a bias whose gradient is a sum over every position is far below its error on the same
+     * block's other tensors (conv1.weight 0.057, conv2.bias 0.078; ff.net.0.proj.bias 0.042, norm3.bias 0.060):
+     * segtrain's error there (0.033 to 0.041) is its own on those tensors */
+    {"sd1x", "parity_hw", "grad.down_blocks.0.resnets.0.conv1.bias", 0.0411, 0.051,
+     "PyTorch's draw 5x under its own error on the block's other tensors"},
+    {"sd1x", "parity_hw", "grad.down_blocks.0.resnets.0.time_emb_proj.bias", 0.0411, 0.051,
+     "the same sum as conv1.bias (the time embedding is added to conv1's output)"},
+    {"sd1x", "parity_hw", "grad.up_blocks.1.attentions.0.transformer_blocks.0.ff.net.2.bias", 0.0332, 0.042,
+     "PyTorch's draw 2.5x under its own error on the block's other tensors"},
+};
+#define N_BF16_EXCEPTIONS ((int)(sizeof bf16_exceptions / sizeof bf16_exceptions[0]))
+static int bf16_excepted; /* the exceptions met in this run: every one, or the list is stale */
+
+/* Checks (and counts) segtrain's bf16 error err on tensor of file against 2x PyTorch's, or against its ceiling where
+ * it is a known exception (which must still miss the 2x bar); *excepted counts the exceptions met. */
+static void bf16_within(const tk_yardstick *y, const char *name, const char *file, const char *tensor, double err,
+                        int *excepted)
+{
+    for (int i = 0; i < N_BF16_EXCEPTIONS; i++) {
+        const struct bf16_exception *x = &bf16_exceptions[i];
+        if (strcmp(x->fixture, name) || strcmp(x->file, file) || strcmp(x->tensor, tensor)) continue;
+        const double bar = tk_yardstick_error(y, file, tensor);
+        printf("     bf16 known exception %s %s %s: error %.3g (measured %.3g), PyTorch's %.3g, ceiling %.3g: %s\n",
+               name, file, tensor, err, x->measured, bar, x->ceiling, x->why);
+        CHECKF(err <= x->ceiling, "%s, %s: %s error %.3g, over its known exception's ceiling %.3g", name, file, tensor,
+               err, x->ceiling);
+        CHECKF(err > 2 * bar, "%s, %s: %s error %.3g is within 2x PyTorch's %.3g now: take it off bf16_exceptions",
+               name, file, tensor, err, bar);
+        (*excepted)++;
+        return;
+    }
+    tk_expect_within_yardstick(y, name, file, tensor, err);
+}
+
+/* Every gradient the file checks (grads: the bf16 run's, in parameter order) against the float64 reference within 2x
+ * PyTorch's bf16 error on it (bf16_within); a parameter segtrain keeps frozen (diffusers' gradient is zero) as error
+ * 0. The worst ratio of segtrain's error to PyTorch's, and its parameter. */
+static double bf16_grads_within(const tk_yardstick *y, const char *name, const char *file, const sft_file *f,
+                                param_set *ps, const float *grads, const char **worst_name, int *excepted)
+{
+    double worst = 0;
+    int64_t off = 0;
+    for (int i = 0; i < ps->n; i++) {
+        const param *q = param_at(ps, i);
+        char key[PARAM_NAME_MAX + 8];
+        snprintf(key, sizeof key, "grad.%s", q->name);
+        if (!q->trainable && (q->fixed || !sft_find(f, key))) continue;
+        float *want = fixture_grad(f, q);
+        const double e = q->trainable ? rel_l2(grads + off, want, q->numel) : 0, bar = tk_yardstick_error(y, file, key);
+        bf16_within(y, name, file, key, e, excepted);
+        if (bar > 0 && e / bar > worst) worst = e / bar, *worst_name = q->name;
+        off += q->trainable ? q->numel : 0;
+        free(want);
+    }
+    return worst;
+}
+
+/* Full training under mixed_precision bf16 (bf16 activations: the states between blocks and what the block kinds
+ * that do it keep, rounded where PyTorch makes a bf16 tensor; docs/PRECISION.md): the fixture's step, unchecked, its
+ * prediction (want_pred in segtrain's layout), loss and every gradient the file checks against the float64 reference
+ * within 2x PyTorch's own bf16 error on the same file. The line it prints is what docs/FIXTURES.md's table reads. */
+static void check_bf16_train(const char *name, const char *file, const sft_file *f, const model *m, const float *x,
+                             const float *ts, const float *cond, const float *target, int64_t B,
+                             const float *want_pred, float want_loss)
+{
+    model_config mc = *model_get_config(m);
+    mc.bf16_activations = true;
+    char dir[512];
+    snprintf(dir, sizeof dir, FIXTURES "%s", name);
+    pool *p = NULL;
+    model *m16 = fixture_model(dir, &mc, &p);
+    const char *why = "";
+    tk_yardstick *y = tk_yardstick_load(name, &why);
+    CHECKF(m16 && y, "%s, %s, bf16 training: %s", name, file, y ? st_error() : why);
+    if (m16 && y) {
+        const ckpt_settings none = {.interval = 1, .stride = 1};
+        fixture_run r = run(m16, &none, x, ts, cond, target, B);
+        const double ep = rel_l2(r.pred, want_pred, B * model_sample_numel(&mc));
+        const double el = fabs((double)r.loss - want_loss) / want_loss;
+        tk_expect_within_yardstick(y, name, file, "pred", ep);
+        tk_expect_within_yardstick(y, name, file, "loss", el);
+        const char *worst_name = "";
+        const double worst = bf16_grads_within(y, name, file, f, model_params(m16), r.grads, &worst_name,
+                                               &bf16_excepted);
+        printf("     bf16-train %s %s: pred %.3g loss %.3g worst-gradient-ratio %.3g %s (PyTorch bf16: pred %.3g "
+               "loss %.3g)\n", name, file, ep, el, worst, worst_name, tk_yardstick_error(y, file, "pred"),
+               tk_yardstick_error(y, file, "loss"));
+        free(r.pred), free(r.grads);
+    }
+    tk_yardstick_free(y);
+    model_destroy(m16);
+    CHECK(pool_destroy(p) == 0);
+}
+
+/* Both bf16 checks of the fixture's file: the frozen base's forward, and full training. */
+static void check_bf16(const char *name, const char *file, const sft_file *f, const model *m, const float *x,
+                       const float *ts, const float *cond, const float *target, int64_t B, const float *want_pred,
+                       float want_loss)
+{
+    check_bf16_base(name, file, m, x, ts, cond, target, B, want_pred, want_loss);
+    check_bf16_train(name, file, f, m, x, ts, cond, target, B, want_pred, want_loss);
+}
+
 /* A fixture of a family whose conditioning is a text encoder's sequence, its pooled vector and, where the model
  * embeds it, the guidance value (model.h's layout), run on the family's preset resized by the fixture's own
  * config.json, at the shape and batch of the fixture's file `file` (parity: square; parity_hw: height != width). */
@@ -321,7 +440,7 @@ static void run_fixture(const char *name, const char *preset, const char *file)
     fixture_run r[2];
     run_both(m, x, ts, cond, target, B, r);
     compare(name, f, ps, r, (const float *[2]){r[0].pred, r[1].pred}, want_pred, want_loss[0], B * per);
-    check_bf16_base(name, file, m, x, ts, cond, target, B, want_pred, want_loss[0]);
+    check_bf16(name, file, f, m, x, ts, cond, target, B, want_pred, want_loss[0]);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(text), free(pooled), free(guidance);
     free(mask), free(llama), free(text2), free(mask2), free(qstates), free(t5), free(t5w), free(control), free(sizes);
@@ -397,7 +516,7 @@ static void test_ace_step(void)
     compare("ace-step", f, ps, r, (const float *[2]){pred[0], pred[1]}, pl, want_loss[0], B * per);
     free(pred[0]), free(pred[1]);
     float *want = transpose(pl, B, T, C, false); /* in segtrain's layout */
-    check_bf16_base("ace-step", "parity", m, x, ts, cond, target, B, want, want_loss[0]);
+    check_bf16("ace-step", "parity", f, m, x, ts, cond, target, B, want, want_loss[0]);
     free(want);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(xl), free(tl), free(pl), free(x), free(target), free(sigma), free(want_loss), free(text), free(context);
@@ -452,7 +571,7 @@ static void test_wan_animate(const char *file)
     fixture_run r[2];
     run_both(m, x, ts, cond, target, B, r);
     compare("wan-animate", f, ps, r, (const float *[2]){r[0].pred, r[1].pred}, want_pred, want_loss[0], B * per);
-    check_bf16_base("wan-animate", file, m, x, ts, cond, target, B, want_pred, want_loss[0]);
+    check_bf16("wan-animate", file, f, m, x, ts, cond, target, B, want_pred, want_loss[0]);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(cond), free(ts);
     sft_close(f);
@@ -579,7 +698,7 @@ static void test_ltx2(const char *file)
     fixture_run r[2];
     run_both(m, x, ts, cond, target, B, r);
     compare("ltxvideo2", f, ps, r, (const float *[2]){r[0].pred, r[1].pred}, want, want_loss[0], B * per);
-    check_bf16_base("ltxvideo2", file, m, x, ts, cond, target, B, want, want_loss[0]);
+    check_bf16("ltxvideo2", file, f, m, x, ts, cond, target, B, want, want_loss[0]);
     for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
     free(x), free(target), free(want), free(sigma), free(want_loss), free(tv), free(ta), free(mask), free(cond), free(ts);
     sft_close(f);
@@ -634,5 +753,7 @@ int main(void)
     each_shape(test_wan_animate); /* image-to-video inputs, the motion and face encoders, face adapters */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */
     each_shape(test_ltx2); /* audio and video: six attentions a block, split RoPE, cross-modal rows */
+    CHECKF(bf16_excepted == N_BF16_EXCEPTIONS, "%d of the %d known bf16 exceptions met: the list has a stale entry",
+           bf16_excepted, N_BF16_EXCEPTIONS);
     return tk_finish();
 }
