@@ -226,6 +226,43 @@ expect 0 "sweep runs the config's own plan as a row of its own" "^\| plan +\| [0
   --config planned.json --modes none,plan --steps 1 --warmup 0 --out plan-sweep
 expect 1 "sweep --modes plan needs a plan in the config" "tiny.json has none" -- "$bin" sweep --config tiny.json \
   --modes plan --out never-sweep
+
+# precision: advise and the sweeps plan in the config's mixed_precision, or the example's (SimpleTuner's default bf16
+# where it sets none), and say which; --mixed_precision overrides it
+none_peak() { sed -n 's/^  none  *peak  *\([0-9.]*\) MiB.*/\1/p' <<<"$1"; }
+bf=$("$bin" advise --config tiny.json --set mixed_precision=bf16 --device-memory 1GiB --steps 1 2>&1)
+fp=$("$bin" advise --config tiny.json --set mixed_precision=bf16 --mixed_precision no --device-memory 1GiB --steps 1 2>&1)
+df=$("$bin" advise --config tiny.json --device-memory 1GiB --steps 1 2>&1)
+grep -q "^precision: bf16 (mixed_precision bf16" <<<"$bf" && grep -q "^advice: .*(predicted in bf16" <<<"$bf" &&
+  ok "advise plans in the config's bf16 and says so" || bad "advise, bf16 config: $bf"
+grep -q "^precision: float32 (mixed_precision no); --mixed_precision bf16 plans in bf16" <<<"$fp" &&
+  grep -q "^advice: .*(predicted in float32" <<<"$fp" && ok "advise --mixed_precision no overrides the config's bf16" ||
+  bad "advise --mixed_precision no: $fp"
+grep -q "^precision: float32 (the config sets no mixed_precision: segtrain's default" <<<"$df" &&
+  ok "advise of a config without mixed_precision plans float32, as train runs it, and says so" || bad "advise: $df"
+awk -v b="$(none_peak "$bf")" -v f="$(none_peak "$fp")" -v d="$(none_peak "$df")" \
+  'BEGIN { exit !(b > 0 && b < f && f == d) }' && ok "advise: bf16's peak is below float32's, and no is float32" ||
+  bad "advise peaks of none: bf16 $(none_peak "$bf"), no $(none_peak "$fp"), unset $(none_peak "$df")"
+expect 0 "the config sweep's report says its precision" "^# segtrain sweep: dit-tiny in bf16 \(config: tiny.json\)" -- \
+  "$bin" sweep --config tiny.json --mixed_precision bf16 --modes none --steps 1 --warmup 0 --out prec-sweep
+fam=(sweep --families sd1x,lumina2 --modes none --device-memory 80GiB --steps 1 --warmup 0 --examples "$fix/simpletuner")
+"$bin" "${fam[@]}" --out fam-bf16 >/dev/null 2>&1 && "$bin" "${fam[@]}" --mixed_precision no --out fam-f32 >/dev/null 2>&1 &&
+  ok "the family sweep runs in the examples' precision and with --mixed_precision no" || bad "family sweeps: see fam-*"
+md=$(cat fam-bf16/families.md 2>&1)
+grep -qF "| sd1x (sd15, 512 px images, batch 1, bf16) |" <<<"$md" && grep -qF "**Measured** on sd1x-tiny in bf16" <<<"$md" &&
+  ok "the family sweep plans sd1x in its example's bf16, both halves" || bad "family sweep, sd1x: $md"
+grep -qF "| lumina2 (lumina2, 1024 px images, batch 2, bf16) |" <<<"$md" &&
+  grep -qF "in SimpleTuner's default mixed_precision bf16 (the example sets none)" <<<"$md" &&
+  ok "an example without mixed_precision is planned in SimpleTuner's default bf16, and the note says so" ||
+  bad "family sweep, lumina2: $md"
+md32=$(cat fam-f32/families.md 2>&1)
+grep -qF "| sd1x (sd15, 512 px images, batch 1, float32) |" <<<"$md32" &&
+  grep -qF "| lumina2 (lumina2, 1024 px images, batch 2, float32) |" <<<"$md32" &&
+  grep -qF "**Measured** on sd1x-tiny in float32" <<<"$md32" && ! grep -q "SimpleTuner's default mixed_precision" <<<"$md32" &&
+  ok "--mixed_precision no plans every family in float32" || bad "family sweep --mixed_precision no: $md32"
+sd_peak() { sed -n 's/^| sd1x .* | none ([0-9.]* s \/ \([0-9.]*\) GiB) |$/\1/p' <<<"$1"; }
+awk -v b="$(sd_peak "$md")" -v f="$(sd_peak "$md32")" 'BEGIN { exit !(b > 0 && b < f) }' &&
+  ok "sd1x's predicted peak in bf16 is below float32's" || bad "sd1x none peaks: bf16 $(sd_peak "$md"), float32 $(sd_peak "$md32")"
 expect 1 "a plan beside an interval is refused" "gradient_checkpointing_interval: 2 would mean nothing" -- \
   "$bin" plan --config tiny.json --set gradient_checkpointing=true --set gradient_checkpointing_interval=2 \
   --set "gradient_checkpointing_plan=$bp"

@@ -74,6 +74,7 @@ bool machine_load_note(double others, int cores, double rate1, double rate2, cha
 typedef struct sweep_result {
     char config[SWEEP_TEXT_MAX]; /* the config path (or "defaults") */
     char preset[SWEEP_NAME_MAX];
+    char precision[16];          /* what it plans in, after its config's mixed_precision: "bf16", "float32" ("": unsaid) */
     int warmup, steps;
     bool predicted; /* no step ran: times from the cost model, peaks from a dry step (the family sweep's half) */
     machine_info machine;
@@ -134,6 +135,10 @@ void sweep_size_text(char *buf, size_t n, size_t bytes);
  * at this machine's rates) against device-memory budgets. */
 
 #define FAMILY_BUDGETS_MAX 16
+/* SimpleTuner's default mixed_precision, which the family sweep takes where an example sets none: the field
+ * registry's default_value for it (simpletuner_sdk/server/services/field_registry/sections/advanced.py), from which
+ * configuration/cmd_args.py builds its parser. segtrain's own default stays `no`, as `train` runs a config. */
+#define SIMPLETUNER_MIXED_PRECISION "bf16"
 
 typedef struct family_sweep {
     char family[SWEEP_NAME_MAX], flavour[SWEEP_NAME_MAX]; /* SimpleTuner's names */

@@ -175,6 +175,11 @@ static st_status with_model_errors(const config *c, st_status st)
                    m > 1 ? own[1] : "", n ? "\n  " : "", lines);
 }
 
+const char *cli_precision(const config *cfg)
+{
+    return !strcmp(config_string(cfg, "mixed_precision"), "bf16") ? "bf16" : "float32";
+}
+
 st_status cli_load_config(const char *path, const cli_args *a, config **out)
 {
     config *partial = NULL;

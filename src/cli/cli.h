@@ -50,6 +50,9 @@ int args_parse(int argc, char **argv, const cli_flag *flags, cli_args *a);
  * "segtrain sample"). */
 int cli_number(const char *who, const cli_flag *f, const char *text);
 
+/* What a config plans and trains in, after its mixed_precision: "bf16", or "float32" for `no` (the key's default,
+ * where SimpleTuner's is bf16). */
+const char *cli_precision(const config *cfg);
 /* Loads the config file (NULL: all defaults) with the --set overrides applied before validation, checks the
  * model it describes (so a family that is not built is refused here, in one line), prints the warning lines
  * and applies num_threads. */

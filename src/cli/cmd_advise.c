@@ -11,7 +11,7 @@
 
 static const char advise_help[] =
     "usage: segtrain advise [--config C] --device-memory SIZE [--verify] [--steps N] [--bucket-steps N,N,...]\n"
-    "                       [--set key=value ...]\n"
+    "                       [--mixed_precision no|bf16] [--set key=value ...]\n"
     "\n"
     "Which checkpointing schedule to use for a device-memory budget (e.g. 24GiB, 450MiB). It first measures a few\n"
     "steps without checkpointing here, for this machine's seconds per FLOP of GEMMs and attention and per byte of\n"
@@ -36,7 +36,11 @@ static const char advise_help[] =
     "bucket, weighted by --bucket-steps (steps an epoch at each bucket, in the buckets' order; default: the\n"
     "data's batches an epoch at each, or one each, as synthetic data draws them). Every bucket is advised for the\n"
     "budget less what the run holds for its other buckets (their position tables), so that each bucket's peak in\n"
-    "the run fits.\n";
+    "the run fits.\n"
+    "Every schedule is planned in the config's precision, its mixed_precision (the first line of the output says\n"
+    "which): bf16 holds the states between blocks and what blocks keep in bf16 (docs/PRECISION.md), about half the\n"
+    "activation memory; a config that sets none is float32, as train runs it (segtrain's default `no`; SimpleTuner's\n"
+    "is bf16). --mixed_precision no|bf16 (SimpleTuner's key, as any config key can be given) plans in the other.\n";
 
 typedef struct factory_ctx {
     const char *path;
@@ -58,6 +62,24 @@ static config *make_config(void *p, const char *sets)
         return NULL;
     }
     return cfg;
+}
+
+/* The precision every schedule below is planned in (the config's mixed_precision), first, with the flag for the
+ * other. */
+static st_status print_precision(const factory_ctx *ctx, const char **precision)
+{
+    config *cfg = make_config((void *)ctx, "");
+    if (!cfg) return ST_ERR_INVALID;
+    *precision = cli_precision(cfg);
+    const bool bf16 = !strcmp(*precision, "bf16");
+    printf("precision: %s (%s); --mixed_precision %s plans in %s\n", cli_precision(cfg),
+           bf16 ? "mixed_precision bf16: the states between blocks and what blocks keep in bf16, docs/PRECISION.md"
+           : config_is_set(cfg, "mixed_precision") ? "mixed_precision no"
+                                                   : "the config sets no mixed_precision: segtrain's default, no, as "
+                                                     "train runs it; SimpleTuner's default is bf16",
+           bf16 ? "no" : "bf16", bf16 ? "float32" : "bf16");
+    config_free(cfg);
+    return ST_OK;
 }
 
 /* The run's buckets (bucket_shapes) by their dry steps: the largest one's index, or -1 with fewer than two. */
@@ -273,7 +295,7 @@ static st_status advise_buckets(const factory_ctx *ctx, int n, int largest, cons
 
 int cmd_advise(int argc, char **argv)
 {
-    const char *config_path = NULL, *memory = NULL, *bucket_steps = NULL;
+    const char *config_path = NULL, *memory = NULL, *bucket_steps = NULL, *precision = "";
     long long steps = 3;
     bool verify = false;
     const cli_flag flags[] = {{"--config", .text = &config_path},
@@ -301,7 +323,8 @@ int cmd_advise(int argc, char **argv)
     char data_set[MODEL_SHAPES_MAX * 24 + 16], data_steps[MODEL_SHAPES_MAX * 12], weighted[MODEL_SHAPES_MAX * 12 + 64];
     data_buckets(&ctx, data_set, sizeof data_set, weights, data_steps, sizeof data_steps);
     if (data_set[0]) ctx.data_shapes = data_set;
-    if ((st = largest_bucket(&ctx, buckets, &n_buckets, &largest))) return cli_error("advise");
+    if ((st = print_precision(&ctx, &precision)) || (st = largest_bucket(&ctx, buckets, &n_buckets, &largest)))
+        return cli_error("advise");
     if (bucket_steps && largest < 0) {
         fprintf(stderr, "segtrain advise: --bucket-steps: the run has one shape (valid with several buckets)\n");
         return 2;
@@ -357,8 +380,8 @@ int cmd_advise(int argc, char **argv)
         return 1;
     }
     const schedule *pick = advice_pick(&adv);
-    printf("\nadvice: %s, %.3f s/step, peak %.2f MiB (predicted%s)\n", pick->name, pick->sec,
-           pick->peak_device / 1048576.0, adv.noisy ? "; the times from a busy machine's rates" : "");
+    printf("\nadvice: %s, %.3f s/step, peak %.2f MiB (predicted in %s%s)\n", pick->name, pick->sec,
+           pick->peak_device / 1048576.0, precision, adv.noisy ? "; the times from a busy machine's rates" : "");
     printf("  as options:");
     print_as_options(pick->sets);
     if (largest >= 0 && (st = advise_buckets(&ctx, n_buckets, largest, extra, budget, &adv, pick, weights,

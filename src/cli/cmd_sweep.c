@@ -17,7 +17,8 @@
 static const char sweep_help[] =
     "usage: segtrain sweep [--config C] [--modes LIST] [--warmup W] [--steps N] [--device-memory SIZE,SIZE...]\n"
     "                      [--out DIR] [--timeout SECONDS] [--set key=value ...]\n"
-    "       segtrain sweep --families all|NAME,NAME... [--examples DIR] [--planner] [--device-memory SIZE,...] [...]\n"
+    "       segtrain sweep --families all|NAME,NAME... [--examples DIR] [--planner] [--device-memory SIZE,...]\n"
+    "                      [--mixed_precision no|bf16] [...]\n"
     "\n"
     "Measures the configured model under each checkpointing mode and device-memory budget: every cell trains\n"
     "W warm-up and N measured steps (synthetic batches of the model's shape) in a fresh process, so that its peak\n"
@@ -59,6 +60,10 @@ static const char sweep_help[] =
     "             what it needs; per family and budget, the fastest mode that fits.\n"
     "  measured   on the family's tiny preset, each cell in a fresh process as above (default --warmup 1\n"
     "             --steps 2): milliseconds of a toy model, to show that each mode runs and what it refuses.\n"
+    "Each family plans and trains in its example's precision, its mixed_precision (SimpleTuner's default, bf16,\n"
+    "where the example sets none or there is none), both halves; every row and report says which (bf16 or\n"
+    "float32). --mixed_precision no|bf16 (SimpleTuner's key) sets every family's; in the config sweep, the\n"
+    "config's mixed_precision (segtrain's default: no, float32) is the report's, and the flag overrides it too.\n"
     "A mode the family refuses is unsupported, with its reason; a family not built says why. --set applies to\n"
     "both halves. --out gets families.md, families.json, families.csv, and per family FAMILY/predicted/ and\n"
     "FAMILY/measured/ with the sweep's four reports (sweep.svg: the chart). Ctrl-C leaves the rest not run and\n"
@@ -415,6 +420,7 @@ static int measure_config(const cli_args *a, const config *cfg, const char *conf
 {
     snprintf(r->config, sizeof r->config, "%s", config_file ? config_file : "built-in default (dit-s2, batch 8)");
     snprintf(r->preset, sizeof r->preset, "%s", config_string(cfg, "model_preset"));
+    snprintf(r->precision, sizeof r->precision, "%s", cli_precision(cfg));
     machine_describe(&r->machine);
     signal(SIGINT, on_interrupt);
     const int total = r->n_modes * r->n_budgets;

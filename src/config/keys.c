@@ -156,7 +156,7 @@ const cfg_key cfg_keys[] = {
              "an allocation past it is an out-of-memory status, never a crash."),
     SIZE_KEY("host_memory", SEC_MEMORY, NULL, "Host memory budget for offloaded state, e.g. `\"64GiB\"`."),
     INT_KEY("num_threads", "0", 0, 1024, SEC_MEMORY, NULL, "Threads for ops and BLAS; 0 = all cores."),
-    CHOICE_KEY("mixed_precision", "no", "no|bf16|fp16|fp8", SEC_MEMORY, "=",
+    CHOICE_KEY("mixed_precision", "no", "no|bf16|fp16|fp8", SEC_MEMORY, "= (default bf16 there)",
                "`bf16` holds in bfloat16 what PyTorch's bf16 run holds so (docs/PRECISION.md): the states between "
                "blocks (the stream, kept blocks' inputs, segment boundaries, skips, their host copies), rounded to "
                "nearest even, and under LoRA the weight of every frozen linear layer (the adapted bases among them); "

@@ -103,13 +103,14 @@ static const char *tiny_preset_of(const char *real)
 static void shape_text(const model_config *mc, int64_t batch, char *buf, size_t n)
 {
     char px[48];
+    const char *precision = mc->bf16_activations ? "bf16" : "float32";
     model_pixels(mc, px, sizeof px);
-    if (model_audio(mc)) snprintf(buf, n, "a clip of %lld latent frames, batch %lld", (long long)mc->frames,
-                                  (long long)batch);
+    if (model_audio(mc)) snprintf(buf, n, "a clip of %lld latent frames, batch %lld, %s", (long long)mc->frames,
+                                  (long long)batch, precision);
     else if (model_video(mc))
-        snprintf(buf, n, "%lld-frame %s px video, batch %lld", (long long)model_pixel_frames(mc), px,
-                 (long long)batch);
-    else snprintf(buf, n, "%s px images, batch %lld", px, (long long)batch);
+        snprintf(buf, n, "%lld-frame %s px video, batch %lld, %s", (long long)model_pixel_frames(mc), px,
+                 (long long)batch, precision);
+    else snprintf(buf, n, "%s px images, batch %lld, %s", px, (long long)batch, precision);
 }
 
 /* Every cell of a half the same: not run (to be filled), or what stops the whole half. */
@@ -168,7 +169,14 @@ static st_status load_real(family_sweep *f, const char *examples, const char *di
                          "lora_type lycoris is not built)", n > 1 ? "; " : "", path);
             }
             for (int i = 0; i < n_sets; i++) with[n++] = sets[i];
-            return config_load_with(path, with, n, out, NULL);
+            st_status st = config_load_with(path, with, n, out, NULL);
+            if (!st && !config_is_set(*out, "mixed_precision")) { /* as SimpleTuner trains it */
+                st = config_set(*out, "mixed_precision=" SIMPLETUNER_MIXED_PRECISION);
+                at = strlen(f->note);
+                snprintf(f->note + at, sizeof f->note - at, "%sin SimpleTuner's default mixed_precision %s (the "
+                         "example sets none)", at > 0 ? "; " : "", SIMPLETUNER_MIXED_PRECISION);
+            }
+            return st;
         }
         snprintf(f->note + at, sizeof f->note - at, "its example %s is not in %s: ", example, examples);
     } else {
@@ -177,14 +185,17 @@ static st_status load_real(family_sweep *f, const char *examples, const char *di
     snprintf(path, sizeof path, "%s/real-config.json", dir);
     FILE *cf = fopen(path, "w");
     if (!cf) return st_fail(ST_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    fprintf(cf, "{\"model_family\": \"%s\", \"model_flavour\": \"%s\", \"train_batch_size\": 1}\n", f->family,
-            f->flavour);
+    fprintf(cf, "{\"model_family\": \"%s\", \"model_flavour\": \"%s\", \"train_batch_size\": 1, "
+            "\"mixed_precision\": \"%s\"}\n", f->family, f->flavour, SIMPLETUNER_MIXED_PRECISION);
     fclose(cf);
+    const st_status st = config_load_with(path, sets, n_sets, out, NULL);
+    const bool ours = !st && !strcmp(config_string(*out, "mixed_precision"), SIMPLETUNER_MIXED_PRECISION);
     at = strlen(f->note);
     snprintf(f->note + at, sizeof f->note - at, "predicted at %s%s's preset at its own resolution, batch 1, full "
-             "training (segtrain's default model_type; the examples train LoRA) (%s)",
-             f->flavour[0] ? "flavour " : "the default flavour", f->flavour, path);
-    return config_load_with(path, sets, n_sets, out, NULL);
+             "training (segtrain's default model_type; the examples train LoRA)%s (%s)",
+             f->flavour[0] ? "flavour " : "the default flavour", f->flavour,
+             ours ? ", in SimpleTuner's default mixed_precision " SIMPLETUNER_MIXED_PRECISION : "", path);
+    return st;
 }
 
 st_status family_sweep_prepare(family_sweep *f, const char *examples, const char *dir, const char *const *sets,
@@ -225,6 +236,7 @@ st_status family_sweep_prepare(family_sweep *f, const char *examples, const char
         shape_text(&mc, config_int(real, "train_batch_size"), f->shape, sizeof f->shape);
         snprintf(f->predicted.preset, sizeof f->predicted.preset, "%s", mc.preset);
         snprintf(f->predicted.config, sizeof f->predicted.config, "%s", f->example[0] ? f->example : "no example");
+        snprintf(f->predicted.precision, sizeof f->predicted.precision, "%s", mc.bf16_activations ? "bf16" : "float32");
     }
     if (f->note[0] && strlen(f->note) == noted) /* only the flavour's part: end its sentence */
         snprintf(f->note + noted, sizeof f->note - noted, "predicted from %s", f->example[0] ? f->example : "it");
@@ -244,13 +256,16 @@ st_status family_sweep_prepare(family_sweep *f, const char *examples, const char
     snprintf(f->measured.config, sizeof f->measured.config, "%s", f->tiny_config);
     FILE *cf = fopen(f->tiny_config, "w");
     if (!cf) return st_fail(ST_ERR_IO, "cannot write %s: %s", f->tiny_config, strerror(errno));
-    fprintf(cf, "{\"model_family\": \"%s\", \"model_flavour\": \"%s\", \"model_preset\": \"%s\"}\n", f->family,
-            f->flavour, tiny);
+    /* in the predicted half's precision, so that a family's row is one precision */
+    fprintf(cf, "{\"model_family\": \"%s\", \"model_flavour\": \"%s\", \"model_preset\": \"%s\", "
+            "\"mixed_precision\": \"%s\"}\n", f->family, f->flavour, tiny,
+            real ? config_string(real, "mixed_precision") : SIMPLETUNER_MIXED_PRECISION);
     fclose(cf);
     config *c = NULL; /* checked once here: a config every cell would refuse is one line, not nine failures */
     st = config_load_with(f->tiny_config, sets, n_sets, &c, NULL);
     if (!st) st = model_config_from(c, &mc);
     config_free(c);
+    if (!st) snprintf(f->measured.precision, sizeof f->measured.precision, "%s", mc.bf16_activations ? "bf16" : "float32");
     if (st) {
         fill_half(&f->measured, st == ST_ERR_UNSUPPORTED ? CELL_UNSUPPORTED : CELL_FAILED, st_error());
         f->tiny_config[0] = 0;
@@ -485,8 +500,8 @@ static void md_family(const family_report *rep, const family_sweep *fs, FILE *f)
             fprintf(f, "  - no per-block plan fits\n");
         }
     }
-    fprintf(f, "\n**Measured** on %s (%d warm-up + %d measured steps a cell, each in a fresh process):\n\n",
-            m->preset[0] ? m->preset : "?", m->warmup, m->steps);
+    fprintf(f, "\n**Measured** on %s%s%s (%d warm-up + %d measured steps a cell, each in a fresh process):\n\n",
+            m->preset[0] ? m->preset : "?", m->precision[0] ? " in " : "", m->precision, m->warmup, m->steps);
     sweep_write_markdown_table(m, f);
     fputc('\n', f);
     md_refusals(fs, f);
@@ -509,7 +524,10 @@ static st_status write_md(const void *ctx, FILE *f)
                "fit reads OOM with what it needs; the unlimited column is every mode's own numbers.\n\n"
                "**Measured** cells: each family's tiny preset, every mode in a fresh process: the times are "
                "milliseconds of a toy model, to show that each mode runs and what it refuses, not what the real "
-               "model takes.\n\n");
+               "model takes.\n\n"
+               "**Precision**: each family in its example's `mixed_precision` (SimpleTuner's default, `%s`, where the "
+               "example sets none or there is no example), both halves, as each row says (bf16: docs/PRECISION.md; "
+               "float32: `no`); `--mixed_precision no|bf16` sets every family's.\n\n", SIMPLETUNER_MIXED_PRECISION);
     if (rep->n_families && rep->families[0].predicted.n_budgets > 1) {
         const sweep_result *p0 = &rep->families[0].predicted;
         fprintf(f, "## Fastest predicted schedule that fits\n\n| family |");
@@ -553,7 +571,8 @@ static cJSON *family_json(const family_sweep *fs, const machine_info *mi)
               (fs->skipped[0] ? cJSON_AddStringToObject(o, "skipped", fs->skipped)
                               : cJSON_AddNullToObject(o, "skipped")) &&
               cJSON_AddStringToObject(o, "note", fs->note) && cJSON_AddStringToObject(o, "example", fs->example) &&
-              cJSON_AddStringToObject(o, "shape", fs->shape);
+              cJSON_AddStringToObject(o, "shape", fs->shape) &&
+              cJSON_AddStringToObject(o, "precision", fs->predicted.precision);
     for (int h = 0; ok && h < 2; h++) {
         cJSON *half = sweep_result_json(h ? &p : &m);
         ok = half && cJSON_AddItemToObject(o, h ? "predicted" : "measured", half);

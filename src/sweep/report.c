@@ -225,7 +225,8 @@ void sweep_write_markdown_table(const sweep_result *r, FILE *f)
 
 void sweep_write_markdown(const sweep_result *r, FILE *f)
 {
-    fprintf(f, "# segtrain sweep: %s (config: ", r->preset[0] ? r->preset : "?");
+    fprintf(f, "# segtrain sweep: %s%s%s (config: ", r->preset[0] ? r->preset : "?", r->precision[0] ? " in " : "",
+            r->precision);
     md_one_line(f, r->config[0] ? r->config : "defaults");
     fprintf(f, ")\n\n");
     sweep_write_markdown_table(r, f);
@@ -307,7 +308,8 @@ cJSON *sweep_result_json(const sweep_result *r)
 {
     cJSON *root = cJSON_CreateObject();
     bool ok = root != NULL;
-    ok = ok && j_str(root, "config", r->config) && j_str(root, "preset", r->preset);
+    ok = ok && j_str(root, "config", r->config) && j_str(root, "preset", r->preset) &&
+         (r->precision[0] ? j_str(root, "precision", r->precision) : j_null(root, "precision"));
     ok = ok && j_num(root, "warmup", r->warmup) && j_num(root, "steps", r->steps);
     if (r->predicted) /* no step ran: its times are the cost model's, its peaks a dry step's */
         ok = ok && cJSON_AddTrueToObject(root, "predicted");
@@ -689,6 +691,7 @@ static void svg_write_title(const sweep_result *r, FILE *f)
     fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", SVG_W, SVG_H);
     fprintf(f, "<text x=\"%d\" y=\"28\" font-size=\"18\" font-weight=\"bold\">segtrain sweep: ", PLOT_L);
     xml_text(f, r->preset[0] ? r->preset : "?", 60);
+    if (r->precision[0]) fprintf(f, " in %s", r->precision);
     fprintf(f, "</text>\n<text x=\"%d\" y=\"48\" font-size=\"12\" fill=\"#444444\">", PLOT_L);
     xml_text(f, r->machine.cpu[0] ? r->machine.cpu : "unknown CPU", 48);
     fprintf(f, ", %d cores, %d threads, BLAS: ", r->machine.cores, r->machine.threads);
