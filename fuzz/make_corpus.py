@@ -43,6 +43,9 @@ put("safetensors", "empty-header", safetensors([]))
 put("safetensors", "one-f32", safetensors([("w", "F32", [2], f32(1, -2))], {"format": "pt"}))
 put("safetensors", "all-dtypes", safetensors([("a", "F16", [2], b"\x00\x3c\x00\xc0"), ("b", "BF16", [1, 1], b"\x80\x3f"),
                                               ("c", "I64", [1], i64(-7)), ("d", "F32", [0, 3], b"")]))
+put("safetensors", "fp8-and-bytes", safetensors([("w", "F8_E4M3", [2, 2], b"\x38\x7e\x01\xff"),
+                                                 ("w_scale", "F32", [2], f32(0.5, 2)), ("e", "F8_E5M2", [2], b"\x3c\x7c"),
+                                                 ("q", "U8", [3], b"\x00\x0f\xf0"), ("i", "I8", [1], b"\x80")]))
 put("safetensors", "zero-byte-first", safetensors([("z", "F32", [0], b""), ("w", "F32", [1], f32(3))]))
 put("safetensors", "zero-byte-after", safetensors([], header='{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
                                                         '"z":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}') + f32(3))

@@ -30,6 +30,9 @@ pins=(
   einops==0.8.2
   toml==0.10.2
   tqdm==4.70.1
+  # scripts/make_quant_fixtures.py's quantized weights (tests/fixtures/quant, docs/QUANTIZATION.md) and what it imports
+  optimum-quanto==0.2.7
+  ninja==1.13.2
   # scripts/make_cache.py's text encoders and tokenizers (the parity fixtures do not import them)
   transformers==5.24.0
   tokenizers==0.23.3

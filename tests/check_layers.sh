@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 header_layer() {
   case "$1" in
     status.h|checked.h|pool.h|fileio.h|safetensors.h|config.h|rng.h|copy.h) echo 0 ;;
-    ops.h) echo 1 ;;
+    ops.h|quant.h) echo 1 ;;
     block.h|params.h|lin.h|lycoris.h) echo 2 ;;
     executor.h|plan.h) echo 3 ;;
     model.h|model_run.h) echo 4 ;;

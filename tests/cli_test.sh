@@ -431,6 +431,12 @@ for example in "$src"/tests/fixtures/simpletuner/*.json; do
       ok "SimpleTuner's $name example: lora_type lycoris not mapped on $family, one line" || bad "$name example (exit $rc): $out"
     out=$("$bin" plan --config "$example" --set lora_type=standard --set pretrained_model_name_or_path= 2>&1); rc=$?
   fi
+  if grep -q "base_model_precision: .* is refused" <<<"$out"; then # a quantized base not built: then unquantized
+    [ $rc -eq 1 ] && [ "$(grep -vc '^segtrain: warning' <<<"$out")" -eq 1 ] && grep -q "nearest built is" <<<"$out" &&
+      ok "SimpleTuner's $name example: base_model_precision refused, the nearest named" || bad "$name example: $out"
+    out=$(cd "$src/tests/fixtures/simpletuner" && "$bin" plan --config "$example" --set base_model_precision=no_change \
+          --set lora_type=standard --set pretrained_model_name_or_path= 2>&1); rc=$?
+  fi
   if [ $rc -eq 0 ]; then
     grep -q "^model [^ ]* ($shown[^)]*)" <<<"$out" && grep -q "^predicted peak device memory" <<<"$out" &&
       ok "SimpleTuner's $name example plans unchanged" || bad "$name example: $out"
@@ -455,24 +461,37 @@ for ex in pixart:pixart-sigma-tiny sana:sana-1.5-tiny sdxl:sdxl-tiny; do
     ok "SimpleTuner's $name LoKr example trains 2 steps at $preset, each peak the predicted $predicted bytes" ||
     bad "$name LoKr example (peaks $peaks, predicted $predicted): $out"
 done
+# base_model_precision: a LoRA on an int4-quanto base trains, each step's peak the plan's; full training is refused
+qsets=(--set model_preset=dit-tiny --set model_type=lora --set lora_rank=4 --set base_model_precision=int4-quanto
+       --set mixed_precision=bf16 --set gradient_checkpointing=true --set synthetic_data=true)
+predicted=$("$bin" plan "${qsets[@]}" --json 2>/dev/null | sed -n 's/.*"total":[[:space:]]*\([0-9]*\).*/\1/p' | head -1)
+out=$("$bin" train "${qsets[@]}" --set max_train_steps=2 --set output_dir="$PWD/quant-int4" 2>&1)
+peaks=$(grep -o '"peak_device_bytes": [0-9]*' quant-int4/train_log.jsonl 2>/dev/null | sed 's/.*: //' | sort -u)
+grep -q "^trained 2 steps" <<<"$out" && [ -n "$predicted" ] && [ "$peaks" = "$predicted" ] &&
+  ok "a LoRA on an int4-quanto base trains 2 steps, each peak the predicted $predicted bytes" ||
+  bad "int4-quanto base (peaks $peaks, predicted $predicted): $out"
+expect 1 "a quantized base under full training is refused" "base_model_precision fp8-quanto quantizes a frozen base" -- \
+  "$bin" plan --set base_model_precision=fp8-quanto
+expect 0 "plan --parts shows how each part is held" "blocks.\\*.attn.qkv .*int8-quanto \\+ float32" -- \
+  "$bin" plan --parts --set model_type=lora --set lora_rank=4 --set base_model_precision=int8-quanto
 expect 0 "SimpleTuner's kandinsky5-video example plans T2V Lite (2 + 32 blocks) at 121 frames: 31 latent frames" \
   "model kandinsky5-t2v-lite \\(kandinsky5\\): 32 cross-attention blocks, width 1792, 28 heads, 27900 image \\+ 256 text tokens of 121-frame 480 px video" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/kandinsky5-video-2b-t2v.peft-lora.json" --set num_frames=121
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/kandinsky5-video-2b-t2v.peft-lora.json" --set base_model_precision=no_change --set num_frames=121
 expect 0 "SimpleTuner's auraflow example plans AuraFlow v0.3 at its real size" \
   "model auraflow \\(auraflow\\): 4 double-stream \\+ 32 single-stream blocks, width 3072, 12 heads, 4096 image \\+ 120 text tokens" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/auraflow.peft-lora.json"
 expect 0 "SimpleTuner's hunyuanvideo example plans HunyuanVideo 1.5 (its t2v-480p) at its real size" \
   "model hunyuanvideo15-480p \\(hunyuanvideo15\\): 54 joint blocks, width 2048, 16 heads, 900 image \\+ 1256 text tokens of 1-frame 480 px video" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/hunyuanvideo-1.5-t2v.peft-lora.json" --set pretrained_model_name_or_path=
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/hunyuanvideo-1.5-t2v.peft-lora.json" --set base_model_precision=no_change --set pretrained_model_name_or_path=
 expect 0 "num_frames: 33 frames of HunyuanVideo 1.5 are 9 latent frames, 8100 image tokens" \
   "8100 image \\+ 1256 text tokens of 33-frame 480 px video \\(9 x 30 x 30 latent, VAE /16, /4 in time\\)" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/hunyuanvideo-1.5-t2v.peft-lora.json" --set pretrained_model_name_or_path= --set num_frames=33
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/hunyuanvideo-1.5-t2v.peft-lora.json" --set base_model_precision=no_change --set pretrained_model_name_or_path= --set num_frames=33
 expect 0 "SimpleTuner's ltxvideo example plans LTX-Video 0.9.5 at its real size" \
   "model ltxvideo-0.9.5 \\(ltxvideo\\): 28 cross-attention blocks, width 2048, 32 heads, 225 image \\+ 226 text tokens of 1-frame 480 px video" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo-0.9.5-t2v.peft-lora.json" --set pretrained_model_name_or_path=
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo-0.9.5-t2v.peft-lora.json" --set base_model_precision=no_change --set pretrained_model_name_or_path=
 expect 0 "num_frames: 49 frames of LTX-Video are 7 latent frames (its VAE is 8x in time), 1575 image tokens" \
   "1575 image \\+ 226 text tokens of 49-frame 480 px video \\(7 x 15 x 15 latent, VAE /32, /8 in time\\)" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo-0.9.5-t2v.peft-lora.json" --set pretrained_model_name_or_path= --set num_frames=49
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo-0.9.5-t2v.peft-lora.json" --set base_model_precision=no_change --set pretrained_model_name_or_path= --set num_frames=49
 # the run holds one set of weights and each bucket's position table (256 and 64 rows more than a lone 512x512's)
 expect 0 "plan with bucket_shapes predicts every bucket's peak and names the largest as the run's" \
   "bucket 512x512 +1024 image tokens  predicted peak 702.95 MiB  \\(the run's peak\\)" -- \
@@ -495,7 +514,7 @@ expect 1 "gradient_checkpointing_bucket_plans refuses a bucket the run does not 
   --set 'gradient_checkpointing_bucket_plans=640x480: none'
 expect 0 "SimpleTuner's Wan example plans at its users' 832x480 bucket, 81 frames" \
   "32760 image \\+ 512 text tokens of 81-frame 832x480 px video \\(21 x 60 x 104 latent, VAE /8, /4 in time\\)" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/wan-1.3b.peft-lora+TREAD.json" --set pretrained_model_name_or_path= --set bucket_shapes=832x480@81
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/wan-1.3b.peft-lora+TREAD.json" --set base_model_precision=no_change --set pretrained_model_name_or_path= --set bucket_shapes=832x480@81
 expect 1 "advise --bucket-steps gives one count per bucket" "--bucket-steps: \"1,1\" is not 3 step counts" -- \
   "$bin" advise --set model_preset=dit-tiny --set bucket_shapes=64x64,32x96,128x128 --device-memory 1GiB --bucket-steps 1,1
 expect 0 "advise with bucket_shapes advises for the largest bucket" "3 buckets: advising for the largest, 128x128" -- \
@@ -514,10 +533,10 @@ expect 1 "a bucket edge that is not whole patches is refused with the nearest" \
 expect 1 "a bucket that is not WxH is refused by name" "bucket_shapes: \"832by480\" is not a shape" -- \
   "$bin" plan --set model_preset=flux-dev --set bucket_shapes=832by480
 expect 1 "num_frames of LTX-Video not 8 k + 1 is refused with the rule" "num_frames: 21; this video family takes 8 k \\+ 1 frames" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo-0.9.5-t2v.peft-lora.json" --set pretrained_model_name_or_path= --set num_frames=21
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo-0.9.5-t2v.peft-lora.json" --set base_model_precision=no_change --set pretrained_model_name_or_path= --set num_frames=21
 expect 0 "SimpleTuner's ltxvideo2 example plans LTX-2.0 19B at 121 frames: 16 latent frames, one audio latent a frame" \
   "model ltxvideo2-19b \\(ltxvideo2\\): 48 cross-attention blocks, width 4096, 32 heads, 3600 video \\+ 121 audio" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo2-19b-t2v.peft-lora.json" --set num_frames=121
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/ltxvideo2-19b-t2v.peft-lora.json" --set base_model_precision=no_change --set num_frames=121
 expect 0 "SimpleTuner's lumina2 example plans Lumina-Image 2.0 at its real size, all three sequences" \
   "plan noise_refiner: 0-1 ckpt in segments of 1" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/lumina2.peft-lora.json"
@@ -527,10 +546,10 @@ expect 0 "lumina2 trains with SimpleTuner's objective (the model's time 1 - t, i
   --set synthetic_data=true --set max_train_steps=1 --set output_dir=lumina-out
 expect 0 "SimpleTuner's z-image example plans Z-Image's 6B transformer at 1024 px area" \
   "model z-image \\(z_image\\): 2 \\+ 2 refiner blocks, 30 joint blocks, width 3840, 30 heads, 4096 image \\+ 512" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/z-image.peft-lora.json"
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/z-image.peft-lora.json" --set base_model_precision=no_change
 expect 0 "SimpleTuner's ernie example plans ERNIE-Image's 8B transformer at 512 px" \
   "model ernie-image \\(ernie\\): 36 joint blocks, width 4096, 32 heads, 1024 image \\+ 256 text tokens" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/ernie.peft-lora.json"
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/ernie.peft-lora.json" --set base_model_precision=no_change
 expect 0 "SimpleTuner's ideogram example plans Ideogram 4 at 1024 px area" \
   "model ideogram-4 \\(ideogram\\): 34 joint blocks, width 4608, 18 heads, 4096 image \\+ 256 text tokens" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/ideogram-fp8.peft-lora.json"
@@ -547,7 +566,7 @@ expect 0 "omnigen trains with SimpleTuner's objective on the stand-in's token id
   --set synthetic_data=true --set max_train_steps=1 --set output_dir=omnigen-out
 expect 0 "SimpleTuner's krea2 example plans Krea 2 Raw at 1024 px: two text fusion sequences, then the joint one" \
   "model krea2 \\(krea2\\): 2 \\+ 2 text fusion blocks, 28 joint blocks, width 6144, 48 heads, 4096 image" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/krea2.peft-lora.json" --set pretrained_model_name_or_path=
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/krea2.peft-lora.json" --set base_model_precision=no_change --set pretrained_model_name_or_path=
 expect 0 "krea2 trains with SimpleTuner's objective" \
   "trained 1 steps; weights in krea2-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=krea2 --set model_preset=krea2-tiny \
@@ -622,7 +641,7 @@ expect 0 "sanavideo trains: Sana's blocks over video frames, the temporal convol
   --set num_frames=9 --set synthetic_data=true --set max_train_steps=1 --set output_dir=sanavideo-out
 expect 0 "SimpleTuner's sanavideo example plans SANA-Video 2B at 480 px" \
   "model sanavideo-2b-480p \\(sanavideo\\): 20 cross-attention blocks, width 2240, 20 heads, 900 image \\+ 300" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/sanavideo-2b-480p.peft-lora.json" --set pretrained_model_name_or_path=
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/sanavideo-2b-480p.peft-lora.json" --set base_model_precision=no_change --set pretrained_model_name_or_path=
 expect 0 "cosmos3 trains: the prompt's ids and the latents through their own weights, one attention" \
   "trained 1 steps; weights in cosmos3-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=cosmos3 --set model_preset=cosmos3-tiny \
@@ -647,7 +666,7 @@ expect 0 "ideogram trains with SimpleTuner's objective" \
   --set synthetic_data=true --set max_train_steps=1 --set output_dir=ideogram-out
 expect 0 "planning ernie says its caption length is segtrain's choice, and which key sets it" \
   "warning: SimpleTuner pads each ernie batch's captions to its longest, .* at 256 tokens \\(tokenizer_max_length" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/ernie.peft-lora.json"
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/ernie.peft-lora.json" --set base_model_precision=no_change
 expect 0 "ernie trains with SimpleTuner's objective" \
   "trained 1 steps; weights in ernie-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=ernie --set model_preset=ernie-tiny \
@@ -664,7 +683,7 @@ expect 0 "plan --parts lists what is live at the peak: without checkpointing, ev
   "$bin" plan --config empty.json --set model_preset=hidream-tiny --parts
 expect 0 "SimpleTuner's qwen_image example plans Qwen-Image at its real size" \
   "model qwen-image \\(qwen_image\\): 60 joint blocks, width 3072, 24 heads, 4096 image \\+ 1024 text tokens" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/qwen_image.peft-lora.json"
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/qwen_image.peft-lora.json" --set base_model_precision=no_change
 expect 0 "SimpleTuner's sd3 example plans SD3.5 medium, its default flavour, at its real size" \
   "model sd35-medium \\(sd3\\): 24 joint blocks, width 1536, 24 heads, 4096 image \\+ 231 text tokens" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/sd3.peft-lora.json"

@@ -1039,6 +1039,29 @@ static void test_bf16(void)
     test_budgets(&deep, "deep-13 bf16");
 }
 
+/* base_model_precision (docs/QUANTIZATION.md): a quantized frozen base under LoRA, each format on a family of its
+ * own kind of state, with bf16 states or float ones: every schedule bitwise equal to none, every peak as predicted */
+static void test_quantized(void)
+{
+    static const struct {
+        const char *preset;
+        quant_format q;
+        bool bf16;
+    } cases[] = {{"dit-tiny", QUANT_INT8, true}, {"mmdit-tiny", QUANT_INT4, false},
+                 {"pixart-sigma-tiny", QUANT_FP8, true}, {"sdxl-tiny", QUANT_INT4, true}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        model_config mc;
+        CHECK(model_preset(cases[i].preset, &mc) == ST_OK);
+        if (!strcmp(cases[i].preset, "mmdit-tiny")) mc.depth = 3;
+        mc.lora_rank = 4, mc.lora_alpha = 8, mc.lora_attention = mc.lora_mlp = true;
+        mc.quant_base = cases[i].q, mc.bf16_activations = cases[i].bf16;
+        char label[96];
+        snprintf(label, sizeof label, "%s lora %s%s", cases[i].preset, quant_name(cases[i].q),
+                 cases[i].bf16 ? " bf16" : "");
+        test_bitwise(&mc, label, 2);
+    }
+}
+
 /* segtrain's own families at a non-square input, 8 x 12: every schedule against none (the diffusers families' one
  * checkpointed schedule at theirs is test_parity's) */
 static void test_any_shape(void)
@@ -1128,6 +1151,7 @@ int main(void)
     for (size_t i = 0; i < sizeof family_cases / sizeof *family_cases; i++) test_family(&family_cases[i]);
     test_any_shape();
     test_bf16();
+    test_quantized();
     model_config sd3;
     CHECK(model_preset("sd3-tiny", &sd3) == ST_OK); /* attn2 in blocks 0 and 1, the last context_pre_only */
     for (int threads = 1; threads <= 2; threads++) test_bitwise(&sd3, "sd3-tiny", threads);

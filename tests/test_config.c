@@ -467,18 +467,18 @@ static void test_unknown_keys(void)
         config_free(c);
     }
     config_set_lenient(true);
-    c = PARSE_OK("{\"lerning_rate\": 1e-4, \"--base_model_precision\": \"int8-quanto\", "
+    c = PARSE_OK("{\"lerning_rate\": 1e-4, \"--text_encoder_1_precision\": \"int8-quanto\", "
                          "\"report_to\": \"none\", \"sed\": 3, \"new\\nline\": 1}");
     if (c) {
         const char *w = config_warning(c);
         CHECKF(w && strncmp(w, "config.json: ", 13) == 0, "warning: %s", w ? w : "(none)");
         CHECKF(w && strstr(w, "lerning_rate (did you mean learning_rate?)"), "warning: %s", w ? w : "(none)");
         CHECKF(w && strstr(w, "sed (did you mean seed?)"), "warning: %s", w ? w : "(none)");
-        CHECKF(w && strstr(w, "--base_model_precision") && !strstr(w, "--base_model_precision (did"), "warning: %s",
-               w ? w : "(none)");
+        CHECKF(w && strstr(w, "--text_encoder_1_precision") && !strstr(w, "--text_encoder_1_precision (did"),
+               "warning: %s", w ? w : "(none)");
         CHECKF(w && strstr(w, "report_to") && !strstr(w, "report_to (did"), "warning: %s", w ? w : "(none)");
         CHECKF(w && strstr(w, "config.json: ignoring keys that would change the result: lerning_rate") &&
-                   strstr(w, "--base_model_precision") && strstr(w, "new?line"),
+                   strstr(w, "--text_encoder_1_precision") && strstr(w, "new?line"),
                "unknown keys are taken to change the result: %s", w ? w : "(none)");
         CHECKF(w && strstr(w, "\nconfig.json: ignoring keys that only report or publish: report_to"), "warning: %s",
                w ? w : "(none)");
@@ -540,8 +540,10 @@ static void test_set(void)
     EXPECT_FAIL(config_set(c, "seed="), ST_ERR_INVALID, "--set: seed: \"\" is not an integer >= 0");
     EXPECT_FAIL(config_set(c, "lerning_rate=1"), ST_ERR_INVALID,
                 "--set: unknown key \"lerning_rate\" (did you mean learning_rate?)");
-    EXPECT_FAIL(config_set(c, "--base_model_precision=no_change"), ST_ERR_INVALID,
-                "--set: unknown key \"base_model_precision\"");
+    EXPECT_FAIL(config_set(c, "--text_encoder_1_precision=no_change"), ST_ERR_INVALID,
+                "--set: unknown key \"text_encoder_1_precision\"");
+    EXPECT_FAIL(config_set(c, "base_model_precision=nf4-bnb"), ST_ERR_INVALID, "nf4-bnb",
+                "bitsandbytes' NF4 is not built; the nearest built is int4-quanto");
     EXPECT_FAIL(config_set(c, "gradient_checkpointing_intervall=2"), ST_ERR_INVALID,
                 "did you mean gradient_checkpointing_interval?");
     EXPECT_FAIL(config_set(c, "seed"), ST_ERR_INVALID, "--set: \"seed\" is not key=value");
@@ -648,6 +650,7 @@ static const char simpletuner_json[] =
     "    \"--validation_steps\": \"250\",\n"
     "    \"--max_grad_norm\": 1.0,\n"
     "    \"--base_model_precision\": \"int8-quanto\",\n"
+    "    \"--text_encoder_1_precision\": \"int8-quanto\",\n"
     "    \"--disable_benchmark\": false,\n"
     "    \"--push_to_hub\": \"false\",\n"
     "}\n";
@@ -669,7 +672,8 @@ static void check_simpletuner(const config *c)
     CHECK(strcmp(config_string(c, "data_backend_config"), "config/multidatabackend.json") == 0);
     CHECK(config_int(c, "aspect_bucket_rounding") == 2); /* read: the aspect buckets' names */
     const char *w = config_warning(c);
-    const char *unused[] = {"--report_to", "--validation_prompt", "--base_model_precision", "--disable_benchmark",
+    CHECK(strcmp(config_string(c, "base_model_precision"), "int8-quanto") == 0); /* read: the base quantized */
+    const char *unused[] = {"--report_to", "--validation_prompt", "--text_encoder_1_precision", "--disable_benchmark",
                             "--push_to_hub"};
     for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++)
         CHECKF(w && strstr(w, unused[i]), "warning lacks %s: %s", unused[i], w ? w : "(none)");

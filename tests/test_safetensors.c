@@ -229,6 +229,29 @@ static void test_param_files(void)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* float8: every e4m3fn code decodes and rounds back to itself, ties go to even, e5m2 is a half's high byte; U8 and I8
+ * open as bytes and are no floats */
+static void test_fp8_conversions(void)
+{
+    CHECK(sft_f8e4m3_to_f32(0x7e) == 448.0f && sft_f8e4m3_to_f32(0x38) == 1.0f && sft_f8e4m3_to_f32(0x08) == 0x1p-6f);
+    CHECK(sft_f8e4m3_to_f32(0x01) == 0x1p-9f && sft_f8e4m3_to_f32(0xb8) == -1.0f && isnan(sft_f8e4m3_to_f32(0x7f)));
+    CHECK(sft_f8e5m2_to_f32(0x3c) == 1.0f && sft_f8e5m2_to_f32(0x7b) == 57344.0f && isinf(sft_f8e5m2_to_f32(0x7c)));
+    int back = 0;
+    for (int b = 0; b < 256; b++) back += (b & 0x7f) == 0x7f || sft_f32_to_f8e4m3(sft_f8e4m3_to_f32((uint8_t)b)) == b;
+    CHECKF(back == 256, "%d of 256 e4m3fn codes round back to themselves", back);
+    CHECK(sft_f32_to_f8e4m3(1.0625f) == 0x38 && sft_f32_to_f8e4m3(1.1875f) == 0x3a); /* ties to even */
+    CHECK(sft_f32_to_f8e4m3(0x1p-10f) == 0x00 && sft_f32_to_f8e4m3(0x3p-10f) == 0x02); /* subnormal ties */
+    unsigned char data[4] = {1, 2, 3, 4};
+    const char *path = craft("u8.safetensors", "{\"q\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}",
+                             data, 4);
+    sft_file *f;
+    CHECKF(sft_open(path, &f) == ST_OK, "%s", st_error());
+    float x[4];
+    CHECK(sft_read_f32(f, "q", 1, (int64_t[]){4}, x) == ST_ERR_FORMAT &&
+          strstr(st_error(), "has dtype U8, expected a float"));
+    sft_close(f);
+}
+
 /* An output path that is a symlink is written through (the link stays, its target changes); one that exists but
  * is not a regular file is refused and left as it was. */
 static void test_output_paths(void)
@@ -290,6 +313,7 @@ int main(void)
     test_half_conversions();
     test_broken_files();
     test_param_files();
+    test_fp8_conversions();
     test_output_paths();
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) return 1;

@@ -139,6 +139,7 @@ typedef struct model_config {
     int64_t lora_rank;                /* 0: full training; else LoRA of this rank, the base frozen */
     double lora_alpha;                /* the adapters' scale is alpha / rank */
     bool bf16_base;                   /* mixed_precision bf16 under LoRA: frozen linear layers' weights in bf16 */
+    quant_format quant_base;          /* base_model_precision under LoRA: frozen linear layers' weights quantized */
     bool bf16_activations;            /* mixed_precision bf16: activations held in bf16 (docs/PRECISION.md) */
     bool lora_attention, lora_mlp;    /* which linears get adapters */
     lycoris_spec lycoris;             /* lora_type lycoris: the adapters (lora_rank then 1, a marker of the frozen

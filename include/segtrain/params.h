@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "segtrain/pool.h"
+#include "segtrain/quant.h"
 
 #define PARAM_NAME_MAX 128
 #define PARAM_MAX_DIMS 5 /* a Conv3d weight's */
@@ -17,12 +18,15 @@ typedef struct param {
     int ndim;
     int64_t shape[PARAM_MAX_DIMS];
     int64_t numel;
-    float *w;       /* NULL when the weight is held in bf16 */
+    float *w;       /* NULL when the weight is held in bf16 or quantized */
     uint16_t *w16;  /* the weight in bfloat16, for a bf16 parameter (below); else NULL */
     float *g;       /* NULL for a frozen parameter */
     bool trainable; /* has a gradient and optimizer state */
     bool fixed;     /* a fixed buffer (pos_embed): saved with the weights, loaded only if a file has it */
     bool bf16;      /* held in bf16: a frozen linear layer's weight (lin.h) under the set's bf16_base */
+    quant_format quant; /* held quantized (quant.h): a frozen linear layer's weight under the set's quant_base */
+    uint8_t *wq;        /* a quantized weight's packed data, and its bf16 scales (and shifts): quant_layout_of's */
+    uint16_t *wq_stats;
     bool grid;      /* a fixed table of the latent's grid (DiT's pos_embed): a model at another shape fills its own */
     float lyco_alpha; /* a LoKr adapter's w1 (or w1_a): the alpha lycoris-lora saves beside it (lycoris.h); else 0 */
 } param;
@@ -37,6 +41,11 @@ typedef struct param_set {
     /* mixed_precision bf16 under LoRA: the weight of every frozen linear layer (lin.h) is held in bf16, the adapted
      * bases among them. Set before registration. Only those: other weights are read as float where they are read. */
     bool bf16_base;
+    /* base_model_precision (docs/QUANTIZATION.md): the weight of every frozen linear layer held quantized instead,
+     * in its blocks "weights (quantized)" and "weights (quantized scales)". Set before registration. */
+    quant_format quant_base;
+    uint8_t *weightsq;
+    uint16_t *weightsq_stats;
     int too_large; /* 1 + the index of the first parameter that took a size or the total past CK_MAX_ELEMENTS */
     bool oom;      /* the list could not grow: param_add returned -1 from then on */
     bool adapters_off; /* lin_forward skips every LoRA adapter (h3_drift's frozen-base forward) */
@@ -75,9 +84,10 @@ st_status param_set_share(param_set *s, const param_set *base, pool *p);
 void param_set_free(param_set *s);
 
 void param_set_zero_grads(param_set *s);
-/* Writes n floats into a bf16 parameter, each rounded to the nearest bf16 (ties to even), as torch's .to(bfloat16).
- * A dry parameter takes nothing. */
-void param_store_bf16(param *q, const float *values);
+/* Writes n floats into a bf16 parameter, each rounded to the nearest bf16 (ties to even), as torch's .to(bfloat16);
+ * into a quantized one, rounded so and quantized (SimpleTuner quantizes the bf16 model). A dry parameter takes
+ * nothing. ST_ERR_HOST_OOM: no room for the bf16 copy a quantized one is packed from. */
+st_status param_store_bf16(param *q, const float *values);
 
 /* Which parameters a file holds: all of them, the trainable ones (LoRA adapters when training LoRA), or the
  * frozen ones (the base model under LoRA). */
@@ -89,7 +99,8 @@ typedef enum param_part { PARAMS_ALL, PARAMS_TRAINABLE, PARAMS_FROZEN } param_pa
 #define SFT_DIFFUSERS_INDEX "diffusion_pytorch_model.safetensors.index.json"
 #define SFT_LORA_FILE "pytorch_lora_weights.safetensors"
 
-/* Reads the parameters of `part` by name and shape (F32, F16 or BF16 stored, read as float) from path, which is
+/* Reads the parameters of `part` by name and shape (F32, F16, BF16, F8_E4M3 or F8_E5M2 stored, read as float) from
+ * path, which is
  * - a .safetensors file;
  * - a diffusers index (SFT_DIFFUSERS_INDEX: {"metadata": {...}, "weight_map": {tensor: shard file}}) with its
  *   shards beside it: every tensor must be in the shard the index names and in no other shard;

@@ -16,7 +16,9 @@
 
 #define SFT_MAX_DIMS 8
 
-typedef enum sft_dtype { SFT_F32, SFT_F16, SFT_BF16, SFT_I64 } sft_dtype;
+/* F8_E4M3 (float8_e4m3fn: no infinities, S.1111.111 NaN) and F8_E5M2 (a half's high byte) are read as float, as a
+ * pre-quantized fp8 checkpoint stores its weights; U8 and I8 are raw bytes (packed quantized data). */
+typedef enum sft_dtype { SFT_F32, SFT_F16, SFT_BF16, SFT_I64, SFT_U8, SFT_I8, SFT_F8_E4M3, SFT_F8_E5M2 } sft_dtype;
 
 typedef struct sft_tensor {
     const char *name;
@@ -38,8 +40,8 @@ const sft_tensor *sft_at(const sft_file *f, int i);
 const sft_tensor *sft_find(const sft_file *f, const char *name); /* NULL if absent */
 const char *sft_metadata(const sft_file *f, const char *key);    /* NULL if absent */
 
-/* Copies tensor `name` into dst as float (F32, F16 and BF16 convert), after checking that it exists and has
- * exactly `shape`. */
+/* Copies tensor `name` into dst as float (F32, F16, BF16, F8_E4M3 and F8_E5M2 convert), after checking that it
+ * exists and has exactly `shape`. */
 st_status sft_read_f32(const sft_file *f, const char *name, int ndim, const int64_t *shape, float *dst);
 /* As sft_read_f32 for I64 tensors. */
 st_status sft_read_i64(const sft_file *f, const char *name, int ndim, const int64_t *shape, int64_t *dst);
@@ -63,5 +65,9 @@ uint16_t sft_f32_to_f16(float x);
 uint16_t sft_f32_to_bf16(float x);
 float sft_f16_to_f32(uint16_t h);
 float sft_bf16_to_f32(uint16_t h);
+float sft_f8e4m3_to_f32(uint8_t b);
+float sft_f8e5m2_to_f32(uint8_t b);
+/* x rounded to float8_e4m3fn, to nearest even, as torch's .to(torch.float8_e4m3fn); |x| <= 448 (no saturation). */
+uint8_t sft_f32_to_f8e4m3(float x);
 
 #endif

@@ -14,7 +14,10 @@ lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, 
     lin_layer l = {.b = -1, .lora_a = -1, .lora_b = -1, .in = in, .out = out};
     snprintf(n, sizeof n, "%s.weight", name);
     l.w = param_add(s, n, 2, (int64_t[]){out, in}, trainable && !adapted);
-    if (l.w >= 0) param_at(s, l.w)->bf16 = !(trainable && !adapted) && s->bf16_base; /* frozen */
+    if (l.w >= 0 && !(trainable && !adapted)) { /* frozen: quantized, else in bf16 under mixed_precision bf16 */
+        param_at(s, l.w)->quant = s->quant_base;
+        param_at(s, l.w)->bf16 = !s->quant_base && s->bf16_base;
+    }
     if (bias) {
         snprintf(n, sizeof n, "%s.bias", name);
         l.b = param_add(s, n, 1, (int64_t[]){out}, trainable && !adapted);
@@ -34,16 +37,17 @@ lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, 
 static float *w_of(param_set *s, int i) { return i < 0 ? NULL : param_at(s, i)->w; }
 static float *g_of(param_set *s, int i) { return i < 0 ? NULL : param_at(s, i)->g; }
 
-/* The layer's base weight as float: itself, or a bf16 one widened into workspace (*tmp, for release_weight). */
+/* The layer's base weight as float: itself, or a bf16 or quantized one widened into workspace (*tmp, to free). */
 static st_status base_weight(param_set *s, pool *p, const lin_layer *l, const float **w, float **tmp)
 {
     const param *q = param_at(s, l->w);
     *tmp = NULL;
     *w = q->w;
-    if (!q->bf16) return ST_OK;
-    st_status st =
-        pool_alloc(p, (size_t)q->numel * sizeof(float), MEM_WORKSPACE, "bf16 weight as float", (void **)tmp);
-    if (!st) bf16_to_float(*tmp, q->w16, q->numel);
+    if (!q->bf16 && !q->quant) return ST_OK;
+    st_status st = pool_alloc(p, (size_t)q->numel * sizeof(float), MEM_WORKSPACE,
+                              q->quant ? "quantized weight as float" : "bf16 weight as float", (void **)tmp);
+    if (!st && q->quant) quant_unpack(q->quant, l->out, l->in, q->wq, q->wq_stats, *tmp);
+    else if (!st) bf16_to_float(*tmp, q->w16, q->numel);
     *w = *tmp;
     return st;
 }

@@ -86,17 +86,34 @@ param *param_find(param_set *s, const char *name)
     return NULL;
 }
 
+/* The packed bytes and bf16 statistics of the set's quantized parameters. */
+static void quant_totals(const param_set *s, int64_t *data, int64_t *stats, int64_t *values)
+{
+    *data = *stats = *values = 0;
+    for (int i = 0; i < s->n; i++) {
+        const param *q = &s->items[i];
+        if (!q->quant) continue;
+        const quant_layout l = quant_layout_of(q->quant, q->shape[0], q->numel / q->shape[0]);
+        *data += l.data_bytes, *stats += l.stats, *values += q->numel;
+    }
+}
+
 st_status param_set_alloc(param_set *s, pool *p)
 {
     s->pool = p;
-    int64_t n16 = 0;
+    int64_t n16 = 0, nq, nstats, qvalues;
     for (int i = 0; i < s->n; i++) n16 += s->items[i].bf16 ? s->items[i].numel : 0;
+    quant_totals(s, &nq, &nstats, &qvalues);
     st_status st = param_set_check(s);
     if (!st)
-        st = pool_alloc_zero(p, (size_t)(s->weight_count - n16) * sizeof(float), MEM_WEIGHTS, "weights",
+        st = pool_alloc_zero(p, (size_t)(s->weight_count - n16 - qvalues) * sizeof(float), MEM_WEIGHTS, "weights",
                              (void **)&s->weights);
     if (!st && n16)
         st = pool_alloc_zero(p, (size_t)n16 * sizeof(uint16_t), MEM_WEIGHTS, "weights (bf16)", (void **)&s->weights16);
+    if (!st && nq) st = pool_alloc_zero(p, (size_t)nq, MEM_WEIGHTS, "weights (quantized)", (void **)&s->weightsq);
+    if (!st && nq)
+        st = pool_alloc_zero(p, (size_t)nstats * sizeof(uint16_t), MEM_WEIGHTS, "weights (quantized scales)",
+                             (void **)&s->weightsq_stats);
     if (!st && s->grad_count)
         st = pool_alloc_zero(p, (size_t)s->grad_count * sizeof(float), MEM_GRADIENTS, "gradients",
                              (void **)&s->grads);
@@ -104,12 +121,18 @@ st_status param_set_alloc(param_set *s, pool *p)
         param_set_free(s);
         return st;
     }
-    int64_t w = 0, w16 = 0, g = 0;
+    int64_t w = 0, w16 = 0, g = 0, wq = 0, ws = 0;
     for (int i = 0; i < s->n; i++) {
         param *q = &s->items[i];
-        q->w = q->bf16 ? NULL : s->weights + w;
-        q->w16 = q->bf16 ? s->weights16 + w16 : NULL;
-        *(q->bf16 ? &w16 : &w) += q->numel;
+        if (q->quant) {
+            const quant_layout l = quant_layout_of(q->quant, q->shape[0], q->numel / q->shape[0]);
+            q->wq = s->weightsq + wq, q->wq_stats = s->weightsq_stats + ws;
+            wq += l.data_bytes, ws += l.stats;
+        } else {
+            q->w = q->bf16 ? NULL : s->weights + w;
+            q->w16 = q->bf16 ? s->weights16 + w16 : NULL;
+            *(q->bf16 ? &w16 : &w) += q->numel;
+        }
         q->g = q->trainable ? s->grads + g : NULL;
         if (q->trainable) g += q->numel;
     }
@@ -121,7 +144,8 @@ static st_status shared_of(const param_set *base, const param *q, const param **
 {
     const param *b = NULL;
     for (int i = 0; i < base->n && !b; i++) b = strcmp(base->items[i].name, q->name) ? NULL : &base->items[i];
-    bool same = b && b->ndim == q->ndim && b->trainable == q->trainable && b->bf16 == q->bf16;
+    bool same = b && b->ndim == q->ndim && b->trainable == q->trainable && b->bf16 == q->bf16 &&
+                b->quant == q->quant;
     for (int d = 0; same && d < q->ndim; d++) same = b->shape[d] == q->shape[d];
     char want[160], has[160] = "";
     shape_text(q, want, sizeof want);
@@ -144,7 +168,8 @@ st_status param_set_share(param_set *s, const param_set *base, pool *p)
         param *q = &s->items[i];
         const param *b = NULL;
         if (q->grid) own += q->numel;
-        else if (!(st = shared_of(base, q, &b))) q->w = b->w, q->w16 = b->w16, q->g = b->g;
+        else if (!(st = shared_of(base, q, &b)))
+            q->w = b->w, q->w16 = b->w16, q->wq = b->wq, q->wq_stats = b->wq_stats, q->g = b->g;
         if (q->fixed && !q->grid) fixed = q->name;
     }
     if (!st && own && fixed)
@@ -168,6 +193,8 @@ void param_set_free(param_set *s)
         pool_free(s->pool, s->grads);
         pool_free(s->pool, s->weights);
         pool_free(s->pool, s->weights16);
+        pool_free(s->pool, s->weightsq);
+        pool_free(s->pool, s->weightsq_stats);
     }
     free(s->items);
     *s = (param_set){0};
@@ -178,23 +205,15 @@ void param_set_zero_grads(param_set *s)
     if (s->grads) zero_bytes(s->grads, (size_t)s->grad_count * sizeof(float));
 }
 
-void param_store_bf16(param *q, const float *values)
+st_status param_store_bf16(param *q, const float *values)
 {
-    if (pool_is_dry_ptr(q->w16)) return;
-    for (int64_t i = 0; i < q->numel; i++) q->w16[i] = sft_f32_to_bf16(values[i]);
-}
-
-/* Reads tensor `name` of f into q: as float, or for a bf16 parameter through a float copy rounded to bf16 (what
- * torch's load into a bf16 model does; a BF16 file's values come through unchanged). */
-static st_status read_param(const sft_file *f, const char *name, param *q)
-{
-    if (!q->bf16) return sft_read_f32(f, name, q->ndim, q->shape, q->w);
-    float *values = malloc((size_t)q->numel * sizeof(float));
-    if (!values) return st_host_oom("a copy of %s to round to bf16", q->name);
-    st_status st = sft_read_f32(f, name, q->ndim, q->shape, values);
-    if (!st) param_store_bf16(q, values);
-    free(values);
-    return st;
+    if (pool_is_dry_ptr(q->quant ? (const void *)q->wq : q->w16)) return ST_OK;
+    uint16_t *h = q->quant ? malloc((size_t)q->numel * sizeof(uint16_t)) : q->w16;
+    if (!h) return st_host_oom("a bf16 copy of %s to quantize", q->name);
+    for (int64_t i = 0; i < q->numel; i++) h[i] = sft_f32_to_bf16(values[i]);
+    if (q->quant) quant_pack(q->quant, q->shape[0], q->numel / q->shape[0], h, q->wq, q->wq_stats);
+    if (q->quant) free(h);
+    return ST_OK;
 }
 
 static bool in_part(const param *q, param_part part)
@@ -225,6 +244,20 @@ static sft_file *source_find(const tensor_source *src, const char *name)
     for (int i = 0; i < src->n; i++)
         if (sft_find(src->files[i], name)) return src->files[i];
     return NULL;
+}
+
+/* Reads tensor `name` of f into q: as float, or for a bf16 or quantized parameter through a float copy rounded to
+ * bf16 (what torch's load into a bf16 model does; a BF16 file's values come through unchanged), then quantized. */
+static st_status read_param(const tensor_source *src, const sft_file *f, const char *name, param *q)
+{
+    (void)src;
+    if (!q->bf16 && !q->quant) return sft_read_f32(f, name, q->ndim, q->shape, q->w);
+    float *values = malloc((size_t)q->numel * sizeof(float));
+    if (!values) return st_host_oom("a copy of %s to round to bf16", q->name);
+    st_status st = sft_read_f32(f, name, q->ndim, q->shape, values);
+    if (!st) st = param_store_bf16(q, values);
+    free(values);
+    return st;
 }
 
 static st_status source_add(tensor_source *src, sft_file *f)
@@ -382,7 +415,7 @@ static st_status read_params(param_set *s, const tensor_source *src, param_part 
         if (q->grid) continue; /* computed for this model's grid: a file's is of the grid it was saved at */
         sft_file *f = source_find(src, q->name);
         if (!f && q->fixed) continue;
-        st = f ? read_param(f, q->name, q)
+        st = f ? read_param(src, f, q->name, q)
                : st_fail(ST_ERR_FORMAT, "%s: tensor '%s' is missing", src->path, q->name);
     }
     return st;
@@ -421,7 +454,7 @@ static st_status read_part(param_set *s, const char *folder, param_part part)
         param *q = &s->items[i];
         if (!in_part(q, part) || strncmp(q->name, PART_PREFIX, k)) continue;
         sft_file *f = source_find(&src, q->name + k);
-        st = f ? read_param(f, q->name + k, q)
+        st = f ? read_param(&src, f, q->name + k, q)
                : st_fail(ST_ERR_FORMAT, "%s: tensor '%s' (the model's %s) is missing", src.path, q->name + k, q->name);
     }
     char full[PARAM_NAME_MAX + 32];
@@ -454,21 +487,37 @@ st_status param_set_load(param_set *s, const char *path, param_part part, const 
     return st;
 }
 
-/* param_set_save, each parameter's name after `prefix`. */
+/* A quantized weight as the library's dequantize gives it, in bf16 (*held, freed by the caller). */
+static st_status dequantized(const param *q, uint16_t **held)
+{
+    float *y = malloc((size_t)q->numel * sizeof(float));
+    *held = malloc((size_t)q->numel * sizeof(uint16_t));
+    if (y && *held) {
+        quant_unpack(q->quant, q->shape[0], q->numel / q->shape[0], q->wq, q->wq_stats, y);
+        for (int64_t i = 0; i < q->numel; i++) (*held)[i] = sft_f32_to_bf16(y[i]);
+    }
+    free(y);
+    return y && *held ? ST_OK : st_host_oom("a dequantized copy of %s to save", q->name);
+}
+
+/* param_set_save, each parameter's name after `prefix`; a quantized weight saved dequantized, in BF16. */
 static st_status save(param_set *s, const char *path, param_part part, bool grads, const char *prefix,
                       const named_floats *extra, int n_extra, const char *const *meta, int n_meta)
 {
     sft_entry *e = calloc((size_t)(s->n + n_extra), sizeof *e);
+    uint16_t **held = calloc((size_t)s->n + 1, sizeof *held);
     char *names = calloc((size_t)s->n + 1, PARAM_NAME_MAX + strlen(prefix));
-    st_status st = e && names ? ST_OK : st_host_oom("the tensor list of %s", path);
+    st_status st = e && names && held ? ST_OK : st_host_oom("the tensor list of %s", path);
     int n = 0;
     for (int i = 0; i < s->n && !st; i++) {
         const param *q = &s->items[i];
         if (!in_part(q, part) || (grads && !q->trainable)) continue;
         char *name = names + (size_t)n * (PARAM_NAME_MAX + strlen(prefix));
         sprintf(name, "%s%s", prefix, q->name);
-        e[n] = (sft_entry){.name = name, .dtype = grads || !q->bf16 ? SFT_F32 : SFT_BF16, .ndim = q->ndim,
-                           .data = grads ? (const void *)q->g : q->bf16 ? (const void *)q->w16 : q->w};
+        if (q->quant && !grads) st = dequantized(q, &held[n]);
+        const void *low = q->quant ? (const void *)held[n] : q->w16;
+        e[n] = (sft_entry){.name = name, .dtype = grads || !low ? SFT_F32 : SFT_BF16, .ndim = q->ndim,
+                           .data = grads ? (const void *)q->g : low ? low : q->w};
         memcpy(e[n].shape, q->shape, sizeof q->shape);
         n++;
     }
@@ -477,6 +526,8 @@ static st_status save(param_set *s, const char *path, param_part part, bool grad
         memcpy(e[n].shape, extra[i].shape, sizeof extra[i].shape);
     }
     if (!st) st = sft_write(path, e, n, meta, n_meta);
+    for (int i = 0; held && i < s->n; i++) free(held[i]);
+    free(held);
     free(names);
     free(e);
     return st;

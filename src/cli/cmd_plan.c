@@ -224,7 +224,29 @@ static void part_of(const char *name, char *out, size_t n)
 typedef struct weight_part {
     char name[PARAM_NAME_MAX];
     size_t bytes, tensors;
+    unsigned held; /* bit QUANT_* + 2 for each quantized format, bit 1 bf16, bit 0 float32 */
 } weight_part;
+
+/* How a parameter is held, and its bytes: a quantized one's packed data and bf16 scales (and shifts). */
+static size_t held_bytes(const param *q, unsigned *held)
+{
+    if (q->quant) {
+        const quant_layout l = quant_layout_of(q->quant, q->shape[0], q->numel / q->shape[0]);
+        *held |= 1u << (q->quant + 2);
+        return (size_t)l.data_bytes + (size_t)l.stats * sizeof(uint16_t);
+    }
+    *held |= q->bf16 ? 2u : 1u;
+    return (size_t)q->numel * (q->bf16 ? sizeof(uint16_t) : sizeof(float));
+}
+
+static void print_held(unsigned held)
+{
+    const char *sep = "  ";
+    for (int f = QUANT_INT4; f > QUANT_NONE; f--)
+        if (held & (1u << (f + 2))) printf("%s%s", sep, quant_name((quant_format)f)), sep = " + ";
+    if (held & 2u) printf("%sbf16", sep), sep = " + ";
+    if (held & 1u) printf("%sfloat32", sep);
+}
 
 static int by_bytes_desc(const void *a, const void *b)
 {
@@ -245,13 +267,14 @@ static void print_parts(model *m, pool *device)
         while (j < n && strcmp(w[j].name, name)) j++;
         if (j == n) snprintf(w[n++].name, sizeof w->name, "%s", name);
         const param *q = param_at(ps, i);
-        w[j].bytes += (size_t)q->numel * (q->bf16 ? sizeof(uint16_t) : sizeof(float)), w[j].tensors++;
+        w[j].bytes += held_bytes(q, &w[j].held), w[j].tensors++;
     }
     qsort(w, (size_t)n, sizeof *w, by_bytes_desc);
-    printf("weights by part (%d parts; block and expert indices as *):\n", n);
+    printf("weights by part (%d parts; block and expert indices as *), and how they are held:\n", n);
     for (int j = 0; j < n && j < PARTS_SHOWN; j++) {
         printf("  %-64s %6zu tensors  ", w[j].name, w[j].tensors);
         print_bytes(stdout, w[j].bytes);
+        print_held(w[j].held);
         printf("\n");
     }
     if (n > PARTS_SHOWN) printf("  ... %d smaller parts\n", n - PARTS_SHOWN);

@@ -162,6 +162,12 @@ const cfg_key cfg_keys[] = {
                "nearest even, and under LoRA the weight of every frozen linear layer (the adapted bases among them); "
                "each is widened to float for the ops that read it. Other weights, the adapters, gradients, the "
                "optimizer and the arithmetic stay float. `fp16` and `fp8` are refused."),
+    CHOICE_KEY("base_model_precision", "no_change", "no_change|int8-quanto|fp8-quanto|int4-quanto", SEC_MEMORY, "=",
+               "Under LoRA, the weight of every frozen linear layer held quantized as optimum-quanto quantizes "
+               "SimpleTuner's bf16 model (docs/QUANTIZATION.md): `int8-quanto` int8 with a bf16 scale per output "
+               "channel, `fp8-quanto` float8 e4m3 likewise, `int4-quanto` 4-bit with a bf16 scale and shift per group "
+               "of 128 inputs (96, 64, 32, else per channel); each is dequantized to the library's bf16 values around "
+               "its GEMM. The other values are refused by name with the nearest built one."),
 
     /* training */
     INT_KEY("train_batch_size", "1", 1, 65536, SEC_TRAINING, "= (default 4 there)", "Samples per step."),
@@ -384,7 +390,36 @@ const int cfg_key_count = (int)(sizeof cfg_keys / sizeof cfg_keys[0]);
      "is read as flash: SimpleTuner trains with exact attention under its default sageattention_usage "         \
      "(inference), as segtrain does; segtrain's sampling is exact too"}
 
+/* SimpleTuner's quantized bases segtrain does not build (simpletuner/helpers/training/__init__.py's
+ * quantised_precision_levels), each refused with the built format nearest in bits and kind */
+#define UNBUILT_PRECISION(v, what, nearest)                                                                    \
+    {"base_model_precision", v, NULL, what " is not built; the nearest built is " nearest}
+
 const cfg_value_alias cfg_value_aliases[] = {
+    UNBUILT_PRECISION("int2-quanto", "quanto's 2-bit qint2", "int4-quanto"),
+    UNBUILT_PRECISION("fp8uz-quanto", "quanto's float8_e4m3fnuz", "fp8-quanto (float8_e4m3fn)"),
+    UNBUILT_PRECISION("int8-torchao", "TorchAO's int8 weight-only", "int8-quanto"),
+    UNBUILT_PRECISION("int8dq-torchao", "TorchAO's int8 with int8 dynamic activations", "int8-quanto"),
+    UNBUILT_PRECISION("int8dq-int4-torchao", "TorchAO's int4 with int8 dynamic activations", "int4-quanto"),
+    UNBUILT_PRECISION("int4-torchao", "TorchAO's int4 weight-only", "int4-quanto"),
+    UNBUILT_PRECISION("fp8-torchao", "TorchAO's float8 with float8 dynamic activations", "fp8-quanto"),
+    UNBUILT_PRECISION("fp8wo-torchao", "TorchAO's float8 weight-only", "fp8-quanto"),
+    UNBUILT_PRECISION("fp8-int4-torchao", "TorchAO's int4 with float8 dynamic activations", "int4-quanto"),
+    UNBUILT_PRECISION("nf4-bnb", "bitsandbytes' NF4", "int4-quanto"),
+    UNBUILT_PRECISION("int8-sdnq", "SDNQ's int8", "int8-quanto"),
+    UNBUILT_PRECISION("uint8-sdnq", "SDNQ's uint8", "int8-quanto"),
+    UNBUILT_PRECISION("int16-sdnq", "SDNQ's int16", "int8-quanto"),
+    UNBUILT_PRECISION("uint16-sdnq", "SDNQ's uint16", "int8-quanto"),
+    UNBUILT_PRECISION("fp16-sdnq", "SDNQ's fp16", "int8-quanto"),
+    UNBUILT_PRECISION("fp8-sdnq", "SDNQ's fp8", "fp8-quanto"),
+    UNBUILT_PRECISION("int6-sdnq", "SDNQ's int6", "int8-quanto"),
+    UNBUILT_PRECISION("int5-sdnq", "SDNQ's int5", "int4-quanto"),
+    UNBUILT_PRECISION("uint5-sdnq", "SDNQ's uint5", "int4-quanto"),
+    UNBUILT_PRECISION("uint4-sdnq", "SDNQ's uint4", "int4-quanto"),
+    UNBUILT_PRECISION("uint3-sdnq", "SDNQ's uint3", "int4-quanto"),
+    UNBUILT_PRECISION("uint2-sdnq", "SDNQ's uint2", "int4-quanto"),
+    UNBUILT_PRECISION("fp8-native", "SimpleTuner's native fp8 scaled matmul", "fp8-quanto"),
+    UNBUILT_PRECISION("fp8-transformerengine", "TransformerEngine's fp8", "fp8-quanto"),
     {"optimizer", "torch-adamw", "adamw", NULL},
     {"optimizer", "optimi-adamw", "adamw", NULL},
     {"optimizer", "adamw_bf16", "adamw",
@@ -436,7 +471,6 @@ const cfg_neutral cfg_neutral_values[] = {
     {"controlnet", "false"},               /* no ControlNet beside the model */
     {"strict_epoch_limit", "false"},       /* counting steps it does nothing; counting epochs SimpleTuner sets it */
     {"loss_type", "l2"},                   /* the mean squared error */
-    {"base_model_precision", "no_change"}, /* no quantised base */
     {"minimum_image_size", "0"},           /* no image left out for its size */
     {"flow_schedule_auto_shift", "false"}, /* no shift by resolution */
     {"hidream_use_load_balancing_loss", "false"},

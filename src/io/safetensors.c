@@ -28,7 +28,9 @@ struct sft_file {
 static const struct {
     const char *name;
     size_t size;
-} dtypes[] = {[SFT_F32] = {"F32", 4}, [SFT_F16] = {"F16", 2}, [SFT_BF16] = {"BF16", 2}, [SFT_I64] = {"I64", 8}};
+} dtypes[] = {[SFT_F32] = {"F32", 4},    [SFT_F16] = {"F16", 2},          [SFT_BF16] = {"BF16", 2},
+              [SFT_I64] = {"I64", 8},    [SFT_U8] = {"U8", 1},            [SFT_I8] = {"I8", 1},
+              [SFT_F8_E4M3] = {"F8_E4M3", 1}, [SFT_F8_E5M2] = {"F8_E5M2", 1}};
 
 size_t sft_dtype_size(sft_dtype t) { return dtypes[t].size; }
 const char *sft_dtype_name(sft_dtype t) { return dtypes[t].name; }
@@ -69,7 +71,8 @@ static st_status parse_tensor(const char *path, const cJSON *item, const unsigne
     for (int d = 0; d < (int)(sizeof dtypes / sizeof *dtypes); d++)
         if (!strcmp(dt->valuestring, dtypes[d].name)) t->dtype = (sft_dtype)d, found = 1;
     if (!found)
-        return st_fail(ST_ERR_FORMAT, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16, I64)", path, name,
+        return st_fail(ST_ERR_FORMAT, "%s: tensor '%s': dtype %s is not supported (F32, F16, BF16, "
+                       "F8_E4M3, F8_E5M2, I64, U8, I8)", path, name,
                        dt->valuestring);
     t->ndim = cJSON_GetArraySize(shape);
     if (t->ndim > SFT_MAX_DIMS)
@@ -263,9 +266,17 @@ st_status sft_read_f32(const sft_file *f, const char *name, int ndim, const int6
             dst[i] = t->dtype == SFT_F16 ? sft_f16_to_f32(h) : sft_bf16_to_f32(h);
         }
         return ST_OK;
-    case SFT_I64: break;
+    case SFT_F8_E4M3:
+    case SFT_F8_E5M2:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = t->dtype == SFT_F8_E4M3 ? sft_f8e4m3_to_f32(src[i]) : sft_f8e5m2_to_f32(src[i]);
+        return ST_OK;
+    case SFT_I64:
+    case SFT_U8:
+    case SFT_I8: break;
     }
-    return st_fail(ST_ERR_FORMAT, "%s: tensor '%s' has dtype %s, expected F32, F16 or BF16", f->path, name,
+    return st_fail(ST_ERR_FORMAT, "%s: tensor '%s' has dtype %s, expected a float (F32, F16, BF16, F8_E4M3, F8_E5M2)",
+                   f->path, name,
                    dtypes[t->dtype].name);
 }
 
@@ -366,6 +377,28 @@ float sft_bf16_to_f32(uint16_t h)
     float x;
     memcpy(&x, &u, 4);
     return x;
+}
+
+float sft_f8e4m3_to_f32(uint8_t b)
+{
+    const int e = (b >> 3) & 15, m = b & 7;
+    const float a = e == 15 && m == 7 ? NAN : e ? ldexpf(1.0f + (float)m / 8.0f, e - 7) : ldexpf((float)m, -9);
+    return b & 0x80 ? -a : a;
+}
+
+float sft_f8e5m2_to_f32(uint8_t b) { return sft_f16_to_f32((uint16_t)(b << 8)); }
+
+uint8_t sft_f32_to_f8e4m3(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    const uint8_t sign = (uint8_t)((u >> 24) & 0x80);
+    const float a = fabsf(x);
+    if (a != a) return sign | 0x7f;
+    if (a < 0x1p-6f) return sign | (uint8_t)nearbyintf(a * 0x1p9f); /* subnormal: steps of 2^-9, 8 the least normal */
+    uint32_t au = u & 0x7fffffffu;
+    au += 0x7ffffu + ((au >> 20) & 1); /* to 3 mantissa bits, ties to even */
+    return sign | (uint8_t)((((au >> 23) - 120) << 3) | ((au >> 20) & 7));
 }
 
 uint16_t sft_f32_to_f16(float x)

@@ -155,7 +155,7 @@ static st_status load_real(family_sweep *f, const char *examples, const char *di
             const char *with[CONFIG_MAX_SETS];
             char bucket[80];
             int n = 0;
-            if (n_sets + 2 > CONFIG_MAX_SETS) return st_fail(ST_ERR_INVALID, "--set: more than %d overrides", n_sets);
+            if (n_sets + 3 > CONFIG_MAX_SETS) return st_fail(ST_ERR_INVALID, "--set: more than %d overrides", n_sets);
             if (model_family_shape(f->family)) {
                 snprintf(bucket, sizeof bucket, "bucket_shapes=%s", model_family_shape(f->family));
                 with[n++] = bucket;
@@ -170,6 +170,14 @@ static st_status load_real(family_sweep *f, const char *examples, const char *di
             }
             for (int i = 0; i < n_sets; i++) with[n++] = sets[i];
             st_status st = config_load_with(path, with, n, out, NULL);
+            if (st == ST_ERR_INVALID && strstr(st_error(), "base_model_precision")) {
+                /* a quantized base segtrain does not build (config names the nearest): predicted unquantized */
+                with[n++] = "base_model_precision=no_change";
+                at = strlen(f->note);
+                snprintf(f->note + at, sizeof f->note - at, "%spredicted with its base unquantized (its "
+                         "base_model_precision is not built)", at ? "; " : "");
+                st = config_load_with(path, with, n, out, NULL);
+            }
             if (!st && !config_is_set(*out, "mixed_precision")) { /* as SimpleTuner trains it */
                 st = config_set(*out, "mixed_precision=" SIMPLETUNER_MIXED_PRECISION);
                 at = strlen(f->note);

@@ -106,6 +106,7 @@ static st_status create(const model_config *mc, pool *device, model *base, model
     /* the U-Nets' LoRA files name their adapters under "unet.", as diffusers' and SimpleTuner's U-Net pipelines do */
     m->own_params.lora_component = family_of_config(mc)->lora_component;
     m->own_params.bf16_base = mc->bf16_base;
+    m->own_params.quant_base = mc->quant_base;
     m->own_params.lycoris = m->cfg.lycoris.on ? &m->cfg.lycoris : NULL;
     m->own_params.lycoris_classes = family_of_config(mc)->lycoris_classes;
     const size_t impl = m->family->impl_size;
@@ -317,16 +318,18 @@ st_status model_init(model *m, uint64_t seed, bool random_all)
     for (int i = 0; i < s->n; i++) {
         param *p = param_at(s, i);
         if (p->fixed) continue;
-        if (!p->bf16) {
+        if (!p->bf16 && !p->quant) {
             init_param(m, p, p->w, seed, random_all);
             continue;
         }
-        /* a bf16 weight is drawn in float as any other and rounded: the float model's weight, rounded */
+        /* a bf16 weight is drawn in float as any other and rounded (a quantized one then quantized): the float
+         * model's weight, rounded */
         float *w = malloc((size_t)p->numel * sizeof(float));
         if (!w) return st_host_oom("a float copy of %s to initialise", p->name);
         init_param(m, p, w, seed, random_all);
-        param_store_bf16(p, w);
+        st_status st = param_store_bf16(p, w);
         free(w);
+        if (st) return st;
     }
     return ST_OK;
 }

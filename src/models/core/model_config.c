@@ -206,6 +206,12 @@ st_status model_config_from(const config *cfg, model_config *mc)
         return st_fail(ST_ERR_UNSUPPORTED, "mixed_precision %s: segtrain holds a frozen base in bf16 (mixed_precision "
                        "bf16) or in float (no); %s weights are not built", precision, precision);
     mc->bf16_base = !strcmp(precision, "bf16") && mc->lora_rank > 0;
+    const char *base = config_string(cfg, "base_model_precision");
+    if ((st = quant_format_of(base, &mc->quant_base))) return st;
+    if (mc->quant_base && mc->lora_rank <= 0)
+        return st_fail(ST_ERR_UNSUPPORTED, "base_model_precision %s quantizes a frozen base: SimpleTuner quantizes "
+                       "only under model_type lora (its is_quantized), and full training trains every weight; use "
+                       "model_type lora, or no_change", base);
     mc->bf16_activations = !strcmp(precision, "bf16");
     if (!strcmp(config_string(cfg, "distillation_method"), "anyflow")) {
         /* the delta embedder's gate and input are the distillation's, as SimpleTuner's
