@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "segtrain/lin.h"
 #include "segtrain/params.h"
+#include "segtrain/quant.h"
 #include "segtrain/safetensors.h"
 #include "testkit.h"
 
@@ -252,6 +254,65 @@ static void test_fp8_conversions(void)
     sft_close(f);
 }
 
+/* A pre-quantized fp8 checkpoint (Ideogram's fp8 flavour, ComfyUI's scaled fp8): an F8_E4M3 weight with its scale
+ * beside it (one a row as "<layer>.weight_scale", one for the tensor as "<layer>.scale_weight"), an F8_E5M2 one
+ * without, loads unchanged into a float base, a bf16 one and a quantized one; a scale of the wrong size, or beside a
+ * weight that is no fp8, is refused. */
+static void test_fp8_checkpoint(void)
+{
+    pool *p = pool_create(POOL_DEVICE, 0);
+    param_set s = {0};
+    param_add(&s, "a.weight", 2, (int64_t[]){2, 3}, false);
+    param_add(&s, "b.weight", 2, (int64_t[]){2, 3}, false);
+    param_add(&s, "c.weight", 2, (int64_t[]){2, 3}, false);
+    CHECK(param_set_alloc(&s, p) == ST_OK);
+    const uint8_t a[6] = {0x38, 0x40, 0xb8, 0x7e, 0x01, 0x00}, c[6] = {0x3c, 0x40, 0xbc, 0x7b, 0x01, 0x00};
+    const float a_scale[2] = {0.5f, 3.0f}, b_scale[1] = {0.25f};
+    sft_entry e[] = {{.name = "a.weight", .dtype = SFT_F8_E4M3, .ndim = 2, .shape = {2, 3}, .data = a},
+                     {.name = "a.weight_scale", .dtype = SFT_F32, .ndim = 1, .shape = {2}, .data = a_scale},
+                     {.name = "b.weight", .dtype = SFT_F8_E4M3, .ndim = 2, .shape = {2, 3}, .data = a},
+                     {.name = "b.scale_weight", .dtype = SFT_F32, .ndim = 0, .data = b_scale},
+                     {.name = "c.weight", .dtype = SFT_F8_E5M2, .ndim = 2, .shape = {2, 3}, .data = c}};
+    const char *file = tk_path(dir, "fp8.safetensors");
+    CHECK(sft_write(file, e, 5, NULL, 0) == ST_OK);
+    CHECKF(param_set_load(&s, file, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
+    const float *w = param_find(&s, "a.weight")->w, *v = param_find(&s, "b.weight")->w;
+    const float *u = param_find(&s, "c.weight")->w;
+    CHECK(w[0] == 0.5f && w[1] == 1.0f && w[2] == -0.5f && w[3] == 1344.0f && w[4] == 3.0f * 0x1p-9f && w[5] == 0.0f);
+    CHECK(v[0] == 0.25f && v[3] == 112.0f && u[0] == 1.0f && u[3] == 57344.0f);
+    param_set_free(&s);
+
+    /* into a quantized base: rounded to bf16 and quantized, as SimpleTuner quantizes its bf16 model */
+    s = (param_set){.quant_base = QUANT_INT8};
+    lin_layer l = lin_register(&s, "a", 3, 2, false, 0, 0, false);
+    CHECK(param_set_alloc(&s, p) == ST_OK && param_at(&s, l.w)->quant == QUANT_INT8);
+    CHECK(sft_write(file, e, 2, NULL, 0) == ST_OK);
+    CHECKF(param_set_load(&s, file, PARAMS_ALL, NULL) == ST_OK, "%s", st_error());
+    const float scaled[6] = {0.5f, 1.0f, -0.5f, 1344.0f, 3.0f * 0x1p-9f, 0.0f}; /* each exact in bf16 */
+    uint16_t h[6], stats[2];
+    uint8_t data[6];
+    for (int i = 0; i < 6; i++) h[i] = sft_f32_to_bf16(scaled[i]);
+    quant_pack(QUANT_INT8, 2, 3, h, data, stats);
+    CHECK(!memcmp(data, param_at(&s, l.w)->wq, 6) && !memcmp(stats, param_at(&s, l.w)->wq_stats, 4));
+    param_set_free(&s);
+
+    s = (param_set){0};
+    param_add(&s, "a.weight", 2, (int64_t[]){2, 3}, false);
+    CHECK(param_set_alloc(&s, p) == ST_OK);
+    const float wide[3] = {1, 2, 3};
+    sft_entry bad[] = {e[0], {.name = "a.weight_scale", .dtype = SFT_F32, .ndim = 1, .shape = {3}, .data = wide}};
+    CHECK(sft_write(file, bad, 2, NULL, 0) == ST_OK);
+    CHECK(param_set_load(&s, file, PARAMS_ALL, NULL) == ST_ERR_FORMAT);
+    CHECKF(strstr(st_error(), "fp8 scale 'a.weight_scale' has 3 values"), "%s", st_error());
+    float f32[6] = {0};
+    sft_entry plain[] = {{.name = "a.weight", .dtype = SFT_F32, .ndim = 2, .shape = {2, 3}, .data = f32}, e[1]};
+    CHECK(sft_write(file, plain, 2, NULL, 0) == ST_OK);
+    CHECK(param_set_load(&s, file, PARAMS_ALL, NULL) == ST_ERR_FORMAT);
+    CHECKF(strstr(st_error(), "unexpected tensor 'a.weight_scale'"), "%s", st_error());
+    param_set_free(&s);
+    CHECK(pool_destroy(p) == 0);
+}
+
 /* An output path that is a symlink is written through (the link stays, its target changes); one that exists but
  * is not a regular file is refused and left as it was. */
 static void test_output_paths(void)
@@ -314,6 +375,7 @@ int main(void)
     test_broken_files();
     test_param_files();
     test_fp8_conversions();
+    test_fp8_checkpoint();
     test_output_paths();
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) return 1;

@@ -246,17 +246,75 @@ static sft_file *source_find(const tensor_source *src, const char *name)
     return NULL;
 }
 
-/* Reads tensor `name` of f into q: as float, or for a bf16 or quantized parameter through a float copy rounded to
- * bf16 (what torch's load into a bf16 model does; a BF16 file's values come through unchanged), then quantized. */
+/* ---- pre-quantized fp8 checkpoints ---- */
+
+static bool is_fp8(const sft_tensor *t) { return t && (t->dtype == SFT_F8_E4M3 || t->dtype == SFT_F8_E5M2); }
+
+/* The scale an fp8 checkpoint keeps beside weight "<layer>.weight": which 0, "<layer>.weight_scale" (Ideogram's, as
+ * SimpleTuner's ideogram/quantized_loading.py reads it; ComfyUI's scaled fp8 files too), 1, "<layer>.scale_weight"
+ * (ComfyUI's older scaled fp8 files). false: the name is not a layer's weight. */
+static bool fp8_scale_name(const char *weight, int which, char *out, size_t n)
+{
+    const size_t len = strlen(weight);
+    if (len < 7 || strcmp(weight + len - 7, ".weight")) return false;
+    const int w = which ? snprintf(out, n, "%.*s.scale_weight", (int)(len - 7), weight)
+                        : snprintf(out, n, "%s_scale", weight);
+    return w > 0 && (size_t)w < n;
+}
+
+/* Whether `name` is the scale of an fp8 weight of `part` that src holds: read with it, so not unexpected. */
+static bool is_fp8_scale(param_set *s, const tensor_source *src, const char *name, param_part part)
+{
+    for (int i = 0; i < s->n; i++) {
+        const param *q = &s->items[i];
+        char scale[PARAM_NAME_MAX + 16];
+        for (int which = 0; which < 2; which++)
+            if (in_part(q, part) && fp8_scale_name(q->name, which, scale, sizeof scale) && !strcmp(scale, name)) {
+                const sft_file *f = source_find(src, q->name);
+                return f && is_fp8(sft_find(f, q->name));
+            }
+    }
+    return false;
+}
+
+/* An fp8 weight's values times its scale, where src holds one: one a row or one for the tensor, each product in
+ * float32, as SimpleTuner's dequantize_fp8_state_dict folds a scale into its weight before the model's own dtype. */
+static st_status apply_fp8_scale(const tensor_source *src, const char *weight, const param *q, float *values)
+{
+    char name[PARAM_NAME_MAX + 16];
+    const sft_file *f = NULL;
+    for (int which = 0; which < 2 && !f; which++)
+        if (fp8_scale_name(weight, which, name, sizeof name)) f = source_find(src, name);
+    if (!f) return ST_OK; /* an fp8 weight without a scale: its values as they are */
+    const sft_tensor *t = sft_find(f, name);
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+    const int64_t rows = q->ndim ? q->shape[0] : 1, cols = q->numel / (rows ? rows : 1);
+    if (n != 1 && !(t->ndim == 1 && n == rows))
+        return st_fail(ST_ERR_FORMAT, "%s: fp8 scale '%s' has %lld values; its weight '%s' takes one, or one a row "
+                       "(%lld)", sft_path(f), name, (long long)n, q->name, (long long)rows);
+    float *scale = malloc((size_t)n * sizeof(float));
+    if (!scale) return st_host_oom("the scale of %s", q->name);
+    st_status st = sft_read_f32(f, name, t->ndim, t->shape, scale);
+    for (int64_t r = 0; r < rows && !st; r++)
+        for (int64_t c = 0; c < cols; c++) values[r * cols + c] *= scale[n == 1 ? 0 : r];
+    free(scale);
+    return st;
+}
+
+/* Reads tensor `name` of f (which src resolved) into q: as float, an fp8 one times its scale; a bf16 or quantized
+ * parameter through a float copy rounded to bf16 (what torch's load into a bf16 model does; a BF16 file's values
+ * come through unchanged), then quantized. */
 static st_status read_param(const tensor_source *src, const sft_file *f, const char *name, param *q)
 {
-    (void)src;
-    if (!q->bf16 && !q->quant) return sft_read_f32(f, name, q->ndim, q->shape, q->w);
-    float *values = malloc((size_t)q->numel * sizeof(float));
+    const bool fp8 = is_fp8(sft_find(f, name)), low = q->bf16 || q->quant;
+    if (!low && !fp8) return sft_read_f32(f, name, q->ndim, q->shape, q->w);
+    float *values = low ? malloc((size_t)q->numel * sizeof(float)) : q->w;
     if (!values) return st_host_oom("a copy of %s to round to bf16", q->name);
     st_status st = sft_read_f32(f, name, q->ndim, q->shape, values);
-    if (!st) st = param_store_bf16(q, values);
-    free(values);
+    if (!st && fp8) st = apply_fp8_scale(src, name, q, values);
+    if (!st && low) st = param_store_bf16(q, values);
+    if (low) free(values);
     return st;
 }
 
@@ -480,7 +538,8 @@ st_status param_set_load(param_set *s, const char *path, param_part part, const 
             const char *name = sft_at(src.files[f], i)->name;
             const param *q = param_find(s, name);
             if (other_prefix && !strncmp(name, other_prefix, strlen(other_prefix))) continue;
-            if (!q || !in_part(q, part)) st = unexpected(sft_path(src.files[f]), name, q, part);
+            if ((!q || !in_part(q, part)) && !is_fp8_scale(s, &src, name, part))
+                st = unexpected(sft_path(src.files[f]), name, q, part);
         }
     source_close(&src);
     if (!st && in_folder) st = read_part(s, folder, part);
