@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "segtrain/lin.h"
+#include "segtrain/model.h"
 #include "segtrain/quant.h"
 #include "segtrain/safetensors.h"
 #include "testkit.h"
@@ -199,8 +200,35 @@ static void test_names(void)
     CHECK(quant_layout_of(QUANT_INT4, 3, 160).group == 32 && quant_layout_of(QUANT_INT4, 4, 192).group == 96);
 }
 
+/* SimpleTuner's per-family exclude lists: the modules quanto leaves alone stay in bf16, the rest are quantized */
+static void test_excluded(void)
+{
+    static const struct {
+        const char *preset, *kept, *quantized;
+    } cases[] = {{"wan-tiny", "blocks.0.ffn.net.0.proj.weight", "blocks.0.attn1.to_q.weight"}, /* "*ffn*" */
+                 {"sd3-tiny", "transformer_blocks.0.norm1.linear.weight", "transformer_blocks.0.ff.net.2.weight"},
+                 {"ltxvideo2-tiny", "caption_projection.linear_1.weight", "transformer_blocks.0.attn1.to_q.weight"},
+                 {"dit-tiny", NULL, "blocks.0.mlp.fc1.weight"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        model_config mc;
+        CHECK(model_preset(cases[i].preset, &mc) == ST_OK);
+        mc.lora_rank = 4, mc.lora_alpha = 4, mc.lora_attention = mc.lora_mlp = true, mc.quant_base = QUANT_INT4;
+        pool *p = pool_create_dry(POOL_DEVICE, 0);
+        model *m = NULL;
+        CHECKF(model_create(&mc, p, &m) == ST_OK, "%s: %s", cases[i].preset, st_error());
+        const param *kept = cases[i].kept && m ? param_find(model_params(m), cases[i].kept) : NULL;
+        const param *quantized = m ? param_find(model_params(m), cases[i].quantized) : NULL;
+        CHECKF(!cases[i].kept || (kept && !kept->quant && kept->bf16), "%s: %s excluded, held in bf16",
+               cases[i].preset, cases[i].kept);
+        CHECKF(quantized && quantized->quant == QUANT_INT4, "%s: %s quantized", cases[i].preset, cases[i].quantized);
+        model_destroy(m);
+        CHECK(pool_destroy(p) == 0);
+    }
+}
+
 int main(void)
 {
+    test_excluded();
     test_names();
     test_library_bytes();
     sft_file *f = NULL;

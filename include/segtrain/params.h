@@ -44,6 +44,7 @@ typedef struct param_set {
     /* base_model_precision (docs/QUANTIZATION.md): the weight of every frozen linear layer held quantized instead,
      * in its blocks "weights (quantized)" and "weights (quantized scales)". Set before registration. */
     quant_format quant_base;
+    const char *const *quant_exclude; /* modules quant_base leaves in bf16 (fnmatch patterns; NULL: none) */
     uint8_t *weightsq;
     uint16_t *weightsq_stats;
     int too_large; /* 1 + the index of the first parameter that took a size or the total past CK_MAX_ELEMENTS */

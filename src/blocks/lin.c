@@ -1,5 +1,6 @@
 #include "segtrain/lin.h"
 
+#include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,8 +16,11 @@ lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, 
     snprintf(n, sizeof n, "%s.weight", name);
     l.w = param_add(s, n, 2, (int64_t[]){out, in}, trainable && !adapted);
     if (l.w >= 0 && !(trainable && !adapted)) { /* frozen: quantized, else in bf16 under mixed_precision bf16 */
-        param_at(s, l.w)->quant = s->quant_base;
-        param_at(s, l.w)->bf16 = !s->quant_base && s->bf16_base;
+        bool excluded = false; /* left in bf16, as SimpleTuner's bf16 model keeps a module quanto excludes */
+        for (const char *const *e = s->quant_base ? s->quant_exclude : NULL; e && *e && !excluded; e++)
+            excluded = !fnmatch(*e, name, 0);
+        param_at(s, l.w)->quant = excluded ? QUANT_NONE : s->quant_base;
+        param_at(s, l.w)->bf16 = excluded || (!s->quant_base && s->bf16_base);
     }
     if (bias) {
         snprintf(n, sizeof n, "%s.bias", name);

@@ -10,6 +10,11 @@
 #include "models/core/internal.h"
 #include "segtrain/config.h"
 
+const char *const quanto_exclude_video[] = {
+    "*norm*", "*norm1_context*", "*norm_added_q*", "*norm_added_k*", "proj_out*", "*pos_embed*", "*patch_embedding*",
+    "*ffn*", "*scale_shift_table*", "*norm_out*", "*context_embedder*", "*time_text_embed*", "*time_proj*",
+    "*condition_embedder*", NULL};
+
 static const char *const topology_text[TOPO_COUNT] = {
     [TOPO_OWN] = "segtrain's own DiT topology",
     [TOPO_DUAL] = "the dual-stream MMDiT topology (text and image streams with joint attention)",

@@ -147,6 +147,10 @@ typedef struct family_desc {
     int axes;             /* its rotary axes are axes_dims_rope's, this many, filling each head (0: checked otherwise) */
     const char *lora_component; /* the component its LoRA files name adapters under ("unet."), NULL: the transformer */
     const lyco_class *lycoris_classes; /* where its LyCORIS module classes are (lycoris.h); NULL: lycoris not mapped */
+    /* the modules SimpleTuner's _quanto_model leaves unquantized for this model_family (its exclude patterns, matched
+     * as quanto matches them: fnmatch on a module's name, so a pattern excludes that module and not its children),
+     * NULL-terminated; NULL: none (docs/QUANTIZATION.md) */
+    const char *const *quanto_exclude;
     const char *uncached; /* what of its conditioning a cache does not hold, NULL: "what the family reads beside them" */
     const char *text_width; /* what a cache's prompt_embeds width holds, where it is not one encoder's (NULL) */
 
@@ -208,5 +212,9 @@ float *family_text_condition(const model_config *mc, const char *caption, float 
 /* A conditioning of token ids (text_dim 1): the words of parts[0 .. 3) (a template around the caption) as ids, then
  * their mask. */
 void family_ids_condition(const model_config *mc, const char *const parts[3], float *cond);
+
+/* SimpleTuner's _quanto_model exclude patterns for sd3, ltxvideo, wan, wan_s2v and infinitetalk (one list,
+ * simpletuner/helpers/training/quantisation/__init__.py): norms, proj_out, embedders, Wan's FFNs, modulation tables */
+extern const char *const quanto_exclude_video[];
 
 #endif

@@ -107,6 +107,7 @@ static st_status create(const model_config *mc, pool *device, model *base, model
     m->own_params.lora_component = family_of_config(mc)->lora_component;
     m->own_params.bf16_base = mc->bf16_base;
     m->own_params.quant_base = mc->quant_base;
+    m->own_params.quant_exclude = family_of_config(mc)->quanto_exclude;
     m->own_params.lycoris = m->cfg.lycoris.on ? &m->cfg.lycoris : NULL;
     m->own_params.lycoris_classes = family_of_config(mc)->lycoris_classes;
     const size_t impl = m->family->impl_size;

@@ -21,6 +21,10 @@ st_status flux_from_json(const cJSON *j, const char *file, model_config *mc)
     return flux_keys(j, file, mc, 4096);
 }
 
+/* SimpleTuner's _quanto_model exclude patterns for flux (quantisation/__init__.py) */
+static const char *const flux_quanto_exclude[] = {"*.norm",      "*.norm1",     "*.norm2", "*.norm2_context", "proj_out",
+                                                  "x_embedder", "norm_out", "context_embedder", NULL};
+
 const family_desc flux_desc = {
     .name = "flux", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_POOLED,
     .st = {{.name = "flux", .title = "Flux.1", .diffusers = "FluxTransformer2DModel",
@@ -28,5 +32,5 @@ const family_desc flux_desc = {
             .built = "dev:flux-dev|krea:flux-dev|schnell:flux-schnell|fluxbooru:flux-dev", .fallback = "krea",
             .example = "flux.peft-lora.json", .tiny = "flux-tiny"}},
     .packed = 4, .ops = &mmdit_family, FAMILY_PRESETS(presets), .readers = {{"FluxTransformer2DModel", flux_from_json}},
-    .fields = F_SINGLE, .axes = 3,
+    .fields = F_SINGLE, .axes = 3, .quanto_exclude = flux_quanto_exclude,
 };

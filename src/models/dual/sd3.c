@@ -154,6 +154,7 @@ const family_desc sd3_desc = {
             .flavours = "medium|large", .built = "medium:sd35-medium|large:sd35-large", .fallback = "medium",
             .example = "sd3.peft-lora.json", .tiny = "sd3-tiny"}},
     FAMILY_PRESETS(presets), .readers = {{"SD3Transformer2DModel", sd3_from_json}}, .check = sd3_check,
+    .quanto_exclude = quanto_exclude_video,
     .ops = &(const model_family){.create = sd3_create, .impl_size = sizeof(sd3_model), .fill_fixed = sd3_fill_fixed,
                                  DUAL_STEPS, .init_of = mm_init_of},
 };

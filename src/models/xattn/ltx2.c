@@ -548,6 +548,11 @@ static st_status ltx2_from_json(const cJSON *j, const char *file, model_config *
     return ST_OK;
 }
 
+/* SimpleTuner's _quanto_model exclude patterns for ltxvideo2 (quantisation/__init__.py) */
+static const char *const ltx2_quanto_exclude[] = {
+    "patchify_proj", "audio_patchify_proj", "proj_out", "audio_proj_out", "*adaln*", "time_proj", "timestep_embedder*",
+    "caption_projection*", "audio_caption_projection*", "*norm*", NULL};
+
 const family_desc ltxvideo2_desc = {
     .name = "ltxvideo2", .topology = TOPO_XATTN,
     .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO | TR_FRAMES_8K1 | TR_AUDIO_VIDEO | TR_UNPOOLED,
@@ -561,7 +566,7 @@ const family_desc ltxvideo2_desc = {
             .shape = "768x512@121"}}, /* LTX-2's 768x512 at 121 frames */
     .vae_scale_t = 8, .text_width = "LTX-2: a token's video and audio connectors' states side by side",
     FAMILY_PRESETS(presets), .preset = ltxvideo2_preset, .readers = {{"LTX2VideoTransformer3DModel", ltx2_from_json}},
-    .fields = F_FFN | F_AUDIO_STREAM | F_AUDIO_CHANNELS, .check = ltx2_check,
+    .fields = F_FFN | F_AUDIO_STREAM | F_AUDIO_CHANNELS, .check = ltx2_check, .quanto_exclude = ltx2_quanto_exclude,
     .ops = &(const model_family){.create = lx_create, .impl_size = sizeof(ltx2_model), .set_batch = lx_set_batch,
                                  .forward = lx_forward, .backward = lx_backward, .release = lx_release,
                                  .inits = lx_inits},

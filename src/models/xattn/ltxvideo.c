@@ -55,5 +55,5 @@ const family_desc ltxvideo_desc = {
             .shape = "768x512@49"}}, /* LTX-Video's 768x512, 49 frames (finetrainers' 49x512x768 bucket) */
     .vae_scale_t = 8, .ops = &xdit_family, .topology_options = &(const xdit_options){.ltx = true},
     FAMILY_PRESETS(presets), .preset = ltxvideo_preset, .readers = {{"LTXVideoTransformer3DModel", ltxvideo_from_json}},
-    .fields = F_FFN,
+    .fields = F_FFN, .quanto_exclude = quanto_exclude_video,
 };
