@@ -57,7 +57,14 @@ CASES = {
         "unbalanced_factorization": True,
         "apply_preset": {"target_module": ["Attention"], "target_name": ["blocks\\.0\\.pr"],
                          "module_algo_map": {"Attention": {"factor": 4, "dim": 5}}}}),
+    # LoHa: the root's dimension and alpha, a module_algo_map's own (FeedForward), a target_name on the root's
+    "loha": ((24, 48), {
+        "bypass_mode": True, "algo": "loha", "linear_dim": 4, "linear_alpha": 2,
+        "apply_preset": {"target_module": ["Attention", "FeedForward"], "target_name": ["blocks\\.0\\.pr"],
+                         "module_algo_map": {"FeedForward": {"dim": 3, "alpha": 6}}}}),
 }
+# the order the cases were added in: a case's seed, which never changes
+ORDER = ["lokr_full", "lokr_name", "lokr_split", "loha"]
 
 
 class Attention(nn.Module):
@@ -99,6 +106,11 @@ def f32(t):
     return t.float().double()
 
 
+def describe(l):
+    shapes = {k: tuple(v.shape) for k, v in l.state_dict().items() if k != "alpha"}
+    return f"{l.lora_name} {type(l).__name__} " + " ".join(f"{k}{list(v)}" for k, v in shapes.items())
+
+
 PRESET_DEFAULTS = {k: copy.deepcopy(getattr(LycorisNetwork, k)) for k in (
     "ENABLE_CONV", "TARGET_REPLACE_MODULE", "TARGET_REPLACE_NAME", "LORA_PREFIX", "MODULE_ALGO_MAP", "NAME_ALGO_MAP",
     "USE_FNMATCH", "TARGET_EXCLUDE_NAME")}
@@ -123,11 +135,12 @@ def wrap(model, cfg):
 
 def make(case, out):
     (d, f), cfg = CASES[case]
-    torch.manual_seed(sorted(CASES).index(case) + 1)
+    torch.manual_seed(ORDER.index(case) + 1)
     model = Model(d, f)
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(f32(torch.randn_like(p) * 0.2))
+    base = {k: v.detach().clone() for k, v in model.state_dict().items()}
     net = wrap(model, cfg)
     model.double(), net.double()
     adapters = dict(net.named_parameters())
@@ -139,7 +152,7 @@ def make(case, out):
     y = model(x)
     (y * dy).sum().backward()
     tensors = {"x": x.detach(), "dy": dy, "y": y.detach(), "dx": x.grad}
-    tensors.update({k: v.detach() for k, v in model.state_dict().items() if "org_module" not in k})
+    tensors.update(base)
     for key, v in net.state_dict().items():
         tensors[key] = v.detach()
     for key, p in adapters.items():
@@ -153,7 +166,7 @@ def make(case, out):
         json.dump(cfg, fh, indent=4)
         fh.write("\n")
     print(f"{case}: {len(adapters)} adapter tensors in {len(net.loras)} modules:",
-          ", ".join(f"{l.lora_name} {tuple(l.lokr_w1.shape) if l.use_w1 else 'w1_a w1_b'}" for l in net.loras))
+          "; ".join(describe(l) for l in net.loras))
 
 
 def lycoris_version():
@@ -162,18 +175,25 @@ def lycoris_version():
 
 
 def check(path, case, out):
-    """segtrain's saved file, loaded by the package: into the network the case's config makes (load_state_dict,
-    strict: the same keys and shapes), and by create_lycoris_from_weights, which rebuilds each module from the file
-    alone (not for unbalanced_factorization, whose shapes that loader cannot tell from the file). Each adapter tensor
-    must be the fixture's, bit for bit; each alpha too (in the file: the loader resets a full-matrix module's)."""
+    """segtrain's saved file, loaded by the package: into the network the case's config makes on the fixture's base
+    weights (load_state_dict, strict: the same keys and shapes), and by create_lycoris_from_weights, which rebuilds
+    each module from the file alone (not for unbalanced_factorization, whose shapes that loader cannot tell from the
+    file). Each adapter tensor must be the fixture's, bit for bit; each alpha too (in the file: the loader resets a
+    full-matrix module's)."""
     (d, f), cfg = CASES[case]
-    want = {k: v for k, v in load_file(os.path.join(out, case, "fixture.safetensors")).items()
-            if k.startswith("lycoris_")}
+    fixture = load_file(os.path.join(out, case, "fixture.safetensors"))
+    want = {k: v for k, v in fixture.items() if k.startswith("lycoris_")}
     got = load_file(path)
     bad = [f"{k}: differs" for k in want if k in got and not torch.equal(got[k], want[k])]
     if set(got) != set(want):
         bad.append(f"keys {sorted(set(got) ^ set(want))} in one file only")
-    net = wrap(Model(d, f), cfg)
+
+    def model():
+        m = Model(d, f)
+        m.load_state_dict({k: v for k, v in fixture.items() if k in m.state_dict()})
+        return m
+
+    net = wrap(model(), cfg)
     missing, unexpected = net.load_state_dict(got, strict=False)
     if missing or unexpected:
         bad.append(f"load_state_dict: missing {missing}, unexpected {unexpected}")
@@ -181,7 +201,7 @@ def check(path, case, out):
     bad += [f"{k}: loaded differs" for k, v in want.items() if k in loaded and not torch.equal(loaded[k].float(), v)]
     rebuilt = "not tried (unbalanced_factorization)"
     if not cfg.get("unbalanced_factorization"):
-        net2, _ = create_lycoris_from_weights(1.0, path, Model(d, f))
+        net2, _ = create_lycoris_from_weights(1.0, path, model())
         names = sorted(l.lora_name for l in net2.loras)
         if names != sorted(l.lora_name for l in net.loras):
             bad.append(f"create_lycoris_from_weights: modules {names}")

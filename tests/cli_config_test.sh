@@ -108,9 +108,23 @@ one_line "lycoris_config not found: one line" -- "$bin" plan --config "$st/sdxl.
 one_line "lora_type lycoris without lycoris_config: one line" -- "$bin" plan --config <(echo '{"model_type": "lora", "lora_type": "lycoris", "model_family": "sdxl"}')
 expect 1 "a family not mapped onto LyCORIS's classes" "lora_type lycoris: dit's modules are not mapped" -- \
   "$bin" plan --set model_type=lora --set lora_type=lycoris --set lycoris_config=x.json
-echo '{"algo": "loha", "apply_preset": {"target_module": ["Attention"]}}' > loha.json
-expect 1 "algo loha is refused by name" "loha.json: algo loha is not built yet" -- \
-  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=loha.json
+echo '{"algo": "ia3", "apply_preset": {"target_module": ["Attention"]}}' > ia3.json
+expect 1 "algo ia3 is refused by name" "ia3.json: algo ia3 is not built; segtrain builds LyCORIS's lokr" -- \
+  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=ia3.json
+echo '{"algo": "LoHa", "apply_preset": {"target_module": ["Attention"], "module_algo_map": {"Attention": {"algo": "LoHa"}}}}' > case.json
+expect 1 "a module_algo_map algo is matched as written" "case.json: algo \"LoHa\" is not one of the lycoris-lora package's" -- \
+  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=case.json
+for algo in loha LoHa; do
+  echo "{\"algo\": \"$algo\", \"linear_dim\": 2, \"apply_preset\": {\"target_module\": [\"Attention\"]}}" > $algo.json
+  expect 0 "algo $algo plans on sdxl, its adapters in the parts" "lycoris_down_blocks_\\*_attentions_\\*_transformer_blocks_\\*_attn1_to_q " -- \
+    "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=$algo.json --parts
+done
+echo '{"algo": "locon", "conv_dim": 8, "conv_alpha": 4, "apply_preset": {"target_module": ["Attention"]}}' > conv.json
+expect 1 "conv_dim is refused with the reason" "conv.json: conv_dim is not built: LoCon on convolutions" -- \
+  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=conv.json
+echo '{"algo": "loha", "use_tucker": true, "apply_preset": {"target_module": ["Attention"]}}' > tucker.json
+expect 1 "use_tucker is refused with the reason" "tucker.json: use_tucker \\(Tucker decomposition\\) is not built" -- \
+  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=tucker.json
 echo '{"algo": "lokr", "rank_dropout": 0.1, "apply_preset": {"target_module": ["Attention"]}}' > drop.json
 expect 1 "rank_dropout is refused" "drop.json: rank_dropout 0.1; LyCORIS's dropouts are not built" -- \
   "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=drop.json

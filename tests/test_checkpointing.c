@@ -912,27 +912,28 @@ static const struct family_case {
      "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
 };
 
-/* The families LyCORIS is mapped on, each with a lycoris_config: SimpleTuner's example's (full matrices, scale 1), and
- * for sd1x the fixture whose halves are all low-rank (decompose_both, scale 1.5) */
-static const char *const lokr_configs[][2] = {
-    {"pixart-sigma-tiny", "simpletuner/config/examples/pixart.lycoris-lokr"},
-    {"sana-tiny", "simpletuner/config/examples/sana.lycoris-lokr"},
-    {"sd1x-tiny", "lycoris/lokr_split"},
-    {"sdxl-tiny", "simpletuner/config/examples/sdxl.lycoris-lokr"},
+/* The families LyCORIS is mapped on, each with lycoris_configs: SimpleTuner's LoKr example's (full matrices, scale 1),
+ * for sd1x the LoKr fixture whose halves are all low-rank (decompose_both, scale 1.5), and LoHa's on pixart */
+static const char *const lycoris_configs[][3] = {
+    {"pixart-sigma-tiny", "simpletuner/config/examples/pixart.lycoris-lokr", "lokr"},
+    {"pixart-sigma-tiny", "lycoris/loha", "loha"},
+    {"sana-tiny", "simpletuner/config/examples/sana.lycoris-lokr", "lokr"},
+    {"sd1x-tiny", "lycoris/lokr_split", "lokr"},
+    {"sdxl-tiny", "simpletuner/config/examples/sdxl.lycoris-lokr", "lokr"},
 };
 
-/* The family's LoKr adapters (lora_type lycoris) under every schedule, where it has a lycoris_config above. */
-static void test_lokr(const model_config *mc, const char *preset)
+/* The family's LyCORIS adapters (lora_type lycoris) under every schedule, for each lycoris_config above. */
+static void test_lycoris(const model_config *mc, const char *preset)
 {
-    for (size_t i = 0; i < sizeof lokr_configs / sizeof *lokr_configs; i++) {
-        if (strcmp(lokr_configs[i][0], preset)) continue;
-        model_config lokr = *mc;
+    for (size_t i = 0; i < sizeof lycoris_configs / sizeof *lycoris_configs; i++) {
+        if (strcmp(lycoris_configs[i][0], preset)) continue;
+        model_config ly = *mc;
         char path[512], label[64];
-        snprintf(path, sizeof path, SEGTRAIN_SOURCE_DIR "/tests/fixtures/%s/lycoris_config.json", lokr_configs[i][1]);
-        CHECKF(lycoris_spec_read(path, &lokr.lycoris) == ST_OK, "%s", st_error());
-        lokr.lora_rank = 1, lokr.lora_alpha = 1, lokr.lora_attention = lokr.lora_mlp = true;
-        snprintf(label, sizeof label, "%s lokr", preset);
-        test_bitwise(&lokr, label, 2);
+        snprintf(path, sizeof path, SEGTRAIN_SOURCE_DIR "/tests/fixtures/%s/lycoris_config.json", lycoris_configs[i][1]);
+        CHECKF(lycoris_spec_read(path, &ly.lycoris) == ST_OK, "%s", st_error());
+        ly.lora_rank = 1, ly.lora_alpha = 1, ly.lora_attention = ly.lora_mlp = true;
+        snprintf(label, sizeof label, "%s lycoris %s", preset, lycoris_configs[i][2]);
+        test_bitwise(&ly, label, 2);
     }
 }
 
@@ -951,7 +952,7 @@ static void test_family(const struct family_case *c)
         char label[64];
         snprintf(label, sizeof label, "%s lora", c->preset);
         test_bitwise(&lora, label, 2);
-        test_lokr(&mc, c->preset);
+        test_lycoris(&mc, c->preset);
     }
     if (c->budgets) test_budgets(&mc, c->preset);
     if (c->data) test_memory_ignores_data(&mc, c->preset);

@@ -1,4 +1,5 @@
-/* LyCORIS against the lycoris-lora package itself: each fixture (scripts/make_lycoris_fixtures.py) is a tiny model
+/* LyCORIS against the lycoris-lora package itself (LoKr, LoHa): each fixture
+ * (scripts/make_lycoris_fixtures.py) is a tiny model
  * of Linear layers in module classes named as diffusers' (Attention, FeedForward), wrapped by the package from a
  * lycoris_config, with one forward and backward in float64. segtrain reads the same lycoris_config, must adapt the
  * same layers with tensors of the same keys and shapes, and match the output, dx and every adapter gradient at
@@ -154,5 +155,6 @@ int main(void)
     run_case("lokr_full");
     run_case("lokr_split");
     run_case("lokr_name");
+    run_case("loha");
     return tk_finish();
 }

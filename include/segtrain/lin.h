@@ -12,12 +12,13 @@ typedef struct lin_layer {
     int lora_a, lora_b; /* < 0: no adapter */
     int64_t in, out, rank;
     float scale; /* alpha / rank */
-    lokr_adapter lokr; /* lora_type lycoris (params.h): a LoKr adapter instead of LoRA's; zero: none */
+    lyco_adapter lyco; /* lora_type lycoris (params.h): LoKr's, LoHa's or full's adapter; zero: none (LoCon is the
+                        * LoRA above, under the package's names) */
 } lin_layer;
 
 /* Registers "<name>.weight", "<name>.bias" and, with rank > 0, "<name>.lora_A.weight" (r, in) and
  * "<name>.lora_B.weight" (out, r): the adapters name the weight they adapt. Under the set's lycoris spec
- * (params.h) the spec alone decides, and the adapter is LoKr's (lycoris.h), rank and alpha unused. With an
+ * (params.h) the spec alone decides, and the adapter is its algorithm's (lycoris.h), rank and alpha unused. With an
  * adapter, the base weight and bias are frozen. A frozen weight is held in bf16 under the set's bf16_base (params.h): lin_forward and
  * lin_backward widen it into workspace (as many floats as the weight) around each GEMM, so that only the layer's
  * own code reads it. */

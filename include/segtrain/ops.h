@@ -537,6 +537,8 @@ void plane_scale_shift_backward(float *dx, float *dscale, float *dshift, const f
 void transpose_batched_backward(float *dx, const float *dy, int64_t batch, int64_t rows, int64_t cols);
 /* y += x s over n floats (a gradient through a scaled weight: x s rounded, then added). */
 void add_scaled(float *y, const float *x, float s, int64_t n);
+/* y = s a b elementwise over n floats (a Hadamard product; y may be a or b). */
+void mul_scaled(float *y, const float *a, const float *b, float s, int64_t n);
 /* x /= d over n floats (a division by d, which is not a product with 1 / d's rounding). */
 void div_by(float *x, int64_t n, float d);
 /* x += c over n floats. */

@@ -26,8 +26,12 @@ lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, 
         snprintf(n, sizeof n, "%s.bias", name);
         l.b = param_add(s, n, 1, (int64_t[]){out}, trainable && !adapted);
     }
-    if (ly) l.lokr = lokr_register(s, name, in, out, ly);
-    else if (adapted) {
+    if (ly && ly->algo == LYCO_LOCON) {
+        l.rank = ly->dim;
+        locon_register(s, name, in, out, ly, &l.lora_a, &l.lora_b, &l.scale);
+    } else if (ly) {
+        l.lyco = lyco_register(s, name, in, out, bias, ly);
+    } else if (adapted) {
         l.rank = rank;
         l.scale = alpha / (float)rank;
         snprintf(n, sizeof n, "%s.lora_A.weight", name);
@@ -64,7 +68,7 @@ st_status lin_forward(param_set *s, pool *p, const lin_layer *l, float *y, const
     if (st) return st;
     linear_forward(y, x, w, w_of(s, l->b), n, l->in, l->out);
     pool_free(p, widened);
-    if (l->lokr.on && !s->adapters_off) return lokr_forward(s, p, &l->lokr, y, x, n);
+    if (l->lyco.algo && !s->adapters_off) return lyco_forward(s, p, &l->lyco, y, x, n);
     if (l->lora_a < 0 || s->adapters_off) return ST_OK;
     float *t;
     st = pool_alloc(p, (size_t)(n * l->rank) * sizeof(float), MEM_WORKSPACE, "lora.xA", (void **)&t);
@@ -84,7 +88,7 @@ st_status lin_backward(param_set *s, pool *p, const lin_layer *l, float *dx, con
     if (st) return st;
     linear_backward(dx, g_of(s, l->w), g_of(s, l->b), dy, x, w, n, l->in, l->out);
     pool_free(p, widened);
-    if (l->lokr.on) return lokr_backward(s, p, &l->lokr, dx, dy, x, n);
+    if (l->lyco.algo) return lyco_backward(s, p, &l->lyco, dx, dy, x, n);
     if (l->lora_a < 0) return ST_OK;
     const int64_t r = l->rank;
     float *t, *u;
@@ -108,7 +112,7 @@ st_status lin_backward(param_set *s, pool *p, const lin_layer *l, float *dx, con
 
 bool lin_trains_weight(const param_set *s, const lin_layer *l)
 {
-    return l->lora_a < 0 && !l->lokr.on && s->items[l->w].trainable;
+    return l->lora_a < 0 && !l->lyco.algo && s->items[l->w].trainable;
 }
 
 st_status lin_backward_gated(param_set *s, pool *p, const lin_layer *l, float *dx, float *dgate, const float *dy,

@@ -1,5 +1,7 @@
-/* LyCORIS's LoKr on a linear layer (lycoris.h): lycoris-lora 4.1.3's LokrModule (modules/lokr.py) for the shapes,
- * scale and initialisation, and its bypass product (functional/lokr.py, _kron_bypass) for the arithmetic. */
+/* LyCORIS's adapters on a linear layer (lycoris.h), as lycoris-lora 4.1.3 builds them: LoKr (LokrModule,
+ * modules/lokr.py, for the shapes, scale and initialisation; its bypass product, functional/lokr.py _kron_bypass, for
+ * the arithmetic), LoHa (LohaModule and functional/loha.py: the rebuilt dW, HadaWeight's gradients), LoCon's keys
+ * and scale (LoConModule: LoRA's product, which lin.c computes) and full (FullModule: the weight's difference). */
 #include "segtrain/lycoris.h"
 
 #include <fnmatch.h>
@@ -95,57 +97,70 @@ const lyco_settings *lycoris_settings_for(const param_set *s, const char *name)
     return NULL;
 }
 
-int lyco_init_of(const char *name)
+lyco_init lyco_init_of(const char *name, float *std)
 {
-    const char *dot = strrchr(name, '.');
-    if (!dot || strncmp(name, "lycoris_", 8)) return -1;
-    if (!strcmp(dot, ".lokr_w2") || !strcmp(dot, ".lokr_w2_b")) return 0;
-    if (!strcmp(dot, ".lokr_w1") || !strcmp(dot, ".lokr_w1_a") || !strcmp(dot, ".lokr_w1_b") ||
-        !strcmp(dot, ".lokr_w2_a"))
-        return 1;
-    return -1;
+    static const struct {
+        const char *key;
+        lyco_init init;
+        float std;
+    } keys[] = {{".lokr_w1", LYCO_INIT_KAIMING, 0},     {".lokr_w1_a", LYCO_INIT_KAIMING, 0},
+                {".lokr_w1_b", LYCO_INIT_KAIMING, 0},   {".lokr_w2_a", LYCO_INIT_KAIMING, 0},
+                {".lokr_w2", LYCO_INIT_ZERO, 0},        {".lokr_w2_b", LYCO_INIT_ZERO, 0},
+                {".hada_w1_a", LYCO_INIT_NORMAL, 0.1f}, {".hada_w1_b", LYCO_INIT_NORMAL, 1},
+                {".hada_w2_b", LYCO_INIT_NORMAL, 1},    {".hada_w2_a", LYCO_INIT_ZERO, 0},
+                {".lora_down.weight", LYCO_INIT_KAIMING, 0}, {".lora_up.weight", LYCO_INIT_ZERO, 0},
+                {".diff", LYCO_INIT_ZERO, 0},           {".diff_b", LYCO_INIT_ZERO, 0}};
+    const char *dot = strchr(name, '.'); /* the module's name has no dots: the key follows the first */
+    if (!dot || strncmp(name, "lycoris_", 8)) return LYCO_INIT_NONE;
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (!strcmp(dot, keys[i].key)) {
+            if (std) *std = keys[i].std;
+            return keys[i].init;
+        }
+    return LYCO_INIT_NONE;
 }
 
+/* "<module>.<key>", a (rows, cols) matrix, or a vector of rows when cols is 0 */
 static int add_weight(param_set *s, const char *module, const char *key, int64_t rows, int64_t cols)
 {
     char n[PARAM_NAME_MAX];
     snprintf(n, sizeof n, "%s.%s", module, key);
-    return param_add(s, n, 2, (int64_t[]){rows, cols}, true);
+    return param_add(s, n, cols ? 2 : 1, (int64_t[]){rows, cols}, true);
 }
 
-lokr_adapter lokr_register(param_set *s, const char *name, int64_t in, int64_t out, const lyco_settings *ly)
+/* alpha, or the dimension where it is 0 (the package: alpha = lora_dim if alpha is None or 0) */
+static double alpha_of(const lyco_settings *ly) { return ly->alpha == 0 ? (double)ly->dim : ly->alpha; }
+
+static void lokr_register(param_set *s, const char *module, int64_t in, int64_t out, const lyco_settings *ly,
+                          lyco_adapter *k)
 {
-    lokr_adapter k = {.on = true, .w1 = -1, .w1_a = -1, .w1_b = -1, .w2 = -1, .w2_a = -1, .w2_b = -1, .rank = ly->dim};
-    char module[PARAM_NAME_MAX];
-    if (!lyco_module_name(module, sizeof module, name)) module[0] = '\0'; /* param_add refuses the empty name */
-    lyco_factorization(in, ly->factor, &k.c, &k.d);
-    lyco_factorization(out, ly->factor, &k.a, &k.b);
+    lyco_factorization(in, ly->factor, &k->c, &k->d);
+    lyco_factorization(out, ly->factor, &k->a, &k->b);
     if (ly->unbalanced) {
-        const int64_t t = k.a;
-        k.a = k.b, k.b = t;
+        const int64_t t = k->a;
+        k->a = k->b, k->b = t;
     }
     /* lora_dim < max(...) / 2 in the package's float arithmetic */
-    const bool split_w1 = ly->decompose_both && 2 * ly->dim < (k.a > k.c ? k.a : k.c) && !ly->full_matrix;
-    const bool split_w2 = 2 * ly->dim < (k.b > k.d ? k.b : k.d) && !ly->full_matrix;
+    const bool split_w1 = ly->decompose_both && 2 * ly->dim < (k->a > k->c ? k->a : k->c) && !ly->full_matrix;
+    const bool split_w2 = 2 * ly->dim < (k->b > k->d ? k->b : k->d) && !ly->full_matrix;
     if (split_w1) {
-        k.w1_a = add_weight(s, module, "lokr_w1_a", k.a, ly->dim);
-        k.w1_b = add_weight(s, module, "lokr_w1_b", ly->dim, k.c);
+        k->w1_a = add_weight(s, module, "lokr_w1_a", k->a, ly->dim);
+        k->w1_b = add_weight(s, module, "lokr_w1_b", ly->dim, k->c);
     } else {
-        k.w1 = add_weight(s, module, "lokr_w1", k.a, k.c);
+        k->w1 = add_weight(s, module, "lokr_w1", k->a, k->c);
     }
     if (split_w2) {
-        k.w2_a = add_weight(s, module, "lokr_w2_a", k.b, ly->dim);
-        k.w2_b = add_weight(s, module, "lokr_w2_b", ly->dim, k.d);
+        k->w2_a = add_weight(s, module, "lokr_w2_a", k->b, ly->dim);
+        k->w2_b = add_weight(s, module, "lokr_w2_b", ly->dim, k->d);
     } else {
-        k.w2 = add_weight(s, module, "lokr_w2", k.b, k.d);
+        k->w2 = add_weight(s, module, "lokr_w2", k->b, k->d);
     }
-    double alpha = ly->alpha == 0 ? (double)ly->dim : ly->alpha;
+    double alpha = alpha_of(ly);
     if (!split_w1 && !split_w2) alpha = (double)ly->dim; /* both halves full: scale 1 */
-    k.alpha = (float)alpha;
-    k.scale = (float)(alpha / (double)ly->dim);
-    const int first = split_w1 ? k.w1_a : k.w1;
-    if (first >= 0) s->items[first].lyco_alpha = k.alpha;
-    return k;
+    k->alpha = (float)alpha;
+    k->scale = (float)(alpha / (double)ly->dim);
+    const int first = split_w1 ? k->w1_a : k->w1;
+    if (first >= 0) s->items[first].lyco_alpha = k->alpha;
 }
 
 static float *w_of(param_set *s, int i) { return i < 0 ? NULL : param_at(s, i)->w; }
@@ -157,7 +172,7 @@ static void free_all(pool *p, float **bufs, int n)
 }
 
 /* w1 itself, or w1_a w1_b built into *tmp (workspace). */
-static st_status w1_of(param_set *s, pool *p, const lokr_adapter *k, const float **w1, float **tmp)
+static st_status w1_of(param_set *s, pool *p, const lyco_adapter *k, const float **w1, float **tmp)
 {
     *tmp = NULL;
     *w1 = w_of(s, k->w1);
@@ -171,7 +186,7 @@ static st_status w1_of(param_set *s, pool *p, const lokr_adapter *k, const float
 
 /* The rows' X w2^T, transposed per row: *ht (n, b, c); with a split w2, *t = X w2_b^T (n c, r) kept for backward
  * when t is not NULL. */
-static st_status lokr_hidden(param_set *s, pool *p, const lokr_adapter *k, const float *x, int64_t n, float **ht,
+static st_status lokr_hidden(param_set *s, pool *p, const lyco_adapter *k, const float *x, int64_t n, float **ht,
                              float **t)
 {
     const int64_t rows = n * k->c;
@@ -192,7 +207,7 @@ static st_status lokr_hidden(param_set *s, pool *p, const lokr_adapter *k, const
     return st;
 }
 
-st_status lokr_forward(param_set *s, pool *p, const lokr_adapter *k, float *y, const float *x, int64_t n)
+static st_status lokr_forward(param_set *s, pool *p, const lyco_adapter *k, float *y, const float *x, int64_t n)
 {
     float *buf[3] = {NULL, NULL, NULL}; /* ht, w1 built, z */
     const float *w1;
@@ -209,7 +224,7 @@ st_status lokr_forward(param_set *s, pool *p, const lokr_adapter *k, float *y, c
 
 /* dw1 (a, c) += scale dZ^T Ht; dHt = scale dZ w1, with dZ (n, b, a) dy transposed per row. Into a split w1's
  * factors by the chain rule through w1_a w1_b. */
-static st_status lokr_w1_backward(param_set *s, pool *p, const lokr_adapter *k, const float *dy, const float *ht,
+static st_status lokr_w1_backward(param_set *s, pool *p, const lyco_adapter *k, const float *dy, const float *ht,
                                   int64_t n, float *dht)
 {
     float *buf[3] = {NULL, NULL, NULL}; /* dz, w1 built, dw1 of a split w1 */
@@ -234,7 +249,7 @@ static st_status lokr_w1_backward(param_set *s, pool *p, const lokr_adapter *k, 
 }
 
 /* Through X w2^T: dw2 (or w2_a, w2_b) and dx from dH (n c, b). */
-static st_status lokr_w2_backward(param_set *s, pool *p, const lokr_adapter *k, float *dx, const float *dh,
+static st_status lokr_w2_backward(param_set *s, pool *p, const lyco_adapter *k, float *dx, const float *dh,
                                   const float *x, const float *xt, int64_t n)
 {
     const int64_t rows = n * k->c;
@@ -252,7 +267,7 @@ static st_status lokr_w2_backward(param_set *s, pool *p, const lokr_adapter *k, 
     return ST_OK;
 }
 
-st_status lokr_backward(param_set *s, pool *p, const lokr_adapter *k, float *dx, const float *dy, const float *x,
+static st_status lokr_backward(param_set *s, pool *p, const lyco_adapter *k, float *dx, const float *dy, const float *x,
                         int64_t n)
 {
     float *buf[4] = {NULL, NULL, NULL, NULL}; /* ht, xt, dht, dh */
@@ -273,10 +288,132 @@ st_status lokr_backward(param_set *s, pool *p, const lokr_adapter *k, float *dx,
     return st;
 }
 
-/* "lycoris_<module>.alpha" of a parameter holding its module's alpha (its w1 or w1_a); false for the others. */
+/* LoHa's two rank-r products, w1_a w1_b into p1 and w2_a w2_b into p2 (out, in). */
+static void loha_products(param_set *s, const lyco_adapter *k, float *p1, float *p2)
+{
+    gemm(false, false, k->a, k->c, k->rank, 1.0f, w_of(s, k->w1_a), w_of(s, k->w1_b), 0.0f, p1);
+    gemm(false, false, k->a, k->c, k->rank, 1.0f, w_of(s, k->w2_a), w_of(s, k->w2_b), 0.0f, p2);
+}
+
+/* dW = scale p1 * p2 into *dw (out, in), workspace; p1 and p2 into the two buffers at *prod. */
+static st_status loha_build(param_set *s, pool *p, const lyco_adapter *k, float **prod, float **dw)
+{
+    const size_t bytes = (size_t)(k->a * k->c) * sizeof(float);
+    st_status st = pool_alloc(p, bytes, MEM_WORKSPACE, "loha.w1", (void **)&prod[0]);
+    if (!st) st = pool_alloc(p, bytes, MEM_WORKSPACE, "loha.w2", (void **)&prod[1]);
+    if (!st) st = pool_alloc(p, bytes, MEM_WORKSPACE, "loha.dW", (void **)dw);
+    if (st) return st;
+    loha_products(s, k, prod[0], prod[1]);
+    mul_scaled(*dw, prod[0], prod[1], k->scale, k->a * k->c);
+    return ST_OK;
+}
+
+/* y += x dW^T with dW rebuilt, as the package's bypass does for LoHa (functional/loha.py, _bypass_diff). */
+static st_status loha_forward(param_set *s, pool *p, const lyco_adapter *k, float *y, const float *x, int64_t n)
+{
+    float *buf[3] = {NULL, NULL, NULL}; /* p1, p2, dW */
+    st_status st = loha_build(s, p, k, buf, &buf[2]);
+    if (!st) gemm(false, true, n, k->a, k->c, 1.0f, x, buf[2], 1.0f, y);
+    free_all(p, buf, 3);
+    return st;
+}
+
+/* dx += dy dW; G = dy^T x (dW's gradient); then HadaWeight's: T1 = scale G * p2 gives dw1_a += T1 w1_b^T,
+ * dw1_b += w1_a^T T1, and T2 = scale G * p1 the same for w2. T2 overwrites p1 and T1 p2, in that order. */
+static st_status loha_backward(param_set *s, pool *p, const lyco_adapter *k, float *dx, const float *dy,
+                               const float *x, int64_t n)
+{
+    float *buf[3] = {NULL, NULL, NULL}; /* p1 then T2, p2 then T1, dW then G */
+    const int64_t out = k->a, in = k->c, r = k->rank;
+    st_status st = loha_build(s, p, k, buf, &buf[2]);
+    if (!st) {
+        if (dx) gemm(false, false, n, in, out, 1.0f, dy, buf[2], 1.0f, dx);
+        gemm(true, false, out, in, n, 1.0f, dy, x, 0.0f, buf[2]);
+        mul_scaled(buf[0], buf[2], buf[0], k->scale, out * in);
+        mul_scaled(buf[1], buf[2], buf[1], k->scale, out * in);
+        gemm(false, true, out, r, in, 1.0f, buf[1], w_of(s, k->w1_b), 1.0f, g_of(s, k->w1_a));
+        gemm(true, false, r, in, out, 1.0f, w_of(s, k->w1_a), buf[1], 1.0f, g_of(s, k->w1_b));
+        gemm(false, true, out, r, in, 1.0f, buf[0], w_of(s, k->w2_b), 1.0f, g_of(s, k->w2_a));
+        gemm(true, false, r, in, out, 1.0f, w_of(s, k->w2_a), buf[0], 1.0f, g_of(s, k->w2_b));
+    }
+    free_all(p, buf, 3);
+    return st;
+}
+
+static void loha_register(param_set *s, const char *module, int64_t in, int64_t out, const lyco_settings *ly,
+                          lyco_adapter *k)
+{
+    k->a = out, k->c = in;
+    k->w1_a = add_weight(s, module, "hada_w1_a", out, ly->dim);
+    k->w1_b = add_weight(s, module, "hada_w1_b", ly->dim, in);
+    k->w2_a = add_weight(s, module, "hada_w2_a", out, ly->dim);
+    k->w2_b = add_weight(s, module, "hada_w2_b", ly->dim, in);
+    k->alpha = (float)alpha_of(ly);
+    k->scale = (float)(alpha_of(ly) / (double)ly->dim);
+    if (k->w1_a >= 0) s->items[k->w1_a].lyco_alpha = k->alpha;
+}
+
+void locon_register(param_set *s, const char *name, int64_t in, int64_t out, const lyco_settings *ly, int *down,
+                    int *up, float *scale)
+{
+    char module[PARAM_NAME_MAX];
+    if (!lyco_module_name(module, sizeof module, name)) module[0] = '\0'; /* param_add refuses the empty name */
+    *down = add_weight(s, module, "lora_down.weight", ly->dim, in);
+    *up = add_weight(s, module, "lora_up.weight", out, ly->dim);
+    *scale = (float)(alpha_of(ly) / (double)ly->dim);
+    if (*down >= 0) s->items[*down].lyco_alpha = (float)alpha_of(ly);
+}
+
+lyco_adapter lyco_register(param_set *s, const char *name, int64_t in, int64_t out, bool bias,
+                           const lyco_settings *ly)
+{
+    lyco_adapter k = {.algo = ly->algo, .w1 = -1, .w1_a = -1, .w1_b = -1, .w2 = -1, .w2_a = -1, .w2_b = -1,
+                      .diff = -1, .diff_b = -1, .rank = ly->dim};
+    char module[PARAM_NAME_MAX];
+    if (!lyco_module_name(module, sizeof module, name)) module[0] = '\0'; /* param_add refuses the empty name */
+    if (ly->algo == LYCO_LOKR) lokr_register(s, module, in, out, ly, &k);
+    else if (ly->algo == LYCO_LOHA) loha_register(s, module, in, out, ly, &k);
+    else if (ly->algo == LYCO_FULL) {
+        k.a = out, k.c = in;
+        k.diff = add_weight(s, module, "diff", out, in);
+        if (bias) k.diff_b = add_weight(s, module, "diff_b", out, 0);
+    } else {
+        k.algo = LYCO_NONE; /* LoCon: locon_register */
+    }
+    return k;
+}
+
+st_status lyco_forward(param_set *s, pool *p, const lyco_adapter *k, float *y, const float *x, int64_t n)
+{
+    switch (k->algo) {
+    case LYCO_LOKR: return lokr_forward(s, p, k, y, x, n);
+    case LYCO_LOHA: return loha_forward(s, p, k, y, x, n);
+    case LYCO_FULL: /* y += x diff^T + diff_b: FullModule's x (W + diff)^T + b less the base's */
+        gemm(false, true, n, k->a, k->c, 1.0f, x, w_of(s, k->diff), 1.0f, y);
+        if (k->diff_b >= 0) add_row(y, w_of(s, k->diff_b), n, k->a);
+        return ST_OK;
+    default: return ST_OK;
+    }
+}
+
+st_status lyco_backward(param_set *s, pool *p, const lyco_adapter *k, float *dx, const float *dy, const float *x,
+                        int64_t n)
+{
+    switch (k->algo) {
+    case LYCO_LOKR: return lokr_backward(s, p, k, dx, dy, x, n);
+    case LYCO_LOHA: return loha_backward(s, p, k, dx, dy, x, n);
+    case LYCO_FULL:
+        linear_backward(dx, g_of(s, k->diff), g_of(s, k->diff_b), dy, x, w_of(s, k->diff), n, k->c, k->a);
+        return ST_OK;
+    default: return ST_OK;
+    }
+}
+
+/* "lycoris_<module>.alpha" of a parameter holding its module's alpha (LoKr's w1 or w1_a, LoHa's hada_w1_a, LoCon's
+ * lora_down); false for the others. */
 static bool alpha_name(const param *q, char *out, size_t n)
 {
-    const char *dot = strrchr(q->name, '.');
+    const char *dot = strchr(q->name, '.'); /* the module's name has no dots */
     if (!q->lyco_alpha || !dot) return false;
     snprintf(out, n, "%.*s.alpha", (int)(dot - q->name), q->name);
     return true;

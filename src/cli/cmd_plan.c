@@ -206,12 +206,13 @@ static void print_json(model *m, const plan_report *r, const bucket_report *buck
 }
 
 /* A parameter's part: its name without the last component (weight, bias), each block or expert index as *. A LyCORIS
- * adapter's module path has underscores for dots ("lycoris_transformer_blocks_0_attn1_to_q.lokr_w1"). */
+ * adapter's part is its module, whose path has underscores for dots, up to the key ("lycoris_transformer_blocks_0_
+ * attn1_to_q.lokr_w1", ".lora_down.weight"). */
 static void part_of(const char *name, char *out, size_t n)
 {
     size_t k = 0;
-    const char *end = strrchr(name, '.');
     const char sep = strncmp(name, "lycoris_", 8) ? '.' : '_';
+    const char *end = sep == '_' ? strchr(name, '.') : strrchr(name, '.');
     for (const char *p = name; p < (end ? end : name + strlen(name)) && k + 2 < n;) {
         const bool start = p == name || p[-1] == sep;
         size_t digits = strspn(p, "0123456789");

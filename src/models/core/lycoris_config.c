@@ -14,10 +14,10 @@
 
 #define BAD(...) st_fail(ST_ERR_INVALID, __VA_ARGS__)
 
-/* Keys create_lycoris reads that change nothing on a linear layer's LoKr (bypass_mode: segtrain always computes the
- * bypass product, which is the rebuilt weight's product in exact arithmetic; the Tucker and conv keys: convolutions
- * are not adapted) */
-static const char *const ignored_keys[] = {"bypass_mode", "use_tucker", "use_cp", "use_conv_cp", "disable_conv_cp",
+/* The keys create_lycoris reads that segtrain reads (bypass_mode changes nothing: segtrain computes LoKr's bypass
+ * product and LoHa's rebuilt weight either way, the same in exact arithmetic; the Tucker and conv keys are refused
+ * unless off, by unbuilt_at) */
+static const char *const read_keys[] = {"bypass_mode", "use_tucker", "use_cp", "use_conv_cp", "disable_conv_cp",
                                            "conv_dim", "conv_alpha", "apply_preset", "algo", "multiplier",
                                            "linear_dim", "linear_alpha", "factor", "full_matrix", "decompose_both",
                                            "unbalanced_factorization", "use_scalar", "dropout", "rank_dropout",
@@ -54,19 +54,30 @@ static st_status bool_at(const cJSON *j, const char *file, const char *key, bool
     return ST_OK;
 }
 
-static st_status algo_at(const cJSON *j, const char *file, lyco_algo *algo)
+/* The package's network_module_dict: the root's algo lower-cased (create_lycoris), a module_algo_map entry's as
+ * given. */
+static st_status algo_at(const cJSON *j, const char *file, bool root, lyco_algo *algo)
 {
+    static const struct {
+        const char *name;
+        lyco_algo algo;
+    } built[] = {{"lokr", LYCO_LOKR}, {"loha", LYCO_LOHA}, {"lora", LYCO_LOCON}, {"locon", LYCO_LOCON},
+                 {"full", LYCO_FULL}};
+    static const char *const unbuilt[] = {"dylora", "glora", "diag-oft", "boft", "ia3", "tlora", NULL};
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, "algo");
     if (!x || cJSON_IsNull(x)) return ST_OK;
     if (!cJSON_IsString(x)) return BAD("%s: algo is not a name", file);
-    if (!strcmp(x->valuestring, "lokr") || !strcmp(x->valuestring, "LoKr")) *algo = LYCO_LOKR;
-    else if (!strcmp(x->valuestring, "lora") || !strcmp(x->valuestring, "locon") || !strcmp(x->valuestring, "loha") ||
-             !strcmp(x->valuestring, "full"))
-        return BAD("%s: algo %s is not built yet; segtrain builds LyCORIS's lokr", file, x->valuestring);
-    else
-        return BAD("%s: algo \"%s\" is not one of the lycoris-lora package's that segtrain builds (lokr)", file,
+    char name[32];
+    snprintf(name, sizeof name, "%s", x->valuestring);
+    for (char *c = name; root && *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+    for (size_t i = 0; i < sizeof built / sizeof *built; i++)
+        if (!strcmp(name, built[i].name)) return *algo = built[i].algo, ST_OK;
+    if (listed(unbuilt, name))
+        return BAD("%s: algo %s is not built; segtrain builds LyCORIS's lokr, loha, lora (locon) and full", file,
                    x->valuestring);
-    return ST_OK;
+    return BAD("%s: algo \"%s\" is not one of the lycoris-lora package's (lokr, loha, lora, locon, full, dylora, "
+               "glora, diag-oft, boft, ia3, tlora)%s", file, x->valuestring,
+               root ? "" : " (a module_algo_map entry's algo is matched as written, not lower-cased)");
 }
 
 /* The keys a module's settings take (the root's, or a module_algo_map entry's over them: the package hands an entry's
@@ -74,7 +85,7 @@ static st_status algo_at(const cJSON *j, const char *file, lyco_algo *algo)
 static st_status settings_at(const cJSON *j, const char *file, bool root, lyco_settings *s)
 {
     double dim = (double)s->dim, alpha = s->alpha, factor = (double)s->factor;
-    st_status st = algo_at(j, file, &s->algo);
+    st_status st = algo_at(j, file, root, &s->algo);
     if (!st) st = number_at(j, file, root ? "linear_dim" : "dim", &dim);
     if (!st) st = number_at(j, file, root ? "linear_alpha" : "alpha", &alpha);
     if (!st) st = number_at(j, file, "factor", &factor);
@@ -87,11 +98,42 @@ static st_status settings_at(const cJSON *j, const char *file, bool root, lyco_s
     s->alpha = root ? (double)(int64_t)alpha : (alpha != 0 ? alpha : s->alpha); /* the package: alpha or self.alpha */
     s->factor = (int64_t)factor;
     if (s->dim < 1 || s->dim > (1 << 30))
-        return BAD("%s: %s %g; the LoKr dimension is a whole number from 1", file, root ? "linear_dim" : "dim", dim);
+        return BAD("%s: %s %g; the adapters' dimension is a whole number from 1", file, root ? "linear_dim" : "dim",
+                   dim);
     return ST_OK;
 }
 
-/* What segtrain does not build, refused by name: a non-zero dropout, the trained scalar, DoRA, rsLoRA. */
+/* The keys of convolutions' adapters, refused unless off: segtrain adapts no convolution (the U-Nets' convs run
+ * their conv2d ops outside lin layers, with nowhere for an adapter), and the package's Tucker option (use_tucker,
+ * its old names use_cp, use_conv_cp, and disable_conv_cp false) reshapes only a conv's kernel, never a linear's. */
+static st_status conv_refusals(const cJSON *j, const char *file)
+{
+    static const char *const tucker[] = {"use_tucker", "use_cp", "use_conv_cp"};
+    for (size_t i = 0; i < sizeof tucker / sizeof *tucker; i++) {
+        bool on = false;
+        st_status st = bool_at(j, file, tucker[i], &on);
+        if (st) return st;
+        if (on)
+            return BAD("%s: %s (Tucker decomposition) is not built: the package applies it to a convolution's kernel "
+                       "only, and segtrain adapts no convolutions; give %s false", file, tucker[i], tucker[i]);
+    }
+    bool disable = true;
+    st_status st = bool_at(j, file, "disable_conv_cp", &disable);
+    if (!st && !disable)
+        return BAD("%s: disable_conv_cp false turns on Tucker decomposition of convolutions' kernels, which is not "
+                   "built (segtrain adapts no convolutions); give true or leave it out", file);
+    double conv_dim = -1, conv_alpha = 0;
+    if (!st) st = number_at(j, file, "conv_dim", &conv_dim);
+    if (!st) st = number_at(j, file, "conv_alpha", &conv_alpha);
+    if (!st && (conv_dim > 0 || (conv_dim != 0 && cJSON_GetObjectItemCaseSensitive(j, "conv_alpha"))))
+        return BAD("%s: %s is not built: LoCon on convolutions (the sd1x, sdxl and kolors U-Nets' conv layers run "
+                   "their conv2d ops directly, outside the lin layers adapters hook into); give conv_dim 0",
+                   file, conv_dim > 0 ? "conv_dim" : "conv_alpha");
+    return st;
+}
+
+/* What segtrain does not build, refused by name: a non-zero dropout, the trained scalar, DoRA, rsLoRA, the conv
+ * keys. */
 static st_status unbuilt_at(const cJSON *j, const char *file)
 {
     static const char *const dropouts[] = {"dropout", "rank_dropout", "module_dropout"};
@@ -111,8 +153,10 @@ static st_status unbuilt_at(const cJSON *j, const char *file)
         if (st) return st;
         if (on) return BAD("%s: %s is not built; give %s false", file, flags[i][1], flags[i][0]);
     }
+    st_status st = conv_refusals(j, file);
+    if (st) return st;
     double multiplier = 1;
-    st_status st = number_at(j, file, "multiplier", &multiplier);
+    st = number_at(j, file, "multiplier", &multiplier);
     if (!st && (int64_t)multiplier != 1) /* SimpleTuner: int(multiplier) */
         return BAD("%s: multiplier %g (SimpleTuner reads int(%g)); segtrain trains at 1", file, multiplier, multiplier);
     return st;
@@ -216,17 +260,24 @@ static st_status spec_from_json(const cJSON *j, const char *file, lycoris_spec *
 {
     const cJSON *k;
     cJSON_ArrayForEach(k, j) {
-        if (!listed(ignored_keys, k->string))
+        if (!listed(read_keys, k->string))
             return BAD("%s: %s is not a key SimpleTuner's LyCORIS reads that segtrain builds", file, k->string);
     }
     *ly = (lycoris_spec){.on = true, .root = {.algo = LYCO_NONE, .dim = 4, .alpha = 1, .factor = -1}};
     st_status st = unbuilt_at(j, file);
     if (!st) st = settings_at(j, file, true, &ly->root);
-    if (!st && ly->root.algo == LYCO_NONE)
-        st = BAD("%s: no algo; the package's default is lora (LoCon), which is not built yet: give algo lokr", file);
+    if (!st && ly->root.algo == LYCO_NONE) ly->root.algo = LYCO_LOCON; /* the package's default, lora */
     if (!st) st = preset_at(j, file, ly);
-    for (int i = 0; !st && i < ly->n_classes; i++)
-        if (ly->classes[i].s.algo != LYCO_LOKR) st = BAD("%s: %s's algo is not built", file, ly->classes[i].cls);
+    bool bypass = false;
+    if (!st) st = bool_at(j, file, "bypass_mode", &bypass);
+    /* FullModule raises "bypass mode is not supported in Full algo" for every module it would build */
+    for (int i = -1; !st && bypass && i < ly->n_classes; i++) {
+        const lyco_settings *m = i < 0 ? &ly->root : &ly->classes[i].s;
+        if (m->algo == LYCO_FULL && (i >= 0 || ly->n_names))
+            st = BAD("%s: bypass_mode true with algo full%s%s: the package refuses it (bypass mode is not supported "
+                     "in Full algo); give bypass_mode false", file, i < 0 ? "" : " for ",
+                     i < 0 ? "" : ly->classes[i].cls);
+    }
     return st;
 }
 

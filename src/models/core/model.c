@@ -276,7 +276,7 @@ static param_init init_of(const model *m, const char *name)
 
 /* p's initial values into w (p->w, or a float copy of a bf16 weight): xavier-uniform weights (a conv kernel as a
  * (out, in k k) matrix), N(0, 0.02) embedding tables and timestep MLPs, zero adaLN modulations and output layers
- * (adaLN-Zero), as the family says; LoRA A as PEFT's kaiming-uniform(a = sqrt 5), B zero; LoKr's as the
+ * (adaLN-Zero), as the family says; LoRA A as PEFT's kaiming-uniform(a = sqrt 5), B zero; LyCORIS's as the
  * lycoris-lora package's (lyco_init_of). */
 static void init_param(model *m, const param *p, float *w, uint64_t seed, bool random_all)
 {
@@ -290,12 +290,18 @@ static void init_param(model *m, const param *p, float *w, uint64_t seed, bool r
         return;
     }
     memset(w, 0, (size_t)p->numel * sizeof(float));
-    if (strstr(p->name, "lora_A") || lyco_init_of(p->name) == 1) {
+    float std = 0;
+    const lyco_init lyco = lyco_init_of(p->name, &std);
+    if (strstr(p->name, "lora_A") || lyco == LYCO_INIT_KAIMING) {
         float a = (float)(1.0 / sqrt((double)fan_in));
         rng_fill_uniform(w, p->numel, seed, stream, -a, a);
         return;
     }
-    if (strstr(p->name, "lora_B") || lyco_init_of(p->name) == 0) return;
+    if (lyco == LYCO_INIT_NORMAL) {
+        rng_fill_normal(w, p->numel, seed, stream, 0.0f, std);
+        return;
+    }
+    if (strstr(p->name, "lora_B") || lyco == LYCO_INIT_ZERO) return;
     switch (init_of(m, p->name)) {
     case INIT_ZERO: break;
     case INIT_ONE:

@@ -188,6 +188,16 @@ void add_scaled(float *restrict y, const float *restrict x, float s, int64_t n)
     prof_add(OP_POINTWISE, t0, 0, 12.0 * n);
 }
 
+void mul_scaled(float *y, const float *a, const float *b, float s, int64_t n)
+{
+    const double t0 = prof_now();
+    if (!op_dry(y)) {
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 16))
+        for (int64_t i = 0; i < n; i++) y[i] = s * (a[i] * b[i]);
+    }
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * n);
+}
+
 void div_by(float *x, int64_t n, float d)
 {
     const double t0 = prof_now();
