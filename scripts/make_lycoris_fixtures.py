@@ -62,9 +62,14 @@ CASES = {
         "bypass_mode": True, "algo": "loha", "linear_dim": 4, "linear_alpha": 2,
         "apply_preset": {"target_module": ["Attention", "FeedForward"], "target_name": ["blocks\\.0\\.pr"],
                          "module_algo_map": {"FeedForward": {"dim": 3, "alpha": 6}}}}),
+    # LoCon on linear layers under the package's default algo name (lora), alpha 0 (the dimension) in a map entry
+    "locon": ((24, 48), {
+        "algo": "lora", "linear_dim": 4, "linear_alpha": 8,
+        "apply_preset": {"target_module": ["Attention", "FeedForward"], "target_name": ["blocks\\.0\\.pr"],
+                         "module_algo_map": {"Attention": {"dim": 2, "alpha": 0}}}}),
 }
 # the order the cases were added in: a case's seed, which never changes
-ORDER = ["lokr_full", "lokr_name", "lokr_split", "loha"]
+ORDER = ["lokr_full", "lokr_name", "lokr_split", "loha", "locon"]
 
 
 class Attention(nn.Module):

@@ -114,7 +114,7 @@ expect 1 "algo ia3 is refused by name" "ia3.json: algo ia3 is not built; segtrai
 echo '{"algo": "LoHa", "apply_preset": {"target_module": ["Attention"], "module_algo_map": {"Attention": {"algo": "LoHa"}}}}' > case.json
 expect 1 "a module_algo_map algo is matched as written" "case.json: algo \"LoHa\" is not one of the lycoris-lora package's" -- \
   "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=case.json
-for algo in loha LoHa; do
+for algo in loha LoHa lora locon; do
   echo "{\"algo\": \"$algo\", \"linear_dim\": 2, \"apply_preset\": {\"target_module\": [\"Attention\"]}}" > $algo.json
   expect 0 "algo $algo plans on sdxl, its adapters in the parts" "lycoris_down_blocks_\\*_attentions_\\*_transformer_blocks_\\*_attn1_to_q " -- \
     "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=$algo.json --parts

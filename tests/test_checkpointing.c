@@ -913,11 +913,13 @@ static const struct family_case {
 };
 
 /* The families LyCORIS is mapped on, each with lycoris_configs: SimpleTuner's LoKr example's (full matrices, scale 1),
- * for sd1x the LoKr fixture whose halves are all low-rank (decompose_both, scale 1.5), and LoHa's on pixart */
+ * for sd1x the LoKr fixture whose halves are all low-rank (decompose_both, scale 1.5), LoHa's on pixart, LoCon's on
+ * sana */
 static const char *const lycoris_configs[][3] = {
     {"pixart-sigma-tiny", "simpletuner/config/examples/pixart.lycoris-lokr", "lokr"},
     {"pixart-sigma-tiny", "lycoris/loha", "loha"},
     {"sana-tiny", "simpletuner/config/examples/sana.lycoris-lokr", "lokr"},
+    {"sana-tiny", "lycoris/locon", "locon"},
     {"sd1x-tiny", "lycoris/lokr_split", "lokr"},
     {"sdxl-tiny", "simpletuner/config/examples/sdxl.lycoris-lokr", "lokr"},
 };

@@ -1,4 +1,4 @@
-/* LyCORIS against the lycoris-lora package itself (LoKr, LoHa): each fixture
+/* LyCORIS against the lycoris-lora package itself (LoKr, LoHa, LoCon): each fixture
  * (scripts/make_lycoris_fixtures.py) is a tiny model
  * of Linear layers in module classes named as diffusers' (Attention, FeedForward), wrapped by the package from a
  * lycoris_config, with one forward and backward in float64. segtrain reads the same lycoris_config, must adapt the
@@ -156,5 +156,6 @@ int main(void)
     run_case("lokr_split");
     run_case("lokr_name");
     run_case("loha");
+    run_case("locon");
     return tk_finish();
 }
