@@ -67,9 +67,18 @@ CASES = {
         "algo": "lora", "linear_dim": 4, "linear_alpha": 8,
         "apply_preset": {"target_module": ["Attention", "FeedForward"], "target_name": ["blocks\\.0\\.pr"],
                          "module_algo_map": {"Attention": {"dim": 2, "alpha": 0}}}}),
+    # full: every targeted layer's weight and bias difference
+    "full": ((24, 48), {
+        "algo": "full", "apply_preset": {"target_module": ["Attention", "FeedForward"]}}),
+    # one algorithm per module: full at the root (the target_name), module_algo_map's loha and locon
+    "mixed": ((24, 48), {
+        "algo": "full", "linear_dim": 4, "linear_alpha": 1,
+        "apply_preset": {"target_module": ["Attention", "FeedForward"], "target_name": ["blocks\\.0\\.pr"],
+                         "module_algo_map": {"Attention": {"algo": "loha", "dim": 2, "alpha": 3},
+                                            "FeedForward": {"algo": "locon", "dim": 3}}}}),
 }
 # the order the cases were added in: a case's seed, which never changes
-ORDER = ["lokr_full", "lokr_name", "lokr_split", "loha", "locon"]
+ORDER = ["lokr_full", "lokr_name", "lokr_split", "loha", "locon", "full", "mixed"]
 
 
 class Attention(nn.Module):
@@ -111,6 +120,20 @@ def f32(t):
     return t.float().double()
 
 
+def on_grid(t):
+    """A multiple of 2^-10: where a full module's difference and its base weight are both such values (and under 4),
+    their float32 sum and its difference are exact, so the package's load (diff + the base, in float32) gives the
+    file's difference back bit for bit."""
+    return torch.round(t * 1024) / 1024
+
+
+def full_keys(net):
+    """A FullModule trains the layer's weight itself and saves its difference: its parameter's key, as saved."""
+    full = {l.lora_name for l in net.loras if isinstance(l, lycoris.modules.full.FullModule)}
+    return lambda key: key.replace(".weight", ".diff").replace(".bias", ".diff_b") if key.split(".")[0] in full \
+        else key
+
+
 def describe(l):
     shapes = {k: tuple(v.shape) for k, v in l.state_dict().items() if k != "alpha"}
     return f"{l.lora_name} {type(l).__name__} " + " ".join(f"{k}{list(v)}" for k, v in shapes.items())
@@ -141,17 +164,20 @@ def wrap(model, cfg):
 def make(case, out):
     (d, f), cfg = CASES[case]
     torch.manual_seed(ORDER.index(case) + 1)
+    grid = on_grid if case in ("full", "mixed") else (lambda t: t)
     model = Model(d, f)
     with torch.no_grad():
         for p in model.parameters():
-            p.copy_(f32(torch.randn_like(p) * 0.2))
-    base = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            p.copy_(grid(f32(torch.randn_like(p) * 0.2)))
+    base = {k: v.detach().clone() for k, v in model.state_dict().items()}  # full's apply_to takes the weights off
     net = wrap(model, cfg)
     model.double(), net.double()
     adapters = dict(net.named_parameters())
+    saved_key = full_keys(net)
     with torch.no_grad():
-        for p in adapters.values():
-            p.copy_(f32(torch.randn_like(p) * 0.3))
+        for key, p in adapters.items():
+            r = grid(f32(torch.randn_like(p) * 0.3))
+            p.add_(r) if saved_key(key) != key else p.copy_(r)  # a full module's weight: the base plus r
     x = f32(torch.randn(BATCH, TOKENS, d, dtype=torch.float64)).requires_grad_(True)
     dy = f32(torch.randn(BATCH, TOKENS, d, dtype=torch.float64))
     y = model(x)
@@ -161,7 +187,7 @@ def make(case, out):
     for key, v in net.state_dict().items():
         tensors[key] = v.detach()
     for key, p in adapters.items():
-        tensors["grad." + key] = p.grad
+        tensors["grad." + saved_key(key)] = p.grad
     tensors = {k: v.float().contiguous() for k, v in tensors.items()}
     meta = {"case": case, "torch": torch.__version__, "lycoris_lora": lycoris_version(),
             "batch": str(BATCH), "tokens": str(TOKENS), "width": str(d), "ffn": str(f)}
@@ -184,7 +210,8 @@ def check(path, case, out):
     weights (load_state_dict, strict: the same keys and shapes), and by create_lycoris_from_weights, which rebuilds
     each module from the file alone (not for unbalanced_factorization, whose shapes that loader cannot tell from the
     file). Each adapter tensor must be the fixture's, bit for bit; each alpha too (in the file: the loader resets a
-    full-matrix module's)."""
+    full-matrix module's). A module the loader rebuilds as full holds the file's difference as its weight until
+    applied (its state_dict would subtract the base again), so that weight is what is compared."""
     (d, f), cfg = CASES[case]
     fixture = load_file(os.path.join(out, case, "fixture.safetensors"))
     want = {k: v for k, v in fixture.items() if k.startswith("lycoris_")}
@@ -211,7 +238,10 @@ def check(path, case, out):
         if names != sorted(l.lora_name for l in net.loras):
             bad.append(f"create_lycoris_from_weights: modules {names}")
         for l in net2.loras:
-            for k, v in l.state_dict().items():
+            sd = l.state_dict()
+            if isinstance(l, lycoris.modules.full.FullModule):
+                sd = {"diff": l.weight, **({"diff_b": l.bias} if l.bias is not None else {})}
+            for k, v in sd.items():
                 if k != "alpha" and not torch.equal(v.float(), want[f"{l.lora_name}.{k}"]):
                     bad.append(f"create_lycoris_from_weights: {l.lora_name}.{k} differs")
         rebuilt = f"{len(net2.loras)} modules rebuilt by create_lycoris_from_weights"

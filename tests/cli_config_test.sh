@@ -109,12 +109,12 @@ one_line "lora_type lycoris without lycoris_config: one line" -- "$bin" plan --c
 expect 1 "a family not mapped onto LyCORIS's classes" "lora_type lycoris: dit's modules are not mapped" -- \
   "$bin" plan --set model_type=lora --set lora_type=lycoris --set lycoris_config=x.json
 echo '{"algo": "ia3", "apply_preset": {"target_module": ["Attention"]}}' > ia3.json
-expect 1 "algo ia3 is refused by name" "ia3.json: algo ia3 is not built; segtrain builds LyCORIS's lokr" -- \
+expect 1 "algo ia3 is refused by name" "ia3.json: algo ia3 is not built; segtrain builds LyCORIS's lokr, loha, lora \\(locon\\) and full" -- \
   "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=ia3.json
 echo '{"algo": "LoHa", "apply_preset": {"target_module": ["Attention"], "module_algo_map": {"Attention": {"algo": "LoHa"}}}}' > case.json
 expect 1 "a module_algo_map algo is matched as written" "case.json: algo \"LoHa\" is not one of the lycoris-lora package's" -- \
   "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=case.json
-for algo in loha LoHa lora locon; do
+for algo in loha LoHa lora locon full; do
   echo "{\"algo\": \"$algo\", \"linear_dim\": 2, \"apply_preset\": {\"target_module\": [\"Attention\"]}}" > $algo.json
   expect 0 "algo $algo plans on sdxl, its adapters in the parts" "lycoris_down_blocks_\\*_attentions_\\*_transformer_blocks_\\*_attn1_to_q " -- \
     "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=$algo.json --parts
@@ -125,6 +125,11 @@ expect 1 "conv_dim is refused with the reason" "conv.json: conv_dim is not built
 echo '{"algo": "loha", "use_tucker": true, "apply_preset": {"target_module": ["Attention"]}}' > tucker.json
 expect 1 "use_tucker is refused with the reason" "tucker.json: use_tucker \\(Tucker decomposition\\) is not built" -- \
   "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=tucker.json
+echo '{"algo": "full", "bypass_mode": true, "apply_preset": {"target_module": ["Attention"]}}' > bypass.json
+expect 1 "bypass_mode with full is refused, as the package refuses it" "bypass.json: bypass_mode true with algo full for Attention" -- \
+  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=bypass.json
+expect 1 "algo full on a quantized base is refused, as the package refuses it" "int8-quanto with LyCORIS algo full: lycoris-lora refuses" -- \
+  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=full.json --set base_model_precision=int8-quanto
 echo '{"algo": "lokr", "rank_dropout": 0.1, "apply_preset": {"target_module": ["Attention"]}}' > drop.json
 expect 1 "rank_dropout is refused" "drop.json: rank_dropout 0.1; LyCORIS's dropouts are not built" -- \
   "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=drop.json

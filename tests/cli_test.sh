@@ -447,9 +447,9 @@ for example in "$src"/tests/fixtures/simpletuner/*.json; do
 done
 # SimpleTuner's LoKr examples train as written (from their folder, where their lycoris_config is) at the tiny preset:
 # no word about lycoris_config, each step's peak the plan's, the adapters under the package's keys; and with a LyCORIS
-# fixture's config instead (tests/fixtures/lycoris/<name>: LoHa on pixart, LoCon on sana)
+# fixture's config instead (tests/fixtures/lycoris/<name>: LoHa on pixart, LoCon on sana, full on sdxl)
 for ex in pixart:pixart-sigma-tiny: sana:sana-1.5-tiny: sdxl:sdxl-tiny: pixart:pixart-sigma-tiny:loha \
-  sana:sana-1.5-tiny:locon; do
+  sana:sana-1.5-tiny:locon sdxl:sdxl-tiny:full; do
   IFS=: read -r name preset fixture <<<"$ex"
   what="LoKr example" extra=()
   if [ -n "$fixture" ]; then
@@ -459,6 +459,7 @@ for ex in pixart:pixart-sigma-tiny: sana:sana-1.5-tiny: sdxl:sdxl-tiny: pixart:p
   case $fixture in
     loha) keys="hada_w1_a hada_w2_b" ;;
     locon) keys="lora_down.weight lora_up.weight" ;;
+    full) keys="diff diff_b" ;;
     *) keys=lokr_w1 ;;
   esac
   sets=(--set model_preset=$preset --set resolution=64 --set synthetic_data=true --set data_backend_config=

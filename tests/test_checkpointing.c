@@ -913,15 +913,17 @@ static const struct family_case {
 };
 
 /* The families LyCORIS is mapped on, each with lycoris_configs: SimpleTuner's LoKr example's (full matrices, scale 1),
- * for sd1x the LoKr fixture whose halves are all low-rank (decompose_both, scale 1.5), LoHa's on pixart, LoCon's on
- * sana */
+ * for sd1x the LoKr fixture whose halves are all low-rank (decompose_both, scale 1.5) and the one with LoHa, LoCon
+ * and full modules side by side, LoHa on pixart, LoCon on sana, full on sdxl */
 static const char *const lycoris_configs[][3] = {
     {"pixart-sigma-tiny", "simpletuner/config/examples/pixart.lycoris-lokr", "lokr"},
     {"pixart-sigma-tiny", "lycoris/loha", "loha"},
     {"sana-tiny", "simpletuner/config/examples/sana.lycoris-lokr", "lokr"},
     {"sana-tiny", "lycoris/locon", "locon"},
     {"sd1x-tiny", "lycoris/lokr_split", "lokr"},
+    {"sd1x-tiny", "lycoris/mixed", "loha, locon, full"},
     {"sdxl-tiny", "simpletuner/config/examples/sdxl.lycoris-lokr", "lokr"},
+    {"sdxl-tiny", "lycoris/full", "full"},
 };
 
 /* The family's LyCORIS adapters (lora_type lycoris) under every schedule, for each lycoris_config above. */

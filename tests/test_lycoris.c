@@ -1,4 +1,4 @@
-/* LyCORIS against the lycoris-lora package itself (LoKr, LoHa, LoCon): each fixture
+/* LyCORIS against the lycoris-lora package itself (LoKr, LoHa, LoCon, full, and one of each per module): each fixture
  * (scripts/make_lycoris_fixtures.py) is a tiny model
  * of Linear layers in module classes named as diffusers' (Attention, FeedForward), wrapped by the package from a
  * lycoris_config, with one forward and backward in float64. segtrain reads the same lycoris_config, must adapt the
@@ -157,5 +157,7 @@ int main(void)
     run_case("lokr_name");
     run_case("loha");
     run_case("locon");
+    run_case("full");
+    run_case("mixed");
     return tk_finish();
 }

@@ -12,8 +12,8 @@ typedef struct lin_layer {
     int lora_a, lora_b; /* < 0: no adapter */
     int64_t in, out, rank;
     float scale; /* alpha / rank */
-    lyco_adapter lyco; /* lora_type lycoris (params.h): LoKr's or LoHa's adapter; zero: none (LoCon is the LoRA
-                        * above, under the package's names) */
+    lyco_adapter lyco; /* lora_type lycoris (params.h): LoKr's, LoHa's or full's adapter; zero: none (LoCon is the
+                        * LoRA above, under the package's names) */
 } lin_layer;
 
 /* Registers "<name>.weight", "<name>.bias" and, with rank > 0, "<name>.lora_A.weight" (r, in) and

@@ -1,6 +1,6 @@
 /* LyCORIS adapters on linear layers, as the lycoris-lora package (4.1.3) builds them from SimpleTuner's
  * lycoris_config: which layers a config adapts (lycoris_settings_for) and each algorithm's parameters,
- * initialisation, scale and products (LoKr, LoHa here; LoCon is lin.c's LoRA product under the package's
+ * initialisation, scale and products (LoKr, LoHa, full here; LoCon is lin.c's LoRA product under the package's
  * names). lin.c calls them; the config is read in src/models/core/lycoris_config.c. */
 #ifndef SEGTRAIN_LYCORIS_H
 #define SEGTRAIN_LYCORIS_H
@@ -11,12 +11,12 @@
 #include "segtrain/params.h"
 
 /* The package's network_module_dict names: lora and locon are one module (LoConModule). */
-typedef enum lyco_algo { LYCO_NONE, LYCO_LOKR, LYCO_LOHA, LYCO_LOCON } lyco_algo;
+typedef enum lyco_algo { LYCO_NONE, LYCO_LOKR, LYCO_LOHA, LYCO_LOCON, LYCO_FULL } lyco_algo;
 
 /* One module's settings: the config's root keys, with its class's module_algo_map entry over them. */
 typedef struct lyco_settings {
     lyco_algo algo;
-    int64_t dim;    /* linear_dim (the package's lora_dim) */
+    int64_t dim;    /* linear_dim (the package's lora_dim); unused by full */
     double alpha;   /* linear_alpha; 0: dim */
     int64_t factor; /* LoKr: the factorization's factor; -1: the package's default (the most balanced split) */
     bool full_matrix, decompose_both, unbalanced; /* LoKr: unbalanced_factorization */
@@ -69,17 +69,21 @@ bool lyco_module_name(char *out, size_t n, const char *path);
  *   (b, r) w2_b (r, d). Keys "lycoris_<module>.lokr_w1" ...
  * - LoHa: dW = scale (w1_a w1_b) * (w2_a w2_b) elementwise, w1_a, w2_a (out, r), w1_b, w2_b (r, in); keys
  *   "hada_w1_a" ..., held in w1_a, w1_b, w2_a, w2_b.
+ * - full: the weight's difference itself, diff (out, in) and diff_b (out) where the layer has a bias: y gains
+ *   x diff^T + diff_b. Keys "diff", "diff_b"; no alpha.
  * LoCon is not one: lin_register gives it lin's LoRA product (locon_register). */
 typedef struct lyco_adapter {
     lyco_algo algo; /* LYCO_NONE: none */
-    int w1, w1_a, w1_b, w2, w2_a, w2_b; /* parameter indices, -1 where not used */
+    int w1, w1_a, w1_b, w2, w2_a, w2_b, diff, diff_b; /* parameter indices, -1 where not used */
     int64_t a, b, c, d, rank;
     float scale; /* alpha / dim (LoKr: 1 with both halves full, the package sets alpha = dim then) */
     float alpha; /* the "alpha" the package saves beside the weights */
 } lyco_adapter;
 
-/* The adapter a module's settings give the linear layer `name`; LoCon's go to locon_register. */
-lyco_adapter lyco_register(param_set *s, const char *name, int64_t in, int64_t out, const lyco_settings *ly);
+/* The adapter a module's settings give the linear layer `name` (bias: whether it has one, which full's diff_b
+ * follows); LoCon's go to locon_register. */
+lyco_adapter lyco_register(param_set *s, const char *name, int64_t in, int64_t out, bool bias,
+                           const lyco_settings *ly);
 /* LoCon on a linear layer, LoRA under the package's keys: lora_down (r, in) into *down, lora_up (out, r) into *up,
  * the module's alpha beside them; *scale alpha / r. */
 void locon_register(param_set *s, const char *name, int64_t in, int64_t out, const lyco_settings *ly, int *down,
@@ -102,7 +106,7 @@ st_status param_set_load_lycoris(param_set *s, const char *path);
 /* How the package initialises a parameter of this name. */
 typedef enum lyco_init {
     LYCO_INIT_NONE = -1, /* not a LyCORIS parameter */
-    LYCO_INIT_ZERO,      /* LoKr's w2, w2_b; LoHa's hada_w2_a; LoCon's lora_up */
+    LYCO_INIT_ZERO,      /* LoKr's w2, w2_b; LoHa's hada_w2_a; LoCon's lora_up; full's diff, diff_b */
     LYCO_INIT_KAIMING,   /* kaiming-uniform(a = sqrt 5), bound 1 / sqrt(fan_in): LoKr's others, lora_down */
     LYCO_INIT_NORMAL,    /* normal(0, *std): LoHa's hada_w1_a (0.1), hada_w1_b and hada_w2_b (1) */
 } lyco_init;

@@ -30,7 +30,7 @@ lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, 
         l.rank = ly->dim;
         locon_register(s, name, in, out, ly, &l.lora_a, &l.lora_b, &l.scale);
     } else if (ly) {
-        l.lyco = lyco_register(s, name, in, out, ly);
+        l.lyco = lyco_register(s, name, in, out, bias, ly);
     } else if (adapted) {
         l.rank = rank;
         l.scale = alpha / (float)rank;

@@ -1,7 +1,7 @@
 /* LyCORIS's adapters on a linear layer (lycoris.h), as lycoris-lora 4.1.3 builds them: LoKr (LokrModule,
  * modules/lokr.py, for the shapes, scale and initialisation; its bypass product, functional/lokr.py _kron_bypass, for
- * the arithmetic), LoHa (LohaModule and functional/loha.py: the rebuilt dW, HadaWeight's gradients), and LoCon's
- * keys and scale (LoConModule: LoRA's product, which lin.c computes). */
+ * the arithmetic), LoHa (LohaModule and functional/loha.py: the rebuilt dW, HadaWeight's gradients), LoCon's keys
+ * and scale (LoConModule: LoRA's product, which lin.c computes) and full (FullModule: the weight's difference). */
 #include "segtrain/lycoris.h"
 
 #include <fnmatch.h>
@@ -108,7 +108,8 @@ lyco_init lyco_init_of(const char *name, float *std)
                 {".lokr_w2", LYCO_INIT_ZERO, 0},        {".lokr_w2_b", LYCO_INIT_ZERO, 0},
                 {".hada_w1_a", LYCO_INIT_NORMAL, 0.1f}, {".hada_w1_b", LYCO_INIT_NORMAL, 1},
                 {".hada_w2_b", LYCO_INIT_NORMAL, 1},    {".hada_w2_a", LYCO_INIT_ZERO, 0},
-                {".lora_down.weight", LYCO_INIT_KAIMING, 0}, {".lora_up.weight", LYCO_INIT_ZERO, 0}};
+                {".lora_down.weight", LYCO_INIT_KAIMING, 0}, {".lora_up.weight", LYCO_INIT_ZERO, 0},
+                {".diff", LYCO_INIT_ZERO, 0},           {".diff_b", LYCO_INIT_ZERO, 0}};
     const char *dot = strchr(name, '.'); /* the module's name has no dots: the key follows the first */
     if (!dot || strncmp(name, "lycoris_", 8)) return LYCO_INIT_NONE;
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
@@ -119,11 +120,12 @@ lyco_init lyco_init_of(const char *name, float *std)
     return LYCO_INIT_NONE;
 }
 
+/* "<module>.<key>", a (rows, cols) matrix, or a vector of rows when cols is 0 */
 static int add_weight(param_set *s, const char *module, const char *key, int64_t rows, int64_t cols)
 {
     char n[PARAM_NAME_MAX];
     snprintf(n, sizeof n, "%s.%s", module, key);
-    return param_add(s, n, 2, (int64_t[]){rows, cols}, true);
+    return param_add(s, n, cols ? 2 : 1, (int64_t[]){rows, cols}, true);
 }
 
 /* alpha, or the dimension where it is 0 (the package: alpha = lora_dim if alpha is None or 0) */
@@ -362,15 +364,22 @@ void locon_register(param_set *s, const char *name, int64_t in, int64_t out, con
     if (*down >= 0) s->items[*down].lyco_alpha = (float)alpha_of(ly);
 }
 
-lyco_adapter lyco_register(param_set *s, const char *name, int64_t in, int64_t out, const lyco_settings *ly)
+lyco_adapter lyco_register(param_set *s, const char *name, int64_t in, int64_t out, bool bias,
+                           const lyco_settings *ly)
 {
     lyco_adapter k = {.algo = ly->algo, .w1 = -1, .w1_a = -1, .w1_b = -1, .w2 = -1, .w2_a = -1, .w2_b = -1,
-                      .rank = ly->dim};
+                      .diff = -1, .diff_b = -1, .rank = ly->dim};
     char module[PARAM_NAME_MAX];
     if (!lyco_module_name(module, sizeof module, name)) module[0] = '\0'; /* param_add refuses the empty name */
     if (ly->algo == LYCO_LOKR) lokr_register(s, module, in, out, ly, &k);
     else if (ly->algo == LYCO_LOHA) loha_register(s, module, in, out, ly, &k);
-    else k.algo = LYCO_NONE; /* LoCon: locon_register */
+    else if (ly->algo == LYCO_FULL) {
+        k.a = out, k.c = in;
+        k.diff = add_weight(s, module, "diff", out, in);
+        if (bias) k.diff_b = add_weight(s, module, "diff_b", out, 0);
+    } else {
+        k.algo = LYCO_NONE; /* LoCon: locon_register */
+    }
     return k;
 }
 
@@ -379,6 +388,10 @@ st_status lyco_forward(param_set *s, pool *p, const lyco_adapter *k, float *y, c
     switch (k->algo) {
     case LYCO_LOKR: return lokr_forward(s, p, k, y, x, n);
     case LYCO_LOHA: return loha_forward(s, p, k, y, x, n);
+    case LYCO_FULL: /* y += x diff^T + diff_b: FullModule's x (W + diff)^T + b less the base's */
+        gemm(false, true, n, k->a, k->c, 1.0f, x, w_of(s, k->diff), 1.0f, y);
+        if (k->diff_b >= 0) add_row(y, w_of(s, k->diff_b), n, k->a);
+        return ST_OK;
     default: return ST_OK;
     }
 }
@@ -389,6 +402,9 @@ st_status lyco_backward(param_set *s, pool *p, const lyco_adapter *k, float *dx,
     switch (k->algo) {
     case LYCO_LOKR: return lokr_backward(s, p, k, dx, dy, x, n);
     case LYCO_LOHA: return loha_backward(s, p, k, dx, dy, x, n);
+    case LYCO_FULL:
+        linear_backward(dx, g_of(s, k->diff), g_of(s, k->diff_b), dy, x, w_of(s, k->diff), n, k->c, k->a);
+        return ST_OK;
     default: return ST_OK;
     }
 }

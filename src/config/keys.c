@@ -224,22 +224,22 @@ const cfg_key cfg_keys[] = {
     CHOICE_KEY("lora_type", "standard", "standard|lycoris", SEC_TRAINING, "=",
                "The kind of adapter: `standard`, PEFT's LoRA (low-rank update matrices, `lora_rank`, `lora_alpha`, "
                "`lora_target`); `lycoris`, the adapters `lycoris_config` describes, as the lycoris-lora package "
-               "builds them: LoKr, LoHa or LoCon (`lora`) on the linear layers of the module classes its "
+               "builds them: LoKr, LoHa, LoCon (`lora`) or full on the linear layers of the module classes its "
                "`apply_preset` targets "
                "(docs/LYCORIS.md; pixart, sana, sdxl, sd1x and kolors are mapped)."),
     TEXT_KEY("lycoris_config", "", SEC_TRAINING, "=",
              "With `lora_type` lycoris: SimpleTuner's LyCORIS JSON file, a path relative to the working directory "
              "as SimpleTuner reads it. Read as SimpleTuner hands it to lycoris-lora 4.1.3: `algo` (`lokr`, `loha`, "
-             "`lora` or `locon`), "
+             "`lora` or `locon`, `full`), "
              "`linear_dim` and `linear_alpha` (whole numbers, SimpleTuner's int()), `factor` (-1: the package's "
              "balanced split), `full_matrix`, `decompose_both`, `unbalanced_factorization`, `bypass_mode` (the same "
              "result), and `apply_preset`'s `target_module`, `target_name` (a regular expression from the start of "
              "a module path; `use_fnmatch`: a glob) and `module_algo_map` (per class: `algo`, `factor`, `dim`, "
              "`alpha`, ...). Refused by name: other algorithms, non-zero dropouts, `use_scalar`, `dora_wd`, a "
              "`multiplier` other than 1, the convolutions' keys (`conv_dim`, `conv_alpha`, `use_tucker`: no "
-             "convolution is adapted), and keys neither reads. The adapters are saved under the package's keys "
-             "(`lycoris_<module>.lokr_w1`, `.hada_w1_a`, `.lora_down.weight`, `.alpha`), the config's text in the "
-             "file's metadata."),
+             "convolution is adapted), `bypass_mode` with `full` (as the package), and keys neither reads. The "
+             "adapters are saved under the package's keys (`lycoris_<module>.lokr_w1`, `.hada_w1_a`, "
+             "`.lora_down.weight`, `.diff`, `.alpha`), the config's text in the file's metadata."),
     INT_KEY("lora_rank", "16", 1, 65536, SEC_TRAINING, "=", "Rank of the LoRA update matrices."),
     FLOAT_KEY("lora_alpha", "0", 0, ANY_MAX, SEC_TRAINING, "= (default none there, meaning the rank)",
               "LoRA scale numerator (the update is scaled by alpha / rank); 0 = the rank."),

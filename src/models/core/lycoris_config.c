@@ -61,8 +61,9 @@ static st_status algo_at(const cJSON *j, const char *file, bool root, lyco_algo 
     static const struct {
         const char *name;
         lyco_algo algo;
-    } built[] = {{"lokr", LYCO_LOKR}, {"loha", LYCO_LOHA}, {"lora", LYCO_LOCON}, {"locon", LYCO_LOCON}};
-    static const char *const unbuilt[] = {"full", "dylora", "glora", "diag-oft", "boft", "ia3", "tlora", NULL};
+    } built[] = {{"lokr", LYCO_LOKR}, {"loha", LYCO_LOHA}, {"lora", LYCO_LOCON}, {"locon", LYCO_LOCON},
+                 {"full", LYCO_FULL}};
+    static const char *const unbuilt[] = {"dylora", "glora", "diag-oft", "boft", "ia3", "tlora", NULL};
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, "algo");
     if (!x || cJSON_IsNull(x)) return ST_OK;
     if (!cJSON_IsString(x)) return BAD("%s: algo is not a name", file);
@@ -72,7 +73,7 @@ static st_status algo_at(const cJSON *j, const char *file, bool root, lyco_algo 
     for (size_t i = 0; i < sizeof built / sizeof *built; i++)
         if (!strcmp(name, built[i].name)) return *algo = built[i].algo, ST_OK;
     if (listed(unbuilt, name))
-        return BAD("%s: algo %s is not built; segtrain builds LyCORIS's lokr, loha and lora (locon)", file,
+        return BAD("%s: algo %s is not built; segtrain builds LyCORIS's lokr, loha, lora (locon) and full", file,
                    x->valuestring);
     return BAD("%s: algo \"%s\" is not one of the lycoris-lora package's (lokr, loha, lora, locon, full, dylora, "
                "glora, diag-oft, boft, ia3, tlora)%s", file, x->valuestring,
@@ -267,6 +268,16 @@ static st_status spec_from_json(const cJSON *j, const char *file, lycoris_spec *
     if (!st) st = settings_at(j, file, true, &ly->root);
     if (!st && ly->root.algo == LYCO_NONE) ly->root.algo = LYCO_LOCON; /* the package's default, lora */
     if (!st) st = preset_at(j, file, ly);
+    bool bypass = false;
+    if (!st) st = bool_at(j, file, "bypass_mode", &bypass);
+    /* FullModule raises "bypass mode is not supported in Full algo" for every module it would build */
+    for (int i = -1; !st && bypass && i < ly->n_classes; i++) {
+        const lyco_settings *m = i < 0 ? &ly->root : &ly->classes[i].s;
+        if (m->algo == LYCO_FULL && (i >= 0 || ly->n_names))
+            st = BAD("%s: bypass_mode true with algo full%s%s: the package refuses it (bypass mode is not supported "
+                     "in Full algo); give bypass_mode false", file, i < 0 ? "" : " for ",
+                     i < 0 ? "" : ly->classes[i].cls);
+    }
     return st;
 }
 

@@ -212,6 +212,12 @@ st_status model_config_from(const config *cfg, model_config *mc)
         return st_fail(ST_ERR_UNSUPPORTED, "base_model_precision %s quantizes a frozen base: SimpleTuner quantizes "
                        "only under model_type lora (its is_quantized), and full training trains every weight; use "
                        "model_type lora, or no_change", base);
+    for (int i = -1; mc->quant_base && mc->lycoris.on && i < mc->lycoris.n_classes; i++) /* i -1: the root's */
+        if ((i < 0 ? mc->lycoris.n_names && mc->lycoris.root.algo == LYCO_FULL
+                   : mc->lycoris.classes[i].s.algo == LYCO_FULL))
+            return st_fail(ST_ERR_UNSUPPORTED, "base_model_precision %s with LyCORIS algo full: lycoris-lora refuses "
+                           "full on a quantized Linear (\"Quant Linear is not supported and meaningless in Full "
+                           "algo\"); use no_change, or another algo", base);
     mc->bf16_activations = !strcmp(precision, "bf16");
     if (!strcmp(config_string(cfg, "distillation_method"), "anyflow")) {
         /* the delta embedder's gate and input are the distillation's, as SimpleTuner's
