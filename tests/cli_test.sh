@@ -437,6 +437,12 @@ for example in "$src"/tests/fixtures/simpletuner/*.json; do
     out=$(cd "$src/tests/fixtures/simpletuner" && "$bin" plan --config "$example" --set base_model_precision=no_change \
           --set lora_type=standard --set pretrained_model_name_or_path= 2>&1); rc=$?
   fi
+  if grep -q "ramtorch: true is refused" <<<"$out"; then # RamTorch not built (docs/WEIGHTS.md): then without it
+    [ $rc -eq 1 ] && [ "$(grep -vc '^segtrain: warning' <<<"$out")" -eq 1 ] && grep -q "nearest built is" <<<"$out" &&
+      ok "SimpleTuner's $name example: ramtorch refused, the nearest named" || bad "$name example: $out"
+    out=$(cd "$src/tests/fixtures/simpletuner" && "$bin" plan --config "$example" --set ramtorch=false \
+          --set base_model_precision=no_change --set lora_type=standard --set pretrained_model_name_or_path= 2>&1); rc=$?
+  fi
   if [ $rc -eq 0 ]; then
     grep -q "^model [^ ]* ($shown[^)]*)" <<<"$out" && grep -q "^predicted peak device memory" <<<"$out" &&
       ok "SimpleTuner's $name example plans unchanged" || bad "$name example: $out"
@@ -564,7 +570,8 @@ expect 0 "SimpleTuner's z-image example plans Z-Image's 6B transformer at 1024 p
   "$bin" plan --config "$src/tests/fixtures/simpletuner/z-image.peft-lora.json" --set base_model_precision=no_change
 expect 0 "SimpleTuner's ernie example plans ERNIE-Image's 8B transformer at 512 px" \
   "model ernie-image \\(ernie\\): 36 joint blocks, width 4096, 32 heads, 1024 image \\+ 256 text tokens" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/ernie.peft-lora.json" --set base_model_precision=no_change
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/ernie.peft-lora.json" --set base_model_precision=no_change \
+  --set ramtorch=false
 expect 0 "SimpleTuner's ideogram example plans Ideogram 4 at 1024 px area" \
   "model ideogram-4 \\(ideogram\\): 34 joint blocks, width 4608, 18 heads, 4096 image \\+ 256 text tokens" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/ideogram-fp8.peft-lora.json"
@@ -681,7 +688,8 @@ expect 0 "ideogram trains with SimpleTuner's objective" \
   --set synthetic_data=true --set max_train_steps=1 --set output_dir=ideogram-out
 expect 0 "planning ernie says its caption length is segtrain's choice, and which key sets it" \
   "warning: SimpleTuner pads each ernie batch's captions to its longest, .* at 256 tokens \\(tokenizer_max_length" -- \
-  "$bin" plan --config "$src/tests/fixtures/simpletuner/ernie.peft-lora.json" --set base_model_precision=no_change
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/ernie.peft-lora.json" --set base_model_precision=no_change \
+  --set ramtorch=false
 expect 0 "ernie trains with SimpleTuner's objective" \
   "trained 1 steps; weights in ernie-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=ernie --set model_preset=ernie-tiny \

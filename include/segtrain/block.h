@@ -102,6 +102,11 @@ typedef struct block_seq {
     /* Called after each segment's or kept block's backward with its first block (tests watch memory with it). */
     void (*after_backward)(void *ctx, int first_block);
     void *after_backward_ctx;
+    /* musubi_blocks_to_swap (docs/WEIGHTS.md): brings block i's weights onto the device before each forward,
+     * recompute and backward of it, and lets them go after (NULL: every weight stays on the device) */
+    st_status (*weights_in)(void *ctx, int block);
+    void (*weights_out)(void *ctx, int block);
+    void *weights_ctx;
 } block_seq;
 
 /* Bytes an element of a state the executor holds: 2 under bf16_states, else 4. */

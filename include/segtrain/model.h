@@ -141,6 +141,8 @@ typedef struct model_config {
     bool bf16_base;                   /* mixed_precision bf16 under LoRA: frozen linear layers' weights in bf16 */
     quant_format quant_base;          /* base_model_precision under LoRA: frozen linear layers' weights quantized */
     bool bf16_activations;            /* mixed_precision bf16: activations held in bf16 (docs/PRECISION.md) */
+    int64_t blocks_to_swap;           /* musubi_blocks_to_swap: the last blocks' frozen weights in host memory, each
+                                         brought onto the device around its use (docs/WEIGHTS.md); 0: none */
     bool lora_attention, lora_mlp;    /* which linears get adapters */
     lycoris_spec lycoris;             /* lora_type lycoris: the adapters (lora_rank then 1, a marker of the frozen
                                          base; the spec decides which linears are adapted, and how) */

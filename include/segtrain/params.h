@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "segtrain/copy.h"
 #include "segtrain/pool.h"
 #include "segtrain/quant.h"
 
@@ -29,7 +30,16 @@ typedef struct param {
     uint16_t *wq_stats;
     bool grid;      /* a fixed table of the latent's grid (DiT's pos_embed): a model at another shape fills its own */
     float lyco_alpha; /* a LoKr adapter's w1 (or w1_a): the alpha lycoris-lora saves beside it (lycoris.h); else 0 */
+    int swap_group;   /* musubi_blocks_to_swap: g > 0, a frozen weight of swapped block group g held in host memory
+                         (param_set_swap); 0: on the device */
 } param;
+
+/* musubi_blocks_to_swap (docs/WEIGHTS.md): a swapped block's frozen weights, one host allocation (MEM_WEIGHTS,
+ * "weights (swapped blocks)"), brought into one device buffer ("weights (swapped block)") around each use. */
+typedef struct param_swap_group {
+    uint8_t *home; /* host pool */
+    size_t bytes;
+} param_swap_group;
 
 typedef struct param_set {
     int n, cap;
@@ -56,6 +66,11 @@ typedef struct param_set {
     const struct lycoris_spec *lycoris;
     const struct lyco_class *lycoris_classes;
     const struct param_set *base; /* param_set_share's: the set whose weights and gradients these are; NULL: its own */
+    param_swap_group *swap; /* groups 1 .. n_swap at swap[g - 1] (a shared set reads base's); NULL: none swapped */
+    int n_swap;
+    pool *swap_host;        /* the host pool that holds them (param_set_alloc_swapped) */
+    int swap_in;            /* the group whose weights are on the device now (0: none) */
+    void *swap_buf;         /* its device buffer */
 } param_set;
 
 /* Registers a parameter (before param_set_alloc) and returns its index; -1 when out of memory, which
@@ -81,6 +96,19 @@ st_status param_set_alloc(param_set *s, pool *p);
  * ST_ERR_INVALID naming both; grid tables beside another fixed table, ST_ERR_INTERNAL (a family fills its fixed
  * tables together, and would refill the shared one). */
 st_status param_set_share(param_set *s, const param_set *base, pool *p);
+/* musubi_blocks_to_swap (docs/WEIGHTS.md). Before param_set_alloc: the frozen weights whose names start with prefix
+ * (a block's, "blocks.7.") form group g (1, 2, ... in the order given); trainable ones (adapters) stay on the
+ * device. ST_ERR_INVALID when the prefix names no frozen weight. */
+st_status param_set_swap(param_set *s, int g, const char *prefix);
+/* After param_set_alloc (which leaves swapped weights out): each group's home in the host pool, zeroed, and the
+ * weights pointed there. A no-op when nothing is swapped or it was done; a shared set's groups are base's. */
+st_status param_set_alloc_swapped(param_set *s, pool *host);
+/* Brings group g's weights into one device buffer (s->pool) with the copy engine and points them there; at most
+ * one group is in at a time (ST_ERR_INTERNAL otherwise). */
+st_status param_swap_in(param_set *s, int g, copy_engine *e);
+/* Points group g's weights home again and frees the device buffer (frozen: nothing is copied back). */
+void param_swap_out(param_set *s, int g);
+
 /* Frees what the set allocated (a shared set: its grid tables alone) and its list. */
 void param_set_free(param_set *s);
 

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "segtrain/checked.h"
+#include "segtrain/copy.h"
 #include "segtrain/fileio.h"
 #include "segtrain/safetensors.h"
 
@@ -86,13 +87,13 @@ param *param_find(param_set *s, const char *name)
     return NULL;
 }
 
-/* The packed bytes and bf16 statistics of the set's quantized parameters. */
+/* The packed bytes and bf16 statistics of the set's quantized parameters held on the device. */
 static void quant_totals(const param_set *s, int64_t *data, int64_t *stats, int64_t *values)
 {
     *data = *stats = *values = 0;
     for (int i = 0; i < s->n; i++) {
         const param *q = &s->items[i];
-        if (!q->quant) continue;
+        if (!q->quant || q->swap_group) continue;
         const quant_layout l = quant_layout_of(q->quant, q->shape[0], q->numel / q->shape[0]);
         *data += l.data_bytes, *stats += l.stats, *values += q->numel;
     }
@@ -101,13 +102,17 @@ static void quant_totals(const param_set *s, int64_t *data, int64_t *stats, int6
 st_status param_set_alloc(param_set *s, pool *p)
 {
     s->pool = p;
-    int64_t n16 = 0, nq, nstats, qvalues;
-    for (int i = 0; i < s->n; i++) n16 += s->items[i].bf16 ? s->items[i].numel : 0;
+    int64_t n16 = 0, nq, nstats, qvalues, swapped = 0; /* swapped: param_set_alloc_swapped holds them */
+    for (int i = 0; i < s->n; i++) {
+        const param *q = &s->items[i];
+        if (q->swap_group) swapped += q->numel;
+        else n16 += q->bf16 ? q->numel : 0;
+    }
     quant_totals(s, &nq, &nstats, &qvalues);
     st_status st = param_set_check(s);
     if (!st)
-        st = pool_alloc_zero(p, (size_t)(s->weight_count - n16 - qvalues) * sizeof(float), MEM_WEIGHTS, "weights",
-                             (void **)&s->weights);
+        st = pool_alloc_zero(p, (size_t)(s->weight_count - n16 - qvalues - swapped) * sizeof(float), MEM_WEIGHTS,
+                             "weights", (void **)&s->weights);
     if (!st && n16)
         st = pool_alloc_zero(p, (size_t)n16 * sizeof(uint16_t), MEM_WEIGHTS, "weights (bf16)", (void **)&s->weights16);
     if (!st && nq) st = pool_alloc_zero(p, (size_t)nq, MEM_WEIGHTS, "weights (quantized)", (void **)&s->weightsq);
@@ -124,7 +129,9 @@ st_status param_set_alloc(param_set *s, pool *p)
     int64_t w = 0, w16 = 0, g = 0, wq = 0, ws = 0;
     for (int i = 0; i < s->n; i++) {
         param *q = &s->items[i];
-        if (q->quant) {
+        if (q->swap_group) {
+            q->w = NULL, q->w16 = NULL, q->wq = NULL, q->wq_stats = NULL;
+        } else if (q->quant) {
             const quant_layout l = quant_layout_of(q->quant, q->shape[0], q->numel / q->shape[0]);
             q->wq = s->weightsq + wq, q->wq_stats = s->weightsq_stats + ws;
             wq += l.data_bytes, ws += l.stats;
@@ -178,6 +185,13 @@ st_status param_set_share(param_set *s, const param_set *base, pool *p)
     s->pool = p;
     s->base = base;
     s->grads = base->grads;
+    if (!st && s->n_swap && base->n_swap != s->n_swap)
+        st = st_fail(ST_ERR_INTERNAL, "param_set_share: %d swapped blocks here, %d in the model whose weights it "
+                     "shares", s->n_swap, base->n_swap);
+    if (!st && s->n_swap && !base->swap)
+        st = st_fail(ST_ERR_INTERNAL, "param_set_share: the swapped blocks' weights of the shared model have no home");
+    free(s->swap);
+    s->swap = (param_swap_group *)base->swap;
     if (!st && own)
         st = pool_alloc_zero(p, (size_t)own * sizeof(float), MEM_WEIGHTS, "weights (grid tables)", (void **)&s->weights);
     int64_t at = 0;
@@ -186,16 +200,115 @@ st_status param_set_share(param_set *s, const param_set *base, pool *p)
     return st;
 }
 
+/* ---- musubi_blocks_to_swap (docs/WEIGHTS.md) ---- */
+
+#define SWAP_ALIGN 64 /* each weight (and a quantized one's scales) at the pools' alignment within its group */
+
+static size_t swap_aligned(int64_t bytes) { return ((size_t)bytes + SWAP_ALIGN - 1) / SWAP_ALIGN * SWAP_ALIGN; }
+
+/* The bytes of q as it is held (float, bf16, or quantized data then scales), and where its scales start. */
+static size_t held_bytes(const param *q, size_t *stats_at)
+{
+    *stats_at = 0;
+    if (!q->quant) return (size_t)q->numel * (q->bf16 ? sizeof(uint16_t) : sizeof(float));
+    const quant_layout l = quant_layout_of(q->quant, q->shape[0], q->numel / q->shape[0]);
+    *stats_at = swap_aligned(l.data_bytes);
+    return *stats_at + (size_t)l.stats * sizeof(uint16_t);
+}
+
+/* Points group g's weights into base, laid out in registration order; returns the group's bytes. */
+static size_t swap_point(param_set *s, int g, uint8_t *base)
+{
+    size_t at = 0, stats_at;
+    for (int i = 0; i < s->n; i++) {
+        param *q = &s->items[i];
+        if (q->swap_group != g) continue;
+        const size_t bytes = held_bytes(q, &stats_at);
+        if (q->quant) q->wq = base ? base + at : NULL, q->wq_stats = base ? (uint16_t *)(base + at + stats_at) : NULL;
+        else if (q->bf16) q->w16 = base ? (uint16_t *)(base + at) : NULL;
+        else q->w = base ? (float *)(base + at) : NULL;
+        at += swap_aligned((int64_t)bytes);
+    }
+    return at;
+}
+
+st_status param_set_swap(param_set *s, int g, const char *prefix)
+{
+    int marked = 0;
+    const size_t len = strlen(prefix);
+    for (int i = 0; i < s->n; i++) {
+        param *q = &s->items[i];
+        if (q->trainable || q->fixed || strncmp(q->name, prefix, len)) continue;
+        q->swap_group = g;
+        marked++;
+    }
+    if (!marked) return st_fail(ST_ERR_INVALID, "musubi_blocks_to_swap: no frozen weight is named %s*", prefix);
+    if (g > s->n_swap) {
+        param_swap_group *grown = realloc(s->swap, (size_t)g * sizeof *grown);
+        if (!grown) return st_host_oom("the swapped blocks' list");
+        for (int k = s->n_swap; k < g; k++) grown[k] = (param_swap_group){0};
+        s->swap = grown;
+        s->n_swap = g;
+    }
+    return ST_OK;
+}
+
+st_status param_set_alloc_swapped(param_set *s, pool *host)
+{
+    if (!s->n_swap || s->base || s->swap_host) return ST_OK;
+    s->swap_host = host;
+    st_status st = ST_OK;
+    for (int g = 1; g <= s->n_swap && !st; g++) {
+        param_swap_group *grp = &s->swap[g - 1];
+        grp->bytes = swap_point(s, g, NULL);
+        st = pool_alloc_zero(host, grp->bytes, MEM_WEIGHTS, "weights (swapped blocks)", (void **)&grp->home);
+        if (!st) swap_point(s, g, grp->home);
+    }
+    return st;
+}
+
+st_status param_swap_in(param_set *s, int g, copy_engine *e)
+{
+    if (s->swap_in)
+        return st_fail(ST_ERR_INTERNAL, "block swap: group %d brought in while group %d is still in", g, s->swap_in);
+    const param_swap_group *grp = &s->swap[g - 1];
+    if (!grp->home) return st_fail(ST_ERR_INTERNAL, "block swap: the swapped blocks' weights have no host memory yet");
+    copy_job *job = NULL;
+    st_status st = pool_alloc(s->pool, grp->bytes, MEM_WEIGHTS, "weights (swapped block)", &s->swap_buf);
+    if (!st) st = copy_submit(e, COPY_TO_DEVICE, s->swap_buf, grp->home, grp->bytes, &job);
+    if (!st) st = copy_wait(e, job);
+    if (st) {
+        pool_free(s->pool, s->swap_buf);
+        s->swap_buf = NULL;
+        return st;
+    }
+    swap_point(s, g, s->swap_buf);
+    s->swap_in = g;
+    return ST_OK;
+}
+
+void param_swap_out(param_set *s, int g)
+{
+    if (s->swap_in != g) return;
+    swap_point(s, g, s->swap[g - 1].home);
+    pool_free(s->pool, s->swap_buf);
+    s->swap_buf = NULL;
+    s->swap_in = 0;
+}
+
 void param_set_free(param_set *s)
 {
+    if (s->swap_in) param_swap_out(s, s->swap_in);
     if (s->pool && s->base) pool_free(s->pool, s->weights);
     else if (s->pool) {
+        for (int g = 0; s->swap_host && s->swap && g < s->n_swap; g++) pool_free(s->swap_host, s->swap[g].home);
         pool_free(s->pool, s->grads);
         pool_free(s->pool, s->weights);
         pool_free(s->pool, s->weights16);
         pool_free(s->pool, s->weightsq);
         pool_free(s->pool, s->weightsq_stats);
     }
+    if (!s->base) free(s->swap);
     free(s->items);
     *s = (param_set){0};
 }

@@ -190,8 +190,8 @@ static st_status widen_input(block_seq *s, int i, const block_state *in, block_s
 
 /* Block b's forward on a state the executor holds: as it is, or under bf16_states widened for the call and the
  * output packed. out NULL: a recompute's last block, which makes no output. */
-static st_status run_forward(block_seq *s, block *b, const block_state *in, block_state *out, keep_level keep,
-                             offload *off, block_saved **saved)
+static st_status forward_held(block_seq *s, block *b, const block_state *in, block_state *out, keep_level keep,
+                              offload *off, block_saved **saved)
 {
     if (!s->bf16_states) return forward(s, b, in, out, keep, off, saved);
     state_map map;
@@ -203,7 +203,17 @@ static st_status run_forward(block_seq *s, block *b, const block_state *in, bloc
     return st;
 }
 
-static st_status run_backward(block_seq *s, block *b, const block_state *in, block_saved *saved, block_state *grad)
+/* A swapped block's weights are on the device only around its forward, recompute or backward (block swap). */
+static st_status run_forward(block_seq *s, block *b, const block_state *in, block_state *out, keep_level keep,
+                             offload *off, block_saved **saved)
+{
+    st_status st = s->weights_in ? s->weights_in(s->weights_ctx, b->index) : ST_OK;
+    if (!st) st = forward_held(s, b, in, out, keep, off, saved);
+    if (s->weights_out) s->weights_out(s->weights_ctx, b->index);
+    return st;
+}
+
+static st_status backward_held(block_seq *s, block *b, const block_state *in, block_saved *saved, block_state *grad)
 {
     if (!s->bf16_states) return b->kind->backward(b, in, saved, grad);
     state_map map;
@@ -320,7 +330,9 @@ static st_status backward_block(seq_run *run, int i, block_state *grad, const fl
     block_seq *s = run->seq;
     block *b = &s->blocks[i];
     if (extra) add_extra(grad, extra[i], s->state_numel[0]);
-    st_status st = run_backward(s, b, &run->inputs[i], run->saved[i], grad);
+    st_status st = s->weights_in ? s->weights_in(s->weights_ctx, i) : ST_OK;
+    if (!st) st = backward_held(s, b, &run->inputs[i], run->saved[i], grad);
+    if (s->weights_out) s->weights_out(s->weights_ctx, i);
     b->kind->release(b, run->saved[i]);
     run->saved[i] = NULL;
     drop_state(s->pool, run, &run->inputs[i], NULL);

@@ -48,6 +48,27 @@ static size_t kept_of(const seq_plan *p, const block_seq *s, int b)
     return s->blocks[b].kind->kept_bytes(&s->blocks[b], seq_plan_keep(p, b));
 }
 
+/* musubi_blocks_to_swap (docs/WEIGHTS.md): which blocks' weights live on the host, and the device buffer. */
+static void print_swap(model *m)
+{
+    const param_set *ps = model_params(m);
+    const int64_t n = model_get_config(m)->blocks_to_swap;
+    if (!n || !ps->swap) return;
+    block_seq *seqs;
+    model_sequences(m, &seqs);
+    size_t all = 0, most = 0;
+    for (int g = 0; g < ps->n_swap; g++) {
+        all += ps->swap[g].bytes;
+        most = ps->swap[g].bytes > most ? ps->swap[g].bytes : most;
+    }
+    printf("block swap (musubi_blocks_to_swap %lld): the frozen weights of %s %d-%d in host memory (", (long long)n,
+           seqs[0].name, seqs[0].n - (int)n, seqs[0].n - 1);
+    print_bytes(stdout, all);
+    printf("), each block's brought into one device buffer (at most ");
+    print_bytes(stdout, most);
+    printf(") around its forward, recompute and backward; adapters on the device\n");
+}
+
 static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
 {
     const model_config *mc = model_get_config(m);
@@ -129,6 +150,7 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
            r->work.flops[OP_GEMM] * 1e-12, r->work.flops[OP_ATTENTION] * 1e-12);
     print_peak(stdout, "predicted peak device memory of a training step", &r->sim);
     if (r->host.peak) print_peak(stdout, "predicted peak host memory of a training step", &r->host);
+    print_swap(m);
 }
 
 static void print_json(model *m, const plan_report *r, const bucket_report *buckets, int n_buckets)
@@ -226,6 +248,7 @@ typedef struct weight_part {
     char name[PARAM_NAME_MAX];
     size_t bytes, tensors;
     unsigned held; /* bit QUANT_* + 2 for each quantized format, bit 1 bf16, bit 0 float32 */
+    size_t on_host; /* tensors in host memory (musubi_blocks_to_swap) */
 } weight_part;
 
 /* How a parameter is held, and its bytes: a quantized one's packed data and bf16 scales (and shifts). */
@@ -268,7 +291,7 @@ static void print_parts(model *m, pool *device)
         while (j < n && strcmp(w[j].name, name)) j++;
         if (j == n) snprintf(w[n++].name, sizeof w->name, "%s", name);
         const param *q = param_at(ps, i);
-        w[j].bytes += held_bytes(q, &w[j].held), w[j].tensors++;
+        w[j].bytes += held_bytes(q, &w[j].held), w[j].tensors++, w[j].on_host += q->swap_group > 0;
     }
     qsort(w, (size_t)n, sizeof *w, by_bytes_desc);
     printf("weights by part (%d parts; block and expert indices as *), and how they are held:\n", n);
@@ -276,6 +299,7 @@ static void print_parts(model *m, pool *device)
         printf("  %-64s %6zu tensors  ", w[j].name, w[j].tensors);
         print_bytes(stdout, w[j].bytes);
         print_held(w[j].held);
+        if (w[j].on_host) printf(", %zu on the host (swapped blocks)", w[j].on_host);
         printf("\n");
     }
     if (n > PARTS_SHOWN) printf("  ... %d smaller parts\n", n - PARTS_SHOWN);

@@ -168,6 +168,20 @@ const cfg_key cfg_keys[] = {
                "channel, `fp8-quanto` float8 e4m3 likewise, `int4-quanto` 4-bit with a bf16 scale and shift per group "
                "of 128 inputs (96, 64, 32, else per channel); each is dequantized to the library's bf16 values around "
                "its GEMM. The other values are refused by name with the nearest built one."),
+    INT_KEY("musubi_blocks_to_swap", "0", 0, 4096, SEC_MEMORY, "=",
+            "Under LoRA or LyCORIS, the last N transformer blocks keep their frozen weights in host memory, and each "
+            "block's are copied into one device buffer before its forward, its recompute and its backward and let go "
+            "after, as SimpleTuner's MusubiBlockSwapManager streams them (docs/WEIGHTS.md): the device holds the other "
+            "blocks' weights and one swapped block's. Adapters stay on the device; numbers are bitwise unchanged. At "
+            "most the blocks less one; built for dit, wan and ltxvideo2; full fine-tuning is refused."),
+    TEXT_KEY("musubi_block_swap_device", "cpu", SEC_MEMORY, "=",
+             "Where musubi_blocks_to_swap keeps the swapped blocks: `cpu` (host memory), the only value built."),
+    BOOL_KEY("ramtorch", "false", SEC_MEMORY, "=",
+             "`true` is refused: RamTorch's per-layer streaming of linear weights from host memory is not built "
+             "(musubi_blocks_to_swap streams whole blocks). The other ramtorch_* keys are ignored."),
+    BOOL_KEY("enable_group_offload", "false", SEC_MEMORY, "=",
+             "`true` is refused: diffusers' group offload is not built (musubi_blocks_to_swap streams whole blocks). "
+             "The group_offload_* keys are ignored."),
 
     /* training */
     INT_KEY("train_batch_size", "1", 1, 65536, SEC_TRAINING, "= (default 4 there)", "Samples per step."),
@@ -464,7 +478,7 @@ const int cfg_value_alias_count = (int)(sizeof cfg_value_aliases / sizeof cfg_va
 const char *const cfg_speed_only_keys[] = {
     "vae_batch_size", "vae_enable_*", "vae_cache_*", "text_encoder_batch_size", "text_cache_*",
     "offload_during_startup", "quantize_via", "compress_disk_cache", "disable_benchmark", "dynamo_*",
-    "ramtorch*", "musubi_blocks_to_swap", "enable_group_offload", "group_offload_*", "num_processes",
+    "ramtorch_*", "group_offload_*", "num_processes",
     "context_parallel_*", "find_unused_parameters", "skip_file_discovery", "delete_problematic_images",
     "trust_remote_code", "fuse_qkv_projections", "ema_cpu_only", "ema_device", "ema_foreach_disable",
     "sdnq_compile_mode",

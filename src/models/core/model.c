@@ -85,6 +85,59 @@ st_status model_check_batch(const model *m, int64_t batch)
     return ST_OK;
 }
 
+/* ---- musubi_blocks_to_swap (docs/WEIGHTS.md) ----
+ * The last n blocks of the first sequence keep their frozen weights in host memory, as SimpleTuner's
+ * MusubiBlockSwapManager keeps them on its offload device: block i's are group i - (blocks - n) + 1, brought into
+ * one device buffer around each forward, recompute and backward of the block (stream_in, stream_out), so the device
+ * holds the other blocks' weights and one swapped block's at a time. Adapters (trainable) stay on the device. */
+
+static int swap_group_of(const model *m, int i)
+{
+    const int first = m->seq[0].n - (int)m->cfg.blocks_to_swap;
+    return i >= first ? i - first + 1 : 0;
+}
+
+static st_status swap_weights_in(void *ctx, int i)
+{
+    model *m = ctx;
+    const int g = swap_group_of(m, i);
+    return g ? param_swap_in(m->params, g, m->off.engine) : ST_OK;
+}
+
+static void swap_weights_out(void *ctx, int i)
+{
+    model *m = ctx;
+    const int g = swap_group_of(m, i);
+    if (g) param_swap_out(m->params, g);
+}
+
+static st_status swap_blocks(model *m)
+{
+    const int64_t n = m->cfg.blocks_to_swap;
+    block_seq *s = &m->seq[0];
+    const char *prefix = family_of_config(&m->cfg)->swap_blocks;
+    if (!n) return ST_OK;
+    if (!prefix)
+        return st_fail(ST_ERR_UNSUPPORTED, "musubi_blocks_to_swap: block swap is not built for the %s family (built: "
+                       "dit, wan, ltxvideo2)", m->cfg.family);
+    if (!m->cfg.lora_rank)
+        return st_fail(ST_ERR_UNSUPPORTED, "musubi_blocks_to_swap: full fine-tuning trains the swapped blocks' weights, "
+                       "and moving their gradients and optimizer state with them is not built; train LoRA or LyCORIS "
+                       "(the adapters stay on the device)");
+    if (n > s->n - 1)
+        return st_fail(ST_ERR_INVALID, "musubi_blocks_to_swap: %lld, but the %s model's %s has %d blocks: at most %d "
+                       "swap (SimpleTuner's max_swappable_blocks: one block stays on the device)", (long long)n,
+                       m->cfg.family, s->name, s->n, s->n - 1);
+    st_status st = ST_OK;
+    for (int i = s->n - (int)n; i < s->n && !st; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.%d.", prefix, i);
+        st = param_set_swap(m->params, swap_group_of(m, i), name);
+    }
+    s->weights_in = swap_weights_in, s->weights_out = swap_weights_out, s->weights_ctx = m;
+    return st;
+}
+
 /* model_create's, or with base model_create_sharing's: the parameters are base's but for the grid tables */
 static st_status create(const model_config *mc, pool *device, model *base, model **out)
 {
@@ -115,6 +168,7 @@ static st_status create(const model_config *mc, pool *device, model *base, model
     if (!st) st = m->family->create(m);
     for (int q = 0; q < m->n_seq; q++) m->seq[q].bf16_states = mc->bf16_activations;
     if (!st) st = param_set_check(m->params);
+    if (!st) st = swap_blocks(m);
     const ckpt_settings none = {.interval = 1, .stride = 1};
     if (!st) st = model_set_checkpointing(m, &none, NULL, 0);
     if (!st && base && m->family != base->family)
@@ -225,7 +279,7 @@ st_status model_set_host_pool(model *m, pool *host)
     }
     m->off.device = m->pool;
     m->off.host = host;
-    return ST_OK;
+    return param_set_alloc_swapped(m->params, host);
 }
 
 copy_engine *model_copy_engine(model *m) { return m->off.engine; }

@@ -120,6 +120,23 @@ static st_status lycoris_of(const config *cfg, model_config *mc)
     return st;
 }
 
+/* Where the weights live (docs/WEIGHTS.md): musubi_blocks_to_swap on the host; the other streaming keys refused. */
+static st_status weights_placement(const config *cfg, model_config *mc)
+{
+    if (config_bool(cfg, "ramtorch"))
+        return st_fail(ST_ERR_UNSUPPORTED, "ramtorch: true is refused: RamTorch's per-layer streaming of linear weights "
+                       "from host memory is not built; the nearest built is musubi_blocks_to_swap (whole blocks)");
+    if (config_bool(cfg, "enable_group_offload"))
+        return st_fail(ST_ERR_UNSUPPORTED, "enable_group_offload: true is refused: diffusers' group offload is not "
+                       "built; the nearest built is musubi_blocks_to_swap (whole blocks)");
+    mc->blocks_to_swap = config_int(cfg, "musubi_blocks_to_swap");
+    const char *device = config_string(cfg, "musubi_block_swap_device");
+    if (mc->blocks_to_swap && strcmp(device, "cpu"))
+        return st_fail(ST_ERR_UNSUPPORTED, "musubi_block_swap_device \"%s\": only cpu (host memory) is built for the "
+                       "swapped blocks", device);
+    return ST_OK;
+}
+
 st_status model_config_from(const config *cfg, model_config *mc)
 {
     /* model_family alone picks its preset: a SimpleTuner family's flavour's (its real sizes), segtrain's own
@@ -219,6 +236,7 @@ st_status model_config_from(const config *cfg, model_config *mc)
                            "full on a quantized Linear (\"Quant Linear is not supported and meaningless in Full "
                            "algo\"); use no_change, or another algo", base);
     mc->bf16_activations = !strcmp(precision, "bf16");
+    if ((st = weights_placement(cfg, mc))) return st;
     if (!strcmp(config_string(cfg, "distillation_method"), "anyflow")) {
         /* the delta embedder's gate and input are the distillation's, as SimpleTuner's
          * enable_flowmap_time_conditioning sets them */
