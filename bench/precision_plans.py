@@ -30,10 +30,12 @@ MODES = {
     "unsloth": "gradient_checkpointing=true;gradient_checkpointing_backend=unsloth",
 }
 # what every row sets besides its own keys: the sweep's standard rows, whatever the example asks for, on an
-# unquantized base (mixed_precision alone; base_model_precision is docs/QUANTIZATION.md's)
+# unquantized base held wholly on the device (mixed_precision alone; base_model_precision is docs/QUANTIZATION.md's,
+# and the examples' block swapping, musubi_blocks_to_swap and ramtorch, moves weights off the device)
 COMMON = ("gradient_checkpointing_backend=torch;gradient_checkpointing_interval=1;gradient_checkpointing_segment_stride=1;"
           "gradient_checkpointing_offload_attention=false;gradient_checkpointing_keep_attention_output=false;"
-          "gradient_checkpointing_plan=;gradient_checkpointing_bucket_plans=;base_model_precision=no_change")
+          "gradient_checkpointing_plan=;gradient_checkpointing_bucket_plans=;base_model_precision=no_change;"
+          "musubi_blocks_to_swap=0;ramtorch=false")
 PRECISIONS = ("no", "bf16")
 GIB = 1024.0 ** 3
 
