@@ -138,6 +138,56 @@ static st_status size_half(sweep_result *r, const sweep_mode *modes, int n_modes
     return ST_OK;
 }
 
+/* What an example may ask that segtrain refuses, and what the family sweep predicts instead (said in the report):
+ * the refusal's words, the override, and the note. */
+static const struct {
+    const char *refused, *with, *note;
+} stand_ins[] = {
+    {"base_model_precision", "base_model_precision=no_change", "with its base unquantized (its base_model_precision "
+     "is not built)"},
+    {"lora_type lycoris", "lora_type=standard", "as a standard LoRA of its rank (its LyCORIS modules are not mapped "
+     "onto the family)"},
+    {"ramtorch", "ramtorch=false", "with its weights on the device (ramtorch is not built)"},
+    {"enable_group_offload", "enable_group_offload=false", "with its weights on the device (group offload is not "
+     "built)"},
+};
+#define N_STAND_INS (int)(sizeof stand_ins / sizeof *stand_ins)
+
+/* An example's lycoris_config is a path from SimpleTuner's root, which the examples folder mirrors: read there when
+ * it is not a file from here. */
+static st_status example_paths(const char *examples, config *c)
+{
+    const char *rel = config_string(c, "lycoris_config");
+    char there[SWEEP_TEXT_MAX + 32];
+    if (!*rel || rel[0] == '/' || !access(rel, R_OK)) return ST_OK;
+    snprintf(there, sizeof there, "lycoris_config=%s/%s", examples, rel);
+    return access(strchr(there, '=') + 1, R_OK) ? ST_OK : config_set(c, there);
+}
+
+/* The example, with the overrides in with (room for N_STAND_INS more), read as a model: each refusal a stand-in
+ * answers is taken once in its stead, in the order they come. */
+static st_status load_example(family_sweep *f, const char *examples, const char *path, const char **with, int n,
+                              config **out)
+{
+    bool taken[N_STAND_INS] = {0};
+    for (;;) {
+        st_status st = config_load_with(path, with, n, out, NULL);
+        if (!st) st = example_paths(examples, *out);
+        model_config mc;
+        if (!st) st = model_config_from(*out, &mc);
+        if (!st) return ST_OK;
+        config_free(*out);
+        *out = NULL;
+        int k = 0;
+        while (k < N_STAND_INS && (taken[k] || !strstr(st_error(), stand_ins[k].refused))) k++;
+        if (k == N_STAND_INS) return st;
+        taken[k] = true;
+        with[n++] = stand_ins[k].with;
+        const size_t at = strlen(f->note);
+        snprintf(f->note + at, sizeof f->note - at, "%spredicted %s", at ? "; " : "", stand_ins[k].note);
+    }
+}
+
 /* The real config: the family's example as it is, or (without one) the family and flavour alone at batch 1, written
  * into dir so that the report names a file that plans the same. */
 static st_status load_real(family_sweep *f, const char *examples, const char *dir, const char *const *sets,
@@ -150,34 +200,20 @@ static st_status load_real(family_sweep *f, const char *examples, const char *di
         snprintf(path, sizeof path, "%s/%s", examples, example);
         if (!access(path, R_OK)) {
             snprintf(f->example, sizeof f->example, "%s", path);
-            /* the --set overrides after the example's own: its users' bucket, and for lora_type lycoris (not built:
-             * config refuses it) a standard LoRA of its rank, each said in the report */
+            /* the --set overrides after the example's own: its users' bucket, said in the report */
             const char *with[CONFIG_MAX_SETS];
             char bucket[80];
             int n = 0;
-            if (n_sets + 3 > CONFIG_MAX_SETS) return st_fail(ST_ERR_INVALID, "--set: more than %d overrides", n_sets);
+            if (n_sets + 1 + N_STAND_INS > CONFIG_MAX_SETS)
+                return st_fail(ST_ERR_INVALID, "--set: more than %d overrides", n_sets);
             if (model_family_shape(f->family)) {
                 snprintf(bucket, sizeof bucket, "bucket_shapes=%s", model_family_shape(f->family));
                 with[n++] = bucket;
                 snprintf(f->note + at, sizeof f->note - at, "predicted at its users' bucket %s",
                          model_family_shape(f->family));
-                at = strlen(f->note);
-            }
-            if (strstr(path, ".lycoris-")) {
-                with[n++] = "lora_type=standard";
-                snprintf(f->note + at, sizeof f->note - at, "%spredicted from %s as a standard LoRA of its rank (its "
-                         "lora_type lycoris is not built)", n > 1 ? "; " : "", path);
             }
             for (int i = 0; i < n_sets; i++) with[n++] = sets[i];
-            st_status st = config_load_with(path, with, n, out, NULL);
-            if (st == ST_ERR_INVALID && strstr(st_error(), "base_model_precision")) {
-                /* a quantized base segtrain does not build (config names the nearest): predicted unquantized */
-                with[n++] = "base_model_precision=no_change";
-                at = strlen(f->note);
-                snprintf(f->note + at, sizeof f->note - at, "%spredicted with its base unquantized (its "
-                         "base_model_precision is not built)", at ? "; " : "");
-                st = config_load_with(path, with, n, out, NULL);
-            }
+            st_status st = load_example(f, examples, path, with, n, out);
             if (!st && !config_is_set(*out, "mixed_precision")) { /* as SimpleTuner trains it */
                 st = config_set(*out, "mixed_precision=" SIMPLETUNER_MIXED_PRECISION);
                 at = strlen(f->note);
