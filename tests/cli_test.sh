@@ -568,6 +568,15 @@ expect 0 "lumina2 trains with SimpleTuner's objective (the model's time 1 - t, i
 expect 0 "SimpleTuner's z-image example plans Z-Image's 6B transformer at 1024 px area" \
   "model z-image \\(z_image\\): 2 \\+ 2 refiner blocks, 30 joint blocks, width 3840, 30 heads, 4096 image \\+ 512" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/z-image.peft-lora.json" --set base_model_precision=no_change
+expect 0 "plan says which of Flux's blocks live on the host, counting its two block lists as one (docs/WEIGHTS.md)" \
+  "the frozen weights of transformer_blocks 1 and single_transformer_blocks 0-1 in host memory" -- \
+  "$bin" plan --set model_preset=flux-tiny --set model_type=lora --set lora_rank=4 --set musubi_blocks_to_swap=3
+expect 0 "plan --parts marks the parts Flux holds on the host" \
+  "single_transformer_blocks\\.\\*\\.proj_out .* 4 on the host \\(swapped blocks\\)" -- \
+  "$bin" plan --parts --set model_preset=flux-tiny --set model_type=lora --set lora_rank=4 --set musubi_blocks_to_swap=3
+expect 1 "musubi_blocks_to_swap is refused past Flux's blocks less one, naming both lists" \
+  "transformer_blocks 2 \\+ single_transformer_blocks 2\\): at most 3 swap" -- \
+  "$bin" plan --set model_preset=flux-tiny --set model_type=lora --set lora_rank=4 --set musubi_blocks_to_swap=4
 expect 0 "SimpleTuner's ernie example plans ERNIE-Image's 8B transformer at 512 px" \
   "model ernie-image \\(ernie\\): 36 joint blocks, width 4096, 32 heads, 1024 image \\+ 256 text tokens" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/ernie.peft-lora.json" --set base_model_precision=no_change \

@@ -1,9 +1,10 @@
 /* musubi_blocks_to_swap (docs/WEIGHTS.md): the last blocks' frozen weights in host memory, each block's brought onto
- * the device around its forward, recompute and backward. Under several checkpointing schedules, on dit and wan with
- * LoRA (float, bf16 and int8 bases): loss and every gradient bitwise equal to the same model without swap; device and
- * host peaks as the dry run predicts them, to the byte and per tag; the device holding one swapped block's weights at
- * a time; and no swapped weight read outside its block's window (the host copy is poisoned outside it). Refusals name
- * the key and the reason. */
+ * the device around its forward, recompute and backward. Under several checkpointing schedules, on dit, wan,
+ * ltxvideo2, flux and auraflow (two block lists counted as one) with LoRA (float, bf16 and int8 bases), a LyCORIS
+ * LoKr on pixart_sigma, and every other family it is built for: loss and every gradient bitwise equal to the same
+ * model without swap; device and host peaks as the dry run predicts them, to the byte and per tag; the device holding
+ * one swapped block's weights at a time; and no swapped weight read outside its block's window (the host copy is
+ * poisoned outside it). Refusals name the key and the reason. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 
 #include "segtrain/config.h"
 #include "segtrain/executor.h"
+#include "segtrain/lycoris.h"
 #include "segtrain/model.h"
 #include "segtrain/objective.h"
 #include "testkit.h"
@@ -38,14 +40,22 @@ static ckpt_settings settings_of(const char *json)
 
 /* ---- poisoning: a swapped group's host copy holds NaN but while its block's weights are being brought in ---- */
 
-typedef struct poison {
-    param_set *ps;
-    uint8_t **saved; /* each group's true bytes */
+#define SEQS 3 /* the most block sequences a model has */
+
+typedef struct poison poison;
+typedef struct poison_seq { /* one sequence's hooks, and the ones they wrap */
+    poison *p;
     st_status (*in)(void *, int);
     void (*out)(void *, int);
     void *ctx;
+} poison_seq;
+
+struct poison {
+    param_set *ps;
+    uint8_t **saved; /* each group's true bytes */
+    poison_seq seq[SEQS];
     int in_calls;
-} poison;
+};
 
 static void poison_all(poison *p)
 {
@@ -54,9 +64,10 @@ static void poison_all(poison *p)
 
 static st_status poisoned_in(void *ctx, int i)
 {
-    poison *p = ctx;
+    poison_seq *q = ctx;
+    poison *p = q->p;
     for (int g = 0; g < p->ps->n_swap; g++) memcpy(p->ps->swap[g].home, p->saved[g], p->ps->swap[g].bytes);
-    const st_status st = p->in(p->ctx, i);
+    const st_status st = q->in(q->ctx, i);
     poison_all(p);
     p->in_calls += p->ps->swap_in != 0;
     return st;
@@ -64,29 +75,35 @@ static st_status poisoned_in(void *ctx, int i)
 
 static void poisoned_out(void *ctx, int i)
 {
-    poison *p = ctx;
-    p->out(p->ctx, i);
+    poison_seq *q = ctx;
+    q->out(q->ctx, i);
 }
 
 static void poison_begin(poison *p, model *m)
 {
     block_seq *seqs;
-    model_sequences(m, &seqs);
-    *p = (poison){.ps = model_params(m), .in = seqs[0].weights_in, .out = seqs[0].weights_out, .ctx = seqs[0].weights_ctx};
+    const int n = model_sequences(m, &seqs);
+    *p = (poison){.ps = model_params(m)};
     p->saved = calloc((size_t)p->ps->n_swap, sizeof *p->saved);
     for (int g = 0; g < p->ps->n_swap; g++) {
         p->saved[g] = malloc(p->ps->swap[g].bytes);
         memcpy(p->saved[g], p->ps->swap[g].home, p->ps->swap[g].bytes);
     }
     poison_all(p);
-    seqs[0].weights_in = poisoned_in, seqs[0].weights_out = poisoned_out, seqs[0].weights_ctx = p;
+    for (int q = 0; q < n && q < SEQS; q++) {
+        if (!seqs[q].weights_in) continue;
+        p->seq[q] = (poison_seq){.p = p, .in = seqs[q].weights_in, .out = seqs[q].weights_out, .ctx = seqs[q].weights_ctx};
+        seqs[q].weights_in = poisoned_in, seqs[q].weights_out = poisoned_out, seqs[q].weights_ctx = &p->seq[q];
+    }
 }
 
 static void poison_end(poison *p, model *m)
 {
     block_seq *seqs;
-    model_sequences(m, &seqs);
-    seqs[0].weights_in = p->in, seqs[0].weights_out = p->out, seqs[0].weights_ctx = p->ctx;
+    const int n = model_sequences(m, &seqs);
+    for (int q = 0; q < n && q < SEQS; q++)
+        if (p->seq[q].p)
+            seqs[q].weights_in = p->seq[q].in, seqs[q].weights_out = p->seq[q].out, seqs[q].weights_ctx = p->seq[q].ctx;
     for (int g = 0; g < p->ps->n_swap; g++) {
         memcpy(p->ps->swap[g].home, p->saved[g], p->ps->swap[g].bytes);
         free(p->saved[g]);
@@ -152,21 +169,16 @@ static step run(const model_config *mc, const char *name, const char *json, cons
     return r;
 }
 
-/* Every schedule with the last `swap` blocks swapped against none without swap, bitwise. */
-static void test_bitwise(const char *preset, int64_t depth, int64_t swap, quant_format q, bool bf16)
+/* Every `every`-th schedule from `first` with the last `swap` blocks swapped against none without swap, bitwise. */
+static void test_swap(model_config mc, const char *label, int64_t swap, size_t first, size_t every)
 {
-    model_config mc;
-    CHECK(model_preset(preset, &mc) == ST_OK);
-    if (depth) mc.depth = depth;
-    mc.lora_rank = 4, mc.lora_alpha = 8, mc.lora_attention = mc.lora_mlp = true;
-    mc.quant_base = q, mc.bf16_base = bf16, mc.bf16_activations = bf16;
     tk_batch b = tk_random_batch(&mc, 2, 3);
     const step base = run(&mc, schedules[0][0], schedules[0][1], &b);
     mc.blocks_to_swap = swap;
-    for (size_t i = 0; i < sizeof schedules / sizeof *schedules; i++) {
+    for (size_t i = first; i < sizeof schedules / sizeof *schedules; i += every) {
         const step r = run(&mc, schedules[i][0], schedules[i][1], &b);
         char what[160];
-        snprintf(what, sizeof what, "%s swap %lld %s: gradients", preset, (long long)swap, schedules[i][0]);
+        snprintf(what, sizeof what, "%s swap %lld %s: gradients", label, (long long)swap, schedules[i][0]);
         CHECKF(!memcmp(&r.loss, &base.loss, sizeof r.loss), "%s: loss %.9g vs %.9g", what, r.loss, base.loss);
         CHECKF(r.n == base.n, "%s: %lld gradients vs %lld", what, (long long)r.n, (long long)base.n);
         if (r.n == base.n) tk_expect_bitwise(what, r.grads, base.grads, base.n);
@@ -177,6 +189,55 @@ static void test_bitwise(const char *preset, int64_t depth, int64_t swap, quant_
     }
     free(base.grads);
     tk_free_batch(&b);
+}
+
+static model_config lora_on(const char *preset, int64_t depth, quant_format q, bool bf16)
+{
+    model_config mc;
+    CHECK(model_preset(preset, &mc) == ST_OK);
+    if (depth) mc.depth = depth;
+    mc.lora_rank = 4, mc.lora_alpha = 8, mc.lora_attention = mc.lora_mlp = true;
+    mc.quant_base = q, mc.bf16_base = bf16, mc.bf16_activations = bf16;
+    return mc;
+}
+
+static void test_bitwise(const char *preset, int64_t depth, int64_t swap, quant_format q, bool bf16)
+{
+    test_swap(lora_on(preset, depth, q, bf16), preset, swap, 0, 1);
+}
+
+/* LyCORIS's adapters stay on the device as LoRA's do: SimpleTuner's PixArt LoKr example on pixart-sigma-tiny. */
+static void test_lycoris(void)
+{
+    model_config mc = lora_on("pixart-sigma-tiny", 3, QUANT_NONE, false);
+    CHECKF(lycoris_spec_read(SEGTRAIN_SOURCE_DIR "/tests/fixtures/simpletuner/config/examples/pixart.lycoris-lokr/"
+                             "lycoris_config.json", &mc.lycoris) == ST_OK, "%s", st_error());
+    mc.lora_rank = 1, mc.lora_alpha = 1;
+    test_swap(mc, "pixart-sigma-tiny lycoris lokr", 2, 0, 1);
+}
+
+/* Every family block swap is built for, on its tiny preset with LoRA: all of its blocks but one swapped (so both block
+ * lists of a two-list family), under the schedules that recompute segments and offload attention (the families above
+ * take all five). */
+static void test_every_family(void)
+{
+    int families = 0;
+    for (int i = 0; model_preset_name(i); i++) {
+        const char *preset = model_preset_name(i);
+        model_config mc;
+        if (!strstr(preset, "-tiny") || model_preset(preset, &mc)) continue;
+        mc = lora_on(preset, 0, QUANT_NONE, false);
+        pool *dry = pool_create_dry(POOL_DEVICE, 0);
+        model *m = NULL;
+        const st_status st = model_create(&mc, dry, &m);
+        const int swappable = st ? 0 : model_swappable_blocks(m);
+        model_destroy(m);
+        pool_destroy(dry);
+        if (swappable < 2) continue;
+        test_swap(mc, preset, swappable - 1, 2, 2);
+        families++;
+    }
+    CHECKF(families >= 20, "block swap: %d families' tiny presets swap", families);
 }
 
 static void expect_refused(const model_config *mc, const char *frag1, const char *frag2)
@@ -202,6 +263,9 @@ static void test_refusals(void)
     CHECK(model_preset("mmdit-tiny", &mc) == ST_OK);
     mc.lora_rank = 4, mc.lora_alpha = 4, mc.blocks_to_swap = 1;
     expect_refused(&mc, "musubi_blocks_to_swap", "not built for the mmdit family");
+    CHECK(model_preset("flux-tiny", &mc) == ST_OK);
+    mc.lora_rank = 4, mc.lora_alpha = 4, mc.blocks_to_swap = 4;
+    expect_refused(&mc, "transformer_blocks 2 + single_transformer_blocks 2", "at most 3 swap");
     /* the config keys */
     static const char *const refused[][3] = {
         {"{\"musubi_blocks_to_swap\": 2, \"musubi_block_swap_device\": \"cuda:0\"}", "musubi_block_swap_device", "cpu"},
@@ -230,5 +294,11 @@ int main(void)
     test_bitwise("dit-tiny", 0, 3, QUANT_INT8, true);
     test_bitwise("wan-tiny", 3, 2, QUANT_NONE, true);
     test_bitwise("ltxvideo2-tiny", 3, 2, QUANT_NONE, false);
+    /* two block lists counted as one, as SimpleTuner counts Flux's: the last double-stream block and both single */
+    test_bitwise("flux-tiny", 0, 3, QUANT_NONE, false);
+    test_bitwise("flux-tiny", 0, 1, QUANT_INT8, true);
+    test_bitwise("auraflow-tiny", 0, 3, QUANT_NONE, true);
+    test_lycoris();
+    test_every_family();
     return tk_finish();
 }

@@ -275,6 +275,12 @@ const model_config *model_get_config(const model *m);
 param_set *model_params(model *m);
 /* The model's block sequences (dit and skipdit have one; mmdit two: double-stream, then single-stream). */
 int model_sequences(model *m, block_seq **seqs);
+/* musubi_blocks_to_swap (docs/WEIGHTS.md): the blocks SimpleTuner's MusubiBlockSwapManager counts for this model
+ * (Flux: double-stream and single-stream), of which at most all but one swap; 0: block swap not built for it. */
+int model_swappable_blocks(const model *m);
+/* musubi_blocks_to_swap: how many of sequence's blocks, its last ones, keep their frozen weights in
+ * host memory (0: none, or no such sequence). */
+int model_swapped_blocks(const model *m, int sequence);
 
 /* Plans every block sequence under the checkpoint settings (all blocks kept until this is called). capture lists
  * blocks whose outputs the caller wants after each training forward (capture_hidden_states); they may make

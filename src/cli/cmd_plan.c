@@ -55,14 +55,19 @@ static void print_swap(model *m)
     const int64_t n = model_get_config(m)->blocks_to_swap;
     if (!n || !ps->swap) return;
     block_seq *seqs;
-    model_sequences(m, &seqs);
+    const int n_seq = model_sequences(m, &seqs);
     size_t all = 0, most = 0;
     for (int g = 0; g < ps->n_swap; g++) {
         all += ps->swap[g].bytes;
         most = ps->swap[g].bytes > most ? ps->swap[g].bytes : most;
     }
-    printf("block swap (musubi_blocks_to_swap %lld): the frozen weights of %s %d-%d in host memory (", (long long)n,
-           seqs[0].name, seqs[0].n - (int)n, seqs[0].n - 1);
+    printf("block swap (musubi_blocks_to_swap %lld): the frozen weights of", (long long)n);
+    for (int q = 0, said = 0; q < n_seq; q++) {
+        const int k = model_swapped_blocks(m, q);
+        if (k) printf("%s %s %d", said++ ? " and" : "", seqs[q].name, seqs[q].n - k);
+        if (k > 1) printf("-%d", seqs[q].n - 1);
+    }
+    printf(" in host memory (");
     print_bytes(stdout, all);
     printf("), each block's brought into one device buffer (at most ");
     print_bytes(stdout, most);

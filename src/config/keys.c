@@ -173,7 +173,9 @@ const cfg_key cfg_keys[] = {
             "block's are copied into one device buffer before its forward, its recompute and its backward and let go "
             "after, as SimpleTuner's MusubiBlockSwapManager streams them (docs/WEIGHTS.md): the device holds the other "
             "blocks' weights and one swapped block's. Adapters stay on the device; numbers are bitwise unchanged. At "
-            "most the blocks less one; built for dit, wan and ltxvideo2; full fine-tuning is refused."),
+            "most the blocks less one, counted over a model's block lists as SimpleTuner counts them (Flux: "
+            "double-stream then single-stream); built for the families SimpleTuner swaps (docs/WEIGHTS.md lists "
+            "them); full fine-tuning is refused."),
     TEXT_KEY("musubi_block_swap_device", "cpu", SEC_MEMORY, "=",
              "Where musubi_blocks_to_swap keeps the swapped blocks: `cpu` (host memory), the only value built."),
     BOOL_KEY("ramtorch", "false", SEC_MEMORY, "=",

@@ -151,9 +151,10 @@ typedef struct family_desc {
      * as quanto matches them: fnmatch on a module's name, so a pattern excludes that module and not its children),
      * NULL-terminated; NULL: none (docs/QUANTIZATION.md) */
     const char *const *quanto_exclude;
-    /* musubi_blocks_to_swap (docs/WEIGHTS.md): block i of its first sequence has the weights named
-     * "<swap_blocks>.<i>."; NULL: block swap not built for it */
-    const char *swap_blocks;
+    /* musubi_blocks_to_swap (docs/WEIGHTS.md): the block sequences SimpleTuner's MusubiBlockSwapManager counts, in its
+     * order (Flux's double-stream then single-stream blocks); block i of one has the weights named "<name>.<i>.", its
+     * sequence's name. None: block swap not built for it. */
+    const char *swap_blocks[2];
     const char *uncached; /* what of its conditioning a cache does not hold, NULL: "what the family reads beside them" */
     const char *text_width; /* what a cache's prompt_embeds width holds, where it is not one encoder's (NULL) */
 

@@ -114,6 +114,11 @@ struct model {
     int64_t seq_sample[MODEL_SEQ_MAX]; /* a sample's floats of sequence q's state (0: image tokens x hidden) */
     seq_plan plan[MODEL_SEQ_MAX];
     offload off;    /* engine NULL until a host pool is set */
+    /* musubi_blocks_to_swap: per sequence, its weights_ctx: block i is swapped block group i + first (when >= 0) */
+    struct swap_seq {
+        struct model *m;
+        int first;
+    } swap[MODEL_SEQ_MAX];
     bool *captured; /* per block of sequence 0: its output is wanted after forward */
     int *capture;   /* the captured blocks, in the order given */
     int n_capture;

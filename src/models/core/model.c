@@ -86,56 +86,108 @@ st_status model_check_batch(const model *m, int64_t batch)
 }
 
 /* ---- musubi_blocks_to_swap (docs/WEIGHTS.md) ----
- * The last n blocks of the first sequence keep their frozen weights in host memory, as SimpleTuner's
- * MusubiBlockSwapManager keeps them on its offload device: block i's are group i - (blocks - n) + 1, brought into
- * one device buffer around each forward, recompute and backward of the block (stream_in, stream_out), so the device
- * holds the other blocks' weights and one swapped block's at a time. Adapters (trainable) stay on the device. */
+ * SimpleTuner's MusubiBlockSwapManager counts the blocks of the sequences a family lists as one list (Flux: the
+ * double-stream blocks, then the single-stream ones) and keeps the last n of it on its offload device. Here their
+ * frozen weights are in host memory: the k-th swapped block in that order is group k + 1, brought into one device
+ * buffer around each forward, recompute and backward of the block (stream_in, stream_out), so the device holds the
+ * other blocks' weights and one swapped block's at a time. Adapters (trainable) stay on the device. */
 
-static int swap_group_of(const model *m, int i)
-{
-    const int first = m->seq[0].n - (int)m->cfg.blocks_to_swap;
-    return i >= first ? i - first + 1 : 0;
-}
+static int swap_group_of(const struct swap_seq *q, int i) { return i + q->first >= 0 ? i + q->first + 1 : 0; }
 
 static st_status swap_weights_in(void *ctx, int i)
 {
-    model *m = ctx;
-    const int g = swap_group_of(m, i);
-    return g ? param_swap_in(m->params, g, m->off.engine) : ST_OK;
+    const struct swap_seq *q = ctx;
+    const int g = swap_group_of(q, i);
+    return g ? param_swap_in(q->m->params, g, q->m->off.engine) : ST_OK;
 }
 
 static void swap_weights_out(void *ctx, int i)
 {
-    model *m = ctx;
-    const int g = swap_group_of(m, i);
-    if (g) param_swap_out(m->params, g);
+    const struct swap_seq *q = ctx;
+    const int g = swap_group_of(q, i);
+    if (g) param_swap_out(q->m->params, g);
+}
+
+/* The index of m's sequence of that name, -1: none (a Flux config without single-stream blocks has no such). */
+static int seq_named(const model *m, const char *name)
+{
+    for (int q = 0; q < m->n_seq; q++)
+        if (!strcmp(m->seq[q].name, name)) return q;
+    return -1;
+}
+
+static st_status swap_not_built(const model *m)
+{
+    char built[512] = "";
+    size_t at = 0;
+    for (int i = 0; family_at(i) && at < sizeof built; i++)
+        if (family_at(i)->swap_blocks[0])
+            at += (size_t)snprintf(built + at, sizeof built - at, "%s%s", at ? ", " : "", family_at(i)->name);
+    return st_fail(ST_ERR_UNSUPPORTED, "musubi_blocks_to_swap: block swap is not built for the %s family (built: %s)",
+                   m->cfg.family, built);
+}
+
+/* The blocks of the family's swap lists, and their description ("transformer_blocks 19 + single_transformer_blocks
+ * 38"). */
+static int swappable_blocks(const model *m, const char *const *lists, char *what, size_t size)
+{
+    int total = 0;
+    size_t at = 0;
+    what[0] = 0;
+    for (int k = 0; k < 2 && lists[k]; k++) {
+        const int q = seq_named(m, lists[k]);
+        if (q < 0) continue;
+        total += m->seq[q].n;
+        if (at < size) at += (size_t)snprintf(what + at, size - at, "%s%s %d", at ? " + " : "", lists[k], m->seq[q].n);
+    }
+    return total;
 }
 
 static st_status swap_blocks(model *m)
 {
     const int64_t n = m->cfg.blocks_to_swap;
-    block_seq *s = &m->seq[0];
-    const char *prefix = family_of_config(&m->cfg)->swap_blocks;
+    const char *const *lists = family_of_config(&m->cfg)->swap_blocks;
     if (!n) return ST_OK;
-    if (!prefix)
-        return st_fail(ST_ERR_UNSUPPORTED, "musubi_blocks_to_swap: block swap is not built for the %s family (built: "
-                       "dit, wan, ltxvideo2)", m->cfg.family);
+    if (!lists[0]) return swap_not_built(m);
     if (!m->cfg.lora_rank)
         return st_fail(ST_ERR_UNSUPPORTED, "musubi_blocks_to_swap: full fine-tuning trains the swapped blocks' weights, "
                        "and moving their gradients and optimizer state with them is not built; train LoRA or LyCORIS "
                        "(the adapters stay on the device)");
-    if (n > s->n - 1)
-        return st_fail(ST_ERR_INVALID, "musubi_blocks_to_swap: %lld, but the %s model's %s has %d blocks: at most %d "
+    char what[160];
+    const int total = swappable_blocks(m, lists, what, sizeof what);
+    if (n > total - 1)
+        return st_fail(ST_ERR_INVALID, "musubi_blocks_to_swap: %lld, but the %s model has %d blocks (%s): at most %d "
                        "swap (SimpleTuner's max_swappable_blocks: one block stays on the device)", (long long)n,
-                       m->cfg.family, s->name, s->n, s->n - 1);
+                       m->cfg.family, total, what, total - 1);
     st_status st = ST_OK;
-    for (int i = s->n - (int)n; i < s->n && !st; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "%s.%d.", prefix, i);
-        st = param_set_swap(m->params, swap_group_of(m, i), name);
+    int at = -(total - (int)n); /* the global index of a sequence's first block, less the first swapped one's */
+    for (int k = 0; k < 2 && lists[k] && !st; k++) {
+        const int q = seq_named(m, lists[k]);
+        if (q < 0) continue;
+        block_seq *s = &m->seq[q];
+        m->swap[q] = (struct swap_seq){.m = m, .first = at};
+        for (int i = at < 0 ? -at : 0; i < s->n && !st; i++) {
+            char name[80];
+            snprintf(name, sizeof name, "%s.%d.", s->name, i);
+            st = param_set_swap(m->params, swap_group_of(&m->swap[q], i), name);
+        }
+        if (at + s->n > 0) s->weights_in = swap_weights_in, s->weights_out = swap_weights_out, s->weights_ctx = &m->swap[q];
+        at += s->n;
     }
-    s->weights_in = swap_weights_in, s->weights_out = swap_weights_out, s->weights_ctx = m;
     return st;
+}
+
+int model_swappable_blocks(const model *m)
+{
+    char what[160];
+    return swappable_blocks(m, family_of_config(&m->cfg)->swap_blocks, what, sizeof what);
+}
+
+int model_swapped_blocks(const model *m, int sequence)
+{
+    if (sequence < 0 || sequence >= m->n_seq || !m->swap[sequence].m) return 0;
+    const int first = m->swap[sequence].first, n = m->seq[sequence].n;
+    return first >= 0 ? n : first + n > 0 ? first + n : 0;
 }
 
 /* model_create's, or with base model_create_sharing's: the parameters are base's but for the grid tables */

@@ -183,4 +183,5 @@ const family_desc auraflow_desc = {
     .register_tokens = 8 /* its register tokens */, FAMILY_PRESETS(presets),
     .readers = {{"AuraFlowTransformer2DModel", auraflow_from_json}}, .fields = F_SINGLE, .check = auraflow_check,
     .ops = &(const model_family){.create = af_create, .impl_size = sizeof(af_model), DUAL_STEPS, .inits = af_inits},
+    .swap_blocks = {"joint_transformer_blocks", "single_transformer_blocks"},
 };

@@ -56,4 +56,5 @@ const family_desc chroma_desc = {
     .mask = MASK_PAD_ONE, .packed = 4, .ops = &mmdit_family,
     .topology_options = &(const mmdit_options){.approximator = true}, FAMILY_PRESETS(presets), .preset = chroma_preset,
     .readers = {{"ChromaTransformer2DModel", chroma_from_json}}, .fields = F_SINGLE, .axes = 3, .check = chroma_check,
+    .swap_blocks = {"transformer_blocks", "single_transformer_blocks"},
 };

@@ -33,4 +33,5 @@ const family_desc flux_desc = {
             .example = "flux.peft-lora.json", .tiny = "flux-tiny"}},
     .packed = 4, .ops = &mmdit_family, FAMILY_PRESETS(presets), .readers = {{"FluxTransformer2DModel", flux_from_json}},
     .fields = F_SINGLE, .axes = 3, .quanto_exclude = flux_quanto_exclude,
+    .swap_blocks = {"transformer_blocks", "single_transformer_blocks"},
 };

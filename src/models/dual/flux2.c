@@ -171,4 +171,5 @@ const family_desc flux2_desc = {
     .packed = 4, FAMILY_PRESETS(presets), .preset = flux2_preset, .rope_axes = family_rope_axes_four,
     .readers = {{"Flux2Transformer2DModel", flux2_from_json}}, .fields = F_SINGLE, .axes = 4, .check = flux2_check,
     .ops = &(const model_family){.create = f2_create, .impl_size = sizeof(f2_model), DUAL_STEPS, .inits = f2_inits},
+    .swap_blocks = {"transformer_blocks", "single_transformer_blocks"},
 };

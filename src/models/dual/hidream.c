@@ -268,4 +268,5 @@ const family_desc hidream_desc = {
     .readers = {{"HiDreamImageTransformer2DModel", hidream_from_json}}, .fields = F_SINGLE | F_MAX_TOKENS, .axes = 3,
     .check = hidream_check,
     .ops = &(const model_family){.create = hd_create, .impl_size = sizeof(hd_model), DUAL_STEPS, .inits = hd_inits},
+    .swap_blocks = {"double_stream_blocks", "single_stream_blocks"},
 };

@@ -74,4 +74,5 @@ const family_desc hunyuanvideo15_desc = {
     .topology_options = &(const hunyuan_video_options){.v15 = true}, FAMILY_PRESETS(presets),
     .preset = hunyuanvideo15_preset, .readers = {{"HunyuanVideo15Transformer3DModel", hunyuanvideo15_from_json}},
     .fields = F_REFINER | F_TEXT2 | F_IMAGE_DIM | F_COND_CHANNELS, .axes = 3, .check = hunyuanvideo15_check,
+    .swap_blocks = {"transformer_blocks"},
 };

@@ -32,4 +32,5 @@ const family_desc longcat_image_desc = {
     .packed = 4, .ops = &mmdit_family, .topology_options = &(const mmdit_options){.longcat = true},
     FAMILY_PRESETS(presets), .readers = {{"LongCatImageTransformer2DModel", longcat_from_json}}, .fields = F_SINGLE,
     .axes = 3,
+    .swap_blocks = {"transformer_blocks", "single_transformer_blocks"},
 };

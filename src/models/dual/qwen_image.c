@@ -203,4 +203,5 @@ const family_desc qwen_image_desc = {
     .packed = -1 /* C p^2 */, FAMILY_PRESETS(presets), .readers = {{"QwenImageTransformer2DModel", qwen_from_json}},
     .axes = 3,
     .ops = &(const model_family){.create = qw_create, .impl_size = sizeof(qw_model), DUAL_STEPS, .init_of = qw_init_of},
+    .swap_blocks = {"transformer_blocks"},
 };

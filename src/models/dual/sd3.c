@@ -157,4 +157,5 @@ const family_desc sd3_desc = {
     .quanto_exclude = quanto_exclude_video,
     .ops = &(const model_family){.create = sd3_create, .impl_size = sizeof(sd3_model), .fill_fixed = sd3_fill_fixed,
                                  DUAL_STEPS, .init_of = mm_init_of},
+    .swap_blocks = {"transformer_blocks"},
 };

@@ -351,4 +351,5 @@ const family_desc cosmos3_desc = {
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_HEAD_DIM | F_ACTION | F_AUDIO_CHANNELS, .check = cosmos3_check,
     .ops = &(const model_family){.create = c3_create, .impl_size = sizeof(c3_model), .release = c3_release,
                                  .chain = &c3_chain, .inits = c3_inits},
+    .swap_blocks = {"layers"},
 };

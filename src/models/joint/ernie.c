@@ -240,4 +240,5 @@ const family_desc ernie_desc = {
     .check = ernie_check,
     .ops = &(const model_family){.create = er_create, .impl_size = sizeof(er_model), .release = er_release,
                                  .chain = &er_chain, .inits = er_inits},
+    .swap_blocks = {"layers"},
 };

@@ -334,4 +334,5 @@ const family_desc krea2_desc = {
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_TEXT_FUSION | F_TEXT_BLOCKS, .check = krea2_check,
     .ops = &(const model_family){.create = kr_create, .impl_size = sizeof(kr_model), .forward = kr_forward,
                                  .backward = kr_backward, .release = kr_release, .inits = kr_inits},
+    .swap_blocks = {"transformer_blocks"},
 };

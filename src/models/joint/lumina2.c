@@ -542,4 +542,5 @@ const family_desc lumina2_desc = {
     .describe_blocks = lumina2_blocks, .ops = &lumina2_family, FAMILY_PRESETS(presets), .preset = lumina2_preset,
     .rope_axes = lumina2_rope_axes, .readers = {{"Lumina2Transformer2DModel", lumina2_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_REFINER, .check = lumina2_check,
+    .swap_blocks = {"layers"},
 };

@@ -355,4 +355,5 @@ const family_desc minimaxh3_desc = {
     .check = minimax_check,
     .ops = &(const model_family){.create = mh_create, .impl_size = sizeof(mh_model), .forward = mh_forward,
                                  .backward = mh_backward, .release = mh_release, .inits = mh_inits},
+    .swap_blocks = {"transformer_blocks"},
 };

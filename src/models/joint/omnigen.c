@@ -365,4 +365,5 @@ const family_desc omnigen_desc = {
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_ROPE_SCALED, .check = omnigen_check,
     .ops = &(const model_family){.create = og_create, .impl_size = sizeof(og_model), .fill_fixed = og_fill_fixed,
                                  .release = og_release, .chain = &og_chain, .inits = og_inits},
+    .swap_blocks = {"layers"},
 };

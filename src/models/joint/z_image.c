@@ -71,4 +71,5 @@ const family_desc z_image_desc = {
     .topology_options = &(const lumina2_options){.zimage = true}, FAMILY_PRESETS(presets), .preset = z_image_preset,
     .rope_axes = family_rope_axes_wide, .readers = {{"ZImageTransformer2DModel", zimage_from_json}},
     .fields = F_FFN | F_NORM_EPS | F_KV_HEADS | F_REFINER, .check = z_image_check,
+    .swap_blocks = {"layers"},
 };

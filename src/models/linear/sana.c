@@ -106,4 +106,5 @@ const family_desc sana_desc = {
     .ops = &xdit_family, .topology_options = &(const xdit_options){.sana = true}, FAMILY_PRESETS(presets),
     .preset = sana_preset, .readers = {{"SanaTransformer2DModel", sana_from_json}}, .fields = F_FFN | F_CROSS_HEADS,
     .check = sana_check, .lycoris_classes = lyco_sana_classes,
+    .swap_blocks = {"transformer_blocks"},
 };

@@ -49,4 +49,5 @@ const family_desc sanavideo_desc = {
     FAMILY_PRESETS(presets), .preset = sanavideo_preset,
     .readers = {{"SanaVideoTransformer3DModel", sanavideo_from_json}}, .fields = F_FFN | F_CROSS_HEADS,
     .check = sanavideo_check,
+    .swap_blocks = {"transformer_blocks"},
 };

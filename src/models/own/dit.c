@@ -242,5 +242,5 @@ static const family_preset presets[] = {
 
 const family_desc dit_desc = {
     .name = "dit", .topology = TOPO_OWN, .traits = TR_OWN,
-    .ops = &dit_family, FAMILY_PRESETS(presets), .swap_blocks = "blocks",
+    .ops = &dit_family, FAMILY_PRESETS(presets), .swap_blocks = {"blocks"},
 };

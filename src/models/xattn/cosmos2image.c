@@ -80,4 +80,5 @@ const family_desc cosmos2image_desc = {
             .fallback = "2b", .example = "cosmos2image.lycoris-lokr.json", .tiny = "cosmos2-tiny"}},
     .ops = &cosmos_family, FAMILY_PRESETS(presets), .preset = cosmos2image_preset,
     .readers = {{"CosmosTransformer3DModel", cosmos_from_json}}, .fields = F_FFN | F_ADALN, .check = cosmos_check,
+    .swap_blocks = {"transformer_blocks"},
 };

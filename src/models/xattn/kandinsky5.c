@@ -471,4 +471,5 @@ const family_desc kandinsky5_desc = {
     .fields = F_FFN | F_TEXT_BLOCKS | F_TIME_DIM | F_COND_CHANNELS, .check = kandinsky5_check,
     .ops = &(const model_family){.create = k5_create, .impl_size = sizeof(k5_model), .forward = k5_forward,
                                  .backward = k5_backward, .release = k5_release, .inits = k5_inits},
+    .swap_blocks = {"text_transformer_blocks", "visual_transformer_blocks"},
 };

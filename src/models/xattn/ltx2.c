@@ -567,7 +567,7 @@ const family_desc ltxvideo2_desc = {
     .vae_scale_t = 8, .text_width = "LTX-2: a token's video and audio connectors' states side by side",
     FAMILY_PRESETS(presets), .preset = ltxvideo2_preset, .readers = {{"LTX2VideoTransformer3DModel", ltx2_from_json}},
     .fields = F_FFN | F_AUDIO_STREAM | F_AUDIO_CHANNELS, .check = ltx2_check, .quanto_exclude = ltx2_quanto_exclude,
-    .swap_blocks = "transformer_blocks",
+    .swap_blocks = {"transformer_blocks"},
     .ops = &(const model_family){.create = lx_create, .impl_size = sizeof(ltx2_model), .set_batch = lx_set_batch,
                                  .forward = lx_forward, .backward = lx_backward, .release = lx_release,
                                  .inits = lx_inits},

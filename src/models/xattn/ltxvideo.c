@@ -56,4 +56,5 @@ const family_desc ltxvideo_desc = {
     .vae_scale_t = 8, .ops = &xdit_family, .topology_options = &(const xdit_options){.ltx = true},
     FAMILY_PRESETS(presets), .preset = ltxvideo_preset, .readers = {{"LTXVideoTransformer3DModel", ltxvideo_from_json}},
     .fields = F_FFN, .quanto_exclude = quanto_exclude_video,
+    .swap_blocks = {"transformer_blocks"},
 };

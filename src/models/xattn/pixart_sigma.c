@@ -67,4 +67,5 @@ const family_desc pixart_sigma_desc = {
     .ops = &xdit_family, FAMILY_PRESETS(presets), .preset = pixart_sigma_preset,
     .lycoris_classes = lyco_basic_block_classes,
     .readers = {{"PixArtTransformer2DModel", pixart_from_json}}, .fields = F_FFN,
+    .swap_blocks = {"transformer_blocks"},
 };

@@ -293,7 +293,7 @@ const family_desc wan_desc = {
             .shape = "832x480@81"}}, /* SimpleTuner's Wan quickstart: 832x480 */
     .uncached_of = wan_uncached, .cond_len = wan_cond_len, .condition = wan_condition, .describe_blocks = wan_blocks,
     .ops = &xdit_family, .topology_options = &(const xdit_options){.wan = true}, FAMILY_PRESETS(presets),
-    .quanto_exclude = quanto_exclude_video, .swap_blocks = "blocks",
+    .quanto_exclude = quanto_exclude_video, .swap_blocks = {"blocks"},
     .preset = wan_preset,
     .readers = {{"WanTransformer3DModel", wan_from_json},
                 {"WanVACETransformer3DModel", wan_vace_from_json},
