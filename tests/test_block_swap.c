@@ -262,7 +262,10 @@ static void test_refusals(void)
     expect_refused(&mc, "musubi_blocks_to_swap", "full fine-tuning");
     CHECK(model_preset("mmdit-tiny", &mc) == ST_OK);
     mc.lora_rank = 4, mc.lora_alpha = 4, mc.blocks_to_swap = 1;
-    expect_refused(&mc, "musubi_blocks_to_swap", "not built for the mmdit family");
+    expect_refused(&mc, "not built for the mmdit family", "not a SimpleTuner family");
+    CHECK(model_preset("sdxl-tiny", &mc) == ST_OK);
+    mc.lora_rank = 4, mc.lora_alpha = 4, mc.blocks_to_swap = 1;
+    expect_refused(&mc, "not built for the sdxl family", "SimpleTuner's sdxl model streams none of its blocks");
     CHECK(model_preset("flux-tiny", &mc) == ST_OK);
     mc.lora_rank = 4, mc.lora_alpha = 4, mc.blocks_to_swap = 4;
     expect_refused(&mc, "transformer_blocks 2 + single_transformer_blocks 2", "at most 3 swap");

@@ -123,8 +123,14 @@ static st_status swap_not_built(const model *m)
     for (int i = 0; family_at(i) && at < sizeof built; i++)
         if (family_at(i)->swap_blocks[0])
             at += (size_t)snprintf(built + at, sizeof built - at, "%s%s", at ? ", " : "", family_at(i)->name);
-    return st_fail(ST_ERR_UNSUPPORTED, "musubi_blocks_to_swap: block swap is not built for the %s family (built: %s)",
-                   m->cfg.family, built);
+    /* every family SimpleTuner's transformers stream has its lists; the others have nothing to follow */
+    const char *st_name = family_of_config(&m->cfg)->st[0].name;
+    char why[160];
+    if (st_name) snprintf(why, sizeof why, "SimpleTuner's %s model streams none of its blocks (no "
+                          "MusubiBlockSwapManager: the key moves nothing there)", st_name);
+    else snprintf(why, sizeof why, "it is not a SimpleTuner family, with no swap to follow");
+    return st_fail(ST_ERR_UNSUPPORTED, "musubi_blocks_to_swap: block swap is not built for the %s family: %s (built: "
+                   "%s)", m->cfg.family, why, built);
 }
 
 /* The blocks of the family's swap lists, and their description ("transformer_blocks 19 + single_transformer_blocks
