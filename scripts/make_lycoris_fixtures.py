@@ -5,6 +5,7 @@
   make_lycoris_fixtures.py [--out tests/fixtures/lycoris] [cases...]      write the fixtures (default: every case)
   make_lycoris_fixtures.py --check FILE CASE                               load a segtrain-saved adapter file
   make_lycoris_fixtures.py --family FOLDER CONFIG FILE                     a family's mapping onto the classes
+  make_lycoris_fixtures.py --family-keys FOLDER CONFIG OUT                 the package's keys there, for cli_test
 
 Each case is a lycoris_config (SimpleTuner's JSON, read as SimpleTuner's trainer hands it to create_lycoris) and a
 model of module classes named as the package's presets name diffusers' (Attention, FeedForward) around Linear layers:
@@ -23,6 +24,10 @@ that every tensor equals the fixture's, bit for bit. Exit 1 on any difference.
 from CONFIG (a lycoris_config), and checks that FILE (segtrain's adapters of a run on that folder's weights with that
 config) holds exactly the package's keys at the package's shapes: that segtrain maps the package's module classes
 onto the family's layers as diffusers' classes are (docs/LYCORIS.md).
+
+--family-keys writes the package's keys and shapes for FOLDER and CONFIG to OUT, "key [shape]" a line, sorted
+(tests/fixtures/lycoris/families/<family>[-<config>].keys): tests/cli_test.sh trains segtrain on FOLDER with CONFIG
+and compares its saved file's keys and shapes with it, without the venv.
 
 Needs the reference venv (scripts/reference-venv.sh, lycoris-lora pinned there); `make test` never runs this.
 """
@@ -250,14 +255,30 @@ def check(path, case, out):
     return not bad
 
 
-def family(folder, config, path):
-    """segtrain's adapters of a family's run against the package's on the diffusers model: keys and shapes."""
+def package_keys(folder, config):
+    """The package's adapters of the diffusers model in folder wrapped from config: {key: shape}. The class is built
+    from its config alone: the keys and shapes are the config's (from_pretrained refuses a class with fp32-kept
+    modules where accelerate is not installed)."""
     import diffusers
     with open(os.path.join(folder, "config.json")) as fh:
         cls = getattr(diffusers, json.load(fh)["_class_name"])
     with open(config) as fh:
         cfg = json.load(fh)
-    want = {k: tuple(v.shape) for k, v in wrap(cls.from_pretrained(folder), cfg).state_dict().items()}
+    return cls, {k: tuple(v.shape) for k, v in wrap(cls.from_config(cls.load_config(folder)), cfg).state_dict().items()}
+
+
+def family_keys(folder, config, out):
+    """What tests/cli_test.sh compares a family's saved adapters with: a line per key, "key [shape]", sorted."""
+    _, want = package_keys(folder, config)
+    with open(out, "w") as fh:
+        fh.writelines(f"{k} [{','.join(map(str, want[k]))}]\n" for k in sorted(want))
+    print(f"{out}: {len(want)} keys of lycoris-lora {lycoris_version()} from {config} on {folder}")
+    return True
+
+
+def family(folder, config, path):
+    """segtrain's adapters of a family's run against the package's on the diffusers model: keys and shapes."""
+    cls, want = package_keys(folder, config)
     got = {k: tuple(v.shape) for k, v in load_file(path).items()}
     bad = [f"{k}: only the package's" for k in sorted(set(want) - set(got))]
     bad += [f"{k}: only segtrain's" for k in sorted(set(got) - set(want))]
@@ -272,10 +293,13 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "lycoris"))
     ap.add_argument("--check", nargs=2, metavar=("FILE", "CASE"))
     ap.add_argument("--family", nargs=3, metavar=("FOLDER", "CONFIG", "FILE"))
+    ap.add_argument("--family-keys", nargs=3, metavar=("FOLDER", "CONFIG", "OUT"))
     ap.add_argument("cases", nargs="*")
     a = ap.parse_args()
     if a.family:
         sys.exit(0 if family(*a.family) else 1)
+    if a.family_keys:
+        sys.exit(0 if family_keys(*a.family_keys) else 1)
     if a.check:
         sys.exit(0 if check(a.check[0], a.check[1], a.out) else 1)
     for case in a.cases or sorted(CASES):

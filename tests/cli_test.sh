@@ -423,14 +423,8 @@ expect 0 "anima trains with flow matching, as SimpleTuner does: its transformer 
 for example in "$src"/tests/fixtures/simpletuner/*.json; do
   name=$(basename "$example" .json) family=$(sed -n 's/.*"model_family": *"\([^"]*\)".*/\1/p' "$example")
   shown=$family; case $family in kandinsky5*) shown=kandinsky5 ;; esac # segtrain's name for both of SimpleTuner's
-  # from the examples' folder: a lycoris_config is a path relative to the working directory (committed there for the
-  # families LyCORIS is mapped on)
+  # from the examples' folder: a lycoris_config is a path relative to the working directory (committed there)
   out=$(cd "$src/tests/fixtures/simpletuner" && "$bin" plan --config "$example" --set pretrained_model_name_or_path= 2>&1); rc=$?
-  if [[ $name == *.lycoris-* ]] && grep -q "modules are not mapped onto LyCORIS" <<<"$out"; then # then as a LoRA
-    [ $rc -eq 1 ] && [ "$(grep -vc '^segtrain: warning' <<<"$out")" -eq 1 ] &&
-      ok "SimpleTuner's $name example: lora_type lycoris not mapped on $family, one line" || bad "$name example (exit $rc): $out"
-    out=$("$bin" plan --config "$example" --set lora_type=standard --set pretrained_model_name_or_path= 2>&1); rc=$?
-  fi
   if grep -q "base_model_precision: .* is refused" <<<"$out"; then # a quantized base not built: then unquantized
     [ $rc -eq 1 ] && [ "$(grep -vc '^segtrain: warning' <<<"$out")" -eq 1 ] && grep -q "nearest built is" <<<"$out" &&
       ok "SimpleTuner's $name example: base_model_precision refused, the nearest named" || bad "$name example: $out"
@@ -454,14 +448,16 @@ done
 # SimpleTuner's LoKr examples train as written (from their folder, where their lycoris_config is) at the tiny preset:
 # no word about lycoris_config, each step's peak the plan's, the adapters under the package's keys; and with a LyCORIS
 # fixture's config instead (tests/fixtures/lycoris/<name>: LoHa on pixart, LoCon on sana, full on sdxl)
-for ex in pixart:pixart-sigma-tiny: sana:sana-1.5-tiny: sdxl:sdxl-tiny: pixart:pixart-sigma-tiny:loha \
-  sana:sana-1.5-tiny:locon sdxl:sdxl-tiny:full; do
+for ex in pixart:pixart-sigma-tiny: sana:sana-1.5-tiny: sdxl:sdxl-tiny: cosmos2image:cosmos2-tiny: \
+  cosmos3-image:cosmos3-tiny: kandinsky5-image-6b-t2i:kandinsky5-image-tiny: omnigen:omnigen-tiny: \
+  cascade-stage-c:stable-cascade-tiny: pixart:pixart-sigma-tiny:loha sana:sana-1.5-tiny:locon sdxl:sdxl-tiny:full; do
   IFS=: read -r name preset fixture <<<"$ex"
   what="LoKr example" extra=()
   if [ -n "$fixture" ]; then
     what="example with the $fixture LyCORIS fixture's config"
     extra=(--set lycoris_config=../lycoris/$fixture/lycoris_config.json)
   fi
+  [ "$name" = omnigen ] && extra+=(--set validation_resolution=64) # its 1024x1024 is past the tiny's position table
   case $fixture in
     loha) keys="hada_w1_a hada_w2_b" ;;
     locon) keys="lora_down.weight lora_up.weight" ;;
@@ -481,6 +477,28 @@ for ex in pixart:pixart-sigma-tiny: sana:sana-1.5-tiny: sdxl:sdxl-tiny: pixart:p
     [ "$peaks" = "$predicted" ] && [ -z "$missing" ] &&
     ok "SimpleTuner's $name $what trains 2 steps at $preset, each peak the predicted $predicted bytes" ||
     bad "$name $what (peaks $peaks, predicted $predicted, keys missing: $missing): $out"
+done
+# LyCORIS's classes on the families mapped since pixart, sana and sdxl: segtrain trains on the family's parity fixture
+# with the example's lycoris_config (or one targeting every class mapped there) and saves exactly the keys and shapes
+# lycoris-lora 4.1.3 gives the diffusers class (tests/fixtures/lycoris/families/*.keys, from
+# scripts/make_lycoris_fixtures.py --family-keys)
+lyco_examples=$src/tests/fixtures/simpletuner/config/examples lyco_families=$src/tests/fixtures/lycoris/families
+for c in cosmos2image:cosmos:cosmos2image.lycoris-lokr cosmos2image:cosmos:cosmos2image-every-class \
+  cosmos3:cosmos3:cosmos3-image.lycoris-lokr cosmos3:cosmos3:cosmos3-every-class \
+  kandinsky5_image:kandinsky5:kandinsky5-image-6b-t2i.lycoris-lokr omnigen:omnigen:omnigen.lycoris-lokr \
+  omnigen:omnigen:omnigen-every-class stable_cascade:stable-cascade:cascade-stage-c.lycoris-lokr; do
+  IFS=: read -r family folder config <<<"$c"
+  lyco_config=$lyco_families/$config.json keys=$lyco_families/$family.keys
+  if [[ $config == *.lycoris-lokr ]]; then lyco_config=$lyco_examples/$config/lycoris_config.json
+  else keys=$lyco_families/$config.keys; fi
+  out=$("$bin" train --config empty.json --set model_family=$family --set pretrained_model_name_or_path="$src/tests/fixtures/$folder" \
+        --set model_type=lora --set lora_type=lycoris --set lycoris_config="$lyco_config" --set synthetic_data=true \
+        --set max_train_steps=1 --set resolution=64 --set output_dir="$PWD/lyco-$family-$config" 2>&1)
+  saved=$(head -c 65536 "lyco-$family-$config/pytorch_lora_weights.safetensors" 2>/dev/null | tr -d '\0' |
+    grep -ao '"lycoris_[^"]*":{"dtype":"[A-Z0-9]*","shape":\[[0-9,]*\]' | sed 's/":{"dtype":"[A-Z0-9]*","shape":\[/ [/; s/^"//' | sort)
+  [ -n "$saved" ] && [ "$saved" = "$(cat "$keys")" ] &&
+    ok "LyCORIS ($config) on $family's parity fixture: the package's $(wc -l <"$keys") keys and shapes" ||
+    bad "LyCORIS ($config) on $family: $(diff <(echo "$saved") "$keys" | head -5) $out"
 done
 # base_model_precision: a LoRA on an int4-quanto base trains, each step's peak the plan's; full training is refused
 qsets=(--set model_preset=dit-tiny --set model_type=lora --set lora_rank=4 --set base_model_precision=int4-quanto

@@ -914,7 +914,8 @@ static const struct family_case {
 
 /* The families LyCORIS is mapped on, each with lycoris_configs: SimpleTuner's LoKr example's (full matrices, scale 1),
  * for sd1x the LoKr fixture whose halves are all low-rank (decompose_both, scale 1.5) and the one with LoHa, LoCon
- * and full modules side by side, LoHa on pixart, LoCon on sana, full on sdxl */
+ * and full modules side by side, LoHa on pixart, LoCon on sana, full on sdxl; cosmos2image, kandinsky5, omnigen,
+ * cosmos3 and stable cascade with their examples' LoKr, and cosmos2image and cosmos3 with every class mapped there */
 static const char *const lycoris_configs[][3] = {
     {"pixart-sigma-tiny", "simpletuner/config/examples/pixart.lycoris-lokr", "lokr"},
     {"pixart-sigma-tiny", "lycoris/loha", "loha"},
@@ -924,6 +925,13 @@ static const char *const lycoris_configs[][3] = {
     {"sd1x-tiny", "lycoris/mixed", "loha, locon, full"},
     {"sdxl-tiny", "simpletuner/config/examples/sdxl.lycoris-lokr", "lokr"},
     {"sdxl-tiny", "lycoris/full", "full"},
+    {"cosmos2-tiny", "simpletuner/config/examples/cosmos2image.lycoris-lokr", "lokr"},
+    {"cosmos2-tiny", "lycoris/families/cosmos2image-every-class", "lokr, loha"},
+    {"kandinsky5-image-tiny", "simpletuner/config/examples/kandinsky5-image-6b-t2i.lycoris-lokr", "lokr"},
+    {"omnigen-tiny", "simpletuner/config/examples/omnigen.lycoris-lokr", "lokr"},
+    {"cosmos3-tiny", "simpletuner/config/examples/cosmos3-image.lycoris-lokr", "lokr"},
+    {"cosmos3-tiny", "lycoris/families/cosmos3-every-class", "lokr, locon"},
+    {"stable-cascade-tiny", "simpletuner/config/examples/cascade-stage-c.lycoris-lokr", "lokr"},
 };
 
 /* The family's LyCORIS adapters (lora_type lycoris) under every schedule, for each lycoris_config above. */
@@ -933,7 +941,8 @@ static void test_lycoris(const model_config *mc, const char *preset)
         if (strcmp(lycoris_configs[i][0], preset)) continue;
         model_config ly = *mc;
         char path[512], label[64];
-        snprintf(path, sizeof path, SEGTRAIN_SOURCE_DIR "/tests/fixtures/%s/lycoris_config.json", lycoris_configs[i][1]);
+        snprintf(path, sizeof path, SEGTRAIN_SOURCE_DIR "/tests/fixtures/%s%s", lycoris_configs[i][1],
+                 strstr(lycoris_configs[i][1], "families/") ? ".json" : "/lycoris_config.json");
         CHECKF(lycoris_spec_read(path, &ly.lycoris) == ST_OK, "%s", st_error());
         ly.lora_rank = 1, ly.lora_alpha = 1, ly.lora_attention = ly.lora_mlp = true;
         snprintf(label, sizeof label, "%s lycoris %s", preset, lycoris_configs[i][2]);

@@ -145,8 +145,6 @@ static const struct {
 } stand_ins[] = {
     {"base_model_precision", "base_model_precision=no_change", "with its base unquantized (its base_model_precision "
      "is not built)"},
-    {"lora_type lycoris", "lora_type=standard", "as a standard LoRA of its rank (its LyCORIS modules are not mapped "
-     "onto the family)"},
     {"ramtorch", "ramtorch=false", "with its weights on the device (ramtorch is not built)"},
     {"enable_group_offload", "enable_group_offload=false", "with its weights on the device (group offload is not "
      "built)"},

@@ -105,7 +105,8 @@ static st_status lycoris_of(const config *cfg, model_config *mc)
     const lyco_class *classes = family_of_config(mc)->lycoris_classes;
     if (!classes)
         return st_fail(ST_ERR_UNSUPPORTED, "lora_type lycoris: %s's modules are not mapped onto LyCORIS's module classes "
-                       "yet (pixart, sana, sdxl, sd1x and kolors are; docs/LYCORIS.md)", mc->family);
+                       "yet (pixart, sana, sdxl, sd1x, kolors, cosmos2image, cosmos3, kandinsky5, omnigen and "
+                       "stable_cascade are; docs/LYCORIS.md)", mc->family);
     st_status st = lycoris_spec_read(config_string(cfg, "lycoris_config"), &mc->lycoris);
     for (int i = 0; !st && i < mc->lycoris.n_classes; i++) {
         const lyco_class *c = classes;

@@ -338,6 +338,11 @@ static st_status cosmos3_from_json(const cJSON *j, const char *file, model_confi
     return ST_OK;
 }
 
+/* Cosmos3VLTextMoTDecoderLayer's self_attn (Cosmos3PackedMoTAttention: both pathways' projections) and its two
+ * Cosmos3VLTextMLPs, mlp (the prompt's) and mlp_moe_gen (the latents') */
+static const lyco_class cosmos3_lycoris_classes[] = {
+    {"Cosmos3PackedMoTAttention", "self_attn"}, {"Cosmos3VLTextMLP", "mlp mlp_moe_gen"}, {NULL, NULL}};
+
 const family_desc cosmos3_desc = {
     .name = "cosmos3", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_VIDEO,
     .st = {{.name = "cosmos3", .title = "Cosmos 3", .diffusers = "Cosmos3OmniTransformer",
@@ -352,4 +357,5 @@ const family_desc cosmos3_desc = {
     .ops = &(const model_family){.create = c3_create, .impl_size = sizeof(c3_model), .release = c3_release,
                                  .chain = &c3_chain, .inits = c3_inits},
     .swap_blocks = {"layers"},
+    .lycoris_classes = cosmos3_lycoris_classes,
 };

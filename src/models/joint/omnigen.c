@@ -355,6 +355,11 @@ static st_status omnigen_from_json(const cJSON *j, const char *file, model_confi
     return st;
 }
 
+/* OmniGenBlock's self_attn is diffusers' Attention; its mlp an OmniGenFeedForward, not a FeedForward (which the
+ * package then finds nowhere, as here) */
+static const lyco_class omnigen_lycoris_classes[] = {
+    {"Attention", "self_attn"}, {"OmniGenFeedForward", "mlp"}, {"FeedForward", ""}, {NULL, NULL}};
+
 const family_desc omnigen_desc = {
     .name = "omnigen", .topology = TOPO_JOINT, .traits = TR_TEXT | TR_TEXT_MASK | TR_BATCH_PADDED,
     .st = {{.name = "omnigen", .title = "OmniGen", .diffusers = "OmniGenTransformer2DModel", .flavours = "v1",
@@ -366,4 +371,5 @@ const family_desc omnigen_desc = {
     .ops = &(const model_family){.create = og_create, .impl_size = sizeof(og_model), .fill_fixed = og_fill_fixed,
                                  .release = og_release, .chain = &og_chain, .inits = og_inits},
     .swap_blocks = {"layers"},
+    .lycoris_classes = omnigen_lycoris_classes,
 };

@@ -530,6 +530,10 @@ static st_status cascade_from_json(const cJSON *j, const char *file, model_confi
     return ST_OK;
 }
 
+/* SDCascadeAttnBlock's attention is diffusers' Attention; stage C has no FeedForward (its ResBlocks' channelwise
+ * MLP is a Sequential) */
+static const lyco_class cascade_lycoris_classes[] = {{"Attention", "attention"}, {"FeedForward", ""}, {NULL, NULL}};
+
 const family_desc stable_cascade_desc = {
     .name = "stable_cascade", .topology = TOPO_UNET,
     .traits = TR_TEXT | TR_UPSTREAM_EPSILON,
@@ -542,4 +546,5 @@ const family_desc stable_cascade_desc = {
     .ops = &(const model_family){.create = cascade_create, .impl_size = sizeof(cascade_model),
                                  .forward = cascade_forward, .backward = cascade_backward, .release = cascade_release,
                                  .inits = cascade_inits},
+    .lycoris_classes = cascade_lycoris_classes,
 };

@@ -81,4 +81,5 @@ const family_desc cosmos2image_desc = {
     .ops = &cosmos_family, FAMILY_PRESETS(presets), .preset = cosmos2image_preset,
     .readers = {{"CosmosTransformer3DModel", cosmos_from_json}}, .fields = F_FFN | F_ADALN, .check = cosmos_check,
     .swap_blocks = {"transformer_blocks"},
+    .lycoris_classes = lyco_basic_block_classes,
 };

@@ -443,6 +443,11 @@ static st_status kandinsky5_from_json(const cJSON *j, const char *file, model_co
     return ST_OK;
 }
 
+/* The encoder and decoder blocks' Kandinsky5Attention (self_attention; the decoder's cross_attention) and
+ * Kandinsky5FeedForward */
+static const lyco_class kandinsky5_lycoris_classes[] = {
+    {"Kandinsky5Attention", "self_attention cross_attention"}, {"Kandinsky5FeedForward", "feed_forward"}, {NULL, NULL}};
+
 const family_desc kandinsky5_desc = {
     .name = "kandinsky5", .topology = TOPO_XATTN, .traits = TR_TEXT,
     .st = {{.name = "kandinsky5-image", .alias = "kandinsky5_image", .title = "Kandinsky5-Image",
@@ -472,4 +477,5 @@ const family_desc kandinsky5_desc = {
     .ops = &(const model_family){.create = k5_create, .impl_size = sizeof(k5_model), .forward = k5_forward,
                                  .backward = k5_backward, .release = k5_release, .inits = k5_inits},
     .swap_blocks = {"text_transformer_blocks", "visual_transformer_blocks"},
+    .lycoris_classes = kandinsky5_lycoris_classes,
 };
