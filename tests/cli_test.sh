@@ -220,6 +220,26 @@ expect 0 "train runs a per-block plan" "trained 2 steps" -- "$bin" train --set m
   --set in_channels=3 --set vae_scale_factor=1 --set resolution=8 --set num_classes=8 --set max_train_steps=2 \
   --set validation_steps=0 --set output_dir=plan-run --set gradient_checkpointing=true \
   --set "gradient_checkpointing_plan=$bp"
+# block swap's link traffic and the placement (issue 43): the swapped weights of 2 of dit-tiny's blocks (583.5 KiB)
+# brought in 3 times a step under interval 1 (forward, recompute, backward)
+lo=(--config tiny.json --set model_type=lora --set lora_rank=4)
+expect 0 "plan says what crosses the link under block swap, at a given bandwidth, and what it waits for" \
+  "^host-device link per step: 1.71 MiB of swapped weights in, 0 B of offload out and 0 B back; at 25.00 GB/s \(--link-bandwidth\) 7.17e-05 s waited" \
+  -- "$bin" plan "${lo[@]}" --set musubi_blocks_to_swap=2 --set gradient_checkpointing=true --link-bandwidth 25GB/s
+expect 0 "plan measures the link where blocks swap and none is given" "at [0-9.]+ GB/s \(measured here\)" -- \
+  "$bin" plan "${lo[@]}" --set musubi_blocks_to_swap=1
+got=$("$bin" plan "${lo[@]}" --set gradient_checkpointing=true 2>&1)
+grep -q "host-device link" <<<"$got" && bad "plan without swap or offload says a link: $got" ||
+  ok "plan without swap or offload says nothing of the link"
+expect 2 "--link-bandwidth takes a rate" "segtrain plan: --link-bandwidth takes a rate in bytes a second \(e.g. 25GB/s, 12GiB/s\), got 'fast'" -- \
+  "$bin" plan "${lo[@]}" --link-bandwidth fast
+out=$("$bin" advise "${lo[@]}" --device-memory 1.5MiB --link-bandwidth 25GB/s --verify --steps 1 2>&1)
+grep -q "^  swap   0: none fits" <<<"$out" && grep -q "^  -> swap [1-3] blocks" <<<"$out" &&
+  grep -qE "^advice: .* \+ swap [1-3] blocks, " <<<"$out" && grep -qE "^  as options: .* --set musubi_blocks_to_swap=[1-3]$" <<<"$out" &&
+  ok "advise swaps blocks where nothing fits without, and says so as an option" || bad "advise placement: $out"
+verified=$(grep -c "sec/step measured" <<<"$out")
+[ "$verified" -ge 1 ] && [ "$(grep -c "peak measured .*(+0.00%)" <<<"$out")" = "$verified" ] &&
+  ok "advise --verify with swapped blocks: each measured peak is the predicted one" || bad "advise --verify, swap: $out"
 echo '{"model_preset": "dit-tiny", "train_batch_size": 2, "gradient_checkpointing": true,
   "gradient_checkpointing_plan": "0-1 ckpt | 2 ffn | 3 keep + attention-offload"}' > planned.json
 expect 0 "sweep runs the config's own plan as a row of its own" "^\| plan +\| [0-9.]+ s / " -- "$bin" sweep \

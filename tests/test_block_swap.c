@@ -2,14 +2,16 @@
  * the device around its forward, recompute and backward. Under several checkpointing schedules, on dit, wan,
  * ltxvideo2, flux and auraflow (two block lists counted as one) with LoRA (float, bf16 and int8 bases), a LyCORIS
  * LoKr on pixart_sigma, and every other family it is built for: loss and every gradient bitwise equal to the same
- * model without swap; device and host peaks as the dry run predicts them, to the byte and per tag; the device holding
- * one swapped block's weights at a time; and no swapped weight read outside its block's window (the host copy is
- * poisoned outside it). Refusals name the key and the reason. */
+ * model without swap; device and host peaks and the link's traffic (swapped weights in, offload out and back) as the
+ * dry run predicts them, to the byte (peaks per tag), on dit-tiny for every precision x swap {0, 2} x schedule too;
+ * the device holding one swapped block's weights at a time; and no swapped weight read outside its block's window
+ * (the host copy is poisoned outside it). Refusals name the key and the reason. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "segtrain/advise.h"
 #include "segtrain/config.h"
 #include "segtrain/executor.h"
 #include "segtrain/lycoris.h"
@@ -25,6 +27,11 @@ static const char *const schedules[][2] = {
      "{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_segment_stride\": 3}"},
     {"unsloth", "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"unsloth\"}"},
     {"activation-offload", "{\"gradient_checkpointing\": true, \"gradient_checkpointing_offload_attention\": true}"},
+    {"torch-ffn", "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"torch-ffn\"}"},
+    {"unsloth-ffn", "{\"gradient_checkpointing\": true, \"gradient_checkpointing_backend\": \"unsloth-ffn\"}"},
+    {"seg2-stride4-offload",
+     "{\"gradient_checkpointing\": true, \"gradient_checkpointing_interval\": 2, \"gradient_checkpointing_segment_stride\": 4, "
+     "\"gradient_checkpointing_offload_attention\": true}"},
 };
 
 static ckpt_settings settings_of(const char *json)
@@ -136,7 +143,9 @@ static step run(const model_config *mc, const char *name, const char *json, cons
     poison p;
     if (mc->blocks_to_swap) poison_begin(&p, m);
     pool_stats dry_dev, dry_host, got_dev, got_host;
-    tk_dry_loss(mc, &cs, b->n, &dry_dev, &dry_host);
+    link_traffic dry_moved, before_moved;
+    tk_dry_loss_moved(mc, &cs, b->n, &dry_dev, &dry_host, &dry_moved);
+    link_traffic_read(m, &before_moved);
     pool_stats before;
     pool_get_stats(dev, &before);
     r.weights_live = before.live_by_tag[MEM_WEIGHTS];
@@ -153,6 +162,12 @@ static step run(const model_config *mc, const char *name, const char *json, cons
     CHECKF(exact, "%s swap %lld %s: device peak %zu host %zu measured, %zu and %zu predicted", mc->family,
            (long long)mc->blocks_to_swap, name, got_dev.peak, got_host.peak, dry_dev.peak, dry_host.peak);
     CHECKF(got_dev.live == before.live, "%s %s: the step leaves the device as it found it", mc->family, name);
+    const link_traffic moved = link_traffic_since(m, &before_moved);
+    CHECKF(!memcmp(&moved, &dry_moved, sizeof moved), "%s swap %lld %s: the link moved %zu in, %zu out, %zu back; the "
+           "dry step counted %zu, %zu, %zu", mc->family, (long long)mc->blocks_to_swap, name, moved.swap_in,
+           moved.offload_out, moved.offload_in, dry_moved.swap_in, dry_moved.offload_out, dry_moved.offload_in);
+    CHECKF(!mc->blocks_to_swap == !moved.swap_in, "%s swap %lld %s: %zu bytes of swapped weights brought in",
+           mc->family, (long long)mc->blocks_to_swap, name, moved.swap_in);
     if (mc->blocks_to_swap) {
         CHECKF(p.in_calls > 0, "%s %s: the swapped blocks' weights were never brought in", mc->family, name);
         poison_end(&p, m);
@@ -240,6 +255,31 @@ static void test_every_family(void)
     CHECKF(families >= 20, "block swap: %d families' tiny presets swap", families);
 }
 
+/* Issue 43's grid on dit-tiny: every precision x swap {0, 2} x the schedules above, each step's peaks and link
+ * traffic as its dry run predicts them (run() checks both, to the byte). */
+static void test_every_combination(void)
+{
+    static const struct {
+        quant_format q;
+        bool bf16;
+    } precisions[] = {{QUANT_NONE, false}, {QUANT_NONE, true}, {QUANT_INT8, true}, {QUANT_FP8, true},
+                      {QUANT_INT4, true}};
+    for (size_t p = 0; p < sizeof precisions / sizeof *precisions; p++)
+        for (int64_t swap = 0; swap <= 2; swap += 2) {
+            model_config mc;
+            CHECK(model_preset("dit-tiny", &mc) == ST_OK);
+            mc.lora_rank = 4, mc.lora_alpha = 8, mc.lora_attention = mc.lora_mlp = true;
+            mc.quant_base = precisions[p].q, mc.bf16_base = mc.bf16_activations = precisions[p].bf16;
+            mc.blocks_to_swap = swap;
+            tk_batch b = tk_random_batch(&mc, 2, 3);
+            printf("mixed_precision %s, base_model_precision %s, swap %lld:\n", precisions[p].bf16 ? "bf16" : "no",
+                   quant_name(precisions[p].q), (long long)swap);
+            for (size_t i = 0; i < sizeof schedules / sizeof *schedules; i++)
+                free(run(&mc, schedules[i][0], schedules[i][1], &b).grads);
+            tk_free_batch(&b);
+        }
+}
+
 static void expect_refused(const model_config *mc, const char *frag1, const char *frag2)
 {
     pool *dev = pool_create_dry(POOL_DEVICE, 0);
@@ -293,6 +333,7 @@ static void test_refusals(void)
 int main(void)
 {
     test_refusals();
+    test_every_combination();
     test_bitwise("dit-tiny", 0, 2, QUANT_NONE, false);
     test_bitwise("dit-tiny", 0, 3, QUANT_INT8, true);
     test_bitwise("wan-tiny", 3, 2, QUANT_NONE, true);

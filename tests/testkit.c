@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "segtrain/advise.h"
 #include "segtrain/rng.h"
 #include "segtrain/status.h"
 
@@ -355,6 +356,14 @@ void tk_free_batch(tk_batch *b)
 
 void tk_dry_loss(const model_config *mc, const ckpt_settings *cs, int64_t n, pool_stats *dev, pool_stats *host)
 {
+    link_traffic moved;
+    tk_dry_loss_moved(mc, cs, n, dev, host, &moved);
+}
+
+void tk_dry_loss_moved(const model_config *mc, const ckpt_settings *cs, int64_t n, pool_stats *dev, pool_stats *host,
+                       link_traffic *moved)
+{
+    link_traffic before = {0};
     pool *d = pool_create_dry(POOL_DEVICE, 0), *h = pool_create_dry(POOL_HOST, 0), *in = pool_create_dry(POOL_HOST, 0);
     model *m = NULL;
     st_status st = model_create(mc, d, &m);
@@ -372,8 +381,10 @@ void tk_dry_loss(const model_config *mc, const ckpt_settings *cs, int64_t n, poo
         pool_reset_peak(h);
         const flow_batch fb = {.batch = n, .x0 = x0, .noise = noise, .t = t, .cond = cond};
         float loss;
+        link_traffic_read(m, &before);
         st = flow_loss(m, &fb, true, &loss);
     }
+    *moved = m ? link_traffic_since(m, &before) : (link_traffic){0};
     CHECKF(st == ST_OK, "dry step: %s", st_error());
     pool_get_stats(d, dev);
     pool_get_stats(h, host);

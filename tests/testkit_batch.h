@@ -22,5 +22,9 @@ void tk_free_batch(tk_batch *b);
  * tests run it, predicted by running it dry: the model of mc planned by cs on dry pools. *dev's peak counts from
  * the model's resident bytes (weights, gradients), as a real pool's after pool_reset_peak. */
 void tk_dry_loss(const model_config *mc, const ckpt_settings *cs, int64_t n, pool_stats *dev, pool_stats *host);
+/* The same, with the link's traffic of the step (advise.h: the swapped weights brought in, offload's copies). */
+struct link_traffic;
+void tk_dry_loss_moved(const model_config *mc, const ckpt_settings *cs, int64_t n, pool_stats *dev, pool_stats *host,
+                       struct link_traffic *moved);
 
 #endif

@@ -28,20 +28,46 @@ typedef struct schedule {
     size_t peak_device, peak_host;
     bool fits;
     bool refused; /* the family refuses it (model_set_checkpointing's reason, e.g. skips read after boundary offload) */
+    bool places; /* it says where the weights live: musubi_blocks_to_swap = blocks_to_swap, in its name and sets */
+    int blocks_to_swap;
 } schedule;
 
-/* Seconds per unit of work for each kind of op (per FLOP, or per byte for memory-bound kinds), and fixed seconds. */
+/* Seconds per unit of work for each kind of op (per FLOP, or per byte for memory-bound kinds), and fixed seconds;
+ * and the host-to-device link's seconds per byte (0: its traffic not priced). */
 typedef struct cost_rates {
     double per_unit[OP_KIND_COUNT];
     double fixed;
+    double link_per_byte;
 } cost_rates;
+
+/* What a step moves between host and device memory: the swapped blocks' weights brought in (block swap: each
+ * block's at its forward, at its recompute and at its backward), and what attention and boundary offload send to
+ * the host and bring back. */
+typedef struct link_traffic {
+    size_t swap_in, offload_out, offload_in;
+} link_traffic;
+
+/* The traffic counted so far by m's swapped weights and copy engine (dry or not); a step's is the difference of two
+ * readings, link_traffic_since. */
+void link_traffic_read(model *m, link_traffic *out);
+link_traffic link_traffic_since(model *m, const link_traffic *before);
+/* The seconds of a step's traffic that the step waits for, at the rates' link bandwidth: the swapped weights' alone.
+ * The executor brings a block's weights in right before the block runs and waits for them (param_swap_in: not
+ * prefetched), so nothing hides them; offload's copies run on the copy thread while the blocks after compute, and
+ * are taken as hidden, as BENCHMARKS.md measured them (their seconds: link_seconds_all). */
+double link_seconds_waited(const cost_rates *r, const link_traffic *t);
+double link_seconds_all(const cost_rates *r, const link_traffic *t);
+/* This machine's host-to-device bandwidth, bytes per second: 64 MiB copies from the host pool to the device pool
+ * on a copy engine, the best of those made in about a quarter of a second (on the CPU backend, a memcpy). */
+st_status link_bandwidth_measure(double *bytes_per_sec);
 
 /* Rates from a real step's op profile (measured) and its wall time. */
 cost_rates cost_calibrate(const op_profile *measured, double step_seconds);
 /* A step's predicted seconds from its work (a dry step's op profile). */
 double cost_predict(const cost_rates *r, const op_profile *work);
 /* A step of r's model (on dry pools) run dry under the ops' profile (flow_step_dry, the optimizer of one rank of
- * `ranks`): its peaks in *dev and *host, and its seconds at the rates in *sec. */
+ * `ranks`): its peaks in *dev and *host, and its seconds at the rates in *sec (its ops' and the link's that it waits
+ * for, link_seconds_waited). */
 st_status cost_of_dry_step(model_run *r, int64_t batch, int ranks, const cost_rates *rates,
                            pool_stats *dev, pool_stats *host, double *sec);
 
@@ -58,6 +84,19 @@ void search_uniform(model_run *r, int64_t batch, int ranks, const cost_rates *ra
 st_status plan_blocks(model_run *r, int64_t batch, int ranks, const cost_rates *rates,
                       size_t device_budget, const schedule *seed, FILE *progress, schedule *out, bool *found);
 
+/* The placement's candidates at each count of swapped blocks: SimpleTuner's rule's schedules (none; torch-ffn,
+ * torch, unsloth-ffn, unsloth at interval 1), and torch and unsloth with attention offload. */
+#define PLACE_MAX 256 /* the most counts of swapped blocks the placement tries (a sequence's blocks) */
+
+/* One count of swapped blocks: its fastest candidate that fits (fits false: none does). */
+typedef struct placement {
+    char name[96];
+    double sec;
+    size_t peak_device;
+    bool fits;
+    int candidate; /* its index among the candidates */
+} placement;
+
 typedef struct advice {
     double t_none;    /* the calibration step: no checkpointing, measured (the median of its steps) */
     double t_none_min, t_none_max; /* its fastest and slowest steps */
@@ -73,19 +112,37 @@ typedef struct advice {
     bool planned_found;
     char plan_words[PLAN_TEXT_MAX]; /* the advice (advice_pick) in gradient_checkpointing_bucket_plans' words: "none",
                                        or the plan it makes of the model; "" when nothing fits */
+    double link_rate;  /* the link's bytes per second the times are priced at */
+    bool link_measured; /* measured here (link_bandwidth_measure), else given */
+    /* the placement: blocks to swap tried (0 .. swappable, model_swappable_blocks; 0 where the model cannot swap, and
+     * the config's musubi_blocks_to_swap stands), and each count's fastest candidate that fits (place[n].fits) */
+    int swappable;
+    placement place[PLACE_MAX];
+    int n_placed; /* counts tried: place[0 .. n_placed) (the search stops where no checkpointing fits) */
+    int placed; /* the count the search and the per-block planner ran at (their answers hold it), -1: none fits */
 } advice;
 
 /* How much faster a per-block plan must be predicted to be advised over a uniform schedule, and a bucket's own
  * advice over the run's: the cost model's error is a few per cent (BENCHMARKS.md). */
 #define ADVICE_PLAN_MARGIN 0.03
 
-/* Calibrates (one schedule run here, a few steps), walks the decision rule, searches every schedule
- * (backend x interval x stride x attention offload) for the fastest predicted to fit device_budget, and runs the
+/* Calibrates (one schedule run here, a few steps, without block swap), walks the decision rule (the config as it
+ * is), places the weights (where the model can swap blocks: every count of swapped blocks with the placement's
+ * candidates, the count whose fastest candidate fits device_budget fastest), then at that count searches every
+ * schedule (backend x interval x stride x attention offload) for the fastest predicted to fit, and runs the
  * per-block planner for the same budget. */
-st_status advise(config_factory make, void *ctx, size_t device_budget, FILE *progress, advice *out);
-/* The search and the per-block planner alone, at rates another run calibrated (advise's, at a run's largest
- * bucket: the same machine and model, at another shape), for the config make(ctx, "") builds; no decision rule
- * (out->n_rule 0). */
+typedef struct advise_options {
+    double link_rate;         /* the link's bytes a second; 0: measured here (link_bandwidth_measure) */
+    const char *rates_preset; /* calibrate on a step of this preset at batch 4 (a model too large to step here, as
+                                 the family sweep calibrates on dit-s2; no fixed seconds then); NULL: the config's */
+    bool quick; /* no uniform search (at a real model's size, thousands of dry steps): the placement's answer stands
+                   for it (searched 1), then the per-block planner */
+} advise_options;
+st_status advise(config_factory make, void *ctx, size_t device_budget, const advise_options *o, FILE *progress,
+                 advice *out);
+/* The placement, the search and the per-block planner alone, at rates another run calibrated (advise's, at a run's
+ * largest bucket: the same machine and model, at another shape), for the config make(ctx, "") builds; no decision
+ * rule (out->n_rule 0). */
 st_status advise_at_rates(config_factory make, void *ctx, size_t device_budget, const cost_rates *rates,
                           FILE *progress, advice *out);
 /* The advice: the per-block planner's answer where it is predicted ADVICE_PLAN_MARGIN faster than the uniform

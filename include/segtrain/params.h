@@ -71,6 +71,8 @@ typedef struct param_set {
     pool *swap_host;        /* the host pool that holds them (param_set_alloc_swapped) */
     int swap_in;            /* the group whose weights are on the device now (0: none) */
     void *swap_buf;         /* its device buffer */
+    size_t swap_bytes_in;   /* bytes brought in by param_swap_in since the set was made (dry or not): the link's
+                               weight traffic, which the cost model prices (advise.h) */
 } param_set;
 
 /* Registers a parameter (before param_set_alloc) and returns its index; -1 when out of memory, which

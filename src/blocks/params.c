@@ -284,6 +284,7 @@ st_status param_swap_in(param_set *s, int g, copy_engine *e)
     }
     swap_point(s, g, s->swap_buf);
     s->swap_in = g;
+    s->swap_bytes_in += grp->bytes;
     return ST_OK;
 }
 

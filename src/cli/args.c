@@ -70,6 +70,21 @@ int cli_number(const char *who, const cli_flag *f, const char *text)
     return 2;
 }
 
+int cli_size(const char *who, const char *flag, const char *text, bool rate, size_t *out)
+{
+    char json[160];
+    config *probe = NULL;
+    const size_t len = strlen(text), cut = rate && len > 2 && !strcmp(text + len - 2, "/s") ? len - 2 : len;
+    snprintf(json, sizeof json, "{\"device_memory\": \"%.*s\"}", (int)(cut < 100 ? cut : 100), text);
+    st_status st = config_parse(json, flag, &probe);
+    if (!st) st = config_bytes(probe, "device_memory", out);
+    config_free(probe);
+    if (!st && *out) return 0;
+    fprintf(stderr, "%s: %s takes a %s (e.g. %s), got '%s'\n", who, flag, rate ? "rate in bytes a second" : "size",
+            rate ? "25GB/s, 12GiB/s" : "24GiB, 450MiB", text);
+    return 2;
+}
+
 /* The one line for argv[i], which is neither the command's option nor a config key: a global option in the wrong
  * place, or the nearest option or key when it is close, or where the valid ones are listed. */
 static int unknown_option(char **argv, int i, int argc, const cli_flag *flags, size_t name_len)

@@ -50,6 +50,10 @@ int args_parse(int argc, char **argv, const cli_flag *flags, cli_args *a);
  * "segtrain sample"). */
 int cli_number(const char *who, const cli_flag *f, const char *text);
 
+/* A size on the command line ("24GiB", "450MiB"), or with rate a bandwidth ("25GB/s": bytes a second, the "/s"
+ * optional), in the units of config sizes (GB 10^9, GiB 2^30); not zero. 0, or 2 after printing the usage line. */
+int cli_size(const char *who, const char *flag, const char *text, bool rate, size_t *out);
+
 /* What a config plans and trains in, after its mixed_precision: "bf16", or "float32" for `no` (the key's default,
  * where SimpleTuner's is bf16). */
 const char *cli_precision(const config *cfg);

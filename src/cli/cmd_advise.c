@@ -11,15 +11,27 @@
 
 static const char advise_help[] =
     "usage: segtrain advise [--config C] --device-memory SIZE [--verify] [--steps N] [--bucket-steps N,N,...]\n"
-    "                       [--mixed_precision no|bf16] [--set key=value ...]\n"
+    "                       [--link-bandwidth RATE] [--rates-from PRESET] [--quick] [--mixed_precision no|bf16]\n"
+    "                       [--set key=value ...]\n"
     "\n"
-    "Which checkpointing schedule to use for a device-memory budget (e.g. 24GiB, 450MiB). It first measures a few\n"
-    "steps without checkpointing here, for this machine's seconds per FLOP of GEMMs and attention and per byte of\n"
-    "the memory-bound ops; every schedule's time is then its own work, counted by a dry step, at those rates. Then:\n"
+    "Which checkpointing schedule to use for a device-memory budget (e.g. 24GiB, 450MiB), and, where the model can\n"
+    "swap blocks (musubi_blocks_to_swap: dit, wan, ltxvideo2 with LoRA), how many blocks' weights to keep in host\n"
+    "memory. It first measures a few steps without checkpointing or swap here, for this machine's seconds per FLOP\n"
+    "of GEMMs and attention and per byte of the memory-bound ops, and the host-to-device link's bandwidth (64 MiB\n"
+    "copies; --link-bandwidth RATE, e.g. 25GB/s, gives it instead, to plan for another machine's bus); every\n"
+    "schedule's time is then its own work, counted by a dry step, at those rates, plus the swapped weights it\n"
+    "brings in (at each swapped block's forward, recompute and backward) at the link's rate: the executor waits for\n"
+    "them, while offload's copies are taken as hidden behind compute. --rates-from PRESET (e.g. dit-s2) measures\n"
+    "the rates on a step of that preset at batch 4 instead, for a model too large to step here (the family sweep's\n"
+    "way; the preset's optimizer seconds are left out). --quick leaves out the uniform search below (thousands of\n"
+    "dry steps at a real model's size). Then:\n"
     "  - walks SimpleTuner's manual rule: no checkpointing if the run fits; otherwise torch-ffn, then torch, then\n"
-    "    unsloth-ffn, then unsloth; then a wider interval while it still fits, for speed;\n"
-    "  - searches every schedule (backend x interval x stride x attention offload) for the fastest predicted to\n"
-    "    fit;\n"
+    "    unsloth-ffn, then unsloth; then a wider interval while it still fits, for speed (the config's own swap);\n"
+    "  - places the weights: every count of swapped blocks from 0, each with the rule's schedules and torch and\n"
+    "    unsloth with attention offload, until no checkpointing fits; the count whose fastest fits fastest (the\n"
+    "    precision is the config's: base_model_precision and mixed_precision are not changed);\n"
+    "  - at that count, searches every schedule (backend x interval x stride x attention offload) for the fastest\n"
+    "    predicted to fit;\n"
     "  - runs the per-block planner: each block keeps, recomputes only its feed-forward, or sits in a checkpointed\n"
     "    segment of any width, chosen by dynamic programming for the least predicted time that fits; its answer is\n"
     "    a gradient_checkpointing_plan (docs/CONFIG.md), which train, plan, grad and sweep take as it is.\n"
@@ -293,28 +305,63 @@ static st_status advise_buckets(const factory_ctx *ctx, int n, int largest, cons
     return st;
 }
 
+/* The cost model's rates: the calibration's, and the link's. */
+static void print_rates(const advice *adv, const advise_options *opt)
+{
+    const cost_rates *c = &adv->rates;
+    if (opt->rates_preset)
+        printf("cost model: the rates of a step of %s at batch 4 (--rates-from; no fixed seconds)\n", opt->rates_preset);
+    printf("cost model: %.3f s/step without checkpointing; GEMM %.1f GFLOP/s, attention %.1f GFLOP/s, "
+           "normalization %.1f GB/s, elementwise %.1f GB/s, %.3f s fixed (optimizer, glue); link %.2f GB/s host to "
+           "device (%s)\n\n",
+           adv->t_none, c->per_unit[OP_GEMM] > 0 ? 1e-9 / c->per_unit[OP_GEMM] : 0,
+           c->per_unit[OP_ATTENTION] > 0 ? 1e-9 / c->per_unit[OP_ATTENTION] : 0,
+           c->per_unit[OP_NORM] > 0 ? 1e-9 / c->per_unit[OP_NORM] : 0,
+           c->per_unit[OP_POINTWISE] > 0 ? 1e-9 / c->per_unit[OP_POINTWISE] : 0, c->fixed, adv->link_rate * 1e-9,
+           adv->link_measured ? "measured here" : "--link-bandwidth");
+}
+
+/* The placement's walk over counts of swapped blocks, where the model can swap. */
+static void print_placement(const advice *adv, size_t budget)
+{
+    if (!adv->swappable) return;
+    char b[24];
+    printf("placement (musubi_blocks_to_swap 0-%d; at each count the rule's schedules and torch and unsloth with "
+           "attention offload):\n", adv->swappable);
+    for (int n = 0; n < adv->n_placed; n++) {
+        const placement *p = &adv->place[n];
+        if (p->fits)
+            printf("  swap %3d: %-44s peak %9.2f MiB  %7.3f s/step (predicted)\n", n, p->name,
+                   p->peak_device / 1048576.0, p->sec);
+        else printf("  swap %3d: none fits %s\n", n, st_bytes(b, budget));
+    }
+    if (adv->n_placed <= adv->swappable)
+        printf("  (from swap %d on, no checkpointing fits: more swapped blocks only wait for more weights)\n",
+               adv->n_placed - 1);
+    if (adv->placed >= 0) printf("  -> swap %d blocks\n\n", adv->placed);
+    else printf("  -> none fits: the search below at swap %d, the most\n\n", adv->swappable);
+}
+
 int cmd_advise(int argc, char **argv)
 {
-    const char *config_path = NULL, *memory = NULL, *bucket_steps = NULL, *precision = "";
+    const char *config_path = NULL, *memory = NULL, *bucket_steps = NULL, *precision = "", *link = NULL;
+    advise_options opt = {0};
     long long steps = 3;
     bool verify = false;
     const cli_flag flags[] = {{"--config", .text = &config_path},
                               {"--device-memory", .text = &memory, .required = true},
                               {"--steps", .whole = &steps, .min = 1, .max = CLI_STEPS_MAX},
-                              {"--verify", .on = &verify}, {"--bucket-steps", .text = &bucket_steps}, {0}};
+                              {"--verify", .on = &verify}, {"--bucket-steps", .text = &bucket_steps},
+                              {"--link-bandwidth", .text = &link}, {"--rates-from", .text = &opt.rates_preset},
+                              {"--quick", .on = &opt.quick}, {0}};
     cli_args a;
     int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(advise_help, stdout), 0) : rc;
-    size_t budget = 0;
-    char json[160];
-    config *probe;
-    snprintf(json, sizeof json, "{\"device_memory\": \"%.100s\"}", memory);
-    st_status st = config_parse(json, "--device-memory", &probe);
-    if (!st) st = config_bytes(probe, "device_memory", &budget), config_free(probe);
-    if (st) {
-        fprintf(stderr, "segtrain advise: %s\n", st_error());
+    size_t budget = 0, link_rate = 0;
+    if (cli_size("segtrain advise", "--device-memory", memory, false, &budget) ||
+        (link && cli_size("segtrain advise", "--link-bandwidth", link, true, &link_rate)))
         return 2;
-    }
+    st_status st;
     factory_ctx ctx = {config_path, &a, NULL, NULL};
     bucket_report buckets[MODEL_SHAPES_MAX];
     int n_buckets = 0, largest = -1;
@@ -344,14 +391,9 @@ int cmd_advise(int argc, char **argv)
         ctx.bucket = &buckets[largest].shape;
     }
     advice adv;
-    if ((st = advise(make_config, &ctx, advised, stdout, &adv))) return cli_error("advise");
-    const cost_rates *c = &adv.rates;
-    printf("cost model: %.3f s/step without checkpointing; GEMM %.1f GFLOP/s, attention %.1f GFLOP/s, "
-           "normalization %.1f GB/s, elementwise %.1f GB/s, %.3f s fixed (optimizer, glue)\n\n",
-           adv.t_none, c->per_unit[OP_GEMM] > 0 ? 1e-9 / c->per_unit[OP_GEMM] : 0,
-           c->per_unit[OP_ATTENTION] > 0 ? 1e-9 / c->per_unit[OP_ATTENTION] : 0,
-           c->per_unit[OP_NORM] > 0 ? 1e-9 / c->per_unit[OP_NORM] : 0,
-           c->per_unit[OP_POINTWISE] > 0 ? 1e-9 / c->per_unit[OP_POINTWISE] : 0, c->fixed);
+    opt.link_rate = (double)link_rate;
+    if ((st = advise(make_config, &ctx, advised, &opt, stdout, &adv))) return cli_error("advise");
+    print_rates(&adv, &opt);
     if (adv.noisy)
         printf("noisy: the calibration's steps took %.3f to %.3f s: the machine was busy, so these rates and every "
                "time below are suspect (the peaks are not); advise again on a quiet machine\n\n",
@@ -361,9 +403,11 @@ int cmd_advise(int argc, char **argv)
     for (int i = 0; i < adv.n_rule; i++) print_schedule("  ", &adv.rule[i]);
     if (adv.rule_choice >= 0) printf("  -> %s\n\n", adv.rule[adv.rule_choice].name);
     else printf("  -> nothing in the rule fits\n\n");
-    printf("search over %d schedules:\n", adv.searched);
+    print_placement(&adv, advised);
+    if (opt.quick) printf("search: the placement's answer alone (--quick)\n");
+    else printf("search over %d schedules:\n", adv.searched);
     if (adv.found) print_schedule("  fastest that fits: ", &adv.best);
-    else printf("  none fits %s\n", st_bytes(b, advised));
+    else if (!opt.quick) printf("  none fits %s\n", st_bytes(b, advised));
     printf("\nper-block planner:\n");
     if (adv.planned_found) {
         print_schedule("  ", &adv.planned);

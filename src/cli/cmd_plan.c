@@ -12,7 +12,7 @@
 #include "segtrain/train.h"
 
 static const char plan_help[] =
-    "usage: segtrain plan --config C [--json] [--parts] [--ranks N] [--set key=value ...]\n"
+    "usage: segtrain plan --config C [--json] [--parts] [--ranks N] [--link-bandwidth RATE] [--set key=value ...]\n"
     "\n"
     "Prints the checkpoint plan of every block sequence of the configured model, as\n"
     "  blocks 0-1 ckpt | 2-3 keep | 4-5 ckpt ...\n"
@@ -28,7 +28,13 @@ static const char plan_help[] =
     "prints the plan its model is planned by (its own from gradient_checkpointing_bucket_plans, or the run's\n"
     "schedule), and the plan that follows is the largest one's: the run's peak. With data_backend_config the\n"
     "buckets are the data's: its images put in SimpleTuner's aspect buckets as train puts them (each backend's\n"
-    "and bucket's line on stderr), one shape for each bucket that trains.\n";
+    "and bucket's line on stderr), one shape for each bucket that trains.\n"
+    "With block swap (musubi_blocks_to_swap), or offload and --link-bandwidth, it says what crosses the host-device\n"
+    "link in a step (the swapped weights, brought in at each swapped block's forward, recompute and backward; what\n"
+    "offload sends out and brings back) and its seconds at the link's bandwidth: measured here (64 MiB copies), or\n"
+    "--link-bandwidth RATE (e.g. 25GB/s, a PCIe 4 x16 figure) for another machine. The step waits for the swapped\n"
+    "weights (each block's are brought in right before it runs, not prefetched); offload's copies run on the copy\n"
+    "thread behind compute, taken as hidden, as advise prices them.\n";
 
 #define PARTS_SHOWN 100
 
@@ -37,6 +43,9 @@ typedef struct plan_report {
     size_t optimizer_bytes;
     pool_stats sim, host; /* the dry step's */
     op_profile work;      /* and the work its ops counted */
+    link_traffic moved;   /* and what crossed the link */
+    double link_rate;     /* bytes a second (0: the link is not said) */
+    bool link_measured;
 } plan_report;
 
 static size_t boundary_bytes(const seq_plan *p, const block_seq *s) { return seq_plan_boundary_bytes(p, s); }
@@ -72,6 +81,21 @@ static void print_swap(model *m)
     printf("), each block's brought into one device buffer (at most ");
     print_bytes(stdout, most);
     printf(") around its forward, recompute and backward; adapters on the device\n");
+}
+
+/* What crosses the link in a step and its seconds (advise.h's link_seconds_waited and link_seconds_all). */
+static void print_link(const plan_report *r)
+{
+    if (r->link_rate <= 0) return;
+    const cost_rates rates = {.link_per_byte = 1 / r->link_rate};
+    const link_traffic *t = &r->moved;
+    char b[3][24];
+    printf("host-device link per step: %s of swapped weights in, %s of offload out and %s back; at %.2f GB/s (%s) "
+           "%.4g s waited for the weights (brought in right before each block runs, not prefetched), %.4g s of "
+           "offload copies hidden behind compute (the copy thread)\n", st_bytes(b[0], t->swap_in),
+           st_bytes(b[1], t->offload_out), st_bytes(b[2], t->offload_in), r->link_rate * 1e-9,
+           r->link_measured ? "measured here" : "--link-bandwidth", link_seconds_waited(&rates, t),
+           link_seconds_all(&rates, t) - link_seconds_waited(&rates, t));
 }
 
 static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
@@ -156,6 +180,7 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
     print_peak(stdout, "predicted peak device memory of a training step", &r->sim);
     if (r->host.peak) print_peak(stdout, "predicted peak host memory of a training step", &r->host);
     print_swap(m);
+    print_link(r);
 }
 
 static void print_json(model *m, const plan_report *r, const bucket_report *buckets, int n_buckets)
@@ -221,6 +246,18 @@ static void print_json(model *m, const plan_report *r, const bucket_report *buck
     for (int i = 0; i < n; i++) moved += seq_plan_offload_bytes(model_plan(m, i), &seqs[i]);
     cJSON_AddNumberToObject(root, "bytes_to_host_per_step", (double)moved);
     cJSON_AddNumberToObject(root, "bytes_to_device_per_step", (double)moved);
+    if (r->link_rate > 0) { /* as the text's line: only where it is said */
+        const cost_rates rates = {.link_per_byte = 1 / r->link_rate};
+        cJSON *lj = cJSON_AddObjectToObject(root, "link");
+        cJSON_AddNumberToObject(lj, "swap_in_bytes", (double)r->moved.swap_in);
+        cJSON_AddNumberToObject(lj, "offload_out_bytes", (double)r->moved.offload_out);
+        cJSON_AddNumberToObject(lj, "offload_in_bytes", (double)r->moved.offload_in);
+        cJSON_AddNumberToObject(lj, "bytes_per_second", r->link_rate);
+        cJSON_AddBoolToObject(lj, "measured", r->link_measured);
+        cJSON_AddNumberToObject(lj, "seconds_waited", link_seconds_waited(&rates, &r->moved));
+        cJSON_AddNumberToObject(lj, "seconds_hidden", link_seconds_all(&rates, &r->moved) -
+                                                          link_seconds_waited(&rates, &r->moved));
+    }
     cJSON_AddNumberToObject(root, "gemm_flops_per_step", r->work.flops[OP_GEMM]);
     cJSON_AddNumberToObject(root, "attention_flops_per_step", r->work.flops[OP_ATTENTION]);
     cJSON *peak = cJSON_AddObjectToObject(root, "predicted_peak_device_bytes");
@@ -322,14 +359,17 @@ static void print_parts(model *m, pool *device)
 
 int cmd_plan(int argc, char **argv)
 {
-    const char *config_path = NULL;
+    const char *config_path = NULL, *link = NULL;
     bool json = false, parts = false;
     long long ranks = 1;
     const cli_flag flags[] = {{"--config", .text = &config_path}, {"--json", .on = &json}, {"--parts", .on = &parts},
-                              {"--ranks", .whole = &ranks, .min = 1, .max = 1 << 20}, {0}};
+                              {"--ranks", .whole = &ranks, .min = 1, .max = 1 << 20},
+                              {"--link-bandwidth", .text = &link}, {0}};
     cli_args a;
     int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(plan_help, stdout), 0) : rc;
+    size_t link_rate = 0;
+    if (link && cli_size("segtrain plan", "--link-bandwidth", link, true, &link_rate)) return 2;
     config *cfg;
     cli_model cm = {0};
     st_status st = cli_load_config(config_path, &a, &cfg);
@@ -358,9 +398,19 @@ int cmd_plan(int argc, char **argv)
         const int64_t grads = model_params(at.m)->grad_count;
         r.optimizer_bytes = train_optimizer_bytes(cfg, model_params(at.m), (int)ranks);
         if (parts) pool_record_peak_parts(cm.device, true);
+        link_traffic before;
+        link_traffic_read(at.m, &before);
         ops_profile_start();
         st = flow_step_dry(&at, r.batch, (int)ranks, &r.sim, &r.host);
         ops_profile_stop(&r.work);
+        r.moved = link_traffic_since(at.m, &before);
+        /* said where blocks swap (measured here unless given), or where it is given and offload moves something */
+        r.link_rate = (double)link_rate;
+        if (!st && !link_rate && r.moved.swap_in) {
+            st = link_bandwidth_measure(&r.link_rate);
+            r.link_measured = true;
+        }
+        if (!r.moved.swap_in && !r.moved.offload_out && !r.moved.offload_in) r.link_rate = 0;
         if (!st && json) print_json(at.m, &r, buckets, listed ? n_buckets : 0);
         else if (!st) print_text(&cm.cs, at.m, &r);
         if (!st && !json && ranks > 1) {

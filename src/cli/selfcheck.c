@@ -79,9 +79,9 @@ int cmd_selfcheck(int argc, char **argv)
         printf("usage: segtrain [--threads N] selfcheck\n\n"
                "Prints the engine's version, BLAS and thread count (with a note where the CPU takes faster OpenBLAS\n"
                "kernels than the ones loaded), measures the GEMM rate on DiT-S/2 shapes and checks that the math and\n"
-               "flash attention mechanisms agree. Says when the machine is busy (other processes running, more than a\n"
-               "quarter of the cores' worth, or two GEMM readings that differ by more than a quarter): speeds measured\n"
-               "then are not the machine's. Exits 1 if a check fails.\n");
+               "flash attention mechanisms agree, and measures the host-to-device copy bandwidth. Says when the machine\n"
+               "is busy (other processes running, more than a quarter of the cores' worth, or two GEMM readings that\n"
+               "differ by more than a quarter): speeds measured then are not the machine's. Exits 1 if a check fails.\n");
         return strcmp(argv[1], "--help") && strcmp(argv[1], "-h") ? 2 : 0;
     }
     printf("segtrain %s\n", SEGTRAIN_VERSION);
@@ -105,6 +105,8 @@ int cmd_selfcheck(int argc, char **argv)
     st_status s = p ? gemm_rate(p, &gflops) : st_host_oom("a pool");
     if (!s) s = gemm_rate(p, &again); /* a second reading: on a busy machine the two disagree */
     if (!s) s = attention_agreement(p, &diff, kept);
+    double link = 0;
+    if (!s) s = link_bandwidth_measure(&link);
     size_t peak = p ? pool_peak(p) : 0, leaks = pool_destroy(p);
     if (s) {
         fprintf(stderr, "segtrain selfcheck: %s\n", st_error());
@@ -113,6 +115,8 @@ int cmd_selfcheck(int argc, char **argv)
     const double tol = 1e-5;
     printf("gemm     %.1f GFLOP/s (2048x384 @ 384x1536, the fc1 of dit-s2 at batch 8; the better of 2 readings)\n",
            fmax(gflops, again));
+    printf("link     %.2f GB/s host to device (64 MiB copies on the copy engine: what advise and plan price block "
+           "swap's weights at)\n", link * 1e-9);
     char busy[400];
     const int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (machine_load_note(others, cores, gflops, again, busy, sizeof busy)) printf("load     %s\n", busy);

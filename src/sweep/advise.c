@@ -20,17 +20,21 @@ void schedule_describe(schedule *s)
         at = (size_t)snprintf(s->name, sizeof s->name, "%s interval %d", ckpt_backend_name(c->backend), c->interval);
         if (c->stride != c->interval) at += (size_t)snprintf(s->name + at, sizeof s->name - at, " stride %d", c->stride);
     }
-    if (c->offload_attention && at < sizeof s->name) snprintf(s->name + at, sizeof s->name - at, " + attention offload");
+    if (c->offload_attention && at < sizeof s->name)
+        at += (size_t)snprintf(s->name + at, sizeof s->name - at, " + attention offload");
     if (c->keep_attention_output && at < sizeof s->name)
-        snprintf(s->name + at, sizeof s->name - at, " + attention output kept");
+        at += (size_t)snprintf(s->name + at, sizeof s->name - at, " + attention output kept");
+    if (s->places && s->blocks_to_swap && at < sizeof s->name)
+        snprintf(s->name + at, sizeof s->name - at, " + swap %d blocks", s->blocks_to_swap);
     ckpt_settings_text(c, s->sets, sizeof s->sets);
+    const size_t end = strlen(s->sets);
+    if (s->places) snprintf(s->sets + end, sizeof s->sets - end, ";musubi_blocks_to_swap=%d", s->blocks_to_swap);
 }
 
 /* Measures one schedule: the median seconds of a few steps, and their op profile. */
-static st_status measure(config_factory make, void *ctx, ckpt_settings cs, FILE *progress, double *sec,
+static st_status measure(config_factory make, void *ctx, schedule s, FILE *progress, double *sec,
                          op_profile *work, sweep_cell *out)
 {
-    schedule s = {.cs = cs};
     schedule_describe(&s);
     config *cfg = make(ctx, s.sets);
     if (!cfg) return ST_ERR_INVALID;
@@ -70,14 +74,70 @@ double cost_predict(const cost_rates *r, const op_profile *work)
     return sec;
 }
 
+void link_traffic_read(model *m, link_traffic *out)
+{
+    copy_engine *e = model_copy_engine(m);
+    copy_stats cs = {0};
+    if (e) copy_engine_stats(e, &cs);
+    out->swap_in = model_params(m)->swap_bytes_in;
+    out->offload_out = cs.bytes[COPY_TO_HOST];
+    /* the engine counts the swapped weights' copies too */
+    out->offload_in = cs.bytes[COPY_TO_DEVICE] - out->swap_in;
+}
+
+link_traffic link_traffic_since(model *m, const link_traffic *before)
+{
+    link_traffic now;
+    link_traffic_read(m, &now);
+    return (link_traffic){now.swap_in - before->swap_in, now.offload_out - before->offload_out,
+                          now.offload_in - before->offload_in};
+}
+
+double link_seconds_waited(const cost_rates *r, const link_traffic *t) { return r->link_per_byte * (double)t->swap_in; }
+
+double link_seconds_all(const cost_rates *r, const link_traffic *t)
+{
+    return r->link_per_byte * (double)(t->swap_in + t->offload_out + t->offload_in);
+}
+
+st_status link_bandwidth_measure(double *bytes_per_sec)
+{
+    const size_t bytes = (size_t)64 << 20;
+    pool *dev = pool_create(POOL_DEVICE, 0), *host = pool_create(POOL_HOST, 0);
+    copy_engine *e = NULL;
+    void *src = NULL, *dst = NULL;
+    st_status st = dev && host ? copy_engine_create(&e) : st_host_oom("the link benchmark's pools");
+    if (!st) st = pool_alloc_zero(host, bytes, MEM_WORKSPACE, "link benchmark (host)", &src);
+    if (!st) st = pool_alloc_zero(dev, bytes, MEM_WORKSPACE, "link benchmark (device)", &dst);
+    double best = 0, start = clock_seconds();
+    for (int k = 0; !st && (k < 3 || clock_seconds() - start < 0.25); k++) { /* the first warms the pages */
+        copy_job *job;
+        const double t0 = clock_seconds();
+        st = copy_submit(e, COPY_TO_DEVICE, dst, src, bytes, &job);
+        if (!st) st = copy_wait(e, job);
+        const double t = clock_seconds() - t0;
+        if (!st && k > 0 && t > 0 && (double)bytes / t > best) best = (double)bytes / t;
+    }
+    copy_engine_destroy(e);
+    if (dev) pool_free(dev, dst);
+    if (host) pool_free(host, src);
+    pool_destroy(dev);
+    pool_destroy(host);
+    *bytes_per_sec = best;
+    return st;
+}
+
 st_status cost_of_dry_step(model_run *r, int64_t batch, int ranks, const cost_rates *rates,
                            pool_stats *dev, pool_stats *host, double *sec)
 {
     op_profile work;
+    link_traffic before;
+    link_traffic_read(r->m, &before);
     ops_profile_start();
     const st_status st = flow_step_dry(r, batch, ranks, dev, host);
     ops_profile_stop(&work);
-    *sec = cost_predict(rates, &work);
+    const link_traffic moved = link_traffic_since(r->m, &before);
+    *sec = cost_predict(rates, &work) + link_seconds_waited(rates, &moved);
     return st;
 }
 
@@ -127,6 +187,67 @@ void search_uniform(model_run *r, int64_t batch, int ranks, const cost_rates *ra
                     }
 }
 
+/* The most blocks musubi_blocks_to_swap may swap in m: all the manager counts but one, under LoRA or LyCORIS (full
+ * fine-tuning is refused with swap); 0 where the family has no block swap. */
+static int swap_limit(model *m)
+{
+    const int n = model_swappable_blocks(m);
+    return n > 1 && model_get_config(m)->lora_rank ? n - 1 : 0;
+}
+
+/* r on the config make(ctx, sets) builds, and its train_batch_size. */
+static st_status open_run(config_factory make, void *ctx, const char *sets, model_run *r, int64_t *batch)
+{
+    config *cfg = make(ctx, sets);
+    if (!cfg) return ST_ERR_INVALID;
+    const st_status st = model_run_open(cfg, false, r);
+    *batch = config_int(cfg, "train_batch_size");
+    config_free(cfg);
+    return st;
+}
+
+static const ckpt_settings place_candidates[] = {
+    {.interval = 1, .stride = 1}, /* first: where it fits, more swapped blocks only add link time */
+    {.enabled = true, .backend = BACKEND_TORCH_FFN, .interval = 1, .stride = 1},
+    {.enabled = true, .backend = BACKEND_TORCH, .interval = 1, .stride = 1},
+    {.enabled = true, .backend = BACKEND_UNSLOTH_FFN, .interval = 1, .stride = 1},
+    {.enabled = true, .backend = BACKEND_UNSLOTH, .interval = 1, .stride = 1},
+    {.enabled = true, .backend = BACKEND_TORCH, .interval = 1, .stride = 1, .offload_attention = true},
+    {.enabled = true, .backend = BACKEND_UNSLOTH, .interval = 1, .stride = 1, .offload_attention = true},
+};
+
+/* The placement: every count of swapped blocks under the candidates, each count's fastest that fits in a->place;
+ * the count whose one is fastest (the fewer blocks on a tie) in *best, -1 when none fits. It stops at the first
+ * count where no checkpointing fits: a count above it computes no less and waits for more weights. */
+static st_status place(config_factory make, void *ctx, int ranks, const cost_rates *rates, size_t budget, advice *a,
+                       int *best)
+{
+    *best = -1;
+    bool plain_fits = false;
+    for (int n = 0; n <= a->swappable && n < PLACE_MAX && !plain_fits; n++) {
+        char sets[48];
+        snprintf(sets, sizeof sets, "musubi_blocks_to_swap=%d", n);
+        model_run r;
+        int64_t batch;
+        const st_status st = open_run(make, ctx, sets, &r, &batch);
+        if (st) return st;
+        placement *p = &a->place[n];
+        *p = (placement){0};
+        for (size_t k = 0; k < sizeof place_candidates / sizeof *place_candidates; k++) {
+            schedule s = {.cs = place_candidates[k], .places = true, .blocks_to_swap = n};
+            predict(&r, batch, ranks, rates, budget, &s);
+            plain_fits |= k == 0 && s.fits;
+            if (s.fits && (!p->fits || s.sec < p->sec))
+                snprintf(p->name, sizeof p->name, "%s", s.name), p->sec = s.sec, p->peak_device = s.peak_device,
+                    p->fits = true, p->candidate = (int)k;
+        }
+        model_run_close(&r);
+        a->n_placed = n + 1;
+        if (p->fits && (*best < 0 || p->sec < a->place[*best].sec)) *best = n;
+    }
+    return ST_OK;
+}
+
 const schedule *advice_pick(const advice *a)
 {
     /* the plan only where it is predicted faster by more than the cost model's error (a few per cent on dit-s2,
@@ -137,9 +258,10 @@ const schedule *advice_pick(const advice *a)
 
 /* The search, the per-block planner seeded with its answer, and the pick in a bucket plan's words: "none" where it
  * checkpoints nothing and offloads nothing, else the plan it makes of r's model. */
-static st_status search_and_plan(model_run *r, int64_t batch, int ranks, size_t budget, FILE *progress, advice *a)
+static st_status search_and_plan(model_run *r, int64_t batch, int ranks, size_t budget, bool search, FILE *progress,
+                                 advice *a)
 {
-    search_uniform(r, batch, ranks, &a->rates, budget, &a->best, &a->found, &a->searched);
+    if (search) search_uniform(r, batch, ranks, &a->rates, budget, &a->best, &a->found, &a->searched);
     st_status st = plan_blocks(r, batch, ranks, &a->rates, budget, a->found ? &a->best : NULL, progress, &a->planned,
                                &a->planned_found);
     const schedule *pick = st ? NULL : advice_pick(a);
@@ -149,65 +271,120 @@ static st_status search_and_plan(model_run *r, int64_t batch, int ranks, size_t 
     return st;
 }
 
-st_status advise_at_rates(config_factory make, void *ctx, size_t budget, const cost_rates *rates, FILE *progress,
-                          advice *a)
+/* The placement where the model can swap blocks (a->swappable), then the search and the per-block planner at the
+ * count it chose (the most blocks where nothing fits), their answers saying that count; else the two alone. */
+static st_status place_and_plan(config_factory make, void *ctx, int ranks, size_t budget, bool search, FILE *progress,
+                                advice *a)
 {
-    *a = (advice){.rule_choice = -1, .rates = *rates};
-    config *cfg = make(ctx, "");
-    if (!cfg) return ST_ERR_INVALID;
     model_run r;
-    st_status st = model_run_open(cfg, false, &r);
-    const int64_t batch = config_int(cfg, "train_batch_size");
-    config_free(cfg);
+    int64_t batch;
+    st_status st = open_run(make, ctx, "", &r, &batch);
     if (st) return st;
-    block_seq *seqs;
-    for (int q = 0, nq = model_sequences(r.m, &seqs); q < nq; q++) a->n_blocks += seqs[q].n;
-    st = search_and_plan(&r, batch, 1, budget, progress, a);
+    a->swappable = swap_limit(r.m);
+    a->placed = a->swappable ? -1 : 0;
+    if (a->swappable) {
+        model_run_close(&r);
+        int n = 0;
+        char sets[48];
+        st = place(make, ctx, ranks, &a->rates, budget, a, &n);
+        a->placed = n;
+        snprintf(sets, sizeof sets, "musubi_blocks_to_swap=%d", n < 0 ? a->swappable : n);
+        if (!st) st = open_run(make, ctx, sets, &r, &batch);
+        if (st) return st;
+    }
+    if (!search && a->placed >= 0) { /* the placement's answer stands for the search's */
+        a->best = (schedule){.cs = place_candidates[a->place[a->placed].candidate]};
+        predict(&r, batch, ranks, &a->rates, budget, &a->best);
+        a->found = a->best.fits, a->searched = 1;
+    }
+    st = search_and_plan(&r, batch, ranks, budget, search, progress, a);
     model_run_close(&r);
+    schedule *answers[] = {&a->best, &a->planned};
+    for (int k = 0; k < 2 && a->swappable; k++) {
+        answers[k]->places = true;
+        answers[k]->blocks_to_swap = a->placed < 0 ? a->swappable : a->placed;
+        schedule_describe(answers[k]);
+    }
     return st;
 }
 
-st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, advice *a)
+st_status advise_at_rates(config_factory make, void *ctx, size_t budget, const cost_rates *rates, FILE *progress,
+                          advice *a)
 {
-    *a = (advice){.rule_choice = -1};
-    config *cfg = make(ctx, "");
-    if (!cfg) return ST_ERR_INVALID;
+    *a = (advice){.rule_choice = -1, .rates = *rates,
+                  .link_rate = rates->link_per_byte > 0 ? 1 / rates->link_per_byte : 0};
     model_run r;
-    st_status st = model_run_open(cfg, false, &r);
-    const int64_t batch = config_int(cfg, "train_batch_size");
-    const int ranks = 1; /* a process's step, the whole optimizer state */
-    config_free(cfg);
+    int64_t batch;
+    st_status st = open_run(make, ctx, "", &r, &batch);
     if (st) return st;
     block_seq *seqs;
     for (int q = 0, nq = model_sequences(r.m, &seqs); q < nq; q++) a->n_blocks += seqs[q].n;
+    model_run_close(&r);
+    return place_and_plan(make, ctx, 1, budget, true, progress, a);
+}
 
-    /* calibration: one real step without checkpointing gives this machine's rates; refused, rather than run into
-     * swap or the OOM killer, where that step needs more memory than the machine has */
+/* advise_options.rates_preset's config: the preset at batch 4, with the overrides */
+static config *preset_config(void *ctx, const char *sets)
+{
+    char json[160];
+    config *cfg = NULL;
+    snprintf(json, sizeof json, "{\"model_preset\": \"%.100s\", \"train_batch_size\": 4}", (const char *)ctx);
+    if (config_parse(json, "the calibration", &cfg) || config_set_all(cfg, sets)) {
+        config_free(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+/* The rates: one real step without checkpointing (or block swap: the fixed seconds then hold no link time, which the
+ * cost model prices apart) of r's config, or of the options' preset; refused, rather than run into swap or the OOM
+ * killer, where the config's step needs more memory than the machine has. */
+static st_status calibrate(config_factory make, void *ctx, model_run *r, int64_t batch, int ranks,
+                           const advise_options *o, FILE *progress, advice *a)
+{
     const ckpt_settings none = {.interval = 1, .stride = 1};
     pool_stats dev, host;
     const double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    st = model_set_checkpointing(r.m, &none, NULL, 0);
-    if (!st) st = flow_step_dry(&r, batch, ranks, &dev, &host);
-    if (!st && have > 0 && (double)(dev.peak + host.peak) > have)
+    st_status st = model_set_checkpointing(r->m, &none, NULL, 0);
+    if (!st && !o->rates_preset) st = flow_step_dry(r, batch, ranks, &dev, &host);
+    if (!st && !o->rates_preset && have > 0 && (double)(dev.peak + host.peak) > have)
         st = st_fail(ST_ERR_UNSUPPORTED, "advise calibrates this machine's rates with a real step of the config "
                      "without checkpointing, which needs %.2f GiB; this machine has %.2f GiB of memory (the dry "
-                     "numbers of every schedule, without times: segtrain plan, or bench_plan)",
+                     "numbers of every schedule, without times: segtrain plan, or bench_plan; or --rates-from dit-s2)",
                      (double)(dev.peak + host.peak) / 1073741824.0, have / 1073741824.0);
-    if (st) {
-        model_run_close(&r);
-        return st;
-    }
     op_profile measured;
     sweep_cell calibration;
-    st = measure(make, ctx, none, progress, &a->t_none, &measured, &calibration);
-    if (st) {
-        model_run_close(&r);
-        return st;
-    }
+    const schedule calibrated = {.cs = none, .places = !o->rates_preset && swap_limit(r->m) > 0};
+    if (!st && o->rates_preset) st = measure(preset_config, (void *)o->rates_preset, calibrated, progress, &a->t_none,
+                                             &measured, &calibration);
+    else if (!st) st = measure(make, ctx, calibrated, progress, &a->t_none, &measured, &calibration);
+    if (st) return st;
     a->t_none_min = calibration.sec_min, a->t_none_max = calibration.sec_max;
     a->noisy = sweep_cell_noisy(&calibration);
     a->rates = cost_calibrate(&measured, a->t_none);
+    if (o->rates_preset) a->rates.fixed = 0; /* the preset's optimizer and bookkeeping say nothing of this model's */
+    a->rates.link_per_byte = a->link_rate > 0 ? 1 / a->link_rate : 0;
+    return ST_OK;
+}
+
+st_status advise(config_factory make, void *ctx, size_t budget, const advise_options *o, FILE *progress, advice *a)
+{
+    *a = (advice){.rule_choice = -1, .link_rate = o->link_rate};
+    st_status st = o->link_rate > 0 ? ST_OK : link_bandwidth_measure(&a->link_rate);
+    a->link_measured = o->link_rate <= 0;
+    if (st) return st;
+    model_run r;
+    int64_t batch;
+    const int ranks = 1; /* a process's step, the whole optimizer state */
+    if ((st = open_run(make, ctx, "", &r, &batch))) return st;
+    block_seq *seqs;
+    for (int q = 0, nq = model_sequences(r.m, &seqs); q < nq; q++) a->n_blocks += seqs[q].n;
+    if ((st = calibrate(make, ctx, &r, batch, ranks, o, progress, a))) {
+        model_run_close(&r);
+        return st;
+    }
     const int n = a->n_blocks ? a->n_blocks : 1;
+    const ckpt_settings none = {.interval = 1, .stride = 1};
 
     /* SimpleTuner's decision rule: none; torch-ffn, torch, unsloth-ffn, unsloth; then a wider interval while it fits */
     const ckpt_backend order[] = {BACKEND_TORCH_FFN, BACKEND_TORCH, BACKEND_UNSLOTH_FFN, BACKEND_UNSLOTH};
@@ -231,7 +408,6 @@ st_status advise(config_factory make, void *ctx, size_t budget, FILE *progress, 
         a->rule_choice = a->n_rule - 1;
     }
 
-    st = search_and_plan(&r, batch, ranks, budget, progress, a);
     model_run_close(&r);
-    return st;
+    return place_and_plan(make, ctx, ranks, budget, !o->quick, progress, a);
 }

@@ -341,6 +341,7 @@ st_status model_set_host_pool(model *m, pool *host)
 }
 
 copy_engine *model_copy_engine(model *m) { return m->off.engine; }
+
 offload *model_offload(model *m) { return m->off.host ? &m->off : NULL; }
 
 /* Whether name holds the pattern term t[0, len) where its marks say (internal.h's init_rule). */
