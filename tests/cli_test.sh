@@ -240,6 +240,10 @@ grep -q "^  swap   0: none fits" <<<"$out" && grep -q "^  -> swap [1-3] blocks" 
 verified=$(grep -c "sec/step measured" <<<"$out")
 [ "$verified" -ge 1 ] && [ "$(grep -c "peak measured .*(+0.00%)" <<<"$out")" = "$verified" ] &&
   ok "advise --verify with swapped blocks: each measured peak is the predicted one" || bad "advise --verify, swap: $out"
+out=$("$bin" sweep "${lo[@]}" --modes layer,layer+swap2,unsloth+swap3+int8-quanto --steps 1 --warmup 0 --out swap-sweep 2>&1)
+grep -qE "^\| layer\+swap2 +\| [0-9.]+ s / " <<<"$out" && grep -qE "^\| unsloth\+swap3\+int8-quanto +\| [0-9.]+ s / " <<<"$out" &&
+  ! grep -q "same plan" <<<"$out" && ok "sweep rows with swapped blocks and a quantized base, each its own" ||
+  bad "sweep, swap rows: $out"
 echo '{"model_preset": "dit-tiny", "train_batch_size": 2, "gradient_checkpointing": true,
   "gradient_checkpointing_plan": "0-1 ckpt | 2 ffn | 3 keep + attention-offload"}' > planned.json
 expect 0 "sweep runs the config's own plan as a row of its own" "^\| plan +\| [0-9.]+ s / " -- "$bin" sweep \

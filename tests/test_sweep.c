@@ -84,6 +84,15 @@ static void test_settings_text(void)
     CHECKF(!sweep_parse_mode("unsloth-ffn", &one) && !strcmp(one.name, "unsloth-ffn") &&
                !strcmp(one.sets, SETS("true", "unsloth-ffn", "1", "1", "false")),
            "a standard row by name: %s", one.sets);
+    /* with where its weights live (issue 43): swapped blocks and a quantized base after a standard row */
+    CHECKF(!sweep_parse_mode("unsloth-ffn+swap2+int8-quanto", &one) && !strcmp(one.name, "unsloth-ffn+swap2+int8-quanto") &&
+               !strcmp(one.sets, SETS("true", "unsloth-ffn", "1", "1", "false")
+                                 ";musubi_blocks_to_swap=2;base_model_precision=int8-quanto"),
+           "a standard row with swap and a base: %s", one.sets);
+    const char *bad[] = {"layr+swap2", "layer+swap", "layer+swap2x", "layer+", "layer++int8-quanto"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECKF(sweep_parse_mode(bad[i], &one) == ST_ERR_INVALID && strstr(st_error(), bad[i]), "%s: %s", bad[i],
+               st_error());
 
     const char *huge[] = {"gradient_checkpointing_interval=3000000000",
                           "gradient_checkpointing_segment_stride=4294967298"};

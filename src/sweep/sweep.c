@@ -49,15 +49,43 @@ int sweep_standard_modes(sweep_mode *out, int max)
     return N_STANDARD < max ? N_STANDARD : max;
 }
 
+/* "layer+swap4+int8-quanto": a standard row with where its weights live (docs/WEIGHTS.md): +swapN sets
+ * musubi_blocks_to_swap N, any other +word the base_model_precision (the config refuses what is not built). */
+static st_status parse_placed(const char *text, sweep_mode *out)
+{
+    const size_t row = strcspn(text, "+");
+    int i = 0;
+    while (i < N_STANDARD && (strlen(standard[i].name) != row || strncmp(text, standard[i].name, row))) i++;
+    if (i == N_STANDARD || strlen(text) >= SWEEP_NAME_MAX)
+        return st_fail(ST_ERR_INVALID, "--modes: '%s': a row with + is a standard row, then +swapN (musubi_blocks_to_swap) "
+                       "or +a base_model_precision (e.g. layer+swap4+int8-quanto)", text);
+    *out = standard_mode(i);
+    snprintf(out->name, sizeof out->name, "%s", text);
+    for (const char *w = text + row; *w == '+';) {
+        const size_t len = strcspn(w + 1, "+"), at = strlen(out->sets);
+        char *end = NULL;
+        const long n = !strncmp(w + 1, "swap", 4) ? strtol(w + 5, &end, 10) : -1;
+        if (!len || (end && (end != w + 1 + len || end == w + 5 || n < 0)))
+            return st_fail(ST_ERR_INVALID, "--modes: '%s': '+%.*s' is neither +swapN nor +a base_model_precision", text,
+                           (int)len, w + 1);
+        if (end) snprintf(out->sets + at, sizeof out->sets - at, ";musubi_blocks_to_swap=%ld", n);
+        else snprintf(out->sets + at, sizeof out->sets - at, ";base_model_precision=%.*s", (int)len, w + 1);
+        w += 1 + len;
+    }
+    return ST_OK;
+}
+
 st_status sweep_parse_mode(const char *text, sweep_mode *out)
 {
     for (int i = 0; i < N_STANDARD; i++)
         if (!strcmp(text, standard[i].name)) return *out = standard_mode(i), ST_OK;
     const char *colon = strchr(text, ':');
+    if (!colon && strchr(text, '+')) return parse_placed(text, out);
     if (!colon || colon == text || (size_t)(colon - text) >= SWEEP_NAME_MAX || !colon[1] || strlen(colon + 1) >= SWEEP_TEXT_MAX)
         return st_fail(ST_ERR_INVALID,
                        "--modes: '%s' is neither a standard row (none, layer, interval2, seg2-stride4, torch-ffn, "
-                       "unsloth, unsloth-ffn, activation-offload, seg2-stride4-offload) nor name:key=value,key=value",
+                       "unsloth, unsloth-ffn, activation-offload, seg2-stride4-offload; +swapN or +int8-quanto after "
+                       "one) nor name:key=value,key=value",
                        text);
     *out = (sweep_mode){0};
     memcpy(out->name, text, (size_t)(colon - text));
@@ -325,6 +353,19 @@ st_status sweep_cell_from_json(const char *text, sweep_cell *c)
     return ST_OK;
 }
 
+/* Whether two rows place the weights alike: the same musubi_blocks_to_swap and base_model_precision overrides (a
+ * plan's text says only what blocks keep). */
+static bool placed_alike(const sweep_mode *a, const sweep_mode *b)
+{
+    static const char *const keys[] = {"musubi_blocks_to_swap=", "base_model_precision="};
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        const char *x = strstr(a->sets, keys[k]), *y = strstr(b->sets, keys[k]);
+        if (!x != !y || (x && strcspn(x, ";") != strcspn(y, ";")) || (x && strncmp(x, y, strcspn(x, ";"))))
+            return false;
+    }
+    return true;
+}
+
 void sweep_mark_identical_plans(sweep_result *r)
 {
     for (int b = 0; b < r->n_budgets; b++)
@@ -332,6 +373,7 @@ void sweep_mark_identical_plans(sweep_result *r)
             sweep_cell *c = &r->cells[m * r->n_budgets + b];
             c->same_plan_as = -1;
             for (int e = 0; e < m && c->same_plan_as < 0 && c->plan[0]; e++)
-                if (!strcmp(r->cells[e * r->n_budgets + b].plan, c->plan)) c->same_plan_as = e;
+                if (!strcmp(r->cells[e * r->n_budgets + b].plan, c->plan) && placed_alike(&r->modes[e], &r->modes[m]))
+                    c->same_plan_as = e;
         }
 }
