@@ -9,7 +9,8 @@ blocks, all but one; where the family has no block swap, its refusal is said and
 sweep's standard rows: the predicted peak device memory in GiB. Then `segtrain advise --quick --rates-from dit-s2`
 (the placement of the weights and the per-block planner, priced at this machine's rates measured on a dit-s2 step,
 and the link at --link-bandwidth) at each budget and precision: the count of swapped blocks and the schedule it
-chooses, with their peak and predicted seconds.
+chooses, with its peak (its predicted seconds are left out: each advise calibrates again, and on a busy machine the
+rates differ from run to run by more than the choices do).
 
     bench/swap_plans.py [--bin build/segtrain] [--configs A.json,B.json] [--link-bandwidth 25GB/s] [--threads 2]
 
@@ -75,10 +76,10 @@ def advise(args, config, precision, budget):
     if not m:
         return "nothing fits" if "nothing fits" in got.stdout else "failed: " + (got.stderr.strip().splitlines() or
                                                                                  ["exit %d" % got.returncode])[-1]
-    name, sec, peak = m.group(1), float(m.group(2)), float(m.group(3)) / 1024
+    name, peak = m.group(1), float(m.group(3)) / 1024
     swap = re.search(r" \+ swap (\d+) blocks$", name)
     name = name[:swap.start()] if swap else name
-    return "swap %s, %s: %.2f GiB, %.4g s" % (swap.group(1) if swap else "0", name, peak, sec)
+    return "swap %s, %s: %.2f GiB" % (swap.group(1) if swap else "0", name, peak)
 
 
 def measured_link(args):
@@ -115,7 +116,8 @@ def table(args, config):
     for why in sorted(refusals):
         print("\nNot planned: %s" % why)
     print("\nThe planner's choice (`advise --quick --rates-from dit-s2 --link-bandwidth %s`): swapped blocks, "
-          "schedule, peak and predicted seconds a step at this machine's rates.\n" % args.link_bandwidth)
+          "schedule and peak, the least predicted time at this machine's rates (each advise measures them again).\n"
+          % args.link_bandwidth)
     print("| precision | " + " | ".join(BUDGETS) + " |")
     print("|---|" + "---|" * len(BUDGETS))
     for p in PRECISIONS:
