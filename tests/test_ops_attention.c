@@ -261,6 +261,9 @@ static void free_result(result *r) { free(r->o), free(r->dq), free(r->dk), free(
 static int64_t s_kv_tokens(const attn_shape *s) { return s->kv_tokens ? s->kv_tokens : s->tokens; }
 static int64_t s_kv_heads(const attn_shape *s) { return s->kv_heads ? s->kv_heads : s->heads; }
 
+/* run_op's backward gets no output (out.data NULL): flash's D from P (ops.h) */
+static bool d_from_p;
+
 /* Forward with keep, backward with dout into gradients that start at g0 (NULL: zero; dk and dv start at g0's
  * first elements); results gathered contiguous. Also checks that padding around outputs and gradients is
  * untouched. A NULL mask calls the plain ops. */
@@ -275,12 +278,13 @@ static void run_op(const attn_shape *s, const attn_mask *mask, int layout, const
     const float *init = g0 ? g0 : zero;
     scatter(z.dq, init, B, T, D), scatter(z.dk, init, B, Tk, Dk), scatter(z.dv, init, B, Tk, Dk);
     op_state keep = {0};
+    const attn_view out = d_from_p ? (attn_view){0} : z.o;
     if (mask) {
         CHECK(attention_forward_masked(P, s, mask, z.o, z.q, z.k, z.v, &keep) == ST_OK);
-        CHECK(attention_backward_masked(P, s, mask, z.dq, z.dk, z.dv, z.dO, z.q, z.k, z.v, z.o, &keep) == ST_OK);
+        CHECK(attention_backward_masked(P, s, mask, z.dq, z.dk, z.dv, z.dO, z.q, z.k, z.v, out, &keep) == ST_OK);
     } else {
         CHECK(attention_forward(P, s, z.o, z.q, z.k, z.v, &keep) == ST_OK);
-        CHECK(attention_backward(P, s, z.dq, z.dk, z.dv, z.dO, z.q, z.k, z.v, z.o, &keep) == ST_OK);
+        CHECK(attention_backward(P, s, z.dq, z.dk, z.dv, z.dO, z.q, z.k, z.v, out, &keep) == ST_OK);
     }
     op_state_release(&keep);
     gather(r->o, z.o, B, T, D), gather(r->dq, z.dq, B, T, D), gather(r->dk, z.dk, B, Tk, Dk);
@@ -428,20 +432,24 @@ static void check_math_vs_flash_s(const attn_shape *shape, int mask_kind, bool s
     }
     mask_data md = make_mask_kv(mask_kind, sm.batch, T, Tk, T > Tk ? T : Tk, sparse, 3);
     const int64_t N = d.n > d.nk ? d.n : d.nk;
-    result rm = alloc_result(N), rf = alloc_result(N);
+    result rm = alloc_result(N), rf = alloc_result(N), rp = alloc_result(N);
     run_op(&sm, mask_of(&md), LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &rm);
     run_op(&sf, mask_of(&md), LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &rf);
+    d_from_p = true; /* and flash's backward with D from P, no output given */
+    run_op(&sf, mask_of(&md), LAYOUT_PACKED, d.q, d.k, d.v, d.w, NULL, &rp);
+    d_from_p = false;
     char what[128];
-    const float *a[4] = {rf.o, rf.dq, rf.dk, rf.dv}, *b[4] = {rm.o, rm.dq, rm.dk, rm.dv};
-    const char *nm[4] = {"out", "dq", "dk", "dv"};
-    const int64_t len[4] = {d.n, d.n, d.nk, d.nk};
-    for (int i = 0; i < 4; i++) {
+    const float *a[7] = {rf.o, rf.dq, rf.dk, rf.dv, rp.dq, rp.dk, rp.dv};
+    const float *b[7] = {rm.o, rm.dq, rm.dk, rm.dv, rm.dq, rm.dk, rm.dv};
+    const char *nm[7] = {"out", "dq", "dk", "dv", "dq (D from P)", "dk (D from P)", "dv (D from P)"};
+    const int64_t len[7] = {d.n, d.n, d.nk, d.nk, d.n, d.nk, d.nk};
+    for (int i = 0; i < 7; i++) {
         snprintf(what, sizeof what, "flash vs math %s T=%lld Tk=%lld H=%lld/%lld W=%lld lift %g %s",
                  mask_name(mask_kind), (long long)T, (long long)Tk, (long long)sm.heads, (long long)s_kv_heads(&sm),
                  (long long)sm.window, lift, nm[i]);
-        expect_close_f(what, a[i], b[i], len[i], 1e-5);
+        expect_close_f(what, a[i], b[i], len[i], i < 4 ? 1e-5 : 2e-5); /* D from P: summed by key tile */
     }
-    free_result(&rm), free_result(&rf), free_data(&d), free_mask(&md);
+    free_result(&rm), free_result(&rf), free_result(&rp), free_data(&d), free_mask(&md);
 }
 
 static void check_math_vs_flash(int64_t B, int64_t T, int64_t H, int64_t hd, int mask_kind)

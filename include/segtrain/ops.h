@@ -333,7 +333,11 @@ typedef enum attn_pass { ATTN_FORWARD, ATTN_FORWARD_KEEP, ATTN_BACKWARD } attn_p
 
 size_t attention_kept_bytes(const attn_shape *s);
 size_t attention_workspace_bytes(const attn_shape *s, int threads, attn_pass pass);
-/* Backward reads q, k, v and (flash) out. */
+/* Backward reads q, k, v and (flash) out, the forward's output, for D = rowsum(dO * O); out.data NULL (where dq or dk
+ * is asked for) takes D = rowsum(dP * P) from the recomputed P instead (flash: two more products a tile, the
+ * profile's 10 becoming 14; a device kernel leaves it to the CPU code): the same quantity, for a caller whose
+ * kept output is no longer the forward's float result (rounded to bf16 under mixed_precision bf16), as D from a
+ * rounded O would not match the P that backward recomputes. Math keeps P and never reads out. */
 st_status attention_forward(pool *p, const attn_shape *s, attn_view out, attn_view q, attn_view k, attn_view v,
                             op_state *keep);
 st_status attention_backward(pool *p, const attn_shape *s, attn_view dq, attn_view dk, attn_view dv, attn_view dout,

@@ -367,7 +367,8 @@ static st_status backward_body(dit_block *db, const block_state *in, block_saved
     if (s.status) goto done;
     s.status = attention_backward(p, &as, qkv_view(dqkv, 0, T, D), qkv_view(dqkv, 1, T, D), qkv_view(dqkv, 2, T, D),
                                   rows_view(datt, T, D), qkv_view(sv->qkv, 0, T, D), qkv_view(sv->qkv, 1, T, D),
-                                  qkv_view(sv->qkv, 2, T, D), rows_view(sv->att, T, D), &sv->attn);
+                                  qkv_view(sv->qkv, 2, T, D), bf16(db) ? (attn_view){0} : rows_view(sv->att, T, D),
+                                  &sv->attn); /* bf16: att is rounded, so D from P (ops.h) */
     if (s.status || (s.status = layernorm_forward(p, ln, x, NULL, NULL, N, D, DIT_LN_EPS, &stats))) goto done;
     float *dh1 = dproj;
     zero_bytes(dh1, (size_t)ND * sizeof(float));

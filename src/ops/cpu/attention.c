@@ -21,7 +21,8 @@
  *   math  backward: T*Tk per thread for dP/dS;
  *   flash forward : BrF*Bc score tile, another for the rare rows whose scores are taken again, running max and
  *                   sum (2*BrF), with or without keep;
- *   flash backward: Br*Bc P tile + Br*Bc dP/dS tile + T floats of D = rowsum(dO*O).
+ *   flash backward: Br*Bc P tile + Br*Bc dP/dS tile + T floats of D = rowsum(dO*O) (or rowsum(dP*P), the same
+ *                   tiles reused, where the caller gives no output).
  * attention_workspace_bytes states exactly what each pass takes. (Br, BrF are clipped to T and Bc to Tk, so small
  * sequences take small tiles.)
  *
@@ -386,7 +387,7 @@ static void softmax_rows(float *x, int64_t rows, int64_t n, const float *kb, int
 }
 
 /* dS = P * (dP - c_r) row by row, in place in dp; c_r = rowsum(dP*P) when c == NULL (math), else c[r]
- * (flash, where c = D = rowsum(dO*O) is the same quantity computed from the output). */
+ * (flash, where c = D is the same quantity: flash_rowsum). */
 static void softmax_grad_rows(float *dp, const float *p, const float *c, int64_t rows, int64_t n)
 {
     for (int64_t r = 0; r < rows; r++) {
@@ -555,71 +556,129 @@ static void flash_forward_pair(const attn_shape *s, const attn_mask *mask, float
     }
 }
 
+/* One query head's operands in the flash backward: its q, k, v and dO rows, and its sample's mask rows. */
+typedef struct flash_head {
+    const float *q, *k, *v, *dout, *lse, *kb, *qg, *seg;
+    int64_t lq, lk, lv, ldo;
+    bool causal;
+} flash_head;
+
+/* P's tile (rows i0.., keys j0..) recomputed from the same scores as the forward's (the same GEMM), in P (br x bc) */
+static void flash_p_tile(const attn_shape *s, const flash_head *f, float scale, float *P, int64_t i0, int64_t br,
+                         int64_t j0, int64_t bc)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)s->head_dim, scale, f->q + i0 * f->lq,
+                (int)f->lq, f->k + j0 * f->lk, (int)f->lk, 0.0f, P, (int)bc);
+    if (f->kb) add_mask(P, br, bc, bc, f->kb + j0, f->qg ? f->qg + i0 : NULL);
+    for (int64_t r = 0; r < br; r++) {
+        float *row = P + r * bc;
+        const float l = f->lse[i0 + r];
+        int64_t a, e;
+        band(s->window, i0 + r, j0, bc, &a, &e);
+        for (int64_t j = a; j < e; j++) row[j] = exp_f(row[j] - l);
+        zero_outside(row, bc, a, e);
+        zero_excluded(row, bc, f->kb ? f->kb + j0 : NULL);
+        if (f->seg || f->causal) zero_unseen(row, 0, bc, i0 + r, j0, f->seg, f->causal);
+    }
+}
+
+/* The backward's tiles in order: each key tile (Bc), and within it the query tiles (Br) that see it (span). Start
+ * from (bwd_tile){0}; each call moves to the next tile, false past the last. */
+typedef struct bwd_tile {
+    int64_t j0, bc, i0, br, ihi;
+    bool started;
+} bwd_tile;
+
+static bool next_tile(const attn_shape *s, bwd_tile *t)
+{
+    if (t->started) t->i0 += Br;
+    while (!t->started || t->i0 >= t->ihi) {
+        if (t->started) t->j0 += Bc;
+        t->started = true;
+        if (t->j0 >= kv_tokens(s)) return false;
+        t->bc = min64(Bc, kv_tokens(s) - t->j0);
+        span(s, t->j0, t->bc, s->tokens, &t->i0, &t->ihi);
+    }
+    t->br = min64(Br, t->ihi - t->i0);
+    return true;
+}
+
+/* dP's tile: dO V^T */
+static void flash_dp_tile(const attn_shape *s, const flash_head *f, float *dP, int64_t i0, int64_t br, int64_t j0,
+                          int64_t bc)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)s->head_dim, 1.0f,
+                f->dout + i0 * f->ldo, (int)f->ldo, f->v + j0 * f->lv, (int)f->lv, 0.0f, dP, (int)bc);
+}
+
+/* D_i = rowsum(dO_i * O_i) = rowsum(dP_i * P_i), without materialising a whole row of P: from the output where the
+ * caller gives the forward's own (oh), else from P and dP in a first pass over the tiles (two more products a tile),
+ * for a caller whose kept output is rounded (mixed_precision bf16): D from a rounded O no longer matches the P that
+ * backward recomputes, and dS = P (dP - D) cancels, so its rounding error reaches dq and dk amplified. */
+static void flash_rowsum(const attn_shape *s, const flash_head *f, float scale, const float *oh, int64_t lo, float *P,
+                         float *dP, float *D)
+{
+    const int64_t T = s->tokens, hd = s->head_dim;
+    if (oh) {
+        for (int64_t t = 0; t < T; t++) {
+            const float *orow = oh + t * lo, *drow = f->dout + t * f->ldo;
+            float acc = 0.0f;
+            for (int64_t j = 0; j < hd; j++) acc += orow[j] * drow[j];
+            D[t] = acc;
+        }
+        return;
+    }
+    for (int64_t t = 0; t < T; t++) D[t] = 0.0f;
+    for (bwd_tile t = {0}; next_tile(s, &t);) {
+        flash_p_tile(s, f, scale, P, t.i0, t.br, t.j0, t.bc);
+        flash_dp_tile(s, f, dP, t.i0, t.br, t.j0, t.bc);
+        for (int64_t r = 0; r < t.br; r++) {
+            const float *prow = P + r * t.bc, *drow = dP + r * t.bc;
+            float acc = 0.0f;
+            for (int64_t j = 0; j < t.bc; j++) acc += prow[j] * drow[j];
+            D[t.i0 + r] += acc;
+        }
+    }
+}
+
 /* Query head h of batch b; accumulates into kv head g's dk and dv. With a window, each key tile visits only the
  * queries that see it. */
 static void flash_backward_pair(const attn_shape *s, const attn_mask *mask, float scale, int64_t b, int64_t h,
                                 int64_t g, float *ws, const float *lse, attn_view dq, attn_view dk, attn_view dv,
                                 attn_view dout, attn_view q, attn_view k, attn_view v, attn_view out)
 {
-    const float *kb = mask ? mask_row(mask->key_bias, mask, b) : NULL;
-    const float *qg = mask ? mask_row(mask->query_gate, mask, b) : NULL;
-    const float *seg = mask ? mask_row(mask->segment, mask, b) : NULL;
-    const bool causal = mask && mask->causal;
-    const int64_t T = s->tokens, Tk = kv_tokens(s), hd = s->head_dim, W = s->window;
+    const int64_t T = s->tokens, Tk = kv_tokens(s), hd = s->head_dim;
     const int64_t bc_max = min64(Bc, Tk), br_max = min64(Br, T);
     float *P = ws, *dP = ws + br_max * bc_max, *D = dP + br_max * bc_max;
-    const float *qh = head_ptr(q, b, h, hd), *kh = head_ptr(k, b, g, hd), *vh = head_ptr(v, b, g, hd);
-    const float *oh = head_ptr(out, b, h, hd), *doh = head_ptr(dout, b, h, hd);
+    const flash_head f = {.q = head_ptr(q, b, h, hd), .k = head_ptr(k, b, g, hd), .v = head_ptr(v, b, g, hd),
+                          .dout = head_ptr(dout, b, h, hd), .lse = lse,
+                          .kb = mask ? mask_row(mask->key_bias, mask, b) : NULL,
+                          .qg = mask ? mask_row(mask->query_gate, mask, b) : NULL,
+                          .seg = mask ? mask_row(mask->segment, mask, b) : NULL, .lq = q.token_stride,
+                          .lk = k.token_stride, .lv = v.token_stride, .ldo = dout.token_stride,
+                          .causal = mask && mask->causal};
     float *dqh = dq.data ? head_ptr(dq, b, h, hd) : NULL;
     float *dkh = dk.data ? head_ptr(dk, b, g, hd) : NULL;
     float *dvh = dv.data ? head_ptr(dv, b, g, hd) : NULL;
-    const int64_t lq = q.token_stride, lk = k.token_stride, lv = v.token_stride, lo = out.token_stride;
-    const int64_t ldo = dout.token_stride, ldq = dq.token_stride, ldk = dk.token_stride, ldv = dv.token_stride;
+    const int64_t ldq = dq.token_stride, ldk = dk.token_stride, ldv = dv.token_stride;
     const bool need_ds = dqh || dkh;
 
-    /* D_i = rowsum(dO_i * O_i) = rowsum(dP_i * P_i), without materialising a whole row of P */
-    if (need_ds)
-        for (int64_t t = 0; t < T; t++) {
-            const float *orow = oh + t * lo, *drow = doh + t * ldo;
-            float acc = 0.0f;
-            for (int64_t j = 0; j < hd; j++) acc += orow[j] * drow[j];
-            D[t] = acc;
-        }
-
-    for (int64_t j0 = 0; j0 < Tk; j0 += Bc) {
-        const int64_t bc = min64(Bc, Tk - j0);
-        int64_t ilo, ihi;
-        span(s, j0, bc, T, &ilo, &ihi);
-        for (int64_t i0 = ilo; i0 < ihi; i0 += Br) {
-            const int64_t br = min64(Br, ihi - i0);
-            /* the same GEMM as the forward's, so P is recomputed from the same scores */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)hd, scale, qh + i0 * lq,
-                        (int)lq, kh + j0 * lk, (int)lk, 0.0f, P, (int)bc);
-            if (kb) add_mask(P, br, bc, bc, kb + j0, qg ? qg + i0 : NULL);
-            for (int64_t r = 0; r < br; r++) {
-                float *row = P + r * bc;
-                const float l = lse[i0 + r];
-                int64_t a, e;
-                band(W, i0 + r, j0, bc, &a, &e);
-                for (int64_t j = a; j < e; j++) row[j] = exp_f(row[j] - l);
-                zero_outside(row, bc, a, e);
-                zero_excluded(row, bc, kb ? kb + j0 : NULL);
-                if (seg || causal) zero_unseen(row, 0, bc, i0 + r, j0, seg, causal);
-            }
-            if (dvh)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)bc, (int)hd, (int)br, 1.0f, P, (int)bc,
-                            doh + i0 * ldo, (int)ldo, 1.0f, dvh + j0 * ldv, (int)ldv);
-            if (!need_ds) continue;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)br, (int)bc, (int)hd, 1.0f, doh + i0 * ldo,
-                        (int)ldo, vh + j0 * lv, (int)lv, 0.0f, dP, (int)bc);
-            softmax_grad_rows(dP, P, D + i0, br, bc);
-            if (dqh)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)br, (int)hd, (int)bc, scale, dP, (int)bc,
-                            kh + j0 * lk, (int)lk, 1.0f, dqh + i0 * ldq, (int)ldq);
-            if (dkh)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)bc, (int)hd, (int)br, scale, dP, (int)bc,
-                            qh + i0 * lq, (int)lq, 1.0f, dkh + j0 * ldk, (int)ldk);
-        }
+    if (need_ds) flash_rowsum(s, &f, scale, out.data ? head_ptr(out, b, h, hd) : NULL, out.token_stride, P, dP, D);
+    for (bwd_tile t = {0}; next_tile(s, &t);) {
+        const int64_t i0 = t.i0, br = t.br, j0 = t.j0, bc = t.bc;
+        flash_p_tile(s, &f, scale, P, i0, br, j0, bc);
+        if (dvh)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)bc, (int)hd, (int)br, 1.0f, P, (int)bc,
+                        f.dout + i0 * f.ldo, (int)f.ldo, 1.0f, dvh + j0 * ldv, (int)ldv);
+        if (!need_ds) continue;
+        flash_dp_tile(s, &f, dP, i0, br, j0, bc);
+        softmax_grad_rows(dP, P, D + i0, br, bc);
+        if (dqh)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)br, (int)hd, (int)bc, scale, dP, (int)bc,
+                        f.k + j0 * f.lk, (int)f.lk, 1.0f, dqh + i0 * ldq, (int)ldq);
+        if (dkh)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)bc, (int)hd, (int)br, scale, dP, (int)bc,
+                        f.q + i0 * f.lq, (int)f.lq, 1.0f, dkh + j0 * ldk, (int)ldk);
     }
 }
 
@@ -759,13 +818,15 @@ st_status attention_backward_masked(pool *p, const attn_shape *s, const attn_mas
                                     attn_view dv, attn_view dout, attn_view q, attn_view k, attn_view v, attn_view out,
                                     const op_state *keep)
 {
+    const bool flash = s->mechanism == ATTN_FLASH, d_from_p = flash && !out.data && (dq.data || dk.data);
     const char *why = fallback_attention_case(s, mask);
+    if (!why && d_from_p) why = "no output (D from P)";
     const st_status refused = why ? fallback_enter("attention_backward", why, dout.data) : ST_OK;
     if (refused) return refused;
     const double t0 = prof_now();
     const st_status r = attention_backward_run(p, s, mask, dq, dk, dv, dout, q, k, v, out, keep);
     prof_add(OP_ATTENTION, t0,
-             (s->mechanism == ATTN_FLASH ? 10.0 : 8.0) * s->batch * s->heads * s->head_dim *
+             (flash ? (d_from_p ? 14.0 : 10.0) : 8.0) * s->batch * s->heads * s->head_dim *
                  (s->mechanism == ATTN_LINEAR ? (double)s->tokens * s->head_dim : score_area(s, true)),
              0);
     return r;
