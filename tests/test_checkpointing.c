@@ -1031,7 +1031,11 @@ static void test_bf16(void)
                  {"skipdit-tiny", 0, 8, 12, 1},   {"mmdit-tiny", 3, 0, 0, 1}, {"flux2-tiny", 3, 0, 0, 0},
                  {"sd1x-tiny", 0, 0, 0, 0},       {"sdxl-tiny", 0, 0, 0, 1},  {"stable-cascade-tiny", 0, 0, 0, 0},
                  {"lumina2-tiny", 3, 0, 0, 1},    {"wan-tiny", 0, 0, 0, 0},   {"ltxvideo2-tiny", 3, 0, 0, 0},
-                 {"pixart-sigma-tiny", 0, 0, 0, 1}, {"sana-tiny", 3, 0, 0, 0}, {"hidream-tiny", 3, 0, 0, 0}};
+                 {"pixart-sigma-tiny", 0, 0, 0, 1}, {"sana-tiny", 3, 0, 0, 0}, {"hidream-tiny", 3, 0, 0, 0},
+                 {"flux-tiny", 3, 0, 0, 0}, {"chroma-tiny", 3, 0, 0, 1}, {"auraflow-tiny", 3, 0, 0, 0},
+                 {"flux3-tiny", 3, 0, 0, 0}, {"cosmos3-tiny", 0, 0, 0, 0}, {"ace-step-tiny", 0, 0, 0, 0},
+                 {"cosmos2-tiny", 0, 0, 0, 0}, {"kandinsky5-image-tiny", 0, 0, 0, 1}, {"krea2-tiny", 0, 0, 0, 0},
+                 {"sanavideo-tiny", 0, 0, 0, 0}, {"wan-animate-tiny", 0, 0, 0, 0}, {"wan-vace-tiny", 0, 0, 0, 0}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         model_config mc;
         CHECK(model_preset(cases[i].preset, &mc) == ST_OK);

@@ -229,10 +229,18 @@ static const struct bf16_exception {
      * feature is 0.0008 and at token 19 a head has none, so bf16's rounding of the block's input alone (diffusers in
      * float64 with just that rounding) flips them and moves pred by 0.017, 85% of it in 3 of 128 tokens; PyTorch's
      * run draws other tokens, and its own error on block 1's to_k (0.064) is as large as segtrain's there */
-    {"sana-1.5", "parity", "grad.transformer_blocks.1.attn1.to_q.weight", 0.0521, 0.065,
+    {"sana-1.5", "parity", "grad.transformer_blocks.1.attn1.norm_k.weight", 0.0241, 0.030,
      "ReLU linear attention, queries at zero: flipped by bf16's rounding of the input"},
     {"sana-1.5", "parity", "grad.transformer_blocks.1.ff.conv_point.weight", 0.0329, 0.041,
      "ReLU linear attention, queries at zero: flipped by bf16's rounding of the input"},
+    /* Krea 2's refiner attends with head_dim 4: its q and k norms' 4-wide gradients are sums of dS q k over keys
+     * whose rows of dS add up to 0, so they cancel; in float64, bf16-sized noise on every linear's and attention's
+     * output alone spreads their error over 0.010-0.074 in 12 draws (PyTorch's one draw: 0.024), and segtrain's
+     * moves 0.009-0.11 as one rounding or another is left out */
+    {"krea2", "parity", "grad.text_fusion.refiner_blocks.0.attn.norm_q.weight", 0.105, 0.13,
+     "head_dim 4 q/k norms: a cancelling sum, one draw of bf16's roundings"},
+    {"krea2", "parity", "grad.text_fusion.refiner_blocks.0.attn.norm_k.weight", 0.106, 0.13,
+     "head_dim 4 q/k norms: a cancelling sum, one draw of bf16's roundings"},
     /* PyTorch's one draw on a bias whose gradient is a sum over every position is far below its error on the same
      * block's other tensors (conv1.weight 0.057, conv2.bias 0.078; ff.net.0.proj.bias 0.042, norm3.bias 0.060):
      * segtrain's error there (0.033 to 0.041) is its own on those tensors */

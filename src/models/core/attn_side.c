@@ -33,7 +33,32 @@ static void frame_init(frame *f, const struct model *m, keep_level keep, offload
     f->ks = first ? &f->tmp : &f->kept;
     f->fs = keep == KEEP_ALL ? &f->kept : &f->tmp;
     sv->pool = m->pool;
+    sv->bf16 = m->cfg.bf16_activations;
     if (f->to_host) sv->off = off;
+}
+
+/* Under mixed_precision bf16, every tensor sv keeps on the device (the side, the modulations, the projections, the
+ * feed-forward's outputs; not the attentions' float states, nor a borrowed modulation) to bf16 after a forward, or
+ * back to float (widen) before whatever reads them: a recompute that reuses the attentions' outputs, or backward.
+ * Each was made bf16 (side_made), so packing loses nothing. */
+static st_status side_pack(block_saved *sv, bool widen)
+{
+    if (!sv->bf16 || sv->packed != widen) return ST_OK;
+    float **slot[SIDE_MAX + 17];
+    int n = 0;
+    for (int i = 0; i < SIDE_MAX; i++) slot[n++] = &sv->side[i];
+    for (int s = 0; s < 2; s++) {
+        if (!sv->mod_borrowed) slot[n++] = &sv->mod[s];
+        slot[n++] = &sv->o[s];
+        if (!sv->ffn_float) slot[n++] = &sv->f1[s], slot[n++] = &sv->f2[s], slot[n++] = &sv->f3[s];
+    }
+    slot[n++] = &sv->o2;
+    for (int i = 0; i < 4; i++) slot[n++] = &sv->o3[i];
+    kept_tensor k[SIDE_MAX + 17];
+    for (int i = 0; i < n; i++) /* each a whole allocation: its size says its elements */
+        k[i] = (kept_tensor){slot[i], (int64_t)(pool_size_of(*slot[i]) / (widen ? sizeof(uint16_t) : sizeof(float)))};
+    sv->packed = !widen;
+    return kept_convert(sv->pool, k, n, widen);
 }
 
 block_saved *frame_begin(frame *f, block *b, const struct model *m, keep_level keep, offload *off,
@@ -42,6 +67,7 @@ block_saved *frame_begin(frame *f, block *b, const struct model *m, keep_level k
     b->forward_runs++;
     block_saved *sv = saved_io && *saved_io ? *saved_io : calloc(1, sizeof *sv);
     if (sv) frame_init(f, m, keep, off, sv);
+    if (sv) f->kept.status = side_pack(sv, true); /* a recompute reuses the attentions' outputs */
     return sv;
 }
 
@@ -59,27 +85,27 @@ void side_take(frame *f, block_saved *sv, const int64_t *numel, int n_attn)
     }
 }
 
-size_t side_output_bytes(const attn_shape *s)
+size_t side_output_bytes(const attn_shape *s, size_t elem)
 {
-    return (size_t)(s->batch * s->tokens * s->heads * s->head_dim) * sizeof(float) + attention_kept_bytes(s);
+    return (size_t)(s->batch * s->tokens * s->heads * s->head_dim) * elem + attention_kept_bytes(s);
 }
 
-size_t side_self_bytes(attn_shape s)
+size_t side_self_bytes(attn_shape s, size_t elem)
 {
-    return (size_t)(6 * s.batch * s.tokens * s.heads * s.head_dim) * sizeof(float) + attention_kept_bytes(&s);
+    return (size_t)(6 * s.batch * s.tokens * s.heads * s.head_dim) * elem + attention_kept_bytes(&s);
 }
 
-size_t side_block_kept_bytes(size_t side, attn_shape s, keep_level keep, int64_t floats, int64_t all)
+size_t side_block_kept_bytes(size_t side, attn_shape s, keep_level keep, int64_t floats, int64_t all, size_t elem)
 {
     if (keep == KEEP_NOTHING) return 0;
-    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&s);
+    if (keep == KEEP_ATTENTION_OUTPUT) return side_output_bytes(&s, elem);
     if (keep == KEEP_ALL) floats += all;
-    return (size_t)floats * sizeof(float) + side;
+    return (size_t)floats * elem + side;
 }
 
-size_t side_kept_bytes(attn_shape s, keep_level keep, int64_t floats, int64_t all)
+size_t side_kept_bytes(attn_shape s, keep_level keep, int64_t floats, int64_t all, size_t elem)
 {
-    return side_block_kept_bytes(side_self_bytes(s), s, keep, floats, all);
+    return side_block_kept_bytes(side_self_bytes(s, elem), s, keep, floats, all, elem);
 }
 
 void side_take_self(frame *f, block_saved *sv, attn_shape s)
@@ -159,8 +185,13 @@ st_status frame_end(frame *f, st_status st, block_saved *sv, block_saved **saved
         free(sv);
         sv = NULL;
     }
+    if (sv && (st = side_pack(sv, false))) {
+        for (int i = 0; i < n_out; i++) pool_free(sv->pool, outs[i]);
+        release_saved(sv);
+        sv = NULL;
+    }
     if (saved_io) *saved_io = sv;
-    return ST_OK;
+    return st;
 }
 
 st_status side_send(block_saved *sv)
@@ -214,7 +245,9 @@ st_status side_back(block_saved *sv)
 
 scratch side_scratch(pool *p, block_saved *sv)
 {
-    return (scratch){.pool = p, .status = sv->on_host ? side_back(sv) : ST_OK};
+    st_status st = side_pack(sv, true); /* before the side comes back from the host in float */
+    if (!st && sv->on_host) st = side_back(sv);
+    return (scratch){.pool = p, .status = st};
 }
 
 st_status side_prefetch(block *b, block_saved *sv)
@@ -335,9 +368,13 @@ st_status side_attend(pool *p, const attn_shape *as, const attn_mask *mask, bloc
     if (sv->att_kept && (at == SQ || (at == XQ && sv->xo_kept))) return ST_OK;
     const side_sizes z = sizes_of(as);
     float **side = sv->side + at;
-    return attention_forward_masked(p, as, mask, rows_of(side[SO], z.T, z.D), rows_of(side[SQ], z.T, z.D),
-                                    rows_of(side[SK], z.Tkv, z.K), rows_of(side[SV], z.Tkv, z.K),
-                                    keep ? &sv->attn[at / SIDE_PER] : NULL);
+    if (sv->bf16) /* q, k and v as the attention reads them (rotated, normed, or as their GEMM made them) are bf16 */
+        round_to_bf16(side[SQ], z.nq * z.D), round_to_bf16(side[SK], z.nkv * z.K), round_to_bf16(side[SV], z.nkv * z.K);
+    const st_status st = attention_forward_masked(p, as, mask, rows_of(side[SO], z.T, z.D), rows_of(side[SQ], z.T, z.D),
+                                                  rows_of(side[SK], z.Tkv, z.K), rows_of(side[SV], z.Tkv, z.K),
+                                                  keep ? &sv->attn[at / SIDE_PER] : NULL);
+    if (!st && sv->bf16) round_to_bf16(side[SO], z.nq * z.D); /* as side_made */
+    return st;
 }
 
 st_status side_attend_backward(pool *p, const attn_shape *as, const attn_mask *mask, block_saved *sv, int at,
@@ -345,11 +382,11 @@ st_status side_attend_backward(pool *p, const attn_shape *as, const attn_mask *m
 {
     const side_sizes z = sizes_of(as);
     float **side = sv->side + at;
+    const attn_view out = sv->bf16 ? (attn_view){0} : rows_of(side[SO], z.T, z.D); /* bf16: o rounded, D from P */
     return attention_backward_masked(p, as, mask, rows_of(dq, z.T, z.D), rows_of(dk, z.Tkv, z.K),
                                      rows_of(dv, z.Tkv, z.K), rows_of(dout, z.T, dout_width),
                                      rows_of(side[SQ], z.T, z.D), rows_of(side[SK], z.Tkv, z.K),
-                                     rows_of(side[SV], z.Tkv, z.K), rows_of(side[SO], z.T, z.D),
-                                     &sv->attn[at / SIDE_PER]);
+                                     rows_of(side[SV], z.Tkv, z.K), out, &sv->attn[at / SIDE_PER]);
 }
 
 st_status side_attention_forward(const side_attention *a, block_saved *sv, int at, const float *xq, const float *xkv,
@@ -367,6 +404,8 @@ st_status side_attention_forward(const side_attention *a, block_saved *sv, int a
     if (!st && nq_on) st = qk_norm(a, 0, side[SQ], side[SQR], nq, D);
     if (!st && nk_on) st = qk_norm(a, 1, side[SK], side[SKR], nkv, K);
     if (st) return st;
+    if (nq_on) side_made(m, side[SQ], nq * D); /* the norms' outputs are bf16; the rotation's, side_attend's */
+    if (nk_on) side_made(m, side[SK], nkv * K);
     if (a->rotate) a->rotate(a->block, side[SQ], false, false), a->rotate(a->block, side[SK], true, false);
     return side_attend(m->pool, as, a->mask, sv, at, keep);
 }

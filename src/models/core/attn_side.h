@@ -31,6 +31,9 @@ struct block_saved {
     bool mod_borrowed; /* mod points into the model's modulation rows (Chroma), not the block's own */
     bool att_kept;     /* a KEEP_ATTENTION_OUTPUT forward left the attentions' outputs and states, for its recompute */
     bool xo_kept;      /* ... XO's among them (frame's keep_xo) */
+    bool bf16;         /* mixed_precision bf16: what is kept is held in bf16 between forward and backward */
+    bool packed;       /* ... and is so now (side_pack) */
+    bool ffn_float;    /* f1, f2, f3 stay float: not plain tensors (HiDream's mixture of experts keeps its routing) */
     host_tensor h[SIDE_MAX + ATTN_N]; /* the side and the attention states, while on the host */
 };
 
@@ -72,10 +75,26 @@ int block_norm(param_set *ps, const char *prefix, const char *name, int64_t hd, 
 /* A block's linear layer `prefix.name`, LoRA-adapted at `rank` (0: not), trained unless LoRA trains. */
 lin_layer block_linear(param_set *ps, const char *prefix, const char *name, int64_t in, int64_t out, bool bias,
                        int64_t rank, const model_config *c);
-/* A block's linear layers on the model's parameters and pool */
-static inline st_status fwd(const struct model *m, const lin_layer *l, float *y, const float *x, int64_t n)
+/* mixed_precision bf16 (docs/PRECISION.md): what PyTorch's bf16 block makes in bf16 (every GEMM's and attention's
+ * output, q and k after their norms and rotation) is rounded where it is made, at every keep level, so that what a
+ * block keeps packs to bf16 without loss and every schedule computes the same bits; side_elem is the bytes a kept
+ * tensor takes. */
+static inline void side_made(const struct model *m, float *y, int64_t n)
+{
+    if (m->cfg.bf16_activations) round_to_bf16(y, n);
+}
+static inline size_t side_elem(const struct model *m) { return m->cfg.bf16_activations ? 2 : sizeof(float); }
+/* A block's linear layers on the model's parameters and pool; fwd's output is made as PyTorch's bf16 GEMM's
+ * (side_made), fwd_float's left float (the kinds that do not round yet: the U-Nets) */
+static inline st_status fwd_float(const struct model *m, const lin_layer *l, float *y, const float *x, int64_t n)
 {
     return lin_forward(m->params, m->pool, l, y, x, n);
+}
+static inline st_status fwd(const struct model *m, const lin_layer *l, float *y, const float *x, int64_t n)
+{
+    const st_status st = lin_forward(m->params, m->pool, l, y, x, n);
+    if (!st) side_made(m, y, n * l->out);
+    return st;
 }
 static inline st_status bwd(const struct model *m, const lin_layer *l, float *dx, const float *dy, const float *x,
                             int64_t n)
@@ -124,17 +143,18 @@ st_status side_attention_backward(const side_attention *a, block_saved *sv, int 
 /* y = out(att) over the queries' rows, each row by its set's output projection (a->gen's past the split) */
 st_status side_out_forward(const side_attention *a, float *y, const float *att);
 
-/* What KEEP_ATTENTION_OUTPUT keeps of an attention of this shape: its output (queries x heads x head width floats)
- * and kept state. */
-size_t side_output_bytes(const attn_shape *s);
-/* The side of a block with this one self-attention: six tensors of its rows (queries x heads x head width floats)
- * and the kept state. side_take_self takes them; side_kept_bytes is the block's kept_bytes: nothing, what
+/* Sizes with tensors of elem bytes an element (side_elem for what a block keeps; sizeof(float) for attention
+ * offload's host copies, which stay float); an attention's kept state is float. What KEEP_ATTENTION_OUTPUT keeps of
+ * an attention of this shape: its output (queries x heads x head width) and kept state. */
+size_t side_output_bytes(const attn_shape *s, size_t elem);
+/* The side of a block with this one self-attention: six tensors of its rows (queries x heads x head width) and the
+ * kept state. side_take_self takes them; side_kept_bytes is the block's kept_bytes: nothing, what
  * KEEP_ATTENTION_OUTPUT keeps, or the side and `floats` more (with KEEP_ALL `all` more again). */
-size_t side_self_bytes(attn_shape s);
-size_t side_kept_bytes(attn_shape s, keep_level keep, int64_t floats, int64_t all);
-/* The same for a block of several attentions whose side (its offloaded_bytes) is `side` bytes, s its self-attention:
+size_t side_self_bytes(attn_shape s, size_t elem);
+size_t side_kept_bytes(attn_shape s, keep_level keep, int64_t floats, int64_t all, size_t elem);
+/* The same for a block of several attentions whose side is `side` bytes (at elem), s its self-attention:
  * KEEP_ATTENTION_OUTPUT keeps s's output alone (the others run again). */
-size_t side_block_kept_bytes(size_t side, attn_shape s, keep_level keep, int64_t floats, int64_t all);
+size_t side_block_kept_bytes(size_t side, attn_shape s, keep_level keep, int64_t floats, int64_t all, size_t elem);
 void side_take_self(frame *f, block_saved *sv, attn_shape s);
 
 /* The attention at `at` (SQ or XQ) from the side's q, k and v into its o, in the rows side_attention_forward lays

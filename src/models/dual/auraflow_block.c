@@ -110,10 +110,11 @@ static size_t af_kept_bytes(const block *b, keep_level keep)
 {
     const mm_dims d = dims_of(b->self);
     const int64_t F = af_ffn_width(d.D);
-    return side_kept_bytes(joint_attn(b->self), keep, d.n * d.B * 6 * d.D + d.J * d.D, d.J * (2 * F + d.D));
+    return side_kept_bytes(joint_attn(b->self), keep, d.n * d.B * 6 * d.D + d.J * d.D, d.J * (2 * F + d.D),
+                           side_elem(((const af_block *)b->self)->m));
 }
 
-static size_t af_offloaded_bytes(const block *b) { return side_self_bytes(joint_attn(b->self)); }
+static size_t af_offloaded_bytes(const block *b) { return side_self_bytes(joint_attn(b->self), sizeof(float)); }
 
 /* ---- forward ---- */
 

@@ -90,7 +90,7 @@ static attn_shape joint_attn(const block *b)
     return mm_joint_attn(&d, m->shape.mechanism);
 }
 
-static size_t f2_offloaded_bytes(const block *b) { return side_self_bytes(joint_attn(b)); }
+static size_t f2_offloaded_bytes(const block *b) { return side_self_bytes(joint_attn(b), sizeof(float)); }
 
 static mm_qkv qkv_of(const f2_stream *s) { return (mm_qkv){&s->q, &s->k, &s->v, s->norm_q, s->norm_k}; }
 
@@ -110,7 +110,8 @@ static st_status attend(const struct model *m, const mm_dims *d, block_saved *sv
 static size_t double_kept_bytes(const block *b, keep_level keep)
 {
     const mm_dims d = mm_dims_of(((const f2_block *)b->self)->m);
-    return side_kept_bytes(joint_attn(b), keep, d.J * d.D, d.J * (2 * ffn_width(d.D) + d.D));
+    return side_kept_bytes(joint_attn(b), keep, d.J * d.D, d.J * (2 * ffn_width(d.D) + d.D),
+                           side_elem(((const f2_block *)b->self)->m));
 }
 
 static st_status double_forward(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
@@ -246,7 +247,8 @@ done:
 static size_t single_kept_bytes(const block *b, keep_level keep)
 {
     const mm_dims d = mm_dims_of(((const f2_block *)b->self)->m);
-    return side_kept_bytes(joint_attn(b), keep, d.J * d.D, d.J * 2 * ffn_width(d.D));
+    return side_kept_bytes(joint_attn(b), keep, d.J * d.D, d.J * 2 * ffn_width(d.D),
+                           side_elem(((const f2_block *)b->self)->m));
 }
 
 /* The fused projection p (J, 3D + 2F) of h; its feed-forward columns into f1 (J, 2F). */

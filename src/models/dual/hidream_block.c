@@ -304,10 +304,13 @@ static size_t hd_kept_bytes(const block *b, keep_level keep)
         ffn_parts(&d, s, part);
         floats += d.rows[s] * d.D, ffn += part[0] + part[1] + part[2];
     }
-    return side_kept_bytes(joint_attn(b->self), keep, floats, ffn);
+    /* the feed-forwards' parts stay float (block_saved's ffn_float: the routing's indices among them) */
+    const size_t elem = side_elem(((const hd_block *)b->self)->m);
+    const size_t bytes = side_kept_bytes(joint_attn(b->self), keep, floats, 0, elem);
+    return bytes + (keep == KEEP_ALL ? (size_t)ffn * sizeof(float) : 0);
 }
 
-static size_t hd_offloaded_bytes(const block *b) { return side_self_bytes(joint_attn(b->self)); }
+static size_t hd_offloaded_bytes(const block *b) { return side_self_bytes(joint_attn(b->self), sizeof(float)); }
 
 /* ---- forward ---- */
 
@@ -389,6 +392,7 @@ static st_status hd_forward(block *b, const block_state *in, block_state *out, k
     for (int s = 0; s < d.n; s++) y[s] = scratch_take(&f.kept, d.rows[s] * D, MEM_ACTIVATIONS, "hidream.state");
     side_take_self(&f, sv, joint_attn(hb));
     sv->mod[0] = scratch_take(f.ks, d.B * d.MS, f.kt, "hidream.mod");
+    sv->ffn_float = true;
     int64_t tmpn = 0;
     for (int s = 0; s < d.n; s++) {
         int64_t part[3];

@@ -248,14 +248,14 @@ static st_status ln_modulate(const struct model *m, float *h, const float *x, co
     return st;
 }
 
-static size_t side_bytes(const mm_block *mb, const mm_dims *d)
+static size_t side_bytes(const mm_block *mb, const mm_dims *d, size_t elem)
 {
     const struct model *m = mb->m;
     attn_shape as = mm_joint_attn(d, m->shape.mechanism), xs = image_attn(d, m->shape.mechanism);
     size_t floats = 0;
     for (int i = 0; i < SIDE_MAX; i++)
         if (side_used(mb, i)) floats += (size_t)(side_rows(d, i) * d->D);
-    return floats * sizeof(float) + attention_kept_bytes(&as) + (mb->dual ? attention_kept_bytes(&xs) : 0);
+    return floats * elem + attention_kept_bytes(&as) + (mb->dual ? attention_kept_bytes(&xs) : 0);
 }
 
 /* The joint attention of a block: from the side's q, k, v (rotated in place) into o, keeping attention's state
@@ -287,12 +287,13 @@ static size_t double_kept_bytes(const block *b, keep_level keep)
     mm_dims d = mm_dims_of(mb->m);
     const attn_shape as = mm_joint_attn(&d, mb->m->shape.mechanism), xs = image_attn(&d, mb->m->shape.mechanism);
     if (keep == KEEP_ATTENTION_OUTPUT && mb->dual) /* attn2 is a self-attention: its output is kept too */
-        return side_output_bytes(&as) + side_output_bytes(&xs);
+        return side_output_bytes(&as, side_elem(mb->m)) + side_output_bytes(&xs, side_elem(mb->m));
     const int64_t out_rows = d.rows[0] + (outputs(mb) > 1 ? d.rows[1] : 0);
     const int64_t mods = mb->model_mod ? 0 : mod_width(mb, 0) + mod_width(mb, 1);
     int64_t floats = d.B * mods * d.D + out_rows * d.D; /* mods, projections */
     if (mb->dual) floats += d.rows[0] * d.D;            /* attn2's */
-    return side_block_kept_bytes(side_bytes(mb, &d), as, keep, floats, 5 * out_rows * d.D);
+    return side_block_kept_bytes(side_bytes(mb, &d, side_elem(mb->m)), as, keep, floats, 5 * out_rows * d.D,
+                                 side_elem(mb->m));
 }
 
 /* SD3's last block takes both streams and gives the image's alone. */
@@ -589,8 +590,8 @@ static size_t single_kept_bytes(const block *b, keep_level keep)
     const mm_block *mb = b->self;
     mm_dims d = mm_dims_of(mb->m);
     const int64_t floats = d.B * (mb->model_mod ? 0 : 3) * d.D + d.J * d.D; /* mod, output projection */
-    return side_block_kept_bytes(side_bytes(mb, &d), mm_joint_attn(&d, mb->m->shape.mechanism), keep, floats,
-                                 4 * d.J * d.D);
+    return side_block_kept_bytes(side_bytes(mb, &d, side_elem(mb->m)), mm_joint_attn(&d, mb->m->shape.mechanism),
+                                 keep, floats, 4 * d.J * d.D, side_elem(mb->m));
 }
 
 /* c = [o, gelu(m1)] row by row: proj_out's input (serial: gelu_forward is an op with its own threads) */
@@ -653,9 +654,10 @@ static st_status single_backward(block *b, const block_state *in, block_saved *s
     mm_dims d = mm_dims_of(m);
     attn_shape as = mm_joint_attn(&d, m->shape.mechanism);
     const int64_t D = d.D, J = d.J, JD = J * D;
-    const float *x = in->t[0], *mod = sv->mod[0];
+    const float *x = in->t[0];
     float *gx = grad->t[0];
     scratch k = side_scratch(m->pool, sv);
+    const float *mod = sv->mod[0]; /* as side_scratch has widened it */
     const int64_t ms3 = mod_stride(mb, 3);
     float *dmod = mb->model_mod ? m->ctx.dmod + mb->mod_row[0] * D
                                 : scratch_take_zero(&k, d.B * 3 * D, MEM_WORKSPACE, "mmdit.dmod");
@@ -713,7 +715,7 @@ static size_t mm_side_offloaded(const block *b)
 {
     const mm_block *mb = b->self;
     mm_dims d = mm_dims_of(mb->m);
-    return side_bytes(mb, &d);
+    return side_bytes(mb, &d, sizeof(float));
 }
 
 const block_kind mm_double_kind = {

@@ -97,10 +97,11 @@ static attn_shape self_shape(const f3_block *b)
 static size_t fb_kept_bytes(const block *blk, keep_level keep)
 {
     const dims d = dims_of(blk->self);
-    return side_kept_bytes(self_shape(blk->self), keep, d.N * d.D, 2 * d.N * d.F + d.N * d.D);
+    return side_kept_bytes(self_shape(blk->self), keep, d.N * d.D, 2 * d.N * d.F + d.N * d.D,
+                           side_elem(((const f3_block *)blk->self)->m));
 }
 
-static size_t fb_offloaded_bytes(const block *blk) { return side_self_bytes(self_shape(blk->self)); }
+static size_t fb_offloaded_bytes(const block *blk) { return side_self_bytes(self_shape(blk->self), sizeof(float)); }
 
 /* ---- the modulation, set by set ---- */
 
@@ -322,6 +323,7 @@ static st_status fb_forward(block *blk, const block_state *in, block_state *out,
     if (!st && b->sequential) residual(b, mod, y, y, sv->f2[0], 1);
     if (!st && !b->sequential) {
         add_to(sv->f2[0], sv->o[0], ND); /* attention + feed-forward: what the gate scales */
+        side_made(b->m, sv->f2[0], ND);   /* as PyTorch's bf16 sum */
         residual(b, mod, y, x, sv->f2[0], 0);
     }
     if (!st) *out = (block_state){.n = 1, .t = {y}};
@@ -368,7 +370,7 @@ static st_status fb_backward(block *blk, const block_state *in, block_saved *sv,
         copy_rows(hc, D, hf, D, N, D);
         ffn_forward(b, &s, hc, f1, f3, f2);
         if (s.status) goto done;
-        if (!b->sequential) add_to(r, sv->o[0], ND);
+        if (!b->sequential) add_to(r, sv->o[0], ND), side_made(b->m, r, ND);
     } else {
         copy_rows(r, D, f2, D, N, D); /* parallel: forward left attention + feed-forward in f2 */
     }

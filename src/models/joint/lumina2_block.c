@@ -125,22 +125,25 @@ void lumina_block_register(param_set *s, lumina_block *b, const char *prefix, co
 
 /* the side: q, raw q (with q's norm) and o (D wide); k, raw k (with k's norm) and v; beside it the modulations and
  * the output projection (and the output gate's input) */
-static size_t lb_offloaded_bytes(const block *blk)
+static size_t lb_side_bytes(const block *blk, size_t elem)
 {
     const lumina_block *b = blk->self;
     dims d = dims_of(b);
     const attn_shape ss = self_shape(b);
     const int64_t raw = b->att.norm_q >= 0;
-    return (size_t)((2 + raw) * d.N * d.D + (2 + raw) * d.N * d.K) * sizeof(float) + attention_kept_bytes(&ss);
+    return (size_t)((2 + raw) * d.N * d.D + (2 + raw) * d.N * d.K) * elem + attention_kept_bytes(&ss);
 }
+
+static size_t lb_offloaded_bytes(const block *blk) { return lb_side_bytes(blk, sizeof(float)); }
 
 static size_t lb_kept_bytes(const block *blk, keep_level keep)
 {
     const lumina_block *b = blk->self;
     dims d = dims_of(b);
     const int64_t gate = b->gate.w >= 0; /* the output gate's pre-activation (N, D) */
-    return side_block_kept_bytes(lb_offloaded_bytes(blk), self_shape(b), keep,
-                                 (own_mod(b) ? d.B * d.M : 0) + (1 + gate) * d.N * d.D, 2 * d.N * d.F + d.N * d.D);
+    const size_t elem = side_elem(b->m);
+    return side_block_kept_bytes(lb_side_bytes(blk, elem), self_shape(b), keep,
+                                 (own_mod(b) ? d.B * d.M : 0) + (1 + gate) * d.N * d.D, 2 * d.N * d.F + d.N * d.D, elem);
 }
 
 /* ---- pieces run in forward and again in backward ---- */
@@ -307,6 +310,7 @@ static st_status lb_forward(block *blk, const block_state *in, block_state *out,
     const bool states = keep != KEEP_NOTHING || f.to_host;
     const float *mod = mod_of(b, sv);
     if (!st && own_mod(b)) st = modulations(b, sv->mod[0]);
+    if (!st && own_mod(b)) side_made(b->m, sv->mod[0], d.B * d.M); /* as PyTorch's bf16 modulation */
     if (!st && f.from_host) st = side_back(sv);
     if (!st && (!f.from_host || gated)) st = norm_mod(b, h, NULL, x, b->norm1, mod, 0, NULL); /* the gate reads it */
     if (!st && !f.from_host) {
@@ -352,11 +356,12 @@ static st_status lb_backward(block *blk, const block_state *in, block_saved *sv,
     lumina_block *b = blk->self;
     dims d = dims_of(b);
     const int64_t N = d.N, D = d.D, ND = N * D, NF = N * d.F;
-    const float *x = in->t[0], *mod = mod_of(b, sv);
+    const float *x = in->t[0];
     float *gx = grad->t[0];
     op_state stats = {0}, rstats = {0};
     bool recomputed = false;
     scratch s = side_scratch(b->m->pool, sv);
+    const float *mod = mod_of(b, sv); /* as side_scratch has widened it */
     float *dmod = b->modulated ? scratch_take_zero(&s, d.B * d.M, MEM_WORKSPACE, "lumina.dmod") : NULL;
     float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "lumina.x1");
     float *r = scratch_take(&s, ND, MEM_WORKSPACE, "lumina.r");

@@ -98,10 +98,10 @@ static st_status res_forward(const cascade_block *u, const block_state *in, floa
         transpose_batched(ts, in->t[u->io.skips], B, u->cskip, T);
         copy_rows(cat + C, Ci, ts, u->cskip, N, u->cskip);
     }
-    if (!e) e = fwd(u->m, &u->l1, h1, cat, N);
+    if (!e) e = fwd_float(u->m, &u->l1, h1, cat, N);
     if (!e) e = res_act(u, g, r, h1, st ? &st[1] : NULL);
     if (!e && dropping(u)) dropout_forward(r, r, N * F, u->dropout, u->cx->dropout_seed, u->stream);
-    if (!e) e = fwd(u->m, &u->l2, t, r, N); /* t: channelwise's output (N, C) */
+    if (!e) e = fwd_float(u->m, &u->l2, t, r, N); /* t: channelwise's output (N, C) */
     if (e) return e;
     transpose_batched(y, t, B, T, C);
     add_to(y, in->t[0], N * C);
@@ -172,7 +172,7 @@ static st_status time_mod(const cascade_block *u, float *a, float *b, scratch *s
     st_status e = s->status;
     for (int k = 0; !e && k < CASCADE_TIME_CONDS; k++) {
         copy_rows(chunk, D, u->cx->r_embed + k * D, CASCADE_TIME_CONDS * D, B, D);
-        e = fwd(u->m, &u->map[k], one, chunk, B);
+        e = fwd_float(u->m, &u->map[k], one, chunk, B);
         if (!e) add_to(ab, one, B * 2 * C);
     }
     if (!e) copy_rows(a, C, ab, 2 * C, B, C), copy_rows(b, C, ab + C, 2 * C, B, C);
@@ -267,18 +267,18 @@ static st_status attn_forward(const cascade_block *u, const float *x, float *y, 
     const attn_shape as = attn_shape_of(u);
     transpose_batched(t, x, d.B, d.C, d.T);
     st_status e = layernorm_forward(p, nt, t, NULL, NULL, d.N, d.C, CASCADE_EPS, st);
-    if (!e) e = fwd(u->m, &u->kv, kvm, u->cx->clip_s, d.B * d.L);
+    if (!e) e = fwd_float(u->m, &u->kv, kvm, u->cx->clip_s, d.B * d.L);
     if (!e) { /* each sample's keys: its normed map, then its conditioning tokens */
         copy_rows(kv, d.K * d.C, nt, d.T * d.C, d.B, d.T * d.C);
         copy_rows(kv + d.T * d.C, d.K * d.C, kvm, d.L * d.C, d.B, d.L * d.C);
     }
-    if (!e && !from_host) e = fwd(u->m, &u->q, q, nt, d.N);
-    if (!e && !from_host) e = fwd(u->m, &u->k, k, kv, d.B * d.K);
-    if (!e && !from_host) e = fwd(u->m, &u->v, v, kv, d.B * d.K);
+    if (!e && !from_host) e = fwd_float(u->m, &u->q, q, nt, d.N);
+    if (!e && !from_host) e = fwd_float(u->m, &u->k, k, kv, d.B * d.K);
+    if (!e && !from_host) e = fwd_float(u->m, &u->v, v, kv, d.B * d.K);
     if (!e && !from_host)
         e = attention_forward(p, &as, view(o, d.T, d.C), view(q, d.T, d.C), view(k, d.K, d.C), view(v, d.K, d.C),
                               att);
-    if (!e) e = fwd(u->m, &u->o, t, o, d.N);
+    if (!e) e = fwd_float(u->m, &u->o, t, o, d.N);
     if (e) return e;
     if (dropping(u)) dropout_forward(t, t, d.N * d.C, u->dropout, u->cx->dropout_seed, u->stream);
     transpose_batched(y, t, d.B, d.T, d.C);

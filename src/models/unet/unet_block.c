@@ -81,7 +81,7 @@ static st_status res_forward(const unet_block *u, const block_state *in, float *
     silu_forward(a, n1, B * Ci * HW);
     const conv_shape c1 = conv3(u, Ci, Co, 1), c2 = conv3(u, Co, Co, 1);
     if ((r = conv2d_forward(u->m->pool, h1, a, W(u->conv1_w), W(u->conv1_b), &c1))) return r;
-    if ((r = fwd(u->m, &u->temb, tp, u->m->ctx.cs, B))) return r;
+    if ((r = fwd_float(u->m, &u->temb, tp, u->m->ctx.cs, B))) return r;
     plane_add_forward(h1, tp, B * Co, HW);
     if ((r = groupnorm_forward(u->m->pool, n2, h1, W(u->norm2_w), W(u->norm2_b), B, Co, HW, g, eps,
                                st ? &st[1] : NULL)))
@@ -218,7 +218,7 @@ static st_status ffn_forward(const unet_block *u, const xformer_layer *xl, float
 {
     const xf_dims d = xf_of(u);
     st_status r = layernorm_forward(u->m->pool, f[LN3], m[H2], W(xl->n3w), W(xl->n3b), d.N, d.I, XF_EPS, ln3);
-    if (!r) r = fwd(u->m, &xl->ff1, f[FG], f[LN3], d.N);
+    if (!r) r = fwd_float(u->m, &xl->ff1, f[FG], f[LN3], d.N);
     /* GEGLU: proj's output is (hidden, gate): hidden * gelu(gate) */
     if (!r) glu_forward(f[GG], f[FG] + d.FF, f[FG], d.N, d.FF, 2 * d.FF, GLU_GELU_ERF);
     return r;
@@ -243,37 +243,37 @@ static st_status xf_forward(const unet_block *u, const float *x, float *y, const
                                     kst ? &kst[0] : NULL);
     if (r) return r;
     transpose_batched(tin, n, d.B, d.C, d.T);
-    if ((r = fwd(m, &u->proj_in, h0, tin, d.N))) return r;
+    if ((r = fwd_float(m, &u->proj_in, h0, tin, d.N))) return r;
     const float *h = h0;
     for (int64_t l = 0; l < u->layers && !r; l++) {
         const xformer_layer *xl = &u->xl[l];
         float *t[MAIN_TENSORS], *a[SIDE_TENSORS], *f[FFN_TENSORS];
         layer_ptrs(&d, rg, l, t, a, f);
         r = layernorm_forward(p, t[LN1], h, W(xl->n1w), W(xl->n1b), d.N, d.I, XF_EPS, layer_state(kst, l, S_LN1));
-        if (!r && !from_host) r = fwd(m, &xl->q, a[Q], t[LN1], d.N);
-        if (!r && !from_host) r = fwd(m, &xl->k, a[K], t[LN1], d.N);
-        if (!r && !from_host) r = fwd(m, &xl->v, a[V], t[LN1], d.N);
+        if (!r && !from_host) r = fwd_float(m, &xl->q, a[Q], t[LN1], d.N);
+        if (!r && !from_host) r = fwd_float(m, &xl->k, a[K], t[LN1], d.N);
+        if (!r && !from_host) r = fwd_float(m, &xl->v, a[V], t[LN1], d.N);
         if (!r && !from_host)
             r = attention_forward(p, &self, view(a[O], d.T, d.I), view(a[Q], d.T, d.I), view(a[K], d.T, d.I),
                                   view(a[V], d.T, d.I), layer_state(ast, l, S_ATT1));
-        if (!r) r = fwd(m, &xl->o, t[H1], a[O], d.N);
+        if (!r) r = fwd_float(m, &xl->o, t[H1], a[O], d.N);
         if (!r) add_to(t[H1], h, d.N * d.I);
         if (!r) r = layernorm_forward(p, t[LN2], t[H1], W(xl->n2w), W(xl->n2b), d.N, d.I, XF_EPS,
                                       layer_state(kst, l, S_LN2));
-        if (!r && !from_host) r = fwd(m, &xl->q2, a[Q2], t[LN2], d.N);
-        if (!r && !from_host) r = fwd(m, &xl->k2, a[K2], m->ctx.text, d.B * d.L);
-        if (!r && !from_host) r = fwd(m, &xl->v2, a[V2], m->ctx.text, d.B * d.L);
+        if (!r && !from_host) r = fwd_float(m, &xl->q2, a[Q2], t[LN2], d.N);
+        if (!r && !from_host) r = fwd_float(m, &xl->k2, a[K2], m->ctx.text, d.B * d.L);
+        if (!r && !from_host) r = fwd_float(m, &xl->v2, a[V2], m->ctx.text, d.B * d.L);
         if (!r && !from_host)
             r = attention_forward(p, &cross, view(a[O2], d.T, d.I), view(a[Q2], d.T, d.I), view(a[K2], d.L, d.I),
                                   view(a[V2], d.L, d.I), layer_state(ast, l, S_ATT2));
-        if (!r) r = fwd(m, &xl->o2, t[H2], a[O2], d.N);
+        if (!r) r = fwd_float(m, &xl->o2, t[H2], a[O2], d.N);
         if (!r) add_to(t[H2], t[H1], d.N * d.I);
         if (!r) r = ffn_forward(u, xl, t, f, keep_ffn ? layer_state(kst, l, S_LN3) : NULL);
-        if (!r) r = fwd(m, &xl->ff2, t[H3], f[GG], d.N);
+        if (!r) r = fwd_float(m, &xl->ff2, t[H3], f[GG], d.N);
         if (!r) add_to(t[H3], t[H2], d.N * d.I);
         h = t[H3];
     }
-    if (!r) r = fwd(m, &u->proj_out, out, h, d.N);
+    if (!r) r = fwd_float(m, &u->proj_out, out, h, d.N);
     if (r) return r;
     transpose_batched(y, out, d.B, d.T, d.C);
     add_to(y, x, d.N * d.C);

@@ -93,14 +93,16 @@ void ace_block_register(param_set *s, ace_block *b, const char *prefix, const mo
 
 /* ---- sizes ---- */
 
-static size_t ace_offloaded_bytes(const block *blk)
+static size_t ace_side_bytes(const block *blk, size_t elem)
 {
     const ace_block *b = blk->self;
     dims d = dims_of(b);
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
-    return (size_t)(3 * d.N * d.D + 3 * d.N * d.K + 3 * d.N * d.D + 3 * d.NL * d.K) * sizeof(float) +
+    return (size_t)(3 * d.N * d.D + 3 * d.N * d.K + 3 * d.N * d.D + 3 * d.NL * d.K) * elem +
            attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
 }
+
+static size_t ace_offloaded_bytes(const block *blk) { return ace_side_bytes(blk, sizeof(float)); }
 
 /* beside the sides: the modulations and both output projections; with KEEP_ALL the feed-forward's three GEMM
  * outputs */
@@ -108,8 +110,9 @@ static size_t ace_kept_bytes(const block *blk, keep_level keep)
 {
     const ace_block *b = blk->self;
     dims d = dims_of(b);
-    return side_block_kept_bytes(ace_offloaded_bytes(blk), self_shape(b), keep, d.B * d.M + 2 * d.N * d.D,
-                                 2 * d.N * d.F + d.N * d.D);
+    const size_t elem = side_elem(b->m);
+    return side_block_kept_bytes(ace_side_bytes(blk, elem), self_shape(b), keep, d.B * d.M + 2 * d.N * d.D,
+                                 2 * d.N * d.F + d.N * d.D, elem);
 }
 
 /* ---- pieces run in forward and again in backward ---- */
@@ -198,7 +201,7 @@ static st_status ace_forward(block *blk, const block_state *in, block_state *out
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
     const bool states = keep != KEEP_NOTHING || f.to_host;
     const side_attention self_att = attention_of(b, SELF), cross_att = attention_of(b, CROSS);
-    if (!st) modulations(b, sv->mod[0]);
+    if (!st) modulations(b, sv->mod[0]), side_made(b->m, sv->mod[0], d.B * d.M); /* as PyTorch's bf16 sum */
     if (!st && f.from_host) st = side_back(sv);
     if (!st && !f.from_host) {
         st = norm_modulate(b, h, NULL, x, b->norm1, sv->mod[0], 0, NULL);
@@ -241,12 +244,13 @@ static st_status ace_backward(block *blk, const block_state *in, block_saved *sv
     ace_block *b = blk->self;
     dims d = dims_of(b);
     const int64_t N = d.N, D = d.D, B = d.B, T = d.T, ND = N * D, M = d.M, NF = N * d.F;
-    const float *x = in->t[0], *mod = sv->mod[0];
+    const float *x = in->t[0];
     float *gx = grad->t[0];
     const side_attention self_att = attention_of(b, SELF), cross_att = attention_of(b, CROSS);
     op_state stats = {0};
     bool recomputed = false;
     scratch s = side_scratch(b->m->pool, sv);
+    const float *mod = sv->mod[0]; /* as side_scratch has widened it */
     float *dmod = scratch_take_zero(&s, B * M, MEM_WORKSPACE, "ace.dmod");
     float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "ace.x1");
     float *x2 = scratch_take(&s, ND, MEM_WORKSPACE, "ace.x2");

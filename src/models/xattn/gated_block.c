@@ -61,23 +61,26 @@ static attn_shape cross_shape(const gated_block *b)
 
 /* ---- sizes ---- */
 
-static size_t gated_offloaded_bytes(const block *blk)
+static size_t gated_side_bytes(const block *blk, size_t elem)
 {
     const gated_block *b = blk->self;
     dims d = dims_of(b);
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
-    size_t n = (size_t)(6 * d.N * d.D) * sizeof(float) + attention_kept_bytes(&ss);
-    if (b->cross) n += (size_t)(3 * d.N * d.D + 3 * d.NL * d.D) * sizeof(float) + attention_kept_bytes(&cs);
+    size_t n = (size_t)(6 * d.N * d.D) * elem + attention_kept_bytes(&ss);
+    if (b->cross) n += (size_t)(3 * d.N * d.D + 3 * d.NL * d.D) * elem + attention_kept_bytes(&cs);
     return n;
 }
+
+static size_t gated_offloaded_bytes(const block *blk) { return gated_side_bytes(blk, sizeof(float)); }
 
 /* beside the sides: the modulations and the output projections; with KEEP_ALL the feed-forward's two GEMM outputs */
 static size_t gated_kept_bytes(const block *blk, keep_level keep)
 {
     const gated_block *b = blk->self;
     dims d = dims_of(b);
-    return side_block_kept_bytes(gated_offloaded_bytes(blk), self_shape(b), keep,
-                                 d.B * d.M + (b->cross ? 2 : 1) * d.N * d.D, d.N * d.F + d.N * d.D);
+    const size_t elem = side_elem(b->m);
+    return side_block_kept_bytes(gated_side_bytes(blk, elem), self_shape(b), keep,
+                                 d.B * d.M + (b->cross ? 2 : 1) * d.N * d.D, d.N * d.F + d.N * d.D, elem);
 }
 
 /* ---- pieces run in forward and again in backward ---- */
@@ -166,6 +169,7 @@ static st_status gated_forward(block *blk, const block_state *in, block_state *o
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
     const bool states = keep != KEEP_NOTHING || f.to_host;
     if (!st) st = b->modulate(b, sv->mod[0]);
+    if (!st) side_made(b->m, sv->mod[0], d.B * d.M); /* as PyTorch's bf16 modulation */
     if (!st && f.from_host) st = side_back(sv);
     if (!st && !f.from_host) {
         const side_attention a = attention_of(b, SELF);
@@ -195,12 +199,13 @@ static st_status gated_backward(block *blk, const block_state *in, block_saved *
     gated_block *b = blk->self;
     dims d = dims_of(b);
     const int64_t N = d.N, D = d.D, B = d.B, T = d.T, ND = N * D, M = d.M, ff = d.ff;
-    const float *x = in->t[0], *mod = sv->mod[0];
+    const float *x = in->t[0];
     float *gx = grad->t[0];
     const side_attention self_att = attention_of(b, SELF), cross_att = attention_of(b, CROSS);
     op_state stats = {0};
     bool recomputed = false;
     scratch s = side_scratch(b->m->pool, sv);
+    const float *mod = sv->mod[0]; /* as side_scratch has widened it */
     float *dmod = scratch_take_zero(&s, B * M, MEM_WORKSPACE, "gated.dmod");
     float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "gated.x1");
     float *x2 = b->cross ? scratch_take(&s, ND, MEM_WORKSPACE, "gated.x2") : x1; /* the feed-forward's input */

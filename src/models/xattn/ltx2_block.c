@@ -119,14 +119,14 @@ static void side_sizes(const dims *d, int64_t *n)
 }
 
 /* the sides and the attention states */
-static size_t ltx2_offloaded_bytes(const block *blk)
+static size_t ltx2_side_bytes(const block *blk, size_t elem)
 {
     const ltx2_block *b = blk->self;
     const dims d = dims_of(b);
     int64_t n[SIDE_MAX];
     side_sizes(&d, n);
     size_t bytes = 0;
-    for (int i = 0; i < SIDE_MAX; i++) bytes += (size_t)n[i] * sizeof(float);
+    for (int i = 0; i < SIDE_MAX; i++) bytes += (size_t)n[i] * elem;
     for (int a = 0; a < LTX2_ATTNS; a++) {
         const attn_shape s = shape_of(b, &d, a);
         bytes += attention_kept_bytes(&s);
@@ -134,20 +134,23 @@ static size_t ltx2_offloaded_bytes(const block *blk)
     return bytes;
 }
 
+static size_t ltx2_offloaded_bytes(const block *blk) { return ltx2_side_bytes(blk, sizeof(float)); }
+
 static size_t ltx2_kept_bytes(const block *blk, keep_level keep)
 {
     const ltx2_block *b = blk->self;
     const dims d = dims_of(b);
+    const size_t elem = side_elem(b->m);
     if (keep == KEEP_NOTHING) return 0;
     if (keep == KEEP_ATTENTION_OUTPUT) { /* the self-attentions' outputs and states: the rest runs again */
         const attn_shape v = shape_of(b, &d, LTX2_SELF_V), a = shape_of(b, &d, LTX2_SELF_A);
-        return side_output_bytes(&v) + side_output_bytes(&a);
+        return side_output_bytes(&v, elem) + side_output_bytes(&a, elem);
     }
     size_t floats = 0;
     for (int s = 0; s < 2; s++) floats += (size_t)(d.B * LTX2_MOD_ROWS * d.W[s]);
     for (int a = 0; a < LTX2_ATTNS; a++) floats += (size_t)(d.N[q_stream[a]] * d.W[q_stream[a]]); /* projections */
     for (int s = 0; keep == KEEP_ALL && s < 2; s++) floats += (size_t)(d.N[s] * (d.F[s] + d.W[s]));
-    return floats * sizeof(float) + ltx2_offloaded_bytes(blk);
+    return floats * elem + ltx2_side_bytes(blk, elem);
 }
 
 /* ---- pieces run in forward and again in backward ---- */
@@ -336,6 +339,7 @@ static st_status ltx2_forward(block *blk, const block_state *in, block_state *ou
             add_to(sv->mod[s] + i * stride, W(b->table[s]), 6 * w);
             add_to(sv->mod[s] + i * stride + 6 * w, W(b->ca_table[s]), 5 * w);
         }
+        side_made(b->m, sv->mod[s], d.B * stride); /* as PyTorch's bf16 sums */
     }
     if (!st && f.from_host) st = side_back(sv);
     for (int s = 0; !st && s < 2; s++) { /* x1: the self-attention */

@@ -147,30 +147,32 @@ void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const 
 /* The image attention's (added_kv) and the face adapter's sides and states: q, q raw and the output of the tokens; k,
  * k raw and v of the image's or face's (the image's output goes through the cross-attention's to_out, the face's
  * through its own, whose input is the output side: neither keeps an output projection of its own) */
-static size_t added_sides_bytes(const xdit_block *b, dims d)
+static size_t added_sides_bytes(const xdit_block *b, dims d, size_t elem)
 {
     size_t bytes = 0;
     if (b->added_kv) {
         const attn_shape is = image_shape(b);
-        bytes += (size_t)(3 * (d.N + d.NI) * d.D) * sizeof(float) + attention_kept_bytes(&is);
+        bytes += (size_t)(3 * (d.N + d.NI) * d.D) * elem + attention_kept_bytes(&is);
     }
     if (b->face >= 0) {
         const attn_shape fs = face_shape(b);
-        bytes += (size_t)(3 * (d.N + d.NF) * d.D) * sizeof(float) + attention_kept_bytes(&fs);
+        bytes += (size_t)(3 * (d.N + d.NF) * d.D) * elem + attention_kept_bytes(&fs);
     }
     return bytes;
 }
 
 /* the sides (q, k, v, attention output; raw q and k where a norm follows) and both attention states */
-static size_t xdit_offloaded_bytes(const block *blk)
+static size_t xdit_side_bytes(const block *blk, size_t elem)
 {
     const xdit_block *b = blk->self;
     dims d = dims_of(b);
     const attn_shape ss = self_shape(b), cs = cross_shape(b);
     const int64_t qn = b->sa.norm_q >= 0, self = (4 + 2 * qn) * d.N * d.D, cross = (2 + qn) * (d.N + d.NL) * d.D;
-    size_t bytes = (size_t)(self + cross) * sizeof(float) + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
-    return bytes + added_sides_bytes(b, d);
+    size_t bytes = (size_t)(self + cross) * elem + attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
+    return bytes + added_sides_bytes(b, d, elem);
 }
+
+static size_t xdit_offloaded_bytes(const block *blk) { return xdit_side_bytes(blk, sizeof(float)); }
 
 /* beside the sides: the modulation and both output projections (the image's and the face's attentions keep none of
  * their own); with KEEP_ALL the feed-forward's two GEMM outputs */
@@ -178,8 +180,9 @@ static size_t xdit_kept_bytes(const block *blk, keep_level keep)
 {
     const xdit_block *b = blk->self;
     dims d = dims_of(b);
-    return side_block_kept_bytes(xdit_offloaded_bytes(blk), self_shape(b), keep, d.B * 6 * d.D + 2 * d.N * d.D,
-                                 (b->sana ? 2 : 1) * d.N * d.F + d.N * d.D);
+    const size_t elem = side_elem(b->m);
+    return side_block_kept_bytes(xdit_side_bytes(blk, elem), self_shape(b), keep, d.B * 6 * d.D + 2 * d.N * d.D,
+                                 (b->sana ? 2 : 1) * d.N * d.F + d.N * d.D, elem);
 }
 
 /* ---- pieces run in forward and again in backward ---- */
@@ -344,7 +347,7 @@ static st_status ffn_compute(const xdit_block *b, const float *x2, const float *
         if (!s.status)
             s.status = temporal_conv3_forward(b->m->pool, t, f2, W(b->conv_temp), d.B, tg.frames, tg.rows * tg.cols,
                                               d.D);
-        if (!s.status) add_to(f2, t, d.N * d.D);
+        if (!s.status) add_to(f2, t, d.N * d.D), side_made(b->m, f2, d.N * d.D); /* as PyTorch's bf16 sum */
     }
     return scratch_end(&s);
 }
@@ -419,6 +422,7 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
     if (!st) {
         copy_rows(sv->mod[0], 6 * d.D, b->m->ctx.mod, b->m->ctx.mod_rows * d.D, d.B, 6 * d.D);
         add_row(sv->mod[0], W(b->table), d.B, 6 * d.D);
+        side_made(b->m, sv->mod[0], d.B * 6 * d.D); /* as PyTorch's bf16 sum */
     }
     if (!st && f.from_host) st = side_back(sv);
     if (!st && !f.from_host) { /* the self-attention on LN(x) modulated */
@@ -498,12 +502,13 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     xdit_block *b = blk->self;
     dims d = dims_of(b);
     const int64_t N = d.N, D = d.D, B = d.B, T = d.T, ND = N * D;
-    const float *x = in->t[0], *mod = sv->mod[0];
+    const float *x = in->t[0];
     float *gx = grad->t[0];
     const side_attention self_att = attention_of(b, SELF);
     op_state stats = {0};
     bool recomputed = false;
     scratch s = side_scratch(b->m->pool, sv);
+    const float *mod = sv->mod[0]; /* as side_scratch has widened it */
     float *dmod = scratch_take_zero(&s, B * 6 * D, MEM_WORKSPACE, "xdit.dmod");
     float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.x1");
     float *x2 = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.x2");
