@@ -13,6 +13,7 @@ chooses, with its peak (its predicted seconds are left out: each advise calibrat
 rates differ from run to run by more than the choices do).
 
     bench/swap_plans.py [--bin build/segtrain] [--configs A.json,B.json] [--link-bandwidth 25GB/s] [--threads 2]
+                        [--memory-only]
 
 Without --link-bandwidth, the link is `segtrain selfcheck`'s measure, once, given to every advise. Peaks are
 deterministic at a fixed thread count (a step's workspace is per thread); the choices follow this machine's rates.
@@ -95,10 +96,10 @@ def table(args, config):
     if isinstance(base, str):
         sys.exit("swap_plans: %s: %s" % (config, base))
     model = base["model"]
-    blocks = len(base["sequences"][0]["modes"])
+    blocks = sum(len(s["modes"]) for s in base["sequences"])  # the swap manager counts every list (Flux: 19 + 38)
     counts = [0, blocks // 2, blocks - 1]
-    print("### %s: %s (%s), %d blocks in its first sequence, batch %d\n" % (os.path.basename(config), model["preset"],
-                                                                            model["family"], blocks, model["batch"]))
+    print("### %s: %s (%s), %d blocks, batch %d\n" % (os.path.basename(config), model["preset"], model["family"],
+                                                      blocks, model["batch"]))
     print("Predicted peak device memory (GiB) by `segtrain plan`; each row a precision (mixed_precision, "
           "base_model_precision) and a count of swapped blocks (musubi_blocks_to_swap).\n")
     print("| precision | swap | " + " | ".join(MODES) + " |")
@@ -115,6 +116,8 @@ def table(args, config):
             print("| %s, %s | %d | %s |" % (p[0], p[1], n, " | ".join(cells)))
     for why in sorted(refusals):
         print("\nNot planned: %s" % why)
+    if args.memory_only:
+        return
     print("\nThe planner's choice (`advise --quick --rates-from dit-s2 --link-bandwidth %s`): swapped blocks, "
           "schedule and peak, the least predicted time at this machine's rates (each advise measures them again).\n"
           % args.link_bandwidth)
@@ -132,6 +135,7 @@ def main():
     ap.add_argument("--configs", default="bench/wan-14b-lora16.json,bench/flux-dev-lora16.json")
     ap.add_argument("--link-bandwidth", default=None)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--memory-only", action="store_true", help="the peaks' tables alone, without advise")
     args = ap.parse_args()
     if not args.link_bandwidth:
         args.link_bandwidth = measured_link(args)
