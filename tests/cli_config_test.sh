@@ -122,6 +122,17 @@ done
 echo '{"algo": "locon", "conv_dim": 8, "conv_alpha": 4, "apply_preset": {"target_module": ["Attention"]}}' > conv.json
 expect 1 "conv_dim is refused with the reason" "conv.json: conv_dim is not built: LoCon on convolutions" -- \
   "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=conv.json
+# the package adapts every convolution inside its targets (conv_dim or not): refused where one is, named
+echo '{"algo": "lokr", "apply_preset": {"target_module": [], "target_name": ["down_blocks\\.1\\.attentions"]}}' > names.json
+expect 1 "a convolution inside the targets is refused, named (sd1x's proj_in is a 1 x 1 Conv2d)" \
+  "lora_type lycoris: down_blocks.1.attentions.0.proj_in.weight is a convolution inside the lycoris_config's targets" -- \
+  "$bin" plan --set model_family=sd1x --set model_type=lora --set lora_type=lycoris --set lycoris_config=names.json
+expect 0 "the same names plan on sdxl, whose proj_in is a Linear" "lycoris_down_blocks_\\*_attentions_\\*_proj_in " -- \
+  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=names.json --parts
+echo '{"algo": "lokr", "apply_preset": {"target_name": ["down_blocks\\.1\\.attentions"]}}' > default.json
+expect 1 "apply_preset without target_module is refused (the package keeps its default classes)" \
+  "default.json: apply_preset has no target_module, so the package keeps its default target classes" -- \
+  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=default.json
 echo '{"algo": "loha", "use_tucker": true, "apply_preset": {"target_module": ["Attention"]}}' > tucker.json
 expect 1 "use_tucker is refused with the reason" "tucker.json: use_tucker \\(Tucker decomposition\\) is not built" -- \
   "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=tucker.json

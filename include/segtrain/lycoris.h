@@ -59,6 +59,11 @@ extern const lyco_class lyco_sana_classes[];
  * spec adapts none of it: inside an instance of a targeted class (the outermost, unless a deeper one has its own
  * module_algo_map entry), or matching a target_name pattern. */
 const lyco_settings *lycoris_settings_for(const param_set *s, const char *name);
+/* Whether the parameter `name` of ndim dimensions is a convolution's weight (".weight", 3 to 5 dimensions) inside a
+ * module the spec targets (lycoris_settings_for), which the package adapts: a 1 x 1 kernel at linear_dim, a larger
+ * one at conv_dim (linear_dim where it is 0 or absent; create_lycoris's own preset turns enable_conv back on).
+ * segtrain adapts none: param_set_check refuses such a set. */
+bool lycoris_adapts_conv(const param_set *s, const char *name, int ndim);
 /* The package's factorization(dimension, factor): m <= n, m * n = dim. */
 void lyco_factorization(int64_t dim, int64_t factor, int64_t *m, int64_t *n);
 /* "lycoris_" and the module path with dots as underscores (LycorisNetwork's lora_name); false when it does not fit. */

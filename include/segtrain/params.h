@@ -58,6 +58,9 @@ typedef struct param_set {
     uint8_t *weightsq;
     uint16_t *weightsq_stats;
     int too_large; /* 1 + the index of the first parameter that took a size or the total past CK_MAX_ELEMENTS */
+    /* 1 + the index of the first convolution weight (a ".weight" of 3 to 5 dimensions) that lora_type lycoris's
+     * targets reach (lycoris_adapts_conv): the package adapts it, segtrain does not, so param_set_check refuses */
+    int lyco_conv;
     bool oom;      /* the list could not grow: param_add returned -1 from then on */
     bool adapters_off; /* lin_forward skips every LoRA adapter (h3_drift's frozen-base forward) */
     const char *lora_component; /* the pipeline component its LoRA file names ("unet" for a U-Net); NULL: transformer */

@@ -97,6 +97,15 @@ const lyco_settings *lycoris_settings_for(const param_set *s, const char *name)
     return NULL;
 }
 
+bool lycoris_adapts_conv(const param_set *s, const char *name, int ndim)
+{
+    const size_t len = strlen(name);
+    if (!s->lycoris || ndim < 3 || ndim > 5 || len < 8 || strcmp(name + len - 7, ".weight")) return false;
+    char module[PARAM_NAME_MAX];
+    snprintf(module, sizeof module, "%.*s", (int)(len - 7), name);
+    return lycoris_settings_for(s, module) != NULL;
+}
+
 lyco_init lyco_init_of(const char *name, float *std)
 {
     static const struct {

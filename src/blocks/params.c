@@ -11,6 +11,7 @@
 #include "segtrain/checked.h"
 #include "segtrain/copy.h"
 #include "segtrain/fileio.h"
+#include "segtrain/lycoris.h"
 #include "segtrain/safetensors.h"
 
 #define PATH_MAX_LEN 4096
@@ -41,6 +42,7 @@ static int add(param_set *s, const char *name, int ndim, const int64_t *shape, b
     ok = ok && ck_add(s->weight_count, p->numel, CK_MAX_ELEMENTS, &s->weight_count);
     if (ok && trainable) s->grad_count += p->numel; /* <= weight_count */
     if (!ok && !s->too_large) s->too_large = s->n + 1;
+    if (s->lycoris && !s->lyco_conv && lycoris_adapts_conv(s, name, ndim)) s->lyco_conv = s->n + 1;
     return s->n++;
 }
 
@@ -55,6 +57,11 @@ static void shape_text(const param *q, char *buf, size_t n)
 st_status param_set_check(const param_set *s)
 {
     if (s->oom) return st_host_oom("the list of parameters (%d registered)", s->n);
+    if (s->lyco_conv)
+        return st_fail(ST_ERR_UNSUPPORTED, "lora_type lycoris: %s is a convolution inside the lycoris_config's "
+                       "targets, which lycoris-lora adapts (a 1 x 1 kernel at linear_dim, a larger one at conv_dim, "
+                       "linear_dim where it is 0 or absent); LyCORIS on convolutions is not built: target classes or "
+                       "names that hold linear layers only", s->items[s->lyco_conv - 1].name);
     if (!s->too_large) return ST_OK;
     const param *p = &s->items[s->too_large - 1];
     char shape[160];

@@ -235,6 +235,10 @@ static st_status preset_at(const cJSON *j, const char *file, lycoris_spec *ly)
         return BAD("%s: no apply_preset; the package's default targets (every Linear, Conv and norm of the model) "
                    "are not built: give apply_preset.target_module", file);
     if (!cJSON_IsObject(preset)) return BAD("%s: apply_preset is not an object", file);
+    if (!cJSON_GetObjectItemCaseSensitive(preset, "target_module")) /* apply_preset keeps the class's list then */
+        return BAD("%s: apply_preset has no target_module, so the package keeps its default target classes (every "
+                   "Linear, Conv and norm of the model) beside target_name and module_algo_map; that is not built: "
+                   "give target_module (an empty list for names and module_algo_map alone)", file);
     char classes[LYCO_TARGETS_MAX][LYCO_PATTERN_MAX];
     int n = 0;
     st_status st = preset_refusals(preset, file);

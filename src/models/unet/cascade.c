@@ -65,6 +65,7 @@ static void reg_conv(builder *b, cascade_block *u, const char *prefix, int64_t i
     /* Conv2d (out, in, k, k); ConvTranspose2d (in, out, k, k) */
     const int64_t shape[4] = {t ? in : out, t ? out : in, k, k};
     u->conv_w = param_add(b->s, micro_name(name, sizeof name, prefix, "weight"), 4, shape, full);
+    if (t && b->s->lyco_conv == u->conv_w + 1) b->s->lyco_conv = 0; /* the package adapts no ConvTranspose2d */
     u->conv_b = param_add(b->s, micro_name(name, sizeof name, prefix, "bias"), 1, (int64_t[]){out}, full);
 }
 
