@@ -172,8 +172,11 @@ def main():
     ap.add_argument("--table", action="store_true", help="print docs/FIXTURES.md's table of the written yardsticks; "
                     "run nothing")
     ap.add_argument("--segtrain", metavar="LOG", help="with --table: test_parity's output, for segtrain's columns")
+    ap.add_argument("--simpletuner", metavar="PATH", help="a SimpleTuner checkout at commit %s (the fixtures of "
+                    "its own classes)" % mf.SIMPLETUNER_COMMIT)
     ap.add_argument("names", nargs="*", help="fixtures (default all): " + ", ".join(mf.FIXTURES))
     a = ap.parse_args()
+    mf.SIMPLETUNER["root"] = a.simpletuner and os.path.abspath(a.simpletuner)
     for n in a.names:
         if n not in mf.FIXTURES:
             sys.exit("bf16_yardstick.py: unknown fixture '%s' (valid: %s)" % (n, ", ".join(mf.FIXTURES)))

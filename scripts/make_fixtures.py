@@ -10,6 +10,9 @@ reloads each folder with from_pretrained and checks that a fresh float64 forward
 Every fixture with a spatial latent also gets parity_hw.safetensors: the same weights at another batch (HW_B) and a
 non-square latent (the fixture's size_hw), its metadata recording B, H, W (and F for video).
 
+A fixture of a class SimpleTuner holds itself (boogu-image: no diffusers class) imports it from the checkout that
+--simpletuner names, at SIMPLETUNER_COMMIT, which its metadata records.
+
 Needs the reference venv (scripts/reference-venv.sh); `make test` never runs this.
 """
 import argparse
@@ -625,6 +628,49 @@ LUMINA2_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = 1 - fl
                   "encoder_hidden_states (B, L, 24) N(0, 1), padding rows too; encoder_attention_mask = "
                   "int32([1 1 1 1 1 1], [1 1 1 1 0 0]) (captions of 6 and 4 tokens); pred = -output (SimpleTuner's "
                   "lumina2 negates it)")
+
+
+# SimpleTuner's own model classes (no diffusers class): imported from the checkout given by --simpletuner, at this
+# commit; its packages' __init__ files (the trainer's imports) are not run, only the model's own modules.
+SIMPLETUNER_COMMIT = "bc8e6ab77"
+SIMPLETUNER = {"root": None}
+
+
+def simpletuner_class(path):
+    """The class at path ("boogu_image.transformer.BooguImageTransformer2DModel", under helpers/models) of the
+    --simpletuner checkout."""
+    import importlib
+    import types
+    root = SIMPLETUNER["root"]
+    if not root:
+        raise SystemExit("make_fixtures.py: a SimpleTuner class needs --simpletuner PATH (a checkout at %s)"
+                         % SIMPLETUNER_COMMIT)
+    for pkg in ("simpletuner", "simpletuner.helpers", "simpletuner.helpers.models", "simpletuner.helpers.training"):
+        if pkg not in sys.modules:
+            mod = types.ModuleType(pkg)
+            mod.__path__ = [os.path.join(root, *pkg.split("."))]
+            sys.modules[pkg] = mod
+    module, _, cls = path.rpartition(".")
+    return getattr(importlib.import_module("simpletuner.helpers.models." + module), cls)
+
+
+def boogu_run(model, t):
+    # SimpleTuner's BooguImage._model_predict_single: latents as is, timestep 1 - sigma (sample_flow_sigmas) in the
+    # weights' float32, the text with its mask as bool, freqs_cis from BooguImageRotaryPosEmbed.get_freqs_cis of the
+    # config's axes (float64), no reference images (t2i). Its target is latents - noise
+    # (flow_matching_target_direction -1): the same loss as -output against noise - latents, segtrain's.
+    rope = simpletuner_class("boogu_image.rope.BooguImageRotaryPosEmbed")
+    timestep = (1 - t["sigma"].float()).double()
+    freqs = rope.get_freqs_cis(model.config.axes_dim_rope, model.config.axes_lens, theta=10000)
+    out = model(t["latents"], timestep, t["encoder_hidden_states"], freqs, t["encoder_attention_mask"].bool())
+    return -out
+
+
+BOOGU_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = 1 - float32(sigma) (B); "
+                "instruction_hidden_states (B, L, 24) N(0, 1), padding rows too; instruction_attention_mask = "
+                "bool([1 1 1 1 1 1], [1 1 1 1 0 0]); freqs_cis = BooguImageRotaryPosEmbed.get_freqs_cis(axes_dim_rope, "
+                "axes_lens, 10000); ref_image_hidden_states None; pred = -output (SimpleTuner's target is latents - "
+                "noise)")
 
 
 @exact
@@ -1377,6 +1423,21 @@ fixture("lumina2", "Lumina2Transformer2DModel",
              axes_lens=(300, 512, 512), cap_feat_dim=JOINT),
         masked_text_make, lumina2_run, LUMINA2_PASSED)
 
+# Boogu Image (SimpleTuner's boogu_image, no diffusers class): one context, noise and reference-image refiner, two
+# double-stream and one single-stream layer, 2 heads x 16 with 1 kv head (24 x 96 with 8 real), rotary axes (4, 6, 6)
+# ((32, 32, 32)), the feed-forward 4 hidden (multiple_of 16: 128), the instruction 24 wide (one layer, "mean").
+# Text to image passes no reference images: the reference-image path runs on no rows.
+fixture("boogu-image", "simpletuner:boogu_image.transformer.BooguImageTransformer2DModel",
+        dict(patch_size=2, in_channels=C, hidden_size=32, num_layers=3, num_double_stream_layers=2,
+             num_refiner_layers=1, num_attention_heads=2, num_kv_heads=1, multiple_of=16, norm_eps=1e-5,
+             axes_dim_rope=(4, 6, 6), axes_lens=(64, 32, 32),
+             instruction_feature_configs=dict(instruction_feat_dim=JOINT, reduce_type="mean",
+                                              num_instruction_feat_layers=1)),
+        masked_text_make, boogu_run, BOOGU_PASSED,
+        zero={r"ref_image_refiner\..*|ref_image_patch_embedder\..*|image_index_embedding":
+              "text to image: no reference images, so the reference-image embedder, index embedding and refiner "
+              "run on no rows"})
+
 # Z-Image: as lumina2's, 2 heads x 24 (30 x 128 real), the feed-forward int(48 / 3 * 8) = 128 (10240 real); 16 image
 # tokens, so 16 of the 32 image rows are x_pad_token, and each caption is padded to 32 rows with cap_pad_token.
 fixture("z-image", "ZImageTransformer2DModel",
@@ -1661,7 +1722,8 @@ def exact_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, do
 def model_class(name):
     """The fixture's diffusers class, with every loaded diffusers module's get_timestep_embedding made exact (while
     EXACT)."""
-    cls = getattr(diffusers, FIXTURES[name]["cls"])
+    src = FIXTURES[name]["cls"]
+    cls = simpletuner_class(src.split(":", 1)[1]) if src.startswith("simpletuner:") else getattr(diffusers, src)
     if not EXACT:
         return cls
     import diffusers.models.embeddings as emb
@@ -1880,6 +1942,8 @@ def write_reference(name, model, t, path, extra_meta):
     meta = dict(versions(), **meta_parts, fixture=name, class_name=fx["cls"], kwargs=json.dumps(fx["kw"], sort_keys=True),
                 seed=str(seed_of(name)), loss_f64=repr(loss.item()), passed=fx["passed"],
                 zero_grads=json.dumps(fx["zero"], sort_keys=True))
+    if fx["cls"].startswith("simpletuner:"):
+        meta["simpletuner_commit"] = SIMPLETUNER_COMMIT
     if fx["bf16"]:
         meta["bf16_weights"] = fx["bf16"]
     if fx["factored"]:
@@ -2039,8 +2103,11 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                                   "fixtures"))
     ap.add_argument("--verify", action="store_true", help="reload each folder and check its pred; write nothing")
+    ap.add_argument("--simpletuner", metavar="PATH", help="a SimpleTuner checkout at commit %s (the fixtures of "
+                    "its own classes: boogu-image)" % SIMPLETUNER_COMMIT)
     ap.add_argument("names", nargs="*", help="fixtures (default all): " + ", ".join(FIXTURES))
     a = ap.parse_args()
+    SIMPLETUNER["root"] = a.simpletuner and os.path.abspath(a.simpletuner)
     for n in a.names:
         if n not in FIXTURES and n not in EXTRA:
             sys.exit("make_fixtures.py: unknown fixture '%s' (valid: %s)" % (n, ", ".join(list(FIXTURES) + list(EXTRA))))

@@ -607,6 +607,13 @@ expect 0 "lumina2 trains with SimpleTuner's objective (the model's time 1 - t, i
   "trained 1 steps; weights in lumina-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=lumina2 --set model_preset=lumina2-tiny \
   --set synthetic_data=true --set max_train_steps=1 --set output_dir=lumina-out
+expect 0 "SimpleTuner's boogu_image example plans Boogu-Image 0.1 at 1024 px: refiners, double- then single-stream" \
+  "model boogu-image \\(boogu_image\\): 2 \\+ 2 refiner blocks, 8 double-stream and 40 single-stream layers, width 3072" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/boogu-image-v0.1.peft-lora.json"
+expect 0 "boogu_image trains with SimpleTuner's objective (the model's time 1 - t, its target latents - noise)" \
+  "trained 1 steps; weights in boogu-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=boogu_image --set model_preset=boogu-image-tiny \
+  --set synthetic_data=true --set max_train_steps=1 --set output_dir=boogu-out
 expect 0 "SimpleTuner's z-image example plans Z-Image's 6B transformer at 1024 px area" \
   "model z-image \\(z_image\\): 2 \\+ 2 refiner blocks, 30 joint blocks, width 3840, 30 heads, 4096 image \\+ 512" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/z-image.peft-lora.json" --set base_model_precision=no_change

@@ -243,6 +243,7 @@ static void test_families(void)
                            !strcmp(name, "ltxvideo") || !strcmp(name, "ltxvideo2") || !strcmp(name, "cosmos2image") ||
                            !strcmp(name, "kandinsky5-image") || !strcmp(name, "kandinsky5-video") ||
                            !strcmp(name, "anima") || !strcmp(name, "lumina2") || !strcmp(name, "ernie") ||
+                           !strcmp(name, "boogu_image") ||
                            !strcmp(name, "ideogram") || !strcmp(name, "omnigen") || !strcmp(name, "krea2") ||
                            !strcmp(name, "flux3_image") || !strcmp(name, "minimaxh3") || !strcmp(name, "cosmos3") ||
                            !strcmp(name, "sana") || !strcmp(name, "sanavideo") || !strcmp(name, "sd1x") ||
@@ -849,6 +850,53 @@ static void test_lumina2_json(void)
     CHECK(from_json("{\"model_family\": \"lumina2\"}", &mc) == ST_OK && !strcmp(mc.preset, "lumina2"));
     CHECK(from_json("{\"model_family\": \"lumina2\", \"model_flavour\": \"neta-lumina\"}", &mc) == ST_OK &&
           !strcmp(mc.preset, "lumina2"));
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
+/* BooguImageTransformer2DModel's config.json: the boogu-image preset's sizes read back as it, the instruction's width
+ * from instruction_feature_configs (a mean of layers, or their concatenation); what segtrain does not build is refused
+ * by name. */
+static void test_boogu_json(void)
+{
+    char dir[] = "/tmp/segtrain-boogu-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define BG "{\"_class_name\": \"BooguImageTransformer2DModel\", "
+    tk_write_file(dir, "config.json", BG "\"axes_dim_rope\": [32, 48, 48], \"axes_lens\": [2048, 1664, 1664], "
+                  "\"ffn_dim_multiplier\": null, \"hidden_size\": 3072, \"in_channels\": 16, \"multiple_of\": 256, "
+                  "\"norm_eps\": 1e-05, \"num_attention_heads\": 24, \"num_kv_heads\": 8, \"num_layers\": 48, "
+                  "\"num_double_stream_layers\": 8, \"num_refiner_layers\": 2, \"out_channels\": null, "
+                  "\"patch_size\": 2, \"timestep_scale\": 1.0, \"prompt_tuning_configs\": {\"use_prompt_tuning\": false}, "
+                  "\"instruction_feature_configs\": {\"instruction_feat_dim\": 4096, \"reduce_type\": \"mean\", "
+                  "\"num_instruction_feat_layers\": 3}}");
+    model_config mc, want;
+    CHECK(model_preset("boogu-image-tiny", &mc) == ST_OK && model_preset("boogu-image", &want) == ST_OK);
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 8 && mc.single_depth == 40 &&
+               mc.refiner_depth == 2 && mc.hidden == want.hidden && mc.heads == want.heads &&
+               mc.kv_heads == want.kv_heads && mc.ffn_dim == want.ffn_dim && mc.text_dim == want.text_dim &&
+               mc.norm_eps == want.norm_eps && mc.rope_axes[0] == want.rope_axes[0] &&
+               mc.rope_axes[2] == want.rope_axes[2] && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    tk_write_file(dir, "config.json", BG "\"hidden_size\": 32, \"num_attention_heads\": 2, \"num_kv_heads\": 1, "
+                  "\"axes_dim_rope\": [4, 6, 6], \"num_layers\": 3, \"multiple_of\": 16, "
+                  "\"instruction_feature_configs\": {\"instruction_feat_dim\": 24, \"reduce_type\": \"concat\", "
+                  "\"num_instruction_feat_layers\": 2}}");
+    CHECK(model_preset("boogu-image-tiny", &mc) == ST_OK);
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.text_dim == 48 && mc.ffn_dim == 128 &&
+               mc.depth == 2 && mc.single_depth == 1, "%s", st_error()); /* the class's 2 double-stream layers */
+    const char *bad[][2] = {
+        {BG "\"timestep_scale\": 1000.0}", "timestep_scale"},
+        {BG "\"prompt_tuning_configs\": {\"use_prompt_tuning\": true}}", "use_prompt_tuning"},
+        {BG "\"instruction_feature_configs\": {\"reduce_type\": \"max\"}}", "reduce_type"},
+        {BG "\"num_layers\": 1}", "num_layers 1"},
+        {BG "\"out_channels\": 32}", "out_channels 32"},
+    };
+#undef BG
+    expect_json_refusals(dir, "config.json", "boogu-image-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    CHECK(from_json("{\"model_family\": \"boogu_image\"}", &mc) == ST_OK && !strcmp(mc.preset, "boogu-image"));
+    CHECK(from_json("{\"model_family\": \"boogu_image\", \"model_flavour\": \"v0.1-edit\"}", &mc) ==
+          ST_ERR_UNSUPPORTED);
     remove(tk_path(dir, "config.json"));
     remove(dir);
 }
@@ -1515,6 +1563,7 @@ int main(void)
     test_wan_vace_json();
     test_anima_json();
     test_lumina2_json();
+    test_boogu_json();
     test_zimage_json();
     test_omnigen_json();
     test_krea2_json();

@@ -740,6 +740,7 @@ int main(void)
     test_fixture("anyflow-interval", "wan-anyflow-tiny"); /* its delta of t - r (= 0), gate 0.5 */
     test_fixture("ltxvideo", "ltxvideo-tiny"); /* video, RoPE over the whole width, RMSNorm block norms, the key mask */
     test_fixture("lumina2", "lumina2-tiny"); /* refiners, then joint rows laid out per caption length */
+    test_fixture("boogu-image", "boogu-image-tiny"); /* lumina2's refiners, double-stream layers, then joint rows */
     test_fixture("z-image", "z-image-tiny"); /* lumina2's, image rows first, padded rows of learned tokens */
     test_fixture("ernie", "ernie-tiny"); /* lumina2's blocks without sandwich norms, one modulation for all */
     test_fixture("omnigen", "omnigen-tiny"); /* Phi-3 blocks on token ids, the time token and the image */

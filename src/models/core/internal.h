@@ -11,7 +11,7 @@
 
 #define DIT_LN_EPS 1e-6f
 #define DIT_FREQ_DIM 256 /* timestep frequency embedding width */
-#define MODEL_SEQ_MAX 3
+#define MODEL_SEQ_MAX 4
 /* The rotary axes of the family's heads at mc's width (model_presets.c): Flux's (16, 56, 56) at 128, ... */
 void model_rope_axes(model_config *mc);
 

@@ -18,7 +18,13 @@
  * the caption's padding rows are attended, not masked; a caption token j sits at (1 + j, 0, 0), an image token at
  * (1 + the padded caption length, row, column), a pad token of the image at (0, 0, 0); rotary theta 256; the time
  * is (1 - t) 1000 through t_embedder (256 -> 1024 -> min(D, 256)), the blocks' modulations take temb itself (no
- * SiLU) and only the final layer SiLU(temb). */
+ * SiLU) and only the final layer SiLU(temb).
+ *
+ * Boogu-Image (SimpleTuner's BooguImageTransformer2DModel, boogu_image.c) is Lumina 2 with other layer names
+ * (single_stream_layers for layers), a caption token j at (j, j, j), and a fourth sequence between the refiners and
+ * the joint rows: its double-stream layers (DOUBLE, boogu_image.c's block) over each sample's rows [the caption's L
+ * refined rows, padding included; the image's T], its key mask the caption's, its rotary table the joint's positions
+ * at those rows (the caption's padding rows at zero). Its reference-image weights are loaded and never run. */
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/joint/lumina2.h"
@@ -35,11 +41,14 @@
 #define ZIMAGE_ROWS 32 /* its caption and image rows are padded to a multiple of this (SEQ_MULTI_OF) */
 #define ZIMAGE_T_SCALE 1000.0f
 #define ZIMAGE_TIME_MID 1024
-enum { CTX, NOISE, JOINT, NSEQ };
+enum { CTX, NOISE, JOINT, DOUBLE, NSEQ }; /* DOUBLE: Boogu's double-stream layers */
 
 typedef struct lm_model {
-    bool z; /* Z-Image */
+    bool z;     /* Z-Image */
+    bool boogu; /* Boogu-Image */
+    int nseq;   /* its sequences: Boogu's four, the others' three */
     lumina_block *blocks[NSEQ];
+    boogu_double *dbl; /* Boogu's double-stream layers (sequence DOUBLE) */
     temb t;
     int cap_norm;
     lin_layer cap;
@@ -66,6 +75,11 @@ static bool zimage(const model_config *c)
     const lumina2_options *o = family_options(c);
     return o && o->zimage;
 }
+static bool boogu(const model_config *c)
+{
+    const lumina2_options *o = family_options(c);
+    return o && o->boogu;
+}
 /* The caption refiner's rows and the image refiner's per sample */
 static int64_t text_rows(const model *m)
 {
@@ -84,18 +98,61 @@ static int64_t time_dim(const model_config *c)
 
 static st_status final_rows(model *m, float *img);
 
+static const char *const lumina_names_of[NSEQ] = {"context_refiner", "noise_refiner", "layers", NULL};
+static const char *const boogu_names[NSEQ] = {"context_refiner", "noise_refiner", "single_stream_layers",
+                                              "double_stream_layers"};
+
+/* Boogu's double-stream layers (sequence DOUBLE, n of them) over each sample's [caption; image] rows, and what its
+ * reference images would go through, loaded and never run in text to image: their patch embedder, index table
+ * (five images) and refiner (whose gradients stay zero, as SimpleTuner's empty reference rows leave them) */
+static st_status boogu_create(model *m, int n)
+{
+    const model_config *c = &m->cfg;
+    lm_model *d = m->impl;
+    param_set *s = &m->own_params;
+    const bool full = !c->lora_rank;
+    const int64_t D = c->hidden, L = text_rows(m), T = image_rows_of(m), P = model_patch_dim(c);
+    if (!(d->dbl = model_seq_blocks(m, DOUBLE, boogu_names[DOUBLE], n, &boogu_double_kind, sizeof *d->dbl)))
+        return st_host_oom("the Boogu-Image model");
+    m->seq_sample[DOUBLE] = (L + T) * D;
+    char prefix[64];
+    for (int i = 0; i < n; i++) {
+        d->dbl[i] = (boogu_double){.m = m, .text = L, .image = T, .kv_heads = c->kv_heads, .ffn = c->ffn_dim,
+                                   .ada_in = time_dim(c), .eps = (float)c->norm_eps, .rope = &d->rope[DOUBLE],
+                                   .image_rope = &d->rope[NOISE], .mask = &d->maskp[DOUBLE]};
+        snprintf(prefix, sizeof prefix, "%s.%d", boogu_names[DOUBLE], i);
+        boogu_double_register(s, &d->dbl[i], prefix, c);
+    }
+    param_add(s, "ref_image_patch_embedder.weight", 2, (int64_t[]){D, P}, full);
+    param_add(s, "ref_image_patch_embedder.bias", 1, (int64_t[]){D}, full);
+    param_add(s, "image_index_embedding", 2, (int64_t[]){5, D}, full);
+    lumina_block *ref = model_alloc(m, (size_t)c->refiner_depth, sizeof *ref);
+    if (!ref) return st_host_oom("the Boogu-Image model");
+    for (int i = 0; i < c->refiner_depth; i++) {
+        ref[i] = (lumina_block){.m = m, .modulated = true, .rows = T, .kv_heads = c->kv_heads, .ffn = c->ffn_dim,
+                                .eps = (float)c->norm_eps, .ada_in = time_dim(c), .style = &lumina2_style};
+        snprintf(prefix, sizeof prefix, "ref_image_refiner.%d", i);
+        lumina_block_register(s, &ref[i], prefix, c);
+    }
+    return ST_OK;
+}
+
 static st_status lm_create(model *m)
 {
     const model_config *c = &m->cfg;
     lm_model *d = m->impl;
-    const int n[NSEQ] = {(int)c->refiner_depth, (int)c->refiner_depth, (int)c->depth};
-    static const char *const names[NSEQ] = {"context_refiner", "noise_refiner", "layers"};
-    for (int q = 0; q < NSEQ; q++)
+    const bool bg = d->boogu = boogu(c);
+    d->nseq = bg ? NSEQ : DOUBLE;
+    const int n[NSEQ] = {(int)c->refiner_depth, (int)c->refiner_depth, (int)(bg ? c->single_depth : c->depth),
+                         (int)c->depth};
+    const char *const *names = bg ? boogu_names : lumina_names_of;
+    for (int q = 0; q < DOUBLE; q++)
         if (!(d->blocks[q] = model_seq_blocks(m, q, names[q], n[q], &lumina_block_kind, sizeof *d->blocks[q])))
             return st_host_oom("the Lumina 2 model");
     param_set *s = &m->own_params;
     const bool full = !c->lora_rank, z = d->z = zimage(c);
     const int64_t D = c->hidden, Dt = time_dim(c), P = model_patch_dim(c);
+    st_status st = ST_OK;
     const int64_t rows[NSEQ] = {text_rows(m), image_rows_of(m), joint_rows(m)};
     char prefix[64], n1[96], n2[96], key[32];
     snprintf(key, sizeof key, "%lld-%lld", (long long)c->patch, (long long)c->patch_t); /* Z-Image's patch key */
@@ -116,7 +173,8 @@ static st_status lm_create(model *m)
     snprintf(n2, sizeof n2, "%s.1", cap);
     d->cap_norm = param_add(s, n1, 1, (int64_t[]){c->text_dim}, full);
     d->cap = lin_register(s, n2, c->text_dim, D, true, 0, 0, full);
-    for (int q = 0; q < NSEQ; q++) {
+    if (bg && (st = boogu_create(m, n[DOUBLE]))) return st;
+    for (int q = 0; q < DOUBLE; q++) {
         m->seq_sample[q] = rows[q] * m->shape.hidden;
         for (int i = 0; i < n[q]; i++) {
             lumina_block *b = &d->blocks[q][i];
@@ -140,7 +198,7 @@ static st_status lm_create(model *m)
 static void lm_release(model *m)
 {
     lm_model *d = lm_of(m);
-    for (int q = 0; q < NSEQ; q++) d->maskp[q] = NULL;
+    for (int q = 0; q < d->nseq; q++) d->maskp[q] = NULL;
     op_state_release(&d->cap_stats);
     joint_final_release(&d->fin);
 }
@@ -162,11 +220,12 @@ static bool position_of(const model *m, int q, int64_t r, int64_t len, int64_t l
 {
     const int64_t T = m->shape.tokens, Tr = image_rows_of(m), g = grid_cols(&m->cfg);
     id[0] = id[1] = id[2] = 0;
-    if (!lm_of(m)->z) { /* caption j at (j, 0, 0), image i at (len, row, column); the joint's padding at 0 */
-        const int64_t img = q == NOISE ? r : q == JOINT ? r - len : -1;
-        if (q != NOISE && r < len) id[0] = (float)r;
+    if (!lm_of(m)->z) { /* caption j at (j, 0, 0) (Boogu's (j, j, j)), image i at (len, row, column); the joint's
+                          * padding at 0; Boogu's double-stream rows: the caption's L rows, then the image's */
+        const int64_t L = text_rows(m), img = q == NOISE ? r : q == JOINT ? r - len : q == DOUBLE ? r - L : -1;
+        if (q != NOISE && r < len) id[0] = (float)r, id[1] = id[2] = lm_of(m)->boogu ? (float)r : 0.0f;
         else if (img >= 0 && img < T) id[0] = (float)len, id[1] = (float)(img / g), id[2] = (float)(img % g);
-        return q != CTX || r < len;
+        return q == CTX || (q == DOUBLE && r < L) ? r < len : true;
     }
     const int64_t cap = q == CTX ? r : q == JOINT ? r - Tr : -1, img = q == CTX || r >= Tr ? -1 : r;
     if (cap >= 0) id[0] = (float)(1 + cap);
@@ -180,11 +239,11 @@ static st_status sample_positions(model *m, const float *cond, float *ids)
     lm_model *d = lm_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = text_rows(m), T = image_rows_of(m), S = L + T, hd = c->hidden / c->heads;
-    const int64_t rows[NSEQ] = {L, T, S};
+    const int64_t rows[NSEQ] = {L, T, S, S};
     const double theta = d->z ? ZIMAGE_THETA : LUMINA_THETA;
     for (int64_t b = 0; b < B; b++) {
         const int64_t len = len_of(d, b), lr = cap_rows(d, b);
-        for (int q = 0; q < NSEQ; q++) {
+        for (int q = 0; q < d->nseq; q++) {
             float *tab = d->rope[q] + b * rows[q] * hd, unused[3];
             for (int64_t r = 0; r < rows[q]; r++) position_of(m, q, r, len, lr, ids + r * 3);
             rope_table(tab, ids, rows[q], 3, c->rope_axes, theta);
@@ -195,6 +254,7 @@ static st_status sample_positions(model *m, const float *cond, float *ids)
          * caption's refiner sees them all: its rows reach nothing */
         for (int64_t j = 0; j < L; j++) d->kb[CTX][b * L + j] = j < lr || !lr ? 0.0f : -INFINITY;
         for (int64_t j = 0; j < S; j++) d->kb[JOINT][b * S + j] = j < lr + T ? 0.0f : -INFINITY;
+        for (int64_t j = 0; d->boogu && j < S; j++) d->kb[DOUBLE][b * S + j] = j < lr || j >= L ? 0.0f : -INFINITY;
     }
     return ST_OK;
 }
@@ -205,16 +265,19 @@ static st_status positions(model *m)
     lm_model *d = lm_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, L = text_rows(m), T = image_rows_of(m), S = L + T, hd = c->hidden / c->heads;
-    const int64_t rows[NSEQ] = {L, T, S};
+    const int64_t rows[NSEQ] = {L, T, S, S};
     st_status st = ST_OK;
-    for (int q = 0; q < NSEQ; q++) model_hold(m, &st, &d->rope[q], B * rows[q] * hd, "lumina.rope", false);
+    for (int q = 0; q < d->nseq; q++) model_hold(m, &st, &d->rope[q], B * rows[q] * hd, "lumina.rope", false);
     model_hold(m, &st, &d->kb[CTX], B * L, "lumina.caption_mask", false);
     model_hold(m, &st, &d->kb[JOINT], B * S, "lumina.joint_mask", false);
+    if (d->boogu) model_hold(m, &st, &d->kb[DOUBLE], B * S, "boogu.double_mask", false);
     if (st) return st;
     st = model_host_loop(m, d->len, sample_positions, NULL, S * 3, "lumina.position_ids");
     d->masks[CTX] = (attn_mask){.key_bias = d->kb[CTX], .batch_stride = L};
     d->masks[JOINT] = (attn_mask){.key_bias = d->kb[JOINT], .batch_stride = S};
     d->maskp[CTX] = &d->masks[CTX], d->maskp[NOISE] = NULL, d->maskp[JOINT] = &d->masks[JOINT];
+    d->masks[DOUBLE] = (attn_mask){.key_bias = d->kb[DOUBLE], .batch_stride = S};
+    d->maskp[DOUBLE] = d->boogu ? &d->masks[DOUBLE] : NULL;
     return st;
 }
 
@@ -372,6 +435,24 @@ static st_status final_rows(model *m, float *img)
     return ST_OK;
 }
 
+/* Boogu's double-stream layers over each sample's [caption; image] rows from the refiners' (ctx, img), their
+ * output back into them; back: the same for the gradients */
+static st_status double_stream(model *m, float *ctx, float *img, bool train, bool back)
+{
+    const int64_t B = m->shape.batch, L = text_rows(m), T = image_rows_of(m), S = L + T, D = m->shape.hidden;
+    st_status st = ST_OK;
+    block_state x = {.n = 1, .t = {model_take(m, &st, B * S * D, back ? "boogu.ddouble" : "boogu.double", false)}};
+    if (st) return st;
+    model_rows_scatter(m, x.t[0], ctx, S, 0, L), model_rows_scatter(m, x.t[0], img, S, L, T);
+    block_state y = {0};
+    if (back) st = model_seq_backward(m, DOUBLE, &x); /* releases the run whatever it returns */
+    else st = model_seq_forward1(m, DOUBLE, &x.t[0], train, &y);
+    const float *out = back ? x.t[0] : y.t[0];
+    if (!st) model_rows_gather(m, ctx, out, S, 0, L), model_rows_gather(m, img, out, S, L, T);
+    state_free(m->pool, &x), state_free(m->pool, &y);
+    return st;
+}
+
 static st_status lm_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train,
                             const float **pred)
 {
@@ -385,6 +466,7 @@ static st_status lm_forward(model *m, const float *x, const float *timesteps, co
         if (!st) st = model_seq_forward1(m, q, &inputs[q], train, &refined[q]);
         pool_free(m->pool, inputs[q]);
     }
+    if (!st && d->boogu) st = double_stream(m, refined[CTX].t[0], refined[NOISE].t[0], train, false);
     float *joint = model_take(m, &st, B * S * D, "lumina.joint", false);
     if (!st) join(m, joint, refined[CTX].t[0], refined[NOISE].t[0], false);
     for (int q = 0; q < 2; q++) state_free(m->pool, &refined[q]);
@@ -417,6 +499,7 @@ static st_status lm_backward(model *m, const float *dpred)
     block_state gimg = {.n = 1, .t = {model_take(m, &st, B * Tr * D, "lumina.dimage", false)}};
     if (!st) join(m, grad.t[0], gctx.t[0], gimg.t[0], true);
     state_free(m->pool, &grad);
+    if (!st && d->boogu) st = double_stream(m, gctx.t[0], gimg.t[0], false, true);
     if (!st) st = model_seq_backward(m, NOISE, &gimg); /* else model_release's */
     if (!st) st = model_seq_backward(m, CTX, &gctx);
     if (!st && d->z) pad_rows(m, gctx.t[0], gimg.t[0], true);
@@ -445,7 +528,8 @@ done:;
 /* segtrain's own initialisation, for training from scratch: the norms at 1, the modulations, the output and Z-Image's
  * pad tokens at zero (the blocks start as identities), the timestep embedding N(0, 0.02), xavier linears elsewhere */
 static const init_rule lm_inits[] = {
-    {INIT_ZERO, "norm1.linear|norm_out.linear_2|.adaLN_modulation.0|all_final_layer&.linear.|pad_token"},
+    {INIT_ZERO, "norm1.linear|_norm2.linear|_norm3.linear|norm_out.linear_2|.adaLN_modulation.0|"
+                "all_final_layer&.linear.|pad_token"},
     {INIT_ONE, "norm&.weight$|caption_embedder.0&.weight$|cap_embedder.0&.weight$"}, /* the RMSNorms' (1-D weights) */
     {INIT_NORMAL, "timestep_embedder|t_embedder"}, {0}};
 
@@ -517,6 +601,17 @@ static st_status lumina2_from_json(const cJSON *j, const char *file, model_confi
     if (!st) st = json_axes(j, file, "axes_dim_rope", 3, axes);
     if (!st) st = json_eps(j, file, "norm_eps", &mc->norm_eps);
     if (st) return st;
+    if (heads < 1 || (out && out != mc->channels))
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: num_attention_heads %lld, out_channels %lld; segtrain builds Lumina 2 "
+                       "with at least 1 and out_channels null or in_channels (%lld)", file, (long long)heads,
+                       (long long)out, (long long)mc->channels);
+    mc->heads = heads, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
+    set_rope_axes(mc, axes, 3);
+    return lumina_ffn_width(j, file, multiple, mc);
+}
+
+st_status lumina_ffn_width(const cJSON *j, const char *file, int64_t multiple, model_config *mc)
+{
     int64_t inner = 4 * mc->hidden;
     const cJSON *mult = cJSON_GetObjectItemCaseSensitive(j, "ffn_dim_multiplier");
     if (mult && !cJSON_IsNull(mult)) {
@@ -524,13 +619,9 @@ static st_status lumina2_from_json(const cJSON *j, const char *file, model_confi
             return st_fail(ST_ERR_UNSUPPORTED, "%s: ffn_dim_multiplier is not a number in (0, 2]", file);
         inner = (int64_t)(mult->valuedouble * (double)inner);
     }
-    if (multiple < 1 || heads < 1 || (out && out != mc->channels))
-        return st_fail(ST_ERR_UNSUPPORTED, "%s: multiple_of %lld, num_attention_heads %lld, out_channels %lld; "
-                       "segtrain builds Lumina 2 with at least 1, at least 1 and out_channels null or in_channels "
-                       "(%lld)", file, (long long)multiple, (long long)heads, (long long)out, (long long)mc->channels);
+    if (multiple < 1) return st_fail(ST_ERR_UNSUPPORTED, "%s: multiple_of %lld; segtrain takes at least 1", file,
+                                     (long long)multiple);
     mc->ffn_dim = multiple * ((inner + multiple - 1) / multiple);
-    mc->heads = heads, mc->single_depth = 0, mc->pooled_dim = 0, mc->guidance_embeds = false;
-    set_rope_axes(mc, axes, 3);
     return ST_OK;
 }
 

@@ -63,7 +63,36 @@ extern const block_kind lumina_block_kind;
 /* lumina2_family's topology_options (family.h); NULL: Lumina2Transformer2DModel's */
 typedef struct lumina2_options {
     bool zimage; /* ZImageTransformer2DModel's: its names, rows padded to 32, caption first, its final layer's c */
+    bool boogu;  /* SimpleTuner's BooguImageTransformer2DModel: its names, its caption positions, and cfg.depth
+                    double-stream layers (boogu_image.c) between the refiners and the single_depth joint ones */
 } lumina2_options;
+
+/* One stream's weights in Boogu's double-stream layer: the instruction's (instruct_*) or the image's (img_*) */
+typedef struct boogu_set {
+    lin_layer ada[3];   /* norm1, norm2 (and the image's norm3) .linear: 4 D from SiLU(temb) */
+    int norm[3];        /* their RMSNorms' weights */
+    int attn_norm, self_norm, ffn_norm1, ffn_norm2; /* self_norm: the image's (its self-attention's output) */
+    lin_layer w1, w2, w3;
+    attn_weights att;   /* its q, k, v and out of the joint attention (img_instruct_attn.processor's), the norms
+                           shared */
+} boogu_set;
+
+/* BooguImageDoubleStreamTransformerBlock over each sample's rows [the instruction's `text`; the image's `image`]
+ * (boogu_image.c): the per-sample rotary tables of those rows (*rope) and of the image's (*image_rope), and the
+ * instruction's key mask over them (*mask). */
+typedef struct boogu_double {
+    struct model *m;
+    int64_t text, image, kv_heads, ffn, ada_in;
+    float eps;
+    boogu_set s[2];     /* 0: the instruction's, 1: the image's */
+    lin_layer to_out;   /* img_instruct_attn.to_out.0, over both streams */
+    attn_weights self;  /* img_self_attn: the image's own attention */
+    float *const *rope, *const *image_rope;
+    const attn_mask *const *mask;
+} boogu_double;
+
+void boogu_double_register(param_set *s, boogu_double *b, const char *prefix, const model_config *c);
+extern const block_kind boogu_double_kind;
 
 /* ERNIE-Image's, Ideogram 4's and OmniGen's skeleton (lumina_joint.c): sequence 0, `layers`, of cfg.depth blocks in
  * one style over `rows` joint rows a sample, reading the model's rotary tables and key mask */
@@ -82,6 +111,10 @@ st_status lumina_joint_create(model *m, lumina_joint *j, const lumina_style *sty
 st_status lumina_joint_positions(model *m, lumina_joint *j, model_loop_fn fn, const float *cond, int64_t work,
                                  const float *seg);
 
+struct cJSON;
+/* LuminaFeedForward's width from a config: 4 hidden_size, times ffn_dim_multiplier (null: 1), up to a multiple of
+ * `multiple` (multiple_of) */
+st_status lumina_ffn_width(const struct cJSON *j, const char *file, int64_t multiple, model_config *mc);
 /* plan's blocks of lumina2 and z_image (family.h's describe_blocks hook) */
 void lumina2_blocks(const model_config *mc, char *buf, size_t n);
 /* The sizes lumina2, z_image, ernie, ideogram, omnigen and krea2 share (their check hooks): key-value heads dividing
