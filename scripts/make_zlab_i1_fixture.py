@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """The zlab_i1 parity fixture: SimpleTuner's own ZlabI1Transformer2DModel (no diffusers class has it) at a tiny size.
 
-  make_zlab_i1_fixture.py --simpletuner /tmp/st [--out tests/fixtures] [--verify]
+  make_zlab_i1_fixture.py --simpletuner /tmp/st [--out tests/fixtures] [--verify | --yardstick]
 
 --simpletuner is a SimpleTuner checkout (its root, holding simpletuner/). The class's module is imported from there
 as it is; its package __init__ files are not run (they import SimpleTuner's trainer, which the class does not use):
 empty package modules stand in for them, so the class's own imports (musubi_block_swap, the checkpointing helpers,
 TREAD's router) are SimpleTuner's files. Everything else is make_fixtures.py's (docs/FIXTURES.md): the same random
-weights, float64 reference, files and checks. The fixture's metadata records the checkout's commit.
+weights, float64 reference, files and checks. The fixture's metadata records the checkout's commit. --yardstick
+writes the fixture's bf16_yardstick.json instead, as bf16_yardstick.py does for make_fixtures.py's.
 
 Needs the reference venv (scripts/reference-venv.sh).
 """
@@ -99,6 +100,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                                   "fixtures"))
     ap.add_argument("--verify", action="store_true", help="reload the folder and check its pred; write nothing")
+    ap.add_argument("--yardstick", action="store_true", help="write the fixture's bf16_yardstick.json alone")
     a = ap.parse_args()
     commit = checkout_commit(a.simpletuner)
     if commit and not commit.startswith(ST_COMMIT):
@@ -114,6 +116,10 @@ def main():
     diffusers.utils.logging.set_verbosity_error()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
+    if a.yardstick:
+        import bf16_yardstick   # noqa: E402 (clears make_fixtures' EXACT, which this class does not read)
+        bf16_yardstick.yardstick(NAME, a.out)
+        return
     (mf.verify if a.verify else mf.write)(NAME, a.out)
 
 

@@ -747,6 +747,7 @@ int main(void)
     test_fixture("omnigen-short", "omnigen-tiny"); /* the same within its original context: the short factors */
     test_fixture("krea2", "krea2-tiny"); /* a text fusion (layerwise, refiner), then gated joint blocks */
     test_fixture("flux3", "flux3-tiny"); /* per-mode blocks, then single blocks of two modulation sets */
+    test_fixture("zlab_i1", "zlab-i1-tiny"); /* SimpleTuner's class: dual-stream blocks with long skips, a text adapter */
     test_fixture("qwen-image-2.1", "qwen-image-2.1-tiny"); /* block-causal joint rows, modulation from t and 0 */
     test_fixture("ideogram", "ideogram-tiny"); /* lumina2's blocks on [caption; image], MRoPE in halves */
     test_fixture("minimaxh3", "minimaxh3-tiny"); /* [text; video] packed, per-modality modulation, partial RoPE */

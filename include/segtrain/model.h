@@ -134,7 +134,10 @@ typedef struct model_config {
     int64_t dual_attention;        /* sd3: blocks 0 .. n-1 add an image-only attention (SD3.5 medium's 13) */
     int64_t pos_embed_max;         /* sd3: the sin-cos table's edge (pos_embed_max_size), cropped to the grid's centre;
                                       auraflow: its learned table's (sqrt of pos_embed_max_size) */
-    int64_t sample_size;           /* sd3: the latent edge the table's positions are scaled to (sample_size) */
+    int64_t sample_size;           /* sd3: the latent edge the table's positions are scaled to (sample_size);
+                                      zlab_i1: its checkpoint's latent edge (input_size), its pos_embed's grid */
+    int64_t text_tokens;           /* zlab_i1: the caption tokens its checkpoint's null caption and rotary table hold
+                                      (text_num_tokens); 0 elsewhere */
     attention_mechanism mechanism;
     int64_t lora_rank;                /* 0: full training; else LoRA of this rank, the base frozen */
     double lora_alpha;                /* the adapters' scale is alpha / rank */

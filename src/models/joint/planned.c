@@ -3,6 +3,3 @@
 
 const family_desc z_image_omni_desc =
     PLANNED_FAMILY(TOPO_JOINT, "z_image_omni", "Z-Image Omni", "ZImageOmniTransformer2DModel", "base|edit");
-
-const family_desc zlab_i1_desc =
-    PLANNED_FAMILY(TOPO_JOINT, "zlab_i1", "zlab i1", "ZlabI1Transformer2DModel", "3b");
