@@ -655,6 +655,13 @@ expect 0 "flux3_image trains with the rectified-flow objective" \
   "trained 1 steps; weights in flux3-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=flux3_image --set model_preset=flux3-tiny \
   --set synthetic_data=true --set max_train_steps=1 --set output_dir=flux3-out
+expect 0 "SimpleTuner's zlab_i1 example plans i1-3B at 1024 px as written: dual-stream blocks with long skips" \
+  "model zlab-i1-3b \\(zlab_i1\\): 14 \\+ 1 \\+ 14 dual-stream blocks with long skips, 2 adapter layers, width 2016" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/zlab-i1.peft-lora.json"
+expect 0 "zlab_i1 trains with SimpleTuner's objective" \
+  "trained 1 steps; weights in zlab-out/model.safetensors" -- \
+  "$bin" train --config empty.json --set model_family=zlab_i1 --set model_preset=zlab-i1-tiny \
+  --set synthetic_data=true --set max_train_steps=1 --set output_dir=zlab-out
 expect 0 "qwen_image's v2.1 (segtrain's flavour) trains Qwen-Image 2.1 with SimpleTuner's objective" \
   "trained 1 steps; weights in qwen21-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=qwen_image --set model_flavour=v2.1 \

@@ -913,6 +913,8 @@ static const struct family_case {
      "blocks, a level's output skipped to the up path", 0, 0, 0, 1, 1, 1, 1, 0},
     {"hidream-tiny", "experts routed per token (the routing follows the data, no allocation does), each block's own "
      "Llama tokens", 3, 2, 0, 1, 1, 1, 1, 0},
+    {"zlab-i1-tiny", "dual-stream blocks (the image's rows then the text's, one state) with long skips merged per "
+     "stream, shared by boundaries; a text adapter beside them; the text's key mask", 7, 0, 0, 1, 1, 1, 1, 0},
 };
 
 /* The families LyCORIS is mapped on, each with lycoris_configs: SimpleTuner's LoKr example's (full matrices, scale 1),
@@ -1038,7 +1040,8 @@ static void test_bf16(void)
                  {"flux-tiny", 3, 0, 0, 0}, {"chroma-tiny", 3, 0, 0, 1}, {"auraflow-tiny", 3, 0, 0, 0},
                  {"flux3-tiny", 3, 0, 0, 0}, {"cosmos3-tiny", 0, 0, 0, 0}, {"ace-step-tiny", 0, 0, 0, 0},
                  {"cosmos2-tiny", 0, 0, 0, 0}, {"kandinsky5-image-tiny", 0, 0, 0, 1}, {"krea2-tiny", 0, 0, 0, 0},
-                 {"sanavideo-tiny", 0, 0, 0, 0}, {"wan-animate-tiny", 0, 0, 0, 0}, {"wan-vace-tiny", 0, 0, 0, 0}};
+                 {"sanavideo-tiny", 0, 0, 0, 0}, {"wan-animate-tiny", 0, 0, 0, 0}, {"wan-vace-tiny", 0, 0, 0, 0},
+                 {"zlab-i1-tiny", 0, 8, 12, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         model_config mc;
         CHECK(model_preset(cases[i].preset, &mc) == ST_OK);

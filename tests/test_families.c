@@ -216,8 +216,7 @@ static void test_families(void)
     }
     EXPECT_REFUSAL("{\"model_family\": \"sd2x\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
     /* the refusal lists every built family, the last (alphabetically) too: the list is not cut short */
-    EXPECT_REFUSAL("{\"model_family\": \"sd2x\"}", ST_ERR_UNSUPPORTED, "krea2", "wan, z_image; --set");
-    EXPECT_REFUSAL("{\"model_family\": \"zlab_i1\"}", ST_ERR_UNSUPPORTED, "single-stream joint DiT");
+    EXPECT_REFUSAL("{\"model_family\": \"sd2x\"}", ST_ERR_UNSUPPORTED, "krea2", "wan, z_image, zlab_i1; --set");
     EXPECT_REFUSAL("{\"model_family\": \"heartmula\"}", ST_ERR_UNSUPPORTED, "does not plan to build it");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_flavour\": \"pro\"}", ST_ERR_INVALID,
                    "model_flavour: \"pro\" is not a flavour of flux", "dev|krea|schnell");
@@ -247,7 +246,8 @@ static void test_families(void)
                            !strcmp(name, "ideogram") || !strcmp(name, "omnigen") || !strcmp(name, "krea2") ||
                            !strcmp(name, "flux3_image") || !strcmp(name, "minimaxh3") || !strcmp(name, "cosmos3") ||
                            !strcmp(name, "sana") || !strcmp(name, "sanavideo") || !strcmp(name, "sd1x") ||
-                           !strcmp(name, "sdxl") || !strcmp(name, "kolors") || !strcmp(name, "stable_cascade");
+                           !strcmp(name, "sdxl") || !strcmp(name, "kolors") || !strcmp(name, "stable_cascade") ||
+                           !strcmp(name, "zlab_i1");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -1117,6 +1117,42 @@ static void test_flux3_json(void)
     remove(dir);
 }
 
+/* ZlabI1Transformer2DModel's config.json: the class defaults (i1-3B's) read as the zlab-i1-3b preset; another
+ * rope_theta, an image_resolution off input_size's pixels, a head_dim that is not hidden_size / num_heads, and an even
+ * depth are refused by name. */
+static void test_zlab_i1_json(void)
+{
+    char dir[] = "/tmp/segtrain-zlab-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define ZL "{\"_class_name\": \"ZlabI1Transformer2DModel\", "
+    tk_write_file(dir, "config.json", ZL "\"input_size\": 128, \"image_resolution\": 1024, \"patch_size\": 2, "
+                  "\"in_channels\": 32, \"hidden_size\": 2016, \"depth\": 29, \"num_heads\": 28, \"head_dim\": 72, "
+                  "\"mlp_ratio\": 4.0, \"text_embed_dim\": 2304, \"text_num_tokens\": 256, \"rope_theta\": 10000.0}");
+    model_config mc, want;
+    CHECK(model_preset("zlab-i1-tiny", &mc) == ST_OK && model_preset("zlab-i1-3b", &want) == ST_OK);
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == want.depth && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.channels == want.channels && mc.patch == 2 && mc.text_dim == want.text_dim &&
+               mc.ffn_dim == want.ffn_dim && mc.ffn_dim == 5376 && mc.sample_size == 128 && mc.text_tokens == 256 &&
+               !memcmp(mc.rope_axes, want.rope_axes, sizeof mc.rope_axes) && mc.rope_axes[0] == 36 &&
+               mc.rope_axes[1] == 18 && mc.rope_axes[2] == 18 && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {ZL "\"rope_theta\": 2000}", "rope_theta"},
+        {ZL "\"image_resolution\": 512}", "image_resolution 512"},
+        {ZL "\"head_dim\": 64}", "head_dim 64"},
+        {ZL "\"mlp_ratio\": \"4\"}", "mlp_ratio"},
+    };
+#undef ZL
+    expect_json_refusals(dir, "config.json", "zlab-i1-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    CHECK(model_preset("zlab-i1-tiny", &mc) == ST_OK);
+    mc.depth = 4;
+    CHECKF(model_config_check(&mc) == ST_ERR_INVALID && strstr(st_error(), "odd number"), "%s", st_error());
+    CHECK(from_json("{\"model_family\": \"zlab_i1\"}", &mc) == ST_OK && !strcmp(mc.preset, "zlab-i1-3b"));
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 /* QwenImage21Transformer2DModel's config.json (the class defaults) reads as the qwen-image-2.1 preset, SimpleTuner's
  * qwen_image at segtrain's flavour v2.1; what segtrain does not build is refused by name. */
 static void test_qwen21_json(void)
@@ -1568,6 +1604,7 @@ int main(void)
     test_omnigen_json();
     test_krea2_json();
     test_flux3_json();
+    test_zlab_i1_json();
     test_qwen21_json();
     test_minimax_json();
     test_cosmos3_json();

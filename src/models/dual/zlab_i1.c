@@ -320,8 +320,8 @@ static const model_chain zl_chain = {.embed = zl_embed, .embed_backward = zl_emb
 
 static void zlab_blocks(const model_config *mc, char *buf, size_t n)
 {
-    snprintf(buf, n, "2 text adapter layers, %lld in-blocks, a mid block, %lld out-blocks (dual-stream, long skips)",
-             (long long)(mc->depth / 2), (long long)(mc->depth / 2));
+    snprintf(buf, n, "%lld + 1 + %lld dual-stream blocks with long skips, 2 adapter layers", (long long)(mc->depth / 2),
+             (long long)(mc->depth / 2));
 }
 
 static const family_preset presets[] = {
@@ -333,7 +333,10 @@ static const family_preset presets[] = {
 };
 
 /* the class's feed-forward: int(2/3 int(D mlp_ratio)) */
-static int64_t ffn_of(int64_t D, double mlp_ratio) { return (int64_t)(2.0 / 3.0 * (double)(int64_t)((double)D * mlp_ratio)); }
+static int64_t ffn_of(int64_t D, double mlp_ratio)
+{
+    return (int64_t)(2.0 / 3.0 * (double)(int64_t)((double)D * mlp_ratio));
+}
 
 static void zlab_preset(model_config *mc, const char *name, bool tiny)
 {

@@ -37,7 +37,8 @@ void zl_block_register(param_set *s, zl_block *b, const char *prefix, const zl_n
     const int64_t D = c->hidden, hd = D / c->heads, F = b->ffn;
     const int64_t ra = c->lora_attention ? c->lora_rank : 0, rm = c->lora_mlp ? c->lora_rank : 0;
     char name[PARAM_NAME_MAX];
-#define NORM(suffix, width) (snprintf(name, sizeof name, "%s.%s", prefix, suffix), param_add(s, name, 1, (int64_t[]){width}, full))
+#define NORM(suffix, width)                                                                                           \
+    (snprintf(name, sizeof name, "%s.%s", prefix, suffix), param_add(s, name, 1, (int64_t[]){width}, full))
     int *norms[4] = {&b->norm1, &b->norm2, &b->norm3, &b->norm4};
     for (int k = 0; k < 4; k++) *norms[k] = n->norm[k] ? NORM(n->norm[k], D) : -1;
     const bool dual = b->streams == 2;
@@ -188,14 +189,14 @@ static st_status zl_forward(block *blk, const block_state *in, block_state *out,
     frame f;
     block_saved *sv = frame_begin(&f, blk, m, keep, off, saved_io);
     if (!sv) return st_host_oom("a block's saved tensors");
-    side_take_self(&f, sv, joint_attn(b));
     float *y = scratch_take(&f.kept, J * D, MEM_ACTIVATIONS, "zlab.state");
+    side_take_self(&f, sv, joint_attn(b));
     sv->o[0] = scratch_take(f.ks, J * D, f.kt, "zlab.proj");
     sv->f1[0] = scratch_take(f.fs, J * 2 * F, f.ft, "zlab.w12");
     sv->f2[0] = scratch_take(f.fs, J * D, f.ft, "zlab.w3");
-    float *h = scratch_take(&f.tmp, J * D, MEM_WORKSPACE, "zlab.h");
-    float *p = scratch_take(&f.tmp, N * 4 * D, MEM_WORKSPACE, "zlab.qkv");
-    float *g = scratch_take(&f.tmp, N * F, MEM_WORKSPACE, "zlab.swiglu");
+    /* h (J, D), then p (rows max, 4 D: the fused projection's rows and v packed), then g (rows max, F) */
+    float *h = scratch_take(&f.tmp, J * D + N * (4 * D + F), MEM_WORKSPACE, "zlab.h, qkv, swiglu");
+    float *p = h ? h + J * D : NULL, *g = h ? p + N * 4 * D : NULL;
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
 
     if (!st && f.from_host) st = side_back(sv);
@@ -221,16 +222,16 @@ static void ws_take(scratch *k, const zl_block *b, const mm_dims *d, const block
 {
     const int64_t D = d->D, F = b->ffn, J = d->J, N = mm_rows_max(d);
     *w = (zl_ws){0};
-    w->x1 = scratch_take(k, J * D, MEM_WORKSPACE, "zlab.x1");
-    w->h = scratch_take(k, J * D, MEM_WORKSPACE, "zlab.h");
-    w->dh = scratch_take(k, J * D, MEM_WORKSPACE, "zlab.dh");
-    w->r = scratch_take(k, J * D, MEM_WORKSPACE, "zlab.r");
-    w->g = scratch_take(k, N * F, MEM_WORKSPACE, "zlab.swiglu");
-    w->dg = scratch_take(k, N * F, MEM_WORKSPACE, "zlab.dswiglu");
-    w->df = scratch_take(k, N * 2 * F, MEM_WORKSPACE, "zlab.dw12");
-    w->dp = scratch_take(k, N * 3 * D, MEM_WORKSPACE, "zlab.dqkv");
-    w->gs = scratch_take(k, N * D, MEM_WORKSPACE, "zlab.gs");
-    w->dr = scratch_take(k, N * D, MEM_WORKSPACE, "zlab.dr");
+    const struct {
+        float **slot;
+        int64_t n;
+        const char *what;
+    } take[] = {{&w->x1, J * D, "zlab.x1"},       {&w->h, J * D, "zlab.h"},          {&w->dh, J * D, "zlab.dh"},
+                {&w->r, J * D, "zlab.r"},         {&w->g, N * F, "zlab.swiglu"},     {&w->dg, N * F, "zlab.dswiglu"},
+                {&w->df, N * 2 * F, "zlab.dw12"}, {&w->dp, N * 3 * D, "zlab.dqkv"},  {&w->gs, N * D, "zlab.gs"},
+                {&w->dr, N * D, "zlab.dr"}};
+    for (size_t i = 0; i < sizeof take / sizeof *take; i++)
+        *take[i].slot = scratch_take(k, take[i].n, MEM_WORKSPACE, take[i].what);
     for (int i = 0; i < 4; i++) w->dside[i] = scratch_take_zero(k, J * D, MEM_WORKSPACE, "zlab.dside");
     if (!sv->f1[0]) {
         w->rf1 = scratch_take(k, J * 2 * F, MEM_WORKSPACE, "zlab.w12 (recomputed)");
