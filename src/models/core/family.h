@@ -155,6 +155,7 @@ typedef struct family_desc {
      * order (Flux's double-stream then single-stream blocks); block i of one has the weights named "<name>.<i>.", its
      * sequence's name. None: block swap not built for it. */
     const char *swap_blocks[2];
+    const char *swap_unbuilt; /* why block swap is not built where SimpleTuner swaps (NULL: it swaps none) */
     const char *uncached; /* what of its conditioning a cache does not hold, NULL: "what the family reads beside them" */
     const char *text_width; /* what a cache's prompt_embeds width holds, where it is not one encoder's (NULL) */
 

@@ -124,9 +124,11 @@ static st_status swap_not_built(const model *m)
         if (family_at(i)->swap_blocks[0])
             at += (size_t)snprintf(built + at, sizeof built - at, "%s%s", at ? ", " : "", family_at(i)->name);
     /* every family SimpleTuner's transformers stream has its lists; the others have nothing to follow */
-    const char *st_name = family_of_config(&m->cfg)->st[0].name;
-    char why[160];
-    if (st_name) snprintf(why, sizeof why, "SimpleTuner's %s model streams none of its blocks (no "
+    const family_desc *desc = family_of_config(&m->cfg);
+    const char *st_name = desc->st[0].name;
+    char why[256];
+    if (desc->swap_unbuilt) snprintf(why, sizeof why, "%s", desc->swap_unbuilt);
+    else if (st_name) snprintf(why, sizeof why, "SimpleTuner's %s model streams none of its blocks (no "
                           "MusubiBlockSwapManager: the key moves nothing there)", st_name);
     else snprintf(why, sizeof why, "it is not a SimpleTuner family, with no swap to follow");
     return st_fail(ST_ERR_UNSUPPORTED, "musubi_blocks_to_swap: block swap is not built for the %s family: %s (built: "
