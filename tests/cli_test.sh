@@ -3,6 +3,12 @@
 # non-zero exit. Usage: cli_test.sh path/to/segtrain path/to/source
 bin=$1 src=$2
 . "$src/tests/clikit.sh"
+# trains_one_step DESCRIPTION OUT -- SETTINGS...: one synthetic step trains and writes its weights to OUT-out
+trains_one_step() {
+  local what=$1 out=$2; shift 3
+  expect 0 "$what" "trained 1 steps; weights in $out-out/model.safetensors" -- "$bin" train --config empty.json "$@" \
+    --set synthetic_data=true --set max_train_steps=1 --set output_dir="$out-out"
+}
 
 fix=$src/tests/fixtures
 echo '{"--model_preset": "dit-tiny", "train_batch_size": 3, "seed": 5,}' > tiny.json
@@ -438,10 +444,8 @@ expect 0 "cosmos2image trains with SimpleTuner's EDM objective (the flow at t = 
   "trained 2 steps; weights in cosmos-out/model.safetensors" -- \
   "$bin" train --config empty.json --set model_family=cosmos2image --set model_preset=cosmos2-tiny \
   --set synthetic_data=true --set max_train_steps=2 --set output_dir=cosmos-out
-expect 0 "anima trains with flow matching, as SimpleTuner does: its transformer and text conditioner" \
-  "trained 1 steps; weights in anima-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=anima --set model_preset=anima-tiny \
-  --set synthetic_data=true --set max_train_steps=1 --set output_dir=anima-out
+trains_one_step "anima trains with flow matching, as SimpleTuner does: its transformer and text conditioner" anima -- \
+  --set model_family=anima --set model_preset=anima-tiny
 # SimpleTuner's own example configs, without the hub weights some name (refused): a built family plans, one not
 # built is refused in one line
 for example in "$src"/tests/fixtures/simpletuner/*.json; do
@@ -603,17 +607,13 @@ expect 0 "SimpleTuner's ltxvideo2 example plans LTX-2.0 19B at 121 frames: 16 la
 expect 0 "SimpleTuner's lumina2 example plans Lumina-Image 2.0 at its real size, all three sequences" \
   "plan noise_refiner: 0-1 ckpt in segments of 1" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/lumina2.peft-lora.json"
-expect 0 "lumina2 trains with SimpleTuner's objective (the model's time 1 - t, its output negated)" \
-  "trained 1 steps; weights in lumina-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=lumina2 --set model_preset=lumina2-tiny \
-  --set synthetic_data=true --set max_train_steps=1 --set output_dir=lumina-out
+trains_one_step "lumina2 trains with SimpleTuner's objective (the model's time 1 - t, its output negated)" lumina -- \
+  --set model_family=lumina2 --set model_preset=lumina2-tiny
 expect 0 "SimpleTuner's boogu_image example plans Boogu-Image 0.1 at 1024 px: refiners, double- then single-stream" \
   "model boogu-image \\(boogu_image\\): 2 \\+ 2 refiner blocks, 8 double-stream and 40 single-stream layers, width 3072" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/boogu-image-v0.1.peft-lora.json"
-expect 0 "boogu_image trains with SimpleTuner's objective (the model's time 1 - t, its target latents - noise)" \
-  "trained 1 steps; weights in boogu-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=boogu_image --set model_preset=boogu-image-tiny \
-  --set synthetic_data=true --set max_train_steps=1 --set output_dir=boogu-out
+trains_one_step "boogu_image trains with SimpleTuner's objective (the model's time 1 - t, its target latents - noise)" boogu -- \
+  --set model_family=boogu_image --set model_preset=boogu-image-tiny
 expect 0 "SimpleTuner's z-image example plans Z-Image's 6B transformer at 1024 px area" \
   "model z-image \\(z_image\\): 2 \\+ 2 refiner blocks, 30 joint blocks, width 3840, 30 heads, 4096 image \\+ 512" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/z-image.peft-lora.json" --set base_model_precision=no_change
@@ -640,36 +640,24 @@ expect 1 "a run whose plan needs more memory than this machine has is refused be
   "the plan's peak is .* but this machine has .* available: the system would kill the run mid-step" -- \
   "$bin" train --config empty.json --set model_preset=dit-xl2 --set resolution=4096 --set train_batch_size=16 \
   --set output_dir=huge-out
-expect 0 "omnigen trains with SimpleTuner's objective on the stand-in's token ids" \
-  "trained 1 steps; weights in omnigen-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=omnigen --set model_preset=omnigen-tiny \
-  --set synthetic_data=true --set max_train_steps=1 --set output_dir=omnigen-out
+trains_one_step "omnigen trains with SimpleTuner's objective on the stand-in's token ids" omnigen -- \
+  --set model_family=omnigen --set model_preset=omnigen-tiny
 expect 0 "SimpleTuner's krea2 example plans Krea 2 Raw at 1024 px: two text fusion sequences, then the joint one" \
   "model krea2 \\(krea2\\): 2 \\+ 2 text fusion blocks, 28 joint blocks, width 6144, 48 heads, 4096 image" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/krea2.peft-lora.json" --set base_model_precision=no_change --set pretrained_model_name_or_path=
-expect 0 "krea2 trains with SimpleTuner's objective" \
-  "trained 1 steps; weights in krea2-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=krea2 --set model_preset=krea2-tiny \
-  --set synthetic_data=true --set max_train_steps=1 --set output_dir=krea2-out
-expect 0 "flux3_image trains with the rectified-flow objective" \
-  "trained 1 steps; weights in flux3-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=flux3_image --set model_preset=flux3-tiny \
-  --set synthetic_data=true --set max_train_steps=1 --set output_dir=flux3-out
+trains_one_step "krea2 trains with SimpleTuner's objective" krea2 -- \
+  --set model_family=krea2 --set model_preset=krea2-tiny
+trains_one_step "flux3_image trains with the rectified-flow objective" flux3 -- \
+  --set model_family=flux3_image --set model_preset=flux3-tiny
 expect 0 "SimpleTuner's zlab_i1 example plans i1-3B at 1024 px as written: dual-stream blocks with long skips" \
   "model zlab-i1-3b \\(zlab_i1\\): 14 \\+ 1 \\+ 14 dual-stream blocks with long skips, 2 adapter layers, width 2016" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/zlab-i1.peft-lora.json"
-expect 0 "zlab_i1 trains with SimpleTuner's objective" \
-  "trained 1 steps; weights in zlab-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=zlab_i1 --set model_preset=zlab-i1-tiny \
-  --set synthetic_data=true --set max_train_steps=1 --set output_dir=zlab-out
-expect 0 "qwen_image's v2.1 (segtrain's flavour) trains Qwen-Image 2.1 with SimpleTuner's objective" \
-  "trained 1 steps; weights in qwen21-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=qwen_image --set model_flavour=v2.1 \
-  --set model_preset=qwen-image-2.1-tiny --set synthetic_data=true --set max_train_steps=1 --set output_dir=qwen21-out
-expect 0 "sana trains: linear self-attention, the cross-attention, GLUMBConv" \
-  "trained 1 steps; weights in sana-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=sana --set model_flavour=sana1.0-600m-1024 \
-  --set model_preset=sana-tiny --set synthetic_data=true --set max_train_steps=1 --set output_dir=sana-out
+trains_one_step "zlab_i1 trains with SimpleTuner's objective" zlab -- \
+  --set model_family=zlab_i1 --set model_preset=zlab-i1-tiny
+trains_one_step "qwen_image's v2.1 (segtrain's flavour) trains Qwen-Image 2.1 with SimpleTuner's objective" qwen21 -- \
+  --set model_family=qwen_image --set model_flavour=v2.1 --set model_preset=qwen-image-2.1-tiny
+trains_one_step "sana trains: linear self-attention, the cross-attention, GLUMBConv" sana -- \
+  --set model_family=sana --set model_flavour=sana1.0-600m-1024 --set model_preset=sana-tiny
 expect 0 "SimpleTuner's sana example plans its default flavour, Sana 1.5 4.8B, at 1024 px" \
   "model sana-1.5-4.8b-1024 \\(sana\\): 60 cross-attention blocks, width 2240, 70 heads, 1024 image \\+ 300 text" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/sana.lycoris-lokr.json" --set lora_type=standard --set pretrained_model_name_or_path=
@@ -715,31 +703,23 @@ expect 0 "SimpleTuner's sdxl example plans SDXL base 1.0 at 1024 px" \
 expect 0 "SimpleTuner's kolors example plans Kolors 1.0 at 1024 px: ChatGLM3's text projected to 2048" \
   "model kolors \\(kolors\\): U-Net of 33 micro-blocks, levels of 320 \\(no attention\\), 640, 1280 channels" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/kolors.peft-lora.json"
-expect 0 "stable_cascade trains: stage C's ResBlocks, timestep and attention blocks" \
-  "trained 1 steps; weights in cascade-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=stable_cascade --set model_preset=stable-cascade-tiny \
-  --set synthetic_data=true --set max_train_steps=1 --set output_dir=cascade-out
+trains_one_step "stable_cascade trains: stage C's ResBlocks, timestep and attention blocks" cascade -- \
+  --set model_family=stable_cascade --set model_preset=stable-cascade-tiny
 expect 0 "SimpleTuner's stable_cascade example plans stage C at 1024 px: 195 micro-blocks" \
   "model stable-cascade-c \\(stable_cascade\\): 195 micro-blocks, levels of \\[ResBlock, TimestepBlock" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/cascade-stage-c.lycoris-lokr.json" --set lora_type=standard
-expect 0 "sanavideo trains: Sana's blocks over video frames, the temporal convolution" \
-  "trained 1 steps; weights in sanavideo-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=sanavideo --set model_preset=sanavideo-tiny \
-  --set num_frames=9 --set synthetic_data=true --set max_train_steps=1 --set output_dir=sanavideo-out
+trains_one_step "sanavideo trains: Sana's blocks over video frames, the temporal convolution" sanavideo -- \
+  --set model_family=sanavideo --set model_preset=sanavideo-tiny --set num_frames=9
 expect 0 "SimpleTuner's sanavideo example plans SANA-Video 2B at 480 px" \
   "model sanavideo-2b-480p \\(sanavideo\\): 20 cross-attention blocks, width 2240, 20 heads, 900 image \\+ 300" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/sanavideo-2b-480p.peft-lora.json" --set base_model_precision=no_change --set pretrained_model_name_or_path=
-expect 0 "cosmos3 trains: the prompt's ids and the latents through their own weights, one attention" \
-  "trained 1 steps; weights in cosmos3-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=cosmos3 --set model_preset=cosmos3-tiny \
-  --set synthetic_data=true --set max_train_steps=1 --set output_dir=cosmos3-out
+trains_one_step "cosmos3 trains: the prompt's ids and the latents through their own weights, one attention" cosmos3 -- \
+  --set model_family=cosmos3 --set model_preset=cosmos3-tiny
 expect 0 "SimpleTuner's cosmos3 image example plans Cosmos3-Nano at 1024 px: 1024 latent + 512 prompt rows" \
   "model cosmos3-nano \\(cosmos3\\): 36 mixture-of-transformers layers, heads 128 wide, 8 kv heads, width 4096" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/cosmos3-image.lycoris-lokr.json" --set lora_type=standard
-expect 0 "minimaxh3 trains with SimpleTuner's objective (its time 1 - sigma, its output negated)" \
-  "trained 1 steps; weights in minimax-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=minimaxh3 --set model_preset=minimaxh3-tiny \
-  --set synthetic_data=true --set max_train_steps=1 --set output_dir=minimax-out
+trains_one_step "minimaxh3 trains with SimpleTuner's objective (its time 1 - sigma, its output negated)" minimax -- \
+  --set model_family=minimaxh3 --set model_preset=minimaxh3-tiny
 expect 1 "minimaxh3 takes num_frames of its VAE's chunks, 17 k + 5" \
   "num_frames: 41; MiniMax-H3 takes 1 or 17 k \\+ 5" -- \
   "$bin" plan --config empty.json --set model_family=minimaxh3 --set num_frames=41
@@ -747,22 +727,16 @@ expect 0 "minimaxh3 plans MiniMax-H3 at 39 frames of 480 px: 12 latent frames" \
   "2700 image \\+ 512 text tokens of 39-frame 480 px video \\(12 x 30 x 30 latent" -- \
   "$bin" plan --config empty.json --set model_family=minimaxh3 --set num_frames=39 --set resolution=480 \
   --set model_type=lora --set lora_rank=16
-expect 0 "ideogram trains with SimpleTuner's objective" \
-  "trained 1 steps; weights in ideogram-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=ideogram --set model_preset=ideogram-tiny \
-  --set synthetic_data=true --set max_train_steps=1 --set output_dir=ideogram-out
+trains_one_step "ideogram trains with SimpleTuner's objective" ideogram -- \
+  --set model_family=ideogram --set model_preset=ideogram-tiny
 expect 0 "planning ernie says its caption length is segtrain's choice, and which key sets it" \
   "warning: SimpleTuner pads each ernie batch's captions to its longest, .* at 256 tokens \\(tokenizer_max_length" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/ernie.peft-lora.json" --set base_model_precision=no_change \
   --set ramtorch=false
-expect 0 "ernie trains with SimpleTuner's objective" \
-  "trained 1 steps; weights in ernie-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=ernie --set model_preset=ernie-tiny \
-  --set synthetic_data=true --set max_train_steps=1 --set output_dir=ernie-out
-expect 0 "z_image trains (its base flavour) with SimpleTuner's objective" \
-  "trained 1 steps; weights in zimage-out/model.safetensors" -- \
-  "$bin" train --config empty.json --set model_family=z_image --set model_flavour=base --set model_preset=z-image-tiny \
-  --set synthetic_data=true --set max_train_steps=1 --set output_dir=zimage-out
+trains_one_step "ernie trains with SimpleTuner's objective" ernie -- \
+  --set model_family=ernie --set model_preset=ernie-tiny
+trains_one_step "z_image trains (its base flavour) with SimpleTuner's objective" zimage -- \
+  --set model_family=z_image --set model_flavour=base --set model_preset=z-image-tiny
 expect 0 "plan --parts lists HiDream's expert weights as one line per kind" \
   "double_stream_blocks\\.\\*\\.block\\.ff_i\\.experts\\.\\*\\.w1 " -- \
   "$bin" plan --config empty.json --set model_preset=hidream-tiny --parts
