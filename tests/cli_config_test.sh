@@ -108,48 +108,49 @@ one_line "lycoris_config not found: one line" -- "$bin" plan --config "$st/sdxl.
 one_line "lora_type lycoris without lycoris_config: one line" -- "$bin" plan --config <(echo '{"model_type": "lora", "lora_type": "lycoris", "model_family": "sdxl"}')
 expect 1 "a family not mapped onto LyCORIS's classes" "lora_type lycoris: dit's modules are not mapped" -- \
   "$bin" plan --set model_type=lora --set lora_type=lycoris --set lycoris_config=x.json
+plan_sdxl_lycoris=("$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris)
 echo '{"algo": "ia3", "apply_preset": {"target_module": ["Attention"]}}' > ia3.json
 expect 1 "algo ia3 is refused by name" "ia3.json: algo ia3 is not built; segtrain builds LyCORIS's lokr, loha, lora \\(locon\\) and full" -- \
-  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=ia3.json
+  "${plan_sdxl_lycoris[@]}" --set lycoris_config=ia3.json
 echo '{"algo": "LoHa", "apply_preset": {"target_module": ["Attention"], "module_algo_map": {"Attention": {"algo": "LoHa"}}}}' > case.json
 expect 1 "a module_algo_map algo is matched as written" "case.json: algo \"LoHa\" is not one of the lycoris-lora package's" -- \
-  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=case.json
+  "${plan_sdxl_lycoris[@]}" --set lycoris_config=case.json
 for algo in loha LoHa lora locon full; do
   echo "{\"algo\": \"$algo\", \"linear_dim\": 2, \"apply_preset\": {\"target_module\": [\"Attention\"]}}" > $algo.json
   expect 0 "algo $algo plans on sdxl, its adapters in the parts" "lycoris_down_blocks_\\*_attentions_\\*_transformer_blocks_\\*_attn1_to_q " -- \
-    "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=$algo.json --parts
+    "${plan_sdxl_lycoris[@]}" --set lycoris_config=$algo.json --parts
 done
 echo '{"algo": "locon", "conv_dim": 8, "conv_alpha": 4, "apply_preset": {"target_module": ["Attention"]}}' > conv.json
 expect 1 "conv_dim is refused with the reason" "conv.json: conv_dim is not built: LoCon on convolutions" -- \
-  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=conv.json
+  "${plan_sdxl_lycoris[@]}" --set lycoris_config=conv.json
 # the package adapts every convolution inside its targets (conv_dim or not): refused where one is, named
 echo '{"algo": "lokr", "apply_preset": {"target_module": [], "target_name": ["down_blocks\\.1\\.attentions"]}}' > names.json
 expect 1 "a convolution inside the targets is refused, named (sd1x's proj_in is a 1 x 1 Conv2d)" \
   "lora_type lycoris: down_blocks.1.attentions.0.proj_in.weight is a convolution inside the lycoris_config's targets" -- \
   "$bin" plan --set model_family=sd1x --set model_type=lora --set lora_type=lycoris --set lycoris_config=names.json
 expect 0 "the same names plan on sdxl, whose proj_in is a Linear" "lycoris_down_blocks_\\*_attentions_\\*_proj_in " -- \
-  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=names.json --parts
+  "${plan_sdxl_lycoris[@]}" --set lycoris_config=names.json --parts
 echo '{"algo": "lokr", "apply_preset": {"target_name": ["down_blocks\\.1\\.attentions"]}}' > default.json
 expect 1 "apply_preset without target_module is refused (the package keeps its default classes)" \
   "default.json: apply_preset has no target_module, so the package keeps its default target classes" -- \
-  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=default.json
+  "${plan_sdxl_lycoris[@]}" --set lycoris_config=default.json
 echo '{"algo": "loha", "use_tucker": true, "apply_preset": {"target_module": ["Attention"]}}' > tucker.json
 expect 1 "use_tucker is refused with the reason" "tucker.json: use_tucker \\(Tucker decomposition\\) is not built" -- \
-  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=tucker.json
+  "${plan_sdxl_lycoris[@]}" --set lycoris_config=tucker.json
 echo '{"algo": "full", "bypass_mode": true, "apply_preset": {"target_module": ["Attention"]}}' > bypass.json
 expect 1 "bypass_mode with full is refused, as the package refuses it" "bypass.json: bypass_mode true with algo full for Attention" -- \
-  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=bypass.json
+  "${plan_sdxl_lycoris[@]}" --set lycoris_config=bypass.json
 expect 1 "algo full on a quantized base is refused, as the package refuses it" "int8-quanto with LyCORIS algo full: lycoris-lora refuses" -- \
-  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=full.json --set base_model_precision=int8-quanto
+  "${plan_sdxl_lycoris[@]}" --set lycoris_config=full.json --set base_model_precision=int8-quanto
 echo '{"algo": "lokr", "rank_dropout": 0.1, "apply_preset": {"target_module": ["Attention"]}}' > drop.json
 expect 1 "rank_dropout is refused" "drop.json: rank_dropout 0.1; LyCORIS's dropouts are not built" -- \
-  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=drop.json
+  "${plan_sdxl_lycoris[@]}" --set lycoris_config=drop.json
 echo '{"algo": "lokr", "apply_preset": {"target_module": ["ResnetBlock2D"]}}' > resnet.json
 expect 1 "a class segtrain does not map" "targets ResnetBlock2D, a module class segtrain does not map onto sdxl" -- \
-  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=resnet.json
+  "${plan_sdxl_lycoris[@]}" --set lycoris_config=resnet.json
 echo '{"algo": "lokr", "linear_dim": 4, "apply_preset": {"target_module": ["Attention"]}, "preset": "full"}' > preset.json
 expect 1 "a key neither reads" "preset.json: preset is not a key" -- \
-  "$bin" plan --set model_family=sdxl --set model_type=lora --set lora_type=lycoris --set lycoris_config=preset.json
+  "${plan_sdxl_lycoris[@]}" --set lycoris_config=preset.json
 expect 0 "lora_type standard plans" "^model " -- "$bin" plan --set model_type=lora --set lora_type=standard
 
 finish
