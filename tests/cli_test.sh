@@ -132,6 +132,21 @@ long="$long --set max_train_steps=$((n + 2))"
 cmp -s intr/model.safetensors straight/model.safetensors &&
   ok "the interrupted run resumed ends on the straight run's bytes" ||
   bad "the interrupted run resumed differs from the straight run"
+# a checkpoint records its run's thread count, and a resume given none takes it back, so that the run goes on at
+# the bits it started with: here an affinity of one core, which segtrain would otherwise take, resumes at two
+if [ "$(nproc)" -ge 2 ]; then
+  thr="${tr/--set num_threads=2 /}"
+  "$bin" --threads 2 train $thr --set output_dir=thr-straight >/dev/null 2>&1
+  "$bin" --threads 2 train $thr --set max_train_steps=2 --set output_dir=thr >/dev/null 2>&1
+  expect 0 "a resume given no thread count takes its checkpoint's" "it goes on at 2 threads, as the run that wrote it" \
+    -- taskset -c 0 "$bin" train $thr --set output_dir=thr --set resume_from_checkpoint=latest
+  cmp -s thr/model.safetensors thr-straight/model.safetensors &&
+    ok "... and ends on the straight run's bytes" || bad "the resume at the checkpoint's threads differs from the straight run"
+  "$bin" --threads 2 train $thr --set max_train_steps=2 --set output_dir=thr1 >/dev/null 2>&1
+  expect 0 "a resume given another thread count says its numbers leave the unbroken run's" \
+    "was written at 2 threads; num_threads is 1: the run goes on at 1, and its numbers are no longer bitwise" \
+    -- "$bin" train $thr --set num_threads=1 --set output_dir=thr1 --set resume_from_checkpoint=latest
+fi
 # use_ema with LoRA: the average of the adapters goes to ema/ under PEFT's names; at ema_decay 0 it is the last ones
 expect 0 "use_ema with LoRA trains" "trained 3 steps" -- "$bin" train $tr --set model_type=lora --set use_ema=true \
   --set ema_decay=0 --set max_train_steps=3 --set output_dir=emal

@@ -195,6 +195,10 @@ const char *cli_precision(const config *cfg)
     return !strcmp(config_string(cfg, "mixed_precision"), "bf16") ? "bf16" : "float32";
 }
 
+static bool threads_given;
+
+void cli_threads_given(void) { threads_given = true; }
+
 st_status cli_load_config(const char *path, const cli_args *a, config **out)
 {
     config *partial = NULL;
@@ -224,6 +228,11 @@ st_status cli_load_config(const char *path, const cli_args *a, config **out)
                 "segtrain sizes them at %lld tokens (tokenizer_max_length sets it)", mc.family, (long long)mc.text_len);
     int64_t threads = config_int(*out, "num_threads");
     if (threads > 0) ops_set_threads((int)threads);
+    else if (threads_given) { /* --threads or OMP_NUM_THREADS: the user's count, as num_threads says it */
+        char set[32];
+        snprintf(set, sizeof set, "num_threads=%d", ops_threads());
+        return config_set(*out, set);
+    }
     return ST_OK;
 }
 

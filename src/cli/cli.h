@@ -57,9 +57,12 @@ int cli_size(const char *who, const char *flag, const char *text, bool rate, siz
 /* What a config plans and trains in, after its mixed_precision: "bf16", or "float32" for `no` (the key's default,
  * where SimpleTuner's is bf16). */
 const char *cli_precision(const config *cfg);
+/* Says that the user chose the thread count (--threads or OMP_NUM_THREADS), not segtrain (the free cores): loaded
+ * configs then carry it as num_threads. */
+void cli_threads_given(void);
 /* Loads the config file (NULL: all defaults) with the --set overrides applied before validation, checks the
  * model it describes (so a family that is not built is refused here, in one line), prints the warning lines
- * and applies num_threads. */
+ * and applies num_threads (set to the user's count when the command line chose it). */
 st_status cli_load_config(const char *path, const cli_args *a, config **out);
 /* A bucket of a run (bucket_shapes) by its dry step on the run's model of its shape (model_run_open: every shape
  * on one set of weights, as train holds them): its image tokens, predicted peak and, at rates, seconds, and the

@@ -145,7 +145,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (!threads_given && strcmp(argv[i], "plan")) take_free_cores();
+    if (threads_given) cli_threads_given();
+    else if (strcmp(argv[i], "plan")) take_free_cores();
     /* `segtrain help [COMMAND]`, as git and pip take it: the same text as --help */
     const bool help = !strcmp(argv[i], "help");
     if (help && i + 1 == argc) {

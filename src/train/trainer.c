@@ -42,6 +42,7 @@ struct trainer {
     optimizer *opt;
     int64_t batch, accum, steps_done, total_steps, classes, cond_len;
     int64_t saved_step;         /* the step of the newest checkpoint this run wrote or resumed from; -1: none */
+    bool threads_from_checkpoint; /* the run took its thread count from the checkpoint it resumed from */
     bool cached;                /* data_cache_dir: x0 and cond come from the cache */
     uint64_t seed;
     float label_dropout;
@@ -211,12 +212,13 @@ static st_status save_checkpoint(trainer *t, float *const *whole)
         extra[k++] = (named_floats){.name = "optimizer.ema", .ndim = 1,
                                     .shape = {model_params(t->run.m)->grad_count}, .data = t->ema};
     const data_position pos = t->iter ? data_iter_position(t->iter) : (data_position){0};
-    char step[32], epoch[32], index[32], seed[32], buckets[MODEL_SHAPES_MAX * 24];
+    char step[32], epoch[32], index[32], seed[32], threads[16], buckets[MODEL_SHAPES_MAX * 24];
     bucket_list(t, buckets, sizeof buckets);
     snprintf(step, sizeof step, "%lld", (long long)t->steps_done);
     snprintf(epoch, sizeof epoch, "%lld", (long long)pos.epoch);
     snprintf(index, sizeof index, "%lld", (long long)pos.index);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->seed);
+    snprintf(threads, sizeof threads, "%d", ops_threads());
     const char *meta[] = {"segtrain.step", step,
                           "segtrain.data_epoch", epoch,
                           "segtrain.data_index", index,
@@ -224,10 +226,11 @@ static st_status save_checkpoint(trainer *t, float *const *whole)
                           "segtrain.optimizer", optim_kind_name(optim_get_settings(t->opt)->kind),
                           "segtrain.model_type", config_string(t->cfg, "model_type"),
                           "segtrain.rng", "counter-based, keyed by seed, step and sample: nothing else to restore",
+                          "segtrain.threads", threads,
                           "segtrain.bucket_shapes", buckets};
     checkpoint_path(t->dir, t->steps_done, t->checkpoint, sizeof t->checkpoint);
     st_status st = param_set_save(model_params(t->run.m), t->checkpoint, PARAMS_TRAINABLE, false, extra, k, meta,
-                                  buckets[0] ? 8 : 7);
+                                  buckets[0] ? 9 : 8);
     if (st) return st;
     /* keep the newest checkpoints_total_limit */
     const int64_t limit = config_int(t->cfg, "checkpoints_total_limit");
@@ -282,6 +285,51 @@ static st_status meta_int(const sft_file *f, const char *key, int64_t lo, int64_
         return st_fail(ST_ERR_FORMAT, "%s: metadata '%s' is %lld, outside [%lld, %lld] (%s)", sft_path(f), key, x,
                        (long long)lo, (long long)hi, range);
     *out = x;
+    return ST_OK;
+}
+
+/* The checkpoint resume_from_checkpoint names: "latest" the newest of output_dir ("" while it has none), a folder
+ * the newest of that folder, else the file itself. */
+static st_status find_resume(const trainer *t, char *path, size_t size)
+{
+    const char *from = config_string(t->cfg, "resume_from_checkpoint");
+    const bool latest = !strcmp(from, "latest");
+    struct stat sb;
+    const char *dir = latest ? t->dir : !stat(from, &sb) && S_ISDIR(sb.st_mode) ? from : NULL;
+    int64_t steps[1];
+    if (!dir) snprintf(path, size, "%s", from);
+    else if (list_checkpoints(dir, latest, steps, 1)) checkpoint_path(dir, steps[0], path, size);
+    else if (!latest)
+        return st_fail(ST_ERR_INVALID, "resume_from_checkpoint: the folder %s holds no checkpoint-<step>.safetensors",
+                       from);
+    return ST_OK;
+}
+
+/* A GEMM's bits follow the thread count (OpenBLAS splits its products by threads), so a resumed run is bitwise the
+ * unbroken one only at the count that wrote its checkpoint. With none given (num_threads, --threads,
+ * OMP_NUM_THREADS) the run takes that count, where this machine has the cores; otherwise it says that it cannot. */
+static st_status resume_threads(trainer *t, const char *path)
+{
+    sft_file *f;
+    st_status st = sft_open(path, &f);
+    if (st) return st;
+    int64_t had = 0;
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (sft_metadata(f, "segtrain.threads")) /* a checkpoint from before it was recorded: nothing to keep */
+        st = meta_int(f, "segtrain.threads", 1, 1024, "threads", &had);
+    sft_close(f);
+    if (st || !had || had == ops_threads()) return st;
+    const bool given = config_is_set(t->cfg, "num_threads");
+    if (!given && had <= cores) {
+        ops_set_threads((int)had);
+        t->threads_from_checkpoint = true;
+        return ST_OK;
+    }
+    char why[160];
+    snprintf(why, sizeof why, given ? "num_threads is %d: " : "this machine has %d cores: ",
+             given ? ops_threads() : (int)cores);
+    st_warn("segtrain: warning: %s was written at %lld threads; %sthe run goes on at %d, and its numbers are no longer "
+            "bitwise those of an unbroken run", path, (long long)had, why, ops_threads());
     return ST_OK;
 }
 
@@ -855,6 +903,9 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
         st = st_fail(ST_ERR_INVALID, "output_dir: longer than %d characters", DIR_MAX - 1);
     snprintf(t->dir, sizeof t->dir, "%.*s", DIR_MAX - 1, config_string(cfg, "output_dir"));
     if (!st) st = check_validation_sizes(cfg); /* a bad one refused before the first step, not at validation */
+    char from[PATH_MAX_LEN] = ""; /* the checkpoint the run resumes from; "" none */
+    if (!st) st = find_resume(t, from, sizeof from);
+    if (!st && from[0]) st = resume_threads(t, from); /* before anything is sized by the thread count */
     if (!st) st = open_buckets(t); /* the data's aspect buckets are the run's shapes: t->cfg has them */
     if (!st) st = plan_buckets(t->cfg, t->ranks, t->predicted, t->predicted_host, &t->largest);
     char created[PATH_MAX_LEN] = "";
@@ -878,24 +929,16 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
         if (!st && t->anyflow) st = open_meanflow(t);
         if (!st) st = drift_from_config(cfg, mc, &t->drift, &t->drifts);
     }
-    if (!st) {
-        /* "latest": the newest checkpoint of output_dir; a folder: the newest of that folder; else a file */
-        const char *from = config_string(cfg, "resume_from_checkpoint");
-        const bool latest = !strcmp(from, "latest");
-        struct stat sb;
-        const char *dir = latest ? t->dir : !stat(from, &sb) && S_ISDIR(sb.st_mode) ? from : NULL;
-        char path[PATH_MAX_LEN] = "";
-        int64_t steps[1];
-        if (!dir) snprintf(path, sizeof path, "%s", from);
-        else if (list_checkpoints(dir, latest, steps, 1)) checkpoint_path(dir, steps[0], path, sizeof path);
-        else if (latest) note(t, "segtrain: no checkpoint in %s yet: starting fresh%s", t->dir, "");
-        else st = st_fail(ST_ERR_INVALID, "resume_from_checkpoint: the folder %s holds no checkpoint-<step>.safetensors",
-                          from);
-        if (!st && path[0] && !(st = resume(t, path))) {
-            char done[32];
-            snprintf(done, sizeof done, "%lld", (long long)t->steps_done);
-            note(t, "segtrain: resumed from %s at step %s", path, done);
-        }
+    if (!st && !from[0] && !strcmp(config_string(cfg, "resume_from_checkpoint"), "latest"))
+        note(t, "segtrain: no checkpoint in %s yet: starting fresh%s", t->dir, "");
+    if (!st && from[0] && !(st = resume(t, from))) {
+        char done[32], threads[16];
+        snprintf(done, sizeof done, "%lld", (long long)t->steps_done);
+        snprintf(threads, sizeof threads, "%d", ops_threads());
+        note(t, "segtrain: resumed from %s at step %s", from, done);
+        if (t->threads_from_checkpoint)
+            note(t, "segtrain: it goes on at %s threads, as the run that wrote it%s (a GEMM's bits follow the thread "
+                 "count)", threads, "");
     }
     if (!st) {
         char *path = t->log_path;
