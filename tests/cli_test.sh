@@ -307,6 +307,15 @@ grep -qF "| sd1x (sd15, 512 px images, batch 1, float32) |" <<<"$md32" &&
   grep -qF "| lumina2 (lumina2, 1024 px images, batch 2, float32) |" <<<"$md32" &&
   grep -qF "**Measured** on sd1x-tiny in float32" <<<"$md32" && ! grep -q "SimpleTuner's default mixed_precision" <<<"$md32" &&
   ok "--mixed_precision no plans every family in float32" || bad "family sweep --mixed_precision no: $md32"
+# the weights' placement: where no mode fits a budget, block swap on an int8-quanto base may (MiniMax H3's example
+# needs 64 GiB at the least); the sweep names the swap count and its peak, inside the budget
+"$bin" --threads 2 sweep --families minimaxh3 --modes none,unsloth --planner --device-memory 24GiB --steps 1 --warmup 0 \
+  --examples "$fix/simpletuner" --out fam-place >/dev/null 2>&1
+placed=$(grep -o "nothing fits (the smallest need: [0-9.]* GiB, unsloth); no per-block plan fits; with the weights placed: int8-quanto base, [a-z ]* + swap [0-9]* blocks ([0-9.]* s / [0-9.]* GiB)" fam-place/families.md | head -1)
+awk -v g="$(sed -n 's|.* s / \([0-9.]*\) GiB)$|\1|p' <<<"$placed")" 'BEGIN { exit !(g > 0 && g <= 24) }' &&
+  grep -q '"musubi_blocks_to_swap":[1-9]' <(tr -d ' \n\t' <fam-place/families.json) &&
+  ok "the family sweep places the weights where no mode fits: $placed" ||
+  bad "family sweep placement: $(grep -m1 '^| minimaxh3' fam-place/families.md)"
 sd_peak() { sed -n 's/^| sd1x .* | none ([0-9.]* s \/ \([0-9.]*\) GiB) |$/\1/p' <<<"$1"; }
 awk -v b="$(sd_peak "$md")" -v f="$(sd_peak "$md32")" 'BEGIN { exit !(b > 0 && b < f) }' &&
   ok "sd1x's predicted peak in bf16 is below float32's" || bad "sd1x none peaks: bf16 $(sd_peak "$md"), float32 $(sd_peak "$md32")"

@@ -145,6 +145,11 @@ st_status advise(config_factory make, void *ctx, size_t device_budget, const adv
  * rule (out->n_rule 0). */
 st_status advise_at_rates(config_factory make, void *ctx, size_t device_budget, const cost_rates *rates,
                           FILE *progress, advice *out);
+/* The placement alone, at rates, for the config make(ctx, "") builds: every count of swapped blocks (0 .. swappable;
+ * only 0 where the model cannot swap) under the placement's candidates, each count's fastest that fits
+ * device_budget in out->place[0 .. n_placed), and the count whose one is fastest in out->placed (-1: none fits). */
+st_status advise_placement(config_factory make, void *ctx, size_t device_budget, const cost_rates *rates,
+                           advice *out);
 /* The advice: the per-block planner's answer where it is predicted ADVICE_PLAN_MARGIN faster than the uniform
  * search's, else the search's; NULL when neither fits. */
 const schedule *advice_pick(const advice *a);

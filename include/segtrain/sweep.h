@@ -155,6 +155,15 @@ typedef struct family_sweep {
         size_t peak;
         char plan[PLAN_TEXT_MAX];
     } planned[FAMILY_BUDGETS_MAX];
+    struct family_place {          /* the fastest way to fit budget column b with the weights placed (b >= 1;
+                                      --planner): advise's placement, on the base as configured and quantized */
+        bool run, found;
+        bool quantized;            /* on the int8-quanto base */
+        int blocks;                /* blocks swapped */
+        double sec;
+        size_t peak;
+        char how[SWEEP_NAME_MAX];  /* "int8-quanto base, unsloth interval 1 + swap 6 blocks" */
+    } placed[FAMILY_BUDGETS_MAX];
 } family_sweep;
 
 typedef struct family_report {
@@ -180,6 +189,10 @@ st_status family_sweep_calibrate(family_report *rep);
 void family_sweep_predict(family_sweep *f, const cost_rates *rates);
 /* The per-block planner (advise.h) at each budget column, seeded with the fastest mode that fits it. */
 void family_sweep_plan(family_sweep *f, const cost_rates *rates);
+/* advise's placement (advise.h) at each budget column: the fastest candidate and count of swapped blocks that fits,
+ * with some blocks swapped on the base as configured or with any on an int8-quanto one (under LoRA or LyCORIS on an
+ * unquantized base): what the weights' placement adds to the modes. */
+void family_sweep_place(family_sweep *f, const cost_rates *rates);
 /* Writes families.md, families.json and families.csv into dir, and each family's sweep reports (with their
  * charts) into dir/FAMILY/measured and dir/FAMILY/predicted. */
 st_status family_sweep_write_reports(const family_report *rep, const char *dir);

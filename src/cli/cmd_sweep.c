@@ -318,6 +318,9 @@ static int sweep_families(const cli_args *a, const char *list, const char *examp
             fprintf(stderr, "family %d/%d %s: the per-block planner at %d budgets\n", i + 1, rep.n_families, f->family,
                     f->predicted.n_budgets - 1);
             family_sweep_plan(f, &rep.rates);
+            fprintf(stderr, "family %d/%d %s: the weights' placement (block swap, an int8 base) at %d budgets\n", i + 1,
+                    rep.n_families, f->family, f->predicted.n_budgets - 1);
+            family_sweep_place(f, &rep.rates);
         }
         snprintf(cells, sizeof cells, "%s/cells", dir);
         if (!f->tiny_config[0]) {

@@ -308,6 +308,18 @@ static st_status place_and_plan(config_factory make, void *ctx, int ranks, size_
     return st;
 }
 
+st_status advise_placement(config_factory make, void *ctx, size_t budget, const cost_rates *rates, advice *a)
+{
+    *a = (advice){.rule_choice = -1, .rates = *rates, .placed = -1};
+    model_run r;
+    int64_t batch;
+    st_status st = open_run(make, ctx, "", &r, &batch);
+    if (st) return st;
+    a->swappable = swap_limit(r.m);
+    model_run_close(&r);
+    return place(make, ctx, 1, rates, budget, a, &a->placed);
+}
+
 st_status advise_at_rates(config_factory make, void *ctx, size_t budget, const cost_rates *rates, FILE *progress,
                           advice *a)
 {

@@ -143,8 +143,7 @@ static st_status size_half(sweep_result *r, const sweep_mode *modes, int n_modes
 static const struct {
     const char *refused, *with, *note;
 } stand_ins[] = {
-    {"base_model_precision", "base_model_precision=no_change", "with its base unquantized (its base_model_precision "
-     "is not built)"},
+    {"base_model_precision", NULL, "with its base quantized as %s, the nearest built to its base_model_precision"},
     {"ramtorch", "ramtorch=false", "with its weights on the device (ramtorch is not built)"},
     {"enable_group_offload", "enable_group_offload=false", "with its weights on the device (group offload is not "
      "built)"},
@@ -162,12 +161,22 @@ static st_status example_paths(const char *examples, config *c)
     return access(strchr(there, '=') + 1, R_OK) ? ST_OK : config_set(c, there);
 }
 
+/* "base_model_precision=<the nearest built>" from a refusal of an unbuilt value (config/keys.c says it last),
+ * "base_model_precision=no_change" if it names none. */
+static const char *nearest_precision(const char *refusal, char *buf, size_t n)
+{
+    const char *at = strstr(refusal, "the nearest built is ");
+    snprintf(buf, n, "base_model_precision=%.*s", at ? (int)strcspn(at + 21, " ;,)") : 9, at ? at + 21 : "no_change");
+    return buf;
+}
+
 /* The example, with the overrides in with (room for N_STAND_INS more), read as a model: each refusal a stand-in
  * answers is taken once in its stead, in the order they come. */
 static st_status load_example(family_sweep *f, const char *examples, const char *path, const char **with, int n,
                               config **out)
 {
     bool taken[N_STAND_INS] = {0};
+    char nearest[64];
     for (;;) {
         st_status st = config_load_with(path, with, n, out, NULL);
         if (!st) st = example_paths(examples, *out);
@@ -180,9 +189,11 @@ static st_status load_example(family_sweep *f, const char *examples, const char 
         while (k < N_STAND_INS && (taken[k] || !strstr(st_error(), stand_ins[k].refused))) k++;
         if (k == N_STAND_INS) return st;
         taken[k] = true;
-        with[n++] = stand_ins[k].with;
+        with[n++] = stand_ins[k].with ? stand_ins[k].with : nearest_precision(st_error(), nearest, sizeof nearest);
         const size_t at = strlen(f->note);
-        snprintf(f->note + at, sizeof f->note - at, "%spredicted %s", at ? "; " : "", stand_ins[k].note);
+        snprintf(f->note + at, sizeof f->note - at, "%spredicted ", at ? "; " : "");
+        snprintf(f->note + strlen(f->note), sizeof f->note - strlen(f->note), stand_ins[k].note,
+                 strchr(with[n - 1], '=') + 1);
     }
 }
 
@@ -371,6 +382,42 @@ void family_sweep_plan(family_sweep *f, const cost_rates *rates)
     model_run_close(&r);
 }
 
+typedef struct placing {
+    const config *real;
+    const char *base; /* the base's override ("base_model_precision=int8-quanto"), "" as configured */
+} placing;
+
+static config *placing_config(void *ctx, const char *sets)
+{
+    const placing *p = ctx;
+    config *c = config_copy(p->real);
+    if (c && !config_set_all(c, p->base) && !config_set_all(c, sets)) return c;
+    config_free(c);
+    return NULL;
+}
+
+void family_sweep_place(family_sweep *f, const cost_rates *rates)
+{
+    model_config mc;
+    if (!f->real || model_config_from(f->real, &mc)) return;
+    /* a quantized base where the run trains adapters over an unquantized one (full training quantizes nothing) */
+    const char *bases[] = {"", mc.lora_rank && mc.quant_base == QUANT_NONE ? "base_model_precision=int8-quanto" : NULL};
+    for (int b = 1; b < f->predicted.n_budgets && b < FAMILY_BUDGETS_MAX; b++) {
+        struct family_place *out = &f->placed[b];
+        out->run = true;
+        for (int k = 0; k < 2 && bases[k]; k++) {
+            placing ctx = {f->real, bases[k]};
+            advice a;
+            if (advise_placement(placing_config, &ctx, f->predicted.budgets[b], rates, &a) || a.placed < 0) continue;
+            const placement *p = &a.place[a.placed];
+            if ((!k && !a.placed) || (out->found && p->sec >= out->sec)) continue; /* the modes' own; the fewer changes */
+            *out = (struct family_place){.run = true, .found = true, .quantized = k, .blocks = a.placed,
+                                         .sec = p->sec, .peak = p->peak_device};
+            snprintf(out->how, sizeof out->how, "%s%s", k ? "int8-quanto base, " : "", p->name);
+        }
+    }
+}
+
 void family_sweep_free(family_sweep *f, int n)
 {
     for (int i = 0; f && i < n; i++) {
@@ -403,6 +450,9 @@ st_status family_sweep_calibrate(family_report *rep)
              "outside the four kinds of op (the optimizer, bookkeeping) is left out of every prediction, as are "
              "waits for copies to and from host memory", cell.sec_median, rep->rates.fixed);
     rep->rates.fixed = 0; /* dit-s2's optimizer and bookkeeping say nothing of another model's */
+    double link; /* what the swapped blocks' weights cost a step (block swap waits for them) */
+    if ((st = link_bandwidth_measure(&link))) return st;
+    rep->rates.link_per_byte = 1 / link;
     return ST_OK;
 }
 
@@ -460,6 +510,25 @@ static void plan_text(const family_sweep *fs, int b, char *buf, size_t n)
              size, against);
 }
 
+/* "; with the weights placed: swap 6 blocks + unsloth interval 1 (2410 s / 46.9 GiB)" where block swap or an int8
+ * base fits a budget no mode fits, or fits it faster; "" otherwise, or when the placement did not run. */
+static void place_text(const family_sweep *fs, int b, char *buf, size_t n)
+{
+    const struct family_place *pl = b < FAMILY_BUDGETS_MAX ? &fs->placed[b] : NULL;
+    const int m = fastest_fitting(&fs->predicted, b);
+    buf[0] = 0;
+    if (!pl || !pl->run) return;
+    if (!pl->found) {
+        if (m < 0) snprintf(buf, n, "; nor with block swap or an int8 base");
+        return;
+    }
+    if (m >= 0 && pl->sec >= fs->predicted.cells[m * fs->predicted.n_budgets + b].sec_median) return;
+    char size[40];
+    sweep_size_text(size, sizeof size, pl->peak);
+    snprintf(buf, n, pl->sec >= 100 ? "; with the weights placed: %s (%.0f s / %s)" : "; with the weights placed: %s "
+             "(%.3g s / %s)", pl->how, pl->sec, size);
+}
+
 /* "unsloth (2410 s / 46.9 GiB)" or "nothing fits (the smallest need: 46.9 GiB, unsloth)". */
 static void fastest_text(const sweep_result *r, int b, char *buf, size_t n)
 {
@@ -481,9 +550,11 @@ static void md_rates(const family_report *rep, FILE *f)
 {
     const cost_rates *r = &rep->rates;
     fprintf(f, "Rates of this machine (the cost model's, advise.h): GEMM %.1f GFLOP/s, attention %.1f GFLOP/s, "
-               "normalization %.2f GB/s, elementwise %.2f GB/s; measured by %s.\n\n",
+               "normalization %.2f GB/s, elementwise %.2f GB/s; measured by %s. The host-device link: %.2f GB/s "
+               "(64 MiB copies from the host pool to the device pool; on a CPU, a memcpy), at which the swapped "
+               "blocks' weights are priced (block swap waits for them).\n\n",
             rate_of(r, OP_GEMM), rate_of(r, OP_ATTENTION), rate_of(r, OP_NORM), rate_of(r, OP_POINTWISE),
-            rep->calibration);
+            rep->calibration, r->link_per_byte > 0 ? 1e-9 / r->link_per_byte : 0);
 }
 
 static bool refused(const sweep_cell *c) { return c->status == CELL_UNSUPPORTED || c->status == CELL_FAILED; }
@@ -541,6 +612,8 @@ static void md_family(const family_report *rep, const family_sweep *fs, FILE *f)
         } else if (pl && pl->run) {
             fprintf(f, "  - no per-block plan fits\n");
         }
+        place_text(fs, b, text, sizeof text);
+        if (text[0]) fprintf(f, "  - %s\n", text + 2);
     }
     fprintf(f, "\n**Measured** on %s%s%s (%d warm-up + %d measured steps a cell, each in a fresh process):\n\n",
             m->preset[0] ? m->preset : "?", m->precision[0] ? " in " : "", m->precision, m->warmup, m->steps);
@@ -590,8 +663,10 @@ static st_status write_md(const void *ctx, FILE *f)
                 char planned[96];
                 if (fs->skipped[0]) snprintf(text, sizeof text, "not run");
                 else fastest_text(&fs->predicted, b, text, sizeof text);
+                char placed[SWEEP_NAME_MAX + 96];
                 plan_text(fs, b, planned, sizeof planned);
-                fprintf(f, " %s%s |", text, planned);
+                place_text(fs, b, placed, sizeof placed);
+                fprintf(f, " %s%s%s |", text, planned, placed);
             }
             fputc('\n', f);
         }
@@ -640,6 +715,14 @@ static cJSON *family_json(const family_sweep *fs, const machine_info *mi)
             ok = cJSON_AddNumberToObject(pj, "sec_per_step", pl->sec) &&
                  cJSON_AddNumberToObject(pj, "peak_device_bytes", (double)pl->peak) &&
                  cJSON_AddStringToObject(pj, "gradient_checkpointing_plan", pl->plan);
+        const struct family_place *pp = b < FAMILY_BUDGETS_MAX ? &fs->placed[b] : NULL;
+        cJSON *wj = ok && pp && pp->found ? cJSON_AddObjectToObject(e, "weights_placed") : NULL;
+        if (wj)
+            ok = cJSON_AddStringToObject(wj, "schedule", pp->how) &&
+                 cJSON_AddStringToObject(wj, "base_model_precision", pp->quantized ? "int8-quanto" : "as configured") &&
+                 cJSON_AddNumberToObject(wj, "musubi_blocks_to_swap", pp->blocks) &&
+                 cJSON_AddNumberToObject(wj, "sec_per_step", pp->sec) &&
+                 cJSON_AddNumberToObject(wj, "peak_device_bytes", (double)pp->peak);
     }
     if (!ok) cJSON_Delete(o);
     return ok ? o : NULL;
