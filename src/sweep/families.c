@@ -448,7 +448,7 @@ st_status family_sweep_calibrate(family_report *rep)
     snprintf(rep->calibration, sizeof rep->calibration,
              "one real step of dit-s2 at batch 4 without checkpointing, after one warm-up: %.3f s, of which %.3f s "
              "outside the four kinds of op (the optimizer, bookkeeping) is left out of every prediction, as are "
-             "waits for copies to and from host memory", cell.sec_median, rep->rates.fixed);
+             "attention offload's copies (taken as hidden behind compute)", cell.sec_median, rep->rates.fixed);
     rep->rates.fixed = 0; /* dit-s2's optimizer and bookkeeping say nothing of another model's */
     double link; /* what the swapped blocks' weights cost a step (block swap waits for them) */
     if ((st = link_bandwidth_measure(&link))) return st;

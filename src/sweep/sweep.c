@@ -179,16 +179,19 @@ static void fail(sweep_cell *cell, st_status st)
 }
 
 /* The plan's prediction (a dry step) and text: available even when the run is refused. */
-static st_status predict(const config *cfg, sweep_cell *cell)
+static st_status predict(const config *cfg, sweep_cell *cell, link_traffic *moved)
 {
     model_run r;
     st_status st = model_run_open(cfg, false, &r);
     if (st) return st;
     const int64_t batch = config_int(cfg, "train_batch_size");
     pool_stats dev, host;
+    link_traffic before;
+    link_traffic_read(r.m, &before);
     ops_profile_start(); /* the dry step's work: what the cost model prices (sweep_predict_cell) */
     st = flow_step_dry(&r, batch, 1, &dev, &host);
     ops_profile_stop(&cell->work);
+    *moved = link_traffic_since(r.m, &before);
     if (st) {
         model_run_close(&r);
         return st;
@@ -230,12 +233,14 @@ void sweep_predict_cell(const config *cfg, const cost_rates *rates, sweep_cell *
 {
     cell->status = CELL_OK;
     cell->error[0] = 0;
-    const st_status st = predict(cfg, cell);
+    link_traffic moved;
+    const st_status st = predict(cfg, cell, &moved);
     if (st) {
         fail(cell, st);
         return;
     }
-    cell->sec_median = cell->sec_min = cell->sec_max = cost_predict(rates, &cell->work);
+    /* as advise prices a step: its ops, and the swapped weights it waits for */
+    cell->sec_median = cell->sec_min = cell->sec_max = cost_predict(rates, &cell->work) + link_seconds_waited(rates, &moved);
     cell->peak_device = cell->predicted_device;
     cell->peak_host = cell->predicted_host;
 }
@@ -244,7 +249,8 @@ void sweep_run_cell(const config *cfg, int warmup, int steps, sweep_cell *cell)
 {
     cell->status = CELL_OK;
     cell->error[0] = 0;
-    st_status st = predict(cfg, cell);
+    link_traffic moved;
+    st_status st = predict(cfg, cell, &moved);
     trainer *t = NULL;
     if (!st) st = trainer_create(cfg, NULL, &t);
     if (st) {
