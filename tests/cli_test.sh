@@ -243,6 +243,28 @@ expect 0 "train runs a per-block plan" "trained 2 steps" -- "$bin" train --set m
   --set in_channels=3 --set vae_scale_factor=1 --set resolution=8 --set num_classes=8 --set max_train_steps=2 \
   --set validation_steps=0 --set output_dir=plan-run --set gradient_checkpointing=true \
   --set "gradient_checkpointing_plan=$bp"
+# seconds on a named GPU (issue 46): a profile whose memory-bound rates are out of the way prices the step at its
+# GEMM and attention FLOPs over fp32_flops; its memory says whether the peak fits
+gp='"fp32_flops": 1e12, "tf32_flops": 1e12, "bf16_flops": 1e12, "memory_bytes_per_second": 1e15, "link_bytes_per_second": 1e15, "efficiency": {"gemm": 1, "attention": 1, "normalization": 1, "elementwise": 1}'
+echo "{\"name\": \"small\", \"memory_bytes\": 1, $gp}" >gpu-small.json
+echo "{\"name\": \"large\", \"memory_bytes\": 1e12, $gp}" >gpu-large.json
+gj=$("$bin" plan --config tiny.json --json --gpu gpu-small.json,gpu-large.json 2>/dev/null)
+jnum() { sed -n "s/^[[:space:]]*\"$1\":[[:space:]]*\([-0-9.e+]*\),*$/\1/p" <<<"$gj"; }
+flops=$(awk -v a="$(jnum gemm_flops_per_step)" -v b="$(jnum attention_flops_per_step)" 'BEGIN { print a + b }')
+awk -v f="$flops" -v s="$(jnum sec_per_step | tr '\n' ' ')" 'BEGIN { n = split(s, x, " ");
+      exit !(f > 0 && n == 2 && x[1] == x[2] && x[1] > 0.999 * f / 1e12 && x[1] < 1.001 * f / 1e12) }' &&
+  [ "$(sed -n 's/^[[:space:]]*"fits":[[:space:]]*\([a-z]*\),*$/\1/p' <<<"$gj" | tr '\n' ' ')" = "false true " ] &&
+  ok "plan --gpu prices the step at the profile's rates, and says where its peak fits" || bad "plan --gpu: $gj"
+got=$("$bin" plan --config tiny.json --gpu all 2>&1)
+grep -q "^predicted on a GPU (.*assumed to reach, unless measured" <<<"$got" &&
+  grep -qE "^  NVIDIA H100 SXM5 80GB +[0-9.e+-]+ s/step; the peak fits its 79.65 GiB$" <<<"$got" &&
+  [ "$(grep -c "^  NVIDIA .* s/step; the peak fits its" <<<"$got")" -eq 5 ] &&
+  ok "plan --gpu all predicts the five built-in GPUs, and says they are predictions" || bad "plan --gpu all: $got"
+expect 1 "an unknown GPU is refused with the list" 'GPU profile "v100": not one of h100, h200, l40s, a100, rtx4090' -- \
+  "$bin" plan --config tiny.json --gpu v100
+echo '{"name": "half", "memory_bytes": 1}' >gpu-half.json
+expect 1 "a profile missing its figures is refused by name" 'gpu-half.json: a GPU profile is an object with a "name" and an "efficiency" object' -- \
+  "$bin" plan --config tiny.json --gpu gpu-half.json
 # block swap's link traffic and the placement (issue 43): the swapped weights of 2 of dit-tiny's blocks (583.5 KiB)
 # brought in 3 times a step under interval 1 (forward, recompute, backward)
 lo=(--config tiny.json --set model_type=lora --set lora_rank=4)
@@ -302,6 +324,10 @@ grep -qF "| lumina2 (lumina2, 1024 px images, batch 2, bf16) |" <<<"$md" &&
   grep -qF "in SimpleTuner's default mixed_precision bf16 (the example sets none)" <<<"$md" &&
   ok "an example without mixed_precision is planned in SimpleTuner's default bf16, and the note says so" ||
   bad "family sweep, lumina2: $md"
+grep -q "^| sd1x | none [0-9.]* s | none [0-9.]* s | none [0-9.]* s | none [0-9.]* s | none [0-9.]* s |$" <<<"$md" &&
+  grep -qF "**predictions, not measurements**" <<<"$md" &&
+  ok "the family sweep predicts each family's fastest fitting mode on the five GPUs, as predictions" ||
+  bad "family sweep GPU table: $(grep -A8 '^## Predicted on a GPU' <<<"$md")"
 md32=$(cat fam-f32/families.md 2>&1)
 grep -qF "| sd1x (sd15, 512 px images, batch 1, float32) |" <<<"$md32" &&
   grep -qF "| lumina2 (lumina2, 1024 px images, batch 2, float32) |" <<<"$md32" &&

@@ -150,6 +150,25 @@ st_status advise_at_rates(config_factory make, void *ctx, size_t device_budget, 
  * device_budget in out->place[0 .. n_placed), and the count whose one is fastest in out->placed (-1: none fits). */
 st_status advise_placement(config_factory make, void *ctx, size_t device_budget, const cost_rates *rates,
                            advice *out);
+/* A GPU's figures, from which a step's seconds there are predicted with this cost model (gpus.c): its published dense
+ * peaks and bandwidths, and the fraction of them each kind of op reaches on segtrain's CUDA backend (assumed until
+ * measured). Built in: h100, h200, l40s, a100, rtx4090; or a JSON file of the same fields. */
+typedef struct gpu_profile {
+    char key[16];       /* "h100" (built in), "file" */
+    char name[64];      /* "NVIDIA H100 SXM5 80GB" */
+    double memory_bytes;
+    double fp32_flops, tf32_flops, bf16_flops; /* dense peaks, FLOP/s */
+    double memory_rate, link_rate;             /* bytes a second: device memory, host to device */
+    double efficiency[OP_KIND_COUNT];          /* the fraction of its peak each kind reaches */
+    char source[160];   /* where the figures come from */
+    bool measured;      /* the efficiencies were measured on that GPU, not assumed */
+} gpu_profile;
+int gpu_profiles_builtin(const gpu_profile **out);
+/* A built-in profile by key (any case), or a .json file's; a clear error otherwise. */
+st_status gpu_profile_find(const char *name_or_path, gpu_profile *out);
+/* The cost model's rates on that GPU, as segtrain's CUDA backend computes: float32 GEMMs and attention. */
+cost_rates gpu_profile_rates(const gpu_profile *g);
+
 /* The advice: the per-block planner's answer where it is predicted ADVICE_PLAN_MARGIN faster than the uniform
  * search's, else the search's; NULL when neither fits. */
 const schedule *advice_pick(const advice *a);

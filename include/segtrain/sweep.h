@@ -47,6 +47,7 @@ typedef struct sweep_cell {
     size_t to_host, to_device;               /* bytes moved per step */
     char plan[SWEEP_TEXT_MAX];               /* the printed plan of every sequence, "; "-joined */
     op_profile work; /* the ops' profile of one measured step, averaged (in-process runs: not in the cell's JSON) */
+    link_traffic moved; /* a predicted cell's host-device traffic (in-process: not in the cell's JSON) */
     int same_plan_as;                        /* index of an earlier mode with an identical plan, or -1 */
     int reused_from; /* 1 + the budget column whose run this cell is, not measured again (its budget binds nothing:
                       * the same config, plan and steps); 0: measured here */

@@ -12,7 +12,8 @@
 #include "segtrain/train.h"
 
 static const char plan_help[] =
-    "usage: segtrain plan --config C [--json] [--parts] [--ranks N] [--link-bandwidth RATE] [--set key=value ...]\n"
+    "usage: segtrain plan --config C [--json] [--parts] [--ranks N] [--link-bandwidth RATE] [--gpu LIST]\n"
+    "                    [--set key=value ...]\n"
     "\n"
     "Prints the checkpoint plan of every block sequence of the configured model, as\n"
     "  blocks 0-1 ckpt | 2-3 keep | 4-5 ckpt ...\n"
@@ -34,7 +35,11 @@ static const char plan_help[] =
     "offload sends out and brings back) and its seconds at the link's bandwidth: measured here (64 MiB copies), or\n"
     "--link-bandwidth RATE (e.g. 25GB/s, a PCIe 4 x16 figure) for another machine. The step waits for the swapped\n"
     "weights (each block's are brought in right before it runs, not prefetched); offload's copies run on the copy\n"
-    "thread behind compute, taken as hidden, as advise prices them.\n";
+    "thread behind compute, taken as hidden, as advise prices them.\n"
+    "--gpu LIST (h100, h200, l40s, a100, rtx4090, a profile .json, or all) also predicts the step's seconds on\n"
+    "each GPU from its published peaks and bandwidths and the fraction of them each kind of op is assumed to reach\n"
+    "(predictions, not measurements: docs/BENCHMARKS.md, \"Seconds on a named GPU\"), and says whether the\n"
+    "peak fits its memory.\n";
 
 #define PARTS_SHOWN 100
 
@@ -46,6 +51,8 @@ typedef struct plan_report {
     link_traffic moved;   /* and what crossed the link */
     double link_rate;     /* bytes a second (0: the link is not said) */
     bool link_measured;
+    gpu_profile gpus[8];  /* --gpu: the step predicted on each */
+    int n_gpus;
 } plan_report;
 
 static size_t boundary_bytes(const seq_plan *p, const block_seq *s) { return seq_plan_boundary_bytes(p, s); }
@@ -96,6 +103,27 @@ static void print_link(const plan_report *r)
            st_bytes(b[1], t->offload_out), st_bytes(b[2], t->offload_in), r->link_rate * 1e-9,
            r->link_measured ? "measured here" : "--link-bandwidth", link_seconds_waited(&rates, t),
            link_seconds_all(&rates, t) - link_seconds_waited(&rates, t));
+}
+
+/* The step's seconds on a GPU: its ops at the profile's rates and the swapped weights it waits for. */
+static double gpu_seconds(const plan_report *r, const gpu_profile *g)
+{
+    const cost_rates rates = gpu_profile_rates(g);
+    return cost_predict(&rates, &r->work) + link_seconds_waited(&rates, &r->moved);
+}
+
+static void print_gpus(const plan_report *r)
+{
+    if (r->n_gpus)
+        printf("predicted on a GPU (its published peaks at the fraction each kind of op is assumed to reach, unless "
+               "measured; float32 GEMMs and attention, as segtrain's CUDA backend runs them):\n");
+    for (int i = 0; i < r->n_gpus; i++) {
+        const gpu_profile *g = &r->gpus[i];
+        char have[24];
+        printf("  %-30s %10.4g s/step%s; the peak %s its %s\n", g->name, gpu_seconds(r, g),
+               g->measured ? " (measured efficiencies)" : "", r->sim.peak <= (size_t)g->memory_bytes ? "fits" : "exceeds",
+               st_bytes(have, (size_t)g->memory_bytes));
+    }
 }
 
 static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
@@ -263,6 +291,16 @@ static void print_json(model *m, const plan_report *r, const bucket_report *buck
     cJSON *peak = cJSON_AddObjectToObject(root, "predicted_peak_device_bytes");
     cJSON_AddNumberToObject(peak, "total", (double)r->sim.peak);
     for (int t = 0; t < MEM_TAG_COUNT; t++) cJSON_AddNumberToObject(peak, mem_tag_name(t), (double)r->sim.at_peak_by_tag[t]);
+    cJSON *gj = r->n_gpus ? cJSON_AddArrayToObject(root, "gpus") : NULL;
+    for (int i = 0; gj && i < r->n_gpus; i++) {
+        cJSON *one = cJSON_CreateObject();
+        cJSON_AddStringToObject(one, "name", r->gpus[i].name);
+        cJSON_AddNumberToObject(one, "sec_per_step", gpu_seconds(r, &r->gpus[i]));
+        cJSON_AddBoolToObject(one, "fits", r->sim.peak <= (size_t)r->gpus[i].memory_bytes);
+        cJSON_AddBoolToObject(one, "measured", r->gpus[i].measured);
+        cJSON_AddStringToObject(one, "source", r->gpus[i].source);
+        cJSON_AddItemToArray(gj, one);
+    }
     char *text = cJSON_Print(root);
     if (text) puts(text);
     cJSON_free(text);
@@ -357,14 +395,34 @@ static void print_parts(model *m, pool *device)
     if (all > PARTS_SHOWN) printf("  ... %zu smaller names\n", all - PARTS_SHOWN);
 }
 
+/* --gpu: "all" (the built-in profiles) or a comma list of their keys and .json files */
+static st_status parse_gpus(const char *list, gpu_profile *out, int *n)
+{
+    const gpu_profile *builtin;
+    const int n_builtin = gpu_profiles_builtin(&builtin);
+    *n = 0;
+    if (!strcmp(list, "all")) {
+        for (; *n < n_builtin && *n < 8; (*n)++) out[*n] = builtin[*n];
+        return ST_OK;
+    }
+    char copy[1024];
+    snprintf(copy, sizeof copy, "%s", list);
+    for (char *save = NULL, *one = strtok_r(copy, ",", &save); one; one = strtok_r(NULL, ",", &save)) {
+        if (*n == 8) return st_fail(ST_ERR_INVALID, "--gpu: at most 8 profiles");
+        const st_status st = gpu_profile_find(one, &out[(*n)++]);
+        if (st) return st;
+    }
+    return *n ? ST_OK : st_fail(ST_ERR_INVALID, "--gpu: no profile named");
+}
+
 int cmd_plan(int argc, char **argv)
 {
-    const char *config_path = NULL, *link = NULL;
+    const char *config_path = NULL, *link = NULL, *gpus = NULL;
     bool json = false, parts = false;
     long long ranks = 1;
     const cli_flag flags[] = {{"--config", .text = &config_path}, {"--json", .on = &json}, {"--parts", .on = &parts},
                               {"--ranks", .whole = &ranks, .min = 1, .max = 1 << 20},
-                              {"--link-bandwidth", .text = &link}, {0}};
+                              {"--link-bandwidth", .text = &link}, {"--gpu", .text = &gpus}, {0}};
     cli_args a;
     int rc = args_parse(argc, argv, flags, &a);
     if (rc || a.help) return a.help ? (fputs(plan_help, stdout), 0) : rc;
@@ -395,13 +453,14 @@ int cmd_plan(int argc, char **argv)
         st_warn("segtrain: warning: train refuses this config as it is: %s", st_error());
     if (!st) {
         plan_report r = {.batch = config_int(cfg, "train_batch_size")};
+        if (gpus) st = parse_gpus(gpus, r.gpus, &r.n_gpus);
         const int64_t grads = model_params(at.m)->grad_count;
         r.optimizer_bytes = train_optimizer_bytes(cfg, model_params(at.m), (int)ranks);
         if (parts) pool_record_peak_parts(cm.device, true);
         link_traffic before;
         link_traffic_read(at.m, &before);
         ops_profile_start();
-        st = flow_step_dry(&at, r.batch, (int)ranks, &r.sim, &r.host);
+        if (!st) st = flow_step_dry(&at, r.batch, (int)ranks, &r.sim, &r.host);
         ops_profile_stop(&r.work);
         r.moved = link_traffic_since(at.m, &before);
         /* said where blocks swap (measured here unless given), or where it is given and offload moves something */
@@ -413,6 +472,7 @@ int cmd_plan(int argc, char **argv)
         if (!r.moved.swap_in && !r.moved.offload_out && !r.moved.offload_in) r.link_rate = 0;
         if (!st && json) print_json(at.m, &r, buckets, listed ? n_buckets : 0);
         else if (!st) print_text(&cm.cs, at.m, &r);
+        if (!st && !json) print_gpus(&r);
         if (!st && !json && ranks > 1) {
             const size_t whole = train_optimizer_bytes(cfg, model_params(at.m), 1);
             char b[4][24];

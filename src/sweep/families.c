@@ -557,6 +557,48 @@ static void md_rates(const family_report *rep, FILE *f)
             rep->calibration, r->link_per_byte > 0 ? 1e-9 / r->link_per_byte : 0);
 }
 
+/* Each family's fastest mode on each built-in GPU: the modes whose peak fits its memory, priced at its profile's
+ * rates (their ranking there may differ from this CPU's). */
+static void md_gpus(const family_report *rep, FILE *f)
+{
+    const gpu_profile *g;
+    const int n = gpu_profiles_builtin(&g);
+    fprintf(f, "## Predicted on a GPU\n\nEach family's fastest mode that fits the GPU's memory, and its seconds a "
+               "step there: **predictions, not measurements**. The same dry steps, priced at each GPU's published "
+               "dense peaks and bandwidths times the fraction each kind of op is assumed to reach on segtrain's CUDA "
+               "backend (float32 GEMMs and attention; `segtrain plan --gpu` and docs/BENCHMARKS.md, \"Seconds on a "
+               "named GPU\", give the figures). Offload's copies are taken as hidden; swapped weights cross PCIe.\n\n"
+               "| family |");
+    for (int i = 0; i < n; i++) fprintf(f, " %s |", g[i].name);
+    fprintf(f, "\n|---|");
+    for (int i = 0; i < n; i++) fprintf(f, "---|");
+    fputc('\n', f);
+    for (int k = 0; k < rep->n_families; k++) {
+        const sweep_result *p = &rep->families[k].predicted;
+        if (!rep->families[k].real) continue;
+        fprintf(f, "| %s |", rep->families[k].family);
+        for (int i = 0; i < n; i++) {
+            const cost_rates rates = gpu_profile_rates(&g[i]);
+            int best = -1;
+            double sec = 0;
+            size_t least = 0;
+            for (int m = 0; m < p->n_modes; m++) {
+                const sweep_cell *c = &p->cells[m * p->n_budgets];
+                if (c->status != CELL_OK) continue;
+                if (!least || c->peak_device < least) least = c->peak_device;
+                const double s = cost_predict(&rates, &c->work) + link_seconds_waited(&rates, &c->moved);
+                if (c->peak_device <= (size_t)g[i].memory_bytes && (best < 0 || s < sec)) best = m, sec = s;
+            }
+            char size[40];
+            sweep_size_text(size, sizeof size, least);
+            if (best >= 0) fprintf(f, sec >= 100 ? " %s %.0f s |" : " %s %.3g s |", p->modes[best].name, sec);
+            else fprintf(f, least ? " OOM (needs %s) |" : " - |", size);
+        }
+        fputc('\n', f);
+    }
+    fputc('\n', f);
+}
+
 static bool refused(const sweep_cell *c) { return c->status == CELL_UNSUPPORTED || c->status == CELL_FAILED; }
 
 /* What the family refuses or failed at, once per mode (and once for both halves where they say the same). */
@@ -672,6 +714,7 @@ static st_status write_md(const void *ctx, FILE *f)
         }
         fputc('\n', f);
     }
+    md_gpus(rep, f);
     for (int i = 0; i < rep->n_families; i++) md_family(rep, &rep->families[i], f);
     return ST_OK;
 }

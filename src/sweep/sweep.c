@@ -233,14 +233,14 @@ void sweep_predict_cell(const config *cfg, const cost_rates *rates, sweep_cell *
 {
     cell->status = CELL_OK;
     cell->error[0] = 0;
-    link_traffic moved;
-    const st_status st = predict(cfg, cell, &moved);
+    const st_status st = predict(cfg, cell, &cell->moved);
     if (st) {
         fail(cell, st);
         return;
     }
     /* as advise prices a step: its ops, and the swapped weights it waits for */
-    cell->sec_median = cell->sec_min = cell->sec_max = cost_predict(rates, &cell->work) + link_seconds_waited(rates, &moved);
+    cell->sec_median = cell->sec_min = cell->sec_max =
+        cost_predict(rates, &cell->work) + link_seconds_waited(rates, &cell->moved);
     cell->peak_device = cell->predicted_device;
     cell->peak_host = cell->predicted_host;
 }
