@@ -13,7 +13,8 @@ blocks.0.attn1.to_q, blocks.0.attn1.to_out.0, blocks.0.ff.net.0, blocks.0.ff.net
 order to x. <out>/<case>/lycoris_config.json is the config; <out>/<case>/fixture.safetensors holds x, dy (the loss
 is sum(y * dy)), y, dx, the base weights under the modules' paths, every adapter tensor under the package's key
 (lycoris_blocks_0_attn1_to_q.lokr_w1, ... and .alpha) with its gradient as grad.<key>, all float32 (computed in
-float64 from the float32 values stored). The adapters' weights are random (the package's zero w2 would leave w1's
+float64 from the float32 values stored). The locon_conv case's model is ConvModel instead (Conv2d layers in classes
+named ResnetBlock2D and Downsample2D, x and y (batch, channels, height, width)). The adapters' weights are random (the package's zero w2 would leave w1's
 gradient zero).
 
 --check loads FILE (what segtrain's test_lycoris saves: build/lycoris_saved_<case>.safetensors) with
@@ -22,8 +23,9 @@ that every tensor equals the fixture's, bit for bit. Exit 1 on any difference.
 
 --family loads the diffusers model in FOLDER (a parity fixture's: tests/fixtures/sdxl), wraps it with the package
 from CONFIG (a lycoris_config), and checks that FILE (segtrain's adapters of a run on that folder's weights with that
-config) holds exactly the package's keys at the package's shapes: that segtrain maps the package's module classes
-onto the family's layers as diffusers' classes are (docs/LYCORIS.md).
+config) holds exactly the package's keys at the package's shapes, and that the package's network loads it (strict)
+with every tensor and alpha as saved: that segtrain maps the package's module classes onto the family's layers as
+diffusers' classes are (docs/LYCORIS.md).
 
 --family-keys writes the package's keys and shapes for FOLDER and CONFIG to OUT, "key [shape]" a line, sorted
 (tests/fixtures/lycoris/families/<family>[-<config>].keys): tests/cli_test.sh trains segtrain on FOLDER with CONFIG
@@ -81,9 +83,15 @@ CASES = {
         "apply_preset": {"target_module": ["Attention", "FeedForward"], "target_name": ["blocks\\.0\\.pr"],
                          "module_algo_map": {"Attention": {"algo": "loha", "dim": 2, "alpha": 3},
                                             "FeedForward": {"algo": "locon", "dim": 3}}}}),
+    # LoCon on convolutions (ConvModel): 3 x 3 kernels at conv_dim and conv_alpha, a 1 x 1 at linear_dim and
+    # linear_alpha, a module_algo_map dim over a stride-2 3 x 3 (its alpha conv_alpha), a target_name's 1 x 1 conv
+    "locon_conv": (("conv", 4, 6, 5, 6), {
+        "algo": "lora", "linear_dim": 2, "linear_alpha": 3, "conv_dim": 3, "conv_alpha": 6,
+        "apply_preset": {"target_module": ["ResnetBlock2D", "Downsample2D"], "target_name": ["proj"],
+                         "module_algo_map": {"Downsample2D": {"dim": 4}}}}),
 }
 # the order the cases were added in: a case's seed, which never changes
-ORDER = ["lokr_full", "lokr_name", "lokr_split", "loha", "locon", "full", "mixed"]
+ORDER = ["lokr_full", "lokr_name", "lokr_split", "loha", "locon", "full", "mixed", "locon_conv"]
 
 
 class Attention(nn.Module):
@@ -118,6 +126,52 @@ class Model(nn.Module):
 
     def forward(self, x):
         return self.blocks[0](x)
+
+
+class ResnetBlock2D(nn.Module):
+    def __init__(self, c, m):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, m, 3, padding=1)
+        self.conv_shortcut = nn.Conv2d(m, c, 1)
+
+
+class Downsample2D(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, stride=2, padding=1)
+
+
+class ConvModel(nn.Module):
+    """Convolutions in classes named as diffusers' U-Net's: blocks.0.conv1 (3 x 3, c to m), blocks.0.conv_shortcut
+    (1 x 1, m to c), down.0.conv (3 x 3, stride 2, padding 1), proj (1 x 1), applied in that order to x."""
+    def __init__(self, c, m):
+        super().__init__()
+        self.blocks = nn.ModuleList([ResnetBlock2D(c, m)])
+        self.down = nn.ModuleList([Downsample2D(c)])
+        self.proj = nn.Conv2d(c, c, 1)
+
+    def forward(self, x):
+        b = self.blocks[0]
+        return self.proj(self.down[0].conv(b.conv_shortcut(b.conv1(x))))
+
+
+def model_of(dims):
+    return ConvModel(dims[1], dims[2]) if dims[0] == "conv" else Model(*dims)
+
+
+def inputs_of(dims):
+    """x, and the shape of y: (batch, tokens, width), or a conv case's (batch, c, h, w) and its stride-2 output"""
+    if dims[0] == "conv":
+        _, c, _, h, w = dims
+        return (BATCH, c, h, w), (BATCH, c, (h - 1) // 2 + 1, (w - 1) // 2 + 1)
+    return (BATCH, TOKENS, dims[0]), (BATCH, TOKENS, dims[0])
+
+
+def meta_of(dims):
+    if dims[0] == "conv":
+        return {"batch": str(BATCH), "channels": str(dims[1]), "mid": str(dims[2]), "height": str(dims[3]),
+                "width": str(dims[4])}
+    return {"batch": str(BATCH), "tokens": str(TOKENS), "width": str(dims[0]), "ffn": str(dims[1])}
 
 
 def f32(t):
@@ -167,10 +221,10 @@ def wrap(model, cfg):
 
 
 def make(case, out):
-    (d, f), cfg = CASES[case]
+    dims, cfg = CASES[case]
     torch.manual_seed(ORDER.index(case) + 1)
     grid = on_grid if case in ("full", "mixed") else (lambda t: t)
-    model = Model(d, f)
+    model = model_of(dims)
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(grid(f32(torch.randn_like(p) * 0.2)))
@@ -183,8 +237,9 @@ def make(case, out):
         for key, p in adapters.items():
             r = grid(f32(torch.randn_like(p) * 0.3))
             p.add_(r) if saved_key(key) != key else p.copy_(r)  # a full module's weight: the base plus r
-    x = f32(torch.randn(BATCH, TOKENS, d, dtype=torch.float64)).requires_grad_(True)
-    dy = f32(torch.randn(BATCH, TOKENS, d, dtype=torch.float64))
+    x_shape, y_shape = inputs_of(dims)
+    x = f32(torch.randn(*x_shape, dtype=torch.float64)).requires_grad_(True)
+    dy = f32(torch.randn(*y_shape, dtype=torch.float64))
     y = model(x)
     (y * dy).sum().backward()
     tensors = {"x": x.detach(), "dy": dy, "y": y.detach(), "dx": x.grad}
@@ -194,8 +249,7 @@ def make(case, out):
     for key, p in adapters.items():
         tensors["grad." + saved_key(key)] = p.grad
     tensors = {k: v.float().contiguous() for k, v in tensors.items()}
-    meta = {"case": case, "torch": torch.__version__, "lycoris_lora": lycoris_version(),
-            "batch": str(BATCH), "tokens": str(TOKENS), "width": str(d), "ffn": str(f)}
+    meta = {"case": case, "torch": torch.__version__, "lycoris_lora": lycoris_version(), **meta_of(dims)}
     os.makedirs(os.path.join(out, case), exist_ok=True)
     save_file(tensors, os.path.join(out, case, "fixture.safetensors"), meta)
     with open(os.path.join(out, case, "lycoris_config.json"), "w") as fh:
@@ -217,7 +271,7 @@ def check(path, case, out):
     file). Each adapter tensor must be the fixture's, bit for bit; each alpha too (in the file: the loader resets a
     full-matrix module's). A module the loader rebuilds as full holds the file's difference as its weight until
     applied (its state_dict would subtract the base again), so that weight is what is compared."""
-    (d, f), cfg = CASES[case]
+    dims, cfg = CASES[case]
     fixture = load_file(os.path.join(out, case, "fixture.safetensors"))
     want = {k: v for k, v in fixture.items() if k.startswith("lycoris_")}
     got = load_file(path)
@@ -226,7 +280,7 @@ def check(path, case, out):
         bad.append(f"keys {sorted(set(got) ^ set(want))} in one file only")
 
     def model():
-        m = Model(d, f)
+        m = model_of(dims)
         m.load_state_dict({k: v for k, v in fixture.items() if k in m.state_dict()})
         return m
 
@@ -256,7 +310,8 @@ def check(path, case, out):
 
 
 def package_keys(folder, config):
-    """The package's adapters of the diffusers model in folder wrapped from config: {key: shape}. The class is built
+    """The package's adapters of the diffusers model in folder wrapped from config: the class, {key: shape} and the
+    network. The class is built
     from its config alone: the keys and shapes are the config's (from_pretrained refuses a class with fp32-kept
     modules where accelerate is not installed)."""
     import diffusers
@@ -264,12 +319,13 @@ def package_keys(folder, config):
         cls = getattr(diffusers, json.load(fh)["_class_name"])
     with open(config) as fh:
         cfg = json.load(fh)
-    return cls, {k: tuple(v.shape) for k, v in wrap(cls.from_config(cls.load_config(folder)), cfg).state_dict().items()}
+    net = wrap(cls.from_config(cls.load_config(folder)), cfg)
+    return cls, {k: tuple(v.shape) for k, v in net.state_dict().items()}, net
 
 
 def family_keys(folder, config, out):
     """What tests/cli_test.sh compares a family's saved adapters with: a line per key, "key [shape]", sorted."""
-    _, want = package_keys(folder, config)
+    _, want, _ = package_keys(folder, config)
     with open(out, "w") as fh:
         fh.writelines(f"{k} [{','.join(map(str, want[k]))}]\n" for k in sorted(want))
     print(f"{out}: {len(want)} keys of lycoris-lora {lycoris_version()} from {config} on {folder}")
@@ -278,9 +334,15 @@ def family_keys(folder, config, out):
 
 def family(folder, config, path):
     """segtrain's adapters of a family's run against the package's on the diffusers model: keys and shapes."""
-    cls, want = package_keys(folder, config)
-    got = {k: tuple(v.shape) for k, v in load_file(path).items()}
+    cls, want, net = package_keys(folder, config)
+    saved = load_file(path)
+    got = {k: tuple(v.shape) for k, v in saved.items()}
     bad = [f"{k}: only the package's" for k in sorted(set(want) - set(got))]
+    if set(got) == set(want):  # every alpha the package's network has, and the package loads the file (strict)
+        bad += [f"{k}: alpha {saved[k].item()}, the package's {v.item()}" for k, v in net.state_dict().items()
+                if k.endswith(".alpha") and v.float() != saved[k]]
+        net.load_state_dict({k: v.to(net.state_dict()[k].dtype) for k, v in saved.items()}, strict=True)
+        bad += [f"{k}: loaded differs" for k, v in net.state_dict().items() if not torch.equal(v.float(), saved[k])]
     bad += [f"{k}: only segtrain's" for k in sorted(set(got) - set(want))]
     bad += [f"{k}: {got[k]}, the package's {want[k]}" for k in sorted(set(got) & set(want)) if got[k] != want[k]]
     print(f"{path}: {len(got)} tensors; {cls.__name__} in {folder} wrapped by lycoris-lora {lycoris_version()} from "

@@ -120,16 +120,24 @@ for algo in loha LoHa lora locon full; do
   expect 0 "algo $algo plans on sdxl, its adapters in the parts" "lycoris_down_blocks_\\*_attentions_\\*_transformer_blocks_\\*_attn1_to_q " -- \
     "${plan_sdxl_lycoris[@]}" --set lycoris_config=$algo.json --parts
 done
-echo '{"algo": "locon", "conv_dim": 8, "conv_alpha": 4, "apply_preset": {"target_module": ["Attention"]}}' > conv.json
-expect 1 "conv_dim is refused with the reason" "conv.json: conv_dim is not built: LoCon on convolutions" -- \
-  "${plan_sdxl_lycoris[@]}" --set lycoris_config=conv.json
-# the package adapts every convolution inside its targets (conv_dim or not): refused where one is, named
-echo '{"algo": "lokr", "apply_preset": {"target_module": [], "target_name": ["down_blocks\\.1\\.attentions"]}}' > names.json
-expect 1 "a convolution inside the targets is refused, named (sd1x's proj_in is a 1 x 1 Conv2d)" \
-  "lora_type lycoris: down_blocks.1.attentions.0.proj_in.weight is a convolution inside the lycoris_config's targets" -- \
-  "$bin" plan --set model_family=sd1x --set model_type=lora --set lora_type=lycoris --set lycoris_config=names.json
+# LoCon on the U-Nets' convolutions: conv_dim for a kernel over 1 x 1, linear_dim for a 1 x 1 (sd1x's proj_in)
+echo '{"algo": "locon", "conv_dim": 8, "conv_alpha": 4, "apply_preset": {"target_module": ["ResnetBlock2D"]}}' > conv.json
+expect 0 "LoCon with conv_dim plans on sdxl's ResnetBlock2Ds, their convolutions in the parts" \
+  "lycoris_down_blocks_\\*_resnets_\\*_conv1 " -- "${plan_sdxl_lycoris[@]}" --set lycoris_config=conv.json --parts
+echo '{"algo": "lora", "apply_preset": {"target_module": [], "target_name": ["down_blocks\\.1\\.attentions"]}}' > names.json
+expect 0 "LoCon on sd1x's 1 x 1 Conv2d proj_in plans" "lycoris_down_blocks_\\*_attentions_\\*_proj_in " -- \
+  "$bin" plan --set model_family=sd1x --set model_type=lora --set lora_type=lycoris --set lycoris_config=names.json --parts
+# another algorithm on a convolution (LoKr, LoHa, full: their kernel-shaped factors are not built): refused, named
+echo '{"algo": "lokr", "apply_preset": {"target_module": [], "target_name": ["down_blocks\\.1\\.attentions"]}}' > lokr_names.json
+expect 1 "LoKr on a convolution inside the targets is refused, named (sd1x's proj_in is a 1 x 1 Conv2d)" \
+  "lora_type lycoris: down_blocks.1.attentions.0.proj_in.weight is a convolution that the lycoris_config adapts with lokr" -- \
+  "$bin" plan --set model_family=sd1x --set model_type=lora --set lora_type=lycoris --set lycoris_config=lokr_names.json
 expect 0 "the same names plan on sdxl, whose proj_in is a Linear" "lycoris_down_blocks_\\*_attentions_\\*_proj_in " -- \
-  "${plan_sdxl_lycoris[@]}" --set lycoris_config=names.json --parts
+  "${plan_sdxl_lycoris[@]}" --set lycoris_config=lokr_names.json --parts
+echo '{"algo": "lora", "apply_preset": {"target_module": [], "target_name": ["down_blocks\\.0\\.0"]}}' > depthwise.json
+expect 1 "Stable Cascade's depthwise convolution is refused, named, with the reason" \
+  "down_blocks.0.0.depthwise.weight is a depthwise convolution inside the lycoris_config's targets" -- \
+  "$bin" plan --set model_family=stable_cascade --set model_type=lora --set lora_type=lycoris --set lycoris_config=depthwise.json
 echo '{"algo": "lokr", "apply_preset": {"target_name": ["down_blocks\\.1\\.attentions"]}}' > default.json
 expect 1 "apply_preset without target_module is refused (the package keeps its default classes)" \
   "default.json: apply_preset has no target_module, so the package keeps its default target classes" -- \
@@ -146,8 +154,12 @@ echo '{"algo": "lokr", "rank_dropout": 0.1, "apply_preset": {"target_module": ["
 expect 1 "rank_dropout is refused" "drop.json: rank_dropout 0.1; LyCORIS's dropouts are not built" -- \
   "${plan_sdxl_lycoris[@]}" --set lycoris_config=drop.json
 echo '{"algo": "lokr", "apply_preset": {"target_module": ["ResnetBlock2D"]}}' > resnet.json
-expect 1 "a class segtrain does not map" "targets ResnetBlock2D, a module class segtrain does not map onto sdxl" -- \
+expect 1 "LoKr on a ResnetBlock2D's convolutions is refused, named" \
+  "down_blocks.0.resnets.0.conv1.weight is a convolution that the lycoris_config adapts with lokr" -- \
   "${plan_sdxl_lycoris[@]}" --set lycoris_config=resnet.json
+echo '{"algo": "lokr", "apply_preset": {"target_module": ["BasicTransformerBlock"]}}' > block.json
+expect 1 "a class segtrain does not map" "targets BasicTransformerBlock, a module class segtrain does not map onto sdxl" -- \
+  "${plan_sdxl_lycoris[@]}" --set lycoris_config=block.json
 echo '{"algo": "lokr", "linear_dim": 4, "apply_preset": {"target_module": ["Attention"]}, "preset": "full"}' > preset.json
 expect 1 "a key neither reads" "preset.json: preset is not a key" -- \
   "${plan_sdxl_lycoris[@]}" --set lycoris_config=preset.json

@@ -920,7 +920,8 @@ static const struct family_case {
 /* The families LyCORIS is mapped on, each with lycoris_configs: SimpleTuner's LoKr example's (full matrices, scale 1),
  * for sd1x the LoKr fixture whose halves are all low-rank (decompose_both, scale 1.5) and the one with LoHa, LoCon
  * and full modules side by side, LoHa on pixart, LoCon on sana, full on sdxl; cosmos2image, kandinsky5, omnigen,
- * cosmos3 and stable cascade with their examples' LoKr, and cosmos2image and cosmos3 with every class mapped there */
+ * cosmos3 and stable cascade with their examples' LoKr, and cosmos2image and cosmos3 with every class mapped there;
+ * sd1x and sdxl with LoCon on every U-Net class (their convolutions, conv_in and conv_out too) */
 static const char *const lycoris_configs[][3] = {
     {"pixart-sigma-tiny", "simpletuner/config/examples/pixart.lycoris-lokr", "lokr"},
     {"pixart-sigma-tiny", "lycoris/loha", "loha"},
@@ -929,7 +930,9 @@ static const char *const lycoris_configs[][3] = {
     {"sd1x-tiny", "lycoris/lokr_split", "lokr"},
     {"sd1x-tiny", "lycoris/mixed", "loha, locon, full"},
     {"sdxl-tiny", "simpletuner/config/examples/sdxl.lycoris-lokr", "lokr"},
+    {"sd1x-tiny", "lycoris/families/sd1x-conv", "locon on convs"},
     {"sdxl-tiny", "lycoris/full", "full"},
+    {"sdxl-tiny", "lycoris/families/sdxl-conv", "locon on convs"},
     {"cosmos2-tiny", "simpletuner/config/examples/cosmos2image.lycoris-lokr", "lokr"},
     {"cosmos2-tiny", "lycoris/families/cosmos2image-every-class", "lokr, loha"},
     {"kandinsky5-image-tiny", "simpletuner/config/examples/kandinsky5-image-6b-t2i.lycoris-lokr", "lokr"},

@@ -3,7 +3,8 @@
  * of Linear layers in module classes named as diffusers' (Attention, FeedForward), wrapped by the package from a
  * lycoris_config, with one forward and backward in float64. segtrain reads the same lycoris_config, must adapt the
  * same layers with tensors of the same keys and shapes, and match the output, dx and every adapter gradient at
- * 1e-5; then it saves the adapters as SimpleTuner's file (lycoris_saved_<case>.safetensors in build/, which
+ * 1e-5 (locon_conv: a model of Conv2d layers in classes named ResnetBlock2D and Downsample2D, through conv_layer, whose
+ * LoCon is first checked against central differences); then it saves the adapters as SimpleTuner's file (lycoris_saved_<case>.safetensors in build/, which
  * `make_lycoris_fixtures.py --check` loads with the package) and reads them back. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,32 +96,52 @@ static bool close_to(const char *what, const float *got, const float *want, int6
     return ok;
 }
 
-static void save_and_reload(tiny *m, const char *name)
+static void save_and_reload(param_set *s, const char *name)
 {
     char path[512];
     snprintf(path, sizeof path, "lycoris_saved_%s.safetensors", name); /* in the working directory: ctest's build/ */
-    CHECK(param_set_save_lycoris(&m->s, path, "{}", NULL, 0) == ST_OK);
-    float *first = malloc((size_t)param_at(&m->s, 0)->numel * sizeof(float));
+    CHECK(param_set_save_lycoris(s, path, "{}", NULL, 0) == ST_OK);
     const param *q = NULL;
-    for (int i = 0; i < m->s.n && !q; i++) q = param_at(&m->s, i)->trainable ? param_at(&m->s, i) : NULL;
+    for (int i = 0; i < s->n && !q; i++) q = param_at(s, i)->trainable ? param_at(s, i) : NULL;
+    float *first = malloc((size_t)q->numel * sizeof(float));
     memcpy(first, q->w, (size_t)q->numel * sizeof(float));
     memset(q->w, 0, (size_t)q->numel * sizeof(float));
-    CHECK(param_set_load_lycoris(&m->s, path) == ST_OK);
+    CHECK(param_set_load_lycoris(s, path) == ST_OK);
     CHECKF(!memcmp(first, q->w, (size_t)q->numel * sizeof(float)), "%s: %s read back", path, q->name);
     free(first);
 }
 
-static void run_case(const char *name)
+/* Every adapter gradient against the fixture's grad.<key>, then the file saved and read back. */
+static void check_adapters(param_set *s, const sft_file *f, const char *name)
+{
+    for (int i = 0; i < s->n; i++) {
+        const param *q = param_at(s, i);
+        if (!q->trainable) continue;
+        char g[PARAM_NAME_MAX + 8];
+        snprintf(g, sizeof g, "grad.%s", q->name);
+        float *want = read_tensor(f, g, q->numel);
+        close_to(g, q->g, want, q->numel);
+        free(want);
+    }
+    save_and_reload(s, name);
+}
+
+static sft_file *open_case(const char *name, lycoris_spec *ly)
 {
     printf("-- %s\n", name);
-    char dir[512], file[600];
-    snprintf(dir, sizeof dir, FIXTURES "%s", name);
-    snprintf(file, sizeof file, "%s/lycoris_config.json", dir);
-    lycoris_spec ly;
-    CHECK(lycoris_spec_read(file, &ly) == ST_OK);
-    snprintf(file, sizeof file, "%s/fixture.safetensors", dir);
+    char file[600];
+    snprintf(file, sizeof file, FIXTURES "%s/lycoris_config.json", name);
+    CHECK(lycoris_spec_read(file, ly) == ST_OK);
+    snprintf(file, sizeof file, FIXTURES "%s/fixture.safetensors", name);
     sft_file *f = NULL;
     CHECK(sft_open(file, &f) == ST_OK);
+    return f;
+}
+
+static void run_case(const char *name)
+{
+    lycoris_spec ly;
+    sft_file *f = open_case(name, &ly);
     pool *p = pool_create(POOL_DEVICE, 0);
     tiny m = {.n = meta_int(f, "batch") * meta_int(f, "tokens"), .d = meta_int(f, "width"), .f = meta_int(f, "ffn")};
     build(&m, &ly, f, p);
@@ -133,16 +154,7 @@ static void run_case(const char *name)
     want = read_tensor(f, "dx", m.n * m.d);
     close_to("dx", dx, want, m.n * m.d);
     free(want);
-    for (int i = 0; i < m.s.n; i++) {
-        const param *q = param_at(&m.s, i);
-        if (!q->trainable) continue;
-        char g[PARAM_NAME_MAX + 8];
-        snprintf(g, sizeof g, "grad.%s", q->name);
-        want = read_tensor(f, g, q->numel);
-        close_to(g, q->g, want, q->numel);
-        free(want);
-    }
-    save_and_reload(&m, name);
+    check_adapters(&m.s, f, name);
     for (int i = 0; i <= LAYERS; i++) free(m.act[i]);
     free(dy), free(dx);
     param_set_free(&m.s);
@@ -150,8 +162,183 @@ static void run_case(const char *name)
     sft_close(f);
 }
 
+/* The conv case: make_lycoris_fixtures.py's ConvModel, x (B, C, H, W) through blocks.0.conv1 (3 x 3 to M channels),
+ * blocks.0.conv_shortcut (1 x 1 back to C), down.0.conv (3 x 3, stride 2) and proj (1 x 1), each a conv_layer. */
+#define CONVS 4
+static const lyco_class conv_classes[] = {{"ResnetBlock2D", "blocks"}, {"Downsample2D", "down"}, {NULL, NULL}};
+static const char *const conv_names[CONVS] = {"blocks.0.conv1", "blocks.0.conv_shortcut", "down.0.conv", "proj"};
+
+static void conv_shapes(const sft_file *f, conv_shape *cs)
+{
+    const int64_t B = meta_int(f, "batch"), C = meta_int(f, "channels"), M = meta_int(f, "mid");
+    const int64_t H = meta_int(f, "height"), W = meta_int(f, "width");
+    cs[0] = (conv_shape){B, C, H, W, M, 3, 3, 1, 1, 1, 1};
+    cs[1] = (conv_shape){B, M, H, W, C, 1, 1, 1, 1, 0, 0};
+    cs[2] = (conv_shape){B, C, H, W, C, 3, 3, 2, 2, 1, 1};
+    cs[3] = (conv_shape){B, C, conv_out_h(&cs[2]), conv_out_w(&cs[2]), C, 1, 1, 1, 1, 0, 0};
+}
+
+static int64_t numel_in(const conv_shape *c) { return c->batch * c->in * c->h * c->w; }
+static int64_t numel_out(const conv_shape *c) { return c->batch * c->out * conv_out_h(c) * conv_out_w(c); }
+
+static void conv_forward_backward(param_set *s, pool *p, const conv_layer *l, const conv_shape *cs, float **act,
+                                  const float *dy, float *dx)
+{
+    for (int i = 0; i < CONVS; i++) {
+        act[i + 1] = calloc((size_t)numel_out(&cs[i]), sizeof(float));
+        CHECK(conv_layer_forward(s, p, &l[i], act[i + 1], act[i], &cs[i]) == ST_OK);
+    }
+    float *g = malloc((size_t)numel_out(&cs[CONVS - 1]) * sizeof(float));
+    memcpy(g, dy, (size_t)numel_out(&cs[CONVS - 1]) * sizeof(float));
+    param_set_zero_grads(s);
+    for (int i = CONVS - 1; i >= 0; i--) {
+        float *gin = i ? calloc((size_t)numel_in(&cs[i]), sizeof(float)) : dx;
+        CHECK(conv_layer_backward(s, p, &l[i], gin, g, act[i], &cs[i]) == ST_OK);
+        free(g);
+        g = i ? gin : NULL;
+    }
+}
+
+static void run_conv_case(const char *name)
+{
+    lycoris_spec ly;
+    sft_file *f = open_case(name, &ly);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    conv_shape cs[CONVS];
+    conv_shapes(f, cs);
+    param_set s = {.lycoris = &ly, .lycoris_classes = conv_classes};
+    conv_layer l[CONVS];
+    for (int i = 0; i < CONVS; i++) l[i] = conv_register(&s, conv_names[i], cs[i].in, cs[i].out, cs[i].kh, false);
+    CHECK(param_set_check(&s) == ST_OK && param_set_alloc(&s, p) == ST_OK);
+    int adapters = 0, trainable = 0; /* every parameter the package's, at segtrain's shape, and no more adapters */
+    for (int i = 0; i < s.n; i++) {
+        param *q = param_at(&s, i);
+        trainable += q->trainable;
+        CHECKF(sft_find(f, q->name) && sft_read_f32(f, q->name, q->ndim, q->shape, q->w) == ST_OK,
+               "the package has %s at segtrain's shape", q->name);
+    }
+    for (int i = 0; i < sft_count(f); i++) {
+        const char *key = sft_at(f, i)->name, *dot = strrchr(key, '.');
+        adapters += !strncmp(key, "lycoris_", 8) && strcmp(dot, ".alpha");
+    }
+    CHECKF(adapters == trainable, "%d adapter tensors in the fixture, segtrain registers %d", adapters, trainable);
+    float *act[CONVS + 1] = {read_tensor(f, "x", numel_in(&cs[0]))};
+    const int64_t ny = numel_out(&cs[CONVS - 1]), nx = numel_in(&cs[0]);
+    float *dy = read_tensor(f, "dy", ny), *dx = calloc((size_t)nx, sizeof(float));
+    conv_forward_backward(&s, p, l, cs, act, dy, dx);
+    float *want = read_tensor(f, "y", ny);
+    close_to("y", act[CONVS], want, ny);
+    free(want);
+    want = read_tensor(f, "dx", nx);
+    close_to("dx", dx, want, nx);
+    free(want);
+    check_adapters(&s, f, name);
+    for (int i = 0; i <= CONVS; i++) free(act[i]);
+    free(dy), free(dx);
+    param_set_free(&s);
+    pool_destroy(p);
+    sft_close(f);
+}
+
+#define W_OF(i) (param_at(&s, (i))->w)
+#define G_OF(i) (param_at(&s, (i))->g)
+
+/* ---- a conv_layer's LoCon against central differences of a double-precision reference ---- */
+
+/* y (B, out, oh, ow) += scale times the convolution of x by w (c's shape) */
+static void conv_ref(const conv_shape *c, const double *x, const double *w, double scale, double *y)
+{
+    const int64_t oh = conv_out_h(c), ow = conv_out_w(c);
+    for (int64_t n = 0; n < c->batch; n++)
+        for (int64_t o = 0; o < c->out; o++)
+            for (int64_t q = 0; q < oh * ow; q++)
+                for (int64_t ci = 0; ci < c->in; ci++)
+                    for (int64_t i = 0; i < c->kh * c->kw; i++) {
+                        const int64_t yy = q / ow * c->sh - c->ph + i / c->kw, xx = q % ow * c->sw - c->pw + i % c->kw;
+                        if (yy < 0 || yy >= c->h || xx < 0 || xx >= c->w) continue;
+                        y[(n * c->out + o) * oh * ow + q] += scale * w[(o * c->in + ci) * c->kh * c->kw + i] *
+                                                             x[((n * c->in + ci) * c->h + yy) * c->w + xx];
+                    }
+}
+
+typedef struct fd_ctx {
+    conv_shape c;
+    int64_t r;
+    double scale, *x, *w, *b, *down, *up, *t, *y, *dy;
+} fd_ctx;
+
+/* sum(dy * (conv(x, w) + b + scale up(down(x)))) */
+static double fd_loss(void *ctx)
+{
+    fd_ctx *f = ctx;
+    const conv_shape d = {f->c.batch, f->c.in, f->c.h, f->c.w, f->r, f->c.kh, f->c.kw, f->c.sh, f->c.sw, f->c.ph,
+                          f->c.pw};
+    const int64_t P = conv_out_h(&f->c) * conv_out_w(&f->c), ny = f->c.batch * f->c.out * P;
+    const conv_shape u = {f->c.batch, f->r, conv_out_h(&f->c), conv_out_w(&f->c), f->c.out, 1, 1, 1, 1, 0, 0};
+    memset(f->y, 0, (size_t)ny * sizeof(double));
+    memset(f->t, 0, (size_t)(f->c.batch * f->r * P) * sizeof(double));
+    for (int64_t i = 0; i < ny; i++) f->y[i] = f->b[i / P % f->c.out];
+    conv_ref(&f->c, f->x, f->w, 1.0, f->y);
+    conv_ref(&d, f->x, f->down, 1.0, f->t);
+    conv_ref(&u, f->t, f->up, f->scale, f->y);
+    double loss = 0;
+    for (int64_t i = 0; i < ny; i++) loss += f->dy[i] * f->y[i];
+    return loss;
+}
+
+static double *to_double(const float *x, int64_t n)
+{
+    double *d = malloc((size_t)n * sizeof(double));
+    tk_to_double(d, x, n);
+    return d;
+}
+
+/* A 3 x 3 stride-2 padded convolution on a non-square map with its adapter: forward, and dx, dlora_down, dlora_up
+ * added to what the buffers held, against the reference's central differences. */
+static void test_conv_fd(void)
+{
+    printf("-- conv_layer's LoCon by central differences\n");
+    const lyco_settings ly = {.algo = LYCO_LOCON, .dim = 2, .alpha = 1, .conv_dim = 3, .conv_alpha = 4.5};
+    const lycoris_spec spec = {.on = true, .root = ly, .n_names = 1, .names = {"c"}};
+    param_set s = {.lycoris = &spec};
+    const conv_shape c = {2, 3, 5, 6, 4, 3, 3, 2, 2, 1, 1};
+    const conv_layer l = conv_register(&s, "c", c.in, c.out, 3, false);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    CHECK(l.rank == 3 && l.scale == 1.5f && param_set_check(&s) == ST_OK && param_set_alloc(&s, p) == ST_OK);
+    for (int i = 0; i < s.n; i++) tk_fill(param_at(&s, i)->w, param_at(&s, i)->numel, 40 + (uint64_t)i, -1, 1);
+    const int64_t nx = c.batch * c.in * c.h * c.w, ny = c.batch * c.out * conv_out_h(&c) * conv_out_w(&c);
+    float *x = malloc((size_t)nx * sizeof(float)), *dy = malloc((size_t)ny * sizeof(float));
+    float *y = malloc((size_t)ny * sizeof(float)), *dx = malloc((size_t)nx * sizeof(float));
+    tk_fill(x, nx, 50, -1, 1), tk_fill(dy, ny, 51, -1, 1), tk_fill(dx, nx, 52, -1, 1);
+    param_set_zero_grads(&s);
+    double *pre = to_double(dx, nx);
+    const size_t live = pool_live(p);
+    CHECK(conv_layer_forward(&s, p, &l, y, x, &c) == ST_OK);
+    CHECK(conv_layer_backward(&s, p, &l, dx, dy, x, &c) == ST_OK);
+    CHECK(pool_live(p) == live); /* its workspace given back */
+    fd_ctx f = {.c = c, .r = l.rank, .scale = l.scale, .x = to_double(x, nx), .w = to_double(W_OF(l.w), 108), .b = to_double(W_OF(l.b), 4),
+                .down = to_double(W_OF(l.down), 81), .up = to_double(W_OF(l.up), 12),
+                .t = calloc((size_t)(c.batch * l.rank * 9), sizeof(double)), .y = malloc((size_t)ny * sizeof(double)),
+                .dy = to_double(dy, ny)};
+    fd_loss(&f);
+    tk_expect_close("conv LoCon forward", y, f.y, ny, 1e-5);
+    double *g = malloc((size_t)nx * sizeof(double));
+    tk_numeric_grad(fd_loss, &f, f.x, nx, 1e-6, g);
+    for (int64_t i = 0; i < nx; i++) g[i] += pre[i]; /* backward adds to dx */
+    tk_expect_close("conv LoCon dx", dx, g, nx, 1e-4);
+    tk_numeric_grad(fd_loss, &f, f.down, 81, 1e-6, g);
+    tk_expect_close("conv LoCon dlora_down", G_OF(l.down), g, 81, 1e-4);
+    tk_numeric_grad(fd_loss, &f, f.up, 12, 1e-6, g);
+    tk_expect_close("conv LoCon dlora_up", G_OF(l.up), g, 12, 1e-4);
+    free(x), free(dy), free(y), free(dx), free(pre), free(g);
+    free(f.x), free(f.w), free(f.b), free(f.down), free(f.up), free(f.t), free(f.y), free(f.dy);
+    param_set_free(&s);
+    pool_destroy(p);
+}
+
 int main(void)
 {
+    test_conv_fd();
     run_case("lokr_full");
     run_case("lokr_split");
     run_case("lokr_name");
@@ -159,5 +346,6 @@ int main(void)
     run_case("locon");
     run_case("full");
     run_case("mixed");
+    run_conv_case("locon_conv");
     return tk_finish();
 }

@@ -1,4 +1,5 @@
-/* LyCORIS adapters on linear layers, as the lycoris-lora package (4.1.3) builds them from SimpleTuner's
+/* LyCORIS adapters on linear layers (and LoCon on convolutions: lin.h's conv_layer), as the lycoris-lora package
+ * (4.1.3) builds them from SimpleTuner's
  * lycoris_config: which layers a config adapts (lycoris_settings_for) and each algorithm's parameters,
  * initialisation, scale and products (LoKr, LoHa, full here; LoCon is lin.c's LoRA product under the package's
  * names). lin.c calls them; the config is read in src/models/core/lycoris_config.c. */
@@ -18,6 +19,10 @@ typedef struct lyco_settings {
     lyco_algo algo;
     int64_t dim;    /* linear_dim (the package's lora_dim); unused by full */
     double alpha;   /* linear_alpha; 0: dim */
+    int64_t conv_dim;  /* a convolution's of a kernel over 1 x 1: a module_algo_map dim, else conv_dim (linear_dim
+                        * where 0 or absent) */
+    double conv_alpha; /* ... and its alpha: a module_algo_map alpha, else conv_alpha (linear_alpha where 0 or
+                        * absent); 0: conv_dim */
     int64_t factor; /* LoKr: the factorization's factor; -1: the package's default (the most balanced split) */
     bool full_matrix, decompose_both, unbalanced; /* LoKr: unbalanced_factorization */
 } lyco_settings;
@@ -62,7 +67,8 @@ const lyco_settings *lycoris_settings_for(const param_set *s, const char *name);
 /* Whether the parameter `name` of ndim dimensions is a convolution's weight (".weight", 3 to 5 dimensions) inside a
  * module the spec targets (lycoris_settings_for), which the package adapts: a 1 x 1 kernel at linear_dim, a larger
  * one at conv_dim (linear_dim where it is 0 or absent; create_lycoris's own preset turns enable_conv back on).
- * segtrain adapts none: param_set_check refuses such a set. */
+ * segtrain adapts those conv_register registers (conv.h: the U-Nets' convolutions) with LoCon; param_set_check
+ * refuses a set with any other, or with another algorithm on one (lycoris_conv_refusal). */
 bool lycoris_adapts_conv(const param_set *s, const char *name, int ndim);
 /* The package's factorization(dimension, factor): m <= n, m * n = dim. */
 void lyco_factorization(int64_t dim, int64_t factor, int64_t *m, int64_t *n);
@@ -89,10 +95,15 @@ typedef struct lyco_adapter {
  * follows); LoCon's go to locon_register. */
 lyco_adapter lyco_register(param_set *s, const char *name, int64_t in, int64_t out, bool bias,
                            const lyco_settings *ly);
-/* LoCon on a linear layer, LoRA under the package's keys: lora_down (r, in) into *down, lora_up (out, r) into *up,
- * the module's alpha beside them; *scale alpha / r. */
-void locon_register(param_set *s, const char *name, int64_t in, int64_t out, const lyco_settings *ly, int *down,
-                    int *up, float *scale);
+/* LoCon, LoRA under the package's keys, into *down and *up, the module's alpha beside them; *scale alpha / r; returns
+ * r. kernel 0: a linear layer's, lora_down (r, in), lora_up (out, r), r linear_dim. kernel k: a k x k
+ * convolution's, lora_down (r, in, k, k) (the layer's own kernel, stride and padding), lora_up (out, r, 1, 1), r
+ * linear_dim where k is 1 and conv_dim above (the alpha likewise). */
+int64_t locon_register(param_set *s, const char *name, int64_t in, int64_t out, int64_t kernel,
+                       const lyco_settings *ly, int *down, int *up, float *scale);
+/* Why param_set_check refuses the convolution weight `name` (of `shape`) that the spec's targets reach (lycoris.h's
+ * lycoris_adapts_conv), into buf. */
+void lycoris_conv_refusal(const param_set *s, const char *name, const int64_t *shape, char *buf, size_t n);
 /* y (n, out) += the adapter's x dW^T (LoKr in the package's bypass form: dW never built; LoHa's dW built in
  * workspace, as the package's bypass builds it). */
 st_status lyco_forward(param_set *s, pool *p, const lyco_adapter *k, float *y, const float *x, int64_t n);

@@ -27,8 +27,7 @@ lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, 
         l.b = param_add(s, n, 1, (int64_t[]){out}, trainable && !adapted);
     }
     if (ly && ly->algo == LYCO_LOCON) {
-        l.rank = ly->dim;
-        locon_register(s, name, in, out, ly, &l.lora_a, &l.lora_b, &l.scale);
+        l.rank = locon_register(s, name, in, out, 0, ly, &l.lora_a, &l.lora_b, &l.scale);
     } else if (ly) {
         l.lyco = lyco_register(s, name, in, out, bias, ly);
     } else if (adapted) {
@@ -124,3 +123,65 @@ st_status lin_backward_gated(param_set *s, pool *p, const lin_layer *l, float *d
                                  batch, tokens, l->in, l->out, gate_stride);
 }
 
+
+conv_layer conv_register(param_set *s, const char *name, int64_t in, int64_t out, int64_t k, bool trainable)
+{
+    char n[PARAM_NAME_MAX];
+    const lyco_settings *ly = s->lycoris ? lycoris_settings_for(s, name) : NULL;
+    const bool adapted = ly && ly->algo == LYCO_LOCON;
+    conv_layer l = {.down = -1, .up = -1};
+    snprintf(n, sizeof n, "%s.weight", name);
+    l.w = param_add(s, n, 4, (int64_t[]){out, in, k, k}, trainable && !ly);
+    if (adapted && l.w >= 0 && s->lyco_conv == l.w + 1) s->lyco_conv = 0; /* adapted here: nothing to refuse */
+    snprintf(n, sizeof n, "%s.bias", name);
+    l.b = param_add(s, n, 1, (int64_t[]){out}, trainable && !ly);
+    if (adapted) l.rank = locon_register(s, name, in, out, k, ly, &l.down, &l.up, &l.scale);
+    return l;
+}
+
+/* the adapter's down convolution: the layer's, to r channels */
+static conv_shape down_shape(const conv_layer *l, const conv_shape *c)
+{
+    conv_shape d = *c;
+    d.out = l->rank;
+    return d;
+}
+
+st_status conv_layer_forward(param_set *s, pool *p, const conv_layer *l, float *y, const float *x, const conv_shape *c)
+{
+    st_status st = conv2d_forward(p, y, x, w_of(s, l->w), w_of(s, l->b), c);
+    if (st || l->down < 0 || s->adapters_off) return st;
+    const int64_t P = conv_out_h(c) * conv_out_w(c), r = l->rank;
+    const conv_shape dc = down_shape(l, c);
+    float *t = NULL;
+    st = pool_alloc(p, (size_t)(c->batch * r * P) * sizeof(float), MEM_WORKSPACE, "locon.down", (void **)&t);
+    if (st) return st;
+    st = conv2d_forward(p, t, x, w_of(s, l->down), NULL, &dc);
+    for (int64_t b = 0; !st && b < c->batch; b++) /* y_b (out, P) += scale up (out, r) t_b (r, P) */
+        gemm(false, false, c->out, P, r, l->scale, w_of(s, l->up), t + b * r * P, 1.0f, y + b * c->out * P);
+    pool_free(p, t);
+    return st;
+}
+
+st_status conv_layer_backward(param_set *s, pool *p, const conv_layer *l, float *dx, const float *dy, const float *x,
+                              const conv_shape *c)
+{
+    st_status st = conv2d_backward(p, dx, g_of(s, l->w), g_of(s, l->b), dy, x, w_of(s, l->w), c);
+    if (st || l->down < 0) return st;
+    const int64_t P = conv_out_h(c) * conv_out_w(c), r = l->rank, n = c->batch * r * P;
+    const conv_shape dc = down_shape(l, c);
+    float *t = NULL, *u = NULL;
+    st = pool_alloc(p, (size_t)n * sizeof(float), MEM_WORKSPACE, "locon.down", (void **)&t);
+    if (!st) st = pool_alloc(p, (size_t)n * sizeof(float), MEM_WORKSPACE, "locon.dup", (void **)&u);
+    if (!st) st = conv2d_forward(p, t, x, w_of(s, l->down), NULL, &dc); /* recomputed: forward's */
+    const float *up = w_of(s, l->up);
+    for (int64_t b = 0; !st && b < c->batch; b++) {
+        const float *dyb = dy + b * c->out * P;
+        gemm(false, true, c->out, r, P, l->scale, dyb, t + b * r * P, 1.0f, g_of(s, l->up)); /* dup += s dy_b t_b^T */
+        gemm(true, false, r, P, c->out, l->scale, up, dyb, 0.0f, u + b * r * P);            /* u_b = s up^T dy_b */
+    }
+    if (!st) st = conv2d_backward(p, dx, g_of(s, l->down), NULL, u, x, w_of(s, l->down), &dc);
+    pool_free(p, u);
+    pool_free(p, t);
+    return st;
+}

@@ -129,12 +129,18 @@ lyco_init lyco_init_of(const char *name, float *std)
     return LYCO_INIT_NONE;
 }
 
-/* "<module>.<key>", a (rows, cols) matrix, or a vector of rows when cols is 0 */
-static int add_weight(param_set *s, const char *module, const char *key, int64_t rows, int64_t cols)
+/* "<module>.<key>" of ndim dimensions */
+static int add_tensor(param_set *s, const char *module, const char *key, int ndim, const int64_t *shape)
 {
     char n[PARAM_NAME_MAX];
     snprintf(n, sizeof n, "%s.%s", module, key);
-    return param_add(s, n, cols ? 2 : 1, (int64_t[]){rows, cols}, true);
+    return param_add(s, n, ndim, shape, true);
+}
+
+/* "<module>.<key>", a (rows, cols) matrix, or a vector of rows when cols is 0 */
+static int add_weight(param_set *s, const char *module, const char *key, int64_t rows, int64_t cols)
+{
+    return add_tensor(s, module, key, cols ? 2 : 1, (int64_t[]){rows, cols});
 }
 
 /* alpha, or the dimension where it is 0 (the package: alpha = lora_dim if alpha is None or 0) */
@@ -362,15 +368,47 @@ static void loha_register(param_set *s, const char *module, int64_t in, int64_t 
     if (k->w1_a >= 0) s->items[k->w1_a].lyco_alpha = k->alpha;
 }
 
-void locon_register(param_set *s, const char *name, int64_t in, int64_t out, const lyco_settings *ly, int *down,
-                    int *up, float *scale)
+int64_t locon_register(param_set *s, const char *name, int64_t in, int64_t out, int64_t kernel,
+                       const lyco_settings *ly, int *down, int *up, float *scale)
 {
     char module[PARAM_NAME_MAX];
     if (!lyco_module_name(module, sizeof module, name)) module[0] = '\0'; /* param_add refuses the empty name */
-    *down = add_weight(s, module, "lora_down.weight", ly->dim, in);
-    *up = add_weight(s, module, "lora_up.weight", out, ly->dim);
-    *scale = (float)(alpha_of(ly) / (double)ly->dim);
-    if (*down >= 0) s->items[*down].lyco_alpha = (float)alpha_of(ly);
+    const bool wide = kernel > 1; /* the package: a 1 x 1 kernel takes linear_dim, a larger one conv_dim */
+    const int64_t r = wide ? ly->conv_dim : ly->dim, k = kernel ? kernel : 1;
+    const int dims = kernel ? 4 : 2;
+    const double alpha = (wide ? ly->conv_alpha : ly->alpha) == 0 ? (double)r : wide ? ly->conv_alpha : ly->alpha;
+    *down = add_tensor(s, module, "lora_down.weight", dims, (int64_t[]){r, in, k, k});
+    *up = add_tensor(s, module, "lora_up.weight", dims, (int64_t[]){out, r, 1, 1});
+    *scale = (float)(alpha / (double)r);
+    if (*down >= 0) s->items[*down].lyco_alpha = (float)alpha;
+    return r;
+}
+
+void lycoris_conv_refusal(const param_set *s, const char *name, const int64_t *shape, char *buf, size_t n)
+{
+    char module[PARAM_NAME_MAX];
+    snprintf(module, sizeof module, "%.*s", (int)(strlen(name) > 7 ? strlen(name) - 7 : 0), name);
+    const lyco_settings *ly = lycoris_settings_for(s, module);
+    static const char *const algos[] = {"none", "lokr", "loha", "locon", "full"};
+    static const char *const forms[] = {"", "its lokr_w2 carries the kernel, (b, d, k, k), or lokr_w2_b (r, d k k)",
+                                        "hada_w1_b and hada_w2_b span the flattened kernel, (r, in k k), and the "
+                                        "rebuilt delta weight is convolved", "",
+                                        "diff is the conv's whole weight difference, (out, in, k, k)"};
+    if (ly && ly->algo != LYCO_LOCON)
+        snprintf(buf, n, "lora_type lycoris: %s is a convolution that the lycoris_config adapts with %s (the "
+                 "package's: %s); LyCORIS on convolutions is built for LoCon (algo lora or locon) only: give that "
+                 "class a module_algo_map algo lora, or target it not", name, algos[ly->algo], forms[ly->algo]);
+    else if (shape[1] == 1 && shape[0] > 1)
+        snprintf(buf, n, "lora_type lycoris: %s is a depthwise convolution inside the lycoris_config's targets; the "
+                 "package adapts a grouped conv by rebuilding its whole delta weight (lora_up times lora_down, one "
+                 "k x k filter a channel) and convolving with the layer's groups, which is not built (LoCon is "
+                 "built on UNet2DConditionModel's convolutions: sd1x, sdxl, kolors); target classes or names "
+                 "without it", name);
+    else
+        snprintf(buf, n, "lora_type lycoris: %s is a convolution inside the lycoris_config's targets, which "
+                 "lycoris-lora adapts (a 1 x 1 kernel at linear_dim, a larger one at conv_dim); LoCon on "
+                 "convolutions is built on UNet2DConditionModel's (sd1x, sdxl, kolors), not on this family's: "
+                 "target classes or names that hold linear layers only", name);
 }
 
 lyco_adapter lyco_register(param_set *s, const char *name, int64_t in, int64_t out, bool bias,

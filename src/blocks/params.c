@@ -57,11 +57,12 @@ static void shape_text(const param *q, char *buf, size_t n)
 st_status param_set_check(const param_set *s)
 {
     if (s->oom) return st_host_oom("the list of parameters (%d registered)", s->n);
-    if (s->lyco_conv)
-        return st_fail(ST_ERR_UNSUPPORTED, "lora_type lycoris: %s is a convolution inside the lycoris_config's "
-                       "targets, which lycoris-lora adapts (a 1 x 1 kernel at linear_dim, a larger one at conv_dim, "
-                       "linear_dim where it is 0 or absent); LyCORIS on convolutions is not built: target classes or "
-                       "names that hold linear layers only", s->items[s->lyco_conv - 1].name);
+    if (s->lyco_conv) {
+        char why[1024];
+        const param *c = &s->items[s->lyco_conv - 1];
+        lycoris_conv_refusal(s, c->name, c->shape, why, sizeof why);
+        return st_fail(ST_ERR_UNSUPPORTED, "%s", why);
+    }
     if (!s->too_large) return ST_OK;
     const param *p = &s->items[s->too_large - 1];
     char shape[160];

@@ -80,6 +80,22 @@ static st_status algo_at(const cJSON *j, const char *file, bool root, lyco_algo 
                root ? "" : " (a module_algo_map entry's algo is matched as written, not lower-cased)");
 }
 
+/* A larger-than-1 x 1 convolution's dimension and alpha. The root's: create_lycoris's int(conv_dim or linear_dim)
+ * and float(conv_alpha or linear_alpha); an entry's: its dim and alpha where given (the package's create_single_module:
+ * dim or conv_lora_dim, alpha or conv_alpha), else the root's. */
+static st_status conv_settings_at(const cJSON *j, const char *file, bool root, lyco_settings *s)
+{
+    double dim = 0, alpha = 0;
+    st_status st = number_at(j, file, root ? "conv_dim" : "dim", &dim);
+    if (!st) st = number_at(j, file, root ? "conv_alpha" : "alpha", &alpha);
+    if (st) return st;
+    if (root || dim != 0) s->conv_dim = (int64_t)dim ? (int64_t)dim : s->dim;
+    if (root || alpha != 0) s->conv_alpha = alpha != 0 ? alpha : s->alpha;
+    if (s->conv_dim < 1 || s->conv_dim > (1 << 30))
+        return BAD("%s: conv_dim %g; the adapters' dimension is a whole number from 1", file, dim);
+    return ST_OK;
+}
+
 /* The keys a module's settings take (the root's, or a module_algo_map entry's over them: the package hands an entry's
  * keys to the module as its own keyword arguments, dim and alpha included). */
 static st_status settings_at(const cJSON *j, const char *file, bool root, lyco_settings *s)
@@ -100,12 +116,11 @@ static st_status settings_at(const cJSON *j, const char *file, bool root, lyco_s
     if (s->dim < 1 || s->dim > (1 << 30))
         return BAD("%s: %s %g; the adapters' dimension is a whole number from 1", file, root ? "linear_dim" : "dim",
                    dim);
-    return ST_OK;
+    return conv_settings_at(j, file, root, s);
 }
 
-/* The keys of convolutions' adapters, refused unless off: segtrain adapts no convolution (the U-Nets' convs run
- * their conv2d ops outside lin layers, with nowhere for an adapter), and the package's Tucker option (use_tucker,
- * its old names use_cp, use_conv_cp, and disable_conv_cp false) reshapes only a conv's kernel, never a linear's. */
+/* The package's Tucker option (use_tucker, its old names use_cp, use_conv_cp, and disable_conv_cp false), refused
+ * unless off: it reshapes only a conv's kernel of over 1 x 1 (LoCon's lora_mid), which is not built. */
 static st_status conv_refusals(const cJSON *j, const char *file)
 {
     static const char *const tucker[] = {"use_tucker", "use_cp", "use_conv_cp"};
@@ -115,20 +130,14 @@ static st_status conv_refusals(const cJSON *j, const char *file)
         if (st) return st;
         if (on)
             return BAD("%s: %s (Tucker decomposition) is not built: the package applies it to a convolution's kernel "
-                       "only, and segtrain adapts no convolutions; give %s false", file, tucker[i], tucker[i]);
+                       "only (LoCon's lora_mid, LoHa's hada_t1 and hada_t2, LoKr's lokr_t2); give %s false", file,
+                       tucker[i], tucker[i]);
     }
     bool disable = true;
     st_status st = bool_at(j, file, "disable_conv_cp", &disable);
     if (!st && !disable)
         return BAD("%s: disable_conv_cp false turns on Tucker decomposition of convolutions' kernels, which is not "
-                   "built (segtrain adapts no convolutions); give true or leave it out", file);
-    double conv_dim = -1, conv_alpha = 0;
-    if (!st) st = number_at(j, file, "conv_dim", &conv_dim);
-    if (!st) st = number_at(j, file, "conv_alpha", &conv_alpha);
-    if (!st && (conv_dim > 0 || (conv_dim != 0 && cJSON_GetObjectItemCaseSensitive(j, "conv_alpha"))))
-        return BAD("%s: %s is not built: LoCon on convolutions (the sd1x, sdxl and kolors U-Nets' conv layers run "
-                   "their conv2d ops directly, outside the lin layers adapters hook into); give conv_dim 0",
-                   file, conv_dim > 0 ? "conv_dim" : "conv_alpha");
+                   "built; give true or leave it out", file);
     return st;
 }
 

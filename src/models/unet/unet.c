@@ -24,11 +24,17 @@ typedef struct unet_model {
     temb add;          /* sdxl, kolors: add_embedding, of the pooled text and the size ids' sinusoids */
     lin_layer text_proj; /* kolors: encoder_hid_proj */
     float *raw_text;     /* kolors: the text as given, text_proj's input */
-    int out_norm_w, out_norm_b, out_w, out_b;
+    int out_norm_w, out_norm_b;
+    conv_layer conv_out;
     unet_step step;
 } unet_model;
 
 static unet_model *unet_of(model *m) { return m->impl; }
+
+const lyco_class unet_lycoris_classes[] = {
+    {"Attention", "attn1 attn2"},        {"FeedForward", "ff"},           {"Transformer2DModel", "attentions"},
+    {"ResnetBlock2D", "resnets"},        {"Downsample2D", "downsamplers"}, {"Upsample2D", "upsamplers"},
+    {NULL, NULL}};
 
 /* sdxl's size ids a sample: original size, crop top-left, target size (each height, width), in pixels */
 #define UNET_TIME_IDS 6
@@ -48,27 +54,20 @@ static int add(param_set *s, const char *prefix, const char *name, int ndim, con
     return param_add(s, micro_name(full, sizeof full, prefix, name), ndim, shape, trainable);
 }
 
-/* "<prefix>.weight" (out, in, k, k) and its bias */
-static void reg_conv(param_set *s, const char *prefix, int64_t in, int64_t out, int64_t k, bool trainable, int *w,
-                     int *b)
-{
-    *w = add(s, prefix, "weight", 4, (int64_t[]){out, in, k, k}, trainable);
-    *b = add(s, prefix, "bias", 1, (int64_t[]){out}, trainable);
-}
-
 static void reg_norm(param_set *s, const char *prefix, int64_t c, bool trainable, int *w, int *b)
 {
     *w = add(s, prefix, "weight", 1, (int64_t[]){c}, trainable);
     *b = add(s, prefix, "bias", 1, (int64_t[]){c}, trainable);
 }
 
-/* proj_in / proj_out: a Linear, or a 1 x 1 Conv2d (the same matrix) without use_linear_projection */
+/* proj_in / proj_out: a Linear, or a 1 x 1 Conv2d (the same matrix, and its LoCon adapter lin's LoRA product on
+ * the tokens) without use_linear_projection */
 static lin_layer reg_proj(param_set *s, const char *prefix, int64_t c, bool linear, bool trainable)
 {
     if (linear) return lin_register(s, prefix, c, c, true, 0, 0.0f, trainable);
-    lin_layer l = {.lora_a = -1, .lora_b = -1, .in = c, .out = c};
-    reg_conv(s, prefix, c, c, 1, trainable, &l.w, &l.b);
-    return l;
+    const conv_layer k = conv_register(s, prefix, c, c, 1, trainable);
+    return (lin_layer){.w = k.w, .b = k.b, .lora_a = k.down, .lora_b = k.up, .in = c, .out = c, .rank = k.rank,
+                       .scale = k.scale};
 }
 
 static void reg_res(param_set *s, unet_block *u, const char *prefix, const model_config *c, bool full)
@@ -76,14 +75,13 @@ static void reg_res(param_set *s, unet_block *u, const char *prefix, const model
     char name[2 * PARAM_NAME_MAX];
     const int64_t ci = u->cin + u->cskip, co = u->cout;
     reg_norm(s, micro_name(name, sizeof name, prefix, "norm1"), ci, full, &u->norm1_w, &u->norm1_b);
-    reg_conv(s, micro_name(name, sizeof name, prefix, "conv1"), ci, co, 3, full, &u->conv1_w, &u->conv1_b);
+    u->conv1 = conv_register(s, micro_name(name, sizeof name, prefix, "conv1"), ci, co, 3, full);
     u->temb =
         lin_register(s, micro_name(name, sizeof name, prefix, "time_emb_proj"), c->hidden, co, true, 0, 0.0f, full);
     reg_norm(s, micro_name(name, sizeof name, prefix, "norm2"), co, full, &u->norm2_w, &u->norm2_b);
-    reg_conv(s, micro_name(name, sizeof name, prefix, "conv2"), co, co, 3, full, &u->conv2_w, &u->conv2_b);
-    u->short_w = u->short_b = -1;
-    if (ci != co)
-        reg_conv(s, micro_name(name, sizeof name, prefix, "conv_shortcut"), ci, co, 1, full, &u->short_w, &u->short_b);
+    u->conv2 = conv_register(s, micro_name(name, sizeof name, prefix, "conv2"), co, co, 3, full);
+    u->shortcut = (conv_layer){.w = -1, .b = -1, .down = -1, .up = -1};
+    if (ci != co) u->shortcut = conv_register(s, micro_name(name, sizeof name, prefix, "conv_shortcut"), ci, co, 1, full);
 }
 
 static void reg_attn(param_set *s, unet_block *u, const char *prefix, const model_config *c, bool full)
@@ -158,7 +156,7 @@ static void attn(builder *b, const char *prefix, int64_t heads, int64_t layers, 
 static void conv(builder *b, unet_role role, const char *prefix, int64_t cout, bool emit)
 {
     unet_block *u = push(b, role, cout, false, emit);
-    if (u) reg_conv(b->s, prefix, u->cin, cout, 3, !b->m->cfg.lora_rank, &u->conv1_w, &u->conv1_b);
+    if (u) u->conv1 = conv_register(b->s, prefix, u->cin, cout, 3, !b->m->cfg.lora_rank);
 }
 
 static void build(builder *b)
@@ -221,7 +219,7 @@ static st_status unet_create(model *m)
         d->text_proj = lin_register(s, "encoder_hid_proj", c->text_dim, c->unet_cross, true, 0, 0.0f, full);
     build(&(builder){.cfg = c, .d = d, .m = m, .s = s});
     reg_norm(s, "conv_norm_out", c->unet_channels[0], full, &d->out_norm_w, &d->out_norm_b);
-    reg_conv(s, "conv_out", c->unet_channels[0], c->channels, 3, full, &d->out_w, &d->out_b);
+    d->conv_out = conv_register(s, "conv_out", c->unet_channels[0], c->channels, 3, full);
     return ST_OK;
 }
 
@@ -261,7 +259,7 @@ static st_status head_forward(model *m, const float *h)
     if (!st) st = groupnorm_forward(m->pool, d->step.n, h, PW(d->out_norm_w), PW(d->out_norm_b), cs.batch, cs.in, HW,
                                     c->norm_groups, (float)c->norm_eps, &d->step.gn);
     if (!st) silu_forward(a, d->step.n, n);
-    if (!st) st = conv2d_forward(m->pool, d->step.pred, a, PW(d->out_w), PW(d->out_b), &cs);
+    if (!st) st = conv_layer_forward(m->params, m->pool, &d->conv_out, d->step.pred, a, &cs);
     const st_status e = scratch_end(&k);
     return st ? st : e;
 }
@@ -278,7 +276,7 @@ static st_status head_backward(model *m, const float *h, const float *dpred, flo
     float *dn = scratch_take_zero(&k, n, MEM_WORKSPACE, "unet.dout_norm");
     if (k.status) return scratch_end(&k);
     silu_forward(a, d->step.n, n);
-    st_status st = conv2d_backward(m->pool, da, PG(d->out_w), PG(d->out_b), dpred, a, PW(d->out_w), &cs);
+    st_status st = conv_layer_backward(m->params, m->pool, &d->conv_out, da, dpred, a, &cs);
     if (!st) silu_backward(dn, da, d->step.n, n);
     if (!st) st = groupnorm_backward(m->pool, dh, PG(d->out_norm_w), PG(d->out_norm_b), dn, h, PW(d->out_norm_w),
                                      cs.batch, cs.in, HW, c->norm_groups, &d->step.gn);

@@ -18,8 +18,9 @@ typedef struct unet_block {
     int64_t cin, cout, h, w; /* the stream's channels in and out, and its edges at the input */
     int64_t cskip;           /* an up block's ResnetBlock2D: the newest skip's channels, read after the stream's */
     skip_io io;              /* its states: the skips it reads and passes on, and whether its output is a new one */
-    /* ResnetBlock2D (conv1 also conv_in's, Downsample2D's and Upsample2D's conv); short_w < 0: the identity */
-    int norm1_w, norm1_b, conv1_w, conv1_b, norm2_w, norm2_b, conv2_w, conv2_b, short_w, short_b;
+    /* ResnetBlock2D (conv1 also conv_in's, Downsample2D's and Upsample2D's conv); shortcut.w < 0: the identity */
+    int norm1_w, norm1_b, norm2_w, norm2_b;
+    conv_layer conv1, conv2, shortcut;
     lin_layer temb; /* time_emb_proj, of SiLU(emb) (the model's ctx.cs) */
     /* Transformer2DModel */
     int norm_w, norm_b;
@@ -58,6 +59,10 @@ st_status unet_check(const model_config *mc);
 #define UNET_TRAITS                                                                                                   \
     .traits = TR_TEXT | TR_UPSTREAM_EPSILON, .lora_component = "unet", .size_ids = 6, .describe = unet_describe,     \
     .fields = F_NORM_EPS | F_UNET, .check = unet_check, .ops = &unet_family,                                          \
-    .lycoris_classes = lyco_basic_block_classes
+    .lycoris_classes = unet_lycoris_classes
+
+/* UNet2DConditionModel's LyCORIS module classes, where diffusers has them: the BasicTransformerBlock's Attention and
+ * FeedForward, Transformer2DModel, ResnetBlock2D, Downsample2D, Upsample2D (their convolutions LoCon's) */
+extern const lyco_class unet_lycoris_classes[];
 
 #endif

@@ -28,6 +28,18 @@ static int64_t batch_of(const unet_block *u) { return u->m->shape.batch; }
 #define W(i) (param_at(u->m->params, (i))->w)
 #define G(i) (param_at(u->m->params, (i))->g)
 
+/* A convolution (and its LoCon adapter) on the model's parameters and pool */
+static st_status conv_fwd(const unet_block *u, const conv_layer *l, float *y, const float *x, const conv_shape *c)
+{
+    return conv_layer_forward(u->m->params, u->m->pool, l, y, x, c);
+}
+
+static st_status conv_bwd(const unet_block *u, const conv_layer *l, float *dx, const float *dy, const float *x,
+                          const conv_shape *c)
+{
+    return conv_layer_backward(u->m->params, u->m->pool, l, dx, dy, x, c);
+}
+
 /* ---- ResnetBlock2D ---- */
 
 /* Its input's channels: the stream's and the skip's it reads */
@@ -80,21 +92,21 @@ static st_status res_forward(const unet_block *u, const block_state *in, float *
     if (r) return r;
     silu_forward(a, n1, B * Ci * HW);
     const conv_shape c1 = conv3(u, Ci, Co, 1), c2 = conv3(u, Co, Co, 1);
-    if ((r = conv2d_forward(u->m->pool, h1, a, W(u->conv1_w), W(u->conv1_b), &c1))) return r;
+    if ((r = conv_fwd(u, &u->conv1, h1, a, &c1))) return r;
     if ((r = fwd_float(u->m, &u->temb, tp, u->m->ctx.cs, B))) return r;
     plane_add_forward(h1, tp, B * Co, HW);
     if ((r = groupnorm_forward(u->m->pool, n2, h1, W(u->norm2_w), W(u->norm2_b), B, Co, HW, g, eps,
                                st ? &st[1] : NULL)))
         return r;
     silu_forward(a, n2, B * Co * HW);
-    if ((r = conv2d_forward(u->m->pool, y, a, W(u->conv2_w), W(u->conv2_b), &c2))) return r;
-    if (u->short_w < 0) {
+    if ((r = conv_fwd(u, &u->conv2, y, a, &c2))) return r;
+    if (u->shortcut.w < 0) {
         add_to(y, xc, B * Co * HW);
         return ST_OK;
     }
     const conv_shape cs = conv1(u, Ci, Co);
     float *sc = scratch_take(s, B * Co * HW, MEM_WORKSPACE, "unet.shortcut");
-    if (!s->status && !(r = conv2d_forward(u->m->pool, sc, xc, W(u->short_w), W(u->short_b), &cs)))
+    if (!s->status && !(r = conv_fwd(u, &u->shortcut, sc, xc, &cs)))
         add_to(y, sc, B * Co * HW);
     return s->status ? s->status : r;
 }
@@ -116,12 +128,11 @@ static st_status res_backward(const unet_block *u, const block_state *in, float 
     if (s->status) return s->status;
     pool *p = u->m->pool;
     const conv_shape c1 = conv3(u, Ci, Co, 1), c2 = conv3(u, Co, Co, 1), cs = conv1(u, Ci, Co);
-    st_status r = u->short_w < 0 ? ST_OK
-                                 : conv2d_backward(p, dxc, G(u->short_w), G(u->short_b), dy, xc, W(u->short_w), &cs);
-    if (!r && u->short_w < 0) add_to(dxc, dy, B * Co * HW);
+    st_status r = u->shortcut.w < 0 ? ST_OK : conv_bwd(u, &u->shortcut, dxc, dy, xc, &cs);
+    if (!r && u->shortcut.w < 0) add_to(dxc, dy, B * Co * HW);
     if (r) return r;
     silu_forward(a, n2, B * Co * HW);
-    if ((r = conv2d_backward(p, da, G(u->conv2_w), G(u->conv2_b), dy, a, W(u->conv2_w), &c2))) return r;
+    if ((r = conv_bwd(u, &u->conv2, da, dy, a, &c2))) return r;
     silu_backward(dn, da, n2, B * Co * HW);
     if ((r = groupnorm_backward(p, dh1, G(u->norm2_w), G(u->norm2_b), dn, h1, W(u->norm2_w), B, Co, HW, g, &st[1])))
         return r;
@@ -130,7 +141,7 @@ static st_status res_backward(const unet_block *u, const block_state *in, float 
     silu_forward(a, n1, B * Ci * HW);
     zero_floats(da, B * Ci * HW);
     zero_floats(dn, B * Ci * HW);
-    if ((r = conv2d_backward(p, da, G(u->conv1_w), G(u->conv1_b), dh1, a, W(u->conv1_w), &c1))) return r;
+    if ((r = conv_bwd(u, &u->conv1, da, dh1, a, &c1))) return r;
     silu_backward(dn, da, n1, B * Ci * HW);
     if ((r = groupnorm_backward(p, dxc, G(u->norm1_w), G(u->norm1_b), dn, xc, W(u->norm1_w), B, Ci, HW, g, &st[0])))
         return r;
@@ -369,11 +380,11 @@ static conv_shape conv_of(const unet_block *u)
 static st_status conv_forward(const unet_block *u, const float *x, float *y, scratch *s)
 {
     const conv_shape c = conv_of(u);
-    if (u->role != UNET_UP) return conv2d_forward(u->m->pool, y, x, W(u->conv1_w), W(u->conv1_b), &c);
+    if (u->role != UNET_UP) return conv_fwd(u, &u->conv1, y, x, &c);
     float *xu = scratch_take(s, c.batch * c.in * c.h * c.w, MEM_WORKSPACE, "unet.upsampled");
     if (s->status) return s->status;
     upsample_nearest_forward(xu, x, c.batch * c.in, u->h, u->w, 2);
-    return conv2d_forward(u->m->pool, y, xu, W(u->conv1_w), W(u->conv1_b), &c);
+    return conv_fwd(u, &u->conv1, y, xu, &c);
 }
 
 static st_status conv_backward(const unet_block *u, const float *x, block_state *grad, scratch *s)
@@ -386,8 +397,7 @@ static st_status conv_backward(const unet_block *u, const float *x, block_state 
                                     : NULL;
     if (s->status) return s->status;
     if (xu) upsample_nearest_forward(xu, x, B * c.in, u->h, u->w, 2);
-    st_status r = conv2d_backward(u->m->pool, xu ? dxu : dx, G(u->conv1_w), G(u->conv1_b), grad->t[0], xu ? xu : x,
-                                  W(u->conv1_w), &c);
+    st_status r = conv_bwd(u, &u->conv1, xu ? dxu : dx, grad->t[0], xu ? xu : x, &c);
     if (r) return r;
     if (xu) upsample_nearest_backward(dx, dxu, B * c.in, u->h, u->w, 2);
     copy_rows(grad->t[0], nx, dx, nx, 1, nx); /* in place of dy: the model's buffer holds the widest stream */
