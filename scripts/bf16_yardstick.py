@@ -7,7 +7,11 @@ the same class in bf16 as SimpleTuner trains it under mixed_precision bf16 (docs
 
 Per fixture it reads the committed folder and parity files (make_fixtures.py's, left unchanged) and writes
 <out>/<name>/bf16_yardstick.json: per parity file, per tensor the file checks (pred, loss, every gradient), the
-relative L2 error of PyTorch's bf16 result against the file's reference (METRIC below).
+relative L2 error of PyTorch's bf16 result against the float64 reference (METRIC below), measured in DRAWS draws:
+draw 0 on the file's own inputs against its stored reference, each other on those inputs perturbed by a fraction of
+a bf16 ulp (perturbed(), seeded: a rerun gives the same bytes) against a float64 reference recomputed for them. One
+draw of a tensor whose error is a cancelling sum can land several times under its own typical value; the yardstick
+("errors") is the median over the draws, and "draws" keeps every one (DRAWS_NOTE).
 
 The run, as SimpleTuner's mixed_precision bf16 full training (the fixtures hold every parameter's gradient): the
 whole model cast to weight_dtype bf16 (ModelMixin.to(dtype), so no _keep_in_fp32_modules), its forward under
@@ -22,7 +26,11 @@ Needs the reference venv (scripts/reference-venv.sh); `make test` only reads the
 import argparse
 import json
 import os
+import pickle
+import re
+import statistics
 import sys
+import traceback
 
 import torch
 import diffusers
@@ -41,6 +49,14 @@ PRECISION = ("SimpleTuner mixed_precision bf16, full training: model.to(bfloat16
              "forward under torch.autocast(cpu, bfloat16), output .float(), loss F.mse_loss in float32; latents, "
              "text-encoder states, pooled vectors and condition latents given in bf16, time, guidance, ids and masks "
              "in float32; each class as diffusers ships it; CPU, 1 thread")
+DRAWS = 8
+PERTURBATION = 2.0 ** -9   # relative: a quarter to a half of a bf16 ulp (2^-8 to 2^-7 of the value)
+DRAWS_NOTE = ("errors: per tensor the median of its %d draws' errors (the yardstick); draws: every draw's, draw 0 on "
+              "the parity file's own inputs against its stored reference, draws 1-%d on those inputs with each data "
+              "input (DATA_INPUTS but ids, which hold integers) and the target multiplied element-wise by 1 + %g u, "
+              "u uniform in [-1, 1] (a quarter to a half of a bf16 ulp), rounded to float32, against a float64 "
+              "reference recomputed as make_fixtures.py's for them; loss_bound: the median of loss_bounds, each "
+              "draw's" % (DRAWS, DRAWS - 1, PERTURBATION))
 # the inputs SimpleTuner casts to weight_dtype; the rest (sigma, guidance, ids, masks, time_ids) stay float32
 DATA_INPUTS = {"latents", "encoder_hidden_states", "encoder_hidden_states_2", "audio_encoder_hidden_states",
                "pooled_projections", "text_embeds", "llama_hidden_states", "qwen_hidden_states",
@@ -54,13 +70,13 @@ def rel_l2(got, want):
     return d / w if w > 0 else got.norm().item()
 
 
-def loss_bound(pred, stored):
+def loss_bound(pred, ref_pred, target):
     """The largest relative loss error a prediction this far from the reference can give: with r = reference pred -
     target and d = pred - reference pred, loss - reference loss = (2 <r, d> + |d|^2) / N, at most 2 rho + rho^2 of
     |r|^2 / N for rho = |d| / |r|. The measured loss error is one draw of <r, d>, as small as 1e-5 by chance where
     the prediction's error is 1e-2: no bar for another engine's."""
-    want = stored["pred"].to(torch.float64)
-    rho = (pred.to(torch.float64) - want).norm().item() / (want - stored["target"].to(torch.float64)).norm().item()
+    want = ref_pred.to(torch.float64)
+    rho = (pred.to(torch.float64) - want).norm().item() / (want - target.to(torch.float64)).norm().item()
     return 2 * rho + rho * rho
 
 
@@ -107,62 +123,138 @@ def bf16_step(model, run, t):
     return got
 
 
+def perturbed(t, gen):
+    """Another draw's inputs: each data input (but ids: a tensor of integers) and the target times 1 + PERTURBATION u,
+    u uniform in [-1, 1] per element, rounded to float32 as a parity file's inputs are. Enough to move bf16's
+    rounding of a share of the inputs, and with them every rounding after; the float64 reference is recomputed for
+    them, so the draw measures the same error, on inputs as legitimate as the file's."""
+    out = dict(t)
+    for k in sorted(t):
+        v = t[k]
+        if (k in DATA_INPUTS or k == "target") and not torch.equal(v, v.round()):
+            u = torch.rand(v.shape, generator=gen, dtype=torch.float64) * 2 - 1
+            out[k] = mf.rounded(v * (1 + PERTURBATION * u))
+    return out
+
+
+def draws_of(name, fname, t):
+    """The DRAWS inputs of a parity file: its own, then DRAWS - 1 perturbed, seeded by fixture and file."""
+    gen = torch.Generator().manual_seed(mf.seed_of(name + "/" + fname))
+    return [t] + [perturbed(t, gen) for _ in range(DRAWS - 1)]
+
+
+def float64_references(name, out, draws):
+    """pred, loss and every gradient in float64 per draw's inputs, as make_fixtures.py computes a parity file's (its
+    @exact changes on). In a forked child: those changes patch the classes for good, and the bf16 runs take each
+    class as diffusers ships it."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            mf.EXACT = True
+            fx = mf.FIXTURES[name]
+            model, refs = mf.load_folder(name, out).to(torch.float64), []
+            for t in draws:
+                pred, loss, grads, _ = mf.reference(model, fx["run"], t, fx["zero"])
+                refs.append(dict({"grad." + n: g for n, g in grads.items()}, pred=pred, loss=loss.reshape(1)))
+            with os.fdopen(w, "wb") as f:
+                pickle.dump(refs, f)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    if os.waitpid(pid, 0)[1] or not data:
+        raise SystemExit("%s: the float64 references of its draws failed" % name)
+    return pickle.loads(data)
+
+
+def measure(name, fname, out):
+    """One parity file's yardstick: per checked tensor its errors in every draw, and each draw's loss bound."""
+    fx = mf.FIXTURES[name]
+    stored = load_file(os.path.join(out, name, fname))
+    ref = references(stored)
+    draws = draws_of(name, fname, mf.stored_inputs(stored))
+    refs = float64_references(name, out, draws)
+    # draw 0 against the file itself: the recomputed reference must be the stored one (the @exact changes applied)
+    if rel_l2(refs[0]["pred"], stored["pred"]) > 1e-6:
+        raise SystemExit("%s: %s's float64 reference, recomputed, is %.2g from the stored pred" % (
+            name, fname, rel_l2(refs[0]["pred"], stored["pred"])))
+    refs[0] = ref
+    model = mf.load_folder(name, out)
+    errors, bounds = {k: [] for k in ref}, []
+    for t, want in zip(draws, refs):
+        got = bf16_step(model, fx["run"], t)
+        missing = sorted(set(ref) - set(got) or set(ref) - set(want))
+        if missing:
+            raise SystemExit("%s: %s checks %s, which a run has not" % (name, fname, ", ".join(missing[:3])))
+        for k in ref:
+            errors[k].append(rel_l2(got[k], want[k]))
+        bounds.append(loss_bound(got["pred"], want["pred"], t["target"]))
+    g3 = lambda x: float("%.3g" % x)   # noqa: E731
+    # the file's own float32 loss: a test tells a yardstick left from an older fixture by it
+    return {"reference_loss": stored["loss"].item(), "loss_bound": g3(statistics.median(bounds)),
+            "loss_bounds": [g3(b) for b in bounds], "errors": {k: g3(statistics.median(e)) for k, e in errors.items()},
+            "draws": {k: [g3(x) for x in e] for k, e in errors.items()}}
+
+
 def yardstick(name, out):
     fx = mf.FIXTURES[name]
     files = {}
     for fname, size in mf.parity_files(fx):
         mf.use_size(*size)
-        stored = load_file(os.path.join(out, name, fname))
-        ref = references(stored)
-        got = bf16_step(mf.load_folder(name, out), fx["run"], mf.stored_inputs(stored))
-        missing = sorted(set(ref) - set(got))
-        if missing:
-            raise SystemExit("%s: %s checks %s, which the bf16 run has not" % (name, fname, ", ".join(missing[:3])))
-        # the file's own float32 loss: a test tells a yardstick left from an older fixture by it
-        files[fname[:-len(".safetensors")]] = {"reference_loss": stored["loss"].item(),
-                                               "loss_bound": float("%.3g" % loss_bound(got["pred"], stored)),
-                                               "errors": {k: float("%.3g" % rel_l2(got[k], ref[k])) for k in ref}}
+        files[fname[:-len(".safetensors")]] = measure(name, fname, out)
     mf.use_size(mf.SQUARE_B, mf.H_SQUARE, mf.W_SQUARE)
-    doc = dict(mf.versions(), fixture=name, class_name=fx["cls"], metric=METRIC, precision=PRECISION, files=files)
+    doc = dict(mf.versions(), fixture=name, class_name=fx["cls"], metric=METRIC, precision=PRECISION, draws=DRAWS_NOTE,
+               files=files)
+    text = json.dumps(doc, indent=1, sort_keys=True)
+    text = re.sub(r"\[\s+([^][]*?)\s+\]", lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text)  # one line
     with open(os.path.join(out, name, "bf16_yardstick.json"), "w") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
-        f.write("\n")
+        f.write(text + "\n")
     for k, v in files.items():
-        e = v["errors"]
+        e, d = v["errors"], v["draws"]
         worst = max((g for g in e if g.startswith("grad.")), key=e.get)
-        print("%-16s %-9s pred %.2g  loss %.2g  worst gradient %.2g (%s)" % (name, k, e["pred"], e["loss"], e[worst],
-                                                                             worst))
+        print("%-16s %-9s pred %.2g  loss %.2g  worst gradient %.2g (%s; draws %.2g-%.2g)" % (
+            name, k, e["pred"], e["loss"], e[worst], worst, min(d[worst]), max(d[worst])), flush=True)
 
 
 def segtrain_errors(log):
-    """{(fixture, file): (pred, loss, worst gradient ratio, its parameter)} from test_parity's "bf16-train" lines:
-    segtrain's full training under mixed_precision bf16, the ratio its gradient error over PyTorch's."""
+    """{(fixture, file): (pred, loss, worst gradient ratio, its parameter, gradients over PyTorch's largest draw, of how
+    many)} from test_parity's "bf16-train" lines: segtrain's full training under mixed_precision bf16, the ratio its
+    gradient error over PyTorch's."""
     got = {}
     for line in open(log):
         w = line.split()
         if w and w[0] == "bf16-train":
-            got[(w[1], w[2].rstrip(":"))] = (float(w[4]), float(w[6]), float(w[8]), w[9])
+            got[(w[1], w[2].rstrip(":"))] = (float(w[4]), float(w[6]), float(w[8]), w[9].rstrip(","), w[10], w[12])
     return got
 
 
 def table(out, names, log):
     """docs/FIXTURES.md's table: per fixture and file PyTorch's bf16 errors (pred, loss, the gradients' median and
-    worst) and, from a test_parity log, segtrain's bf16 training's (pred, loss, its worst gradient error over
-    PyTorch's on the same tensor)."""
+    worst, with the worst's draws) and, from a test_parity log, segtrain's bf16 training's (pred, loss, its worst
+    gradient error over PyTorch's on the same tensor, how many gradients it has over PyTorch's largest draw)."""
     seg = segtrain_errors(log) if log else {}
-    print("| fixture | file | pred | loss (bound) | gradients: median | worst (parameter) | segtrain pred "
-          "| segtrain loss | segtrain / PyTorch, worst gradient (parameter) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| fixture | file | pred | loss (bound) | gradients: median | worst (draws; parameter) | segtrain pred "
+          "| segtrain loss | segtrain / PyTorch, worst gradient (parameter) | over the largest draw |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in names:
         with open(os.path.join(out, name, "bf16_yardstick.json")) as f:
             files = json.load(f)["files"]
         for file, v in files.items():
             e = v["errors"]
             grads = sorted((e[k], k[len("grad."):]) for k in e if k.startswith("grad."))
+            d = v["draws"]["grad." + grads[-1][1]]
             s = seg.get((name, file))
-            print("| %s | %s | %.2g | %.2g (%.2g) | %.2g | %.2g (`%s`) | %s | %s | %s |" % (
-                name, file, e["pred"], e["loss"], v["loss_bound"], grads[len(grads) // 2][0], grads[-1][0], grads[-1][1],
-                "%.2g" % s[0] if s else "", "%.2g" % s[1] if s else "", "%.2g (`%s`)" % (s[2], s[3]) if s else ""))
+            print("| %s | %s | %.2g | %.2g (%.2g) | %.2g | %.2g (%.2g-%.2g; `%s`) | %s | %s | %s | %s |" % (
+                name, file, e["pred"], e["loss"], v["loss_bound"], grads[len(grads) // 2][0], grads[-1][0], min(d),
+                max(d), grads[-1][1], "%.2g" % s[0] if s else "", "%.2g" % s[1] if s else "",
+                "%.2g (`%s`)" % (s[2], s[3]) if s else "", "%s of %s" % (s[4], s[5]) if s else ""))
 
 
 def main():

@@ -217,9 +217,9 @@ static void check_bf16_base(const char *name, const char *file, const model *m, 
     CHECK(pool_destroy(p) == 0);
 }
 
-/* The tensors where segtrain's bf16 training misses 2x PyTorch's bf16 error for a reason the engine cannot remove
- * (docs/FIXTURES.md): each is held to its own ceiling instead (about 1.25x what it measures), printed, and must
- * still miss the 2x bar (else it leaves the list). */
+/* The tensors where segtrain's bf16 training misses 2x PyTorch's bf16 error (the median of its draws) for a reason the
+ * engine cannot remove (docs/FIXTURES.md): each is held to its own ceiling instead (about 1.25x what it measures),
+ * printed with PyTorch's spread, and must still miss the 2x bar (else it leaves the list). */
 static const struct bf16_exception {
     const char *fixture, *file, *tensor;
     double measured, ceiling;
@@ -227,29 +227,22 @@ static const struct bf16_exception {
 } bf16_exceptions[] = {
     /* Sana 1.5's ReLU linear attention on RMS-normed queries: at token 20 of block 0 one head's only positive query
      * feature is 0.0008 and at token 19 a head has none, so bf16's rounding of the block's input alone (diffusers in
-     * float64 with just that rounding) flips them and moves pred by 0.017, 85% of it in 3 of 128 tokens; PyTorch's
-     * run draws other tokens, and its own error on block 1's to_k (0.064) is as large as segtrain's there */
-    {"sana-1.5", "parity", "grad.transformer_blocks.1.attn1.norm_k.weight", 0.0241, 0.030,
+     * float64 with just that rounding) flips them and moves pred by 0.017, 85% of it in 3 of 128 tokens. One of
+     * PyTorch's 8 draws flips them too (its draw 5: pred 0.019, block 1's to_q 0.055, norm_q 0.028, conv_point 0.042);
+     * segtrain's one draw, the file's own inputs, is such a draw: inside PyTorch's spread, over 2x its median */
+    {"sana-1.5", "parity", "grad.transformer_blocks.1.attn1.to_q.weight", 0.0468, 0.058,
      "ReLU linear attention, queries at zero: flipped by bf16's rounding of the input"},
-    {"sana-1.5", "parity", "grad.transformer_blocks.1.ff.conv_point.weight", 0.0329, 0.041,
+    {"sana-1.5", "parity", "grad.transformer_blocks.1.attn1.norm_q.weight", 0.0254, 0.032,
+     "ReLU linear attention, queries at zero: flipped by bf16's rounding of the input"},
+    {"sana-1.5", "parity", "grad.transformer_blocks.1.ff.conv_point.weight", 0.0321, 0.040,
      "ReLU linear attention, queries at zero: flipped by bf16's rounding of the input"},
     /* Krea 2's refiner attends with head_dim 4: its q and k norms' 4-wide gradients are sums of dS q k over keys
-     * whose rows of dS add up to 0, so they cancel; in float64, bf16-sized noise on every linear's and attention's
-     * output alone spreads their error over 0.010-0.074 in 12 draws (PyTorch's one draw: 0.024), and segtrain's
-     * moves 0.009-0.11 as one rounding or another is left out */
+     * whose rows of dS add up to 0, so they cancel; PyTorch's 8 draws spread over 0.011-0.103 (norm_k 0.013-0.109),
+     * median 0.045 (0.044), and segtrain's one draw, at 0.105, sits at their top */
     {"krea2", "parity", "grad.text_fusion.refiner_blocks.0.attn.norm_q.weight", 0.105, 0.13,
      "head_dim 4 q/k norms: a cancelling sum, one draw of bf16's roundings"},
     {"krea2", "parity", "grad.text_fusion.refiner_blocks.0.attn.norm_k.weight", 0.106, 0.13,
      "head_dim 4 q/k norms: a cancelling sum, one draw of bf16's roundings"},
-    /* PyTorch's one draw on a bias whose gradient is a sum over every position is far below its error on the same
-     * block's other tensors (conv1.weight 0.057, conv2.bias 0.078; ff.net.0.proj.bias 0.042, norm3.bias 0.060):
-     * segtrain's error there (0.033 to 0.041) is its own on those tensors */
-    {"sd1x", "parity_hw", "grad.down_blocks.0.resnets.0.conv1.bias", 0.0411, 0.051,
-     "PyTorch's draw 5x under its own error on the block's other tensors"},
-    {"sd1x", "parity_hw", "grad.down_blocks.0.resnets.0.time_emb_proj.bias", 0.0411, 0.051,
-     "the same sum as conv1.bias (the time embedding is added to conv1's output)"},
-    {"sd1x", "parity_hw", "grad.up_blocks.1.attentions.0.transformer_blocks.0.ff.net.2.bias", 0.0332, 0.042,
-     "PyTorch's draw 2.5x under its own error on the block's other tensors"},
 };
 #define N_BF16_EXCEPTIONS ((int)(sizeof bf16_exceptions / sizeof bf16_exceptions[0]))
 static int bf16_excepted; /* the exceptions met in this run: every one, or the list is stale */
@@ -262,9 +255,11 @@ static void bf16_within(const tk_yardstick *y, const char *name, const char *fil
     for (int i = 0; i < N_BF16_EXCEPTIONS; i++) {
         const struct bf16_exception *x = &bf16_exceptions[i];
         if (strcmp(x->fixture, name) || strcmp(x->file, file) || strcmp(x->tensor, tensor)) continue;
+        double lo, hi;
         const double bar = tk_yardstick_error(y, file, tensor);
-        printf("     bf16 known exception %s %s %s: error %.3g (measured %.3g), PyTorch's %.3g, ceiling %.3g: %s\n",
-               name, file, tensor, err, x->measured, bar, x->ceiling, x->why);
+        tk_yardstick_spread(y, file, tensor, &lo, &hi);
+        printf("     bf16 known exception %s %s %s: error %.3g (measured %.3g), PyTorch's %.3g (draws %.3g-%.3g), "
+               "ceiling %.3g: %s\n", name, file, tensor, err, x->measured, bar, lo, hi, x->ceiling, x->why);
         CHECKF(err <= x->ceiling, "%s, %s: %s error %.3g, over its known exception's ceiling %.3g", name, file, tensor,
                err, x->ceiling);
         CHECKF(err > 2 * bar, "%s, %s: %s error %.3g is within 2x PyTorch's %.3g now: take it off bf16_exceptions",
@@ -277,11 +272,13 @@ static void bf16_within(const tk_yardstick *y, const char *name, const char *fil
 
 /* Every gradient the file checks (grads: the bf16 run's, in parameter order) against the float64 reference within 2x
  * PyTorch's bf16 error on it (bf16_within); a parameter segtrain keeps frozen (diffusers' gradient is zero) as error
- * 0. The worst ratio of segtrain's error to PyTorch's, and its parameter. */
+ * 0. The worst ratio of segtrain's error to PyTorch's, and its parameter; *over counts the gradients where segtrain's
+ * error is over PyTorch's largest draw (outside its spread), *checked those checked. */
 static double bf16_grads_within(const tk_yardstick *y, const char *name, const char *file, const sft_file *f,
-                                param_set *ps, const float *grads, const char **worst_name, int *excepted)
+                                param_set *ps, const float *grads, const char **worst_name, int *excepted, int *over,
+                                int *checked)
 {
-    double worst = 0;
+    double worst = 0, lo, hi;
     int64_t off = 0;
     for (int i = 0; i < ps->n; i++) {
         const param *q = param_at(ps, i);
@@ -292,6 +289,7 @@ static double bf16_grads_within(const tk_yardstick *y, const char *name, const c
         const double e = q->trainable ? rel_l2(grads + off, want, q->numel) : 0, bar = tk_yardstick_error(y, file, key);
         bf16_within(y, name, file, key, e, excepted);
         if (bar > 0 && e / bar > worst) worst = e / bar, *worst_name = q->name;
+        *over += tk_yardstick_spread(y, file, key, &lo, &hi) && e > hi, ++*checked;
         off += q->trainable ? q->numel : 0;
         free(want);
     }
@@ -323,11 +321,12 @@ static void check_bf16_train(const char *name, const char *file, const sft_file 
         tk_expect_within_yardstick(y, name, file, "pred", ep);
         tk_expect_within_yardstick(y, name, file, "loss", el);
         const char *worst_name = "";
+        int over = 0, checked = 0;
         const double worst = bf16_grads_within(y, name, file, f, model_params(m16), r.grads, &worst_name,
-                                               &bf16_excepted);
-        printf("     bf16-train %s %s: pred %.3g loss %.3g worst-gradient-ratio %.3g %s (PyTorch bf16: pred %.3g "
-               "loss %.3g)\n", name, file, ep, el, worst, worst_name, tk_yardstick_error(y, file, "pred"),
-               tk_yardstick_error(y, file, "loss"));
+                                               &bf16_excepted, &over, &checked);
+        printf("     bf16-train %s %s: pred %.3g loss %.3g worst-gradient-ratio %.3g %s, %d of %d gradients over "
+               "PyTorch's largest draw (PyTorch bf16: pred %.3g loss %.3g)\n", name, file, ep, el, worst, worst_name,
+               over, checked, tk_yardstick_error(y, file, "pred"), tk_yardstick_error(y, file, "loss"));
         free(r.pred), free(r.grads);
     }
     tk_yardstick_free(y);

@@ -404,6 +404,19 @@ static const cJSON *yardstick_errors(const tk_yardstick *y, const char *file)
     return cJSON_GetObjectItemCaseSensitive(f, "errors");
 }
 
+/* Whether draws is a non-empty array of finite errors >= 0 whose smallest and largest bracket median. */
+static bool draws_within(const cJSON *draws, double median)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    const cJSON *d;
+    if (!cJSON_IsArray(draws) || !draws->child) return false;
+    cJSON_ArrayForEach(d, draws) {
+        if (!cJSON_IsNumber(d) || !isfinite(d->valuedouble) || d->valuedouble < 0) return false;
+        lo = fmin(lo, d->valuedouble), hi = fmax(hi, d->valuedouble);
+    }
+    return lo <= median && median <= hi;
+}
+
 /* Why a yardstick's parsed root is not well-formed, or NULL. */
 static const char *yardstick_malformed(const cJSON *root)
 {
@@ -417,9 +430,14 @@ static const char *yardstick_malformed(const cJSON *root)
             return "a file without a numeric \"reference_loss\", a \"loss_bound\" >= 0 and an \"errors\" object";
         if (!cJSON_GetObjectItemCaseSensitive(errors, "pred") || !cJSON_GetObjectItemCaseSensitive(errors, "loss"))
             return "a file's errors without \"pred\" or \"loss\"";
+        const cJSON *draws = cJSON_GetObjectItemCaseSensitive(f, "draws");
+        if (!cJSON_IsObject(draws) || cJSON_GetArraySize(draws) != cJSON_GetArraySize(errors))
+            return "a file without a \"draws\" object listing the tensors of its \"errors\"";
         cJSON_ArrayForEach(e, errors) {
             if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < 0)
                 return "an error that is not a finite number >= 0";
+            if (!draws_within(cJSON_GetObjectItemCaseSensitive(draws, e->string), e->valuedouble))
+                return "a tensor whose draws are not an array of errors >= 0 around its own (the median)";
         }
     }
     return NULL;
@@ -472,6 +490,15 @@ double tk_yardstick_error(const tk_yardstick *y, const char *file, const char *t
 {
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(yardstick_errors(y, file), tensor);
     return cJSON_IsNumber(e) ? e->valuedouble : -1;
+}
+
+bool tk_yardstick_spread(const tk_yardstick *y, const char *file, const char *tensor, double *lo, double *hi)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(y->root, "files"), file);
+    const cJSON *draws = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(f, "draws"), tensor), *d;
+    *lo = INFINITY, *hi = -INFINITY;
+    cJSON_ArrayForEach(d, draws) *lo = fmin(*lo, d->valuedouble), *hi = fmax(*hi, d->valuedouble);
+    return cJSON_IsArray(draws);
 }
 
 bool tk_expect_within_yardstick(const tk_yardstick *y, const char *what, const char *file, const char *tensor,

@@ -86,12 +86,14 @@ double tk_max_diff(const float *got, const double *want, int n);
 
 /* A parity fixture's bf16 yardstick, tests/fixtures/<fixture>/bf16_yardstick.json (scripts/bf16_yardstick.py,
  * docs/FIXTURES.md): per parity file ("parity", "parity_hw") and per tensor that file checks ("pred", "loss",
- * "grad.<parameter>"), the relative L2 error of PyTorch's bf16 run of the diffusers class against the file's float64
- * reference. */
+ * "grad.<parameter>"), the relative L2 error of PyTorch's bf16 run of the diffusers class against the float64
+ * reference: the median over draws (the file's inputs, and those inputs perturbed by a fraction of a bf16 ulp, each
+ * against its own reference), every draw's kept. */
 typedef struct tk_yardstick tk_yardstick;
 /* The fixture's yardstick, checked well-formed: a "files" object whose every file has "reference_loss",
- * "loss_bound" >= 0 and "errors", a finite error >= 0 per tensor, "pred" and "loss" among them. NULL where it is
- * missing or malformed, with why (a static string) in *why. */
+ * "loss_bound" >= 0, "errors", a finite error >= 0 per tensor, "pred" and "loss" among them, and "draws", per tensor
+ * its draws' errors, their smallest and largest around its error. NULL where it is missing or malformed, with why (a
+ * static string) in *why. */
 tk_yardstick *tk_yardstick_load(const char *fixture, const char **why);
 void tk_yardstick_free(tk_yardstick *y);
 /* How many tensors file lists (0: the yardstick has no such file), and the float32 loss of the parity file it was
@@ -100,6 +102,8 @@ int tk_yardstick_count(const tk_yardstick *y, const char *file);
 double tk_yardstick_reference_loss(const tk_yardstick *y, const char *file);
 /* PyTorch's bf16 error for tensor of file; -1 where the yardstick does not list it. */
 double tk_yardstick_error(const tk_yardstick *y, const char *file, const char *tensor);
+/* The smallest and largest of PyTorch's draws for tensor of file; false where the yardstick does not list it. */
+bool tk_yardstick_spread(const tk_yardstick *y, const char *file, const char *tensor, double *lo, double *hi);
 /* Checks (and counts) that err, segtrain's error on the same tensor and metric, is at most 2x PyTorch's (exactly 0
  * where PyTorch's is 0): the accuracy bar of issue 42. The loss's bar is 2x loss_bound, the largest loss error
  * PyTorch's prediction error can give: its measured loss error is one draw, small by chance. what names the run in
