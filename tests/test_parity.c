@@ -217,9 +217,11 @@ static void check_bf16_base(const char *name, const char *file, const model *m, 
     CHECK(pool_destroy(p) == 0);
 }
 
-/* The tensors where segtrain's bf16 training misses 2x PyTorch's bf16 error (the median of its draws) for a reason the
- * engine cannot remove (docs/FIXTURES.md): each is held to its own ceiling instead (about 1.25x what it measures),
- * printed with PyTorch's spread, and must still miss the 2x bar (else it leaves the list). */
+/* The tensors where segtrain's one bf16 draw (the file's inputs) misses 2x PyTorch's bf16 error (the median of its
+ * draws) for a reason the engine cannot remove (docs/FIXTURES.md): each is judged as its yardstick is made instead,
+ * the median of segtrain's error over as many draws within 2x (bf16_exceptions_over_draws), its one draw held to its
+ * own ceiling (about 1.25x what it measures); it is printed with PyTorch's spread, and must still miss the 2x bar on
+ * one draw (else it leaves the list). */
 static const struct bf16_exception {
     const char *fixture, *file, *tensor;
     double measured, ceiling;
@@ -229,7 +231,8 @@ static const struct bf16_exception {
      * feature is 0.0008 and at token 19 a head has none, so bf16's rounding of the block's input alone (diffusers in
      * float64 with just that rounding) flips them and moves pred by 0.017, 85% of it in 3 of 128 tokens. One of
      * PyTorch's 8 draws flips them too (its draw 5: pred 0.019, block 1's to_q 0.055, norm_q 0.028, conv_point 0.042);
-     * segtrain's one draw, the file's own inputs, is such a draw: inside PyTorch's spread, over 2x its median */
+     * segtrain's one draw, the file's own inputs, is such a draw: inside PyTorch's spread, over 2x its median. Over
+     * 8 draws segtrain's median is 1.3-1.4x PyTorch's (to_q 0.028, norm_q 0.016, conv_point 0.020) */
     {"sana-1.5", "parity", "grad.transformer_blocks.1.attn1.to_q.weight", 0.0468, 0.058,
      "ReLU linear attention, queries at zero: flipped by bf16's rounding of the input"},
     {"sana-1.5", "parity", "grad.transformer_blocks.1.attn1.norm_q.weight", 0.0254, 0.032,
@@ -238,7 +241,8 @@ static const struct bf16_exception {
      "ReLU linear attention, queries at zero: flipped by bf16's rounding of the input"},
     /* Krea 2's refiner attends with head_dim 4: its q and k norms' 4-wide gradients are sums of dS q k over keys
      * whose rows of dS add up to 0, so they cancel; PyTorch's 8 draws spread over 0.011-0.103 (norm_k 0.013-0.109),
-     * median 0.045 (0.044), and segtrain's one draw, at 0.105, sits at their top */
+     * median 0.045 (0.044), and segtrain's one draw, at 0.105, sits at their top; over 8 draws segtrain's spread
+     * over 0.010-0.106 (0.015-0.106), median 0.070 (0.070), 1.6x PyTorch's */
     {"krea2", "parity", "grad.text_fusion.refiner_blocks.0.attn.norm_q.weight", 0.105, 0.13,
      "head_dim 4 q/k norms: a cancelling sum, one draw of bf16's roundings"},
     {"krea2", "parity", "grad.text_fusion.refiner_blocks.0.attn.norm_k.weight", 0.106, 0.13,
@@ -246,6 +250,7 @@ static const struct bf16_exception {
 };
 #define N_BF16_EXCEPTIONS ((int)(sizeof bf16_exceptions / sizeof bf16_exceptions[0]))
 static int bf16_excepted; /* the exceptions met in this run: every one, or the list is stale */
+static double bf16_exception_error[N_BF16_EXCEPTIONS]; /* each one's error in this run, on the file's inputs */
 
 /* Checks (and counts) segtrain's bf16 error err on tensor of file against 2x PyTorch's, or against its ceiling where
  * it is a known exception (which must still miss the 2x bar); *excepted counts the exceptions met. */
@@ -264,6 +269,7 @@ static void bf16_within(const tk_yardstick *y, const char *name, const char *fil
                err, x->ceiling);
         CHECKF(err > 2 * bar, "%s, %s: %s error %.3g is within 2x PyTorch's %.3g now: take it off bf16_exceptions",
                name, file, tensor, err, bar);
+        bf16_exception_error[i] = err;
         (*excepted)++;
         return;
     }
@@ -296,11 +302,92 @@ static double bf16_grads_within(const tk_yardstick *y, const char *name, const c
     return worst;
 }
 
+#define BF16_DRAWS 8 /* as scripts/bf16_yardstick.py's DRAWS */
+
+/* A number uniform in [-1, 1) from the xorshift64* state *s: the draws' perturbations, the same on every run. */
+static double uniform_pm1(uint64_t *s)
+{
+    *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
+    return (double)((*s * 0x2545F4914F6CDD1DULL) >> 11) * 0x1p-52 - 1;
+}
+
+/* Another draw of the n inputs v, as bf16_yardstick.py draws PyTorch's: each value times 1 + 2^-9 u, u uniform in
+ * [-1, 1], but those that are integers (ids, masks, zeros); NULL for NULL. */
+static float *perturbed(const float *v, int64_t n, uint64_t *s)
+{
+    float *p = v ? malloc((size_t)n * sizeof(float)) : NULL;
+    for (int64_t i = 0; p && i < n; i++)
+        p[i] = v[i] == nearbyintf(v[i]) ? v[i] : (float)(v[i] * (1 + 0x1p-9 * uniform_pm1(s)));
+    return p;
+}
+
+/* Where tensor ("grad.<name>") sits among ps's gradients, its numel in *numel; -1 where it is not trained. */
+static int64_t grad_offset(param_set *ps, const char *tensor, int64_t *numel)
+{
+    int64_t off = 0;
+    for (int i = 0; i < ps->n; i++) {
+        const param *q = param_at(ps, i);
+        if (q->trainable && !strcmp(q->name, tensor + 5)) return *numel = q->numel, off;
+        off += q->trainable ? q->numel : 0;
+    }
+    return -1;
+}
+
+/* The known exceptions of file judged as their yardstick is made: the median of segtrain's error over BF16_DRAWS
+ * draws within 2x PyTorch's median. Draw 0 is the file's inputs against the float64 reference (checked above, in
+ * bf16_exception_error); draws 1-7 perturb x, cond and target (perturbed, seeded by fixture and file), each against
+ * segtrain's own float32 step on its inputs (m32, mc32: within PARITY_TOL of float64, the parity check, where the
+ * errors judged are 1e-2), as PyTorch's are against a float64 reference recomputed per draw. */
+static void bf16_exceptions_over_draws(const tk_yardstick *y, const char *name, const char *file, model *m16,
+                                       model *m32, const float *x, const float *ts, const float *cond,
+                                       const float *target, int64_t B)
+{
+    int idx[N_BF16_EXCEPTIONS], n = 0;
+    for (int i = 0; i < N_BF16_EXCEPTIONS; i++)
+        if (!strcmp(bf16_exceptions[i].fixture, name) && !strcmp(bf16_exceptions[i].file, file)) idx[n++] = i;
+    if (!n) return;
+    double err[N_BF16_EXCEPTIONS][BF16_DRAWS];
+    uint64_t s = 14695981039346656037ULL; /* FNV-1a of fixture/file */
+    for (const char *c = name; *c; c++) s = (s ^ (unsigned char)*c) * 1099511628211ULL;
+    for (const char *c = file; *c; c++) s = (s ^ (unsigned char)*c) * 1099511628211ULL;
+    const model_config *mc = model_get_config(m32);
+    const int64_t nx = B * model_sample_numel(mc), nc = B * model_cond_len(mc);
+    const ckpt_settings none = {.interval = 1, .stride = 1};
+    CHECK(model_params(m32)->grad_count == model_params(m16)->grad_count);
+    for (int d = 1; d < BF16_DRAWS; d++) {
+        float *px = perturbed(x, nx, &s), *pc = perturbed(cond, nc, &s), *pt = perturbed(target, nx, &s);
+        fixture_run r32 = run(m32, &none, px, ts, pc, pt, B), r16 = run(m16, &none, px, ts, pc, pt, B);
+        for (int k = 0; k < n; k++) {
+            int64_t numel = 0;
+            const int64_t off = grad_offset(model_params(m16), bf16_exceptions[idx[k]].tensor, &numel);
+            err[k][d] = off >= 0 ? rel_l2(r16.grads + off, r32.grads + off, numel) : INFINITY;
+        }
+        free(px), free(pc), free(pt), free(r32.pred), free(r32.grads), free(r16.pred), free(r16.grads);
+    }
+    for (int k = 0; k < n; k++) {
+        const char *tensor = bf16_exceptions[idx[k]].tensor;
+        double *e = err[k], lo, hi;
+        e[0] = bf16_exception_error[idx[k]];
+        for (int i = 1; i < BF16_DRAWS; i++) /* insertion sort: the median */
+            for (int j = i; j > 0 && e[j - 1] > e[j]; j--) {
+                const double t = e[j];
+                e[j] = e[j - 1], e[j - 1] = t;
+            }
+        const double median = (e[BF16_DRAWS / 2 - 1] + e[BF16_DRAWS / 2]) / 2;
+        const double bar = tk_yardstick_error(y, file, tensor);
+        tk_yardstick_spread(y, file, tensor, &lo, &hi);
+        printf("     bf16 over draws %s %s %s: segtrain's median %.3g (draws %.3g-%.3g), PyTorch's %.3g (draws "
+               "%.3g-%.3g)\n", name, file, tensor, median, e[0], e[BF16_DRAWS - 1], bar, lo, hi);
+        CHECKF(median <= 2 * bar, "%s, %s: %s median error over %d draws %.3g, over 2x PyTorch's %.3g", name, file,
+               tensor, BF16_DRAWS, median, bar);
+    }
+}
+
 /* Full training under mixed_precision bf16 (bf16 activations: the states between blocks and what the block kinds
  * that do it keep, rounded where PyTorch makes a bf16 tensor; docs/PRECISION.md): the fixture's step, unchecked, its
  * prediction (want_pred in segtrain's layout), loss and every gradient the file checks against the float64 reference
  * within 2x PyTorch's own bf16 error on the same file. The line it prints is what docs/FIXTURES.md's table reads. */
-static void check_bf16_train(const char *name, const char *file, const sft_file *f, const model *m, const float *x,
+static void check_bf16_train(const char *name, const char *file, const sft_file *f, model *m, const float *x,
                              const float *ts, const float *cond, const float *target, int64_t B,
                              const float *want_pred, float want_loss)
 {
@@ -327,6 +414,7 @@ static void check_bf16_train(const char *name, const char *file, const sft_file 
         printf("     bf16-train %s %s: pred %.3g loss %.3g worst-gradient-ratio %.3g %s, %d of %d gradients over "
                "PyTorch's largest draw (PyTorch bf16: pred %.3g loss %.3g)\n", name, file, ep, el, worst, worst_name,
                over, checked, tk_yardstick_error(y, file, "pred"), tk_yardstick_error(y, file, "loss"));
+        bf16_exceptions_over_draws(y, name, file, m16, m, x, ts, cond, target, B);
         free(r.pred), free(r.grads);
     }
     tk_yardstick_free(y);
@@ -335,7 +423,7 @@ static void check_bf16_train(const char *name, const char *file, const sft_file 
 }
 
 /* Both bf16 checks of the fixture's file: the frozen base's forward, and full training. */
-static void check_bf16(const char *name, const char *file, const sft_file *f, const model *m, const float *x,
+static void check_bf16(const char *name, const char *file, const sft_file *f, model *m, const float *x,
                        const float *ts, const float *cond, const float *target, int64_t B, const float *want_pred,
                        float want_loss)
 {
