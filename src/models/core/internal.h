@@ -219,9 +219,11 @@ void temb_register_nobias(param_set *s, temb *t, const char *linear_1, const cha
 /* diffusers' TimestepEmbedding `prefix`: prefix.linear_1 and prefix.linear_2, with biases or (Flux.2's) none. */
 void temb_register_at(param_set *s, temb *t, const char *prefix, int64_t in, int64_t D, bool bias, bool trainable);
 /* Takes the path's buffers (activations: freq, h, hs, c); temb_take also the context's (cs, and with train dcs,
- * zeroed). The step holds them (model_hold): model_release frees them. */
+ * zeroed), hidden wide, temb_take_wide `width` wide (a context wider than the stream: Ideogram's adaln_dim). The step
+ * holds them (model_hold): model_release frees them. */
 void temb_take_path(model *m, temb *t, st_status *st);
 void temb_take(model *m, temb *t, st_status *st, bool train);
+void temb_take_wide(model *m, temb *t, st_status *st, bool train, int64_t width);
 /* c from the timesteps' features; temb_mlp_forward: c from whatever the caller put in freq. */
 st_status temb_forward(model *m, temb *t, const float *timesteps);
 void temb_mlp_forward(model *m, temb *t);

@@ -731,12 +731,17 @@ void temb_take_path(model *m, temb *t, st_status *st)
     model_hold(m, st, &t->c, B * D, "c", false);
 }
 
+void temb_take_wide(model *m, temb *t, st_status *st, bool train, int64_t width)
+{
+    const int64_t B = m->shape.batch;
+    temb_take_path(m, t, st);
+    model_hold(m, st, &m->ctx.cs, B * width, "silu_c", false);
+    if (train) model_hold(m, st, &m->ctx.dcs, B * width, "dsilu_c", true);
+}
+
 void temb_take(model *m, temb *t, st_status *st, bool train)
 {
-    const int64_t B = m->shape.batch, D = m->cfg.hidden;
-    temb_take_path(m, t, st);
-    model_hold(m, st, &m->ctx.cs, B * D, "silu_c", false);
-    if (train) model_hold(m, st, &m->ctx.dcs, B * D, "dsilu_c", true);
+    temb_take_wide(m, t, st, train, m->cfg.hidden);
 }
 
 void temb_mlp_forward(model *m, temb *t)

@@ -127,7 +127,7 @@ static st_status embed(model *m, const float *x, const float *timesteps, const f
     model_hold(m, &st, &d->text_in, B * L * Dc, "ideogram.caption_in", false);
     model_hold(m, &st, &d->text_n, B * L * Dc, "ideogram.caption_norm", false);
     *x0 = model_take(m, &st, B * S * D, "ideogram.rows", false);
-    temb_take(m, &d->t, &st, train);
+    temb_take_wide(m, &d->t, &st, train, A > D ? A : D); /* adaln_input in ctx.cs: adaln_dim may pass the width */
     model_hold(m, &st, &d->ada_raw, B * A, "ideogram.adaln_proj", false);
     model_hold(m, &st, &d->fin_c, B * A, "ideogram.silu_adaln_input", false);
     if (!st) st = lumina_joint_positions(m, &d->j, caption_positions, cond, S * 3, NULL);
