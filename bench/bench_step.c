@@ -1,5 +1,7 @@
 /* A step server for lockstep comparisons (not a test): one sweep row's training, one optimizer step for every line
- * read from stdin, each answered with "step SECONDS" on stdout. bench/compare.sh --lockstep drives it and
+ * read from stdin, each answered with "step SECONDS" on stdout, and at the end of input "peak DEVICE HOST": the
+ * largest device and host pool peaks of its steps, in bytes (weights, gradients, optimizer state and the step's
+ * activations and workspace). bench/compare.sh --lockstep drives it and
  * bench/pytorch_dit.py --lockstep the same way, alternating step by step, so that both sides' steps are taken in
  * the same seconds of a shared machine. A step is what a cell of `segtrain sweep` times: trainer_step on synthetic
  * data, with the mode's overrides on top of the config.
@@ -51,13 +53,17 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     char line[64];
+    size_t peak_device = 0, peak_host = 0;
     while (!st && fgets(line, sizeof line, stdin)) {
         train_step_info info;
         const double t0 = clock_seconds();
         st = trainer_step(t, &info);
         if (!st) printf("step %.6f\n", clock_seconds() - t0);
+        if (!st && info.peak_device > peak_device) peak_device = info.peak_device;
+        if (!st && info.peak_host > peak_host) peak_host = info.peak_host;
         fflush(stdout);
     }
+    if (!st) printf("peak %zu %zu\n", peak_device, peak_host);
     if (st) fprintf(stderr, "bench_step: %s\n", st_error());
     trainer_destroy(t);
     config_free(cfg);
