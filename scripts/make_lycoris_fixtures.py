@@ -23,8 +23,8 @@ that every tensor equals the fixture's, bit for bit. Exit 1 on any difference.
 
 --family loads the diffusers model in FOLDER (a parity fixture's: tests/fixtures/sdxl), wraps it with the package
 from CONFIG (a lycoris_config), and checks that FILE (segtrain's adapters of a run on that folder's weights with that
-config) holds exactly the package's keys at the package's shapes, and that the package's network loads it (strict)
-with every tensor and alpha as saved: that segtrain maps the package's module classes onto the family's layers as
+config) holds exactly the package's keys at the package's shapes, every alpha the package's network's, and that the
+network loads it (strict), every tensor as saved but a full module's (diff plus this base, less it, in float32): that segtrain maps the package's module classes onto the family's layers as
 diffusers' classes are (docs/LYCORIS.md).
 
 --family-keys writes the package's keys and shapes for FOLDER and CONFIG to OUT, "key [shape]" a line, sorted
@@ -89,9 +89,15 @@ CASES = {
         "algo": "lora", "linear_dim": 2, "linear_alpha": 3, "conv_dim": 3, "conv_alpha": 6,
         "apply_preset": {"target_module": ["ResnetBlock2D", "Downsample2D"], "target_name": ["proj"],
                          "module_algo_map": {"Downsample2D": {"dim": 4}}}}),
+    # LoHa and full on convolutions beside LoCon (module_algo_map algos): LoHa on a 3 x 3 at conv_dim and on a 1 x 1
+    # at linear_dim, full on the stride-2 3 x 3 (weight and bias), LoCon on the target_name's 1 x 1
+    "conv_algos": (("conv", 4, 6, 5, 6), {
+        "algo": "lora", "linear_dim": 2, "linear_alpha": 3, "conv_dim": 3, "conv_alpha": 6,
+        "apply_preset": {"target_module": ["ResnetBlock2D", "Downsample2D"], "target_name": ["proj"],
+                         "module_algo_map": {"ResnetBlock2D": {"algo": "loha"}, "Downsample2D": {"algo": "full"}}}}),
 }
 # the order the cases were added in: a case's seed, which never changes
-ORDER = ["lokr_full", "lokr_name", "lokr_split", "loha", "locon", "full", "mixed", "locon_conv"]
+ORDER = ["lokr_full", "lokr_name", "lokr_split", "loha", "locon", "full", "mixed", "locon_conv", "conv_algos"]
 
 
 class Attention(nn.Module):
@@ -223,7 +229,7 @@ def wrap(model, cfg):
 def make(case, out):
     dims, cfg = CASES[case]
     torch.manual_seed(ORDER.index(case) + 1)
-    grid = on_grid if case in ("full", "mixed") else (lambda t: t)
+    grid = on_grid if case in ("full", "mixed", "conv_algos") else (lambda t: t)
     model = model_of(dims)
     with torch.no_grad():
         for p in model.parameters():
@@ -342,7 +348,11 @@ def family(folder, config, path):
         bad += [f"{k}: alpha {saved[k].item()}, the package's {v.item()}" for k, v in net.state_dict().items()
                 if k.endswith(".alpha") and v.float() != saved[k]]
         net.load_state_dict({k: v.to(net.state_dict()[k].dtype) for k, v in saved.items()}, strict=True)
-        bad += [f"{k}: loaded differs" for k, v in net.state_dict().items() if not torch.equal(v.float(), saved[k])]
+        # a full module holds diff plus the base (this model's own, from its config) and gives back their float32
+        # difference, not diff bit for bit: its keys and shapes are what is compared
+        full = {l.lora_name for l in net.loras if isinstance(l, lycoris.modules.full.FullModule)}
+        bad += [f"{k}: loaded differs" for k, v in net.state_dict().items()
+                if k.split(".")[0] not in full and not torch.equal(v.float(), saved[k])]
     bad += [f"{k}: only segtrain's" for k in sorted(set(got) - set(want))]
     bad += [f"{k}: {got[k]}, the package's {want[k]}" for k in sorted(set(got) & set(want)) if got[k] != want[k]]
     print(f"{path}: {len(got)} tensors; {cls.__name__} in {folder} wrapped by lycoris-lora {lycoris_version()} from "

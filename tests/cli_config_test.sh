@@ -127,7 +127,7 @@ expect 0 "LoCon with conv_dim plans on sdxl's ResnetBlock2Ds, their convolutions
 echo '{"algo": "lora", "apply_preset": {"target_module": [], "target_name": ["down_blocks\\.1\\.attentions"]}}' > names.json
 expect 0 "LoCon on sd1x's 1 x 1 Conv2d proj_in plans" "lycoris_down_blocks_\\*_attentions_\\*_proj_in " -- \
   "$bin" plan --set model_family=sd1x --set model_type=lora --set lora_type=lycoris --set lycoris_config=names.json --parts
-# another algorithm on a convolution (LoKr, LoHa, full: their kernel-shaped factors are not built): refused, named
+# LoKr on a convolution (its kernel-shaped lokr_w2 is not built): refused, named
 echo '{"algo": "lokr", "apply_preset": {"target_module": [], "target_name": ["down_blocks\\.1\\.attentions"]}}' > lokr_names.json
 expect 1 "LoKr on a convolution inside the targets is refused, named (sd1x's proj_in is a 1 x 1 Conv2d)" \
   "lora_type lycoris: down_blocks.1.attentions.0.proj_in.weight is a convolution that the lycoris_config adapts with lokr" -- \

@@ -921,7 +921,8 @@ static const struct family_case {
  * for sd1x the LoKr fixture whose halves are all low-rank (decompose_both, scale 1.5) and the one with LoHa, LoCon
  * and full modules side by side, LoHa on pixart, LoCon on sana, full on sdxl; cosmos2image, kandinsky5, omnigen,
  * cosmos3 and stable cascade with their examples' LoKr, and cosmos2image and cosmos3 with every class mapped there;
- * sd1x and sdxl with LoCon on every U-Net class (their convolutions, conv_in and conv_out too) */
+ * sd1x and sdxl with LoCon on every U-Net class (their convolutions, conv_in and conv_out too), sd1x with LoHa and
+ * full there */
 static const char *const lycoris_configs[][3] = {
     {"pixart-sigma-tiny", "simpletuner/config/examples/pixart.lycoris-lokr", "lokr"},
     {"pixart-sigma-tiny", "lycoris/loha", "loha"},
@@ -931,6 +932,7 @@ static const char *const lycoris_configs[][3] = {
     {"sd1x-tiny", "lycoris/mixed", "loha, locon, full"},
     {"sdxl-tiny", "simpletuner/config/examples/sdxl.lycoris-lokr", "lokr"},
     {"sd1x-tiny", "lycoris/families/sd1x-conv", "locon on convs"},
+    {"sd1x-tiny", "lycoris/families/sd1x-conv-algos", "loha, full on convs"},
     {"sdxl-tiny", "lycoris/full", "full"},
     {"sdxl-tiny", "lycoris/families/sdxl-conv", "locon on convs"},
     {"cosmos2-tiny", "simpletuner/config/examples/cosmos2image.lycoris-lokr", "lokr"},

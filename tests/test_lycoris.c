@@ -240,9 +240,6 @@ static void run_conv_case(const char *name)
     sft_close(f);
 }
 
-#define W_OF(i) (param_at(&s, (i))->w)
-#define G_OF(i) (param_at(&s, (i))->g)
-
 /* ---- a conv_layer's LoCon against central differences of a double-precision reference ---- */
 
 /* y (B, out, oh, ow) += scale times the convolution of x by w (c's shape) */
@@ -262,25 +259,48 @@ static void conv_ref(const conv_shape *c, const double *x, const double *w, doub
 }
 
 typedef struct fd_ctx {
+    const param_set *s;
+    const conv_layer *l;
     conv_shape c;
-    int64_t r;
-    double scale, *x, *w, *b, *down, *up, *t, *y, *dy;
+    double *v[16];                /* every parameter, in the set's order */
+    double *x, *dy, *w, *b, *t, *y; /* x, dy; workspace: W + dW, b + diff_b, LoCon's r channels, y */
 } fd_ctx;
 
-/* sum(dy * (conv(x, w) + b + scale up(down(x)))) */
+/* W + dW into f->w and the bias (full's b + diff_b) into f->b, in double */
+static void fd_weight(fd_ctx *f)
+{
+    const conv_layer *l = f->l;
+    const lyco_adapter *k = &l->lyco;
+    const int64_t O = f->c.out, K = f->c.in * f->c.kh * f->c.kw, r = k->rank;
+    for (int64_t i = 0; i < O * K; i++) f->w[i] = f->v[l->w][i] + (k->algo == LYCO_FULL ? f->v[k->diff][i] : 0);
+    for (int64_t o = 0; o < O; o++) f->b[o] = f->v[l->b][o] + (k->algo == LYCO_FULL ? f->v[k->diff_b][o] : 0);
+    for (int64_t o = 0; k->algo == LYCO_LOHA && o < O; o++) /* scale (w1_a w1_b) * (w2_a w2_b) */
+        for (int64_t i = 0; i < K; i++) {
+            double p1 = 0, p2 = 0;
+            for (int64_t j = 0; j < r; j++) {
+                p1 += f->v[k->w1_a][o * r + j] * f->v[k->w1_b][j * K + i];
+                p2 += f->v[k->w2_a][o * r + j] * f->v[k->w2_b][j * K + i];
+            }
+            f->w[o * K + i] += (double)k->scale * p1 * p2;
+        }
+}
+
+/* sum(dy * (conv(x, W + dW) + b (+ diff_b) + LoCon's scale up(down(x)))) */
 static double fd_loss(void *ctx)
 {
     fd_ctx *f = ctx;
-    const conv_shape d = {f->c.batch, f->c.in, f->c.h, f->c.w, f->r, f->c.kh, f->c.kw, f->c.sh, f->c.sw, f->c.ph,
-                          f->c.pw};
+    const conv_layer *l = f->l;
     const int64_t P = conv_out_h(&f->c) * conv_out_w(&f->c), ny = f->c.batch * f->c.out * P;
-    const conv_shape u = {f->c.batch, f->r, conv_out_h(&f->c), conv_out_w(&f->c), f->c.out, 1, 1, 1, 1, 0, 0};
-    memset(f->y, 0, (size_t)ny * sizeof(double));
-    memset(f->t, 0, (size_t)(f->c.batch * f->r * P) * sizeof(double));
+    fd_weight(f);
     for (int64_t i = 0; i < ny; i++) f->y[i] = f->b[i / P % f->c.out];
     conv_ref(&f->c, f->x, f->w, 1.0, f->y);
-    conv_ref(&d, f->x, f->down, 1.0, f->t);
-    conv_ref(&u, f->t, f->up, f->scale, f->y);
+    if (l->down >= 0) {
+        conv_shape d = f->c, u = {f->c.batch, l->rank, conv_out_h(&f->c), conv_out_w(&f->c), f->c.out, 1, 1, 1, 1, 0, 0};
+        d.out = l->rank;
+        memset(f->t, 0, (size_t)(f->c.batch * l->rank * P) * sizeof(double));
+        conv_ref(&d, f->x, f->v[l->down], 1.0, f->t);
+        conv_ref(&u, f->t, f->v[l->up], l->scale, f->y);
+    }
     double loss = 0;
     for (int64_t i = 0; i < ny; i++) loss += f->dy[i] * f->y[i];
     return loss;
@@ -293,18 +313,18 @@ static double *to_double(const float *x, int64_t n)
     return d;
 }
 
-/* A 3 x 3 stride-2 padded convolution on a non-square map with its adapter: forward, and dx, dlora_down, dlora_up
- * added to what the buffers held, against the reference's central differences. */
-static void test_conv_fd(void)
+/* A 3 x 3 stride-2 padded convolution on a non-square map with its adapter (algo): forward, and dx and every
+ * adapter gradient, added to what the buffers held, against the reference's central differences. */
+static void test_conv_fd(lyco_algo algo, const char *what)
 {
-    printf("-- conv_layer's LoCon by central differences\n");
-    const lyco_settings ly = {.algo = LYCO_LOCON, .dim = 2, .alpha = 1, .conv_dim = 3, .conv_alpha = 4.5};
+    printf("-- conv_layer's %s by central differences\n", what);
+    const lyco_settings ly = {.algo = algo, .dim = 2, .alpha = 1, .conv_dim = 3, .conv_alpha = 4.5};
     const lycoris_spec spec = {.on = true, .root = ly, .n_names = 1, .names = {"c"}};
     param_set s = {.lycoris = &spec};
     const conv_shape c = {2, 3, 5, 6, 4, 3, 3, 2, 2, 1, 1};
     const conv_layer l = conv_register(&s, "c", c.in, c.out, 3, false);
     pool *p = pool_create(POOL_DEVICE, 0);
-    CHECK(l.rank == 3 && l.scale == 1.5f && param_set_check(&s) == ST_OK && param_set_alloc(&s, p) == ST_OK);
+    CHECK(s.n <= 16 && param_set_check(&s) == ST_OK && param_set_alloc(&s, p) == ST_OK);
     for (int i = 0; i < s.n; i++) tk_fill(param_at(&s, i)->w, param_at(&s, i)->numel, 40 + (uint64_t)i, -1, 1);
     const int64_t nx = c.batch * c.in * c.h * c.w, ny = c.batch * c.out * conv_out_h(&c) * conv_out_w(&c);
     float *x = malloc((size_t)nx * sizeof(float)), *dy = malloc((size_t)ny * sizeof(float));
@@ -316,29 +336,38 @@ static void test_conv_fd(void)
     CHECK(conv_layer_forward(&s, p, &l, y, x, &c) == ST_OK);
     CHECK(conv_layer_backward(&s, p, &l, dx, dy, x, &c) == ST_OK);
     CHECK(pool_live(p) == live); /* its workspace given back */
-    fd_ctx f = {.c = c, .r = l.rank, .scale = l.scale, .x = to_double(x, nx), .w = to_double(W_OF(l.w), 108), .b = to_double(W_OF(l.b), 4),
-                .down = to_double(W_OF(l.down), 81), .up = to_double(W_OF(l.up), 12),
-                .t = calloc((size_t)(c.batch * l.rank * 9), sizeof(double)), .y = malloc((size_t)ny * sizeof(double)),
-                .dy = to_double(dy, ny)};
+    fd_ctx f = {.s = &s, .l = &l, .c = c, .x = to_double(x, nx), .dy = to_double(dy, ny),
+                .w = calloc(108, sizeof(double)), .b = calloc(4, sizeof(double)),
+                .t = calloc((size_t)(c.batch * 3 * 9), sizeof(double)), .y = malloc((size_t)ny * sizeof(double))};
+    for (int i = 0; i < s.n; i++) f.v[i] = to_double(param_at(&s, i)->w, param_at(&s, i)->numel);
     fd_loss(&f);
-    tk_expect_close("conv LoCon forward", y, f.y, ny, 1e-5);
+    char name[PARAM_NAME_MAX + 32];
+    snprintf(name, sizeof name, "conv %s forward", what);
+    tk_expect_close(name, y, f.y, ny, 1e-5);
     double *g = malloc((size_t)nx * sizeof(double));
     tk_numeric_grad(fd_loss, &f, f.x, nx, 1e-6, g);
     for (int64_t i = 0; i < nx; i++) g[i] += pre[i]; /* backward adds to dx */
-    tk_expect_close("conv LoCon dx", dx, g, nx, 1e-4);
-    tk_numeric_grad(fd_loss, &f, f.down, 81, 1e-6, g);
-    tk_expect_close("conv LoCon dlora_down", G_OF(l.down), g, 81, 1e-4);
-    tk_numeric_grad(fd_loss, &f, f.up, 12, 1e-6, g);
-    tk_expect_close("conv LoCon dlora_up", G_OF(l.up), g, 12, 1e-4);
+    snprintf(name, sizeof name, "conv %s dx", what);
+    tk_expect_close(name, dx, g, nx, 1e-4);
+    for (int i = 0; i < s.n; i++) {
+        const param *q = param_at(&s, i);
+        if (!q->trainable) continue;
+        tk_numeric_grad(fd_loss, &f, f.v[i], q->numel, 1e-6, g);
+        snprintf(name, sizeof name, "conv %s d%s", what, q->name);
+        tk_expect_close(name, q->g, g, q->numel, 1e-4);
+    }
     free(x), free(dy), free(y), free(dx), free(pre), free(g);
-    free(f.x), free(f.w), free(f.b), free(f.down), free(f.up), free(f.t), free(f.y), free(f.dy);
+    free(f.x), free(f.dy), free(f.w), free(f.b), free(f.t), free(f.y);
+    for (int i = 0; i < s.n; i++) free(f.v[i]);
     param_set_free(&s);
     pool_destroy(p);
 }
 
 int main(void)
 {
-    test_conv_fd();
+    test_conv_fd(LYCO_LOCON, "LoCon");
+    test_conv_fd(LYCO_LOHA, "LoHa");
+    test_conv_fd(LYCO_FULL, "full");
     run_case("lokr_full");
     run_case("lokr_split");
     run_case("lokr_name");
@@ -347,5 +376,6 @@ int main(void)
     run_case("full");
     run_case("mixed");
     run_conv_case("locon_conv");
+    run_conv_case("conv_algos");
     return tk_finish();
 }

@@ -39,20 +39,23 @@ st_status lin_backward_gated(param_set *s, pool *p, const lin_layer *l, float *d
                              const float *x, const float *gate, int64_t batch, int64_t tokens, int64_t gate_stride);
 
 /* A convolution of a model (a U-Net's Conv2d, groups 1): weight (out, in, k, k) and bias by parameter index, and,
- * under the set's lycoris spec, LyCORIS's LoCon as the package builds it on a Conv2d (locon_register): lora_down a
- * conv of the layer's kernel, stride and padding to r channels, lora_up a 1 x 1 conv back, y gains
- * scale up(down(x)). Like lin's LoRA, the r-channel intermediate is workspace, made again in backward: an adapter adds
- * no kept bytes. */
+ * under the set's lycoris spec, a LyCORIS adapter as the package builds it on a Conv2d. LoCon (locon_register):
+ * lora_down a conv of the layer's kernel, stride and padding to r channels, lora_up a 1 x 1 conv back, y gains
+ * scale up(down(x)); like lin's LoRA, the r-channel intermediate is workspace, made again in backward. LoHa and full
+ * (lyco_conv_register): the convolution runs with the weight W + dW (and full's bias b + diff_b), built in workspace
+ * in forward and again in backward, whose weight gradient gives the adapter's (lyco_delta_backward). Either adds no
+ * kept bytes. */
 typedef struct conv_layer {
     int w, b;     /* b < 0: no bias */
     int down, up; /* LoCon's lora_down and lora_up; < 0: no adapter */
     int64_t rank;
     float scale;
+    lyco_adapter lyco; /* LoHa's or full's; algo LYCO_NONE: none */
 } conv_layer;
 
-/* Registers "<name>.weight" (out, in, k, k) and "<name>.bias"; a LoCon adapter where the set's lycoris spec reaches
- * the layer with algo lora or locon (the base then frozen). Another algorithm there is left to param_set_check,
- * which refuses it (lycoris_conv_refusal). */
+/* Registers "<name>.weight" (out, in, k, k) and "<name>.bias"; an adapter where the set's lycoris spec reaches the
+ * layer with algo lora or locon, loha or full (the base then frozen). LoKr there is left to param_set_check, which
+ * refuses it (lycoris_conv_refusal). */
 conv_layer conv_register(param_set *s, const char *name, int64_t in, int64_t out, int64_t k, bool trainable);
 /* y = the convolution of x (c's shape, which must be the layer's) plus the adapter's. */
 st_status conv_layer_forward(param_set *s, pool *p, const conv_layer *l, float *y, const float *x, const conv_shape *c);

@@ -104,6 +104,15 @@ int64_t locon_register(param_set *s, const char *name, int64_t in, int64_t out, 
 /* Why param_set_check refuses the convolution weight `name` (of `shape`) that the spec's targets reach (lycoris.h's
  * lycoris_adapts_conv), into buf. */
 void lycoris_conv_refusal(const param_set *s, const char *name, const int64_t *shape, char *buf, size_t n);
+/* LoHa's or full's adapter of a k x k convolution (in, out): LoHa's as a linear layer's of in k k inputs (the
+ * package's hada_w1_b (r, in k k)), at conv_dim and conv_alpha where k is over 1; full's diff (out, in, k, k) and
+ * diff_b (out). */
+lyco_adapter lyco_conv_register(param_set *s, const char *name, int64_t in, int64_t out, int64_t kernel,
+                                const lyco_settings *ly);
+/* w (out, in) += LoHa's or full's dW (LoHa's rebuilt in workspace). */
+st_status lyco_delta_add(param_set *s, pool *p, const lyco_adapter *k, float *w);
+/* LoHa's or full's gradients from G, dW's (out, in): full's diff takes it, LoHa's as HadaWeight's. */
+st_status lyco_delta_backward(param_set *s, pool *p, const lyco_adapter *k, const float *G);
 /* y (n, out) += the adapter's x dW^T (LoKr in the package's bypass form: dW never built; LoHa's dW built in
  * workspace, as the package's bypass builds it). */
 st_status lyco_forward(param_set *s, pool *p, const lyco_adapter *k, float *y, const float *x, int64_t n);

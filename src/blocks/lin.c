@@ -128,15 +128,60 @@ conv_layer conv_register(param_set *s, const char *name, int64_t in, int64_t out
 {
     char n[PARAM_NAME_MAX];
     const lyco_settings *ly = s->lycoris ? lycoris_settings_for(s, name) : NULL;
-    const bool adapted = ly && ly->algo == LYCO_LOCON;
+    const bool adapted = ly && ly->algo != LYCO_LOKR;
     conv_layer l = {.down = -1, .up = -1};
     snprintf(n, sizeof n, "%s.weight", name);
     l.w = param_add(s, n, 4, (int64_t[]){out, in, k, k}, trainable && !ly);
     if (adapted && l.w >= 0 && s->lyco_conv == l.w + 1) s->lyco_conv = 0; /* adapted here: nothing to refuse */
     snprintf(n, sizeof n, "%s.bias", name);
     l.b = param_add(s, n, 1, (int64_t[]){out}, trainable && !ly);
-    if (adapted) l.rank = locon_register(s, name, in, out, k, ly, &l.down, &l.up, &l.scale);
+    if (adapted && ly->algo == LYCO_LOCON) l.rank = locon_register(s, name, in, out, k, ly, &l.down, &l.up, &l.scale);
+    else if (adapted) l.lyco = lyco_conv_register(s, name, in, out, k, ly);
     return l;
+}
+
+/* LoHa's or full's: the weight W + dW into *w and, for full, the bias b + diff_b into *b (else the layer's own),
+ * workspace to give back with pool_free. */
+static st_status merged(param_set *s, pool *p, const conv_layer *l, float **w, float **b)
+{
+    const param *q = param_at(s, l->w);
+    const int64_t out = q->shape[0];
+    *b = NULL;
+    st_status st = pool_alloc(p, (size_t)q->numel * sizeof(float), MEM_WORKSPACE, "lycoris.W + dW", (void **)w);
+    if (!st && l->lyco.diff_b >= 0)
+        st = pool_alloc(p, (size_t)out * sizeof(float), MEM_WORKSPACE, "lycoris.b + diff_b", (void **)b);
+    if (st) return st;
+    copy_rows(*w, q->numel, q->w, q->numel, 1, q->numel);
+    if (*b) copy_rows(*b, out, w_of(s, l->b), out, 1, out), add_to(*b, w_of(s, l->lyco.diff_b), out);
+    return lyco_delta_add(s, p, &l->lyco, *w);
+}
+
+static st_status merged_forward(param_set *s, pool *p, const conv_layer *l, float *y, const float *x,
+                                const conv_shape *c)
+{
+    float *w = NULL, *b = NULL;
+    st_status st = merged(s, p, l, &w, &b);
+    if (!st) st = conv2d_forward(p, y, x, w, b ? b : w_of(s, l->b), c);
+    pool_free(p, b);
+    pool_free(p, w);
+    return st;
+}
+
+/* dx through W + dW; its weight's gradient G (and full's bias's) to the adapter */
+static st_status merged_backward(param_set *s, pool *p, const conv_layer *l, float *dx, const float *dy,
+                                 const float *x, const conv_shape *c)
+{
+    const int64_t numel = param_at(s, l->w)->numel;
+    float *w = NULL, *b = NULL, *G = NULL;
+    st_status st = merged(s, p, l, &w, &b);
+    if (!st) st = pool_alloc(p, (size_t)numel * sizeof(float), MEM_WORKSPACE, "lycoris.dW", (void **)&G);
+    if (!st) zero_floats(G, numel);
+    if (!st) st = conv2d_backward(p, dx, G, g_of(s, l->lyco.diff_b), dy, x, w, c);
+    if (!st) st = lyco_delta_backward(s, p, &l->lyco, G);
+    pool_free(p, G);
+    pool_free(p, b);
+    pool_free(p, w);
+    return st;
 }
 
 /* the adapter's down convolution: the layer's, to r channels */
@@ -149,6 +194,7 @@ static conv_shape down_shape(const conv_layer *l, const conv_shape *c)
 
 st_status conv_layer_forward(param_set *s, pool *p, const conv_layer *l, float *y, const float *x, const conv_shape *c)
 {
+    if (l->lyco.algo && !s->adapters_off) return merged_forward(s, p, l, y, x, c);
     st_status st = conv2d_forward(p, y, x, w_of(s, l->w), w_of(s, l->b), c);
     if (st || l->down < 0 || s->adapters_off) return st;
     const int64_t P = conv_out_h(c) * conv_out_w(c), r = l->rank;
@@ -166,6 +212,7 @@ st_status conv_layer_forward(param_set *s, pool *p, const conv_layer *l, float *
 st_status conv_layer_backward(param_set *s, pool *p, const conv_layer *l, float *dx, const float *dy, const float *x,
                               const conv_shape *c)
 {
+    if (l->lyco.algo) return merged_backward(s, p, l, dx, dy, x, c);
     st_status st = conv2d_backward(p, dx, g_of(s, l->w), g_of(s, l->b), dy, x, w_of(s, l->w), c);
     if (st || l->down < 0) return st;
     const int64_t P = conv_out_h(c) * conv_out_w(c), r = l->rank, n = c->batch * r * P;

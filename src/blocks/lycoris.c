@@ -333,24 +333,59 @@ static st_status loha_forward(param_set *s, pool *p, const lyco_adapter *k, floa
     return st;
 }
 
-/* dx += dy dW; G = dy^T x (dW's gradient); then HadaWeight's: T1 = scale G * p2 gives dw1_a += T1 w1_b^T,
- * dw1_b += w1_a^T T1, and T2 = scale G * p1 the same for w2. T2 overwrites p1 and T1 p2, in that order. */
+/* HadaWeight's gradients from G (dW's): T1 = scale G * p2 gives dw1_a += T1 w1_b^T, dw1_b += w1_a^T T1, and
+ * T2 = scale G * p1 the same for w2. T2 overwrites p1 (prod[0]) and T1 p2 (prod[1]). */
+static void loha_grads(param_set *s, const lyco_adapter *k, float **prod, const float *G)
+{
+    const int64_t out = k->a, in = k->c, r = k->rank;
+    mul_scaled(prod[0], G, prod[0], k->scale, out * in);
+    mul_scaled(prod[1], G, prod[1], k->scale, out * in);
+    gemm(false, true, out, r, in, 1.0f, prod[1], w_of(s, k->w1_b), 1.0f, g_of(s, k->w1_a));
+    gemm(true, false, r, in, out, 1.0f, w_of(s, k->w1_a), prod[1], 1.0f, g_of(s, k->w1_b));
+    gemm(false, true, out, r, in, 1.0f, prod[0], w_of(s, k->w2_b), 1.0f, g_of(s, k->w2_a));
+    gemm(true, false, r, in, out, 1.0f, w_of(s, k->w2_a), prod[0], 1.0f, g_of(s, k->w2_b));
+}
+
+/* dx += dy dW; G = dy^T x (dW's gradient), then loha_grads. */
 static st_status loha_backward(param_set *s, pool *p, const lyco_adapter *k, float *dx, const float *dy,
                                const float *x, int64_t n)
 {
     float *buf[3] = {NULL, NULL, NULL}; /* p1 then T2, p2 then T1, dW then G */
-    const int64_t out = k->a, in = k->c, r = k->rank;
+    const int64_t out = k->a, in = k->c;
     st_status st = loha_build(s, p, k, buf, &buf[2]);
     if (!st) {
         if (dx) gemm(false, false, n, in, out, 1.0f, dy, buf[2], 1.0f, dx);
         gemm(true, false, out, in, n, 1.0f, dy, x, 0.0f, buf[2]);
-        mul_scaled(buf[0], buf[2], buf[0], k->scale, out * in);
-        mul_scaled(buf[1], buf[2], buf[1], k->scale, out * in);
-        gemm(false, true, out, r, in, 1.0f, buf[1], w_of(s, k->w1_b), 1.0f, g_of(s, k->w1_a));
-        gemm(true, false, r, in, out, 1.0f, w_of(s, k->w1_a), buf[1], 1.0f, g_of(s, k->w1_b));
-        gemm(false, true, out, r, in, 1.0f, buf[0], w_of(s, k->w2_b), 1.0f, g_of(s, k->w2_a));
-        gemm(true, false, r, in, out, 1.0f, w_of(s, k->w2_a), buf[0], 1.0f, g_of(s, k->w2_b));
+        loha_grads(s, k, buf, buf[2]);
     }
+    free_all(p, buf, 3);
+    return st;
+}
+
+st_status lyco_delta_add(param_set *s, pool *p, const lyco_adapter *k, float *w)
+{
+    if (k->algo == LYCO_FULL) {
+        add_to(w, w_of(s, k->diff), k->a * k->c);
+        return ST_OK;
+    }
+    float *buf[3] = {NULL, NULL, NULL}; /* p1, p2, dW */
+    st_status st = k->algo == LYCO_LOHA ? loha_build(s, p, k, buf, &buf[2])
+                                        : st_fail(ST_ERR_INTERNAL, "lyco_delta_add: not LoHa or full");
+    if (!st) add_to(w, buf[2], k->a * k->c);
+    free_all(p, buf, 3);
+    return st;
+}
+
+st_status lyco_delta_backward(param_set *s, pool *p, const lyco_adapter *k, const float *G)
+{
+    if (k->algo == LYCO_FULL) {
+        add_to(g_of(s, k->diff), G, k->a * k->c);
+        return ST_OK;
+    }
+    float *buf[3] = {NULL, NULL, NULL}; /* p1 then T2, p2 then T1, dW (unused) */
+    st_status st = k->algo == LYCO_LOHA ? loha_build(s, p, k, buf, &buf[2])
+                                        : st_fail(ST_ERR_INTERNAL, "lyco_delta_backward: not LoHa or full");
+    if (!st) loha_grads(s, k, buf, G);
     free_all(p, buf, 3);
     return st;
 }
@@ -389,15 +424,11 @@ void lycoris_conv_refusal(const param_set *s, const char *name, const int64_t *s
     char module[PARAM_NAME_MAX];
     snprintf(module, sizeof module, "%.*s", (int)(strlen(name) > 7 ? strlen(name) - 7 : 0), name);
     const lyco_settings *ly = lycoris_settings_for(s, module);
-    static const char *const algos[] = {"none", "lokr", "loha", "locon", "full"};
-    static const char *const forms[] = {"", "its lokr_w2 carries the kernel, (b, d, k, k), or lokr_w2_b (r, d k k)",
-                                        "hada_w1_b and hada_w2_b span the flattened kernel, (r, in k k), and the "
-                                        "rebuilt delta weight is convolved", "",
-                                        "diff is the conv's whole weight difference, (out, in, k, k)"};
-    if (ly && ly->algo != LYCO_LOCON)
-        snprintf(buf, n, "lora_type lycoris: %s is a convolution that the lycoris_config adapts with %s (the "
-                 "package's: %s); LyCORIS on convolutions is built for LoCon (algo lora or locon) only: give that "
-                 "class a module_algo_map algo lora, or target it not", name, algos[ly->algo], forms[ly->algo]);
+    if (ly && ly->algo == LYCO_LOKR)
+        snprintf(buf, n, "lora_type lycoris: %s is a convolution that the lycoris_config adapts with lokr (the "
+                 "package's LoKr of a conv: lokr_w2 carries the kernel, (b, d, k, k), or lokr_w2_b (r, d k k), over "
+                 "the channels' factorization); LoKr on convolutions is not built (LoCon, LoHa and full are): give "
+                 "that class a module_algo_map algo lora, loha or full, or target it not", name);
     else if (shape[1] == 1 && shape[0] > 1)
         snprintf(buf, n, "lora_type lycoris: %s is a depthwise convolution inside the lycoris_config's targets; the "
                  "package adapts a grouped conv by rebuilding its whole delta weight (lora_up times lora_down, one "
@@ -427,6 +458,21 @@ lyco_adapter lyco_register(param_set *s, const char *name, int64_t in, int64_t o
     } else {
         k.algo = LYCO_NONE; /* LoCon: locon_register */
     }
+    return k;
+}
+
+lyco_adapter lyco_conv_register(param_set *s, const char *name, int64_t in, int64_t out, int64_t kernel,
+                                const lyco_settings *ly)
+{
+    lyco_settings c = *ly;
+    if (kernel > 1) c.dim = ly->conv_dim, c.alpha = ly->conv_alpha; /* as locon_register's */
+    if (ly->algo != LYCO_FULL) return lyco_register(s, name, in * kernel * kernel, out, true, &c);
+    lyco_adapter k = {.algo = LYCO_FULL, .w1 = -1, .w1_a = -1, .w1_b = -1, .w2 = -1, .w2_a = -1, .w2_b = -1,
+                      .a = out, .c = in * kernel * kernel};
+    char module[PARAM_NAME_MAX];
+    if (!lyco_module_name(module, sizeof module, name)) module[0] = '\0';
+    k.diff = add_tensor(s, module, "diff", 4, (int64_t[]){out, in, kernel, kernel}); /* the conv's weight's shape */
+    k.diff_b = add_weight(s, module, "diff_b", out, 0);
     return k;
 }
 

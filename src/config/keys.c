@@ -241,7 +241,7 @@ const cfg_key cfg_keys[] = {
                "The kind of adapter: `standard`, PEFT's LoRA (low-rank update matrices, `lora_rank`, `lora_alpha`, "
                "`lora_target`); `lycoris`, the adapters `lycoris_config` describes, as the lycoris-lora package "
                "builds them: LoKr, LoHa, LoCon (`lora`) or full on the linear layers of the module classes its "
-               "`apply_preset` targets, LoCon on the U-Nets' convolutions too "
+               "`apply_preset` targets, LoCon, LoHa or full on the U-Nets' convolutions too "
                "(docs/LYCORIS.md; pixart, sana, sdxl, sd1x and kolors are mapped)."),
     TEXT_KEY("lycoris_config", "", SEC_TRAINING, "=",
              "With `lora_type` lycoris: SimpleTuner's LyCORIS JSON file, a path relative to the working directory "
@@ -251,10 +251,10 @@ const cfg_key cfg_keys[] = {
              "balanced split), `full_matrix`, `decompose_both`, `unbalanced_factorization`, `bypass_mode` (the same "
              "result), and `apply_preset`'s `target_module`, `target_name` (a regular expression from the start of "
              "a module path; `use_fnmatch`: a glob) and `module_algo_map` (per class: `algo`, `factor`, `dim`, "
-             "`alpha`, ...). `conv_dim` and `conv_alpha` (0 or absent: `linear_dim`, `linear_alpha`) size LoCon on "
-             "a convolution of a kernel over 1 x 1 (a 1 x 1 one takes `linear_dim`): the sd1x, sdxl and kolors "
-             "U-Nets' (ResnetBlock2D, Downsample2D, Upsample2D, sd1x's proj_in and proj_out, conv_in and conv_out "
-             "by name). Refused by name: other algorithms, LoKr, LoHa and full on a convolution, a convolution of "
+             "`alpha`, ...). `conv_dim` and `conv_alpha` (0 or absent: `linear_dim`, `linear_alpha`) size LoCon "
+             "and LoHa on a convolution of a kernel over 1 x 1 (a 1 x 1 one takes `linear_dim`): the sd1x, sdxl and "
+             "kolors U-Nets' (ResnetBlock2D, Downsample2D, Upsample2D, sd1x's proj_in and proj_out, conv_in and "
+             "conv_out by name). Refused by name: other algorithms, LoKr on a convolution, a convolution of "
              "another family (Stable Cascade's depthwise ones), non-zero dropouts, `use_scalar`, `dora_wd`, a "
              "`multiplier` other than 1, `use_tucker`, `bypass_mode` with `full` (as the package), and keys "
              "neither reads. The "

@@ -60,14 +60,14 @@ static void reg_norm(param_set *s, const char *prefix, int64_t c, bool trainable
     *b = add(s, prefix, "bias", 1, (int64_t[]){c}, trainable);
 }
 
-/* proj_in / proj_out: a Linear, or a 1 x 1 Conv2d (the same matrix, and its LoCon adapter lin's LoRA product on
- * the tokens) without use_linear_projection */
+/* proj_in / proj_out: a Linear, or a 1 x 1 Conv2d (the same matrix; its LoCon adapter lin's LoRA product on the
+ * tokens, its LoHa or full lin's own) without use_linear_projection */
 static lin_layer reg_proj(param_set *s, const char *prefix, int64_t c, bool linear, bool trainable)
 {
     if (linear) return lin_register(s, prefix, c, c, true, 0, 0.0f, trainable);
     const conv_layer k = conv_register(s, prefix, c, c, 1, trainable);
     return (lin_layer){.w = k.w, .b = k.b, .lora_a = k.down, .lora_b = k.up, .in = c, .out = c, .rank = k.rank,
-                       .scale = k.scale};
+                       .scale = k.scale, .lyco = k.lyco};
 }
 
 static void reg_res(param_set *s, unet_block *u, const char *prefix, const model_config *c, bool full)
