@@ -10,13 +10,14 @@ reloads each folder with from_pretrained and checks that a fresh float64 forward
 Every fixture with a spatial latent also gets parity_hw.safetensors: the same weights at another batch (HW_B) and a
 non-square latent (the fixture's size_hw), its metadata recording B, H, W (and F for video).
 
-A fixture of a class SimpleTuner holds itself (boogu-image: no diffusers class) imports it from the checkout that
+A fixture of a class SimpleTuner holds itself (boogu-image, mageflow: no diffusers class) imports it from the checkout that
 --simpletuner names, at SIMPLETUNER_COMMIT, which its metadata records.
 
 Needs the reference venv (scripts/reference-venv.sh); `make test` never runs this.
 """
 import argparse
 import functools
+import itertools
 import json
 import math
 import os
@@ -634,23 +635,43 @@ LUMINA2_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = 1 - fl
 # commit; its packages' __init__ files (the trainer's imports) are not run, only the model's own modules.
 SIMPLETUNER_COMMIT = "bc8e6ab77"
 SIMPLETUNER = {"root": None}
+# A module a class imports and never runs in training, which the reference venv cannot import: {module under
+# helpers/models: (its names the class imports, why)}, each name a stub that raises when called.
+SIMPLETUNER_STUBS = {
+    "mageflow.vendor.models.modules.text_encoder": (
+        ("TextEncoder", "qwen3_patch_forward"),
+        "Mage-Flow's Qwen3-VL text encoder, which mage_flow.py imports for MageFlowModel (the inference wrapper; "
+        "MageFlow, the transformer, never calls it), imports transformers' Qwen3VLCausalLMOutputWithPast, which "
+        "transformers 5.24.0 (the reference venv's, inside SimpleTuner's >=5.5.1,<6) no longer has"),
+}
 
 
 def simpletuner_class(path):
     """The class at path ("boogu_image.transformer.BooguImageTransformer2DModel", under helpers/models) of the
-    --simpletuner checkout."""
+    --simpletuner checkout; every package above it bare (its __init__ not run)."""
     import importlib
     import types
     root = SIMPLETUNER["root"]
     if not root:
         raise SystemExit("make_fixtures.py: a SimpleTuner class needs --simpletuner PATH (a checkout at %s)"
                          % SIMPLETUNER_COMMIT)
-    for pkg in ("simpletuner", "simpletuner.helpers", "simpletuner.helpers.models", "simpletuner.helpers.training"):
+    module, _, cls = path.rpartition(".")
+    parts = ("simpletuner.helpers.models." + module).split(".")
+    packages = [".".join(parts[:i]) for i in range(1, len(parts))] + ["simpletuner.helpers.training"]
+    for pkg in packages:
         if pkg not in sys.modules:
             mod = types.ModuleType(pkg)
             mod.__path__ = [os.path.join(root, *pkg.split("."))]
             sys.modules[pkg] = mod
-    module, _, cls = path.rpartition(".")
+    for name, (names, why) in SIMPLETUNER_STUBS.items():
+        full = "simpletuner.helpers.models." + name
+        if name.split(".")[0] == module.split(".")[0] and full not in sys.modules:
+            stub = types.ModuleType(full)
+            for n in names:
+                def unused(*a, _n=n, **k):
+                    raise RuntimeError("make_fixtures.py: %s.%s is a stub: %s" % (name, _n, why))
+                setattr(stub, n, unused)
+            sys.modules[full] = stub
     return getattr(importlib.import_module("simpletuner.helpers.models." + module), cls)
 
 
@@ -671,6 +692,60 @@ BOOGU_PASSED = ("hidden_states = latents (B, C, H, W) as is; timestep = 1 - floa
                 "bool([1 1 1 1 1 1], [1 1 1 1 0 0]); freqs_cis = BooguImageRotaryPosEmbed.get_freqs_cis(axes_dim_rope, "
                 "axes_lens, 10000); ref_image_hidden_states None; pred = -output (SimpleTuner's target is latents - "
                 "noise)")
+
+
+@exact
+def mageflow_exact(model):
+    """Mage-Flow's vendored get_timestep_embedding takes its frequencies in float32, and MageFlowEmbedRope its
+    angles in float32 (at construction) and turns q and k in complex64: here all in float64, as segtrain takes
+    them."""
+    import simpletuner.helpers.models.mageflow.vendor.models.modules.mage_layers as ml
+
+    def rotate(x, freqs):
+        pairs = torch.view_as_complex(x.to(torch.float64).reshape(*x.shape[:-1], -1, 2).contiguous())
+        return torch.view_as_real(pairs * freqs.unsqueeze(1)).flatten(-2).type_as(x)
+
+    def rope_params(self, index, dim, theta=10000):
+        inv = 1.0 / torch.pow(theta, torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+        freqs = torch.outer(index.to(torch.float64), inv)
+        return torch.polar(torch.ones_like(freqs), freqs)
+    ml.get_timestep_embedding = exact_timestep_embedding
+    ml.apply_rotary_emb_mageflow = rotate
+    ml.MageFlowEmbedRope.rope_params = rope_params
+    pe = model.pos_embed
+    pos, neg = torch.arange(4096), torch.arange(4096).flip(0) * -1 - 1
+    pe.pos_freqs = torch.cat([pe.rope_params(pos, d, pe.theta) for d in pe.axes_dim], dim=1)
+    pe.neg_freqs = torch.cat([pe.rope_params(neg, d, pe.theta) for d in pe.axes_dim], dim=1)
+    pe.video_freq_cache = {}
+
+
+def mageflow_run(model, t):
+    # SimpleTuner's MageFlow._model_predict_single (text to image): every sample's latent tokens "c h w -> (h w) c"
+    # packed into one row (1, B H W, C) with img_cu_seqlens, img_shapes [[(1, H, W)] * B] (so sample i's tokens sit
+    # at RoPE frame i), the captions' tokens where the mask is 1 packed (1, sum of lengths, 24) with txt_cu_seqlens,
+    # timesteps float32(1000 sigma) / 1000 (B); the prediction each sample's rows "(h w) c -> c h w".
+    mageflow_exact(model)
+    lat = t["latents"]
+    b, c, h, w = lat.shape
+    mask = t["encoder_attention_mask"].bool()
+    lens = mask.sum(1).tolist()
+    img = lat.permute(0, 2, 3, 1).reshape(1, b * h * w, c)
+    txt = torch.cat([t["encoder_hidden_states"][i][mask[i]] for i in range(b)]).unsqueeze(0)
+
+    def cu(ls):
+        return torch.tensor([0] + list(itertools.accumulate(ls)), dtype=torch.int32)
+    timesteps = (t["sigma"].float() * 1000).double() / 1000
+    out = model(img=img, txt=txt, timesteps=timesteps, img_shapes=[[(1, h, w)] * b], img_cu_seqlens=cu([h * w] * b),
+                txt_cu_seqlens=cu(lens))
+    return out.reshape(b, h, w, c).permute(0, 3, 1, 2)
+
+
+MAGEFLOW_PASSED = ("img = latents (B, C, H, W) as (1, B H W, C), each sample's tokens row-major, img_cu_seqlens "
+                   "their bounds; img_shapes = [[(1, H, W)] * B] (sample i at RoPE frame i); txt = the tokens of "
+                   "encoder_hidden_states (B, L, 24) where encoder_attention_mask is 1, packed (captions of 6, 4 "
+                   "and 5 tokens), txt_cu_seqlens their bounds; timesteps = float32(1000 sigma) / 1000 (B); the "
+                   "sinusoid and RoPE in float64; pred = output as (B, C, H, W) (SimpleTuner's MageFlow "
+                   "._model_predict_single)")
 
 
 @exact
@@ -1438,6 +1513,18 @@ fixture("boogu-image", "simpletuner:boogu_image.transformer.BooguImageTransforme
               "text to image: no reference images, so the reference-image embedder, index embedding and refiner "
               "run on no rows"})
 
+# Mage-Flow (SimpleTuner's mageflow, no diffusers class): two of its one kind of block (with one, the text stream
+# after the attention would reach nothing), 2 heads x 16 (24 x 128 real), rotary axes (4, 6, 6) ((16, 56, 56)), the
+# latent's channels as they are (patch 1; 128 real), the text 24 wide (Qwen3-VL's 2560).
+fixture("mageflow", "simpletuner:mageflow.transformer.MageFlowTransformer2DModel",
+        dict(in_channels=C, out_channels=C, context_in_dim=JOINT, hidden_size=32, num_heads=2, depth=2,
+             axes_dim=[4, 6, 6], patch_size=1),
+        masked_text_make, mageflow_run, MAGEFLOW_PASSED,
+        zero={r"transformer_blocks\.1\.(attn\.(to_add_out\.(weight|bias)|add_q_proj\.(weight|bias)|norm_added_q\.weight)"
+              r"|txt_mlp\..*)":
+              "the last block's text stream after the attention (and its text queries) reaches no output: the model "
+              "returns the image tokens only"})
+
 # Z-Image: as lumina2's, 2 heads x 24 (30 x 128 real), the feed-forward int(48 / 3 * 8) = 128 (10240 real); 16 image
 # tokens, so 16 of the 32 image rows are x_pad_token, and each caption is padded to 32 rows with cap_pad_token.
 fixture("z-image", "ZImageTransformer2DModel",
@@ -1944,6 +2031,10 @@ def write_reference(name, model, t, path, extra_meta):
                 zero_grads=json.dumps(fx["zero"], sort_keys=True))
     if fx["cls"].startswith("simpletuner:"):
         meta["simpletuner_commit"] = SIMPLETUNER_COMMIT
+        family = fx["cls"].split(":", 1)[1].split(".")[0]
+        stubs = {m: why for m, (_, why) in SIMPLETUNER_STUBS.items() if m.split(".")[0] == family}
+        if stubs:
+            meta["simpletuner_stubs"] = json.dumps(stubs, sort_keys=True)
     if fx["bf16"]:
         meta["bf16_weights"] = fx["bf16"]
     if fx["factored"]:
@@ -2104,7 +2195,7 @@ def main():
                                                   "fixtures"))
     ap.add_argument("--verify", action="store_true", help="reload each folder and check its pred; write nothing")
     ap.add_argument("--simpletuner", metavar="PATH", help="a SimpleTuner checkout at commit %s (the fixtures of "
-                    "its own classes: boogu-image)" % SIMPLETUNER_COMMIT)
+                    "its own classes: boogu-image, mageflow)" % SIMPLETUNER_COMMIT)
     ap.add_argument("names", nargs="*", help="fixtures (default all): " + ", ".join(FIXTURES))
     a = ap.parse_args()
     SIMPLETUNER["root"] = a.simpletuner and os.path.abspath(a.simpletuner)

@@ -36,6 +36,9 @@ pins=(
   # scripts/make_cache.py's text encoders and tokenizers (the parity fixtures do not import them)
   transformers==5.24.0
   tokenizers==0.23.3
+  # what SimpleTuner's own classes import (make_fixtures.py --simpletuner: mageflow's vendored modules)
+  loguru==0.8.0
+  pydantic==2.14.4
 )
 
 "$python" -m venv "$venv"
