@@ -709,6 +709,11 @@ expect 0 "SimpleTuner's zlab_i1 example plans i1-3B at 1024 px as written: dual-
   "$bin" plan --config "$src/tests/fixtures/simpletuner/zlab-i1.peft-lora.json"
 trains_one_step "zlab_i1 trains with SimpleTuner's objective" zlab -- \
   --set model_family=zlab_i1 --set model_preset=zlab-i1-tiny
+expect 0 "SimpleTuner's mageflow example plans Mage-Flow at 1024 px (its fp8wo-torchao base unquantized), 11 blocks swapped" \
+  "model mageflow \\(mageflow\\): 12 joint blocks, width 3072, 24 heads, 4096 image \\+ 2048 text tokens of 1024 px" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/mageflow-image-24g.peft-lora.json" --set base_model_precision=no_change
+trains_one_step "mageflow trains with SimpleTuner's flow objective (a batch of 3: a rotary frame per sample)" mageflow -- \
+  --set model_family=mageflow --set model_preset=mageflow-tiny --set train_batch_size=3
 trains_one_step "qwen_image's v2.1 (segtrain's flavour) trains Qwen-Image 2.1 with SimpleTuner's objective" qwen21 -- \
   --set model_family=qwen_image --set model_flavour=v2.1 --set model_preset=qwen-image-2.1-tiny
 trains_one_step "sana trains: linear self-attention, the cross-attention, GLUMBConv" sana -- \

@@ -874,6 +874,8 @@ static const struct family_case {
     {"ace-step-tiny", "audio: GQA, a sliding window, conv1d patches", 0, 0, 0, 1, 1, 1, 1, 0},
     {"hunyuanvideo15-tiny", "video, ByT5 tokens, condition channels, double blocks only", 3, 0, 0, 0, 0, 1, 1, 2},
     {"qwen-image-tiny", "one sequence of double blocks, the text's key mask", 3, 0, 0, 1, 1, 1, 1, 0},
+    {"mageflow-tiny", "qwen-image's blocks on patch-1 tokens, a rotary table per sample (the text unrotated), the "
+     "text's key mask", 3, 0, 0, 1, 1, 1, 1, 0},
     {"longcat-image-tiny", "no pooled vector, LongCat's position ids", 3, 0, 0, 1, 0, 1, 0, 0},
     {"chroma-tiny", "the approximator's modulation rows, the text's additive mask", 3, 0, 0, 1, 1, 1, 1, 0},
     {"lumina2-tiny", "three sequences (caption refiner, image refiner, joint), rows laid out per caption length, "
@@ -1046,7 +1048,7 @@ static void test_bf16(void)
                  {"flux3-tiny", 3, 0, 0, 0}, {"cosmos3-tiny", 0, 0, 0, 0}, {"ace-step-tiny", 0, 0, 0, 0},
                  {"cosmos2-tiny", 0, 0, 0, 0}, {"kandinsky5-image-tiny", 0, 0, 0, 1}, {"krea2-tiny", 0, 0, 0, 0},
                  {"sanavideo-tiny", 0, 0, 0, 0}, {"wan-animate-tiny", 0, 0, 0, 0}, {"wan-vace-tiny", 0, 0, 0, 0},
-                 {"zlab-i1-tiny", 0, 8, 12, 1}};
+                 {"zlab-i1-tiny", 0, 8, 12, 1}, {"mageflow-tiny", 3, 8, 12, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         model_config mc;
         CHECK(model_preset(cases[i].preset, &mc) == ST_OK);

@@ -247,7 +247,7 @@ static void test_families(void)
                            !strcmp(name, "flux3_image") || !strcmp(name, "minimaxh3") || !strcmp(name, "cosmos3") ||
                            !strcmp(name, "sana") || !strcmp(name, "sanavideo") || !strcmp(name, "sd1x") ||
                            !strcmp(name, "sdxl") || !strcmp(name, "kolors") || !strcmp(name, "stable_cascade") ||
-                           !strcmp(name, "zlab_i1");
+                           !strcmp(name, "zlab_i1") || !strcmp(name, "mageflow");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -1153,6 +1153,39 @@ static void test_zlab_i1_json(void)
     remove(dir);
 }
 
+/* MageFlowTransformer2DModel's config.json (the class defaults, as SimpleTuner's save_pretrained writes them) reads
+ * as the mageflow preset; another patch_size, or out_channels other than in_channels, is refused by name. */
+static void test_mageflow_json(void)
+{
+    char dir[] = "/tmp/segtrain-mageflow-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define MF "{\"_class_name\": \"MageFlowTransformer2DModel\", "
+    tk_write_file(dir, "config.json", MF "\"in_channels\": 128, \"out_channels\": 128, \"context_in_dim\": 2560, "
+                  "\"hidden_size\": 3072, \"num_heads\": 24, \"depth\": 12, \"axes_dim\": [16, 56, 56], "
+                  "\"patch_size\": 1, \"mlp_ratio\": 4.0, \"depth_single_blocks\": 0, \"attn_type\": \"sdpa\"}");
+    model_config mc, want;
+    CHECK(model_preset("mageflow-tiny", &mc) == ST_OK && model_preset("mageflow", &want) == ST_OK);
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len, mc.vae_scale = want.vae_scale;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 12 && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.channels == 128 && mc.patch == 1 && mc.text_dim == 2560 &&
+               !memcmp(mc.rope_axes, want.rope_axes, sizeof mc.rope_axes) && mc.rope_axes[0] == 16 &&
+               model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {MF "\"patch_size\": 2}", "patch_size 2"},
+        {MF "\"out_channels\": 64}", "out_channels 64"},
+        {MF "\"axes_dim\": [16, 56]}", "axes_dim"},
+    };
+#undef MF
+    expect_json_refusals(dir, "config.json", "mageflow-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    CHECK(from_json("{\"model_family\": \"mageflow\"}", &mc) == ST_OK && !strcmp(mc.preset, "mageflow"));
+    CHECK(from_json("{\"model_family\": \"mageflow\", \"model_flavour\": \"turbo\"}", &mc) == ST_OK);
+    CHECK(from_json("{\"model_family\": \"mageflow\", \"model_flavour\": \"edit\"}", &mc) == ST_ERR_UNSUPPORTED &&
+          strstr(st_error(), "reference image"));
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 /* QwenImage21Transformer2DModel's config.json (the class defaults) reads as the qwen-image-2.1 preset, SimpleTuner's
  * qwen_image at segtrain's flavour v2.1; what segtrain does not build is refused by name. */
 static void test_qwen21_json(void)
@@ -1605,6 +1638,7 @@ int main(void)
     test_krea2_json();
     test_flux3_json();
     test_zlab_i1_json();
+    test_mageflow_json();
     test_qwen21_json();
     test_minimax_json();
     test_cosmos3_json();

@@ -810,6 +810,7 @@ int main(void)
     test_fixture("sd35-medium", "sd3-tiny");   /* qk norm, attn2 in block 0 */
     test_fixture("auraflow", "auraflow-tiny"); /* register tokens, learned positions, no pooled vector */
     test_fixture("qwen-image", "qwen-image-tiny"); /* txt_norm, centred RoPE, the text's key mask */
+    test_fixture("mageflow", "mageflow-tiny"); /* qwen-image's, patch 1, its text unrotated, sample b at frame b */
     test_fixture("flux2", "flux2-tiny");       /* shared modulation, 4-axis RoPE, fused single blocks */
     test_fixture("longcat-image", "longcat-image-tiny"); /* no pooled vector, its own position ids */
     test_fixture("chroma", "chroma-tiny"); /* modulation from the approximator, the text's additive mask */

@@ -101,6 +101,7 @@ struct model {
     struct {
         float *cs, *dcs; /* the blocks' context SiLU(c) (B, D) and its gradient */
         float *rope;     /* dual-stream: the joint sequence's rotary table (S, head_dim / 2, (cos, sin)) */
+        int64_t rope_sample; /* dual-stream: floats from one sample's table to the next's (0: one table for all) */
         const attn_mask *mask; /* dual-stream: the joint attention's mask over [text; image] keys, NULL: none */
         float *mod, *dmod;     /* Chroma: every modulation vector (B, mod_rows, D), made by the model, and its gradient;
                                   the cross-attention DiTs: the blocks' t6 (rows 0-5) and the final layer's (6, 7) */
@@ -131,8 +132,8 @@ struct model {
 };
 
 /* The steps several descriptors share (the others' are in their descriptors). */
-extern const model_family dit_family, skipdit_family, mmdit_family, hunyuan_video_family, xdit_family, cosmos_family,
-    lumina2_family, unet_family;
+extern const model_family dit_family, skipdit_family, mmdit_family, qwen_image_family, hunyuan_video_family,
+    xdit_family, cosmos_family, lumina2_family, unet_family;
 /* xdit_family's topology_options (family.h): the diffusers class whose layout and embeddings its steps follow; NULL:
  * PixArtTransformer2DModel's */
 typedef struct xdit_options {

@@ -61,7 +61,8 @@ int64_t mm_rows_max(const mm_dims *d); /* the larger stream's rows */
 void mm_to_joint(const mm_dims *d, int s, float *joint, const float *x);
 void mm_from_joint(const mm_dims *d, int s, float *x, const float *joint);
 attn_shape mm_joint_attn(const mm_dims *d, attention_mechanism mech);
-/* Rotary embedding of joint q or k, every token by its position ids; none without a table (SD3). */
+/* Rotary embedding of joint q or k, every token by its position ids (each sample by its own table where
+ * m->ctx.rope_sample says so); none without a table (SD3). */
 void mm_rope_joint(const struct model *m, const mm_dims *d, float *x, bool backward);
 /* Stream s's raw q or k rows RMSNorm-ed (eps 1e-6, weight w: per head; w < 0: copied) where they sit in the joint
  * rows. */
@@ -105,6 +106,12 @@ typedef struct mmdit_options {
     bool approximator; /* ChromaTransformer2DModel's: the modulation from distilled_guidance_layer, not per block */
     bool longcat;      /* LongCatImageTransformer2DModel's: time_embed's names, and its own position ids */
 } mmdit_options;
+
+/* qwen_image_family's topology_options (family.h); NULL: QwenImageTransformer2DModel's */
+typedef struct qwen_image_options {
+    bool mageflow; /* SimpleTuner's MageFlowTransformer2DModel (mageflow.c): its text unrotated, sample b's image at
+                      rotary frame b (its packed batch's), its config's keys */
+} qwen_image_options;
 
 /* hunyuan_video_family's topology_options; NULL: HunyuanVideoTransformer3DModel's */
 typedef struct hunyuan_video_options {

@@ -167,7 +167,14 @@ static attn_shape image_attn(const mm_dims *d, attention_mechanism mech)
 void mm_rope_joint(const struct model *m, const mm_dims *d, float *x, bool backward)
 {
     if (!m->ctx.rope) return;
-    (backward ? rope_backward : rope_forward)(x, d->B, d->S, d->H, d->hd, d->D, d->S * d->D, m->ctx.rope);
+    void (*turn)(float *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float *) =
+        backward ? rope_backward : rope_forward;
+    if (!m->ctx.rope_sample) {
+        turn(x, d->B, d->S, d->H, d->hd, d->D, d->S * d->D, m->ctx.rope);
+        return;
+    }
+    for (int64_t b = 0; b < d->B; b++) /* each sample's own table */
+        turn(x + b * d->S * d->D, 1, d->S, d->H, d->hd, d->D, d->S * d->D, m->ctx.rope + b * m->ctx.rope_sample);
 }
 
 /* The joint row of q or k from a stream's raw rows: RMSNorm per head (without qk_norm a copy), written where the

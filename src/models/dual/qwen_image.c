@@ -6,7 +6,13 @@
  * vector: c = timestep_embedder(Timesteps(scale 1000)), given here as 1000 sigma. Rotary embedding by centred
  * position ids (position_ids_centred) on three axes, and the text's padding keys are excluded from every query's
  * attention by the conditioning's mask (image keys always kept). The last block's text output reaches nothing:
- * its gradient is zero, as in diffusers. */
+ * its gradient is zero, as in diffusers.
+ *
+ * Mage-Flow (SimpleTuner's MageFlowTransformer2DModel, mageflow.c) is this model with its latent's own channels
+ * (patch 1), its text not rotated (MageFlowEmbedRope turns the image alone), and sample b's image at rotary frame b:
+ * SimpleTuner packs a batch into one sequence whose img_shapes list the samples in turn, and the embedder places
+ * the i-th at frame i (each sample attends within itself, so a table per sample). Its padding tokens, which
+ * SimpleTuner drops from the packed text, are masked keys here: the same outputs and gradients. */
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/dual/mmdit.h"
@@ -27,6 +33,11 @@ typedef struct qw_model {
 } qw_model;
 
 static qw_model *qw_of(model *m) { return m->impl; }
+static bool mageflow(const model_config *c)
+{
+    const qwen_image_options *o = family_options(c);
+    return o && o->mageflow;
+}
 
 static st_status embed_forward(model *m, const float *x, const float *timesteps, const float *cond, bool train);
 static st_status embed_backward(model *m, float *dimg, const float *dtxt);
@@ -73,6 +84,18 @@ static void release_own(model *m)
     op_state_release(&d->norm_stats);
 }
 
+/* Mage-Flow's tables from Qwen's ids: the text's at zero (no turn), sample b's image at frame b, one table each */
+static void mageflow_tables(model *m, float *ids)
+{
+    const model_config *c = &m->cfg;
+    const int64_t L = m->shape.text, S = L + m->shape.tokens;
+    for (int64_t k = 0; k < L * 3; k++) ids[k] = 0.0f;
+    for (int64_t b = 0; b < m->shape.batch; b++) {
+        for (int64_t j = L; j < S; j++) ids[j * 3] = (float)b;
+        rope_table(m->ctx.rope + b * m->ctx.rope_sample, ids, S, 3, c->rope_axes, MMDIT_ROPE_THETA);
+    }
+}
+
 /* The rotary table of the centred positions (ids: S x 3) and the joint attention's key bias from the conditioning's
  * text mask (nonzero: a token, as diffusers' bool()), the image keys always kept (a model_host_loop's) */
 static st_status key_bias_of(model *m, const float *cond, float *ids)
@@ -81,7 +104,8 @@ static st_status key_bias_of(model *m, const float *cond, float *ids)
     const int64_t B = m->shape.batch, L = m->shape.text, S = L + m->shape.tokens;
     const int64_t K = model_cond_len(c), at = L * c->text_dim + c->pooled_dim;
     position_ids_centred(ids, L, grid_rows(c), grid_cols(c));
-    rope_table(m->ctx.rope, ids, S, 3, c->rope_axes, MMDIT_ROPE_THETA);
+    if (mageflow(c)) mageflow_tables(m, ids);
+    else rope_table(m->ctx.rope, ids, S, 3, c->rope_axes, MMDIT_ROPE_THETA);
     for (int64_t b = 0; b < B; b++)
         for (int64_t j = 0; j < S; j++)
             qw_of(m)->key_bias[b * S + j] = j >= L || cond[b * K + at + j] != 0.0f ? 0.0f : -INFINITY;
@@ -94,7 +118,8 @@ static st_status context_forward(model *m, const float *cond)
     const int64_t B = m->shape.batch, S = m->shape.text + m->shape.tokens, hd = m->cfg.hidden / m->cfg.heads;
     st_status st = ST_OK;
     model_hold(m, &st, &d->key_bias, B * S, "qwen_image.key_bias", false);
-    model_hold(m, &st, &m->ctx.rope, S * hd, "qwen_image.rope", false);
+    m->ctx.rope_sample = mageflow(&m->cfg) ? S * hd : 0;
+    model_hold(m, &st, &m->ctx.rope, (mageflow(&m->cfg) ? B : 1) * S * hd, "qwen_image.rope", false);
     if (st) return st;
     st = model_host_loop(m, d->key_bias, key_bias_of, cond, S * 3, "qwen_image.position_ids");
     d->mask = (attn_mask){.key_bias = d->key_bias, .batch_stride = S};
@@ -152,6 +177,9 @@ static st_status embed_backward(model *m, float *dimg, const float *dtxt)
     return scratch_end(&k);
 }
 
+const model_family qwen_image_family = {.create = qw_create, .impl_size = sizeof(qw_model), DUAL_STEPS,
+                                        .init_of = qw_init_of};
+
 /* ---- the family's descriptor (family.h) ---- */
 
 /* "v2.1" is segtrain's name for Qwen-Image 2.1 (qwen_image21), which SimpleTuner lists not yet */
@@ -202,6 +230,6 @@ const family_desc qwen_image_desc = {
             .example = "qwen_image.peft-lora.json", .tiny = "qwen-image-tiny"}},
     .packed = -1 /* C p^2 */, FAMILY_PRESETS(presets), .readers = {{"QwenImageTransformer2DModel", qwen_from_json}},
     .axes = 3,
-    .ops = &(const model_family){.create = qw_create, .impl_size = sizeof(qw_model), DUAL_STEPS, .init_of = qw_init_of},
+    .ops = &qwen_image_family,
     .swap_blocks = {"transformer_blocks"},
 };
