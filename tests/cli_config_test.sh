@@ -165,4 +165,26 @@ expect 1 "a key neither reads" "preset.json: preset is not a key" -- \
   "${plan_sdxl_lycoris[@]}" --set lycoris_config=preset.json
 expect 0 "lora_type standard plans" "^model " -- "$bin" plan --set model_type=lora --set lora_type=standard
 
+# ramtorch (docs/WEIGHTS.md): its refusals, one line each naming the key
+plan_dit_ramtorch=("$bin" plan --set model_preset=dit-tiny --set model_type=lora --set lora_rank=4 --set ramtorch=true)
+expect 1 "ramtorch with block swap is refused, as SimpleTuner refuses it" \
+  "ramtorch is incompatible with musubi_blocks_to_swap \(SimpleTuner refuses the pair\)" -- \
+  "${plan_dit_ramtorch[@]}" --set musubi_blocks_to_swap=2
+expect 1 "ramtorch with group offload is refused, as SimpleTuner refuses it" \
+  "ramtorch cannot be used together with enable_group_offload" -- "${plan_dit_ramtorch[@]}" --set enable_group_offload=true
+expect 1 "ramtorch_transformer_percent above 100" "ramtorch_transformer_percent: \"101\" is not a number in \[0, 100\]" -- \
+  "${plan_dit_ramtorch[@]}" --set ramtorch_transformer_percent=101
+expect 1 "ramtorch_target_modules selecting no layer, with a name as the patterns see it" \
+  "ramtorch_target_modules \"transformer_blocks\.\*\" selects none of the dit model's linear layers .*such as blocks\.0\.attn\.qkv" -- \
+  "${plan_dit_ramtorch[@]}" --set "ramtorch_target_modules=transformer_blocks.*"
+expect 1 "ramtorch under full fine-tuning names the trained weight" \
+  "ramtorch: blocks\.0\.attn\.qkv\.weight trains \(full fine-tuning\)" -- \
+  "$bin" plan --set model_preset=dit-tiny --set ramtorch=true
+one_line "ramtorch's refusal is one line" -- "${plan_dit_ramtorch[@]}" --set musubi_blocks_to_swap=2
+expect 0 "plan --parts marks the streamed layers' parts" "blocks\.\*\.attn\.qkv .* 8 on the host \(streamed layers\)" -- \
+  "${plan_dit_ramtorch[@]}" --parts --set "ramtorch_target_modules=*.qkv"
+expect 0 "plan says which layers stream and what crosses the link" \
+  "ramtorch: the frozen weights of 4 of the 20 linear layers in host memory" -- \
+  "${plan_dit_ramtorch[@]}" --set "ramtorch_target_modules=blocks.*" --set ramtorch_transformer_percent=20
+
 finish

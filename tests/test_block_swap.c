@@ -5,7 +5,9 @@
  * model without swap; device and host peaks and the link's traffic (swapped weights in, offload out and back) as the
  * dry run predicts them, to the byte (peaks per tag), on dit-tiny for every precision x swap {0, 2} x schedule too;
  * the device holding one swapped block's weights at a time; and no swapped weight read outside its block's window
- * (the host copy is poisoned outside it). Refusals name the key and the reason. */
+ * (the host copy is poisoned outside it). ramtorch the same way, a linear layer's weights brought in around each of
+ * its GEMMs: every family's tiny preset, the dit-tiny grid, and SimpleTuner's selection (patterns, percent).
+ * Refusals name the key and the reason. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +63,7 @@ struct poison {
     param_set *ps;
     uint8_t **saved; /* each group's true bytes */
     poison_seq seq[SEQS];
+    poison_seq layers; /* ramtorch: lin.c's hooks around each streamed layer's GEMMs */
     int in_calls;
 };
 
@@ -102,6 +105,10 @@ static void poison_begin(poison *p, model *m)
         p->seq[q] = (poison_seq){.p = p, .in = seqs[q].weights_in, .out = seqs[q].weights_out, .ctx = seqs[q].weights_ctx};
         seqs[q].weights_in = poisoned_in, seqs[q].weights_out = poisoned_out, seqs[q].weights_ctx = &p->seq[q];
     }
+    param_set *ps = p->ps;
+    if (!ps->layer_in) return;
+    p->layers = (poison_seq){.p = p, .in = ps->layer_in, .out = ps->layer_out, .ctx = ps->layer_ctx};
+    ps->layer_in = poisoned_in, ps->layer_out = poisoned_out, ps->layer_ctx = &p->layers;
 }
 
 static void poison_end(poison *p, model *m)
@@ -111,6 +118,7 @@ static void poison_end(poison *p, model *m)
     for (int q = 0; q < n && q < SEQS; q++)
         if (p->seq[q].p)
             seqs[q].weights_in = p->seq[q].in, seqs[q].weights_out = p->seq[q].out, seqs[q].weights_ctx = p->seq[q].ctx;
+    if (p->layers.p) p->ps->layer_in = p->layers.in, p->ps->layer_out = p->layers.out, p->ps->layer_ctx = p->layers.ctx;
     for (int g = 0; g < p->ps->n_swap; g++) {
         memcpy(p->ps->swap[g].home, p->saved[g], p->ps->swap[g].bytes);
         free(p->saved[g]);
@@ -125,8 +133,35 @@ typedef struct step {
     float *grads;
     int64_t n;
     size_t weights_live; /* device MEM_WEIGHTS before the step */
-    size_t buffer_peak;  /* the largest swapped-block buffer seen */
+    size_t buffer_peak;  /* the largest swapped-block (or streamed-layer) buffer seen */
 } step;
+
+/* Where mc keeps its frozen weights, for the lines: "swap 2", "ramtorch blocks.0.* 50%" or "swap 0". */
+static const char *where_held(const model_config *mc, char *buf, size_t n)
+{
+    if (mc->ramtorch) snprintf(buf, n, "ramtorch %s %g%%", *mc->ramtorch_targets ? mc->ramtorch_targets : "*",
+                               mc->ramtorch_percent);
+    else snprintf(buf, n, "swap %lld", (long long)mc->blocks_to_swap);
+    return buf;
+}
+
+/* The dry step's peaks (per tag) and link traffic against the step's, to the byte. */
+static bool check_as_dry(const model_config *mc, const char *where, const pool_stats *dev, const pool_stats *host,
+                         const pool_stats *dry_dev, const pool_stats *dry_host, const link_traffic *moved,
+                         const link_traffic *dry_moved)
+{
+    const bool exact = dev->peak == dry_dev->peak && host->peak == dry_host->peak &&
+                       !memcmp(dev->at_peak_by_tag, dry_dev->at_peak_by_tag, sizeof dev->at_peak_by_tag) &&
+                       !memcmp(host->at_peak_by_tag, dry_host->at_peak_by_tag, sizeof host->at_peak_by_tag);
+    CHECKF(exact, "%s: device peak %zu host %zu measured, %zu and %zu predicted", where, dev->peak, host->peak,
+           dry_dev->peak, dry_host->peak);
+    CHECKF(!memcmp(moved, dry_moved, sizeof *moved), "%s: the link moved %zu in, %zu out, %zu back; the dry step "
+           "counted %zu, %zu, %zu", where, moved->swap_in, moved->offload_out, moved->offload_in, dry_moved->swap_in,
+           dry_moved->offload_out, dry_moved->offload_in);
+    const bool streams = mc->blocks_to_swap || (mc->ramtorch && mc->ramtorch_percent > 0);
+    CHECKF(!streams == !moved->swap_in, "%s: %zu bytes of host-held weights brought in", where, moved->swap_in);
+    return exact;
+}
 
 static step run(const model_config *mc, const char *name, const char *json, const tk_batch *b)
 {
@@ -137,11 +172,14 @@ static step run(const model_config *mc, const char *name, const char *json, cons
     if (!st) st = model_init(m, 17, true);
     const ckpt_settings cs = settings_of(json);
     if (!st) st = model_set_checkpointing(m, &cs, NULL, 0);
-    CHECKF(st == ST_OK, "%s %s: %s", mc->family, name, st_error());
+    char where[RAMTORCH_TARGETS_MAX + 128], placed[RAMTORCH_TARGETS_MAX + 32];
+    snprintf(where, sizeof where, "%s %s %s", mc->family, where_held(mc, placed, sizeof placed), name);
+    CHECKF(st == ST_OK, "%s: %s", where, st_error());
     step r = {0};
     if (st) return r;
     poison p;
-    if (mc->blocks_to_swap) poison_begin(&p, m);
+    const bool poisoned = model_params(m)->n_swap > 0;
+    if (poisoned) poison_begin(&p, m);
     pool_stats dry_dev, dry_host, got_dev, got_host;
     link_traffic dry_moved, before_moved;
     tk_dry_loss_moved(mc, &cs, b->n, &dry_dev, &dry_host, &dry_moved);
@@ -152,29 +190,20 @@ static step run(const model_config *mc, const char *name, const char *json, cons
     pool_reset_peak(dev);
     pool_reset_peak(host);
     const flow_batch fb = tk_flow(b);
-    CHECKF(flow_loss(m, &fb, true, &r.loss) == ST_OK, "%s %s: %s", mc->family, name, st_error());
+    CHECKF(flow_loss(m, &fb, true, &r.loss) == ST_OK, "%s: %s", where, st_error());
     pool_get_stats(dev, &got_dev);
     pool_get_stats(host, &got_host);
     r.buffer_peak = got_dev.peak_by_tag[MEM_WEIGHTS] - r.weights_live;
-    const bool exact = got_dev.peak == dry_dev.peak && got_host.peak == dry_host.peak &&
-                       !memcmp(got_dev.at_peak_by_tag, dry_dev.at_peak_by_tag, sizeof got_dev.at_peak_by_tag) &&
-                       !memcmp(got_host.at_peak_by_tag, dry_host.at_peak_by_tag, sizeof got_host.at_peak_by_tag);
-    CHECKF(exact, "%s swap %lld %s: device peak %zu host %zu measured, %zu and %zu predicted", mc->family,
-           (long long)mc->blocks_to_swap, name, got_dev.peak, got_host.peak, dry_dev.peak, dry_host.peak);
-    CHECKF(got_dev.live == before.live, "%s %s: the step leaves the device as it found it", mc->family, name);
+    CHECKF(got_dev.live == before.live, "%s: the step leaves the device as it found it", where);
     const link_traffic moved = link_traffic_since(m, &before_moved);
-    CHECKF(!memcmp(&moved, &dry_moved, sizeof moved), "%s swap %lld %s: the link moved %zu in, %zu out, %zu back; the "
-           "dry step counted %zu, %zu, %zu", mc->family, (long long)mc->blocks_to_swap, name, moved.swap_in,
-           moved.offload_out, moved.offload_in, dry_moved.swap_in, dry_moved.offload_out, dry_moved.offload_in);
-    CHECKF(!mc->blocks_to_swap == !moved.swap_in, "%s swap %lld %s: %zu bytes of swapped weights brought in",
-           mc->family, (long long)mc->blocks_to_swap, name, moved.swap_in);
-    if (mc->blocks_to_swap) {
-        CHECKF(p.in_calls > 0, "%s %s: the swapped blocks' weights were never brought in", mc->family, name);
+    const bool exact = check_as_dry(mc, where, &got_dev, &got_host, &dry_dev, &dry_host, &moved, &dry_moved);
+    if (poisoned) {
+        CHECKF(p.in_calls > 0, "%s: the host-held weights were never brought in", where);
         poison_end(&p, m);
     }
-    printf("%s %-8s swap %lld %-20s loss %.9g device peak %8zu host peak %8zu (weights %zu + buffer %zu)\n",
-           exact ? "ok  " : "FAIL", mc->family, (long long)mc->blocks_to_swap, name, r.loss, got_dev.peak,
-           got_host.peak, r.weights_live, r.buffer_peak);
+    printf("%s %-8s %-24s %-20s loss %.9g device peak %8zu host peak %8zu (weights %zu + buffer %zu)\n",
+           exact ? "ok  " : "FAIL", mc->family, placed, name, r.loss, got_dev.peak, got_host.peak, r.weights_live,
+           r.buffer_peak);
     param_set *ps = model_params(m);
     r.n = ps->grad_count;
     r.grads = malloc((size_t)r.n * sizeof(float));
@@ -184,26 +213,46 @@ static step run(const model_config *mc, const char *name, const char *json, cons
     return r;
 }
 
-/* Every `every`-th schedule from `first` with the last `swap` blocks swapped against none without swap, bitwise. */
-static void test_swap(model_config mc, const char *label, int64_t swap, size_t first, size_t every)
+/* Every `every`-th schedule from `first` with placed's weights on the host against none with mc's (all on the
+ * device), bitwise. */
+static void test_placed(model_config mc, model_config placed, const char *label, size_t first, size_t every)
 {
     tk_batch b = tk_random_batch(&mc, 2, 3);
     const step base = run(&mc, schedules[0][0], schedules[0][1], &b);
-    mc.blocks_to_swap = swap;
+    char where[RAMTORCH_TARGETS_MAX + 32];
+    where_held(&placed, where, sizeof where);
     for (size_t i = first; i < sizeof schedules / sizeof *schedules; i += every) {
-        const step r = run(&mc, schedules[i][0], schedules[i][1], &b);
-        char what[160];
-        snprintf(what, sizeof what, "%s swap %lld %s: gradients", label, (long long)swap, schedules[i][0]);
+        const step r = run(&placed, schedules[i][0], schedules[i][1], &b);
+        char what[RAMTORCH_TARGETS_MAX + 256];
+        snprintf(what, sizeof what, "%s %s %s: gradients", label, where, schedules[i][0]);
         CHECKF(!memcmp(&r.loss, &base.loss, sizeof r.loss), "%s: loss %.9g vs %.9g", what, r.loss, base.loss);
         CHECKF(r.n == base.n, "%s: %lld gradients vs %lld", what, (long long)r.n, (long long)base.n);
         if (r.n == base.n) tk_expect_bitwise(what, r.grads, base.grads, base.n);
-        CHECKF(r.weights_live < base.weights_live, "%s: the device holds %zu bytes of weights, %zu without swap", what,
+        CHECKF(r.weights_live < base.weights_live, "%s: the device holds %zu bytes of weights, %zu on the device", what,
                r.weights_live, base.weights_live);
-        CHECKF(r.buffer_peak > 0, "%s: no swapped block's weights were on the device", what);
+        CHECKF(r.buffer_peak > 0, "%s: no host-held weights were on the device", what);
         free(r.grads);
     }
     free(base.grads);
     tk_free_batch(&b);
+}
+
+/* The last `swap` blocks swapped. */
+static void test_swap(model_config mc, const char *label, int64_t swap, size_t first, size_t every)
+{
+    model_config placed = mc;
+    placed.blocks_to_swap = swap;
+    test_placed(mc, placed, label, first, every);
+}
+
+/* ramtorch: the linear layers targets selects (NULL: all), percent of them, streamed. */
+static void test_ramtorch(model_config mc, const char *label, const char *targets, double percent, size_t first,
+                          size_t every)
+{
+    model_config placed = mc;
+    placed.ramtorch = true, placed.ramtorch_percent = percent;
+    snprintf(placed.ramtorch_targets, sizeof placed.ramtorch_targets, "%s", targets ? targets : "");
+    test_placed(mc, placed, label, first, every);
 }
 
 static model_config lora_on(const char *preset, int64_t depth, quant_format q, bool bf16)
@@ -229,6 +278,7 @@ static void test_lycoris(void)
                              "lycoris_config.json", &mc.lycoris) == ST_OK, "%s", st_error());
     mc.lora_rank = 1, mc.lora_alpha = 1;
     test_swap(mc, "pixart-sigma-tiny lycoris lokr", 2, 0, 1);
+    test_ramtorch(mc, "pixart-sigma-tiny lycoris lokr", NULL, 100, 0, 2);
 }
 
 /* Every family block swap is built for, on its tiny preset with LoRA: all of its blocks but one swapped (so both block
@@ -248,6 +298,8 @@ static void test_every_family(void)
         const int swappable = st ? 0 : model_swappable_blocks(m);
         model_destroy(m);
         pool_destroy(dry);
+        /* every layer streamed, under interval 2 stride 3 (recompute; offload's schedules some families refuse) */
+        if (!st) test_ramtorch(mc, preset, NULL, 100, 2, 8);
         if (swappable < 2) continue;
         test_swap(mc, preset, swappable - 1, 2, 2);
         families++;
@@ -255,7 +307,70 @@ static void test_every_family(void)
     CHECKF(families >= 20, "block swap: %d families' tiny presets swap", families);
 }
 
-/* Issue 43's grid on dit-tiny: every precision x swap {0, 2} x the schedules above, each step's peaks and link
+/* ---- ramtorch's selection (SimpleTuner's _matches_pattern and percentage mode) ---- */
+
+/* The layers mc streams, -1 when refused; *first: the name of group 1's weight. */
+static int streamed_layers(const model_config *mc, char *first, size_t n)
+{
+    pool *dry = pool_create_dry(POOL_DEVICE, 0);
+    model *m = NULL;
+    int count = -1;
+    if (!model_create(mc, dry, &m)) {
+        const param_set *ps = model_params(m);
+        count = ps->n_swap;
+        for (int i = ps->n - 1; i >= 0; i--)
+            if (ps->items[i].swap_group == 1) snprintf(first, n, "%s", ps->items[i].name);
+    }
+    model_destroy(m);
+    pool_destroy(dry);
+    return count;
+}
+
+static int streamed_of(model_config mc, const char *targets, double percent, char *first)
+{
+    mc.ramtorch = true, mc.ramtorch_percent = percent;
+    snprintf(mc.ramtorch_targets, sizeof mc.ramtorch_targets, "%s", targets);
+    first[0] = 0;
+    return streamed_layers(&mc, first, PARAM_NAME_MAX);
+}
+
+static void test_selection(void)
+{
+    model_config mc = lora_on("dit-tiny", 0, QUANT_NONE, false);
+    char first[PARAM_NAME_MAX];
+    const int all = streamed_of(mc, "", 100, first); /* dit-tiny: 4 blocks of 5 linear layers, registered first */
+    CHECKF(all == 20 && !strcmp(first, "blocks.0.attn.qkv.weight"), "ramtorch: %d layers, the first %s", all, first);
+    static const struct {
+        const char *targets;
+        double percent;
+        int layers;
+    } cases[] = {
+        {"blocks.0", 100, 5},            /* a name without glob characters: the modules under it */
+        {"blocks.0.*", 100, 5},          /* SimpleTuner's recommended form */
+        {"transformer.blocks.0.*", 100, 5}, /* the name under the component */
+        {"blocks.0.attn.qkv", 100, 1},   /* one module */
+        {" blocks.0.* , ,blocks.3.* ", 100, 10}, /* entries trimmed, blank ones skipped */
+        {"Linear", 100, 20},             /* the class */
+        {"*.mlp.*", 100, 8},             /* '*' crosses dots */
+        {"blocks.?.attn.*", 50, 4},      /* ceil(8 x 50 / 100) */
+        {"", 12.5, 3},                   /* ceil(20 x 12.5 / 100) */
+        {"", 0.001, 1},                  /* at least one above 0 */
+        {"", 0, 0},                      /* none */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const int got = streamed_of(mc, cases[i].targets, cases[i].percent, first);
+        CHECKF(got == cases[i].layers, "ramtorch_target_modules \"%s\" at %g%%: %d layers, %d expected",
+               cases[i].targets, cases[i].percent, got, cases[i].layers);
+    }
+    CHECKF(streamed_of(mc, "blocks.1*", 100, first) == 5 && !strcmp(first, "blocks.1.attn.qkv.weight"),
+           "ramtorch: blocks.1* streams from %s", first);
+    /* under a quantized base SimpleTuner streams quanto's QLinear modules */
+    mc = lora_on("dit-tiny", 0, QUANT_INT8, true);
+    const int qlinear = streamed_of(mc, "QLinear", 100, first), linear = streamed_of(mc, "Linear", 100, first);
+    CHECKF(qlinear == 20 && linear == -1, "ramtorch under int8-quanto: %d QLinear layers, %d Linear", qlinear, linear);
+}
+
+/* Issue 43's grid on dit-tiny: every precision x {swap 0, swap 2, ramtorch 50%} x the schedules above, each step's peaks and link
  * traffic as its dry run predicts them (run() checks both, to the byte). */
 static void test_every_combination(void)
 {
@@ -265,15 +380,17 @@ static void test_every_combination(void)
     } precisions[] = {{QUANT_NONE, false}, {QUANT_NONE, true}, {QUANT_INT8, true}, {QUANT_FP8, true},
                       {QUANT_INT4, true}};
     for (size_t p = 0; p < sizeof precisions / sizeof *precisions; p++)
-        for (int64_t swap = 0; swap <= 2; swap += 2) {
+        for (int placed = 0; placed < 3; placed++) { /* on the device, the last 2 blocks swapped, ramtorch's half */
             model_config mc;
             CHECK(model_preset("dit-tiny", &mc) == ST_OK);
             mc.lora_rank = 4, mc.lora_alpha = 8, mc.lora_attention = mc.lora_mlp = true;
             mc.quant_base = precisions[p].q, mc.bf16_base = mc.bf16_activations = precisions[p].bf16;
-            mc.blocks_to_swap = swap;
+            mc.blocks_to_swap = placed == 1 ? 2 : 0;
+            mc.ramtorch = placed == 2, mc.ramtorch_percent = 50;
             tk_batch b = tk_random_batch(&mc, 2, 3);
-            printf("mixed_precision %s, base_model_precision %s, swap %lld:\n", precisions[p].bf16 ? "bf16" : "no",
-                   quant_name(precisions[p].q), (long long)swap);
+            char where[RAMTORCH_TARGETS_MAX + 32];
+            printf("mixed_precision %s, base_model_precision %s, %s:\n", precisions[p].bf16 ? "bf16" : "no",
+                   quant_name(precisions[p].q), where_held(&mc, where, sizeof where));
             for (size_t i = 0; i < sizeof schedules / sizeof *schedules; i++)
                 free(run(&mc, schedules[i][0], schedules[i][1], &b).grads);
             tk_free_batch(&b);
@@ -285,8 +402,9 @@ static void expect_refused(const model_config *mc, const char *frag1, const char
     pool *dev = pool_create_dry(POOL_DEVICE, 0);
     model *m = NULL;
     const st_status st = model_create(mc, dev, &m);
-    CHECKF(st != ST_OK && strstr(st_error(), frag1) && strstr(st_error(), frag2), "%s swap %lld: %s", mc->family,
-           (long long)mc->blocks_to_swap, st ? st_error() : "taken");
+    char where[RAMTORCH_TARGETS_MAX + 32];
+    CHECKF(st != ST_OK && strstr(st_error(), frag1) && strstr(st_error(), frag2), "%s %s: %s", mc->family,
+           where_held(mc, where, sizeof where), st ? st_error() : "taken");
     model_destroy(m);
     pool_destroy(dev);
 }
@@ -312,8 +430,13 @@ static void test_refusals(void)
     /* the config keys */
     static const char *const refused[][3] = {
         {"{\"musubi_blocks_to_swap\": 2, \"musubi_block_swap_device\": \"cuda:0\"}", "musubi_block_swap_device", "cpu"},
-        {"{\"ramtorch\": true}", "ramtorch", "not built"},
         {"{\"enable_group_offload\": true}", "enable_group_offload", "not built"},
+        {"{\"ramtorch\": true, \"musubi_blocks_to_swap\": 2}", "ramtorch is incompatible with musubi_blocks_to_swap",
+         "set musubi_blocks_to_swap=0 or ramtorch=false"},
+        {"{\"ramtorch\": true, \"enable_group_offload\": true}", "ramtorch cannot be used together with "
+         "enable_group_offload", "pick one"},
+        {"{\"ramtorch\": true, \"ramtorch_transformer_percent\": 101}", "ramtorch_transformer_percent", "100"},
+        {"{\"ramtorch\": true, \"ramtorch_transformer_percent\": -1}", "ramtorch_transformer_percent", "0"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
         config *c = NULL;
@@ -323,10 +446,26 @@ static void test_refusals(void)
                refused[i][0], st ? st_error() : "taken");
         config_free(c);
     }
+    CHECK(model_preset("dit-tiny", &mc) == ST_OK);
+    mc.lora_rank = 4, mc.lora_alpha = 4, mc.ramtorch = true, mc.ramtorch_percent = 100;
+    snprintf(mc.ramtorch_targets, sizeof mc.ramtorch_targets, "transformer_blocks.*");
+    expect_refused(&mc, "ramtorch_target_modules \"transformer_blocks.*\" selects none of the dit model's linear layers",
+                   "such as blocks.0.attn.qkv or transformer.blocks.0.attn.qkv");
+    mc.ramtorch_targets[0] = 0, mc.lora_rank = 0;
+    expect_refused(&mc, "ramtorch: blocks.0.attn.qkv.weight trains (full fine-tuning)", "ramtorch_target_modules");
+    mc.ramtorch_percent = 0; /* nothing streams: full fine-tuning is taken */
+    char first[PARAM_NAME_MAX];
+    CHECKF(streamed_layers(&mc, first, sizeof first) == 0, "ramtorch at 0%%: %s", st_error());
     config *c = NULL;
     CHECK(config_parse("{\"model_family\": \"dit\", \"lora_rank\": 4, \"musubi_blocks_to_swap\": 2, "
                        "\"musubi_block_swap_device\": \"cpu\", \"ramtorch\": false}", "test.json", &c) == ST_OK);
     CHECKF(model_config_from(c, &mc) == ST_OK && mc.blocks_to_swap == 2, "musubi_blocks_to_swap 2: %s", st_error());
+    config_free(c);
+    CHECK(config_parse("{\"model_family\": \"dit\", \"lora_rank\": 4, \"ramtorch\": true, "
+                       "\"ramtorch_target_modules\": \"None\", \"ramtorch_transformer_percent\": 40}", "test.json",
+                       &c) == ST_OK);
+    CHECKF(model_config_from(c, &mc) == ST_OK && mc.ramtorch && !mc.ramtorch_targets[0] && mc.ramtorch_percent == 40,
+           "ramtorch with None targets at 40%%: %s", st_error());
     config_free(c);
 }
 
@@ -343,6 +482,12 @@ int main(void)
     test_bitwise("flux-tiny", 0, 1, QUANT_INT8, true);
     test_bitwise("auraflow-tiny", 0, 3, QUANT_NONE, true);
     test_lycoris();
+    /* ramtorch: every layer, half of them, one list's blocks, a quantized base, a LyCORIS LoKr */
+    test_ramtorch(lora_on("dit-tiny", 0, QUANT_NONE, false), "dit-tiny", NULL, 100, 0, 1);
+    test_ramtorch(lora_on("dit-tiny", 0, QUANT_INT4, true), "dit-tiny", "blocks.*", 50, 0, 1);
+    test_ramtorch(lora_on("flux-tiny", 0, QUANT_NONE, false), "flux-tiny", "single_transformer_blocks.*", 100, 0, 1);
+    test_ramtorch(lora_on("wan-tiny", 3, QUANT_FP8, true), "wan-tiny", "blocks.1,proj_out", 100, 0, 1);
+    test_selection();
     test_every_family();
     return tk_finish();
 }

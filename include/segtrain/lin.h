@@ -26,7 +26,9 @@ typedef struct lin_layer {
 lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, bool bias, int64_t rank, float alpha,
                        bool trainable);
 
-/* y (n, out) = the layer applied to x (n, in). The adapter's workspace comes from p (MEM_WORKSPACE). */
+/* y (n, out) = the layer applied to x (n, in). The adapter's workspace comes from p (MEM_WORKSPACE). A layer that
+ * ramtorch streams (params.h's layer_in) has its weight and bias brought onto the device around the GEMM, here and
+ * in lin_backward's dx. */
 st_status lin_forward(param_set *s, pool *p, const lin_layer *l, float *y, const float *x, int64_t n);
 /* dx (may be NULL) += dL/dx; accumulates the gradients of the trainable parameters. */
 st_status lin_backward(param_set *s, pool *p, const lin_layer *l, float *dx, const float *dy, const float *x,

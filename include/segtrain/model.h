@@ -18,6 +18,8 @@
 #define MODEL_ROPE_FACTORS 64 /* omnigen: rotary frequencies a head, at most (head_dim 128) */
 #define UNET_LEVELS_MAX 4 /* sd1x's block_out_channels (320, 640, 1280, 1280) */
 
+#define RAMTORCH_TARGETS_MAX 2048 /* ramtorch_target_modules' text (SimpleTuner's examples list blocks one by one) */
+
 typedef struct model_config {
     char family[16]; /* "dit", "skipdit", or a dual-stream family: "mmdit", "flux" (FluxTransformer2DModel's layout),
                         "sd3" (SD3Transformer2DModel's), "auraflow", "qwen_image" (QwenImageTransformer2DModel's),
@@ -146,6 +148,12 @@ typedef struct model_config {
     bool bf16_activations;            /* mixed_precision bf16: activations held in bf16 (docs/PRECISION.md) */
     int64_t blocks_to_swap;           /* musubi_blocks_to_swap: the last blocks' frozen weights in host memory, each
                                          brought onto the device around its use (docs/WEIGHTS.md); 0: none */
+    bool ramtorch;                    /* ramtorch: the selected frozen linear layers' weights in host memory, each
+                                         brought onto the device around each GEMM that reads it (docs/WEIGHTS.md) */
+    double ramtorch_percent;          /* ramtorch_transformer_percent: of the layers the patterns select, the first
+                                         ceil(n x percent / 100) in registration order (100: all, 0: none) */
+    char ramtorch_targets[RAMTORCH_TARGETS_MAX]; /* ramtorch_target_modules: comma-separated fnmatch patterns over
+                                         module names; "": every linear layer */
     bool lora_attention, lora_mlp;    /* which linears get adapters */
     lycoris_spec lycoris;             /* lora_type lycoris: the adapters (lora_rank then 1, a marker of the frozen
                                          base; the spec decides which linears are adapted, and how) */

@@ -31,7 +31,8 @@ typedef struct param {
     bool grid;      /* a fixed table of the latent's grid (DiT's pos_embed): a model at another shape fills its own */
     float lyco_alpha; /* a LoKr adapter's w1 (or w1_a): the alpha lycoris-lora saves beside it (lycoris.h); else 0 */
     int swap_group;   /* musubi_blocks_to_swap: g > 0, a frozen weight of swapped block group g held in host memory
-                         (param_set_swap); 0: on the device */
+                         (param_set_swap); 0: on the device. ramtorch: g is one streamed linear layer's */
+    bool linear;      /* the weight of a linear layer (lin_register's): what ramtorch may stream */
 } param;
 
 /* musubi_blocks_to_swap (docs/WEIGHTS.md): a swapped block's frozen weights, one host allocation (MEM_WEIGHTS,
@@ -76,6 +77,13 @@ typedef struct param_set {
     void *swap_buf;         /* its device buffer */
     size_t swap_bytes_in;   /* bytes brought in by param_swap_in since the set was made (dry or not): the link's
                                weight traffic, which the cost model prices (advise.h) */
+    /* ramtorch (docs/WEIGHTS.md): each group is one linear layer's weight and bias, which lin.c brings in with
+     * layer_in around each GEMM that reads them and lets go with layer_out (NULL: the executor brings whole blocks'
+     * groups in, or nothing streams) */
+    bool stream_layers;
+    st_status (*layer_in)(void *ctx, int group);
+    void (*layer_out)(void *ctx, int group);
+    void *layer_ctx;
 } param_set;
 
 /* Registers a parameter (before param_set_alloc) and returns its index; -1 when out of memory, which

@@ -15,6 +15,7 @@ lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, 
     lin_layer l = {.b = -1, .lora_a = -1, .lora_b = -1, .in = in, .out = out};
     snprintf(n, sizeof n, "%s.weight", name);
     l.w = param_add(s, n, 2, (int64_t[]){out, in}, trainable && !adapted);
+    if (l.w >= 0) param_at(s, l.w)->linear = true;
     if (l.w >= 0 && !(trainable && !adapted)) { /* frozen: quantized, else in bf16 under mixed_precision bf16 */
         bool excluded = false; /* left in bf16, as SimpleTuner's bf16 model keeps a module quanto excludes */
         for (const char *const *e = s->quant_base ? s->quant_exclude : NULL; e && *e && !excluded; e++)
@@ -59,14 +60,34 @@ static st_status base_weight(param_set *s, pool *p, const lin_layer *l, const fl
     return st;
 }
 
+/* ramtorch (params.h): a streamed layer's weight and bias are on the device only around the GEMM that reads them. */
+static int streamed_group(const param_set *s, const lin_layer *l)
+{
+    return s->layer_in ? s->items[l->w].swap_group : 0;
+}
+
+static st_status layer_in(param_set *s, const lin_layer *l)
+{
+    const int g = streamed_group(s, l);
+    return g ? s->layer_in(s->layer_ctx, g) : ST_OK;
+}
+
+static void layer_out(param_set *s, const lin_layer *l)
+{
+    const int g = streamed_group(s, l);
+    if (g) s->layer_out(s->layer_ctx, g);
+}
+
 st_status lin_forward(param_set *s, pool *p, const lin_layer *l, float *y, const float *x, int64_t n)
 {
     const float *w;
-    float *widened;
-    st_status st = base_weight(s, p, l, &w, &widened);
-    if (st) return st;
-    linear_forward(y, x, w, w_of(s, l->b), n, l->in, l->out);
+    float *widened = NULL;
+    st_status st = layer_in(s, l);
+    if (!st) st = base_weight(s, p, l, &w, &widened);
+    if (!st) linear_forward(y, x, w, w_of(s, l->b), n, l->in, l->out);
     pool_free(p, widened);
+    layer_out(s, l);
+    if (st) return st;
     if (l->lyco.algo && !s->adapters_off) return lyco_forward(s, p, &l->lyco, y, x, n);
     if (l->lora_a < 0 || s->adapters_off) return ST_OK;
     float *t;
@@ -83,10 +104,12 @@ st_status lin_backward(param_set *s, pool *p, const lin_layer *l, float *dx, con
 {
     const float *w = w_of(s, l->w);
     float *widened = NULL;
-    st_status st = dx ? base_weight(s, p, l, &w, &widened) : ST_OK; /* only dx reads a frozen base */
-    if (st) return st;
-    linear_backward(dx, g_of(s, l->w), g_of(s, l->b), dy, x, w, n, l->in, l->out);
+    st_status st = dx ? layer_in(s, l) : ST_OK; /* only dx reads a frozen base */
+    if (!st && dx) st = base_weight(s, p, l, &w, &widened);
+    if (!st) linear_backward(dx, g_of(s, l->w), g_of(s, l->b), dy, x, w, n, l->in, l->out);
     pool_free(p, widened);
+    if (dx) layer_out(s, l);
+    if (st) return st;
     if (l->lyco.algo) return lyco_backward(s, p, &l->lyco, dx, dy, x, n);
     if (l->lora_a < 0) return ST_OK;
     const int64_t r = l->rank;

@@ -269,7 +269,9 @@ st_status param_set_alloc_swapped(param_set *s, pool *host)
     for (int g = 1; g <= s->n_swap && !st; g++) {
         param_swap_group *grp = &s->swap[g - 1];
         grp->bytes = swap_point(s, g, NULL);
-        st = pool_alloc_zero(host, grp->bytes, MEM_WEIGHTS, "weights (swapped blocks)", (void **)&grp->home);
+        st = pool_alloc_zero(host, grp->bytes, MEM_WEIGHTS,
+                             s->stream_layers ? "weights (streamed layers)" : "weights (swapped blocks)",
+                             (void **)&grp->home);
         if (!st) swap_point(s, g, grp->home);
     }
     return st;
@@ -282,7 +284,8 @@ st_status param_swap_in(param_set *s, int g, copy_engine *e)
     const param_swap_group *grp = &s->swap[g - 1];
     if (!grp->home) return st_fail(ST_ERR_INTERNAL, "block swap: the swapped blocks' weights have no host memory yet");
     copy_job *job = NULL;
-    st_status st = pool_alloc(s->pool, grp->bytes, MEM_WEIGHTS, "weights (swapped block)", &s->swap_buf);
+    st_status st = pool_alloc(s->pool, grp->bytes, MEM_WEIGHTS,
+                              s->stream_layers ? "weights (streamed layer)" : "weights (swapped block)", &s->swap_buf);
     if (!st) st = copy_submit(e, COPY_TO_DEVICE, s->swap_buf, grp->home, grp->bytes, &job);
     if (!st) st = copy_wait(e, job);
     if (st) {

@@ -64,19 +64,44 @@ static size_t kept_of(const seq_plan *p, const block_seq *s, int b)
     return s->blocks[b].kind->kept_bytes(&s->blocks[b], seq_plan_keep(p, b));
 }
 
+/* The bytes of every group of weights in host memory, and the largest group's (its device buffer). */
+static size_t host_weight_bytes(const param_set *ps, size_t *most)
+{
+    size_t all = 0;
+    *most = 0;
+    for (int g = 0; g < ps->n_swap; g++) {
+        all += ps->swap[g].bytes;
+        *most = ps->swap[g].bytes > *most ? ps->swap[g].bytes : *most;
+    }
+    return all;
+}
+
+/* ramtorch (docs/WEIGHTS.md): how many linear layers' weights live on the host, and the device buffer. */
+static void print_streamed(model *m)
+{
+    const param_set *ps = model_params(m);
+    int linear = 0;
+    for (int i = 0; i < ps->n; i++) linear += ps->items[i].linear;
+    size_t most;
+    const size_t all = host_weight_bytes(ps, &most);
+    printf("ramtorch: the frozen weights of %d of the %d linear layers in host memory (", ps->n_swap, linear);
+    print_bytes(stdout, all);
+    printf("), each layer's brought into one device buffer (at most ");
+    print_bytes(stdout, most);
+    printf(") around each GEMM that reads it (forward, recompute, backward); adapters on the device\n");
+}
+
 /* musubi_blocks_to_swap (docs/WEIGHTS.md): which blocks' weights live on the host, and the device buffer. */
 static void print_swap(model *m)
 {
     const param_set *ps = model_params(m);
+    if (ps->stream_layers) print_streamed(m);
     const int64_t n = model_get_config(m)->blocks_to_swap;
     if (!n || !ps->swap) return;
     block_seq *seqs;
     const int n_seq = model_sequences(m, &seqs);
-    size_t all = 0, most = 0;
-    for (int g = 0; g < ps->n_swap; g++) {
-        all += ps->swap[g].bytes;
-        most = ps->swap[g].bytes > most ? ps->swap[g].bytes : most;
-    }
+    size_t most;
+    const size_t all = host_weight_bytes(ps, &most);
     printf("block swap (musubi_blocks_to_swap %lld): the frozen weights of", (long long)n);
     for (int q = 0, said = 0; q < n_seq; q++) {
         const int k = model_swapped_blocks(m, q);
@@ -91,18 +116,18 @@ static void print_swap(model *m)
 }
 
 /* What crosses the link in a step and its seconds (advise.h's link_seconds_waited and link_seconds_all). */
-static void print_link(const plan_report *r)
+static void print_link(const plan_report *r, bool layers)
 {
     if (r->link_rate <= 0) return;
     const cost_rates rates = {.link_per_byte = 1 / r->link_rate};
     const link_traffic *t = &r->moved;
     char b[3][24];
-    printf("host-device link per step: %s of swapped weights in, %s of offload out and %s back; at %.2f GB/s (%s) "
-           "%.4g s waited for the weights (brought in right before each block runs, not prefetched), %.4g s of "
+    printf("host-device link per step: %s of %s weights in, %s of offload out and %s back; at %.2f GB/s (%s) "
+           "%.4g s waited for the weights (brought in right before each %s, not prefetched), %.4g s of "
            "offload copies hidden behind compute (the copy thread)\n", st_bytes(b[0], t->swap_in),
-           st_bytes(b[1], t->offload_out), st_bytes(b[2], t->offload_in), r->link_rate * 1e-9,
-           r->link_measured ? "measured here" : "--link-bandwidth", link_seconds_waited(&rates, t),
-           link_seconds_all(&rates, t) - link_seconds_waited(&rates, t));
+           layers ? "streamed" : "swapped", st_bytes(b[1], t->offload_out), st_bytes(b[2], t->offload_in),
+           r->link_rate * 1e-9, r->link_measured ? "measured here" : "--link-bandwidth",
+           link_seconds_waited(&rates, t), layers ? "layer's GEMM" : "block runs", link_seconds_all(&rates, t) - link_seconds_waited(&rates, t));
 }
 
 /* The step's seconds on a GPU: its ops at the profile's rates and the swapped weights it waits for. */
@@ -208,7 +233,7 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
     print_peak(stdout, "predicted peak device memory of a training step", &r->sim);
     if (r->host.peak) print_peak(stdout, "predicted peak host memory of a training step", &r->host);
     print_swap(m);
-    print_link(r);
+    print_link(r, model_params(m)->stream_layers);
 }
 
 static void print_json(model *m, const plan_report *r, const bucket_report *buckets, int n_buckets)
@@ -328,7 +353,7 @@ typedef struct weight_part {
     char name[PARAM_NAME_MAX];
     size_t bytes, tensors;
     unsigned held; /* bit QUANT_* + 2 for each quantized format, bit 1 bf16, bit 0 float32 */
-    size_t on_host; /* tensors in host memory (musubi_blocks_to_swap) */
+    size_t on_host; /* tensors in host memory (musubi_blocks_to_swap, ramtorch) */
 } weight_part;
 
 /* How a parameter is held, and its bytes: a quantized one's packed data and bf16 scales (and shifts). */
@@ -379,7 +404,8 @@ static void print_parts(model *m, pool *device)
         printf("  %-64s %6zu tensors  ", w[j].name, w[j].tensors);
         print_bytes(stdout, w[j].bytes);
         print_held(w[j].held);
-        if (w[j].on_host) printf(", %zu on the host (swapped blocks)", w[j].on_host);
+        if (w[j].on_host)
+            printf(", %zu on the host (%s)", w[j].on_host, ps->stream_layers ? "streamed layers" : "swapped blocks");
         printf("\n");
     }
     if (n > PARTS_SHOWN) printf("  ... %d smaller parts\n", n - PARTS_SHOWN);

@@ -179,11 +179,24 @@ const cfg_key cfg_keys[] = {
     TEXT_KEY("musubi_block_swap_device", "cpu", SEC_MEMORY, "=",
              "Where musubi_blocks_to_swap keeps the swapped blocks: `cpu` (host memory), the only value built."),
     BOOL_KEY("ramtorch", "false", SEC_MEMORY, "=",
-             "`true` is refused: RamTorch's per-layer streaming of linear weights from host memory is not built "
-             "(musubi_blocks_to_swap streams whole blocks). The other ramtorch_* keys are ignored."),
+             "Under LoRA or LyCORIS, the frozen weight and bias of each linear layer that ramtorch_target_modules and "
+             "ramtorch_transformer_percent select are held in host memory and copied into one device buffer around "
+             "each GEMM that reads them (forward, recompute, backward), as SimpleTuner's RamTorch Linear streams them "
+             "(docs/WEIGHTS.md). Adapters stay on the device; numbers are bitwise unchanged. Refused with "
+             "musubi_blocks_to_swap or enable_group_offload (as SimpleTuner refuses them), and where a selected "
+             "weight trains (full fine-tuning). Only linear layers stream (ramtorch_disable_extensions true); the "
+             "text encoder, VAE and ControlNet keys are ignored (segtrain trains no such component)."),
+    TEXT_KEY("ramtorch_target_modules", "", SEC_MEMORY, "=",
+             "With ramtorch, comma-separated fnmatch patterns: a linear layer streams when one matches its module "
+             "name (`blocks.3.attn1.to_q`), that name under the component (`transformer.blocks.3.attn1.to_q`) or "
+             "its class (`Linear`); a pattern without `*?[` also matches the modules under it (`blocks.3`). Empty "
+             "or `None`: every linear layer. Patterns that select no layer are refused."),
+    FLOAT_KEY("ramtorch_transformer_percent", "100", 0, 100, SEC_MEMORY, "=",
+              "With ramtorch, the share of the selected linear layers that stream: the first ceil(n x percent / "
+              "100) in the order the model registers them (at least one above 0); 100 all, 0 none."),
     BOOL_KEY("enable_group_offload", "false", SEC_MEMORY, "=",
-             "`true` is refused: diffusers' group offload is not built (musubi_blocks_to_swap streams whole blocks). "
-             "The group_offload_* keys are ignored."),
+             "`true` is refused: diffusers' group offload is not built (musubi_blocks_to_swap streams whole blocks, "
+             "ramtorch linear layers). The group_offload_* keys are ignored."),
 
     /* training */
     INT_KEY("train_batch_size", "1", 1, 65536, SEC_TRAINING, "= (default 4 there)", "Samples per step."),

@@ -188,11 +188,12 @@ void search_uniform(model_run *r, int64_t batch, int ranks, const cost_rates *ra
 }
 
 /* The most blocks musubi_blocks_to_swap may swap in m: all the manager counts but one, under LoRA or LyCORIS (full
- * fine-tuning is refused with swap); 0 where the family has no block swap. */
+ * fine-tuning is refused with swap); 0 where the family has no block swap, or under ramtorch. */
 static int swap_limit(model *m)
 {
     const int n = model_swappable_blocks(m);
-    return n > 1 && model_get_config(m)->lora_rank ? n - 1 : 0;
+    const model_config *mc = model_get_config(m);
+    return n > 1 && mc->lora_rank && !mc->ramtorch ? n - 1 : 0; /* ramtorch streams layers: swap is refused with it */
 }
 
 /* r on the config make(ctx, sets) builds, and its train_batch_size. */

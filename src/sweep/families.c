@@ -144,7 +144,7 @@ static const struct {
     const char *refused, *with, *note;
 } stand_ins[] = {
     {"base_model_precision", NULL, "with its base quantized as %s, the nearest built to its base_model_precision"},
-    {"ramtorch", "ramtorch=false", "with its weights on the device (ramtorch is not built)"},
+    {"ramtorch", "ramtorch=false", "with its weights on the device (its ramtorch is refused)"},
     {"enable_group_offload", "enable_group_offload=false", "with its weights on the device (group offload is not "
      "built)"},
 };

@@ -131,6 +131,10 @@ struct model {
     int n_owned;
 };
 
+/* ramtorch (docs/WEIGHTS.md; ramtorch.c): marks the selected linear layers' frozen weights as streamed groups of
+ * m's parameters, each brought onto the device by lin.c around its GEMMs. Before the parameters are allocated. */
+st_status model_stream_layers(model *m);
+
 /* The steps several descriptors share (the others' are in their descriptors). */
 extern const model_family dit_family, skipdit_family, mmdit_family, qwen_image_family, hunyuan_video_family,
     xdit_family, cosmos_family, lumina2_family, unet_family;

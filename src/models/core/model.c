@@ -229,6 +229,7 @@ static st_status create(const model_config *mc, pool *device, model *base, model
     for (int q = 0; q < m->n_seq; q++) m->seq[q].bf16_states = mc->bf16_activations;
     if (!st) st = param_set_check(m->params);
     if (!st) st = swap_blocks(m);
+    if (!st) st = model_stream_layers(m);
     const ckpt_settings none = {.interval = 1, .stride = 1};
     if (!st) st = model_set_checkpointing(m, &none, NULL, 0);
     if (!st && base && m->family != base->family)

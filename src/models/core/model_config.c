@@ -121,21 +121,41 @@ static st_status lycoris_of(const config *cfg, model_config *mc)
     return st;
 }
 
-/* Where the weights live (docs/WEIGHTS.md): musubi_blocks_to_swap on the host; the other streaming keys refused. */
+/* ramtorch (docs/WEIGHTS.md): the layers it streams; the selection itself is model.c's, over the registered layers */
+static st_status ramtorch_keys(const config *cfg, model_config *mc)
+{
+    mc->ramtorch = config_bool(cfg, "ramtorch");
+    if (!mc->ramtorch) return ST_OK;
+    if (config_bool(cfg, "enable_group_offload")) /* SimpleTuner's cmd_args.py refuses the pair too */
+        return st_fail(ST_ERR_INVALID, "ramtorch cannot be used together with enable_group_offload (SimpleTuner "
+                       "refuses the pair): pick one");
+    if (mc->blocks_to_swap) /* SimpleTuner's safety_check.py exits on the pair */
+        return st_fail(ST_ERR_INVALID, "ramtorch is incompatible with musubi_blocks_to_swap (SimpleTuner refuses the "
+                       "pair): set musubi_blocks_to_swap=0 or ramtorch=false");
+    mc->ramtorch_percent = config_float(cfg, "ramtorch_transformer_percent");
+    const char *targets = config_string(cfg, "ramtorch_target_modules");
+    if (!strcmp(targets, "None")) targets = ""; /* SimpleTuner reads the text None as no patterns */
+    if (strlen(targets) >= sizeof mc->ramtorch_targets)
+        return st_fail(ST_ERR_INVALID, "ramtorch_target_modules: %zu characters, at most %zu", strlen(targets),
+                       sizeof mc->ramtorch_targets - 1);
+    snprintf(mc->ramtorch_targets, sizeof mc->ramtorch_targets, "%s", targets);
+    return ST_OK;
+}
+
+/* Where the weights live (docs/WEIGHTS.md): musubi_blocks_to_swap's blocks or ramtorch's layers on the host; group
+ * offload refused. */
 static st_status weights_placement(const config *cfg, model_config *mc)
 {
-    if (config_bool(cfg, "ramtorch"))
-        return st_fail(ST_ERR_UNSUPPORTED, "ramtorch: true is refused: RamTorch's per-layer streaming of linear weights "
-                       "from host memory is not built; the nearest built is musubi_blocks_to_swap (whole blocks)");
-    if (config_bool(cfg, "enable_group_offload"))
-        return st_fail(ST_ERR_UNSUPPORTED, "enable_group_offload: true is refused: diffusers' group offload is not "
-                       "built; the nearest built is musubi_blocks_to_swap (whole blocks)");
     mc->blocks_to_swap = config_int(cfg, "musubi_blocks_to_swap");
     const char *device = config_string(cfg, "musubi_block_swap_device");
     if (mc->blocks_to_swap && strcmp(device, "cpu"))
         return st_fail(ST_ERR_UNSUPPORTED, "musubi_block_swap_device \"%s\": only cpu (host memory) is built for the "
                        "swapped blocks", device);
-    return ST_OK;
+    st_status st = ramtorch_keys(cfg, mc);
+    if (!st && config_bool(cfg, "enable_group_offload"))
+        st = st_fail(ST_ERR_UNSUPPORTED, "enable_group_offload: true is refused: diffusers' group offload is not "
+                     "built; the nearest built are musubi_blocks_to_swap (whole blocks) and ramtorch (linear layers)");
+    return st;
 }
 
 st_status model_config_from(const config *cfg, model_config *mc)
