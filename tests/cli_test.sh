@@ -342,6 +342,12 @@ awk -v g="$(sed -n 's|.* s / \([0-9.]*\) GiB)$|\1|p' <<<"$placed")" 'BEGIN { exi
   grep -q '"musubi_blocks_to_swap":[1-9]' <(tr -d ' \n\t' <fam-place/families.json) &&
   ok "the family sweep places the weights where no mode fits: $placed" ||
   bad "family sweep placement: $(grep -m1 '^| minimaxh3' fam-place/families.md)"
+# attention offload under bf16: the DiT block's qkv and attention output go to the host in bf16, its state in float
+to_host() { "$bin" plan --json --set model_preset=dit-tiny --set gradient_checkpointing_offload_attention=true \
+  --set mixed_precision="$1" 2>/dev/null | sed -n 's/.*"bytes_to_host_per_step":[[:space:]]*\([0-9]*\).*/\1/p'; }
+awk -v b="$(to_host bf16)" -v f="$(to_host no)" 'BEGIN { exit !(b > 0 && b < f && 2 * b > f) }' &&
+  ok "attention offload moves bf16 to the host under mixed_precision bf16" ||
+  bad "attention offload's bytes to the host: bf16 $(to_host bf16), float $(to_host no)"
 sd_peak() { sed -n 's/^| sd1x .* | none ([0-9.]* s \/ \([0-9.]*\) GiB) |$/\1/p' <<<"$1"; }
 awk -v b="$(sd_peak "$md")" -v f="$(sd_peak "$md32")" 'BEGIN { exit !(b > 0 && b < f) }' &&
   ok "sd1x's predicted peak in bf16 is below float32's" || bad "sd1x none peaks: bf16 $(sd_peak "$md"), float32 $(sd_peak "$md32")"

@@ -34,6 +34,10 @@ void copy_engine_destroy(copy_engine *e);
 
 /* Queues memcpy(dst, src, bytes); *job is the event to wait on. */
 st_status copy_submit(copy_engine *e, copy_dir dir, void *dst, const void *src, size_t bytes, copy_job **job);
+/* Queues a copy of n floats that are bf16 already (round_to_bf16: their low 16 bits are zero) as bf16, 2 bytes each:
+ * to the host, dst (uint16_t[n]) gets each float's high half; to the device, dst (float[n]) gets each widened back,
+ * exactly. How attention offload moves its bf16 tensors under mixed_precision bf16. */
+st_status copy_submit_bf16(copy_engine *e, copy_dir dir, void *dst, const void *src, size_t n, copy_job **job);
 /* Blocks on a condition variable until the job is done, frees it and returns its status (ST_ERR_IO for a failed
  * copy). */
 st_status copy_wait(copy_engine *e, copy_job *job);
@@ -57,11 +61,15 @@ typedef struct host_tensor {
     const char *what;
     copy_job *job;  /* the copy in flight, if any */
     bool owns_dev;  /* dev was taken by fetch (else it is the caller's, until drop_device frees it) */
+    bool bf16;      /* host holds the floats as bf16 (copy_submit_bf16), bytes / 2 of it */
 } host_tensor;
 
 /* Takes the host copy now (host pool) and queues the copy of dev to it; dev stays the caller's, valid and
  * readable, until host_tensor_drop_device. */
 st_status host_tensor_offload(offload *o, host_tensor *t, float *dev, size_t bytes, mem_tag tag, const char *what);
+/* The same for floats that are bf16 already: the host holds them in bf16, 2 bytes an element, and fetch widens them
+ * back into float device bytes (copy_submit_bf16). */
+st_status host_tensor_offload_bf16(offload *o, host_tensor *t, float *dev, size_t bytes, mem_tag tag, const char *what);
 /* Waits for the copy to the host, then frees the device bytes given to offload. */
 st_status host_tensor_drop_device(offload *o, host_tensor *t);
 /* Takes the device bytes now (device pool) and queues the copy back. A no-op if already fetched. */

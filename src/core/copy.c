@@ -2,6 +2,7 @@
 #include "segtrain/copy.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,9 +11,31 @@ struct copy_job {
     copy_dir dir;
     void *dst;
     const void *src;
-    size_t bytes;
-    int done, failed;
+    size_t bytes; /* moved: under bf16, n elements of 2 bytes */
+    int done, failed, bf16;
 };
+
+/* copy_submit_bf16's copy: each float's high half out, or each half widened back (exact for bf16 values) */
+static void copy_bf16(const copy_job *j)
+{
+    const size_t n = j->bytes / sizeof(uint16_t);
+    if (j->dir == COPY_TO_HOST) {
+        const float *src = j->src;
+        uint16_t *dst = j->dst;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t bits;
+            memcpy(&bits, &src[i], sizeof bits);
+            dst[i] = (uint16_t)(bits >> 16);
+        }
+    } else {
+        const uint16_t *src = j->src;
+        float *dst = j->dst;
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t bits = (uint32_t)src[i] << 16;
+            memcpy(&dst[i], &bits, sizeof bits);
+        }
+    }
+}
 
 struct copy_engine {
     pthread_t worker;
@@ -35,7 +58,10 @@ static void *worker_main(void *arg)
         if (!e->head) e->tail = NULL;
         pthread_mutex_unlock(&e->lock);
         double t0 = clock_seconds();
-        if (!j->failed && !pool_is_dry_ptr(j->dst)) memcpy(j->dst, j->src, j->bytes); /* a dry copy moves nothing */
+        if (!j->failed && !pool_is_dry_ptr(j->dst)) { /* a dry copy moves nothing */
+            if (j->bf16) copy_bf16(j);
+            else memcpy(j->dst, j->src, j->bytes);
+        }
         double busy = clock_seconds() - t0;
         pthread_mutex_lock(&e->lock);
         e->stats.busy_seconds += busy;
@@ -78,11 +104,12 @@ void copy_engine_destroy(copy_engine *e)
     free(e);
 }
 
-st_status copy_submit(copy_engine *e, copy_dir dir, void *dst, const void *src, size_t bytes, copy_job **job)
+static st_status submit(copy_engine *e, copy_dir dir, void *dst, const void *src, size_t bytes, int bf16,
+                        copy_job **job)
 {
     copy_job *j = calloc(1, sizeof *j);
     if (!j) return st_host_oom("a copy job");
-    *j = (copy_job){.dir = dir, .dst = dst, .src = src, .bytes = bytes};
+    *j = (copy_job){.dir = dir, .dst = dst, .src = src, .bytes = bytes, .bf16 = bf16};
     pthread_mutex_lock(&e->lock);
     if (e->fail_countdown > 0 && --e->fail_countdown == 0) j->failed = 1;
     e->stats.bytes[dir] += bytes;
@@ -94,6 +121,16 @@ st_status copy_submit(copy_engine *e, copy_dir dir, void *dst, const void *src, 
     pthread_mutex_unlock(&e->lock);
     *job = j;
     return ST_OK;
+}
+
+st_status copy_submit(copy_engine *e, copy_dir dir, void *dst, const void *src, size_t bytes, copy_job **job)
+{
+    return submit(e, dir, dst, src, bytes, 0, job);
+}
+
+st_status copy_submit_bf16(copy_engine *e, copy_dir dir, void *dst, const void *src, size_t n, copy_job **job)
+{
+    return submit(e, dir, dst, src, n * sizeof(uint16_t), 1, job);
 }
 
 st_status copy_wait(copy_engine *e, copy_job *j)

@@ -68,6 +68,16 @@ static void made(const dit_block *db, float *y, int64_t numel)
     if (bf16(db)) round_to_bf16(y, numel);
 }
 
+/* Attention offload's copy of a tensor made above: in bf16 on the host under mixed_precision bf16 (it is bf16
+ * already, so exactly), else float. */
+static st_status offload_made(const dit_block *db, offload *off, host_tensor *t, float *y, int64_t numel,
+                              const char *what)
+{
+    const size_t bytes = (size_t)numel * sizeof(float);
+    return bf16(db) ? host_tensor_offload_bf16(off, t, y, bytes, MEM_ACTIVATIONS, what)
+                    : host_tensor_offload(off, t, y, bytes, MEM_ACTIVATIONS, what);
+}
+
 static st_status fwd(const dit_block *db, const lin_layer *l, float *y, const float *x, int64_t n)
 {
     const st_status st = lin_forward(db->m->params, db->m->pool, l, y, x, n);
@@ -241,8 +251,7 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
         if (!st) st = fwd(db, &db->qkv, sv->qkv, h, d.N);
         scratch_drop(&tmp, h);
         /* each copy to the host overlaps the compute that follows it */
-        if (!st && to_host) st = host_tensor_offload(off, &sv->h_qkv, sv->qkv, (size_t)(d.N * 3 * d.D) * sizeof(float),
-                                                     MEM_ACTIVATIONS, "dit.qkv (host)");
+        if (!st && to_host) st = offload_made(db, off, &sv->h_qkv, sv->qkv, d.N * 3 * d.D, "dit.qkv (host)");
         if (!st && !reuse)
             st = attention_forward(db->m->pool, &as, rows_view(sv->att, d.T, d.D), qkv_view(sv->qkv, 0, d.T, d.D),
                                    qkv_view(sv->qkv, 1, d.T, d.D), qkv_view(sv->qkv, 2, d.T, d.D),
@@ -250,8 +259,7 @@ static st_status dit_forward(block *b, const block_state *in, block_state *out, 
         if (!st && !reuse) made(db, sv->att, d.N * d.D);
         if (!st && to_host) st = host_tensor_offload(off, &sv->h_attn, sv->attn.data, sv->attn.bytes, MEM_ACTIVATIONS,
                                                      "dit.attention state (host)");
-        if (!st && to_host) st = host_tensor_offload(off, &sv->h_att, sv->att, (size_t)(d.N * d.D) * sizeof(float),
-                                                     MEM_ACTIVATIONS, "dit.attention (host)");
+        if (!st && to_host) st = offload_made(db, off, &sv->h_att, sv->att, d.N * d.D, "dit.attention (host)");
     }
     if (!st) st = fwd(db, &db->proj, sv->proj, sv->att, d.N);
     if (!st) gated_residual_forward(y, x, sv->mod + 2 * d.D, sv->proj, d.B, d.T, d.D, 6 * d.D);
@@ -402,7 +410,8 @@ static size_t dit_offloaded_bytes(const block *b)
     const dit_block *db = b->self;
     dims d = dims_of(db);
     attn_shape as = attn_of(db);
-    return (size_t)(4 * d.N * d.D) * sizeof(float) + attention_kept_bytes(&as);
+    const size_t elem = bf16(db) ? sizeof(uint16_t) : sizeof(float); /* qkv and the output (offload_made) */
+    return (size_t)(4 * d.N * d.D) * elem + attention_kept_bytes(&as);
 }
 
 const block_kind dit_block_kind = {

@@ -35,9 +35,27 @@ extern "C" void copy_engine_destroy(copy_engine *e)
     delete e;
 }
 
-extern "C" st_status copy_submit(copy_engine *e, copy_dir dir, void *dst, const void *src, size_t bytes, copy_job **job)
+/* bytes moved on stream s; under bf16, n = bytes / 2 floats that are bf16 already, moved as their high halves
+ * (bytes 2-3 of each little-endian float) by a pitched copy, and widened back into zeroed floats the same way */
+static void copy_async(copy_dir dir, void *dst, const void *src, size_t bytes, bool bf16, cudaStream_t s)
 {
-    if (!cu_ready()) return cpu_copy_submit(e, dir, dst, src, bytes, job);
+    const size_t half = 2, whole = 4, n = bytes / half;
+    if (!bf16) {
+        cu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s), "an offload copy");
+    } else if (dir == COPY_TO_HOST) {
+        cu_check(cudaMemcpy2DAsync(dst, half, (const char *)src + half, whole, half, n, cudaMemcpyDefault, s),
+                 "an offload copy (bf16)");
+    } else {
+        cu_check(cudaMemsetAsync(dst, 0, n * whole, s), "an offload copy (bf16)");
+        cu_check(cudaMemcpy2DAsync((char *)dst + half, whole, src, half, half, n, cudaMemcpyDefault, s),
+                 "an offload copy (bf16)");
+    }
+}
+
+/* A copy on the copy stream between two events. */
+static st_status submit(copy_engine *e, copy_dir dir, void *dst, const void *src, size_t bytes, bool bf16,
+                        copy_job **job)
+{
     copy_job *j = new (std::nothrow) copy_job();
     if (!j) return st_host_oom("a copy job");
     j->bytes = bytes, j->dir = dir;
@@ -51,10 +69,23 @@ extern "C" st_status copy_submit(copy_engine *e, copy_dir dir, void *dst, const 
     cu_check(cudaEventCreate(&j->start), "a copy's event");
     cu_check(cudaEventCreate(&j->done), "a copy's event");
     cu_check(cudaEventRecord(j->start, s), "a copy's event");
-    if (!j->failed && bytes) cu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s), "an offload copy");
+    if (!j->failed && bytes) copy_async(dir, dst, src, bytes, bf16, s);
     cu_check(cudaEventRecord(j->done, s), "a copy's event");
     *job = j;
     return ST_OK;
+}
+
+extern "C" st_status copy_submit(copy_engine *e, copy_dir dir, void *dst, const void *src, size_t bytes, copy_job **job)
+{
+    if (!cu_ready()) return cpu_copy_submit(e, dir, dst, src, bytes, job);
+    return submit(e, dir, dst, src, bytes, false, job);
+}
+
+extern "C" st_status copy_submit_bf16(copy_engine *e, copy_dir dir, void *dst, const void *src, size_t n,
+                                      copy_job **job)
+{
+    if (!cu_ready()) return cpu_copy_submit_bf16(e, dir, dst, src, n, job);
+    return submit(e, dir, dst, src, n * 2, true, job);
 }
 
 extern "C" st_status copy_wait(copy_engine *e, copy_job *j)
