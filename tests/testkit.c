@@ -360,8 +360,9 @@ void tk_dry_loss(const model_config *mc, const ckpt_settings *cs, int64_t n, poo
     tk_dry_loss_moved(mc, cs, n, dev, host, &moved);
 }
 
-void tk_dry_loss_moved(const model_config *mc, const ckpt_settings *cs, int64_t n, pool_stats *dev, pool_stats *host,
-                       link_traffic *moved)
+/* tk_dry_loss_moved, giving the model to after (if any) once the step is done */
+static void dry_step(const model_config *mc, const ckpt_settings *cs, int64_t n, pool_stats *dev, pool_stats *host,
+                     link_traffic *moved, void (*after)(model *m, void *ctx), void *ctx)
 {
     link_traffic before = {0};
     pool *d = pool_create_dry(POOL_DEVICE, 0), *h = pool_create_dry(POOL_HOST, 0), *in = pool_create_dry(POOL_HOST, 0);
@@ -389,8 +390,23 @@ void tk_dry_loss_moved(const model_config *mc, const ckpt_settings *cs, int64_t 
     pool_get_stats(d, dev);
     pool_get_stats(h, host);
     pool_free(in, x0), pool_free(in, noise), pool_free(in, t), pool_free(in, cond);
+    if (!st && after) after(m, ctx);
     model_destroy(m);
     CHECK(pool_destroy(d) == 0 && pool_destroy(h) == 0 && pool_destroy(in) == 0);
+}
+
+void tk_dry_loss_moved(const model_config *mc, const ckpt_settings *cs, int64_t n, pool_stats *dev, pool_stats *host,
+                       link_traffic *moved)
+{
+    dry_step(mc, cs, n, dev, host, moved, NULL, NULL);
+}
+
+void tk_dry_model(const model_config *mc, const ckpt_settings *cs, int64_t n, void (*after)(model *m, void *ctx),
+                  void *ctx)
+{
+    pool_stats dev, host;
+    link_traffic moved;
+    dry_step(mc, cs, n, &dev, &host, &moved, after, ctx);
 }
 
 struct tk_yardstick {

@@ -26,5 +26,9 @@ void tk_dry_loss(const model_config *mc, const ckpt_settings *cs, int64_t n, poo
 struct link_traffic;
 void tk_dry_loss_moved(const model_config *mc, const ckpt_settings *cs, int64_t n, pool_stats *dev, pool_stats *host,
                        struct link_traffic *moved);
+/* The same dry step, then the model given to after before it goes: its sizes are the step's (a family's inputs
+ * sized by the batch). */
+void tk_dry_model(const model_config *mc, const ckpt_settings *cs, int64_t n, void (*after)(model *m, void *ctx),
+                  void *ctx);
 
 #endif

@@ -61,8 +61,13 @@ typedef struct block_kind {
     bool keeps_attention_output; /* takes KEEP_ATTENTION_OUTPUT */
     /* Device bytes what a forward keeps occupies once backward can run (all of it back on the device). */
     size_t (*kept_bytes)(const block *b, keep_level keep);
-    /* Bytes of the attention side that attention offload keeps in host memory between forward and backward. */
-    size_t (*offloaded_bytes)(const block *b);
+    /* Attention offload's two counts of the attention side, which differ where the host copy is bf16 and the device
+     * one float (docs/PRECISION.md). Host: the bytes it holds in host memory between forward and backward, which
+     * are also the bytes copied each way. Device: the bytes of kept_bytes(keep) it frees until backward (an
+     * offloading forward keeps kept_bytes(keep) less these but with KEEP_NOTHING); it comes back in the form backward
+     * reads it. The executor checks both on every forward under seq_check_kept_bytes. */
+    size_t (*offload_host_bytes)(const block *b);
+    size_t (*offload_device_bytes)(const block *b);
     /* off (NULL: everything stays on the device) sends the attention side's saved tensors to host memory, also
      * with KEEP_NOTHING. out may be NULL only for output_optional kinds. *saved is NULL on entry, except in a
      * recompute after such a forward, or after one with KEEP_ATTENTION_OUTPUT: it then holds the attention side (on

@@ -124,8 +124,9 @@ size_t seq_plan_boundary(const seq_plan *p, const block_seq *seq, int which, cha
  * seq_plan_boundary). */
 size_t seq_plan_boundary_bytes(const seq_plan *p, const block_seq *seq);
 
-/* Bytes a step moves to the host (and back: the same) under this plan. */
-size_t seq_plan_offload_bytes(const seq_plan *p, const block_seq *seq);
+/* Bytes the plan's host copies (+ host, + attention-offload) hold in host memory: what a step copies to the host,
+ * and back. The device bytes they free can differ (block_kind's offload_device_bytes). */
+size_t seq_plan_host_bytes(const seq_plan *p, const block_seq *seq);
 
 
 #endif

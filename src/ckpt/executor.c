@@ -94,7 +94,8 @@ static size_t made_bytes(const block_state *in, const block_state *out)
 /* A block's forward. With seq_check_kept_bytes on, a training forward (nothing given in *saved) is held to its
  * kind's statements, which the planner and `plan` read: keeping all it keeps on the device, it must grow the pool
  * by its output state and exactly kept_bytes(keep); under attention offload, the host pool by exactly
- * offloaded_bytes. */
+ * offload_host_bytes and, keeping, the device pool by offload_device_bytes less (with KEEP_NOTHING a kind may keep
+ * what its recompute needs beside the side: Stable Cascade's attention state). */
 static st_status forward(block_seq *s, block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
                          block_saved **saved)
 {
@@ -104,15 +105,19 @@ static st_status forward(block_seq *s, block *b, const block_state *in, block_st
     const st_status st = b->kind->forward(b, in, out, keep, off, saved);
     if (st || !check) return st;
     if (off) {
-        const size_t sent = pool_live(off->host) - host_before, said = b->kind->offloaded_bytes(b);
-        if (sent == said) return ST_OK;
-        return st_fail(ST_ERR_INTERNAL, "%s block %d (%s): its forward sends %zu bytes to the host under attention "
-                       "offload, but its kind's offloaded_bytes says %zu", s->name, b->index, b->kind->name, sent, said);
+        const size_t sent = pool_live(off->host) - host_before, said = b->kind->offload_host_bytes(b);
+        if (sent != said)
+            return st_fail(ST_ERR_INTERNAL, "%s block %d (%s): its forward sends %zu bytes to the host under attention "
+                           "offload, but its kind's offload_host_bytes says %zu", s->name, b->index, b->kind->name,
+                           sent, said);
     }
-    const size_t kept = pool_live(s->pool) - before - made_bytes(in, out), said = b->kind->kept_bytes(b, keep);
-    if (kept == said) return ST_OK;
-    return st_fail(ST_ERR_INTERNAL, "%s block %d (%s): its forward keeps %zu bytes at keep level %d, but its kind's "
-                   "kept_bytes says %zu", s->name, b->index, b->kind->name, kept, (int)keep, said);
+    if (off && keep == KEEP_NOTHING) return ST_OK;
+    const size_t kept = pool_live(s->pool) - before - made_bytes(in, out), all = b->kind->kept_bytes(b, keep);
+    const size_t freed = off ? b->kind->offload_device_bytes(b) : 0;
+    if (kept + freed == all) return ST_OK;
+    return st_fail(ST_ERR_INTERNAL, "%s block %d (%s): its forward keeps %zu bytes at keep level %d, but its kind says "
+                   "%zu (kept_bytes %zu less offload_device_bytes %zu)", s->name, b->index, b->kind->name, kept,
+                   (int)keep, all - freed, all, freed);
 }
 
 static void retag_state(pool *p, const block_state *st, mem_tag tag)
@@ -275,7 +280,7 @@ st_status seq_forward(block_seq *s, const seq_plan *plan, offload *off, block_st
                       block_state *out, seq_run **run_out)
 {
     *run_out = NULL;
-    if (train && (seq_plan_offloads_attention(plan) || seq_plan_offload_bytes(plan, s)) && !off) {
+    if (train && (seq_plan_offloads_attention(plan) || seq_plan_host_bytes(plan, s)) && !off) {
         state_free(s->pool, in);
         return st_fail(ST_ERR_INTERNAL, "seq_forward: the plan moves tensors to the host but no host pool was given");
     }

@@ -542,12 +542,12 @@ static size_t input_bytes(const block_seq *seq, int i)
     return bytes;
 }
 
-size_t seq_plan_offload_bytes(const seq_plan *p, const block_seq *seq)
+size_t seq_plan_host_bytes(const seq_plan *p, const block_seq *seq)
 {
     size_t bytes = 0;
     for (int i = 0; i < p->n; i++) {
         if (p->host_input[i]) bytes += input_bytes(seq, i); /* never a sharing sequence: plan_sequence refuses */
-        if (p->attention_offload[i]) bytes += seq->blocks[i].kind->offloaded_bytes(&seq->blocks[i]);
+        if (p->attention_offload[i]) bytes += seq->blocks[i].kind->offload_host_bytes(&seq->blocks[i]);
     }
     return bytes;
 }

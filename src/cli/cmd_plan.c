@@ -207,14 +207,14 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
     }
     for (int i = 0; i < n; i++) {
         const seq_plan *p = model_plan(m, i);
-        const size_t moved = seq_plan_offload_bytes(p, &seqs[i]);
+        const size_t moved = seq_plan_host_bytes(p, &seqs[i]);
         if (!moved) continue;
         printf("  %s to host memory:", seqs[i].name);
         int offloading = 0;
         for (int b = 0; b < p->n; b++) offloading += p->attention_offload[b];
         if (offloading) {
             printf(" %s attention side (qkv, output, attention state, ", offloading == p->n ? "every block's" : "the");
-            print_bytes(stdout, seqs[i].blocks[0].kind->offloaded_bytes(&seqs[i].blocks[0]));
+            print_bytes(stdout, seqs[i].blocks[0].kind->offload_host_bytes(&seqs[i].blocks[0]));
             printf(" each)");
             if (offloading < p->n) printf(" of %d blocks", offloading);
         }
@@ -296,7 +296,7 @@ static void print_json(model *m, const plan_report *r, const bucket_report *buck
     }
     cJSON_AddNumberToObject(root, "predicted_peak_host_bytes", (double)r->host.peak);
     size_t moved = 0;
-    for (int i = 0; i < n; i++) moved += seq_plan_offload_bytes(model_plan(m, i), &seqs[i]);
+    for (int i = 0; i < n; i++) moved += seq_plan_host_bytes(model_plan(m, i), &seqs[i]);
     cJSON_AddNumberToObject(root, "bytes_to_host_per_step", (double)moved);
     cJSON_AddNumberToObject(root, "bytes_to_device_per_step", (double)moved);
     if (r->link_rate > 0) { /* as the text's line: only where it is said */

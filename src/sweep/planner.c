@@ -26,7 +26,8 @@
 
 typedef struct chain_block {
     int seq, index;
-    size_t keep, ffn, boundary, attention; /* device bytes held until its backward: K, F, B; A its attention side */
+    size_t keep, ffn, boundary, attention; /* device bytes held until its backward: K, F, B; A what offloading its
+                                              attention side frees of K or F (offload_device_bytes) */
     size_t output;                         /* what a checkpointed block keeps of its attention (+ attention-output) */
     double t_ckpt, t_ckpt_att, t_ckpt_out, t_ffn; /* seconds its recompute adds: whole, whole but attention (its
                                                      side offloaded, or its output kept), feed-forward */
@@ -108,7 +109,7 @@ static st_status measure_blocks(planner *p, double *t_none)
         cb->can_att = blk->kind->softmax_attention;
         cb->can_host = !seq_shares_tensors(s);
         cb->ffn = cb->boundary + (cb->can_ffn ? blk->kind->kept_bytes(blk, KEEP_ATTENTION) : 0);
-        cb->attention = cb->can_att ? blk->kind->offloaded_bytes(blk) : 0;
+        cb->attention = cb->can_att ? blk->kind->offload_device_bytes(blk) : 0;
         cb->can_out = blk->kind->keeps_attention_output;
         cb->output = cb->can_out ? blk->kind->kept_bytes(blk, KEEP_ATTENTION_OUTPUT) : 0;
         const struct {

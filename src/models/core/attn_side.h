@@ -152,8 +152,8 @@ size_t side_output_bytes(const attn_shape *s, size_t elem);
  * KEEP_ATTENTION_OUTPUT keeps, or the side and `floats` more (with KEEP_ALL `all` more again). */
 size_t side_self_bytes(attn_shape s, size_t elem);
 size_t side_kept_bytes(attn_shape s, keep_level keep, int64_t floats, int64_t all, size_t elem);
-/* The same for a block of several attentions whose side is `side` bytes (at elem), s its self-attention:
- * KEEP_ATTENTION_OUTPUT keeps s's output alone (the others run again). */
+/* The same for a block of several attentions whose side (its offload bytes) is `side` bytes (at elem), s its
+ * self-attention: KEEP_ATTENTION_OUTPUT keeps s's output alone (the others run again). */
 size_t side_block_kept_bytes(size_t side, attn_shape s, keep_level keep, int64_t floats, int64_t all, size_t elem);
 void side_take_self(frame *f, block_saved *sv, attn_shape s);
 
@@ -195,10 +195,12 @@ void saved_release(block *b, block_saved *sv);
 
 /* The fields of a block kind whose attention side is this file's: the FFN split, softmax attention whose output
  * KEEP_ATTENTION_OUTPUT keeps, side_prefetch and saved_release, with the kind's own name, sizes, forward and
- * backward. const block_kind k = {SIDE_BLOCK_KIND(...)}; a kind with more fields lists them after it. */
-#define SIDE_BLOCK_KIND(label, kept, offloaded, fwd, bwd)                                                             \
+ * backward. const block_kind k = {SIDE_BLOCK_KIND(...)}; a kind with more fields lists them after it. Attention
+ * offload's two counts differ under bf16: side_send copies the side as float (`host`), but what it frees is the
+ * side as kept_bytes counts it, packed (`device`, at side_elem). */
+#define SIDE_BLOCK_KIND(label, kept, host, device, fwd, bwd)                                                          \
     .name = (label), .ffn_split = true, .softmax_attention = true, .keeps_attention_output = true,                   \
-    .kept_bytes = (kept), .offloaded_bytes = (offloaded), .forward = (fwd), .prefetch = side_prefetch,                \
-    .backward = (bwd), .release = saved_release
+    .kept_bytes = (kept), .offload_host_bytes = (host), .offload_device_bytes = (device), .forward = (fwd),           \
+    .prefetch = side_prefetch, .backward = (bwd), .release = saved_release
 
 #endif

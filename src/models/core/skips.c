@@ -208,9 +208,15 @@ void skip_states(const block *b, state_map *out)
     if (sb->role == SKIP_IN) out->out_from[out->n_out - 1] = -1; /* y again, as the new skip */
 }
 
-size_t skip_offloaded_bytes(const block *b)
+/* the wrapped block's: its attention side is all the wrapper sends */
+size_t skip_offload_host_bytes(const block *b)
 {
-    const skip_block *sb = b->self;
     const block ib = inner_of(b);
-    return sb->kind->offloaded_bytes(&ib);
+    return ib.kind->offload_host_bytes(&ib);
+}
+
+size_t skip_offload_device_bytes(const block *b)
+{
+    const block ib = inner_of(b);
+    return ib.kind->offload_device_bytes(&ib);
 }

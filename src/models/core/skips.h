@@ -35,11 +35,13 @@ int skip_count(int i, int depth);
 /* The wrapper's functions of a block kind (const block_kind k = {SKIP_BLOCK_KIND(...), flags}): the flags are the
  * wrapped kind's, but output_optional, which the wrapper gives every wrapped kind. */
 #define SKIP_BLOCK_KIND(label)                                                                                        \
-    .name = (label), .output_optional = true, .kept_bytes = skip_kept_bytes, .offloaded_bytes = skip_offloaded_bytes, \
+    .name = (label), .output_optional = true, .kept_bytes = skip_kept_bytes,                                          \
+    .offload_host_bytes = skip_offload_host_bytes, .offload_device_bytes = skip_offload_device_bytes,                 \
     .forward = skip_forward, .prefetch = skip_prefetch, .backward = skip_backward, .release = skip_release,           \
     .states = skip_states
 size_t skip_kept_bytes(const block *b, keep_level keep);
-size_t skip_offloaded_bytes(const block *b);
+size_t skip_offload_host_bytes(const block *b);
+size_t skip_offload_device_bytes(const block *b);
 st_status skip_forward(block *b, const block_state *in, block_state *out, keep_level keep, offload *off,
                        block_saved **saved_io);
 st_status skip_prefetch(block *b, block_saved *saved);

@@ -405,17 +405,21 @@ static void dit_release(block *b, block_saved *sv)
     if (sv) release_saved(((dit_block *)b->self)->m->pool, sv);
 }
 
-static size_t dit_offloaded_bytes(const block *b)
+/* Attention offload's side, qkv and the output 2 bytes an element under bf16 both in host memory (offload_made) and
+ * in what it frees of kept_bytes (packed there): its host and device bytes are the same. The device copies that go
+ * and come back are float (backward widens what it kept too). */
+static size_t dit_offload_bytes(const block *b)
 {
     const dit_block *db = b->self;
     dims d = dims_of(db);
     attn_shape as = attn_of(db);
-    const size_t elem = bf16(db) ? sizeof(uint16_t) : sizeof(float); /* qkv and the output (offload_made) */
+    const size_t elem = bf16(db) ? sizeof(uint16_t) : sizeof(float);
     return (size_t)(4 * d.N * d.D) * elem + attention_kept_bytes(&as);
 }
 
 const block_kind dit_block_kind = {
     .name = "dit", .ffn_split = true, .softmax_attention = true, .output_optional = true,
-    .keeps_attention_output = true, .kept_bytes = dit_kept_bytes, .offloaded_bytes = dit_offloaded_bytes,
+    .keeps_attention_output = true, .kept_bytes = dit_kept_bytes, .offload_host_bytes = dit_offload_bytes,
+    .offload_device_bytes = dit_offload_bytes,
     .forward = dit_forward, .prefetch = dit_prefetch, .backward = dit_backward, .release = dit_release,
 };

@@ -542,6 +542,7 @@ static void cascade_states(const block *b, state_map *out)
 
 const block_kind cascade_block_kind = {
     .name = "stable cascade", .ffn_split = true, .softmax_attention = true, .kept_bytes = cascade_kept_bytes,
-    .offloaded_bytes = cascade_offloaded_bytes, .prefetch = micro_prefetch, .forward = cascade_forward,
+    .offload_host_bytes = cascade_offloaded_bytes, .offload_device_bytes = cascade_offloaded_bytes, /* float both */
+    .prefetch = micro_prefetch, .forward = cascade_forward,
     .backward = cascade_backward, .release = cascade_release, .states = cascade_states,
 };

@@ -566,6 +566,7 @@ static void unet_states(const block *b, state_map *out)
 
 const block_kind unet_block_kind = {
     .name = "unet", .ffn_split = true, .softmax_attention = true, .kept_bytes = unet_kept_bytes,
-    .offloaded_bytes = unet_offloaded_bytes, .forward = unet_forward, .prefetch = micro_prefetch,
+    .offload_host_bytes = unet_offloaded_bytes, .offload_device_bytes = unet_offloaded_bytes, /* float both */
+    .forward = unet_forward, .prefetch = micro_prefetch,
     .backward = unet_backward, .release = unet_release, .states = unet_states,
 };
