@@ -197,10 +197,12 @@ st_status frame_end(frame *f, st_status st, block_saved *sv, block_saved **saved
 st_status side_send(block_saved *sv)
 {
     st_status st = ST_OK;
+    st_status (*const send)(offload *, host_tensor *, float *, size_t, mem_tag, const char *) =
+        sv->bf16 ? host_tensor_offload_bf16 : host_tensor_offload;
     for (int i = 0; i < SIDE_MAX && !st; i++)
         if (in_use(sv, i))
-            st = host_tensor_offload(sv->off, &sv->h[i], sv->side[i], (size_t)sv->side_n[i] * sizeof(float),
-                                     MEM_ACTIVATIONS, "attention side (host)");
+            st = send(sv->off, &sv->h[i], sv->side[i], (size_t)sv->side_n[i] * sizeof(float), MEM_ACTIVATIONS,
+                      "attention side (host)");
     for (int a = 0; a < sv->n_attn && !st; a++)
         st = host_tensor_offload(sv->off, &sv->h[SIDE_MAX + a], sv->attn[a].data, sv->attn[a].bytes, MEM_ACTIVATIONS,
                                  "attention state (host)");

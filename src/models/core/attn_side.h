@@ -62,8 +62,9 @@ void side_take(frame *f, block_saved *sv, const int64_t *numel, int n_attn);
 /* Ends a forward: transient buffers go, sv keeps what the keep level says; on failure outs[0 .. n_out) and sv go. */
 st_status frame_end(frame *f, st_status st, block_saved *sv, block_saved **saved_io, float **outs, int n_out);
 
-/* The side's trip: send queues the copies to the host; drop frees the device copies once their last reader is
- * done (the scratch that allocated them forgets them); back waits for the copies from the host. */
+/* The side's trip: send queues the copies to the host (under bf16 its tensors as bf16, as side_made made them, the
+ * attentions' states float); drop frees the device copies once their last reader is done (the scratch that
+ * allocated them forgets them); back waits for the copies from the host (float, as backward reads them). */
 st_status side_send(block_saved *sv);
 st_status side_drop(block_saved *sv, scratch *owner);
 st_status side_back(block_saved *sv);
@@ -143,8 +144,8 @@ st_status side_attention_backward(const side_attention *a, block_saved *sv, int 
 /* y = out(att) over the queries' rows, each row by its set's output projection (a->gen's past the split) */
 st_status side_out_forward(const side_attention *a, float *y, const float *att);
 
-/* Sizes with tensors of elem bytes an element (side_elem for what a block keeps; sizeof(float) for attention
- * offload's host copies, which stay float); an attention's kept state is float. What KEEP_ATTENTION_OUTPUT keeps of
+/* Sizes with tensors of elem bytes an element (side_elem: what a block keeps, and attention offload's host copies);
+ * an attention's kept state is float. What KEEP_ATTENTION_OUTPUT keeps of
  * an attention of this shape: its output (queries x heads x head width) and kept state. */
 size_t side_output_bytes(const attn_shape *s, size_t elem);
 /* The side of a block with this one self-attention: six tensors of its rows (queries x heads x head width) and the
@@ -195,12 +196,12 @@ void saved_release(block *b, block_saved *sv);
 
 /* The fields of a block kind whose attention side is this file's: the FFN split, softmax attention whose output
  * KEEP_ATTENTION_OUTPUT keeps, side_prefetch and saved_release, with the kind's own name, sizes, forward and
- * backward. const block_kind k = {SIDE_BLOCK_KIND(...)}; a kind with more fields lists them after it. Attention
- * offload's two counts differ under bf16: side_send copies the side as float (`host`), but what it frees is the
- * side as kept_bytes counts it, packed (`device`, at side_elem). */
-#define SIDE_BLOCK_KIND(label, kept, host, device, fwd, bwd)                                                          \
+ * backward. const block_kind k = {SIDE_BLOCK_KIND(...)}; a kind with more fields lists them after it. side_send
+ * copies the side as kept_bytes counts it (under bf16, its tensors in bf16: side_elem), so `offloaded` is both its
+ * host and its device bytes. */
+#define SIDE_BLOCK_KIND(label, kept, offloaded, fwd, bwd)                                                             \
     .name = (label), .ffn_split = true, .softmax_attention = true, .keeps_attention_output = true,                   \
-    .kept_bytes = (kept), .offload_host_bytes = (host), .offload_device_bytes = (device), .forward = (fwd),           \
+    .kept_bytes = (kept), .offload_host_bytes = (offloaded), .offload_device_bytes = (offloaded), .forward = (fwd),   \
     .prefetch = side_prefetch, .backward = (bwd), .release = saved_release
 
 #endif

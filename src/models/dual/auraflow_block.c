@@ -114,9 +114,7 @@ static size_t af_kept_bytes(const block *b, keep_level keep)
                            side_elem(((const af_block *)b->self)->m));
 }
 
-/* attention offload: the host holds the side float; it frees the side as kept_bytes counts it */
-static size_t af_host_bytes(const block *b) { return side_self_bytes(joint_attn(b->self), sizeof(float)); }
-static size_t af_device_bytes(const block *b)
+static size_t af_offloaded_bytes(const block *b)
 {
     return side_self_bytes(joint_attn(b->self), side_elem(((const af_block *)b->self)->m));
 }
@@ -303,7 +301,7 @@ done:
 }
 
 const block_kind af_joint_kind = {
-    SIDE_BLOCK_KIND("auraflow joint", af_kept_bytes, af_host_bytes, af_device_bytes, af_forward, af_backward)};
+    SIDE_BLOCK_KIND("auraflow joint", af_kept_bytes, af_offloaded_bytes, af_forward, af_backward)};
 
 const block_kind af_single_kind = {
-    SIDE_BLOCK_KIND("auraflow single", af_kept_bytes, af_host_bytes, af_device_bytes, af_forward, af_backward)};
+    SIDE_BLOCK_KIND("auraflow single", af_kept_bytes, af_offloaded_bytes, af_forward, af_backward)};

@@ -90,9 +90,7 @@ static attn_shape joint_attn(const block *b)
     return mm_joint_attn(&d, m->shape.mechanism);
 }
 
-/* attention offload: the host holds the side float; it frees the side as kept_bytes counts it */
-static size_t f2_host_bytes(const block *b) { return side_self_bytes(joint_attn(b), sizeof(float)); }
-static size_t f2_device_bytes(const block *b)
+static size_t f2_offloaded_bytes(const block *b)
 {
     return side_self_bytes(joint_attn(b), side_elem(((const f2_block *)b->self)->m));
 }
@@ -380,9 +378,7 @@ done:
 }
 
 const block_kind f2_double_kind = {
-    SIDE_BLOCK_KIND("flux2 double", double_kept_bytes, f2_host_bytes,
-                    f2_device_bytes, double_forward, double_backward)};
+    SIDE_BLOCK_KIND("flux2 double", double_kept_bytes, f2_offloaded_bytes, double_forward, double_backward)};
 
 const block_kind f2_single_kind = {
-    SIDE_BLOCK_KIND("flux2 single", single_kept_bytes, f2_host_bytes,
-                    f2_device_bytes, single_forward, single_backward)};
+    SIDE_BLOCK_KIND("flux2 single", single_kept_bytes, f2_offloaded_bytes, single_forward, single_backward)};

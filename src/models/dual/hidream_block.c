@@ -310,9 +310,7 @@ static size_t hd_kept_bytes(const block *b, keep_level keep)
     return bytes + (keep == KEEP_ALL ? (size_t)ffn * sizeof(float) : 0);
 }
 
-/* attention offload: the host holds the side float; it frees the side as kept_bytes counts it */
-static size_t hd_host_bytes(const block *b) { return side_self_bytes(joint_attn(b->self), sizeof(float)); }
-static size_t hd_device_bytes(const block *b)
+static size_t hd_offloaded_bytes(const block *b)
 {
     return side_self_bytes(joint_attn(b->self), side_elem(((const hd_block *)b->self)->m));
 }
@@ -539,7 +537,7 @@ done:
 }
 
 const block_kind hd_double_kind = {
-    SIDE_BLOCK_KIND("hidream double", hd_kept_bytes, hd_host_bytes, hd_device_bytes, hd_forward, hd_backward)};
+    SIDE_BLOCK_KIND("hidream double", hd_kept_bytes, hd_offloaded_bytes, hd_forward, hd_backward)};
 
 const block_kind hd_single_kind = {
-    SIDE_BLOCK_KIND("hidream single", hd_kept_bytes, hd_host_bytes, hd_device_bytes, hd_forward, hd_backward)};
+    SIDE_BLOCK_KIND("hidream single", hd_kept_bytes, hd_offloaded_bytes, hd_forward, hd_backward)};

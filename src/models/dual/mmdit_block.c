@@ -718,20 +718,16 @@ done:
     return scratch_end(&k);
 }
 
-/* attention offload: the host holds the side float; it frees the side as kept_bytes counts it */
-static size_t mm_side_at(const block *b, bool host)
+static size_t mm_side_offloaded(const block *b)
 {
     const mm_block *mb = b->self;
     mm_dims d = mm_dims_of(mb->m);
-    return side_bytes(mb, &d, host ? sizeof(float) : side_elem(mb->m));
+    return side_bytes(mb, &d, side_elem(mb->m));
 }
-static size_t mm_host_bytes(const block *b) { return mm_side_at(b, true); }
-static size_t mm_device_bytes(const block *b) { return mm_side_at(b, false); }
 
 const block_kind mm_double_kind = {
-    SIDE_BLOCK_KIND("mmdit double", double_kept_bytes, mm_host_bytes, mm_device_bytes, double_forward, double_backward),
+    SIDE_BLOCK_KIND("mmdit double", double_kept_bytes, mm_side_offloaded, double_forward, double_backward),
     .states = double_states};
 
 const block_kind mm_single_kind = {
-    SIDE_BLOCK_KIND("mmdit single", single_kept_bytes, mm_host_bytes,
-                    mm_device_bytes, single_forward, single_backward)};
+    SIDE_BLOCK_KIND("mmdit single", single_kept_bytes, mm_side_offloaded, single_forward, single_backward)};

@@ -77,9 +77,7 @@ static attn_shape joint_attn(const zl_block *b)
     return mm_joint_attn(&d, b->m->shape.mechanism);
 }
 
-/* attention offload: the host holds the side float; it frees the side as kept_bytes counts it */
-static size_t zl_host_bytes(const block *blk) { return side_self_bytes(joint_attn(blk->self), sizeof(float)); }
-static size_t zl_device_bytes(const block *blk)
+static size_t zl_offloaded_bytes(const block *blk)
 {
     return side_self_bytes(joint_attn(blk->self), side_elem(((const zl_block *)blk->self)->m));
 }
@@ -365,4 +363,4 @@ done:
 }
 
 const block_kind zl_block_kind = {
-    SIDE_BLOCK_KIND("zlab_i1", zl_kept_bytes, zl_host_bytes, zl_device_bytes, zl_forward, zl_backward)};
+    SIDE_BLOCK_KIND("zlab_i1", zl_kept_bytes, zl_offloaded_bytes, zl_forward, zl_backward)};

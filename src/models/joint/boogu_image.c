@@ -167,9 +167,7 @@ static size_t bd_side_bytes(const block *blk, size_t elem)
     return (size_t)(3 * rows * (d.D + d.K)) * elem + attention_kept_bytes(&js) + attention_kept_bytes(&is);
 }
 
-/* attention offload: the host holds the side float; it frees the side as kept_bytes counts it */
-static size_t bd_host_bytes(const block *blk) { return bd_side_bytes(blk, sizeof(float)); }
-static size_t bd_device_bytes(const block *blk)
+static size_t bd_offloaded_bytes(const block *blk)
 {
     return bd_side_bytes(blk, side_elem(((const boogu_double *)blk->self)->m));
 }
@@ -570,7 +568,7 @@ static st_status bd_backward(block *blk, const block_state *in, block_saved *sv,
 }
 
 const block_kind boogu_double_kind = {
-    SIDE_BLOCK_KIND("boogu_double", bd_kept_bytes, bd_host_bytes, bd_device_bytes, bd_forward, bd_backward)};
+    SIDE_BLOCK_KIND("boogu_double", bd_kept_bytes, bd_offloaded_bytes, bd_forward, bd_backward)};
 
 /* ---- the family's descriptor (family.h) ---- */
 

@@ -101,9 +101,7 @@ static size_t fb_kept_bytes(const block *blk, keep_level keep)
                            side_elem(((const f3_block *)blk->self)->m));
 }
 
-/* attention offload: the host holds the side float; it frees the side as kept_bytes counts it */
-static size_t fb_host_bytes(const block *blk) { return side_self_bytes(self_shape(blk->self), sizeof(float)); }
-static size_t fb_device_bytes(const block *blk)
+static size_t fb_offloaded_bytes(const block *blk)
 {
     return side_self_bytes(self_shape(blk->self), side_elem(((const f3_block *)blk->self)->m));
 }
@@ -405,6 +403,4 @@ done:
     return scratch_end(&s);
 }
 
-const block_kind f3_block_kind = {
-    SIDE_BLOCK_KIND("flux3", fb_kept_bytes, fb_host_bytes,
-                    fb_device_bytes, fb_forward, fb_backward)};
+const block_kind f3_block_kind = {SIDE_BLOCK_KIND("flux3", fb_kept_bytes, fb_offloaded_bytes, fb_forward, fb_backward)};

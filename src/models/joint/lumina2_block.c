@@ -134,9 +134,7 @@ static size_t lb_side_bytes(const block *blk, size_t elem)
     return (size_t)((2 + raw) * d.N * d.D + (2 + raw) * d.N * d.K) * elem + attention_kept_bytes(&ss);
 }
 
-/* attention offload: the host holds the side float; it frees the side as kept_bytes counts it */
-static size_t lb_host_bytes(const block *blk) { return lb_side_bytes(blk, sizeof(float)); }
-static size_t lb_device_bytes(const block *blk)
+static size_t lb_offloaded_bytes(const block *blk)
 {
     return lb_side_bytes(blk, side_elem(((const lumina_block *)blk->self)->m));
 }
@@ -461,4 +459,4 @@ done:
 }
 
 const block_kind lumina_block_kind = {
-    SIDE_BLOCK_KIND("lumina2", lb_kept_bytes, lb_host_bytes, lb_device_bytes, lb_forward, lb_backward)};
+    SIDE_BLOCK_KIND("lumina2", lb_kept_bytes, lb_offloaded_bytes, lb_forward, lb_backward)};

@@ -99,9 +99,7 @@ static size_t mb_side_bytes(const block *blk, size_t elem)
     return side_floats(&d) * elem + attention_kept_bytes(&ss);
 }
 
-/* attention offload: the host holds the side float; it frees the side as kept_bytes counts it */
-static size_t mb_host_bytes(const block *blk) { return mb_side_bytes(blk, sizeof(float)); }
-static size_t mb_device_bytes(const block *blk)
+static size_t mb_offloaded_bytes(const block *blk)
 {
     return mb_side_bytes(blk, side_elem(((const mot_block *)blk->self)->m));
 }
@@ -295,4 +293,4 @@ done:
 }
 
 const block_kind mot_block_kind = {
-    SIDE_BLOCK_KIND("cosmos3", mb_kept_bytes, mb_host_bytes, mb_device_bytes, mb_forward, mb_backward)};
+    SIDE_BLOCK_KIND("cosmos3", mb_kept_bytes, mb_offloaded_bytes, mb_forward, mb_backward)};

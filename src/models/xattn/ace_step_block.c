@@ -102,9 +102,7 @@ static size_t ace_side_bytes(const block *blk, size_t elem)
            attention_kept_bytes(&ss) + attention_kept_bytes(&cs);
 }
 
-/* attention offload: the host holds the side float; it frees the side as kept_bytes counts it */
-static size_t ace_host_bytes(const block *blk) { return ace_side_bytes(blk, sizeof(float)); }
-static size_t ace_device_bytes(const block *blk)
+static size_t ace_offloaded_bytes(const block *blk)
 {
     return ace_side_bytes(blk, side_elem(((const ace_block *)blk->self)->m));
 }
@@ -313,4 +311,4 @@ done:
 }
 
 const block_kind ace_block_kind = {
-    SIDE_BLOCK_KIND("ace_step", ace_kept_bytes, ace_host_bytes, ace_device_bytes, ace_forward, ace_backward)};
+    SIDE_BLOCK_KIND("ace_step", ace_kept_bytes, ace_offloaded_bytes, ace_forward, ace_backward)};

@@ -71,9 +71,7 @@ static size_t gated_side_bytes(const block *blk, size_t elem)
     return n;
 }
 
-/* attention offload: the host holds the side float; it frees the side as kept_bytes counts it */
-static size_t gated_host_bytes(const block *blk) { return gated_side_bytes(blk, sizeof(float)); }
-static size_t gated_device_bytes(const block *blk)
+static size_t gated_offloaded_bytes(const block *blk)
 {
     return gated_side_bytes(blk, side_elem(((const gated_block *)blk->self)->m));
 }
@@ -272,4 +270,4 @@ done:
 }
 
 const block_kind gated_block_kind = {
-    SIDE_BLOCK_KIND("gated", gated_kept_bytes, gated_host_bytes, gated_device_bytes, gated_forward, gated_backward)};
+    SIDE_BLOCK_KIND("gated", gated_kept_bytes, gated_offloaded_bytes, gated_forward, gated_backward)};

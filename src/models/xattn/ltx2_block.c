@@ -134,9 +134,7 @@ static size_t ltx2_side_bytes(const block *blk, size_t elem)
     return bytes;
 }
 
-/* attention offload: the host holds the side float; it frees the side as kept_bytes counts it */
-static size_t ltx2_host_bytes(const block *blk) { return ltx2_side_bytes(blk, sizeof(float)); }
-static size_t ltx2_device_bytes(const block *blk)
+static size_t ltx2_offloaded_bytes(const block *blk)
 {
     return ltx2_side_bytes(blk, side_elem(((const ltx2_block *)blk->self)->m));
 }
@@ -535,4 +533,4 @@ done:
 }
 
 const block_kind ltx2_block_kind = {
-    SIDE_BLOCK_KIND("ltx2", ltx2_kept_bytes, ltx2_host_bytes, ltx2_device_bytes, ltx2_forward, ltx2_backward)};
+    SIDE_BLOCK_KIND("ltx2", ltx2_kept_bytes, ltx2_offloaded_bytes, ltx2_forward, ltx2_backward)};

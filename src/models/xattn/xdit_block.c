@@ -172,9 +172,7 @@ static size_t xdit_side_bytes(const block *blk, size_t elem)
     return bytes + added_sides_bytes(b, d, elem);
 }
 
-/* attention offload: the host holds the side float; it frees the side as kept_bytes counts it */
-static size_t xdit_host_bytes(const block *blk) { return xdit_side_bytes(blk, sizeof(float)); }
-static size_t xdit_device_bytes(const block *blk)
+static size_t xdit_offloaded_bytes(const block *blk)
 {
     return xdit_side_bytes(blk, side_elem(((const xdit_block *)blk->self)->m));
 }
@@ -612,4 +610,4 @@ done:
 }
 
 const block_kind xdit_block_kind = {
-    SIDE_BLOCK_KIND("xdit", xdit_kept_bytes, xdit_host_bytes, xdit_device_bytes, xdit_forward, xdit_backward)};
+    SIDE_BLOCK_KIND("xdit", xdit_kept_bytes, xdit_offloaded_bytes, xdit_forward, xdit_backward)};
