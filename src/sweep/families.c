@@ -681,7 +681,8 @@ static st_status write_md(const void *ctx, FILE *f)
                "fit reads OOM with what it needs; the unlimited column is every mode's own numbers.\n\n"
                "**Measured** cells: each family's tiny preset, every mode in a fresh process: the times are "
                "milliseconds of a toy model, to show that each mode runs and what it refuses, not what the real "
-               "model takes.\n\n"
+               "model takes. PyTorch's side, the same families' diffusers classes trained on the same weights: "
+               "docs/BENCHMARKS.md, \"segtrain against diffusers, family by family\" (bench/vs_diffusers.py).\n\n"
                "**Precision**: each family in its example's `mixed_precision` (SimpleTuner's default, `%s`, where the "
                "example sets none or there is no example), both halves, as each row says (bf16: docs/PRECISION.md; "
                "float32: `no`); `--mixed_precision no|bf16` sets every family's.\n\n", SIMPLETUNER_MIXED_PRECISION);
