@@ -1121,6 +1121,16 @@ static void test_quantized(void)
     }
 }
 
+/* Ideogram with adaln_dim wider than its stream (a config.json may say so): adaln_input once overran a buffer as wide
+ * as the stream (heap corruption, found by bench/vs_diffusers.py); under ASan this is its regression test */
+static void test_wide_adaln(void)
+{
+    model_config mc;
+    CHECK(model_preset("ideogram-tiny", &mc) == ST_OK);
+    mc.time_dim = 2 * mc.hidden;
+    test_bitwise(&mc, "ideogram-tiny adaln_dim twice the stream's width", 2);
+}
+
 /* segtrain's own families at a non-square input, 8 x 12: every schedule against none (the diffusers families' one
  * checkpointed schedule at theirs is test_parity's) */
 static void test_any_shape(void)
@@ -1209,6 +1219,7 @@ int main(void)
     test_memory_ignores_data(&skip13, "skipdit-13");
     for (size_t i = 0; i < sizeof family_cases / sizeof *family_cases; i++) test_family(&family_cases[i]);
     test_any_shape();
+    test_wide_adaln();
     test_bf16();
     test_quantized();
     model_config sd3;
