@@ -243,17 +243,6 @@ def rss_kib(field):
     return 0
 
 
-def float32_args(module, args, kwargs):
-    """What the fixture's run makes in float64 (times, positions) reaches the model in float32."""
-    def cast(x):
-        if torch.is_tensor(x) and x.dtype == torch.float64:
-            return x.to(torch.float32)
-        if isinstance(x, (list, tuple)):
-            return type(x)(cast(v) for v in x)
-        return x
-    return cast(args), {k: cast(v) for k, v in kwargs.items()}
-
-
 def torch_server(mf, family, mode, out, requests, replies):
     """One step per line of requests, answered "step SECONDS" on replies; at the end of input "peak BYTES" (module
     docstring). Runs in a child forked from the driver, which has imported torch and diffusers (and run no
@@ -267,7 +256,7 @@ def torch_server(mf, family, mode, out, requests, replies):
         model.enable_gradient_checkpointing()
     gen = torch.Generator().manual_seed(mf.seed_of(name))
     t = {k: v.to(torch.float32) for k, v in mf.inputs_of(name, fx["make"], gen).items()}
-    model.register_forward_pre_hook(float32_args, with_kwargs=True)
+    model.register_forward_pre_hook(mf.float32_args, with_kwargs=True)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
     with open("/proc/self/clear_refs", "w") as f:   # the peak from here, over the steps
         f.write("5")

@@ -92,23 +92,11 @@ def references(stored):
     return ref
 
 
-def float32_args(module, args, kwargs):
-    """What the fixture's run makes in float64 (positions, a time) reaches the model in float32, as SimpleTuner's
-    batch: autocast casts float32, never float64, to bf16."""
-    def cast(x):
-        if torch.is_tensor(x) and x.dtype == torch.float64:
-            return x.to(torch.float32)
-        if isinstance(x, (list, tuple)):
-            return type(x)(cast(v) for v in x)
-        return x
-    return cast(args), {k: cast(v) for k, v in kwargs.items()}
-
-
 def bf16_step(model, run, t):
     """pred, loss and every parameter's gradient of one bf16 training step (PRECISION), in float64."""
     model = model.to(torch.bfloat16).train()
     model.zero_grad(set_to_none=True)
-    hook = model.register_forward_pre_hook(float32_args, with_kwargs=True)
+    hook = model.register_forward_pre_hook(mf.float32_args, with_kwargs=True)
     inputs = {k: v.to(torch.bfloat16 if k in DATA_INPUTS else torch.float32) for k, v in t.items()}
     try:
         with torch.autocast("cpu", dtype=torch.bfloat16):

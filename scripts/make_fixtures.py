@@ -2044,6 +2044,19 @@ def write_reference(name, model, t, path, extra_meta):
     return loss.item()
 
 
+def float32_args(module, args, kwargs):
+    """A forward pre-hook: what the fixture's run makes in float64 (positions, a time) reaches the model in float32, as
+    SimpleTuner's batch does (autocast casts float32, never float64, to bf16); bf16_yardstick.py and
+    bench/vs_diffusers.py run the classes so."""
+    def cast(x):
+        if torch.is_tensor(x) and x.dtype == torch.float64:
+            return x.to(torch.float32)
+        if isinstance(x, (list, tuple)):
+            return type(x)(cast(v) for v in x)
+        return x
+    return cast(args), {k: cast(v) for k, v in kwargs.items()}
+
+
 def load_folder(name, out):
     """The fixture's folder as from_pretrained loads it, in float32, its parts attached as while it was written."""
     fx = FIXTURES[name]
