@@ -65,6 +65,8 @@ st_status link_bandwidth_measure(double *bytes_per_sec);
 cost_rates cost_calibrate(const op_profile *measured, double step_seconds);
 /* A step's predicted seconds from its work (a dry step's op profile). */
 double cost_predict(const cost_rates *r, const op_profile *work);
+/* ... and with the link's seconds that the step waits for (link_seconds_waited): a whole step's prediction. */
+double cost_predict_step(const cost_rates *r, const op_profile *work, const link_traffic *moved);
 /* A step of r's model (on dry pools) run dry under the ops' profile (flow_step_dry, the optimizer of one rank of
  * `ranks`): its peaks in *dev and *host, and its seconds at the rates in *sec (its ops' and the link's that it waits
  * for, link_seconds_waited). */

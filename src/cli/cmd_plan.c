@@ -134,7 +134,7 @@ static void print_link(const plan_report *r, bool layers)
 static double gpu_seconds(const plan_report *r, const gpu_profile *g)
 {
     const cost_rates rates = gpu_profile_rates(g);
-    return cost_predict(&rates, &r->work) + link_seconds_waited(&rates, &r->moved);
+    return cost_predict_step(&rates, &r->work, &r->moved);
 }
 
 static void print_gpus(const plan_report *r)

@@ -127,6 +127,11 @@ st_status link_bandwidth_measure(double *bytes_per_sec)
     return st;
 }
 
+double cost_predict_step(const cost_rates *r, const op_profile *work, const link_traffic *moved)
+{
+    return cost_predict(r, work) + link_seconds_waited(r, moved);
+}
+
 st_status cost_of_dry_step(model_run *r, int64_t batch, int ranks, const cost_rates *rates,
                            pool_stats *dev, pool_stats *host, double *sec)
 {
@@ -137,7 +142,7 @@ st_status cost_of_dry_step(model_run *r, int64_t batch, int ranks, const cost_ra
     const st_status st = flow_step_dry(r, batch, ranks, dev, host);
     ops_profile_stop(&work);
     const link_traffic moved = link_traffic_since(r->m, &before);
-    *sec = cost_predict(rates, &work) + link_seconds_waited(rates, &moved);
+    *sec = cost_predict_step(rates, &work, &moved);
     return st;
 }
 

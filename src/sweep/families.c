@@ -586,7 +586,7 @@ static void md_gpus(const family_report *rep, FILE *f)
                 const sweep_cell *c = &p->cells[m * p->n_budgets];
                 if (c->status != CELL_OK) continue;
                 if (!least || c->peak_device < least) least = c->peak_device;
-                const double s = cost_predict(&rates, &c->work) + link_seconds_waited(&rates, &c->moved);
+                const double s = cost_predict_step(&rates, &c->work, &c->moved);
                 if (c->peak_device <= (size_t)g[i].memory_bytes && (best < 0 || s < sec)) best = m, sec = s;
             }
             char size[40];

@@ -239,8 +239,7 @@ void sweep_predict_cell(const config *cfg, const cost_rates *rates, sweep_cell *
         return;
     }
     /* as advise prices a step: its ops, and the swapped weights it waits for */
-    cell->sec_median = cell->sec_min = cell->sec_max =
-        cost_predict(rates, &cell->work) + link_seconds_waited(rates, &cell->moved);
+    cell->sec_median = cell->sec_min = cell->sec_max = cost_predict_step(rates, &cell->work, &cell->moved);
     cell->peak_device = cell->predicted_device;
     cell->peak_host = cell->predicted_host;
 }
