@@ -252,15 +252,14 @@ const char *model_family_preset(const char *family, const char *flavour, char *p
 /* The i-th built flavour of SimpleTuner's family (in its table's order; "" for a family without flavours), written
  * into flavour; NULL past the last, or when the family is not one of SimpleTuner's or has none built. */
 const char *model_family_built_flavour(const char *family, int i, char *flavour, size_t n);
-/* SimpleTuner's title of the family ("Flux.1"), NULL when it is not one of SimpleTuner's. */
-const char *model_family_title(const char *family);
-/* A SimpleTuner family's example config's file name (tests/fixtures/simpletuner) and the tiny preset the family
- * sweep measures it on; either NULL where it has none (an unknown family: both). */
-const char *model_family_example(const char *family);
-const char *model_family_tiny(const char *family);
-/* The bucket a SimpleTuner family's users train at (bucket_shapes, "832x480@81"), NULL where its example's
- * resolution square stands for it. */
-const char *model_family_shape(const char *family);
+/* What the registry says of SimpleTuner's family, each NULL where it has none (an unknown family, or segtrain's own:
+ * all): its title ("Flux.1"); its example config's file name (tests/fixtures/simpletuner); the tiny preset the
+ * family sweep measures it on; the bucket its users train at (bucket_shapes, "832x480@81"), where its example's
+ * resolution square does not stand for it. */
+typedef struct {
+    const char *title, *example, *tiny, *shape;
+} model_family_about;
+model_family_about model_family_about_of(const char *family);
 /* Whether a built flavour of SimpleTuner's family `family` runs on segtrain's family `topology` (SimpleTuner's
  * hunyuanvideo is HunyuanVideo 1.5's hunyuanvideo15, and its 1.0 flavour hunyuanvideo). */
 bool model_family_builds(const char *family, const char *topology);

@@ -22,7 +22,7 @@
 static const char *st_family_name(int i)
 {
     for (int k = 0, seen = 0; model_family_name(k); k++)
-        if (model_family_title(model_family_name(k)) && seen++ == i) return model_family_name(k);
+        if (model_family_about_of(model_family_name(k)).title && seen++ == i) return model_family_name(k);
     return NULL;
 }
 
@@ -202,11 +202,11 @@ static st_status load_example(family_sweep *f, const char *examples, const char 
 static st_status load_real(family_sweep *f, const char *examples, const char *dir, const char *const *sets,
                            int n_sets, config **out)
 {
-    const char *example = model_family_example(f->family);
+    const model_family_about about = model_family_about_of(f->family);
     char path[SWEEP_TEXT_MAX];
     size_t at = strlen(f->note); /* after what prepare said of the flavour */
-    if (example) {
-        snprintf(path, sizeof path, "%s/%s", examples, example);
+    if (about.example) {
+        snprintf(path, sizeof path, "%s/%s", examples, about.example);
         if (!access(path, R_OK)) {
             snprintf(f->example, sizeof f->example, "%s", path);
             /* the --set overrides after the example's own: its users' bucket, said in the report */
@@ -215,11 +215,10 @@ static st_status load_real(family_sweep *f, const char *examples, const char *di
             int n = 0;
             if (n_sets + 1 + N_STAND_INS > CONFIG_MAX_SETS)
                 return st_fail(ST_ERR_INVALID, "--set: more than %d overrides", n_sets);
-            if (model_family_shape(f->family)) {
-                snprintf(bucket, sizeof bucket, "bucket_shapes=%s", model_family_shape(f->family));
+            if (about.shape) {
+                snprintf(bucket, sizeof bucket, "bucket_shapes=%s", about.shape);
                 with[n++] = bucket;
-                snprintf(f->note + at, sizeof f->note - at, "predicted at its users' bucket %s",
-                         model_family_shape(f->family));
+                snprintf(f->note + at, sizeof f->note - at, "predicted at its users' bucket %s", about.shape);
             }
             for (int i = 0; i < n_sets; i++) with[n++] = sets[i];
             st_status st = load_example(f, examples, path, with, n, out);
@@ -231,7 +230,7 @@ static st_status load_real(family_sweep *f, const char *examples, const char *di
             }
             return st;
         }
-        snprintf(f->note + at, sizeof f->note - at, "its example %s is not in %s: ", example, examples);
+        snprintf(f->note + at, sizeof f->note - at, "its example %s is not in %s: ", about.example, examples);
     } else {
         snprintf(f->note + at, sizeof f->note - at, "no SimpleTuner example config is at hand: ");
     }
@@ -297,7 +296,7 @@ st_status family_sweep_prepare(family_sweep *f, const char *examples, const char
 
     /* the measured half: the tiny preset of the family, in a config file the cells read */
     char real_preset[SWEEP_NAME_MAX];
-    const char *tiny = model_family_tiny(f->family);
+    const char *tiny = model_family_about_of(f->family).tiny;
     if (!tiny && model_family_preset(f->family, f->flavour, real_preset, sizeof real_preset))
         tiny = tiny_preset_of(real_preset);
     if (!tiny) {
@@ -630,7 +629,7 @@ static bool any_same_plan(const sweep_result *r)
 
 static void md_family(const family_report *rep, const family_sweep *fs, FILE *f)
 {
-    const char *title = model_family_title(fs->family);
+    const char *title = model_family_about_of(fs->family).title;
     fprintf(f, "## %s (%s)\n\n", fs->family, title ? title : "?");
     if (fs->skipped[0]) {
         fprintf(f, "Not run: %s\n\n", fs->skipped);
@@ -725,7 +724,7 @@ static cJSON *family_json(const family_sweep *fs, const machine_info *mi)
     cJSON *o = cJSON_CreateObject();
     sweep_result m = fs->measured, p = fs->predicted;
     m.machine = p.machine = *mi;
-    const char *title = model_family_title(fs->family);
+    const char *title = model_family_about_of(fs->family).title;
     bool ok = o && cJSON_AddStringToObject(o, "family", fs->family) &&
               cJSON_AddStringToObject(o, "title", title ? title : "") &&
               cJSON_AddStringToObject(o, "flavour", fs->flavour) &&

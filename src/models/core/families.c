@@ -191,26 +191,8 @@ const char *model_family_built_flavour(const char *family, int i, char *flavour,
     return NULL;
 }
 
-const char *model_family_title(const char *family)
+model_family_about model_family_about_of(const char *family)
 {
     const family_st *f = find_family(family, NULL);
-    return f ? f->title : NULL;
-}
-
-const char *model_family_example(const char *family)
-{
-    const family_st *f = find_family(family, NULL);
-    return f ? f->example : NULL;
-}
-
-const char *model_family_tiny(const char *family)
-{
-    const family_st *f = find_family(family, NULL);
-    return f ? f->tiny : NULL;
-}
-
-const char *model_family_shape(const char *family)
-{
-    const family_st *f = find_family(family, NULL);
-    return f ? f->shape : NULL;
+    return f ? (model_family_about){f->title, f->example, f->tiny, f->shape} : (model_family_about){0};
 }
