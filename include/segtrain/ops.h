@@ -642,6 +642,18 @@ float mse_forward(const float *pred, const float *target, const float *weight, i
 void mse_backward(float *dpred, const float *pred, const float *target, const float *weight, int64_t batch, int64_t per,
                   float dloss);
 
+/* Token cross-entropy (torch's cross_entropy per row, then weighted and summed): rows of `vocab` logits, row r at
+ * logits + r vocab with its class targets[r] (a whole float in [0, vocab), exact below 2^24) and weight w_r (NULL:
+ * 1); *loss = sum_r w_r (logsumexp(z_r) - z_r[target_r]), each row's log-sum-exp in double and the rows' terms
+ * added in row order, so the value does not depend on the thread count. A mean is the caller's weights (HeartMuLa:
+ * a frame mask over its count). A target that is not a class is ST_ERR_INVALID naming its row, *loss untouched.
+ * Backward: dlogits += dloss w_r (softmax(z_r) - onehot(target_r)), the softmax from the row's log-sum-exp again
+ * (nothing kept); targets as forward checked them. */
+st_status cross_entropy_forward(const float *logits, const float *targets, const float *weight, int64_t rows,
+                                int64_t vocab, float *loss);
+void cross_entropy_backward(float *dlogits, const float *logits, const float *targets, const float *weight,
+                            int64_t rows, int64_t vocab, float dloss);
+
 /* ---- optimizer updates (ops/cpu/optim_update.c): elementwise, so the same bits at any split of the elements ---- */
 
 typedef struct optim_coefs {

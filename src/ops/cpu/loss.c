@@ -100,3 +100,76 @@ void flow_interpolate(float *restrict xt, float *restrict target, float *restric
         }
     prof_add(OP_POINTWISE, t0, 0, 20.0 * batch * per);
 }
+
+/* ---- token cross-entropy ---- */
+
+/* Rows whose terms are kept on the stack at once: each row's in its own slot, added in row order after */
+#define CE_GROUP 256
+#define CE_PAR_MIN ((int64_t)1 << 14) /* logits below which a group runs on one thread */
+
+static bool ce_class(float t, int64_t vocab) { return t >= 0.0f && t < (float)vocab && t == floorf(t); }
+
+/* log sum_j e^(z_j), in double */
+static double ce_lse(const float *z, int64_t vocab)
+{
+    double hi = -INFINITY, s = 0;
+    for (int64_t j = 0; j < vocab; j++) hi = z[j] > hi ? z[j] : hi;
+    for (int64_t j = 0; j < vocab; j++) s += exp((double)z[j] - hi);
+    return hi + log(s);
+}
+
+static double ce_forward_run(const float *logits, const float *targets, const float *weight, int64_t rows,
+                             int64_t vocab)
+{
+    double total = 0;
+    for (int64_t g0 = 0; g0 < rows; g0 += CE_GROUP) {
+        const int64_t gn = rows - g0 < CE_GROUP ? rows - g0 : CE_GROUP;
+        double part[CE_GROUP];
+#pragma omp parallel for schedule(static) if (gn * vocab >= CE_PAR_MIN)
+        for (int64_t i = 0; i < gn; i++) {
+            const int64_t r = g0 + i;
+            const float *z = logits + r * vocab;
+            part[i] = (weight ? (double)weight[r] : 1.0) * (ce_lse(z, vocab) - (double)z[(int64_t)targets[r]]);
+        }
+        for (int64_t i = 0; i < gn; i++) total += part[i];
+    }
+    return total;
+}
+
+st_status cross_entropy_forward(const float *logits, const float *targets, const float *weight, int64_t rows,
+                                int64_t vocab, float *loss)
+{
+    const double t0 = prof_now();
+    if (rows < 0 || vocab < 1) return st_fail(ST_ERR_INVALID, "cross_entropy: %lld rows of %lld classes",
+                                              (long long)rows, (long long)vocab);
+    if (!op_dry(logits)) {
+        for (int64_t r = 0; r < rows; r++)
+            if (!ce_class(targets[r], vocab))
+                return st_fail(ST_ERR_INVALID, "cross_entropy: row %lld's target %g is not a class of 0 .. %lld",
+                               (long long)r, (double)targets[r], (long long)(vocab - 1));
+        *loss = (float)ce_forward_run(logits, targets, weight, rows, vocab);
+    }
+    else *loss = 0.0f;
+    prof_add(OP_POINTWISE, t0, 0, 4.0 * (double)(rows * vocab));
+    return ST_OK;
+}
+
+static void ce_backward_run(float *dlogits, const float *logits, const float *targets, const float *weight,
+                            int64_t rows, int64_t vocab, float dloss)
+{
+#pragma omp parallel for schedule(static) if (rows * vocab >= CE_PAR_MIN)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *z = logits + r * vocab;
+        float *dz = dlogits + r * vocab;
+        const double s = (double)dloss * (weight ? (double)weight[r] : 1.0), lse = ce_lse(z, vocab);
+        const int64_t t = ce_class(targets[r], vocab) ? (int64_t)targets[r] : -1;
+        for (int64_t j = 0; j < vocab; j++) dz[j] += (float)(s * (exp((double)z[j] - lse) - (double)(j == t)));
+    }
+}
+
+void cross_entropy_backward(float *dlogits, const float *logits, const float *targets, const float *weight,
+                            int64_t rows, int64_t vocab, float dloss)
+{
+    OP_TIMED(dlogits, ce_backward_run(dlogits, logits, targets, weight, rows, vocab, dloss), OP_POINTWISE, 0,
+             12.0 * (double)(rows * vocab));
+}
