@@ -380,6 +380,46 @@ st_status attention_backward_masked(pool *p, const attn_shape *s, const attn_mas
                                     attn_view dv, attn_view dout, attn_view q, attn_view k, attn_view v, attn_view out,
                                     const op_state *keep);
 
+/* ---- block-sparse attention (ops/cpu/attention_bsa.c): LongCat-Video's flash_attn_bsa_3d ---- */
+
+/* Self-attention over a video's tokens (frames, height, width in grid, tokens in that order), whose queries and keys
+ * are grouped into 3D blocks (chunk_q, chunk_k: LongCat's chunk_3d_shape_q and _k, each dividing grid per axis).
+ * Each query block attends only to the key blocks selected for it, per (sample, head), from the blocks' mean q and
+ * mean k (LongCat's mean_pooling_compression) and their score s_ij = mean_q_i . mean_k_j:
+ * - sparsity (top-k; < 0: none): the n = int((1 - sparsity) nk) highest scores (ties: the lower block);
+ * - cdf_threshold (< 0: none): the fewest top blocks of softmax(s_i / sqrt(head_dim)), in descending order, whose
+ *   running sum stays <= the threshold (LongCat's searchsorted(right=True): possibly none);
+ * - both: the larger of the two counts (LongCat's cdf_topk).
+ * Within the selected blocks it is exact softmax attention with scale 1/sqrt(head_dim); a query block that selects
+ * nothing outputs zeros, as LongCat's kernel does. The selection is not differentiated (a block index has no
+ * gradient): backward runs through the selected blocks only.
+ * Kept: the log-sum-exp per row and the selection, batch heads (4 tokens + nq nk) bytes (nq, nk: the blocks), so
+ * backward reads forward's selection; a forward without keep (a checkpointed block) selects again when recomputed,
+ * from q and k that the recompute reproduces bit for bit, by fixed-order float arithmetic: the same selection.
+ * Flash-style: one (sample, head) a thread, query block by key block tiles, skipping every unselected tile; the
+ * workspace is per thread and small (the pooled q and k, the block scores, a few tiles), stated exactly by
+ * bsa_attention_workspace_bytes. Profile FLOPs count the tiles run (4 cq ck head_dim a tile forward, 10 backward);
+ * where the selection is not kept (a dry step, a forward without keep) the top-k tiles (all, where only cdf_threshold
+ * is given). No CUDA kernel: on a device's memory it is the CPU code, a counted fallback (ops_fallbacks).
+ * Refused (ST_ERR_INVALID, one line): a grid or chunk not dividing, a product of grid other than tokens, neither
+ * rule, a sparsity outside [0, 1) or keeping no block, a threshold outside (0, 1]. Backward needs the forward's
+ * float output (out) where dq or dk is asked for. */
+typedef struct bsa_shape {
+    int64_t batch, heads, head_dim;
+    int64_t grid[3], chunk_q[3], chunk_k[3];
+    double sparsity, cdf_threshold;
+} bsa_shape;
+
+size_t bsa_attention_kept_bytes(const bsa_shape *s);
+size_t bsa_attention_workspace_bytes(const bsa_shape *s, int threads, attn_pass pass);
+st_status bsa_attention_forward(pool *p, const bsa_shape *s, attn_view out, attn_view q, attn_view k, attn_view v,
+                                op_state *keep);
+st_status bsa_attention_backward(pool *p, const bsa_shape *s, attn_view dq, attn_view dk, attn_view dv,
+                                 attn_view dout, attn_view q, attn_view k, attn_view v, attn_view out,
+                                 const op_state *keep);
+/* The selection of a kept state: (batch, heads, nq, nk) bytes, 1 where query block i attends to key block j */
+const unsigned char *bsa_attention_selection(const bsa_shape *s, const op_state *keep);
+
 /* ---- adaLN modulation and gated residual (ops/cpu/modulate.c) ---- */
 
 /* y = x * (1 + scale) + shift over (batch, tokens, d); shift and scale are (batch, d) with rows
