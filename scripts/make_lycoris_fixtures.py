@@ -13,8 +13,9 @@ blocks.0.attn1.to_q, blocks.0.attn1.to_out.0, blocks.0.ff.net.0, blocks.0.ff.net
 order to x. <out>/<case>/lycoris_config.json is the config; <out>/<case>/fixture.safetensors holds x, dy (the loss
 is sum(y * dy)), y, dx, the base weights under the modules' paths, every adapter tensor under the package's key
 (lycoris_blocks_0_attn1_to_q.lokr_w1, ... and .alpha) with its gradient as grad.<key>, all float32 (computed in
-float64 from the float32 values stored). The locon_conv case's model is ConvModel instead (Conv2d layers in classes
-named ResnetBlock2D and Downsample2D, x and y (batch, channels, height, width)). The adapters' weights are random (the package's zero w2 would leave w1's
+float64 from the float32 values stored). The conv cases' model is ConvModel instead (Conv2d layers in classes
+named ResnetBlock2D and Downsample2D, x and y (batch, channels, height, width)), conv_grouped's GroupedModel
+(depthwise convolutions, groups = channels). The adapters' weights are random (the package's zero w2 would leave w1's
 gradient zero).
 
 --check loads FILE (what segtrain's test_lycoris saves: build/lycoris_saved_<case>.safetensors) with
@@ -95,9 +96,24 @@ CASES = {
         "algo": "lora", "linear_dim": 2, "linear_alpha": 3, "conv_dim": 3, "conv_alpha": 6,
         "apply_preset": {"target_module": ["ResnetBlock2D", "Downsample2D"], "target_name": ["proj"],
                          "module_algo_map": {"ResnetBlock2D": {"algo": "loha"}, "Downsample2D": {"algo": "full"}}}}),
+    # LoKr on convolutions: the channels factored, the kernel in lokr_w2 (full_matrix: (b, d, k, k)) or lokr_w2_b
+    # (r, d k k); decompose_both splits w1 where the dimension allows; a 3 x 3 at conv_dim, 1 x 1s at linear_dim
+    "lokr_conv": (("conv", 8, 12, 5, 6), {
+        "algo": "lokr", "linear_dim": 1, "linear_alpha": 3, "conv_dim": 1, "conv_alpha": 5, "decompose_both": True,
+        "apply_preset": {"target_module": ["ResnetBlock2D", "Downsample2D"], "target_name": ["proj"],
+                         "module_algo_map": {"Downsample2D": {"full_matrix": True}}}}),
+    # depthwise convolutions (groups = channels, Stable Cascade's SDCascadeResBlock.depthwise), one algorithm each
+    # (GroupedModel): LoKr with both halves split, LoHa, full, and LoCon (the package rebuilds a grouped conv's)
+    "conv_grouped": (("grouped", 12, 5, 6), {
+        "algo": "lora", "linear_dim": 2, "linear_alpha": 3, "conv_dim": 2, "conv_alpha": 5,
+        "apply_preset": {"target_module": ["SDCascadeResBlock", "ResnetBlock2D", "Downsample2D"],
+                         "target_name": ["proj"],
+                         "module_algo_map": {"SDCascadeResBlock": {"algo": "lokr", "dim": 1, "decompose_both": True},
+                                             "ResnetBlock2D": {"algo": "loha"}, "Downsample2D": {"algo": "full"}}}}),
 }
 # the order the cases were added in: a case's seed, which never changes
-ORDER = ["lokr_full", "lokr_name", "lokr_split", "loha", "locon", "full", "mixed", "locon_conv", "conv_algos"]
+ORDER = ["lokr_full", "lokr_name", "lokr_split", "loha", "locon", "full", "mixed", "locon_conv", "conv_algos",
+         "lokr_conv", "conv_grouped"]
 
 
 class Attention(nn.Module):
@@ -161,12 +177,46 @@ class ConvModel(nn.Module):
         return self.proj(self.down[0].conv(b.conv_shortcut(b.conv1(x))))
 
 
+def depthwise(c):
+    return nn.Conv2d(c, c, 3, padding=1, groups=c)
+
+
+class SDCascadeResBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.depthwise = depthwise(c)
+
+
+class GroupedModel(nn.Module):
+    """Depthwise 3 x 3 convolutions (groups = channels, padding 1), as Stable Cascade's SDCascadeResBlock.depthwise:
+    res.0.depthwise (an SDCascadeResBlock), blocks.0.depthwise (in a class named ResnetBlock2D), down.0.depthwise (in
+    a Downsample2D) and proj, applied in that order to x; the classes only give each its own algorithm."""
+    def __init__(self, c):
+        super().__init__()
+        self.res = nn.ModuleList([SDCascadeResBlock(c)])
+        self.blocks = nn.ModuleList([ResnetBlock2D(c, c)])
+        self.blocks[0].depthwise = depthwise(c)
+        del self.blocks[0].conv1, self.blocks[0].conv_shortcut
+        self.down = nn.ModuleList([Downsample2D(c)])
+        self.down[0].depthwise = depthwise(c)
+        del self.down[0].conv
+        self.proj = depthwise(c)
+
+    def forward(self, x):
+        return self.proj(self.down[0].depthwise(self.blocks[0].depthwise(self.res[0].depthwise(x))))
+
+
 def model_of(dims):
+    if dims[0] == "grouped":
+        return GroupedModel(dims[1])
     return ConvModel(dims[1], dims[2]) if dims[0] == "conv" else Model(*dims)
 
 
 def inputs_of(dims):
     """x, and the shape of y: (batch, tokens, width), or a conv case's (batch, c, h, w) and its stride-2 output"""
+    if dims[0] == "grouped":
+        _, c, h, w = dims
+        return (BATCH, c, h, w), (BATCH, c, h, w)
     if dims[0] == "conv":
         _, c, _, h, w = dims
         return (BATCH, c, h, w), (BATCH, c, (h - 1) // 2 + 1, (w - 1) // 2 + 1)
@@ -174,6 +224,8 @@ def inputs_of(dims):
 
 
 def meta_of(dims):
+    if dims[0] == "grouped":
+        return {"batch": str(BATCH), "channels": str(dims[1]), "height": str(dims[2]), "width": str(dims[3])}
     if dims[0] == "conv":
         return {"batch": str(BATCH), "channels": str(dims[1]), "mid": str(dims[2]), "height": str(dims[3]),
                 "width": str(dims[4])}
@@ -229,7 +281,7 @@ def wrap(model, cfg):
 def make(case, out):
     dims, cfg = CASES[case]
     torch.manual_seed(ORDER.index(case) + 1)
-    grid = on_grid if case in ("full", "mixed", "conv_algos") else (lambda t: t)
+    grid = on_grid if case in ("full", "mixed", "conv_algos", "conv_grouped") else (lambda t: t)
     model = model_of(dims)
     with torch.no_grad():
         for p in model.parameters():

@@ -127,17 +127,26 @@ expect 0 "LoCon with conv_dim plans on sdxl's ResnetBlock2Ds, their convolutions
 echo '{"algo": "lora", "apply_preset": {"target_module": [], "target_name": ["down_blocks\\.1\\.attentions"]}}' > names.json
 expect 0 "LoCon on sd1x's 1 x 1 Conv2d proj_in plans" "lycoris_down_blocks_\\*_attentions_\\*_proj_in " -- \
   "$bin" plan --set model_family=sd1x --set model_type=lora --set lora_type=lycoris --set lycoris_config=names.json --parts
-# LoKr on a convolution (its kernel-shaped lokr_w2 is not built): refused, named
+# LoKr on a convolution (the kernel in lokr_w2): sd1x's 1 x 1 Conv2d proj_in, sdxl's Linear one
 echo '{"algo": "lokr", "apply_preset": {"target_module": [], "target_name": ["down_blocks\\.1\\.attentions"]}}' > lokr_names.json
-expect 1 "LoKr on a convolution inside the targets is refused, named (sd1x's proj_in is a 1 x 1 Conv2d)" \
-  "lora_type lycoris: down_blocks.1.attentions.0.proj_in.weight is a convolution that the lycoris_config adapts with lokr" -- \
-  "$bin" plan --set model_family=sd1x --set model_type=lora --set lora_type=lycoris --set lycoris_config=lokr_names.json
+expect 0 "LoKr on sd1x's 1 x 1 Conv2d proj_in plans" "lycoris_down_blocks_\\*_attentions_\\*_proj_in " -- \
+  "$bin" plan --set model_family=sd1x --set model_type=lora --set lora_type=lycoris --set lycoris_config=lokr_names.json --parts
 expect 0 "the same names plan on sdxl, whose proj_in is a Linear" "lycoris_down_blocks_\\*_attentions_\\*_proj_in " -- \
   "${plan_sdxl_lycoris[@]}" --set lycoris_config=lokr_names.json --parts
+# Stable Cascade's depthwise convolutions (groups = channels): adapted, rebuilt as the package does; LoKr's bypass,
+# which the package runs into a RuntimeError there, refused; its other convolutions refused, named
 echo '{"algo": "lora", "apply_preset": {"target_module": [], "target_name": ["down_blocks\\.0\\.0"]}}' > depthwise.json
-expect 1 "Stable Cascade's depthwise convolution is refused, named, with the reason" \
-  "down_blocks.0.0.depthwise.weight is a depthwise convolution inside the lycoris_config's targets" -- \
-  "$bin" plan --set model_family=stable_cascade --set model_type=lora --set lora_type=lycoris --set lycoris_config=depthwise.json
+expect 0 "LoCon on Stable Cascade's depthwise convolution plans, its adapter in the parts" \
+  "lycoris_down_blocks_\\*_\\*_depthwise " -- "$bin" plan --set model_family=stable_cascade --set model_type=lora \
+  --set lora_type=lycoris --set lycoris_config=depthwise.json --parts
+echo '{"algo": "lokr", "bypass_mode": true, "apply_preset": {"target_module": [], "target_name": ["down_blocks\\.0\\.0"]}}' > dw_bypass.json
+expect 1 "LoKr under bypass_mode on a depthwise convolution is refused, named, as the package fails there" \
+  "down_blocks.0.0.depthwise.weight is a depthwise convolution \\(groups [0-9]+\\) that the lycoris_config adapts with lokr under bypass_mode" -- \
+  "$bin" plan --set model_family=stable_cascade --set model_type=lora --set lora_type=lycoris --set lycoris_config=dw_bypass.json
+echo '{"algo": "lora", "apply_preset": {"target_module": [], "target_name": ["embedding"]}}' > cascade_emb.json
+expect 1 "Stable Cascade's embedding convolution is refused, named" \
+  "embedding.1.weight is a convolution inside the lycoris_config's targets" -- \
+  "$bin" plan --set model_family=stable_cascade --set model_type=lora --set lora_type=lycoris --set lycoris_config=cascade_emb.json
 echo '{"algo": "lokr", "apply_preset": {"target_name": ["down_blocks\\.1\\.attentions"]}}' > default.json
 expect 1 "apply_preset without target_module is refused (the package keeps its default classes)" \
   "default.json: apply_preset has no target_module, so the package keeps its default target classes" -- \
@@ -154,9 +163,8 @@ echo '{"algo": "lokr", "rank_dropout": 0.1, "apply_preset": {"target_module": ["
 expect 1 "rank_dropout is refused" "drop.json: rank_dropout 0.1; LyCORIS's dropouts are not built" -- \
   "${plan_sdxl_lycoris[@]}" --set lycoris_config=drop.json
 echo '{"algo": "lokr", "apply_preset": {"target_module": ["ResnetBlock2D"]}}' > resnet.json
-expect 1 "LoKr on a ResnetBlock2D's convolutions is refused, named" \
-  "down_blocks.0.resnets.0.conv1.weight is a convolution that the lycoris_config adapts with lokr" -- \
-  "${plan_sdxl_lycoris[@]}" --set lycoris_config=resnet.json
+expect 0 "LoKr on sdxl's ResnetBlock2Ds plans, their convolutions in the parts" \
+  "lycoris_down_blocks_\\*_resnets_\\*_conv1 " -- "${plan_sdxl_lycoris[@]}" --set lycoris_config=resnet.json --parts
 echo '{"algo": "lokr", "apply_preset": {"target_module": ["BasicTransformerBlock"]}}' > block.json
 expect 1 "a class segtrain does not map" "targets BasicTransformerBlock, a module class segtrain does not map onto sdxl" -- \
   "${plan_sdxl_lycoris[@]}" --set lycoris_config=block.json

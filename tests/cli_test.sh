@@ -566,8 +566,8 @@ for ex in pixart:pixart-sigma-tiny: sana:sana-1.5-tiny: sdxl:sdxl-tiny: cosmos2i
 done
 # LyCORIS's classes on the families mapped since pixart, sana and sdxl: segtrain trains on the family's parity fixture
 # with the example's lycoris_config (or one targeting every class mapped there; sd1x and sdxl: LoCon on every U-Net
-# class, their convolutions at conv_dim, conv_in and conv_out by name; sd1x with LoHa, full and LoCon there) and saves
-# exactly the keys and shapes
+# class, their convolutions at conv_dim, conv_in and conv_out by name; sd1x with LoHa, full and LoCon there, and with
+# LoKr; Stable Cascade's depthwise convolutions by name with LoKr and LoCon) and saves exactly the keys and shapes
 # lycoris-lora 4.1.3 gives the diffusers class (tests/fixtures/lycoris/families/*.keys, from
 # scripts/make_lycoris_fixtures.py --family-keys)
 lyco_examples=$src/tests/fixtures/simpletuner/config/examples lyco_families=$src/tests/fixtures/lycoris/families
@@ -575,7 +575,8 @@ for c in cosmos2image:cosmos:cosmos2image.lycoris-lokr cosmos2image:cosmos:cosmo
   cosmos3:cosmos3:cosmos3-image.lycoris-lokr cosmos3:cosmos3:cosmos3-every-class \
   kandinsky5_image:kandinsky5:kandinsky5-image-6b-t2i.lycoris-lokr omnigen:omnigen:omnigen.lycoris-lokr \
   omnigen:omnigen:omnigen-every-class stable_cascade:stable-cascade:cascade-stage-c.lycoris-lokr \
-  sd1x:sd1x:sd1x-conv sdxl:sdxl:sdxl-conv sd1x:sd1x:sd1x-conv-algos; do
+  sd1x:sd1x:sd1x-conv sdxl:sdxl:sdxl-conv sd1x:sd1x:sd1x-conv-algos sd1x:sd1x:sd1x-conv-lokr \
+  stable_cascade:stable-cascade:cascade-depthwise stable_cascade:stable-cascade:cascade-depthwise-locon; do
   IFS=: read -r family folder config <<<"$c"
   lyco_config=$lyco_families/$config.json keys=$lyco_families/$family.keys
   if [[ $config == *.lycoris-lokr ]]; then lyco_config=$lyco_examples/$config/lycoris_config.json

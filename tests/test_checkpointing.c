@@ -945,7 +945,7 @@ static const struct family_case {
  * and full modules side by side, LoHa on pixart, LoCon on sana, full on sdxl; cosmos2image, kandinsky5, omnigen,
  * cosmos3 and stable cascade with their examples' LoKr, and cosmos2image and cosmos3 with every class mapped there;
  * sd1x and sdxl with LoCon on every U-Net class (their convolutions, conv_in and conv_out too), sd1x with LoHa and
- * full there */
+ * full there and with LoKr; stable cascade with LoKr and LoCon on its depthwise convolutions */
 static const char *const lycoris_configs[][3] = {
     {"pixart-sigma-tiny", "simpletuner/config/examples/pixart.lycoris-lokr", "lokr"},
     {"pixart-sigma-tiny", "lycoris/loha", "loha"},
@@ -956,6 +956,7 @@ static const char *const lycoris_configs[][3] = {
     {"sdxl-tiny", "simpletuner/config/examples/sdxl.lycoris-lokr", "lokr"},
     {"sd1x-tiny", "lycoris/families/sd1x-conv", "locon on convs"},
     {"sd1x-tiny", "lycoris/families/sd1x-conv-algos", "loha, full on convs"},
+    {"sd1x-tiny", "lycoris/families/sd1x-conv-lokr", "lokr on convs"},
     {"sdxl-tiny", "lycoris/full", "full"},
     {"sdxl-tiny", "lycoris/families/sdxl-conv", "locon on convs"},
     {"cosmos2-tiny", "simpletuner/config/examples/cosmos2image.lycoris-lokr", "lokr"},
@@ -965,6 +966,8 @@ static const char *const lycoris_configs[][3] = {
     {"cosmos3-tiny", "simpletuner/config/examples/cosmos3-image.lycoris-lokr", "lokr"},
     {"cosmos3-tiny", "lycoris/families/cosmos3-every-class", "lokr, locon"},
     {"stable-cascade-tiny", "simpletuner/config/examples/cascade-stage-c.lycoris-lokr", "lokr"},
+    {"stable-cascade-tiny", "lycoris/families/cascade-depthwise", "lokr on depthwise convs"},
+    {"stable-cascade-tiny", "lycoris/families/cascade-depthwise-locon", "locon on depthwise convs"},
 };
 
 /* The family's LyCORIS adapters (lora_type lycoris) under every schedule, for each lycoris_config above. */

@@ -3,8 +3,9 @@
  * of Linear layers in module classes named as diffusers' (Attention, FeedForward), wrapped by the package from a
  * lycoris_config, with one forward and backward in float64. segtrain reads the same lycoris_config, must adapt the
  * same layers with tensors of the same keys and shapes, and match the output, dx and every adapter gradient at
- * 1e-5 (locon_conv: a model of Conv2d layers in classes named ResnetBlock2D and Downsample2D, through conv_layer, whose
- * LoCon is first checked against central differences); then it saves the adapters as SimpleTuner's file (lycoris_saved_<case>.safetensors in build/, which
+ * 1e-5 (locon_conv, conv_algos, lokr_conv: a model of Conv2d layers in classes named ResnetBlock2D and Downsample2D,
+ * through conv_layer, whose LoCon, LoHa, full and LoKr are first checked against central differences; conv_grouped:
+ * depthwise convolutions with each algorithm, Stable Cascade's); then it saves the adapters as SimpleTuner's file (lycoris_saved_<case>.safetensors in build/, which
  * `make_lycoris_fixtures.py --check` loads with the package) and reads them back. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,25 +48,32 @@ static float *read_tensor(const sft_file *f, const char *name, int64_t n)
     return x;
 }
 
+/* Checks and allocates the set, and reads every parameter from the fixture by name and shape: the package's adapter
+ * tensors are segtrain's, no more. */
+static void read_params(param_set *s, const sft_file *f, pool *p)
+{
+    CHECK(param_set_check(s) == ST_OK && param_set_alloc(s, p) == ST_OK);
+    int adapters = 0, trainable = 0;
+    for (int i = 0; i < s->n; i++) {
+        param *q = param_at(s, i);
+        trainable += q->trainable;
+        CHECKF(sft_find(f, q->name) && sft_read_f32(f, q->name, q->ndim, q->shape, q->w) == ST_OK,
+               "the package has %s at segtrain's shape", q->name);
+    }
+    for (int i = 0; i < sft_count(f); i++) {
+        const char *name = sft_at(f, i)->name, *dot = strrchr(name, '.');
+        adapters += !strncmp(name, "lycoris_", 8) && strcmp(dot, ".alpha");
+    }
+    CHECKF(adapters == trainable, "%d adapter tensors in the fixture, segtrain registers %d", adapters, trainable);
+}
+
 /* The model's layers, registered under the spec; every parameter read from the fixture by name and shape. */
 static void build(tiny *m, const lycoris_spec *ly, const sft_file *f, pool *p)
 {
     m->s = (param_set){.lycoris = ly, .lycoris_classes = tiny_classes};
     const int64_t d = m->d, ff = m->f, in[LAYERS] = {d, d, d, ff, d}, out[LAYERS] = {d, d, ff, d, d};
     for (int i = 0; i < LAYERS; i++) m->l[i] = lin_register(&m->s, layer_names[i], in[i], out[i], true, 0, 0, false);
-    CHECK(param_set_check(&m->s) == ST_OK && param_set_alloc(&m->s, p) == ST_OK);
-    for (int i = 0; i < m->s.n; i++) {
-        param *q = param_at(&m->s, i);
-        CHECKF(sft_find(f, q->name) && sft_read_f32(f, q->name, q->ndim, q->shape, q->w) == ST_OK,
-               "the package has %s at segtrain's shape", q->name);
-    }
-    int adapters = 0, trainable = 0; /* the package's adapter tensors are segtrain's, no more */
-    for (int i = 0; i < sft_count(f); i++) {
-        const char *name = sft_at(f, i)->name, *dot = strrchr(name, '.');
-        adapters += !strncmp(name, "lycoris_", 8) && strcmp(dot, ".alpha");
-    }
-    for (int i = 0; i < m->s.n; i++) trainable += param_at(&m->s, i)->trainable;
-    CHECKF(adapters == trainable, "%d adapter tensors in the fixture, segtrain registers %d", adapters, trainable);
+    read_params(&m->s, f, p);
 }
 
 static void forward_backward(tiny *m, pool *p, const float *dy, float *dx)
@@ -209,19 +217,7 @@ static void run_conv_case(const char *name)
     param_set s = {.lycoris = &ly, .lycoris_classes = conv_classes};
     conv_layer l[CONVS];
     for (int i = 0; i < CONVS; i++) l[i] = conv_register(&s, conv_names[i], cs[i].in, cs[i].out, cs[i].kh, false);
-    CHECK(param_set_check(&s) == ST_OK && param_set_alloc(&s, p) == ST_OK);
-    int adapters = 0, trainable = 0; /* every parameter the package's, at segtrain's shape, and no more adapters */
-    for (int i = 0; i < s.n; i++) {
-        param *q = param_at(&s, i);
-        trainable += q->trainable;
-        CHECKF(sft_find(f, q->name) && sft_read_f32(f, q->name, q->ndim, q->shape, q->w) == ST_OK,
-               "the package has %s at segtrain's shape", q->name);
-    }
-    for (int i = 0; i < sft_count(f); i++) {
-        const char *key = sft_at(f, i)->name, *dot = strrchr(key, '.');
-        adapters += !strncmp(key, "lycoris_", 8) && strcmp(dot, ".alpha");
-    }
-    CHECKF(adapters == trainable, "%d adapter tensors in the fixture, segtrain registers %d", adapters, trainable);
+    read_params(&s, f, p);
     float *act[CONVS + 1] = {read_tensor(f, "x", numel_in(&cs[0]))};
     const int64_t ny = numel_out(&cs[CONVS - 1]), nx = numel_in(&cs[0]);
     float *dy = read_tensor(f, "dy", ny), *dx = calloc((size_t)nx, sizeof(float));
@@ -235,6 +231,65 @@ static void run_conv_case(const char *name)
     check_adapters(&s, f, name);
     for (int i = 0; i <= CONVS; i++) free(act[i]);
     free(dy), free(dx);
+    param_set_free(&s);
+    pool_destroy(p);
+    sft_close(f);
+}
+
+/* The grouped case: make_lycoris_fixtures.py's GroupedModel, x (B, C, H, W) through four depthwise 3 x 3
+ * convolutions (res.0.depthwise, blocks.0.depthwise, down.0.depthwise, proj: LoKr, LoHa, full, LoCon), each a
+ * conv_register_depthwise layer, channels last as Stable Cascade's ResBlock runs them. */
+#define GROUPED 4
+static const lyco_class grouped_classes[] = {
+    {"SDCascadeResBlock", "res"}, {"ResnetBlock2D", "blocks"}, {"Downsample2D", "down"}, {NULL, NULL}};
+static const char *const grouped_names[GROUPED] = {"res.0.depthwise", "blocks.0.depthwise", "down.0.depthwise",
+                                                   "proj"};
+
+/* a fixture's (B, C, H W) tensor, channels last: (B, H W, C) */
+static float *channels_last(const sft_file *f, const char *name, int64_t B, int64_t C, int64_t T)
+{
+    float *x = read_tensor(f, name, B * C * T), *t = malloc((size_t)(B * C * T) * sizeof(float));
+    transpose_batched(t, x, B, C, T);
+    free(x);
+    return t;
+}
+
+static void run_grouped_case(const char *name)
+{
+    lycoris_spec ly;
+    sft_file *f = open_case(name, &ly);
+    pool *p = pool_create(POOL_DEVICE, 0);
+    const int64_t B = meta_int(f, "batch"), C = meta_int(f, "channels"), H = meta_int(f, "height");
+    const int64_t W = meta_int(f, "width"), T = H * W, n = B * C * T;
+    const conv_shape c = {.batch = B, .in = C, .h = H, .w = W, .out = C};
+    param_set s = {.lycoris = &ly, .lycoris_classes = grouped_classes};
+    conv_layer l[GROUPED];
+    for (int i = 0; i < GROUPED; i++) l[i] = conv_register_depthwise(&s, grouped_names[i], C, false);
+    read_params(&s, f, p);
+    float *act[GROUPED + 1] = {channels_last(f, "x", B, C, T)};
+    for (int i = 0; i < GROUPED; i++) {
+        act[i + 1] = calloc((size_t)n, sizeof(float));
+        CHECK(conv_layer_forward(&s, p, &l[i], act[i + 1], act[i], &c) == ST_OK);
+    }
+    float *g = channels_last(f, "dy", B, C, T), *dx = NULL, *t = malloc((size_t)n * sizeof(float));
+    param_set_zero_grads(&s);
+    for (int i = GROUPED - 1; i >= 0; i--) {
+        dx = calloc((size_t)n, sizeof(float));
+        CHECK(conv_layer_backward(&s, p, &l[i], dx, g, act[i], &c) == ST_OK);
+        free(g);
+        g = dx;
+    }
+    const char *what[2] = {"y", "dx"};
+    const float *got[2] = {act[GROUPED], dx};
+    for (int k = 0; k < 2; k++) { /* back to channels first */
+        float *want = read_tensor(f, what[k], n);
+        transpose_batched(t, got[k], B, T, C);
+        close_to(what[k], t, want, n);
+        free(want);
+    }
+    check_adapters(&s, f, name);
+    for (int i = 0; i <= GROUPED; i++) free(act[i]);
+    free(dx), free(t);
     param_set_free(&s);
     pool_destroy(p);
     sft_close(f);
@@ -266,6 +321,30 @@ typedef struct fd_ctx {
     double *x, *dy, *w, *b, *t, *y; /* x, dy; workspace: W + dW, b + diff_b, LoCon's r channels, y */
 } fd_ctx;
 
+/* y (m, n) = a (m, r) b (r, n), in double */
+static void fd_product(double *y, const double *a, const double *b, int64_t m, int64_t n, int64_t r)
+{
+    for (int64_t i = 0; i < m * n; i++) {
+        y[i] = 0;
+        for (int64_t j = 0; j < r; j++) y[i] += a[i / n * r + j] * b[j * n + i % n];
+    }
+}
+
+/* w (a b, c d) += scale kron(w1, w2), each half itself or its factors' product */
+static void fd_kron(const fd_ctx *f, const lyco_adapter *k, double *w)
+{
+    double *w1 = malloc((size_t)(k->a * k->c) * sizeof(double)), *w2 = malloc((size_t)(k->b * k->d) * sizeof(double));
+    if (k->w1 >= 0) memcpy(w1, f->v[k->w1], (size_t)(k->a * k->c) * sizeof(double));
+    else fd_product(w1, f->v[k->w1_a], f->v[k->w1_b], k->a, k->c, k->rank);
+    if (k->w2 >= 0) memcpy(w2, f->v[k->w2], (size_t)(k->b * k->d) * sizeof(double));
+    else fd_product(w2, f->v[k->w2_a], f->v[k->w2_b], k->b, k->d, k->rank);
+    for (int64_t r = 0; r < k->a * k->b; r++)
+        for (int64_t col = 0; col < k->c * k->d; col++)
+            w[r * k->c * k->d + col] += (double)k->scale * w1[r / k->b * k->c + col / k->d] *
+                                        w2[r % k->b * k->d + col % k->d];
+    free(w1), free(w2);
+}
+
 /* W + dW into f->w and the bias (full's b + diff_b) into f->b, in double */
 static void fd_weight(fd_ctx *f)
 {
@@ -274,6 +353,7 @@ static void fd_weight(fd_ctx *f)
     const int64_t O = f->c.out, K = f->c.in * f->c.kh * f->c.kw, r = k->rank;
     for (int64_t i = 0; i < O * K; i++) f->w[i] = f->v[l->w][i] + (k->algo == LYCO_FULL ? f->v[k->diff][i] : 0);
     for (int64_t o = 0; o < O; o++) f->b[o] = f->v[l->b][o] + (k->algo == LYCO_FULL ? f->v[k->diff_b][o] : 0);
+    if (k->algo == LYCO_LOKR) fd_kron(f, k, f->w);
     for (int64_t o = 0; k->algo == LYCO_LOHA && o < O; o++) /* scale (w1_a w1_b) * (w2_a w2_b) */
         for (int64_t i = 0; i < K; i++) {
             double p1 = 0, p2 = 0;
@@ -368,6 +448,7 @@ int main(void)
     test_conv_fd(LYCO_LOCON, "LoCon");
     test_conv_fd(LYCO_LOHA, "LoHa");
     test_conv_fd(LYCO_FULL, "full");
+    test_conv_fd(LYCO_LOKR, "LoKr");
     run_case("lokr_full");
     run_case("lokr_split");
     run_case("lokr_name");
@@ -377,5 +458,7 @@ int main(void)
     run_case("mixed");
     run_conv_case("locon_conv");
     run_conv_case("conv_algos");
+    run_conv_case("lokr_conv");
+    run_grouped_case("conv_grouped");
     return tk_finish();
 }

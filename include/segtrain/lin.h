@@ -40,25 +40,31 @@ bool lin_trains_weight(const param_set *s, const lin_layer *l);
 st_status lin_backward_gated(param_set *s, pool *p, const lin_layer *l, float *dx, float *dgate, const float *dy,
                              const float *x, const float *gate, int64_t batch, int64_t tokens, int64_t gate_stride);
 
-/* A convolution of a model (a U-Net's Conv2d, groups 1): weight (out, in, k, k) and bias by parameter index, and,
- * under the set's lycoris spec, a LyCORIS adapter as the package builds it on a Conv2d. LoCon (locon_register):
- * lora_down a conv of the layer's kernel, stride and padding to r channels, lora_up a 1 x 1 conv back, y gains
- * scale up(down(x)); like lin's LoRA, the r-channel intermediate is workspace, made again in backward. LoHa and full
- * (lyco_conv_register): the convolution runs with the weight W + dW (and full's bias b + diff_b), built in workspace
- * in forward and again in backward, whose weight gradient gives the adapter's (lyco_delta_backward). Either adds no
- * kept bytes. */
+/* A convolution of a model (a U-Net's Conv2d, groups 1, or a depthwise 3 x 3 one, groups = channels): weight
+ * (out, in / groups, k, k) and bias by parameter index, and, under the set's lycoris spec, a LyCORIS adapter as the
+ * package builds it on a Conv2d. LoCon on a groups-1 conv (locon_register): lora_down a conv of the layer's kernel,
+ * stride and padding to r channels, lora_up a 1 x 1 conv back, y gains scale up(down(x)); like lin's LoRA, the
+ * r-channel intermediate is workspace, made again in backward. LoKr, LoHa and full, and LoCon on a depthwise conv
+ * (lyco_conv_register; the package forces a grouped conv's LoCon off bypass): the convolution runs with the weight
+ * W + dW (and full's bias b + diff_b), built in workspace in forward and again in backward, whose weight gradient
+ * gives the adapter's (lyco_delta_backward). None adds kept bytes. */
 typedef struct conv_layer {
     int w, b;     /* b < 0: no bias */
-    int down, up; /* LoCon's lora_down and lora_up; < 0: no adapter */
+    int down, up; /* LoCon's lora_down and lora_up on a groups-1 conv; < 0: none */
     int64_t rank;
     float scale;
-    lyco_adapter lyco; /* LoHa's or full's; algo LYCO_NONE: none */
+    lyco_adapter lyco; /* a rebuilt adapter (LoKr's, LoHa's, full's, a depthwise conv's LoCon); LYCO_NONE: none */
+    bool depthwise;    /* groups = channels, 3 x 3, stride and padding 1, channels last (depthwise3x3_forward) */
 } conv_layer;
 
 /* Registers "<name>.weight" (out, in, k, k) and "<name>.bias"; an adapter where the set's lycoris spec reaches the
- * layer with algo lora or locon, loha or full (the base then frozen). LoKr there is left to param_set_check, which
- * refuses it (lycoris_conv_refusal). */
+ * layer (the base then frozen). */
 conv_layer conv_register(param_set *s, const char *name, int64_t in, int64_t out, int64_t k, bool trainable);
+/* A depthwise 3 x 3 convolution (Stable Cascade's SDCascadeResBlock.depthwise): weight (channels, 1, 3, 3), its
+ * adapter the package's on a conv of in_channels / groups = 1 input channel. The package's LoKr bypass fails on a
+ * grouped conv: LoKr there under bypass_mode is left to param_set_check, which refuses it. Its conv_shape: batch,
+ * h, w and out (the channels); x and y (batch, h, w, channels). */
+conv_layer conv_register_depthwise(param_set *s, const char *name, int64_t channels, bool trainable);
 /* y = the convolution of x (c's shape, which must be the layer's) plus the adapter's. */
 st_status conv_layer_forward(param_set *s, pool *p, const conv_layer *l, float *y, const float *x, const conv_shape *c);
 /* dx (may be NULL) += dL/dx; accumulates the trainable parameters' gradients (conv2d_backward's, and the

@@ -1,4 +1,4 @@
-/* LyCORIS adapters on linear layers (and LoCon on convolutions: lin.h's conv_layer), as the lycoris-lora package
+/* LyCORIS adapters on linear layers (and on convolutions: lin.h's conv_layer), as the lycoris-lora package
  * (4.1.3) builds them from SimpleTuner's
  * lycoris_config: which layers a config adapts (lycoris_settings_for) and each algorithm's parameters,
  * initialisation, scale and products (LoKr, LoHa, full here; LoCon is lin.c's LoRA product under the package's
@@ -46,6 +46,7 @@ typedef struct lycoris_spec {
     int n_names;
     char names[LYCO_TARGETS_MAX][LYCO_PATTERN_MAX];
     bool use_fnmatch;
+    bool bypass; /* bypass_mode: the package's LoKr bypass fails on a grouped conv, refused there */
 } lycoris_spec;
 
 /* A family's instances of one of the package's module classes: the attribute names (space-separated) such a module
@@ -67,8 +68,8 @@ const lyco_settings *lycoris_settings_for(const param_set *s, const char *name);
 /* Whether the parameter `name` of ndim dimensions is a convolution's weight (".weight", 3 to 5 dimensions) inside a
  * module the spec targets (lycoris_settings_for), which the package adapts: a 1 x 1 kernel at linear_dim, a larger
  * one at conv_dim (linear_dim where it is 0 or absent; create_lycoris's own preset turns enable_conv back on).
- * segtrain adapts those conv_register registers (conv.h: the U-Nets' convolutions) with LoCon; param_set_check
- * refuses a set with any other, or with another algorithm on one (lycoris_conv_refusal). */
+ * segtrain adapts those conv_register and conv_register_depthwise register (lin.h: the U-Nets' convolutions,
+ * Stable Cascade's depthwise ones); param_set_check refuses a set with any other (lycoris_conv_refusal). */
 bool lycoris_adapts_conv(const param_set *s, const char *name, int ndim);
 /* The package's factorization(dimension, factor): m <= n, m * n = dim. */
 void lyco_factorization(int64_t dim, int64_t factor, int64_t *m, int64_t *n);
@@ -77,12 +78,16 @@ bool lyco_module_name(char *out, size_t n, const char *path);
 
 /* A LyCORIS adapter of a linear layer (in, out), one of:
  * - LoKr: dW = scale kron(w1, w2), in = c d, out = a b; w1 (a, c) or w1_a (a, r) w1_b (r, c); w2 (b, d) or w2_a
- *   (b, r) w2_b (r, d). Keys "lycoris_<module>.lokr_w1" ...
+ *   (b, r) w2_b (r, d). Keys "lycoris_<module>.lokr_w1" ... On a k x k convolution (lyco_conv_register) the
+ *   channels are factored, in = c d', and w2 carries the kernel: (b, d', k, k), or w2_b (r, d' k k); d is d' k k,
+ *   so that dW is the weight (out, in k k) flattened.
  * - LoHa: dW = scale (w1_a w1_b) * (w2_a w2_b) elementwise, w1_a, w2_a (out, r), w1_b, w2_b (r, in); keys
  *   "hada_w1_a" ..., held in w1_a, w1_b, w2_a, w2_b.
  * - full: the weight's difference itself, diff (out, in) and diff_b (out) where the layer has a bias: y gains
  *   x diff^T + diff_b. Keys "diff", "diff_b"; no alpha.
- * LoCon is not one: lin_register gives it lin's LoRA product (locon_register). */
+ * LoCon is not one on a linear layer or a groups-1 conv: lin_register and conv_register give it the LoRA product
+ * (locon_register). On a grouped conv it is one, rebuilt as the package rebuilds it there: dW = scale up down,
+ * w1_a lora_up (out, r), w1_b lora_down (r, in k k). */
 typedef struct lyco_adapter {
     lyco_algo algo; /* LYCO_NONE: none */
     int w1, w1_a, w1_b, w2, w2_a, w2_b, diff, diff_b; /* parameter indices, -1 where not used */
@@ -104,14 +109,16 @@ int64_t locon_register(param_set *s, const char *name, int64_t in, int64_t out, 
 /* Why param_set_check refuses the convolution weight `name` (of `shape`) that the spec's targets reach (lycoris.h's
  * lycoris_adapts_conv), into buf. */
 void lycoris_conv_refusal(const param_set *s, const char *name, const int64_t *shape, char *buf, size_t n);
-/* LoHa's or full's adapter of a k x k convolution (in, out): LoHa's as a linear layer's of in k k inputs (the
- * package's hada_w1_b (r, in k k)), at conv_dim and conv_alpha where k is over 1; full's diff (out, in, k, k) and
- * diff_b (out). */
+/* The rebuilt adapter of a k x k convolution (in channels a group, out), at conv_dim and conv_alpha where k is over
+ * 1: LoHa's as a linear layer's of in k k inputs (the package's hada_w1_b (r, in k k)); LoKr's over the channels'
+ * factorization, the kernel in w2; full's diff (out, in, k, k) and diff_b (out); LoCon's (a grouped conv's)
+ * lora_down (r, in, k, k) and lora_up (out, r, 1, 1). */
 lyco_adapter lyco_conv_register(param_set *s, const char *name, int64_t in, int64_t out, int64_t kernel,
                                 const lyco_settings *ly);
-/* w (out, in) += LoHa's or full's dW (LoHa's rebuilt in workspace). */
+/* w (out, in) += the adapter's dW (LoHa's, LoKr's, LoCon's rebuilt in workspace). */
 st_status lyco_delta_add(param_set *s, pool *p, const lyco_adapter *k, float *w);
-/* LoHa's or full's gradients from G, dW's (out, in): full's diff takes it, LoHa's as HadaWeight's. */
+/* The adapter's gradients from G, dW's (out, in): full's diff takes it, LoHa's as HadaWeight's, LoKr's through
+ * kron (kron_backward), LoCon's through up down. */
 st_status lyco_delta_backward(param_set *s, pool *p, const lyco_adapter *k, const float *G);
 /* y (n, out) += the adapter's x dW^T (LoKr in the package's bypass form: dW never built; LoHa's dW built in
  * workspace, as the package's bypass builds it). */

@@ -583,6 +583,12 @@ void transpose_batched_backward(float *dx, const float *dy, int64_t batch, int64
 void add_scaled(float *y, const float *x, float s, int64_t n);
 /* y = s a b elementwise over n floats (a Hadamard product; y may be a or b). */
 void mul_scaled(float *y, const float *a, const float *b, float s, int64_t n);
+/* y (a b, c d) += s kron(w1 (a, c), w2 (b, d)): LoKr's delta weight, y[i b + j, p d + q] += s w1[i, p] w2[j, q].
+ * Backward from G, y's gradient: dw1[i, p] += s sum G[i b + j, p d + q] w2[j, q] and dw2[j, q] += s sum
+ * G[i b + j, p d + q] w1[i, p] (each sum in double, in order; either may be NULL). */
+void kron_add(float *y, const float *w1, const float *w2, float s, int64_t a, int64_t b, int64_t c, int64_t d);
+void kron_backward(float *dw1, float *dw2, const float *G, const float *w1, const float *w2, float s, int64_t a,
+                   int64_t b, int64_t c, int64_t d);
 /* x /= d over n floats (a division by d, which is not a product with 1 / d's rounding). */
 void div_by(float *x, int64_t n, float d);
 /* x += c over n floats. */

@@ -151,7 +151,7 @@ conv_layer conv_register(param_set *s, const char *name, int64_t in, int64_t out
 {
     char n[PARAM_NAME_MAX];
     const lyco_settings *ly = s->lycoris ? lycoris_settings_for(s, name) : NULL;
-    const bool adapted = ly && ly->algo != LYCO_LOKR;
+    const bool adapted = ly != NULL;
     conv_layer l = {.down = -1, .up = -1};
     snprintf(n, sizeof n, "%s.weight", name);
     l.w = param_add(s, n, 4, (int64_t[]){out, in, k, k}, trainable && !ly);
@@ -163,7 +163,38 @@ conv_layer conv_register(param_set *s, const char *name, int64_t in, int64_t out
     return l;
 }
 
-/* LoHa's or full's: the weight W + dW into *w and, for full, the bias b + diff_b into *b (else the layer's own),
+conv_layer conv_register_depthwise(param_set *s, const char *name, int64_t channels, bool trainable)
+{
+    conv_layer l = conv_register(s, name, 1, channels, 3, trainable);
+    l.depthwise = true;
+    if (l.down >= 0) { /* LoCon rebuilt, as the package turns bypass off for a grouped conv */
+        l.lyco = (lyco_adapter){.algo = LYCO_LOCON, .w1 = -1, .w1_a = l.up, .w1_b = l.down, .w2 = -1, .w2_a = -1,
+                                .w2_b = -1, .diff = -1, .diff_b = -1, .a = channels, .c = 9, .rank = l.rank,
+                                .scale = l.scale};
+        l.down = l.up = -1;
+    }
+    /* the package's LoKr bypass runs a grouped conv only where w1 is (1, 1) and w2 whole: else refused */
+    const bool bypass_fails = l.lyco.algo == LYCO_LOKR && s->lycoris->bypass && (l.lyco.a > 1 || l.lyco.w2 < 0);
+    if (bypass_fails && !s->lyco_conv) s->lyco_conv = l.w + 1;
+    return l;
+}
+
+/* The layer's convolution with weight w and bias b: conv2d's, or a depthwise one's (channels last) */
+static st_status conv_op_forward(pool *p, const conv_layer *l, float *y, const float *x, const float *w,
+                                 const float *b, const conv_shape *c)
+{
+    if (l->depthwise) return depthwise3x3_forward(p, y, x, w, b, c->batch, c->h, c->w, c->out);
+    return conv2d_forward(p, y, x, w, b, c);
+}
+
+static st_status conv_op_backward(pool *p, const conv_layer *l, float *dx, float *dw, float *db, const float *dy,
+                                  const float *x, const float *w, const conv_shape *c)
+{
+    if (l->depthwise) return depthwise3x3_backward(p, dx, dw, db, dy, x, w, c->batch, c->h, c->w, c->out);
+    return conv2d_backward(p, dx, dw, db, dy, x, w, c);
+}
+
+/* The adapter's: the weight W + dW into *w and, for full, the bias b + diff_b into *b (else the layer's own),
  * workspace to give back with pool_free. */
 static st_status merged(param_set *s, pool *p, const conv_layer *l, float **w, float **b)
 {
@@ -184,7 +215,7 @@ static st_status merged_forward(param_set *s, pool *p, const conv_layer *l, floa
 {
     float *w = NULL, *b = NULL;
     st_status st = merged(s, p, l, &w, &b);
-    if (!st) st = conv2d_forward(p, y, x, w, b ? b : w_of(s, l->b), c);
+    if (!st) st = conv_op_forward(p, l, y, x, w, b ? b : w_of(s, l->b), c);
     pool_free(p, b);
     pool_free(p, w);
     return st;
@@ -199,7 +230,7 @@ static st_status merged_backward(param_set *s, pool *p, const conv_layer *l, flo
     st_status st = merged(s, p, l, &w, &b);
     if (!st) st = pool_alloc(p, (size_t)numel * sizeof(float), MEM_WORKSPACE, "lycoris.dW", (void **)&G);
     if (!st) zero_floats(G, numel);
-    if (!st) st = conv2d_backward(p, dx, G, g_of(s, l->lyco.diff_b), dy, x, w, c);
+    if (!st) st = conv_op_backward(p, l, dx, G, g_of(s, l->lyco.diff_b), dy, x, w, c);
     if (!st) st = lyco_delta_backward(s, p, &l->lyco, G);
     pool_free(p, G);
     pool_free(p, b);
@@ -218,7 +249,7 @@ static conv_shape down_shape(const conv_layer *l, const conv_shape *c)
 st_status conv_layer_forward(param_set *s, pool *p, const conv_layer *l, float *y, const float *x, const conv_shape *c)
 {
     if (l->lyco.algo && !s->adapters_off) return merged_forward(s, p, l, y, x, c);
-    st_status st = conv2d_forward(p, y, x, w_of(s, l->w), w_of(s, l->b), c);
+    st_status st = conv_op_forward(p, l, y, x, w_of(s, l->w), w_of(s, l->b), c);
     if (st || l->down < 0 || s->adapters_off) return st;
     const int64_t P = conv_out_h(c) * conv_out_w(c), r = l->rank;
     const conv_shape dc = down_shape(l, c);
@@ -236,7 +267,7 @@ st_status conv_layer_backward(param_set *s, pool *p, const conv_layer *l, float 
                               const conv_shape *c)
 {
     if (l->lyco.algo) return merged_backward(s, p, l, dx, dy, x, c);
-    st_status st = conv2d_backward(p, dx, g_of(s, l->w), g_of(s, l->b), dy, x, w_of(s, l->w), c);
+    st_status st = conv_op_backward(p, l, dx, g_of(s, l->w), g_of(s, l->b), dy, x, w_of(s, l->w), c);
     if (st || l->down < 0) return st;
     const int64_t P = conv_out_h(c) * conv_out_w(c), r = l->rank, n = c->batch * r * P;
     const conv_shape dc = down_shape(l, c);

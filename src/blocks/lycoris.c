@@ -146,9 +146,12 @@ static int add_weight(param_set *s, const char *module, const char *key, int64_t
 /* alpha, or the dimension where it is 0 (the package: alpha = lora_dim if alpha is None or 0) */
 static double alpha_of(const lyco_settings *ly) { return ly->alpha == 0 ? (double)ly->dim : ly->alpha; }
 
-static void lokr_register(param_set *s, const char *module, int64_t in, int64_t out, const lyco_settings *ly,
-                          lyco_adapter *k)
+/* kernel 0: a linear layer's; k: a k x k convolution's (in, out channels), whose kernel rides in w2 (LokrModule on a
+ * conv: (b, d, k, k), or w2_b (r, d k k)), so that dW is the flattened weight's (out, in k k), k->d being d k k */
+static void lokr_register(param_set *s, const char *module, int64_t in, int64_t out, int64_t kernel,
+                          const lyco_settings *ly, lyco_adapter *k)
 {
+    const int64_t kk = kernel ? kernel * kernel : 1;
     lyco_factorization(in, ly->factor, &k->c, &k->d);
     lyco_factorization(out, ly->factor, &k->a, &k->b);
     if (ly->unbalanced) {
@@ -166,10 +169,13 @@ static void lokr_register(param_set *s, const char *module, int64_t in, int64_t 
     }
     if (split_w2) {
         k->w2_a = add_weight(s, module, "lokr_w2_a", k->b, ly->dim);
-        k->w2_b = add_weight(s, module, "lokr_w2_b", ly->dim, k->d);
+        k->w2_b = add_weight(s, module, "lokr_w2_b", ly->dim, k->d * kk);
+    } else if (kernel) {
+        k->w2 = add_tensor(s, module, "lokr_w2", 4, (int64_t[]){k->b, k->d, kernel, kernel});
     } else {
         k->w2 = add_weight(s, module, "lokr_w2", k->b, k->d);
     }
+    k->d *= kk;
     double alpha = alpha_of(ly);
     if (!split_w1 && !split_w2) alpha = (double)ly->dim; /* both halves full: scale 1 */
     k->alpha = (float)alpha;
@@ -362,11 +368,65 @@ static st_status loha_backward(param_set *s, pool *p, const lyco_adapter *k, flo
     return st;
 }
 
+/* LoKr's halves as matrices: w1 (a, c) and w2 (b, d), each itself or its factors' product built in workspace
+ * (buf[0], buf[1], to free). */
+static st_status lokr_halves(param_set *s, pool *p, const lyco_adapter *k, const float **w1, const float **w2,
+                             float **buf)
+{
+    st_status st = w1_of(s, p, k, w1, &buf[0]);
+    *w2 = w_of(s, k->w2);
+    if (!st && k->w2 < 0) {
+        st = pool_alloc(p, (size_t)(k->b * k->d) * sizeof(float), MEM_WORKSPACE, "lokr.w2", (void **)&buf[1]);
+        if (!st) gemm(false, false, k->b, k->d, k->rank, 1.0f, w_of(s, k->w2_a), w_of(s, k->w2_b), 0.0f, buf[1]);
+        *w2 = buf[1];
+    }
+    return st;
+}
+
+/* LoKr's gradients from G (dW's, (a b, c d)): kron's into dw1 and dw2, a split half's through its factors (dw1 =
+ * dw1_a... by the chain rule: da += dh b^T, db += a^T dh). */
+static st_status lokr_delta_backward(param_set *s, pool *p, const lyco_adapter *k, const float *G)
+{
+    float *buf[4] = {NULL, NULL, NULL, NULL}; /* w1, w2 built; dw1, dw2 of split halves */
+    const float *w1, *w2;
+    st_status st = lokr_halves(s, p, k, &w1, &w2, buf);
+    if (!st && k->w1 < 0)
+        st = pool_alloc_zero(p, (size_t)(k->a * k->c) * sizeof(float), MEM_WORKSPACE, "lokr.dw1", (void **)&buf[2]);
+    if (!st && k->w2 < 0)
+        st = pool_alloc_zero(p, (size_t)(k->b * k->d) * sizeof(float), MEM_WORKSPACE, "lokr.dw2", (void **)&buf[3]);
+    if (!st) {
+        float *dw1 = k->w1 < 0 ? buf[2] : g_of(s, k->w1), *dw2 = k->w2 < 0 ? buf[3] : g_of(s, k->w2);
+        kron_backward(dw1, dw2, G, w1, w2, k->scale, k->a, k->b, k->c, k->d);
+        if (k->w1 < 0) {
+            gemm(false, true, k->a, k->rank, k->c, 1.0f, dw1, w_of(s, k->w1_b), 1.0f, g_of(s, k->w1_a));
+            gemm(true, false, k->rank, k->c, k->a, 1.0f, w_of(s, k->w1_a), dw1, 1.0f, g_of(s, k->w1_b));
+        }
+        if (k->w2 < 0) {
+            gemm(false, true, k->b, k->rank, k->d, 1.0f, dw2, w_of(s, k->w2_b), 1.0f, g_of(s, k->w2_a));
+            gemm(true, false, k->rank, k->d, k->b, 1.0f, w_of(s, k->w2_a), dw2, 1.0f, g_of(s, k->w2_b));
+        }
+    }
+    free_all(p, buf, 4);
+    return st;
+}
+
 st_status lyco_delta_add(param_set *s, pool *p, const lyco_adapter *k, float *w)
 {
     if (k->algo == LYCO_FULL) {
         add_to(w, w_of(s, k->diff), k->a * k->c);
         return ST_OK;
+    }
+    if (k->algo == LYCO_LOCON) { /* a grouped conv's LoCon, rebuilt: scale lora_up lora_down */
+        gemm(false, false, k->a, k->c, k->rank, k->scale, w_of(s, k->w1_a), w_of(s, k->w1_b), 1.0f, w);
+        return ST_OK;
+    }
+    if (k->algo == LYCO_LOKR) {
+        float *buf[2] = {NULL, NULL};
+        const float *w1, *w2;
+        st_status st = lokr_halves(s, p, k, &w1, &w2, buf);
+        if (!st) kron_add(w, w1, w2, k->scale, k->a, k->b, k->c, k->d);
+        free_all(p, buf, 2);
+        return st;
     }
     float *buf[3] = {NULL, NULL, NULL}; /* p1, p2, dW */
     st_status st = k->algo == LYCO_LOHA ? loha_build(s, p, k, buf, &buf[2])
@@ -382,6 +442,12 @@ st_status lyco_delta_backward(param_set *s, pool *p, const lyco_adapter *k, cons
         add_to(g_of(s, k->diff), G, k->a * k->c);
         return ST_OK;
     }
+    if (k->algo == LYCO_LOCON) { /* dup += scale G down^T, ddown += scale up^T G */
+        gemm(false, true, k->a, k->rank, k->c, k->scale, G, w_of(s, k->w1_b), 1.0f, g_of(s, k->w1_a));
+        gemm(true, false, k->rank, k->c, k->a, k->scale, w_of(s, k->w1_a), G, 1.0f, g_of(s, k->w1_b));
+        return ST_OK;
+    }
+    if (k->algo == LYCO_LOKR) return lokr_delta_backward(s, p, k, G);
     float *buf[3] = {NULL, NULL, NULL}; /* p1 then T2, p2 then T1, dW (unused) */
     st_status st = k->algo == LYCO_LOHA ? loha_build(s, p, k, buf, &buf[2])
                                         : st_fail(ST_ERR_INTERNAL, "lyco_delta_backward: not LoHa or full");
@@ -424,32 +490,33 @@ void lycoris_conv_refusal(const param_set *s, const char *name, const int64_t *s
     char module[PARAM_NAME_MAX];
     snprintf(module, sizeof module, "%.*s", (int)(strlen(name) > 7 ? strlen(name) - 7 : 0), name);
     const lyco_settings *ly = lycoris_settings_for(s, module);
-    if (ly && ly->algo == LYCO_LOKR)
-        snprintf(buf, n, "lora_type lycoris: %s is a convolution that the lycoris_config adapts with lokr (the "
-                 "package's LoKr of a conv: lokr_w2 carries the kernel, (b, d, k, k), or lokr_w2_b (r, d k k), over "
-                 "the channels' factorization); LoKr on convolutions is not built (LoCon, LoHa and full are): give "
-                 "that class a module_algo_map algo lora, loha or full, or target it not", name);
-    else if (shape[1] == 1 && shape[0] > 1)
-        snprintf(buf, n, "lora_type lycoris: %s is a depthwise convolution inside the lycoris_config's targets; the "
-                 "package adapts a grouped conv by rebuilding its whole delta weight (lora_up times lora_down, one "
-                 "k x k filter a channel) and convolving with the layer's groups, which is not built (LoCon is "
-                 "built on UNet2DConditionModel's convolutions: sd1x, sdxl, kolors); target classes or names "
-                 "without it", name);
+    if (ly && ly->algo == LYCO_LOKR && s->lycoris->bypass && shape[1] == 1 && shape[0] > 1)
+        snprintf(buf, n, "lora_type lycoris: %s is a depthwise convolution (groups %lld) that the lycoris_config "
+                 "adapts with lokr under bypass_mode: the package's LoKr bypass convolves lokr_w2 with the layer's "
+                 "groups and fails (RuntimeError: Given groups=%lld, expected weight to be at least %lld at dimension "
+                 "0) unless lokr_w1 is 1 x 1 and lokr_w2 whole; give bypass_mode false (the package then rebuilds the weight, as segtrain does), or that "
+                 "module another algo", name, (long long)shape[0], (long long)shape[0], (long long)shape[0]);
     else
         snprintf(buf, n, "lora_type lycoris: %s is a convolution inside the lycoris_config's targets, which "
-                 "lycoris-lora adapts (a 1 x 1 kernel at linear_dim, a larger one at conv_dim); LoCon on "
-                 "convolutions is built on UNet2DConditionModel's (sd1x, sdxl, kolors), not on this family's: "
-                 "target classes or names that hold linear layers only", name);
+                 "lycoris-lora adapts (a 1 x 1 kernel at linear_dim, a larger one at conv_dim); adapters on "
+                 "convolutions are built on UNet2DConditionModel's (sd1x, sdxl, kolors) and Stable Cascade's "
+                 "depthwise ones, not on this one: target classes or names without it", name);
+}
+
+/* An adapter of algo with no parameters yet (every index -1) */
+static lyco_adapter adapter_of(lyco_algo algo, int64_t rank)
+{
+    return (lyco_adapter){.algo = algo, .w1 = -1, .w1_a = -1, .w1_b = -1, .w2 = -1, .w2_a = -1, .w2_b = -1,
+                          .diff = -1, .diff_b = -1, .rank = rank};
 }
 
 lyco_adapter lyco_register(param_set *s, const char *name, int64_t in, int64_t out, bool bias,
                            const lyco_settings *ly)
 {
-    lyco_adapter k = {.algo = ly->algo, .w1 = -1, .w1_a = -1, .w1_b = -1, .w2 = -1, .w2_a = -1, .w2_b = -1,
-                      .diff = -1, .diff_b = -1, .rank = ly->dim};
+    lyco_adapter k = adapter_of(ly->algo, ly->dim);
     char module[PARAM_NAME_MAX];
     if (!lyco_module_name(module, sizeof module, name)) module[0] = '\0'; /* param_add refuses the empty name */
-    if (ly->algo == LYCO_LOKR) lokr_register(s, module, in, out, ly, &k);
+    if (ly->algo == LYCO_LOKR) lokr_register(s, module, in, out, 0, ly, &k);
     else if (ly->algo == LYCO_LOHA) loha_register(s, module, in, out, ly, &k);
     else if (ly->algo == LYCO_FULL) {
         k.a = out, k.c = in;
@@ -466,13 +533,19 @@ lyco_adapter lyco_conv_register(param_set *s, const char *name, int64_t in, int6
 {
     lyco_settings c = *ly;
     if (kernel > 1) c.dim = ly->conv_dim, c.alpha = ly->conv_alpha; /* as locon_register's */
-    if (ly->algo != LYCO_FULL) return lyco_register(s, name, in * kernel * kernel, out, true, &c);
-    lyco_adapter k = {.algo = LYCO_FULL, .w1 = -1, .w1_a = -1, .w1_b = -1, .w2 = -1, .w2_a = -1, .w2_b = -1,
-                      .a = out, .c = in * kernel * kernel};
+    if (ly->algo == LYCO_LOHA) return lyco_register(s, name, in * kernel * kernel, out, true, &c);
+    lyco_adapter k = adapter_of(ly->algo, c.dim);
+    k.a = out, k.c = in * kernel * kernel;
     char module[PARAM_NAME_MAX];
     if (!lyco_module_name(module, sizeof module, name)) module[0] = '\0';
-    k.diff = add_tensor(s, module, "diff", 4, (int64_t[]){out, in, kernel, kernel}); /* the conv's weight's shape */
-    k.diff_b = add_weight(s, module, "diff_b", out, 0);
+    if (ly->algo == LYCO_LOKR) {
+        lokr_register(s, module, in, out, kernel, &c, &k); /* the channels factored, the kernel in w2 */
+    } else if (ly->algo == LYCO_LOCON) { /* a grouped conv's, rebuilt: w1_a lora_up (out, r), w1_b lora_down */
+        k.rank = locon_register(s, name, in, out, kernel, ly, &k.w1_b, &k.w1_a, &k.scale);
+    } else {
+        k.diff = add_tensor(s, module, "diff", 4, (int64_t[]){out, in, kernel, kernel}); /* the weight's shape */
+        k.diff_b = add_weight(s, module, "diff_b", out, 0);
+    }
     return k;
 }
 

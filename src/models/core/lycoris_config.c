@@ -283,6 +283,7 @@ static st_status spec_from_json(const cJSON *j, const char *file, lycoris_spec *
     if (!st) st = preset_at(j, file, ly);
     bool bypass = false;
     if (!st) st = bool_at(j, file, "bypass_mode", &bypass);
+    ly->bypass = bypass;
     /* FullModule raises "bypass mode is not supported in Full algo" for every module it would build */
     for (int i = -1; !st && bypass && i < ly->n_classes; i++) {
         const lyco_settings *m = i < 0 ? &ly->root : &ly->classes[i].s;

@@ -90,9 +90,7 @@ static void layers(builder *b, const char *prefix, int i, bool reads, bool emit)
             u->stream = rng_stream("cascade.dropout") + (uint64_t)(b->w.n - 1);
             param_set *s = b->s;
             if (t == 0) {
-                u->dw_w = param_add(s, micro_name(name, sizeof name, p, "depthwise.weight"), 4, (int64_t[]){C, 1, 3, 3},
-                                    full);
-                u->dw_b = param_add(s, micro_name(name, sizeof name, p, "depthwise.bias"), 1, (int64_t[]){C}, full);
+                u->dw = conv_register_depthwise(s, micro_name(name, sizeof name, p, "depthwise"), C, full);
                 u->l1 = lin_register(s, micro_name(name, sizeof name, p, "channelwise.0"), C + u->cskip, 4 * C, true,
                                      rm, alpha, full);
                 u->gamma = param_add(s, micro_name(name, sizeof name, p, "channelwise.2.gamma"), 4,

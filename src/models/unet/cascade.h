@@ -31,7 +31,8 @@ typedef struct cascade_block {
     int64_t heads;
     float dropout;                 /* its level's (ResBlock: after GRN; AttnBlock: after the output projection) */
     uint64_t stream;               /* its dropout masks' stream (its place in the sequence) */
-    int dw_w, dw_b, gamma, beta;   /* SDCascadeResBlock: depthwise, GlobalResponseNorm */
+    conv_layer dw;                 /* SDCascadeResBlock: depthwise */
+    int gamma, beta;               /* ... GlobalResponseNorm */
     lin_layer l1, l2;              /* ... channelwise.0, channelwise.4 */
     lin_layer map[CASCADE_TIME_CONDS]; /* SDCascadeTimestepBlock: mapper, mapper_sca, mapper_crp */
     lin_layer q, k, v, o, kv;      /* SDCascadeAttnBlock: attention.to_*, kv_mapper.1 */

@@ -91,7 +91,8 @@ static st_status res_forward(const cascade_block *u, const block_state *in, floa
     if (s->status) return s->status;
     pool *p = u->m->pool;
     transpose_batched(t, in->t[0], B, C, T);
-    st_status e = depthwise3x3_forward(p, d, t, W(u->dw_w), W(u->dw_b), B, u->h, u->w, C);
+    st_status e = conv_layer_forward(u->m->params, p, &u->dw, d, t, &(conv_shape){.batch = B, .h = u->h, .w = u->w,
+                                                                             .in = C, .out = C});
     if (!e) e = layernorm_forward(p, n, d, NULL, NULL, N, C, CASCADE_EPS, st ? &st[0] : NULL);
     if (!e && u->cskip) { /* torch.cat([x, x_skip], dim=1) after the norm */
         copy_rows(cat, Ci, n, C, N, C);
@@ -144,7 +145,8 @@ static st_status res_backward(const cascade_block *u, const block_state *in, flo
         layernorm_backward(dd, NULL, NULL, dn, d, NULL, N, C, &st[0]);
         transpose_batched(t, in->t[0], B, C, T);
         zero_floats(g, N * C);
-        e = depthwise3x3_backward(p, g, G(u->dw_w), G(u->dw_b), dd, t, W(u->dw_w), B, u->h, u->w, C);
+        e = conv_layer_backward(u->m->params, p, &u->dw, g, dd, t,
+                                &(conv_shape){.batch = B, .h = u->h, .w = u->w, .in = C, .out = C});
     }
     if (e) return e;
     transpose_batched(t, g, B, T, C);

@@ -198,6 +198,47 @@ void mul_scaled(float *y, const float *a, const float *b, float s, int64_t n)
     prof_add(OP_POINTWISE, t0, 0, 12.0 * n);
 }
 
+void kron_add(float *y, const float *w1, const float *w2, float s, int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    const double t0 = prof_now();
+    if (!op_dry(y)) {
+#pragma omp parallel for schedule(static) if (a * b * c * d >= (1 << 16))
+        for (int64_t r = 0; r < a * b; r++) {
+            const int64_t i = r / b, j = r % b;
+            float *yr = y + r * c * d;
+            for (int64_t p = 0; p < c; p++) {
+                const float u = s * w1[i * c + p];
+                for (int64_t q = 0; q < d; q++) yr[p * d + q] += u * w2[j * d + q];
+            }
+        }
+    }
+    prof_add(OP_POINTWISE, t0, 0, 12.0 * (double)(a * b * c * d));
+}
+
+void kron_backward(float *dw1, float *dw2, const float *G, const float *w1, const float *w2, float s, int64_t a,
+                   int64_t b, int64_t c, int64_t d)
+{
+    const double t0 = prof_now();
+    const int64_t cd = c * d, n1 = dw1 && !op_dry(G) ? a * c : 0, n2 = dw2 && !op_dry(G) ? b * d : 0;
+#pragma omp parallel for schedule(static) if (a * b * cd >= (1 << 16))
+    for (int64_t e = 0; e < n1; e++) { /* dw1[i, p]: one thread's, summed over (j, q) in order */
+        const int64_t i = e / c, p = e % c;
+        double acc = 0;
+        for (int64_t j = 0; j < b; j++)
+            for (int64_t q = 0; q < d; q++) acc += (double)G[(i * b + j) * cd + p * d + q] * w2[j * d + q];
+        dw1[e] += (float)((double)s * acc);
+    }
+#pragma omp parallel for schedule(static) if (a * b * cd >= (1 << 16))
+    for (int64_t e = 0; e < n2; e++) { /* dw2[j, q], over (i, p) in order */
+        const int64_t j = e / d, q = e % d;
+        double acc = 0;
+        for (int64_t i = 0; i < a; i++)
+            for (int64_t p = 0; p < c; p++) acc += (double)G[(i * b + j) * cd + p * d + q] * w1[i * c + p];
+        dw2[e] += (float)((double)s * acc);
+    }
+    prof_add(OP_POINTWISE, t0, 0, 4.0 * (double)(a * b * c * d));
+}
+
 void div_by(float *x, int64_t n, float d)
 {
     const double t0 = prof_now();
