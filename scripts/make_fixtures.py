@@ -10,7 +10,7 @@ reloads each folder with from_pretrained and checks that a fresh float64 forward
 Every fixture with a spatial latent also gets parity_hw.safetensors: the same weights at another batch (HW_B) and a
 non-square latent (the fixture's size_hw), its metadata recording B, H, W (and F for video).
 
-A fixture of a class SimpleTuner holds itself (boogu-image, mageflow: no diffusers class) imports it from the checkout that
+A fixture of a class SimpleTuner holds itself (boogu-image, mageflow, wan-s2v: no diffusers class) imports it from the checkout that
 --simpletuner names, at SIMPLETUNER_COMMIT, which its metadata records.
 
 Needs the reference venv (scripts/reference-venv.sh); `make test` never runs this.
@@ -746,6 +746,46 @@ MAGEFLOW_PASSED = ("img = latents (B, C, H, W) as (1, B H W, C), each sample's t
                    "and 5 tokens), txt_cu_seqlens their bounds; timesteps = float32(1000 sigma) / 1000 (B); the "
                    "sinusoid and RoPE in float64; pred = output as (B, C, H, W) (SimpleTuner's MageFlow "
                    "._model_predict_single)")
+
+
+S2V_F, S2V_LAYERS, S2V_AUDIO = 8, 3, 8   # latent frames (the audio encoder's two halvings of 17 + 8 frames leave 7, the
+# last 2 of them after the 5 it drops: 2 audio chunks of the video tokens); Wav2Vec2's hidden states a frame (25
+# real) and their width (1024)
+
+
+def wan_s2v_make(gen):
+    # Wan's text (zero padded as WanPipeline pads it), the Wav2Vec2 hidden states per latent frame as SimpleTuner's
+    # WanS2V.model_predict hands them over (after interpolate_audio_to_frames: (B, layers, audio_dim, F)), and the
+    # reference image's latents (conditioning_latents, one frame).
+    t = wan_make(gen)
+    t["audio_embeds"] = randn(gen, B, S2V_LAYERS, S2V_AUDIO, S2V_F)
+    t["image_latents"] = randn(gen, B, C, 1, H, W)
+    return t
+
+
+def wan_s2v_run(model, t):
+    # SimpleTuner's WanS2V.model_predict: pose latents zeros (B, 16, F, H, W), motion latents none (B, C, 0, H, W),
+    # motion_frames [17, 5], drop_motion_frames True, add_last_motion 0.
+    # The rotary table as the class builds it: Module.to(dtype) casts its complex128 buffer to real, which drops the
+    # sines (the frame packer's, whose tokens training drops, aside).
+    rope = model.rope
+    rope.freqs = type(rope)(rope.attention_head_dim, rope.patch_size, rope.max_seq_len,
+                            rope.num_attention_heads).freqs.to(t["latents"].device)
+    b, c, f, h, w = t["latents"].shape
+    timestep = (t["sigma"].float() * 1000).double()
+    return model(hidden_states=t["latents"], timestep=timestep, encoder_hidden_states=t["encoder_hidden_states"],
+                 motion_latents=t["latents"].new_zeros(b, c, 0, h, w), audio_embeds=t["audio_embeds"],
+                 image_latents=t["image_latents"], pose_latents=t["latents"].new_zeros(b, 16, f, h, w),
+                 motion_frames=[17, 5], drop_motion_frames=True, add_last_motion=0, return_dict=False)[0]
+
+
+WAN_S2V_PASSED = ("hidden_states = latents (B, C, F, H, W) = (2, 4, 8, 8, 8) as is; timestep = float32(sigma * 1000) "
+                  "(B); encoder_hidden_states (B, L, 24) as wan's; audio_embeds (B, 3, 8, F) N(0, 1) (Wav2Vec2's "
+                  "hidden states at the latent frames, as WanS2V.model_predict interpolates them); image_latents (B, "
+                  "C, 1, H, W) N(0, 1) (the reference: conditioning_latents); pose_latents zeros (B, 16, F, H, W); "
+                  "motion_latents (B, C, 0, H, W); motion_frames [17, 5], drop_motion_frames True, add_last_motion 0 "
+                  "(SimpleTuner's WanS2V.model_predict); the rotary table complex128 as the class builds it (Module.to casts it to "
+                  "real); pred = output as is (B, C, F, H, W)")
 
 
 @exact
@@ -1525,6 +1565,21 @@ fixture("mageflow", "simpletuner:mageflow.transformer.MageFlowTransformer2DModel
               "the last block's text stream after the attention (and its text queries) reaches no output: the model "
               "returns the image tokens only"})
 
+# Wan 2.2 S2V (SimpleTuner's wan_s2v, its own WanS2VTransformer3DModel): three blocks with an audio injector after
+# blocks 0 and 2 (12 of 40 real), 2 heads x 16 (40 x 128 real), ffn 64 (13824), the audio 8 wide (1024) over 3 layers
+# (25), pose_dim 16 as SimpleTuner's zero pose latents have it; 8 latent frames, so that the audio makes 2 chunks.
+fixture("wan-s2v", "simpletuner:wan_s2v.transformer.WanS2VTransformer3DModel",
+        dict(patch_size=[1, 2, 2], num_attention_heads=2, attention_head_dim=16, in_channels=C, out_channels=C,
+             text_dim=JOINT, freq_dim=256, audio_dim=S2V_AUDIO, audio_inject_layers=[0, 2], enable_adain=True,
+             adain_mode="attn_norm", pose_dim=16, ffn_dim=64, num_layers=3, num_weighted_avg_layers=S2V_LAYERS,
+             cross_attn_norm=True, eps=1e-6, rope_max_seq_len=1024, enable_framepack=True,
+             framepack_drop_mode="padd", add_last_motion=True, zero_timestep=True),
+        wan_s2v_make, wan_s2v_run, WAN_S2V_PASSED, frames=S2V_F,
+        zero={r"frame_packer\..*": "training drops the motion frames (drop_motion_frames True): the frame packer's "
+                                   "output is cut to no tokens",
+              r"condition_embedder\.pose_embedder\.weight": "SimpleTuner trains on zero pose latents: only the "
+                                                            "bias reaches the tokens"})
+
 # Z-Image: as lumina2's, 2 heads x 24 (30 x 128 real), the feed-forward int(48 / 3 * 8) = 128 (10240 real); 16 image
 # tokens, so 16 of the 32 image rows are x_pad_token, and each caption is padded to 32 rows with cap_pad_token.
 fixture("z-image", "ZImageTransformer2DModel",
@@ -2208,7 +2263,7 @@ def main():
                                                   "fixtures"))
     ap.add_argument("--verify", action="store_true", help="reload each folder and check its pred; write nothing")
     ap.add_argument("--simpletuner", metavar="PATH", help="a SimpleTuner checkout at commit %s (the fixtures of "
-                    "its own classes: boogu-image, mageflow)" % SIMPLETUNER_COMMIT)
+                    "its own classes: boogu-image, mageflow, wan-s2v)" % SIMPLETUNER_COMMIT)
     ap.add_argument("names", nargs="*", help="fixtures (default all): " + ", ".join(FIXTURES))
     a = ap.parse_args()
     SIMPLETUNER["root"] = a.simpletuner and os.path.abspath(a.simpletuner)
