@@ -722,6 +722,11 @@ expect 0 "SimpleTuner's mageflow example plans Mage-Flow at 1024 px (its fp8wo-t
   "$bin" plan --config "$src/tests/fixtures/simpletuner/mageflow-image-24g.peft-lora.json" --set base_model_precision=no_change
 trains_one_step "mageflow trains with SimpleTuner's flow objective (a batch of 3: a rotary frame per sample)" mageflow -- \
   --set model_family=mageflow --set model_preset=mageflow-tiny --set train_batch_size=3
+expect 0 "SimpleTuner's wan_s2v example plans Wan2.2-S2V-14B at 832x480, 81 frames: the reference tokens, 12 audio injectors, ramtorch" \
+  "model wan-s2v-14b \\(wan_s2v\\): 40 cross-attention blocks \\(\\+ 1560 reference tokens\\), 12 audio injectors, width 5120" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/wan-s2v-14b-480p.peft-lora+ramtorch.json" --set pretrained_model_name_or_path= --set bucket_shapes=832x480@81
+trains_one_step "wan_s2v trains with SimpleTuner's objective (the stand-in's zero audio and reference)" wans2v -- \
+  --set model_family=wan_s2v --set model_preset=wan-s2v-tiny
 trains_one_step "qwen_image's v2.1 (segtrain's flavour) trains Qwen-Image 2.1 with SimpleTuner's objective" qwen21 -- \
   --set model_family=qwen_image --set model_flavour=v2.1 --set model_preset=qwen-image-2.1-tiny
 trains_one_step "sana trains: linear self-attention, the cross-attention, GLUMBConv" sana -- \

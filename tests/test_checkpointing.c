@@ -885,6 +885,8 @@ static const struct family_case {
     {"wan-anyflow-tiny", "AnyFlow's blend of the time and delta embeddings", 0, 0, 0, 0, 0, 0, 0, 2},
     {"wan-animate-tiny", "Animate: the image tokens' added keys and values, a face adapter after each block reading "
      "the motion and face encoders' output", 3, 0, 0, 1, 1, 1, 1, 3},
+    {"wan-s2v-tiny", "S2V: each sample's reference tokens after its video's at t = 0, no q/k/v biases, the audio "
+     "encoder's chunks read by injectors after blocks 0 and 2", 0, 0, 0, 1, 1, 1, 1, 8},
     {"cosmos2-tiny", "AdaLN-LoRA, rotate-half RoPE, no biases", 3, 0, 0, 1, 1, 1, 1, 0},
     {"kandinsky5-image-tiny", "text blocks, then visual blocks reading them", 3, 0, 3, 1, 1, 1, 1, 0},
     {"kandinsky5-video-tiny", "video, visual_cond's zero channels", 0, 0, 0, 0, 0, 1, 0, 2},
@@ -1079,7 +1081,7 @@ static void test_bf16(void)
                  {"flux3-tiny", 3, 0, 0, 0}, {"cosmos3-tiny", 0, 0, 0, 0}, {"ace-step-tiny", 0, 0, 0, 0},
                  {"cosmos2-tiny", 0, 0, 0, 0}, {"kandinsky5-image-tiny", 0, 0, 0, 1}, {"krea2-tiny", 0, 0, 0, 0},
                  {"sanavideo-tiny", 0, 0, 0, 0}, {"wan-animate-tiny", 0, 0, 0, 0}, {"wan-vace-tiny", 0, 0, 0, 0},
-                 {"zlab-i1-tiny", 0, 8, 12, 1}, {"mageflow-tiny", 3, 8, 12, 1}};
+                 {"zlab-i1-tiny", 0, 8, 12, 1}, {"mageflow-tiny", 3, 8, 12, 1}, {"wan-s2v-tiny", 0, 8, 12, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         model_config mc;
         CHECK(model_preset(cases[i].preset, &mc) == ST_OK);

@@ -216,7 +216,7 @@ static void test_families(void)
     }
     EXPECT_REFUSAL("{\"model_family\": \"sd2x\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
     /* the refusal lists every built family, the last (alphabetically) too: the list is not cut short */
-    EXPECT_REFUSAL("{\"model_family\": \"sd2x\"}", ST_ERR_UNSUPPORTED, "krea2", "wan, z_image, zlab_i1; --set");
+    EXPECT_REFUSAL("{\"model_family\": \"sd2x\"}", ST_ERR_UNSUPPORTED, "krea2", "wan, wan_s2v, z_image, zlab_i1; --set");
     EXPECT_REFUSAL("{\"model_family\": \"heartmula\"}", ST_ERR_UNSUPPORTED, "does not plan to build it");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_flavour\": \"pro\"}", ST_ERR_INVALID,
                    "model_flavour: \"pro\" is not a flavour of flux", "dev|krea|schnell");
@@ -247,7 +247,7 @@ static void test_families(void)
                            !strcmp(name, "flux3_image") || !strcmp(name, "minimaxh3") || !strcmp(name, "cosmos3") ||
                            !strcmp(name, "sana") || !strcmp(name, "sanavideo") || !strcmp(name, "sd1x") ||
                            !strcmp(name, "sdxl") || !strcmp(name, "kolors") || !strcmp(name, "stable_cascade") ||
-                           !strcmp(name, "zlab_i1") || !strcmp(name, "mageflow");
+                           !strcmp(name, "zlab_i1") || !strcmp(name, "mageflow") || !strcmp(name, "wan_s2v");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -1186,6 +1186,44 @@ static void test_mageflow_json(void)
     remove(dir);
 }
 
+/* WanS2VTransformer3DModel's config.json (the class defaults, Wan2.2-S2V-14B's) reads as the wan-s2v-14b preset; what
+ * SimpleTuner's training never varies, a pose_dim other than its zero pose latents' 16, an image branch, and a clip
+ * whose audio chunks do not split its tokens are refused by name; a cache run names the audio features it lacks. */
+static void test_wan_s2v_json(void)
+{
+    char dir[] = "/tmp/segtrain-wan-s2v-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define S2V "{\"_class_name\": \"WanS2VTransformer3DModel\", "
+    tk_write_file(dir, "config.json", S2V "\"patch_size\": [1, 2, 2], \"num_attention_heads\": 40, "
+                  "\"attention_head_dim\": 128, \"in_channels\": 16, \"out_channels\": 16, \"text_dim\": 4096, "
+                  "\"audio_dim\": 1024, \"audio_inject_layers\": [0, 4, 8, 12, 16, 20, 24, 27, 30, 33, 36, 39], "
+                  "\"enable_adain\": true, \"adain_mode\": \"attn_norm\", \"pose_dim\": 16, \"ffn_dim\": 13824, "
+                  "\"num_layers\": 40, \"num_weighted_avg_layers\": 25, \"cross_attn_norm\": true, \"eps\": 1e-06, "
+                  "\"zero_timestep\": true, \"enable_framepack\": true, \"added_kv_proj_dim\": null}");
+    model_config mc, want;
+    CHECK(model_preset("wan-s2v-tiny", &mc) == ST_OK && model_preset("wan-s2v-14b", &want) == ST_OK);
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len, mc.frames = want.frames;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 40 && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.ffn_dim == 13824 && mc.audio_layers == 25 && mc.audio_channels == 1024 &&
+               mc.audio_inject == want.audio_inject && model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    mc.frames = 3; /* (3 + 17) halved twice is 5: no chunk after the 5 dropped */
+    CHECKF(model_config_check(&mc) == ST_ERR_INVALID && strstr(st_error(), "audio chunks"), "%s", st_error());
+    const char *bad[][2] = {
+        {S2V "\"enable_adain\": false}", "enable_adain"},
+        {S2V "\"zero_timestep\": false}", "zero_timestep"},
+        {S2V "\"pose_dim\": 8}", "pose_dim 8"},
+        {S2V "\"added_kv_proj_dim\": 5120}", "added_kv_proj_dim"},
+        {S2V "\"audio_inject_layers\": [70]}", "audio_inject_layers"},
+    };
+#undef S2V
+    expect_json_refusals(dir, "config.json", "wan-s2v-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    CHECK(from_json("{\"model_family\": \"wan_s2v\"}", &mc) == ST_OK && !strcmp(mc.preset, "wan-s2v-14b"));
+    CHECK(strstr(model_uncached(&mc), "Wav2Vec2") && strstr(model_uncached(&mc), "reference image"));
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 /* QwenImage21Transformer2DModel's config.json (the class defaults) reads as the qwen-image-2.1 preset, SimpleTuner's
  * qwen_image at segtrain's flavour v2.1; what segtrain does not build is refused by name. */
 static void test_qwen21_json(void)
@@ -1639,6 +1677,7 @@ int main(void)
     test_flux3_json();
     test_zlab_i1_json();
     test_mageflow_json();
+    test_wan_s2v_json();
     test_qwen21_json();
     test_minimax_json();
     test_cosmos3_json();

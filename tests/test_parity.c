@@ -674,6 +674,57 @@ static void test_wan_animate(const char *file)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* Wan S2V (SimpleTuner's own class): after the text, a sample's conditioning holds the Wav2Vec2 hidden states of its
+ * latent frames (layers, audio_dim, frames) and the reference image's latent (model.h's layout, wan_s2v.c); at
+ * file's shape and batch. */
+static void test_wan_s2v(const char *file)
+{
+    const char *dir = FIXTURES "wan-s2v";
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s.safetensors", dir, file);
+    sft_file *f;
+    CHECKF(sft_open(path, &f) == ST_OK, "%s", st_error());
+    const sft_tensor *lat = sft_find(f, "latents"), *ehs = sft_find(f, "encoder_hidden_states");
+    const sft_tensor *aud = sft_find(f, "audio_embeds");
+    CHECK(lat && lat->ndim == 5 && ehs && ehs->ndim == 3 && aud && aud->ndim == 4);
+    if (!lat || !ehs || !aud) return;
+    const int64_t B = lat->shape[0], C = lat->shape[1], F = lat->shape[2], H = lat->shape[3], W = lat->shape[4];
+    const int64_t L = ehs->shape[1];
+    printf("-- wan-s2v, %s: wan-s2v-tiny's sizes from the fixture's config.json, SimpleTuner's class's folder as saved; "
+           "batch %lld, %lld x %lld x %lld frames\n", file, (long long)B, (long long)H, (long long)W, (long long)F);
+    model_config mc;
+    CHECK(model_preset("wan-s2v-tiny", &mc) == ST_OK);
+    mc.height = H, mc.width = W, mc.text_len = L, mc.frames = F;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK, "%s", st_error());
+    CHECK(mc.channels == C && mc.text_dim == ehs->shape[2] && mc.audio_layers == aud->shape[1] &&
+          mc.audio_channels == aud->shape[2] && aud->shape[3] == F && mc.audio_inject == 5);
+    pool *p = NULL;
+    model *m = fixture_model(dir, &mc, &p);
+    param_set *ps = model_params(m);
+    const int64_t per = C * F * H * W, K = model_cond_len(&mc);
+    const char *parts[3] = {"encoder_hidden_states", "audio_embeds", "image_latents"};
+    const int64_t sizes[3] = {L * mc.text_dim, mc.audio_layers * mc.audio_channels * F, C * H * W};
+    CHECK(K == sizes[0] + sizes[1] + sizes[2]);
+    float *cond = malloc((size_t)(B * K) * sizeof(float)), *ts = malloc((size_t)B * sizeof(float));
+    for (int i = 0, at = 0; i < 3; at += (int)sizes[i], i++) {
+        float *t = tensor(f, parts[i], B * sizes[i]);
+        for (int64_t b = 0; b < B; b++) memcpy(cond + b * K + at, t + b * sizes[i], (size_t)sizes[i] * sizeof(float));
+        free(t);
+    }
+    float *x = tensor(f, "latents", B * per), *sigma = tensor(f, "sigma", B), *target = tensor(f, "target", B * per);
+    float *want_pred = tensor(f, "pred", B * per), *want_loss = tensor(f, "loss", 1);
+    for (int64_t b = 0; b < B; b++) ts[b] = 1000.0f * sigma[b];
+    fixture_run r[2];
+    run_both(m, x, ts, cond, target, B, r);
+    compare("wan-s2v", f, ps, r, (const float *[2]){r[0].pred, r[1].pred}, want_pred, want_loss[0], B * per);
+    check_bf16("wan-s2v", file, f, m, x, ts, cond, target, B, want_pred, want_loss[0]);
+    for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
+    free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(cond), free(ts);
+    sft_close(f);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
 /* AnyFlow's MeanFlow objective (distillation_method anyflow at SimpleTuner's defaults) on the anyflow fixture's model:
  * the times from the stored uniforms, then the loss and every gradient against the float64 reference
  * (scripts/make_fixtures.py anyflow-meanflow), unchecked and checkpointed, and the two bitwise equal. */
@@ -849,6 +900,7 @@ int main(void)
     test_fixture("stable-cascade", "stable-cascade-tiny"); /* ResBlocks with GRN, timestep and attention blocks */
     test_anyflow_meanflow(); /* AnyFlow's objective: a target from the model's own central difference in t */
     each_shape(test_wan_animate); /* image-to-video inputs, the motion and face encoders, face adapters */
+    each_shape(test_wan_s2v); /* SimpleTuner's class: reference tokens at t = 0, audio encoder and injectors */
     test_ace_step(); /* audio: GQA, a sliding window, SwiGLU, conv1d patches, the context latents */
     each_shape(test_ltx2); /* audio and video: six attentions a block, split RoPE, cross-modal rows */
     CHECKF(bf16_excepted == N_BF16_EXCEPTIONS, "%d of the %d known bf16 exceptions met: the list has a stale entry",

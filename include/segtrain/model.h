@@ -92,6 +92,10 @@ typedef struct model_config {
                                       x audio_attention_head_dim), its heads, and its latents' channels
                                       (audio_in_channels); 0 elsewhere. Its text_dim is twice caption_channels: a
                                       token's video and audio connector states side by side */
+    int64_t audio_layers;          /* wan_s2v: the audio encoder's hidden states a frame its weighted average mixes
+                                      (num_weighted_avg_layers; Wav2Vec2's 25), each audio_channels wide (audio_dim);
+                                      0 elsewhere */
+    uint64_t audio_inject;         /* ... bit i: an audio injector after block i (audio_inject_layers); 0 elsewhere */
     int64_t head_dim, time_hidden; /* minimaxh3: attention_head_dim, its heads x it wider than hidden_size, and its
                                       time MLP's hidden width (time_embed_hidden_dim; time_dim its output's,
                                       time_channels its sinusoids'); cosmos3: head_dim; 0 elsewhere */

@@ -58,9 +58,10 @@ st_status family_refuse(const model_config *mc, family_group g, const char *why)
         return st_fail(ST_ERR_INVALID, "vace_layers: %lld blocks every %lld, %lld control channels; %s",
                        LL(mc->vace_count), LL(mc->vace_every), LL(mc->vace_channels), why);
     case GROUP_AUDIO:
-        return st_fail(ST_ERR_INVALID, "audio width %lld, audio heads %lld, audio channels %lld, caption width %lld, "
-                       "patch %lld x %lld; %s", LL(mc->audio_hidden), LL(mc->audio_heads), LL(mc->audio_channels),
-                       LL(mc->text_dim), LL(mc->patch), LL(mc->patch_t), why);
+        return st_fail(ST_ERR_INVALID, "audio width %lld, audio heads %lld, audio channels %lld, audio layers %lld, "
+                       "audio injectors 0x%llx, caption width %lld, patch %lld x %lld; %s", LL(mc->audio_hidden),
+                       LL(mc->audio_heads), LL(mc->audio_channels), LL(mc->audio_layers),
+                       (unsigned long long)mc->audio_inject, LL(mc->text_dim), LL(mc->patch), LL(mc->patch_t), why);
     case GROUP_TEXT_BLOCKS:
         return st_fail(ST_ERR_INVALID, "num_text_blocks %lld, time_dim %lld, in_text_dim2 %lld, patch_size_t %lld, head "
                        "width %lld, out_visual_dim %lld, visual_cond channels %lld; %s", LL(mc->text_blocks),
@@ -139,6 +140,8 @@ static st_status check_owned(const model_config *mc, const family_desc *d)
         return refuse_owned(mc, GROUP_AUDIO, F_AUDIO_STREAM, "an audio stream");
     if (!HAS(F_AUDIO_CHANNELS) && mc->audio_channels)
         return refuse_owned(mc, GROUP_AUDIO, F_AUDIO_CHANNELS, "audio latents");
+    if (!HAS(F_AUDIO_INJECT) && (mc->audio_layers || mc->audio_inject))
+        return refuse_owned(mc, GROUP_AUDIO, F_AUDIO_INJECT, "audio injectors");
     if ((!HAS(F_TEXT_BLOCKS) && mc->text_blocks) || (!HAS(F_TIME_DIM) && mc->time_dim))
         return refuse_owned(mc, GROUP_TEXT_BLOCKS, F_TEXT_BLOCKS | F_TIME_DIM, "them");
     if (!HAS(F_SOURCE) && (mc->source_len || mc->source_dim || mc->text_min_len))

@@ -100,6 +100,7 @@ enum family_fields {
     F_COND_CHANNELS = 1 << 23, /* cond_channels */
     F_REFINER = 1 << 24,       /* refiner_depth: 1 to MODEL_REFINER_MAX blocks */
     F_MAX_TOKENS = 1 << 25,    /* max_tokens */
+    F_AUDIO_INJECT = 1 << 26,  /* audio_layers, audio_inject */
 };
 
 /* A group of fields whose refusal lists them, then says why (family_refuse): the family's constraint, or who has

@@ -145,6 +145,7 @@ typedef struct xdit_options {
     bool ltx;        /* LTXVideoTransformer3DModel's */
     bool sana;       /* SanaTransformer2DModel's, or (sana_video) SanaVideoTransformer3DModel's */
     bool sana_video; /* SanaVideoTransformer3DModel's */
+    bool s2v;        /* SimpleTuner's WanS2VTransformer3DModel's (with wan) */
 } xdit_options;
 
 /* unet.c: the U-Net's micro-blocks, counted from its config (conv_in, the ResnetBlock2Ds, Transformer2DModels and

@@ -6,6 +6,3 @@ const family_desc infinitetalk_desc =
 
 const family_desc longcat_video_desc =
     PLANNED_FAMILY(TOPO_XATTN, "longcat_video", "LongCat-Video", "LongCatVideoTransformer3DModel", "final");
-
-const family_desc wan_s2v_desc =
-    PLANNED_FAMILY(TOPO_XATTN, "wan_s2v", "WanS2V", "WanS2VTransformer3DModel", "s2v-14b-2.2");

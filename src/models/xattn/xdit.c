@@ -62,6 +62,8 @@
 #define LTX_VAE_SPATIAL 32.0f
 
 #define VACE_MAX 64 /* hints: VACE's control blocks, at most */
+#define S2V_MOD_ROWS 14 /* Wan S2V's m->ctx.mod: t6, the final layer's two rows, then t6 at t = 0 */
+#define S2V_REF_FRAME 30.0f /* WanS2VRotaryPosEmbed's frame of the reference image's tokens */
 
 typedef struct xd_model {
     xdit_block *blocks;
@@ -75,7 +77,14 @@ typedef struct xd_model {
     wan_animate *anim;   /* Animate's encoders, NULL elsewhere */
     xdit_inputs in;      /* what its blocks read besides the text */
     const float *cond;   /* the forward's conditioning, which Animate's backward reads again */
-    bool wan, ltx, sana, svid; /* sana: Sana or Sana-Video; svid: Sana-Video */
+    /* Wan S2V: the audio encoder; t0, the time embedding at t = 0 on t's weights (the reference tokens' modulation);
+     * trainable_condition_mask (rows: video, reference, motion); the pose embedding (its input always zero: its
+     * bias alone); a step's zero times, SiLU(t0's c), t6 of it, and the final layer's input (the video rows) */
+    wan_s2v_audio *audio;
+    temb t0;
+    int p_mask, p_pose_w, p_pose_b;
+    float *tzero, *cs0, *t6zero, *video;
+    bool wan, ltx, sana, svid, s2v; /* sana: Sana or Sana-Video; svid: Sana-Video */
     attn_mask self_mask;       /* Sana-Video's linear attention's: the rotary table */
     int p_x_w, p_x_b, p_pos; /* the patch embedding; PixArt's sin-cos table (fixed, made here) */
     temb t;                  /* c = the timestep's embedding */
@@ -120,6 +129,164 @@ static void embedders(param_set *s, xd_model *d, const model_config *c, const ch
     d->cap2 = lin_register(s, n2, D, D, true, 0, 0, full);
 }
 
+/* ---- Wan S2V (WanS2VTransformer3DModel) ---- */
+
+/* frame_packer's convolutions (the motion frames', which training drops: loaded and saved, untrained) and
+ * trainable_condition_mask, in the class's order */
+static void s2v_register_inputs(param_set *s, xd_model *d, const model_config *c)
+{
+    const int64_t D = c->hidden, C = c->channels;
+    static const char *const names[3] = {"frame_packer.proj", "frame_packer.proj_2x", "frame_packer.proj_4x"};
+    char n[64];
+    for (int k = 0; k < 3; k++) {
+        const int64_t e = (int64_t)1 << k; /* kernels (1, 2, 2), (2, 4, 4), (4, 8, 8) */
+        snprintf(n, sizeof n, "%s.weight", names[k]);
+        param_add(s, n, 5, (int64_t[]){D, C, e, 2 * e, 2 * e}, false);
+        snprintf(n, sizeof n, "%s.bias", names[k]);
+        param_add(s, n, 1, (int64_t[]){D}, false);
+    }
+    d->p_mask = param_add(s, "trainable_condition_mask.weight", 2, (int64_t[]){3, D}, !c->lora_rank);
+}
+
+/* the audio encoder and pose_embedder (its weight untrained: SimpleTuner's pose latents are zeros, so only its bias
+ * reaches the tokens), t0 on t's weights, and the reference image's tokens after each sample's video tokens */
+static st_status s2v_register_audio(model *m, param_set *s, xd_model *d)
+{
+    const model_config *c = &m->cfg;
+    const int64_t D = c->hidden;
+    const st_status st = wan_s2v_audio_create(s, c, &d->audio);
+    if (st) return st;
+    d->p_pose_w = param_add(s, "condition_embedder.pose_embedder.weight", 5,
+                            (int64_t[]){D, S2V_POSE_DIM, c->patch_t, c->patch, c->patch}, false);
+    d->p_pose_b = param_add(s, "condition_embedder.pose_embedder.bias", 1, (int64_t[]){D}, !c->lora_rank);
+    d->t0 = d->t;
+    d->in.ref_tokens = grid_rows(c) * grid_cols(c);
+    d->in.audio_chunks = wan_s2v_audio_chunks(c), d->in.audio_tokens = S2V_AUDIO_TOKENS;
+    m->seq_sample[0] = (m->shape.tokens + d->in.ref_tokens) * D;
+    return ST_OK;
+}
+
+/* The patches: each sample's video tokens, then its reference image's (one frame, from its conditioning) */
+static st_status s2v_patches(model *m, patch_shape ps, const float *x, const float *cond)
+{
+    xd_model *d = xd_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t n = c->channels * c->height * c->width, P = model_patch_dim(c);
+    float *ref = NULL;
+    st_status st = pool_alloc(m->pool, (size_t)(ps.batch * n) * sizeof(float), MEM_WORKSPACE, "s2v.reference",
+                              (void **)&ref);
+    if (st) return st;
+    ps.tokens = m->shape.tokens + d->in.ref_tokens;
+    patchify_forward(d->patches, x, &ps);
+    copy_rows(ref, n, cond + wan_s2v_reference_at(c), model_cond_len(c), ps.batch, n);
+    ps.frames = 1;
+    patchify_forward(d->patches + m->shape.tokens * P, ref, &ps);
+    pool_free(m->pool, ref);
+    return ST_OK;
+}
+
+/* x0's additions: pose_embedder's bias on the video tokens, trainable_condition_mask's row 0 on them and row 1 on
+ * the reference's; the rotary table of the video's (frame, row, column) and the reference's (30, row, column) */
+static st_status s2v_embed(model *m)
+{
+    xd_model *d = xd_of(m);
+    const model_config *c = &m->cfg;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, R = d->in.ref_tokens, D = c->hidden, hd = D / c->heads;
+    for (int64_t b = 0; b < B; b++) {
+        float *row = d->x0 + b * (T + R) * D;
+        add_row(row, PW(d->p_pose_b), T, D);
+        add_row(row, PW(d->p_mask), T, D);
+        add_row(row + T * D, PW(d->p_mask) + D, R, D);
+    }
+    const int64_t frames = c->frames / c->patch_t, nf = frames > 31 ? frames : 31;
+    float *ids = NULL;
+    st_status st = pool_alloc(m->pool, (size_t)((nf + 1) * R * 3) * sizeof(float), MEM_WORKSPACE,
+                              "s2v.position_ids", (void **)&ids);
+    if (st) return st;
+    const int64_t hw = 2 * (hd / 6), axes[3] = {hd - 2 * hw, hw, hw};
+    position_ids_grid(ids, 0, nf, grid_rows(c), grid_cols(c)); /* frames 0 .. nf - 1, then frame 30's again */
+    copy_rows(ids + nf * R * 3, R * 3, ids + (int64_t)S2V_REF_FRAME * R * 3, R * 3, 1, R * 3);
+    rope_table(m->ctx.rope, ids, T, 3, axes, WAN_ROPE_THETA);
+    rope_table(m->ctx.rope + T * hd, ids + nf * R * 3, R, 3, axes, WAN_ROPE_THETA);
+    pool_free(m->pool, ids);
+    return ST_OK;
+}
+
+/* The reference tokens' modulation, t6 of the time embedding at t = 0 (zero_timestep), into m->ctx.mod's rows 8 to
+ * 13; then the audio encoder */
+static st_status s2v_time_zero(model *m, const float *cond, bool train)
+{
+    xd_model *d = xd_of(m);
+    const int64_t B = m->shape.batch, D = m->cfg.hidden;
+    st_status st = ST_OK;
+    model_hold(m, &st, &d->tzero, B, "s2v.zero_time", true);
+    model_hold(m, &st, &d->cs0, B * D, "s2v.silu_c0", false);
+    model_hold(m, &st, &d->t6zero, B * 6 * D, "s2v.t6_zero", false);
+    if (st) return st;
+    temb_forward(m, &d->t0, d->tzero);
+    silu_forward(d->cs0, d->t0.c, B * D);
+    if ((st = lin_forward(m->params, m->pool, &d->t6, d->t6zero, d->cs0, B))) return st;
+    copy_rows(m->ctx.mod + 8 * D, S2V_MOD_ROWS * D, d->t6zero, 6 * D, B, 6 * D);
+    return wan_s2v_audio_forward(m, d->audio, cond, train, &d->in);
+}
+
+/* The final layer on the video rows of the last state x (copied to d->video) */
+static st_status s2v_final(model *m, const float *x)
+{
+    xd_model *d = xd_of(m);
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = m->cfg.hidden, Ts = T + d->in.ref_tokens;
+    st_status st = ST_OK;
+    model_hold(m, &st, &d->video, B * T * D, "s2v.video_rows", false);
+    if (st) return st;
+    copy_rows(d->video, T * D, x, Ts * D, B, T * D);
+    return final_forward(m, &d->final, d->video);
+}
+
+/* dx (B Ts, D, zero) from dpred through the final layer: the video rows' */
+static st_status s2v_final_backward(model *m, const float *dpred, float *dx)
+{
+    xd_model *d = xd_of(m);
+    const int64_t B = m->shape.batch, T = m->shape.tokens, D = m->cfg.hidden, Ts = T + d->in.ref_tokens;
+    st_status st = ST_OK;
+    float *dv = model_take(m, &st, B * T * D, "s2v.dvideo_rows", true);
+    if (!st) st = final_backward(m, &d->final, d->video, dpred, dv);
+    if (!st) copy_rows(dx, Ts * D, dv, T * D, B, T * D);
+    pool_free(m->pool, dv);
+    return st;
+}
+
+/* From dL/dx0: the pose bias's and the mask rows' gradients, the audio encoder's, and t0's path from the rows of
+ * t = 0 in m->ctx.dmod */
+static st_status s2v_backward(model *m, const float *dx0)
+{
+    xd_model *d = xd_of(m);
+    const int64_t B = m->shape.batch, T = m->shape.tokens, R = d->in.ref_tokens, D = m->cfg.hidden;
+    for (int64_t b = 0; b < B; b++) {
+        const float *row = dx0 + b * (T + R) * D;
+        if (PG(d->p_pose_b)) channel_add_backward(PG(d->p_pose_b), row, T, D, 1);
+        if (PG(d->p_mask)) {
+            channel_add_backward(PG(d->p_mask), row, T, D, 1);
+            channel_add_backward(PG(d->p_mask) + D, row + T * D, R, D, 1);
+        }
+    }
+    st_status st = wan_s2v_audio_backward(m, d->audio, &d->in);
+    scratch k = {.pool = m->pool};
+    float *dt6 = scratch_take(&k, B * 6 * D, MEM_WORKSPACE, "s2v.dt6_zero");
+    float *dcs = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "s2v.dsilu_c0");
+    float *dc = scratch_take_zero(&k, B * D, MEM_WORKSPACE, "s2v.dc0");
+    if (!st) st = k.status;
+    if (!st) {
+        copy_rows(dt6, 6 * D, m->ctx.dmod + 8 * D, S2V_MOD_ROWS * D, B, 6 * D);
+        st = lin_backward(m->params, m->pool, &d->t6, dcs, dt6, d->cs0, B);
+    }
+    if (!st) {
+        silu_backward(dc, dcs, d->t0.c, B * D);
+        st = temb_backward(m, &d->t0, dc);
+    }
+    const st_status end = scratch_end(&k);
+    return st ? st : end;
+}
+
 static st_status xd_create(model *m)
 {
     const model_config *c = &m->cfg;
@@ -127,7 +294,7 @@ static st_status xd_create(model *m)
     const int n = (int)c->depth, nv = (int)c->vace_count;
     if (nv > VACE_MAX) return st_fail(ST_ERR_UNSUPPORTED, "vace_layers: %d VACE blocks; at most %d", nv, VACE_MAX);
     const xdit_options *o = xd_options(c);
-    d->wan = o->wan, d->ltx = o->ltx, d->svid = o->sana_video, d->sana = o->sana || o->sana_video;
+    d->wan = o->wan, d->ltx = o->ltx, d->svid = o->sana_video, d->sana = o->sana || o->sana_video, d->s2v = o->s2v;
     d->main = nv ? 1 : 0;
     d->blocks = model_seq_blocks(m, d->main, d->wan ? "blocks" : "transformer_blocks", n, &xdit_block_kind,
                                  sizeof *d->blocks);
@@ -159,11 +326,17 @@ static st_status xd_create(model *m)
     if (d->ltx || d->sana)
         embedders(s, d, c, "time_embed.emb.timestep_embedder", "time_embed.linear", "caption_projection");
     if (d->sana) d->p_cap_norm = param_add(s, "caption_norm.weight", 1, (int64_t[]){D}, full);
+    if (d->s2v) s2v_register_inputs(s, d, c);
     if (d->wan)
         embedders(s, d, c, "condition_embedder.time_embedder", "condition_embedder.time_proj",
                   "condition_embedder.text_embedder");
+    if (d->s2v) {
+        const st_status st = s2v_register_audio(m, s, d);
+        if (st) return st;
+    }
     char prefix[64];
-    const xdit_block kind = {.m = m, .qk_norm = d->wan || d->ltx || (d->sana && c->qk_norm), .rope = d->wan || d->ltx,
+    const xdit_block kind = {.m = m, .qk_norm = (d->wan && !d->s2v) || d->ltx || (d->sana && c->qk_norm),
+                             .rope = d->wan || d->ltx, .no_qkv_bias = d->s2v, .audio = -1,
                              .rope_width = d->ltx, .sana = d->sana, .cross_heads = c->cross_heads,
                              .rms_norms = d->ltx, .cross_norm = d->wan,
                              .eps = d->ltx || d->sana ? LTX_QK_EPS : XDIT_LN_EPS, /* torch's RMSNorm 1e-5 */
@@ -176,6 +349,7 @@ static st_status xd_create(model *m)
         *b = kind;
         if (nv && i % c->vace_every == 0 && i / c->vace_every < nv) b->hint_in = (int)(i / c->vace_every);
         if (c->face_every && i % c->face_every == 0) b->face = (int)(i / c->face_every);
+        if (c->audio_inject >> i & 1) b->audio = __builtin_popcountll(c->audio_inject & ((1ull << i) - 1));
         snprintf(prefix, sizeof prefix, "%s.%d", d->wan ? "blocks" : "transformer_blocks", i);
         xdit_block_register(s, b, prefix, d->wan ? "ffn" : "ff", d->wan ? 3 : 2, c);
     }
@@ -199,7 +373,7 @@ static st_status xd_create(model *m)
     if (!d->wan && !d->ltx && !d->sana) /* PixArt's embedders last */
         embedders(s, d, c, "adaln_single.emb.timestep_embedder", "adaln_single.linear", "caption_projection");
     d->final.ada_w = d->final.ada_b = -1, d->final.mod_row = 6, d->final.order = PATCH_DIT; /* shift, then scale */
-    m->ctx.mod_rows = XDIT_MOD_ROWS;
+    m->ctx.mod_rows = d->s2v ? S2V_MOD_ROWS : XDIT_MOD_ROWS;
     return ST_OK;
 }
 
@@ -230,7 +404,7 @@ static void xd_fill_fixed(model *m)
 static void xd_destroy(model *m)
 {
     xd_model *d = xd_of(m);
-    if (d) wan_animate_destroy(d->anim);
+    if (d) wan_animate_destroy(d->anim), wan_s2v_audio_destroy(d->audio);
 }
 
 static void xd_release(model *m)
@@ -242,6 +416,7 @@ static void xd_release(model *m)
     pool_free(m->pool, d->cpatches), pool_free(m->pool, d->cemb), pool_free(m->pool, d->c0);
     d->cpatches = d->cemb = d->c0 = NULL;
     if (d->anim) wan_animate_release(m, d->anim, &d->in);
+    if (d->audio) wan_s2v_audio_release(m, d->audio, &d->in);
     final_release(m, &d->final);
     pool_free(m->pool, d->rt), pool_free(m->pool, d->delta_in);
     d->rt = d->delta_in = NULL;
@@ -323,6 +498,7 @@ static st_status patch_input(model *m, patch_shape ps, const float *x, const flo
 {
     xd_model *d = xd_of(m);
     const model_config *c = &m->cfg;
+    if (d->s2v) return s2v_patches(m, ps, x, cond);
     if (!c->cond_channels) {
         patchify_forward(d->patches, x, &ps);
         return ST_OK;
@@ -348,7 +524,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     xd_model *d = xd_of(m);
     const model_config *c = &m->cfg;
     const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, Dt = c->text_dim;
-    const int64_t N = B * T, K = model_cond_len(c), R = XDIT_MOD_ROWS;
+    const int64_t Ts = T + d->in.ref_tokens, N = B * Ts, K = model_cond_len(c), R = m->ctx.mod_rows;
     const int64_t P = model_patch_dim(c) / c->channels * (c->channels + c->cond_channels);
     st_status st = ST_OK;
     model_hold(m, &st, &d->patches, N * P, "xdit.patches", false);
@@ -365,6 +541,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         model_hold(m, &st, &m->ctx.dmod, B * R * D, "xdit.dmodulation", true);
     }
     temb_take(m, &d->t, &st, train);
+    if (d->s2v) temb_take_path(m, &d->t0, &st);
     if (c->anyflow) {
         temb_take_path(m, &d->delta, &st);
         d->rt = model_take(m, &st, B * D, "xdit.anyflow_rt", false);
@@ -372,7 +549,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     }
     if (!d->wan && model_text_mask(c)) model_hold(m, &st, &d->key_bias, B * L, "xdit.key_bias", false);
     if (d->wan || d->ltx || d->svid)
-        model_hold(m, &st, &m->ctx.rope, T * (d->ltx ? D : D / c->heads), "xdit.rope", false);
+        model_hold(m, &st, &m->ctx.rope, Ts * (d->ltx ? D : D / c->heads), "xdit.rope", false);
     d->self_mask.linear_rope = m->ctx.rope;
     if (st) return st;
     /* image tokens */
@@ -383,7 +560,9 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
     if (d->anim && (st = wan_animate_forward(m, d->anim, cond, d->x0, train, &d->in))) return st;
     for (int64_t b = 0; d->p_pos >= 0 && b < B; b++) add_to(d->x0 + b * T * D, PW(d->p_pos), T * D);
     if (d->vblocks && (st = vace_embed(m, ps, cond, train))) return st;
-    if (d->wan || d->svid) { /* frame, row and column ids on axes of widths hd - 4 (hd / 6), 2 (hd / 6), 2 (hd / 6) */
+    if (d->s2v && (st = s2v_embed(m))) return st;
+    if ((d->wan && !d->s2v) || d->svid) { /* frame, row and column ids on axes of widths hd - 4 (hd / 6), 2 (hd / 6),
+                                               2 (hd / 6) */
         float *ids = NULL;
         if ((st = pool_alloc(m->pool, (size_t)(T * 3) * sizeof(float), MEM_WORKSPACE, "xdit.position_ids",
                              (void **)&ids)))
@@ -429,6 +608,7 @@ static st_status embed_forward(model *m, const float *x, const float *timesteps,
         copy_rows(rows, D, cv + b * D, 0, 2, D);
         add_to(rows, PW(d->p_table), 2 * D);
     }
+    if (d->s2v && (st = s2v_time_zero(m, cond, train))) return st;
     if (!train) { /* nothing reads them again */
         float **bufs[] = {&d->patches, &d->text_in, &d->cap_h, &d->cap_g, &d->cap_o, &d->t6buf};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) pool_free(m->pool, *bufs[i]), *bufs[i] = NULL;
@@ -444,7 +624,7 @@ static st_status xd_forward(model *m, const float *x, const float *timesteps, co
     /* VACE's control branch first: its blocks write the hints the main blocks add */
     if (!st && d->vblocks) st = model_seq_forward1(m, 0, &d->c0, train, &d->vlast);
     if (!st) st = model_seq_forward1(m, d->main, &d->x0, train, NULL);
-    if (!st) st = final_forward(m, &d->final, m->step.last.t[0]);
+    if (!st) st = d->s2v ? s2v_final(m, m->step.last.t[0]) : final_forward(m, &d->final, m->step.last.t[0]);
     if (st) return st;
     *pred = d->final.pred;
     return ST_OK;
@@ -495,10 +675,12 @@ static st_status xd_backward(model *m, const float *dpred)
 {
     xd_model *d = xd_of(m);
     const model_config *c = &m->cfg;
-    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, R = XDIT_MOD_ROWS;
+    const int64_t B = m->shape.batch, T = m->shape.tokens, L = m->shape.text, D = c->hidden, R = m->ctx.mod_rows;
     st_status st = ST_OK;
-    float *dx = model_take(m, &st, B * T * D, "xdit.dstate", true);
-    if (!st) st = final_backward(m, &d->final, m->step.last.t[0], dpred, dx);
+    const int64_t Ts = T + d->in.ref_tokens;
+    float *dx = model_take(m, &st, B * Ts * D, "xdit.dstate", true);
+    if (!st)
+        st = d->s2v ? s2v_final_backward(m, dpred, dx) : final_backward(m, &d->final, m->step.last.t[0], dpred, dx);
     final_backward_done(m, &d->final);
     state_free(m->pool, &m->step.last);
     block_state grad = {.n = 1, .t = {dx}};
@@ -510,9 +692,10 @@ static st_status xd_backward(model *m, const float *dpred)
     float *dg = scratch_take_zero(&k, B * L * D, MEM_WORKSPACE, "xdit.dtext_projection");
     if (!st) st = k.status;
     if (!st) { /* the image tokens' weights */
-        linear_backward(NULL, PG(d->p_x_w), PG(d->p_x_b), grad.t[0], d->patches, PW(d->p_x_w), B * T,
+        linear_backward(NULL, PG(d->p_x_w), PG(d->p_x_b), grad.t[0], d->patches, PW(d->p_x_w), B * Ts,
                         model_patch_dim(c) / c->channels * (c->channels + c->cond_channels), D);
         if (d->anim) st = wan_animate_backward(m, d->anim, d->cond, grad.t[0], &d->in);
+        if (d->s2v && !st) st = s2v_backward(m, grad.t[0]);
     }
     float *dnorm = d->cap_o && !st ? scratch_take_zero(&k, B * L * D, MEM_WORKSPACE, "sana.dtext_projection") : NULL;
     if (!st && d->cap_o && !(st = k.status)) /* Sana's caption_norm */

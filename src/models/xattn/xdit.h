@@ -14,6 +14,12 @@ typedef struct xdit_inputs {
     float *face, *dface;   /* Animate: the face adapters' key and value input, the face encoder's output after their
                               pre_norm_kv (B, face_frames, face_tokens, D), and its gradient */
     int64_t face_frames, face_tokens;
+    /* Wan S2V: the reference image's tokens after each sample's video tokens, modulated by the rows of t = 0
+     * (m->ctx.mod's rows 8 to 13); its audio injectors' keys and values, the audio encoder's tokens of each chunk of
+     * the video tokens (B audio_chunks, audio_tokens, D), and SiLU of the chunk's global audio vector, the AdaLN's
+     * input (B audio_chunks, D), with their gradients */
+    int64_t ref_tokens, audio_chunks, audio_tokens;
+    float *audio, *daudio, *audio_cs, *daudio_cs;
 } xdit_inputs;
 
 /* A block's weights and options (set the options before registering). The model provides m->ctx.mod (B,
@@ -60,6 +66,12 @@ typedef struct xdit_block {
     /* Wan Animate: face adapter `face` (>= 0) adds its cross-attention to in->face, frame by frame, to the output */
     int face;
     attn_weights fa; /* its q and k RMSNorm-ed per head */
+    /* Wan S2V (WanS2VTransformerBlock): no q, k, v biases (diffusers' Attention's default), and audio injector `audio`
+     * (>= 0) after the block: y[video] += to_out(attention(q of AdaLN(y[video]) per chunk, k and v of the chunk's audio
+     * tokens)), AdaLN's shift and scale adain(in->audio_cs); its weights in fa (no norms) */
+    bool no_qkv_bias;
+    int audio;
+    lin_layer adain;
     const xdit_inputs *in;
 } xdit_block;
 
@@ -70,6 +82,22 @@ void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const 
                          const model_config *c);
 
 extern const block_kind xdit_block_kind;
+
+/* Wan S2V's audio encoder (wan_s2v.c, condition_embedder.causal_audio_encoder): registered in create; forward makes
+ * in->audio and in->audio_cs (and their gradient buffers with train) from the Wav2Vec2 hidden states in cond;
+ * backward accumulates its weights' gradients from in->daudio and in->daudio_cs. */
+#define S2V_POSE_DIM 16    /* pose_dim: the 16 channels of SimpleTuner's zero pose latents */
+#define S2V_AUDIO_TOKENS 5 /* an audio chunk's tokens: the encoder's 4 (num_audio_token) and its padding token */
+typedef struct wan_s2v_audio wan_s2v_audio;
+/* Where a sample's reference image latent (channels, 1, height, width) starts in its conditioning, after the text
+ * and the audio features (wan_s2v.c's layout) */
+int64_t wan_s2v_reference_at(const model_config *c);
+st_status wan_s2v_audio_create(param_set *s, const model_config *c, wan_s2v_audio **out);
+void wan_s2v_audio_destroy(wan_s2v_audio *a);
+int64_t wan_s2v_audio_chunks(const model_config *c);
+st_status wan_s2v_audio_forward(struct model *m, wan_s2v_audio *a, const float *cond, bool train, xdit_inputs *in);
+st_status wan_s2v_audio_backward(struct model *m, wan_s2v_audio *a, xdit_inputs *in);
+void wan_s2v_audio_release(struct model *m, wan_s2v_audio *a, xdit_inputs *in);
 
 /* Wan Animate's encoders and embeddings besides the blocks (wan_animate.c): registered in create; forward makes
  * in->image and in->face (and their gradient buffers with train) from the conditioning and adds the pose embedding

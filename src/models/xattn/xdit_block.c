@@ -32,21 +32,30 @@
 /* block_saved is attn_side.h's: the self-attention's side in SQ .. SKR with state 0 and output projection o[0],
  * the cross-attention's in XQ .. XKR with state 1 and o2, the modulation in mod[0], the feed-forward's GEMM outputs
  * in f1[0] and f2[0]. Raw q and k (SQR, SKR, XQR, XKR) only where a norm follows them. The image attention of
- * Wan's image-to-video cross-attention (added_kv) has the third side and state, the face adapter's the fourth. */
-enum { SELF = 0, CROSS = XQ, IMAGE = 2 * SIDE_PER, FACE = 3 * SIDE_PER }; /* an attention's first side index */
+ * Wan's image-to-video cross-attention (added_kv) has the third side and state, the face adapter's the fourth; Wan
+ * S2V's audio injector (its blocks have no image attention) the third. */
+enum { SELF = 0, CROSS = XQ, IMAGE = 2 * SIDE_PER, FACE = 3 * SIDE_PER, AUDIO = IMAGE }; /* an attention's first side */
 
 typedef struct dims {
     int64_t B, T, L, D, N, NL, F; /* NL: the text's rows, B L */
     int64_t NI, NF;               /* the image tokens' rows (added_kv) and the face tokens' (face), else 0 */
 } dims;
 
+/* The tokens of a sample: its latent's, then Wan S2V's reference image's */
+static int64_t tokens_of(const xdit_block *b) { return b->m->shape.tokens + (b->in ? b->in->ref_tokens : 0); }
+
 static dims dims_of(const xdit_block *b)
 {
     const model_shape *s = &b->m->shape;
-    const int64_t B = s->batch, NI = b->added_kv ? B * b->in->image_tokens : 0;
-    const int64_t NF = b->face >= 0 ? B * b->in->face_frames * b->in->face_tokens : 0;
-    return (dims){B, s->tokens, s->text, s->hidden, B * s->tokens, B * s->text, b->ffn, NI, NF};
+    const int64_t B = s->batch, T = tokens_of(b), NI = b->added_kv ? B * b->in->image_tokens : 0;
+    const int64_t NF = b->face >= 0   ? B * b->in->face_frames * b->in->face_tokens
+                       : b->audio >= 0 ? B * b->in->audio_chunks * b->in->audio_tokens
+                                       : 0;
+    return (dims){B, T, s->text, s->hidden, B * T, B * s->text, b->ffn, NI, NF};
 }
+
+/* The modulation's rows a sample (scale_shift_table + t6): 6, or Wan S2V's 12, the reference tokens' 6 after */
+static int64_t mod_rows(const xdit_block *b) { return b->in && b->in->ref_tokens ? 12 : 6; }
 
 #define W(i) (param_at(b->m->params, (i))->w)
 #define G(i) (param_at(b->m->params, (i))->g)
@@ -54,7 +63,7 @@ static dims dims_of(const xdit_block *b)
 static attn_shape self_shape(const xdit_block *b)
 {
     const model_shape *s = &b->m->shape;
-    return (attn_shape){.batch = s->batch, .tokens = s->tokens, .heads = s->heads, .head_dim = s->hidden / s->heads,
+    return (attn_shape){.batch = s->batch, .tokens = tokens_of(b), .heads = s->heads, .head_dim = s->hidden / s->heads,
                         .mechanism = b->sana ? ATTN_LINEAR : s->mechanism};
 }
 
@@ -73,12 +82,42 @@ static attn_shape image_shape(const xdit_block *b)
     return a;
 }
 
-/* Each latent frame's tokens attend to that frame's face tokens: a batch of B x frames */
+/* Each latent frame's tokens attend to that frame's face tokens: a batch of B x frames; Wan S2V's audio injector:
+ * each chunk of a sample's video tokens to the chunk's audio tokens */
 static attn_shape face_shape(const xdit_block *b)
 {
     attn_shape a = self_shape(b);
+    if (b->audio >= 0) {
+        const int64_t n = b->in->audio_chunks;
+        a.batch *= n, a.tokens = b->m->shape.tokens / n, a.kv_tokens = b->in->audio_tokens;
+        return a;
+    }
     a.batch *= b->in->face_frames, a.tokens /= b->in->face_frames, a.kv_tokens = b->in->face_tokens;
     return a;
+}
+
+/* The modulation's ops over the block's tokens, from rows row (and row + 1) of mod (grad: of dmod): one call, or
+ * with Wan S2V's reference tokens one a sample and segment, the reference's rows 6 after the video's. */
+enum mod_op { MOD_FWD, MOD_BWD, GATE_FWD, GATE_BWD };
+static float *at_or_null(float *p, int64_t k) { return p ? p + k : NULL; }
+static void mod_apply(const xdit_block *b, enum mod_op op, int row, float *out, float *dmod, float *dh, const float *in,
+                      const float *in2, const float *mod)
+{
+    dims d = dims_of(b);
+    const int64_t R = mod_rows(b) * d.D, V = b->m->shape.tokens;
+    const bool two = R != 6 * d.D;
+    for (int64_t i = 0; i < (two ? d.B : 1); i++)
+        for (int g = 0; g < (two ? 2 : 1); g++) {
+            const int64_t at = (i * d.T + (g ? V : 0)) * d.D, n = two ? (g ? d.T - V : V) : d.T, nb = two ? 1 : d.B;
+            const int64_t r = i * R + (6 * g + row) * d.D;
+            if (op == MOD_FWD) modulate_forward(out + at, in + at, mod + r, mod + r + d.D, nb, n, d.D, R);
+            else if (op == MOD_BWD)
+                modulate_backward(out + at, dmod + r, dmod + r + d.D, in + at, in2 + at, mod + r + d.D, nb, n, d.D, R);
+            else if (op == GATE_FWD) gated_residual_forward(out + at, in + at, mod + r, in2 + at, nb, n, d.D, R);
+            else
+                gated_residual_backward(out + at, dmod + r, at_or_null(dh, at), in + at, mod + r, in2 + at, nb, n, d.D,
+                                        R);
+        }
 }
 
 void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const char *ff, int table_dims,
@@ -91,7 +130,7 @@ void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const 
 #define ATTN(i, leaf) (snprintf(a, sizeof a, "attn%d.%s", i + 1, leaf), a)
     for (int i = 0; i < 2; i++) { /* Sana's attn1 has no q, k, v biases; Wan's and LTX's norm q and k */
         attn_weights *w = i ? &b->ca : &b->sa;
-        const bool bias = i || !b->sana;
+        const bool bias = (i || !b->sana) && !b->no_qkv_bias;
         w->q = block_linear(s, prefix, ATTN(i, "to_q"), D, D, bias, ra, c);
         w->k = block_linear(s, prefix, ATTN(i, "to_k"), D, D, bias, ra, c);
         w->v = block_linear(s, prefix, ATTN(i, "to_v"), D, D, bias, ra, c);
@@ -130,6 +169,17 @@ void xdit_block_register(param_set *s, xdit_block *b, const char *prefix, const 
         b->av = block_linear(s, prefix, "attn2.add_v_proj", D, D, true, 0, c);
         b->norm_added_k = block_norm(s, prefix, "attn2.norm_added_k", D, c);
     }
+    if (b->audio >= 0) { /* diffusers' Attention: no q, k, v biases, no norms */
+        char ap[64];
+        snprintf(ap, sizeof ap, "audio_injector.injector.%d", b->audio);
+        b->fa.q = block_linear(s, ap, "to_q", D, D, false, ra, c);
+        b->fa.k = block_linear(s, ap, "to_k", D, D, false, ra, c);
+        b->fa.v = block_linear(s, ap, "to_v", D, D, false, ra, c);
+        b->fa.out = block_linear(s, ap, "to_out.0", D, D, true, ra, c);
+        b->fa.norm_q = b->fa.norm_k = -1;
+        snprintf(ap, sizeof ap, "audio_injector.injector_adain_layers.%d", b->audio);
+        b->adain = block_linear(s, ap, "linear", D, 2 * D, true, 0, c);
+    }
     if (b->face >= 0) { /* PEFT's to_q, to_k, to_v match its projections; its output is to_out, not to_out.0 */
         char fp[64];
         snprintf(fp, sizeof fp, "face_adapter.%d", b->face);
@@ -158,6 +208,10 @@ static size_t added_sides_bytes(const xdit_block *b, dims d, size_t elem)
         const attn_shape fs = face_shape(b);
         bytes += (size_t)(3 * (d.N + d.NF) * d.D) * elem + attention_kept_bytes(&fs);
     }
+    if (b->audio >= 0) { /* q and the output of the video tokens, k and v of the audio's */
+        const attn_shape as = face_shape(b);
+        bytes += (size_t)(2 * (d.B * b->m->shape.tokens + d.NF) * d.D) * elem + attention_kept_bytes(&as);
+    }
     return bytes;
 }
 
@@ -184,8 +238,9 @@ static size_t xdit_kept_bytes(const block *blk, keep_level keep)
     const xdit_block *b = blk->self;
     dims d = dims_of(b);
     const size_t elem = side_elem(b->m);
-    return side_block_kept_bytes(xdit_side_bytes(blk, elem), self_shape(b), keep, d.B * 6 * d.D + 2 * d.N * d.D,
-                                 (b->sana ? 2 : 1) * d.N * d.F + d.N * d.D, elem);
+    return side_block_kept_bytes(xdit_side_bytes(blk, elem), self_shape(b), keep,
+                                 d.B * mod_rows(b) * d.D + 2 * d.N * d.D, (b->sana ? 2 : 1) * d.N * d.F + d.N * d.D,
+                                 elem);
 }
 
 /* ---- pieces run in forward and again in backward ---- */
@@ -218,9 +273,8 @@ static void rotate(const xdit_block *b, float *x, bool back)
 /* h = norm(x) * (1 + scale) + shift, chunk the shift's index in mod */
 static st_status ln_modulate(const xdit_block *b, float *h, const float *x, const float *mod, int chunk)
 {
-    dims d = dims_of(b);
     st_status st = xd_norm(b, h, x, NULL);
-    if (!st) modulate_forward(h, h, mod + chunk * d.D, mod + (chunk + 1) * d.D, d.B, d.T, d.D, 6 * d.D);
+    if (!st) mod_apply(b, MOD_FWD, chunk, h, NULL, NULL, h, NULL, mod);
     return st;
 }
 
@@ -247,14 +301,14 @@ static void rotate_side(const void *self, float *x, bool keys, bool back)
 static side_attention attention_of(const xdit_block *b, int at)
 {
     const int64_t D = b->m->shape.hidden;
+    if (at == FACE || (at == AUDIO && b->audio >= 0))
+        return side_attention_of((side_attention){.m = b->m, .norm_width = D / b->m->shape.heads, .eps = b->eps,
+                                                  .shape = face_shape(b), .block = b},
+                                 &b->fa);
     if (at == IMAGE) /* the text attention's queries again; to_out is applied to the sum of both outputs */
         return (side_attention){.m = b->m, .q = &b->ca.q, .k = &b->ak, .v = &b->av, .norm_q = b->ca.norm_q,
                                 .norm_k = b->norm_added_k, .norm_width = D, .eps = b->eps, .shape = image_shape(b),
                                 .block = b};
-    if (at == FACE)
-        return side_attention_of((side_attention){.m = b->m, .norm_width = D / b->m->shape.heads, .eps = b->eps,
-                                                  .shape = face_shape(b), .block = b},
-                                 &b->fa);
     const bool cross = at == CROSS;
     const attn_weights *w = cross ? &b->ca : &b->sa;
     const side_attention a = {.m = b->m, .norm_width = D, .eps = b->eps, .shape = cross ? cross_shape(b) : self_shape(b),
@@ -369,7 +423,7 @@ static const float *cross_out(const xdit_block *b, const block_saved *sv, float 
 static void block_output(const xdit_block *b, const block_saved *sv, const float *x2, float *y)
 {
     dims d = dims_of(b);
-    gated_residual_forward(y, x2, sv->mod[0] + 5 * d.D, sv->f2[0], d.B, d.T, d.D, 6 * d.D);
+    mod_apply(b, GATE_FWD, 5, y, NULL, NULL, x2, sv->f2[0], sv->mod[0]);
     if (b->hint_in >= 0) add_to(y, b->hints[b->hint_in], d.N * d.D);
 }
 
@@ -391,6 +445,80 @@ static st_status face_forward(const xdit_block *b, frame *f, block_saved *sv, fl
     return st;
 }
 
+#define ADAIN_EPS 1e-5f /* AdaLayerNorm's LayerNorm, the audio injector's */
+
+/* The audio injector's query input h (B V, D) from the block's output y: each sample's video rows (g, gathered) to
+ * LayerNorm (stats kept when asked) modulated per chunk by mod = adain(in->audio_cs) (shift, scale) */
+static st_status audio_input(const xdit_block *b, const float *y, float *g, float *ln, float *h, float *mod,
+                             op_state *stats)
+{
+    dims d = dims_of(b);
+    const int64_t V = b->m->shape.tokens, A = b->in->audio_chunks;
+    copy_rows(g, V * d.D, y, d.T * d.D, d.B, V * d.D);
+    st_status st = fwd(b->m, &b->adain, mod, b->in->audio_cs, d.B * A);
+    if (!st) st = layernorm_forward(b->m->pool, ln, g, NULL, NULL, d.B * V, d.D, ADAIN_EPS, stats);
+    if (!st) modulate_forward(h, ln, mod, mod + d.D, d.B * A, V / A, d.D, 2 * d.D);
+    return st;
+}
+
+/* Wan S2V's audio injector on the block's output y: y[video] += to_out(attention(q of audio_input, k and v of the
+ * chunk's audio tokens)). An offloaded block sends its sides after this, the last attention. */
+static st_status audio_forward(const xdit_block *b, frame *f, block_saved *sv, float *y, bool keep)
+{
+    dims d = dims_of(b);
+    const int64_t V = b->m->shape.tokens, NV = d.B * V;
+    scratch s = {.pool = b->m->pool};
+    float *g = scratch_take(&s, NV * d.D, MEM_WORKSPACE, "s2v.audio_rows");
+    float *ln = scratch_take(&s, NV * d.D, MEM_WORKSPACE, "s2v.audio_ln");
+    float *h = scratch_take(&s, NV * d.D, MEM_WORKSPACE, "s2v.audio_h");
+    float *mod = scratch_take(&s, d.B * b->in->audio_chunks * 2 * d.D, MEM_WORKSPACE, "s2v.audio_adain");
+    if (s.status) return scratch_end(&s);
+    if (!f->from_host) {
+        const side_attention a = attention_of(b, AUDIO);
+        s.status = audio_input(b, y, g, ln, h, mod, NULL);
+        if (!s.status) s.status = side_attention_forward(&a, sv, AUDIO, h, b->in->audio, keep);
+    }
+    if (!s.status && f->to_host) s.status = side_send(sv);
+    if (!s.status) s.status = fwd(b->m, &b->fa.out, h, sv->side[AUDIO + SO], NV);
+    if (!s.status && f->to_host) s.status = side_drop(sv, f->ks);
+    for (int64_t i = 0; !s.status && i < d.B; i++) add_to(y + i * d.T * d.D, h + i * V * d.D, V * d.D);
+    return scratch_end(&s);
+}
+
+/* gx holds dL/d(the block's output); it gains the audio injector's input gradient (y from x2 again), and
+ * in->daudio_cs adain's input's */
+static st_status audio_backward(const xdit_block *b, block_saved *sv, const float *x2, float *gx)
+{
+    dims d = dims_of(b);
+    const int64_t V = b->m->shape.tokens, NV = d.B * V, NM = d.B * b->in->audio_chunks * 2 * d.D;
+    scratch s = {.pool = b->m->pool};
+    float *y = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "s2v.audio_input");
+    float *g = scratch_take(&s, NV * d.D, MEM_WORKSPACE, "s2v.audio_rows");
+    float *ln = scratch_take(&s, NV * d.D, MEM_WORKSPACE, "s2v.audio_ln");
+    float *h = scratch_take(&s, NV * d.D, MEM_WORKSPACE, "s2v.audio_h");
+    float *mod = scratch_take(&s, NM, MEM_WORKSPACE, "s2v.audio_adain");
+    float *dmod = scratch_take_zero(&s, NM, MEM_WORKSPACE, "s2v.daudio_adain");
+    float *dy = scratch_take(&s, NV * d.D, MEM_WORKSPACE, "s2v.daudio_out");
+    float *dh = scratch_take_zero(&s, NV * d.D, MEM_WORKSPACE, "s2v.daudio_h");
+    float *dg = scratch_take_zero(&s, NV * d.D, MEM_WORKSPACE, "s2v.daudio_rows");
+    op_state stats = {0};
+    const side_attention a = attention_of(b, AUDIO);
+    if (s.status) return scratch_end(&s);
+    block_output(b, sv, x2, y);
+    copy_rows(dy, V * d.D, gx, d.T * d.D, d.B, V * d.D);
+    if (!(s.status = audio_input(b, y, g, ln, h, mod, &stats)))
+        s.status = side_attention_backward(&a, sv, AUDIO, dy, h, b->in->audio, dh, b->in->daudio);
+    if (!s.status) {
+        const int64_t A = b->in->audio_chunks;
+        modulate_backward(dh, dmod, dmod + d.D, dh, ln, mod + d.D, d.B * A, V / A, d.D, 2 * d.D);
+        layernorm_backward(dg, NULL, NULL, dh, g, NULL, NV, d.D, &stats);
+        for (int64_t i = 0; i < d.B; i++) add_to(gx + i * d.T * d.D, dg + i * V * d.D, V * d.D);
+        s.status = bwd(b->m, &b->adain, b->in->daudio_cs, dmod, b->in->audio_cs, d.B * A);
+    }
+    op_state_release(&stats);
+    return scratch_end(&s);
+}
+
 /* ---- the block ---- */
 
 /* Three cases (attn_side.h's frame): a plain forward at a keep level; a first forward with off, which sends both
@@ -407,14 +535,19 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
     block_saved *sv = frame_begin(&f, blk, b->m, keep, off, saved_io);
     if (!sv) return st_host_oom("a block's saved tensors");
     float *y = scratch_take(&f.kept, ND, MEM_ACTIVATIONS, "xdit.state");
-    sv->mod[0] = scratch_take(f.ks, d.B * 6 * d.D, f.kt, "xdit.mod");
-    const bool qn = b->sa.norm_q >= 0, late = b->face >= 0; /* late: the sides go to the host after the face adapter */
+    const int64_t R = mod_rows(b);
+    sv->mod[0] = scratch_take(f.ks, d.B * R * d.D, f.kt, "xdit.mod");
+    /* late: the sides go to the host after the face adapter or the audio injector */
+    const bool qn = b->sa.norm_q >= 0, late = b->face >= 0 || b->audio >= 0;
     int64_t numel[SIDE_MAX] = {ND, ND, ND, ND, qn ? ND : 0, qn ? ND : 0, ND, NLD, NLD, ND, qn ? ND : 0, qn ? NLD : 0};
     if (b->added_kv) memcpy(numel + IMAGE, (int64_t[SIDE_PER]){ND, d.NI * d.D, d.NI * d.D, ND, ND, d.NI * d.D},
                             sizeof(int64_t[SIDE_PER]));
     if (b->face >= 0) memcpy(numel + FACE, (int64_t[SIDE_PER]){ND, d.NF * d.D, d.NF * d.D, ND, ND, d.NF * d.D},
                              sizeof(int64_t[SIDE_PER]));
-    side_take(&f, sv, numel, b->face >= 0 ? 4 : b->added_kv ? 3 : 2);
+    const int64_t NVD = d.B * b->m->shape.tokens * d.D; /* the audio injector's queries: the video tokens */
+    if (b->audio >= 0) memcpy(numel + AUDIO, (int64_t[SIDE_PER]){NVD, d.NF * d.D, d.NF * d.D, NVD, 0, 0},
+                              sizeof(int64_t[SIDE_PER]));
+    side_take(&f, sv, numel, b->face >= 0 ? 4 : b->added_kv || b->audio >= 0 ? 3 : 2);
     sv->o[0] = scratch_take(f.ks, ND, f.kt, "xdit.attention_out");
     sv->o2 = scratch_take(f.ks, ND, f.kt, "xdit.cross_attention_out");
     sv->f1[0] = scratch_take(f.fs, (b->sana ? 2 : 1) * d.N * d.F, f.ft, "xdit.ff0");
@@ -423,9 +556,11 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
     const bool states = keep != KEEP_NOTHING || f.to_host;
     if (!st) {
-        copy_rows(sv->mod[0], 6 * d.D, b->m->ctx.mod, b->m->ctx.mod_rows * d.D, d.B, 6 * d.D);
-        add_row(sv->mod[0], W(b->table), d.B, 6 * d.D);
-        side_made(b->m, sv->mod[0], d.B * 6 * d.D); /* as PyTorch's bf16 sum */
+        const int64_t ld = b->m->ctx.mod_rows * d.D;
+        copy_rows(sv->mod[0], R * d.D, b->m->ctx.mod, ld, d.B, 6 * d.D);
+        if (R == 12) copy_rows(sv->mod[0] + 6 * d.D, R * d.D, b->m->ctx.mod + 8 * d.D, ld, d.B, 6 * d.D); /* t = 0 */
+        add_row(sv->mod[0], W(b->table), d.B * R / 6, 6 * d.D);
+        side_made(b->m, sv->mod[0], d.B * R * d.D); /* as PyTorch's bf16 sum */
     }
     if (!st && f.from_host) st = side_back(sv);
     if (!st && !f.from_host) { /* the self-attention on LN(x) modulated */
@@ -435,7 +570,7 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
     }
     if (!st) st = fwd(b->m, &b->sa.out, sv->o[0], sv->side[SQ + SO], d.N);
     if (!st) { /* y holds x1; the cross-attention on c (into h) */
-        gated_residual_forward(y, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, 6 * d.D);
+        mod_apply(b, GATE_FWD, 2, y, NULL, NULL, x, sv->o[0], sv->mod[0]);
         const bool kx = states && keep != KEEP_ATTENTION_OUTPUT;
         const side_attention text = attention_of(b, CROSS);
         if (!f.from_host && !(st = cross_input(b, h, y, NULL)))
@@ -452,10 +587,11 @@ static st_status xdit_forward(block *blk, const block_state *in, block_state *ou
         add_to(y, sv->o2, ND); /* x2 */
         st = ffn_compute(b, y, sv->mod[0], sv->f1[0], sv->f2[0]);
     }
-    if (!st) gated_residual_forward(y, y, sv->mod[0] + 5 * d.D, sv->f2[0], d.B, d.T, d.D, 6 * d.D);
+    if (!st) mod_apply(b, GATE_FWD, 5, y, NULL, NULL, y, sv->f2[0], sv->mod[0]);
     if (!st && b->hint_in >= 0) add_to(y, b->hints[b->hint_in], ND); /* WanVACE: the control branch's hint */
     if (!st && b->hint_out >= 0) st = fwd(b->m, &b->proj_out, b->hints[b->hint_out], y, d.N);
     if (!st && b->face >= 0) st = face_forward(b, &f, sv, y, h, states && keep != KEEP_ATTENTION_OUTPUT);
+    if (!st && b->audio >= 0) st = audio_forward(b, &f, sv, y, states && keep != KEEP_ATTENTION_OUTPUT);
     if (!st) *out = (block_state){.n = 1, .t = {y}};
     return frame_end(&f, st, sv, saved_io, &y, 1);
 }
@@ -504,7 +640,7 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
 {
     xdit_block *b = blk->self;
     dims d = dims_of(b);
-    const int64_t N = d.N, D = d.D, B = d.B, T = d.T, ND = N * D;
+    const int64_t N = d.N, D = d.D, B = d.B, ND = N * D;
     const float *x = in->t[0];
     float *gx = grad->t[0];
     const side_attention self_att = attention_of(b, SELF);
@@ -512,11 +648,14 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     bool recomputed = false;
     scratch s = side_scratch(b->m->pool, sv);
     const float *mod = sv->mod[0]; /* as side_scratch has widened it */
-    float *dmod = scratch_take_zero(&s, B * 6 * D, MEM_WORKSPACE, "xdit.dmod");
+    const int64_t R = mod_rows(b);
+    float *dmod = scratch_take_zero(&s, B * R * D, MEM_WORKSPACE, "xdit.dmod");
     float *x1 = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.x1");
     float *x2 = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.x2");
     if (s.status) goto done;
-    side_residuals(sv, x, x1, x2, B, T, D);
+    mod_apply(b, GATE_FWD, 2, x1, NULL, NULL, x, sv->o[0], mod); /* x1, then x2 = x1 + o2 */
+    copy_rows(x2, D, x1, D, N, D);
+    add_to(x2, sv->o2, ND);
     if (!sv->f1[0]) { /* KEEP_ATTENTION: recompute the feed-forward's GEMM outputs from x2 */
         sv->f1[0] = scratch_take(&s, (b->sana ? 2 : 1) * N * d.F, MEM_ACTIVATIONS, "xdit.ff0 (recomputed)");
         sv->f2[0] = scratch_take(&s, ND, MEM_ACTIVATIONS, "xdit.ff2 (recomputed)");
@@ -524,6 +663,7 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
         if (s.status || (s.status = ffn_compute(b, x2, mod, sv->f1[0], sv->f2[0]))) goto done;
     }
     if (b->face >= 0 && (s.status = face_backward(b, sv, x2, gx))) goto done;
+    if (b->audio >= 0 && (s.status = audio_backward(b, sv, x2, gx))) goto done;
     /* WanVACE: an added hint takes the output's gradient as it is; a written one adds proj_out's to it */
     if (b->hint_in >= 0) add_to(b->dhints[b->hint_in], gx, ND);
     if (b->hint_out >= 0) {
@@ -546,7 +686,7 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     } else {
         gelu_forward(g, sv->f1[0], N * d.F);
     }
-    gated_residual_backward(gx, dmod + 5 * D, df2, gx, mod + 5 * D, sv->f2[0], B, T, D, 6 * D);
+    mod_apply(b, GATE_BWD, 5, gx, dmod, df2, gx, sv->f2[0], mod);
     if (!s.status && b->conv_temp >= 0) { /* Sana-Video: df2 (of f2 + conv_temp(f2)) becomes conv_point's output's */
         const token_grid tg = grid_of(b);
         float *pre = scratch_take(&s, ND, MEM_WORKSPACE, "sanavideo.ffn.conv_point");
@@ -573,10 +713,10 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     float *h = scratch_take(&s, ND, MEM_WORKSPACE, "xdit.h");
     float *dh = scratch_take_zero(&s, ND, MEM_WORKSPACE, "xdit.dh");
     if (s.status || (s.status = xd_norm(b, ln, x2, &stats))) goto done;
-    modulate_forward(h, ln, mod + 3 * D, mod + 4 * D, B, T, D, 6 * D);
+    mod_apply(b, MOD_FWD, 3, h, NULL, NULL, ln, NULL, mod);
     if ((s.status = bwd(b->m, &b->ff0, dh, dg, h, N))) goto done;
     scratch_drop(&s, dg);
-    modulate_backward(dh, dmod + 3 * D, dmod + 4 * D, dh, ln, mod + 4 * D, B, T, D, 6 * D);
+    mod_apply(b, MOD_BWD, 3, dh, dmod, NULL, dh, ln, mod);
     xd_norm_back(b, gx, dh, x2, &stats);
     op_state_release(&stats);
     side_ffn_drop(sv, &s, &recomputed);
@@ -591,16 +731,16 @@ static st_status xdit_backward(block *blk, const block_state *in, block_saved *s
     /* self-attention: x1 = x + gate1 * out(...) */
     float *dout = x2; /* reused */
     zero_bytes(dout, (size_t)ND * sizeof(float));
-    gated_residual_backward(gx, dmod + 2 * D, dout, gx, mod + 2 * D, sv->o[0], B, T, D, 6 * D);
+    mod_apply(b, GATE_BWD, 2, gx, dmod, dout, gx, sv->o[0], mod);
     if ((s.status = xd_norm(b, ln, x, &stats))) goto done;
-    modulate_forward(h, ln, mod, mod + D, B, T, D, 6 * D);
+    mod_apply(b, MOD_FWD, 0, h, NULL, NULL, ln, NULL, mod);
     zero_bytes(dh, (size_t)ND * sizeof(float));
     if ((s.status = side_attention_backward(&self_att, sv, SELF, dout, h, h, dh, dh))) goto done;
-    modulate_backward(dh, dmod, dmod + D, dh, ln, mod + D, B, T, D, 6 * D);
+    mod_apply(b, MOD_BWD, 0, dh, dmod, NULL, dh, ln, mod);
     xd_norm_back(b, gx, dh, x, &stats);
     /* the modulation: the table's gradient sums over the batch, t6's goes to the model */
-    for (int64_t i = 0; i < B; i++) {
-        add_to(b->m->ctx.dmod + i * b->m->ctx.mod_rows * D, dmod + i * 6 * D, 6 * D);
+    for (int64_t i = 0; i < B * R / 6; i++) { /* Wan S2V's rows of t = 0 are the model's 8 to 13 */
+        add_to(b->m->ctx.dmod + (i / (R / 6) * b->m->ctx.mod_rows + i % (R / 6) * 8) * D, dmod + i * 6 * D, 6 * D);
         if (G(b->table)) add_to(G(b->table), dmod + i * 6 * D, 6 * D);
     }
 done:
