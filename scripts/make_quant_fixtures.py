@@ -13,6 +13,10 @@ torch Linear of each shape below, with random weights and outliers, and writes:
   (its packed bytes as U8: int8 and float8_e4m3fn bytes, or int4's PackedTensor of the grouped values; tinygemm's
   int4 weights as weight_qbits_tensor() converts them back, as quanto serializes them), scale and, for int4, shift
   (bf16, one a row or a group) and dequantized (bf16: the weight's dequantize()).
+<out>/conv.safetensors: the same for torch Conv2d weights (out, in / groups, k, k), which quanto's QConv2d quantizes
+  as QLinear does the (out, in k k) matrix (axis 0: a scale per output channel; int4 groups over in k k) but never in
+  tinygemm's layout (that needs a 2-d weight): "<format>/<out>x<in>x<k>x<k>/" + weight, data, scale, shift,
+  dequantized.
 <out>/lora_step.safetensors: for each format "<format>/" + a two-layer model of quantized Linear layers (d -> f -> d,
   bias) with a LoRA adapter (rank 4, alpha 8, random A and B) on each: the float weights before quantization
   (layer0.weight, ...), the adapters, x, dy (the loss is sum(y * dy)), and y, dx and every adapter's gradient
@@ -36,6 +40,13 @@ SHAPES = {
     "int8-quanto": [(16, 64), (7, 200), (1, 33), (48, 130)],
     "fp8-quanto": [(16, 64), (7, 200), (1, 33), (48, 130)],
     "int4-quanto": [(16, 256), (32, 384), (4, 192), (3, 160), (2, 320), (6, 150), (5, 96), (1, 64), (1, 300)],
+}
+# (out, in / groups, k, k): 3 x 3 and 1 x 1 kernels, a row of one, int4 groups of 96 and 128 (no tinygemm for a
+# conv), per output channel (in k k <= 128), a depthwise conv's (in / groups = 1)
+CONV_SHAPES = {
+    "int8-quanto": [(16, 8, 3, 3), (7, 20, 1, 1), (1, 12, 3, 3), (24, 1, 3, 3)],
+    "fp8-quanto": [(16, 8, 3, 3), (7, 20, 1, 1), (1, 12, 3, 3), (24, 1, 3, 3)],
+    "int4-quanto": [(16, 32, 3, 3), (32, 64, 2, 2), (20, 256, 1, 1), (8, 12, 3, 3), (24, 1, 3, 3)],
 }
 WIDTH, FFN, RANK, ALPHA, TOKENS = 64, 96, 4, 8.0, 6
 
@@ -83,6 +94,30 @@ def weights_fixture(gen):
     return tensors
 
 
+def conv_fixture(gen):
+    """Each CONV_SHAPES weight in a torch Conv2d (groups = channels where in / groups is 1), quantized as SimpleTuner
+    quantizes its bf16 model."""
+    tensors = {}
+    for name, qtype in FORMATS.items():
+        for o, i, kh, kw in CONV_SHAPES[name]:
+            key = f"{name}/{o}x{i}x{kh}x{kw}/"
+            w = random_weight(o, i * kh * kw, gen).reshape(o, i, kh, kw)
+            groups = o if i == 1 else 1
+            m = nn.Sequential(nn.Conv2d(i * groups, o, (kh, kw), groups=groups, bias=False))
+            with torch.no_grad():
+                m[0].weight.copy_(w)
+            m = m.to(torch.bfloat16)
+            tensors[key + "weight"] = m[0].weight.detach().clone()
+            quantize(m, weights=qtype)
+            freeze(m)
+            qw = m[0].weight
+            assert not type(qw).__name__.startswith("TinyGemm"), "a conv weight in tinygemm's layout"
+            for k, v in library_tensors(qw).items():
+                tensors[key + k] = v.contiguous()
+            tensors[key + "dequantized"] = qw.dequantize().detach().to(torch.bfloat16).contiguous()
+    return tensors
+
+
 def lora_step(name, qtype, gen):
     shapes = [(FFN, WIDTH), (WIDTH, FFN)]
     t = {}
@@ -127,6 +162,8 @@ def main():
     save_file(step, os.path.join(args.out, "lora_step.safetensors"),
               metadata={"width": str(WIDTH), "ffn": str(FFN), "rank": str(RANK), "alpha": str(ALPHA),
                         "tokens": str(TOKENS)})
+    save_file(conv_fixture(torch.Generator().manual_seed(2043)), os.path.join(args.out, "conv.safetensors"),
+              metadata={"optimum-quanto": version("optimum-quanto"), "torch": torch.__version__})
     print("wrote", args.out)
 
 

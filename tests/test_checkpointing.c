@@ -1112,7 +1112,8 @@ static void test_quantized(void)
         quant_format q;
         bool bf16;
     } cases[] = {{"dit-tiny", QUANT_INT8, true}, {"mmdit-tiny", QUANT_INT4, false},
-                 {"pixart-sigma-tiny", QUANT_FP8, true}, {"sdxl-tiny", QUANT_INT4, true}};
+                 {"pixart-sigma-tiny", QUANT_FP8, true}, {"sdxl-tiny", QUANT_INT4, true},
+                 {"sd1x-tiny", QUANT_FP8, false}, {"stable-cascade-tiny", QUANT_INT8, true}}; /* convs quantized too */
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         model_config mc;
         CHECK(model_preset(cases[i].preset, &mc) == ST_OK);
@@ -1151,8 +1152,8 @@ static void test_any_shape(void)
     }
 }
 
-/* SEGTRAIN_CKPT_ONLY=preset,preset...: only those families' cases (and their LyCORIS configs), for a change in
- * one area on a busy machine; ctest runs everything. */
+/* SEGTRAIN_CKPT_ONLY=preset,preset...: only those families' cases (their LyCORIS configs with them; "quantized":
+ * test_quantized's), for a change in one area on a busy machine; ctest runs everything. */
 static bool only_listed(const char *only, const char *preset)
 {
     const size_t n = strlen(preset);
@@ -1169,6 +1170,7 @@ int main(void)
     if (only && *only) {
         for (size_t i = 0; i < sizeof family_cases / sizeof *family_cases; i++)
             if (only_listed(only, family_cases[i].preset)) test_family(&family_cases[i]);
+        if (only_listed(only, "quantized")) test_quantized();
         CHECK(pool_destroy(host_pool) == 0);
         return tk_finish();
     }

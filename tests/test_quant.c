@@ -1,6 +1,7 @@
 /* Quantized frozen bases against optimum-quanto itself (scripts/make_quant_fixtures.py, docs/QUANTIZATION.md):
  * - quanto.safetensors: for every format and shape, segtrain's quant_pack of the bf16 weight gives the library's
  *   packed bytes, scales and shifts byte for byte, and quant_unpack its dequantized weight bit for bit;
+ * - conv.safetensors: the same for Conv2d weights (QConv2d: per output channel over in k k, int4 never tinygemm's);
  * - lora_step.safetensors: a LoRA step on a two-layer model of quantized Linear layers, loaded from the float weights
  *   as a checkpoint loads (rounded to bf16, then quantized), matches PyTorch's float64 step on the library's
  *   dequantized weights at 1e-5 (output, dx, every adapter gradient), and its weights take exactly the bytes
@@ -19,6 +20,8 @@
 #define FIXTURES SEGTRAIN_SOURCE_DIR "/tests/fixtures/quant/"
 #define TOL 1e-5
 
+static const float *w_of_bias(param_set *s, int b) { return b < 0 ? NULL : param_at(s, b)->w; }
+
 static const sft_tensor *tensor(const sft_file *f, const char *prefix, const char *name)
 {
     char key[256];
@@ -34,12 +37,16 @@ static void bf16_values(const sft_tensor *t, uint16_t *out, int64_t n)
     if ((int64_t)t->nbytes == 2 * n) memcpy(out, t->data, t->nbytes);
 }
 
-/* One "<format>/<out>x<in>/" case of quanto.safetensors. */
+/* One "<format>/<out>x<in>/" case of quanto.safetensors, or "<format>/<out>x<in>x<kh>x<kw>/" of conv.safetensors (a
+ * Conv2d's weight, rows out and columns in kh kw). */
 static void check_case(const sft_file *f, const char *prefix)
 {
     char fmt[32];
-    long long rows, cols;
-    if (sscanf(prefix, "%31[^/]/%lldx%lld/", fmt, &rows, &cols) != 3) {
+    long long rows, cols, kh = 1, kw = 1;
+    const int got = sscanf(prefix, "%31[^/]/%lldx%lldx%lldx%lld/", fmt, &rows, &cols, &kh, &kw);
+    const int ndim = got == 5 ? 4 : 2;
+    cols *= kh * kw;
+    if (got != 3 && got != 5) {
         CHECKF(0, "fixture case %s", prefix);
         return;
     }
@@ -58,7 +65,7 @@ static void check_case(const sft_file *f, const char *prefix)
     uint8_t *packed = calloc((size_t)l.data_bytes + 1, 1);
     float *y = malloc((size_t)n * sizeof(float)), *want = malloc((size_t)n * sizeof(float));
     bf16_values(tensor(f, prefix, "weight"), w, n);
-    quant_pack(q, rows, cols, w, packed, stats);
+    quant_pack(q, rows, cols, ndim, w, packed, stats);
     CHECKF((int64_t)data->nbytes != l.data_bytes || !memcmp(packed, data->data, data->nbytes),
            "%s: packed data byte for byte", prefix);
     CHECKF(!memcmp(stats, scale->data, scale->nbytes), "%s: scales bit for bit", prefix);
@@ -73,10 +80,13 @@ static void check_case(const sft_file *f, const char *prefix)
     free(w), free(stats), free(want16), free(packed), free(y), free(want);
 }
 
-static void test_library_bytes(void)
+/* Every case of a file (quanto.safetensors: Linear weights; conv.safetensors: Conv2d ones), at least `least`. */
+static void test_library_bytes(const char *file, int least)
 {
     sft_file *f = NULL;
-    CHECK(sft_open(FIXTURES "quanto.safetensors", &f) == ST_OK);
+    char path[512];
+    snprintf(path, sizeof path, FIXTURES "%s", file);
+    CHECK(sft_open(path, &f) == ST_OK);
     int cases = 0;
     for (int i = 0; f && i < sft_count(f); i++) {
         const char *name = sft_at(f, i)->name;
@@ -87,8 +97,8 @@ static void test_library_bytes(void)
         check_case(f, prefix);
         cases++;
     }
-    printf("-- %d weights of optimum-quanto's, byte and bit for bit\n", cases);
-    CHECKF(cases >= 12, "the fixture has every format's cases (%d)", cases);
+    printf("-- %s: %d weights of optimum-quanto's, byte and bit for bit\n", file, cases);
+    CHECKF(cases >= least, "the fixture has every format's cases (%d)", cases);
     sft_close(f);
 }
 
@@ -201,6 +211,76 @@ static void test_names(void)
 }
 
 /* SimpleTuner's per-family exclude lists: the modules quanto leaves alone stay in bf16, the rest are quantized */
+/* One conv.safetensors case held by a conv_layer on a quantized base (a depthwise one where in / groups is 1),
+ * loaded as a checkpoint loads: its packed bytes the library's, its pool bytes quant_layout_of's, and its forward
+ * and dx those of the convolution on the library's dequantized weight, bit for bit. */
+static void conv_base(const sft_file *f, const char *prefix)
+{
+    char fmt[32];
+    long long o, i, k, kw;
+    quant_format q;
+    if (sscanf(prefix, "%31[^/]/%lldx%lldx%lldx%lld/", fmt, &o, &i, &k, &kw) != 5 || quant_format_of(fmt, &q)) return;
+    const bool dw = i == 1 && o > 1;
+    pool *p = pool_create(POOL_DEVICE, 0);
+    param_set s = {.quant_base = q};
+    const conv_layer l = dw ? conv_register_depthwise(&s, "c", o, false) : conv_register(&s, "c", i, o, k, false);
+    CHECK(param_set_check(&s) == ST_OK && param_set_alloc(&s, p) == ST_OK);
+    param *w = param_at(&s, l.w);
+    const int64_t n = o * i * k * k, B = 2, H = 5, W = 6;
+    const quant_layout lay = quant_layout_of(q, o, i * k * k);
+    pool_stats ps;
+    pool_get_stats(p, &ps);
+    CHECKF(w->quant == q && ps.live_by_tag[MEM_WEIGHTS] == (size_t)(lay.data_bytes + 2 * lay.stats + 4 * o),
+           "%s: a quantized conv's weights take %zu bytes", prefix, ps.live_by_tag[MEM_WEIGHTS]);
+    uint16_t *w16 = malloc((size_t)n * 2);
+    float *v = malloc((size_t)n * sizeof(float)), *deq = malloc((size_t)n * sizeof(float));
+    bf16_values(tensor(f, prefix, "weight"), w16, n);
+    for (int64_t e = 0; e < n; e++) v[e] = sft_bf16_to_f32(w16[e]);
+    CHECK(param_store_bf16(w, v) == ST_OK);
+    CHECKF(!memcmp(w->wq, tensor(f, prefix, "data")->data, (size_t)lay.data_bytes), "%s: loaded as the library packs",
+           prefix);
+    bf16_values(tensor(f, prefix, "dequantized"), w16, n);
+    for (int64_t e = 0; e < n; e++) deq[e] = sft_bf16_to_f32(w16[e]);
+    const int64_t pad = k / 2 * (k % 2), C = dw ? o : i;
+    const conv_shape c = {B, C, H, W, o, k, k, 1, 1, pad, pad};
+    const int64_t nx = B * C * H * W, ny = B * o * conv_out_h(&c) * conv_out_w(&c);
+    float *x = malloc((size_t)nx * sizeof(float)), *dy = malloc((size_t)ny * sizeof(float));
+    float *y[2] = {calloc((size_t)ny, 4), calloc((size_t)ny, 4)}, *dx[2] = {calloc((size_t)nx, 4), calloc((size_t)nx, 4)};
+    tk_fill(x, nx, 5, -1, 1), tk_fill(dy, ny, 6, -1, 1);
+    CHECK(conv_layer_forward(&s, p, &l, y[0], x, &c) == ST_OK && conv_layer_backward(&s, p, &l, dx[0], dy, x, &c) == ST_OK);
+    if (dw) {
+        CHECK(depthwise3x3_forward(p, y[1], x, deq, w_of_bias(&s, l.b), B, H, W, o) == ST_OK);
+        CHECK(depthwise3x3_backward(p, dx[1], NULL, NULL, dy, x, deq, B, H, W, o) == ST_OK);
+    } else {
+        CHECK(conv2d_forward(p, y[1], x, deq, w_of_bias(&s, l.b), &c) == ST_OK);
+        CHECK(conv2d_backward(p, dx[1], NULL, NULL, dy, x, deq, &c) == ST_OK);
+    }
+    char what[160];
+    snprintf(what, sizeof what, "%sconv on the dequantized weight", prefix);
+    tk_expect_bitwise(what, y[0], y[1], ny);
+    snprintf(what, sizeof what, "%sconv's dx", prefix);
+    tk_expect_bitwise(what, dx[0], dx[1], nx);
+    free(w16), free(v), free(deq), free(x), free(dy), free(y[0]), free(y[1]), free(dx[0]), free(dx[1]);
+    param_set_free(&s);
+    pool_destroy(p);
+}
+
+static void test_conv_bases(void)
+{
+    sft_file *f = NULL;
+    CHECK(sft_open(FIXTURES "conv.safetensors", &f) == ST_OK);
+    printf("-- convolutions on quantized bases: the convolution of the library's dequantized weight\n");
+    for (int i = 0; f && i < sft_count(f); i++) {
+        const char *name = sft_at(f, i)->name;
+        const size_t len = strlen(name);
+        char prefix[128];
+        if (len < 7 || strcmp(name + len - 7, "/weight")) continue;
+        snprintf(prefix, sizeof prefix, "%.*s", (int)(len - 6), name);
+        conv_base(f, prefix);
+    }
+    sft_close(f);
+}
+
 static void test_excluded(void)
 {
     static const struct {
@@ -208,7 +288,10 @@ static void test_excluded(void)
     } cases[] = {{"wan-tiny", "blocks.0.ffn.net.0.proj.weight", "blocks.0.attn1.to_q.weight"}, /* "*ffn*" */
                  {"sd3-tiny", "transformer_blocks.0.norm1.linear.weight", "transformer_blocks.0.ff.net.2.weight"},
                  {"ltxvideo2-tiny", "caption_projection.linear_1.weight", "transformer_blocks.0.attn1.to_q.weight"},
-                 {"dit-tiny", NULL, "blocks.0.mlp.fc1.weight"}};
+                 {"dit-tiny", NULL, "blocks.0.mlp.fc1.weight"},
+                 {"sdxl-tiny", NULL, "down_blocks.0.resnets.0.conv1.weight"}, /* QConv2d, as every Conv2d */
+                 {"sd1x-tiny", NULL, "down_blocks.0.attentions.0.proj_in.weight"},
+                 {"stable-cascade-tiny", NULL, "down_blocks.0.0.depthwise.weight"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         model_config mc;
         CHECK(model_preset(cases[i].preset, &mc) == ST_OK);
@@ -230,7 +313,9 @@ int main(void)
 {
     test_excluded();
     test_names();
-    test_library_bytes();
+    test_library_bytes("quanto.safetensors", 12);
+    test_library_bytes("conv.safetensors", 13);
+    test_conv_bases();
     sft_file *f = NULL;
     CHECK(sft_open(FIXTURES "lora_step.safetensors", &f) == ST_OK);
     for (quant_format q = QUANT_INT8; f && q <= QUANT_INT4; q++) lora_step(f, q);

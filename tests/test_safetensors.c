@@ -292,7 +292,7 @@ static void test_fp8_checkpoint(void)
     uint16_t h[6], stats[2];
     uint8_t data[6];
     for (int i = 0; i < 6; i++) h[i] = sft_f32_to_bf16(scaled[i]);
-    quant_pack(QUANT_INT8, 2, 3, h, data, stats);
+    quant_pack(QUANT_INT8, 2, 3, 2, h, data, stats);
     CHECK(!memcmp(data, param_at(&s, l.w)->wq, 6) && !memcmp(stats, param_at(&s, l.w)->wq_stats, 4));
     param_set_free(&s);
 

@@ -58,7 +58,8 @@ typedef struct conv_layer {
 } conv_layer;
 
 /* Registers "<name>.weight" (out, in, k, k) and "<name>.bias"; an adapter where the set's lycoris spec reaches the
- * layer (the base then frozen). */
+ * layer (the base then frozen). A frozen weight is quantized under the set's quant_base (quanto's QConv2d), unless
+ * an exclude pattern names it, and dequantized into workspace around each convolution reading it. */
 conv_layer conv_register(param_set *s, const char *name, int64_t in, int64_t out, int64_t k, bool trainable);
 /* A depthwise 3 x 3 convolution (Stable Cascade's SDCascadeResBlock.depthwise): weight (channels, 1, 3, 3), its
  * adapter the package's on a conv of in_channels / groups = 1 input channel. The package's LoKr bypass fails on a

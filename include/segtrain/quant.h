@@ -1,4 +1,5 @@
-/* Quantized frozen weights (base_model_precision, docs/QUANTIZATION.md): a linear layer's (out, in) weight held packed
+/* Quantized frozen weights (base_model_precision, docs/QUANTIZATION.md): a linear layer's (out, in) weight (or a
+ * Conv2d's (out, in, k, k), as the (out, in k k) matrix) held packed
  * as optimum-quanto holds it after SimpleTuner's quantize(model, weights=...) and freeze(model) on the bf16 model,
  * and dequantized to the library's bf16 values, widened to float, around its GEMM. Every rounding is the library's:
  * each of its bf16 tensor ops is a float op rounded to bf16 (to nearest even), so quantize gives its bytes and
@@ -33,8 +34,12 @@ const char *quant_name(quant_format f);
 /* The format a base_model_precision value names; ST_ERR_UNSUPPORTED for a value segtrain does not build. */
 st_status quant_format_of(const char *name, quant_format *out);
 quant_layout quant_layout_of(quant_format f, int64_t rows, int64_t cols);
-/* w: the weight in bf16 (as SimpleTuner's bf16 model holds it before quantizing). data, stats: quant_layout_of's. */
-void quant_pack(quant_format f, int64_t rows, int64_t cols, const uint16_t *w, uint8_t *data, uint16_t *stats);
+/* w: the weight in bf16 (as SimpleTuner's bf16 model holds it before quantizing), of ndim dimensions: a Linear's 2, a
+ * Conv2d's 4 ((out, in / groups, k, k) as rows = out and cols = in k k: QConv2d quantizes it as QLinear does that
+ * matrix, but never in tinygemm's layout, which quanto takes only for a 2-d int4 weight in groups of 128). data,
+ * stats: quant_layout_of's. */
+void quant_pack(quant_format f, int64_t rows, int64_t cols, int ndim, const uint16_t *w, uint8_t *data,
+                uint16_t *stats);
 /* y: the library's dequantized weight (bf16 values), as float. Nothing on a dry buffer. */
 void quant_unpack(quant_format f, int64_t rows, int64_t cols, const uint8_t *data, const uint16_t *stats, float *y);
 

@@ -6,6 +6,18 @@
 
 #include "segtrain/ops.h"
 
+/* A frozen base weight under base_model_precision: quantized as quanto's quantize(model, exclude=...) leaves it,
+ * unless one of the family's exclude patterns matches the module's name (fnmatch, as quanto matches them); returns
+ * whether one does. */
+static bool quantize_frozen(param_set *s, int w, const char *name)
+{
+    bool excluded = false;
+    for (const char *const *e = s->quant_base ? s->quant_exclude : NULL; e && *e && !excluded; e++)
+        excluded = !fnmatch(*e, name, 0);
+    param_at(s, w)->quant = excluded ? QUANT_NONE : s->quant_base;
+    return excluded;
+}
+
 lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, bool bias, int64_t rank, float alpha,
                        bool trainable)
 {
@@ -17,10 +29,7 @@ lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, 
     l.w = param_add(s, n, 2, (int64_t[]){out, in}, trainable && !adapted);
     if (l.w >= 0) param_at(s, l.w)->linear = true;
     if (l.w >= 0 && !(trainable && !adapted)) { /* frozen: quantized, else in bf16 under mixed_precision bf16 */
-        bool excluded = false; /* left in bf16, as SimpleTuner's bf16 model keeps a module quanto excludes */
-        for (const char *const *e = s->quant_base ? s->quant_exclude : NULL; e && *e && !excluded; e++)
-            excluded = !fnmatch(*e, name, 0);
-        param_at(s, l.w)->quant = excluded ? QUANT_NONE : s->quant_base;
+        const bool excluded = quantize_frozen(s, l.w, name); /* in bf16, as SimpleTuner's bf16 model keeps it */
         param_at(s, l.w)->bf16 = excluded || (!s->quant_base && s->bf16_base);
     }
     if (bias) {
@@ -45,18 +54,25 @@ lin_layer lin_register(param_set *s, const char *name, int64_t in, int64_t out, 
 static float *w_of(param_set *s, int i) { return i < 0 ? NULL : param_at(s, i)->w; }
 static float *g_of(param_set *s, int i) { return i < 0 ? NULL : param_at(s, i)->g; }
 
-/* The layer's base weight as float: itself, or a bf16 or quantized one widened into workspace (*tmp, to free). */
-static st_status base_weight(param_set *s, pool *p, const lin_layer *l, const float **w, float **tmp)
+/* A bf16 or quantized weight widened to float into y (a quantized one as the library's dequantize gives it: rows its
+ * first dimension, a conv's kernel among the columns). */
+static void widen(const param *q, float *y)
 {
-    const param *q = param_at(s, l->w);
+    if (q->quant) quant_unpack(q->quant, q->shape[0], q->numel / q->shape[0], q->wq, q->wq_stats, y);
+    else bf16_to_float(y, q->w16, q->numel);
+}
+
+/* Parameter w as float: itself, or a bf16 or quantized one widened into workspace (*tmp, to free). */
+static st_status base_weight(param_set *s, pool *p, int w, const float **out, float **tmp)
+{
+    const param *q = param_at(s, w);
     *tmp = NULL;
-    *w = q->w;
+    *out = q->w;
     if (!q->bf16 && !q->quant) return ST_OK;
     st_status st = pool_alloc(p, (size_t)q->numel * sizeof(float), MEM_WORKSPACE,
                               q->quant ? "quantized weight as float" : "bf16 weight as float", (void **)tmp);
-    if (!st && q->quant) quant_unpack(q->quant, l->out, l->in, q->wq, q->wq_stats, *tmp);
-    else if (!st) bf16_to_float(*tmp, q->w16, q->numel);
-    *w = *tmp;
+    if (!st) widen(q, *tmp);
+    *out = *tmp;
     return st;
 }
 
@@ -83,7 +99,7 @@ st_status lin_forward(param_set *s, pool *p, const lin_layer *l, float *y, const
     const float *w;
     float *widened = NULL;
     st_status st = layer_in(s, l);
-    if (!st) st = base_weight(s, p, l, &w, &widened);
+    if (!st) st = base_weight(s, p, l->w, &w, &widened);
     if (!st) linear_forward(y, x, w, w_of(s, l->b), n, l->in, l->out);
     pool_free(p, widened);
     layer_out(s, l);
@@ -105,7 +121,7 @@ st_status lin_backward(param_set *s, pool *p, const lin_layer *l, float *dx, con
     const float *w = w_of(s, l->w);
     float *widened = NULL;
     st_status st = dx ? layer_in(s, l) : ST_OK; /* only dx reads a frozen base */
-    if (!st && dx) st = base_weight(s, p, l, &w, &widened);
+    if (!st && dx) st = base_weight(s, p, l->w, &w, &widened);
     if (!st) linear_backward(dx, g_of(s, l->w), g_of(s, l->b), dy, x, w, n, l->in, l->out);
     pool_free(p, widened);
     if (dx) layer_out(s, l);
@@ -156,6 +172,7 @@ conv_layer conv_register(param_set *s, const char *name, int64_t in, int64_t out
     snprintf(n, sizeof n, "%s.weight", name);
     l.w = param_add(s, n, 4, (int64_t[]){out, in, k, k}, trainable && !ly);
     if (adapted && l.w >= 0 && s->lyco_conv == l.w + 1) s->lyco_conv = 0; /* adapted here: nothing to refuse */
+    if (l.w >= 0 && !(trainable && !ly) && s->quant_base) quantize_frozen(s, l.w, name); /* quanto's QConv2d */
     snprintf(n, sizeof n, "%s.bias", name);
     l.b = param_add(s, n, 1, (int64_t[]){out}, trainable && !ly);
     if (adapted && ly->algo == LYCO_LOCON) l.rank = locon_register(s, name, in, out, k, ly, &l.down, &l.up, &l.scale);
@@ -205,7 +222,8 @@ static st_status merged(param_set *s, pool *p, const conv_layer *l, float **w, f
     if (!st && l->lyco.diff_b >= 0)
         st = pool_alloc(p, (size_t)out * sizeof(float), MEM_WORKSPACE, "lycoris.b + diff_b", (void **)b);
     if (st) return st;
-    copy_rows(*w, q->numel, q->w, q->numel, 1, q->numel);
+    if (q->quant || q->bf16) widen(q, *w);
+    else copy_rows(*w, q->numel, q->w, q->numel, 1, q->numel);
     if (*b) copy_rows(*b, out, w_of(s, l->b), out, 1, out), add_to(*b, w_of(s, l->lyco.diff_b), out);
     return lyco_delta_add(s, p, &l->lyco, *w);
 }
@@ -249,7 +267,11 @@ static conv_shape down_shape(const conv_layer *l, const conv_shape *c)
 st_status conv_layer_forward(param_set *s, pool *p, const conv_layer *l, float *y, const float *x, const conv_shape *c)
 {
     if (l->lyco.algo && !s->adapters_off) return merged_forward(s, p, l, y, x, c);
-    st_status st = conv_op_forward(p, l, y, x, w_of(s, l->w), w_of(s, l->b), c);
+    const float *w;
+    float *widened = NULL;
+    st_status st = base_weight(s, p, l->w, &w, &widened);
+    if (!st) st = conv_op_forward(p, l, y, x, w, w_of(s, l->b), c);
+    pool_free(p, widened);
     if (st || l->down < 0 || s->adapters_off) return st;
     const int64_t P = conv_out_h(c) * conv_out_w(c), r = l->rank;
     const conv_shape dc = down_shape(l, c);
@@ -267,7 +289,11 @@ st_status conv_layer_backward(param_set *s, pool *p, const conv_layer *l, float 
                               const conv_shape *c)
 {
     if (l->lyco.algo) return merged_backward(s, p, l, dx, dy, x, c);
-    st_status st = conv_op_backward(p, l, dx, g_of(s, l->w), g_of(s, l->b), dy, x, w_of(s, l->w), c);
+    const float *w = w_of(s, l->w);
+    float *widened = NULL;
+    st_status st = dx ? base_weight(s, p, l->w, &w, &widened) : ST_OK; /* only dx reads a frozen base */
+    if (!st) st = conv_op_backward(p, l, dx, g_of(s, l->w), g_of(s, l->b), dy, x, w, c);
+    pool_free(p, widened);
     if (st || l->down < 0) return st;
     const int64_t P = conv_out_h(c) * conv_out_w(c), r = l->rank, n = c->batch * r * P;
     const conv_shape dc = down_shape(l, c);

@@ -336,7 +336,7 @@ st_status param_store_bf16(param *q, const float *values)
     uint16_t *h = q->quant ? malloc((size_t)q->numel * sizeof(uint16_t)) : q->w16;
     if (!h) return st_host_oom("a bf16 copy of %s to quantize", q->name);
     for (int64_t i = 0; i < q->numel; i++) h[i] = sft_f32_to_bf16(values[i]);
-    if (q->quant) quant_pack(q->quant, q->shape[0], q->numel / q->shape[0], h, q->wq, q->wq_stats);
+    if (q->quant) quant_pack(q->quant, q->shape[0], q->numel / q->shape[0], q->ndim, h, q->wq, q->wq_stats);
     if (q->quant) free(h);
     return ST_OK;
 }

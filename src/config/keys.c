@@ -163,8 +163,8 @@ const cfg_key cfg_keys[] = {
                "each is widened to float for the ops that read it. Other weights, the adapters, gradients, the "
                "optimizer and the arithmetic stay float. `fp16` and `fp8` are refused."),
     CHOICE_KEY("base_model_precision", "no_change", "no_change|int8-quanto|fp8-quanto|int4-quanto", SEC_MEMORY, "=",
-               "Under LoRA, the weight of every frozen linear layer held quantized as optimum-quanto quantizes "
-               "SimpleTuner's bf16 model (docs/QUANTIZATION.md): `int8-quanto` int8 with a bf16 scale per output "
+               "Under LoRA, the weight of every frozen linear layer (and the U-Nets' convolutions, as QConv2d) held "
+               "quantized as optimum-quanto quantizes SimpleTuner's bf16 model (docs/QUANTIZATION.md): `int8-quanto` int8 with a bf16 scale per output "
                "channel, `fp8-quanto` float8 e4m3 likewise, `int4-quanto` 4-bit with a bf16 scale and shift per group "
                "of 128 inputs (96, 64, 32, else per channel); each is dequantized to the library's bf16 values around "
                "its GEMM. The other values are refused by name with the nearest built one."),

@@ -79,7 +79,7 @@ static void pack_symmetric(quant_format f, quant_layout l, const uint16_t *w, ui
     }
 }
 
-static void pack_int4(quant_layout l, const uint16_t *w, uint8_t *data, uint16_t *stats)
+static void pack_int4(quant_layout l, bool tinygemm, const uint16_t *w, uint8_t *data, uint16_t *stats)
 {
     const int64_t dcols = l.data_cols, half = (l.data_rows + 1) / 2;
     memset(data, 0, (size_t)l.data_bytes);
@@ -89,7 +89,7 @@ static void pack_int4(quant_layout l, const uint16_t *w, uint8_t *data, uint16_t
         for (int64_t k = 0; k < l.unit_len; k++) lo = fminf(lo, sft_bf16_to_f32(x[k])), hi = fmaxf(hi, sft_bf16_to_f32(x[k]));
         const float s = bf(bf(hi - lo) / QINT4_LEVELS), shift = -lo; /* MaxOptimizer */
         float kept = shift;
-        if (l.group == 128) { /* tinygemm's scale_shift holds the mid-point, then dequantize recovers the shift */
+        if (tinygemm) { /* tinygemm's scale_shift holds the mid-point, then dequantize recovers the shift */
             const float mid = bf(-shift + bf(QINT4_HALF * s));
             kept = bf(bf(QINT4_HALF * s) - mid);
         }
@@ -104,11 +104,12 @@ static void pack_int4(quant_layout l, const uint16_t *w, uint8_t *data, uint16_t
     }
 }
 
-void quant_pack(quant_format f, int64_t rows, int64_t cols, const uint16_t *w, uint8_t *data, uint16_t *stats)
+void quant_pack(quant_format f, int64_t rows, int64_t cols, int ndim, const uint16_t *w, uint8_t *data,
+                uint16_t *stats)
 {
     const quant_layout l = quant_layout_of(f, rows, cols);
     if (op_dry(data) || f == QUANT_NONE) return;
-    if (f == QUANT_INT4) pack_int4(l, w, data, stats);
+    if (f == QUANT_INT4) pack_int4(l, l.group == 128 && ndim == 2, w, data, stats);
     else pack_symmetric(f, l, w, data, stats);
 }
 
