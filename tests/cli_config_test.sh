@@ -195,4 +195,33 @@ expect 0 "plan says which layers stream and what crosses the link" \
   "ramtorch: the frozen weights of 4 of the 20 linear layers in host memory" -- \
   "${plan_dit_ramtorch[@]}" --set "ramtorch_target_modules=blocks.*" --set ramtorch_transformer_percent=20
 
+# group offload (docs/WEIGHTS.md): its refusals, what plan says, and a run whose groups live in files
+plan_dit_groups=("$bin" plan --set model_preset=dit-tiny --set model_type=lora --set lora_rank=4 --set enable_group_offload=true)
+expect 1 "group offload with block swap is refused, naming both" \
+  "enable_group_offload cannot be used together with musubi_blocks_to_swap" -- "${plan_dit_groups[@]}" --set musubi_blocks_to_swap=2
+expect 1 "group offload on a U-Net is refused, as SimpleTuner refuses it" \
+  "enable_group_offload: group offload is only supported for transformer-based models" -- \
+  "$bin" plan --set model_preset=sdxl-tiny --set model_type=lora --set lora_rank=4 --set enable_group_offload=true
+expect 1 "group offload under full fine-tuning is refused" "enable_group_offload: full fine-tuning" -- \
+  "$bin" plan --set model_preset=dit-tiny --set enable_group_offload=true
+expect 1 "group_offload_type takes diffusers' two" "group_offload_type" -- "${plan_dit_groups[@]}" --set group_offload_type=module
+one_line "group offload's refusal is one line" -- "${plan_dit_groups[@]}" --set musubi_blocks_to_swap=2
+expect 0 "plan says where the groups live" "group offload \(block_level, 2 blocks a group\): every frozen weight in host memory .* in 2 groups of blocks \(blocks_0_1 \.\. blocks_2_3\)" -- \
+  "${plan_dit_groups[@]}" --set group_offload_blocks_per_group=2
+expect 0 "plan --parts marks the offloaded parts" "blocks\.\*\.attn\.qkv .* 8 on disk \(group offload\)" -- \
+  "${plan_dit_groups[@]}" --parts --set group_offload_to_disk_path=never-made
+[ ! -e never-made ] && ok "a plan writes no group file" || bad "plan made never-made"
+expect 0 "leaf_level streams each linear layer" "group offload \(leaf_level\): .* in 20 groups of one linear layer" -- \
+  "${plan_dit_groups[@]}" --set group_offload_type=leaf_level
+echo "{}" > empty.json
+go_train=(--set num_threads=2 --set model_preset=flux-tiny --set model_type=lora --set lora_rank=4 --set synthetic_data=true
+  --set max_train_steps=2 --set validation_steps=0 --set seed=3)
+"$bin" train --config empty.json "${go_train[@]}" --set output_dir=go-a >/dev/null 2>&1
+expect 0 "train with the groups in files" "trained 2 steps" -- "$bin" train --config empty.json "${go_train[@]}" \
+  --set output_dir=go-b --set enable_group_offload=true --set group_offload_to_disk_path=go-files --set gradient_checkpointing=true
+[ "$(ls go-files | tr '\n' ' ')" = "group_FluxTransformer2DModel_unmatched_group.safetensors group_single_transformer_blocks_0_0.safetensors group_single_transformer_blocks_1_1.safetensors group_transformer_blocks_0_0.safetensors group_transformer_blocks_1_1.safetensors " ] &&
+  ok "one file a group" || bad "group files: $(ls go-files)"
+cmp -s go-a/pytorch_lora_weights.safetensors go-b/pytorch_lora_weights.safetensors && ok "the adapters as trained on the device" ||
+  bad "group offload changed the adapters"
+
 finish

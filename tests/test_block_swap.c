@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "segtrain/advise.h"
 #include "segtrain/config.h"
@@ -49,13 +50,15 @@ static ckpt_settings settings_of(const char *json)
 
 /* ---- poisoning: a swapped group's host copy holds NaN but while its block's weights are being brought in ---- */
 
-#define SEQS 3 /* the most block sequences a model has */
+#define SEQS 4 /* the most block sequences a model has (internal.h's MODEL_SEQ_MAX) */
 
 typedef struct poison poison;
-typedef struct poison_seq { /* one sequence's hooks, and the ones they wrap */
+typedef struct poison_seq { /* one sequence's hooks (or lin.c's), and the ones they wrap */
     poison *p;
-    st_status (*in)(void *, int);
-    void (*out)(void *, int);
+    st_status (*in)(void *, int, int);
+    void (*out)(void *, int, int);
+    st_status (*layer_in)(void *, int);
+    void (*layer_out)(void *, int);
     void *ctx;
 } poison_seq;
 
@@ -67,35 +70,66 @@ struct poison {
     int in_calls;
 };
 
-static void poison_all(poison *p)
+/* Every group held in host memory but group offload's rest (on the device for the whole step) and a group on its
+ * way in (use_stream's prefetch: the copy engine reads its home after the hook returns) is poisoned. */
+static bool poisoned_group(const poison *p, int g)
 {
-    for (int g = 0; g < p->ps->n_swap; g++) memset(p->ps->swap[g].home, 0xff, p->ps->swap[g].bytes);
+    return p->ps->swap[g].home && g + 1 != p->ps->step_group && !p->ps->swap[g].job;
 }
 
-static st_status poisoned_in(void *ctx, int i)
+static void poison_all(poison *p)
+{
+    for (int g = 0; g < p->ps->n_swap; g++)
+        if (poisoned_group(p, g)) memset(p->ps->swap[g].home, 0xff, p->ps->swap[g].bytes);
+}
+
+static void unpoison_all(poison *p)
+{
+    for (int g = 0; g < p->ps->n_swap; g++)
+        if (poisoned_group(p, g)) memcpy(p->ps->swap[g].home, p->saved[g], p->ps->swap[g].bytes);
+}
+
+static st_status poisoned_in(void *ctx, int i, int next)
 {
     poison_seq *q = ctx;
-    poison *p = q->p;
-    for (int g = 0; g < p->ps->n_swap; g++) memcpy(p->ps->swap[g].home, p->saved[g], p->ps->swap[g].bytes);
-    const st_status st = q->in(q->ctx, i);
-    poison_all(p);
-    p->in_calls += p->ps->swap_in != 0;
+    unpoison_all(q->p);
+    const st_status st = q->in(q->ctx, i, next);
+    poison_all(q->p);
+    q->p->in_calls += q->p->ps->swap_in != 0;
     return st;
 }
 
-static void poisoned_out(void *ctx, int i)
+static void poisoned_out(void *ctx, int i, int next)
 {
     poison_seq *q = ctx;
-    q->out(q->ctx, i);
+    q->out(q->ctx, i, next);
+}
+
+static st_status poisoned_layer_in(void *ctx, int g)
+{
+    poison_seq *q = ctx;
+    unpoison_all(q->p);
+    const st_status st = q->layer_in(q->ctx, g);
+    poison_all(q->p);
+    q->p->in_calls += q->p->ps->swap_in != 0;
+    return st;
+}
+
+static void poisoned_layer_out(void *ctx, int g)
+{
+    poison_seq *q = ctx;
+    q->layer_out(q->ctx, g);
 }
 
 static void poison_begin(poison *p, model *m)
 {
     block_seq *seqs;
     const int n = model_sequences(m, &seqs);
+    CHECKF(n <= SEQS, "%d block sequences, the poison wraps %d", n, SEQS);
     *p = (poison){.ps = model_params(m)};
     p->saved = calloc((size_t)p->ps->n_swap, sizeof *p->saved);
     for (int g = 0; g < p->ps->n_swap; g++) {
+        if (!poisoned_group(p, g)) continue;
         p->saved[g] = malloc(p->ps->swap[g].bytes);
         memcpy(p->saved[g], p->ps->swap[g].home, p->ps->swap[g].bytes);
     }
@@ -107,8 +141,8 @@ static void poison_begin(poison *p, model *m)
     }
     param_set *ps = p->ps;
     if (!ps->layer_in) return;
-    p->layers = (poison_seq){.p = p, .in = ps->layer_in, .out = ps->layer_out, .ctx = ps->layer_ctx};
-    ps->layer_in = poisoned_in, ps->layer_out = poisoned_out, ps->layer_ctx = &p->layers;
+    p->layers = (poison_seq){.p = p, .layer_in = ps->layer_in, .layer_out = ps->layer_out, .ctx = ps->layer_ctx};
+    ps->layer_in = poisoned_layer_in, ps->layer_out = poisoned_layer_out, ps->layer_ctx = &p->layers;
 }
 
 static void poison_end(poison *p, model *m)
@@ -118,11 +152,10 @@ static void poison_end(poison *p, model *m)
     for (int q = 0; q < n && q < SEQS; q++)
         if (p->seq[q].p)
             seqs[q].weights_in = p->seq[q].in, seqs[q].weights_out = p->seq[q].out, seqs[q].weights_ctx = p->seq[q].ctx;
-    if (p->layers.p) p->ps->layer_in = p->layers.in, p->ps->layer_out = p->layers.out, p->ps->layer_ctx = p->layers.ctx;
-    for (int g = 0; g < p->ps->n_swap; g++) {
-        memcpy(p->ps->swap[g].home, p->saved[g], p->ps->swap[g].bytes);
-        free(p->saved[g]);
-    }
+    if (p->layers.p)
+        p->ps->layer_in = p->layers.layer_in, p->ps->layer_out = p->layers.layer_out, p->ps->layer_ctx = p->layers.ctx;
+    unpoison_all(p);
+    for (int g = 0; g < p->ps->n_swap; g++) free(p->saved[g]);
     free(p->saved);
 }
 
@@ -136,11 +169,16 @@ typedef struct step {
     size_t buffer_peak;  /* the largest swapped-block (or streamed-layer) buffer seen */
 } step;
 
-/* Where mc keeps its frozen weights, for the lines: "swap 2", "ramtorch blocks.0.* 50%" or "swap 0". */
+/* Where mc keeps its frozen weights, for the lines: "swap 2", "ramtorch blocks.0.* 50%", "group offload block 2
+ * stream disk" or "swap 0". */
 static const char *where_held(const model_config *mc, char *buf, size_t n)
 {
     if (mc->ramtorch) snprintf(buf, n, "ramtorch %s %g%%", *mc->ramtorch_targets ? mc->ramtorch_targets : "*",
                                mc->ramtorch_percent);
+    else if (mc->group_offload)
+        snprintf(buf, n, "group offload %s %lld%s%s", mc->group_offload_leaf ? "leaf" : "block",
+                 (long long)mc->group_offload_blocks, mc->group_offload_stream ? " stream" : "",
+                 mc->group_offload_dir[0] ? " disk" : "");
     else snprintf(buf, n, "swap %lld", (long long)mc->blocks_to_swap);
     return buf;
 }
@@ -158,7 +196,7 @@ static bool check_as_dry(const model_config *mc, const char *where, const pool_s
     CHECKF(!memcmp(moved, dry_moved, sizeof *moved), "%s: the link moved %zu in, %zu out, %zu back; the dry step "
            "counted %zu, %zu, %zu", where, moved->swap_in, moved->offload_out, moved->offload_in, dry_moved->swap_in,
            dry_moved->offload_out, dry_moved->offload_in);
-    const bool streams = mc->blocks_to_swap || (mc->ramtorch && mc->ramtorch_percent > 0);
+    const bool streams = mc->blocks_to_swap || (mc->ramtorch && mc->ramtorch_percent > 0) || mc->group_offload;
     CHECKF(!streams == !moved->swap_in, "%s: %zu bytes of host-held weights brought in", where, moved->swap_in);
     return exact;
 }
@@ -170,6 +208,7 @@ static step run(const model_config *mc, const char *name, const char *json, cons
     st_status st = model_create(mc, dev, &m);
     if (!st) st = model_set_host_pool(m, host);
     if (!st) st = model_init(m, 17, true);
+    if (!st) st = model_spill_weights(m); /* group_offload_to_disk_path: as the trainer, once the weights are made */
     const ckpt_settings cs = settings_of(json);
     if (!st) st = model_set_checkpointing(m, &cs, NULL, 0);
     char where[RAMTORCH_TARGETS_MAX + 128], placed[RAMTORCH_TARGETS_MAX + 32];
@@ -213,28 +252,43 @@ static step run(const model_config *mc, const char *name, const char *json, cons
     return r;
 }
 
-/* Every `every`-th schedule from `first` with placed's weights on the host against none with mc's (all on the
- * device), bitwise. */
-static void test_placed(model_config mc, model_config placed, const char *label, size_t first, size_t every)
+/* A placement of the weights, and its schedules: every `every`-th from `first`. */
+typedef struct placed_as {
+    model_config mc;
+    size_t first, every;
+} placed_as;
+
+/* Schedule i with placed's weights against base, mc's step with every weight on the device: bitwise. */
+static void check_placed(const model_config *placed, const char *label, size_t i, const step *base, const tk_batch *b)
+{
+    char where[RAMTORCH_TARGETS_MAX + 32], what[RAMTORCH_TARGETS_MAX + 256];
+    where_held(placed, where, sizeof where);
+    const step r = run(placed, schedules[i][0], schedules[i][1], b);
+    snprintf(what, sizeof what, "%s %s %s: gradients", label, where, schedules[i][0]);
+    CHECKF(!memcmp(&r.loss, &base->loss, sizeof r.loss), "%s: loss %.9g vs %.9g", what, r.loss, base->loss);
+    CHECKF(r.n == base->n, "%s: %lld gradients vs %lld", what, (long long)r.n, (long long)base->n);
+    if (r.n == base->n) tk_expect_bitwise(what, r.grads, base->grads, base->n);
+    CHECKF(r.weights_live < base->weights_live, "%s: the device holds %zu bytes of weights, %zu on the device", what,
+           r.weights_live, base->weights_live);
+    CHECKF(r.buffer_peak > 0, "%s: no host-held weights were on the device", what);
+    free(r.grads);
+}
+
+/* Each placement's schedules against one step of mc on the device (the placements of every family share it). */
+static void test_placements(model_config mc, const placed_as *p, int n, const char *label)
 {
     tk_batch b = tk_random_batch(&mc, 2, 3);
     const step base = run(&mc, schedules[0][0], schedules[0][1], &b);
-    char where[RAMTORCH_TARGETS_MAX + 32];
-    where_held(&placed, where, sizeof where);
-    for (size_t i = first; i < sizeof schedules / sizeof *schedules; i += every) {
-        const step r = run(&placed, schedules[i][0], schedules[i][1], &b);
-        char what[RAMTORCH_TARGETS_MAX + 256];
-        snprintf(what, sizeof what, "%s %s %s: gradients", label, where, schedules[i][0]);
-        CHECKF(!memcmp(&r.loss, &base.loss, sizeof r.loss), "%s: loss %.9g vs %.9g", what, r.loss, base.loss);
-        CHECKF(r.n == base.n, "%s: %lld gradients vs %lld", what, (long long)r.n, (long long)base.n);
-        if (r.n == base.n) tk_expect_bitwise(what, r.grads, base.grads, base.n);
-        CHECKF(r.weights_live < base.weights_live, "%s: the device holds %zu bytes of weights, %zu on the device", what,
-               r.weights_live, base.weights_live);
-        CHECKF(r.buffer_peak > 0, "%s: no host-held weights were on the device", what);
-        free(r.grads);
-    }
+    for (int k = 0; k < n; k++)
+        for (size_t i = p[k].first; i < sizeof schedules / sizeof *schedules; i += p[k].every)
+            check_placed(&p[k].mc, label, i, &base, &b);
     free(base.grads);
     tk_free_batch(&b);
+}
+
+static void test_placed(model_config mc, model_config placed, const char *label, size_t first, size_t every)
+{
+    test_placements(mc, &(placed_as){placed, first, every}, 1, label);
 }
 
 /* The last `swap` blocks swapped. */
@@ -253,6 +307,29 @@ static void test_ramtorch(model_config mc, const char *label, const char *target
     placed.ramtorch = true, placed.ramtorch_percent = percent;
     snprintf(placed.ramtorch_targets, sizeof placed.ramtorch_targets, "%s", targets ? targets : "");
     test_placed(mc, placed, label, first, every);
+}
+
+/* enable_group_offload: block_level with per blocks a group (0: leaf_level), use_stream, a file per group under a
+ * fresh folder. */
+static model_config group_offload_of(model_config mc, int per, bool stream, bool disk)
+{
+    mc.group_offload = true, mc.group_offload_leaf = per == 0, mc.group_offload_blocks = per ? per : 1;
+    mc.group_offload_stream = stream;
+    char dir[] = "/tmp/segtrain-groups-XXXXXX";
+    if (disk) CHECK(mkdtemp(dir) != NULL);
+    snprintf(mc.group_offload_dir, sizeof mc.group_offload_dir, "%s", disk ? dir : "");
+    return mc;
+}
+
+static void test_group_offload(model_config mc, const char *label, int per, bool stream, bool disk, size_t first,
+                               size_t every)
+{
+    model_config placed = group_offload_of(mc, per, stream, disk);
+    test_placed(mc, placed, label, first, every);
+    if (!disk) return;
+    char cmd[GROUP_OFFLOAD_PATH_MAX + 32];
+    snprintf(cmd, sizeof cmd, "rm -r '%s'", placed.group_offload_dir);
+    CHECK(system(cmd) == 0);
 }
 
 static model_config lora_on(const char *preset, int64_t depth, quant_format q, bool bf16)
@@ -279,6 +356,7 @@ static void test_lycoris(void)
     mc.lora_rank = 1, mc.lora_alpha = 1;
     test_swap(mc, "pixart-sigma-tiny lycoris lokr", 2, 0, 1);
     test_ramtorch(mc, "pixart-sigma-tiny lycoris lokr", NULL, 100, 0, 2);
+    test_group_offload(mc, "pixart-sigma-tiny lycoris lokr", 1, false, false, 1, 2);
 }
 
 /* Every family block swap is built for, on its tiny preset with LoRA: all of its blocks but one swapped (so both block
@@ -298,11 +376,16 @@ static void test_every_family(void)
         const int swappable = st ? 0 : model_swappable_blocks(m);
         model_destroy(m);
         pool_destroy(dry);
-        /* every layer streamed, under interval 2 stride 3 (recompute; offload's schedules some families refuse) */
-        if (!st) test_ramtorch(mc, preset, NULL, 100, 2, 8);
-        if (swappable < 2) continue;
-        test_swap(mc, preset, swappable - 1, 2, 2);
-        families++;
+        if (st) continue;
+        /* every layer streamed, under interval 2 stride 3 (recompute; offload's schedules some families refuse); group
+         * offload's groups of two blocks (U-Nets: refused); all blocks but one swapped */
+        placed_as p[3] = {{mc, 2, 8}};
+        int n = 1;
+        p[0].mc.ramtorch = true, p[0].mc.ramtorch_percent = 100;
+        if (strncmp(preset, "sd", 2) && !strstr(preset, "kolors") && !strstr(preset, "cascade"))
+            p[n++] = (placed_as){group_offload_of(mc, 2, false, false), 2, 8};
+        if (swappable >= 2) p[n] = (placed_as){mc, 2, 2}, p[n++].mc.blocks_to_swap = swappable - 1, families++;
+        test_placements(mc, p, n, preset);
     }
     CHECKF(families >= 20, "block swap: %d families' tiny presets swap", families);
 }
@@ -380,13 +463,15 @@ static void test_every_combination(void)
     } precisions[] = {{QUANT_NONE, false}, {QUANT_NONE, true}, {QUANT_INT8, true}, {QUANT_FP8, true},
                       {QUANT_INT4, true}};
     for (size_t p = 0; p < sizeof precisions / sizeof *precisions; p++)
-        for (int placed = 0; placed < 3; placed++) { /* on the device, the last 2 blocks swapped, ramtorch's half */
+        for (int placed = 0; placed < 4; placed++) { /* on the device, the last 2 blocks swapped, ramtorch's half,
+                                                        group offload's pairs of blocks */
             model_config mc;
             CHECK(model_preset("dit-tiny", &mc) == ST_OK);
             mc.lora_rank = 4, mc.lora_alpha = 8, mc.lora_attention = mc.lora_mlp = true;
             mc.quant_base = precisions[p].q, mc.bf16_base = mc.bf16_activations = precisions[p].bf16;
             mc.blocks_to_swap = placed == 1 ? 2 : 0;
             mc.ramtorch = placed == 2, mc.ramtorch_percent = 50;
+            if (placed == 3) mc = group_offload_of(mc, 2, false, false);
             tk_batch b = tk_random_batch(&mc, 2, 3);
             char where[RAMTORCH_TARGETS_MAX + 32];
             printf("mixed_precision %s, base_model_precision %s, %s:\n", precisions[p].bf16 ? "bf16" : "no",
@@ -427,10 +512,22 @@ static void test_refusals(void)
     CHECK(model_preset("flux-tiny", &mc) == ST_OK);
     mc.lora_rank = 4, mc.lora_alpha = 4, mc.blocks_to_swap = 4;
     expect_refused(&mc, "transformer_blocks 2 + single_transformer_blocks 2", "at most 3 swap");
+    CHECK(model_preset("sdxl-tiny", &mc) == ST_OK);
+    mc.lora_rank = 4, mc.lora_alpha = 4;
+    mc = group_offload_of(mc, 1, false, false);
+    expect_refused(&mc, "enable_group_offload", "only supported for transformer-based models");
+    CHECK(model_preset("dit-tiny", &mc) == ST_OK);
+    mc = group_offload_of(mc, 1, false, false);
+    expect_refused(&mc, "enable_group_offload", "full fine-tuning");
     /* the config keys */
     static const char *const refused[][3] = {
         {"{\"musubi_blocks_to_swap\": 2, \"musubi_block_swap_device\": \"cuda:0\"}", "musubi_block_swap_device", "cpu"},
-        {"{\"enable_group_offload\": true}", "enable_group_offload", "not built"},
+        {"{\"enable_group_offload\": true, \"musubi_blocks_to_swap\": 2}", "enable_group_offload cannot be used "
+         "together with musubi_blocks_to_swap", "pick one"},
+        {"{\"enable_group_offload\": true, \"group_offload_type\": \"module_level\"}", "group_offload_type",
+         "block_level"},
+        {"{\"enable_group_offload\": true, \"group_offload_blocks_per_group\": 0}", "group_offload_blocks_per_group",
+         "1"},
         {"{\"ramtorch\": true, \"musubi_blocks_to_swap\": 2}", "ramtorch is incompatible with musubi_blocks_to_swap",
          "set musubi_blocks_to_swap=0 or ramtorch=false"},
         {"{\"ramtorch\": true, \"enable_group_offload\": true}", "ramtorch cannot be used together with "
@@ -467,10 +564,59 @@ static void test_refusals(void)
     CHECKF(model_config_from(c, &mc) == ST_OK && mc.ramtorch && !mc.ramtorch_targets[0] && mc.ramtorch_percent == 40,
            "ramtorch with None targets at 40%%: %s", st_error());
     config_free(c);
+    /* SimpleTuner's rules: no stream under gradient checkpointing; diffusers': one block a group with a stream */
+    CHECK(config_parse("{\"model_family\": \"dit\", \"lora_rank\": 4, \"enable_group_offload\": true, "
+                       "\"group_offload_use_stream\": true, \"group_offload_blocks_per_group\": 3, "
+                       "\"gradient_checkpointing\": true}", "test.json", &c) == ST_OK);
+    CHECKF(model_config_from(c, &mc) == ST_OK && mc.group_offload && !mc.group_offload_leaf &&
+           !mc.group_offload_stream && mc.group_offload_blocks == 3, "group offload under checkpointing: %s", st_error());
+    config_free(c);
+    CHECK(config_parse("{\"model_family\": \"dit\", \"lora_rank\": 4, \"enable_group_offload\": true, "
+                       "\"group_offload_use_stream\": true, \"group_offload_blocks_per_group\": 3, "
+                       "\"group_offload_to_disk_path\": \"~/groups\"}", "test.json", &c) == ST_OK);
+    CHECKF(model_config_from(c, &mc) == ST_OK && mc.group_offload_stream && mc.group_offload_blocks == 1 &&
+           mc.group_offload_dir[0] != '~' && strstr(mc.group_offload_dir, "/groups"), "group offload with a stream: "
+           "%lld blocks a group, folder %s", (long long)mc.group_offload_blocks, mc.group_offload_dir);
+    config_free(c);
+}
+
+/* diffusers' groups on dit-tiny (4 blocks): block_level 3 a group makes blocks_0_2, blocks_3_3 and the rest;
+ * leaf_level a group a frozen linear layer and the rest; the disk's files, one a group, of the predicted size. */
+static void test_groups(void)
+{
+    model_config mc = group_offload_of(lora_on("dit-tiny", 0, QUANT_NONE, false), 3, false, true);
+    pool *dev = pool_create(POOL_DEVICE, 0), *host = pool_create(POOL_HOST, 0);
+    model *m = NULL;
+    st_status st = model_create(&mc, dev, &m);
+    if (!st) st = model_set_host_pool(m, host);
+    if (!st) st = model_spill_weights(m);
+    CHECKF(st == ST_OK, "group offload on dit-tiny: %s", st_error());
+    const param_set *ps = st ? NULL : model_params(m);
+    CHECKF(ps && ps->n_swap == 3 && ps->step_group == 3 && !strcmp(ps->swap[0].label, "blocks_0_2") &&
+           !strcmp(ps->swap[1].label, "blocks_3_3") && strstr(ps->swap[2].label, "_unmatched_group"),
+           "dit-tiny's groups: %d, %s, %s", ps ? ps->n_swap : -1, ps ? ps->swap[0].label : "", ps ? ps->swap[1].label : "");
+    pool_stats hs;
+    pool_get_stats(host, &hs);
+    CHECKF(hs.live == 0, "the host holds %zu bytes once the groups are on disk", hs.live);
+    for (int g = 0; ps && g < ps->n_swap; g++) {
+        struct stat sb;
+        CHECKF(ps->swap[g].file && !stat(ps->swap[g].file, &sb) && (size_t)sb.st_size == param_spill_file_bytes(ps, g + 1),
+               "group %s's file %s", ps->swap[g].label, ps->swap[g].file ? ps->swap[g].file : "(none)");
+    }
+    char cmd[2 * GROUP_OFFLOAD_PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "test $(ls '%s' | wc -l) = 3 && rm -r '%s'", mc.group_offload_dir, mc.group_offload_dir);
+    CHECKF(system(cmd) == 0, "%s: one file a group, nothing else", mc.group_offload_dir);
+    model_destroy(m);
+    CHECK(pool_destroy(dev) == 0 && pool_destroy(host) == 0);
+    mc = group_offload_of(lora_on("dit-tiny", 0, QUANT_NONE, false), 0, false, false);
+    char first[PARAM_NAME_MAX];
+    CHECKF(streamed_layers(&mc, first, sizeof first) == 21 && !strcmp(first, "blocks.0.attn.qkv.weight"),
+           "leaf_level on dit-tiny: %d groups from %s", streamed_layers(&mc, first, sizeof first), first);
 }
 
 int main(void)
 {
+    test_groups();
     test_refusals();
     test_every_combination();
     test_bitwise("dit-tiny", 0, 2, QUANT_NONE, false);
@@ -488,6 +634,14 @@ int main(void)
     test_ramtorch(lora_on("flux-tiny", 0, QUANT_NONE, false), "flux-tiny", "single_transformer_blocks.*", 100, 0, 1);
     test_ramtorch(lora_on("wan-tiny", 3, QUANT_FP8, true), "wan-tiny", "blocks.1,proj_out", 100, 0, 1);
     test_selection();
+    /* group offload: one block a group, three (across segments), leaf_level under int8, a stream, files on disk
+     * (Flux's two lists), a LyCORIS LoKr */
+    test_group_offload(lora_on("dit-tiny", 0, QUANT_NONE, false), "dit-tiny", 1, false, false, 0, 1);
+    test_group_offload(lora_on("dit-tiny", 0, QUANT_NONE, true), "dit-tiny", 3, false, false, 0, 1);
+    test_group_offload(lora_on("dit-tiny", 0, QUANT_INT8, true), "dit-tiny", 0, false, false, 0, 1);
+    test_group_offload(lora_on("dit-tiny", 0, QUANT_NONE, false), "dit-tiny", 1, true, false, 0, 1);
+    test_group_offload(lora_on("flux-tiny", 0, QUANT_NONE, false), "flux-tiny", 2, false, true, 0, 1);
+    test_group_offload(lora_on("wan-tiny", 3, QUANT_FP8, true), "wan-tiny", 2, true, true, 0, 2);
     test_every_family();
     return tk_finish();
 }

@@ -369,6 +369,7 @@ static void dry_step(const model_config *mc, const ckpt_settings *cs, int64_t n,
     model *m = NULL;
     st_status st = model_create(mc, d, &m);
     if (!st) st = model_set_host_pool(m, h);
+    if (!st) st = model_spill_weights(m); /* group_offload_to_disk_path: as model_run_open does it dry */
     if (!st) st = model_set_checkpointing(m, cs, NULL, 0);
     const int64_t per = mc->channels * mc->height * mc->width, L = model_cond_len(mc);
     float *x0 = NULL, *noise = NULL, *t = NULL;

@@ -107,10 +107,12 @@ typedef struct block_seq {
     /* Called after each segment's or kept block's backward with its first block (tests watch memory with it). */
     void (*after_backward)(void *ctx, int first_block);
     void *after_backward_ctx;
-    /* musubi_blocks_to_swap (docs/WEIGHTS.md): brings block i's weights onto the device before each forward,
-     * recompute and backward of it, and lets them go after (NULL: every weight stays on the device) */
-    st_status (*weights_in)(void *ctx, int block);
-    void (*weights_out)(void *ctx, int block);
+    /* musubi_blocks_to_swap, group offload (docs/WEIGHTS.md): brings block i's weights onto the device before each
+     * forward, recompute and backward of it, and lets them go after (NULL: every weight stays on the device). next:
+     * the block the executor runs next in this pass (its forward, recompute or backward; -1: none or not known), so
+     * that a group of blocks stays while the executor runs its blocks one after the other. */
+    st_status (*weights_in)(void *ctx, int block, int next);
+    void (*weights_out)(void *ctx, int block, int next);
     void *weights_ctx;
 } block_seq;
 

@@ -35,4 +35,7 @@ st_status file_fopen_regular(const char *path, FILE **fp);
  * may give (a config, data_backend_config). Still never blocks: a FIFO that no writer holds open reads as empty. */
 st_status file_fopen_stream(const char *path, FILE **fp);
 
+/* mkdir -p; *created (when not NULL, 4096 bytes) receives the top-most folder it made ("" if none). */
+st_status file_make_dirs(const char *path, char *created);
+
 #endif

@@ -18,7 +18,8 @@
 #define MODEL_ROPE_FACTORS 64 /* omnigen: rotary frequencies a head, at most (head_dim 128) */
 #define UNET_LEVELS_MAX 4 /* sd1x's block_out_channels (320, 640, 1280, 1280) */
 
-#define RAMTORCH_TARGETS_MAX 2048 /* ramtorch_target_modules' text (SimpleTuner's examples list blocks one by one) */
+#define RAMTORCH_TARGETS_MAX 2048
+#define GROUP_OFFLOAD_PATH_MAX 1024 /* group_offload_to_disk_path's text */ /* ramtorch_target_modules' text (SimpleTuner's examples list blocks one by one) */
 
 typedef struct model_config {
     char family[16]; /* "dit", "skipdit", or a dual-stream family: "mmdit", "flux" (FluxTransformer2DModel's layout),
@@ -158,6 +159,15 @@ typedef struct model_config {
                                          ceil(n x percent / 100) in registration order (100: all, 0: none) */
     char ramtorch_targets[RAMTORCH_TARGETS_MAX]; /* ramtorch_target_modules: comma-separated fnmatch patterns over
                                          module names; "": every linear layer */
+    /* enable_group_offload (docs/WEIGHTS.md): every frozen weight in host memory in diffusers' groups, each group
+     * brought onto the device around its blocks' use (block_level: group_offload_blocks_per_group consecutive blocks
+     * of a block list; leaf_level: one linear layer), the rest for each step */
+    bool group_offload;
+    bool group_offload_leaf;          /* group_offload_type leaf_level (else block_level) */
+    int64_t group_offload_blocks;     /* group_offload_blocks_per_group (1 with use_stream, as diffusers forces) */
+    bool group_offload_stream;        /* group_offload_use_stream: the next group's copy started as a group comes in
+                                         (forward only; off under gradient_checkpointing, as SimpleTuner turns it) */
+    char group_offload_dir[GROUP_OFFLOAD_PATH_MAX]; /* group_offload_to_disk_path: a file per group ("": host memory) */
     bool lora_attention, lora_mlp;    /* which linears get adapters */
     lycoris_spec lycoris;             /* lora_type lycoris: the adapters (lora_rank then 1, a marker of the frozen
                                          base; the spec decides which linears are adapted, and how) */
@@ -311,6 +321,9 @@ st_status model_hidden(model *m, int k, const float **h, float **dh);
 /* Where tensors go that the plan moves to host memory (unsloth backends, attention offload): the host pool,
  * and a copy engine the model starts for it. Needed before a training forward whose plan offloads. */
 st_status model_set_host_pool(model *m, pool *host);
+/* group_offload_to_disk_path (docs/WEIGHTS.md): writes each offloaded group's weights to its file and frees their host
+ * memory, once the weights are loaded (on dry pools: at once, nothing written); a no-op without the path. */
+st_status model_spill_weights(model *m);
 /* The copy engine (NULL until a host pool is set): its statistics say what moved and what was hidden. */
 copy_engine *model_copy_engine(model *m);
 

@@ -35,11 +35,20 @@ typedef struct param {
     bool linear;      /* the weight of a linear layer (lin_register's): what ramtorch may stream */
 } param;
 
+#define PARAM_GROUP_LABEL_MAX (PARAM_NAME_MAX + 32)
+
 /* musubi_blocks_to_swap (docs/WEIGHTS.md): a swapped block's frozen weights, one host allocation (MEM_WEIGHTS,
- * "weights (swapped blocks)"), brought into one device buffer ("weights (swapped block)") around each use. */
+ * "weights (swapped blocks)"), brought into one device buffer ("weights (swapped block)") around each use. Group
+ * offload's groups the same, with their own tags; a group spilled to disk (param_set_spill) has no home but a file. */
 typedef struct param_swap_group {
-    uint8_t *home; /* host pool */
+    uint8_t *home; /* host pool; NULL once spilled */
     size_t bytes;
+    void *dev;        /* its device buffer while it is in (NULL: out) */
+    copy_job *job;    /* a prefetch's copy still on its way to dev */
+    copy_engine *engine; /* the engine copying it */
+    void *staging;    /* a spilled group's bytes read from its file, held until its copy is done (host pool) */
+    char *file;       /* the file a spilled group's bytes are in (NULL: not spilled) */
+    char label[PARAM_GROUP_LABEL_MAX]; /* its name in messages and its file's: "transformer_blocks_0_1" */
 } param_swap_group;
 
 typedef struct param_set {
@@ -73,8 +82,7 @@ typedef struct param_set {
     param_swap_group *swap; /* groups 1 .. n_swap at swap[g - 1] (a shared set reads base's); NULL: none swapped */
     int n_swap;
     pool *swap_host;        /* the host pool that holds them (param_set_alloc_swapped) */
-    int swap_in;            /* the group whose weights are on the device now (0: none) */
-    void *swap_buf;         /* its device buffer */
+    int swap_in;            /* how many groups' weights are on the device now */
     size_t swap_bytes_in;   /* bytes brought in by param_swap_in since the set was made (dry or not): the link's
                                weight traffic, which the cost model prices (advise.h) */
     /* ramtorch (docs/WEIGHTS.md): each group is one linear layer's weight and bias, which lin.c brings in with
@@ -84,6 +92,11 @@ typedef struct param_set {
     st_status (*layer_in)(void *ctx, int group);
     void (*layer_out)(void *ctx, int group);
     void *layer_ctx;
+    /* group offload (docs/WEIGHTS.md): the group of every frozen weight outside the other groups, brought in for a
+     * whole step (model_forward to model_release); 0: none. offload_tags: group offload's tags on the pools. */
+    int step_group;
+    bool offload_tags;
+    size_t spill_bytes_read; /* bytes read back from spilled groups' files since the set was made (dry or not) */
 } param_set;
 
 /* Registers a parameter (before param_set_alloc) and returns its index; -1 when out of memory, which
@@ -116,11 +129,25 @@ st_status param_set_swap(param_set *s, int g, const char *prefix);
 /* After param_set_alloc (which leaves swapped weights out): each group's home in the host pool, zeroed, and the
  * weights pointed there. A no-op when nothing is swapped or it was done; a shared set's groups are base's. */
 st_status param_set_alloc_swapped(param_set *s, pool *host);
-/* Brings group g's weights into one device buffer (s->pool) with the copy engine and points them there; at most
- * one group is in at a time (ST_ERR_INTERNAL otherwise). */
+/* Marks every frozen, non-fixed weight of no group yet as group g (group offload's rest); *marked: how many. */
+st_status param_set_swap_rest(param_set *s, int g, int *marked);
+/* Brings group g's weights into one device buffer (s->pool) with the copy engine, waits, and points them there; a
+ * group param_swap_prefetch started is waited for. A group already in is ST_ERR_INTERNAL. A spilled group is read
+ * from its file into a host buffer (swap_host) first. */
 st_status param_swap_in(param_set *s, int g, copy_engine *e);
-/* Points group g's weights home again and frees the device buffer (frozen: nothing is copied back). */
+/* Starts bringing group g in without waiting for it (a no-op when it is in or on its way). */
+st_status param_swap_prefetch(param_set *s, int g, copy_engine *e);
+/* Whether group g is on the device and waited for. */
+bool param_swap_is_in(const param_set *s, int g);
+/* Points group g's weights home again and frees the device buffer (frozen: nothing is copied back); a no-op when
+ * it is not in. */
 void param_swap_out(param_set *s, int g);
+/* group_offload_to_disk_path: writes each group's bytes (as held) to dir/group_<label>.safetensors (atomically; dir
+ * made), frees its home and reads it from there on each param_swap_in. On dry pools nothing is written. A no-op
+ * for a shared set, and once done. */
+st_status param_set_spill(param_set *s, const char *dir);
+/* The bytes of the file param_set_spill writes for group g (its header and data). */
+size_t param_spill_file_bytes(const param_set *s, int g);
 
 /* Frees what the set allocated (a shared set: its grid tables alone) and its list. */
 void param_set_free(param_set *s);

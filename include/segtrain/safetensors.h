@@ -59,6 +59,9 @@ typedef struct sft_entry {
  * a temporary file in the same folder, fsync, rename, fsync of the folder. A failure leaves path untouched. */
 st_status sft_write(const char *path, const sft_entry *entries, int n, const char *const *meta, int n_meta);
 
+/* The bytes sft_write writes for these entries and metadata (0: no memory to build the header). */
+size_t sft_file_bytes(const sft_entry *entries, int n, const char *const *meta, int n_meta);
+
 size_t sft_dtype_size(sft_dtype t);
 const char *sft_dtype_name(sft_dtype t);
 uint16_t sft_f32_to_f16(float x);

@@ -240,6 +240,18 @@ static size_t swap_point(param_set *s, int g, uint8_t *base)
     return at;
 }
 
+/* Groups 1 .. g in s->swap (the new ones empty). */
+static st_status groups_upto(param_set *s, int g)
+{
+    if (g <= s->n_swap) return ST_OK;
+    param_swap_group *grown = realloc(s->swap, (size_t)g * sizeof *grown);
+    if (!grown) return st_host_oom("the list of weights' groups held in host memory");
+    for (int k = s->n_swap; k < g; k++) grown[k] = (param_swap_group){0};
+    s->swap = grown;
+    s->n_swap = g;
+    return ST_OK;
+}
+
 st_status param_set_swap(param_set *s, int g, const char *prefix)
 {
     int marked = 0;
@@ -251,14 +263,32 @@ st_status param_set_swap(param_set *s, int g, const char *prefix)
         marked++;
     }
     if (!marked) return st_fail(ST_ERR_INVALID, "musubi_blocks_to_swap: no frozen weight is named %s*", prefix);
-    if (g > s->n_swap) {
-        param_swap_group *grown = realloc(s->swap, (size_t)g * sizeof *grown);
-        if (!grown) return st_host_oom("the swapped blocks' list");
-        for (int k = s->n_swap; k < g; k++) grown[k] = (param_swap_group){0};
-        s->swap = grown;
-        s->n_swap = g;
+    return groups_upto(s, g);
+}
+
+/* The tags of a group's host home, its device buffer and a spilled group's read buffer. */
+static const char *home_tag(const param_set *s)
+{
+    return s->offload_tags ? "weights (offloaded groups)"
+           : s->stream_layers ? "weights (streamed layers)" : "weights (swapped blocks)";
+}
+
+static const char *device_tag(const param_set *s)
+{
+    return s->offload_tags ? "weights (offloaded group)"
+           : s->stream_layers ? "weights (streamed layer)" : "weights (swapped block)";
+}
+
+st_status param_set_swap_rest(param_set *s, int g, int *marked)
+{
+    *marked = 0;
+    for (int i = 0; i < s->n; i++) {
+        param *q = &s->items[i];
+        if (q->trainable || q->fixed || q->swap_group) continue;
+        q->swap_group = g;
+        ++*marked;
     }
-    return ST_OK;
+    return *marked ? groups_upto(s, g) : ST_OK;
 }
 
 st_status param_set_alloc_swapped(param_set *s, pool *host)
@@ -269,51 +299,137 @@ st_status param_set_alloc_swapped(param_set *s, pool *host)
     for (int g = 1; g <= s->n_swap && !st; g++) {
         param_swap_group *grp = &s->swap[g - 1];
         grp->bytes = swap_point(s, g, NULL);
-        st = pool_alloc_zero(host, grp->bytes, MEM_WEIGHTS,
-                             s->stream_layers ? "weights (streamed layers)" : "weights (swapped blocks)",
-                             (void **)&grp->home);
+        st = pool_alloc_zero(host, grp->bytes, MEM_WEIGHTS, home_tag(s), (void **)&grp->home);
         if (!st) swap_point(s, g, grp->home);
     }
     return st;
 }
 
-st_status param_swap_in(param_set *s, int g, copy_engine *e)
+/* A spilled group's bytes from its file into a host buffer (nothing read on dry pools). */
+static st_status spill_read(param_set *s, param_swap_group *grp)
 {
-    if (s->swap_in)
-        return st_fail(ST_ERR_INTERNAL, "block swap: group %d brought in while group %d is still in", g, s->swap_in);
-    const param_swap_group *grp = &s->swap[g - 1];
-    if (!grp->home) return st_fail(ST_ERR_INTERNAL, "block swap: the swapped blocks' weights have no host memory yet");
-    copy_job *job = NULL;
-    st_status st = pool_alloc(s->pool, grp->bytes, MEM_WEIGHTS,
-                              s->stream_layers ? "weights (streamed layer)" : "weights (swapped block)", &s->swap_buf);
-    if (!st) st = copy_submit(e, COPY_TO_DEVICE, s->swap_buf, grp->home, grp->bytes, &job);
-    if (!st) st = copy_wait(e, job);
+    st_status st = pool_alloc(s->swap_host, grp->bytes, MEM_WEIGHTS, "weights (group read from disk)", &grp->staging);
+    s->spill_bytes_read += st ? 0 : grp->bytes;
+    if (st || pool_is_dry_ptr(grp->staging)) return st;
+    sft_file *f = NULL;
+    const sft_tensor *t = NULL;
+    if (!(st = sft_open(grp->file, &f)) && (!(t = sft_find(f, "weights")) || t->nbytes != grp->bytes))
+        st = st_fail(ST_ERR_FORMAT, "%s: group offload's file of %s holds no %zu bytes of weights (written by another "
+                     "model?)", grp->file, grp->label, grp->bytes);
+    if (!st) memcpy(grp->staging, t->data, grp->bytes);
+    sft_close(f);
+    return st;
+}
+
+/* Drops what a fetch holds: its device buffer and read buffer (a copy on its way waited for first). */
+static void group_drop(param_set *s, param_swap_group *grp)
+{
+    if (grp->job) copy_wait(grp->engine, grp->job);
+    grp->job = NULL;
+    pool_free(s->swap_host, grp->staging);
+    grp->staging = NULL;
+    pool_free(s->pool, grp->dev);
+    grp->dev = NULL;
+}
+
+/* Allocates group g's device buffer and starts its copy (from its home, or its file through a host buffer). */
+static st_status group_fetch(param_set *s, int g, copy_engine *e)
+{
+    param_swap_group *grp = &s->swap[g - 1];
+    if (!grp->home && !grp->file)
+        return st_fail(ST_ERR_INTERNAL, "block swap: the swapped blocks' weights have no host memory yet");
+    grp->engine = e;
+    st_status st = pool_alloc(s->pool, grp->bytes, MEM_WEIGHTS, device_tag(s), &grp->dev);
+    if (!st && !grp->home) st = spill_read(s, grp);
+    if (!st) st = copy_submit(e, COPY_TO_DEVICE, grp->dev, grp->home ? grp->home : grp->staging, grp->bytes, &grp->job);
     if (st) {
-        pool_free(s->pool, s->swap_buf);
-        s->swap_buf = NULL;
+        group_drop(s, grp);
         return st;
     }
-    swap_point(s, g, s->swap_buf);
-    s->swap_in = g;
+    s->swap_in++;
     s->swap_bytes_in += grp->bytes;
+    return ST_OK;
+}
+
+bool param_swap_is_in(const param_set *s, int g) { return s->swap[g - 1].dev && !s->swap[g - 1].job; }
+
+st_status param_swap_prefetch(param_set *s, int g, copy_engine *e)
+{
+    return s->swap[g - 1].dev ? ST_OK : group_fetch(s, g, e);
+}
+
+st_status param_swap_in(param_set *s, int g, copy_engine *e)
+{
+    param_swap_group *grp = &s->swap[g - 1];
+    if (grp->dev && !grp->job)
+        return st_fail(ST_ERR_INTERNAL, "block swap: group %d brought in while it is in", g);
+    st_status st = grp->dev ? ST_OK : group_fetch(s, g, e);
+    if (!st) st = copy_wait(e, grp->job);
+    grp->job = NULL;
+    pool_free(s->swap_host, grp->staging);
+    grp->staging = NULL;
+    if (st) {
+        param_swap_out(s, g);
+        return st;
+    }
+    swap_point(s, g, grp->dev);
     return ST_OK;
 }
 
 void param_swap_out(param_set *s, int g)
 {
-    if (s->swap_in != g) return;
-    swap_point(s, g, s->swap[g - 1].home);
-    pool_free(s->pool, s->swap_buf);
-    s->swap_buf = NULL;
-    s->swap_in = 0;
+    param_swap_group *grp = &s->swap[g - 1];
+    if (!grp->dev) return;
+    group_drop(s, grp);
+    swap_point(s, g, grp->home);
+    s->swap_in--;
+}
+
+/* The one tensor and the metadata of group g's file. */
+static void spill_entry(const param_set *s, int g, sft_entry *e, const char *meta[4])
+{
+    const param_swap_group *grp = &s->swap[g - 1];
+    *e = (sft_entry){.name = "weights", .dtype = SFT_U8, .ndim = 1, .shape = {(int64_t)grp->bytes}, .data = grp->home};
+    meta[0] = "format", meta[1] = "segtrain group offload", meta[2] = "group", meta[3] = grp->label;
+}
+
+size_t param_spill_file_bytes(const param_set *s, int g)
+{
+    sft_entry e;
+    const char *meta[4];
+    spill_entry(s, g, &e, meta);
+    return sft_file_bytes(&e, 1, meta, 2);
+}
+
+st_status param_set_spill(param_set *s, const char *dir)
+{
+    if (s->base || !s->n_swap || s->swap[0].file) return ST_OK;
+    const bool dry = pool_is_dry_ptr(s->swap[0].home);
+    st_status st = dry ? ST_OK : file_make_dirs(dir, NULL);
+    for (int g = 1; g <= s->n_swap && !st; g++) {
+        param_swap_group *grp = &s->swap[g - 1];
+        const size_t n = strlen(dir) + strlen(grp->label) + 32;
+        if (!(grp->file = malloc(n))) return st_host_oom("the offloaded groups' file names");
+        snprintf(grp->file, n, "%s/group_%s.safetensors", dir, grp->label);
+        sft_entry e;
+        const char *meta[4];
+        spill_entry(s, g, &e, meta);
+        if (!dry) st = sft_write(grp->file, &e, 1, meta, 2);
+        if (st) break;
+        pool_free(s->swap_host, grp->home);
+        grp->home = NULL;
+        if (!grp->dev) swap_point(s, g, NULL);
+    }
+    return st;
 }
 
 void param_set_free(param_set *s)
 {
-    if (s->swap_in) param_swap_out(s, s->swap_in);
+    for (int g = 1; s->swap && g <= s->n_swap; g++) param_swap_out(s, g);
     if (s->pool && s->base) pool_free(s->pool, s->weights);
     else if (s->pool) {
         for (int g = 0; s->swap_host && s->swap && g < s->n_swap; g++) pool_free(s->swap_host, s->swap[g].home);
+        for (int g = 0; s->swap && g < s->n_swap; g++) free(s->swap[g].file);
         pool_free(s->pool, s->grads);
         pool_free(s->pool, s->weights);
         pool_free(s->pool, s->weights16);

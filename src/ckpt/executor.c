@@ -210,11 +210,11 @@ static st_status forward_held(block_seq *s, block *b, const block_state *in, blo
 
 /* A swapped block's weights are on the device only around its forward, recompute or backward (block swap). */
 static st_status run_forward(block_seq *s, block *b, const block_state *in, block_state *out, keep_level keep,
-                             offload *off, block_saved **saved)
+                             offload *off, block_saved **saved, int next)
 {
-    st_status st = s->weights_in ? s->weights_in(s->weights_ctx, b->index) : ST_OK;
+    st_status st = s->weights_in ? s->weights_in(s->weights_ctx, b->index, next) : ST_OK;
     if (!st) st = forward_held(s, b, in, out, keep, off, saved);
-    if (s->weights_out) s->weights_out(s->weights_ctx, b->index);
+    if (s->weights_out) s->weights_out(s->weights_ctx, b->index, next);
     return st;
 }
 
@@ -302,7 +302,8 @@ st_status seq_forward(block_seq *s, const seq_plan *plan, offload *off, block_st
         block_state next = {0};
         if (!st)
             st = run_forward(s, b, &cur, &next, train ? seq_plan_keep(plan, i) : KEEP_NOTHING,
-                         train && plan->attention_offload[i] ? off : NULL, train ? &run->saved[i] : NULL);
+                         train && plan->attention_offload[i] ? off : NULL, train ? &run->saved[i] : NULL,
+                         i + 1 < s->n ? i + 1 : -1);
         if (held) run->inputs[i] = cur;
         else drop_state(s->pool, run, &cur, &next); /* what the block passed on lives on in next */
         if (!st && to_host) st = input_drop_device(run, i);
@@ -329,15 +330,15 @@ static void add_extra(block_state *grad, const float *extra, int64_t numel)
     add_to(grad->t[0], extra, numel);
 }
 
-/* Backward of block i from what it kept, then frees that and its input. */
-static st_status backward_block(seq_run *run, int i, block_state *grad, const float *const *extra)
+/* Backward of block i from what it kept, then frees that and its input; next: the block the pass runs after it. */
+static st_status backward_block(seq_run *run, int i, block_state *grad, const float *const *extra, int next)
 {
     block_seq *s = run->seq;
     block *b = &s->blocks[i];
     if (extra) add_extra(grad, extra[i], s->state_numel[0]);
-    st_status st = s->weights_in ? s->weights_in(s->weights_ctx, i) : ST_OK;
+    st_status st = s->weights_in ? s->weights_in(s->weights_ctx, i, next) : ST_OK;
     if (!st) st = backward_held(s, b, &run->inputs[i], run->saved[i], grad);
-    if (s->weights_out) s->weights_out(s->weights_ctx, i);
+    if (s->weights_out) s->weights_out(s->weights_ctx, i, next);
     b->kind->release(b, run->saved[i]);
     run->saved[i] = NULL;
     drop_state(s->pool, run, &run->inputs[i], NULL);
@@ -347,7 +348,8 @@ static st_status backward_block(seq_run *run, int i, block_state *grad, const fl
 /* Recomputes segment g from its boundary, keeping everything, then runs its backward. Tensors the segment's
  * blocks make (the skips of in-segment blocks too) are made afresh, with the same bits; tensors the boundary
  * holds (skips made before the segment) are passed on from it. */
-static st_status backward_segment(seq_run *run, const segment *g, block_state *grad, const float *const *extra)
+static st_status backward_segment(seq_run *run, const segment *g, block_state *grad, const float *const *extra,
+                                  int after)
 {
     block_seq *s = run->seq;
     block_state cur = run->inputs[g->first];
@@ -356,12 +358,13 @@ static st_status backward_segment(seq_run *run, const segment *g, block_state *g
         block *b = &s->blocks[j];
         block_state next = {0};
         const bool output = j < g->last || !b->kind->output_optional;
-        st = run_forward(s, b, &cur, output ? &next : NULL, KEEP_ALL, NULL, &run->saved[j]);
+        st = run_forward(s, b, &cur, output ? &next : NULL, KEEP_ALL, NULL, &run->saved[j], j < g->last ? j + 1 : j);
         if (j > g->first) run->inputs[j] = cur;
         cur = next;
     }
     drop_state(s->pool, run, &cur, NULL); /* the last block's output again (if made), less what it passed on */
-    for (int j = g->last; j >= g->first && !st; j--) st = backward_block(run, j, grad, extra);
+    for (int j = g->last; j >= g->first && !st; j--)
+        st = backward_block(run, j, grad, extra, j > g->first ? j - 1 : after);
     return st;
 }
 
@@ -392,6 +395,14 @@ static st_status input_back(seq_run *run, int i)
     return st;
 }
 
+/* The first block the backward pass runs after the unit that starts at block first: the next unit's first block
+ * when it is a segment (its recompute), else its last (its backward); -1: none. */
+static int after_unit(const seq_run *run, int first)
+{
+    if (first == 0) return -1;
+    return seq_plan_segment(run->plan, first - 1) ? seq_plan_unit(run->plan, first - 1).first : first - 1;
+}
+
 st_status seq_backward(seq_run *run, block_state *grad, const float *const *extra)
 {
     block_seq *s = run->seq;
@@ -402,8 +413,8 @@ st_status seq_backward(seq_run *run, block_state *grad, const float *const *extr
         st = fetch_unit(run, u);
         if (!st && u.first > 0) st = fetch_unit(run, seq_plan_unit(run->plan, u.first - 1)); /* one unit ahead */
         if (!st && run->plan->host_input[u.first]) st = input_back(run, u.first);
-        if (!st && seq_plan_segment(run->plan, i)) st = backward_segment(run, &u, grad, extra);
-        else if (!st) st = backward_block(run, i, grad, extra);
+        if (!st && seq_plan_segment(run->plan, i)) st = backward_segment(run, &u, grad, extra, after_unit(run, u.first));
+        else if (!st) st = backward_block(run, i, grad, extra, after_unit(run, i));
         i = u.first;
         if (!st && s->after_backward) s->after_backward(s->after_backward_ctx, i);
     }

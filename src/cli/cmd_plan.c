@@ -91,10 +91,56 @@ static void print_streamed(model *m)
     printf(") around each GEMM that reads it (forward, recompute, backward); adapters on the device\n");
 }
 
+/* group_offload_to_disk_path: the groups' files and their bytes. */
+static void print_spilled(const param_set *ps, const char *dir, size_t most)
+{
+    size_t bytes = 0;
+    for (int g = 1; g <= ps->n_swap; g++) bytes += param_spill_file_bytes(ps, g);
+    printf("group offload to disk: host memory holds none of them: %d files under %s (group_<group>.safetensors, ",
+           ps->n_swap, dir);
+    print_bytes(stdout, bytes);
+    printf("), written when the weights are loaded, each read into a host buffer (at most ");
+    print_bytes(stdout, most);
+    printf(") before its copy to the device\n");
+}
+
+/* enable_group_offload (docs/WEIGHTS.md): diffusers' groups in host memory (or on disk), and the device buffers. */
+static void print_group_offload(model *m)
+{
+    const param_set *ps = model_params(m);
+    const model_config *mc = model_get_config(m);
+    size_t most;
+    const size_t all = host_weight_bytes(ps, &most);
+    const int blocks = ps->n_swap - (ps->step_group > 0);
+    printf("group offload (%s", mc->group_offload_leaf ? "leaf_level" : "block_level");
+    if (!mc->group_offload_leaf) printf(", %lld block%s a group", (long long)mc->group_offload_blocks,
+                                        mc->group_offload_blocks > 1 ? "s" : "");
+    printf("): every frozen weight in host memory (");
+    print_bytes(stdout, all);
+    printf(") in %d groups of %s", blocks, mc->group_offload_leaf ? "one linear layer" : "blocks");
+    if (blocks) printf(" (%s .. %s)", ps->swap[0].label, ps->swap[blocks - 1].label);
+    printf(", each brought into one device buffer (at most ");
+    print_bytes(stdout, most);
+    printf(") %s%s", mc->group_offload_leaf ? "around each GEMM that reads it" : "while its blocks run (forward, "
+           "recompute, backward)", mc->group_offload_stream && !mc->group_offload_leaf ? ", the next group's copy "
+           "started as a group comes in for a forward (use_stream)" : "");
+    if (ps->step_group) {
+        printf("; the rest (%s, ", ps->swap[ps->step_group - 1].label);
+        print_bytes(stdout, ps->swap[ps->step_group - 1].bytes);
+        printf(") brought in for each step");
+    }
+    printf("; adapters on the device\n");
+    if (mc->group_offload_dir[0]) print_spilled(ps, mc->group_offload_dir, most);
+}
+
 /* musubi_blocks_to_swap (docs/WEIGHTS.md): which blocks' weights live on the host, and the device buffer. */
 static void print_swap(model *m)
 {
     const param_set *ps = model_params(m);
+    if (ps->offload_tags) {
+        print_group_offload(m);
+        return;
+    }
     if (ps->stream_layers) print_streamed(m);
     const int64_t n = model_get_config(m)->blocks_to_swap;
     if (!n || !ps->swap) return;
@@ -116,18 +162,25 @@ static void print_swap(model *m)
 }
 
 /* What crosses the link in a step and its seconds (advise.h's link_seconds_waited and link_seconds_all). */
-static void print_link(const plan_report *r, bool layers)
+static void print_link(const plan_report *r, model *m)
 {
+    const param_set *ps = model_params(m);
+    /* use_stream's prefetch moves a group ahead of its use; the cost model waits for it all the same */
+    const bool prefetches = ps->offload_tags && model_get_config(m)->group_offload_stream;
+    const bool layers = ps->stream_layers && !ps->offload_tags;
     if (r->link_rate <= 0) return;
     const cost_rates rates = {.link_per_byte = 1 / r->link_rate};
     const link_traffic *t = &r->moved;
     char b[3][24];
     printf("host-device link per step: %s of %s weights in, %s of offload out and %s back; at %.2f GB/s (%s) "
-           "%.4g s waited for the weights (brought in right before each %s, not prefetched), %.4g s of "
+           "%.4g s waited for the weights (brought in right before each %s, %s), %.4g s of "
            "offload copies hidden behind compute (the copy thread)\n", st_bytes(b[0], t->swap_in),
-           layers ? "streamed" : "swapped", st_bytes(b[1], t->offload_out), st_bytes(b[2], t->offload_in),
+           ps->offload_tags ? "offloaded" : layers ? "streamed" : "swapped", st_bytes(b[1], t->offload_out),
+           st_bytes(b[2], t->offload_in),
            r->link_rate * 1e-9, r->link_measured ? "measured here" : "--link-bandwidth",
-           link_seconds_waited(&rates, t), layers ? "layer's GEMM" : "block runs", link_seconds_all(&rates, t) - link_seconds_waited(&rates, t));
+           link_seconds_waited(&rates, t), ps->offload_tags ? "group's use" : layers ? "layer's GEMM" : "block runs",
+           prefetches ? "priced as if not prefetched" : "not prefetched",
+           link_seconds_all(&rates, t) - link_seconds_waited(&rates, t));
 }
 
 /* The step's seconds on a GPU: its ops at the profile's rates and the swapped weights it waits for. */
@@ -233,7 +286,7 @@ static void print_text(const ckpt_settings *cs, model *m, const plan_report *r)
     print_peak(stdout, "predicted peak device memory of a training step", &r->sim);
     if (r->host.peak) print_peak(stdout, "predicted peak host memory of a training step", &r->host);
     print_swap(m);
-    print_link(r, model_params(m)->stream_layers);
+    print_link(r, m);
 }
 
 static void print_json(model *m, const plan_report *r, const bucket_report *buckets, int n_buckets)
@@ -405,7 +458,8 @@ static void print_parts(model *m, pool *device)
         print_bytes(stdout, w[j].bytes);
         print_held(w[j].held);
         if (w[j].on_host)
-            printf(", %zu on the host (%s)", w[j].on_host, ps->stream_layers ? "streamed layers" : "swapped blocks");
+            printf(", %zu %s (%s)", w[j].on_host, ps->swap[0].file ? "on disk" : "on the host",
+                   ps->offload_tags ? "group offload" : ps->stream_layers ? "streamed layers" : "swapped blocks");
         printf("\n");
     }
     if (n > PARTS_SHOWN) printf("  ... %d smaller parts\n", n - PARTS_SHOWN);

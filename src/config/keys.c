@@ -195,8 +195,26 @@ const cfg_key cfg_keys[] = {
               "With ramtorch, the share of the selected linear layers that stream: the first ceil(n x percent / "
               "100) in the order the model registers them (at least one above 0); 100 all, 0 none."),
     BOOL_KEY("enable_group_offload", "false", SEC_MEMORY, "=",
-             "`true` is refused: diffusers' group offload is not built (musubi_blocks_to_swap streams whole blocks, "
-             "ramtorch linear layers). The group_offload_* keys are ignored."),
+             "Under LoRA or LyCORIS, every frozen weight is held in host memory (or on disk) in diffusers' groups "
+             "(group_offload_type) and brought into one device buffer around its group's use, as SimpleTuner's "
+             "configure_group_offload has diffusers do it (docs/WEIGHTS.md); the weights of no group come in for "
+             "each step. Adapters stay on the device; numbers are bitwise unchanged. Refused with ramtorch or "
+             "musubi_blocks_to_swap, for the U-Net families (as SimpleTuner) and under full fine-tuning."),
+    CHOICE_KEY("group_offload_type", "block_level", "block_level|leaf_level", SEC_MEMORY, "=",
+               "With enable_group_offload: `block_level` groups group_offload_blocks_per_group consecutive blocks of "
+               "each block list; `leaf_level` makes each linear layer a group, brought in around each GEMM that "
+               "reads it (the other leaves' weights come in with the step's rest)."),
+    INT_KEY("group_offload_blocks_per_group", "1", 1, 1 << 20, SEC_MEMORY, "=",
+            "With enable_group_offload and block_level, the blocks a group holds (the last group of a list "
+            "shorter); 1 under group_offload_use_stream, as diffusers forces it."),
+    BOOL_KEY("group_offload_use_stream", "false", SEC_MEMORY, "=",
+             "With enable_group_offload and block_level, a group coming in for a forward starts the next group's "
+             "copy (diffusers' prefetch: two groups on the device at once). Turned off under "
+             "gradient_checkpointing, as SimpleTuner turns it off."),
+    TEXT_KEY("group_offload_to_disk_path", "", SEC_MEMORY, "=",
+             "With enable_group_offload, a folder (made if missing; `~` expanded) that holds each group's weights in "
+             "a file of its own, group_<group>.safetensors, written atomically when the weights are loaded and read "
+             "into a host buffer before each copy to the device; host memory then holds none of them."),
 
     /* training */
     INT_KEY("train_batch_size", "1", 1, 65536, SEC_TRAINING, "= (default 4 there)", "Samples per step."),

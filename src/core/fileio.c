@@ -173,3 +173,20 @@ static st_status fopen_input(const char *path, bool pipes, FILE **fp)
 
 st_status file_fopen_regular(const char *path, FILE **fp) { return fopen_input(path, false, fp); }
 st_status file_fopen_stream(const char *path, FILE **fp) { return fopen_input(path, true, fp); }
+
+st_status file_make_dirs(const char *path, char *created)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    if (created) created[0] = 0;
+    for (char *p = buf + 1;; p++)
+        if (*p == '/' || !*p) {
+            const char c = *p;
+            *p = 0;
+            const bool made = mkdir(buf, 0755) == 0;
+            if (!made && errno != EEXIST) return st_fail(ST_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
+            if (made && created && !created[0]) snprintf(created, 4096, "%s", buf);
+            if (!(*p = c)) break;
+        }
+    return ST_OK;
+}

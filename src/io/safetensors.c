@@ -332,6 +332,21 @@ static st_status build_header(const char *path, const sft_entry *e, int n, const
     return ST_OK;
 }
 
+size_t sft_file_bytes(const sft_entry *entries, int n, const char *const *meta, int n_meta)
+{
+    char *header = NULL;
+    size_t hlen = 0;
+    if (build_header("a file's size", entries, n, meta, n_meta, &header, &hlen)) return 0;
+    free(header);
+    size_t bytes = 8 + hlen;
+    for (int i = 0; i < n; i++) {
+        size_t numel = 1;
+        for (int d = 0; d < entries[i].ndim; d++) numel *= (size_t)entries[i].shape[d];
+        bytes += numel * dtypes[entries[i].dtype].size;
+    }
+    return bytes;
+}
+
 st_status sft_write(const char *path, const sft_entry *entries, int n, const char *const *meta, int n_meta)
 {
     char *header = NULL;

@@ -193,12 +193,12 @@ void search_uniform(model_run *r, int64_t batch, int ranks, const cost_rates *ra
 }
 
 /* The most blocks musubi_blocks_to_swap may swap in m: all the manager counts but one, under LoRA or LyCORIS (full
- * fine-tuning is refused with swap); 0 where the family has no block swap, or under ramtorch. */
+ * fine-tuning is refused with swap); 0 where the family has no block swap, or under ramtorch or group offload. */
 static int swap_limit(model *m)
 {
     const int n = model_swappable_blocks(m);
     const model_config *mc = model_get_config(m);
-    return n > 1 && mc->lora_rank && !mc->ramtorch ? n - 1 : 0; /* ramtorch streams layers: swap is refused with it */
+    return n > 1 && mc->lora_rank && !mc->ramtorch && !mc->group_offload ? n - 1 : 0; /* swap is refused with them */
 }
 
 /* r on the config make(ctx, sets) builds, and its train_batch_size. */

@@ -145,8 +145,6 @@ static const struct {
 } stand_ins[] = {
     {"base_model_precision", NULL, "with its base quantized as %s, the nearest built to its base_model_precision"},
     {"ramtorch", "ramtorch=false", "with its weights on the device (its ramtorch is refused)"},
-    {"enable_group_offload", "enable_group_offload=false", "with its weights on the device (group offload is not "
-     "built)"},
 };
 #define N_STAND_INS (int)(sizeof stand_ins / sizeof *stand_ins)
 

@@ -88,25 +88,7 @@ static void warned(void *ctx, const char *line)
     if (t->log != stderr || t->warn_was.fn) st_warn_pass(t->warn_was, line);
 }
 
-/* mkdir -p; *created (when not NULL) receives the top-most folder it made ("" if none), for remove_made. */
-static st_status make_dir(const char *path, char *created)
-{
-    char buf[PATH_MAX_LEN];
-    snprintf(buf, sizeof buf, "%s", path);
-    if (created) created[0] = 0;
-    for (char *p = buf + 1;; p++)
-        if (*p == '/' || !*p) {
-            const char c = *p;
-            *p = 0;
-            const bool made = mkdir(buf, 0755) == 0;
-            if (!made && errno != EEXIST) return st_fail(ST_ERR_IO, "%s: cannot create: %s", buf, strerror(errno));
-            if (made && created && !created[0]) snprintf(created, PATH_MAX_LEN, "%s", buf);
-            if (!(*p = c)) break;
-        }
-    return ST_OK;
-}
-
-/* Removes the folders make_dir made for path, leaf first, while they are empty: a run that fails before writing
+/* Removes the folders file_make_dirs made for path, leaf first, while they are empty: a run that fails before writing
  * anything leaves no empty output folder behind. */
 static void remove_made(const char *path, const char *created)
 {
@@ -909,7 +891,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st) st = open_buckets(t); /* the data's aspect buckets are the run's shapes: t->cfg has them */
     if (!st) st = plan_buckets(t->cfg, t->ranks, t->predicted, t->predicted_host, &t->largest);
     char created[PATH_MAX_LEN] = "";
-    if (!st && !t->rank) st = make_dir(t->dir, created); /* rank 0 writes every file of the run */
+    if (!st && !t->rank) st = file_make_dirs(t->dir, created); /* rank 0 writes every file of the run */
     if (!st && !t->rank) st = lock_output_dir(t);
     if (!st) st = model_run_open(t->cfg, true, &t->run);
     const model_config *mc = st ? NULL : model_get_config(t->run.m);
@@ -917,6 +899,7 @@ st_status trainer_create(const config *cfg, FILE *log, trainer **out)
     if (!st) st = count_steps(t);
     if (!st && !t->rank) st = ckpt_settings_warn(cfg);
     if (!st) st = load_weights(t);
+    if (!st) st = model_spill_weights(t->run.m); /* group_offload_to_disk_path: the loaded weights to their files */
     if (!st) st = open_optimizer(t);
     if (!st) {
         t->classes = t->data ? dataset_classes(t->data) : mc->classes;
@@ -1031,7 +1014,7 @@ static st_status sample_at(trainer *t, const bucket_shape *shape, const sample_s
 static st_status validate(trainer *t)
 {
     snprintf(t->validation, sizeof t->validation, "%s/validation", t->dir);
-    st_status st = make_dir(t->validation, NULL);
+    st_status st = file_make_dirs(t->validation, NULL);
     bucket_shape shapes[MODEL_SHAPES_MAX];
     int n_shapes = 0;
     if (!st) st = model_shapes_of(t->cfg, "validation_resolution", shapes, &n_shapes);
@@ -1292,7 +1275,7 @@ st_status trainer_finish(trainer *t, const char **path)
         char dir[PATH_MAX_LEN], file[PATH_MAX_LEN + 64];
         snprintf(dir, sizeof dir, "%s/ema", t->dir);
         snprintf(file, sizeof file, "%s/%s", dir, name);
-        st = make_dir(dir, NULL);
+        st = file_make_dirs(dir, NULL);
         ema_swap(model_params(t->run.m), t->ema);
         if (!st) st = save_weights(t, file);
         ema_swap(model_params(t->run.m), t->ema);

@@ -157,6 +157,12 @@ typedef struct family_desc {
      * sequence's name. None: block swap not built for it. */
     const char *swap_blocks[2];
     const char *swap_unbuilt; /* why block swap is not built where SimpleTuner swaps (NULL: it swaps none) */
+    /* the module name of block i of a depth-block sequence, where it is not "<sequence>.<i>" (NULL): U-ViT's
+     * skips.h's in_blocks.i, mid_block, out_blocks.j */
+    void (*block_module)(int i, int depth, char *name, size_t n);
+    /* modules inside a block that the family runs outside that block's forward and backward (Wan's
+     * vace_blocks.0.proj_in, applied before the VACE blocks run): group offload holds them with the step's weights */
+    const char *const *outside_blocks;
     const char *uncached; /* what of its conditioning a cache does not hold, NULL: "what the family reads beside them" */
     const char *text_width; /* what a cache's prompt_embeds width holds, where it is not one encoder's (NULL) */
 

@@ -115,10 +115,13 @@ struct model {
     int64_t seq_sample[MODEL_SEQ_MAX]; /* a sample's floats of sequence q's state (0: image tokens x hidden) */
     seq_plan plan[MODEL_SEQ_MAX];
     offload off;    /* engine NULL until a host pool is set */
-    /* musubi_blocks_to_swap: per sequence, its weights_ctx: block i is swapped block group i + first (when >= 0) */
+    /* musubi_blocks_to_swap: per sequence, its weights_ctx: block i is swapped block group i + first (when >= 0).
+     * Group offload: block i is group group[i] (0: none), of groups first .. last; prefetch: use_stream's */
     struct swap_seq {
         struct model *m;
-        int first;
+        int first, last;
+        int *group;
+        bool prefetch;
     } swap[MODEL_SEQ_MAX];
     bool *captured; /* per block of sequence 0: its output is wanted after forward */
     int *capture;   /* the captured blocks, in the order given */
@@ -134,6 +137,13 @@ struct model {
 /* ramtorch (docs/WEIGHTS.md; ramtorch.c): marks the selected linear layers' frozen weights as streamed groups of
  * m's parameters, each brought onto the device by lin.c around its GEMMs. Before the parameters are allocated. */
 st_status model_stream_layers(model *m);
+/* The module name of block i of m's sequence q: "transformer_blocks.3", or the family's (family_desc.block_module). */
+void model_block_module(const model *m, int q, int i, char *name, size_t n);
+/* Points lin.c's hooks at m's streamed layers (ramtorch's, group offload's leaf_level). */
+void model_hook_layers(model *m);
+/* enable_group_offload (docs/WEIGHTS.md; group_offload.c): marks m's frozen weights as diffusers' groups. Before the
+ * parameters are allocated. */
+st_status model_group_offload(model *m);
 
 /* The steps several descriptors share (the others' are in their descriptors). */
 extern const model_family dit_family, skipdit_family, mmdit_family, qwen_image_family, hunyuan_video_family,

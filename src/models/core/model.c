@@ -94,18 +94,27 @@ st_status model_check_batch(const model *m, int64_t batch)
 
 static int swap_group_of(const struct swap_seq *q, int i) { return i + q->first >= 0 ? i + q->first + 1 : 0; }
 
-static st_status swap_weights_in(void *ctx, int i)
+static st_status swap_weights_in(void *ctx, int i, int next)
 {
+    (void)next; /* a block's weights come in around each use */
     const struct swap_seq *q = ctx;
     const int g = swap_group_of(q, i);
     return g ? param_swap_in(q->m->params, g, q->m->off.engine) : ST_OK;
 }
 
-static void swap_weights_out(void *ctx, int i)
+static void swap_weights_out(void *ctx, int i, int next)
 {
+    (void)next;
     const struct swap_seq *q = ctx;
     const int g = swap_group_of(q, i);
     if (g) param_swap_out(q->m->params, g);
+}
+
+void model_block_module(const model *m, int q, int i, char *name, size_t n)
+{
+    const family_desc *d = family_of_config(&m->cfg);
+    if (d->block_module) d->block_module(i, m->seq[q].n, name, n);
+    else snprintf(name, n, "%s.%d", m->seq[q].name, i);
 }
 
 /* The index of m's sequence of that name, -1: none (a Flux config without single-stream blocks has no such). */
@@ -176,7 +185,8 @@ static st_status swap_blocks(model *m)
         m->swap[q] = (struct swap_seq){.m = m, .first = at};
         for (int i = at < 0 ? -at : 0; i < s->n && !st; i++) {
             char name[80];
-            snprintf(name, sizeof name, "%s.%d.", s->name, i);
+            model_block_module(m, q, i, name, sizeof name - 1);
+            strcat(name, ".");
             st = param_set_swap(m->params, swap_group_of(&m->swap[q], i), name);
         }
         if (at + s->n > 0) s->weights_in = swap_weights_in, s->weights_out = swap_weights_out, s->weights_ctx = &m->swap[q];
@@ -230,6 +240,7 @@ static st_status create(const model_config *mc, pool *device, model *base, model
     if (!st) st = param_set_check(m->params);
     if (!st) st = swap_blocks(m);
     if (!st) st = model_stream_layers(m);
+    if (!st) st = model_group_offload(m);
     const ckpt_settings none = {.interval = 1, .stride = 1};
     if (!st) st = model_set_checkpointing(m, &none, NULL, 0);
     if (!st && base && m->family != base->family)
@@ -341,6 +352,12 @@ st_status model_set_host_pool(model *m, pool *host)
     m->off.device = m->pool;
     m->off.host = host;
     return param_set_alloc_swapped(m->params, host);
+}
+
+st_status model_spill_weights(model *m)
+{
+    return m->cfg.group_offload && m->cfg.group_offload_dir[0] ? param_set_spill(m->params, m->cfg.group_offload_dir)
+                                                               : ST_OK;
 }
 
 copy_engine *model_copy_engine(model *m) { return m->off.engine; }

@@ -2,6 +2,7 @@
  * (model_presets.c), then any size given (non-zero). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -142,8 +143,41 @@ static st_status ramtorch_keys(const config *cfg, model_config *mc)
     return ST_OK;
 }
 
-/* Where the weights live (docs/WEIGHTS.md): musubi_blocks_to_swap's blocks or ramtorch's layers on the host; group
- * offload refused. */
+/* enable_group_offload (docs/WEIGHTS.md): SimpleTuner's configure_group_offload's settings as it hands them to
+ * diffusers; ramtorch's refusal of the pair is ramtorch_keys'. */
+static st_status group_offload_keys(const config *cfg, model_config *mc)
+{
+    mc->group_offload = config_bool(cfg, "enable_group_offload");
+    if (!mc->group_offload) return ST_OK;
+    if (mc->blocks_to_swap) /* SimpleTuner would hook both onto one transformer's blocks */
+        return st_fail(ST_ERR_INVALID, "enable_group_offload cannot be used together with musubi_blocks_to_swap: both "
+                       "move the same blocks' weights between host and device (SimpleTuner applies both hooks to one "
+                       "transformer, which segtrain does not follow): pick one");
+    mc->group_offload_leaf = !strcmp(config_string(cfg, "group_offload_type"), "leaf_level");
+    mc->group_offload_blocks = config_int(cfg, "group_offload_blocks_per_group");
+    mc->group_offload_stream = config_bool(cfg, "group_offload_use_stream");
+    if (mc->group_offload_stream && config_bool(cfg, "gradient_checkpointing")) {
+        st_warn("segtrain: warning: group_offload_use_stream is turned off under gradient_checkpointing, as "
+                "SimpleTuner turns it off (a recompute replays blocks out of diffusers' prefetch order)");
+        mc->group_offload_stream = false;
+    }
+    if (mc->group_offload_stream && !mc->group_offload_leaf && mc->group_offload_blocks != 1) {
+        st_warn("segtrain: warning: group_offload_use_stream takes one block a group, as diffusers forces it: "
+                "group_offload_blocks_per_group %lld is taken as 1", (long long)mc->group_offload_blocks);
+        mc->group_offload_blocks = 1;
+    }
+    const char *dir = config_string(cfg, "group_offload_to_disk_path");
+    if (strlen(dir) >= sizeof mc->group_offload_dir)
+        return st_fail(ST_ERR_INVALID, "group_offload_to_disk_path: %zu characters, at most %zu", strlen(dir),
+                       sizeof mc->group_offload_dir - 1);
+    if (dir[0] == '~' && (dir[1] == '/' || !dir[1]) && getenv("HOME")) /* SimpleTuner's os.path.expanduser */
+        snprintf(mc->group_offload_dir, sizeof mc->group_offload_dir, "%s%s", getenv("HOME"), dir + 1);
+    else snprintf(mc->group_offload_dir, sizeof mc->group_offload_dir, "%s", dir);
+    return ST_OK;
+}
+
+/* Where the weights live (docs/WEIGHTS.md): musubi_blocks_to_swap's blocks, ramtorch's layers or group offload's
+ * groups on the host. */
 static st_status weights_placement(const config *cfg, model_config *mc)
 {
     mc->blocks_to_swap = config_int(cfg, "musubi_blocks_to_swap");
@@ -152,9 +186,7 @@ static st_status weights_placement(const config *cfg, model_config *mc)
         return st_fail(ST_ERR_UNSUPPORTED, "musubi_block_swap_device \"%s\": only cpu (host memory) is built for the "
                        "swapped blocks", device);
     st_status st = ramtorch_keys(cfg, mc);
-    if (!st && config_bool(cfg, "enable_group_offload"))
-        st = st_fail(ST_ERR_UNSUPPORTED, "enable_group_offload: true is refused: diffusers' group offload is not "
-                     "built; the nearest built are musubi_blocks_to_swap (whole blocks) and ramtorch (linear layers)");
+    if (!st) st = group_offload_keys(cfg, mc);
     return st;
 }
 

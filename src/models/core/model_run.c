@@ -63,6 +63,7 @@ st_status model_run_open(const config *cfg, bool allocate, model_run *out)
     out->bucket[0] = out->m; /* bucket_shapes' first: the model's own shape */
     if (!st) st = plan_bucket(out, 0, capture, n_capture);
     if (!st) st = model_set_host_pool(out->m, out->host);
+    if (!st && !allocate) st = model_spill_weights(out->m); /* a real run's, once its weights are loaded */
     for (int i = 1; !st && i < out->n_buckets; i++) {
         model **m = &out->bucket[i];
         st = model_config_at(cfg, &out->shape[i], &mc);

@@ -11,6 +11,7 @@ void model_release(model *m)
     model_step *s = &m->step;
     if (!s->active) return;
     for (int q = MODEL_SEQ_MAX - 1; q >= 0; q--) seq_release(s->run[q]);
+    for (int g = 1; g <= m->params->n_swap; g++) param_swap_out(m->params, g); /* group offload's, a failed step's */
     state_free(m->pool, &s->last);
     for (int i = 0; i < s->n_held; i++) pool_free(m->pool, *s->held[i]), *s->held[i] = NULL;
     if (m->family->release) m->family->release(m);
@@ -78,8 +79,10 @@ st_status model_forward(model *m, const float *x, const float *timesteps, const 
     if (m->step.active) return st_fail(ST_ERR_INTERNAL, "model_forward: the previous forward was not released");
     m->step.active = true, m->step.train = train;
     const model_chain *c = m->family->chain;
-    if ((st = c ? chain_forward(m, c, x, timesteps, cond, train, pred)
-                : m->family->forward(m, x, timesteps, cond, train, pred)))
+    const int rest = m->params->step_group; /* group offload: the weights of no block group, for the step */
+    if (rest) st = param_swap_in(m->params, rest, m->off.engine);
+    if (st || (st = c ? chain_forward(m, c, x, timesteps, cond, train, pred)
+                      : m->family->forward(m, x, timesteps, cond, train, pred)))
         model_release(m);
     return st;
 }

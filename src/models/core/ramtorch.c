@@ -116,6 +116,12 @@ st_status model_stream_layers(model *m)
         st = param_set_swap(s, ++g, prefix); /* the weight and its bias: a linear layer has no module under it */
     }
     s->stream_layers = true;
-    if (n) s->layer_in = layer_in, s->layer_out = layer_out, s->layer_ctx = m;
+    if (n) model_hook_layers(m);
     return st;
+}
+
+void model_hook_layers(model *m)
+{
+    param_set *s = m->params;
+    s->layer_in = layer_in, s->layer_out = layer_out, s->layer_ctx = m;
 }

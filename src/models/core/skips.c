@@ -1,9 +1,18 @@
 /* U-ViT's long skips around a block kind (skips.h). */
 #include "models/core/skips.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 skip_role skip_role_of(int i, int depth) { return i < depth / 2 ? SKIP_IN : i == depth / 2 ? SKIP_MID : SKIP_OUT; }
+
+void skip_module_name(int i, int depth, char *name, size_t n)
+{
+    const skip_role role = skip_role_of(i, depth);
+    if (role == SKIP_IN) snprintf(name, n, "in_blocks.%d", i);
+    else if (role == SKIP_MID) snprintf(name, n, "mid_block");
+    else snprintf(name, n, "out_blocks.%d", i - depth / 2 - 1);
+}
 
 int skip_count(int i, int depth)
 {

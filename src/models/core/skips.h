@@ -30,6 +30,8 @@ typedef struct skip_block {
 
 /* Block i's role and skip count of a depth (odd) wrapped sequence. */
 skip_role skip_role_of(int i, int depth);
+/* Block i's module name: in_blocks.i, mid_block or out_blocks.j (family_desc.block_module's). */
+void skip_module_name(int i, int depth, char *name, size_t n);
 int skip_count(int i, int depth);
 
 /* The wrapper's functions of a block kind (const block_kind k = {SKIP_BLOCK_KIND(...), flags}): the flags are the

@@ -93,7 +93,7 @@ static void register_adapter(model *m, zl_model *d, param_set *s)
 static st_status register_blocks(model *m, zl_model *d, param_set *s)
 {
     const model_config *c = &m->cfg;
-    const int depth = (int)c->depth, in = depth / 2;
+    const int depth = (int)c->depth;
     d->sb = model_seq_blocks(m, 0, "blocks", depth, &zl_skip_kind, sizeof *d->sb);
     d->blocks = d->sb ? model_alloc(m, (size_t)depth, sizeof *d->blocks) : NULL;
     if (!d->blocks) return st_host_oom("%d ZLab I1 blocks", depth);
@@ -101,9 +101,7 @@ static st_status register_blocks(model *m, zl_model *d, param_set *s)
     for (int i = 0; i < depth; i++) {
         const skip_role role = skip_role_of(i, depth);
         char prefix[32];
-        if (role == SKIP_IN) snprintf(prefix, sizeof prefix, "in_blocks.%d", i);
-        else if (role == SKIP_MID) snprintf(prefix, sizeof prefix, "mid_block");
-        else snprintf(prefix, sizeof prefix, "out_blocks.%d", i - in - 1);
+        skip_module_name(i, depth, prefix, sizeof prefix);
         d->sb[i] = (skip_block){.kind = &zl_block_kind, .inner = &d->blocks[i], .m = m, .role = role,
                                 .skips = skip_count(i, depth), .ranges = 2};
         for (int r = 0; role == SKIP_OUT && r < 2; r++) /* not among SimpleTuner's LoRA targets */
@@ -405,7 +403,7 @@ static st_status zlab_from_json(const cJSON *j, const char *file, model_config *
 }
 
 const family_desc zlab_i1_desc = {
-    .name = "zlab_i1", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_TEXT_MASK,
+    .name = "zlab_i1", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_TEXT_MASK, .block_module = skip_module_name,
     .swap_unbuilt = "SimpleTuner swaps up to 28 of its in_blocks, mid_block and out_blocks as one list, which the "
                     "swap's one name per block list does not follow yet",
     .st = {{.name = "zlab_i1", .title = "zlab i1", .diffusers = "ZlabI1Transformer2DModel",

@@ -23,9 +23,7 @@ st_status skipdit_blocks(model *m, param_set *s, void **data)
     for (int i = 0; i < depth; i++) {
         const skip_role role = skip_role_of(i, depth);
         char prefix[32], name[PARAM_NAME_MAX];
-        if (role == SKIP_IN) snprintf(prefix, sizeof prefix, "in_blocks.%d", i);
-        else if (role == SKIP_MID) snprintf(prefix, sizeof prefix, "mid_block");
-        else snprintf(prefix, sizeof prefix, "out_blocks.%d", i - in - 1);
+        skip_module_name(i, depth, prefix, sizeof prefix);
         sb[i] = (skip_block){.kind = &dit_block_kind, .inner = &db[i], .m = m, .role = role,
                              .skips = skip_count(i, depth), .ranges = 1};
         dit_block_register(s, &db[i], prefix, c);
@@ -56,6 +54,6 @@ static st_status skipdit_check(const model_config *mc)
 }
 
 const family_desc skipdit_desc = {
-    .name = "skipdit", .topology = TOPO_OWN, .traits = TR_OWN,
+    .name = "skipdit", .topology = TOPO_OWN, .traits = TR_OWN, .block_module = skip_module_name,
     .ops = &skipdit_family, FAMILY_PRESETS(presets), .check = skipdit_check,
 };

@@ -281,6 +281,7 @@ static st_status wan_vace_from_json(const cJSON *j, const char *file, model_conf
 
 const family_desc wan_desc = {
     .name = "wan", .topology = TOPO_XATTN, .traits = TR_TEXT | TR_VIDEO | TR_FRAMES_8K1 | TR_UNPOOLED,
+    .outside_blocks = (const char *const[]){"vace_blocks.0.proj_in.", NULL},
     .st = {{.name = "wan", .title = "Wan", .diffusers = "WanTransformer3DModel",
             .flavours = "t2v-480p-1.3b-2.1|t2v-480p-14b-2.1|i2v-14b-2.1|i2v-14b-2.1-720p|i2v-14b-2.2-high|i2v-14b-2.2-low|"
                         "animegen-t2v-high|animegen-t2v-low|flf2v-14b-2.1|vace-1.3b-2.1|vace-14b-2.1|ti2v-5b-2.2",
