@@ -156,7 +156,6 @@ typedef struct family_desc {
      * order (Flux's double-stream then single-stream blocks); block i of one has the weights named "<name>.<i>.", its
      * sequence's name. None: block swap not built for it. */
     const char *swap_blocks[2];
-    const char *swap_unbuilt; /* why block swap is not built where SimpleTuner swaps (NULL: it swaps none) */
     /* the module name of block i of a depth-block sequence, where it is not "<sequence>.<i>" (NULL): U-ViT's
      * skips.h's in_blocks.i, mid_block, out_blocks.j */
     void (*block_module)(int i, int depth, char *name, size_t n);

@@ -136,8 +136,7 @@ static st_status swap_not_built(const model *m)
     const family_desc *desc = family_of_config(&m->cfg);
     const char *st_name = desc->st[0].name;
     char why[256];
-    if (desc->swap_unbuilt) snprintf(why, sizeof why, "%s", desc->swap_unbuilt);
-    else if (st_name) snprintf(why, sizeof why, "SimpleTuner's %s model streams none of its blocks (no "
+    if (st_name) snprintf(why, sizeof why, "SimpleTuner's %s model streams none of its blocks (no "
                           "MusubiBlockSwapManager: the key moves nothing there)", st_name);
     else snprintf(why, sizeof why, "it is not a SimpleTuner family, with no swap to follow");
     return st_fail(ST_ERR_UNSUPPORTED, "musubi_blocks_to_swap: block swap is not built for the %s family: %s (built: "
@@ -167,9 +166,11 @@ static st_status swap_blocks(model *m)
     if (!n) return ST_OK;
     if (!lists[0]) return swap_not_built(m);
     if (!m->cfg.lora_rank)
-        return st_fail(ST_ERR_UNSUPPORTED, "musubi_blocks_to_swap: full fine-tuning trains the swapped blocks' weights, "
-                       "and moving their gradients and optimizer state with them is not built; train LoRA or LyCORIS "
-                       "(the adapters stay on the device)");
+        return st_fail(ST_ERR_UNSUPPORTED, "musubi_blocks_to_swap: full fine-tuning trains every weight of the swapped "
+                       "blocks, and SimpleTuner's MusubiBlockSwapManager keeps trainable weights on the device (it "
+                       "moves the frozen ones), so the key would move nothing; moving a trained weight's gradient and "
+                       "optimizer state with it is not built: train LoRA or LyCORIS (the adapters stay on the device) "
+                       "or set musubi_blocks_to_swap=0");
     char what[160];
     const int total = swappable_blocks(m, lists, what, sizeof what);
     if (n > total - 1)

@@ -66,9 +66,10 @@ static int streamed_count(const model_config *mc, int selected)
 
 static st_status refuse_trained(const param *q)
 {
-    return st_fail(ST_ERR_UNSUPPORTED, "ramtorch: %s trains (full fine-tuning), and moving a streamed weight's "
-                   "gradient and optimizer state with it is not built; train LoRA or LyCORIS (the adapters stay on "
-                   "the device), or leave the layer out with ramtorch_target_modules", q->name);
+    return st_fail(ST_ERR_UNSUPPORTED, "ramtorch: %s trains (full fine-tuning): RamTorch copies a streamed weight's "
+                   "gradient to its host copy and the optimizer steps it there, and a host-side gradient and "
+                   "optimizer state are not built (segtrain's optimizer steps on the device); train LoRA or LyCORIS "
+                   "(the adapters stay on the device), or leave the layer out with ramtorch_target_modules", q->name);
 }
 
 static st_status refuse_unmatched(const model *m, const char *component)

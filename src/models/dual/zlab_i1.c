@@ -404,8 +404,7 @@ static st_status zlab_from_json(const cJSON *j, const char *file, model_config *
 
 const family_desc zlab_i1_desc = {
     .name = "zlab_i1", .topology = TOPO_DUAL, .traits = TR_TEXT | TR_TEXT_MASK, .block_module = skip_module_name,
-    .swap_unbuilt = "SimpleTuner swaps up to 28 of its in_blocks, mid_block and out_blocks as one list, which the "
-                    "swap's one name per block list does not follow yet",
+    .swap_blocks = {"blocks"}, /* SimpleTuner's combined_blocks: in_blocks, mid_block, out_blocks */
     .st = {{.name = "zlab_i1", .title = "zlab i1", .diffusers = "ZlabI1Transformer2DModel",
             .flavours = "3b", .built = "3b:zlab-i1-3b", .fallback = "3b", .example = "zlab-i1.peft-lora.json",
             .tiny = "zlab-i1-tiny"}},
