@@ -7,7 +7,9 @@
  * the device holding one swapped block's weights at a time; and no swapped weight read outside its block's window
  * (the host copy is poisoned outside it). ramtorch the same way, a linear layer's weights brought in around each of
  * its GEMMs: every family's tiny preset, the dit-tiny grid, and SimpleTuner's selection (patterns, percent).
- * Refusals name the key and the reason. */
+ * enable_group_offload likewise (diffusers' groups: blocks of each list, leaf layers, the rest for the step; a stream;
+ * a file per group): every transformer family's tiny preset, the grid, the groups and their files. Refusals name the
+ * key and the reason. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -614,10 +616,32 @@ static void test_groups(void)
            "leaf_level on dit-tiny: %d groups from %s", streamed_layers(&mc, first, sizeof first), first);
 }
 
-int main(void)
+/* group offload: one block a group, three (across segments), leaf_level under int8, a stream, files on disk (Flux's
+ * two lists), the U-ViT lists (ZLab I1, whose blocks also swap as one list; its schedules without unsloth's), Wan
+ * VACE's outside module and Wan S2V's audio injectors */
+static void test_group_offload_configs(void)
+{
+    test_group_offload(lora_on("dit-tiny", 0, QUANT_NONE, false), "dit-tiny", 1, false, false, 0, 1);
+    test_group_offload(lora_on("dit-tiny", 0, QUANT_NONE, true), "dit-tiny", 3, false, false, 0, 1);
+    test_group_offload(lora_on("dit-tiny", 0, QUANT_INT8, true), "dit-tiny", 0, false, false, 0, 1);
+    test_group_offload(lora_on("dit-tiny", 0, QUANT_NONE, false), "dit-tiny", 1, true, false, 0, 1);
+    test_group_offload(lora_on("flux-tiny", 0, QUANT_NONE, false), "flux-tiny", 2, false, true, 0, 1);
+    test_group_offload(lora_on("wan-tiny", 3, QUANT_FP8, true), "wan-tiny", 2, true, true, 0, 2);
+    test_group_offload(lora_on("zlab-i1-tiny", 0, QUANT_NONE, false), "zlab-i1-tiny", 2, false, true, 1, 4);
+    test_swap(lora_on("zlab-i1-tiny", 0, QUANT_NONE, false), "zlab-i1-tiny", 3, 1, 4);
+    test_group_offload(lora_on("wan-vace-tiny", 0, QUANT_NONE, false), "wan-vace-tiny", 1, false, false, 0, 2);
+    test_group_offload(lora_on("wan-s2v-tiny", 0, QUANT_NONE, false), "wan-s2v-tiny", 2, false, false, 2, 8);
+}
+
+/* "group-offload": its tests alone (a run under the sanitizers on a busy machine). */
+int main(int argc, char **argv)
 {
     test_groups();
     test_refusals();
+    if (argc > 1 && !strcmp(argv[1], "group-offload")) {
+        test_group_offload_configs();
+        return tk_finish();
+    }
     test_every_combination();
     test_bitwise("dit-tiny", 0, 2, QUANT_NONE, false);
     test_bitwise("dit-tiny", 0, 3, QUANT_INT8, true);
@@ -634,14 +658,7 @@ int main(void)
     test_ramtorch(lora_on("flux-tiny", 0, QUANT_NONE, false), "flux-tiny", "single_transformer_blocks.*", 100, 0, 1);
     test_ramtorch(lora_on("wan-tiny", 3, QUANT_FP8, true), "wan-tiny", "blocks.1,proj_out", 100, 0, 1);
     test_selection();
-    /* group offload: one block a group, three (across segments), leaf_level under int8, a stream, files on disk
-     * (Flux's two lists), a LyCORIS LoKr */
-    test_group_offload(lora_on("dit-tiny", 0, QUANT_NONE, false), "dit-tiny", 1, false, false, 0, 1);
-    test_group_offload(lora_on("dit-tiny", 0, QUANT_NONE, true), "dit-tiny", 3, false, false, 0, 1);
-    test_group_offload(lora_on("dit-tiny", 0, QUANT_INT8, true), "dit-tiny", 0, false, false, 0, 1);
-    test_group_offload(lora_on("dit-tiny", 0, QUANT_NONE, false), "dit-tiny", 1, true, false, 0, 1);
-    test_group_offload(lora_on("flux-tiny", 0, QUANT_NONE, false), "flux-tiny", 2, false, true, 0, 1);
-    test_group_offload(lora_on("wan-tiny", 3, QUANT_FP8, true), "wan-tiny", 2, true, true, 0, 2);
+    test_group_offload_configs();
     test_every_family();
     return tk_finish();
 }
