@@ -2254,7 +2254,126 @@ def write_meanflow(out):
     print("%-14s AnyFlow's MeanFlow objective on anyflow's model: loss %.6f" % ("anyflow-meanflow", loss.item()))
 
 
-EXTRA = {"anyflow-meanflow": write_meanflow}   # written from an existing fixture's folder; no --verify of their own
+# ------------------------------------------------------------------ HeartMuLa (SimpleTuner's heartmula)
+# SimpleTuner's own HeartMuLaModel (modeling_heartmula.py: a Llama backbone over each frame's summed codebook and text
+# embeddings, codebook 0's head on it, a small Llama decoder over [the frame's state, codebooks 0 .. K-2 of the next
+# frame] for codebooks 1 .. K-1), trained by HeartMuLa._autoregressive_token_loss (model.py): cross-entropy of each
+# next frame's K codebooks under the audio frame mask, codebook 0's over the frames, the rest's over frames x (K - 1).
+# The class takes its Llama sizes from its _LLAMA_FLAVORS table by name: the fixture adds two tiny flavours to it
+# (recorded in the metadata), SimpleTuner's own table otherwise. model.py imports SimpleTuner's trainer (accelerate,
+# the data backends), so its loss and its collate_audio_tokens layout are written here from their code.
+HEARTMULA_FLAVORS = {
+    # backbone: head_dim 8, max_seq_len 512 (llama3's rotary smoothing band, wavelengths 128 .. 512, holds one of
+    # its 4 frequencies); decoder: 24 wide, head_dim 12, max_seq_len 128 (one of 6 in its band)
+    "llama-tiny-backbone": dict(num_layers=2, num_heads=4, num_kv_heads=2, embed_dim=32, max_seq_len=512,
+                                intermediate_dim=48),
+    "llama-tiny-decoder": dict(num_layers=2, num_heads=2, num_kv_heads=1, embed_dim=24, max_seq_len=128,
+                               intermediate_dim=40),
+}
+HEARTMULA_KW = dict(backbone_flavor="llama-tiny-backbone", decoder_flavor="llama-tiny-decoder", text_vocab_size=50,
+                    audio_vocab_size=24, audio_num_codebooks=4, muq_dim=8)
+# per sample: tag ids, lyric ids and audio frames (collate_audio_tokens: tags, an empty row, lyrics, then the audio;
+# the batch right-padded to its longest with empty rows that no mask holds)
+HEARTMULA_SAMPLES = [(3, 2, 5), (2, 2, 3)]
+HEARTMULA_EMPTY = 0   # HeartMuLaGenConfig.empty_id
+HEARTMULA_UNUSED = {r"(backbone|decoder)\.embed_tokens\.weight": "LlamaModel's token table: the class passes "
+                    "inputs_embeds, and HeartMuLa's checkpoint has none (segtrain holds none)",
+                    r"unconditional_text_embedding\.weight|muq_linear\.(weight|bias)":
+                    "the unconditional text row and the MuQ projection: generation's, not the training forward's"}
+
+
+def heartmula_tokens(gen, kw):
+    K, V, TV = kw["audio_num_codebooks"], kw["audio_vocab_size"], kw["text_vocab_size"]
+    lens = [a + 1 + b + f for a, b, f in HEARTMULA_SAMPLES]
+    S = max(lens)
+    tokens = torch.full((len(lens), S, K + 1), HEARTMULA_EMPTY, dtype=torch.long)
+    mask = torch.zeros(len(lens), S, K + 1, dtype=torch.bool)
+    frames = torch.zeros(len(lens), S, dtype=torch.bool)
+    for i, (a, b, f) in enumerate(HEARTMULA_SAMPLES):
+        prompt = a + 1 + b
+        tokens[i, :a, K] = torch.randint(1, TV, (a,), generator=gen)
+        tokens[i, a + 1:prompt, K] = torch.randint(1, TV, (b,), generator=gen)
+        tokens[i, prompt:prompt + f, :K] = torch.randint(0, V, (f, K), generator=gen)
+        mask[i, :prompt, K] = True
+        mask[i, prompt:prompt + f, :K] = True
+        frames[i, prompt:prompt + f] = True
+    return tokens, mask, frames
+
+
+def heartmula_loss(tokens, frames, c0, rest):
+    """HeartMuLa._autoregressive_token_loss"""
+    F = torch.nn.functional
+    target, fm = tokens[:, 1:, :-1], frames[:, 1:].to(c0.dtype)
+    V = c0.shape[-1]
+    l0 = F.cross_entropy(c0.reshape(-1, V), target[:, :, 0].reshape(-1), reduction="none").view(fm.shape) * fm
+    denom = fm.sum().clamp_min(1)
+    lr = F.cross_entropy(rest.reshape(-1, V), target[:, :, 1:].reshape(-1), reduction="none").view(*fm.shape, -1)
+    lr = lr * fm.unsqueeze(-1)
+    return l0.sum() / denom + lr.sum() / (denom * (target.shape[-1] - 1))
+
+
+def write_heartmula(out):
+    cls = simpletuner_class("heartmula.modeling_heartmula.HeartMuLaModel")
+    mod = sys.modules[cls.__module__]
+    mod._LLAMA_FLAVORS.update(HEARTMULA_FLAVORS)
+    from simpletuner.helpers.models.heartmula.configuration_heartmula import HeartMuLaConfig
+    torch.manual_seed(0)
+    model = cls(HeartMuLaConfig(**HEARTMULA_KW)).to(torch.float32)
+    gen = torch.Generator().manual_seed(seed_of("heartmula"))
+    randomize(model, gen)
+    tokens, mask, frames = heartmula_tokens(gen, HEARTMULA_KW)
+    folder = os.path.join(out, "heartmula")
+    os.makedirs(folder, exist_ok=True)
+    unused = lambda n: any(re.fullmatch(r, n) for r in HEARTMULA_UNUSED)
+    weights = {n: p.detach().clone() for n, p in model.named_parameters() if not re.match(r"(backbone|decoder)\."
+                                                                                          r"embed_tokens", n)}
+    config = dict(HEARTMULA_KW, model_type="heartmula", architectures=["HeartMuLaModel"],
+                  flavors={k: HEARTMULA_FLAVORS[v] for k, v in (("backbone", HEARTMULA_KW["backbone_flavor"]),
+                                                                ("decoder", HEARTMULA_KW["decoder_flavor"]))})
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    model = model.to(torch.float64).train()
+    model.zero_grad(set_to_none=True)
+    o = model(tokens=tokens, tokens_mask=mask, attention_mask=mask.any(dim=-1).to(torch.long))
+    loss = heartmula_loss(tokens, frames, o["codebook0_logits"], o["codebook_logits"])
+    loss.backward()
+    if not 0.1 <= loss.item() <= 10:
+        raise SystemExit("heartmula: loss %.6g is not O(1)" % loss.item())
+    grads = {}
+    for n, p in model.named_parameters():
+        if p.grad is None and not unused(n):
+            raise SystemExit("heartmula: parameter %s gets no gradient" % n)
+        if p.grad is not None and unused(n):
+            raise SystemExit("heartmula: parameter %s, listed unused, gets a gradient" % n)
+        if p.grad is not None:
+            if not torch.isfinite(p.grad).all() or p.grad.abs().max().item() <= 1e-12:
+                raise SystemExit("heartmula: gradient of %s is zero or not finite" % n)
+            grads[n] = p.grad
+    save_sorted(weights, os.path.join(folder, "diffusion_pytorch_model.safetensors"),
+                {"format": "pt", "class_name": "simpletuner:heartmula.modeling_heartmula.HeartMuLaModel"})
+    tensors = {"tokens": tokens, "tokens_mask": mask, "audio_frame_mask": frames,
+               "codebook0_logits": o["codebook0_logits"].detach(), "codebook_logits": o["codebook_logits"].detach(),
+               "loss": loss.detach().reshape(1)}
+    tensors.update({"grad." + n: g for n, g in grads.items()})
+    tensors = {k: v.to(torch.float32).contiguous() for k, v in tensors.items()}
+    meta = dict(versions(), fixture="heartmula", class_name="simpletuner:heartmula.modeling_heartmula.HeartMuLaModel",
+                kwargs=json.dumps(HEARTMULA_KW, sort_keys=True), flavors=json.dumps(HEARTMULA_FLAVORS, sort_keys=True),
+                simpletuner_commit=SIMPLETUNER_COMMIT, seed=str(seed_of("heartmula")), loss_f64=repr(loss.item()),
+                zero_grads=json.dumps(HEARTMULA_UNUSED, sort_keys=True),
+                passed="tokens (B, S, K + 1) (codebooks, then the text) as collate_audio_tokens lays out samples of "
+                       "(tags, lyrics, frames) %s with empty_id %d, tokens_mask, attention_mask = tokens_mask.any(-1); "
+                       "the loss HeartMuLa._autoregressive_token_loss's on audio_frame_mask; weights float32-rounded, "
+                       "the reference in float64 (its rotary angles float32, as LlamaRotaryEmbedding takes them)"
+                       % (HEARTMULA_SAMPLES, HEARTMULA_EMPTY))
+    save_sorted(tensors, os.path.join(folder, "parity.safetensors"), meta)
+    print("%-14s %-32s params %7d  loss %.6f" % ("heartmula", "HeartMuLaModel", sum(v.numel() for v in
+                                                                                    weights.values()), loss.item()))
+
+
+# written outside the diffusers fixtures' frame (anyflow-meanflow from an existing fixture's folder; heartmula a token
+# model: tokens in, logits and a cross-entropy out); no --verify of their own
+EXTRA = {"anyflow-meanflow": write_meanflow, "heartmula": write_heartmula}
 
 
 def main():
