@@ -720,6 +720,15 @@ trains_one_step "zlab_i1 trains with SimpleTuner's objective" zlab -- \
 expect 0 "SimpleTuner's mageflow example plans Mage-Flow at 1024 px (its fp8wo-torchao base unquantized), 11 blocks swapped" \
   "model mageflow \\(mageflow\\): 12 joint blocks, width 3072, 24 heads, 4096 image \\+ 2048 text tokens of 1024 px" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/mageflow-image-24g.peft-lora.json" --set base_model_precision=no_change
+expect 0 "SimpleTuner's heartmula example plans HeartMuLa oss 3B under the token objective" \
+  "model heartmula-3b \\(heartmula\\): 28 backbone layers, width 3072, 24 heads \\(8 key-value\\); 3 decoder layers" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/heartmula.peft-lora.json"
+expect 1 "heartmula trains on no data but synthetic_data: the token data it lacks said by name" \
+  "model_family heartmula trains on audio codec tokens .* segtrain reads no token data yet" -- \
+  "$bin" train --set model_family=heartmula --set model_preset=heartmula-tiny --set max_train_steps=1 \
+  --set output_dir=heartmula-out
+trains_one_step "heartmula trains on synthetic tokens with SimpleTuner's token objective" heartmula -- \
+  --set model_family=heartmula --set model_preset=heartmula-tiny --set train_batch_size=2
 trains_one_step "mageflow trains with SimpleTuner's flow objective (a batch of 3: a rotary frame per sample)" mageflow -- \
   --set model_family=mageflow --set model_preset=mageflow-tiny --set train_batch_size=3
 expect 0 "SimpleTuner's wan_s2v example plans Wan2.2-S2V-14B at 832x480, 81 frames: the reference tokens, 12 audio injectors, ramtorch" \

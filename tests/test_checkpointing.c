@@ -431,6 +431,9 @@ static test_batch *make_batch(const model_config *mc, int64_t n, uint64_t seed, 
     b->noise = malloc((size_t)count * sizeof(float));
     rng_fill_normal(b->x0, count, seed, 1, 0, 1);
     rng_fill_normal(b->noise, count, seed, 2, 0, 1);
+    for (int64_t i = 0; model_tokens(mc) && i < count; i++) /* a token model's data: ids of its codebooks and text */
+        b->x0[i] = (float)((i * 7919 + (int64_t)seed) % (i % mc->channels == mc->channels - 1 ? mc->text_vocab
+                                                                                               : mc->classes));
     memcpy(b->t, t, (size_t)n * sizeof *t);
     b->fb = (flow_batch){.batch = n, .x0 = b->x0, .noise = b->noise, .t = b->t, .cond = b->y, .grad_scale = 1.0f};
     return b;
@@ -897,6 +900,9 @@ static const struct family_case {
     {"ace-step-tiny", "audio: GQA, a sliding window, conv1d patches", 0, 0, 0, 1, 1, 1, 1, 0},
     {"hunyuanvideo15-tiny", "video, ByT5 tokens, condition channels, double blocks only", 3, 0, 0, 0, 0, 1, 1, 2},
     {"qwen-image-tiny", "one sequence of double blocks, the text's key mask", 3, 0, 0, 1, 1, 1, 1, 0},
+    {"heartmula-tiny", "a token model: the Llama backbone, then the decoder over each frame's rows, the token "
+     "objective (its masks are data: a sample of no rows is refused, so no data-independence case)", 0, 0, 0, 1, 1, 1,
+     0, 0},
     {"mageflow-tiny", "qwen-image's blocks on patch-1 tokens, a rotary table per sample (the text unrotated), the "
      "text's key mask", 3, 0, 0, 1, 1, 1, 1, 0},
     {"longcat-image-tiny", "no pooled vector, LongCat's position ids", 3, 0, 0, 1, 0, 1, 0, 0},

@@ -217,7 +217,8 @@ static void test_families(void)
     EXPECT_REFUSAL("{\"model_family\": \"sd2x\"}", ST_ERR_UNSUPPORTED, "U-Net", "UNet2DConditionModel");
     /* the refusal lists every built family, the last (alphabetically) too: the list is not cut short */
     EXPECT_REFUSAL("{\"model_family\": \"sd2x\"}", ST_ERR_UNSUPPORTED, "krea2", "wan, wan_s2v, z_image, zlab_i1; --set");
-    EXPECT_REFUSAL("{\"model_family\": \"heartmula\"}", ST_ERR_UNSUPPORTED, "does not plan to build it");
+    EXPECT_REFUSAL("{\"model_family\": \"minimaxmusic\"}", ST_ERR_UNSUPPORTED, "builds heartmula",
+                   "does not plan to build this one");
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_flavour\": \"pro\"}", ST_ERR_INVALID,
                    "model_flavour: \"pro\" is not a flavour of flux", "dev|krea|schnell");
     /* a flavour that is one of segtrain's preset sizes points at the preset */
@@ -247,7 +248,8 @@ static void test_families(void)
                            !strcmp(name, "flux3_image") || !strcmp(name, "minimaxh3") || !strcmp(name, "cosmos3") ||
                            !strcmp(name, "sana") || !strcmp(name, "sanavideo") || !strcmp(name, "sd1x") ||
                            !strcmp(name, "sdxl") || !strcmp(name, "kolors") || !strcmp(name, "stable_cascade") ||
-                           !strcmp(name, "zlab_i1") || !strcmp(name, "mageflow") || !strcmp(name, "wan_s2v");
+                           !strcmp(name, "zlab_i1") || !strcmp(name, "mageflow") || !strcmp(name, "wan_s2v") ||
+                           !strcmp(name, "heartmula");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }

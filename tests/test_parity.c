@@ -793,6 +793,66 @@ static void test_anyflow_meanflow(void)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* HeartMuLa (SimpleTuner's own HeartMuLaModel) under the token objective: the fixture's batch of two right-padded
+ * samples, its logits (in segtrain's codebook-major layout), SimpleTuner's loss and every gradient, unchecked and
+ * checkpointed, bitwise between the two */
+static void test_heartmula(void)
+{
+    printf("-- heartmula: HeartMuLaModel (SimpleTuner's), the token objective\n");
+    const char *dir = FIXTURES "heartmula";
+    sft_file *f;
+    CHECKF(sft_open(FIXTURES "heartmula/parity.safetensors", &f) == ST_OK, "%s", st_error());
+    const sft_tensor *tk = sft_find(f, "tokens");
+    CHECK(tk && tk->ndim == 3);
+    if (!tk) return;
+    const int64_t B = tk->shape[0], S = tk->shape[1], C = tk->shape[2], K = C - 1;
+    model_config mc;
+    CHECK(model_preset("heartmula-tiny", &mc) == ST_OK);
+    CHECK(mc.frames == S && mc.channels == C && model_tokens(&mc) && model_cond_len(&mc) == S * (C + 1));
+    pool *p = NULL;
+    model *m = fixture_model(dir, &mc, &p);
+    param_set *ps = model_params(m);
+    const int64_t V = mc.classes, F = S - 1, n = B * model_token_logits(&mc);
+    float *tokens = tensor(f, "tokens", B * S * C), *mask = tensor(f, "tokens_mask", B * S * C);
+    float *frames = tensor(f, "audio_frame_mask", B * S), *want_loss = tensor(f, "loss", 1);
+    float *c0 = tensor(f, "codebook0_logits", B * F * V), *rest = tensor(f, "codebook_logits", B * F * (K - 1) * V);
+    float *cond = malloc((size_t)(B * S * (C + 1)) * sizeof(float)), *want = malloc((size_t)n * sizeof(float));
+    for (int64_t b = 0; b < B; b++) {
+        memcpy(cond + b * S * (C + 1), mask + b * S * C, (size_t)(S * C) * sizeof(float));
+        memcpy(cond + b * S * (C + 1) + S * C, frames + b * S, (size_t)S * sizeof(float));
+        for (int64_t t = 0; t < F; t++) {
+            memcpy(want + (b * F + t) * V, c0 + (b * F + t) * V, (size_t)V * sizeof(float));
+            for (int64_t k = 1; k < K; k++)
+                memcpy(want + ((k * B + b) * F + t) * V, rest + ((b * F + t) * (K - 1) + k - 1) * V,
+                       (size_t)V * sizeof(float));
+        }
+    }
+    const flow_batch fb = {.batch = B, .x0 = tokens, .cond = cond};
+    const ckpt_settings sched[2] = {{.interval = 1, .stride = 1},
+                                    {.enabled = true, .backend = BACKEND_TORCH_FFN, .interval = 2, .stride = 2}};
+    fixture_run r[2];
+    const float *pred[2];
+    for (int k = 0; k < 2; k++) {
+        CHECKF(model_set_checkpointing(m, &sched[k], NULL, 0) == ST_OK, "%s", st_error());
+        const float *logits = NULL;
+        r[k].pred = malloc((size_t)n * sizeof(float));
+        CHECKF(model_forward(m, tokens, NULL, cond, B, false, &logits) == ST_OK, "%s", st_error());
+        if (logits) memcpy(r[k].pred, logits, (size_t)n * sizeof(float));
+        model_release(m);
+        param_set_zero_grads(ps);
+        CHECKF(flow_loss(m, &fb, true, &r[k].loss) == ST_OK, "%s", st_error());
+        r[k].grads = malloc((size_t)ps->grad_count * sizeof(float));
+        memcpy(r[k].grads, ps->grads, (size_t)ps->grad_count * sizeof(float));
+        pred[k] = r[k].pred;
+    }
+    compare("heartmula", f, ps, r, pred, want, want_loss[0], n);
+    for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
+    free(tokens), free(mask), free(frames), free(want_loss), free(c0), free(rest), free(cond), free(want);
+    sft_close(f);
+    model_destroy(m);
+    CHECK(pool_destroy(p) == 0);
+}
+
 /* A video fixture's latent frames, rows or columns as its file's metadata `key` says (F, H, W), else `fallback`. */
 static int64_t meta_size(const sft_file *f, const char *key, int64_t fallback)
 {
@@ -861,6 +921,7 @@ int main(void)
     test_fixture("sd35-medium", "sd3-tiny");   /* qk norm, attn2 in block 0 */
     test_fixture("auraflow", "auraflow-tiny"); /* register tokens, learned positions, no pooled vector */
     test_fixture("qwen-image", "qwen-image-tiny"); /* txt_norm, centred RoPE, the text's key mask */
+    test_heartmula();
     test_fixture("mageflow", "mageflow-tiny"); /* qwen-image's, patch 1, its text unrotated, sample b at frame b */
     test_fixture("flux2", "flux2-tiny");       /* shared modulation, 4-axis RoPE, fused single blocks */
     test_fixture("longcat-image", "longcat-image-tiny"); /* no pooled vector, its own position ids */

@@ -245,6 +245,15 @@ bool model_batch_padded(const model_config *mc);
 bool model_drift(const model_config *mc);
 /* Whether the family's SimpleTuner class trims a clip to 8 k + 1 frames (adjust_video_frames: Wan, LTX, Sana Video). */
 bool model_frames_8k1(const model_config *mc);
+/* Whether the family is a language model over audio codec tokens (heartmula), trained by the token objective
+ * (objective.h's token_loss) instead of the flow: a sample (model_sample_numel: in_channels x frames) is its rows of
+ * tokens, (frames, in_channels) = each row's K = in_channels - 1 codebooks then a text token, as floats; its
+ * conditioning (model_cond_len) the tokens' mask (frames, in_channels) then the audio frame mask (frames), 1 or 0;
+ * timesteps are not read. model_forward's prediction is then logits, model_token_logits floats a sample, codebook-major:
+ * (K, batch, frames - 1, num_classes), row (k, b, t) scoring codebook k of sample b's row t + 1; model_backward takes
+ * their gradient. */
+bool model_tokens(const model_config *mc);
+int64_t model_token_logits(const model_config *mc);
 /* What of the family's conditioning a cache of text embeddings does not hold, as a phrase ("ByT5's glyph tokens
  * and their mask"); "what the family reads beside them" where the family names nothing. */
 const char *model_uncached(const model_config *mc);

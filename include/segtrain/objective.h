@@ -68,6 +68,13 @@ float edm_t(double z);
 /* A sample's loss weight at t: 1, or EDM's (1 - t)^2 + t^2. */
 float objective_weight(const model_config *mc, float t);
 
+/* SimpleTuner's autoregressive token loss (HeartMuLa._autoregressive_token_loss; docs/OBJECTIVES.md), for a token
+ * model (model_tokens): the batch's x0 is its tokens and cond their masks (model.h), noise and t unread. Each row t <
+ * frames - 1 of a sample predicts row t + 1's K codebooks: loss = sum over those rows of m (CE of codebook 0) / n +
+ * sum of m (CE of codebooks 1 .. K-1) / (n (K - 1)), m row t + 1's audio frame mask, n the batch's count of them (at
+ * least 1). flow_loss calls it for such a model. */
+st_status token_loss(model *m, const flow_batch *b, bool backward, float *loss);
+
 /* Computes the loss of the batch and, with backward, accumulates every trainable gradient (b->meanflow: by
  * meanflow_loss; b->drift: the base's prediction first, from a no-gradient forward released before the step's own,
  * which SimpleTuner runs after it: the same loss, a lower peak). */

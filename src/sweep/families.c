@@ -107,6 +107,8 @@ static void shape_text(const model_config *mc, int64_t batch, char *buf, size_t 
     model_pixels(mc, px, sizeof px);
     if (model_audio(mc)) snprintf(buf, n, "a clip of %lld latent frames, batch %lld, %s", (long long)mc->frames,
                                   (long long)batch, precision);
+    else if (model_tokens(mc))
+        snprintf(buf, n, "%lld rows of audio tokens, batch %lld, %s", (long long)mc->frames, (long long)batch, precision);
     else if (model_video(mc))
         snprintf(buf, n, "%lld-frame %s px video, batch %lld, %s", (long long)model_pixel_frames(mc), px,
                  (long long)batch, precision);

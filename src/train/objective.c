@@ -88,6 +88,7 @@ st_status flow_loss(model *m, const flow_batch *b, bool backward, float *loss)
 {
     if (b->meanflow) return meanflow_loss(m, b, backward, loss);
     const model_config *c = model_get_config(m);
+    if (model_tokens(c)) return token_loss(m, b, backward, loss);
     st_status st = model_check_batch(m, b->batch); /* bounds the products below */
     if (st) return st;
     const int64_t per = model_sample_numel(c), used = model_loss_numel(c), n = b->batch * per;

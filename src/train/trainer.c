@@ -418,6 +418,11 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
 
 st_status train_data_check(const config *cfg, const model_config *mc)
 {
+    if (model_tokens(mc) && !config_bool(cfg, "synthetic_data")) /* docs/FAMILIES.md, heartmula */
+        return st_fail(ST_ERR_UNSUPPORTED, "model_family %s trains on audio codec tokens (SimpleTuner reads each "
+                       "sample's precomputed audio_tokens or audio_tokens_path, HeartCodec's, and its tags and lyrics "
+                       "through HeartMuLa's tokenizer.json), and segtrain reads no token data yet: it plans the model "
+                       "and its token objective, and trains it on synthetic_data only", mc->family);
     const char *cache = config_string(cfg, "data_cache_dir");
     const char *other = config_bool(cfg, "synthetic_data") ? "synthetic_data"
                         : config_string(cfg, "data_dir")[0] ? "data_dir"
@@ -985,6 +990,11 @@ static void synthetic_batch(trainer *t, int64_t micro, int64_t used)
 {
     rng_fill_normal_at(t->x0, t->batch * used, t->seed, rng_u64(t->seed, rng_stream("synthetic"), (uint64_t)micro),
                        t->first * used, 0.0f, 1.0f);
+    const model_config *mc = model_get_config(t->m);
+    for (int64_t i = 0; model_tokens(mc) && i < t->batch * used; i++) { /* a token model's: ids from the draws */
+        const int64_t vocab = i % mc->channels == mc->channels - 1 ? mc->text_vocab : mc->classes;
+        t->x0[i] = (float)((int64_t)(fabsf(t->x0[i]) * 4096.0f) % vocab);
+    }
     for (int64_t i = t->first; i < t->first + t->batch; i++) {
         t->labels[i] = (micro * t->batch * t->ranks + i) % t->classes;
         t->captions[i][0] = 0;

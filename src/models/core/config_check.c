@@ -189,7 +189,7 @@ static st_status check_last(const model_config *mc, const family_desc *d)
                        LL(mc->refiner_depth), owners(F_REFINER, who, sizeof who, NULL),
                        refines ? "from 1 block to" : "blocks, the other families' at most",
                        refines ? MODEL_REFINER_MAX : 0);
-    const bool video = model_video(mc), audio = model_audio(mc);
+    const bool video = model_video(mc), audio = model_audio(mc) || model_tokens(mc); /* a token model: its rows */
     if (mc->frames < 1 || mc->patch_t < 1 || mc->frames % mc->patch_t || (!video && !audio && mc->frames > 1))
         return st_fail(ST_ERR_INVALID, "num_frames: %lld latent frames, patch_size_t %lld; %s", LL(mc->frames),
                        LL(mc->patch_t), video || audio ? "the patch's frames must divide the latent's"

@@ -22,7 +22,7 @@ static const char *const topology_text[TOPO_COUNT] = {
     [TOPO_JOINT] = "the single-stream joint DiT topology (text and image tokens in one sequence)",
     [TOPO_LINEAR] = "the linear-attention DiT topology (ReLU linear attention, Mix-FFN)",
     [TOPO_UNET] = "the U-Net topology (ResNet, attention and up/down-sampling micro-blocks)",
-    [TOPO_AUDIO_LM] = "an autoregressive audio language model, which is not a diffusion transformer",
+    [TOPO_AUDIO_LM] = "an autoregressive audio language model, trained on tokens, not as a flow",
 };
 
 /* The i-th of SimpleTuner's rows across the registry (in its order: alphabetical), and its family's descriptor. */
@@ -109,8 +109,9 @@ static st_status not_built(const family_desc *d, const family_st *f, const char 
         return st_fail(ST_ERR_UNSUPPORTED, "model_flavour %s of %s (%s): not built yet; built flavours: %s", flavour,
                        f->name, f->title, f->built);
     if (d->topology == TOPO_AUDIO_LM)
-        return st_fail(ST_ERR_UNSUPPORTED, "model_family %s (%s): needs %s (%s); segtrain trains diffusion "
-                       "transformers and does not plan to build it", f->name, f->title, topology_text[d->topology],
+        return st_fail(ST_ERR_UNSUPPORTED, "model_family %s (%s): needs %s (%s); of SimpleTuner's audio "
+                       "language models segtrain builds heartmula (its token objective), and does not plan to build "
+                       "this one", f->name, f->title, topology_text[d->topology],
                        f->diffusers);
     char built_list[1024] = "";
     for (int i = 0; own_name(i); i++)

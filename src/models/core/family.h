@@ -21,7 +21,7 @@ typedef enum family_topology {
     TOPO_JOINT,    /* single-stream joint DiT */
     TOPO_LINEAR,   /* linear-attention DiT */
     TOPO_UNET,     /* U-Net micro-blocks */
-    TOPO_AUDIO_LM, /* an autoregressive audio language model: never built */
+    TOPO_AUDIO_LM, /* an autoregressive audio language model (heartmula: Llama layers, joint/'s block) */
     TOPO_COUNT
 } family_topology;
 
@@ -127,6 +127,7 @@ enum family_trait {
     TR_UNPOOLED = 1 << 12,        /* conditions on the timestep alone: no pooled text, no guidance embedding */
     TR_DUAL_ATTENTION = 1 << 13,  /* its first blocks may add an image-only attention (SD3.5's dual_attention_layers) */
     TR_FRAMES_8K1 = 1 << 14,      /* SimpleTuner's class trims a clip to 8 k + 1 frames (adjust_video_frames) */
+    TR_TOKENS = 1 << 15,          /* a language model over audio tokens, trained by the token objective (model.h) */
 };
 
 #define FAMILY_ST_MAX 2  /* SimpleTuner rows a family can carry (kandinsky5: its image and video registrations) */

@@ -518,8 +518,8 @@ int64_t family_text_cond_len(const model_config *mc)
 int64_t model_cond_len(const model_config *mc)
 {
     const family_desc *d = family_of_config(mc);
-    if (!(d->traits & TR_TEXT)) return 1;
-    return d->cond_len ? d->cond_len(mc) : family_text_cond_len(mc);
+    if (d->cond_len) return d->cond_len(mc);
+    return d->traits & TR_TEXT ? family_text_cond_len(mc) : 1;
 }
 
 float *family_text_condition(const model_config *mc, const char *caption, float *cond, float **pooled_out)
@@ -559,8 +559,8 @@ void family_ids_condition(const model_config *mc, const char *const parts[3], fl
 void model_condition(const model_config *mc, int64_t label, const char *caption, float *cond)
 {
     const family_desc *d = family_of_config(mc);
-    if (!(d->traits & TR_TEXT)) cond[0] = (float)label;
-    else if (d->condition) d->condition(mc, caption, cond);
+    if (d->condition) d->condition(mc, caption, cond);
+    else if (!(d->traits & TR_TEXT)) cond[0] = (float)label;
     else family_text_condition(mc, caption, cond, NULL);
 }
 

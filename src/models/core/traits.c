@@ -16,6 +16,11 @@ bool model_upstream_epsilon(const model_config *mc) { return of(mc)->traits & TR
 bool model_batch_padded(const model_config *mc) { return of(mc)->traits & TR_BATCH_PADDED; }
 bool model_drift(const model_config *mc) { return of(mc)->traits & TR_DRIFT; }
 bool model_frames_8k1(const model_config *mc) { return of(mc)->traits & TR_FRAMES_8K1; }
+bool model_tokens(const model_config *mc) { return of(mc)->traits & TR_TOKENS; }
+int64_t model_token_logits(const model_config *mc)
+{
+    return model_tokens(mc) ? (mc->channels - 1) * (mc->frames - 1) * mc->classes : 0;
+}
 const char *model_text_width(const model_config *mc) { return of(mc)->text_width; }
 
 bool model_video(const model_config *mc)
