@@ -456,7 +456,7 @@ static st_status attn_block_forward(const cascade_block *u, const float *x, floa
         r = attn_forward(u, x, y, arena, side, kept ? &sv->st[0] : NULL, kept || to_host ? &sv->st[1] : NULL,
                          from_host, s);
     if (!r && to_host) {
-        r = host_side_send(&sv->side, off, &keep_s, side, (size_t)attn_side(u) * sizeof(float),
+        r = host_side_send(&sv->side, off, &keep_s, side, (size_t)attn_side(u) * sizeof(float), false,
                            "cascade.attention side (host)");
         side = NULL;
     }

@@ -114,10 +114,12 @@ st_status micro_seq_backward(model *m, const float *dpred,
     return st ? st : model_seq_backward(m, 0, &(block_state){.n = 1, .t = {*dh}});
 }
 
-st_status host_side_send(host_side *hs, offload *off, scratch *owner, float *dev, size_t bytes, const char *what)
+st_status host_side_send(host_side *hs, offload *off, scratch *owner, float *dev, size_t bytes, bool bf16,
+                         const char *what)
 {
     hs->off = off;
-    st_status st = host_tensor_offload(off, &hs->h, dev, bytes, MEM_ACTIVATIONS, what);
+    st_status st = (bf16 ? host_tensor_offload_bf16 : host_tensor_offload)(off, &hs->h, dev, bytes, MEM_ACTIVATIONS,
+                                                                            what);
     if (st) return st; /* dev is still the owner's */
     scratch_forget(owner, dev); /* its last reader is done: the device copy goes once the host has it */
     hs->on_host = true;

@@ -58,15 +58,17 @@ st_status micro_seq_backward(model *m, const float *dpred,
 
 /* A block's attention side that attention offload keeps in host memory between forward and backward (the U-Nets'
  * Transformer2DModels and AttnBlocks): dev is the side while on the device. send queues the copy of dev (a buffer of
- * owner's) to the host and frees the device bytes once it is done; fetch starts the copy back (a prefetch); back
- * waits for it, dev being the side again; release frees either copy. */
+ * owner's, `bytes` of floats) to the host, there in bf16 with bf16 (mixed_precision bf16: every value made bf16),
+ * and frees the device bytes once it is done; fetch starts the copy back (a prefetch), float; back waits for it, dev
+ * being the side again; release frees either copy. */
 typedef struct host_side {
     float *dev;
     offload *off;
     bool on_host;
     host_tensor h;
 } host_side;
-st_status host_side_send(host_side *hs, offload *off, scratch *owner, float *dev, size_t bytes, const char *what);
+st_status host_side_send(host_side *hs, offload *off, scratch *owner, float *dev, size_t bytes, bool bf16,
+                         const char *what);
 /* A micro-block kind's prefetch: fetch of the side its saved tensors begin with */
 st_status micro_prefetch(block *b, block_saved *saved);
 st_status host_side_fetch(host_side *hs);

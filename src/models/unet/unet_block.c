@@ -28,10 +28,24 @@ static int64_t batch_of(const unet_block *u) { return u->m->shape.batch; }
 #define W(i) (param_at(u->m->params, (i))->w)
 #define G(i) (param_at(u->m->params, (i))->g)
 
-/* A convolution (and its LoCon adapter) on the model's parameters and pool */
+/* mixed_precision bf16 (docs/PRECISION.md): what PyTorch's bf16 U-Net makes in bf16 (every convolution's, linear's and
+ * attention's output, the norms' and activations' outputs, the sums within a block) is rounded where it is made, at
+ * every keep level, so that what a block keeps packs to bf16 without loss and every schedule computes the same bits */
+static void made(const unet_block *u, float *y, int64_t n) { side_made(u->m, y, n); }
+
+/* A convolution (and its LoCon adapter) on the model's parameters and pool, its output made as PyTorch's bf16 one */
 static st_status conv_fwd(const unet_block *u, const conv_layer *l, float *y, const float *x, const conv_shape *c)
 {
-    return conv_layer_forward(u->m->params, u->m->pool, l, y, x, c);
+    const st_status st = conv_layer_forward(u->m->params, u->m->pool, l, y, x, c);
+    if (!st) made(u, y, c->batch * c->out * conv_out_h(c) * conv_out_w(c));
+    return st;
+}
+
+/* y = SiLU(x), as PyTorch's bf16 nn.SiLU makes it */
+static void silu_made(const unet_block *u, float *y, const float *x, int64_t n)
+{
+    silu_forward(y, x, n);
+    made(u, y, n);
 }
 
 static st_status conv_bwd(const unet_block *u, const conv_layer *l, float *dx, const float *dy, const float *x,
@@ -90,15 +104,18 @@ static st_status res_forward(const unet_block *u, const block_state *in, float *
     st_status r = groupnorm_forward(u->m->pool, n1, xc, W(u->norm1_w), W(u->norm1_b), B, Ci, HW, g, eps,
                                     st ? &st[0] : NULL);
     if (r) return r;
-    silu_forward(a, n1, B * Ci * HW);
+    made(u, n1, B * Ci * HW);
+    silu_made(u, a, n1, B * Ci * HW);
     const conv_shape c1 = conv3(u, Ci, Co, 1), c2 = conv3(u, Co, Co, 1);
     if ((r = conv_fwd(u, &u->conv1, h1, a, &c1))) return r;
-    if ((r = fwd_float(u->m, &u->temb, tp, u->m->ctx.cs, B))) return r;
+    if ((r = fwd(u->m, &u->temb, tp, u->m->ctx.cs, B))) return r;
     plane_add_forward(h1, tp, B * Co, HW);
+    made(u, h1, B * Co * HW);
     if ((r = groupnorm_forward(u->m->pool, n2, h1, W(u->norm2_w), W(u->norm2_b), B, Co, HW, g, eps,
                                st ? &st[1] : NULL)))
         return r;
-    silu_forward(a, n2, B * Co * HW);
+    made(u, n2, B * Co * HW);
+    silu_made(u, a, n2, B * Co * HW);
     if ((r = conv_fwd(u, &u->conv2, y, a, &c2))) return r;
     if (u->shortcut.w < 0) {
         add_to(y, xc, B * Co * HW);
@@ -131,14 +148,14 @@ static st_status res_backward(const unet_block *u, const block_state *in, float 
     st_status r = u->shortcut.w < 0 ? ST_OK : conv_bwd(u, &u->shortcut, dxc, dy, xc, &cs);
     if (!r && u->shortcut.w < 0) add_to(dxc, dy, B * Co * HW);
     if (r) return r;
-    silu_forward(a, n2, B * Co * HW);
+    silu_made(u, a, n2, B * Co * HW);
     if ((r = conv_bwd(u, &u->conv2, da, dy, a, &c2))) return r;
     silu_backward(dn, da, n2, B * Co * HW);
     if ((r = groupnorm_backward(p, dh1, G(u->norm2_w), G(u->norm2_b), dn, h1, W(u->norm2_w), B, Co, HW, g, &st[1])))
         return r;
     plane_add_backward(dtp, dh1, B * Co, HW);
     if ((r = bwd(u->m, &u->temb, u->m->ctx.dcs, dtp, u->m->ctx.cs, B))) return r;
-    silu_forward(a, n1, B * Ci * HW);
+    silu_made(u, a, n1, B * Ci * HW);
     zero_floats(da, B * Ci * HW);
     zero_floats(dn, B * Ci * HW);
     if ((r = conv_bwd(u, &u->conv1, da, dh1, a, &c1))) return r;
@@ -219,20 +236,70 @@ static attn_shape xf_shape(const unet_block *u, bool cross)
 
 static attn_view view(float *x, int64_t tokens, int64_t width) { return (attn_view){x, width, tokens * width}; }
 
+/* The attention output its backward is given: none under bf16, whose kept output is rounded (D from P, ops.h) */
+static attn_view out_of(const unet_block *u, float *o, int64_t tokens, int64_t width)
+{
+    return u->m->cfg.bf16_activations ? (attn_view){0} : view(o, tokens, width);
+}
+
 /* The kept states of a Transformer2DModel: the GroupNorm's, then per layer LN1, LN2, LN3, attn1, attn2 */
 enum { S_LN1, S_LN2, S_LN3, S_ATT1, S_ATT2, LAYER_STATES };
 static op_state *layer_state(op_state *st, int64_t l, int k) { return st ? st + 1 + LAYER_STATES * l + k : NULL; }
 
-/* The feed-forward sub-layer from H2: LN3, GEGLU's input and output (f), and the layer's output H3 = H2 + ff(..) */
+/* GEGLU: proj's output fg is (hidden, gate), gg = hidden * gelu(gate); under bf16 as PyTorch's bf16 module makes it,
+ * gelu(gate) rounded (into ws, N FF floats), then the product (glu_forward's one product otherwise) */
+static void geglu_forward(const unet_block *u, float *gg, const float *fg, float *ws)
+{
+    const xf_dims d = xf_of(u);
+    if (!u->m->cfg.bf16_activations) {
+        glu_forward(gg, fg + d.FF, fg, d.N, d.FF, 2 * d.FF, GLU_GELU_ERF);
+        return;
+    }
+    copy_rows(gg, d.FF, fg + d.FF, 2 * d.FF, d.N, d.FF);
+    gelu_erf_forward(ws, gg, d.N * d.FF);
+    made(u, ws, d.N * d.FF);
+    copy_rows(gg, d.FF, fg, 2 * d.FF, d.N, d.FF);
+    mul_scaled(gg, gg, ws, 1.0f, d.N * d.FF);
+    made(u, gg, d.N * d.FF);
+}
+
+/* The feed-forward sub-layer from H2: LN3, GEGLU's input and output (f); ws: geglu_forward's under bf16 */
 static st_status ffn_forward(const unet_block *u, const xformer_layer *xl, float *const *m, float *const *f,
-                             op_state *ln3)
+                             op_state *ln3, float *ws)
 {
     const xf_dims d = xf_of(u);
     st_status r = layernorm_forward(u->m->pool, f[LN3], m[H2], W(xl->n3w), W(xl->n3b), d.N, d.I, XF_EPS, ln3);
-    if (!r) r = fwd_float(u->m, &xl->ff1, f[FG], f[LN3], d.N);
-    /* GEGLU: proj's output is (hidden, gate): hidden * gelu(gate) */
-    if (!r) glu_forward(f[GG], f[FG] + d.FF, f[FG], d.N, d.FF, 2 * d.FF, GLU_GELU_ERF);
+    if (!r) made(u, f[LN3], d.N * d.I), r = fwd(u->m, &xl->ff1, f[FG], f[LN3], d.N);
+    if (!r) geglu_forward(u, f[GG], f[FG], ws);
     return r;
+}
+
+/* a LayerNorm of the stream over rows of I, its output made as PyTorch's bf16 one */
+static st_status xf_norm(const unet_block *u, float *y, const float *x, int w, int b, op_state *keep)
+{
+    const xf_dims d = xf_of(u);
+    const st_status r = layernorm_forward(u->m->pool, y, x, W(w), W(b), d.N, d.I, XF_EPS, keep);
+    if (!r) made(u, y, d.N * d.I);
+    return r;
+}
+
+/* y = the attention's output, as PyTorch's bf16 SDPA makes it */
+static st_status xf_attend(const unet_block *u, const attn_shape *as, float *o, float *q, float *k, float *v,
+                           op_state *keep)
+{
+    const int64_t Tk = as->kv_tokens ? as->kv_tokens : as->tokens, I = as->heads * as->head_dim;
+    const st_status r = attention_forward(u->m->pool, as, view(o, as->tokens, I), view(q, as->tokens, I),
+                                          view(k, Tk, I), view(v, Tk, I), keep);
+    if (!r) made(u, o, as->batch * as->tokens * I);
+    return r;
+}
+
+/* y += x, a residual sum, as PyTorch's bf16 add makes it */
+static void xf_residual(const unet_block *u, float *y, const float *x)
+{
+    const xf_dims d = xf_of(u);
+    add_to(y, x, d.N * d.I);
+    made(u, y, d.N * d.I);
 }
 
 /* Which states are kept: the norms', the feed-forward's LayerNorm's, the attentions'. from_host: the attention side
@@ -243,48 +310,44 @@ static st_status xf_forward(const unet_block *u, const float *x, float *y, const
 {
     const xf_dims d = xf_of(u);
     const model *m = u->m;
-    pool *p = m->pool;
     const attn_shape self = xf_shape(u, false), cross = xf_shape(u, true);
     float *tin = rg->main, *h0 = tin + d.N * d.C;
     float *n = scratch_take(s, d.N * d.C, MEM_WORKSPACE, "unet.gn");
     float *out = scratch_take(s, d.N * d.C, MEM_WORKSPACE, "unet.proj_out");
+    float *ws = m->cfg.bf16_activations ? scratch_take(s, d.N * d.FF, MEM_WORKSPACE, "unet.gelu") : NULL;
     if (s->status) return s->status;
     op_state *kst = keep_norms ? st : NULL, *ast = keep_attn ? st : NULL;
-    st_status r = groupnorm_forward(p, n, x, W(u->norm_w), W(u->norm_b), d.B, d.C, d.T, m->cfg.norm_groups, XF_GN_EPS,
-                                    kst ? &kst[0] : NULL);
+    st_status r = groupnorm_forward(m->pool, n, x, W(u->norm_w), W(u->norm_b), d.B, d.C, d.T, m->cfg.norm_groups,
+                                    XF_GN_EPS, kst ? &kst[0] : NULL);
     if (r) return r;
+    made(u, n, d.N * d.C);
     transpose_batched(tin, n, d.B, d.C, d.T);
-    if ((r = fwd_float(m, &u->proj_in, h0, tin, d.N))) return r;
+    if ((r = fwd(m, &u->proj_in, h0, tin, d.N))) return r;
     const float *h = h0;
     for (int64_t l = 0; l < u->layers && !r; l++) {
         const xformer_layer *xl = &u->xl[l];
         float *t[MAIN_TENSORS], *a[SIDE_TENSORS], *f[FFN_TENSORS];
         layer_ptrs(&d, rg, l, t, a, f);
-        r = layernorm_forward(p, t[LN1], h, W(xl->n1w), W(xl->n1b), d.N, d.I, XF_EPS, layer_state(kst, l, S_LN1));
-        if (!r && !from_host) r = fwd_float(m, &xl->q, a[Q], t[LN1], d.N);
-        if (!r && !from_host) r = fwd_float(m, &xl->k, a[K], t[LN1], d.N);
-        if (!r && !from_host) r = fwd_float(m, &xl->v, a[V], t[LN1], d.N);
-        if (!r && !from_host)
-            r = attention_forward(p, &self, view(a[O], d.T, d.I), view(a[Q], d.T, d.I), view(a[K], d.T, d.I),
-                                  view(a[V], d.T, d.I), layer_state(ast, l, S_ATT1));
-        if (!r) r = fwd_float(m, &xl->o, t[H1], a[O], d.N);
-        if (!r) add_to(t[H1], h, d.N * d.I);
-        if (!r) r = layernorm_forward(p, t[LN2], t[H1], W(xl->n2w), W(xl->n2b), d.N, d.I, XF_EPS,
-                                      layer_state(kst, l, S_LN2));
-        if (!r && !from_host) r = fwd_float(m, &xl->q2, a[Q2], t[LN2], d.N);
-        if (!r && !from_host) r = fwd_float(m, &xl->k2, a[K2], m->ctx.text, d.B * d.L);
-        if (!r && !from_host) r = fwd_float(m, &xl->v2, a[V2], m->ctx.text, d.B * d.L);
-        if (!r && !from_host)
-            r = attention_forward(p, &cross, view(a[O2], d.T, d.I), view(a[Q2], d.T, d.I), view(a[K2], d.L, d.I),
-                                  view(a[V2], d.L, d.I), layer_state(ast, l, S_ATT2));
-        if (!r) r = fwd_float(m, &xl->o2, t[H2], a[O2], d.N);
-        if (!r) add_to(t[H2], t[H1], d.N * d.I);
-        if (!r) r = ffn_forward(u, xl, t, f, keep_ffn ? layer_state(kst, l, S_LN3) : NULL);
-        if (!r) r = fwd_float(m, &xl->ff2, t[H3], f[GG], d.N);
-        if (!r) add_to(t[H3], t[H2], d.N * d.I);
+        r = xf_norm(u, t[LN1], h, xl->n1w, xl->n1b, layer_state(kst, l, S_LN1));
+        if (!r && !from_host) r = fwd(m, &xl->q, a[Q], t[LN1], d.N);
+        if (!r && !from_host) r = fwd(m, &xl->k, a[K], t[LN1], d.N);
+        if (!r && !from_host) r = fwd(m, &xl->v, a[V], t[LN1], d.N);
+        if (!r && !from_host) r = xf_attend(u, &self, a[O], a[Q], a[K], a[V], layer_state(ast, l, S_ATT1));
+        if (!r) r = fwd(m, &xl->o, t[H1], a[O], d.N);
+        if (!r) xf_residual(u, t[H1], h);
+        if (!r) r = xf_norm(u, t[LN2], t[H1], xl->n2w, xl->n2b, layer_state(kst, l, S_LN2));
+        if (!r && !from_host) r = fwd(m, &xl->q2, a[Q2], t[LN2], d.N);
+        if (!r && !from_host) r = fwd(m, &xl->k2, a[K2], m->ctx.text, d.B * d.L);
+        if (!r && !from_host) r = fwd(m, &xl->v2, a[V2], m->ctx.text, d.B * d.L);
+        if (!r && !from_host) r = xf_attend(u, &cross, a[O2], a[Q2], a[K2], a[V2], layer_state(ast, l, S_ATT2));
+        if (!r) r = fwd(m, &xl->o2, t[H2], a[O2], d.N);
+        if (!r) xf_residual(u, t[H2], t[H1]);
+        if (!r) r = ffn_forward(u, xl, t, f, keep_ffn ? layer_state(kst, l, S_LN3) : NULL, ws);
+        if (!r) r = fwd(m, &xl->ff2, t[H3], f[GG], d.N);
+        if (!r) xf_residual(u, t[H3], t[H2]);
         h = t[H3];
     }
-    if (!r) r = fwd_float(m, &u->proj_out, out, h, d.N);
+    if (!r) r = fwd(m, &u->proj_out, out, h, d.N);
     if (r) return r;
     transpose_batched(y, out, d.B, d.T, d.C);
     add_to(y, x, d.N * d.C);
@@ -322,7 +385,7 @@ static st_status xf_backward(const unet_block *u, const float *x, const xf_regio
         float *hin = h0, *pt[MAIN_TENSORS], *pa[SIDE_TENSORS], *pf[FFN_TENSORS];
         if (l) layer_ptrs(&d, rg, l - 1, pt, pa, pf), hin = pt[H3];
         op_state *ln3 = layer_state(st, l, S_LN3), again = {0};
-        if (!rg->ffn_stride) r = ffn_forward(u, xl, t, f, ln3 = &again); /* torch-ffn: the feed-forward again */
+        if (!rg->ffn_stride) r = ffn_forward(u, xl, t, f, ln3 = &again, dg); /* torch-ffn: the feed-forward again */
         /* feed-forward: dh holds dL/dH3 */
         zero_floats(dg, d.N * d.FF), zero_floats(dt, d.N * 2 * d.FF);
         if (!r) r = bwd(m, &xl->ff2, dg, dh, f[GG], d.N);
@@ -337,7 +400,7 @@ static st_status xf_backward(const unet_block *u, const float *x, const xf_regio
             zero_floats(dq, NI), zero_floats(dk2, d.B * d.L * d.I), zero_floats(dv2, d.B * d.L * d.I);
             r = attention_backward(p, &cross, view(dq, d.T, d.I), view(dk2, d.L, d.I), view(dv2, d.L, d.I),
                                    view(dO, d.T, d.I), view(a[Q2], d.T, d.I), view(a[K2], d.L, d.I),
-                                   view(a[V2], d.L, d.I), view(a[O2], d.T, d.I), layer_state(st, l, S_ATT2));
+                                   view(a[V2], d.L, d.I), out_of(u, a[O2], d.T, d.I), layer_state(st, l, S_ATT2));
         }
         if (!r) r = bwd(m, &xl->k2, m->ctx.dtext, dk2, m->ctx.text, d.B * d.L);
         if (!r) r = bwd(m, &xl->v2, m->ctx.dtext, dv2, m->ctx.text, d.B * d.L);
@@ -350,7 +413,7 @@ static st_status xf_backward(const unet_block *u, const float *x, const xf_regio
             zero_floats(dq, NI), zero_floats(dk, NI), zero_floats(dv, NI);
             r = attention_backward(p, &self, view(dq, d.T, d.I), view(dk, d.T, d.I), view(dv, d.T, d.I),
                                    view(dO, d.T, d.I), view(a[Q], d.T, d.I), view(a[K], d.T, d.I),
-                                   view(a[V], d.T, d.I), view(a[O], d.T, d.I), layer_state(st, l, S_ATT1));
+                                   view(a[V], d.T, d.I), out_of(u, a[O], d.T, d.I), layer_state(st, l, S_ATT1));
         }
         if (!r) zero_floats(dln, NI), r = bwd(m, &xl->q, dln, dq, t[LN1], d.N);
         if (!r) r = bwd(m, &xl->k, dln, dk, t[LN1], d.N);
@@ -413,6 +476,7 @@ typedef struct unet_saved {
     float *main, *ffn;
     op_state *st;
     int n_st;
+    bool packed; /* mixed_precision bf16: main, ffn and the side on the device are held in bf16 (unet_pack) */
 } unet_saved;
 
 static bool is_xf(const unet_block *u) { return u->role == UNET_ATTN; }
@@ -428,31 +492,47 @@ static int64_t main_of(const unet_block *u)
 }
 
 /* KEEP_ATTENTION (torch-ffn) keeps a Transformer2DModel's all but its feed-forward's tensors, and every other block
- * whole: only the former has a feed-forward half to make again. */
+ * whole: only the former has a feed-forward half to make again. The tensors at side_elem (packed under bf16), the
+ * ops' states float. */
 static size_t unet_kept_bytes(const block *b, keep_level keep)
 {
     const unet_block *u = b->self;
     if (keep == KEEP_NOTHING) return 0;
     const int64_t B = batch_of(u);
+    const size_t elem = side_elem(u->m);
     if (!is_xf(u))
-        return (size_t)main_of(u) * sizeof(float) +
+        return (size_t)main_of(u) * elem +
                (u->role == UNET_RES ? 2 * groupnorm_kept_bytes(B, u->m->cfg.norm_groups) : 0);
     const xf_dims d = xf_of(u);
     const attn_shape self = xf_shape(u, false), cross = xf_shape(u, true);
     const bool all = keep == KEEP_ALL;
     const int64_t floats = main_of(u) + u->layers * (side_floats(&d) + (all ? ffn_floats(&d) : 0));
-    return (size_t)floats * sizeof(float) + groupnorm_kept_bytes(B, u->m->cfg.norm_groups) +
+    return (size_t)floats * elem + groupnorm_kept_bytes(B, u->m->cfg.norm_groups) +
            (size_t)u->layers * ((2 + all) * layernorm_kept_bytes(d.N) + attention_kept_bytes(&self) +
                                 attention_kept_bytes(&cross));
 }
 
-/* Attention offload moves a Transformer2DModel's q, k, v and outputs (both attentions') */
+/* Attention offload moves a Transformer2DModel's q, k, v and outputs (both attentions'), at side_elem both in host
+ * memory (host_side_send copies them bf16 under bf16) and in what it frees of kept_bytes (packed there) */
 static size_t unet_offloaded_bytes(const block *b)
 {
     const unet_block *u = b->self;
     if (!is_xf(u)) return 0;
     const xf_dims d = xf_of(u);
-    return (size_t)(u->layers * side_floats(&d)) * sizeof(float);
+    return (size_t)(u->layers * side_floats(&d)) * side_elem(u->m);
+}
+
+/* Under mixed_precision bf16, what sv keeps on the device (every value of it made bf16) to bf16 after a forward, or
+ * back to float (widen) before backward reads it */
+static st_status unet_pack(const unet_block *u, unet_saved *sv, bool widen)
+{
+    if (!u->m->cfg.bf16_activations || sv->packed != widen) return ST_OK;
+    const xf_dims d = xf_of(u);
+    const kept_tensor k[] = {{&sv->main, main_of(u)},
+                             {&sv->ffn, is_xf(u) ? u->layers * ffn_floats(&d) : 0},
+                             {&sv->side.dev, is_xf(u) ? u->layers * side_floats(&d) : 0}};
+    sv->packed = !widen;
+    return kept_convert(u->m->pool, k, 3, widen);
 }
 
 static void unet_release(block *b, block_saved *saved)
@@ -490,7 +570,7 @@ static st_status xf_block_forward(const unet_block *u, const float *x, float *y,
     if (!r) r = xf_forward(u, x, y, &rg, sv->st, kept, keep_ffn, kept || to_host, from_host, s);
     if (!r && to_host) {
         r = host_side_send(&sv->side, off, ss, rg.side, (size_t)(u->layers * side_floats(&d)) * sizeof(float),
-                           "unet.attention side (host)");
+                           u->m->cfg.bf16_activations, "unet.attention side (host)");
         rg.side = NULL;
     }
     if (r) {
@@ -518,7 +598,7 @@ static st_status unet_forward(block *b, const block_state *in, block_state *out,
     }
     scratch s = {.pool = u->m->pool};
     float *y = scratch_take(&s, batch_of(u) * u->io.out_numel, MEM_ACTIVATIONS, "unet.output");
-    st_status r = s.status;
+    st_status r = s.status ? s.status : unet_pack(u, sv, true); /* a recompute after an offloading forward */
     if (!r && is_xf(u)) r = xf_block_forward(u, in->t[0], y, keep, off, sv, &s);
     else if (!r && u->role == UNET_RES) {
         const bool kept = keep != KEEP_NOTHING;
@@ -530,6 +610,7 @@ static st_status unet_forward(block *b, const block_state *in, block_state *out,
         r = conv_forward(u, in->t[0], y, &s);
     if (!r) scratch_forget(&s, y);
     scratch_end(&s); /* the workspace; everything on failure */
+    if (!r && (r = unet_pack(u, sv, false))) pool_free(u->m->pool, y);
     /* with KEEP_NOTHING and no side on the host, nothing was kept: no states were taken either */
     return micro_forward_end(b, r, (block_saved *)sv, keep == KEEP_NOTHING && !sv->side.on_host, saved_io, &u->io,
                              in, y, out);
@@ -542,7 +623,8 @@ static st_status unet_backward(block *b, const block_state *in, block_saved *sav
     micro_skip_grad_join(&u->io, batch_of(u), u->m->pool, grad);
     if (main_of(u) && !sv) return st_fail(ST_ERR_INTERNAL, "U-Net block %d: backward without its forward's", b->index);
     scratch s = {.pool = u->m->pool};
-    st_status r = ST_OK;
+    st_status r = sv ? unet_pack(u, sv, true) : ST_OK; /* before the side comes back from the host in float */
+    if (r) return r;
     if (is_xf(u)) {
         const xf_dims d = xf_of(u);
         xf_regions rg = {.main = sv->main, .ffn = sv->ffn, .ffn_stride = sv->ffn ? ffn_floats(&d) : 0};
