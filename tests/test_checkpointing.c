@@ -1089,7 +1089,8 @@ static void test_bf16(void)
                  {"flux3-tiny", 3, 0, 0, 0}, {"cosmos3-tiny", 0, 0, 0, 0}, {"ace-step-tiny", 0, 0, 0, 0},
                  {"cosmos2-tiny", 0, 0, 0, 0}, {"kandinsky5-image-tiny", 0, 0, 0, 1}, {"krea2-tiny", 0, 0, 0, 0},
                  {"sanavideo-tiny", 0, 0, 0, 0}, {"wan-animate-tiny", 0, 0, 0, 0}, {"wan-vace-tiny", 0, 0, 0, 0},
-                 {"zlab-i1-tiny", 0, 8, 12, 1}, {"mageflow-tiny", 3, 8, 12, 1}, {"wan-s2v-tiny", 0, 8, 12, 1}};
+                 {"zlab-i1-tiny", 0, 8, 12, 1}, {"mageflow-tiny", 3, 8, 12, 1}, {"wan-s2v-tiny", 0, 8, 12, 1},
+                 {"stable-cascade-tiny", 0, 8, 12, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         model_config mc;
         CHECK(model_preset(cases[i].preset, &mc) == ST_OK);
@@ -1101,7 +1102,8 @@ static void test_bf16(void)
         snprintf(label, sizeof label, "%s%s bf16 depth %lld at %lld x %lld", cases[i].preset,
                  cases[i].lora ? " lora" : "", (long long)mc.depth, (long long)mc.height, (long long)mc.width);
         test_bitwise(&mc, label, 2);
-        if (i < 2 || !strcmp(cases[i].preset, "flux2-tiny") || !strcmp(cases[i].preset, "sd1x-tiny"))
+        if (i < 2 || !strcmp(cases[i].preset, "flux2-tiny") || !strcmp(cases[i].preset, "sd1x-tiny") ||
+            !strcmp(cases[i].preset, "stable-cascade-tiny"))
             test_bf16_against_float(&mc, label);
     }
     model_config deep;

@@ -86,11 +86,7 @@ static inline void side_made(const struct model *m, float *y, int64_t n)
 }
 static inline size_t side_elem(const struct model *m) { return m->cfg.bf16_activations ? 2 : sizeof(float); }
 /* A block's linear layers on the model's parameters and pool; fwd's output is made as PyTorch's bf16 GEMM's
- * (side_made), fwd_float's left float (the kinds that do not round yet: the U-Nets) */
-static inline st_status fwd_float(const struct model *m, const lin_layer *l, float *y, const float *x, int64_t n)
-{
-    return lin_forward(m->params, m->pool, l, y, x, n);
-}
+ * (side_made) */
 static inline st_status fwd(const struct model *m, const lin_layer *l, float *y, const float *x, int64_t n)
 {
     const st_status st = lin_forward(m->params, m->pool, l, y, x, n);

@@ -19,6 +19,11 @@
 
 static int64_t batch_of(const cascade_block *u) { return u->m->shape.batch; }
 
+/* mixed_precision bf16 (docs/PRECISION.md): what PyTorch's bf16 StableCascadeUNet makes in bf16 (every convolution's,
+ * linear's and attention's output, the norms' and activations' outputs) is rounded where it is made, at every keep
+ * level, so that what a block keeps packs to bf16 without loss and every schedule computes the same bits */
+static void made(const cascade_block *u, float *y, int64_t n) { side_made(u->m, y, n); }
+
 /* Dropout applies in a training forward (and its recompute, which draws the same masks), at the level's rate */
 static bool dropping(const cascade_block *u) { return u->dropout > 0 && u->cx->train; }
 
@@ -32,7 +37,7 @@ static st_status ln2d_forward(const cascade_block *u, float *y, const float *x, 
     if (s->status) return s->status;
     transpose_batched(t, x, B, C, HW);
     const st_status r = layernorm_forward(u->m->pool, n, t, NULL, NULL, N, C, CASCADE_EPS, keep);
-    if (!r) transpose_batched(y, n, B, HW, C);
+    if (!r) made(u, n, N * C), transpose_batched(y, n, B, HW, C);
     scratch_drop(s, n), scratch_drop(s, t);
     return r;
 }
@@ -70,12 +75,16 @@ static size_t res_states(const cascade_block *u)
     return layernorm_kept_bytes(batch_of(u) * u->h * u->w) + grn_kept_bytes(batch_of(u), 4 * u->cin);
 }
 
-/* g = GELU(h1), r = GRN(g) into the caller's buffers (keep: GRN's statistics, or NULL) */
+/* g = GELU(h1), r = dropout(GRN(g)) into the caller's buffers (keep: GRN's statistics, or NULL) */
 static st_status res_act(const cascade_block *u, float *g, float *r, const float *h1, op_state *keep)
 {
-    const int64_t B = batch_of(u), T = u->h * u->w, F = 4 * u->cin;
-    gelu_erf_forward(g, h1, B * T * F);
-    return grn_forward(u->m->pool, r, g, W(u->gamma), W(u->beta), B, T, F, keep);
+    const int64_t B = batch_of(u), T = u->h * u->w, F = 4 * u->cin, n = B * T * F;
+    gelu_erf_forward(g, h1, n);
+    made(u, g, n);
+    const st_status e = grn_forward(u->m->pool, r, g, W(u->gamma), W(u->beta), B, T, F, keep);
+    if (!e && dropping(u)) dropout_forward(r, r, n, u->dropout, u->cx->dropout_seed, u->stream);
+    if (!e) made(u, r, n);
+    return e;
 }
 
 static st_status res_forward(const cascade_block *u, const block_state *in, float *y, float *arena, op_state *st,
@@ -93,16 +102,16 @@ static st_status res_forward(const cascade_block *u, const block_state *in, floa
     transpose_batched(t, in->t[0], B, C, T);
     st_status e = conv_layer_forward(u->m->params, p, &u->dw, d, t, &(conv_shape){.batch = B, .h = u->h, .w = u->w,
                                                                              .in = C, .out = C});
-    if (!e) e = layernorm_forward(p, n, d, NULL, NULL, N, C, CASCADE_EPS, st ? &st[0] : NULL);
+    if (!e) made(u, d, N * C), e = layernorm_forward(p, n, d, NULL, NULL, N, C, CASCADE_EPS, st ? &st[0] : NULL);
+    if (!e) made(u, n, N * C);
     if (!e && u->cskip) { /* torch.cat([x, x_skip], dim=1) after the norm */
         copy_rows(cat, Ci, n, C, N, C);
         transpose_batched(ts, in->t[u->io.skips], B, u->cskip, T);
         copy_rows(cat + C, Ci, ts, u->cskip, N, u->cskip);
     }
-    if (!e) e = fwd_float(u->m, &u->l1, h1, cat, N);
+    if (!e) e = fwd(u->m, &u->l1, h1, cat, N);
     if (!e) e = res_act(u, g, r, h1, st ? &st[1] : NULL);
-    if (!e && dropping(u)) dropout_forward(r, r, N * F, u->dropout, u->cx->dropout_seed, u->stream);
-    if (!e) e = fwd_float(u->m, &u->l2, t, r, N); /* t: channelwise's output (N, C) */
+    if (!e) e = fwd(u->m, &u->l2, t, r, N); /* t: channelwise's output (N, C) */
     if (e) return e;
     transpose_batched(y, t, B, T, C);
     add_to(y, in->t[0], N * C);
@@ -126,7 +135,6 @@ static st_status res_backward(const cascade_block *u, const block_state *in, flo
     pool *p = u->m->pool;
     transpose_batched(t, dy, B, C, T); /* t: dL/d(channelwise's output) */
     st_status e = res_act(u, g, r, h1, NULL);
-    if (!e && dropping(u)) dropout_forward(r, r, N * F, u->dropout, u->cx->dropout_seed, u->stream);
     if (!e) e = bwd(u->m, &u->l2, dr, t, r, N);
     if (!e && dropping(u)) dropout_backward(dr, dr, N * F, u->dropout, u->cx->dropout_seed, u->stream);
     float *dg = r, *dh1 = g; /* r and g are dead once read: their buffers take the gradients */
@@ -174,8 +182,8 @@ static st_status time_mod(const cascade_block *u, float *a, float *b, scratch *s
     st_status e = s->status;
     for (int k = 0; !e && k < CASCADE_TIME_CONDS; k++) {
         copy_rows(chunk, D, u->cx->r_embed + k * D, CASCADE_TIME_CONDS * D, B, D);
-        e = fwd_float(u->m, &u->map[k], one, chunk, B);
-        if (!e) add_to(ab, one, B * 2 * C);
+        e = fwd(u->m, &u->map[k], one, chunk, B);
+        if (!e) add_to(ab, one, B * 2 * C), made(u, ab, B * 2 * C);
     }
     if (!e) copy_rows(a, C, ab, 2 * C, B, C), copy_rows(b, C, ab + C, 2 * C, B, C);
     scratch_drop(s, one), scratch_drop(s, ab), scratch_drop(s, chunk);
@@ -269,18 +277,19 @@ static st_status attn_forward(const cascade_block *u, const float *x, float *y, 
     const attn_shape as = attn_shape_of(u);
     transpose_batched(t, x, d.B, d.C, d.T);
     st_status e = layernorm_forward(p, nt, t, NULL, NULL, d.N, d.C, CASCADE_EPS, st);
-    if (!e) e = fwd_float(u->m, &u->kv, kvm, u->cx->clip_s, d.B * d.L);
+    if (!e) made(u, nt, d.N * d.C), e = fwd(u->m, &u->kv, kvm, u->cx->clip_s, d.B * d.L);
     if (!e) { /* each sample's keys: its normed map, then its conditioning tokens */
         copy_rows(kv, d.K * d.C, nt, d.T * d.C, d.B, d.T * d.C);
         copy_rows(kv + d.T * d.C, d.K * d.C, kvm, d.L * d.C, d.B, d.L * d.C);
     }
-    if (!e && !from_host) e = fwd_float(u->m, &u->q, q, nt, d.N);
-    if (!e && !from_host) e = fwd_float(u->m, &u->k, k, kv, d.B * d.K);
-    if (!e && !from_host) e = fwd_float(u->m, &u->v, v, kv, d.B * d.K);
+    if (!e && !from_host) e = fwd(u->m, &u->q, q, nt, d.N);
+    if (!e && !from_host) e = fwd(u->m, &u->k, k, kv, d.B * d.K);
+    if (!e && !from_host) e = fwd(u->m, &u->v, v, kv, d.B * d.K);
     if (!e && !from_host)
         e = attention_forward(p, &as, view(o, d.T, d.C), view(q, d.T, d.C), view(k, d.K, d.C), view(v, d.K, d.C),
                               att);
-    if (!e) e = fwd_float(u->m, &u->o, t, o, d.N);
+    if (!e && !from_host) made(u, o, d.N * d.C);
+    if (!e) e = fwd(u->m, &u->o, t, o, d.N);
     if (e) return e;
     if (dropping(u)) dropout_forward(t, t, d.N * d.C, u->dropout, u->cx->dropout_seed, u->stream);
     transpose_batched(y, t, d.B, d.T, d.C);
@@ -309,7 +318,7 @@ static st_status attn_backward(const cascade_block *u, const float *x, float *ar
     st_status e = bwd(u->m, &u->o, dO, t, o, d.N);
     if (!e) e = attention_backward(p, &as, view(dq, d.T, d.C), view(dk, d.K, d.C), view(dv, d.K, d.C),
                                    view(dO, d.T, d.C), view(q, d.T, d.C), view(k, d.K, d.C), view(v, d.K, d.C),
-                                   view(o, d.T, d.C), &st[1]);
+                                   u->m->cfg.bf16_activations ? (attn_view){0} : view(o, d.T, d.C), &st[1]);
     if (!e) e = bwd(u->m, &u->q, dnt, dq, nt, d.N);
     lin_layer k_nobias = u->k; /* every query sees every key: the softmax cancels the key bias, whose gradient is 0 */
     k_nobias.b = -1;
@@ -351,6 +360,7 @@ static st_status scale_forward(const cascade_block *u, const float *x, float *y,
     if (u->role == SC_EMBED) {
         float *e = scratch_take(s, B * u->cout * HW, MEM_WORKSPACE, "cascade.embedding");
         st_status r = s->status ? s->status : conv2d_forward(p, e, x, W(u->conv_w), W(u->conv_b), &c);
+        if (!r) made(u, e, B * u->cout * HW);
         return r ? r : ln2d_forward(u, y, e, u->cout, HW, NULL, s);
     }
     float *n = scratch_take(s, B * u->cin * HW, MEM_WORKSPACE, "cascade.scaler norm");
@@ -377,6 +387,7 @@ static st_status scale_backward(const cascade_block *u, const float *x, float *d
     op_state ln = {0};
     st_status r = s->status;
     if (!r && embed) r = conv2d_forward(p, e, x, W(u->conv_w), W(u->conv_b), &c);
+    if (!r && embed) made(u, e, nn);
     if (!r) r = ln2d_forward(u, n, embed ? e : x, embed ? u->cout : u->cin, HW, &ln, s);
     if (!r && embed) { /* dy is the norm's output gradient */
         r = ln2d_backward(u, dn, dy, e, u->cout, HW, &ln, s);
@@ -403,6 +414,7 @@ typedef struct cascade_saved {
     float *arena;
     op_state st[2];
     bool recompute;
+    bool packed; /* mixed_precision bf16: the arena and the side on the device are held in bf16 (cascade_pack) */
 } cascade_saved;
 
 static int64_t arena_of(const cascade_block *u)
@@ -411,19 +423,31 @@ static int64_t arena_of(const cascade_block *u)
 }
 
 /* torch-ffn's KEEP_ATTENTION: a ResBlock (the feed-forward of this U-Net: a depthwise convolution and a per-position
- * MLP) keeps nothing; an AttnBlock everything */
+ * MLP) keeps nothing; an AttnBlock everything. The tensors at side_elem (packed under bf16), the ops' states float. */
 static size_t cascade_kept_bytes(const block *b, keep_level keep)
 {
     const cascade_block *u = b->self;
     if (keep == KEEP_NOTHING || !arena_of(u) || (u->role == SC_RES && keep == KEEP_ATTENTION)) return 0;
-    if (u->role == SC_RES) return (size_t)res_arena(u) * sizeof(float) + res_states(u);
-    return (size_t)(attn_arena(u) + attn_side(u)) * sizeof(float) + attn_states(u);
+    if (u->role == SC_RES) return (size_t)res_arena(u) * side_elem(u->m) + res_states(u);
+    return (size_t)(attn_arena(u) + attn_side(u)) * side_elem(u->m) + attn_states(u);
 }
 
+/* An AttnBlock's side at side_elem both in host memory (host_side_send copies it bf16 under bf16) and in what it frees
+ * of kept_bytes (packed there) */
 static size_t cascade_offloaded_bytes(const block *b)
 {
     const cascade_block *u = b->self;
-    return u->role == SC_ATTN ? (size_t)attn_side(u) * sizeof(float) : 0;
+    return u->role == SC_ATTN ? (size_t)attn_side(u) * side_elem(u->m) : 0;
+}
+
+/* Under mixed_precision bf16, what sv keeps on the device (every value of it made bf16) to bf16 after a forward, or
+ * back to float (widen) before whatever reads it: a recompute after an offloading forward, or backward */
+static st_status cascade_pack(const cascade_block *u, cascade_saved *sv, bool widen)
+{
+    if (!u->m->cfg.bf16_activations || sv->packed != widen) return ST_OK;
+    const kept_tensor k[] = {{&sv->arena, arena_of(u)}, {&sv->side.dev, u->role == SC_ATTN ? attn_side(u) : 0}};
+    sv->packed = !widen;
+    return kept_convert(u->m->pool, k, 2, widen);
 }
 
 static void cascade_release(block *b, block_saved *saved)
@@ -456,8 +480,8 @@ static st_status attn_block_forward(const cascade_block *u, const float *x, floa
         r = attn_forward(u, x, y, arena, side, kept ? &sv->st[0] : NULL, kept || to_host ? &sv->st[1] : NULL,
                          from_host, s);
     if (!r && to_host) {
-        r = host_side_send(&sv->side, off, &keep_s, side, (size_t)attn_side(u) * sizeof(float), false,
-                           "cascade.attention side (host)");
+        r = host_side_send(&sv->side, off, &keep_s, side, (size_t)attn_side(u) * sizeof(float),
+                           u->m->cfg.bf16_activations, "cascade.attention side (host)");
         side = NULL;
     }
     if (r) {
@@ -480,7 +504,7 @@ static st_status cascade_forward(block *b, const block_state *in, block_state *o
     if (!sv) return st_host_oom("a Stable Cascade block's saved tensors");
     scratch s = {.pool = u->m->pool};
     float *y = scratch_take(&s, batch_of(u) * u->io.out_numel, MEM_ACTIVATIONS, "cascade.output");
-    st_status r = s.status;
+    st_status r = s.status ? s.status : cascade_pack(u, sv, true); /* a recompute after an offloading forward */
     if (!r && u->role == SC_RES) {
         const bool kept = keep == KEEP_ALL; /* torch-ffn's KEEP_ATTENTION: made again in backward */
         float *arena = scratch_take(&s, res_arena(u), kept ? MEM_ACTIVATIONS : MEM_WORKSPACE,
@@ -496,6 +520,7 @@ static st_status cascade_forward(block *b, const block_state *in, block_state *o
         r = scale_forward(u, in->t[0], y, &s);
     if (!r) scratch_forget(&s, y);
     scratch_end(&s);
+    if (!r && (r = cascade_pack(u, sv, false))) pool_free(u->m->pool, y);
     const bool empty = !sv->arena && !sv->side.dev && !sv->side.on_host && !sv->recompute;
     return micro_forward_end(b, r, (block_saved *)sv, empty, saved_io, &u->io, in, y, out);
 }
@@ -522,7 +547,8 @@ static st_status cascade_backward(block *b, const block_state *in, block_saved *
     if (arena_of(u) && !sv)
         return st_fail(ST_ERR_INTERNAL, "Stable Cascade block %d: backward without its forward's", b->index);
     scratch s = {.pool = u->m->pool};
-    st_status r = ST_OK;
+    st_status r = sv ? cascade_pack(u, sv, true) : ST_OK; /* before the side comes back from the host in float */
+    if (r) return r;
     if (u->role == SC_RES)
         r = sv->recompute ? res_again_backward(u, in, sv, grad, &s) : res_backward(u, in, sv->arena, sv->st, grad, &s);
     else if (u->role == SC_ATTN)
