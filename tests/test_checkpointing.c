@@ -1071,10 +1071,12 @@ static void test_bf16_against_float(const model_config *mc, const char *label)
     CHECK(pool_destroy(p) == 0);
 }
 
+static bool only_listed(const char *only, const char *preset);
+
 /* Families of every kind of state (one stream, skips shared by boundaries, two streams, several sequences, a U-Net's
  * micro-blocks, video, audio), full and LoRA (the frozen base in bf16 too), at other shapes: every schedule bitwise
- * equal to none and every peak as predicted, as in float. */
-static void test_bf16(void)
+ * equal to none and every peak as predicted, as in float. only (NULL: every case): SEGTRAIN_CKPT_ONLY's presets. */
+static void test_bf16(const char *only)
 {
     static const struct {
         const char *preset;
@@ -1092,6 +1094,7 @@ static void test_bf16(void)
                  {"zlab-i1-tiny", 0, 8, 12, 1}, {"mageflow-tiny", 3, 8, 12, 1}, {"wan-s2v-tiny", 0, 8, 12, 1},
                  {"stable-cascade-tiny", 0, 8, 12, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (only && !only_listed(only, cases[i].preset)) continue;
         model_config mc;
         CHECK(model_preset(cases[i].preset, &mc) == ST_OK);
         if (cases[i].depth) mc.depth = cases[i].depth;
@@ -1106,6 +1109,7 @@ static void test_bf16(void)
             !strcmp(cases[i].preset, "stable-cascade-tiny"))
             test_bf16_against_float(&mc, label);
     }
+    if (only) return;
     model_config deep;
     CHECK(model_preset("dit-tiny", &deep) == ST_OK);
     deep.depth = 13, deep.hidden = 32, deep.heads = 2, deep.mechanism = ATTN_MATH, deep.bf16_activations = true;
@@ -1164,7 +1168,7 @@ static void test_any_shape(void)
 }
 
 /* SEGTRAIN_CKPT_ONLY=preset,preset...: only those families' cases (their LyCORIS configs with them; "quantized":
- * test_quantized's), for a change in one area on a busy machine; ctest runs everything. */
+ * test_quantized's) and test_bf16's, for a change in one area on a busy machine; ctest runs everything. */
 static bool only_listed(const char *only, const char *preset)
 {
     const size_t n = strlen(preset);
@@ -1182,6 +1186,7 @@ int main(void)
         for (size_t i = 0; i < sizeof family_cases / sizeof *family_cases; i++)
             if (only_listed(only, family_cases[i].preset)) test_family(&family_cases[i]);
         if (only_listed(only, "quantized")) test_quantized();
+        test_bf16(only);
         CHECK(pool_destroy(host_pool) == 0);
         return tk_finish();
     }
@@ -1255,7 +1260,7 @@ int main(void)
     for (size_t i = 0; i < sizeof family_cases / sizeof *family_cases; i++) test_family(&family_cases[i]);
     test_any_shape();
     test_wide_adaln();
-    test_bf16();
+    test_bf16(NULL);
     test_quantized();
     model_config sd3;
     CHECK(model_preset("sd3-tiny", &sd3) == ST_OK); /* attn2 in blocks 0 and 1, the last context_pre_only */
