@@ -786,6 +786,100 @@ WAN_S2V_PASSED = ("hidden_states = latents (B, C, F, H, W) = (2, 4, 8, 8, 8) as 
                   "motion_latents (B, C, 0, H, W); motion_frames [17, 5], drop_motion_frames True, add_last_motion 0 "
                   "(SimpleTuner's WanS2V.model_predict); the rotary table complex128 as the class builds it (Module.to casts it to "
                   "real); pred = output as is (B, C, F, H, W)")
+# A change to a SimpleTuner class that is not about float64 but about what it computes: {family: why}, applied in
+# every run (the bf16 yardstick's too) and recorded in the fixture's metadata.
+SIMPLETUNER_PATCHES = {
+    "longcat_video": "Attention._flash_or_sdp_attention hands q, k, v as (B, heads, tokens, head_dim) to diffusers' "
+                     "dispatch_attention_fn, which takes (B, tokens, heads, head_dim): as shipped (no BSA or Triton "
+                     "kernel, the published enable_bsa false) each token attends over the heads, not the tokens. "
+                     "Patched to the layout dispatch_attention_fn takes, the attention LongCat-Video's own code runs "
+                     "(flash_attn_func on (B, tokens, heads, head_dim))",
+}
+
+
+def longcat_video_patch():
+    import simpletuner.helpers.models.longcat_video.transformer as lt
+    if getattr(lt, "_segtrain_patched", False):
+        return
+    dispatch = lt.dispatch_attention_fn
+
+    def by_tokens(q, k, v, attn_mask=None, backend=None):
+        o = dispatch(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=attn_mask, backend=backend)
+        return o.transpose(1, 2)
+    lt.dispatch_attention_fn = by_tokens
+    lt._segtrain_patched = True
+
+
+@exact
+def longcat_video_exact(model):
+    """LongCat-Video's class computes in float32 whatever the weights' dtype (its *_FP32 norms, modulate_fp32 and the
+    final layer assert float32, the sinusoid's and RoPE's frequencies are float32 and RoPE turns q and k in float32):
+    here all in float64, as segtrain takes them."""
+    import simpletuner.helpers.models.longcat_video.transformer as lt
+    F = torch.nn.functional
+
+    def sinusoid(t, dim, max_period=10000):
+        half = dim // 2
+        freqs = torch.exp(-math.log(max_period) * torch.arange(half, dtype=torch.float64) / half)
+        args = t[:, None].double() * freqs[None]
+        return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+    time_forward = getattr(lt.TimestepEmbedder, "_segtrain_orig", lt.TimestepEmbedder.forward)
+    lt.TimestepEmbedder._segtrain_orig = time_forward
+
+    def timestep_forward(self, t, dtype, timestep_sign=None, r_timestep=None):
+        return time_forward(self, t.double(), torch.float64, timestep_sign, r_timestep)
+    lt.TimestepEmbedder.timestep_embedding = staticmethod(sinusoid)
+    lt.TimestepEmbedder.forward = timestep_forward
+    lt.modulate_fp32 = lambda norm, x, shift, scale: norm(x) * (scale + 1) + shift
+    lt.LayerNorm_FP32.forward = lambda self, x: F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+    lt.RMSNorm_FP32.forward = lambda self, x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+    def freqs_3d(self, grid_size):
+        f, h, w = grid_size
+        hd = self.head_dim
+        dims = (hd - 4 * (hd // 6), 2 * (hd // 6), 2 * (hd // 6))
+        axes = []
+        for n, d in zip((f, h, w), dims):
+            inv = 1.0 / (self.base ** (torch.arange(0, d, 2, dtype=torch.float64)[: d // 2] / d))
+            axes.append(torch.outer(torch.arange(n, dtype=torch.float64), inv).repeat_interleave(2, dim=-1))
+        grid = [a.reshape(*([1] * i), -1, *([1] * (2 - i)), a.shape[-1]).expand(f, h, w, -1)
+                for i, a in enumerate(axes)]
+        return torch.cat(grid, dim=-1).reshape(f * h * w, -1)
+
+    def rope_forward(self, q, k, grid_size):
+        freqs = freqs_3d(self, grid_size)
+        cos, sin = freqs.cos()[None, None], freqs.sin()[None, None]
+        return q * cos + lt._rotate_half(q) * sin, k * cos + lt._rotate_half(k) * sin
+    lt.RotaryPositionalEmbedding.forward = rope_forward
+
+    def final_forward(self, x, t, latent_shape):
+        b, n, c = x.shape
+        shift, scale = lt._reshape_longcat_video_modulation(
+            self.adaLN_modulation(t), batch_size=b, temporal_tokens=latent_shape[0],
+            spatial_tokens=n // latent_shape[0], label="final").chunk(2, dim=-1)
+        x = (self.norm_final(x.view(b, latent_shape[0], -1, c)) * (scale + 1) + shift).view(b, n, c)
+        return self.linear(x)
+    lt.FinalLayer_FP32.forward = final_forward
+
+
+def longcat_video_run(model, t):
+    # SimpleTuner's LongCatVideo._model_predict_single (text to video, no conditioning frames): noisy latents (B, C, F,
+    # H, W) as they are, the caption states and their mask, timesteps float32(1000 sigma) (B), num_cond_latents 0;
+    # the prediction is the output (flow_matching_target_direction +1: its target is noise - latents). The class
+    # returns float32; the reference's float64 is kept.
+    longcat_video_patch()
+    longcat_video_exact(model)
+    timestep = (t["sigma"].float() * 1000).double()
+    out = model(t["latents"], timestep, t["encoder_hidden_states"], encoder_attention_mask=t["encoder_attention_mask"],
+                num_cond_latents=0, return_dict=False)
+    return out[0]
+
+
+LONGCAT_VIDEO_PASSED = ("hidden_states = latents (B, C, F, H, W) = (2, 4, 2, 8, 8) as is (Conv3d patch (1, 2, 2), "
+                        "tokens (frame, row, col)); timestep = float32(sigma * 1000) (B); encoder_hidden_states (B, L, "
+                        "24) N(0, 1) and encoder_attention_mask (B, L) of 6 and 4 tokens (text_tokens_zero_pad: the "
+                        "padding rows zeroed after y_embedder, then attended); num_cond_latents 0; pred = output (B, "
+                        "C, F, H, W); the self-attention over the tokens (SIMPLETUNER_PATCHES)")
 
 
 @exact
@@ -1579,6 +1673,14 @@ fixture("wan-s2v", "simpletuner:wan_s2v.transformer.WanS2VTransformer3DModel",
                                    "output is cut to no tokens",
               r"condition_embedder\.pose_embedder\.weight": "SimpleTuner trains on zero pose latents: only the "
                                                             "bias reaches the tokens"})
+# LongCat-Video (SimpleTuner's longcat_video, no diffusers class): two blocks of 2 heads x 16 (32 x 128 real), the
+# adaLN time width 16 (512), the sinusoid 32 (256), the feed-forward's SwiGLU int(2 * 128 / 3) rounded up to 256
+# (multiple_of: 11008 real), the text 24 wide (4096), text_tokens_zero_pad as the published config (true), (1, 2, 2)
+# patches of 2 latent frames.
+fixture("longcat-video", "simpletuner:longcat_video.transformer.LongCatVideoTransformer3DModel",
+        dict(in_channels=C, out_channels=C, hidden_size=32, depth=2, num_heads=2, caption_channels=JOINT, mlp_ratio=4,
+             adaln_tembed_dim=16, frequency_embedding_size=32, patch_size=(1, 2, 2), text_tokens_zero_pad=True),
+        masked_text_make, longcat_video_run, LONGCAT_VIDEO_PASSED, frames=2)
 
 # Z-Image: as lumina2's, 2 heads x 24 (30 x 128 real), the feed-forward int(48 / 3 * 8) = 128 (10240 real); 16 image
 # tokens, so 16 of the 32 image rows are x_pad_token, and each caption is padded to 32 rows with cap_pad_token.
@@ -2090,6 +2192,8 @@ def write_reference(name, model, t, path, extra_meta):
         stubs = {m: why for m, (_, why) in SIMPLETUNER_STUBS.items() if m.split(".")[0] == family}
         if stubs:
             meta["simpletuner_stubs"] = json.dumps(stubs, sort_keys=True)
+        if family in SIMPLETUNER_PATCHES:
+            meta["simpletuner_patches"] = SIMPLETUNER_PATCHES[family]
     if fx["bf16"]:
         meta["bf16_weights"] = fx["bf16"]
     if fx["factored"]:
@@ -2382,7 +2486,7 @@ def main():
                                                   "fixtures"))
     ap.add_argument("--verify", action="store_true", help="reload each folder and check its pred; write nothing")
     ap.add_argument("--simpletuner", metavar="PATH", help="a SimpleTuner checkout at commit %s (the fixtures of "
-                    "its own classes: boogu-image, mageflow, wan-s2v)" % SIMPLETUNER_COMMIT)
+                    "its own classes: boogu-image, mageflow, wan-s2v, longcat-video)" % SIMPLETUNER_COMMIT)
     ap.add_argument("names", nargs="*", help="fixtures (default all): " + ", ".join(FIXTURES))
     a = ap.parse_args()
     SIMPLETUNER["root"] = a.simpletuner and os.path.abspath(a.simpletuner)
