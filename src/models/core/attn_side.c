@@ -391,6 +391,28 @@ st_status side_attend_backward(pool *p, const attn_shape *as, const attn_mask *m
                                      rows_of(side[SV], z.Tkv, z.K), out, &sv->attn[at / SIDE_PER]);
 }
 
+/* A fused projection (side_attention.fused): y = l(x) over n rows of `parts` blocks of w, block i into dst[i]; back:
+ * the blocks' gradients src[i] side by side into one dL/dy, then l's gradients and dx += */
+static st_status fused_forward(const side_attention *a, float *const *dst, int parts, const lin_layer *l,
+                               const float *x, int64_t n, int64_t w)
+{
+    scratch s = {.pool = a->m->pool};
+    float *y = scratch_take(&s, n * parts * w, MEM_WORKSPACE, "attention.fused");
+    if (!s.status) s.status = fwd(a->m, l, y, x, n);
+    for (int i = 0; !s.status && i < parts; i++) copy_rows(dst[i], w, y + i * w, parts * w, n, w);
+    return scratch_end(&s);
+}
+
+static st_status fused_backward(const side_attention *a, const float *const *src, int parts, const lin_layer *l,
+                                const float *x, int64_t n, int64_t w, float *dx)
+{
+    scratch s = {.pool = a->m->pool};
+    float *dy = scratch_take(&s, n * parts * w, MEM_WORKSPACE, "attention.dfused");
+    for (int i = 0; !s.status && i < parts; i++) copy_rows(dy + i * w, parts * w, src[i], w, n, w);
+    if (!s.status) s.status = bwd(a->m, l, dx, dy, x, n);
+    return scratch_end(&s);
+}
+
 st_status side_attention_forward(const side_attention *a, block_saved *sv, int at, const float *xq, const float *xkv,
                                  bool keep)
 {
@@ -400,9 +422,12 @@ st_status side_attention_forward(const side_attention *a, block_saved *sv, int a
     const int64_t D = z.D, K = z.K, nq = z.nq, nkv = z.nkv;
     float **side = sv->side + at;
     const bool nq_on = a->norm_q >= 0, nk_on = a->norm_k >= 0;
-    st_status st = proj(a, 0, nq_on ? side[SQR] : side[SQ], xq, nq, false, NULL, NULL, false);
-    if (!st) st = proj(a, 1, nk_on ? side[SKR] : side[SK], xkv, nkv, false, NULL, NULL, false);
-    if (!st) st = proj(a, 2, side[SV], xkv, nkv, false, NULL, NULL, false);
+    float *qraw = nq_on ? side[SQR] : side[SQ], *kraw = nk_on ? side[SKR] : side[SK];
+    st_status st = a->fused == SIDE_FUSED_QKV ? fused_forward(a, (float *[]){qraw, kraw, side[SV]}, 3, a->q, xq, nq, D)
+                                              : proj(a, 0, qraw, xq, nq, false, NULL, NULL, false);
+    if (!st && a->fused == SIDE_FUSED_KV) st = fused_forward(a, (float *[]){kraw, side[SV]}, 2, a->k, xkv, nkv, K);
+    if (!st && !a->fused) st = proj(a, 1, kraw, xkv, nkv, false, NULL, NULL, false);
+    if (!st && !a->fused) st = proj(a, 2, side[SV], xkv, nkv, false, NULL, NULL, false);
     if (!st && nq_on) st = qk_norm(a, 0, side[SQ], side[SQR], nq, D);
     if (!st && nk_on) st = qk_norm(a, 1, side[SK], side[SKR], nkv, K);
     if (st) return st;
@@ -425,7 +450,10 @@ st_status side_attention_backward(const side_attention *a, block_saved *sv, int 
     float *dq = scratch_take_zero(&s, nq * D, MEM_WORKSPACE, "attention.dq");
     float *dk = scratch_take_zero(&s, nkv * K, MEM_WORKSPACE, "attention.dk");
     float *dv = scratch_take_zero(&s, nkv * K, MEM_WORKSPACE, "attention.dv");
-    float *draw = scratch_take_zero(&s, nq * D > nkv * K ? nq * D : nkv * K, MEM_WORKSPACE, "attention.draw");
+    const bool qkv = a->fused == SIDE_FUSED_QKV; /* q's and k's raw gradients both live until the fused GEMM */
+    float *draw = scratch_take_zero(&s, qkv ? nq * D + nkv * K : nq * D > nkv * K ? nq * D : nkv * K, MEM_WORKSPACE,
+                                    "attention.draw");
+    float *drawk = qkv ? draw + nq * D : draw;
     if (s.status) return scratch_end(&s);
     if (a->out && (s.status = proj(a, 3, NULL, side[SO], nq, true, datt, dout, false))) return scratch_end(&s);
     s.status = side_attend_backward(m->pool, as, a->mask, sv, at, dq, dk, dv, datt, D);
@@ -435,14 +463,18 @@ st_status side_attention_backward(const side_attention *a, block_saved *sv, int 
         const side_run r = run_at(a, i, nq);
         s.status = norm_back(a, draw + r.r0 * D, dq + r.r0 * D, side[SQR] + r.r0 * D, r.w->norm_q, r.n, D);
     }
-    if (!s.status) s.status = proj(a, 0, NULL, xq, nq, true, dxq, draw, false);
-    if (!s.status) zero_bytes(draw, (size_t)(nkv * K) * sizeof(float));
+    if (!s.status && !qkv) s.status = proj(a, 0, NULL, xq, nq, true, dxq, draw, false);
+    if (!s.status && !qkv) zero_bytes(draw, (size_t)(nkv * K) * sizeof(float));
     for (int64_t i = 0; !s.status && i < runs_of(a); i++) {
         const side_run r = run_at(a, i, nkv);
-        s.status = norm_back(a, draw + r.r0 * K, dk + r.r0 * K, side[SKR] + r.r0 * K, r.w->norm_k, r.n, K);
+        s.status = norm_back(a, drawk + r.r0 * K, dk + r.r0 * K, side[SKR] + r.r0 * K, r.w->norm_k, r.n, K);
     }
-    if (!s.status) s.status = proj(a, 1, NULL, xkv, nkv, true, dxkv, draw, a->k_bias_zero);
-    if (!s.status) s.status = proj(a, 2, NULL, xkv, nkv, true, dxkv, dv, false);
+    if (!s.status && qkv)
+        s.status = fused_backward(a, (const float *[]){draw, drawk, dv}, 3, a->q, xq, nq, D, dxq);
+    else if (!s.status && a->fused == SIDE_FUSED_KV)
+        s.status = fused_backward(a, (const float *[]){drawk, dv}, 2, a->k, xkv, nkv, K, dxkv);
+    else if (!s.status) s.status = proj(a, 1, NULL, xkv, nkv, true, dxkv, drawk, a->k_bias_zero);
+    if (!s.status && !a->fused) s.status = proj(a, 2, NULL, xkv, nkv, true, dxkv, dv, false);
     return scratch_end(&s);
 }
 

@@ -118,7 +118,11 @@ typedef struct side_attention {
      * normed by gen's q, k, v, out, norm_q and norm_k, the rows before it by these; NULL: one set for all rows */
     const struct side_attention *gen;
     int64_t split;
+    /* A checkpoint's fused projection (LongCat-Video's attn.qkv, cross_attn.kv_linear), one GEMM and one adapter:
+     * SIDE_FUSED_QKV: q makes each row's [q | k | v] (k, v unused); SIDE_FUSED_KV: k makes [k | v] (v unused). */
+    int fused;
 } side_attention;
+enum { SIDE_FUSED_QKV = 1, SIDE_FUSED_KV = 2 };
 
 /* a with w's projections and norms (internal.h's attn_weights) */
 static inline side_attention side_attention_of(side_attention a, const attn_weights *w)

@@ -1,6 +1,6 @@
 /* The gated-modules block (gated_block.h): diffusers' CosmosTransformerBlock (without image context or controlnet),
  * and Kandinsky5TransformerEncoderBlock (a text block: no cross-attention) and Kandinsky5TransformerDecoderBlock (a
- * visual block), without sparse attention:
+ * visual block), without sparse attention; and SimpleTuner's LongCatSingleStreamBlock (LongCat-Video) by options:
  *
  *   mod = the family's hook          (module i's (shift_i, scale_i, gate_i) at i 3 D)
  *   x1 = x  + gate1 * out(self_attention(LN(x) (1 + scale1) + shift1))
@@ -10,6 +10,8 @@
  * LayerNorm without affine; q and k RMSNorm-ed per head in both attentions, the self-attention's rotated (Cosmos's
  * pairs rotate-half, Kandinsky 5's interleaved), the cross-attention's not; no key mask (Cosmos's text padding is
  * zero rows, attended; Kandinsky 5's text is unmasked); whether the linears have biases is their registration's.
+ * LongCat-Video's (gated_block.h): q, k, v fused; x2 = x1 + out'(cross_attention(affine LN(x1))), two modules' rows
+ * (6 D); x3 = h + gate3 * ff2(silu(ff0 h) * ff1 h) with h = LN(x2) (1 + scale) + shift, its own residual's start.
  *
  * Forward keeps the modulations, the attentions' inputs (q, k and v after their norms and rotation, and the raw q and
  * k), outputs and states, the output projections, and with KEEP_ALL the feed-forward's two GEMM outputs; everything
@@ -41,8 +43,9 @@ static dims dims_of(const gated_block *b)
 {
     const model_shape *s = &b->m->shape;
     const int64_t T = gated_block_rows(b);
+    const bool modulated_cross = b->cross && !b->plain_cross;
     return (dims){s->batch, T, s->text, s->hidden, s->batch * T, s->batch * s->text, b->ffn,
-                  (b->cross ? 9 : 6) * s->hidden, b->cross ? 2 : 1};
+                  (modulated_cross ? 9 : 6) * s->hidden, modulated_cross ? 2 : 1};
 }
 
 static attn_shape self_shape(const gated_block *b)
@@ -82,8 +85,9 @@ static size_t gated_kept_bytes(const block *blk, keep_level keep)
     const gated_block *b = blk->self;
     dims d = dims_of(b);
     const size_t elem = side_elem(b->m);
+    const int64_t ffn_kept = (b->swiglu ? 2 : 1) * d.N * d.F + d.N * d.D; /* f1 (and f3), f2 */
     return side_block_kept_bytes(gated_side_bytes(blk, elem), self_shape(b), keep,
-                                 d.B * d.M + (b->cross ? 2 : 1) * d.N * d.D, d.N * d.F + d.N * d.D, elem);
+                                 d.B * d.M + (b->cross ? 2 : 1) * d.N * d.D, ffn_kept, elem);
 }
 
 /* ---- pieces run in forward and again in backward ---- */
@@ -109,6 +113,30 @@ static void ln_modulate_back(const gated_block *b, float *gx, float *dmod, float
     layernorm_backward(gx, NULL, NULL, dh, x, NULL, d.N, d.D, stats);
 }
 
+/* the cross-attention's input h from x1: modulated by rows 1, or plain_cross's affine LayerNorm; back: gx += */
+static st_status cross_input(const gated_block *b, float *h, float *ln, const float *x1, const float *mod,
+                             op_state *stats)
+{
+    dims d = dims_of(b);
+    param_set *ps = b->m->params;
+    if (!b->plain_cross) return ln_modulate(b, h, ln, x1, mod, 1, stats);
+    return layernorm_forward(b->m->pool, h, x1, param_at(ps, b->cross_norm_w)->w, param_at(ps, b->cross_norm_b)->w,
+                             d.N, d.D, b->ln_eps, stats);
+}
+
+static void cross_input_back(const gated_block *b, float *gx, float *dmod, float *dh, const float *ln, const float *x1,
+                             const float *mod, op_state *stats)
+{
+    dims d = dims_of(b);
+    param_set *ps = b->m->params;
+    if (!b->plain_cross) {
+        ln_modulate_back(b, gx, dmod, dh, ln, x1, mod, 1, stats);
+        return;
+    }
+    param *w = param_at(ps, b->cross_norm_w), *bias = param_at(ps, b->cross_norm_b);
+    layernorm_backward(gx, w->g, bias->g, dh, x1, w->w, d.N, d.D, stats);
+}
+
 static void rotate_side(const void *self, float *x, bool keys, bool back)
 {
     const gated_block *b = self;
@@ -127,16 +155,23 @@ static side_attention attention_of(const gated_block *b, int at)
     const side_attention a = {.m = b->m, .norm_width = b->m->shape.hidden / b->m->shape.heads, .eps = b->qk_eps,
                               .shape = cross ? cross_shape(b) : self_shape(b), .rotate = cross ? NULL : rotate_side,
                               .block = b};
-    return side_attention_of(a, cross ? &b->ca : &b->sa);
+    side_attention s = side_attention_of(a, cross ? &b->ca : &b->sa);
+    if (b->fused) s.fused = cross ? SIDE_FUSED_KV : SIDE_FUSED_QKV;
+    return s;
 }
 
-/* f1 = ff0(LN(x) (1 + scale) + shift), f2 = ff2(gelu_erf(f1)), the feed-forward module's modulation */
-static st_status ffn_compute(const gated_block *b, const float *x, const float *mod, float *f1, float *f2)
+/* f1 = ff0(h), h = LN(x) (1 + scale) + shift with the feed-forward module's modulation, f2 = ff2(gelu_erf(f1)); with
+ * swiglu f3 = ff1(h) and f2 = ff2(silu(f1) f3) */
+static st_status ffn_compute(const gated_block *b, const float *x, const float *mod, float *f1, float *f3, float *f2)
 {
     dims d = dims_of(b);
     scratch s = {.pool = b->m->pool};
     float *h = scratch_take(&s, d.N * d.D, MEM_WORKSPACE, "gated.ffn.h");
     if (!s.status) s.status = ln_modulate(b, h, NULL, x, mod, d.ff, NULL);
+    if (b->swiglu) {
+        glu_ffn_forward(&s, b->m, &b->ff0, &b->ff1, &b->ff2, h, d.N, d.F, GLU_SILU, f1, f3, f2, "gated.swiglu");
+        return scratch_end(&s);
+    }
     if (!s.status) s.status = fwd(b->m, &b->ff0, f1, h, d.N);
     scratch_drop(&s, h);
     float *g = scratch_take(&s, d.N * d.F, MEM_WORKSPACE, "gated.ffn.gelu");
@@ -167,6 +202,7 @@ static st_status gated_forward(block *blk, const block_state *in, block_state *o
     sv->o[0] = scratch_take(f.ks, ND, f.kt, "gated.attention_out");
     if (b->cross) sv->o2 = scratch_take(f.ks, ND, f.kt, "gated.cross_attention_out");
     sv->f1[0] = scratch_take(f.fs, d.N * d.F, f.ft, "gated.ff0");
+    if (b->swiglu) sv->f3[0] = scratch_take(f.fs, d.N * d.F, f.ft, "gated.ff1");
     sv->f2[0] = scratch_take(f.fs, ND, f.ft, "gated.ff2");
     float *h = scratch_take(&f.tmp, ND, MEM_WORKSPACE, "gated.h");
     st_status st = f.kept.status ? f.kept.status : f.tmp.status;
@@ -181,27 +217,30 @@ static st_status gated_forward(block *blk, const block_state *in, block_state *o
     }
     if (!st) st = fwd(b->m, &b->sa.out, sv->o[0], sv->side[SQ + SO], d.N);
     if (!st) gated_residual_forward(y, x, sv->mod[0] + 2 * d.D, sv->o[0], d.B, d.T, d.D, d.M); /* x1 */
-    if (!st && b->cross && !f.from_host && !(st = ln_modulate(b, h, NULL, y, sv->mod[0], 1, NULL))) {
+    if (!st && b->cross && !f.from_host && !(st = cross_input(b, h, NULL, y, sv->mod[0], NULL))) {
         const side_attention a = attention_of(b, CROSS);
         st = side_attention_forward(&a, sv, CROSS, h, b->m->ctx.text, states && keep != KEEP_ATTENTION_OUTPUT);
     }
     if (!st && f.to_host) st = side_send(sv);
     if (!st && b->cross) st = fwd(b->m, &b->ca.out, sv->o2, sv->side[XO], d.N);
     if (!st && f.to_host) st = side_drop(sv, f.ks);
-    if (!st && b->cross) gated_residual_forward(y, y, sv->mod[0] + 5 * d.D, sv->o2, d.B, d.T, d.D, d.M); /* x2 */
-    if (!st) st = ffn_compute(b, y, sv->mod[0], sv->f1[0], sv->f2[0]);
+    if (!st && b->cross && b->plain_cross) add_to(y, sv->o2, ND); /* x2 */
+    else if (!st && b->cross) gated_residual_forward(y, y, sv->mod[0] + 5 * d.D, sv->o2, d.B, d.T, d.D, d.M);
+    if (!st) st = ffn_compute(b, y, sv->mod[0], sv->f1[0], sv->f3[0], sv->f2[0]);
+    if (!st && b->ffn_on_norm) st = ln_modulate(b, y, h, y, sv->mod[0], d.ff, NULL); /* x3 = h + gate ff(h) */
     if (!st) gated_residual_forward(y, y, sv->mod[0] + (3 * d.ff + 2) * d.D, sv->f2[0], d.B, d.T, d.D, d.M);
     if (!st) *out = (block_state){.n = 1, .t = {y}};
     return frame_end(&f, st, sv, saved_io, &y, 1);
 }
 
 /* grad->t[0] holds dL/dx3 on entry; the residual stream's gradient is accumulated in place, becoming dL/dx2,
- * dL/dx1 and dL/dx. */
+ * dL/dx1 and dL/dx. With ffn_on_norm x3 = h + gate3 ff(h): dL/dh gathers dL/dx3 itself beside the feed-forward's
+ * path, and dL/dx2 comes through h alone. */
 static st_status gated_backward(block *blk, const block_state *in, block_saved *sv, block_state *grad)
 {
     gated_block *b = blk->self;
     dims d = dims_of(b);
-    const int64_t N = d.N, D = d.D, B = d.B, T = d.T, ND = N * D, M = d.M, ff = d.ff;
+    const int64_t N = d.N, D = d.D, B = d.B, T = d.T, ND = N * D, M = d.M, ff = d.ff, gate = (3 * ff + 2) * D;
     const float *x = in->t[0];
     float *gx = grad->t[0];
     const side_attention self_att = attention_of(b, SELF), cross_att = attention_of(b, CROSS);
@@ -214,26 +253,31 @@ static st_status gated_backward(block *blk, const block_state *in, block_saved *
     float *x2 = b->cross ? scratch_take(&s, ND, MEM_WORKSPACE, "gated.x2") : x1; /* the feed-forward's input */
     if (s.status) goto done;
     gated_residual_forward(x1, x, mod + 2 * D, sv->o[0], B, T, D, M);
-    if (b->cross) gated_residual_forward(x2, x1, mod + 5 * D, sv->o2, B, T, D, M);
+    if (b->cross && b->plain_cross) copy_rows(x2, ND, x1, ND, 1, ND), add_to(x2, sv->o2, ND);
+    else if (b->cross) gated_residual_forward(x2, x1, mod + 5 * D, sv->o2, B, T, D, M);
     if (!sv->f1[0]) { /* KEEP_ATTENTION: recompute the feed-forward's GEMM outputs from its input */
         sv->f1[0] = scratch_take(&s, N * d.F, MEM_ACTIVATIONS, "gated.ff0 (recomputed)");
+        if (b->swiglu) sv->f3[0] = scratch_take(&s, N * d.F, MEM_ACTIVATIONS, "gated.ff1 (recomputed)");
         sv->f2[0] = scratch_take(&s, ND, MEM_ACTIVATIONS, "gated.ff2 (recomputed)");
         recomputed = true;
-        if (s.status || (s.status = ffn_compute(b, x2, mod, sv->f1[0], sv->f2[0]))) goto done;
+        if (s.status || (s.status = ffn_compute(b, x2, mod, sv->f1[0], sv->f3[0], sv->f2[0]))) goto done;
     }
-    /* feed-forward: x3 = x2 + gate * ff2(gelu_erf(ff0(h))) */
+    /* feed-forward: x3 = x2 + gate * ff2(gelu_erf(ff0(h))), or swiglu's ff2(silu(ff0 h) ff1 h) */
     float *df2 = scratch_take_zero(&s, ND, MEM_WORKSPACE, "gated.dff2");
     float *g = scratch_take(&s, N * d.F, MEM_WORKSPACE, "gated.gelu");
     float *dg = scratch_take_zero(&s, N * d.F, MEM_WORKSPACE, "gated.dgelu");
     if (s.status) goto done;
-    gelu_erf_forward(g, sv->f1[0], N * d.F);
-    gated_residual_backward(gx, dmod + (3 * ff + 2) * D, df2, gx, mod + (3 * ff + 2) * D, sv->f2[0], B, T, D, M);
+    if (b->swiglu) glu_forward(g, sv->f1[0], sv->f3[0], N, d.F, d.F, GLU_SILU);
+    else gelu_erf_forward(g, sv->f1[0], N * d.F);
+    gated_residual_backward(b->ffn_on_norm ? NULL : gx, dmod + gate, df2, gx, mod + gate, sv->f2[0], B, T, D, M);
     if ((s.status = bwd(b->m, &b->ff2, dg, df2, g, N))) goto done;
     scratch_drop(&s, g);
     scratch_drop(&s, df2);
-    float *df1 = scratch_take_zero(&s, N * d.F, MEM_WORKSPACE, "gated.dff0"); /* gelu_erf_backward accumulates */
+    float *df1 = scratch_take_zero(&s, N * d.F, MEM_WORKSPACE, "gated.dff0"); /* the activations' backward add */
+    float *df3 = b->swiglu ? scratch_take_zero(&s, N * d.F, MEM_WORKSPACE, "gated.dff1") : NULL;
     if (s.status) goto done;
-    gelu_erf_backward(df1, dg, sv->f1[0], N * d.F);
+    if (b->swiglu) glu_backward(df1, df3, dg, sv->f1[0], sv->f3[0], N, d.F, d.F, GLU_SILU);
+    else gelu_erf_backward(df1, dg, sv->f1[0], N * d.F);
     scratch_drop(&s, dg);
     float *ln = scratch_take(&s, ND, MEM_WORKSPACE, "gated.ln");
     float *h = scratch_take(&s, ND, MEM_WORKSPACE, "gated.h");
@@ -241,18 +285,25 @@ static st_status gated_backward(block *blk, const block_state *in, block_saved *
     float *dout = scratch_take(&s, ND, MEM_WORKSPACE, "gated.dout");
     if (s.status || (s.status = ln_modulate(b, h, ln, x2, mod, (int)ff, &stats))) goto done;
     if ((s.status = bwd(b->m, &b->ff0, dh, df1, h, N))) goto done;
+    if (df3 && (s.status = bwd(b->m, &b->ff1, dh, df3, h, N))) goto done;
+    if (df3) scratch_drop(&s, df3);
     scratch_drop(&s, df1);
+    if (b->ffn_on_norm) add_to(dh, gx, ND), zero_bytes(gx, (size_t)ND * sizeof(float));
     ln_modulate_back(b, gx, dmod, dh, ln, x2, mod, (int)ff, &stats);
     op_state_release(&stats);
     side_ffn_drop(sv, &s, &recomputed);
-    if (b->cross) { /* cross-attention: x2 = x1 + gate2 * out'(...), its keys and values from the text */
-        zero_bytes(dout, (size_t)ND * sizeof(float));
-        gated_residual_backward(gx, dmod + 5 * D, dout, gx, mod + 5 * D, sv->o2, B, T, D, M);
-        if ((s.status = ln_modulate(b, h, ln, x1, mod, 1, &stats))) goto done;
+    if (b->cross) { /* cross-attention: x2 = x1 + gate2 * out'(...) (plain_cross: ungated), its keys and values from
+                       the text */
+        if (b->plain_cross) copy_rows(dout, ND, gx, ND, 1, ND);
+        else {
+            zero_bytes(dout, (size_t)ND * sizeof(float));
+            gated_residual_backward(gx, dmod + 5 * D, dout, gx, mod + 5 * D, sv->o2, B, T, D, M);
+        }
+        if ((s.status = cross_input(b, h, ln, x1, mod, &stats))) goto done;
         zero_bytes(dh, (size_t)ND * sizeof(float));
         if ((s.status = side_attention_backward(&cross_att, sv, CROSS, dout, h, b->m->ctx.text, dh, b->m->ctx.dtext)))
             goto done;
-        ln_modulate_back(b, gx, dmod, dh, ln, x1, mod, 1, &stats);
+        cross_input_back(b, gx, dmod, dh, ln, x1, mod, &stats);
         op_state_release(&stats);
     }
     /* self-attention: x1 = x + gate1 * out(...) */
@@ -267,6 +318,16 @@ done:
     op_state_release(&stats);
     side_ffn_forget(sv, &recomputed);
     return scratch_end(&s);
+}
+
+st_status gated_modulate_linear(const gated_block *b, float *mod)
+{
+    return fwd(b->m, &b->mod, mod, b->m->ctx.cs, b->m->shape.batch);
+}
+
+st_status gated_modulate_linear_back(const gated_block *b, const float *dmod)
+{
+    return bwd(b->m, &b->mod, b->m->ctx.dcs, dmod, b->m->ctx.cs, b->m->shape.batch);
 }
 
 const block_kind gated_block_kind = {

@@ -29,7 +29,21 @@ struct gated_block {
     /* the hooks' weights: Kandinsky 5's one linear; Cosmos's three AdaLN-LoRA pairs of width lora */
     lin_layer mod, ada1[3], ada2[3];
     int64_t lora;
+    /* LongCat-Video's (longcat_video.c): */
+    bool fused;         /* the self-attention's q, k, v one GEMM (sa.q: attn.qkv), the cross-attention's k, v one
+                           (ca.k) */
+    bool plain_cross;   /* the cross-attention reads an affine LayerNorm (cross_norm_w, _b) of the stream and adds
+                           ungated: no modulation rows of its own */
+    bool swiglu;        /* the feed-forward ff2(silu(ff0 h) * ff1 h), not ff2(gelu_erf(ff0 h)) */
+    bool ffn_on_norm;   /* its residual starts from its modulated input h, not x2 (SimpleTuner's
+                           LongCatSingleStreamBlock assigns x = modulate(...) before x = x + gate * ffn(x)) */
+    lin_layer ff1;
+    int cross_norm_w, cross_norm_b;
 };
+/* The modulation hook of a block whose rows are mod(m->ctx.cs) (B, its modulations), cs the model's SiLU(time
+ * embedding) a sample, and back into m->ctx.dcs (Kandinsky 5's, LongCat-Video's) */
+st_status gated_modulate_linear(const gated_block *b, float *mod);
+st_status gated_modulate_linear_back(const gated_block *b, const float *dmod);
 
 extern const block_kind gated_block_kind;
 

@@ -31,18 +31,6 @@
 #define K5_LN_EPS 1e-5f                       /* nn.LayerNorm's default, every LayerNorm of the model */
 #define K5_QK_EPS 1.1920928955078125e-07f     /* nn.RMSNorm(eps=None) on float32 q and k: finfo(float32).eps */
 
-/* A block's (gated_block.c) modulations: out_layer(SiLU(time_embed)) (6 D for a text block, 9 D for a visual one,
- * with a bias), m->ctx.cs = SiLU(time_embed) (B, time_dim), and back into m->ctx.dcs */
-static st_status k5_modulate(const gated_block *b, float *mod)
-{
-    return fwd(b->m, &b->mod, mod, b->m->ctx.cs, b->m->shape.batch);
-}
-
-static st_status k5_modulate_back(const gated_block *b, const float *dmod)
-{
-    return bwd(b->m, &b->mod, b->m->ctx.dcs, dmod, b->m->ctx.cs, b->m->shape.batch);
-}
-
 /* an attention's to_query, to_key, to_value, query_norm, key_norm and out_layer, in the state_dict's order */
 static void attention_register(param_set *s, const char *prefix, const char *name, attn_weights *w,
                                const model_config *c)
@@ -125,8 +113,8 @@ static st_status k5_create(model *m)
             const bool visual = q == 1;
             *b = (gated_block){.m = m, .cross = visual, .text_rows = !visual, .ln_eps = K5_LN_EPS,
                                .qk_eps = K5_QK_EPS, .rope = visual ? &d->vrope : &d->trope,
-                               .ffn = c->ffn_dim ? c->ffn_dim : 4 * D, .modulate = k5_modulate,
-                               .modulate_back = k5_modulate_back};
+                               .ffn = c->ffn_dim ? c->ffn_dim : 4 * D, .modulate = gated_modulate_linear,
+                               .modulate_back = gated_modulate_linear_back};
             snprintf(prefix, sizeof prefix, "%s.%d", seqs[q], i);
             k5_block_register(s, b, prefix, c);
         }
