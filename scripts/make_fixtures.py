@@ -862,6 +862,45 @@ def longcat_video_exact(model):
     lt.FinalLayer_FP32.forward = final_forward
 
 
+def longcat_video_float32_regions():
+    """For bf16 runs (bf16_yardstick.py); a no-op on float64. The class's float32 regions (its time embedding, every
+    modulation and gated residual, the feed-forward, the final layer) are torch.autocast(dtype=float32,
+    enabled=device is cuda): on CUDA their linears run in float32 whatever their weights' dtype; CPU autocast takes
+    bf16 and fp16 only, so on the CPU the regions are off and the float32 time meets bf16 weights (a dtype error).
+    Here each region runs as CUDA runs it: autocast off, and every linear's half-precision operands in float32."""
+    import contextlib
+    import simpletuner.helpers.models.longcat_video.transformer as lt
+    if getattr(lt, "_segtrain_float32_regions", False):
+        return
+
+    def up(a):
+        return a.float() if isinstance(a, torch.Tensor) and a.dtype in (torch.bfloat16, torch.float16) else a
+
+    class Float32Linears(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if getattr(func, "__name__", "") == "linear":
+                args, kwargs = tuple(up(a) for a in args), {k: up(v) for k, v in kwargs.items()}
+            return func(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def autocast(device_type, dtype=None, enabled=True, **kw):
+        if device_type == "cpu" and dtype is torch.float32:
+            with torch.autocast("cpu", enabled=False), Float32Linears():
+                yield
+        else:
+            with torch.autocast(device_type, dtype=dtype, enabled=enabled, **kw):
+                yield
+
+    class Torch:
+        def __getattr__(self, name):
+            return getattr(torch, name)
+    proxy = Torch()
+    proxy.autocast = autocast
+    lt.torch = proxy
+    lt._segtrain_float32_regions = True
+
+
 def longcat_video_run(model, t):
     # SimpleTuner's LongCatVideo._model_predict_single (text to video, no conditioning frames): noisy latents (B, C, F,
     # H, W) as they are, the caption states and their mask, timesteps float32(1000 sigma) (B), num_cond_latents 0;
@@ -869,6 +908,7 @@ def longcat_video_run(model, t):
     # returns float32; the reference's float64 is kept.
     longcat_video_patch()
     longcat_video_exact(model)
+    longcat_video_float32_regions()
     timestep = (t["sigma"].float() * 1000).double()
     out = model(t["latents"], timestep, t["encoder_hidden_states"], encoder_attention_mask=t["encoder_attention_mask"],
                 num_cond_latents=0, return_dict=False)

@@ -407,9 +407,9 @@ JSON
 expect 0 "a SimpleTuner flux config plans Flux dev at its real size" \
   "model flux-dev \\(flux\\): 19 double-stream \\+ 38 single-stream blocks, width 3072, 24 heads, 1024 image \\+ 512 text tokens" -- \
   "$bin" plan --config st.json
-out=$("$bin" plan --config st.json --set model_family=longcat_video --set model_flavour=final 2>&1); rc=$?
-[ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "model_family longcat_video (.*flavour final): needs the cross-attention DiT" <<<"$out" &&
-  ok "a SimpleTuner family not built yet: one line naming it and its topology" || bad "longcat_video refusal (exit $rc): $out"
+out=$("$bin" plan --config st.json --set model_family=infinitetalk --set model_flavour=single-14b-480p 2>&1); rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "model_family infinitetalk (.*flavour single-14b-480p): needs the cross-attention DiT" <<<"$out" &&
+  ok "a SimpleTuner family not built yet: one line naming it and its topology" || bad "infinitetalk refusal (exit $rc): $out"
 expect 0 "--set comes before validation: the same file plans on mmdit" "1024 image \\+ 8 text tokens" -- \
   "$bin" plan --config st.json --set model_family=mmdit
 expect 0 "unknown keys split by what ignoring them costs" "ignoring keys that only report or publish: hub_model_id" -- \
@@ -425,8 +425,8 @@ expect 2 "an unknown option names --set" "unknown option '--frobnicate': neither
 out=$("$bin" plan --config <(echo '{"train_batch_size": 0, "optimizer": "sgd", "seed": -1}') 2>&1)
 grep -q "3 errors in the config" <<<"$out" && grep -q "train_batch_size: 0" <<<"$out" && grep -q 'optimizer: "sgd"' <<<"$out" &&
   grep -q "seed: -1" <<<"$out" && ok "every error of a config in one run" || bad "all errors: $out"
-out=$("$bin" plan --config st.json --set model_family=longcat_video --set model_flavour=final --set attention_mechanism=metal-flash-attention-int8 --set train_batch_size=0 2>&1)
-grep -q "3 errors in the config:" <<<"$out" && [ "$(sed -n 2p <<<"$out" | grep -c "model_family longcat_video (")" -eq 1 ] &&
+out=$("$bin" plan --config st.json --set model_family=infinitetalk --set model_flavour=single-14b-480p --set attention_mechanism=metal-flash-attention-int8 --set train_batch_size=0 2>&1)
+grep -q "3 errors in the config:" <<<"$out" && [ "$(sed -n 2p <<<"$out" | grep -c "model_family infinitetalk (")" -eq 1 ] &&
   grep -q 'train_batch_size: "0"' <<<"$out" && ok "a family not built leads the report of a config's other errors" ||
   bad "family with other errors: $out"
 expect 1 "a quantized attention is refused with the nearest" 'is refused: quantized attention.*nearest it takes is flash' -- \
@@ -729,6 +729,11 @@ expect 1 "heartmula trains on no data but synthetic_data: the token data it lack
   --set output_dir=heartmula-out
 trains_one_step "heartmula trains on synthetic tokens with SimpleTuner's token objective" heartmula -- \
   --set model_family=heartmula --set model_preset=heartmula-tiny --set train_batch_size=2
+expect 0 "SimpleTuner's longcat_video example plans LongCat-Video (its ramtorch streaming every block)" \
+  "model longcat-video \\(longcat_video\\): 48 cross-attention blocks" -- \
+  "$bin" plan --config "$src/tests/fixtures/simpletuner/longcat-video.peft-lora+ramtorch.json"
+trains_one_step "longcat_video trains with SimpleTuner's flow objective (SwiGLU, fused q k v, zero-padded caption)" \
+  longcat_video -- --set model_family=longcat_video --set model_preset=longcat-video-tiny
 trains_one_step "mageflow trains with SimpleTuner's flow objective (a batch of 3: a rotary frame per sample)" mageflow -- \
   --set model_family=mageflow --set model_preset=mageflow-tiny --set train_batch_size=3
 expect 0 "SimpleTuner's wan_s2v example plans Wan2.2-S2V-14B at 832x480, 81 frames: the reference tokens, 12 audio injectors, ramtorch" \

@@ -143,10 +143,10 @@ static void test_families(void)
     EXPECT_REFUSAL("{\"model_family\": \"flux\", \"model_preset\": \"dit-s2\"}", ST_ERR_INVALID,
                    "dit-s2 belongs to the dit family");
     /* SimpleTuner's names: each names its topology and that it is planned */
-    EXPECT_REFUSAL("{\"model_family\": \"longcat_video\"}", ST_ERR_UNSUPPORTED, "model_family longcat_video (",
-                   "cross-attention DiT", "LongCatVideoTransformer3DModel", "planned", "--set model_family=mmdit");
-    EXPECT_REFUSAL("{\"model_family\": \"longcat_video\"}", ST_ERR_UNSUPPORTED, "cross-attention DiT",
-                   "LongCatVideoTransformer3DModel");
+    EXPECT_REFUSAL("{\"model_family\": \"infinitetalk\"}", ST_ERR_UNSUPPORTED, "model_family infinitetalk (",
+                   "cross-attention DiT", "InfiniteTalkTransformer3DModel", "planned", "--set model_family=mmdit");
+    EXPECT_REFUSAL("{\"model_family\": \"infinitetalk\"}", ST_ERR_UNSUPPORTED, "cross-attention DiT",
+                   "InfiniteTalkTransformer3DModel");
     /* LTX-Video: both flavours are the 0.9.5 transformer, its VAE 8x in time (num_frames 8 k + 1) */
     CHECK(from_json("{\"model_family\": \"ltxvideo\"}", &mc) == ST_OK && !strcmp(mc.preset, "ltxvideo-0.9.5") &&
           mc.hidden == 2048 && mc.channels == 128 && mc.patch == 1 && mc.text_len == 226 && mc.vae_scale == 32);
@@ -204,11 +204,12 @@ static void test_families(void)
     CHECK(from_json("{\"model_family\": \"kandinsky5_image\"}", &mc) == ST_OK && !model_video(&mc));
     CHECK(from_json("{\"model_family\": \"sanavideo\"}", &mc) == ST_OK && !strcmp(mc.preset, "sanavideo-2b-480p") &&
           model_video(&mc) && !strcmp(mc.family, "sanavideo"));
-    /* SimpleTuner's adjust_video_frames (8 k + 1 frames) is in exactly these classes: Wan, LTX-Video (both) and Sana
-     * Video, read by the data's frame buckets as a trait */
+    /* SimpleTuner's adjust_video_frames (8 k + 1 frames) is in exactly these classes: Wan, LTX-Video (both), Sana
+     * Video and LongCat-Video, read by the data's frame buckets as a trait */
     for (int i = 0; model_family_name(i); i++) {
         const char *f = model_family_name(i);
-        const bool trims = !strcmp(f, "wan") || !strcmp(f, "ltxvideo") || !strcmp(f, "ltxvideo2") || !strcmp(f, "sanavideo");
+        const bool trims = !strcmp(f, "wan") || !strcmp(f, "ltxvideo") || !strcmp(f, "ltxvideo2") ||
+                           !strcmp(f, "sanavideo") || !strcmp(f, "longcat_video");
         char json[160];
         snprintf(json, sizeof json, "{\"model_family\": \"%s\"}", f);
         if (from_json(json, &mc) != ST_OK) continue; /* a planned family, refused by name above and below */
@@ -249,7 +250,7 @@ static void test_families(void)
                            !strcmp(name, "sana") || !strcmp(name, "sanavideo") || !strcmp(name, "sd1x") ||
                            !strcmp(name, "sdxl") || !strcmp(name, "kolors") || !strcmp(name, "stable_cascade") ||
                            !strcmp(name, "zlab_i1") || !strcmp(name, "mageflow") || !strcmp(name, "wan_s2v") ||
-                           !strcmp(name, "heartmula");
+                           !strcmp(name, "heartmula") || !strcmp(name, "longcat_video");
         /* z_image: its default flavour (a turbo one) is refused with the reason, its base built (test_zimage_json) */
         CHECKF(built ? s == ST_OK : s == ST_ERR_UNSUPPORTED, "%s: %d %s", name, (int)s, st_error());
     }
@@ -1226,6 +1227,44 @@ static void test_wan_s2v_json(void)
     remove(dir);
 }
 
+/* LongCatVideoTransformer3DModel's config.json (meituan-longcat/LongCat-Video's published one) reads as the
+ * longcat-video preset; the block-sparse attention, packed captions, context parallelism, TwinFlow's and FlowMap's
+ * time conditioning, other patches and output widths are refused by name. */
+static void test_longcat_video_json(void)
+{
+    char dir[] = "/tmp/segtrain-longcat-video-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+#define LV "{\"_class_name\": \"LongCatVideoTransformer3DModel\", \"text_tokens_zero_pad\": true, "
+    tk_write_file(dir, "config.json", LV "\"in_channels\": 16, \"out_channels\": 16, \"hidden_size\": 4096, "
+                  "\"depth\": 48, \"num_heads\": 32, \"caption_channels\": 4096, \"mlp_ratio\": 4, "
+                  "\"adaln_tembed_dim\": 512, \"frequency_embedding_size\": 256, \"patch_size\": [1, 2, 2], "
+                  "\"enable_flashattn3\": false, \"enable_flashattn2\": true, \"enable_xformers\": false, "
+                  "\"enable_bsa\": false, \"bsa_params\": {\"sparsity\": 0.9375}, \"cp_split_hw\": [1, 1]}");
+    model_config mc, want;
+    CHECK(model_preset("longcat-video-tiny", &mc) == ST_OK && model_preset("longcat-video", &want) == ST_OK);
+    mc.height = want.height, mc.width = want.width, mc.text_len = want.text_len, mc.frames = want.frames;
+    CHECKF(model_config_from_diffusers(dir, &mc) == ST_OK && mc.depth == 48 && mc.hidden == want.hidden &&
+               mc.heads == want.heads && mc.channels == 16 && mc.patch == 2 && mc.text_dim == 4096 &&
+               mc.time_dim == 512 && mc.time_channels == 256 && mc.ffn_dim == 11008 && mc.ffn_dim == want.ffn_dim &&
+               model_config_check(&mc) == ST_OK,
+           "%s", st_error());
+    const char *bad[][2] = {
+        {LV "\"enable_bsa\": true}", "enable_bsa"},
+        {"{\"_class_name\": \"LongCatVideoTransformer3DModel\"}", "text_tokens_zero_pad false"},
+        {LV "\"cp_split_hw\": [2, 1]}", "cp_split_hw"},
+        {LV "\"enable_time_sign_embed\": true}", "enable_time_sign_embed"},
+        {LV "\"deltatime_type\": \"r\"}", "deltatime_type"},
+        {LV "\"patch_size\": [2, 2, 2]}", "patch_size"},
+        {LV "\"out_channels\": 32}", "out_channels"},
+    };
+#undef LV
+    expect_json_refusals(dir, "config.json", "longcat-video-tiny", bad, sizeof bad / sizeof *bad, 0, false);
+    CHECK(from_json("{\"model_family\": \"longcat_video\"}", &mc) == ST_OK && !strcmp(mc.preset, "longcat-video"));
+    CHECK(from_json("{\"model_family\": \"longcat_video\", \"model_flavour\": \"final\"}", &mc) == ST_OK);
+    remove(tk_path(dir, "config.json"));
+    remove(dir);
+}
+
 /* QwenImage21Transformer2DModel's config.json (the class defaults) reads as the qwen-image-2.1 preset, SimpleTuner's
  * qwen_image at segtrain's flavour v2.1; what segtrain does not build is refused by name. */
 static void test_qwen21_json(void)
@@ -1680,6 +1719,7 @@ int main(void)
     test_zlab_i1_json();
     test_mageflow_json();
     test_wan_s2v_json();
+    test_longcat_video_json();
     test_qwen21_json();
     test_minimax_json();
     test_cosmos3_json();

@@ -933,6 +933,7 @@ int main(void)
     test_fixture("cosmos", "cosmos2-tiny"); /* AdaLN-LoRA, rotate-half NTK RoPE, the padding-mask channel */
     test_fixture("kandinsky5", "kandinsky5-image-tiny"); /* text blocks then visual blocks, 9-way modulation */
     test_fixture("kandinsky5-video", "kandinsky5-video-tiny"); /* video, visual_cond's zero reference channels */
+    test_fixture("longcat-video", "longcat-video-tiny"); /* gated_block's LongCat options: fused q k v, SwiGLU */
     test_fixture("anima", "anima-tiny"); /* cosmos's with its text conditioner, loaded from text_conditioner/ */
     test_fixture("wan", "wan-tiny"); /* video, 3D rotary, q/k RMSNorm across heads, norm2 */
     test_fixture("wan-vace", "wan-vace-tiny"); /* wan's with VACE's control branch: a second sequence's hints */

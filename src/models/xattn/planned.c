@@ -4,5 +4,3 @@
 const family_desc infinitetalk_desc =
     PLANNED_FAMILY(TOPO_XATTN, "infinitetalk", "InfiniteTalk", "InfiniteTalkTransformer3DModel", "single-14b-480p");
 
-const family_desc longcat_video_desc =
-    PLANNED_FAMILY(TOPO_XATTN, "longcat_video", "LongCat-Video", "LongCatVideoTransformer3DModel", "final");
