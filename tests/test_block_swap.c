@@ -383,7 +383,6 @@ static void test_every_family(void)
         const char *preset = model_preset_name(i);
         model_config mc;
         if (!strstr(preset, "-tiny") || model_preset(preset, &mc)) continue;
-        if (model_tokens(&mc)) continue; /* a token model's batch is ids, which tk_random_batch does not make */
         mc = lora_on(preset, 0, QUANT_NONE, false);
         pool *dry = pool_create_dry(POOL_DEVICE, 0);
         model *m = NULL;

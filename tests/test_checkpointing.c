@@ -431,9 +431,7 @@ static test_batch *make_batch(const model_config *mc, int64_t n, uint64_t seed, 
     b->noise = malloc((size_t)count * sizeof(float));
     rng_fill_normal(b->x0, count, seed, 1, 0, 1);
     rng_fill_normal(b->noise, count, seed, 2, 0, 1);
-    for (int64_t i = 0; model_tokens(mc) && i < count; i++) /* a token model's data: ids of its codebooks and text */
-        b->x0[i] = (float)((i * 7919 + (int64_t)seed) % (i % mc->channels == mc->channels - 1 ? mc->text_vocab
-                                                                                               : mc->classes));
+    tk_token_ids(mc, b->x0, count, seed);
     memcpy(b->t, t, (size_t)n * sizeof *t);
     b->fb = (flow_batch){.batch = n, .x0 = b->x0, .noise = b->noise, .t = b->t, .cond = b->y, .grad_scale = 1.0f};
     return b;

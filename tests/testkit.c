@@ -336,12 +336,20 @@ tk_batch tk_random_batch(const model_config *mc, int64_t n, uint64_t seed)
     b.y = malloc((size_t)(n * L) * sizeof(float));
     rng_fill_normal(b.x0, n * b.per, seed, 1, 0, 1);
     rng_fill_normal(b.noise, n * b.per, seed, 2, 0, 1);
+    tk_token_ids(mc, b.x0, n * b.per, seed);
     for (int64_t i = 0; i < n; i++) {
         b.t[i] = (float)(0.1 + 0.8 * rng_uniform(seed, 3, (uint64_t)i));
         static const char *const captions[] = {"a red circle", "", "green", "a blue square"};
         model_condition(mc, (i * 7) % (mc->classes + 1), captions[i % 4], b.y + i * L);
     }
     return b;
+}
+
+void tk_token_ids(const model_config *mc, float *x0, int64_t count, uint64_t seed)
+{
+    for (int64_t i = 0; model_tokens(mc) && i < count; i++)
+        x0[i] = (float)((i * 7919 + (int64_t)seed) % (i % mc->channels == mc->channels - 1 ? mc->text_vocab
+                                                                                           : mc->classes));
 }
 
 flow_batch tk_flow(const tk_batch *b)

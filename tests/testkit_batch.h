@@ -13,8 +13,11 @@ typedef struct tk_batch {
 
 /* x0 and noise standard normal (streams 1 and 2 of the seed), t in (0.1, 0.9) (stream 3), labels
  * (i * 7) mod (classes + 1), which includes the null label, or for a captioned family captions of 0 .. 3 words
- * (the empty one: only padding). */
+ * (the empty one: only padding). A token model's x0 is ids instead (tk_token_ids). */
 tk_batch tk_random_batch(const model_config *mc, int64_t n, uint64_t seed);
+/* A token model's data (model_tokens): count floats of ids, each column of a sample's rows below its vocabulary
+ * (the codebooks' classes, the last column the text's), spread by the seed; nothing for another model. */
+void tk_token_ids(const model_config *mc, float *x0, int64_t count, uint64_t seed);
 flow_batch tk_flow(const tk_batch *b);
 void tk_free_batch(tk_batch *b);
 

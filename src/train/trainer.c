@@ -1221,7 +1221,8 @@ st_status trainer_step(trainer *t, train_step_info *info)
         if ((st = checkpoint(t))) return st;
         info->checkpoint = t->rank ? NULL : t->checkpoint;
     }
-    const bool images = model_get_config(t->run.m)->channels == 3 && !t->cached; /* no VAE: pixels sample as images */
+    const model_config *mc = model_get_config(t->run.m); /* no VAE: pixels sample as images; a token model: no */
+    const bool images = mc->channels == 3 && !t->cached && !model_tokens(mc);
     if (val && t->steps_done % val == 0 && images && !t->rank) {
         if ((st = validate(t))) return st;
         info->validation = t->validation;
