@@ -621,6 +621,33 @@ static void test_ace_step(void)
     CHECK(pool_destroy(p) == 0);
 }
 
+/* A Wan-style fixture whose conditioning is several tensors side by side (model.h's layout): each sample's parts
+ * packed in order (their per-sample sizes summing to model_cond_len), the times 1000 sigma, then the step unchecked
+ * and checkpointed against the file's pred, loss and gradients, and in bf16 against its yardstick. */
+static void run_parts(const char *name, const char *file, sft_file *f, model *m, int64_t B, int64_t per,
+                      const char *const *parts, const int64_t *sizes, int n)
+{
+    const int64_t K = model_cond_len(model_get_config(m));
+    int64_t sum = 0;
+    for (int i = 0; i < n; i++) sum += sizes[i];
+    CHECK(K == sum);
+    float *cond = malloc((size_t)(B * K) * sizeof(float)), *ts = malloc((size_t)B * sizeof(float));
+    for (int i = 0, at = 0; i < n; at += (int)sizes[i], i++) {
+        float *t = tensor(f, parts[i], B * sizes[i]);
+        for (int64_t b = 0; b < B; b++) memcpy(cond + b * K + at, t + b * sizes[i], (size_t)sizes[i] * sizeof(float));
+        free(t);
+    }
+    float *x = tensor(f, "latents", B * per), *sigma = tensor(f, "sigma", B), *target = tensor(f, "target", B * per);
+    float *want_pred = tensor(f, "pred", B * per), *want_loss = tensor(f, "loss", 1);
+    for (int64_t b = 0; b < B; b++) ts[b] = 1000.0f * sigma[b];
+    fixture_run r[2];
+    run_both(m, x, ts, cond, target, B, r);
+    compare(name, f, model_params(m), r, (const float *[2]){r[0].pred, r[1].pred}, want_pred, want_loss[0], B * per);
+    check_bf16(name, file, f, m, x, ts, cond, target, B, want_pred, want_loss[0]);
+    for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
+    free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(cond), free(ts);
+}
+
 /* Wan Animate: after the text, a sample's conditioning holds the reference image's CLIP tokens, the condition
  * latents, the pose latents and the face video (model.h's layout); the fixture's hidden_states are the latents and
  * the condition latents concatenated on channels, which segtrain's model does itself; at file's shape and batch. */
@@ -647,28 +674,11 @@ static void test_wan_animate(const char *file)
           mc.cond_channels == C + 4 && model_face_frames(&mc) == 4 * F - 7);
     pool *p = NULL;
     model *m = fixture_model(dir, &mc, &p);
-    param_set *ps = model_params(m);
-    const int64_t per = C * F * H * W, K = model_cond_len(&mc);
     const char *parts[5] = {"encoder_hidden_states", "encoder_hidden_states_image", "condition_latents",
                             "pose_hidden_states", "face_pixel_values"};
     const int64_t sizes[5] = {L * mc.text_dim, mc.image_tokens * mc.image_dim, mc.cond_channels * F * H * W,
                               C * (F - 1) * H * W, 3 * model_face_frames(&mc) * mc.face_size * mc.face_size};
-    CHECK(K == sizes[0] + sizes[1] + sizes[2] + sizes[3] + sizes[4]);
-    float *cond = malloc((size_t)(B * K) * sizeof(float)), *ts = malloc((size_t)B * sizeof(float));
-    for (int i = 0, at = 0; i < 5; at += (int)sizes[i], i++) {
-        float *t = tensor(f, parts[i], B * sizes[i]);
-        for (int64_t b = 0; b < B; b++) memcpy(cond + b * K + at, t + b * sizes[i], (size_t)sizes[i] * sizeof(float));
-        free(t);
-    }
-    float *x = tensor(f, "latents", B * per), *sigma = tensor(f, "sigma", B), *target = tensor(f, "target", B * per);
-    float *want_pred = tensor(f, "pred", B * per), *want_loss = tensor(f, "loss", 1);
-    for (int64_t b = 0; b < B; b++) ts[b] = 1000.0f * sigma[b];
-    fixture_run r[2];
-    run_both(m, x, ts, cond, target, B, r);
-    compare("wan-animate", f, ps, r, (const float *[2]){r[0].pred, r[1].pred}, want_pred, want_loss[0], B * per);
-    check_bf16("wan-animate", file, f, m, x, ts, cond, target, B, want_pred, want_loss[0]);
-    for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
-    free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(cond), free(ts);
+    run_parts("wan-animate", file, f, m, B, C * F * H * W, parts, sizes, 5);
     sft_close(f);
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);
@@ -700,26 +710,9 @@ static void test_wan_s2v(const char *file)
           mc.audio_channels == aud->shape[2] && aud->shape[3] == F && mc.audio_inject == 5);
     pool *p = NULL;
     model *m = fixture_model(dir, &mc, &p);
-    param_set *ps = model_params(m);
-    const int64_t per = C * F * H * W, K = model_cond_len(&mc);
     const char *parts[3] = {"encoder_hidden_states", "audio_embeds", "image_latents"};
     const int64_t sizes[3] = {L * mc.text_dim, mc.audio_layers * mc.audio_channels * F, C * H * W};
-    CHECK(K == sizes[0] + sizes[1] + sizes[2]);
-    float *cond = malloc((size_t)(B * K) * sizeof(float)), *ts = malloc((size_t)B * sizeof(float));
-    for (int i = 0, at = 0; i < 3; at += (int)sizes[i], i++) {
-        float *t = tensor(f, parts[i], B * sizes[i]);
-        for (int64_t b = 0; b < B; b++) memcpy(cond + b * K + at, t + b * sizes[i], (size_t)sizes[i] * sizeof(float));
-        free(t);
-    }
-    float *x = tensor(f, "latents", B * per), *sigma = tensor(f, "sigma", B), *target = tensor(f, "target", B * per);
-    float *want_pred = tensor(f, "pred", B * per), *want_loss = tensor(f, "loss", 1);
-    for (int64_t b = 0; b < B; b++) ts[b] = 1000.0f * sigma[b];
-    fixture_run r[2];
-    run_both(m, x, ts, cond, target, B, r);
-    compare("wan-s2v", f, ps, r, (const float *[2]){r[0].pred, r[1].pred}, want_pred, want_loss[0], B * per);
-    check_bf16("wan-s2v", file, f, m, x, ts, cond, target, B, want_pred, want_loss[0]);
-    for (int k = 0; k < 2; k++) free(r[k].pred), free(r[k].grads);
-    free(x), free(sigma), free(target), free(want_pred), free(want_loss), free(cond), free(ts);
+    run_parts("wan-s2v", file, f, m, B, C * F * H * W, parts, sizes, 3);
     sft_close(f);
     model_destroy(m);
     CHECK(pool_destroy(p) == 0);
