@@ -9,6 +9,9 @@ the user's local diffusers pipeline the way its pipeline makes them, for `segtra
                 [--max_sequence_length N] [--motion_score N] [--text_encoder_layers L,L,...]
                 [--dtype float32|bfloat16] [--seed 0] [--device cpu] [--check] [--buckets FILE]
   make_cache.py --tiny-random [--family F] --images DIR --out DIR [--pipeline DIR] [--check]   (tests)
+  make_cache.py --family heartmula --audio DIR --tokenizer DIR --out DIR [--num_codebooks 8]
+                [--audio_vocab_size 8197] [--text_vocab_size 128256]   (precomputed HeartCodec tokens: a token cache,
+                scripts/heartmula_cache.py; --tiny-random makes tests/fixtures/cache-heartmula-tiny)
 
 --buckets FILE takes `segtrain buckets --json`'s output: each image it lists (under --images) is cached at its aspect
 bucket's size, resized and cropped as segtrain's assignment says (cache.json version 2, a shape per sample); a video
@@ -1228,10 +1231,10 @@ NOT_CACHED = {
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--images", required=True, help="image folder (recursive), captions per --caption_strategy")
+    ap.add_argument("--images", help="image folder (recursive), captions per --caption_strategy")
     ap.add_argument("--out", required=True, help="the cache folder to write (cache.json and one file per image)")
     ap.add_argument("--pipeline", help="local diffusers pipeline folder (with --tiny-random: where to build one)")
-    ap.add_argument("--family", default="flux", choices=sorted(set(FAMILIES) | set(NOT_CACHED)),
+    ap.add_argument("--family", default="flux", choices=sorted(set(FAMILIES) | set(NOT_CACHED) | {"heartmula"}),
                     help="SimpleTuner's model_family")
     ap.add_argument("--flavour", help="SimpleTuner's model_flavour (flux: dev or schnell; recorded for the others)")
     ap.add_argument("--resolution", type=int,
@@ -1262,7 +1265,21 @@ def main():
                     help="encode every caption again through the diffusers pipeline method the family's encoder "
                          "follows and stop unless they are bit-equal (sana, sanavideo, ltxvideo, lumina2, z_image, "
                          "cosmos3, qwen_image, krea2, flux2)")
+    ap.add_argument("--audio", help="heartmula: the folder of NAME.tokens.npy (HeartCodec's codes), NAME.txt (tags) "
+                    "and NAME.lyrics, as SimpleTuner's audio backend gives them (scripts/heartmula_cache.py)")
+    ap.add_argument("--tokenizer", help="heartmula: HeartMuLaGen's folder (tokenizer.json and gen_config.json)")
+    ap.add_argument("--num_codebooks", type=int, help="heartmula: audio_num_codebooks (default 8)")
+    ap.add_argument("--audio_vocab_size", type=int, help="heartmula: audio_vocab_size (default 8197)")
+    ap.add_argument("--text_vocab_size", type=int, help="heartmula: text_vocab_size (default 128256)")
     a = ap.parse_args()
+    if a.family == "heartmula":  # a token cache: no images, no pipeline (docs/CACHE.md, "Token caches")
+        import heartmula_cache
+
+        return heartmula_cache.main(a)
+    if a.audio or a.tokenizer:
+        fail(f"--audio, --tokenizer: heartmula options; {a.family} caches images")
+    if not a.images:
+        fail("--images: required (the image folder)")
     if a.family in NOT_CACHED:
         fail(f"--family {a.family}: not cached yet: {NOT_CACHED[a.family]}")
 

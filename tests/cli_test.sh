@@ -723,10 +723,15 @@ expect 0 "SimpleTuner's mageflow example plans Mage-Flow at 1024 px (its fp8wo-t
 expect 0 "SimpleTuner's heartmula example plans HeartMuLa oss 3B under the token objective" \
   "model heartmula-3b \\(heartmula\\): 28 backbone layers, width 3072, 24 heads \\(8 key-value\\); 3 decoder layers" -- \
   "$bin" plan --config "$src/tests/fixtures/simpletuner/heartmula.peft-lora.json"
-expect 1 "heartmula trains on no data but synthetic_data: the token data it lacks said by name" \
-  "model_family heartmula trains on audio codec tokens .* segtrain reads no token data yet" -- \
+expect 1 "heartmula trains on a token cache or synthetic_data: what segtrain does not read said by name" \
+  "model_family heartmula trains on audio codec tokens: give a token cache .* segtrain reads no audio backend" -- \
   "$bin" train --set model_family=heartmula --set model_preset=heartmula-tiny --set max_train_steps=1 \
   --set output_dir=heartmula-out
+expect 0 "heartmula trains on the committed token cache (make_cache.py --family heartmula), padded to 16 rows" \
+  "segtrain: training on the token cache .*: 4 samples, each padded to 16 rows of 4 codebooks" -- \
+  "$bin" train --set model_family=heartmula --set model_preset=heartmula-tiny --set max_train_steps=2 \
+  --set num_frames=16 --set train_batch_size=2 --set data_cache_dir="$fix/cache-heartmula-tiny" \
+  --set output_dir=heartmula-cache-out
 trains_one_step "heartmula trains on synthetic tokens with SimpleTuner's token objective" heartmula -- \
   --set model_family=heartmula --set model_preset=heartmula-tiny --set train_batch_size=2
 expect 0 "SimpleTuner's longcat_video example plans LongCat-Video (its ramtorch streaming every block)" \

@@ -20,7 +20,7 @@
 enum { C = 4, E = 8, L = 8, D = 32, P = 16, TEXT = L * D + P };
 
 static char root[256];
-static const cache_want flux_tiny = {"flux", C, E, 1, L, D, P, false, 0, NULL, false};
+static const cache_want flux_tiny = {"flux", C, E, 1, L, D, P, false, 0, NULL, false, 0, 0, 0, 0};
 
 /* ---- the committed fixture ---- */
 
@@ -256,8 +256,9 @@ static void test_refusals(void)
     refused("latents of another edge", &v, NULL, ST_ERR_INVALID, "4 x 16 x 16", "4 x 8 x 8");
     v = good(), v.file_edge = 4;
     refused("a file's latents", &v, NULL, ST_ERR_INVALID, "a.safetensors: latents are 4 x 4 x 4", "4 x 8 x 8");
-    const cache_want wide = {"flux", C, E, 1, L, 64, P, false, 0, NULL, false},
-                     nopool = {"flux", C, E, 1, L, D, 8, false, 0, NULL, false}, longer = {"flux", C, E, 1, 4, D, P, false, 0, NULL, false};
+    const cache_want wide = {"flux", C, E, 1, L, 64, P, false, 0, NULL, false, 0, 0, 0, 0},
+                     nopool = {"flux", C, E, 1, L, D, 8, false, 0, NULL, false, 0, 0, 0, 0},
+                     longer = {"flux", C, E, 1, 4, D, P, false, 0, NULL, false, 0, 0, 0, 0};
     v = good();
     refused("text_dim", &v, &wide, ST_ERR_INVALID, "text_dim 32", "joint_attention_dim is 64");
     refused("pooled_dim", &v, &nopool, ST_ERR_INVALID, "pooled_dim 16", "pooled_projection_dim is 8");
@@ -304,7 +305,7 @@ static void test_refusals(void)
 #define BUCKETED SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-sdxl-buckets-tiny"
 #define BUCKETED_SOURCE SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-buckets-source"
 enum { SDXL_TEXT = 6 * 24 + 20, LAT_MAX = 4 * 16 * 8 };
-static const cache_want sdxl_tiny = {"sdxl", 4, 8, 1, 6, 24, 20, false, 6, NULL, false};
+static const cache_want sdxl_tiny = {"sdxl", 4, 8, 1, 6, 24, 20, false, 6, NULL, false, 0, 0, 0, 0};
 
 /* Sample `index`'s latents (its bucket's height x width) and size ids as its file holds them. */
 static void file_sample(const dataset *ds, int64_t index, float *lat, float ids[6])
@@ -490,7 +491,7 @@ static void test_bucketed_refusals(void)
                      "the model takes 4 channels");
     refused_bucketed("an absolute file", edit_bucketed("bk-abs", "file", "\"/etc/passwd\""), &sdxl_tiny,
                      ST_ERR_FORMAT, "an empty or absolute path", "\"file\"");
-    const cache_want wide = {"sdxl", 4, 8, 1, 6, 32, 20, false, 6, NULL, false};
+    const cache_want wide = {"sdxl", 4, 8, 1, 6, 32, 20, false, 6, NULL, false, 0, 0, 0, 0};
     dataset *ds = NULL;
     const st_status st = dataset_open_cache(edit_bucketed("bk-model", "latent_shape", "[16, 8, 8]"), &wide, &ds);
     CHECKF(st == ST_ERR_INVALID && !ds && strstr(st_error(), "2 mismatches with the model:") &&
@@ -505,7 +506,7 @@ static void test_frames_cache(void)
 {
     printf("-- a video cache of clips of two lengths: buckets of frames, height and width\n");
     const char *dir = SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-wan-frames-tiny";
-    const cache_want wan = {"wan", 4, 4, 1, 8, 32, 0, false, 0, NULL, true};
+    const cache_want wan = {"wan", 4, 4, 1, 8, 32, 0, false, 0, NULL, true, 0, 0, 0, 0};
     dataset *ds = NULL;
     CHECKF(dataset_open_cache(dir, &wan, &ds) == ST_OK, "%s", st_error());
     static const int want[3][4] = {{5, 4, 4, 2}, {3, 4, 4, 2}, {3, 4, 6, 1}}; /* frames, height, width, clips */
@@ -520,7 +521,7 @@ static void test_frames_cache(void)
         free(x);
     }
     dataset_close(ds);
-    const cache_want image = {"wan", 4, 4, 1, 8, 32, 0, false, 0, NULL, false};
+    const cache_want image = {"wan", 4, 4, 1, 8, 32, 0, false, 0, NULL, false, 0, 0, 0, 0};
     refused_bucketed("clips for an image family", dir, &image, ST_ERR_FORMAT, "sample blue_square.safetensors",
                      "[channels, height, width]");
 }
@@ -572,7 +573,7 @@ static void test_sdxl_cache(void)
     CHECKF(st == ST_OK && isfinite(loss[0]) && isfinite(loss[2]) && loss[0] != loss[2], "%d %s", (int)st, st_error());
     if (st == ST_OK) printf("     3 steps, loss %.4f -> %.4f\n", loss[0], loss[2]);
     dataset *ds = NULL;
-    const cache_want want = {"sdxl", 4, 8, 1, 6, 24, 20, false, 6, NULL, false};
+    const cache_want want = {"sdxl", 4, 8, 1, 6, 24, 20, false, 6, NULL, false, 0, 0, 0, 0};
     CHECKF(dataset_open_cache(SEGTRAIN_SOURCE_DIR "/tests/fixtures/cache-sdxl-tiny", &want, &ds) == ST_OK, "%s",
            st_error());
     const int64_t n = dataset_text_floats(ds);

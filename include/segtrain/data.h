@@ -111,6 +111,9 @@ typedef struct cache_want {
     int64_t size_ids;                       /* then SDXL's size ids (each sample file's add_time_ids), or 0 */
     const char *text_width;                 /* what prompt_embeds' width holds where not one encoder's (NULL) */
     bool video;                             /* a video family: a version 2 cache's samples may have frames */
+    /* a token model's (a token cache, docs/CACHE.md "Token caches"): its codebooks (0: not a token model), audio
+     * and text vocabularies, and the rows a sample is padded to */
+    int64_t codebooks, audio_vocab, text_vocab, rows;
 } cache_want;
 
 /* The cache folder dir (docs/CACHE.md): cache.json, checked against want (format and version, family, latent shape,
@@ -124,7 +127,13 @@ typedef struct cache_want {
  * any frames ((C, F, H, W); (C, H, W) has none). Its samples are grouped by latent shape (frames, height, width) into
  * buckets, in the order of their first sample, read through dataset_buckets and
  * data_iter_create_buckets as a bucketed backend's are (never pruned: one short batch an epoch), and
- * dataset_resolution is 0. Every error is one line starting "data_cache_dir <dir>:" and naming the file. */
+ * dataset_resolution is 0. Every error is one line starting "data_cache_dir <dir>:" and naming the file.
+ * A token cache (format segtrain-token-cache, make_cache.py --family heartmula) is read for a token model (want's
+ * codebooks above 0) only, and is its only cache: its header's codebooks and vocabularies are the model's, every
+ * sample's audio_tokens (frames, codebooks), tag_ids and lyric_ids are I64 ids inside their vocabularies and its
+ * rows (tags, an empty row, lyrics, frames) at most want's rows; a sample is its tokens (rows x (codebooks + 1),
+ * each its channels) and its conditioning their masks (dataset_text_floats), laid out as SimpleTuner's
+ * collate_audio_tokens lays them out and padded to the rows with empty_id. */
 st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **out);
 
 void dataset_close(dataset *ds);

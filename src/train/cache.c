@@ -17,6 +17,7 @@
 #define CACHE_VERSION 2 /* 1: one latent shape; 2: a shape per sample (make_cache.py --buckets) */
 #define CACHE_INDEX_MAX (256 << 20) /* cache.json lists every sample: 256 MiB is millions of names */
 #define CACHE_NULL "null.safetensors"
+#define TOKEN_FORMAT "segtrain-token-cache"
 
 static st_status bad(const char *dir, st_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static st_status bad(const char *dir, st_status code, const char *fmt, ...)
@@ -38,6 +39,11 @@ static st_status index_int(const char *dir, const cJSON *root, const char *key, 
         return bad(dir, ST_ERR_FORMAT, "cache.json: %s must be an integer >= %lld", key, (long long)lo);
     *out = (int64_t)v->valuedouble;
     return ST_OK;
+}
+
+st_status cache_index_int(const char *dir, const cJSON *root, const char *key, int64_t lo, int64_t *out)
+{
+    return index_int(dir, root, key, lo, out);
 }
 
 /* A float tensor (F32, BF16 or F16) of `ndim` dimensions, or NULL (*st set when it is there but wrong). */
@@ -173,6 +179,7 @@ static st_status check_sample(const dataset *ds, const char *dir, const char *fi
 st_status cache_read(const dataset *ds, const char *path, int64_t frames, int64_t h, int64_t w, float *x, float *text,
                      bool ids)
 {
+    if (ds->tokens) return token_read(ds, path, x, text);
     sft_file *f;
     st_status st = sft_open(path, &f);
     if (st) return st; /* the file changed since the cache was opened */
@@ -428,11 +435,20 @@ st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **
     cJSON *root = n < CACHE_INDEX_MAX ? cJSON_ParseWithOpts(text, NULL, 1) : NULL;
     free(text);
     if (!root) return bad(dir, ST_ERR_FORMAT, "cache.json is not valid JSON (or over %d MiB)", CACHE_INDEX_MAX >> 20);
+    const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (cJSON_IsString(format) && !strcmp(format->valuestring, TOKEN_FORMAT)) { /* a token model's (token_cache.c) */
+        const st_status st = token_cache_open(dir, root, want, out);
+        cJSON_Delete(root);
+        return st;
+    }
     entry *entries = NULL;
     int count = 0;
     int64_t version = 0;
-    st_status st = cJSON_IsObject(root) ? check_index(dir, root, want, &version, &entries, &count)
-                                        : bad(dir, ST_ERR_FORMAT, "cache.json must be a JSON object");
+    st_status st = !cJSON_IsObject(root) ? bad(dir, ST_ERR_FORMAT, "cache.json must be a JSON object")
+                   : want->codebooks     ? bad(dir, ST_ERR_FORMAT, "cache.json: format must be \"%s\": model_family %s "
+                                               "trains on a token cache (make_cache.py --family %s, docs/CACHE.md)",
+                                               TOKEN_FORMAT, want->family, want->family)
+                                         : check_index(dir, root, want, &version, &entries, &count);
     dataset *ds = NULL;
     if (!st) st = new_cache(dir, want, version, &ds);
     scan sc = {0};
@@ -459,6 +475,7 @@ st_status dataset_open_cache(const char *dir, const cache_want *want, dataset **
 
 int64_t dataset_text_floats(const dataset *ds)
 {
+    if (ds->tokens) return ds->frames * (ds->channels + 1); /* the tokens' mask (S, K + 1), the frame mask (S) */
     return ds->kind == KIND_CACHE ? ds->text_len * (ds->text_dim + ds->mask) + ds->pooled_dim : 0;
 }
 

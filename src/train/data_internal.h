@@ -4,6 +4,7 @@
 #ifndef SEGTRAIN_TRAIN_DATA_INTERNAL_H
 #define SEGTRAIN_TRAIN_DATA_INTERNAL_H
 
+#include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,6 +51,9 @@ struct dataset {
     bool mask;         /* cache: the model reads the text mask after the pooled vector */
     int64_t size_ids;  /* cache: then SDXL's size ids, each sample's own (not the null prompt's) */
     float *null_text;  /* cache: null.safetensors' conditioning, NULL when the cache has none */
+    /* token cache (token_cache.c): a sample's rows, codebooks, vocabularies and padding id; frames is the rows */
+    bool tokens;
+    int64_t codebooks, audio_vocab, text_vocab, empty_id;
     /* bucketed backends: each item's place, the buckets, and their samples (one array the buckets point into) */
     place *places;
     data_bucket *buckets;
@@ -75,6 +79,12 @@ size_t data_fold_space(char *s, size_t n);
 st_status data_add_item(scan *sc, char *path, char *caption, int label);
 st_status data_check_png(scan *sc, const char *path, const char *name, bool *ok, int *w, int *h);
 st_status data_list_bucket_samples(dataset *ds);
+/* cache.json's integer `key` (>= lo), or an error naming it. */
+st_status cache_index_int(const char *dir, const cJSON *root, const char *key, int64_t lo, int64_t *out);
+/* A token cache (token_cache.c, docs/CACHE.md "Token caches"): cache.json's root checked against want into *out;
+ * token_read lays a sample file out as the model reads it (x: the tokens, cond: their masks). */
+st_status token_cache_open(const char *dir, const cJSON *root, const cache_want *want, dataset **out);
+st_status token_read(const dataset *ds, const char *path, float *x, float *cond);
 st_status cache_read(const dataset *ds, const char *path, int64_t frames, int64_t h, int64_t w, float *x, float *text,
                      bool ids);
 

@@ -120,7 +120,8 @@ static st_status open_data(const config *cfg, const model_config *mc, dataset **
     const char *cache = config_string(cfg, "data_cache_dir");
     const cache_want want = {mc->family,   mc->channels,   mc->height,          mc->frames, mc->text_len,
                              mc->text_dim, mc->pooled_dim, model_text_mask(mc), model_size_ids(mc),
-                             model_text_width(mc), model_video(mc)};
+                             model_text_width(mc), model_video(mc),
+                             model_tokens(mc) ? mc->channels - 1 : 0, mc->classes, mc->text_vocab, mc->frames};
     bucket_config settings;
     if (cache[0]) return dataset_open_cache(cache, &want, out);
     st_status st = train_bucket_settings(cfg, mc, &settings);

@@ -386,10 +386,27 @@ static st_status same_sizes(const trainer *t)
     return ST_OK;
 }
 
+/* A token model's token cache (docs/CACHE.md, "Token caches"). Caption dropout does not apply: SimpleTuner's
+ * collate_audio_tokens reads each sample's tags and lyrics, which its caption dropout (instance_prompt_text) leaves. */
+static st_status open_tokens(trainer *t, const model_config *mc, const char *cache)
+{
+    char what[400];
+    snprintf(what, sizeof what, "%lld samples, each padded to %lld rows of %lld codebooks and a text token as "
+             "SimpleTuner's collate_audio_tokens pads a batch%s", (long long)dataset_size(t->data),
+             (long long)mc->frames, (long long)(mc->channels - 1),
+             t->label_dropout > 0 ? "; caption_dropout_probability not applied (SimpleTuner's HeartMuLa keeps every "
+                                    "sample's tags and lyrics)" : "");
+    t->label_dropout = 0;
+    t->cached = true;
+    note(t, "segtrain: training on the token cache %s: %s", cache, what);
+    return t->iter ? ST_OK : data_iter_create(t->data, t->seed, &t->iter);
+}
+
 /* A cache of latents and text embeddings (data_cache_dir), opened with the run's buckets (open_buckets): a
  * dual-stream model reads its conditioning from it; caption dropout needs the cache's empty-prompt embeddings. */
 static st_status open_cache(trainer *t, const model_config *mc, const char *cache)
 {
+    if (model_tokens(mc)) return open_tokens(t, mc, cache);
     st_status st = ST_OK;
     const int64_t held = dataset_text_floats(t->data) + mc->guidance_embeds + model_size_ids(mc);
     const int64_t wanted = model_cond_len(mc);
@@ -418,18 +435,19 @@ static st_status open_cache(trainer *t, const model_config *mc, const char *cach
 
 st_status train_data_check(const config *cfg, const model_config *mc)
 {
-    if (model_tokens(mc) && !config_bool(cfg, "synthetic_data")) /* docs/FAMILIES.md, heartmula */
-        return st_fail(ST_ERR_UNSUPPORTED, "model_family %s trains on audio codec tokens (SimpleTuner reads each "
-                       "sample's precomputed audio_tokens or audio_tokens_path, HeartCodec's, and its tags and lyrics "
-                       "through HeartMuLa's tokenizer.json), and segtrain reads no token data yet: it plans the model "
-                       "and its token objective, and trains it on synthetic_data only", mc->family);
     const char *cache = config_string(cfg, "data_cache_dir");
+    if (model_tokens(mc) && !config_bool(cfg, "synthetic_data") && !cache[0]) /* docs/FAMILIES.md, heartmula */
+        return st_fail(ST_ERR_UNSUPPORTED, "model_family %s trains on audio codec tokens: give a token cache "
+                       "(data_cache_dir, made by scripts/make_cache.py --family %s from precomputed HeartCodec tokens "
+                       "and HeartMuLaGen's tokenizer.json) or synthetic_data; segtrain reads no audio backend "
+                       "(SimpleTuner's dataset_type audio with audio_tokens or audio_tokens_path) and runs no "
+                       "HeartCodec", mc->family, mc->family);
     const char *other = config_bool(cfg, "synthetic_data") ? "synthetic_data"
                         : config_string(cfg, "data_dir")[0] ? "data_dir"
                         : config_string(cfg, "data_backend_config")[0] ? "data_backend_config" : NULL;
     if (cache[0] && other)
         return st_fail(ST_ERR_INVALID, "data_cache_dir (%s) and %s are both set: give one", cache, other);
-    if (cache[0] && !model_reads_text(mc))
+    if (cache[0] && !model_reads_text(mc) && !model_tokens(mc))
         return st_fail(ST_ERR_INVALID, "data_cache_dir: a cache holds text-encoder embeddings, which model_family %s "
                        "does not read (the dual-stream families do: flux, mmdit)", mc->family);
     /* a cache's shapes are its own (train_buckets_open); so are data_backend_config's aspect buckets */

@@ -231,11 +231,14 @@ st_status model_config_from(const config *cfg, model_config *mc)
     /* a video VAE keeps the first frame and one in every scale_t after it (HunyuanVideo's and Wan's 4, LTX's 8) */
     const bool framed = n_shapes && shapes[0].frames;
     const int64_t frames = framed ? shapes[0].frames : config_int(cfg, "num_frames"), scale_t = model_vae_scale_t(mc);
-    if (model_audio(mc) && config_is_set(cfg, "num_frames")) mc->frames = frames; /* audio: the clip's latent frames; else the preset's */
+    /* audio: the clip's latent frames; a token model: its rows (a token cache's samples are padded to them); else
+     * the preset's */
+    const bool rows = model_audio(mc) || model_tokens(mc);
+    if (rows && config_is_set(cfg, "num_frames")) mc->frames = frames;
     const family_desc *d = family_of_config(mc);
     if (d->latent_frames) { /* a VAE of its own chunking (MiniMax-H3's) */
         if ((st = d->latent_frames(mc, frames))) return st;
-    } else if (frames > 1 && !model_audio(mc) && (!model_video(mc) || (frames - 1) % scale_t))
+    } else if (frames > 1 && !rows && (!model_video(mc) || (frames - 1) % scale_t))
         return st_fail(ST_ERR_INVALID, "%s: %lld; %s %lld k + 1 frames (its VAE keeps the first and every "
                        "%lldth after it)", framed ? "bucket_shapes" : "num_frames", (long long)frames, model_video(mc) ? "this video family takes" :
                        "an image family takes 1, not", (long long)scale_t, (long long)scale_t);
