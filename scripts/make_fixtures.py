@@ -786,15 +786,41 @@ WAN_S2V_PASSED = ("hidden_states = latents (B, C, F, H, W) = (2, 4, 8, 8, 8) as 
                   "motion_latents (B, C, 0, H, W); motion_frames [17, 5], drop_motion_frames True, add_last_motion 0 "
                   "(SimpleTuner's WanS2V.model_predict); the rotary table complex128 as the class builds it (Module.to casts it to "
                   "real); pred = output as is (B, C, F, H, W)")
-# A change to a SimpleTuner class that is not about float64 but about what it computes: {family: why}, applied in
-# every run (the bf16 yardstick's too) and recorded in the fixture's metadata.
+# A change to a SimpleTuner class that is not about float64 but about what it computes: {family: {change: why}},
+# applied in every run (the bf16 yardstick's too) and recorded in the fixture's metadata.
 SIMPLETUNER_PATCHES = {
-    "longcat_video": "Attention._flash_or_sdp_attention hands q, k, v as (B, heads, tokens, head_dim) to diffusers' "
-                     "dispatch_attention_fn, which takes (B, tokens, heads, head_dim): as shipped (no BSA or Triton "
-                     "kernel, the published enable_bsa false) each token attends over the heads, not the tokens. "
-                     "Patched to the layout dispatch_attention_fn takes, the attention LongCat-Video's own code runs "
-                     "(flash_attn_func on (B, tokens, heads, head_dim))",
+    "longcat_video": {
+        "attention_layout": "Attention._flash_or_sdp_attention hands q, k, v as (B, heads, tokens, head_dim) to "
+                            "diffusers' dispatch_attention_fn, which takes (B, tokens, heads, head_dim): as shipped "
+                            "(no BSA or Triton kernel, the published enable_bsa false) each token attends over the "
+                            "heads, not the tokens. Patched to the layout dispatch_attention_fn takes, the attention "
+                            "LongCat-Video's own code runs (flash_attn_func on (B, tokens, heads, head_dim))",
+        "ffn_residual": "LongCatSingleStreamBlock.forward assigns x = modulate_fp32(mod_norm_ffn, x, ...) and then x = "
+                        "x + gate_mlp * ffn(x), so the feed-forward's residual starts from the modulated stream and "
+                        "a pretrained model loses its residual stream at every block. Patched to x = x + gate_mlp * "
+                        "ffn(modulate_fp32(mod_norm_ffn, x, ...)), as LongCat-Video's own block has it",
+    },
 }
+# ffn_residual as an edit of the block's forward: each (shipped, patched) text must occur once in its source
+LONGCAT_VIDEO_FFN_RESIDUAL = (("x = modulate_fp32(self.mod_norm_ffn,", "x_m = modulate_fp32(self.mod_norm_ffn,"),
+                              ("x = x + (gate_mlp * self.ffn(x.view(", "x = x + (gate_mlp * self.ffn(x_m.view("))
+
+
+def longcat_video_ffn_residual(lt):
+    """SIMPLETUNER_PATCHES' ffn_residual: LongCatSingleStreamBlock.forward recompiled from its own source with
+    LONGCAT_VIDEO_FFN_RESIDUAL's two edits, in the module's globals (so the other changes here still reach it)."""
+    import inspect
+    import textwrap
+    block = lt.LongCatSingleStreamBlock
+    src = textwrap.dedent(inspect.getsource(block.forward))
+    for shipped, patched in LONGCAT_VIDEO_FFN_RESIDUAL:
+        if src.count(shipped) != 1:
+            raise SystemExit("longcat_video: LongCatSingleStreamBlock.forward holds %r %d times (valid: once); the "
+                             "ffn_residual patch no longer applies" % (shipped, src.count(shipped)))
+        src = src.replace(shipped, patched)
+    made = {}
+    exec(compile(src, inspect.getsourcefile(block) + " (ffn_residual)", "exec"), vars(lt), made)
+    block.forward = made["forward"]
 
 
 def longcat_video_patch():
@@ -807,6 +833,7 @@ def longcat_video_patch():
         o = dispatch(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=attn_mask, backend=backend)
         return o.transpose(1, 2)
     lt.dispatch_attention_fn = by_tokens
+    longcat_video_ffn_residual(lt)
     lt._segtrain_patched = True
 
 
@@ -919,7 +946,8 @@ LONGCAT_VIDEO_PASSED = ("hidden_states = latents (B, C, F, H, W) = (2, 4, 2, 8, 
                         "tokens (frame, row, col)); timestep = float32(sigma * 1000) (B); encoder_hidden_states (B, L, "
                         "24) N(0, 1) and encoder_attention_mask (B, L) of 6 and 4 tokens (text_tokens_zero_pad: the "
                         "padding rows zeroed after y_embedder, then attended); num_cond_latents 0; pred = output (B, "
-                        "C, F, H, W); the self-attention over the tokens (SIMPLETUNER_PATCHES)")
+                        "C, F, H, W); the self-attention over the tokens and the feed-forward's residual from the stream "
+                        "(SIMPLETUNER_PATCHES)")
 
 
 @exact
@@ -2233,7 +2261,7 @@ def write_reference(name, model, t, path, extra_meta):
         if stubs:
             meta["simpletuner_stubs"] = json.dumps(stubs, sort_keys=True)
         if family in SIMPLETUNER_PATCHES:
-            meta["simpletuner_patches"] = SIMPLETUNER_PATCHES[family]
+            meta["simpletuner_patches"] = json.dumps(SIMPLETUNER_PATCHES[family], sort_keys=True)
     if fx["bf16"]:
         meta["bf16_weights"] = fx["bf16"]
     if fx["factored"]:

@@ -891,8 +891,8 @@ static const struct family_case {
     {"cosmos2-tiny", "AdaLN-LoRA, rotate-half RoPE, no biases", 3, 0, 0, 1, 1, 1, 1, 0},
     {"kandinsky5-image-tiny", "text blocks, then visual blocks reading them", 3, 0, 3, 1, 1, 1, 1, 0},
     {"kandinsky5-video-tiny", "video, visual_cond's zero channels", 0, 0, 0, 0, 0, 1, 0, 2},
-    {"longcat-video-tiny", "video, fused q k v, an ungated cross-attention after an affine LayerNorm, SwiGLU whose "
-     "residual starts from its modulated input", 3, 0, 0, 1, 1, 1, 1, 2},
+    {"longcat-video-tiny", "video, fused q k v, an ungated cross-attention after an affine LayerNorm, SwiGLU", 3, 0, 0,
+     1, 1, 1, 1, 2},
     {"anima-tiny", "cosmos2's blocks reading its text conditioner's output, whose gradient they return", 3, 0, 0, 1,
      1, 1, 1, 0},
     {"ltxvideo-tiny", "video, RoPE over the width, RMSNorm norms", 0, 0, 0, 1, 0, 1, 1, 2},

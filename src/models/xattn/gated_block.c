@@ -11,7 +11,7 @@
  * pairs rotate-half, Kandinsky 5's interleaved), the cross-attention's not; no key mask (Cosmos's text padding is
  * zero rows, attended; Kandinsky 5's text is unmasked); whether the linears have biases is their registration's.
  * LongCat-Video's (gated_block.h): q, k, v fused; x2 = x1 + out'(cross_attention(affine LN(x1))), two modules' rows
- * (6 D); x3 = h + gate3 * ff2(silu(ff0 h) * ff1 h) with h = LN(x2) (1 + scale) + shift, its own residual's start.
+ * (6 D); x3 = x2 + gate * ff2(silu(ff0 h) * ff1 h) with h = LN(x2) (1 + scale) + shift.
  *
  * Forward keeps the modulations, the attentions' inputs (q, k and v after their norms and rotation, and the raw q and
  * k), outputs and states, the output projections, and with KEEP_ALL the feed-forward's two GEMM outputs; everything
@@ -227,15 +227,13 @@ static st_status gated_forward(block *blk, const block_state *in, block_state *o
     if (!st && b->cross && b->plain_cross) add_to(y, sv->o2, ND); /* x2 */
     else if (!st && b->cross) gated_residual_forward(y, y, sv->mod[0] + 5 * d.D, sv->o2, d.B, d.T, d.D, d.M);
     if (!st) st = ffn_compute(b, y, sv->mod[0], sv->f1[0], sv->f3[0], sv->f2[0]);
-    if (!st && b->ffn_on_norm) st = ln_modulate(b, y, h, y, sv->mod[0], d.ff, NULL); /* x3 = h + gate ff(h) */
     if (!st) gated_residual_forward(y, y, sv->mod[0] + (3 * d.ff + 2) * d.D, sv->f2[0], d.B, d.T, d.D, d.M);
     if (!st) *out = (block_state){.n = 1, .t = {y}};
     return frame_end(&f, st, sv, saved_io, &y, 1);
 }
 
 /* grad->t[0] holds dL/dx3 on entry; the residual stream's gradient is accumulated in place, becoming dL/dx2,
- * dL/dx1 and dL/dx. With ffn_on_norm x3 = h + gate3 ff(h): dL/dh gathers dL/dx3 itself beside the feed-forward's
- * path, and dL/dx2 comes through h alone. */
+ * dL/dx1 and dL/dx. */
 static st_status gated_backward(block *blk, const block_state *in, block_saved *sv, block_state *grad)
 {
     gated_block *b = blk->self;
@@ -269,7 +267,7 @@ static st_status gated_backward(block *blk, const block_state *in, block_saved *
     if (s.status) goto done;
     if (b->swiglu) glu_forward(g, sv->f1[0], sv->f3[0], N, d.F, d.F, GLU_SILU);
     else gelu_erf_forward(g, sv->f1[0], N * d.F);
-    gated_residual_backward(b->ffn_on_norm ? NULL : gx, dmod + gate, df2, gx, mod + gate, sv->f2[0], B, T, D, M);
+    gated_residual_backward(gx, dmod + gate, df2, gx, mod + gate, sv->f2[0], B, T, D, M);
     if ((s.status = bwd(b->m, &b->ff2, dg, df2, g, N))) goto done;
     scratch_drop(&s, g);
     scratch_drop(&s, df2);
@@ -288,7 +286,6 @@ static st_status gated_backward(block *blk, const block_state *in, block_saved *
     if (df3 && (s.status = bwd(b->m, &b->ff1, dh, df3, h, N))) goto done;
     if (df3) scratch_drop(&s, df3);
     scratch_drop(&s, df1);
-    if (b->ffn_on_norm) add_to(dh, gx, ND), zero_bytes(gx, (size_t)ND * sizeof(float));
     ln_modulate_back(b, gx, dmod, dh, ln, x2, mod, (int)ff, &stats);
     op_state_release(&stats);
     side_ffn_drop(sv, &s, &recomputed);

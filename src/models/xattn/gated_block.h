@@ -35,8 +35,6 @@ struct gated_block {
     bool plain_cross;   /* the cross-attention reads an affine LayerNorm (cross_norm_w, _b) of the stream and adds
                            ungated: no modulation rows of its own */
     bool swiglu;        /* the feed-forward ff2(silu(ff0 h) * ff1 h), not ff2(gelu_erf(ff0 h)) */
-    bool ffn_on_norm;   /* its residual starts from its modulated input h, not x2 (SimpleTuner's
-                           LongCatSingleStreamBlock assigns x = modulate(...) before x = x + gate * ffn(x)) */
     lin_layer ff1;
     int cross_norm_w, cross_norm_b;
 };

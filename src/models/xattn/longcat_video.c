@@ -11,8 +11,8 @@
  * - Blocks (gated_block.c with LongCat's options): x1 = x + gate1 attn(LN(x) (1 + scale1) + shift1) with q, k, v one
  *   GEMM (attn.qkv), q and k RMSNorm-ed per head (eps 1e-6) and turned by the 3-D rotary table, interleaved pairs;
  *   x2 = x1 + cross_attn(affine LN(x1)) (pre_crs_attn_norm, neither modulated nor gated; kv_linear one GEMM, q and k
- *   RMSNorm-ed); h = LN(x2) (1 + scale2) + shift2; x3 = h + gate2 ffn.w2(silu(w1 h) w3 h). The last residual starts
- *   from h, not x2: SimpleTuner's LongCatSingleStreamBlock assigns x = modulate_fp32(...) before x = x + gate * ffn(x).
+ *   RMSNorm-ed); h = LN(x2) (1 + scale2) + shift2; x3 = x2 + gate2 ffn.w2(silu(w1 h) w3 h), as LongCat-Video's own
+ *   block has it (SimpleTuner's starts that residual from h: the fixture patches it, docs/FAMILIES.md).
  * - Rotary table per head: axes (frame, row, column) of widths (hd - 4 (hd / 6), 2 (hd / 6), 2 (hd / 6)), pair j of
  *   an axis of width d turning by pos 10000^(-2 j / d), in double.
  * - Out: final_layer's (shift, scale) = adaLN_modulation.1(SiLU(t)), LayerNorm (eps 1e-6, no affine), modulate,
@@ -20,7 +20,7 @@
  *
  * The attention is over the tokens: SimpleTuner's class as shipped hands (B, heads, tokens, head_dim) to diffusers'
  * dispatch_attention_fn, which takes (B, tokens, heads, head_dim), so it attends over the heads; the fixture patches
- * that one call (its simpletuner_patches) and segtrain builds the attention LongCat-Video's own code runs. */
+ * that call (its simpletuner_patches) and segtrain builds the attention LongCat-Video's own code runs. */
 #include "models/core/diffusers_json.h"
 #include "models/core/family.h"
 #include "models/xattn/gated_block.h"
@@ -99,7 +99,7 @@ static st_status lcv_create(model *m)
         *b = (gated_block){.m = m, .cross = true, .ln_eps = LCV_EPS, .qk_eps = LCV_EPS, .rope = &m->ctx.rope,
                            .ffn = c->ffn_dim, .modulate = gated_modulate_linear,
                            .modulate_back = gated_modulate_linear_back, .fused = true, .plain_cross = true,
-                           .swiglu = true, .ffn_on_norm = true};
+                           .swiglu = true};
         snprintf(prefix, sizeof prefix, "blocks.%d", i);
         lcv_block_register(s, b, prefix, c);
     }
